@@ -1,0 +1,78 @@
+"""ope: off-policy evaluation of logged policies.
+
+How would a candidate policy have done on the traffic we logged, how sure are we, and where can
+the logs not tell us? The public names live in this flat namespace; the modules behind them are
+named by concept (``ope.io``, ``ope.policies``, ``ope.estimators``, ``ope.intervals``, ...).
+
+Submodules are imported on first use, so ``import ope`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_PUBLIC: dict[str, str] = {
+    # errors and warnings
+    "OPEError": "ope.exceptions",
+    "SchemaError": "ope.exceptions",
+    "ValidationError": "ope.exceptions",
+    "DataFileError": "ope.exceptions",
+    "PolicyError": "ope.exceptions",
+    "MissingBoundsError": "ope.exceptions",
+    "EstimationError": "ope.exceptions",
+    "OPEWarning": "ope.exceptions",
+    "OverlapWarning": "ope.exceptions",
+    "SmallSampleWarning": "ope.exceptions",
+    "DroppedRowsWarning": "ope.exceptions",
+    # logs and reading
+    "ValidationReport": "ope.logs",
+    "BanditLogs": "ope.logs",
+    "Trajectories": "ope.logs",
+    "PairedReplays": "ope.logs",
+    # results shared by intervals
+    "ConfidenceInterval": "ope.intervals._types",
+    "BottouInterval": "ope.intervals._types",
+}
+
+# submodules reachable as attributes (``ope.simulate``)
+_SUBMODULES = frozenset(
+    {
+        "exceptions",
+        "logs",
+        "io",
+        "schema",
+        "policies",
+        "simulate",
+        "weights",
+        "estimators",
+        "intervals",
+        "reward_models",
+        "evaluation",
+        "diagnostics",
+        "learning",
+        "cli",
+    }
+)
+
+__all__ = sorted(_PUBLIC) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value
+        return value
+    if name in _SUBMODULES:
+        value = importlib.import_module(f"ope.{name}")
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ope' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC) | _SUBMODULES)

@@ -1,0 +1,161 @@
+"""Validated log containers and the validation report.
+
+A reader (``ope.read_logs``, ``ope.scan_logs``, ``ope.read_trajectories``, ``ope.read_paired``)
+returns one of these containers. Each holds an Arrow table whose columns carry ope's canonical
+names (DESIGN.md §2) and types, plus the ``ValidationReport`` of how it was read: rows read, used
+and rejected by reason. Nothing is ever dropped without being counted here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+__all__ = ["ValidationReport", "BanditLogs", "Trajectories", "PairedReplays"]
+
+#: how many example row numbers a report keeps per rejection reason
+EXAMPLE_ROWS: int = 5
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """What a reader did with each row.
+
+    Attributes
+    ----------
+    source : str
+        Where the rows came from (a path, ``"<DataFrame>"``, ``"<Table>"``).
+    rows_read : int
+        Rows found in the source.
+    rows_used : int
+        Rows kept in the logs. ``rows_read - rows_used`` rows were rejected and dropped.
+    rejected : dict[str, int]
+        Rows rejected, by reason (e.g. ``{"propensity_out_of_range": 3}``). A row breaking several
+        rules is counted under each reason but only once in ``rows_rejected``.
+    examples : dict[str, tuple[int, ...]]
+        The first few (0-based, source-order) row numbers of each reason.
+    dropped : bool
+        True when rejected rows were dropped under ``on_invalid="drop"``.
+    """
+
+    source: str
+    rows_read: int
+    rows_used: int
+    rejected: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    dropped: bool = False
+
+    @property
+    def rows_rejected(self) -> int:
+        """Rows read but not used."""
+        return self.rows_read - self.rows_used
+
+    @property
+    def ok(self) -> bool:
+        """True when no row was rejected."""
+        return self.rows_rejected == 0 and not self.rejected
+
+    def merge(self, other: ValidationReport, *, row_offset: int = 0) -> ValidationReport:
+        """Combine the reports of two consecutive parts of one source.
+
+        ``row_offset`` is added to ``other``'s example row numbers (the rows before it).
+        """
+        rejected = dict(self.rejected)
+        examples = {k: tuple(v) for k, v in self.examples.items()}
+        for reason, count in other.rejected.items():
+            rejected[reason] = rejected.get(reason, 0) + count
+            shifted = tuple(r + row_offset for r in other.examples.get(reason, ()))
+            examples[reason] = (examples.get(reason, ()) + shifted)[:EXAMPLE_ROWS]
+        return ValidationReport(
+            source=self.source,
+            rows_read=self.rows_read + other.rows_read,
+            rows_used=self.rows_used + other.rows_used,
+            rejected=rejected,
+            examples=examples,
+            dropped=self.dropped or other.dropped,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with stable keys."""
+        return {
+            "source": self.source,
+            "rows_read": self.rows_read,
+            "rows_used": self.rows_used,
+            "rows_rejected": self.rows_rejected,
+            "rejected": dict(self.rejected),
+            "examples": {k: list(v) for k, v in self.examples.items()},
+            "dropped": self.dropped,
+        }
+
+    def __str__(self) -> str:
+        lines = [
+            f"validation report for {self.source}",
+            f"  rows read:     {self.rows_read:,}",
+            f"  rows used:     {self.rows_used:,}",
+            f"  rows rejected: {self.rows_rejected:,}" + (" (dropped)" if self.dropped else ""),
+        ]
+        for reason, count in sorted(self.rejected.items(), key=lambda kv: (-kv[1], kv[0])):
+            rows = ", ".join(str(r) for r in self.examples.get(reason, ()))
+            more = ", ..." if count > len(self.examples.get(reason, ())) else ""
+            lines.append(f"    {reason}: {count:,} (rows {rows}{more})")
+        return "\n".join(lines)
+
+
+class _TableLogs:
+    """Shared behaviour of the log containers: an Arrow table plus its report."""
+
+    def __init__(self, table: pa.Table, report: ValidationReport) -> None:
+        self.table = table
+        self.report = report
+
+    @property
+    def n(self) -> int:
+        """Number of rows used."""
+        return self.table.num_rows
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.table.column_names)
+
+    def column(self, name: str) -> np.ndarray:
+        """One column as a numpy array (zero-copy where Arrow allows; floats as float64)."""
+        if name not in self.table.column_names:
+            raise KeyError(
+                f"column {name!r} is not in these logs; they have: {', '.join(self.table.column_names)}"
+            )
+        col = self.table.column(name)
+        if pa.types.is_floating(col.type):
+            return col.to_numpy().astype(np.float64, copy=False)
+        return col.to_numpy()
+
+    def to_pandas(self) -> Any:
+        return self.table.to_pandas()
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(n={self.n:,}, columns={self.columns}, "
+            f"rows_rejected={self.report.rows_rejected:,})"
+        )
+
+
+class BanditLogs(_TableLogs):
+    """Validated bandit / recommendation events, one row per decision (DESIGN.md §2)."""
+
+    @property
+    def target_policies(self) -> list[str]:
+        """Names of the candidate policies stored as ``target__<name>`` columns."""
+        return [c[len("target__"):] for c in self.table.column_names if c.startswith("target__")]
+
+
+class Trajectories(_TableLogs):
+    """Validated multi-step trajectories, one row per step, sorted by (episode_id, step)."""
+
+
+class PairedReplays(_TableLogs):
+    """Validated paired replays (counterfactual branches), one row per (pair_id, arm, replicate)."""
