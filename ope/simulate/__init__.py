@@ -1,0 +1,36 @@
+"""Synthetic environments with exact ground truth, and the bundled sample dataset.
+
+Every environment has a finite context (or state) distribution and known reward means, so the
+value of any policy is an exact expectation rather than a Monte Carlo average. They share one
+interface:
+
+- a constructor with the settings (and a ``seed`` fixing the model);
+- ``sample(n, *, rng=None, ...)`` returning a ``pyarrow.Table`` in the canonical log schema
+  (DESIGN.md §2), with one ``target__<name>`` column per candidate policy;
+- ``candidate_policies`` (names) and ``true_value(name_or_table)``, exact, with ``"logging"``
+  the logging policy's own value;
+- oracle accessors (``expected_reward``, ``policy_expected_reward``, ``oracle=True`` columns)
+  for tests of reward models and doubly robust estimators.
+
+Environments: :class:`ContextualBandit`, :class:`Recommendation` (long-tail catalog with
+candidate sets), :class:`TabularMDP` (trajectories that terminate or are truncated),
+:class:`PairedReplaySimulator` (paired counterfactual replays). :func:`load_sample` reads the
+bundled ``datasets/sample_recommendation.parquet`` with its exact truth.
+"""
+
+from __future__ import annotations
+
+from ope.simulate._sample import BundledSample, load_sample
+from ope.simulate.bandit import ContextualBandit
+from ope.simulate.mdp import TabularMDP
+from ope.simulate.paired import PairedReplaySimulator
+from ope.simulate.recommendation import Recommendation
+
+__all__ = [
+    "BundledSample",
+    "ContextualBandit",
+    "PairedReplaySimulator",
+    "Recommendation",
+    "TabularMDP",
+    "load_sample",
+]
