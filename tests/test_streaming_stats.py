@@ -1,0 +1,151 @@
+"""Mergeable statistics: merge equals whole, estimates equal the eager path, clear refusals."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from ope.estimators import DR, IPS, SNIPS, ClippedIPS, logging_value
+from ope.exceptions import EstimationError, ValidationError
+from ope.streaming import MomentStats
+from ope.weights import MOMENT_KEYS
+
+N = 10_000
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(0)
+    r = rng.binomial(1, 0.3, size=N).astype(float)
+    p = rng.choice([0.1, 0.3, 0.6], size=N)
+    t = rng.uniform(size=(N, 3)) * np.minimum(1.9 * p, 1.0)[:, None]  # w in [0, 1.9]
+    return r, p, t
+
+
+def _parts(r, p, t, cuts, **kwargs):
+    edges = [0, *cuts, len(r)]
+    return [
+        MomentStats.from_arrays(r[a:b], p[a:b], t[a:b], **kwargs)
+        for a, b in zip(edges[:-1], edges[1:])
+    ]
+
+
+def test_merge_of_parts_equals_whole(data):
+    r, p, t = data
+    whole = MomentStats.from_arrays(r, p, t, max_weight=1.5)
+    merged = MomentStats.merge_all(_parts(r, p, t, [1, 2500, 7000], max_weight=1.5))
+    assert merged.n == whole.n == N
+    assert (merged.min_r, merged.max_r) == (0.0, 1.0)
+    assert merged.sum_r == pytest.approx(whole.sum_r, rel=1e-12)
+    for key in MOMENT_KEYS:
+        np.testing.assert_allclose(merged.moments[key], whole.moments[key], rtol=1e-12)
+    # builtin sum and + work, and merging is associative
+    a, b, c = _parts(r, p, t, [3000, 6000], max_weight=1.5)
+    assert sum([a, b, c]).n == N
+    left, right = (a + b) + c, a + (b + c)
+    for key in MOMENT_KEYS:
+        np.testing.assert_allclose(left.moments[key], right.moments[key], rtol=1e-12)
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+@pytest.mark.parametrize("est", [IPS(), SNIPS(), ClippedIPS(max_weight=1.5)], ids=lambda e: e.name)
+def test_streamed_estimates_equal_eager(data, est):
+    r, p, t = data
+    merged = MomentStats.merge_all(_parts(r, p, t, [123, 5000], max_weight=1.5))
+    streamed = merged.estimates(est, reward_range=(0.0, 1.0))
+    for j, res in enumerate(streamed):
+        eager = est.estimate(r, p, t[:, j], reward_range=(0.0, 1.0))
+        assert res.estimator == eager.estimator
+        assert res.value == pytest.approx(eager.value, rel=1e-12)
+        assert res.std_error == pytest.approx(eager.std_error, rel=1e-12)
+        assert res.ess == pytest.approx(eager.ess, rel=1e-12)
+        assert res.notes == eager.notes
+        for method in ("normal", "t"):
+            np.testing.assert_allclose(res.ci(0.9, method), eager.ci(0.9, method), rtol=1e-12)
+        bounded = {"ips": {"hoeffding": 1.9, "bernstein": 1.9}, "clipped_ips": {"hoeffding": None, "bernstein": None, "bottou": None}}
+        for method, bound in bounded.get(est.name, {}).items():
+            np.testing.assert_allclose(
+                res.ci(method=method, max_weight=bound), eager.ci(method=method, max_weight=bound), rtol=1e-12
+            )
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+def test_names_levels_and_strings(data):
+    r, p, t = data
+    stats = MomentStats.from_arrays(r, p, t, max_weight=2.0, names=["a", "b", "c"])
+    res = stats.estimates("clipped_ips", confidence_level=0.8)
+    assert [e.policy for e in res] == ["a", "b", "c"]
+    assert res[0].estimator == "clipped_ips" and res[0].confidence_level == 0.8
+    assert stats.to_estimates("snips")[1].value == pytest.approx(
+        SNIPS().estimate(r, p, t[:, 1]).value, rel=1e-12
+    )
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+def test_refusals(data):
+    r, p, t = data
+    stats = MomentStats.from_arrays(r, p, t, max_weight=2.0)
+    res = stats.estimates("ips", reward_range=(0, 1))[0]
+    with pytest.raises(EstimationError, match=r"'bootstrap' does not apply to the 'ips' estimate \(this estimate has no rows: it was computed from merged summary statistics"):
+        res.ci(method="bootstrap")
+    with pytest.raises(EstimationError, match=r"available methods: normal, t, hoeffding, bernstein\."):
+        res.ci(method="betting")
+    with pytest.raises(EstimationError, match=r"per-row influence terms need the rows"):
+        res.influence()
+    with pytest.raises(EstimationError, match=r"merged statistics support the ips, clipped_ips and snips estimators; got 'dr'"):
+        stats.estimates(DR())
+    with pytest.raises(ValidationError, match=r"ClippedIPS\(max_weight=3.0\) needs statistics accumulated with the same clip level; these have max_weight=2.0"):
+        stats.estimates(ClippedIPS(max_weight=3.0))
+    with pytest.raises(ValidationError, match=r"rewards span \[0, 1\], outside reward_range=\(0, 0.5\)"):
+        stats.estimates("ips", reward_range=(0.0, 0.5))
+    with pytest.raises(ValidationError, match=r"max_weight=1 is not a bound on these weights"):
+        res.ci(method="hoeffding", max_weight=1.0)
+
+
+def test_merge_refusals(data):
+    r, p, t = data
+    a = MomentStats.from_arrays(r[:10], p[:10], t[:10])
+    with pytest.raises(ValidationError, match=r"cannot merge statistics of 3 and 1 policies"):
+        a.merge(MomentStats.from_arrays(r[:10], p[:10], t[:10, 0]))
+    with pytest.raises(ValidationError, match=r"clipped at different levels: max_weight=None vs 2.0"):
+        a.merge(MomentStats.from_arrays(r[:10], p[:10], t[:10], max_weight=2.0))
+    named = MomentStats.from_arrays(r[:10], p[:10], t[:10], names=["a", "b", "c"])
+    with pytest.raises(ValidationError, match=r"cannot merge statistics of different policies"):
+        named.merge(MomentStats.from_arrays(r[:10], p[:10], t[:10], names=["a", "b", "d"]))
+    with pytest.raises(ValueError, match=r"`parts` is empty"):
+        MomentStats.merge_all([])
+    with pytest.raises(EstimationError, match=r"need at least 2 rows"):
+        MomentStats.from_arrays(r[:1], p[:1], t[:1]).estimates("ips")
+
+
+def test_empty_batches_merge_as_identity(data):
+    r, p, t = data
+    empty = MomentStats.from_arrays(r[:0], p[:0], t[:0])
+    part = MomentStats.from_arrays(r[:100], p[:100], t[:100])
+    both = empty.merge(part)
+    for key in MOMENT_KEYS:
+        np.testing.assert_array_equal(both.moments[key], part.moments[key])
+    assert (both.min_r, both.max_r) == (part.min_r, part.max_r)
+
+
+def test_statistics_pickle_for_distributed_use(data):
+    r, p, t = data
+    stats = MomentStats.from_arrays(r[:100], p[:100], t[:100])
+    back = pickle.loads(pickle.dumps(stats))
+    np.testing.assert_array_equal(back.moments["sum_wr"], stats.moments["sum_wr"])
+
+
+def test_logging_estimate_equals_eager(data):
+    r, p, t = data
+    merged = MomentStats.merge_all(_parts(r, p, t, [4000]))
+    res = merged.logging_estimate(reward_range=(0.0, 1.0), confidence_level=0.9)
+    eager = logging_value(r, reward_range=(0.0, 1.0))
+    assert res.estimator == "logging" and res.confidence_level == 0.9
+    assert res.value == pytest.approx(eager.value, rel=1e-12)
+    assert res.std_error == pytest.approx(eager.std_error, rel=1e-12)
+    for method in ("hoeffding", "bernstein"):
+        np.testing.assert_allclose(res.ci(method=method), eager.ci(method=method), rtol=1e-12)
+    with pytest.raises(EstimationError, match=r"available methods: normal, t, hoeffding, bernstein\."):
+        res.ci(method="betting")
