@@ -9,10 +9,12 @@ and rejected by reason. Nothing is ever dropped without being counted here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = ["ValidationReport", "BanditLogs", "Trajectories", "PairedReplays"]
 
@@ -39,6 +41,24 @@ class ValidationReport:
         The first few (0-based, source-order) row numbers of each reason.
     dropped : bool
         True when rejected rows were dropped under ``on_invalid="drop"``.
+    episodes_read, episodes_used : int or None
+        For trajectories: episodes found (with a non-null ``episode_id``) and episodes kept. An
+        invalid row invalidates its whole episode; its valid rows are counted under
+        ``episode_invalidated``. None for other logs.
+
+    Examples
+    --------
+    >>> from ope.logs import ValidationReport
+    >>> r = ValidationReport("logs.parquet", rows_read=10, rows_used=8,
+    ...                      rejected={"reward_missing": 2}, examples={"reward_missing": (3, 7)})
+    >>> r.rows_rejected
+    2
+    >>> print(r)
+    validation report for logs.parquet
+      rows read:     10
+      rows used:     8
+      rows rejected: 2
+        reward_missing: 2 (rows 3, 7)
     """
 
     source: str
@@ -47,6 +67,8 @@ class ValidationReport:
     rejected: dict[str, int] = field(default_factory=dict)
     examples: dict[str, tuple[int, ...]] = field(default_factory=dict)
     dropped: bool = False
+    episodes_read: int | None = None
+    episodes_used: int | None = None
 
     @property
     def rows_rejected(self) -> int:
@@ -76,6 +98,8 @@ class ValidationReport:
             rejected=rejected,
             examples=examples,
             dropped=self.dropped or other.dropped,
+            episodes_read=_add_optional(self.episodes_read, other.episodes_read),
+            episodes_used=_add_optional(self.episodes_used, other.episodes_used),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -88,6 +112,8 @@ class ValidationReport:
             "rejected": dict(self.rejected),
             "examples": {k: list(v) for k, v in self.examples.items()},
             "dropped": self.dropped,
+            "episodes_read": self.episodes_read,
+            "episodes_used": self.episodes_used,
         }
 
     def __str__(self) -> str:
@@ -97,11 +123,21 @@ class ValidationReport:
             f"  rows used:     {self.rows_used:,}",
             f"  rows rejected: {self.rows_rejected:,}" + (" (dropped)" if self.dropped else ""),
         ]
+        if self.episodes_read is not None:
+            lines.append(
+                f"  episodes:      {self.episodes_used:,} of {self.episodes_read:,} used"
+            )
         for reason, count in sorted(self.rejected.items(), key=lambda kv: (-kv[1], kv[0])):
             rows = ", ".join(str(r) for r in self.examples.get(reason, ()))
             more = ", ..." if count > len(self.examples.get(reason, ())) else ""
             lines.append(f"    {reason}: {count:,} (rows {rows}{more})")
         return "\n".join(lines)
+
+
+def _add_optional(a: int | None, b: int | None) -> int | None:
+    if a is None and b is None:
+        return None
+    return (a or 0) + (b or 0)
 
 
 class _TableLogs:
@@ -134,6 +170,11 @@ class _TableLogs:
             return col.to_numpy().astype(np.float64, copy=False)
         return col.to_numpy()
 
+    @property
+    def target_policies(self) -> list[str]:
+        """Names of the candidate policies stored as ``target__<name>`` columns."""
+        return [c[len("target__"):] for c in self.table.column_names if c.startswith("target__")]
+
     def to_pandas(self) -> Any:
         return self.table.to_pandas()
 
@@ -147,15 +188,67 @@ class _TableLogs:
 class BanditLogs(_TableLogs):
     """Validated bandit / recommendation events, one row per decision (DESIGN.md §2)."""
 
-    @property
-    def target_policies(self) -> list[str]:
-        """Names of the candidate policies stored as ``target__<name>`` columns."""
-        return [c[len("target__"):] for c in self.table.column_names if c.startswith("target__")]
-
 
 class Trajectories(_TableLogs):
-    """Validated multi-step trajectories, one row per step, sorted by (episode_id, step)."""
+    """Validated multi-step trajectories, one row per step, sorted by (episode_id, step).
+
+    Every episode has contiguous steps 0, 1, ..., L-1 and ``done`` can be true only at its last
+    step. An episode whose last step has ``done = False`` was truncated (the log ends before the
+    episode did); its tail value is to be bootstrapped, not taken as zero.
+
+    Episode structure is exposed as flat arrays so that sequential estimators need no groupby:
+    episode ``e`` occupies rows ``episode_starts[e]:episode_starts[e + 1]``.
+    """
+
+    @cached_property
+    def episode_starts(self) -> np.ndarray:
+        """Row offsets of the episodes, int64 of length ``n_episodes + 1`` (last = ``n``)."""
+        from ope.schema import episode_bounds
+
+        return episode_bounds(self.table.column("episode_id"))
+
+    @property
+    def n_episodes(self) -> int:
+        """Number of episodes."""
+        return int(self.episode_starts.size - 1)
+
+    @property
+    def episode_lengths(self) -> np.ndarray:
+        """Steps per episode (int64, one per episode)."""
+        return np.diff(self.episode_starts)
+
+    @cached_property
+    def episode_index(self) -> np.ndarray:
+        """The episode number (0 .. n_episodes-1) of every row."""
+        return np.repeat(np.arange(self.n_episodes, dtype=np.int64), self.episode_lengths)
+
+    @property
+    def episode_ids(self) -> pa.Array:
+        """The ``episode_id`` of each episode, in order."""
+        col = self.table.column("episode_id")
+        return col.take(pa.array(self.episode_starts[:-1])).combine_chunks()
+
+    @cached_property
+    def truncated(self) -> np.ndarray:
+        """Boolean per episode: True when its last step has ``done = False``."""
+        if self.n == 0:
+            return np.zeros(0, dtype=bool)
+        done = self.table.column("done").take(pa.array(self.episode_starts[1:] - 1))
+        return ~done.to_numpy(zero_copy_only=False).astype(bool)
 
 
 class PairedReplays(_TableLogs):
-    """Validated paired replays (counterfactual branches), one row per (pair_id, arm, replicate)."""
+    """Validated paired replays (counterfactual branches), one row per (pair_id, arm, replicate).
+
+    Every pair has at least one valid row for every arm.
+    """
+
+    @property
+    def arms(self) -> list[Any]:
+        """The distinct arms, sorted."""
+        return sorted(pc.unique(self.table.column("arm")).to_pylist())
+
+    @property
+    def n_pairs(self) -> int:
+        """Number of distinct pairs."""
+        return len(pc.unique(self.table.column("pair_id")))

@@ -1,0 +1,1083 @@
+"""Log schemas: required columns, canonical types, safe casts and the row rules.
+
+Three kinds of logs are described here (DESIGN.md §2): bandit / recommendation events
+(``BANDIT``), multi-step trajectories (``TRAJECTORY``) and paired replays (``PAIRED``). Each is a
+:class:`LogSchema`: the columns ope knows, whether each is required, and the *kind* of values it
+holds. Reading a source goes through two steps:
+
+1. :func:`plan_columns` looks only at the source's Arrow schema. It applies the user's
+   ``mapping={"our_name": "their_name"}``, checks that every required column is present and that
+   every known column has a type that can be cast to its canonical type without loss, and raises
+   one :class:`~ope.exceptions.SchemaError` listing *every* problem at once.
+2. :func:`conform` renames and casts the data (a no-op for columns already in canonical types)
+   and checks the casts that depend on values (a float ``action`` column must hold whole numbers).
+
+Row rules then mark each row that breaks one (:func:`check_bandit_rows`,
+:func:`check_trajectory_rows`, :func:`check_paired_rows`). Every rule has a name from the fixed
+vocabulary :data:`REJECTION_REASONS`; all rules are vectorized (numpy / ``pyarrow.compute``, list
+columns through their flattened values and parent indices, never a Python loop over rows).
+
+Canonical types
+---------------
+``action``, ``event_id``, ``episode_id``, ``pair_id``, ``arm``
+    int64 or string (any integer type is widened to int64; ``large_string`` and dictionary
+    encodings become string; a float column is accepted only if every value is a whole number).
+``propensity``, ``reward``, ``outcome``, ``target__<name>``
+    float64 (float16/float32, integers up to 2**53 and bools are widened; strings are a
+    ``SchemaError``).
+``step``, ``replicate``
+    int64. ``done``: bool (integers holding only 0 and 1 are accepted).
+``candidates``
+    list<int64> or list<string>, matching ``action``.
+``logging_distribution``, ``target_dist__<name>``
+    list<float64> aligned with ``candidates`` (``fixed_size_list`` and ``large_list`` are accepted).
+
+All other columns (context features, segments, extra outcomes such as ``cost``) are kept
+unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ope.exceptions import SchemaError
+
+__all__ = [
+    "ColumnSpec",
+    "LogSchema",
+    "BANDIT",
+    "TRAJECTORY",
+    "PAIRED",
+    "REJECTION_REASONS",
+    "DISTRIBUTION_SUM_ATOL",
+    "PROPENSITY_MATCH_RTOL",
+    "ColumnPlan",
+    "plan_columns",
+    "conform",
+    "check_bandit_rows",
+    "check_trajectory_rows",
+    "check_paired_rows",
+    "first_occurrence_duplicates",
+    "episode_bounds",
+]
+
+#: Allowed |Σ logging_distribution − 1| per row. A distribution stored as float32 carries a
+#: relative rounding error of 2**-24 ≈ 6e-8 per entry; a logger that normalises in float32 over
+#: up to ~1,000 candidates can accumulate ≈ 1000 · 6e-8 = 6e-5. Anything further off is a logger
+#: bug, not rounding.
+DISTRIBUTION_SUM_ATOL: Final[float] = 1e-4
+
+#: Allowed relative disagreement between ``propensity`` and ``logging_distribution`` at the
+#: logged action, |p − d| <= rtol · max(p, d). Float32 storage of either side explains at most
+#: ~1e-7; loggers that round to 5 significant digits explain ~1e-5. A larger gap changes the
+#: importance weight and means the two columns come from different policies.
+PROPENSITY_MATCH_RTOL: Final[float] = 1e-4
+
+#: the prefixes of per-policy columns
+TARGET_PREFIX: Final[str] = "target__"
+TARGET_DIST_PREFIX: Final[str] = "target_dist__"
+
+#: The fixed vocabulary of rejection reasons, name -> what the rule requires.
+REJECTION_REASONS: Final[Mapping[str, str]] = {
+    # bandit events
+    "action_missing": "action must not be null",
+    "propensity_missing": "propensity must not be null or NaN",
+    "propensity_out_of_range": "propensity must be in (0, 1]",
+    "reward_missing": "reward must not be null or NaN",
+    "reward_not_finite": "reward must be finite (not +inf or -inf)",
+    "event_id_missing": "event_id must not be null",
+    "event_id_duplicate": "event_id must be unique (every occurrence after the first is rejected)",
+    "target_probability_out_of_range": "every target__<name> value must be in [0, 1] and not NaN/null",
+    "candidates_missing": "candidates must be a list without null entries",
+    "candidates_duplicate": "candidates must not list the same action twice in one row",
+    "action_not_in_candidates": "the logged action must be one of the row's candidates",
+    "candidates_length_mismatch": "logging_distribution must have one entry per candidate",
+    "logging_distribution_out_of_range": "logging_distribution entries must be in [0, 1], not null/NaN",
+    "logging_distribution_not_normalized": (
+        f"logging_distribution must sum to 1 (within {DISTRIBUTION_SUM_ATOL:g})"
+    ),
+    "logged_propensity_mismatch": (
+        "propensity must equal logging_distribution at the logged action "
+        f"(relative tolerance {PROPENSITY_MATCH_RTOL:g})"
+    ),
+    "target_distribution_length_mismatch": "target_dist__<name> must have one entry per candidate",
+    "target_distribution_out_of_range": "target_dist__<name> entries must be in [0, 1], not null/NaN",
+    # trajectories
+    "episode_id_missing": "episode_id must not be null",
+    "step_missing": "step must not be null",
+    "step_not_contiguous": "steps of an episode must be 0, 1, 2, ... without gaps or repeats",
+    "done_missing": "done must not be null",
+    "done_not_last_step": "done may be true only at the last step of an episode",
+    "episode_invalidated": "the row is valid but another row of its episode is not",
+    # paired replays
+    "pair_id_missing": "pair_id must not be null",
+    "arm_missing": "arm must not be null",
+    "replicate_missing": "replicate must not be null",
+    "outcome_missing": "outcome must not be null or NaN",
+    "outcome_not_finite": "outcome must be finite (not +inf or -inf)",
+    "pair_duplicate": "(pair_id, arm, replicate) must be unique (repeats after the first are rejected)",
+    "pair_missing_arm": "every pair must have a valid row for every arm present in the data",
+}
+
+# value kinds of known columns
+_ID: Final = "int64 or string"
+_FLOAT: Final = "float64"
+_INT: Final = "int64"
+_BOOL: Final = "bool"
+_LIST_ACTION: Final = "list<action type>"
+_LIST_FLOAT: Final = "list<float64>"
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """A column ope knows: its canonical name, kind of values, and whether it is required."""
+
+    name: str
+    kind: str
+    required: bool
+    description: str
+
+
+@dataclass(frozen=True)
+class LogSchema:
+    """The columns of one kind of log (DESIGN.md §2).
+
+    Attributes
+    ----------
+    name : str
+        ``"bandit"``, ``"trajectory"`` or ``"paired"``.
+    columns : tuple of ColumnSpec
+        Known columns. Columns matching ``prefixed`` (``target__<name>``) are known too; all
+        other columns are passed through unchanged.
+    prefixed : tuple of (prefix, kind)
+        Families of per-policy columns.
+    reasons : tuple of str
+        The rejection reasons the row rules of this kind of log can report.
+
+    Examples
+    --------
+    >>> from ope.schema import BANDIT
+    >>> BANDIT.required
+    ('action', 'propensity', 'reward')
+    >>> BANDIT.arrow_schema().field("propensity").type
+    DataType(double)
+    """
+
+    name: str
+    columns: tuple[ColumnSpec, ...]
+    prefixed: tuple[tuple[str, str], ...]
+    reasons: tuple[str, ...]
+
+    @property
+    def required(self) -> tuple[str, ...]:
+        """Names of the required columns."""
+        return tuple(c.name for c in self.columns if c.required)
+
+    def kind_of(self, name: str) -> str | None:
+        """The kind of a known column, or None for a pass-through column."""
+        for c in self.columns:
+            if c.name == name:
+                return c.kind
+        for prefix, kind in self.prefixed:
+            if name.startswith(prefix) and len(name) > len(prefix):
+                return kind
+        return None
+
+    def arrow_schema(self, *, id_type: pa.DataType = pa.int64()) -> pa.Schema:
+        """The canonical Arrow schema of the known (non-prefixed) columns.
+
+        ``id_type`` (``pa.int64()`` or ``pa.string()``) is used for the id-like columns
+        (``action``, ``event_id``, ...); ``candidates`` follows it.
+        """
+        if id_type not in (pa.int64(), pa.string()):
+            raise ValueError(f"id_type must be pa.int64() or pa.string(), got {id_type}")
+        types = {
+            _ID: id_type,
+            _FLOAT: pa.float64(),
+            _INT: pa.int64(),
+            _BOOL: pa.bool_(),
+            _LIST_ACTION: pa.list_(id_type),
+            _LIST_FLOAT: pa.list_(pa.float64()),
+        }
+        return pa.schema(
+            [pa.field(c.name, types[c.kind], nullable=not c.required) for c in self.columns]
+        )
+
+
+BANDIT: Final[LogSchema] = LogSchema(
+    name="bandit",
+    columns=(
+        ColumnSpec("action", _ID, True, "the logged action (item id)"),
+        ColumnSpec("propensity", _FLOAT, True, "logging probability of the logged action, in (0, 1]"),
+        ColumnSpec("reward", _FLOAT, True, "observed outcome (reward, not cost)"),
+        ColumnSpec("event_id", _ID, False, "unique per row; joins policy tables"),
+        ColumnSpec("candidates", _LIST_ACTION, False, "the candidate set the logger chose from"),
+        ColumnSpec("logging_distribution", _LIST_FLOAT, False, "logging policy over candidates"),
+    ),
+    prefixed=((TARGET_PREFIX, _FLOAT), (TARGET_DIST_PREFIX, _LIST_FLOAT)),
+    reasons=tuple(list(REJECTION_REASONS)[:17]),
+)
+
+TRAJECTORY: Final[LogSchema] = LogSchema(
+    name="trajectory",
+    columns=(
+        ColumnSpec("episode_id", _ID, True, "the episode a step belongs to"),
+        ColumnSpec("step", _INT, True, "0-based, contiguous step number within the episode"),
+        ColumnSpec("action", _ID, True, "the logged action"),
+        ColumnSpec("propensity", _FLOAT, True, "logging probability of the action, in (0, 1]"),
+        ColumnSpec("reward", _FLOAT, True, "reward of the step"),
+        ColumnSpec("done", _BOOL, True, "true only where the episode really terminated"),
+    ),
+    prefixed=((TARGET_PREFIX, _FLOAT),),
+    reasons=(
+        "episode_id_missing",
+        "step_missing",
+        "step_not_contiguous",
+        "done_missing",
+        "done_not_last_step",
+        "action_missing",
+        "propensity_missing",
+        "propensity_out_of_range",
+        "reward_missing",
+        "reward_not_finite",
+        "target_probability_out_of_range",
+        "episode_invalidated",
+    ),
+)
+
+PAIRED: Final[LogSchema] = LogSchema(
+    name="paired",
+    columns=(
+        ColumnSpec("pair_id", _ID, True, "the shared prefix of the branches"),
+        ColumnSpec("arm", _ID, True, "the branch, e.g. with_memory / no_memory"),
+        ColumnSpec("outcome", _FLOAT, True, "the outcome of the branch"),
+        ColumnSpec("replicate", _INT, False, "replicate (seed) number"),
+    ),
+    prefixed=(),
+    reasons=(
+        "pair_id_missing",
+        "arm_missing",
+        "replicate_missing",
+        "outcome_missing",
+        "outcome_not_finite",
+        "pair_duplicate",
+        "pair_missing_arm",
+    ),
+)
+
+
+# --------------------------------------------------------------------------------------------
+# schema-level planning
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ColumnPlan:
+    """How to read a source: which of its columns, renamed how, cast to what.
+
+    Attributes
+    ----------
+    source_columns : tuple of str
+        Columns to read, by their names in the source (a parquet projection).
+    renames : dict
+        Source name -> canonical name, for every column in ``source_columns``.
+    kinds : dict
+        Canonical name -> kind, for the known columns (pass-through columns are absent).
+    id_types : dict
+        Canonical name -> ``pa.int64()`` or ``pa.string()`` for id-like columns.
+    """
+
+    source_columns: tuple[str, ...]
+    renames: dict[str, str]
+    kinds: dict[str, str]
+    id_types: dict[str, pa.DataType]
+
+    @property
+    def output_columns(self) -> list[str]:
+        return [self.renames[c] for c in self.source_columns]
+
+
+def _base(t: pa.DataType) -> pa.DataType:
+    """The value type behind a dictionary encoding."""
+    return t.value_type if pa.types.is_dictionary(t) else t
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or (hasattr(pa.types, "is_string_view") and pa.types.is_string_view(t))
+    )
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return (
+        pa.types.is_list(t)
+        or pa.types.is_large_list(t)
+        or pa.types.is_fixed_size_list(t)
+        or (hasattr(pa.types, "is_list_view") and pa.types.is_list_view(t))
+        or (hasattr(pa.types, "is_large_list_view") and pa.types.is_large_list_view(t))
+    )
+
+
+def _id_type_of(t: pa.DataType) -> pa.DataType | None:
+    """Canonical type for an id-like column of type ``t``, or None if not castable."""
+    t = _base(t)
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_null(t):
+        return pa.int64()
+    if _is_string(t):
+        return pa.string()
+    return None
+
+
+def _scalar_problem(t: pa.DataType, kind: str) -> str | None:
+    """Why a column of type ``t`` cannot hold ``kind`` (None when it can)."""
+    b = _base(t)
+    if pa.types.is_null(b):
+        return None
+    if kind == _FLOAT:
+        if pa.types.is_floating(b) or pa.types.is_integer(b) or pa.types.is_boolean(b):
+            return None
+        hint = " (parse it to numbers first, e.g. pandas.to_numeric)" if _is_string(b) else ""
+        return f"has type {t}; expected numbers (float64){hint}"
+    if kind == _INT:
+        if pa.types.is_integer(b) or pa.types.is_floating(b):
+            return None
+        return f"has type {t}; expected whole numbers (int64)"
+    if kind == _BOOL:
+        if pa.types.is_boolean(b) or pa.types.is_integer(b):
+            return None
+        return f"has type {t}; expected bool (or integers 0/1)"
+    if kind == _ID:
+        if _id_type_of(t) is not None:
+            return None
+        return f"has type {t}; expected integers or strings"
+    raise AssertionError(kind)
+
+
+def _column_problem(t: pa.DataType, kind: str, action_type: pa.DataType | None) -> str | None:
+    if kind in (_LIST_ACTION, _LIST_FLOAT):
+        if pa.types.is_null(t):
+            return None
+        if not _is_list(t):
+            return f"has type {t}; expected a list column ({kind})"
+        value_type = t.value_type
+        if kind == _LIST_FLOAT:
+            p = _scalar_problem(value_type, _FLOAT)
+            return None if p is None else f"has type {t}; expected list<float64>"
+        p = _scalar_problem(value_type, _ID)
+        if p is not None:
+            return f"has type {t}; expected a list of integers or strings"
+        if action_type is not None and _id_type_of(value_type) != action_type:
+            return (
+                f"has type {t} but action is {action_type}; candidates must hold the same "
+                "kind of ids as action"
+            )
+        return None
+    return _scalar_problem(t, kind)
+
+
+def plan_columns(
+    schema: pa.Schema,
+    log_schema: LogSchema,
+    *,
+    mapping: Mapping[str, str] | None = None,
+    columns: Sequence[str] | None = None,
+    source: str = "<data>",
+) -> ColumnPlan:
+    """Resolve names and types of a source against a log schema, listing every problem at once.
+
+    Parameters
+    ----------
+    schema : pyarrow.Schema
+        The source's schema, with the user's column names.
+    log_schema : LogSchema
+        ``BANDIT``, ``TRAJECTORY`` or ``PAIRED``.
+    mapping : dict, optional
+        ``{"our_name": "their_name"}`` renames the user's columns to ope's names.
+    columns : sequence of str, optional
+        Optional columns to read (ope's names, after ``mapping``) in addition to the required
+        ones. ``None`` reads every column.
+    source : str
+        Name of the source for messages.
+
+    Returns
+    -------
+    ColumnPlan
+
+    Raises
+    ------
+    SchemaError
+        A mapped column does not exist, a required or requested column is missing, or a known
+        column has a type that cannot be cast to its canonical type. All problems are listed.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from ope.schema import BANDIT, plan_columns
+    >>> s = pa.schema([("item", pa.int32()), ("pscore", pa.float32()), ("click", pa.int8())])
+    >>> plan = plan_columns(s, BANDIT, mapping={"action": "item", "propensity": "pscore",
+    ...                                          "reward": "click"})
+    >>> plan.output_columns
+    ['action', 'propensity', 'reward']
+    """
+    names = list(schema.names)
+    problems: list[str] = []
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise SchemaError(
+            f"{source}: column name(s) {', '.join(map(repr, dupes))} appear more than once; "
+            "rename or drop the repeats so that every column has one meaning"
+        )
+    mapping = dict(mapping or {})
+    for ours, theirs in mapping.items():
+        if not isinstance(ours, str) or not isinstance(theirs, str):
+            raise TypeError(
+                f"mapping must map ope's column names to yours as strings, got {ours!r}: {theirs!r}"
+            )
+    renames = {n: n for n in names}
+    available = ", ".join(names) if names else "(no columns)"
+    theirs_seen: dict[str, str] = {}
+    for ours, theirs in mapping.items():
+        if theirs not in renames:
+            problems.append(
+                f"mapping {ours!r}: {theirs!r} names a column that is not in the source "
+                f"(available: {available})"
+            )
+            continue
+        if theirs in theirs_seen:
+            problems.append(
+                f"mapping sends column {theirs!r} to both {theirs_seen[theirs]!r} and {ours!r}"
+            )
+            continue
+        theirs_seen[theirs] = ours
+        renames[theirs] = ours
+    # a source column keeping a name that a mapped column now takes is ambiguous
+    for ours, theirs in mapping.items():
+        if ours != theirs and ours in renames and ours not in mapping.values() and theirs in theirs_seen:
+            problems.append(
+                f"mapping renames {theirs!r} to {ours!r}, but the source already has a column "
+                f"{ours!r}; map that one to another name or drop it"
+            )
+    by_ours = {ours: theirs for theirs, ours in renames.items()}
+
+    wanted: list[str]
+    if columns is None:
+        wanted = [renames[n] for n in names]
+    else:
+        if isinstance(columns, str):
+            raise TypeError("columns must be a list of column names, not a single string")
+        wanted = list(dict.fromkeys([*log_schema.required, *columns]))
+        for c in columns:
+            if c not in by_ours and c not in log_schema.required:
+                problems.append(
+                    f"column {c!r} was requested in columns= but is not in the source "
+                    f"(available: {available})"
+                )
+        wanted = [c for c in wanted if c in by_ours]
+
+    for req in log_schema.required:
+        if req not in by_ours:
+            hint = ""
+            if req not in mapping:
+                hint = f"; if it has another name, pass mapping={{{req!r}: 'your_column'}}"
+            problems.append(f"required column {req!r} is missing{hint}")
+
+    kinds: dict[str, str] = {}
+    id_types: dict[str, pa.DataType] = {}
+    action_type = None
+    if "action" in by_ours and log_schema.kind_of("action") == _ID:
+        action_type = _id_type_of(schema.field(by_ours["action"]).type)
+    for ours in wanted:
+        kind = log_schema.kind_of(ours)
+        if kind is None:
+            continue
+        theirs = by_ours[ours]
+        t = schema.field(theirs).type
+        problem = _column_problem(t, kind, action_type)
+        label = repr(ours) if ours == theirs else f"{ours!r} (your {theirs!r})"
+        if problem is not None:
+            problems.append(f"column {label} {problem}")
+            continue
+        kinds[ours] = kind
+        if kind == _ID:
+            id_types[ours] = _id_type_of(t) or pa.int64()
+        elif kind == _LIST_ACTION:
+            id_types[ours] = action_type or (
+                pa.int64() if pa.types.is_null(t) else _id_type_of(t.value_type) or pa.int64()
+            )
+    if log_schema is BANDIT:
+        for needs, what in (("logging_distribution", "logging_distribution"),):
+            if needs in wanted and "candidates" not in wanted:
+                problems.append(f"column {what!r} needs the 'candidates' column it is aligned with")
+        for c in wanted:
+            if c.startswith(TARGET_DIST_PREFIX) and "candidates" not in wanted:
+                problems.append(f"column {c!r} needs the 'candidates' column it is aligned with")
+    if problems:
+        raise SchemaError(
+            f"{source} does not match the {log_schema.name} log schema "
+            f"({len(problems)} problem{'s' if len(problems) > 1 else ''}):\n  - "
+            + "\n  - ".join(problems)
+        )
+    source_columns = tuple(by_ours[c] for c in wanted)
+    return ColumnPlan(
+        source_columns=source_columns,
+        renames={theirs: renames[theirs] for theirs in source_columns},
+        kinds=kinds,
+        id_types=id_types,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# value-level casting
+# --------------------------------------------------------------------------------------------
+
+
+def _decode(arr: pa.ChunkedArray) -> pa.ChunkedArray:
+    if pa.types.is_dictionary(arr.type):
+        return arr.cast(arr.type.value_type)
+    return arr
+
+
+def _first_rows(mask: np.ndarray, row_offset: int, k: int = 3) -> str:
+    rows = np.flatnonzero(mask)[:k] + row_offset
+    return ", ".join(str(int(r)) for r in rows)
+
+
+def _to_whole(arr: pa.ChunkedArray, label: str, row_offset: int) -> pa.ChunkedArray:
+    """float -> int64 when every (non-NaN) value is a whole number in range; NaN becomes null."""
+    x = arr.to_numpy()
+    nan = np.isnan(x)
+    finite = ~nan & np.isfinite(x)
+    bad = ~nan & (~finite | (np.floor(np.where(finite, x, 0.0)) != np.where(finite, x, 0.0)))
+    bad |= finite & (np.abs(np.where(finite, x, 0.0)) > 2.0**63 - 1024)
+    if bad.any():
+        first = np.flatnonzero(bad)[0]
+        raise SchemaError(
+            f"column {label} is floating point and holds {int(bad.sum()):,} value(s) that are not "
+            f"whole numbers (first at row {int(first) + row_offset}: {float(x[first])!r}); ope casts it "
+            "to int64 only without loss. Fix the column (e.g. round it yourself) or store it as "
+            "integers or strings"
+        )
+    out = pa.array(np.where(nan, 0.0, x).astype(np.int64), mask=nan if nan.any() else None)
+    return pa.chunked_array([out])
+
+
+def _cast_scalar(arr: pa.ChunkedArray, kind: str, target: pa.DataType, label: str, row_offset: int) -> pa.ChunkedArray:
+    arr = _decode(arr)
+    t = arr.type
+    if t == target:
+        return arr
+    if pa.types.is_null(t):
+        return arr.cast(target)
+    if kind == _BOOL and pa.types.is_integer(t):
+        x = arr.to_numpy(zero_copy_only=False)
+        valid = ~pc.is_null(arr).to_numpy(zero_copy_only=False)
+        bad = valid & ~np.isin(np.where(valid, x, 0), (0, 1))
+        if bad.any():
+            raise SchemaError(
+                f"column {label} is {t} and holds values other than 0 and 1 (first at row "
+                f"{_first_rows(bad, row_offset, 1)}); store it as bool"
+            )
+        return pc.not_equal(arr, pa.scalar(0, t))
+    if target == pa.int64() and pa.types.is_floating(t):
+        return _to_whole(arr.cast(pa.float64()), label, row_offset)
+    try:
+        return arr.cast(target, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise SchemaError(
+            f"column {label} of type {t} cannot be cast to {target} without loss: {exc}"
+        ) from None
+
+
+def _cast_list(arr: pa.ChunkedArray, value_kind: str, target_value: pa.DataType, label: str, row_offset: int) -> pa.ChunkedArray:
+    target = pa.list_(target_value)
+    t = arr.type
+    if t == target:
+        return arr
+    if pa.types.is_null(t):
+        return arr.cast(target)
+    chunks = []
+    for chunk in arr.chunks:
+        if pa.types.is_fixed_size_list(chunk.type) or not pa.types.is_list(chunk.type):
+            chunk = chunk.cast(pa.list_(chunk.type.value_type))
+        values = pa.chunked_array([chunk.values], type=chunk.type.value_type)
+        cast_values = _cast_scalar(values, value_kind, target_value, f"{label} (list entries)", 0)
+        cast_values = cast_values.combine_chunks() if cast_values.num_chunks != 1 else cast_values.chunk(0)
+        chunks.append(
+            pa.ListArray.from_arrays(chunk.offsets, cast_values, mask=chunk.is_null() if chunk.null_count else None)
+        )
+    return pa.chunked_array(chunks, type=target)
+
+
+def conform(table: pa.Table, plan: ColumnPlan, *, row_offset: int = 0) -> pa.Table:
+    """Rename a table's columns to ope's names and cast known columns to canonical types.
+
+    Columns already in canonical types are passed through without a copy. Pass-through columns
+    are kept unchanged.
+
+    Raises
+    ------
+    SchemaError
+        A cast would lose information (fractions in an integer column, integers beyond 2**53 in
+        a float column, values other than 0/1 in a bool column). The message names the column
+        and the first row (counted from ``row_offset``).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from ope.schema import BANDIT, conform, plan_columns
+    >>> t = pa.table({"item": pa.array([1.0, 2.0]), "p": pa.array([0.5, 0.5], pa.float32()),
+    ...               "r": pa.array([True, False])})
+    >>> plan = plan_columns(t.schema, BANDIT, mapping={"action": "item", "propensity": "p",
+    ...                                                "reward": "r"})
+    >>> conform(t, plan).schema
+    action: int64
+    propensity: double
+    reward: double
+    """
+    arrays = []
+    names = []
+    for theirs in plan.source_columns:
+        ours = plan.renames[theirs]
+        arr = table.column(theirs)
+        kind = plan.kinds.get(ours)
+        label = repr(ours) if ours == theirs else f"{ours!r} (your {theirs!r})"
+        if kind == _FLOAT:
+            arr = _cast_scalar(arr, kind, pa.float64(), label, row_offset)
+        elif kind == _INT:
+            arr = _cast_scalar(arr, kind, pa.int64(), label, row_offset)
+        elif kind == _BOOL:
+            arr = _cast_scalar(arr, kind, pa.bool_(), label, row_offset)
+        elif kind == _ID:
+            arr = _cast_scalar(arr, kind, plan.id_types[ours], label, row_offset)
+        elif kind == _LIST_FLOAT:
+            arr = _cast_list(arr, _FLOAT, pa.float64(), label, row_offset)
+        elif kind == _LIST_ACTION:
+            arr = _cast_list(arr, _ID, plan.id_types[ours], label, row_offset)
+        arrays.append(arr)
+        names.append(ours)
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+# --------------------------------------------------------------------------------------------
+# row rules
+# --------------------------------------------------------------------------------------------
+
+
+def _is_null(arr: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    if arr.null_count == 0:
+        return np.zeros(len(arr), dtype=bool)
+    return pc.is_null(arr).to_numpy(zero_copy_only=False)
+
+
+def _floats(arr: pa.ChunkedArray) -> np.ndarray:
+    """float64 values with nulls as NaN."""
+    x = arr.to_numpy()
+    return x.astype(np.float64, copy=False)
+
+
+def _views(arr: pa.ChunkedArray | pa.Array) -> list[np.ndarray] | None:
+    """Zero-copy numpy views of the non-empty chunks; None when there are nulls."""
+    if arr.null_count:
+        return None
+    chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
+    return [c.to_numpy() for c in chunks if len(c)]
+
+
+def _all_within(
+    arr: pa.ChunkedArray, lo: float, hi: float, *, lo_open: bool = False, hi_open: bool = False
+) -> bool:
+    """True when no value is null or NaN and all lie in the interval (the fast, common path).
+
+    Works chunk by chunk on zero-copy views with min/max (which propagate NaN), so a valid
+    column costs two reads and no temporaries.
+    """
+    views = _views(arr)
+    if views is None:
+        return False
+    for c in views:
+        mn, mx = c.min(), c.max()
+        if not ((mn > lo) if lo_open else (mn >= lo)) or not ((mx < hi) if hi_open else (mx <= hi)):
+            return False
+    return True
+
+
+def _add(masks: dict[str, np.ndarray], reason: str, mask: np.ndarray) -> None:
+    if mask.any():
+        masks[reason] = masks[reason] | mask if reason in masks else mask
+
+
+def _check_propensity_reward(table: pa.Table, masks: dict[str, np.ndarray]) -> None:
+    prop = table.column("propensity")
+    if not _all_within(prop, 0.0, 1.0, lo_open=True):
+        p = _floats(prop)
+        ok = (p > 0.0) & (p <= 1.0)
+        nan = np.isnan(p)
+        _add(masks, "propensity_missing", nan)
+        _add(masks, "propensity_out_of_range", ~ok & ~nan)
+    rew = table.column("reward")
+    if not _all_within(rew, -np.inf, np.inf, lo_open=True, hi_open=True):
+        r = _floats(rew)
+        fin = np.isfinite(r)
+        nan = np.isnan(r)
+        _add(masks, "reward_missing", nan)
+        _add(masks, "reward_not_finite", ~fin & ~nan)
+
+
+def _check_targets(table: pa.Table, masks: dict[str, np.ndarray]) -> None:
+    for name in table.column_names:
+        if name.startswith(TARGET_PREFIX):
+            col = table.column(name)
+            if not _all_within(col, 0.0, 1.0):
+                t = _floats(col)
+                _add(masks, "target_probability_out_of_range", ~((t >= 0.0) & (t <= 1.0)))
+
+
+def first_occurrence_duplicates(values: pa.ChunkedArray | pa.Array, valid: np.ndarray) -> np.ndarray:
+    """Mark every occurrence of a value after its first (among ``valid`` rows).
+
+    Uses a monotone check (ids written in increasing order), then a bitmap when integer ids are
+    dense, and a stable sort (integers) or hash encoding (strings) otherwise.
+    """
+    n = len(values)
+    dup = np.zeros(n, dtype=bool)
+    if n < 2:
+        return dup
+    if pa.types.is_integer(values.type):
+        views = _views(values) if valid.all() else None
+        if views is not None and _no_int_duplicates(views, n):
+            return dup
+        # (filling nulls keeps int64 exact; a float conversion would round ids above 2**53)
+        x = values.to_numpy() if values.null_count == 0 else pc.fill_null(values, 0).to_numpy()
+        if not valid.all():
+            idx = np.flatnonzero(valid)
+            x = np.asarray(x[idx], dtype=np.int64)
+            if _no_int_duplicates([x], x.size):
+                return dup
+        else:
+            idx = None
+            x = np.asarray(x, dtype=np.int64)
+        _, first = np.unique(x, return_index=True)
+        local = np.ones(x.size, dtype=bool)
+        local[first] = False
+    else:
+        v = values if valid.all() else values.filter(pa.array(valid))
+        if isinstance(v, pa.ChunkedArray):
+            v = v.combine_chunks()
+        codes = pc.dictionary_encode(v).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        # codes are assigned in order of first appearance: a row repeats an earlier value iff
+        # its code does not exceed the largest code seen before it
+        prev_max = np.maximum.accumulate(np.concatenate(([-1], codes[:-1])))
+        local = codes <= prev_max
+        idx = None if valid.all() else np.flatnonzero(valid)
+    if idx is None:
+        return local
+    dup[idx[local]] = True
+    return dup
+
+
+def _no_int_duplicates(views: list[np.ndarray], n: int) -> bool:
+    """Cheap proof that integer ids (given as chunks) are distinct; False means "maybe not"."""
+    if n < 2:
+        return True
+    increasing = all(bool(np.all(c[1:] > c[:-1])) for c in views) and all(
+        a[-1] < b[0] for a, b in zip(views[:-1], views[1:])
+    )
+    if increasing:
+        return True
+    lo = min(int(c.min()) for c in views)
+    hi = max(int(c.max()) for c in views)
+    if hi - lo < max(BITMAP_FACTOR * n, BITMAP_MIN_BYTES):
+        seen = np.zeros(hi - lo + 1, dtype=np.bool_)
+        for c in views:
+            seen[c - lo if lo else c] = True
+        return int(np.count_nonzero(seen)) == n
+    return not bool((np.diff(np.sort(np.concatenate(views))) == 0).any())
+
+
+#: Dense integer ids (max - min < this × n) are checked for duplicates with a byte map of
+#: (max - min + 1) bytes, which is O(n) and costs at most 8 bytes per row; sparser ids fall
+#: back to an O(n log n) sort.
+BITMAP_FACTOR: Final[int] = 8
+
+#: ... and any id range up to 16 MB of byte map is cheap enough (a fixed, transient cost
+#: smaller than one 2M-row float64 column) to use the map even for sparse ids in small batches.
+BITMAP_MIN_BYTES: Final[int] = 1 << 24
+
+
+def _list_parts(arr: pa.ChunkedArray) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray]:
+    """(list array, flattened values, parent row of each value, length per row with null=-1)."""
+    a = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
+    flat = a.flatten()
+    parent = pc.list_parent_indices(a).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    lengths = pc.fill_null(pc.list_value_length(a), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return a, flat, parent, lengths
+
+
+def _any_by_row(parent: np.ndarray, flags: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, dtype=bool)
+    out[parent[flags]] = True
+    return out
+
+
+def check_bandit_rows(table: pa.Table) -> dict[str, np.ndarray]:
+    """Apply the bandit row rules to a conformed table.
+
+    Returns
+    -------
+    dict
+        Reason -> boolean mask over rows (only reasons with at least one row appear). The
+        ``event_id_duplicate`` rule covers duplicates *within* this table only; readers that
+        stream several batches also check ids across batches.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from ope.schema import check_bandit_rows
+    >>> t = pa.table({"action": [1, 2, 3], "propensity": [0.5, 0.0, 1.5], "reward": [1.0, 0.0, 1.0]})
+    >>> {k: v.nonzero()[0].tolist() for k, v in check_bandit_rows(t).items()}
+    {'propensity_out_of_range': [1, 2]}
+    """
+    n = table.num_rows
+    masks: dict[str, np.ndarray] = {}
+    action = table.column("action")
+    action_null = _is_null(action)
+    _add(masks, "action_missing", action_null)
+    _check_propensity_reward(table, masks)
+    names = table.column_names
+    if "event_id" in names:
+        eid = table.column("event_id")
+        eid_null = _is_null(eid)
+        _add(masks, "event_id_missing", eid_null)
+        _add(masks, "event_id_duplicate", first_occurrence_duplicates(eid, ~eid_null))
+    _check_targets(table, masks)
+    if "candidates" not in names:
+        return masks
+
+    cand, flat, parent, lengths = _list_parts(table.column("candidates"))
+    cand_null = lengths < 0
+    entry_null = _is_null(flat)
+    _add(masks, "candidates_missing", cand_null | _any_by_row(parent, entry_null, n))
+    usable = ~entry_null
+    # duplicates within a row: sort (row, value) pairs and compare neighbours
+    if flat.type == pa.string():
+        codes = pc.dictionary_encode(flat).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    else:
+        codes = flat.to_numpy(zero_copy_only=False)
+    if len(codes) > 1:
+        keyed = np.flatnonzero(usable)
+        order = keyed[np.lexsort((codes[keyed], parent[keyed]))]
+        same = (parent[order][1:] == parent[order][:-1]) & (codes[order][1:] == codes[order][:-1])
+        _add(masks, "candidates_duplicate", _any_by_row(parent[order][1:], same, n))
+    # logged action among the candidates, and the position of its first match
+    act_rep = action.combine_chunks().take(pa.array(parent)) if len(parent) else action.combine_chunks()[:0]
+    eq = pc.fill_null(pc.equal(flat, act_rep), False).to_numpy(zero_copy_only=False)
+    match_idx = np.flatnonzero(eq)
+    match_rows = parent[match_idx]
+    keep = np.ones(match_rows.size, dtype=bool)
+    keep[1:] = match_rows[1:] != match_rows[:-1]
+    match_idx, match_rows = match_idx[keep], match_rows[keep]
+    found = np.zeros(n, dtype=bool)
+    found[match_rows] = True
+    _add(masks, "action_not_in_candidates", ~found & ~cand_null & ~action_null)
+
+    if "logging_distribution" in names:
+        ld, ld_flat, _, ld_len = _list_parts(table.column("logging_distribution"))
+        ld_null = ld_len < 0
+        mismatch = ~cand_null & (ld_null | (ld_len != lengths))
+        _add(masks, "candidates_length_mismatch", mismatch & ~ld_null)
+        ld_vals = np.asarray(ld_flat.to_numpy(zero_copy_only=False), dtype=np.float64)
+        ld_parent = pc.list_parent_indices(ld).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        bad_entry = ~((ld_vals >= 0.0) & (ld_vals <= 1.0))
+        out_of_range = ld_null | _any_by_row(ld_parent, bad_entry, n)
+        _add(masks, "logging_distribution_out_of_range", out_of_range)
+        sums = np.bincount(ld_parent, weights=np.where(bad_entry, 0.0, ld_vals), minlength=n)
+        _add(
+            masks,
+            "logging_distribution_not_normalized",
+            ~out_of_range & (np.abs(sums - 1.0) > DISTRIBUTION_SUM_ATOL),
+        )
+        # propensity vs the distribution at the logged action (only where both are comparable)
+        comparable = ~mismatch[match_rows] & ~out_of_range[match_rows]
+        rows = match_rows[comparable]
+        # the list entry of the match, re-based on the distribution's own offsets
+        cand_start = np.asarray(cand.offsets)[:-1] - cand.offsets[0].as_py()
+        ld_start = np.asarray(ld.offsets)[:-1] - ld.offsets[0].as_py()
+        pos = match_idx[comparable] - cand_start[rows]
+        d = ld_vals[ld_start[rows] + pos]
+        pr = _floats(table.column("propensity"))[rows]
+        # rows whose propensity is itself invalid are already rejected for that
+        bad = (pr > 0.0) & (pr <= 1.0) & (np.abs(pr - d) > PROPENSITY_MATCH_RTOL * np.maximum(pr, d))
+        mask = np.zeros(n, dtype=bool)
+        mask[rows[bad]] = True
+        _add(masks, "logged_propensity_mismatch", mask)
+
+    for name in names:
+        if name.startswith(TARGET_DIST_PREFIX):
+            td, td_flat, td_parent, td_len = _list_parts(table.column(name))
+            vals = np.asarray(td_flat.to_numpy(zero_copy_only=False), dtype=np.float64)
+            _add(masks, "target_distribution_length_mismatch", ~cand_null & (td_len >= 0) & (td_len != lengths))
+            _add(
+                masks,
+                "target_distribution_out_of_range",
+                (td_len < 0) | _any_by_row(td_parent, ~((vals >= 0.0) & (vals <= 1.0)), n),
+            )
+    return masks
+
+
+def episode_bounds(episode_id: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Start offsets of runs of equal ``episode_id`` (plus the end), for a sorted column."""
+    n = len(episode_id)
+    if n == 0:
+        return np.zeros(1, dtype=np.int64)
+    a = episode_id.combine_chunks() if isinstance(episode_id, pa.ChunkedArray) else episode_id
+    change = pc.fill_null(pc.not_equal(a[1:], a[:-1]), True).to_numpy(zero_copy_only=False)
+    # nulls sort last and each null row is its own run
+    return np.concatenate(([0], np.flatnonzero(change) + 1, [n])).astype(np.int64)
+
+
+def check_trajectory_rows(table: pa.Table) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Apply the trajectory row rules to a conformed table.
+
+    Returns
+    -------
+    masks : dict
+        Reason -> boolean mask over rows of ``table`` (in its original order).
+        ``episode_invalidated`` marks valid rows whose episode holds an invalid row.
+    order : numpy.ndarray
+        The row order that sorts the table by (episode_id, step).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from ope.schema import check_trajectory_rows
+    >>> t = pa.table({"episode_id": [1, 1, 2], "step": [0, 2, 0], "action": [0, 1, 0],
+    ...               "propensity": [0.5, 0.5, 0.5], "reward": [0.0, 1.0, 1.0],
+    ...               "done": [False, True, True]})
+    >>> masks, order = check_trajectory_rows(t)
+    >>> {k: v.nonzero()[0].tolist() for k, v in masks.items()}
+    {'step_not_contiguous': [1], 'episode_invalidated': [0]}
+    """
+    n = table.num_rows
+    masks: dict[str, np.ndarray] = {}
+    eid = table.column("episode_id")
+    eid_null = _is_null(eid)
+    _add(masks, "episode_id_missing", eid_null)
+    step = table.column("step")
+    step_null = _is_null(step)
+    _add(masks, "step_missing", step_null)
+    done = table.column("done")
+    done_null = _is_null(done)
+    _add(masks, "done_missing", done_null)
+    _add(masks, "action_missing", _is_null(table.column("action")))
+    _check_propensity_reward(table, masks)
+    _check_targets(table, masks)
+
+    order = pc.sort_indices(
+        pa.table({"e": eid, "s": step}),
+        sort_keys=[("e", "ascending"), ("s", "ascending")],
+    )  # nulls sort last by default.to_numpy(zero_copy_only=False)
+    sorted_eid = eid.take(pa.array(order))
+    starts = episode_bounds(sorted_eid)
+    lengths = np.diff(starts)
+    episode_of_row = np.repeat(np.arange(lengths.size), lengths)
+    rank = np.arange(n) - starts[:-1][episode_of_row]
+    s = np.asarray(step.take(pa.array(order)).to_numpy(zero_copy_only=False), dtype=np.float64)
+    d_sorted = pc.fill_null(done.take(pa.array(order)), False).to_numpy(zero_copy_only=False)
+    has_episode = ~eid_null[order]
+    not_contig = has_episode & ~step_null[order] & (s != rank)
+    is_last = np.zeros(n, dtype=bool)
+    if n:
+        is_last[starts[1:] - 1] = True
+    not_last_done = has_episode & d_sorted & ~is_last
+
+    def unsort(m: np.ndarray) -> np.ndarray:
+        out = np.zeros(n, dtype=bool)
+        out[order] = m
+        return out
+
+    _add(masks, "step_not_contiguous", unsort(not_contig))
+    _add(masks, "done_not_last_step", unsort(not_last_done))
+    bad = np.zeros(n, dtype=bool)
+    for m in masks.values():
+        bad |= m
+    bad_sorted = bad[order]
+    episode_bad = np.zeros(lengths.size, dtype=bool)
+    episode_bad[episode_of_row[bad_sorted]] = True
+    invalidated_sorted = episode_bad[episode_of_row] & ~bad_sorted & has_episode
+    _add(masks, "episode_invalidated", unsort(invalidated_sorted))
+    return masks, order
+
+
+def check_paired_rows(table: pa.Table) -> dict[str, np.ndarray]:
+    """Apply the paired-replay row rules to a conformed table.
+
+    ``pair_missing_arm`` marks every otherwise valid row of a pair that lacks a valid row for
+    one of the arms present among the valid rows.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from ope.schema import check_paired_rows
+    >>> t = pa.table({"pair_id": [0, 0, 1], "arm": ["a", "b", "a"], "outcome": [1.0, 0.0, 1.0]})
+    >>> {k: v.nonzero()[0].tolist() for k, v in check_paired_rows(t).items()}
+    {'pair_missing_arm': [2]}
+    """
+    n = table.num_rows
+    masks: dict[str, np.ndarray] = {}
+    pid = table.column("pair_id")
+    arm = table.column("arm")
+    pid_null = _is_null(pid)
+    arm_null = _is_null(arm)
+    _add(masks, "pair_id_missing", pid_null)
+    _add(masks, "arm_missing", arm_null)
+    has_rep = "replicate" in table.column_names
+    rep_null = _is_null(table.column("replicate")) if has_rep else np.zeros(n, dtype=bool)
+    _add(masks, "replicate_missing", rep_null)
+    o = _floats(table.column("outcome"))
+    fin = np.isfinite(o)
+    _add(masks, "outcome_missing", np.isnan(o))
+    _add(masks, "outcome_not_finite", ~fin & ~np.isnan(o))
+
+    def codes_of(a: pa.ChunkedArray) -> np.ndarray:
+        enc = pc.dictionary_encode(a.combine_chunks())
+        return pc.fill_null(enc.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+
+    pc_codes = codes_of(pid)
+    arm_codes = codes_of(arm)
+    rep = (
+        pc.fill_null(table.column("replicate"), 0).to_numpy().astype(np.int64)
+        if has_rep
+        else np.zeros(n, dtype=np.int64)
+    )
+    keyed = ~pid_null & ~arm_null & ~rep_null
+    idx = np.flatnonzero(keyed)
+    order = idx[np.lexsort((idx, rep[idx], arm_codes[idx], pc_codes[idx]))]
+    same = (
+        (pc_codes[order][1:] == pc_codes[order][:-1])
+        & (arm_codes[order][1:] == arm_codes[order][:-1])
+        & (rep[order][1:] == rep[order][:-1])
+    )
+    dup = np.zeros(n, dtype=bool)
+    dup[order[1:][same]] = True
+    _add(masks, "pair_duplicate", dup)
+
+    bad = np.zeros(n, dtype=bool)
+    for m in masks.values():
+        bad |= m
+    good = np.flatnonzero(~bad)
+    arms_present = np.unique(arm_codes[good])
+    if good.size and arms_present.size:
+        n_pairs = int(pc_codes.max()) + 1
+        combos = np.unique(pc_codes[good] * (int(arm_codes.max()) + 1) + arm_codes[good])
+        arms_per_pair = np.bincount(combos // (int(arm_codes.max()) + 1), minlength=n_pairs)
+        incomplete_pair = arms_per_pair < arms_present.size
+        _add(masks, "pair_missing_arm", ~bad & ~pid_null & incomplete_pair[np.maximum(pc_codes, 0)])
+    return masks

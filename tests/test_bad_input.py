@@ -1,0 +1,426 @@
+"""A catalogue of malformed inputs: each must end in a specific ope error, never a raw traceback.
+
+Every case states the exact exception type, the message pattern and, for row-level problems,
+the exact counts per reason and the first row numbers.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ope.exceptions import (
+    DataFileError,
+    DroppedRowsWarning,
+    OPEError,
+    SchemaError,
+    ValidationError,
+)
+from ope.io import read_logs, read_paired, read_trajectories, scan_logs
+
+N = 8
+
+
+def bandit(**overrides: Any) -> dict[str, Any]:
+    """A valid bandit log of N rows as a column dict; ``overrides`` replace or add columns."""
+    cols: dict[str, Any] = {
+        "event_id": list(range(100, 100 + N)),
+        "action": [0, 1, 2, 0, 1, 2, 0, 1],
+        "propensity": [0.25, 0.5, 0.25, 0.25, 0.5, 0.25, 0.25, 0.5],
+        "reward": [1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0],
+        "target__new": [0.5] * N,
+        "candidates": [[0, 1, 2]] * N,
+        "logging_distribution": [[0.25, 0.5, 0.25]] * N,
+    }
+    for k, v in overrides.items():
+        if v is None:
+            cols.pop(k)
+        else:
+            cols[k] = v
+    return cols
+
+
+def with_value(column: str, rows: dict[int, Any], **more: Any) -> pa.Table:
+    cols = bandit(**more)
+    values = list(cols[column])
+    for r, v in rows.items():
+        values[r] = v
+    cols[column] = values
+    return pa.table(cols)
+
+
+def trajectories(**overrides: Any) -> pa.Table:
+    """Two valid episodes: 7 (3 steps, done) and 3 (2 steps, truncated), rows shuffled."""
+    cols: dict[str, Any] = {
+        "episode_id": [7, 3, 7, 3, 7],
+        "step": [1, 0, 0, 1, 2],
+        "action": [1, 0, 1, 1, 0],
+        "propensity": [0.5] * 5,
+        "reward": [0.0, 1.0, 0.0, 0.0, 1.0],
+        "done": [False, False, False, False, True],
+    }
+    cols.update(overrides)
+    return pa.table(cols)
+
+
+def paired(**overrides: Any) -> pa.Table:
+    cols: dict[str, Any] = {
+        "pair_id": [0, 0, 1, 1, 2, 2],
+        "arm": ["mem", "none", "mem", "none", "mem", "none"],
+        "outcome": [1.0, 0.0, 1.0, 1.0, 0.0, 0.0],
+    }
+    cols.update(overrides)
+    return pa.table(cols)
+
+
+@dataclass
+class Case:
+    id: str
+    make: Callable[[Path], Any]  # tmp_path -> source
+    error: type[Exception]
+    match: str
+    rejected: dict[str, int] | None = None
+    examples: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    reader: Callable[..., Any] = read_logs
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def _write(table: pa.Table, name: str = "logs.parquet") -> Callable[[Path], Path]:
+    def make(tmp: Path) -> Path:
+        path = tmp / name
+        pq.write_table(table, path)
+        return path
+
+    return make
+
+
+def _raw(data: bytes, name: str = "logs.parquet") -> Callable[[Path], Path]:
+    def make(tmp: Path) -> Path:
+        path = tmp / name
+        path.write_bytes(data)
+        return path
+
+    return make
+
+
+def _truncated(tmp: Path) -> Path:
+    path = tmp / "whole.parquet"
+    pq.write_table(pa.table(bandit()), path)
+    data = path.read_bytes()
+    cut = tmp / "cut.parquet"
+    cut.write_bytes(data[: len(data) // 2])
+    return cut
+
+
+def _corrupt(tmp: Path) -> Path:
+    rng = np.random.default_rng(0)
+    path = tmp / "corrupt.parquet"
+    pq.write_table(
+        pa.table({"action": np.arange(50_000), "propensity": rng.uniform(0.1, 1, 50_000),
+                  "reward": rng.uniform(size=50_000)}),
+        path, compression="snappy",
+    )
+    data = bytearray(path.read_bytes())
+    for i in range(200, len(data) // 2, 7):  # scramble the column chunks, keep the footer
+        data[i] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _empty_dir(tmp: Path) -> Path:
+    d = tmp / "logs"
+    d.mkdir()
+    (d / "_SUCCESS").write_text("")
+    return d
+
+
+def _dir_with_csv(tmp: Path) -> Path:
+    d = tmp / "logs"
+    d.mkdir()
+    pq.write_table(pa.table(bandit()), d / "part-0.parquet")
+    (d / "part-1.parquet").write_text("action,propensity,reward\n1,0.5,1\n")
+    return d
+
+
+def _dir_inconsistent(tmp: Path) -> Path:
+    d = tmp / "logs"
+    d.mkdir()
+    pq.write_table(pa.table(bandit()), d / "a.parquet")
+    pq.write_table(pa.table(bandit(reward=["1.0"] * N)), d / "b.parquet")  # parseable strings
+    pq.write_table(pa.table(bandit(reward=None)), d / "c.parquet")
+    return d
+
+
+def const(x: Any) -> Callable[[Path], Any]:
+    return lambda tmp: x
+
+
+CASES: list[Case] = [
+    # ---- schema: names and types (all problems listed at once) ----
+    Case("missing_action", const(pa.table(bandit(action=None, candidates=None,
+                                                  logging_distribution=None))),
+         SchemaError, r"required column 'action' is missing; if it has another name, pass mapping"),
+    Case("missing_two_columns", const(pa.table(bandit(propensity=None, reward=None))),
+         SchemaError, r"\(2 problems\):\n  - required column 'propensity' is missing.*\n"
+                      r"  - required column 'reward' is missing"),
+    Case("reward_strings", const(pa.table(bandit(reward=["1"] * N))),
+         SchemaError, r"column 'reward' has type string; expected numbers \(float64\) \(parse it"),
+    Case("propensity_and_reward_mistyped", const(pa.table(bandit(propensity=["a"] * N,
+                                                                 reward=[[1.0]] * N))),
+         SchemaError, r"(?s)2 problems.*'propensity' has type string.*'reward' has type "
+                      r"list<item: double>"),
+    Case("action_fractional", const(pa.table(bandit(action=[0.0, 1.5, 2.0, 0, 1, 2, 0, 1],
+                                                    candidates=None, logging_distribution=None))),
+         SchemaError, r"column 'action' is floating point and holds 1 value\(s\) that are not "
+                      r"whole numbers \(first at row 1: 1\.5\)"),
+    Case("action_bool", const(pa.table(bandit(action=[True] * N, candidates=None,
+                                              logging_distribution=None))),
+         SchemaError, r"column 'action' has type bool; expected integers or strings"),
+    Case("candidates_type_differs_from_action", const(pa.table(bandit(candidates=[["0", "1", "2"]] * N))),
+         SchemaError, r"column 'candidates' has type list<item: string> but action is int64"),
+    Case("distribution_without_candidates", const(pa.table(bandit(candidates=None))),
+         SchemaError, r"'logging_distribution' needs the 'candidates' column"),
+    Case("mapping_unknown_column", const(pa.table(bandit())),
+         SchemaError, r"mapping 'reward': 'click' names a column that is not in the source "
+                      r"\(available: event_id, action, propensity, reward, target__new",
+         kwargs={"mapping": {"reward": "click"}}),
+    Case("mapping_collides", const(pa.table(bandit(pscore=[0.5] * N))),
+         SchemaError, r"renames 'pscore' to 'propensity', but the source already has a column "
+                      r"'propensity'", kwargs={"mapping": {"propensity": "pscore"}}),
+    Case("columns_unknown", const(pa.table(bandit())),
+         SchemaError, r"column 'segment' was requested in columns= but is not in the source",
+         kwargs={"columns": ["segment"]}),
+    Case("dataframe_mixed_objects", const(pd.DataFrame({"action": [1, "x", 2], "propensity": 0.5,
+                                                        "reward": 1.0})),
+         SchemaError, r"column 'action' holds Python objects of mixed types \(int, str\)"),
+    Case("done_strings", const(trajectories(done=["yes"] * 5)), SchemaError,
+         r"column 'done' has type string; expected bool", reader=read_trajectories),
+    Case("done_not_binary_int", const(trajectories(done=[0, 0, 0, 2, 1])), SchemaError,
+         r"column 'done' is int64 and holds values other than 0 and 1 \(first at row 3\)",
+         reader=read_trajectories),
+    # ---- rows: bandit rules ----
+    Case("propensity_zero", const(with_value("propensity", {3: 0.0})), ValidationError,
+         r"1 of 8 rows of <Table> break", {"propensity_out_of_range": 1},
+         {"propensity_out_of_range": (3,)}),
+    Case("propensity_negative", const(with_value("propensity", {1: -0.5, 6: -1e-9})),
+         ValidationError, r"propensity_out_of_range: 2 \(rows 1, 6\)",
+         {"propensity_out_of_range": 2}, {"propensity_out_of_range": (1, 6)}),
+    Case("propensity_above_one", const(with_value("propensity", {0: 1.5}, candidates=None,
+                                                  logging_distribution=None)),
+         ValidationError, r"propensity must be in \(0, 1\]", {"propensity_out_of_range": 1},
+         {"propensity_out_of_range": (0,)}),
+    Case("propensity_nan", const(with_value("propensity", {2: float("nan")})), ValidationError,
+         r"propensity_missing: 1", {"propensity_missing": 1}, {"propensity_missing": (2,)}),
+    Case("propensity_null", const(with_value("propensity", {5: None, 7: None})), ValidationError,
+         r"propensity_missing: 2", {"propensity_missing": 2}, {"propensity_missing": (5, 7)}),
+    Case("reward_nan", const(with_value("reward", {4: float("nan")})), ValidationError,
+         r"reward_missing: 1", {"reward_missing": 1}, {"reward_missing": (4,)}),
+    Case("reward_inf", const(with_value("reward", {1: float("inf"), 2: -float("inf")})),
+         ValidationError, r"reward_not_finite: 2", {"reward_not_finite": 2},
+         {"reward_not_finite": (1, 2)}),
+    Case("action_null", const(with_value("action", {6: None}, candidates=None,
+                                         logging_distribution=None)),
+         ValidationError, r"action_missing", {"action_missing": 1}, {"action_missing": (6,)}),
+    Case("event_id_duplicates", const(with_value("event_id", {3: 100, 5: 100, 6: 101})),
+         ValidationError, r"event_id_duplicate: 3 \(rows 3, 5, 6\)", {"event_id_duplicate": 3},
+         {"event_id_duplicate": (3, 5, 6)}),
+    Case("event_id_null", const(with_value("event_id", {0: None})), ValidationError,
+         r"event_id_missing", {"event_id_missing": 1}, {"event_id_missing": (0,)}),
+    Case("string_event_id_duplicates",
+         const(pa.table(bandit(event_id=["a", "b", "a", "c", "b", "d", "e", "a"]))),
+         ValidationError, r"event_id_duplicate: 3", {"event_id_duplicate": 3},
+         {"event_id_duplicate": (2, 4, 7)}),
+    Case("target_out_of_range", const(with_value("target__new", {1: 1.2, 2: float("nan"),
+                                                                  3: -0.1})),
+         ValidationError, r"target_probability_out_of_range: 3",
+         {"target_probability_out_of_range": 3}, {"target_probability_out_of_range": (1, 2, 3)}),
+    Case("action_not_in_candidates", const(with_value("candidates", {2: [0, 1, 5]})),
+         ValidationError, r"action_not_in_candidates: 1", {"action_not_in_candidates": 1},
+         {"action_not_in_candidates": (2,)}),
+    Case("candidates_null", const(with_value("candidates", {4: None, 5: [0, None, 2]})),
+         ValidationError, r"candidates_missing: 2", {"candidates_missing": 2},
+         {"candidates_missing": (4, 5)}),
+    Case("candidates_repeated", const(with_value("candidates", {0: [0, 0, 2]})),
+         ValidationError, r"candidates_duplicate", {"candidates_duplicate": 1},
+         {"candidates_duplicate": (0,)}),
+    Case("distribution_length_mismatch",
+         const(with_value("logging_distribution", {3: [0.25, 0.75]})), ValidationError,
+         r"candidates_length_mismatch: 1", {"candidates_length_mismatch": 1},
+         {"candidates_length_mismatch": (3,)}),
+    Case("distribution_not_normalized",
+         const(with_value("logging_distribution", {1: [0.2, 0.5, 0.2], 2: [0.2502, 0.5, 0.25]})),
+         ValidationError, r"logging_distribution must sum to 1 \(within 0\.0001\)",
+         {"logging_distribution_not_normalized": 2},
+         {"logging_distribution_not_normalized": (1, 2)}),
+    Case("distribution_out_of_range",
+         const(with_value("logging_distribution", {6: [-0.25, 0.5, 0.75], 7: None})),
+         ValidationError, r"logging_distribution_out_of_range: 2",
+         {"logging_distribution_out_of_range": 2}, {"logging_distribution_out_of_range": (6, 7)}),
+    Case("propensity_disagrees_with_distribution",
+         const(with_value("propensity", {4: 0.4})), ValidationError,
+         r"logged_propensity_mismatch: 1", {"logged_propensity_mismatch": 1},
+         {"logged_propensity_mismatch": (4,)}),
+    Case("several_reasons_one_row", const(with_value("reward", {3: float("nan")},
+                                                     propensity=[0.25, 0.5, 0.25, 0.0, 0.5,
+                                                                 0.25, 0.25, 0.5])),
+         ValidationError, r"1 of 8 rows", {"propensity_out_of_range": 1, "reward_missing": 1},
+         {"propensity_out_of_range": (3,), "reward_missing": (3,)}),
+    # ---- files ----
+    Case("missing_path", lambda tmp: tmp / "nope.parquet", DataFileError,
+         r"nope\.parquet does not exist"),
+    Case("empty_file", _raw(b""), DataFileError, r"logs\.parquet is empty \(0 bytes\)"),
+    Case("csv_file", _raw(b"action,propensity,reward\n1,0.5,1\n", "logs.csv"), DataFileError,
+         r"logs\.csv is not a parquet file .* pandas\.read_csv"),
+    Case("truncated_file", _truncated, DataFileError,
+         r"cut\.parquet is a truncated parquet file"),
+    Case("corrupt_file", _corrupt, DataFileError, r"cannot read .*corrupt\.parquet"),
+    Case("zero_rows", _write(pa.table(bandit()).slice(0, 0)), ValidationError,
+         r"logs\.parquet holds no rows", {}),
+    Case("dir_without_parquet", _empty_dir, DataFileError, r"directory without parquet files"),
+    Case("dir_with_csv_part", _dir_with_csv, DataFileError,
+         r"part-1\.parquet is not a parquet file"),
+    Case("dir_files_disagree", _dir_inconsistent, SchemaError,
+         r"(?s)the files of .*logs disagree on their columns:\n"
+         r"  - column 'reward' is missing from 1 of 3 files \(e\.g\. .*c\.parquet\)\n"
+         r"  - column 'reward' in .*b\.parquet has type string"),
+    # ---- trajectories ----
+    Case("step_gap", const(trajectories(step=[1, 0, 0, 2, 2])), ValidationError,
+         r"step_not_contiguous: 1", {"step_not_contiguous": 1, "episode_invalidated": 1},
+         {"step_not_contiguous": (3,), "episode_invalidated": (1,)},
+         reader=read_trajectories),
+    Case("step_repeated", const(trajectories(step=[0, 0, 0, 1, 2])), ValidationError,
+         r"steps of an episode must be 0, 1, 2", {"step_not_contiguous": 1,
+                                                  "episode_invalidated": 2},
+         {"step_not_contiguous": (2,), "episode_invalidated": (0, 4)},
+         reader=read_trajectories),
+    Case("done_in_the_middle", const(trajectories(done=[False, True, False, False, True])),
+         ValidationError, r"done_not_last_step: 1",
+         {"done_not_last_step": 1, "episode_invalidated": 1},
+         {"done_not_last_step": (1,), "episode_invalidated": (3,)}, reader=read_trajectories),
+    Case("episode_id_null", const(trajectories(episode_id=[7, None, 7, 3, 7])), ValidationError,
+         r"episode_id_missing: 1", {"episode_id_missing": 1, "step_not_contiguous": 1},
+         {"episode_id_missing": (1,), "step_not_contiguous": (3,)}, reader=read_trajectories),
+    # ---- paired replays ----
+    Case("pair_missing_arm", const(paired(arm=["mem", "none", "mem", "mem", "mem", "none"])),
+         ValidationError, r"pair_missing_arm: 1",
+         {"pair_duplicate": 1, "pair_missing_arm": 1},
+         {"pair_duplicate": (3,), "pair_missing_arm": (2,)}, reader=read_paired),
+    Case("pair_outcome_nan_leaves_arm_missing",
+         const(paired(outcome=[1.0, float("nan"), 1.0, 1.0, 0.0, 0.0])), ValidationError,
+         r"outcome_missing: 1", {"outcome_missing": 1, "pair_missing_arm": 1},
+         {"outcome_missing": (1,), "pair_missing_arm": (0,)}, reader=read_paired),
+    Case("paired_single_arm", const(paired(arm=["mem"] * 6, pair_id=[0, 1, 2, 3, 4, 5])),
+         ValidationError, r"only one arm \('mem'\)", None, reader=read_paired),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_catalogue(case: Case, tmp_path: Path) -> None:
+    source = case.make(tmp_path)
+    with pytest.raises(case.error, match=case.match) as info:
+        case.reader(source, **case.kwargs)
+    exc = info.value
+    assert isinstance(exc, OPEError), "bad input must end in an ope error"
+    # no raw numpy/pyarrow exception chained into what the user sees
+    assert exc.__cause__ is None
+    assert exc.__context__ is None or exc.__suppress_context__
+    assert type(exc).__module__ == "ope.exceptions"
+    if case.rejected is not None:
+        assert isinstance(exc, ValidationError)
+        report = exc.report
+        assert report.rejected == case.rejected
+        for reason, rows in case.examples.items():
+            assert report.examples[reason] == rows
+        rows_bad = set()
+        for rows in case.examples.values():
+            rows_bad |= set(rows)
+        if case.examples and all(len(v) == case.rejected[k] for k, v in case.examples.items()):
+            assert report.rows_rejected == len(rows_bad)
+        assert 'on_invalid="drop"' in str(exc) or report.rows_read == 0
+
+
+def test_catalogue_is_large_enough() -> None:
+    assert len(CASES) >= 25
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c.rejected], ids=[c.id for c in CASES if c.rejected]
+)
+def test_drop_keeps_exact_counts(case: Case, tmp_path: Path) -> None:
+    source = case.make(tmp_path)
+    with pytest.raises(ValidationError) as info:
+        case.reader(source, **case.kwargs)
+    expected = info.value.report
+    with pytest.warns(DroppedRowsWarning, match=f"dropped {expected.rows_rejected} of"):
+        logs = case.reader(source, on_invalid="drop", **case.kwargs)
+    assert logs.report.dropped
+    assert logs.report.rejected == expected.rejected
+    assert logs.report.examples == expected.examples
+    assert logs.n == logs.report.rows_used == expected.rows_used
+    assert logs.report.rows_read == expected.rows_read
+
+
+def test_drop_removes_exactly_the_flagged_rows() -> None:
+    table = with_value("propensity", {1: 0.0, 4: float("nan")})
+    table = table.set_column(3, "reward", pa.array([1.0, 0.0, 1.0, float("inf"), 1.0, 0.0, 1.0, 0.0]))
+    with pytest.warns(DroppedRowsWarning, match=r"dropped 3 of 8 rows of <Table>"):
+        logs = read_logs(table, on_invalid="drop")
+    assert logs.column("event_id").tolist() == [100, 102, 105, 106, 107]
+    assert logs.report.rejected == {
+        "propensity_out_of_range": 1, "propensity_missing": 1, "reward_not_finite": 1,
+    }
+
+
+def test_everything_rejected_raises_even_when_dropping() -> None:
+    table = pa.table(bandit(propensity=[0.0] * N, candidates=None, logging_distribution=None))
+    with pytest.warns(DroppedRowsWarning), pytest.raises(
+        ValidationError, match=r"every one of the 8 rows of <Table> was rejected"
+    ) as info:
+        read_logs(table, on_invalid="drop")
+    assert info.value.report.rejected == {"propensity_out_of_range": 8}
+
+
+def test_on_invalid_and_source_types_are_checked() -> None:
+    with pytest.raises(ValueError, match=r'on_invalid must be "raise" or "drop", got \'ignore\''):
+        read_logs(pa.table(bandit()), on_invalid="ignore")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"source must be a parquet path .* got list"):
+        read_logs([1, 2, 3])
+    with pytest.raises(ValueError, match=r"batch_size must be a positive integer, got 0"):
+        scan_logs(pa.table(bandit()), batch_size=0)
+
+
+def test_schema_error_before_reading_any_batch(tmp_path: Path) -> None:
+    path = tmp_path / "logs.parquet"
+    pq.write_table(pa.table(bandit(reward=None)), path)
+    with pytest.raises(SchemaError, match=r"required column 'reward' is missing"):
+        scan_logs(path)
+
+
+def test_scan_raise_stops_at_first_bad_batch() -> None:
+    table = with_value("reward", {6: float("nan")})
+    scan = scan_logs(table, batch_size=3)
+    seen = []
+    with pytest.raises(ValidationError, match=r"the scan stopped after row 7") as info:
+        for batch in scan:
+            seen.append(batch.n)
+    assert seen == [3, 3]
+    assert info.value.report.rejected == {"reward_missing": 1}
+    assert info.value.report.examples == {"reward_missing": (6,)}
+    with pytest.raises(RuntimeError, match=r"complete only after a full pass"):
+        scan.report
+
+
+def test_no_warning_when_nothing_dropped() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        logs = read_logs(pa.table(bandit()), on_invalid="drop")
+    assert logs.report.ok and not logs.report.dropped

@@ -1,0 +1,367 @@
+"""Readers: every source type, projection, eager vs streamed parity, trajectories, paired replays."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from ope.exceptions import DroppedRowsWarning, ValidationError
+from ope.io import LogScan, _merge_sorted, _SeenIds, read_logs, read_paired, read_trajectories, scan_logs
+from ope.logs import BanditLogs, Trajectories, ValidationReport
+
+
+def make_logs(n: int, *, seed: int = 0, bad: bool = True, ids: str = "int") -> pa.Table:
+    """n bandit rows; with ``bad``, about 6% of rows break one of several rules."""
+    rng = np.random.default_rng(seed)
+    k = 4
+    action = rng.integers(0, k, n)
+    dist = np.full(k, 1.0 / k)
+    propensity = np.full(n, 1.0 / k)
+    reward = rng.binomial(1, 0.3, n).astype(np.float64)
+    event_id = rng.permutation(n).astype(np.int64) * 7 + 11
+    if bad:
+        i = rng.choice(n, size=n // 50, replace=False)
+        propensity[i] = 0.0
+        j = rng.choice(n, size=n // 50, replace=False)
+        reward[j] = np.nan
+        d = rng.choice(n, size=n // 50, replace=False)
+        event_id[d] = event_id[rng.integers(0, n, d.size)]  # duplicates, often across batches
+    if ids == "string":
+        eid = pa.array([f"ev-{v}" for v in event_id])
+    elif ids == "sparse":
+        eid = pa.array(event_id * 1_000_003 + (1 << 50))
+    else:
+        eid = pa.array(event_id)
+    return pa.table({
+        "event_id": eid,
+        "action": action,
+        "propensity": propensity,
+        "reward": reward,
+        "target__uniform": np.full(n, 1.0 / k),
+        "candidates": pa.array([list(range(k))] * n),
+        "logging_distribution": pa.array([list(dist)] * n),
+        "segment": rng.choice(["a", "b"], n),
+    })
+
+
+def quiet_read(source, **kw) -> BanditLogs:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DroppedRowsWarning)
+        return read_logs(source, **kw)
+
+
+def quiet_scan(source, **kw) -> tuple[LogScan, pa.Table]:
+    scan = scan_logs(source, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DroppedRowsWarning)
+        parts = [b.table for b in scan]
+    return scan, pa.concat_tables(parts)
+
+
+# ---------------------------------------------------------------- sources
+
+
+class ArrowStream:
+    """Any object exporting the Arrow C stream interface (as polars and duckdb results do)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def __arrow_c_stream__(self, requested_schema=None):  # noqa: ANN001, ANN204
+        return self.table.__arrow_c_stream__(requested_schema)
+
+
+
+def test_all_source_types_agree(tmp_path: Path) -> None:
+    table = make_logs(500, bad=False)
+    path = tmp_path / "one.parquet"
+    pq.write_table(table, path)
+    d = tmp_path / "dir"
+    d.mkdir()
+    pq.write_table(table.slice(0, 200), d / "part-0.parquet")
+    pq.write_table(table.slice(200), d / "part-1.parquet")
+    sources = {
+        "table": table,
+        "batch": table.combine_chunks().to_batches()[0],
+        "frame": table.to_pandas(),
+        "file": path,
+        "str": str(path),
+        "dir": d,
+        "dataset": ds.dataset(d),
+        "arrow_stream": ArrowStream(table),
+    }
+    expected = table.column("reward").to_numpy()
+    for name, source in sources.items():
+        logs = read_logs(source)
+        assert logs.n == 500, name
+        assert logs.report.ok and logs.report.rows_read == 500, name
+        np.testing.assert_array_equal(logs.column("reward"), expected, err_msg=name)
+        assert logs.target_policies == ["uniform"]
+    assert read_logs(path).report.source == str(path)
+    assert read_logs(table.to_pandas()).report.source == "<DataFrame>"
+    assert read_logs(ArrowStream(table)).report.source == "<ArrowStream>"
+
+
+def test_hive_partitions_become_columns(tmp_path: Path) -> None:
+    table = make_logs(100, bad=False)
+    for day in (1, 2):
+        part = tmp_path / f"day={day}"
+        part.mkdir()
+        pq.write_table(table.slice((day - 1) * 50, 50), part / "data.parquet")
+    logs = read_logs(tmp_path)
+    assert logs.n == 100
+    assert sorted(set(logs.column("day").tolist())) == [1, 2]
+
+
+def test_files_with_different_widths_read_in_the_widest(tmp_path: Path) -> None:
+    pq.write_table(pa.table({"action": pa.array([1], pa.int32()),
+                             "propensity": pa.array([0.5], pa.float32()), "reward": [1.0]}),
+                   tmp_path / "a.parquet")
+    pq.write_table(pa.table({"action": [2], "propensity": [0.1234567890123], "reward": [0]}),
+                   tmp_path / "b.parquet")
+    logs = read_logs(tmp_path)
+    assert logs.column("propensity").tolist() == [0.5, 0.1234567890123]  # not narrowed to float32
+    assert logs.column("action").tolist() == [1, 2]
+    streamed = [b.column("propensity")[0] for b in scan_logs(tmp_path)]
+    assert streamed == [0.5, 0.1234567890123]
+
+
+def test_projection_reads_only_needed_columns(tmp_path: Path) -> None:
+    path = tmp_path / "logs.parquet"
+    pq.write_table(make_logs(50, bad=False), path)
+    logs = read_logs(path, columns=["target__uniform"])
+    assert logs.columns == ["action", "propensity", "reward", "target__uniform"]
+    scan = scan_logs(path, columns=["event_id"])
+    assert scan.columns == ["action", "propensity", "reward", "event_id"]
+    assert [b.columns for b in scan][0] == scan.columns
+
+
+def test_mapping_from_user_names() -> None:
+    df = pd.DataFrame({"item": np.array([1, 2, 3], np.int32), "pscore": np.float32(0.5),
+                       "click": [1, 0, 1], "pi_new": [0.0, 1.0, 0.5]})
+    logs = read_logs(df, mapping={"action": "item", "propensity": "pscore", "reward": "click",
+                                  "target__new": "pi_new"})
+    assert logs.columns == ["action", "propensity", "reward", "target__new"]
+    assert logs.table.schema.field("propensity").type == pa.float64()
+    assert logs.column("action").dtype == np.int64
+    assert logs.target_policies == ["new"]
+
+
+def test_column_accessor_and_repr() -> None:
+    logs = read_logs(pa.table({"action": ["x", "y"], "propensity": pa.array([0.5, 0.25], pa.float32()),
+                               "reward": [1.0, 0.0]}))
+    assert logs.column("propensity").dtype == np.float64
+    assert logs.column("action").tolist() == ["x", "y"]
+    with pytest.raises(KeyError, match="column 'nope' is not in these logs; they have: action"):
+        logs.column("nope")
+    assert repr(logs) == "BanditLogs(n=2, columns=['action', 'propensity', 'reward'], rows_rejected=0)"
+
+
+# ---------------------------------------------------------------- eager vs streamed
+
+
+@pytest.mark.parametrize("ids", ["int", "sparse", "string"])
+def test_scan_matches_read_across_batches_and_files(tmp_path: Path, ids: str) -> None:
+    table = make_logs(3_000, seed=3, ids=ids)
+    d = tmp_path / "logs"
+    d.mkdir()
+    bounds = [0, 700, 1_900, 3_000]
+    for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
+        pq.write_table(table.slice(a, b - a), d / f"part-{i}.parquet", row_group_size=300)
+    eager = quiet_read(d, on_invalid="drop")
+    assert eager.report.rejected.keys() == {
+        "propensity_out_of_range", "reward_missing", "event_id_duplicate",
+    }
+    for batch_size in (128, 1_000, 10_000):
+        scan, streamed = quiet_scan(d, on_invalid="drop", batch_size=batch_size)
+        assert scan.report == eager.report
+        assert streamed.equals(eager.table)
+    # the same data in memory, in one table
+    scan, streamed = quiet_scan(table, on_invalid="drop", batch_size=257)
+    assert scan.report.rejected == eager.report.rejected
+    assert scan.report.examples == eager.report.examples
+    assert streamed.equals(eager.table)
+
+
+def test_scan_batches_carry_their_own_reports() -> None:
+    table = make_logs(1_000, seed=5)
+    scan = scan_logs(table, on_invalid="drop", batch_size=300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DroppedRowsWarning)
+        batches = list(scan)
+    assert [b.report.rows_read for b in batches] == [300, 300, 300, 100]
+    assert [b.n for b in batches] == [b.report.rows_used for b in batches]
+    merged = batches[0].report
+    for b in batches[1:]:
+        merged = merged.merge(b.report)
+    assert merged == scan.report  # batch examples are source row numbers already
+    eager = quiet_read(table, on_invalid="drop")
+    assert merged.examples == eager.report.examples
+
+
+def test_scan_warns_once_with_merged_counts() -> None:
+    table = make_logs(1_000, seed=9)
+    with pytest.warns(DroppedRowsWarning) as record:
+        scan = scan_logs(table, on_invalid="drop", batch_size=100)
+        n = sum(b.n for b in scan)
+    assert len(record) == 1
+    assert f"dropped {scan.report.rows_rejected} of 1,000 rows" in str(record[0].message)
+    assert n == scan.report.rows_used
+
+
+def test_scan_is_repeatable_and_reports_need_a_full_pass() -> None:
+    scan = scan_logs(make_logs(100, bad=False), batch_size=30)
+    with pytest.raises(RuntimeError, match="complete only after a full pass"):
+        scan.report
+    first = [b.n for b in scan]
+    second = [b.n for b in scan]
+    assert first == second == [30, 30, 30, 10]
+    assert scan.report.rows_used == 100
+    assert "batch_size=30" in repr(scan)
+
+
+def test_duplicate_across_batches_is_flagged_in_the_later_batch() -> None:
+    t = pa.table({"event_id": [5, 6, 7, 6, 8, 5], "action": [1] * 6, "propensity": [0.5] * 6,
+                  "reward": [1.0] * 6})
+    with pytest.raises(ValidationError) as info:
+        read_logs(t)
+    assert info.value.report.examples == {"event_id_duplicate": (3, 5)}
+    scan, streamed = quiet_scan(t, batch_size=2, on_invalid="drop")
+    assert scan.report.examples == {"event_id_duplicate": (3, 5)}
+    assert streamed.column("event_id").to_pylist() == [5, 6, 7, 8]
+
+
+def test_seen_ids_switch_from_map_to_runs() -> None:
+    rng = np.random.default_rng(0)
+    seen = _SeenIds()
+    truth: set[int] = set()
+    for step in range(30):
+        hi = 10**3 if step < 10 else 10**15  # dense first, then far too sparse for a map
+        x = np.unique(rng.integers(0, hi, 200))
+        hit = seen.contains(x)
+        np.testing.assert_array_equal(hit, np.isin(x, np.fromiter(truth, np.int64, len(truth))))
+        seen.add(x[~hit])
+        truth.update(x.tolist())
+    assert seen._map is None and len(seen._runs) >= 1
+    assert seen.nbytes == 8 * len(truth)
+
+
+def test_merge_sorted() -> None:
+    a = np.array([1, 4, 9], np.int64)
+    b = np.array([0, 5, 10, 11], np.int64)
+    np.testing.assert_array_equal(_merge_sorted(a, b), [0, 1, 4, 5, 9, 10, 11])
+    s = _merge_sorted(np.array([b"a", b"c"]), np.array([b"bb"]))
+    assert s.tolist() == [b"a", b"bb", b"c"]
+
+
+# ---------------------------------------------------------------- reports
+
+
+def test_report_dict_and_merge() -> None:
+    a = ValidationReport("s", 10, 8, {"reward_missing": 2}, {"reward_missing": (1, 4)})
+    b = ValidationReport("s", 5, 4, {"reward_missing": 1}, {"reward_missing": (2,)}, dropped=True)
+    m = a.merge(b, row_offset=10)
+    assert m.rows_read == 15 and m.rows_used == 12 and m.rows_rejected == 3
+    assert m.examples == {"reward_missing": (1, 4, 12)}
+    d = m.to_dict()
+    assert d["rejected"] == {"reward_missing": 3} and d["dropped"] is True
+    assert d["episodes_read"] is None
+    assert "reward_missing: 3 (rows 1, 4, 12)" in str(m)
+
+
+def test_error_message_explains_every_reason() -> None:
+    t = make_logs(200, seed=1)
+    with pytest.raises(ValidationError) as info:
+        read_logs(t)
+    msg = str(info.value)
+    assert "propensity_out_of_range: propensity must be in (0, 1]" in msg
+    assert "reward_missing: reward must not be null or NaN" in msg
+    assert 'pass on_invalid="drop"' in msg
+    assert info.value.report.rows_read == 200
+
+
+def test_float32_inputs_are_read_as_float64(tmp_path: Path) -> None:
+    n = 1_000
+    p = np.full(n, 0.1, np.float32)
+    path = tmp_path / "f32.parquet"
+    pq.write_table(pa.table({"action": np.zeros(n, np.int16), "propensity": p,
+                             "reward": np.ones(n, np.float32)}), path)
+    logs = read_logs(path)
+    assert logs.column("propensity").dtype == np.float64
+    assert logs.column("propensity")[0] == np.float64(np.float32(0.1))
+
+
+# ---------------------------------------------------------------- trajectories
+
+
+def test_trajectories_sorted_with_offsets_and_truncation() -> None:
+    df = pd.DataFrame({
+        "episode_id": ["b", "a", "b", "c", "a", "b"],
+        "step": [2, 1, 0, 0, 0, 1],
+        "action": [0, 1, 1, 0, 0, 1],
+        "propensity": 0.5,
+        "reward": [1.0, 0.0, 0.5, 1.0, 0.0, 0.0],
+        "done": [True, False, False, True, False, False],
+        "tool": ["x", "y", "z", "w", "v", "u"],
+    })
+    traj = read_trajectories(df)
+    assert isinstance(traj, Trajectories)
+    assert traj.column("episode_id").tolist() == ["a", "a", "b", "b", "b", "c"]
+    assert traj.column("step").tolist() == [0, 1, 0, 1, 2, 0]
+    assert traj.column("tool").tolist() == ["v", "y", "z", "u", "x", "w"]
+    assert traj.episode_starts.tolist() == [0, 2, 5, 6]
+    assert traj.n_episodes == 3
+    assert traj.episode_lengths.tolist() == [2, 3, 1]
+    assert traj.episode_index.tolist() == [0, 0, 1, 1, 1, 2]
+    assert traj.episode_ids.to_pylist() == ["a", "b", "c"]
+    assert traj.truncated.tolist() == [True, False, False]
+    assert traj.report.episodes_read == 3 and traj.report.episodes_used == 3
+
+
+def test_trajectory_drop_removes_whole_episodes() -> None:
+    df = pd.DataFrame({
+        "episode_id": [1, 1, 1, 2, 2, 3],
+        "step": [0, 1, 2, 0, 1, 0],
+        "action": [0] * 6,
+        "propensity": [0.5, 0.5, 0.0, 0.5, 0.5, 0.5],
+        "reward": 1.0,
+        "done": [False, False, True, False, True, True],
+    })
+    with pytest.warns(DroppedRowsWarning, match=r"dropped 3 of 6 rows"):
+        traj = read_trajectories(df, on_invalid="drop")
+    assert traj.column("episode_id").tolist() == [2, 2, 3]
+    assert traj.report.rejected == {"propensity_out_of_range": 1, "episode_invalidated": 2}
+    assert traj.report.examples == {"propensity_out_of_range": (2,), "episode_invalidated": (0, 1)}
+    assert traj.report.episodes_read == 3 and traj.report.episodes_used == 2
+    assert "episodes:      2 of 3 used" in str(traj.report)
+    assert traj.episode_starts.tolist() == [0, 2, 3]
+
+
+# ---------------------------------------------------------------- paired replays
+
+
+def test_paired_replays(tmp_path: Path) -> None:
+    df = pd.DataFrame({
+        "prefix": [0, 0, 0, 0, 1, 1, 2],
+        "branch": ["mem", "none", "mem", "none", "mem", "none", "mem"],
+        "seed": [0, 0, 1, 1, 0, 0, 0],
+        "score": [1.0, 0.0, 1.0, 1.0, 0.5, 0.0, 1.0],
+        "tokens": [10, 12, 11, 9, 20, 21, 5],
+    })
+    path = tmp_path / "pairs.parquet"
+    df.to_parquet(path)
+    mapping = {"pair_id": "prefix", "arm": "branch", "replicate": "seed", "outcome": "score"}
+    with pytest.raises(ValidationError, match=r"pair_missing_arm: 1 \(rows 6\)"):
+        read_paired(path, mapping=mapping)
+    with pytest.warns(DroppedRowsWarning):
+        pairs = read_paired(path, mapping=mapping, on_invalid="drop")
+    assert pairs.n == 6 and pairs.n_pairs == 2
+    assert pairs.arms == ["mem", "none"]
+    assert pairs.columns == ["pair_id", "arm", "replicate", "outcome", "tokens"]
