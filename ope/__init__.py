@@ -33,9 +33,40 @@ _PUBLIC: dict[str, str] = {
     "BanditLogs": "ope.logs",
     "Trajectories": "ope.logs",
     "PairedReplays": "ope.logs",
+    "read_logs": "ope.io",
+    "scan_logs": "ope.io",
+    "read_trajectories": "ope.io",
+    "read_paired": "ope.io",
+    "LogScan": "ope.io",
+    "REJECTION_REASONS": "ope.schema",
     # results shared by intervals
     "ConfidenceInterval": "ope.intervals._types",
     "BottouInterval": "ope.intervals._types",
+    # simulators and the bundled sample (environments stay under ope.simulate)
+    "load_sample": "ope.simulate",
+    # estimators, results, comparisons
+    "DM": "ope.estimators",
+    "IPS": "ope.estimators",
+    "ClippedIPS": "ope.estimators",
+    "SNIPS": "ope.estimators",
+    "DR": "ope.estimators",
+    "SNDR": "ope.estimators",
+    "SwitchDR": "ope.estimators",
+    "DRos": "ope.estimators",
+    "get_estimator": "ope.estimators",
+    "estimate_many": "ope.estimators",
+    "logging_value": "ope.estimators",
+    "Estimate": "ope.estimate",
+    "compare": "ope.estimate",
+    "MomentStats": "ope.streaming",
+    "importance_weights": "ope.weights",
+    "factor_weights": "ope.weights",
+    # reward models for DM / DR
+    "RewardModel": "ope.reward_models",
+    "FittedRewardModel": "ope.reward_models",
+    # evaluation
+    "evaluate": "ope.evaluation",
+    "Evaluation": "ope.evaluation",
 }
 
 # submodules reachable as attributes (``ope.simulate``)
@@ -45,6 +76,7 @@ _SUBMODULES = frozenset(
         "logs",
         "io",
         "schema",
+        "streaming",
         "policies",
         "simulate",
         "weights",

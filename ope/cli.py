@@ -1,0 +1,294 @@
+"""The ``ope`` command line: a thin edge over the public API.
+
+It parses arguments, calls public functions, prints, and sets exit codes (DESIGN.md §4). It does
+no statistics of its own.
+
+Exit codes: 0 ok, 1 runtime failure, 2 usage error, 65 invalid data (with the rejection report).
+``--json`` prints exactly one JSON document on stdout; progress and logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["main"]
+
+EXIT_OK: Final = 0
+EXIT_FAILURE: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_DATAERR: Final = 65  # sysexits EX_DATAERR: the input data were incorrect
+
+
+class _UsageError(Exception):
+    """A command-line usage problem found after argparse (exit code 2)."""
+
+
+def _parse_mapping(items: Sequence[str] | None) -> dict[str, str] | None:
+    if not items:
+        return None
+    mapping: dict[str, str] = {}
+    for item in items:
+        ours, sep, theirs = item.partition("=")
+        if not sep or not ours or not theirs:
+            raise _UsageError(
+                f"--mapping expects OUR_NAME=THEIR_NAME (e.g. propensity=pscore), got {item!r}"
+            )
+        mapping[ours] = theirs
+    return mapping
+
+
+def _jsonable(value: Any) -> Any:
+    """Make numpy scalars, NaN and infinities JSON-safe (NaN/inf become null)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _emit_json(document: dict[str, Any]) -> None:
+    sys.stdout.write(json.dumps(_jsonable(document), indent=2, allow_nan=False) + "\n")
+
+
+def _err(message: str) -> None:
+    print(message, file=sys.stderr)
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("logs", help="parquet file or directory of parquet files")
+    p.add_argument(
+        "--mapping",
+        nargs="+",
+        metavar="OURS=THEIRS",
+        help="rename your columns to ope's names, e.g. --mapping propensity=pscore reward=click",
+    )
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ope",
+        description="Off-policy evaluation of logged policies.",
+        epilog="Exit codes: 0 ok, 1 runtime failure, 2 usage error, 65 invalid data.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("validate", help="validate logs against the schema and print the report")
+    _add_common(p)
+    p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
+
+    p = sub.add_parser("evaluate", help="estimate candidate policies' values with intervals")
+    _add_common(p)
+    _add_evaluate_options(p)
+
+    p = sub.add_parser("demo", help="evaluate the bundled sample and show the true values beside")
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    return parser
+
+
+def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--policies",
+        metavar="FILE",
+        help="long-format policy table (event_id, policy, action, probability); "
+        "default: every target__<name> column in the logs",
+    )
+    p.add_argument(
+        "--policy",
+        nargs="+",
+        metavar="NAME",
+        help="evaluate only these target__<NAME> columns",
+    )
+    p.add_argument(
+        "--estimator",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="estimators: dm ips clipped_ips snips dr sndr switch_dr dros (default: ips snips)",
+    )
+    p.add_argument("--ci", default="normal", metavar="METHOD", help="interval method (default normal)")
+    p.add_argument("--confidence-level", type=float, default=0.95)
+    p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
+    p.add_argument("--max-weight", type=float, help="clip level for clipped_ips (a priori bound)")
+    p.add_argument(
+        "--context-columns",
+        nargs="+",
+        metavar="COLUMN",
+        help="context features for the reward model of dm/dr (default: numeric x* columns)",
+    )
+    p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from ope.exceptions import ValidationError
+    from ope.io import read_logs
+
+    mapping = _parse_mapping(args.mapping)
+    try:
+        logs = read_logs(args.logs, mapping=mapping, on_invalid=args.on_invalid)
+    except ValidationError as exc:
+        if args.json:
+            _emit_json({"valid": False, "report": exc.report.to_dict() if exc.report else None})
+        else:
+            print(str(exc))
+        return EXIT_DATAERR
+    report = logs.report
+    if args.json:
+        _emit_json(
+            {
+                "valid": report.ok,
+                "report": report.to_dict(),
+                "columns": logs.columns,
+                "target_policies": logs.target_policies,
+            }
+        )
+    else:
+        print(str(report))
+        print(f"  columns: {', '.join(logs.columns)}")
+        if logs.target_policies:
+            print(f"  candidate policies (target__ columns): {', '.join(logs.target_policies)}")
+    return EXIT_OK
+
+
+def _evaluate_from_args(args: argparse.Namespace, logs: Any) -> Any:
+    from ope.evaluation import evaluate
+
+    policies: Any = None
+    if args.policies:
+        from ope.policies import read_policy_table
+
+        policies = read_policy_table(args.policies)
+    elif args.policy:
+        policies = list(args.policy)
+    estimators = tuple(args.estimator) if args.estimator else ("ips", "snips")
+    return evaluate(
+        logs,
+        policies,
+        estimators=estimators,
+        ci=args.ci,
+        confidence_level=args.confidence_level,
+        reward_range=tuple(args.reward_range) if args.reward_range else None,
+        max_weight=args.max_weight,
+        context_columns=args.context_columns,
+    )
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from ope.exceptions import ValidationError
+    from ope.io import read_logs
+
+    mapping = _parse_mapping(args.mapping)
+    try:
+        logs = read_logs(args.logs, mapping=mapping, on_invalid=args.on_invalid)
+    except ValidationError as exc:
+        if args.json:
+            _emit_json({"valid": False, "report": exc.report.to_dict() if exc.report else None})
+        else:
+            print(str(exc))
+        return EXIT_DATAERR
+    ev = _evaluate_from_args(args, logs)
+    if args.json:
+        _emit_json(ev.to_dict())
+    else:
+        print(ev.summary())
+    return EXIT_OK
+
+
+#: clip level of the demo's clipped IPS: an a priori choice, not read off the data
+DEMO_MAX_WEIGHT: Final = 50.0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from ope.evaluation import evaluate
+    from ope.io import read_logs
+    from ope.simulate import load_sample
+
+    sample = load_sample()
+    truth = {str(k): float(v) for k, v in sample.truth["policies"].items()}
+    reward_range = tuple(float(v) for v in sample.truth["reward_range"])
+    logs = read_logs(sample.table)
+    ev = evaluate(
+        logs,
+        None,
+        estimators=("ips", "clipped_ips", "snips"),
+        ci="normal",
+        reward_range=reward_range,
+        max_weight=DEMO_MAX_WEIGHT,
+    )
+    if args.json:
+        table = ev.table()
+        table["true_value"] = table["policy"].map(truth)
+        _emit_json(
+            {
+                "sample": str(sample.path),
+                "truth": {"logging": sample.truth["logging"], "policies": truth},
+                "evaluation": ev.to_dict(),
+                "table": table.to_dict(orient="records"),
+            }
+        )
+        return EXIT_OK
+    print(f"ope demo: bundled sample {sample.path.name} (exact truth from datasets/README.md)")
+    print(str(logs.report))
+    print()
+    print(ev.summary(truth=truth))
+    print(f"\ntrue value of the logging policy: {sample.truth['logging']:.4f}")
+    unsupported = sample.truth.get("unsupported_mass", {})
+    gaps = {k: v for k, v in unsupported.items() if v > 0.01}
+    if gaps:
+        print(
+            "candidates with mass the logger never explored (no estimator can see it): "
+            + ", ".join(f"{k} {v:.0%}" for k, v in gaps.items())
+        )
+    return EXIT_OK
+
+
+_COMMANDS = {
+    "validate": _cmd_validate,
+    "evaluate": _cmd_evaluate,
+    "demo": _cmd_demo,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``ope`` command line; returns the exit code."""
+    from ope.exceptions import DataFileError, OPEError, SchemaError
+
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
+        return int(exc.code or 0)
+    try:
+        return _COMMANDS[args.command](args)
+    except _UsageError as exc:
+        parser.print_usage(sys.stderr)
+        _err(f"ope {args.command}: error: {exc}")
+        return EXIT_USAGE
+    except (SchemaError, DataFileError) as exc:
+        _err(f"ope {args.command}: {type(exc).__name__}: {exc}")
+        return EXIT_DATAERR
+    except OPEError as exc:
+        _err(f"ope {args.command}: {type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
+    except Exception as exc:  # noqa: BLE001 - the CLI reports every failure as exit code 1
+        _err(f"ope {args.command}: unexpected {type(exc).__name__}: {exc}")
+        return EXIT_FAILURE
+
+
+def _entry() -> None:  # pragma: no cover - exercised through the console script
+    raise SystemExit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _entry()

@@ -1,0 +1,148 @@
+"""The command line: exit codes, --json documents, and the demo on the bundled sample."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from ope.cli import EXIT_DATAERR, EXIT_OK, EXIT_USAGE, main
+from ope.simulate import load_sample
+
+
+@pytest.fixture(scope="module")
+def sample_path():
+    return str(load_sample(columns=["action"]).path)
+
+
+@pytest.fixture()
+def bad_logs(tmp_path):
+    df = pd.DataFrame(
+        {
+            "action": [0, 1, 0, 1],
+            "propensity": [0.5, 0.0, 0.5, 1.5],
+            "reward": [1.0, 0.0, np.nan, 1.0],
+            "target__a": [1.0, 0.0, 1.0, 0.0],
+        }
+    )
+    path = tmp_path / "bad.parquet"
+    df.to_parquet(path)
+    return str(path)
+
+
+def test_validate_ok_json(sample_path, capsys):
+    assert main(["validate", sample_path, "--json"]) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["valid"] is True
+    assert doc["report"]["rows_read"] == doc["report"]["rows_used"] == 100_000
+    assert set(doc["target_policies"]) == {"popular", "personalized", "greedy", "long_tail", "uniform"}
+
+
+def test_validate_invalid_exits_65_with_report(bad_logs, capsys):
+    assert main(["validate", bad_logs, "--json"]) == EXIT_DATAERR
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["valid"] is False
+    assert doc["report"]["rejected"] == {"propensity_out_of_range": 2, "reward_missing": 1}
+    assert main(["validate", bad_logs]) == EXIT_DATAERR
+    out = capsys.readouterr().out
+    assert "propensity_out_of_range: 2" in out and "on_invalid" in out
+
+
+def test_validate_drop_keeps_counts(bad_logs, capsys):
+    assert main(["validate", bad_logs, "--on-invalid", "drop", "--json"]) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["report"]["rows_used"] == 1 and doc["report"]["rows_rejected"] == 3
+
+
+def test_mapping_renames_columns(tmp_path, capsys):
+    df = pd.DataFrame({"item": [0, 1], "pscore": [0.5, 0.5], "click": [1.0, 0.0]})
+    path = tmp_path / "theirs.parquet"
+    df.to_parquet(path)
+    argv = ["validate", str(path), "--mapping", "action=item", "propensity=pscore", "reward=click", "--json"]
+    assert main(argv) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["report"]["rows_used"] == 2
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["frobnicate"],
+        ["validate"],
+        ["evaluate", "x.parquet", "--confidence-level", "high"],
+    ],
+)
+def test_usage_errors_exit_2(argv, capsys):
+    assert main(argv) == EXIT_USAGE
+
+
+def test_bad_mapping_is_a_usage_error(sample_path, capsys):
+    assert main(["validate", sample_path, "--mapping", "propensity"]) == EXIT_USAGE
+    assert "OUR_NAME=THEIR_NAME" in capsys.readouterr().err
+
+
+def test_missing_file_is_reported(tmp_path, capsys):
+    code = main(["validate", str(tmp_path / "nope.parquet")])
+    assert code == EXIT_DATAERR
+    assert "nope.parquet" in capsys.readouterr().err
+
+
+def test_evaluate_json_is_one_document(sample_path, capsys):
+    argv = [
+        "evaluate", sample_path, "--estimator", "ips", "snips", "clipped_ips",
+        "--max-weight", "50", "--reward-range", "0", "1", "--json",
+    ]
+    assert main(argv) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["estimates"]) == 5 * 3
+    assert doc["validation"]["rows_used"] == 100_000
+    assert all(r["ci_low"] <= r["value"] <= r["ci_high"] for r in doc["estimates"])
+
+
+def test_evaluate_bounded_ci_without_range_fails_clearly(sample_path, capsys):
+    code = main(["evaluate", sample_path, "--estimator", "ips", "--ci", "betting"])
+    assert code == 1
+    assert "reward_range" in capsys.readouterr().err
+
+
+def test_evaluate_policy_table(tmp_path, capsys):
+    df = pd.DataFrame(
+        {"event_id": [0, 1, 2], "action": [0, 1, 1], "propensity": [0.5] * 3, "reward": [1.0, 0.0, 1.0]}
+    )
+    logs = tmp_path / "logs.parquet"
+    df.to_parquet(logs)
+    table = pd.DataFrame(
+        {
+            "event_id": [0, 0, 1, 1, 2, 2],
+            "policy": ["half"] * 6,
+            "action": [0, 1, 0, 1, 0, 1],
+            "probability": [0.5] * 6,
+        }
+    )
+    pol = tmp_path / "policies.parquet"
+    table.to_parquet(pol)
+    assert main(["evaluate", str(logs), "--policies", str(pol), "--estimator", "ips", "--json"]) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["estimates"][0]["policy"] == "half"
+    assert doc["estimates"][0]["value"] == pytest.approx(2 / 3)
+
+
+def test_demo_json_shows_truth(capsys):
+    assert main(["demo", "--json"]) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    rows = doc["table"]
+    assert {r["policy"] for r in rows} == set(doc["truth"]["policies"])
+    assert all(np.isfinite(r["true_value"]) for r in rows)
+
+
+def test_console_entry_point_runs():
+    out = subprocess.run(
+        [sys.executable, "-m", "ope", "demo"], capture_output=True, text=True, timeout=300
+    )
+    assert out.returncode == 0, out.stderr
+    assert "truth" in out.stdout and "greedy" in out.stdout

@@ -1,0 +1,194 @@
+"""ope.evaluate: many policies × estimators, paired comparisons, streaming equals eager."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import ope
+from ope.evaluation import TABLE_COLUMNS
+from ope.exceptions import MissingBoundsError, PolicyError
+
+# the hand-worked logs are tiny on purpose
+pytestmark = pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+
+
+def _hand_logs() -> pd.DataFrame:
+    # 6 rows, two candidates; worked by hand below
+    return pd.DataFrame(
+        {
+            "event_id": np.arange(6),
+            "action": [0, 1, 1, 0, 1, 0],
+            "propensity": [0.5, 0.5, 0.25, 0.5, 0.5, 0.25],
+            "reward": [1.0, 0.0, 1.0, 0.0, 1.0, 1.0],
+            "target__always_1": [0.0, 1.0, 1.0, 0.0, 1.0, 0.0],
+            "target__half": [0.5, 0.5, 0.5, 0.5, 0.5, 0.5],
+        }
+    )
+
+
+def test_table_columns_and_hand_values():
+    ev = ope.evaluate(_hand_logs(), estimators=("ips", "snips"))
+    t = ev.table()
+    assert tuple(t.columns) == TABLE_COLUMNS
+    assert list(zip(t.policy, t.estimator)) == [
+        ("always_1", "ips"),
+        ("always_1", "snips"),
+        ("half", "ips"),
+        ("half", "snips"),
+    ]
+    # always_1: w = [0, 2, 4, 0, 2, 0], w*r = [0, 0, 4, 0, 2, 0]
+    ips = t.set_index(["policy", "estimator"]).loc[("always_1", "ips")]
+    assert ips.value == pytest.approx(6 / 6)
+    snips = t.set_index(["policy", "estimator"]).loc[("always_1", "snips")]
+    assert snips.value == pytest.approx(6 / 8)
+    # half: w = [1, 1, 2, 1, 1, 2], w*r = [1, 0, 2, 0, 1, 2] -> IPS 1.0, SNIPS 6/8
+    half = t.set_index(["policy", "estimator"])
+    assert half.loc[("half", "ips")].value == pytest.approx(1.0)
+    assert half.loc[("half", "snips")].value == pytest.approx(0.75)
+    # the logging policy's value is the mean logged reward
+    assert ev.logging.value == pytest.approx(4 / 6)
+    assert (t.ci_low <= t.value).all() and (t.value <= t.ci_high).all()
+    assert (t.n == 6).all()
+    # Kish ESS of always_1's weights: 8^2 / 24
+    assert ips.ess == pytest.approx(64 / 24)
+
+
+def test_values_match_direct_estimator_calls():
+    env = ope.simulate.ContextualBandit(n_actions=5, seed=3)
+    table = env.sample(4000, rng=1)
+    ev = ope.evaluate(table, estimators=("ips", "clipped_ips", "snips"), max_weight=10.0)
+    r = table.column("reward").to_numpy()
+    p = table.column("propensity").to_numpy()
+    for name in env.candidate_policies:
+        pe = table.column(f"target__{name}").to_numpy()
+        direct = ope.IPS().estimate(reward=r, logging_propensity=p, target_propensity=pe)
+        assert ev[(name, "ips")].value == pytest.approx(direct.value, rel=1e-12)
+        assert ev[(name, "ips")].std_error == pytest.approx(direct.std_error, rel=1e-10)
+        clipped = ope.ClippedIPS(max_weight=10.0).estimate(
+            reward=r, logging_propensity=p, target_propensity=pe
+        )
+        assert ev[(name, "clipped_ips")].value == pytest.approx(clipped.value, rel=1e-12)
+
+
+def test_paired_comparison_uses_same_rows():
+    env = ope.simulate.ContextualBandit(n_actions=4, seed=5)
+    table = env.sample(5000, rng=2)
+    ev = ope.evaluate(table, estimators=("ips",))
+    name = env.candidate_policies[0]
+    d = ev.compare(name, "logging", estimator="ips")
+    assert d.value == pytest.approx(ev[(name, "ips")].value - ev.logging.value, rel=1e-12)
+    # paired standard error from the difference of per-row terms
+    r = table.column("reward").to_numpy()
+    w = table.column(f"target__{name}").to_numpy() / table.column("propensity").to_numpy()
+    diff = w * r - r
+    assert d.std_error == pytest.approx(diff.std(ddof=1) / np.sqrt(len(r)), rel=1e-9)
+    comp = ev.comparisons()
+    assert set(comp.columns) >= {"policy", "difference", "ci_low", "ci_high", "better_than_logging"}
+    assert len(comp) == len(env.candidate_policies)
+
+
+def test_streaming_equals_eager(tmp_path):
+    env = ope.simulate.ContextualBandit(n_actions=6, seed=11)
+    table = env.sample(30_000, rng=4)
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "logs.parquet"
+    pq.write_table(table, path, row_group_size=7_000)
+    kwargs = dict(
+        estimators=("ips", "clipped_ips", "snips"),
+        max_weight=20.0,
+        reward_range=(0.0, 1.0),
+    )
+    for ci in ("normal", "t", "hoeffding", "bernstein"):
+        if ci in ("hoeffding", "bernstein"):
+            kwargs_ci = dict(kwargs, estimators=("clipped_ips",))
+        else:
+            kwargs_ci = kwargs
+        eager = ope.evaluate(path, ci=ci, **kwargs_ci).table()
+        lazy = ope.evaluate(ope.scan_logs(path, batch_size=5_000), ci=ci, **kwargs_ci)
+        assert lazy.streaming
+        cols = ["value", "std_error", "ci_low", "ci_high", "ess"]
+        np.testing.assert_allclose(lazy.table()[cols].to_numpy(), eager[cols].to_numpy(), rtol=1e-10)
+
+
+def test_streaming_refuses_row_estimators(tmp_path):
+    env = ope.simulate.ContextualBandit(n_actions=3, seed=1)
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "logs.parquet"
+    pq.write_table(env.sample(500, rng=0), path)
+    with pytest.raises(ope.EstimationError, match="cannot run over a lazy scan"):
+        ope.evaluate(ope.scan_logs(path), estimators=("dr",))
+
+
+def test_dr_with_reward_model_is_close_to_truth():
+    env = ope.simulate.ContextualBandit(n_actions=4, seed=7)
+    table = env.sample(20_000, rng=3)
+    from ope.policies import UniformPolicy
+
+    actions = list(range(4))
+    ev = ope.evaluate(
+        table,
+        {"uniform": UniformPolicy(actions=actions)},
+        estimators=("dm", "ips", "dr"),
+        rng=0,
+    )
+    truth = env.true_value(np.full((len(env.context_probabilities), 4), 0.25))
+    dr = ev[("uniform", "dr")]
+    assert abs(dr.value - truth) < 4 * dr.std_error + 1e-3
+    ips = ev[("uniform", "ips")]
+    assert abs(ips.value - truth) < 4 * ips.std_error
+
+
+def test_bounded_interval_without_range_refuses():
+    with pytest.raises(MissingBoundsError, match="reward_range"):
+        ope.evaluate(_hand_logs(), estimators=("ips",), ci="betting")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"estimators": ("ipss",)}, ValueError, "unknown estimator 'ipss'"),
+        ({"estimators": ("clipped_ips",)}, ValueError, "needs max_weight"),
+        ({"estimators": ("ips",), "max_weight": 5.0}, ValueError, "no estimator named"),
+        ({"estimators": ("ips", "ips")}, ValueError, "listed twice"),
+        ({"estimators": ()}, ValueError, "is empty"),
+        ({"estimators": ("ips",), "n_resamples": 10}, ValueError, "only to ci='bootstrap'"),
+    ],
+)
+def test_argument_errors(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        ope.evaluate(_hand_logs(), **kwargs)
+
+
+def test_no_candidates_is_an_error():
+    df = _hand_logs().drop(columns=["target__always_1", "target__half"])
+    with pytest.raises(PolicyError, match="no candidate policies"):
+        ope.evaluate(df, estimators=("ips",))
+
+
+def test_to_dict_is_json_ready():
+    import json
+
+    ev = ope.evaluate(_hand_logs(), estimators=("ips", "snips"), reward_range=(0.0, 1.0))
+    doc = json.loads(json.dumps(ev.to_dict()))
+    assert doc["validation"]["rows_used"] == 6
+    assert len(doc["estimates"]) == 4
+    assert {"policy", "estimator", "value", "ci_low", "ci_high", "n", "ess"} <= set(doc["estimates"][0])
+    assert len(doc["comparisons_with_logging"]) == 4
+    text = ev.summary(truth={"always_1": 1.0})
+    assert "always_1" in text and "truth" in text
+    assert "<table" in ev._repr_html_()
+
+
+def test_dropped_rows_are_counted_on_the_evaluation():
+    df = _hand_logs()
+    df.loc[2, "propensity"] = 0.0
+    with pytest.warns(ope.DroppedRowsWarning):
+        logs = ope.read_logs(df, on_invalid="drop")
+    ev = ope.evaluate(logs, estimators=("ips",))
+    assert ev.report.rows_rejected == 1
+    assert ev.logging.n == 5
+    assert any("rejected" in n for n in ev.notes)
