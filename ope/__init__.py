@@ -42,6 +42,20 @@ _PUBLIC: dict[str, str] = {
     # results shared by intervals
     "ConfidenceInterval": "ope.intervals._types",
     "BottouInterval": "ope.intervals._types",
+    # candidate policies
+    "PolicyDistribution": "ope.policies",
+    "TargetPropensities": "ope.policies",
+    "Policy": "ope.policies",
+    "UniformPolicy": "ope.policies",
+    "EpsilonGreedyPolicy": "ope.policies",
+    "DeterministicPolicy": "ope.policies",
+    "SoftmaxPolicy": "ope.policies",
+    "ClassifierPolicy": "ope.policies",
+    "target_propensities": "ope.policies",
+    "logging_distribution": "ope.policies",
+    "read_policy_table": "ope.policies",
+    "write_policy_table": "ope.policies",
+    "to_policy_table": "ope.policies",
     # simulators and the bundled sample (environments stay under ope.simulate)
     "load_sample": "ope.simulate",
     # estimators, results, comparisons
