@@ -78,6 +78,16 @@ _PUBLIC: dict[str, str] = {
     # reward models for DM / DR
     "RewardModel": "ope.reward_models",
     "FittedRewardModel": "ope.reward_models",
+    # policy learning and the safety gate
+    "ConservativePolicyLearner": "ope.learning",
+    "IPSPolicyLearner": "ope.learning",
+    "DirectMethodPolicyLearner": "ope.learning",
+    "SafetyGate": "ope.learning",
+    "Certificate": "ope.learning",
+    "certify": "ope.learning",
+    "rank_policies": "ope.learning",
+    "learn_from_logs": "ope.learning",
+    "learner_policy_table": "ope.learning",
     # evaluation
     "evaluate": "ope.evaluation",
     "Evaluation": "ope.evaluation",

@@ -1,0 +1,570 @@
+"""Ranking candidate policies by a lower bound, and the safe-deployment gate (HCPI-style)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Final, Literal, Mapping
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats
+
+from ope.exceptions import EstimationError, MissingBoundsError, PolicyError, ValidationError
+from ope.learning._common import (
+    check_propensity,
+    check_reward,
+    check_reward_range,
+    first_rows,
+)
+
+__all__ = ["Certificate", "SafetyGate", "certify", "rank_policies"]
+
+#: probabilities a policy object returns may exceed 1 by float rounding; more than this is an error
+_PROBABILITY_SLACK: Final = 1e-9
+
+#: fewest certification rows: the empirical-Bernstein and t bounds need a sample variance
+MIN_CERTIFY_ROWS: Final = 2
+
+_METHODS: Final = ("bernstein", "t")
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """The verdict of :class:`SafetyGate` on one policy, with everything needed to audit it.
+
+    Attributes
+    ----------
+    policy : str
+        Name of the certified policy.
+    verdict : {"approve", "reject"}
+        ``"approve"`` only if the one-sided lower confidence bound beats the baseline.
+    reason : str
+        One sentence saying why.
+    estimate : float
+        Pessimistic clipped-IPS estimate of the policy's value on the certification rows,
+        :math:`r_{lo} + \\frac1n\\sum_i (r_i - r_{lo})\\min(w_i, M)`.
+    lower_bound : float
+        One-sided lower confidence bound (at ``confidence_level``) of the policy's value.
+    baseline : {"logging", "threshold"}
+        What the policy was compared with.
+    baseline_value : float
+        The logging policy's on-policy mean reward on the certification rows, or the threshold.
+    baseline_source : str
+        How ``baseline_value`` was obtained.
+    improvement_estimate : float or None
+        For ``baseline="logging"``: mean of the paired differences ``Z_i - r_i``.
+    improvement_lower_bound : float or None
+        Its one-sided lower confidence bound; the policy is approved when it is > 0.
+    confidence_level : float
+        One-sided confidence level of the bounds.
+    method : {"bernstein", "t"}
+        ``"bernstein"``: Maurer-Pontil empirical Bernstein, valid at every sample size (safe);
+        ``"t"``: Student-t, asymptotic (semi-safe, as HCPI's TT).
+    max_weight : float
+        Clip level :math:`M` of the importance weights, fixed before certification.
+    reward_range : tuple of float
+        A priori reward range.
+    n_train : int or None
+        Rows the policy was trained on (disjoint from the certification rows).
+    n_certify : int
+        Certification rows.
+    clipped_fraction : float
+        Share of certification rows whose weight was clipped at ``max_weight``.
+    """
+
+    policy: str
+    verdict: Literal["approve", "reject"]
+    reason: str
+    estimate: float
+    lower_bound: float
+    baseline: Literal["logging", "threshold"]
+    baseline_value: float
+    baseline_source: str
+    improvement_estimate: float | None
+    improvement_lower_bound: float | None
+    confidence_level: float
+    method: str
+    max_weight: float
+    reward_range: tuple[float, float]
+    n_train: int | None
+    n_certify: int
+    clipped_fraction: float
+
+    @property
+    def approved(self) -> bool:
+        """True when the verdict is ``"approve"``."""
+        return self.verdict == "approve"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with stable keys."""
+        d = asdict(self)
+        d["reward_range"] = list(self.reward_range)
+        return d
+
+    def to_json(self, **json_options: Any) -> str:
+        """The certificate as one JSON document (``json.dumps`` options pass through)."""
+        return json.dumps(self.to_dict(), **json_options)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Certificate:
+        """Rebuild a certificate from :meth:`to_dict` output."""
+        names = {f.name for f in fields(cls)}
+        missing = sorted(names - set(data))
+        if missing:
+            raise ValidationError(f"certificate dict misses keys: {', '.join(missing)}.")
+        values = {k: data[k] for k in names}
+        values["reward_range"] = tuple(float(v) for v in values["reward_range"])
+        return cls(**values)
+
+    @classmethod
+    def from_json(cls, text: str) -> Certificate:
+        """Rebuild a certificate from :meth:`to_json` output."""
+        return cls.from_dict(json.loads(text))
+
+    def __str__(self) -> str:
+        pct = f"{100 * self.confidence_level:g}%"
+        lines = [
+            f"certificate for policy {self.policy!r}: {self.verdict.upper()}",
+            f"  reason:            {self.reason}",
+            f"  estimate:          {self.estimate:.6g} "
+            f"(clipped IPS, max_weight={self.max_weight:g})",
+            f"  lower bound:       {self.lower_bound:.6g} (one-sided {pct}, {self.method})",
+            f"  baseline:          {self.baseline_value:.6g} ({self.baseline_source})",
+        ]
+        if self.improvement_lower_bound is not None:
+            lines.append(
+                f"  improvement:       {self.improvement_estimate:.6g}, lower bound "
+                f"{self.improvement_lower_bound:.6g} (one-sided {pct})"
+            )
+        train = "unknown" if self.n_train is None else f"{self.n_train:,}"
+        lines.append(
+            f"  rows:              {train} train, {self.n_certify:,} certify; "
+            f"{100 * self.clipped_fraction:.3g}% of weights clipped"
+        )
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>"
+            for k, v in self.to_dict().items()
+        )
+        return f"<table>{rows}</table>"
+
+
+def _policy_propensity(
+    policy: Any, X: Any, action: Any, candidates: Any, n: int
+) -> npt.NDArray[np.float64]:
+    """``pi(action_i | x_i)`` from a policy object or a given per-row vector."""
+    if hasattr(policy, "target_propensity"):
+        pe = policy.target_propensity(X, action, candidates=candidates)
+    elif hasattr(policy, "predict_proba") and hasattr(policy, "classes_"):
+        if candidates is not None:
+            raise PolicyError(
+                "this policy's predict_proba cannot restrict itself to `candidates`; pass its "
+                "target propensities pi(action_i | x_i) as an array instead."
+            )
+        proba = np.asarray(policy.predict_proba(X), dtype=np.float64)
+        classes = np.asarray(policy.classes_)
+        idx = np.clip(np.searchsorted(classes, action), 0, classes.size - 1)
+        unknown = classes[idx] != np.asarray(action)
+        if unknown.any():
+            raise ValidationError(
+                f"`action` contains labels the policy does not know in {first_rows(unknown)}."
+            )
+        pe = proba[np.arange(proba.shape[0]), idx]
+    else:
+        pe = np.asarray(policy, dtype=np.float64)
+    pe = np.asarray(pe, dtype=np.float64)
+    if pe.shape != (n,):
+        raise PolicyError(
+            f"the policy's target propensities must be one per certification row ({n}); got "
+            f"shape {pe.shape}."
+        )
+    bad = ~np.isfinite(pe) | (pe < 0) | (pe > 1 + _PROBABILITY_SLACK)
+    if bad.any():
+        raise PolicyError(
+            f"target propensities must be probabilities in [0, 1]; {first_rows(bad)} are not."
+        )
+    return np.minimum(pe, 1.0)
+
+
+def _one_sided_lower(
+    values: npt.NDArray[np.float64], *, low: float, high: float, confidence_level: float,
+    method: str,
+) -> tuple[float, float]:
+    """``(mean, one-sided lower confidence bound)`` of the mean of ``values`` in ``[low, high]``."""
+    n = values.shape[0]
+    mean = float(values.mean())
+    var = float(values.var(ddof=1))
+    if method == "bernstein":
+        from ope.intervals.bounded import bernstein_interval
+
+        # the two-sided interval at level 2c - 1 spends (1 - c) on each side, so its lower end
+        # alone is a one-sided bound at level c
+        ci = bernstein_interval(
+            mean, var, n, low=low, high=high, confidence_level=2.0 * confidence_level - 1.0
+        )
+        return mean, float(ci.low)
+    half = float(stats.t.ppf(confidence_level, n - 1)) * math.sqrt(var / n)
+    return mean, max(low, mean - half)
+
+
+@dataclass(frozen=True)
+class SafetyGate:
+    r"""Approve a policy only if a held-out lower confidence bound beats the baseline.
+
+    In the spirit of high-confidence policy improvement (HCPI, Thomas et al. 2015): the policy
+    is trained on one split of the logs and certified on another it never saw.
+
+    Parameters
+    ----------
+    reward_range : tuple of float
+        A priori reward range (required: the bound needs it; empirical extremes are not used).
+    confidence_level : float, default=0.95
+        One-sided level of the lower bound; the chance of approving a policy that is truly no
+        better than the baseline is at most ``1 - confidence_level`` (for ``method="bernstein"``).
+    method : {"bernstein", "t"}, default="bernstein"
+        ``"bernstein"``: Maurer-Pontil empirical Bernstein bound, valid at every sample size
+        (HCPI's safe mode). ``"t"``: Student-t bound, semi-safe (asymptotic; HCPI's TT).
+    baseline : "logging" or float, default="logging"
+        Compare with the logging policy on the same rows, or with a fixed threshold value.
+    max_weight : float or None, default=None
+        Clip level :math:`M`; None takes the policy's ``max_weight_`` (chosen on the training
+        split, hence fixed before the certification rows are seen). A policy without one and no
+        ``max_weight`` here raises :class:`~ope.exceptions.MissingBoundsError`.
+
+    Notes
+    -----
+    With translated rewards :math:`\ell_i = r_i - r_{lo}\in[0, \Delta]`,
+    :math:`\Delta = r_{hi} - r_{lo}`, and clipped weights :math:`\bar w_i = \min(w_i, M)`,
+    :math:`w_i = \pi(a_i|x_i)/p_i`, each certification row gives
+
+    .. math:: Z_i = r_{lo} + \ell_i\bar w_i \in [r_{lo}, r_{lo} + M\Delta],\qquad
+              D_i = Z_i - r_i = \ell_i(\bar w_i - 1) \in [-\Delta, (M-1)\Delta].
+
+    Because :math:`\ell\ge0` and :math:`\bar w\le w`, :math:`\mathbb E Z \le V(\pi)` (also when
+    :math:`\pi` leaves the logger's support), and :math:`\mathbb E D \le V(\pi) - V(\pi_0)`.
+
+    * ``baseline="logging"``: approve iff the one-sided lower confidence bound of
+      :math:`\mathbb E D` is > 0. The comparison is paired on the same rows, so the logging
+      policy's own sampling noise is accounted for (it is not treated as a known constant). If
+      :math:`V(\pi)\le V(\pi_0)` then :math:`\mathbb E D\le 0`, and approval requires the bound
+      to exceed its target, which has probability at most :math:`1 - c`: one-sided, because only
+      "worse than logging" must be ruled out. ``baseline_value`` reports the logging policy's
+      on-policy mean reward on the certification rows, for information.
+    * ``baseline=<float>``: approve iff the lower bound of :math:`\mathbb E Z` is > the threshold;
+      the error probability is again at most :math:`1 - c`.
+
+    ``method="bernstein"`` uses :func:`ope.intervals.bounded.bernstein_interval` on the
+    a priori ranges above (valid for every :math:`n`); ``method="t"`` uses
+    :math:`\bar D - t_{c, n-1}s/\sqrt n`. The guarantee needs i.i.d. rows, correct logging
+    propensities, and certification rows independent of the training (and selection) rows.
+
+    References
+    ----------
+    .. [1] P. S. Thomas, G. Theocharous and M. Ghavamzadeh, "High confidence policy
+       improvement", ICML 2015.
+    .. [2] A. Maurer and M. Pontil, "Empirical Bernstein bounds and sample variance
+       penalization", COLT 2009.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.learning import SafetyGate
+    >>> rng = np.random.default_rng(1)
+    >>> n = 20_000
+    >>> action = rng.integers(0, 2, size=n)                     # uniform logging, p = 0.5
+    >>> reward = rng.binomial(1, np.where(action == 1, 0.7, 0.3)).astype(float)
+    >>> always_1 = (action == 1).astype(float)                  # pi(a_i | x_i) of "always 1"
+    >>> cert = SafetyGate(reward_range=(0.0, 1.0), max_weight=2.0).certify(
+    ...     always_1, None, action, reward, np.full(n, 0.5), name="always_1")
+    >>> cert.verdict
+    'approve'
+    """
+
+    reward_range: tuple[float, float] | None = None
+    confidence_level: float = 0.95
+    method: Literal["bernstein", "t"] = "bernstein"
+    baseline: Literal["logging"] | float = "logging"
+    max_weight: float | None = None
+
+    def certify(
+        self,
+        policy: Any,
+        X: Any,
+        action: Any,
+        reward: Any,
+        propensity: Any,
+        *,
+        candidates: Any = None,
+        name: str | None = None,
+        n_train: int | None = None,
+    ) -> Certificate:
+        """Certify ``policy`` on held-out logged rows.
+
+        Parameters
+        ----------
+        policy : fitted learner, classifier, or array of shape (n,)
+            An object with ``target_propensity(X, action, candidates=)`` (the ope learners) or
+            ``predict_proba`` and ``classes_``; or directly the target propensities
+            :math:`\\pi(a_i|x_i)` of the logged actions.
+        X : array-like of shape (n, n_features) or None
+            Contexts of the certification rows (None when ``policy`` is an array).
+        action, reward, propensity : array-like of shape (n,)
+            Logged actions, rewards and logging propensities of the certification rows.
+        candidates : optional
+            Candidate sets of the certification rows (as in ``fit``).
+        name : str, optional
+            Policy name for the certificate (default: the class name, or ``"policy"``).
+        n_train : int, optional
+            Rows the policy was trained on, recorded in the certificate.
+
+        Returns
+        -------
+        Certificate
+        """
+        if self.reward_range is None:
+            raise MissingBoundsError(
+                "SafetyGate needs reward_range=(low, high), the a priori range of the rewards "
+                "(e.g. (0, 1) for clicks): the finite-sample bound is built on it. Empirical "
+                "extremes are not used in its place."
+            )
+        low, high = check_reward_range(self.reward_range)
+        level = float(self.confidence_level)
+        if not 0.5 < level < 1.0:
+            raise ValueError(
+                f"confidence_level must be in (0.5, 1) for a one-sided bound, got {level!r}."
+            )
+        if self.method not in _METHODS:
+            raise ValueError(f"method must be one of {_METHODS}, got {self.method!r}.")
+        max_weight = self.max_weight
+        if max_weight is None:
+            max_weight = getattr(policy, "max_weight_", None)
+        if max_weight is None:
+            raise MissingBoundsError(
+                "the gate needs max_weight, the clip level M of the importance weights fixed "
+                "before certification: pass SafetyGate(max_weight=...) or certify a learner that "
+                "has a max_weight_. The largest weight in the data is not used in its place."
+            )
+        max_weight = float(max_weight)
+        if not (math.isfinite(max_weight) and max_weight >= 1.0):
+            raise ValueError(f"max_weight must be a finite number >= 1, got {max_weight!r}.")
+        a = np.asarray(action)
+        n = a.shape[0] if a.ndim else 0
+        if n < MIN_CERTIFY_ROWS:
+            raise EstimationError(
+                f"certification needs at least {MIN_CERTIFY_ROWS} held-out rows, got {n}."
+            )
+        r = check_reward(reward, n, (low, high))
+        p = check_propensity(propensity, n)
+        pe = _policy_propensity(policy, X, a, candidates, n)
+        w = pe / p
+        wbar = np.minimum(w, max_weight)
+        span = high - low
+        ell = r - low
+        z = low + ell * wbar
+        estimate, lower = _one_sided_lower(
+            z, low=low, high=low + max_weight * span, confidence_level=level, method=self.method
+        )
+        pct = f"{100 * level:g}%"
+        if isinstance(self.baseline, str):
+            if self.baseline != "logging":
+                raise ValueError(
+                    f"baseline must be 'logging' or a number, got {self.baseline!r}."
+                )
+            diff = ell * (wbar - 1.0)
+            improvement, improvement_lower = _one_sided_lower(
+                diff, low=-span, high=(max_weight - 1.0) * span, confidence_level=level,
+                method=self.method,
+            )
+            baseline_value = float(r.mean())
+            source = f"on-policy mean reward of the logging policy on the {n:,} certification rows"
+            approve = improvement_lower > 0.0
+            reason = (
+                f"the {pct} lower bound of the improvement over the logging policy is "
+                f"{improvement_lower:.4g} {'>' if approve else '<='} 0"
+            )
+            baseline_kind: Literal["logging", "threshold"] = "logging"
+        else:
+            threshold = float(self.baseline)
+            if not math.isfinite(threshold):
+                raise ValueError(f"baseline threshold must be finite, got {threshold!r}.")
+            improvement = improvement_lower = None
+            baseline_value = threshold
+            source = "threshold given by the user"
+            approve = lower > threshold
+            reason = (
+                f"the {pct} lower bound of the value is {lower:.4g} "
+                f"{'>' if approve else '<='} the threshold {threshold:.4g}"
+            )
+            baseline_kind = "threshold"
+        if name is None:
+            name = type(policy).__name__ if not isinstance(policy, (np.ndarray, list)) else "policy"
+        return Certificate(
+            policy=str(name),
+            verdict="approve" if approve else "reject",
+            reason=reason,
+            estimate=estimate,
+            lower_bound=lower,
+            baseline=baseline_kind,
+            baseline_value=baseline_value,
+            baseline_source=source,
+            improvement_estimate=improvement,
+            improvement_lower_bound=improvement_lower,
+            confidence_level=level,
+            method=self.method,
+            max_weight=max_weight,
+            reward_range=(low, high),
+            n_train=None if n_train is None else int(n_train),
+            n_certify=int(n),
+            clipped_fraction=float(np.mean(w > max_weight)),
+        )
+
+
+def certify(
+    policy: Any,
+    X: Any,
+    action: Any,
+    reward: Any,
+    propensity: Any,
+    *,
+    reward_range: tuple[float, float] | None,
+    candidates: Any = None,
+    name: str | None = None,
+    n_train: int | None = None,
+    confidence_level: float = 0.95,
+    method: Literal["bernstein", "t"] = "bernstein",
+    baseline: Literal["logging"] | float = "logging",
+    max_weight: float | None = None,
+) -> Certificate:
+    """Certify a policy on held-out rows: ``SafetyGate(...).certify(...)`` in one call.
+
+    See :class:`SafetyGate` for the parameters, the bound and the guarantee.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.learning import certify
+    >>> rng = np.random.default_rng(2)
+    >>> action = rng.integers(0, 2, size=5000)
+    >>> reward = rng.binomial(1, np.where(action == 1, 0.3, 0.7)).astype(float)
+    >>> always_1 = (action == 1).astype(float)        # truly worse than logging
+    >>> certify(always_1, None, action, reward, np.full(5000, 0.5),
+    ...         reward_range=(0, 1), max_weight=2.0).verdict
+    'reject'
+    """
+    gate = SafetyGate(
+        reward_range=reward_range, confidence_level=confidence_level, method=method,
+        baseline=baseline, max_weight=max_weight,
+    )
+    return gate.certify(
+        policy, X, action, reward, propensity, candidates=candidates, name=name, n_train=n_train
+    )
+
+
+def rank_policies(
+    policies: Mapping[str, Any],
+    X: Any,
+    action: Any,
+    reward: Any,
+    propensity: Any,
+    *,
+    reward_range: tuple[float, float] | None,
+    max_weight: float | None,
+    candidates: Any = None,
+    confidence_level: float = 0.95,
+    method: Literal["bernstein", "t"] = "bernstein",
+    simultaneous: bool = True,
+) -> Any:
+    r"""Rank candidate policies by a lower confidence bound of their value.
+
+    Parameters
+    ----------
+    policies : mapping of str to policy
+        Name to a fitted learner / classifier, or to the target propensities
+        :math:`\pi(a_i|x_i)` of the logged actions (see :meth:`SafetyGate.certify`).
+    X, action, reward, propensity : array-like
+        Logged rows used for the ranking (held out from any training).
+    reward_range : tuple of float
+        A priori reward range (required).
+    max_weight : float
+        Clip level :math:`M`, fixed in advance (required; the same for every policy so the bounds
+        are comparable).
+    candidates : optional
+        Candidate sets of the rows.
+    confidence_level : float, default=0.95
+        One-sided level.
+    method : {"bernstein", "t"}, default="bernstein"
+        As in :class:`SafetyGate`.
+    simultaneous : bool, default=True
+        Bonferroni-adjust: each bound at level :math:`1-(1-c)/P` for :math:`P` policies, so that
+        all hold together with probability at least :math:`c` and the top policy's bound stays
+        valid although it was selected for being on top.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per policy, best lower bound first: ``rank, policy, estimate, lower_bound,
+        improvement_estimate, improvement_lower_bound, confidence_level, method, n``.
+        ``improvement_*`` are paired against the logging policy (as in :class:`SafetyGate`).
+
+    Notes
+    -----
+    For each policy, :math:`Z_i = r_{lo} + (r_i - r_{lo})\min(w_i, M)` and the lower bound of
+    :math:`\mathbb E Z\le V(\pi)` is computed as in :class:`SafetyGate`.
+
+    References
+    ----------
+    .. [1] P. S. Thomas, G. Theocharous and M. Ghavamzadeh, "High confidence policy
+       improvement", ICML 2015.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.learning import rank_policies
+    >>> rng = np.random.default_rng(3)
+    >>> action = rng.integers(0, 2, size=4000)
+    >>> reward = rng.binomial(1, np.where(action == 1, 0.6, 0.4)).astype(float)
+    >>> table = rank_policies(
+    ...     {"always_0": (action == 0) * 1.0, "always_1": (action == 1) * 1.0},
+    ...     None, action, reward, np.full(4000, 0.5), reward_range=(0, 1), max_weight=2.0)
+    >>> table["policy"].tolist()
+    ['always_1', 'always_0']
+    """
+    import pandas as pd
+
+    if not policies:
+        raise PolicyError("`policies` is empty; pass a mapping of name to policy.")
+    level = float(confidence_level)
+    per_policy = 1.0 - (1.0 - level) / len(policies) if simultaneous else level
+    gate = SafetyGate(
+        reward_range=reward_range, confidence_level=per_policy, method=method,
+        baseline="logging", max_weight=max_weight,
+    )
+    if max_weight is None:
+        raise MissingBoundsError(
+            "rank_policies needs max_weight, one clip level fixed in advance for every policy. "
+            "The largest weight in the data is not used in its place."
+        )
+    rows = []
+    for policy_name, policy in policies.items():  # loop over policies, not rows
+        cert = gate.certify(
+            policy, X, action, reward, propensity, candidates=candidates, name=str(policy_name)
+        )
+        rows.append(
+            {
+                "policy": cert.policy,
+                "estimate": cert.estimate,
+                "lower_bound": cert.lower_bound,
+                "improvement_estimate": cert.improvement_estimate,
+                "improvement_lower_bound": cert.improvement_lower_bound,
+                "confidence_level": per_policy,
+                "method": method,
+                "n": cert.n_certify,
+            }
+        )
+    table = pd.DataFrame(rows).sort_values("lower_bound", ascending=False, kind="stable")
+    table.insert(0, "rank", np.arange(1, len(table) + 1))
+    return table.reset_index(drop=True)
