@@ -146,3 +146,25 @@ def test_console_entry_point_runs():
     )
     assert out.returncode == 0, out.stderr
     assert "truth" in out.stdout and "greedy" in out.stdout
+
+
+def test_learn_writes_a_policy_that_evaluate_scores(tmp_path, capsys):
+    from ope.simulate import ContextualBandit
+
+    env = ContextualBandit(n_actions=4, seed=2)
+    logs = tmp_path / "logs.parquet"
+    pq.write_table(env.sample(8_000, rng=5), logs)
+    out = tmp_path / "learned.parquet"
+    argv = ["learn", str(logs), "--context-columns", "x0", "x1", "x2", "--out", str(out), "--json"]
+    assert main(argv) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    cert = doc["certificate"]
+    assert cert["verdict"] in ("approve", "reject")
+    assert cert["confidence_level"] == 0.95
+    assert main(["evaluate", str(logs), "--policies", str(out), "--estimator", "snips", "--json"]) == EXIT_OK
+    ev = json.loads(capsys.readouterr().out)
+    assert [r["policy"] for r in ev["estimates"]] == ["learned"]
+
+
+def test_learn_requires_context_columns(sample_path, capsys):
+    assert main(["learn", sample_path]) == EXIT_USAGE
