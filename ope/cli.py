@@ -138,6 +138,12 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
     p.add_argument("--max-weight", type=float, help="clip level for clipped_ips (a priori bound)")
     p.add_argument(
+        "--weight-bound",
+        type=float,
+        help="a priori bound on pi_e/pi_b for hoeffding, bernstein and empirical_likelihood "
+        "intervals of ips/snips (e.g. 1 / the smallest logging probability)",
+    )
+    p.add_argument(
         "--context-columns",
         nargs="+",
         metavar="COLUMN",
@@ -196,6 +202,7 @@ def _evaluate_from_args(args: argparse.Namespace, logs: Any) -> Any:
         confidence_level=args.confidence_level,
         reward_range=tuple(args.reward_range) if args.reward_range else None,
         max_weight=args.max_weight,
+        weight_bound=args.weight_bound,
         context_columns=args.context_columns,
     )
 

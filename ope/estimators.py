@@ -325,17 +325,28 @@ def _moment_interval(
     from ope.intervals import bounded
 
     if method == "hoeffding":
-        return bounded.hoeffding_interval(
+        iv = bounded.hoeffding_interval(
             s1 / n, int(n), low=low, high=high, confidence_level=confidence_level
         )
-    return bounded.bernstein_interval(
-        s1 / n,
-        _sample_var(n, s1, s2),
-        int(n),
-        low=low,
-        high=high,
-        confidence_level=confidence_level,
-    )
+    else:
+        iv = bounded.bernstein_interval(
+            s1 / n,
+            _sample_var(n, s1, s2),
+            int(n),
+            low=low,
+            high=high,
+            confidence_level=confidence_level,
+        )
+    # The terms w*r range over [0, M*r_max], but the estimand itself cannot leave a narrower
+    # range: V lies in [r_min, r_max] for IPS, and E[min(w, R) r] (with E[min(w, R)] <= 1) in
+    # [min(0, r_min), max(0, r_max)] for clipped IPS. Intersecting with it keeps coverage.
+    if kind == "ips":
+        lo_e, hi_e = low_r, high_r
+    elif kind == "clipped_ips":
+        lo_e, hi_e = min(0.0, low_r), max(0.0, high_r)
+    else:
+        return iv
+    return ConfidenceInterval(max(iv.low, lo_e), min(iv.high, hi_e))
 
 
 def _row_moments(reward: np.ndarray, raw_w: np.ndarray, clip: float | None) -> dict[str, float]:

@@ -48,6 +48,14 @@ TABLE_COLUMNS: Final = (
 
 #: Estimators that need a reward model q̂ (DM and the doubly robust family).
 MODEL_ESTIMATORS: Final = frozenset({"dm", "dr", "sndr", "switch_dr", "dros"})
+#: Interval method for the logging policy's value (a plain mean) when the evaluation's method
+#: is specific to importance weights: Bottou's clipped-mass interval becomes its finite-sample
+#: counterpart for a mean, empirical likelihood (of weighted data) the normal interval.
+LOGGING_CI_FALLBACK: Final = {"bottou": "bernstein", "empirical_likelihood": "normal"}
+#: Unclipped weighting estimators whose bounded intervals need an a priori weight bound, and
+#: those interval methods (clipped IPS is bounded by its own max_weight).
+WEIGHT_BOUND_ESTIMATORS: Final = frozenset({"ips", "snips"})
+WEIGHT_BOUND_METHODS: Final = frozenset({"hoeffding", "bernstein", "empirical_likelihood"})
 #: Estimators computable from mergeable sums over batches.
 STREAMING_ESTIMATORS: Final = frozenset({"ips", "clipped_ips", "snips"})
 
@@ -138,6 +146,42 @@ def _default_context_columns(logs: BanditLogs) -> list[str]:
         if pa.types.is_integer(fld.type) or pa.types.is_floating(fld.type):
             cols.append(name)
     return cols
+
+
+def _factored_candidates(logs: BanditLogs) -> dict[str, dict[str, str]]:
+    """Candidates given by factor: ``target__<policy>__<factor>`` beside ``propensity__<factor>``.
+
+    Returns policy -> {factor: target column}. Columns whose suffix names no logged factor are
+    ordinary candidates (a policy name may itself contain ``__``).
+    """
+    factors = {c[len("propensity__"):] for c in logs.columns if c.startswith("propensity__")}
+    out: dict[str, dict[str, str]] = {}
+    if not factors:
+        return out
+    for name in logs.target_policies:
+        base, sep, factor = name.rpartition("__")
+        if sep and base and factor in factors:
+            out.setdefault(base, {})[factor] = f"target__{name}"
+    return out
+
+
+def _factored_arrays(logs: BanditLogs, changed: Mapping[str, str]) -> tuple[np.ndarray, np.ndarray]:
+    """Logging and target probabilities of the changed factors only (the others cancel).
+
+    The weight is prod_{k in C} q*_k / q_k (Markov factor replacement, Bottou et al. 2013);
+    returning both products keeps every estimator and interval unchanged.
+    """
+    from ope.weights import factor_weights
+
+    logged = {f: logs.column(f"propensity__{f}") for f in changed}
+    target = {f: logs.column(col) for f, col in changed.items()}
+    factor_weights(logged, target)  # validates ranges and lengths with helpful errors
+    p = np.ones(logs.n, dtype=np.float64)
+    t = np.ones(logs.n, dtype=np.float64)
+    for f in changed:
+        p *= logged[f]
+        t *= target[f]
+    return p, t
 
 
 def _context_matrix(logs: BanditLogs, columns: Sequence[str]) -> np.ndarray:
@@ -237,6 +281,7 @@ class Evaluation:
     notes: list[str] = field(default_factory=list)
     streaming: bool = False
     ci_options: dict[str, Any] = field(default_factory=dict)
+    weight_bound: float | None = None
 
     def __getitem__(self, key: tuple[str, str]) -> Estimate:
         try:
@@ -247,7 +292,29 @@ class Evaluation:
             ) from None
 
     def _interval(self, est: Estimate) -> tuple[float, float]:
-        ci = est.ci(self.confidence_level, self.ci_method, **self.ci_options)
+        options = dict(self.ci_options)
+        if (
+            self.weight_bound is not None
+            and est.estimator in WEIGHT_BOUND_ESTIMATORS
+            and self.ci_method in WEIGHT_BOUND_METHODS
+        ):
+            options["max_weight"] = self.weight_bound
+        ci = est.ci(self.confidence_level, self.ci_method, **options)
+        return float(ci.low), float(ci.high)
+
+    @property
+    def logging_ci_method(self) -> str:
+        """The interval method used for the logging policy's value.
+
+        The logging value is a plain mean: it takes the evaluation's method when that applies
+        and otherwise its closest counterpart (:data:`LOGGING_CI_FALLBACK`).
+        """
+        return LOGGING_CI_FALLBACK.get(self.ci_method, self.ci_method)
+
+    def _logging_interval(self) -> tuple[float, float]:
+        method = self.logging_ci_method
+        options = self.ci_options if method == self.ci_method else {}
+        ci = self.logging.ci(self.confidence_level, method, **options)
         return float(ci.low), float(ci.high)
 
     def table(self) -> pd.DataFrame:
@@ -319,7 +386,7 @@ class Evaluation:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with stable keys."""
-        low, high = self._interval(self.logging)
+        low, high = self._logging_interval()
         out: dict[str, Any] = {
             "confidence_level": self.confidence_level,
             "ci_method": self.ci_method,
@@ -330,6 +397,7 @@ class Evaluation:
                 "std_error": self.logging.std_error,
                 "ci_low": low,
                 "ci_high": high,
+                "ci_method": self.logging_ci_method,
                 "n": self.logging.n,
             },
             "estimates": self.table().to_dict(orient="records"),
@@ -351,10 +419,11 @@ class Evaluation:
                 f"  ({self.report.rows_rejected:,} of {self.report.rows_read:,} rows were rejected "
                 f"and dropped: {dict(self.report.rejected)})"
             )
-        low, high = self._interval(self.logging)
+        low, high = self._logging_interval()
         lines.append(
             f"logging policy (mean logged reward): {self.logging.value:.4f}  "
             f"[{low:.4f}, {high:.4f}]"
+            + ("" if self.logging_ci_method == self.ci_method else f" ({self.logging_ci_method})")
         )
         header = f"{'policy':<18}{'estimator':<13}{'value':>9}{'std_err':>9}{'ci_low':>9}{'ci_high':>9}{'ESS/n':>8}"
         if truth is not None:
@@ -403,6 +472,7 @@ def evaluate(
     confidence_level: float = 0.95,
     reward_range: tuple[float, float] | None = None,
     max_weight: float | None = None,
+    weight_bound: float | None = None,
     tau: float | None = None,
     shrinkage: float | None = None,
     reward_model: Any = None,
@@ -431,6 +501,11 @@ def evaluate(
         A priori range of the rewards (clicks: (0, 1)). Never taken from the data.
     max_weight, tau, shrinkage : float, optional
         Settings of ``clipped_ips``, ``switch_dr`` and ``dros`` when those are named.
+    weight_bound : float, optional
+        A priori bound on the importance weights π_e/π_b of every context and action (e.g.
+        1 / the smallest probability the logger can give), used by the ``hoeffding``,
+        ``bernstein`` and ``empirical_likelihood`` intervals of IPS and SNIPS. The largest
+        observed weight is not a bound.
     reward_model : scikit-learn estimator or ope.reward_models.RewardModel, optional
         Reward model for DM and the DR family, cross-fitted (default: ``RewardModel()``).
     context_columns : sequence of str, optional
@@ -481,6 +556,7 @@ def evaluate(
             confidence_level=confidence_level,
             reward_range=reward_range,
             max_weight=max_weight,
+            weight_bound=weight_bound,
         )
     if not isinstance(logs, BanditLogs):
         logs = read_logs(logs)
@@ -488,8 +564,31 @@ def evaluate(
     from ope.policies import target_propensities
 
     needs_model = any(k in MODEL_ESTIMATORS for k in names)
+    factored = _factored_candidates(logs) if policies is None or isinstance(policies, (list, tuple)) else {}
+    if factored:
+        factor_cols = {col[len("target__"):] for cols in factored.values() for col in cols.values()}
+        if policies is None:
+            plain = [p for p in logs.target_policies if p not in factor_cols]
+            factored_names = list(factored)
+        else:
+            plain = [p for p in policies if p not in factored]
+            factored_names = [p for p in policies if p in factored]
+        factored = {p: factored[p] for p in factored_names}
+        if factored and needs_model:
+            raise EstimationError(
+                f"candidates {', '.join(factored)} are given by factor (target__<policy>__<factor>); "
+                "DM/DR need each candidate's whole distribution. Use ips, clipped_ips or snips."
+            )
+        policies = plain
+    if factored and not policies:
+        from ope.policies import TargetPropensities
+
+        tp = TargetPropensities([], np.empty((logs.n, 0)))
+    else:
+        tp = None
     try:
-        tp = target_propensities(logs, policies, with_distributions=needs_model)
+        if tp is None:
+            tp = target_propensities(logs, policies, with_distributions=needs_model)
     except PolicyError as exc:
         if needs_model and "distribution" in str(exc).lower():
             raise PolicyError(
@@ -497,7 +596,7 @@ def evaluate(
                 "estimators=('ips', 'snips', 'clipped_ips') or provide the distributions."
             ) from None
         raise
-    if not tp.names:
+    if not tp.names and not factored:
         raise PolicyError(
             "no candidate policies to evaluate: the logs have no target__<name> columns and "
             "`policies` is None. Pass policies=... (names, a long-format table, or objects)."
@@ -521,7 +620,7 @@ def evaluate(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for key, est in resolved:
-            results = estimate_many(
+            results = [] if not tp.names else estimate_many(
                 est,
                 reward=reward,
                 logging_propensity=propensity,
@@ -532,6 +631,17 @@ def evaluate(
                 names=tp.names,
             )
             for name, res in zip(tp.names, results):
+                estimates[(name, key)] = res
+            for name, changed in factored.items():
+                p_c, t_c = _factored_arrays(logs, changed)
+                (res,) = estimate_many(
+                    est,
+                    reward=reward,
+                    logging_propensity=p_c,
+                    target_propensity=t_c[:, None],
+                    reward_range=reward_range,
+                    names=[name],
+                )
                 estimates[(name, key)] = res
         base = logging_value(reward, reward_range=reward_range)
     # the estimates carry these as notes; re-emit each distinct warning once
@@ -547,13 +657,14 @@ def evaluate(
     ev = Evaluation(
         estimates=estimates,
         logging=base,
-        policies=list(tp.names),
+        policies=list(tp.names) + list(factored),
         estimators=names,
         report=logs.report,
         confidence_level=confidence_level,
         ci_method=ci,
         notes=notes,
         ci_options=ci_options,
+        weight_bound=weight_bound,
     )
     ev.table()  # compute every interval now: a method that does not apply fails here, not later
     return ev
@@ -568,6 +679,7 @@ def _evaluate_streaming(
     confidence_level: float,
     reward_range: tuple[float, float] | None,
     max_weight: float | None,
+    weight_bound: float | None,
 ) -> Evaluation:
     from ope.policies import target_propensities
     from ope.streaming import MomentStats
@@ -624,6 +736,7 @@ def _evaluate_streaming(
         ci_method=ci,
         notes=notes,
         streaming=True,
+        weight_bound=weight_bound,
     )
     ev.table()
     return ev

@@ -716,7 +716,8 @@ def _csr(
     probs: npt.NDArray[np.float64],
 ) -> sp.csr_array:
     """A canonical CSR from per-row entries (codes distinct within rows, any order)."""
-    m = sp.csr_array((probs, codes.astype(np.int64, copy=False), indptr), shape=(n, K))
+    # copy indptr: eliminate_zeros below edits it in place, and callers share theirs
+    m = sp.csr_array((probs, codes.astype(np.int64, copy=False), indptr.copy()), shape=(n, K))
     m.has_sorted_indices = False
     m.sort_indices()
     m.eliminate_zeros()
@@ -1514,7 +1515,7 @@ def logging_distribution(logs: BanditLogs) -> PolicyDistribution:
     cand = _candidates(index, what="logging_distribution")
     probs = _aligned_list(logs, "logging_distribution", cand, what="logging_distribution")
     m = sp.csr_array(
-        (probs[cand.order], cand.codes[cand.order].astype(np.int64), cand.indptr),
+        (probs[cand.order], cand.codes[cand.order].astype(np.int64), cand.indptr.copy()),
         shape=(logs.n, index.n_actions),
     )
     _check_rows(m, what="logging_distribution")
@@ -1601,7 +1602,7 @@ def _from_columns(logs: BanditLogs, names: Sequence[str], with_distributions: bo
         col = _TARGET_DIST + nm
         probs = _aligned_list(logs, col, cand, what=f"policy {nm!r}")
         m = sp.csr_array(
-            (probs[cand.order], cand.codes[cand.order].astype(np.int64), cand.indptr),
+            (probs[cand.order], cand.codes[cand.order].astype(np.int64), cand.indptr.copy()),
             shape=(n, index.n_actions),
         )
         _check_rows(m, what=f"policy {nm!r} ({col})")

@@ -148,19 +148,23 @@ def test_methods_that_do_not_apply_list_the_ones_that_do():
 
 def test_hoeffding_and_bernstein_for_ips_by_hand(hand):
     # values w*r in [0, max_weight * 1] = [0, 2]; Hoeffding half-width (b - a) sqrt(ln(2/d) / 2n)
+    # ... then intersected with the reward range [0, 1], where the policy value must lie
     ci = hand.ci(method="hoeffding", max_weight=2.0)
-    assert ci.high == pytest.approx(min(2.0, 0.55 + 2.0 * math.sqrt(math.log(2 / 0.05) / 10)))
-    assert ci == hoeffding_interval(0.55, 5, low=0.0, high=2.0)
+    raw = hoeffding_interval(0.55, 5, low=0.0, high=2.0)
+    assert raw.high == pytest.approx(min(2.0, 0.55 + 2.0 * math.sqrt(math.log(2 / 0.05) / 10)))
+    assert ci == (max(raw.low, 0.0), min(raw.high, 1.0))
+    assert ci.high == 1.0  # the raw interval reaches past the reward range
     bern = hand.ci(method="bernstein", max_weight=2.0)
-    assert bern == bernstein_interval(0.55, 0.7, 5, low=0.0, high=2.0)
+    raw = bernstein_interval(0.55, 0.7, 5, low=0.0, high=2.0)
+    assert bern == (max(raw.low, 0.0), min(raw.high, 1.0))
 
 
 def test_clipped_ips_bounded_methods_use_its_max_weight():
     res = ClippedIPS(max_weight=1.5).estimate(R, P, T, reward_range=(0.0, 1.0))
     x = np.minimum(T / P, 1.5) * R
-    assert res.ci(method="bernstein") == bernstein_interval(
-        x.mean(), x.var(ddof=1), 5, low=0.0, high=1.5
-    )
+    raw = bernstein_interval(x.mean(), x.var(ddof=1), 5, low=0.0, high=1.5)
+    # the clipped estimand E[min(w, R) r] lies in [0, 1] since E[min(w, R)] <= 1
+    assert res.ci(method="bernstein") == (max(raw.low, 0.0), min(raw.high, 1.0))
     with pytest.raises(ValueError, match=r"ClippedIPS uses its own max_weight"):
         res.ci(method="hoeffding", max_weight=3.0)
     cw = np.minimum(T / P, 1.5)

@@ -192,3 +192,63 @@ def test_dropped_rows_are_counted_on_the_evaluation():
     assert ev.report.rows_rejected == 1
     assert ev.logging.n == 5
     assert any("rejected" in n for n in ev.notes)
+
+
+def _factored_logs(n: int, rng: np.random.Generator) -> tuple[pd.DataFrame, float]:
+    """Two randomized stages: retrieval picks a group, ranking an item in it.
+
+    The candidate changes only the ranking factor; its exact value is
+    sum_g q1(g) sum_a q2*(a|g) mu(g, a).
+    """
+    q1 = np.array([0.7, 0.3])                      # retrieval: P(group)
+    q2 = np.array([[0.8, 0.2], [0.5, 0.5]])        # ranking: P(item | group), logged
+    q2_new = np.array([[0.1, 0.9], [0.6, 0.4]])    # ranking under the candidate
+    mu = np.array([[0.2, 0.6], [0.4, 0.3]])
+    g = (rng.random(n) < q1[1]).astype(int)
+    a = (rng.random(n) < q2[g, 1]).astype(int)
+    r = (rng.random(n) < mu[g, a]).astype(float)
+    df = pd.DataFrame(
+        {
+            "action": 2 * g + a,
+            "propensity": q1[g] * q2[g, a],
+            "propensity__retrieval": q1[g],
+            "propensity__ranking": q2[g, a],
+            "reward": r,
+            "target__new_ranker__ranking": q2_new[g, a],
+        }
+    )
+    truth = float((q1[:, None] * q2_new * mu).sum())
+    return df, truth
+
+
+def test_markov_factor_replacement_in_evaluate():
+    rng = np.random.default_rng(0)
+    df, truth = _factored_logs(400, rng)
+    ev = ope.evaluate(df, estimators=("ips", "snips"))
+    assert ev.policies == ["new_ranker"]
+    # the weight is the ranking ratio only: the retrieval factor cancels
+    w = df["target__new_ranker__ranking"] / df["propensity__ranking"]
+    assert ev[("new_ranker", "ips")].value == pytest.approx(float((w * df.reward).mean()), rel=1e-12)
+    # unbiased over replications
+    values = [
+        ope.evaluate(_factored_logs(400, rng)[0], estimators=("ips",))[("new_ranker", "ips")].value
+        for _ in range(200)
+    ]
+    se = np.std(values, ddof=1) / np.sqrt(len(values))
+    assert abs(np.mean(values) - truth) < 3 * se
+    with pytest.raises(ope.EstimationError, match="given by factor"):
+        ope.evaluate(df, estimators=("dr",))
+
+
+@pytest.mark.parametrize("ci", ["bottou", "empirical_likelihood", "betting", "bernstein"])
+def test_every_interval_method_renders(ci):
+    env = ope.simulate.ContextualBandit(n_actions=4, seed=1)
+    table = env.sample(3000, rng=0)
+    est = ("clipped_ips",) if ci in ("bottou", "bernstein") else ("ips", "snips")
+    kwargs = {"max_weight": 20.0} if ci in ("bottou", "bernstein") else {"weight_bound": 50.0}
+    ev = ope.evaluate(table, estimators=est, ci=ci, reward_range=(0.0, 1.0), **kwargs)
+    doc = ev.to_dict()
+    expected = {"bottou": "bernstein", "empirical_likelihood": "normal"}.get(ci, ci)
+    assert doc["logging_policy"]["ci_method"] == expected
+    assert doc["logging_policy"]["ci_low"] <= ev.logging.value <= doc["logging_policy"]["ci_high"]
+    assert "logging policy" in ev.summary()

@@ -796,3 +796,16 @@ def test_table_join_sparse_integer_ids_use_the_hash_path():
     np.testing.assert_array_equal(target_propensities(logs, table).values[:, 0], [1.0, 0.5, 1.0])
     with pytest.raises(PolicyError, match=r"1 events in the table are not in the logs .*first event_id 7\)"):
         target_propensities(logs, _table(table.values.tolist() + [(7, "p", 1, 1.0)]))
+
+
+def test_target_dist_columns_with_zeros_do_not_share_row_pointers():
+    # regression: every policy's CSR was built on one shared indptr that eliminate_zeros edited
+    from ope.simulate import ContextualBandit
+
+    table = ContextualBandit(seed=0).sample(2000, rng=1, distributions=True)
+    logs = BanditLogs(table, ValidationReport(source="<test>", rows_read=2000, rows_used=2000))
+    tp = target_propensities(logs, None, with_distributions=True)
+    for name in tp.names:
+        m = tp.distributions[name].matrix
+        np.testing.assert_allclose(m.sum(axis=1), 1.0, atol=1e-9)
+        np.testing.assert_allclose(tp.distributions[name].probability(table.column("action")), tp[name])
