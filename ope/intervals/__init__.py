@@ -1,0 +1,40 @@
+"""Confidence intervals for policy values.
+
+Each method states its assumptions in its docstring:
+
+- ``normal_interval``, ``t_interval`` (asymptotic), ``bootstrap_interval`` (percentile, BCa);
+- ``hoeffding_interval``, ``bernstein_interval`` (finite-sample, need a priori bounds);
+- ``bottou_interval`` (clipped IPS: outer sampling part + inner clipped-mass part);
+- ``empirical_likelihood_interval`` (Karampatziakis, Langford & Mineiro);
+- ``betting_interval`` and ``betting_confidence_sequence`` (anytime-valid).
+
+Most users reach them through ``Estimate.ci(confidence_level, method=...)``.
+"""
+
+from __future__ import annotations
+
+from ope.intervals._types import BottouInterval, ConfidenceInterval
+from ope.intervals.asymptotic import normal_interval, t_interval
+from ope.intervals.betting import betting_confidence_sequence, betting_interval
+from ope.intervals.bootstrap import bootstrap_interval, bootstrap_replicates
+from ope.intervals.bounded import bernstein_interval, bottou_interval, hoeffding_interval
+from ope.intervals.likelihood import (
+    empirical_likelihood_estimate,
+    empirical_likelihood_interval,
+)
+
+__all__ = [
+    "BottouInterval",
+    "ConfidenceInterval",
+    "bernstein_interval",
+    "betting_confidence_sequence",
+    "betting_interval",
+    "bootstrap_interval",
+    "bootstrap_replicates",
+    "bottou_interval",
+    "empirical_likelihood_estimate",
+    "empirical_likelihood_interval",
+    "hoeffding_interval",
+    "normal_interval",
+    "t_interval",
+]
