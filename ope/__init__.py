@@ -88,6 +88,10 @@ _PUBLIC: dict[str, str] = {
     "rank_policies": "ope.learning",
     "learn_from_logs": "ope.learning",
     "learner_policy_table": "ope.learning",
+    # overlap diagnostics
+    "diagnose": "ope.diagnostics",
+    "diagnose_arrays": "ope.diagnostics",
+    "Diagnostics": "ope.diagnostics",
     # evaluation
     "evaluate": "ope.evaluation",
     "Evaluation": "ope.evaluation",

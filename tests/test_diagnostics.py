@@ -1,0 +1,795 @@
+"""Tests of ope.diagnostics: hand-computed vectors, planted gaps and bugs, simulated plans."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+from scipy import stats
+
+from ope.diagnostics import (
+    GAP_MIN_ESS,
+    N_QUANTILE_BINS,
+    SUPPORT_FLOOR,
+    VERDICT_EXPLORE,
+    VERDICT_MORE_DATA,
+    WEIGHT_QUANTILES,
+    Diagnostics,
+    _accumulate,
+    _weight_quantiles,
+    diagnose,
+    diagnose_arrays,
+)
+from ope.exceptions import (
+    MissingBoundsError,
+    OverlapWarning,
+    PolicyError,
+    SchemaError,
+    ValidationError,
+)
+from ope.intervals.bounded import bottou_interval
+from ope.logs import BanditLogs, ValidationReport
+
+
+def quiet(*args, **kwargs) -> Diagnostics:
+    """diagnose_arrays with OverlapWarnings silenced (tests that check warnings do not use it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OverlapWarning)
+        return diagnose_arrays(*args, **kwargs)
+
+
+def draw_actions(probs: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One action per row from a (n, K) probability table (inverse CDF, vectorized)."""
+    u = rng.random(probs.shape[0])[:, None]
+    return np.minimum((probs.cumsum(axis=1) < u).sum(axis=1), probs.shape[1] - 1)
+
+
+def bandit(
+    n: int,
+    rng: np.random.Generator,
+    *,
+    logger: str = "uniform",
+    k: int = 5,
+    explore: float = 0.0,
+    scope: str | None = None,
+) -> dict[str, np.ndarray]:
+    """A contextual bandit with a segment ``user`` (new: 20 % of rows) and a greedy target.
+
+    logger="uniform": full support; "gap": in segment new the logger never plays action 0;
+    "tiny": in segment new the logger plays action 0 with probability 1e-4. The target always
+    plays action 0. ``explore`` mixes the target into the logger on ``scope`` ("all" or "new").
+    """
+    x = rng.random(n)
+    new = x < 0.2
+    pb = np.full((n, k), 1.0 / k)
+    if logger == "gap":
+        pb[new] = np.r_[0.0, np.full(k - 1, 1.0 / (k - 1))]
+    elif logger == "tiny":
+        pb[new] = np.r_[1e-4, np.full(k - 1, (1 - 1e-4) / (k - 1))]
+    elif logger == "skewed":
+        pb[:] = np.r_[0.6, np.full(k - 1, 0.4 / (k - 1))]
+    pe = np.zeros((n, k))
+    pe[:, 0] = 1.0
+    if explore > 0:
+        m = np.ones(n, bool) if scope == "all" else new
+        pb[m] = (1 - explore) * pb[m] + explore * pe[m]
+    a = draw_actions(pb, rng)
+    mu = np.where(new[:, None], np.r_[0.6, np.full(k - 1, 0.2)], np.r_[0.3, np.full(k - 1, 0.5)])
+    rows = np.arange(n)
+    r = (rng.random(n) < mu[rows, a]).astype(float)
+    return {
+        "x": x, "user": np.where(new, "new", "old"), "action": a, "p": pb[rows, a],
+        "pe": pe[rows, a], "reward": r, "pb": pb, "pe_table": pe,
+        "truth": np.float64(0.2 * 0.6 + 0.8 * 0.3),
+    }
+
+
+# --------------------------------------------------------------------------------------------
+# hand-computed vectors
+# --------------------------------------------------------------------------------------------
+R = np.array([1.0, 0.0, 1.0, 0.5, 0.0, 1.0])
+P = np.array([0.5, 0.25, 0.5, 0.2, 0.8, 0.1])
+T = np.array([[1.0, 0.5], [0.5, 0.0], [0.0, 1.0], [0.6, 0.2], [0.4, 0.8], [0.3, 0.1]])
+SEG = np.array(["a", "a", "b", "b", "b", "c"])
+
+
+def hand_weights() -> np.ndarray:
+    return T / P[:, None]
+
+
+def test_policy_statistics_match_hand_computation():
+    w = hand_weights()  # [[2,1],[2,0],[0,2],[3,1],[.5,1],[3,1]]
+    d = quiet(R, P, T, policy_names=["u", "v"], segments={"seg": SEG}, max_weight=2.5)
+    tab = d.table().set_index("policy")
+    n = len(R)
+    for j, name in enumerate(["u", "v"]):
+        wj = w[:, j]
+        row = tab.loc[name]
+        assert row["n"] == n
+        assert row["ess"] == pytest.approx(wj.sum() ** 2 / (wj @ wj))
+        assert row["ess_ratio"] == pytest.approx(wj.sum() ** 2 / (wj @ wj) / n)
+        assert row["mean_weight"] == pytest.approx(wj.mean())
+        assert row["mean_weight_se"] == pytest.approx(wj.std(ddof=1) / math.sqrt(n))
+        assert row["weight_max"] == pytest.approx(wj.max())
+        pos = wj[wj > 0]
+        assert row["kl_divergence"] == pytest.approx((pos * np.log(pos)).sum() / n)
+        assert row["chi2_divergence"] == pytest.approx((wj**2).mean() - 1)
+        assert row["renyi2_divergence"] == pytest.approx(math.log((wj**2).mean()))
+        for q in WEIGHT_QUANTILES:
+            col = "weight_q" + {0.5: "50", 0.9: "90", 0.99: "99", 0.999: "999"}[q]
+            assert row[col] == pytest.approx(np.quantile(wj, q))
+        assert row["clip_level"] == 2.5
+        assert row["clipped_share"] == pytest.approx((wj > 2.5).mean())
+        assert row["clipped_target_mass"] == pytest.approx(wj[wj > 2.5].sum() / n)
+    # policy u by hand: w = 2, 2, 0, 3, .5, 3 -> sum 10.5, sum of squares 26.25
+    assert tab.loc["u", "ess"] == pytest.approx(10.5**2 / 26.25)
+    assert tab.loc["u", "clipped_share"] == pytest.approx(2 / 6)
+
+
+def test_segment_statistics_match_hand_computation():
+    d = quiet(R, P, T, policy_names=["u", "v"], segments={"seg": SEG})
+    seg = d.segments()
+    w = hand_weights()
+    for j, name in enumerate(["u", "v"]):
+        wj = w[:, j]
+        terms = wj * R
+        dev2 = (terms - terms.mean()) ** 2
+        for label in ["a", "b", "c"]:
+            m = SEG == label
+            row = seg[(seg.policy == name) & (seg.segment == label)].iloc[0]
+            assert row["column"] == "seg"
+            assert row["rows"] == m.sum()
+            assert row["row_share"] == pytest.approx(m.mean())
+            assert row["target_mass_share"] == pytest.approx(wj[m].sum() / wj.sum())
+            ess = wj[m].sum() ** 2 / (wj[m] ** 2).sum() if (wj[m] ** 2).sum() > 0 else 0.0
+            assert row["ess"] == pytest.approx(ess)
+            assert row["weight_max"] == pytest.approx(wj[m].max())
+            assert row["mean_weight"] == pytest.approx(wj[m].mean())
+            assert row["variance_share"] == pytest.approx(dev2[m].sum() / dev2.sum())
+    # hand: policy u, segment b has weights 0, 3, 0.5 -> mass 3.5 / 10.5 = 1/3
+    row = seg[(seg.policy == "u") & (seg.segment == "b")].iloc[0]
+    assert row["target_mass_share"] == pytest.approx(1 / 3)
+    assert row["ess"] == pytest.approx(3.5**2 / 9.25)
+
+
+def test_segment_sums_agree_between_joint_and_separate_columns():
+    rng = np.random.default_rng(3)
+    n = 3000
+    cols = {"c1": rng.integers(0, 4, n), "c2": rng.choice(["x", "y", "z"], n), "c3": rng.random(n)}
+    p = rng.uniform(0.1, 1, n)
+    t = rng.uniform(0, 1, (n, 2)) * p[:, None]
+    r = rng.random(n)
+    joint = quiet(r, p, t, segments=cols).segments()
+    for name, values in cols.items():
+        alone = quiet(r, p, t, segments={name: values}).segments()
+        mine = joint[joint.column == name].reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine, alone.reset_index(drop=True), check_exact=False)
+
+
+@pytest.mark.parametrize("chunk_rows", [7, 1 << 14])
+def test_exact_quantiles_equal_numpy(chunk_rows, monkeypatch):
+    monkeypatch.setattr("ope.diagnostics.CHUNK_ROWS", chunk_rows)
+    rng = np.random.default_rng(0)
+    cases = [
+        rng.lognormal(0, 2, 10_001),
+        np.where(rng.random(5000) < 0.8, 0.0, 5.0),  # a greedy target: zeros and one value
+        np.full(37, 1.0),
+        np.array([0.0, 0.0]),
+        np.where(rng.random(999) < 0.5, 5.0, 5.0 + 2.0**-40),  # two values in one bin
+        rng.pareto(1.1, 20_000) * 3.0,
+    ]
+    qs = (0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0)
+    for w in cases:
+        p = np.full(w.size, 1.0 / (w.max() + 1.0))
+        t = w * p[0]
+        d = quiet(np.zeros(w.size), p, t)
+        sums = _accumulate(d._data, [], max_weight=None, lo=0.0)
+        got = _weight_quantiles(d._data, sums, qs)[0]
+        np.testing.assert_allclose(got, np.quantile(t / p, qs), rtol=1e-12, atol=0)
+        row = d.table().iloc[0]
+        for q in WEIGHT_QUANTILES:
+            col = "weight_q" + {0.5: "50", 0.9: "90", 0.99: "99", 0.999: "999"}[q]
+            assert row[col] == pytest.approx(np.quantile(t / p, q), rel=1e-12)
+
+
+def test_results_do_not_depend_on_chunking(monkeypatch):
+    rng = np.random.default_rng(6)
+    data = bandit(3001, rng, logger="tiny")
+    t = np.column_stack([data["pe"], rng.uniform(0, 1, 3001) * data["p"]])
+    args = (data["reward"], data["p"], t)
+    kwargs = {"segments": {"user": data["user"], "x": data["x"]}, "action": data["action"],
+              "max_weight": 30.0, "reward_range": (0, 1)}
+    whole = quiet(*args, **kwargs)
+    monkeypatch.setattr("ope.diagnostics.CHUNK_ROWS", 100)
+    chunked = quiet(*args, **kwargs)
+    pd.testing.assert_frame_equal(whole.table(), chunked.table(), check_exact=False, rtol=1e-10)
+    pd.testing.assert_frame_equal(whole.segments(), chunked.segments(), check_exact=False,
+                                  rtol=1e-10, atol=1e-12)
+    pd.testing.assert_frame_equal(whole.weight_histogram("policy_1"),
+                                  chunked.weight_histogram("policy_1"))
+
+
+def test_weight_histogram_is_log_spaced_and_complete():
+    rng = np.random.default_rng(1)
+    n = 5000
+    p = rng.uniform(0.01, 1.0, n)
+    t = np.where(rng.random(n) < 0.3, 0.0, rng.uniform(0, 1, n))
+    d = quiet(rng.random(n), p, t, policy_names=["pi"])
+    h = d.weight_histogram("pi")
+    w = t / p
+    assert list(h.columns) == ["weight_low", "weight_high", "rows", "row_share", "target_mass"]
+    assert h["rows"].sum() == n
+    assert h.loc[0, "rows"] == (w == 0).sum()
+    assert h["target_mass"].sum() == pytest.approx(w.mean())
+    body = h.iloc[1:]
+    np.testing.assert_allclose(body["weight_high"], 2 * body["weight_low"])  # factor-2 bins
+    for _, b in body.iterrows():
+        inside = (w >= b["weight_low"]) & (w < b["weight_high"])
+        assert b["rows"] == inside.sum()
+        assert b["target_mass"] == pytest.approx(w[inside].sum() / n)
+
+
+def test_divergences_and_ess_match_exact_values_on_synthetic_data():
+    # logger and candidate are context-dependent tables; the exact divergences are averages
+    # over contexts of sums over actions, and the estimates must sit within a few standard
+    # errors of them
+    rng = np.random.default_rng(31)
+    n, k = 200_000, 4
+    x = rng.integers(0, 3, n)
+    logger = np.array([[0.4, 0.3, 0.2, 0.1], [0.25] * 4, [0.1, 0.1, 0.1, 0.7]])
+    cand = np.array([[0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1], [0.25] * 4])
+    a = draw_actions(logger[x], rng)
+    w = cand[x, a] / logger[x, a]
+    d = quiet(np.zeros(n), logger[x, a], cand[x, a], policy_names=["c"])
+    row = d.table().iloc[0]
+    ctx = np.bincount(x, minlength=3) / n  # exact expectations over the drawn contexts
+    kl = ctx @ (cand * np.log(cand / logger)).sum(axis=1)
+    second = ctx @ (cand**2 / logger).sum(axis=1)
+    se = lambda v: v.std(ddof=1) / math.sqrt(n)  # noqa: E731
+    assert abs(row["kl_divergence"] - kl) < 4 * se(w * np.log(w))
+    assert abs(row["chi2_divergence"] - (second - 1)) < 4 * se(w**2)
+    assert row["renyi2_divergence"] == pytest.approx(math.log(row["chi2_divergence"] + 1))
+    assert abs(row["mean_weight"] - 1) < 4 * se(w)
+    # Kish ESS / n tends to 1 / E[w^2]
+    assert row["ess_ratio"] == pytest.approx(1 / second, rel=0.02)
+
+
+# --------------------------------------------------------------------------------------------
+# outer vs inner uncertainty
+# --------------------------------------------------------------------------------------------
+def test_outer_inner_split_normal_margins_by_definition():
+    # no clip level: normal margins; check every piece against the formula
+    lo, hi = -1.0, 2.0
+    r = np.array([2.0, -1.0, 0.5, 1.0, 0.0, 2.0, -0.5, 1.5])
+    p = np.array([0.5, 0.5, 0.25, 0.5, 0.8, 0.4, 0.5, 0.2])
+    t = np.array([1.0, 0.0, 0.5, 0.25, 0.0, 0.4, 0.5, 0.0])
+    d = quiet(r, p, t, policy_names=["pi"], reward_range=(lo, hi), confidence_level=0.9)
+    row = d.table().iloc[0]
+    n, m, alpha = len(r), hi - lo, 0.1
+    w = t / p
+    ell = r - lo
+    y_hat, w_hat = (ell * w).mean(), w.mean()
+    eps = stats.norm.ppf(1 - alpha / 4) * (ell * w).std(ddof=1) / math.sqrt(n)
+    xi = stats.norm.ppf(1 - alpha / 2) * w.std(ddof=1) / math.sqrt(n)
+    inner_high = lo + y_hat + m * (1 - min(1.0, max(0.0, w_hat - xi)))
+    clip = lambda x: min(max(x, lo), hi)  # noqa: E731
+    assert row["outer_low"] == pytest.approx(clip(lo + y_hat - eps))
+    assert row["outer_high"] == pytest.approx(clip(lo + y_hat + eps))
+    assert row["inner_low"] == pytest.approx(clip(lo + y_hat))
+    assert row["inner_high"] == pytest.approx(clip(inner_high))
+    assert row["ci_low"] == pytest.approx(clip(lo + y_hat - eps))
+    assert row["ci_high"] == pytest.approx(clip(inner_high + eps))
+    width = row["ci_high"] - row["ci_low"]
+    assert row["coverage_width"] == pytest.approx(min(m * max(0.0, 1 - w_hat), width))
+    assert row["sampling_width"] + row["coverage_width"] == pytest.approx(width)
+    assert d.interval("pi").low == row["ci_low"]
+
+
+def test_outer_inner_split_with_clip_level_uses_bottou_interval():
+    rng = np.random.default_rng(5)
+    n = 4000
+    data = bandit(n, rng, logger="tiny")
+    d = quiet(data["reward"], data["p"], data["pe"], policy_names=["greedy"],
+              reward_range=(0, 1), max_weight=20.0)
+    row = d.table().iloc[0]
+    wc = np.minimum(data["pe"] / data["p"], 20.0)
+    prod = wc * data["reward"]
+    iv = bottou_interval(wc.mean(), wc.var(ddof=1), prod.mean(), prod.var(ddof=1), n,
+                         max_weight=20.0, reward_range=(0, 1), outer="bernstein")
+    assert d.interval("greedy") == pytest.approx(iv)
+    # clipped and unsupported mass: 1 - mean(min(w, R)) in reward units (M = 1)
+    assert row["coverage_width"] == pytest.approx(min(1 - wc.mean(), iv.high - iv.low))
+    assert row["clipped_share"] == pytest.approx((data["pe"] / data["p"] > 20).mean())
+
+
+def test_verdicts_follow_the_documented_rule():
+    rng = np.random.default_rng(2)
+    gap = bandit(20_000, rng, logger="gap")
+    full = bandit(2_000, rng, logger="uniform")
+    dg = quiet(gap["reward"], gap["p"], gap["pe"], policy_names=["g"], reward_range=(0, 1))
+    df = quiet(full["reward"], full["p"], full["pe"], policy_names=["g"], reward_range=(0, 1))
+    rg, rf = dg.table().iloc[0], df.table().iloc[0]
+    # 20 % of the target's mass is unsupported: coverage dominates
+    assert rg["coverage_share"] >= 0.5 and rg["verdict"] == VERDICT_EXPLORE
+    assert rf["coverage_share"] < 0.5 and rf["verdict"] == VERDICT_MORE_DATA
+    assert rg["coverage_width"] == pytest.approx(1 - (gap["pe"] / gap["p"]).mean(), abs=1e-12)
+    no_range = quiet(gap["reward"], gap["p"], gap["pe"], policy_names=["g"]).table().iloc[0]
+    assert "reward_range" in no_range["verdict"]
+    assert math.isnan(no_range["ci_low"])
+
+
+@pytest.mark.slow
+def test_outer_inner_interval_covers_the_true_value():
+    rng = np.random.default_rng(11)
+    reps, hits_clip, hits_free = 300, 0, 0
+    for _ in range(reps):
+        data = bandit(3000, rng, logger="tiny")
+        d = quiet(data["reward"], data["p"], data["pe"], policy_names=["g"],
+                  reward_range=(0, 1), max_weight=50.0)
+        iv = d.interval("g")
+        hits_clip += iv.low <= data["truth"] <= iv.high
+        free = quiet(data["reward"], data["p"], data["pe"], policy_names=["g"],
+                     reward_range=(0, 1)).interval("g")
+        hits_free += free.low <= data["truth"] <= free.high
+    assert hits_clip / reps >= 0.95
+    # normal margins: asymptotic; allow three binomial standard errors below 0.95
+    assert hits_free / reps >= 0.95 - 3 * math.sqrt(0.95 * 0.05 / reps)
+
+
+# --------------------------------------------------------------------------------------------
+# planted gaps and bugs
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("logger", ["gap", "tiny"])
+def test_planted_gap_is_reported(logger):
+    rng = np.random.default_rng(7)
+    data = bandit(20_000, rng, logger=logger)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        d = diagnose_arrays(data["reward"], data["p"], data["pe"], policy_names=["greedy"],
+                            segments={"user": data["user"], "x": data["x"]})
+    messages = [str(c.message) for c in caught if issubclass(c.category, OverlapWarning)]
+    assert any("2 segment gaps" in m for m in messages)
+    assert messages == d.notes
+    seg = d.segments()
+    flagged = seg[seg.gap]
+    first_x_bin = seg[seg.column == "x"].segment.iloc[0]  # x < 0.2 is segment new
+    assert set(zip(flagged.column, flagged.segment)) == {("user", "new"), ("x", first_x_bin)}
+    reason = flagged[flagged.column == "user"].reason.iloc[0]
+    assert reason.startswith("candidate greedy puts 20% of its mass on segment user=new")
+    assert "effective sample" in reason
+    assert not seg[(seg.column == "user") & (seg.segment == "old")].gap.iloc[0]
+    assert d.table().iloc[0]["gaps"] == 2
+
+
+def test_no_gap_and_no_warning_under_uniform_full_support():
+    rng = np.random.default_rng(8)
+    data = bandit(20_000, rng, logger="uniform")
+    t = np.column_stack([data["pe"], np.full(len(data["p"]), 0.2)])  # greedy and uniform targets
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OverlapWarning)
+        d = diagnose_arrays(data["reward"], data["p"], t, policy_names=["greedy", "uniform"],
+                            segments={"user": data["user"], "x": data["x"]},
+                            action=data["action"], reward_range=(0, 1))
+    assert not d.segments().gap.any()
+    assert (d.table().propensity_check == "ok").all()
+    assert d.notes == []
+    assert "no segment gaps" in d.summary()
+
+
+@pytest.mark.parametrize(
+    ("bug", "expected"),
+    [("wrong_action", "high"), ("scaled_down", "high"), ("scaled_up", "low")],
+)
+def test_planted_propensity_bug_is_flagged(bug, expected):
+    rng = np.random.default_rng(9)
+    n, k = 20_000, 5
+    data = bandit(n, rng, logger="skewed", k=k)
+    p = data["p"].copy()
+    rows = np.arange(n)
+    if bug == "wrong_action":  # the logger wrote the propensity of the next action
+        p = data["pb"][rows, (data["action"] + 1) % k]
+    elif bug == "scaled_down":
+        p = p * 0.8
+    else:
+        p = np.minimum(p * 1.25, 1.0)
+    target = np.column_stack([data["pe"], np.full(n, 1.0 / k)])
+    with pytest.warns(OverlapWarning, match="mean importance weight"):
+        d = diagnose_arrays(data["reward"], p, target, policy_names=["greedy", "uniform"])
+    checks = d.table().set_index("policy")["propensity_check"]
+    assert expected in set(checks)
+    assert "Check how propensities are logged" in d.summary()
+    clean = quiet(data["reward"], data["p"], target, policy_names=["greedy", "uniform"])
+    assert (clean.table().propensity_check == "ok").all()
+
+
+def test_low_ess_warns():
+    rng = np.random.default_rng(4)
+    n = 5000
+    p = np.full(n, 0.001)
+    t = np.zeros(n)
+    t[:3] = 1.0  # three rows carry everything: ESS 3 = 0.06 % of the rows
+    with pytest.warns(OverlapWarning, match=r"effective sample size 3 is 0\.06% of the 5,000 rows"):
+        diagnose_arrays(rng.random(n), p, t, policy_names=["rare"])
+
+
+# --------------------------------------------------------------------------------------------
+# support deficiency from distributions
+# --------------------------------------------------------------------------------------------
+def test_support_deficiency_from_distributions_by_hand():
+    # 3 rows, 3 actions; logger never plays action 2 in row 0 and gives 1e-5 to action 1 in row 1
+    logging = sp.csr_array(np.array([[0.5, 0.5, 0.0], [0.99999, 1e-5, 0.0], [0.2, 0.3, 0.5]]))
+    target = sp.csr_array(np.array([[0.5, 0.0, 0.5], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]))
+    action = np.array([0, 0, 2])
+    p = logging.toarray()[np.arange(3), action]
+    t = target.toarray()[np.arange(3), action]
+    with pytest.warns(OverlapWarning, match="on actions the logger plays with probability"):
+        d = diagnose_arrays(np.array([1.0, 0.0, 1.0]), p, t, policy_names=["pi"],
+                            action=action, target_distributions={"pi": target},
+                            logging_distribution=logging)
+    row = d.table().iloc[0]
+    # per-row deficiency (floor 1e-4): 0.5, 1.0, 0 -> mean 0.5
+    np.testing.assert_allclose(d.unsupported_mass("pi"), [0.5, 1.0, 0.0])
+    assert row["unsupported_mass"] == pytest.approx(0.5)
+    # expected mean weight uses exact zeros only: 1 - (0.5 + 0 + 0) / 3
+    assert row["mean_weight_expected"] == pytest.approx(1 - 0.5 / 3)
+    cm = d.coverage_matrix("pi", value="target_mass")
+    np.testing.assert_allclose(cm.to_numpy(), [[0.5 / 3, 1 / 3, 1.5 / 3]])
+    lm = d.coverage_matrix("pi", value="logging_mass")
+    np.testing.assert_allclose(lm.to_numpy().ravel(), logging.toarray().sum(axis=0) / 3)
+    assert SUPPORT_FLOOR == 1e-4
+
+
+def test_support_deficiency_flags_segment():
+    rng = np.random.default_rng(12)
+    data = bandit(8000, rng, logger="gap", k=4)
+    n = len(data["p"])
+    logging = sp.csr_array(data["pb"])
+    target = sp.csr_array(data["pe_table"])
+    with pytest.warns(OverlapWarning):
+        d = diagnose_arrays(data["reward"], data["p"], data["pe"], policy_names=["g"],
+                            segments={"user": data["user"]}, action=data["action"],
+                            target_distributions={"g": target}, logging_distribution=logging)
+    row = d.table().iloc[0]
+    assert row["unsupported_mass"] == pytest.approx((data["user"] == "new").mean())
+    # with the unsupported mass known, the mean weight is as expected: no propensity alarm
+    assert row["propensity_check"] == "ok"
+    seg = d.segments().set_index("segment")
+    assert seg.loc["new", "unsupported_share"] == pytest.approx(1.0)
+    assert seg.loc["old", "unsupported_share"] == pytest.approx(0.0)
+    assert "probability <= 0.0001" in seg.loc["new", "reason"]
+    cm = d.coverage_matrix("g", by="user")
+    assert cm.loc["new", 0] == pytest.approx((data["user"] == "new").sum() / n)
+    assert d.coverage_matrix("g", by="user", value="logging_mass").loc["new", 0] == 0.0
+
+
+# --------------------------------------------------------------------------------------------
+# exploration plan
+# --------------------------------------------------------------------------------------------
+def simulated_widths(eps: float, scope: str, m: int, reps: int, rng) -> np.ndarray:
+    z = stats.norm.ppf(0.975)
+    widths = np.empty(reps)
+    for i in range(reps):
+        new = bandit(m, rng, logger="gap", explore=eps, scope=scope)
+        terms = new["pe"] / new["p"] * new["reward"]
+        widths[i] = 2 * z * terms.std(ddof=1) / math.sqrt(m)
+    return widths
+
+
+def test_exploration_plan_reaches_width_in_simulation():
+    rng = np.random.default_rng(21)
+    data = bandit(50_000, rng, logger="gap")
+    target_width, new_rows = 0.06, 10_000
+    d = quiet(data["reward"], data["p"], data["pe"], policy_names=["greedy"],
+              segments={"user": data["user"]}, reward_range=(0, 1),
+              target_width=target_width, new_rows=new_rows)
+    plan = d.plan()
+    assert list(plan.column) == ["all", "user"]
+    assert list(plan.segment) == ["all", "new"]
+    assert plan.feasible.all()
+    for _, row in plan.iterrows():
+        eps = row["exploration_share"]
+        assert 0 < eps < 1
+        assert row["predicted_width"] == pytest.approx(target_width, rel=1e-6)
+        scope = "all" if row["column"] == "all" else "new"
+        widths = simulated_widths(eps, scope, new_rows, 40, rng)
+        # the plan reaches the width (it bounds unexplored rewards by the range, so it may be
+        # conservative, but not grossly so)
+        assert np.quantile(widths, 0.9) <= target_width
+        assert widths.mean() >= 0.6 * target_width
+        # and exploring half as much does not reach it: the share is close to the minimum
+        assert simulated_widths(eps / 2, scope, new_rows, 10, rng).mean() > target_width
+    as_json = d.to_dict()["policies"][0]["plan"]
+    assert as_json[1]["segment"] == "new" and as_json[1]["feasible"] is True
+
+
+def test_plan_without_gap_is_exact_and_infeasible_reports_rows():
+    rng = np.random.default_rng(22)
+    data = bandit(40_000, rng, logger="uniform")
+    d = quiet(data["reward"], data["p"], data["pe"], policy_names=["g"], reward_range=(0, 1))
+    w = data["pe"] / data["p"]
+    terms = w * data["reward"]
+    # with full support and a loose target, no exploration is needed; the predicted width is
+    # the normal width computed from the second moment minus the squared lower bound
+    plan = d.plan(target_width=0.2, new_rows=1000)
+    assert plan.exploration_share.iloc[0] == 0.0
+    low_ell = d.interval("g").low
+    var = (terms**2).mean() - low_ell**2
+    z = stats.norm.ppf(0.975)
+    assert plan.predicted_width.iloc[0] == pytest.approx(2 * z * math.sqrt(var / 1000))
+    tight = d.plan(target_width=0.001, new_rows=1000)
+    assert not tight.feasible.iloc[0]
+    assert tight.rows_needed.iloc[0] > 1000
+    assert "new rows" in tight.reason.iloc[0]
+
+
+# --------------------------------------------------------------------------------------------
+# segments: binning, popularity, coverage matrix
+# --------------------------------------------------------------------------------------------
+def test_numeric_columns_are_binned_and_missing_values_kept():
+    rng = np.random.default_rng(13)
+    n = 1000
+    x = rng.normal(size=n)
+    x[:7] = np.nan
+    small_int = rng.integers(10, 13, n)
+    d = quiet(rng.random(n), np.full(n, 0.5), np.full(n, 0.5),
+              segments={"x": x, "k": small_int, "flag": rng.random(n) < 0.5})
+    seg = d.segments()
+    xs = seg[seg.column == "x"]
+    assert len(xs) == N_QUANTILE_BINS + 1
+    assert xs.segment.iloc[-1] == "<missing>" and xs.rows.iloc[-1] == 7
+    assert xs.rows.sum() == n
+    assert list(seg[seg.column == "k"].segment) == ["10", "11", "12"]
+    assert list(seg[seg.column == "flag"].segment) == ["False", "True"]
+
+
+def test_popularity_buckets_for_large_catalogs():
+    rng = np.random.default_rng(14)
+    n, k = 20_000, 200
+    pop = 1.0 / np.arange(1, k + 1)
+    pop /= pop.sum()
+    a = rng.choice(k, n, p=pop)
+    p = pop[a]
+    t = np.where(a >= 100, 1.0 / 100, 0.0)  # the candidate only recommends the tail items
+    d = quiet(rng.random(n), p, t, policy_names=["tail"], action=a)
+    seg = d.segments()
+    assert set(seg.column) == {"action_popularity"}
+    assert list(seg.segment) == ["head", "torso", "tail", "long_tail"]
+    share = seg.set_index("segment").target_mass_share
+    assert share["head"] == 0.0 and share[["tail", "long_tail"]].sum() > 0.5
+    cm = d.coverage_matrix("tail", value="rows")
+    assert list(cm.columns) == ["head", "torso", "tail", "long_tail"]
+    assert cm.to_numpy().sum() == n
+
+
+def test_coverage_matrix_without_distributions_uses_weights():
+    d = quiet(R, P, T, policy_names=["u", "v"], segments={"seg": SEG},
+              action=np.array([0, 1, 0, 1, 2, 2]))
+    w = hand_weights()[:, 0]
+    cm = d.coverage_matrix("u")
+    assert cm.loc["a", 0] == pytest.approx(w[0] / 6)
+    assert cm.loc["b", 1] == pytest.approx(w[3] / 6)
+    assert cm.loc["c", 2] == pytest.approx(w[5] / 6)
+    assert cm.loc["c", 0] == 0.0
+    ess = d.coverage_matrix("u", value="ess")
+    assert ess.loc["b", 2] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="`value` must be one of"):
+        d.coverage_matrix("u", value="mass")
+
+
+# --------------------------------------------------------------------------------------------
+# export
+# --------------------------------------------------------------------------------------------
+def test_to_dict_is_json_ready_and_carries_gaps():
+    rng = np.random.default_rng(15)
+    data = bandit(6000, rng, logger="gap")
+    d = quiet(data["reward"], data["p"], data["pe"], policy_names=["g"],
+              segments={"user": data["user"]}, reward_range=(0, 1), target_width=0.1,
+              new_rows=5000)
+    doc = json.loads(json.dumps(d.to_dict(), allow_nan=False))
+    pol = doc["policies"][0]
+    assert pol["policy"] == "g" and pol["verdict"] == VERDICT_EXPLORE
+    segs = {s["segment"]: s for s in pol["segments"]}
+    assert segs["new"]["gap"] is True and "user=new" in segs["new"]["reason"]
+    assert segs["old"]["gap"] is False and segs["old"]["reason"] == ""
+    assert pol["unsupported_mass"] is None  # not computed: no distributions given
+    assert doc["thresholds"]["gap_min_ess"] == GAP_MIN_ESS
+    text = d.summary()
+    assert "gap: candidate g puts 20% of its mass on segment user=new" in text
+    assert "plan: on all traffic" in text
+    assert "Diagnostics(n=6,000" in repr(d)
+
+
+def test_float32_inputs_accumulate_in_float64():
+    rng = np.random.default_rng(16)
+    n = 50_000
+    p = rng.uniform(0.05, 1, n)
+    t = rng.uniform(0, 1, (n, 2))
+    r = rng.random(n)
+    a = quiet(r, p, t).table()
+    b = quiet(r.astype(np.float32), p.astype(np.float32), t.astype(np.float32)).table()
+    for col in ("ess", "mean_weight", "kl_divergence", "chi2_divergence"):
+        np.testing.assert_allclose(a[col], b[col], rtol=1e-6)
+
+
+@settings(deadline=None, derandomize=True, database=None, max_examples=40)
+@given(
+    w_p=arrays(np.float64, 30, elements=st.floats(1e-3, 1.0)),
+    w_t=arrays(np.float64, 30, elements=st.floats(0.0, 1.0)),
+    seed=st.integers(0, 1000),
+)
+def test_properties_ess_bounds_and_permutation_invariance(w_p, w_t, seed):
+    r = np.linspace(0, 1, 30)
+    seg = np.arange(30) % 3
+    a = quiet(r, w_p, w_t, segments={"s": seg})
+    ess = a.table().ess.iloc[0]
+    if w_t.sum() > 0:
+        assert 1.0 - 1e-9 <= ess <= 30 + 1e-9
+    perm = np.random.default_rng(seed).permutation(30)
+    b = quiet(r[perm], w_p[perm], w_t[perm], segments={"s": seg[perm]})
+    pd.testing.assert_frame_equal(a.table(), b.table(), check_exact=False, rtol=1e-9)
+    pd.testing.assert_frame_equal(a.segments(), b.segments(), check_exact=False, rtol=1e-9)
+
+
+# --------------------------------------------------------------------------------------------
+# errors
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"logging_propensity": np.array([0.5, 0.0, 0.5])}, ValidationError,
+         r"`logging_propensity` must be in \(0, 1\]; 1 rows are not \(first at row 1"),
+        ({"target_propensity": np.array([0.5, 1.5, 0.5])}, ValidationError,
+         r"`target_propensity` must be in \[0, 1\]; 1 rows are not \(first at row 1\)"),
+        ({"reward": np.array([1.0, np.nan, 0.0])}, ValidationError,
+         r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 1\)"),
+        ({"reward": np.array([1.0, 0.0])}, ValidationError,
+         r"`reward` has 2 rows but `logging_propensity` has 3"),
+        ({"reward": np.array([1.0, 2.0, 0.0]), "reward_range": (0, 1)}, ValidationError,
+         r"reward_range \[0, 1\]; 1 rows do not \(first at row 1: 2.0\)"),
+        ({"segments": {"s": [1, 2]}}, ValidationError,
+         r"segment column 's' must be one value per logged row: expected shape \(3,\)"),
+        ({"policy_names": ["a", "b"]}, PolicyError, r"`policy_names` must give 1 distinct"),
+        ({"segments": {"id": np.array(["u1", "u2", "u3"])}, "n_max": 2}, ValidationError,
+         r"segment column 'id' has 3 distinct values; a segment column may have at most 2"),
+        ({"confidence_level": 95}, ValueError, r"strictly between 0 and 1"),
+        ({"max_weight": 0}, ValueError, r"`max_weight` must be a positive finite number"),
+        ({"reward_range": (1, 0)}, ValueError, r"finite with low < high"),
+        ({"target_width": 0.1}, ValueError, r"pass both `target_width` and `new_rows`"),
+        ({"target_width": 0.1, "new_rows": 100}, MissingBoundsError, r"reward_range=\(low, high\)"),
+        ({"target_distributions": {"policy_0": sp.csr_array(np.eye(3))}}, ValidationError,
+         r"need both `target_distributions` and `logging_distribution`"),
+        ({"target_distributions": {"x": sp.csr_array(np.eye(3))},
+          "logging_distribution": sp.csr_array(np.eye(3))}, PolicyError,
+         r"no distribution for \['policy_0'\]"),
+    ],
+)
+def test_errors_say_what_where_and_how(kwargs, error, match):
+    args = {
+        "reward": np.array([1.0, 0.0, 1.0]),
+        "logging_propensity": np.array([0.5, 0.5, 0.5]),
+        "target_propensity": np.array([1.0, 0.0, 1.0]),
+    }
+    options = {k: v for k, v in kwargs.items() if k not in args and k != "n_max"}
+    args.update({k: v for k, v in kwargs.items() if k in args})
+    with pytest.MonkeyPatch.context() as mp:
+        if "n_max" in kwargs:
+            mp.setattr("ope.diagnostics.MAX_SEGMENTS", kwargs["n_max"])
+        with pytest.raises(error, match=match):
+            quiet(args["reward"], args["logging_propensity"], args["target_propensity"],
+                  **options)
+
+
+def test_result_errors():
+    d = quiet(R, P, T, policy_names=["u", "v"], segments={"seg": SEG})
+    with pytest.raises(PolicyError, match=r"unknown policy 'w'; these diagnostics have: u, v"):
+        d.weight_histogram("w")
+    with pytest.raises(MissingBoundsError, match="reward_range"):
+        d.interval("u")
+    with pytest.raises(ValueError, match="needs `target_width`"):
+        d.plan()
+    with pytest.raises(MissingBoundsError, match="a priori reward bounds"):
+        d.plan(target_width=0.1, new_rows=100)
+    with pytest.raises(ValueError, match="unknown segment column 'zz'"):
+        d.coverage_matrix("u", by="zz")
+    with pytest.raises(ValidationError, match="needs the logged actions"):
+        d.coverage_matrix("u")
+    with pytest.raises(ValidationError, match="per-row support needs the full distributions"):
+        d.unsupported_mass("u")
+
+
+# --------------------------------------------------------------------------------------------
+# logs-level entry point
+# --------------------------------------------------------------------------------------------
+def make_logs(table: pa.Table) -> BanditLogs:
+    return BanditLogs(table, ValidationReport("<Table>", table.num_rows, table.num_rows))
+
+
+def test_diagnose_on_logs_matches_arrays():
+    rng = np.random.default_rng(17)
+    data = bandit(5000, rng, logger="gap")
+    table = pa.table({
+        "action": data["action"].astype(np.int64), "propensity": data["p"],
+        "reward": data["reward"], "target__greedy": data["pe"],
+        "target__uniform": np.full(5000, 0.2), "user": data["user"], "x": data["x"],
+    })
+    with pytest.warns(OverlapWarning):
+        d = diagnose(make_logs(table), by=["user", "x"], reward_range=(0, 1))
+    assert d.policies == ["greedy", "uniform"]
+    both = np.column_stack([data["pe"], np.full(5000, 0.2)])
+    arrays_version = quiet(data["reward"], data["p"], both,
+                           policy_names=["greedy", "uniform"],
+                           segments={"user": data["user"], "x": data["x"]},
+                           action=data["action"], reward_range=(0, 1))
+    pd.testing.assert_frame_equal(d.table(), arrays_version.table())
+    pd.testing.assert_frame_equal(d.segments(), arrays_version.segments())
+    with pytest.raises(SchemaError, match=r"segment column\(s\) \['country'\] are not in the logs"):
+        diagnose(make_logs(table), by="country")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OverlapWarning)
+        only = diagnose(make_logs(table), ["uniform"], by="user")
+    assert only.policies == ["uniform"]
+
+
+def test_diagnose_with_policy_objects_and_inconsistent_propensity():
+    from ope.policies import UniformPolicy
+
+    table = pa.table({
+        "action": [1, 2, 1, 3],
+        "propensity": [0.5, 0.5, 0.9, 1.0],  # row 2 disagrees with its logging distribution
+        "reward": [1.0, 0.0, 1.0, 0.0],
+        "candidates": [[1, 2], [1, 2], [1, 2, 3], [3]],
+        "logging_distribution": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5, 0.0], [1.0]],
+    })
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        d = diagnose(make_logs(table), {"uniform": UniformPolicy()})
+    assert any(
+        re.search(r"disagrees with `logging_distribution` .* 1 rows \(first at row 2: 0.9 vs "
+                  r"0.5\)", str(c.message)) for c in caught
+    )
+    # row 2: the uniform candidate puts 1/3 on action 3, which the logger never plays
+    np.testing.assert_allclose(d.unsupported_mass("uniform"), [0, 0, 1 / 3, 0])
+
+
+def test_diagnose_reads_logged_distributions():
+    # string actions, candidate sets and distributions logged per row
+    table = pa.table({
+        "action": ["a", "b", "a", "c"],
+        "propensity": [0.5, 0.5, 0.5, 1.0],
+        "reward": [1.0, 0.0, 1.0, 0.0],
+        "candidates": [["a", "b"], ["a", "b"], ["a", "b"], ["c"]],
+        "logging_distribution": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5], [1.0]],
+        "target__pi": [1.0, 0.0, 1.0, 1.0],
+        "target_dist__pi": [[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [1.0]],
+        "user": ["x", "x", "y", "y"],
+    })
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OverlapWarning)
+        d = diagnose(make_logs(table), by="user")
+    row = d.table().iloc[0]
+    assert row["unsupported_mass"] == pytest.approx(0.0)
+    cm = d.coverage_matrix("pi")
+    assert list(cm.columns) == ["a", "b", "c"]
+    np.testing.assert_allclose(cm.to_numpy(), [[0.5, 0.0, 0.0], [0.25, 0.0, 0.25]])
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    import ope.diagnostics
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OverlapWarning)  # the examples are clean data
+        result = doctest.testmod(ope.diagnostics, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted >= 10
+    assert result.failed == 0
