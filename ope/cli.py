@@ -15,7 +15,10 @@ import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+import warnings
 from typing import Any, Final
+
+from ope.exceptions import DataFileError, OPEError, SchemaError
 
 __all__ = ["main"]
 
@@ -93,6 +96,12 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_evaluate_options(p)
 
     p = sub.add_parser(
+        "diagnose", help="overlap diagnostics: ESS, weight tails, support and segment gaps, plan"
+    )
+    _add_common(p)
+    _add_diagnose_options(p)
+
+    p = sub.add_parser(
         "learn", help="learn a policy by maximizing a lower bound, and certify it on held-out rows"
     )
     _add_common(p)
@@ -150,20 +159,82 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         help="context features for the reward model of dm/dr (default: numeric x* columns)",
     )
     p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
+    p.add_argument(
+        "--by",
+        nargs="+",
+        metavar="COLUMN",
+        help="segment columns for the coverage-gap report (numeric ones are binned)",
+    )
 
 
-def _cmd_validate(args: argparse.Namespace) -> int:
+def _add_diagnose_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--policies", metavar="FILE", help="long-format policy table")
+    p.add_argument("--policy", nargs="+", metavar="NAME", help="only these target__<NAME> columns")
+    p.add_argument("--by", nargs="+", metavar="COLUMN", help="segment columns (numeric: binned)")
+    p.add_argument("--max-weight", type=float, help="clip level for the outer/inner split")
+    p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
+    p.add_argument("--confidence-level", type=float, default=0.95)
+    p.add_argument(
+        "--target-width", type=float, help="interval width the exploration plan should reach"
+    )
+    p.add_argument("--new-rows", type=int, help="volume of new logs the plan may assume")
+    p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
+
+
+def _policies_from_args(args: argparse.Namespace) -> Any:
+    if getattr(args, "policies", None):
+        from ope.policies import read_policy_table
+
+        return read_policy_table(args.policies)
+    if getattr(args, "policy", None):
+        return list(args.policy)
+    return None
+
+
+def _read_or_report(args: argparse.Namespace) -> Any:
+    """Read and validate the logs; on invalid data print the report and return None."""
     from ope.exceptions import ValidationError
     from ope.io import read_logs
 
     mapping = _parse_mapping(args.mapping)
     try:
-        logs = read_logs(args.logs, mapping=mapping, on_invalid=args.on_invalid)
+        return read_logs(args.logs, mapping=mapping, on_invalid=args.on_invalid)
     except ValidationError as exc:
         if args.json:
             _emit_json({"valid": False, "report": exc.report.to_dict() if exc.report else None})
         else:
             print(str(exc))
+        return None
+
+
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    from ope.diagnostics import diagnose
+
+    logs = _read_or_report(args)
+    if logs is None:
+        return EXIT_DATAERR
+    d = diagnose(
+        logs,
+        _policies_from_args(args),
+        by=args.by,
+        max_weight=args.max_weight,
+        reward_range=tuple(args.reward_range) if args.reward_range else None,
+        confidence_level=args.confidence_level,
+        target_width=args.target_width,
+        new_rows=args.new_rows,
+    )
+    if args.json:
+        _emit_json({"validation": logs.report.to_dict(), "diagnostics": d.to_dict()})
+    else:
+        print(str(logs.report))
+        print()
+        print(d.summary())
+    return EXIT_OK
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    logs = _read_or_report(args)
+    if logs is None:
         return EXIT_DATAERR
     report = logs.report
     if args.json:
@@ -186,17 +257,10 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 def _evaluate_from_args(args: argparse.Namespace, logs: Any) -> Any:
     from ope.evaluation import evaluate
 
-    policies: Any = None
-    if args.policies:
-        from ope.policies import read_policy_table
-
-        policies = read_policy_table(args.policies)
-    elif args.policy:
-        policies = list(args.policy)
     estimators = tuple(args.estimator) if args.estimator else ("ips", "snips")
     return evaluate(
         logs,
-        policies,
+        _policies_from_args(args),
         estimators=estimators,
         ci=args.ci,
         confidence_level=args.confidence_level,
@@ -208,40 +272,37 @@ def _evaluate_from_args(args: argparse.Namespace, logs: Any) -> Any:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from ope.exceptions import ValidationError
-    from ope.io import read_logs
+    from ope.diagnostics import diagnose
 
-    mapping = _parse_mapping(args.mapping)
-    try:
-        logs = read_logs(args.logs, mapping=mapping, on_invalid=args.on_invalid)
-    except ValidationError as exc:
-        if args.json:
-            _emit_json({"valid": False, "report": exc.report.to_dict() if exc.report else None})
-        else:
-            print(str(exc))
+    logs = _read_or_report(args)
+    if logs is None:
         return EXIT_DATAERR
     ev = _evaluate_from_args(args, logs)
+    d = diagnose(
+        logs,
+        _policies_from_args(args),
+        by=args.by,
+        max_weight=args.max_weight,
+        reward_range=tuple(args.reward_range) if args.reward_range else None,
+        confidence_level=args.confidence_level,
+    )
     if args.json:
-        _emit_json(ev.to_dict())
+        doc = ev.to_dict()
+        doc["diagnostics"] = d.to_dict()
+        _emit_json(doc)
     else:
         print(ev.summary())
+        print()
+        print(d.summary())
     return EXIT_OK
 
 
 def _cmd_learn(args: argparse.Namespace) -> int:
-    from ope.exceptions import ValidationError
-    from ope.io import read_logs
     from ope.learning import ConservativePolicyLearner, learn_from_logs, learner_policy_table
     from ope.policies import write_policy_table
 
-    mapping = _parse_mapping(args.mapping)
-    try:
-        logs = read_logs(args.logs, mapping=mapping, on_invalid=args.on_invalid)
-    except ValidationError as exc:
-        if args.json:
-            _emit_json({"valid": False, "report": exc.report.to_dict() if exc.report else None})
-        else:
-            print(str(exc))
+    logs = _read_or_report(args)
+    if logs is None:
         return EXIT_DATAERR
     learner, cert = learn_from_logs(
         logs,
@@ -309,16 +370,28 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     print()
     print(ev.summary(truth=truth))
     print(f"\ntrue value of the logging policy: {sample.truth['logging']:.4f}")
-    unsupported = sample.truth.get("unsupported_mass", {})
-    gaps = {k: v for k, v in unsupported.items() if v > 0.01}
-    if gaps:
-        print(
-            "candidates with mass the logger never explored (no estimator can see it): "
-            + ", ".join(f"{k} {v:.0%}" for k, v in gaps.items())
-        )
+    print()
+    _demo_coverage_gaps(logs, reward_range)
     print()
     _demo_learning()
     return EXIT_OK
+
+
+def _demo_coverage_gaps(logs: Any, reward_range: tuple[float, ...]) -> None:
+    """Where the sample's logs cannot answer: segment gaps and a verdict per candidate."""
+    from ope.diagnostics import diagnose
+
+    d = diagnose(logs, by=["segment"], max_weight=DEMO_MAX_WEIGHT, reward_range=reward_range)
+    print(f"coverage gaps (ope diagnose --by segment --max-weight {DEMO_MAX_WEIGHT:g}):")
+    table = d.table()
+    segments = d.segments()
+    for row in table.itertuples(index=False):
+        print(
+            f"  {row.policy:<13} ESS/n {row.ess_ratio:6.3f}   "
+            f"{row.coverage_share:4.0%} of its interval is coverage, not sampling -> {row.verdict}"
+        )
+        for gap in segments[(segments.policy == row.policy) & segments.gap].itertuples(index=False):
+            print(f"      gap: {gap.reason}")
 
 
 #: rows of the simulated logs the demo learns a policy from
@@ -352,15 +425,25 @@ def _demo_learning() -> None:
 _COMMANDS = {
     "validate": _cmd_validate,
     "evaluate": _cmd_evaluate,
+    "diagnose": _cmd_diagnose,
     "learn": _cmd_learn,
     "demo": _cmd_demo,
 }
 
 
+def _show_warning(message: Any, category: type[Warning], *_: Any, **__: Any) -> None:
+    print(f"warning ({category.__name__}): {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``ope`` command line; returns the exit code."""
-    from ope.exceptions import DataFileError, OPEError, SchemaError
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        warnings.showwarning = _show_warning
+        return _main(argv)
 
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)

@@ -168,3 +168,28 @@ def test_learn_writes_a_policy_that_evaluate_scores(tmp_path, capsys):
 
 def test_learn_requires_context_columns(sample_path, capsys):
     assert main(["learn", sample_path]) == EXIT_USAGE
+
+
+def test_diagnose_json_reports_the_planted_gap(sample_path, capsys):
+    argv = ["diagnose", sample_path, "--by", "segment", "--max-weight", "50",
+            "--reward-range", "0", "1", "--json"]
+    assert main(argv) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    policies = {p["policy"]: p for p in doc["diagnostics"]["policies"]}
+    # cold-start users only see the logger's top 16 of 20 candidates: long_tail's gap is there
+    gaps = [s for s in policies["long_tail"]["segments"] if s["gap"]]
+    assert [s["segment"] for s in gaps] == ["new"]
+    assert "new" in gaps[0]["reason"]
+    assert not any(s["gap"] for s in policies["popular"]["segments"])
+    assert policies["long_tail"]["verdict"] == "change the logging policy's exploration"
+
+
+def test_evaluate_json_carries_diagnostics(sample_path, capsys):
+    argv = ["evaluate", sample_path, "--estimator", "snips", "--by", "segment", "--json"]
+    assert main(argv) == EXIT_OK
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    assert {p["policy"] for p in doc["diagnostics"]["policies"]} == {r["policy"] for r in doc["estimates"]}
+    assert all("gap" in s and "reason" in s for p in doc["diagnostics"]["policies"] for s in p["segments"])
+    # weak overlap is also said on stderr, one line per warning
+    assert "warning (OverlapWarning)" in captured.err
