@@ -178,10 +178,15 @@ def _block_intervals(design: Design, counts: np.ndarray, n: int,
         se = math.sqrt(ips_v[i] / n)
         out["IPS normal"][i] = normal_interval(ips_m[i], se, confidence_level=level)
         out["IPS t"][i] = t_interval(ips_m[i], se, n, confidence_level=level)
-        out["IPS hoeffding"][i] = hoeffding_interval(ips_m[i], n, low=0.0, high=bound,
-                                                     confidence_level=level)
-        out["IPS bernstein"][i] = bernstein_interval(ips_m[i], ips_v[i], n, low=0.0, high=bound,
-                                                     confidence_level=level)
+        # as Estimate.ci does: the terms w*r lie in [0, bound], the value itself in [0, 1]
+        out["IPS hoeffding"][i] = np.clip(
+            hoeffding_interval(ips_m[i], n, low=0.0, high=bound, confidence_level=level), 0.0, 1.0
+        )
+        out["IPS bernstein"][i] = np.clip(
+            bernstein_interval(ips_m[i], ips_v[i], n, low=0.0, high=bound, confidence_level=level),
+            0.0,
+            1.0,
+        )
         out["clipped IPS bottou"][i] = bottou_interval(
             cw_m[i], cw_v[i], cwr_m[i], cwr_v[i], n, max_weight=design.clip,
             reward_range=(0.0, 1.0), confidence_level=level)[:2]
