@@ -88,6 +88,10 @@ _PUBLIC: dict[str, str] = {
     "rank_policies": "ope.learning",
     "learn_from_logs": "ope.learning",
     "learner_policy_table": "ope.learning",
+    # multi-step trajectories
+    "sequential_estimate": "ope.sequential",
+    "fitted_q_evaluation": "ope.sequential",
+    "FittedQ": "ope.sequential",
     # overlap diagnostics
     "diagnose": "ope.diagnostics",
     "diagnose_arrays": "ope.diagnostics",
@@ -104,6 +108,7 @@ _SUBMODULES = frozenset(
         "logs",
         "io",
         "schema",
+        "sequential",
         "streaming",
         "policies",
         "simulate",
