@@ -654,6 +654,11 @@ def evaluate(
             f"{logs.report.rows_rejected:,} of {logs.report.rows_read:,} rows were rejected and "
             f"dropped before estimation: {dict(logs.report.rejected)}"
         )
+    if tp.table_rows_ignored:
+        notes.append(
+            f"{tp.table_rows_ignored:,} policy-table rows for events dropped from the logs were "
+            "ignored"
+        )
     ev = Evaluation(
         estimates=estimates,
         logging=base,

@@ -19,6 +19,7 @@ path order, rows in file order).
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import warnings
@@ -31,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ope.exceptions import DataFileError, DroppedRowsWarning, SchemaError, ValidationError
@@ -72,8 +74,15 @@ Source = Any  # str | os.PathLike | pandas.DataFrame | pyarrow.Table | pyarrow.d
 # --------------------------------------------------------------------------------------------
 
 
-def _check_parquet_file(path: Path) -> None:
+def _check_parquet_file(path: Path, *, in_directory: bool = False) -> None:
     """Raise a DataFileError unless ``path`` looks like a complete parquet file."""
+    stray = (
+        f". If it is not part of the logs, move it out of the directory {path.parent} (files "
+        "and folders whose names start with '.' or '_', such as _SUCCESS or .crc files, are "
+        "ignored)"
+        if in_directory
+        else ""
+    )
     try:
         size = path.stat().st_size
         with path.open("rb") as fh:
@@ -85,18 +94,19 @@ def _check_parquet_file(path: Path) -> None:
         raise DataFileError(f"cannot read {path}: {exc.strerror or exc}") from None
     if size == 0:
         raise DataFileError(
-            f"{path} is empty (0 bytes), not a parquet file; was the write interrupted?"
+            f"{path} is empty (0 bytes), not a parquet file; was the write interrupted?" + stray
         )
     if head != _PARQUET_MAGIC:
         raise DataFileError(
             f"{path} is not a parquet file (it does not start with the parquet magic bytes "
             f"'PAR1' but with {head!r}). ope reads parquet: convert CSV/JSON first, e.g. "
-            "pandas.read_csv(path).to_parquet('logs.parquet'), or pass a DataFrame"
+            "pandas.read_csv(path).to_parquet('logs.parquet'), or pass a DataFrame" + stray
         )
     if size < 12 or tail != _PARQUET_MAGIC:
         raise DataFileError(
             f"{path} is a truncated parquet file (it has no parquet footer; {size:,} bytes). "
             "It was probably cut short while being written or copied; rewrite or re-copy it"
+            + stray
         )
 
 
@@ -114,14 +124,21 @@ class _Opened:
         self.file = file
         self.file_schemas = file_schemas or {}
         self.reopen: Any = None  # schema -> dataset, for directories
+        # a named pandas RangeIndex that the file keeps only in its metadata, as
+        # (name, start, step): it is served as an int64 column
+        self.range_index: tuple[str, int, int] | None = None
+        if file is not None and dataset is not None:
+            self.range_index = _pandas_range_index(dataset.schema)
 
     def reconcile(self, plan: ColumnPlan, log_schema: LogSchema) -> None:
         """Check the planned columns in every file of a directory; read them in one type.
 
         A dataset takes its schema from one file and casts the others to it on read, which
         could parse strings into numbers or narrow float64 to float32 silently. Instead, every
-        file must hold every planned column in a type ope accepts, and each column is read in
-        the widest type of its files.
+        file must hold every planned column that ope knows (``action``, ``event_id``,
+        ``target__<name>``, ...) in a type ope accepts, and each column is read in the widest
+        type of its files. A pass-through column (a segment, an extra outcome) that only some
+        files have is read as null in the others: schemas grow over time.
         """
         if len(self.file_schemas) < 2:
             return
@@ -143,10 +160,12 @@ class _Opened:
                     types[path] = schema.field(name).type
                 else:
                     missing.append(path)
-            if missing:
+            if missing and kind is not None:
                 problems.append(
                     f"column {name!r} is missing from {len(missing)} of {len(self.file_schemas)} "
-                    f"files (e.g. {missing[0]})"
+                    f"files (e.g. {missing[0]}); add it to every file"
+                    + ("" if ours in log_schema.required else
+                       f", or leave {ours!r} out of columns=[...] to read the others")
                 )
             if kind is not None:
                 for path, t in types.items():
@@ -177,15 +196,38 @@ class _Opened:
 
     @property
     def schema(self) -> pa.Schema:
-        return self.dataset.schema if self.dataset is not None else self.table.schema
+        if self.table is not None:
+            return self.table.schema
+        if self.range_index is not None:
+            return self.dataset.schema.append(pa.field(self.range_index[0], pa.int64()))
+        return self.dataset.schema
+
+    def _physical(self, columns: Sequence[str]) -> list[str]:
+        index = self.range_index[0] if self.range_index is not None else None
+        return [c for c in columns if c != index]
+
+    def _with_index(self, part: pa.Table | pa.RecordBatch, columns: Sequence[str], offset: int) -> Any:
+        """Insert the RangeIndex column (rows ``offset ...``) where ``columns`` puts it."""
+        if self.range_index is None or self.range_index[0] not in columns:
+            return part
+        name, start, step = self.range_index
+        at = list(columns).index(name)
+        values = pa.array(start + step * np.arange(offset, offset + part.num_rows, dtype=np.int64))
+        arrays = list(part.columns)
+        names = list(part.schema.names)
+        arrays.insert(at, values)
+        names.insert(at, name)
+        cls = pa.RecordBatch if isinstance(part, pa.RecordBatch) else pa.Table
+        return cls.from_arrays(arrays, names=names)
 
     def read(self, columns: Sequence[str]) -> pa.Table:
         if self.table is not None:
             return self.table.select(list(columns))
         try:
-            return self.dataset.to_table(columns=list(columns))
+            table = self.dataset.to_table(columns=self._physical(columns))
         except (pa.ArrowException, OSError) as exc:
             raise DataFileError(f"cannot read {self.name}: {exc}") from None
+        return self._with_index(table, columns, 0)
 
     def batches(self, columns: Sequence[str], batch_size: int) -> Iterator[pa.RecordBatch]:
         if self.table is not None:
@@ -196,7 +238,11 @@ class _Opened:
                 # a single file: read row group by row group without read-ahead, which keeps
                 # the peak memory at about one row group (Dataset.to_batches buffers ahead)
                 reader = pq.ParquetFile(self.file)
-                yield from reader.iter_batches(columns=list(columns), batch_size=batch_size)
+                offset = 0
+                for batch in reader.iter_batches(columns=self._physical(columns),
+                                                 batch_size=batch_size):
+                    yield self._with_index(batch, columns, offset)
+                    offset += batch.num_rows
             else:
                 yield from self.dataset.to_batches(
                     columns=list(columns), batch_size=batch_size, batch_readahead=1,
@@ -206,11 +252,45 @@ class _Opened:
             raise DataFileError(f"cannot read {self.name}: {exc}") from None
 
 
+def _pandas_range_index(schema: pa.Schema) -> tuple[str, int, int] | None:
+    """(name, start, step) of a named pandas RangeIndex stored only as file metadata.
+
+    ``DataFrame.to_parquet`` writes a RangeIndex (which pandas also infers for ids such as
+    0, 1, 2, ... after ``set_index("event_id")``) as three numbers in the metadata, not as a
+    column; reading the columns alone would lose it.
+    """
+    meta = schema.metadata or {}
+    raw = meta.get(b"pandas")
+    if raw is None:
+        return None
+    try:
+        index_columns = json.loads(raw).get("index_columns", [])
+    except (ValueError, AttributeError):
+        return None
+    if len(index_columns) != 1 or not isinstance(index_columns[0], dict):
+        return None
+    info = index_columns[0]
+    name = info.get("name")
+    if info.get("kind") != "range" or not isinstance(name, str) or name in schema.names:
+        return None
+    try:
+        return name, int(info.get("start", 0)), int(info.get("step", 1))
+    except (TypeError, ValueError):
+        return None
+
+
 def _from_pandas(df: Any) -> pa.Table:
     try:
-        return pa.Table.from_pandas(df, preserve_index=False)
+        table = pa.Table.from_pandas(df, preserve_index=False)
     except (pa.ArrowException, TypeError, ValueError):
-        pass
+        table = None
+    if table is not None:
+        # a named index (df.set_index("event_id")) is data; an unnamed one is row labels
+        for level, name in reversed(list(enumerate(df.index.names))):
+            if name is not None:
+                values = pa.array(df.index.get_level_values(level), from_pandas=True)
+                table = table.add_column(0, str(name), values)
+        return table
     problems = []
     for name in df.columns:
         try:
@@ -227,49 +307,80 @@ def _from_pandas(df: Any) -> pa.Table:
     )
 
 
+def _data_files(path: Path) -> list[str]:
+    """The data files under a directory, sorted, skipping names that start with '.' or '_'.
+
+    (The same rule as Spark, Hive and pyarrow: ``_SUCCESS``, ``_metadata``, ``.crc`` files and
+    ``_temporary`` folders are bookkeeping, not data.) Nothing is opened here, so a stray
+    non-parquet file gets ope's own message rather than a failure to infer a schema.
+    """
+    try:
+        infos = pafs.LocalFileSystem().get_file_info(pafs.FileSelector(str(path), recursive=True))
+    except (pa.ArrowException, OSError) as exc:
+        raise DataFileError(f"cannot list the directory {path}: {exc}") from None
+    files = []
+    for info in infos:
+        if info.type != pafs.FileType.File:
+            continue
+        parts = Path(info.path).relative_to(path).parts
+        if any(part.startswith((".", "_")) for part in parts):
+            continue
+        files.append(info.path)
+    return sorted(files)
+
+
+def _open_directory(path: Path) -> _Opened:
+    files = _data_files(path)
+    if not files:
+        raise DataFileError(
+            f"{path} is a directory without parquet files (files whose names start "
+            "with '.' or '_' are ignored)"
+        )
+    for f in files:
+        _check_parquet_file(Path(f), in_directory=True)
+    partitioning = ds.partitioning(flavor="hive")
+    try:
+        dataset = ds.dataset(files, format="parquet", partitioning=partitioning,
+                             partition_base_dir=str(path))
+    except (pa.ArrowException, OSError) as exc:
+        raise DataFileError(f"cannot open the parquet files in {path}: {exc}") from None
+    file_schemas = {}
+    for fragment in dataset.get_fragments():
+        try:
+            file_schemas[fragment.path] = fragment.physical_schema
+        except (pa.ArrowException, OSError) as exc:
+            raise DataFileError(
+                f"{fragment.path} is not a readable parquet file: {exc}"
+            ) from None
+
+    def reopen(schema: pa.Schema) -> ds.Dataset:
+        return ds.dataset(files, schema=schema, format="parquet", partitioning=partitioning,
+                          partition_base_dir=str(path))
+
+    # every column of every file (a dataset's schema is its first file's): a column that only
+    # later files have is read too, instead of being left out without a word
+    try:
+        union = pa.unify_schemas([dataset.schema, *file_schemas.values()],
+                                 promote_options="permissive")
+    except (pa.ArrowException, TypeError):
+        union = None  # reconcile() names the column whose types disagree
+    if union is not None and not union.equals(dataset.schema):
+        try:
+            dataset = reopen(union)
+        except (pa.ArrowException, OSError) as exc:
+            raise DataFileError(f"cannot open the parquet files in {path}: {exc}") from None
+    opened = _Opened(str(path), dataset, None, file_schemas=file_schemas)
+    opened.reopen = reopen
+    return opened
+
+
 def _open(source: Source) -> _Opened:
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if not path.exists():
             raise DataFileError(f"{path} does not exist; check the path (cwd is {Path.cwd()})")
         if path.is_dir():
-            try:
-                dataset = ds.dataset(path, format="parquet", partitioning="hive",
-                                     exclude_invalid_files=False)
-            except (pa.ArrowException, OSError) as exc:
-                raise DataFileError(f"cannot open the parquet directory {path}: {exc}") from None
-            if not dataset.files:
-                raise DataFileError(
-                    f"{path} is a directory without parquet files (files whose names start "
-                    "with '.' or '_' are ignored)"
-                )
-            for f in dataset.files:
-                _check_parquet_file(Path(f))
-            try:
-                # re-open now that every file is known to be parquet (reads the footers)
-                dataset = ds.dataset(sorted(dataset.files), format="parquet",
-                                     partitioning=ds.partitioning(flavor="hive"),
-                                     partition_base_dir=str(path))
-            except (pa.ArrowException, OSError) as exc:
-                raise DataFileError(f"cannot open the parquet files in {path}: {exc}") from None
-            file_schemas = {}
-            for fragment in dataset.get_fragments():
-                try:
-                    file_schemas[fragment.path] = fragment.physical_schema
-                except (pa.ArrowException, OSError) as exc:
-                    raise DataFileError(
-                        f"{fragment.path} is not a readable parquet file: {exc}"
-                    ) from None
-            opened = _Opened(str(path), dataset, None, file_schemas=file_schemas)
-            files = sorted(dataset.files)
-
-            def reopen(schema: pa.Schema) -> ds.Dataset:
-                return ds.dataset(files, schema=schema, format="parquet",
-                                  partitioning=ds.partitioning(flavor="hive"),
-                                  partition_base_dir=str(path))
-
-            opened.reopen = reopen
-            return opened
+            return _open_directory(path)
         _check_parquet_file(path)
         try:
             dataset = ds.dataset(path, format="parquet")
@@ -367,6 +478,19 @@ def _no_rows(report: ValidationReport) -> ValidationError:
     )
 
 
+def _dropped_event_ids(table: pa.Table, masks: dict[str, np.ndarray]) -> pa.Array | None:
+    """The non-null ``event_id`` of the rows the masks reject (None without an id column)."""
+    if "event_id" not in table.column_names:
+        return None
+    bad = np.zeros(table.num_rows, dtype=bool)
+    for mask in masks.values():
+        bad |= mask
+    ids = table.column("event_id")
+    if not bad.any():
+        return pa.array([], type=ids.type)
+    return pc.drop_null(ids.filter(pa.array(bad))).combine_chunks()
+
+
 def _finish(
     table: pa.Table, masks: dict[str, np.ndarray], source: str, on_invalid: str, what: str
 ) -> tuple[pa.Table, ValidationReport]:
@@ -428,7 +552,18 @@ def read_logs(
     The row rules and their names are listed in ``ope.schema.REJECTION_REASONS``. A row is
     used only if it passes all of them; with ``on_invalid="drop"`` exactly
     ``report.rows_read - report.rows_used`` rows are dropped. Duplicate ``event_id`` values
-    reject every occurrence after the first.
+    reject every occurrence after the first. The ids of dropped rows are kept in
+    ``logs.dropped_event_ids``, so that a policy table written for the whole log can still be
+    joined: its rows for dropped events are ignored and counted (see
+    :func:`ope.policies.target_propensities`).
+
+    A directory is read as the union of its files' columns. Every column ope knows (``action``,
+    ``event_id``, ``target__<name>``, ...) must be in every file, in compatible types; another
+    column that only some files have (a segment added later) is null in the others. Files and
+    folders whose names start with ``.`` or ``_`` (``_SUCCESS``, ``.crc``) are skipped; any
+    other file must be parquet. Hive partitions (``day=1/``) become columns.
+
+    A pandas index is data when it is named: a DataFrame's named index levels become columns.
 
     References
     ----------
@@ -454,9 +589,11 @@ def read_logs(
     plan = plan_columns(opened.schema, BANDIT, mapping=mapping, columns=columns, source=opened.name)
     opened.reconcile(plan, BANDIT)
     table = conform(opened.read(plan.source_columns), plan)
-    masks = check_bandit_rows(table)
+    masks = check_bandit_rows(table, unit_roundoff=plan.unit_roundoff)
+    dropped_ids = _dropped_event_ids(table, masks) if on_invalid == "drop" else None
     table, report = _finish(table, masks, opened.name, on_invalid, "bandit-log")
-    return BanditLogs(table, report)
+    return BanditLogs(table, report, dropped_event_ids=dropped_ids,
+                      unit_roundoff=plan.unit_roundoff)
 
 
 def read_trajectories(
@@ -612,13 +749,17 @@ class _SeenIds:
     """The event ids of earlier batches of a scan, stored compactly.
 
     Integer ids live in a byte map over ``[min, max]`` while it stays dense (at most
-    ``BITMAP_FACTOR`` bytes per id seen, or ``BITMAP_MIN_BYTES`` in all); beyond that, and for
-    string ids, they live in a few sorted numpy runs (a log-structured set: 8 bytes per int64
-    id, the longest id's length per string id; lookups are binary searches of sorted needles).
+    ``BITMAP_FACTOR`` bytes per id seen, or ``BITMAP_MIN_BYTES`` in all); beyond that they live
+    in a few sorted numpy runs (a log-structured set: 8 bytes per int64 id; lookups are binary
+    searches of sorted needles). String ids live in runs sorted by a 64-bit hash, each hash
+    next to the id's bytes (fixed width: the longest id plus one terminator byte), so lookups
+    are binary searches over integers and every hash match is confirmed on the bytes: the set
+    is exact, a hash collision only costs a second comparison.
     """
 
     def __init__(self) -> None:
         self._runs: list[np.ndarray] = []
+        self._str_runs: list[tuple[np.ndarray, np.ndarray]] = []  # (sorted hashes, their ids)
         self._map: np.ndarray | None = None  # byte map of integer ids
         self._lo = 0
         self._count = 0
@@ -626,18 +767,24 @@ class _SeenIds:
 
     @property
     def nbytes(self) -> int:
-        return sum(r.nbytes for r in self._runs) + (self._map.nbytes if self._map is not None else 0)
+        return (
+            sum(r.nbytes for r in self._runs)
+            + sum(h.nbytes + b.nbytes for h, b in self._str_runs)
+            + (self._map.nbytes if self._map is not None else 0)
+        )
 
     @staticmethod
     def as_numpy(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
         if pa.types.is_integer(ids.type):
             return np.asarray(ids.to_numpy(), dtype=np.int64)
-        return np.asarray(pc.cast(ids, pa.binary()).to_numpy(zero_copy_only=False)).astype(np.bytes_)
+        return _fixed_width_bytes(ids)
 
     def contains(self, x: np.ndarray) -> np.ndarray:
         """Which of the (distinct) ids ``x`` were seen before."""
         if x.size == 0 or self._count == 0:
             return np.zeros(x.size, dtype=bool)
+        if x.dtype.kind == "S":
+            return self._contains_strings(x)
         if x.dtype.kind == "i":
             if int(x.min()) > self._max:
                 return np.zeros(x.size, dtype=bool)  # ids increasing across batches
@@ -657,11 +804,78 @@ class _SeenIds:
             return np.zeros(x.size, dtype=bool)
         return np.isin(x, xs[hs])
 
+    def add_new(self, x: np.ndarray) -> np.ndarray:
+        """``contains(x)``, then remember the ids not seen before; returns the hit mask."""
+        if x.dtype.kind != "S" or x.size == 0:
+            hit = self.contains(x)
+            self.add(x[~hit])
+            return hit
+        hx = _hash_bytes(x)
+        order = np.argsort(hx)
+        hx, xs = hx[order], x[order]  # one hash and one sort serve the lookup and the insert
+        hit_sorted = self._hits_sorted(hx, xs) if self._count else np.zeros(x.size, dtype=bool)
+        new = ~hit_sorted
+        if new.any():
+            self._count += int(np.count_nonzero(new))
+            self._push_strings(hx[new], xs[new])
+        hit = np.empty(x.size, dtype=bool)
+        hit[order] = hit_sorted
+        return hit
+
+    def _push_strings(self, keys: np.ndarray, ids: np.ndarray) -> None:
+        """Add a run of ids sorted by hash; merge runs of similar size (log-structured)."""
+        self._str_runs.append((keys, ids))
+        while len(self._str_runs) > 1 and (
+            self._str_runs[-2][0].size <= 2 * self._str_runs[-1][0].size
+        ):
+            kb, vb = self._str_runs.pop()
+            ka, va = self._str_runs.pop()
+            at = np.searchsorted(ka, kb) + np.arange(kb.size)
+            from_a = np.ones(ka.size + kb.size, dtype=bool)
+            from_a[at] = False
+            merged_keys = np.empty(from_a.size, dtype=np.uint64)
+            merged_keys[at], merged_keys[from_a] = kb, ka
+            merged_ids = np.empty(from_a.size, dtype=np.result_type(va, vb))
+            merged_ids[at], merged_ids[from_a] = vb, va
+            self._str_runs.append((merged_keys, merged_ids))
+
+    def _contains_strings(self, x: np.ndarray) -> np.ndarray:
+        # search with sorted needles: numpy's searchsorted then walks the run nearly in order
+        hx = _hash_bytes(x)
+        order = np.argsort(hx)
+        hx, x = hx[order], x[order]
+        hit_sorted = self._hits_sorted(hx, x)
+        hit = np.empty(x.size, dtype=bool)
+        hit[order] = hit_sorted
+        return hit
+
+    def _hits_sorted(self, hx: np.ndarray, x: np.ndarray) -> np.ndarray:
+        hit = np.zeros(x.size, dtype=bool)
+        for keys, ids in self._str_runs:
+            pos = np.searchsorted(keys, hx)
+            rows = np.flatnonzero(pos < keys.size)
+            # walk the run of equal hashes (almost always one entry; more only on a collision)
+            while rows.size:
+                p = pos[rows]
+                same = keys[p] == hx[rows]
+                rows, p = rows[same], p[same]
+                equal = ids[p] == x[rows]
+                hit[rows[equal]] = True
+                rows = rows[~equal]
+                pos[rows] += 1
+                rows = rows[pos[rows] < keys.size]
+        return hit
+
     def add(self, x: np.ndarray) -> None:
         """Remember the (distinct, unseen) ids ``x``."""
         if x.size == 0:
             return
         self._count += x.size
+        if x.dtype.kind == "S":
+            hx = _hash_bytes(x)
+            order = np.argsort(hx)
+            self._push_strings(hx[order], x[order])
+            return
         if x.dtype.kind == "i":
             lo, hi = int(x.min()), int(x.max())
             self._max = hi if self._max is None else max(self._max, hi)
@@ -688,6 +902,56 @@ class _SeenIds:
             b = self._runs.pop()
             a = self._runs.pop()
             self._runs.append(_merge_sorted(a, b))
+
+
+def _fixed_width_bytes(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """String ids as a numpy ``S<w>`` array, built from Arrow's buffers (no Python objects).
+
+    Each id is followed by a terminator byte 0x01 before the zero padding, so that ids that
+    differ only in trailing NUL bytes stay distinct (numpy compares ``S`` values without them).
+    """
+    a = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+    if a.type != pa.string():
+        a = pc.cast(a, pa.string())
+    n = len(a)
+    offsets = np.frombuffer(a.buffers()[1], dtype=np.int32, count=n + 1, offset=a.offset * 4)
+    offsets = offsets.astype(np.int64)
+    lengths = np.diff(offsets)
+    width = int(lengths.max(initial=0)) + 1
+    out = np.zeros((n, width), dtype=np.uint8)
+    if n and offsets[-1] > offsets[0]:
+        data = np.frombuffer(a.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+        rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
+        out[rows, np.arange(data.size, dtype=np.int64) - (offsets[:-1] - offsets[0])[rows]] = data
+    out[np.arange(n), lengths] = 1
+    return out.view(f"S{width}").ravel()
+
+
+#: multiplier of the 64-bit mixing step (from SplitMix64; any odd constant with well-spread
+#: bits works, since every hash match is confirmed on the bytes)
+_HASH_MULTIPLIER: Final = np.uint64(0xBF58476D1CE4E5B9)
+
+
+def _hash_bytes(x: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each fixed-width id, independent of the array's width.
+
+    Folds the id's 8-byte words with a multiply-xorshift step, skipping all-zero words (the
+    padding), so the same id hashes alike in batches of different widths. Loops over the
+    words of one id (width / 8), never over rows.
+    """
+    width = x.dtype.itemsize
+    u8 = np.ascontiguousarray(x).view(np.uint8).reshape(x.size, width)
+    pad = (-width) % 8
+    if pad:
+        u8 = np.concatenate([u8, np.zeros((x.size, pad), dtype=np.uint8)], axis=1)
+    words = np.ascontiguousarray(u8).view(np.uint64)
+    h = np.full(x.size, 0x9E3779B97F4A7C15, dtype=np.uint64)
+    for k in range(words.shape[1]):
+        w = words[:, k]
+        mixed = (h ^ w) * _HASH_MULTIPLIER
+        mixed ^= mixed >> np.uint64(31)
+        h = np.where(w != 0, mixed, h)
+    return h
 
 
 def _merge_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -767,7 +1031,7 @@ class LogScan:
             if n == 0:
                 continue
             table = conform(pa.Table.from_batches([batch]), self._plan, row_offset=offset)
-            masks = check_bandit_rows(table)
+            masks = check_bandit_rows(table, unit_roundoff=self._plan.unit_roundoff)
             if seen is not None:
                 self._cross_batch_duplicates(table, masks, seen)
             part, bad = _report(masks, n, source, dropped=drop)
@@ -777,6 +1041,7 @@ class LogScan:
                 )
             total = total.merge(part)
             offset += n
+            dropped_ids = None
             if bad is not None:
                 if not drop:
                     self._report = None
@@ -787,9 +1052,11 @@ class LogScan:
                         ),
                         report=total,
                     )
+                dropped_ids = _dropped_event_ids(table, masks)
                 table = table.filter(pa.array(~bad))
             if table.num_rows:
-                yield BanditLogs(table, part)
+                yield BanditLogs(table, part, dropped_event_ids=dropped_ids,
+                                 unit_roundoff=self._plan.unit_roundoff)
         self.seen_id_bytes = seen.nbytes if seen is not None else 0
         self._report = total
         if total.rows_used == 0:
@@ -810,12 +1077,11 @@ class LogScan:
         rows = np.flatnonzero(first) if not first.all() else None
         ids = eid if rows is None else eid.take(pa.array(rows))
         x = _SeenIds.as_numpy(ids)  # distinct: duplicates within the batch are excluded
-        hit = seen.contains(x)
+        hit = seen.add_new(x)
         if hit.any():
             cross = np.zeros(table.num_rows, dtype=bool)
             cross[rows[hit] if rows is not None else np.flatnonzero(hit)] = True
             masks["event_id_duplicate"] = cross if dup is None else dup | cross
-        seen.add(x[~hit])
 
 
 def scan_logs(
@@ -857,9 +1123,10 @@ def scan_logs(
     Every rule of :func:`read_logs` applies per batch, and ``event_id_duplicate`` is also
     checked across batches: a complete pass yields exactly the rows :func:`read_logs` keeps and
     the same merged report. The ids seen so far are kept as sorted numpy arrays: 8 bytes per
-    distinct int64 id (16 bytes transiently while runs merge), or the longest id's length in
-    bytes per string id (``LogScan.seen_id_bytes`` after a pass). Scanning without an
-    ``event_id`` column keeps no per-row state.
+    distinct int64 id (16 bytes transiently while runs merge), or, per string id, an 8-byte
+    hash plus the longest id's length and one byte, with every hash match confirmed on the
+    bytes (``LogScan.seen_id_bytes`` after a pass). Scanning without an ``event_id`` column
+    keeps no per-row state.
 
     References
     ----------

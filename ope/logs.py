@@ -8,6 +8,7 @@ and rejected by reason. Nothing is ever dropped without being counted here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -186,7 +187,50 @@ class _TableLogs:
 
 
 class BanditLogs(_TableLogs):
-    """Validated bandit / recommendation events, one row per decision (DESIGN.md §2)."""
+    """Validated bandit / recommendation events, one row per decision (DESIGN.md §2).
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        The validated rows, with ope's column names and canonical types.
+    report : ValidationReport
+        How the rows were read.
+    dropped_event_ids : pyarrow.Array, optional
+        The ``event_id`` of every row dropped under ``on_invalid="drop"`` (rows without an id
+        excluded). Readers fill it in; it lets :func:`ope.policies.target_propensities` tell a
+        policy table's rows for dropped events (ignored and counted) from rows for events that
+        were never logged (an error). Its size is the number of dropped rows.
+    unit_roundoff : dict, optional
+        Column -> relative rounding error of the type the source stored it in (float16:
+        2**-11, float32: 2**-24; absent for float64). Checks that compare two stored
+        probabilities (a ``target__`` value with its ``target_dist__`` entry, a distribution's
+        row sum with 1) widen their tolerance by it.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from ope.logs import BanditLogs, ValidationReport
+    >>> t = pa.table({"event_id": [1, 3], "action": [0, 1], "propensity": [0.5, 0.5],
+    ...               "reward": [1.0, 0.0]})
+    >>> logs = BanditLogs(t, ValidationReport("<Table>", 3, 2, {"reward_missing": 1}, {"reward_missing": (1,)},
+    ...                   dropped=True), dropped_event_ids=pa.array([2]))
+    >>> logs.n, logs.dropped_event_ids.to_pylist()
+    (2, [2])
+    """
+
+    def __init__(
+        self,
+        table: pa.Table,
+        report: ValidationReport,
+        *,
+        dropped_event_ids: pa.Array | None = None,
+        unit_roundoff: Mapping[str, float] | None = None,
+    ) -> None:
+        super().__init__(table, report)
+        self.unit_roundoff = dict(unit_roundoff or {})
+        if dropped_event_ids is not None and not isinstance(dropped_event_ids, pa.Array):
+            dropped_event_ids = pa.array(dropped_event_ids)
+        self.dropped_event_ids = dropped_event_ids
 
 
 class Trajectories(_TableLogs):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import sys
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass, field
@@ -34,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from ope.exceptions import DataFileError, PolicyError, SchemaError
+from ope.exceptions import DataFileError, DroppedRowsWarning, PolicyError, SchemaError
 from ope.logs import BanditLogs
 
 __all__ = [
@@ -523,8 +524,18 @@ def _lookup(matrix: sp.csr_array, codes: npt.NDArray[np.integer]) -> npt.NDArray
     return out
 
 
-def _check_rows(m: sp.csr_array, *, what: str) -> None:
-    """Entries finite in [0, 1] and every row summing to 1."""
+def _tolerance(logs: BanditLogs, *columns: str) -> float:
+    """:data:`PROBABILITY_TOLERANCE`, widened for columns the source stored in float16/float32.
+
+    Comparing two stored probabilities (or a row sum with 1) can be off by the storage
+    rounding of both sides: at most ``u`` of each value, ``u = 2**-11`` for float16.
+    """
+    u = getattr(logs, "unit_roundoff", None) or {}
+    return max(PROBABILITY_TOLERANCE, 2.0 * sum(float(u.get(c, 0.0)) for c in columns))
+
+
+def _check_rows(m: sp.csr_array, *, what: str, tol: float = PROBABILITY_TOLERANCE) -> None:
+    """Entries finite in [0, 1] and every row summing to 1 (within ``tol``)."""
     data = m.data
     bad_entry = ~((data >= 0.0) & (data <= 1.0))  # NaN fails both comparisons
     if bad_entry.any():
@@ -534,10 +545,10 @@ def _check_rows(m: sp.csr_array, *, what: str) -> None:
             f"are not (first values {_examples(data[bad_entry])} in rows {_examples(rows)})."
         )
     sums = np.asarray(m.sum(axis=1), dtype=np.float64).ravel()
-    bad = np.abs(sums - 1.0) > PROBABILITY_TOLERANCE
+    bad = np.abs(sums - 1.0) > tol
     if bad.any():
         raise PolicyError(
-            f"{what}: each row's probabilities must sum to 1 (within {PROBABILITY_TOLERANCE:g}); "
+            f"{what}: each row's probabilities must sum to 1 (within {tol:g}); "
             f"{_rows_text(bad)} do not (sums {_examples(np.round(sums[bad], 6))}). Renormalize each "
             "row, and make sure no action with positive probability was left out."
         )
@@ -556,6 +567,9 @@ class TargetPropensities:
     distributions : dict of str to PolicyDistribution, or None
         Each policy's full (sparse) distribution; present only when requested with
         ``with_distributions=True``.
+    table_rows_ignored : int
+        Rows of a policy table that were ignored because their events were dropped from the
+        logs as invalid (``read_logs(..., on_invalid="drop")``); 0 otherwise.
 
     Examples
     --------
@@ -568,6 +582,7 @@ class TargetPropensities:
     names: list[str]
     values: npt.NDArray[np.float64]
     distributions: dict[str, PolicyDistribution] | None = field(default=None)
+    table_rows_ignored: int = 0
 
     def __post_init__(self) -> None:
         values = np.asarray(self.values, dtype=np.float64)
@@ -594,7 +609,8 @@ class TargetPropensities:
 
     def __repr__(self) -> str:
         dists = "" if self.distributions is None else ", with distributions"
-        return f"TargetPropensities(n={self.n:,}, names={self.names}{dists})"
+        ignored = f", table_rows_ignored={self.table_rows_ignored:,}" if self.table_rows_ignored else ""
+        return f"TargetPropensities(n={self.n:,}, names={self.names}{dists}{ignored})"
 
 
 # --------------------------------------------------------------------------------------------
@@ -1238,8 +1254,18 @@ def _canonical_policy_table(
     cols = {c: _decode(table.column(c)) for c in ("event_id", "action", "probability")}
     problems = []
     for c in ("event_id", "action"):
-        if not _is_label_type(cols[c].type):
-            problems.append(f"`{c}` must be int64 or string, got {cols[c].type}")
+        t = cols[c].type
+        if pa.types.is_floating(t) or pa.types.is_decimal(t):
+            # ids that pandas turned into floats (a merge, a NaN once present): whole numbers only
+            whole, problem = _whole_ids(cols[c], c)
+            if problem is None:
+                cols[c] = whole
+            else:
+                problems.append(problem)
+        elif pa.types.is_string_view(t):
+            cols[c] = pc.cast(cols[c], pa.string())
+        elif not _is_label_type(t):
+            problems.append(f"`{c}` must be int64 or string, got {t}")
     # policy names: a string column, kept dictionary-encoded when it is (the join uses the codes)
     policy = table.column("policy")
     if pa.types.is_dictionary(policy.type) and not _is_label_type(policy.type.value_type):
@@ -1252,7 +1278,7 @@ def _canonical_policy_table(
         problems.append(f"`policy` must be string, got {policy.type}")
     cols["policy"] = policy
     pt = cols["probability"].type
-    if pa.types.is_integer(pt) or pa.types.is_floating(pt):
+    if pa.types.is_integer(pt) or pa.types.is_floating(pt) or pa.types.is_decimal(pt):
         if pt != pa.float64():
             cols["probability"] = pc.cast(cols["probability"], pa.float64())
     else:
@@ -1260,6 +1286,30 @@ def _canonical_policy_table(
     if problems:
         raise SchemaError(f"policy table {source}: " + "; ".join(problems) + ".")
     return pa.table({c: cols[c] for c in _POLICY_TABLE_COLUMNS})
+
+
+def _whole_ids(col: pa.ChunkedArray | pa.Array, name: str) -> tuple[Any, str | None]:
+    """A float or decimal id column as int64 when every value is a whole number, else a problem."""
+    x = np.asarray(pc.cast(col, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = np.isnan(x) | (np.isfinite(x) & (np.floor(x) == x) & (np.abs(x) < 2.0**63))
+    if not ok.all():
+        first = int(np.flatnonzero(~ok)[0])
+        return None, (
+            f"`{name}` is {col.type} and holds {int((~ok).sum()):,} values that are not whole "
+            f"numbers (first at row {first}: {float(x[first])!r}); ids must be int64 or string"
+        )
+    if pa.types.is_decimal(col.type):
+        try:
+            return pc.cast(col, pa.int64()), None
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            pass
+    if np.abs(x[~np.isnan(x)]).max(initial=0.0) > 2.0**53:
+        return None, (
+            f"`{name}` is {col.type} with values beyond 2**53, where floats no longer hold every "
+            "integer; write the ids as int64 or string"
+        )
+    return pc.cast(col, pa.int64(), safe=False), None
 
 
 def read_policy_table(path: str | os.PathLike[str], *, mapping: Mapping[str, str] | None = None) -> pa.Table:
@@ -1276,8 +1326,10 @@ def read_policy_table(path: str | os.PathLike[str], *, mapping: Mapping[str, str
     -------
     pyarrow.Table
         Columns ``event_id`` (int64 or string), ``policy`` (string), ``action`` (int64 or
-        string) and ``probability`` (float64). Rows are not validated against any logs here;
-        :func:`target_propensities` does that when it joins the table.
+        string) and ``probability`` (float64). A CSV's ids are read as strings, exactly as
+        written (``"007"`` stays ``"007"``), and converted to the logs' id type at the join.
+        Rows are not validated against any logs here; :func:`target_propensities` does that
+        when it joins the table.
 
     Notes
     -----
@@ -1309,8 +1361,11 @@ def read_policy_table(path: str | os.PathLike[str], *, mapping: Mapping[str, str
         if p.is_file() and p.suffix.lower() == ".csv" or p.name.lower().endswith(".csv.gz"):
             import pyarrow.csv as pacsv
 
-            prob_name = mapping.get("probability", "probability")
-            options = pacsv.ConvertOptions(column_types={prob_name: pa.float64()})
+            # ids are read as written ("007" stays "007", not 7) and converted to the logs' id
+            # type at the join; the probability column is numbers
+            types = {mapping.get(c, c): pa.string() for c in ("event_id", "policy", "action")}
+            types[mapping.get("probability", "probability")] = pa.float64()
+            options = pacsv.ConvertOptions(column_types=types)
             table = pacsv.read_csv(p, convert_options=options)
         else:
             import pyarrow.parquet as pq
@@ -1518,11 +1573,12 @@ def logging_distribution(logs: BanditLogs) -> PolicyDistribution:
         (probs[cand.order], cand.codes[cand.order].astype(np.int64), cand.indptr.copy()),
         shape=(logs.n, index.n_actions),
     )
-    _check_rows(m, what="logging_distribution")
+    _check_rows(m, what="logging_distribution", tol=_tolerance(logs, "logging_distribution"))
     if "propensity" in have:
         propensity = _to_float64(logs.table.column("propensity"))
         at_logged = _lookup(m, index.logged)
-        bad = np.abs(at_logged - propensity) > PROBABILITY_TOLERANCE
+        tol = _tolerance(logs, "logging_distribution", "propensity")
+        bad = np.abs(at_logged - propensity) > tol
         if bad.any():
             raise PolicyError(
                 f"logging_distribution disagrees with `propensity` at the logged action in "
@@ -1570,6 +1626,12 @@ def _from_columns(logs: BanditLogs, names: Sequence[str], with_distributions: bo
             "policies' propensities as target__<name>, or pass policies= (a list of names, a "
             "policy table, or a dict of policy objects)."
         )
+    # the column's full name ("target__new") names the policy "new" too
+    names = [
+        nm[len(_TARGET):] if nm not in available and nm.startswith(_TARGET)
+        and nm[len(_TARGET):] in available else nm
+        for nm in names
+    ]
     unknown = [nm for nm in names if nm not in available]
     if unknown:
         raise PolicyError(
@@ -1605,9 +1667,9 @@ def _from_columns(logs: BanditLogs, names: Sequence[str], with_distributions: bo
             (probs[cand.order], cand.codes[cand.order].astype(np.int64), cand.indptr.copy()),
             shape=(n, index.n_actions),
         )
-        _check_rows(m, what=f"policy {nm!r} ({col})")
+        _check_rows(m, what=f"policy {nm!r} ({col})", tol=_tolerance(logs, col))
         at_logged = _lookup(m, index.logged)
-        bad = np.abs(at_logged - values[:, j]) > PROBABILITY_TOLERANCE
+        bad = np.abs(at_logged - values[:, j]) > _tolerance(logs, col, _TARGET + nm)
         if bad.any():
             raise PolicyError(
                 f"policy {nm!r}: {_TARGET + nm} disagrees with {col} at the logged action in "
@@ -1657,10 +1719,18 @@ def _cast_like(col: pa.ChunkedArray, target: pa.DataType, *, column: str, source
     try:
         return pc.cast(col, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        raise SchemaError(
-            f"policy table {source}: `{column}` is {col.type} but the logs' `{column}` is {target}, "
-            "and the values do not convert. Use the same ids in both."
-        ) from None
+        pass
+    if pa.types.is_integer(target) and _is_label_type(col.type):
+        try:  # integer ids written as "12.0" (a CSV from a float column)
+            whole, problem = _whole_ids(pc.cast(col, pa.float64()), column)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            whole, problem = None, "not numbers"
+        if problem is None:
+            return whole
+    raise SchemaError(
+        f"policy table {source}: `{column}` is {col.type} but the logs' `{column}` is {target}, "
+        "and the values do not convert. Use the same ids in both."
+    )
 
 
 def _rows_to_csr(
@@ -1736,6 +1806,7 @@ def _from_table(logs: BanditLogs, table: Any, with_distributions: bool) -> Targe
         raise PolicyError(f"policy table {source}: " + "; ".join(problems) + ".")
 
     action = _action_column(logs)
+    id_type_in_table = _decode(table.column("event_id")).type
     tab_ids = _cast_like(table.column("event_id"), log_ids.type, column="event_id", source=source)
     tab_actions = _cast_like(table.column("action"), action.type, column="action", source=source)
     prob = _to_float64(table.column("probability"))
@@ -1743,35 +1814,64 @@ def _from_table(logs: BanditLogs, table: Any, with_distributions: bool) -> Targe
     index = _action_index(logs, [tab_actions])
     act = index.codes(tab_actions)
 
-    bad = ~((prob >= 0.0) & (prob <= 1.0))
+    unknown = event < 0
+    ignored = _dropped_event_rows(logs, tab_ids, unknown)
+    unknown &= ~ignored
+    bad = ~((prob >= 0.0) & (prob <= 1.0)) & ~ignored
     if bad.any():
         problems.append(
             f"probabilities must be finite and in [0, 1]; they are not in {_rows_text(bad)} of the "
             f"table (values {_examples(prob[bad])})"
         )
-    unknown = event < 0
     if unknown.any():
         ids = pc.unique(tab_ids.take(pa.array(np.flatnonzero(unknown))))
         dropped = (
-            f" The logs dropped {logs.report.rows_rejected:,} invalid rows; their events are "
-            "among these." if logs.report.rows_rejected else ""
+            f"; the logs dropped {logs.report.rows_rejected:,} invalid rows but do not record "
+            "their event ids: read them with ope.read_logs(..., on_invalid='drop') so that "
+            "the table's rows for dropped events are ignored"
+            if logs.report.rows_rejected and getattr(logs, "dropped_event_ids", None) is None
+            else ""
+        )
+        converted = (
+            f"; the table's event_id was {id_type_in_table} and was converted to the logs' "
+            f"{log_ids.type} to join, so check that the ids are written the same way in both "
+            "(e.g. no leading zeros)"
+            if id_type_in_table is not None and not _same_kind(id_type_in_table, log_ids.type)
+            else ""
         )
         problems.append(
-            f"{len(ids):,} events in the table are not in the logs ({_rows_text(unknown)} of the "
-            f"table; first event_id {_examples(ids.to_pylist())}). Keep only the logged events' rows."
-            + dropped
+            f"{len(ids):,} event{'s' if len(ids) != 1 else ''} in the table "
+            f"{'are' if len(ids) != 1 else 'is'} not in the logs ({_rows_text(unknown)} of the "
+            f"table; first event_id {_examples(ids.to_pylist())}); keep only the logged events' "
+            "rows" + converted + dropped
         )
     if problems:
         raise PolicyError(f"policy table {source}: " + "; ".join(problems) + ".")
+    n_ignored = int(np.count_nonzero(ignored))
+    if n_ignored:
+        n_events = len(pc.unique(tab_ids.take(pa.array(np.flatnonzero(ignored)))))
+        warnings.warn(
+            f"policy table {source}: ignored {n_ignored:,} rows for {n_events:,} events that "
+            f"the logs dropped as invalid ({logs.report.rows_rejected:,} rows dropped; see "
+            "logs.report)",
+            DroppedRowsWarning,
+            stacklevel=3,
+        )
 
-    names, pcode = _policy_codes(table.column("policy"))
+    policy_column = table.column("policy")
+    if n_ignored:
+        policy_column = policy_column.filter(pa.array(~ignored))
+    names, pcode = _policy_codes(policy_column)
     P = len(names)
+    kept = np.flatnonzero(~ignored) if n_ignored else None
     if pcode is None or P == 1:
-        groups = [None]
+        groups = [kept]
     else:
         pcode = pcode.astype(np.uint16 if P < 2**16 else np.int64)
         order = np.argsort(pcode, kind="stable")  # radix sort for 16-bit codes
         bounds = np.searchsorted(pcode[order], np.arange(P + 1))
+        if kept is not None:
+            order = kept[order]  # back to table row numbers
         groups = [order[bounds[j] : bounds[j + 1]] for j in range(P)]
 
     log_labels = None
@@ -1818,7 +1918,32 @@ def _from_table(logs: BanditLogs, table: Any, with_distributions: bool) -> Targe
         values[:, j] = _lookup(m, index.logged)
         if with_distributions:
             dists[name] = _trusted_distribution(m, index.actions)
-    return TargetPropensities(names, values, dists if with_distributions else None)
+    return TargetPropensities(
+        names, values, dists if with_distributions else None, table_rows_ignored=n_ignored
+    )
+
+
+def _dropped_event_rows(
+    logs: BanditLogs, tab_ids: pa.ChunkedArray | pa.Array, unknown: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.bool_]:
+    """Table rows (among ``unknown``) whose event the logs dropped as invalid."""
+    ignored = np.zeros(unknown.size, dtype=bool)
+    dropped = getattr(logs, "dropped_event_ids", None)
+    if dropped is None or len(dropped) == 0 or not unknown.any():
+        return ignored
+    dropped = _decode(dropped)
+    if isinstance(dropped, pa.ChunkedArray):
+        dropped = dropped.combine_chunks()
+    if dropped.type != tab_ids.type:
+        try:
+            dropped = pc.cast(dropped, tab_ids.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return ignored
+    rows = np.flatnonzero(unknown)
+    hit = pc.is_in(tab_ids.take(pa.array(rows)), value_set=dropped)
+    hit = np.asarray(pc.fill_null(hit, False).to_numpy(zero_copy_only=False), dtype=bool)
+    ignored[rows[hit]] = True
+    return ignored
 
 
 def _trusted_distribution(m: sp.csr_array, actions: npt.NDArray[Any]) -> PolicyDistribution:
@@ -1843,10 +1968,13 @@ def target_propensities(
         Validated logs (``ope.read_logs``).
     policies : None, list of str, policy table, or dict of str to policy object
         - ``None``: every ``target__<name>`` column of the logs;
-        - a list of names: those ``target__<name>`` columns;
+        - a list of names: those ``target__<name>`` columns (``"new"`` or ``"target__new"``);
         - a long-format policy table (pandas DataFrame, pyarrow Table, or path to a parquet or
           CSV file) with columns ``event_id, policy, action, probability``, one row per action
-          with positive probability, joined to the logs on ``event_id``;
+          with positive probability, joined to the logs on ``event_id``. Its rows for events
+          that the reader dropped as invalid (``on_invalid="drop"``) are ignored, with a
+          ``DroppedRowsWarning`` and a count in ``table_rows_ignored``, so a table written for
+          the whole log still joins; rows for events that were never logged are an error;
         - a dict of name to policy object (:class:`UniformPolicy`, :class:`SoftmaxPolicy`, ...,
           or anything with ``distribution(logs)`` and ``propensity(logs)``) or to a
           :class:`PolicyDistribution`.
@@ -1906,11 +2034,13 @@ def target_propensities(
         return _from_columns(logs, logs.target_policies, with_distributions)
     if isinstance(policies, (str, os.PathLike)):
         p = Path(policies)
-        if not p.exists() and isinstance(policies, str) and policies in logs.target_policies:
-            raise DataFileError(
-                f"policy table {policies!r} does not exist; to use the column target__{policies} "
-                f"pass policies=[{policies!r}]."
-            )
+        if not p.exists() and isinstance(policies, str):
+            name = policies[len(_TARGET):] if policies.startswith(_TARGET) else policies
+            if name in logs.target_policies:
+                raise DataFileError(
+                    f"policy table {policies!r} does not exist; to use the column "
+                    f"target__{name} pass policies=[{name!r}]."
+                )
         return _from_table(logs, policies, with_distributions)
     if isinstance(policies, (pa.Table, pa.RecordBatch)) or _is_dataframe(policies):
         return _from_table(logs, policies, with_distributions)

@@ -20,11 +20,12 @@ columns through their flattened values and parent indices, never a Python loop o
 Canonical types
 ---------------
 ``action``, ``event_id``, ``episode_id``, ``pair_id``, ``arm``
-    int64 or string (any integer type is widened to int64; ``large_string`` and dictionary
-    encodings become string; a float column is accepted only if every value is a whole number).
+    int64 or string (any integer type is widened to int64; ``large_string``, ``string_view``
+    and dictionary encodings become string; a float or decimal column is accepted only if every
+    value is a whole number, and unsigned ids only up to 2**63 - 1).
 ``propensity``, ``reward``, ``outcome``, ``target__<name>``
-    float64 (float16/float32, integers up to 2**53 and bools are widened; strings are a
-    ``SchemaError``).
+    float64 (float16/float32, integers up to 2**53, bools and decimals are widened; strings are
+    a ``SchemaError``).
 ``step``, ``replicate``
     int64. ``done``: bool (integers holding only 0 and 1 are accepted).
 ``candidates``
@@ -38,8 +39,9 @@ unchanged.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
@@ -79,6 +81,13 @@ DISTRIBUTION_SUM_ATOL: Final[float] = 1e-4
 #: importance weight and means the two columns come from different policies.
 PROPENSITY_MATCH_RTOL: Final[float] = 1e-4
 
+#: A mapping key that is not one of ope's column names but this similar to one (difflib ratio)
+#: is taken for a misspelling ("propensty") rather than a deliberate rename of a pass-through
+#: column: a misspelt key would otherwise leave the intended column unmapped without a word.
+#: 0.8 catches one dropped, added or swapped letter in names of 6+ letters and never matches
+#: distinct ope names against each other.
+MAPPING_TYPO_CUTOFF: Final[float] = 0.8
+
 #: the prefixes of per-policy columns
 TARGET_PREFIX: Final[str] = "target__"
 TARGET_DIST_PREFIX: Final[str] = "target_dist__"
@@ -104,7 +113,7 @@ REJECTION_REASONS: Final[Mapping[str, str]] = {
     ),
     "logged_propensity_mismatch": (
         "propensity must equal logging_distribution at the logged action "
-        f"(relative tolerance {PROPENSITY_MATCH_RTOL:g})"
+        f"(relative tolerance {PROPENSITY_MATCH_RTOL:g}, widened for float16 storage)"
     ),
     "target_distribution_length_mismatch": "target_dist__<name> must have one entry per candidate",
     "target_distribution_out_of_range": "target_dist__<name> entries must be in [0, 1], not null/NaN",
@@ -291,12 +300,17 @@ class ColumnPlan:
         Canonical name -> kind, for the known columns (pass-through columns are absent).
     id_types : dict
         Canonical name -> ``pa.int64()`` or ``pa.string()`` for id-like columns.
+    unit_roundoff : dict
+        Canonical name -> relative rounding error of the source's storage type, for
+        probability columns stored in less than float64 (float16: 2**-11, float32: 2**-24).
+        Checks that compare two stored probabilities widen their tolerance by it.
     """
 
     source_columns: tuple[str, ...]
     renames: dict[str, str]
     kinds: dict[str, str]
     id_types: dict[str, pa.DataType]
+    unit_roundoff: dict[str, float] = field(default_factory=dict)
 
     @property
     def output_columns(self) -> list[str]:
@@ -326,10 +340,21 @@ def _is_list(t: pa.DataType) -> bool:
     )
 
 
+def _is_list_view(t: pa.DataType) -> bool:
+    return (hasattr(pa.types, "is_list_view") and pa.types.is_list_view(t)) or (
+        hasattr(pa.types, "is_large_list_view") and pa.types.is_large_list_view(t)
+    )
+
+
 def _id_type_of(t: pa.DataType) -> pa.DataType | None:
     """Canonical type for an id-like column of type ``t``, or None if not castable."""
     t = _base(t)
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_null(t):
+    if (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_decimal(t)
+        or pa.types.is_null(t)
+    ):
         return pa.int64()
     if _is_string(t):
         return pa.string()
@@ -342,12 +367,17 @@ def _scalar_problem(t: pa.DataType, kind: str) -> str | None:
     if pa.types.is_null(b):
         return None
     if kind == _FLOAT:
-        if pa.types.is_floating(b) or pa.types.is_integer(b) or pa.types.is_boolean(b):
+        if (
+            pa.types.is_floating(b)
+            or pa.types.is_integer(b)
+            or pa.types.is_boolean(b)
+            or pa.types.is_decimal(b)
+        ):
             return None
         hint = " (parse it to numbers first, e.g. pandas.to_numeric)" if _is_string(b) else ""
         return f"has type {t}; expected numbers (float64){hint}"
     if kind == _INT:
-        if pa.types.is_integer(b) or pa.types.is_floating(b):
+        if pa.types.is_integer(b) or pa.types.is_floating(b) or pa.types.is_decimal(b):
             return None
         return f"has type {t}; expected whole numbers (int64)"
     if kind == _BOOL:
@@ -444,13 +474,29 @@ def plan_columns(
     renames = {n: n for n in names}
     available = ", ".join(names) if names else "(no columns)"
     theirs_seen: dict[str, str] = {}
+    known = [c.name for c in log_schema.columns]
     for ours, theirs in mapping.items():
         if theirs not in renames:
+            hint = ""
+            if ours in renames and log_schema.kind_of(theirs) is not None:
+                hint = (
+                    f"; mapping is {{ope_name: your_name}}, so you probably meant "
+                    f"{{{theirs!r}: {ours!r}}}"
+                )
             problems.append(
                 f"mapping {ours!r}: {theirs!r} names a column that is not in the source "
-                f"(available: {available})"
+                f"(available: {available}){hint}"
             )
             continue
+        if log_schema.kind_of(ours) is None:
+            close = difflib.get_close_matches(ours, known, n=1, cutoff=MAPPING_TYPO_CUTOFF)
+            if close and close[0] != ours:
+                problems.append(
+                    f"mapping key {ours!r} is not one of ope's column names; did you mean "
+                    f"{close[0]!r}? (mapping is {{ope_name: your_name}}; other keys simply "
+                    "rename pass-through columns)"
+                )
+                continue
         if theirs in theirs_seen:
             problems.append(
                 f"mapping sends column {theirs!r} to both {theirs_seen[theirs]!r} and {ours!r}"
@@ -476,6 +522,13 @@ def plan_columns(
         wanted = list(dict.fromkeys([*log_schema.required, *columns]))
         for c in columns:
             if c not in by_ours and c not in log_schema.required:
+                if c in mapping.values():
+                    ours_for_c = next(o for o, t in mapping.items() if t == c)
+                    problems.append(
+                        f"column {c!r} was requested in columns=, but mapping renames it to "
+                        f"{ours_for_c!r}; columns= takes ope's names: use {ours_for_c!r}"
+                    )
+                    continue
                 problems.append(
                     f"column {c!r} was requested in columns= but is not in the source "
                     f"(available: {available})"
@@ -526,12 +579,31 @@ def plan_columns(
             + "\n  - ".join(problems)
         )
     source_columns = tuple(by_ours[c] for c in wanted)
+    roundoff = {}
+    for ours, kind in kinds.items():
+        if kind in (_FLOAT, _LIST_FLOAT):
+            t = schema.field(by_ours[ours]).type
+            u = storage_roundoff(t.value_type if kind == _LIST_FLOAT else t)
+            if u:
+                roundoff[ours] = u
     return ColumnPlan(
         source_columns=source_columns,
         renames={theirs: renames[theirs] for theirs in source_columns},
         kinds=kinds,
         id_types=id_types,
+        unit_roundoff=roundoff,
     )
+
+
+def storage_roundoff(t: pa.DataType) -> float:
+    """Relative rounding error of storing a probability in type ``t`` (0 for float64 and exact
+    types): half the spacing of floats at 1, 2**-11 for float16 and 2**-24 for float32."""
+    t = _base(t)
+    if pa.types.is_float16(t):
+        return 2.0**-11
+    if pa.types.is_float32(t):
+        return 2.0**-24
+    return 0.0
 
 
 # --------------------------------------------------------------------------------------------
@@ -591,9 +663,55 @@ def _cast_scalar(arr: pa.ChunkedArray, kind: str, target: pa.DataType, label: st
     try:
         return arr.cast(target, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise SchemaError(
-            f"column {label} of type {t} cannot be cast to {target} without loss: {exc}"
-        ) from None
+        raise SchemaError(_lossy_cast_message(arr, target, label, row_offset, str(exc))) from None
+
+
+def _lossy_cast_message(
+    arr: pa.ChunkedArray, target: pa.DataType, label: str, row_offset: int, detail: str
+) -> str:
+    """What could not be cast, where (count and first row), and how to fix it."""
+    t = arr.type
+    bad: np.ndarray | None = None
+    try:
+        if pa.types.is_unsigned_integer(t) and target == pa.int64():
+            bad = pc.fill_null(pc.greater(arr, pa.scalar(2**63 - 1, t)), False).to_numpy(
+                zero_copy_only=False
+            )
+        elif pa.types.is_integer(t) and pa.types.is_floating(target):
+            x = pc.fill_null(arr, 0).to_numpy()
+            bad = (x > 2**53) | (x < -(2**53))  # float64 holds every integer up to 2**53
+        elif pa.types.is_decimal(t):
+            x = arr.cast(pa.float64()).to_numpy()  # (enough precision to locate the culprits)
+            whole = np.floor(x) == x
+            bad = ~np.isnan(x) & (~whole | (np.abs(x) >= 2.0**63))
+        else:
+            # the values that do not survive a round trip through the target type
+            back = arr.cast(target, safe=False).cast(t, safe=False)
+            bad = pc.fill_null(pc.not_equal(back, arr), True).to_numpy(zero_copy_only=False)
+            bad &= ~pc.is_null(arr).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        bad = None
+    where = ""
+    if bad is not None and bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        value = arr[first].as_py()
+        where = (
+            f"; {int(bad.sum()):,} value(s) do not fit (first at row {first + row_offset}: "
+            f"{value!r})"
+        )
+    if target == pa.int64():
+        fix = (
+            "ids must be whole numbers within int64 (|id| < 2**63); store larger or fractional "
+            "ids as strings (e.g. df[col].astype(str))"
+        )
+    elif pa.types.is_floating(target):
+        fix = "store the column as float64 yourself if the rounding is acceptable"
+    else:
+        fix = f"store the column as {target}"
+    return (
+        f"column {label} of type {t} cannot be cast to {target} without loss{where} "
+        f"({detail}). Fix: {fix}"
+    )
 
 
 def _cast_list(arr: pa.ChunkedArray, value_kind: str, target_value: pa.DataType, label: str, row_offset: int) -> pa.ChunkedArray:
@@ -605,7 +723,16 @@ def _cast_list(arr: pa.ChunkedArray, value_kind: str, target_value: pa.DataType,
         return arr.cast(target)
     chunks = []
     for chunk in arr.chunks:
-        if pa.types.is_fixed_size_list(chunk.type) or not pa.types.is_list(chunk.type):
+        if _is_list_view(chunk.type):
+            # (pyarrow's list_view -> list cast can build invalid offsets; rebuild them instead)
+            lengths = pc.fill_null(pc.list_value_length(chunk), 0).to_numpy(zero_copy_only=False)
+            offsets = np.zeros(len(chunk) + 1, dtype=np.int64)
+            np.cumsum(lengths, out=offsets[1:])
+            flat = pc.list_flatten(chunk)
+            chunk = pa.LargeListArray.from_arrays(
+                pa.array(offsets), flat, mask=chunk.is_null() if chunk.null_count else None
+            ).cast(pa.list_(chunk.type.value_type))
+        elif pa.types.is_fixed_size_list(chunk.type) or not pa.types.is_list(chunk.type):
             chunk = chunk.cast(pa.list_(chunk.type.value_type))
         values = pa.chunked_array([chunk.values], type=chunk.type.value_type)
         cast_values = _cast_scalar(values, value_kind, target_value, f"{label} (list entries)", 0)
@@ -827,8 +954,20 @@ def _any_by_row(parent: np.ndarray, flags: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def check_bandit_rows(table: pa.Table) -> dict[str, np.ndarray]:
+def check_bandit_rows(
+    table: pa.Table, *, unit_roundoff: Mapping[str, float] | None = None
+) -> dict[str, np.ndarray]:
     """Apply the bandit row rules to a conformed table.
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        A conformed table (:func:`conform`).
+    unit_roundoff : dict, optional
+        ``ColumnPlan.unit_roundoff``: the rounding error of columns that the source stored in
+        float16 or float32. The comparisons of ``propensity`` with ``logging_distribution``
+        and of its row sums with 1 allow twice that error on top of their tolerances, since a
+        value rounded to float16 can be off by 5e-4 however carefully it was logged.
 
     Returns
     -------
@@ -899,10 +1038,17 @@ def check_bandit_rows(table: pa.Table) -> dict[str, np.ndarray]:
         out_of_range = ld_null | _any_by_row(ld_parent, bad_entry, n)
         _add(masks, "logging_distribution_out_of_range", out_of_range)
         sums = np.bincount(ld_parent, weights=np.where(bad_entry, 0.0, ld_vals), minlength=n)
+        u = dict(unit_roundoff or {})
+        # each stored entry is off by at most u_d of itself, so a row sum by at most u_d
+        sum_atol = max(DISTRIBUTION_SUM_ATOL, 2.0 * u.get("logging_distribution", 0.0))
+        match_rtol = max(
+            PROPENSITY_MATCH_RTOL,
+            2.0 * (u.get("propensity", 0.0) + u.get("logging_distribution", 0.0)),
+        )
         _add(
             masks,
             "logging_distribution_not_normalized",
-            ~out_of_range & (np.abs(sums - 1.0) > DISTRIBUTION_SUM_ATOL),
+            ~out_of_range & (np.abs(sums - 1.0) > sum_atol),
         )
         # propensity vs the distribution at the logged action (only where both are comparable)
         comparable = ~mismatch[match_rows] & ~out_of_range[match_rows]
@@ -914,7 +1060,7 @@ def check_bandit_rows(table: pa.Table) -> dict[str, np.ndarray]:
         d = ld_vals[ld_start[rows] + pos]
         pr = _floats(table.column("propensity"))[rows]
         # rows whose propensity is itself invalid are already rejected for that
-        bad = (pr > 0.0) & (pr <= 1.0) & (np.abs(pr - d) > PROPENSITY_MATCH_RTOL * np.maximum(pr, d))
+        bad = (pr > 0.0) & (pr <= 1.0) & (np.abs(pr - d) > match_rtol * np.maximum(pr, d))
         mask = np.zeros(n, dtype=bool)
         mask[rows[bad]] = True
         _add(masks, "logged_propensity_mismatch", mask)

@@ -6,6 +6,7 @@ the exact counts per reason and the first row numbers.
 
 from __future__ import annotations
 
+import decimal
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -160,6 +161,22 @@ def _dir_inconsistent(tmp: Path) -> Path:
     return d
 
 
+def _dir_with_readme(tmp: Path) -> Path:
+    d = tmp / "logs"
+    d.mkdir()
+    (d / "README.txt").write_text("exported by the nightly job")  # sorts before the data
+    pq.write_table(pa.table(bandit()), d / "part-0.parquet")
+    return d
+
+
+def _dir_known_column_in_one_file(tmp: Path) -> Path:
+    d = tmp / "logs"
+    d.mkdir()
+    pq.write_table(pa.table(bandit(event_id=None)), d / "a.parquet")
+    pq.write_table(pa.table(bandit()), d / "b.parquet")
+    return d
+
+
 def const(x: Any) -> Callable[[Path], Any]:
     return lambda tmp: x
 
@@ -199,6 +216,32 @@ CASES: list[Case] = [
     Case("columns_unknown", const(pa.table(bandit())),
          SchemaError, r"column 'segment' was requested in columns= but is not in the source",
          kwargs={"columns": ["segment"]}),
+    Case("action_uint64_beyond_int64",
+         const(pa.table(bandit(action=pa.array([0, 1, 2, 0, 1, 2, 0, 2**63 + 5], pa.uint64()),
+                               candidates=None, logging_distribution=None))),
+         SchemaError, r"column 'action' of type uint64 cannot be cast to int64 without loss; "
+                      r"1 value\(s\) do not fit \(first at row 7: 9223372036854775813\).*"
+                      r"Fix: .*store larger or fractional ids as strings"),
+    Case("event_id_decimal_fraction",
+         const(pa.table(bandit(event_id=pa.array([decimal.Decimal(f"{i}.0") for i in range(7)]
+                                                 + [decimal.Decimal("7.5")])))),
+         SchemaError, r"column 'event_id' of type decimal128\(2, 1\) cannot be cast to int64 "
+                      r"without loss; 1 value\(s\) do not fit \(first at row 7: Decimal\('7\.5'\)\)"),
+    Case("reward_int_beyond_2_53", const(pa.table(bandit(reward=[0, 1, 2**60, 0, 1, 0, 1, 0]))),
+         SchemaError, r"column 'reward' of type int64 cannot be cast to double without loss; "
+                      r"1 value\(s\) do not fit \(first at row 2: 1152921504606846976\)"),
+    Case("mapping_key_misspelt", const(pa.table(bandit(pscore=[0.5] * N))),
+         SchemaError, r"mapping key 'propensty' is not one of ope's column names; did you mean "
+                      r"'propensity'\?", kwargs={"mapping": {"propensty": "pscore"}}),
+    Case("mapping_reversed", const(pa.table(bandit(action=None, candidates=None,
+                                                   logging_distribution=None, item=[0] * N))),
+         SchemaError, r"mapping 'item': 'action' names a column that is not in the source .*"
+                      r"you probably meant \{'action': 'item'\}",
+         kwargs={"mapping": {"item": "action"}}),
+    Case("columns_by_source_name", const(pa.table(bandit(event_id=None, eid=list(range(N))))),
+         SchemaError, r"column 'eid' was requested in columns=, but mapping renames it to "
+                      r"'event_id'; columns= takes ope's names: use 'event_id'",
+         kwargs={"mapping": {"event_id": "eid"}, "columns": ["eid"]}),
     Case("dataframe_mixed_objects", const(pd.DataFrame({"action": [1, "x", 2], "propensity": 0.5,
                                                         "reward": 1.0})),
          SchemaError, r"column 'action' holds Python objects of mixed types \(int, str\)"),
@@ -288,9 +331,17 @@ CASES: list[Case] = [
     Case("dir_without_parquet", _empty_dir, DataFileError, r"directory without parquet files"),
     Case("dir_with_csv_part", _dir_with_csv, DataFileError,
          r"part-1\.parquet is not a parquet file"),
+    Case("dir_with_stray_text_file", _dir_with_readme, DataFileError,
+         r"README\.txt is not a parquet file .*If it is not part of the logs, move it out of "
+         r"the directory .*names start with '\.' or '_', such as _SUCCESS or \.crc files, are "
+         r"ignored"),
+    Case("dir_known_column_in_one_file", _dir_known_column_in_one_file, SchemaError,
+         r"column 'event_id' is missing from 1 of 2 files \(e\.g\. .*a\.parquet\); add it to "
+         r"every file, or leave 'event_id' out of columns=\[\.\.\.\] to read the others"),
     Case("dir_files_disagree", _dir_inconsistent, SchemaError,
          r"(?s)the files of .*logs disagree on their columns:\n"
-         r"  - column 'reward' is missing from 1 of 3 files \(e\.g\. .*c\.parquet\)\n"
+         r"  - column 'reward' is missing from 1 of 3 files \(e\.g\. .*c\.parquet\); add it to "
+         r"every file\n"
          r"  - column 'reward' in .*b\.parquet has type string"),
     # ---- trajectories ----
     Case("step_gap", const(trajectories(step=[1, 0, 0, 2, 2])), ValidationError,

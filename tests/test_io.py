@@ -365,3 +365,165 @@ def test_paired_replays(tmp_path: Path) -> None:
     assert pairs.n == 6 and pairs.n_pairs == 2
     assert pairs.arms == ["mem", "none"]
     assert pairs.columns == ["pair_id", "arm", "replicate", "outcome", "tokens"]
+
+
+# --------------------------------------------------------------------------------------------
+# messy real-world sources (review R2): each failed, or lost data, before its fix
+# --------------------------------------------------------------------------------------------
+
+
+def _small(**more) -> dict:
+    cols = {"event_id": [1, 2, 3, 4], "action": [0, 1, 2, 1],
+            "propensity": [0.5, 0.25, 0.25, 0.25], "reward": [1.0, 0.0, 1.0, 0.0]}
+    cols.update(more)
+    return cols
+
+
+def test_decimal_columns_from_a_warehouse_are_accepted() -> None:
+    import decimal
+
+    D = decimal.Decimal
+    table = pa.table({
+        "event_id": pa.array([D(1), D(2), D(3), D(2**62)], pa.decimal128(38, 0)),
+        "action": pa.array([D(0), D(1), D(2), D(1)], pa.decimal128(10, 0)),
+        "propensity": pa.array([D("0.5"), D("0.25"), D("0.25"), D("0.25")], pa.decimal128(5, 4)),
+        "reward": pa.array([D("1.5"), D("0"), D("-2.25"), D("0")], pa.decimal128(6, 2)),
+    })
+    logs = read_logs(table)
+    assert logs.table.schema.types == [pa.int64(), pa.int64(), pa.float64(), pa.float64()]
+    assert logs.column("event_id").tolist() == [1, 2, 3, 2**62]  # exact beyond 2**53
+    assert logs.column("reward").tolist() == [1.5, 0.0, -2.25, 0.0]
+    assert logs.column("propensity").tolist() == [0.5, 0.25, 0.25, 0.25]
+
+
+def test_list_view_candidates_are_cast_not_crashed() -> None:
+    table = pa.table(_small(
+        action=["a", "b", "a", "b"],
+        propensity=[0.5] * 4,
+        candidates=pa.array([["a", "b"], ["a", "b"], None, ["b", "a"]], pa.list_view(pa.string())),
+        logging_distribution=pa.array([[0.5, 0.5]] * 4, pa.list_view(pa.float32())),
+    ))
+    with pytest.warns(DroppedRowsWarning, match=r"candidates_missing: 1"):
+        logs = read_logs(table, on_invalid="drop")
+    assert logs.table.column("candidates").type == pa.list_(pa.string())
+    assert logs.table.column("candidates").to_pylist() == [["a", "b"], ["a", "b"], ["b", "a"]]
+    assert logs.table.column("logging_distribution").to_pylist() == [[0.5, 0.5]] * 3
+
+
+def test_named_dataframe_index_is_read_as_a_column() -> None:
+    df = pd.DataFrame(_small()).set_index("event_id")
+    logs = read_logs(df)
+    assert logs.columns[0] == "event_id"
+    assert logs.column("event_id").tolist() == [1, 2, 3, 4]
+    # an unnamed index is row labels, not data
+    assert "event_id" not in read_logs(pd.DataFrame(_small(event_id=None)).drop(columns="event_id")
+                                       .set_axis([9, 8, 7, 6])).columns
+
+
+def test_pandas_range_index_kept_only_as_parquet_metadata_is_read(tmp_path: Path) -> None:
+    df = pd.DataFrame(_small(event_id=[10, 11, 12, 13])).set_index("event_id")
+    assert isinstance(df.index, pd.RangeIndex)  # pandas stores it as 3 numbers, not a column
+    path = tmp_path / "logs.parquet"
+    df.to_parquet(path)
+    assert "event_id" not in pq.read_schema(path).names
+    assert read_logs(path).column("event_id").tolist() == [10, 11, 12, 13]
+    scan = scan_logs(path, columns=["event_id"], batch_size=3)
+    assert [b.column("event_id").tolist() for b in scan] == [[10, 11, 12], [13]]
+    assert "event_id" not in read_logs(path, columns=[]).columns
+    df.iloc[1:].to_parquet(path)  # a sliced range index keeps its start and step
+    assert read_logs(path).column("event_id").tolist() == [11, 12, 13]
+
+
+@pytest.mark.parametrize("extra_first", [True, False])
+def test_directory_reads_the_union_of_its_files_columns(tmp_path: Path, extra_first: bool) -> None:
+    """A pass-through column only some files have is read (null elsewhere), whatever the order."""
+    a = pa.table(_small())
+    b = pa.table(_small(event_id=[5, 6, 7, 8])).select(["reward", "action", "event_id", "propensity"])
+    b = b.append_column("segment", pa.array(["x", "y", "x", "y"]))
+    first, second = (b, a) if extra_first else (a, b)
+    pq.write_table(first, tmp_path / "part-0.parquet")
+    pq.write_table(second, tmp_path / "part-1.parquet")
+    logs = read_logs(tmp_path)
+    seg = logs.table.column("segment").to_pylist()
+    assert seg == (["x", "y", "x", "y", None, None, None, None] if extra_first
+                   else [None, None, None, None, "x", "y", "x", "y"])
+    streamed = pa.concat_tables(b.table for b in scan_logs(tmp_path, batch_size=3))
+    assert streamed.column("segment").to_pylist() == seg
+    assert sorted(logs.column("event_id").tolist()) == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_directory_skips_bookkeeping_files_and_reads_hive_partitions(tmp_path: Path) -> None:
+    for day, first in ((1, 1), (2, 5)):
+        part = tmp_path / f"day={day}"
+        part.mkdir()
+        pq.write_table(pa.table(_small(event_id=list(range(first, first + 4)))), part / "p.parquet")
+        (part / ".p.parquet.crc").write_bytes(b"\x00crc")
+    (tmp_path / "_SUCCESS").write_text("")
+    (tmp_path / "_temporary").mkdir()
+    (tmp_path / "_temporary" / "junk").write_text("not parquet")
+    logs = read_logs(tmp_path)
+    assert logs.column("event_id").tolist() == list(range(1, 9))
+    assert logs.table.column("day").to_pylist() == [1] * 4 + [2] * 4
+
+
+def test_drop_records_the_dropped_event_ids(tmp_path: Path) -> None:
+    table = pa.table(_small(propensity=[0.5, 0.0, 0.25, float("nan")]))
+    with pytest.warns(DroppedRowsWarning):
+        logs = read_logs(table, on_invalid="drop")
+    assert logs.dropped_event_ids.to_pylist() == [2, 4]
+    assert read_logs(pa.table(_small())).dropped_event_ids is None  # nothing dropped, nothing kept
+    scan = scan_logs(table, on_invalid="drop", batch_size=2)
+    with pytest.warns(DroppedRowsWarning):
+        ids = [b.dropped_event_ids for b in scan]
+    assert [None if i is None else i.to_pylist() for i in ids] == [[2], [4]]
+
+
+@pytest.mark.parametrize("dist_type", [pa.float16(), pa.float32(), pa.float64()])
+def test_float16_probabilities_are_compared_within_their_storage_precision(dist_type) -> None:
+    p = np.array([0.3, 0.3, 0.4, 0.7])  # not representable in float16: stored 2.4e-4 off
+    table = pa.table({
+        "action": [0, 1, 2, 0],
+        "propensity": pa.array(p.astype(np.float16)),
+        "reward": [1.0, 0.0, 1.0, 0.0],
+        "candidates": [[0, 1, 2]] * 3 + [[0, 1]],
+        "logging_distribution": pa.array([[0.3, 0.3, 0.4]] * 3 + [[0.7, 0.3]],
+                                         pa.list_(dist_type)),
+    })
+    logs = read_logs(table)
+    assert logs.n == 4 and logs.report.ok
+    assert logs.unit_roundoff["propensity"] == 2.0**-11
+    # a float64 propensity gets no such slack: 0.301 vs 0.3 is a different policy
+    strict = table.set_column(1, "propensity", pa.array([0.301, 0.3, 0.4, 0.7]))
+    with pytest.raises(ValidationError, match=r"logged_propensity_mismatch: 1 \(rows 0\)"):
+        read_logs(strict)
+
+
+@pytest.mark.parametrize("collide", [False, True])
+def test_seen_string_ids_are_exact_even_when_hashes_collide(monkeypatch, collide: bool) -> None:
+    import ope.io as io
+
+    if collide:  # 4 hash values for hundreds of ids: every lookup must fall back to the bytes
+        real = io._hash_bytes
+        monkeypatch.setattr(io, "_hash_bytes", lambda x: real(x) & np.uint64(3))
+    rng = np.random.default_rng(2)
+    seen = _SeenIds()
+    truth: set[str] = set()
+    for step in range(25):
+        vals = np.unique(rng.integers(0, 600, 80)).astype(str)
+        vals = np.char.add(np.where(rng.random(vals.size) < 0.5, "", "a-much-longer-prefix-"), vals)
+        vals = np.unique(vals)  # widths differ from batch to batch
+        x = _SeenIds.as_numpy(pa.array(vals.tolist()))
+        expected = np.array([v in truth for v in vals])
+        if step % 2:
+            np.testing.assert_array_equal(seen.contains(x), expected)
+            seen.add(x[~expected])
+        else:
+            np.testing.assert_array_equal(seen.add_new(x), expected)
+        truth.update(vals.tolist())
+    assert seen._count == len(truth)
+    # ids that differ only by trailing NUL bytes, or by non-ASCII bytes, stay distinct
+    odd = _SeenIds.as_numpy(pa.array(["id", "id\x00", "id\x00\x00", "\u00e9", "e"]))
+    fresh = _SeenIds()
+    np.testing.assert_array_equal(fresh.add_new(odd), [False] * 5)
+    np.testing.assert_array_equal(fresh.contains(_SeenIds.as_numpy(pa.array(["id\x00", "x"]))),
+                                  [True, False])

@@ -244,7 +244,7 @@ def test_table_join_validation_errors(rows, match):
 
 def test_table_join_reports_dropped_rows_hint():
     logs = make_logs(base_cols(2, [1, 2], event_id=[1, 2]), rejected=1)
-    with pytest.raises(PolicyError, match=r"The logs dropped 1 invalid rows"):
+    with pytest.raises(PolicyError, match=r"the logs dropped 1 invalid rows but do not record their event ids"):
         target_propensities(logs, _table(GOOD + [(3, "p", 1, 1.0)]))
 
 
@@ -262,7 +262,7 @@ def test_table_join_schema_errors():
     with pytest.raises(SchemaError, match=r"missing columns \['policy', 'probability'\]"):
         target_propensities(logs, pd.DataFrame({"event_id": [1], "action": [1]}))
     bad = pa.table({"event_id": [1.5], "policy": ["p"], "action": [1], "probability": ["x"]})
-    with pytest.raises(SchemaError, match=r"`event_id` must be int64 or string, got double; `probability` must be float64, got string"):
+    with pytest.raises(SchemaError, match=r"`event_id` is double and holds 1 values that are not whole numbers \(first at row 0: 1\.5\); ids must be int64 or string; `probability` must be float64, got string"):
         target_propensities(logs, bad)
     ids = _table([("one", "p", 1, 1.0)])
     with pytest.raises(SchemaError, match=r"`event_id` is (large_)?string but the logs' `event_id` is int64, and the values do not convert"):
@@ -794,7 +794,7 @@ def test_table_join_sparse_integer_ids_use_the_hash_path():
         [(10**12, "p", 1, 1.0), (3, "p", 1, 0.5), (3, "p", 5 * 10**14, 0.5), (10**15, "p", 5 * 10**14, 1.0)]
     )
     np.testing.assert_array_equal(target_propensities(logs, table).values[:, 0], [1.0, 0.5, 1.0])
-    with pytest.raises(PolicyError, match=r"1 events in the table are not in the logs .*first event_id 7\)"):
+    with pytest.raises(PolicyError, match=r"1 event in the table is not in the logs .*first event_id 7\)"):
         target_propensities(logs, _table(table.values.tolist() + [(7, "p", 1, 1.0)]))
 
 
@@ -809,3 +809,124 @@ def test_target_dist_columns_with_zeros_do_not_share_row_pointers():
         m = tp.distributions[name].matrix
         np.testing.assert_allclose(m.sum(axis=1), 1.0, atol=1e-9)
         np.testing.assert_allclose(tp.distributions[name].probability(table.column("action")), tp[name])
+
+
+# --------------------------------------------------------------------------------------------
+# policy tables meet messy logs (review R2)
+# --------------------------------------------------------------------------------------------
+
+
+def _dropped_logs():
+    """Events 1..5 logged; 2 and 4 have invalid propensities and are dropped."""
+    from ope.io import read_logs
+    from ope.exceptions import DroppedRowsWarning
+
+    t = pa.table({"event_id": [1, 2, 3, 4, 5], "action": [1, 2, 1, 2, 1],
+                  "propensity": [0.5, 0.0, 0.5, 1.5, 0.5], "reward": [1.0, 0.0, 1.0, 0.0, 1.0]})
+    with pytest.warns(DroppedRowsWarning):
+        return read_logs(t, on_invalid="drop")
+
+
+def test_table_rows_of_dropped_events_are_ignored_and_counted():
+    from ope.exceptions import DroppedRowsWarning
+
+    logs = _dropped_logs()
+    table = _table([(e, "p", a, pr) for e in (1, 2, 3, 4, 5) for a, pr in ((1, 0.25), (2, 0.75))]
+                   + [(2, "q", 1, 1.0), (4, "q", 1, 1.0)]
+                   + [(e, "q", 2, 1.0) for e in (1, 3, 5)])
+    with pytest.warns(DroppedRowsWarning, match=r"ignored 6 rows for 2 events that the logs "
+                                                r"dropped as invalid \(2 rows dropped"):
+        tp = target_propensities(logs, table, with_distributions=True)
+    assert tp.names == ["p", "q"]
+    assert tp.table_rows_ignored == 6
+    np.testing.assert_array_equal(tp.values, [[0.25, 0.0], [0.25, 0.0], [0.25, 0.0]])
+    assert tp.distributions["q"].matrix.toarray().tolist() == [[0.0, 1.0]] * 3
+    assert "table_rows_ignored=6" in repr(tp)
+
+
+def test_table_rows_of_never_logged_events_still_fail_after_a_drop():
+    logs = _dropped_logs()
+    table = _table([(1, "p", 1, 1.0), (2, "p", 1, 1.0), (3, "p", 1, 1.0), (5, "p", 1, 1.0),
+                    (99, "p", 1, 1.0), (2, "p", 7, 1.5)])  # a bad row of a dropped event: ignored
+    with pytest.raises(PolicyError, match=r"1 event in the table is not in the logs \(1 row "
+                                          r"\(first at row 4\) of the table; first event_id 99\)") as info:
+        target_propensities(logs, table)
+    assert "finite" not in str(info.value)
+
+
+def test_evaluate_accepts_a_whole_log_policy_table_after_a_drop():
+    import warnings
+
+    from ope import evaluate
+
+    logs = _dropped_logs()
+    table = _table([(e, "always_1", 1, 1.0) for e in (1, 2, 3, 4, 5)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ev = evaluate(logs, table, estimators=("ips",))
+    assert any("ignored 2 rows for 2 events" in str(w.message) for w in caught)
+    # rows 1, 3, 5 logged action 1 with propensity 0.5 and reward 1: IPS = 2
+    assert ev.table()["value"].tolist() == [2.0]
+
+
+def test_table_ids_written_as_floats_or_decimals_join_and_fractions_fail():
+    import decimal
+
+    logs = make_logs(base_cols(2, [1, 2], event_id=[1, 2]))
+    floats = _table(GOOD).astype({"event_id": "float64", "action": "float64"})
+    np.testing.assert_array_equal(target_propensities(logs, floats).values[:, 0], [0.5, 1.0])
+    dec = pa.table({"event_id": pa.array([decimal.Decimal(e) for e, *_ in GOOD]),
+                    "policy": ["p"] * 3, "action": [a for _, _, a, _ in GOOD],
+                    "probability": pa.array([decimal.Decimal(str(p)) for *_, p in GOOD])})
+    np.testing.assert_array_equal(target_propensities(logs, dec).values[:, 0], [0.5, 1.0])
+    frac = _table([(1.5, "p", 1, 1.0)])
+    with pytest.raises(SchemaError, match=r"`event_id` is double and holds 1 values that are not "
+                                          r"whole numbers \(first at row 0: 1\.5\)"):
+        target_propensities(logs, frac)
+
+
+def test_table_join_names_an_id_conversion_that_finds_nothing():
+    logs = make_logs(base_cols(2, [1, 2], event_id=["001", "002"]) | {"action": ["1", "2"]})
+    with pytest.raises(PolicyError, match=r"2 events in the table are not in the logs .*the table's "
+                                          r"event_id was int64 and was converted to the logs' string to "
+                                          r"join, so check that the ids are written the same way in both"):
+        target_propensities(logs, _table([(1, "p", "1", 1.0), (2, "p", "1", 1.0)]))
+
+
+def test_float16_target_columns_agree_with_their_distributions_within_storage_precision():
+    from ope.io import read_logs
+    from ope.policies import logging_distribution
+
+    t = pa.table({
+        "action": ["x", "y", "z"], "propensity": pa.array(np.float16([0.3, 0.3, 0.4])),
+        "reward": [1.0, 0.0, 1.0], "candidates": [["x", "y", "z"]] * 3,
+        "logging_distribution": pa.array([[0.3, 0.3, 0.4]] * 3, pa.list_(pa.float16())),
+        "target__new": pa.array(np.float16([0.1, 0.2, 0.3])),
+        "target_dist__new": pa.array([[0.1, 0.2, 0.7], [0.6, 0.2, 0.2], [0.4, 0.3, 0.3]],
+                                     pa.list_(pa.float32())),
+    })
+    logs = read_logs(t)
+    tp = target_propensities(logs, None, with_distributions=True)
+    np.testing.assert_allclose(tp.values[:, 0], [0.1, 0.2, 0.3], atol=2e-4)
+    assert logging_distribution(logs).nnz == 9
+
+
+def test_target_columns_may_be_named_with_their_prefix():
+    logs = make_logs(base_cols(2, [1, 2], event_id=[1, 2]) | {"target__new": [0.25, 1.0]})
+    tp = target_propensities(logs, ["target__new"])
+    assert tp.names == ["new"] and tp.values[:, 0].tolist() == [0.25, 1.0]
+    with pytest.raises(DataFileError, match=r"policy table 'target__new' does not exist; to use the "
+                                            r"column target__new pass policies=\['new'\]"):
+        target_propensities(logs, "target__new")
+
+
+def test_csv_policy_table_keeps_ids_as_written(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text("event_id,policy,action,probability\n001,new,07,1\n002,new,07,0.5\n002,new,08,0.5\n")
+    zero_padded = make_logs(base_cols(2, ["07", "08"], event_id=["001", "002"]))
+    assert target_propensities(zero_padded, path).values[:, 0].tolist() == [1.0, 0.5]
+    numeric = make_logs(base_cols(2, [7, 8], event_id=[1, 2]))
+    assert target_propensities(numeric, path).values[:, 0].tolist() == [1.0, 0.5]
+    floats = tmp_path / "f.csv"  # ids written from a float column
+    floats.write_text("event_id,policy,action,probability\n1.0,new,7.0,1\n2.0,new,8.0,1\n")
+    assert target_propensities(numeric, floats).values[:, 0].tolist() == [1.0, 1.0]
