@@ -83,6 +83,10 @@ class _RowSource(_Source, ABC):
     def gradient(self, means: np.ndarray) -> np.ndarray:
         """Gradient of :meth:`statistic` at the column means (k,) -> (k,)."""
 
+    def n_components(self) -> int:
+        """Number of per-row components k (without forming them, where the source knows)."""
+        return int(self.components().shape[1])
+
     def influence(self) -> np.ndarray:
         """Per-row linearized (influence) terms; their mean is zero."""
         a = self.components()
@@ -99,7 +103,10 @@ class _PairedSource(_RowSource):
         self.a, self.b = a, b
         self.reward = a.reward
         self.n = a.n
-        self._k = int(a.components().shape[1])
+        self._k = a.n_components()
+
+    def n_components(self) -> int:
+        return self._k + self.b.n_components()
 
     def components(self) -> np.ndarray:
         return np.hstack([self.a.components(), self.b.components()])
@@ -227,6 +234,14 @@ class Estimate:
             The method does not apply to this estimator (the message lists those that do).
         ope.MissingBoundsError
             The method needs ``reward_range`` or ``max_weight`` and it was not given.
+
+        Warns
+        -----
+        ope.OverlapWarning
+            A bounded interval (hoeffding, bernstein, bottou, betting) came out empty or
+            entirely outside the range the value can take: the data are inconsistent with
+            importance weights of mean one. The interval is then reduced to a point (the nearer
+            end of the range, or the midpoint of crossed betting bounds), never inverted.
 
         Notes
         -----

@@ -47,7 +47,9 @@ from ope.exceptions import (
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 from ope.weights import (
     DEFAULT_CHUNK_SIZE,
+    _CenteredMoments,
     _as_float_array,
+    _centered_moments,
     _check_finite,
     _chunks,
     _first_rows,
@@ -91,6 +93,10 @@ SMALL_SAMPLE_ROWS: Final = 30
 MIN_ROWS: Final = 2
 
 _BOUNDED_BY_MOMENTS: Final = ("hoeffding", "bernstein", "bottou")
+
+#: When every weight is equal (zero spread) their mean is compared with 1 directly; 1e-12 only
+#: absorbs the rounding of t / p (a few ulps), so a constant weight of 1 + 1e-9 is still flagged.
+_MEAN_WEIGHT_ATOL: Final = 1e-12
 
 
 # ============================================================================================
@@ -257,14 +263,15 @@ def _require_weight_bound(max_weight: float | None, observed_max: float, method:
 
 
 def _sample_var(n: float, s1: float, s2: float) -> float:
-    """Unbiased sample variance from the sum and the sum of squares."""
+    """Unbiased sample variance from the sum and the sum of squares (diagnostics only)."""
     return max((s2 - s1 * s1 / n) / (n - 1.0), 0.0)
 
 
 def _moment_interval(
     kind: str,
     method: str,
-    mom: dict[str, float],
+    mom: _CenteredMoments,
+    j: int,
     *,
     reward_range: tuple[float, float] | None,
     clip_level: float | None,
@@ -272,29 +279,30 @@ def _moment_interval(
     outer: str | None,
     confidence_level: float,
 ) -> ConfidenceInterval | BottouInterval:
-    """Hoeffding / Bernstein / Bottou intervals from per-policy sums (one policy).
+    """Hoeffding / Bernstein / Bottou intervals of policy ``j`` from centred moments.
 
-    ``kind`` is ``"ips"``, ``"clipped_ips"`` or ``"logging"``; ``mom`` holds the scalar sums of
-    :data:`ope.weights.MOMENT_KEYS` plus ``n``, ``sum_r`` and ``sum_r2``.
+    ``kind`` is ``"ips"``, ``"clipped_ips"`` or ``"logging"``. Means and variances come from
+    shifted, centred statistics (:class:`ope.weights._CenteredMoments`), so the intervals are
+    equivariant to shifting the rewards and ``reward_range`` together, to rounding, even for
+    rewards far from zero.
     """
     low_r, high_r = _require_range(reward_range, method)
-    n = float(mom["n"])
+    n = int(mom.n)
     if method == "bottou":
         if kind != "clipped_ips":
             raise EstimationError("bottou applies to clipped IPS only.")
         from ope.intervals.bounded import bottou_interval
 
         assert clip_level is not None
-        s_w, s_w2 = mom["sum_cw"], mom["sum_cw2"]
+        w_mean, w_var = mom.weight_mean_var(j, clipped=True)
         # z = wbar * (r - r_min): shifted so that z >= 0 (Bottou et al. assume 0 <= loss <= M)
-        s_z = mom["sum_cwr"] - low_r * s_w
-        s_z2 = mom["sum_cw2r2"] - 2.0 * low_r * mom["sum_cw2r"] + low_r * low_r * s_w2
+        z_mean, z_var = mom.product_mean_var(j, clipped=True, about=low_r)
         return bottou_interval(
-            n=int(n),
-            weight_mean=s_w / n,
-            weight_variance=_sample_var(n, s_w, s_w2),
-            product_mean=s_z / n,
-            product_variance=_sample_var(n, s_z, s_z2),
+            n=n,
+            weight_mean=w_mean,
+            weight_variance=w_var,
+            product_mean=z_mean,
+            product_variance=z_var,
             max_weight=clip_level,
             reward_range=(low_r, high_r),
             confidence_level=confidence_level,
@@ -305,11 +313,11 @@ def _moment_interval(
     if kind == "logging":
         if max_weight is not None:
             raise ValueError("the logging value has no weights; do not pass `max_weight`.")
-        s1, s2 = mom["sum_r"], mom["sum_r2"]
+        mean, var = mom.reward_mean_var()
         low, high = low_r, high_r
     elif kind == "ips":
-        bound = _require_weight_bound(max_weight, mom["max_w"], method)
-        s1, s2 = mom["sum_wr"], mom["sum_w2r2"]
+        bound = _require_weight_bound(max_weight, float(mom.max_w[j]), method)
+        mean, var = mom.product_mean_var(j, clipped=False, about=0.0)
         low, high = min(0.0, bound * low_r), max(0.0, bound * high_r)
     elif kind == "clipped_ips":
         if max_weight is not None:
@@ -318,7 +326,7 @@ def _moment_interval(
                 "`max_weight` to ci()."
             )
         assert clip_level is not None
-        s1, s2 = mom["sum_cwr"], mom["sum_cw2r2"]
+        mean, var = mom.product_mean_var(j, clipped=True, about=0.0)
         low, high = min(0.0, clip_level * low_r), max(0.0, clip_level * high_r)
     else:  # pragma: no cover - guarded by the estimators' method lists
         raise EstimationError(f"{method} does not apply to {kind}.")
@@ -326,54 +334,40 @@ def _moment_interval(
 
     if method == "hoeffding":
         iv = bounded.hoeffding_interval(
-            s1 / n, int(n), low=low, high=high, confidence_level=confidence_level
+            mean, n, low=low, high=high, confidence_level=confidence_level
         )
     else:
         iv = bounded.bernstein_interval(
-            s1 / n,
-            _sample_var(n, s1, s2),
-            int(n),
-            low=low,
-            high=high,
-            confidence_level=confidence_level,
+            mean, var, n, low=low, high=high, confidence_level=confidence_level
         )
     # The terms w*r range over [0, M*r_max], but the estimand itself cannot leave a narrower
     # range: V lies in [r_min, r_max] for IPS, and E[min(w, R) r] (with E[min(w, R)] <= 1) in
     # [min(0, r_min), max(0, r_max)] for clipped IPS. Intersecting with it keeps coverage.
+    # An empty intersection (probability <= 1 - confidence_level under the assumptions, since
+    # the interval then misses the value) is reported, and reduced to the nearer end point
+    # rather than returned inverted; coverage is unaffected, as that event is a miss anyway.
     if kind == "ips":
         lo_e, hi_e = low_r, high_r
     elif kind == "clipped_ips":
         lo_e, hi_e = min(0.0, low_r), max(0.0, high_r)
     else:
         return iv
-    return ConfidenceInterval(max(iv.low, lo_e), min(iv.high, hi_e))
-
-
-def _row_moments(reward: np.ndarray, raw_w: np.ndarray, clip: float | None) -> dict[str, float]:
-    r = reward.astype(np.float64, copy=False)
-    r2 = r * r
-    w2 = raw_w * raw_w
-    mom: dict[str, float] = {
-        "n": float(r.shape[0]),
-        "sum_r": float(r.sum()),
-        "sum_r2": float(r2.sum()),
-        "sum_w": float(raw_w.sum()),
-        "sum_w2": float(w2.sum()),
-        "sum_wr": float(r @ raw_w),
-        "sum_w2r": float(r @ w2),
-        "sum_w2r2": float(r2 @ w2),
-        "max_w": float(raw_w.max()),
-    }
-    cw = raw_w if clip is None else np.minimum(raw_w, clip)
-    cw2 = cw * cw
-    mom.update(
-        sum_cw=float(cw.sum()),
-        sum_cw2=float(cw2.sum()),
-        sum_cwr=float(r @ cw),
-        sum_cw2r=float(r @ cw2),
-        sum_cw2r2=float(r2 @ cw2),
-    )
-    return mom
+    low, high = max(iv.low, lo_e), min(iv.high, hi_e)
+    if low > high:
+        side, point = ("above", hi_e) if iv.low > hi_e else ("below", lo_e)
+        mean_w = mom.weight_mean_var(j, clipped=False)[0]
+        warnings.warn(
+            f"the {method} interval for the mean of the weighted rewards, [{iv.low:.4g}, "
+            f"{iv.high:.4g}], lies entirely {side} the range [{lo_e:g}, {hi_e:g}] that the value "
+            f"can take; it is reduced to the end point {point:g}. The logs are inconsistent with "
+            f"importance weights of mean 1 (the mean importance weight is {mean_w:.4g}): check "
+            "the logged propensities and that each candidate's probabilities sum to 1 over the "
+            "actions.",
+            OverlapWarning,
+            stacklevel=_user_stacklevel(),
+        )
+        low = high = point
+    return ConfidenceInterval(low, high)
 
 
 # ============================================================================================
@@ -401,6 +395,22 @@ class _EstimatorRows(_RowSource):
         self.reward_range = reward_range
         self.n = int(reward.shape[0])
         self.methods = ("bootstrap",) + estimator._methods
+        self._moments: _CenteredMoments | None = None
+
+    def centered_moments(self) -> _CenteredMoments:
+        """Centred moments of the rows for the moment-based intervals, computed once (a few
+        scalars, so caching them pins no arrays)."""
+        if self._moments is None:
+            if self.estimator._uses_weights:
+                assert self.logging_propensity is not None
+                assert self.target_propensity is not None
+                p, t = self.logging_propensity, self.target_propensity[:, None]
+            else:  # the logging value: every weight is one
+                p, t = np.ones(self.n), np.ones((self.n, 1))
+            self._moments = _centered_moments(
+                self.reward, p, t, max_weight=getattr(self.estimator, "max_weight", None)
+            )
+        return self._moments
 
     def raw_weights(self) -> np.ndarray:
         assert self.logging_propensity is not None and self.target_propensity is not None
@@ -414,6 +424,9 @@ class _EstimatorRows(_RowSource):
         qt = None if self.q_target is None else self.q_target.astype(np.float64)[:, None]
         r = self.reward.astype(np.float64, copy=False)
         return est._components(r, w, ql, qt)[:, :, 0]
+
+    def n_components(self) -> int:
+        return int(self.estimator._k)
 
     def statistic(self, means: np.ndarray) -> np.ndarray:
         return self.estimator._statistic(means)
@@ -431,15 +444,11 @@ class _EstimatorRows(_RowSource):
     ) -> ConfidenceInterval | BottouInterval:
         est = self.estimator
         if method in _BOUNDED_BY_MOMENTS:
-            if est._uses_weights:
-                raw = self.raw_weights()
-            else:
-                raw = np.ones(self.n)
-            mom = _row_moments(self.reward, raw, getattr(est, "max_weight", None))
             return _moment_interval(
                 est._kind,
                 method,
-                mom,
+                self.centered_moments(),
+                0,
                 reward_range=self.reward_range,
                 clip_level=getattr(est, "max_weight", None),
                 max_weight=max_weight,
@@ -471,7 +480,7 @@ class _Estimator(ABC):
     Class attributes a subclass sets: ``name`` (registry name), ``_uses_weights``, ``_needs``
     (reward-model arrays required), ``_k`` (number of per-row components), ``_methods`` (interval
     methods besides normal/t/bootstrap), ``_zero_weights_fatal`` (all-zero weights make the value
-    undefined) and ``_kind`` (family for the moment-based intervals).
+    undefined), ``_kind`` (family for the moment-based intervals) and ``_transforms_weights``.
     """
 
     name: ClassVar[str] = ""
@@ -481,6 +490,8 @@ class _Estimator(ABC):
     _methods: ClassVar[tuple[str, ...]] = ()
     _zero_weights_fatal: ClassVar[bool] = True
     _kind: ClassVar[str] = ""
+    #: True when ``_transform`` changes the weights (its ESS then differs from the raw one)
+    _transforms_weights: ClassVar[bool] = False
 
     # ---- the steps a subclass may override -------------------------------------------------
     def _transform(self, w: np.ndarray) -> np.ndarray:
@@ -606,26 +617,40 @@ def _user_stacklevel() -> int:
 
 
 def _diagnose(est: _Estimator, n: int, wsum: np.ndarray, label: str | None) -> list[str]:
-    who = f"{est.name}" + (f" (policy {label!r})" if label else "")
+    # Warnings about a policy's raw weights (mean weight; ESS when the estimator uses the raw
+    # weights) and about n do not depend on the estimator, so their text does not name it:
+    # callers that run several estimators (ope.evaluate) emit each distinct message once.
+    by_estimator = f"{est.name}" + (f" (policy {label!r})" if label else "") + ": "
+    by_policy = f"policy {label!r}: " if label else ""
     notes: list[str] = []
 
-    def note(text: str, category: type[Warning]) -> None:
+    def note(text: str, category: type[Warning], prefix: str) -> None:
         notes.append(text)
-        warnings.warn(f"{who}: {text}", category, stacklevel=_user_stacklevel())
+        warnings.warn(f"{prefix}{text}", category, stacklevel=_user_stacklevel())
 
     if est._uses_weights:
         sum_raw, sum_raw2, sum_used, sum_used2 = (float(x) for x in wsum)
+        # the weights used differ from the raw ones (some were clipped, switched or shrunk)
+        changed = est._transforms_weights and (sum_used, sum_used2) != (sum_raw, sum_raw2)
         if sum_used2 == 0.0:
-            text = (
-                f"all {n} importance weights are zero: the candidate never chooses a logged "
-                "action, so the logs carry no information about it by weighting."
-            )
+            if sum_raw2 == 0.0:
+                text = (
+                    f"all {n} importance weights are zero: the candidate never chooses a logged "
+                    "action, so the logs carry no information about it by weighting."
+                )
+            else:  # e.g. SwitchDR with every weight above tau
+                text = (
+                    f"every importance weight is switched off or shrunk to 0 by {est!r} (every "
+                    "weight exceeds the switching threshold; raise tau to use rows by "
+                    "weighting)."
+                )
             if est._zero_weights_fatal:
                 raise EstimationError(
-                    f"{who}: {text} Use DM or DR with a reward model, or collect logs with more "
-                    "exploration."
+                    f"{by_estimator}{text} Use DM or DR with a reward model, or collect logs "
+                    "with more exploration."
                 )
-            note(text + " The estimate reduces to the reward model (DM).", OverlapWarning)
+            note(text + " The estimate reduces to the reward model (DM).", OverlapWarning,
+                 by_estimator)
         else:
             ess = sum_used**2 / sum_used2
             if ess < ESS_RATIO_WARN * n:
@@ -634,11 +659,12 @@ def _diagnose(est: _Estimator, n: int, wsum: np.ndarray, label: str | None) -> l
                     "rests on a few heavily weighted rows and normal intervals may undercover. "
                     "Consider clipping, a doubly robust estimator, or a bounded interval method.",
                     OverlapWarning,
+                    by_estimator if changed else by_policy,
                 )
         mean_w = sum_raw / n
         sd_w = math.sqrt(_sample_var(float(n), sum_raw, sum_raw2))
         z = abs(mean_w - 1.0) / (sd_w / math.sqrt(n)) if sd_w > 0 else (
-            math.inf if abs(mean_w - 1.0) > 1e-12 else 0.0
+            math.inf if abs(mean_w - 1.0) > _MEAN_WEIGHT_ATOL else 0.0
         )
         if z > MEAN_WEIGHT_Z:
             how_far = (
@@ -646,11 +672,18 @@ def _diagnose(est: _Estimator, n: int, wsum: np.ndarray, label: str | None) -> l
                 if math.isfinite(z)
                 else "while every weight is equal, so it cannot average to its expected value 1"
             )
+            why = (
+                "the candidate puts mass where the logger never acts (support gap) or the "
+                "logged propensities are wrong"
+                if mean_w < 1.0
+                else "the logged propensities are too small, or the candidate's probabilities "
+                "do not sum to 1 over the actions"
+            )
             note(
-                f"mean importance weight is {mean_w:.4g}, {how_far}: the candidate puts mass where the logger never acts "
-                "(support gap) or the logged propensities are wrong, and weighting estimates "
-                "are biased. Check overlap with ope.diagnostics.",
+                f"mean importance weight is {mean_w:.4g}, {how_far}: {why}, and weighting "
+                "estimates are biased. Check overlap with ope.diagnostics.",
                 OverlapWarning,
+                by_policy,
             )
     if n < SMALL_SAMPLE_ROWS:
         note(
@@ -658,6 +691,7 @@ def _diagnose(est: _Estimator, n: int, wsum: np.ndarray, label: str | None) -> l
             "central limit theorem and may undercover; prefer bernstein or betting intervals "
             "with an a priori reward_range.",
             SmallSampleWarning,
+            "",
         )
     return notes
 
@@ -817,6 +851,7 @@ class ClippedIPS(_Estimator):
     max_weight: float
 
     name: ClassVar[str] = "clipped_ips"
+    _transforms_weights: ClassVar[bool] = True
     _methods: ClassVar[tuple[str, ...]] = ("hoeffding", "bernstein", "bottou")
     _kind: ClassVar[str] = "clipped_ips"
 
@@ -1091,6 +1126,7 @@ class SwitchDR(_DRFamily):
     tau: float
 
     name: ClassVar[str] = "switch_dr"
+    _transforms_weights: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         _positive(self.tau, "tau", "SwitchDR")
@@ -1138,6 +1174,7 @@ class DRos(_DRFamily):
     shrinkage: float
 
     name: ClassVar[str] = "dros"
+    _transforms_weights: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         _positive(self.shrinkage, "shrinkage", "DRos")

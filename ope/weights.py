@@ -21,6 +21,7 @@ propensities the same way: what is wrong, how many rows, the first row, and how 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -34,6 +35,7 @@ __all__ = [
     "factor_weights",
     "weight_moments",
     "MOMENT_KEYS",
+    "MAX_FINITE_WEIGHT",
 ]
 
 #: Rows per chunk of the streaming kernel. 2**18 rows x P policies x 8 bytes keeps each (chunk, P)
@@ -56,6 +58,12 @@ MOMENT_KEYS: Final = (
     "sum_cw2r2",
     "n_clipped",  # ... and the number of rows whose weight exceeded max_weight
 )
+
+#: Largest importance weight accepted. Weights up to 1e150 have squares up to 1e300, so sums of
+#: up to 1e8 squared weights stay finite in float64; larger ones would turn standard errors and
+#: effective sample sizes into inf/NaN. Only logging propensities below 1 / 1e150 can produce
+#: them (target propensities are at most 1), so the check costs one min over the propensities.
+MAX_FINITE_WEIGHT: Final = 1e150
 
 _FIX_PROPENSITY: Final = (
     "Fix the logger, or read the logs with ope.read_logs(..., on_invalid='drop') to drop and "
@@ -149,6 +157,19 @@ def _validated_pair(
         )
     _check_logging_propensity(p)
     _check_target_propensity(t)
+    if p.size and float(p.min()) * MAX_FINITE_WEIGHT < 1.0:  # only then can a weight overflow
+        small = np.flatnonzero(p * MAX_FINITE_WEIGHT < 1.0)
+        tt = t[small] if t.ndim == 1 else t[small].max(axis=1)
+        with np.errstate(over="ignore"):
+            rows = small[tt.astype(np.float64) / p[small].astype(np.float64) > MAX_FINITE_WEIGHT]
+        if rows.size:
+            raise ValidationError(
+                f"importance weights overflow float64: {rows.size} rows (first at row "
+                f"{int(rows[0])}: logging propensity {float(p[rows[0]])!r}) give "
+                f"target/logging above {MAX_FINITE_WEIGHT:g}, whose squares are not "
+                "representable. A propensity this small is not one the logger can have acted "
+                f"on. {_FIX_PROPENSITY}"
+            )
     return p, t
 
 
@@ -369,8 +390,11 @@ def weight_moments(
     -----
     For each chunk ``W = T / p[:, None]`` is formed in float64 and the sums are reduced over the
     row axis with ``einsum`` (``"i,ip->p"``: the ``r @ W`` product without a temporary), so the
-    cost is a few vectorized reductions per chunk and nothing is (n, P) beyond one chunk. Sums merge by addition (``max_w`` by maximum),
-    which is what :class:`ope.streaming.MomentStats` relies on.
+    cost is a few vectorized reductions per chunk and nothing is (n, P) beyond one chunk. Sums
+    merge by addition (``max_w`` by maximum). Variances formed from these raw sums lose about
+    :math:`\\log_{10}(\\mathbb E[x^2]/\\mathrm{Var}\\,x)` digits to cancellation (12 digits for
+    rewards of mean :math:`10^6` and standard deviation 1); :class:`ope.streaming.MomentStats`
+    therefore keeps shifted, centred statistics instead.
 
     References
     ----------
@@ -430,3 +454,195 @@ def _accumulate(
     out[f"sum_{prefix}wr"] += np.einsum("i,ip->p", r, w)
     out[f"sum_{prefix}w2r"] += np.einsum("i,ip->p", r, w2)
     out[f"sum_{prefix}w2r2"] += np.einsum("i,ip->p", r2, w2)
+
+
+# --------------------------------------------------------------------------------------------
+# centred, mergeable moments (the numerically stable form used by intervals and streaming)
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class _CenteredMoments:
+    """Shifted and centred per-policy moments of ``(w (r - shift), w)`` over a set of rows.
+
+    ``mean[s, :, j]`` holds the means of ``a = w (r - shift)`` and ``b = w`` for policy ``j``,
+    with ``s = 0`` for the raw and ``s = 1`` for the clipped weights ``min(w, max_weight)``;
+    ``comoment[s, :, j]`` the centred sums ``sum (a - mean a)^2``, ``sum (a - mean a)(b - mean
+    b)`` and ``sum (b - mean b)^2``. ``r_mean`` and ``r_m2`` are the mean and centred sum of
+    squares of ``r - shift``. Sets merge by the pairwise update of Chan, Golub & LeVeque (1982)
+    after re-expressing both at a common shift, so no variance is ever formed as a difference
+    of raw sums of squares (which loses ``log10(E[x^2] / Var x)`` digits).
+    """
+
+    n: int
+    shift: float
+    r_mean: float
+    r_m2: float
+    mean: np.ndarray  # (2, 2, P)
+    comoment: np.ndarray  # (2, 3, P)
+    max_w: np.ndarray  # (P,)
+    n_clipped: np.ndarray  # (P,)
+
+    @classmethod
+    def empty(cls, n_pol: int, shift: float = 0.0) -> _CenteredMoments:
+        return cls(
+            0, float(shift), 0.0, 0.0, np.zeros((2, 2, n_pol)), np.zeros((2, 3, n_pol)),
+            np.full(n_pol, -np.inf), np.zeros(n_pol),
+        )
+
+    def shifted(self, shift: float) -> _CenteredMoments:
+        """The same statistics expressed about another reward shift (exact algebra)."""
+        d = self.shift - float(shift)
+        if d == 0.0 or self.n == 0:
+            return _CenteredMoments(
+                self.n, float(shift), self.r_mean + d if self.n else 0.0, self.r_m2,
+                self.mean, self.comoment, self.max_w, self.n_clipped,
+            )
+        # a' = w (r - shift') = a + d b: means move by d * mean b, co-moments by T C T^T
+        mean = self.mean.copy()
+        mean[:, 0] += d * self.mean[:, 1]
+        caa, cab, cbb = self.comoment[:, 0], self.comoment[:, 1], self.comoment[:, 2]
+        com = np.stack([caa + 2.0 * d * cab + d * d * cbb, cab + d * cbb, cbb], axis=1)
+        return _CenteredMoments(
+            self.n, float(shift), self.r_mean + d, self.r_m2, mean, com, self.max_w,
+            self.n_clipped,
+        )
+
+    def merge(self, other: _CenteredMoments) -> _CenteredMoments:
+        """Moments of the union of two disjoint sets of rows (Chan et al.'s pairwise update)."""
+        if other.n == 0:
+            return self
+        if self.n == 0:
+            return other
+        # keep the shift of the larger part; the other is re-expressed about it
+        a, b = (self, other.shifted(self.shift)) if self.n >= other.n else (
+            self.shifted(other.shift), other)
+        n = a.n + b.n
+        frac = b.n / n
+        cross = a.n * b.n / n
+        delta = b.mean - a.mean  # (2, 2, P)
+        mean = a.mean + delta * frac
+        da, db = delta[:, 0], delta[:, 1]
+        extra = np.stack([da * da, da * db, db * db], axis=1) * cross
+        dr = b.r_mean - a.r_mean
+        return _CenteredMoments(
+            n,
+            a.shift,
+            a.r_mean + dr * frac,
+            a.r_m2 + b.r_m2 + dr * dr * cross,
+            mean,
+            a.comoment + b.comoment + extra,
+            np.maximum(a.max_w, b.max_w),
+            a.n_clipped + b.n_clipped,
+        )
+
+    # ---- per-policy summaries (j: policy column; clipped: raw or clipped weights) ----------
+    def product_mean_var(self, j: int, *, clipped: bool, about: float) -> tuple[float, float]:
+        """Mean and unbiased variance of ``w (r - about)``."""
+        s = int(clipped)
+        d = self.shift - float(about)
+        ma, mb = self.mean[s, 0, j], self.mean[s, 1, j]
+        caa, cab, cbb = self.comoment[s, :, j]
+        var = (caa + 2.0 * d * cab + d * d * cbb) / (self.n - 1.0)
+        return float(ma + d * mb), float(max(var, 0.0))
+
+    def weight_mean_var(self, j: int, *, clipped: bool) -> tuple[float, float]:
+        """Mean and unbiased variance of the (raw or clipped) weights."""
+        s = int(clipped)
+        return float(self.mean[s, 1, j]), float(self.comoment[s, 2, j] / (self.n - 1.0))
+
+    def ratio_mean_var(self, j: int, *, clipped: bool) -> tuple[float, float]:
+        """Self-normalized mean ``sum w r / sum w`` and the unbiased variance of its influence
+        terms ``w (r - V) / mean w`` (the delta method)."""
+        s = int(clipped)
+        ma, mb = self.mean[s, 0, j], self.mean[s, 1, j]
+        caa, cab, cbb = self.comoment[s, :, j]
+        v = ma / mb
+        var = (caa - 2.0 * v * cab + v * v * cbb) / (self.n - 1.0) / (mb * mb)
+        return float(self.shift + v), float(max(var, 0.0))
+
+    def reward_mean_var(self) -> tuple[float, float]:
+        """Mean and unbiased variance of the rewards."""
+        return self.shift + self.r_mean, self.r_m2 / (self.n - 1.0)
+
+    def weight_sums(self, j: int, *, clipped: bool) -> tuple[float, float]:
+        """``sum w`` and ``sum w^2`` (for the Kish ESS and the mean-weight check)."""
+        s = int(clipped)
+        mb = self.mean[s, 1, j]
+        return float(self.n * mb), float(self.comoment[s, 2, j] + self.n * mb * mb)
+
+    def raw_sums(self, j: int) -> dict[str, float]:
+        """The raw sums of :data:`MOMENT_KEYS` for policy ``j``, derived from the moments."""
+        out: dict[str, float] = {}
+        n, c = float(self.n), self.shift
+        for s, pre in ((0, ""), (1, "c")):
+            ma, mb = self.mean[s, 0, j], self.mean[s, 1, j]
+            caa, cab, cbb = self.comoment[s, :, j]
+            s_w2 = cbb + n * mb * mb
+            s_w2rs = cab + n * ma * mb  # sum w^2 (r - c)
+            s_w2rs2 = caa + n * ma * ma  # sum w^2 (r - c)^2
+            out[f"sum_{pre}w"] = float(n * mb)
+            out[f"sum_{pre}w2"] = float(s_w2)
+            out[f"sum_{pre}wr"] = float(n * (ma + c * mb))
+            out[f"sum_{pre}w2r"] = float(s_w2rs + c * s_w2)
+            out[f"sum_{pre}w2r2"] = float(s_w2rs2 + 2.0 * c * s_w2rs + c * c * s_w2)
+        out["max_w"] = float(self.max_w[j])
+        out["n_clipped"] = float(self.n_clipped[j])
+        return out
+
+
+def _centered_chunk(rs: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Means (2, P) and centred co-moments (3, P) of ``(w * rs, w)`` over one chunk."""
+    c = float(rs.shape[0])
+    a = w * rs[:, None]
+    ma = np.einsum("ip->p", a) / c
+    mb = np.einsum("ip->p", w) / c
+    a -= ma
+    db = w - mb
+    com = np.stack(
+        [np.einsum("ip,ip->p", a, a), np.einsum("ip,ip->p", a, db), np.einsum("ip,ip->p", db, db)]
+    )
+    return np.stack([ma, mb]), com
+
+
+def _centered_moments(
+    reward: np.ndarray,
+    logging_propensity: np.ndarray,
+    target_propensity: np.ndarray,
+    *,
+    max_weight: float | None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> _CenteredMoments:
+    """Centred moments of validated arrays (reward (n,), propensities (n,), targets (n, P)).
+
+    The reward shift is the mean reward (so ``w (r - shift)`` is of the order of the reward's
+    spread, not its level); each chunk is centred exactly (two passes over the chunk) and the
+    chunks are merged pairwise.
+    """
+    n, n_pol = target_propensity.shape
+    r64 = reward.astype(np.float64, copy=False)
+    shift = float(r64.mean()) if n else 0.0
+    acc = _CenteredMoments.empty(n_pol, shift)
+    for sl in _chunks(n, chunk_size):  # loop over chunks, not rows
+        rs = r64[sl] - shift
+        w = _ratio(logging_propensity[sl], target_propensity[sl])
+        m_raw, c_raw = _centered_chunk(rs, w)
+        max_w = w.max(axis=0, initial=-np.inf)
+        if max_weight is not None:
+            n_clipped = np.count_nonzero(w > max_weight, axis=0).astype(np.float64)
+            np.minimum(w, max_weight, out=w)
+            m_clip, c_clip = _centered_chunk(rs, w)
+        else:
+            n_clipped = np.zeros(n_pol)
+            m_clip, c_clip = m_raw, c_raw
+        r_mean = float(rs.mean())
+        part = _CenteredMoments(
+            int(rs.shape[0]),
+            shift,
+            r_mean,
+            float(np.sum((rs - r_mean) ** 2)),
+            np.stack([m_raw, m_clip]),
+            np.stack([c_raw, c_clip]),
+            max_w,
+            n_clipped,
+        )
+        acc = acc.merge(part)
+    return acc

@@ -165,3 +165,18 @@ def test_dr_bootstrap_resamples_rows_with_their_model_values():
     lo, hi = res.ci(method="bootstrap", rng=0)
     assert hi - lo == pytest.approx(res.ci_high - res.ci_low, rel=0.1)
     assert lo < res.value < hi
+
+
+def test_bca_agrees_with_scipy_on_a_ratio_of_means():
+    # a self-normalized (SNIPS-like) statistic: scipy resamples the paired columns together
+    rng = np.random.default_rng(11)
+    y, z = rng.exponential(size=300), rng.uniform(0.5, 2.0, size=300)
+    comps = np.c_[y * z, z]
+    ours = bootstrap_interval(comps, _ratio, n_resamples=20000, rng=12, bootstrap_method="bca")
+    ref = stats.bootstrap(
+        (y * z, z), lambda a, b, axis=-1: a.mean(axis=axis) / b.mean(axis=axis), paired=True,
+        vectorized=True, n_resamples=20000, method="BCa", rng=np.random.default_rng(13),
+    ).confidence_interval
+    width = ref.high - ref.low
+    assert ours.low == pytest.approx(ref.low, abs=0.03 * width)
+    assert ours.high == pytest.approx(ref.high, abs=0.03 * width)

@@ -14,6 +14,7 @@ from ope.estimators import DM, DR, IPS, SNIPS, ClippedIPS, logging_value
 from ope.exceptions import (
     EstimationError,
     MissingBoundsError,
+    OverlapWarning,
     SmallSampleWarning,
     ValidationError,
 )
@@ -189,7 +190,11 @@ def test_empirical_likelihood_and_betting_call_the_row_functions():
     lb = logging.ci(method="betting")
     assert lb == betting_interval(np.ones_like(r), r, reward_range=(0.0, 1.0))
     assert lb.low < r.mean() < lb.high
-    assert logging.ci(method="hoeffding") == hoeffding_interval(r.mean(), r.size, low=0.0, high=1.0)
+    np.testing.assert_allclose(
+        logging.ci(method="hoeffding"),
+        hoeffding_interval(r.mean(), r.size, low=0.0, high=1.0),
+        rtol=1e-14,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,3 +283,100 @@ def test_bottou_interval_covers_the_value_the_clipped_estimate_misses():
     assert b.inner_low == pytest.approx(0.5)
     assert 0.9 <= b.inner_high < 0.95
     assert b.low <= 0.9 <= b.high
+
+
+# ---------------------------------------------------------------------------------------------
+# bounded intervals: numerics with rewards far from zero, and cached moments
+# ---------------------------------------------------------------------------------------------
+def _offset_rows(n=20_000, seed=3):
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.2, 0.8, size=n)
+    t = np.clip(p + rng.normal(0.0, 0.3, size=n), 0.0, 1.0)
+    r = rng.uniform(size=n)
+    return r, p, t
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+@pytest.mark.parametrize("offset", [1e6, -3e7])
+def test_bounded_intervals_are_shift_equivariant_for_rewards_far_from_zero(offset):
+    # shifting rewards and reward_range by c shifts the value and every piece of the bottou
+    # and logging-value intervals by c; sums of squares taken about zero lose ~12 digits here
+    r, p, t = _offset_rows()
+    rs = r + offset
+    rr, rrs = (0.0, 1.0), (offset, offset + 1.0)
+    clipped = ClippedIPS(max_weight=3.0)
+    for outer in ("bernstein", "normal"):
+        base = clipped.estimate(r, p, t, reward_range=rr).ci(method="bottou", outer=outer)
+        moved = clipped.estimate(rs, p, t, reward_range=rrs).ci(method="bottou", outer=outer)
+        np.testing.assert_allclose(np.asarray(moved) - offset, base, rtol=0, atol=1e-7)
+        assert base.high - base.low > 1e-3  # the interval is not degenerate
+    for method in ("hoeffding", "bernstein"):
+        base = logging_value(r, reward_range=rr).ci(method=method)
+        moved = logging_value(rs, reward_range=rrs).ci(method=method)
+        np.testing.assert_allclose(np.asarray(moved) - offset, base, rtol=0, atol=1e-7)
+
+
+def test_moment_based_intervals_reuse_the_moments_of_the_rows(monkeypatch):
+    import ope.estimators as oe
+
+    calls = []
+    original = oe._centered_moments
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(oe, "_centered_moments", counting)
+    r, p, t = _data()
+    res = ClippedIPS(max_weight=2.0).estimate(r, p, t, reward_range=(0.0, 1.0))
+    first = res.ci(method="bernstein")
+    assert res.ci(method="bernstein") == first
+    res.ci(0.9, method="hoeffding")
+    res.with_ci(method="bottou")
+    assert len(calls) == 1
+    x = np.minimum(t / p, 2.0) * r
+    expected = bernstein_interval(x.mean(), x.var(ddof=1), x.size, low=0.0, high=2.0)
+    np.testing.assert_allclose(first, (max(expected.low, 0.0), min(expected.high, 1.0)),
+                               rtol=1e-13)
+
+
+def _improper_rows(n=20_000, seed=0):
+    # every weight is 3 (target 0.75 / logging 0.25): weights cannot average to 1, so the
+    # mean of w*r (about 2.4) is far outside the reward range [0, 1] the value must lie in
+    rng = np.random.default_rng(seed)
+    return rng.binomial(1, 0.8, n).astype(float), np.full(n, 0.25), np.full(n, 0.75)
+
+
+@pytest.mark.parametrize("method", ["hoeffding", "bernstein"])
+def test_bounded_interval_outside_the_value_range_warns_and_is_never_inverted(method):
+    r, p, t = _improper_rows()
+    with pytest.warns(OverlapWarning):
+        ips = IPS().estimate(r, p, t, reward_range=(0.0, 1.0))
+    # the interval for E[w r] misses [0, 1] entirely: reduced to the end point, with a warning
+    with pytest.warns(OverlapWarning, match=rf"{method} interval .* lies entirely above the "
+                      r"range \[0, 1\] .*mean importance weight is 3\b"):
+        ci = ips.ci(method=method, max_weight=4.0)
+    assert ci == (1.0, 1.0)
+    with pytest.warns(OverlapWarning):
+        clipped = ClippedIPS(max_weight=4.0).estimate(r, p, t, reward_range=(0.0, 1.0))
+    with pytest.warns(OverlapWarning, match=r"lies entirely above the range \[0, 1\]"):
+        assert clipped.ci(method=method) == (1.0, 1.0)
+    # valid data far from the boundary: no warning
+    rv, pv, tv = _data()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ok = IPS().estimate(rv, pv, tv, reward_range=(0.0, 1.0)).ci(method=method, max_weight=5.0)
+    assert ok.low < ok.high
+
+
+@pytest.mark.filterwarnings("ignore:mean importance weight is 3")
+def test_betting_and_bottou_warn_on_data_inconsistent_with_mean_one_weights():
+    r, p, t = _improper_rows()
+    ips = IPS().estimate(r, p, t, reward_range=(0.0, 1.0))
+    with pytest.warns(OverlapWarning, match=r"empty.*mean importance weight is 3\b"):
+        bet = ips.ci(method="betting")
+    assert bet.low == bet.high  # never inverted: reduced to the midpoint of the crossed bounds
+    clipped = ClippedIPS(max_weight=4.0).estimate(r, p, t, reward_range=(0.0, 1.0))
+    with pytest.warns(OverlapWarning, match=r"mean clipped weight is 3, which exceeds 1"):
+        iv = clipped.ci(method="bottou")
+    assert (iv.low, iv.high) == (1.0, 1.0)

@@ -216,6 +216,22 @@ def test_all_zero_weights_is_an_estimation_error(est):
         est.estimate(R, P, np.zeros(5), **kwargs)
 
 
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+@pytest.mark.parametrize("est", [IPS(), SNIPS(), ClippedIPS(max_weight=5.0)], ids=lambda e: e.name)
+def test_weights_that_overflow_float64_are_an_error_not_nan(est):
+    # 1 / 1e-320 is inf in float64 (and 1 / 1e-200 squares to inf): never a silent NaN
+    p = np.array([0.5, 1e-320, 0.5, 1e-200])
+    r = np.array([1.0, 1.0, 0.0, 1.0])
+    t = np.array([0.5, 1.0, 0.5, 1.0])
+    with pytest.raises(ValidationError, match=r"importance weights overflow float64: 2 rows "
+                       r"\(first at row 1: logging propensity 1e-320\)"):
+        est.estimate(r, p, t)
+    from ope.streaming import MomentStats
+
+    with pytest.raises(ValidationError, match=r"importance weights overflow float64: 2 rows"):
+        MomentStats.from_arrays(r, p, t)
+
+
 def test_all_zero_weights_reduce_dr_to_dm_with_a_note():
     with pytest.warns(OverlapWarning) as record:
         res = DR().estimate(R, P, np.zeros(5), q_logged=QL, q_target=QT)
@@ -223,6 +239,17 @@ def test_all_zero_weights_reduce_dr_to_dm_with_a_note():
     assert "mean importance weight is 0, while every weight is equal" in str(record[1].message)
     assert res.value == pytest.approx(0.44)
     assert any("reduces to the reward model" in note for note in res.notes)
+
+
+def test_switch_dr_with_every_weight_switched_off_says_why():
+    # w = [2, 2, .5, .5, .5] are all above tau = 0.1: the candidate does choose logged actions,
+    # the switch discards them all
+    with pytest.warns(OverlapWarning) as record:
+        res = SwitchDR(tau=0.1).estimate(R, P, T, q_logged=QL, q_target=QT)
+    message = str(record[0].message)
+    assert message.startswith("switch_dr: every importance weight is switched off or shrunk to 0")
+    assert "never chooses a logged action" not in message
+    assert res.value == pytest.approx(0.44)  # the reward model alone (DM)
 
 
 def test_low_ess_and_support_gap_warn_and_note():
@@ -243,8 +270,47 @@ def test_low_ess_and_support_gap_warn_and_note():
 def test_small_sample_warns():
     with warnings.catch_warnings():
         warnings.simplefilter("error", SmallSampleWarning)
-        with pytest.raises(SmallSampleWarning, match=r"ips: only n=5 rows \(< 30\)"):
+        with pytest.raises(SmallSampleWarning, match=r"^only n=5 rows \(< 30\)"):
             IPS().estimate(**IPS_ARGS)
+
+
+def test_weight_warnings_do_not_depend_on_the_estimator():
+    # ope.evaluate runs several estimators on each policy and emits each distinct message once:
+    # warnings about a policy's raw weights must read the same whichever estimator found them
+    n = 1000
+    p = np.full(n, 0.5)
+    t = np.zeros((n, 2))
+    t[0, 0] = t[1, 1] = 1.0
+    r = np.ones(n)
+    q = np.zeros((n, 2))
+    seen = {}
+    for est in (IPS(), SNIPS(), DR(), ClippedIPS(max_weight=10.0)):
+        with pytest.warns(OverlapWarning) as record:
+            estimate_many(est, reward=r, logging_propensity=p, target_propensity=t,
+                          q_logged=q[:, 0], q_target=q, names=["a", "b"])
+        seen[est.name] = {str(w.message) for w in record}
+    assert len(seen["ips"]) == 4  # ESS and mean weight, for each of the two policies
+    assert seen["ips"] == seen["snips"] == seen["dr"]
+    assert any(m.startswith("policy 'a': mean importance weight is 0.002") for m in seen["ips"])
+    # clipping at 10 changes no weight here (all are 0 or 2): the same messages again
+    assert seen["clipped_ips"] == seen["ips"]
+    # clipping that changes the weights changes the ESS, so that warning names the estimator
+    t[0, 0], t[2:5, 1] = 0.5, 1e-3  # policy a: weights 0 and 1, none clipped
+    with pytest.warns(OverlapWarning) as record:
+        estimate_many(ClippedIPS(max_weight=1.5), reward=r, logging_propensity=p,
+                      target_propensity=t, names=["a", "b"])
+    messages = {str(w.message) for w in record}
+    assert any(m.startswith("clipped_ips (policy 'b'): effective sample size") for m in messages)
+    assert any(m.startswith("policy 'a': effective sample size") for m in messages)
+
+
+def test_mean_weight_above_one_is_not_called_a_support_gap():
+    n = 200
+    with pytest.warns(OverlapWarning) as record:
+        IPS().estimate(np.ones(n), np.full(n, 0.25), np.full(n, 0.75))
+    message = str(record[0].message)
+    assert "mean importance weight is 3" in message
+    assert "propensities are too small" in message and "support gap" not in message
 
 
 def test_no_warning_on_clean_data():

@@ -149,3 +149,50 @@ def test_logging_estimate_equals_eager(data):
         np.testing.assert_allclose(res.ci(method=method), eager.ci(method=method), rtol=1e-12)
     with pytest.raises(EstimationError, match=r"available methods: normal, t, hoeffding, bernstein\."):
         res.ci(method="betting")
+
+
+# ---------------------------------------------------------------------------------------------
+# numerics: rewards far from zero (a one-pass sum of squares would cancel catastrophically)
+# ---------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def offset_data():
+    rng = np.random.default_rng(7)
+    n = 40_000
+    r = 1e6 + rng.normal(size=n)  # mean 1e6, sd 1: E[r^2] / Var(r) = 1e12
+    p = rng.uniform(0.2, 0.8, size=n)
+    t = np.clip(p[:, None] + rng.normal(0.0, 0.1, size=(n, 2)), 0.0, 1.0)
+    return r, p, t
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+@pytest.mark.parametrize("est", [IPS(), SNIPS(), ClippedIPS(max_weight=1.5)], ids=lambda e: e.name)
+def test_streamed_std_error_with_large_reward_mean_equals_eager(offset_data, est):
+    r, p, t = offset_data
+    merged = MomentStats.merge_all(_parts(r, p, t, [1, 9_000, 25_000], max_weight=1.5))
+    for j, res in enumerate(merged.estimates(est)):
+        eager = est.estimate(r, p, t[:, j])
+        assert res.value == pytest.approx(eager.value, rel=1e-12)
+        assert res.std_error == pytest.approx(eager.std_error, rel=1e-9)
+
+
+def test_streamed_logging_std_error_with_large_reward_mean_equals_eager(offset_data):
+    r, p, t = offset_data
+    merged = MomentStats.merge_all(_parts(r, p, t, [1, 9_000, 25_000]))
+    res, eager = merged.logging_estimate(), logging_value(r)
+    assert res.value == pytest.approx(eager.value, rel=1e-14)
+    assert res.std_error == pytest.approx(eager.std_error, rel=1e-9)
+
+
+def test_merge_of_batches_with_very_different_reward_levels(offset_data):
+    # batches whose own reward means differ by 1e6: the shifted statistics must re-centre
+    r, p, t = offset_data
+    r2 = np.where(np.arange(r.size) < 20_000, r - 1e6, r)
+    merged = MomentStats.merge_all(_parts(r2, p, t, [20_000]))
+    for est in (IPS(), SNIPS()):
+        eager = est.estimate(r2, p, t[:, 0])
+        res = merged.estimates(est)[0]
+        assert res.value == pytest.approx(eager.value, rel=1e-12)
+        assert res.std_error == pytest.approx(eager.std_error, rel=1e-9)
+    assert merged.logging_estimate().std_error == pytest.approx(
+        logging_value(r2).std_error, rel=1e-12
+    )

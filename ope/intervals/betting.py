@@ -15,12 +15,14 @@ propensities are known, even if it adapts over time). No bound on the weights is
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Final
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize, special
 
+from ope.exceptions import OverlapWarning
 from ope.intervals._types import ConfidenceInterval
 from ope.intervals.bounded import (
     _check_confidence_level,
@@ -103,6 +105,24 @@ def _lower_sequence(x: np.ndarray, threshold: float) -> np.ndarray:
     return bound
 
 
+def _warn_empty(weight: ArrayLike, low: float, high: float, row: int | None) -> None:
+    """Warn that the lower bound passed the upper one (an empty confidence set)."""
+    from ope.estimators import _user_stacklevel
+
+    mean_w = float(np.mean(np.asarray(weight, dtype=np.float64)))
+    what = "interval" if row is None else f"sequence, first at row {row},"
+    warnings.warn(
+        f"the betting confidence {what} is empty (lower bound {low:.4g} > upper bound "
+        f"{high:.4g}); it is reduced to the midpoint. Under the assumptions this happens only "
+        "when the "
+        f"sequence misses the value (probability <= 1 - confidence_level); more likely the "
+        f"weights do not average to 1 (the mean importance weight is {mean_w:.4g}): check the "
+        "logged propensities and that the candidate's probabilities sum to 1 over the actions.",
+        OverlapWarning,
+        stacklevel=_user_stacklevel(),
+    )
+
+
 def _prepare(
     weight: ArrayLike,
     reward: ArrayLike,
@@ -151,6 +171,12 @@ def betting_interval(
         For negative or non-finite weights, rewards outside the range, or a bad
         ``confidence_level``.
 
+    Warns
+    -----
+    ope.OverlapWarning
+        The interval is empty (lower bound above upper bound: the weights are inconsistent with
+        mean one); it is then reduced to the midpoint of the two bounds.
+
     Notes
     -----
     See :func:`betting_confidence_sequence` for the construction. Because the sequence is
@@ -181,6 +207,9 @@ def betting_interval(
     span = r_max - r_min
     low = _lower_last(x_low, threshold)
     high = 1.0 - _lower_last(x_high, threshold)
+    if low > high:
+        _warn_empty(weight, r_min + span * low, r_min + span * high, None)
+        low = high = 0.5 * (low + high)
     return ConfidenceInterval(r_min + span * low, r_min + span * high)
 
 
@@ -254,7 +283,10 @@ def betting_confidence_sequence(
     *Upper bound.* The same construction on :math:`X'_t = w_t(1 - \tilde r_t)`, whose mean is at
     most :math:`1 - \theta` (also under deficient support), gives :math:`U_t = 1 - L'_t`. Both sides
     at :math:`\alpha/2` give a two-sided :math:`1 - \alpha` sequence, mapped back to reward
-    units. The sequence is not forced to be nested; ``numpy.maximum.accumulate(lower)`` and
+    units. If the lower bound passes the upper one (an empty set: under the assumptions only
+    when the sequence misses, so coverage is unaffected; in practice a sign that the weights do
+    not average to 1), both are set to their midpoint and an ``OverlapWarning`` says so.
+    The sequence is not forced to be nested; ``numpy.maximum.accumulate(lower)`` and
     ``numpy.minimum.accumulate(upper)`` give a nested one that is still valid.
 
     Computation: cumulative sums give :math:`S_t(m) = \sum_{s\le t} X_s - tm` and :math:`V_t`
@@ -286,4 +318,11 @@ def betting_confidence_sequence(
     span = r_max - r_min
     lower = _lower_sequence(x_low, threshold)
     upper = 1.0 - _lower_sequence(x_high, threshold)
+    crossed = lower > upper
+    if crossed.any():
+        first = int(np.flatnonzero(crossed)[0])
+        _warn_empty(weight, r_min + span * lower[first], r_min + span * upper[first], first)
+        middle = 0.5 * (lower + upper)
+        lower = np.where(crossed, middle, lower)
+        upper = np.where(crossed, middle, upper)
     return r_min + span * lower, r_min + span * upper

@@ -24,12 +24,13 @@ substitute an empirical maximum.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Final, Literal
 
 import numpy as np
 from scipy import stats
 
-from ope.exceptions import EstimationError, MissingBoundsError, ValidationError
+from ope.exceptions import EstimationError, MissingBoundsError, OverlapWarning, ValidationError
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 
 __all__ = ["hoeffding_interval", "bernstein_interval", "bottou_interval"]
@@ -457,6 +458,10 @@ def bottou_interval(
               r_{\min} + \hat Y + \epsilon + M\,(1 - \max(0, \hat W - \xi))^+\big]
               \cap [r_{\min}, r_{\max}].
 
+    Since :math:`\bar Y \le M\,\mathbb E[w] \le M`, an outer interval entirely above the
+    reward range means it missed or the weights do not average to 1; an ``OverlapWarning``
+    then says so, and every piece is the upper end of the range.
+
     Returned pieces: ``outer = r_min + Ŷ ± ε``; ``inner = [r_min + Ŷ, r_min + Ŷ +
     M (1 - W_lcl)^+]`` with ``W_lcl`` the lower confidence limit of :math:`\bar W`;
     ``low = outer_low``, ``high = inner_high + ε`` (all clipped to the reward range). Assumes
@@ -511,6 +516,22 @@ def bottou_interval(
     w_lcl = min(1.0, max(0.0, w_hat - xi))
     missing_mass = 1.0 - w_lcl
     inner_high = centre + span * missing_mass
+    if centre - eps > r_max:
+        # E[wbar * l] <= E[w] * M <= M, so the outer interval cannot lie above the range unless
+        # it missed (probability <= alpha / 4) or the weights do not average to 1
+        from ope.estimators import _user_stacklevel
+
+        warnings.warn(
+            f"the outer interval for the clipped estimand, [{centre - eps:.4g}, "
+            f"{centre + eps:.4g}], lies entirely above the reward range [{r_min:g}, {r_max:g}]; "
+            "the interval is reduced to its upper end. Clipped weights average at most 1 under "
+            f"correct propensities; here the mean clipped weight is {w_hat:.4g}"
+            + (", which exceeds 1" if w_hat > 1.0 else "")
+            + ". Check the logged propensities and that the candidate's probabilities sum to 1 "
+            "over the actions.",
+            OverlapWarning,
+            stacklevel=_user_stacklevel(),
+        )
     return BottouInterval(
         low=clip_reward(centre - eps),
         high=clip_reward(inner_high + eps),
