@@ -97,6 +97,7 @@ _PUBLIC: dict[str, str] = {
     "diagnose_arrays": "ope.diagnostics",
     "Diagnostics": "ope.diagnostics",
     # evaluation
+    "evaluate_distributed": "ope.distributed",
     "evaluate": "ope.evaluation",
     "Evaluation": "ope.evaluation",
 }
@@ -118,6 +119,7 @@ _SUBMODULES = frozenset(
         "reward_models",
         "evaluation",
         "diagnostics",
+        "distributed",
         "learning",
         "cli",
     }
