@@ -22,10 +22,14 @@ turns it into decisions a person can act on:
 
 The entry points are :func:`diagnose` (validated logs) and :func:`diagnose_arrays` (numpy
 arrays); both return a :class:`Diagnostics` object. All per-policy and per-segment statistics
-come from one chunked pass over the rows, on (P, chunk) blocks of weights with preallocated
-buffers and float64 accumulators, whose sums merge by addition; exact weight quantiles take a
-second pass over only the histogram bins that hold them. There is no Python loop over rows and
-no dense (n, n_actions) array.
+come from one fused chunked pass over the rows: each chunk's rows are ordered by their joint
+segment cell (a radix sort of 16-bit codes), its weights are computed once into a (P, chunk)
+block of reused float64 buffers, and every statistic is reduced from that block -- per policy by
+row reductions, per segment cell by one ``reduceat`` over the contiguous runs of each cell, and
+into a histogram by one count of 2**15 codes per policy read off the float64 bit pattern. Exact
+weight quantiles take a second pass over only the histogram bins that hold them (none when
+those bins hold a single value). There is no Python loop over rows and no dense
+(n, n_actions) array.
 """
 
 from __future__ import annotations
@@ -342,9 +346,10 @@ def _quantile_bins(name: str, x: np.ndarray) -> _Segmentation:
     inner = np.unique(np.quantile(sample, levels))
     lo, hi = float(finite.min()), float(finite.max())
     inner = inner[(inner > lo) & (inner <= hi)]
-    codes = np.zeros(x.size, dtype=np.intp)
+    small = np.zeros(x.size, dtype=np.uint8)  # at most N_QUANTILE_BINS: one byte per row
     for edge in inner:  # a handful of edges: one comparison pass each
-        codes += x >= edge
+        np.add(small, x >= edge, out=small)
+    codes = small.astype(np.intp)
     edges = [lo, *inner.tolist(), hi]
     labels = []
     for k in range(len(edges) - 1):
@@ -411,6 +416,22 @@ def _hist_codes(w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return np.right_shift(w.view(np.int64), _HIST_SHIFT, out=out)
 
 
+def _hist_edge_codes(w: np.ndarray, out: np.ndarray, work: np.ndarray) -> np.ndarray:
+    """``2 * bin + (w above its bin's lower edge)`` for each weight (>= 0), in ``out``.
+
+    With ``c = bits >> s``, ``(bits + 2**s - 1) >> s`` is ``c`` when the low ``s`` bits are zero
+    (w is its bin's lower edge) and ``c + 1`` otherwise; their sum is the code. One unweighted
+    count of these codes gives every bin's count and whether the bin holds a single value,
+    which is all the exact quantiles need (a weighted count of the mass costs twice as much).
+    """
+    bits = w.view(np.int64)
+    np.add(bits, (1 << _HIST_SHIFT) - 1, out=work)
+    np.right_shift(work, _HIST_SHIFT, out=work)
+    np.right_shift(bits, _HIST_SHIFT, out=out)
+    out += work
+    return out
+
+
 def _bin_low(b: int) -> float:
     """Lower edge of histogram bin ``b`` (the float64 whose top bits are ``b``)."""
     return float(np.array([b << _HIST_SHIFT], dtype=np.int64).view(np.float64)[0])
@@ -461,9 +482,9 @@ class _Inputs:
 class _PolicyResult:
     row: dict[str, Any]
     hist_counts: np.ndarray
-    hist_mass: np.ndarray
     interval: BottouInterval | None
     segments: list[dict[str, Any]] = field(default_factory=list)
+    octave_mass: np.ndarray | None = None  # computed when weight_histogram() first asks
 
 
 def _bottou_split(
@@ -541,13 +562,18 @@ def _segment_layout(segs: list[_Segmentation], n: int) -> _Layout:
 def _joint(
     segs: list[_Segmentation], members: list[int], n: int
 ) -> tuple[np.ndarray, list[int], list[int]]:
+    """Joint code of the member columns (row-major over their sizes).
+
+    A group has at most ``JOINT_SEGMENT_CELLS`` = 2**16 cells (a single column at most
+    ``MAX_SEGMENTS``), so the code fits in uint16: two bytes per row, which numpy sorts with a
+    radix sort.
+    """
     sizes = [segs[i].size for i in members]
-    if len(members) == 1:
-        return segs[members[0]].codes, members, sizes
-    joint = segs[members[0]].codes.copy()
+    dtype = np.uint16 if math.prod(sizes) <= 1 << 16 else np.intp
+    joint = segs[members[0]].codes.astype(dtype)
     for i, size in zip(members[1:], sizes[1:]):
-        np.multiply(joint, size, out=joint)
-        np.add(joint, segs[i].codes, out=joint)
+        np.multiply(joint, size, out=joint, casting="unsafe")
+        np.add(joint, segs[i].codes, out=joint, casting="unsafe")
     return joint, members, sizes
 
 
@@ -559,12 +585,19 @@ def _marginal(table: np.ndarray, sizes: list[int], axis: int, op: str = "sum") -
     return shaped.sum(axis=other) if other else shaped
 
 
-#: Rows per chunk of the accumulation pass: a (P, chunk) float64 block of 2**15 rows and 8
-#: policies is 2 MB, so the dozen temporaries of one chunk stay in the CPU caches.
+#: Rows per chunk of the accumulation pass: the (4, P, chunk) float64 block of one chunk is
+#: 8 MB for 2**15 rows and 8 policies, and its per-policy rows (256 kB each) stay in the L2/L3
+#: caches between the dozen operations done on them.
 CHUNK_ROWS: Final = 1 << 15
 
 #: Histogram bins per policy: every code that ``_hist_codes`` can give for a finite w >= 0.
 _N_BINS: Final = 1 << (11 + _MANTISSA_BITS)
+
+#: The smallest positive float64 (a subnormal). ``log(max(w, _TINY))`` is ``log w`` for every
+#: w > 0 and finite (-744.4) for w = 0, so ``w * log(max(w, _TINY))`` is exactly 0 there
+#: (0 log 0 = 0): a dense logarithm, which numpy vectorizes, instead of a masked one (``where=``),
+#: which runs its scalar loop and measured 3x slower.
+_TINY: Final = float(np.nextafter(0.0, 1.0))
 
 
 @dataclass
@@ -581,8 +614,9 @@ class _Sums:
     sum_t: np.ndarray
     sum_t2: np.ndarray
     hist_counts: np.ndarray  # (P, _N_BINS)
-    hist_mass: np.ndarray  # (P, _N_BINS)
-    # per segment group: (P, cells) sums of w, w^2, t, t^2, deficiency and the max of w
+    hist_above_edge: np.ndarray  # (P, _N_BINS): values strictly above their bin's lower edge
+    # per segment group: (P, cells) sums of w, w^2, t, t^2, deficiency and the max of w, and
+    # the (cells,) row counts under "count"
     seg: list[dict[str, np.ndarray]]
 
 
@@ -600,15 +634,25 @@ def _weight_block(data: _Inputs, sl: slice, buf: np.ndarray) -> np.ndarray:
 
 
 class _ChunkBuffers:
-    """Flat work buffers of one chunk, viewed as contiguous (P, rows) blocks."""
+    """Work buffers of one chunk, reused from chunk to chunk.
 
-    def __init__(self, n_pol: int, rows: int) -> None:
+    ``stack`` holds the (keys, P, rows) block of per-row values whose segment sums are wanted
+    (w, w^2, t, t^2 and the deficiency): one ``reduceat`` call sums all of them per cell.
+    """
+
+    def __init__(self, data: _Inputs, rows: int, n_keys: int, *, sort: bool) -> None:
+        n_pol = data.target.shape[1]
         size = n_pol * rows
         self.n_pol = n_pol
-        self.float = {k: np.empty(size) for k in ("w", "w2", "log", "wc", "t", "t2", "def")}
+        self.stack = np.empty(n_keys * size)
+        self.float = {k: np.empty(size) for k in ("log", "wc")}
         self.mask = np.empty(size, dtype=bool)
         self.codes = np.empty(size, dtype=np.int64)
-        self.cell = np.empty(size, dtype=np.intp)
+        self.codes2 = np.empty(size, dtype=np.int64)
+        if sort:  # the chunk's inputs gathered in segment-cell order
+            self.target = np.empty((rows, n_pol), dtype=data.target.dtype)
+            self.propensity = np.empty(rows)
+            self.ell = np.empty(rows)
 
     def f(self, key: str, rows: int) -> np.ndarray:
         return self.float[key][: self.n_pol * rows].reshape(self.n_pol, rows)
@@ -617,49 +661,95 @@ class _ChunkBuffers:
         return arr[: self.n_pol * rows].reshape(self.n_pol, rows)
 
 
+def _add_cells(
+    block: np.ndarray,
+    w: np.ndarray,
+    key: np.ndarray,
+    seg_sum: np.ndarray,
+    seg_max: np.ndarray,
+    seg_count: np.ndarray,
+) -> None:
+    """Add the per-cell sums of a chunk whose columns are sorted by cell code ``key``.
+
+    ``block`` is (keys * P, rows), ``w`` its first P rows; each cell's rows are one contiguous
+    run, so ``reduceat`` sums (and maximizes) them without a scatter.
+    """
+    rows = key.shape[0]
+    starts = np.flatnonzero(key[1:] != key[:-1])
+    starts += 1
+    starts = np.concatenate(([0], starts))
+    cells = key[starts].astype(np.intp)
+    seg_sum[:, cells] += np.add.reduceat(block, starts, axis=1)
+    seg_max[:, cells] = np.maximum(seg_max[:, cells], np.maximum.reduceat(w, starts, axis=1))
+    seg_count[cells] += np.diff(np.append(starts, rows))
+
+
 def _accumulate(
     data: _Inputs, layout: _Layout, *, max_weight: float | None, lo: float
 ) -> _Sums:
     """One chunked pass over the rows computing every per-policy and per-segment sum.
 
     ``t = min(w, max_weight) * (r - lo)`` are the per-row terms of the (clipped) IPS estimate.
-    All sums are additive over chunks (the maxima are taken from the histogram afterwards).
+    All sums are additive over chunks. With segment columns, each chunk's rows are first
+    ordered by their cell in the first joint segment code (a radix sort of uint16 codes): the
+    per-policy sums and the histogram do not depend on the order, and every cell's rows become
+    one contiguous run, summed by ``numpy.add.reduceat`` for all policies and statistics in one
+    call instead of one scattered ``bincount`` per statistic.
     """
     n, n_pol = data.n, len(data.names)
     zeros = lambda *shape: np.zeros(shape)  # noqa: E731
     out = _Sums(
         sum_w=zeros(n_pol), sum_w2=zeros(n_pol), max_w=zeros(n_pol), sum_wlogw=zeros(n_pol),
         n_above=zeros(n_pol), sum_wc=zeros(n_pol), sum_wc2=zeros(n_pol), sum_t=zeros(n_pol),
-        sum_t2=zeros(n_pol), hist_counts=zeros(n_pol * _N_BINS),
-        hist_mass=zeros(n_pol * _N_BINS), seg=[],
+        sum_t2=zeros(n_pol), hist_counts=np.zeros(2 * n_pol * _N_BINS, dtype=np.int64),
+        hist_above_edge=zeros(0), seg=[],
     )
-    keys = ["w", "w2", "t", "t2"] + (["def"] if data.deficiency is not None else [])
-    for _, _, sizes in layout:
-        cells = math.prod(sizes)
-        group = {k: zeros(n_pol * cells) for k in keys}
-        group["max"] = zeros(n_pol * cells)
-        out.seg.append(group)
-    bin_offset = (np.arange(n_pol, dtype=np.int64) * _N_BINS)[:, None]
+    keys = ["w", "w2", "t", "t2"]
+    deficiency = None
+    if layout and data.deficiency is not None:
+        keys.append("def")
+        deficiency = [data.deficiency[nm] for nm in data.names]
+    n_keys = len(keys)
+    cells = [math.prod(sizes) for _, _, sizes in layout]
+    seg_sum = [np.zeros((n_keys * n_pol, c)) for c in cells]
+    seg_max = [np.zeros((n_pol, c)) for c in cells]
+    seg_count = [np.zeros(c, dtype=np.int64) for c in cells]
+    bin_offset = (np.arange(n_pol, dtype=np.int64) * (2 * _N_BINS))[:, None]
     ell = data.ell(lo)
-    bufs = _ChunkBuffers(n_pol, min(CHUNK_ROWS, n))
+    bufs = _ChunkBuffers(data, min(CHUNK_ROWS, n), n_keys, sort=bool(layout))
     for start in range(0, n, CHUNK_ROWS):
-        sl = slice(start, min(start + CHUNK_ROWS, n))
-        m = sl.stop - sl.start
-        w = _weight_block(data, sl, bufs.float["w"])
-        w2 = np.multiply(w, w, out=bufs.f("w2", m))
+        stop = min(start + CHUNK_ROWS, n)
+        m = stop - start
+        stack = bufs.stack[: n_keys * n_pol * m].reshape(n_keys, n_pol, m)
+        w, w2, t, t2 = stack[0], stack[1], stack[2], stack[3]
+        if layout:
+            # ``order`` is a permutation of the chunk: mode="clip" skips numpy's bounds checks
+            key = layout[0][0][start:stop]
+            order = np.argsort(key, kind="stable")
+            key = np.take(key, order, mode="clip")
+            target = np.take(data.target[start:stop], order, axis=0, out=bufs.target[:m],
+                             mode="clip")
+            prop = np.take(data.propensity[start:stop], order, out=bufs.propensity[:m],
+                           mode="clip")
+            ell_c = np.take(ell[start:stop], order, out=bufs.ell[:m], mode="clip")
+            if deficiency is not None:
+                for j, d in enumerate(deficiency):
+                    np.take(d[start:stop], order, out=stack[4, j], mode="clip")
+        else:
+            target = data.target[start:stop]
+            prop = data.propensity[start:stop]
+            ell_c = ell[start:stop]
+        np.divide(target.T, prop, out=w)
+        np.multiply(w, w, out=w2)
         out.sum_w += w.sum(axis=1)
         out.sum_w2 += w2.sum(axis=1)
-        logw = bufs.f("log", m)
-        logw.fill(0.0)
-        positive = np.greater(w, 0.0, out=bufs.of(bufs.mask, m))
-        np.log(w, out=logw, where=positive)  # 0 log 0 = 0; no log of the (many) zero weights
+        np.maximum(out.max_w, w.max(axis=1), out=out.max_w)
+        logw = np.maximum(w, _TINY, out=bufs.f("log", m))
+        np.log(logw, out=logw)
         out.sum_wlogw += np.einsum("ij,ij->i", w, logw)
-        codes = _hist_codes(w, out=bufs.of(bufs.codes, m))
+        codes = _hist_edge_codes(w, bufs.of(bufs.codes, m), bufs.of(bufs.codes2, m))
         codes += bin_offset
-        flat_codes = bufs.codes[: n_pol * m]
-        flat_w = bufs.float["w"][: n_pol * m]
-        out.hist_counts += np.bincount(flat_codes, minlength=n_pol * _N_BINS)
-        out.hist_mass += np.bincount(flat_codes, weights=flat_w, minlength=n_pol * _N_BINS)
+        out.hist_counts += np.bincount(codes.reshape(-1), minlength=2 * n_pol * _N_BINS)
         if max_weight is not None:
             wc = np.minimum(w, max_weight, out=bufs.f("wc", m))
             out.n_above += np.count_nonzero(
@@ -669,41 +759,49 @@ def _accumulate(
             out.sum_wc2 += np.einsum("ij,ij->i", wc, wc)
         else:
             wc = w
-        t = np.multiply(wc, ell[sl], out=bufs.f("t", m))
-        t2 = np.multiply(t, t, out=bufs.f("t2", m))
+        np.multiply(wc, ell_c, out=t)
+        np.multiply(t, t, out=t2)
         out.sum_t += t.sum(axis=1)
         out.sum_t2 += t2.sum(axis=1)
         if layout:
-            if data.deficiency is not None:
-                block = bufs.f("def", m)
-                for j, nm in enumerate(data.names):
-                    block[j] = data.deficiency[nm][sl]
-            for (joint, _, sizes), group in zip(layout, out.seg):
-                cells = math.prod(sizes)
-                cell = bufs.of(bufs.cell, m)
-                np.add(joint[sl][None, :], (np.arange(n_pol) * cells)[:, None], out=cell)
-                flat = bufs.cell[: n_pol * m]
-                for key in keys:
-                    group[key] += np.bincount(
-                        flat, weights=bufs.float[key][: n_pol * m], minlength=n_pol * cells
-                    )
-                np.maximum.at(group["max"], flat, flat_w)
+            block = stack.reshape(n_keys * n_pol, m)
+            _add_cells(block, w, key, seg_sum[0], seg_max[0], seg_count[0])
+            for g in range(1, len(layout)):  # further groups: their own order of the rows
+                key_g = layout[g][0][start:stop][order]
+                order_g = np.argsort(key_g, kind="stable")
+                moved = np.take(block, order_g, axis=1)
+                _add_cells(moved, moved[:n_pol], key_g[order_g], seg_sum[g], seg_max[g],
+                           seg_count[g])
     if max_weight is None:
         out.sum_wc, out.sum_wc2 = out.sum_w.copy(), out.sum_w2.copy()
-    out.hist_counts = out.hist_counts.reshape(n_pol, _N_BINS)
-    out.hist_mass = out.hist_mass.reshape(n_pol, _N_BINS)
-    for (_, _, sizes), group in zip(layout, out.seg):
-        for key in group:
-            group[key] = group[key].reshape(n_pol, math.prod(sizes))
+    by_edge = out.hist_counts.reshape(n_pol, _N_BINS, 2).astype(np.float64)
+    out.hist_counts = by_edge.sum(axis=2)
+    out.hist_above_edge = np.ascontiguousarray(by_edge[:, :, 1])
+    for g, c in enumerate(cells):
+        by_key = seg_sum[g].reshape(n_keys, n_pol, c)
+        group = {key: by_key[i] for i, key in enumerate(keys)}
+        group["max"] = seg_max[g]
+        group["count"] = seg_count[g]
+        out.seg.append(group)
     return out
+
+
+def _segment_counts(layout: _Layout, sums: _Sums, n_segs: int) -> list[np.ndarray]:
+    """Rows per segment of every column: marginals of the joint cell counts of the pass."""
+    counts: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * n_segs
+    for (_, members, sizes), group in zip(layout, sums.seg):
+        for axis, k in enumerate(members):
+            counts[k] = _marginal(group["count"], sizes, axis)
+    return counts
 
 
 def _weight_quantiles(data: _Inputs, sums: _Sums, qs: Sequence[float]) -> np.ndarray:
     """Exact (numpy 'linear') weight quantiles of every policy, shape (P, len(qs)).
 
-    The histogram locates the bin of each needed order statistic. A bin whose sum equals its
-    count times its lower edge holds that single value (every value in a bin is >= the edge);
-    the values of the other needed bins are gathered in a second chunked pass and partitioned.
+    The histogram locates the bin of each needed order statistic. The largest is the pass's
+    maximum; a bin none of whose values lies above its lower edge holds that single value (e.g.
+    the zero weights, or 1 / p under a uniform logger); the values of the other needed bins are
+    gathered in a second chunked pass and partitioned.
     """
     n, n_pol = data.n, len(data.names)
     pos = np.asarray(qs, dtype=np.float64) * (n - 1)
@@ -712,14 +810,17 @@ def _weight_quantiles(data: _Inputs, sums: _Sums, qs: Sequence[float]) -> np.nda
     ks = np.unique(np.concatenate([k_lo, k_hi]))
     values: list[dict[int, float]] = [{} for _ in range(n_pol)]
     needed = np.zeros((n_pol, _N_BINS), dtype=bool)
+    cums = np.cumsum(sums.hist_counts, axis=1)
     for j in range(n_pol):
-        counts, mass = sums.hist_counts[j], sums.hist_mass[j]
-        cum = np.cumsum(counts)
-        bins = np.searchsorted(cum, ks, side="right")
+        above = sums.hist_above_edge[j]
+        if ks[-1] == n - 1:
+            values[j][n - 1] = float(sums.max_w[j])
+        rest = ks[ks < n - 1]
+        bins = np.searchsorted(cums[j], rest, side="right")
         for b in np.unique(bins).tolist():
-            low = _bin_low(b)
-            if mass[b] == counts[b] * low:
-                values[j].update((k, low) for k in ks[bins == b].tolist())
+            if above[b] == 0:
+                low = _bin_low(b)
+                values[j].update((k, low) for k in rest[bins == b].tolist())
             else:
                 needed[j, b] = True
     pending = np.flatnonzero(needed.any(axis=1)).tolist()
@@ -732,15 +833,15 @@ def _weight_quantiles(data: _Inputs, sums: _Sums, qs: Sequence[float]) -> np.nda
             w = _weight_block(data, sl, buf)
             codes = _hist_codes(w, out=codes_buf[: w.size].reshape(w.shape))
             for j in pending:
-                picked[j].append(w[j][needed[j][codes[j]]])
+                picked[j].append(w[j][np.take(needed[j], codes[j])])
         for j in pending:
             counts = sums.hist_counts[j]
-            cum = np.cumsum(counts)
+            cum = cums[j]
             bins = np.searchsorted(cum, ks, side="right")
             sel = np.concatenate(picked[j])
             sel_codes = _hist_codes(sel)
             for b in np.flatnonzero(needed[j]).tolist():
-                in_bin = ks[bins == b]
+                in_bin = ks[(bins == b) & (ks < n - 1)]
                 local = in_bin - int(cum[b] - counts[b])
                 part = np.partition(sel[sel_codes == b], local)
                 values[j].update(zip(in_bin.tolist(), part[local].tolist()))
@@ -851,8 +952,7 @@ def _policy_result(
         row["verdict"] = _VERDICT_NEEDS_RANGE
 
     result = _PolicyResult(
-        row=row, hist_counts=sums.hist_counts[j], hist_mass=sums.hist_mass[j],
-        interval=interval,
+        row=row, hist_counts=sums.hist_counts[j], interval=interval,
     )
     if layout:
         result.segments = _segment_rows(j, data, sums, layout, seg_counts)
@@ -1182,13 +1282,20 @@ class Diagnostics:
         largest positive weight, plus a first row for weights equal to 0 (rows where the
         candidate would never take the logged action). Columns: ``weight_low``,
         ``weight_high``, ``rows``, ``row_share`` and ``target_mass`` (sum of the weights in the
-        bin divided by n: the candidate's probability mass the bin carries).
+        bin divided by n: the candidate's probability mass the bin carries). The row counts come
+        from the diagnostics' pass; the masses from one pass over this policy's weights on the
+        first call (kept for later calls).
         """
         r = self._result(policy)
         counts = r.hist_counts
-        mass = r.hist_mass
         octave_counts = np.bincount(np.arange(counts.size) >> _MANTISSA_BITS, weights=counts)
-        octave_mass = np.bincount(np.arange(mass.size) >> _MANTISSA_BITS, weights=mass)
+        if r.octave_mass is None:  # one pass over this policy's weights, on first request
+            w = self._data.weights(self._index(policy))
+            r.octave_mass = np.bincount(
+                np.right_shift(w.view(np.int64), _HIST_SHIFT + _MANTISSA_BITS), weights=w,
+                minlength=_N_BINS >> _MANTISSA_BITS,
+            )
+        octave_mass = r.octave_mass
         nz = np.flatnonzero(octave_counts[1:]) + 1
         rows = [
             {
@@ -1953,10 +2060,9 @@ def _run(
         target_distributions=tdist, logging_distribution=ldist,
     )
     layout = _segment_layout(segs, n) if segs else []
-    seg_counts = [np.bincount(s.codes, minlength=s.size) for s in segs]
     sums = _accumulate(data, layout, max_weight=mw, lo=rr[0] if rr is not None else 0.0)
-    quantiles = _weight_quantiles(data, sums, (*WEIGHT_QUANTILES, 1.0))
-    sums.max_w = quantiles[:, -1].copy()  # the largest weight is the 1.0 quantile
+    seg_counts = _segment_counts(layout, sums, len(segs))
+    quantiles = _weight_quantiles(data, sums, WEIGHT_QUANTILES)
     results = [
         _policy_result(
             j, data, sums, quantiles, layout, seg_counts, max_weight=mw, reward_range=rr,

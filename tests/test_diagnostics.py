@@ -187,6 +187,8 @@ def test_exact_quantiles_equal_numpy(chunk_rows, monkeypatch):
         np.array([0.0, 0.0]),
         np.where(rng.random(999) < 0.5, 5.0, 5.0 + 2.0**-40),  # two values in one bin
         rng.pareto(1.1, 20_000) * 3.0,
+        np.full(1000, 10.0 / 3.0),  # one value that is not its bin's lower edge
+        np.where(rng.random(4000) < 0.75, 0.0, 4.0),  # uniform logger, greedy target: no pass 2
     ]
     qs = (0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0)
     for w in cases:
@@ -217,6 +219,123 @@ def test_results_do_not_depend_on_chunking(monkeypatch):
                                   rtol=1e-10, atol=1e-12)
     pd.testing.assert_frame_equal(whole.weight_histogram("policy_1"),
                                   chunked.weight_histogram("policy_1"))
+
+
+def pinned_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(2024)
+    n = 20_000
+    p = rng.uniform(0.05, 0.2, n)
+    t = np.column_stack([(rng.random(n) < 0.1).astype(float), rng.uniform(0.0, 0.2, n)])
+    r = (rng.random(n) < 0.3).astype(float)
+    segs = {"region": rng.integers(0, 5, n), "age": rng.gamma(3.0, 12.0, n),
+            "device": rng.choice(["desktop", "phone", "tablet"], n)}
+    return r, p, t, segs
+
+
+def test_outputs_pinned_on_a_fixed_seed():
+    # computed by the first implementation (one bincount per statistic, masked logarithm,
+    # weighted histogram); the fused, cell-sorted pass must reproduce them up to rounding
+    r, p, t, segs = pinned_data()
+    d = quiet(r, p, t, policy_names=["greedy", "soft"], segments=segs, max_weight=12.0,
+              reward_range=(0, 1))
+    tab = d.table().set_index("policy")
+    expected = {
+        "greedy": {"ess": 1657.4713097266495, "kl_divergence": 2.0708578945397944,
+                   "weight_q50": 0.0, "weight_q90": 0.0, "weight_q99": 15.32509872283602,
+                   "weight_q999": 19.512579008573837, "weight_max": 19.979680470438456,
+                   "clipped_target_mass": 0.335483567264486, "ci_low": 0.2100738386700126,
+                   "ci_high": 0.5284129300553841},
+        "soft": {"ess": 12761.297738855656, "kl_divergence": 0.1727504600183439,
+                 "weight_q50": 0.7920899237029788, "weight_q90": 1.8757931626299382,
+                 "weight_q99": 3.1017464867630937, "weight_q999": 3.694547386101026,
+                 "weight_max": 3.9295493701406246, "clipped_target_mass": 0.0,
+                 "ci_low": 0.2567301945848923, "ci_high": 0.40015076181000586},
+    }
+    for policy, values in expected.items():
+        for column, value in values.items():
+            assert tab.loc[policy, column] == pytest.approx(value, rel=1e-12, abs=0), column
+    age = d.segments().query("column == 'age'")
+    assert list(age.segment[:5]) == ["[0.9724, 18.28)", "[18.28, 27.4)", "[27.4, 37.35)",
+                                     "[37.35, 51.59)", "[51.59, 155]"]
+    np.testing.assert_allclose(age.ess, [
+        326.9524771356425, 344.61786156509726, 322.9252456432739, 312.6348549384818,
+        352.1293513345857, 2567.5190462771184, 2542.870699781225, 2553.269549377571,
+        2571.368842005881, 2526.7445619305245], rtol=1e-12)
+    np.testing.assert_allclose(age.variance_share, [
+        0.20095910869229058, 0.20858192499711467, 0.17585435276126193, 0.20844072966783728,
+        0.20616388388149548, 0.2087941898164438, 0.19569396780377138, 0.20570664836642313,
+        0.20236089088375495, 0.1874443031296069], rtol=1e-12)
+    np.testing.assert_array_equal(age.weight_max, [  # maxima are exact
+        19.86626899987104, 19.95272512767397, 19.979680470438456, 19.974601335905948,
+        19.92217113599255, 3.9295493701406246, 3.799850933697261, 3.9124562256963373,
+        3.8190671740291164, 3.7799828179659576])
+    hist = d.weight_histogram("soft").head(6)
+    assert list(hist.rows) == [0, 1, 1, 1, 1, 4]
+    np.testing.assert_allclose(hist.target_mass, [
+        0.0, 2.85114479319989e-09, 4.597559272516614e-09, 9.262890026386064e-09,
+        1.861159051166133e-08, 1.5141271683346055e-07], rtol=1e-12)
+
+
+@pytest.mark.parametrize("joint_cells", [12, 1 << 16])
+def test_segment_rows_match_direct_computation(joint_cells, monkeypatch):
+    # 12 joint cells put c1 x c2 in one group and c3 in another (each chunk is sorted by the
+    # first group's cells and re-sorted for the second); 2**16 puts all three in one group.
+    # Chunks of 257 rows leave some cells empty in some chunks.
+    monkeypatch.setattr("ope.diagnostics.JOINT_SEGMENT_CELLS", joint_cells)
+    monkeypatch.setattr("ope.diagnostics.CHUNK_ROWS", 257)
+    rng = np.random.default_rng(31)
+    n, k, clip = 3000, 4, 5.0
+    pb = rng.dirichlet(np.ones(k), n)
+    pb[rng.random(n) < 0.2, 0] = 0.0  # the logger never plays action 0 on a fifth of the rows
+    pb /= pb.sum(axis=1, keepdims=True)
+    pe = rng.dirichlet(np.ones(k), n)
+    a = draw_actions(pb, rng)
+    rows = np.arange(n)
+    cols = {"c1": rng.integers(0, 3, n), "c2": rng.choice(list("wxyz"), n), "c3": rng.random(n)}
+    reward = rng.random(n)
+    d = quiet(reward, pb[rows, a], pe[rows, a], policy_names=["pi"], segments=cols, action=a,
+              target_distributions={"pi": sp.csr_array(pe)},
+              logging_distribution=sp.csr_array(pb), max_weight=clip, reward_range=(0, 1))
+    w = pe[rows, a] / pb[rows, a]
+    terms = np.minimum(w, clip) * reward
+    dev2 = (terms - terms.mean()) ** 2
+    unsupported = (pe * (pb <= SUPPORT_FLOOR)).sum(axis=1)
+    assert unsupported.mean() > 0.02  # the deficiency statistic is exercised
+    np.testing.assert_allclose(d.unsupported_mass("pi"), unsupported, atol=1e-15)
+    seg = d.segments()
+    assert list(seg.column.unique()) == ["c1", "c2", "c3"]
+    for name in cols:
+        codes = d._segmentation(name).codes
+        sub = seg[seg.column == name].reset_index(drop=True)
+        assert sub.rows.sum() == n
+        for g, row in sub.iterrows():
+            m = codes == g
+            assert row["rows"] == m.sum()
+            assert row["target_mass_share"] == pytest.approx(w[m].sum() / w.sum(), rel=1e-12)
+            assert row["ess"] == pytest.approx(w[m].sum() ** 2 / (w[m] ** 2).sum(), rel=1e-12)
+            assert row["mean_weight"] == pytest.approx(w[m].mean(), rel=1e-12)
+            assert row["weight_max"] == w[m].max()
+            assert row["variance_share"] == pytest.approx(dev2[m].sum() / dev2.sum(), rel=1e-10)
+            assert row["unsupported_share"] == pytest.approx(unsupported[m].mean(), rel=1e-12)
+
+
+def test_weight_histogram_counts_and_mass_by_octave():
+    rng = np.random.default_rng(32)
+    w = np.concatenate([np.zeros(50), rng.lognormal(0.0, 2.0, 2000), [2.0**-1070]])
+    p = np.full(w.size, 1.0 / (w.max() + 1.0))
+    t = w * p[0]
+    d = quiet(np.zeros(w.size), p, t)
+    ww = t / p
+    hist = d.weight_histogram("policy_0")
+    assert hist.rows.sum() == w.size
+    # the first row holds the zeros (and subnormal weights, whose exponent field is 0 too)
+    assert hist.rows.iloc[0] == 51
+    for _, row in hist.iloc[1:].iterrows():
+        assert row["weight_high"] == 2 * row["weight_low"]
+        m = (ww >= row["weight_low"]) & (ww < row["weight_high"])
+        assert row["rows"] == m.sum()
+        assert row["target_mass"] == pytest.approx(ww[m].sum() / w.size, rel=1e-12)
+        assert row["row_share"] == pytest.approx(m.mean(), rel=1e-12)
 
 
 def test_weight_histogram_is_log_spaced_and_complete():
