@@ -463,6 +463,27 @@ class Evaluation:
         return f"<div><p>{html.escape(repr(self))}</p>{table}<ol>{notes}</ol></div>"
 
 
+def _one_pass_statistics(
+    resolved: Sequence[tuple[str, Any]],
+    reward: np.ndarray,
+    propensity: np.ndarray,
+    target: np.ndarray,
+    names: Sequence[str],
+) -> Any:
+    """Merged moments of every weight column in one pass, when two or more of IPS, clipped IPS
+    and SNIPS are asked for (each would otherwise make its own passes over the (n, P) block).
+
+    Returns None when fewer than two of them are asked for or there are no policies.
+    """
+    from ope.streaming import MomentStats
+
+    moment = [est for key, est in resolved if key in STREAMING_ESTIMATORS]
+    if len(moment) < 2 or not len(names):
+        return None
+    clip = next((est.max_weight for key, est in resolved if key == "clipped_ips"), None)
+    return MomentStats.from_arrays(reward, propensity, target, max_weight=clip, names=names)
+
+
 def evaluate(
     logs: Any,
     policies: Any = None,
@@ -619,17 +640,27 @@ def evaluate(
     estimates: dict[tuple[str, str], Estimate] = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
+        stats = _one_pass_statistics(resolved, reward, propensity, tp.values, tp.names)
         for key, est in resolved:
-            results = [] if not tp.names else estimate_many(
-                est,
-                reward=reward,
-                logging_propensity=propensity,
-                target_propensity=tp.values,
-                q_logged=q_logged,
-                q_target=q_target,
-                reward_range=reward_range,
-                names=tp.names,
-            )
+            if stats is not None and key in STREAMING_ESTIMATORS:
+                results = stats.with_rows(
+                    stats.estimates(est, reward_range=reward_range, confidence_level=confidence_level),
+                    reward=reward,
+                    logging_propensity=propensity,
+                    target_propensity=tp.values,
+                    reward_range=reward_range,
+                )
+            else:
+                results = [] if not tp.names else estimate_many(
+                    est,
+                    reward=reward,
+                    logging_propensity=propensity,
+                    target_propensity=tp.values,
+                    q_logged=q_logged,
+                    q_target=q_target,
+                    reward_range=reward_range,
+                    names=tp.names,
+                )
             for name, res in zip(tp.names, results):
                 estimates[(name, key)] = res
             for name, changed in factored.items():

@@ -488,6 +488,14 @@ class _CenteredMoments:
             np.full(n_pol, -np.inf), np.zeros(n_pol),
         )
 
+    def column(self, j: int) -> _CenteredMoments:
+        """The statistics of policy ``j`` alone (views, no copies)."""
+        sl = slice(j, j + 1)
+        return _CenteredMoments(
+            self.n, self.shift, self.r_mean, self.r_m2, self.mean[:, :, sl],
+            self.comoment[:, :, sl], self.max_w[sl], self.n_clipped[sl],
+        )
+
     def shifted(self, shift: float) -> _CenteredMoments:
         """The same statistics expressed about another reward shift (exact algebra)."""
         d = self.shift - float(shift)

@@ -252,3 +252,38 @@ def test_every_interval_method_renders(ci):
     assert doc["logging_policy"]["ci_method"] == expected
     assert doc["logging_policy"]["ci_low"] <= ev.logging.value <= doc["logging_policy"]["ci_high"]
     assert "logging policy" in ev.summary()
+
+
+def test_one_pass_moment_estimates_equal_estimate_many_and_keep_their_rows():
+    # with two or more of ips/clipped_ips/snips, evaluate computes them from one pass of merged
+    # moments; the numbers and every row-based method must match estimate_many's estimates
+    env = ope.simulate.ContextualBandit(n_actions=5, seed=9)
+    table = env.sample(5000, rng=2)
+    ev = ope.evaluate(
+        table, estimators=("ips", "clipped_ips", "snips"), max_weight=8.0, reward_range=(0.0, 1.0)
+    )
+    r = table.column("reward").to_numpy()
+    p = table.column("propensity").to_numpy()
+    pe = np.column_stack([table.column(f"target__{n}").to_numpy() for n in ev.policies])
+    for key, est in (("ips", ope.IPS()), ("clipped_ips", ope.ClippedIPS(max_weight=8.0)), ("snips", ope.SNIPS())):
+        direct = ope.estimate_many(
+            est, reward=r, logging_propensity=p, target_propensity=pe,
+            reward_range=(0.0, 1.0), names=ev.policies,
+        )
+        for d in direct:
+            e = ev[(d.policy, key)]
+            assert e.value == pytest.approx(d.value, rel=1e-11, abs=1e-14)
+            assert e.std_error == pytest.approx(d.std_error, rel=1e-9)
+            assert e.ess == pytest.approx(d.ess, rel=1e-11)
+            methods = {"bootstrap": {"rng": 0, "n_resamples": 200}}
+            if key != "clipped_ips":
+                methods["betting"] = {}
+            if key == "clipped_ips":
+                methods["bottou"] = {}
+            for method, opts in methods.items():
+                np.testing.assert_allclose(
+                    tuple(e.ci(0.9, method, **opts))[:2], tuple(d.ci(0.9, method, **opts))[:2], rtol=1e-9
+                )
+    name = ev.policies[0]
+    d = ev.compare(name, "logging", estimator="snips")
+    assert np.isfinite(d.std_error) and d.n == 5000
