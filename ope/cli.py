@@ -207,22 +207,27 @@ def _read_or_report(args: argparse.Namespace) -> Any:
         return None
 
 
-def _cmd_diagnose(args: argparse.Namespace) -> int:
+def _diagnose_from_args(args: argparse.Namespace, logs: Any) -> Any:
+    """The diagnostics of ``ope diagnose`` and of ``ope evaluate`` (which has no plan options)."""
     from ope.diagnostics import diagnose
 
-    logs = _read_or_report(args)
-    if logs is None:
-        return EXIT_DATAERR
-    d = diagnose(
+    return diagnose(
         logs,
         _policies_from_args(args),
         by=args.by,
         max_weight=args.max_weight,
         reward_range=tuple(args.reward_range) if args.reward_range else None,
         confidence_level=args.confidence_level,
-        target_width=args.target_width,
-        new_rows=args.new_rows,
+        target_width=getattr(args, "target_width", None),
+        new_rows=getattr(args, "new_rows", None),
     )
+
+
+def _cmd_diagnose(args: argparse.Namespace) -> int:
+    logs = _read_or_report(args)
+    if logs is None:
+        return EXIT_DATAERR
+    d = _diagnose_from_args(args, logs)
     if args.json:
         _emit_json({"validation": logs.report.to_dict(), "diagnostics": d.to_dict()})
     else:
@@ -272,20 +277,11 @@ def _evaluate_from_args(args: argparse.Namespace, logs: Any) -> Any:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from ope.diagnostics import diagnose
-
     logs = _read_or_report(args)
     if logs is None:
         return EXIT_DATAERR
     ev = _evaluate_from_args(args, logs)
-    d = diagnose(
-        logs,
-        _policies_from_args(args),
-        by=args.by,
-        max_weight=args.max_weight,
-        reward_range=tuple(args.reward_range) if args.reward_range else None,
-        confidence_level=args.confidence_level,
-    )
+    d = _diagnose_from_args(args, logs)
     if args.json:
         doc = ev.to_dict()
         doc["diagnostics"] = d.to_dict()
