@@ -592,8 +592,8 @@ def read_logs(
     masks = check_bandit_rows(table, unit_roundoff=plan.unit_roundoff)
     dropped_ids = _dropped_event_ids(table, masks) if on_invalid == "drop" else None
     table, report = _finish(table, masks, opened.name, on_invalid, "bandit-log")
-    return BanditLogs(table, report, dropped_event_ids=dropped_ids,
-                      unit_roundoff=plan.unit_roundoff)
+    return BanditLogs._from_reader(table, report, dropped_event_ids=dropped_ids,
+                                   unit_roundoff=plan.unit_roundoff)
 
 
 def read_trajectories(
@@ -1055,8 +1055,8 @@ class LogScan:
                 dropped_ids = _dropped_event_ids(table, masks)
                 table = table.filter(pa.array(~bad))
             if table.num_rows:
-                yield BanditLogs(table, part, dropped_event_ids=dropped_ids,
-                                 unit_roundoff=self._plan.unit_roundoff)
+                yield BanditLogs._from_reader(table, part, dropped_event_ids=dropped_ids,
+                                              unit_roundoff=self._plan.unit_roundoff)
         self.seen_id_bytes = seen.nbytes if seen is not None else 0
         self._report = total
         if total.rows_used == 0:

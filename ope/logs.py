@@ -231,6 +231,31 @@ class BanditLogs(_TableLogs):
         if dropped_event_ids is not None and not isinstance(dropped_event_ids, pa.Array):
             dropped_event_ids = pa.array(dropped_event_ids)
         self.dropped_event_ids = dropped_event_ids
+        self._validated_table: pa.Table | None = None
+
+    @classmethod
+    def _from_reader(
+        cls,
+        table: pa.Table,
+        report: ValidationReport,
+        *,
+        dropped_event_ids: pa.Array | None = None,
+        unit_roundoff: Mapping[str, float] | None = None,
+    ) -> BanditLogs:
+        """Logs whose ``table`` has just passed every row rule of ``ope.schema`` (readers only).
+
+        Records that very table object, so that consumers may skip re-checking what the rules
+        guarantee (e.g. ``target__`` values in [0, 1]). The public constructor never sets it, and
+        the record lapses if ``table`` is replaced (Arrow tables are immutable).
+        """
+        logs = cls(table, report, dropped_event_ids=dropped_event_ids, unit_roundoff=unit_roundoff)
+        logs._validated_table = table
+        return logs
+
+    def _targets_validated(self) -> bool:
+        """True when ``table`` is the table a reader validated (see :meth:`_from_reader`)."""
+        validated = getattr(self, "_validated_table", None)
+        return validated is not None and validated is self.table
 
 
 class Trajectories(_TableLogs):

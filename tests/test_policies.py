@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import doctest
 import tracemalloc
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
@@ -930,3 +931,155 @@ def test_csv_policy_table_keeps_ids_as_written(tmp_path):
     floats = tmp_path / "f.csv"  # ids written from a float column
     floats.write_text("event_id,policy,action,probability\n1.0,new,7.0,1\n2.0,new,8.0,1\n")
     assert target_propensities(numeric, floats).values[:, 0].tolist() == [1.0, 1.0]
+
+
+# ---------------------------------------------------------------------------------------------
+# target__ columns: the blocked copy into one (n, P) matrix, and the validated-logs fast path
+# ---------------------------------------------------------------------------------------------
+
+
+def _chunked(values: np.ndarray, sizes: list[int], type_: pa.DataType | None = None) -> pa.ChunkedArray:
+    """``values`` split into chunks of the given sizes (empty chunks included)."""
+    cuts = np.cumsum([0, *sizes])
+    assert cuts[-1] == values.size
+    return pa.chunked_array([pa.array(values[a:b], type=type_) for a, b in zip(cuts[:-1], cuts[1:])],
+                            type=type_ or pa.from_numpy_dtype(values.dtype))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 60),
+    p=st.integers(1, 4),
+    block_bytes=st.sampled_from([8, 24, 64, 10_000]),
+    data=st.data(),
+)
+def test_target_matrix_equals_stacked_columns_for_any_chunking_and_block(n, p, block_bytes, data):
+    rng = np.random.default_rng(n * 7 + p)
+    expected = rng.random((n, p))
+    cols = {}
+    for j in range(p):
+        # random chunk sizes per column (columns need not share a chunk layout), with empty chunks
+        cuts = sorted(data.draw(st.lists(st.integers(0, n), max_size=4)))
+        sizes = list(np.diff([0, *cuts, n]))
+        cols[f"target__c{j}"] = _chunked(expected[:, j], sizes)
+    logs = make_logs(pa.table({**base_cols(n, [1] * n), **cols}))
+    old = policies_module._TARGET_BLOCK_BYTES
+    policies_module._TARGET_BLOCK_BYTES = block_bytes  # blocks of 1 to 1,250 rows
+    try:
+        tp = target_propensities(logs)
+    finally:
+        policies_module._TARGET_BLOCK_BYTES = old
+    assert tp.values.flags.c_contiguous and tp.values.dtype == np.float64
+    np.testing.assert_array_equal(tp.values, expected)
+
+
+def test_target_columns_of_other_numeric_types_are_cast_exactly():
+    vals = [0.5, 0.25, 1.0, 0.0]
+    logs = make_logs(base_cols(4, [1, 2, 3, 4]) | {
+        "target__f32": pa.array(vals, pa.float32()),
+        "target__f16": pa.array(np.float16(vals)),
+        "target__int": pa.array([1, 0, 1, 0], pa.int8()),
+        "target__bool": pa.array([True, False, True, True]),
+        "target__dec": pa.array([Decimal(str(v)) for v in vals], pa.decimal128(4, 2)),
+        "target__dict": pa.array(vals).dictionary_encode(),
+    })
+    tp = target_propensities(logs)
+    assert tp.names == ["f32", "f16", "int", "bool", "dec", "dict"]
+    np.testing.assert_array_equal(
+        tp.values, np.column_stack([vals, vals, [1, 0, 1, 0], [1, 0, 1, 1], vals, vals])
+    )
+
+
+@pytest.mark.parametrize(
+    "column, match",
+    [
+        # a violation far past the first block, in the second column: the message names that
+        # column and the right row numbers (the blocked check falls back to the full mask)
+        ("late", r"policy 'late': target propensities must be finite and in \[0, 1\]; they are not "
+                 r"in 2 rows \(first at rows 4998, 4999\) \(values -0.5, 2.0\)"),
+        ("null", r"policy 'null': target propensities must be finite and in \[0, 1\]; they are not "
+                 r"in 1 row \(first at row 3\) \(values nan\)"),
+        ("intnull", r"policy 'intnull': .* not in 1 row \(first at row 1\) \(values nan\)"),
+        ("allnull", r"policy 'allnull': .* not in 5,000 rows \(first at rows 0, 1, 2, 3, 4, \.\.\.\)"),
+        ("big", r"policy 'big': .* not in 1 row \(first at row 0\) \(values 2.0\)"),
+    ],
+)
+def test_target_range_errors_name_column_and_rows(column, match):
+    n = 5000
+    ok = np.full(n, 0.5)
+    late = ok.copy()
+    late[-2:] = [-0.5, 2.0]
+    null = pa.array([0.5, 0.5, 0.5, None] + [0.5] * (n - 4))
+    extra = {
+        "late": {"target__ok": ok, "target__late": _chunked(late, [1000, 0, 4000])},
+        "null": {"target__null": null},
+        "intnull": {"target__intnull": pa.array([1, None] + [0] * (n - 2), pa.int64())},
+        "allnull": {"target__allnull": pa.nulls(n)},
+        "big": {"target__big": pa.array([2] + [1] * (n - 1), pa.int32())},
+    }[column]
+    logs = make_logs(base_cols(n, [1] * n) | extra)
+    with pytest.raises(PolicyError, match=match):
+        target_propensities(logs)
+
+
+def test_target_column_of_non_numbers_is_a_policy_error():
+    logs = make_logs(base_cols(2, [1, 2]) | {"target__s": ["0.5", "1"]})
+    with pytest.raises(PolicyError, match=r"policy 's': column target__s must hold probabilities as "
+                                          r"numbers \(float64\), got string\. Convert it to floats"):
+        target_propensities(logs)
+
+
+def test_readers_mark_their_logs_validated_and_the_mark_cannot_be_set_by_accident(tmp_path):
+    from ope.io import read_logs, scan_logs
+
+    n = 50
+    t = pa.table(base_cols(n, list(range(n)), event_id=list(range(n))) | {"target__new": np.full(n, 0.2)})
+    eager = read_logs(t)
+    assert eager._targets_validated()
+    pq.write_table(t, tmp_path / "logs.parquet")
+    batches = list(scan_logs(tmp_path / "logs.parquet", batch_size=20))
+    assert len(batches) == 3 and all(b._targets_validated() for b in batches)
+    # the public constructor never marks, even when given a reader's table and report
+    assert not BanditLogs(eager.table, eager.report)._targets_validated()
+    assert not make_logs(t)._targets_validated()
+    # replacing the table after reading lapses the mark
+    eager.table = eager.table.slice(1)
+    assert not eager._targets_validated()
+    np.testing.assert_array_equal(target_propensities(eager).values[:, 0], np.full(n - 1, 0.2))
+
+
+def test_validated_logs_skip_the_range_check_and_unvalidated_logs_keep_it():
+    # a table that did not pass the reader's rules, deliberately marked: the check is skipped
+    # (this is what makes the validated path cheaper); the same table unmarked is rejected
+    t = pa.table(base_cols(3, [1, 2, 3]) | {"target__x": [0.5, 1.5, np.nan]})
+    marked = BanditLogs._from_reader(t, ValidationReport("<test>", 3, 3))
+    assert marked._targets_validated()
+    np.testing.assert_array_equal(target_propensities(marked).values[:, 0], [0.5, 1.5, np.nan])
+    with pytest.raises(PolicyError, match=r"not in 2 rows \(first at rows 1, 2\)"):
+        target_propensities(make_logs(t))
+    # a reader rejects those rows, so a validated table cannot hold them
+    from ope.exceptions import ValidationError
+    from ope.io import read_logs
+
+    with pytest.raises(ValidationError, match="target_probability_out_of_range"):
+        read_logs(t)
+
+
+def test_target_matrix_allocates_only_the_matrix_for_float32_chunked_columns():
+    n, p = 200_000, 4
+    rng = np.random.default_rng(3)
+    cols = {f"target__c{j}": _chunked(rng.random(n).astype(np.float32), [70_000, 60_000, 70_000])
+            for j in range(p)}
+    logs = make_logs(pa.table({**base_cols(n, [1] * n), **cols}))
+    target_propensities(logs)  # warm up (imports, caches)
+    tracemalloc.start()
+    try:
+        tp = target_propensities(logs)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    matrix = n * p * 8
+    # the old path made a float64 copy of each column and four boolean masks besides the matrix
+    assert peak < matrix + 2**20, peak
+    expected = np.column_stack([logs.table.column(f"target__c{j}").to_numpy() for j in range(p)])
+    np.testing.assert_array_equal(tp.values, expected.astype(np.float64))
