@@ -247,7 +247,7 @@ def _partition_stats(kernel: _Kernel, part: _Partition, earlier_ids: Any) -> _Pa
     if used:
         if bad is not None:
             table = table.filter(pa.array(~bad))
-        logs = BanditLogs(table, report, unit_roundoff=kernel.plan.unit_roundoff)
+        logs = BanditLogs._from_reader(table, report, unit_roundoff=kernel.plan.unit_roundoff)
         tp = target_propensities(logs, kernel.policies)
         stats = MomentStats.from_arrays(
             logs.column("reward"),
