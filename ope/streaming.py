@@ -63,6 +63,7 @@ from ope.weights import (
     _check_finite,
     _check_max_weight,
     _validated_pair,
+    _value_range,
 )
 
 __all__ = ["MomentStats"]
@@ -191,7 +192,9 @@ class MomentStats:
         names : sequence of str, optional
             Policy names (one per column).
         chunk_size : int, default DEFAULT_CHUNK_SIZE
-            Rows per chunk of the kernel.
+            Largest number of rows per block of the kernel, which also keeps a block within
+            2**18 entries (rows x P) so that it stays in cache; the results do not depend on it
+            beyond rounding.
 
         Returns
         -------
@@ -211,7 +214,11 @@ class MomentStats:
             raise ValidationError(
                 f"`reward` has {r.shape[0]} rows but `logging_propensity` has {p.shape[0]}."
             )
-        _check_finite(r, "reward")
+        n = int(r.shape[0])
+        # one blockwise min/max pass both checks the rewards and records their range
+        low, high = _value_range(r) if n else (math.inf, -math.inf)
+        if n and not (math.isfinite(low) and math.isfinite(high)):
+            _check_finite(r, "reward")  # raises with the count and first row
         mw = _check_max_weight(max_weight)
         t2 = t if t.ndim == 2 else t[:, None]
         n_pol = t2.shape[1]
@@ -222,11 +229,10 @@ class MomentStats:
                 raise ValidationError(
                     f"`names` has {len(labels)} entries but there are {n_pol} policy columns."
                 )
-        n = int(r.shape[0])
         return cls(
             n=n,
-            min_r=float(r.min()) if n else math.inf,
-            max_r=float(r.max()) if n else -math.inf,
+            min_r=low,
+            max_r=high,
             centered=_centered_moments(r, p, t2, max_weight=mw, chunk_size=chunk_size),
             max_weight=mw,
             names=labels,

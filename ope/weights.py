@@ -20,6 +20,7 @@ propensities the same way: what is wrong, how many rows, the first row, and how 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -65,6 +66,17 @@ MOMENT_KEYS: Final = (
 #: them (target propensities are at most 1), so the check costs one min over the propensities.
 MAX_FINITE_WEIGHT: Final = 1e150
 
+#: Entries per block of the blockwise min/max validation: 2**19 float64 entries are 4 MB, so a
+#: block read for its minimum is still in the L2/L3 cache when its maximum is taken.
+_VALIDATION_BLOCK_ELEMENTS: Final = 1 << 19
+
+#: Entries per block of the centred-moment kernel (rows = this / P, at most ``chunk_size``). The
+#: kernel makes several passes over each (P, rows) float64 block and its two scratch copies, so
+#: they should stay in cache: 2**18 entries (2 MB each). Measured on 10M x 8 float64 without
+#: clipping (medians of 3): 0.35 s at 2**16 entries, 0.33 s at 2**17, 0.31 s at 2**18, 0.35 s
+#: at 2**19, 0.40 s at 2**20; 2.0 s for the former (2**18 rows, P) row-major kernel.
+_KERNEL_BLOCK_ELEMENTS: Final = 1 << 18
+
 _FIX_PROPENSITY: Final = (
     "Fix the logger, or read the logs with ope.read_logs(..., on_invalid='drop') to drop and "
     "count such rows."
@@ -100,8 +112,29 @@ def _as_float_array(value: npt.ArrayLike, name: str, *, ndim: tuple[int, ...]) -
     return arr
 
 
+def _value_range(arr: np.ndarray) -> tuple[float, float]:
+    """Smallest and largest entry of a non-empty array, NaN if any entry is NaN.
+
+    Reduced block by block (min and max of a block while it is in cache) so that validating an
+    (n, P) matrix costs about one read of it and allocates no (n, P) boolean masks.
+    """
+    flat = arr.reshape(arr.shape[0], -1)
+    step = max(1, _VALIDATION_BLOCK_ELEMENTS // max(1, flat.shape[1]))
+    lows, highs = [], []
+    for sl in _chunks(flat.shape[0], step):  # loop over blocks, not rows
+        block = flat[sl]
+        lows.append(block.min())
+        highs.append(block.max())
+    return float(np.min(lows)), float(np.max(highs))
+
+
 def _check_finite(arr: np.ndarray, name: str) -> None:
-    bad = ~np.isfinite(arr)
+    if arr.size == 0:
+        return
+    low, high = _value_range(arr)
+    if math.isfinite(low) and math.isfinite(high):  # NaN and +-inf fail this
+        return
+    bad = ~np.isfinite(arr)  # the full mask only to report the offending rows
     if bad.any():
         count, first = _first_rows(bad)
         raise ValidationError(
@@ -111,6 +144,10 @@ def _check_finite(arr: np.ndarray, name: str) -> None:
 
 
 def _check_logging_propensity(p: np.ndarray, name: str = "logging_propensity") -> None:
+    if p.size:
+        low, high = _value_range(p)
+        if low > 0 and high <= 1:  # False for NaN: then the detailed checks below report
+            return
     _check_finite(p, name)
     bad = (p <= 0) | (p > 1)
     if bad.any():
@@ -122,6 +159,10 @@ def _check_logging_propensity(p: np.ndarray, name: str = "logging_propensity") -
 
 
 def _check_target_propensity(t: np.ndarray, name: str = "target_propensity") -> None:
+    if t.size:
+        low, high = _value_range(t)
+        if low >= 0 and high <= 1:  # False for NaN: then the detailed checks below report
+            return
     _check_finite(t, name)
     bad = (t < 0) | (t > 1)
     if bad.any():
@@ -377,7 +418,8 @@ def weight_moments(
         A priori clipping level; when None the ``sum_c*`` entries equal the raw sums and
         ``n_clipped`` is zero.
     chunk_size : int, default DEFAULT_CHUNK_SIZE
-        Rows per chunk; memory is O(chunk_size * P).
+        Largest number of rows per block; blocks are also kept within 2**18 entries (rows x
+        P) so that they stay in cache. Memory is O(min(chunk_size * P, 2**18)).
 
     Returns
     -------
@@ -388,10 +430,11 @@ def weight_moments(
 
     Notes
     -----
-    For each chunk ``W = T / p[:, None]`` is formed in float64 and the sums are reduced over the
-    row axis with ``einsum`` (``"i,ip->p"``: the ``r @ W`` product without a temporary), so the
-    cost is a few vectorized reductions per chunk and nothing is (n, P) beyond one chunk. Sums
-    merge by addition (``max_w`` by maximum). Variances formed from these raw sums lose about
+    For each block of rows the weights are formed in float64 and transposed, one policy per
+    row, into a reused buffer, and the sums are reductions along those rows (``einsum``
+    ``"pi,i->p"`` for the reward-weighted ones), so the cost is a few vectorized reductions per
+    block and nothing is (n, P) beyond one block. Sums merge by addition (``max_w`` by
+    maximum). Variances formed from these raw sums lose about
     :math:`\\log_{10}(\\mathbb E[x^2]/\\mathrm{Var}\\,x)` digits to cancellation (12 digits for
     rewards of mean :math:`10^6` and standard deviation 1); :class:`ope.streaming.MomentStats`
     therefore keeps shifted, centred statistics instead.
@@ -421,18 +464,23 @@ def weight_moments(
     out["max_w"] = np.full(n_pol, -np.inf)  # identity of the max-merge (also for empty input)
     sum_r = 0.0
     sum_r2 = 0.0
-    for sl in _chunks(n, chunk_size):
+    rows = min(_block_rows(n_pol, chunk_size), max(n, 1))
+    w_buf = np.empty((n_pol, rows))  # one policy per row: reductions along contiguous memory
+    w2_buf = np.empty((n_pol, rows))
+    for sl in _chunks(n, rows):  # loop over blocks, not rows
+        c = sl.stop - sl.start
         rc = r[sl].astype(np.float64, copy=False)
         r2 = rc * rc
-        w = _ratio(p[sl], t2[sl])
-        _accumulate(out, "", w, rc, r2)
-        np.maximum(out["max_w"], w.max(axis=0, initial=-np.inf), out=out["max_w"])
+        w = w_buf[:, :c]
+        np.divide(t2[sl].T, p[sl], out=w, dtype=np.float64)
+        _accumulate(out, "", w, rc, r2, w2_buf[:, :c])
+        np.maximum(out["max_w"], np.maximum.reduce(w, axis=1), out=out["max_w"])
         if mw is not None:
-            out["n_clipped"] += np.count_nonzero(w > mw, axis=0)
+            out["n_clipped"] += np.count_nonzero(w > mw, axis=1)
             np.minimum(w, mw, out=w)
-            _accumulate(out, "c", w, rc, r2)
-        sum_r += float(rc.sum())
-        sum_r2 += float(r2.sum())
+            _accumulate(out, "c", w, rc, r2, w2_buf[:, :c])
+        sum_r += float(np.add.reduce(rc))
+        sum_r2 += float(np.add.reduce(r2))
     if mw is None:
         for key in ("w", "w2", "wr", "w2r", "w2r2"):
             out[f"sum_c{key}"] = out[f"sum_{key}"].copy()
@@ -444,16 +492,20 @@ def weight_moments(
 
 
 def _accumulate(
-    out: dict[str, np.ndarray], prefix: str, w: np.ndarray, r: np.ndarray, r2: np.ndarray
+    out: dict[str, np.ndarray],
+    prefix: str,
+    w: np.ndarray,
+    r: np.ndarray,
+    r2: np.ndarray,
+    w2: np.ndarray,
 ) -> None:
-    # einsum reductions over the row axis of a (chunk, P) block: measured 3-6x faster than
-    # ``w.sum(axis=0)`` or the BLAS gemv ``r @ w`` for tall, narrow blocks on this machine
-    w2 = w * w
-    out[f"sum_{prefix}w"] += np.einsum("ip->p", w)
-    out[f"sum_{prefix}w2"] += np.einsum("ip->p", w2)
-    out[f"sum_{prefix}wr"] += np.einsum("i,ip->p", r, w)
-    out[f"sum_{prefix}w2r"] += np.einsum("i,ip->p", r, w2)
-    out[f"sum_{prefix}w2r2"] += np.einsum("i,ip->p", r2, w2)
+    """Add the five sums of one transposed (P, c) weight block; ``w2`` is (P, c) scratch."""
+    np.multiply(w, w, out=w2)
+    out[f"sum_{prefix}w"] += np.add.reduce(w, axis=1)
+    out[f"sum_{prefix}w2"] += np.add.reduce(w2, axis=1)
+    out[f"sum_{prefix}wr"] += np.einsum("pi,i->p", w, r)
+    out[f"sum_{prefix}w2r"] += np.einsum("pi,i->p", w2, r)
+    out[f"sum_{prefix}w2r2"] += np.einsum("pi,i->p", w2, r2)
 
 
 # --------------------------------------------------------------------------------------------
@@ -597,18 +649,30 @@ class _CenteredMoments:
         return out
 
 
-def _centered_chunk(rs: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Means (2, P) and centred co-moments (3, P) of ``(w * rs, w)`` over one chunk."""
-    c = float(rs.shape[0])
-    a = w * rs[:, None]
-    ma = np.einsum("ip->p", a) / c
-    mb = np.einsum("ip->p", w) / c
-    a -= ma
-    db = w - mb
-    com = np.stack(
-        [np.einsum("ip,ip->p", a, a), np.einsum("ip,ip->p", a, db), np.einsum("ip,ip->p", db, db)]
-    )
-    return np.stack([ma, mb]), com
+def _centered_block(
+    w: np.ndarray, rs: np.ndarray, a: np.ndarray, b: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Means (2, k) and centred co-moments (3, k) of ``(w * rs, w)`` over one block.
+
+    ``w`` is the (k, c) block of weights with one policy per row, so every per-policy sum runs
+    along contiguous memory; ``rs`` holds the (c,) shifted rewards; ``a`` and ``b`` are (k, c)
+    scratch buffers, overwritten. Two passes: the means, then the exact centred sums.
+    """
+    c = float(w.shape[1])
+    np.multiply(w, rs, out=a)
+    ma = np.add.reduce(a, axis=1) / c
+    mb = np.add.reduce(w, axis=1) / c
+    np.subtract(a, ma[:, None], out=a)
+    np.subtract(w, mb[:, None], out=b)
+    com = [np.einsum("pi,pi->p", x, y) for x, y in ((a, a), (a, b), (b, b))]
+    return np.stack([ma, mb]), np.stack(com)
+
+
+def _block_rows(n_pol: int, chunk_size: int) -> int:
+    """Rows per kernel block: at most ``chunk_size``, and (P, rows) within the cache budget."""
+    if int(chunk_size) < 1:
+        raise ValueError(f"`chunk_size` must be a positive integer; got {chunk_size!r}.")
+    return max(1, min(int(chunk_size), _KERNEL_BLOCK_ELEMENTS // max(1, n_pol)))
 
 
 def _centered_moments(
@@ -622,31 +686,64 @@ def _centered_moments(
     """Centred moments of validated arrays (reward (n,), propensities (n,), targets (n, P)).
 
     The reward shift is the mean reward (so ``w (r - shift)`` is of the order of the reward's
-    spread, not its level); each chunk is centred exactly (two passes over the chunk) and the
-    chunks are merged pairwise.
+    spread, not its level); each block is centred exactly (two passes over the block) and the
+    blocks are merged pairwise.
+
+    The weights of a block are written transposed, one policy per row, into a buffer reused by
+    every block (no per-block allocation), so every per-policy sum, maximum and count is a
+    reduction along contiguous memory: several times faster than column reductions of the
+    row-major (rows, P) block (``w.max(axis=0)`` on 2**18 x 8 took 8 ms against 0.3 ms for the
+    transposed block). The sums are numpy reductions and ``einsum``, not BLAS: multithreaded
+    BLAS on hundreds of small products per call doubled the CPU time and, on a busy 2-core
+    machine, made single calls up to 20x slower. Blocks have at most ``chunk_size`` rows and
+    fit the cache (:data:`_KERNEL_BLOCK_ELEMENTS`). Clipped moments are computed only for the
+    policies whose largest weight in the block exceeds ``max_weight``: for the others
+    ``min(w, max_weight) = w`` and the clipped moments are the raw ones, exactly.
     """
     n, n_pol = target_propensity.shape
     r64 = reward.astype(np.float64, copy=False)
     shift = float(r64.mean()) if n else 0.0
     acc = _CenteredMoments.empty(n_pol, shift)
-    for sl in _chunks(n, chunk_size):  # loop over chunks, not rows
-        rs = r64[sl] - shift
-        w = _ratio(logging_propensity[sl], target_propensity[sl])
-        m_raw, c_raw = _centered_chunk(rs, w)
-        max_w = w.max(axis=0, initial=-np.inf)
+    rows = _block_rows(n_pol, chunk_size)
+    if n == 0:
+        return acc
+    rows = min(rows, n)
+    w_buf = np.empty((n_pol, rows))
+    a_buf = np.empty((n_pol, rows))
+    b_buf = np.empty((n_pol, rows))
+    r_buf = np.empty(rows)
+    if max_weight is not None:
+        clip_buf = np.empty((n_pol, rows))  # the rows of the policies clipped in a block
+        over_buf = np.empty((n_pol, rows), dtype=bool)
+    for sl in _chunks(n, rows):  # loop over blocks, not rows
+        c = sl.stop - sl.start
+        w, a, b = w_buf[:, :c], a_buf[:, :c], b_buf[:, :c]
+        # w[j, i] = t[i, j] / p[i], divided in float64 whatever the input dtype
+        np.divide(target_propensity[sl].T, logging_propensity[sl], out=w, dtype=np.float64)
+        rs = np.subtract(r64[sl], shift, out=r_buf[:c])
+        m_raw, c_raw = _centered_block(w, rs, a, b)
+        max_w = np.maximum.reduce(w, axis=1)
+        n_clipped = np.zeros(n_pol)
+        m_clip, c_clip = m_raw, c_raw
         if max_weight is not None:
-            n_clipped = np.count_nonzero(w > max_weight, axis=0).astype(np.float64)
-            np.minimum(w, max_weight, out=w)
-            m_clip, c_clip = _centered_chunk(rs, w)
-        else:
-            n_clipped = np.zeros(n_pol)
-            m_clip, c_clip = m_raw, c_raw
-        r_mean = float(rs.mean())
+            over = np.flatnonzero(max_w > max_weight)
+            if over.size:
+                m_clip, c_clip = m_raw.copy(), c_raw.copy()
+                k = over.size
+                sub = w if k == n_pol else np.take(w, over, axis=0, out=clip_buf[:k, :c])
+                gt = np.greater(sub, max_weight, out=over_buf[:k, :c])
+                n_clipped[over] = np.count_nonzero(gt, axis=1)
+                np.minimum(sub, max_weight, out=sub)
+                m_sub, c_sub = _centered_block(sub, rs, a[:k], b[:k])
+                m_clip[:, over] = m_sub
+                c_clip[:, over] = c_sub
+        r_mean = float(np.add.reduce(rs) / c)
+        dr = np.subtract(rs, r_mean, out=r_buf[:c])
         part = _CenteredMoments(
-            int(rs.shape[0]),
+            c,
             shift,
             r_mean,
-            float(np.sum((rs - r_mean) ** 2)),
+            float(np.einsum("i,i->", dr, dr)),
             np.stack([m_raw, m_clip]),
             np.stack([c_raw, c_clip]),
             max_w,

@@ -196,3 +196,53 @@ def test_merge_of_batches_with_very_different_reward_levels(offset_data):
     assert merged.logging_estimate().std_error == pytest.approx(
         logging_value(r2).std_error, rel=1e-12
     )
+
+
+# ---------------------------------------------------------------------------------------------
+# the fast kernel: block size, partial blocks, float32, validation messages
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+def test_block_size_does_not_change_the_estimates(data):
+    r, p, t = data
+    whole = MomentStats.from_arrays(r, p, t, max_weight=1.5)
+    small = MomentStats.from_arrays(r, p, t, max_weight=1.5, chunk_size=7)  # 1429 blocks
+    assert (small.min_r, small.max_r) == (whole.min_r, whole.max_r) == (0.0, 1.0)
+    for key in MOMENT_KEYS:
+        np.testing.assert_allclose(small.moments[key], whole.moments[key], rtol=1e-12)
+    for est in ("ips", "clipped_ips", "snips"):
+        for a, b in zip(small.estimates(est), whole.estimates(est)):
+            assert a.value == pytest.approx(b.value, rel=1e-12)
+            assert a.std_error == pytest.approx(b.std_error, rel=1e-12)
+
+
+def test_float32_logs_give_the_float64_statistics_of_their_values(data):
+    r, p, t = (x.astype(np.float32) for x in data)
+    s32 = MomentStats.from_arrays(r, p, t, max_weight=1.5)
+    s64 = MomentStats.from_arrays(
+        r.astype(np.float64), p.astype(np.float64), t.astype(np.float64), max_weight=1.5
+    )
+    for key in MOMENT_KEYS:
+        assert s32.moments[key].dtype == np.float64
+        np.testing.assert_array_equal(s32.moments[key], s64.moments[key])
+
+
+@pytest.mark.parametrize(
+    ("column", "row", "value", "match"),
+    [
+        ("reward", 4321, np.nan, r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 4321\)"),
+        ("reward", 17, -np.inf, r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 17\)"),
+        ("target", 9000, np.nan, r"`target_propensity` must be finite; 1 rows are NaN or infinite \(first at row 9000\)"),
+        ("target", 2, 1.0 + 1e-12, r"`target_propensity` must be in \[0, 1\].*1 rows are not \(first at row 2\)"),
+        ("propensity", 5000, -0.5, r"`logging_propensity` must be in \(0, 1\]; 1 rows are not \(first at row 5000: -0\.5\)"),
+    ],
+)
+def test_from_arrays_validation_messages(data, column, row, value, match):
+    r, p, t = (x.copy() for x in data)
+    if column == "reward":
+        r[row] = value
+    elif column == "target":
+        t[row, 1] = value
+    else:
+        p[row] = value
+    with pytest.raises(ValidationError, match=match):
+        MomentStats.from_arrays(r, p, t, max_weight=1.5)

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from ope.exceptions import ValidationError
-from ope.weights import MOMENT_KEYS, factor_weights, importance_weights, weight_moments
+from ope.weights import (
+    MOMENT_KEYS,
+    _centered_moments,
+    factor_weights,
+    importance_weights,
+    weight_moments,
+)
 
 
 def test_importance_weights_by_hand():
@@ -144,3 +150,128 @@ def test_factor_replacement_is_unbiased_when_one_factor_changes():
     # the logged factor product would be wrong if used as the target probability of retrieval
     wrong = (q2_new[s, a] / (q1[s] * q2[s, a]) * r).mean(axis=1)
     assert abs(wrong.mean() - truth) > 10 * se
+
+
+# ---------------------------------------------------------------------------------------------
+# the centred-moment kernel (blocked, transposed, clipped only where a block needs it)
+# ---------------------------------------------------------------------------------------------
+def _direct_centered(r, p, t, max_weight):
+    """Means, centred co-moments, max and clip counts by plain numpy over all rows at once."""
+    shift = r.mean()
+    w = t / p[:, None]
+    mean, com = [], []
+    for ww in (w, np.minimum(w, max_weight)):
+        a, b = ww * (r - shift)[:, None], ww
+        da, db = a - a.mean(0), b - b.mean(0)
+        mean.append([a.mean(0), b.mean(0)])
+        com.append([(da * da).sum(0), (da * db).sum(0), (db * db).sum(0)])
+    rs = r - shift
+    return {
+        "shift": shift,
+        "mean": np.array(mean),
+        "comoment": np.array(com),
+        "max_w": w.max(0),
+        "n_clipped": (w > max_weight).sum(0),
+        "r_m2": ((rs - rs.mean()) ** 2).sum(),
+    }
+
+
+def _kernel_data(n=1003, seed=5):
+    rng = np.random.default_rng(seed)
+    r = 3.0 + rng.normal(size=n)
+    p = rng.uniform(0.1, 1.0, size=n)
+    t = rng.uniform(size=(n, 4))  # weights up to 1 / 0.1 = 10
+    t[:, 0] = 0.9 * p * rng.uniform(size=n)  # column 0: w < 0.9, never clipped at 2
+    return r, p, t
+
+
+@pytest.mark.parametrize("chunk_size", [1, 7, 64, 1003, 1 << 18])
+@pytest.mark.parametrize("max_weight", [2.0, 0.5, 100.0])
+def test_centered_kernel_equals_direct_two_pass(chunk_size, max_weight):
+    # max_weight 2: some columns clipped, column 0 not (the skip path); 0.5: every column
+    # clipped in most blocks (the in-place path); 100: nothing clipped
+    r, p, t = _kernel_data()
+    got = _centered_moments(r, p, t, max_weight=max_weight, chunk_size=chunk_size)
+    ref = _direct_centered(r, p, t, max_weight)
+    assert got.n == r.size and got.shift == ref["shift"]
+    np.testing.assert_allclose(got.mean, ref["mean"], rtol=1e-12, atol=1e-14)
+    # co-moments against the scale sqrt(caa cbb) (the cross term can be near zero)
+    caa, cbb = ref["comoment"][:, 0], ref["comoment"][:, 2]
+    scale = np.stack([caa, np.sqrt(caa * cbb), cbb], axis=1)
+    assert np.max(np.abs(got.comoment - ref["comoment"]) / scale) < 1e-12
+    np.testing.assert_array_equal(got.max_w, ref["max_w"])
+    np.testing.assert_array_equal(got.n_clipped, ref["n_clipped"])
+    assert got.r_mean == pytest.approx(0.0, abs=1e-14)
+    assert got.r_m2 == pytest.approx(ref["r_m2"], rel=1e-12)
+    if max_weight == 2.0:
+        assert ref["n_clipped"][0] == 0 and ref["n_clipped"][1:].min() > 0
+
+
+def test_centered_kernel_without_clip_level_reuses_raw_moments():
+    r, p, t = _kernel_data()
+    got = _centered_moments(r, p, t, max_weight=None, chunk_size=100)
+    np.testing.assert_array_equal(got.mean[1], got.mean[0])
+    np.testing.assert_array_equal(got.comoment[1], got.comoment[0])
+    np.testing.assert_array_equal(got.n_clipped, np.zeros(4))
+
+
+def test_centered_kernel_float32_divides_in_float64():
+    # float32 inputs are divided and summed in float64: the result is that of the float32
+    # values cast to float64, bit for bit (a float32 division would differ in the 8th digit)
+    r, p, t = _kernel_data()
+    r32, p32, t32 = r.astype(np.float32), p.astype(np.float32), t.astype(np.float32)
+    a = _centered_moments(r32, p32, t32, max_weight=2.0, chunk_size=64)
+    b = _centered_moments(
+        r32.astype(np.float64), p32.astype(np.float64), t32.astype(np.float64),
+        max_weight=2.0, chunk_size=64,
+    )
+    for attr in ("mean", "comoment", "max_w", "n_clipped"):
+        np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
+    assert a.mean.dtype == np.float64
+
+
+def test_centered_kernel_refuses_bad_chunk_size():
+    r, p, t = _kernel_data(n=10)
+    with pytest.raises(ValueError, match=r"`chunk_size` must be a positive integer; got 0"):
+        _centered_moments(r, p, t, max_weight=None, chunk_size=0)
+    with pytest.raises(ValueError, match=r"`chunk_size` must be a positive integer; got 0"):
+        weight_moments(r, p, t, chunk_size=0)
+
+
+def test_weight_moments_partial_blocks_and_single_policy():
+    r, p, t = _kernel_data()
+    w = t[:, 2] / p
+    m = weight_moments(r, p, t[:, 2], max_weight=2.0, chunk_size=10)
+    assert m["sum_w"].shape == (1,)
+    np.testing.assert_allclose(m["sum_w2r"], [(w**2 * r).sum()], rtol=1e-12)
+    np.testing.assert_allclose(m["sum_cw2"], [(np.minimum(w, 2.0) ** 2).sum()], rtol=1e-12)
+    assert m["n_clipped"][0] == (w > 2.0).sum() and m["max_w"][0] == w.max()
+    assert float(m["sum_r2"]) == pytest.approx((r * r).sum(), rel=1e-12)
+
+
+# validation reads min/max block by block; the detailed messages (count, first row) must be
+# those of the full masks, including rows past the first validation block
+_BIG_N: int = 3 * (1 << 18)  # 2 blocks of the (n,) propensities, 5 of the (n, 3) targets
+
+
+@pytest.mark.parametrize(
+    ("where", "value", "match"),
+    [
+        ("target", np.nan, r"`target_propensity` must be finite; 1 rows are NaN or infinite \(first at row 700000\)"),
+        ("target", 1.5, r"`target_propensity` must be in \[0, 1\].*; 2 rows are not \(first at row 300000\)"),
+        ("target", -np.inf, r"`target_propensity` must be finite; 2 rows"),
+        ("logging", 0.0, r"`logging_propensity` must be in \(0, 1\]; 2 rows are not \(first at row 300000: 0\.0\)"),
+        ("logging", np.inf, r"`logging_propensity` must be finite; 2 rows are NaN or infinite \(first at row 300000\)"),
+    ],
+)
+def test_blockwise_validation_reports_global_rows(where, value, match):
+    rng = np.random.default_rng(0)
+    p = rng.uniform(0.2, 1.0, size=_BIG_N)
+    t = rng.uniform(size=(_BIG_N, 3)) * p[:, None]
+    rows = [700_000] if np.isnan(value) else [300_000, 700_000]
+    if where == "target":
+        t[rows, 2] = value
+    else:
+        p[rows] = value
+    with pytest.raises(ValidationError, match=match):
+        importance_weights(p, t)
