@@ -282,6 +282,11 @@ class Evaluation:
     streaming: bool = False
     ci_options: dict[str, Any] = field(default_factory=dict)
     weight_bound: float | None = None
+    # filled by __post_init__: (policy, estimator) -> (ci_low, ci_high), and the logging value's
+    _intervals: dict[tuple[str, str], tuple[float, float]] = field(
+        init=False, repr=False, compare=False
+    )
+    _logging_ci: tuple[float, float] = field(init=False, repr=False, compare=False)
 
     def __getitem__(self, key: tuple[str, str]) -> Estimate:
         try:
@@ -291,7 +296,17 @@ class Evaluation:
                 f"no estimate for {key!r}; policies: {self.policies}, estimators: {self.estimators}"
             ) from None
 
-    def _interval(self, est: Estimate) -> tuple[float, float]:
+    def __post_init__(self) -> None:
+        # every interval once, at construction: a method that does not apply fails here, and
+        # table(), summary(), to_dict() reuse them (a bootstrap is not redrawn on each call)
+        intervals = {key: self._compute_interval(est) for key, est in self.estimates.items()}
+        object.__setattr__(self, "_intervals", intervals)
+        object.__setattr__(self, "_logging_ci", self._compute_logging_interval())
+
+    def _logging_interval(self) -> tuple[float, float]:
+        return self._logging_ci
+
+    def _compute_interval(self, est: Estimate) -> tuple[float, float]:
         options = dict(self.ci_options)
         if (
             self.weight_bound is not None
@@ -311,7 +326,7 @@ class Evaluation:
         """
         return LOGGING_CI_FALLBACK.get(self.ci_method, self.ci_method)
 
-    def _logging_interval(self) -> tuple[float, float]:
+    def _compute_logging_interval(self) -> tuple[float, float]:
         method = self.logging_ci_method
         options = self.ci_options if method == self.ci_method else {}
         ci = self.logging.ci(self.confidence_level, method, **options)
@@ -323,7 +338,7 @@ class Evaluation:
         for p in self.policies:
             for e in self.estimators:
                 est = self.estimates[(p, e)]
-                low, high = self._interval(est)
+                low, high = self._intervals[(p, e)]
                 rows.append(
                     {
                         "policy": p,
@@ -461,6 +476,16 @@ class Evaluation:
         table = self.table().drop(columns=["notes"]).to_html(index=False, float_format=lambda v: f"{v:.4g}")
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
         return f"<div><p>{html.escape(repr(self))}</p>{table}<ol>{notes}</ol></div>"
+
+
+def _report_notes(report: ValidationReport) -> list[str]:
+    """The evaluation-level note on rows the reader rejected and dropped (if any)."""
+    if not report.rows_rejected:
+        return []
+    return [
+        f"{report.rows_rejected:,} of {report.rows_read:,} rows were rejected and dropped "
+        f"before estimation: {dict(report.rejected)}"
+    ]
 
 
 def _one_pass_statistics(
@@ -679,12 +704,7 @@ def evaluate(
     for msg in dict.fromkeys((w.category, str(w.message)) for w in caught):
         warnings.warn(msg[1], msg[0], stacklevel=2)
 
-    notes = []
-    if logs.report.rows_rejected:
-        notes.append(
-            f"{logs.report.rows_rejected:,} of {logs.report.rows_read:,} rows were rejected and "
-            f"dropped before estimation: {dict(logs.report.rejected)}"
-        )
+    notes = _report_notes(logs.report)
     if tp.table_rows_ignored:
         notes.append(
             f"{tp.table_rows_ignored:,} policy-table rows for events dropped from the logs were "
@@ -702,7 +722,6 @@ def evaluate(
         ci_options=ci_options,
         weight_bound=weight_bound,
     )
-    ev.table()  # compute every interval now: a method that does not apply fails here, not later
     return ev
 
 
@@ -756,12 +775,7 @@ def _evaluate_streaming(
             estimates[(name, key)] = res
     base = stats.logging_estimate(reward_range=reward_range, confidence_level=confidence_level)
     report = scan.report
-    notes = []
-    if report.rows_rejected:
-        notes.append(
-            f"{report.rows_rejected:,} of {report.rows_read:,} rows were rejected and dropped "
-            f"before estimation: {dict(report.rejected)}"
-        )
+    notes = _report_notes(report)
     ev = Evaluation(
         estimates=estimates,
         logging=base,
@@ -774,5 +788,4 @@ def _evaluate_streaming(
         streaming=True,
         weight_bound=weight_bound,
     )
-    ev.table()
     return ev

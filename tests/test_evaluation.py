@@ -287,3 +287,13 @@ def test_one_pass_moment_estimates_equal_estimate_many_and_keep_their_rows():
     name = ev.policies[0]
     d = ev.compare(name, "logging", estimator="snips")
     assert np.isfinite(d.std_error) and d.n == 5000
+
+
+def test_intervals_are_computed_once_and_reused():
+    # a bootstrap without a seed must not be redrawn by every table(), summary() or to_dict()
+    env = ope.simulate.ContextualBandit(n_actions=4, seed=4)
+    ev = ope.evaluate(env.sample(2000, rng=1), estimators=("snips",), ci="bootstrap", n_resamples=200)
+    first = ev.table()[["ci_low", "ci_high"]].to_numpy()
+    np.testing.assert_array_equal(ev.table()[["ci_low", "ci_high"]].to_numpy(), first)
+    doc = pd.DataFrame(ev.to_dict()["estimates"])
+    np.testing.assert_array_equal(doc[["ci_low", "ci_high"]].to_numpy(), first)
