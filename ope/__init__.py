@@ -18,6 +18,7 @@ __version__ = "0.1.0"
 _PUBLIC: dict[str, str] = {
     # errors and warnings
     "OPEError": "ope.exceptions",
+    "ParameterError": "ope.exceptions",
     "SchemaError": "ope.exceptions",
     "ValidationError": "ope.exceptions",
     "DataFileError": "ope.exceptions",

@@ -6,6 +6,7 @@ computed but is suspect.
 Exceptions::
 
     OPEError                      base of every error ope raises on purpose
+    ├── ParameterError            an argument (not the data) is malformed: CLI exit 2
     ├── SchemaError               columns missing, mistyped or not castable without loss
     ├── ValidationError           rows break a rule (carries the ValidationReport)
     ├── DataFileError             a path is missing, empty, corrupt or not parquet
@@ -14,7 +15,12 @@ Exceptions::
     └── EstimationError           the data do not allow the value to be computed
 
 All of them also derive from ``ValueError`` (except ``DataFileError``, which derives from
-``OSError``), so callers that already catch the builtin keep working.
+``OSError``), so callers that already catch the builtin keep working; ``ParameterError`` derives
+from ``TypeError`` too, as it also reports arguments of the wrong type.
+
+A bad argument (``confidence_level=1.5``, ``max_weight="10"``) is a ``ParameterError``; bad data
+(a propensity of 0 in row 17) is a ``ValidationError``. The command line maps the first to exit
+code 2 (usage) and the data errors to 65.
 
 Warnings::
 
@@ -30,6 +36,7 @@ from typing import Any
 
 __all__ = [
     "OPEError",
+    "ParameterError",
     "SchemaError",
     "ValidationError",
     "DataFileError",
@@ -45,6 +52,14 @@ __all__ = [
 
 class OPEError(Exception):
     """Base class of the errors that ope raises on purpose."""
+
+
+class ParameterError(OPEError, ValueError, TypeError):
+    """An argument is malformed: wrong type, out of its range, or an unknown name.
+
+    The message names the argument, what it received and what it accepts. It is about the call,
+    not the data: the command line answers it with exit code 2.
+    """
 
 
 class SchemaError(OPEError, ValueError):

@@ -1,0 +1,182 @@
+"""Every named threshold once, with the reason for its value, and the rules that read them.
+
+The estimators, ``ope.evaluate``, the streamed and distributed paths, the diagnostics and the
+learner all judge the same weights by the same rules, so the same data give the same notes from
+every entry point: a rule is a function here (``mean_weight_check``, ``low_ess``, ...) and its
+message text is written once (``ess_note``, ``mean_weight_note``, ``small_sample_note``).
+
+Public thresholds are re-exported by the modules users know them from (``ope.estimators``,
+``ope.diagnostics``); this module is their one definition.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Final, Literal
+
+__all__ = [
+    "ESS_RATIO_WARN",
+    "MEAN_WEIGHT_Z",
+    "MEAN_WEIGHT_TOLERANCE",
+    "MEAN_WEIGHT_ATOL",
+    "SMALL_SAMPLE_ROWS",
+    "MIN_ROWS",
+    "SUPPORT_FLOOR",
+    "UNSUPPORTED_MASS_WARN",
+    "PROPENSITY_TOLERANCE",
+    "GAP_MIN_MASS",
+    "GAP_MIN_ESS",
+    "GAP_MASS_DEFICIT",
+    "GAP_UNSUPPORTED_SHARE",
+    "COVERAGE_VERDICT_SHARE",
+    "kish_ess",
+    "low_ess",
+    "mean_weight_check",
+    "small_sample",
+    "ess_note",
+    "mean_weight_note",
+    "small_sample_note",
+]
+
+# --------------------------------------------------------------------------------------------
+# overlap and sample size (every weighting estimate)
+# --------------------------------------------------------------------------------------------
+#: Kish ESS below 1% of n: fewer than one row in a hundred effectively informs the estimate, so
+#: its standard error is at least ten times that of an on-policy A/B test of the same size and
+#: its normal interval is unreliable (cf. the 0.39 coverage of Wald intervals at ESS/n ~ 1% in
+#: the KLM benchmark, notes/theory.md 3.5).
+ESS_RATIO_WARN: Final = 0.01
+
+#: Under correct propensities and full support E[w] = 1 exactly. A sample mean more than 4
+#: standard errors away happens by chance with probability < 1e-4 (normal approximation; the
+#: margin absorbs the slow convergence of the normal approximation for heavy-tailed weights),
+#: so it signals a support gap (mean < 1) or wrong propensities, not noise ...
+MEAN_WEIGHT_Z: Final = 4.0
+
+#: ... and the deviation must also be practically large: 1% of the candidate's mass. A weighting
+#: estimate is then biased by about that share of the reward's level; smaller deviations (e.g.
+#: propensities rounded when stored, z large only because n is huge) are real but below what
+#: the intervals of most logs resolve.
+MEAN_WEIGHT_TOLERANCE: Final = 0.01
+
+#: When every weight is equal (zero spread) their mean is compared with its expectation directly;
+#: 1e-12 only absorbs the rounding of t / p (a few ulps).
+MEAN_WEIGHT_ATOL: Final = 1e-12
+
+#: Below 30 rows the central-limit approximation behind the normal and t intervals is
+#: unreliable even for bounded rewards; bounded methods (bernstein, betting) stay valid.
+SMALL_SAMPLE_ROWS: Final = 30
+
+#: Rows needed for a standard error at all (a sample standard deviation needs n - 1 >= 1).
+MIN_ROWS: Final = 2
+
+# --------------------------------------------------------------------------------------------
+# support and segments (diagnostics)
+# --------------------------------------------------------------------------------------------
+#: A logging probability at or below 1e-4 is treated as no support: one such row would carry a
+#: weight of 10^4 times the candidate's probability and could dominate ten thousand other rows.
+SUPPORT_FLOOR: Final = 1e-4
+
+#: Warn when more than 1 % of the candidate's mass falls on (almost) unsupported actions: that
+#: mass is invisible to every weighting estimator and biases it by up to 1 % of the reward range.
+UNSUPPORTED_MASS_WARN: Final = 0.01
+
+#: ``propensity`` and ``logging_distribution`` at the logged action may differ by rounding only.
+PROPENSITY_TOLERANCE: Final = 1e-6
+
+#: A segment matters only if it holds at least 2 % of the candidate's mass (or of the rows): a
+#: gap there moves the value by at most 2 % of the reward range.
+GAP_MIN_MASS: Final = 0.02
+
+#: Fewer than 30 effective rows: the segment's contribution and its variance estimate rest on a
+#: handful of rows (the usual rule of thumb for the normal approximation of a mean).
+GAP_MIN_ESS: Final = 30.0
+
+#: The weights of a segment recover less than 80 % of the candidate's mass there (expected 100 %
+#: for a context segment under full support): the logger rarely or never takes those actions.
+GAP_MASS_DEFICIT: Final = 0.2
+
+#: More than 5 % of the candidate's mass in a segment falls on actions the logger gives at most
+#: SUPPORT_FLOOR (needs ``logging_distribution``).
+GAP_UNSUPPORTED_SHARE: Final = 0.05
+
+#: Verdict rule: when the coverage (inner) part is at least half of the interval's width, more
+#: logs of the same kind cannot halve the width, so the logging policy must explore more.
+COVERAGE_VERDICT_SHARE: Final = 0.5
+
+
+# --------------------------------------------------------------------------------------------
+# the rules
+# --------------------------------------------------------------------------------------------
+def kish_ess(sum_w: float, sum_w2: float) -> float:
+    """Kish's effective sample size ``(sum w)^2 / sum w^2`` (0 when every weight is 0)."""
+    return float(sum_w * sum_w / sum_w2) if sum_w2 > 0 else 0.0
+
+
+def low_ess(ess: float, n: int) -> bool:
+    """True when the effective sample is below :data:`ESS_RATIO_WARN` of the rows."""
+    return ess < ESS_RATIO_WARN * n
+
+
+def small_sample(n: int) -> bool:
+    """True below :data:`SMALL_SAMPLE_ROWS` rows."""
+    return n < SMALL_SAMPLE_ROWS
+
+
+def mean_weight_check(
+    n: int, mean_w: float, var_w: float, *, expected: float = 1.0
+) -> tuple[Literal["ok", "low", "high"], float]:
+    """Is the mean importance weight consistent with its expectation (1 under full support)?
+
+    Returns the verdict (``"ok"``, ``"low"``: a support gap or propensities too large,
+    ``"high"``: propensities too small or candidate probabilities that do not sum to one) and
+    the z-score of the deviation. Flagged when the deviation is both statistically clear
+    (``|z| > MEAN_WEIGHT_Z``) and practically large (``> MEAN_WEIGHT_TOLERANCE``).
+    """
+    dev = mean_w - expected
+    se = math.sqrt(max(var_w, 0.0) / n) if n > 0 else math.nan
+    if se > 0:
+        z = dev / se
+    else:  # every weight equal: compare directly
+        z = 0.0 if abs(dev) <= MEAN_WEIGHT_ATOL else math.copysign(math.inf, dev)
+    flagged = abs(z) > MEAN_WEIGHT_Z and abs(dev) > MEAN_WEIGHT_TOLERANCE
+    return ("ok" if not flagged else ("high" if dev > 0 else "low")), float(z)
+
+
+def ess_note(ess: float, n: int) -> str:
+    """The note for :func:`low_ess`."""
+    return (
+        f"effective sample size {ess:.1f} is {ess / n:.2%} of n={n}: the estimate rests on a few "
+        "heavily weighted rows and normal intervals may undercover. Consider clipping, a doubly "
+        "robust estimator, or a bounded interval method."
+    )
+
+
+def mean_weight_note(mean_w: float, z: float, *, expected: float = 1.0) -> str:
+    """The note for a flagged :func:`mean_weight_check`."""
+    how_far = (
+        f"{abs(z):.3g} standard errors from its expected value {expected:.4g}"
+        if math.isfinite(z)
+        else f"while every weight is equal, so it cannot average to its expected value "
+        f"{expected:.4g}"
+    )
+    why = (
+        "the candidate puts mass where the logger never acts (support gap) or the logged "
+        "propensities are wrong"
+        if mean_w < expected
+        else "the logged propensities are too small, or the candidate's probabilities do not sum "
+        "to 1 over the actions"
+    )
+    return (
+        f"mean importance weight is {mean_w:.4g}, {how_far}: {why}, and weighting estimates are "
+        "biased. Check overlap with ope.diagnostics."
+    )
+
+
+def small_sample_note(n: int) -> str:
+    """The note for :func:`small_sample`."""
+    return (
+        f"only n={n} rows (< {SMALL_SAMPLE_ROWS}): normal and t intervals rely on the central "
+        "limit theorem and may undercover; prefer bernstein or betting intervals with an a "
+        "priori reward_range."
+    )
