@@ -2287,7 +2287,7 @@ def _target_from_logs(
                 f"not {', '.join(lacking)} (each candidate's distribution over the candidates)"
             )
             return names, values, None, None, None, None
-    from ope.policies import _action_index, _aligned_list, _candidates
+    from ope.policies import action_index, aligned_list, candidate_sets
 
     # errors here are real inconsistencies in the logs (e.g. target__ and target_dist__
     # disagree) and propagate
@@ -2295,9 +2295,9 @@ def _target_from_logs(
     names, values = list(full.names), np.asarray(full.values)
     dists = full.distributions or {}
     extra = [_pa_array(d.actions) for d in dists.values()]
-    index = _action_index(logs, extra)
-    cand = _candidates(index, what="logging_distribution")
-    probs = _aligned_list(logs, "logging_distribution", cand, what="logging_distribution")
+    index = action_index(logs, extra)
+    cand = candidate_sets(index, what="logging_distribution")
+    probs = aligned_list(logs, "logging_distribution", cand, what="logging_distribution")
     n = logs.n
     # private helpers of ope.policies on purpose: unlike the public logging_distribution(),
     # a logged propensity that disagrees with the logged distribution is reported as a

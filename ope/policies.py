@@ -255,7 +255,7 @@ def _candidates_column(logs: BanditLogs, action_type: pa.DataType) -> pa.Chunked
     return cand
 
 
-def _action_index(logs: BanditLogs, extra: Sequence[pa.Array | pa.ChunkedArray] = ()) -> _ActionIndex:
+def action_index(logs: BanditLogs, extra: Sequence[pa.Array | pa.ChunkedArray] = ()) -> _ActionIndex:
     """Catalog = sorted unique labels of the logged actions, the candidates and ``extra``."""
     action = _action_column(logs)
     cand = _candidates_column(logs, action.type)
@@ -285,7 +285,7 @@ class _Candidates:
         return np.diff(self.indptr)
 
 
-def _candidates(index: _ActionIndex, *, what: str) -> _Candidates:
+def candidate_sets(index: _ActionIndex, *, what: str) -> _Candidates:
     """Validated candidate sets (no nulls, no duplicate labels within a row)."""
     cand = index.candidates
     if cand is None:
@@ -326,7 +326,7 @@ def _candidates(index: _ActionIndex, *, what: str) -> _Candidates:
     return _Candidates(indptr=indptr, codes=codes, order=np.asarray(tmp.data, dtype=np.int64))
 
 
-def _aligned_list(
+def aligned_list(
     logs: BanditLogs, column: str, cand: _Candidates, *, what: str
 ) -> npt.NDArray[np.float64]:
     """A list<float64> column aligned with ``candidates``, flattened (validated lengths, no nulls)."""
@@ -636,13 +636,13 @@ class _PolicyBase(ABC):
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """``pi(a_i | x_i)`` for the logged actions, shape (n,)."""
-        index = _action_index(logs, self._extra_labels(logs))
+        index = action_index(logs, self._extra_labels(logs))
         dist = self._distribution(logs, index)
         return _lookup(dist.matrix, index.logged)
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """The distribution over each row's support."""
-        return self._distribution(logs, _action_index(logs, self._extra_labels(logs)))
+        return self._distribution(logs, action_index(logs, self._extra_labels(logs)))
 
     def _extra_labels(self, logs: BanditLogs) -> list[pa.Array]:
         """Action labels the policy may choose beyond the logged actions and candidates."""
@@ -808,7 +808,7 @@ class UniformPolicy(_PolicyBase):
     def _distribution(self, logs: BanditLogs, index: _ActionIndex) -> PolicyDistribution:
         n = logs.n
         if index.candidates is not None:
-            cand = _candidates(index, what="UniformPolicy")
+            cand = candidate_sets(index, what="UniformPolicy")
             lengths = cand.lengths
             empty = lengths == 0
             if empty.any():
@@ -955,8 +955,8 @@ class _ScorePolicy(_PolicyBase):
         owner = type(self).__name__
         n = logs.n
         if isinstance(self.scores, str):
-            cand = _candidates(index, what=f"{owner}(scores={self.scores!r})")
-            scores = _aligned_list(logs, self.scores, cand, what=owner)
+            cand = candidate_sets(index, what=f"{owner}(scores={self.scores!r})")
+            scores = aligned_list(logs, self.scores, cand, what=owner)
             indptr, codes = cand.indptr, cand.codes
         else:
             labels = _as_label_array(self.actions, index.catalog.type, f"{owner} actions")
@@ -971,7 +971,7 @@ class _ScorePolicy(_PolicyBase):
                 )
             if index.candidates is not None:
                 # restrict to each row's candidates: a dense (n, K) mask, K = len(actions) is small
-                cand = _candidates(index, what=owner)
+                cand = candidate_sets(index, what=owner)
                 member = sp.csr_array(
                     (np.ones(cand.codes.size, dtype=bool), cand.codes.astype(np.int64), cand.indptr),
                     shape=(n, index.n_actions),
@@ -1566,9 +1566,9 @@ def logging_distribution(logs: BanditLogs) -> PolicyDistribution:
             "`candidates` (list of actions) and `logging_distribution` (list<float64> aligned "
             "with candidates)."
         )
-    index = _action_index(logs)
-    cand = _candidates(index, what="logging_distribution")
-    probs = _aligned_list(logs, "logging_distribution", cand, what="logging_distribution")
+    index = action_index(logs)
+    cand = candidate_sets(index, what="logging_distribution")
+    probs = aligned_list(logs, "logging_distribution", cand, what="logging_distribution")
     m = sp.csr_array(
         (probs[cand.order], cand.codes[cand.order].astype(np.int64), cand.indptr.copy()),
         shape=(logs.n, index.n_actions),
@@ -1730,12 +1730,12 @@ def _from_columns(logs: BanditLogs, names: Sequence[str], with_distributions: bo
             "(list<float64> aligned with candidates), or pass the policies as a long-format policy "
             "table or as policy objects."
         )
-    index = _action_index(logs)
-    cand = _candidates(index, what="target_dist")
+    index = action_index(logs)
+    cand = candidate_sets(index, what="target_dist")
     dists = {}
     for j, nm in enumerate(names):
         col = _TARGET_DIST + nm
-        probs = _aligned_list(logs, col, cand, what=f"policy {nm!r}")
+        probs = aligned_list(logs, col, cand, what=f"policy {nm!r}")
         m = sp.csr_array(
             (probs[cand.order], cand.codes[cand.order].astype(np.int64), cand.indptr.copy()),
             shape=(n, index.n_actions),
@@ -1884,7 +1884,7 @@ def _from_table(logs: BanditLogs, table: Any, with_distributions: bool) -> Targe
     tab_actions = _cast_like(table.column("action"), action.type, column="action", source=source)
     prob = _to_float64(table.column("probability"))
     event = _codes(tab_ids, log_ids.combine_chunks() if isinstance(log_ids, pa.ChunkedArray) else log_ids)
-    index = _action_index(logs, [tab_actions])
+    index = action_index(logs, [tab_actions])
     act = index.codes(tab_actions)
 
     unknown = event < 0
