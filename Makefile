@@ -1,20 +1,27 @@
 # Two commands do everything on a fresh machine with Python >= 3.11 and make:
-#   make demo   create .venv if missing, install, run the main job on the bundled sample
-#   make test   same install, then the whole test suite
+#   make demo   create .venv if missing, install from the lock file, run the main job on the bundled sample
+#   make test   same install, then the whole test suite (tests/ and the doctests of ope/)
+# Also:
+#   make test-latest   the suite on the newest releases that pyproject.toml allows (own venv, no lock)
+#   make lock          regenerate requirements/dev.lock after changing dependencies in pyproject.toml
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+LOCK := requirements/dev.lock
+LATEST_VENV ?= .venv-latest
 
-.PHONY: demo test install bench clean
+.PHONY: demo test test-latest install lock bench clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ope needs Python >= 3.11; set PYTHON=python3.11 or newer")'
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
+# the lock pins every transitive dependency of .[dev]; ope itself is installed without resolving
+$(STAMP): pyproject.toml $(LOCK) | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -25,8 +32,19 @@ demo: install
 test: install
 	$(PY) -m pytest
 
+test-latest:
+	@test -x $(LATEST_VENV)/bin/python || $(PYTHON) -m venv $(LATEST_VENV)
+	$(LATEST_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(LATEST_VENV)/bin/python -m pip install --quiet --upgrade --upgrade-strategy eager -e '.[dev]'
+	$(LATEST_VENV)/bin/python -m pip list --format=freeze | grep -iE '^(numpy|pandas|scipy|scikit-learn|pyarrow|dask)=='
+	$(LATEST_VENV)/bin/python -m pytest
+
+lock: | $(PY)
+	$(PY) -m pip install --quiet uv
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 --no-emit-package ope -o $(LOCK)
+
 bench: install
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(LATEST_VENV) build *.egg-info .pytest_cache
