@@ -93,6 +93,11 @@ _PUBLIC: dict[str, str] = {
     "sequential_estimate": "ope.sequential",
     "fitted_q_evaluation": "ope.sequential",
     "FittedQ": "ope.sequential",
+    # returns and advantages over episodes (truncation handled, never a silent zero)
+    "discounted_returns": "ope.returns",
+    "td_errors": "ope.returns",
+    "lambda_returns": "ope.returns",
+    "gae": "ope.returns",
     # overlap diagnostics
     "diagnose": "ope.diagnostics",
     "diagnose_arrays": "ope.diagnostics",
@@ -111,7 +116,11 @@ _SUBMODULES = frozenset(
         "io",
         "schema",
         "sequential",
+        "returns",
         "streaming",
+        "moments",
+        "results",
+        "testing",
         "policies",
         "simulate",
         "weights",
