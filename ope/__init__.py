@@ -71,8 +71,8 @@ _PUBLIC: dict[str, str] = {
     "get_estimator": "ope.estimators",
     "estimate_many": "ope.estimators",
     "logging_value": "ope.estimators",
-    "Estimate": "ope.estimate",
-    "compare": "ope.estimate",
+    "Estimate": "ope.results",
+    "compare": "ope.results",
     "MomentStats": "ope.streaming",
     "importance_weights": "ope.weights",
     "factor_weights": "ope.weights",
@@ -98,6 +98,9 @@ _PUBLIC: dict[str, str] = {
     "td_errors": "ope.returns",
     "lambda_returns": "ope.returns",
     "gae": "ope.returns",
+    # paired replays (counterfactual branches)
+    "paired_effect": "ope.paired",
+    "PairedEffect": "ope.paired",
     # overlap diagnostics
     "diagnose": "ope.diagnostics",
     "diagnose_arrays": "ope.diagnostics",
@@ -117,6 +120,7 @@ _SUBMODULES = frozenset(
         "schema",
         "sequential",
         "returns",
+        "paired",
         "streaming",
         "moments",
         "results",
