@@ -200,7 +200,7 @@ def _block_intervals(design: Design, counts: np.ndarray, n: int,
             out["SNIPS normal"][i] = (0.0, 1.0)
         rows = np.repeat(np.arange(k.size), k)
         out["IPS empirical_likelihood"][i] = empirical_likelihood_interval(
-            w[rows], r[rows], reward_range=(0.0, 1.0), max_weight=bound, confidence_level=level)
+            w[rows], r[rows], reward_range=(0.0, 1.0), weight_bound=bound, confidence_level=level)
         order = rng.permutation(rows)
         out["IPS betting"][i] = betting_interval(w[order], r[order], reward_range=(0.0, 1.0),
                                                  confidence_level=level)
@@ -274,10 +274,10 @@ def _api_checks(designs: list[Design], rng: np.random.Generator, oe: ModuleType)
                 api = {
                     "IPS normal": ips.ci(level, "normal"),
                     "IPS t": ips.ci(level, "t"),
-                    "IPS hoeffding": ips.ci(level, "hoeffding", max_weight=design.max_weight),
-                    "IPS bernstein": ips.ci(level, "bernstein", max_weight=design.max_weight),
+                    "IPS hoeffding": ips.ci(level, "hoeffding", weight_bound=design.max_weight),
+                    "IPS bernstein": ips.ci(level, "bernstein", weight_bound=design.max_weight),
                     "IPS empirical_likelihood": ips.ci(level, "empirical_likelihood",
-                                                       max_weight=design.max_weight),
+                                                       weight_bound=design.max_weight),
                     "clipped IPS bottou": oe.ClippedIPS(max_weight=design.clip)
                     .estimate(**args).ci(level, "bottou")[:2],
                     "SNIPS normal": oe.SNIPS().estimate(**args).ci(level, "normal"),

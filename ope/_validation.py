@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 import os
 import sys
 from collections.abc import Iterator, Sequence
@@ -47,6 +48,7 @@ __all__ = [
     "check_confidence_level",
     "check_max_weight",
     "check_weight_bound",
+    "deprecated_weight_bound",
     "check_reward_range",
     "require_reward_range",
     "check_rewards_in_range",
@@ -325,6 +327,26 @@ def check_weight_bound(
             "ClippedIPS(max_weight=...)."
         )
     return bound
+
+
+def deprecated_weight_bound(weight_bound: Any, max_weight: Any, *, where: str) -> Any:
+    """``weight_bound``, or ``max_weight=``, its deprecated spelling in ``where`` (warns once per
+    call; both at once is a ParameterError). The glossary: ``max_weight`` is only ever the clip
+    level of a clipped estimator, the a priori bound on the weights is ``weight_bound``."""
+    if max_weight is None:
+        return weight_bound
+    if weight_bound is not None:
+        raise ParameterError(
+            f"{where}: pass the a priori weight bound once, as `weight_bound=` (`max_weight=` is "
+            "its deprecated spelling)."
+        )
+    warnings.warn(
+        f"`max_weight=` of {where} is deprecated: use weight_bound= (the a priori bound on the "
+        "importance weights; max_weight is only ever the clip level of a clipped estimator).",
+        DeprecationWarning,
+        stacklevel=user_stacklevel(),
+    )
+    return max_weight
 
 
 def check_reward_range(reward_range: Any) -> tuple[float, float] | None:

@@ -114,9 +114,9 @@ def test_undefined_replicates_are_refused_or_warned():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"bootstrap_method": "studentized"}, r"`bootstrap_method` must be 'percentile' or 'bca'; got 'studentized'"),
+        ({"bootstrap_method": "studentized"}, r"`bootstrap_method` must be one of 'percentile', 'bca'; got 'studentized'"),
         ({"n_resamples": 0}, r"`n_resamples` must be a positive integer; got 0"),
-        ({"confidence_level": 1.5}, r"`confidence_level` must be strictly between 0 and 1"),
+        ({"confidence_level": 1.5}, r"`confidence_level` must be in \(0, 1\)"),
     ],
 )
 def test_argument_errors(kwargs, match):

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from ope.exceptions import ParameterError
 from ope.intervals.asymptotic import normal_interval, t_interval
 
 
@@ -38,14 +39,14 @@ def test_zero_standard_error_gives_a_point():
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: normal_interval(0.0, 1.0, confidence_level=95), r"`confidence_level` must be strictly between 0 and 1 \(e.g. 0.95\); got 95"),
-        (lambda: normal_interval(0.0, 1.0, confidence_level=0.0), r"`confidence_level` must be strictly between 0 and 1"),
+        (lambda: normal_interval(0.0, 1.0, confidence_level=95), r"`confidence_level` must be in \(0, 1\); got 95"),
+        (lambda: normal_interval(0.0, 1.0, confidence_level=0.0), r"`confidence_level` must be in \(0, 1\)"),
         (lambda: normal_interval(0.0, -1.0), r"`std_error` must be finite and >= 0; got -1.0"),
         (lambda: normal_interval(float("nan"), 1.0), r"`value` must be finite; got nan"),
-        (lambda: t_interval(0.0, 1.0, 1), r"`n` must be an integer >= 2 for a t interval; got 1"),
-        (lambda: t_interval(0.0, 1.0, 2.5), r"`n` must be an integer >= 2"),
+        (lambda: t_interval(0.0, 1.0, 1), r"`n` must be a whole number >= 2; got 1"),
+        (lambda: t_interval(0.0, 1.0, 2.5), r"`n` must be a whole number >= 2"),
     ],
 )
 def test_errors(call, match):
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ParameterError, match=match):
         call()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import integrate, special
 
-from ope.exceptions import EstimationError, MissingBoundsError, ValidationError
+from ope.exceptions import EstimationError, MissingBoundsError, ParameterError, ValidationError
 from ope.intervals import betting
 from ope.intervals._types import ConfidenceInterval
 from ope.intervals.betting import betting_confidence_sequence, betting_interval
@@ -118,9 +118,9 @@ def test_needs_no_weight_bound() -> None:
     "kwargs, error, match",
     [
         (dict(reward_range=None), MissingBoundsError,
-         r"`reward_range` is required.*reward_range=\(0.0, 1.0\)"),
-        (dict(reward_range=(1.0, 1.0)), ValidationError, r"must be smaller"),
-        (dict(confidence_level=1.5), ValidationError, r"in \(0, 1\), got 1.5"),
+         r"needs the a priori reward range: pass reward_range=\(low, high\)"),
+        (dict(reward_range=(1.0, 1.0)), ParameterError, r"must be finite with low < high"),
+        (dict(confidence_level=1.5), ParameterError, r"in \(0, 1\); got 1.5"),
     ],
 )
 def test_argument_errors(kwargs: dict, error: type, match: str) -> None:
@@ -134,11 +134,11 @@ def test_argument_errors(kwargs: dict, error: type, match: str) -> None:
 def test_data_errors() -> None:
     with pytest.raises(ValidationError, match=r"non-negative; 2 rows are < 0 \(first at row 1\)"):
         betting_interval([1.0, -0.5, -1.0], [0.0, 1.0, 1.0], reward_range=(0, 1))
-    with pytest.raises(ValidationError, match=r"outside \(first at row 0, value 2.0\)"):
+    with pytest.raises(ValidationError, match=r"outside reward_range=\(0, 1\) \(first at row 0: 2.0\)"):
         betting_confidence_sequence([1.0], [2.0], reward_range=(0, 1))
     with pytest.raises(ValidationError, match=r"`weight` must be finite; 1 rows are NaN"):
         betting_interval([np.inf], [0.0], reward_range=(0, 1))
-    with pytest.raises(ValidationError, match="must be 1-D"):
+    with pytest.raises(ValidationError, match=r"must have shape \(n,\)"):
         betting_interval(np.ones((2, 2)), np.ones((2, 2)), reward_range=(0, 1))
     with pytest.raises(EstimationError, match="no rows"):
         betting_interval([], [], reward_range=(0, 1))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ope.exceptions import EstimationError, MissingBoundsError, ValidationError
+from ope.exceptions import EstimationError, MissingBoundsError, ParameterError, ValidationError
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 from ope.intervals.bounded import bernstein_interval, bottou_interval, hoeffding_interval
 
@@ -85,9 +85,9 @@ def test_monotone_in_level_and_n(method: str) -> None:
         (dict(low=None, high=1.0), MissingBoundsError, r"`low` is required"),
         (dict(low=0.0, high=None), MissingBoundsError, r"`high` is required"),
         (dict(low=None, high=None), MissingBoundsError, r"`low` and `high` are required"),
-        (dict(low=1.0, high=1.0), ValidationError, r"`low` must be smaller than `high`"),
-        (dict(low=0.0, high=1.0, confidence_level=95), ValidationError, r"in \(0, 1\), got 95"),
-        (dict(low=0.0, high=1.0, confidence_level=0.0), ValidationError, r"in \(0, 1\)"),
+        (dict(low=1.0, high=1.0), ParameterError, r"`low` must be smaller than `high`"),
+        (dict(low=0.0, high=1.0, confidence_level=95), ParameterError, r"in \(0, 1\); got 95"),
+        (dict(low=0.0, high=1.0, confidence_level=0.0), ParameterError, r"in \(0, 1\)"),
         (dict(low=0.0, high=0.2), ValidationError, r"outside its a priori range"),
     ],
 )
@@ -105,7 +105,7 @@ def test_bernstein_errors() -> None:
         bernstein_interval(0.3, -0.1, 100, low=0.0, high=1.0)
     with pytest.raises(ValidationError, match="`mean` must be finite"):
         bernstein_interval(float("nan"), 0.1, 100, low=0.0, high=1.0)
-    with pytest.raises(ValidationError, match="whole number of rows"):
+    with pytest.raises(ParameterError, match="`n` must be a whole number"):
         bernstein_interval(0.3, 0.1, 10.5, low=0.0, high=1.0)
     # errors are ValueErrors for callers that catch the builtin
     with pytest.raises(ValueError):
@@ -238,12 +238,12 @@ def test_bottou_zero_weight_mass_gives_whole_range() -> None:
     "kwargs, error, match",
     [
         (dict(max_weight=None), MissingBoundsError, r"`max_weight` is required.*clip level"),
-        (dict(reward_range=None), MissingBoundsError, r"`reward_range` is required"),
-        (dict(outer="t"), ValidationError, r"`outer` must be 'bernstein' or 'normal', got 't'"),
+        (dict(reward_range=None), MissingBoundsError, r"needs the a priori reward range"),
+        (dict(outer="t"), ParameterError, r"`outer` must be 'bernstein' or 'normal', got 't'"),
         (dict(n=1), EstimationError, r"at least 2 rows"),
         (dict(max_weight=0.5), ValidationError, r"`weight_mean`=0.8 lies outside"),
-        (dict(reward_range=(1.0, 0.0)), ValidationError, r"reward_range\[0\]` must be smaller"),
-        (dict(confidence_level=1.0), ValidationError, r"confidence_level"),
+        (dict(reward_range=(1.0, 0.0)), ParameterError, r"`reward_range` must be finite with low < high"),
+        (dict(confidence_level=1.0), ParameterError, r"confidence_level"),
     ],
 )
 def test_bottou_errors(kwargs: dict, error: type, match: str) -> None:

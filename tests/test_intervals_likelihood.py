@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ope.exceptions import EstimationError, MissingBoundsError, ValidationError
+from ope.exceptions import EstimationError, MissingBoundsError, ParameterError, ValidationError
 from ope.intervals._types import ConfidenceInterval
 from ope.intervals.likelihood import empirical_likelihood_estimate, empirical_likelihood_interval
 
@@ -32,7 +32,7 @@ REFERENCE_VECTORS = [
 @pytest.mark.parametrize("groups, expected", REFERENCE_VECTORS)
 def test_reference_vectors(groups: list, expected: tuple[float, float]) -> None:
     w, r = _expand(groups)
-    ci = empirical_likelihood_interval(w, r, reward_range=(0.0, 1.0), max_weight=2000.0,
+    ci = empirical_likelihood_interval(w, r, reward_range=(0.0, 1.0), weight_bound=2000.0,
                                        confidence_level=0.95)
     assert isinstance(ci, ConfidenceInterval)
     assert ci.low == pytest.approx(expected[0], abs=1e-4)
@@ -44,7 +44,7 @@ def test_reference_vectors_after_affine_reward_map(groups: list, expected: tuple
     # rewards r -> 5 - 2 r with range [3, 5]: the interval maps and flips accordingly
     w, r = _expand(groups)
     ci = empirical_likelihood_interval(w, 5.0 - 2.0 * r, reward_range=(3.0, 5.0),
-                                       max_weight=2000.0)
+                                       weight_bound=2000.0)
     assert ci.low == pytest.approx(5.0 - 2.0 * expected[1], abs=2e-4)
     assert ci.high == pytest.approx(5.0 - 2.0 * expected[0], abs=2e-4)
 
@@ -53,7 +53,7 @@ def test_estimate_hand_vector_uniform_mle() -> None:
     # sample mean weight exactly 1: beta* = 0, q_i = 1/n, so the MLE value is mean(w r)
     w = np.array([0.0, 2.0, 0.5, 1.5])
     r = np.array([1.0, 1.0, 0.0, 1.0])
-    est = empirical_likelihood_estimate(w, r, reward_range=(0.0, 1.0), max_weight=10.0)
+    est = empirical_likelihood_estimate(w, r, reward_range=(0.0, 1.0), weight_bound=10.0)
     assert est == pytest.approx(np.mean(w * r), abs=1e-12)
 
 
@@ -70,7 +70,7 @@ def test_estimate_hand_vector_with_leftover_mass() -> None:
     q0, q5 = 1 / (4 + 4 / 9), 1 / (4 + 2 / 9)
     value = 2 * q5 * 0.5 * 1.0
     leftover = 1.0 - 2 * q5 * 0.5
-    est = empirical_likelihood_estimate(w, r, reward_range=(0.0, 1.0), max_weight=10.0)
+    est = empirical_likelihood_estimate(w, r, reward_range=(0.0, 1.0), weight_bound=10.0)
     assert est == pytest.approx(value + 0.5 * leftover, abs=1e-12)
     # the extra atom at w_max carries the missing weight mass: total probability is one
     assert 2 * q0 + 2 * q5 + leftover / 10.0 == pytest.approx(1.0, abs=1e-12)
@@ -82,8 +82,8 @@ def test_interval_contains_estimate_and_stays_in_range() -> None:
         n = int(rng.integers(5, 400))
         w = rng.choice([0.0, 0.5, 2.0, 20.0], p=[0.3, 0.3, 0.35, 0.05], size=n)
         r = rng.uniform(-1.0, 3.0, size=n)
-        ci = empirical_likelihood_interval(w, r, reward_range=(-1.0, 3.0), max_weight=25.0)
-        est = empirical_likelihood_estimate(w, r, reward_range=(-1.0, 3.0), max_weight=25.0)
+        ci = empirical_likelihood_interval(w, r, reward_range=(-1.0, 3.0), weight_bound=25.0)
+        est = empirical_likelihood_estimate(w, r, reward_range=(-1.0, 3.0), weight_bound=25.0)
         assert -1.0 <= ci.low <= est <= ci.high <= 3.0
 
 
@@ -91,12 +91,12 @@ def test_permutation_invariance_and_float32() -> None:
     rng = np.random.default_rng(1)
     w = rng.choice([0.0, 1.0, 4.0], p=[0.5, 0.3, 0.2], size=300)
     r = rng.binomial(1, 0.4, size=300).astype(float)
-    ci = empirical_likelihood_interval(w, r, reward_range=(0, 1), max_weight=10.0)
+    ci = empirical_likelihood_interval(w, r, reward_range=(0, 1), weight_bound=10.0)
     perm = rng.permutation(300)
     assert empirical_likelihood_interval(w[perm], r[perm], reward_range=(0, 1),
-                                         max_weight=10.0) == pytest.approx(ci, abs=1e-12)
+                                         weight_bound=10.0) == pytest.approx(ci, abs=1e-12)
     ci32 = empirical_likelihood_interval(w.astype(np.float32), r.astype(np.float32),
-                                         reward_range=(0, 1), max_weight=10.0)
+                                         reward_range=(0, 1), weight_bound=10.0)
     assert ci32 == pytest.approx(ci, abs=1e-6)
 
 
@@ -105,7 +105,7 @@ def test_wider_at_higher_level_and_narrower_with_more_data() -> None:
     w = rng.choice([0.0, 2.0, 10.0], p=[0.55, 0.4, 0.05], size=200)
     r = rng.binomial(1, 0.5, size=200).astype(float)
     widths = [
-        empirical_likelihood_interval(w, r, reward_range=(0, 1), max_weight=50.0,
+        empirical_likelihood_interval(w, r, reward_range=(0, 1), weight_bound=50.0,
                                       confidence_level=level).width
         for level in (0.5, 0.8, 0.95, 0.99)
     ]
@@ -113,38 +113,38 @@ def test_wider_at_higher_level_and_narrower_with_more_data() -> None:
     # the same sample repeated: more data of the same kind
     widths = [
         empirical_likelihood_interval(np.tile(w, k), np.tile(r, k), reward_range=(0, 1),
-                                      max_weight=50.0).width
+                                      weight_bound=50.0).width
         for k in (1, 4, 16)
     ]
     assert np.all(np.diff(widths) < 0)
 
 
 def test_unseen_large_weight_mass_widens_the_upper_end() -> None:
-    # a larger a priori max_weight allows more unseen mass: the interval cannot get narrower
+    # a larger a priori weight_bound allows more unseen mass: the interval cannot get narrower
     w = np.array([0.9] * 30 + [1.1] * 30)
     r = np.array([0.0, 1.0] * 30)
-    small = empirical_likelihood_interval(w, r, reward_range=(0, 1), max_weight=2.0)
-    large = empirical_likelihood_interval(w, r, reward_range=(0, 1), max_weight=1000.0)
+    small = empirical_likelihood_interval(w, r, reward_range=(0, 1), weight_bound=2.0)
+    large = empirical_likelihood_interval(w, r, reward_range=(0, 1), weight_bound=1000.0)
     assert large.low <= small.low + 1e-9 and large.high >= small.high - 1e-9
 
 
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        (dict(max_weight=None), MissingBoundsError, r"`max_weight` is required"),
-        (dict(reward_range=None), MissingBoundsError, r"`reward_range` is required"),
-        (dict(max_weight=1.0), ValidationError, r"`max_weight` must exceed 1"),
-        (dict(max_weight=3.0), ValidationError,
-         r"1 weights are above max_weight=3.0 \(first at row 2, weight 4.0\)"),
-        (dict(min_weight=1.0), ValidationError, r"`min_weight` must be in \[0, 1\)"),
+        (dict(weight_bound=None), MissingBoundsError, r"needs an a priori bound on the importance weights"),
+        (dict(reward_range=None), MissingBoundsError, r"needs the a priori reward range"),
+        (dict(weight_bound=1.0), ParameterError, r"`weight_bound` must exceed 1"),
+        (dict(weight_bound=3.0), ValidationError,
+         r"1 weights are above weight_bound=3.0 \(first at row 2, weight 4.0\)"),
+        (dict(min_weight=1.0), ParameterError, r"`min_weight` must be in \[0, 1\)"),
         (dict(min_weight=0.5), ValidationError, r"1 weights are below min_weight=0.5"),
-        (dict(confidence_level=0.0), ValidationError, r"confidence_level"),
+        (dict(confidence_level=0.0), ParameterError, r"confidence_level"),
         (dict(reward_range=(0.0, 0.5)), ValidationError,
-         r"1 rows are outside \(first at row 1, value 1.0\)"),
+         r"1 rows outside reward_range=\(0, 0.5\) \(first at row 1: 1.0\)"),
     ],
 )
 def test_errors(kwargs: dict, error: type, match: str) -> None:
-    args = dict(reward_range=(0.0, 1.0), max_weight=10.0)
+    args = dict(reward_range=(0.0, 1.0), weight_bound=10.0)
     args.update(kwargs)
     w = np.array([0.0, 1.0, 4.0, 1.0])
     r = np.array([0.0, 1.0, 0.5, 0.0])
@@ -156,14 +156,14 @@ def test_data_errors() -> None:
     with pytest.raises(ValidationError, match=r"`weight` must be non-negative; 1 rows are < 0 "
                                               r"\(first at row 1\)"):
         empirical_likelihood_interval([1.0, -1.0], [0.0, 1.0], reward_range=(0, 1),
-                                      max_weight=10.0)
+                                      weight_bound=10.0)
     with pytest.raises(ValidationError, match=r"`reward` must be finite; 1 rows are NaN"):
         empirical_likelihood_estimate([1.0, 1.0], [0.0, np.nan], reward_range=(0, 1),
-                                      max_weight=10.0)
+                                      weight_bound=10.0)
     with pytest.raises(ValidationError, match="same length"):
-        empirical_likelihood_estimate([1.0, 1.0], [0.0], reward_range=(0, 1), max_weight=10.0)
+        empirical_likelihood_estimate([1.0, 1.0], [0.0], reward_range=(0, 1), weight_bound=10.0)
     with pytest.raises(EstimationError, match="at least 2 rows"):
-        empirical_likelihood_interval([1.0], [0.0], reward_range=(0, 1), max_weight=10.0)
+        empirical_likelihood_interval([1.0], [0.0], reward_range=(0, 1), weight_bound=10.0)
 
 
 @pytest.mark.slow
@@ -180,7 +180,7 @@ def test_coverage_heavy_tailed_weights() -> None:
         truth = rng.uniform()  # rewards Bernoulli(truth), independent of the weight
         w = rng.choice([0.0, 2.0, 1000.0], p=probs, size=n)
         r = rng.binomial(1, truth, size=n).astype(float)
-        ci = empirical_likelihood_interval(w, r, reward_range=(0, 1), max_weight=1000.0)
+        ci = empirical_likelihood_interval(w, r, reward_range=(0, 1), weight_bound=1000.0)
         hits += ci.low <= truth <= ci.high
     slack = 3 * math.sqrt(0.95 * 0.05 / reps)
     assert hits / reps >= 0.95 - slack
@@ -195,7 +195,7 @@ def test_interval_matches_a_direct_primal_solve() -> None:
     n, w_max = 12, 5.0
     w = rng.choice([0.0, 0.5, 2.0, 5.0], size=n)
     r = rng.choice([0.0, 1.0, 0.3], size=n)
-    ci = empirical_likelihood_interval(w, r, reward_range=(0, 1), max_weight=w_max)
+    ci = empirical_likelihood_interval(w, r, reward_range=(0, 1), weight_bound=w_max)
     # MLE by the same route as a generic solver: maximize sum log q subject to the constraints
     extra_w = np.array([0.0, 0.0, w_max, w_max])
     extra_r = np.array([0.0, 1.0, 0.0, 1.0])

@@ -1,4 +1,10 @@
-"""Small typed results shared by the interval methods."""
+"""Small typed results shared by the interval methods.
+
+Both are named tuples (``low, high = ci`` keeps working) with typed fields and ``to_dict()``.
+They have no HTML rendering of their own: a notebook shows them inside the result that carries
+them (an :class:`ope.Estimate`), rendered by :mod:`ope.results`, which imports this module (so
+this module cannot import the renderer back).
+"""
 
 from __future__ import annotations
 
@@ -7,15 +13,33 @@ from typing import NamedTuple
 __all__ = ["ConfidenceInterval", "BottouInterval"]
 
 
+def _width(self: ConfidenceInterval | BottouInterval) -> float:
+    """``high - low``."""
+    return self.high - self.low
+
+
+def _to_dict(self: ConfidenceInterval | BottouInterval) -> dict[str, float]:
+    """The fields as plain floats (JSON-ready), keys in field order."""
+    return {name: float(value) for name, value in zip(self._fields, self)}
+
+
 class ConfidenceInterval(NamedTuple):
-    """A two-sided interval ``[low, high]`` (as in ``scipy.stats``)."""
+    """A two-sided interval ``[low, high]`` (as in ``scipy.stats``).
+
+    Examples
+    --------
+    >>> from ope.intervals import ConfidenceInterval
+    >>> ci = ConfidenceInterval(0.25, 0.5)
+    >>> low, high = ci
+    >>> ci.width, ci.to_dict()
+    (0.25, {'low': 0.25, 'high': 0.5})
+    """
 
     low: float
     high: float
 
-    @property
-    def width(self) -> float:
-        return self.high - self.low
+    width = property(_width)
+    to_dict = _to_dict
 
 
 class BottouInterval(NamedTuple):
@@ -24,6 +48,13 @@ class BottouInterval(NamedTuple):
     ``outer_*`` bounds the clipped estimand (sampling uncertainty: shrinks with more logs of the
     same kind); ``inner_*`` bounds the true value given the clipped estimand (clipped or
     unsupported mass: more of the same logs do not shrink it); ``low``/``high`` combine both.
+
+    Examples
+    --------
+    >>> from ope.intervals import BottouInterval
+    >>> iv = BottouInterval(0.1, 0.6, 0.1, 0.3, 0.2, 0.5)
+    >>> sorted(iv.to_dict())
+    ['high', 'inner_high', 'inner_low', 'low', 'outer_high', 'outer_low']
     """
 
     low: float
@@ -33,6 +64,5 @@ class BottouInterval(NamedTuple):
     inner_low: float
     inner_high: float
 
-    @property
-    def width(self) -> float:
-        return self.high - self.low
+    width = property(_width)
+    to_dict = _to_dict

@@ -12,28 +12,44 @@ import math
 
 from scipy import stats
 
+from ope._validation import check_confidence_level, check_positive_int, check_real
+from ope.exceptions import ParameterError
+from ope.intervals._shared import fill_docstrings
 from ope.intervals._types import ConfidenceInterval
 
 __all__ = ["normal_interval", "t_interval"]
 
+#: The parameter text both Wald intervals share (numpydoc, written once).
+_WALD_PARAMETERS = """value : float
+        The point estimate.
+    std_error : float
+        Its standard error (>= 0)."""
 
-def _check_confidence_level(confidence_level: float) -> float:
-    level = float(confidence_level)
-    if not (0.0 < level < 1.0):
-        raise ValueError(
-            f"`confidence_level` must be strictly between 0 and 1 (e.g. 0.95); got "
-            f"{confidence_level!r}."
-        )
-    return level
+#: The confidence level and the result, also shared.
+_WALD_LEVEL_RETURNS = """confidence_level : float, default 0.95
+        Nominal coverage, in (0, 1).
+
+    Returns
+    -------
+    ConfidenceInterval
+        ``value -/+ c * std_error`` with ``c`` the two-sided quantile of the level.
+
+    Raises
+    ------
+    ope.ParameterError
+        A confidence level outside (0, 1), a non-finite ``value``, a negative or non-finite
+        ``std_error`` (for the t interval also ``n`` that is not a whole number >= 2)."""
 
 
-def _check_value_se(value: float, std_error: float) -> tuple[float, float]:
-    v, se = float(value), float(std_error)
+def _wald(value: float, std_error: float, quantile: float) -> ConfidenceInterval:
+    """``value +/- quantile * std_error`` after checking that both are finite, ``se >= 0``."""
+    v, se = check_real(value, "value"), check_real(std_error, "std_error")
     if not math.isfinite(v):
-        raise ValueError(f"`value` must be finite; got {value!r}.")
+        raise ParameterError(f"`value` must be finite; got {value!r}.")
     if not (math.isfinite(se) and se >= 0):
-        raise ValueError(f"`std_error` must be finite and >= 0; got {std_error!r}.")
-    return v, se
+        raise ParameterError(f"`std_error` must be finite and >= 0; got {std_error!r}.")
+    half = quantile * se
+    return ConfidenceInterval(v - half, v + half)
 
 
 def normal_interval(
@@ -43,16 +59,8 @@ def normal_interval(
 
     Parameters
     ----------
-    value : float
-        The point estimate.
-    std_error : float
-        Its standard error (>= 0).
-    confidence_level : float, default 0.95
-        Nominal coverage, in (0, 1).
-
-    Returns
-    -------
-    ConfidenceInterval
+    <Wald parameters>
+    <Wald level and returns>
 
     Notes
     -----
@@ -71,10 +79,8 @@ def normal_interval(
     >>> round(ci.low, 4), round(ci.high, 4)
     (0.304, 0.696)
     """
-    level = _check_confidence_level(confidence_level)
-    v, se = _check_value_se(value, std_error)
-    half = float(stats.norm.ppf(0.5 + level / 2.0)) * se
-    return ConfidenceInterval(v - half, v + half)
+    level = check_confidence_level(confidence_level)
+    return _wald(value, std_error, float(stats.norm.ppf(0.5 + level / 2.0)))
 
 
 def t_interval(
@@ -84,18 +90,10 @@ def t_interval(
 
     Parameters
     ----------
-    value : float
-        The point estimate.
-    std_error : float
-        Its standard error (>= 0).
+    <Wald parameters>
     n : int
         Number of rows the standard error was computed from (>= 2).
-    confidence_level : float, default 0.95
-        Nominal coverage, in (0, 1).
-
-    Returns
-    -------
-    ConfidenceInterval
+    <Wald level and returns>
 
     Notes
     -----
@@ -113,9 +111,12 @@ def t_interval(
     >>> round(ci.low, 4), round(ci.high, 4)
     (0.2224, 0.7776)
     """
-    level = _check_confidence_level(confidence_level)
-    v, se = _check_value_se(value, std_error)
-    if int(n) != n or n < 2:
-        raise ValueError(f"`n` must be an integer >= 2 for a t interval; got {n!r}.")
-    half = float(stats.t.ppf(0.5 + level / 2.0, df=int(n) - 1)) * se
-    return ConfidenceInterval(v - half, v + half)
+    level = check_confidence_level(confidence_level)
+    count = check_positive_int(n, "n", minimum=2)
+    return _wald(value, std_error, float(stats.t.ppf(0.5 + level / 2.0, df=count - 1)))
+
+
+fill_docstrings(
+    (normal_interval, t_interval),
+    {"Wald parameters": _WALD_PARAMETERS, "Wald level and returns": _WALD_LEVEL_RETURNS},
+)

@@ -22,13 +22,10 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize, special
 
+from ope._validation import check_confidence_level, user_stacklevel
 from ope.exceptions import OverlapWarning
+from ope.intervals._shared import fill_docstrings, weight_reward_rows
 from ope.intervals._types import ConfidenceInterval
-from ope.intervals.bounded import (
-    _check_confidence_level,
-    _check_reward_range,
-    _check_weight_reward,
-)
 
 __all__ = ["betting_interval", "betting_confidence_sequence"]
 
@@ -42,6 +39,22 @@ BISECTION_STEPS: Final = 50
 
 #: absolute tolerance of the scalar root-finder on the normalized [0, 1] scale
 ROOT_XTOL: Final = 1e-13
+
+#: The Raises and Warns sections both functions share (numpydoc, written once).
+_RAISES_AND_WARNS = """Raises
+    ------
+    MissingBoundsError
+        If ``reward_range`` is None.
+    ParameterError
+        For a malformed ``reward_range`` or a bad ``confidence_level``.
+    ValidationError
+        For negative or non-finite weights, or rewards outside the range.
+
+    Warns
+    -----
+    ope.OverlapWarning
+        The interval is empty (lower bound above upper bound: the weights are inconsistent with
+        mean one); it is then reduced to the midpoint of the two bounds."""
 
 # log of the normalizing constant gamma_lower(rho, rho) / rho**rho of the mixing distribution
 _LOG_NORMALIZER: Final = math.log(special.gammainc(MIXTURE_RHO, MIXTURE_RHO)) + special.gammaln(
@@ -107,8 +120,6 @@ def _lower_sequence(x: np.ndarray, threshold: float) -> np.ndarray:
 
 def _warn_empty(weight: ArrayLike, low: float, high: float, row: int | None) -> None:
     """Warn that the lower bound passed the upper one (an empty confidence set)."""
-    from ope.estimators import _user_stacklevel
-
     mean_w = float(np.mean(np.asarray(weight, dtype=np.float64)))
     what = "interval" if row is None else f"sequence, first at row {row},"
     warnings.warn(
@@ -119,7 +130,7 @@ def _warn_empty(weight: ArrayLike, low: float, high: float, row: int | None) -> 
         f"weights do not average to 1 (the mean importance weight is {mean_w:.4g}): check the "
         "logged propensities and that the candidate's probabilities sum to 1 over the actions.",
         OverlapWarning,
-        stacklevel=_user_stacklevel(),
+        stacklevel=user_stacklevel(),
     )
 
 
@@ -129,9 +140,8 @@ def _prepare(
     reward_range: tuple[float, float] | None,
     confidence_level: float,
 ) -> tuple[np.ndarray, np.ndarray, float, float, float]:
-    level = _check_confidence_level(confidence_level)
-    r_min, r_max = _check_reward_range(reward_range)
-    w, r = _check_weight_reward(weight, reward, r_min, r_max)
+    level = check_confidence_level(confidence_level)
+    w, r, r_min, r_max = weight_reward_rows(weight, reward, reward_range, "betting")
     scaled = (r - r_min) / (r_max - r_min)
     threshold = math.log(2.0 / (1.0 - level))
     return w * scaled, w * (1.0 - scaled), r_min, r_max, threshold
@@ -163,19 +173,7 @@ def betting_interval(
         The interval after the last row; equal to the last entries of
         :func:`betting_confidence_sequence`.
 
-    Raises
-    ------
-    MissingBoundsError
-        If ``reward_range`` is None.
-    ValidationError
-        For negative or non-finite weights, rewards outside the range, or a bad
-        ``confidence_level``.
-
-    Warns
-    -----
-    ope.OverlapWarning
-        The interval is empty (lower bound above upper bound: the weights are inconsistent with
-        mean one); it is then reduced to the midpoint of the two bounds.
+    <raises and warns>
 
     Notes
     -----
@@ -238,13 +236,7 @@ def betting_confidence_sequence(
     lower, upper : numpy.ndarray, shape (n,)
         The bounds after rows ``0..t``, for each ``t``.
 
-    Raises
-    ------
-    MissingBoundsError
-        If ``reward_range`` is None.
-    ValidationError
-        For negative or non-finite weights, rewards outside the range, or a bad
-        ``confidence_level``.
+    <raises and warns>
 
     Notes
     -----
@@ -326,3 +318,8 @@ def betting_confidence_sequence(
         lower = np.where(crossed, middle, lower)
         upper = np.where(crossed, middle, upper)
     return r_min + span * lower, r_min + span * upper
+
+
+fill_docstrings(
+    (betting_interval, betting_confidence_sequence), {"raises and warns": _RAISES_AND_WARNS}
+)

@@ -14,6 +14,7 @@ of counts holds about :data:`BLOCK_ELEMENTS` entries.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from typing import Final, Literal
@@ -22,14 +23,23 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from ope.exceptions import EstimationError, SmallSampleWarning
+from ope._validation import (
+    as_float_array,
+    check_choice,
+    check_confidence_level,
+    check_finite,
+    check_positive_int,
+    check_rng,
+    user_stacklevel,
+)
+from ope.exceptions import EstimationError, ParameterError, SmallSampleWarning, ValidationError
 from ope.intervals._types import ConfidenceInterval
-from ope.intervals.asymptotic import _check_confidence_level
 
 __all__ = [
     "DEFAULT_N_RESAMPLES",
     "bootstrap_interval",
     "bootstrap_replicates",
+    "min_resamples",
 ]
 
 #: Default number of resamples. Efron & Tibshirani (1993, Ch. 19) recommend at least 1000 for
@@ -48,21 +58,46 @@ MAX_UNDEFINED_FRACTION: Final = 0.01
 Statistic = Callable[[np.ndarray], np.ndarray]
 
 
-def _as_rng(rng: int | np.random.Generator | None) -> np.random.Generator:
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-
-
 def _components_2d(components: npt.ArrayLike) -> np.ndarray:
-    a = np.asarray(components, dtype=np.float64)
+    """Per-row components as a float64 (n, k) matrix with n >= 2 finite rows (data checks)."""
+    a = np.asarray(as_float_array(components, "components", ndim=(1, 2)), dtype=np.float64)
     if a.ndim == 1:
         a = a[:, None]
-    if a.ndim != 2 or a.shape[0] < 2:
-        raise ValueError(
+    if a.shape[0] < 2:
+        raise ValidationError(
             f"`components` must have shape (n,) or (n, k) with n >= 2 rows; got {a.shape}."
         )
-    if not np.isfinite(a).all():
-        raise ValueError("`components` must be finite; found NaN or infinite entries.")
+    check_finite(a, "components")
     return a
+
+
+def min_resamples(confidence_level: float) -> int:
+    """Fewest resamples whose percentile interval at ``confidence_level`` is not extrapolated.
+
+    Each tail of a two-sided interval holds ``(1 - confidence_level) / 2`` of the replicates;
+    with fewer than ``2 / (1 - confidence_level)`` resamples that is less than one replicate per
+    tail, so the interval ends would be the sample minimum and maximum whatever the level. The
+    rule asks for at least one replicate in each tail: ``ceil(2 / (1 - confidence_level))``
+    (40 at 0.95, 200 at 0.99), computed with a relative slack of 1e-9 so that levels such as
+    0.95, not exact in binary, do not round up by one.
+
+    Parameters
+    ----------
+    confidence_level : float
+        Nominal two-sided coverage, in (0, 1).
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> from ope.intervals.bootstrap import min_resamples
+    >>> min_resamples(0.95), min_resamples(0.99), min_resamples(0.5)
+    (40, 200, 4)
+    """
+    level = check_confidence_level(confidence_level)
+    return math.ceil(2.0 / (1.0 - level) * (1.0 - 1e-9))
 
 
 def bootstrap_replicates(
@@ -113,10 +148,8 @@ def bootstrap_replicates(
     (5,)
     """
     a = _components_2d(components)
-    n_res = int(n_resamples)
-    if n_res < 1 or n_res != n_resamples:
-        raise ValueError(f"`n_resamples` must be a positive integer; got {n_resamples!r}.")
-    gen = _as_rng(rng)
+    n_res = check_positive_int(n_resamples, "n_resamples")
+    gen = check_rng(rng)
     n = a.shape[0]
     block = max(1, min(n_res, BLOCK_ELEMENTS // n))
     out = np.empty(n_res)
@@ -154,7 +187,7 @@ def bootstrap_interval(
     confidence_level : float, default 0.95
         Nominal two-sided coverage.
     n_resamples : int, default DEFAULT_N_RESAMPLES
-        Number of resamples.
+        Number of resamples, at least :func:`min_resamples` of the confidence level.
     bootstrap_method : {"percentile", "bca"}, default "percentile"
         Percentile interval, or bias-corrected and accelerated (BCa) with the jackknife
         acceleration.
@@ -167,6 +200,12 @@ def bootstrap_interval(
 
     Raises
     ------
+    ope.ParameterError
+        A bad ``confidence_level``, ``bootstrap_method``, ``rng`` or ``n_resamples``: fewer
+        than :func:`min_resamples` (``2 / (1 - confidence_level)``) resamples leave less than one
+        replicate in each tail of the interval.
+    ope.ValidationError
+        ``components`` not of shape (n,) or (n, k) with n >= 2, or not finite.
     ope.EstimationError
         More than :data:`MAX_UNDEFINED_FRACTION` of the replicates are undefined, or BCa's bias
         correction is infinite (every replicate on one side of the estimate).
@@ -206,10 +245,14 @@ def bootstrap_interval(
     >>> bool(ci.low < np.mean(wr[:, 0]) / np.mean(wr[:, 1]) < ci.high)
     True
     """
-    level = _check_confidence_level(confidence_level)
-    if bootstrap_method not in ("percentile", "bca"):
-        raise ValueError(
-            f"`bootstrap_method` must be 'percentile' or 'bca'; got {bootstrap_method!r}."
+    level = check_confidence_level(confidence_level)
+    check_choice(bootstrap_method, "bootstrap_method", ("percentile", "bca"))
+    fewest = min_resamples(level)
+    if check_positive_int(n_resamples, "n_resamples") < fewest:
+        raise ParameterError(
+            f"`n_resamples` must be at least {fewest} for a {level:g} interval (one replicate "
+            f"in each tail: 2 / (1 - confidence_level)); got {n_resamples!r}. Pass "
+            f"n_resamples={DEFAULT_N_RESAMPLES} (the default) or more."
         )
     a = _components_2d(components)
     reps = bootstrap_replicates(a, statistic, n_resamples=n_resamples, rng=rng)
@@ -226,7 +269,7 @@ def bootstrap_interval(
             f"{n_bad} of {reps.size} bootstrap resamples gave an undefined estimate (all "
             "resampled weights zero) and were left out of the interval.",
             SmallSampleWarning,
-            stacklevel=2,
+            stacklevel=user_stacklevel(),
         )
         reps = reps[ok]
     alpha = (1.0 - level) / 2.0

@@ -18,7 +18,9 @@ max_weight, reward_range, confidence_level=0.95, outer="bernstein")``
 All three assume i.i.d. rows and bounds known *before* seeing the data (a reward range from the
 product, a weight bound from the clip level). A bound read off the data is not a bound: when a
 bound is missing these functions raise :class:`ope.exceptions.MissingBoundsError` rather than
-substitute an empirical maximum.
+substitute an empirical maximum. Malformed arguments (a confidence level of 95, ``low >= high``)
+raise :class:`ope.ParameterError`; statistics outside their a priori ranges raise
+:class:`ope.ValidationError`.
 """
 
 from __future__ import annotations
@@ -27,10 +29,23 @@ import math
 import warnings
 from typing import Final, Literal
 
-import numpy as np
 from scipy import stats
 
-from ope.exceptions import EstimationError, MissingBoundsError, OverlapWarning, ValidationError
+from ope._validation import (
+    check_confidence_level,
+    check_max_weight,
+    check_positive_int,
+    check_real,
+    require_reward_range,
+    user_stacklevel,
+)
+from ope.exceptions import (
+    EstimationError,
+    MissingBoundsError,
+    OverlapWarning,
+    ParameterError,
+    ValidationError,
+)
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 
 __all__ = ["hoeffding_interval", "bernstein_interval", "bottou_interval"]
@@ -44,95 +59,31 @@ _MP_RANGE_CONSTANT: Final = 7.0 / 3.0
 
 
 # ---------------------------------------------------------------------------------------------
-# shared argument checks (also used by ope.intervals.likelihood and ope.intervals.betting)
+# checks of the summary statistics (the arguments go through ope._validation)
 # ---------------------------------------------------------------------------------------------
 
 
-def _check_confidence_level(confidence_level: float) -> float:
-    try:
-        level = float(confidence_level)
-    except (TypeError, ValueError):
-        raise ValidationError(
-            f"`confidence_level` must be a number in (0, 1), got {confidence_level!r}. "
-            "Pass e.g. confidence_level=0.95."
-        ) from None
-    if not (0.0 < level < 1.0):
-        raise ValidationError(
-            f"`confidence_level` must be in (0, 1), got {confidence_level!r}. "
-            "Pass e.g. confidence_level=0.95 for a 95% interval (not 95, and not alpha=0.05)."
-        )
-    return level
-
-
-def _check_range(
-    low: float | None, high: float | None, *, low_name: str, high_name: str, hint: str
-) -> tuple[float, float]:
-    missing = [name for name, value in ((low_name, low), (high_name, high)) if value is None]
+def _check_bounds(low: object, high: object) -> tuple[float, float]:
+    """The a priori range ``[low, high]`` of the values: required, finite, ``low < high``."""
+    missing = [name for name, value in (("low", low), ("high", high)) if value is None]
     if missing:
         raise MissingBoundsError(
             f"{' and '.join(f'`{m}`' for m in missing)} {'is' if len(missing) == 1 else 'are'} "
-            f"required: this method needs the a priori range of the values. {hint} "
-            "Empirical maxima are not used in place of a priori bounds."
+            "required: this method needs the a priori range of the values. Pass low= and high=, "
+            "the range the values are known to lie in. Empirical maxima are not used in place "
+            "of a priori bounds."
         )
-    try:
-        lo, hi = float(low), float(high)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        lo = hi = math.nan
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        raise ValidationError(
-            f"`{low_name}` and `{high_name}` must be finite numbers, got {low!r}, {high!r}."
-        )
-    if not lo < hi:
-        raise ValidationError(
-            f"`{low_name}` must be smaller than `{high_name}`, got {low_name}={lo!r}, "
-            f"{high_name}={hi!r}."
+    lo, hi = check_real(low, "low"), check_real(high, "high")
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ParameterError(
+            f"`low` must be smaller than `high`, both finite; got low={lo!r}, high={hi!r}."
         )
     return lo, hi
 
 
-def _check_reward_range(reward_range: tuple[float, float] | None) -> tuple[float, float]:
-    if reward_range is None:
-        raise MissingBoundsError(
-            "`reward_range` is required: this method needs the a priori range of the rewards, "
-            "e.g. reward_range=(0.0, 1.0) for clicks. Empirical minima and maxima are not used "
-            "in place of a priori bounds."
-        )
-    try:
-        r_min, r_max = (float(x) for x in reward_range)
-    except (TypeError, ValueError):
-        raise ValidationError(
-            f"`reward_range` must be a pair (r_min, r_max), got {reward_range!r}."
-        ) from None
-    return _check_range(r_min, r_max, low_name="reward_range[0]", high_name="reward_range[1]",
-                        hint="")
-
-
-def _check_max_weight(max_weight: float | None, *, hint: str) -> float:
-    if max_weight is None:
-        raise MissingBoundsError(
-            f"`max_weight` is required: this method needs an a priori bound on the importance "
-            f"weights. {hint} The largest weight in the data is not used in its place."
-        )
-    try:
-        value = float(max_weight)
-    except (TypeError, ValueError):
-        value = math.nan
-    if not (math.isfinite(value) and value > 0):
-        raise ValidationError(f"`max_weight` must be a finite positive number, got {max_weight!r}.")
-    return value
-
-
-def _as_float(value: object, name: str) -> float:
-    try:
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValidationError(f"`{name}` must be a number, got {value!r}.") from None
-
-
-def _check_n(n: int, *, minimum: int) -> int:
-    if isinstance(n, (bool, np.bool_)) or not _as_float(n, "n").is_integer():
-        raise ValidationError(f"`n` must be a whole number of rows, got {n!r}.")
-    count = int(n)
+def _check_n(n: object, *, minimum: int) -> int:
+    """The number of rows behind the statistics: a whole number, at least ``minimum``."""
+    count = check_positive_int(n, "n", minimum=0)
     if count < minimum:
         raise EstimationError(
             f"this interval needs at least {minimum} rows, got n={count}. Collect more logs or use "
@@ -141,9 +92,10 @@ def _check_n(n: int, *, minimum: int) -> int:
     return count
 
 
-def _check_stat(value: float, name: str, *, low: float | None = None,
+def _check_stat(value: object, name: str, *, low: float | None = None,
                 high: float | None = None) -> float:
-    x = _as_float(value, name)
+    """A finite mean, inside ``[low, high]`` up to :data:`RANGE_RTOL` (then clipped to it)."""
+    x = check_real(value, name)
     if not math.isfinite(x):
         raise ValidationError(f"`{name}` must be finite, got {value!r}.")
     if low is not None and high is not None:
@@ -157,8 +109,9 @@ def _check_stat(value: float, name: str, *, low: float | None = None,
     return x
 
 
-def _check_variance(value: float, name: str) -> float:
-    x = _as_float(value, name)
+def _check_variance(value: object, name: str) -> float:
+    """A finite, non-negative unbiased sample variance."""
+    x = check_real(value, name)
     if not math.isfinite(x) or x < 0:
         raise ValidationError(
             f"`{name}` must be a finite non-negative (unbiased sample) variance, got {value!r}."
@@ -166,49 +119,14 @@ def _check_variance(value: float, name: str) -> float:
     return x
 
 
-def _check_weight_reward(
-    weight: object, reward: object, r_min: float, r_max: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Validate per-row ``weight`` and ``reward`` and return them as float64 vectors."""
-    arrays = []
-    for name, values in (("weight", weight), ("reward", reward)):
-        try:
-            arr = np.asarray(values, dtype=np.float64)
-        except (TypeError, ValueError):
-            raise ValidationError(f"`{name}` must be a 1-D array of numbers.") from None
-        if arr.ndim != 1:
-            raise ValidationError(
-                f"`{name}` must be 1-D (one value per logged row), got shape {arr.shape}."
-            )
-        bad = ~np.isfinite(arr)
-        if bad.any():
-            raise ValidationError(
-                f"`{name}` must be finite; {int(bad.sum())} rows are NaN or infinite "
-                f"(first at row {int(np.flatnonzero(bad)[0])}). Drop or repair those rows first."
-            )
-        arrays.append(arr)
-    w, r = arrays
-    if w.shape != r.shape:
-        raise ValidationError(
-            f"`weight` and `reward` must have the same length, got {w.size} and {r.size}."
-        )
-    if w.size == 0:
-        raise EstimationError("no rows: `weight` and `reward` are empty.")
-    negative = w < 0
-    if negative.any():
-        raise ValidationError(
-            f"`weight` must be non-negative; {int(negative.sum())} rows are < 0 (first at row "
-            f"{int(np.flatnonzero(negative)[0])}). Weights are target/logging propensity ratios."
-        )
-    outside = (r < r_min) | (r > r_max)
-    if outside.any():
-        raise ValidationError(
-            f"`reward` must lie in reward_range [{r_min!r}, {r_max!r}]; {int(outside.sum())} rows "
-            f"are outside (first at row {int(np.flatnonzero(outside)[0])}, value "
-            f"{float(r[outside][0])!r}). Widen reward_range to the true a priori range, or fix the "
-            "rewards."
-        )
-    return w, r
+def _mean_interval(
+    mean: object, n: object, low: object, high: object, confidence_level: object, *, minimum: int
+) -> tuple[float, float, float, int, float]:
+    """Checked ``(level, low, high, n, mean)`` of the Hoeffding and Bernstein intervals."""
+    level = check_confidence_level(confidence_level)
+    lo, hi = _check_bounds(low, high)
+    count = _check_n(n, minimum=minimum)
+    return level, lo, hi, count, _check_stat(mean, "mean", low=lo, high=hi)
 
 
 def _mp_margin(variance: float, n: int, value_range: float, delta: float) -> float:
@@ -241,7 +159,7 @@ def hoeffding_interval(
         Number of values, at least 1.
     low, high : float
         A priori bounds of the values (known before seeing the data; for IPS of rewards in
-        ``[0, r_max]`` with weights at most ``max_weight``: ``low=0, high=max_weight * r_max``).
+        ``[0, r_max]`` with weights at most ``weight_bound``: ``low=0, high=weight_bound * r_max``).
     confidence_level : float, default 0.95
         Probability that the interval covers the true mean.
 
@@ -254,8 +172,10 @@ def hoeffding_interval(
     ------
     MissingBoundsError
         If ``low`` or ``high`` is None.
+    ParameterError
+        If ``confidence_level`` is outside (0, 1), ``low >= high`` or ``n`` is not a whole number.
     ValidationError
-        If ``confidence_level`` is outside (0, 1), ``low >= high`` or ``mean`` is outside the range.
+        If ``mean`` is not finite or lies outside the range.
 
     Notes
     -----
@@ -267,7 +187,7 @@ def hoeffding_interval(
 
     intersected with :math:`[a, b]`. Valid for every ``n`` (not asymptotic), but not anytime-valid:
     it holds at a sample size fixed in advance. Its width grows with the range, so for importance
-    weighting it is very conservative when ``max_weight`` is large.
+    weighting it is very conservative when the weight bound is large.
 
     References
     ----------
@@ -281,11 +201,7 @@ def hoeffding_interval(
     >>> round(ci.low, 4), round(ci.high, 4)
     (0.2571, 0.3429)
     """
-    level = _check_confidence_level(confidence_level)
-    lo, hi = _check_range(low, high, low_name="low", high_name="high",
-                          hint="Pass low= and high=, the range the values are known to lie in.")
-    count = _check_n(n, minimum=1)
-    m = _check_stat(mean, "mean", low=lo, high=hi)
+    level, lo, hi, count, m = _mean_interval(mean, n, low, high, confidence_level, minimum=1)
     alpha = 1.0 - level
     half = (hi - lo) * math.sqrt(math.log(2.0 / alpha) / (2.0 * count))
     return ConfidenceInterval(max(lo, m - half), min(hi, m + half))
@@ -326,9 +242,10 @@ def bernstein_interval(
         If ``low`` or ``high`` is None.
     EstimationError
         If ``n < 2``.
+    ParameterError
+        For a bad ``confidence_level``, ``low >= high`` or an ``n`` that is not a whole number.
     ValidationError
-        For a bad ``confidence_level``, ``low >= high``, a negative variance or a mean outside
-        the range.
+        For a negative variance or a mean outside the range.
 
     Notes
     -----
@@ -361,11 +278,7 @@ def bernstein_interval(
     >>> round(ci.low, 4), round(ci.high, 4)
     (0.2469, 0.3531)
     """
-    level = _check_confidence_level(confidence_level)
-    lo, hi = _check_range(low, high, low_name="low", high_name="high",
-                          hint="Pass low= and high=, the range the values are known to lie in.")
-    count = _check_n(n, minimum=2)
-    m = _check_stat(mean, "mean", low=lo, high=hi)
+    level, lo, hi, count, m = _mean_interval(mean, n, low, high, confidence_level, minimum=2)
     var = _check_variance(variance, "variance")
     half = _mp_margin(var, count, hi - lo, (1.0 - level) / 2.0)
     return ConfidenceInterval(max(lo, m - half), min(hi, m + half))
@@ -394,8 +307,10 @@ def bottou_interval(
         Mean and unbiased variance of :math:`\bar w_i (r_i - r_{\min})`.
     n : int
         Number of logged rows, at least 2.
-    max_weight : float
+    max_weight : float or None
         The clip level ``R``, fixed before looking at the data: :math:`0 \le \bar w \le R`.
+        None (no clipping: :math:`\bar w = w`, unbounded) only with ``outer="normal"``, whose
+        margins need no weight bound.
     reward_range : (float, float)
         A priori range :math:`[r_{\min}, r_{\max}]` of the rewards.
     confidence_level : float, default 0.95
@@ -415,11 +330,13 @@ def bottou_interval(
     Raises
     ------
     MissingBoundsError
-        If ``max_weight`` or ``reward_range`` is None.
+        If ``reward_range`` is None, or ``max_weight`` is None with ``outer="bernstein"``.
     EstimationError
         If ``n < 2``.
+    ParameterError
+        For a bad ``confidence_level``, ``outer``, ``max_weight`` or ``reward_range``.
     ValidationError
-        For a bad ``confidence_level`` or ``outer``, or statistics outside their a priori ranges.
+        For statistics outside their a priori ranges.
 
     Notes
     -----
@@ -487,17 +404,23 @@ def bottou_interval(
     >>> round(iv.low, 4), round(iv.high, 4)
     (0.3877, 0.5261)
     """
-    level = _check_confidence_level(confidence_level)
-    r_min, r_max = _check_reward_range(reward_range)
-    clip = _check_max_weight(
-        max_weight, hint="Pass max_weight=, the clip level used for the clipped weights."
-    )
+    level = check_confidence_level(confidence_level)
+    r_min, r_max = require_reward_range(reward_range, "bottou")
     if outer not in ("bernstein", "normal"):
-        raise ValidationError(f"`outer` must be 'bernstein' or 'normal', got {outer!r}.")
+        raise ParameterError(f"`outer` must be 'bernstein' or 'normal', got {outer!r}.")
+    clip = check_max_weight(max_weight)
+    if clip is None and outer == "bernstein":
+        raise MissingBoundsError(
+            "`max_weight` is required: the bernstein outer margins need the clip level, which "
+            "bounds the clipped weights a priori. Pass max_weight=, the clip level used for the "
+            "clipped weights (or outer='normal'); the largest weight in the data is not used in "
+            "its place."
+        )
     count = _check_n(n, minimum=2)
     span = r_max - r_min
     w_hat = _check_stat(weight_mean, "weight_mean", low=0.0, high=clip)
-    y_hat = _check_stat(product_mean, "product_mean", low=0.0, high=clip * span)
+    y_hat = _check_stat(product_mean, "product_mean", low=0.0,
+                        high=None if clip is None else clip * span)
     w_var = _check_variance(weight_variance, "weight_variance")
     y_var = _check_variance(product_variance, "product_variance")
 
@@ -519,8 +442,6 @@ def bottou_interval(
     if centre - eps > r_max:
         # E[wbar * l] <= E[w] * M <= M, so the outer interval cannot lie above the range unless
         # it missed (probability <= alpha / 4) or the weights do not average to 1
-        from ope.estimators import _user_stacklevel
-
         warnings.warn(
             f"the outer interval for the clipped estimand, [{centre - eps:.4g}, "
             f"{centre + eps:.4g}], lies entirely above the reward range [{r_min:g}, {r_max:g}]; "
@@ -530,7 +451,7 @@ def bottou_interval(
             + ". Check the logged propensities and that the candidate's probabilities sum to 1 "
             "over the actions.",
             OverlapWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
     return BottouInterval(
         low=clip_reward(centre - eps),

@@ -1,15 +1,17 @@
 """Empirical likelihood for off-policy evaluation (Karampatziakis, Langford & Mineiro 2020).
 
-``empirical_likelihood_estimate(weight, reward, *, reward_range, max_weight, min_weight=0.0)``
+``empirical_likelihood_estimate(weight, reward, *, reward_range, weight_bound, min_weight=0.0)``
     The maximum-likelihood value of the target policy.
-``empirical_likelihood_interval(weight, reward, *, reward_range, max_weight, min_weight=0.0,
+``empirical_likelihood_interval(weight, reward, *, reward_range, weight_bound, min_weight=0.0,
 confidence_level=0.95)``
     The profile-likelihood interval, calibrated with an F(1, n - 1) quantile.
 
 Both model the joint law of (weight, reward) nonparametrically: a distribution ``Q`` on the
 logged pairs plus pairs at the a priori weight bounds, constrained by ``E_Q[w] = 1`` (importance
 weights have mean one under the logging policy). The a priori bounds ``min_weight <= w <=
-max_weight`` and ``reward_range`` are required; a bound read off the data is not used instead.
+weight_bound`` and ``reward_range`` are required; a bound read off the data is not used instead.
+``max_weight=`` is accepted as a deprecated spelling of ``weight_bound=``: in ope's glossary
+``max_weight`` is only ever the clip level of a clipped estimator.
 
 Identical (weight, reward) pairs are merged into counts first, so the cost is that of the
 number of distinct pairs (bandit logs with few propensity levels and 0/1 rewards collapse to a
@@ -19,20 +21,24 @@ handful), and each root-finding step is one vectorized pass over them.
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Callable, Final
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize, stats
 
-from ope.exceptions import EstimationError, ValidationError
-from ope.intervals._types import ConfidenceInterval
-from ope.intervals.bounded import (
-    _check_confidence_level,
-    _check_max_weight,
-    _check_reward_range,
-    _check_weight_reward,
+from ope._validation import (
+    check_confidence_level,
+    check_real,
+    check_weight_bound,
+    deprecated_weight_bound,
+    first_rows,
+    user_stacklevel,
 )
+from ope.exceptions import EstimationError, ParameterError, ValidationError
+from ope.intervals._shared import fill_docstrings, weight_reward_rows
+from ope.intervals._types import ConfidenceInterval
 
 __all__ = ["empirical_likelihood_estimate", "empirical_likelihood_interval"]
 
@@ -46,6 +52,35 @@ EASY_BOUND_TOL: Final = 1e-12
 #: doublings allowed when searching an upper bracket for a dual variable; the dual is bounded
 #: whenever the primal is feasible, so the search ends long before this in practice
 MAX_BRACKET_DOUBLINGS: Final = 200
+
+
+#: The parameters both functions share (numpydoc, written once).
+_SHARED_PARAMETERS = r"""weight : array_like, shape (n,)
+        Importance weights :math:`w_i = \pi(a_i|x_i) / \pi_0(a_i|x_i)`.
+    reward : array_like, shape (n,)
+        Rewards, within ``reward_range``.
+    reward_range : (float, float)
+        A priori range :math:`[r_{\min}, r_{\max}]` of the rewards.
+    weight_bound : float
+        A priori upper bound :math:`w_{\max} > 1` on the weights (e.g. the inverse of the
+        smallest propensity the logger can produce); the largest observed weight is not one.
+    min_weight : float, default 0.0
+        A priori lower bound :math:`w_{\min} \in [0, 1)` on the weights.
+    max_weight : float, optional
+        Deprecated spelling of ``weight_bound`` (emits a DeprecationWarning); ``max_weight``
+        is only ever the clip level of a clipped estimator."""
+
+#: The errors both functions raise (numpydoc, written once).
+_SHARED_RAISES = """MissingBoundsError
+        If ``reward_range`` or ``weight_bound`` is None.
+    ParameterError
+        For a malformed ``reward_range``, ``weight_bound <= 1``, ``min_weight`` outside
+        ``[0, 1)`` or a bad ``confidence_level``.
+    ValidationError
+        For weights outside ``[min_weight, weight_bound]``, rewards outside the range or
+        non-finite values.
+    EstimationError
+        With fewer than 2 rows."""
 
 
 class _Pairs:
@@ -67,42 +102,35 @@ def _prepare(
     weight: ArrayLike,
     reward: ArrayLike,
     reward_range: tuple[float, float] | None,
-    max_weight: float | None,
+    weight_bound: float | None,
     min_weight: float,
 ) -> tuple[_Pairs, float, float, float, float]:
-    r_min, r_max = _check_reward_range(reward_range)
-    w_max = _check_max_weight(
-        max_weight,
-        hint="Pass max_weight=, an a priori bound on pi(a|x) / pi_0(a|x), e.g. "
-        "1 / (smallest logging propensity the logger can produce).",
-    )
-    try:
-        w_min = float(min_weight)
-    except (TypeError, ValueError):
-        w_min = math.nan
+    w_max = check_weight_bound(weight_bound, method="empirical_likelihood")
+    w_min = check_real(min_weight, "min_weight")
     if not (math.isfinite(w_min) and 0.0 <= w_min < 1.0):
-        raise ValidationError(f"`min_weight` must be in [0, 1), got {min_weight!r}.")
-    if not w_max > 1.0:
-        raise ValidationError(
-            f"`max_weight` must exceed 1 (weights have mean 1), got {max_weight!r}."
+        raise ParameterError(f"`min_weight` must be in [0, 1), got {min_weight!r}.")
+    if not w_max > 1.0:  # type: ignore[operator]
+        raise ParameterError(
+            f"`weight_bound` must exceed 1 (weights have mean 1), got {weight_bound!r}."
         )
-    w, r = _check_weight_reward(weight, reward, r_min, r_max)
+    w, r, r_min, r_max = weight_reward_rows(weight, reward, reward_range, "empirical_likelihood")
     for name, mask, bound in (
-        ("max_weight", w > w_max, w_max),
+        ("weight_bound", w > w_max, w_max),
         ("min_weight", w < w_min, w_min),
     ):
         if mask.any():
+            count, first = first_rows(mask)
             raise ValidationError(
-                f"{int(mask.sum())} weights are {'above' if name == 'max_weight' else 'below'} "
-                f"{name}={bound!r} (first at row {int(np.flatnonzero(mask)[0])}, weight "
-                f"{float(w[mask][0])!r}). `{name}` must be an a priori bound on every weight: "
-                "fix it, or check the propensities."
+                f"{count} weights are {'above' if name == 'weight_bound' else 'below'} "
+                f"{name}={bound!r} (first at row {first}, weight {float(w[first])!r}). "
+                f"`{name}` must be an a priori bound on every weight: fix it, or check the "
+                "propensities."
             )
     if w.size < 2:
         raise EstimationError(
             f"empirical likelihood needs at least 2 rows, got {w.size}."
         )
-    return _Pairs(w, (r - r_min) / (r_max - r_min)), r_min, r_max, w_min, w_max
+    return _Pairs(w, (r - r_min) / (r_max - r_min)), r_min, r_max, w_min, w_max  # type: ignore[return-value]
 
 
 def _decreasing_root(f: Callable[[float], float], lo: float, hi0: float) -> float:
@@ -115,7 +143,7 @@ def _decreasing_root(f: Callable[[float], float], lo: float, hi0: float) -> floa
             return float(optimize.brentq(f, lo, hi, rtol=ROOT_RTOL, xtol=1e-15 * hi))
         lo, hi = hi, 2.0 * hi
     raise EstimationError(
-        "the empirical likelihood dual did not converge; check that max_weight and min_weight "
+        "the empirical likelihood dual did not converge; check that weight_bound and min_weight "
         "are the a priori weight bounds."
     )
 
@@ -204,24 +232,15 @@ def empirical_likelihood_estimate(
     reward: ArrayLike,
     *,
     reward_range: tuple[float, float] | None,
-    max_weight: float | None,
+    weight_bound: float | None = None,
     min_weight: float = 0.0,
+    max_weight: float | None = None,
 ) -> float:
     r"""Empirical-likelihood (MLE) estimate of the target policy's value.
 
     Parameters
     ----------
-    weight : array_like, shape (n,)
-        Importance weights :math:`w_i = \pi(a_i|x_i) / \pi_0(a_i|x_i)`.
-    reward : array_like, shape (n,)
-        Rewards, within ``reward_range``.
-    reward_range : (float, float)
-        A priori range :math:`[r_{\min}, r_{\max}]` of the rewards.
-    max_weight : float
-        A priori upper bound :math:`w_{\max} > 1` on the weights (e.g. the inverse of the
-        smallest propensity the logger can produce).
-    min_weight : float, default 0.0
-        A priori lower bound :math:`w_{\min} \in [0, 1)` on the weights.
+    <shared parameters>
 
     Returns
     -------
@@ -231,13 +250,7 @@ def empirical_likelihood_estimate(
 
     Raises
     ------
-    MissingBoundsError
-        If ``reward_range`` or ``max_weight`` is None.
-    ValidationError
-        For weights outside ``[min_weight, max_weight]``, rewards outside the range or
-        non-finite values.
-    EstimationError
-        With fewer than 2 rows.
+    <shared raises>
 
     Notes
     -----
@@ -266,11 +279,16 @@ def empirical_likelihood_estimate(
     >>> from ope.intervals.likelihood import empirical_likelihood_estimate
     >>> w = np.array([0.0, 2.0, 0.5, 1.5])   # mean weight exactly 1: the MLE is uniform, q_i = 1/n
     >>> r = np.array([1.0, 1.0, 0.0, 1.0])
-    >>> float(empirical_likelihood_estimate(w, r, reward_range=(0, 1), max_weight=10.0))
+    >>> float(empirical_likelihood_estimate(w, r, reward_range=(0, 1), weight_bound=10.0))
     0.875
     """
-    pairs, r_min, r_max, w_min, w_max = _prepare(weight, reward, reward_range, max_weight,
-                                                 min_weight)
+    pairs, r_min, r_max, w_min, w_max = _prepare(
+        weight,
+        reward,
+        reward_range,
+        deprecated_weight_bound(weight_bound, max_weight, where="empirical_likelihood_*"),
+        min_weight,
+    )
     _, _, value, leftover = _mle(pairs, w_min, w_max)
     return r_min + (r_max - r_min) * (value + 0.5 * leftover)
 
@@ -280,24 +298,16 @@ def empirical_likelihood_interval(
     reward: ArrayLike,
     *,
     reward_range: tuple[float, float] | None,
-    max_weight: float | None,
+    weight_bound: float | None = None,
     min_weight: float = 0.0,
     confidence_level: float = 0.95,
+    max_weight: float | None = None,
 ) -> ConfidenceInterval:
     r"""Empirical-likelihood confidence interval for the target policy's value.
 
     Parameters
     ----------
-    weight : array_like, shape (n,)
-        Importance weights :math:`w_i = \pi(a_i|x_i) / \pi_0(a_i|x_i)`.
-    reward : array_like, shape (n,)
-        Rewards, within ``reward_range``.
-    reward_range : (float, float)
-        A priori range :math:`[r_{\min}, r_{\max}]` of the rewards.
-    max_weight : float
-        A priori upper bound :math:`w_{\max} > 1` on the weights.
-    min_weight : float, default 0.0
-        A priori lower bound :math:`w_{\min} \in [0, 1)` on the weights.
+    <shared parameters>
     confidence_level : float, default 0.95
         Nominal coverage.
 
@@ -308,13 +318,7 @@ def empirical_likelihood_interval(
 
     Raises
     ------
-    MissingBoundsError
-        If ``reward_range`` or ``max_weight`` is None.
-    ValidationError
-        For weights outside ``[min_weight, max_weight]``, rewards outside the range, non-finite
-        values or a bad ``confidence_level``.
-    EstimationError
-        With fewer than 2 rows.
+    <shared raises>
 
     Notes
     -----
@@ -360,13 +364,18 @@ def empirical_likelihood_interval(
     >>> from ope.intervals.likelihood import empirical_likelihood_interval
     >>> w = np.array([1.0101] * 9 + [1.0101])
     >>> r = np.array([0.0] * 9 + [1.0])
-    >>> ci = empirical_likelihood_interval(w, r, reward_range=(0, 1), max_weight=2000.0)
+    >>> ci = empirical_likelihood_interval(w, r, reward_range=(0, 1), weight_bound=2000.0)
     >>> round(ci.low, 4), round(ci.high, 4)
     (0.0031, 0.423)
     """
-    level = _check_confidence_level(confidence_level)
-    pairs, r_min, r_max, w_min, w_max = _prepare(weight, reward, reward_range, max_weight,
-                                                 min_weight)
+    level = check_confidence_level(confidence_level)
+    pairs, r_min, r_max, w_min, w_max = _prepare(
+        weight,
+        reward,
+        reward_range,
+        deprecated_weight_bound(weight_bound, max_weight, where="empirical_likelihood_*"),
+        min_weight,
+    )
     span = r_max - r_min
     _, q_mle, value, leftover = _mle(pairs, w_min, w_max)
     delta = 0.5 * float(stats.f.isf(1.0 - level, 1, pairs.n - 1.0))
@@ -384,3 +393,9 @@ def empirical_likelihood_interval(
     low01 = min(max(low01, 0.0), 1.0)
     high01 = min(max(high01, low01), 1.0)
     return ConfidenceInterval(r_min + span * low01, r_min + span * high01)
+
+
+fill_docstrings(
+    (empirical_likelihood_estimate, empirical_likelihood_interval),
+    {"shared parameters": _SHARED_PARAMETERS, "shared raises": _SHARED_RAISES},
+)

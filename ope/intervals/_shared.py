@@ -1,0 +1,114 @@
+"""What the interval methods share: the check of logged rows, and docstring text written once.
+
+Arguments and arrays go through :mod:`ope._validation` (one checker per glossary term); what is
+specific to the methods that read the rows (betting, empirical likelihood), per-row importance
+weights paired with rewards, is checked here once. :func:`fill_docstrings` puts the numpydoc
+text that several functions share (parameters, errors) into their docstrings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ope._validation import (
+    as_float_array,
+    check_finite,
+    check_rewards_in_range,
+    first_rows,
+    require_reward_range,
+)
+from ope.exceptions import EstimationError, ValidationError
+
+__all__ = ["fill_docstrings", "weight_reward_rows"]
+
+
+def weight_reward_rows(
+    weight: ArrayLike, reward: ArrayLike, reward_range: object, method: str
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """Validated per-row ``weight`` and ``reward`` (float64 vectors) and the reward range.
+
+    Parameters
+    ----------
+    weight, reward : array_like, shape (n,)
+        Importance weights (finite, non-negative) and rewards (finite, inside ``reward_range``).
+    reward_range : (float, float)
+        The a priori reward range; required.
+    method : str
+        The interval method, named in the error when ``reward_range`` is missing.
+
+    Returns
+    -------
+    w, r : numpy.ndarray
+        float64 vectors of the same length ``n >= 1``.
+    r_min, r_max : float
+        The checked reward range.
+
+    Raises
+    ------
+    ope.MissingBoundsError
+        ``reward_range`` is None.
+    ope.ParameterError
+        ``reward_range`` is malformed.
+    ope.ValidationError
+        Arrays of the wrong shape or lengths, non-finite or negative weights, non-finite rewards
+        or rewards outside the range.
+    ope.EstimationError
+        No rows.
+
+    Examples
+    --------
+    >>> from ope.intervals._shared import weight_reward_rows
+    >>> w, r, lo, hi = weight_reward_rows([0.5, 2.0], [1, 0], (0, 1), "betting")
+    >>> w.dtype, r.tolist(), (lo, hi)
+    (dtype('float64'), [1.0, 0.0], (0.0, 1.0))
+    """
+    r_min, r_max = require_reward_range(reward_range, method)
+    w, r = (
+        np.asarray(as_float_array(values, name, ndim=(1,)), dtype=np.float64)
+        for name, values in (("weight", weight), ("reward", reward))
+    )
+    check_finite(w, "weight")
+    check_finite(r, "reward")
+    if w.shape != r.shape:
+        raise ValidationError(
+            f"`weight` and `reward` must have the same length, got {w.size} and {r.size}."
+        )
+    if w.size == 0:
+        raise EstimationError("no rows: `weight` and `reward` are empty.")
+    negative = w < 0
+    if negative.any():
+        count, first = first_rows(negative)
+        raise ValidationError(
+            f"`weight` must be non-negative; {count} rows are < 0 (first at row {first}). "
+            "Weights are target/logging propensity ratios."
+        )
+    check_rewards_in_range(r, (r_min, r_max))
+    return w, r, r_min, r_max
+
+
+def fill_docstrings(functions: tuple[Callable[..., Any], ...], parts: Mapping[str, str]) -> None:
+    """Replace each ``<key>`` placeholder in the docstrings of ``functions`` by ``parts[key]``.
+
+    The shared text is written once, indented as a numpydoc section body (continuation lines
+    indented by four spaces); a docstring is None under ``python -OO`` and then left alone.
+
+    Examples
+    --------
+    >>> from ope.intervals._shared import fill_docstrings
+    >>> def f():
+    ...     "Doc: <x>."
+    >>> fill_docstrings((f,), {"x": "filled"})
+    >>> f.__doc__
+    'Doc: filled.'
+    """
+    for function in functions:
+        doc = function.__doc__
+        if doc is None:
+            continue
+        for key, text in parts.items():
+            doc = doc.replace(f"<{key}>", text)
+        function.__doc__ = doc
