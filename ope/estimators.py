@@ -1,22 +1,27 @@
 """Off-policy value estimators: DM, IPS, clipped IPS, SNIPS, DR, SNDR, Switch-DR and DRos.
 
 Every estimator is a frozen dataclass holding its settings only (``ClippedIPS(max_weight=10)``;
-variants via :func:`dataclasses.replace`) and runs one shared template:
+variants via :func:`dataclasses.replace`), validated when it is built, and runs one template:
 
 1. ``_validate``: shapes, finiteness, propensities in (0, 1], target propensities in [0, 1],
-   rewards within ``reward_range`` when given, reward-model arrays present for DM/DR;
-2. weights ``w = target / logging`` (float64, in chunks), transformed by the one step that differs
-   (clip, switch, shrink);
-3. per-row components ``A_i`` (e.g. ``w*r`` for IPS, ``(w*r, w)`` for SNIPS);
-4. value ``g(mean A)``; standard error ``sd(psi)/sqrt(n)`` with the influence terms
-   ``psi_i = grad g . (A_i - mean A)`` (the delta method; for linear estimators simply the
-   centred contributions);
-5. diagnostics (Kish ESS, mean weight far from 1, small n) as ``notes`` and warnings.
+   rewards within ``reward_range`` when given, reward-model arrays present for DM/DR (every
+   check through :mod:`ope._validation`);
+2. the statistics of the rows, from one of the two kernels of :mod:`ope.moments`:
+
+   - the *weighting* estimators (IPS, clipped IPS, SNIPS and the logging value) read their value
+     and variance off the centred moments of :func:`ope.moments.centered_moments`, the same
+     statistics that :class:`ope.streaming.MomentStats` merges over batches; each supplies only
+     :meth:`WeightingEstimator.moment_statistic` (raw product, clipped product, ratio, reward);
+   - the *model-based* estimators (DM, DR, SNDR, Switch-DR, DRos) supply per-row components
+     ``A_i`` (e.g. ``q + w (r - q_logged)``), the value ``g(mean A)`` and its gradient, and
+     :func:`ope.moments.component_moments` accumulates the means and the variance of the
+     influence terms ``psi_i = grad g . (A_i - mean A)`` (the delta method);
+3. notes and warnings (Kish ESS, mean weight far from 1, small n) by the rules of
+   :mod:`ope._thresholds`, the same from every entry point.
 
 Because each value is a smooth function of column means, the same description serves the
-chunked many-policy kernel (:func:`estimate_many`), the vectorized bootstrap (renormalizing
-self-normalized estimators inside every resample), paired comparisons and the mergeable
-statistics of :mod:`ope.streaming`.
+vectorized bootstrap (renormalizing self-normalized estimators inside every resample), paired
+comparisons and the mergeable statistics of :mod:`ope.streaming`.
 
 Estimator names for strings (``ope.evaluate(..., estimators=("ips", "snips"))``):
 ``dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros``; see :func:`get_estimator`.
@@ -25,37 +30,56 @@ Estimator names for strings (``ope.evaluate(..., estimators=("ips", "snips"))``)
 from __future__ import annotations
 
 import math
-import os
-import sys
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from ope.estimate import Estimate, _make_estimate, _RowSource
+from ope._thresholds import (
+    ESS_RATIO_WARN,
+    MEAN_WEIGHT_Z,
+    MIN_ROWS,
+    SMALL_SAMPLE_ROWS,
+    ess_note,
+    low_ess,
+    mean_weight_check,
+    mean_weight_note,
+    small_sample,
+    small_sample_note,
+)
+from ope._validation import (
+    as_float_array,
+    check_finite,
+    check_max_weight,
+    check_real,
+    check_reward_range,
+    check_rewards_in_range,
+    check_weight_bound,
+    require_reward_range,
+    user_stacklevel,
+    validated_pair,
+)
 from ope.exceptions import (
     EstimationError,
-    MissingBoundsError,
     OverlapWarning,
+    ParameterError,
     SmallSampleWarning,
     ValidationError,
 )
 from ope.intervals._types import BottouInterval, ConfidenceInterval
-from ope.weights import (
+from ope.moments import (
     DEFAULT_CHUNK_SIZE,
-    _CenteredMoments,
-    _as_float_array,
-    _centered_moments,
-    _check_finite,
-    _chunks,
-    _first_rows,
-    _ratio,
-    _validated_pair,
+    CenteredMoments,
+    WeightSummary,
+    centered_moments,
+    component_moments,
+    ratio,
 )
+from ope.results import Estimate, RowSource, Source, make_estimate
 
 __all__ = [
     "DM",
@@ -75,28 +99,7 @@ __all__ = [
     "SMALL_SAMPLE_ROWS",
 ]
 
-#: Kish ESS below 1% of n: the estimate rests on a handful of heavily weighted rows and its
-#: normal interval is unreliable (cf. the 0.39 coverage of Wald intervals at ESS/n ~ 1% in the
-#: KLM benchmark, notes/theory.md 3.5).
-ESS_RATIO_WARN: Final = 0.01
-
-#: Under correct propensities and full support E[w] = 1 exactly. A sample mean more than 4
-#: standard errors from 1 happens by chance with probability < 1e-4 (normal approximation), so
-#: it signals a support gap (mean < 1) or wrong propensities, not noise.
-MEAN_WEIGHT_Z: Final = 4.0
-
-#: Below 30 rows the central-limit approximation behind the normal and t intervals is
-#: unreliable even for bounded rewards; bounded methods (bernstein, betting) stay valid.
-SMALL_SAMPLE_ROWS: Final = 30
-
-#: Rows needed for a standard error at all (a sample standard deviation needs n - 1 >= 1).
-MIN_ROWS: Final = 2
-
 _BOUNDED_BY_MOMENTS: Final = ("hoeffding", "bernstein", "bottou")
-
-#: When every weight is equal (zero spread) their mean is compared with 1 directly; 1e-12 only
-#: absorbs the rounding of t / p (a few ulps), so a constant weight of 1 + 1e-9 is still flagged.
-_MEAN_WEIGHT_ATOL: Final = 1e-12
 
 
 # ============================================================================================
@@ -117,35 +120,36 @@ class _Inputs:
         return int(self.reward.shape[0])
 
 
-def _check_reward_range(
-    reward_range: Sequence[float] | None, reward: np.ndarray
-) -> tuple[float, float] | None:
-    if reward_range is None:
-        return None
-    try:
-        low, high = (float(x) for x in reward_range)
-    except (TypeError, ValueError):
+def policy_labels(names: Sequence[str] | None, n_pol: int) -> tuple[str | None, ...]:
+    """One distinct label per policy column (``None`` for each when no names are given)."""
+    if names is None:
+        return (None,) * n_pol
+    labels = tuple(str(x) for x in names)
+    if len(labels) != n_pol:
         raise ValidationError(
-            f"`reward_range` must be a pair (low, high) of numbers, e.g. (0.0, 1.0); got "
-            f"{reward_range!r}."
-        ) from None
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ValidationError(
-            f"`reward_range` must be finite with low < high; got ({low!r}, {high!r})."
+            f"`names` has {len(labels)} entries but there are {n_pol} policy columns."
         )
-    bad = (reward < low) | (reward > high)
-    if bad.any():
-        count, first = _first_rows(bad)
-        raise ValidationError(
-            f"`reward` has {count} rows outside reward_range=({low:g}, {high:g}) (first at row "
-            f"{first}: {float(reward[first])!r}). reward_range must be an a priori bound that "
-            "every reward satisfies; widen it or fix the rewards."
+    if len(set(labels)) != len(labels):
+        repeated = sorted({x for x in labels if labels.count(x) > 1})
+        raise ParameterError(
+            f"`names` must be distinct (one per policy column); {', '.join(map(repr, repeated))} "
+            "appears more than once."
         )
-    return (low, high)
+    return labels
+
+
+def _positive_setting(value: Any, name: str, owner: str) -> float:
+    """An estimator setting that must be a positive finite number (``tau``, ``shrinkage``)."""
+    if value is None:
+        raise ParameterError(f"{owner} needs `{name}`, a positive finite number; got None.")
+    x = check_real(value, name)
+    if not (math.isfinite(x) and x > 0):
+        raise ParameterError(f"{owner}: `{name}` must be a positive finite number; got {value!r}.")
+    return x
 
 
 def _validate(
-    estimator: _Estimator,
+    estimator: Estimator,
     *,
     reward: npt.ArrayLike,
     logging_propensity: npt.ArrayLike | None,
@@ -155,8 +159,9 @@ def _validate(
     reward_range: Sequence[float] | None,
     names: Sequence[str] | None,
 ) -> _Inputs:
-    r = _as_float_array(reward, "reward", ndim=(1,))
-    _check_finite(r, "reward")
+    rr = check_reward_range(reward_range)
+    r = as_float_array(reward, "reward", ndim=(1,))
+    check_finite(r, "reward")
     n = r.shape[0]
     if n < MIN_ROWS:
         raise ValidationError(
@@ -165,7 +170,7 @@ def _validate(
         )
     p = t = None
     n_pol: int | None = None
-    if estimator._uses_weights:
+    if estimator.uses_weights:
         missing = [
             f"{k}="
             for k, v in (
@@ -179,7 +184,7 @@ def _validate(
                 f"{estimator.name} weights rows by target/logging propensity: pass "
                 f"{' and '.join(missing)}."
             )
-        p, t = _validated_pair(logging_propensity, target_propensity)  # type: ignore[arg-type]
+        p, t = validated_pair(logging_propensity, target_propensity)  # type: ignore[arg-type]
         if p.shape[0] != n:
             raise ValidationError(
                 f"`logging_propensity` has {p.shape[0]} rows but `reward` has {n}; all arrays "
@@ -189,9 +194,9 @@ def _validate(
             t = t[:, None]
         n_pol = t.shape[1]
     ql = qt = None
-    if estimator._needs:
+    if estimator.needs:
         given = {"q_logged": q_logged, "q_target": q_target}
-        missing = [f"{k}=" for k in estimator._needs if given[k] is None]
+        missing = [f"{k}=" for k in estimator.needs if given[k] is None]
         if missing:
             raise ValidationError(
                 f"{estimator.name} needs a reward model's predictions: pass "
@@ -199,15 +204,15 @@ def _validate(
                 "(n,); q_target: q(x_i, pi) = sum_a pi(a|x_i) q(x_i, a), shape (n,) or (n, P)), "
                 "or use ope.evaluate(..., reward_model=...) to fit one with cross-fitting."
             )
-        if "q_logged" in estimator._needs:
-            ql = _as_float_array(q_logged, "q_logged", ndim=(1,))  # type: ignore[arg-type]
+        if "q_logged" in estimator.needs:
+            ql = as_float_array(q_logged, "q_logged", ndim=(1,))  # type: ignore[arg-type]
             if ql.shape[0] != n:
                 raise ValidationError(f"`q_logged` has {ql.shape[0]} rows but `reward` has {n}.")
-            _check_finite(ql, "q_logged")
-        qt = _as_float_array(q_target, "q_target", ndim=(1, 2))  # type: ignore[arg-type]
+            check_finite(ql, "q_logged")
+        qt = as_float_array(q_target, "q_target", ndim=(1, 2))  # type: ignore[arg-type]
         if qt.shape[0] != n:
             raise ValidationError(f"`q_target` has {qt.shape[0]} rows but `reward` has {n}.")
-        _check_finite(qt, "q_target")
+        check_finite(qt, "q_target")
         if qt.ndim == 1:
             qt = qt[:, None]
         if n_pol is not None and qt.shape[1] != n_pol:
@@ -218,82 +223,39 @@ def _validate(
         n_pol = qt.shape[1]
     if n_pol is None:  # neither weights nor a model: the logging value, a single "policy"
         n_pol = 1
-    rr = _check_reward_range(reward_range, r)
-    if names is None:
-        labels: tuple[str | None, ...] = (None,) * n_pol
-    else:
-        labels = tuple(str(x) for x in names)
-        if len(labels) != n_pol:
-            raise ValidationError(
-                f"`names` has {len(labels)} entries but there are {n_pol} policy columns."
-            )
-    return _Inputs(r, p, t, ql, qt, rr, labels)
+    check_rewards_in_range(r, rr)
+    return _Inputs(r, p, t, ql, qt, rr, policy_labels(names, n_pol))
 
 
 # ============================================================================================
 # moment-based bounded intervals (shared by the eager and the streaming paths)
 # ============================================================================================
-def _require_range(rr: tuple[float, float] | None, method: str) -> tuple[float, float]:
-    if rr is None:
-        raise MissingBoundsError(
-            f"interval method {method!r} needs the a priori reward range: pass "
-            "reward_range=(low, high) when estimating (e.g. (0, 1) for clicks). The observed "
-            "minimum and maximum reward are not bounds."
-        )
-    return rr
-
-
-def _require_weight_bound(max_weight: float | None, observed_max: float, method: str) -> float:
-    if max_weight is None:
-        raise MissingBoundsError(
-            f"interval method {method!r} needs an a priori bound on the importance weights: "
-            "pass ci(..., max_weight=M) with M >= pi(a|x)/pi_0(a|x) for every context and action "
-            "(e.g. 1 / the smallest logging probability), or use ClippedIPS(max_weight=M), whose "
-            "weights are bounded by construction. The largest observed weight is not a bound."
-        )
-    mw = float(max_weight)
-    if not (math.isfinite(mw) and mw > 0):
-        raise ValueError(f"`max_weight` must be a positive finite number; got {max_weight!r}.")
-    if observed_max > mw:
-        raise ValidationError(
-            f"max_weight={mw:g} is not a bound on these weights: the largest observed weight is "
-            f"{observed_max:g}. Pass a true a priori bound, or use ClippedIPS(max_weight=...)."
-        )
-    return mw
-
-
-def _sample_var(n: float, s1: float, s2: float) -> float:
-    """Unbiased sample variance from the sum and the sum of squares (diagnostics only)."""
-    return max((s2 - s1 * s1 / n) / (n - 1.0), 0.0)
-
-
-def _moment_interval(
-    kind: str,
+def moment_interval(
+    estimator: WeightingEstimator,
     method: str,
-    mom: _CenteredMoments,
+    mom: CenteredMoments,
     j: int,
     *,
     reward_range: tuple[float, float] | None,
-    clip_level: float | None,
-    max_weight: float | None,
+    weight_bound: float | None,
     outer: str | None,
     confidence_level: float,
 ) -> ConfidenceInterval | BottouInterval:
     """Hoeffding / Bernstein / Bottou intervals of policy ``j`` from centred moments.
 
-    ``kind`` is ``"ips"``, ``"clipped_ips"`` or ``"logging"``. Means and variances come from
-    shifted, centred statistics (:class:`ope.weights._CenteredMoments`), so the intervals are
+    ``estimator`` is IPS, clipped IPS or the logging value. Means and variances come from
+    shifted, centred statistics (:class:`ope.moments.CenteredMoments`), so the intervals are
     equivariant to shifting the rewards and ``reward_range`` together, to rounding, even for
     rewards far from zero.
     """
-    low_r, high_r = _require_range(reward_range, method)
+    low_r, high_r = require_reward_range(reward_range, method)
+    kind, clip_level = estimator.name, estimator.clip_level
     n = int(mom.n)
     if method == "bottou":
-        if kind != "clipped_ips":
+        if clip_level is None:
             raise EstimationError("bottou applies to clipped IPS only.")
         from ope.intervals.bounded import bottou_interval
 
-        assert clip_level is not None
         w_mean, w_var = mom.weight_mean_var(j, clipped=True)
         # z = wbar * (r - r_min): shifted so that z >= 0 (Bottou et al. assume 0 <= loss <= M)
         z_mean, z_var = mom.product_mean_var(j, clipped=True, about=low_r)
@@ -309,27 +271,25 @@ def _moment_interval(
             outer="bernstein" if outer is None else outer,
         )
     if outer is not None:
-        raise ValueError(f"`outer` applies only to method='bottou'; got {method!r}.")
+        raise ParameterError(f"`outer` applies only to method='bottou'; got {method!r}.")
     if kind == "logging":
-        if max_weight is not None:
-            raise ValueError("the logging value has no weights; do not pass `max_weight`.")
+        if weight_bound is not None:
+            raise ParameterError("the logging value has no weights; do not pass `weight_bound`.")
         mean, var = mom.reward_mean_var()
         low, high = low_r, high_r
-    elif kind == "ips":
-        bound = _require_weight_bound(max_weight, float(mom.max_w[j]), method)
+    elif clip_level is None:  # IPS
+        bound = check_weight_bound(weight_bound, method=method, observed_max=float(mom.max_w[j]))
+        assert bound is not None
         mean, var = mom.product_mean_var(j, clipped=False, about=0.0)
         low, high = min(0.0, bound * low_r), max(0.0, bound * high_r)
-    elif kind == "clipped_ips":
-        if max_weight is not None:
-            raise ValueError(
-                "ClippedIPS uses its own max_weight as the weight bound; do not pass "
-                "`max_weight` to ci()."
+    else:
+        if weight_bound is not None:
+            raise ParameterError(
+                "ClippedIPS uses its own max_weight (the clip level) as the weight bound; do not "
+                "pass `weight_bound` to ci()."
             )
-        assert clip_level is not None
         mean, var = mom.product_mean_var(j, clipped=True, about=0.0)
         low, high = min(0.0, clip_level * low_r), max(0.0, clip_level * high_r)
-    else:  # pragma: no cover - guarded by the estimators' method lists
-        raise EstimationError(f"{method} does not apply to {kind}.")
     from ope.intervals import bounded
 
     if method == "hoeffding":
@@ -346,12 +306,12 @@ def _moment_interval(
     # An empty intersection (probability <= 1 - confidence_level under the assumptions, since
     # the interval then misses the value) is reported, and reduced to the nearer end point
     # rather than returned inverted; coverage is unaffected, as that event is a miss anyway.
-    if kind == "ips":
-        lo_e, hi_e = low_r, high_r
-    elif kind == "clipped_ips":
-        lo_e, hi_e = min(0.0, low_r), max(0.0, high_r)
-    else:
+    if kind == "logging":
         return iv
+    if clip_level is None:
+        lo_e, hi_e = low_r, high_r
+    else:
+        lo_e, hi_e = min(0.0, low_r), max(0.0, high_r)
     low, high = max(iv.low, lo_e), min(iv.high, hi_e)
     if low > high:
         side, point = ("above", hi_e) if iv.low > hi_e else ("below", lo_e)
@@ -364,7 +324,7 @@ def _moment_interval(
             "the logged propensities and that each candidate's probabilities sum to 1 over the "
             "actions.",
             OverlapWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=user_stacklevel(),
         )
         low = high = point
     return ConfidenceInterval(low, high)
@@ -373,18 +333,24 @@ def _moment_interval(
 # ============================================================================================
 # the template
 # ============================================================================================
-class _EstimatorRows(_RowSource):
-    """Row references of one policy's estimate (no copies)."""
+class EstimatorRows(RowSource):
+    """Row references of one policy's estimate (no copies).
+
+    ``moments`` are the centred moments of the rows (policy column ``j`` only) when the
+    estimator is a weighting one: the bounded intervals read them instead of another pass.
+    """
 
     def __init__(
         self,
-        estimator: _Estimator,
+        estimator: Estimator,
         reward: np.ndarray,
         logging_propensity: np.ndarray | None,
         target_propensity: np.ndarray | None,
         q_logged: np.ndarray | None,
         q_target: np.ndarray | None,
         reward_range: tuple[float, float] | None,
+        *,
+        moments: CenteredMoments | None = None,
     ) -> None:
         self.estimator = estimator
         self.reward = reward
@@ -393,40 +359,26 @@ class _EstimatorRows(_RowSource):
         self.q_logged = q_logged
         self.q_target = q_target
         self.reward_range = reward_range
+        self.moments = moments
         self.n = int(reward.shape[0])
-        self.methods = ("bootstrap",) + estimator._methods
-        self._moments: _CenteredMoments | None = None
-
-    def centered_moments(self) -> _CenteredMoments:
-        """Centred moments of the rows for the moment-based intervals, computed once (a few
-        scalars, so caching them pins no arrays)."""
-        if self._moments is None:
-            if self.estimator._uses_weights:
-                assert self.logging_propensity is not None
-                assert self.target_propensity is not None
-                p, t = self.logging_propensity, self.target_propensity[:, None]
-            else:  # the logging value: every weight is one
-                p, t = np.ones(self.n), np.ones((self.n, 1))
-            self._moments = _centered_moments(
-                self.reward, p, t, max_weight=getattr(self.estimator, "max_weight", None)
-            )
-        return self._moments
+        self.methods = ("bootstrap",) + estimator.interval_methods
 
     def raw_weights(self) -> np.ndarray:
+        """The importance weights ``target / logging`` of the rows (recomputed, not kept)."""
         assert self.logging_propensity is not None and self.target_propensity is not None
-        return _ratio(self.logging_propensity, self.target_propensity)
+        return ratio(self.logging_propensity, self.target_propensity)
 
     def components(self) -> np.ndarray:
         # recomputed on request rather than cached: an Estimate must not pin (n, k) arrays
         est = self.estimator
-        w = est._transform(self.raw_weights()[:, None]) if est._uses_weights else None
+        w = est._transform(self.raw_weights()[:, None]) if est.uses_weights else None
         ql = None if self.q_logged is None else self.q_logged.astype(np.float64, copy=False)
         qt = None if self.q_target is None else self.q_target.astype(np.float64)[:, None]
         r = self.reward.astype(np.float64, copy=False)
         return est._components(r, w, ql, qt)[:, :, 0]
 
     def n_components(self) -> int:
-        return int(self.estimator._k)
+        return int(self.estimator.n_components)
 
     def statistic(self, means: np.ndarray) -> np.ndarray:
         return self.estimator._statistic(means)
@@ -439,59 +391,58 @@ class _EstimatorRows(_RowSource):
         method: str,
         *,
         confidence_level: float,
-        max_weight: float | None,
+        weight_bound: float | None,
         outer: str | None,
     ) -> ConfidenceInterval | BottouInterval:
         est = self.estimator
         if method in _BOUNDED_BY_MOMENTS:
-            return _moment_interval(
-                est._kind,
+            assert isinstance(est, WeightingEstimator) and self.moments is not None
+            return moment_interval(
+                est,
                 method,
-                self.centered_moments(),
+                self.moments,
                 0,
                 reward_range=self.reward_range,
-                clip_level=getattr(est, "max_weight", None),
-                max_weight=max_weight,
+                weight_bound=weight_bound,
                 outer=outer,
                 confidence_level=confidence_level,
             )
-        rr = _require_range(self.reward_range, method)
+        rr = require_reward_range(self.reward_range, method)
         if outer is not None:
-            raise ValueError(f"`outer` applies only to method='bottou'; got {method!r}.")
-        w = self.raw_weights() if est._uses_weights else np.ones(self.n)
+            raise ParameterError(f"`outer` applies only to method='bottou'; got {method!r}.")
+        w = self.raw_weights() if est.uses_weights else np.ones(self.n)
         r = self.reward.astype(np.float64, copy=False)
         if method == "empirical_likelihood":
-            bound = _require_weight_bound(max_weight, float(w.max()), method)
+            bound = check_weight_bound(weight_bound, method=method, observed_max=float(w.max()))
             from ope.intervals.likelihood import empirical_likelihood_interval
 
             return empirical_likelihood_interval(
-                w, r, reward_range=rr, max_weight=bound, confidence_level=confidence_level
+                w, r, reward_range=rr, weight_bound=bound, confidence_level=confidence_level
             )
-        if max_weight is not None:
-            raise ValueError(f"method {method!r} needs no weight bound; do not pass `max_weight`.")
+        if weight_bound is not None:
+            raise ParameterError(
+                f"method {method!r} needs no weight bound; do not pass `weight_bound`."
+            )
         from ope.intervals.betting import betting_interval
 
         return betting_interval(w, r, reward_range=rr, confidence_level=confidence_level)
 
 
-class _Estimator(ABC):
+class Estimator(ABC):
     """The shared template; subclasses supply the step that differs.
 
-    Class attributes a subclass sets: ``name`` (registry name), ``_uses_weights``, ``_needs``
-    (reward-model arrays required), ``_k`` (number of per-row components), ``_methods`` (interval
-    methods besides normal/t/bootstrap), ``_zero_weights_fatal`` (all-zero weights make the value
-    undefined), ``_kind`` (family for the moment-based intervals) and ``_transforms_weights``.
+    Class attributes a subclass sets: ``name`` (registry name), ``uses_weights``, ``needs``
+    (reward-model arrays required), ``n_components`` (per-row components k),
+    ``interval_methods`` (interval methods besides normal/t/bootstrap) and
+    ``zero_weights_fatal`` (all-zero weights make the value undefined).
     """
 
     name: ClassVar[str] = ""
-    _uses_weights: ClassVar[bool] = True
-    _needs: ClassVar[tuple[str, ...]] = ()
-    _k: ClassVar[int] = 1
-    _methods: ClassVar[tuple[str, ...]] = ()
-    _zero_weights_fatal: ClassVar[bool] = True
-    _kind: ClassVar[str] = ""
-    #: True when ``_transform`` changes the weights (its ESS then differs from the raw one)
-    _transforms_weights: ClassVar[bool] = False
+    uses_weights: ClassVar[bool] = True
+    needs: ClassVar[tuple[str, ...]] = ()
+    n_components: ClassVar[int] = 1
+    interval_methods: ClassVar[tuple[str, ...]] = ()
+    zero_weights_fatal: ClassVar[bool] = True
 
     # ---- the steps a subclass may override -------------------------------------------------
     def _transform(self, w: np.ndarray) -> np.ndarray:
@@ -517,75 +468,55 @@ class _Estimator(ABC):
         return np.ones(1)
 
     # ---- the template ----------------------------------------------------------------------
-    def _chunk_components(
-        self, data: _Inputs, sl: slice, wsum: np.ndarray | None
-    ) -> np.ndarray:
-        """Components (c, k, P) of one chunk; accumulates the weight sums when asked."""
-        r = data.reward[sl].astype(np.float64, copy=False)
-        w = None
-        if self._uses_weights:
-            assert data.logging_propensity is not None and data.target_propensity is not None
-            raw = _ratio(data.logging_propensity[sl], data.target_propensity[sl])
-            w = self._transform(raw)
-            if wsum is not None:
-                wsum[0] += np.einsum("ip->p", raw)
-                wsum[1] += np.einsum("ip,ip->p", raw, raw)
-                wsum[2] += np.einsum("ip->p", w)
-                wsum[3] += np.einsum("ip,ip->p", w, w)
-        ql = None if data.q_logged is None else data.q_logged[sl].astype(np.float64, copy=False)
-        qt = None if data.q_target is None else data.q_target[sl].astype(np.float64, copy=False)
-        return self._components(r, w, ql, qt)
+    def _rows(self, data: _Inputs, j: int, moments: CenteredMoments | None) -> EstimatorRows:
+        """The row source of policy ``j``'s estimate (references, no copies)."""
+        return EstimatorRows(
+            self,
+            data.reward,
+            data.logging_propensity,
+            None if data.target_propensity is None else data.target_propensity[:, j],
+            data.q_logged,
+            None if data.q_target is None else data.q_target[:, j],
+            data.reward_range,
+            moments=moments,
+        )
+
+    def _blocks(self, data: _Inputs) -> Callable[[slice], tuple[Any, Any, Any]]:
+        """Per block of rows: the components (c, k, P), the raw and the used weights (c, P)."""
+
+        def block(sl: slice) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+            r = data.reward[sl].astype(np.float64, copy=False)
+            raw = w = None
+            if self.uses_weights:
+                assert data.logging_propensity is not None and data.target_propensity is not None
+                raw = ratio(data.logging_propensity[sl], data.target_propensity[sl])
+                w = self._transform(raw)
+            ql = None if data.q_logged is None else data.q_logged[sl].astype(np.float64, copy=False)
+            qt = None if data.q_target is None else data.q_target[sl].astype(np.float64, copy=False)
+            return self._components(r, w, ql, qt), raw, w
+
+        return block
 
     def _run(self, data: _Inputs, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Estimate]:
         n = data.n
-        n_pol = len(data.names)
-        # pass 1: column means of the components and the weight sums, per policy
-        s1 = np.zeros((self._k, n_pol))
-        wsum = np.zeros((4, n_pol))  # raw sum, raw sum of squares, used sum, used sum of squares
-        for sl in _chunks(n, chunk_size):
-            s1 += np.einsum("ckp->kp", self._chunk_components(data, sl, wsum))
-        means = s1 / n
-        notes = [self._diagnose(n, wsum[:, j], label) for j, label in enumerate(data.names)]
-        grad = np.stack([self._gradient(means[:, j]) for j in range(n_pol)], axis=1)  # (k, P)
-        # pass 2: sum of squared influence terms psi = grad . (A - mean), exact two-pass variance
-        ss = np.zeros(n_pol)
-        for sl in _chunks(n, chunk_size):
-            a = self._chunk_components(data, sl, None)
-            psi = np.einsum("ckp,kp->cp", a - means[None], grad)
-            ss += np.einsum("cp,cp->p", psi, psi)
+        cm = component_moments(self._blocks(data), n, self._gradient, chunk_size=chunk_size)
         out = []
         for j, label in enumerate(data.names):  # loop over policies, not rows
-            value = float(self._statistic(means[:, j]))
-            se = math.sqrt(ss[j] / (n - 1) / n)
-            ess = float(n)
-            if self._uses_weights:
-                ess = float(wsum[2, j] ** 2 / wsum[3, j]) if wsum[3, j] > 0 else 0.0
-            source = _EstimatorRows(
-                self,
-                data.reward,
-                data.logging_propensity,
-                None if data.target_propensity is None else data.target_propensity[:, j],
-                data.q_logged,
-                None if data.q_target is None else data.q_target[:, j],
-                data.reward_range,
-            )
+            summary = cm.weight_summary(j) if self.uses_weights else None
+            notes = weight_notes(self, n, summary, label)
             out.append(
-                _make_estimate(
+                make_estimate(
                     estimator=self.name,
-                    value=value,
-                    std_error=se,
+                    value=float(self._statistic(cm.means[:, j])),
+                    std_error=math.sqrt(cm.psi_var[j] / n),
                     n=n,
-                    ess=ess,
-                    notes=tuple(notes[j]),
+                    ess=float(n) if summary is None else summary.ess,
+                    notes=tuple(notes),
                     policy=label,
-                    source=source,
+                    source=self._rows(data, j, None),
                 )
             )
         return out
-
-    def _diagnose(self, n: int, wsum: np.ndarray, label: str | None) -> list[str]:
-        """Notes (and warnings) about one policy's weights; raises when the value is undefined."""
-        return _diagnose(self, n, wsum, label)
 
     def _estimate_one(self, **arrays: Any) -> Estimate:
         data = _validate(self, names=None, **arrays)
@@ -603,37 +534,58 @@ class _Estimator(ABC):
         return self._run(data)[0]
 
 
-_PACKAGE_DIR: Final = os.path.dirname(os.path.abspath(__file__))
+class WeightingEstimator(Estimator):
+    """An estimator whose value and variance are read off the centred moments of the rows.
+
+    IPS, clipped IPS, SNIPS and the logging value: :meth:`moment_statistic` is the one step
+    that differs, and the eager estimate, :func:`estimate_many` and
+    :meth:`ope.streaming.MomentStats.estimates` all go through :func:`estimates_from_moments`.
+    """
+
+    @property
+    def clip_level(self) -> float | None:
+        """The clip level of the weights used (None: the raw weights)."""
+        return None
+
+    def moment_statistic(self, mom: CenteredMoments, j: int) -> tuple[float, float]:
+        """Value and unbiased variance of the influence terms of policy ``j``."""
+        return mom.product_mean_var(j, clipped=self.clip_level is not None, about=0.0)
+
+    def _run(self, data: _Inputs, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Estimate]:
+        if self.uses_weights:
+            assert data.logging_propensity is not None and data.target_propensity is not None
+            p, t = data.logging_propensity, data.target_propensity
+        else:  # the logging value: every weight is one
+            p, t = np.ones(data.n), np.ones((data.n, 1))
+        mom = centered_moments(
+            data.reward, p, t, max_weight=self.clip_level, chunk_size=chunk_size
+        )
+        return estimates_from_moments(
+            self, mom, names=data.names, source=lambda j: self._rows(data, j, mom.column(j))
+        )
 
 
-def _user_stacklevel() -> int:
-    """``stacklevel`` that points a warning at the first caller outside the ope package."""
-    frame = sys._getframe(2)  # the caller of the function that calls warnings.warn
-    level = 2
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
-        frame = frame.f_back  # type: ignore[assignment]
-        level += 1
-    return level
+def weight_notes(
+    est: Estimator, n: int, weights: WeightSummary | None, label: str | None
+) -> list[str]:
+    """Notes (and warnings) about one policy's weights and ``n``; raises when the value is
+    undefined (every weight zero for an estimator that cannot fall back on a model).
 
-
-def _diagnose(est: _Estimator, n: int, wsum: np.ndarray, label: str | None) -> list[str]:
-    # Warnings about a policy's raw weights (mean weight; ESS when the estimator uses the raw
-    # weights) and about n do not depend on the estimator, so their text does not name it:
-    # callers that run several estimators (ope.evaluate) emit each distinct message once.
+    Warnings about a policy's raw weights (mean weight; ESS when the estimator uses the raw
+    weights) and about n do not depend on the estimator, so their text does not name it:
+    callers that run several estimators (``ope.evaluate``) emit each distinct message once.
+    """
     by_estimator = f"{est.name}" + (f" (policy {label!r})" if label else "") + ": "
     by_policy = f"policy {label!r}: " if label else ""
     notes: list[str] = []
 
     def note(text: str, category: type[Warning], prefix: str) -> None:
         notes.append(text)
-        warnings.warn(f"{prefix}{text}", category, stacklevel=_user_stacklevel())
+        warnings.warn(f"{prefix}{text}", category, stacklevel=user_stacklevel())
 
-    if est._uses_weights:
-        sum_raw, sum_raw2, sum_used, sum_used2 = (float(x) for x in wsum)
-        # the weights used differ from the raw ones (some were clipped, switched or shrunk)
-        changed = est._transforms_weights and (sum_used, sum_used2) != (sum_raw, sum_raw2)
-        if sum_used2 == 0.0:
-            if sum_raw2 == 0.0:
+    if weights is not None:
+        if weights.used_zero:
+            if weights.raw_zero:
                 text = (
                     f"all {n} importance weights are zero: the candidate never chooses a logged "
                     "action, so the logs carry no information about it by weighting."
@@ -644,56 +596,58 @@ def _diagnose(est: _Estimator, n: int, wsum: np.ndarray, label: str | None) -> l
                     "weight exceeds the switching threshold; raise tau to use rows by "
                     "weighting)."
                 )
-            if est._zero_weights_fatal:
+            if est.zero_weights_fatal:
                 raise EstimationError(
                     f"{by_estimator}{text} Use DM or DR with a reward model, or collect logs "
                     "with more exploration."
                 )
             note(text + " The estimate reduces to the reward model (DM).", OverlapWarning,
                  by_estimator)
-        else:
-            ess = sum_used**2 / sum_used2
-            if ess < ESS_RATIO_WARN * n:
-                note(
-                    f"effective sample size {ess:.1f} is {ess / n:.2%} of n={n}: the estimate "
-                    "rests on a few heavily weighted rows and normal intervals may undercover. "
-                    "Consider clipping, a doubly robust estimator, or a bounded interval method.",
-                    OverlapWarning,
-                    by_estimator if changed else by_policy,
-                )
-        mean_w = sum_raw / n
-        sd_w = math.sqrt(_sample_var(float(n), sum_raw, sum_raw2))
-        z = abs(mean_w - 1.0) / (sd_w / math.sqrt(n)) if sd_w > 0 else (
-            math.inf if abs(mean_w - 1.0) > _MEAN_WEIGHT_ATOL else 0.0
-        )
-        if z > MEAN_WEIGHT_Z:
-            how_far = (
-                f"{z:.3g} standard errors from its expected value 1"
-                if math.isfinite(z)
-                else "while every weight is equal, so it cannot average to its expected value 1"
-            )
-            why = (
-                "the candidate puts mass where the logger never acts (support gap) or the "
-                "logged propensities are wrong"
-                if mean_w < 1.0
-                else "the logged propensities are too small, or the candidate's probabilities "
-                "do not sum to 1 over the actions"
-            )
-            note(
-                f"mean importance weight is {mean_w:.4g}, {how_far}: {why}, and weighting "
-                "estimates are biased. Check overlap with ope.diagnostics.",
-                OverlapWarning,
-                by_policy,
-            )
-    if n < SMALL_SAMPLE_ROWS:
-        note(
-            f"only n={n} rows (< {SMALL_SAMPLE_ROWS}): normal and t intervals rely on the "
-            "central limit theorem and may undercover; prefer bernstein or betting intervals "
-            "with an a priori reward_range.",
-            SmallSampleWarning,
-            "",
-        )
+        elif low_ess(weights.ess, n):
+            note(ess_note(weights.ess, n), OverlapWarning,
+                 by_estimator if weights.changed else by_policy)
+        status, z = mean_weight_check(n, weights.mean, weights.variance)
+        if status != "ok":
+            note(mean_weight_note(weights.mean, z), OverlapWarning, by_policy)
+    if small_sample(n):
+        note(small_sample_note(n), SmallSampleWarning, "")
     return notes
+
+
+def estimates_from_moments(
+    estimator: WeightingEstimator,
+    moments: CenteredMoments,
+    *,
+    names: Sequence[str | None],
+    source: Callable[[int], Source],
+) -> list[Estimate]:
+    """One Estimate per policy column of ``moments``: value, standard error, ESS and notes.
+
+    The one place a weighting estimate is formed from the moment kernel, for the eager
+    estimators, :func:`estimate_many` and the merged statistics of
+    :class:`ope.streaming.MomentStats`; ``source(j)`` gives what the estimate of policy ``j``
+    keeps for its intervals (rows, or the moments alone).
+    """
+    n = int(moments.n)
+    clipped = estimator.clip_level is not None
+    out = []
+    for j, label in enumerate(names):  # loop over policies, not rows
+        summary = moments.weight_summary(j, clipped=clipped) if estimator.uses_weights else None
+        notes = weight_notes(estimator, n, summary, label)
+        value, var = estimator.moment_statistic(moments, j)
+        out.append(
+            make_estimate(
+                estimator=estimator.name,
+                value=value,
+                std_error=math.sqrt(var / n),
+                n=n,
+                ess=float(n) if summary is None else summary.ess,
+                notes=tuple(notes),
+                policy=label,
+                source=source(j),
+            )
+        )
+    return out
 
 
 # ============================================================================================
@@ -746,44 +700,12 @@ def _estimate_doc(args: str) -> str:
 # ============================================================================================
 # the estimators
 # ============================================================================================
-@dataclass(frozen=True)
-class IPS(_Estimator):
-    """Inverse propensity scoring (importance sampling), unbiased under overlap.
+class _ImportanceWeighting(WeightingEstimator):
+    """IPS, clipped IPS and SNIPS: estimates from rewards and the two propensities alone.
 
-    Notes
-    -----
-    .. math:: \\hat V_{IPS}=\\frac1n\\sum_i w_i r_i,\\qquad w_i=\\pi(a_i|x_i)/\\pi_0(a_i|x_i),
-
-    with :math:`\\widehat{\\mathrm{se}}=\\mathrm{sd}(w_ir_i)/\\sqrt n`. It is unbiased when
-    :math:`\\pi_0>0` wherever :math:`\\pi>0`; its variance grows with :math:`\\mathbb E w^2`.
-    It is equivariant to scaling the rewards, not to shifting them (a shift :math:`c` adds
-    :math:`c\\,\\bar w`). Bounded intervals (hoeffding, bernstein, empirical_likelihood) need an
-    a priori weight bound: ``res.ci(method="bernstein", max_weight=M)``.
-
-    References
-    ----------
-    .. [1] D. G. Horvitz and D. J. Thompson, "A generalization of sampling without replacement
-       from a finite universe", JASA 47(260), 1952.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from ope.estimators import IPS
-    >>> res = IPS().estimate(reward=np.array([1.0, 0.0, 1.0, 1.0]),
-    ...                      logging_propensity=np.array([0.5, 0.5, 0.25, 0.5]),
-    ...                      target_propensity=np.array([1.0, 1.0, 0.25, 0.0]))
-    >>> res.value   # (2*1 + 2*0 + 1*1 + 0*1) / 4
-    0.75
+    The per-row component (for the bootstrap and paired comparisons) is ``w r`` unless a
+    subclass says otherwise.
     """
-
-    name: ClassVar[str] = "ips"
-    _methods: ClassVar[tuple[str, ...]] = (
-        "hoeffding",
-        "bernstein",
-        "empirical_likelihood",
-        "betting",
-    )
-    _kind: ClassVar[str] = "ips"
 
     def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
         return (w * r[:, None])[:, None, :]
@@ -809,7 +731,46 @@ class IPS(_Estimator):
 
 
 @dataclass(frozen=True)
-class ClippedIPS(_Estimator):
+class IPS(_ImportanceWeighting):
+    """Inverse propensity scoring (importance sampling), unbiased under overlap.
+
+    Notes
+    -----
+    .. math:: \\hat V_{IPS}=\\frac1n\\sum_i w_i r_i,\\qquad w_i=\\pi(a_i|x_i)/\\pi_0(a_i|x_i),
+
+    with :math:`\\widehat{\\mathrm{se}}=\\mathrm{sd}(w_ir_i)/\\sqrt n`. It is unbiased when
+    :math:`\\pi_0>0` wherever :math:`\\pi>0`; its variance grows with :math:`\\mathbb E w^2`.
+    It is equivariant to scaling the rewards, not to shifting them (a shift :math:`c` adds
+    :math:`c\\,\\bar w`). Bounded intervals (hoeffding, bernstein, empirical_likelihood) need an
+    a priori weight bound: ``res.ci(method="bernstein", weight_bound=M)``.
+
+    References
+    ----------
+    .. [1] D. G. Horvitz and D. J. Thompson, "A generalization of sampling without replacement
+       from a finite universe", JASA 47(260), 1952.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.estimators import IPS
+    >>> res = IPS().estimate(reward=np.array([1.0, 0.0, 1.0, 1.0]),
+    ...                      logging_propensity=np.array([0.5, 0.5, 0.25, 0.5]),
+    ...                      target_propensity=np.array([1.0, 1.0, 0.25, 0.0]))
+    >>> res.value   # (2*1 + 2*0 + 1*1 + 0*1) / 4
+    0.75
+    """
+
+    name: ClassVar[str] = "ips"
+    interval_methods: ClassVar[tuple[str, ...]] = (
+        "hoeffding",
+        "bernstein",
+        "empirical_likelihood",
+        "betting",
+    )
+
+
+@dataclass(frozen=True)
+class ClippedIPS(_ImportanceWeighting):
     """IPS with weights capped at an a priori level ``max_weight`` (Bottou et al.'s clipping).
 
     Parameters
@@ -851,41 +812,27 @@ class ClippedIPS(_Estimator):
     max_weight: float
 
     name: ClassVar[str] = "clipped_ips"
-    _transforms_weights: ClassVar[bool] = True
-    _methods: ClassVar[tuple[str, ...]] = ("hoeffding", "bernstein", "bottou")
-    _kind: ClassVar[str] = "clipped_ips"
+    interval_methods: ClassVar[tuple[str, ...]] = ("hoeffding", "bernstein", "bottou")
 
     def __post_init__(self) -> None:
-        _positive(self.max_weight, "max_weight", "ClippedIPS")
+        if self.max_weight is None:
+            raise ParameterError(
+                "ClippedIPS needs `max_weight`, the clip level (a positive finite number), e.g. "
+                "ClippedIPS(max_weight=10.0)."
+            )
+        check_max_weight(self.max_weight)
+
+    @property
+    def clip_level(self) -> float:
+        """The clip level ``max_weight``."""
+        return float(self.max_weight)
 
     def _transform(self, w: np.ndarray) -> np.ndarray:
         return np.minimum(w, self.max_weight)
 
-    def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
-        return (w * r[:, None])[:, None, :]
-
-    def estimate(
-        self,
-        reward: npt.ArrayLike,
-        logging_propensity: npt.ArrayLike,
-        target_propensity: npt.ArrayLike,
-        *,
-        reward_range: Sequence[float] | None = None,
-    ) -> Estimate:
-        return self._estimate_one(
-            reward=reward,
-            logging_propensity=logging_propensity,
-            target_propensity=target_propensity,
-            q_logged=None,
-            q_target=None,
-            reward_range=reward_range,
-        )
-
-    estimate.__doc__ = _estimate_doc(_DOC_IPS_ARGS)
-
 
 @dataclass(frozen=True)
-class SNIPS(_Estimator):
+class SNIPS(_ImportanceWeighting):
     """Self-normalized IPS (the Hajek estimator).
 
     Notes
@@ -923,9 +870,8 @@ class SNIPS(_Estimator):
     """
 
     name: ClassVar[str] = "snips"
-    _k: ClassVar[int] = 2
-    _methods: ClassVar[tuple[str, ...]] = ("empirical_likelihood", "betting")
-    _kind: ClassVar[str] = "snips"
+    n_components: ClassVar[int] = 2
+    interval_methods: ClassVar[tuple[str, ...]] = ("empirical_likelihood", "betting")
 
     def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
         return np.stack([w * r[:, None], w], axis=1)
@@ -936,28 +882,13 @@ class SNIPS(_Estimator):
     def _gradient(self, m: np.ndarray) -> np.ndarray:
         return np.array([1.0 / m[1], -m[0] / m[1] ** 2])
 
-    def estimate(
-        self,
-        reward: npt.ArrayLike,
-        logging_propensity: npt.ArrayLike,
-        target_propensity: npt.ArrayLike,
-        *,
-        reward_range: Sequence[float] | None = None,
-    ) -> Estimate:
-        return self._estimate_one(
-            reward=reward,
-            logging_propensity=logging_propensity,
-            target_propensity=target_propensity,
-            q_logged=None,
-            q_target=None,
-            reward_range=reward_range,
-        )
-
-    estimate.__doc__ = _estimate_doc(_DOC_IPS_ARGS)
+    def moment_statistic(self, mom: CenteredMoments, j: int) -> tuple[float, float]:
+        """The ratio ``sum w r / sum w`` and the variance of its delta-method influence terms."""
+        return mom.ratio_mean_var(j, clipped=False)
 
 
 @dataclass(frozen=True)
-class DM(_Estimator):
+class DM(Estimator):
     """Direct method: the mean of a reward model's value of the candidate.
 
     Notes
@@ -984,9 +915,9 @@ class DM(_Estimator):
     """
 
     name: ClassVar[str] = "dm"
-    _uses_weights: ClassVar[bool] = False
-    _needs: ClassVar[tuple[str, ...]] = ("q_target",)
-    _zero_weights_fatal: ClassVar[bool] = False
+    uses_weights: ClassVar[bool] = False
+    needs: ClassVar[tuple[str, ...]] = ("q_target",)
+    zero_weights_fatal: ClassVar[bool] = False
 
     def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
         return q_target[:, None, :]
@@ -1023,11 +954,11 @@ class DM(_Estimator):
         )
 
 
-class _DRFamily(_Estimator):
+class _DRFamily(Estimator):
     """DR-type estimators: q(x, pi) + w' (r - q(x, a)) with a transformed weight w'."""
 
-    _needs: ClassVar[tuple[str, ...]] = ("q_logged", "q_target")
-    _zero_weights_fatal: ClassVar[bool] = False
+    needs: ClassVar[tuple[str, ...]] = ("q_logged", "q_target")
+    zero_weights_fatal: ClassVar[bool] = False
 
     def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
         return (q_target + w * (r - q_logged)[:, None])[:, None, :]
@@ -1126,10 +1057,9 @@ class SwitchDR(_DRFamily):
     tau: float
 
     name: ClassVar[str] = "switch_dr"
-    _transforms_weights: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        _positive(self.tau, "tau", "SwitchDR")
+        _positive_setting(self.tau, "tau", "SwitchDR")
 
     def _transform(self, w: np.ndarray) -> np.ndarray:
         return np.where(w <= self.tau, w, 0.0)
@@ -1174,10 +1104,9 @@ class DRos(_DRFamily):
     shrinkage: float
 
     name: ClassVar[str] = "dros"
-    _transforms_weights: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
-        _positive(self.shrinkage, "shrinkage", "DRos")
+        _positive_setting(self.shrinkage, "shrinkage", "DRos")
 
     def _transform(self, w: np.ndarray) -> np.ndarray:
         return self.shrinkage * w / (w * w + self.shrinkage)
@@ -1218,8 +1147,8 @@ class SNDR(_DRFamily):
     """
 
     name: ClassVar[str] = "sndr"
-    _k: ClassVar[int] = 3
-    _zero_weights_fatal: ClassVar[bool] = True
+    n_components: ClassVar[int] = 3
+    zero_weights_fatal: ClassVar[bool] = True
 
     def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
         return np.stack([q_target, w * (r - q_logged)[:, None], w], axis=1)
@@ -1232,25 +1161,19 @@ class SNDR(_DRFamily):
 
 
 @dataclass(frozen=True)
-class _LoggingValue(_Estimator):
+class LoggingValue(WeightingEstimator):
     """The logging policy's on-policy value: the mean observed reward."""
 
     name: ClassVar[str] = "logging"
-    _uses_weights: ClassVar[bool] = False
-    _methods: ClassVar[tuple[str, ...]] = ("hoeffding", "bernstein", "betting")
-    _kind: ClassVar[str] = "logging"
+    uses_weights: ClassVar[bool] = False
+    interval_methods: ClassVar[tuple[str, ...]] = ("hoeffding", "bernstein", "betting")
 
     def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
         return r[:, None, None]
 
-
-def _positive(value: Any, name: str, owner: str) -> None:
-    try:
-        ok = math.isfinite(float(value)) and float(value) > 0
-    except (TypeError, ValueError):
-        ok = False
-    if not ok:
-        raise ValueError(f"{owner}: `{name}` must be a positive finite number; got {value!r}.")
+    def moment_statistic(self, mom: CenteredMoments, j: int) -> tuple[float, float]:
+        """The mean reward and its variance."""
+        return mom.reward_mean_var()
 
 
 def logging_value(
@@ -1268,7 +1191,7 @@ def logging_value(
     Returns
     -------
     Estimate
-        ``estimator="logging"``; pass it to :func:`ope.estimate.compare` with a candidate's
+        ``estimator="logging"``; pass it to :func:`ope.results.compare` with a candidate's
         estimate on the same rows for a paired comparison.
 
     Notes
@@ -1286,7 +1209,7 @@ def logging_value(
     >>> logging_value(np.array([1.0, 0.0, 1.0, 0.0])).value
     0.5
     """
-    est = _LoggingValue()
+    est = LoggingValue()
     data = _validate(
         est,
         reward=reward,
@@ -1303,7 +1226,7 @@ def logging_value(
 # ============================================================================================
 # registry and the many-policy entry point
 # ============================================================================================
-ESTIMATORS: Final[dict[str, type[_Estimator]]] = {
+ESTIMATORS: Final[dict[str, type[Estimator]]] = {
     "dm": DM,
     "ips": IPS,
     "clipped_ips": ClippedIPS,
@@ -1327,7 +1250,7 @@ def get_estimator(
     max_weight: float | None = None,
     tau: float | None = None,
     shrinkage: float | None = None,
-) -> _Estimator:
+) -> Estimator:
     """The estimator object for a registry name.
 
     Parameters
@@ -1347,8 +1270,9 @@ def get_estimator(
 
     Raises
     ------
-    ValueError
-        Unknown name, a missing required setting, or a setting the estimator does not take.
+    ope.ParameterError
+        Unknown name (the message lists the registered ones), a missing required setting, a
+        setting the estimator does not take, or an invalid setting.
 
     Notes
     -----
@@ -1370,7 +1294,7 @@ def get_estimator(
     """
     key = str(name).lower()
     if key not in ESTIMATORS:
-        raise ValueError(
+        raise ParameterError(
             f"unknown estimator {name!r}; choose one of {', '.join(ESTIMATORS)}."
         )
     given = {
@@ -1382,12 +1306,12 @@ def get_estimator(
     extra = sorted(set(given) - set(takes))
     if extra:
         allowed = ", ".join(takes) if takes else "none"
-        raise ValueError(
+        raise ParameterError(
             f"estimator {key!r} does not take {', '.join(extra)}; its settings: {allowed}."
         )
     missing = [k for k in takes if k not in given]
     if missing:
-        raise ValueError(
+        raise ParameterError(
             f"estimator {key!r} needs {', '.join(missing)}=..., e.g. "
             f"get_estimator({key!r}, {missing[0]}=10.0)."
         )
@@ -1395,7 +1319,7 @@ def get_estimator(
 
 
 def estimate_many(
-    estimator: _Estimator | str,
+    estimator: Estimator | str,
     *,
     reward: npt.ArrayLike,
     logging_propensity: npt.ArrayLike | None = None,
@@ -1460,18 +1384,18 @@ def estimate_many(
     [('greedy', 1.0), ('logger', 0.6666666666666666)]
     """
     est = get_estimator(estimator) if isinstance(estimator, str) else estimator
-    if not isinstance(est, _Estimator) or isinstance(est, _LoggingValue):
-        raise TypeError(
+    if not isinstance(est, Estimator) or isinstance(est, LoggingValue):
+        raise ParameterError(
             f"`estimator` must be an ope estimator or one of {', '.join(ESTIMATORS)}; got "
             f"{estimator!r}."
         )
     data = _validate(
         est,
         reward=reward,
-        logging_propensity=logging_propensity if est._uses_weights else None,
-        target_propensity=target_propensity if est._uses_weights else None,
-        q_logged=q_logged if "q_logged" in est._needs else None,
-        q_target=q_target if "q_target" in est._needs else None,
+        logging_propensity=logging_propensity if est.uses_weights else None,
+        target_propensity=target_propensity if est.uses_weights else None,
+        q_logged=q_logged if "q_logged" in est.needs else None,
+        q_target=q_target if "q_target" in est.needs else None,
         reward_range=reward_range,
         names=names,
     )

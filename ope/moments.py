@@ -17,17 +17,22 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 
+from ope._thresholds import kish_ess
 from ope._validation import check_positive_int, chunks
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "CenteredMoments",
+    "ComponentMoments",
+    "WeightSummary",
     "centered_moments",
+    "component_moments",
     "block_rows",
     "ratio",
 ]
@@ -45,6 +50,19 @@ DEFAULT_CHUNK_SIZE: Final = 1 << 18
 _KERNEL_BLOCK_ELEMENTS: Final = 1 << 18
 
 
+#: Relative rounding floor of a variance formed from centred co-moments,
+#: ``caa + 2 x cab + x^2 cbb``: each co-moment carries a relative rounding error of a few ulps, so
+#: a result below 16 eps times the magnitude of its terms is indistinguishable from 0 (e.g. the
+#: spread of SNIPS's influence terms when every weighted row has the same reward) and is 0.
+_ROUNDING_FLOOR: Final = 16.0 * float(np.finfo(np.float64).eps)
+
+
+def _quadratic(caa: float, cab: float, cbb: float, x: float) -> float:
+    """``caa + 2 x cab + x^2 cbb`` (the centred sum of squares of ``a + x b``), floored at 0."""
+    q = caa + 2.0 * x * cab + x * x * cbb
+    return float(q) if q > _ROUNDING_FLOOR * (caa + 2.0 * abs(x * cab) + x * x * cbb) else 0.0
+
+
 def ratio(p: np.ndarray, t: np.ndarray) -> np.ndarray:
     """w = t / p in float64; p is (c,), t is (c,) or (c, P)."""
     p64 = p.astype(np.float64, copy=False)
@@ -53,6 +71,34 @@ def ratio(p: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class WeightSummary:
+    """What the warning rules (:mod:`ope._thresholds`) read about one policy's weights.
+
+    Attributes
+    ----------
+    n : int
+        Rows.
+    mean, variance : float
+        Mean and unbiased variance of the raw weights (the mean-weight check).
+    ess : float
+        Kish effective sample size of the weights the estimator uses (raw, clipped, switched or
+        shrunk).
+    raw_zero, used_zero : bool
+        Every raw weight, or every weight used, is zero.
+    changed : bool
+        The weights used differ from the raw ones (some were clipped, switched or shrunk).
+    """
+
+    n: int
+    mean: float
+    variance: float
+    ess: float
+    raw_zero: bool
+    used_zero: bool
+    changed: bool
+
+
 @dataclass(frozen=True, eq=False)
 class CenteredMoments:
     """Shifted and centred per-policy moments of ``(w (r - shift), w)`` over a set of rows.
@@ -143,8 +189,7 @@ class CenteredMoments:
         d = self.shift - float(about)
         ma, mb = self.mean[s, 0, j], self.mean[s, 1, j]
         caa, cab, cbb = self.comoment[s, :, j]
-        var = (caa + 2.0 * d * cab + d * d * cbb) / (self.n - 1.0)
-        return float(ma + d * mb), float(max(var, 0.0))
+        return float(ma + d * mb), _quadratic(caa, cab, cbb, d) / (self.n - 1.0)
 
     def weight_mean_var(self, j: int, *, clipped: bool) -> tuple[float, float]:
         """Mean and unbiased variance of the (raw or clipped) weights."""
@@ -158,18 +203,37 @@ class CenteredMoments:
         ma, mb = self.mean[s, 0, j], self.mean[s, 1, j]
         caa, cab, cbb = self.comoment[s, :, j]
         v = ma / mb
-        var = (caa - 2.0 * v * cab + v * v * cbb) / (self.n - 1.0) / (mb * mb)
-        return float(self.shift + v), float(max(var, 0.0))
+        return float(self.shift + v), _quadratic(caa, cab, cbb, -v) / (self.n - 1.0) / (mb * mb)
 
     def reward_mean_var(self) -> tuple[float, float]:
         """Mean and unbiased variance of the rewards."""
         return self.shift + self.r_mean, self.r_m2 / (self.n - 1.0)
+
+    def reward_sums(self) -> tuple[float, float]:
+        """``sum r`` and ``sum r^2``, derived from the reward's mean and centred sum of squares."""
+        mean = self.shift + self.r_mean if self.n else 0.0
+        return float(self.n * mean), float(self.r_m2 + self.n * mean * mean)
 
     def weight_sums(self, j: int, *, clipped: bool) -> tuple[float, float]:
         """``sum w`` and ``sum w^2`` (for the Kish ESS and the mean-weight check)."""
         s = int(clipped)
         mb = self.mean[s, 1, j]
         return float(self.n * mb), float(self.comoment[s, 2, j] + self.n * mb * mb)
+
+    def weight_summary(self, j: int, *, clipped: bool) -> WeightSummary:
+        """The raw weights' mean and variance and the ESS of the weights used (clipped or not)."""
+        s_raw, s_raw2 = self.weight_sums(j, clipped=False)
+        s_used, s_used2 = self.weight_sums(j, clipped=clipped)
+        mean, var = self.weight_mean_var(j, clipped=False)
+        return WeightSummary(
+            n=self.n,
+            mean=mean,
+            variance=var,
+            ess=kish_ess(s_used, s_used2),
+            raw_zero=s_raw2 == 0.0,
+            used_zero=s_used2 == 0.0,
+            changed=clipped and bool(self.n_clipped[j] > 0),
+        )
 
     def raw_sums(self, j: int) -> dict[str, float]:
         """The raw sums of :data:`MOMENT_KEYS` for policy ``j``, derived from the moments."""
@@ -292,3 +356,81 @@ def centered_moments(
         )
         acc = acc.merge(part)
     return acc
+
+
+# --------------------------------------------------------------------------------------------
+# the component kernel of the model-based estimators (DM and the doubly robust family)
+# --------------------------------------------------------------------------------------------
+#: A block of rows -> (components (c, k, P), raw weights (c, P) or None, used weights or None).
+Blocks = Callable[[slice], "tuple[np.ndarray, np.ndarray | None, np.ndarray | None]"]
+
+
+@dataclass(frozen=True, eq=False)
+class ComponentMoments:
+    """Column means of per-row components and the variance of their influence terms.
+
+    ``means[:, j]`` are the means of the ``k`` components of policy ``j``, ``psi_var[j]`` the
+    unbiased variance of the influence terms ``psi_i = grad g(mean) . (A_i - mean)`` and
+    ``weight_sums[:, j]`` (when the estimator weights rows) ``sum w, sum w^2`` of the raw and
+    then of the used weights.
+    """
+
+    n: int
+    means: np.ndarray  # (k, P)
+    psi_var: np.ndarray  # (P,)
+    weight_sums: np.ndarray | None  # (4, P)
+
+    def weight_summary(self, j: int) -> WeightSummary:
+        """The warning rules' view of policy ``j``'s weights (needs ``weight_sums``)."""
+        assert self.weight_sums is not None
+        s_raw, s_raw2, s_used, s_used2 = (float(x) for x in self.weight_sums[:, j])
+        n = float(self.n)
+        return WeightSummary(
+            n=self.n,
+            mean=s_raw / n,
+            variance=max((s_raw2 - s_raw * s_raw / n) / (n - 1.0), 0.0),
+            ess=kish_ess(s_used, s_used2),
+            raw_zero=s_raw2 == 0.0,
+            used_zero=s_used2 == 0.0,
+            changed=(s_used, s_used2) != (s_raw, s_raw2),
+        )
+
+
+def component_moments(
+    blocks: Blocks,
+    n: int,
+    gradient: Callable[[np.ndarray], np.ndarray],
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> ComponentMoments:
+    """Means and influence-term variance of the components produced by ``blocks``.
+
+    Two chunked passes: the first gives the column means (and the weight sums), the second the
+    exact centred sum of squared influence terms ``psi = gradient(mean) . (A - mean)``, which
+    stays exact (e.g. 0) where a one-pass sum-of-squares formula would cancel. Only the value of
+    a ratio estimator with all weights zero is undefined; its gradient is then inf/NaN, computed
+    silently (the caller raises on the weights).
+    """
+    s1: np.ndarray | None = None
+    wsum: np.ndarray | None = None
+    for sl in chunks(n, chunk_size):  # loop over blocks, not rows
+        a, raw, used = blocks(sl)
+        part = np.einsum("ckp->kp", a)
+        s1 = part if s1 is None else s1 + part
+        if raw is not None and used is not None:
+            sums = np.stack([
+                np.einsum("ip->p", raw),
+                np.einsum("ip,ip->p", raw, raw),
+                np.einsum("ip->p", used),
+                np.einsum("ip,ip->p", used, used),
+            ])
+            wsum = sums if wsum is None else wsum + sums
+    assert s1 is not None
+    means = s1 / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        grad = np.stack([gradient(means[:, j]) for j in range(means.shape[1])], axis=1)  # (k, P)
+        ss = np.zeros(means.shape[1])
+        for sl in chunks(n, chunk_size):
+            psi = np.einsum("ckp,kp->cp", blocks(sl)[0] - means[None], grad)
+            ss += np.einsum("cp,cp->p", psi, psi)
+    return ComponentMoments(n, means, ss / (n - 1), wsum)

@@ -9,7 +9,7 @@ Golub & LeVeque (``max_w`` by maximum), so one kernel runs per Arrow record batc
 statistics of the union. No variance is formed from raw sums of squares, so the streamed
 standard errors match the eager ones to about 1e-12 relative even for rewards of mean 1e6 and
 standard deviation 1. :meth:`MomentStats.estimates` turns them into
-:class:`ope.estimate.Estimate` objects whose value and standard error equal the eager
+:class:`ope.results.Estimate` objects whose value and standard error equal the eager
 estimators' (to rounding) and whose ``ci`` supports ``normal``, ``t``, ``hoeffding``,
 ``bernstein`` and ``bottou`` (methods that need rows, such as bootstrap, refuse clearly).
 
@@ -32,39 +32,41 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
-import dataclasses
 from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
-from ope.estimate import Estimate, _make_estimate, _Source
+from ope._thresholds import MIN_ROWS
+from ope._validation import (
+    as_float_array,
+    check_confidence_level,
+    check_finite,
+    check_max_weight,
+    check_reward_range,
+    validated_pair,
+    value_range,
+)
 from ope.estimators import (
-    SNIPS,
     ClippedIPS,
-    IPS,
-    _diagnose,
-    _Estimator,
-    _LoggingValue,
-    _moment_interval,
+    Estimator,
+    EstimatorRows,
+    LoggingValue,
+    WeightingEstimator,
+    estimates_from_moments,
     get_estimator,
+    moment_interval,
+    policy_labels,
 )
-from ope.exceptions import EstimationError, ValidationError
+from ope.exceptions import EstimationError, ParameterError, ValidationError
 from ope.intervals._types import BottouInterval, ConfidenceInterval
-from ope.weights import (
-    DEFAULT_CHUNK_SIZE,
-    MOMENT_KEYS,
-    _as_float_array,
-    _CenteredMoments,
-    _centered_moments,
-    _check_finite,
-    _check_max_weight,
-    _validated_pair,
-    _value_range,
-)
+from ope.moments import DEFAULT_CHUNK_SIZE, CenteredMoments, centered_moments
+from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, Source
+from ope.weights import moment_sums
 
 __all__ = ["MomentStats"]
 
@@ -75,16 +77,16 @@ _ROWS_HINT: Final = (
 )
 
 
-class _MomentSource(_Source):
-    """Bounded intervals of one policy from the merged sums."""
+class _MomentSource(Source):
+    """Bounded intervals of one policy from the merged moments."""
 
     has_rows = False
     rows_hint = _ROWS_HINT
 
     def __init__(
         self,
-        estimator: _Estimator,
-        moments: _CenteredMoments,
+        estimator: WeightingEstimator,
+        moments: CenteredMoments,
         column: int,
         reward_range: tuple[float, float] | None,
     ) -> None:
@@ -92,24 +94,25 @@ class _MomentSource(_Source):
         self.moments = moments
         self.column = column
         self.reward_range = reward_range
-        self.methods = tuple(m for m in estimator._methods if m in ("hoeffding", "bernstein", "bottou"))
+        self.methods = tuple(
+            m for m in estimator.interval_methods if m in ("hoeffding", "bernstein", "bottou")
+        )
 
     def special_interval(
         self,
         method: str,
         *,
         confidence_level: float,
-        max_weight: float | None,
+        weight_bound: float | None,
         outer: str | None,
     ) -> ConfidenceInterval | BottouInterval:
-        return _moment_interval(
-            self.estimator._kind,
+        return moment_interval(
+            self.estimator,
             method,
             self.moments,
             self.column,
             reward_range=self.reward_range,
-            clip_level=getattr(self.estimator, "max_weight", None),
-            max_weight=max_weight,
+            weight_bound=weight_bound,
             outer=outer,
             confidence_level=confidence_level,
         )
@@ -162,7 +165,7 @@ class MomentStats:
     n: int
     min_r: float
     max_r: float
-    centered: _CenteredMoments
+    centered: CenteredMoments
     max_weight: float | None = None
     names: tuple[str, ...] | None = None
 
@@ -208,32 +211,25 @@ class MomentStats:
         >>> s.n, s.moments["sum_wr"]
         (2, array([2.]))
         """
-        r = _as_float_array(reward, "reward", ndim=(1,))
-        p, t = _validated_pair(logging_propensity, target_propensity)
+        r = as_float_array(reward, "reward", ndim=(1,))
+        p, t = validated_pair(logging_propensity, target_propensity)
         if r.shape[0] != p.shape[0]:
             raise ValidationError(
                 f"`reward` has {r.shape[0]} rows but `logging_propensity` has {p.shape[0]}."
             )
         n = int(r.shape[0])
         # one blockwise min/max pass both checks the rewards and records their range
-        low, high = _value_range(r) if n else (math.inf, -math.inf)
+        low, high = value_range(r) if n else (math.inf, -math.inf)
         if n and not (math.isfinite(low) and math.isfinite(high)):
-            _check_finite(r, "reward")  # raises with the count and first row
-        mw = _check_max_weight(max_weight)
+            check_finite(r, "reward")  # raises with the count and first row
+        mw = check_max_weight(max_weight)
         t2 = t if t.ndim == 2 else t[:, None]
-        n_pol = t2.shape[1]
-        labels = None
-        if names is not None:
-            labels = tuple(str(x) for x in names)
-            if len(labels) != n_pol:
-                raise ValidationError(
-                    f"`names` has {len(labels)} entries but there are {n_pol} policy columns."
-                )
+        labels = None if names is None else policy_labels(names, t2.shape[1])
         return cls(
             n=n,
             min_r=low,
             max_r=high,
-            centered=_centered_moments(r, p, t2, max_weight=mw, chunk_size=chunk_size),
+            centered=centered_moments(r, p, t2, max_weight=mw, chunk_size=chunk_size),
             max_weight=mw,
             names=labels,
         )
@@ -241,21 +237,17 @@ class MomentStats:
     @property
     def moments(self) -> dict[str, np.ndarray]:
         """Raw per-policy sums keyed by :data:`ope.weights.MOMENT_KEYS`, shape (P,) each."""
-        per = [self.centered.raw_sums(j) for j in range(self.n_policies)]
-        return {k: np.array([d[k] for d in per], dtype=np.float64) for k in MOMENT_KEYS}
+        return moment_sums(self.centered)
 
     @property
     def sum_r(self) -> float:
         """Sum of the rewards."""
-        c = self.centered
-        return float(c.n * (c.shift + c.r_mean))
+        return self.centered.reward_sums()[0]
 
     @property
     def sum_r2(self) -> float:
         """Sum of the squared rewards."""
-        c = self.centered
-        mean = c.shift + c.r_mean
-        return float(c.r_m2 + c.n * mean * mean)
+        return self.centered.reward_sums()[1]
 
     @property
     def n_policies(self) -> int:
@@ -279,7 +271,7 @@ class MomentStats:
         array([3.])
         """
         if not isinstance(other, MomentStats):
-            raise TypeError(f"can only merge MomentStats; got {type(other).__name__}.")
+            raise ParameterError(f"can only merge MomentStats; got {type(other).__name__}.")
         if other.n_policies != self.n_policies:
             raise ValidationError(
                 f"cannot merge statistics of {self.n_policies} and {other.n_policies} policies; "
@@ -317,12 +309,12 @@ class MomentStats:
 
         Raises
         ------
-        ValueError
+        ope.ParameterError
             ``parts`` is empty.
         """
         items = list(parts)
         if not items:
-            raise ValueError("`parts` is empty: nothing to merge.")
+            raise ParameterError("`parts` is empty: nothing to merge.")
         total = items[0]
         for part in items[1:]:  # loop over batches, not rows
             total = total.merge(part)
@@ -359,9 +351,7 @@ class MomentStats:
         -------
         list of Estimate
         """
-        from ope.estimators import _EstimatorRows
-
-        rr = None if reward_range is None else (float(reward_range[0]), float(reward_range[1]))
+        rr = check_reward_range(reward_range)
         out = []
         for j, est in enumerate(estimates):  # loop over policies, not rows
             src = est._source
@@ -370,19 +360,25 @@ class MomentStats:
                     "with_rows takes the estimates of these statistics and the arrays they were "
                     "computed from."
                 )
-            rows = _EstimatorRows(
-                src.estimator, reward, logging_propensity, target_propensity[:, j], None, None, rr
+            rows = EstimatorRows(
+                src.estimator,
+                reward,
+                logging_propensity if src.estimator.uses_weights else None,
+                target_propensity[:, j] if src.estimator.uses_weights else None,
+                None,
+                None,
+                rr,
+                moments=src.moments.column(src.column),
             )
-            rows._moments = self.centered.column(j)
             out.append(dataclasses.replace(est, _source=rows))
         return out
 
     def estimates(
         self,
-        estimator: _Estimator | str,
+        estimator: Estimator | str,
         *,
         reward_range: Sequence[float] | None = None,
-        confidence_level: float = 0.95,
+        confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
     ) -> list[Estimate]:
         """IPS, clipped IPS or SNIPS Estimates (one per policy) from the merged statistics.
 
@@ -424,48 +420,19 @@ class MomentStats:
             )
         else:
             est = estimator
-        if not isinstance(est, (IPS, ClippedIPS, SNIPS)):
+        if not isinstance(est, WeightingEstimator) or not est.uses_weights:
             raise EstimationError(
                 f"merged statistics support the ips, clipped_ips and snips estimators; got "
                 f"{getattr(est, 'name', est)!r}. Estimators with a reward model (dm, dr, ...) "
                 "need the rows: use ope.estimators.estimate_many."
             )
-        if isinstance(est, ClippedIPS) and est.max_weight != self.max_weight:
+        if est.clip_level is not None and est.clip_level != self.max_weight:
             raise ValidationError(
-                f"ClippedIPS(max_weight={est.max_weight}) needs statistics accumulated with the "
+                f"ClippedIPS(max_weight={est.clip_level}) needs statistics accumulated with the "
                 f"same clip level; these have max_weight={self.max_weight}. Pass max_weight= "
                 "to MomentStats.from_arrays."
             )
-        rr = self._checked(reward_range)
-        n = self.n
-        clipped = isinstance(est, ClippedIPS)
-        mom = self.centered
-        out = []
-        labels = self.names if self.names is not None else (None,) * self.n_policies
-        for j, label in enumerate(labels):  # loop over policies
-            s_w, s_w2 = mom.weight_sums(j, clipped=clipped)
-            wsum = np.array([*mom.weight_sums(j, clipped=False), s_w, s_w2])
-            notes = _diagnose(est, n, wsum, label)
-            if isinstance(est, SNIPS):
-                value, var = mom.ratio_mean_var(j, clipped=False)
-            else:
-                value, var = mom.product_mean_var(j, clipped=clipped, about=0.0)
-            se = math.sqrt(var / n)
-            ess = s_w**2 / s_w2 if s_w2 > 0 else 0.0
-            res = _make_estimate(
-                estimator=est.name,
-                value=value,
-                std_error=se,
-                n=n,
-                ess=ess,
-                notes=tuple(notes),
-                policy=label,
-                source=_MomentSource(est, mom, j, rr),
-            )
-            if confidence_level != 0.95:
-                res = res.with_ci(confidence_level, "normal")
-            out.append(res)
-        return out
+        return self._estimates(est, reward_range, confidence_level)
 
     to_estimates = estimates
 
@@ -501,38 +468,42 @@ class MomentStats:
         >>> s.logging_estimate().value
         0.5
         """
+        return self._estimates(LoggingValue(), reward_range, confidence_level)[0]
+
+    def _estimates(
+        self,
+        est: WeightingEstimator,
+        reward_range: Sequence[float] | None,
+        confidence_level: float,
+    ) -> list[Estimate]:
+        """The estimates of ``est`` from the moments (the kernel the eager estimators use)."""
+        level = check_confidence_level(confidence_level)
         rr = self._checked(reward_range)
-        est = _LoggingValue()
-        n = float(self.n)
-        value, var = self.centered.reward_mean_var()
-        res = _make_estimate(
-            estimator=est.name,
-            value=value,
-            std_error=math.sqrt(var / n),
-            n=self.n,
-            ess=n,
-            notes=tuple(_diagnose(est, self.n, np.zeros(4), None)),
-            source=_MomentSource(est, self.centered, 0, rr),
+        mom = self.centered
+        labels = self.names if self.names is not None else (None,) * self.n_policies
+        if not est.uses_weights:  # the logging value: one "policy", the rewards
+            labels = (None,)
+        out = estimates_from_moments(
+            est, mom, names=labels, source=lambda j: _MomentSource(est, mom, j, rr)
         )
-        if confidence_level != 0.95:
-            res = res.with_ci(confidence_level, "normal")
-        return res
+        if level != DEFAULT_CONFIDENCE_LEVEL:
+            out = [res.with_ci(level, "normal") for res in out]
+        return out
 
     def _checked(self, reward_range: Sequence[float] | None) -> tuple[float, float] | None:
         """Refuse fewer than 2 rows; validate ``reward_range`` against the rewards seen."""
-        if self.n < 2:
-            raise EstimationError(f"need at least 2 rows for a standard error; got {self.n}.")
-        if reward_range is None:
-            return None
-        low, high = (float(x) for x in reward_range)
-        if not (math.isfinite(low) and math.isfinite(high) and low < high):
-            raise ValidationError(
-                f"`reward_range` must be finite with low < high; got {reward_range!r}."
+        if self.n < MIN_ROWS:
+            raise EstimationError(
+                f"need at least {MIN_ROWS} rows for a standard error; got {self.n}."
             )
+        rr = check_reward_range(reward_range)
+        if rr is None:
+            return None
+        low, high = rr
         if self.min_r < low or self.max_r > high:
             raise ValidationError(
                 f"rewards span [{self.min_r:g}, {self.max_r:g}], outside reward_range="
                 f"({low:g}, {high:g}); reward_range must be an a priori bound that every "
                 "reward satisfies."
             )
-        return (low, high)
+        return rr

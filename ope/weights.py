@@ -7,22 +7,20 @@ The importance weight of logged row ``i`` for a candidate policy ``pi`` is
 the ratio of the candidate's probability of the logged action to the logging propensity. This
 module computes weights for ``P`` candidate policies at once (target propensities of shape
 ``(n,)`` or ``(n, P)``), accumulates in float64 whatever the input dtype, optionally clips them at
-an a priori level ``max_weight``, and reduces them in bounded-memory chunks to the per-policy sums
-that the moment-based estimators and intervals need (:func:`weight_moments`).
+an a priori level ``max_weight``, and reports the per-policy raw sums of the moment kernel
+(:func:`weight_moments`, derived from :func:`ope.moments.centered_moments`).
 
 :func:`factor_weights` implements Bottou et al.'s *Markov factor replacement*: when a decision is
 made by several randomized stages (e.g. retrieval then ranking) and a candidate changes only some
 of them, the weight is the product of the probability ratios of the changed stages only.
 
-The validation helpers here are shared by :mod:`ope.estimators` so every entry point reports bad
-propensities the same way: what is wrong, how many rows, the first row, and how to fix it.
+Propensities are checked by :mod:`ope._validation`, as at every entry point: what is wrong, how
+many rows, the first row, and how to fix it.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Final
 
 import numpy as np
@@ -35,19 +33,10 @@ from ope._validation import (
     check_logging_propensity,
     check_max_weight,
     check_target_propensity,
-    chunks,
-    first_rows,
     validated_pair,
-    value_range,
 )
 from ope.exceptions import ValidationError
-from ope.moments import (
-    DEFAULT_CHUNK_SIZE,
-    CenteredMoments,
-    block_rows,
-    centered_moments,
-    ratio,
-)
+from ope.moments import DEFAULT_CHUNK_SIZE, CenteredMoments, centered_moments, ratio
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -73,24 +62,6 @@ MOMENT_KEYS: Final = (
     "sum_cw2r2",
     "n_clipped",  # ... and the number of rows whose weight exceeded max_weight
 )
-
-
-# --------------------------------------------------------------------------------------------
-# transitional aliases (callers move to ope._validation / ope.moments)
-# --------------------------------------------------------------------------------------------
-_first_rows = first_rows
-_as_float_array = as_float_array
-_value_range = value_range
-_check_finite = check_finite
-_check_logging_propensity = check_logging_propensity
-_check_target_propensity = check_target_propensity
-_check_max_weight = check_max_weight
-_validated_pair = validated_pair
-_chunks = chunks
-_ratio = ratio
-_CenteredMoments = CenteredMoments
-_centered_moments = centered_moments
-_block_rows = block_rows
 
 
 # --------------------------------------------------------------------------------------------
@@ -143,9 +114,9 @@ def importance_weights(
     >>> importance_weights([0.5, 0.25], [1.0, 1.0], max_weight=3.0)
     array([2., 3.])
     """
-    p, t = _validated_pair(logging_propensity, target_propensity)
-    mw = _check_max_weight(max_weight)
-    w = _ratio(p, t)
+    p, t = validated_pair(logging_propensity, target_propensity)
+    mw = check_max_weight(max_weight)
+    w = ratio(p, t)
     if mw is not None:
         np.minimum(w, mw, out=w)
     return w
@@ -232,29 +203,27 @@ def factor_weights(
         )
     weight: np.ndarray | None = None
     for factor in target_factors:  # loop over a handful of factors, not rows
-        p = _as_float_array(
-            logging_factors[factor], f"propensity__{factor}", ndim=(1,)
-        )
-        t = _as_float_array(target_factors[factor], f"target__{factor}", ndim=(1, 2))
+        p = as_float_array(logging_factors[factor], f"propensity__{factor}", ndim=(1,))
+        t = as_float_array(target_factors[factor], f"target__{factor}", ndim=(1, 2))
         if t.shape[0] != p.shape[0] or (weight is not None and weight.shape[0] != p.shape[0]):
             raise ValidationError(
                 f"factor {factor!r}: all factor arrays must have the same number of rows; "
                 f"got {p.shape[0]} logged and {t.shape[0]} target rows"
                 + (f" (earlier factors have {weight.shape[0]})." if weight is not None else ".")
             )
-        _check_logging_propensity(p, f"propensity__{factor}")
-        _check_target_propensity(t, f"target__{factor}")
-        ratio = _ratio(p, t)
+        check_logging_propensity(p, f"propensity__{factor}")
+        check_target_propensity(t, f"target__{factor}")
+        factor_ratio = ratio(p, t)
         if weight is None:
-            weight = ratio
-        elif weight.ndim == ratio.ndim:
-            weight = weight * ratio
+            weight = factor_ratio
+        elif weight.ndim == factor_ratio.ndim:
+            weight = weight * factor_ratio
         else:  # one (n,) and one (n, P) factor: broadcast over policies
             a = weight if weight.ndim == 2 else weight[:, None]
-            b = ratio if ratio.ndim == 2 else ratio[:, None]
+            b = factor_ratio if factor_ratio.ndim == 2 else factor_ratio[:, None]
             weight = a * b
     assert weight is not None
-    mw = _check_max_weight(max_weight)
+    mw = check_max_weight(max_weight)
     if mw is not None:
         np.minimum(weight, mw, out=weight)
     return weight
@@ -268,7 +237,7 @@ def weight_moments(
     max_weight: float | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> dict[str, np.ndarray]:
-    """One chunked pass computing the per-policy weight sums of :data:`MOMENT_KEYS`.
+    """The per-policy weight sums of :data:`MOMENT_KEYS`, from one pass of the moment kernel.
 
     Parameters
     ----------
@@ -294,14 +263,13 @@ def weight_moments(
 
     Notes
     -----
-    For each block of rows the weights are formed in float64 and transposed, one policy per
-    row, into a reused buffer, and the sums are reductions along those rows (``einsum``
-    ``"pi,i->p"`` for the reward-weighted ones), so the cost is a few vectorized reductions per
-    block and nothing is (n, P) beyond one block. Sums merge by addition (``max_w`` by
-    maximum). Variances formed from these raw sums lose about
+    The sums are derived from the shifted, centred moments of
+    :func:`ope.moments.centered_moments` (the kernel of every weighting estimate), e.g.
+    :math:`\\sum w^2 r = C_{ab} + n\\bar a\\bar b + c\\sum w^2` about the shift :math:`c`. Raw
+    sums merge by addition (``max_w`` by maximum), but variances formed from them lose about
     :math:`\\log_{10}(\\mathbb E[x^2]/\\mathrm{Var}\\,x)` digits to cancellation (12 digits for
     rewards of mean :math:`10^6` and standard deviation 1); :class:`ope.streaming.MomentStats`
-    therefore keeps shifted, centred statistics instead.
+    therefore merges the centred statistics instead.
 
     References
     ----------
@@ -314,61 +282,25 @@ def weight_moments(
     >>> m["sum_w"], m["sum_wr"]
     (array([2., 2.]), array([2., 1.]))
     """
-    r = _as_float_array(reward, "reward", ndim=(1,))
-    p, t = _validated_pair(logging_propensity, target_propensity)
+    r = as_float_array(reward, "reward", ndim=(1,))
+    p, t = validated_pair(logging_propensity, target_propensity)
     if r.shape[0] != p.shape[0]:
         raise ValidationError(
             f"`reward` has {r.shape[0]} rows but `logging_propensity` has {p.shape[0]}."
         )
-    _check_finite(r, "reward")
-    mw = _check_max_weight(max_weight)
+    check_finite(r, "reward")
+    mw = check_max_weight(max_weight)
     t2 = t if t.ndim == 2 else t[:, None]
-    n, n_pol = t2.shape
-    out = {key: np.zeros(n_pol) for key in MOMENT_KEYS}
-    out["max_w"] = np.full(n_pol, -np.inf)  # identity of the max-merge (also for empty input)
-    sum_r = 0.0
-    sum_r2 = 0.0
-    rows = min(_block_rows(n_pol, chunk_size), max(n, 1))
-    w_buf = np.empty((n_pol, rows))  # one policy per row: reductions along contiguous memory
-    w2_buf = np.empty((n_pol, rows))
-    for sl in _chunks(n, rows):  # loop over blocks, not rows
-        c = sl.stop - sl.start
-        rc = r[sl].astype(np.float64, copy=False)
-        r2 = rc * rc
-        w = w_buf[:, :c]
-        np.divide(t2[sl].T, p[sl], out=w, dtype=np.float64)
-        _accumulate(out, "", w, rc, r2, w2_buf[:, :c])
-        np.maximum(out["max_w"], np.maximum.reduce(w, axis=1), out=out["max_w"])
-        if mw is not None:
-            out["n_clipped"] += np.count_nonzero(w > mw, axis=1)
-            np.minimum(w, mw, out=w)
-            _accumulate(out, "c", w, rc, r2, w2_buf[:, :c])
-        sum_r += float(np.add.reduce(rc))
-        sum_r2 += float(np.add.reduce(r2))
-    if mw is None:
-        for key in ("w", "w2", "wr", "w2r", "w2r2"):
-            out[f"sum_c{key}"] = out[f"sum_{key}"].copy()
-    result: dict[str, np.ndarray] = dict(out)
-    result["n"] = np.asarray(n)
+    mom = centered_moments(r, p, t2, max_weight=mw, chunk_size=chunk_size)
+    result = moment_sums(mom)
+    sum_r, sum_r2 = mom.reward_sums()
+    result["n"] = np.asarray(mom.n)
     result["sum_r"] = np.asarray(sum_r)
     result["sum_r2"] = np.asarray(sum_r2)
     return result
 
 
-def _accumulate(
-    out: dict[str, np.ndarray],
-    prefix: str,
-    w: np.ndarray,
-    r: np.ndarray,
-    r2: np.ndarray,
-    w2: np.ndarray,
-) -> None:
-    """Add the five sums of one transposed (P, c) weight block; ``w2`` is (P, c) scratch."""
-    np.multiply(w, w, out=w2)
-    out[f"sum_{prefix}w"] += np.add.reduce(w, axis=1)
-    out[f"sum_{prefix}w2"] += np.add.reduce(w2, axis=1)
-    out[f"sum_{prefix}wr"] += np.einsum("pi,i->p", w, r)
-    out[f"sum_{prefix}w2r"] += np.einsum("pi,i->p", w2, r)
-    out[f"sum_{prefix}w2r2"] += np.einsum("pi,i->p", w2, r2)
-
-
+def moment_sums(moments: CenteredMoments) -> dict[str, np.ndarray]:
+    """The raw per-policy sums of :data:`MOMENT_KEYS` (arrays of shape (P,)) of ``moments``."""
+    per = [moments.raw_sums(j) for j in range(moments.max_w.shape[0])]  # loop over policies
+    return {key: np.array([d[key] for d in per], dtype=np.float64) for key in MOMENT_KEYS}

@@ -15,6 +15,7 @@ from ope.exceptions import (
     EstimationError,
     MissingBoundsError,
     OverlapWarning,
+    ParameterError,
     SmallSampleWarning,
     ValidationError,
 )
@@ -88,7 +89,7 @@ def test_repr_and_html(hand):
     assert text.startswith("Estimate('ips', value=0.55, std_error=0.3742, ci=[")
     assert "(normal, 95%), n=5, ess=3.457, notes=1)" in text
     page = hand._repr_html_()
-    assert "<table class='ope-estimate'>" in page and "95% CI (normal)" in page
+    assert "<div class='ope-result'>" in page and "95% CI (normal)" in page
     assert "<ol class='ope-notes'><li>only n=5 rows" in page
 
 
@@ -109,13 +110,13 @@ def test_influence(hand):
         ({"method": "wald"}, ValueError, r"unknown interval method 'wald'; choose one of normal, t, bootstrap, hoeffding"),
         ({"method": "normal", "rng": 1}, ValueError, r"`rng` applies only to method='bootstrap'; got 'normal'"),
         ({"method": "t", "n_resamples": 10}, ValueError, r"`n_resamples` applies only to method='bootstrap'"),
-        ({"method": "normal", "max_weight": 2.0}, ValueError, r"`max_weight` is an a priori weight bound for the bounded methods"),
+        ({"method": "normal", "weight_bound": 2.0}, ParameterError, r"`weight_bound` is an a priori weight bound for the bounded methods"),
         ({"method": "bernstein", "outer": "normal"}, ValueError, r"`outer` applies only to method='bottou'"),
         ({"method": "bottou"}, EstimationError, r"'bottou' does not apply to the 'ips' estimate; available methods: normal, t, bootstrap, hoeffding, bernstein, empirical_likelihood, betting\."),
-        ({"method": "hoeffding"}, MissingBoundsError, r"needs an a priori bound on the importance weights: pass ci\(\.\.\., max_weight=M\)"),
-        ({"method": "hoeffding", "max_weight": 1.5}, ValidationError, r"max_weight=1.5 is not a bound on these weights: the largest observed weight is 2"),
-        ({"method": "betting", "max_weight": 2.0}, ValueError, r"method 'betting' needs no weight bound"),
-        ({"confidence_level": 95}, ValueError, r"`confidence_level` must be strictly between 0 and 1"),
+        ({"method": "hoeffding"}, MissingBoundsError, r"needs an a priori bound on the importance weights: pass weight_bound=M"),
+        ({"method": "hoeffding", "weight_bound": 1.5}, ValidationError, r"weight_bound=1.5 is not a bound on these weights: the largest observed weight is 2"),
+        ({"method": "betting", "weight_bound": 2.0}, ParameterError, r"method 'betting' needs no weight bound"),
+        ({"confidence_level": 95}, ParameterError, r"`confidence_level` must be in \(0, 1\)"),
     ],
 )
 def test_ci_errors(hand, kwargs, exc, match):
@@ -127,7 +128,7 @@ def test_bounded_methods_need_reward_range():
     res = IPS().estimate(R, P, T)
     for method in ("hoeffding", "bernstein", "empirical_likelihood", "betting"):
         with pytest.raises(MissingBoundsError, match=rf"'{method}' needs the a priori reward range: pass reward_range=\(low, high\)"):
-            res.ci(method=method, max_weight=2.0 if method != "betting" else None)
+            res.ci(method=method, weight_bound=2.0 if method != "betting" else None)
     with pytest.raises(MissingBoundsError, match=r"needs the a priori reward range"):
         ClippedIPS(max_weight=2.0).estimate(R, P, T).ci(method="bottou")
 
@@ -150,12 +151,12 @@ def test_methods_that_do_not_apply_list_the_ones_that_do():
 def test_hoeffding_and_bernstein_for_ips_by_hand(hand):
     # values w*r in [0, max_weight * 1] = [0, 2]; Hoeffding half-width (b - a) sqrt(ln(2/d) / 2n)
     # ... then intersected with the reward range [0, 1], where the policy value must lie
-    ci = hand.ci(method="hoeffding", max_weight=2.0)
+    ci = hand.ci(method="hoeffding", weight_bound=2.0)
     raw = hoeffding_interval(0.55, 5, low=0.0, high=2.0)
     assert raw.high == pytest.approx(min(2.0, 0.55 + 2.0 * math.sqrt(math.log(2 / 0.05) / 10)))
     assert ci == (max(raw.low, 0.0), min(raw.high, 1.0))
     assert ci.high == 1.0  # the raw interval reaches past the reward range
-    bern = hand.ci(method="bernstein", max_weight=2.0)
+    bern = hand.ci(method="bernstein", weight_bound=2.0)
     raw = bernstein_interval(0.55, 0.7, 5, low=0.0, high=2.0)
     assert bern == (max(raw.low, 0.0), min(raw.high, 1.0))
 
@@ -167,7 +168,7 @@ def test_clipped_ips_bounded_methods_use_its_max_weight():
     # the clipped estimand E[min(w, R) r] lies in [0, 1] since E[min(w, R)] <= 1
     assert res.ci(method="bernstein") == (max(raw.low, 0.0), min(raw.high, 1.0))
     with pytest.raises(ValueError, match=r"ClippedIPS uses its own max_weight"):
-        res.ci(method="hoeffding", max_weight=3.0)
+        res.ci(method="hoeffding", weight_bound=3.0)
     cw = np.minimum(T / P, 1.5)
     bottou = res.ci(method="bottou", outer="normal")
     assert isinstance(bottou, BottouInterval)
@@ -181,8 +182,8 @@ def test_empirical_likelihood_and_betting_call_the_row_functions():
     r, p, t = _data()
     w = t / p
     ips = IPS().estimate(r, p, t, reward_range=(0.0, 1.0))
-    el = ips.ci(method="empirical_likelihood", max_weight=5.0)
-    assert el == empirical_likelihood_interval(w, r, reward_range=(0.0, 1.0), max_weight=5.0)
+    el = ips.ci(method="empirical_likelihood", weight_bound=5.0)
+    assert el == empirical_likelihood_interval(w, r, reward_range=(0.0, 1.0), weight_bound=5.0)
     assert el.low < ips.value < el.high
     bet = SNIPS().estimate(r, p, t, reward_range=(0.0, 1.0)).ci(0.9, method="betting")
     assert bet == betting_interval(w, r, reward_range=(0.0, 1.0), confidence_level=0.9)
@@ -320,13 +321,13 @@ def test_moment_based_intervals_reuse_the_moments_of_the_rows(monkeypatch):
     import ope.estimators as oe
 
     calls = []
-    original = oe._centered_moments
+    original = oe.centered_moments
 
     def counting(*args, **kwargs):
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(oe, "_centered_moments", counting)
+    monkeypatch.setattr(oe, "centered_moments", counting)
     r, p, t = _data()
     res = ClippedIPS(max_weight=2.0).estimate(r, p, t, reward_range=(0.0, 1.0))
     first = res.ci(method="bernstein")
@@ -355,7 +356,7 @@ def test_bounded_interval_outside_the_value_range_warns_and_is_never_inverted(me
     # the interval for E[w r] misses [0, 1] entirely: reduced to the end point, with a warning
     with pytest.warns(OverlapWarning, match=rf"{method} interval .* lies entirely above the "
                       r"range \[0, 1\] .*mean importance weight is 3\b"):
-        ci = ips.ci(method=method, max_weight=4.0)
+        ci = ips.ci(method=method, weight_bound=4.0)
     assert ci == (1.0, 1.0)
     with pytest.warns(OverlapWarning):
         clipped = ClippedIPS(max_weight=4.0).estimate(r, p, t, reward_range=(0.0, 1.0))
@@ -365,7 +366,7 @@ def test_bounded_interval_outside_the_value_range_warns_and_is_never_inverted(me
     rv, pv, tv = _data()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        ok = IPS().estimate(rv, pv, tv, reward_range=(0.0, 1.0)).ci(method=method, max_weight=5.0)
+        ok = IPS().estimate(rv, pv, tv, reward_range=(0.0, 1.0)).ci(method=method, weight_bound=5.0)
     assert ok.low < ok.high
 
 

@@ -164,7 +164,7 @@ def test_registry_errors(name, settings, match):
 @pytest.mark.parametrize(
     ("factory", "match"),
     [
-        (lambda: ClippedIPS(max_weight=0), r"ClippedIPS: `max_weight` must be a positive finite"),
+        (lambda: ClippedIPS(max_weight=0), r"`max_weight` must be a positive finite number \(the clip level\)"),
         (lambda: SwitchDR(tau=-1.0), r"SwitchDR: `tau` must be a positive finite number; got -1.0"),
         (lambda: DRos(shrinkage=float("nan")), r"DRos: `shrinkage` must be a positive finite"),
     ],
@@ -198,7 +198,6 @@ def test_estimators_are_frozen_settings_only():
         (lambda: IPS().estimate(R, np.r_[P[:4], 0.0], T), r"`logging_propensity` must be in \(0, 1\]; 1 rows are not \(first at row 4: 0.0\)"),
         (lambda: IPS().estimate(np.r_[R[:4], np.inf], P, T), r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 4\)"),
         (lambda: IPS().estimate(R, P, T, reward_range=(0.0, 0.5)), r"`reward` has 2 rows outside reward_range=\(0, 0.5\) \(first at row 0: 1.0\)"),
-        (lambda: IPS().estimate(R, P, T, reward_range=(1.0, 0.0)), r"`reward_range` must be finite with low < high"),
         (lambda: IPS().estimate(R, P, np.c_[T, T]), r"ips.estimate takes one candidate policy.*estimate_many"),
         (lambda: IPS().estimate(R[:1], P[:1], T[:1]), r"ips: need at least 2 rows"),
         (lambda: DR().estimate(**IPS_ARGS, q_logged=QL, q_target=np.c_[QT, QT]), r"`q_target` has 2 policy columns but `target_propensity` has 1"),

@@ -67,7 +67,7 @@ def test_streamed_estimates_equal_eager(data, est):
         bounded = {"ips": {"hoeffding": 1.9, "bernstein": 1.9}, "clipped_ips": {"hoeffding": None, "bernstein": None, "bottou": None}}
         for method, bound in bounded.get(est.name, {}).items():
             np.testing.assert_allclose(
-                res.ci(method=method, max_weight=bound), eager.ci(method=method, max_weight=bound), rtol=1e-12
+                res.ci(method=method, weight_bound=bound), eager.ci(method=method, weight_bound=bound), rtol=1e-12
             )
 
 
@@ -100,8 +100,8 @@ def test_refusals(data):
         stats.estimates(ClippedIPS(max_weight=3.0))
     with pytest.raises(ValidationError, match=r"rewards span \[0, 1\], outside reward_range=\(0, 0.5\)"):
         stats.estimates("ips", reward_range=(0.0, 0.5))
-    with pytest.raises(ValidationError, match=r"max_weight=1 is not a bound on these weights"):
-        res.ci(method="hoeffding", max_weight=1.0)
+    with pytest.raises(ValidationError, match=r"weight_bound=1 is not a bound on these weights"):
+        res.ci(method="hoeffding", weight_bound=1.0)
 
 
 def test_merge_refusals(data):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from ope.exceptions import ValidationError
+from ope.moments import centered_moments
 from ope.weights import (
     MOMENT_KEYS,
-    _centered_moments,
     factor_weights,
     importance_weights,
     weight_moments,
@@ -191,7 +191,7 @@ def test_centered_kernel_equals_direct_two_pass(chunk_size, max_weight):
     # max_weight 2: some columns clipped, column 0 not (the skip path); 0.5: every column
     # clipped in most blocks (the in-place path); 100: nothing clipped
     r, p, t = _kernel_data()
-    got = _centered_moments(r, p, t, max_weight=max_weight, chunk_size=chunk_size)
+    got = centered_moments(r, p, t, max_weight=max_weight, chunk_size=chunk_size)
     ref = _direct_centered(r, p, t, max_weight)
     assert got.n == r.size and got.shift == ref["shift"]
     np.testing.assert_allclose(got.mean, ref["mean"], rtol=1e-12, atol=1e-14)
@@ -209,7 +209,7 @@ def test_centered_kernel_equals_direct_two_pass(chunk_size, max_weight):
 
 def test_centered_kernel_without_clip_level_reuses_raw_moments():
     r, p, t = _kernel_data()
-    got = _centered_moments(r, p, t, max_weight=None, chunk_size=100)
+    got = centered_moments(r, p, t, max_weight=None, chunk_size=100)
     np.testing.assert_array_equal(got.mean[1], got.mean[0])
     np.testing.assert_array_equal(got.comoment[1], got.comoment[0])
     np.testing.assert_array_equal(got.n_clipped, np.zeros(4))
@@ -220,8 +220,8 @@ def test_centered_kernel_float32_divides_in_float64():
     # values cast to float64, bit for bit (a float32 division would differ in the 8th digit)
     r, p, t = _kernel_data()
     r32, p32, t32 = r.astype(np.float32), p.astype(np.float32), t.astype(np.float32)
-    a = _centered_moments(r32, p32, t32, max_weight=2.0, chunk_size=64)
-    b = _centered_moments(
+    a = centered_moments(r32, p32, t32, max_weight=2.0, chunk_size=64)
+    b = centered_moments(
         r32.astype(np.float64), p32.astype(np.float64), t32.astype(np.float64),
         max_weight=2.0, chunk_size=64,
     )
@@ -233,7 +233,7 @@ def test_centered_kernel_float32_divides_in_float64():
 def test_centered_kernel_refuses_bad_chunk_size():
     r, p, t = _kernel_data(n=10)
     with pytest.raises(ValueError, match=r"`chunk_size` must be a positive integer; got 0"):
-        _centered_moments(r, p, t, max_weight=None, chunk_size=0)
+        centered_moments(r, p, t, max_weight=None, chunk_size=0)
     with pytest.raises(ValueError, match=r"`chunk_size` must be a positive integer; got 0"):
         weight_moments(r, p, t, chunk_size=0)
 
