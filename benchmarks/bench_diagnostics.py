@@ -21,9 +21,9 @@ reported too. CPU-time ratios are the less noisy ones on a shared machine (a des
 keeps its wall clock running, not its CPU clock); both are written, with the paired per-round
 ratios as the noise. BLAS runs on one thread while timing (``--blas-threads``): idle OpenBLAS
 threads spin-wait and would charge CPU time to whichever case runs next. Unless ``--no-stages``
-is given, one more diagnostics call is timed stage by stage (input checks, segment coding, the
-fused accumulation pass, the exact-quantile pass, the result tables) so that the breakdown of
-where the time goes is part of the result.
+is given, one more diagnostics call is timed stage by stage (input checks and segment coding, the
+moment kernel per segment cell, the histogram pass, the exact-quantile pass, the result rows) so
+that the breakdown of where the time goes is part of the result.
 
 Results are printed and written to ``benchmarks/results/bench_diagnostics.json``.
 
@@ -70,14 +70,14 @@ TARGET_RATIO: Final = 2.0
 MAX_WEIGHT: Final = 50.0
 REWARD_RANGE: Final = (0.0, 1.0)
 
-#: Stages timed by ``--stages``: private functions of ope.diagnostics, in call order.
+#: Stages timed by ``--stages``: the functions ``ope.diagnostics`` calls, in call order.
 STAGES: Final = (
-    ("input checks", "_numeric"),
-    ("segment coding", "_segment_codes"),
-    ("joint segment codes", "_segment_layout"),
-    ("accumulation pass", "_accumulate"),
-    ("exact-quantile pass", "_weight_quantiles"),
-    ("per-policy results", "_policy_result"),
+    ("input checks and segment coding", "validated_inputs"),
+    ("moment kernel per segment cell (all rows: their merge)", "segment_moments"),
+    ("moment kernel (only without segment columns)", "centered_moments"),
+    ("histogram and KL pass", "fused_pass"),
+    ("exact-quantile pass", "weight_quantiles"),
+    ("per-policy results", "policy_row"),
 )
 
 

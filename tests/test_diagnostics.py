@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -25,18 +26,20 @@ from ope.diagnostics import (
     VERDICT_MORE_DATA,
     WEIGHT_QUANTILES,
     Diagnostics,
-    _accumulate,
-    _weight_quantiles,
+    PolicyRow,
+    SegmentRow,
     diagnose,
     diagnose_arrays,
 )
 from ope.exceptions import (
     MissingBoundsError,
     OverlapWarning,
+    ParameterError,
     PolicyError,
     SchemaError,
     ValidationError,
 )
+from ope.diagnostics._pass import fused_pass, weight_quantiles
 from ope.intervals.bounded import bottou_interval
 from ope.logs import BanditLogs, ValidationReport
 
@@ -128,7 +131,7 @@ def test_policy_statistics_match_hand_computation():
         for q in WEIGHT_QUANTILES:
             col = "weight_q" + {0.5: "50", 0.9: "90", 0.99: "99", 0.999: "999"}[q]
             assert row[col] == pytest.approx(np.quantile(wj, q))
-        assert row["clip_level"] == 2.5
+        assert row["max_weight"] == 2.5  # the clip level (glossary: max_weight)
         assert row["clipped_share"] == pytest.approx((wj > 2.5).mean())
         assert row["clipped_target_mass"] == pytest.approx(wj[wj > 2.5].sum() / n)
     # policy u by hand: w = 2, 2, 0, 3, .5, 3 -> sum 10.5, sum of squares 26.25
@@ -178,7 +181,7 @@ def test_segment_sums_agree_between_joint_and_separate_columns():
 
 @pytest.mark.parametrize("chunk_rows", [7, 1 << 14])
 def test_exact_quantiles_equal_numpy(chunk_rows, monkeypatch):
-    monkeypatch.setattr("ope.diagnostics.CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr("ope.diagnostics._pass.CHUNK_ROWS", chunk_rows)
     rng = np.random.default_rng(0)
     cases = [
         rng.lognormal(0, 2, 10_001),
@@ -195,8 +198,8 @@ def test_exact_quantiles_equal_numpy(chunk_rows, monkeypatch):
         p = np.full(w.size, 1.0 / (w.max() + 1.0))
         t = w * p[0]
         d = quiet(np.zeros(w.size), p, t)
-        sums = _accumulate(d._data, [], max_weight=None, lo=0.0)
-        got = _weight_quantiles(d._data, sums, qs)[0]
+        sums = fused_pass(p, t[:, None])
+        got = weight_quantiles(p, t[:, None], sums, np.array([(t / p).max()]), qs)[0]
         np.testing.assert_allclose(got, np.quantile(t / p, qs), rtol=1e-12, atol=0)
         row = d.table().iloc[0]
         for q in WEIGHT_QUANTILES:
@@ -212,7 +215,8 @@ def test_results_do_not_depend_on_chunking(monkeypatch):
     kwargs = {"segments": {"user": data["user"], "x": data["x"]}, "action": data["action"],
               "max_weight": 30.0, "reward_range": (0, 1)}
     whole = quiet(*args, **kwargs)
-    monkeypatch.setattr("ope.diagnostics.CHUNK_ROWS", 100)
+    monkeypatch.setattr("ope.diagnostics._pass.CHUNK_ROWS", 100)
+    monkeypatch.setattr("ope.diagnostics.segments.SEGMENT_ROWS", 100)
     chunked = quiet(*args, **kwargs)
     pd.testing.assert_frame_equal(whole.table(), chunked.table(), check_exact=False, rtol=1e-10)
     pd.testing.assert_frame_equal(whole.segments(), chunked.segments(), check_exact=False,
@@ -278,11 +282,12 @@ def test_outputs_pinned_on_a_fixed_seed():
 
 @pytest.mark.parametrize("joint_cells", [12, 1 << 16])
 def test_segment_rows_match_direct_computation(joint_cells, monkeypatch):
-    # 12 joint cells put c1 x c2 in one group and c3 in another (each chunk is sorted by the
-    # first group's cells and re-sorted for the second); 2**16 puts all three in one group.
-    # Chunks of 257 rows leave some cells empty in some chunks.
-    monkeypatch.setattr("ope.diagnostics.JOINT_SEGMENT_CELLS", joint_cells)
-    monkeypatch.setattr("ope.diagnostics.CHUNK_ROWS", 257)
+    # 12 joint cells put c1 x c2 in one group and c3 in another (the rows are ordered by each
+    # group's cells, and a column's segments are merges of its cells' moments); 2**16 puts all
+    # three in one group. Pieces of 257 rows split the larger cells into merged parts.
+    monkeypatch.setattr("ope.diagnostics.segments.JOINT_SEGMENT_CELLS", joint_cells)
+    monkeypatch.setattr("ope.diagnostics._pass.CHUNK_ROWS", 257)
+    monkeypatch.setattr("ope.diagnostics.segments.SEGMENT_ROWS", 257)  # cells merged in pieces
     rng = np.random.default_rng(31)
     n, k, clip = 3000, 4, 5.0
     pb = rng.dirichlet(np.ones(k), n)
@@ -478,7 +483,7 @@ def test_planted_gap_is_reported(logger):
                             segments={"user": data["user"], "x": data["x"]})
     messages = [str(c.message) for c in caught if issubclass(c.category, OverlapWarning)]
     assert any("2 segment gaps" in m for m in messages)
-    assert messages == d.notes
+    assert tuple(messages) == d.notes
     seg = d.segments()
     flagged = seg[seg.gap]
     first_x_bin = seg[seg.column == "x"].segment.iloc[0]  # x < 0.2 is segment new
@@ -501,7 +506,7 @@ def test_no_gap_and_no_warning_under_uniform_full_support():
                             action=data["action"], reward_range=(0, 1))
     assert not d.segments().gap.any()
     assert (d.table().propensity_check == "ok").all()
-    assert d.notes == []
+    assert d.notes == ()
     assert "no segment gaps" in d.summary()
 
 
@@ -768,22 +773,22 @@ def test_properties_ess_bounds_and_permutation_invariance(w_p, w_t, seed):
         ({"logging_propensity": np.array([0.5, 0.0, 0.5])}, ValidationError,
          r"`logging_propensity` must be in \(0, 1\]; 1 rows are not \(first at row 1"),
         ({"target_propensity": np.array([0.5, 1.5, 0.5])}, ValidationError,
-         r"`target_propensity` must be in \[0, 1\]; 1 rows are not \(first at row 1\)"),
+         r"`target_propensity` must be in \[0, 1\].*1 rows are not \(first at row 1\)"),
         ({"reward": np.array([1.0, np.nan, 0.0])}, ValidationError,
          r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 1\)"),
         ({"reward": np.array([1.0, 0.0])}, ValidationError,
          r"`reward` has 2 rows but `logging_propensity` has 3"),
         ({"reward": np.array([1.0, 2.0, 0.0]), "reward_range": (0, 1)}, ValidationError,
-         r"reward_range \[0, 1\]; 1 rows do not \(first at row 1: 2.0\)"),
+         r"1 rows outside reward_range=\(0, 1\) \(first at row 1: 2.0\)"),
         ({"segments": {"s": [1, 2]}}, ValidationError,
          r"segment column 's' must be one value per logged row: expected shape \(3,\)"),
         ({"policy_names": ["a", "b"]}, PolicyError, r"`policy_names` must give 1 distinct"),
         ({"segments": {"id": np.array(["u1", "u2", "u3"])}, "n_max": 2}, ValidationError,
          r"segment column 'id' has 3 distinct values; a segment column may have at most 2"),
-        ({"confidence_level": 95}, ValueError, r"strictly between 0 and 1"),
-        ({"max_weight": 0}, ValueError, r"`max_weight` must be a positive finite number"),
-        ({"reward_range": (1, 0)}, ValueError, r"finite with low < high"),
-        ({"target_width": 0.1}, ValueError, r"pass both `target_width` and `new_rows`"),
+        ({"confidence_level": 95}, ParameterError, r"`confidence_level` must be in \(0, 1\)"),
+        ({"max_weight": 0}, ParameterError, r"`max_weight` must be a positive finite number"),
+        ({"reward_range": (1, 0)}, ParameterError, r"finite with low < high"),
+        ({"target_width": 0.1}, ParameterError, r"pass both `target_width` and `new_rows`"),
         ({"target_width": 0.1, "new_rows": 100}, MissingBoundsError, r"reward_range=\(low, high\)"),
         ({"target_distributions": {"policy_0": sp.csr_array(np.eye(3))}}, ValidationError,
          r"need both `target_distributions` and `logging_distribution`"),
@@ -802,7 +807,7 @@ def test_errors_say_what_where_and_how(kwargs, error, match):
     args.update({k: v for k, v in kwargs.items() if k in args})
     with pytest.MonkeyPatch.context() as mp:
         if "n_max" in kwargs:
-            mp.setattr("ope.diagnostics.MAX_SEGMENTS", kwargs["n_max"])
+            mp.setattr("ope.diagnostics.segments.MAX_SEGMENTS", kwargs["n_max"])
         with pytest.raises(error, match=match):
             quiet(args["reward"], args["logging_propensity"], args["target_propensity"],
                   **options)
@@ -904,11 +909,84 @@ def test_diagnose_reads_logged_distributions():
 
 def test_docstring_examples_run():
     import doctest
+    import importlib
+    import pkgutil
 
     import ope.diagnostics
 
+    modules = [ope.diagnostics] + [
+        importlib.import_module(f"ope.diagnostics.{m.name}")
+        for m in pkgutil.iter_modules(ope.diagnostics.__path__)
+    ]
+    attempted = 0
     with warnings.catch_warnings():
         warnings.simplefilter("error", OverlapWarning)  # the examples are clean data
-        result = doctest.testmod(ope.diagnostics, optionflags=doctest.NORMALIZE_WHITESPACE)
-    assert result.attempted >= 10
-    assert result.failed == 0
+        for module in modules:
+            result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE)
+            assert result.failed == 0, module.__name__
+            attempted += result.attempted
+    assert attempted >= 15
+
+
+def test_mean_weight_rule_is_the_estimators_rule():
+    # issue 8: mean weight 1.011 at z ~ 7: IPS().estimate warns that weighting estimates are
+    # biased; diagnostics applied its own 0.02 tolerance and said 'ok'. One rule now.
+    from ope.estimators import IPS
+
+    rng = np.random.default_rng(8)
+    n = 150_000
+    p = rng.uniform(0.2, 0.45, n)
+    t = p * rng.uniform(0.0, 2.022, n)
+    t *= 1.011 / (t / p).mean()
+    r = (rng.random(n) < 0.3).astype(float)
+    with pytest.warns(OverlapWarning):
+        estimate = IPS().estimate(reward=r, logging_propensity=p, target_propensity=t)
+    assert any("mean importance weight" in note for note in estimate.notes)
+    with pytest.warns(OverlapWarning, match="mean importance weight 1.011"):
+        d = diagnose_arrays(r, p, t, policy_names=["pi"])
+    row = d.table().iloc[0]
+    assert row["mean_weight"] == pytest.approx(1.011, rel=1e-12)
+    assert 7.0 < row["mean_weight_z"] < 7.5
+    assert row["propensity_check"] == "high"
+    # the same kernel: the diagnostics' mean weight is the estimator's, bit for bit
+    assert row["mean_weight"] == pytest.approx(float(np.mean(t / p)), rel=1e-14)
+    # below the shared tolerance (1%) the check stays quiet however large z is
+    t_small = t * (1.009 / 1.011)
+    quiet_row = quiet(r, p, t_small, policy_names=["pi"]).table().iloc[0]
+    assert abs(quiet_row["mean_weight_z"]) > 4 and quiet_row["propensity_check"] == "ok"
+
+
+def test_diagnostics_follow_the_result_contract():
+    from ope.results import Result
+
+    d = quiet(R, P, T, policy_names=["<b>u</b>", "v"], segments={"seg": SEG}, max_weight=2.5,
+              reward_range=(0, 1))
+    assert isinstance(d, Result)
+    assert isinstance(d.notes, tuple)
+    assert [r.policy for r in d.rows] == ["<b>u</b>", "v"]
+    assert list(d.table().columns) == [f.name for f in dataclasses.fields(PolicyRow)]
+    assert list(d.segments().columns) == [
+        f.name for f in dataclasses.fields(SegmentRow) if f.metadata.get("column", True)]
+    assert "clip_level" not in d.table().columns
+    assert d.to_dict()["policies"][0]["max_weight"] == 2.5
+    html = d._repr_html_()
+    assert "<b>u</b>" not in html and "&lt;b&gt;u&lt;/b&gt;" in html
+    assert d.summary().startswith("Overlap diagnostics: 6 logged rows, 2 candidate policies")
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"confidence_level": "0.95"}, "`confidence_level` must be a number"),
+        ({"max_weight": "10"}, "`max_weight` must be a number"),
+        ({"reward_range": "01"}, "`reward_range` must be a pair"),
+        ({"target_width": 0.1, "new_rows": 10.5, "reward_range": (0, 1)},
+         "`new_rows` must be a whole number >= 2"),
+    ],
+)
+def test_bad_arguments_raise_parameter_error(kwargs, match):
+    with pytest.raises(ParameterError, match=match):
+        quiet(R, P, T, **kwargs)
+    d = quiet(R, P, T, segments={"seg": SEG}, action=np.arange(6) % 3)
+    with pytest.raises(ParameterError, match="`value` must be one of"):
+        d.coverage_matrix("policy_0", value="mass")

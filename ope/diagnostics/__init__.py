@@ -1,0 +1,448 @@
+"""Overlap diagnostics: where can the logs answer for a candidate policy, and where can they not?
+
+Off-policy estimates are only as good as the overlap between the logging policy ``pi_0`` and
+the candidate ``pi``. This module measures that overlap from the importance weights
+``w_i = pi(a_i | x_i) / pi_0(a_i | x_i)`` of the logged rows, per policy and per segment, and
+turns it into decisions a person can act on:
+
+* **per policy** -- Kish effective sample size (ESS), weight quantiles and maximum, the share of
+  weights above a clip level and the target mass they carry, the mean weight (which must be close
+  to 1 when propensities are right and the logger covers the candidate's actions: a clear
+  deviation flags a logging or propensity bug), divergences between candidate and logger
+  estimated from the weights (KL, chi-square, Renyi-2), and, when the logging distribution over
+  the candidate set was logged, the candidate's mass on actions the logger (almost) never plays;
+* **per segment** -- rows, the candidate's mass share, ESS, maximum weight and the segment's share
+  of the estimate's variance, with *gaps* flagged and explained;
+* **outer vs inner uncertainty** (Bottou et al., 2013) -- how much of the interval is sampling
+  (shrinks with more logs of the same kind) and how much is coverage (clipped or unsupported
+  mass: only more exploration shrinks it), with a verdict per policy;
+* **an exploration plan** -- the smallest share of traffic on which the logger should play the
+  candidate's own choice so that an interval from ``new_rows`` new logs is narrower than
+  ``target_width``.
+
+The entry points are :func:`diagnose` (validated logs) and :func:`diagnose_arrays` (numpy
+arrays); both return a :class:`Diagnostics` object. The package has one module per concept:
+
+* ``_inputs`` -- the validated arrays (through :mod:`ope._validation`), actions and segments;
+* ``segments`` -- segment codes, quantile bins, popularity buckets, per-segment moments and
+  the gap rules;
+* ``support`` -- the support deficiency from the full distributions;
+* ``_pass`` -- the diagnostics' own pass: weight histogram, KL sums and exact quantiles;
+* ``overlap`` -- the per-policy row, the outer/inner split, the verdict and the notes;
+* ``plan`` -- the exploration plan;
+* ``result`` -- the :class:`Diagnostics` result and its rendering.
+
+Every moment statistic (ESS, mean weight and its check, clipped sums, the interval inputs,
+overall and per segment) comes from the one moment kernel, :func:`ope.moments.centered_moments`,
+and every rule and threshold from :mod:`ope._thresholds`, so the same data give the same notes
+here as from the estimators and :func:`ope.evaluate`. There is no Python loop over rows and no
+dense (n, n_actions) array.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy.typing as npt
+
+from ope._thresholds import (
+    COVERAGE_VERDICT_SHARE,
+    ESS_RATIO_WARN,
+    GAP_MASS_DEFICIT,
+    GAP_MIN_ESS,
+    GAP_MIN_MASS,
+    GAP_UNSUPPORTED_SHARE,
+    MEAN_WEIGHT_TOLERANCE,
+    MEAN_WEIGHT_Z,
+    PROPENSITY_TOLERANCE,
+    SUPPORT_FLOOR,
+    UNSUPPORTED_MASS_WARN,
+)
+from ope._validation import (
+    check_confidence_level,
+    check_max_weight,
+    check_positive_int,
+    check_real,
+    check_reward_range,
+    user_stacklevel,
+)
+from ope.diagnostics._inputs import Inputs, validated_inputs
+from ope.diagnostics._logs import segment_values, target_from_logs
+from ope.diagnostics._pass import fused_pass, weight_quantiles
+from ope.diagnostics.overlap import (
+    VERDICT_EXPLORE,
+    VERDICT_MORE_DATA,
+    WEIGHT_QUANTILES,
+    PolicyRow,
+    overlap_notes,
+    policy_row,
+)
+from ope.diagnostics.result import Diagnostics
+from ope.diagnostics.segments import (
+    MAX_CATEGORIES,
+    MAX_MATRIX_ACTIONS,
+    MAX_SEGMENTS,
+    N_QUANTILE_BINS,
+    POPULARITY_TRAFFIC_EDGES,
+    SegmentRow,
+    segment_moments,
+    segment_rows,
+    segment_sums,
+)
+from ope.exceptions import MissingBoundsError, OverlapWarning, ParameterError, SchemaError
+from ope.moments import CenteredMoments, centered_moments
+
+__all__ = [
+    "Diagnostics",
+    "PolicyRow",
+    "SegmentRow",
+    "diagnose",
+    "diagnose_arrays",
+    "ESS_RATIO_WARN",
+    "SUPPORT_FLOOR",
+    "UNSUPPORTED_MASS_WARN",
+    "MEAN_WEIGHT_Z",
+    "MEAN_WEIGHT_TOLERANCE",
+    "GAP_MIN_MASS",
+    "GAP_MIN_ESS",
+    "GAP_MASS_DEFICIT",
+    "GAP_UNSUPPORTED_SHARE",
+    "COVERAGE_VERDICT_SHARE",
+    "WEIGHT_QUANTILES",
+    "PROPENSITY_TOLERANCE",
+    "MAX_SEGMENTS",
+    "MAX_CATEGORIES",
+    "N_QUANTILE_BINS",
+    "MAX_MATRIX_ACTIONS",
+    "POPULARITY_TRAFFIC_EDGES",
+    "VERDICT_MORE_DATA",
+    "VERDICT_EXPLORE",
+]
+
+
+_SHARED_PARAMS = """
+    max_weight : float, optional
+        A priori clip level for the share of clipped weights and the outer/inner split
+        (clipped IPS with weights ``min(w, max_weight)``). Without it no weight is clipped and
+        the inner part is the unsupported mass only.
+    reward_range : (float, float), optional
+        A priori bounds of the reward (e.g. ``(0, 1)`` for clicks); needed for the outer/inner
+        split, the verdict and the plan. Never read off the data.
+    confidence_level : float, default 0.95
+        Level of the outer/inner interval and of the planned interval.
+    target_width : float, optional
+        Interval width wanted from new logs; with ``new_rows`` it triggers the exploration plan.
+    new_rows : int, optional
+        Number of new logged rows the plan may assume.
+
+"""
+
+
+def _fill_doc(func: Any) -> Any:
+    """Insert the shared parameter text (written once) into a docstring."""
+    func.__doc__ = func.__doc__.replace("    <shared parameters>\n", _SHARED_PARAMS.lstrip("\n"))
+    return func
+
+
+@_fill_doc
+def diagnose_arrays(
+    reward: npt.ArrayLike,
+    logging_propensity: npt.ArrayLike,
+    target_propensity: npt.ArrayLike,
+    *,
+    policy_names: Sequence[str] | None = None,
+    segments: Mapping[str, Any] | None = None,
+    action: npt.ArrayLike | None = None,
+    target_distributions: Mapping[str, Any] | None = None,
+    logging_distribution: Any | None = None,
+    max_weight: float | None = None,
+    reward_range: Sequence[float] | None = None,
+    confidence_level: float = 0.95,
+    target_width: float | None = None,
+    new_rows: int | None = None,
+) -> Diagnostics:
+    """Overlap diagnostics from arrays.
+
+    Parameters
+    ----------
+    reward : array_like, shape (n,)
+        Observed rewards.
+    logging_propensity : array_like, shape (n,)
+        The logger's probability of each logged action, in (0, 1].
+    target_propensity : array_like, shape (n,) or (n, P)
+        Each candidate's probability of the logged action, in [0, 1] (float32 is fine: all
+        sums are accumulated in float64).
+    policy_names : sequence of str, optional
+        One name per column of ``target_propensity``; default ``policy_0, policy_1, ...``.
+    segments : mapping of str to array_like, optional
+        Segment columns (one value per row). Categories are used as they are; numeric columns
+        with more than ``MAX_CATEGORIES`` distinct values are cut into ``N_QUANTILE_BINS``
+        quantile bins; missing values form their own segment.
+    action : array_like, shape (n,), optional
+        Logged actions. Needed for coverage matrices; with more than ``MAX_MATRIX_ACTIONS``
+        distinct actions an ``action_popularity`` segment (head, torso, tail, long tail by
+        logged traffic) is added. With distributions, integer actions must be the column
+        codes of the distributions.
+    target_distributions : mapping of str to sparse (n, n_actions), optional
+        Each candidate's full distribution per row (CSR over action codes).
+    logging_distribution : sparse (n, n_actions), optional
+        The logger's full distribution per row. With ``target_distributions`` it gives the
+        candidate's mass on actions the logger plays with probability at most
+        ``SUPPORT_FLOOR`` (support deficiency), per row and in total.
+    <shared parameters>
+    Returns
+    -------
+    Diagnostics
+
+    Raises
+    ------
+    ope.ParameterError
+        A malformed setting (``confidence_level``, ``max_weight``, ``reward_range``,
+        ``target_width``, ``new_rows``).
+    ope.ValidationError
+        Arrays of different lengths, propensities out of range, non-finite values, or rewards
+        outside ``reward_range``.
+    ope.MissingBoundsError
+        ``target_width``/``new_rows`` were given without ``reward_range``.
+
+    Warns
+    -----
+    ope.OverlapWarning
+        ESS/n below ``ESS_RATIO_WARN``, unsupported mass above ``UNSUPPORTED_MASS_WARN``, a
+        mean weight far from its expected value, or flagged segment gaps.
+
+    Notes
+    -----
+    With :math:`w_i = \\pi(a_i|x_i)/\\pi_0(a_i|x_i)`:
+
+    * Kish ESS :math:`(\\sum_i w_i)^2 / \\sum_i w_i^2`, reported with ESS/n.
+    * Mean weight :math:`\\bar w` with standard error :math:`s_w/\\sqrt n`. Under correct
+      propensities :math:`\\mathbb E_0[w] = 1 - D_0` where :math:`D_0` is the candidate's mass on
+      actions with :math:`\\pi_0 = 0` (0 under full support); the check flags
+      :math:`|\\bar w - \\mathbb E_0 w| > 4\\,\\mathrm{se}` and :math:`> 0.01`
+      (``MEAN_WEIGHT_Z`` and ``MEAN_WEIGHT_TOLERANCE``: the rule of every weighting estimator).
+    * :math:`\\mathrm{KL}(\\pi\\|\\pi_0) \\approx \\frac1n\\sum_i w_i\\log w_i`,
+      :math:`\\chi^2 \\approx \\frac1n\\sum_i w_i^2 - 1`, Renyi-2
+      :math:`\\approx \\log\\frac1n\\sum_i w_i^2` (consistent under full support).
+    * Segment :math:`s`: mass share :math:`\\sum_{i\\in s}w_i/\\sum_i w_i`, ESS on its rows, and
+      variance share :math:`\\sum_{i\\in s}(t_i-\\bar t)^2/\\sum_i(t_i-\\bar t)^2` of the
+      (clipped) IPS terms :math:`t_i = \\bar w_i (r_i - r_{\\min})` (:math:`r_{\\min}=0` without
+      ``reward_range``), whose sample variance over n is the estimate's variance.
+    * Outer/inner split (Bottou et al. 2013, sec. 4) with capped weights
+      :math:`\\bar w=\\min(w,R)` and :math:`\\ell=r-r_{\\min}\\in[0,M]`:
+      :math:`\\hat Y=\\frac1n\\sum\\ell_i\\bar w_i`, :math:`\\hat W=\\frac1n\\sum\\bar w_i`.
+      Outer (sampling) :math:`r_{\\min}+\\hat Y\\pm\\epsilon`; inner (coverage)
+      :math:`[r_{\\min}+\\hat Y,\\ r_{\\min}+\\hat Y+M(1-(\\hat W-\\xi)^+)]`; interval
+      :math:`[\\text{outer low},\\ \\text{inner high}+\\epsilon]`, all clipped to the reward
+      range. The inner bound holds because :math:`Y-\\bar Y = \\mathbb E_0[\\ell(w-\\bar w)] +
+      \\mathbb E_\\pi[\\ell\\,1\\{\\pi_0=0\\}]` lies in :math:`[0, M(1-\\bar W)]`. With
+      ``max_weight`` this is :func:`ope.intervals.bounded.bottou_interval` with
+      empirical-Bernstein margins (the ``bottou`` CI method); without it, no a priori
+      weight bound exists and the margins are normal: :math:`\\epsilon = z_{1-\\delta/4}
+      s_{\\ell\\bar w}/\\sqrt n`, :math:`\\xi = z_{1-\\delta/2} s_{\\bar w}/\\sqrt n`.
+      The coverage width is :math:`M\\max(0,1-\\hat W)` (clipped and unsupported mass) and the
+      sampling width is the rest. Verdict: "change the logging policy's exploration" when the
+      coverage width is at least ``COVERAGE_VERDICT_SHARE`` of the total (more logs of the same
+      kind cannot shrink it), else "collect more data under the same logging".
+
+    References
+    ----------
+    .. [1] L. Bottou, J. Peters, J. Quinonero-Candela, D. X. Charles, D. M. Chickering,
+       E. Portugaly, D. Ray, P. Simard and E. Snelson, "Counterfactual reasoning and learning
+       systems: the example of computational advertising", JMLR 14, 3207-3260, 2013.
+    .. [2] L. Kish, *Survey Sampling*, Wiley, 1965 (effective sample size).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.diagnostics import diagnose_arrays
+    >>> reward = np.array([1.0, 0.0, 1.0, 0.0])
+    >>> propensity = np.array([0.5, 0.5, 0.5, 0.5])
+    >>> target = np.array([1.0, 0.0, 1.0, 0.0])
+    >>> d = diagnose_arrays(reward, propensity, target, policy_names=["greedy"],
+    ...                     reward_range=(0.0, 1.0))
+    >>> row = d.table().iloc[0]
+    >>> float(row["ess"]), float(row["mean_weight"]), float(row["chi2_divergence"])
+    (2.0, 1.0, 1.0)
+    >>> round(float(row["kl_divergence"]), 4)  # log 2
+    0.6931
+    """
+    settings = _settings(max_weight, reward_range, confidence_level, target_width, new_rows)
+    data = validated_inputs(
+        reward, logging_propensity, target_propensity, reward_range=settings.reward_range,
+        policy_names=policy_names, segments=segments, action=action, action_labels=None,
+        target_distributions=target_distributions, logging_distribution=logging_distribution)
+    return _diagnose(data, settings, [])
+
+
+@dataclass(frozen=True)
+class _Settings:
+    """The checked settings of one diagnosis."""
+
+    max_weight: float | None
+    reward_range: tuple[float, float] | None
+    confidence_level: float
+    target_width: float | None
+    new_rows: int | None
+
+
+def _settings(
+    max_weight: Any, reward_range: Any, confidence_level: Any, target_width: Any, new_rows: Any,
+) -> _Settings:
+    """The settings of :func:`diagnose` and :func:`diagnose_arrays`, checked (ParameterError)."""
+    rr = check_reward_range(reward_range)
+    if target_width is not None or new_rows is not None:
+        if target_width is None or new_rows is None:
+            raise ParameterError(
+                "pass both `target_width` and `new_rows` for an exploration plan (or neither)."
+            )
+        target_width = check_real(target_width, "target_width")
+        new_rows = check_positive_int(new_rows, "new_rows", minimum=2)
+        if rr is None:
+            raise MissingBoundsError(
+                "the exploration plan needs a priori reward bounds: pass "
+                "reward_range=(low, high), e.g. (0, 1) for clicks."
+            )
+    return _Settings(
+        check_max_weight(max_weight), rr, check_confidence_level(confidence_level),
+        target_width, new_rows,
+    )
+
+
+def _diagnose(data: Inputs, settings: _Settings, extra_notes: list[str]) -> Diagnostics:
+    """The shared body of :func:`diagnose` and :func:`diagnose_arrays` on validated inputs."""
+    mw, rr, level = settings.max_weight, settings.reward_range, settings.confidence_level
+    lo = rr[0] if rr is not None else 0.0
+    r, p, t = data.reward, data.propensity, data.target
+    segs = data.segmentations
+    by_segment: list[list[CenteredMoments | None]] = []
+    if segs:
+        by_segment, moments = segment_moments(segs, r, p, t, max_weight=mw)
+    else:
+        moments = centered_moments(r, p, t, max_weight=mw)
+    sums = fused_pass(p, t)
+    quantiles = weight_quantiles(p, t, sums, moments.max_w, WEIGHT_QUANTILES)
+    rows, seg_rows, intervals = [], [], []
+    for j, name in enumerate(data.names):  # a loop over policies
+        deficient = None
+        if data.deficiency is not None and segs:
+            deficient = segment_sums(segs, data.deficiency[name])
+        s_rows = segment_rows(j, name, segs, by_segment, moments, deficient, lo=lo)
+        expected = 1.0
+        unsupported = float("nan")
+        if data.deficiency_zero is not None and data.deficiency is not None:
+            # E_0[w] = 1 - (candidate mass on actions with pi_0 = 0)
+            expected = 1.0 - float(data.deficiency_zero[name].mean())
+            unsupported = float(data.deficiency[name].mean())
+        row, interval = policy_row(
+            j, name, moments, sum_wlogw=float(sums.sum_wlogw[j]), quantiles=quantiles[j],
+            expected=expected, unsupported_mass=unsupported, segments=s_rows, max_weight=mw,
+            reward_range=rr, confidence_level=level,
+        )
+        rows.append(row)
+        seg_rows.append(s_rows)
+        intervals.append(interval)
+    notes = extra_notes + data.notes + overlap_notes(rows, seg_rows)
+    for note in notes:
+        warnings.warn(note, OverlapWarning, stacklevel=user_stacklevel())
+    return Diagnostics(
+        data, rows, seg_rows, intervals, sums.hist_counts, max_weight=mw, reward_range=rr,
+        confidence_level=level, target_width=settings.target_width, new_rows=settings.new_rows,
+        notes=notes,
+    )
+
+
+@_fill_doc
+def diagnose(
+    logs: Any,
+    policies: Any = None,
+    *,
+    by: str | Sequence[str] | None = None,
+    max_weight: float | None = None,
+    reward_range: Sequence[float] | None = None,
+    confidence_level: float = 0.95,
+    target_width: float | None = None,
+    new_rows: int | None = None,
+) -> Diagnostics:
+    """Overlap diagnostics of candidate policies on validated logs.
+
+    Parameters
+    ----------
+    logs : ope.BanditLogs
+        Validated logs (:func:`ope.read_logs`).
+    policies : optional
+        As in :func:`ope.evaluate`: names of ``target__<name>`` columns, a long-format policy
+        table, or a dict of name to policy object; None means every ``target__<name>`` column.
+    by : str or sequence of str, optional
+        Segment columns of the logs. Numeric columns with many values are cut into quantile
+        bins; logs with many distinct actions also get item-popularity buckets.
+    <shared parameters>
+    Returns
+    -------
+    Diagnostics
+
+    Raises
+    ------
+    ope.ParameterError
+        A malformed setting, as in :func:`diagnose_arrays`.
+    ope.SchemaError
+        A ``by`` column is not in the logs.
+    ope.MissingBoundsError
+        ``target_width``/``new_rows`` were given without ``reward_range``.
+
+    Warns
+    -----
+    ope.OverlapWarning
+        Low ESS/n, unsupported mass, a suspicious mean weight, or segment gaps.
+
+    Notes
+    -----
+    The statistics and rules are those of :func:`diagnose_arrays`. When the logs carry
+    ``candidates`` and ``logging_distribution`` and the candidates' full distributions are
+    available, the support deficiency is computed exactly per row.
+
+    References
+    ----------
+    .. [1] L. Bottou et al., "Counterfactual reasoning and learning systems: the example of
+       computational advertising", JMLR 14, 3207-3260, 2013.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from ope.logs import BanditLogs, ValidationReport
+    >>> from ope.diagnostics import diagnose
+    >>> n = 400  # a uniform logger over two actions; the candidate always plays action 0
+    >>> table = pa.table({"action": [0, 1] * (n // 2), "propensity": [0.5] * n,
+    ...                   "reward": [1.0, 0.0] * (n // 2), "target__greedy": [1.0, 0.0] * (n // 2),
+    ...                   "country": ["fr", "fr", "de", "de"] * (n // 4)})
+    >>> logs = BanditLogs(table, ValidationReport("<Table>", n, n))
+    >>> d = diagnose(logs, by="country", reward_range=(0, 1))
+    >>> d.segments()[["segment", "rows", "target_mass_share", "ess", "gap"]]
+      segment  rows  target_mass_share    ess    gap
+    0      de   200                0.5  100.0  False
+    1      fr   200                0.5  100.0  False
+    >>> d.table().loc[0, "verdict"]
+    'collect more data under the same logging'
+    """
+    settings = _settings(max_weight, reward_range, confidence_level, target_width, new_rows)
+    extra_notes: list[str] = []
+    names, target, tdists, ldist, codes, labels = target_from_logs(logs, policies, extra_notes)
+    cols = [] if by is None else ([by] if isinstance(by, str) else list(by))
+    have = set(logs.table.column_names)
+    missing = [c for c in cols if c not in have]
+    if missing:
+        raise SchemaError(
+            f"segment column(s) {missing} are not in the logs; they have: "
+            f"{', '.join(logs.table.column_names)}"
+        )
+    segments = {c: segment_values(logs.table.column(c)) for c in cols}
+    action: Any = codes if codes is not None else segment_values(logs.table.column("action"))
+    data = validated_inputs(
+        logs.column("reward"), logs.column("propensity"), target,
+        reward_range=settings.reward_range, policy_names=names, segments=segments,
+        action=action, action_labels=labels, target_distributions=tdists,
+        logging_distribution=ldist)
+    return _diagnose(data, settings, extra_notes)

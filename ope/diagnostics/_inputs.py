@@ -1,0 +1,201 @@
+"""The validated inputs of one diagnosis, checked once through :mod:`ope._validation`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+from scipy import sparse
+
+from ope._thresholds import MIN_ROWS, SUPPORT_FLOOR
+from ope._validation import (
+    as_float_array,
+    check_finite,
+    check_logging_propensity,
+    check_rewards_in_range,
+    check_target_propensity,
+    first_rows,
+)
+from ope.diagnostics.segments import (
+    MAX_MATRIX_ACTIONS,
+    POPULARITY_COLUMN,
+    POPULARITY_LABELS,
+    Segmentation,
+    popularity_buckets,
+    segment_codes,
+)
+from ope.diagnostics.support import as_csr, deficiency, propensity_consistency
+from ope.exceptions import PolicyError, ValidationError
+
+__all__ = ["Inputs", "validated_inputs"]
+
+
+@dataclass
+class Inputs:
+    """Validated arrays kept by a Diagnostics object (references, not copies)."""
+
+    reward: np.ndarray
+    propensity: np.ndarray  # float64 (n,)
+    target: np.ndarray  # (n, P) float32/float64
+    names: list[str]
+    segmentations: list[Segmentation]
+    action: np.ndarray | None
+    action_labels: list[Any] | None
+    deficiency: dict[str, np.ndarray] | None  # per row mass on pi_0 <= SUPPORT_FLOOR
+    deficiency_zero: dict[str, np.ndarray] | None  # per row mass on pi_0 == 0
+    target_distributions: Mapping[str, Any] | None
+    logging_distribution: Any | None
+    notes: list[str]  # notes found while validating (propensity consistency)
+
+    @property
+    def n(self) -> int:
+        return int(self.propensity.shape[0])
+
+    def weights(self, j: int) -> np.ndarray:
+        """w = target / propensity for policy j, float64, in one pass (no float32 temporaries)."""
+        out = np.empty(self.n, dtype=np.float64)
+        np.divide(self.target[:, j], self.propensity, out=out)
+        return out
+
+    def segmentation(self, column: str) -> Segmentation | None:
+        return next((s for s in self.segmentations if s.column == column), None)
+
+
+def _action_codes(action: Any, n: int, *, n_columns: int | None) -> tuple[np.ndarray, list[Any]]:
+    """Integer codes and labels of the logged actions.
+
+    With distributions (``n_columns`` given) the actions must already be their column codes;
+    otherwise the distinct actions are coded in sorted order.
+    """
+    if isinstance(action, pd.Categorical) and n_columns is None:
+        if len(action) == n and not (action.codes < 0).any():
+            return np.asarray(action.codes, dtype=np.intp), list(action.categories)
+    arr = action.to_numpy() if isinstance(action, pd.Series) else np.asarray(action)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValidationError(
+            f"`action` must be one value per logged row: expected shape ({n},), got {arr.shape}."
+        )
+    if n_columns is not None:
+        bad = (
+            np.ones(n, dtype=bool) if arr.dtype.kind not in "iu"
+            else (arr < 0) | (arr >= n_columns)
+        )
+        if bad.any():
+            count, first = first_rows(bad)
+            raise ValidationError(
+                f"with distributions, `action` must hold integer column codes in [0, "
+                f"{n_columns}); {count} rows do not (first at row {first}: {arr[first]!r})."
+            )
+        return arr.astype(np.intp, copy=False), list(range(n_columns))
+    codes, uniques = pd.factorize(arr, sort=True)
+    if (codes < 0).any():
+        count, first = first_rows(codes < 0)
+        raise ValidationError(
+            f"`action` has {count} missing values (first at row {first}); every logged row "
+            "needs the action it took."
+        )
+    return codes.astype(np.intp, copy=False), list(uniques)
+
+
+def _arrays(
+    reward: npt.ArrayLike, logging_propensity: npt.ArrayLike, target_propensity: npt.ArrayLike,
+    rr: tuple[float, float] | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r = as_float_array(reward, "reward", ndim=(1,)).astype(np.float64, copy=False)
+    p = as_float_array(logging_propensity, "logging_propensity", ndim=(1,)).astype(
+        np.float64, copy=False
+    )
+    t = as_float_array(target_propensity, "target_propensity", ndim=(1, 2))
+    if t.ndim == 1:
+        t = t[:, None]
+    n = p.shape[0]
+    if n < MIN_ROWS:
+        raise ValidationError(
+            f"diagnostics need at least {MIN_ROWS} logged rows; got {n}. Pass the whole log, "
+            "not a row."
+        )
+    for name, arr in (("reward", r), ("target_propensity", t)):
+        if arr.shape[0] != n:
+            raise ValidationError(
+                f"`{name}` has {arr.shape[0]} rows but `logging_propensity` has {n}; all "
+                "arrays must describe the same logged rows."
+            )
+    check_finite(r, "reward")
+    check_logging_propensity(p)
+    check_target_propensity(t)
+    check_rewards_in_range(r, rr)
+    return r, p, t
+
+
+def validated_inputs(
+    reward: npt.ArrayLike,
+    logging_propensity: npt.ArrayLike,
+    target_propensity: npt.ArrayLike,
+    *,
+    reward_range: tuple[float, float] | None,
+    policy_names: Sequence[str] | None,
+    segments: Mapping[str, Any] | None,
+    action: Any,
+    action_labels: list[Any] | None,
+    target_distributions: Mapping[str, Any] | None,
+    logging_distribution: Any | None,
+) -> Inputs:
+    """Check the arrays, code the segments and actions, and compute the support deficiency."""
+    r, p, t = _arrays(reward, logging_propensity, target_propensity, reward_range)
+    n = p.shape[0]
+    names = (
+        [f"policy_{j}" for j in range(t.shape[1])] if policy_names is None
+        else [str(x) for x in policy_names]
+    )
+    if len(names) != t.shape[1] or len(set(names)) != len(names):
+        raise PolicyError(
+            f"`policy_names` must give {t.shape[1]} distinct names (one per column of "
+            f"target_propensity); got {list(names)}."
+        )
+    segs = [segment_codes(str(col), vals, n) for col, vals in (segments or {}).items()]
+    codes = labels = None
+    n_columns = None
+    if logging_distribution is not None and sparse.issparse(logging_distribution):
+        n_columns = max(
+            [logging_distribution.shape[1]]
+            + [m.shape[1] for m in (target_distributions or {}).values() if sparse.issparse(m)]
+        )
+    if action is not None:
+        codes, labels = _action_codes(action, n, n_columns=n_columns)
+        if action_labels is not None:
+            labels = list(action_labels)
+        if len(labels) > MAX_MATRIX_ACTIONS:
+            _, row_bucket = popularity_buckets(codes, len(labels))
+            segs.append(
+                Segmentation(POPULARITY_COLUMN, row_bucket, list(POPULARITY_LABELS), False)
+            )
+    if (target_distributions is None) != (logging_distribution is None):
+        raise ValidationError(
+            "support checks need both `target_distributions` and `logging_distribution` "
+            "(the candidate's and the logger's full distributions per row); got only one."
+        )
+    notes: list[str] = []
+    deficient = deficient_zero = tdist = ldist = None
+    if target_distributions is not None and logging_distribution is not None:
+        ldist = as_csr(logging_distribution, "logging_distribution", n)
+        missing = [nm for nm in names if nm not in target_distributions]
+        if missing:
+            raise PolicyError(
+                f"`target_distributions` has no distribution for {missing}; give one per "
+                "policy name."
+            )
+        tdist = {nm: as_csr(target_distributions[nm], f"target_distributions[{nm!r}]", n)
+                 for nm in names}
+        if codes is not None:
+            notes = propensity_consistency(ldist, codes, p)
+        deficient = {nm: deficiency(tdist[nm], ldist, SUPPORT_FLOOR) for nm in names}
+        deficient_zero = {nm: deficiency(tdist[nm], ldist, 0.0) for nm in names}
+    return Inputs(
+        reward=r, propensity=p, target=t, names=names, segmentations=segs, action=codes,
+        action_labels=labels, deficiency=deficient, deficiency_zero=deficient_zero,
+        target_distributions=tdist, logging_distribution=ldist, notes=notes,
+    )

@@ -1,0 +1,94 @@
+"""What :func:`ope.diagnose` reads from validated logs: candidate propensities, distributions
+and segment columns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+from scipy import sparse
+
+from ope.policies import (
+    action_index,
+    aligned_list,
+    candidate_sets,
+    matrix_over,
+    target_propensities,
+)
+
+__all__ = ["segment_values", "target_from_logs"]
+
+
+def segment_values(col: Any) -> Any:
+    """A segment column as numpy (numeric) or a pandas Categorical (dictionary-encoded)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(
+        col.type
+    ):
+        if col.null_count:
+            return np.asarray(col.to_pandas())
+        return col.to_numpy(zero_copy_only=False)
+    encoded = pc.dictionary_encode(col) if not pa.types.is_dictionary(col.type) else col
+    labels = encoded.dictionary.to_pylist()
+    idx = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.intp)
+    # sorted categories, as for numpy input; -1 marks missing values
+    order = sorted(range(len(labels)), key=lambda k: str(labels[k]))
+    rank = np.empty(len(labels) + 1, dtype=np.intp)
+    rank[np.asarray(order, dtype=np.intp)] = np.arange(len(labels))
+    rank[-1] = -1
+    return pd.Categorical.from_codes(rank[idx], categories=[labels[k] for k in order])
+
+
+def _pa_array(values: np.ndarray) -> Any:
+    return pa.array(values.tolist()) if values.dtype == object else pa.array(values)
+
+
+def target_from_logs(
+    logs: Any, policies: Any, notes: list[str]
+) -> tuple[list[str], np.ndarray, dict[str, Any] | None, Any, np.ndarray | None, list[Any] | None]:
+    """Candidate propensities (n, P) and, when the logs allow, the sparse distributions.
+
+    Returns ``names, values, target_csr, logging_csr, action_codes, action_labels``; the last
+    four are None unless ``candidates`` and ``logging_distribution`` are logged and every
+    candidate's full distribution is available.
+    """
+    have = set(logs.table.column_names)
+    wants_support = {"candidates", "logging_distribution"} <= have
+    by_column = policies is None or (
+        isinstance(policies, (list, tuple)) and all(isinstance(x, str) for x in policies)
+    )
+    if not wants_support or by_column:
+        tp = target_propensities(logs, policies)
+        names, values = list(tp.names), np.asarray(tp.values)
+        if not wants_support:
+            return names, values, None, None, None, None
+        lacking = [f"target_dist__{nm}" for nm in names if f"target_dist__{nm}" not in have]
+        if lacking:
+            notes.append(
+                "support deficiency not computed: the logs have a logging_distribution but "
+                f"not {', '.join(lacking)} (each candidate's distribution over the candidates)"
+            )
+            return names, values, None, None, None, None
+    # errors here are real inconsistencies in the logs (e.g. target__ and target_dist__
+    # disagree) and propagate
+    full = target_propensities(logs, policies, with_distributions=True)
+    names, values = list(full.names), np.asarray(full.values)
+    dists = full.distributions or {}
+    extra = [_pa_array(d.actions) for d in dists.values()]
+    index = action_index(logs, extra)
+    cand = candidate_sets(index, what="logging_distribution")
+    probs = aligned_list(logs, "logging_distribution", cand, what="logging_distribution")
+    n = logs.n
+    # the logged distribution as it is: unlike the public logging_distribution(), a logged
+    # propensity that disagrees with it is reported as a diagnostic (a warning), not raised, so
+    # the rest of the diagnosis still runs
+    logging = sparse.csr_array(
+        (probs[cand.order], cand.codes[cand.order].astype(np.int64), cand.indptr.copy()),
+        shape=(n, index.n_actions),
+    )
+    target = {nm: matrix_over(d, index.catalog) for nm, d in dists.items()}
+    return names, values, target, logging, index.logged.astype(np.intp), list(index.actions)

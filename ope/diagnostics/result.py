@@ -1,0 +1,518 @@
+"""The :class:`Diagnostics` result: typed per-policy and per-segment rows, tables and rendering."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any, Final
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+
+from ope._thresholds import (
+    COVERAGE_VERDICT_SHARE,
+    ESS_RATIO_WARN,
+    GAP_MASS_DEFICIT,
+    GAP_MIN_ESS,
+    GAP_MIN_MASS,
+    SUPPORT_FLOOR,
+    UNSUPPORTED_MASS_WARN,
+)
+from ope._validation import check_choice, check_positive_int, check_real
+from ope.diagnostics._inputs import Inputs
+from ope.diagnostics._pass import MANTISSA_BITS, octave_mass
+from ope.diagnostics.overlap import PolicyRow
+from ope.diagnostics.plan import exploration_plan
+from ope.diagnostics.segments import (
+    MAX_MATRIX_ACTIONS,
+    POPULARITY_LABELS,
+    SEGMENT_COLUMNS,
+    Segmentation,
+    SegmentRow,
+    popularity_buckets,
+)
+from ope.exceptions import MissingBoundsError, ParameterError, PolicyError, ValidationError
+from ope.intervals import BottouInterval
+from ope.results import Result, ResultParts
+
+__all__ = ["Diagnostics"]
+
+#: The table columns the notebook view (``_repr_html_``) shows; ``table()`` has them all.
+_HTML_COLUMNS: Final = (
+    "policy", "ess", "ess_ratio", "mean_weight", "propensity_check", "weight_max", "ci_low",
+    "ci_high", "coverage_share", "verdict", "gaps",
+)
+
+
+def _json_value(v: Any) -> Any:
+    if isinstance(v, (np.bool_, bool)):
+        return bool(v)
+    if isinstance(v, (np.integer,)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        f = float(v)
+        return f if math.isfinite(f) else None
+    return v
+
+
+class Diagnostics(Result):
+    """Overlap diagnostics of one or more candidate policies on one set of logs.
+
+    Built by :func:`diagnose` or :func:`diagnose_arrays`; not constructed directly.
+
+    Attributes
+    ----------
+    policies : list of str
+        Candidate policy names, in input order.
+    n : int
+        Logged rows.
+    max_weight, reward_range, confidence_level, target_width, new_rows
+        The settings the diagnostics were computed with (``max_weight`` is the clip level).
+    rows : tuple of PolicyRow
+        One typed row per policy (the rows of :meth:`table`).
+    notes : tuple of str
+        Warnings raised while computing, as text (the same text as the ``OverlapWarning``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.diagnostics import diagnose_arrays
+    >>> n = 1000
+    >>> action = np.arange(n) % 4                      # uniform logging over 4 actions
+    >>> reward = (action == 0).astype(float)
+    >>> d = diagnose_arrays(reward, np.full(n, 0.25), (action == 0).astype(float),
+    ...                     policy_names=["greedy"], action=action, reward_range=(0, 1),
+    ...                     target_width=0.2, new_rows=2000)
+    >>> d.table()[["policy", "ess", "weight_max", "propensity_check"]]
+       policy    ess  weight_max propensity_check
+    0  greedy  250.0         4.0               ok
+    >>> d.weight_histogram("greedy")[["weight_low", "weight_high", "rows"]]
+       weight_low  weight_high  rows
+    0         0.0          0.0   750
+    1         4.0          8.0   250
+    >>> float(d.plan().loc[0, "exploration_share"])  # the logs already suffice
+    0.0
+    """
+
+    def __init__(
+        self,
+        data: Inputs,
+        rows: Sequence[PolicyRow],
+        segments: Sequence[Sequence[SegmentRow]],
+        intervals: Sequence[BottouInterval | None],
+        hist_counts: np.ndarray,
+        *,
+        max_weight: float | None,
+        reward_range: tuple[float, float] | None,
+        confidence_level: float,
+        target_width: float | None,
+        new_rows: int | None,
+        notes: Sequence[str],
+    ) -> None:
+        self._data = data
+        self.rows = tuple(rows)
+        self._segments = {r.policy: tuple(s) for r, s in zip(rows, segments)}
+        self._intervals = {r.policy: i for r, i in zip(rows, intervals)}
+        self._hist_counts = hist_counts
+        self._octave_mass: dict[str, np.ndarray] = {}
+        self.policies = list(data.names)
+        self.n = data.n
+        self.max_weight = max_weight
+        self.reward_range = reward_range
+        self.confidence_level = confidence_level
+        self.target_width = target_width
+        self.new_rows = new_rows
+        self.notes = tuple(notes)
+        self._plan: pd.DataFrame | None = None
+        if target_width is not None and new_rows is not None:
+            self._plan = self.plan()
+
+    # ---- tables -----------------------------------------------------------------------------
+    def table(self) -> pd.DataFrame:
+        """One row per policy: ESS, weights, divergences, support, outer/inner split, verdict.
+
+        Columns ``unsupported_mass`` (needs ``logging_distribution``) and the interval columns
+        (need ``reward_range``) are NaN when their input was not given; ``verdict`` then says so.
+        ``max_weight`` is the clip level (NaN without one).
+        """
+        return pd.DataFrame([r.as_record() for r in self.rows])
+
+    def segments(self) -> pd.DataFrame:
+        """One row per policy x segment, with a boolean ``gap`` and its ``reason``."""
+        records = [s.as_record() for name in self.policies for s in self._segments[name]]
+        return pd.DataFrame(records, columns=list(SEGMENT_COLUMNS))
+
+    def interval(self, policy: str) -> BottouInterval:
+        """The Bottou outer/inner interval of ``policy`` (needs ``reward_range``)."""
+        self._index(policy)
+        interval = self._intervals[policy]
+        if interval is None:
+            raise MissingBoundsError(
+                "the outer/inner interval needs a priori reward bounds; pass "
+                "reward_range=(low, high) to diagnose (e.g. (0, 1) for clicks)."
+            )
+        return interval
+
+    def unsupported_mass(self, policy: str) -> np.ndarray:
+        """Per row, the candidate's mass on actions the logger plays with probability
+        <= ``SUPPORT_FLOOR`` (shape (n,); its mean is the table's ``unsupported_mass``).
+
+        Needs the full distributions (``target_distributions`` and ``logging_distribution``,
+        or ``candidates``, ``logging_distribution`` and ``target_dist__<name>`` in the logs).
+        """
+        self._index(policy)
+        if self._data.deficiency is None:
+            raise ValidationError(
+                "per-row support needs the full distributions of the candidate and of the "
+                "logger: pass target_distributions= and logging_distribution= (or log "
+                "`candidates`, `logging_distribution` and `target_dist__<name>`)."
+            )
+        return self._data.deficiency[policy]
+
+    def weight_histogram(self, policy: str) -> pd.DataFrame:
+        """Histogram of the importance weights of ``policy`` on log-spaced bins.
+
+        One row per factor-of-two bin ``[weight_low, weight_high)`` between the smallest and the
+        largest positive weight, plus a first row for weights equal to 0 (rows where the
+        candidate would never take the logged action). Columns: ``weight_low``,
+        ``weight_high``, ``rows``, ``row_share`` and ``target_mass`` (sum of the weights in the
+        bin divided by n: the candidate's probability mass the bin carries). The row counts come
+        from the diagnostics' pass; the masses from one pass over this policy's weights on the
+        first call (kept for later calls).
+        """
+        j = self._index(policy)
+        counts = self._hist_counts[j]
+        octave_counts = np.bincount(np.arange(counts.size) >> MANTISSA_BITS, weights=counts)
+        if policy not in self._octave_mass:  # one pass over this policy's weights, on request
+            self._octave_mass[policy] = octave_mass(self._data.weights(j))
+        mass = self._octave_mass[policy]
+        nz = np.flatnonzero(octave_counts[1:]) + 1
+        octaves = [0] + (list(range(int(nz[0]), int(nz[-1]) + 1)) if nz.size else [])
+        rows = [
+            {
+                "weight_low": 0.0 if e == 0 else math.ldexp(1.0, e - 1023),
+                "weight_high": 0.0 if e == 0 else math.ldexp(1.0, e - 1022),
+                "rows": int(octave_counts[e]),
+                "row_share": float(octave_counts[e]) / self.n,
+                "target_mass": float(mass[e]) / self.n,
+            }
+            for e in octaves
+        ]
+        return pd.DataFrame(rows)
+
+    def coverage_matrix(
+        self, policy: str, *, by: str | None = None, value: str = "target_mass"
+    ) -> pd.DataFrame:
+        """Segment x action (or x popularity bucket) table for ``policy``.
+
+        Parameters
+        ----------
+        policy : str
+            Candidate policy name.
+        by : str, optional
+            Segment column for the rows; default the first segment column (one row ``all``
+            when there is none).
+        value : {"target_mass", "logging_mass", "rows", "ess"}
+            ``target_mass``: the candidate's probability mass in the cell, as a share of all
+            rows (exact from ``target_distributions`` when given, else the importance-weighted
+            estimate sum of w over the cell's rows / n, which is 0 for actions never logged).
+            ``logging_mass``: the logger's mass (exact from ``logging_distribution`` when
+            given, else the share of logged rows). ``rows``: logged rows. ``ess``: Kish ESS of
+            the cell's weights. A cell with ``target_mass > 0`` but ``logging_mass`` about 0 is
+            a coverage gap.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Index: segment labels; columns: actions, or popularity buckets when the logs have
+            more than ``MAX_MATRIX_ACTIONS`` actions.
+        """
+        check_choice(value, "value", ("target_mass", "logging_mass", "rows", "ess"))
+        data = self._data
+        j = self._index(policy)
+        seg = self._segmentation(by)
+        if data.action is None:
+            raise ValidationError(
+                "a coverage matrix needs the logged actions; pass `action=` to diagnose_arrays "
+                "(diagnose reads it from the logs)."
+            )
+        n = data.n
+        n_actions = len(data.action_labels or [])
+        action_col = data.action
+        labels: list[Any] = list(data.action_labels or [])
+        popularity = n_actions > MAX_MATRIX_ACTIONS
+        if popularity:
+            action_bucket, action_col = popularity_buckets(data.action, n_actions)
+            labels = list(POPULARITY_LABELS)
+        k = len(labels)
+        cell = seg.codes * k + action_col
+        size = seg.size * k
+        if value in ("rows", "ess") or (
+            value == "target_mass" and data.target_distributions is None
+        ) or (value == "logging_mass" and data.logging_distribution is None):
+            w = data.weights(j)
+            if value == "rows" or value == "logging_mass":
+                table = np.bincount(cell, minlength=size).astype(np.float64)
+                if value == "logging_mass":
+                    table /= n
+            elif value == "target_mass":
+                table = np.bincount(cell, weights=w, minlength=size) / n
+            else:
+                sw = np.bincount(cell, weights=w, minlength=size)
+                sw2 = np.bincount(cell, weights=w * w, minlength=size)
+                table = np.divide(sw * sw, sw2, out=np.zeros(size), where=sw2 > 0)
+        else:
+            assert data.target_distributions is not None
+            dist = (
+                data.target_distributions[policy]
+                if value == "target_mass"
+                else data.logging_distribution
+            )
+            csr = sparse.csr_array(dist)
+            if popularity:
+                pad = np.zeros(max(csr.shape[1], n_actions), dtype=np.intp)
+                pad[:n_actions] = action_bucket
+                pad[n_actions:] = len(POPULARITY_LABELS) - 1  # never logged: long tail
+                col = pad[csr.indices]
+            else:
+                col = csr.indices
+                if csr.shape[1] > k:
+                    labels = labels + list(range(k, csr.shape[1]))
+                    k = csr.shape[1]
+                    size = seg.size * k
+            rows_of = np.repeat(np.arange(n), np.diff(csr.indptr))
+            table = np.bincount(
+                seg.codes[rows_of] * k + col, weights=csr.data, minlength=size
+            ) / n
+        return pd.DataFrame(
+            table.reshape(seg.size, k),
+            index=pd.Index(seg.labels, name=seg.column),
+            columns=pd.Index(labels, name="action_popularity" if popularity else "action"),
+        )
+
+    def plan(
+        self, *, target_width: float | None = None, new_rows: int | None = None
+    ) -> pd.DataFrame:
+        """Exploration plan: the smallest exploration share that reaches ``target_width``.
+
+        For each policy, one row for exploring on all traffic (``column`` = ``"all"``) and one
+        per flagged context segment. The new logger plays the candidate's own distribution on
+        a share ``exploration_share`` of the traffic in scope and the current logger elsewhere;
+        ``predicted_width`` is the width of the normal interval of IPS on ``new_rows`` such
+        logs. When no share suffices, ``feasible`` is False and ``rows_needed`` gives the new
+        rows needed at the best share.
+
+        Parameters
+        ----------
+        target_width : float, optional
+            Wanted interval width (reward units); default the one given to ``diagnose``.
+        new_rows : int, optional
+            Rows of new logs; default the one given to ``diagnose``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``policy, column, segment, rows_in_scope, exploration_share,
+            exploration_rows, predicted_width, target_width, new_rows, feasible, rows_needed,
+            reason``.
+
+        Raises
+        ------
+        ope.ParameterError
+            ``target_width`` or ``new_rows`` missing or malformed.
+        MissingBoundsError
+            ``reward_range`` was not given (the plan bounds the rewards of unexplored actions
+            by it).
+
+        Notes
+        -----
+        Let :math:`\\ell = r - r_{\\min} \\in [0, M]` and let the new logger in scope :math:`A`
+        be the mixture :math:`\\pi_\\varepsilon = (1-\\varepsilon)\\pi_0 + \\varepsilon\\pi`.
+        The IPS terms of the new logs have second moment
+
+        .. math::
+
+            S(\\varepsilon) = \\mathbb E_x \\sum_a \\frac{\\pi(a|x)^2}{\\pi_\\varepsilon(a|x)}
+            \\mathbb E[\\ell^2|x,a].
+
+        Over actions the current logger supports this is estimated without bias from the
+        current logs as :math:`\\frac1n\\sum_{i\\in A} w_i\\,\\pi(a_i|x_i)\\,\\ell_i^2 /
+        \\pi_\\varepsilon(a_i|x_i)` (plus :math:`\\frac1n\\sum_{i\\notin A} w_i^2\\ell_i^2`
+        outside the scope); on unsupported actions :math:`\\pi_\\varepsilon = \\varepsilon\\pi`
+        and the unknown :math:`\\mathbb E[\\ell^2]` is bounded by :math:`M^2`, which adds
+        :math:`M^2 D_A/\\varepsilon` with :math:`D_A` the candidate's unsupported mass in the
+        scope (exact from the distributions, else :math:`\\max(0,\\frac1n\\sum_{i\\in
+        A}(1-w_i))` when it exceeds two standard errors). The variance is
+        :math:`\\sigma^2(\\varepsilon) = S(\\varepsilon) - L^2` with :math:`L` the Bottou lower
+        bound of :math:`\\mathbb E_\\pi\\ell` (a conservative choice), and the predicted width
+        is :math:`2 z_{(1+\\gamma)/2}\\sqrt{\\sigma^2(\\varepsilon)/m}` for :math:`m` new rows.
+        :math:`\\sigma^2` is convex in :math:`\\varepsilon`; the plan is the smallest
+        :math:`\\varepsilon` with width at most ``target_width`` (golden-section search for
+        the minimum, then bisection). Unsupported mass outside the scope makes a segment plan
+        infeasible: the scope ``all`` covers it. Under the plan every weight in scope is at
+        most :math:`1/\\varepsilon`, so no clipping (and no inner width) is needed.
+        """
+        if target_width is None:
+            target_width = self.target_width
+        if new_rows is None:
+            new_rows = self.new_rows
+        if target_width is None or new_rows is None:
+            raise ParameterError(
+                "the exploration plan needs `target_width` (the interval width you want) and "
+                "`new_rows` (how many new logs you will collect); pass both to plan() or to "
+                "diagnose()."
+            )
+        tw = check_real(target_width, "target_width")
+        if not (math.isfinite(tw) and tw > 0):
+            raise ParameterError(f"`target_width` must be a positive number; got {target_width!r}.")
+        m_rows = check_positive_int(new_rows, "new_rows", minimum=2)
+        if self.reward_range is None:
+            raise MissingBoundsError(
+                "the exploration plan needs a priori reward bounds (it bounds the rewards of "
+                "actions the logs never show); pass reward_range=(low, high) to diagnose."
+            )
+        if self._plan is not None and tw == self.target_width and m_rows == self.new_rows:
+            return self._plan.copy()
+        lo = self.reward_range[0]
+        lower = []
+        for name in self.policies:
+            interval = self._intervals[name]
+            assert interval is not None  # reward_range given: every policy has its interval
+            lower.append(interval.low - lo)
+        return exploration_plan(
+            self._data, [self._segments[name] for name in self.policies], lower,
+            reward_range=self.reward_range, confidence_level=self.confidence_level,
+            target_width=tw, new_rows=m_rows,
+        )
+
+    # ---- export -----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict: settings, one entry per policy with its segments and plan rows."""
+        plan = self._plan
+        out: dict[str, Any] = {
+            "n": self.n,
+            "max_weight": self.max_weight,
+            "reward_range": list(self.reward_range) if self.reward_range else None,
+            "confidence_level": self.confidence_level,
+            "target_width": self.target_width,
+            "new_rows": self.new_rows,
+            "thresholds": {
+                "ess_ratio_warn": ESS_RATIO_WARN,
+                "support_floor": SUPPORT_FLOOR,
+                "unsupported_mass_warn": UNSUPPORTED_MASS_WARN,
+                "gap_min_mass": GAP_MIN_MASS,
+                "gap_min_ess": GAP_MIN_ESS,
+                "gap_mass_deficit": GAP_MASS_DEFICIT,
+                "coverage_verdict_share": COVERAGE_VERDICT_SHARE,
+            },
+            "notes": list(self.notes),
+            "policies": [],
+        }
+        for row in self.rows:
+            entry = {k: _json_value(v) for k, v in row.as_record().items()}
+            entry["segments"] = [
+                {k: _json_value(v) for k, v in s.as_record().items() if k != "policy"}
+                for s in self._segments[row.policy]
+            ]
+            if plan is not None:
+                entry["plan"] = [
+                    {k: _json_value(v) for k, v in s.items() if k != "policy"}
+                    for s in plan[plan["policy"] == row.policy].to_dict("records")
+                ]
+            out["policies"].append(entry)
+        return out
+
+    def _title(self) -> str:
+        return (
+            f"Overlap diagnostics: {self.n:,} logged rows, {len(self.policies)} candidate "
+            f"polic{'y' if len(self.policies) == 1 else 'ies'}"
+            + (f", clip level {self.max_weight:g}" if self.max_weight is not None else "")
+        )
+
+    def _parts(self) -> ResultParts:
+        return ResultParts(
+            title=self._title(),
+            fields=(
+                ("n", self.n),
+                ("max_weight", self.max_weight),
+                ("reward_range", self.reward_range),
+                ("confidence_level", self.confidence_level),
+            ),
+            table=self.table()[list(_HTML_COLUMNS)],
+            notes=self.notes,
+        )
+
+    def summary(self) -> str:
+        """Plain text for a person: per policy the overlap, the verdict and the gaps."""
+        lines = [self._title()]
+        plan = self._plan
+        for r in self.rows:
+            segments = self._segments[r.policy]
+            lines.append("")
+            lines.append(f"{r.policy}")
+            lines.append(
+                f"  ESS {r.ess:,.0f} ({r.ess_ratio:.1%} of rows); max weight "
+                f"{r.weight_max:.3g}; mean weight {r.mean_weight:.3f} +/- {r.mean_weight_se:.3f}"
+            )
+            if r.propensity_check != "ok":
+                lines.append(
+                    f"  ! mean weight {r.mean_weight:.3f}, expected "
+                    f"{r.mean_weight_expected:.3f} (z = {r.mean_weight_z:.1f}): "
+                    "check the propensities (see the notes)"
+                )
+            if not math.isnan(r.unsupported_mass):
+                lines.append(
+                    f"  candidate mass on actions the logger (almost) never plays: "
+                    f"{r.unsupported_mass:.1%}"
+                )
+            if self._intervals[r.policy] is not None:
+                lines.append(
+                    f"  interval [{r.ci_low:.4g}, {r.ci_high:.4g}]: sampling "
+                    f"{r.sampling_width:.3g}, coverage {r.coverage_width:.3g} "
+                    f"({r.coverage_share:.0%})"
+                )
+            lines.append(f"  verdict: {r.verdict}")
+            gaps = [s for s in segments if s.gap]
+            lines.extend(f"  gap: {s.reason}" for s in gaps)
+            if not gaps and segments:
+                lines.append("  no segment gaps")
+            if plan is not None:
+                for p in plan[plan["policy"] == r.policy].to_dict("records"):
+                    lines.append(f"  plan: {p['reason']}")
+        if self.notes:
+            lines.append("")
+            lines.append("Notes:")
+            lines.extend(f"  [{i}] {note}" for i, note in enumerate(self.notes, 1))
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        gaps = sum(r.gaps for r in self.rows)
+        return (
+            f"Diagnostics(n={self.n:,}, policies={self.policies}, gaps={gaps}, "
+            f"notes={len(self.notes)})"
+        )
+
+    # ---- helpers ----------------------------------------------------------------------------
+    def _index(self, policy: str) -> int:
+        try:
+            return self.policies.index(policy)
+        except ValueError:
+            raise PolicyError(
+                f"unknown policy {policy!r}; these diagnostics have: {', '.join(self.policies)}"
+            ) from None
+
+    def _segmentation(self, column: str | None) -> Segmentation:
+        segs = self._data.segmentations
+        if column is None:
+            context = [s for s in segs if s.context]
+            if context:
+                return context[0]
+            return Segmentation("segment", np.zeros(self.n, dtype=np.intp), ["all"])
+        seg = self._data.segmentation(column)
+        if seg is None:
+            raise ParameterError(
+                f"unknown segment column {column!r}; these diagnostics have: "
+                f"{', '.join(s.column for s in segs) or '(none)'}"
+            )
+        return seg
