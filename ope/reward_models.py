@@ -40,8 +40,10 @@ from sklearn.base import clone, is_classifier
 from sklearn.dummy import DummyRegressor
 from sklearn.linear_model import Ridge
 
+from ope._validation import check_positive_int, check_rng, user_stacklevel
 from ope.exceptions import (
     EstimationError,
+    ParameterError,
     PolicyError,
     SchemaError,
     SmallSampleWarning,
@@ -82,7 +84,8 @@ _FLOAT = np.float64
 # --------------------------------------------------------------------------------------------
 
 
-def _first_rows(mask: NDArray[np.bool_]) -> str:
+def _example_rows_text(mask: NDArray[np.bool_]) -> str:
+    """The first offending row numbers of a mask as text (``"3, 7, ..."``), for messages."""
     rows = np.flatnonzero(mask)[:EXAMPLE_ROWS]
     more = ", ..." if int(mask.sum()) > EXAMPLE_ROWS else ""
     return ", ".join(str(int(r)) for r in rows) + more
@@ -131,7 +134,7 @@ def _as_context(context: Any, *, name: str = "context") -> NDArray[np.float64]:
         bad_rows = bad_cells.any(axis=1)
         raise ValidationError(
             f"`{name}` has NaN or infinite values in {int(bad_rows.sum())} rows "
-            f"(first rows: {_first_rows(bad_rows)}) in column(s) {', '.join(labels)}{more}. "
+            f"(first rows: {_example_rows_text(bad_rows)}) in column(s) {', '.join(labels)}{more}. "
             "Impute them (e.g. sklearn.impute.SimpleImputer) or drop those rows before fitting."
         )
     return arr
@@ -149,7 +152,7 @@ def _as_actions(action: Any, n: int, n_actions: int | None) -> NDArray[np.int64]
         if not integral.all():
             raise SchemaError(
                 f"`action` must hold integer codes 0..K-1; {int((~integral).sum())} rows are "
-                f"not whole numbers (first rows: {_first_rows(~integral)}). Map action labels to "
+                f"not whole numbers (first rows: {_example_rows_text(~integral)}). Map action labels to "
                 "codes first (ope.policies does this for policy tables)."
             )
     elif arr.dtype.kind not in "iub":
@@ -163,7 +166,7 @@ def _as_actions(action: Any, n: int, n_actions: int | None) -> NDArray[np.int64]
         if out.any():
             raise ValidationError(
                 f"`action` codes must be in [0, {n_actions}) for n_actions={n_actions}; "
-                f"{int(out.sum())} rows are outside (first rows: {_first_rows(out)}; "
+                f"{int(out.sum())} rows are outside (first rows: {_example_rows_text(out)}; "
                 f"min {int(codes.min())}, max {int(codes.max())}). Pass the catalog size as "
                 "n_actions (or action_features with one row per action)."
             )
@@ -171,7 +174,7 @@ def _as_actions(action: Any, n: int, n_actions: int | None) -> NDArray[np.int64]
         neg = codes < 0
         raise ValidationError(
             f"`action` codes must be >= 0; {int(neg.sum())} rows are negative "
-            f"(first rows: {_first_rows(neg)})."
+            f"(first rows: {_example_rows_text(neg)})."
         )
     return codes
 
@@ -189,7 +192,7 @@ def _as_reward(reward: Any, n: int) -> NDArray[np.float64]:
     if bad.any():
         raise ValidationError(
             f"`reward` has NaN or infinite values in {int(bad.sum())} rows "
-            f"(first rows: {_first_rows(bad)}). A reward model cannot learn from missing "
+            f"(first rows: {_example_rows_text(bad)}). A reward model cannot learn from missing "
             "outcomes; drop those rows (and their propensities) before fitting."
         )
     return out
@@ -217,7 +220,7 @@ def _as_action_features(action_features: Any, n_actions: int | None) -> NDArray[
     if bad.any():
         raise ValidationError(
             f"`action_features` has NaN or infinite values for {int(bad.sum())} actions "
-            f"(first action codes: {_first_rows(bad)}). Fill them before fitting."
+            f"(first action codes: {_example_rows_text(bad)}). Fill them before fitting."
         )
     return arr
 
@@ -254,7 +257,7 @@ def _as_distribution(distribution: Any, n_rows: int, n_actions: int, index: int 
         mask[rows_of[bad]] = True
         raise PolicyError(
             f"`{label}` must hold probabilities in [0, 1]; {int(mask.sum())} rows have NaN, "
-            f"negative or > 1 entries (first rows: {_first_rows(mask)})."
+            f"negative or > 1 entries (first rows: {_example_rows_text(mask)})."
         )
     sums = np.bincount(rows_of, weights=data, minlength=n_rows)
     off = np.abs(sums - 1.0) > PROBABILITY_TOLERANCE
@@ -262,7 +265,7 @@ def _as_distribution(distribution: Any, n_rows: int, n_actions: int, index: int 
         first = int(np.flatnonzero(off)[0])
         raise PolicyError(
             f"each row of `{label}` must sum to 1 (a distribution over actions); "
-            f"{int(off.sum())} rows do not (first rows: {_first_rows(off)}; row {first} sums to "
+            f"{int(off.sum())} rows do not (first rows: {_example_rows_text(off)}; row {first} sums to "
             f"{sums[first]:.6g}). Rows with no support sum to 0: give every context a policy."
         )
     return csr
@@ -478,31 +481,27 @@ class RewardModel:
     rng: int | np.random.Generator | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.n_folds, bool) or not isinstance(self.n_folds, (int, np.integer)):
-            raise TypeError(f"n_folds must be an int >= 2; got {self.n_folds!r}.")
-        if self.n_folds < 2:
-            raise ValueError(
-                f"n_folds must be >= 2 for cross-fitting; got {self.n_folds}. To fit in-sample "
-                "(biased for DR), pass cross_fit=False instead."
-            )
+        try:
+            check_positive_int(self.n_folds, "n_folds", minimum=2)
+        except ParameterError as exc:
+            raise ParameterError(
+                f"{exc} Cross-fitting needs at least 2 folds; to fit in-sample (biased for DR), "
+                "pass cross_fit=False instead."
+            ) from None
         for name in ("cross_fit", "interactions"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise TypeError(f"{name} must be True or False; got {getattr(self, name)!r}.")
+                raise ParameterError(f"{name} must be True or False; got {getattr(self, name)!r}.")
         if self.sparse is not None and not isinstance(self.sparse, (bool, np.bool_)):
-            raise TypeError(f"sparse must be True, False or None; got {self.sparse!r}.")
-        if (
-            isinstance(self.chunk_size, bool)
-            or not isinstance(self.chunk_size, (int, np.integer))
-            or self.chunk_size < 1
-        ):
-            raise ValueError(f"chunk_size must be a positive int; got {self.chunk_size!r}.")
+            raise ParameterError(f"sparse must be True, False or None; got {self.sparse!r}.")
+        check_positive_int(self.chunk_size, "chunk_size")
+        check_rng(self.rng)  # a malformed seed is refused when the model is built, not at fit
         if self.estimator is not None:
             needed: tuple[str, ...] = ("fit", "predict")
             if hasattr(self.estimator, "fit") and _is_classifier(self.estimator):
                 needed = ("fit", "predict_proba")
             missing = [m for m in needed if not hasattr(self.estimator, m)]
             if missing:
-                raise TypeError(
+                raise ParameterError(
                     f"estimator {self.estimator!r} lacks {missing}; pass a scikit-learn "
                     "regressor (fit/predict) or classifier (fit/predict_proba)."
                 )
@@ -552,10 +551,7 @@ class RewardModel:
         x = _as_context(context)
         n, d = x.shape
         if n_actions is not None:
-            if isinstance(n_actions, bool) or not isinstance(n_actions, (int, np.integer)):
-                raise TypeError(f"n_actions must be a positive int; got {n_actions!r}.")
-            if n_actions < 1:
-                raise ValueError(f"n_actions must be >= 1; got {n_actions}.")
+            check_positive_int(n_actions, "n_actions")
         feats = None if action_features is None else _as_action_features(action_features, n_actions)
         if n_actions is None and feats is not None:
             n_actions = feats.shape[0]
@@ -586,7 +582,7 @@ class RewardModel:
                 )
             target = codes.astype(np.int64)
 
-        gen = np.random.default_rng(self.rng)
+        gen = check_rng(self.rng)
         if n_folds == 1:
             fold = np.zeros(n, dtype=np.int64)
         else:
@@ -651,7 +647,7 @@ class RewardModel:
                 f"{why}, so the classifier cannot be fitted there; those rows are predicted by "
                 "that constant. Use fewer folds, more rows, or a regressor.",
                 SmallSampleWarning,
-                stacklevel=2,
+                stacklevel=user_stacklevel(),
             )
         return FittedRewardModel(
             model=self,

@@ -16,6 +16,7 @@ from sklearn.tree import DecisionTreeRegressor
 
 from ope.exceptions import (
     EstimationError,
+    ParameterError,
     PolicyError,
     SchemaError,
     SmallSampleWarning,
@@ -575,12 +576,13 @@ def test_too_few_rows_for_folds():
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"n_folds": 1}, ValueError, r"n_folds must be >= 2.*cross_fit=False"),
-        ({"n_folds": True}, TypeError, r"n_folds must be an int"),
-        ({"chunk_size": 0}, ValueError, r"chunk_size must be a positive int"),
-        ({"cross_fit": "yes"}, TypeError, r"cross_fit must be True or False"),
-        ({"sparse": "auto"}, TypeError, r"sparse must be True, False or None"),
-        ({"estimator": object()}, TypeError, r"lacks \['fit', 'predict'\]"),
+        ({"n_folds": 1}, ParameterError, r"`n_folds` must be a whole number >= 2.*cross_fit=False"),
+        ({"n_folds": True}, ParameterError, r"`n_folds` must be a whole number >= 2; got True"),
+        ({"chunk_size": 0}, ParameterError, r"`chunk_size` must be a positive int"),
+        ({"cross_fit": "yes"}, ParameterError, r"cross_fit must be True or False"),
+        ({"sparse": "auto"}, ParameterError, r"sparse must be True, False or None"),
+        ({"estimator": object()}, ParameterError, r"lacks \['fit', 'predict'\]"),
+        ({"rng": 2.5}, ParameterError, r"rng must be an int seed"),
     ],
 )
 def test_bad_settings(kwargs, error, match):

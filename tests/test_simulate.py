@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from ope.exceptions import DataFileError, PolicyError, SchemaError
+from ope.exceptions import DataFileError, ParameterError, PolicyError, SchemaError
 from ope.simulate import (
     ContextualBandit,
     PairedReplaySimulator,
@@ -223,11 +223,11 @@ def test_bandit_bad_policies_raise_policy_error(bandit, policy, match):
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"n_actions": 1}, ValueError, "n_actions must be >= 2; got 1"),
-        ({"unsupported_actions": 10}, ValueError, r"unsupported_actions must be >= 0 and <= 9"),
-        ({"reward": "poisson"}, ValueError, "reward must be 'bernoulli' or 'gaussian'"),
-        ({"logging_temperature": 0.0}, ValueError, r"logging_temperature must be in \(0.0"),
-        ({"n_features": 2.5}, TypeError, "n_features must be an integer"),
+        ({"n_actions": 1}, ParameterError, "`n_actions` must be a whole number >= 2; got 1"),
+        ({"unsupported_actions": 10}, ParameterError, r"`unsupported_actions` must be a whole number >= 0 and <= 9"),
+        ({"reward": "poisson"}, ParameterError, "`reward` must be one of 'bernoulli', 'gaussian'"),
+        ({"logging_temperature": 0.0}, ParameterError, r"logging_temperature must be in \(0.0"),
+        ({"n_features": 2.5}, ParameterError, "`n_features` must be a positive integer"),
         ({"policies": {"optimal": np.full((200, 10), 0.1)}}, PolicyError, "already used"),
         ({"policies": {"bad name": np.full((200, 10), 0.1)}}, PolicyError, "identifiers"),
     ],
@@ -245,7 +245,7 @@ def test_bandit_sampling_is_reproducible(bandit):
     )
     with pytest.raises(TypeError, match="rng must be an int seed"):
         bandit.sample(10, rng="zero")
-    with pytest.raises(ValueError, match="n must be >= 1; got 0"):
+    with pytest.raises(ParameterError, match="`n` must be a positive integer; got 0"):
         bandit.sample(0)
     with pytest.raises(ValueError, match=r"actions must lie in \[0, 5\]; 1 entries"):
         bandit.expected_reward(np.array([0, 1]), np.array([0, 6]))
@@ -342,9 +342,9 @@ def test_recommendation_by_segment_and_reproducibility(reco):
         assert sum(mass[s] * v for s, v in by_seg.items()) == pytest.approx(reco.true_value(name))
     assert reco.sample(200, rng=1).equals(reco.sample(200, rng=1))
     assert not reco.sample(200, rng=1).equals(reco.sample(200, rng=2))
-    with pytest.raises(ValueError, match=r"restricted_segments must be a list of labels"):
+    with pytest.raises(ParameterError, match=r"restricted_segments must be a list of labels"):
         Recommendation(n_items=100, n_candidates=5, n_requests=10, restricted_segments=["vip"])
-    with pytest.raises(ValueError, match=r"n_candidates must be >= 2 and <= 100"):
+    with pytest.raises(ParameterError, match=r"`n_candidates` must be a whole number >= 2 and <= 100"):
         Recommendation(n_items=100, n_candidates=500)
 
 
@@ -512,7 +512,7 @@ def test_paired_true_effects_by_hand_and_against_monte_carlo():
         diff = np.bincount(df.pair_id, weights=sign * df[outcome].to_numpy())
         assert_mc_close(diff, env.true_effect(outcome=outcome))
     assert_mc_close(df.outcome[df.arm == "no_memory"].to_numpy(), env.true_value("no_memory"), z=6)
-    with pytest.raises(ValueError, match="unknown arm 'memory'"):
+    with pytest.raises(ParameterError, match="`arm` must be one of 'with_memory', 'no_memory'; got 'memory'"):
         env.true_value("memory")
     with pytest.raises(ValueError, match="arms must be two distinct"):
         PairedReplaySimulator(arms=("a", "a"))

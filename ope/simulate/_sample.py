@@ -10,7 +10,7 @@ from typing import Any, Final, NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ope.exceptions import DataFileError, SchemaError
+from ope.exceptions import DataFileError, ParameterError, SchemaError
 
 __all__ = ["BundledSample", "load_sample", "SAMPLE_NAME"]
 
@@ -78,6 +78,8 @@ def load_sample(*, columns: Sequence[str] | None = None) -> BundledSample:
     >>> sorted(sample.truth["policies"])
     ['greedy', 'long_tail', 'personalized', 'popular', 'uniform']
     """
+    if isinstance(columns, str):  # an argument error, before any file is read
+        raise ParameterError(f"columns must be a list of column names; got the string {columns!r}.")
     directory = _datasets_dir()
     path = directory / f"{SAMPLE_NAME}.parquet"
     truth_path = directory / f"{SAMPLE_NAME}.truth.json"
@@ -86,16 +88,11 @@ def load_sample(*, columns: Sequence[str] | None = None) -> BundledSample:
             raise DataFileError(f"the bundled sample file {p} is missing. {_REGENERATE}")
     try:
         names = pq.read_schema(path).names
-        if columns is not None:
-            if isinstance(columns, str):
-                raise TypeError(
-                    f"columns must be a list of column names; got the string {columns!r}."
-                )
-            missing = [c for c in columns if c not in names]
-            if missing:
-                raise SchemaError(
-                    f"the bundled sample has no column(s) {missing}; it has: {', '.join(names)}."
-                )
+        missing = [c for c in columns or () if c not in names]
+        if missing:
+            raise SchemaError(
+                f"the bundled sample has no column(s) {missing}; it has: {', '.join(names)}."
+            )
         table = pq.read_table(path, columns=None if columns is None else list(columns))
     except (pa.ArrowInvalid, OSError) as exc:
         raise DataFileError(

@@ -9,29 +9,22 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from ope._validation import check_choice
 from ope.simulate._common import (
-    Q_TARGET_PREFIX,
-    TARGET_DIST_PREFIX,
-    TARGET_PREFIX,
+    EPSILON_GREEDY_EPSILON,
+    REWARD_KINDS,
+    ContextTables,
     argmax_table,
-    cdf_table,
     check_float,
-    check_ids,
+    check_id_pair,
     check_int,
-    check_policy_names,
-    check_policy_table,
-    check_rng,
-    draw_rows,
     list_column,
-    resolve_policy,
+    model_array,
     softmax,
 )
 
 __all__ = ["ContextualBandit"]
 
-#: exploration share of the ``epsilon_greedy`` candidate: enough that every action keeps some
-#: target mass (so it is not deterministic) while staying close to the optimal policy
-EPSILON_GREEDY_EPSILON: Final = 0.1
 #: temperature of the ``softmax`` candidate on the reward logits: sharper than the logger but
 #: still stochastic
 SOFTMAX_TEMPERATURE: Final = 0.5
@@ -47,7 +40,7 @@ LOGGING_SCORE_NOISE: Final = 1.0
 _BUILTIN: Final = ("uniform", "optimal", "epsilon_greedy", "softmax", "mixture")
 
 
-class ContextualBandit:
+class ContextualBandit(ContextTables):
     r"""Contextual bandit with exact policy values.
 
     The context is one of ``n_contexts`` types, drawn with known probabilities; each type has a
@@ -151,9 +144,7 @@ class ContextualBandit:
         self.n_contexts = check_int("n_contexts", n_contexts, minimum=1)
         self.n_segments = check_int("n_segments", n_segments, minimum=1, maximum=self.n_contexts)
         self.n_noise_features = check_int("n_noise_features", n_noise_features, minimum=0)
-        if reward not in ("bernoulli", "gaussian"):
-            raise ValueError(f"reward must be 'bernoulli' or 'gaussian'; got {reward!r}.")
-        self.reward = reward
+        self.reward = check_choice(reward, "reward", REWARD_KINDS)
         self.reward_noise = check_float("reward_noise", reward_noise, low=0.0, high=np.inf)
         self.logging_temperature = check_float(
             "logging_temperature", logging_temperature, low=0.0, high=np.inf, low_open=True
@@ -205,201 +196,67 @@ class ContextualBandit:
             "softmax": softmax(logits, SOFTMAX_TEMPERATURE),
             "mixture": (1.0 - MIXTURE_SHARE) * logging + MIXTURE_SHARE * optimal,
         }
-        if policies:
-            check_policy_names(policies, set(tables))
-            for name, table in policies.items():
-                tables[name] = check_policy_table(
-                    table, shape=(M, K), what=f"policy {name!r}", rows="contexts", columns="actions"
-                )
-        for arr in (features, probs, q, seg, support, *tables.values()):
-            arr.setflags(write=False)
+        self._install_model(
+            tables, policies, probs=probs, q=q, seg=seg, support=support, model=(features,)
+        )
         self._features = features
-        self._probs = probs
-        self._q = q
-        self._seg = seg
-        self._tables = tables
-        self._support = support
-        self._logging_cdf = cdf_table(logging)
-        self.candidate_policies: tuple[str, ...] = tuple(n for n in tables if n != "logging")
 
     # ------------------------------------------------------------------ model tables
-    @property
-    def context_probabilities(self) -> npt.NDArray[np.float64]:
-        """Probability of each context type, shape (n_contexts,) (read-only)."""
-        return self._probs
-
-    @property
-    def context_features(self) -> npt.NDArray[np.float64]:
-        """Feature vector of each context type, shape (n_contexts, n_features) (read-only)."""
-        return self._features
-
-    @property
-    def context_segments(self) -> npt.NDArray[np.int64]:
-        """Segment index of each context type (into ``segments``), shape (n_contexts,)."""
-        return self._seg
-
-    @property
-    def logging_support(self) -> npt.NDArray[np.bool_]:
-        """True where the logging policy can take the action, shape (n_contexts, n_actions)."""
-        return self._support
-
-    @property
-    def reward_means(self) -> npt.NDArray[np.float64]:
-        """Mean reward ``q(m, a)``, shape (n_contexts, n_actions) (read-only)."""
-        return self._q
-
-    def policy_table(self, name: str) -> npt.NDArray[np.float64]:
-        """Probability table ``pi[m, a]`` of a named policy (``"logging"`` or a candidate)."""
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a policy name (str); got {type(name).__name__}.")
-        return resolve_policy(name, self._tables, **self._shape_kw())
-
-    # ------------------------------------------------------------------ exact truth
-    def true_value(self, policy: str | npt.ArrayLike) -> float:
-        r"""Exact value :math:`V(\pi) = \sum_m p_m \sum_a \pi(a|m) q(m, a)` of a policy.
-
-        Parameters
-        ----------
-        policy : str or array of shape (n_contexts, n_actions)
-            ``"logging"``, a name in ``candidate_policies``, or a probability table.
-        """
-        table = resolve_policy(policy, self._tables, **self._shape_kw())
-        return float(self._probs @ np.einsum("ij,ij->i", table, self._q))
-
-    def true_value_by_segment(self, policy: str | npt.ArrayLike) -> dict[str, float]:
-        """Exact value of a policy conditional on each segment, ``{segment: value}``."""
-        table = resolve_policy(policy, self._tables, **self._shape_kw())
-        per_context = self._probs * np.einsum("ij,ij->i", table, self._q)
-        num = np.bincount(self._seg, weights=per_context, minlength=self.n_segments)
-        den = np.bincount(self._seg, weights=self._probs, minlength=self.n_segments)
-        return {s: float(num[k] / den[k]) for k, s in enumerate(self.segments)}
-
-    def unsupported_mass(self, policy: str | npt.ArrayLike) -> float:
-        r"""Exact share of a policy's choices that the logging policy never makes.
-
-        :math:`\sum_m P(m) \sum_{a:\,\pi_0(a|m) = 0} \pi(a|m)`: zero unless the logger has
-        deficient support. No amount of these logs identifies the value on that share.
-        """
-        table = resolve_policy(policy, self._tables, **self._shape_kw())
-        return float(self._probs @ np.where(self._tables["logging"] > 0, 0.0, table).sum(axis=1))
-
-    def supported_value(self, policy: str | npt.ArrayLike) -> float:
-        r"""Exact part of :math:`V(\pi)` earned on actions the logger can take.
-
-        :math:`\sum_m P(m) \sum_{a:\,\pi_0(a|m) > 0} \pi(a|m) q(m, a)`, the limit of IPS
-        under deficient support; equal to :meth:`true_value` when the support is full.
-        """
-        table = resolve_policy(policy, self._tables, **self._shape_kw())
-        kept = np.where(self._tables["logging"] > 0, table, 0.0)
-        return float(self._probs @ np.einsum("ij,ij->i", kept, self._q))
+    context_features = model_array(
+        "_features", "Feature vector of each context type, shape (n_contexts, n_features)."
+    )
 
     def expected_reward(
         self, context_ids: npt.ArrayLike, actions: npt.ArrayLike
     ) -> npt.NDArray[np.float64]:
         """Mean reward ``q(m_i, a_i)`` for per-row context types and actions."""
-        m = check_ids(context_ids, self.n_contexts, "context_ids")
-        a = check_ids(actions, self.n_actions, "actions")
-        if m.shape != a.shape:
-            raise ValueError(
-                f"context_ids and actions must have the same length; got {m.shape[0]} and "
-                f"{a.shape[0]}."
-            )
+        m, a = check_id_pair(
+            context_ids,
+            actions,
+            sizes=(self.n_contexts, self.n_actions),
+            names=("context_ids", "actions"),
+        )
         return self._q[m, a]
 
-    def policy_expected_reward(
-        self, policy: str | npt.ArrayLike, context_ids: npt.ArrayLike
-    ) -> npt.NDArray[np.float64]:
-        r"""Per-row :math:`q(m_i, \pi) = \sum_a \pi(a|m_i) q(m_i, a)` (the DM/DR oracle term)."""
-        table = resolve_policy(policy, self._tables, **self._shape_kw())
-        m = check_ids(context_ids, self.n_contexts, "context_ids")
-        return np.einsum("ij,ij->i", table, self._q)[m]
-
     # ------------------------------------------------------------------ sampling
-    def sample(
-        self,
-        n: int,
-        *,
-        rng: int | np.random.Generator | None = None,
-        logging_policy: str | npt.ArrayLike = "logging",
-        oracle: bool = False,
-        distributions: bool = False,
-    ) -> pa.Table:
-        r"""Draw ``n`` logged decisions in the canonical bandit schema (DESIGN.md §2).
 
-        Parameters
-        ----------
-        n : int
-            Number of rows.
-        rng : int, numpy.random.Generator or None
-            Randomness of the draw; the same seed gives the same table.
-        logging_policy : str or array, default "logging"
-            The policy that draws the actions: ``"logging"``, a candidate name (on-policy
-            data) or a probability table. ``propensity`` and ``logging_distribution`` are its
-            probabilities.
-        oracle : bool, default False
-            Also return ``context_id``, ``q_logged`` (mean reward of the logged action) and
-            ``q_target__<name>`` (:math:`\sum_a \pi(a|x_i) q(x_i, a)`) for each candidate.
-        distributions : bool, default False
-            Also return ``candidates`` (all actions), ``logging_distribution`` and
-            ``target_dist__<name>`` list columns (``n_actions`` values per row).
+    # ------------------------------------------------------------------ steps of sample()
+    def _action_ids(
+        self, ctx: npt.NDArray[np.int64], col: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
+        return col  # the table columns are the actions
 
-        Returns
-        -------
-        pyarrow.Table
-            ``event_id`` (int64), ``action`` (int64), ``propensity``, ``reward``, ``x0 ..``
-            (float64), ``segment`` (string), then optional lists, ``target__<name>`` per
-            candidate, and the oracle columns.
-        """
-        n = check_int("n", n, minimum=1)
-        g = check_rng(rng)
-        logging = resolve_policy(logging_policy, self._tables, **self._shape_kw())
-        cdf = (
-            self._logging_cdf
-            if isinstance(logging_policy, str) and logging_policy == "logging"
-            else cdf_table(logging)
-        )
-        ctx = g.choice(self.n_contexts, size=n, p=self._probs)
-        action = draw_rows(cdf, ctx, g)
-        q_logged = self._q[ctx, action]
+    def _draw_reward(
+        self, q_logged: npt.NDArray[np.float64], g: np.random.Generator
+    ) -> npt.NDArray[np.float64]:
+        n = q_logged.shape[0]
         if self.reward == "bernoulli":
-            reward = (g.random(n) < q_logged).astype(np.float64)
-        else:
-            reward = q_logged + self.reward_noise * g.standard_normal(n)
-        noise = g.standard_normal((n, self.n_noise_features)) if self.n_noise_features else None
+            return (g.random(n) < q_logged).astype(np.float64)
+        return q_logged + self.reward_noise * g.standard_normal(n)
 
-        cols: dict[str, pa.Array] = {
-            "event_id": pa.array(np.arange(n, dtype=np.int64)),
-            "action": pa.array(action),
-            "propensity": pa.array(logging[ctx, action]),
-            "reward": pa.array(reward),
-        }
-        feats = self._features[ctx]
-        for j in range(self.n_features):
-            cols[f"x{j}"] = pa.array(np.ascontiguousarray(feats[:, j]))
-        if noise is not None:
-            for j in range(self.n_noise_features):
-                cols[f"x{self.n_features + j}"] = pa.array(np.ascontiguousarray(noise[:, j]))
-        cols["segment"] = pa.DictionaryArray.from_arrays(
-            pa.array(self._seg[ctx].astype(np.int32)), pa.array(list(self.segments))
-        ).cast(pa.string())
+    def _feature_blocks(
+        self, ctx: npt.NDArray[np.int64], g: np.random.Generator
+    ) -> list[npt.NDArray[np.float64]]:
+        blocks = [self._features[ctx]]
+        if self.n_noise_features:
+            blocks.append(g.standard_normal((ctx.shape[0], self.n_noise_features)))
+        return blocks
+
+    def _list_columns(
+        self, ctx: npt.NDArray[np.int64], logging: npt.NDArray[np.float64], distributions: bool
+    ) -> dict[str, pa.Array]:
+        if not distributions:
+            return {}
         K = self.n_actions
-        if distributions:
-            cols["candidates"] = list_column(np.tile(np.arange(K, dtype=np.int64), n), K)
-            cols["logging_distribution"] = list_column(logging[ctx].ravel(), K)
-        for name in self.candidate_policies:
-            cols[TARGET_PREFIX + name] = pa.array(self._tables[name][ctx, action])
-        if distributions:
-            for name in self.candidate_policies:
-                cols[TARGET_DIST_PREFIX + name] = list_column(self._tables[name][ctx].ravel(), K)
-        if oracle:
-            cols["context_id"] = pa.array(ctx.astype(np.int64))
-            cols["q_logged"] = pa.array(q_logged)
-            for name in self.candidate_policies:
-                per_context = np.einsum("ij,ij->i", self._tables[name], self._q)
-                cols[Q_TARGET_PREFIX + name] = pa.array(per_context[ctx])
-        return pa.table(cols)
+        return {
+            "candidates": list_column(np.tile(np.arange(K, dtype=np.int64), ctx.shape[0]), K),
+            "logging_distribution": list_column(logging[ctx].ravel(), K),
+        }
 
     # ------------------------------------------------------------------ helpers
+    def _n_context_types(self) -> int:
+        return self.n_contexts
+
     def _shape_kw(self) -> dict[str, Any]:
         return {
             "shape": (self.n_contexts, self.n_actions),

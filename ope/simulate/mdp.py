@@ -10,25 +10,25 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from ope._validation import check_choice, check_rng
+from ope.exceptions import ParameterError
 from ope.simulate._common import (
+    EPSILON_GREEDY_EPSILON,
+    REWARD_KINDS,
     TARGET_PREFIX,
+    PolicyTables,
     argmax_table,
     cdf_table,
     check_float,
-    check_ids,
+    check_id_pair,
     check_int,
-    check_policy_names,
-    check_policy_table,
-    check_rng,
     draw_rows,
-    resolve_policy,
+    model_array,
     softmax,
 )
 
 __all__ = ["TabularMDP"]
 
-#: exploration share of the ``epsilon_greedy`` candidate
-EPSILON_GREEDY_EPSILON: Final = 0.1
 #: temperature of the ``softmax`` candidate on the optimal action values (rewards lie in [0, 1],
 #: so action values differ by fractions of a unit: 0.5 keeps the policy clearly stochastic)
 SOFTMAX_TEMPERATURE: Final = 0.5
@@ -42,7 +42,7 @@ TERMINAL: Final = -1
 SPECTRAL_RADIUS_MAX: Final = 1.0 - 1e-12
 
 
-class TabularMDP:
+class TabularMDP(PolicyTables):
     r"""Finite MDP with an absorbing terminal state, truncation at a horizon and exact values.
 
     Episodes start in a state drawn from a known initial distribution, end when they reach the
@@ -148,9 +148,7 @@ class TabularMDP:
         self.termination_probability = check_float(
             "termination_probability", termination_probability, low=0.0, high=0.5
         )
-        if reward not in ("bernoulli", "gaussian"):
-            raise ValueError(f"reward must be 'bernoulli' or 'gaussian'; got {reward!r}.")
-        self.reward = reward
+        self.reward = check_choice(reward, "reward", REWARD_KINDS)
         self.reward_noise = check_float("reward_noise", reward_noise, low=0.0, high=np.inf)
         self.n_features = (
             None if n_features is None else check_int("n_features", n_features, minimum=1)
@@ -198,57 +196,28 @@ class TabularMDP:
             + EPSILON_GREEDY_EPSILON * uniform,
             "softmax": softmax(q_star, SOFTMAX_TEMPERATURE),
         }
-        if policies:
-            check_policy_names(policies, set(tables))
-            for name, table in policies.items():
-                tables[name] = check_policy_table(
-                    table, shape=(S, A), what=f"policy {name!r}", rows="states", columns="actions"
-                )
-        for arr in (transitions, rewards, initial, features, *tables.values()):
-            arr.setflags(write=False)
-        self._tables = tables
+        self._install_tables(tables, policies, (transitions, rewards, initial, features))
         self._cdf = {"logging": cdf_table(tables["logging"])}
         self._transition_cdf = cdf_table(transitions.reshape(S * A, S + 1))
         self._initial_cdf = cdf_table(initial[None, :])
-        self.candidate_policies: tuple[str, ...] = tuple(n for n in tables if n != "logging")
 
     # ------------------------------------------------------------------ model
-    @property
-    def initial_distribution(self) -> npt.NDArray[np.float64]:
-        """Initial state distribution, shape (n_states,)."""
-        return self._mu0
-
-    @property
-    def transitions(self) -> npt.NDArray[np.float64]:
-        """``P[s, a, s']`` with the terminal state as the last entry, shape (S, A, S + 1)."""
-        return self._P
-
-    @property
-    def reward_means(self) -> npt.NDArray[np.float64]:
-        """Mean reward ``R(s, a)``, shape (n_states, n_actions)."""
-        return self._R
-
-    @property
-    def state_features(self) -> npt.NDArray[np.float64]:
-        """Feature vector of each state (the ``x`` columns), shape (n_states, d)."""
-        return self._features
-
-    def policy_table(self, name: str) -> npt.NDArray[np.float64]:
-        """Table ``pi[s, a]`` of a named stationary policy (``"logging"`` or a candidate)."""
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a policy name (str); got {type(name).__name__}.")
-        return resolve_policy(name, self._tables, **self._shape_kw())
+    initial_distribution = model_array("_mu0", "Initial state distribution, shape (n_states,).")
+    transitions = model_array(
+        "_P", "``P[s, a, s']`` with the terminal state as the last entry, shape (S, A, S + 1)."
+    )
+    reward_means = model_array("_R", "Mean reward ``R(s, a)``, shape (n_states, n_actions).")
+    state_features = model_array(
+        "_features", "Feature vector of each state (the ``x`` columns), shape (n_states, d)."
+    )
 
     def expected_reward(
         self, states: npt.ArrayLike, actions: npt.ArrayLike
     ) -> npt.NDArray[np.float64]:
         """Mean reward ``R(s_i, a_i)`` per row."""
-        s = check_ids(states, self.n_states, "states")
-        a = check_ids(actions, self.n_actions, "actions")
-        if s.shape != a.shape:
-            raise ValueError(
-                f"states and actions must have the same length; got {s.shape[0]} and {a.shape[0]}."
-            )
+        s, a = check_id_pair(
+            states, actions, sizes=(self.n_states, self.n_actions), names=("states", "actions")
+        )
         return self._R[s, a]
 
     # ------------------------------------------------------------------ exact truth
@@ -261,12 +230,12 @@ class TabularMDP:
             Entry ``[t, s, a]`` is the expected discounted return from step ``t`` on, with
             ``horizon - t`` steps left.
         """
-        table = resolve_policy(policy, self._tables, **self._shape_kw())
+        table = self._table(policy)
         return self._backward(table, self.horizon)
 
     def discounted_q_function(self, policy: str | npt.ArrayLike) -> npt.NDArray[np.float64]:
         r"""Action values without truncation: :math:`Q = R + \gamma P V`, shape (S, A)."""
-        table = resolve_policy(policy, self._tables, **self._shape_kw())
+        table = self._table(policy)
         v = self._stationary_v(table)
         return self._R + self.gamma * (self._P[:, :, : self.n_states] @ v)
 
@@ -284,7 +253,7 @@ class TabularMDP:
             return of an episode as :meth:`sample` draws it. An int: truncated there.
             ``math.inf``: not truncated (requires ``gamma < 1`` or sure termination).
         """
-        table = resolve_policy(policy, self._tables, **self._shape_kw())
+        table = self._table(policy)
         if isinstance(horizon, float) and math.isinf(horizon) and horizon > 0:
             return float(self._mu0 @ self._stationary_v(table))
         h = self.horizon if horizon is None else check_int("horizon", horizon, minimum=1)
@@ -325,7 +294,7 @@ class TabularMDP:
         """
         n = check_int("n", n, minimum=1)
         g = check_rng(rng)
-        behaviour = resolve_policy(logging_policy, self._tables, **self._shape_kw())
+        behaviour = self._table(logging_policy)
         if isinstance(logging_policy, str):
             cdf = self._cdf.get(logging_policy)
             if cdf is None:
@@ -398,7 +367,7 @@ class TabularMDP:
         system = np.eye(S) - self.gamma * p_pi
         # (I - gamma P_pi) is invertible iff the spectral radius of gamma P_pi is below one
         if np.max(np.abs(np.linalg.eigvals(self.gamma * p_pi))) >= SPECTRAL_RADIUS_MAX:
-            raise ValueError(
+            raise ParameterError(
                 "the untruncated value is infinite: with gamma = 1 this policy can avoid the "
                 "terminal state forever. Use a finite horizon (true_value(policy, horizon=H)) "
                 "or gamma < 1."

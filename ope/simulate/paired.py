@@ -8,7 +8,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ope.simulate._common import check_float, check_ids, check_int, check_rng
+from ope._validation import check_choice, check_rng
+from ope.exceptions import ParameterError
+from ope.simulate._common import check_float, check_ids, check_int, model_array
 
 __all__ = ["PairedReplaySimulator"]
 
@@ -106,7 +108,7 @@ class PairedReplaySimulator:
             or not all(isinstance(a, str) and a for a in arms)
             or arms[0] == arms[1]
         ):
-            raise ValueError(
+            raise ParameterError(
                 f"arms must be two distinct non-empty labels (treated, control); got {arms!r}."
             )
         self.arms: tuple[str, str] = (arms[0], arms[1])
@@ -129,20 +131,11 @@ class PairedReplaySimulator:
             arr.setflags(write=False)
 
     # ------------------------------------------------------------------ model
-    @property
-    def task_probabilities(self) -> npt.NDArray[np.float64]:
-        """``P(k)``, shape (n_tasks,)."""
-        return self._task_probs
-
-    @property
-    def item_probabilities(self) -> npt.NDArray[np.float64]:
-        """``rho_j``, shape (n_items,)."""
-        return self._item_probs
-
-    @property
-    def item_logit_effects(self) -> npt.NDArray[np.float64]:
-        """``delta_j``: each item's shift of the success logit, shape (n_items,)."""
-        return self._effects
+    task_probabilities = model_array("_task_probs", "``P(k)``, shape (n_tasks,).")
+    item_probabilities = model_array("_item_probs", "``rho_j``, shape (n_items,).")
+    item_logit_effects = model_array(
+        "_effects", "``delta_j``: each item's shift of the success logit, shape (n_items,)."
+    )
 
     def expected_outcome(
         self, task_ids: npt.ArrayLike, item_ids: npt.ArrayLike, treated: npt.ArrayLike
@@ -152,7 +145,7 @@ class PairedReplaySimulator:
         j = check_ids(item_ids, self.n_items, "item_ids")
         t = np.asarray(treated, dtype=bool)
         if not (k.shape == j.shape == t.shape):
-            raise ValueError(
+            raise ParameterError(
                 f"task_ids, item_ids and treated must have the same length; got "
                 f"{k.shape[0]}, {j.shape[0]} and {t.shape[0] if t.ndim else 'a scalar'}."
             )
@@ -238,15 +231,11 @@ class PairedReplaySimulator:
 
     # ------------------------------------------------------------------ helpers
     def _arm_index(self, arm: str) -> int:
-        if arm not in self.arms:
-            raise ValueError(f"unknown arm {arm!r}; arms are {list(self.arms)}.")
-        return self.arms.index(arm)
+        return self.arms.index(check_choice(arm, "arm", self.arms))
 
     @staticmethod
     def _check_outcome(outcome: str) -> str:
-        if outcome not in ("outcome", "tokens"):
-            raise ValueError(f"outcome must be 'outcome' or 'tokens'; got {outcome!r}.")
-        return outcome
+        return check_choice(outcome, "outcome", ("outcome", "tokens"))
 
     def __repr__(self) -> str:
         return (

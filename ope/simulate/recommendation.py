@@ -9,21 +9,15 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from ope.exceptions import ParameterError
 from ope.simulate._common import (
-    Q_TARGET_PREFIX,
-    TARGET_DIST_PREFIX,
-    TARGET_PREFIX,
+    ContextTables,
     argmax_table,
-    cdf_table,
     check_float,
-    check_ids,
+    check_id_pair,
     check_int,
-    check_policy_names,
-    check_policy_table,
-    check_rng,
-    draw_rows,
     list_column,
-    resolve_policy,
+    model_array,
     softmax,
 )
 
@@ -50,7 +44,7 @@ _GUMBEL_CHUNK: Final = 256
 _DEFAULT_SEGMENTS: Final = ("new", "casual", "regular", "loyal", "power")
 
 
-class Recommendation:
+class Recommendation(ContextTables):
     r"""Single-slot recommendation from per-request candidate sets, with exact policy values.
 
     A request (context) is one of ``n_requests`` types drawn with known probabilities. Each type
@@ -155,9 +149,9 @@ class Recommendation:
         self.n_requests = check_int("n_requests", n_requests, minimum=1)
         self.n_features = check_int("n_features", n_features, minimum=1)
         if isinstance(segments, str) or not all(isinstance(s, str) for s in segments):
-            raise TypeError(f"segments must be a sequence of str labels; got {segments!r}.")
+            raise ParameterError(f"segments must be a sequence of str labels; got {segments!r}.")
         if len(segments) == 0 or len(set(segments)) != len(segments):
-            raise ValueError(f"segments must be non-empty and distinct; got {list(segments)}.")
+            raise ParameterError(f"segments must be non-empty and distinct; got {list(segments)}.")
         self.segments: tuple[str, ...] = tuple(segments)
         self.zipf_exponent = check_float("zipf_exponent", zipf_exponent, low=0.0, high=10.0)
         self.logging_temperature = check_float(
@@ -172,7 +166,7 @@ class Recommendation:
         if restricted_segments is not None:
             unknown = [s for s in restricted_segments if s not in self.segments]
             if unknown or isinstance(restricted_segments, str):
-                raise ValueError(
+                raise ParameterError(
                     f"restricted_segments must be a list of labels from segments "
                     f"{list(self.segments)}; unknown: {unknown or restricted_segments!r}."
                 )
@@ -239,109 +233,28 @@ class Recommendation:
             "long_tail": softmax(-log_pop[cands], LONG_TAIL_TEMPERATURE),
             "uniform": np.full((M, L), 1.0 / L),
         }
-        if policies:
-            check_policy_names(policies, set(tables))
-            for name, table in policies.items():
-                tables[name] = check_policy_table(
-                    table,
-                    shape=(M, L),
-                    what=f"policy {name!r}",
-                    rows="requests",
-                    columns="candidates",
-                )
-        for arr in (popularity, item_factors, item_quality, user, seg, probs, cands, q,
-                    support, *tables.values()):
-            arr.setflags(write=False)
-        self._probs = probs
+        self._install_model(
+            tables,
+            policies,
+            probs=probs,
+            q=q,
+            seg=seg,
+            support=support,
+            model=(popularity, item_factors, item_quality, user, cands),
+        )
         self._cands = cands
-        self._q = q
-        self._support = support
-        self._tables = tables
-        self._logging_cdf = cdf_table(logging)
-        self.candidate_policies: tuple[str, ...] = tuple(n for n in tables if n != "logging")
 
     # ------------------------------------------------------------------ model tables
-    @property
-    def item_popularity(self) -> npt.NDArray[np.float64]:
-        """Popularity (probability of entering a candidate draw) of each item, sums to one."""
-        return self._popularity
-
-    @property
-    def context_probabilities(self) -> npt.NDArray[np.float64]:
-        """Probability of each request type, shape (n_requests,)."""
-        return self._probs
-
-    @property
-    def context_features(self) -> npt.NDArray[np.float64]:
-        """User features of each request type, shape (n_requests, n_features)."""
-        return self._user
-
-    @property
-    def context_segments(self) -> npt.NDArray[np.int64]:
-        """Segment index (into ``segments``) of each request type, shape (n_requests,)."""
-        return self._seg
-
-    @property
-    def candidate_sets(self) -> npt.NDArray[np.int64]:
-        """Item ids of each request's candidates, shape (n_requests, n_candidates)."""
-        return self._cands
-
-    @property
-    def logging_support(self) -> npt.NDArray[np.bool_]:
-        """True where the logger can show the candidate, shape (n_requests, n_candidates)."""
-        return self._support
-
-    @property
-    def reward_means(self) -> npt.NDArray[np.float64]:
-        """Click probability of each candidate, shape (n_requests, n_candidates)."""
-        return self._q
-
-    def policy_table(self, name: str) -> npt.NDArray[np.float64]:
-        """Table ``pi[m, l]`` over each request's candidates of a named policy."""
-        if not isinstance(name, str):
-            raise TypeError(f"name must be a policy name (str); got {type(name).__name__}.")
-        return resolve_policy(name, self._tables, **self._shape_kw())
-
-    # ------------------------------------------------------------------ exact truth
-    def true_value(self, policy: str | npt.ArrayLike) -> float:
-        r"""Exact click-through rate :math:`\sum_m P(m) \sum_{j \in C_m} \pi(j|m) q(m, j)`.
-
-        Parameters
-        ----------
-        policy : str or array of shape (n_requests, n_candidates)
-            ``"logging"``, a name in ``candidate_policies``, or a probability table over each
-            request's candidates (aligned with ``candidate_sets``).
-        """
-        table = resolve_policy(policy, self._tables, **self._shape_kw())
-        return float(self._probs @ np.einsum("ij,ij->i", table, self._q))
-
-    def true_value_by_segment(self, policy: str | npt.ArrayLike) -> dict[str, float]:
-        """Exact value of a policy within each user segment, ``{segment: value}``."""
-        table = resolve_policy(policy, self._tables, **self._shape_kw())
-        per_request = self._probs * np.einsum("ij,ij->i", table, self._q)
-        S = len(self.segments)
-        num = np.bincount(self._seg, weights=per_request, minlength=S)
-        den = np.bincount(self._seg, weights=self._probs, minlength=S)
-        return {s: float(num[k] / den[k]) for k, s in enumerate(self.segments) if den[k] > 0}
-
-    def unsupported_mass(self, policy: str | npt.ArrayLike) -> float:
-        r"""Exact share of a policy's choices that the logging policy never makes.
-
-        :math:`\sum_m P(m) \sum_{a:\,\pi_0(a|m) = 0} \pi(a|m)`: zero unless the logger has
-        deficient support. No amount of these logs identifies the value on that share.
-        """
-        table = resolve_policy(policy, self._tables, **self._shape_kw())
-        return float(self._probs @ np.where(self._tables["logging"] > 0, 0.0, table).sum(axis=1))
-
-    def supported_value(self, policy: str | npt.ArrayLike) -> float:
-        r"""Exact part of :math:`V(\pi)` earned on actions the logger can take.
-
-        :math:`\sum_m P(m) \sum_{a:\,\pi_0(a|m) > 0} \pi(a|m) q(m, a)`, the limit of IPS
-        under deficient support; equal to :meth:`true_value` when the support is full.
-        """
-        table = resolve_policy(policy, self._tables, **self._shape_kw())
-        kept = np.where(self._tables["logging"] > 0, table, 0.0)
-        return float(self._probs @ np.einsum("ij,ij->i", kept, self._q))
+    item_popularity = model_array(
+        "_popularity",
+        "Popularity (probability of entering a candidate draw) of each item, sums to one.",
+    )
+    context_features = model_array(
+        "_user", "User features of each request type, shape (n_requests, n_features)."
+    )
+    candidate_sets = model_array(
+        "_cands", "Item ids of each request's candidates, shape (n_requests, n_candidates)."
+    )
 
     def expected_reward(
         self, context_ids: npt.ArrayLike, items: npt.ArrayLike
@@ -350,99 +263,12 @@ class Recommendation:
 
         Items need not be among the request's candidates: the click model covers the catalog.
         """
-        m = check_ids(context_ids, self.n_requests, "context_ids")
-        j = check_ids(items, self.n_items, "items")
-        if m.shape != j.shape:
-            raise ValueError(
-                f"context_ids and items must have the same length; got {m.shape[0]} and "
-                f"{j.shape[0]}."
-            )
+        m, j = check_id_pair(
+            context_ids, items, sizes=(self.n_requests, self.n_items), names=("context_ids", "items")
+        )
         return 1.0 / (1.0 + np.exp(-self._click_logits(m, j)))
 
-    def policy_expected_reward(
-        self, policy: str | npt.ArrayLike, context_ids: npt.ArrayLike
-    ) -> npt.NDArray[np.float64]:
-        r"""Per-row :math:`q(m_i, \pi) = \sum_{j \in C_{m_i}} \pi(j|m_i) q(m_i, j)`."""
-        table = resolve_policy(policy, self._tables, **self._shape_kw())
-        m = check_ids(context_ids, self.n_requests, "context_ids")
-        return np.einsum("ij,ij->i", table, self._q)[m]
-
     # ------------------------------------------------------------------ sampling
-    def sample(
-        self,
-        n: int,
-        *,
-        rng: int | np.random.Generator | None = None,
-        logging_policy: str | npt.ArrayLike = "logging",
-        oracle: bool = False,
-        distributions: bool = False,
-    ) -> pa.Table:
-        r"""Draw ``n`` logged recommendations in the canonical bandit schema (DESIGN.md §2).
-
-        Parameters
-        ----------
-        n : int
-            Number of events.
-        rng : int, numpy.random.Generator or None
-            Randomness of the draw; the same seed gives the same table.
-        logging_policy : str or array, default "logging"
-            The policy that draws the actions: ``"logging"``, a candidate name (on-policy
-            data) or a probability table. ``propensity`` and ``logging_distribution`` are its
-            probabilities.
-        oracle : bool, default False
-            Also return ``context_id`` (request type), ``q_logged`` (click probability of the
-            shown item) and ``q_target__<name>`` (:math:`\sum_j \pi(j|x_i) q(x_i, j)`).
-        distributions : bool, default False
-            Also return ``target_dist__<name>`` lists aligned with ``candidates``.
-
-        Returns
-        -------
-        pyarrow.Table
-            ``event_id``, ``action`` (item id, int64), ``propensity``, ``reward`` (click, 0/1
-            as float64), ``x0 ..`` (float64), ``segment`` (string), ``candidates``
-            (list<int64>), ``logging_distribution`` (list<float64>), ``target__<name>`` per
-            candidate policy, then the optional columns.
-        """
-        n = check_int("n", n, minimum=1)
-        g = check_rng(rng)
-        logging = resolve_policy(logging_policy, self._tables, **self._shape_kw())
-        cdf = (
-            self._logging_cdf
-            if isinstance(logging_policy, str) and logging_policy == "logging"
-            else cdf_table(logging)
-        )
-        L = self.n_candidates
-        ctx = g.choice(self.n_requests, size=n, p=self._probs)
-        pos = draw_rows(cdf, ctx, g)
-        q_logged = self._q[ctx, pos]
-        reward = (g.random(n) < q_logged).astype(np.float64)
-
-        cols: dict[str, pa.Array] = {
-            "event_id": pa.array(np.arange(n, dtype=np.int64)),
-            "action": pa.array(self._cands[ctx, pos]),
-            "propensity": pa.array(logging[ctx, pos]),
-            "reward": pa.array(reward),
-        }
-        user = self._user[ctx]
-        for k in range(self.n_features):
-            cols[f"x{k}"] = pa.array(np.ascontiguousarray(user[:, k]))
-        cols["segment"] = pa.DictionaryArray.from_arrays(
-            pa.array(self._seg[ctx].astype(np.int32)), pa.array(list(self.segments))
-        ).cast(pa.string())
-        cols["candidates"] = list_column(self._cands[ctx].ravel(), L)
-        cols["logging_distribution"] = list_column(logging[ctx].ravel(), L)
-        for name in self.candidate_policies:
-            cols[TARGET_PREFIX + name] = pa.array(self._tables[name][ctx, pos])
-        if distributions:
-            for name in self.candidate_policies:
-                cols[TARGET_DIST_PREFIX + name] = list_column(self._tables[name][ctx].ravel(), L)
-        if oracle:
-            cols["context_id"] = pa.array(ctx.astype(np.int64))
-            cols["q_logged"] = pa.array(q_logged)
-            for name in self.candidate_policies:
-                per_request = np.einsum("ij,ij->i", self._tables[name], self._q)
-                cols[Q_TARGET_PREFIX + name] = pa.array(per_request[ctx])
-        return pa.table(cols)
 
     # ------------------------------------------------------------------ helpers
     def _click_logits(
@@ -456,6 +282,34 @@ class Recommendation:
             + self._item_quality[j]
             + POPULARITY_CLICK_WEIGHT * np.log(self.n_items * self._popularity[j])
         )
+
+    def _n_context_types(self) -> int:
+        return self.n_requests
+
+    # ------------------------------------------------------------------ steps of sample()
+    def _action_ids(
+        self, ctx: npt.NDArray[np.int64], col: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
+        return self._cands[ctx, col]  # column l of a request is its l-th candidate item
+
+    def _draw_reward(
+        self, q_logged: npt.NDArray[np.float64], g: np.random.Generator
+    ) -> npt.NDArray[np.float64]:
+        return (g.random(q_logged.shape[0]) < q_logged).astype(np.float64)  # clicks
+
+    def _feature_blocks(
+        self, ctx: npt.NDArray[np.int64], g: np.random.Generator
+    ) -> list[npt.NDArray[np.float64]]:
+        return [self._user[ctx]]
+
+    def _list_columns(
+        self, ctx: npt.NDArray[np.int64], logging: npt.NDArray[np.float64], distributions: bool
+    ) -> dict[str, pa.Array]:
+        L = self.n_candidates
+        return {
+            "candidates": list_column(self._cands[ctx].ravel(), L),
+            "logging_distribution": list_column(logging[ctx].ravel(), L),
+        }
 
     def _shape_kw(self) -> dict[str, Any]:
         return {

@@ -1,0 +1,65 @@
+"""Candidate (target) policies and their per-row probabilities.
+
+Off-policy estimators need, for each candidate policy ``p`` and each logged row ``i``, the
+probability ``pi_p(a_i | x_i)`` that the candidate gives to the action that was logged; the
+doubly robust family also needs each row's whole distribution over its support. This package
+turns the three ways a candidate can be given (DESIGN.md §2) into those numbers:
+
+1. columns of the logs: ``target__<name>`` (the probability of the logged action) and optionally
+   ``target_dist__<name>`` (the distribution over the row's ``candidates``);
+2. a long-format policy table ``event_id, policy, action, probability`` joined on ``event_id``;
+3. policy objects computed from the logs: :class:`UniformPolicy`, :class:`EpsilonGreedyPolicy`,
+   :class:`DeterministicPolicy`, :class:`SoftmaxPolicy`, :class:`ClassifierPolicy`.
+
+Modules, by concept:
+
+- ``_core``: action codes, candidate sets, :class:`PolicyDistribution` (a sparse (n, K)
+  distribution) and :class:`TargetPropensities` (the (n, P) result), shared by the others;
+- ``objects``: the policy objects and the :class:`Policy` protocol;
+- ``table``: reading, writing and building long-format policy tables;
+- ``join``: :func:`target_propensities` (columns, tables or objects -> (n, P)) and
+  :func:`logging_distribution`.
+"""
+
+from __future__ import annotations
+
+# action_index, aligned_list, candidate_sets, matrix_over, ActionIndex and CandidateSets are the
+# building blocks ope.diagnostics shares (public names, outside __all__)
+from ope.policies._core import (
+    PROBABILITY_TOLERANCE,
+    ActionIndex,
+    CandidateSets,
+    PolicyDistribution,
+    TargetPropensities,
+    action_index,
+    aligned_list,
+    candidate_sets,
+    matrix_over,
+)
+from ope.policies.join import logging_distribution, target_propensities
+from ope.policies.objects import (
+    ClassifierPolicy,
+    DeterministicPolicy,
+    EpsilonGreedyPolicy,
+    Policy,
+    SoftmaxPolicy,
+    UniformPolicy,
+)
+from ope.policies.table import read_policy_table, to_policy_table, write_policy_table
+
+__all__ = [
+    "PROBABILITY_TOLERANCE",
+    "Policy",
+    "PolicyDistribution",
+    "TargetPropensities",
+    "UniformPolicy",
+    "EpsilonGreedyPolicy",
+    "DeterministicPolicy",
+    "SoftmaxPolicy",
+    "ClassifierPolicy",
+    "target_propensities",
+    "logging_distribution",
+    "read_policy_table",
+    "write_policy_table",
+    "to_policy_table",
+]
