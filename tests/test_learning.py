@@ -13,6 +13,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from ope.exceptions import (
     EstimationError,
     MissingBoundsError,
+    ParameterError,
     PolicyError,
     SchemaError,
     ValidationError,
@@ -293,12 +294,12 @@ def _xy(n=10):
         ({"reward": np.ones(9), "propensity": np.full(10, 0.5)}, ValidationError,
          r"`reward` has 9 rows but X has 10"),
         ({"reward": np.ones(10), "propensity": np.r_[np.full(8, 0.5), 0.0, 1.5]},
-         ValidationError, r"`propensity` must be in \(0, 1\]; 2 rows \(first at rows 8, 9\)"),
+         ValidationError, r"`propensity` must be in \(0, 1\]; 2 rows are not \(first at row 8"),
         ({"reward": np.r_[np.ones(9), np.nan], "propensity": np.full(10, 0.5)},
-         ValidationError, r"`reward` must be finite; 1 row \(first at row 9\)"),
+         ValidationError, r"`reward` must be finite; 1 rows .*\(first at row 9\)"),
         ({"reward": np.r_[np.ones(9), 5.0], "propensity": np.full(10, 0.5)},
          ValidationError,
-         r"`reward` must lie in reward_range=\(0, 1\).*reward_range=\(low, high\)"),
+         r"`reward` has 1 rows outside reward_range=\(0, 1\).*widen it or fix the rewards"),
         ({"reward": np.ones(10)}, ValidationError, r"`propensity` is missing"),
         ({"reward": np.ones(10), "propensity": np.full(10, 0.5),
           "candidates": [[0]] * 9 + [[0]]}, ValidationError,
@@ -333,7 +334,7 @@ def test_predict_errors_for_unseen_actions_and_bad_x():
         ({"objective": "poem"}, r"objective must be 'clipped_ips' or 'self_normalized'"),
         ({"variance_penalty": -1.0}, r"variance_penalty must be a number >= 0"),
         ({"max_weight": 0.5}, r"max_weight must be a number >= 1"),
-        ({"reward_range": (1.0, 0.0)}, r"reward_range must be finite with low < high"),
+        ({"reward_range": (1.0, 0.0)}, r"`reward_range` must be finite with low < high"),
         ({"select": "cv"}, r"select must be None or 'validation'"),
     ],
 )
@@ -429,7 +430,7 @@ def test_gate_input_errors():
     gate = SafetyGate(reward_range=(0, 1), max_weight=2.0)
     with pytest.raises(PolicyError, match=r"one per certification row \(100\)"):
         gate.certify(np.ones(99), None, action, reward, propensity)
-    with pytest.raises(PolicyError, match=r"probabilities in \[0, 1\]; 1 row"):
+    with pytest.raises(PolicyError, match=r"must be in \[0, 1\].*1 rows are not"):
         gate.certify(np.r_[np.ones(99), 2.0], None, action, reward, propensity)
     with pytest.raises(EstimationError, match=r"at least 2 held-out rows"):
         gate.certify(np.ones(1), None, action[:1], reward[:1], propensity[:1])
@@ -552,3 +553,138 @@ def test_logs_helpers_schema_errors():
     learner = ConservativePolicyLearner().fit_logs(no_id, context_columns="x")
     with pytest.raises(SchemaError, match=r"no event_id column"):
         learner_policy_table(learner, no_id, context_columns="x")
+
+
+# ------------------------------------------------------------------------------------------
+# one moment kernel, one validation layer, one result contract
+# ------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("max_weight", [None, 1.5])
+def test_objective_value_agrees_with_the_clipped_ips_estimator(max_weight):
+    """The learner's objective value is ClippedIPS's estimate - penalty * std_error + L2."""
+    import ope
+    from ope.learning._common import softmax_logits
+
+    X, action, reward, p = uniform_logs(5, 400)
+    n_actions, d = 2, X.shape[1]
+    theta = np.random.default_rng(1).normal(size=n_actions * d + n_actions)
+    center, scale = X.mean(axis=0), X.std(axis=0)
+    f, _ = policy_objective(
+        theta, X, action, reward, p, None, n_actions=n_actions, center=center, scale=scale,
+        objective="clipped_ips", variance_penalty=1.5, max_weight=max_weight, l2_penalty=0.1,
+    )
+    W = theta[: n_actions * d].reshape(n_actions, d)
+    coef = W / scale
+    pi = softmax_logits(X, coef, theta[n_actions * d:] - coef @ center, None)
+    pi = pi[np.arange(X.shape[0]), action]
+    est = (ope.IPS() if max_weight is None else ope.ClippedIPS(max_weight=max_weight)).estimate(
+        reward=reward, logging_propensity=p, target_propensity=pi)
+    expected = -(est.value - 1.5 * est.std_error) + 0.05 * float(np.sum(W**2))
+    assert f == pytest.approx(expected, rel=1e-12)
+
+
+def test_self_normalized_objective_agrees_with_snips():
+    import ope
+
+    rng = np.random.default_rng(2)
+    n = 300
+    p = rng.uniform(0.2, 1.0, size=n)
+    pi = rng.uniform(0.0, 1.0, size=n)
+    r = rng.uniform(size=n)
+    _, (value, sd), _ = penalized_value(pi / p, r, "self_normalized", 1.0)
+    snips = ope.SNIPS().estimate(reward=r, logging_propensity=p, target_propensity=pi)
+    assert value == pytest.approx(snips.value, rel=1e-12)
+    # Norm-POEM's spread sqrt(sum (r - V)^2 w^2) / sum w is the delta-method se * sqrt((n-1)/n)
+    assert sd == pytest.approx(snips.std_error * np.sqrt((n - 1) / n), rel=1e-10)
+
+
+def test_gate_numbers_match_the_pessimistic_estimate_by_hand():
+    action, reward, propensity = two_arm_logs(7, 3000, p1=0.3)
+    pe = (action == 1) * 0.9 + (action == 0) * 0.1
+    cert = certify(pe, None, action, reward, propensity, reward_range=(0.0, 1.0),
+                   max_weight=2.5, method="t")
+    w = pe / propensity
+    z = reward * np.minimum(w, 2.5)
+    assert cert.estimate == pytest.approx(z.mean(), rel=1e-12)
+    assert cert.clipped_fraction == pytest.approx(np.mean(w > 2.5))
+    half = cert.estimate - cert.lower_bound
+    from scipy import stats
+
+    assert half == pytest.approx(stats.t.ppf(0.95, 2999) * z.std(ddof=1) / np.sqrt(3000), rel=1e-9)
+    diff = reward * (np.minimum(w, 2.5) - 1.0)
+    assert cert.improvement_estimate == pytest.approx(diff.mean(), rel=1e-12)
+
+
+def test_certificate_follows_the_result_contract():
+    from ope.results import Result
+
+    action, reward, propensity = two_arm_logs(4, 20)
+    cert = certify((action == 1) * 1.0, None, action, reward, propensity,
+                   reward_range=(0, 1), max_weight=2.0, method="t",
+                   name="<script>alert(1)</script>")
+    assert isinstance(cert, Result)
+    assert cert.value == cert.estimate and cert.n == cert.n_certify == 20
+    assert cert.ci_method == cert.method == "t"
+    assert isinstance(cert.notes, tuple) and any("only n=20 rows" in t for t in cert.notes)
+    html = cert._repr_html_()
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    summary = cert.summary()
+    assert "certificate for policy '<script>alert(1)</script>': " in summary
+    assert "[1] only n=20 rows" in summary
+    d = cert.to_dict()
+    assert {d["value"], d["n"], d["ci_method"]} == {cert.estimate, 20, "t"}
+    assert d["notes"] == list(cert.notes)
+    assert Certificate.from_dict(d) == cert
+    assert Certificate.from_json(cert.to_json()) == cert
+    old = {k: v for k, v in d.items() if k not in ("value", "n", "ci_method", "notes")}
+    back = Certificate.from_dict(old)  # a dict written before the shared vocabulary
+    assert back.notes == () and back.estimate == cert.estimate and back.n == 20
+    bernstein = certify((action == 1) * 1.0, None, action, reward, propensity,
+                        reward_range=(0, 1), max_weight=2.0)
+    assert bernstein.notes == ()  # valid at every sample size: no small-sample caveat
+
+
+@pytest.mark.parametrize(
+    ("gate", "match"),
+    [
+        ({"confidence_level": 1.5}, r"`confidence_level` must be in \(0, 1\)"),
+        ({"method": "hoeffding"}, r"`method` must be one of 'bernstein', 't'"),
+        ({"max_weight": "2"}, r"`max_weight` must be a number"),
+        ({"max_weight": 0.5}, r"max_weight must be a finite number >= 1"),
+        ({"baseline": "median"}, r"baseline must be 'logging' or a number"),
+        ({"reward_range": (1, 0)}, r"`reward_range` must be finite with low < high"),
+    ],
+)
+def test_gate_bad_arguments_raise_parameter_error(gate, match):
+    action, reward, propensity = two_arm_logs(3, 100)
+    settings = {"reward_range": (0, 1), "max_weight": 2.0, **gate}
+    with pytest.raises(ParameterError, match=match):
+        SafetyGate(**settings).certify(np.ones(100), None, action, reward, propensity)
+
+
+def test_learner_bad_hyperparameters_raise_parameter_error():
+    X, action, reward, p = uniform_logs(10, 50)
+    for params in ({"l2_penalty": -1.0}, {"max_iter": 0}, {"max_weight": float("nan")},
+                   {"select": "validation", "validation_fraction": 2.0},
+                   {"select": "validation", "rng": -1}):
+        with pytest.raises(ParameterError):
+            ConservativePolicyLearner(**params).fit(X, action, reward, p)
+    with pytest.raises(MissingBoundsError, match=r"need reward_range=\(low, high\)"):
+        ConservativePolicyLearner(reward_range=None).fit(X, action, reward, p)
+
+
+def test_learning_modules_import_without_a_cycle():
+    """_learners gets fit_logs from _columns, which needs none of _logs, _gate or _learners."""
+    import ast
+    import pathlib
+
+    import ope.learning
+
+    root = pathlib.Path(ope.learning.__file__).parent
+    imports = {}
+    for name in ("_columns", "_common", "_learners", "_gate", "_logs"):
+        tree = ast.parse((root / f"{name}.py").read_text())
+        imports[name] = {n.module.rsplit(".", 1)[-1] for n in ast.walk(tree)
+                         if isinstance(n, ast.ImportFrom) and n.module
+                         and n.module.startswith("ope.learning.")}
+    assert imports["_columns"] <= {"_common"} and imports["_common"] == set()
+    assert "_logs" not in imports["_learners"] | imports["_gate"]

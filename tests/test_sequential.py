@@ -15,6 +15,7 @@ from ope.exceptions import (
     EstimationError,
     OPEWarning,
     OverlapWarning,
+    ParameterError,
     PolicyError,
     SchemaError,
     SmallSampleWarning,
@@ -521,8 +522,7 @@ def test_split_episode_is_rejected():
         ({"target": "nope"}, SchemaError,
          r"no column 'nope' or 'target__nope'.*candidate policies .*'pi'"),
         ({"target": np.array([0.5, 1.2, 1.0, 1.0, 1.0])}, PolicyError,
-         r"target probabilities must lie in \[0, 1\]; 1 row\(s\).*first at row 1 \(episode_id "
-         r"10, step 1\)"),
+         r"`target` must be in \[0, 1\].*1 rows are not \(first at row 1\)"),
         ({"target": np.array([0.5, np.nan, 1.0, 1.0, 1.0])}, PolicyError,
          r"`target` must be finite"),
         ({"target": np.ones(4)}, ValidationError, r"one value per step: shape \(5,\).*\(4,\)"),
@@ -532,12 +532,12 @@ def test_split_episode_is_rejected():
         ({"estimator": "dr", "q_hat": "q", "v_hat": "missing"}, SchemaError,
          r"`v_hat` names column 'missing'"),
         ({"estimator": "dr", "q_hat": np.array([0.0, 1.0, np.inf, 0.0, 0.0]), "v_hat": "v"},
-         ValidationError, r"`q_hat` must be finite; 1 row\(s\).*row 2"),
-        ({"estimator": "ips"}, ValueError, r"unknown sequential estimator 'ips'; choose one of"),
+         ValidationError, r"`q_hat` must be finite; 1 rows .*first at row 2"),
+        ({"estimator": "ips"}, ParameterError, r"`estimator` must be one of 'is'.*got 'ips'"),
         ({"gamma": 1.5}, ValueError, r"`gamma` \(discount factor\) must be in \[0, 1\]"),
         ({"max_weight": 0.0}, ValueError, r"`max_weight`.*positive"),
         ({"reward_range": (0.0, 1.0)}, ValidationError,
-         r"rewards must lie in the a priori reward_range \[0, 1\]; 1 row\(s\)"),
+         r"`reward` has 1 rows outside reward_range=\(0, 1\)"),
         ({"reward_range": (1.0, 0.0)}, ValueError, r"low < high"),
         ({"confidence_level": 95}, ValueError, r"confidence_level"),
         ({"tail_value": np.ones(3)}, ValidationError,
@@ -701,3 +701,75 @@ def test_fqe_warns_when_not_converged(fqe_env):
         fq = fitted_q_evaluation(read_trajectories(table), env.policy_table("mix"), gamma=0.8,
                                  state_column="state", n_iterations=2)
     assert not fq.converged and fq.n_iterations == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# one moment kernel, one validation layer
+# ---------------------------------------------------------------------------------------------
+def test_trajectory_wise_estimators_are_ips_and_snips_over_episodes():
+    """``wis`` is SNIPS and ``is`` is IPS with one row per episode (weight W, return G)."""
+    import ope
+
+    env = _mixed_env(n_states=3, n_actions=2, horizon=5, gamma=0.9, seed=3)
+    traj = read_trajectories(env.sample(400, rng=4))
+    tab = traj.table
+    rho = tab.column("target__mix").to_numpy() / tab.column("propensity").to_numpy()
+    starts = np.asarray(traj.episode_starts)
+    lengths = np.diff(starts)
+    episode = np.repeat(np.arange(lengths.size), lengths)
+    steps = tab.column("step").to_numpy().astype(float)
+    big_w = np.exp(np.bincount(episode, weights=np.log(rho)))  # rho > 0 in this environment
+    ret = np.bincount(episode, weights=0.9**steps * tab.column("reward").to_numpy())
+    scale = big_w.max()  # SNIPS is invariant to the scale of the weights; IPS is linear in it
+    args = {"reward": ret, "logging_propensity": np.ones(ret.size),
+            "target_propensity": big_w / scale}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OverlapWarning)
+        wis = sequential_estimate(traj, "mix", estimator="wis", gamma=0.9, tail_value=0.0)
+        snips = ope.SNIPS().estimate(**args)
+        is_ = sequential_estimate(traj, "mix", estimator="is", gamma=0.9, tail_value=0.0)
+        ips = ope.IPS().estimate(**args)
+    assert wis.value == pytest.approx(snips.value, rel=1e-10)
+    assert wis.std_error == pytest.approx(snips.std_error, rel=1e-10)
+    assert is_.value == pytest.approx(scale * ips.value, rel=1e-10)
+    assert is_.std_error == pytest.approx(scale * ips.std_error, rel=1e-10)
+    assert wis.ess == pytest.approx(ips.ess, rel=1e-10) and wis.n == ips.n == lengths.size
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"gamma": "0.5"}, r"`gamma` must be a number"),
+        ({"gamma": -0.1}, r"`gamma` \(discount factor\) must be in \[0, 1\]"),
+        ({"max_weight": float("inf")}, r"`max_weight` must be a positive finite number"),
+        ({"reward_range": "01"}, r"`reward_range` must be a pair"),
+        ({"confidence_level": 1.5}, r"`confidence_level` must be in \(0, 1\)"),
+        ({"estimator": "dr"}, r"needs a model's values per step"),
+    ],
+)
+def test_bad_arguments_raise_parameter_error(hand, kwargs, match):
+    args = {"tail_value": 0.0, "gamma": GAMMA, **kwargs}
+    with pytest.raises(ParameterError, match=match) as info:
+        sequential_estimate(hand, "pi", **args)
+    assert isinstance(info.value, ValueError) and isinstance(info.value, TypeError)
+
+
+def test_fqe_bad_arguments_raise_parameter_error(hand):
+    with pytest.raises(ParameterError, match=r"must be ope.Trajectories"):
+        fitted_q_evaluation(HAND, [[1.0]], gamma=0.5, state_column="state")  # type: ignore
+    with pytest.raises(ParameterError, match=r"`n_iterations` must be a positive integer"):
+        fitted_q_evaluation(hand, [[1.0]], gamma=0.5, state_column="action", n_iterations=0)
+    with pytest.raises(ParameterError, match=r"`gamma` \(discount factor\)"):
+        fitted_q_evaluation(hand, [[1.0]], gamma=2.0, state_column="action")
+
+
+def test_sequential_names_stay_importable():
+    import ope
+    import ope.sequential as seq
+
+    assert ope.sequential_estimate is seq.sequential_estimate
+    assert ope.fitted_q_evaluation is seq.fitted_q_evaluation and ope.FittedQ is seq.FittedQ
+    assert set(seq.__all__) == {"SEQUENTIAL_ESTIMATORS", "sequential_estimate",
+                                "fitted_q_evaluation", "FittedQ"}
+    assert seq.MAX_BOOTSTRAP_CELLS == 1 << 25 and seq.MIN_EPISODES == 2
+    assert seq.FQE_TOL > 0 and seq.POLICY_SUM_TOL > 0 and seq.FQE_MAX_ITERATIONS >= 1

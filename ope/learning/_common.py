@@ -11,7 +11,15 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ope.exceptions import ValidationError
+from ope._validation import (
+    as_float_array,
+    check_finite,
+    check_logging_propensity,
+    check_reward_range,
+    check_rewards_in_range,
+)
+from ope.exceptions import MissingBoundsError, ValidationError
+from ope.moments import centered_moments
 
 __all__: list[str] = []
 
@@ -23,8 +31,9 @@ ROWS_IN_MESSAGE: Final = 5
 _TINY: Final = 1e-300
 
 
-def first_rows(bad: npt.NDArray[np.bool_]) -> str:
-    """``'3 rows (first at rows 4, 9, 17)'`` for a boolean vector of offending rows."""
+def row_list(bad: npt.NDArray[np.bool_]) -> str:
+    """``'3 rows (first at rows 4, 9, 17)'``: the offending rows of a learning-specific rule
+    (candidate sets, action labels), which can be several per row and are listed."""
     idx = np.flatnonzero(bad)
     shown = ", ".join(str(int(i)) for i in idx[:ROWS_IN_MESSAGE])
     more = ", ..." if idx.size > ROWS_IN_MESSAGE else ""
@@ -32,29 +41,21 @@ def first_rows(bad: npt.NDArray[np.bool_]) -> str:
     return f"{idx.size} {noun} (first at {noun} {shown}{more})"
 
 
-def check_reward_range(reward_range: Any) -> tuple[float, float]:
-    """Validate an a priori reward range ``(low, high)``."""
-    try:
-        low, high = (float(v) for v in reward_range)
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"reward_range must be a pair (low, high) of numbers, got {reward_range!r}."
-        ) from None
-    if not (np.isfinite(low) and np.isfinite(high) and low < high):
-        raise ValueError(
-            f"reward_range must be finite with low < high, got ({low}, {high})."
+def required_reward_range(reward_range: Any) -> tuple[float, float]:
+    """The a priori reward range (:func:`ope._validation.check_reward_range`), never None."""
+    rr = check_reward_range(reward_range)
+    if rr is None:
+        raise MissingBoundsError(
+            "policy learning and certification need reward_range=(low, high), the a priori range "
+            "of the rewards (e.g. (0, 1) for clicks): the objective and the bounds are built on "
+            "it. Empirical extremes are not used in its place."
         )
-    return low, high
+    return rr
 
 
 def check_vector(values: Any, name: str, n: int) -> npt.NDArray[np.float64]:
-    """A 1-D float64 column with one finite entry per row."""
-    try:
-        arr = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValidationError(
-            f"`{name}` must be numeric; could not convert a {type(values).__name__} to float."
-        ) from None
+    """A 1-D float64 column with one finite entry per row (an (n, 1) column is flattened)."""
+    arr = as_float_array(values, name, ndim=(1, 2)).astype(np.float64, copy=False)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
     if arr.ndim != 1:
@@ -66,12 +67,7 @@ def check_vector(values: Any, name: str, n: int) -> npt.NDArray[np.float64]:
             f"`{name}` has {arr.shape[0]} rows but X has {n}; every argument needs exactly one "
             "entry per logged row, in the same order."
         )
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        raise ValidationError(
-            f"`{name}` must be finite; {first_rows(bad)} are NaN or infinite. "
-            "Fix or remove those rows before fitting."
-        )
+    check_finite(arr, name)
     return arr
 
 
@@ -80,27 +76,14 @@ def check_reward(
 ) -> npt.NDArray[np.float64]:
     """Rewards: finite, one per row, inside the a priori ``reward_range``."""
     r = check_vector(reward, "reward", n)
-    low, high = reward_range
-    bad = (r < low) | (r > high)
-    if bad.any():
-        raise ValidationError(
-            f"`reward` must lie in reward_range=({low:g}, {high:g}); {first_rows(bad)} are outside "
-            f"(observed min {r.min():g}, max {r.max():g}). Pass the a priori range of your "
-            "rewards as reward_range=(low, high), e.g. (0, 1) for clicks."
-        )
+    check_rewards_in_range(r, reward_range)
     return r
 
 
 def check_propensity(propensity: Any, n: int) -> npt.NDArray[np.float64]:
     """Logging propensities of the logged actions: finite, one per row, in (0, 1]."""
     p = check_vector(propensity, "propensity", n)
-    bad = (p <= 0.0) | (p > 1.0)
-    if bad.any():
-        raise ValidationError(
-            f"`propensity` must be in (0, 1]; {first_rows(bad)} are outside "
-            f"(observed min {p.min():g}, max {p.max():g}). It is the logging policy's probability "
-            "of the logged action; fix the logger or drop those rows."
-        )
+    check_logging_propensity(p, "propensity")
     return p
 
 
@@ -120,7 +103,7 @@ def encode_actions(
     if np.any(bad):
         unseen = np.unique(np.asarray(y)[bad])[:ROWS_IN_MESSAGE].tolist()
         raise ValidationError(
-            f"`{what}` contains actions not seen in fit: {unseen}; {first_rows(bad)}. "
+            f"`{what}` contains actions not seen in fit: {unseen}; {row_list(bad)}. "
             f"Known actions are {classes[:10].tolist()}{' ...' if classes.size > 10 else ''}; "
             "refit on logs that include them, or list them in `candidates` at fit time."
         )
@@ -166,7 +149,7 @@ def candidate_lists(
         bad = np.zeros(n, dtype=bool)
         bad[nulls] = True
         raise ValidationError(
-            f"`candidates` lists contain missing actions in {first_rows(bad)}; every listed "
+            f"`candidates` lists contain missing actions in {row_list(bad)}; every listed "
             "candidate must be an action label."
         )
     rows = np.repeat(np.arange(n, dtype=np.intp), lengths)
@@ -198,14 +181,9 @@ def candidate_mask(
     empty = ~mask.any(axis=1)
     if empty.any():
         raise ValidationError(
-            f"every row needs at least one candidate action; {first_rows(empty)} have none."
+            f"every row needs at least one candidate action; {row_list(empty)} have none."
         )
     return mask
-
-
-def as_generator(rng: int | np.random.Generator | None) -> np.random.Generator:
-    """``numpy.random.default_rng`` that passes a Generator through unchanged."""
-    return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
 def softmax_logits(
@@ -296,26 +274,36 @@ def penalized_value(
     ``sqrt(sum((r - V)^2 w^2)) / sum(w)`` (Norm-POEM).
     """
     n = wbar.shape[0]
+    if n < 2:  # one row: no spread, and nothing for the kernel's unbiased variances
+        S = max(float(wbar.sum()), _TINY)
+        value = float(np.dot(reward01, wbar)) / (n if objective == "clipped_ips" else S)
+        grad = reward01 / n if objective == "clipped_ips" else (reward01 - value) / S
+        return value, (value, 0.0), grad
+    # the moments of (wbar r, wbar) come from the one kernel; wbar is already clipped, so it
+    # enters as the target propensity over a logging propensity of 1
+    moments = centered_moments(reward01, np.ones(n), wbar[:, None], max_weight=None)
     if objective == "clipped_ips":
-        u = reward01 * wbar
-        mean = float(u.mean())
-        dev = u - mean
-        var = float(np.dot(dev, dev)) / (n - 1) if n > 1 else 0.0
+        mean, var = moments.product_mean_var(0, clipped=False, about=0.0)
         se = float(np.sqrt(var / n))
         dmean = np.full(n, 1.0 / n)
         if variance_penalty > 0.0 and se > 0.0:
+            dev = reward01 * wbar - mean
             dmean = dmean - variance_penalty * dev / ((n - 1) * np.sqrt(n * var))
         return mean - variance_penalty * se, (mean, se), dmean * reward01
-    # self-normalized
+    # self-normalized: sd = sqrt(sum (r - V)^2 w^2) / sum w = sqrt((n - 1) var(psi)) / n with
+    # the kernel's influence terms psi = w (r - V) / mean w
     S = max(float(wbar.sum()), _TINY)
-    value = float(np.dot(reward01, wbar)) / S
+    if S > _TINY:
+        value, var_psi = moments.ratio_mean_var(0, clipped=False)
+        sd = float(np.sqrt(var_psi * (n - 1))) / n
+    else:  # every weight zero: no information, and a zero value and spread
+        value, sd = 0.0, 0.0
     dev = reward01 - value
     dw2 = dev * wbar * wbar
-    Q = float(np.dot(dev, dw2))
-    sd = float(np.sqrt(Q)) / S
     alpha = dev / S
     grad = alpha
     if variance_penalty > 0.0 and sd > 0.0:
+        Q = (sd * S) ** 2
         beta = 2.0 * dev * dev * wbar - 2.0 * alpha * float(dw2.sum())
         dvar = beta / S**2 - 2.0 * Q / S**3
         grad = alpha - variance_penalty * dvar / (2.0 * sd)

@@ -11,13 +11,30 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from ope.exceptions import EstimationError, MissingBoundsError, PolicyError, ValidationError
+from ope._thresholds import small_sample, small_sample_note
+from ope._validation import (
+    check_choice,
+    check_confidence_level,
+    check_max_weight,
+    check_real,
+    check_target_propensity,
+)
+from ope.exceptions import (
+    EstimationError,
+    MissingBoundsError,
+    ParameterError,
+    PolicyError,
+    ValidationError,
+)
+from ope.intervals.bounded import bernstein_interval
 from ope.learning._common import (
     check_propensity,
     check_reward,
-    check_reward_range,
-    first_rows,
+    required_reward_range,
+    row_list,
 )
+from ope.moments import centered_moments
+from ope.results import Result, ResultParts
 
 __all__ = ["Certificate", "SafetyGate", "certify", "rank_policies"]
 
@@ -31,8 +48,13 @@ _METHODS: Final = ("bernstein", "t")
 
 
 @dataclass(frozen=True)
-class Certificate:
+class Certificate(Result):
     """The verdict of :class:`SafetyGate` on one policy, with everything needed to audit it.
+
+    A result object like every other of ope (:class:`ope.results.Result`): ``to_dict()``,
+    ``summary()``, an escaped ``_repr_html_()``, and the shared vocabulary ``value`` (the
+    estimate), ``n`` (certification rows), ``ci_method`` (the bound's method),
+    ``confidence_level`` and ``notes``.
 
     Attributes
     ----------
@@ -72,6 +94,8 @@ class Certificate:
         Certification rows.
     clipped_fraction : float
         Share of certification rows whose weight was clipped at ``max_weight``.
+    notes : tuple of str
+        Caveats (e.g. a Student-t bound on few rows), numbered in ``summary()``.
     """
 
     policy: str
@@ -91,16 +115,34 @@ class Certificate:
     n_train: int | None
     n_certify: int
     clipped_fraction: float
+    notes: tuple[str, ...] = ()
 
     @property
     def approved(self) -> bool:
         """True when the verdict is ``"approve"``."""
         return self.verdict == "approve"
 
+    @property
+    def value(self) -> float:
+        """The estimate (shared vocabulary; same as :attr:`estimate`)."""
+        return self.estimate
+
+    @property
+    def n(self) -> int:
+        """Certification rows (shared vocabulary; same as :attr:`n_certify`)."""
+        return self.n_certify
+
+    @property
+    def ci_method(self) -> str:
+        """Method of the lower bound (shared vocabulary; same as :attr:`method`)."""
+        return self.method
+
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict with stable keys."""
+        """A JSON-ready dict with stable keys (the fields, and ``value``, ``n``, ``ci_method``)."""
         d = asdict(self)
         d["reward_range"] = list(self.reward_range)
+        d["notes"] = list(self.notes)
+        d.update(value=self.value, n=self.n, ci_method=self.ci_method)
         return d
 
     def to_json(self, **json_options: Any) -> str:
@@ -109,13 +151,15 @@ class Certificate:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Certificate:
-        """Rebuild a certificate from :meth:`to_dict` output."""
+        """Rebuild a certificate from :meth:`to_dict` output (also of versions without
+        ``notes``, ``value``, ``n`` and ``ci_method``; the last three are derived)."""
         names = {f.name for f in fields(cls)}
-        missing = sorted(names - set(data))
+        missing = sorted(names - set(data) - {"notes"})
         if missing:
             raise ValidationError(f"certificate dict misses keys: {', '.join(missing)}.")
-        values = {k: data[k] for k in names}
+        values = {k: data[k] for k in names if k in data}
         values["reward_range"] = tuple(float(v) for v in values["reward_range"])
+        values["notes"] = tuple(str(v) for v in data.get("notes", ()))
         return cls(**values)
 
     @classmethod
@@ -145,12 +189,14 @@ class Certificate:
         )
         return "\n".join(lines)
 
-    def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<tr><th style='text-align:left'>{k}</th><td>{v}</td></tr>"
-            for k, v in self.to_dict().items()
+    def _parts(self) -> ResultParts:
+        d = self.to_dict()
+        shown = [(k, v) for k, v in d.items() if k not in ("notes", "value", "n", "ci_method")]
+        return ResultParts(
+            title=f"certificate for policy {self.policy!r}: {self.verdict.upper()}",
+            fields=shown,
+            notes=self.notes,
         )
-        return f"<table>{rows}</table>"
 
 
 def _policy_propensity(
@@ -171,7 +217,7 @@ def _policy_propensity(
         unknown = classes[idx] != np.asarray(action)
         if unknown.any():
             raise ValidationError(
-                f"`action` contains labels the policy does not know in {first_rows(unknown)}."
+                f"`action` contains labels the policy does not know in {row_list(unknown)}."
             )
         pe = proba[np.arange(proba.shape[0]), idx]
     else:
@@ -182,33 +228,30 @@ def _policy_propensity(
             f"the policy's target propensities must be one per certification row ({n}); got "
             f"shape {pe.shape}."
         )
-    bad = ~np.isfinite(pe) | (pe < 0) | (pe > 1 + _PROBABILITY_SLACK)
-    if bad.any():
-        raise PolicyError(
-            f"target propensities must be probabilities in [0, 1]; {first_rows(bad)} are not."
-        )
-    return np.minimum(pe, 1.0)
+    # probabilities a hair above 1 (float rounding of a policy object) count as 1
+    pe = np.where((pe > 1.0) & (pe <= 1.0 + _PROBABILITY_SLACK), 1.0, pe)
+    try:
+        check_target_propensity(pe, "target_propensity")
+    except ValidationError as exc:  # the policy, not the logs, gives no probabilities
+        raise PolicyError(str(exc)) from None
+    return pe
 
 
 def _one_sided_lower(
-    values: npt.NDArray[np.float64], *, low: float, high: float, confidence_level: float,
+    mean: float, var: float, n: int, *, low: float, high: float, confidence_level: float,
     method: str,
-) -> tuple[float, float]:
-    """``(mean, one-sided lower confidence bound)`` of the mean of ``values`` in ``[low, high]``."""
-    n = values.shape[0]
-    mean = float(values.mean())
-    var = float(values.var(ddof=1))
+) -> float:
+    """One-sided lower confidence bound of a mean in ``[low, high]`` from its sample mean and
+    unbiased variance over ``n`` rows."""
     if method == "bernstein":
-        from ope.intervals.bounded import bernstein_interval
-
         # the two-sided interval at level 2c - 1 spends (1 - c) on each side, so its lower end
         # alone is a one-sided bound at level c
         ci = bernstein_interval(
             mean, var, n, low=low, high=high, confidence_level=2.0 * confidence_level - 1.0
         )
-        return mean, float(ci.low)
+        return float(ci.low)
     half = float(stats.t.ppf(confidence_level, n - 1)) * math.sqrt(var / n)
-    return mean, max(low, mean - half)
+    return max(low, mean - half)
 
 
 @dataclass(frozen=True)
@@ -331,14 +374,13 @@ class SafetyGate:
                 "(e.g. (0, 1) for clicks): the finite-sample bound is built on it. Empirical "
                 "extremes are not used in its place."
             )
-        low, high = check_reward_range(self.reward_range)
-        level = float(self.confidence_level)
-        if not 0.5 < level < 1.0:
-            raise ValueError(
+        low, high = required_reward_range(self.reward_range)
+        level = check_confidence_level(self.confidence_level)
+        if not level > 0.5:
+            raise ParameterError(
                 f"confidence_level must be in (0.5, 1) for a one-sided bound, got {level!r}."
             )
-        if self.method not in _METHODS:
-            raise ValueError(f"method must be one of {_METHODS}, got {self.method!r}.")
+        method = check_choice(self.method, "method", _METHODS)
         max_weight = self.max_weight
         if max_weight is None:
             max_weight = getattr(policy, "max_weight_", None)
@@ -348,9 +390,9 @@ class SafetyGate:
                 "before certification: pass SafetyGate(max_weight=...) or certify a learner that "
                 "has a max_weight_. The largest weight in the data is not used in its place."
             )
-        max_weight = float(max_weight)
-        if not (math.isfinite(max_weight) and max_weight >= 1.0):
-            raise ValueError(f"max_weight must be a finite number >= 1, got {max_weight!r}.")
+        max_weight = check_max_weight(max_weight)
+        if max_weight is None or max_weight < 1.0:
+            raise ParameterError(f"max_weight must be a finite number >= 1, got {max_weight!r}.")
         a = np.asarray(action)
         n = a.shape[0] if a.ndim else 0
         if n < MIN_CERTIFY_ROWS:
@@ -360,24 +402,29 @@ class SafetyGate:
         r = check_reward(reward, n, (low, high))
         p = check_propensity(propensity, n)
         pe = _policy_propensity(policy, X, a, candidates, n)
-        w = pe / p
-        wbar = np.minimum(w, max_weight)
         span = high - low
-        ell = r - low
-        z = low + ell * wbar
-        estimate, lower = _one_sided_lower(
-            z, low=low, high=low + max_weight * span, confidence_level=level, method=self.method
+        # Z_i = r_lo + min(w_i, M) (r_i - r_lo): the clipped-IPS moments about r_lo (kernel)
+        moments = centered_moments(r, p, pe[:, None], max_weight=max_weight)
+        shifted_mean, z_var = moments.product_mean_var(0, clipped=True, about=low)
+        estimate = low + shifted_mean
+        lower = _one_sided_lower(
+            estimate, z_var, n, low=low, high=low + max_weight * span, confidence_level=level,
+            method=method,
         )
         pct = f"{100 * level:g}%"
         if isinstance(self.baseline, str):
             if self.baseline != "logging":
-                raise ValueError(
+                raise ParameterError(
                     f"baseline must be 'logging' or a number, got {self.baseline!r}."
                 )
-            diff = ell * (wbar - 1.0)
-            improvement, improvement_lower = _one_sided_lower(
-                diff, low=-span, high=(max_weight - 1.0) * span, confidence_level=level,
-                method=self.method,
+            # the paired difference D_i = Z_i - r_i is not a moment of the weighting estimate
+            # (its variance needs cov(Z, r)), so it is formed per row
+            ell = r - low
+            diff = ell * (np.minimum(pe / p, max_weight) - 1.0)
+            improvement = float(diff.mean())
+            improvement_lower = _one_sided_lower(
+                improvement, float(diff.var(ddof=1)), n, low=-span,
+                high=(max_weight - 1.0) * span, confidence_level=level, method=method,
             )
             baseline_value = float(r.mean())
             source = f"on-policy mean reward of the logging policy on the {n:,} certification rows"
@@ -388,9 +435,9 @@ class SafetyGate:
             )
             baseline_kind: Literal["logging", "threshold"] = "logging"
         else:
-            threshold = float(self.baseline)
+            threshold = check_real(self.baseline, "baseline")
             if not math.isfinite(threshold):
-                raise ValueError(f"baseline threshold must be finite, got {threshold!r}.")
+                raise ParameterError(f"baseline threshold must be finite, got {threshold!r}.")
             improvement = improvement_lower = None
             baseline_value = threshold
             source = "threshold given by the user"
@@ -414,12 +461,14 @@ class SafetyGate:
             improvement_estimate=improvement,
             improvement_lower_bound=improvement_lower,
             confidence_level=level,
-            method=self.method,
+            method=method,
             max_weight=max_weight,
             reward_range=(low, high),
             n_train=None if n_train is None else int(n_train),
             n_certify=int(n),
-            clipped_fraction=float(np.mean(w > max_weight)),
+            clipped_fraction=float(moments.n_clipped[0]) / n,
+            # the t bound rests on the central limit theorem; the Bernstein bound holds at any n
+            notes=(small_sample_note(n),) if method == "t" and small_sample(n) else (),
         )
 
 
@@ -537,7 +586,7 @@ def rank_policies(
 
     if not policies:
         raise PolicyError("`policies` is empty; pass a mapping of name to policy.")
-    level = float(confidence_level)
+    level = check_confidence_level(confidence_level)
     per_policy = 1.0 - (1.0 - level) / len(policies) if simultaneous else level
     gate = SafetyGate(
         reward_range=reward_range, confidence_level=per_policy, method=method,

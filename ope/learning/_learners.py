@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import warnings
-from typing import Any, Final, Literal
+from collections.abc import Callable
+from typing import Any, Final, Literal, Self
 
 import numpy as np
 import numpy.typing as npt
@@ -20,18 +21,19 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from ope.exceptions import ValidationError
+from ope._validation import check_max_weight, check_rng
+from ope.exceptions import ParameterError, ValidationError
+from ope.learning._columns import fit_logs
 from ope.learning._common import (
-    as_generator,
     candidate_lists,
     candidate_mask,
     check_propensity,
     check_reward,
-    check_reward_range,
     encode_actions,
-    first_rows,
     penalized_value,
     policy_objective,
+    required_reward_range,
+    row_list,
     softmax_logits,
 )
 
@@ -138,7 +140,7 @@ def _validate_fit_inputs(
         outside = ~mask[np.arange(n), action]
         if outside.any():
             raise ValidationError(
-                f"the logged action is not among the row's `candidates` in {first_rows(outside)}; "
+                f"the logged action is not among the row's `candidates` in {row_list(outside)}; "
                 "a logger can only take one of its candidates. Check the join of the two columns."
             )
     if full_information:
@@ -156,7 +158,41 @@ def _validate_fit_inputs(
     return X, action, r01, p, mask, classes, full_information
 
 
-class _SoftmaxPolicyLearner(ClassifierMixin, BaseEstimator):
+class _LearnedPolicy(ClassifierMixin, BaseEstimator):
+    """What every learner offers once fitted: ``fit_logs``, ``predict``, ``target_propensity``.
+
+    Subclasses implement ``fit`` and ``predict_proba``.
+    """
+
+    classes_: npt.NDArray[Any]
+    predict_proba: Callable[..., npt.NDArray[np.float64]]
+
+    def fit_logs(self, logs: Any, *, context_columns: Any) -> Any:
+        """Fit on validated :class:`ope.logs.BanditLogs`.
+
+        Uses the columns ``action``, ``reward``, ``propensity``, the ``context_columns`` (numeric
+        columns and/or one list column of features) and ``candidates`` when present.
+        """
+        return fit_logs(self, logs, context_columns=context_columns)
+
+    def predict(self, X: Any, *, candidates: Any = None) -> npt.NDArray[Any]:
+        """The most probable action of each row (the policy's greedy, deterministic version)."""
+        proba = self.predict_proba(X, candidates=candidates)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def target_propensity(
+        self, X: Any, action: Any, *, candidates: Any = None
+    ) -> npt.NDArray[np.float64]:
+        """``pi(action_i | x_i)`` for given actions: the per-row vector IPS-type estimators use
+        (for the greedy direct-method policy, 1 where its action equals ``action_i``, else 0)."""
+        proba = self.predict_proba(X, candidates=candidates)
+        idx = encode_actions(np.asarray(action), self.classes_, what="action")
+        if idx.shape[0] != proba.shape[0]:
+            raise ValidationError(f"`action` has {idx.shape[0]} rows but X has {proba.shape[0]}.")
+        return proba[np.arange(proba.shape[0]), idx]
+
+
+class _SoftmaxPolicyLearner(_LearnedPolicy):
     """Shared fit/predict of linear softmax policies; subclasses choose the objective."""
 
     def _objective_settings(self) -> tuple[str, float, Any, str | None]:
@@ -172,12 +208,32 @@ class _SoftmaxPolicyLearner(ClassifierMixin, BaseEstimator):
         propensity: Any = None,
         *,
         candidates: Any = None,
-    ) -> _SoftmaxPolicyLearner:
-        reward_range = check_reward_range(self.reward_range)
+    ) -> Self:
+        """Learn the policy from logged bandit feedback.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, n_features)
+            Context features of the logged rows.
+        y : array-like of shape (n,)
+            The logged actions (labels: int or str).
+        reward : array-like of shape (n,)
+            Observed rewards, inside ``reward_range``.
+        propensity : array-like of shape (n,)
+            Logging probability of the logged action, in (0, 1].
+        candidates : Arrow list column, sequence of sequences, or bool array, optional
+            Each row's candidate actions (a null entry means all actions); the logged action must
+            be among them. A boolean mask has one column per action in sorted-label order.
+
+        Returns
+        -------
+        self
+        """
+        reward_range = required_reward_range(self.reward_range)
         if not (isinstance(self.l2_penalty, (int, float)) and self.l2_penalty >= 0):
-            raise ValueError(f"l2_penalty must be a number >= 0, got {self.l2_penalty!r}.")
+            raise ParameterError(f"l2_penalty must be a number >= 0, got {self.l2_penalty!r}.")
         if not (isinstance(self.max_iter, (int, np.integer)) and self.max_iter >= 1):
-            raise ValueError(f"max_iter must be an integer >= 1, got {self.max_iter!r}.")
+            raise ParameterError(f"max_iter must be an integer >= 1, got {self.max_iter!r}.")
         X, action, r01, p, mask, classes, full_info = _validate_fit_inputs(
             self, X, y, reward, propensity, candidates, reward_range
         )
@@ -227,19 +283,19 @@ class _SoftmaxPolicyLearner(ClassifierMixin, BaseEstimator):
         n = X.shape[0]
         fraction = float(self.validation_fraction)
         if not 0.0 < fraction < 1.0:
-            raise ValueError(f"validation_fraction must be in (0, 1), got {fraction!r}.")
+            raise ParameterError(f"validation_fraction must be in (0, 1), got {fraction!r}.")
         n_val = int(round(n * fraction))
         if n_val < 1 or n - n_val < 2:
             raise ValidationError(
                 f"select='validation' needs at least 2 training and 1 validation row; got {n} rows "
                 f"with validation_fraction={fraction}. Use more data or select=None."
             )
-        perm = as_generator(self.rng).permutation(n)
+        perm = check_rng(self.rng).permutation(n)
         val, tr = perm[:n_val], perm[n_val:]
         weights = (None,) if max_weight is None else tuple(
             max(1.0, f * max_weight) for f in SELECTION_MAX_WEIGHT_FACTORS
         )
-        low, high = check_reward_range(self.reward_range)
+        low, high = required_reward_range(self.reward_range)
         results: list[dict[str, Any]] = []
         for factor in sorted(SELECTION_PENALTY_FACTORS, reverse=True):
             for m in weights:
@@ -261,16 +317,6 @@ class _SoftmaxPolicyLearner(ClassifierMixin, BaseEstimator):
         best = max(range(len(results)), key=lambda i: (results[i]["validation_ips"], -i))
         return results[best]["variance_penalty"], results[best]["max_weight"], results
 
-    def fit_logs(self, logs: Any, *, context_columns: Any) -> Any:
-        """Fit on validated :class:`ope.logs.BanditLogs`.
-
-        Uses the columns ``action``, ``reward``, ``propensity``, the ``context_columns`` (numeric
-        columns and/or one list column of features) and ``candidates`` when present.
-        """
-        from ope.learning._logs import fit_logs
-
-        return fit_logs(self, logs, context_columns=context_columns)
-
     # -- prediction --------------------------------------------------------------------------
     def predict_proba(self, X: Any, *, candidates: Any = None) -> npt.NDArray[np.float64]:
         """Action probabilities ``pi(a | x)``, shape ``(n, n_actions)``, columns as ``classes_``.
@@ -283,23 +329,6 @@ class _SoftmaxPolicyLearner(ClassifierMixin, BaseEstimator):
         mask = candidate_mask(candidates, self.classes_, X.shape[0])
         return softmax_logits(X, self.coef_, self.intercept_, mask)
 
-    def predict(self, X: Any, *, candidates: Any = None) -> npt.NDArray[Any]:
-        """The most probable action of each row (the policy's greedy, deterministic version)."""
-        proba = self.predict_proba(X, candidates=candidates)
-        return self.classes_[np.argmax(proba, axis=1)]
-
-    def target_propensity(
-        self, X: Any, action: Any, *, candidates: Any = None
-    ) -> npt.NDArray[np.float64]:
-        """``pi(action_i | x_i)`` for given actions: the per-row vector IPS-type estimators use."""
-        proba = self.predict_proba(X, candidates=candidates)
-        idx = encode_actions(np.asarray(action), self.classes_, what="action")
-        if idx.shape[0] != proba.shape[0]:
-            raise ValidationError(
-                f"`action` has {idx.shape[0]} rows but X has {proba.shape[0]}."
-            )
-        return proba[np.arange(proba.shape[0]), idx]
-
 
 def _resolve_max_weight(spec: Any, propensity: npt.NDArray[np.float64]) -> float | None:
     """The clip level: ``None`` (no clipping), a number >= 1, or ``"auto"``."""
@@ -307,14 +336,15 @@ def _resolve_max_weight(spec: Any, propensity: npt.NDArray[np.float64]) -> float
         return None
     if isinstance(spec, str):
         if spec != "auto":
-            raise ValueError(f"max_weight must be a number >= 1, None or 'auto', got {spec!r}.")
+            raise ParameterError(f"max_weight must be a number >= 1, None or 'auto', got {spec!r}.")
         return float(1.0 / np.quantile(propensity, MAX_WEIGHT_QUANTILE))
-    if not (isinstance(spec, (int, float)) and np.isfinite(spec) and spec >= 1.0):
-        raise ValueError(
+    clip = check_max_weight(spec)
+    if clip is None or clip < 1.0:
+        raise ParameterError(
             f"max_weight must be a number >= 1 (a weight pi/p below 1 would be clipped even for "
             f"the logging policy), None or 'auto'; got {spec!r}."
         )
-    return float(spec)
+    return clip
 
 
 def _fit_softmax(
@@ -565,47 +595,15 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
 
     def _objective_settings(self) -> tuple[str, float, Any, str | None]:
         if self.objective not in ("clipped_ips", "self_normalized"):
-            raise ValueError(
+            raise ParameterError(
                 f"objective must be 'clipped_ips' or 'self_normalized', got {self.objective!r}."
             )
         penalty = self.variance_penalty
         if not (isinstance(penalty, (int, float)) and np.isfinite(penalty) and penalty >= 0):
-            raise ValueError(f"variance_penalty must be a number >= 0, got {penalty!r}.")
+            raise ParameterError(f"variance_penalty must be a number >= 0, got {penalty!r}.")
         if self.select not in (None, "validation"):
-            raise ValueError(f"select must be None or 'validation', got {self.select!r}.")
+            raise ParameterError(f"select must be None or 'validation', got {self.select!r}.")
         return self.objective, float(penalty), self.max_weight, self.select
-
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        reward: Any = None,
-        propensity: Any = None,
-        *,
-        candidates: Any = None,
-    ) -> ConservativePolicyLearner:
-        """Learn the policy from logged bandit feedback.
-
-        Parameters
-        ----------
-        X : array-like of shape (n, n_features)
-            Context features of the logged rows.
-        y : array-like of shape (n,)
-            The logged actions (labels: int or str).
-        reward : array-like of shape (n,)
-            Observed rewards, inside ``reward_range``.
-        propensity : array-like of shape (n,)
-            Logging probability of the logged action, in (0, 1].
-        candidates : Arrow list column, sequence of sequences, or bool array, optional
-            Each row's candidate actions (a null entry means all actions); the logged action must
-            be among them. A boolean mask has one column per action in sorted-label order.
-
-        Returns
-        -------
-        self
-        """
-        super().fit(X, y, reward, propensity, candidates=candidates)
-        return self
 
 
 class IPSPolicyLearner(_SoftmaxPolicyLearner):
@@ -641,17 +639,9 @@ class IPSPolicyLearner(_SoftmaxPolicyLearner):
     -----
     Same model, API and gradient as :class:`ConservativePolicyLearner` with
     ``variance_penalty=0`` and ``max_weight=None``. With ``reward_range[0] = 0`` the objective
-    is exactly the IPS estimate :math:`\frac1n\sum_i r_i w_i`.
-
-    Called as ``fit(X, y)`` without ``reward`` and ``propensity`` (as scikit-learn's generic tools
-    do), the rows are read as full-information supervised data: ``y`` is the one action that earns
-    the top of ``reward_range`` while every other candidate earns the bottom. Internally each
-    row becomes one logged row per candidate action with propensity ``1 / n_candidates`` (a
-    uniform logger that tried everything), so the objective is the policy's expected reward
-    ``mean_i pi(y_i | x_i)``: the learner is then a classifier.
-    Every check of ``sklearn.utils.estimator_checks`` applies and passes (scikit-learn itself
-    skips ``check_array_api_input`` unless ``SCIPY_ARRAY_API=1``; the learners compute with
-    numpy only).
+    is exactly the IPS estimate :math:`\frac1n\sum_i r_i w_i`. ``fit(X, y)`` without
+    ``reward`` and ``propensity`` reads full-information labels, and the scikit-learn estimator
+    checks pass, as described there.
 
     References
     ----------
@@ -690,21 +680,8 @@ class IPSPolicyLearner(_SoftmaxPolicyLearner):
     def _objective_settings(self) -> tuple[str, float, Any, str | None]:
         return "clipped_ips", 0.0, None, None
 
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        reward: Any = None,
-        propensity: Any = None,
-        *,
-        candidates: Any = None,
-    ) -> IPSPolicyLearner:
-        """Learn the policy; arguments as in :meth:`ConservativePolicyLearner.fit`."""
-        super().fit(X, y, reward, propensity, candidates=candidates)
-        return self
 
-
-class DirectMethodPolicyLearner(ClassifierMixin, BaseEstimator):
+class DirectMethodPolicyLearner(_LearnedPolicy):
     r"""Greedy policy on a per-action ridge regression of the reward (the direct method).
 
     Parameters
@@ -782,9 +759,9 @@ class DirectMethodPolicyLearner(ClassifierMixin, BaseEstimator):
         candidates: Any = None,
     ) -> DirectMethodPolicyLearner:
         """Fit the per-action reward model (arguments as in ``ConservativePolicyLearner.fit``)."""
-        reward_range = check_reward_range(self.reward_range)
+        reward_range = required_reward_range(self.reward_range)
         if not (isinstance(self.l2_penalty, (int, float)) and self.l2_penalty > 0):
-            raise ValueError(f"l2_penalty must be a number > 0, got {self.l2_penalty!r}.")
+            raise ParameterError(f"l2_penalty must be a number > 0, got {self.l2_penalty!r}.")
         X, action, r01, _, mask, classes, full_info = _validate_fit_inputs(
             self, X, y, reward, propensity, candidates, reward_range
         )
@@ -819,16 +796,6 @@ class DirectMethodPolicyLearner(ClassifierMixin, BaseEstimator):
         self.value_estimate_ = float(np.mean(np.max(q, axis=1)))
         return self
 
-    def fit_logs(self, logs: Any, *, context_columns: Any) -> Any:
-        """Fit on validated :class:`ope.logs.BanditLogs`.
-
-        Uses the columns ``action``, ``reward``, ``propensity``, the ``context_columns`` (numeric
-        columns and/or one list column of features) and ``candidates`` when present.
-        """
-        from ope.learning._logs import fit_logs
-
-        return fit_logs(self, logs, context_columns=context_columns)
-
     def _scores(
         self, X: npt.NDArray[np.float64], mask: npt.NDArray[np.bool_] | None
     ) -> npt.NDArray[np.float64]:
@@ -857,18 +824,3 @@ class DirectMethodPolicyLearner(ClassifierMixin, BaseEstimator):
         proba = np.zeros_like(q)
         proba[np.arange(q.shape[0]), best] = 1.0
         return proba
-
-    def predict(self, X: Any, *, candidates: Any = None) -> npt.NDArray[Any]:
-        """The greedy action of each row."""
-        proba = self.predict_proba(X, candidates=candidates)
-        return self.classes_[np.argmax(proba, axis=1)]
-
-    def target_propensity(
-        self, X: Any, action: Any, *, candidates: Any = None
-    ) -> npt.NDArray[np.float64]:
-        """``pi(action_i | x_i)``: 1 where the greedy action equals ``action_i``, else 0."""
-        proba = self.predict_proba(X, candidates=candidates)
-        idx = encode_actions(np.asarray(action), self.classes_, what="action")
-        if idx.shape[0] != proba.shape[0]:
-            raise ValidationError(f"`action` has {idx.shape[0]} rows but X has {proba.shape[0]}.")
-        return proba[np.arange(proba.shape[0]), idx]

@@ -9,8 +9,10 @@ import numpy.typing as npt
 import pyarrow as pa
 from sklearn.base import clone
 
-from ope.exceptions import SchemaError, ValidationError
-from ope.learning._common import as_generator, first_rows
+from ope._validation import check_rng
+from ope.exceptions import ParameterError, SchemaError, ValidationError
+from ope.context import context_matrix
+from ope.learning._columns import log_columns
 from ope.learning._gate import Certificate, SafetyGate
 from ope.learning._learners import ConservativePolicyLearner
 
@@ -19,86 +21,6 @@ __all__ = ["learn_from_logs", "learner_policy_table", "context_matrix"]
 #: share of rows held out for certification by default: an even split; HCPI (Thomas et al. 2015)
 #: certifies on 4/5, which favours the bound over the quality of the learned policy
 DEFAULT_CERTIFY_FRACTION = 0.5
-
-
-def context_matrix(logs: Any, context_columns: str | Sequence[str]) -> npt.NDArray[np.float64]:
-    """The ``(n, n_features)`` float64 context matrix from numeric and/or list columns of ``logs``.
-
-    A numeric column gives one feature; a list column (e.g. ``context``) gives one feature per
-    element and must have the same length on every row.
-    """
-    if isinstance(context_columns, str):
-        context_columns = [context_columns]
-    names = list(context_columns)
-    if not names:
-        raise SchemaError("context_columns is empty; name the context feature column(s).")
-    table: pa.Table = logs.table
-    missing = [c for c in names if c not in table.column_names]
-    if missing:
-        raise SchemaError(
-            f"context column(s) {missing} are not in the logs; they have: "
-            f"{', '.join(table.column_names)}."
-        )
-    blocks = []
-    problems = []
-    for name in names:
-        col = table.column(name).combine_chunks()
-        typ = col.type
-        if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
-            lengths = col.value_lengths().fill_null(-1).to_numpy(zero_copy_only=False)
-            if lengths.size and (lengths.min() < 0 or lengths.min() != lengths.max()):
-                bad = lengths != (lengths.max() if lengths.min() >= 0 else -2)
-                problems.append(
-                    f"list column {name!r} must hold one equal-length feature vector per row; "
-                    f"{first_rows(bad | (lengths < 0))} differ or are null"
-                )
-                continue
-            value_type = typ.value_type
-            if not (pa.types.is_integer(value_type) or pa.types.is_floating(value_type)):
-                problems.append(f"list column {name!r} holds {value_type}, not numbers")
-                continue
-            width = int(lengths[0]) if lengths.size else 0
-            values = col.flatten().to_numpy(zero_copy_only=False).astype(np.float64)
-            blocks.append(values.reshape(len(col), width))
-        elif pa.types.is_integer(typ) or pa.types.is_floating(typ) or pa.types.is_boolean(typ):
-            if col.null_count:
-                nulls = col.is_null().to_numpy(zero_copy_only=False)
-                problems.append(f"column {name!r} has missing values in {first_rows(nulls)}")
-                continue
-            blocks.append(col.to_numpy(zero_copy_only=False).astype(np.float64)[:, None])
-        else:
-            problems.append(f"column {name!r} has type {typ}, not numeric (encode it first)")
-    if problems:
-        raise SchemaError("cannot build the context matrix: " + "; ".join(problems) + ".")
-    X = np.hstack(blocks) if len(blocks) > 1 else blocks[0]
-    bad = ~np.isfinite(X).all(axis=1)
-    if bad.any():
-        raise ValidationError(
-            f"context features must be finite; {first_rows(bad)} have NaN or infinite values."
-        )
-    return X
-
-
-def _log_columns(
-    logs: Any,
-) -> tuple[npt.NDArray[Any], npt.NDArray[np.float64], npt.NDArray[np.float64], Any]:
-    missing = [c for c in ("action", "reward", "propensity") if c not in logs.table.column_names]
-    if missing:
-        raise SchemaError(
-            f"learning needs the columns action, reward and propensity; missing: "
-            f"{', '.join(missing)}."
-        )
-    cand = logs.table.column("candidates") if "candidates" in logs.table.column_names else None
-    return logs.column("action"), logs.column("reward"), logs.column("propensity"), cand
-
-
-def fit_logs(
-    learner: Any, logs: Any, *, context_columns: str | Sequence[str]
-) -> Any:
-    """``learner.fit`` on validated logs (actions, rewards, propensities, candidates if present)."""
-    X = context_matrix(logs, context_columns)
-    action, reward, propensity, cand = _log_columns(logs)
-    return learner.fit(X, action, reward, propensity, candidates=cand)
 
 
 def learn_from_logs(
@@ -160,9 +82,9 @@ def learn_from_logs(
     """
     fraction = float(certify_fraction)
     if not 0.0 < fraction < 1.0:
-        raise ValueError(f"certify_fraction must be in (0, 1), got {certify_fraction!r}.")
+        raise ParameterError(f"certify_fraction must be in (0, 1), got {certify_fraction!r}.")
     X = context_matrix(logs, context_columns)
-    action, reward, propensity, cand = _log_columns(logs)
+    action, reward, propensity, cand = log_columns(logs)
     n = X.shape[0]
     n_cert = int(round(n * fraction))
     if n_cert < 2 or n - n_cert < 2:
@@ -170,7 +92,7 @@ def learn_from_logs(
             f"cannot split {n} rows into training and certification parts with "
             f"certify_fraction={fraction}; at least 2 rows are needed in each."
         )
-    perm = as_generator(rng).permutation(n)
+    perm = check_rng(rng).permutation(n)
     cert_rows, train_rows = np.sort(perm[:n_cert]), np.sort(perm[n_cert:])
     est = clone(learner if learner is not None else ConservativePolicyLearner())
 
@@ -212,8 +134,7 @@ def learner_policy_table(
     ...                   "action": [0, 1, 0, 1], "reward": [1.0, 0.0, 0.0, 1.0],
     ...                   "propensity": [0.5, 0.5, 0.5, 0.5]})
     >>> logs = BanditLogs(table, ValidationReport("<Table>", 4, 4))
-    >>> from ope.learning._logs import fit_logs
-    >>> dm = fit_logs(DirectMethodPolicyLearner(), logs, context_columns="x")
+    >>> dm = DirectMethodPolicyLearner().fit_logs(logs, context_columns="x")
     >>> learner_policy_table(dm, logs, context_columns="x").to_pydict()["action"]
     [0, 0, 1, 1]
     """

@@ -1,0 +1,41 @@
+"""Validated logs as the arrays the learners fit on (context matrix, logged columns).
+
+Separate from :mod:`ope.learning._logs` (which certifies and exports policies and so needs the
+learners) so that the learners' ``fit_logs`` can use it without an import cycle. The context
+matrix is :func:`ope.context.context_matrix`, the one shared with the reward models.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from ope.context import context_matrix
+from ope.exceptions import SchemaError
+
+__all__ = ["log_columns", "fit_logs"]
+
+
+def log_columns(
+    logs: Any,
+) -> tuple[npt.NDArray[Any], npt.NDArray[np.float64], npt.NDArray[np.float64], Any]:
+    """``(action, reward, propensity, candidates or None)`` of validated logs."""
+    missing = [c for c in ("action", "reward", "propensity") if c not in logs.table.column_names]
+    if missing:
+        raise SchemaError(
+            f"learning needs the columns action, reward and propensity; missing: "
+            f"{', '.join(missing)}."
+        )
+    cand = logs.table.column("candidates") if "candidates" in logs.table.column_names else None
+    return logs.column("action"), logs.column("reward"), logs.column("propensity"), cand
+
+
+def fit_logs(
+    learner: Any, logs: Any, *, context_columns: str | Sequence[str]
+) -> Any:
+    """``learner.fit`` on validated logs (actions, rewards, propensities, candidates if present)."""
+    X = context_matrix(logs, context_columns)
+    action, reward, propensity, cand = log_columns(logs)
+    return learner.fit(X, action, reward, propensity, candidates=cand)

@@ -1,0 +1,601 @@
+"""Off-policy value estimators for multi-step trajectories.
+
+Given trajectories logged by a behaviour policy (``ope.read_trajectories`` ->
+:class:`ope.logs.Trajectories`, one row per step) and the candidate's probability of each logged
+action, :func:`sequential_estimate` estimates the candidate's expected discounted return with one
+of six estimators:
+
+``is``
+    trajectory-wise importance sampling (Precup et al. 2000);
+``pdis``
+    per-decision importance sampling (Precup et al. 2000);
+``wis``
+    weighted (self-normalized) trajectory-wise importance sampling;
+``wpdis``
+    weighted per-decision importance sampling (step-WIS of Jiang & Li 2016, CWPDIS of
+    Thomas 2015);
+``dr``
+    sequential doubly robust (Jiang & Li 2016), with a model's ``q_hat`` and ``v_hat`` per step;
+``wdr``
+    weighted doubly robust (Thomas & Brunskill 2016).
+
+:func:`ope.sequential.fitted_q_evaluation` (linear FQE, tabular or on state features) produces
+the per-step ``q_hat``/``v_hat`` and the truncated episodes' ``tail_value`` that ``dr`` and
+``wdr`` use.
+
+Everything is vectorized over steps: cumulative importance weights within episodes come from one
+cumulative sum of log-ratios reset at the episode offsets, per-episode sums from
+``numpy.add.reduceat`` and per-step sums from ``numpy.bincount``. No Python loop runs over
+episodes or steps, and no array is shaped (episodes, horizon) except the bootstrap components of
+the per-step self-normalized estimators, which are built only when a bootstrap interval is asked
+for.
+
+The standard error comes from per-episode terms (episodes are the independent units): their
+sample standard deviation over :math:`\\sqrt{n}` for ``is``, ``pdis`` and ``dr``, and the delta
+method (per-episode influence terms) for the self-normalized ``wis``, ``wpdis`` and ``wdr``.
+``Estimate.n`` is the number of episodes.
+
+``is`` and ``wis`` are IPS and SNIPS over episodes (one weight and one discounted return per
+episode): their value and standard error come from the moment kernel :mod:`ope.moments`, like
+every bandit weighting estimate. ``pdis``/``dr`` average per-episode sums of per-step terms, and
+``wpdis``/``wdr`` normalize each step by its own weight sum; neither is a ratio of two
+per-episode means, so they keep their own (per-step) arithmetic here.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Final, Literal
+
+import numpy as np
+
+from ope._thresholds import SMALL_SAMPLE_ROWS, kish_ess, low_ess, small_sample
+from ope._validation import user_stacklevel
+from ope.exceptions import EstimationError, OverlapWarning, SmallSampleWarning
+from ope.logs import Trajectories
+from ope.moments import CenteredMoments, centered_moments
+from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, RowSource, make_estimate
+from ope.sequential._steps import (
+    MODEL_BASED,
+    SEQUENTIAL_ESTIMATORS,
+    PerStep,
+    Steps,
+    validated_steps,
+)
+
+__all__ = ["SEQUENTIAL_ESTIMATORS", "MAX_BOOTSTRAP_CELLS", "MIN_EPISODES", "sequential_estimate"]
+
+#: Largest (episodes x components) array built for a bootstrap of ``wpdis``/``wdr``: their
+#: per-episode components have one column per step and statistic (3 x horizon). 2**25 float64
+#: entries are 256 MB; past that the bootstrap would compete for memory with the data itself,
+#: and the delta-method (normal / t) interval is the one to use.
+MAX_BOOTSTRAP_CELLS: Final = 1 << 25
+
+#: Episodes needed for a standard error at all (a sample standard deviation needs n - 1 >= 1).
+MIN_EPISODES: Final = 2
+
+_EstimatorName = Literal["is", "pdis", "wis", "wpdis", "dr", "wdr"]
+
+
+# ============================================================================================
+# weights
+# ============================================================================================
+def _cumulative_weights(data: Steps) -> np.ndarray:
+    """Cumulative importance weights ``w_t = prod_{k<=t} rho_k`` within each episode.
+
+    One cumulative sum of log-ratios over all rows, reset at each episode start (zero ratios are
+    counted separately, so a zero anywhere earlier in the episode gives an exact zero).
+    """
+    rho = data.rho
+    first = data.starts[:-1]
+    zero = rho == 0.0
+    logs = np.log(np.where(zero, 1.0, rho))
+    # reset the running sum at every episode start, then remove the small rounding residual
+    seg = np.add.reduceat(logs, first)
+    inc = logs.copy()
+    inc[first[1:]] -= seg[:-1]
+    cs = np.cumsum(inc)
+    cs -= np.repeat(cs[first] - logs[first], data.lengths)
+    zc = np.cumsum(zero, dtype=np.int64)
+    zc -= np.repeat(zc[first] - zero[first], data.lengths)
+    with np.errstate(over="ignore"):
+        w = np.where(zc > 0, 0.0, np.exp(cs))
+    if data.max_weight is not None:
+        np.minimum(w, data.max_weight, out=w)
+    elif not np.isfinite(w).all():
+        rows = np.flatnonzero(~np.isfinite(w))
+        raise EstimationError(
+            f"cumulative importance weights overflow float64 (exceed 1e308) at {rows.size} "
+            f"step(s), first at row {int(rows[0])}: the candidate and the logger disagree over "
+            "too many steps. Pass max_weight= to clip the weights, evaluate a shorter horizon, "
+            "or use estimator='wdr'/'wpdis' with clipping."
+        )
+    return w
+
+
+def _previous(w: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """``w_{t-1}`` per row, with ``w_{-1} = 1`` at every episode start."""
+    prev = np.empty_like(w)
+    prev[1:] = w[:-1]
+    prev[starts[:-1]] = 1.0
+    return prev
+
+
+# ============================================================================================
+# the estimators
+# ============================================================================================
+class _SequentialSource(RowSource):
+    """Per-episode terms of a sequential estimate (episodes are the resampled units).
+
+    ``components`` / ``statistic`` describe the estimate as a smooth function of per-episode
+    column means, for the bootstrap and paired comparisons; ``influence`` is computed directly
+    from per-step arrays, without the (episodes x horizon) components.
+    """
+
+    methods = ("bootstrap",)
+
+    def __init__(
+        self,
+        kind: str,
+        reward: np.ndarray,
+        n: int,
+        psi: np.ndarray,
+        columns: tuple[np.ndarray, ...] | None = None,
+        dense: _DenseTerms | None = None,
+    ) -> None:
+        self.kind = kind
+        self.reward = reward
+        self.n = n
+        self._psi = psi
+        self._columns = columns
+        self._dense = dense
+
+    def components(self) -> np.ndarray:
+        if self._dense is not None:
+            return self._dense.components()
+        assert self._columns is not None
+        return np.column_stack(self._columns)
+
+    def statistic(self, means: np.ndarray) -> np.ndarray:
+        if self._dense is not None:
+            return self._dense.statistic(means)
+        if self.kind == "wis":
+            return means[..., 0] / means[..., 1]
+        return means[..., 0]
+
+    def gradient(self, means: np.ndarray) -> np.ndarray:
+        if self._dense is not None:
+            return self._dense.gradient(means)
+        if self.kind == "wis":
+            return np.array([1.0 / means[1], -means[0] / means[1] ** 2])
+        return np.ones(1)
+
+    def influence(self) -> np.ndarray:
+        return self._psi.copy()
+
+
+class _DenseTerms:
+    """Per-episode, per-step components of ``wpdis`` / ``wdr`` (built only on request).
+
+    Columns: ``x_t = w_t (r_t - q_t)``, ``y_t = w_{t-1} v_t`` and ``d_t = w_{min(t, L-1)}`` for
+    ``t = 0 .. H-1``; the estimate is
+    ``sum_t g^t x_t / d_t + y_0 + sum_{t>=1} g^t y_t / d_{t-1}`` of their means.
+    """
+
+    def __init__(
+        self,
+        episode: np.ndarray,
+        step: np.ndarray,
+        x: np.ndarray,
+        y: np.ndarray,
+        w: np.ndarray,
+        final_w: np.ndarray,
+        horizon: int,
+        gamma: float,
+        model: bool,
+    ) -> None:
+        self.episode, self.step, self.x, self.y, self.w = episode, step, x, y, w
+        self.final_w = final_w
+        self.horizon = horizon
+        self.disc = gamma ** np.arange(horizon, dtype=np.float64)
+        self.model = model
+
+    def components(self) -> np.ndarray:
+        n_ep, h = self.final_w.size, self.horizon
+        if n_ep * 3 * h > MAX_BOOTSTRAP_CELLS:
+            raise EstimationError(
+                f"a bootstrap of this per-step self-normalized estimate needs {n_ep:,} episodes "
+                f"x {3 * h:,} per-step components, more than {MAX_BOOTSTRAP_CELLS:,} entries. "
+                "Use the delta-method interval (ci(method='normal' or 't'))."
+            )
+        out = np.zeros((n_ep, 3 * h))
+        out[self.episode, self.step] = self.x
+        out[self.episode, h + self.step] = self.y
+        d = out[:, 2 * h :]
+        d[:] = self.final_w[:, None]  # frozen after the last logged step
+        d[self.episode, self.step] = self.w
+        return out
+
+    def statistic(self, means: np.ndarray) -> np.ndarray:
+        h = self.horizon
+        x, y, d = means[..., :h], means[..., h : 2 * h], means[..., 2 * h :]
+        pos = d > 0.0
+        safe = np.where(pos, d, 1.0)
+        value = np.sum(np.where(pos, self.disc * x / safe, 0.0), axis=-1)
+        # y_t / d_{t-1} for t >= 1; y_0 is the model's value of the first state
+        value += y[..., 0]
+        value += np.sum(np.where(pos[..., :-1], self.disc[1:] * y[..., 1:] / safe[..., :-1], 0.0),
+                        axis=-1)
+        if not self.model:
+            value = np.where(pos[..., 0], value, np.nan)  # no weight at all: undefined
+        return value
+
+    def gradient(self, means: np.ndarray) -> np.ndarray:
+        h = self.horizon
+        x, y, d = means[:h], means[h : 2 * h], means[2 * h :]
+        pos = d > 0.0
+        safe = np.where(pos, d, 1.0)
+        gx = np.where(pos, self.disc / safe, 0.0)
+        gy = np.zeros(h)
+        gy[0] = 1.0
+        gy[1:] = np.where(pos[:-1], self.disc[1:] / safe[:-1], 0.0)
+        gd = np.where(pos, -self.disc * x / safe**2, 0.0)
+        gd[:-1] -= np.where(pos[:-1], self.disc[1:] * y[1:] / safe[:-1] ** 2, 0.0)
+        return np.concatenate([gx, gy, gd])
+
+
+def _episode_moments(data: Steps, final_w: np.ndarray) -> tuple[np.ndarray, CenteredMoments]:
+    """Per-episode discounted returns ``G`` and the kernel's moments of ``(W G, W)``.
+
+    ``is`` and ``wis`` are IPS and SNIPS with one row per episode, weight ``W`` (the episode's
+    cumulative weight, already clipped when ``max_weight`` is given) and reward ``G``: the
+    kernel divides target by logging propensity, so ``W`` enters as the target with a logging
+    propensity of 1 (weights above 1 are fine there).
+    """
+    first = data.starts[:-1]
+    disc = data.gamma ** data.step.astype(np.float64)
+    ret = np.add.reduceat(disc * data.reward_tail, first)  # discounted return per episode
+    moments = centered_moments(
+        ret, np.ones_like(final_w), final_w[:, None], max_weight=None
+    )
+    return ret, moments
+
+
+def _trajectory_wise(
+    data: Steps, kind: str, final_w: np.ndarray
+) -> tuple[float, float, np.ndarray, tuple[np.ndarray, ...]]:
+    """Value, standard error, influence terms and components of ``is`` and ``wis``."""
+    ret, moments = _episode_moments(data, final_w)
+    n_ep = data.n_episodes
+    wr = final_w * ret
+    if kind == "is":
+        value, var = moments.product_mean_var(0, clipped=False, about=0.0)
+        return value, math.sqrt(var / n_ep), wr - value, (wr,)
+    value, var = moments.ratio_mean_var(0, clipped=False)
+    psi = final_w * (ret - value) / final_w.mean()
+    return value, math.sqrt(var / n_ep), psi, (wr, final_w)
+
+
+def _per_decision(
+    data: Steps, kind: str, w: np.ndarray
+) -> tuple[float, float, np.ndarray, tuple[np.ndarray, ...]]:
+    """Value, standard error, influence terms and components of ``pdis`` and ``dr``.
+
+    Their per-episode term is a sum of per-step weighted terms (with a model's correction for
+    ``dr``), not one weight times one return, so it is averaged here rather than in the kernel.
+    """
+    first = data.starts[:-1]
+    disc = data.gamma ** data.step.astype(np.float64)
+    term = w * data.reward_tail
+    if kind == "dr":
+        assert data.q_hat is not None and data.v_hat is not None
+        term = term - w * data.q_hat + _previous(w, data.starts) * data.v_hat
+    g = np.add.reduceat(disc * term, first)
+    psi = g - g.mean()
+    return float(g.mean()), float(np.std(psi, ddof=1) / math.sqrt(g.size)), psi, (g,)
+
+
+def _self_normalized(
+    data: Steps, kind: str, w: np.ndarray, final_w: np.ndarray, episode: np.ndarray
+) -> tuple[float, np.ndarray, _DenseTerms]:
+    """Value, influence terms and the dense-term builder of ``wpdis`` and ``wdr``.
+
+    Not the moment kernel's SNIPS: each step ``t`` has its own normalizer ``D_t``, so the value
+    is a sum over steps of ratios of per-step means (3 x horizon of them), and its delta-method
+    influence terms follow from that, not from one ratio of two per-episode means.
+
+    ``D_t = sum_i w^i_{min(t, L_i - 1)}`` is the step-``t`` normalizer (an episode that ended
+    keeps its last weight and contributes zero reward, as in an absorbing state).
+    """
+    n_ep, h, g = data.n_episodes, data.horizon, data.gamma
+    step = data.step
+    first = data.starts[:-1]
+    disc_h = g ** np.arange(h + 1, dtype=np.float64)
+    disc = disc_h[step]
+    d = np.bincount(step, weights=w, minlength=h)
+    d += np.cumsum(np.bincount(data.lengths, weights=final_w, minlength=h + 1))[:h]
+    pos = d > 0.0
+    d_safe = np.where(pos, d, 1.0)
+    x = w * data.reward_tail
+    if kind == "wdr":
+        assert data.q_hat is not None and data.v_hat is not None
+        x = x - w * data.q_hat
+        y = _previous(w, data.starts) * data.v_hat
+    else:
+        y = np.zeros_like(w)
+    # normalizer of y_t is D_{t-1}, with D_{-1} = number of episodes (w_{-1} = 1)
+    d_prev = np.concatenate(([float(n_ep)], d_safe[:-1]))
+    pos_prev = np.concatenate(([True], pos[:-1]))
+    a = np.where(pos[step], disc / d_safe[step], 0.0)
+    b = np.where(pos_prev[step], disc / d_prev[step], 0.0)
+    row_terms = a * x + b * y
+    value = float(row_terms.sum())
+    # influence: psi_i = sum_t (g^t / Dbar_t) (x_it - U_t d_it) + (y-terms) - Z-terms, Dbar = D/E
+    xs = np.bincount(step, weights=x, minlength=h)
+    ys = np.bincount(step, weights=y, minlength=h + 1)
+    u = np.where(pos, xs / d_safe, 0.0)
+    z = np.where(pos, ys[1:] / d_safe, 0.0)
+    c = np.where(pos, (disc_h[:h] * u + disc_h[1:] * z) * n_ep / d_safe, 0.0)
+    c_tail = np.concatenate((np.cumsum(c[::-1])[::-1], [0.0]))  # C_k = sum_{t >= k} c_t
+    psi_rows = n_ep * row_terms - c[step] * w
+    psi = np.add.reduceat(psi_rows, first) - final_w * c_tail[data.lengths]
+    psi -= psi.mean()
+    dense = _DenseTerms(episode, step, x, y, w, final_w, h, g, model=kind == "wdr")
+    return value, psi, dense
+
+
+def _diagnose(
+    estimator: str,
+    policy: str | None,
+    n_ep: int,
+    w: np.ndarray,
+    final_w: np.ndarray,
+    ess: float,
+    notes: list[tuple[str, type[Warning]]],
+) -> tuple[str, ...]:
+    """Raise when the value is undefined; return notes (each also emitted as a warning).
+
+    The rules are ope's (:func:`ope._thresholds.low_ess`, :func:`ope._thresholds.small_sample`,
+    with episodes as the units); the texts are specific to trajectories, whose remedies (a
+    model, a shorter horizon) and interval methods (normal, t, bootstrap) differ from the
+    bandit estimators'.
+    """
+    who = estimator + (f" (policy {policy!r})" if policy else "")
+    if n_ep < MIN_EPISODES:
+        raise EstimationError(
+            f"{who}: a standard error needs at least {MIN_EPISODES} episodes; got {n_ep}."
+        )
+    weightless = not w.any() if estimator in ("pdis", "wpdis", "dr", "wdr") else not final_w.any()
+    if weightless:
+        text = (
+            "every importance weight is zero: the candidate never takes the logged actions, so "
+            "the trajectories carry no information about it by weighting."
+        )
+        if estimator not in MODEL_BASED:
+            raise EstimationError(
+                f"{who}: {text} Use 'dr' or 'wdr' with a model, or logs with more exploration."
+            )
+        notes.append((text + " The estimate reduces to the model's value of the first states.",
+                      OverlapWarning))
+    elif low_ess(ess, n_ep):
+        notes.append(
+            (
+                f"effective sample size of the trajectory weights is {ess:.1f}, "
+                f"{ess / n_ep:.2%} of {n_ep} episodes: the estimate rests on a few "
+                "trajectories. Prefer 'wdr' or 'dr' with a good model, clip with "
+                "max_weight=, or shorten the horizon.",
+                OverlapWarning,
+            )
+        )
+    if small_sample(n_ep):
+        notes.append(
+            (
+                f"only {n_ep} episodes (< {SMALL_SAMPLE_ROWS}): normal and t intervals rely on "
+                "the central limit theorem and may undercover.",
+                SmallSampleWarning,
+            )
+        )
+    for text, category in notes:
+        warnings.warn(f"{who}: {text}", category, stacklevel=user_stacklevel())
+    return tuple(text for text, _ in notes)
+
+
+def sequential_estimate(
+    trajectories: Trajectories,
+    target: PerStep,
+    *,
+    estimator: _EstimatorName = "pdis",
+    gamma: float = 1.0,
+    q_hat: PerStep | None = None,
+    v_hat: PerStep | None = None,
+    tail_value: float | PerStep | None = None,
+    reward_range: tuple[float, float] | None = None,
+    max_weight: float | None = None,
+    confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
+) -> Estimate:
+    r"""Estimate a candidate policy's expected discounted return from logged trajectories.
+
+    Parameters
+    ----------
+    trajectories : ope.Trajectories
+        Validated steps sorted by (episode_id, step), from :func:`ope.read_trajectories`. Every
+        per-step array below is aligned with these rows (their sorted order).
+    target : str or array_like of shape (n,)
+        The candidate's probability :math:`\pi_e(a_t \mid s_t)` of each logged action, in
+        [0, 1]: a column name (``"target__greedy"``, or just ``"greedy"``) or an array.
+    estimator : {"is", "pdis", "wis", "wpdis", "dr", "wdr"}, default "pdis"
+        See Notes.
+    gamma : float, default 1.0
+        Discount factor in [0, 1]; step ``t`` (0-based) is discounted by ``gamma**t``.
+    q_hat, v_hat : str or array_like of shape (n,), optional
+        ``dr`` and ``wdr`` only (required there): a model's :math:`\hat Q(s_t, a_t)` of the
+        logged action and :math:`\hat V(s_t) = \sum_a \pi_e(a \mid s_t) \hat Q(s_t, a)`, per
+        step (time-dependent values are fine), as column names or arrays.
+    tail_value : float, str or array_like, optional
+        A value estimate :math:`\hat V(s_L)` of the state each *truncated* episode was left in
+        (after its last logged step): an array with one value per episode, or per step (the
+        last step of each episode is read), a column name (per step), or a scalar. Entries of
+        episodes that terminated are not used. None (default) with truncated episodes present
+        emits an ``OPEWarning`` (see Notes); ``tail_value=0.0`` states that the truncated
+        value is the target and silences it.
+    reward_range : (float, float), optional
+        A priori range of a single step's reward; rewards outside it are an error.
+    max_weight : float, optional
+        Clip every cumulative importance weight :math:`\rho_{0:t}` at this level (biased,
+        lower variance). Must be positive.
+    confidence_level : float, default 0.95
+        Level of the normal interval stored in ``ci_low``/``ci_high``.
+
+    Returns
+    -------
+    Estimate
+        ``value``, ``std_error`` (from per-episode terms; the delta method for ``wis``,
+        ``wpdis``, ``wdr``), ``n`` (episodes), ``ess`` (Kish effective sample size of the
+        trajectory weights :math:`\rho_{0:L-1}`), ``notes``; ``ci(confidence_level, method)``
+        for ``normal``, ``t`` and ``bootstrap`` (resampling whole episodes, self-normalized
+        estimators renormalized in each resample). Two estimates on the same trajectories can
+        be compared with :func:`ope.estimate.compare` (paired by episode).
+
+    Raises
+    ------
+    ope.ParameterError
+        ``trajectories`` is not an ``ope.Trajectories``; unknown estimator; ``gamma``,
+        ``max_weight``, ``reward_range`` or ``confidence_level`` out of range; a model array missing for ``dr``/``wdr`` or given to
+        an estimator that does not use it.
+    ope.SchemaError
+        A named column (target, model, tail) or a required trajectory column is missing.
+    ope.ValidationError
+        Rows not sorted by (episode_id, step); ``done`` before an episode's last step;
+        propensities outside (0, 1]; non-finite rewards or model values; rewards outside
+        ``reward_range``; an array of the wrong length. Messages name the first rows.
+    ope.PolicyError
+        Target probabilities outside [0, 1] or not finite.
+    ope.EstimationError
+        Fewer than 2 episodes; every importance weight zero (for the estimators without a
+        model); cumulative weights overflowing float64 without ``max_weight``.
+
+    Warns
+    -----
+    OPEWarning
+        Truncated episodes and no ``tail_value``.
+    OverlapWarning
+        Effective sample size below 1% of the episodes, or no weight at all (``dr``/``wdr``).
+    SmallSampleWarning
+        Fewer than 30 episodes.
+
+    Notes
+    -----
+    Episode :math:`i` has steps :math:`t = 0 .. L_i - 1`, per-step ratios
+    :math:`\rho_t = \pi_e(a_t|s_t)/\pi_b(a_t|s_t)`, cumulative weights
+    :math:`w_t = \prod_{k \le t} \rho_k` (:math:`w_{-1} = 1`) and :math:`n` episodes:
+
+    .. math::
+
+        \hat V_{IS} &= \frac1n \sum_i w^i_{L_i-1} \sum_t \gamma^t r^i_t, \qquad
+        \hat V_{PDIS} = \frac1n \sum_i \sum_t \gamma^t w^i_t r^i_t, \\
+        \hat V_{WIS} &= \frac{\sum_i w^i_{L_i-1} \sum_t \gamma^t r^i_t}{\sum_i w^i_{L_i-1}},
+        \qquad
+        \hat V_{WPDIS} = \sum_t \gamma^t \frac{\sum_i w^i_t r^i_t}{D_t}, \\
+        \hat V_{DR} &= \frac1n \sum_i \sum_t \gamma^t \big(w^i_t (r^i_t - \hat Q^i_t)
+        + w^i_{t-1} \hat V^i_t\big), \\
+        \hat V_{WDR} &= \sum_i \sum_t \gamma^t \Big(\frac{w^i_t}{D_t}(r^i_t - \hat Q^i_t)
+        + \frac{w^i_{t-1}}{D_{t-1}} \hat V^i_t\Big), \quad D_{-1} = n,
+
+    where :math:`D_t = \sum_i w^i_{\min(t, L_i - 1)}`: an episode that ended keeps its last
+    weight and earns nothing afterwards, as in an absorbing state, so episodes of different
+    lengths share one normalizer per step. ``dr`` is the recursion of Jiang & Li (2016),
+    :math:`V^{(t)} = \hat V(s_t) + \rho_t (r_t + \gamma V^{(t+1)} - \hat Q(s_t, a_t))`,
+    unrolled. ``is``, ``pdis`` and ``dr`` are unbiased (``dr`` when the model does not depend
+    on these trajectories); ``wis``, ``wpdis`` and ``wdr`` are consistent, with a bias that
+    vanishes as :math:`n` grows, and much lower variance. ``wpdis`` is ``wdr`` with a zero
+    model, and ``pdis`` is ``dr`` with a zero model.
+
+    **Truncation.** Without ``tail_value`` every estimator estimates
+    :math:`E[\sum_{t < L} \gamma^t r_t]` with :math:`L` the logged length: the value of the
+    episodes *truncated where the logs end* (for logs cut at a fixed horizon :math:`H`, the
+    :math:`H`-step value; the truncation point must not depend on the actions). With
+    ``tail_value`` :math:`\hat V(s_L)` the reward of each truncated episode's last step is
+    replaced by :math:`r_{L-1} + \gamma \hat V(s_L)`, the tail term
+    :math:`\gamma^L w_{L-1} \hat V(s_L)` of Thomas & Brunskill (2016); with an unbiased
+    :math:`\hat V` of the untruncated process, ``is``, ``pdis`` and ``dr`` then estimate the
+    untruncated value. For ``dr``/``wdr`` give ``q_hat``/``v_hat`` of the same process
+    (truncated, time-dependent values for the first estimand; untruncated ones with a tail).
+
+    **Standard errors.** For ``is``, ``pdis``, ``dr`` the per-episode terms :math:`G_i` give
+    :math:`\mathrm{se} = \mathrm{sd}(G)/\sqrt n`. For the self-normalized estimators, the value
+    is a smooth function of per-step means, and :math:`\mathrm{se} = \mathrm{sd}(\psi)/\sqrt n`
+    with the influence terms :math:`\psi_i = \sum_t \gamma^t (x^i_t - U_t d^i_t)/\bar D_t +
+    \ldots` (the delta method), computed per step without an (episodes x horizon) array.
+
+    References
+    ----------
+    .. [1] D. Precup, R. S. Sutton and S. Singh, "Eligibility traces for off-policy policy
+       evaluation", Proc. ICML, 2000.
+    .. [2] N. Jiang and L. Li, "Doubly robust off-policy value evaluation for reinforcement
+       learning", Proc. ICML, 2016.
+    .. [3] P. S. Thomas and E. Brunskill, "Data-efficient off-policy policy evaluation for
+       reinforcement learning", Proc. ICML, 2016.
+    .. [4] P. S. Thomas, *Safe Reinforcement Learning*, PhD thesis, University of
+       Massachusetts Amherst, 2015 (CWPDIS).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from ope.io import read_trajectories
+    >>> from ope.sequential import sequential_estimate
+    >>> steps = pd.DataFrame({
+    ...     "episode_id": [0, 0, 1, 1], "step": [0, 1, 0, 1], "action": [0, 1, 1, 1],
+    ...     "propensity": 0.5, "reward": [1.0, 0.0, 0.0, 1.0], "done": [False, True] * 2,
+    ...     "target__greedy": [1.0, 0.0, 1.0, 1.0]})
+    >>> traj = read_trajectories(steps)
+    >>> res = sequential_estimate(traj, "greedy", estimator="pdis", gamma=0.5)
+    >>> res.value            # ((2 * 1) + (0.5 * 4 * 1)) / 2 episodes
+    2.0
+    >>> sequential_estimate(traj, "greedy", estimator="wpdis", gamma=0.5).value
+    1.0
+    """
+    data, policy, notes = validated_steps(
+        trajectories,
+        target,
+        estimator=estimator,
+        gamma=gamma,
+        q_hat=q_hat,
+        v_hat=v_hat,
+        tail_value=tail_value,
+        reward_range=reward_range,
+        max_weight=max_weight,
+        confidence_level=confidence_level,
+    )
+    w = _cumulative_weights(data)
+    final_w = w[data.starts[1:] - 1]
+    n_ep = data.n_episodes
+    ess = kish_ess(float(final_w.sum()), float(final_w @ final_w))
+    note_texts = _diagnose(estimator, policy, n_ep, w, final_w, ess, notes)
+    source: _SequentialSource
+    if estimator in ("wpdis", "wdr"):
+        episode = np.repeat(np.arange(n_ep, dtype=np.int64), data.lengths)
+        value, psi, dense = _self_normalized(data, estimator, w, final_w, episode)
+        se = float(np.std(psi, ddof=1) / math.sqrt(n_ep))
+        source = _SequentialSource(estimator, data.reward, n_ep, psi, dense=dense)
+    else:
+        if estimator in ("is", "wis"):
+            value, se, psi, cols = _trajectory_wise(data, estimator, final_w)
+        else:
+            value, se, psi, cols = _per_decision(data, estimator, w)
+        source = _SequentialSource(estimator, data.reward, n_ep, psi, columns=cols)
+    result = make_estimate(
+        estimator=estimator,
+        value=value,
+        std_error=se,
+        n=n_ep,
+        ess=ess,
+        notes=note_texts,
+        policy=policy,
+        source=source,
+    )
+    if confidence_level != DEFAULT_CONFIDENCE_LEVEL:
+        result = result.with_ci(confidence_level, "normal")
+    return result
+
+
