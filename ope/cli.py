@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 import warnings
 from typing import Any, Final
 
-from ope.exceptions import DataFileError, OPEError, SchemaError
+from ope.exceptions import DataFileError, OPEError, ParameterError, SchemaError, ValidationError
 
 __all__ = ["main"]
 
@@ -30,6 +31,30 @@ EXIT_DATAERR: Final = 65  # sysexits EX_DATAERR: the input data were incorrect
 
 class _UsageError(Exception):
     """A command-line usage problem found after argparse (exit code 2)."""
+
+
+#: The command-line flag of each argument of the public functions, to name it in usage errors.
+FLAGS: Final = {
+    "ci": "--ci",
+    "confidence_level": "--confidence-level",
+    "reward_range": "--reward-range",
+    "max_weight": "--max-weight",
+    "weight_bound": "--weight-bound",
+    "estimators": "--estimator",
+    "context_columns": "--context-columns",
+    "on_invalid": "--on-invalid",
+    "mapping": "--mapping",
+    "target_width": "--target-width",
+    "new_rows": "--new-rows",
+    "certify_fraction": "--certify-fraction",
+    "rng": "--seed",
+}
+
+
+def _flag_of(exc: ParameterError) -> str | None:
+    """The flag of the argument a ParameterError names (its first `name` in backquotes)."""
+    match = re.search(r"`(\w+)`", str(exc)) or re.match(r"(\w+)", str(exc))
+    return FLAGS.get(match.group(1)) if match else None
 
 
 def _parse_mapping(items: Sequence[str] | None) -> dict[str, str] | None:
@@ -61,6 +86,15 @@ def _jsonable(value: Any) -> Any:
 
 def _emit_json(document: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(_jsonable(document), indent=2, allow_nan=False) + "\n")
+
+
+def _output(args: argparse.Namespace, document: dict[str, Any], *texts: str) -> int:
+    """The one JSON document under --json, else the texts separated by blank lines; exit 0."""
+    if args.json:
+        _emit_json(document)
+    else:
+        print("\n\n".join(texts))
+    return EXIT_OK
 
 
 def _err(message: str) -> None:
@@ -193,7 +227,6 @@ def _policies_from_args(args: argparse.Namespace) -> Any:
 
 def _read_or_report(args: argparse.Namespace) -> Any:
     """Read and validate the logs; on invalid data print the report and return None."""
-    from ope.exceptions import ValidationError
     from ope.io import read_logs
 
     mapping = _parse_mapping(args.mapping)
@@ -228,13 +261,10 @@ def _cmd_diagnose(args: argparse.Namespace) -> int:
     if logs is None:
         return EXIT_DATAERR
     d = _diagnose_from_args(args, logs)
-    if args.json:
-        _emit_json({"validation": logs.report.to_dict(), "diagnostics": d.to_dict()})
-    else:
-        print(str(logs.report))
-        print()
-        print(d.summary())
-    return EXIT_OK
+    return _output(
+        args, {"validation": logs.report.to_dict(), "diagnostics": d.to_dict()},
+        str(logs.report), d.summary(),
+    )
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -282,15 +312,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         return EXIT_DATAERR
     ev = _evaluate_from_args(args, logs)
     d = _diagnose_from_args(args, logs)
-    if args.json:
-        doc = ev.to_dict()
-        doc["diagnostics"] = d.to_dict()
-        _emit_json(doc)
-    else:
-        print(ev.summary())
-        print()
-        print(d.summary())
-    return EXIT_OK
+    return _output(args, {**ev.to_dict(), "diagnostics": d.to_dict()}, ev.summary(), d.summary())
 
 
 def _cmd_learn(args: argparse.Namespace) -> int:
@@ -447,19 +469,28 @@ def _main(argv: Sequence[str] | None) -> int:
         return int(exc.code or 0)
     try:
         return _COMMANDS[args.command](args)
-    except _UsageError as exc:
+    except (_UsageError, ParameterError) as exc:
+        flag = _flag_of(exc) if isinstance(exc, ParameterError) else None
+        message = f"argument {flag}: {exc}" if flag else str(exc)
         parser.print_usage(sys.stderr)
-        _err(f"ope {args.command}: error: {exc}")
-        return EXIT_USAGE
-    except (SchemaError, DataFileError) as exc:
-        _err(f"ope {args.command}: {type(exc).__name__}: {exc}")
-        return EXIT_DATAERR
+        return _fail(args, EXIT_USAGE, f"ope {args.command}: error: {message}", "usage", message)
+    except (SchemaError, DataFileError, ValidationError) as exc:
+        return _fail(args, EXIT_DATAERR, f"ope {args.command}: {type(exc).__name__}: {exc}",
+                     type(exc).__name__, str(exc))
     except OPEError as exc:
-        _err(f"ope {args.command}: {type(exc).__name__}: {exc}")
-        return EXIT_FAILURE
+        return _fail(args, EXIT_FAILURE, f"ope {args.command}: {type(exc).__name__}: {exc}",
+                     type(exc).__name__, str(exc))
     except Exception as exc:  # noqa: BLE001 - the CLI reports every failure as exit code 1
-        _err(f"ope {args.command}: unexpected {type(exc).__name__}: {exc}")
-        return EXIT_FAILURE
+        return _fail(args, EXIT_FAILURE, f"ope {args.command}: unexpected {type(exc).__name__}: {exc}",
+                     type(exc).__name__, str(exc))
+
+
+def _fail(args: argparse.Namespace, code: int, line: str, kind: str, message: str) -> int:
+    """Report a failure on stderr (and, under --json, as the one JSON document); return ``code``."""
+    _err(line)
+    if getattr(args, "json", False):
+        _emit_json({"ok": False, "exit_code": code, "error": {"type": kind, "message": message}})
+    return code
 
 
 def _entry() -> None:  # pragma: no cover - exercised through the console script

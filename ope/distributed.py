@@ -13,7 +13,6 @@ pass through the client. Dask is an optional dependency: ``pip install 'ope[dask
 from __future__ import annotations
 
 import uuid
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
@@ -23,16 +22,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from ope.exceptions import (
-    DataFileError,
-    DroppedRowsWarning,
-    EstimationError,
-    PolicyError,
-    SchemaError,
-    ValidationError,
+from ope._dedup import mark_known
+from ope._validation import check_choice, check_positive_int
+from ope.evaluation import (
+    Evaluation,
+    EvaluationSettings,
+    check_streamable,
+    clip_level,
+    resolve_estimators,
 )
-from ope.logs import EXAMPLE_ROWS, BanditLogs, ValidationReport
-from ope.schema import REJECTION_REASONS, TARGET_PREFIX, ColumnPlan, check_bandit_rows, conform
+from ope.exceptions import DataFileError, ParameterError, PolicyError, SchemaError, ValidationError
+from ope.io import check_on_invalid, scan_logs
+from ope.logs import BanditLogs, ValidationReport
+from ope.schema import TARGET_PREFIX, ColumnPlan, check_bandit_rows, conform
 
 __all__ = ["evaluate_distributed", "DEFAULT_BATCH_SIZE", "REDUCTION_FAN_IN", "ID_BUCKETS"]
 
@@ -61,7 +63,6 @@ _DASK_HINT: Final = (
     "evaluate_distributed needs Dask and dask.distributed, which are optional; install them "
     "with: pip install 'ope[dask]'"
 )
-_ON_INVALID: Final = ("raise", "drop")
 _CHECK_DUPLICATES: Final = ("global", "partition")
 
 
@@ -218,36 +219,18 @@ def _partition_stats(kernel: _Kernel, part: _Partition, earlier_ids: Any) -> _Pa
     masks = check_bandit_rows(table, unit_roundoff=kernel.plan.unit_roundoff)
     id_ranges: dict[int, tuple[Any, Any]] = {}
     if "event_id" in table.column_names:
-        eid = table.column("event_id")
-        if earlier_ids is not None and len(earlier_ids):
-            seen = pa.array(earlier_ids) if isinstance(earlier_ids, np.ndarray) else earlier_ids
-            cross = pc.fill_null(pc.is_in(eid, value_set=seen), False).to_numpy(
-                zero_copy_only=False
-            )
-            old = masks.get("event_id_duplicate")
-            masks["event_id_duplicate"] = cross if old is None else old | cross
-        lo, hi = pc.min_max(eid).values()  # nulls are skipped
+        mark_known(table, masks, earlier_ids)
+        lo, hi = pc.min_max(table.column("event_id")).values()  # nulls are skipped
         if lo.is_valid:
             id_ranges[part.index] = (lo.as_py(), hi.as_py())
-
-    bad = None
-    rejected: dict[str, int] = {}
-    examples: dict[str, tuple[int, ...]] = {}
-    for reason, mask in masks.items():
-        bad = mask.copy() if bad is None else bad | mask
-        rejected[reason] = int(np.count_nonzero(mask))
-        examples[reason] = tuple(
-            int(r) + part.row_offset for r in np.flatnonzero(mask)[:EXAMPLE_ROWS]
-        )
-    used = n if bad is None else n - int(np.count_nonzero(bad))
-    report = ValidationReport(
-        kernel.source, n, used, rejected, examples, dropped=kernel.dropped and bad is not None
+    report, bad = ValidationReport.from_masks(
+        masks, n, kernel.source, dropped=kernel.dropped, row_offset=part.row_offset
     )
     stats = None
-    if used:
+    if report.rows_used:
         if bad is not None:
             table = table.filter(pa.array(~bad))
-        logs = BanditLogs._from_reader(table, report, unit_roundoff=kernel.plan.unit_roundoff)
+        logs = BanditLogs.from_validated(table, report, unit_roundoff=kernel.plan.unit_roundoff)
         tp = target_propensities(logs, kernel.policies)
         stats = MomentStats.from_arrays(
             logs.column("reward"),
@@ -381,7 +364,7 @@ def _partitions(dataset: ds.Dataset, source: str, batch_size: int) -> list[_Part
     offset = 0
     for fragment in dataset.get_fragments():  # loop over files
         if not isinstance(fragment, ds.ParquetFileFragment):
-            raise TypeError(
+            raise ParameterError(
                 f"evaluate_distributed reads parquet files; {source} holds a "
                 f"{type(fragment).__name__}. Use ope.evaluate(ope.scan_logs(...)) instead."
             )
@@ -418,27 +401,6 @@ def _id_plan(plan: ColumnPlan) -> ColumnPlan:
     """The plan reading only the event_id column."""
     (source,) = [c for c in plan.source_columns if plan.renames[c] == "event_id"]
     return replace(plan, source_columns=(source,))
-
-
-def _fail_message(report: ValidationReport, cross_checked: bool) -> str:
-    lines = [
-        f"{report.rows_rejected:,} of {report.rows_read:,} rows of {report.source} break "
-        "bandit-log rules:",
-        str(report),
-        "rules broken:",
-    ]
-    for reason in sorted(report.rejected):
-        lines.append(f"  {reason}: {REJECTION_REASONS[reason]}")
-    if not cross_checked:
-        lines.append(
-            "(event_id duplicates were checked within each partition only: "
-            'check_duplicates="partition")'
-        )
-    lines.append(
-        'Fix the data, or pass on_invalid="drop" to drop these rows (they stay counted in the '
-        ".report of the result)."
-    )
-    return "\n".join(lines)
 
 
 def evaluate_distributed(
@@ -563,54 +525,32 @@ def evaluate_distributed(
     (40, True)
     """
     dask = _import_dask()
-    from ope.evaluation import STREAMING_ESTIMATORS, Evaluation, _resolve_estimators
-    from ope.io import scan_logs
-
-    if on_invalid not in _ON_INVALID:
-        raise ValueError(f'on_invalid must be "raise" or "drop", got {on_invalid!r}')
-    if check_duplicates not in _CHECK_DUPLICATES:
-        raise ValueError(
-            f'check_duplicates must be "global" or "partition", got {check_duplicates!r}'
-        )
-    if (
-        not isinstance(batch_size, (int, np.integer))
-        or isinstance(batch_size, bool)
-        or batch_size < 1
-    ):
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    check_on_invalid(on_invalid)
+    check_choice(check_duplicates, "check_duplicates", _CHECK_DUPLICATES)
+    batch_size = check_positive_int(batch_size, "batch_size")
     if client is not None and not callable(getattr(client, "get", None)):
-        raise TypeError(
+        raise ParameterError(
             f"client must be a dask.distributed.Client (or None for Dask's default scheduler); "
             f"got {type(client).__name__}."
         )
     if isinstance(source, (pa.Table, pa.RecordBatch)) or type(source).__name__ == "DataFrame":
-        raise TypeError(
+        raise ParameterError(
             "evaluate_distributed reads parquet files (a path or a pyarrow dataset) inside the "
             f"workers; got a {type(source).__name__} in memory. Use ope.evaluate(...) for data "
             "that fits in memory, or write it to parquet first."
         )
-    resolved = _resolve_estimators(estimators, max_weight=max_weight, tau=None, shrinkage=None)
-    names = [k for k, _ in resolved]
-    unsupported = [k for k in names if k not in STREAMING_ESTIMATORS]
-    if unsupported:
-        raise EstimationError(
-            f"estimator(s) {', '.join(unsupported)} cannot run distributed; merged statistics "
-            f"support {', '.join(sorted(STREAMING_ESTIMATORS))}. Read the logs eagerly "
-            "(ope.evaluate(ope.read_logs(...))) for the others."
-        )
-    if policies is not None and not isinstance(policies, (list, tuple, Mapping)):
-        raise PolicyError(
-            "evaluate_distributed takes policies as target__<name> column names or a dict of "
-            "policy objects; a long-format policy table needs the whole log (use "
-            "ope.evaluate(ope.read_logs(...)))."
-        )
+    settings = EvaluationSettings.checked(
+        ci=ci, confidence_level=confidence_level, reward_range=reward_range
+    )
+    resolved = resolve_estimators(estimators, max_weight=max_weight)
+    check_streamable(resolved, policies, "distributed (evaluate_distributed)")
 
     # names, types and file schemas are checked here, before any task runs
     scan = scan_logs(source, mapping=mapping, on_invalid=on_invalid, columns=columns,
                      batch_size=batch_size)
-    dataset = scan._opened.dataset  # the reconciled dataset (widest type per column)
+    dataset = scan.dataset  # the reconciled dataset (widest type per column)
     if dataset is None:
-        raise TypeError(
+        raise ParameterError(
             f"evaluate_distributed reads parquet files; got {type(source).__name__}. Use "
             "ope.evaluate(...) for data in memory."
         )
@@ -639,11 +579,11 @@ def evaluate_distributed(
     kernel = _Kernel(
         schema=dataset.schema,
         file_format=dataset.format,
-        plan=scan._plan,
-        id_plan=_id_plan(scan._plan) if "event_id" in scan.columns else None,
+        plan=scan.plan,
+        id_plan=_id_plan(scan.plan) if "event_id" in scan.columns else None,
         source=scan.source,
         policies=policies,
-        max_weight=None if max_weight is None else float(max_weight),
+        max_weight=clip_level(resolved),
         dropped=on_invalid == "drop",
     )
     token = uuid.uuid4().hex
@@ -706,53 +646,23 @@ def evaluate_distributed(
                 merged, _ = statistics(exclusions, each)
 
     report = replace(merged.report, dropped=on_invalid == "drop" and not merged.report.ok)
+    partition_only = "event_id" in scan.columns and not global_check
     if not report.ok and on_invalid == "raise":
-        raise ValidationError(_fail_message(report, global_check or "event_id" not in scan.columns),
-                              report=report)
-    if report.rows_used == 0 or merged.stats is None:
+        caveat = (
+            "(event_id duplicates were checked within each partition only: "
+            'check_duplicates="partition")'
+        )
         raise ValidationError(
-            f"every one of the {report.rows_read:,} rows of {report.source} was rejected; "
-            f"nothing is left to evaluate:\n{report}",
-            report=report,
+            report.failure_message(caveats=[caveat] if partition_only else []), report=report
         )
+    if report.rows_used == 0 or merged.stats is None:
+        raise report.no_rows_error()
     if report.rows_rejected:
-        reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(report.rejected.items()))
-        warnings.warn(
-            f"dropped {report.rows_rejected:,} of {report.rows_read:,} rows of {report.source} "
-            f"({reasons}); see .report for the first row numbers of each reason",
-            DroppedRowsWarning,
-            stacklevel=2,
-        )
-
-    stats = merged.stats
-    estimates = {}
-    for key, est in resolved:
-        results = stats.estimates(est, reward_range=reward_range, confidence_level=confidence_level)
-        for name, res in zip(stats.names, results):
-            estimates[(name, key)] = res
-    base = stats.logging_estimate(reward_range=reward_range, confidence_level=confidence_level)
+        report.warn_dropped(stacklevel=2)
     notes = []
-    if report.rows_rejected:
-        notes.append(
-            f"{report.rows_rejected:,} of {report.rows_read:,} rows were rejected and dropped "
-            f"before estimation: {dict(report.rejected)}"
-        )
-    if "event_id" in scan.columns and not global_check:
+    if partition_only:
         notes.append(
             f"event_id duplicates were checked within each of the {len(parts)} partitions only "
             '(check_duplicates="partition"); a repeat across partitions was not detected.'
         )
-    ev = Evaluation(
-        estimates=estimates,
-        logging=base,
-        policies=list(stats.names),
-        estimators=names,
-        report=report,
-        confidence_level=confidence_level,
-        ci_method=ci,
-        notes=notes,
-        streaming=True,
-    )
-    ev.table()  # compute every interval now: a method that does not apply fails here
-    return ev
-
+    return Evaluation.from_statistics(merged.stats, resolved, settings, report=report, notes=notes)

@@ -1,32 +1,47 @@
 """``ope.evaluate``: many candidate policies × many estimators on one set of logs.
 
-The entry point ties the parts together: validated logs → target propensities of P candidates
-(``ope.policies``) → optional cross-fitted reward model (``ope.reward_models``) → one chunked
-pass per estimator over an (n, P) block (``ope.estimators.estimate_many``) → an
-:class:`Evaluation` holding one :class:`~ope.estimate.Estimate` per policy × estimator, the
-logging policy's own value, paired comparisons, and the validation report of the logs.
+The entry point ties the parts together, in a few steps:
 
-Over a lazy :func:`ope.scan_logs` source, the moment-based estimators (IPS, clipped IPS, SNIPS)
-are computed batch by batch from mergeable sums (``ope.streaming.MomentStats``): the same numbers
-as the eager path in bounded memory.
+1. :meth:`EvaluationSettings.checked` and :func:`resolve_estimators` validate every argument
+   once (``ope.ParameterError`` for a bad one);
+2. the target propensities of P candidates (``ope.policies``), and for DM/DR a cross-fitted
+   reward model (``ope.reward_models``) on the context matrix (``ope.context``);
+3. IPS, clipped IPS and SNIPS come from one pass of the moment kernel
+   (``ope.streaming.MomentStats``) whatever else is asked for; the other estimators make one
+   chunked pass each over an (n, P) block (``ope.estimators.estimate_many``);
+4. an :class:`Evaluation` holding one :class:`~ope.results.Estimate` per policy × estimator,
+   the logging policy's own value, paired comparisons, and the validation report of the logs.
+
+The same driver runs over batches: eager logs are one batch; a lazy :func:`ope.scan_logs` source
+is its record batches and ``ope.distributed.evaluate_distributed`` its Dask partitions, whose
+statistics merge exactly (:meth:`ope.streaming.MomentStats.merge`) and become an Evaluation by
+:meth:`Evaluation.from_statistics`: the same numbers as the eager path in bounded memory.
 """
 
 from __future__ import annotations
 
-import html
+import dataclasses
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
-from ope.estimate import Estimate, compare
+from ope._validation import (
+    check_choice,
+    check_confidence_level,
+    check_positive_int,
+    check_reward_range,
+    check_rng,
+    check_weight_bound,
+)
+from ope.context import RESERVED_COLUMNS, context_matrix, default_context_columns
 from ope.estimators import ESTIMATORS, estimate_many, get_estimator, logging_value
-from ope.exceptions import EstimationError, PolicyError, SchemaError
+from ope.exceptions import EstimationError, ParameterError, PolicyError
 from ope.logs import BanditLogs, ValidationReport
+from ope.results import CI_METHODS, Estimate, Result, ResultParts, compare
 
 __all__ = ["evaluate", "Evaluation", "TABLE_COLUMNS"]
 
@@ -56,96 +71,153 @@ LOGGING_CI_FALLBACK: Final = {"bottou": "bernstein", "empirical_likelihood": "no
 #: those interval methods (clipped IPS is bounded by its own max_weight).
 WEIGHT_BOUND_ESTIMATORS: Final = frozenset({"ips", "snips"})
 WEIGHT_BOUND_METHODS: Final = frozenset({"hoeffding", "bernstein", "empirical_likelihood"})
-#: Estimators computable from mergeable sums over batches.
+#: Estimators computable from mergeable sums over batches (the moment kernel).
 STREAMING_ESTIMATORS: Final = frozenset({"ips", "clipped_ips", "snips"})
 
-#: Columns with a fixed meaning in the log schema; never used as context features by default.
-RESERVED_COLUMNS: Final = frozenset(
-    {
-        "event_id",
-        "action",
-        "propensity",
-        "reward",
-        "candidates",
-        "logging_distribution",
-        "position",
-        "logging_policy",
-        "timestamp",
-        "cost",
-        "latency_ms",
-    }
-)
 
-
-def _estimator_name(est: Any) -> str:
-    for name, cls in ESTIMATORS.items():
-        if type(est) is cls:
-            return name
-    raise TypeError(
-        f"estimators must be names ({', '.join(ESTIMATORS)}) or ope estimator objects; "
-        f"got {est!r}."
-    )
-
-
-def _resolve_estimators(
+def resolve_estimators(
     estimators: Sequence[Any] | str,
     *,
-    max_weight: float | None,
-    tau: float | None,
-    shrinkage: float | None,
+    max_weight: float | None = None,
+    tau: float | None = None,
+    shrinkage: float | None = None,
 ) -> list[tuple[str, Any]]:
+    """The (registry name, estimator object) pairs of ``evaluate``'s ``estimators`` argument.
+
+    A name gets its settings (``max_weight`` for ``clipped_ips``, ``tau`` for ``switch_dr``,
+    ``shrinkage`` for ``dros``: the fields of the estimator class) from the keyword arguments;
+    an estimator object is used as it is.
+
+    Raises
+    ------
+    ope.ParameterError
+        No estimator, an unknown name or object, a setting missing or given but unused, or an
+        estimator listed twice.
+
+    Examples
+    --------
+    >>> from ope.evaluation import resolve_estimators
+    >>> resolve_estimators(("ips", "clipped_ips"), max_weight=10.0)
+    [('ips', IPS()), ('clipped_ips', ClippedIPS(max_weight=10.0))]
+    """
     if isinstance(estimators, str):
         estimators = (estimators,)
     if not estimators:
-        raise ValueError(f"`estimators` is empty; pass e.g. ('ips', 'snips'). Known: {', '.join(ESTIMATORS)}.")
+        raise ParameterError(
+            f"`estimators` is empty; pass e.g. ('ips', 'snips'). Known: {', '.join(ESTIMATORS)}."
+        )
     settings = {"max_weight": max_weight, "tau": tau, "shrinkage": shrinkage}
     used: set[str] = set()
     resolved: list[tuple[str, Any]] = []
-    for item in estimators:
+    for item in estimators:  # loop over estimators
         if isinstance(item, str):
             key = item.lower()
             if key not in ESTIMATORS:
-                raise ValueError(
-                    f"unknown estimator {item!r}; choose from {', '.join(ESTIMATORS)}."
+                raise ParameterError(
+                    f"unknown estimator {item!r} in `estimators`; choose from "
+                    f"{', '.join(ESTIMATORS)}."
                 )
-            takes = {"clipped_ips": "max_weight", "switch_dr": "tau", "dros": "shrinkage"}.get(key)
-            kwargs = {}
-            if takes is not None:
-                if settings[takes] is None:
-                    raise ValueError(
-                        f"estimator {key!r} needs {takes}=...; pass it to evaluate (e.g. "
-                        f"evaluate(..., {takes}=10.0)) or pass an estimator object instead of "
+            takes = [f.name for f in dataclasses.fields(ESTIMATORS[key]) if f.init]
+            for name in takes:
+                if settings.get(name) is None:
+                    raise ParameterError(
+                        f"estimator {key!r} needs {name}=... (`{name}`); pass it to evaluate (e.g. "
+                        f"evaluate(..., {name}=10.0)) or pass an estimator object instead of "
                         "the name."
                     )
-                kwargs[takes] = settings[takes]
-                used.add(takes)
-            obj = get_estimator(key, **kwargs)
+            used.update(takes)
+            obj = get_estimator(key, **{name: settings[name] for name in takes})
         else:
-            key = _estimator_name(item)
+            key = next((k for k, cls in ESTIMATORS.items() if type(item) is cls), "")
+            if not key:
+                raise ParameterError(
+                    f"estimators must be names ({', '.join(ESTIMATORS)}) or ope estimator "
+                    f"objects; got {item!r}."
+                )
             obj = item
         resolved.append((key, obj))
     unused = [k for k, v in settings.items() if v is not None and k not in used]
     if unused:
-        raise ValueError(
+        raise ParameterError(
             f"{', '.join(unused)} was given but no estimator named in `estimators` uses it "
             f"(max_weight → 'clipped_ips', tau → 'switch_dr', shrinkage → 'dros')."
         )
     names = [k for k, _ in resolved]
     dup = sorted({k for k in names if names.count(k) > 1})
     if dup:
-        raise ValueError(f"estimator {', '.join(dup)} is listed twice in `estimators`.")
+        raise ParameterError(f"estimator {', '.join(dup)} is listed twice in `estimators`.")
     return resolved
 
 
-def _default_context_columns(logs: BanditLogs) -> list[str]:
-    cols = []
-    for fld in logs.table.schema:
-        name = fld.name
-        if name in RESERVED_COLUMNS or name.startswith(("target__", "target_dist__", "propensity__")):
-            continue
-        if pa.types.is_integer(fld.type) or pa.types.is_floating(fld.type):
-            cols.append(name)
-    return cols
+def clip_level(resolved: Sequence[tuple[str, Any]]) -> float | None:
+    """The clip level of the clipped IPS among ``resolved`` (None without one)."""
+    return next((est.max_weight for key, est in resolved if key == "clipped_ips"), None)
+
+
+def check_streamable(resolved: Sequence[tuple[str, Any]], policies: Any, where: str) -> None:
+    """Refuse what merged statistics cannot compute: estimators with a reward model, and a
+    long-format policy table (it needs the whole log). ``where`` names the entry point."""
+    unsupported = [k for k, _ in resolved if k not in STREAMING_ESTIMATORS]
+    if unsupported:
+        raise EstimationError(
+            f"estimator(s) {', '.join(unsupported)} cannot run {where}; merged statistics "
+            f"support {', '.join(sorted(STREAMING_ESTIMATORS))}. Read the logs eagerly "
+            "(ope.evaluate(ope.read_logs(...))) for the others."
+        )
+    if policies is not None and not isinstance(policies, (list, tuple, Mapping)):
+        raise PolicyError(
+            f"{where}, policies must be target__<name> column names or a dict of policy "
+            "objects; a long-format policy table needs the whole log (use "
+            "ope.evaluate(ope.read_logs(...)))."
+        )
+
+
+@dataclass(frozen=True)
+class EvaluationSettings:
+    """The validated interval settings of one evaluation (see :meth:`checked`)."""
+
+    ci: str
+    confidence_level: float
+    reward_range: tuple[float, float] | None
+    weight_bound: float | None
+    ci_options: dict[str, Any]
+
+    @classmethod
+    def checked(
+        cls, *, ci: Any, confidence_level: Any, reward_range: Any, weight_bound: Any = None,
+        n_resamples: Any = None, rng: Any = None,
+    ) -> EvaluationSettings:
+        """Validate the arguments of ``evaluate`` that every entry point shares, once.
+
+        Raises
+        ------
+        ope.ParameterError
+            An unknown ``ci``, a ``confidence_level`` outside (0, 1), a malformed
+            ``reward_range``, ``weight_bound``, ``n_resamples`` or ``rng``, or ``n_resamples``
+            without ``ci="bootstrap"``.
+
+        Examples
+        --------
+        >>> from ope.evaluation import EvaluationSettings
+        >>> EvaluationSettings.checked(ci="t", confidence_level=0.9, reward_range=(0, 1)).reward_range
+        (0.0, 1.0)
+        """
+        method = check_choice(ci, "ci", CI_METHODS)
+        check_rng(rng)  # validates; the seed itself is passed on (and recorded)
+        options: dict[str, Any] = {}
+        if method == "bootstrap":
+            if n_resamples is not None:
+                check_positive_int(n_resamples, "n_resamples")
+            options = {"n_resamples": n_resamples, "rng": rng}
+        elif n_resamples is not None:
+            raise ParameterError("`n_resamples` applies only to ci='bootstrap'.")
+        return cls(
+            ci=method,
+            confidence_level=check_confidence_level(confidence_level),
+            reward_range=check_reward_range(reward_range),
+            weight_bound=check_weight_bound(weight_bound),
+            ci_options=options,
+        )
 
 
 def _factored_candidates(logs: BanditLogs) -> dict[str, dict[str, str]]:
@@ -184,26 +256,6 @@ def _factored_arrays(logs: BanditLogs, changed: Mapping[str, str]) -> tuple[np.n
     return p, t
 
 
-def _context_matrix(logs: BanditLogs, columns: Sequence[str]) -> np.ndarray:
-    missing = [c for c in columns if c not in logs.table.column_names]
-    if missing:
-        raise SchemaError(
-            f"context column(s) {', '.join(missing)} not in the logs; they have: "
-            f"{', '.join(logs.table.column_names)}."
-        )
-    bad = [
-        c
-        for c in columns
-        if not (pa.types.is_integer(logs.table.schema.field(c).type) or pa.types.is_floating(logs.table.schema.field(c).type))
-    ]
-    if bad:
-        raise SchemaError(
-            f"context column(s) {', '.join(bad)} are not numeric; encode them (e.g. one-hot) "
-            "or leave them out of context_columns."
-        )
-    return np.column_stack([logs.column(c).astype(np.float64, copy=False) for c in columns])
-
-
 def _model_predictions(
     logs: BanditLogs,
     distributions: Mapping[str, Any],
@@ -214,15 +266,17 @@ def _model_predictions(
     rng: int | np.random.Generator | None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Cross-fitted q̂(x_i, a_i) and q̂(x_i, π_p) for every policy p, over one action catalog."""
+    import scipy.sparse as sp
+
     from ope.reward_models import RewardModel
 
-    columns = list(context_columns) if context_columns is not None else _default_context_columns(logs)
+    columns = list(context_columns) if context_columns is not None else default_context_columns(logs)
     if not columns:
         raise SchemaError(
             "DM/DR estimators need context features for the reward model, and these logs have "
             "no numeric feature columns; pass context_columns=[...] or use ips/snips."
         )
-    x = _context_matrix(logs, columns)
+    x = context_matrix(logs, columns)
     # one catalog: the logged actions and every policy's support
     logged = logs.table.column("action").combine_chunks()
     pieces = [np.asarray(logged.to_numpy(zero_copy_only=False))]
@@ -234,8 +288,6 @@ def _model_predictions(
         dist = distributions[p]
         m = dist.matrix
         new_code = np.searchsorted(catalog, np.asarray(dist.actions)).astype(np.int64)
-        import scipy.sparse as sp
-
         mats.append(sp.csr_array((m.data, new_code[m.indices], m.indptr), shape=(m.shape[0], len(catalog))))
     if reward_model is None:
         model = RewardModel(rng=rng)
@@ -251,7 +303,7 @@ def _model_predictions(
 
 
 @dataclass(frozen=True, eq=False)
-class Evaluation:
+class Evaluation(Result):
     """The result of :func:`evaluate`: one Estimate per candidate policy × estimator.
 
     Attributes
@@ -265,10 +317,14 @@ class Evaluation:
         How the logs were read: rows read, used and rejected by reason.
     confidence_level : float
     ci_method : str
-    notes : list of str
+    notes : tuple of str
         Warnings about the evaluation as a whole (weak overlap, dropped rows, ...).
     streaming : bool
         True when computed batch by batch from mergeable statistics.
+    ci_options : dict
+        Options of the interval method (bootstrap: ``n_resamples``, ``rng``).
+    weight_bound : float or None
+        A priori bound on the importance weights used by the bounded intervals of IPS/SNIPS.
     """
 
     estimates: dict[tuple[str, str], Estimate]
@@ -278,7 +334,7 @@ class Evaluation:
     report: ValidationReport
     confidence_level: float
     ci_method: str
-    notes: list[str] = field(default_factory=list)
+    notes: tuple[str, ...] = ()
     streaming: bool = False
     ci_options: dict[str, Any] = field(default_factory=dict)
     weight_bound: float | None = None
@@ -287,6 +343,49 @@ class Evaluation:
         init=False, repr=False, compare=False
     )
     _logging_ci: tuple[float, float] = field(init=False, repr=False, compare=False)
+
+    @classmethod
+    def from_statistics(
+        cls,
+        stats: Any,
+        resolved: Sequence[tuple[str, Any]],
+        settings: EvaluationSettings,
+        *,
+        report: ValidationReport,
+        notes: Iterable[str] = (),
+    ) -> Evaluation:
+        """The evaluation of merged statistics (``ope.streaming.MomentStats``) of many batches.
+
+        Parameters
+        ----------
+        stats : ope.streaming.MomentStats
+            Merged over every batch (scan) or partition (Dask), with the policy names.
+        resolved : sequence of (str, estimator)
+            :func:`resolve_estimators` of IPS, clipped IPS and SNIPS only.
+        settings : EvaluationSettings
+        report : ValidationReport
+            The merged report of the pass.
+        notes : iterable of str
+            Evaluation-level notes besides the rejected-rows note.
+        """
+        rr, level = settings.reward_range, settings.confidence_level
+        estimates: dict[tuple[str, str], Estimate] = {}
+        for key, est in resolved:  # loop over estimators
+            for name, res in zip(stats.names, stats.estimates(est, reward_range=rr, confidence_level=level)):
+                estimates[(name, key)] = res
+        return cls(
+            estimates=estimates,
+            logging=stats.logging_estimate(reward_range=rr, confidence_level=level),
+            policies=list(stats.names),
+            estimators=[k for k, _ in resolved],
+            report=report,
+            confidence_level=level,
+            ci_method=settings.ci,
+            notes=(*report.dropped_notes(), *notes),
+            streaming=True,
+            ci_options=settings.ci_options,
+            weight_bound=settings.weight_bound,
+        )
 
     def __getitem__(self, key: tuple[str, str]) -> Estimate:
         try:
@@ -297,11 +396,17 @@ class Evaluation:
             ) from None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "notes", tuple(self.notes))
         # every interval once, at construction: a method that does not apply fails here, and
         # table(), summary(), to_dict() reuse them (a bootstrap is not redrawn on each call)
         intervals = {key: self._compute_interval(est) for key, est in self.estimates.items()}
         object.__setattr__(self, "_intervals", intervals)
         object.__setattr__(self, "_logging_ci", self._compute_logging_interval())
+
+    @property
+    def n(self) -> int:
+        """Rows used (those of the logging policy's value; every estimate uses the same)."""
+        return int(self.logging.n)
 
     def _logging_interval(self) -> tuple[float, float]:
         return self._logging_ci
@@ -313,7 +418,7 @@ class Evaluation:
             and est.estimator in WEIGHT_BOUND_ESTIMATORS
             and self.ci_method in WEIGHT_BOUND_METHODS
         ):
-            options["max_weight"] = self.weight_bound
+            options["weight_bound"] = self.weight_bound
         ci = est.ci(self.confidence_level, self.ci_method, **options)
         return float(ci.low), float(ci.high)
 
@@ -356,6 +461,16 @@ class Evaluation:
                     }
                 )
         return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+
+    def all_notes(self) -> tuple[str, ...]:
+        """The evaluation's notes, then each estimate note once with the estimators it concerns
+        (the same weight diagnostics recur under every weighting estimator)."""
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for (p, e), est in self.estimates.items():
+            for note in est.notes:
+                grouped.setdefault((p, note), []).append(e)
+        return (*self.notes, *(f"{p} ({', '.join(es)}): {note}" for (p, note), es in grouped.items()))
+
 
     def compare(
         self,
@@ -422,13 +537,29 @@ class Evaluation:
             out["comparisons_with_logging"] = self.comparisons().to_dict(orient="records")
         return out
 
+    def _title(self) -> str:
+        return (
+            f"{len(self.policies)} candidate policies x {len(self.estimators)} estimators on "
+            f"{self.logging.n:,} rows; {self.ci_method} intervals at {self.confidence_level:.0%}"
+        )
+
+    def _parts(self) -> ResultParts:
+        low, high = self._logging_interval()
+        return ResultParts(
+            title=self._title(),
+            fields=(
+                ("logging policy value", self.logging.value),
+                (f"logging policy interval ({self.logging_ci_method})", (low, high)),
+                ("rows rejected", self.report.rows_rejected),
+            ),
+            table=self.table().drop(columns=["notes"]),
+            notes=self.all_notes(),
+        )
+
     def summary(self, *, truth: Mapping[str, float] | None = None) -> str:
         """Plain-text table of the estimates (and the true values when given), then notes."""
         t = self.table()
-        lines = [
-            f"{len(self.policies)} candidate policies x {len(self.estimators)} estimators on "
-            f"{self.logging.n:,} rows; {self.ci_method} intervals at {self.confidence_level:.0%}"
-        ]
+        lines = [self._title()]
         if self.report.rows_rejected:
             lines.append(
                 f"  ({self.report.rows_rejected:,} of {self.report.rows_read:,} rows were rejected "
@@ -453,14 +584,7 @@ class Evaluation:
                 tv = truth[row.policy]
                 line += f"{tv:>9.4f}{('yes' if row.ci_low <= tv <= row.ci_high else 'NO'):>7}"
             lines.append(line)
-        # the same weight diagnostics recur under every weighting estimator: list each once
-        grouped: dict[tuple[str, str], list[str]] = {}
-        for (p, e), est in self.estimates.items():
-            for note in est.notes:
-                grouped.setdefault((p, note), []).append(e)
-        notes = list(self.notes) + [
-            f"{p} ({', '.join(es)}): {note}" for (p, note), es in grouped.items()
-        ]
+        notes = self.all_notes()
         if notes:
             lines.append("")
             lines += [f"[{i}] {n}" for i, n in enumerate(notes, 1)]
@@ -472,41 +596,98 @@ class Evaluation:
             f"n={self.logging.n:,}, ci_method={self.ci_method!r})"
         )
 
-    def _repr_html_(self) -> str:
-        table = self.table().drop(columns=["notes"]).to_html(index=False, float_format=lambda v: f"{v:.4g}")
-        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
-        return f"<div><p>{html.escape(repr(self))}</p>{table}<ol>{notes}</ol></div>"
+
+def _candidates(logs: BanditLogs, policies: Any, needs_model: bool) -> tuple[Any, dict[str, dict[str, str]]]:
+    """The target propensities of the candidates, and the candidates given by factor.
+
+    Returns ``(TargetPropensities, {policy: {factor: target column}})``.
+    """
+    from ope.policies import TargetPropensities, target_propensities
+
+    factored = _factored_candidates(logs) if policies is None or isinstance(policies, (list, tuple)) else {}
+    if factored:
+        factor_cols = {col[len("target__"):] for cols in factored.values() for col in cols.values()}
+        if policies is None:
+            plain = [p for p in logs.target_policies if p not in factor_cols]
+            factored_names = list(factored)
+        else:
+            plain = [p for p in policies if p not in factored]
+            factored_names = [p for p in policies if p in factored]
+        factored = {p: factored[p] for p in factored_names}
+        if factored and needs_model:
+            raise EstimationError(
+                f"candidates {', '.join(factored)} are given by factor (target__<policy>__<factor>); "
+                "DM/DR need each candidate's whole distribution. Use ips, clipped_ips or snips."
+            )
+        policies = plain
+    if factored and not policies:
+        return TargetPropensities([], np.empty((logs.n, 0))), factored
+    try:
+        tp = target_propensities(logs, policies, with_distributions=needs_model)
+    except PolicyError as exc:
+        if needs_model and "distribution" in str(exc).lower():
+            raise PolicyError(
+                f"{exc}\nDM/DR need each candidate's whole distribution; evaluate with "
+                "estimators=('ips', 'snips', 'clipped_ips') or provide the distributions."
+            ) from None
+        raise
+    if not tp.names and not factored:
+        raise PolicyError(
+            "no candidate policies to evaluate: the logs have no target__<name> columns and "
+            "`policies` is None. Pass policies=... (names, a long-format table, or objects)."
+        )
+    return tp, factored
 
 
-def _report_notes(report: ValidationReport) -> list[str]:
-    """The evaluation-level note on rows the reader rejected and dropped (if any)."""
-    if not report.rows_rejected:
-        return []
-    return [
-        f"{report.rows_rejected:,} of {report.rows_read:,} rows were rejected and dropped "
-        f"before estimation: {dict(report.rejected)}"
-    ]
-
-
-def _one_pass_statistics(
+def _row_estimates(
     resolved: Sequence[tuple[str, Any]],
+    settings: EvaluationSettings,
     reward: np.ndarray,
     propensity: np.ndarray,
     target: np.ndarray,
     names: Sequence[str],
-) -> Any:
-    """Merged moments of every weight column in one pass, when two or more of IPS, clipped IPS
-    and SNIPS are asked for (each would otherwise make its own passes over the (n, P) block).
+    q_logged: np.ndarray | None = None,
+    q_target: np.ndarray | None = None,
+) -> dict[tuple[str, str], Estimate]:
+    """Every estimate of the candidates ``names`` (columns of ``target``) on these rows.
 
-    Returns None when fewer than two of them are asked for or there are no policies.
+    IPS, clipped IPS and SNIPS always come from one pass of the moment kernel (so their numbers
+    do not depend on which other estimators are asked for), backed by the rows for row-level
+    intervals and paired comparisons; the others from one ``estimate_many`` pass each.
     """
     from ope.streaming import MomentStats
 
-    moment = [est for key, est in resolved if key in STREAMING_ESTIMATORS]
-    if len(moment) < 2 or not len(names):
-        return None
-    clip = next((est.max_weight for key, est in resolved if key == "clipped_ips"), None)
-    return MomentStats.from_arrays(reward, propensity, target, max_weight=clip, names=names)
+    if not len(names):
+        return {}
+    rr = settings.reward_range
+    stats = None
+    if any(key in STREAMING_ESTIMATORS for key, _ in resolved):
+        stats = MomentStats.from_arrays(
+            reward, propensity, target, max_weight=clip_level(resolved), names=names
+        )
+    out: dict[tuple[str, str], Estimate] = {}
+    for key, est in resolved:  # loop over estimators
+        if stats is not None and key in STREAMING_ESTIMATORS:
+            results = stats.with_rows(
+                stats.estimates(est, reward_range=rr, confidence_level=settings.confidence_level),
+                reward=reward,
+                logging_propensity=propensity,
+                target_propensity=target,
+                reward_range=rr,
+            )
+        else:
+            results = estimate_many(
+                est,
+                reward=reward,
+                logging_propensity=propensity,
+                target_propensity=target,
+                q_logged=q_logged,
+                q_target=q_target,
+                reward_range=rr,
+                names=names,
+            )
+        out.update({(name, key): res for name, res in zip(names, results)})
+    return out
 
 
 def evaluate(
@@ -566,10 +747,17 @@ def evaluate(
     -------
     Evaluation
 
+    Raises
+    ------
+    ope.ParameterError
+        A bad argument (unknown ``ci`` or estimator, ``confidence_level`` outside (0, 1), ...),
+        found before any row is read.
+
     Notes
     -----
-    Each estimator runs one chunked pass over an (n, P) block of target propensities, so P
-    candidates cost about one pass, not P. DM/DR need each candidate's full distribution over
+    IPS, clipped IPS and SNIPS share one pass of the moment kernel over an (n, P) block of
+    target propensities, and every other estimator runs one chunked pass, so P candidates cost
+    about one pass, not P; the IPS numbers are the same whatever else is asked for. DM/DR need each candidate's full distribution over
     every row's support (``target_dist__<name>`` columns, a long-format policy table, or policy
     objects); the reward model is evaluated only on those (row, action) pairs.
 
@@ -585,74 +773,25 @@ def evaluate(
     """
     from ope.io import LogScan, read_logs
 
-    resolved = _resolve_estimators(estimators, max_weight=max_weight, tau=tau, shrinkage=shrinkage)
-    names = [k for k, _ in resolved]
-    ci_options: dict[str, Any] = {}
-    if ci == "bootstrap":
-        ci_options = {"n_resamples": n_resamples, "rng": rng}
-    elif n_resamples is not None:
-        raise ValueError("n_resamples applies only to ci='bootstrap'.")
-
+    settings = EvaluationSettings.checked(
+        ci=ci,
+        confidence_level=confidence_level,
+        reward_range=reward_range,
+        weight_bound=weight_bound,
+        n_resamples=n_resamples,
+        rng=rng,
+    )
+    resolved = resolve_estimators(estimators, max_weight=max_weight, tau=tau, shrinkage=shrinkage)
     if isinstance(logs, LogScan):
-        return _evaluate_streaming(
-            logs,
-            policies,
-            resolved,
-            ci=ci,
-            confidence_level=confidence_level,
-            reward_range=reward_range,
-            max_weight=max_weight,
-            weight_bound=weight_bound,
-        )
+        return _evaluate_streaming(logs, policies, resolved, settings)
     if not isinstance(logs, BanditLogs):
         logs = read_logs(logs)
-
-    from ope.policies import target_propensities
-
-    needs_model = any(k in MODEL_ESTIMATORS for k in names)
-    factored = _factored_candidates(logs) if policies is None or isinstance(policies, (list, tuple)) else {}
-    if factored:
-        factor_cols = {col[len("target__"):] for cols in factored.values() for col in cols.values()}
-        if policies is None:
-            plain = [p for p in logs.target_policies if p not in factor_cols]
-            factored_names = list(factored)
-        else:
-            plain = [p for p in policies if p not in factored]
-            factored_names = [p for p in policies if p in factored]
-        factored = {p: factored[p] for p in factored_names}
-        if factored and needs_model:
-            raise EstimationError(
-                f"candidates {', '.join(factored)} are given by factor (target__<policy>__<factor>); "
-                "DM/DR need each candidate's whole distribution. Use ips, clipped_ips or snips."
-            )
-        policies = plain
-    if factored and not policies:
-        from ope.policies import TargetPropensities
-
-        tp = TargetPropensities([], np.empty((logs.n, 0)))
-    else:
-        tp = None
-    try:
-        if tp is None:
-            tp = target_propensities(logs, policies, with_distributions=needs_model)
-    except PolicyError as exc:
-        if needs_model and "distribution" in str(exc).lower():
-            raise PolicyError(
-                f"{exc}\nDM/DR need each candidate's whole distribution; evaluate with "
-                "estimators=('ips', 'snips', 'clipped_ips') or provide the distributions."
-            ) from None
-        raise
-    if not tp.names and not factored:
-        raise PolicyError(
-            "no candidate policies to evaluate: the logs have no target__<name> columns and "
-            "`policies` is None. Pass policies=... (names, a long-format table, or objects)."
-        )
-
+    needs_model = any(k in MODEL_ESTIMATORS for k, _ in resolved)
+    tp, factored = _candidates(logs, policies, needs_model)
     reward = logs.column("reward")
     propensity = logs.column("propensity")
     q_logged = q_target = None
     if needs_model:
-        assert tp.distributions is not None
         q_logged, q_target = _model_predictions(
             logs,
             tp.distributions,
@@ -661,131 +800,60 @@ def evaluate(
             context_columns=context_columns,
             rng=rng,
         )
-
-    estimates: dict[tuple[str, str], Estimate] = {}
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        stats = _one_pass_statistics(resolved, reward, propensity, tp.values, tp.names)
-        for key, est in resolved:
-            if stats is not None and key in STREAMING_ESTIMATORS:
-                results = stats.with_rows(
-                    stats.estimates(est, reward_range=reward_range, confidence_level=confidence_level),
-                    reward=reward,
-                    logging_propensity=propensity,
-                    target_propensity=tp.values,
-                    reward_range=reward_range,
-                )
-            else:
-                results = [] if not tp.names else estimate_many(
-                    est,
-                    reward=reward,
-                    logging_propensity=propensity,
-                    target_propensity=tp.values,
-                    q_logged=q_logged,
-                    q_target=q_target,
-                    reward_range=reward_range,
-                    names=tp.names,
-                )
-            for name, res in zip(tp.names, results):
-                estimates[(name, key)] = res
-            for name, changed in factored.items():
-                p_c, t_c = _factored_arrays(logs, changed)
-                (res,) = estimate_many(
-                    est,
-                    reward=reward,
-                    logging_propensity=p_c,
-                    target_propensity=t_c[:, None],
-                    reward_range=reward_range,
-                    names=[name],
-                )
-                estimates[(name, key)] = res
-        base = logging_value(reward, reward_range=reward_range)
+        estimates = _row_estimates(
+            resolved, settings, reward, propensity, tp.values, tp.names, q_logged, q_target
+        )
+        for name, changed in factored.items():  # loop over factored candidates
+            p_c, t_c = _factored_arrays(logs, changed)
+            estimates.update(_row_estimates(resolved, settings, reward, p_c, t_c[:, None], [name]))
+        base = logging_value(reward, reward_range=settings.reward_range)
     # the estimates carry these as notes; re-emit each distinct warning once
-    for msg in dict.fromkeys((w.category, str(w.message)) for w in caught):
-        warnings.warn(msg[1], msg[0], stacklevel=2)
-
-    notes = _report_notes(logs.report)
+    for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
+        warnings.warn(message, category, stacklevel=2)
+    notes = logs.report.dropped_notes()
     if tp.table_rows_ignored:
         notes.append(
             f"{tp.table_rows_ignored:,} policy-table rows for events dropped from the logs were "
             "ignored"
         )
-    ev = Evaluation(
+    return Evaluation(
         estimates=estimates,
         logging=base,
-        policies=list(tp.names) + list(factored),
-        estimators=names,
+        policies=[*tp.names, *factored],
+        estimators=[k for k, _ in resolved],
         report=logs.report,
-        confidence_level=confidence_level,
-        ci_method=ci,
-        notes=notes,
-        ci_options=ci_options,
-        weight_bound=weight_bound,
+        confidence_level=settings.confidence_level,
+        ci_method=settings.ci,
+        notes=tuple(notes),
+        ci_options=settings.ci_options,
+        weight_bound=settings.weight_bound,
     )
-    return ev
 
 
 def _evaluate_streaming(
     scan: Any,
     policies: Any,
     resolved: list[tuple[str, Any]],
-    *,
-    ci: str,
-    confidence_level: float,
-    reward_range: tuple[float, float] | None,
-    max_weight: float | None,
-    weight_bound: float | None,
+    settings: EvaluationSettings,
 ) -> Evaluation:
+    """The evaluation of a lazy scan: the moment kernel per batch, merged."""
     from ope.policies import target_propensities
     from ope.streaming import MomentStats
 
-    names = [k for k, _ in resolved]
-    unsupported = [k for k in names if k not in STREAMING_ESTIMATORS]
-    if unsupported:
-        raise EstimationError(
-            f"estimator(s) {', '.join(unsupported)} cannot run over a lazy scan; streaming "
-            f"supports {', '.join(sorted(STREAMING_ESTIMATORS))}. Read the logs eagerly "
-            "(ope.read_logs) for the others."
-        )
-    if policies is not None and not (
-        isinstance(policies, (list, tuple)) or isinstance(policies, Mapping)
-    ):
-        raise PolicyError(
-            "over a lazy scan, policies must be target__<name> column names or policy objects; "
-            "a long-format table needs the whole log (use ope.read_logs)."
-        )
+    check_streamable(resolved, policies, "over a lazy scan")
     stats = None
-    policy_names: list[str] | None = None
-    for batch in scan:
+    for batch in scan.to_batches():  # loop over batches
         tp = target_propensities(batch, policies)
-        policy_names = tp.names
         part = MomentStats.from_arrays(
             batch.column("reward"),
             batch.column("propensity"),
             tp.values,
-            max_weight=max_weight,
+            max_weight=clip_level(resolved),
             names=tp.names,
         )
         stats = part if stats is None else stats.merge(part)
-    if stats is None or policy_names is None:
+    if stats is None:
         raise EstimationError(f"the scan of {scan.source} yielded no rows.")
-    estimates: dict[tuple[str, str], Estimate] = {}
-    for key, est in resolved:
-        for name, res in zip(policy_names, stats.estimates(est, reward_range=reward_range, confidence_level=confidence_level)):
-            estimates[(name, key)] = res
-    base = stats.logging_estimate(reward_range=reward_range, confidence_level=confidence_level)
-    report = scan.report
-    notes = _report_notes(report)
-    ev = Evaluation(
-        estimates=estimates,
-        logging=base,
-        policies=list(policy_names),
-        estimators=names,
-        report=report,
-        confidence_level=confidence_level,
-        ci_method=ci,
-        notes=notes,
-        streaming=True,
-        weight_bound=weight_bound,
-    )
-    return ev
+    return Evaluation.from_statistics(stats, resolved, settings, report=scan.report)

@@ -35,23 +35,22 @@ import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from ope.exceptions import DataFileError, DroppedRowsWarning, SchemaError, ValidationError
-from ope.logs import EXAMPLE_ROWS, BanditLogs, PairedReplays, Trajectories, ValidationReport
+from ope._dedup import SeenIds, mark_repeats
+from ope._validation import check_choice, check_positive_int
+from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
+from ope.logs import BanditLogs, PairedReplays, Trajectories, ValidationReport
 from ope.schema import (
     BANDIT,
-    LogSchema,
-    _column_problem,
-    _id_type_of,
-    BITMAP_FACTOR,
-    BITMAP_MIN_BYTES,
     PAIRED,
-    REJECTION_REASONS,
     TRAJECTORY,
     ColumnPlan,
+    LogSchema,
     check_bandit_rows,
     check_paired_rows,
     check_trajectory_rows,
+    column_problem,
     conform,
+    id_type_of,
     plan_columns,
 )
 
@@ -63,7 +62,8 @@ __all__ = ["read_logs", "scan_logs", "read_trajectories", "read_paired", "LogSca
 DEFAULT_BATCH_SIZE: Final[int] = 262_144
 
 _PARQUET_MAGIC: Final[bytes] = b"PAR1"
-_ON_INVALID: Final = ("raise", "drop")
+#: The values of ``on_invalid`` every reader accepts.
+ON_INVALID: Final = ("raise", "drop")
 
 OnInvalid = Literal["raise", "drop"]
 Source = Any  # str | os.PathLike | pandas.DataFrame | pyarrow.Table | pyarrow.dataset.Dataset
@@ -169,8 +169,8 @@ class _Opened:
                 )
             if kind is not None:
                 for path, t in types.items():
-                    problem = _column_problem(t, kind, plan.id_types.get("action"))
-                    if problem is None and kind == "int64 or string" and _id_type_of(t) != plan.id_types[ours]:
+                    problem = column_problem(t, kind, plan.id_types.get("action"))
+                    if problem is None and kind == "int64 or string" and id_type_of(t) != plan.id_types[ours]:
                         problem = f"has type {t} but {plan.id_types[ours]} in other files"
                     if problem is not None:
                         problems.append(f"column {name!r} in {path} {problem}")
@@ -405,77 +405,21 @@ def _open(source: Source) -> _Opened:
                 f"cannot convert the {type(source).__name__} to an Arrow table: {exc}"
             ) from None
         return _Opened(f"<{type(source).__name__}>", None, table)
-    raise TypeError(
+    raise ParameterError(
         "source must be a parquet path (file or directory), a pyarrow.dataset.Dataset, a "
         "pyarrow.Table, a pandas.DataFrame or an object exporting an Arrow stream; got "
         f"{type(source).__name__}"
     )
 
 
-def _check_on_invalid(on_invalid: str) -> None:
-    if on_invalid not in _ON_INVALID:
-        raise ValueError(f'on_invalid must be "raise" or "drop", got {on_invalid!r}')
+def check_on_invalid(on_invalid: Any) -> str:
+    """``on_invalid`` of a reader: ``"raise"`` or ``"drop"`` (else a ParameterError)."""
+    return check_choice(on_invalid, "on_invalid", ON_INVALID)
 
 
 # --------------------------------------------------------------------------------------------
 # reports
 # --------------------------------------------------------------------------------------------
-
-
-def _report(
-    masks: dict[str, np.ndarray], n: int, source: str, *, dropped: bool,
-    examples_from: np.ndarray | None = None,
-) -> tuple[ValidationReport, np.ndarray | None]:
-    """Build a report; return it with the mask of rejected rows (None when none)."""
-    if not masks:
-        return ValidationReport(source, n, n, dropped=False), None
-    bad = np.zeros(n, dtype=bool)
-    rejected: dict[str, int] = {}
-    examples: dict[str, tuple[int, ...]] = {}
-    for reason, mask in masks.items():
-        bad |= mask
-        rejected[reason] = int(np.count_nonzero(mask))
-        examples[reason] = tuple(int(r) for r in np.flatnonzero(mask)[:EXAMPLE_ROWS])
-    used = n - int(np.count_nonzero(bad))
-    return ValidationReport(source, n, used, rejected, examples, dropped=dropped), bad
-
-
-def _fail_message(report: ValidationReport, what: str, tail: str = "") -> str:
-    lines = [
-        f"{report.rows_rejected:,} of {report.rows_read:,} rows of {report.source} break "
-        f"{what} rules{tail}:",
-        str(report),
-        "rules broken:",
-    ]
-    for reason in sorted(report.rejected):
-        lines.append(f"  {reason}: {REJECTION_REASONS[reason]}")
-    lines.append(
-        'Fix the data, or pass on_invalid="drop" to drop these rows (they stay counted in '
-        "the .report of the result)."
-    )
-    return "\n".join(lines)
-
-
-def _warn_dropped(report: ValidationReport, stacklevel: int) -> None:
-    reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(report.rejected.items()))
-    warnings.warn(
-        f"dropped {report.rows_rejected:,} of {report.rows_read:,} rows of {report.source} "
-        f"({reasons}); see .report for the first row numbers of each reason",
-        DroppedRowsWarning,
-        stacklevel=stacklevel,
-    )
-
-
-def _no_rows(report: ValidationReport) -> ValidationError:
-    if report.rows_read == 0:
-        return ValidationError(
-            f"{report.source} holds no rows; there is nothing to evaluate", report=report
-        )
-    return ValidationError(
-        f"every one of the {report.rows_read:,} rows of {report.source} was rejected; nothing "
-        f"is left to evaluate:\n{report}",
-        report=report,
-    )
 
 
 def _dropped_event_ids(table: pa.Table, masks: dict[str, np.ndarray]) -> pa.Array | None:
@@ -494,14 +438,16 @@ def _dropped_event_ids(table: pa.Table, masks: dict[str, np.ndarray]) -> pa.Arra
 def _finish(
     table: pa.Table, masks: dict[str, np.ndarray], source: str, on_invalid: str, what: str
 ) -> tuple[pa.Table, ValidationReport]:
-    report, bad = _report(masks, table.num_rows, source, dropped=on_invalid == "drop")
+    report, bad = ValidationReport.from_masks(
+        masks, table.num_rows, source, dropped=on_invalid == "drop"
+    )
     if bad is not None:
         if on_invalid == "raise":
-            raise ValidationError(_fail_message(report, what), report=report)
+            raise ValidationError(report.failure_message(what), report=report)
         table = table.filter(pa.array(~bad))
-        _warn_dropped(report, stacklevel=4)
+        report.warn_dropped(stacklevel=4)
     if report.rows_used == 0:
-        raise _no_rows(report)
+        raise report.no_rows_error()
     return table, report
 
 
@@ -584,7 +530,7 @@ def read_logs(
     >>> logs.column("reward")
     array([1., 0.])
     """
-    _check_on_invalid(on_invalid)
+    check_on_invalid(on_invalid)
     opened = _open(source)
     plan = plan_columns(opened.schema, BANDIT, mapping=mapping, columns=columns, source=opened.name)
     opened.reconcile(plan, BANDIT)
@@ -592,8 +538,8 @@ def read_logs(
     masks = check_bandit_rows(table, unit_roundoff=plan.unit_roundoff)
     dropped_ids = _dropped_event_ids(table, masks) if on_invalid == "drop" else None
     table, report = _finish(table, masks, opened.name, on_invalid, "bandit-log")
-    return BanditLogs._from_reader(table, report, dropped_event_ids=dropped_ids,
-                                   unit_roundoff=plan.unit_roundoff)
+    return BanditLogs.from_validated(table, report, dropped_event_ids=dropped_ids,
+                                     unit_roundoff=plan.unit_roundoff)
 
 
 def read_trajectories(
@@ -647,7 +593,7 @@ def read_trajectories(
     >>> traj.episode_starts.tolist(), traj.truncated.tolist()
     ([0, 2, 4], [False, True])
     """
-    _check_on_invalid(on_invalid)
+    check_on_invalid(on_invalid)
     opened = _open(source)
     plan = plan_columns(opened.schema, TRAJECTORY, mapping=mapping, columns=columns,
                         source=opened.name)
@@ -655,7 +601,9 @@ def read_trajectories(
     table = conform(opened.read(plan.source_columns), plan)
     masks, order = check_trajectory_rows(table)
     eid = table.column("episode_id")
-    report, bad = _report(masks, table.num_rows, opened.name, dropped=on_invalid == "drop")
+    report, bad = ValidationReport.from_masks(
+        masks, table.num_rows, opened.name, dropped=on_invalid == "drop"
+    )
     valid_eid = pc.drop_null(eid)
     kept_eid = eid.filter(pa.array(~bad)) if bad is not None else valid_eid
     report = replace(
@@ -665,11 +613,11 @@ def read_trajectories(
     table = table.take(pa.array(order))
     if bad is not None:
         if on_invalid == "raise":
-            raise ValidationError(_fail_message(report, "trajectory"), report=report)
+            raise ValidationError(report.failure_message("trajectory"), report=report)
         table = table.filter(pa.array(~bad[order]))
-        _warn_dropped(report, stacklevel=3)
+        report.warn_dropped(stacklevel=3)
     if report.rows_used == 0:
-        raise _no_rows(report)
+        raise report.no_rows_error()
     return Trajectories(table, report)
 
 
@@ -723,7 +671,7 @@ def read_paired(
     >>> read_paired(df).arms
     ['a', 'b']
     """
-    _check_on_invalid(on_invalid)
+    check_on_invalid(on_invalid)
     opened = _open(source)
     plan = plan_columns(opened.schema, PAIRED, mapping=mapping, columns=columns, source=opened.name)
     opened.reconcile(plan, PAIRED)
@@ -745,233 +693,26 @@ def read_paired(
 # --------------------------------------------------------------------------------------------
 
 
-class _SeenIds:
-    """The event ids of earlier batches of a scan, stored compactly.
-
-    Integer ids live in a byte map over ``[min, max]`` while it stays dense (at most
-    ``BITMAP_FACTOR`` bytes per id seen, or ``BITMAP_MIN_BYTES`` in all); beyond that they live
-    in a few sorted numpy runs (a log-structured set: 8 bytes per int64 id; lookups are binary
-    searches of sorted needles). String ids live in runs sorted by a 64-bit hash, each hash
-    next to the id's bytes (fixed width: the longest id plus one terminator byte), so lookups
-    are binary searches over integers and every hash match is confirmed on the bytes: the set
-    is exact, a hash collision only costs a second comparison.
-    """
-
-    def __init__(self) -> None:
-        self._runs: list[np.ndarray] = []
-        self._str_runs: list[tuple[np.ndarray, np.ndarray]] = []  # (sorted hashes, their ids)
-        self._map: np.ndarray | None = None  # byte map of integer ids
-        self._lo = 0
-        self._count = 0
-        self._max: int | None = None
-
-    @property
-    def nbytes(self) -> int:
-        return (
-            sum(r.nbytes for r in self._runs)
-            + sum(h.nbytes + b.nbytes for h, b in self._str_runs)
-            + (self._map.nbytes if self._map is not None else 0)
-        )
-
-    @staticmethod
-    def as_numpy(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        if pa.types.is_integer(ids.type):
-            return np.asarray(ids.to_numpy(), dtype=np.int64)
-        return _fixed_width_bytes(ids)
-
-    def contains(self, x: np.ndarray) -> np.ndarray:
-        """Which of the (distinct) ids ``x`` were seen before."""
-        if x.size == 0 or self._count == 0:
-            return np.zeros(x.size, dtype=bool)
-        if x.dtype.kind == "S":
-            return self._contains_strings(x)
-        if x.dtype.kind == "i":
-            if int(x.min()) > self._max:
-                return np.zeros(x.size, dtype=bool)  # ids increasing across batches
-            if self._map is not None:
-                rel = x - self._lo
-                inside = (rel >= 0) & (rel < self._map.size)
-                hit = np.zeros(x.size, dtype=bool)
-                hit[inside] = self._map[rel[inside]]
-                return hit
-        xs = np.sort(x)
-        hs = np.zeros(x.size, dtype=bool)
-        for run in self._runs:
-            pos = np.searchsorted(run, xs)
-            np.minimum(pos, run.size - 1, out=pos)
-            hs |= run[pos] == xs
-        if not hs.any():
-            return np.zeros(x.size, dtype=bool)
-        return np.isin(x, xs[hs])
-
-    def add_new(self, x: np.ndarray) -> np.ndarray:
-        """``contains(x)``, then remember the ids not seen before; returns the hit mask."""
-        if x.dtype.kind != "S" or x.size == 0:
-            hit = self.contains(x)
-            self.add(x[~hit])
-            return hit
-        hx = _hash_bytes(x)
-        order = np.argsort(hx)
-        hx, xs = hx[order], x[order]  # one hash and one sort serve the lookup and the insert
-        hit_sorted = self._hits_sorted(hx, xs) if self._count else np.zeros(x.size, dtype=bool)
-        new = ~hit_sorted
-        if new.any():
-            self._count += int(np.count_nonzero(new))
-            self._push_strings(hx[new], xs[new])
-        hit = np.empty(x.size, dtype=bool)
-        hit[order] = hit_sorted
-        return hit
-
-    def _push_strings(self, keys: np.ndarray, ids: np.ndarray) -> None:
-        """Add a run of ids sorted by hash; merge runs of similar size (log-structured)."""
-        self._str_runs.append((keys, ids))
-        while len(self._str_runs) > 1 and (
-            self._str_runs[-2][0].size <= 2 * self._str_runs[-1][0].size
-        ):
-            kb, vb = self._str_runs.pop()
-            ka, va = self._str_runs.pop()
-            at = np.searchsorted(ka, kb) + np.arange(kb.size)
-            from_a = np.ones(ka.size + kb.size, dtype=bool)
-            from_a[at] = False
-            merged_keys = np.empty(from_a.size, dtype=np.uint64)
-            merged_keys[at], merged_keys[from_a] = kb, ka
-            merged_ids = np.empty(from_a.size, dtype=np.result_type(va, vb))
-            merged_ids[at], merged_ids[from_a] = vb, va
-            self._str_runs.append((merged_keys, merged_ids))
-
-    def _contains_strings(self, x: np.ndarray) -> np.ndarray:
-        # search with sorted needles: numpy's searchsorted then walks the run nearly in order
-        hx = _hash_bytes(x)
-        order = np.argsort(hx)
-        hx, x = hx[order], x[order]
-        hit_sorted = self._hits_sorted(hx, x)
-        hit = np.empty(x.size, dtype=bool)
-        hit[order] = hit_sorted
-        return hit
-
-    def _hits_sorted(self, hx: np.ndarray, x: np.ndarray) -> np.ndarray:
-        hit = np.zeros(x.size, dtype=bool)
-        for keys, ids in self._str_runs:
-            pos = np.searchsorted(keys, hx)
-            rows = np.flatnonzero(pos < keys.size)
-            # walk the run of equal hashes (almost always one entry; more only on a collision)
-            while rows.size:
-                p = pos[rows]
-                same = keys[p] == hx[rows]
-                rows, p = rows[same], p[same]
-                equal = ids[p] == x[rows]
-                hit[rows[equal]] = True
-                rows = rows[~equal]
-                pos[rows] += 1
-                rows = rows[pos[rows] < keys.size]
-        return hit
-
-    def add(self, x: np.ndarray) -> None:
-        """Remember the (distinct, unseen) ids ``x``."""
-        if x.size == 0:
-            return
-        self._count += x.size
-        if x.dtype.kind == "S":
-            hx = _hash_bytes(x)
-            order = np.argsort(hx)
-            self._push_strings(hx[order], x[order])
-            return
-        if x.dtype.kind == "i":
-            lo, hi = int(x.min()), int(x.max())
-            self._max = hi if self._max is None else max(self._max, hi)
-            if not self._runs:
-                new_lo = lo if self._map is None else min(lo, self._lo)
-                span = self._max - new_lo + 1
-                if span <= max(BITMAP_FACTOR * self._count, BITMAP_MIN_BYTES):
-                    if self._map is None or new_lo < self._lo or span > self._map.size:
-                        # grow with head room so that increasing ids reallocate rarely
-                        grown = np.zeros(span + span // 2, dtype=np.bool_)
-                        if self._map is not None:
-                            grown[self._lo - new_lo : self._lo - new_lo + self._map.size] = self._map
-                        self._map, self._lo = grown, new_lo
-                    self._map[x - self._lo] = True
-                    return
-                if self._map is not None:  # too sparse for a map: switch to sorted runs
-                    self._runs.append(np.flatnonzero(self._map).astype(np.int64) + self._lo)
-                    self._map = None
-        self._push(np.sort(x))
-
-    def _push(self, run: np.ndarray) -> None:
-        self._runs.append(run)
-        while len(self._runs) > 1 and self._runs[-2].size <= 2 * self._runs[-1].size:
-            b = self._runs.pop()
-            a = self._runs.pop()
-            self._runs.append(_merge_sorted(a, b))
-
-
-def _fixed_width_bytes(ids: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    """String ids as a numpy ``S<w>`` array, built from Arrow's buffers (no Python objects).
-
-    Each id is followed by a terminator byte 0x01 before the zero padding, so that ids that
-    differ only in trailing NUL bytes stay distinct (numpy compares ``S`` values without them).
-    """
-    a = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
-    if a.type != pa.string():
-        a = pc.cast(a, pa.string())
-    n = len(a)
-    offsets = np.frombuffer(a.buffers()[1], dtype=np.int32, count=n + 1, offset=a.offset * 4)
-    offsets = offsets.astype(np.int64)
-    lengths = np.diff(offsets)
-    width = int(lengths.max(initial=0)) + 1
-    out = np.zeros((n, width), dtype=np.uint8)
-    if n and offsets[-1] > offsets[0]:
-        data = np.frombuffer(a.buffers()[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
-        rows = np.repeat(np.arange(n, dtype=np.int64), lengths)
-        out[rows, np.arange(data.size, dtype=np.int64) - (offsets[:-1] - offsets[0])[rows]] = data
-    out[np.arange(n), lengths] = 1
-    return out.view(f"S{width}").ravel()
-
-
-#: multiplier of the 64-bit mixing step (from SplitMix64; any odd constant with well-spread
-#: bits works, since every hash match is confirmed on the bytes)
-_HASH_MULTIPLIER: Final = np.uint64(0xBF58476D1CE4E5B9)
-
-
-def _hash_bytes(x: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each fixed-width id, independent of the array's width.
-
-    Folds the id's 8-byte words with a multiply-xorshift step, skipping all-zero words (the
-    padding), so the same id hashes alike in batches of different widths. Loops over the
-    words of one id (width / 8), never over rows.
-    """
-    width = x.dtype.itemsize
-    u8 = np.ascontiguousarray(x).view(np.uint8).reshape(x.size, width)
-    pad = (-width) % 8
-    if pad:
-        u8 = np.concatenate([u8, np.zeros((x.size, pad), dtype=np.uint8)], axis=1)
-    words = np.ascontiguousarray(u8).view(np.uint64)
-    h = np.full(x.size, 0x9E3779B97F4A7C15, dtype=np.uint64)
-    for k in range(words.shape[1]):
-        w = words[:, k]
-        mixed = (h ^ w) * _HASH_MULTIPLIER
-        mixed ^= mixed >> np.uint64(31)
-        h = np.where(w != 0, mixed, h)
-    return h
-
-
-def _merge_sorted(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Merge two sorted arrays in O(len(a) + len(b)) memory traffic."""
-    dtype = np.result_type(a, b)
-    out = np.empty(a.size + b.size, dtype=dtype)
-    at = np.searchsorted(a, b) + np.arange(b.size)
-    from_a = np.ones(out.size, dtype=bool)
-    from_a[at] = False
-    out[at] = b
-    out[from_a] = a
-    return out
-
-
 class LogScan:
     """A lazy, validated pass over bandit logs in record batches (see :func:`scan_logs`).
 
-    Iterating yields ``BanditLogs`` batches; each pass re-reads the source. ``report`` holds
-    the merged ``ValidationReport`` once a pass has completed, and ``seen_id_bytes`` the memory
-    the cross-batch ``event_id`` check used.
+    :meth:`to_batches` (or iterating) yields ``BanditLogs`` batches; each pass re-reads the
+    source. ``report`` holds the merged ``ValidationReport`` once a pass has completed, and
+    ``seen_id_bytes`` the memory the cross-batch ``event_id`` check used.
+
+    Attributes
+    ----------
+    source : str
+        Where the rows come from.
+    columns : list of str
+        The columns of every yielded batch (ope's names).
+    plan : ope.schema.ColumnPlan
+        How source columns are read, renamed and cast (checked before any row is read).
+    dataset : pyarrow.dataset.Dataset or None
+        The source as a dataset, each column in the widest type of its files (None for data
+        in memory).
+    on_invalid : {"raise", "drop"}
+    batch_size : int
 
     Examples
     --------
@@ -980,10 +721,12 @@ class LogScan:
     >>> t = pa.table({"event_id": [1, 2, 3, 2], "action": [0, 1, 0, 1],
     ...               "propensity": [0.5] * 4, "reward": [1.0, 0.0, 1.0, 1.0]})
     >>> scan = scan_logs(t, batch_size=2, on_invalid="drop")
+    >>> scan.count_rows(), scan.dataset is None
+    (4, True)
     >>> import warnings
     >>> with warnings.catch_warnings():
     ...     warnings.simplefilter("ignore")
-    ...     sizes = [batch.n for batch in scan]
+    ...     sizes = [batch.n for batch in scan.to_batches()]
     >>> sizes, scan.report.rejected, scan.report.examples
     ([2, 1], {'event_id_duplicate': 1}, {'event_id_duplicate': (3,)})
     """
@@ -992,20 +735,35 @@ class LogScan:
         self, opened: _Opened, plan: ColumnPlan, on_invalid: str, batch_size: int
     ) -> None:
         self._opened = opened
-        self._plan = plan
-        self._on_invalid = on_invalid
+        self.plan = plan
+        self.on_invalid = on_invalid
         self.batch_size = batch_size
         self._report: ValidationReport | None = None
         self.seen_id_bytes = 0
 
     @property
     def source(self) -> str:
+        """Where the rows come from (a path, ``"<DataFrame>"``, ...)."""
         return self._opened.name
 
     @property
     def columns(self) -> list[str]:
         """The columns of every yielded batch (ope's names)."""
-        return self._plan.output_columns
+        return self.plan.output_columns
+
+    @property
+    def dataset(self) -> ds.Dataset | None:
+        """The source as a pyarrow dataset (None for data in memory)."""
+        return self._opened.dataset
+
+    def count_rows(self) -> int:
+        """Rows in the source before validation (from parquet footers; reads no data)."""
+        if self._opened.table is not None:
+            return int(self._opened.table.num_rows)
+        try:
+            return int(self._opened.dataset.count_rows())
+        except (pa.ArrowException, OSError) as exc:
+            raise DataFileError(f"cannot read {self.source}: {exc}") from None
 
     @property
     def report(self) -> ValidationReport:
@@ -1013,7 +771,7 @@ class LogScan:
         if self._report is None:
             raise RuntimeError(
                 "the scan's report is complete only after a full pass over the data; iterate "
-                "over it first (for batch in scan: ...)"
+                "over it first (for batch in scan.to_batches(): ...)"
             )
         return self._report
 
@@ -1021,24 +779,31 @@ class LogScan:
         return f"LogScan(source={self.source!r}, columns={self.columns}, batch_size={self.batch_size:,})"
 
     def __iter__(self) -> Iterator[BanditLogs]:
-        source = self._opened.name
-        drop = self._on_invalid == "drop"
+        return self.to_batches()
+
+    def to_batches(self) -> Iterator[BanditLogs]:
+        """One validated pass: ``BanditLogs`` batches, each with its own batch report.
+
+        Raises
+        ------
+        ope.ValidationError
+            At the first batch holding an invalid row under ``on_invalid="raise"``, or at the
+            end of a pass that kept no row.
+        """
+        source = self.source
+        drop = self.on_invalid == "drop"
         total = ValidationReport(source, 0, 0, dropped=False)
-        seen = _SeenIds() if "event_id" in self._plan.output_columns else None
+        seen = SeenIds() if "event_id" in self.plan.output_columns else None
         offset = 0
-        for batch in self._opened.batches(self._plan.source_columns, self.batch_size):
+        for batch in self._opened.batches(self.plan.source_columns, self.batch_size):
             n = batch.num_rows
             if n == 0:
                 continue
-            table = conform(pa.Table.from_batches([batch]), self._plan, row_offset=offset)
-            masks = check_bandit_rows(table, unit_roundoff=self._plan.unit_roundoff)
+            table = conform(pa.Table.from_batches([batch]), self.plan, row_offset=offset)
+            masks = check_bandit_rows(table, unit_roundoff=self.plan.unit_roundoff)
             if seen is not None:
-                self._cross_batch_duplicates(table, masks, seen)
-            part, bad = _report(masks, n, source, dropped=drop)
-            if part.examples:  # batch reports, too, give source row numbers
-                part = replace(
-                    part, examples={k: tuple(r + offset for r in v) for k, v in part.examples.items()}
-                )
+                mark_repeats(table, masks, seen)
+            part, bad = ValidationReport.from_masks(masks, n, source, dropped=drop, row_offset=offset)
             total = total.merge(part)
             offset += n
             dropped_ids = None
@@ -1046,42 +811,23 @@ class LogScan:
                 if not drop:
                     self._report = None
                     raise ValidationError(
-                        _fail_message(
-                            total, "bandit-log",
-                            f" (the scan stopped after row {offset - 1:,}; later rows were not checked)",
+                        total.failure_message(
+                            tail=f" (the scan stopped after row {offset - 1:,}; later rows were "
+                            "not checked)"
                         ),
                         report=total,
                     )
                 dropped_ids = _dropped_event_ids(table, masks)
                 table = table.filter(pa.array(~bad))
             if table.num_rows:
-                yield BanditLogs._from_reader(table, part, dropped_event_ids=dropped_ids,
-                                              unit_roundoff=self._plan.unit_roundoff)
+                yield BanditLogs.from_validated(table, part, dropped_event_ids=dropped_ids,
+                                                unit_roundoff=self.plan.unit_roundoff)
         self.seen_id_bytes = seen.nbytes if seen is not None else 0
         self._report = total
         if total.rows_used == 0:
-            raise _no_rows(total)
+            raise total.no_rows_error()
         if total.rows_rejected:
-            _warn_dropped(total, stacklevel=3)
-
-    @staticmethod
-    def _cross_batch_duplicates(table: pa.Table, masks: dict[str, np.ndarray], seen: _SeenIds) -> None:
-        eid = table.column("event_id")
-        missing = masks.get("event_id_missing")
-        dup = masks.get("event_id_duplicate")
-        first = np.ones(table.num_rows, dtype=bool)
-        if missing is not None:
-            first &= ~missing
-        if dup is not None:
-            first &= ~dup
-        rows = np.flatnonzero(first) if not first.all() else None
-        ids = eid if rows is None else eid.take(pa.array(rows))
-        x = _SeenIds.as_numpy(ids)  # distinct: duplicates within the batch are excluded
-        hit = seen.add_new(x)
-        if hit.any():
-            cross = np.zeros(table.num_rows, dtype=bool)
-            cross[rows[hit] if rows is not None else np.flatnonzero(hit)] = True
-            masks["event_id_duplicate"] = cross if dup is None else dup | cross
+            total.warn_dropped(stacklevel=3)
 
 
 def scan_logs(
@@ -1143,10 +889,9 @@ def scan_logs(
     >>> scan.report.rows_used
     10
     """
-    _check_on_invalid(on_invalid)
-    if not isinstance(batch_size, (int, np.integer)) or isinstance(batch_size, bool) or batch_size < 1:
-        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    check_on_invalid(on_invalid)
+    batch_size = check_positive_int(batch_size, "batch_size")
     opened = _open(source)
     plan = plan_columns(opened.schema, BANDIT, mapping=mapping, columns=columns, source=opened.name)
     opened.reconcile(plan, BANDIT)
-    return LogScan(opened, plan, on_invalid, int(batch_size))
+    return LogScan(opened, plan, on_invalid, batch_size)

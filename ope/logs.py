@@ -8,7 +8,8 @@ and rejected by reason. Nothing is ever dropped without being counted here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -16,6 +17,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from ope.exceptions import DroppedRowsWarning, ValidationError
+from ope.schema import REJECTION_REASONS, episode_bounds
 
 __all__ = ["ValidationReport", "BanditLogs", "Trajectories", "PairedReplays"]
 
@@ -71,6 +75,61 @@ class ValidationReport:
     episodes_read: int | None = None
     episodes_used: int | None = None
 
+    @classmethod
+    def from_masks(
+        cls,
+        masks: Mapping[str, np.ndarray],
+        n: int,
+        source: str,
+        *,
+        dropped: bool,
+        row_offset: int = 0,
+    ) -> tuple[ValidationReport, np.ndarray | None]:
+        """The report of ``n`` rows given one rejection mask per reason, and the rejected rows.
+
+        Parameters
+        ----------
+        masks : mapping of str to numpy.ndarray of bool, shape (n,)
+            Rows that break each rule (``ope.schema.REJECTION_REASONS``).
+        n : int
+            Rows read.
+        source : str
+            Where they came from.
+        dropped : bool
+            Whether rejected rows are dropped (``on_invalid="drop"``); recorded only when some
+            row is rejected.
+        row_offset : int, default 0
+            Source row number of the first row (example rows are source positions).
+
+        Returns
+        -------
+        (ValidationReport, numpy.ndarray or None)
+            The report and the mask of rejected rows (None when every row passes).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ope.logs import ValidationReport
+        >>> report, bad = ValidationReport.from_masks(
+        ...     {"reward_missing": np.array([False, True, False])}, 3, "<Table>", dropped=True,
+        ...     row_offset=10)
+        >>> report.rows_used, report.examples, bad.tolist()
+        (2, {'reward_missing': (11,)}, [False, True, False])
+        """
+        if not masks:
+            return cls(source, n, n), None
+        bad = np.zeros(n, dtype=bool)
+        rejected: dict[str, int] = {}
+        examples: dict[str, tuple[int, ...]] = {}
+        for reason, mask in masks.items():  # loop over rules, not rows
+            bad |= mask
+            rejected[reason] = int(np.count_nonzero(mask))
+            examples[reason] = tuple(
+                int(r) + row_offset for r in np.flatnonzero(mask)[:EXAMPLE_ROWS]
+            )
+        used = n - int(np.count_nonzero(bad))
+        return cls(source, n, used, rejected, examples, dropped=dropped), bad
+
     @property
     def rows_rejected(self) -> int:
         """Rows read but not used."""
@@ -102,6 +161,75 @@ class ValidationReport:
             episodes_read=_add_optional(self.episodes_read, other.episodes_read),
             episodes_used=_add_optional(self.episodes_used, other.episodes_used),
         )
+
+    def failure_message(
+        self, what: str = "bandit-log", *, tail: str = "", caveats: Sequence[str] = ()
+    ) -> str:
+        """The message of the ``ValidationError`` a reader raises for these rejected rows.
+
+        Parameters
+        ----------
+        what : str, default "bandit-log"
+            The kind of rules broken (``"trajectory"``, ``"paired-replay"``, ...).
+        tail : str, optional
+            Appended to the first line (e.g. where a scan stopped).
+        caveats : sequence of str, optional
+            Lines shown before the fix (e.g. how far duplicates were checked).
+
+        Examples
+        --------
+        >>> from ope.logs import ValidationReport
+        >>> r = ValidationReport("logs.parquet", 3, 2, {"reward_missing": 1}, {"reward_missing": (2,)})
+        >>> print(r.failure_message().splitlines()[0])
+        1 of 3 rows of logs.parquet break bandit-log rules:
+        """
+        lines = [
+            f"{self.rows_rejected:,} of {self.rows_read:,} rows of {self.source} break "
+            f"{what} rules{tail}:",
+            str(self),
+            "rules broken:",
+        ]
+        lines += [f"  {reason}: {REJECTION_REASONS[reason]}" for reason in sorted(self.rejected)]
+        lines += list(caveats)
+        lines.append(
+            'Fix the data, or pass on_invalid="drop" to drop these rows (they stay counted in '
+            "the .report of the result)."
+        )
+        return "\n".join(lines)
+
+    def warn_dropped(self, *, stacklevel: int) -> None:
+        """Warn (``DroppedRowsWarning``) that the rejected rows were dropped, with the counts.
+
+        ``stacklevel`` counts this method as 1 (as ``warnings.warn`` does for its caller).
+        """
+        reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(self.rejected.items()))
+        warnings.warn(
+            f"dropped {self.rows_rejected:,} of {self.rows_read:,} rows of {self.source} "
+            f"({reasons}); see .report for the first row numbers of each reason",
+            DroppedRowsWarning,
+            stacklevel=stacklevel,
+        )
+
+    def no_rows_error(self) -> ValidationError:
+        """The error for a source left without rows (empty, or every row rejected)."""
+        if self.rows_read == 0:
+            return ValidationError(
+                f"{self.source} holds no rows; there is nothing to evaluate", report=self
+            )
+        return ValidationError(
+            f"every one of the {self.rows_read:,} rows of {self.source} was rejected; nothing "
+            f"is left to evaluate:\n{self}",
+            report=self,
+        )
+
+    def dropped_notes(self) -> list[str]:
+        """The note a result carries about rejected and dropped rows (empty when none)."""
+        if not self.rows_rejected:
+            return []
+        return [
+            f"{self.rows_rejected:,} of {self.rows_read:,} rows were rejected and dropped "
+            f"before estimation: {dict(self.rejected)}"
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with stable keys."""
@@ -234,28 +362,39 @@ class BanditLogs(_TableLogs):
         self._validated_table: pa.Table | None = None
 
     @classmethod
-    def _from_reader(
-        cls,
-        table: pa.Table,
-        report: ValidationReport,
-        *,
-        dropped_event_ids: pa.Array | None = None,
-        unit_roundoff: Mapping[str, float] | None = None,
+    def from_validated(
+        cls, table: pa.Table, report: ValidationReport, *,
+        dropped_event_ids: pa.Array | None = None, unit_roundoff: Mapping[str, float] | None = None,
     ) -> BanditLogs:
-        """Logs whose ``table`` has just passed every row rule of ``ope.schema`` (readers only).
+        """Logs whose ``table`` has just passed every row rule of ``ope.schema`` (for readers).
 
         Records that very table object, so that consumers may skip re-checking what the rules
-        guarantee (e.g. ``target__`` values in [0, 1]). The public constructor never sets it, and
-        the record lapses if ``table`` is replaced (Arrow tables are immutable).
+        guarantee (e.g. ``target__`` values in [0, 1]; see :meth:`targets_validated`). The
+        constructor never sets it, and the record lapses if ``table`` is replaced (Arrow tables
+        are immutable). Parameters are those of the constructor.
+
+        Examples
+        --------
+        >>> import pyarrow as pa
+        >>> from ope.logs import BanditLogs, ValidationReport
+        >>> t = pa.table({"action": [0], "propensity": [0.5], "reward": [1.0]})
+        >>> BanditLogs.from_validated(t, ValidationReport("<Table>", 1, 1)).targets_validated()
+        True
+        >>> BanditLogs(t, ValidationReport("<Table>", 1, 1)).targets_validated()
+        False
         """
         logs = cls(table, report, dropped_event_ids=dropped_event_ids, unit_roundoff=unit_roundoff)
         logs._validated_table = table
         return logs
 
-    def _targets_validated(self) -> bool:
-        """True when ``table`` is the table a reader validated (see :meth:`_from_reader`)."""
+    def targets_validated(self) -> bool:
+        """True when ``table`` is the table a reader validated (see :meth:`from_validated`)."""
         validated = getattr(self, "_validated_table", None)
         return validated is not None and validated is self.table
+
+    # the spellings of earlier releases
+    _from_reader = from_validated
+    _targets_validated = targets_validated
 
 
 class Trajectories(_TableLogs):
@@ -272,8 +411,6 @@ class Trajectories(_TableLogs):
     @cached_property
     def episode_starts(self) -> np.ndarray:
         """Row offsets of the episodes, int64 of length ``n_episodes + 1`` (last = ``n``)."""
-        from ope.schema import episode_bounds
-
         return episode_bounds(self.table.column("episode_id"))
 
     @property

@@ -48,7 +48,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ope.exceptions import SchemaError
+from ope._dedup import BITMAP_FACTOR, BITMAP_MIN_BYTES
+from ope._validation import first_rows
+from ope.exceptions import ParameterError, SchemaError
 
 __all__ = [
     "ColumnSpec",
@@ -205,7 +207,7 @@ class LogSchema:
         (``action``, ``event_id``, ...); ``candidates`` follows it.
         """
         if id_type not in (pa.int64(), pa.string()):
-            raise ValueError(f"id_type must be pa.int64() or pa.string(), got {id_type}")
+            raise ParameterError(f"id_type must be pa.int64() or pa.string(), got {id_type}")
         types = {
             _ID: id_type,
             _FLOAT: pa.float64(),
@@ -346,7 +348,7 @@ def _is_list_view(t: pa.DataType) -> bool:
     )
 
 
-def _id_type_of(t: pa.DataType) -> pa.DataType | None:
+def id_type_of(t: pa.DataType) -> pa.DataType | None:
     """Canonical type for an id-like column of type ``t``, or None if not castable."""
     t = _base(t)
     if (
@@ -385,13 +387,13 @@ def _scalar_problem(t: pa.DataType, kind: str) -> str | None:
             return None
         return f"has type {t}; expected bool (or integers 0/1)"
     if kind == _ID:
-        if _id_type_of(t) is not None:
+        if id_type_of(t) is not None:
             return None
         return f"has type {t}; expected integers or strings"
     raise AssertionError(kind)
 
 
-def _column_problem(t: pa.DataType, kind: str, action_type: pa.DataType | None) -> str | None:
+def column_problem(t: pa.DataType, kind: str, action_type: pa.DataType | None) -> str | None:
     if kind in (_LIST_ACTION, _LIST_FLOAT):
         if pa.types.is_null(t):
             return None
@@ -404,7 +406,7 @@ def _column_problem(t: pa.DataType, kind: str, action_type: pa.DataType | None) 
         p = _scalar_problem(value_type, _ID)
         if p is not None:
             return f"has type {t}; expected a list of integers or strings"
-        if action_type is not None and _id_type_of(value_type) != action_type:
+        if action_type is not None and id_type_of(value_type) != action_type:
             return (
                 f"has type {t} but action is {action_type}; candidates must hold the same "
                 "kind of ids as action"
@@ -468,7 +470,7 @@ def plan_columns(
     mapping = dict(mapping or {})
     for ours, theirs in mapping.items():
         if not isinstance(ours, str) or not isinstance(theirs, str):
-            raise TypeError(
+            raise ParameterError(
                 f"mapping must map ope's column names to yours as strings, got {ours!r}: {theirs!r}"
             )
     renames = {n: n for n in names}
@@ -518,7 +520,7 @@ def plan_columns(
         wanted = [renames[n] for n in names]
     else:
         if isinstance(columns, str):
-            raise TypeError("columns must be a list of column names, not a single string")
+            raise ParameterError("columns must be a list of column names, not a single string")
         wanted = list(dict.fromkeys([*log_schema.required, *columns]))
         for c in columns:
             if c not in by_ours and c not in log_schema.required:
@@ -546,24 +548,24 @@ def plan_columns(
     id_types: dict[str, pa.DataType] = {}
     action_type = None
     if "action" in by_ours and log_schema.kind_of("action") == _ID:
-        action_type = _id_type_of(schema.field(by_ours["action"]).type)
+        action_type = id_type_of(schema.field(by_ours["action"]).type)
     for ours in wanted:
         kind = log_schema.kind_of(ours)
         if kind is None:
             continue
         theirs = by_ours[ours]
         t = schema.field(theirs).type
-        problem = _column_problem(t, kind, action_type)
+        problem = column_problem(t, kind, action_type)
         label = repr(ours) if ours == theirs else f"{ours!r} (your {theirs!r})"
         if problem is not None:
             problems.append(f"column {label} {problem}")
             continue
         kinds[ours] = kind
         if kind == _ID:
-            id_types[ours] = _id_type_of(t) or pa.int64()
+            id_types[ours] = id_type_of(t) or pa.int64()
         elif kind == _LIST_ACTION:
             id_types[ours] = action_type or (
-                pa.int64() if pa.types.is_null(t) else _id_type_of(t.value_type) or pa.int64()
+                pa.int64() if pa.types.is_null(t) else id_type_of(t.value_type) or pa.int64()
             )
     if log_schema is BANDIT:
         for needs, what in (("logging_distribution", "logging_distribution"),):
@@ -617,11 +619,6 @@ def _decode(arr: pa.ChunkedArray) -> pa.ChunkedArray:
     return arr
 
 
-def _first_rows(mask: np.ndarray, row_offset: int, k: int = 3) -> str:
-    rows = np.flatnonzero(mask)[:k] + row_offset
-    return ", ".join(str(int(r)) for r in rows)
-
-
 def _to_whole(arr: pa.ChunkedArray, label: str, row_offset: int) -> pa.ChunkedArray:
     """float -> int64 when every (non-NaN) value is a whole number in range; NaN becomes null."""
     x = arr.to_numpy()
@@ -655,7 +652,7 @@ def _cast_scalar(arr: pa.ChunkedArray, kind: str, target: pa.DataType, label: st
         if bad.any():
             raise SchemaError(
                 f"column {label} is {t} and holds values other than 0 and 1 (first at row "
-                f"{_first_rows(bad, row_offset, 1)}); store it as bool"
+                f"{first_rows(bad)[1] + row_offset}); store it as bool"
             )
         return pc.not_equal(arr, pa.scalar(0, t))
     if target == pa.int64() and pa.types.is_floating(t):
@@ -929,14 +926,6 @@ def _no_int_duplicates(views: list[np.ndarray], n: int) -> bool:
     return not bool((np.diff(np.sort(np.concatenate(views))) == 0).any())
 
 
-#: Dense integer ids (max - min < this × n) are checked for duplicates with a byte map of
-#: (max - min + 1) bytes, which is O(n) and costs at most 8 bytes per row; sparser ids fall
-#: back to an O(n log n) sort.
-BITMAP_FACTOR: Final[int] = 8
-
-#: ... and any id range up to 16 MB of byte map is cheap enough (a fixed, transient cost
-#: smaller than one 2M-row float64 column) to use the map even for sparse ids in small batches.
-BITMAP_MIN_BYTES: Final[int] = 1 << 24
 
 
 def _list_parts(arr: pa.ChunkedArray) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray]:

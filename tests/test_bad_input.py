@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ope.exceptions import (
+    ParameterError,
     DataFileError,
     DroppedRowsWarning,
     OPEError,
@@ -441,11 +442,11 @@ def test_everything_rejected_raises_even_when_dropping() -> None:
 
 
 def test_on_invalid_and_source_types_are_checked() -> None:
-    with pytest.raises(ValueError, match=r'on_invalid must be "raise" or "drop", got \'ignore\''):
+    with pytest.raises(ParameterError, match=r"`on_invalid` must be one of 'raise', 'drop'; got 'ignore'"):
         read_logs(pa.table(bandit()), on_invalid="ignore")  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match=r"source must be a parquet path .* got list"):
+    with pytest.raises(ParameterError, match=r"source must be a parquet path .* got list"):
         read_logs([1, 2, 3])
-    with pytest.raises(ValueError, match=r"batch_size must be a positive integer, got 0"):
+    with pytest.raises(ParameterError, match=r"`batch_size` must be a positive integer; got 0"):
         scan_logs(pa.table(bandit()), batch_size=0)
 
 

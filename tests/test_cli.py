@@ -193,3 +193,37 @@ def test_evaluate_json_carries_diagnostics(sample_path, capsys):
     assert all("gap" in s and "reason" in s for p in doc["diagnostics"]["policies"] for s in p["segments"])
     # weak overlap is also said on stderr, one line per warning
     assert "warning (OverlapWarning)" in captured.err
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag", "phrase"),
+    [
+        (["--ci", "bogus"], "--ci", "`ci` must be one of"),
+        (["--confidence-level", "1.5"], "--confidence-level", "`confidence_level` must be in (0, 1)"),
+        (["--reward-range", "1", "0"], "--reward-range", "low < high"),
+        (["--estimator", "ipz"], "--estimator", "unknown estimator 'ipz'"),
+        (["--estimator", "clipped_ips"], "--max-weight", "needs max_weight"),
+    ],
+)
+def test_bad_argument_values_exit_2_naming_the_flag(sample_path, capsys, extra, flag, phrase):
+    assert main(["evaluate", sample_path, *extra]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"argument {flag}:" in err and phrase in err
+    assert "unexpected" not in err
+
+
+def test_bad_argument_value_with_json_prints_one_error_document(sample_path, capsys):
+    assert main(["evaluate", sample_path, "--ci", "bogus", "--json"]) == EXIT_USAGE
+    doc = json.loads(capsys.readouterr().out)  # exactly one document
+    assert doc["ok"] is False and doc["exit_code"] == EXIT_USAGE
+    assert doc["error"]["type"] == "usage" and "--ci" in doc["error"]["message"]
+
+
+def test_rewards_outside_the_range_are_a_data_error(tmp_path, capsys):
+    path = tmp_path / "logs.parquet"
+    pd.DataFrame({"action": [0, 1, 1], "propensity": [0.5] * 3, "reward": [1.0, 5.0, 0.0],
+                  "target__a": [0.5, 0.5, 0.5]}).to_parquet(path)
+    argv = ["evaluate", str(path), "--estimator", "ips", "--reward-range", "0", "1", "--json"]
+    assert main(argv) == EXIT_DATAERR
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["error"]["type"] == "ValidationError" and "outside reward_range" in doc["error"]["message"]

@@ -18,6 +18,7 @@ from ope.distributed import _buckets, _IdSet, _merge_id_sets, _overlapping, eval
 from ope.evaluation import evaluate
 from ope.exceptions import (
     DroppedRowsWarning,
+    ParameterError,
     EstimationError,
     PolicyError,
     SchemaError,
@@ -435,11 +436,13 @@ def test_missing_dask_names_the_extra(clean_dir: Path, monkeypatch: pytest.Monke
     "kwargs, error, match",
     [
         ({"estimators": ("ips", "dr")}, EstimationError, "dr cannot run distributed"),
-        ({"on_invalid": "skip"}, ValueError, 'on_invalid must be "raise" or "drop"'),
-        ({"batch_size": 0}, ValueError, "batch_size must be a positive integer"),
-        ({"check_duplicates": "none"}, ValueError, "check_duplicates must be"),
-        ({"client": "tcp://127.0.0.1:8786"}, TypeError, "client must be a dask.distributed.Client"),
-        ({"estimators": ("clipped_ips",)}, ValueError, "needs max_weight"),
+        ({"on_invalid": "skip"}, ParameterError, "`on_invalid` must be one of 'raise', 'drop'"),
+        ({"batch_size": 0}, ParameterError, "`batch_size` must be a positive integer"),
+        ({"check_duplicates": "none"}, ParameterError, "`check_duplicates` must be one of"),
+        ({"client": "tcp://127.0.0.1:8786"}, ParameterError, "client must be a dask.distributed.Client"),
+        ({"estimators": ("clipped_ips",)}, ParameterError, "needs max_weight"),
+        ({"ci": "bogus"}, ParameterError, "`ci` must be one of"),
+        ({"confidence_level": 1.5}, ParameterError, r"`confidence_level` must be in \(0, 1\)"),
         ({"policies": ["nope"]}, PolicyError, r"target__nope is not among .* target__greedy"),
         (
             {"policies": pd.DataFrame({"event_id": [0], "policy": ["x"], "action": [0],
@@ -456,7 +459,7 @@ def test_bad_arguments(clean_dir: Path, kwargs: dict, error: type, match: str) -
 
 def test_in_memory_source_is_refused() -> None:
     df = pd.DataFrame({"action": [0, 1], "propensity": [0.5, 0.5], "reward": [1.0, 0.0]})
-    with pytest.raises(TypeError, match="Use ope.evaluate"):
+    with pytest.raises(ParameterError, match="Use ope.evaluate"):
         evaluate_distributed(df)
 
 

@@ -297,3 +297,105 @@ def test_intervals_are_computed_once_and_reused():
     np.testing.assert_array_equal(ev.table()[["ci_low", "ci_high"]].to_numpy(), first)
     doc = pd.DataFrame(ev.to_dict()["estimates"])
     np.testing.assert_array_equal(doc[["ci_low", "ci_high"]].to_numpy(), first)
+
+
+def _weighted_logs(n: int = 4000) -> pd.DataFrame:
+    rng = np.random.default_rng(7)
+    p = rng.uniform(0.2, 0.9, n)
+    return pd.DataFrame(
+        {
+            "event_id": np.arange(n),
+            "action": rng.integers(0, 3, n),
+            "propensity": p,
+            "reward": rng.binomial(1, 0.4, n).astype(float),
+            "x0": rng.normal(size=n),
+            "target__a": rng.uniform(0.0, 1.0, n),
+            "target__b": rng.uniform(0.0, 1.0, n),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    "others",
+    [("dr",), ("snips",), ("clipped_ips", "snips"), ("dm", "clipped_ips")],
+)
+def test_ips_rows_do_not_depend_on_the_other_estimators(others):
+    from ope.policies import UniformPolicy
+
+    df = _weighted_logs()
+    df["s"] = df["x0"]
+    logs = ope.read_logs(df)
+    policies = {"uniform": UniformPolicy(actions=[0, 1, 2]),
+                "pair": UniformPolicy(actions=[0, 1])}
+    extra = {"max_weight": 5.0} if "clipped_ips" in others else {}
+    with _no_check():
+        alone = ope.evaluate(logs, policies, estimators=("ips",), rng=0).table()
+        mixed = ope.evaluate(logs, policies, estimators=("ips", *others), rng=0, **extra).table()
+    mixed = mixed[mixed.estimator == "ips"].reset_index(drop=True)
+    for col in ("value", "std_error", "ci_low", "ci_high", "ess"):
+        assert alone[col].tolist() == mixed[col].tolist()  # exact, not approximate
+
+
+def _no_check():
+    import contextlib
+    import warnings
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(warnings.catch_warnings())
+    warnings.simplefilter("ignore")
+    return stack
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"ci": "bogus"}, "`ci` must be one of"),
+        ({"confidence_level": 1.5}, r"`confidence_level` must be in \(0, 1\)"),
+        ({"confidence_level": "high"}, "`confidence_level` must be a number"),
+        ({"reward_range": (1.0, 0.0)}, "low < high"),
+        ({"reward_range": "01"}, "must be a pair"),
+        ({"weight_bound": -1.0}, "`weight_bound` must be a positive finite number"),
+        ({"rng": "seed"}, "rng must be an int seed"),
+        ({"n_resamples": 10}, "applies only to ci='bootstrap'"),
+        ({"ci": "bootstrap", "n_resamples": 0}, "`n_resamples` must be a positive integer"),
+        ({"estimators": ()}, "`estimators` is empty"),
+        ({"estimators": ("ips", "ips")}, "listed twice"),
+        ({"estimators": (object(),)}, "estimators must be names"),
+    ],
+)
+def test_bad_arguments_are_parameter_errors_before_any_row_is_read(kwargs, match):
+    from ope.exceptions import ParameterError
+
+    with pytest.raises(ParameterError, match=match):
+        ope.evaluate("/nonexistent/logs.parquet", **kwargs)
+
+
+def test_evaluation_follows_the_result_contract():
+    from ope.results import Result
+
+    df = _weighted_logs(200).rename(columns={"target__a": "target__<b>a&b</b>"})
+    with _no_check():
+        ev = ope.evaluate(df, estimators=("ips", "snips"))
+    assert isinstance(ev, Result)
+    assert isinstance(ev.notes, tuple) and ev.n == 200
+    html = ev._repr_html_()
+    assert "&lt;b&gt;a&amp;b&lt;/b&gt;" in html and "<b>a&b</b>" not in html
+    assert ev.to_dict()["estimates"][0]["policy"] == "<b>a&b</b>"
+
+
+def test_scan_and_eager_give_the_same_moment_estimates():
+    df = _weighted_logs(3000)
+    with _no_check():
+        eager = ope.evaluate(df, estimators=("ips", "snips")).table()
+        streamed = ope.evaluate(ope.scan_logs(df, batch_size=700), estimators=("ips", "snips")).table()
+    np.testing.assert_allclose(streamed["value"], eager["value"], rtol=1e-12)
+    np.testing.assert_allclose(streamed["std_error"], eager["std_error"], rtol=1e-10)
+
+
+def test_resolve_estimators_takes_settings_from_the_estimator_fields():
+    from ope.evaluation import resolve_estimators
+    from ope.exceptions import ParameterError
+
+    assert [k for k, _ in resolve_estimators(("switch_dr", "ips"), tau=2.0)] == ["switch_dr", "ips"]
+    with pytest.raises(ParameterError, match="tau was given but no estimator"):
+        resolve_estimators(("ips",), tau=2.0)

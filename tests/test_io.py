@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from ope.exceptions import DroppedRowsWarning, ValidationError
-from ope.io import LogScan, _merge_sorted, _SeenIds, read_logs, read_paired, read_trajectories, scan_logs
+from ope._dedup import SeenIds, merge_sorted
+from ope.io import LogScan, read_logs, read_paired, read_trajectories, scan_logs
 from ope.logs import BanditLogs, Trajectories, ValidationReport
 
 
@@ -240,7 +241,7 @@ def test_duplicate_across_batches_is_flagged_in_the_later_batch() -> None:
 
 def test_seen_ids_switch_from_map_to_runs() -> None:
     rng = np.random.default_rng(0)
-    seen = _SeenIds()
+    seen = SeenIds()
     truth: set[int] = set()
     for step in range(30):
         hi = 10**3 if step < 10 else 10**15  # dense first, then far too sparse for a map
@@ -253,11 +254,11 @@ def test_seen_ids_switch_from_map_to_runs() -> None:
     assert seen.nbytes == 8 * len(truth)
 
 
-def test_merge_sorted() -> None:
+def testmerge_sorted() -> None:
     a = np.array([1, 4, 9], np.int64)
     b = np.array([0, 5, 10, 11], np.int64)
-    np.testing.assert_array_equal(_merge_sorted(a, b), [0, 1, 4, 5, 9, 10, 11])
-    s = _merge_sorted(np.array([b"a", b"c"]), np.array([b"bb"]))
+    np.testing.assert_array_equal(merge_sorted(a, b), [0, 1, 4, 5, 9, 10, 11])
+    s = merge_sorted(np.array([b"a", b"c"]), np.array([b"bb"]))
     assert s.tolist() == [b"a", b"bb", b"c"]
 
 
@@ -500,19 +501,19 @@ def test_float16_probabilities_are_compared_within_their_storage_precision(dist_
 
 @pytest.mark.parametrize("collide", [False, True])
 def test_seen_string_ids_are_exact_even_when_hashes_collide(monkeypatch, collide: bool) -> None:
-    import ope.io as io
+    import ope._dedup as io
 
     if collide:  # 4 hash values for hundreds of ids: every lookup must fall back to the bytes
         real = io._hash_bytes
         monkeypatch.setattr(io, "_hash_bytes", lambda x: real(x) & np.uint64(3))
     rng = np.random.default_rng(2)
-    seen = _SeenIds()
+    seen = SeenIds()
     truth: set[str] = set()
     for step in range(25):
         vals = np.unique(rng.integers(0, 600, 80)).astype(str)
         vals = np.char.add(np.where(rng.random(vals.size) < 0.5, "", "a-much-longer-prefix-"), vals)
         vals = np.unique(vals)  # widths differ from batch to batch
-        x = _SeenIds.as_numpy(pa.array(vals.tolist()))
+        x = SeenIds.as_numpy(pa.array(vals.tolist()))
         expected = np.array([v in truth for v in vals])
         if step % 2:
             np.testing.assert_array_equal(seen.contains(x), expected)
@@ -522,8 +523,25 @@ def test_seen_string_ids_are_exact_even_when_hashes_collide(monkeypatch, collide
         truth.update(vals.tolist())
     assert seen._count == len(truth)
     # ids that differ only by trailing NUL bytes, or by non-ASCII bytes, stay distinct
-    odd = _SeenIds.as_numpy(pa.array(["id", "id\x00", "id\x00\x00", "\u00e9", "e"]))
-    fresh = _SeenIds()
+    odd = SeenIds.as_numpy(pa.array(["id", "id\x00", "id\x00\x00", "\u00e9", "e"]))
+    fresh = SeenIds()
     np.testing.assert_array_equal(fresh.add_new(odd), [False] * 5)
-    np.testing.assert_array_equal(fresh.contains(_SeenIds.as_numpy(pa.array(["id\x00", "x"]))),
+    np.testing.assert_array_equal(fresh.contains(SeenIds.as_numpy(pa.array(["id\x00", "x"]))),
                                   [True, False])
+
+
+def test_log_scan_public_surface(tmp_path) -> None:
+    import pyarrow.dataset as ds
+
+    from ope.schema import ColumnPlan
+
+    path = tmp_path / "logs.parquet"
+    pq.write_table(pa.table({"event_id": [1, 2, 3], "action": [0, 1, 0], "propensity": [0.5] * 3,
+                             "reward": [1.0, 0.0, 1.0]}), path, row_group_size=2)
+    scan = scan_logs(path, batch_size=2)
+    assert isinstance(scan.dataset, ds.Dataset) and isinstance(scan.plan, ColumnPlan)
+    assert scan.count_rows() == 3 and scan.on_invalid == "raise"
+    assert [b.n for b in scan.to_batches()] == [2, 1]
+    assert all(b.targets_validated() for b in scan.to_batches())
+    assert scan.report.rows_used == 3
+    assert scan_logs(pa.table({"action": [0], "propensity": [0.5], "reward": [1.0]})).dataset is None
