@@ -147,7 +147,7 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--confidence-level", type=float, default=0.95)
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"), default=(0.0, 1.0))
     p.add_argument("--certify-fraction", type=float, default=0.5)
-    p.add_argument("--gate", choices=("bernstein", "t"), default="bernstein")
+    p.add_argument("--gate", choices=("betting", "bernstein", "t"), default="betting")
     p.add_argument("--seed", type=int, default=0, help="seed of the train/certify split")
     p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
 

@@ -12,7 +12,11 @@ from scipy import integrate, special
 from ope.exceptions import EstimationError, MissingBoundsError, ParameterError, ValidationError
 from ope.intervals import betting
 from ope.intervals._types import ConfidenceInterval
-from ope.intervals.betting import betting_confidence_sequence, betting_interval
+from ope.intervals.betting import (
+    betting_confidence_sequence,
+    betting_interval,
+    betting_lower_bound,
+)
 
 
 @pytest.mark.parametrize("s, v", [(0.0, 0.0), (1.0, 0.25), (3.0, 2.0), (12.0, 7.5), (40.0, 60.0)])
@@ -176,3 +180,91 @@ def test_time_uniform_validity() -> None:
     miss, power = _ever_miss_fractions(paths, 3000, seed=6, level=level)
     assert miss <= (1 - level) + 3 * math.sqrt(0.1 * 0.9 / paths)
     assert power >= 0.9
+
+
+# ------------------------------------------------- one-sided betting bound (Waudby-Smith & Ramdas)
+def _max_log_capital(y: np.ndarray, m: float, alpha: float) -> float:
+    """Reference: the hedged capital of one sample on [0, 1], written out bet by bet."""
+    n = y.size
+    mu, sq, log_k, best = 0.5, 0.0, 0.0, -math.inf
+    for i in range(1, n + 1):  # reference implementation on a tiny sample
+        sigma2 = (0.25 + sq) / i
+        lam = min(math.sqrt(2 * math.log(1 / alpha) / (n * sigma2)), 0.5 / m)
+        log_k += math.log(1 + lam * (y[i - 1] - m))
+        best = max(best, log_k)
+        sq += (y[i - 1] - mu) ** 2  # deviation from the prediction made before row i
+        mu = (0.5 + y[:i].sum()) / (i + 1)
+    return best
+
+
+def test_betting_lower_bound_is_the_edge_of_the_rejected_means():
+    # values in [2, 6]; on [0, 1] they are 0.25, 1, 0.5, 0.75, ...
+    x = np.tile([3.0, 6.0, 4.0, 5.0, 2.0, 6.0], 15)
+    level = 0.9
+    lower = betting_lower_bound(x, low=2.0, high=6.0, confidence_level=level)
+    y, edge = (x - 2.0) / 4.0, (lower - 2.0) / 4.0
+    threshold = math.log(1 / (1 - level))
+    assert _max_log_capital(y, edge, 1 - level) >= threshold  # rejected: below the bound
+    assert _max_log_capital(y, edge + 1e-9, 1 - level) < threshold  # not rejected just above
+    assert 2.0 < lower < x.mean()
+
+
+def test_betting_lower_bound_vectorizes_over_samples_and_is_shift_scale_equivariant():
+    rng = np.random.default_rng(5)
+    x = rng.beta(0.5, 3.0, size=(4, 300))
+    rows = betting_lower_bound(x, low=0.0, high=1.0)
+    assert rows.shape == (4,)
+    assert rows == pytest.approx([betting_lower_bound(v, low=0.0, high=1.0) for v in x], abs=0)
+    moved = betting_lower_bound(10.0 - 3.0 * (1.0 - x), low=7.0, high=10.0)
+    assert moved == pytest.approx(7.0 + 3.0 * rows, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    "draw, mean",
+    [
+        # rare large values: Bernoulli(0.002), and a mixture of 0.3 * Bernoulli(0.5) and a sure 1
+        # with probability 0.002 (the safety gate's sure-win arm)
+        (lambda rng, shape: (rng.random(shape) < 0.002) * 1.0, 0.002),
+        (lambda rng, shape: np.where(rng.random(shape) < 0.002, 1.0,
+                                     0.3 * (rng.random(shape) < 0.5)), 0.002 + 0.998 * 0.15),
+        # skewed continuous values (miss rate 0.043 with this seed)
+        (lambda rng, shape: rng.beta(0.2, 2.0, size=shape), 0.2 / 2.2),
+        # uniform values: the miss rate is close to nominal here (0.058 with this seed)
+        (lambda rng, shape: rng.random(shape), 0.5),
+    ],
+)
+def test_betting_lower_bound_covers_at_the_nominal_level_on_skewed_data(draw, mean):
+    reps, n, level = 2000, 400, 0.9
+    x = draw(np.random.default_rng(11), (reps, n))
+    misses = np.mean(betting_lower_bound(x, low=0.0, high=1.0, confidence_level=level) > mean)
+    assert misses <= 0.1 + 3 * math.sqrt(0.1 * 0.9 / reps)  # 0.120
+
+
+def test_betting_lower_bound_is_tighter_than_empirical_bernstein():
+    from ope.intervals.bounded import bernstein_interval
+
+    rng = np.random.default_rng(2)
+    for x in (rng.binomial(1, 0.3, (200, 1000)) * 1.0, rng.beta(2.0, 5.0, (200, 1000)),
+              rng.binomial(1, 0.02, (200, 1000)) * 1.0):
+        bet = betting_lower_bound(x, low=0.0, high=1.0)
+        eb = np.array([bernstein_interval(v.mean(), v.var(ddof=1), v.size, low=0.0, high=1.0,
+                                          confidence_level=0.9).low for v in x])
+        assert np.mean(bet > eb) >= 0.95  # one-sided 95% both
+        assert np.mean(x.mean(axis=1) - bet) < 0.8 * np.mean(x.mean(axis=1) - eb)
+
+
+@pytest.mark.parametrize(
+    ("values", "kwargs", "error", "match"),
+    [
+        ([0.5], {"low": None, "high": 1.0}, MissingBoundsError, "a priori bounds"),
+        ([0.5], {"low": 1.0, "high": 0.0}, ParameterError, "low < high"),
+        ([0.5], {"low": 0.0, "high": 1.0, "confidence_level": 5}, ParameterError,
+         "confidence_level"),
+        ([0.5, 1.5], {"low": 0.0, "high": 1.0}, ValidationError, r"1 entries outside"),
+        ([0.5, np.nan], {"low": 0.0, "high": 1.0}, ValidationError, "finite"),
+        ([], {"low": 0.0, "high": 1.0}, EstimationError, "empty"),
+    ],
+)
+def test_betting_lower_bound_errors(values, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        betting_lower_bound(np.asarray(values, dtype=float), **kwargs)

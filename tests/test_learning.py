@@ -379,7 +379,7 @@ def test_gate_with_threshold_baseline():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["bernstein", "t"])
+@pytest.mark.parametrize("method", ["betting", "bernstein", "t"])
 def test_gate_false_approval_rate_at_most_one_minus_confidence(method):
     # the candidate is exactly as good as logging (both arms pay 0.5): every approval is false
     approvals = 0
@@ -395,7 +395,7 @@ def test_gate_false_approval_rate_at_most_one_minus_confidence(method):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method", ["bernstein", "t"])
+@pytest.mark.parametrize("method", ["betting", "bernstein", "t"])
 def test_lower_bound_exceeds_true_value_at_most_one_minus_confidence(method):
     # threshold baseline set to the exact value 0.6 of "always arm 1": approval = miscoverage
     misses = 0
@@ -647,7 +647,7 @@ def test_certificate_follows_the_result_contract():
     ("gate", "match"),
     [
         ({"confidence_level": 1.5}, r"`confidence_level` must be in \(0, 1\)"),
-        ({"method": "hoeffding"}, r"`method` must be one of 'bernstein', 't'"),
+        ({"method": "hoeffding"}, r"`method` must be one of 'betting', 'bernstein', 't'"),
         ({"max_weight": "2"}, r"`max_weight` must be a number"),
         ({"max_weight": 0.5}, r"max_weight must be a finite number >= 1"),
         ({"baseline": "median"}, r"baseline must be 'logging' or a number"),

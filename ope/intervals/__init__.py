@@ -6,7 +6,8 @@ Each method states its assumptions in its docstring:
 - ``hoeffding_interval``, ``bernstein_interval`` (finite-sample, need a priori bounds);
 - ``bottou_interval`` (clipped IPS: outer sampling part + inner clipped-mass part);
 - ``empirical_likelihood_interval`` (Karampatziakis, Langford & Mineiro);
-- ``betting_interval`` and ``betting_confidence_sequence`` (anytime-valid).
+- ``betting_interval`` and ``betting_confidence_sequence`` (anytime-valid), and the one-sided
+  ``betting_lower_bound`` (the safety gate's default).
 
 Most users reach them through ``Estimate.ci(confidence_level, method=...)``.
 """
@@ -15,7 +16,11 @@ from __future__ import annotations
 
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 from ope.intervals.asymptotic import normal_interval, t_interval
-from ope.intervals.betting import betting_confidence_sequence, betting_interval
+from ope.intervals.betting import (
+    betting_confidence_sequence,
+    betting_interval,
+    betting_lower_bound,
+)
 from ope.intervals.bootstrap import bootstrap_interval, bootstrap_replicates
 from ope.intervals.bounded import bernstein_interval, bottou_interval, hoeffding_interval
 from ope.intervals.likelihood import (
@@ -29,6 +34,7 @@ __all__ = [
     "bernstein_interval",
     "betting_confidence_sequence",
     "betting_interval",
+    "betting_lower_bound",
     "bootstrap_interval",
     "bootstrap_replicates",
     "bottou_interval",

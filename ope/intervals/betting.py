@@ -10,6 +10,11 @@ data-dependent time.
 Only two things are assumed: rewards lie in an a priori range, and importance weights are
 non-negative with conditional mean one given the past (true for a logging policy whose
 propensities are known, even if it adapts over time). No bound on the weights is needed.
+
+``betting_lower_bound(values, *, low, high, confidence_level=0.95)`` is the one-sided
+fixed-sample betting bound of Waudby-Smith & Ramdas (2023) for the mean of bounded i.i.d. values
+(e.g. the safety gate's per-row terms); it shares the predictable mean and variance of the rows
+with the sequence above.
 """
 
 from __future__ import annotations
@@ -22,12 +27,25 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy import optimize, special
 
-from ope._validation import check_confidence_level, user_stacklevel
-from ope.exceptions import OverlapWarning
+from ope._validation import (
+    as_float_array,
+    check_confidence_level,
+    check_finite,
+    check_real,
+    first_rows,
+    user_stacklevel,
+)
+from ope.exceptions import (
+    EstimationError,
+    MissingBoundsError,
+    OverlapWarning,
+    ParameterError,
+    ValidationError,
+)
 from ope.intervals._shared import fill_docstrings, weight_reward_rows
 from ope.intervals._types import ConfidenceInterval
 
-__all__ = ["betting_interval", "betting_confidence_sequence"]
+__all__ = ["betting_interval", "betting_confidence_sequence", "betting_lower_bound"]
 
 #: shape (and rate) of the truncated gamma mixing distribution over bets; 1 is the value of the
 #: authors' reference implementation, and it makes the bound tightest after a few tens of rows
@@ -36,6 +54,14 @@ MIXTURE_RHO: Final = 1.0
 #: bisection steps of the vectorized search over all times at once; each halves an interval of
 #: length at most 1 on the normalized scale, so 50 steps reach 1e-15
 BISECTION_STEPS: Final = 50
+
+#: truncation c of the bets of :func:`betting_lower_bound`: lambda_t(m) <= c / m keeps every
+#: capital factor >= 1 - c > 0 (wealth never hits 0 on one bad row); 1/2 is the value
+#: Waudby-Smith & Ramdas (2023) use for their hedged capital process
+BET_TRUNCATION: Final = 0.5
+
+#: relative slack (of high - low) for values a float rounding outside [low, high]; they are clipped
+VALUE_RANGE_SLACK: Final = 1e-12
 
 #: absolute tolerance of the scalar root-finder on the normalized [0, 1] scale
 ROOT_XTOL: Final = 1e-13
@@ -74,12 +100,13 @@ def _log_wealth(s: np.ndarray | float, v: np.ndarray | float) -> np.ndarray:
 
 
 def _running_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Cumulative sums of ``x`` and of squared deviations from the predictable prediction."""
-    total = np.cumsum(x)
+    """Cumulative sums of ``x`` and of squared deviations from the predictable prediction
+    ``min(1, (1/2 + sum_{s<t} x_s) / t)``, along the last axis (rows)."""
+    total = np.cumsum(x, axis=-1)
     before = total - x
-    steps = np.arange(1, x.size + 1, dtype=np.float64)
+    steps = np.arange(1, x.shape[-1] + 1, dtype=np.float64)
     prediction = np.minimum(1.0, (before + 0.5) / steps)
-    return total, np.cumsum((x - prediction) ** 2)
+    return total, np.cumsum((x - prediction) ** 2, axis=-1)
 
 
 def _lower_last(x: np.ndarray, threshold: float) -> float:
@@ -318,6 +345,137 @@ def betting_confidence_sequence(
         lower = np.where(crossed, middle, lower)
         upper = np.where(crossed, middle, upper)
     return r_min + span * lower, r_min + span * upper
+
+
+def _hedged_lower(x: np.ndarray, log_threshold: float) -> np.ndarray:
+    """Lower betting bound on the [0, 1] scale for each row of ``x`` (shape (..., n))."""
+    n = x.shape[-1]
+    _, squares = _running_stats(x)
+    before = np.concatenate([np.zeros(x.shape[:-1] + (1,)), squares[..., :-1]], axis=-1)
+    variance = (0.25 + before) / np.arange(1, n + 1, dtype=np.float64)  # predictable sigma^2
+    bet = np.sqrt(2.0 * log_threshold / (n * variance))
+    lo = np.zeros(x.shape[:-1])
+    hi = np.ones(x.shape[:-1])  # m = 1 is never rejected: every factor is <= 1 there
+    for _ in range(BISECTION_STEPS):  # bisection steps, each vectorized over rows and series
+        mid = 0.5 * (lo + hi)
+        m = mid[..., None]
+        log_capital = np.cumsum(np.log1p(np.minimum(bet, BET_TRUNCATION / m) * (x - m)), axis=-1)
+        rejected = log_capital.max(axis=-1) >= log_threshold
+        lo = np.where(rejected, mid, lo)
+        hi = np.where(rejected, hi, mid)
+    return lo  # a rejected value (or 0): the conservative side of the root
+
+
+def betting_lower_bound(
+    values: ArrayLike,
+    *,
+    low: float | None,
+    high: float | None,
+    confidence_level: float = 0.95,
+) -> float | np.ndarray:
+    r"""One-sided betting lower confidence bound for the mean of bounded i.i.d. values.
+
+    Parameters
+    ----------
+    values : array_like, shape (n,) or (k, n)
+        The values, in the order they are bet on; a 2-D array holds ``k`` independent samples
+        (one per row), each bounded separately.
+    low, high : float
+        A priori bounds of the values (not their observed extremes).
+    confidence_level : float, default 0.95
+        Probability that the bound is at most the true mean.
+
+    Returns
+    -------
+    float or numpy.ndarray of shape (k,)
+        The lower bound, in the units of ``values``, within ``[low, high]``.
+
+    Raises
+    ------
+    MissingBoundsError
+        If ``low`` or ``high`` is None.
+    ParameterError
+        For ``low >= high``, non-finite bounds or a bad ``confidence_level``.
+    ValidationError
+        For non-finite values, values outside ``[low, high]`` or a wrong shape.
+    EstimationError
+        If there are no values.
+
+    Notes
+    -----
+    Assumes :math:`X_i \in [a, b]` a priori with :math:`\mathbb E[X_i \mid \text{past}] \le \mu`
+    (i.i.d. values qualify); valid at every :math:`n`, no asymptotics. With
+    :math:`Y_i = (X_i - a)/(b - a) \in [0, 1]`, the capital of a gambler betting
+    :math:`\lambda_i(m) \ge 0` against the mean being :math:`m`,
+
+    .. math:: K_t(m) = \prod_{i \le t} \bigl(1 + \lambda_i(m)(Y_i - m)\bigr),
+
+    is a non-negative supermartingale at :math:`m = \mu` when each :math:`\lambda_i(m)` is
+    predictable, so by Ville's inequality :math:`P(\max_{t\le n} K_t(\mu) \ge 1/\alpha) \le
+    \alpha` (:math:`\alpha = 1 - \text{level}`). The bound is
+    :math:`L = \inf\{m : \max_{t \le n} K_t(m) < 1/\alpha\}`, mapped back to :math:`[a, b]`.
+    Bets are the predictable plug-in of Waudby-Smith & Ramdas (2023) for a fixed :math:`n`,
+    one-sided and truncated (the upper half of their hedged capital process):
+
+    .. math:: \lambda_i(m) = \min\Bigl(\sqrt{\frac{2\ln(1/\alpha)}{n\,\hat\sigma^2_{i-1}}},
+              \frac{c}{m}\Bigr),\quad
+              \hat\sigma^2_{i-1} = \frac{1/4 + \sum_{s<i}(Y_s - \hat\mu_{s-1})^2}{i},\quad
+              \hat\mu_{s-1} = \frac{1/2 + \sum_{j<s} Y_j}{s},
+
+    with :math:`c = 1/2` (``BET_TRUNCATION``), so every factor is at least :math:`1 - c`. Each
+    factor decreases in :math:`m`, so the set of rejected means is an interval
+    :math:`[0, L)` and :math:`L` is found by a bisection vectorized over the rows and over the
+    samples (``BISECTION_STEPS`` steps; the returned end is a rejected mean, the conservative
+    side). The bound adapts to the variance like empirical Bernstein (its width is
+    :math:`\approx\sigma\sqrt{2\ln(1/\alpha)/n}`) without Bernstein's range term
+    :math:`7(b-a)\ln(1/\alpha)/(3(n-1))`, which dominates for rare large values. The result
+    depends on the order of the values: any order fixed without looking at them (the logged
+    order, a random permutation) gives a valid bound, an order sorted by value does not.
+
+    References
+    ----------
+    .. [1] I. Waudby-Smith and A. Ramdas, "Estimating means of bounded random variables by
+       betting", Journal of the Royal Statistical Society B 86(1):1-27, 2024 (arXiv 2010.09686).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.intervals.betting import betting_lower_bound
+    >>> from ope.intervals.bounded import bernstein_interval
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.binomial(1, 0.1, size=2000).astype(float)      # true mean 0.1
+    >>> lower = betting_lower_bound(x, low=0.0, high=1.0)
+    >>> eb = bernstein_interval(x.mean(), x.var(ddof=1), x.size, low=0.0, high=1.0,
+    ...                         confidence_level=0.9).low       # its one-sided 95% end
+    >>> bool(eb < lower < 0.1)
+    True
+    """
+    level = check_confidence_level(confidence_level)
+    if low is None or high is None:
+        raise MissingBoundsError(
+            "betting_lower_bound needs the a priori bounds low= and high= of the values; the "
+            "observed minimum and maximum are not bounds."
+        )
+    a, b = check_real(low, "low"), check_real(high, "high")
+    if not (math.isfinite(a) and math.isfinite(b) and a < b):
+        raise ParameterError(
+            f"`low` and `high` must be finite with low < high; got ({a!r}, {b!r})."
+        )
+    x = as_float_array(values, "values", ndim=(1, 2)).astype(np.float64, copy=False)
+    if x.shape[-1] == 0:
+        raise EstimationError("no values: `values` is empty.")
+    check_finite(x, "values")
+    span = b - a
+    y = (x - a) / span
+    outside = (y < -VALUE_RANGE_SLACK) | (y > 1.0 + VALUE_RANGE_SLACK)
+    if outside.any():
+        count, first = first_rows(outside.reshape(-1))
+        raise ValidationError(
+            f"`values` has {count} entries outside [low, high] = [{a:g}, {b:g}] (first at flat "
+            f"index {first}); low and high must be a priori bounds every value satisfies."
+        )
+    bound = a + span * _hedged_lower(np.clip(y, 0.0, 1.0), math.log(1.0 / (1.0 - level)))
+    return float(bound) if x.ndim == 1 else bound
 
 
 fill_docstrings(

@@ -13,7 +13,7 @@ from ope._validation import check_rng
 from ope.exceptions import ParameterError, SchemaError, ValidationError
 from ope.context import context_matrix
 from ope.learning._columns import log_columns
-from ope.learning._gate import Certificate, SafetyGate
+from ope.learning._gate import Certificate, GateMethod, SafetyGate
 from ope.learning._learners import ConservativePolicyLearner
 
 __all__ = ["learn_from_logs", "learner_policy_table", "context_matrix"]
@@ -30,7 +30,7 @@ def learn_from_logs(
     learner: Any = None,
     certify_fraction: float = DEFAULT_CERTIFY_FRACTION,
     confidence_level: float = 0.95,
-    method: Literal["bernstein", "t"] = "bernstein",
+    method: GateMethod = "betting",
     baseline: Literal["logging"] | float = "logging",
     max_weight: float | None = None,
     name: str = "learned",
