@@ -14,7 +14,10 @@ Modules:
 ``fqe``
     fitted Q evaluation (tabular or linear on state features);
 ``_steps``
-    trajectories as validated per-step arrays (structure, columns, the checks of one call).
+    trajectories as validated per-step arrays (structure, columns, the checks of one call);
+``_bounds``
+    finite-sample intervals (Hoeffding, empirical Bernstein, betting) of ``is`` and ``pdis``
+    from a priori reward range, horizon and weight bound.
 """
 
 from __future__ import annotations

@@ -49,13 +49,24 @@ import warnings
 from typing import Final, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from ope._thresholds import SMALL_SAMPLE_ROWS, kish_ess, low_ess, small_sample
-from ope._validation import user_stacklevel
-from ope.exceptions import EstimationError, OverlapWarning, SmallSampleWarning
+from ope._validation import check_choice, check_reward_range, user_stacklevel
+from ope.exceptions import EstimationError, OverlapWarning, ParameterError, SmallSampleWarning
 from ope.logs import Trajectories
 from ope.moments import CenteredMoments, centered_moments
 from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, RowSource, make_estimate
+from ope.intervals._types import BottouInterval, ConfidenceInterval
+from ope.sequential._bounds import (
+    BOUNDED_ESTIMATORS,
+    BOUNDED_METHODS,
+    EpisodeTerms,
+    bounded_interval,
+    check_horizon,
+    check_weights_within,
+    checked_weight_bound,
+)
 from ope.sequential._steps import (
     MODEL_BASED,
     SEQUENTIAL_ESTIMATORS,
@@ -71,6 +82,10 @@ __all__ = ["SEQUENTIAL_ESTIMATORS", "MAX_BOOTSTRAP_CELLS", "MIN_EPISODES", "sequ
 #: entries are 256 MB; past that the bootstrap would compete for memory with the data itself,
 #: and the delta-method (normal / t) interval is the one to use.
 MAX_BOOTSTRAP_CELLS: Final = 1 << 25
+
+#: Interval methods that ``sequential_estimate(ci=...)`` can store on the result (the bootstrap
+#: needs an ``rng``: ask for it with ``Estimate.ci(method="bootstrap", rng=...)``).
+STORED_CI_METHODS: Final = ("normal", "t") + BOUNDED_METHODS
 
 #: Episodes needed for a standard error at all (a sample standard deviation needs n - 1 >= 1).
 MIN_EPISODES: Final = 2
@@ -133,7 +148,7 @@ class _SequentialSource(RowSource):
     from per-step arrays, without the (episodes x horizon) components.
     """
 
-    methods = ("bootstrap",)
+    methods: tuple[str, ...] = ("bootstrap",)
 
     def __init__(
         self,
@@ -143,8 +158,12 @@ class _SequentialSource(RowSource):
         psi: np.ndarray,
         columns: tuple[np.ndarray, ...] | None = None,
         dense: _DenseTerms | None = None,
+        bounded: EpisodeTerms | None = None,
     ) -> None:
         self.kind = kind
+        self._bounded = bounded
+        if bounded is not None:
+            self.methods = ("bootstrap",) + BOUNDED_METHODS
         self.reward = reward
         self.n = n
         self._psi = psi
@@ -173,6 +192,22 @@ class _SequentialSource(RowSource):
 
     def influence(self) -> np.ndarray:
         return self._psi.copy()
+
+    def special_interval(
+        self,
+        method: str,
+        *,
+        confidence_level: float,
+        weight_bound: float | None,
+        outer: str | None,
+    ) -> ConfidenceInterval | BottouInterval:
+        if self._bounded is None or method not in BOUNDED_METHODS:
+            return super().special_interval(method, confidence_level=confidence_level,
+                                            weight_bound=weight_bound, outer=outer)
+        if outer is not None:
+            raise ParameterError(f"`outer` applies only to method='bottou'; got {method!r}.")
+        return bounded_interval(self._bounded, method, confidence_level=confidence_level,
+                                weight_bound=weight_bound)
 
 
 class _DenseTerms:
@@ -392,7 +427,10 @@ def _diagnose(
         notes.append(
             (
                 f"only {n_ep} episodes (< {SMALL_SAMPLE_ROWS}): normal and t intervals rely on "
-                "the central limit theorem and may undercover.",
+                "the central limit theorem and may undercover."
+                + (" The hoeffding, bernstein and betting intervals hold at every n (pass "
+                   "reward_range=, horizon= and weight_bound=)." if estimator in
+                   BOUNDED_ESTIMATORS else ""),
                 SmallSampleWarning,
             )
         )
@@ -413,6 +451,9 @@ def sequential_estimate(
     reward_range: tuple[float, float] | None = None,
     max_weight: float | None = None,
     confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
+    ci: str = "normal",
+    weight_bound: float | npt.ArrayLike | None = None,
+    horizon: int | str | None = None,
 ) -> Estimate:
     r"""Estimate a candidate policy's expected discounted return from logged trajectories.
 
@@ -440,12 +481,31 @@ def sequential_estimate(
         emits an ``OPEWarning`` (see Notes); ``tail_value=0.0`` states that the truncated
         value is the target and silences it.
     reward_range : (float, float), optional
-        A priori range of a single step's reward; rewards outside it are an error.
+        A priori range :math:`[r_{lo}, r_{hi}]` of a single step's reward; rewards outside it
+        are an error. Needed by the bounded intervals.
     max_weight : float, optional
-        Clip every cumulative importance weight :math:`\rho_{0:t}` at this level (biased,
-        lower variance). Must be positive.
+        Clip every cumulative importance weight :math:`w_{0:t}` at this level (biased, lower
+        variance): the estimate is then of the *clipped* value (see Notes). Must be positive.
     confidence_level : float, default 0.95
-        Level of the normal interval stored in ``ci_low``/``ci_high``.
+        Level of the interval stored in ``ci_low``/``ci_high``.
+    ci : {"normal", "t", "hoeffding", "bernstein", "betting"}, default "normal"
+        Method of the stored interval. The bounded ones apply to ``is`` and ``pdis`` (clipped
+        or not) and need ``reward_range`` and ``horizon`` (and ``weight_bound`` or
+        ``max_weight``, except betting for ``is``); see Notes. The bootstrap is available
+        from ``res.ci(method="bootstrap", rng=...)``.
+    weight_bound : float or array_like of shape (horizon,), optional
+        ``is``/``pdis`` only: an a priori bound on the importance weights, for the bounded
+        intervals. A number :math:`B` bounds every *per-step* ratio,
+        :math:`B \ge \pi_e(a|s)/\pi_b(a|s)` for every state and action (e.g. 1 / the
+        smallest logging probability), so that :math:`w_{0:t} \le W_t = B^{t+1}`; an array
+        gives the bounds :math:`W_t` on the cumulative weights :math:`w_{0:t}` themselves,
+        one per step ``t = 0 .. horizon - 1``. Weights above it are a ValidationError. It can
+        also be given later, to ``res.ci(..., weight_bound=...)``.
+    horizon : int or "logged", optional
+        ``is``/``pdis`` only: the a priori maximum episode length :math:`H`, for the bounded
+        intervals; a longer episode is a ValidationError. ``"logged"`` states that the
+        longest logged episode is the horizon (only when that is known, e.g. logs cut at a
+        fixed horizon that some episode reached).
 
     Returns
     -------
@@ -454,26 +514,35 @@ def sequential_estimate(
         ``wpdis``, ``wdr``), ``n`` (episodes), ``ess`` (Kish effective sample size of the
         trajectory weights :math:`\rho_{0:L-1}`), ``notes``; ``ci(confidence_level, method)``
         for ``normal``, ``t`` and ``bootstrap`` (resampling whole episodes, self-normalized
-        estimators renormalized in each resample). Two estimates on the same trajectories can
-        be compared with :func:`ope.estimate.compare` (paired by episode).
+        estimators renormalized in each resample), and for ``is``/``pdis`` ``hoeffding``,
+        ``bernstein`` and ``betting`` (finite-sample, from the a priori bounds). Two
+        estimates on the same trajectories can be compared with
+        :func:`ope.estimate.compare` (paired by episode).
 
     Raises
     ------
     ope.ParameterError
         ``trajectories`` is not an ``ope.Trajectories``; unknown estimator; ``gamma``,
-        ``max_weight``, ``reward_range`` or ``confidence_level`` out of range; a model array missing for ``dr``/``wdr`` or given to
-        an estimator that does not use it.
+        ``max_weight``, ``reward_range``, ``confidence_level``, ``ci``, ``weight_bound`` or
+        ``horizon`` malformed; a model array missing for ``dr``/``wdr`` or given to an
+        estimator that does not use it; ``weight_bound``/``horizon`` given to an estimator
+        other than ``is``/``pdis``; ``ci="bootstrap"``.
+    ope.MissingBoundsError
+        A bounded ``ci`` without ``reward_range``, ``horizon`` or (where needed)
+        ``weight_bound``/``max_weight``; the message names what to pass.
     ope.SchemaError
         A named column (target, model, tail) or a required trajectory column is missing.
     ope.ValidationError
         Rows not sorted by (episode_id, step); ``done`` before an episode's last step;
         propensities outside (0, 1]; non-finite rewards or model values; rewards outside
-        ``reward_range``; an array of the wrong length. Messages name the first rows.
+        ``reward_range``; an array of the wrong length; an episode longer than
+        ``horizon``; a weight above ``weight_bound``. Messages name the first rows.
     ope.PolicyError
         Target probabilities outside [0, 1] or not finite.
     ope.EstimationError
         Fewer than 2 episodes; every importance weight zero (for the estimators without a
-        model); cumulative weights overflowing float64 without ``max_weight``.
+        model); cumulative weights overflowing float64 without ``max_weight``; a bounded
+        ``ci`` for an estimator other than ``is``/``pdis``, or with tail values.
 
     Warns
     -----
@@ -528,6 +597,44 @@ def sequential_estimate(
     with the influence terms :math:`\psi_i = \sum_t \gamma^t (x^i_t - U_t d^i_t)/\bar D_t +
     \ldots` (the delta method), computed per step without an (episodes x horizon) array.
 
+    **Clipping.** With ``max_weight`` :math:`c` every cumulative weight is replaced by
+    :math:`\bar w_t = \min(w_t, c)`, and the estimators estimate the *clipped value*
+    (for ``is``: :math:`E_b[\min(w_{L-1}, c) G]`, for ``pdis``:
+    :math:`E_b[\sum_t \gamma^t \min(w_t, c) r_t]`), at most the candidate's value when
+    rewards are non-negative; a note on the result says so.
+
+    **Bounded intervals** (``is``, ``pdis``, clipped or not). Episodes are i.i.d.; the
+    estimate is the mean of per-episode terms :math:`Y_i`, and an a priori range of
+    :math:`Y_i` gives Hoeffding's and the empirical Bernstein (Maurer & Pontil) interval for
+    their mean. With :math:`0 \le \bar w_t \le W_t` (:math:`W_t = B^{t+1}` from a scalar
+    ``weight_bound``, the given array otherwise, capped at :math:`c` when clipping, and
+    :math:`W_t = c` from ``max_weight`` alone), rewards in :math:`[r_{lo}, r_{hi}]`,
+    lengths :math:`1 \le L \le H` and :math:`S_L = \sum_{t<L} \gamma^t`:
+
+    .. math::
+
+        Y^{PDIS} = \sum_{t<L} \gamma^t \bar w_t r_t &\in
+        \Big[\sum_{t<H} \gamma^t \min(0, W_t r_{lo}),\;
+        \sum_{t<H} \gamma^t \max(0, W_t r_{hi})\Big], \\
+        Y^{IS} = \bar w_{L-1} \sum_{t<L} \gamma^t r_t &\in
+        \Big[\min_{L \le H} \min(0, W_{L-1} r_{lo} S_L),\;
+        \max_{L \le H} \max(0, W_{L-1} r_{hi} S_L)\Big],
+
+    each summand lying between 0 (a zero weight) and its weight bound times the reward
+    bound, and the steps after an episode's end adding nothing. The interval is then
+    intersected with the range the estimand can take: :math:`[G_{lo}, G_{hi}] =
+    [\min(r_{lo}, r_{lo} S_H), \max(r_{hi}, r_{hi} S_H)]` for the value, and
+    :math:`[\min(0, G_{lo}), \max(0, G_{hi})]` for a clipped value (clipped weights
+    average to at most 1). Hoeffding and Bernstein cover the estimand: the value, or the
+    clipped value when clipping. ``betting`` for ``pdis`` is the betting interval of the
+    mean of the bounded terms (unit weights). ``betting`` for ``is`` uses the structure
+    instead: the off-policy betting confidence sequence (Karampatziakis, Mineiro & Ramdas
+    2021) with weights :math:`\bar w_{L-1}` and "rewards" the returns, in
+    :math:`[G_{lo}, G_{hi}]`; it needs no weight bound, only that the weights average to at
+    most 1, which clipped weights do too, so with clipping it covers the *unclipped* value.
+    All assume the bounds were known before seeing the data, and that the estimand is the
+    value within the logged horizon (no ``tail_value``, or ``tail_value=0.0``).
+
     References
     ----------
     .. [1] D. Precup, R. S. Sutton and S. Singh, "Eligibility traces for off-policy policy
@@ -538,6 +645,10 @@ def sequential_estimate(
        reinforcement learning", Proc. ICML, 2016.
     .. [4] P. S. Thomas, *Safe Reinforcement Learning*, PhD thesis, University of
        Massachusetts Amherst, 2015 (CWPDIS).
+    .. [5] N. Karampatziakis, P. Mineiro and A. Ramdas, "Off-policy confidence sequences",
+       ICML 2021.
+    .. [6] A. Maurer and M. Pontil, "Empirical Bernstein bounds and sample variance
+       penalization", COLT 2009.
 
     Examples
     --------
@@ -554,6 +665,15 @@ def sequential_estimate(
     2.0
     >>> sequential_estimate(traj, "greedy", estimator="wpdis", gamma=0.5).value
     1.0
+
+    A finite-sample interval, from rewards in [0, 1], at most 2 steps and per-step ratios at
+    most 2 (terms in [0, 2 + 0.5 * 4]; Hoeffding at n = 2 is wide, then cut to the values a
+    return can take, [0, 1.5]):
+
+    >>> res = sequential_estimate(traj, "greedy", estimator="pdis", gamma=0.5, ci="hoeffding",
+    ...                           reward_range=(0.0, 1.0), horizon=2, weight_bound=2.0)
+    >>> res.ci_method, res.ci_low, res.ci_high
+    ('hoeffding', 0.0, 1.5)
     """
     data, policy, notes = validated_steps(
         trajectories,
@@ -567,11 +687,33 @@ def sequential_estimate(
         max_weight=max_weight,
         confidence_level=confidence_level,
     )
+    check_choice(ci, "ci", STORED_CI_METHODS + ("bootstrap",))
+    if ci == "bootstrap":
+        raise ParameterError(
+            "ci='bootstrap' is random: ask for it on the result, "
+            "res.ci(confidence_level, method='bootstrap', rng=seed), so the seed is yours."
+        )
+    if estimator not in BOUNDED_ESTIMATORS:
+        given = [k for k, v in (("weight_bound", weight_bound), ("horizon", horizon))
+                 if v is not None]
+        if given:
+            raise ParameterError(
+                f"{' and '.join(given)} serve the bounded intervals of 'is' and 'pdis' only; "
+                f"estimator {estimator!r} does not use them."
+            )
+    h = check_horizon(horizon, data.lengths)
+    wb = checked_weight_bound(weight_bound, h)
     w = _cumulative_weights(data)
     final_w = w[data.starts[1:] - 1]
     n_ep = data.n_episodes
     ess = kish_ess(float(final_w.sum()), float(final_w @ final_w))
+    rho_max = float(data.rho.max())
+    if wb is not None:
+        check_weights_within(wb, rho_max, w, data.step)
     note_texts = _diagnose(estimator, policy, n_ep, w, final_w, ess, notes)
+    if data.max_weight is not None:
+        note_texts += (_clip_note(estimator, data.max_weight, int(np.sum(w >= data.max_weight)),
+                                  w.size),)
     source: _SequentialSource
     if estimator in ("wpdis", "wdr"):
         episode = np.repeat(np.arange(n_ep, dtype=np.int64), data.lengths)
@@ -583,7 +725,20 @@ def sequential_estimate(
             value, se, psi, cols = _trajectory_wise(data, estimator, final_w)
         else:
             value, se, psi, cols = _per_decision(data, estimator, w)
-        source = _SequentialSource(estimator, data.reward, n_ep, psi, columns=cols)
+        bounded = None
+        if estimator in BOUNDED_ESTIMATORS:
+            first = data.starts[:-1]
+            returns = np.add.reduceat(data.gamma ** data.step.astype(np.float64)
+                                      * data.reward_tail, first)
+            bounded = EpisodeTerms(
+                kind=estimator, terms=cols[0], final_w=final_w, returns=returns,
+                rho_max=rho_max, w=w, step=data.step, gamma=data.gamma,
+                reward_range=check_reward_range(reward_range),
+                horizon=h, max_weight=data.max_weight, weight_bound=wb,
+                tail_used=bool(np.any(data.reward_tail != data.reward)),
+            )
+        source = _SequentialSource(estimator, data.reward, n_ep, psi, columns=cols,
+                                   bounded=bounded)
     result = make_estimate(
         estimator=estimator,
         value=value,
@@ -594,8 +749,20 @@ def sequential_estimate(
         policy=policy,
         source=source,
     )
-    if confidence_level != DEFAULT_CONFIDENCE_LEVEL:
-        result = result.with_ci(confidence_level, "normal")
+    if confidence_level != DEFAULT_CONFIDENCE_LEVEL or ci != "normal":
+        result = result.with_ci(confidence_level, ci)
     return result
+
+
+def _clip_note(estimator: str, max_weight: float, n_clipped: int, n_steps: int) -> str:
+    """The estimand of a clipped estimate, stated (a note, not a warning: nothing is wrong)."""
+    return (
+        f"cumulative importance weights are clipped at max_weight={max_weight:g} ({n_clipped} "
+        f"of {n_steps} steps at the clip level): {estimator!r} estimates the clipped value, the "
+        "expectation of the clipped-weight terms, not the candidate's value (for 'is'/'pdis' "
+        "with non-negative rewards, at most the candidate's value). Hoeffding and Bernstein "
+        "intervals cover the clipped value; the betting interval of 'is' covers the "
+        "candidate's value."
+    )
 
 
