@@ -415,7 +415,9 @@ def test_result_renders_and_serializes():
     ],
 )
 def test_bad_input_raises_specific_errors(kwargs, error, match):
-    replays = read_paired(PairedReplaySimulator(n_replicates=2, seed=0).sample(50, rng=0))
+    # without the cost and latency_ms columns, to test the refusal of missing outcome columns
+    sample = PairedReplaySimulator(n_replicates=2, seed=0).sample(50, rng=0)
+    replays = read_paired(sample.drop_columns(["cost", "latency_ms"]))
     with pytest.raises(error, match=match):
         paired_effect(replays, **kwargs)
 
