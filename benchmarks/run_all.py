@@ -39,6 +39,7 @@ QUICK_ARGS: Final[dict[str, list[str]]] = {
     "bench_policy_join": ["--events", "20000", "--repeats", "1"],
     "bench_diagnostics": ["--rows", "200000", "--repeat", "1"],
     "bench_learning": ["--quick"],
+    "bench_selection": ["--quick"],
     "coverage": ["--quick"],
 }
 

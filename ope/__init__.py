@@ -98,6 +98,11 @@ _PUBLIC: dict[str, str] = {
     "td_errors": "ope.returns",
     "lambda_returns": "ope.returns",
     "gae": "ope.returns",
+    # off-policy selection metrics (against known true values)
+    "selection_regret": "ope.selection",
+    "rank_correlation": "ope.selection",
+    "approval_error_rates": "ope.selection",
+    "selection_report": "ope.selection",
     # paired replays (counterfactual branches)
     "paired_effect": "ope.paired",
     "PairedEffect": "ope.paired",
@@ -121,6 +126,7 @@ _SUBMODULES = frozenset(
         "sequential",
         "returns",
         "paired",
+        "selection",
         "streaming",
         "moments",
         "results",
