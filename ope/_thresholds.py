@@ -180,3 +180,50 @@ def small_sample_note(n: int) -> str:
         "limit theorem and may undercover; prefer bernstein or betting intervals with an a "
         "priori reward_range."
     )
+
+
+# --------------------------------------------------------------------------------------------
+# segments with too small an effective sample for their mass (diagnostics, issue 10 item 8)
+# --------------------------------------------------------------------------------------------
+#: A segment whose share of the estimate's variance is at least 4 times its share of the
+#: candidate's mass: per unit of mass its rows inform the estimate four times less than the
+#: average row (the logger gives the candidate's actions there tiny propensities), so exploring
+#: there shrinks the interval most. 4 keeps ordinary heterogeneity (reward variance differing by
+#: a factor of 2 or 3 between segments) unflagged ...
+SEGMENT_VARIANCE_EXCESS: Final = 4.0
+
+#: ... and only when it carries at least a quarter of that variance: below that, even an
+#: unlimited sample there would narrow the interval by less than 1 - sqrt(0.75) = 13%.
+SEGMENT_VARIANCE_MIN_SHARE: Final = 0.25
+
+__all__ += ["SEGMENT_VARIANCE_EXCESS", "SEGMENT_VARIANCE_MIN_SHARE"]
+
+
+# --------------------------------------------------------------------------------------------
+# intervals that collapse on a few effective rows (estimators, issue 10 item 4)
+# --------------------------------------------------------------------------------------------
+#: Kish effective rows below which the normal, t and bootstrap intervals are not trusted, at any
+#: n: the same rule of thumb as SMALL_SAMPLE_ROWS, counted in effective rows, since a weighted
+#: mean resting on fewer than 30 effective rows is no better approximated by the CLT than a plain
+#: mean of 30 rows. On such rows the sample spread can even vanish (n=50 with three rare-action
+#: rows, all rewards 1: SNIPS' standard error 6e-17 and intervals [1, 1] around a truth 0.9745).
+MIN_EFFECTIVE_ROWS: Final = 30
+
+
+def few_effective_rows(ess: float) -> bool:
+    """True when the Kish ESS is below :data:`MIN_EFFECTIVE_ROWS`."""
+    return ess < MIN_EFFECTIVE_ROWS
+
+
+def few_effective_rows_note(ess: float, std_error: float) -> str:
+    """The note for :func:`few_effective_rows`."""
+    return (
+        f"the estimate rests on {ess:.3g} effective rows (< {MIN_EFFECTIVE_ROWS}) and its "
+        f"standard error {std_error:.3g} may be near-degenerate (0 when those rows share one "
+        "reward): the normal, t and bootstrap intervals can collapse and undercover. Use "
+        "ci(method='betting') or ci(method='empirical_likelihood') with an a priori "
+        "reward_range, which hold at any n."
+    )
+
+
+__all__ += ["MIN_EFFECTIVE_ROWS", "few_effective_rows", "few_effective_rows_note"]

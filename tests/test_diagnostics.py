@@ -133,7 +133,7 @@ def test_policy_statistics_match_hand_computation():
             assert row[col] == pytest.approx(np.quantile(wj, q))
         assert row["max_weight"] == 2.5  # the clip level (glossary: max_weight)
         assert row["clipped_share"] == pytest.approx((wj > 2.5).mean())
-        assert row["clipped_target_mass"] == pytest.approx(wj[wj > 2.5].sum() / n)
+        assert row["clipped_weight_share"] == pytest.approx(wj[wj > 2.5].sum() / wj.sum())
     # policy u by hand: w = 2, 2, 0, 3, .5, 3 -> sum 10.5, sum of squares 26.25
     assert tab.loc["u", "ess"] == pytest.approx(10.5**2 / 26.25)
     assert tab.loc["u", "clipped_share"] == pytest.approx(2 / 6)
@@ -247,12 +247,13 @@ def test_outputs_pinned_on_a_fixed_seed():
         "greedy": {"ess": 1657.4713097266495, "kl_divergence": 2.0708578945397944,
                    "weight_q50": 0.0, "weight_q90": 0.0, "weight_q99": 15.32509872283602,
                    "weight_q999": 19.512579008573837, "weight_max": 19.979680470438456,
-                   "clipped_target_mass": 0.335483567264486, "ci_low": 0.2100738386700126,
+                   "clipped_weight_share": 0.335483567264486 / 0.8987404377009045,
+                   "ci_low": 0.2100738386700126,
                    "ci_high": 0.5284129300553841},
         "soft": {"ess": 12761.297738855656, "kl_divergence": 0.1727504600183439,
                  "weight_q50": 0.7920899237029788, "weight_q90": 1.8757931626299382,
                  "weight_q99": 3.1017464867630937, "weight_q999": 3.694547386101026,
-                 "weight_max": 3.9295493701406246, "clipped_target_mass": 0.0,
+                 "weight_max": 3.9295493701406246, "clipped_weight_share": 0.0,
                  "ci_low": 0.2567301945848923, "ci_high": 0.40015076181000586},
     }
     for policy, values in expected.items():
@@ -391,32 +392,38 @@ def test_divergences_and_ess_match_exact_values_on_synthetic_data():
 # --------------------------------------------------------------------------------------------
 # outer vs inner uncertainty
 # --------------------------------------------------------------------------------------------
-def test_outer_inner_split_normal_margins_by_definition():
-    # no clip level: normal margins; check every piece against the formula
+def test_without_clip_level_the_narrowest_level_of_the_profile_is_used():
+    # no clip level: the profile's levels are 1, 2, 4, 2.5 -> [1, 2, 2.5]; each row is the
+    # Bottou interval of min(w, R) by hand and the row uses the narrowest
     lo, hi = -1.0, 2.0
-    r = np.array([2.0, -1.0, 0.5, 1.0, 0.0, 2.0, -0.5, 1.5])
-    p = np.array([0.5, 0.5, 0.25, 0.5, 0.8, 0.4, 0.5, 0.2])
-    t = np.array([1.0, 0.0, 0.5, 0.25, 0.0, 0.4, 0.5, 0.0])
+    r = np.array([2.0, -1.0, 0.5, 1.0, 0.0, 2.0, -0.5, 1.5] * 30)
+    p = np.array([0.5, 0.5, 0.25, 0.5, 0.8, 0.4, 0.5, 0.2] * 30)
+    t = np.array([1.0, 0.0, 0.5, 0.25, 0.0, 0.4, 0.5, 0.0] * 30)
     d = quiet(r, p, t, policy_names=["pi"], reward_range=(lo, hi), confidence_level=0.9)
     row = d.table().iloc[0]
-    n, m, alpha = len(r), hi - lo, 0.1
+    prof = d.clip_profile("pi")
     w = t / p
-    ell = r - lo
-    y_hat, w_hat = (ell * w).mean(), w.mean()
-    eps = stats.norm.ppf(1 - alpha / 4) * (ell * w).std(ddof=1) / math.sqrt(n)
-    xi = stats.norm.ppf(1 - alpha / 2) * w.std(ddof=1) / math.sqrt(n)
-    inner_high = lo + y_hat + m * (1 - min(1.0, max(0.0, w_hat - xi)))
-    clip = lambda x: min(max(x, lo), hi)  # noqa: E731
-    assert row["outer_low"] == pytest.approx(clip(lo + y_hat - eps))
-    assert row["outer_high"] == pytest.approx(clip(lo + y_hat + eps))
-    assert row["inner_low"] == pytest.approx(clip(lo + y_hat))
-    assert row["inner_high"] == pytest.approx(clip(inner_high))
-    assert row["ci_low"] == pytest.approx(clip(lo + y_hat - eps))
-    assert row["ci_high"] == pytest.approx(clip(inner_high + eps))
-    width = row["ci_high"] - row["ci_low"]
-    assert row["coverage_width"] == pytest.approx(min(m * max(0.0, 1 - w_hat), width))
-    assert row["sampling_width"] + row["coverage_width"] == pytest.approx(width)
+    assert prof.max_weight.tolist() == [1.0, 2.0]  # max weight 2: levels 1 and 2 (no clip)
+    n = len(r)
+    for _, level in prof.iterrows():
+        wc = np.minimum(w, level.max_weight)
+        prod = wc * (r - lo)
+        iv = bottou_interval(wc.mean(), wc.var(ddof=1), prod.mean(), prod.var(ddof=1), n,
+                             max_weight=level.max_weight, reward_range=(lo, hi),
+                             confidence_level=0.9, outer="bernstein")
+        assert (level.ci_low, level.ci_high) == pytest.approx((iv.low, iv.high), rel=1e-9)
+        assert level.clipped_share == pytest.approx((w > level.max_weight).mean())
+        assert level.clipped_weight_share == pytest.approx(w[w > level.max_weight].sum() / w.sum())
+        width = iv.high - iv.low
+        assert level.coverage_width == pytest.approx(min((hi - lo) * max(0, 1 - wc.mean()), width))
+    best = prof[prof.narrowest].iloc[0]
+    assert best.width == prof.width.min()
+    assert row["clip_rule"] == "narrowest interval"
+    assert row["max_weight"] == best.max_weight == row["verdict_max_weight"]
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((best.ci_low, best.ci_high))
     assert d.interval("pi").low == row["ci_low"]
+    width = row["ci_high"] - row["ci_low"]
+    assert row["sampling_width"] + row["coverage_width"] == pytest.approx(width)
 
 
 def test_outer_inner_split_with_clip_level_uses_bottou_interval():
@@ -646,8 +653,9 @@ def test_plan_without_gap_is_exact_and_infeasible_reports_rows():
     # the normal width computed from the second moment minus the squared lower bound
     plan = d.plan(target_width=0.2, new_rows=1000)
     assert plan.exploration_share.iloc[0] == 0.0
-    low_ell = d.interval("g").low
-    var = (terms**2).mean() - low_ell**2
+    iv = d.interval("g")
+    v = min(max(terms.mean(), iv.low), iv.high)  # the IPS value, kept in the Bottou interval
+    var = (terms**2).mean() - v**2
     z = stats.norm.ppf(0.975)
     assert plan.predicted_width.iloc[0] == pytest.approx(2 * z * math.sqrt(var / 1000))
     tight = d.plan(target_width=0.001, new_rows=1000)

@@ -15,10 +15,11 @@ turns it into decisions a person can act on:
   of the estimate's variance, with *gaps* flagged and explained;
 * **outer vs inner uncertainty** (Bottou et al., 2013) -- how much of the interval is sampling
   (shrinks with more logs of the same kind) and how much is coverage (clipped or unsupported
-  mass: only more exploration shrinks it), with a verdict per policy;
+  mass: only more exploration shrinks it), over a profile of clip levels, with a verdict per
+  policy that agrees with the gaps and the plan;
 * **an exploration plan** -- the smallest share of traffic on which the logger should play the
-  candidate's own choice so that an interval from ``new_rows`` new logs is narrower than
-  ``target_width``.
+  candidate's own choice so that ope's IPS interval from ``new_rows`` new logs is narrower
+  than ``target_width``, per scope and per action.
 
 The entry points are :func:`diagnose` (validated logs) and :func:`diagnose_arrays` (numpy
 arrays); both return a :class:`Diagnostics` object. The package has one module per concept:
@@ -125,9 +126,11 @@ __all__ = [
 
 _SHARED_PARAMS = """
     max_weight : float, optional
-        A priori clip level for the share of clipped weights and the outer/inner split
-        (clipped IPS with weights ``min(w, max_weight)``). Without it no weight is clipped and
-        the inner part is the unsupported mass only.
+        Clip level for the share of clipped weights and the outer/inner split (clipped IPS
+        with weights ``min(w, max_weight)``). Without it (and with ``reward_range``) the clip
+        level is the one of the narrowest Bottou interval over the clip profile (powers of two
+        from 1 to the largest weight; see :meth:`Diagnostics.clip_profile`). The verdict is
+        taken at that narrowest level in either case, so it does not depend on this choice.
     reward_range : (float, float), optional
         A priori bounds of the reward (e.g. ``(0, 1)`` for clicks); needed for the outer/inner
         split, the verdict and the plan. Never read off the data.
@@ -230,7 +233,13 @@ def diagnose_arrays(
     * Segment :math:`s`: mass share :math:`\\sum_{i\\in s}w_i/\\sum_i w_i`, ESS on its rows, and
       variance share :math:`\\sum_{i\\in s}(t_i-\\bar t)^2/\\sum_i(t_i-\\bar t)^2` of the
       (clipped) IPS terms :math:`t_i = \\bar w_i (r_i - r_{\\min})` (:math:`r_{\\min}=0` without
-      ``reward_range``), whose sample variance over n is the estimate's variance.
+      ``reward_range``), whose sample variance over n is the estimate's variance. A segment is
+      flagged (``gap``) for a *support gap* (its weights recover less than
+      ``1 - GAP_MASS_DEFICIT`` of the candidate's mass there, or unsupported mass above
+      ``GAP_UNSUPPORTED_SHARE``) or a *low effective sample* (ESS below ``GAP_MIN_ESS``, or a
+      variance share at least
+      ``SEGMENT_VARIANCE_EXCESS`` times its mass share and at least
+      ``SEGMENT_VARIANCE_MIN_SHARE``); ``gap_kind`` and ``reason`` say which.
     * Outer/inner split (Bottou et al. 2013, sec. 4) with capped weights
       :math:`\\bar w=\\min(w,R)` and :math:`\\ell=r-r_{\\min}\\in[0,M]`:
       :math:`\\hat Y=\\frac1n\\sum\\ell_i\\bar w_i`, :math:`\\hat W=\\frac1n\\sum\\bar w_i`.
@@ -244,9 +253,16 @@ def diagnose_arrays(
       weight bound exists and the margins are normal: :math:`\\epsilon = z_{1-\\delta/4}
       s_{\\ell\\bar w}/\\sqrt n`, :math:`\\xi = z_{1-\\delta/2} s_{\\bar w}/\\sqrt n`.
       The coverage width is :math:`M\\max(0,1-\\hat W)` (clipped and unsupported mass) and the
-      sampling width is the rest. Verdict: "change the logging policy's exploration" when the
-      coverage width is at least ``COVERAGE_VERDICT_SHARE`` of the total (more logs of the same
-      kind cannot shrink it), else "collect more data under the same logging".
+      sampling width is the rest. Without ``max_weight`` the clip level :math:`R` is the one
+      of the narrowest interval over :math:`R \\in \\{1, 2, 4, \\dots, \\max_i w_i\\}`
+      (empirical-Bernstein margins): small levels trade sampling width for coverage width,
+      and the narrowest interval is the honest balance (a stated rule instead of an
+      arbitrary level). Verdict, taken at that narrowest level whatever ``max_weight`` is:
+      "change the logging policy's exploration" when its coverage width is at least
+      ``COVERAGE_VERDICT_SHARE`` of its width (more logs of the same kind cannot shrink it),
+      or ESS/n is below ``ESS_RATIO_WARN``, or the unsupported mass is above
+      ``UNSUPPORTED_MASS_WARN``, or a context segment is flagged; else "collect more data
+      under the same logging". ``verdict_reason`` says which.
 
     References
     ----------
@@ -323,9 +339,9 @@ def _diagnose(data: Inputs, settings: _Settings, extra_notes: list[str]) -> Diag
         by_segment, moments = segment_moments(segs, r, p, t, max_weight=mw)
     else:
         moments = centered_moments(r, p, t, max_weight=mw)
-    sums = fused_pass(p, t)
+    sums = fused_pass(p, t, None if rr is None else r - lo)
     quantiles = weight_quantiles(p, t, sums, moments.max_w, WEIGHT_QUANTILES)
-    rows, seg_rows, intervals = [], [], []
+    rows, seg_rows, intervals, profiles = [], [], [], []
     for j, name in enumerate(data.names):  # a loop over policies
         deficient = None
         if data.deficiency is not None and segs:
@@ -337,19 +353,23 @@ def _diagnose(data: Inputs, settings: _Settings, extra_notes: list[str]) -> Diag
             # E_0[w] = 1 - (candidate mass on actions with pi_0 = 0)
             expected = 1.0 - float(data.deficiency_zero[name].mean())
             unsupported = float(data.deficiency[name].mean())
-        row, interval = policy_row(
-            j, name, moments, sum_wlogw=float(sums.sum_wlogw[j]), quantiles=quantiles[j],
+        row, interval, profile = policy_row(
+            j, name, moments,
+            profile_bins=None if sums.profile_bins is None else sums.profile_bins[j],
+            sum_wlogw=float(sums.sum_wlogw[j]), quantiles=quantiles[j],
             expected=expected, unsupported_mass=unsupported, segments=s_rows, max_weight=mw,
             reward_range=rr, confidence_level=level,
         )
         rows.append(row)
         seg_rows.append(s_rows)
         intervals.append(interval)
+        profiles.append(profile)
     notes = extra_notes + data.notes + overlap_notes(rows, seg_rows)
     for note in notes:
         warnings.warn(note, OverlapWarning, stacklevel=user_stacklevel())
     return Diagnostics(
-        data, rows, seg_rows, intervals, sums.hist_counts, max_weight=mw, reward_range=rr,
+        data, rows, seg_rows, intervals, profiles, sums.hist_counts, max_weight=mw,
+        reward_range=rr,
         confidence_level=level, target_width=settings.target_width, new_rows=settings.new_rows,
         notes=notes,
     )

@@ -22,8 +22,10 @@ __all__ = [
     "MANTISSA_BITS",
     "HIST_SHIFT",
     "N_BINS",
+    "PROFILE_BINS",
     "PassSums",
     "fused_pass",
+    "profile_bin_sums",
     "weight_quantiles",
     "octave_mass",
 ]
@@ -45,6 +47,43 @@ N_BINS: Final = 1 << (11 + MANTISSA_BITS)
 #: (0 log 0 = 0): a dense logarithm, which numpy vectorizes, instead of a masked one (``where=``),
 #: which runs its scalar loop and measured 3x slower.
 _TINY: Final = float(np.nextafter(0.0, 1.0))
+
+
+#: Bins of the clip-profile sums: bin ``b = ceil(log2 w)`` (1 for w in (1, 2], 2 for (2, 4],
+#: ...) holds the weights above exactly ``b`` of the profile's levels 1, 2, 4, ...; 1100 covers
+#: every finite float64 (exponents up to 1024); bin 0 stays empty (w <= 1 is never clipped).
+PROFILE_BINS: Final = 1100
+
+#: Sums per profile bin: count, w, w^2, w l, (w l)^2, l, l^2 with l = r - r_min.
+_PROFILE_SUMS: Final = 7
+
+
+def profile_bin_sums(w: np.ndarray, ell: np.ndarray) -> np.ndarray:
+    """Per-bin sums (shape (7, PROFILE_BINS)) of the rows with ``w > 1`` among ``w``, ``ell``.
+
+    ``b = ceil(log2 w)`` is read off the bit pattern: ``((bits - 1) >> 52) - 1022`` (a power
+    of two 2**e gives e, anything in (2**(e-1), 2**e) gives e too).
+    """
+    sub = np.flatnonzero(w > 1.0)
+    out = np.zeros((_PROFILE_SUMS, PROFILE_BINS))
+    if sub.size == 0:
+        return out
+    ws, ls = w[sub], ell[sub]
+    b = ((ws.view(np.int64) - 1) >> 52) - 1022
+    first, last = int(b.min()), int(b.max())
+    # the seven quantities as rows of one matrix, summed per bin by one product with the
+    # bins' indicator matrix (a few bins per block): 4x faster than seven weighted bincounts
+    x = np.empty((_PROFILE_SUMS, sub.size))
+    x[0] = 1.0
+    x[1] = ws
+    np.multiply(ws, ws, out=x[2])
+    np.multiply(ws, ls, out=x[3])
+    np.multiply(x[3], x[3], out=x[4])
+    x[5] = ls
+    np.multiply(ls, ls, out=x[6])
+    indicator = (b[None, :] == np.arange(first, last + 1)[:, None]).astype(np.float64)
+    out[:, first : last + 1] = x @ indicator.T
+    return out
 
 
 def _hist_codes(w: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -80,6 +119,7 @@ class PassSums:
     sum_wlogw: np.ndarray
     hist_counts: np.ndarray  # (P, N_BINS)
     hist_above_edge: np.ndarray  # (P, N_BINS): values strictly above their bin's lower edge
+    profile_bins: np.ndarray | None = None  # (P, 7, PROFILE_BINS), see profile_bin_sums
 
 
 def _weight_block(
@@ -96,8 +136,16 @@ def _weight_block(
     return block
 
 
-def fused_pass(propensity: np.ndarray, target: np.ndarray) -> PassSums:
-    """One chunked pass over validated (n,) propensities and (n, P) targets."""
+def fused_pass(
+    propensity: np.ndarray, target: np.ndarray, ell: np.ndarray | None = None
+) -> PassSums:
+    """One chunked pass over validated (n,) propensities and (n, P) targets.
+
+    With ``ell = r - r_min`` (n,) it also gathers the clip profile's per-bin sums
+    (:func:`profile_bin_sums`) from the same (P, chunk) weight blocks, which are contiguous per
+    policy (a column of the row-major (n, P) targets is not, and reading it costs a pass over
+    the whole array).
+    """
     n, n_pol = target.shape
     rows = min(CHUNK_ROWS, n)
     size = n_pol * rows
@@ -107,6 +155,7 @@ def fused_pass(propensity: np.ndarray, target: np.ndarray) -> PassSums:
     sum_wlogw = np.zeros(n_pol)
     counts = np.zeros(2 * n_pol * N_BINS, dtype=np.int64)
     bin_offset = (np.arange(n_pol, dtype=np.int64) * (2 * N_BINS))[:, None]
+    profile = None if ell is None else np.zeros((n_pol, _PROFILE_SUMS, PROFILE_BINS))
     for start in range(0, n, CHUNK_ROWS):  # a loop over chunks, not rows
         sl = slice(start, min(start + CHUNK_ROWS, n))
         w = _weight_block(propensity, target, sl, w_buf)
@@ -119,11 +168,16 @@ def fused_pass(propensity: np.ndarray, target: np.ndarray) -> PassSums:
         )
         codes += bin_offset
         counts += np.bincount(codes.reshape(-1), minlength=2 * n_pol * N_BINS)
+        if profile is not None:
+            ell_block = ell[sl]
+            for j in range(n_pol):  # a loop over policies
+                profile[j] += profile_bin_sums(w[j], ell_block)
     by_edge = counts.reshape(n_pol, N_BINS, 2).astype(np.float64)
     return PassSums(
         sum_wlogw=sum_wlogw,
         hist_counts=by_edge.sum(axis=2),
         hist_above_edge=np.ascontiguousarray(by_edge[:, :, 1]),
+        profile_bins=profile,
     )
 
 

@@ -9,9 +9,12 @@ Its rules are the ones every entry point of ope applies (:mod:`ope._thresholds`)
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final
+
+import numpy as np
 
 from ope._thresholds import (
     COVERAGE_VERDICT_SHARE,
@@ -32,8 +35,14 @@ __all__ = [
     "VERDICT_EXPLORE",
     "VERDICT_NEEDS_RANGE",
     "POLICY_COLUMNS",
+    "PROFILE_COLUMNS",
+    "CLIP_RULE_GIVEN",
+    "CLIP_RULE_NARROWEST",
     "PolicyRow",
+    "clip_levels",
+    "clip_profile",
     "policy_row",
+    "verdict",
     "overlap_notes",
 ]
 
@@ -45,14 +54,29 @@ VERDICT_MORE_DATA: Final = "collect more data under the same logging"
 VERDICT_EXPLORE: Final = "change the logging policy's exploration"
 VERDICT_NEEDS_RANGE: Final = "unknown: pass reward_range for the outer/inner split"
 
+#: How the clip level of a row was set (column ``clip_rule``).
+CLIP_RULE_GIVEN: Final = "given"
+CLIP_RULE_NARROWEST: Final = "narrowest interval"
+
+#: Columns of :meth:`ope.Diagnostics.clip_profile`.
+PROFILE_COLUMNS: Final = (
+    "max_weight", "clipped_share", "clipped_weight_share", "clipped_value", "ci_low", "ci_high",
+    "width", "sampling_width", "coverage_width", "coverage_share", "narrowest",
+)
+
 
 @dataclass(frozen=True)
 class PolicyRow:
     """One row of :meth:`ope.Diagnostics.table` (its columns, in order).
 
-    ``max_weight`` is the clip level the diagnostics were computed with (NaN: none); the
-    interval columns are NaN without ``reward_range``, ``unsupported_mass`` without the full
-    distributions.
+    ``max_weight`` is the clip level of the row's interval and split: the one given, else (with
+    ``reward_range``) the level of the narrowest Bottou interval over :func:`clip_levels`
+    (``clip_rule`` says which; NaN without either). ``clipped_share`` is the share of rows
+    whose weight exceeds it and ``clipped_weight_share`` the share of the total importance
+    weight those rows carry (in [0, 1]). The interval columns are NaN without
+    ``reward_range``, ``unsupported_mass`` without the full distributions. The verdict is
+    taken at the narrowest level ``verdict_max_weight`` whatever clip level was given, so it
+    does not depend on that choice (:func:`verdict`).
     """
 
     policy: str
@@ -70,8 +94,9 @@ class PolicyRow:
     weight_q99: float
     weight_q999: float
     max_weight: float
+    clip_rule: str
     clipped_share: float
-    clipped_target_mass: float
+    clipped_weight_share: float
     kl_divergence: float
     chi2_divergence: float
     renyi2_divergence: float
@@ -86,7 +111,10 @@ class PolicyRow:
     sampling_width: float
     coverage_width: float
     coverage_share: float
+    verdict_max_weight: float
+    verdict_coverage_share: float
     verdict: str
+    verdict_reason: str
     gaps: int
 
     def as_record(self) -> dict[str, Any]:
@@ -94,6 +122,93 @@ class PolicyRow:
 
 
 POLICY_COLUMNS: Final = tuple(f.name for f in fields(PolicyRow))
+
+
+def clip_levels(max_w: float) -> np.ndarray:
+    """The clip levels of the profile: powers of two from 1 up to, and then, the largest weight.
+
+    Below 1 clipping would cut the weight of every row the candidate shares with a logger
+    that plays it surely; powers of two span any weight range in a few dozen levels (2**30 is
+    10**9) and the profile changes smoothly between them; the largest weight itself is "no
+    clipping".
+
+    >>> clip_levels(5.0).tolist()
+    [1.0, 2.0, 4.0, 5.0]
+    """
+    if not (max_w > 0 and math.isfinite(max_w)):
+        return np.empty(0)
+    top = math.ceil(math.log2(max_w)) if max_w > 1 else 0
+    levels = np.ldexp(1.0, np.arange(0, top + 1))
+    return np.append(levels[levels < max_w], max_w)
+
+
+def clip_profile(
+    bins: np.ndarray, totals: tuple[float, float, float, float, float, float], n: int,
+    levels: np.ndarray, *, reward_range: tuple[float, float], confidence_level: float,
+) -> tuple[list[dict[str, Any]], list[BottouInterval]]:
+    """The Bottou interval and its split at every clip level, from per-bin sums.
+
+    ``bins`` are :func:`ope.diagnostics._pass.profile_bin_sums` (count, w, w^2, w l, (w l)^2,
+    l, l^2 of the rows with w > 1 by ``b = ceil(log2 w)``: the number of the levels
+    1, 2, 4, ... below w; the last level, the largest weight, is above every w) and ``totals``
+    the sums ``w, w^2, w l, (w l)^2, l, l^2`` over all ``n`` rows, with ``l = r - lo``. Row ``i``
+    is clipped at level ``k`` iff ``k < b_i``, so the sums of ``min(w, R) l`` and their squares
+    at every level follow from the totals and cumulative sums of the bins. The interval at each
+    level is :func:`ope.intervals.bounded.bottou_interval` with empirical-Bernstein margins (the
+    ``bottou`` CI method). The narrowest interval (the largest level among equally narrow ones:
+    the least clipping) is marked ``narrowest``.
+    """
+    lo, hi = reward_range
+    g = levels.size
+    total_w, total_w2, total_wl, total_wl2, total_l, total_l2 = totals
+
+    def below(k: int, total: float) -> np.ndarray:  # sum over rows with w <= levels[.]
+        part = bins[k, : g + 1] if g else bins[k, :1]
+        return (total - float(bins[k].sum())) + np.cumsum(part)[:g]
+
+    cnt = below(0, float(n))
+    s_w, s_w2 = below(1, total_w), below(2, total_w2)
+    s_wl, s_wl2 = below(3, total_wl), below(4, total_wl2)
+    s_l, s_l2 = below(5, total_l), below(6, total_l2)
+    above = n - cnt
+    sum_wc = s_w + levels * above
+    sum_wc2 = s_w2 + levels**2 * above
+    sum_y = s_wl + levels * (total_l - s_l)
+    sum_y2 = s_wl2 + levels**2 * (total_l2 - s_l2)
+    w_hat, y_hat = sum_wc / n, sum_y / n
+    var_w = np.maximum(sum_wc2 - n * w_hat**2, 0.0) / (n - 1)
+    var_y = np.maximum(sum_y2 - n * y_hat**2, 0.0) / (n - 1)
+    rows, intervals = [], []
+    with warnings.catch_warnings():  # the row's own interval warns once, not once per level
+        warnings.simplefilter("ignore")
+        for k in range(g):  # a loop over clip levels
+            iv = bottou_interval(
+                float(min(w_hat[k], levels[k])), float(var_w[k]),
+                float(min(y_hat[k], levels[k] * (hi - lo))), float(var_y[k]), n,
+                max_weight=float(levels[k]), reward_range=(lo, hi),
+                confidence_level=confidence_level, outer="bernstein",
+            )
+            width = iv.high - iv.low
+            coverage = min((hi - lo) * max(0.0, 1.0 - float(w_hat[k])), width)
+            rows.append({
+                "max_weight": float(levels[k]),
+                "clipped_share": float(above[k]) / n,
+                "clipped_weight_share": (
+                    min(max((total_w - float(s_w[k])) / total_w, 0.0), 1.0)
+                    if total_w > 0 and above[k] > 0 else 0.0
+                ),
+                "clipped_value": lo + float(y_hat[k]),
+                "ci_low": iv.low, "ci_high": iv.high, "width": width,
+                "sampling_width": width - coverage, "coverage_width": coverage,
+                "coverage_share": coverage / width if width > 0 else 0.0,
+                "narrowest": False,
+            })
+            intervals.append(iv)
+    if rows:
+        widths = np.array([r["width"] for r in rows])
+        best = int(np.flatnonzero(widths <= widths.min() * (1 + 1e-12))[-1])
+        rows[best]["narrowest"] = True
+    return rows, intervals
 
 
 def _bottou_split(
@@ -118,11 +233,53 @@ def _bottou_split(
     return interval, min((hi - lo) * max(0.0, 1.0 - w_hat), width)
 
 
+def verdict(
+    *, coverage_share: float, ess: float, n: int, unsupported_mass: float,
+    segments: Sequence[SegmentRow],
+) -> tuple[str, str]:
+    """The verdict and its reason: one story with the gaps, the notes and the plan.
+
+    "change the logging policy's exploration" when any of these holds, else "collect more
+    data under the same logging":
+
+    * the coverage part of the narrowest Bottou interval over the clip profile is at least
+      ``COVERAGE_VERDICT_SHARE`` of its width (more logs of the same kind cannot shrink it);
+    * the ESS is below ``ESS_RATIO_WARN`` of the rows (the logger rarely takes the
+      candidate's actions: the same logging needs over a hundred times the rows per unit of
+      information of an on-policy test);
+    * more than ``UNSUPPORTED_MASS_WARN`` of the candidate's mass is unsupported;
+    * a context segment is flagged (support gap or low effective sample): its fix is to
+      explore the candidate's actions there.
+    """
+    reasons = []
+    if coverage_share >= COVERAGE_VERDICT_SHARE:
+        reasons.append(
+            f"coverage is {coverage_share:.0%} of the narrowest interval (more logs of the same "
+            "kind do not shrink it)"
+        )
+    if low_ess(ess, n):
+        reasons.append(f"ESS {ess:,.0f} is below {ESS_RATIO_WARN:.0%} of the {n:,} rows")
+    if unsupported_mass > UNSUPPORTED_MASS_WARN:
+        reasons.append(f"{unsupported_mass:.1%} of its mass is unsupported")
+    flagged = [s for s in segments if s.gap and s.context]
+    if flagged:
+        reasons.append(
+            f"{len(flagged)} segment{'s are' if len(flagged) > 1 else ' is'} flagged (see gaps)"
+        )
+    if reasons:
+        return VERDICT_EXPLORE, "; ".join(reasons)
+    return VERDICT_MORE_DATA, (
+        f"coverage is {coverage_share:.0%} of the narrowest interval, the ESS is adequate and "
+        "no segment is flagged: the width is sampling, which more logs shrink"
+    )
+
+
 def policy_row(
     j: int,
     name: str,
     moments: CenteredMoments,
     *,
+    profile_bins: np.ndarray | None,
     sum_wlogw: float,
     quantiles: Sequence[float],
     expected: float,
@@ -131,11 +288,13 @@ def policy_row(
     max_weight: float | None,
     reward_range: tuple[float, float] | None,
     confidence_level: float,
-) -> tuple[PolicyRow, BottouInterval | None]:
-    """The table row of policy ``j`` and its outer/inner interval (None without a range).
+) -> tuple[PolicyRow, BottouInterval | None, list[dict[str, Any]]]:
+    """The table row of policy ``j``, its outer/inner interval (None without a range) and its
+    clip profile (empty without a range).
 
     ``expected`` is the mean weight under correct propensities: 1 minus the candidate's mass on
-    actions the logger never plays (1 under full support).
+    actions the logger never plays (1 under full support). ``profile_bins`` are the policy's
+    clip-profile sums from the diagnostics' pass (needed with ``reward_range``).
     """
     n = moments.n
     sum_w, sum_w2 = moments.weight_sums(j, clipped=False)
@@ -148,27 +307,62 @@ def policy_row(
         sum_wc, _ = moments.weight_sums(j, clipped=True)
         clipped = {
             "max_weight": max_weight,
+            "clip_rule": CLIP_RULE_GIVEN,
             "clipped_share": n_above / n,
-            # sum of w over w > R = sum(w - min(w, R)) + R * count(w > R)
-            "clipped_target_mass": (sum_w - sum_wc + max_weight * n_above) / n,
+            # sum of w over w > R = sum(w - min(w, R)) + R * count(w > R), over sum of w
+            "clipped_weight_share": (
+                (sum_w - sum_wc + max_weight * n_above) / sum_w if sum_w > 0 else 0.0
+            ),
         }
     else:
-        clipped = {"max_weight": math.nan, "clipped_share": 0.0, "clipped_target_mass": 0.0}
+        clipped = {"max_weight": math.nan, "clip_rule": "none", "clipped_share": 0.0,
+                   "clipped_weight_share": 0.0}
     interval = None
+    profile: list[dict[str, Any]] = []
     split: dict[str, Any] = dict.fromkeys(
         ("clipped_value", "ci_low", "ci_high", "outer_low", "outer_high", "inner_low",
-         "inner_high", "sampling_width", "coverage_width", "coverage_share"), math.nan,
+         "inner_high", "sampling_width", "coverage_width", "coverage_share",
+         "verdict_max_weight", "verdict_coverage_share"), math.nan,
     )
     split["verdict"] = VERDICT_NEEDS_RANGE
+    split["verdict_reason"] = "the outer/inner split needs a priori reward bounds"
     if reward_range is not None:
         lo, hi = reward_range
-        interval, coverage = _bottou_split(
-            moments, j, lo=lo, hi=hi, max_weight=max_weight, confidence_level=confidence_level,
+        assert profile_bins is not None
+        y_mean, y_var = moments.product_mean_var(j, clipped=False, about=lo)
+        r_sum, r_sum2 = moments.reward_sums()
+        totals = (
+            sum_w, sum_w2, n * y_mean, (n - 1) * y_var + n * y_mean * y_mean,
+            r_sum - n * lo, r_sum2 - 2.0 * lo * r_sum + n * lo * lo,
         )
+        profile, profile_intervals = clip_profile(
+            profile_bins, totals, n, clip_levels(float(moments.max_w[j])),
+            reward_range=reward_range, confidence_level=confidence_level,
+        )
+        best = next((k for k, p in enumerate(profile) if p["narrowest"]), None)
+        if max_weight is not None or best is None:
+            interval, coverage = _bottou_split(
+                moments, j, lo=lo, hi=hi, max_weight=max_weight,
+                confidence_level=confidence_level,
+            )
+            clipped_value = lo + moments.product_mean_var(j, clipped=True, about=lo)[0]
+        else:
+            chosen = profile[best]
+            interval, coverage = profile_intervals[best], chosen["coverage_width"]
+            clipped_value = chosen["clipped_value"]
+            clipped = {k: chosen[k] for k in ("max_weight", "clipped_share",
+                                               "clipped_weight_share")}
+            clipped["clip_rule"] = CLIP_RULE_NARROWEST
         width = interval.high - interval.low
         share = coverage / width if width > 0 else 0.0
+        v_level = profile[best]["max_weight"] if best is not None else math.nan
+        v_share = profile[best]["coverage_share"] if best is not None else share
+        text, why = verdict(
+            coverage_share=v_share, ess=ess, n=n, unsupported_mass=unsupported_mass,
+            segments=segments,
+        )
         split = {
-            "clipped_value": lo + moments.product_mean_var(j, clipped=True, about=lo)[0],
+            "clipped_value": clipped_value,
             "ci_low": interval.low,
             "ci_high": interval.high,
             "outer_low": interval.outer_low,
@@ -178,7 +372,10 @@ def policy_row(
             "sampling_width": width - coverage,
             "coverage_width": coverage,
             "coverage_share": share,
-            "verdict": VERDICT_EXPLORE if share >= COVERAGE_VERDICT_SHARE else VERDICT_MORE_DATA,
+            "verdict_max_weight": v_level,
+            "verdict_coverage_share": v_share,
+            "verdict": text,
+            "verdict_reason": why,
         }
     q = dict(zip(("weight_q50", "weight_q90", "weight_q99", "weight_q999"), map(float, quantiles)))
     row = PolicyRow(
@@ -201,7 +398,7 @@ def policy_row(
         **split,
         gaps=int(sum(s.gap for s in segments)),
     )
-    return row, interval
+    return row, interval, profile
 
 
 def _mean_weight_message(r: PolicyRow) -> str:

@@ -2,10 +2,13 @@
 
 For each policy, one scope for all traffic and one per flagged context segment: the new logger
 plays the candidate's own distribution on a share ``eps`` of the traffic in scope and the
-current logger elsewhere. The predicted variance of IPS on such logs is estimated from the
+current logger elsewhere. The predicted variance of IPS -- the terms ``w r`` of
+:class:`ope.estimators.IPS`, on the rewards' own scale, so the prediction is the width of the
+normal interval ope reports on such logs whatever the reward range -- is estimated from the
 current logs and is convex in ``eps``; the plan is the smallest ``eps`` that reaches the wanted
-width (a golden-section search for the minimum, then a bisection). The mathematics is in
-:meth:`ope.Diagnostics.plan`.
+width (a golden-section search for the minimum, then a bisection). Each plan row is also broken
+down by action (:func:`action_plan`): which actions the new logger plays more, on how much of
+the traffic. The mathematics is in :meth:`ope.Diagnostics.plan`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,12 @@ from scipy import stats
 
 from ope.diagnostics._inputs import Inputs
 from ope.diagnostics.segments import SegmentRow
+from ope.exceptions import ValidationError
 
-__all__ = ["PLAN_COLUMNS", "exploration_plan"]
+__all__ = [
+    "PLAN_COLUMNS", "ACTION_PLAN_COLUMNS", "UNLOGGED_ACTIONS", "exploration_plan", "action_plan",
+    "percent",
+]
 
 #: Iterations of the golden-section and bisection searches (the bracket shrinks to 1e-12 of its
 #: size, far below any meaningful traffic share).
@@ -32,47 +39,70 @@ PLAN_COLUMNS: Final = (
     "predicted_width", "target_width", "new_rows", "feasible", "rows_needed", "reason",
 )
 
+ACTION_PLAN_COLUMNS: Final = (
+    "policy", "column", "segment", "action", "target_mass", "logging_share", "planned_share",
+    "extra_share", "variance_share",
+)
+
+#: Label of the action-plan row for the candidate's mass on actions the logs never show.
+UNLOGGED_ACTIONS: Final = "(actions never logged)"
+
+
+def percent(share: float) -> str:
+    """A traffic share as a percentage with enough digits never to print a positive share as 0.
+
+    >>> percent(0.25), percent(0.00031), percent(0.0)
+    ('25.0%', '0.031%', '0%')
+    """
+    if share == 0:
+        return "0%"
+    if share >= 0.001:
+        return f"{share:.1%}"
+    return f"{100.0 * share:.2g}%"
+
 
 def _plan_for_scope(
     *,
     w: np.ndarray,
     pe: np.ndarray,
     p: np.ndarray,
-    ell2: np.ndarray,
+    r2: np.ndarray,
     in_scope: np.ndarray | None,
     d_scope: float,
     d_out: float,
-    m: float,
-    v_lower: float,
+    r2_max: float,
+    v_sq: float,
     n: int,
     target_var: float,
-) -> tuple[float | None, float, float]:
+) -> tuple[float | None, float, float, float]:
     """Smallest exploration share eps meeting ``target_var``.
 
-    Returns ``(eps or None, variance at eps (or at the best eps), best eps)``.
+    Returns ``(eps or None, variance at eps (or at the best eps), best eps, variance under the
+    current logging (inf with unsupported mass in scope))``.
     """
     if d_out > 0:
-        return None, math.inf, math.nan
-    contrib = (w * ell2) != 0
+        return None, math.inf, math.nan, math.inf
+    contrib = (w * r2) != 0
     if in_scope is None:
         sel_in = contrib
         outside = 0.0
     else:
         sel_in = contrib & in_scope
         sel_out = contrib & ~in_scope
-        outside = float((w[sel_out] ** 2 * ell2[sel_out]).sum(dtype=np.float64)) / n
-    a = w[sel_in] * pe[sel_in] * ell2[sel_in]
+        outside = float((w[sel_out] ** 2 * r2[sel_out]).sum(dtype=np.float64)) / n
+    a = w[sel_in] * pe[sel_in] * r2[sel_in]
     pi = p[sel_in]
     ti = pe[sel_in]
 
     def variance(eps: float) -> float:
         supported = float((a / ((1.0 - eps) * pi + eps * ti)).sum(dtype=np.float64)) / n
-        unsupported = m * m * d_scope / eps if d_scope > 0 else 0.0
-        return supported + outside + unsupported - v_lower * v_lower
+        unsupported = r2_max * d_scope / eps if d_scope > 0 else 0.0
+        return max(supported + outside + unsupported - v_sq, 0.0)
 
     # variance(eps) is convex on (0, 1]: a sum of reciprocals of affine functions of eps
-    if d_scope == 0 and variance(0.0) <= target_var:
-        return 0.0, variance(0.0), 0.0
+    v0 = variance(0.0) if d_scope == 0 else math.inf
+    if v0 <= target_var:
+        return 0.0, v0, 0.0, v0
     lo, hi = 1e-12, 1.0
     golden = (math.sqrt(5.0) - 1.0) / 2.0
     for _ in range(_SEARCH_ITERATIONS):
@@ -85,7 +115,7 @@ def _plan_for_scope(
     best = (lo + hi) / 2.0
     v_best = variance(best)
     if v_best > target_var:
-        return None, v_best, best
+        return None, v_best, best, v0
     lo, hi = 0.0, best
     for _ in range(_SEARCH_ITERATIONS):
         mid = (lo + hi) / 2.0
@@ -93,7 +123,7 @@ def _plan_for_scope(
             hi = mid
         else:
             lo = mid
-    return hi, variance(hi), best
+    return hi, variance(hi), best, v0
 
 
 def _unsupported(
@@ -120,8 +150,17 @@ def _unsupported(
 
 def _scope_row(
     name: str, column: str, label: str, in_scope_rows: int, n: int, where: str, *,
-    eps: float | None, var: float, best: float, tw: float, m_rows: int, z: float,
+    eps: float | None, var: float, best: float, var0: float, tw: float, m_rows: int, z: float,
 ) -> dict[str, Any]:
+    # the same logging alone: its width on m_rows rows and the rows it needs for tw
+    if math.isfinite(var0):
+        same = (
+            f" (under the current logging alone: width about "
+            f"{2.0 * z * math.sqrt(max(var0, 0.0) / m_rows):.3g}, or about "
+            f"{int(math.ceil(var0 * (2.0 * z / tw) ** 2)):,} new rows for width {tw:g})"
+        )
+    else:
+        same = " (the current logging alone never reaches it: it leaves mass unsupported)"
     entry: dict[str, Any] = {
         "policy": name, "column": column, "segment": label, "rows_in_scope": in_scope_rows,
         "target_width": tw, "new_rows": m_rows,
@@ -135,13 +174,14 @@ def _scope_row(
             feasible=True,
             rows_needed=m_rows,
             reason=(
-                f"the current logging already reaches width {tw:g} on {m_rows:,} "
-                f"new rows for {name} ({where})"
+                f"no exploration needed for the width: {m_rows:,} new rows under the current "
+                f"logging give {name} an IPS interval of width about {width:.3g} <= {tw:g} "
+                f"({where})"
                 if eps == 0
-                else f"on {where}, play {name}'s own choice on {eps:.1%} of the "
+                else f"on {where}, play {name}'s own choice on {percent(eps)} of the "
                 f"traffic (every action it takes then has logging propensity >= "
-                f"{eps:.3g} x its probability); {m_rows:,} new rows then give an "
-                f"interval of width about {width:.3g} <= {tw:g}"
+                f"{eps:.3g} x its probability); {m_rows:,} new rows then give an IPS "
+                f"interval of width about {width:.3g} <= {tw:g}{same}"
             ),
         )
     elif math.isinf(var):
@@ -166,33 +206,49 @@ def _scope_row(
             rows_needed=need,
             reason=(
                 f"no exploration share reaches width {tw:g} with {m_rows:,} new rows "
-                f"for {name} ({where}); at the best share {best:.1%} it needs about "
+                f"for {name} ({where}); at the best share {percent(best)} it needs about "
                 f"{need:,} new rows"
             ),
         )
     return entry
 
 
+def _plan_value_sq(ips: float, low: float, high: float, unsupported: bool) -> float:
+    """The squared value the planned variance subtracts (``Var = S - V^2``).
+
+    Under full support the IPS value of the current logs, kept inside the Bottou interval
+    ``[low, high]``; with unsupported mass the value is only known to lie in that interval, so
+    the V of smallest square in it (the conservative choice: it predicts the widest interval).
+    """
+    if not unsupported:
+        v = min(max(ips, low), high)
+        return v * v
+    if low <= 0.0 <= high:
+        return 0.0
+    return min(low * low, high * high)
+
+
 def exploration_plan(
     data: Inputs,
     segments: Sequence[Sequence[SegmentRow]],
-    value_lower_bounds: Sequence[float],
+    value_bounds: Sequence[tuple[float, float]],
     *,
     reward_range: tuple[float, float],
     confidence_level: float,
     target_width: float,
     new_rows: int,
 ) -> pd.DataFrame:
-    """The plan table; ``value_lower_bounds`` are each policy's Bottou lower bound of E[r - lo]."""
+    """The plan table; ``value_bounds`` are each policy's Bottou interval ``(low, high)``."""
     lo, hi = reward_range
-    mr = hi - lo
+    r2_max = max(lo * lo, hi * hi)
     n = data.n
     z = float(stats.norm.ppf(0.5 + confidence_level / 2.0))
     target_var = new_rows * (target_width / (2.0 * z)) ** 2
-    ell2 = (data.reward - lo) ** 2
+    r2 = data.reward * data.reward
     rows: list[dict[str, Any]] = []
     for j, name in enumerate(data.names):
         w = data.weights(j)
+        ips = float(np.dot(w, data.reward)) / n
         pe = data.target[:, j].astype(np.float64)
         d_row = None if data.deficiency_zero is None else data.deficiency_zero[name]
         scopes: list[tuple[str, str, np.ndarray | None]] = [("all", "all", None)]
@@ -202,13 +258,86 @@ def exploration_plan(
                 scopes.append((s.column, s.segment, seg.codes == seg.labels.index(s.segment)))
         for column, label, mask in scopes:  # a loop over scopes (flagged segments)
             d_scope, d_out = _unsupported(w, d_row, mask, n)
-            eps, var, best = _plan_for_scope(
-                w=w, pe=pe, p=data.propensity, ell2=ell2, in_scope=mask, d_scope=d_scope,
-                d_out=d_out, m=mr, v_lower=value_lower_bounds[j], n=n, target_var=target_var,
+            v_sq = _plan_value_sq(ips, *value_bounds[j], unsupported=d_scope + d_out > 0)
+            eps, var, best, var0 = _plan_for_scope(
+                w=w, pe=pe, p=data.propensity, r2=r2, in_scope=mask, d_scope=d_scope,
+                d_out=d_out, r2_max=r2_max, v_sq=v_sq, n=n, target_var=target_var,
             )
             rows.append(_scope_row(
                 name, column, label, n if mask is None else int(mask.sum()), n,
                 "all traffic" if mask is None else f"segment {column}={label}",
-                eps=eps, var=var, best=best, tw=target_width, m_rows=new_rows, z=z,
+                eps=eps, var=var, best=best, var0=var0, tw=target_width, m_rows=new_rows, z=z,
             ))
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
+
+
+def action_plan(data: Inputs, plan: pd.DataFrame) -> pd.DataFrame:
+    """Per-action breakdown of each plan row: which actions to play more, on how much traffic.
+
+    For a plan row with share ``eps`` on scope ``A`` the new logger plays action ``a`` on
+    ``(1 - eps) logging_share + eps target_mass`` of the traffic in scope, where
+    ``logging_share`` is the share of the logged rows in scope with action ``a`` and
+    ``target_mass = sum_{i in A, a_i = a} w_i / |A|`` the candidate's mass on ``a`` there (an
+    unbiased estimate where the logger plays ``a``). ``extra_share`` is the difference: the
+    share of the scope's traffic to move onto ``a``. ``variance_share`` is the action's part of
+    the second moment ``sum w_i^2 r_i^2`` of the current IPS terms in scope (where the interval's
+    width comes from). The candidate's mass the weights do not recover (actions never logged)
+    is one more row, ``(actions never logged)``, when it is positive (exact from the
+    distributions, else estimated as in the plan: only when above two standard errors). Only
+    actions with ``extra_share > 0`` are listed, largest ``extra_share`` first.
+    """
+    if data.action is None:
+        raise ValidationError(
+            "a per-action plan needs the logged actions; pass `action=` to diagnose_arrays "
+            "(diagnose reads it from the logs)."
+        )
+    labels: list[Any] = list(data.action_labels or [])
+    k = max(len(labels), int(data.action.max()) + 1 if data.action.size else 0)
+    labels = labels + list(range(len(labels), k))
+    out: list[pd.DataFrame] = []
+    by_policy: dict[str, np.ndarray] = {}
+    for row in plan.itertuples(index=False):  # a loop over plan rows (policies x scopes)
+        eps = row.exploration_share
+        if not np.isfinite(eps) or eps <= 0:
+            continue
+        j = data.names.index(row.policy)
+        if row.policy not in by_policy:
+            by_policy[row.policy] = data.weights(j)
+        w = by_policy[row.policy]
+        mask = None
+        if row.column != "all":
+            seg = data.segmentation(row.column)
+            assert seg is not None
+            mask = seg.codes == seg.labels.index(row.segment)
+        act = data.action if mask is None else data.action[mask]
+        ws = w if mask is None else w[mask]
+        rs = data.reward if mask is None else data.reward[mask]
+        size = act.size
+        logging_share = np.bincount(act, minlength=k) / size
+        target_mass = np.bincount(act, weights=ws, minlength=k) / size
+        second = np.bincount(act, weights=ws * ws * rs * rs, minlength=k)
+        total = float(second.sum())
+        d_row = None if data.deficiency_zero is None else data.deficiency_zero[row.policy]
+        d_scope, _ = _unsupported(w, d_row, mask, data.n)
+        unlogged = d_scope * data.n / size  # per row of the scope; 0 unless significant
+        planned = (1.0 - eps) * logging_share + eps * target_mass
+        extra = planned - logging_share
+        keep = np.flatnonzero(extra > 0)
+        table = pd.DataFrame({
+            "policy": row.policy, "column": row.column, "segment": row.segment,
+            "action": [labels[a] for a in keep], "target_mass": target_mass[keep],
+            "logging_share": logging_share[keep], "planned_share": planned[keep],
+            "extra_share": extra[keep],
+            "variance_share": second[keep] / total if total > 0 else 0.0,
+        })
+        if unlogged > 0:
+            table = pd.concat([table, pd.DataFrame([{
+                "policy": row.policy, "column": row.column, "segment": row.segment,
+                "action": UNLOGGED_ACTIONS, "target_mass": unlogged, "logging_share": 0.0,
+                "planned_share": eps * unlogged, "extra_share": eps * unlogged,
+                "variance_share": math.nan,
+            }])], ignore_index=True)
+        out.append(table.sort_values("extra_share", ascending=False, kind="stable"))
+    if not out:
+        return pd.DataFrame(columns=list(ACTION_PLAN_COLUMNS))
+    return pd.concat(out, ignore_index=True)[list(ACTION_PLAN_COLUMNS)]

@@ -16,14 +16,16 @@ from ope._thresholds import (
     GAP_MASS_DEFICIT,
     GAP_MIN_ESS,
     GAP_MIN_MASS,
+    SEGMENT_VARIANCE_EXCESS,
+    SEGMENT_VARIANCE_MIN_SHARE,
     SUPPORT_FLOOR,
     UNSUPPORTED_MASS_WARN,
 )
 from ope._validation import check_choice, check_positive_int, check_real
 from ope.diagnostics._inputs import Inputs
 from ope.diagnostics._pass import MANTISSA_BITS, octave_mass
-from ope.diagnostics.overlap import PolicyRow
-from ope.diagnostics.plan import exploration_plan
+from ope.diagnostics.overlap import PROFILE_COLUMNS, PolicyRow
+from ope.diagnostics.plan import UNLOGGED_ACTIONS, action_plan, exploration_plan, percent
 from ope.diagnostics.segments import (
     MAX_MATRIX_ACTIONS,
     POPULARITY_LABELS,
@@ -43,6 +45,28 @@ _HTML_COLUMNS: Final = (
     "policy", "ess", "ess_ratio", "mean_weight", "propensity_check", "weight_max", "ci_low",
     "ci_high", "coverage_share", "verdict", "gaps",
 )
+
+
+#: Actions per policy the text summary lists under the plan (the table has them all).
+_PLAN_ACTION_LINES: Final = 3
+
+
+def _action_lines(actions: pd.DataFrame) -> list[str]:
+    """The summary's per-action plan lines: the first few actions of each scope."""
+    lines = []
+    for (column, segment), group in actions.groupby(["column", "segment"], sort=False):
+        where = "all traffic" if column == "all" else f"{column}={segment}"
+        for a in group.head(_PLAN_ACTION_LINES).to_dict("records"):
+            what = "the actions never logged" if a["action"] == UNLOGGED_ACTIONS else (
+                f"action {a['action']}")
+            lines.append(
+                f"    on {where}: play {what} on {percent(a['extra_share'])} more of the "
+                f"traffic (from {percent(a['logging_share'])} to {percent(a['planned_share'])})"
+            )
+        if len(group) > _PLAN_ACTION_LINES:
+            lines.append(f"    ... {len(group) - _PLAN_ACTION_LINES} more actions "
+                         "(Diagnostics.plan_actions())")
+    return lines
 
 
 def _json_value(v: Any) -> Any:
@@ -101,6 +125,7 @@ class Diagnostics(Result):
         rows: Sequence[PolicyRow],
         segments: Sequence[Sequence[SegmentRow]],
         intervals: Sequence[BottouInterval | None],
+        profiles: Sequence[Sequence[dict[str, Any]]],
         hist_counts: np.ndarray,
         *,
         max_weight: float | None,
@@ -114,6 +139,7 @@ class Diagnostics(Result):
         self.rows = tuple(rows)
         self._segments = {r.policy: tuple(s) for r, s in zip(rows, segments)}
         self._intervals = {r.policy: i for r, i in zip(rows, intervals)}
+        self._profiles = {r.policy: list(p) for r, p in zip(rows, profiles)}
         self._hist_counts = hist_counts
         self._octave_mass: dict[str, np.ndarray] = {}
         self.policies = list(data.names)
@@ -327,31 +353,37 @@ class Diagnostics(Result):
 
         Notes
         -----
-        Let :math:`\\ell = r - r_{\\min} \\in [0, M]` and let the new logger in scope :math:`A`
-        be the mixture :math:`\\pi_\\varepsilon = (1-\\varepsilon)\\pi_0 + \\varepsilon\\pi`.
-        The IPS terms of the new logs have second moment
+        The plan predicts the width of the interval ope reports for :class:`ope.estimators.IPS`
+        on the new logs (its normal interval, terms :math:`w_i r_i` on the rewards' own scale:
+        IPS is not shift-equivariant, so the prediction must not use shifted rewards). Let the
+        new logger in scope :math:`A` be the mixture
+        :math:`\\pi_\\varepsilon = (1-\\varepsilon)\\pi_0 + \\varepsilon\\pi`. The IPS terms
+        of the new logs have second moment
 
         .. math::
 
             S(\\varepsilon) = \\mathbb E_x \\sum_a \\frac{\\pi(a|x)^2}{\\pi_\\varepsilon(a|x)}
-            \\mathbb E[\\ell^2|x,a].
+            \\mathbb E[r^2|x,a].
 
         Over actions the current logger supports this is estimated without bias from the
-        current logs as :math:`\\frac1n\\sum_{i\\in A} w_i\\,\\pi(a_i|x_i)\\,\\ell_i^2 /
-        \\pi_\\varepsilon(a_i|x_i)` (plus :math:`\\frac1n\\sum_{i\\notin A} w_i^2\\ell_i^2`
+        current logs as :math:`\\frac1n\\sum_{i\\in A} w_i\\,\\pi(a_i|x_i)\\,r_i^2 /
+        \\pi_\\varepsilon(a_i|x_i)` (plus :math:`\\frac1n\\sum_{i\\notin A} w_i^2 r_i^2`
         outside the scope); on unsupported actions :math:`\\pi_\\varepsilon = \\varepsilon\\pi`
-        and the unknown :math:`\\mathbb E[\\ell^2]` is bounded by :math:`M^2`, which adds
-        :math:`M^2 D_A/\\varepsilon` with :math:`D_A` the candidate's unsupported mass in the
+        and the unknown :math:`\\mathbb E[r^2]` is bounded by
+        :math:`\\max(r_{\\min}^2, r_{\\max}^2)`, which adds that bound times
+        :math:`D_A/\\varepsilon` with :math:`D_A` the candidate's unsupported mass in the
         scope (exact from the distributions, else :math:`\\max(0,\\frac1n\\sum_{i\\in
         A}(1-w_i))` when it exceeds two standard errors). The variance is
-        :math:`\\sigma^2(\\varepsilon) = S(\\varepsilon) - L^2` with :math:`L` the Bottou lower
-        bound of :math:`\\mathbb E_\\pi\\ell` (a conservative choice), and the predicted width
-        is :math:`2 z_{(1+\\gamma)/2}\\sqrt{\\sigma^2(\\varepsilon)/m}` for :math:`m` new rows.
-        :math:`\\sigma^2` is convex in :math:`\\varepsilon`; the plan is the smallest
-        :math:`\\varepsilon` with width at most ``target_width`` (golden-section search for
-        the minimum, then bisection). Unsupported mass outside the scope makes a segment plan
-        infeasible: the scope ``all`` covers it. Under the plan every weight in scope is at
-        most :math:`1/\\varepsilon`, so no clipping (and no inner width) is needed.
+        :math:`\\sigma^2(\\varepsilon) = S(\\varepsilon) - V^2`: under full support
+        :math:`V` is the IPS value of the current logs kept inside the Bottou interval; with
+        unsupported mass the value of smallest square in the Bottou interval (conservative).
+        The predicted width is :math:`2 z_{(1+\\gamma)/2}\\sqrt{\\sigma^2(\\varepsilon)/m}` for
+        :math:`m` new rows. :math:`\\sigma^2` is convex in :math:`\\varepsilon`; the plan is
+        the smallest :math:`\\varepsilon` with width at most ``target_width`` (golden-section
+        search for the minimum, then bisection). Unsupported mass outside the scope makes a
+        segment plan infeasible: the scope ``all`` covers it. Under the plan every weight in
+        scope is at most :math:`1/\\varepsilon`. :meth:`plan_actions` breaks each row down by
+        action.
         """
         if target_width is None:
             target_width = self.target_width
@@ -374,17 +406,97 @@ class Diagnostics(Result):
             )
         if self._plan is not None and tw == self.target_width and m_rows == self.new_rows:
             return self._plan.copy()
-        lo = self.reward_range[0]
-        lower = []
+        bounds = []
         for name in self.policies:
             interval = self._intervals[name]
             assert interval is not None  # reward_range given: every policy has its interval
-            lower.append(interval.low - lo)
+            bounds.append((interval.low, interval.high))
         return exploration_plan(
-            self._data, [self._segments[name] for name in self.policies], lower,
+            self._data, [self._segments[name] for name in self.policies], bounds,
             reward_range=self.reward_range, confidence_level=self.confidence_level,
             target_width=tw, new_rows=m_rows,
         )
+
+    def plan_actions(
+        self, *, target_width: float | None = None, new_rows: int | None = None
+    ) -> pd.DataFrame:
+        """The exploration plan per action: which actions to play more, on how much traffic.
+
+        One row per plan row (policy x scope with a positive exploration share) and action
+        the new logger plays more than the current one: ``target_mass`` (the candidate's mass
+        on the action in scope, from the weights), ``logging_share`` (its share of the logged
+        rows in scope), ``planned_share = (1 - eps) logging_share + eps target_mass``,
+        ``extra_share`` (the difference: the share of the scope's traffic to move onto the
+        action) and ``variance_share`` (its part of the current IPS terms' second moment in
+        scope), largest ``extra_share`` first. Mass the weights do not recover is the row
+        ``(actions never logged)``. Needs the logged actions.
+
+        Parameters
+        ----------
+        target_width, new_rows
+            As in :meth:`plan`.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``policy, column, segment, action, target_mass, logging_share,
+            planned_share, extra_share, variance_share``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ope.diagnostics import diagnose_arrays
+        >>> n = 4000
+        >>> action = np.arange(n) % 4                      # uniform logging over 4 actions
+        >>> reward = (action == 0).astype(float)
+        >>> d = diagnose_arrays(reward, np.full(n, 0.25), (action == 0).astype(float),
+        ...                     policy_names=["greedy"], action=action, reward_range=(0, 1))
+        >>> t = d.plan_actions(target_width=0.02, new_rows=20000)
+        >>> t[["action", "logging_share", "target_mass"]].to_string(index=False)
+        ' action  logging_share  target_mass\\n      0           0.25          1.0'
+        """
+        return action_plan(self._data, self.plan(target_width=target_width, new_rows=new_rows))
+
+    def clip_profile(self, policy: str) -> pd.DataFrame:
+        """How the outer/inner split changes with the clip level, for ``policy``.
+
+        One row per clip level of :func:`ope.diagnostics.overlap.clip_levels` (powers of two
+        from 1 up to the largest weight, then the largest weight: no clipping): the share of
+        rows clipped, the share of the total importance weight they carry, the clipped value,
+        the Bottou interval (empirical-Bernstein margins, the ``bottou`` CI method) and its
+        sampling and coverage widths. ``narrowest`` marks the level of the narrowest interval
+        (the least clipping among ties): the diagnostics' clip level when none is given, and
+        the level the verdict is taken at in every case, so the verdict does not depend on an
+        arbitrary clip level. Small levels trade sampling width for coverage width; the
+        narrowest level balances them.
+
+        Raises
+        ------
+        MissingBoundsError
+            ``reward_range`` was not given.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ope.diagnostics import diagnose_arrays
+        >>> n = 800
+        >>> action = np.arange(n) % 8                      # uniform logging over 8 actions
+        >>> d = diagnose_arrays((action == 0).astype(float), np.full(n, 0.125),
+        ...                     (action == 0).astype(float), policy_names=["g"],
+        ...                     reward_range=(0, 1))
+        >>> p = d.clip_profile("g")
+        >>> p["max_weight"].tolist(), p["clipped_share"].tolist()
+        ([1.0, 2.0, 4.0, 8.0], [0.125, 0.125, 0.125, 0.0])
+        >>> p.loc[p.narrowest, "max_weight"].item()
+        8.0
+        """
+        self._index(policy)
+        if self.reward_range is None:
+            raise MissingBoundsError(
+                "the clip profile needs a priori reward bounds; pass reward_range=(low, high) "
+                "to diagnose (e.g. (0, 1) for clicks)."
+            )
+        return pd.DataFrame(self._profiles[policy], columns=list(PROFILE_COLUMNS))
 
     # ---- export -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -405,6 +517,8 @@ class Diagnostics(Result):
                 "gap_min_ess": GAP_MIN_ESS,
                 "gap_mass_deficit": GAP_MASS_DEFICIT,
                 "coverage_verdict_share": COVERAGE_VERDICT_SHARE,
+                "segment_variance_excess": SEGMENT_VARIANCE_EXCESS,
+                "segment_variance_min_share": SEGMENT_VARIANCE_MIN_SHARE,
             },
             "notes": list(self.notes),
             "policies": [],
@@ -414,6 +528,10 @@ class Diagnostics(Result):
             entry["segments"] = [
                 {k: _json_value(v) for k, v in s.as_record().items() if k != "policy"}
                 for s in self._segments[row.policy]
+            ]
+            entry["clip_profile"] = [
+                {k: _json_value(v) for k, v in level.items()}
+                for level in self._profiles[row.policy]
             ]
             if plan is not None:
                 entry["plan"] = [
@@ -467,19 +585,33 @@ class Diagnostics(Result):
                     f"{r.unsupported_mass:.1%}"
                 )
             if self._intervals[r.policy] is not None:
+                how = "given" if r.clip_rule == "given" else "narrowest interval"
                 lines.append(
-                    f"  interval [{r.ci_low:.4g}, {r.ci_high:.4g}]: sampling "
+                    f"  interval [{r.ci_low:.4g}, {r.ci_high:.4g}] at clip level "
+                    f"{r.max_weight:.4g} ({how}; {percent(r.clipped_share)} of rows, "
+                    f"{percent(r.clipped_weight_share)} of the weight clipped): sampling "
                     f"{r.sampling_width:.3g}, coverage {r.coverage_width:.3g} "
                     f"({r.coverage_share:.0%})"
                 )
-            lines.append(f"  verdict: {r.verdict}")
+                if r.clip_rule == "given" and r.verdict_max_weight != r.max_weight:
+                    lines.append(
+                        f"  at the narrowest clip level {r.verdict_max_weight:.4g} (see "
+                        f"clip_profile) coverage is {r.verdict_coverage_share:.0%} of the "
+                        "interval"
+                    )
+            lines.append(f"  verdict: {r.verdict} ({r.verdict_reason})")
             gaps = [s for s in segments if s.gap]
             lines.extend(f"  gap: {s.reason}" for s in gaps)
-            if not gaps and segments:
+            if not segments:
+                lines.append("  no segments requested (pass by= / --by to look for gaps)")
+            elif not gaps:
                 lines.append("  no segment gaps")
             if plan is not None:
                 for p in plan[plan["policy"] == r.policy].to_dict("records"):
                     lines.append(f"  plan: {p['reason']}")
+                if self._data.action is not None:
+                    mine = plan[plan["policy"] == r.policy]
+                    lines.extend(_action_lines(action_plan(self._data, mine)))
         if self.notes:
             lines.append("")
             lines.append("Notes:")

@@ -25,6 +25,8 @@ from ope._thresholds import (
     GAP_MIN_MASS,
     GAP_UNSUPPORTED_SHARE,
     MEAN_WEIGHT_Z,
+    SEGMENT_VARIANCE_EXCESS,
+    SEGMENT_VARIANCE_MIN_SHARE,
     SUPPORT_FLOOR,
     kish_ess,
 )
@@ -53,7 +55,13 @@ __all__ = [
     "segment_rows",
     "segment_gap",
     "unsupported_text",
+    "GAP_KIND_SUPPORT",
+    "GAP_KIND_EFFECTIVE_SAMPLE",
 ]
+
+#: The two kinds of gap (column ``gap_kind``; both may hold, joined by ``+``).
+GAP_KIND_SUPPORT: Final = "support"
+GAP_KIND_EFFECTIVE_SAMPLE: Final = "effective sample"
 
 #: Numeric segment columns with more distinct values than this are cut into quantile bins.
 MAX_CATEGORIES: Final = 20
@@ -123,6 +131,7 @@ class SegmentRow:
     variance_share: float
     unsupported_share: float
     gap: bool
+    gap_kind: str
     reason: str
     # not table columns: what the gap rule and the plan read
     mean_weight_se: float = field(default=math.inf, metadata={"column": False})
@@ -363,7 +372,7 @@ def segment_rows(
             if m is None:
                 rows.append(SegmentRow(
                     name, seg.column, label, 0, 0.0, 0.0, 0.0, math.nan, 0.0, 0.0,
-                    math.nan, False, "", math.inf, seg.context,
+                    math.nan, False, "", "", math.inf, seg.context,
                 ))
                 continue
             rows_g = m.n
@@ -394,12 +403,13 @@ def segment_rows(
                     d_sum / rows_g if (d_sum is not None and seg.context) else math.nan
                 ),
                 gap=False,
+                gap_kind="",
                 reason="",
                 mean_weight_se=se,
                 context=seg.context,
             )
-            gap, reason = segment_gap(row)
-            rows.append(replace(row, gap=gap, reason=reason))
+            gap, kind, reason = segment_gap(row)
+            rows.append(replace(row, gap=gap, gap_kind=kind, reason=reason))
     return rows
 
 
@@ -411,34 +421,66 @@ def unsupported_text(share: float, spec: str) -> str:
     )
 
 
-def segment_gap(e: SegmentRow) -> tuple[bool, str]:
-    """Flag a segment and say why, in words a person can act on."""
+def segment_gap(e: SegmentRow) -> tuple[bool, str, str]:
+    """Flag a segment, say which kind of gap it is and why, in words a person can act on.
+
+    Two kinds (``gap_kind``), each with its reason:
+
+    * **support** -- mass the weights do not recover: the segment's mean weight is more than
+      ``GAP_MASS_DEFICIT`` below 1 (and ``MEAN_WEIGHT_Z`` standard errors), or more than
+      ``GAP_UNSUPPORTED_SHARE`` of the candidate's mass there is on actions the logger plays
+      with probability at most ``SUPPORT_FLOOR`` (needs the distributions);
+    * **effective sample** -- the mass is recovered but by too few effective rows: ESS below
+      ``GAP_MIN_ESS``, or a share of the estimate's variance at least
+      ``SEGMENT_VARIANCE_EXCESS`` times the segment's share of the candidate's mass and at
+      least ``SEGMENT_VARIANCE_MIN_SHARE`` (relative to the other segments, so a policy whose
+      ESS is low everywhere gets the policy-level ESS note, not a gap in every segment).
+
+    Segments with less than ``GAP_MIN_MASS`` of the candidate's mass (or of the rows, for a
+    context segment) are never flagged.
+    """
     # a context segment holds the candidate's mass in proportion to its rows, whatever the
     # policy (the weighted share is a noisy estimate of the same number); an action segment
     # (popularity bucket) holds the weighted share
     mass = e.row_share if e.context else e.target_mass_share
     if e.rows == 0 or mass < GAP_MIN_MASS:
-        return False, ""
-    reasons = []
+        return False, "", ""
+    support, sample = [], []
     where = f"segment {e.column}={e.segment}"
     head = f"candidate {e.policy} puts {mass:.0%} of its mass on {where}"
     if e.ess < GAP_MIN_ESS:
-        reasons.append(f"where the logs give an effective sample of {e.ess:.0f}")
+        sample.append(
+            f"where the logs give an effective sample of {e.ess:,.0f} of its {e.rows:,} rows "
+            f"(max weight {e.weight_max:.3g})"
+        )
+    if e.variance_share >= SEGMENT_VARIANCE_MIN_SHARE and (
+        e.variance_share >= SEGMENT_VARIANCE_EXCESS * mass
+    ):
+        sample.append(
+            f"which carries {e.variance_share:.0%} of the estimate's variance for "
+            f"{mass:.0%} of its mass"
+        )
     if e.context:
         se = e.mean_weight_se
         deficit = 1.0 - e.mean_weight
         if deficit > GAP_MASS_DEFICIT and (se == 0 or deficit / se > MEAN_WEIGHT_Z):
-            reasons.append(
+            support.append(
                 f"where the weights recover only {max(e.mean_weight, 0.0):.0%} of its mass "
                 "(expected 100%): the logger rarely or never takes the actions it takes there"
             )
     if e.unsupported_share > GAP_UNSUPPORTED_SHARE:  # False when NaN (no distributions)
-        reasons.append("where " + unsupported_text(e.unsupported_share, ".0%"))
-    if not reasons:
-        return False, ""
+        support.append("where " + unsupported_text(e.unsupported_share, ".0%"))
+    if not (support or sample):
+        return False, "", ""
+    kinds = [k for k, v in ((GAP_KIND_SUPPORT, support), (GAP_KIND_EFFECTIVE_SAMPLE, sample)) if v]
+    parts = []
+    if support:
+        parts.append("support gap: " + "; and ".join(support))
+    if sample:
+        parts.append("low effective sample: " + "; and ".join(sample))
     fix = (
         "; explore the candidate's actions there (see Diagnostics.plan())"
         if e.context
         else "; log more exploration of these items"
     )
-    return True, head + ", " + "; and ".join(reasons) + fix
+    return True, "+".join(kinds), head + " (" + "; ".join(parts) + ")" + fix
