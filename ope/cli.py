@@ -3,8 +3,14 @@
 It parses arguments, calls public functions, prints, and sets exit codes (DESIGN.md §4). It does
 no statistics of its own.
 
+Commands: ``validate``, ``evaluate`` (bandit logs, or trajectory logs -- one row per step with
+``episode_id, step, done`` -- through :func:`ope.sequential.sequential_estimate`), ``diagnose``,
+``learn``, ``paired`` (effects on paired replays through :func:`ope.paired.paired_effect`) and
+``demo``.
+
 Exit codes: 0 ok, 1 runtime failure, 2 usage error, 65 invalid data (with the rejection report).
-``--json`` prints exactly one JSON document on stdout; progress and logs go to stderr.
+``--json`` prints exactly one JSON document on stdout; progress and logs go to stderr, each
+warning on one line.
 """
 
 from __future__ import annotations
@@ -19,7 +25,15 @@ from pathlib import Path
 import warnings
 from typing import Any, Final
 
-from ope.exceptions import DataFileError, OPEError, ParameterError, SchemaError, ValidationError
+from ope.exceptions import (
+    DataFileError,
+    MissingBoundsError,
+    OPEError,
+    ParameterError,
+    PolicyError,
+    SchemaError,
+    ValidationError,
+)
 
 __all__ = ["main"]
 
@@ -48,7 +62,29 @@ FLAGS: Final = {
     "new_rows": "--new-rows",
     "certify_fraction": "--certify-fraction",
     "rng": "--seed",
+    "estimator": "--estimator",
+    "gamma": "--gamma",
+    "horizon": "--horizon",
+    "tail_value": "--tail-value",
+    "q_hat": "--q-column",
+    "v_hat": "--v-column",
+    "treated": "--treated",
+    "control": "--control",
+    "outcomes": "--outcome",
+    "by": "--by",
+    "correction": "--correction",
 }
+
+#: Columns that mark trajectory logs (one row per step): ``ope evaluate`` then runs the
+#: sequential estimators (DESIGN.md §2, the step schema).
+TRAJECTORY_MARKERS: Final = ("episode_id", "step", "done")
+
+#: Sequential estimators of ``ope evaluate`` on trajectories when ``--estimator`` is not given:
+#: the per-decision pair, as ips/snips are for bandit logs.
+DEFAULT_SEQUENTIAL_ESTIMATORS: Final = ("pdis", "wpdis")
+
+#: The placeholder a --q-column/--v-column/--tail-column template replaces by the policy name.
+POLICY_PLACEHOLDER: Final = "{policy}"
 
 
 def _flag_of(exc: ParameterError) -> str | None:
@@ -151,6 +187,12 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed of the train/certify split")
     p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
 
+    p = sub.add_parser(
+        "paired", help="effects of treated arms against a control arm on paired replays"
+    )
+    _add_common(p)
+    _add_paired_options(p)
+
     p = sub.add_parser("demo", help="evaluate the bundled sample and show the true values beside")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
     return parser
@@ -174,17 +216,26 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         nargs="+",
         default=None,
         metavar="NAME",
-        help="estimators: dm ips clipped_ips snips dr sndr switch_dr dros (default: ips snips)",
+        help="bandit logs: dm ips clipped_ips snips dr sndr switch_dr dros (default: ips snips); "
+        "trajectories: is pdis wis wpdis dr wdr (default: pdis wpdis)",
     )
-    p.add_argument("--ci", default="normal", metavar="METHOD", help="interval method (default normal)")
+    p.add_argument(
+        "--ci", default="normal", metavar="METHOD",
+        help="interval method (default normal; trajectories: normal t hoeffding bernstein betting)",
+    )
     p.add_argument("--confidence-level", type=float, default=0.95)
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
-    p.add_argument("--max-weight", type=float, help="clip level for clipped_ips (a priori bound)")
+    p.add_argument(
+        "--max-weight", type=float,
+        help="clip level for clipped_ips (a priori bound); trajectories: of every cumulative "
+        "weight, for every estimator (the estimate is then of the clipped value)",
+    )
     p.add_argument(
         "--weight-bound",
         type=float,
         help="a priori bound on pi_e/pi_b for hoeffding, bernstein and empirical_likelihood "
-        "intervals of ips/snips (e.g. 1 / the smallest logging probability)",
+        "intervals of ips/snips (e.g. 1 / the smallest logging probability); trajectories: "
+        "a bound on every per-step ratio, for the bounded intervals of is/pdis",
     )
     p.add_argument(
         "--context-columns",
@@ -199,6 +250,67 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         metavar="COLUMN",
         help="segment columns for the coverage-gap report (numeric ones are binned)",
     )
+    t = p.add_argument_group(
+        "trajectory logs",
+        "one row per step (episode_id, step, done, ...): recognised from those columns, or "
+        "forced with --trajectories; candidates are the target__<name> columns (per-step "
+        "target probabilities of the logged actions)",
+    )
+    t.add_argument(
+        "--trajectories", action="store_true", help="read LOGS as trajectories (one row per step)"
+    )
+    t.add_argument("--gamma", type=float, help="discount factor in [0, 1] (default 1)")
+    t.add_argument(
+        "--horizon",
+        metavar="H",
+        help="a priori maximum episode length (or 'logged') for the bounded intervals of is/pdis",
+    )
+    tail = t.add_mutually_exclusive_group()
+    tail.add_argument(
+        "--tail-value", type=float, metavar="X",
+        help="value of the state each truncated episode was left in (0 states that the "
+        "return within the logged steps is the target)",
+    )
+    tail.add_argument(
+        "--tail-column", metavar="COLUMN",
+        help="per-step column of tail values (the last step of each episode is read); "
+        "'{policy}' in the name is replaced by the policy",
+    )
+    t.add_argument(
+        "--q-column", metavar="COLUMN",
+        help="dr/wdr: the model's Q(s_t, a_t) per step, e.g. 'q_target__{policy}'",
+    )
+    t.add_argument(
+        "--v-column", metavar="COLUMN",
+        help="dr/wdr: the model's V(s_t) under the candidate per step, e.g. 'v_target__{policy}'",
+    )
+
+
+def _add_paired_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--treated", action="append", required=True, metavar="ARM",
+        help="a treated arm (repeat the flag for several)",
+    )
+    p.add_argument("--control", required=True, metavar="ARM", help="the control arm")
+    p.add_argument("--by", metavar="COLUMN", help="one effect per value (e.g. item_id)")
+    outcomes = p.add_mutually_exclusive_group()
+    outcomes.add_argument(
+        "--outcome", action="append", metavar="COLUMN",
+        help="an outcome column (repeat for several; default: outcome)",
+    )
+    outcomes.add_argument(
+        "--outcomes", choices=("all",),
+        help="'all': every one of outcome, cost, tokens, latency_ms present",
+    )
+    p.add_argument("--ratio", action="store_true", help="also the ratio treated/control means")
+    p.add_argument("--ci", default="t", metavar="METHOD",
+                   help="t normal hoeffding bernstein betting (default t)")
+    p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"),
+                   help="a priori range of every outcome (needed by the finite-sample methods)")
+    p.add_argument("--correction", default="holm", metavar="METHOD",
+                   help="multiplicity correction: holm bh none (default holm)")
+    p.add_argument("--confidence-level", type=float, default=0.95)
+    p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
 
 
 def _add_diagnose_options(p: argparse.ArgumentParser) -> None:
@@ -225,13 +337,14 @@ def _policies_from_args(args: argparse.Namespace) -> Any:
     return None
 
 
-def _read_or_report(args: argparse.Namespace) -> Any:
-    """Read and validate the logs; on invalid data print the report and return None."""
+def _read_or_report(args: argparse.Namespace, reader: Any = None) -> Any:
+    """Read and validate the logs (with ``reader``, default ``ope.io.read_logs``); on invalid
+    data print the report and return None."""
     from ope.io import read_logs
 
     mapping = _parse_mapping(args.mapping)
     try:
-        return read_logs(args.logs, mapping=mapping, on_invalid=args.on_invalid)
+        return (reader or read_logs)(args.logs, mapping=mapping, on_invalid=args.on_invalid)
     except ValidationError as exc:
         if args.json:
             _emit_json({"valid": False, "report": exc.report.to_dict() if exc.report else None})
@@ -307,12 +420,331 @@ def _evaluate_from_args(args: argparse.Namespace, logs: Any) -> Any:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
+    if _is_trajectory_source(args):
+        return _evaluate_trajectories(args)
+    given = [flag for flag, value in _trajectory_flags(args) if value]
+    if given:
+        raise _UsageError(
+            f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to trajectory logs "
+            f"only (columns {', '.join(TRAJECTORY_MARKERS)}), and {args.logs} holds bandit "
+            "logs; pass --trajectories if it holds steps."
+        )
     logs = _read_or_report(args)
     if logs is None:
         return EXIT_DATAERR
     ev = _evaluate_from_args(args, logs)
     d = _diagnose_from_args(args, logs)
     return _output(args, {**ev.to_dict(), "diagnostics": d.to_dict()}, ev.summary(), d.summary())
+
+
+def _envelope(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
+    """The head of a --json document: ope version, command and the options as parsed."""
+    from ope import __version__
+
+    options = {k: v for k, v in vars(args).items() if k not in ("command", "logs", "json")}
+    return {"ok": True, "ope_version": __version__, "command": args.command,
+            "logs": args.logs, "options": options, **extra}
+
+
+def _trajectory_flags(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    return [
+        ("--trajectories", args.trajectories),
+        ("--gamma", args.gamma is not None),
+        ("--horizon", args.horizon is not None),
+        ("--tail-value", args.tail_value is not None),
+        ("--tail-column", args.tail_column),
+        ("--q-column", args.q_column),
+        ("--v-column", args.v_column),
+    ]
+
+
+def _is_trajectory_source(args: argparse.Namespace) -> bool:
+    """``--trajectories``, or the columns (after --mapping) hold episode_id, step and done."""
+    if args.trajectories:
+        return True
+    import pyarrow.dataset as ds
+
+    try:
+        names = set(ds.dataset(args.logs, format="parquet").schema.names)
+    except Exception:  # noqa: BLE001 - unreadable: read_logs reports it with its own message
+        return False
+    mapping = _parse_mapping(args.mapping) or {}
+    ours = names | {k for k, v in mapping.items() if v in names}
+    return all(c in ours for c in TRAJECTORY_MARKERS)
+
+
+def _per_policy(template: str | None, policy: str, flag: str, n_policies: int) -> str | None:
+    """A column name for one policy: ``{policy}`` replaced, or the same column for one policy."""
+    if template is None:
+        return None
+    if POLICY_PLACEHOLDER in template:
+        return template.replace(POLICY_PLACEHOLDER, policy)
+    if n_policies > 1:
+        raise _UsageError(
+            f"argument {flag}: {template!r} would serve {n_policies} candidate policies, but a "
+            f"model's values depend on the policy: put {POLICY_PLACEHOLDER} in the name "
+            f"(e.g. {flag} '{'q' if flag == '--q-column' else 'v'}_target__{POLICY_PLACEHOLDER}') "
+            "or select one with --policy."
+        )
+    return template
+
+
+def _horizon_arg(value: str | None) -> int | str | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return value  # "logged", or a bad value that sequential_estimate names
+
+
+def _trajectory_usage(args: argparse.Namespace, estimators: Sequence[str]) -> None:
+    """Refuse the bandit-only flags, a model given or missing, and bounds no estimator uses
+    (exit 2, naming the flag)."""
+    from ope.sequential.estimators import BOUNDED_ESTIMATORS, MODEL_BASED
+
+    bandit_only = [flag for flag, value in (("--policies", args.policies),
+                                            ("--by", args.by),
+                                            ("--context-columns", args.context_columns))
+                   if value]
+    if bandit_only:
+        raise _UsageError(
+            f"{', '.join(bandit_only)} appl{'y' if len(bandit_only) > 1 else 'ies'} to bandit "
+            "logs only; trajectory candidates are the target__<name> columns of the steps "
+            "(select them with --policy)."
+        )
+    if args.tail_value is not None and not math.isfinite(args.tail_value):
+        raise _UsageError(
+            f"argument --tail-value: must be a finite number (the value of the state a truncated "
+            f"episode was left in); got {args.tail_value!r}."
+        )
+    model = [e for e in estimators if e in MODEL_BASED]
+    lacking = [f for f, v in (("--q-column", args.q_column), ("--v-column", args.v_column))
+               if not v]
+    if model and lacking:
+        raise _UsageError(
+            f"argument --estimator: {' and '.join(map(repr, model))} "
+            f"need{'s' if len(model) == 1 else ''} a model's values per "
+            f"step: pass {' and '.join(lacking)} (Q(s_t, a_t) of the logged action and V(s_t) "
+            "under the candidate, e.g. from ope.sequential.fitted_q_evaluation; "
+            f"'{POLICY_PLACEHOLDER}' in the name is replaced by each policy), or use pdis/wpdis."
+        )
+    given = [f for f, v in (("--q-column", args.q_column), ("--v-column", args.v_column)) if v]
+    if given and not model:
+        raise _UsageError(
+            f"{' and '.join(given)} serve{'s' if len(given) == 1 else ''} the model-based "
+            "estimators dr and wdr only; add them to --estimator."
+        )
+    bounds = [f for f, v in (("--weight-bound", args.weight_bound), ("--horizon", args.horizon))
+              if v is not None]
+    if bounds and not any(e in BOUNDED_ESTIMATORS for e in estimators):
+        raise _UsageError(
+            f"{' and '.join(bounds)} serve{'s' if len(bounds) == 1 else ''} the bounded "
+            f"intervals of {' and '.join(BOUNDED_ESTIMATORS)} only, and --estimator "
+            f"{' '.join(estimators)} has neither; add is or pdis."
+        )
+
+
+def _estimand(gamma: float, n_truncated: int, n_episodes: int, args: argparse.Namespace) -> str:
+    """What the trajectory estimates estimate, in words (truncation stated, never implied)."""
+    head = f"expected discounted return (gamma={gamma:g}) of each candidate"
+    if n_truncated == 0:
+        return f"{head}; every one of the {n_episodes} episodes terminated (done at its end)"
+    if args.tail_value == 0.0:
+        return (f"{head} within the logged steps, stated as the target by --tail-value 0: "
+                f"{n_truncated} of {n_episodes} episodes were truncated and contribute nothing "
+                "after their last logged step")
+    if args.tail_value is not None or args.tail_column:
+        tail = (f"--tail-value {args.tail_value:g}" if args.tail_value is not None
+                else f"--tail-column {args.tail_column}")
+        return (f"{head}; {n_truncated} of {n_episodes} episodes were truncated and their tail "
+                f"(after the last logged step) is bootstrapped with {tail}")
+    return (f"{head} accumulated within the logged steps: {n_truncated} of {n_episodes} "
+            "episodes were truncated and contribute nothing after their last logged step (pass "
+            "--tail-value or --tail-column to bootstrap their tails)")
+
+
+def _trajectory_rows(
+    args: argparse.Namespace, traj: Any, policies: list[str], estimators: Sequence[str],
+    rows: list[dict[str, Any]],
+) -> Any:
+    """Append one row per policy x estimator to ``rows``; return the logging policy's value
+    (None when the tail column depends on the candidate)."""
+    import numpy as np
+
+    from ope.sequential import sequential_estimate
+    from ope.sequential.estimators import BOUNDED_ESTIMATORS, MODEL_BASED
+
+    gamma = 1.0 if args.gamma is None else args.gamma
+    common = {"gamma": gamma, "confidence_level": args.confidence_level,
+              "reward_range": tuple(args.reward_range) if args.reward_range else None}
+    horizon = _horizon_arg(args.horizon)
+    for policy in policies:  # candidates x estimators: a handful of calls, no loop over rows
+        tail: Any = args.tail_value
+        if args.tail_column:
+            tail = _per_policy(args.tail_column, policy, "--tail-column", len(policies))
+        for estimator in estimators:
+            options: dict[str, Any] = {"tail_value": tail, "max_weight": args.max_weight}
+            if estimator in MODEL_BASED:
+                options["q_hat"] = _per_policy(args.q_column, policy, "--q-column", len(policies))
+                options["v_hat"] = _per_policy(args.v_column, policy, "--v-column", len(policies))
+            if estimator in BOUNDED_ESTIMATORS:
+                options.update(weight_bound=args.weight_bound, horizon=horizon)
+            est = sequential_estimate(traj, policy, estimator=estimator, ci=args.ci,
+                                      **common, **options)
+            rows.append({
+                "policy": policy, "estimator": estimator, "value": est.value,
+                "std_error": est.std_error, "ci_low": est.ci_low, "ci_high": est.ci_high,
+                "confidence_level": est.confidence_level, "ci_method": est.ci_method,
+                "n": est.n, "ess": est.ess, "ess_ratio": est.ess / est.n,
+                "notes": "; ".join(est.notes), "note_list": est.notes,
+            })
+    # the logging policy's value: its own mean discounted return (unit weights), same tail
+    # (unknown when the tail column depends on the candidate policy)
+    logging_tail: Any = args.tail_value
+    if args.tail_column:
+        logging_tail = None if POLICY_PLACEHOLDER in args.tail_column else args.tail_column
+    logging = None
+    if not (args.tail_column and logging_tail is None):
+        own = traj.table.column("propensity").to_numpy(zero_copy_only=False).astype(np.float64)
+        logging = sequential_estimate(traj, own, estimator="is", tail_value=logging_tail,
+                                      **common)
+    return logging
+
+
+_WHERE = re.compile(r"^(\w+(?: \(policy '[^']*'\))?): (.*)$", re.DOTALL)
+
+
+def _show_grouped(caught: Sequence[warnings.WarningMessage]) -> None:
+    """Each distinct warning once on stderr, naming every estimate it concerns."""
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for w in caught:
+        match = _WHERE.match(str(w.message))
+        where, text = match.groups() if match else ("", str(w.message))
+        grouped.setdefault((w.category.__name__, text), []).append(where)
+    for (category, text), places in grouped.items():
+        where = ", ".join(p for p in places if p)
+        print(f"warning ({category}): {where + ': ' if where else ''}{text}", file=sys.stderr)
+
+
+def _evaluate_trajectories(args: argparse.Namespace) -> int:
+    """``ope evaluate`` on trajectory logs: the sequential estimators, one row per policy x
+    estimator, in the output style of bandit logs."""
+    import numpy as np
+    import pandas as pd
+
+    from ope.evaluation import TABLE_COLUMNS
+    from ope.io import read_trajectories
+    from ope.results import ResultParts, render_text
+
+    estimators = tuple(args.estimator) if args.estimator else DEFAULT_SEQUENTIAL_ESTIMATORS
+    _trajectory_usage(args, estimators)
+    traj = _read_or_report(args, read_trajectories)
+    if traj is None:
+        return EXIT_DATAERR
+    policies = list(args.policy) if args.policy else traj.target_policies
+    if not policies:
+        raise SchemaError(
+            f"{args.logs} has no target__<name> column: trajectory candidates are the per-step "
+            "target probabilities of the logged actions, one target__<name> column per policy."
+        )
+    gamma = 1.0 if args.gamma is None else args.gamma
+    rows: list[dict[str, Any]] = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            logging = _trajectory_rows(args, traj, policies, estimators, rows)
+        finally:
+            _show_grouped(caught)
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    n_truncated = int(np.count_nonzero(traj.truncated))
+    estimand = _estimand(gamma, n_truncated, traj.n_episodes, args)
+    grouped: dict[tuple[str, str], list[str]] = {}  # each note once, with the estimates
+    for row in rows:
+        for note in row["note_list"]:
+            grouped.setdefault((row["policy"], note), []).append(row["estimator"])
+    notes = [f"{p} ({', '.join(es)}): {note}" for (p, note), es in grouped.items()]
+    if args.json:
+        _emit_json(_envelope(
+            args,
+            kind="trajectories",
+            confidence_level=args.confidence_level,
+            ci_method=args.ci,
+            gamma=gamma,
+            estimand=estimand,
+            episodes=traj.n_episodes,
+            truncated_episodes=n_truncated,
+            validation=traj.report.to_dict(),
+            logging_policy=None if logging is None else {
+                "value": logging.value, "std_error": logging.std_error,
+                "ci_low": logging.ci_low, "ci_high": logging.ci_high,
+                "ci_method": logging.ci_method, "n": logging.n,
+            },
+            estimates=table.to_dict(orient="records"),
+            notes=notes,
+        ))
+        return EXIT_OK
+    parts = ResultParts(
+        title=(f"{len(policies)} candidate policies x {len(estimators)} sequential estimators on "
+               f"{traj.n_episodes:,} episodes ({traj.n:,} steps); {args.ci} intervals at "
+               f"{args.confidence_level:.0%}"),
+        fields=(
+            ("estimand", estimand),
+            *(() if logging is None else (
+                ("logging policy value (mean discounted return)", logging.value),
+                (f"logging policy interval ({logging.ci_method})",
+                 (logging.ci_low, logging.ci_high)),
+            )),
+            ("rows rejected", traj.report.rows_rejected),
+        ),
+        table=table.drop(columns=["notes", "confidence_level"]),
+        notes=tuple(notes),
+    )
+    print(str(traj.report))
+    print()
+    print(render_text(parts))
+    return EXIT_OK
+
+
+def _arm_of(value: str, arms: Sequence[Any], flag: str) -> Any:
+    """The replays' arm written ``value`` on the command line (arms may be integers)."""
+    by_text = {str(a): a for a in arms}
+    if value not in by_text:
+        raise _UsageError(
+            f"argument {flag}: arm {value!r} is not in the replays; their arms are: "
+            f"{', '.join(map(repr, by_text))}."
+        )
+    return by_text[value]
+
+
+def _cmd_paired(args: argparse.Namespace) -> int:
+    from ope.io import read_paired
+    from ope.paired import paired_effect
+
+    replays = _read_or_report(args, read_paired)
+    if replays is None:
+        return EXIT_DATAERR
+    arms = replays.arms
+    treated = [_arm_of(a, arms, "--treated") for a in args.treated]
+    control = _arm_of(args.control, arms, "--control")
+    outcomes: Any = args.outcomes or (list(args.outcome) if args.outcome else ("outcome",))
+    res = paired_effect(
+        replays,
+        treated=treated,
+        control=control,
+        outcomes=outcomes,
+        by=args.by,
+        ratio=args.ratio,
+        confidence_level=args.confidence_level,
+        ci=args.ci,
+        reward_range=tuple(args.reward_range) if args.reward_range else None,
+        correction=args.correction,
+    )
+    return _output(
+        args,
+        _envelope(args, validation=replays.report.to_dict(), **res.to_dict()),
+        str(replays.report), res.summary(),
+    )
 
 
 def _cmd_learn(args: argparse.Namespace) -> int:
@@ -406,7 +838,8 @@ def _demo_coverage_gaps(logs: Any, reward_range: tuple[float, ...]) -> None:
     for row in table.itertuples(index=False):
         print(
             f"  {row.policy:<13} ESS/n {row.ess_ratio:6.3f}   "
-            f"{row.coverage_share:4.0%} of its interval is coverage, not sampling -> {row.verdict}"
+            f"{row.verdict_coverage_share:4.0%} of its narrowest interval (clip "
+            f"{row.verdict_max_weight:g}) is coverage, not sampling -> {row.verdict}"
         )
         for gap in segments[(segments.policy == row.policy) & segments.gap].itertuples(index=False):
             print(f"      gap: {gap.reason}")
@@ -445,6 +878,7 @@ _COMMANDS = {
     "evaluate": _cmd_evaluate,
     "diagnose": _cmd_diagnose,
     "learn": _cmd_learn,
+    "paired": _cmd_paired,
     "demo": _cmd_demo,
 }
 
@@ -454,7 +888,37 @@ def _show_warning(message: Any, category: type[Warning], *_: Any, **__: Any) -> 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``ope`` command line; returns the exit code."""
+    """Run the ``ope`` command line; returns the exit code.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after ``ope`` (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 ok, 1 runtime failure, 2 usage error (the flag named), 65 invalid data.
+
+    Examples
+    --------
+    >>> import json, os, tempfile, contextlib, io
+    >>> import pandas as pd
+    >>> from ope.cli import main
+    >>> path = os.path.join(tempfile.mkdtemp(), "replays.parquet")
+    >>> pd.DataFrame({"pair_id": [0, 0, 1, 1, 2, 2], "arm": ["mem", "none"] * 3,
+    ...               "outcome": [1.0, 0.0, 1.0, 1.0, 1.0, 0.0]}).to_parquet(path)
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     code = main(["paired", path, "--treated", "mem", "--control", "none", "--json"])
+    >>> code, round(json.loads(out.getvalue())["rows"][0]["value"], 4)
+    (0, 0.6667)
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+    ...     code = main(["paired", path, "--treated", "memory", "--control", "none"])
+    >>> code, "argument --treated: arm 'memory' is not in the replays" in err.getvalue()
+    (2, True)
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("default")
         warnings.showwarning = _show_warning
@@ -469,12 +933,13 @@ def _main(argv: Sequence[str] | None) -> int:
         return int(exc.code or 0)
     try:
         return _COMMANDS[args.command](args)
-    except (_UsageError, ParameterError) as exc:
+    except (_UsageError, ParameterError, MissingBoundsError) as exc:
+        # a missing a priori bound is a missing flag (--reward-range, --weight-bound): usage
         flag = _flag_of(exc) if isinstance(exc, ParameterError) else None
         message = f"argument {flag}: {exc}" if flag else str(exc)
         parser.print_usage(sys.stderr)
         return _fail(args, EXIT_USAGE, f"ope {args.command}: error: {message}", "usage", message)
-    except (SchemaError, DataFileError, ValidationError) as exc:
+    except (SchemaError, DataFileError, ValidationError, PolicyError) as exc:
         return _fail(args, EXIT_DATAERR, f"ope {args.command}: {type(exc).__name__}: {exc}",
                      type(exc).__name__, str(exc))
     except OPEError as exc:

@@ -105,8 +105,9 @@ def test_evaluate_json_is_one_document(sample_path, capsys):
 
 
 def test_evaluate_bounded_ci_without_range_fails_clearly(sample_path, capsys):
+    # a missing a priori bound is a missing flag: a usage error (exit 2), not a runtime failure
     code = main(["evaluate", sample_path, "--estimator", "ips", "--ci", "betting"])
-    assert code == 1
+    assert code == 2
     assert "reward_range" in capsys.readouterr().err
 
 

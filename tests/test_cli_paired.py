@@ -1,0 +1,155 @@
+"""``ope paired``: paired-replay effects from the command line, equal to ``paired_effect``."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ope.cli import EXIT_DATAERR, EXIT_OK, EXIT_USAGE, main
+from ope.io import read_paired
+from ope.paired import paired_effect
+from ope.simulate import PairedReplaySimulator
+
+
+@pytest.fixture(scope="module")
+def replays(tmp_path_factory):
+    """Two arms of the simulator plus a third, ``other`` (the treated replays, outcome flipped)."""
+    df = PairedReplaySimulator(n_replicates=2, seed=0).sample(120, rng=1).to_pandas()
+    other = df[df["arm"] == "with_memory"].copy()
+    other["arm"] = "other"
+    other["outcome"] = 1.0 - other["outcome"]
+    table = pa.Table.from_pandas(pd.concat([df, other], ignore_index=True), preserve_index=False)
+    path = tmp_path_factory.mktemp("paired") / "replays.parquet"
+    pq.write_table(table, path)
+    return str(path), table
+
+
+def _close(a, b):
+    if isinstance(a, float) or isinstance(b, float):
+        if a is None or b is None:
+            return a is None and (b is None or math.isnan(b))
+        return math.isclose(a, b, rel_tol=1e-12, abs_tol=1e-12)
+    return a == b
+
+
+def _run_json(argv, capsys):
+    code = main(argv)
+    out = capsys.readouterr().out
+    return code, json.loads(out)  # exactly one document, or json.loads fails
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+@pytest.mark.parametrize(
+    ("extra", "kwargs"),
+    [
+        ([], {}),
+        (["--outcomes", "all", "--ratio", "--ci", "normal"],
+         {"outcomes": "all", "ratio": True, "ci": "normal"}),
+        (["--outcome", "outcome", "--outcome", "cost", "--correction", "bh",
+          "--confidence-level", "0.9"],
+         {"outcomes": ["outcome", "cost"], "correction": "bh", "confidence_level": 0.9}),
+        (["--by", "task_id", "--ci", "bernstein", "--reward-range", "0", "1"],
+         {"by": "task_id", "ci": "bernstein", "reward_range": (0.0, 1.0)}),
+    ],
+)
+def test_paired_json_equals_the_python_api(replays, capsys, extra, kwargs):
+    path, table = replays
+    argv = ["paired", path, "--treated", "with_memory", "--treated", "other",
+            "--control", "no_memory", *extra, "--json"]
+    code, doc = _run_json(argv, capsys)
+    assert code == EXIT_OK
+    expected = paired_effect(read_paired(table), treated=["with_memory", "other"],
+                             control="no_memory", **kwargs).to_dict()
+    assert doc["ok"] is True and doc["command"] == "paired" and "ope_version" in doc
+    assert doc["options"]["treated"] == ["with_memory", "other"]
+    assert doc["validation"]["rows_used"] == table.num_rows
+    assert doc["treated"] == ["with_memory", "other"] and doc["n_pairs"] == 120
+    assert len(doc["rows"]) == len(expected["rows"]) > 0
+    for got, want in zip(doc["rows"], expected["rows"]):
+        assert set(got) == set(want)
+        bad = {k: (got[k], want[k]) for k in want if not _close(got[k], want[k])}
+        assert not bad
+
+
+def test_paired_text_prints_the_summary(replays, capsys):
+    path, table = replays
+    assert main(["paired", path, "--treated", "with_memory", "--control", "no_memory"]) == EXIT_OK
+    out = capsys.readouterr().out
+    want = paired_effect(read_paired(table), treated="with_memory", control="no_memory")
+    assert "Paired effects (with_memory vs no_memory)" in out
+    assert f"{want.table()['value'].iloc[0]:.4g}" in out
+
+
+def test_integer_arms_are_matched_from_the_command_line(tmp_path, capsys):
+    path = tmp_path / "int_arms.parquet"
+    pd.DataFrame({"pair_id": [0, 0, 1, 1, 2, 2], "arm": [1, 0] * 3,
+                  "outcome": [1.0, 0.0, 1.0, 1.0, 1.0, 0.0]}).to_parquet(path)
+    code, doc = _run_json(["paired", str(path), "--treated", "1", "--control", "0", "--json"],
+                          capsys)
+    assert code == EXIT_OK
+    assert doc["rows"][0]["value"] == pytest.approx(2 / 3, abs=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("extra", "flag", "phrase"),
+    [
+        (["--treated", "nope", "--control", "no_memory"], "--treated", "arm 'nope' is not in"),
+        (["--treated", "other", "--control", "nope"], "--control", "arm 'nope' is not in"),
+        (["--treated", "no_memory", "--control", "no_memory"], "--treated", "also listed"),
+        (["--treated", "other", "--treated", "other", "--control", "no_memory"], "--treated",
+         "twice"),
+        (["--treated", "other", "--control", "no_memory", "--ci", "bogus"], "--ci",
+         "`ci` must be one of"),
+        (["--treated", "other", "--control", "no_memory", "--correction", "bonf"],
+         "--correction", "`correction` must be one of"),
+        (["--treated", "other", "--control", "no_memory", "--confidence-level", "95"],
+         "--confidence-level", "(0, 1)"),
+        (["--treated", "other", "--control", "no_memory", "--reward-range", "1", "0"],
+         "--reward-range", "low < high"),
+    ],
+)
+def test_bad_values_exit_2_naming_the_flag(replays, capsys, extra, flag, phrase):
+    path, _ = replays
+    assert main(["paired", path, *extra]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"argument {flag}:" in err and phrase in err and "unexpected" not in err
+    code, doc = _run_json(["paired", path, *extra, "--json"], capsys)
+    assert code == EXIT_USAGE and doc["ok"] is False and doc["exit_code"] == EXIT_USAGE
+    assert doc["error"]["type"] == "usage" and flag in doc["error"]["message"]
+
+
+@pytest.mark.parametrize("extra", [["--outcome", "reward"], ["--by", "segment"]])
+def test_missing_column_exits_65_with_one_document(replays, capsys, extra):
+    path, _ = replays
+    argv = ["paired", path, "--treated", "other", "--control", "no_memory", *extra, "--json"]
+    code, doc = _run_json(argv, capsys)
+    assert code == EXIT_DATAERR and doc["error"]["type"] == "SchemaError"
+    assert extra[1] in doc["error"]["message"]
+
+
+def test_invalid_replays_print_the_report(tmp_path, capsys):
+    path = tmp_path / "dup.parquet"
+    pd.DataFrame({"pair_id": [0, 0, 0, 1, 1], "arm": ["a", "a", "b", "a", "b"],
+                  "outcome": [1.0, 1.0, 0.0, 1.0, 0.0]}).to_parquet(path)
+    code, doc = _run_json(["paired", str(path), "--treated", "a", "--control", "b", "--json"],
+                          capsys)
+    assert code == EXIT_DATAERR and doc["valid"] is False
+    assert doc["report"]["rejected"] == {"pair_duplicate": 1}
+
+
+def test_finite_sample_ci_without_range_fails_clearly(replays, capsys):
+    path, _ = replays
+    argv = ["paired", path, "--treated", "other", "--control", "no_memory", "--ci", "hoeffding"]
+    assert main(argv) == EXIT_USAGE
+    assert "reward_range" in capsys.readouterr().err
+
+
+def test_treated_and_control_are_required(replays, capsys):
+    path, _ = replays
+    assert main(["paired", path, "--control", "no_memory"]) == EXIT_USAGE
+    assert "--treated" in capsys.readouterr().err
