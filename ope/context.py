@@ -76,7 +76,9 @@ def _rows_text(bad: np.ndarray) -> str:
     return f"{count} row{'s' if count != 1 else ''} (first at row {first})"
 
 
-def context_matrix(logs: Any, context_columns: str | Sequence[str]) -> npt.NDArray[np.float64]:
+def context_matrix(
+    logs: Any, context_columns: str | Sequence[str], *, role: str = "context"
+) -> npt.NDArray[np.float64]:
     """The ``(n, d)`` float64 context matrix from numeric and/or list columns of ``logs``.
 
     Parameters
@@ -84,7 +86,10 @@ def context_matrix(logs: Any, context_columns: str | Sequence[str]) -> npt.NDArr
     logs : BanditLogs or any object with a pyarrow ``table``
     context_columns : str or sequence of str
         Numeric (or boolean) columns, one feature each, and/or list columns of numbers, one
-        feature per element (the same length on every row).
+        feature per element (the same length on every row). Dictionary-encoded columns are
+        read as their values.
+    role : str, default "context"
+        What the columns are called in messages (``"policy"`` for a policy's features).
 
     Returns
     -------
@@ -100,18 +105,20 @@ def context_matrix(logs: Any, context_columns: str | Sequence[str]) -> npt.NDArr
     """
     names = [context_columns] if isinstance(context_columns, str) else list(context_columns)
     if not names:
-        raise SchemaError("context_columns is empty; name the context feature column(s).")
+        raise SchemaError(f"{role}_columns is empty; name the {role} feature column(s).")
     table: pa.Table = logs.table
     missing = [c for c in names if c not in table.column_names]
     if missing:
         raise SchemaError(
-            f"context column(s) {missing} are not in the logs; they have: "
+            f"{role} column(s) {missing} are not in the logs; they have: "
             f"{', '.join(table.column_names)}."
         )
     blocks = []
     problems = []
     for name in names:  # loop over columns, not rows
         col = table.column(name).combine_chunks()
+        if pa.types.is_dictionary(col.type):
+            col = col.dictionary_decode()
         typ = col.type
         if pa.types.is_list(typ) or pa.types.is_large_list(typ) or pa.types.is_fixed_size_list(typ):
             lengths = col.value_lengths().fill_null(-1).to_numpy(zero_copy_only=False)
@@ -137,11 +144,11 @@ def context_matrix(logs: Any, context_columns: str | Sequence[str]) -> npt.NDArr
         else:
             problems.append(f"column {name!r} has type {typ}, not numeric (encode it first)")
     if problems:
-        raise SchemaError("cannot build the context matrix: " + "; ".join(problems) + ".")
+        raise SchemaError(f"cannot build the {role} matrix: " + "; ".join(problems) + ".")
     x = np.hstack(blocks) if len(blocks) > 1 else blocks[0]
     bad = ~np.isfinite(x).all(axis=1)
     if bad.any():
         raise ValidationError(
-            f"context features must be finite; {_rows_text(bad)} have NaN or infinite values."
+            f"{role} features must be finite; {_rows_text(bad)} have NaN or infinite values."
         )
     return x

@@ -473,7 +473,7 @@ def test_deterministic_score_errors():
     with pytest.raises(PolicyError, match=r"must return an array of shape \(n, len\(actions\)\) = \(3, 3\); got \(3, 2\)"):
         bad_shape.distribution(logs)
     missing = DeterministicPolicy(lambda X: X, actions=[10], feature_columns=["x1", "nope", "gone"])
-    with pytest.raises(SchemaError, match=r"feature columns \['nope', 'gone'\] are not in the logs"):
+    with pytest.raises(SchemaError, match=r"policy column\(s\) \['nope', 'gone'\] are not in the logs"):
         missing.distribution(logs)
 
 
@@ -571,7 +571,7 @@ def test_classifier_policy_errors():
     with pytest.raises(PolicyError, match=r"LogisticRegression is not fitted"):
         ClassifierPolicy(LogisticRegression(), ["x"]).propensity(logs)
     clf = LogisticRegression().fit([[0.0], [1.0]], [0, 1])
-    with pytest.raises(PolicyError, match=r"features are NaN or infinite in 1 row \(first at row 1\)"):
+    with pytest.raises(PolicyError, match=r"policy features must be finite; 1 row \(first at row 1\) have NaN or infinite"):
         ClassifierPolicy(clf, ["x"]).propensity(logs)
     str_clf = LogisticRegression().fit([[0.0], [1.0]], ["a", "b"])
     with pytest.raises(PolicyError, match=r"classes_ must be labels of the same type as the logged actions \(int64\)"):

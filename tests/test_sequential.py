@@ -522,7 +522,8 @@ def test_split_episode_is_rejected():
         ({"target": "nope"}, SchemaError,
          r"no column 'nope' or 'target__nope'.*candidate policies .*'pi'"),
         ({"target": np.array([0.5, 1.2, 1.0, 1.0, 1.0])}, PolicyError,
-         r"`target` must be in \[0, 1\].*1 rows are not \(first at row 1\)"),
+         r"`target` must be in \[0, 1\].*1 row\(s\) break this, first at row 1 \(episode_id 10, "
+         r"step 1\)"),
         ({"target": np.array([0.5, np.nan, 1.0, 1.0, 1.0])}, PolicyError,
          r"`target` must be finite"),
         ({"target": np.ones(4)}, ValidationError, r"one value per step: shape \(5,\).*\(4,\)"),
@@ -532,12 +533,14 @@ def test_split_episode_is_rejected():
         ({"estimator": "dr", "q_hat": "q", "v_hat": "missing"}, SchemaError,
          r"`v_hat` names column 'missing'"),
         ({"estimator": "dr", "q_hat": np.array([0.0, 1.0, np.inf, 0.0, 0.0]), "v_hat": "v"},
-         ValidationError, r"`q_hat` must be finite; 1 rows .*first at row 2"),
+         ValidationError, r"`q_hat` must be finite; 1 row\(s\) break this, first at row 2 "
+         r"\(episode_id"),
         ({"estimator": "ips"}, ParameterError, r"`estimator` must be one of 'is'.*got 'ips'"),
         ({"gamma": 1.5}, ValueError, r"`gamma` \(discount factor\) must be in \[0, 1\]"),
         ({"max_weight": 0.0}, ValueError, r"`max_weight`.*positive"),
         ({"reward_range": (0.0, 1.0)}, ValidationError,
-         r"`reward` has 1 rows outside reward_range=\(0, 1\)"),
+         r"`reward` has values outside reward_range=\(0, 1\); 1 row\(s\) break this, "
+         r"first at row \d+ \(episode_id"),
         ({"reward_range": (1.0, 0.0)}, ValueError, r"low < high"),
         ({"confidence_level": 95}, ValueError, r"confidence_level"),
         ({"tail_value": np.ones(3)}, ValidationError,

@@ -21,7 +21,6 @@ handful), and each root-finding step is one vectorized pass over them.
 from __future__ import annotations
 
 import math
-import warnings
 from typing import Callable, Final
 
 import numpy as np
@@ -34,7 +33,6 @@ from ope._validation import (
     check_weight_bound,
     deprecated_weight_bound,
     first_rows,
-    user_stacklevel,
 )
 from ope.exceptions import EstimationError, ParameterError, ValidationError
 from ope.intervals._shared import fill_docstrings, weight_reward_rows

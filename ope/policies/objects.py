@@ -22,7 +22,8 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from ope._validation import check_real
-from ope.exceptions import ParameterError, PolicyError, SchemaError
+from ope.context import context_matrix
+from ope.exceptions import ParameterError, PolicyError, SchemaError, ValidationError
 from ope.logs import BanditLogs
 from ope.policies._core import (
     ActionIndex,
@@ -33,10 +34,7 @@ from ope.policies._core import (
     as_label_array,
     candidate_sets,
     canonical_csr,
-    decode,
     examples,
-    flat_values,
-    is_numeric_list,
     is_policy,
     label_codes,
     labels_to_numpy,
@@ -116,39 +114,14 @@ def _validate_feature_columns(feature_columns: Any, *, owner: str) -> tuple[str,
 def _context_matrix(
     logs: BanditLogs, feature_columns: Sequence[str], *, owner: str
 ) -> npt.NDArray[np.float64]:
-    """The context matrix (n, d) float64 from numeric columns and fixed-length numeric lists."""
-    names = logs.table.column_names
-    missing = [c for c in feature_columns if c not in names]
-    if missing:
-        raise SchemaError(
-            f"{owner}: feature columns {missing} are not in the logs; available: {', '.join(names)}."
-        )
-    n = logs.n
-    blocks: list[npt.NDArray[np.float64]] = []
-    for name in feature_columns:
-        col = decode(logs.table.column(name))
-        t = col.type
-        if col.null_count:
-            bad = np.asarray(pc.is_null(col).to_numpy(), dtype=bool)
-            raise PolicyError(f"{owner}: feature column {name!r} is missing (null) in {rows_text(bad)}.")
-        if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t):
-            blocks.append(np.asarray(col.to_numpy(), dtype=np.float64).reshape(n, 1))
-        elif is_numeric_list(t):
-            lengths = np.asarray(pc.list_value_length(col).to_numpy(), dtype=np.int64)
-            if n and (lengths != lengths[0]).any():
-                raise PolicyError(
-                    f"{owner}: list feature column {name!r} must have the same length in every row; "
-                    f"lengths range from {lengths.min()} to {lengths.max()}."
-                )
-            width = int(lengths[0]) if n else 0
-            blocks.append(flat_values(col, what=f"{owner}: feature column {name!r}").reshape(n, width))
-        else:
-            raise SchemaError(f"{owner}: feature column {name!r} must be numeric or a numeric list, got {t}.")
-    X = np.hstack(blocks) if len(blocks) > 1 else blocks[0]
-    bad = ~np.isfinite(X).all(axis=1)
-    if bad.any():
-        raise PolicyError(f"{owner}: features are NaN or infinite in {rows_text(bad)}.")
-    return np.ascontiguousarray(X, dtype=np.float64)
+    """The policy's feature matrix (n, d) from the one context-matrix builder (ope.context);
+    a non-finite feature is the policy's input problem, so it is a PolicyError here."""
+    try:
+        return context_matrix(logs, feature_columns, role="policy")
+    except SchemaError as exc:
+        raise SchemaError(f"{owner}: {exc}") from None
+    except ValidationError as exc:
+        raise PolicyError(f"{owner}: {exc}") from None
 
 
 @dataclass(frozen=True)

@@ -179,10 +179,36 @@ def int_column(traj: Trajectories, name: str, role: str) -> np.ndarray:
 
 
 def per_step(traj: Trajectories, values: PerStep, role: str) -> np.ndarray:
-    """A per-step float64 array from a column name or an array of length n; finite."""
+    """A per-step float64 array from a column name or an array of length n; finite (an error
+    names the episode and step of the first offending rows)."""
     out = per_step_array(traj, values, role)
-    check_finite(out, role)
+    check_finite_steps(traj, out, role)
     return out
+
+
+def check_finite_steps(traj: Trajectories, values: np.ndarray, role: str) -> None:
+    """Every per-step value finite, else a ValidationError naming episodes and steps."""
+    try:
+        check_finite(values, role)  # the one finiteness rule (fast path: a min and a max)
+    except ValidationError:
+        check_rows(traj, ~np.isfinite(values), f"`{role}` must be finite",
+                   "Remove or impute them first.")
+        raise
+
+
+def check_steps_in_range(
+    traj: Trajectories, values: np.ndarray, rr: tuple[float, float] | None, role: str
+) -> None:
+    """Every per-step value inside the a priori range ``rr``, naming episodes and steps."""
+    try:
+        check_rewards_in_range(values, rr, role)  # the one range rule
+    except ValidationError:
+        assert rr is not None
+        check_rows(traj, (values < rr[0]) | (values > rr[1]),
+                   f"`{role}` has values outside reward_range=({rr[0]:g}, {rr[1]:g})",
+                   "reward_range must be an a priori bound that every reward satisfies; widen "
+                   "it or fix the rewards.")
+        raise
 
 
 def per_step_array(traj: Trajectories, values: PerStep, role: str) -> np.ndarray:
@@ -293,6 +319,10 @@ def _target(traj: Trajectories, target: PerStep) -> tuple[np.ndarray, str | None
     try:
         check_target_propensity(pi_e, "target")
     except ValidationError as exc:  # values that are no probabilities: the policy is at fault
+        check_rows(traj, np.isfinite(pi_e) & ((pi_e < 0) | (pi_e > 1)),
+                   "`target` must be in [0, 1] (the candidate's probability of the logged action)",
+                   "Check that the candidate policy outputs probabilities, not scores.",
+                   PolicyError)
         raise PolicyError(str(exc)) from None
     return pi_e, policy
 
@@ -344,8 +374,8 @@ def validated_steps(
     prop = float_column(traj, "propensity", "propensity")
     check_logging_propensity(prop, "propensity")
     reward = float_column(traj, "reward", "reward")
-    check_finite(reward, "reward")
-    check_rewards_in_range(reward, rr)
+    check_finite_steps(traj, reward, "reward")
+    check_steps_in_range(traj, reward, rr, "reward")
     qh = None if q_hat is None else per_step(traj, q_hat, "q_hat")
     vh = None if v_hat is None else per_step(traj, v_hat, "v_hat")
 

@@ -756,13 +756,16 @@ def sequential_estimate(
 
 def _clip_note(estimator: str, max_weight: float, n_clipped: int, n_steps: int) -> str:
     """The estimand of a clipped estimate, stated (a note, not a warning: nothing is wrong)."""
+    intervals = {
+        "is": " Hoeffding and Bernstein intervals cover the clipped value; the betting interval "
+              "covers the candidate's value.",
+        "pdis": " Hoeffding, Bernstein and betting intervals cover the clipped value.",
+    }.get(estimator, "")
     return (
         f"cumulative importance weights are clipped at max_weight={max_weight:g} ({n_clipped} "
         f"of {n_steps} steps at the clip level): {estimator!r} estimates the clipped value, the "
         "expectation of the clipped-weight terms, not the candidate's value (for 'is'/'pdis' "
-        "with non-negative rewards, at most the candidate's value). Hoeffding and Bernstein "
-        "intervals cover the clipped value; the betting interval of 'is' covers the "
-        "candidate's value."
+        "with non-negative rewards, at most the candidate's value)." + intervals
     )
 
 
