@@ -21,6 +21,7 @@ __all__ = [
     "MEAN_WEIGHT_ATOL",
     "SMALL_SAMPLE_ROWS",
     "MIN_ROWS",
+    "PROBABILITY_TOLERANCE",
     "SUPPORT_FLOOR",
     "UNSUPPORTED_MASS_WARN",
     "PROPENSITY_TOLERANCE",
@@ -69,6 +70,14 @@ SMALL_SAMPLE_ROWS: Final = 30
 
 #: Rows needed for a standard error at all (a sample standard deviation needs n - 1 >= 1).
 MIN_ROWS: Final = 2
+
+#: Largest accepted ``|sum_a pi(a|x) - 1|`` for one row of a policy (a policy table, a simulator's
+#: or a trajectory's policy), and largest accepted disagreement between a ``target__`` value and
+#: its ``target_dist__`` entry. Probabilities stored as float32 carry a relative error of at most
+#: 6e-8 each, so the absolute error of a row sum is below 6e-8 whatever the support size; 1e-6
+#: leaves room for that and float64 round-off while still catching a dropped action or a
+#: mis-scaled row (errors of 1e-3 and more in practice).
+PROBABILITY_TOLERANCE: Final = 1e-6
 
 # --------------------------------------------------------------------------------------------
 # support and segments (diagnostics)

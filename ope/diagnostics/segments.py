@@ -383,8 +383,9 @@ def segment_rows(
             about_lo = m.shifted(lo)
             mean_s, css = float(about_lo.mean[1, 0, j]), float(about_lo.comoment[1, 0, j])
             dev2 = css + rows_g * (mean_s - mean_t) ** 2
+            # the kernel's unbiased weight variance, as for the overall row
             se = (
-                math.sqrt(max(0.0, sw2 / rows_g - mean_w * mean_w) / rows_g)
+                math.sqrt(max(0.0, m.weight_mean_var(j, clipped=False)[1]) / rows_g)
                 if rows_g > 1 else math.inf
             )
             d_sum = None if deficiency is None else float(deficiency[k][g])

@@ -11,7 +11,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from ope._thresholds import small_sample, small_sample_note
+from ope._thresholds import MIN_ROWS, small_sample, small_sample_note
 from ope._validation import (
     check_choice,
     check_confidence_level,
@@ -42,8 +42,8 @@ __all__ = ["Certificate", "SafetyGate", "certify", "rank_policies"]
 #: probabilities a policy object returns may exceed 1 by float rounding; more than this is an error
 _PROBABILITY_SLACK: Final = 1e-9
 
-#: fewest certification rows: the empirical-Bernstein and t bounds need a sample variance
-MIN_CERTIFY_ROWS: Final = 2
+#: Certification rows needed for a variance at all: the package's MIN_ROWS.
+MIN_CERTIFY_ROWS: Final = MIN_ROWS
 
 #: the gate's bound methods; the first is the default everywhere a gate mode is chosen. Betting is
 #: finite-sample like Bernstein and tighter in benchmarks/bench_gate.py (it approved more often

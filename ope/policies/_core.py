@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from ope._thresholds import PROBABILITY_TOLERANCE
 from ope.exceptions import PolicyError, SchemaError
 from ope.logs import BanditLogs
 
@@ -65,12 +66,6 @@ __all__ = [
     "trusted_distribution",
 ]
 
-#: Largest accepted ``|sum_a pi(a|x) - 1|`` for one row, and largest accepted disagreement between
-#: a ``target__`` value and its ``target_dist__`` entry. Probabilities stored as float32 carry a
-#: relative error of at most 6e-8 each, so the absolute error of a row sum is below 6e-8 whatever
-#: the support size; 1e-6 leaves room for that and float64 round-off while still catching a
-#: dropped action or a mis-scaled row (errors of 1e-3 and more in practice).
-PROBABILITY_TOLERANCE: Final = 1e-6
 
 
 #: How many example rows / event ids an error message shows (enough to locate the problem).

@@ -51,7 +51,7 @@ from typing import Final, Literal
 import numpy as np
 import numpy.typing as npt
 
-from ope._thresholds import SMALL_SAMPLE_ROWS, kish_ess, low_ess, small_sample
+from ope._thresholds import MIN_ROWS, SMALL_SAMPLE_ROWS, kish_ess, low_ess, small_sample
 from ope._validation import check_choice, check_reward_range, user_stacklevel
 from ope.exceptions import EstimationError, OverlapWarning, ParameterError, SmallSampleWarning
 from ope.logs import Trajectories
@@ -87,8 +87,8 @@ MAX_BOOTSTRAP_CELLS: Final = 1 << 25
 #: needs an ``rng``: ask for it with ``Estimate.ci(method="bootstrap", rng=...)``).
 STORED_CI_METHODS: Final = ("normal", "t") + BOUNDED_METHODS
 
-#: Episodes needed for a standard error at all (a sample standard deviation needs n - 1 >= 1).
-MIN_EPISODES: Final = 2
+#: Episodes needed for a standard error at all: the package's MIN_ROWS, counted in episodes.
+MIN_EPISODES: Final = MIN_ROWS
 
 _EstimatorName = Literal["is", "pdis", "wis", "wpdis", "dr", "wdr"]
 

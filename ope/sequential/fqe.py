@@ -16,6 +16,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from ope._thresholds import PROBABILITY_TOLERANCE
 from ope._validation import check_finite, check_positive_int, check_real
 from ope.exceptions import OPEWarning, ParameterError, PolicyError
 from ope.logs import Trajectories
@@ -30,9 +31,8 @@ from ope.sequential._steps import (
 
 __all__ = ["FittedQ", "fitted_q_evaluation", "POLICY_SUM_TOL", "FQE_TOL", "FQE_MAX_ITERATIONS"]
 
-#: Allowed |sum_a pi(a|s) - 1| of a target policy's row: float32 storage of ~1,000 entries
-#: accumulates about 1e-4 relative error at worst; past 1e-6 for float64 tables it is a bug.
-POLICY_SUM_TOL: Final = 1e-6
+#: Allowed |sum_a pi(a|s) - 1| of a target policy's row (the package's one probability tolerance).
+POLICY_SUM_TOL: Final = PROBABILITY_TOLERANCE
 
 #: FQE stops when the largest change of Q between iterations falls below this fraction of
 #: max(1, max |Q|): with gamma < 1 the remaining error is then at most tol / (1 - gamma) of it.

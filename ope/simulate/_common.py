@@ -16,10 +16,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from ope._validation import check_positive_int, check_real, check_rng
+from ope._thresholds import PROBABILITY_TOLERANCE
 from ope.exceptions import ParameterError, PolicyError
 
 __all__ = [
-    "POLICY_SUM_TOL",
     "EPSILON_GREEDY_EPSILON",
     "REWARD_KINDS",
     "TARGET_PREFIX",
@@ -42,9 +42,6 @@ __all__ = [
     "ContextTables",
 ]
 
-#: tolerance on ``|sum_a pi(a|x) - 1|`` for a user-supplied policy table; float64 sums of a few
-#: thousand probabilities stay far below it, while a table that forgot to normalise does not
-POLICY_SUM_TOL: Final = 1e-8
 
 #: exploration share of every simulator's ``epsilon_greedy`` candidate: enough that every action
 #: keeps some target mass (so it is not deterministic) while staying close to the greedy policy
@@ -139,7 +136,7 @@ def check_policy_table(
             f"(first at row {idx[0]}: {arr[idx[0]].tolist()})."
         )
     sums = arr.sum(axis=1)
-    off = np.abs(sums - 1.0) > POLICY_SUM_TOL
+    off = np.abs(sums - 1.0) > PROBABILITY_TOLERANCE
     if off.any():
         idx = np.flatnonzero(off)
         raise PolicyError(
