@@ -5,8 +5,10 @@ no statistics of its own.
 
 Commands: ``validate``, ``evaluate`` (bandit logs, or trajectory logs -- one row per step with
 ``episode_id, step, done`` -- through :func:`ope.sequential.sequential_estimate`), ``diagnose``,
-``learn``, ``paired`` (effects on paired replays through :func:`ope.paired.paired_effect`) and
-``demo``.
+``learn``, ``paired`` (effects on paired replays through :func:`ope.paired.paired_effect`),
+``import`` (an Open Bandit Dataset campaign or a DSJSON file to parquet logs, through
+:mod:`ope.importers`) and ``demo``. ``validate``, ``evaluate`` and ``diagnose`` also read the raw
+formats directly with ``--format obd|dsjson``.
 
 Exit codes: 0 ok, 1 runtime failure, 2 usage error, 65 invalid data (with the rejection report).
 ``--json`` prints exactly one JSON document on stdout; progress and logs go to stderr, each
@@ -73,7 +75,15 @@ FLAGS: Final = {
     "outcomes": "--outcome",
     "by": "--by",
     "correction": "--correction",
+    "context": "--context",
+    "chunk_lines": "--chunk-lines",
 }
+
+#: ``--format`` of validate / evaluate / diagnose: parquet logs, or a raw source an importer reads.
+FORMATS: Final = ("parquet", "obd", "dsjson")
+
+#: Sources ``ope import`` reads.
+IMPORT_FORMATS: Final = ("obd", "dsjson")
 
 #: Columns that mark trajectory logs (one row per step): ``ope evaluate`` then runs the
 #: sequential estimators (DESIGN.md §2, the step schema).
@@ -148,6 +158,25 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
 
+def _add_format(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--format", choices=FORMATS, default="parquet",
+        help="what LOGS is: parquet logs (default), an OBD campaign folder/CSV, or a DSJSON file",
+    )
+    _add_import_options(p)
+
+
+def _add_import_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--context", choices=("user", "user+affinity", "none"), default="user",
+        help="OBD: context columns to keep (default user_feature_0..3; never the 80 affinity "
+        "columns unless asked)",
+    )
+    p.add_argument("--chunk-lines", type=int, metavar="N",
+                   help="DSJSON: lines parsed per chunk (bounds memory; default "
+                   "ope.importers.dsjson.DEFAULT_CHUNK_LINES)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ope",
@@ -159,16 +188,19 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("validate", help="validate logs against the schema and print the report")
     _add_common(p)
+    _add_format(p)
     p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
 
     p = sub.add_parser("evaluate", help="estimate candidate policies' values with intervals")
     _add_common(p)
+    _add_format(p)
     _add_evaluate_options(p)
 
     p = sub.add_parser(
         "diagnose", help="overlap diagnostics: ESS, weight tails, support and segment gaps, plan"
     )
     _add_common(p)
+    _add_format(p)
     _add_diagnose_options(p)
 
     p = sub.add_parser(
@@ -192,6 +224,17 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     _add_common(p)
     _add_paired_options(p)
+
+    p = sub.add_parser(
+        "import", help="import an Open Bandit Dataset campaign or a DSJSON file to parquet logs"
+    )
+    p.add_argument("format", choices=IMPORT_FORMATS, help="the source format")
+    p.add_argument("src", help="OBD: a campaign folder (random/all) or its CSV; dsjson: the file")
+    p.add_argument("--out", required=True, metavar="LOGS.parquet", help="the parquet file to write")
+    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
+    _add_import_options(p)
+    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
 
     p = sub.add_parser("demo", help="evaluate the bundled sample and show the true values beside")
     p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
@@ -227,7 +270,7 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
     p.add_argument(
         "--max-weight", type=float,
-        help="clip level for clipped_ips (a priori bound); trajectories: of every cumulative "
+        help="clip level for clipped_ips; trajectories: of every cumulative "
         "weight, for every estimator (the estimate is then of the clipped value)",
     )
     p.add_argument(
@@ -343,14 +386,111 @@ def _read_or_report(args: argparse.Namespace, reader: Any = None) -> Any:
     from ope.io import read_logs
 
     mapping = _parse_mapping(args.mapping)
+    if reader is None:
+        reader = _format_reader(args) or read_logs
     try:
-        return (reader or read_logs)(args.logs, mapping=mapping, on_invalid=args.on_invalid)
+        return reader(args.logs, mapping=mapping, on_invalid=args.on_invalid)
     except ValidationError as exc:
         if args.json:
             _emit_json({"valid": False, "report": exc.report.to_dict() if exc.report else None})
         else:
             print(str(exc))
         return None
+
+
+def _format_reader(args: argparse.Namespace) -> Any:
+    """The importer of ``--format obd|dsjson`` as a reader (None for parquet)."""
+    fmt = getattr(args, "format", "parquet")
+    if fmt == "parquet":
+        return None
+    if args.mapping:
+        raise _UsageError(f"--mapping does not apply to --format {fmt}: its field names are fixed")
+    from ope.importers import read_dsjson, read_obd
+
+    if fmt == "obd":
+        return lambda src, *, mapping, on_invalid: read_obd(
+            src, context=args.context, on_invalid=on_invalid)
+    return lambda src, *, mapping, on_invalid: read_dsjson(
+        src, on_invalid=on_invalid, **_chunk_option(args))
+
+
+def _chunk_option(args: argparse.Namespace) -> dict[str, int]:
+    return {} if args.chunk_lines is None else {"chunk_lines": args.chunk_lines}
+
+
+def _cmd_import(args: argparse.Namespace) -> int:
+    """``ope import obd|dsjson SRC --out LOGS.parquet``: validate and write parquet logs.
+
+    Writes to a temporary file next to ``--out`` and renames it only when the import succeeds;
+    refuses to overwrite ``--out`` (and its ``.actions.parquet`` side table) without ``--force``.
+    DSJSON is streamed chunk by chunk into the file. Action features of OBD's
+    ``item_context.csv`` go to ``<out stem>.actions.parquet``.
+    """
+    import os
+
+    import pyarrow.parquet as pq
+
+    out = Path(args.out)
+    side = out.with_name(out.name[: -len(".parquet")] if out.name.endswith(".parquet") else out.name)
+    side = side.with_name(side.name + ".actions.parquet")
+    for target in (out, side):
+        if target.exists() and not args.force:
+            raise _UsageError(f"{target} exists; pass --force to overwrite it")
+    if not out.parent.is_dir():
+        raise _UsageError(f"argument --out: the folder {out.parent} does not exist")
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    written = 0
+    action_features = None
+    try:
+        if args.format == "dsjson":
+            from ope.importers import iter_dsjson
+            from ope.importers.dsjson import DSJSON_METADATA
+
+            writer = None
+            validator = None
+            try:
+                for table, validator in iter_dsjson(args.src, on_invalid=args.on_invalid,
+                                                    **_chunk_option(args)):
+                    if not table.num_rows:
+                        continue
+                    if writer is None:
+                        meta = {**(table.schema.metadata or {}),
+                                **{k.encode(): v.encode() for k, v in DSJSON_METADATA.items()}}
+                        writer = pq.ParquetWriter(tmp, table.schema.with_metadata(meta))
+                    writer.write_table(table.cast(writer.schema))
+                    written += table.num_rows
+            finally:
+                if writer is not None:
+                    writer.close()
+            if validator is None:
+                raise ValidationError(f"{args.src} holds no rows; there is nothing to import")
+            error = validator.failure()
+            if error is not None:
+                raise error
+            report = validator.report
+            if report.rows_used == 0:
+                raise report.no_rows_error()
+        else:
+            from ope.importers import read_obd
+
+            logs = read_obd(args.src, context=args.context, on_invalid=args.on_invalid)
+            pq.write_table(logs.table, tmp)
+            written, report, action_features = logs.n, logs.report, logs.action_features
+        if action_features is not None:
+            side_tmp = side.with_name(f".{side.name}.{os.getpid()}.tmp")
+            pq.write_table(action_features, side_tmp)
+            os.replace(side_tmp, side)
+        os.replace(tmp, out)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    document = {"ok": True, "command": "import", "format": args.format, "src": args.src,
+                "out": str(out), "rows_written": written, "report": report.to_dict(),
+                "action_features": str(side) if action_features is not None else None}
+    text = f"wrote {written:,} rows to {out}"
+    if action_features is not None:
+        text += f"\nwrote the action features ({action_features.num_rows:,} items) to {side}"
+    return _output(args, document, str(report), text)
 
 
 def _diagnose_from_args(args: argparse.Namespace, logs: Any) -> Any:
@@ -462,6 +602,8 @@ def _is_trajectory_source(args: argparse.Namespace) -> bool:
     """``--trajectories``, or the columns (after --mapping) hold episode_id, step and done."""
     if args.trajectories:
         return True
+    if getattr(args, "format", "parquet") != "parquet":
+        return False
     import pyarrow.dataset as ds
 
     try:
@@ -879,6 +1021,7 @@ _COMMANDS = {
     "diagnose": _cmd_diagnose,
     "learn": _cmd_learn,
     "paired": _cmd_paired,
+    "import": _cmd_import,
     "demo": _cmd_demo,
 }
 

@@ -27,6 +27,7 @@ from ope._validation import check_choice, check_positive_int
 from ope.evaluation import (
     Evaluation,
     EvaluationSettings,
+    batch_statistics,
     check_streamable,
     clip_level,
     resolve_estimators,
@@ -211,8 +212,6 @@ def _partition_stats(kernel: _Kernel, part: _Partition, earlier_ids: Any) -> _Pa
     ``earlier_ids`` holds the ids of this partition that occur in earlier partitions: their rows
     are rejected as ``event_id_duplicate``, as a sequential scan would.
     """
-    from ope.policies import target_propensities
-    from ope.streaming import MomentStats
 
     table = _read(part, kernel, kernel.plan)
     n = table.num_rows
@@ -231,14 +230,7 @@ def _partition_stats(kernel: _Kernel, part: _Partition, earlier_ids: Any) -> _Pa
         if bad is not None:
             table = table.filter(pa.array(~bad))
         logs = BanditLogs.from_validated(table, report, unit_roundoff=kernel.plan.unit_roundoff)
-        tp = target_propensities(logs, kernel.policies)
-        stats = MomentStats.from_arrays(
-            logs.column("reward"),
-            logs.column("propensity"),
-            tp.values,
-            max_weight=kernel.max_weight,
-            names=tp.names,
-        )
+        stats = batch_statistics(logs, kernel.policies, kernel.max_weight)
     return _Partial(stats, report, id_ranges)
 
 

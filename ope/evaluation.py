@@ -39,7 +39,7 @@ from ope._validation import (
 )
 from ope.context import RESERVED_COLUMNS, context_matrix, default_context_columns
 from ope.estimators import ESTIMATORS, estimate_many, get_estimator, logging_value
-from ope.exceptions import EstimationError, ParameterError, PolicyError
+from ope.exceptions import EstimationError, ParameterError, PolicyError, SchemaError
 from ope.logs import BanditLogs, ValidationReport
 from ope.results import CI_METHODS, Estimate, Result, ResultParts, compare
 
@@ -832,6 +832,23 @@ def evaluate(
     )
 
 
+
+def batch_statistics(logs: BanditLogs, policies: Any, max_weight: float | None) -> Any:
+    """The moment statistics (:class:`ope.streaming.MomentStats`) of one validated batch: the
+    per-batch step shared by the scan and the Dask partitions, merged by the same kernel."""
+    from ope.policies import target_propensities
+    from ope.streaming import MomentStats
+
+    tp = target_propensities(logs, policies)
+    return MomentStats.from_arrays(
+        logs.column("reward"),
+        logs.column("propensity"),
+        tp.values,
+        max_weight=max_weight,
+        names=tp.names,
+    )
+
+
 def _evaluate_streaming(
     scan: Any,
     policies: Any,
@@ -839,20 +856,10 @@ def _evaluate_streaming(
     settings: EvaluationSettings,
 ) -> Evaluation:
     """The evaluation of a lazy scan: the moment kernel per batch, merged."""
-    from ope.policies import target_propensities
-    from ope.streaming import MomentStats
-
     check_streamable(resolved, policies, "over a lazy scan")
     stats = None
     for batch in scan.to_batches():  # loop over batches
-        tp = target_propensities(batch, policies)
-        part = MomentStats.from_arrays(
-            batch.column("reward"),
-            batch.column("propensity"),
-            tp.values,
-            max_weight=clip_level(resolved),
-            names=tp.names,
-        )
+        part = batch_statistics(batch, policies, clip_level(resolved))
         stats = part if stats is None else stats.merge(part)
     if stats is None:
         raise EstimationError(f"the scan of {scan.source} yielded no rows.")

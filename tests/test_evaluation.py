@@ -399,3 +399,17 @@ def test_resolve_estimators_takes_settings_from_the_estimator_fields():
     assert [k for k, _ in resolve_estimators(("switch_dr", "ips"), tau=2.0)] == ["switch_dr", "ips"]
     with pytest.raises(ParameterError, match="tau was given but no estimator"):
         resolve_estimators(("ips",), tau=2.0)
+
+
+def test_model_estimators_without_context_features_are_refused():
+    # a DM/DR request on logs with no numeric feature column is a schema problem (it raised a
+    # NameError before SchemaError was imported in ope.evaluation)
+    rng = np.random.default_rng(0)
+    n = 50
+    df = pd.DataFrame({
+        "event_id": np.arange(n), "action": rng.integers(0, 2, n), "propensity": np.full(n, 0.5),
+        "reward": rng.binomial(1, 0.5, n).astype(float),
+    })
+    with pytest.raises(ope.SchemaError, match=r"need context features for the reward model"):
+        ope.evaluate(ope.read_logs(df), {"u": ope.UniformPolicy(actions=[0, 1])},
+                     estimators=("dr",))
