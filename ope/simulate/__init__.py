@@ -25,12 +25,14 @@ from ope.simulate.bandit import ContextualBandit
 from ope.simulate.mdp import TabularMDP
 from ope.simulate.paired import PairedReplaySimulator
 from ope.simulate.recommendation import Recommendation
+from ope.simulate.slate import SlateEnvironment
 
 __all__ = [
     "BundledSample",
     "ContextualBandit",
     "PairedReplaySimulator",
     "Recommendation",
+    "SlateEnvironment",
     "TabularMDP",
     "load_sample",
 ]

@@ -1,0 +1,1219 @@
+r"""Positions and slates: slate logs, ranking policies, slate estimators and per-position checks.
+
+A *slate* is an ordered list of ``L`` items shown at once (positions ``0 .. L-1``), with one
+reward per slot (a click at that position). ope reads slate logs in two layouts:
+
+- **long**: one row per slot with ``slate_id``, ``position``, ``item``, ``reward`` and the
+  logger's per-slot marginal ``propensity`` :math:`\pi_0(a_k \text{ at } k \mid x)` and/or the
+  whole-slate ``slate_propensity`` :math:`\pi_0(s \mid x)` (and optionally the top-k
+  ``prefix_propensity`` :math:`\pi_0(a_{1:k} \mid x)`);
+- **lists**: one row per slate whose ``item``, ``reward``, ``propensity`` (and
+  ``prefix_propensity``) cells are lists of length ``L``.
+
+:func:`slate_logs` validates either into :class:`SlateLogs`. A candidate ranking policy gives
+the probabilities of the logged slates (:class:`SlateProbabilities`): from a long table
+(:func:`slate_probabilities_from_table`), from scores by Plackett-Luce (:class:`PlackettLuce`),
+from a full distribution over slates (:class:`EnumeratedSlatePolicy`), or from any Python
+object with a ``slate_probabilities(logs)`` method.
+
+Estimators (each unbiased under the click model its docstring and its result's first note
+state): :class:`SlateIPS`, :class:`IndependentIPS` (item-position; one position with
+``positions=[k]``, see :func:`position_estimates`), :class:`CascadeIPS` (reward interaction),
+:class:`PseudoInverse`; ``self_normalized=True`` gives each one's self-normalized version. They
+return :class:`ope.Estimate` backed by rows, so ``ci(method="t" | "bootstrap")`` and
+:func:`ope.compare` work on them. :func:`position_diagnostics` gives ESS, support and gaps by
+slot through :func:`ope.diagnostics.diagnose_arrays`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from ope._thresholds import (
+    PROBABILITY_TOLERANCE,
+    ess_note,
+    few_effective_rows,
+    few_effective_rows_note,
+    kish_ess,
+    low_ess,
+    small_sample,
+    small_sample_note,
+)
+from ope._validation import (
+    as_float_array,
+    check_finite,
+    check_logging_propensity,
+    check_positive_int,
+    check_real,
+    check_rng,
+    check_target_propensity,
+    first_rows,
+    user_stacklevel,
+)
+from ope.exceptions import (
+    OverlapWarning,
+    ParameterError,
+    PolicyError,
+    SchemaError,
+    SmallSampleWarning,
+    ValidationError,
+)
+from ope.results import Estimate, RowSource, make_estimate
+
+__all__ = [
+    "SlateLogs",
+    "slate_logs",
+    "SlateProbabilities",
+    "SlatePolicy",
+    "EnumeratedSlatePolicy",
+    "PlackettLuce",
+    "slate_probabilities",
+    "slate_probabilities_from_table",
+    "SlateEstimator",
+    "SlateIPS",
+    "IndependentIPS",
+    "CascadeIPS",
+    "PseudoInverse",
+    "position_estimates",
+    "position_diagnostics",
+    "pseudoinverse_table",
+    "MAX_ENUMERATED_SLATES",
+]
+
+#: Largest number of ordered slates a policy is enumerated over (exact marginals, the
+#: pseudoinverse's Gamma matrix): 10 items choose 5 ordered is 30,240 slates; 200,000 keeps one
+#: float64 (contexts x slates) table of a few contexts within a few MB and enumeration under a
+#: second. Beyond it Plackett-Luce marginals are Monte-Carlo (``n_samples``).
+MAX_ENUMERATED_SLATES: Final = 200_000
+
+
+_ASSUMPTIONS: Final = {
+    "sips": "slate IPS: unbiased under any click model when the logger gives every slate the "
+    "candidate plays a positive probability; its weights are whole-slate ratios and its "
+    "variance grows with the number of slates.",
+    "iips": "independent (item-position) IPS, Li et al. 2018: unbiased only when the expected "
+    "reward at slot k depends on the item at k alone (item-position / additive click model); "
+    "biased when clicks interact across slots (cascade).",
+    "rips": "reward-interaction (cascade) IPS, McInerney et al. 2020: unbiased when the expected "
+    "reward at slot k depends only on the items at slots 0..k (cascade, and the additive model "
+    "as a special case).",
+    "pi": "pseudoinverse, Swaminathan et al. 2017: unbiased when the expected slate reward (sum "
+    "over slots) is additive in (item, slot) terms and the logger's Gamma matrix covers the "
+    "candidate; biased under cascade clicks.",
+}
+
+
+# ============================================================================================
+# logs
+# ============================================================================================
+@dataclass(frozen=True, eq=False)
+class SlateLogs:
+    """Validated slate logs: ``n`` slates of ``L`` slots (built by :func:`slate_logs`).
+
+    Attributes
+    ----------
+    slate_id : numpy.ndarray, shape (n,)
+        Slate identifiers, sorted.
+    item : numpy.ndarray of int64, shape (n, L)
+        Item shown at each position.
+    reward : numpy.ndarray, shape (n, L)
+        Reward (click) at each position.
+    propensity : numpy.ndarray, shape (n, L), or None
+        Logger's marginal probability of the shown item at its position.
+    slate_propensity : numpy.ndarray, shape (n,), or None
+        Logger's probability of the whole slate.
+    prefix_propensity : numpy.ndarray, shape (n, L), or None
+        Logger's probability of the top-(k+1) prefix ``item[:, :k+1]``.
+    context : numpy.ndarray of int64, shape (n,), or None
+        Context index of each slate (needed by :class:`SlatePolicy` candidates).
+    rows : numpy.ndarray of int64, shape (n, L)
+        Row of the input table of each slot (for error messages; list layout: slate row).
+    """
+
+    slate_id: np.ndarray
+    item: np.ndarray
+    reward: np.ndarray
+    propensity: np.ndarray | None = None
+    slate_propensity: np.ndarray | None = None
+    prefix_propensity: np.ndarray | None = None
+    context: np.ndarray | None = None
+    rows: np.ndarray | None = None
+
+    @property
+    def n(self) -> int:
+        """Number of slates."""
+        return int(self.item.shape[0])
+
+    @property
+    def slate_size(self) -> int:
+        """Number of positions ``L``."""
+        return int(self.item.shape[1])
+
+    def logging_probabilities(self) -> SlateProbabilities:
+        """The logger's probabilities of the logged slates, as recorded in the logs."""
+        return SlateProbabilities(
+            slate=self.slate_propensity, marginal=self.propensity, prefix=self.prefix_propensity
+        )
+
+
+def _columns(data: Any) -> dict[str, Any]:
+    """Columns of a pyarrow Table, pandas DataFrame or mapping of arrays."""
+    if isinstance(data, pd.DataFrame):
+        return {str(c): data[c].to_numpy() for c in data.columns}
+    if hasattr(data, "column_names") and hasattr(data, "column"):  # pyarrow Table
+        return {c: data.column(c).to_pylist() if _is_list_type(data.column(c).type)
+                else data.column(c).to_numpy() for c in data.column_names}
+    if isinstance(data, Mapping):
+        return dict(data)
+    raise ParameterError(
+        "slate logs must be a pyarrow.Table, a pandas.DataFrame or a mapping of columns; got "
+        f"{type(data).__name__}."
+    )
+
+
+def _is_list_type(t: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_list(t) or pa.types.is_large_list(t))
+
+
+def _as_int(values: Any, name: str) -> np.ndarray:
+    arr = np.asarray(values)
+    if arr.dtype.kind in "iu":
+        return arr.astype(np.int64)
+    f = as_float_array(arr, name, ndim=(1, 2))
+    check_finite(f, name)
+    bad = f != np.round(f)
+    if bad.any():
+        count, first = first_rows(bad)
+        raise ValidationError(
+            f"`{name}` must hold whole numbers; {count} rows do not (first at row {first})."
+        )
+    return f.astype(np.int64)
+
+
+def _lists(values: Any, name: str, size: int | None) -> np.ndarray:
+    """A list column (one list per slate) as an (n, L) array; every list of one length."""
+    lens = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
+    want = int(lens[0]) if size is None and lens.size else size
+    bad = lens != want
+    if bad.any():
+        count, first = first_rows(bad)
+        raise ValidationError(
+            f"list column `{name}` must hold lists of one length (the slate size {want}); "
+            f"{count} slates do not (first at row {first}: length {int(lens[first])})."
+        )
+    return np.asarray([list(v) for v in values], dtype=object).reshape(len(values), want)
+
+
+def slate_logs(
+    data: Any,
+    *,
+    slate_id: str = "slate_id",
+    position: str = "position",
+    item: str = "item",
+    reward: str = "reward",
+    propensity: str | None = "propensity",
+    slate_propensity: str | None = "slate_propensity",
+    prefix_propensity: str | None = "prefix_propensity",
+    context: str | None = "context",
+    position_base: int = 0,
+    allow_repeats: bool = False,
+) -> SlateLogs:
+    """Read and validate slate logs (one row per slot, or list columns per slate).
+
+    Parameters
+    ----------
+    data : pyarrow.Table, pandas.DataFrame, mapping of arrays, or SlateLogs
+        Long layout (one row per slot, with a ``position`` column) or list layout (no
+        ``position`` column; ``item``, ``reward`` and per-slot probabilities as lists).
+    slate_id, position, item, reward : str
+        Column names. ``position`` counts from ``position_base``.
+    propensity, slate_propensity, prefix_propensity, context : str or None
+        Optional columns (used when present): the logger's per-slot marginal, whole-slate and
+        top-k prefix probabilities, and an integer context index. At least one probability
+        column must be present.
+    position_base : int, default 0
+        First position in the data (1 for 1-based logs such as the Open Bandit Dataset).
+    allow_repeats : bool, default False
+        Accept an item shown twice in one slate (slot-specific catalogs).
+
+    Returns
+    -------
+    SlateLogs
+        Slates sorted by ``slate_id``.
+
+    Raises
+    ------
+    ope.SchemaError
+        Missing columns (all listed at once).
+    ope.ValidationError
+        Positions not contiguous from ``position_base``, a slot given twice, slates of
+        different lengths, an item repeated in a slate, probabilities outside (0, 1], a slate
+        probability above a slot's marginal, prefix probabilities that increase, a context or
+        slate probability that changes within a slate.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> t = pd.DataFrame({"slate_id": [7, 7, 3, 3], "position": [1, 0, 0, 1],
+    ...                   "item": [2, 0, 1, 2], "reward": [0.0, 1.0, 0.0, 0.0],
+    ...                   "propensity": [0.5, 0.5, 0.25, 0.5]})
+    >>> logs = slate_logs(t)
+    >>> logs.slate_id.tolist(), logs.item.tolist(), logs.slate_size
+    ([3, 7], [[1, 2], [0, 2]], 2)
+    >>> slate_logs(t.assign(position=[2, 0, 0, 1]))
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ValidationError: `position` must run 0..L-1 without gaps in every slate; ...
+    """
+    if isinstance(data, SlateLogs):
+        return data
+    base = check_positive_int(position_base, "position_base", minimum=0)
+    cols = _columns(data)
+    long = position in cols
+    required = [slate_id, item, reward] + ([position] if long else [])
+    missing = [c for c in required if c not in cols]
+    probs = [c for c in (propensity, slate_propensity, prefix_propensity) if c and c in cols]
+    if missing or not probs:
+        need = "" if probs else (
+            f"; and no probability column (one of {propensity!r}, {slate_propensity!r}, "
+            f"{prefix_propensity!r})"
+        )
+        raise SchemaError(
+            f"slate logs are missing columns: {', '.join(map(repr, missing)) or 'none'}{need}. "
+            f"Present: {', '.join(sorted(cols))}. Name them with the keyword arguments."
+        )
+    if long:
+        return _long_logs(cols, slate_id, position, item, reward, propensity, slate_propensity,
+                          prefix_propensity, context, base, allow_repeats)
+    return _list_logs(cols, slate_id, item, reward, propensity, slate_propensity,
+                      prefix_propensity, context, allow_repeats)
+
+
+def _long_logs(cols, sid_c, pos_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, base, allow_repeats):
+    sid = np.asarray(cols[sid_c])
+    pos = _as_int(cols[pos_c], pos_c) - base
+    nrow = sid.shape[0]
+    order = np.lexsort((pos, sid))
+    sid_s, pos_s = sid[order], pos[order]
+    uniq, start, counts = np.unique(sid_s, return_index=True, return_counts=True)
+    dup = np.zeros(nrow, dtype=bool)
+    dup[order[1:]] = (sid_s[1:] == sid_s[:-1]) & (pos_s[1:] == pos_s[:-1])
+    if dup.any():
+        count, first = first_rows(dup)
+        raise ValidationError(
+            f"slot given twice: {count} rows repeat a (`{sid_c}`, `{pos_c}`) pair (first at "
+            f"row {first}); a slate has one item per position."
+        )
+    size = int(counts.max()) if counts.size else 0
+    expected = np.arange(nrow) - np.repeat(start, counts)
+    gap = np.zeros(nrow, dtype=bool)
+    gap[order] = pos_s != expected
+    if gap.any():
+        count, first = first_rows(gap)
+        raise ValidationError(
+            f"`{pos_c}` must run {base}..L-1 without gaps in every slate; {count} rows break "
+            f"this (first at row {first}: position {int(pos[first]) + base} in slate "
+            f"{sid[first]!r}). Pass position_base=1 for 1-based positions."
+        )
+    short = counts != size
+    if short.any():
+        count, first = first_rows(short)
+        raise ValidationError(
+            f"slates must all have {size} slots; {count} slates do not (first: slate "
+            f"{uniq[first]!r} with {int(counts[first])})."
+        )
+    n = uniq.size
+    rows = order.reshape(n, size)
+
+    def grid(name: str | None, kind: str) -> np.ndarray | None:
+        if not name or name not in cols:
+            return None
+        v = np.asarray(cols[name])[rows]
+        return _as_int(v, name) if kind == "int" else as_float_array(v, name, ndim=(2,))
+
+    logs = _finish(uniq, grid(item_c, "int"), grid(rew_c, "float"), grid(p_c, "float"),
+                   grid(sp_c, "float"), grid(pp_c, "float"), grid(ctx_c, "int"), rows,
+                   names=(item_c, rew_c, p_c, sp_c, pp_c, ctx_c), allow_repeats=allow_repeats)
+    return logs
+
+
+def _list_logs(cols, sid_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, allow_repeats):
+    sid = np.asarray(cols[sid_c])
+    items = _lists(cols[item_c], item_c, None)
+    size = items.shape[1]
+    order = np.argsort(sid, kind="stable")
+    if (sid[order][1:] == sid[order][:-1]).any():
+        count, first = first_rows(np.r_[False, sid[order][1:] == sid[order][:-1]])
+        raise ValidationError(
+            f"`{sid_c}` must be unique in the list layout (one row per slate); {count} rows "
+            "repeat one."
+        )
+
+    def lst(name: str | None, kind: str) -> np.ndarray | None:
+        if not name or name not in cols:
+            return None
+        v = _lists(cols[name], name, size)[order]
+        return _as_int(v.astype(float), name) if kind == "int" else as_float_array(
+            v.astype(float), name, ndim=(2,))
+
+    def scalar(name: str | None, kind: str) -> np.ndarray | None:
+        if not name or name not in cols:
+            return None
+        v = np.asarray(cols[name])[order]
+        col = np.repeat(v[:, None], size, axis=1)
+        return _as_int(col, name) if kind == "int" else as_float_array(col, name, ndim=(2,))
+
+    rows = np.repeat(order[:, None], size, axis=1)
+    return _finish(sid[order], lst(item_c, "int"), lst(rew_c, "float"), lst(p_c, "float"),
+                   scalar(sp_c, "float"), lst(pp_c, "float"), scalar(ctx_c, "int"), rows,
+                   names=(item_c, rew_c, p_c, sp_c, pp_c, ctx_c), allow_repeats=allow_repeats)
+
+
+def _constant(arr: np.ndarray, name: str, rows: np.ndarray) -> np.ndarray:
+    """A per-slot column that must not change within a slate -> (n,)."""
+    bad = (arr != arr[:, :1]).any(axis=1)
+    if bad.any():
+        count, first = first_rows(bad)
+        raise ValidationError(
+            f"`{name}` must be the same on every slot of a slate; {count} slates differ (first "
+            f"at row {int(rows[first, 0])})."
+        )
+    return arr[:, 0]
+
+
+def _finish(sid, item, reward, p, sp, pp, ctx, rows, *, names, allow_repeats) -> SlateLogs:
+    item_c, rew_c, p_c, sp_c, pp_c, ctx_c = names
+    check_finite(reward, rew_c)
+    if not allow_repeats and item.shape[1] > 1:
+        s = np.sort(item, axis=1)
+        bad = (s[:, 1:] == s[:, :-1]).any(axis=1)
+        if bad.any():
+            count, first = first_rows(bad)
+            raise ValidationError(
+                f"an item appears twice in {count} slates (first at row {int(rows[first, 0])}); "
+                "a ranking shows each item once. Pass allow_repeats=True for slot-specific "
+                "catalogs."
+            )
+    for arr, name in ((p, p_c), (pp, pp_c)):
+        if arr is not None:
+            check_logging_propensity(arr, name)
+    if sp is not None:
+        sp = _constant(sp, sp_c, rows)
+        check_logging_propensity(sp, sp_c)
+        if p is not None:
+            bad = sp > p.min(axis=1) + PROBABILITY_TOLERANCE
+            if bad.any():
+                count, first = first_rows(bad)
+                raise ValidationError(
+                    f"`{sp_c}` exceeds a slot's marginal `{p_c}` in {count} slates (first at "
+                    f"row {int(rows[first, 0])}); a slate cannot be likelier than one of its "
+                    "slots. Check which column holds which probability."
+                )
+    if pp is not None and pp.shape[1] > 1:
+        bad = (np.diff(pp, axis=1) > PROBABILITY_TOLERANCE).any(axis=1)
+        if bad.any():
+            count, first = first_rows(bad)
+            raise ValidationError(
+                f"`{pp_c}` must not increase with the position (a longer prefix is no likelier);"
+                f" {count} slates break this (first at row {int(rows[first, 0])})."
+            )
+    if ctx is not None:
+        ctx = _constant(ctx, ctx_c, rows)
+    return SlateLogs(slate_id=sid, item=item, reward=reward, propensity=p, slate_propensity=sp,
+                     prefix_propensity=pp, context=ctx, rows=rows)
+
+
+# ============================================================================================
+# policies
+# ============================================================================================
+@dataclass(frozen=True, eq=False)
+class SlateProbabilities:
+    """A policy's probabilities of the logged slates (any of them may be None if unknown).
+
+    Attributes
+    ----------
+    slate : numpy.ndarray, shape (n,), or None
+        Probability of the whole logged slate.
+    marginal : numpy.ndarray, shape (n, L), or None
+        Probability of the logged item at its position.
+    prefix : numpy.ndarray, shape (n, L), or None
+        Probability of the logged top-(k+1) prefix.
+    """
+
+    slate: np.ndarray | None = None
+    marginal: np.ndarray | None = None
+    prefix: np.ndarray | None = None
+
+
+def _codes(slates: np.ndarray, n_items: int) -> np.ndarray:
+    """One int64 per (partial) slate, base ``n_items`` (order-preserving)."""
+    powers = n_items ** np.arange(slates.shape[1] - 1, -1, -1, dtype=np.int64)
+    return slates.astype(np.int64) @ powers
+
+
+class SlatePolicy:
+    """A ranking policy over a finite set of contexts: a distribution over ordered slates.
+
+    Subclasses supply :meth:`distribution`; the probabilities of logged slates, the per-slot
+    marginals and prefix probabilities follow from it exactly.
+    """
+
+    n_items: int
+    slate_size: int
+
+    def distribution(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every slate with positive support ``(S, L)`` and its probability per context
+        ``(n_contexts, S)``."""
+        raise NotImplementedError  # pragma: no cover - subclasses supply it
+
+    def marginals(self) -> np.ndarray:
+        """``(n_contexts, L, n_items)``: probability of each item at each position."""
+        slates, prob = self.distribution()
+        onehot = np.zeros((slates.shape[0], self.slate_size, self.n_items))
+        np.put_along_axis(onehot, slates[:, :, None], 1.0, axis=2)
+        return np.einsum("cs,skm->ckm", prob, onehot)
+
+    def slate_probabilities(self, logs: SlateLogs) -> SlateProbabilities:
+        """Probabilities of the logged slates (needs ``logs.context``)."""
+        ctx = _logged_context(logs, self)
+        slates, prob = self.distribution()
+        out = []
+        for k in range(1, self.slate_size + 1):  # loop over positions, not rows
+            codes = _codes(slates[:, :k], self.n_items)
+            uniq, inv = np.unique(codes, return_inverse=True)
+            table = np.zeros((prob.shape[0], uniq.size))
+            np.add.at(table, (slice(None), inv), prob)
+            logged = _codes(logs.item[:, :k], self.n_items)
+            j = np.clip(np.searchsorted(uniq, logged), 0, uniq.size - 1)
+            out.append(np.where(uniq[j] == logged, table[ctx, j], 0.0))
+        prefix = np.stack(out, axis=1)
+        marg = self.marginals()[ctx[:, None], np.arange(self.slate_size), logs.item]
+        return SlateProbabilities(slate=prefix[:, -1].copy(), marginal=marg, prefix=prefix)
+
+
+def _logged_context(logs: SlateLogs, policy: SlatePolicy) -> np.ndarray:
+    if logs.context is None:
+        raise PolicyError(
+            "this candidate is defined per context index; the slate logs have no `context` "
+            "column. Add one, or give the candidate's probabilities of the logged slates."
+        )
+    n_ctx = policy.distribution()[1].shape[0]
+    bad = (logs.context < 0) | (logs.context >= n_ctx)
+    if bad.any():
+        count, first = first_rows(bad)
+        raise PolicyError(
+            f"`context` must index the policy's {n_ctx} contexts; {count} slates do not (first "
+            f"at slate {first}: {int(logs.context[first])})."
+        )
+    if logs.slate_size != policy.slate_size or int(logs.item.max()) >= policy.n_items:
+        raise PolicyError(
+            f"the policy ranks {policy.n_items} items into {policy.slate_size} slots; the logs "
+            f"have {logs.slate_size} slots and items up to {int(logs.item.max())}."
+        )
+    return logs.context
+
+
+class EnumeratedSlatePolicy(SlatePolicy):
+    """A ranking policy given by its full distribution over slates, per context.
+
+    Parameters
+    ----------
+    slates : array_like of int, shape (S, L)
+        The slates (distinct rows).
+    probabilities : array_like, shape (n_contexts, S)
+        Probability of each slate in each context; rows sum to 1.
+    n_items : int, optional
+        Catalog size (default: largest item + 1).
+
+    Examples
+    --------
+    >>> pol = EnumeratedSlatePolicy([[0, 1], [1, 0]], [[0.75, 0.25]])
+    >>> pol.marginals()[0].tolist()
+    [[0.75, 0.25], [0.25, 0.75]]
+    """
+
+    def __init__(self, slates: npt.ArrayLike, probabilities: npt.ArrayLike, *,
+                 n_items: int | None = None) -> None:
+        s = _as_int(np.asarray(slates), "slates")
+        p = as_float_array(probabilities, "probabilities", ndim=(2,))
+        if s.ndim != 2 or p.shape[1] != s.shape[0]:
+            raise ParameterError(
+                f"`probabilities` must have one column per slate ({s.shape[0]}); got shape "
+                f"{p.shape}."
+            )
+        check_target_propensity(p, "probabilities")
+        if np.abs(p.sum(axis=1) - 1.0).max() > PROBABILITY_TOLERANCE:
+            raise PolicyError("each row of `probabilities` must sum to 1 over the slates.")
+        self.n_items = int(s.max()) + 1 if n_items is None else check_positive_int(n_items,
+                                                                                    "n_items")
+        self.slate_size = int(s.shape[1])
+        self._slates, self._prob = s, p
+
+    def distribution(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._slates, self._prob
+
+
+class PlackettLuce(SlatePolicy):
+    r"""Plackett-Luce ranking from scores: items drawn without replacement by softmax.
+
+    The probability of a slate is exact at any size,
+    :math:`\pi(s\mid x)=\prod_{k}\frac{e^{f(x,s_k)/\tau}}{\sum_{a\notin s_{<k}}e^{f(x,a)/\tau}}`,
+    and so are its prefixes (the product up to ``k``). The per-slot marginals are exact by
+    enumeration up to :data:`MAX_ENUMERATED_SLATES` ordered slates, and Monte-Carlo beyond
+    (``n_samples`` draws by the Gumbel top-k trick, standard error at most
+    ``0.5/sqrt(n_samples)``).
+
+    Parameters
+    ----------
+    scores : array_like, shape (n_contexts, n_items)
+        Item scores per context.
+    slate_size : int
+        Number of positions ``L``.
+    temperature : float, default 1.0
+    n_samples : int, default 200_000
+        Monte-Carlo draws per context for marginals beyond enumeration.
+    rng : int, numpy.random.Generator or None
+        Randomness of the Monte-Carlo marginals.
+
+    References
+    ----------
+    .. [1] R. L. Plackett, "The analysis of permutations", *Applied Statistics*, 1975.
+
+    Examples
+    --------
+    >>> pol = PlackettLuce([[0.0, 0.0, 0.0]], slate_size=2)
+    >>> round(float(pol.marginals()[0, 1, 2]), 6)   # uniform: 1/3 at every slot
+    0.333333
+    """
+
+    def __init__(self, scores: npt.ArrayLike, slate_size: int, *, temperature: float = 1.0,
+                 n_samples: int = 200_000, rng: int | np.random.Generator | None = None) -> None:
+        f = as_float_array(scores, "scores", ndim=(2,))
+        check_finite(f, "scores")
+        tau = check_real(temperature, "temperature")
+        if not tau > 0:
+            raise ParameterError(f"`temperature` must be > 0; got {temperature!r}.")
+        self.n_items = int(f.shape[1])
+        self.slate_size = check_positive_int(slate_size, "slate_size")
+        if self.slate_size > self.n_items:
+            raise ParameterError(
+                f"`slate_size` {slate_size} exceeds the {self.n_items} items to rank."
+            )
+        z = f / tau
+        self._logits = z - z.max(axis=1, keepdims=True)
+        self._n_samples = check_positive_int(n_samples, "n_samples")
+        self._rng = rng
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def n_slates(self) -> int:
+        """Number of ordered slates ``m! / (m - L)!``."""
+        return math.perm(self.n_items, self.slate_size)
+
+    def prefix_probabilities(self, context: np.ndarray, item: np.ndarray) -> np.ndarray:
+        """Exact ``(n, L)`` probabilities of the prefixes ``item[:, :k+1]`` in ``context``."""
+        e = np.exp(self._logits)  # (n_contexts, m): never (n, m)
+        shown = e[context[:, None], item]  # (n, L)
+        removed = np.cumsum(shown, axis=1) - shown
+        return np.cumprod(shown / (e.sum(axis=1)[context][:, None] - removed), axis=1)
+
+    def distribution(self) -> tuple[np.ndarray, np.ndarray]:
+        if "dist" not in self._cache:
+            if self.n_slates > MAX_ENUMERATED_SLATES:
+                raise PolicyError(
+                    f"{self.n_slates} ordered slates exceed MAX_ENUMERATED_SLATES="
+                    f"{MAX_ENUMERATED_SLATES}; use prefix/slate probabilities or Monte-Carlo "
+                    "marginals instead of the full distribution."
+                )
+            slates = np.array(list(itertools.permutations(range(self.n_items),
+                                                          self.slate_size)), dtype=np.int64)
+            n_ctx = self._logits.shape[0]
+            ctx = np.repeat(np.arange(n_ctx), slates.shape[0])
+            pre = self.prefix_probabilities(ctx, np.tile(slates, (n_ctx, 1)))
+            self._cache["dist"] = (slates, pre[:, -1].reshape(n_ctx, -1))
+        return self._cache["dist"]
+
+    def marginals(self) -> np.ndarray:
+        if "marg" not in self._cache:
+            if self.n_slates <= MAX_ENUMERATED_SLATES:
+                self._cache["marg"] = super().marginals()
+            else:
+                self._cache["marg"] = self._monte_carlo_marginals()
+        return self._cache["marg"]
+
+    def _monte_carlo_marginals(self) -> np.ndarray:
+        rng = check_rng(self._rng)
+        n_ctx, m = self._logits.shape
+        counts = np.zeros((n_ctx, self.slate_size, m))
+        step = max(1, 2_000_000 // m)
+        for c in range(n_ctx):  # loop over contexts and blocks of draws, not rows
+            done = 0
+            while done < self._n_samples:
+                b = min(step, self._n_samples - done)
+                top = self.sample(np.full(b, c), rng=rng)
+                for k in range(self.slate_size):
+                    counts[c, k] += np.bincount(top[:, k], minlength=m)
+                done += b
+        return counts / self._n_samples
+
+    def sample(self, context: np.ndarray, *, rng: int | np.random.Generator | None = None
+               ) -> np.ndarray:
+        """Draw one slate per context index (Gumbel top-k), shape (n, L)."""
+        g = check_rng(rng)
+        z = self._logits[context] + g.gumbel(size=(len(context), self.n_items))
+        return np.argsort(-z, axis=1)[:, : self.slate_size]
+
+    def slate_probabilities(self, logs: SlateLogs) -> SlateProbabilities:
+        ctx = _logged_context(logs, self)
+        prefix = self.prefix_probabilities(ctx, logs.item)
+        marg = self.marginals()[ctx[:, None], np.arange(self.slate_size), logs.item]
+        return SlateProbabilities(slate=prefix[:, -1].copy(), marginal=marg, prefix=prefix)
+
+
+def slate_probabilities(policy: Any, logs: SlateLogs) -> SlateProbabilities:
+    """A candidate's probabilities of the logged slates, from any supported form.
+
+    ``policy`` is a :class:`SlateProbabilities` (used as is), or any object with a
+    ``slate_probabilities(logs)`` method returning one (:class:`SlatePolicy` and user
+    classes). Arrays are checked against the logs' shape and ranges.
+
+    Examples
+    --------
+    >>> logs = slate_logs({"slate_id": [0], "item": [[1, 0]], "reward": [[1.0, 0.0]],
+    ...                    "propensity": [[0.5, 0.5]]})
+    >>> slate_probabilities(SlateProbabilities(marginal=[[1.0, 1.0]]), logs).marginal.tolist()
+    [[1.0, 1.0]]
+    """
+    if isinstance(policy, SlateProbabilities):
+        probs = policy
+    elif hasattr(policy, "slate_probabilities"):
+        probs = policy.slate_probabilities(logs)
+        if not isinstance(probs, SlateProbabilities):
+            raise PolicyError(
+                f"{type(policy).__name__}.slate_probabilities(logs) must return "
+                f"SlateProbabilities; got {type(probs).__name__}."
+            )
+    else:
+        raise PolicyError(
+            "a slate candidate must be SlateProbabilities or have a slate_probabilities(logs) "
+            f"method; got {type(policy).__name__}."
+        )
+    shapes = {"slate": (logs.n,), "marginal": (logs.n, logs.slate_size),
+              "prefix": (logs.n, logs.slate_size)}
+    out = {}
+    for name, shape in shapes.items():
+        v = getattr(probs, name)
+        if v is None:
+            out[name] = None
+            continue
+        arr = as_float_array(v, f"target {name} probability", ndim=(len(shape),))
+        if arr.shape != shape:
+            raise PolicyError(
+                f"the candidate's {name} probabilities have shape {arr.shape}; the logs need "
+                f"{shape}."
+            )
+        check_target_propensity(arr, f"target {name} probability")
+        out[name] = arr
+    return SlateProbabilities(**out)
+
+
+def slate_probabilities_from_table(
+    table: Any,
+    logs: SlateLogs,
+    *,
+    slate_id: str = "slate_id",
+    position: str = "position",
+    item: str = "item",
+    probability: str = "probability",
+    slate_probability: str | None = "slate_probability",
+    prefix_probability: str | None = "prefix_probability",
+    position_base: int = 0,
+) -> SlateProbabilities:
+    """A candidate's probabilities of the logged slates from a long table.
+
+    The table has one row per (slate, position, item) the candidate can play, with its marginal
+    ``probability`` of that item at that position (and optionally, on the logged item's rows,
+    the slate and prefix probabilities). A logged (slate, position, item) absent from the table
+    has marginal probability 0 (the candidate never places that item there).
+
+    Examples
+    --------
+    >>> logs = slate_logs({"slate_id": [5], "item": [[1, 0]], "reward": [[1.0, 0.0]],
+    ...                    "propensity": [[0.5, 0.5]]})
+    >>> t = {"slate_id": [5, 5, 5], "position": [0, 0, 1], "item": [1, 0, 0],
+    ...      "probability": [0.9, 0.1, 0.9]}
+    >>> slate_probabilities_from_table(t, logs).marginal.tolist()
+    [[0.9, 0.9]]
+    """
+    cols = _columns(table)
+    missing = [c for c in (slate_id, position, item, probability) if c not in cols]
+    if missing:
+        raise SchemaError(
+            f"the candidate table is missing columns: {', '.join(map(repr, missing))}. "
+            f"Present: {', '.join(sorted(cols))}."
+        )
+    base = check_positive_int(position_base, "position_base", minimum=0)
+    sid = np.asarray(cols[slate_id])
+    slot = np.searchsorted(logs.slate_id, sid)
+    slot = np.clip(slot, 0, logs.n - 1)
+    known = logs.slate_id[slot] == sid
+    pos = _as_int(cols[position], position) - base
+    it = _as_int(cols[item], item)
+    prob = as_float_array(cols[probability], probability, ndim=(1,))
+    check_target_propensity(prob, probability)
+    inrange = known & (pos >= 0) & (pos < logs.slate_size)
+    hit = np.zeros(sid.shape[0], dtype=bool)
+    hit[inrange] = logs.item[slot[inrange], pos[inrange]] == it[inrange]
+    key = slot[hit] * logs.slate_size + pos[hit]
+    if np.unique(key).size != key.size:
+        raise ValidationError(
+            "the candidate table gives a logged (slate, position, item) twice; keep one row each."
+        )
+    marg = np.zeros(logs.n * logs.slate_size)
+    marg[key] = prob[hit]
+    out: dict[str, np.ndarray | None] = {"marginal": marg.reshape(logs.n, logs.slate_size)}
+    for name, col in (("prefix", prefix_probability), ("slate", slate_probability)):
+        if col and col in cols:
+            v = np.zeros(logs.n * logs.slate_size)
+            v[key] = as_float_array(cols[col], col, ndim=(1,))[hit]
+            v = v.reshape(logs.n, logs.slate_size)
+            out[name] = v if name == "prefix" else v[:, 0]
+    return slate_probabilities(SlateProbabilities(**out), logs)
+
+
+# ============================================================================================
+# estimators
+# ============================================================================================
+class _SlateRows(RowSource):
+    """Per-slate rows of a slate estimate: ``sum_k w_ik r_ik`` (or its self-normalized form)."""
+
+    methods = ("bootstrap",)
+
+    def __init__(self, weight: np.ndarray, reward: np.ndarray, self_normalized: bool,
+                 shared: bool) -> None:
+        self.w, self.r = weight, reward
+        self.reward = reward.sum(axis=1)
+        self.n = int(weight.shape[0])
+        self.sn = self_normalized
+        self.shared = shared  # one weight for all slots (slate IPS, PI)
+
+    def n_components(self) -> int:
+        if not self.sn:
+            return 1
+        return 2 if self.shared else 2 * self.w.shape[1]
+
+    def components(self) -> np.ndarray:
+        wr = self.w * self.r
+        if not self.sn:
+            return wr.sum(axis=1, keepdims=True)
+        if self.shared:
+            return np.column_stack([wr.sum(axis=1), self.w[:, 0]])
+        return np.hstack([wr, self.w])
+
+    def statistic(self, means: np.ndarray) -> np.ndarray:
+        if not self.sn:
+            return means[..., 0]
+        h = means.shape[-1] // 2
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (means[..., :h] / means[..., h:]).sum(axis=-1)
+
+    def gradient(self, means: np.ndarray) -> np.ndarray:
+        if not self.sn:
+            return np.ones(1)
+        h = means.shape[-1] // 2
+        num, den = means[:h], means[h:]
+        return np.concatenate([1.0 / den, -num / den**2])
+
+
+@dataclass(frozen=True)
+class SlateEstimator:
+    """Shared steps of the slate estimators: weights -> rows -> value, error, interval, notes.
+
+    A subclass supplies ``name``, ``_weights`` (per-slot weights ``(n, L)`` from the
+    candidate's and the logger's probabilities) and its assumption (first note of the result).
+
+    Parameters
+    ----------
+    self_normalized : bool, default False
+        Divide each slot's weighted reward sum by that slot's weight sum (one normalizer for
+        slate IPS and PI): consistent, not unbiased, usually of smaller variance.
+    """
+
+    self_normalized: bool = False
+
+    name = "slate"
+    _kind = "sips"
+    _shared = True
+
+    def _weights(self, logs: SlateLogs, target: SlateProbabilities,
+                 logging: SlateProbabilities) -> np.ndarray:
+        raise NotImplementedError  # pragma: no cover - subclasses supply it
+
+    def estimate(self, logs: Any, target: Any, *, logging: Any = None,
+                 policy: str | None = None) -> Estimate:
+        """Estimate the candidate's expected slate reward (sum over slots).
+
+        Parameters
+        ----------
+        logs : SlateLogs or table
+            Slate logs (read with :func:`slate_logs` when not already).
+        target : SlateProbabilities, SlatePolicy or object with ``slate_probabilities(logs)``
+            The candidate.
+        logging : same forms as ``target``, optional
+            The logger, when its probabilities are not (all) in the logs.
+        policy : str, optional
+            Name recorded on the estimate.
+
+        Returns
+        -------
+        ope.Estimate
+            Row-backed: ``ci(method="normal" | "t" | "bootstrap")`` and :func:`ope.compare`.
+        """
+        logs = slate_logs(logs)
+        tgt = slate_probabilities(target, logs)
+        log_p = (logs.logging_probabilities() if logging is None
+                 else slate_probabilities(logging, logs))
+        w = self._weights(logs, tgt, log_p)
+        return _estimate(self, logs, w, policy)
+
+    @property
+    def estimator_name(self) -> str:
+        return ("sn" if self.self_normalized else "") + self.name
+
+
+def _need(probs: SlateProbabilities, field_name: str, who: str, what: str) -> np.ndarray:
+    v = getattr(probs, field_name)
+    if v is None:
+        raise PolicyError(
+            f"{what} needs the {who}'s {field_name} probabilities of the logged slates; they "
+            f"are not available (give the `{field_name}` column or a policy that provides them)."
+        )
+    return np.asarray(v, dtype=np.float64)
+
+
+def _estimate(est: SlateEstimator, logs: SlateLogs, w: np.ndarray, policy: str | None) -> Estimate:
+    src = _SlateRows(w, logs.reward, est.self_normalized, est._shared)
+    comps = src.components()
+    means = comps.mean(axis=0)
+    value = float(src.statistic(means))
+    infl = (comps - means) @ src.gradient(means)
+    n = logs.n
+    se = float(infl.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    ess = min(kish_ess(float(w[:, k].sum()), float((w[:, k] ** 2).sum()))
+              for k in range(w.shape[1]))  # loop over positions
+    notes = [f"assumption: {_ASSUMPTIONS[est._kind]}"]
+    flagged: list[tuple[str, type[Warning]]] = []
+    if low_ess(ess, n):
+        flagged.append((ess_note(ess, n), OverlapWarning))
+    if few_effective_rows(ess):
+        flagged.append((few_effective_rows_note(ess, se), OverlapWarning))
+    if small_sample(n):
+        flagged.append((small_sample_note(n), SmallSampleWarning))
+    for text, cls in flagged:
+        warnings.warn(text, cls, stacklevel=user_stacklevel())
+        notes.append(text)
+    return make_estimate(estimator=est.estimator_name, value=value, std_error=se, n=n, ess=ess,
+                         notes=tuple(notes), policy=policy, source=src)
+
+
+@dataclass(frozen=True)
+class SlateIPS(SlateEstimator):
+    r"""Standard slate IPS: whole-slate importance weights.
+
+    :math:`\hat V=\frac1n\sum_i\frac{\pi(s_i\mid x_i)}{\pi_0(s_i\mid x_i)}\sum_k r_i(k)`.
+    Unbiased under any click model (needs only support of the candidate's slates); its
+    weights grow with the number of slates. Needs the slate probabilities.
+
+    References
+    ----------
+    .. [1] A. Swaminathan et al., "Off-policy evaluation for slate recommendation", NeurIPS 2017.
+
+    Examples
+    --------
+    >>> logs = slate_logs({"slate_id": [0, 1], "item": [[0, 1], [1, 0]],
+    ...                    "reward": [[1.0, 0.0], [0.0, 1.0]], "slate_propensity": [0.5, 0.5]})
+    >>> SlateIPS().estimate(logs, SlateProbabilities(slate=[1.0, 0.0])).value
+    1.0
+    """
+
+    name = "sips"
+    _kind = "sips"
+    _shared = True
+
+    def _weights(self, logs, target, logging):
+        w = _need(target, "slate", "candidate", "slate IPS") / _need(
+            logging, "slate", "logger", "slate IPS")
+        return np.repeat(w[:, None], logs.slate_size, axis=1)
+
+
+@dataclass(frozen=True)
+class IndependentIPS(SlateEstimator):
+    r"""Independent (item-position) IPS: per-slot marginal weights.
+
+    :math:`\hat V=\frac1n\sum_i\sum_{k\in K}\frac{\pi(a_{i,k}\text{ at }k\mid x_i)}
+    {\pi_0(a_{i,k}\text{ at }k\mid x_i)}r_i(k)`. Unbiased when the expected reward at slot
+    ``k`` depends only on the item there (item-position model); biased when clicks interact
+    across slots (under a cascade it ignores that an attractive item above suppresses clicks
+    below). Needs the marginal probabilities.
+
+    Parameters
+    ----------
+    self_normalized : bool, default False
+    positions : sequence of int, optional
+        Slots ``K`` summed over (default all): ``positions=[k]`` is the per-position IPS of the
+        reward at slot ``k``.
+
+    References
+    ----------
+    .. [1] S. Li et al., "Offline evaluation of ranking policies with click models", KDD 2018.
+
+    Examples
+    --------
+    >>> logs = slate_logs({"slate_id": [0, 1], "item": [[0, 1], [1, 0]],
+    ...                    "reward": [[1.0, 0.0], [0.0, 1.0]],
+    ...                    "propensity": [[0.5, 0.5], [0.5, 0.5]]})
+    >>> IndependentIPS().estimate(logs, SlateProbabilities(marginal=[[1, 1], [0, 0]])).value
+    1.0
+    """
+
+    positions: tuple[int, ...] | None = None
+
+    name = "iips"
+    _kind = "iips"
+    _shared = False
+
+    def _weights(self, logs, target, logging):
+        w = _need(target, "marginal", "candidate", "independent IPS") / _need(
+            logging, "marginal", "logger", "independent IPS")
+        if self.positions is not None:
+            keep = np.zeros(logs.slate_size, dtype=bool)
+            for k in self.positions:
+                kk = check_positive_int(k, "positions", minimum=0)
+                if kk >= logs.slate_size:
+                    raise ParameterError(
+                        f"`positions` must be < the slate size {logs.slate_size}; got {k!r}."
+                    )
+                keep[kk] = True
+            w = w[:, keep]
+            return w
+        return w
+
+    def estimate(self, logs: Any, target: Any, *, logging: Any = None,
+                 policy: str | None = None) -> Estimate:
+        logs = slate_logs(logs)
+        if self.positions is None:
+            return super().estimate(logs, target, logging=logging, policy=policy)
+        keep = sorted({int(k) for k in self.positions})
+        tgt = slate_probabilities(target, logs)
+        log_p = (logs.logging_probabilities() if logging is None
+                 else slate_probabilities(logging, logs))
+        w = self._weights(logs, tgt, log_p)
+        sub = dataclasses.replace(logs, reward=logs.reward[:, keep])
+        return _estimate(self, sub, w, policy)
+
+
+@dataclass(frozen=True)
+class CascadeIPS(SlateEstimator):
+    r"""Reward-interaction (cascade) IPS: prefix weights.
+
+    :math:`\hat V=\frac1n\sum_i\sum_k\frac{\pi(a_{i,0:k}\mid x_i)}{\pi_0(a_{i,0:k}\mid x_i)}
+    r_i(k)`. Unbiased when the expected reward at slot ``k`` depends only on the items at
+    slots ``0..k`` (cascade model; the additive model is a special case); its weights lie
+    between independent IPS's and slate IPS's. Needs the prefix probabilities.
+
+    References
+    ----------
+    .. [1] J. McInerney et al., "Counterfactual evaluation of slate recommendations with
+       sequential reward interactions", KDD 2020.
+
+    Examples
+    --------
+    >>> logs = slate_logs({"slate_id": [0], "item": [[0, 1]], "reward": [[0.0, 1.0]],
+    ...                    "prefix_propensity": [[0.5, 0.25]]})
+    >>> CascadeIPS().estimate(logs, SlateProbabilities(prefix=[[1.0, 0.5]])).value
+    2.0
+    """
+
+    name = "rips"
+    _kind = "rips"
+    _shared = False
+
+    def _weights(self, logs, target, logging):
+        return _need(target, "prefix", "candidate", "cascade IPS") / _need(
+            logging, "prefix", "logger", "cascade IPS")
+
+
+@dataclass(frozen=True)
+class PseudoInverse(SlateEstimator):
+    r"""The pseudoinverse estimator (PI) for additive slate rewards.
+
+    :math:`\hat V=\frac1n\sum_i\Big(\sum_k r_i(k)\Big)\,q_{\pi,x_i}^\top
+    \Gamma_{\pi_0,x_i}^{\dagger}\mathbb 1_{s_i}` with
+    :math:`\Gamma_{\pi_0,x}=\mathbb E_{\pi_0}[\mathbb 1_s\mathbb 1_s^\top]` and
+    :math:`q_{\pi,x}=\mathbb E_\pi[\mathbb 1_s]` over (slot, item) indicators. Unbiased when
+    the expected slate reward is a sum of (item, slot) terms and :math:`q` lies in the range of
+    :math:`\Gamma`; biased under cascade clicks.
+
+    With ``logging`` and ``target`` given as :class:`SlatePolicy` (finite contexts), the weight
+    is computed exactly from the enumerated :math:`\Gamma`. Otherwise ``product_logging=True``
+    uses the closed form for a logger that fills slots independently (their Example 4):
+    :math:`\sum_k \pi(a_k\text{ at }k)/\pi_0(a_k\text{ at }k) - L + 1`; it is biased for
+    loggers that rank without replacement.
+
+    Parameters
+    ----------
+    self_normalized : bool, default False
+        The weighted PI of the paper (PI weights sum to n in expectation).
+    product_logging : bool, default False
+        Use the product-logging closed form from the marginals.
+
+    References
+    ----------
+    .. [1] A. Swaminathan et al., "Off-policy evaluation for slate recommendation", NeurIPS 2017.
+
+    Examples
+    --------
+    >>> logs = slate_logs({"slate_id": [0], "item": [[0, 1]], "reward": [[1.0, 0.0]],
+    ...                    "propensity": [[0.5, 0.5]]})
+    >>> PseudoInverse(product_logging=True).estimate(
+    ...     logs, SlateProbabilities(marginal=[[1.0, 1.0]])).value
+    3.0
+    """
+
+    product_logging: bool = False
+
+    name = "pi"
+    _kind = "pi"
+    _shared = True
+
+    def estimate(self, logs: Any, target: Any, *, logging: Any = None,
+                 policy: str | None = None) -> Estimate:
+        logs = slate_logs(logs)
+        if isinstance(target, SlatePolicy) and isinstance(logging, SlatePolicy):
+            ctx = _logged_context(logs, logging)
+            w = pseudoinverse_table(target, logging)[ctx, _slate_index(logging, logs)]
+        elif self.product_logging:
+            tgt = slate_probabilities(target, logs)
+            log_p = (logs.logging_probabilities() if logging is None
+                     else slate_probabilities(logging, logs))
+            ratio = _need(tgt, "marginal", "candidate", "PI") / _need(
+                log_p, "marginal", "logger", "PI")
+            w = ratio.sum(axis=1) - logs.slate_size + 1
+        else:
+            raise ParameterError(
+                "PseudoInverse needs `target` and `logging` as SlatePolicy objects (exact "
+                "Gamma), or product_logging=True when the logger fills slots independently."
+            )
+        w = np.repeat(np.asarray(w, dtype=np.float64)[:, None], logs.slate_size, axis=1)
+        return _estimate(self, logs, w, policy)
+
+
+def _slate_index(policy: SlatePolicy, logs: SlateLogs) -> np.ndarray:
+    slates, _ = policy.distribution()
+    codes = _codes(slates, policy.n_items)
+    order = np.argsort(codes)
+    logged = _codes(logs.item, policy.n_items)
+    j = np.clip(np.searchsorted(codes[order], logged), 0, codes.size - 1)
+    bad = codes[order][j] != logged
+    if bad.any():
+        count, first = first_rows(bad)
+        raise PolicyError(
+            f"{count} logged slates are outside the logger's support (first at slate {first})."
+        )
+    return order[j]
+
+
+def pseudoinverse_table(target: SlatePolicy, logging: SlatePolicy) -> np.ndarray:
+    """PI weights ``q^T Gamma^+ 1_s`` for every (context, logging slate), shape (C, S)."""
+    slates, p0 = logging.distribution()
+    m, L = logging.n_items, logging.slate_size
+    ind = np.zeros((slates.shape[0], L * m))
+    ind[np.arange(slates.shape[0])[:, None], np.arange(L) * m + slates] = 1.0
+    gamma = np.einsum("cs,si,sj->cij", p0, ind, ind)
+    q = target.marginals().reshape(target.marginals().shape[0], L * m)
+    if q.shape[0] != p0.shape[0]:
+        raise PolicyError("target and logging policies must have the same contexts.")
+    coef = np.einsum("ci,cij->cj", q, np.linalg.pinv(gamma, hermitian=True))
+    return coef @ ind.T
+
+
+def position_estimates(logs: Any, target: Any, *, logging: Any = None,
+                       self_normalized: bool = False) -> dict[int, Estimate]:
+    """Per-position (item-position) IPS of the expected reward at each slot.
+
+    Examples
+    --------
+    >>> logs = slate_logs({"slate_id": [0, 1], "item": [[0, 1], [1, 0]],
+    ...                    "reward": [[1.0, 0.0], [0.0, 1.0]],
+    ...                    "propensity": [[0.5, 0.5], [0.5, 0.5]]})
+    >>> est = position_estimates(logs, SlateProbabilities(marginal=[[1, 1], [0, 0]]))
+    >>> [e.value for e in est.values()]
+    [1.0, 0.0]
+    """
+    logs = slate_logs(logs)
+    return {k: IndependentIPS(self_normalized=self_normalized, positions=(k,)).estimate(
+        logs, target, logging=logging) for k in range(logs.slate_size)}
+
+
+# ============================================================================================
+# diagnostics
+# ============================================================================================
+def position_diagnostics(logs: Any, target: Any, *, logging: Any = None) -> pd.DataFrame:
+    """ESS, weights, support and gaps by slot, from :func:`ope.diagnostics.diagnose_arrays`.
+
+    One row per position with the overlap diagnostics of the per-slot marginal weights
+    (``ess``, ``ess_ratio``, ``mean_weight``, ``propensity_check``, ``weight_max``, ``gaps``),
+    plus ``unsupported_mass``: the candidate's marginal mass at that slot on items the logger
+    never places there (needs both as :class:`SlatePolicy`, else NaN), and
+    ``prefix_ess``: Kish ESS of the cascade (prefix) weights when available.
+
+    Examples
+    --------
+    >>> logs = slate_logs({"slate_id": [0, 1], "item": [[0, 1], [1, 0]],
+    ...                    "reward": [[1.0, 0.0], [0.0, 1.0]],
+    ...                    "propensity": [[0.5, 0.5], [0.5, 0.5]]})
+    >>> d = position_diagnostics(logs, SlateProbabilities(marginal=[[1, 1], [0, 0]]))
+    >>> d[["position", "ess", "mean_weight"]].to_dict("list")
+    {'position': [0, 1], 'ess': [1.0, 1.0], 'mean_weight': [1.0, 1.0]}
+    """
+    from ope.diagnostics import diagnose_arrays
+
+    logs = slate_logs(logs)
+    tgt = slate_probabilities(target, logs)
+    log_p = logs.logging_probabilities() if logging is None else slate_probabilities(logging, logs)
+    t = _need(tgt, "marginal", "candidate", "position_diagnostics")
+    p = _need(log_p, "marginal", "logger", "position_diagnostics")
+    unsupported = np.full(logs.slate_size, np.nan)
+    if isinstance(target, SlatePolicy) and isinstance(logging, SlatePolicy):
+        ctx_w = np.bincount(logs.context, minlength=target.marginals().shape[0]) / logs.n
+        gap = (logging.marginals() <= 0) * target.marginals()  # (C, L, m)
+        unsupported = np.einsum("c,ckm->k", ctx_w, gap)
+    records = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the per-position notes go into the table
+        for k in range(logs.slate_size):  # loop over positions, not rows
+            d = diagnose_arrays(logs.reward[:, k], p[:, k], t[:, k], policy_names=[f"slot_{k}"])
+            row = d.table().iloc[0]
+            records.append({"position": k, "ess": float(row["ess"]),
+                            "ess_ratio": float(row["ess_ratio"]),
+                            "mean_weight": float(row["mean_weight"]),
+                            "propensity_check": row["propensity_check"],
+                            "weight_max": float(row["weight_max"]), "gaps": int(row["gaps"]),
+                            "unsupported_mass": float(unsupported[k])})
+    out = pd.DataFrame.from_records(records)
+    if tgt.prefix is not None and log_p.prefix is not None:
+        wp = tgt.prefix / log_p.prefix
+        out["prefix_ess"] = (wp.sum(axis=0) ** 2) / np.maximum((wp**2).sum(axis=0), 1e-300)
+    return out
