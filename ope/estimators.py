@@ -19,6 +19,16 @@ variants via :func:`dataclasses.replace`), validated when it is built, and runs 
 3. notes and warnings (Kish ESS, mean weight far from 1, small n) by the rules of
    :mod:`ope._thresholds`, the same from every entry point.
 
+What each result covers (``Estimate.target``, issue 10): every estimate targets the policy's
+value, except clipped IPS whose clip binds, whose value and normal, t, bootstrap, hoeffding and
+bernstein intervals target the clipped value ``r_lo + E[min(w, R) (r - r_lo)]`` (``r_lo`` the lower
+end of ``reward_range``, 0 without one) while its bottou interval covers the policy's value.
+Switch-DR and DRos are biased estimators of the policy value (their target is the policy value).
+DM carries no interval: its standard error treats the reward model as exact. Normal, t and
+bootstrap intervals are intersected with ``reward_range`` when it is given, as the bounded ones
+are; an estimate on fewer than ``MIN_EFFECTIVE_ROWS`` effective rows gets a note and a
+:class:`~ope.exceptions.SmallSampleWarning` pointing to betting and empirical likelihood.
+
 Because each value is a smooth function of column means, the same description serves the
 vectorized bootstrap (renormalizing self-normalized estimators inside every resample), paired
 comparisons and the mergeable statistics of :mod:`ope.streaming`.
@@ -45,6 +55,8 @@ from ope._thresholds import (
     MIN_ROWS,
     SMALL_SAMPLE_ROWS,
     ess_note,
+    few_effective_rows,
+    few_effective_rows_note,
     low_ess,
     mean_weight_check,
     mean_weight_note,
@@ -288,8 +300,10 @@ def moment_interval(
                 "ClippedIPS uses its own max_weight (the clip level) as the weight bound; do not "
                 "pass `weight_bound` to ci()."
             )
-        mean, var = mom.product_mean_var(j, clipped=True, about=0.0)
-        low, high = min(0.0, clip_level * low_r), max(0.0, clip_level * high_r)
+        # the clipped terms on the shifted scale, min(w, R) (r - r_lo) in [0, R (r_hi - r_lo)];
+        # the interval of their mean is moved back by r_lo below
+        mean, var = mom.product_mean_var(j, clipped=True, about=low_r)
+        low, high = 0.0, clip_level * (high_r - low_r)
     from ope.intervals import bounded
 
     if method == "hoeffding":
@@ -300,18 +314,18 @@ def moment_interval(
         iv = bounded.bernstein_interval(
             mean, var, n, low=low, high=high, confidence_level=confidence_level
         )
+    if clip_level is not None:
+        iv = ConfidenceInterval(iv.low + low_r, iv.high + low_r)
     # The terms w*r range over [0, M*r_max], but the estimand itself cannot leave a narrower
-    # range: V lies in [r_min, r_max] for IPS, and E[min(w, R) r] (with E[min(w, R)] <= 1) in
-    # [min(0, r_min), max(0, r_max)] for clipped IPS. Intersecting with it keeps coverage.
+    # range: V lies in [r_min, r_max] for IPS, and the clipped value
+    # r_min + E[min(w, R) (r - r_min)] (with E[min(w, R)] <= 1) in [r_min, r_max] for clipped
+    # IPS. Intersecting with it keeps coverage.
     # An empty intersection (probability <= 1 - confidence_level under the assumptions, since
     # the interval then misses the value) is reported, and reduced to the nearer end point
     # rather than returned inverted; coverage is unaffected, as that event is a miss anyway.
     if kind == "logging":
         return iv
-    if clip_level is None:
-        lo_e, hi_e = low_r, high_r
-    else:
-        lo_e, hi_e = min(0.0, low_r), max(0.0, high_r)
+    lo_e, hi_e = low_r, high_r
     low, high = max(iv.low, lo_e), min(iv.high, hi_e)
     if low > high:
         side, point = ("above", hi_e) if iv.low > hi_e else ("below", lo_e)
@@ -362,6 +376,11 @@ class EstimatorRows(RowSource):
         self.moments = moments
         self.n = int(reward.shape[0])
         self.methods = ("bootstrap",) + estimator.interval_methods
+        self.value_range = reward_range
+        self.model_conditional = estimator.name == "dm"
+
+    def target_of(self, method: str) -> str:
+        return interval_target(self.estimator, self.moments, 0, method)
 
     def raw_weights(self) -> np.ndarray:
         """The importance weights ``target / logging`` of the rows (recomputed, not kept)."""
@@ -375,7 +394,13 @@ class EstimatorRows(RowSource):
         ql = None if self.q_logged is None else self.q_logged.astype(np.float64, copy=False)
         qt = None if self.q_target is None else self.q_target.astype(np.float64)[:, None]
         r = self.reward.astype(np.float64, copy=False)
-        return est._components(r, w, ql, qt)[:, :, 0]
+        origin = (
+            est.reward_origin(self.reward_range) if isinstance(est, WeightingEstimator) else 0.0
+        )
+        if origin == 0.0:
+            return est._components(r, w, ql, qt)[:, :, 0]
+        # clipped IPS about r_lo: the component r_lo + min(w, R) (r - r_lo), whose mean is the value
+        return est._components(r - origin, w, ql, qt)[:, :, 0] + origin
 
     def n_components(self) -> int:
         return int(self.estimator.n_components)
@@ -503,12 +528,15 @@ class Estimator(ABC):
         out = []
         for j, label in enumerate(data.names):  # loop over policies, not rows
             summary = cm.weight_summary(j) if self.uses_weights else None
-            notes = weight_notes(self, n, summary, label)
+            se = math.sqrt(cm.psi_var[j] / n)
+            notes = weight_notes(self, n, summary, label, std_error=se)
+            if self.name == "dm":
+                notes.append(DM_NOTE)
             out.append(
                 make_estimate(
                     estimator=self.name,
                     value=float(self._statistic(cm.means[:, j])),
-                    std_error=math.sqrt(cm.psi_var[j] / n),
+                    std_error=se,
                     n=n,
                     ess=float(n) if summary is None else summary.ess,
                     notes=tuple(notes),
@@ -547,9 +575,19 @@ class WeightingEstimator(Estimator):
         """The clip level of the weights used (None: the raw weights)."""
         return None
 
-    def moment_statistic(self, mom: CenteredMoments, j: int) -> tuple[float, float]:
-        """Value and unbiased variance of the influence terms of policy ``j``."""
-        return mom.product_mean_var(j, clipped=self.clip_level is not None, about=0.0)
+    def reward_origin(self, reward_range: tuple[float, float] | None) -> float:
+        """The reward level the weights act about (0; clipped IPS: the range's lower end)."""
+        return 0.0
+
+    def moment_statistic(
+        self, mom: CenteredMoments, j: int, origin: float = 0.0
+    ) -> tuple[float, float]:
+        """Value and unbiased variance of the influence terms of policy ``j``.
+
+        ``origin`` is :meth:`reward_origin`: the value is ``origin + mean(w (r - origin))``.
+        """
+        mean, var = mom.product_mean_var(j, clipped=self.clip_level is not None, about=origin)
+        return origin + mean, var
 
     def _run(self, data: _Inputs, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Estimate]:
         if self.uses_weights:
@@ -561,12 +599,75 @@ class WeightingEstimator(Estimator):
             data.reward, p, t, max_weight=self.clip_level, chunk_size=chunk_size
         )
         return estimates_from_moments(
-            self, mom, names=data.names, source=lambda j: self._rows(data, j, mom.column(j))
+            self,
+            mom,
+            names=data.names,
+            source=lambda j: self._rows(data, j, mom.column(j)),
+            reward_range=data.reward_range,
         )
 
 
+#: The note every DM estimate carries (its ci_low/ci_high are NaN).
+DM_NOTE: Final = (
+    "DM's value is a reward model's prediction: its standard error treats the model as exact, "
+    "so it omits the model's error and bias, and no confidence interval is given (ci_low and "
+    "ci_high are NaN). For an interval, use DR (or SNDR), which stays valid under a wrong model "
+    "when the logged propensities are right."
+)
+
+
+def clip_binds(moments: CenteredMoments | None, j: int) -> bool:
+    """True when some row's weight of policy ``j`` exceeds the clip level."""
+    return moments is not None and bool(moments.n_clipped[j] > 0)
+
+
+def interval_target(
+    estimator: Estimator, moments: CenteredMoments | None, j: int, method: str
+) -> str:
+    """What ``method``'s interval of policy ``j``'s estimate covers (see ``Estimate.target``).
+
+    Clipped IPS whose clip binds: bottou covers the policy value, every other method the clipped
+    value. Every other estimate: the policy value.
+    """
+    if isinstance(estimator, WeightingEstimator) and estimator.clip_level is not None:
+        if clip_binds(moments, j) and method != "bottou":
+            return "clipped value"
+    return "policy value"
+
+
+def clipped_target_note(
+    estimator: WeightingEstimator,
+    moments: CenteredMoments,
+    j: int,
+    reward_range: tuple[float, float] | None,
+) -> str:
+    """The note of a clipped IPS estimate whose clip binds: its origin, what its intervals cover."""
+    origin = estimator.reward_origin(reward_range)
+    where = (
+        f"r_lo = {origin:g}, the lower end of reward_range"
+        if reward_range is not None
+        else "r_lo = 0 since no reward_range was given (pass reward_range to clip about its "
+        "lower end)"
+    )
+    head = (
+        f"clipped IPS estimates r_lo + mean(min(w, {estimator.clip_level:g}) (r - r_lo)) with "
+        f"{where}. "
+    )
+    return head + (
+        f"The clip binds on {int(moments.n_clipped[j])} of {int(moments.n)} rows, so the value "
+        "and its normal, t, bootstrap, hoeffding and bernstein intervals cover the clipped value, "
+        "which is below the policy's value when rewards exceed r_lo; ci(method='bottou') covers "
+        "the policy's value."
+    )
+
+
 def weight_notes(
-    est: Estimator, n: int, weights: WeightSummary | None, label: str | None
+    est: Estimator,
+    n: int,
+    weights: WeightSummary | None,
+    label: str | None,
+    *,
+    std_error: float = math.nan,
 ) -> list[str]:
     """Notes (and warnings) about one policy's weights and ``n``; raises when the value is
     undefined (every weight zero for an estimator that cannot fall back on a model).
@@ -606,6 +707,11 @@ def weight_notes(
         elif low_ess(weights.ess, n):
             note(ess_note(weights.ess, n), OverlapWarning,
                  by_estimator if weights.changed else by_policy)
+        elif not small_sample(n) and few_effective_rows(weights.ess):
+            # the low-ESS note and, below SMALL_SAMPLE_ROWS rows, the small-sample note already
+            # say that normal intervals may undercover
+            note(few_effective_rows_note(weights.ess, std_error), SmallSampleWarning,
+                 by_estimator)
         status, z = mean_weight_check(n, weights.mean, weights.variance)
         if status != "ok":
             note(mean_weight_note(weights.mean, z), OverlapWarning, by_policy)
@@ -620,8 +726,11 @@ def estimates_from_moments(
     *,
     names: Sequence[str | None],
     source: Callable[[int], Source],
+    reward_range: tuple[float, float] | None = None,
 ) -> list[Estimate]:
     """One Estimate per policy column of ``moments``: value, standard error, ESS and notes.
+
+    ``reward_range`` sets clipped IPS's origin (:meth:`WeightingEstimator.reward_origin`).
 
     The one place a weighting estimate is formed from the moment kernel, for the eager
     estimators, :func:`estimate_many` and the merged statistics of
@@ -630,16 +739,20 @@ def estimates_from_moments(
     """
     n = int(moments.n)
     clipped = estimator.clip_level is not None
+    origin = estimator.reward_origin(reward_range)
     out = []
     for j, label in enumerate(names):  # loop over policies, not rows
         summary = moments.weight_summary(j, clipped=clipped) if estimator.uses_weights else None
-        notes = weight_notes(estimator, n, summary, label)
-        value, var = estimator.moment_statistic(moments, j)
+        value, var = estimator.moment_statistic(moments, j, origin)
+        se = math.sqrt(var / n)
+        notes = weight_notes(estimator, n, summary, label, std_error=se)
+        if clip_binds(moments, j) if clipped else False:
+            notes.append(clipped_target_note(estimator, moments, j, reward_range))
         out.append(
             make_estimate(
                 estimator=estimator.name,
                 value=value,
-                std_error=math.sqrt(var / n),
+                std_error=se,
                 n=n,
                 ess=float(n) if summary is None else summary.ess,
                 notes=tuple(notes),
@@ -781,15 +894,26 @@ class ClippedIPS(_ImportanceWeighting):
 
     Notes
     -----
-    .. math:: \\hat V_R=\\frac1n\\sum_i \\min(w_i,R)\\,r_i .
+    .. math:: \\hat V_R=r_{lo}+\\frac1n\\sum_i \\min(w_i,R)\\,(r_i-r_{lo}),
+
+    with :math:`r_{lo}` the lower end of ``reward_range`` when it is given and :math:`0`
+    otherwise (the result's note says which). The one definition of clipping in ope: the
+    value, its standard error :math:`\\mathrm{sd}(\\min(w_i,R)(r_i-r_{lo}))/\\sqrt n`, every
+    interval, the streamed statistics (:class:`ope.streaming.MomentStats`), Bottou's interval
+    and the safety gate all clip on this shifted scale, so the clipped value
+    :math:`r_{lo}+\\mathbb E[\\min(w,R)(r-r_{lo})]` lies in ``reward_range`` (it is a mixture
+    of the policy value and :math:`r_{lo}`, as :math:`\\mathbb E\\min(w,R)\\le1`).
 
     Capping rather than zeroing (Bottou et al. may zero weights above :math:`R`) keeps the
-    reward information of the clipped rows and so has the smaller bias of the two; for rewards
-    :math:`\\ge 0` both under-estimate by :math:`\\mathbb E[(w-\\min(w,R))r]\\ge 0`, which is
-    what Bottou's inner interval (``ci(method="bottou")``) bounds. Because the weight bound is
-    :math:`R` by construction, ``hoeffding`` and ``bernstein`` need only ``reward_range``; note
-    they cover the clipped estimand :math:`\\mathbb E[\\min(w,R)r]`, while ``bottou`` covers the
-    policy value. The standard error is :math:`\\mathrm{sd}(\\min(w_i,R)r_i)/\\sqrt n`.
+    reward information of the clipped rows and so has the smaller bias of the two; both
+    under-estimate by :math:`\\mathbb E[(w-\\min(w,R))(r-r_{lo})]\\ge 0`, which is what Bottou's
+    inner interval (``ci(method="bottou")``) bounds.
+
+    What the intervals cover: when the clip binds (some weight exceeds :math:`R`),
+    ``Estimate.target`` is ``"clipped value"``: ``normal``, ``t``, ``bootstrap``, ``hoeffding``
+    and ``bernstein`` cover the clipped value, not the policy's value, and only ``bottou``
+    covers the policy's value. Because the weight bound is :math:`R` by construction,
+    ``hoeffding`` and ``bernstein`` need only ``reward_range``.
 
     References
     ----------
@@ -807,6 +931,13 @@ class ClippedIPS(_ImportanceWeighting):
     ...     target_propensity=np.array([1.0, 0.5, 1.0]))
     >>> res.value   # (min(4, 2)*1 + 1*1 + min(10, 2)*0) / 3
     1.0
+    >>> res.target  # the clip binds on two rows
+    'clipped value'
+    >>> r = np.array([11.0, 11.0, 10.0])  # the same on rewards in [10, 11]: shifted by 10
+    >>> ClippedIPS(max_weight=2.0).estimate(
+    ...     reward=r, logging_propensity=np.array([0.25, 0.5, 0.1]),
+    ...     target_propensity=np.array([1.0, 0.5, 1.0]), reward_range=(10, 11)).value
+    11.0
     """
 
     max_weight: float
@@ -826,6 +957,10 @@ class ClippedIPS(_ImportanceWeighting):
     def clip_level(self) -> float:
         """The clip level ``max_weight``."""
         return float(self.max_weight)
+
+    def reward_origin(self, reward_range: tuple[float, float] | None) -> float:
+        """The lower end of ``reward_range`` (0 when none is given)."""
+        return 0.0 if reward_range is None else float(reward_range[0])
 
     def _transform(self, w: np.ndarray) -> np.ndarray:
         return np.minimum(w, self.max_weight)
@@ -882,7 +1017,9 @@ class SNIPS(_ImportanceWeighting):
     def _gradient(self, m: np.ndarray) -> np.ndarray:
         return np.array([1.0 / m[1], -m[0] / m[1] ** 2])
 
-    def moment_statistic(self, mom: CenteredMoments, j: int) -> tuple[float, float]:
+    def moment_statistic(
+        self, mom: CenteredMoments, j: int, origin: float = 0.0
+    ) -> tuple[float, float]:
         """The ratio ``sum w r / sum w`` and the variance of its delta-method influence terms."""
         return mom.ratio_mean_var(j, clipped=False)
 
@@ -897,9 +1034,13 @@ class DM(Estimator):
               \\hat q(x,\\pi)=\\sum_a\\pi(a|x)\\,\\hat q(x,a).
 
     Its standard error :math:`\\mathrm{sd}(\\hat q(x_i,\\pi))/\\sqrt n` treats the model as fixed:
-    it does not include the model's own error or bias, which DM cannot see. ``ess`` is ``n``
-    (every row counts equally). ``reward`` is used to define (and validate) the rows, so a DM
-    estimate can be compared with others on the same rows.
+    it does not include the model's own error or bias, which DM cannot see. So DM gives no
+    confidence interval: ``ci_low``/``ci_high`` are NaN, ``ci(method=...)`` gives
+    ``(nan, nan)`` for normal, t and bootstrap, and the note says why (a model-conditional
+    interval covered the value in 0 of 300 replications on a nonlinear truth with a ridge
+    model). Use DR or SNDR for an interval. ``ess`` is ``n`` (every row counts equally).
+    ``reward`` is used to define (and validate) the rows, so a DM estimate can be compared with
+    others on the same rows (the paired difference then has no interval either).
 
     References
     ----------
@@ -910,8 +1051,9 @@ class DM(Estimator):
     --------
     >>> import numpy as np
     >>> from ope.estimators import DM
-    >>> DM().estimate(reward=np.array([1.0, 0.0, 1.0]), q_target=np.array([0.5, 0.2, 0.8])).value
-    0.5
+    >>> res = DM().estimate(reward=np.array([1.0, 0.0, 1.0]), q_target=np.array([0.5, 0.2, 0.8]))
+    >>> res.value, res.ci_low
+    (0.5, nan)
     """
 
     name: ClassVar[str] = "dm"
@@ -1171,7 +1313,9 @@ class LoggingValue(WeightingEstimator):
     def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
         return r[:, None, None]
 
-    def moment_statistic(self, mom: CenteredMoments, j: int) -> tuple[float, float]:
+    def moment_statistic(
+        self, mom: CenteredMoments, j: int, origin: float = 0.0
+    ) -> tuple[float, float]:
         """The mean reward and its variance."""
         return mom.reward_mean_var()
 

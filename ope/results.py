@@ -45,6 +45,7 @@ __all__ = [
     "Source",
     "RowSource",
     "CI_METHODS",
+    "TARGETS",
     "DEFAULT_CI_METHOD",
     "DEFAULT_CONFIDENCE_LEVEL",
 ]
@@ -161,6 +162,12 @@ CI_METHODS: Final = (
 DEFAULT_CI_METHOD: Final = "normal"
 DEFAULT_CONFIDENCE_LEVEL: Final = 0.95
 
+#: What an estimate's interval covers (``Estimate.target``): the candidate policy's value, or the
+#: clipped value ``r_lo + E[min(w, R) (r - r_lo)]`` of a clipped IPS estimate whose clip binds.
+TARGETS: Final = ("policy value", "clipped value")
+
+_METHODS_WITHOUT_BOUNDS: Final = ("normal", "t", "bootstrap")
+
 
 class Source:
     """What an Estimate remembers about how it was computed (base: nothing row-level)."""
@@ -171,6 +178,17 @@ class Source:
     has_rows: bool = False
     #: why rows are unavailable, for error messages
     rows_hint: str = "it was built without row-level data"
+    #: the range the estimand lies in when known (the a priori ``reward_range``): normal, t and
+    #: bootstrap intervals are intersected with it, as the bounded ones are
+    value_range: tuple[float, float] | None = None
+    #: True when the standard error treats a fitted reward model as fixed (DM): normal, t and
+    #: bootstrap intervals would then ignore the model's error, so none is given (NaN)
+    model_conditional: bool = False
+
+    def target_of(self, method: str) -> str | None:
+        """What ``method``'s interval covers (one of :data:`TARGETS`); None: not known here,
+        the estimate's own ``target`` stands."""
+        return None
 
     def special_interval(
         self,
@@ -224,6 +242,12 @@ class _PairedSource(RowSource):
         self.reward = a.reward
         self.n = a.n
         self._k = a.n_components()
+        self.model_conditional = a.model_conditional or b.model_conditional
+
+    def target_of(self, method: str) -> str | None:
+        ta = self.a.target_of(method) or TARGETS[0]
+        tb = self.b.target_of(method) or TARGETS[0]
+        return ta if ta == tb else f"{ta} - {tb}"
 
     def n_components(self) -> int:
         return self._k + self.b.n_components()
@@ -270,6 +294,15 @@ class Estimate(Result):
         Warnings as text (low ESS, mean weight far from 1, ...), also emitted as warnings.
     policy : str or None
         Name of the candidate policy, when known.
+    target : {"policy value", "clipped value"}
+        What ``[ci_low, ci_high]`` covers (and ``value`` estimates). ``"policy value"`` for
+        every estimator except clipped IPS whose clip binds (some weight exceeds
+        ``max_weight``): its value and its normal, t, bootstrap, hoeffding and bernstein
+        intervals cover the clipped value ``r_lo + E[min(w, R) (r - r_lo)]`` (below the policy's
+        value for rewards above ``r_lo``), and only ``ci(method="bottou")`` covers the policy's
+        value (``with_ci(method="bottou")`` sets ``target="policy value"``). Switch-DR and DRos
+        are biased estimators of the policy value, not estimators of another named quantity, so
+        their target is the policy value. DM carries no interval (NaN): see :class:`ope.DM`.
 
     Examples
     --------
@@ -295,6 +328,7 @@ class Estimate(Result):
     ci_method: str = DEFAULT_CI_METHOD
     notes: tuple[str, ...] = ()
     policy: str | None = None
+    target: str = TARGETS[0]
     _source: Source | None = field(default=None, compare=False)
 
     # ---------------------------------------------------------------- intervals
@@ -341,7 +375,12 @@ class Estimate(Result):
         Returns
         -------
         ConfidenceInterval or BottouInterval
-            ``BottouInterval`` (with outer and inner parts) for ``method="bottou"``.
+            ``BottouInterval`` (with outer and inner parts) for ``method="bottou"``. Normal, t
+            and bootstrap intervals are intersected with ``reward_range`` when the estimate was
+            given one (the value lies in it), as the bounded intervals are. For DM (a reward
+            model's prediction whose error the standard error ignores) normal, t and bootstrap
+            give ``(nan, nan)``. Which quantity the interval covers: :attr:`target` and
+            :meth:`target_of`.
 
         Raises
         ------
@@ -362,6 +401,10 @@ class Estimate(Result):
 
         Notes
         -----
+        What each method covers: every method covers the policy's value, except for clipped
+        IPS whose clip binds, where normal, t, bootstrap, hoeffding and bernstein cover the
+        clipped value and bottou the policy's value.
+
         normal: :math:`\\hat V\\pm z_{(1+\\gamma)/2}\\,\\mathrm{se}`; t: the same with
         :math:`t_{n-1}` quantiles; bootstrap: see :func:`ope.intervals.bootstrap.bootstrap_interval`
         (self-normalized estimators are renormalized inside each resample).
@@ -405,11 +448,17 @@ class Estimate(Result):
                 f"`weight_bound` is an a priori weight bound for the bounded methods (hoeffding, "
                 f"bernstein, empirical_likelihood); method {method!r} does not use it."
             )
-        if method == "normal":
-            return normal_interval(self.value, self.std_error, confidence_level=level)
-        if method == "t":
-            return t_interval(self.value, self.std_error, self.n, confidence_level=level)
         src = self._source
+        if method in _METHODS_WITHOUT_BOUNDS and src is not None and src.model_conditional:
+            return ConfidenceInterval(math.nan, math.nan)
+        if method == "normal":
+            return _in_range(
+                normal_interval(self.value, self.std_error, confidence_level=level), src
+            )
+        if method == "t":
+            return _in_range(
+                t_interval(self.value, self.std_error, self.n, confidence_level=level), src
+            )
         available = ("normal", "t") + (src.methods if src is not None else ())
         if src is None or method not in src.methods:
             why = ""
@@ -421,13 +470,18 @@ class Estimate(Result):
             )
         if method == "bootstrap":
             assert isinstance(src, RowSource)
-            return bootstrap_interval(
-                src.components(),
-                src.statistic,
-                confidence_level=level,
-                n_resamples=DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples,
-                bootstrap_method="percentile" if bootstrap_method is None else bootstrap_method,  # type: ignore[arg-type]
-                rng=rng,
+            return _in_range(
+                bootstrap_interval(
+                    src.components(),
+                    src.statistic,
+                    confidence_level=level,
+                    n_resamples=DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples,
+                    bootstrap_method=(  # type: ignore[arg-type]
+                        "percentile" if bootstrap_method is None else bootstrap_method
+                    ),
+                    rng=rng,
+                ),
+                src,
             )
         return src.special_interval(
             method, confidence_level=level, weight_bound=weight_bound, outer=outer
@@ -474,7 +528,25 @@ class Estimate(Result):
             ci_high=float(interval.high),
             confidence_level=float(confidence_level),
             ci_method=method,
+            target=self.target_of(method),
         )
+
+    def target_of(self, method: str) -> str:
+        """What ``ci(method=method)`` covers: ``"policy value"`` or ``"clipped value"``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import ope.estimators as oe
+        >>> res = oe.ClippedIPS(max_weight=2.0).estimate(
+        ...     reward=np.array([1.0, 1.0, 0.0]), logging_propensity=np.array([0.25, 0.5, 0.1]),
+        ...     target_propensity=np.array([1.0, 0.5, 1.0]))
+        >>> res.target, res.target_of("bernstein"), res.target_of("bottou")
+        ('clipped value', 'clipped value', 'policy value')
+        """
+        src = self._source
+        known = None if src is None else src.target_of(method)
+        return self.target if known is None else known
 
     def influence(self) -> np.ndarray:
         """Per-row influence (linearized) terms ``psi_i``; ``std_error = sd(psi) / sqrt(n)``.
@@ -511,6 +583,7 @@ class Estimate(Result):
             "ci_method": self.ci_method,
             "n": int(self.n),
             "ess": float(self.ess),
+            "target": self.target,
             "notes": list(self.notes),
         }
 
@@ -535,6 +608,7 @@ class Estimate(Result):
                 ("value", self.value),
                 ("std_error", self.std_error),
                 (f"{self.confidence_level:.0%} CI ({self.ci_method})", ci),
+                ("covers", self.target),
                 ("n", self.n),
                 ("ess", self.ess),
             ),
@@ -552,10 +626,31 @@ def make_estimate(
     notes: tuple[str, ...] = (),
     policy: str | None = None,
     source: Source | None = None,
+    target: str | None = None,
 ) -> Estimate:
-    """Build an Estimate carrying the default (normal, 0.95) interval."""
-    if math.isfinite(value) and math.isfinite(std_error):
-        low, high = normal_interval(value, std_error, confidence_level=DEFAULT_CONFIDENCE_LEVEL)
+    """Build an Estimate carrying the default (normal, 0.95) interval.
+
+    The interval is intersected with ``source.value_range`` and is NaN when the source is
+    model-conditional (DM). ``target`` (one of :data:`TARGETS`) defaults to the source's target
+    for the normal interval (the policy value without a source).
+
+    Examples
+    --------
+    >>> from ope.results import make_estimate
+    >>> make_estimate(estimator="is", value=0.4, std_error=0.1, n=100, ess=50.0,
+    ...               target="clipped value").target
+    'clipped value'
+    """
+    if target is not None and target not in TARGETS:
+        raise ParameterError(f"`target` must be one of {', '.join(TARGETS)}; got {target!r}.")
+    if (
+        math.isfinite(value)
+        and math.isfinite(std_error)
+        and not (source is not None and source.model_conditional)
+    ):
+        low, high = _in_range(
+            normal_interval(value, std_error, confidence_level=DEFAULT_CONFIDENCE_LEVEL), source
+        )
     else:
         low = high = float("nan")
     return Estimate(
@@ -568,8 +663,29 @@ def make_estimate(
         ess=float(ess),
         notes=tuple(notes),
         policy=policy,
+        target=(
+            target
+            if target is not None
+            else (None if source is None else source.target_of(DEFAULT_CI_METHOD)) or TARGETS[0]
+        ),
         _source=source,
     )
+
+
+def _in_range(iv: ConfidenceInterval, source: Source | None) -> ConfidenceInterval:
+    """``iv`` intersected with the range the estimand lies in (``source.value_range``).
+
+    An interval entirely outside the range (an event of probability at most 1 - level when the
+    interval is valid, since it then misses the value) becomes the nearer end point, never an
+    inverted interval.
+    """
+    vr = None if source is None else source.value_range
+    if vr is None or not (math.isfinite(iv.low) and math.isfinite(iv.high)):
+        return iv
+    low, high = max(iv.low, vr[0]), min(iv.high, vr[1])
+    if low > high:
+        low = high = vr[1] if iv.low > vr[1] else vr[0]
+    return ConfidenceInterval(float(low), float(high))
 
 
 def compare(

@@ -58,6 +58,7 @@ from ope.estimators import (
     LoggingValue,
     WeightingEstimator,
     estimates_from_moments,
+    interval_target,
     get_estimator,
     moment_interval,
     policy_labels,
@@ -97,6 +98,10 @@ class _MomentSource(Source):
         self.methods = tuple(
             m for m in estimator.interval_methods if m in ("hoeffding", "bernstein", "bottou")
         )
+        self.value_range = reward_range
+
+    def target_of(self, method: str) -> str:
+        return interval_target(self.estimator, self.moments, self.column, method)
 
     def special_interval(
         self,
@@ -484,7 +489,8 @@ class MomentStats:
         if not est.uses_weights:  # the logging value: one "policy", the rewards
             labels = (None,)
         out = estimates_from_moments(
-            est, mom, names=labels, source=lambda j: _MomentSource(est, mom, j, rr)
+            est, mom, names=labels, source=lambda j: _MomentSource(est, mom, j, rr),
+            reward_range=rr,
         )
         if level != DEFAULT_CONFIDENCE_LEVEL:
             out = [res.with_ci(level, "normal") for res in out]

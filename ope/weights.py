@@ -271,6 +271,10 @@ def weight_moments(
     rewards of mean :math:`10^6` and standard deviation 1); :class:`ope.streaming.MomentStats`
     therefore merges the centred statistics instead.
 
+    The sums are raw, not estimates: clipped IPS (:class:`ope.estimators.ClippedIPS`) clips about
+    the lower end ``r_lo`` of ``reward_range``, so its value from these sums is
+    ``r_lo + (sum_cwr - r_lo * sum_cw) / n`` (``sum_cwr / n`` only when ``r_lo = 0``).
+
     References
     ----------
     .. [1] L. Bottou et al., "Counterfactual reasoning and learning systems", JMLR 14, 2013.

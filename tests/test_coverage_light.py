@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "coverage.py"
@@ -29,14 +30,20 @@ def _load() -> ModuleType:
 
 def test_designs_have_exact_truth_and_heavy_tail() -> None:
     cov = _load()
-    mild, heavy = cov.make_designs()
-    for design in (mild, heavy):
+    designs = cov.make_designs()
+    mild, heavy = designs[:2]
+    assert [d.name for d in cov.make_designs(extended=False)] == ["mild", "heavy"]
+    for design in designs:
         # the cell probabilities are a distribution and IPS is unbiased for the exact truth
         probs = design.cells["prob"]
         assert probs.sum() == pytest.approx(1.0)
         ips_mean = float(probs @ (design.cells["w"] * design.cells["r"]))
         assert ips_mean == pytest.approx(design.truth, rel=1e-12)
         assert float(probs @ design.cells["w"]) == pytest.approx(1.0, rel=1e-12)
+        lo, hi = design.reward_range
+        assert set(np.unique(design.cells["r"])) == {lo, hi}
+        # the clip binds in every design, so the clipped value is below the policy's value
+        assert lo <= design.clipped_truth < design.truth <= hi
     assert heavy.logging[:, 0].max() <= 0.01 and heavy.max_weight > 50
     assert mild.max_weight < 10
 
@@ -48,12 +55,17 @@ def test_quick_study_finite_sample_methods_cover() -> None:
     reps = cov.QUICK_REPS
     level = cov.CONFIDENCE_LEVEL
     slack = 3.0 * math.sqrt(level * (1.0 - level) / reps)
-    finite = [c for c in results if c.method in cov.FINITE_SAMPLE]
-    assert len(finite) == len(cov.FINITE_SAMPLE) * 2 * len(cov.QUICK_SIZES)
+    n_designs = len(cov.make_designs())
+    # finite-sample methods cover their stated target: the policy's value, or the clipped
+    # value for clipped IPS bernstein
+    finite = [c for c in results
+              if c.method in cov.FINITE_SAMPLE and c.method not in cov.CLIPPED_TARGET
+              or c.method == "clipped IPS bernstein -> clipped value"]
+    assert len(finite) == len(cov.FINITE_SAMPLE) * n_designs * len(cov.QUICK_SIZES)
     for cell in finite:
         assert cell.coverage >= level - slack, cell
     # every method produced an interval for every replication, with a positive mean width
-    assert len(results) == len(cov.METHODS) * 2 * len(cov.QUICK_SIZES)
+    assert len(results) == len(cov.row_labels()) * n_designs * len(cov.QUICK_SIZES)
     assert all(c.mean_width > 0 for c in results)
     # the study is informative: the Wald interval visibly fails on heavy weights at n = 100
     (wald,) = [c for c in results

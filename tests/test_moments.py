@@ -285,7 +285,7 @@ def test_estimate_is_a_result_rendered_by_the_one_renderer():
     assert text.startswith("Estimate (ips)") and "[1] <script>x</script>" in text
     assert sorted(res.to_dict()) == sorted(
         ["estimator", "policy", "value", "std_error", "ci_low", "ci_high", "confidence_level",
-         "ci_method", "n", "ess", "notes"])
+         "ci_method", "n", "ess", "target", "notes"])
 
 
 def test_old_import_paths_keep_working():
