@@ -98,6 +98,11 @@ _PUBLIC: dict[str, str] = {
     "td_errors": "ope.returns",
     "lambda_returns": "ope.returns",
     "gae": "ope.returns",
+    # importers of real log formats
+    "read_obd": "ope.importers",
+    "read_dsjson": "ope.importers",
+    "from_bandit_feedback": "ope.importers",
+    "to_bandit_feedback": "ope.importers",
     # slates and positions
     "SlateLogs": "ope.slates",
     "slate_logs": "ope.slates",
@@ -141,6 +146,7 @@ _SUBMODULES = frozenset(
         "paired",
         "selection",
         "slates",
+        "importers",
         "streaming",
         "moments",
         "results",

@@ -75,7 +75,7 @@ FLAGS: Final = {
     "outcomes": "--outcome",
     "by": "--by",
     "correction": "--correction",
-    "context": "--context",
+    "context": "--obd-context",
     "chunk_lines": "--chunk-lines",
 }
 
@@ -168,7 +168,7 @@ def _add_format(p: argparse.ArgumentParser) -> None:
 
 def _add_import_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--context", choices=("user", "user+affinity", "none"), default="user",
+        "--obd-context", choices=("user", "user+affinity", "none"), default="user",
         help="OBD: context columns to keep (default user_feature_0..3; never the 80 affinity "
         "columns unless asked)",
     )
@@ -409,7 +409,7 @@ def _format_reader(args: argparse.Namespace) -> Any:
 
     if fmt == "obd":
         return lambda src, *, mapping, on_invalid: read_obd(
-            src, context=args.context, on_invalid=on_invalid)
+            src, context=args.obd_context, on_invalid=on_invalid)
     return lambda src, *, mapping, on_invalid: read_dsjson(
         src, on_invalid=on_invalid, **_chunk_option(args))
 
@@ -473,7 +473,7 @@ def _cmd_import(args: argparse.Namespace) -> int:
         else:
             from ope.importers import read_obd
 
-            logs = read_obd(args.src, context=args.context, on_invalid=args.on_invalid)
+            logs = read_obd(args.src, context=args.obd_context, on_invalid=args.on_invalid)
             pq.write_table(logs.table, tmp)
             written, report, action_features = logs.n, logs.report, logs.action_features
         if action_features is not None:

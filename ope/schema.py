@@ -134,7 +134,19 @@ REJECTION_REASONS: Final[Mapping[str, str]] = {
     "outcome_not_finite": "outcome must be finite (not +inf or -inf)",
     "pair_duplicate": "(pair_id, arm, replicate) must be unique (repeats after the first are rejected)",
     "pair_missing_arm": "every pair must have a valid row for every arm present in the data",
+    # importers (ope.importers): rules of the source format, numbered by source line or row
+    "dsjson_bad_json": "every DSJSON line must be one JSON object",
+    "dsjson_cost_not_numeric": "_label_cost must be a number (reward = -_label_cost)",
+    "dsjson_action_not_in_a": "_label_Action must be one of the (1-based) action ids in `a`",
+    "dsjson_a_p_mismatch": "`a` and `p` must have the same length, ids in 1..len(c._multi)",
+    "dsjson_pdrop_out_of_range": "pdrop must be a number in [0, 1) (pdrop == 1 has no weight)",
+    "dsjson_skip_learn": "_skipLearn is true: the event is not learnable and is excluded (counted)",
+    "dsjson_outcome_malformed": "every CCB/slate _outcomes entry needs a numeric _label_cost, _a and _p",
+    "obd_position_missing": "position must be a whole number >= 1",
 }
+
+#: Prefixes of the importers' reasons in :data:`REJECTION_REASONS`.
+IMPORT_REASON_PREFIXES: Final = ("dsjson_", "obd_")
 
 # value kinds of known columns
 _ID: Final = "int64 or string"

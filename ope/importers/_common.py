@@ -1,0 +1,168 @@
+"""What every importer shares: its rejection reasons, and validation through ``ope.read_logs``.
+
+An importer parses its source into Arrow tables of ope's column names, one chunk of source
+rows (lines) at a time. Problems only the source format can have (a line that is not JSON, a
+``pdrop`` of 1) are found by the importer and counted under the reasons of
+:data:`IMPORT_REJECTION_REASONS`; every row that parses goes through :func:`ope.read_logs`, so
+the row rules of :mod:`ope.schema` stay the one validation layer. :class:`ChunkValidator` joins
+the two into one :class:`~ope.logs.ValidationReport` whose example row numbers are positions in
+the *source* (0-based line or CSV row numbers), and checks ``event_id`` across chunks.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+
+from ope._dedup import SeenIds
+from ope.exceptions import DroppedRowsWarning, ValidationError
+from ope.logs import EXAMPLE_ROWS, BanditLogs, ValidationReport
+from ope.schema import IMPORT_REASON_PREFIXES, REJECTION_REASONS
+
+__all__ = ["IMPORT_REJECTION_REASONS", "EXCLUDED_REASONS", "ChunkValidator", "reason_text"]
+
+#: Rejection reasons of the importers (name -> what the rule requires): their entries of the one
+#: registry, ``ope.schema.REJECTION_REASONS``.
+IMPORT_REJECTION_REASONS: Final[Mapping[str, str]] = {
+    k: v for k, v in REJECTION_REASONS.items() if k.startswith(IMPORT_REASON_PREFIXES)
+}
+
+#: The column that carries each row's source row number through ``read_logs`` (then dropped).
+LINE_COLUMN: Final = "__ope_source_row"
+
+#: Reasons that exclude a row by the source's own rule rather than mark it invalid: they are
+#: counted in the report but never make ``on_invalid="raise"`` raise.
+EXCLUDED_REASONS: Final = frozenset({"dsjson_skip_learn"})
+
+
+def reason_text(reason: str) -> str:
+    """What the rule named ``reason`` requires (schema reasons and importer reasons)."""
+    return REJECTION_REASONS.get(reason, reason)
+
+
+def _examples(lines: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(x) for x in lines[:EXAMPLE_ROWS])
+
+
+class ChunkValidator:
+    """Validate an importer's chunks through ``ope.read_logs`` into one source-numbered report.
+
+    Parameters
+    ----------
+    source : str
+        The source's name in the report.
+    on_invalid : {"raise", "drop"}
+        As in :func:`ope.read_logs`; rows under :data:`EXCLUDED_REASONS` never raise.
+    """
+
+    def __init__(self, source: str, on_invalid: str) -> None:
+        self.source = source
+        self.on_invalid = on_invalid
+        self.report = ValidationReport(source, 0, 0)
+        self._seen = SeenIds()
+        self._dropped: list[pa.Array] = []
+        self.unit_roundoff: dict[str, float] = {}
+
+    def add(
+        self,
+        table: pa.Table,
+        lines: np.ndarray,
+        rejected: Mapping[str, np.ndarray],
+        *,
+        n_source: int,
+    ) -> pa.Table:
+        """Validate one chunk; return its valid rows.
+
+        ``table`` holds the rows that parsed, ``lines[i]`` the source row number of row ``i``;
+        ``rejected`` maps importer reasons to the source row numbers they reject; ``n_source``
+        is the number of source rows the chunk covers (a CCB line gives several table rows
+        and counts once per slot row).
+        """
+        from ope.io import read_logs
+
+        counts = {k: int(v.size) for k, v in rejected.items() if v.size}
+        examples = {k: _examples(np.sort(v)) for k, v in rejected.items() if v.size}
+        used = table.slice(0, 0)
+        if table.num_rows:
+            table = table.append_column(LINE_COLUMN, pa.array(lines, type=pa.int64()))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DroppedRowsWarning)
+                try:
+                    logs = read_logs(table, on_invalid="drop")
+                    sub, used = logs.report, logs.table
+                    self.unit_roundoff.update(logs.unit_roundoff)
+                    if logs.dropped_event_ids is not None and len(logs.dropped_event_ids):
+                        self._dropped.append(logs.dropped_event_ids)
+                except ValidationError as exc:  # every row rejected: keep its report
+                    if exc.report is None:
+                        raise
+                    sub = exc.report
+            for reason, count in sub.rejected.items():
+                counts[reason] = counts.get(reason, 0) + count
+                mapped = tuple(int(lines[r]) for r in sub.examples.get(reason, ()))
+                examples[reason] = tuple(sorted(examples.get(reason, ()) + mapped))[:EXAMPLE_ROWS]
+            if used.num_rows and "event_id" in used.column_names:
+                hit = self._seen.add_new(SeenIds.as_numpy(used.column("event_id")))
+                if hit.any():
+                    idx = np.flatnonzero(hit)
+                    hit_lines = used.column(LINE_COLUMN).take(pa.array(idx)).to_numpy()
+                    counts["event_id_duplicate"] = counts.get("event_id_duplicate", 0) + idx.size
+                    examples["event_id_duplicate"] = tuple(sorted(
+                        examples.get("event_id_duplicate", ()) + _examples(hit_lines)))[:EXAMPLE_ROWS]
+                    self._dropped.append(used.column("event_id").take(pa.array(idx)).combine_chunks())
+                    used = used.filter(pa.array(~hit))
+            if LINE_COLUMN in used.column_names:
+                used = used.drop_columns([LINE_COLUMN])
+        part = ValidationReport(
+            self.source, n_source, used.num_rows, counts, examples,
+            dropped=bool(counts) and self.on_invalid == "drop",
+        )
+        self.report = self.report.merge(part)
+        return used
+
+    def failure(self) -> ValidationError | None:
+        """The error to raise under ``on_invalid="raise"`` (None when nothing is invalid)."""
+        invalid = {k: v for k, v in self.report.rejected.items() if k not in EXCLUDED_REASONS}
+        if self.on_invalid != "raise" or not invalid:
+            return None
+        r = self.report
+        n_bad = sum(invalid.values())
+        lines = [
+            f"rows of {self.source} break import rules ({n_bad:,} rejections in "
+            f"{r.rows_read:,} rows):",
+            str(r),
+            "rules broken:",
+        ]
+        lines += [f"  {k}: {reason_text(k)}" for k in sorted(invalid)]
+        lines.append(
+            'Fix the source, or pass on_invalid="drop" (CLI: --on-invalid drop) to drop these '
+            "rows (they stay counted in the .report of the result)."
+        )
+        return ValidationError("\n".join(lines), report=r)
+
+    def finish(self, tables: Sequence[pa.Table], metadata: Mapping[str, str]) -> BanditLogs:
+        """The validated ``BanditLogs`` of the chunks' valid rows (raises as ``read_logs`` does)."""
+        error = self.failure()
+        if error is not None:
+            raise error
+        r = self.report
+        if r.rows_rejected and self.on_invalid == "drop":
+            invalid = {k: v for k, v in r.rejected.items() if k not in EXCLUDED_REASONS}
+            if invalid:
+                r.warn_dropped(stacklevel=4)
+        if r.rows_used == 0:
+            raise r.no_rows_error()
+        table = pa.concat_tables([t for t in tables if t.num_rows] or list(tables[:1]))
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **_encode(metadata)})
+        dropped = pa.concat_arrays([d.cast(table.column("event_id").type) for d in self._dropped]) \
+            if self._dropped and "event_id" in table.column_names else None
+        return BanditLogs.from_validated(table, r, dropped_event_ids=dropped,
+                                         unit_roundoff=self.unit_roundoff)
+
+
+def _encode(metadata: Mapping[str, Any]) -> dict[bytes, bytes]:
+    return {str(k).encode(): str(v).encode() for k, v in metadata.items()}
