@@ -55,6 +55,7 @@ TABLE_COLUMNS: Final = (
     "ci_high",
     "confidence_level",
     "ci_method",
+    "target",
     "n",
     "ess",
     "ess_ratio",
@@ -454,6 +455,8 @@ class Evaluation(Result):
                         "ci_high": high,
                         "confidence_level": self.confidence_level,
                         "ci_method": self.ci_method,
+                        # what [ci_low, ci_high] covers: the policy's value or a clipped value
+                        "target": est.target_of(self.ci_method),
                         "n": est.n,
                         "ess": est.ess,
                         "ess_ratio": est.ess / est.n if est.n else float("nan"),
@@ -571,14 +574,20 @@ class Evaluation(Result):
             f"[{low:.4f}, {high:.4f}]"
             + ("" if self.logging_ci_method == self.ci_method else f" ({self.logging_ci_method})")
         )
-        header = f"{'policy':<18}{'estimator':<13}{'value':>9}{'std_err':>9}{'ci_low':>9}{'ci_high':>9}{'ESS/n':>8}"
+        header = (
+            f"{'policy':<18}{'estimator':<13}{'value':>9}{'std_err':>9}{'ci_low':>9}{'ci_high':>9}"
+            f"{'covers':>9}{'ESS/n':>8}"
+        )
         if truth is not None:
             header += f"{'truth':>9}{'in CI':>7}"
         lines += ["", header, "-" * len(header)]
+        # "covers": what each interval covers, the policy's value or a clipped value (clipped
+        # IPS whose clip binds: only its bottou interval covers the policy's value)
         for row in t.itertuples(index=False):
             line = (
                 f"{row.policy:<18}{row.estimator:<13}{row.value:>9.4f}{row.std_error:>9.4f}"
-                f"{row.ci_low:>9.4f}{row.ci_high:>9.4f}{row.ess_ratio:>8.3f}"
+                f"{row.ci_low:>9.4f}{row.ci_high:>9.4f}{str(row.target).split()[0]:>9}"
+                f"{row.ess_ratio:>8.3f}"
             )
             if truth is not None and row.policy in truth:
                 tv = truth[row.policy]
