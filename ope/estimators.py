@@ -39,6 +39,7 @@ Estimator names for strings (``ope.evaluate(..., estimators=("ips", "snips"))``)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from abc import ABC, abstractmethod
@@ -104,6 +105,7 @@ __all__ = [
     "DRos",
     "ESTIMATORS",
     "get_estimator",
+    "estimator_settings",
     "estimate_many",
     "logging_value",
     "ESS_RATIO_WARN",
@@ -1381,11 +1383,19 @@ ESTIMATORS: Final[dict[str, type[Estimator]]] = {
     "dros": DRos,
 }
 
-_SETTINGS: Final[dict[str, tuple[str, ...]]] = {
-    "clipped_ips": ("max_weight",),
-    "switch_dr": ("tau",),
-    "dros": ("shrinkage",),
-}
+
+
+def estimator_settings(name: str) -> tuple[str, ...]:
+    """The settings (dataclass fields) of the registered estimator ``name``, e.g.
+    ``("max_weight",)`` for ``"clipped_ips"``: the one description of what a name needs.
+
+    Examples
+    --------
+    >>> from ope.estimators import estimator_settings
+    >>> estimator_settings("clipped_ips"), estimator_settings("ips")
+    (('max_weight',), ())
+    """
+    return tuple(f.name for f in dataclasses.fields(ESTIMATORS[name]) if f.init)
 
 
 def get_estimator(
@@ -1446,7 +1456,7 @@ def get_estimator(
         for k, v in (("max_weight", max_weight), ("tau", tau), ("shrinkage", shrinkage))
         if v is not None
     }
-    takes = _SETTINGS.get(key, ())
+    takes = estimator_settings(key)
     extra = sorted(set(given) - set(takes))
     if extra:
         allowed = ", ".join(takes) if takes else "none"

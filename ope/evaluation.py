@@ -20,7 +20,6 @@ statistics merge exactly (:meth:`ope.streaming.MomentStats.merge`) and become an
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,7 +37,14 @@ from ope._validation import (
     check_weight_bound,
 )
 from ope.context import RESERVED_COLUMNS, context_matrix, default_context_columns
-from ope.estimators import ESTIMATORS, estimate_many, get_estimator, logging_value
+from ope.estimators import (
+    ESTIMATORS,
+    Estimator,
+    estimate_many,
+    estimator_settings,
+    get_estimator,
+    logging_value,
+)
 from ope.exceptions import EstimationError, ParameterError, PolicyError, SchemaError
 from ope.logs import BanditLogs, ValidationReport
 from ope.results import CI_METHODS, Estimate, Result, ResultParts, compare
@@ -118,7 +124,7 @@ def resolve_estimators(
                     f"unknown estimator {item!r} in `estimators`; choose from "
                     f"{', '.join(ESTIMATORS)}."
                 )
-            takes = [f.name for f in dataclasses.fields(ESTIMATORS[key]) if f.init]
+            takes = estimator_settings(key)
             for name in takes:
                 if settings.get(name) is None:
                     raise ParameterError(
@@ -129,7 +135,8 @@ def resolve_estimators(
             used.update(takes)
             obj = get_estimator(key, **{name: settings[name] for name in takes})
         else:
-            key = next((k for k, cls in ESTIMATORS.items() if type(item) is cls), "")
+            # an ope estimator object (a subclass too) is used as it is, under its registry name
+            key = item.name if isinstance(item, Estimator) and item.name in ESTIMATORS else ""
             if not key:
                 raise ParameterError(
                     f"estimators must be names ({', '.join(ESTIMATORS)}) or ope estimator "

@@ -548,6 +548,17 @@ class Estimate(Result):
         known = None if src is None else src.target_of(method)
         return self.target if known is None else known
 
+    @property
+    def source(self) -> Source | None:
+        """What the estimate's intervals are computed from: its rows (a :class:`RowSource`) or
+        merged statistics (a :class:`Source` without rows); None when built without data."""
+        return self._source
+
+    def with_source(self, source: Source) -> Estimate:
+        """The same estimate backed by another description of the same data (e.g. streamed
+        statistics given their rows back, ``ope.MomentStats.with_rows``)."""
+        return dataclasses.replace(self, _source=source)
+
     def influence(self) -> np.ndarray:
         """Per-row influence (linearized) terms ``psi_i``; ``std_error = sd(psi) / sqrt(n)``.
 

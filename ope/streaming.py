@@ -32,7 +32,6 @@ True
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -359,7 +358,7 @@ class MomentStats:
         rr = check_reward_range(reward_range)
         out = []
         for j, est in enumerate(estimates):  # loop over policies, not rows
-            src = est._source
+            src = est.source
             if not isinstance(src, _MomentSource) or int(target_propensity.shape[0]) != self.n:
                 raise ValidationError(
                     "with_rows takes the estimates of these statistics and the arrays they were "
@@ -375,7 +374,7 @@ class MomentStats:
                 rr,
                 moments=src.moments.column(src.column),
             )
-            out.append(dataclasses.replace(est, _source=rows))
+            out.append(est.with_source(rows))
         return out
 
     def estimates(

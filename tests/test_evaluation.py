@@ -413,3 +413,20 @@ def test_model_estimators_without_context_features_are_refused():
     with pytest.raises(ope.SchemaError, match=r"need context features for the reward model"):
         ope.evaluate(ope.read_logs(df), {"u": ope.UniformPolicy(actions=[0, 1])},
                      estimators=("dr",))
+
+
+def test_subclasses_of_ope_estimators_are_accepted_under_their_registry_name():
+    class MyIPS(ope.IPS):
+        pass
+
+    rng = np.random.default_rng(1)
+    n = 200
+    df = pd.DataFrame({
+        "event_id": np.arange(n), "action": rng.integers(0, 2, n), "propensity": np.full(n, 0.5),
+        "reward": rng.binomial(1, 0.5, n).astype(float), "target__a": np.full(n, 0.5),
+    })
+    logs = ope.read_logs(df)
+    mine = ope.evaluate(logs, estimators=(MyIPS(),)).table()
+    theirs = ope.evaluate(logs, estimators=("ips",)).table()
+    assert list(mine.estimator) == ["ips"]
+    assert mine.value.iloc[0] == theirs.value.iloc[0]
