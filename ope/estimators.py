@@ -953,7 +953,10 @@ class ClippedIPS(_ImportanceWeighting):
                 "ClippedIPS needs `max_weight`, the clip level (a positive finite number), e.g. "
                 "ClippedIPS(max_weight=10.0)."
             )
-        check_max_weight(self.max_weight)
+        try:
+            check_max_weight(self.max_weight)
+        except ParameterError as exc:
+            raise ParameterError(f"ClippedIPS: {exc}") from None
 
     @property
     def clip_level(self) -> float:

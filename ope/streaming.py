@@ -431,7 +431,8 @@ class MomentStats:
                 "need the rows: use ope.estimators.estimate_many."
             )
         if est.clip_level is not None and est.clip_level != self.max_weight:
-            raise ValidationError(
+            # the estimator's setting does not fit the statistics: an argument problem
+            raise ParameterError(
                 f"ClippedIPS(max_weight={est.clip_level}) needs statistics accumulated with the "
                 f"same clip level; these have max_weight={self.max_weight}. Pass max_weight= "
                 "to MomentStats.from_arrays."

@@ -518,3 +518,12 @@ def test_normal_interval_coverage_over_replications():
     for name, hits in cover.items():
         # 95% nominal; binomial sd at 1000 reps is 0.0069, allow 3 sd
         assert abs(hits / reps - 0.95) < 0.021, name
+
+
+def test_a_reversed_reward_range_is_a_bad_argument():
+    # restored from the data-error table: the range is an argument, so it is a ParameterError now
+    from ope.exceptions import ParameterError
+
+    r, p, t = np.array([1.0, 0.0, 1.0]), np.full(3, 0.5), np.array([1.0, 0.0, 0.5])
+    with pytest.raises(ParameterError, match=r"`reward_range` must be finite with low < high"):
+        IPS().estimate(r, p, t, reward_range=(1.0, 0.0))

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ope.estimators import DR, IPS, SNIPS, ClippedIPS, logging_value
-from ope.exceptions import EstimationError, ValidationError
+from ope.exceptions import EstimationError, ParameterError, ValidationError
 from ope.streaming import MomentStats
 from ope.weights import MOMENT_KEYS
 
@@ -96,7 +96,7 @@ def test_refusals(data):
         res.influence()
     with pytest.raises(EstimationError, match=r"merged statistics support the ips, clipped_ips and snips estimators; got 'dr'"):
         stats.estimates(DR())
-    with pytest.raises(ValidationError, match=r"ClippedIPS\(max_weight=3.0\) needs statistics accumulated with the same clip level; these have max_weight=2.0"):
+    with pytest.raises(ParameterError, match=r"ClippedIPS\(max_weight=3.0\) needs statistics accumulated with the same clip level; these have max_weight=2.0"):
         stats.estimates(ClippedIPS(max_weight=3.0))
     with pytest.raises(ValidationError, match=r"rewards span \[0, 1\], outside reward_range=\(0, 0.5\)"):
         stats.estimates("ips", reward_range=(0.0, 0.5))
