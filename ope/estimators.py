@@ -172,6 +172,7 @@ def _validate(
     q_target: npt.ArrayLike | None,
     reward_range: Sequence[float] | None,
     names: Sequence[str] | None,
+    rewards_checked: bool = False,
 ) -> _Inputs:
     rr = check_reward_range(reward_range)
     r = as_float_array(reward, "reward", ndim=(1,))
@@ -237,7 +238,8 @@ def _validate(
         n_pol = qt.shape[1]
     if n_pol is None:  # neither weights nor a model: the logging value, a single "policy"
         n_pol = 1
-    check_rewards_in_range(r, rr)
+    if not rewards_checked:  # the caller (ope.evaluate) checked them once for every estimator
+        check_rewards_in_range(r, rr)
     return _Inputs(r, p, t, ql, qt, rr, policy_labels(names, n_pol))
 
 
@@ -1326,7 +1328,10 @@ class LoggingValue(WeightingEstimator):
 
 
 def logging_value(
-    reward: npt.ArrayLike, *, reward_range: Sequence[float] | None = None
+    reward: npt.ArrayLike,
+    *,
+    reward_range: Sequence[float] | None = None,
+    rewards_checked: bool = False,
 ) -> Estimate:
     """The logging policy's value: the mean logged reward, as an Estimate.
 
@@ -1336,6 +1341,9 @@ def logging_value(
         Logged rewards.
     reward_range : (float, float), optional
         A priori reward range (for hoeffding, bernstein and betting intervals).
+    rewards_checked : bool, default False
+        The caller has already checked every reward against ``reward_range`` (``ope.evaluate``
+        checks once for all its estimators); skip that scan.
 
     Returns
     -------
@@ -1368,6 +1376,7 @@ def logging_value(
         q_target=None,
         reward_range=reward_range,
         names=None,
+        rewards_checked=rewards_checked,
     )
     return est._run(data)[0]
 
@@ -1486,6 +1495,7 @@ def estimate_many(
     reward_range: Sequence[float] | None = None,
     names: Sequence[str] | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    rewards_checked: bool = False,
 ) -> list[Estimate]:
     """Estimate P candidate policies in one chunked pass over the rows.
 
@@ -1510,6 +1520,8 @@ def estimate_many(
         Policy names, stored as ``Estimate.policy``.
     chunk_size : int, default DEFAULT_CHUNK_SIZE
         Rows per chunk (memory is O(chunk_size * P)).
+    rewards_checked : bool, default False
+        The caller has already checked every reward against ``reward_range``; skip that scan.
 
     Returns
     -------
@@ -1555,5 +1567,6 @@ def estimate_many(
         q_target=q_target if "q_target" in est.needs else None,
         reward_range=reward_range,
         names=names,
+        rewards_checked=rewards_checked,
     )
     return est._run(data, chunk_size=chunk_size)

@@ -33,6 +33,7 @@ from ope._validation import (
     check_confidence_level,
     check_positive_int,
     check_reward_range,
+    check_rewards_in_range,
     check_rng,
     check_weight_bound,
 )
@@ -701,6 +702,7 @@ def _row_estimates(
                 q_target=q_target,
                 reward_range=rr,
                 names=names,
+                rewards_checked=True,  # checked once, in evaluate
             )
         out.update({(name, key): res for name, res in zip(names, results)})
     return out
@@ -805,6 +807,8 @@ def evaluate(
     needs_model = any(k in MODEL_ESTIMATORS for k, _ in resolved)
     tp, factored = _candidates(logs, policies, needs_model)
     reward = logs.column("reward")
+    # the one check of the rewards against reward_range for every estimator of this call
+    check_rewards_in_range(reward, settings.reward_range)
     propensity = logs.column("propensity")
     q_logged = q_target = None
     if needs_model:
@@ -824,7 +828,7 @@ def evaluate(
         for name, changed in factored.items():  # loop over factored candidates
             p_c, t_c = _factored_arrays(logs, changed)
             estimates.update(_row_estimates(resolved, settings, reward, p_c, t_c[:, None], [name]))
-        base = logging_value(reward, reward_range=settings.reward_range)
+        base = logging_value(reward, reward_range=settings.reward_range, rewards_checked=True)
     # the estimates carry these as notes; re-emit each distinct warning once
     for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
         warnings.warn(message, category, stacklevel=2)

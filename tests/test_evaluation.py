@@ -430,3 +430,33 @@ def test_subclasses_of_ope_estimators_are_accepted_under_their_registry_name():
     theirs = ope.evaluate(logs, estimators=("ips",)).table()
     assert list(mine.estimator) == ["ips"]
     assert mine.value.iloc[0] == theirs.value.iloc[0]
+
+
+def test_rewards_are_checked_against_the_range_once_per_evaluate(monkeypatch):
+    # ips + snips + dr: the rewards are scanned against reward_range once, not per estimator
+    import ope._validation as validation
+    import ope.estimators as estimators_module
+    import ope.evaluation as evaluation_module
+
+    calls = []
+    real = validation.check_rewards_in_range
+
+    def counting(reward, reward_range, name="reward"):
+        if reward_range is not None:
+            calls.append(len(reward))
+        return real(reward, reward_range, name)
+
+    monkeypatch.setattr(evaluation_module, "check_rewards_in_range", counting)
+    monkeypatch.setattr(estimators_module, "check_rewards_in_range", counting)
+    rng = np.random.default_rng(3)
+    n = 2000
+    df = pd.DataFrame({
+        "event_id": np.arange(n), "action": rng.integers(0, 2, n), "propensity": np.full(n, 0.5),
+        "reward": rng.binomial(1, 0.5, n).astype(float), "x": rng.normal(size=n),
+    })
+    logs = ope.read_logs(df)
+    pols = {"u": ope.UniformPolicy(actions=[0, 1])}
+    ope.evaluate(logs, pols, estimators=("ips", "snips", "dr"), reward_range=(0, 1), rng=0)
+    assert calls == [n]
+    with pytest.raises(ope.ValidationError, match=r"outside reward_range"):
+        ope.evaluate(logs, pols, estimators=("dr",), reward_range=(0.5, 1), rng=0)
