@@ -22,6 +22,9 @@ __all__ = [
     "SMALL_SAMPLE_ROWS",
     "MIN_ROWS",
     "PROBABILITY_TOLERANCE",
+    "ESTIMATED_PROPENSITY_FLOOR",
+    "DISAGREEMENT_RATIO",
+    "DISAGREEMENT_Z",
     "SUPPORT_FLOOR",
     "UNSUPPORTED_MASS_WARN",
     "PROPENSITY_TOLERANCE",
@@ -78,6 +81,23 @@ MIN_ROWS: Final = 2
 #: leaves room for that and float64 round-off while still catching a dropped action or a
 #: mis-scaled row (errors of 1e-3 and more in practice).
 PROBABILITY_TOLERANCE: Final = 1e-6
+
+# --------------------------------------------------------------------------------------------
+# estimated propensities (ope.propensity)
+# --------------------------------------------------------------------------------------------
+#: Default floor of estimated propensities: a classifier's probability of 0.0003 for an action
+#: the logger did take is mostly estimation error, and its weight (3,000x) would let one row
+#: outweigh thousands; flooring at 1e-3 caps weights at 1,000 and every floored row is counted.
+ESTIMATED_PROPENSITY_FLOOR: Final = 1e-3
+
+#: A logged and an estimated propensity "disagree" beyond a factor 1.5: a calibrated, cross-fitted
+#: classifier with a few hundred rows per action is typically within +-25 % of the truth, while a
+#: logging bug (a wrong probability for an action, a stale policy version) is a factor 2 or more.
+DISAGREEMENT_RATIO: Final = 1.5
+
+#: An action or segment is flagged only when its mean log ratio also differs from 0 by more than
+#: 4 standard errors, so that checking dozens of actions raises no false alarm by chance.
+DISAGREEMENT_Z: Final = 4.0
 
 # --------------------------------------------------------------------------------------------
 # support and segments (diagnostics)

@@ -48,6 +48,7 @@ from ope.estimators import (
 )
 from ope.exceptions import EstimationError, ParameterError, PolicyError, SchemaError
 from ope.logs import BanditLogs, ValidationReport
+from ope.propensity import propensity_info
 from ope.results import CI_METHODS, Estimate, Result, ResultParts, compare
 
 __all__ = ["evaluate", "Evaluation", "TABLE_COLUMNS"]
@@ -347,6 +348,8 @@ class Evaluation(Result):
     streaming: bool = False
     ci_options: dict[str, Any] = field(default_factory=dict)
     weight_bound: float | None = None
+    #: "logged", or "estimated" when ope.estimate_propensities made the propensities
+    propensity_source: str = "logged"
     # filled by __post_init__: (policy, estimator) -> (ci_low, ci_high), and the logging value's
     _intervals: dict[tuple[str, str], tuple[float, float]] = field(
         init=False, repr=False, compare=False
@@ -532,6 +535,7 @@ class Evaluation(Result):
             "confidence_level": self.confidence_level,
             "ci_method": self.ci_method,
             "streaming": self.streaming,
+            "propensity_source": self.propensity_source,
             "validation": self.report.to_dict(),
             "logging_policy": {
                 "value": self.logging.value,
@@ -562,6 +566,7 @@ class Evaluation(Result):
                 ("logging policy value", self.logging.value),
                 (f"logging policy interval ({self.logging_ci_method})", (low, high)),
                 ("rows rejected", self.report.rows_rejected),
+                ("propensities", self.propensity_source),
             ),
             table=self.table().drop(columns=["notes"]),
             notes=self.all_notes(),
@@ -833,6 +838,14 @@ def evaluate(
     for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
         warnings.warn(message, category, stacklevel=2)
     notes = logs.report.dropped_notes()
+    source = propensity_info(logs)
+    if source["propensity_source"] == "estimated":
+        notes.append(
+            f"propensities are estimated ({source.get('propensity_model', 'a classifier')}, "
+            f"floored at {source.get('propensity_floor', 'n/a')} on "
+            f"{source.get('propensity_floored_rows', 'n/a')} rows), not logged: every weighting "
+            "estimate assumes the model is right, and the intervals omit its error"
+        )
     if tp.table_rows_ignored:
         notes.append(
             f"{tp.table_rows_ignored:,} policy-table rows for events dropped from the logs were "
@@ -849,6 +862,7 @@ def evaluate(
         notes=tuple(notes),
         ci_options=settings.ci_options,
         weight_bound=settings.weight_bound,
+        propensity_source=source["propensity_source"],
     )
 
 

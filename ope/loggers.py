@@ -1,0 +1,436 @@
+"""Logs from several logging policies: checks per logger and pooled estimation.
+
+Logs often mix policy versions (an A/B test, a rollout, a model refresh). The column
+``logging_policy`` names the logger of each row; ``propensity`` stays the probability *that row's*
+logger gave to its action. :func:`check_loggers` reports rows, propensity ranges and support per
+logger. :func:`evaluate_loggers` pools the rows through :func:`ope.evaluate` with weights chosen
+explicitly:
+
+- ``weighting="per_logger"``: each row weighted by its own logger, :math:`w_i = \\pi_e / \\pi_{j(i)}`;
+- ``weighting="balanced"``: each row weighted by the mixture of all loggers,
+  :math:`w_i = \\pi_e / \\bar\\pi` with :math:`\\bar\\pi(a|x) = \\sum_j (n_j/n)\\, \\pi_j(a|x)`
+  (Agarwal et al. 2017). The mixture needs every logger's probability of each logged action:
+  columns ``propensity__<logger>`` (one per logger), or a long table of
+  ``event_id, logging_policy, propensity`` rows (:func:`balanced_propensities`).
+
+Both are unbiased when every logger covers the candidate's actions; the balanced weights are
+bounded by :math:`n / n_j` times each logger's own weight, so a logger with poor overlap does not
+blow up the variance of the pooled estimate.
+
+Examples
+--------
+>>> import pyarrow as pa
+>>> t = pa.table({"action": [0, 1, 0, 1], "reward": [1.0, 0.0, 1.0, 1.0],
+...               "propensity": [0.5, 0.5, 0.9, 0.1], "logging_policy": ["A", "A", "B", "B"],
+...               "propensity__A": [0.5, 0.5, 0.5, 0.5], "propensity__B": [0.9, 0.1, 0.9, 0.1],
+...               "target__new": [0.5, 0.5, 0.5, 0.5]})
+>>> balanced_propensities(t).column("propensity").tolist()
+[0.7, 0.3, 0.7, 0.3]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from ope._thresholds import PROPENSITY_TOLERANCE, kish_ess
+from ope._validation import check_choice, first_rows
+from ope.exceptions import ParameterError, SchemaError, ValidationError
+from ope.logs import BanditLogs
+from ope.results import Result, ResultParts
+
+__all__ = [
+    "LOGGER_COLUMN",
+    "LOGGER_PROPENSITY_PREFIX",
+    "WEIGHTINGS",
+    "LoggerCheck",
+    "check_loggers",
+    "logger_propensities",
+    "balanced_propensities",
+    "evaluate_loggers",
+]
+
+#: The column naming each row's logging policy.
+LOGGER_COLUMN: Final = "logging_policy"
+#: ``propensity__<logger>``: logger ``<logger>``'s probability of the row's logged action.
+LOGGER_PROPENSITY_PREFIX: Final = "propensity__"
+WEIGHTINGS: Final = ("per_logger", "balanced")
+_LONG_COLUMNS: Final = ("event_id", LOGGER_COLUMN, "propensity")
+
+
+def _as_table(logs: Any) -> pa.Table:
+    if isinstance(logs, BanditLogs):
+        return logs.table
+    if isinstance(logs, pa.Table):
+        return logs
+    if isinstance(logs, pd.DataFrame):
+        return pa.Table.from_pandas(logs, preserve_index=False)
+    raise ParameterError(
+        f"logs must be BanditLogs, a pyarrow.Table or a pandas.DataFrame; got "
+        f"{type(logs).__name__}. Read a file with ope.read_logs first."
+    )
+
+
+def _loggers(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(names, per-row code, rows per logger) of the ``logging_policy`` column."""
+    if LOGGER_COLUMN not in table.column_names:
+        raise SchemaError(
+            f"the logs have no `{LOGGER_COLUMN}` column; name each row's logging policy there "
+            f"(e.g. the model version). They have: {', '.join(table.column_names)}."
+        )
+    col = table.column(LOGGER_COLUMN).combine_chunks()
+    if col.null_count:
+        count, first = first_rows(col.is_null().to_numpy(zero_copy_only=False))
+        raise ValidationError(
+            f"`{LOGGER_COLUMN}` is missing on {count} rows (first at row {first}); every row "
+            "needs its logger."
+        )
+    values = np.asarray(col.to_numpy(zero_copy_only=False)).astype(str)
+    names, codes, counts = np.unique(values, return_inverse=True, return_counts=True)
+    return names, codes, counts
+
+
+def _float_column(table: pa.Table, name: str) -> np.ndarray:
+    col = table.column(name)
+    if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
+        raise SchemaError(f"column {name!r} has type {col.type}, not a probability.")
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+# --------------------------------------------------------------------------- checks
+@dataclass(frozen=True)
+class LoggerCheck(Result):
+    """Rows, propensity ranges and support of each logging policy (:func:`check_loggers`).
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        One row per logger: ``logging_policy``, ``rows``, ``share``, ``propensity_min``,
+        ``propensity_median``, ``propensity_max``, ``actions`` (distinct actions logged) and,
+        per candidate policy, ``ess_share__<policy>`` (Kish ESS / rows of its weights on that
+        logger's rows).
+    n : int
+    has_all_propensities : bool
+        Every logger's probability of every logged action is present (``propensity__<logger>``
+        columns), so ``weighting="balanced"`` is possible.
+    notes : tuple of str
+    """
+
+    table: pd.DataFrame
+    n: int
+    has_all_propensities: bool
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with stable keys."""
+        rows = [
+            {k: (v.item() if isinstance(v, np.generic) else v) for k, v in r.items()}
+            for r in self.table.to_dict(orient="records")
+        ]
+        return {
+            "n": self.n,
+            "loggers": rows,
+            "has_all_propensities": self.has_all_propensities,
+            "notes": list(self.notes),
+        }
+
+    def _parts(self) -> ResultParts:
+        return ResultParts(
+            title=f"Logging policies: {len(self.table)}",
+            fields=(("rows", self.n), ("balanced weighting possible", self.has_all_propensities)),
+            table=self.table,
+            notes=self.notes,
+        )
+
+
+def check_loggers(logs: Any) -> LoggerCheck:
+    """Per-logger rows, propensity ranges, support and candidate overlap.
+
+    Parameters
+    ----------
+    logs : BanditLogs, pyarrow.Table or pandas.DataFrame
+        Validated logs with a ``logging_policy`` column.
+
+    Returns
+    -------
+    LoggerCheck
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> t = pa.table({"action": [0, 1, 0], "reward": [1.0, 0.0, 1.0],
+    ...               "propensity": [0.5, 0.5, 0.9], "logging_policy": ["A", "A", "B"]})
+    >>> check_loggers(t).table[["logging_policy", "rows", "actions"]].values.tolist()
+    [['A', 2, 2], ['B', 1, 1]]
+    """
+    table = _as_table(logs)
+    names, codes, counts = _loggers(table)
+    p = _float_column(table, "propensity")
+    action = np.asarray(table.column("action").to_numpy(zero_copy_only=False))
+    frame = pd.DataFrame({LOGGER_COLUMN: names[codes], "p": p, "action": action})
+    g = frame.groupby(LOGGER_COLUMN, sort=True)
+    out = g.agg(
+        rows=("p", "size"),
+        propensity_min=("p", "min"),
+        propensity_median=("p", "median"),
+        propensity_max=("p", "max"),
+        actions=("action", "nunique"),
+    ).reset_index()
+    out.insert(2, "share", out["rows"] / len(frame))
+    notes = []
+    targets = [c for c in table.column_names if c.startswith("target__")]
+    for col in targets:  # loop over candidate policies
+        w = _float_column(table, col) / p
+        s1 = np.bincount(codes, weights=w, minlength=names.size)
+        s2 = np.bincount(codes, weights=w * w, minlength=names.size)
+        ess = np.array([kish_ess(a, b) for a, b in zip(s1, s2)])  # loop over loggers
+        out[f"ess_share__{col[len('target__'):]}"] = ess / counts
+    present = [f"{LOGGER_PROPENSITY_PREFIX}{n}" in table.column_names for n in names]
+    if not all(present):
+        missing = [str(n) for n, ok in zip(names, present) if not ok]
+        notes.append(
+            f"no {LOGGER_PROPENSITY_PREFIX}<logger> column for {missing}: only "
+            'weighting="per_logger" is possible (balanced weighting needs every logger\'s '
+            "probability of each logged action)."
+        )
+    few = out.loc[out["actions"] < out["actions"].max(), LOGGER_COLUMN].tolist()
+    if few:
+        notes.append(
+            f"logger(s) {few} logged fewer distinct actions than the others: their support is "
+            "narrower; per-logger weights on their rows cannot reach the missing actions."
+        )
+    return LoggerCheck(table=out, n=len(frame), has_all_propensities=all(present), notes=tuple(notes))
+
+
+# --------------------------------------------------------------------------- propensities
+def _pivot_long(table: pa.Table, long: Any, names: np.ndarray) -> dict[str, np.ndarray]:
+    """``propensity__<logger>`` arrays from a long table (event_id, logging_policy, propensity)."""
+    frame = long if isinstance(long, pd.DataFrame) else _as_table(long).to_pandas()
+    missing = [c for c in _LONG_COLUMNS if c not in frame.columns]
+    if missing:
+        raise SchemaError(
+            f"the long propensity table lacks {missing}; it needs one row per event and logger "
+            f"with columns {list(_LONG_COLUMNS)}."
+        )
+    if "event_id" not in table.column_names:
+        raise SchemaError("the logs need `event_id` to join a long propensity table.")
+    frame = frame.assign(**{LOGGER_COLUMN: frame[LOGGER_COLUMN].astype(str)})
+    dup = frame.duplicated(["event_id", LOGGER_COLUMN])
+    if dup.any():
+        raise ValidationError(
+            f"the long propensity table repeats {int(dup.sum())} (event_id, logging_policy) "
+            f"pairs (first at row {int(np.flatnonzero(dup)[0])}); give each pair once."
+        )
+    wide = frame.pivot(index="event_id", columns=LOGGER_COLUMN, values="propensity")
+    ids = pd.Index(table.column("event_id").to_pandas())
+    wide = wide.reindex(index=ids, columns=[str(n) for n in names])
+    if wide.isna().to_numpy().any():
+        bad = wide.isna().to_numpy().any(axis=1)
+        count, first = first_rows(bad)
+        raise ValidationError(
+            f"the long propensity table lacks some logger's probability for {count} events "
+            f"(first at row {first}); balanced weighting needs every logger on every event."
+        )
+    return {str(n): wide[str(n)].to_numpy(dtype=np.float64) for n in names}
+
+
+def logger_propensities(logs: Any, *, long_table: Any = None) -> dict[str, np.ndarray]:
+    """Every logger's probability of each logged action, validated.
+
+    Parameters
+    ----------
+    logs : BanditLogs, pyarrow.Table or pandas.DataFrame
+        Logs with ``logging_policy`` and, unless ``long_table`` is given, one column
+        ``propensity__<logger>`` per logger.
+    long_table : pandas.DataFrame or pyarrow.Table, optional
+        Rows ``event_id, logging_policy, propensity``: logger ``logging_policy``'s probability
+        of event ``event_id``'s logged action, for every event and logger.
+
+    Returns
+    -------
+    dict of str to ndarray
+        Logger name to its per-row probabilities.
+
+    Raises
+    ------
+    ope.SchemaError
+        A logger without its column, or a ``target__<policy>__<logger>`` column (that would
+        read as a factored candidate of ``ope.evaluate``).
+    ope.ValidationError
+        A probability outside [0, 1] or not finite, or a row whose own logger's probability
+        differs from its ``propensity``.
+    """
+    table = _as_table(logs)
+    names, codes, _ = _loggers(table)
+    if long_table is not None:
+        probs = _pivot_long(table, long_table, names)
+    else:
+        missing = [str(n) for n in names if f"{LOGGER_PROPENSITY_PREFIX}{n}" not in table.column_names]
+        if missing:
+            raise SchemaError(
+                f"balanced weighting needs every logger's probability of each logged action; "
+                f"columns {[LOGGER_PROPENSITY_PREFIX + m for m in missing]} are missing. Add "
+                "them, pass long_table=, or use weighting=\"per_logger\"."
+            )
+        probs = {str(n): _float_column(table, f"{LOGGER_PROPENSITY_PREFIX}{n}") for n in names}
+    clash = [
+        c for c in table.column_names for n in names if c.startswith("target__") and c.endswith(f"__{n}")
+    ]
+    if clash:
+        raise SchemaError(
+            f"columns {clash} would be read as factored candidates next to "
+            f"{LOGGER_PROPENSITY_PREFIX}<logger>; rename the candidate policies."
+        )
+    for name, q in probs.items():  # loop over loggers
+        bad = ~(np.isfinite(q) & (q >= 0.0) & (q <= 1.0))
+        if bad.any():
+            count, first = first_rows(bad)
+            raise ValidationError(
+                f"{LOGGER_PROPENSITY_PREFIX}{name} must be a probability in [0, 1]; {count} rows "
+                f"are not (first at row {first})."
+            )
+    p = _float_column(table, "propensity")
+    own = np.column_stack([probs[str(n)] for n in names])[np.arange(p.size), codes]
+    bad = np.abs(own - p) > PROPENSITY_TOLERANCE * np.maximum(1.0, p)
+    if bad.any():
+        count, first = first_rows(bad)
+        raise ValidationError(
+            f"{count} rows' own logger's probability ({LOGGER_PROPENSITY_PREFIX}<its "
+            f"logging_policy>) differs from their `propensity` (first at row {first}): the two "
+            "must be the same number."
+        )
+    return probs
+
+
+def balanced_propensities(logs: Any, *, long_table: Any = None) -> BanditLogs:
+    r"""Logs whose ``propensity`` is the mixture of all loggers (the balanced propensity).
+
+    Parameters
+    ----------
+    logs, long_table
+        As in :func:`logger_propensities`.
+
+    Returns
+    -------
+    BanditLogs
+        Validated logs with ``propensity`` = :math:`\bar\pi(a_i|x_i)`, without the
+        ``propensity__<logger>`` columns; the schema metadata records
+        ``ope.weighting = "balanced"``.
+
+    Notes
+    -----
+    With :math:`n_j` rows from logger :math:`j`,
+    :math:`\bar\pi(a|x) = \sum_j \frac{n_j}{n} \pi_j(a|x)`. Pooled, the rows are a sample from
+    :math:`\bar\pi` (stratified by logger), so :math:`\frac1n\sum_i r_i\pi_e/\bar\pi` is unbiased
+    wherever :math:`\bar\pi > 0`, and its weights never exceed :math:`n/n_j` times logger
+    :math:`j`'s own.
+
+    References
+    ----------
+    .. [1] A. Agarwal, S. Basu, T. Schnabel and T. Joachims, "Effective evaluation using logged
+       bandit feedback from multiple loggers", Proc. KDD, 2017.
+    """
+    from ope.io import read_logs
+
+    table = _as_table(logs)
+    names, _, counts = _loggers(table)
+    probs = logger_propensities(table, long_table=long_table)
+    shares = counts / counts.sum()
+    mix = np.zeros(table.num_rows, dtype=np.float64)
+    for name, share in zip(names, shares):  # loop over loggers
+        mix += share * probs[str(name)]
+    drop = [c for c in table.column_names if c.startswith(LOGGER_PROPENSITY_PREFIX)]
+    if "logging_distribution" in table.column_names:
+        drop.append("logging_distribution")  # it was the row's own logger's
+    table = table.drop_columns(drop + ["propensity"])
+    table = table.append_column("propensity", pa.array(mix, type=pa.float64()))
+    validated = read_logs(table.replace_schema_metadata(None))
+    meta = dict(table.schema.metadata or {})
+    meta[b"ope.weighting"] = b"balanced"
+    return BanditLogs(validated.table.replace_schema_metadata(meta), validated.report)
+
+
+def evaluate_loggers(
+    logs: Any,
+    policies: Any = None,
+    *,
+    weighting: str,
+    long_table: Any = None,
+    estimators: Sequence[Any] | str = ("ips", "snips"),
+    ci: str = "normal",
+    confidence_level: float = 0.95,
+    reward_range: tuple[float, float] | None = None,
+    max_weight: float | None = None,
+    context_columns: Sequence[str] | None = None,
+    rng: int | np.random.Generator | None = None,
+) -> Any:
+    """Pooled evaluation of logs from several loggers, weighted as chosen (``ope.evaluate``).
+
+    Parameters
+    ----------
+    logs : BanditLogs, pyarrow.Table or pandas.DataFrame
+        Logs with ``logging_policy`` (and ``propensity__<logger>`` columns for balanced
+        weighting).
+    policies : optional
+        As in :func:`ope.evaluate`.
+    weighting : {"per_logger", "balanced"}
+        Required: each row's own logger, or the mixture of all loggers.
+    long_table : optional
+        Each logger's probabilities as a long table (see :func:`logger_propensities`).
+    estimators, ci, confidence_level, reward_range, max_weight, context_columns, rng
+        Passed to :func:`ope.evaluate`.
+
+    Returns
+    -------
+    ope.Evaluation
+        With a note naming the weighting and the loggers.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> t = pa.table({"action": [0, 1, 0, 1], "reward": [1.0, 0.0, 1.0, 1.0],
+    ...               "propensity": [0.5, 0.5, 0.9, 0.1], "logging_policy": ["A", "A", "B", "B"],
+    ...               "propensity__A": [0.5, 0.5, 0.5, 0.5], "propensity__B": [0.9, 0.1, 0.9, 0.1],
+    ...               "target__new": [0.5, 0.5, 0.5, 0.5]})
+    >>> import warnings; warnings.simplefilter("ignore")
+    >>> ev = evaluate_loggers(t, weighting="balanced", estimators=["ips"])
+    >>> round(ev["new", "ips"].value, 6)  # (1/0.7 + 0 + 1/0.7 + 1/0.3) / 8
+    0.77381
+    """
+    from ope.evaluation import evaluate
+
+    how = check_choice(weighting, "weighting", WEIGHTINGS)
+    table = _as_table(logs)
+    names, _, counts = _loggers(table)
+    if how == "balanced":
+        pooled: Any = balanced_propensities(table, long_table=long_table)
+    else:
+        drop = [c for c in table.column_names if c.startswith(LOGGER_PROPENSITY_PREFIX)]
+        pooled = table.drop_columns(drop)
+    result = evaluate(
+        pooled,
+        policies,
+        estimators=estimators,
+        ci=ci,
+        confidence_level=confidence_level,
+        reward_range=reward_range,
+        max_weight=max_weight,
+        context_columns=context_columns,
+        rng=rng,
+    )
+    mix = ", ".join(f"{n}: {c:,}" for n, c in zip(names, counts))
+    note = (
+        f"pooled rows of {names.size} loggers ({mix}) weighted "
+        + (
+            "by the mixture of all loggers (balanced, Agarwal et al. 2017)"
+            if how == "balanced"
+            else "by each row's own logger"
+        )
+    )
+    return dataclasses.replace(result, notes=(*result.notes, note))

@@ -1,0 +1,635 @@
+"""Estimated logging propensities and the logging-bug detector.
+
+Logs often arrive without the probability the logger gave to the logged action. When the
+logger's choice depended only on logged context, that probability can be estimated by a
+classifier of the logged action given the context. :func:`estimate_propensities` fits one with
+cross-fitting (each row is predicted by a model that never saw it) and calibration, floors the
+predictions and returns validated logs whose ``propensity`` column holds the estimates; the
+table's schema metadata records ``propensity_source = "estimated"``, the floor and how many rows
+it raised, so every later result can say its weights are estimated (:func:`propensity_source`,
+:func:`propensity_info`).
+
+The same model checks logged propensities: :func:`check_propensities` compares each logged
+propensity with its cross-fitted estimate and reports the rows, actions and segments where they
+disagree (a logging-bug detector), as a :class:`PropensityCheck`.
+
+Examples
+--------
+>>> import ope
+>>> from ope.simulate import ContextualBandit
+>>> env = ContextualBandit(n_actions=3, n_features=2, n_contexts=20, seed=0)
+>>> raw = env.sample(3000, rng=1).drop_columns(["propensity"])
+>>> logs = estimate_propensities(raw, context_columns=["x0", "x1"], rng=0)
+>>> propensity_source(logs)
+'estimated'
+>>> sorted(propensity_info(logs))
+['propensity_floor', 'propensity_floored_rows', 'propensity_model', 'propensity_source']
+>>> bool((logs.column("propensity") >= 1e-3).all())
+True
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+
+from ope._thresholds import DISAGREEMENT_RATIO, DISAGREEMENT_Z, ESTIMATED_PROPENSITY_FLOOR
+from ope._validation import check_choice, check_positive_int, check_real, check_rng
+from ope.context import context_matrix
+from ope.exceptions import EstimationError, ParameterError, SchemaError
+from ope.logs import BanditLogs
+from ope.results import Result, ResultParts
+
+__all__ = [
+    "PROPENSITY_SOURCE_KEY",
+    "estimate_propensities",
+    "estimated_action_probabilities",
+    "propensity_source",
+    "propensity_info",
+    "check_propensities",
+    "PropensityCheck",
+]
+
+# --- settings (the thresholds live in ope._thresholds) --------------------------------------
+
+#: Rows listed in :attr:`PropensityCheck.worst_rows` by default.
+WORST_ROWS: Final = 10
+
+#: The schema-metadata key (and its companions) under which the propensity's origin is recorded.
+PROPENSITY_SOURCE_KEY: Final = "ope.propensity_source"
+_INFO_KEYS: Final = ("propensity_floor", "propensity_floored_rows", "propensity_model")
+CALIBRATIONS: Final = ("isotonic", "sigmoid", "none")
+_VERDICTS: Final = ("consistent", "disagree")
+
+
+# --------------------------------------------------------------------------- inputs
+def _as_table(logs: Any) -> pa.Table:
+    if isinstance(logs, BanditLogs):
+        return logs.table
+    if isinstance(logs, pa.Table):
+        return logs
+    if isinstance(logs, pd.DataFrame):
+        return pa.Table.from_pandas(logs, preserve_index=False)
+    raise ParameterError(
+        f"logs must be BanditLogs, a pyarrow.Table or a pandas.DataFrame; got "
+        f"{type(logs).__name__}. Read a file first, e.g. pyarrow.parquet.read_table(path)."
+    )
+
+
+def _actions(table: pa.Table) -> np.ndarray:
+    if "action" not in table.column_names:
+        raise SchemaError(
+            f"the logs have no `action` column; they have: {', '.join(table.column_names)}. "
+            "Rename the column holding the logged action to `action`."
+        )
+    col = table.column("action").combine_chunks()
+    if col.null_count:
+        raise SchemaError(f"`action` has {col.null_count} missing values; drop those rows first.")
+    return np.asarray(col.to_numpy(zero_copy_only=False))
+
+
+def _default_classifier() -> Any:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
+
+
+def _calibrated(classifier: Any, calibration: str) -> Any:
+    from sklearn.base import clone
+    from sklearn.calibration import CalibratedClassifierCV
+
+    base = clone(classifier)
+    if calibration == "none":
+        return base
+    return CalibratedClassifierCV(base, method=calibration, cv=3)
+
+
+def _check_settings(
+    classifier: Any, n_folds: Any, calibration: Any, min_propensity: Any
+) -> tuple[int, str, float]:
+    folds = check_positive_int(n_folds, "n_folds", minimum=2)
+    cal = check_choice(calibration, "calibration", CALIBRATIONS)
+    floor = check_real(min_propensity, "min_propensity")
+    if not 0.0 < floor < 1.0:
+        raise ParameterError(
+            f"`min_propensity` must be in (0, 1); got {min_propensity!r}. It floors the "
+            f"estimated propensities (default {ESTIMATED_PROPENSITY_FLOOR})."
+        )
+    if classifier is not None and not (
+        hasattr(classifier, "fit") and hasattr(classifier, "predict_proba")
+    ):
+        raise ParameterError(
+            f"`classifier` must be a scikit-learn classifier with fit and predict_proba; got "
+            f"{type(classifier).__name__}. Pass e.g. sklearn.linear_model.LogisticRegression()."
+        )
+    return folds, cal, floor
+
+
+def estimated_action_probabilities(
+    x: npt.ArrayLike,
+    action: npt.ArrayLike,
+    *,
+    classifier: Any = None,
+    n_folds: int = 5,
+    rng: int | np.random.Generator | None = None,
+    calibration: str = "isotonic",
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Cross-fitted, calibrated probabilities of every action given the context.
+
+    Parameters
+    ----------
+    x : array of shape (n, d)
+        Context features of the logged rows.
+    action : array of shape (n,)
+        Logged actions (any labels).
+    classifier : scikit-learn classifier, optional
+        Default: standardized multinomial logistic regression.
+    n_folds : int, default 5
+        Cross-fitting folds (at least 2).
+    rng : int, numpy.random.Generator or None
+        Randomness of the fold split.
+    calibration : {"isotonic", "sigmoid", "none"}, default "isotonic"
+        Calibration of the classifier inside each training fold (``CalibratedClassifierCV``
+        with 3 inner folds); ``"none"`` uses the classifier's own probabilities.
+
+    Returns
+    -------
+    probabilities : ndarray of shape (n, K)
+        Row ``i`` is predicted by the model fitted on the other folds; columns follow
+        ``classes``. An action absent from a training fold gets probability 0 there.
+    classes : ndarray of shape (K,)
+        The sorted distinct actions.
+
+    Notes
+    -----
+    With :math:`k(i)` the fold of row :math:`i`,
+    :math:`\hat\pi_b(a \mid x_i) = \hat f^{(-k(i))}(x_i)_a`, the calibrated model fitted on the
+    rows outside fold :math:`k(i)` (cross-fitting, Chernozhukov et al. 2018), so a row's
+    estimate does not use its own logged action.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> g = np.random.default_rng(0)
+    >>> x = g.standard_normal((600, 1))
+    >>> a = (g.random(600) < 1 / (1 + np.exp(-2 * x[:, 0]))).astype(int)
+    >>> p, classes = estimated_action_probabilities(x, a, rng=0)
+    >>> p.shape, classes.tolist(), bool(np.allclose(p.sum(axis=1), 1))
+    ((600, 2), [0, 1], True)
+    """
+    x = np.asarray(x, dtype=np.float64)
+    a = np.asarray(action)
+    folds, cal, _ = _check_settings(classifier, n_folds, calibration, ESTIMATED_PROPENSITY_FLOOR)
+    n = a.shape[0]
+    if x.ndim != 2 or x.shape[0] != n:
+        raise ParameterError(f"x must have shape (n, d) with n = {n}; got {x.shape}.")
+    classes, codes = np.unique(a, return_inverse=True)
+    if classes.size < 2:
+        raise EstimationError(
+            f"every logged action is {classes[0]!r}; a classifier needs at least 2 actions. "
+            "A logger that always takes one action has propensity 1: log it as such."
+        )
+    if n < 2 * folds:
+        raise EstimationError(
+            f"{n} rows cannot be split into n_folds={folds} folds of at least 2 rows; use fewer "
+            "folds or more rows."
+        )
+    g = check_rng(rng)
+    fold = g.permutation(np.arange(n) % folds)
+    base = classifier if classifier is not None else _default_classifier()
+    out = np.zeros((n, classes.size), dtype=np.float64)
+    for k in range(folds):  # loop over folds, not rows
+        test = fold == k
+        model = _calibrated(base, cal)
+        model.fit(x[~test], codes[~test])
+        cols = np.asarray(model.classes_, dtype=np.int64)
+        out[np.ix_(test, cols)] = model.predict_proba(x[test])
+    return out, classes
+
+
+# --------------------------------------------------------------------------- estimation
+def _row_estimates(
+    table: pa.Table,
+    context_columns: str | Sequence[str],
+    classifier: Any,
+    n_folds: int,
+    rng: Any,
+    calibration: str,
+    floor: float,
+) -> tuple[np.ndarray, pa.Array | None, int]:
+    """Estimated propensity of each logged action (and distribution over candidates)."""
+    a = _actions(table)
+    x = context_matrix(_Holder(table), context_columns)
+    probs, classes = estimated_action_probabilities(
+        x, a, classifier=classifier, n_folds=n_folds, rng=rng, calibration=calibration
+    )
+    codes = np.searchsorted(classes, a)
+    n = a.shape[0]
+    if "candidates" not in table.column_names:
+        p = probs[np.arange(n), codes]
+        floored = p < floor
+        return np.maximum(p, floor), None, int(floored.sum())
+    cand = table.column("candidates").combine_chunks()
+    flat = np.asarray(cand.flatten().to_numpy(zero_copy_only=False))
+    parent = np.asarray(cand.value_parent_indices().to_numpy(zero_copy_only=False), dtype=np.int64)
+    pos = np.searchsorted(classes, flat)
+    known = (pos < classes.size) & (classes[np.minimum(pos, classes.size - 1)] == flat)
+    q = np.where(known, probs[parent, np.minimum(pos, classes.size - 1)], 0.0)
+    total = np.bincount(parent, weights=q, minlength=n)
+    q = np.where(total[parent] > 0, q / np.where(total[parent] > 0, total[parent], 1.0), 0.0)
+    floored_flat = q < floor
+    q = np.maximum(q, floor)  # floored, then renormalized so the distribution sums to 1
+    q = q / np.bincount(parent, weights=q, minlength=n)[parent]
+    logged = flat == a[parent]
+    if np.bincount(parent, weights=logged, minlength=n).min() < 1:
+        raise SchemaError(
+            "some rows' logged action is not among their `candidates`; validate the logs with "
+            "ope.read_logs first (it names the rows)."
+        )
+    first = np.zeros(logged.size, dtype=bool)
+    idx = np.flatnonzero(logged)
+    keep = np.ones(idx.size, dtype=bool)
+    keep[1:] = parent[idx[1:]] != parent[idx[:-1]]
+    first[idx[keep]] = True
+    p = np.zeros(n, dtype=np.float64)
+    p[parent[first]] = q[first]
+    dist = pa.ListArray.from_arrays(cand.offsets, pa.array(q, type=pa.float64()))
+    return p, dist, int(np.bincount(parent, weights=floored_flat & first, minlength=n).sum())
+
+
+class _Holder:
+    """The minimal ``.table`` holder :func:`ope.context.context_matrix` reads."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+
+def _model_name(classifier: Any, calibration: str) -> str:
+    name = "LogisticRegression" if classifier is None else type(classifier).__name__
+    return name if calibration == "none" else f"{name} (calibration={calibration})"
+
+
+def estimate_propensities(
+    logs: Any,
+    *,
+    context_columns: str | Sequence[str],
+    classifier: Any = None,
+    n_folds: int = 5,
+    rng: int | np.random.Generator | None = None,
+    calibration: str = "isotonic",
+    min_propensity: float = ESTIMATED_PROPENSITY_FLOOR,
+) -> BanditLogs:
+    r"""Logs whose ``propensity`` is estimated by a cross-fitted, calibrated classifier.
+
+    Parameters
+    ----------
+    logs : BanditLogs, pyarrow.Table or pandas.DataFrame
+        Rows with ``action``, ``reward`` and the context columns; a ``propensity`` column, if
+        any, is replaced (compare it with :func:`check_propensities` instead).
+    context_columns : str or sequence of str
+        Everything the logger's choice depended on (numeric and/or list columns). Required: a
+        missing confounder biases every weight, and no default can know the logger's inputs.
+    classifier : scikit-learn classifier, optional
+        Any classifier with ``predict_proba`` (default: standardized logistic regression).
+    n_folds : int, default 5
+        Cross-fitting folds.
+    rng : int, numpy.random.Generator or None
+        Randomness of the fold split.
+    calibration : {"isotonic", "sigmoid", "none"}, default "isotonic"
+        Calibration inside each training fold.
+    min_propensity : float, default 1e-3
+        Floor of the estimates (the count of floored rows is recorded).
+
+    Returns
+    -------
+    BanditLogs
+        Validated logs with the estimated ``propensity`` (and, when ``candidates`` exist, the
+        estimated ``logging_distribution`` over them: renormalized over the candidates, floored,
+        then renormalized again, so a floored entry ends slightly below the floor). The table's
+        schema metadata holds ``ope.propensity_source = "estimated"``, the floor, the floored
+        row count and the model; read them with :func:`propensity_info`.
+
+    Raises
+    ------
+    ope.ParameterError
+        A bad setting.
+    ope.SchemaError
+        No ``action`` column or an unusable context column.
+    ope.EstimationError
+        Fewer than 2 distinct actions or too few rows for the folds.
+
+    Notes
+    -----
+    :math:`\hat p_i = \max(\hat\pi_b(a_i \mid x_i), p_{\min})` with the cross-fitted model of
+    :func:`estimated_action_probabilities`. IPS with :math:`\hat p` is consistent when the
+    classifier is (the logger used only ``context_columns``); its intervals do not include the
+    error of :math:`\hat p`, which is why results must say the propensities are estimated.
+
+    References
+    ----------
+    .. [1] V. Chernozhukov et al., "Double/debiased machine learning for treatment and structural
+       parameters", The Econometrics Journal, 2018.
+
+    Examples
+    --------
+    >>> from ope.simulate import ContextualBandit
+    >>> env = ContextualBandit(n_actions=3, n_features=2, n_contexts=20, seed=0)
+    >>> raw = env.sample(2000, rng=1).drop_columns(["propensity"])
+    >>> logs = estimate_propensities(raw, context_columns=["x0", "x1"], calibration="sigmoid", rng=0)
+    >>> propensity_info(logs)["propensity_source"]
+    'estimated'
+    """
+    from ope.io import read_logs
+
+    folds, cal, floor = _check_settings(classifier, n_folds, calibration, min_propensity)
+    table = _as_table(logs)
+    p, dist, n_floored = _row_estimates(
+        table, context_columns, classifier, folds, rng, cal, floor
+    )
+    if "propensity" in table.column_names:
+        table = table.drop_columns(["propensity"])
+    if dist is not None and "logging_distribution" in table.column_names:
+        table = table.drop_columns(["logging_distribution"])
+    table = table.append_column("propensity", pa.array(p, type=pa.float64()))
+    if dist is not None:
+        table = table.append_column("logging_distribution", dist)
+    validated = read_logs(table.replace_schema_metadata(None))
+    meta = dict(validated.table.schema.metadata or {})
+    meta.update(
+        {
+            PROPENSITY_SOURCE_KEY.encode(): b"estimated",
+            b"ope.propensity_floor": repr(floor).encode(),
+            b"ope.propensity_floored_rows": str(n_floored).encode(),
+            b"ope.propensity_model": _model_name(classifier, cal).encode(),
+        }
+    )
+    return BanditLogs(validated.table.replace_schema_metadata(meta), validated.report)
+
+
+def propensity_info(logs: Any) -> dict[str, Any]:
+    """Where ``logs``' propensities come from: ``{"propensity_source": "logged"}`` or the record.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> propensity_info(pa.table({"action": [0]}))
+    {'propensity_source': 'logged'}
+    """
+    meta = _as_table(logs).schema.metadata or {}
+    source = meta.get(PROPENSITY_SOURCE_KEY.encode())
+    if source is None:
+        return {"propensity_source": "logged"}
+    out: dict[str, Any] = {"propensity_source": source.decode()}
+    for key in _INFO_KEYS:
+        raw = meta.get(f"ope.{key}".encode())
+        if raw is not None:
+            text = raw.decode()
+            out[key] = json.loads(text) if key != "propensity_model" else text
+    return out
+
+
+def propensity_source(logs: Any) -> str:
+    """``"estimated"`` for logs from :func:`estimate_propensities`, else ``"logged"``.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> propensity_source(pa.table({"action": [0]}))
+    'logged'
+    """
+    return str(propensity_info(logs)["propensity_source"])
+
+
+# --------------------------------------------------------------------------- the detector
+@dataclass(frozen=True)
+class PropensityCheck(Result):
+    """Logged versus estimated propensities: where they disagree (:func:`check_propensities`).
+
+    Attributes
+    ----------
+    verdict : {"consistent", "disagree"}
+        ``"disagree"`` when an action (or segment) is flagged.
+    n : int
+        Rows compared.
+    n_disagree : int
+        Rows whose logged and estimated propensities differ by more than ``ratio_tolerance``.
+    ratio_tolerance : float
+        The factor beyond which a row disagrees.
+    by_action : pandas.DataFrame
+        Per action: ``n``, mean logged and estimated propensity, ``ratio`` (geometric mean of
+        logged / estimated), ``z`` of the mean log ratio, ``share_disagree``, ``flagged``.
+    by_segment : pandas.DataFrame or None
+        The same per value of the ``by`` column.
+    worst_rows : pandas.DataFrame
+        The rows with the largest disagreement: ``row``, ``event_id``, ``action``, ``logged``,
+        ``estimated``, ``ratio``.
+    flagged_actions : list
+        Actions whose logged propensities are off by more than the tolerance, significantly.
+    model : str
+        The classifier that gave the estimates.
+    notes : tuple of str
+    """
+
+    verdict: str
+    n: int
+    n_disagree: int
+    ratio_tolerance: float
+    by_action: pd.DataFrame
+    by_segment: pd.DataFrame | None
+    worst_rows: pd.DataFrame
+    flagged_actions: list[Any]
+    model: str
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict with stable keys."""
+        return {
+            "verdict": self.verdict,
+            "n": self.n,
+            "n_disagree": self.n_disagree,
+            "ratio_tolerance": self.ratio_tolerance,
+            "flagged_actions": [_plain(a) for a in self.flagged_actions],
+            "by_action": _records(self.by_action),
+            "by_segment": None if self.by_segment is None else _records(self.by_segment),
+            "worst_rows": _records(self.worst_rows),
+            "model": self.model,
+            "notes": list(self.notes),
+        }
+
+    def _parts(self) -> ResultParts:
+        return ResultParts(
+            title=f"Logged vs estimated propensities: {self.verdict}",
+            fields=(
+                ("rows", self.n),
+                (f"rows off by more than x{self.ratio_tolerance:g}", self.n_disagree),
+                ("flagged actions", ", ".join(map(str, self.flagged_actions)) or "none"),
+                ("model", self.model),
+            ),
+            table=self.by_action,
+            notes=self.notes,
+        )
+
+
+def _plain(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{k: _plain(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+
+
+def _grouped(keys: np.ndarray, logged: np.ndarray, est: np.ndarray, tol: float) -> pd.DataFrame:
+    lr = np.log(logged / est)
+    frame = pd.DataFrame(
+        {"key": keys, "logged": logged, "estimated": est, "lr": lr, "off": np.abs(lr) > np.log(tol)}
+    )
+    g = frame.groupby("key", sort=True)
+    out = g.agg(
+        n=("lr", "size"),
+        logged=("logged", "mean"),
+        estimated=("estimated", "mean"),
+        mean_lr=("lr", "mean"),
+        sd_lr=("lr", "std"),
+        share_disagree=("off", "mean"),
+    ).reset_index()
+    se = out["sd_lr"].fillna(np.inf) / np.sqrt(out["n"])
+    out["ratio"] = np.exp(out["mean_lr"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["z"] = np.where(se > 0, out["mean_lr"] / se, np.sign(out["mean_lr"]) * np.inf)
+    out["flagged"] = (np.abs(out["mean_lr"]) > np.log(tol)) & (np.abs(out["z"]) > DISAGREEMENT_Z)
+    return out[["key", "n", "logged", "estimated", "ratio", "z", "share_disagree", "flagged"]]
+
+
+def check_propensities(
+    logs: Any,
+    *,
+    context_columns: str | Sequence[str],
+    by: str | None = None,
+    classifier: Any = None,
+    n_folds: int = 5,
+    rng: int | np.random.Generator | None = None,
+    calibration: str = "isotonic",
+    min_propensity: float = ESTIMATED_PROPENSITY_FLOOR,
+    ratio_tolerance: float = DISAGREEMENT_RATIO,
+    n_worst: int = WORST_ROWS,
+) -> PropensityCheck:
+    r"""Compare logged propensities with cross-fitted estimates: a logging-bug detector.
+
+    Parameters
+    ----------
+    logs : BanditLogs, pyarrow.Table or pandas.DataFrame
+        Logs with ``action``, ``propensity`` and the context columns (validate them with
+        ``ope.read_logs`` first).
+    context_columns : str or sequence of str
+        The logger's inputs.
+    by : str, optional
+        A segment column for a per-segment table.
+    classifier, n_folds, rng, calibration, min_propensity
+        As in :func:`estimate_propensities`.
+    ratio_tolerance : float, default 1.5
+        A row disagrees when logged / estimated is above this factor or below its inverse; an
+        action (segment) is flagged when its geometric-mean ratio is, and its mean log ratio is
+        more than 4 standard errors from 0.
+    n_worst : int, default 10
+        Rows listed in ``worst_rows``.
+
+    Returns
+    -------
+    PropensityCheck
+
+    Notes
+    -----
+    Per row, :math:`\ell_i = \log(p_i / \hat p_i)`. An action's :math:`\bar\ell` estimates the
+    log of how far its logged propensities are off (a model that is wrong everywhere by the
+    same smooth error moves every action a little; a bug in one action moves that one). The
+    estimates use only contexts and actions, never the logged propensities, so a bug cannot
+    hide in the model.
+
+    Examples
+    --------
+    >>> from ope.simulate import ContextualBandit
+    >>> env = ContextualBandit(n_actions=3, n_features=2, n_contexts=20, seed=0)
+    >>> t = env.sample(4000, rng=1)
+    >>> check_propensities(t, context_columns=["x0", "x1"], rng=0).verdict
+    'consistent'
+    """
+    folds, cal, floor = _check_settings(classifier, n_folds, calibration, min_propensity)
+    tol = check_real(ratio_tolerance, "ratio_tolerance")
+    if not tol > 1.0:
+        raise ParameterError(f"`ratio_tolerance` must be a factor > 1; got {ratio_tolerance!r}.")
+    n_worst = check_positive_int(n_worst, "n_worst")
+    table = _as_table(logs)
+    if "propensity" not in table.column_names:
+        raise SchemaError(
+            "the logs have no `propensity` column to check; to estimate one, call "
+            "ope.propensity.estimate_propensities."
+        )
+    logged = np.asarray(table.column("propensity").to_numpy(zero_copy_only=False), dtype=np.float64)
+    if not (np.isfinite(logged).all() and (logged > 0).all()):
+        raise SchemaError(
+            "`propensity` must be finite and > 0 on every row; validate with ope.read_logs first."
+        )
+    est, _, n_floored = _row_estimates(table, context_columns, classifier, folds, rng, cal, floor)
+    a = _actions(table)
+    lr = np.log(logged / est)
+    off = np.abs(lr) > np.log(tol)
+    by_action = _grouped(a, logged, est, tol).rename(columns={"key": "action"})
+    by_segment = None
+    if by is not None:
+        if by not in table.column_names:
+            raise SchemaError(f"segment column {by!r} is not in the logs.")
+        seg = np.asarray(table.column(by).to_numpy(zero_copy_only=False)).astype(str)
+        by_segment = _grouped(seg, logged, est, tol).rename(columns={"key": by})
+    worst = np.argsort(-np.abs(lr), kind="stable")[:n_worst]
+    ids = (
+        np.asarray(table.column("event_id").to_numpy(zero_copy_only=False))[worst]
+        if "event_id" in table.column_names
+        else worst
+    )
+    worst_rows = pd.DataFrame(
+        {
+            "row": worst,
+            "event_id": ids,
+            "action": a[worst],
+            "logged": logged[worst],
+            "estimated": est[worst],
+            "ratio": np.exp(lr[worst]),
+        }
+    )
+    flagged = by_action.loc[by_action["flagged"], "action"].tolist()
+    seg_flagged = [] if by_segment is None else by_segment.loc[by_segment["flagged"], by].tolist()
+    notes = []
+    if flagged:
+        notes.append(
+            f"logged propensities of action(s) {flagged} differ from the estimates by more than "
+            f"a factor {tol:g} (see by_action.ratio): check how the logger records them."
+        )
+    if seg_flagged:
+        notes.append(f"segment(s) {seg_flagged} of {by!r} disagree by more than a factor {tol:g}.")
+    if n_floored:
+        notes.append(f"{n_floored} estimated propensities were raised to the floor {floor:g}.")
+    notes.append(
+        "estimates assume the logger used only the context columns "
+        f"{[context_columns] if isinstance(context_columns, str) else list(context_columns)}."
+    )
+    return PropensityCheck(
+        verdict=_VERDICTS[1] if (flagged or seg_flagged) else _VERDICTS[0],
+        n=int(a.shape[0]),
+        n_disagree=int(off.sum()),
+        ratio_tolerance=tol,
+        by_action=by_action,
+        by_segment=by_segment,
+        worst_rows=worst_rows,
+        flagged_actions=flagged,
+        model=_model_name(classifier, cal),
+        notes=tuple(notes),
+    )

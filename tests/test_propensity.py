@@ -1,0 +1,169 @@
+"""Estimated propensities (ope.propensity): accuracy against exact truth, the floor, the bug detector."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from sklearn.dummy import DummyClassifier
+
+from ope.estimators import IPS
+from ope.exceptions import EstimationError, ParameterError, SchemaError
+from ope.propensity import (
+    PropensityCheck,
+    check_propensities,
+    estimate_propensities,
+    propensity_info,
+    propensity_source,
+)
+from ope.simulate import ContextualBandit
+
+FEATURES = ["x0", "x1", "x2"]
+
+
+@pytest.fixture(scope="module")
+def design():
+    """A logger that is a multinomial logit of the features (the default model is right)."""
+    env = ContextualBandit(n_actions=4, n_features=3, n_contexts=100, seed=0)
+    s = env.context_features @ (np.random.default_rng(5).standard_normal((3, 4)) * 0.6)
+    table = np.exp(s - s.max(axis=1, keepdims=True))
+    table /= table.sum(axis=1, keepdims=True)
+    logs = env.sample(20_000, rng=1, logging_policy=table)
+    return env, logs
+
+
+@pytest.fixture(scope="module")
+def estimated(design):
+    _, logs = design
+    return estimate_propensities(logs.drop_columns(["propensity"]), context_columns=FEATURES, rng=0)
+
+
+@pytest.mark.parametrize("policy", ["uniform", "softmax", "mixture", "optimal"])
+def test_ips_with_estimated_propensities_is_within_3_se_of_the_truth(design, estimated, policy):
+    env, _ = design
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = IPS().estimate(
+            estimated.column("reward"),
+            estimated.column("propensity"),
+            estimated.column(f"target__{policy}"),
+        )
+    assert abs(est.value - env.true_value(policy)) < 3 * est.std_error
+
+
+def test_estimated_propensities_are_flagged_in_the_logs(design, estimated):
+    assert propensity_source(estimated) == "estimated"
+    assert propensity_source(design[1]) == "logged"
+    info = propensity_info(estimated)
+    assert info["propensity_floor"] == 1e-3
+    assert info["propensity_model"] == "LogisticRegression (calibration=isotonic)"
+    assert info["propensity_floored_rows"] == int((estimated.column("propensity") == 1e-3).sum())
+
+
+def test_floor_and_an_action_absent_from_the_training_folds():
+    # 39 rows of action 0 and one of action 1: the action-1 row's fold never saw action 1,
+    # so its prior-classifier probability is 0 and is raised to the floor
+    n = 40
+    t = pa.table({"action": [0] * (n - 1) + [1], "reward": [1.0] * n, "x0": np.arange(n, dtype=float)})
+    logs = estimate_propensities(
+        t, context_columns=["x0"], classifier=DummyClassifier(strategy="prior"),
+        calibration="none", n_folds=4, rng=0, min_propensity=0.01,
+    )
+    p = logs.column("propensity")
+    assert p[-1] == 0.01
+    assert propensity_info(logs)["propensity_floored_rows"] == 1
+    # the other rows: 1 in the action-1 row's fold (training saw only action 0), else 1 - 1/30
+    assert set(np.round(p[:-1], 12)) == {1.0, round(1 - 1 / 30, 12)}
+    assert int((p[:-1] == 1.0).sum()) == 9
+
+
+def test_estimated_distribution_over_candidates():
+    env = ContextualBandit(n_actions=3, n_features=2, n_contexts=20, seed=0)
+    t = env.sample(3000, rng=2, distributions=True)
+    logs = estimate_propensities(
+        t.drop_columns(["propensity"]), context_columns=["x0", "x1"], calibration="sigmoid", rng=0
+    )
+    dist = np.asarray(logs.table.column("logging_distribution").combine_chunks().flatten()).reshape(-1, 3)
+    np.testing.assert_allclose(dist.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    a = logs.column("action")
+    np.testing.assert_array_equal(logs.column("propensity"), dist[np.arange(a.size), a])
+
+
+def test_estimated_logs_go_through_ope_evaluate(design, estimated):
+    import ope
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = ope.evaluate(estimated, ["uniform"], estimators=["ips"])
+    direct = np.mean(estimated.column("reward") * 0.25 / estimated.column("propensity"))
+    assert ev["uniform", "ips"].value == pytest.approx(direct, rel=1e-12)
+    assert ev["uniform", "ips"].value == pytest.approx(design[0].true_value("uniform"), abs=0.02)
+    # every result says the propensities are estimated: field, JSON, notes, text
+    assert ev.propensity_source == "estimated"
+    assert ev.to_dict()["propensity_source"] == "estimated"
+    assert any("propensities are estimated" in n for n in ev.notes)
+    assert "propensities are estimated" in ev.summary()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logged = ope.evaluate(design[1], ["uniform"], estimators=["ips"])
+    assert logged.propensity_source == "logged"
+    assert not any("propensities are estimated" in n for n in logged.notes)
+
+
+def _with_bug(logs: pa.Table, action: int) -> pa.Table:
+    p = logs.column("propensity").to_numpy().copy()
+    p[logs.column("action").to_numpy() == action] *= 0.5
+    return logs.set_column(logs.column_names.index("propensity"), "propensity", pa.array(p))
+
+
+def test_correct_logs_are_consistent(design):
+    res = check_propensities(design[1], context_columns=FEATURES, rng=0)
+    assert isinstance(res, PropensityCheck)
+    assert res.verdict == "consistent" and res.flagged_actions == []
+    assert (res.by_action["ratio"].between(1 / 1.2, 1.2)).all()
+
+
+def test_planted_bug_is_detected_with_its_action_and_rows(design):
+    res = check_propensities(_with_bug(design[1], 2), context_columns=FEATURES, by="segment", rng=0)
+    assert res.verdict == "disagree"
+    assert res.flagged_actions == [2]
+    assert res.by_action.set_index("action").loc[2, "ratio"] == pytest.approx(0.5, rel=0.15)
+    share = res.by_action.set_index("action")["share_disagree"]
+    assert share[2] > 0.9 and (share.drop(2) < 0.05).all()  # measured 0.9985 vs <= 0.0095
+    assert int((res.worst_rows["action"] == 2).sum()) >= 8  # measured 8 of 10
+    assert res.by_segment is not None and len(res.by_segment) == 4
+    d = json.loads(json.dumps(res.to_dict()))
+    assert d["verdict"] == "disagree" and d["flagged_actions"] == [2]
+    assert "disagree" in res.summary() and "<ol" in res._repr_html_()
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"calibration": "platt"}, ParameterError, "calibration"),
+        ({"min_propensity": 0.0}, ParameterError, "min_propensity"),
+        ({"n_folds": 1}, ParameterError, "n_folds"),
+        ({"classifier": object()}, ParameterError, "predict_proba"),
+        ({"context_columns": ["nope"]}, SchemaError, "nope"),
+    ],
+)
+def test_bad_arguments(kwargs, error, match):
+    t = pa.table({"action": [0, 1] * 10, "reward": [1.0] * 20, "x0": np.arange(20.0)})
+    args = {"context_columns": ["x0"], **kwargs}
+    with pytest.raises(error, match=match):
+        estimate_propensities(t, **args)
+
+
+def test_one_action_cannot_be_classified():
+    t = pa.table({"action": [3] * 20, "reward": [1.0] * 20, "x0": np.arange(20.0)})
+    with pytest.raises(EstimationError, match="at least 2 actions"):
+        estimate_propensities(t, context_columns=["x0"])
+
+
+def test_check_needs_logged_propensities():
+    t = pa.table({"action": [0, 1] * 10, "reward": [1.0] * 20, "x0": np.arange(20.0)})
+    with pytest.raises(SchemaError, match="estimate_propensities"):
+        check_propensities(t, context_columns=["x0"])
