@@ -41,8 +41,8 @@ import pyarrow as pa
 
 from ope._thresholds import PROPENSITY_TOLERANCE, kish_ess
 from ope._validation import check_choice, first_rows
-from ope.exceptions import ParameterError, SchemaError, ValidationError
-from ope.logs import BanditLogs
+from ope.exceptions import SchemaError, ValidationError
+from ope.logs import BanditLogs, as_log_table
 from ope.results import Result, ResultParts
 
 __all__ = [
@@ -62,19 +62,6 @@ LOGGER_COLUMN: Final = "logging_policy"
 LOGGER_PROPENSITY_PREFIX: Final = "propensity__"
 WEIGHTINGS: Final = ("per_logger", "balanced")
 _LONG_COLUMNS: Final = ("event_id", LOGGER_COLUMN, "propensity")
-
-
-def _as_table(logs: Any) -> pa.Table:
-    if isinstance(logs, BanditLogs):
-        return logs.table
-    if isinstance(logs, pa.Table):
-        return logs
-    if isinstance(logs, pd.DataFrame):
-        return pa.Table.from_pandas(logs, preserve_index=False)
-    raise ParameterError(
-        f"logs must be BanditLogs, a pyarrow.Table or a pandas.DataFrame; got "
-        f"{type(logs).__name__}. Read a file with ope.read_logs first."
-    )
 
 
 def _loggers(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -169,7 +156,7 @@ def check_loggers(logs: Any) -> LoggerCheck:
     >>> check_loggers(t).table[["logging_policy", "rows", "actions"]].values.tolist()
     [['A', 2, 2], ['B', 1, 1]]
     """
-    table = _as_table(logs)
+    table = as_log_table(logs)
     names, codes, counts = _loggers(table)
     p = _float_column(table, "propensity")
     action = np.asarray(table.column("action").to_numpy(zero_copy_only=False))
@@ -211,7 +198,7 @@ def check_loggers(logs: Any) -> LoggerCheck:
 # --------------------------------------------------------------------------- propensities
 def _pivot_long(table: pa.Table, long: Any, names: np.ndarray) -> dict[str, np.ndarray]:
     """``propensity__<logger>`` arrays from a long table (event_id, logging_policy, propensity)."""
-    frame = long if isinstance(long, pd.DataFrame) else _as_table(long).to_pandas()
+    frame = long if isinstance(long, pd.DataFrame) else as_log_table(long).to_pandas()
     missing = [c for c in _LONG_COLUMNS if c not in frame.columns]
     if missing:
         raise SchemaError(
@@ -266,7 +253,7 @@ def logger_propensities(logs: Any, *, long_table: Any = None) -> dict[str, np.nd
         A probability outside [0, 1] or not finite, or a row whose own logger's probability
         differs from its ``propensity``.
     """
-    table = _as_table(logs)
+    table = as_log_table(logs)
     names, codes, _ = _loggers(table)
     if long_table is not None:
         probs = _pivot_long(table, long_table, names)
@@ -338,7 +325,7 @@ def balanced_propensities(logs: Any, *, long_table: Any = None) -> BanditLogs:
     """
     from ope.io import read_logs
 
-    table = _as_table(logs)
+    table = as_log_table(logs)
     names, _, counts = _loggers(table)
     probs = logger_propensities(table, long_table=long_table)
     shares = counts / counts.sum()
@@ -406,7 +393,7 @@ def evaluate_loggers(
     from ope.evaluation import evaluate
 
     how = check_choice(weighting, "weighting", WEIGHTINGS)
-    table = _as_table(logs)
+    table = as_log_table(logs)
     names, _, counts = _loggers(table)
     if how == "balanced":
         pooled: Any = balanced_propensities(table, long_table=long_table)

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ope.exceptions import DroppedRowsWarning, ValidationError
+from ope.exceptions import DroppedRowsWarning, ParameterError, ValidationError
 from ope.schema import REJECTION_REASONS, episode_bounds
 
 __all__ = ["ValidationReport", "BanditLogs", "Trajectories", "PairedReplays"]
@@ -458,3 +458,20 @@ class PairedReplays(_TableLogs):
     def n_pairs(self) -> int:
         """Number of distinct pairs."""
         return len(pc.unique(self.table.column("pair_id")))
+
+
+def as_log_table(logs: Any) -> pa.Table:
+    """The Arrow table of ``logs``: ``BanditLogs`` (or any log container), a ``pyarrow.Table`` or
+    a ``pandas.DataFrame``; anything else is a ParameterError (read files with ope.read_logs)."""
+    if isinstance(logs, _TableLogs):
+        return logs.table
+    if isinstance(logs, pa.Table):
+        return logs
+    import pandas as pd  # only for the type check; pandas is a core dependency
+
+    if isinstance(logs, pd.DataFrame):
+        return pa.Table.from_pandas(logs, preserve_index=False)
+    raise ParameterError(
+        f"logs must be BanditLogs, a pyarrow.Table or a pandas.DataFrame; got "
+        f"{type(logs).__name__}. Read a file first with ope.read_logs(path)."
+    )

@@ -44,7 +44,7 @@ from ope._thresholds import DISAGREEMENT_RATIO, DISAGREEMENT_Z, ESTIMATED_PROPEN
 from ope._validation import check_choice, check_positive_int, check_real, check_rng
 from ope.context import context_matrix
 from ope.exceptions import EstimationError, ParameterError, SchemaError
-from ope.logs import BanditLogs
+from ope.logs import BanditLogs, as_log_table
 from ope.results import Result, ResultParts
 
 __all__ = [
@@ -70,19 +70,6 @@ _VERDICTS: Final = ("consistent", "disagree")
 
 
 # --------------------------------------------------------------------------- inputs
-def _as_table(logs: Any) -> pa.Table:
-    if isinstance(logs, BanditLogs):
-        return logs.table
-    if isinstance(logs, pa.Table):
-        return logs
-    if isinstance(logs, pd.DataFrame):
-        return pa.Table.from_pandas(logs, preserve_index=False)
-    raise ParameterError(
-        f"logs must be BanditLogs, a pyarrow.Table or a pandas.DataFrame; got "
-        f"{type(logs).__name__}. Read a file first, e.g. pyarrow.parquet.read_table(path)."
-    )
-
-
 def _actions(table: pa.Table) -> np.ndarray:
     if "action" not in table.column_names:
         raise SchemaError(
@@ -351,7 +338,7 @@ def estimate_propensities(
     from ope.io import read_logs
 
     folds, cal, floor = _check_settings(classifier, n_folds, calibration, min_propensity)
-    table = _as_table(logs)
+    table = as_log_table(logs)
     p, dist, n_floored = _row_estimates(
         table, context_columns, classifier, folds, rng, cal, floor
     )
@@ -384,7 +371,7 @@ def propensity_info(logs: Any) -> dict[str, Any]:
     >>> propensity_info(pa.table({"action": [0]}))
     {'propensity_source': 'logged'}
     """
-    meta = _as_table(logs).schema.metadata or {}
+    meta = as_log_table(logs).schema.metadata or {}
     source = meta.get(PROPENSITY_SOURCE_KEY.encode())
     if source is None:
         return {"propensity_source": "logged"}
@@ -567,7 +554,7 @@ def check_propensities(
     if not tol > 1.0:
         raise ParameterError(f"`ratio_tolerance` must be a factor > 1; got {ratio_tolerance!r}.")
     n_worst = check_positive_int(n_worst, "n_worst")
-    table = _as_table(logs)
+    table = as_log_table(logs)
     if "propensity" not in table.column_names:
         raise SchemaError(
             "the logs have no `propensity` column to check; to estimate one, call "
