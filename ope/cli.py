@@ -284,7 +284,11 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         "--context-columns",
         nargs="+",
         metavar="COLUMN",
-        help="context features for the reward model of dm/dr (default: numeric x* columns)",
+        help="context features for the reward model of dm/dr (default: every numeric column "
+        "outside the log schema except outcome-, id- and time-like names: cost, latency_ms, "
+        "tokens, click, conversion, revenue, weight, reward*, outcome*, timestamp*, *_id, "
+        "*_time, *_at, user-item_affinity_*; a note lists them past 20; action features "
+        "attached by --format obd are joined on the action)",
     )
     p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
     p.add_argument(
@@ -574,7 +578,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         return EXIT_DATAERR
     ev = _evaluate_from_args(args, logs)
     d = _diagnose_from_args(args, logs)
-    return _output(args, {**ev.to_dict(), "diagnostics": d.to_dict()}, ev.summary(), d.summary())
+    text = ev.summary()
+    if ev.model_columns is not None:
+        used = ev.model_columns
+        text += (
+            f"\nreward model columns: context {', '.join(used['context']) or 'none'}; "
+            f"action features {', '.join(used['action_features']) or 'none'}"
+        )
+    return _output(args, {**ev.to_dict(), "diagnostics": d.to_dict()}, text, d.summary())
 
 
 def _envelope(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:

@@ -5,7 +5,11 @@ policies of fitted classifiers all read the context of each logged decision as a
 float64 matrix. :func:`context_matrix` builds it once for all of them: a numeric (or boolean)
 column gives one feature, a list column such as ``context`` one feature per element (the same
 length on every row). :func:`default_context_columns` names the features used when none are
-given: every numeric column that is not part of the log schema.
+given: every numeric column that is not part of the log schema and whose name does not look
+like an outcome, an identifier or a time (:data:`OUTCOME_LIKE_NAMES`,
+:data:`EXCLUDED_NAME_PREFIXES`, :data:`EXCLUDED_NAME_SUFFIXES`); :func:`context_column_choice`
+also says which columns it left out and, past :data:`MANY_DEFAULT_CONTEXT_COLUMNS`, writes a
+note naming the columns it took.
 
 Examples
 --------
@@ -17,13 +21,18 @@ Examples
 >>> logs = BanditLogs(t, ValidationReport("<Table>", 2, 2))
 >>> default_context_columns(logs)
 ['x0']
+>>> t2 = t.append_column("cost", pa.array([0.1, 0.2])).append_column("user_id", pa.array([7, 8]))
+>>> default_context_columns(BanditLogs(t2, ValidationReport("<Table>", 2, 2)))
+['x0']
 >>> context_matrix(logs, ["x0", "emb"]).tolist()
 [[0.5, 1.0, 2.0], [1.5, 3.0, 4.0]]
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -33,7 +42,17 @@ import pyarrow as pa
 from ope._validation import first_rows
 from ope.exceptions import SchemaError, ValidationError
 
-__all__ = ["RESERVED_COLUMNS", "default_context_columns", "context_matrix"]
+__all__ = [
+    "RESERVED_COLUMNS",
+    "OUTCOME_LIKE_NAMES",
+    "EXCLUDED_NAME_PREFIXES",
+    "EXCLUDED_NAME_SUFFIXES",
+    "MANY_DEFAULT_CONTEXT_COLUMNS",
+    "ContextChoice",
+    "context_column_choice",
+    "default_context_columns",
+    "context_matrix",
+]
 
 #: Columns with a fixed meaning in the log schema; never used as context features by default.
 RESERVED_COLUMNS: Final = frozenset(
@@ -55,20 +74,154 @@ RESERVED_COLUMNS: Final = frozenset(
 #: Prefixes of per-policy and per-factor columns (never context features).
 _POLICY_PREFIXES: Final = ("target__", "target_dist__", "propensity__")
 
+#: Column names (lower-cased) that are outcomes or by-products of the decision, never context:
+#: a reward model fed the outcome (or a cost, latency or token count measured after the action)
+#: predicts the reward from itself, and DM/DR report that leak as a precise value. ``weight``
+#: is the DSJSON ``pdrop`` row weight, a property of the logging pipeline, not of the context.
+OUTCOME_LIKE_NAMES: Final = frozenset(
+    {
+        "cost",
+        "latency_ms",
+        "latency",
+        "tokens",
+        "click",
+        "clicks",
+        "conversion",
+        "conversions",
+        "revenue",
+        "weight",
+        "time",
+        "ts",
+        "date",
+    }
+)
+
+#: Name prefixes (lower-cased) left out by default: outcomes (``reward*``, ``outcome*``), times
+#: (``timestamp*``), and the 80 Open Bandit Dataset ``user-item_affinity_*`` columns, which are
+#: numeric but many (they made DR 4x slower when a numeric-columns default took them silently).
+EXCLUDED_NAME_PREFIXES: Final = ("reward", "outcome", "timestamp", "user-item_affinity_")
+
+#: Name suffixes (lower-cased) left out by default: identifiers (``*_id``: a user or session id
+#: is a label, not a quantity, and a linear model on it is noise) and times.
+EXCLUDED_NAME_SUFFIXES: Final = ("_id", "_timestamp", "_time", "_ts", "_at")
+
+#: Past this many default context columns the choice is reported in a note. A handful of context
+#: features is the usual case; dozens mean the default swept in a block of columns (embeddings,
+#: per-item scores) that the user may not have meant, and the reward model's design grows with
+#: d x (K + 1) columns, so its cost should be a decision, not an accident.
+MANY_DEFAULT_CONTEXT_COLUMNS: Final = 20
+
 
 def _is_number(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
 
 
-def default_context_columns(logs: Any) -> list[str]:
-    """Every numeric column of ``logs.table`` outside the log schema, in column order."""
-    return [
+def _outcome_like(name: str) -> bool:
+    low = name.lower()
+    return (
+        low in OUTCOME_LIKE_NAMES
+        or low.startswith(EXCLUDED_NAME_PREFIXES)
+        or low.endswith(EXCLUDED_NAME_SUFFIXES)
+    )
+
+
+@dataclass(frozen=True)
+class ContextChoice:
+    """The default context columns of some logs, the numeric ones left out, and a note.
+
+    Attributes
+    ----------
+    columns : list of str
+        The columns used, in column order.
+    excluded : list of str
+        Numeric columns left out because their name looks like an outcome, id or time.
+    notes : tuple of str
+        One when more than :data:`MANY_DEFAULT_CONTEXT_COLUMNS` columns were taken, one when
+        context columns listed by an importer are not numeric (so not used).
+    """
+
+    columns: list[str]
+    excluded: list[str]
+    notes: tuple[str, ...]
+
+
+def context_column_choice(logs: Any) -> ContextChoice:
+    """The default context columns of ``logs``, what was left out, and a note when they are many.
+
+    Parameters
+    ----------
+    logs : BanditLogs or any object with a pyarrow ``table``
+
+    Returns
+    -------
+    ContextChoice
+        ``columns``: every numeric (not boolean, not list) column of ``logs.table`` that is not
+        in :data:`RESERVED_COLUMNS`, not a per-policy column (``target__``, ``target_dist__``,
+        ``propensity__``), and whose name is not outcome-, id- or time-like
+        (:data:`OUTCOME_LIKE_NAMES`, :data:`EXCLUDED_NAME_PREFIXES`,
+        :data:`EXCLUDED_NAME_SUFFIXES`; case-insensitive). Columns an importer listed as
+        context (schema metadata ``ope.context_columns``, e.g. the OBD affinity columns with
+        ``read_obd(context="user+affinity")``) count as named: they are used when numeric
+        whatever their name, and a note says which listed ones are not numeric. Naming a
+        column explicitly (``context_columns=[...]``) always uses it.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from ope.logs import BanditLogs, ValidationReport
+    >>> cols = {"action": [0], "propensity": [1.0], "reward": [1.0], "revenue": [3.0],
+    ...         "session_id": [12], **{f"x{j}": [0.0] for j in range(21)}}
+    >>> choice = context_column_choice(BanditLogs(pa.table(cols), ValidationReport("<T>", 1, 1)))
+    >>> len(choice.columns), choice.excluded
+    (21, ['revenue', 'session_id'])
+    >>> choice.notes[0].split(":")[0]
+    'the reward model took 21 context columns by default (every numeric column outside the log schema)'
+    """
+    numeric = [
         fld.name
         for fld in logs.table.schema
         if fld.name not in RESERVED_COLUMNS
         and not fld.name.startswith(_POLICY_PREFIXES)
         and _is_number(fld.type)
     ]
+    listed = _importer_context_columns(logs)
+    columns = [c for c in numeric if c in listed or not _outcome_like(c)]
+    excluded = [c for c in numeric if c not in columns]
+    notes = []
+    unused = [c for c in listed if c in logs.table.column_names and c not in numeric]
+    if unused:
+        notes.append(
+            f"context column(s) {', '.join(unused)} listed by the importer are not numeric and "
+            "were not used by the reward model; encode them (e.g. one-hot) and name them in "
+            "context_columns=[...] to use them"
+        )
+    if len(columns) > MANY_DEFAULT_CONTEXT_COLUMNS:
+        shown = ", ".join(columns[:MANY_DEFAULT_CONTEXT_COLUMNS])
+        more = f", ... ({len(columns) - MANY_DEFAULT_CONTEXT_COLUMNS} more)"
+        notes.append(
+            f"the reward model took {len(columns)} context columns by default (every numeric "
+            f"column outside the log schema): {shown}{more}; name the ones you mean with "
+            "context_columns=[...] (CLI: --context-columns) to choose, and to make DM/DR faster"
+        )
+    return ContextChoice(columns, excluded, tuple(notes))
+
+
+def _importer_context_columns(logs: Any) -> list[str]:
+    """The context columns an importer recorded in the schema metadata (JSON list), if any."""
+    meta = logs.table.schema.metadata or {}
+    raw = meta.get(b"ope.context_columns")
+    if raw is None:
+        return []
+    try:
+        names = json.loads(raw)
+    except ValueError:  # metadata written by something else: ignore it
+        return []
+    return [str(c) for c in names] if isinstance(names, list) else []
+
+
+def default_context_columns(logs: Any) -> list[str]:
+    """The default context columns of ``logs`` (:func:`context_column_choice`), in column order."""
+    return context_column_choice(logs).columns
 
 
 def _rows_text(bad: np.ndarray) -> str:

@@ -37,7 +37,7 @@ from ope._validation import (
     check_rng,
     check_weight_bound,
 )
-from ope.context import RESERVED_COLUMNS, context_matrix, default_context_columns
+from ope.context import context_matrix
 from ope.estimators import (
     ESTIMATORS,
     Estimator,
@@ -266,6 +266,72 @@ def _factored_arrays(logs: BanditLogs, changed: Mapping[str, str]) -> tuple[np.n
     return p, t
 
 
+def _action_feature_matrix(table: Any, catalog: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Rows of the side table ``table`` (an ``action`` column + features) in ``catalog`` order.
+
+    The numeric (and boolean) columns besides ``action`` are the features; other columns
+    (hashed strings, ...) are left out and must be encoded first to be used.
+    """
+    import pyarrow as pa
+
+    if type(table).__module__.partition(".")[0] == "pandas":
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    if not isinstance(table, pa.Table):
+        raise ParameterError(
+            "action_features must be a pyarrow.Table or pandas.DataFrame with an `action` column "
+            f"and numeric feature columns; got {type(table).__name__}."
+        )
+    if "action" not in table.column_names:
+        raise SchemaError(
+            "action_features has no `action` column to join on; it has: "
+            f"{', '.join(table.column_names)}."
+        )
+    names = [
+        f.name
+        for f in table.schema
+        if f.name != "action"
+        and (pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_boolean(f.type))
+    ]
+    if not names:
+        raise SchemaError(
+            "action_features has no numeric feature column besides `action`; encode its "
+            f"columns ({', '.join(c for c in table.column_names if c != 'action')}) as numbers."
+        )
+    keys = np.asarray(table.column("action").combine_chunks().to_numpy(zero_copy_only=False))
+    uniq, counts = np.unique(keys, return_counts=True)
+    if (counts > 1).any():
+        raise SchemaError(
+            f"action_features must have one row per action; {int((counts > 1).sum())} actions "
+            f"repeat (e.g. {uniq[counts > 1][0]!r})."
+        )
+    try:
+        order = np.argsort(keys, kind="stable")
+        pos = np.searchsorted(keys[order], catalog)
+        pos = np.minimum(pos, keys.size - 1)
+        found = keys[order][pos] == catalog
+    except TypeError as exc:  # labels of different kinds (int vs str)
+        raise SchemaError(
+            f"action_features' `action` labels ({keys.dtype}) cannot be matched with the logged "
+            f"actions ({catalog.dtype}): {exc}"
+        ) from None
+    if not found.all():
+        miss = catalog[~found]
+        raise SchemaError(
+            f"action_features has no row for {miss.size} action(s) logged or in a candidate's "
+            f"support (e.g. {', '.join(repr(v) for v in miss[:5].tolist())}); give every action "
+            "a row."
+        )
+    feats = context_matrix(_TableHolder(table.take(order[pos])), names, role="action feature")
+    return feats, names
+
+
+@dataclass(frozen=True)
+class _TableHolder:
+    """A bare pyarrow table where :func:`ope.context.context_matrix` expects logs."""
+
+    table: Any
+
+
 def _model_predictions(
     logs: BanditLogs,
     distributions: Mapping[str, Any],
@@ -273,20 +339,36 @@ def _model_predictions(
     *,
     reward_model: Any,
     context_columns: Sequence[str] | None,
+    action_features: Any = None,
     rng: int | np.random.Generator | None,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Cross-fitted q̂(x_i, a_i) and q̂(x_i, π_p) for every policy p, over one action catalog."""
+) -> tuple[np.ndarray, np.ndarray, dict[str, list[str]], list[str]]:
+    """Cross-fitted q̂(x_i, a_i) and q̂(x_i, π_p) for every policy p, over one action catalog.
+
+    Returns ``(q_logged, q_target, model_columns, notes)``: ``model_columns`` has the context
+    columns (``"context"``) and action-feature columns (``"action_features"``) the model used.
+    """
     import scipy.sparse as sp
 
+    from ope.context import context_column_choice
     from ope.reward_models import RewardModel
 
-    columns = list(context_columns) if context_columns is not None else default_context_columns(logs)
-    if not columns:
+    notes: list[str] = []
+    if action_features is None:
+        action_features = getattr(logs, "action_features", None)
+    if context_columns is not None:
+        columns = list(context_columns)
+    else:
+        choice = context_column_choice(logs)
+        columns = choice.columns
+        notes += choice.notes
+    if not columns and action_features is None:
         raise SchemaError(
             "DM/DR estimators need context features for the reward model, and these logs have "
-            "no numeric feature columns; pass context_columns=[...] or use ips/snips."
+            "no numeric feature columns (outcome-, id- and time-like names are left out by "
+            "default: ope.context.OUTCOME_LIKE_NAMES); pass context_columns=[...], "
+            "action_features=..., or use ips/snips."
         )
-    x = context_matrix(logs, columns)
+    x = context_matrix(logs, columns) if columns else np.empty((logs.n, 0), dtype=np.float64)
     # one catalog: the logged actions and every policy's support
     logged = logs.table.column("action").combine_chunks()
     pieces = [np.asarray(logged.to_numpy(zero_copy_only=False))]
@@ -299,17 +381,24 @@ def _model_predictions(
         m = dist.matrix
         new_code = np.searchsorted(catalog, np.asarray(dist.actions)).astype(np.int64)
         mats.append(sp.csr_array((m.data, new_code[m.indices], m.indptr), shape=(m.shape[0], len(catalog))))
+    feats, feat_names = None, []
+    if action_features is not None:
+        feats, feat_names = _action_feature_matrix(action_features, catalog)
     if reward_model is None:
-        model = RewardModel(rng=rng)
+        # with action features: shared feature effects, context x feature interactions, and an
+        # intercept per action (RewardModel.action_intercepts)
+        model = RewardModel(rng=rng, action_intercepts=feats is not None)
     elif isinstance(reward_model, RewardModel):
         model = reward_model
     else:
         model = RewardModel(estimator=reward_model, rng=rng)
-    fitted = model.fit(x, codes, logs.column("reward"), n_actions=len(catalog))
+    fitted = model.fit(
+        x, codes, logs.column("reward"), n_actions=len(catalog), action_features=feats
+    )
     q_logged = fitted.predict_logged()
     q_target = fitted.predict_policy(mats)
     q_target = np.asarray(q_target, dtype=np.float64).reshape(len(q_logged), len(names))
-    return q_logged, q_target
+    return q_logged, q_target, {"context": columns, "action_features": feat_names}, notes
 
 
 @dataclass(frozen=True, eq=False)
@@ -335,6 +424,12 @@ class Evaluation(Result):
         Options of the interval method (bootstrap: ``n_resamples``, ``rng``).
     weight_bound : float or None
         A priori bound on the importance weights used by the bounded intervals of IPS/SNIPS.
+    propensity_source : str
+        ``"logged"``, or ``"estimated"`` when ``ope.estimate_propensities`` made them.
+    model_columns : dict or None
+        The features of the reward model of DM/DR: ``{"context": [...], "action_features":
+        [...]}`` (the log columns, and the columns of the action-feature table joined on the
+        action); ``None`` when no estimator used a reward model.
     """
 
     estimates: dict[tuple[str, str], Estimate]
@@ -350,6 +445,7 @@ class Evaluation(Result):
     weight_bound: float | None = None
     #: "logged", or "estimated" when ope.estimate_propensities made the propensities
     propensity_source: str = "logged"
+    model_columns: dict[str, list[str]] | None = None
     # filled by __post_init__: (policy, estimator) -> (ci_low, ci_high), and the logging value's
     _intervals: dict[tuple[str, str], tuple[float, float]] = field(
         init=False, repr=False, compare=False
@@ -547,6 +643,11 @@ class Evaluation(Result):
             },
             "estimates": self.table().to_dict(orient="records"),
             "notes": list(self.notes),
+            "model_columns": (
+                None
+                if self.model_columns is None
+                else {k: list(v) for k, v in self.model_columns.items()}
+            ),
         }
         if not self.streaming:
             out["comparisons_with_logging"] = self.comparisons().to_dict(orient="records")
@@ -567,6 +668,11 @@ class Evaluation(Result):
                 (f"logging policy interval ({self.logging_ci_method})", (low, high)),
                 ("rows rejected", self.report.rows_rejected),
                 ("propensities", self.propensity_source),
+                *(() if self.model_columns is None else (
+                    ("reward model context columns", _column_list(self.model_columns["context"])),
+                    ("reward model action features",
+                     _column_list(self.model_columns["action_features"])),
+                )),
             ),
             table=self.table().drop(columns=["notes"]),
             notes=self.all_notes(),
@@ -617,6 +723,11 @@ class Evaluation(Result):
             f"Evaluation(policies={self.policies}, estimators={self.estimators}, "
             f"n={self.logging.n:,}, ci_method={self.ci_method!r})"
         )
+
+
+def _column_list(columns: Sequence[str]) -> str:
+    """``"3: a, b, c"`` (or ``"none"``), for the fields of a rendered Evaluation."""
+    return f"{len(columns)}: {', '.join(columns)}" if columns else "none"
 
 
 def _candidates(logs: BanditLogs, policies: Any, needs_model: bool) -> tuple[Any, dict[str, dict[str, str]]]:
@@ -729,6 +840,7 @@ def evaluate(
     context_columns: Sequence[str] | None = None,
     n_resamples: int | None = None,
     rng: int | np.random.Generator | None = None,
+    action_features: Any = None,
 ) -> Evaluation:
     """Estimate the value of P candidate policies with several estimators and intervals.
 
@@ -759,8 +871,24 @@ def evaluate(
     reward_model : scikit-learn estimator or ope.reward_models.RewardModel, optional
         Reward model for DM and the DR family, cross-fitted (default: ``RewardModel()``).
     context_columns : sequence of str, optional
-        Features of the reward model (default: every numeric column that is not part of the
-        log schema).
+        Context features of the reward model. Default: every numeric column outside the log
+        schema whose name is not outcome-, id- or time-like (``cost``, ``latency_ms``,
+        ``tokens``, ``click``, ``conversion``, ``revenue``, ``weight``, ``reward*``,
+        ``outcome*``, ``timestamp*``, ``*_id``, ``*_time``, ``*_at``, and the Open Bandit
+        Dataset's ``user-item_affinity_*``; see ``ope.context``); past 20 columns a note lists
+        them. Named columns are always used. The columns used are in
+        :attr:`Evaluation.model_columns`.
+    action_features : pyarrow.Table or pandas.DataFrame, optional
+        Features of the actions (items) for the reward model: an ``action`` column with one row
+        per action (every logged action and every action in a candidate's support) and numeric
+        feature columns (other columns are left out). Default: ``logs.action_features`` when an
+        importer attached them (``ope.read_obd``, ``ope.from_bandit_feedback``), else none.
+        They are joined on the action, for the logged action (``q_logged``) and for each action
+        in a row's support (``q_target``); the default model then fits Ridge on
+        ``[x, e(a), x ⊗ e(a), one-hot(a)]``: the context, the action's features, their
+        products (the effect of a feature may depend on the context) and one intercept per
+        action (``RewardModel(action_intercepts=True)``). A ``RewardModel`` passed as
+        ``reward_model`` keeps its own settings.
     n_resamples : int, optional
         Bootstrap resamples when ``ci="bootstrap"``.
     rng : int, numpy.random.Generator or None
@@ -816,13 +944,16 @@ def evaluate(
     check_rewards_in_range(reward, settings.reward_range)
     propensity = logs.column("propensity")
     q_logged = q_target = None
+    model_columns = None
+    model_notes: list[str] = []
     if needs_model:
-        q_logged, q_target = _model_predictions(
+        q_logged, q_target, model_columns, model_notes = _model_predictions(
             logs,
             tp.distributions,
             tp.names,
             reward_model=reward_model,
             context_columns=context_columns,
+            action_features=action_features,
             rng=rng,
         )
     with warnings.catch_warnings(record=True) as caught:
@@ -838,6 +969,7 @@ def evaluate(
     for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
         warnings.warn(message, category, stacklevel=2)
     notes = logs.report.dropped_notes()
+    notes += model_notes
     source = propensity_info(logs)
     if source["propensity_source"] == "estimated":
         notes.append(
@@ -863,6 +995,7 @@ def evaluate(
         ci_options=settings.ci_options,
         weight_bound=settings.weight_bound,
         propensity_source=source["propensity_source"],
+        model_columns=model_columns,
     )
 
 

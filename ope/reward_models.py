@@ -281,7 +281,8 @@ class _Design:
     """Builds the feature matrix of (context, action) pairs.
 
     Columns: ``[x, e(a), x ⊗ e(a)]`` (the last block only when ``interactions``), where ``e(a)`` is
-    the one-hot vector of ``a`` (length K) or row ``a`` of the action features (length d_a).
+    the one-hot vector of ``a`` (length K) or row ``a`` of the action features (length d_a); with
+    action features and ``intercepts`` a last block ``one-hot(a)`` (length K) follows.
     """
 
     n_context: int
@@ -289,6 +290,7 @@ class _Design:
     action_features: NDArray[np.float64] | None
     interactions: bool
     sparse: bool
+    intercepts: bool = False
 
     @property
     def action_dim(self) -> int:
@@ -297,7 +299,8 @@ class _Design:
     @property
     def n_columns(self) -> int:
         d, e = self.n_context, self.action_dim
-        return d + e + (d * e if self.interactions else 0)
+        extra = self.n_actions if self.intercepts and self.action_features is not None else 0
+        return d + e + (d * e if self.interactions else 0) + extra
 
     def rows_per_chunk(self, chunk_size: int) -> int:
         if self.sparse:
@@ -311,8 +314,15 @@ class _Design:
         e = self.action_features[a]
         blocks = [x, e]
         if self.interactions:
-            m = x.shape[0]
-            blocks.append((x[:, :, None] * e[:, None, :]).reshape(m, -1))
+            blocks.append((x[:, :, None] * e[:, None, :]).reshape(x.shape[0], -1))
+        m, k = x.shape[0], self.n_actions
+        if self.intercepts and self.sparse:
+            onehot = sp.csr_matrix((np.ones(m), (np.arange(m), a)), shape=(m, k))
+            return sp.hstack([sp.csr_matrix(np.hstack(blocks)), onehot], format="csr")
+        if self.intercepts:
+            onehot_dense = np.zeros((m, k), dtype=_FLOAT)
+            onehot_dense[np.arange(m), a] = 1.0
+            blocks.append(onehot_dense)
         dense = np.hstack(blocks)
         return sp.csr_matrix(dense) if self.sparse else dense
 
@@ -409,6 +419,11 @@ class RewardModel:
     rng : int, numpy.random.Generator or None
         Randomness of the fold assignment. An estimator whose ``random_state`` is ``None`` gets
         one integer drawn from ``rng`` too, so a fit is reproducible from ``rng`` alone.
+    action_intercepts : bool, default False
+        With ``action_features``, also give every action its own intercept (a one-hot column per
+        action): the design becomes ``[x, e(a), x ⊗ e(a), one-hot(a)]``, so the model shares
+        what the features explain across actions and still fits what is particular to each
+        action. Ignored without ``action_features`` (the one-hot design has them already).
 
     See Also
     --------
@@ -479,6 +494,7 @@ class RewardModel:
     sparse: bool | None = None
     chunk_size: int = 65_536
     rng: int | np.random.Generator | None = None
+    action_intercepts: bool = False
 
     def __post_init__(self) -> None:
         try:
@@ -488,7 +504,7 @@ class RewardModel:
                 f"{exc} Cross-fitting needs at least 2 folds; to fit in-sample (biased for DR), "
                 "pass cross_fit=False instead."
             ) from None
-        for name in ("cross_fit", "interactions"):
+        for name in ("cross_fit", "interactions", "action_intercepts"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ParameterError(f"{name} must be True or False; got {getattr(self, name)!r}.")
         if self.sparse is not None and not isinstance(self.sparse, (bool, np.bool_)):
@@ -600,8 +616,11 @@ class RewardModel:
 
         use_sparse = self.sparse
         if use_sparse is None:
-            use_sparse = feats is None and _accepts_sparse(template)
-        design = _Design(d, k_actions, feats, bool(self.interactions), bool(use_sparse))
+            use_sparse = (feats is None or self.action_intercepts) and _accepts_sparse(template)
+        design = _Design(
+            d, k_actions, feats, bool(self.interactions), bool(use_sparse),
+            intercepts=bool(self.action_intercepts) and feats is not None,
+        )
         if not design.sparse and n * design.n_columns * 8 > DENSE_DESIGN_MAX_BYTES:
             raise EstimationError(
                 f"the dense design matrix would be {n} x {design.n_columns} "
@@ -702,7 +721,8 @@ class FittedRewardModel:
     sparse_ : bool
         Whether the design matrix is ``scipy.sparse``.
     n_design_columns_ : int
-        Columns of the design matrix ``[x, e(a), x ⊗ e(a)]``.
+        Columns of the design matrix ``[x, e(a), x ⊗ e(a)]`` (and ``one-hot(a)`` with
+        ``action_intercepts`` and action features).
 
     Notes
     -----
