@@ -48,7 +48,7 @@ from ope.estimators import (
 )
 from ope.exceptions import EstimationError, ParameterError, PolicyError, SchemaError
 from ope.logs import BanditLogs, ValidationReport
-from ope.propensity import propensity_info
+from ope.propensity import estimated_propensity_note, propensity_info
 from ope.results import CI_METHODS, Estimate, Result, ResultParts, compare
 
 __all__ = ["evaluate", "Evaluation", "TABLE_COLUMNS"]
@@ -971,13 +971,9 @@ def evaluate(
     notes = logs.report.dropped_notes()
     notes += model_notes
     source = propensity_info(logs)
-    if source["propensity_source"] == "estimated":
-        notes.append(
-            f"propensities are estimated ({source.get('propensity_model', 'a classifier')}, "
-            f"floored at {source.get('propensity_floor', 'n/a')} on "
-            f"{source.get('propensity_floored_rows', 'n/a')} rows), not logged: every weighting "
-            "estimate assumes the model is right, and the intervals omit its error"
-        )
+    estimated = estimated_propensity_note(logs)
+    if estimated is not None:
+        notes.append(estimated)
     if tp.table_rows_ignored:
         notes.append(
             f"{tp.table_rows_ignored:,} policy-table rows for events dropped from the logs were "

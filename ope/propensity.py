@@ -53,6 +53,7 @@ __all__ = [
     "estimated_action_probabilities",
     "propensity_source",
     "propensity_info",
+    "estimated_propensity_note",
     "check_propensities",
     "PropensityCheck",
 ]
@@ -619,4 +620,24 @@ def check_propensities(
         flagged_actions=flagged,
         model=_model_name(classifier, cal),
         notes=tuple(notes),
+    )
+
+
+def estimated_propensity_note(logs: Any) -> str | None:
+    """The note every result of estimated-propensity logs carries (None for logged ones).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> estimated_propensity_note(pa.table({"action": [0]})) is None
+    True
+    """
+    info = propensity_info(logs)
+    if info["propensity_source"] != "estimated":
+        return None
+    return (
+        f"propensities are estimated ({info.get('propensity_model', 'a classifier')}, floored at "
+        f"{info.get('propensity_floor', 'n/a')} on {info.get('propensity_floored_rows', 'n/a')} "
+        "rows), not logged: every weighting estimate assumes the model is right, and the "
+        "intervals omit its error"
     )

@@ -108,6 +108,10 @@ def test_estimated_logs_go_through_ope_evaluate(design, estimated):
     assert "propensities are estimated" in ev.summary()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        d = ope.diagnose(estimated, ["uniform"])
+    assert any("propensities are estimated" in n for n in d.notes)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         logged = ope.evaluate(design[1], ["uniform"], estimators=["ips"])
     assert logged.propensity_source == "logged"
     assert not any("propensities are estimated" in n for n in logged.notes)

@@ -94,6 +94,7 @@ from ope.diagnostics.segments import (
     segment_sums,
 )
 from ope.exceptions import MissingBoundsError, OverlapWarning, ParameterError, SchemaError
+from ope.propensity import estimated_propensity_note
 from ope.moments import CenteredMoments, centered_moments
 
 __all__ = [
@@ -449,6 +450,9 @@ def diagnose(
     """
     settings = _settings(max_weight, reward_range, confidence_level, target_width, new_rows)
     extra_notes: list[str] = []
+    estimated = estimated_propensity_note(logs)  # the same note as every other result's
+    if estimated is not None:
+        extra_notes.append(estimated)
     names, target, tdists, ldist, codes, labels = target_from_logs(logs, policies, extra_notes)
     cols = [] if by is None else ([by] if isinstance(by, str) else list(by))
     have = set(logs.table.column_names)
