@@ -92,7 +92,7 @@ from ope.moments import (
     component_moments,
     ratio,
 )
-from ope.results import Estimate, RowSource, Source, make_estimate
+from ope.results import Estimate, IntervalRequest, RowSource, Source, make_estimate
 
 __all__ = [
     "DM",
@@ -415,14 +415,8 @@ class EstimatorRows(RowSource):
     def gradient(self, means: np.ndarray) -> np.ndarray:
         return self.estimator._gradient(means)
 
-    def special_interval(
-        self,
-        method: str,
-        *,
-        confidence_level: float,
-        weight_bound: float | None,
-        outer: str | None,
-    ) -> ConfidenceInterval | BottouInterval:
+    def special_interval(self, request: IntervalRequest) -> ConfidenceInterval | BottouInterval:
+        method, confidence_level, weight_bound, outer = request.fields()
         est = self.estimator
         if method in _BOUNDED_BY_MOMENTS:
             assert isinstance(est, WeightingEstimator) and self.moments is not None

@@ -35,6 +35,7 @@ from ope.intervals.bootstrap import DEFAULT_N_RESAMPLES, bootstrap_interval
 
 __all__ = [
     "Result",
+    "IntervalRequest",
     "ResultParts",
     "format_value",
     "render_html",
@@ -169,6 +170,22 @@ TARGETS: Final = ("policy value", "clipped value")
 _METHODS_WITHOUT_BOUNDS: Final = ("normal", "t", "bootstrap")
 
 
+@dataclass(frozen=True)
+class IntervalRequest:
+    """What a :class:`Source` is asked for by ``Estimate.ci``: the interval ``method``, its
+    ``confidence_level``, an a priori ``weight_bound`` on the importance weights (bounded
+    methods of IPS/SNIPS and sequential IS/PDIS), and Bottou's ``outer`` method."""
+
+    method: str
+    confidence_level: float
+    weight_bound: float | None = None
+    outer: str | None = None
+
+    def fields(self) -> tuple[str, float, float | None, str | None]:
+        """``(method, confidence_level, weight_bound, outer)``."""
+        return self.method, self.confidence_level, self.weight_bound, self.outer
+
+
 class Source:
     """What an Estimate remembers about how it was computed (base: nothing row-level)."""
 
@@ -190,16 +207,9 @@ class Source:
         the estimate's own ``target`` stands."""
         return None
 
-    def special_interval(
-        self,
-        method: str,
-        *,
-        confidence_level: float,
-        weight_bound: float | None,
-        outer: str | None,
-    ) -> ConfidenceInterval | BottouInterval:
-        """The interval ``method`` (beyond normal, t and bootstrap) at ``confidence_level``."""
-        raise EstimationError(f"interval method {method!r} is not available here.")
+    def special_interval(self, request: IntervalRequest) -> ConfidenceInterval | BottouInterval:
+        """The interval ``request.method`` (beyond normal, t and bootstrap)."""
+        raise EstimationError(f"interval method {request.method!r} is not available here.")
 
 
 class RowSource(Source, ABC):
@@ -483,9 +493,7 @@ class Estimate(Result):
                 ),
                 src,
             )
-        return src.special_interval(
-            method, confidence_level=level, weight_bound=weight_bound, outer=outer
-        )
+        return src.special_interval(IntervalRequest(method, level, weight_bound, outer))
 
     def with_ci(
         self,

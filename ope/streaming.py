@@ -65,7 +65,7 @@ from ope.estimators import (
 from ope.exceptions import EstimationError, ParameterError, ValidationError
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 from ope.moments import DEFAULT_CHUNK_SIZE, CenteredMoments, centered_moments
-from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, Source
+from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, IntervalRequest, Source
 from ope.weights import moment_sums
 
 __all__ = ["MomentStats"]
@@ -102,14 +102,8 @@ class _MomentSource(Source):
     def target_of(self, method: str) -> str:
         return interval_target(self.estimator, self.moments, self.column, method)
 
-    def special_interval(
-        self,
-        method: str,
-        *,
-        confidence_level: float,
-        weight_bound: float | None,
-        outer: str | None,
-    ) -> ConfidenceInterval | BottouInterval:
+    def special_interval(self, request: IntervalRequest) -> ConfidenceInterval | BottouInterval:
+        method, confidence_level, weight_bound, outer = request.fields()
         return moment_interval(
             self.estimator,
             method,

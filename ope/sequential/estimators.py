@@ -56,7 +56,13 @@ from ope._validation import check_choice, check_reward_range, user_stacklevel
 from ope.exceptions import EstimationError, OverlapWarning, ParameterError, SmallSampleWarning
 from ope.logs import Trajectories
 from ope.moments import CenteredMoments, centered_moments
-from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, RowSource, make_estimate
+from ope.results import (
+    DEFAULT_CONFIDENCE_LEVEL,
+    Estimate,
+    IntervalRequest,
+    RowSource,
+    make_estimate,
+)
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 from ope.sequential._bounds import (
     BOUNDED_ESTIMATORS,
@@ -193,17 +199,10 @@ class _SequentialSource(RowSource):
     def influence(self) -> np.ndarray:
         return self._psi.copy()
 
-    def special_interval(
-        self,
-        method: str,
-        *,
-        confidence_level: float,
-        weight_bound: float | None,
-        outer: str | None,
-    ) -> ConfidenceInterval | BottouInterval:
+    def special_interval(self, request: IntervalRequest) -> ConfidenceInterval | BottouInterval:
+        method, confidence_level, weight_bound, outer = request.fields()
         if self._bounded is None or method not in BOUNDED_METHODS:
-            return super().special_interval(method, confidence_level=confidence_level,
-                                            weight_bound=weight_bound, outer=outer)
+            return super().special_interval(request)
         if outer is not None:
             raise ParameterError(f"`outer` applies only to method='bottou'; got {method!r}.")
         return bounded_interval(self._bounded, method, confidence_level=confidence_level,
