@@ -17,15 +17,7 @@ Both are unbiased when every logger covers the candidate's actions; the balanced
 bounded by :math:`n / n_j` times each logger's own weight, so a logger with poor overlap does not
 blow up the variance of the pooled estimate.
 
-Examples
---------
->>> import pyarrow as pa
->>> t = pa.table({"action": [0, 1, 0, 1], "reward": [1.0, 0.0, 1.0, 1.0],
-...               "propensity": [0.5, 0.5, 0.9, 0.1], "logging_policy": ["A", "A", "B", "B"],
-...               "propensity__A": [0.5, 0.5, 0.5, 0.5], "propensity__B": [0.9, 0.1, 0.9, 0.1],
-...               "target__new": [0.5, 0.5, 0.5, 0.5]})
->>> balanced_propensities(t).column("propensity").tolist()
-[0.7, 0.3, 0.7, 0.3]
+The example of :func:`evaluate_loggers` pools two loggers both ways.
 """
 
 from __future__ import annotations
@@ -385,6 +377,8 @@ def evaluate_loggers(
     ...               "propensity": [0.5, 0.5, 0.9, 0.1], "logging_policy": ["A", "A", "B", "B"],
     ...               "propensity__A": [0.5, 0.5, 0.5, 0.5], "propensity__B": [0.9, 0.1, 0.9, 0.1],
     ...               "target__new": [0.5, 0.5, 0.5, 0.5]})
+    >>> balanced_propensities(t).column("propensity").tolist()  # 0.5 * 0.5 + 0.5 * 0.9, ...
+    [0.7, 0.3, 0.7, 0.3]
     >>> import warnings; warnings.simplefilter("ignore")
     >>> ev = evaluate_loggers(t, weighting="balanced", estimators=["ips"])
     >>> round(ev["new", "ips"].value, 6)  # (1/0.7 + 0 + 1/0.7 + 1/0.3) / 8
