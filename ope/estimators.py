@@ -591,8 +591,8 @@ class WeightingEstimator(Estimator):
         if self.uses_weights:
             assert data.logging_propensity is not None and data.target_propensity is not None
             p, t = data.logging_propensity, data.target_propensity
-        else:  # the logging value: every weight is one
-            p, t = np.ones(data.n), np.ones((data.n, 1))
+        else:  # the logging value: every weight is one (read-only views, nothing allocated)
+            p, t = np.broadcast_to(1.0, (data.n,)), np.broadcast_to(1.0, (data.n, 1))
         mom = centered_moments(
             data.reward, p, t, max_weight=self.clip_level, chunk_size=chunk_size
         )
