@@ -41,7 +41,7 @@ test-latest:
 
 lock: | $(PY)
 	$(PY) -m pip install --quiet uv
-	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 --no-emit-package ope -o $(LOCK)
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 --no-emit-package ope-toolkit -o $(LOCK)
 
 bench: install
 	$(PY) benchmarks/run_all.py
