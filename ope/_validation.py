@@ -53,6 +53,7 @@ __all__ = [
     "require_reward_range",
     "check_rewards_in_range",
     "check_rng",
+    "resolve_seed",
     "user_stacklevel",
 ]
 
@@ -417,3 +418,28 @@ def check_rng(rng: Any) -> np.random.Generator:
             f"({type(rng).__name__}). Pass e.g. rng=0 or rng=numpy.random.default_rng(0)."
         )
     return np.random.default_rng(int(rng))
+
+
+def resolve_seed(rng: Any) -> tuple[int | None, np.random.Generator]:
+    """The seed to record and the Generator to use, for a result that must be reproducible.
+
+    An int seed is recorded as given; ``None`` draws a fresh 63-bit seed from the OS's
+    entropy and records it (so the result says how to reproduce it exactly); a Generator
+    is used as is and recorded as ``None`` (its state is the caller's to keep).
+
+    Examples
+    --------
+    >>> from ope._validation import resolve_seed
+    >>> resolve_seed(7)[0]
+    7
+    >>> seed, gen = resolve_seed(None)
+    >>> isinstance(seed, int) and 0 <= seed < 2**63
+    True
+    """
+    if rng is None:
+        seed = int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> np.uint64(1))
+        return seed, np.random.default_rng(seed)
+    gen = check_rng(rng)
+    if isinstance(rng, np.random.Generator):
+        return None, gen
+    return int(rng), gen
