@@ -498,6 +498,53 @@ class Diagnostics(Result):
             )
         return pd.DataFrame(self._profiles[policy], columns=list(PROFILE_COLUMNS))
 
+    # ---- plots and the report ---------------------------------------------------------------
+    def plot_weights(self, policy: str, ax: Any = None) -> Any:
+        """Draw the distribution of ``policy``'s importance weights (log scale, clip level).
+
+        See :func:`ope.plots.plot_weights`; needs matplotlib (``pip install
+        'ope-toolkit[plot]'``). Returns the matplotlib Axes.
+        """
+        from ope.plots import plot_weights
+
+        return plot_weights(self, policy, ax=ax)
+
+    def plot_coverage(self, policy: str, ax: Any = None, *, by: str | None = None) -> Any:
+        """Draw the segment x action (or popularity bucket) coverage heatmap of ``policy``,
+        gaps framed.
+
+        See :func:`ope.plots.plot_coverage`; needs matplotlib (``pip install
+        'ope-toolkit[plot]'``). Returns the matplotlib Axes.
+        """
+        from ope.plots import plot_coverage
+
+        return plot_coverage(self, policy, ax=ax, by=by)
+
+    def report(
+        self,
+        path: Any,
+        *,
+        evaluation: Any = None,
+        certificate: Any = None,
+        truth: Any = None,
+        provenance: Any = None,
+        title: str | None = None,
+        validation: Any = None,
+        overwrite: bool = False,
+    ) -> Any:
+        """Write the self-contained HTML report of these diagnostics (and of ``evaluation``
+        when given) to ``path``; returns the path.
+
+        See :func:`ope.report.write_report` for the arguments. Diagnostics carry no validation
+        report: pass ``validation=logs.report`` to include it.
+        """
+        from ope.report import write_report
+
+        return write_report(
+            path, evaluation=evaluation, diagnostics=self, certificate=certificate, truth=truth,
+            provenance=provenance, title=title, validation=validation, overwrite=overwrite,
+        )
+
     # ---- export -----------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: settings, one entry per policy with its segments and plan rows."""

@@ -1,0 +1,1002 @@
+"""The report page: sections of escaped HTML around inline SVG figures.
+
+:func:`render_report` assembles the page from the result objects (through
+:mod:`ope.report.views`) and the figures of :mod:`ope.plots`; :func:`write_report` writes it
+atomically. Every string that comes from the user or the data (policy names, segment labels,
+column values, paths, options) goes through :func:`_e` (``html.escape`` with quotes) or, inside
+a figure, through matplotlib's SVG writer, which escapes text content and attributes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import importlib.metadata
+import math
+import os
+import platform
+import shlex
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import pandas as pd
+
+from ope.exceptions import DataFileError, ParameterError, ValidationError
+from ope.report.views import (
+    ANSWERABLE,
+    BETTER,
+    UNCLEAR,
+    WORSE,
+    CandidateVerdict,
+    Truth,
+    candidate_verdicts,
+    column_decimals,
+    comparison_method,
+    comparison_table,
+    fmt,
+    fmt_share,
+    fmt_signed,
+    headline_estimator,
+    logging_reference,
+    overlap_verdicts,
+    segment_estimates,
+)
+
+__all__ = ["REPORT_SECTIONS", "DEPENDENCIES", "render_report", "write_report",
+           "check_report_destination"]
+
+#: The sections of every report, in order: (id, heading). Each is always present; a section
+#: whose input was not given says what would fill it.
+REPORT_SECTIONS: Final = (
+    ("headline", "The answer"),
+    ("estimates", "Estimates"),
+    ("comparisons", "Paired differences"),
+    ("candidates", "Each candidate: weights and overlap"),
+    ("segments", "Per segment"),
+    ("plan", "Exploration plan"),
+    ("validation", "Validation of the logs"),
+    ("certificate", "Certificate of a learned policy"),
+    ("notes", "Notes"),
+    ("reproduce", "Reproduce this report"),
+)
+
+#: Distributions whose versions the reproduce section lists (beside ope and Python).
+DEPENDENCIES: Final = ("numpy", "pandas", "scipy", "scikit-learn", "pyarrow", "matplotlib")
+
+#: Plan actions listed per plan row (the rest are counted).
+_PLAN_ACTIONS: Final = 3
+
+_CSS: Final = """
+:root { --ink: #1f2328; --muted: #59636e; --line: #d1d9e0; --better: #1a7f37;
+        --worse: #c62828; --unclear: #9a6700; --bg-soft: #f6f8fa; }
+* { box-sizing: border-box; }
+body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", Arial, sans-serif;
+       color: var(--ink); margin: 0 auto; max-width: 1100px; padding: 24px 32px 64px; }
+h1 { font-size: 1.7em; margin: 0 0 4px; }
+h2 { font-size: 1.3em; border-bottom: 1px solid var(--line); padding-bottom: 4px;
+     margin-top: 36px; }
+h3 { font-size: 1.08em; margin: 22px 0 6px; }
+p.sub, .muted { color: var(--muted); }
+nav ol { columns: 2; margin: 8px 0 0; padding-left: 20px; }
+nav a, a { color: #0550ae; }
+section.headline { border: 2px solid var(--ink); border-radius: 8px; padding: 4px 20px 12px;
+                   margin-top: 16px; }
+section.headline h2 { border: 0; margin-top: 12px; }
+ul.answers { font-size: 1.08em; padding-left: 20px; }
+ul.answers li { margin: 4px 0; }
+.badge { display: inline-block; padding: 0 8px; border-radius: 10px; font-size: 0.85em;
+         font-weight: 600; white-space: nowrap; border: 1px solid currentColor; }
+.better { color: var(--better); } .worse { color: var(--worse); }
+.unclear { color: var(--unclear); }
+table { border-collapse: collapse; margin: 8px 0 12px; font-size: 0.88em; }
+th, td { border-bottom: 1px solid var(--line); padding: 3px 8px; text-align: left;
+         vertical-align: top; }
+th { background: var(--bg-soft); font-weight: 600; }
+td.prose { min-width: 14em; }
+.scroll { overflow-x: auto; }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.num { white-space: nowrap; }
+figure { margin: 10px 0 16px; }
+figure svg { width: 100%; max-width: 980px; height: auto; display: block; }
+figcaption { color: var(--muted); font-size: 0.88em; margin-top: 2px; }
+article.candidate { border-top: 1px dashed var(--line); margin-top: 14px; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 2px 14px;
+           font-size: 0.92em; margin: 6px 0; }
+dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; }
+.note { background: var(--bg-soft); border-left: 3px solid var(--line); padding: 6px 10px; }
+code { font-size: 0.92em; background: var(--bg-soft); padding: 0 3px; }
+pre { background: var(--bg-soft); padding: 8px 10px; white-space: pre-wrap;
+      word-break: break-all; font-size: 0.88em; }
+@media print {
+  body { max-width: none; padding: 0; font-size: 10.5pt; }
+  nav { display: none; }
+  h2 { break-after: avoid; }
+  figure, table, article.candidate, section.headline { break-inside: avoid; }
+  a { color: inherit; text-decoration: none; }
+  .badge { border-width: 1px; }
+  .scroll { overflow: visible; }
+}
+"""
+
+
+def _e(value: Any) -> str:
+    """HTML-escaped text (quotes too: safe in content and in attributes)."""
+    return html.escape(str(value), quote=True)
+
+
+def _answer_class(answer: str) -> str:
+    return {BETTER: "better", ANSWERABLE: "better", WORSE: "worse"}.get(answer, "unclear")
+
+
+def _badge(answer: str) -> str:
+    return f'<span class="badge {_answer_class(answer)}">{_e(answer)}</span>'
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Sequence[int] = (),
+           raw: bool = False, wide: int | None = None) -> str:
+    """A table; cells are escaped unless ``raw`` (then the caller escaped them). Columns in
+    ``numeric`` are right-aligned; column ``wide`` holds prose (a wider minimum width)."""
+    num = set(numeric)
+
+    def cell(tag: str, i: int, text: str) -> str:
+        cls = ' class="num"' if i in num else ' class="prose"' if i == wide else ""
+        return f"<{tag}{cls}>{text if raw else _e(text)}</{tag}>"
+
+    head = "".join(cell("th", i, _e(h) if raw else h) for i, h in enumerate(header))
+    body = "".join(
+        "<tr>" + "".join(cell("td", i, c) for i, c in enumerate(r)) + "</tr>" for r in rows
+    )
+    return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+            "</table></div>")
+
+
+def _interval(low: float, high: float, decimals: int | None = None, *, signed: bool = False) -> str:
+    f = fmt_signed if signed else fmt
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return "–"
+    return f"[{f(low, decimals=decimals)}, {f(high, decimals=decimals)}]"
+
+
+class _Figures:
+    """Draws the report's figures as inline SVG, numbered in page order."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        try:
+            from ope.plots import require_matplotlib
+
+            require_matplotlib()
+            self.missing: str | None = None
+        except ImportError as exc:
+            self.missing = str(exc)
+
+    def figure(self, draw: Callable[[], Any], caption: str, *, label: str) -> str:
+        """``draw()`` (a plot of :mod:`ope.plots` with ``ax=None``) as a ``<figure>``."""
+        if self.missing is not None:
+            return f'<p class="note">Figure omitted: {_e(self.missing)}</p>'
+        import matplotlib
+
+        from ope.plots import detached_figures
+        from ope.report.svg import REPORT_RC, inline_svg
+
+        self.count += 1
+        with matplotlib.rc_context(REPORT_RC), detached_figures():
+            ax = draw()
+            svg = inline_svg(ax.figure, f"f{self.count}-", label=label)
+        return f"<figure>{svg}<figcaption>{caption}</figcaption></figure>"
+
+
+# --------------------------------------------------------------------------------------------
+# inputs
+# --------------------------------------------------------------------------------------------
+def _checked(evaluation: Any, diagnostics: Any) -> None:
+    if evaluation is None and diagnostics is None:
+        raise ParameterError(
+            "a report needs an evaluation (ope.evaluate(...)) or diagnostics "
+            "(ope.diagnose(...)), or both; got neither."
+        )
+    if evaluation is not None and not all(
+        hasattr(evaluation, a) for a in ("table", "comparisons", "policies", "estimators", "logging")
+    ):
+        raise ParameterError(
+            "`evaluation` must be the result of ope.evaluate (an ope.Evaluation); got "
+            f"{type(evaluation).__name__}."
+        )
+    if diagnostics is not None and not all(
+        hasattr(diagnostics, a) for a in ("weight_histogram", "segments", "coverage_matrix", "rows")
+    ):
+        raise ParameterError(
+            "`diagnostics` must be the result of ope.diagnose (an ope.Diagnostics); got "
+            f"{type(diagnostics).__name__}."
+        )
+
+
+def _source(evaluation: Any, validation: Any, provenance: Mapping[str, Any]) -> tuple[str, int | None]:
+    report = validation if validation is not None else getattr(evaluation, "report", None)
+    source = provenance.get("input", getattr(report, "source", None))
+    rows = provenance.get("rows", getattr(report, "rows_read", None))
+    return ("" if source is None else str(source)), rows
+
+
+# --------------------------------------------------------------------------------------------
+# sections
+# --------------------------------------------------------------------------------------------
+def _names(items: Sequence[CandidateVerdict], detail: Callable[[CandidateVerdict], str]) -> str:
+    return ", ".join(f"<strong>{_e(v.policy)}</strong> ({detail(v)})" for v in items)
+
+
+def _headline(ctx: dict[str, Any]) -> str:
+    ev, verdicts, ref = ctx["evaluation"], ctx["verdicts"], ctx["reference"]
+    truth: Truth = ctx["truth"]
+    level = ctx["level"]
+    out = []
+    if ev is None:
+        can = [v for v in verdicts if v.answer != UNCLEAR]
+        cannot = [v for v in verdicts if v.answer == UNCLEAR]
+        out.append("<p>These are overlap diagnostics only (no estimates were given): they say "
+                   "for which candidates these logs can answer, not how good they are.</p>")
+        items = []
+        if can:
+            items.append("<li>The logs can answer for: "
+                         + ", ".join(f"<strong>{_e(v.policy)}</strong>" for v in can) + ".</li>")
+        if cannot:
+            items.append('<li><span class="unclear">The logs cannot tell</span> for: '
+                         + _names(cannot, lambda v: _e(v.summary)) + ".</li>")
+        out.append(f'<ul class="answers">{"".join(items)}</ul>')
+        rows = [[_e(v.policy), _badge(v.answer), _e("; ".join(v.reasons))] for v in verdicts]
+        out.append(_table(["candidate", "answer", "why"], rows, raw=True, wide=2))
+        return "".join(out)
+    better = sorted((v for v in verdicts if v.answer == BETTER), key=lambda v: -v.lower_bound)
+    worse = sorted((v for v in verdicts if v.answer == WORSE), key=lambda v: v.upper_bound)
+    unclear = [v for v in verdicts if v.answer == UNCLEAR]
+    dec = column_decimals([ev.logging.std_error])
+    rel = (lambda x: f", {fmt_signed(100 * x / ref.value, 2)}% of its value"
+           if ref.value > 0 and math.isfinite(x) else "")
+    items = []
+    if better:
+        items.append(
+            '<li><span class="better">Better than the logging policy</span>: '
+            + _names(better, lambda v: f"by at least {_e(fmt_signed(v.lower_bound))}"
+                     f"{_e(rel(v.lower_bound))}")
+            + ".</li>"
+        )
+    else:
+        items.append("<li>No candidate is shown to be better than the logging policy.</li>")
+    if worse:
+        items.append(
+            '<li><span class="worse">Worse</span>: '
+            + _names(worse, lambda v: f"by at least {_e(fmt_signed(-v.upper_bound))}")
+            + ".</li>"
+        )
+    if unclear:
+        items.append(
+            '<li><span class="unclear">The logs cannot tell</span> for '
+            + _names(unclear, lambda v: _e(v.summary or "see below"))
+            + ".</li>"
+        )
+    out.append(f'<ul class="answers">{"".join(items)}</ul>')
+    out.append(
+        f"<p>“By at least” is the lower end of the {level:.0%} interval of the paired "
+        "difference with the logging policy (the same logged rows), the smallest over the "
+        f"estimators. The logging policy's value on these rows is <strong>"
+        f"{_e(fmt(ref.value, decimals=dec))}</strong> {_e(_interval(ref.ci_low, ref.ci_high, dec))}"
+        + (f"; its exact value is {_e(fmt(truth.logging, decimals=dec))}"
+           if truth.logging is not None else "")
+        + ".</p>"
+    )
+    has_truth = any(v.true_difference is not None for v in verdicts)
+    header = ["candidate", "answer", "estimated difference", "how sure: lower end"]
+    header += ["exact difference"] if has_truth else []
+    header += ["why / what to watch"]
+    rows = []
+    for v in verdicts:
+        est = ("–" if not math.isfinite(v.low) else fmt_signed(v.low) if v.low == v.high
+               else f"{fmt_signed(v.low)} to {fmt_signed(v.high)}")
+        row = [
+            f"<strong>{_e(v.policy)}</strong>", _badge(v.answer), _e(est),
+            (f"{_e(fmt_signed(v.lower_bound))}<br><span class=\"muted\">"
+             f"{_e(v.bound_estimator)}</span>" if v.bound_estimator else "–"),
+        ]
+        if has_truth:
+            row.append(_e(fmt_signed(v.true_difference)) if v.true_difference is not None else "–")
+        row.append(_e("; ".join(v.reasons)) or "–")
+        rows.append(row)
+    out.append(_table(header, rows, numeric=(2, 3) + ((4,) if has_truth else ()), raw=True,
+                      wide=len(header) - 1))
+    out.append('<p class="muted">Intervals are per comparison, not adjusted for looking at '
+               f"{len(verdicts)} candidates at once. Details: <a href=\"#comparisons\">paired "
+               'differences</a>, <a href="#candidates">overlap</a>, <a href="#segments">'
+               "segments</a>.</p>")
+    return "".join(out)
+
+
+def _estimates(ctx: dict[str, Any], figures: _Figures) -> str:
+    ev = ctx["evaluation"]
+    truth: Truth = ctx["truth"]
+    if ev is None:
+        return ("<p>No estimates: this report was made from diagnostics alone. "
+                "<code>ope.evaluate(...)</code> (or <code>ope report LOGS</code>) adds them.</p>")
+    ref = ctx["reference"]
+    table = ev.table()
+    dec = column_decimals(list(table["std_error"]) + [ev.logging.std_error])
+    out = [figures.figure(
+        lambda: _plots().plot_evaluation(ev, truth=truth),
+        f"Each candidate × estimator: the point estimate and its {ctx['level']:.0%} "
+        f"{_e(ev.ci_method)} interval. Grey line and band: the logging policy's value and "
+        "interval on the same rows"
+        + ("; black diamonds: the exact values" if truth else "")
+        + ". An open marker covers the clipped value (clipped IPS), not the policy's value.",
+        label="forest plot of the estimates",
+    )]
+    header = ["policy", "estimator", "value", "std. error", f"{ctx['level']:.0%} interval",
+              "covers", "ESS / n"]
+    if truth:
+        header += ["exact value", "in interval"]
+    rows = [["logging policy", "mean reward", fmt(ref.value, decimals=dec),
+             fmt(ev.logging.std_error, decimals=dec), _interval(ref.ci_low, ref.ci_high, dec),
+             "policy value", "100%"]
+            + ([fmt(truth.logging, decimals=dec) if truth.logging is not None else "–",
+                _in(truth.logging, ref.ci_low, ref.ci_high)] if truth else [])]
+    for r in table.itertuples(index=False):
+        exact = truth.policies.get(r.policy)
+        rows.append([r.policy, r.estimator, fmt(r.value, decimals=dec),
+                     fmt(r.std_error, decimals=dec), _interval(r.ci_low, r.ci_high, dec),
+                     str(r.target), fmt_share(r.ess_ratio)]
+                    + ([fmt(exact, decimals=dec) if exact is not None else "–",
+                        _in(exact, r.ci_low, r.ci_high)] if truth else []))
+    out.append(_table(header, rows, numeric=(2, 3, 4, 6, 7)))
+    return "".join(out)
+
+
+def _in(x: float | None, low: float, high: float) -> str:
+    if x is None or not (math.isfinite(low) and math.isfinite(high)):
+        return "–"
+    return "yes" if low <= x <= high else "NO"
+
+
+def _comparisons(ctx: dict[str, Any], figures: _Figures) -> str:
+    ev = ctx["evaluation"]
+    if ev is None:
+        return "<p>No paired differences: they need an evaluation (ope.evaluate).</p>"
+    comps: pd.DataFrame = ctx["comparisons"]
+    if not len(comps):
+        return ("<p>No paired differences: a streamed evaluation keeps merged statistics, not "
+                "the rows that pairing needs. Evaluate eagerly "
+                "(<code>ope.evaluate(ope.read_logs(...))</code>) to compare.</p>")
+    truth: Truth = ctx["truth"]
+    method = comparison_method(ev)
+    dec = column_decimals(list(comps["std_error"]))
+    out = [f"<p>Differences in value on the same logged rows ({ctx['level']:.0%} {_e(method)} "
+           "intervals from the per-row terms of both estimates), ranked by the lower end of "
+           "the interval: the top rows are the surest gains.</p>"]
+    vs = comps[comps["baseline"] == "logging"]
+    out.append("<h3>Against the logging policy</h3>")
+    out.append(figures.figure(
+        lambda: _plots().plot_comparisons(ev, truth=truth, comparisons=comps),
+        "Green: the interval lies above 0; red: below; grey: it includes 0"
+        + ("; black diamonds: the exact differences" if truth else "") + ".",
+        label="paired differences with the logging policy",
+    ))
+    out.append(_comparison_table(vs, truth, dec))
+    between = comps[comps["baseline"] != "logging"]
+    if len(between):
+        out.append(f"<h3>Between candidates ({_e(headline_estimator(ev))})</h3>")
+        out.append(figures.figure(
+            lambda: _plots().plot_comparisons(ev, between=True, truth=truth, comparisons=comps),
+            "Each pair as higher-valued minus lower-valued candidate.",
+            label="paired differences between candidates",
+        ))
+        out.append(_comparison_table(between, truth, dec))
+    return "".join(out)
+
+
+def _comparison_table(rows: pd.DataFrame, truth: Truth, dec: int) -> str:
+    header = ["difference", "estimator", "estimate", "std. error", "interval", "answer"]
+    if truth:
+        header.append("exact")
+    body = []
+    for r in rows.itertuples(index=False):
+        line = [f"{r.policy} − {r.baseline}", r.estimator,
+                fmt_signed(r.difference, decimals=dec), fmt(r.std_error, decimals=dec),
+                _interval(r.ci_low, r.ci_high, dec, signed=True), r.answer]
+        if truth:
+            exact = truth.difference(r.policy, r.baseline)
+            line.append("–" if exact is None else fmt_signed(exact, decimals=dec))
+        body.append(line)
+    return _table(header, body, numeric=(2, 3, 4, 6))
+
+
+def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
+    d, ev = ctx["diagnostics"], ctx["evaluation"]
+    truth: Truth = ctx["truth"]
+    verdicts = {v.policy: v for v in ctx["verdicts"]}
+    out = []
+    if d is None:
+        out.append("<p>The distribution of the importance weights and the outer/inner split "
+                   "come from the diagnostics: pass <code>diagnostics=ope.diagnose(...)</code> "
+                   "(the command <code>ope report</code> does). The effective sample sizes of "
+                   "the estimates:</p>")
+        t = ev.table()
+        out.append(_table(["policy", "estimator", "ESS", "ESS / n"],
+                          [[r.policy, r.estimator, fmt(r.ess), fmt_share(r.ess_ratio)]
+                           for r in t.itertuples(index=False)], numeric=(2, 3)))
+        return "".join(out)
+    rows = {r["policy"]: r for r in d.table().to_dict("records")}
+    if d.reward_range is not None:
+        ref = ctx["reference"]
+        out.append(figures.figure(
+            lambda: _plots().plot_interval_split(
+                d, truth=truth, logging_value=None if ref is None else ref.value),
+            "The outer/inner interval (Bottou et al. 2013) of each candidate at its clip level: "
+            "the blue part is sampling error, which more logs of the same kind shrink; the "
+            "orange part is coverage (clipped or unsupported mass), which only different "
+            "exploration shrinks.",
+            label="outer and inner interval split",
+        ))
+    else:
+        out.append('<p class="note">No outer/inner split: the diagnostics were computed without '
+                   "an a priori <code>reward_range</code>.</p>")
+    for i, policy in enumerate(d.policies, 1):
+        r = rows[policy]
+        v = verdicts.get(policy)
+        out.append(f'<article class="candidate" id="candidate-{i}"><h3>{_e(policy)} '
+                   + (_badge(v.answer) if v is not None else "") + "</h3>")
+        facts = [
+            ("effective sample size", f"{fmt(r['ess'])} ({fmt_share(r['ess_ratio'])} of "
+                                      f"{fmt(r['n'])} rows)"),
+            ("largest weight", f"{fmt(r['weight_max'])} (99.9th percentile "
+                               f"{fmt(r['weight_q999'])})"),
+            ("mean weight", f"{fmt(r['mean_weight'])} ± {fmt(r['mean_weight_se'], 2)} "
+                            f"(expected {fmt(r['mean_weight_expected'])}: "
+                            f"{r['propensity_check']})"),
+        ]
+        if _finite(r["unsupported_mass"]):
+            facts.append(("mass where the logger never goes", fmt_share(r["unsupported_mass"])))
+        if _finite(r["ci_low"]):
+            facts.append((
+                "outer/inner interval",
+                f"{_interval(r['ci_low'], r['ci_high'])} at clip level {r['max_weight']:g} "
+                f"({r['clip_rule']}; {fmt_share(r['clipped_share'])} of rows and "
+                f"{fmt_share(r['clipped_weight_share'])} of the weight clipped): sampling "
+                f"{fmt(r['sampling_width'])}, coverage {fmt(r['coverage_width'])} "
+                f"({fmt_share(r['coverage_share'])})",
+            ))
+        facts.append(("verdict", f"{r['verdict']} ({r['verdict_reason']})"))
+        out.append('<dl class="facts">' + "".join(
+            f"<dt>{_e(k)}</dt><dd>{_e(val)}</dd>" for k, val in facts) + "</dl>")
+        out.append(figures.figure(
+            lambda policy=policy: _plots().plot_weights(d, policy),
+            "Share of rows (bars) and of the candidate's probability mass (orange) per "
+            "factor-of-two bin of the weight π/π₀; the dashed line is the clip level. Mass far "
+            "right of the rows means a few rows carry the estimate.",
+            label=f"importance weights of candidate {i}",
+        ))
+        out.append("</article>")
+    return "".join(out)
+
+
+def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
+    d, ev = ctx["diagnostics"], ctx["evaluation"]
+    truth: Truth = ctx["truth"]
+    out = []
+    seg = ctx["segment_estimates"]
+    if seg is not None:
+        est = headline_estimator(ev) if ev is not None else str(seg["estimator"].iloc[0])
+        if est not in set(seg["estimator"]):
+            est = str(seg["estimator"].iloc[0])
+        out.append(f"<h3>Estimates per segment ({_e(est)})</h3>")
+        for column in dict.fromkeys(seg["column"]):
+            out.append(figures.figure(
+                lambda column=column: _plots().plot_segments(
+                    seg, estimator=est, column=column, truth=truth),
+                f"Each candidate's {_e(est)} estimate and interval within each segment of "
+                f"<code>{_e(column)}</code>"
+                + ("; black diamonds: the exact values" if truth.by_segment else "") + ".",
+                label=f"per-segment estimates by {column}",
+            ))
+        cols = [c for c in ("policy", "estimator", "column", "segment", "value", "std_error",
+                            "ci_low", "ci_high", "n", "ess") if c in seg.columns]
+        dec = column_decimals(list(seg["std_error"])) if "std_error" in seg.columns else 3
+        body = []
+        for r in seg[cols].to_dict("records"):
+            line = [str(r["policy"]), str(r["estimator"]), f"{r['column']}={r['segment']}",
+                    fmt(r["value"], decimals=dec)]
+            if "std_error" in r:
+                line.append(fmt(r["std_error"], decimals=dec))
+            line.append(_interval(r["ci_low"], r["ci_high"], dec))
+            line += [fmt(r[c]) for c in ("n", "ess") if c in r]
+            body.append(line)
+        header = (["policy", "estimator", "segment", "value"]
+                  + (["std. error"] if "std_error" in cols else []) + ["interval"]
+                  + [c for c in ("n", "ess") if c in cols])
+        out.append(_table(header, body, numeric=tuple(range(3, len(header)))))
+    elif ev is not None:
+        out.append("<p>This evaluation has no per-segment estimates (evaluate with segments "
+                   "to add them); below is the diagnostics' per-segment overlap.</p>")
+    if d is None:
+        out.append("<p>Per-segment overlap and the coverage heatmaps come from the diagnostics: "
+                   "pass <code>diagnostics=ope.diagnose(logs, by=[...])</code> "
+                   "(<code>ope report LOGS --by COLUMN</code>).</p>")
+        return "".join(out)
+    table = d.segments()
+    if len(table):
+        out.append("<h3>Overlap per segment</h3>")
+        out.append("<p>Each cell: the candidate's effective sample size in the segment and the "
+                   "share of its probability mass there (as the weights recover it). A gap is "
+                   "a segment the logs cannot answer for; its reason is under the candidate's "
+                   "heatmap below.</p>")
+        for column in dict.fromkeys(table["column"]):
+            out.append(_segment_matrix(table[table["column"] == column], column))
+    else:
+        out.append('<p class="note">No segments were requested: pass <code>by=[...]</code> to '
+                   "ope.diagnose (<code>--by COLUMN</code>) to look for gaps per segment. The "
+                   "heatmaps below cover all rows.</p>")
+    out.append("<h3>Coverage: where each candidate's mass lies</h3>")
+    for i, policy in enumerate(d.policies, 1):
+        gaps = table[(table["policy"] == policy) & table["gap"]] if len(table) else table
+        try:
+            fig = figures.figure(
+                lambda policy=policy: _plots().plot_coverage(d, policy),
+                "Colour: the candidate's mass in each cell (share of all rows); text: candidate "
+                "share / logger share. Red frames: segments with a gap.",
+                label=f"coverage heatmap of candidate {i}",
+            )
+        except ValidationError as exc:  # diagnostics of arrays without the logged actions
+            fig = f'<p class="note">No heatmap for {_e(policy)}: {_e(exc)}</p>'
+        out.append(f"<h3>{_e(policy)}</h3>{fig}")
+        if len(gaps):
+            out.append("<ul>" + "".join(
+                f"<li><strong>{_e(g.column)}={_e(g.segment)}</strong> ({_e(g.gap_kind)}): "
+                f"{_e(g.reason)}</li>" for g in gaps.itertuples(index=False)) + "</ul>")
+        elif len(table):
+            out.append('<p class="muted">No segment gaps.</p>')
+    return "".join(out)
+
+
+def _segment_matrix(rows: pd.DataFrame, column: str) -> str:
+    """Segments of one column x candidates: ESS and mass share per cell, gaps marked."""
+    policies = list(dict.fromkeys(rows["policy"]))
+    segments = list(dict.fromkeys(rows["segment"]))
+    first = rows[rows["policy"] == policies[0]].set_index("segment")
+    header = [str(column), "rows"] + [str(p) for p in policies]
+    body = []
+    for seg in segments:
+        line = [_e(seg), _e(f"{fmt(first.loc[seg, 'rows'])} ({fmt_share(first.loc[seg, 'row_share'])})")]
+        for p in policies:
+            r = rows[(rows["policy"] == p) & (rows["segment"] == seg)]
+            if not len(r):
+                line.append("–")
+                continue
+            r = r.iloc[0]
+            text = _e(f"ESS {fmt(r['ess'])} · {fmt_share(r['target_mass_share'])} of mass")
+            if r["gap"]:
+                text += f' <span class="badge worse">{_e(r["gap_kind"] or "gap")} gap</span>'
+            line.append(text)
+        body.append(line)
+    return _table(header, body, numeric=(1,), raw=True)
+
+
+def _plan(ctx: dict[str, Any]) -> str:
+    d = ctx["diagnostics"]
+    if d is None:
+        return "<p>The exploration plan comes from the diagnostics (ope.diagnose).</p>"
+    if d.target_width is None or d.new_rows is None or d.reward_range is None:
+        return ("<p>No plan was requested. To see how much traffic to explore so that new logs "
+                "answer, pass <code>target_width</code>, <code>new_rows</code> and "
+                "<code>reward_range</code> to ope.diagnose (<code>--target-width W --new-rows N "
+                "--reward-range LO HI</code>).</p>")
+    plan = d.plan()
+    out = [f"<p>The smallest share of traffic on which to play each candidate's own choice so "
+           f"that {_e(fmt(d.new_rows))} new logged rows give an IPS interval narrower than "
+           f"{d.target_width:g}.</p>"]
+    body = [[r.policy, "all traffic" if r.column == "all" else f"{r.column}={r.segment}",
+             fmt_share(r.exploration_share), fmt(r.exploration_rows), fmt(r.predicted_width),
+             "yes" if r.feasible else "no", fmt(r.rows_needed), r.reason]
+            for r in plan.itertuples(index=False)]
+    out.append(_table(["policy", "scope", "explore", "rows explored", "predicted width",
+                       "reaches the width", "rows needed", "plan"], body, numeric=(2, 3, 4, 6)))
+    try:
+        actions = d.plan_actions()
+    except ValidationError:  # diagnostics of arrays without the logged actions
+        actions = None
+    if actions is not None and len(actions):
+        out.append("<h3>Which actions to play more</h3>")
+        body = []
+        for (policy, column, segment), group in actions.groupby(
+                ["policy", "column", "segment"], sort=False):
+            for r in group.head(_PLAN_ACTIONS).itertuples(index=False):
+                body.append([policy, "all traffic" if column == "all" else f"{column}={segment}",
+                             str(r.action), fmt_share(r.logging_share),
+                             fmt_share(r.planned_share), fmt_share(r.extra_share)])
+            if len(group) > _PLAN_ACTIONS:
+                body.append([policy, "", f"… {len(group) - _PLAN_ACTIONS} more actions", "", "", ""])
+        out.append(_table(["policy", "scope", "action", "logged share", "planned share",
+                           "extra traffic"], body, numeric=(3, 4, 5)))
+    return "".join(out)
+
+
+def _validation(ctx: dict[str, Any]) -> str:
+    report = ctx["validation"]
+    if report is None:
+        return ("<p>No validation report was given (diagnostics do not carry one): pass "
+                "<code>validation=logs.report</code>.</p>")
+    facts = [("source", report.source), ("rows read", fmt(report.rows_read)),
+             ("rows used", fmt(report.rows_used)),
+             ("rows rejected", fmt(report.rows_read - report.rows_used))]
+    if getattr(report, "episodes_read", None) is not None:
+        facts += [("episodes read", fmt(report.episodes_read)),
+                  ("episodes used", fmt(report.episodes_used))]
+    out = ['<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts)
+           + "</dl>"]
+    if report.rejected:
+        body = [[reason, fmt(count), ", ".join(str(x) for x in report.examples.get(reason, ()))]
+                for reason, count in report.rejected.items()]
+        out.append(_table(["reason", "rows", "first rows (0-based)"], body, numeric=(1,)))
+        out.append("<p>" + ("The rejected rows were dropped (<code>on_invalid=\"drop\"</code>)."
+                            if report.dropped else "Rows were rejected.") + "</p>")
+    else:
+        out.append("<p>Every row passed validation.</p>")
+    return "".join(out)
+
+
+def _certificate(ctx: dict[str, Any]) -> str:
+    cert = ctx["certificate"]
+    if cert is None:
+        return ("<p>No learned policy in this report. <code>ope learn LOGS</code> (or "
+                "<code>ope.learn_from_logs</code>) learns one and certifies it on held-out rows; "
+                "pass <code>certificate=</code> to include it.</p>")
+    answer = BETTER if cert.verdict == "approve" else UNCLEAR
+    level = f"{cert.confidence_level:.0%}"
+    facts = [
+        ("verdict", f"{cert.verdict}: {cert.reason}"),
+        ("estimate (clipped IPS)", fmt(cert.estimate)),
+        (f"one-sided {level} lower bound", fmt(cert.lower_bound)),
+        ("baseline", f"{cert.baseline} = {fmt(cert.baseline_value)} ({cert.baseline_source})"),
+    ]
+    if cert.improvement_estimate is not None:
+        facts.append(("improvement over logging",
+                      f"{fmt_signed(cert.improvement_estimate)}, lower bound "
+                      f"{fmt_signed(cert.improvement_lower_bound)}"))
+    facts += [
+        ("bound", f"{cert.method} at {level} (one-sided)"),
+        ("clip level", f"{cert.max_weight:g}"),
+        ("reward range", f"[{cert.reward_range[0]:g}, {cert.reward_range[1]:g}]"),
+        ("rows", f"{fmt(cert.n_train) if cert.n_train is not None else '–'} to train, "
+                 f"{fmt(cert.n_certify)} to certify"),
+        ("clipped rows", fmt_share(cert.clipped_fraction)),
+    ]
+    out = [f"<h3>{_e(cert.policy)} {_badge(answer if cert.verdict == 'approve' else 'rejected')}</h3>",
+           '<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts)
+           + "</dl>"]
+    if cert.notes:
+        out.append("<ol>" + "".join(f"<li>{_e(n)}</li>" for n in cert.notes) + "</ol>")
+    return "".join(out)
+
+
+def _notes(ctx: dict[str, Any]) -> str:
+    notes = ctx["notes"]
+    if not notes:
+        return "<p>No warnings.</p>"
+    return "<ol>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ol>"
+
+
+def _versions() -> list[tuple[str, str]]:
+    import ope
+
+    out = [("ope (ope-toolkit)", ope.__version__), ("Python", platform.python_version())]
+    for dist in DEPENDENCIES:
+        try:
+            out.append((dist, importlib.metadata.version(dist)))
+        except importlib.metadata.PackageNotFoundError:
+            out.append((dist, "not installed"))
+    return out
+
+
+def _reproduce(ctx: dict[str, Any]) -> str:
+    prov: Mapping[str, Any] = ctx["provenance"]
+    ev, d = ctx["evaluation"], ctx["diagnostics"]
+    out = []
+    command = prov.get("command")
+    if command is not None:
+        text = command if isinstance(command, str) else shlex.join(str(c) for c in command)
+        out.append(f"<h3>Command</h3><pre>{_e(text)}</pre>")
+    else:
+        out.append("<p>No command was recorded (made from Python); the settings below "
+                   "reproduce it.</p>")
+    seed = prov.get("seed")
+    if seed is None and ev is not None:
+        seed = getattr(ev, "ci_options", {}).get("rng")
+    facts = [("input", ctx["source"] or "–"),
+             ("rows", fmt(ctx["rows"]) if ctx["rows"] is not None else "–"),
+             ("seed", "none (no randomness used, or not recorded)" if seed is None else str(seed))]
+    if ev is not None:
+        facts += [
+            ("estimators", ", ".join(ev.estimators)),
+            ("interval", f"{ev.ci_method} at {ev.confidence_level:g}"),
+            ("weight bound", f"{ev.weight_bound:g}" if ev.weight_bound is not None else "none"),
+            ("propensities", getattr(ev, "propensity_source", "logged")),
+        ]
+        options = {k: v for k, v in getattr(ev, "ci_options", {}).items() if v is not None}
+        if options:
+            facts.append(("interval options", ", ".join(f"{k}={v}" for k, v in options.items())))
+        model = getattr(ev, "model_columns", None)
+        if model is not None:
+            facts.append(("reward model columns",
+                          ", ".join(model.get("context", [])) or "none"))
+    if d is not None:
+        rr = d.reward_range
+        facts += [
+            ("diagnostics clip level", f"{d.max_weight:g}" if d.max_weight is not None
+             else "narrowest interval"),
+            ("reward range", "none" if rr is None else f"[{rr[0]:g}, {rr[1]:g}]"),
+        ]
+        if d.target_width is not None:
+            facts.append(("plan", f"target width {d.target_width:g}, "
+                                  f"{fmt(d.new_rows)} new rows"))
+    out.append('<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>"
+                                               for k, v in facts) + "</dl>")
+    options = prov.get("options")
+    if isinstance(options, Mapping) and options:
+        out.append("<h3>Options</h3>")
+        out.append(_table(["option", "value"], [[str(k), _option(v)]
+                                                 for k, v in options.items()]))
+    extra = {k: v for k, v in prov.items() if k not in ("command", "options", "seed", "input",
+                                                          "rows")}
+    if extra:
+        out.append(_table(["provenance", "value"], [[str(k), _option(v)]
+                                                     for k, v in extra.items()]))
+    out.append("<h3>Versions</h3>")
+    out.append(_table(["package", "version"], [[k, v] for k, v in _versions()]))
+    return "".join(out)
+
+
+def _option(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return " ".join(str(v) for v in value)
+    return "–" if value is None else str(value)
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _plots() -> Any:
+    import ope.plots
+
+    return ope.plots
+
+
+# --------------------------------------------------------------------------------------------
+# the page
+# --------------------------------------------------------------------------------------------
+def _all_notes(evaluation: Any, diagnostics: Any, extra: Sequence[str]) -> list[str]:
+    notes: list[str] = list(extra)
+    if evaluation is not None:
+        notes += list(evaluation.all_notes())
+    if diagnostics is not None:
+        notes += list(diagnostics.notes)
+    return list(dict.fromkeys(notes))
+
+
+def render_report(
+    *,
+    evaluation: Any = None,
+    diagnostics: Any = None,
+    certificate: Any = None,
+    truth: Any = None,
+    provenance: Mapping[str, Any] | None = None,
+    title: str | None = None,
+    validation: Any = None,
+) -> str:
+    """The report as one self-contained HTML document (a string).
+
+    Parameters
+    ----------
+    evaluation : ope.Evaluation, optional
+        Estimates (:func:`ope.evaluate`): the forest plot, the paired differences, the
+        per-segment estimates when it has them.
+    diagnostics : ope.Diagnostics, optional
+        Overlap (:func:`ope.diagnose`): the weights, the outer/inner split, the per-segment
+        overlap and coverage heatmaps, the exploration plan. At least one of the two.
+    certificate : ope.Certificate, optional
+        The safety gate's certificate of a learned policy.
+    truth : mapping, optional
+        Exact values when known: ``{policy: value}`` with ``"logging"`` for the logging
+        policy, or the bundled sample's ``ope.load_sample().truth`` (per segment too).
+    provenance : mapping, optional
+        How it was made: ``command`` (a string or argv list), ``options`` (a mapping),
+        ``seed``, ``input`` (the logs' path) and ``rows``; other keys are listed as they are.
+        ope's, Python's and the main dependencies' versions are always listed.
+    title : str, optional
+        The page title (default: "Off-policy evaluation of <input>").
+    validation : ope.ValidationReport, optional
+        The logs' validation report (default: the evaluation's ``report``).
+
+    Returns
+    -------
+    str
+        The HTML page. The same inputs give the same bytes: no date, fixed SVG ids.
+
+    Raises
+    ------
+    ope.ParameterError
+        Neither ``evaluation`` nor ``diagnostics``, an argument of the wrong kind, or a
+        malformed ``truth``.
+
+    Examples
+    --------
+    >>> import ope
+    >>> from ope.report import render_report
+    >>> sample = ope.load_sample(columns=["action", "propensity", "reward", "target__greedy"])
+    >>> ev = ope.evaluate(sample.table, estimators=("ips", "snips"), reward_range=(0, 1))
+    >>> page = render_report(evaluation=ev, truth=sample.truth)
+    >>> page.startswith("<!DOCTYPE html>"), "Better than the logging policy" in page
+    (True, True)
+    """
+    _checked(evaluation, diagnostics)
+    prov: Mapping[str, Any] = provenance if provenance is not None else {}
+    if not isinstance(prov, Mapping):
+        raise ParameterError(f"`provenance` must be a mapping; got {type(prov).__name__}.")
+    truth = Truth.of(truth)
+    if validation is None and evaluation is not None:
+        validation = evaluation.report
+    source, rows = _source(evaluation, validation, prov)
+    extra_notes = []
+    comparisons = comparison_table(evaluation) if evaluation is not None else pd.DataFrame()
+    if evaluation is not None:
+        verdicts = candidate_verdicts(evaluation, comparisons, diagnostics, truth)
+    else:
+        verdicts = overlap_verdicts(diagnostics)
+    if evaluation is not None and diagnostics is not None and diagnostics.n != evaluation.n:
+        extra_notes.append(
+            f"the diagnostics were computed on {diagnostics.n:,} rows and the evaluation on "
+            f"{evaluation.n:,}: they describe different logs."
+        )
+    level = (evaluation.confidence_level if evaluation is not None
+             else diagnostics.confidence_level)
+    ctx: dict[str, Any] = {
+        "evaluation": evaluation, "diagnostics": diagnostics, "certificate": certificate,
+        "truth": truth, "provenance": prov, "validation": validation, "source": source,
+        "rows": rows, "comparisons": comparisons, "verdicts": verdicts, "level": level,
+        "reference": logging_reference(evaluation) if evaluation is not None else None,
+        "segment_estimates": segment_estimates(evaluation) if evaluation is not None else None,
+        "notes": _all_notes(evaluation, diagnostics, extra_notes),
+    }
+    figures = _Figures()
+    bodies = {
+        "headline": _headline(ctx),
+        "estimates": _estimates(ctx, figures),
+        "comparisons": _comparisons(ctx, figures),
+        "candidates": _candidates(ctx, figures),
+        "segments": _segments(ctx, figures),
+        "plan": _plan(ctx),
+        "validation": _validation(ctx),
+        "certificate": _certificate(ctx),
+        "notes": _notes(ctx),
+        "reproduce": _reproduce(ctx),
+    }
+    name = Path(source).name if source and not source.startswith("<") else (source or "logs")
+    page_title = title if title is not None else f"Off-policy evaluation of {name}"
+    n_policies = len(evaluation.policies) if evaluation is not None else len(diagnostics.policies)
+    sub = [f"{fmt(rows)} logged rows" if rows is not None else "",
+           f"{n_policies} candidate polic{'y' if n_policies == 1 else 'ies'}"]
+    if evaluation is not None:
+        sub.append(f"{len(evaluation.estimators)} estimators, {level:.0%} "
+                   f"{evaluation.ci_method} intervals")
+    if source:
+        sub.append(f"source: {source}")
+    nav = "".join(f'<li><a href="#{sid}">{_e(heading)}</a></li>' for sid, heading in REPORT_SECTIONS)
+    sections = "".join(
+        f'<section id="{sid}" class="{sid}"><h2>{_e(heading)}</h2>{bodies[sid]}</section>\n'
+        for sid, heading in REPORT_SECTIONS
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        '<meta name="generator" content="ope report">\n'
+        f"<title>{_e(page_title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
+        f"<header><h1>{_e(page_title)}</h1>"
+        f'<p class="sub">{_e(" · ".join(s for s in sub if s))}</p></header>\n'
+        f'<nav aria-label="sections"><ol>{nav}</ol></nav>\n'
+        f"<main>\n{sections}</main>\n</body>\n</html>\n"
+    )
+
+
+def check_report_destination(
+    path: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    inputs: Sequence[Any] = (),
+) -> Path:
+    """Check where a report will be written, before any work: returns the path.
+
+    Raises
+    ------
+    ope.ParameterError
+        The file exists and ``overwrite`` is False, the path is a directory, or it is one of
+        ``inputs`` (a report never replaces the logs it describes).
+    ope.DataFileError
+        Its directory does not exist.
+    """
+    if not isinstance(path, (str, os.PathLike)) or not str(path):
+        raise ParameterError(f"the report path must be a file path; got {path!r}.")
+    target = Path(path)
+    if target.is_dir():
+        raise ParameterError(f"the report path {str(target)!r} is a directory; name a file, "
+                             "e.g. report.html.")
+    if not target.parent.is_dir():
+        raise DataFileError(f"cannot write the report to {str(target)!r}: the directory "
+                            f"{str(target.parent)!r} does not exist.")
+    for source in inputs:
+        if source is None:
+            continue
+        candidate = Path(str(source))
+        if candidate.exists() and candidate.resolve() == target.resolve():
+            raise ParameterError(f"the report path {str(target)!r} is an input of the report; "
+                                 "choose another file name.")
+    if target.exists() and not overwrite:
+        raise ParameterError(f"{str(target)!r} exists; pass overwrite=True (--force) to "
+                             "replace it.")
+    return target
+
+
+def write_report(
+    path: str | os.PathLike[str],
+    *,
+    evaluation: Any = None,
+    diagnostics: Any = None,
+    certificate: Any = None,
+    truth: Any = None,
+    provenance: Mapping[str, Any] | None = None,
+    title: str | None = None,
+    validation: Any = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write the HTML report to ``path`` atomically; returns the path.
+
+    The arguments are those of :func:`render_report`. The destination is checked first
+    (:func:`check_report_destination`); the page is written to a temporary file in the same
+    directory and renamed over ``path`` only when complete, so a failure leaves no partial
+    file. An existing file is replaced only with ``overwrite=True``.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import ope
+    >>> from ope.report import write_report
+    >>> sample = ope.load_sample(columns=["action", "propensity", "reward", "target__greedy"])
+    >>> ev = ope.evaluate(sample.table, estimators=("ips",), reward_range=(0, 1))
+    >>> path = write_report(os.path.join(tempfile.mkdtemp(), "report.html"), evaluation=ev)
+    >>> path.read_text(encoding="utf-8").count("<svg")
+    2
+    """
+    report = validation if validation is not None else getattr(evaluation, "report", None)
+    inputs = [getattr(report, "source", None)]
+    if provenance is not None and isinstance(provenance, Mapping):
+        inputs.append(provenance.get("input"))
+    target = check_report_destination(path, overwrite=overwrite, inputs=inputs)
+    page = render_report(
+        evaluation=evaluation, diagnostics=diagnostics, certificate=certificate, truth=truth,
+        provenance=provenance, title=title, validation=validation,
+    )
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a report is an ordinary file
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(page)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if target.exists() and not overwrite:  # appeared while rendering
+            raise ParameterError(f"{str(target)!r} appeared while the report was rendered; "
+                                 "pass overwrite=True (--force) to replace it.")
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    return target
