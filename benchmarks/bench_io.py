@@ -6,7 +6,13 @@ Measures, on one generated parquet file (``benchmarks/_data/``, git-ignored):
   columns: wall time, best of ``--repeat`` runs, and their ratio (target <= 1.5x);
 * ``scan_logs`` (a full validated pass) vs ``read_table``: peak RSS, each measured in a fresh
   subprocess (``VmHWM`` of ``/proc/self/status``; ``ru_maxrss`` where that is missing), and
-  their ratio.
+  their ratio;
+* a directory of ``--files`` small parquet files in 10 hive partitions, without links:
+  listing it with ``ope.io.locate_input`` (a stat of every entry before anything is opened,
+  files deduplicated by inode) vs pyarrow's recursive ``FileSelector`` listing, and
+  ``read_logs`` of the directory vs ``pyarrow.dataset`` reading the same files; interleaved
+  rounds, medians, ratios. (With a link back to the directory, pyarrow's listing follows it
+  until the system's link limit; ope lists each file once.)
 
 The file holds ``event_id`` (int64, a shuffled dense range, so the duplicate check cannot rely
 on increasing ids), ``action`` (int64, 100 actions), ``propensity``, ``reward`` and two
@@ -14,7 +20,7 @@ on increasing ids), ``action`` (int64, 100 actions), ``propensity``, ``reward`` 
 
 Usage::
 
-    python benchmarks/bench_io.py [--rows 10000000] [--repeat 3]
+    python benchmarks/bench_io.py [--rows 10000000] [--repeat 3] [--files 2000] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -124,11 +130,80 @@ def time_in_process(path: Path, repeat: int) -> dict:
     return {k: min(v) for k, v in times.items()} | {"all": times}
 
 
+def make_directory(files: int) -> Path:
+    """``files`` parquet files of 100 rows under 10 hive partitions (no links)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = DATA / f"dir_{files}"
+    done = root / "_done"
+    if done.exists():
+        return root
+    rng = np.random.default_rng(1)
+    for i in range(files):
+        folder = root / f"day={i % 10}"
+        folder.mkdir(parents=True, exist_ok=True)
+        ids = np.arange(100 * i, 100 * i + 100, dtype=np.int64)
+        pq.write_table(pa.table({
+            "event_id": ids, "action": rng.integers(0, 10, 100),
+            "propensity": np.full(100, 0.1), "reward": rng.binomial(1, 0.1, 100).astype(float),
+        }), folder / f"part-{i:05d}.parquet")
+    done.write_text("")
+    return root
+
+
+def time_directory(root: Path, rounds: int) -> dict:
+    """Listing and reading a directory: ope against pyarrow, interleaved, medians."""
+    import statistics
+
+    import pyarrow.dataset as ds
+    import pyarrow.fs as pafs
+
+    from ope.io import locate_input, read_logs
+
+    def arrow_list() -> list[str]:
+        infos = pafs.LocalFileSystem().get_file_info(pafs.FileSelector(str(root), recursive=True))
+        return sorted(i.path for i in infos if i.type == pafs.FileType.File
+                      and not any(p.startswith((".", "_")) for p in Path(i.path).relative_to(root).parts))
+
+    times: dict[str, list[float]] = {k: [] for k in ("arrow_list", "ope_list", "arrow_read", "ope_read")}
+    n_files = rows = 0
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        listed = arrow_list()
+        times["arrow_list"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        found = locate_input(root)
+        times["ope_list"].append(time.perf_counter() - t0)
+        n_files = len(found.files)
+        assert list(found.files) == listed  # the same files, in the same order
+        t0 = time.perf_counter()
+        ds.dataset(listed, format="parquet", partitioning="hive",
+                   partition_base_dir=str(root)).to_table()
+        times["arrow_read"].append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        rows = read_logs(root).n
+        times["ope_read"].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "files": n_files, "rows": rows, "median_s": med, "all_s": times,
+        "list_ratio_ope_vs_arrow": med["ope_list"] / med["arrow_list"],
+        "read_ratio_ope_vs_arrow": med["ope_read"] / med["arrow_read"],
+    }
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--files", type=int, default=2000,
+                        help="files in the directory benchmark (0 skips it)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only-directory", action="store_true",
+                        help="run the directory benchmark alone")
     args = parser.parse_args(argv)
+    if args.only_directory:
+        return directory_report(args)
 
     path = make_file(args.rows)
     timing = time_in_process(path, args.repeat)
@@ -168,9 +243,26 @@ def main(argv: list[str] | None = None) -> dict:
         f"{rss['read_logs']['peak_rss_mb']:>12.0f}"
         f"{rss['read_logs']['peak_rss_mb'] / rss['read_table']['peak_rss_mb']:>8.2f}"
     )
+    if args.files:
+        result["directory"] = directory_report(args, write=False)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "bench_io.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def directory_report(args: argparse.Namespace, *, write: bool = True) -> dict:
+    d = time_directory(make_directory(args.files), args.rounds)
+    m = d["median_s"]
+    print(f"directory: {d['files']:,} files, {d['rows']:,} rows, median of {args.rounds} rounds")
+    print(f"{'measure':<34}{'pyarrow':>12}{'ope':>12}{'ratio':>8}")
+    print(f"{'list the files (s)':<34}{m['arrow_list']:>12.4f}{m['ope_list']:>12.4f}"
+          f"{d['list_ratio_ope_vs_arrow']:>8.2f}")
+    print(f"{'read the directory (s)':<34}{m['arrow_read']:>12.3f}{m['ope_read']:>12.3f}"
+          f"{d['read_ratio_ope_vs_arrow']:>8.2f}")
+    if write:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "bench_io_directory.json").write_text(json.dumps(d, indent=2) + "\n")
+    return d
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ope._validation import first_rows
 from ope.exceptions import SchemaError, ValidationError
@@ -52,6 +53,7 @@ __all__ = [
     "context_column_choice",
     "default_context_columns",
     "context_matrix",
+    "feature_labels",
 ]
 
 #: Columns with a fixed meaning in the log schema; never used as context features by default.
@@ -305,3 +307,39 @@ def context_matrix(
             f"{role} features must be finite; {_rows_text(bad)} have NaN or infinite values."
         )
     return x
+
+
+def feature_labels(logs: Any, context_columns: str | Sequence[str]) -> list[str]:
+    """The column behind each feature of :func:`context_matrix` (``emb[3]`` for list entries).
+
+    For messages about a feature found by position (a reward model whose predictions are not
+    finite because of feature ``j``): ``feature_labels(logs, cols)[j]`` names the context
+    column to fix, rather than a derived quantity such as ``q_target``.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from ope.context import feature_labels
+    >>> from ope.logs import BanditLogs, ValidationReport
+    >>> t = pa.table({"x0": [0.5], "emb": [[1.0, 2.0]]})
+    >>> feature_labels(BanditLogs(t, ValidationReport("<Table>", 1, 1)), ["x0", "emb"])
+    ['x0', 'emb[0]', 'emb[1]']
+    """
+    names = [context_columns] if isinstance(context_columns, str) else list(context_columns)
+    table: pa.Table = logs.table
+    labels: list[str] = []
+    for name in names:  # a loop over columns
+        if name not in table.column_names:
+            raise SchemaError(f"context column {name!r} is not in the logs")
+        typ = table.schema.field(name).type
+        if pa.types.is_dictionary(typ):
+            typ = typ.value_type
+        if pa.types.is_fixed_size_list(typ):
+            labels += [f"{name}[{k}]" for k in range(typ.list_size)]
+        elif pa.types.is_list(typ) or pa.types.is_large_list(typ):
+            col = table.column(name)
+            width = int(pc.list_value_length(col.chunk(0))[0].as_py() or 0) if col.num_chunks and len(col.chunk(0)) else 0
+            labels += [f"{name}[{k}]" for k in range(width)]
+        else:
+            labels.append(name)
+    return labels

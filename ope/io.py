@@ -15,15 +15,24 @@ bounded memory. Every reader
 
 Row numbers in reports are 0-based positions in the source (for a directory: files in sorted
 path order, rows in file order).
+
+Every input path (logs, policy tables, importer inputs) goes through :func:`locate_input`: it
+is stat-ed before anything opens it, only regular files are read (a FIFO or device given as
+the path is refused at once, one inside a directory is skipped and named in the report),
+symbolic links are followed but never into a file or folder already read, an empty path is a
+``ParameterError``, and URIs other than ``file://`` go through ``pyarrow.fs``.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
+import stat
 import sys
 import warnings
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -36,9 +45,11 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ope._dedup import SeenIds, mark_repeats
+from ope._progress import enabled as progress_enabled
+from ope._progress import progress
 from ope._validation import check_choice, check_positive_int
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
-from ope.logs import BanditLogs, PairedReplays, Trajectories, ValidationReport
+from ope.logs import BanditLogs, PairedReplays, SkippedPath, Trajectories, ValidationReport
 from ope.schema import (
     BANDIT,
     PAIRED,
@@ -70,28 +81,444 @@ Source = Any  # str | os.PathLike | pandas.DataFrame | pyarrow.Table | pyarrow.d
 
 
 # --------------------------------------------------------------------------------------------
+# paths: the one place that lists and opens input paths (logs, policy tables, importer inputs)
+# --------------------------------------------------------------------------------------------
+
+#: Why an entry of a logs directory was left out (:class:`~ope.logs.SkippedPath` ``reason``):
+#: the same file or folder reached a second time (through a symbolic link, or a hard link), and
+#: an entry that is not a regular file (a FIFO, a socket, a device), which cannot hold parquet.
+SKIP_REASONS: Final[Mapping[str, str]] = {
+    "already_read": "the same file or folder was already read (through another path or link)",
+    "not_regular_file": "not a regular file (a FIFO, socket or device cannot hold parquet)",
+}
+
+#: URI schemes served by ``pyarrow.fs.FileSystem.from_uri`` and what a machine needs for each.
+URI_REQUIREMENTS: Final[Mapping[str, str]] = {
+    "s3": "pyarrow's S3 filesystem (in the pyarrow wheels from PyPI; a conda pyarrow needs "
+          "libarrow built with S3) and AWS credentials (AWS_* variables or ~/.aws)",
+    "gs": "pyarrow's GCS filesystem (in the pyarrow wheels from PyPI) and Google credentials",
+    "gcs": "pyarrow's GCS filesystem (in the pyarrow wheels from PyPI) and Google credentials",
+    "hdfs": "a Java runtime and Hadoop's libhdfs (set JAVA_HOME, HADOOP_HOME and "
+            "CLASSPATH=$(hadoop classpath --glob)); see pyarrow.fs.HadoopFileSystem",
+    "viewfs": "a Java runtime and Hadoop's libhdfs (set JAVA_HOME, HADOOP_HOME and "
+              "CLASSPATH=$(hadoop classpath --glob)); see pyarrow.fs.HadoopFileSystem",
+    "abfs": "pyarrow's Azure filesystem (pyarrow >= 16 wheels from PyPI) and Azure credentials",
+    "abfss": "pyarrow's Azure filesystem (pyarrow >= 16 wheels from PyPI) and Azure credentials",
+}
+
+_URI: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+#: Seconds a cloud store's client may spend retrying one request before ope reports it
+#: unreachable. Retries absorb brief outages; GCS's own default (15 minutes) makes a wrong
+#: bucket name or a machine without network look like a hang.
+REMOTE_RETRY_SECONDS: Final = 30.0
+
+#: Fallbacks when the system does not say (``os.pathconf``): Linux's PATH_MAX and the NAME_MAX
+#: of ext4, xfs, btrfs, apfs and ntfs.
+_PATH_MAX_FALLBACK: Final = 4096
+_NAME_MAX_FALLBACK: Final = 255
+
+
+@dataclass(frozen=True)
+class Located:
+    """An input path resolved by :func:`locate_input`: what it is and which files to read.
+
+    Attributes
+    ----------
+    name : str
+        The path or URI as the user gave it (for messages and reports).
+    path : str
+        The path on ``filesystem`` (a local path for local files and ``file://`` URIs).
+    filesystem : pyarrow.fs.FileSystem or None
+        The remote filesystem of a URI (None for local paths).
+    is_dir : bool
+        Whether the path is a directory (its data files are ``files``).
+    files : tuple of str
+        The regular files to read, in sorted path order (one for a file).
+    skipped : tuple of SkippedPath
+        Entries of a directory left out, each with its reason (:data:`SKIP_REASONS`).
+    """
+
+    name: str
+    path: str
+    filesystem: Any = None
+    is_dir: bool = False
+    files: tuple[str, ...] = ()
+    skipped: tuple[SkippedPath, ...] = ()
+
+
+def _kind_of_mode(mode: int) -> str:
+    """What a non-regular, non-directory file is, for messages."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return "a special file"
+
+
+def _name_limits(path: str) -> tuple[int, int]:
+    """(longest path, longest component) in bytes that the filesystem at ``path`` accepts."""
+    probe = next((p for p in [Path(path).parent, *Path(path).parents] if _exists(p)), Path("/"))
+    try:
+        return int(os.pathconf(probe, "PC_PATH_MAX")), int(os.pathconf(probe, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):  # not POSIX, or the system does not say
+        return _PATH_MAX_FALLBACK, _NAME_MAX_FALLBACK
+
+
+def _exists(p: Path) -> bool:
+    try:
+        return p.exists()
+    except OSError:
+        return False
+
+
+def _too_long(path: str, what: str) -> DataFileError:
+    """ENAMETOOLONG as a message with the path's lengths and the system's limits."""
+    longest = max((len(os.fsencode(part)) for part in Path(path).parts), default=0)
+    total = len(os.fsencode(path))
+    path_max, name_max = _name_limits(path)
+    shown = path if len(path) <= 120 else f"{path[:60]}...{path[-40:]}"
+    if longest > name_max:
+        why = (f"one of its components is {longest:,} bytes long and this filesystem allows "
+               f"{name_max:,} per file or folder name")
+    else:
+        why = f"it is {total:,} bytes long and this system allows {path_max:,}"
+    return DataFileError(
+        f"{what} path {shown!r} ({len(path):,} characters) is too long: {why} (ENAMETOOLONG). "
+        "Check how the path was built (a value pasted twice, a list joined into one name), or "
+        "move the data to a shorter path"
+    )
+
+
+def _os_error(exc: OSError, path: str, what: str) -> DataFileError:
+    """An OSError from listing or opening ``path`` as a DataFileError that says what happened."""
+    if exc.errno == errno.ENAMETOOLONG:
+        return _too_long(path, what)
+    if exc.errno == errno.ELOOP:
+        return DataFileError(
+            f"{what} path {path} is a loop of symbolic links (ELOOP): following it never reaches "
+            "a file or folder. Remove or fix the link (ls -l shows where each one points)"
+        )
+    if exc.errno == errno.ENOENT:
+        return DataFileError(
+            f"{what} path {path} does not exist; check the path (cwd is {Path.cwd()})"
+        )
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return DataFileError(f"cannot read {what} path {path}: permission denied")
+    if exc.errno == errno.ENOTDIR:
+        return DataFileError(
+            f"{what} path {path} goes through a file as if it were a folder (ENOTDIR); check "
+            "the path"
+        )
+    return DataFileError(f"cannot read {what} path {path}: {exc.strerror or exc}")
+
+
+def _stat_local(path: str, what: str) -> os.stat_result:
+    """``os.stat`` (following links) with every failure turned into a DataFileError."""
+    try:
+        return os.stat(path)
+    except FileNotFoundError:
+        try:
+            target = os.readlink(path)
+        except OSError:
+            target = None
+        if target is not None:  # the link exists, its target does not
+            raise DataFileError(
+                f"{what} path {path} is a symbolic link to {target}, which does not exist (a "
+                "dangling link); restore its target or remove the link"
+            ) from None
+        raise _os_error(FileNotFoundError(errno.ENOENT, "missing"), path, what) from None
+    except ValueError:  # an embedded NUL byte
+        raise ParameterError(f"{what} path {path!r} contains a NUL character") from None
+    except OSError as exc:
+        raise _os_error(exc, path, what) from None
+
+
+def _walk_local(root: str, what: str) -> tuple[list[str], list[SkippedPath]]:
+    """The regular data files under a local directory, each real file once.
+
+    Names starting with ``.`` or ``_`` are bookkeeping (``_SUCCESS``, ``.crc``, ``_temporary``)
+    and are not looked at. The real tree is walked first; symbolic links are followed
+    afterwards, one at a time, and never into a folder or file already read (dedupe by
+    ``(st_dev, st_ino)``), so a link to the directory itself, to one of its partitions or to a
+    file already listed adds nothing (it is recorded as ``already_read``). A FIFO, socket or
+    device is recorded as ``not_regular_file`` and never opened. A dangling link or a link loop
+    is an error: the rows it should lead to cannot be read.
+    """
+    root_stat = _stat_local(root, what)
+    seen_dirs = {(root_stat.st_dev, root_stat.st_ino)}
+    seen_files: dict[tuple[int, int], str] = {}
+    files: list[str] = []
+    skipped: list[SkippedPath] = []
+    links: list[str] = []
+
+    def add_file(path: str, st: os.stat_result, via: str | None) -> None:
+        key = (st.st_dev, st.st_ino)
+        if key in seen_files:
+            detail = f"the same file as {seen_files[key]}" if via is None else (
+                f"a link to {via}, the same file as {seen_files[key]}")
+            skipped.append(SkippedPath(path, "already_read", detail))
+            return
+        seen_files[key] = path
+        files.append(path)
+
+    def scan(directory: str) -> None:
+        stack = [directory]
+        while stack:  # a loop over folders, not rows
+            d = stack.pop()
+            try:
+                with os.scandir(d) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError as exc:
+                raise _os_error(exc, d, what) from None
+            subdirs = []
+            for entry in entries:
+                if entry.name.startswith((".", "_")):
+                    continue
+                try:
+                    if entry.is_symlink():
+                        links.append(entry.path)
+                        continue
+                    st = entry.stat(follow_symlinks=False)
+                except OSError as exc:
+                    raise _os_error(exc, entry.path, what) from None
+                if stat.S_ISDIR(st.st_mode):
+                    key = (st.st_dev, st.st_ino)
+                    if key in seen_dirs:  # a bind mount of a folder already read
+                        skipped.append(SkippedPath(entry.path, "already_read",
+                                                   "a folder already read"))
+                        continue
+                    seen_dirs.add(key)
+                    subdirs.append(entry.path)
+                elif stat.S_ISREG(st.st_mode):
+                    add_file(entry.path, st, None)
+                else:
+                    skipped.append(SkippedPath(entry.path, "not_regular_file",
+                                               _kind_of_mode(st.st_mode)))
+            stack.extend(reversed(subdirs))
+
+    scan(root)
+    while links:  # links last, so that a file is listed under its real path when it has one
+        link = links.pop(0)
+        target = os.readlink(link)
+        st = _stat_local(link, what)
+        key = (st.st_dev, st.st_ino)
+        if stat.S_ISDIR(st.st_mode):
+            if key in seen_dirs:
+                skipped.append(SkippedPath(link, "already_read",
+                                           f"a link to {target}, a folder already read"))
+                continue
+            seen_dirs.add(key)
+            scan(link)
+        elif stat.S_ISREG(st.st_mode):
+            add_file(link, st, target)
+        else:
+            skipped.append(SkippedPath(link, "not_regular_file",
+                                       f"a link to {target}, {_kind_of_mode(st.st_mode)}"))
+    return sorted(files), sorted(skipped, key=lambda s: s.path)
+
+
+def _walk_remote(fs: Any, root: str, name: str) -> list[str]:
+    """The data files under a directory of a remote filesystem (no links there), sorted."""
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True))
+    except (pa.ArrowException, OSError) as exc:
+        raise DataFileError(f"cannot list {name}: {exc}") from None
+    files = []
+    for info in infos:
+        if info.type != pafs.FileType.File:
+            continue
+        rel = info.path[len(root):].lstrip("/") if info.path.startswith(root) else info.path
+        if any(part.startswith((".", "_")) for part in rel.split("/")):
+            continue
+        files.append(info.path)
+    return sorted(files)
+
+
+def filesystem_from_uri(uri: str, *, what: str = "logs") -> tuple[Any, str]:
+    """``pyarrow.fs.FileSystem.from_uri`` with a message that names the scheme and the fix.
+
+    A ``gs://`` URI without its own ``retry_limit_seconds`` gets
+    :data:`REMOTE_RETRY_SECONDS` (GCS retries an unreachable store for 15 minutes by default,
+    which looks like a hang).
+    """
+    m = _URI.match(uri)
+    scheme = m.group(1) if m is not None else ""
+    request = uri
+    if scheme.lower() in ("gs", "gcs") and "retry_limit_seconds=" not in uri:
+        request += ("&" if "?" in uri else "?") + f"retry_limit_seconds={REMOTE_RETRY_SECONDS:g}"
+    need = URI_REQUIREMENTS.get(scheme.lower())
+    try:
+        return pafs.FileSystem.from_uri(request)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        text = str(exc)
+        if "Unrecognized filesystem type" in text or need is None:
+            raise DataFileError(
+                f"cannot read {what} {uri}: ope reads local paths, file:// URIs and the URIs "
+                f"that pyarrow.fs serves ({', '.join(s + '://' for s in URI_REQUIREMENTS)}); "
+                f"{scheme}:// is not one of them. Download the file first"
+            ) from None
+        unavailable = any(s in text.lower() for s in (
+            "not enabled", "support", "libjvm", "libhdfs", "java", "not implemented",
+            "unable to load"))
+        if unavailable:
+            raise DataFileError(
+                f"cannot read {what} {uri}: the {scheme}:// filesystem is not available on this "
+                f"machine ({text.splitlines()[0]}). It needs {need}"
+            ) from None
+        raise DataFileError(
+            f"cannot reach {what} {uri}: {text.splitlines()[0] if text else type(exc).__name__}. "
+            f"The {scheme}:// filesystem needs {need}; check the bucket/host name and the network"
+        ) from None
+
+
+def locate_input(source: str | os.PathLike[str], *, what: str = "logs",
+                 directories: bool = True) -> Located:
+    """Resolve an input path or URI: stat it before anything opens it, list a directory's files.
+
+    The one policy for every path ope reads (logs, policy tables, importer inputs):
+
+    - an empty path is a ``ParameterError`` (it would otherwise mean the current directory);
+    - ``file://`` URIs are local paths; other URIs (``s3://``, ``gs://``, ``hdfs://``,
+      ``abfs://``) go through ``pyarrow.fs.FileSystem.from_uri``; a scheme it does not serve,
+      or one whose filesystem this machine lacks, is a ``DataFileError`` naming the scheme and
+      what to install;
+    - only regular files are read: a FIFO, socket or device given as the path is refused at
+      once (it is never opened, so nothing blocks); inside a directory such entries are skipped
+      and named in the report (``not_regular_file``);
+    - symbolic links are followed, but never into a file or folder already read (dedupe by
+      device and inode): a link to the directory itself or to a partition is skipped and named
+      (``already_read``); a dangling link or a link loop is an error naming the link;
+    - a path or component longer than the system allows is a ``DataFileError`` giving its
+      length (never a raw ``OSError``).
+
+    Parameters
+    ----------
+    source : str or os.PathLike
+        A path or URI.
+    what : str, default "logs"
+        What the path holds, for messages ("policy table", "DSJSON file", ...).
+    directories : bool, default True
+        Whether a directory is accepted (its data files are listed).
+
+    Returns
+    -------
+    Located
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> for name in ("b.parquet", "a.parquet", "_SUCCESS"):
+    ...     open(os.path.join(d, name), "wb").close()
+    >>> os.symlink(d, os.path.join(d, "again"))
+    >>> found = locate_input(d)
+    >>> [os.path.basename(f) for f in found.files], [s.reason for s in found.skipped]
+    (['a.parquet', 'b.parquet'], ['already_read'])
+    >>> locate_input("")
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ParameterError: the logs path is empty; give a file, a directory or a URI
+    """
+    raw = os.fspath(source)
+    if not isinstance(raw, str):
+        raise ParameterError(f"{what} path must be a str or os.PathLike of str, got bytes {raw!r}")
+    if not raw.strip():
+        raise ParameterError(f"the {what} path is empty; give a file, a directory or a URI")
+    if "\x00" in raw:
+        raise ParameterError(f"{what} path {raw!r} contains a NUL character")
+    m = _URI.match(raw)
+    if m is not None and m.group(1).lower() != "file":
+        fs, path = filesystem_from_uri(raw, what=what)
+        try:
+            info = fs.get_file_info(path)
+        except (pa.ArrowException, OSError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise DataFileError(
+                f"cannot reach {what} {raw}: {first[:300]}. The {m.group(1)}:// filesystem needs "
+                f"{URI_REQUIREMENTS.get(m.group(1).lower(), 'network access')}; check the "
+                "bucket/host name, the credentials and the network"
+            ) from None
+        if info.type == pafs.FileType.NotFound:
+            raise DataFileError(f"{what} {raw} does not exist; check the URI")
+        if info.type == pafs.FileType.Directory:
+            if not directories:
+                raise DataFileError(f"{what} {raw} is a directory; give one file")
+            return Located(raw, path, fs, True, tuple(_walk_remote(fs, path, raw)))
+        return Located(raw, path, fs, False, (path,))
+    if m is not None:  # file:// -> a local path (percent-decoded); other hosts are refused
+        try:
+            _, path = pafs.FileSystem.from_uri(raw)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise DataFileError(f"cannot read {what} {raw}: {exc}") from None
+    else:
+        path = raw
+    st = _stat_local(path, what)
+    if stat.S_ISDIR(st.st_mode):
+        if not directories:
+            raise DataFileError(f"{what} path {path} is a directory; give one file")
+        files, skipped = _walk_local(path, what)
+        return Located(raw if m is None else path, path, None, True, tuple(files), tuple(skipped))
+    if not stat.S_ISREG(st.st_mode):
+        raise DataFileError(
+            f"{what} path {path} is {_kind_of_mode(st.st_mode)}, not a regular file; ope reads "
+            "only regular files (a parquet footer sits at the end of the file, and reading a "
+            "stream could block forever). Write the data to a file first"
+        )
+    return Located(raw if m is None else path, path, None, False, (path,))
+
+
+def check_regular_file(path: str | os.PathLike[str], what: str) -> Path:
+    """``path`` when it is a regular local file (links followed); else a DataFileError.
+
+    For inputs found by name inside a folder (an OBD campaign's ``item_context.csv``), which
+    must be checked before they are opened, as :func:`locate_input` checks the path given.
+    """
+    p = os.fspath(path)
+    st = _stat_local(p, what)
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else _kind_of_mode(st.st_mode)
+        raise DataFileError(f"{what} {p} is {kind}, not a regular file")
+    return Path(p)
+
+
+# --------------------------------------------------------------------------------------------
 # sources
 # --------------------------------------------------------------------------------------------
 
 
-def _check_parquet_file(path: Path, *, in_directory: bool = False) -> None:
-    """Raise a DataFileError unless ``path`` looks like a complete parquet file."""
+def check_parquet_file(path: str, *, fs: Any = None, in_directory: bool = False,
+                       what: str = "logs") -> None:
+    """Raise a DataFileError unless ``path`` (local, or on the filesystem ``fs``) looks like a
+    complete parquet file: the magic bytes at both ends, at least 12 bytes."""
+    parent = str(Path(path).parent) if fs is None else path.rsplit("/", 1)[0]
     stray = (
-        f". If it is not part of the logs, move it out of the directory {path.parent} (files "
+        f". If it is not part of the {what}, move it out of the directory {parent} (files "
         "and folders whose names start with '.' or '_', such as _SUCCESS or .crc files, are "
         "ignored)"
         if in_directory
         else ""
     )
     try:
-        size = path.stat().st_size
-        with path.open("rb") as fh:
+        if fs is None:
+            size = os.stat(path).st_size
+            fh: Any = open(path, "rb")  # noqa: SIM115 - closed below
+        else:
+            fh = fs.open_input_file(path)
+            size = fh.size()
+        with fh:
             head = fh.read(4)
             if size >= 8:
-                fh.seek(-4, os.SEEK_END)
+                fh.seek(size - 4)
             tail = fh.read(4)
-    except OSError as exc:
-        raise DataFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (OSError, pa.ArrowException) as exc:
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise _os_error(exc, path, what) from None
+        raise DataFileError(f"cannot read {path}: {exc}") from None
     if size == 0:
         raise DataFileError(
             f"{path} is empty (0 bytes), not a parquet file; was the write interrupted?" + stray
@@ -110,25 +537,75 @@ def _check_parquet_file(path: Path, *, in_directory: bool = False) -> None:
         )
 
 
+@dataclass(frozen=True)
+class _RangeIndex:
+    """A named pandas RangeIndex kept only in a parquet file's metadata."""
+
+    name: str
+    start: int
+    step: int
+    stop: int | None
+
+    def problem(self, n_rows: int) -> str | None:
+        """Why serving this index as a column of ``n_rows`` rows would be wrong (None if not)."""
+        if self.step == 0:
+            return "with step 0, which pandas never writes (every id would be the same)"
+        if self.stop is not None and len(range(self.start, self.stop, self.step)) != n_rows:
+            return (
+                f"of {len(range(self.start, self.stop, self.step)):,} rows, but the file holds "
+                f"{n_rows:,} (the metadata is stale: the file was changed after pandas wrote it)"
+            )
+        last = self.start + self.step * max(n_rows - 1, 0)  # exact: Python integers
+        for end in (self.start, last):
+            if not -(2**63) <= end <= 2**63 - 1:
+                return (
+                    f"whose values leave int64 (its row {n_rows - 1 if end == last else 0:,} "
+                    f"would be {end:,}), so they would wrap around into wrong ids"
+                )
+        return None
+
+    def values(self, offset: int, count: int) -> pa.Array:
+        return pa.array(self.start + self.step * np.arange(offset, offset + count, dtype=np.int64))
+
+
 class _Opened:
     """A source resolved to a name, an Arrow schema, and ways to read it."""
 
     def __init__(
         self, name: str, dataset: ds.Dataset | None, table: pa.Table | None,
-        file: Path | None = None,
+        file: str | None = None,
         file_schemas: dict[str, pa.Schema] | None = None,
+        *,
+        filesystem: Any = None,
+        required: Sequence[str] = (),
+        files: int | None = None,
+        skipped: Sequence[SkippedPath] = (),
     ) -> None:
         self.name = name
         self.dataset = dataset
         self.table = table
         self.file = file
+        self.filesystem = filesystem
         self.file_schemas = file_schemas or {}
+        self.files = files
+        self.skipped = tuple(skipped)
         self.reopen: Any = None  # schema -> dataset, for directories
-        # a named pandas RangeIndex that the file keeps only in its metadata, as
-        # (name, start, step): it is served as an int64 column
-        self.range_index: tuple[str, int, int] | None = None
+        # a named pandas RangeIndex that the file keeps only in its metadata: it is served as
+        # an int64 column, unless it would stand in for a required column (metadata never
+        # supplies one); ``hints`` says why such a column is missing
+        self.range_index: _RangeIndex | None = None
+        self.hints: dict[str, str] = {}
         if file is not None and dataset is not None:
-            self.range_index = _pandas_range_index(dataset.schema)
+            index = _pandas_range_index(dataset.schema)
+            if index is not None and index.name in required:
+                self.hints[index.name] = (
+                    f"; {name}'s pandas metadata names its index {index.name!r} (a RangeIndex "
+                    "kept only as metadata, not a column), and ope never takes a required "
+                    "column from metadata: write it as a column, e.g. "
+                    "df.reset_index().to_parquet(path)"
+                )
+            else:
+                self.range_index = index
 
     def reconcile(self, plan: ColumnPlan, log_schema: LogSchema) -> None:
         """Check the planned columns in every file of a directory; read them in one type.
@@ -139,7 +616,21 @@ class _Opened:
         ``target__<name>``, ...) in a type ope accepts, and each column is read in the widest
         type of its files. A pass-through column (a segment, an extra outcome) that only some
         files have is read as null in the others: schemas grow over time.
+
+        A RangeIndex served from a file's pandas metadata is checked here too, when it is
+        planned: it must describe exactly the file's rows, within int64.
         """
+        index = self.range_index
+        if index is not None and index.name in plan.source_columns:
+            problem = index.problem(self.count_rows())
+            if problem is not None:
+                raise SchemaError(
+                    f"{self.name}: its pandas metadata describes the index {index.name!r} as "
+                    f"RangeIndex(start={index.start}, stop={index.stop}, step={index.step}) "
+                    f"{problem}. ope reads such an index as the column {index.name!r} and "
+                    "cannot do so faithfully: write the index as a column "
+                    "(df.reset_index().to_parquet(path)), or drop it (df.reset_index(drop=True))"
+                )
         if len(self.file_schemas) < 2:
             return
         partition_fields = set(self.dataset.schema.names) - {
@@ -199,20 +690,29 @@ class _Opened:
         if self.table is not None:
             return self.table.schema
         if self.range_index is not None:
-            return self.dataset.schema.append(pa.field(self.range_index[0], pa.int64()))
+            return self.dataset.schema.append(pa.field(self.range_index.name, pa.int64()))
         return self.dataset.schema
 
+    def count_rows(self) -> int:
+        """Rows in the source before validation (from parquet footers; reads no data)."""
+        if self.table is not None:
+            return int(self.table.num_rows)
+        try:
+            return int(self.dataset.count_rows())
+        except (pa.ArrowException, OSError) as exc:
+            raise DataFileError(f"cannot read {self.name}: {exc}") from None
+
     def _physical(self, columns: Sequence[str]) -> list[str]:
-        index = self.range_index[0] if self.range_index is not None else None
+        index = self.range_index.name if self.range_index is not None else None
         return [c for c in columns if c != index]
 
     def _with_index(self, part: pa.Table | pa.RecordBatch, columns: Sequence[str], offset: int) -> Any:
         """Insert the RangeIndex column (rows ``offset ...``) where ``columns`` puts it."""
-        if self.range_index is None or self.range_index[0] not in columns:
+        if self.range_index is None or self.range_index.name not in columns:
             return part
-        name, start, step = self.range_index
+        name = self.range_index.name
         at = list(columns).index(name)
-        values = pa.array(start + step * np.arange(offset, offset + part.num_rows, dtype=np.int64))
+        values = self.range_index.values(offset, part.num_rows)
         arrays = list(part.columns)
         names = list(part.schema.names)
         arrays.insert(at, values)
@@ -223,8 +723,20 @@ class _Opened:
     def read(self, columns: Sequence[str]) -> pa.Table:
         if self.table is not None:
             return self.table.select(list(columns))
+        physical = self._physical(columns)
         try:
-            table = self.dataset.to_table(columns=self._physical(columns))
+            if progress_enabled() and (self.files or 1) > 1:
+                # many files: read batch by batch with a bar (the same rows, in the same order)
+                total = self.count_rows()
+                parts = []
+                with progress(desc=f"read {self.name}", total=total, unit="row") as bar:
+                    for batch in self.dataset.to_batches(columns=physical):
+                        parts.append(batch)
+                        bar.update(batch.num_rows)
+                table = (pa.Table.from_batches(parts) if parts
+                         else self.dataset.to_table(columns=physical))
+            else:
+                table = self.dataset.to_table(columns=physical)
         except (pa.ArrowException, OSError) as exc:
             raise DataFileError(f"cannot read {self.name}: {exc}") from None
         return self._with_index(table, columns, 0)
@@ -237,7 +749,7 @@ class _Opened:
             if self.file is not None:
                 # a single file: read row group by row group without read-ahead, which keeps
                 # the peak memory at about one row group (Dataset.to_batches buffers ahead)
-                reader = pq.ParquetFile(self.file)
+                reader = pq.ParquetFile(self.file, filesystem=self.filesystem)
                 offset = 0
                 for batch in reader.iter_batches(columns=self._physical(columns),
                                                  batch_size=batch_size):
@@ -252,12 +764,13 @@ class _Opened:
             raise DataFileError(f"cannot read {self.name}: {exc}") from None
 
 
-def _pandas_range_index(schema: pa.Schema) -> tuple[str, int, int] | None:
-    """(name, start, step) of a named pandas RangeIndex stored only as file metadata.
+def _pandas_range_index(schema: pa.Schema) -> _RangeIndex | None:
+    """A named pandas RangeIndex stored only as file metadata (None when there is none).
 
     ``DataFrame.to_parquet`` writes a RangeIndex (which pandas also infers for ids such as
     0, 1, 2, ... after ``set_index("event_id")``) as three numbers in the metadata, not as a
-    column; reading the columns alone would lose it.
+    column; reading the columns alone would lose it. Metadata that does not parse is ignored:
+    it is only metadata, and the real columns are read as they are.
     """
     meta = schema.metadata or {}
     raw = meta.get(b"pandas")
@@ -267,19 +780,32 @@ def _pandas_range_index(schema: pa.Schema) -> tuple[str, int, int] | None:
         index_columns = json.loads(raw).get("index_columns", [])
     except (ValueError, AttributeError):
         return None
-    if len(index_columns) != 1 or not isinstance(index_columns[0], dict):
+    if not isinstance(index_columns, list) or len(index_columns) != 1 \
+            or not isinstance(index_columns[0], dict):
         return None
     info = index_columns[0]
     name = info.get("name")
     if info.get("kind") != "range" or not isinstance(name, str) or name in schema.names:
         return None
     try:
-        return name, int(info.get("start", 0)), int(info.get("step", 1))
-    except (TypeError, ValueError):
+        start, step = int(info.get("start", 0)), int(info.get("step", 1))
+        stop = info.get("stop")
+        stop = None if stop is None else int(stop)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return _RangeIndex(name, start, step, stop)
 
 
 def _from_pandas(df: Any) -> pa.Table:
+    names = [str(c) for c in df.columns]
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise SchemaError(
+            f"the DataFrame has {len(names) - len(set(names))} repeated column name(s): "
+            f"{', '.join(map(repr, repeated))} appear more than once (as strings; pandas allows "
+            "it, Arrow and ope do not). Rename or drop the repeats, e.g. "
+            "df.loc[:, ~df.columns.duplicated()]"
+        )
     try:
         table = pa.Table.from_pandas(df, preserve_index=False)
     except (pa.ArrowException, TypeError, ValueError):
@@ -307,43 +833,25 @@ def _from_pandas(df: Any) -> pa.Table:
     )
 
 
-def _data_files(path: Path) -> list[str]:
-    """The data files under a directory, sorted, skipping names that start with '.' or '_'.
-
-    (The same rule as Spark, Hive and pyarrow: ``_SUCCESS``, ``_metadata``, ``.crc`` files and
-    ``_temporary`` folders are bookkeeping, not data.) Nothing is opened here, so a stray
-    non-parquet file gets ope's own message rather than a failure to infer a schema.
-    """
-    try:
-        infos = pafs.LocalFileSystem().get_file_info(pafs.FileSelector(str(path), recursive=True))
-    except (pa.ArrowException, OSError) as exc:
-        raise DataFileError(f"cannot list the directory {path}: {exc}") from None
-    files = []
-    for info in infos:
-        if info.type != pafs.FileType.File:
-            continue
-        parts = Path(info.path).relative_to(path).parts
-        if any(part.startswith((".", "_")) for part in parts):
-            continue
-        files.append(info.path)
-    return sorted(files)
-
-
-def _open_directory(path: Path) -> _Opened:
-    files = _data_files(path)
+def _open_directory(found: Located) -> _Opened:
+    files = list(found.files)
+    fs = found.filesystem
+    path = found.path
     if not files:
         raise DataFileError(
-            f"{path} is a directory without parquet files (files whose names start "
+            f"{found.name} is a directory without parquet files (files whose names start "
             "with '.' or '_' are ignored)"
+            + (f"; skipped: {'; '.join(s.text() for s in found.skipped)}" if found.skipped else "")
         )
     for f in files:
-        _check_parquet_file(Path(f), in_directory=True)
+        check_parquet_file(f, fs=fs, in_directory=True)
     partitioning = ds.partitioning(flavor="hive")
     try:
         dataset = ds.dataset(files, format="parquet", partitioning=partitioning,
-                             partition_base_dir=str(path))
+                             partition_base_dir=path, filesystem=fs)
     except (pa.ArrowException, OSError) as exc:
-        raise DataFileError(f"cannot open the parquet files in {path}: {exc}") from None
+        raise (_repeated_names(found) or DataFileError(
+            f"cannot open the parquet files in {found.name}: {exc}")) from None
     file_schemas = {}
     for fragment in dataset.get_fragments():
         try:
@@ -355,7 +863,7 @@ def _open_directory(path: Path) -> _Opened:
 
     def reopen(schema: pa.Schema) -> ds.Dataset:
         return ds.dataset(files, schema=schema, format="parquet", partitioning=partitioning,
-                          partition_base_dir=str(path))
+                          partition_base_dir=path, filesystem=fs)
 
     # every column of every file (a dataset's schema is its first file's): a column that only
     # later files have is read too, instead of being left out without a word
@@ -368,26 +876,45 @@ def _open_directory(path: Path) -> _Opened:
         try:
             dataset = reopen(union)
         except (pa.ArrowException, OSError) as exc:
-            raise DataFileError(f"cannot open the parquet files in {path}: {exc}") from None
-    opened = _Opened(str(path), dataset, None, file_schemas=file_schemas)
+            raise DataFileError(f"cannot open the parquet files in {found.name}: {exc}") from None
+    opened = _Opened(found.name, dataset, None, file_schemas=file_schemas, filesystem=fs,
+                     files=len(files), skipped=found.skipped)
     opened.reopen = reopen
     return opened
 
 
-def _open(source: Source) -> _Opened:
-    if isinstance(source, (str, os.PathLike)):
-        path = Path(source)
-        if not path.exists():
-            raise DataFileError(f"{path} does not exist; check the path (cwd is {Path.cwd()})")
-        if path.is_dir():
-            return _open_directory(path)
-        _check_parquet_file(path)
+def _repeated_names(found: Located) -> SchemaError | None:
+    """The SchemaError naming the repeated column names of a parquet file (Arrow cannot open a
+    dataset with them and says only "duplicate field names"); None when there are none."""
+    for f in found.files:  # a loop over files
         try:
-            dataset = ds.dataset(path, format="parquet")
+            names = pq.read_schema(f, filesystem=found.filesystem).names
+        except (pa.ArrowException, OSError):
+            continue
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            return SchemaError(
+                f"{f}: column name(s) {', '.join(map(repr, repeated))} appear more than once; "
+                "rewrite the file with every column named once so that each has one meaning"
+            )
+    return None
+
+
+def _open(source: Source, log_schema: LogSchema | None = None) -> _Opened:
+    required = log_schema.required if log_schema is not None else ()
+    if isinstance(source, (str, os.PathLike)):
+        found = locate_input(source, what="logs")
+        if found.is_dir:
+            return _open_directory(found)
+        check_parquet_file(found.path, fs=found.filesystem)
+        try:
+            dataset = ds.dataset(found.path, format="parquet", filesystem=found.filesystem)
             dataset.schema  # noqa: B018 - forces the footer to be read
         except (pa.ArrowException, OSError) as exc:
-            raise DataFileError(f"{path} is not a readable parquet file: {exc}") from None
-        return _Opened(str(path), dataset, None, file=path)
+            raise (_repeated_names(found) or DataFileError(
+                f"{found.name} is not a readable parquet file: {exc}")) from None
+        return _Opened(found.name, dataset, None, file=found.path, filesystem=found.filesystem,
+                       required=required, files=1)
     if isinstance(source, ds.Dataset):
         return _Opened("<Dataset>", source, None)
     if isinstance(source, pa.Table):
@@ -410,6 +937,18 @@ def _open(source: Source) -> _Opened:
         "pyarrow.Table, a pandas.DataFrame or an object exporting an Arrow stream; got "
         f"{type(source).__name__}"
     )
+
+
+def _open_and_plan(
+    source: Source, log_schema: LogSchema, mapping: Mapping[str, str] | None,
+    columns: Sequence[str] | None,
+) -> tuple[_Opened, ColumnPlan]:
+    """Open a source and plan its columns (names and types checked before any row is read)."""
+    opened = _open(source, log_schema)
+    plan = plan_columns(opened.schema, log_schema, mapping=mapping, columns=columns,
+                        source=opened.name, missing_hints=opened.hints)
+    opened.reconcile(plan, log_schema)
+    return opened, plan
 
 
 def check_on_invalid(on_invalid: Any) -> str:
@@ -435,12 +974,19 @@ def _dropped_event_ids(table: pa.Table, masks: dict[str, np.ndarray]) -> pa.Arra
     return pc.drop_null(ids.filter(pa.array(bad))).combine_chunks()
 
 
+def _described(report: ValidationReport, opened: _Opened, columns: Sequence[str]) -> ValidationReport:
+    """``report`` with what it describes: the columns read, the files, the entries skipped."""
+    return replace(report, columns=tuple(columns), files_read=opened.files,
+                   skipped=opened.skipped)
+
+
 def _finish(
-    table: pa.Table, masks: dict[str, np.ndarray], source: str, on_invalid: str, what: str
+    table: pa.Table, masks: dict[str, np.ndarray], opened: _Opened, on_invalid: str, what: str
 ) -> tuple[pa.Table, ValidationReport]:
     report, bad = ValidationReport.from_masks(
-        masks, table.num_rows, source, dropped=on_invalid == "drop"
+        masks, table.num_rows, opened.name, dropped=on_invalid == "drop"
     )
+    report = _described(report, opened, table.column_names)
     if bad is not None:
         if on_invalid == "raise":
             raise ValidationError(report.failure_message(what), report=report)
@@ -507,9 +1053,17 @@ def read_logs(
     ``event_id``, ``target__<name>``, ...) must be in every file, in compatible types; another
     column that only some files have (a segment added later) is null in the others. Files and
     folders whose names start with ``.`` or ``_`` (``_SUCCESS``, ``.crc``) are skipped; any
-    other file must be parquet. Hive partitions (``day=1/``) become columns.
+    other file must be parquet. Hive partitions (``day=1/``) become columns. Symbolic links are
+    followed, but a file or folder is read once however many paths lead to it (a link to the
+    directory itself or to a partition is skipped); a FIFO, socket or device is never opened;
+    both are named in ``report.skipped``. A dangling link or a link loop is a
+    ``DataFileError``. ``file://`` URIs are local paths; ``s3://``, ``gs://``, ``hdfs://`` and
+    ``abfs://`` are read through ``pyarrow.fs``.
 
-    A pandas index is data when it is named: a DataFrame's named index levels become columns.
+    A pandas index is data when it is named: a DataFrame's named index levels become columns,
+    and a named RangeIndex that ``DataFrame.to_parquet`` kept only in the file's metadata is
+    read as an int64 column when it describes exactly the file's rows within int64 (else a
+    ``SchemaError``); metadata never supplies a required column.
 
     References
     ----------
@@ -531,13 +1085,11 @@ def read_logs(
     array([1., 0.])
     """
     check_on_invalid(on_invalid)
-    opened = _open(source)
-    plan = plan_columns(opened.schema, BANDIT, mapping=mapping, columns=columns, source=opened.name)
-    opened.reconcile(plan, BANDIT)
+    opened, plan = _open_and_plan(source, BANDIT, mapping, columns)
     table = conform(opened.read(plan.source_columns), plan)
     masks = check_bandit_rows(table, unit_roundoff=plan.unit_roundoff)
     dropped_ids = _dropped_event_ids(table, masks) if on_invalid == "drop" else None
-    table, report = _finish(table, masks, opened.name, on_invalid, "bandit-log")
+    table, report = _finish(table, masks, opened, on_invalid, "bandit-log")
     return BanditLogs.from_validated(table, report, dropped_event_ids=dropped_ids,
                                      unit_roundoff=plan.unit_roundoff)
 
@@ -594,10 +1146,7 @@ def read_trajectories(
     ([0, 2, 4], [False, True])
     """
     check_on_invalid(on_invalid)
-    opened = _open(source)
-    plan = plan_columns(opened.schema, TRAJECTORY, mapping=mapping, columns=columns,
-                        source=opened.name)
-    opened.reconcile(plan, TRAJECTORY)
+    opened, plan = _open_and_plan(source, TRAJECTORY, mapping, columns)
     table = conform(opened.read(plan.source_columns), plan)
     masks, order = check_trajectory_rows(table)
     eid = table.column("episode_id")
@@ -607,7 +1156,8 @@ def read_trajectories(
     valid_eid = pc.drop_null(eid)
     kept_eid = eid.filter(pa.array(~bad)) if bad is not None else valid_eid
     report = replace(
-        report, episodes_read=len(pc.unique(valid_eid)), episodes_used=len(pc.unique(kept_eid))
+        _described(report, opened, table.column_names),
+        episodes_read=len(pc.unique(valid_eid)), episodes_used=len(pc.unique(kept_eid)),
     )
     # report row numbers are source positions; the result is sorted by (episode_id, step)
     table = table.take(pa.array(order))
@@ -672,12 +1222,10 @@ def read_paired(
     ['a', 'b']
     """
     check_on_invalid(on_invalid)
-    opened = _open(source)
-    plan = plan_columns(opened.schema, PAIRED, mapping=mapping, columns=columns, source=opened.name)
-    opened.reconcile(plan, PAIRED)
+    opened, plan = _open_and_plan(source, PAIRED, mapping, columns)
     table = conform(opened.read(plan.source_columns), plan)
     masks = check_paired_rows(table)
-    table, report = _finish(table, masks, opened.name, on_invalid, "paired-replay")
+    table, report = _finish(table, masks, opened, on_invalid, "paired-replay")
     arms = pc.unique(table.column("arm"))
     if len(arms) < 2:
         raise ValidationError(
@@ -758,12 +1306,15 @@ class LogScan:
 
     def count_rows(self) -> int:
         """Rows in the source before validation (from parquet footers; reads no data)."""
-        if self._opened.table is not None:
-            return int(self._opened.table.num_rows)
-        try:
-            return int(self._opened.dataset.count_rows())
-        except (pa.ArrowException, OSError) as exc:
-            raise DataFileError(f"cannot read {self.source}: {exc}") from None
+        return self._opened.count_rows()
+
+    def describe(self, report: ValidationReport) -> ValidationReport:
+        """``report`` (of rows of this scan's source) with the source's columns, the number of
+        files read and the directory entries skipped, as the readers' reports carry them.
+
+        For code that validates the scan's rows its own way (``ope.distributed``).
+        """
+        return _described(report, self._opened, self.columns)
 
     @property
     def report(self) -> ValidationReport:
@@ -792,11 +1343,22 @@ class LogScan:
         """
         source = self.source
         drop = self.on_invalid == "drop"
-        total = ValidationReport(source, 0, 0, dropped=False)
+        total = _described(ValidationReport(source, 0, 0, dropped=False), self._opened,
+                           self.columns)
         seen = SeenIds() if "event_id" in self.plan.output_columns else None
+        # a bar over rows (its total from the parquet footers, read only when it is drawn)
+        bar = progress(desc=f"scan {source}", total=self.count_rows() if progress_enabled()
+                       else None, unit="row")
+        with bar:
+            yield from self._pass(source, drop, total, seen, bar)
+
+    def _pass(
+        self, source: str, drop: bool, total: ValidationReport, seen: SeenIds | None, bar: Any
+    ) -> Iterator[BanditLogs]:
         offset = 0
         for batch in self._opened.batches(self.plan.source_columns, self.batch_size):
             n = batch.num_rows
+            bar.update(n)
             if n == 0:
                 continue
             table = conform(pa.Table.from_batches([batch]), self.plan, row_offset=offset)
@@ -827,7 +1389,7 @@ class LogScan:
         if total.rows_used == 0:
             raise total.no_rows_error()
         if total.rows_rejected:
-            total.warn_dropped(stacklevel=3)
+            total.warn_dropped(stacklevel=4)
 
 
 def scan_logs(
@@ -891,7 +1453,5 @@ def scan_logs(
     """
     check_on_invalid(on_invalid)
     batch_size = check_positive_int(batch_size, "batch_size")
-    opened = _open(source)
-    plan = plan_columns(opened.schema, BANDIT, mapping=mapping, columns=columns, source=opened.name)
-    opened.reconcile(plan, BANDIT)
+    opened, plan = _open_and_plan(source, BANDIT, mapping, columns)
     return LogScan(opened, plan, on_invalid, batch_size)

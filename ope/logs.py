@@ -8,6 +8,7 @@ and rejected by reason. Nothing is ever dropped without being counted here.
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,10 +22,117 @@ import pyarrow.compute as pc
 from ope.exceptions import DroppedRowsWarning, ParameterError, ValidationError
 from ope.schema import REJECTION_REASONS, episode_bounds
 
-__all__ = ["ValidationReport", "BanditLogs", "Trajectories", "PairedReplays"]
+__all__ = ["ValidationReport", "SkippedPath", "BanditLogs", "Trajectories", "PairedReplays"]
 
 #: how many example row numbers a report keeps per rejection reason
 EXAMPLE_ROWS: int = 5
+
+#: Width of the text report: lists of column names wrap here (the report is also pasted into
+#: issues and e-mails, so it does not follow the terminal's width).
+REPORT_WIDTH: int = 88
+
+#: Up to this many columns the text report lists every name; past it, it shows counts by kind
+#: (ope's columns, ``<prefix>__`` families such as ``target__``, numbered families such as
+#: ``x0 .. x99``) with the first names of each. 30 names fill about four wrapped lines; the
+#: full list stays in ``to_dict()["columns"]`` (and the CLI's ``--json``).
+REPORT_MAX_NAMES: int = 30
+
+#: Names shown per family of columns when they are summarized.
+REPORT_NAMES_PER_FAMILY: int = 3
+
+#: Columns that the text report names one by one even in the summary (ope's log schemas).
+_SCHEMA_COLUMNS: tuple[str, ...] = (
+    "event_id", "action", "propensity", "reward", "candidates", "logging_distribution",
+    "episode_id", "step", "done", "pair_id", "arm", "outcome", "replicate",
+)
+
+
+@dataclass(frozen=True)
+class SkippedPath:
+    """An entry of a logs directory that a reader left out, and why.
+
+    Attributes
+    ----------
+    path : str
+        The entry, as found under the directory (through links, as listed).
+    reason : str
+        ``"already_read"`` (the same file or folder reached again, e.g. through a symbolic
+        link) or ``"not_regular_file"`` (a FIFO, socket or device); see
+        ``ope.io.SKIP_REASONS``.
+    detail : str
+        What it is (``"a link to logs, a folder already read"``, ``"a FIFO (named pipe)"``).
+    """
+
+    path: str
+    reason: str
+    detail: str
+
+    def text(self) -> str:
+        """``"path (detail)"``."""
+        return f"{self.path} ({self.detail})"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"path": self.path, "reason": self.reason, "detail": self.detail}
+
+
+def _family(name: str) -> str:
+    """The family a column belongs to for the summary: ``target__*``, ``x*``, or itself."""
+    if "__" in name.strip("_"):
+        return name[: name.index("__", 1) + 2] + "*"
+    stem = re.sub(r"[0-9]+$", "", name)
+    if stem != name and stem:
+        return stem + "*"
+    return name
+
+
+def summarize_columns(columns: Sequence[str], *, max_names: int = REPORT_MAX_NAMES) -> str:
+    """Column names for a report: all of them, or counts by family past ``max_names``.
+
+    Examples
+    --------
+    >>> from ope.logs import summarize_columns
+    >>> summarize_columns(["action", "reward"])
+    'action, reward'
+    >>> cols = ["action", "propensity", "reward"] + [f"target__p{i}" for i in range(40)]
+    >>> print(summarize_columns(cols + ["x0", "x1", "country"]))
+    action, propensity, reward, 40 target__* (target__p0, target__p1, target__p2, ...), 2 x* (x0, x1), country
+    """
+    names = [str(c) for c in columns]
+    if len(names) <= max_names:
+        return ", ".join(names)
+    families: dict[str, list[str]] = {}
+    for name in names:  # a loop over column names, not rows
+        key = name if name in _SCHEMA_COLUMNS else _family(name)
+        families.setdefault(key, []).append(name)
+    parts = []
+    for key, members in families.items():
+        if len(members) == 1:
+            parts.append(members[0])
+            continue
+        shown = ", ".join(members[:REPORT_NAMES_PER_FAMILY])
+        more = ", ..." if len(members) > REPORT_NAMES_PER_FAMILY else ""
+        parts.append(f"{len(members)} {key} ({shown}{more})")
+    return ", ".join(parts)
+
+
+def _wrapped(label: str, text: str, width: int) -> list[str]:
+    """``label text`` wrapped at ``width``, continuation lines indented under the text.
+
+    Breaks only after ", " so that names (which may hold spaces or hyphens) stay whole.
+    """
+    indent = " " * len(label)
+    items = text.split(", ")
+    lines: list[str] = []
+    line = label
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        if line.strip() and len(line) + 1 + len(piece) > width and line != label:
+            lines.append(line)
+            line = indent + piece
+        else:
+            line = line + ("" if line == label else " ") + piece
+    lines.append(line)
+    return lines
 
 
 @dataclass(frozen=True)
@@ -50,6 +158,22 @@ class ValidationReport:
         For trajectories: episodes found (with a non-null ``episode_id``) and episodes kept. An
         invalid row invalidates its whole episode; its valid rows are counted under
         ``episode_invalidated``. None for other logs.
+    rejected_by_column : dict[str, dict[str, int]]
+        For the rules checked column by column (``target_probability_out_of_range``,
+        ``target_distribution_*``): reason -> culprit column -> rows it rejects.
+    examples_by_column : dict[str, dict[str, tuple[int, ...]]]
+        The first row numbers of each culprit column.
+    columns : tuple of str
+        The columns of the logs read (ope's names); the text report wraps or summarizes them.
+    files_read : int or None
+        Files read (for a path; None for data in memory).
+    skipped : tuple of SkippedPath
+        Entries of a directory left out (a second path to a file already read, a FIFO...),
+        each named with its reason. They never hold rows that were lost: see ``ope.io``.
+
+    ``columns``, ``files_read`` and ``skipped`` describe the source, not its rows: they are
+    left out of comparisons (``==``), so reports of the same rows compare equal however the
+    rows were read.
 
     Examples
     --------
@@ -74,6 +198,11 @@ class ValidationReport:
     dropped: bool = False
     episodes_read: int | None = None
     episodes_used: int | None = None
+    rejected_by_column: dict[str, dict[str, int]] = field(default_factory=dict)
+    examples_by_column: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
+    columns: tuple[str, ...] = field(default=(), compare=False)
+    files_read: int | None = field(default=None, compare=False)
+    skipped: tuple[SkippedPath, ...] = field(default=(), compare=False)
 
     @classmethod
     def from_masks(
@@ -90,7 +219,8 @@ class ValidationReport:
         Parameters
         ----------
         masks : mapping of str to numpy.ndarray of bool, shape (n,)
-            Rows that break each rule (``ope.schema.REJECTION_REASONS``).
+            Rows that break each rule (``ope.schema.REJECTION_REASONS``); an
+            ``ope.schema.RowMasks`` also names the culprit columns of per-column rules.
         n : int
             Rows read.
         source : str
@@ -128,7 +258,16 @@ class ValidationReport:
                 int(r) + row_offset for r in np.flatnonzero(mask)[:EXAMPLE_ROWS]
             )
         used = n - int(np.count_nonzero(bad))
-        return cls(source, n, used, rejected, examples, dropped=dropped), bad
+        by_column: dict[str, dict[str, int]] = {}
+        examples_by_column: dict[str, dict[str, tuple[int, ...]]] = {}
+        for reason, cols in getattr(masks, "by_column", {}).items():  # a loop over columns
+            by_column[reason] = {c: int(np.count_nonzero(m)) for c, m in cols.items()}
+            examples_by_column[reason] = {
+                c: tuple(int(r) + row_offset for r in np.flatnonzero(m)[:EXAMPLE_ROWS])
+                for c, m in cols.items()
+            }
+        return cls(source, n, used, rejected, examples, dropped=dropped,
+                   rejected_by_column=by_column, examples_by_column=examples_by_column), bad
 
     @property
     def rows_rejected(self) -> int:
@@ -151,6 +290,18 @@ class ValidationReport:
             rejected[reason] = rejected.get(reason, 0) + count
             shifted = tuple(r + row_offset for r in other.examples.get(reason, ()))
             examples[reason] = (examples.get(reason, ()) + shifted)[:EXAMPLE_ROWS]
+        by_column = {k: dict(v) for k, v in self.rejected_by_column.items()}
+        examples_by_column = {k: dict(v) for k, v in self.examples_by_column.items()}
+        for reason, cols in other.rejected_by_column.items():
+            counts = by_column.setdefault(reason, {})
+            first = examples_by_column.setdefault(reason, {})
+            for column, count in cols.items():
+                counts[column] = counts.get(column, 0) + count
+                shifted = tuple(
+                    r + row_offset
+                    for r in other.examples_by_column.get(reason, {}).get(column, ())
+                )
+                first[column] = (first.get(column, ()) + shifted)[:EXAMPLE_ROWS]
         return ValidationReport(
             source=self.source,
             rows_read=self.rows_read + other.rows_read,
@@ -160,6 +311,11 @@ class ValidationReport:
             dropped=self.dropped or other.dropped,
             episodes_read=_add_optional(self.episodes_read, other.episodes_read),
             episodes_used=_add_optional(self.episodes_used, other.episodes_used),
+            rejected_by_column=by_column,
+            examples_by_column=examples_by_column,
+            columns=self.columns or other.columns,
+            files_read=self.files_read if self.files_read is not None else other.files_read,
+            skipped=self.skipped or other.skipped,
         )
 
     def failure_message(
@@ -189,7 +345,10 @@ class ValidationReport:
             str(self),
             "rules broken:",
         ]
-        lines += [f"  {reason}: {REJECTION_REASONS[reason]}" for reason in sorted(self.rejected)]
+        for reason in sorted(self.rejected):
+            culprits = sorted(self.rejected_by_column.get(reason, {}))
+            where = f" (in {', '.join(culprits)})" if culprits else ""
+            lines.append(f"  {reason}: {REJECTION_REASONS[reason]}{where}")
         lines += list(caveats)
         lines.append(
             'Fix the data, or pass on_invalid="drop" to drop these rows (they stay counted in '
@@ -223,13 +382,26 @@ class ValidationReport:
         )
 
     def dropped_notes(self) -> list[str]:
-        """The note a result carries about rejected and dropped rows (empty when none)."""
-        if not self.rows_rejected:
-            return []
-        return [
-            f"{self.rows_rejected:,} of {self.rows_read:,} rows were rejected and dropped "
-            f"before estimation: {dict(self.rejected)}"
-        ]
+        """The notes a result carries about rejected and dropped rows and skipped directory
+        entries (empty when none)."""
+        notes = []
+        if self.rows_rejected:
+            notes.append(
+                f"{self.rows_rejected:,} of {self.rows_read:,} rows were rejected and dropped "
+                f"before estimation: {dict(self.rejected)}"
+            )
+        if self.skipped:
+            notes.append(self._skipped_text())
+        return notes
+
+    def _skipped_text(self) -> str:
+        shown = "; ".join(s.text() for s in self.skipped[:EXAMPLE_ROWS])
+        more = f"; and {len(self.skipped) - EXAMPLE_ROWS} more" if len(self.skipped) > EXAMPLE_ROWS else ""
+        return (
+            f"{len(self.skipped)} entr{'y' if len(self.skipped) == 1 else 'ies'} of "
+            f"{self.source} {'was' if len(self.skipped) == 1 else 'were'} not read: "
+            f"{shown}{more}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict with stable keys."""
@@ -243,11 +415,45 @@ class ValidationReport:
             "dropped": self.dropped,
             "episodes_read": self.episodes_read,
             "episodes_used": self.episodes_used,
+            "rejected_by_column": {
+                reason: {
+                    column: {
+                        "rows": count,
+                        "examples": list(self.examples_by_column.get(reason, {}).get(column, ())),
+                    }
+                    for column, count in cols.items()
+                }
+                for reason, cols in self.rejected_by_column.items()
+            },
+            "columns": list(self.columns),
+            "files_read": self.files_read,
+            "files_skipped": [s.to_dict() for s in self.skipped],
         }
 
     def __str__(self) -> str:
-        lines = [
-            f"validation report for {self.source}",
+        return self.format()
+
+    def format(self, *, width: int = REPORT_WIDTH) -> str:
+        """The text report, with lists of names wrapped at ``width`` characters.
+
+        Examples
+        --------
+        >>> from ope.logs import ValidationReport
+        >>> r = ValidationReport("logs/", 4, 4, columns=tuple(f"feature_{i}" for i in range(12)))
+        >>> print(r.format(width=60))
+        validation report for logs/
+          rows read:     4
+          rows used:     4
+          rows rejected: 0
+          columns (12):  feature_0, feature_1, feature_2, feature_3,
+                         feature_4, feature_5, feature_6, feature_7,
+                         feature_8, feature_9, feature_10,
+                         feature_11
+        """
+        lines = [f"validation report for {self.source}"]
+        if self.files_read is not None and (self.files_read > 1 or self.skipped):
+            lines.append(f"  files read:    {self.files_read:,}")
+        lines += [
             f"  rows read:     {self.rows_read:,}",
             f"  rows used:     {self.rows_used:,}",
             f"  rows rejected: {self.rows_rejected:,}" + (" (dropped)" if self.dropped else ""),
@@ -260,6 +466,29 @@ class ValidationReport:
             rows = ", ".join(str(r) for r in self.examples.get(reason, ()))
             more = ", ..." if count > len(self.examples.get(reason, ())) else ""
             lines.append(f"    {reason}: {count:,} (rows {rows}{more})")
+            culprits = self.rejected_by_column.get(reason, {})
+            ranked = sorted(culprits.items(), key=lambda kv: (-kv[1], kv[0]))
+            for column, n_col in ranked[:EXAMPLE_ROWS]:
+                first = self.examples_by_column.get(reason, {}).get(column, ())
+                tail = ", ..." if n_col > len(first) else ""
+                lines.append(
+                    f"      in {column}: {n_col:,} (rows {', '.join(map(str, first))}{tail})"
+                )
+            if len(ranked) > EXAMPLE_ROWS:
+                lines.append(f"      and {len(ranked) - EXAMPLE_ROWS} more columns (see to_dict())")
+        if len(self.skipped) == 1:
+            lines.append(f"  not read:      {self.skipped[0].text()}")
+        elif self.skipped:
+            lines.append(f"  not read:      {len(self.skipped)} entries")
+            lines += [f"    {s.text()}" for s in self.skipped[:REPORT_MAX_NAMES]]
+            if len(self.skipped) > REPORT_MAX_NAMES:
+                lines.append(
+                    f"    ... and {len(self.skipped) - REPORT_MAX_NAMES} more (see to_dict())"
+                )
+        if self.columns:
+            label = f"  columns ({len(self.columns)}):"
+            label = label.ljust(max(len(label) + 1, 17))
+            lines += _wrapped(label, summarize_columns(self.columns), width)
         return "\n".join(lines)
 
 

@@ -62,7 +62,9 @@ __all__ = [
     "DISTRIBUTION_SUM_ATOL",
     "PROPENSITY_MATCH_RTOL",
     "ColumnPlan",
+    "RowMasks",
     "plan_columns",
+    "check_segment_columns",
     "conform",
     "check_bandit_rows",
     "check_trajectory_rows",
@@ -410,7 +412,11 @@ def column_problem(t: pa.DataType, kind: str, action_type: pa.DataType | None) -
         if pa.types.is_null(t):
             return None
         if not _is_list(t):
-            return f"has type {t}; expected a list column ({kind})"
+            hint = (
+                "; it holds text: parse each row into a list of numbers first (e.g. "
+                "df[col].map(json.loads) for '[0.5, 0.5]')" if _is_string(_base(t)) else ""
+            )
+            return f"has type {t}; expected a list column ({kind}){hint}"
         value_type = t.value_type
         if kind == _LIST_FLOAT:
             p = _scalar_problem(value_type, _FLOAT)
@@ -434,6 +440,7 @@ def plan_columns(
     mapping: Mapping[str, str] | None = None,
     columns: Sequence[str] | None = None,
     source: str = "<data>",
+    missing_hints: Mapping[str, str] | None = None,
 ) -> ColumnPlan:
     """Resolve names and types of a source against a log schema, listing every problem at once.
 
@@ -450,6 +457,9 @@ def plan_columns(
         ones. ``None`` reads every column.
     source : str
         Name of the source for messages.
+    missing_hints : dict, optional
+        Column -> text appended to its "required column is missing" problem (e.g. that the
+        file's metadata names it, which never supplies a required column).
 
     Returns
     -------
@@ -458,8 +468,9 @@ def plan_columns(
     Raises
     ------
     SchemaError
-        A mapped column does not exist, a required or requested column is missing, or a known
-        column has a type that cannot be cast to its canonical type. All problems are listed.
+        A mapped column does not exist, a required or requested column is missing, a known
+        column has a type that cannot be cast to its canonical type, or a per-policy column has
+        no policy name (``target__`` alone). All problems are listed.
 
     Examples
     --------
@@ -554,7 +565,18 @@ def plan_columns(
             hint = ""
             if req not in mapping:
                 hint = f"; if it has another name, pass mapping={{{req!r}: 'your_column'}}"
+            hint += dict(missing_hints or {}).get(req, "")
             problems.append(f"required column {req!r} is missing{hint}")
+    for ours in wanted:
+        for prefix, _ in log_schema.prefixed:
+            if ours == prefix:
+                theirs = by_ours[ours]
+                label = repr(ours) if ours == theirs else f"{ours!r} (your {theirs!r})"
+                problems.append(
+                    f"column {label} is a per-policy column without a policy name; name it "
+                    f"{prefix}<name> (e.g. {prefix}new), or pass mapping="
+                    f"{{'{prefix}new': {theirs!r}}}"
+                )
 
     kinds: dict[str, str] = {}
     id_types: dict[str, pa.DataType] = {}
@@ -607,6 +629,80 @@ def plan_columns(
         id_types=id_types,
         unit_roundoff=roundoff,
     )
+
+
+def check_segment_columns(
+    schema: pa.Schema, by: str | Sequence[str] | None, *, source: str = "the logs"
+) -> list[str]:
+    """The segment columns of ``by=``, checked: present, and one scalar label per row.
+
+    Parameters
+    ----------
+    schema : pyarrow.Schema
+        The logs' schema (``logs.table.schema``).
+    by : str, sequence of str or None
+        Segment column names (a single name is one column).
+    source : str
+        The logs' name, for messages.
+
+    Returns
+    -------
+    list of str
+        The names, in order (empty for ``None``).
+
+    Raises
+    ------
+    ParameterError
+        ``by`` is not a name or a list of names, or names a column twice.
+    SchemaError
+        A column is missing, or holds lists, structs, maps or bytes (a segment is one label
+        per row: a string, a number, a bool, a date). Every problem is listed at once.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from ope.schema import check_segment_columns
+    >>> s = pa.schema([("country", pa.string()), ("tags", pa.list_(pa.string()))])
+    >>> check_segment_columns(s, "country")
+    ['country']
+    >>> check_segment_columns(s, ["tags"])
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.SchemaError: cannot segment the logs by ['tags']: column 'tags' has type list<item: string>: a segment column holds one label per row (a string, number, bool or date), and a list holds several. Pick one element (pyarrow.compute.list_element(col, 0)), join them into one string, or explode the rows first
+    """
+    if by is None:
+        return []
+    names = [by] if isinstance(by, str) else by
+    if not isinstance(names, Sequence) or not all(isinstance(c, str) for c in names):
+        raise ParameterError(f"`by` must be a column name or a list of column names; got {by!r}")
+    names = list(names)
+    repeated = sorted({c for c in names if names.count(c) > 1})
+    if repeated:
+        raise ParameterError(f"`by` names column(s) {', '.join(map(repr, repeated))} twice")
+    problems = []
+    for name in names:  # a loop over column names
+        if name not in schema.names:
+            close = difflib.get_close_matches(name, schema.names, n=1, cutoff=MAPPING_TYPO_CUTOFF)
+            hint = f"; did you mean {close[0]!r}?" if close else f" (available: {', '.join(schema.names)})"
+            problems.append(f"column {name!r} is not in {source}{hint}")
+            continue
+        t = _base(schema.field(name).type)
+        if _is_list(t) or pa.types.is_struct(t) or pa.types.is_map(t) or pa.types.is_union(t):
+            what = "a list" if _is_list(t) else f"a {str(t).split('<')[0]}"
+            problems.append(
+                f"column {name!r} has type {schema.field(name).type}: a segment column holds one "
+                f"label per row (a string, number, bool or date), and {what} holds several. "
+                "Pick one element (pyarrow.compute.list_element(col, 0)), join them into one "
+                "string, or explode the rows first"
+            )
+        elif pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+            problems.append(
+                f"column {name!r} holds raw bytes ({t}); decode it to strings first "
+                "(e.g. pyarrow.compute.cast(col, pyarrow.string()))"
+            )
+    if problems:
+        raise SchemaError(f"cannot segment {source} by {names}: " + "; ".join(problems))
+    return names
 
 
 def storage_roundoff(t: pa.DataType) -> float:
@@ -845,8 +941,41 @@ def _all_within(
     return True
 
 
-def _add(masks: dict[str, np.ndarray], reason: str, mask: np.ndarray) -> None:
-    if mask.any():
+class RowMasks(dict):  # type: ignore[type-arg]
+    """Reason -> boolean mask over rows, as a dict, plus the culprit columns of per-column rules.
+
+    ``by_column[reason][column]`` is the mask of the rows that ``column`` alone breaks
+    ``reason`` in, for the rules checked column by column (every ``target__<name>`` and
+    ``target_dist__<name>`` column), so that a report can say which columns are at fault.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.schema import RowMasks
+    >>> m = RowMasks()
+    >>> m.add("target_probability_out_of_range", np.array([True, False]), column="target__a")
+    >>> list(m), list(m.by_column["target_probability_out_of_range"])
+    (['target_probability_out_of_range'], ['target__a'])
+    """
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        self.by_column: dict[str, dict[str, np.ndarray]] = {}
+
+    def add(self, reason: str, mask: np.ndarray, *, column: str | None = None) -> None:
+        """Mark the rows of ``mask`` under ``reason`` (and ``column``, when given)."""
+        if not mask.any():
+            return
+        self[reason] = self[reason] | mask if reason in self else mask
+        if column is not None:
+            cols = self.by_column.setdefault(reason, {})
+            cols[column] = cols[column] | mask if column in cols else mask
+
+
+def _add(masks: dict[str, np.ndarray], reason: str, mask: np.ndarray, column: str | None = None) -> None:
+    if isinstance(masks, RowMasks):
+        masks.add(reason, mask, column=column)
+    elif mask.any():
         masks[reason] = masks[reason] | mask if reason in masks else mask
 
 
@@ -873,7 +1002,7 @@ def _check_targets(table: pa.Table, masks: dict[str, np.ndarray]) -> None:
             col = table.column(name)
             if not _all_within(col, 0.0, 1.0):
                 t = _floats(col)
-                _add(masks, "target_probability_out_of_range", ~((t >= 0.0) & (t <= 1.0)))
+                _add(masks, "target_probability_out_of_range", ~((t >= 0.0) & (t <= 1.0)), name)
 
 
 def first_occurrence_duplicates(values: pa.ChunkedArray | pa.Array, valid: np.ndarray) -> np.ndarray:
@@ -972,8 +1101,9 @@ def check_bandit_rows(
 
     Returns
     -------
-    dict
-        Reason -> boolean mask over rows (only reasons with at least one row appear). The
+    RowMasks
+        Reason -> boolean mask over rows (only reasons with at least one row appear), with
+        ``by_column`` naming the ``target__`` / ``target_dist__`` columns at fault. The
         ``event_id_duplicate`` rule covers duplicates *within* this table only; readers that
         stream several batches also check ids across batches.
 
@@ -986,7 +1116,7 @@ def check_bandit_rows(
     {'propensity_out_of_range': [1, 2]}
     """
     n = table.num_rows
-    masks: dict[str, np.ndarray] = {}
+    masks = RowMasks()
     action = table.column("action")
     action_null = _is_null(action)
     _add(masks, "action_missing", action_null)
@@ -1070,11 +1200,13 @@ def check_bandit_rows(
         if name.startswith(TARGET_DIST_PREFIX):
             td, td_flat, td_parent, td_len = _list_parts(table.column(name))
             vals = np.asarray(td_flat.to_numpy(zero_copy_only=False), dtype=np.float64)
-            _add(masks, "target_distribution_length_mismatch", ~cand_null & (td_len >= 0) & (td_len != lengths))
+            _add(masks, "target_distribution_length_mismatch",
+                 ~cand_null & (td_len >= 0) & (td_len != lengths), name)
             _add(
                 masks,
                 "target_distribution_out_of_range",
                 (td_len < 0) | _any_by_row(td_parent, ~((vals >= 0.0) & (vals <= 1.0)), n),
+                name,
             )
     return masks
 
@@ -1113,7 +1245,7 @@ def check_trajectory_rows(table: pa.Table) -> tuple[dict[str, np.ndarray], np.nd
     {'step_not_contiguous': [1], 'episode_invalidated': [0]}
     """
     n = table.num_rows
-    masks: dict[str, np.ndarray] = {}
+    masks = RowMasks()
     eid = table.column("episode_id")
     eid_null = _is_null(eid)
     _add(masks, "episode_id_missing", eid_null)

@@ -7,6 +7,9 @@ the exact counts per reason and the first row numbers.
 from __future__ import annotations
 
 import decimal
+import json
+import os
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,10 +27,14 @@ from ope.exceptions import (
     DataFileError,
     DroppedRowsWarning,
     OPEError,
+    PolicyError,
     SchemaError,
     ValidationError,
 )
+from ope.importers import read_dsjson, read_obd
 from ope.io import read_logs, read_paired, read_trajectories, scan_logs
+from ope.policies import read_policy_table, target_propensities
+from ope.schema import check_segment_columns
 
 N = 8
 
@@ -94,6 +101,7 @@ class Case:
     examples: dict[str, tuple[int, ...]] = field(default_factory=dict)
     reader: Callable[..., Any] = read_logs
     kwargs: dict[str, Any] = field(default_factory=dict)
+    needs: str | None = None  # "mkfifo", "symlink", "/dev/null": skipped where missing
 
 
 def _write(table: pa.Table, name: str = "logs.parquet") -> Callable[[Path], Path]:
@@ -375,11 +383,301 @@ CASES: list[Case] = [
 ]
 
 
+# --------------------------------------------------------------------------------------------
+# issue 9, class 1 (directories and special files), class 4 (odd columns and metadata) and
+# class 7 (messages that name the culprit)
+# --------------------------------------------------------------------------------------------
+
+
+def _fifo(name: str = "logs.parquet", *, inside: bool = False) -> Callable[[Path], Path]:
+    def make(tmp: Path) -> Path:
+        if inside:
+            d = tmp / "logs"
+            d.mkdir()
+            os.mkfifo(d / name)
+            return d
+        os.mkfifo(tmp / name)
+        return tmp / name
+
+    return make
+
+
+def _linked_dir(kind: str) -> Callable[[Path], Path]:
+    def make(tmp: Path) -> Path:
+        d = tmp / "logs"
+        d.mkdir()
+        pq.write_table(pa.table(bandit()), d / "part-0.parquet")
+        if kind == "dangling":
+            os.symlink(tmp / "gone", d / "day=3")
+        else:
+            os.symlink(d / "loop-b", d / "loop-a")
+            os.symlink(d / "loop-a", d / "loop-b")
+        return d
+
+    return make
+
+
+def _dangling_path(tmp: Path) -> Path:
+    os.symlink(tmp / "gone.parquet", tmp / "logs.parquet")
+    return tmp / "logs.parquet"
+
+
+def _pandas_index(index: dict[str, Any], drop: str = "event_id") -> Callable[[Path], Path]:
+    def make(tmp: Path) -> Path:
+        table = pa.table(bandit(**{drop: None}))
+        meta = {"index_columns": [{"kind": "range", **index}], "columns": []}
+        path = tmp / "logs.parquet"
+        pq.write_table(table.replace_schema_metadata({b"pandas": json.dumps(meta).encode()}), path)
+        return path
+
+    return make
+
+
+def _csv(data: bytes) -> Callable[[Path], Path]:
+    return _raw(data, "policy.csv")
+
+
+def _duplicate_names_df(tmp: Path) -> pd.DataFrame:
+    df = pd.DataFrame(bandit(candidates=None, logging_distribution=None))
+    return pd.concat([df, df[["reward"]]], axis=1)
+
+
+def _colliding_names_df(tmp: Path) -> pd.DataFrame:
+    df = pd.DataFrame(bandit(candidates=None, logging_distribution=None))
+    df[1] = 0.0
+    df["1"] = 1.0
+    return df
+
+
+def _float16_off(tmp: Path) -> pa.Table:
+    return pa.table({"event_id": np.repeat(np.arange(100, 100 + N), 2), "policy": ["p"] * (2 * N),
+                     "action": np.tile([0, 1], N),
+                     "probability": pa.array(np.full(2 * N, 0.49, dtype=np.float16))})
+
+
+def _table_with_dup_columns(tmp: Path) -> pa.Table:
+    return pa.Table.from_arrays(
+        [pa.array(np.arange(100, 100 + N)), pa.array(["p"] * N), pa.array(np.zeros(N, np.int64)),
+         pa.array(np.ones(N)), pa.array(np.ones(N))],
+        names=["event_id", "policy", "action", "probability", "probability"])
+
+
+class _MaskedPropensity:
+    def distribution(self, logs: Any) -> Any:  # pragma: no cover - not reached
+        raise AssertionError
+
+    def propensity(self, logs: Any) -> Any:
+        return np.ma.masked_array(np.full(logs.n, 0.5), mask=[False, False, True] + [False] * (logs.n - 3))
+
+
+def _join(source: Any, **kwargs: Any) -> Any:
+    """A policy table (path or in memory) joined to the catalogue's valid logs."""
+    return target_propensities(read_logs(pa.table(bandit())), source, **kwargs)
+
+
+def _segments(source: Any, **kwargs: Any) -> Any:
+    return check_segment_columns(source.schema, **kwargs)
+
+
+NEEDS = {"mkfifo": hasattr(os, "mkfifo"), "symlink": hasattr(os, "symlink"),
+         "/dev/null": os.path.exists("/dev/null")}
+
+HOSTILE_CASES: list[Case] = [
+    # ---- class 1: directories, links, special files, URIs, paths ----
+    Case("fifo_as_the_file", _fifo(), DataFileError,
+         r"logs path .*logs\.parquet is a FIFO \(named pipe\), not a regular file; ope reads only "
+         r"regular files", needs="mkfifo"),
+    Case("fifo_as_the_file_scan", _fifo(), DataFileError, r"is a FIFO \(named pipe\)",
+         reader=scan_logs, needs="mkfifo"),
+    Case("fifo_as_the_file_trajectories", _fifo(), DataFileError, r"is a FIFO \(named pipe\)",
+         reader=read_trajectories, needs="mkfifo"),
+    Case("dir_holding_only_a_fifo", _fifo(inside=True), DataFileError,
+         r"is a directory without parquet files .*; skipped: .*logs\.parquet \(a FIFO \(named "
+         r"pipe\)\)", needs="mkfifo"),
+    Case("char_device_as_the_file", const("/dev/null"), DataFileError,
+         r"logs path /dev/null is a character device, not a regular file", needs="/dev/null"),
+    Case("dangling_link_in_dir", _linked_dir("dangling"), DataFileError,
+         r"logs path .*day=3 is a symbolic link to .*gone, which does not exist \(a dangling "
+         r"link\); restore its target or remove the link", needs="symlink"),
+    Case("link_loop_in_dir", _linked_dir("loop"), DataFileError,
+         r"loop-a is a loop of symbolic links \(ELOOP\)", needs="symlink"),
+    Case("dangling_link_as_the_path", _dangling_path, DataFileError,
+         r"logs\.parquet is a symbolic link to .*gone\.parquet, which does not exist",
+         needs="symlink"),
+    Case("empty_path", const(""), ParameterError,
+         r"the logs path is empty; give a file, a directory or a URI"),
+    Case("blank_path", const("  "), ParameterError, r"the logs path is empty"),
+    Case("empty_path_scan", const(""), ParameterError, r"the logs path is empty", reader=scan_logs),
+    Case("nul_in_path", const("logs\x00.parquet"), ParameterError, r"contains a NUL character"),
+    Case("path_of_5000_characters", const("a" * 5000), DataFileError,
+         r"logs path 'a{60}\.\.\.a{40}' \(5,000 characters\) is too long: one of its components "
+         r"is 5,000 bytes long .*\(ENAMETOOLONG\)"),
+    Case("component_of_300_characters", lambda tmp: tmp / ("b" * 300), DataFileError,
+         r"is too long: one of its components is 300 bytes long and this filesystem allows 255"),
+    Case("http_uri", const("https://example.com/logs.parquet"), DataFileError,
+         r"cannot read logs https://example\.com/logs\.parquet: ope reads local paths, file:// "
+         r"URIs and the URIs that pyarrow\.fs serves \(s3://, gs://.*https:// is not one of them"),
+    Case("file_uri_missing", lambda tmp: (tmp / "nope.parquet").as_uri(), DataFileError,
+         r"logs path .*nope\.parquet does not exist"),
+    Case("file_uri_other_host", const("file://fileserver/logs.parquet"), DataFileError,
+         r"cannot read logs file://fileserver/logs\.parquet: .*hostname"),
+    Case("policy_table_fifo", _fifo("policy.parquet"), DataFileError,
+         r"policy table path .*policy\.parquet is a FIFO \(named pipe\)", reader=_join,
+         needs="mkfifo"),
+    Case("policy_table_csv_fifo", _fifo("policy.csv"), DataFileError, r"is a FIFO",
+         reader=read_policy_table, needs="mkfifo"),
+    Case("policy_table_empty_path", const(""), ParameterError,
+         r"the policy table path is empty", reader=read_policy_table),
+    Case("policy_table_path_too_long", const("p" * 5000), DataFileError,
+         r"policy table path .* \(5,000 characters\) is too long", reader=read_policy_table),
+    Case("dsjson_fifo", _fifo("x.json"), DataFileError, r"DSJSON file path .*x\.json is a FIFO",
+         reader=read_dsjson, needs="mkfifo"),
+    Case("dsjson_directory", lambda tmp: tmp, DataFileError,
+         r"DSJSON file path .* is a directory; give one file", reader=read_dsjson),
+    Case("obd_fifo", _fifo("all.csv"), DataFileError, r"OBD campaign path .*all\.csv is a FIFO",
+         reader=read_obd, needs="mkfifo"),
+    # ---- class 4: odd columns and metadata ----
+    Case("target_without_a_name", const(pa.table(bandit(**{"target__": [0.5] * N}))), SchemaError,
+         r"column 'target__' is a per-policy column without a policy name; name it "
+         r"target__<name> \(e\.g\. target__new\), or pass mapping=\{'target__new': 'target__'\}"),
+    Case("target_dist_without_a_name", const(pa.table(bandit(**{"target_dist__": [[0.2, 0.3, 0.5]] * N}))),
+         SchemaError, r"column 'target_dist__' is a per-policy column without a policy name"),
+    Case("target_dist_as_text", const(pa.table(bandit(**{"target_dist__new": ["[0.2, 0.3, 0.5]"] * N}))),
+         SchemaError, r"column 'target_dist__new' has type string; expected a list column "
+                      r"\(list<float64>\); it holds text: parse each row into a list of numbers"),
+    Case("dataframe_duplicate_columns", _duplicate_names_df, SchemaError,
+         r"the DataFrame has 1 repeated column name\(s\): 'reward' appear more than once"),
+    Case("dataframe_names_collide_as_strings", _colliding_names_df, SchemaError,
+         r"'1' appear more than once \(as strings; pandas allows it, Arrow and ope do not\)"),
+    Case("arrow_duplicate_columns",
+         const(pa.Table.from_arrays([pa.array([0] * N), pa.array([0.5] * N), pa.array([1.0] * N),
+                                     pa.array([0.5] * N)],
+                                    names=["action", "propensity", "reward", "propensity"])),
+         SchemaError, r"column name\(s\) 'propensity' appear more than once; rename or drop"),
+    Case("parquet_duplicate_columns",
+         _write(pa.Table.from_arrays([pa.array([0] * N), pa.array([0.5] * N), pa.array([1.0] * N),
+                                      pa.array([1.0] * N)],
+                                     names=["action", "propensity", "reward", "reward"])),
+         SchemaError, r"logs\.parquet: column name\(s\) 'reward' appear more than once; rewrite "
+                      r"the file with every column named once"),
+    Case("range_index_overflows_int64",
+         _pandas_index({"name": "event_id", "start": 2**63 - 4, "stop": 2**63 - 4 + N, "step": 1}),
+         SchemaError, r"describes the index 'event_id' as RangeIndex\(start=9223372036854775804, "
+                      r"stop=9223372036854775812, step=1\) whose values leave int64 \(its row 7 "
+                      r"would be 9,223,372,036,854,775,811\), so they would wrap around"),
+    Case("range_index_wraps_by_its_step",
+         _pandas_index({"name": "event_id", "start": -(2**62), "stop": -(2**62) - N * 2**61,
+                        "step": -(2**61)}),
+         SchemaError, r"whose values leave int64 \(its row 7 would be -20,752,587,082,923,245,568\)"),
+    Case("range_index_step_zero", _pandas_index({"name": "event_id", "start": 5, "stop": 13, "step": 0}),
+         SchemaError, r"with step 0, which pandas never writes"),
+    Case("range_index_stale", _pandas_index({"name": "event_id", "start": 0, "stop": 100, "step": 1}),
+         SchemaError, r"RangeIndex\(start=0, stop=100, step=1\) of 100 rows, but the file holds 8 "
+                      r"\(the metadata is stale"),
+    Case("range_index_would_supply_reward",
+         _pandas_index({"name": "reward", "start": 0, "stop": N, "step": 1}, drop="reward"),
+         SchemaError, r"required column 'reward' is missing; if it has another name, pass "
+                      r"mapping=\{'reward': 'your_column'\}; .*pandas metadata names its index "
+                      r"'reward' .*never takes a required column from metadata"),
+    Case("policy_table_duplicate_columns", _table_with_dup_columns, SchemaError,
+         r"policy table <Table>: column name\(s\) 'probability' appear more than once",
+         reader=_join),
+    Case("policy_table_csv_duplicate_header",
+         _csv(b"event_id,policy,action,probability,probability\n100,p,0,1,1\n"), SchemaError,
+         r"policy table .*policy\.csv: column name\(s\) 'probability' appear more than once",
+         reader=read_policy_table),
+    Case("policy_table_csv_not_utf8",
+         _csv(b"event_id,policy,action,probability\n100,p,0,1.0\n101,nouveaut\xe9,0,1.0\n"),
+         SchemaError, r"policy\.csv: column 'policy' \(#1\) holds text that is not UTF-8 \(first "
+                      r"at line 3, 1-based with the header\); .*Re-save the file as UTF-8",
+         reader=read_policy_table),
+    Case("policy_table_csv_utf16",
+         _csv("event_id,policy,action,probability\n100,p,0,1.0\n".encode("utf-16")), SchemaError,
+         r"policy\.csv is UTF-16 text; ope reads CSV policy tables as UTF-8",
+         reader=read_policy_table),
+    Case("policy_table_csv_probability_text",
+         _csv(b"event_id,policy,action,probability\n100,p,0,half\n"), SchemaError,
+         r"column 'probability' \(#3\) must hold numbers \(probabilities\), but holds 'half'",
+         reader=read_policy_table),
+    Case("policy_table_float16_really_off", _float16_off, PolicyError,
+         r"policy 'p': probabilities must sum to 1 \(within 1e-06, widened to 0\.000976562 "
+         r"because the table stores probabilities in float16\) for each event; 8 events do not",
+         reader=_join),
+    Case("policy_masked_propensities", const({"masked": _MaskedPropensity()}), PolicyError,
+         r"`policy 'masked': propensities` is a masked array with 1 masked rows \(first at row "
+         r"2\); ope does not read a mask as missing values", reader=_join),
+    Case("segment_list_column", const(pa.table(bandit(tags=[["a", "b"]] * N))), SchemaError,
+         r"cannot segment the logs by \['tags'\]: column 'tags' has type list<item: string>: a "
+         r"segment column holds one label per row", reader=_segments, kwargs={"by": "tags"}),
+    Case("segment_struct_column", const(pa.table(bandit(user=[{"age": 3}] * N))), SchemaError,
+         r"column 'user' has type struct<age: int64>: .*and a struct holds several",
+         reader=_segments, kwargs={"by": ["user"]}),
+    # ---- class 7: messages that name the culprit ----
+    Case("target_out_of_range_in_two_columns",
+         const(with_value("target__new", {1: 1.5, 4: -0.5},
+                          target__old=[0.5, 0.5, 0.5, float("nan"), 0.5, 0.5, 0.5, 0.5])),
+         ValidationError, r"(?s)target_probability_out_of_range: 3 \(rows 1, 3, 4\)\n"
+                          r"      in target__new: 2 \(rows 1, 4\)\n      in target__old: 1 \(rows 3\)"
+                          r".*target_probability_out_of_range: every target__<name> value must be in "
+                          r"\[0, 1\] and not NaN/null \(in target__new, target__old\)",
+         {"target_probability_out_of_range": 3}, {"target_probability_out_of_range": (1, 3, 4)}),
+    Case("target_dist_out_of_range_named",
+         const(with_value("target_dist__new", {6: [0.5, 0.75, -0.25]},
+                          target_dist__new=[[0.2, 0.5, 0.3]] * N)),
+         ValidationError, r"target_distribution_out_of_range: 1 \(rows 6\)\n      in "
+                          r"target_dist__new: 1 \(rows 6\)",
+         {"target_distribution_out_of_range": 1}, {"target_distribution_out_of_range": (6,)}),
+    Case("trajectory_target_out_of_range_named",
+         const(trajectories(target__greedy=[0.5, 2.0, 0.5, 0.5, 0.5])), ValidationError,
+         r"target_probability_out_of_range: 1 \(rows 1\)\n      in target__greedy: 1 \(rows 1\)",
+         {"target_probability_out_of_range": 1, "episode_invalidated": 1},
+         {"target_probability_out_of_range": (1,), "episode_invalidated": (3,)},
+         reader=read_trajectories),
+]
+CASES += HOSTILE_CASES
+
+
+#: Seconds a catalogue read may take before the case fails as a hang (each takes milliseconds).
+READ_TIMEOUT = 20.0
+
+
+def read_within_timeout(case: Case, source: Any, **kwargs: Any) -> Any:
+    """``case.reader(source)`` in a thread: a read that blocks (a FIFO) fails instead of hanging.
+
+    The error is re-raised outside any ``except`` block, so its ``__context__`` is its own.
+    """
+    out: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            out["value"] = case.reader(source, **case.kwargs, **kwargs)
+        except BaseException as exc:  # handed to the test's thread
+            out["error"] = exc
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(READ_TIMEOUT)
+    if thread.is_alive():
+        fifo = Path(source) if isinstance(source, (str, Path)) else None
+        if fifo is not None:  # wake a reader blocked in open(): open the FIFO for writing
+            try:
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        pytest.fail(f"{case.id}: the read blocked for more than {READ_TIMEOUT:g} s")
+    error = out.get("error")
+    if error is not None:
+        raise error
+    return out.get("value")
+
+
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_catalogue(case: Case, tmp_path: Path) -> None:
+    if case.needs is not None and not NEEDS[case.needs]:
+        pytest.skip(f"this platform has no {case.needs}")
     source = case.make(tmp_path)
     with pytest.raises(case.error, match=case.match) as info:
-        case.reader(source, **case.kwargs)
+        read_within_timeout(case, source)
     exc = info.value
     assert isinstance(exc, OPEError), "bad input must end in an ope error"
     # no raw numpy/pyarrow exception chained into what the user sees
@@ -402,6 +700,8 @@ def test_catalogue(case: Case, tmp_path: Path) -> None:
 
 def test_catalogue_is_large_enough() -> None:
     assert len(CASES) >= 25
+    assert len(HOSTILE_CASES) >= 30
+    assert len({c.id for c in CASES}) == len(CASES)
 
 
 @pytest.mark.parametrize(

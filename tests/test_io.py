@@ -545,3 +545,55 @@ def test_log_scan_public_surface(tmp_path) -> None:
     assert all(b.targets_validated() for b in scan.to_batches())
     assert scan.report.rows_used == 3
     assert scan_logs(pa.table({"action": [0], "propensity": [0.5], "reward": [1.0]})).dataset is None
+
+
+# --------------------------------------------------------------------------------------------
+# progress on long reads (ope._progress: on stderr, off unless it is a terminal or forced)
+# --------------------------------------------------------------------------------------------
+
+
+def _partitioned(tmp_path: Path, parts: int = 3) -> Path:
+    d = tmp_path / "logs"
+    d.mkdir()
+    for i in range(parts):
+        pq.write_table(make_logs(50, seed=i, bad=False).drop_columns(["event_id"]),
+                       d / f"part-{i}.parquet")
+    return d
+
+
+def test_scans_and_directory_reads_show_progress_only_when_enabled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    d = _partitioned(tmp_path)
+    monkeypatch.setenv("OPE_PROGRESS", "0")
+    assert sum(b.n for b in scan_logs(d, batch_size=40)) == 150
+    assert read_logs(d).n == 150
+    assert capsys.readouterr().err == ""
+    monkeypatch.setenv("OPE_PROGRESS", "1")
+    assert sum(b.n for b in scan_logs(d, batch_size=40)) == 150
+    err = capsys.readouterr().err
+    assert f"scan {d}" in err and "/150 [" in err  # the total rows, from the footers
+    logs = read_logs(d)
+    err = capsys.readouterr().err
+    assert logs.n == 150 and f"read {d}" in err and "/150 [" in err
+    assert logs.table.equals(read_logs(d).table)  # the same rows with or without a bar
+
+
+def test_policy_table_joins_show_progress_per_policy(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ope.policies import target_propensities
+
+    logs = quiet_read(make_logs(20, bad=False))
+    ids = logs.column("event_id")
+    table = pd.DataFrame({
+        "event_id": np.concatenate([ids, ids]), "policy": ["a"] * 20 + ["b"] * 20,
+        "action": np.concatenate([logs.column("action")] * 2), "probability": 1.0,
+    })
+    monkeypatch.setenv("OPE_PROGRESS", "1")
+    tp = target_propensities(logs, table)
+    assert tp.names == ["a", "b"] and np.all(tp.values == 1.0)
+    assert "join policy table" in capsys.readouterr().err
+    monkeypatch.setenv("OPE_PROGRESS", "0")
+    target_propensities(logs, table)
+    assert capsys.readouterr().err == ""

@@ -35,10 +35,10 @@ Decoding a line (``json.loads``) is the one per-line step; everything after it i
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import IO, Any, Final
 
 import numpy as np
@@ -47,6 +47,7 @@ import pyarrow as pa
 from ope._validation import check_choice, check_positive_int
 from ope.exceptions import DataFileError
 from ope.importers._common import ChunkValidator
+from ope.io import locate_input
 from ope.logs import BanditLogs
 
 __all__ = ["read_dsjson", "iter_dsjson", "DSJSON_SCHEMA", "DEFAULT_CHUNK_LINES"]
@@ -111,14 +112,28 @@ def _numbers(p: list[Any]) -> bool:
     return True
 
 
-def _open(path: Path) -> IO[bytes]:
-    if not path.exists():
-        raise DataFileError(f"{path}: no such file")
-    if path.is_dir():
-        raise DataFileError(f"{path} is a directory; read_dsjson reads one DSJSON file")
-    with open(path, "rb") as fh:
-        magic = fh.read(2)
-    return gzip.open(path, "rb") if magic == b"\x1f\x8b" else open(path, "rb")  # noqa: SIM115
+def _open(path: str | os.PathLike[str]) -> IO[bytes]:
+    """The DSJSON file as a binary line stream (gzip detected from its first bytes).
+
+    The path goes through ope's one input policy (:func:`ope.io.locate_input`): a regular file
+    (a FIFO or device is refused before it is opened, so nothing blocks), a ``file://`` URI, or
+    a URI of ``pyarrow.fs`` (``s3://``, ``gs://``, ...).
+    """
+    found = locate_input(path, what="DSJSON file", directories=False)
+    if found.filesystem is None:
+        with open(found.path, "rb") as fh:
+            magic = fh.read(2)
+        if magic == b"\x1f\x8b":
+            return gzip.open(found.path, "rb")
+        return open(found.path, "rb")  # noqa: SIM115
+    fs = found.filesystem
+    try:
+        with fs.open_input_stream(found.path) as fh:
+            magic = bytes(fh.read(2))
+        compression = "gzip" if magic == b"\x1f\x8b" else None
+        return io.BufferedReader(fs.open_input_stream(found.path, compression=compression))
+    except (pa.ArrowException, OSError) as exc:
+        raise DataFileError(f"cannot read DSJSON file {found.name}: {exc}") from None
 
 
 class _Rows:
@@ -260,8 +275,7 @@ def iter_dsjson(
     """
     check_choice(on_invalid, "on_invalid", ("raise", "drop"))
     check_positive_int(chunk_lines, "chunk_lines")
-    path = Path(path)
-    validator = ChunkValidator(str(path), on_invalid)
+    validator = ChunkValidator(os.fspath(path), on_invalid)
     with _open(path) as fh:
         line = -1
         while True:

@@ -43,6 +43,7 @@ import pyarrow.csv as pacsv
 from ope._validation import check_choice
 from ope.exceptions import DataFileError, ParameterError, SchemaError
 from ope.importers._common import ChunkValidator
+from ope.io import check_regular_file, locate_input
 from ope.logs import BanditLogs
 
 __all__ = ["read_obd", "OBD_CONTEXT_CHOICES", "OBD_PROPENSITY_MEANING"]
@@ -61,22 +62,34 @@ _AFFINITY_PREFIX: Final = "user-item_affinity_"
 _USER_PREFIX: Final = "user_feature_"
 
 
-def _locate(src: Path) -> tuple[Path, Path | None]:
-    """(log CSV, item_context.csv or None) of a campaign folder or a log CSV."""
-    if not src.exists():
-        raise DataFileError(f"{src}: no such file or directory")
-    if src.is_dir():
-        csvs = sorted(p for p in src.glob("*.csv") if p.name != "item_context.csv")
+def _locate(src: str | os.PathLike[str]) -> tuple[Path, Path | None]:
+    """(log CSV, item_context.csv or None) of a campaign folder or a log CSV.
+
+    The path goes through ope's one input policy (:func:`ope.io.locate_input`): regular files
+    only (a FIFO or device is refused before anything opens it), links followed; the CSVs of
+    a folder must be regular files too.
+    """
+    found = locate_input(src, what="OBD campaign")
+    if found.filesystem is not None:
+        raise DataFileError(
+            f"{found.name}: read_obd reads a local OBD campaign folder or log CSV; copy it "
+            "locally first (the campaign's two CSVs are read whole)"
+        )
+    path = Path(found.path)
+    if found.is_dir:
+        csvs = sorted(p for p in path.glob("*.csv") if p.name != "item_context.csv")
         if len(csvs) != 1:
             raise DataFileError(
-                f"{src}: an OBD campaign folder holds one log CSV besides item_context.csv "
+                f"{path}: an OBD campaign folder holds one log CSV besides item_context.csv "
                 f"(e.g. random/all/all.csv); found {[p.name for p in csvs] or 'none'}"
             )
-        log_csv = csvs[0]
+        log_csv = check_regular_file(csvs[0], "OBD log CSV")
     else:
-        log_csv = src
+        log_csv = path
     item = log_csv.parent / "item_context.csv"
-    return log_csv, (item if item.exists() else None)
+    if not (item.exists() or item.is_symlink()):
+        return log_csv, None
+    return log_csv, check_regular_file(item, "OBD item_context.csv")
 
 
 def _read_csv(path: Path, keep: Any = None) -> pa.Table:
@@ -145,7 +158,7 @@ def read_obd(
     check_choice(context, "context", OBD_CONTEXT_CHOICES)
     if mapping:
         raise ParameterError("`mapping` does not apply to OBD: its column names are fixed")
-    log_csv, item_csv = _locate(Path(src))
+    log_csv, item_csv = _locate(src)
 
     def keep(c: str) -> bool:
         if c.startswith(_AFFINITY_PREFIX):

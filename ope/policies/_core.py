@@ -28,7 +28,8 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from ope._thresholds import PROBABILITY_TOLERANCE
-from ope.exceptions import PolicyError, SchemaError
+from ope._validation import as_float_array
+from ope.exceptions import PolicyError, SchemaError, ValidationError
 from ope.logs import BanditLogs
 
 __all__ = [
@@ -41,6 +42,7 @@ __all__ = [
     "is_label_type",
     "label_codes",
     "to_float64",
+    "float_values",
     "labels_to_numpy",
     "as_label_array",
     "same_kind",
@@ -162,6 +164,19 @@ def _to_numpy(col: pa.ChunkedArray | pa.Array) -> npt.NDArray[Any]:
 
 def to_float64(col: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.float64]:
     return np.asarray(_to_numpy(col), dtype=np.float64)
+
+
+def float_values(values: Any, what: str, *, ndim: tuple[int, ...] = (1, 2)) -> npt.NDArray[np.float64]:
+    """Numbers a policy computed (propensities, scores, probabilities) as float64.
+
+    A masked array is refused when anything is masked (its mask would be lost), and so is a
+    non-numeric array: both are the policy's problem, so a PolicyError naming ``what``.
+    """
+    try:
+        arr = as_float_array(values, what, ndim=ndim)
+    except ValidationError as exc:
+        raise PolicyError(str(exc)) from None
+    return np.asarray(arr, dtype=np.float64)
 
 
 def labels_to_numpy(catalog: pa.Array) -> npt.NDArray[Any]:

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from ope._progress import progress
 from ope._validation import user_stacklevel
 from ope.exceptions import DataFileError, DroppedRowsWarning, PolicyError, SchemaError
 from ope.logs import BanditLogs
@@ -35,6 +36,7 @@ from ope.policies._core import (
     check_rows,
     decode,
     examples,
+    float_values,
     is_dataframe,
     is_label_type,
     is_policy,
@@ -48,7 +50,13 @@ from ope.policies._core import (
     trusted_distribution,
 )
 from ope.policies.objects import Policy
-from ope.policies.table import POLICY_TABLE_COLUMNS, canonical_policy_table, read_policy_table, whole_ids
+from ope.policies.table import (
+    POLICY_TABLE_COLUMNS,
+    canonical_policy_table,
+    probability_roundoff,
+    read_policy_table,
+    whole_ids,
+)
 
 __all__ = ["target_propensities", "logging_distribution"]
 
@@ -137,7 +145,7 @@ def logging_distribution(logs: BanditLogs) -> PolicyDistribution:
 
 
 def _check_values(name: str, values: Any, n: int) -> npt.NDArray[np.float64]:
-    values = np.asarray(values, dtype=np.float64)
+    values = float_values(values, f"policy {name!r}: propensities")
     if values.shape != (n,):
         raise PolicyError(f"policy {name!r}: propensities must have shape ({n},), got {values.shape}.")
     bad = ~((values >= 0.0) & (values <= 1.0))
@@ -481,7 +489,18 @@ def _from_table(logs: BanditLogs, table: Any, with_distributions: bool) -> Targe
     log_labels = None
     values = np.empty((n, P), dtype=np.float64)
     dists: dict[str, PolicyDistribution] = {}
-    for j, (name, rows) in enumerate(zip(names, groups)):
+    # a table stored in float16/float32 is judged by its own precision (its row sums are off
+    # by up to its rounding error), never by the float64 tolerance alone
+    roundoff = probability_roundoff(table)
+    sum_tol = max(PROBABILITY_TOLERANCE, 2.0 * roundoff)
+    precision = (
+        f", widened to {sum_tol:g} because the table stores probabilities in "
+        f"{'float16' if roundoff >= 2.0**-11 else 'float32'}" if sum_tol > PROBABILITY_TOLERANCE else ""
+    )
+    joined = zip(names, groups)
+    if P > 1:
+        joined = progress(joined, desc=f"join policy table {source}", total=P, unit="policy")
+    for j, (name, rows) in enumerate(joined):
         e = event if rows is None else event[rows]
         a = act if rows is None else act[rows]
         pr = prob if rows is None else prob[rows]
@@ -508,11 +527,11 @@ def _from_table(logs: BanditLogs, table: Any, with_distributions: bool) -> Targe
                 f"{examples(ids)}); the table must give every logged event's distribution"
             )
         sums = np.asarray(m.sum(axis=1), dtype=np.float64).ravel()
-        off = (np.abs(sums - 1.0) > PROBABILITY_TOLERANCE) & ~uncovered
+        off = (np.abs(sums - 1.0) > sum_tol) & ~uncovered
         if off.any():
             ids = log_labels.take(pa.array(np.flatnonzero(off)[: EXAMPLES + 1])).to_pylist()
             issues.append(
-                f"probabilities must sum to 1 (within {PROBABILITY_TOLERANCE:g}) for each event; "
+                f"probabilities must sum to 1 (within {PROBABILITY_TOLERANCE:g}{precision}) for each event; "
                 f"{int(off.sum()):,} events do not (first event_id {examples(ids)}, sums "
                 f"{examples(np.round(sums[off], 6))}); renormalize them"
             )
@@ -630,8 +649,11 @@ def target_propensities(
     if policies is None:
         return _from_columns(logs, logs.target_policies, with_distributions)
     if isinstance(policies, (str, os.PathLike)):
-        p = Path(policies)
-        if not p.exists() and isinstance(policies, str):
+        try:
+            exists = Path(policies).exists() and str(policies).strip() != ""
+        except (OSError, ValueError):  # a name too long for a path: read_policy_table says so
+            exists = True
+        if not exists and isinstance(policies, str):
             name = policies[len(_TARGET):] if policies.startswith(_TARGET) else policies
             if name in logs.target_policies:
                 raise DataFileError(

@@ -26,6 +26,7 @@ from ope.context import context_matrix
 from ope.exceptions import ParameterError, PolicyError, SchemaError, ValidationError
 from ope.logs import BanditLogs
 from ope.policies._core import (
+    float_values,
     ActionIndex,
     PolicyDistribution,
     action_column,
@@ -276,7 +277,7 @@ class EpsilonGreedyPolicy:
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """``(1 - epsilon) * base.propensity(logs) + epsilon * uniform.propensity(logs)``."""
-        base = np.asarray(self.base.propensity(logs), dtype=np.float64)
+        base = float_values(self.base.propensity(logs), f"{type(self.base).__name__}.propensity(logs)")
         if self.epsilon == 0.0:
             return base
         return (1.0 - self.epsilon) * base + self.epsilon * self._uniform().propensity(logs)
@@ -347,7 +348,7 @@ class _ScorePolicy(_PolicyBase):
             action_codes = index.codes(labels)
             k = action_codes.size
             X = _context_matrix(logs, self.feature_columns, owner=owner)
-            S = np.asarray(self.scores(X), dtype=np.float64)
+            S = float_values(self.scores(X), f"{owner}: scores(X)")
             if S.shape != (n, k):
                 raise PolicyError(
                     f"{owner}: scores(X) must return an array of shape (n, len(actions)) = "
@@ -587,7 +588,7 @@ class ClassifierPolicy(_PolicyBase):
         classes = self._classes()
         codes = index.codes(as_label_array(classes, index.catalog.type, "ClassifierPolicy classes_"))
         X = _context_matrix(logs, self.feature_columns, owner="ClassifierPolicy")
-        proba = np.asarray(self.estimator.predict_proba(X), dtype=np.float64)
+        proba = float_values(self.estimator.predict_proba(X), f"{type(self).__name__}: predict_proba(X)")
         k = codes.size
         if proba.shape != (n, k):
             raise PolicyError(

@@ -17,7 +17,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ope.exceptions import DataFileError, PolicyError, SchemaError
+from ope.io import check_parquet_file, locate_input
 from ope.logs import BanditLogs
+from ope.schema import storage_roundoff
 from ope.policies._core import (
     PolicyDistribution,
     TargetPropensities,
@@ -32,6 +34,8 @@ from ope.policies.objects import Policy
 
 __all__ = [
     "POLICY_TABLE_COLUMNS",
+    "ROUNDOFF_KEY",
+    "probability_roundoff",
     "canonical_policy_table",
     "whole_ids",
     "read_policy_table",
@@ -42,11 +46,43 @@ __all__ = [
 POLICY_TABLE_COLUMNS: Final = ("event_id", "policy", "action", "probability")
 
 
+#: Schema metadata key of a canonical policy table whose probabilities were stored in fewer
+#: bits than float64 (float16, float32): the relative rounding error of that storage, by which
+#: the join widens its row-sum tolerance (see :func:`probability_roundoff`).
+ROUNDOFF_KEY: Final = b"ope.probability_roundoff"
+
+
+def probability_roundoff(table: pa.Table) -> float:
+    """The storage rounding error a canonical policy table's probabilities carry (0 for float64).
+
+    A table stored in float16 rounds each probability by up to 2**-11 of itself (1/3 becomes
+    0.33325), so three equal entries sum to 0.99976: it is judged by its own precision, not by
+    the float64 tolerance (``ope.policies.PROBABILITY_TOLERANCE``).
+    """
+    raw = (table.schema.metadata or {}).get(ROUNDOFF_KEY)
+    try:
+        return float(raw) if raw is not None else 0.0
+    except ValueError:
+        return 0.0
+
+
 def canonical_policy_table(
     table: Any, *, source: str, mapping: Mapping[str, str] | None = None
 ) -> pa.Table:
-    """The four columns of a long-format policy table with checked types."""
+    """The four columns of a long-format policy table with checked types.
+
+    ``probability`` becomes float64; when it was stored in float16 or float32, the storage's
+    rounding error is kept in the schema metadata (:func:`probability_roundoff`).
+    """
     if is_dataframe(table):
+        names = [str(c) for c in table.columns]
+        repeated = sorted({c for c in names if names.count(c) > 1})
+        if repeated:
+            raise SchemaError(
+                f"policy table {source}: column name(s) {', '.join(map(repr, repeated))} appear "
+                "more than once; keep one column of each name, e.g. "
+                "df.loc[:, ~df.columns.duplicated()]."
+            )
         table = pa.Table.from_pandas(table, preserve_index=False)
     elif isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
@@ -55,9 +91,25 @@ def canonical_policy_table(
             f"a policy table must be a pandas DataFrame, a pyarrow Table or a path, got "
             f"{type(table).__name__}."
         )
+    names = table.column_names
+    repeated = sorted({c for c in names if names.count(c) > 1})
+    if repeated:
+        raise SchemaError(
+            f"policy table {source}: column name(s) {', '.join(map(repr, repeated))} appear "
+            "more than once; keep one column of each name (which one holds the probabilities "
+            "cannot be guessed)."
+        )
     if mapping:
         rename = {theirs: ours for ours, theirs in mapping.items()}
         table = table.rename_columns([rename.get(c, c) for c in table.column_names])
+        names = table.column_names
+        repeated = sorted({c for c in names if names.count(c) > 1 and c in POLICY_TABLE_COLUMNS})
+        if repeated:
+            raise SchemaError(
+                f"policy table {source}: after mapping, column name(s) "
+                f"{', '.join(map(repr, repeated))} appear more than once; the table already has "
+                "a column of that name: drop it or map another one."
+            )
     missing = [c for c in POLICY_TABLE_COLUMNS if c not in table.column_names]
     if missing:
         raise SchemaError(
@@ -91,14 +143,21 @@ def canonical_policy_table(
         problems.append(f"`policy` must be string, got {policy.type}")
     cols["policy"] = policy
     pt = cols["probability"].type
+    roundoff = probability_roundoff(table) if table.schema.metadata else 0.0
     if pa.types.is_integer(pt) or pa.types.is_floating(pt) or pa.types.is_decimal(pt):
+        roundoff = max(roundoff, storage_roundoff(pt))
         if pt != pa.float64():
             cols["probability"] = pc.cast(cols["probability"], pa.float64())
     else:
-        problems.append(f"`probability` must be float64, got {pt}")
+        hint = " (parse it to numbers first, e.g. pandas.to_numeric)" if pa.types.is_string(pt) \
+            or pa.types.is_large_string(pt) else ""
+        problems.append(f"`probability` must be float64, got {pt}{hint}")
     if problems:
         raise SchemaError(f"policy table {source}: " + "; ".join(problems) + ".")
-    return pa.table({c: cols[c] for c in POLICY_TABLE_COLUMNS})
+    out = pa.table({c: cols[c] for c in POLICY_TABLE_COLUMNS})
+    if roundoff:
+        out = out.replace_schema_metadata({ROUNDOFF_KEY: repr(roundoff).encode()})
+    return out
 
 
 def whole_ids(col: pa.ChunkedArray | pa.Array, name: str) -> tuple[Any, str | None]:
@@ -165,30 +224,122 @@ def read_policy_table(path: str | os.PathLike[str], *, mapping: Mapping[str, str
     >>> read_policy_table(path).num_rows
     2
     """
-    p = Path(path)
-    source = str(p)
-    if not p.exists():
-        raise DataFileError(f"policy table {source} does not exist.")
+    source = str(path)
+    found = locate_input(path, what="policy table")
     mapping = dict(mapping or {})
-    try:
-        if p.is_file() and p.suffix.lower() == ".csv" or p.name.lower().endswith(".csv.gz"):
-            import pyarrow.csv as pacsv
+    name = found.path.lower()
+    if not found.is_dir and (name.endswith(".csv") or name.endswith(".csv.gz")):
+        table = _read_csv(found, source, mapping)
+    else:
+        try:
+            for f in found.files:
+                check_parquet_file(f, fs=found.filesystem, in_directory=found.is_dir,
+                                   what="policy table")
+        except DataFileError as exc:
+            raise DataFileError(f"policy table {source} could not be read: {exc}") from None
+        if not found.files:
+            raise DataFileError(f"policy table {source} is a directory without parquet files.")
+        try:
+            import pyarrow.dataset as ds
 
-            # ids are read as written ("007" stays "007", not 7) and converted to the logs' id
-            # type at the join; the probability column is numbers
-            types = {mapping.get(c, c): pa.string() for c in ("event_id", "policy", "action")}
-            types[mapping.get("probability", "probability")] = pa.float64()
-            options = pacsv.ConvertOptions(column_types=types)
-            table = pacsv.read_csv(p, convert_options=options)
-        else:
-            import pyarrow.parquet as pq
-
-            table = pq.read_table(p)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise DataFileError(f"policy table {source} could not be read: {exc}") from None
+            table = ds.dataset(list(found.files), format="parquet",
+                               filesystem=found.filesystem).to_table()
+        except (pa.ArrowException, OSError) as exc:
+            raise DataFileError(f"policy table {source} could not be read: {exc}") from None
     if table.num_rows == 0:
         raise DataFileError(f"policy table {source} has no rows.")
     return canonical_policy_table(table, source=source, mapping=mapping)
+
+
+def _read_csv(found: Any, source: str, mapping: Mapping[str, str]) -> pa.Table:
+    """A CSV policy table: ids as written (strings), probabilities as float64, UTF-8 only."""
+    import pyarrow.csv as pacsv
+
+    types = {mapping.get(c, c): pa.string() for c in ("event_id", "policy", "action")}
+    types[mapping.get("probability", "probability")] = pa.float64()
+    options = pacsv.ConvertOptions(column_types=types)
+
+    def stream() -> Any:
+        if found.filesystem is None:
+            return found.path
+        return found.filesystem.open_input_stream(found.path)
+
+    try:
+        return pacsv.read_csv(stream(), convert_options=options)
+    except (pa.ArrowInvalid, OSError) as exc:
+        text = str(exc)
+    head = _head_bytes(found)
+    if text.startswith("Empty CSV file"):
+        raise DataFileError(f"policy table {source} is empty (0 bytes); was the write interrupted?")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise SchemaError(
+            f"policy table {source} is UTF-16 text; ope reads CSV policy tables as UTF-8. Re-save "
+            "it as UTF-8, e.g. pandas.read_csv(path, encoding='utf-16').to_csv(path, index=False)"
+        )
+    column = _csv_column(text, found, head)
+    if "invalid UTF8" in text:
+        where = _first_undecodable_line(found)
+        raise SchemaError(
+            f"policy table {source}: column {column} holds text that is not UTF-8{where}; ope "
+            "reads CSV policy tables as UTF-8. Re-save the file as UTF-8, e.g. "
+            "pandas.read_csv(path, encoding='latin-1').to_csv(path, index=False), using the "
+            "encoding it was written in"
+        )
+    if "conversion error to double" in text:
+        value = text.rsplit("invalid value", 1)[-1].strip()
+        raise SchemaError(
+            f"policy table {source}: column {column} must hold numbers (probabilities), but holds "
+            f"{value}; fix those rows, or write the column as numbers"
+        )
+    raise DataFileError(f"policy table {source} could not be read: {text}")
+
+
+def _head_bytes(found: Any, size: int = 4) -> bytes:
+    try:
+        if found.filesystem is None:
+            with open(found.path, "rb") as fh:
+                return fh.read(size)
+        with found.filesystem.open_input_stream(found.path) as fh:
+            return bytes(fh.read(size))
+    except (OSError, pa.ArrowException):
+        return b""
+
+
+def _csv_column(text: str, found: Any, head: bytes) -> str:
+    """``'name' (#k)`` for pyarrow's "In CSV column #k" (from the header line), else "?"."""
+    import re
+
+    m = re.search(r"CSV column #(\d+)", text)
+    if m is None:
+        return "?"
+    k = int(m.group(1))
+    first = _head_bytes(found, 1 << 16).split(b"\n", 1)[0]
+    names = [n.strip().strip('"') for n in first.decode("utf-8", "replace").lstrip("\ufeff").split(",")]
+    return f"{names[k]!r} (#{k})" if k < len(names) else f"#{k}"
+
+
+def _first_undecodable_line(found: Any) -> str:
+    """`` (first at line N)`` of the first bytes that are not UTF-8 (read in 1 MiB blocks)."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line = 1
+    try:
+        fh: Any = open(found.path, "rb") if found.filesystem is None else \
+            found.filesystem.open_input_stream(found.path)
+        with fh:
+            while True:
+                block = bytes(fh.read(1 << 20))
+                try:
+                    decoder.decode(block, final=not block)
+                except UnicodeDecodeError as exc:
+                    line += block.count(b"\n", 0, exc.start)
+                    return f" (first at line {line}, 1-based with the header)"
+                if not block:
+                    return ""
+                line += block.count(b"\n")
+    except (OSError, pa.ArrowException):
+        return ""
 
 
 def write_policy_table(table: Any, path: str | os.PathLike[str]) -> None:
