@@ -1,4 +1,4 @@
-"""The quick version of ``benchmarks/coverage.py``: finite-sample intervals must cover.
+"""The quick version of ``benchmarks/coverage_bandit.py``: finite-sample intervals must cover.
 
 The full study (1000 replications, n up to 100,000) is run by hand and its table kept in
 ``benchmarks/README.md``; this runs the ``--quick`` setting (200 replications, n in {100, 1000},
@@ -16,7 +16,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "coverage.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "coverage_bandit.py"
 
 
 def _load() -> ModuleType:

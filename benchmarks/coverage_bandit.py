@@ -2,9 +2,9 @@
 
 Usage::
 
-    python benchmarks/coverage.py            # full study: 1000 replications, n up to 100,000
-    python benchmarks/coverage.py --quick    # a short smoke version (200 replications)
-    python benchmarks/coverage.py --reps 500 --sizes 100,1000,10000
+    python benchmarks/coverage_bandit.py            # full study: 1000 replications, n up to 100,000
+    python benchmarks/coverage_bandit.py --quick    # a short smoke version (200 replications)
+    python benchmarks/coverage_bandit.py --reps 500 --sizes 100,1000,10000
 
 For each design, sample size ``n`` and method it prints the empirical coverage of the nominal
 95% interval (with its Monte Carlo standard error) and the mean width, as a markdown table.
@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     results = run(quick=args.quick, seed=args.seed, reps=args.reps, sizes=sizes, log=log)
     reps = args.reps or (QUICK_REPS if args.quick else FULL_REPS)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"<!-- python benchmarks/coverage.py{' --quick' if args.quick else ''}"
+    print(f"<!-- python benchmarks/coverage_bandit.py{' --quick' if args.quick else ''}"
           f"{f' --reps {args.reps}' if args.reps else ''}"
           f"{f' --sizes {args.sizes}' if args.sizes else ''} ({stamp}, "
           f"{time.perf_counter() - t0:.0f} s) -->")
