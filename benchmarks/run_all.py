@@ -1,6 +1,6 @@
 """Run every benchmark script, collect their JSON results, and print one summary table.
 
-Each script (``benchmarks/bench_*.py`` and ``benchmarks/coverage.py``) runs in its own fresh
+Each script (``benchmarks/bench_*.py`` and ``benchmarks/coverage_bandit.py``) runs in its own fresh
 interpreter, which imports it and calls its ``main(argv)``: one script's memory, warnings or
 crash cannot affect the next one, and peak-memory figures stay each script's own. A script that
 fails is reported with the end of its error output and the others still run.
@@ -70,7 +70,7 @@ print("\n__RUN_ALL_RETURN__" + text)
 def discover() -> list[Path]:
     """The benchmark scripts, in a fixed order."""
     scripts = sorted(HERE.glob("bench_*.py"))
-    coverage = HERE / "coverage.py"
+    coverage = HERE / "coverage_bandit.py"
     if coverage.exists():
         scripts.append(coverage)
     return scripts
