@@ -4,6 +4,9 @@
 # Also:
 #   make test-latest   the suite on the newest releases that pyproject.toml allows (own venv, no lock)
 #   make lock          regenerate requirements/dev.lock after changing dependencies in pyproject.toml
+#   make wheel         build the wheel a user's `pip install ope-toolkit` installs (into build/wheel/;
+#                      the bundled sample is package data in it); tests/test_install.py installs it
+#                      into a fresh venv and runs `ope demo` from outside the repository
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -11,7 +14,7 @@ STAMP := $(VENV)/.installed-stamp
 LOCK := requirements/dev.lock
 LATEST_VENV ?= .venv-latest
 
-.PHONY: demo test test-latest install lock bench clean
+.PHONY: demo test test-latest install lock wheel bench clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ope needs Python >= 3.11; set PYTHON=python3.11 or newer")'
@@ -42,6 +45,10 @@ test-latest:
 lock: | $(PY)
 	$(PY) -m pip install --quiet uv
 	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 --no-emit-package ope-toolkit -o $(LOCK)
+
+wheel: | $(PY)
+	$(PY) -m pip wheel --no-deps --quiet -w build/wheel .
+	@ls build/wheel/ope_toolkit-*.whl
 
 bench: install
 	$(PY) benchmarks/run_all.py

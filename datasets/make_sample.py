@@ -1,13 +1,15 @@
 """Write the bundled sample: recommendation logs with exactly known policy values.
 
-Run from the repository root::
+Run from the repository root (with ope installed)::
 
     python datasets/make_sample.py
 
-It writes ``datasets/sample_recommendation.parquet`` (the logs) and
-``datasets/sample_recommendation.truth.json`` (the exact value of the logging policy and of every
-candidate policy, overall and per segment), and prints the truth. The settings and seeds below
-are fixed, so the output is the same on every run with the same numpy.
+It writes ``ope/data/sample_recommendation.parquet`` (the logs) and
+``ope/data/sample_recommendation.truth.json`` (the exact value of the logging policy and of every
+candidate policy, overall and per segment), and prints the truth. Both are package data: a
+plain ``pip install`` ships them, and :func:`ope.load_sample` reads them from the installed
+package. The settings and seeds below are fixed, so the output is the same on every run with the
+same numpy. ``--out-dir DIR`` writes elsewhere (to compare with the bundled files, say).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ N_EVENTS: Final = 100_000
 #: seed of the draw of the logged events
 SAMPLE_SEED: Final = 7
 NAME: Final = "sample_recommendation"
+#: where the bundled files live: ope's package data, next to this script's datasheet
+PACKAGE_DATA_DIR: Final = Path(__file__).resolve().parents[1] / "ope" / "data"
 #: parquet codec and level: the best size for this file among those pyarrow ships
 COMPRESSION: Final = "zstd"
 COMPRESSION_LEVEL: Final = 19
@@ -83,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--out-dir",
         type=Path,
-        default=Path(__file__).resolve().parent,
-        help="directory to write into (default: this script's directory)",
+        default=PACKAGE_DATA_DIR,
+        help="directory to write into (default: ope/data, the package data ope.load_sample reads)",
     )
     args = parser.parse_args(argv)
     table, truth = build()

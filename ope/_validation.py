@@ -18,12 +18,14 @@ This module is private: its names are imported by ope's modules, and re-exported
 
 from __future__ import annotations
 
+import decimal
+import difflib
 import math
 import numbers
-import warnings
 import os
 import sys
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Iterator, Mapping, Sequence, Set
 from typing import Any, Final
 
 import numpy as np
@@ -42,7 +44,10 @@ __all__ = [
     "check_logging_propensity",
     "check_target_propensity",
     "validated_pair",
+    "describe",
+    "parameter_error",
     "check_real",
+    "check_positive_real",
     "check_positive_int",
     "check_choice",
     "check_confidence_level",
@@ -50,6 +55,9 @@ __all__ = [
     "check_weight_bound",
     "deprecated_weight_bound",
     "check_reward_range",
+    "check_value_bounds",
+    "power_of_two_scale",
+    "FLOAT64_MAX",
     "require_reward_range",
     "check_rewards_in_range",
     "check_rng",
@@ -73,6 +81,12 @@ FIX_PROPENSITY: Final = (
 )
 
 _PACKAGE_DIR: Final = os.path.dirname(os.path.abspath(__file__))
+
+#: The largest finite float64 (~1.8e308): a range wider than this has no float64 width.
+FLOAT64_MAX: Final = float(np.finfo(np.float64).max)
+
+#: A received value longer than this is cut in messages (a 10,000-element list is not echoed).
+_MAX_SHOWN_CHARS: Final = 80
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,48 +253,159 @@ def validated_pair(
 # --------------------------------------------------------------------------------------------
 # arguments (the call: ParameterError)
 # --------------------------------------------------------------------------------------------
-def check_real(value: Any, name: str) -> float:
-    """A real number (int, float or a numpy scalar), never a bool or a string."""
+def describe(value: Any) -> str:
+    """``'10' (str)``: a received value and its type, the way every ParameterError shows them.
+
+    Examples
+    --------
+    >>> from ope._validation import describe
+    >>> describe("10"), describe(True)
+    ("'10' (str)", 'True (bool)')
+    """
+    text = repr(value)
+    if len(text) > _MAX_SHOWN_CHARS:
+        text = text[: _MAX_SHOWN_CHARS - 3] + "..."
+    return f"{text} ({type(value).__name__})"
+
+
+def parameter_error(
+    name: str, requirement: str, value: Any, example: str, *, hint: str = ""
+) -> ParameterError:
+    """The error for a malformed argument: what ``name`` must be, what was received (its value
+    and type) and an example of a right value, in one sentence pattern shared by every checker.
+
+    A numeric string or a bool gets a word on why it was refused (``"10"`` is not read as 10,
+    ``True`` not as 1).
+
+    Examples
+    --------
+    >>> from ope._validation import parameter_error
+    >>> print(parameter_error("max_weight", "a number", "10", "max_weight=10.0"))
+    `max_weight` must be a number; got '10' (str). Pass e.g. max_weight=10.0 (a number, not the string '10').
+    """
+    if not hint:
+        if isinstance(value, (bool, np.bool_)):
+            hint = " (True and False are not numbers here)"
+        elif isinstance(value, (str, bytes)):
+            try:
+                float(value)
+                hint = f" (a number, not the string {value!r})"
+            except ValueError:
+                pass
+        elif isinstance(value, decimal.Decimal):
+            hint = f" (convert it: float({value!r}))"
+        elif isinstance(value, np.ndarray) and value.size == 1:
+            hint = " (a scalar, not an array: pass x.item())"
+    return ParameterError(
+        f"`{name}` must be {requirement}; got {describe(value)}. Pass e.g. {example}{hint}."
+    )
+
+
+def _as_real(value: Any) -> float | None:
+    """``value`` as a float if it is a real number (int, float, a numpy integer or floating
+    scalar, any ``numbers.Real``); None for anything else: bools, strings, complex numbers,
+    arrays (a 0-d array too: settings are stored, and an array is not hashable) and ``Decimal``
+    (convert it with ``float()``: ope computes in float64)."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ParameterError(
-            f"`{name}` must be a number; got {value!r} ({type(value).__name__})."
-        )
-    return float(value)
+        return None
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float64 (10**400): infinite for the range checks
+        return math.inf if value > 0 else -math.inf
 
 
-def check_positive_int(value: Any, name: str, *, minimum: int = 1) -> int:
-    """A whole number ``>= minimum`` (ints or integral numpy scalars; never a bool or a float)."""
+def check_real(value: Any, name: str, *, finite: bool = False, example: str | None = None) -> float:
+    """A real number as a float: ints, floats and numpy scalars, never a bool, a string, an
+    array or a ``Decimal``; with ``finite=True`` also not NaN or infinite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope._validation import check_real
+    >>> check_real(np.float32(0.5), "value"), check_real(3, "value")
+    (0.5, 3.0)
+    >>> check_real("0.5", "value")
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ParameterError: `value` must be a number; got '0.5' (str). Pass e.g. value=1.0 (a number, not the string '0.5').
+    """
+    ex = example or f"{name}=1.0"
+    x = _as_real(value)
+    if x is None:
+        raise parameter_error(name, "a number", value, ex)
+    if finite and not math.isfinite(x):
+        raise parameter_error(name, "a finite number", value, ex)
+    return x
+
+
+def check_positive_real(
+    value: Any, name: str, *, example: str | None = None, what: str | None = None
+) -> float:
+    """A positive finite number (a clip level, a threshold, a bound, a temperature).
+
+    ``what`` says what the setting is, in the message (``"the clip level"``).
+
+    Examples
+    --------
+    >>> from ope._validation import check_positive_real
+    >>> check_positive_real(2, "tau")
+    2.0
+    >>> check_positive_real(0.0, "tau")
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ParameterError: `tau` must be a positive finite number; got 0.0 (float). Pass e.g. tau=1.0.
+    """
+    ex = example or f"{name}=1.0"
+    x = check_real(value, name, example=ex)
+    if not (math.isfinite(x) and x > 0):
+        requirement = "a positive finite number" + (f" ({what})" if what else "")
+        raise parameter_error(name, requirement, value, ex)
+    return x
+
+
+def check_positive_int(
+    value: Any, name: str, *, minimum: int = 1, example: str | None = None
+) -> int:
+    """A whole number ``>= minimum`` (ints and numpy integers; never a bool, an array or a float,
+    even ``5.0``: a count is not rounded)."""
     what = "a positive integer" if minimum == 1 else f"a whole number >= {minimum}"
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ParameterError(f"`{name}` must be {what}; got {value!r} ({type(value).__name__}).")
-    if int(value) < minimum:
-        raise ParameterError(f"`{name}` must be {what}; got {value!r}.")
-    return int(value)
+    ex = example or f"{name}={max(minimum, 10)}"
+    v = value
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
+        hint = ""
+        if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
+            hint = f" (an int, not the float {v!r})"
+        raise parameter_error(name, what, value, ex, hint=hint)
+    if int(v) < minimum:
+        raise parameter_error(name, what, value, ex)
+    return int(v)
 
 
 def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
-    """One of ``choices`` (a string), else a ParameterError listing them."""
-    if not isinstance(value, str) or value not in choices:
-        raise ParameterError(
-            f"`{name}` must be one of {', '.join(map(repr, choices))}; got {value!r}."
-        )
-    return value
+    """One of ``choices`` (a string), else a ParameterError listing them (and the nearest one)."""
+    if isinstance(value, str) and value in choices:
+        return value
+    near = difflib.get_close_matches(value, list(choices), n=1) if isinstance(value, str) else []
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    raise parameter_error(
+        name,
+        f"one of {', '.join(map(repr, choices))}",
+        value,
+        f"{name}={(near or list(choices))[0]!r}",
+        hint=hint,
+    )
 
 
 def check_confidence_level(confidence_level: Any) -> float:
     """A confidence level strictly between 0 and 1 (0.95, not 95 and not alpha=0.05)."""
-    if isinstance(confidence_level, (bool, np.bool_)) or not isinstance(
-        confidence_level, numbers.Real
-    ):
-        raise ParameterError(
-            f"`confidence_level` must be a number in (0, 1); got {confidence_level!r}. "
-            "Pass e.g. confidence_level=0.95."
-        )
-    level = float(confidence_level)
+    ex = "confidence_level=0.95"
+    level = _as_real(confidence_level)
+    if level is None:
+        raise parameter_error("confidence_level", "a number in (0, 1)", confidence_level, ex)
     if not (0.0 < level < 1.0):
-        raise ParameterError(
-            f"`confidence_level` must be in (0, 1); got {confidence_level!r}. Pass e.g. "
-            "confidence_level=0.95 for a 95% interval (not 95, and not alpha=0.05)."
+        raise parameter_error(
+            "confidence_level", "in (0, 1)", confidence_level, ex,
+            hint=" for a 95% interval (not 95, and not alpha=0.05)",
         )
     return level
 
@@ -289,13 +414,9 @@ def check_max_weight(max_weight: Any) -> float | None:
     """The clip level of a clipped estimator: None (no clipping) or a positive finite number."""
     if max_weight is None:
         return None
-    mw = check_real(max_weight, "max_weight")
-    if not (math.isfinite(mw) and mw > 0):
-        raise ParameterError(
-            f"`max_weight` must be a positive finite number (the clip level); got "
-            f"{max_weight!r}."
-        )
-    return mw
+    return check_positive_real(
+        max_weight, "max_weight", example="max_weight=10.0", what="the clip level"
+    )
 
 
 def check_weight_bound(
@@ -315,12 +436,12 @@ def check_weight_bound(
             "1 / the smallest logging probability), or use ClippedIPS(max_weight=M), whose "
             "weights are bounded by construction. The largest observed weight is not a bound."
         )
-    bound = check_real(weight_bound, "weight_bound")
-    if not (math.isfinite(bound) and bound > 0):
-        raise ParameterError(
-            f"`weight_bound` must be a positive finite number (an a priori bound on the "
-            f"importance weights); got {weight_bound!r}."
-        )
+    bound = check_positive_real(
+        weight_bound,
+        "weight_bound",
+        example="weight_bound=100.0",
+        what="an a priori bound on the importance weights",
+    )
     if observed_max is not None and observed_max > bound:
         raise ValidationError(
             f"weight_bound={bound:g} is not a bound on these weights: the largest observed "
@@ -350,29 +471,117 @@ def deprecated_weight_bound(weight_bound: Any, max_weight: Any, *, where: str) -
     return max_weight
 
 
+def _finite_pair(pair: Any, name: str, example: str) -> tuple[float, float]:
+    """A pair ``(low, high)`` of finite numbers, low < high, whose width is a float64 number."""
+    if isinstance(pair, np.ndarray):
+        ordered = pair.ndim == 1
+    else:
+        ordered = isinstance(pair, Sequence) and not isinstance(pair, (str, bytes, bytearray))
+    if not ordered:
+        hint = ""
+        if isinstance(pair, (str, bytes, bytearray)):
+            hint = f" (a tuple of two numbers, not the string {pair!r})"
+        elif isinstance(pair, (Mapping, Set)):
+            hint = f" (a tuple or a list: a {type(pair).__name__} has no order)"
+        raise parameter_error(name, "a pair (low, high) of numbers", pair, example, hint=hint)
+    if len(pair) != 2:
+        raise ParameterError(
+            f"`{name}` must be a pair (low, high) of numbers; got {len(pair)} values: "
+            f"{describe(pair)}. Pass e.g. {example}."
+        )
+    ends = [_as_real(v) for v in pair]
+    for i, (x, v) in enumerate(zip(ends, pair)):
+        if x is None:
+            raise parameter_error(
+                name, "a pair (low, high) of numbers", pair, example,
+                hint=f" (its {('low', 'high')[i]} end, {describe(v)}, is not a number)",
+            )
+    low, high = ends
+    assert low is not None and high is not None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ParameterError(
+            f"`{name}` must be finite with low < high; got ({low!r}, {high!r}). Pass e.g. "
+            f"{example}."
+        )
+    if not math.isfinite(high - low):
+        raise ParameterError(
+            f"`{name}`=({low!r}, {high!r}) is wider than float64 can represent (high - low "
+            f"exceeds {FLOAT64_MAX:.4g}). Rescale the values and the range (e.g. divide both by "
+            "1e10) and scale the results back: ope's estimates and intervals are equivariant "
+            "under such a rescaling."
+        )
+    return low, high
+
+
 def check_reward_range(reward_range: Any) -> tuple[float, float] | None:
     """The a priori reward range: None, or a pair ``(low, high)`` of finite numbers, low < high.
 
-    A string (``"01"``) or a pair of booleans is refused, not read digit by digit.
+    A tuple, a list or a 1-d array of two numbers; a string (``"01"``), a dict, a set (no
+    order), a pair of booleans and a range whose width overflows float64 are refused.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope._validation import check_reward_range
+    >>> check_reward_range([0, np.float32(1)])
+    (0.0, 1.0)
+    >>> check_reward_range("01")
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ParameterError: `reward_range` must be a pair (low, high) of numbers; got '01' (str). Pass e.g. reward_range=(0.0, 1.0) (a tuple of two numbers, not the string '01').
     """
     if reward_range is None:
         return None
-    if isinstance(reward_range, (str, bytes)) or not hasattr(reward_range, "__len__"):
-        raise ParameterError(
-            f"`reward_range` must be a pair (low, high) of numbers, e.g. (0.0, 1.0) for clicks; "
-            f"got {reward_range!r}."
+    return _finite_pair(reward_range, "reward_range", "reward_range=(0.0, 1.0)")
+
+
+def check_value_bounds(low: Any, high: Any) -> tuple[float, float]:
+    """The a priori range ``[low, high]`` of the values behind a bounded interval: both
+    required (:class:`ope.MissingBoundsError`), finite numbers, ``low < high``.
+
+    Examples
+    --------
+    >>> from ope._validation import check_value_bounds
+    >>> check_value_bounds(0, 1.5)
+    (0.0, 1.5)
+    """
+    missing = [name for name, value in (("low", low), ("high", high)) if value is None]
+    if missing:
+        raise MissingBoundsError(
+            f"{' and '.join(f'`{m}`' for m in missing)} {'is' if len(missing) == 1 else 'are'} "
+            "required: this method needs the a priori range of the values. Pass low= and high=, "
+            "the range the values are known to lie in. Empirical maxima are not used in place "
+            "of a priori bounds."
         )
-    if len(reward_range) != 2:
+    lo = check_real(low, "low", example="low=0.0")
+    hi = check_real(high, "high", example="high=1.0")
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ParameterError(
-            f"`reward_range` must be a pair (low, high) of numbers, e.g. (0.0, 1.0) for clicks; "
-            f"got {len(reward_range)} values: {reward_range!r}."
+            f"`low` must be smaller than `high`, both finite (low < high); got low={lo!r}, "
+            f"high={hi!r}. Pass e.g. low=0.0, high=1.0."
         )
-    low, high = (check_real(v, "reward_range") for v in reward_range)
-    if not (math.isfinite(low) and math.isfinite(high) and low < high):
-        raise ParameterError(
-            f"`reward_range` must be finite with low < high; got ({low!r}, {high!r})."
-        )
-    return low, high
+    return lo, hi
+
+
+def power_of_two_scale(*values: float) -> float:
+    """A power of two ``s`` with ``max|values| / s`` in ``[1, 2)`` (1.0 when all are 0).
+
+    Dividing by ``s`` and multiplying back are exact (barring subnormal results), so a
+    computation done in units of ``s`` gives ``s`` times the unit result: the way the interval
+    methods stay finite and scale-equivariant for values near the float64 limits (1e308, 1e-300).
+
+    Examples
+    --------
+    >>> from ope._validation import power_of_two_scale
+    >>> power_of_two_scale(-3.0, 1.0), power_of_two_scale(0.0)
+    (2.0, 1.0)
+    >>> 1e308 / power_of_two_scale(1e308) < 2.0
+    True
+    """
+    top = max((abs(v) for v in values), default=0.0)
+    if top == 0.0 or not math.isfinite(top):
+        return 1.0
+    return math.ldexp(1.0, math.frexp(top)[1] - 1)
 
 
 def require_reward_range(reward_range: Any, method: str) -> tuple[float, float]:

@@ -4,6 +4,7 @@ and time-uniform validity."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -32,6 +33,43 @@ def test_log_wealth_closed_form_equals_the_mixture_integral(s: float, v: float) 
 
     value, _ = integrate.quad(integrand, 0.0, 1.0, epsabs=0, epsrel=1e-12, limit=200)
     assert float(betting._log_wealth(s, v)) == pytest.approx(math.log(value / norm), abs=1e-9)
+
+
+def _psi(lam: float) -> float:
+    """-ln(1 - lam) - lam, by its series where the difference would cancel."""
+    if lam < 1e-3:
+        return sum(lam**k / k for k in range(2, 14))
+    return -math.log1p(-lam) - lam
+
+
+def _log_mixture_by_quadrature(s: float, v: float) -> float:
+    """ln of the mixture integral (rho = 1), integrated around the peak of its integrand: for a
+    huge V the integrand is a spike of width (1 - lam*) / sqrt(V) at lam* = s / (s + V)."""
+
+    def log_integrand(lam: float) -> float:
+        return lam * s - _psi(lam) * v - (1.0 - lam)
+
+    peak = s / (s + v)
+    width = (1.0 - peak) / math.sqrt(v + 1.0)
+    lo, hi = max(0.0, peak - 40.0 * width), min(1.0, peak + 40.0 * width)
+    top = log_integrand(peak)
+    value, _ = integrate.quad(lambda t: math.exp(log_integrand(lo + t * (hi - lo)) - top),
+                              0.0, 1.0, epsabs=0, epsrel=1e-13, limit=200)
+    return top + math.log(value) + math.log(hi - lo) - math.log(-math.expm1(-1.0))
+
+
+@pytest.mark.parametrize(
+    "s, v",
+    [(3.0, 2.0), (30.0, 100.0), (1e3, 1e5), (1e5, 1e9), (1e6, 1e11), (1e6, 1e12), (1e7, 1e13),
+     (1e8, 1e15), (1e10, 1e20), (0.0, 1e200), (3e149, 1e298)],
+)
+def test_log_wealth_stays_accurate_for_huge_variances(s: float, v: float) -> None:
+    # huge importance weights make V ~ w^2 huge; the closed form, written the direct way, lost
+    # all precision from V ~ 1e9 on (at (1e10, 1e20) it gave +524288 instead of -22.3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", integrate.IntegrationWarning)
+        want = _log_mixture_by_quadrature(s, v)
+    assert float(betting._log_wealth(s, v)) == pytest.approx(want, abs=1e-9)
 
 
 def test_final_bound_solves_the_wealth_equation() -> None:

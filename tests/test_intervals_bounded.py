@@ -239,7 +239,7 @@ def test_bottou_zero_weight_mass_gives_whole_range() -> None:
     [
         (dict(max_weight=None), MissingBoundsError, r"`max_weight` is required.*clip level"),
         (dict(reward_range=None), MissingBoundsError, r"needs the a priori reward range"),
-        (dict(outer="t"), ParameterError, r"`outer` must be 'bernstein' or 'normal', got 't'"),
+        (dict(outer="t"), ParameterError, r"`outer` must be one of 'bernstein', 'normal'; got 't' \(str\)"),
         (dict(n=1), EstimationError, r"at least 2 rows"),
         (dict(max_weight=0.5), ValidationError, r"`weight_mean`=0.8 lies outside"),
         (dict(reward_range=(1.0, 0.0)), ParameterError, r"`reward_range` must be finite with low < high"),

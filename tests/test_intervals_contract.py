@@ -33,7 +33,7 @@ from ope.intervals import (
     normal_interval,
     t_interval,
 )
-from ope.intervals.bootstrap import DEFAULT_N_RESAMPLES, min_resamples
+from ope.intervals.bootstrap import DEFAULT_N_RESAMPLES, default_n_resamples, min_resamples
 
 INTERVALS = Path(__file__).resolve().parents[1] / "ope" / "intervals"
 
@@ -196,26 +196,30 @@ def test_bottou_without_clipping_uses_normal_margins_by_hand():
 # ---------------------------------------------------------------------------------------------
 # the bootstrap's resample count
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("level", "fewest"), [(0.95, 40), (0.99, 200), (0.9, 20), (0.5, 4),
-                                               (0.8, 10), (0.999, 2000)])
-def test_min_resamples_leaves_one_replicate_in_each_tail(level, fewest):
+@pytest.mark.parametrize(("level", "fewest"), [(0.95, 81), (0.99, 401), (0.9, 41), (0.5, 9),
+                                               (0.8, 21), (0.999, 4001)])
+def test_min_resamples_keeps_each_end_off_the_two_most_extreme_replicates(level, fewest):
+    # numpy.quantile puts the alpha quantile of B replicates at 0-based position alpha (B - 1);
+    # the rule asks for position >= 2 (the third most extreme replicate or a less extreme one)
+    alpha = (1 - level) / 2
     assert min_resamples(level) == fewest
-    assert fewest * (1 - level) / 2 >= 1 - 1e-9  # at least one replicate per tail
-    assert (fewest - 1) * (1 - level) / 2 < 1  # and no fewer would do
+    assert alpha * (fewest - 1) >= 2 - 1e-9
+    assert alpha * (fewest - 2) < 2  # and no fewer would do
 
 
 def test_bootstrap_refuses_too_few_resamples_for_the_level():
     comps = np.linspace(0.0, 1.0, 50)
-    bootstrap_interval(comps, _mean, n_resamples=40, rng=0)  # just enough at 0.95
-    with pytest.raises(ParameterError, match=r"`n_resamples` must be at least 40 for a 0.95 "
-                                             r"interval .*got 39"):
-        bootstrap_interval(comps, _mean, n_resamples=39, rng=0)
-    with pytest.raises(ParameterError, match=r"at least 200 for a 0.99 interval"):
-        bootstrap_interval(comps, _mean, n_resamples=199, confidence_level=0.99, rng=0)
+    bootstrap_interval(comps, _mean, n_resamples=81, rng=0)  # just enough at 0.95
+    with pytest.raises(ParameterError, match=r"`n_resamples` must be at least 81 for a 0.95 "
+                                             r"interval .*got 80"):
+        bootstrap_interval(comps, _mean, n_resamples=80, rng=0)
+    with pytest.raises(ParameterError, match=r"at least 401 for a 0.99 interval"):
+        bootstrap_interval(comps, _mean, n_resamples=400, confidence_level=0.99, rng=0)
     # bca uses the same tails
-    with pytest.raises(ParameterError, match=r"at least 40"):
+    with pytest.raises(ParameterError, match=r"at least 81"):
         bootstrap_interval(comps, _mean, n_resamples=10, bootstrap_method="bca", rng=0)
-    assert DEFAULT_N_RESAMPLES >= min_resamples(0.999)
+    assert default_n_resamples(0.999) >= min_resamples(0.999)
+    assert default_n_resamples(0.95) == DEFAULT_N_RESAMPLES
 
 
 def test_bootstrap_rng_through_the_one_checker():

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ope._validation import (
+    MAX_FINITE_WEIGHT,
     as_float_array,
     check_finite,
     check_rewards_in_range,
@@ -23,7 +24,7 @@ from ope._validation import (
 )
 from ope.exceptions import EstimationError, ValidationError
 
-__all__ = ["fill_docstrings", "weight_reward_rows"]
+__all__ = ["fill_docstrings", "in_reward_units", "weight_reward_rows"]
 
 
 def weight_reward_rows(
@@ -34,7 +35,9 @@ def weight_reward_rows(
     Parameters
     ----------
     weight, reward : array_like, shape (n,)
-        Importance weights (finite, non-negative) and rewards (finite, inside ``reward_range``).
+        Importance weights (finite, non-negative, at most :data:`ope._validation.MAX_FINITE_WEIGHT`,
+        1e150, whose square is still a float64 number) and rewards (finite, inside
+        ``reward_range``).
     reward_range : (float, float)
         The a priori reward range; required.
     method : str
@@ -54,8 +57,8 @@ def weight_reward_rows(
     ope.ParameterError
         ``reward_range`` is malformed.
     ope.ValidationError
-        Arrays of the wrong shape or lengths, non-finite or negative weights, non-finite rewards
-        or rewards outside the range.
+        Arrays of the wrong shape or lengths, non-finite, negative or overflowing (above 1e150)
+        weights, non-finite rewards or rewards outside the range.
     ope.EstimationError
         No rows.
 
@@ -86,8 +89,30 @@ def weight_reward_rows(
             f"`weight` must be non-negative; {count} rows are < 0 (first at row {first}). "
             "Weights are target/logging propensity ratios."
         )
+    if float(w.max()) > MAX_FINITE_WEIGHT:
+        count, first = first_rows(w > MAX_FINITE_WEIGHT)
+        raise ValidationError(
+            f"`weight` has {count} rows above {MAX_FINITE_WEIGHT:g} (first at row {first}: "
+            f"{float(w[first])!r}); the squares of such weights are not float64 numbers. No "
+            "logging propensity the logger acted on is that small: check the propensities."
+        )
     check_rewards_in_range(r, (r_min, r_max))
     return w, r, r_min, r_max
+
+
+def in_reward_units(x01: Any, r_min: float, r_max: float) -> Any:
+    """``r_min + (r_max - r_min) * x01`` for ``x01`` clipped to [0, 1], kept inside the reward
+    range (rounding cannot carry an end past ``r_max``, not even to inf at the float64 limit).
+
+    Examples
+    --------
+    >>> from ope.intervals._shared import in_reward_units
+    >>> in_reward_units(0.25, 10.0, 14.0), in_reward_units(1.0, 0.0, 1.7976931348623157e308)
+    (11.0, 1.7976931348623157e+308)
+    """
+    unit = np.clip(np.asarray(x01, dtype=np.float64), 0.0, 1.0)
+    value = np.clip(r_min + (r_max - r_min) * unit, r_min, r_max)
+    return float(value) if value.ndim == 0 else value
 
 
 def fill_docstrings(functions: tuple[Callable[..., Any], ...], parts: Mapping[str, str]) -> None:

@@ -12,8 +12,14 @@ import math
 
 from scipy import stats
 
-from ope._validation import check_confidence_level, check_positive_int, check_real
-from ope.exceptions import ParameterError
+from ope._validation import (
+    FLOAT64_MAX,
+    check_confidence_level,
+    check_positive_int,
+    check_real,
+    parameter_error,
+)
+from ope.exceptions import EstimationError
 from ope.intervals._shared import fill_docstrings
 from ope.intervals._types import ConfidenceInterval
 
@@ -38,18 +44,33 @@ _WALD_LEVEL_RETURNS = """confidence_level : float, default 0.95
     ------
     ope.ParameterError
         A confidence level outside (0, 1), a non-finite ``value``, a negative or non-finite
-        ``std_error`` (for the t interval also ``n`` that is not a whole number >= 2)."""
+        ``std_error`` (for the t interval also ``n`` that is not a whole number >= 2).
+    ope.EstimationError
+        An end of the interval beyond the float64 range (about 1.8e308)."""
 
 
-def _wald(value: float, std_error: float, quantile: float) -> ConfidenceInterval:
-    """``value +/- quantile * std_error`` after checking that both are finite, ``se >= 0``."""
-    v, se = check_real(value, "value"), check_real(std_error, "std_error")
+def _wald(value: float, std_error: float, quantile: float, method: str) -> ConfidenceInterval:
+    """``value +/- quantile * std_error`` after checking that both are finite, ``se >= 0``.
+
+    An end beyond the float64 range (a value near 1e308, or a standard error that large) is
+    refused by name rather than returned as inf.
+    """
+    v = check_real(value, "value", example="value=0.5")
+    se = check_real(std_error, "std_error", example="std_error=0.1")
     if not math.isfinite(v):
-        raise ParameterError(f"`value` must be finite; got {value!r}.")
+        raise parameter_error("value", "finite", value, "value=0.5")
     if not (math.isfinite(se) and se >= 0):
-        raise ParameterError(f"`std_error` must be finite and >= 0; got {std_error!r}.")
+        raise parameter_error("std_error", "finite and >= 0", std_error, "std_error=0.1")
     half = quantile * se
-    return ConfidenceInterval(v - half, v + half)
+    low, high = v - half, v + half
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise EstimationError(
+            f"the {method} interval value -/+ {quantile:.4g} * std_error (value={v!r}, "
+            f"std_error={se!r}) has an end beyond the float64 range (+-{FLOAT64_MAX:.4g}). "
+            "Divide the rewards (and reward_range) by a power of ten, estimate, and multiply "
+            "the interval back: it is scale-equivariant."
+        )
+    return ConfidenceInterval(low, high)
 
 
 def normal_interval(
@@ -80,7 +101,7 @@ def normal_interval(
     (0.304, 0.696)
     """
     level = check_confidence_level(confidence_level)
-    return _wald(value, std_error, float(stats.norm.ppf(0.5 + level / 2.0)))
+    return _wald(value, std_error, float(stats.norm.ppf(0.5 + level / 2.0)), "normal")
 
 
 def t_interval(
@@ -113,7 +134,7 @@ def t_interval(
     """
     level = check_confidence_level(confidence_level)
     count = check_positive_int(n, "n", minimum=2)
-    return _wald(value, std_error, float(stats.t.ppf(0.5 + level / 2.0, df=count - 1)))
+    return _wald(value, std_error, float(stats.t.ppf(0.5 + level / 2.0, df=count - 1)), "t")
 
 
 fill_docstrings(

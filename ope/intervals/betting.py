@@ -31,18 +31,13 @@ from ope._validation import (
     as_float_array,
     check_confidence_level,
     check_finite,
-    check_real,
+    check_value_bounds,
     first_rows,
+    power_of_two_scale,
     user_stacklevel,
 )
-from ope.exceptions import (
-    EstimationError,
-    MissingBoundsError,
-    OverlapWarning,
-    ParameterError,
-    ValidationError,
-)
-from ope.intervals._shared import fill_docstrings, weight_reward_rows
+from ope.exceptions import EstimationError, MissingBoundsError, OverlapWarning, ValidationError
+from ope.intervals._shared import fill_docstrings, in_reward_units, weight_reward_rows
 from ope.intervals._types import ConfidenceInterval
 
 __all__ = ["betting_interval", "betting_confidence_sequence", "betting_lower_bound"]
@@ -88,15 +83,70 @@ _LOG_NORMALIZER: Final = math.log(special.gammainc(MIXTURE_RHO, MIXTURE_RHO)) + 
 ) - MIXTURE_RHO * math.log(MIXTURE_RHO)
 
 
+#: from this mixing shape a = V + rho on, ln Gamma(a) - a ln a + a is taken from Stirling's series
+#: (its first omitted term, 1 / (1680 a^7), is below 1e-31 there) instead of from gammaln and
+#: a ln a, whose difference loses about a * 1e-16 in absolute terms
+STIRLING_FROM: Final = 1e4
+
+#: from this mixing shape on, the regularized incomplete gamma P(a, a + s) is taken from the
+#: Wilson-Hilferty normal approximation written in s / a (error below 1e-14 in ln P at this
+#: shape, smaller beyond), because a + s no longer resolves s to the precision sqrt(a) needs
+WILSON_HILFERTY_FROM: Final = 1e12
+
+#: below this |s / a| the series of u - ln(1 + u) is summed instead of the difference, which
+#: would cancel to nothing; 12 terms leave a relative error below 1e-20
+SERIES_BELOW: Final = 1e-2
+_SERIES_TERMS: Final = 12
+
+
+def _u_minus_log1p(u: np.ndarray) -> np.ndarray:
+    """``u - ln(1 + u)`` without cancellation for small ``|u|`` (``u > -1``)."""
+    small = np.abs(u) < SERIES_BELOW
+    us = np.where(small, u, 0.0)
+    series = np.zeros_like(us)
+    power = us * us
+    for k in range(2, _SERIES_TERMS + 2):  # the terms of the series, not rows
+        series += (1.0 if k % 2 == 0 else -1.0) * power / k
+        power = power * us
+    with np.errstate(invalid="ignore", divide="ignore"):
+        direct = u - np.log1p(u)
+    return np.where(small, series, direct)
+
+
 def _log_wealth(s: np.ndarray | float, v: np.ndarray | float) -> np.ndarray:
-    """Log of the gamma-exponential mixture martingale at sum ``s >= 0`` and variance ``v``."""
+    """Log of the gamma-exponential mixture martingale at sum ``s >= 0`` and variance ``v``.
+
+    The closed form ``s + v - a ln(s + a) + ln P(a, s + a) + ln Gamma(a) - ln C`` with
+    ``a = v + rho`` is evaluated as ``a h(s / a) + (v - a ln a + ln Gamma(a)) + ln P(a, s + a) -
+    ln C``, ``h(u) = u - ln(1 + u)``: each part is O(1) to O(s) instead of O(a ln a), so the
+    value stays accurate when large importance weights make ``v`` huge (1e20 and beyond, where
+    the direct form is off by more than 1e5; see :data:`STIRLING_FROM`,
+    :data:`WILSON_HILFERTY_FROM`).
+    """
     s = np.asarray(s, dtype=np.float64)
     v = np.asarray(v, dtype=np.float64)
     a = v + MIXTURE_RHO
-    x = s + a
-    return s + v - a * np.log(x) + np.log(special.gammainc(a, x)) + special.gammaln(a) - (
-        _LOG_NORMALIZER
+    u = s / a
+    drift = a * _u_minus_log1p(u)
+    big = a >= STIRLING_FROM
+    a_small = np.where(big, 1.0, a)
+    a_big = np.where(big, a, STIRLING_FROM)
+    direct = v - a_small * np.log(a_small) + special.gammaln(a_small)
+    inv = 1.0 / a_big
+    stirling = (
+        -MIXTURE_RHO
+        + 0.5 * np.log(2.0 * np.pi * inv)
+        + inv * (1.0 / 12.0 - inv * inv * (1.0 / 360.0 - inv * inv / 1260.0))
     )
+    shape = np.where(big, stirling, direct)
+    huge = a >= WILSON_HILFERTY_FROM
+    a_mid = np.where(huge, 1.0, a)
+    with np.errstate(divide="ignore"):
+        log_p_exact = np.log(special.gammainc(a_mid, np.where(huge, 1.0, s + a)))
+    cube_root_step = np.expm1(np.log1p(u) / 3.0)  # (1 + u)^(1/3) - 1
+    z = 3.0 * np.sqrt(a) * (cube_root_step + 1.0 / (9.0 * a))
+    log_p = np.where(huge, special.log_ndtr(z), log_p_exact)
+    return drift + shape + log_p - _LOG_NORMALIZER
 
 
 def _running_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -109,8 +159,20 @@ def _running_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return total, np.cumsum((x - prediction) ** 2, axis=-1)
 
 
-def _lower_last(x: np.ndarray, threshold: float) -> float:
+def _weighted_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_running_stats` of the weighted rewards, refusing a sum of squares that overflows
+    (only weights near 1e150 on some 1e8 rows can make it; it is then not a usable sample)."""
     total, var = _running_stats(x)
+    if not math.isfinite(float(var[-1])):
+        raise ValidationError(
+            "the sum of squared importance weights overflows float64: the weights are too "
+            f"large for {x.size} rows (largest {float(x.max()):.4g}). Check the propensities."
+        )
+    return total, var
+
+
+def _lower_last(x: np.ndarray, threshold: float) -> float:
+    total, var = _weighted_stats(x)
     t = float(x.size)
     s_all, v = float(total[-1]), float(var[-1])
     if _log_wealth(s_all, v) < threshold:
@@ -126,7 +188,7 @@ def _lower_last(x: np.ndarray, threshold: float) -> float:
 
 
 def _lower_sequence(x: np.ndarray, threshold: float) -> np.ndarray:
-    total, var = _running_stats(x)
+    total, var = _weighted_stats(x)
     t = np.arange(1, x.size + 1, dtype=np.float64)
     top = np.minimum(1.0, total / t)
     lo = np.zeros_like(top)
@@ -169,7 +231,7 @@ def _prepare(
 ) -> tuple[np.ndarray, np.ndarray, float, float, float]:
     level = check_confidence_level(confidence_level)
     w, r, r_min, r_max = weight_reward_rows(weight, reward, reward_range, "betting")
-    scaled = (r - r_min) / (r_max - r_min)
+    scaled = np.clip((r - r_min) / (r_max - r_min), 0.0, 1.0)
     threshold = math.log(2.0 / (1.0 - level))
     return w * scaled, w * (1.0 - scaled), r_min, r_max, threshold
 
@@ -229,13 +291,14 @@ def betting_interval(
     """
     x_low, x_high, r_min, r_max, threshold = _prepare(weight, reward, reward_range,
                                                       confidence_level)
-    span = r_max - r_min
     low = _lower_last(x_low, threshold)
     high = 1.0 - _lower_last(x_high, threshold)
     if low > high:
-        _warn_empty(weight, r_min + span * low, r_min + span * high, None)
+        _warn_empty(weight, in_reward_units(low, r_min, r_max),
+                    in_reward_units(high, r_min, r_max), None)
         low = high = 0.5 * (low + high)
-    return ConfidenceInterval(r_min + span * low, r_min + span * high)
+    return ConfidenceInterval(in_reward_units(low, r_min, r_max),
+                              in_reward_units(high, r_min, r_max))
 
 
 def betting_confidence_sequence(
@@ -334,17 +397,17 @@ def betting_confidence_sequence(
     """
     x_low, x_high, r_min, r_max, threshold = _prepare(weight, reward, reward_range,
                                                       confidence_level)
-    span = r_max - r_min
     lower = _lower_sequence(x_low, threshold)
     upper = 1.0 - _lower_sequence(x_high, threshold)
     crossed = lower > upper
     if crossed.any():
         first = int(np.flatnonzero(crossed)[0])
-        _warn_empty(weight, r_min + span * lower[first], r_min + span * upper[first], first)
+        _warn_empty(weight, in_reward_units(lower[first], r_min, r_max),
+                    in_reward_units(upper[first], r_min, r_max), first)
         middle = 0.5 * (lower + upper)
         lower = np.where(crossed, middle, lower)
         upper = np.where(crossed, middle, upper)
-    return r_min + span * lower, r_min + span * upper
+    return in_reward_units(lower, r_min, r_max), in_reward_units(upper, r_min, r_max)
 
 
 def _hedged_lower(x: np.ndarray, log_threshold: float) -> np.ndarray:
@@ -456,17 +519,16 @@ def betting_lower_bound(
             "betting_lower_bound needs the a priori bounds low= and high= of the values; the "
             "observed minimum and maximum are not bounds."
         )
-    a, b = check_real(low, "low"), check_real(high, "high")
-    if not (math.isfinite(a) and math.isfinite(b) and a < b):
-        raise ParameterError(
-            f"`low` and `high` must be finite with low < high; got ({a!r}, {b!r})."
-        )
+    a, b = check_value_bounds(low, high)
     x = as_float_array(values, "values", ndim=(1, 2)).astype(np.float64, copy=False)
     if x.shape[-1] == 0:
         raise EstimationError("no values: `values` is empty.")
     check_finite(x, "values")
-    span = b - a
-    y = (x - a) / span
+    # in units of a power of two of the bounds (exact), so that b - a and x - a cannot overflow
+    scale = power_of_two_scale(a, b)
+    a_s, b_s = a / scale, b / scale
+    span = b_s - a_s
+    y = (x / scale - a_s) / span
     outside = (y < -VALUE_RANGE_SLACK) | (y > 1.0 + VALUE_RANGE_SLACK)
     if outside.any():
         count, first = first_rows(outside.reshape(-1))
@@ -474,7 +536,8 @@ def betting_lower_bound(
             f"`values` has {count} entries outside [low, high] = [{a:g}, {b:g}] (first at flat "
             f"index {first}); low and high must be a priori bounds every value satisfies."
         )
-    bound = a + span * _hedged_lower(np.clip(y, 0.0, 1.0), math.log(1.0 / (1.0 - level)))
+    unit = _hedged_lower(np.clip(y, 0.0, 1.0), math.log(1.0 / (1.0 - level)))
+    bound = np.clip(scale * (a_s + span * unit), a, b)
     return float(bound) if x.ndim == 1 else bound
 
 

@@ -29,13 +29,17 @@ import math
 import warnings
 from typing import Final, Literal
 
+import numpy as np
 from scipy import stats
 
 from ope._validation import (
+    check_choice,
     check_confidence_level,
     check_max_weight,
     check_positive_int,
     check_real,
+    check_value_bounds,
+    power_of_two_scale,
     require_reward_range,
     user_stacklevel,
 )
@@ -46,13 +50,19 @@ from ope.exceptions import (
     ParameterError,
     ValidationError,
 )
+from ope.intervals._shared import in_reward_units
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 
 __all__ = ["hoeffding_interval", "bernstein_interval", "bottou_interval"]
 
-#: relative tolerance when checking that a mean lies in its a priori range: sums of float32
-#: inputs accumulated in float64 can overshoot an exact bound by a few ulps of the bound
+#: relative tolerance (of the larger end's magnitude) when checking that a mean lies in its a
+#: priori range: sums of float32 inputs accumulated in float64 can overshoot an exact bound by
+#: a few ulps of the bound. Relative, not absolute, so that a range of 1e-300 is held to the
+#: same standard as a range of 1.
 RANGE_RTOL: Final = 1e-9
+
+#: the ``outer`` margins of :func:`bottou_interval`
+OUTER_METHODS: Final = ("bernstein", "normal")
 
 #: Maurer & Pontil (2009), Theorem 4: the constant of the range term, 7 / 3
 _MP_RANGE_CONSTANT: Final = 7.0 / 3.0
@@ -61,24 +71,6 @@ _MP_RANGE_CONSTANT: Final = 7.0 / 3.0
 # ---------------------------------------------------------------------------------------------
 # checks of the summary statistics (the arguments go through ope._validation)
 # ---------------------------------------------------------------------------------------------
-
-
-def _check_bounds(low: object, high: object) -> tuple[float, float]:
-    """The a priori range ``[low, high]`` of the values: required, finite, ``low < high``."""
-    missing = [name for name, value in (("low", low), ("high", high)) if value is None]
-    if missing:
-        raise MissingBoundsError(
-            f"{' and '.join(f'`{m}`' for m in missing)} {'is' if len(missing) == 1 else 'are'} "
-            "required: this method needs the a priori range of the values. Pass low= and high=, "
-            "the range the values are known to lie in. Empirical maxima are not used in place "
-            "of a priori bounds."
-        )
-    lo, hi = check_real(low, "low"), check_real(high, "high")
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-        raise ParameterError(
-            f"`low` must be smaller than `high`, both finite; got low={lo!r}, high={hi!r}."
-        )
-    return lo, hi
 
 
 def _check_n(n: object, *, minimum: int) -> int:
@@ -99,7 +91,7 @@ def _check_stat(value: object, name: str, *, low: float | None = None,
     if not math.isfinite(x):
         raise ValidationError(f"`{name}` must be finite, got {value!r}.")
     if low is not None and high is not None:
-        slack = RANGE_RTOL * max(1.0, abs(low), abs(high))
+        slack = RANGE_RTOL * max(abs(low), abs(high))
         if x < low - slack or x > high + slack:
             raise ValidationError(
                 f"`{name}`={x!r} lies outside its a priori range [{low!r}, {high!r}]: the values "
@@ -112,6 +104,13 @@ def _check_stat(value: object, name: str, *, low: float | None = None,
 def _check_variance(value: object, name: str) -> float:
     """A finite, non-negative unbiased sample variance."""
     x = check_real(value, name)
+    if x == math.inf:
+        raise ValidationError(
+            f"`{name}` is inf: the squares of values this large (about 1.3e154 or more) are not "
+            "float64 numbers, so their variance cannot be passed. Divide the values and their "
+            "bounds by a power of ten, compute the interval, and multiply it back: the interval "
+            "is scale-equivariant."
+        )
     if not math.isfinite(x) or x < 0:
         raise ValidationError(
             f"`{name}` must be a finite non-negative (unbiased sample) variance, got {value!r}."
@@ -124,15 +123,16 @@ def _mean_interval(
 ) -> tuple[float, float, float, int, float]:
     """Checked ``(level, low, high, n, mean)`` of the Hoeffding and Bernstein intervals."""
     level = check_confidence_level(confidence_level)
-    lo, hi = _check_bounds(low, high)
+    lo, hi = check_value_bounds(low, high)
     count = _check_n(n, minimum=minimum)
     return level, lo, hi, count, _check_stat(mean, "mean", low=lo, high=hi)
 
 
-def _mp_margin(variance: float, n: int, value_range: float, delta: float) -> float:
-    """One-sided Maurer-Pontil margin at failure probability ``delta``."""
+def _mp_margin(std: float, n: int, value_range: float, delta: float) -> float:
+    """One-sided Maurer-Pontil margin at failure probability ``delta``, from the sample standard
+    deviation ``std`` (not the variance, whose square units would overflow first)."""
     log_term = math.log(2.0 / delta)
-    variance_term = math.sqrt(2.0 * variance * log_term / n)
+    variance_term = std * math.sqrt(2.0 * log_term / n)
     return variance_term + _MP_RANGE_CONSTANT * value_range * log_term / (n - 1)
 
 
@@ -203,8 +203,10 @@ def hoeffding_interval(
     """
     level, lo, hi, count, m = _mean_interval(mean, n, low, high, confidence_level, minimum=1)
     alpha = 1.0 - level
-    half = (hi - lo) * math.sqrt(math.log(2.0 / alpha) / (2.0 * count))
-    return ConfidenceInterval(max(lo, m - half), min(hi, m + half))
+    scale = power_of_two_scale(lo, hi)  # exact units: hi - lo cannot overflow, nor underflow
+    lo_s, hi_s, m_s = lo / scale, hi / scale, m / scale
+    half = (hi_s - lo_s) * math.sqrt(math.log(2.0 / alpha) / (2.0 * count))
+    return ConfidenceInterval(scale * max(lo_s, m_s - half), scale * min(hi_s, m_s + half))
 
 
 def bernstein_interval(
@@ -280,8 +282,10 @@ def bernstein_interval(
     """
     level, lo, hi, count, m = _mean_interval(mean, n, low, high, confidence_level, minimum=2)
     var = _check_variance(variance, "variance")
-    half = _mp_margin(var, count, hi - lo, (1.0 - level) / 2.0)
-    return ConfidenceInterval(max(lo, m - half), min(hi, m + half))
+    scale = power_of_two_scale(lo, hi)  # exact units: hi - lo cannot overflow, nor underflow
+    lo_s, hi_s, m_s = lo / scale, hi / scale, m / scale
+    half = _mp_margin(math.sqrt(var) / scale, count, hi_s - lo_s, (1.0 - level) / 2.0)
+    return ConfidenceInterval(scale * max(lo_s, m_s - half), scale * min(hi_s, m_s + half))
 
 
 def bottou_interval(
@@ -406,8 +410,7 @@ def bottou_interval(
     """
     level = check_confidence_level(confidence_level)
     r_min, r_max = require_reward_range(reward_range, "bottou")
-    if outer not in ("bernstein", "normal"):
-        raise ParameterError(f"`outer` must be 'bernstein' or 'normal', got {outer!r}.")
+    outer = check_choice(outer, "outer", OUTER_METHODS)  # type: ignore[assignment]
     clip = check_max_weight(max_weight)
     if clip is None and outer == "bernstein":
         raise MissingBoundsError(
@@ -417,34 +420,41 @@ def bottou_interval(
             "its place."
         )
     count = _check_n(n, minimum=2)
-    span = r_max - r_min
+    span = r_max - r_min  # finite: check_reward_range refuses wider ranges
     w_hat = _check_stat(weight_mean, "weight_mean", low=0.0, high=clip)
-    y_hat = _check_stat(product_mean, "product_mean", low=0.0,
-                        high=None if clip is None else clip * span)
+    # the product wbar * (r - r_min) in units of the reward span, y01 in [0, R]: the margins
+    # and pieces below are computed on this scale, so R * span never has to be a float64
+    y01 = _check_stat(
+        _in_span_units(product_mean, "product_mean", span),
+        "product_mean / (reward_range[1] - reward_range[0])",
+        low=None if clip is None else 0.0,
+        high=clip,
+    )
     w_var = _check_variance(weight_variance, "weight_variance")
-    y_var = _check_variance(product_variance, "product_variance")
+    y_sd01 = math.sqrt(_check_variance(product_variance, "product_variance")) / span
 
     alpha = 1.0 - level
     if outer == "bernstein":
-        eps = _mp_margin(y_var, count, clip * span, alpha / 4.0)
-        xi = _mp_margin(w_var, count, clip, alpha / 2.0)
+        assert clip is not None
+        eps01 = _mp_margin(y_sd01, count, clip, alpha / 4.0)
+        xi = _mp_margin(math.sqrt(w_var), count, clip, alpha / 2.0)
     else:
-        eps = float(stats.norm.isf(alpha / 4.0)) * math.sqrt(y_var / count)
+        eps01 = float(stats.norm.isf(alpha / 4.0)) * y_sd01 / math.sqrt(count)
         xi = float(stats.norm.isf(alpha / 2.0)) * math.sqrt(w_var / count)
 
-    def clip_reward(x: float) -> float:
-        return min(max(x, r_min), r_max)
+    def reward(x01: float) -> float:
+        return in_reward_units(min(max(x01, 0.0), 1.0), r_min, r_max)
 
-    centre = r_min + y_hat
     w_lcl = min(1.0, max(0.0, w_hat - xi))
-    missing_mass = 1.0 - w_lcl
-    inner_high = centre + span * missing_mass
-    if centre - eps > r_max:
+    inner_high01 = y01 + (1.0 - w_lcl)
+    if y01 - eps01 > 1.0:
         # E[wbar * l] <= E[w] * M <= M, so the outer interval cannot lie above the range unless
         # it missed (probability <= alpha / 4) or the weights do not average to 1
+        with np.errstate(over="ignore"):
+            shown = (r_min + span * (y01 - eps01), r_min + span * (y01 + eps01))
         warnings.warn(
-            f"the outer interval for the clipped estimand, [{centre - eps:.4g}, "
-            f"{centre + eps:.4g}], lies entirely above the reward range [{r_min:g}, {r_max:g}]; "
+            f"the outer interval for the clipped estimand, [{shown[0]:.4g}, "
+            f"{shown[1]:.4g}], lies entirely above the reward range [{r_min:g}, {r_max:g}]; "
             "the interval is reduced to its upper end. Clipped weights average at most 1 under "
             f"correct propensities; here the mean clipped weight is {w_hat:.4g}"
             + (", which exceeds 1" if w_hat > 1.0 else "")
@@ -454,11 +464,26 @@ def bottou_interval(
             stacklevel=user_stacklevel(),
         )
     return BottouInterval(
-        low=clip_reward(centre - eps),
-        high=clip_reward(inner_high + eps),
-        outer_low=clip_reward(centre - eps),
-        outer_high=clip_reward(centre + eps),
-        inner_low=clip_reward(centre),
-        inner_high=clip_reward(inner_high),
+        low=reward(y01 - eps01),
+        high=reward(inner_high01 + eps01),
+        outer_low=reward(y01 - eps01),
+        outer_high=reward(y01 + eps01),
+        inner_low=reward(y01),
+        inner_high=reward(inner_high01),
     )
 
+
+def _in_span_units(value: object, name: str, span: float) -> float:
+    """A finite statistic in reward units, divided by the reward span (a ratio above the float64
+    range is reported as such, with the value as given)."""
+    x = check_real(value, name)
+    if not math.isfinite(x):
+        raise ValidationError(f"`{name}` must be finite, got {value!r}.")
+    with np.errstate(over="ignore"):
+        ratio = float(np.float64(x) / span)
+    if not math.isfinite(ratio):
+        raise ValidationError(
+            f"`{name}`={x!r} lies outside its a priori range: it is more than 1.8e308 times the "
+            f"reward span {span!r}. Check the statistics passed."
+        )
+    return ratio

@@ -181,48 +181,52 @@ def _min_value(p: _Pairs, r01: np.ndarray, q_mle: np.ndarray, delta: float, w_mi
     Maximizes the concave dual ``h(u, v) = G(u, v) - a u - b v`` over ``u, v >= 0`` (see the
     Notes of :func:`empirical_likelihood_interval`). Any feasible ``(u, v)`` gives a valid lower
     bound (weak duality), so numerical error only makes the bound conservative.
+
+    The search runs over ``s = v / (w_max - w_min)`` instead of ``v``: then
+    ``d_j = u (1 - t_j) + s (w_j - w_min) + w_j r_j`` and the cost of ``s`` is ``1 - w_min``,
+    both free of ``w_max``, so a huge a priori bound (1e300) does not push the root beyond any
+    bracket.
     """
     n = p.n
     t = (p.w - w_min) / (w_max - w_min)
+    lift = p.w - w_min  # d_j's slope in s
     prod = p.w * r01
     a = (w_max - 1.0) / (w_max - w_min)
-    b = (1.0 - w_min) / (w_max - w_min)
+    b = 1.0 - w_min  # the cost of s (b * v in the original scale)
     log_c = math.log(n) - delta / n + float(np.sum(p.c * np.log(q_mle))) / n
 
-    def parts(u: float, v: float) -> tuple[float, np.ndarray]:
-        d = u * (1.0 - t) + v * t + prod
+    def parts(u: float, s: float) -> tuple[float, np.ndarray]:
+        d = u * (1.0 - t) + s * lift + prod
         with np.errstate(divide="ignore"):
             log_g = log_c + float(np.sum(p.c * np.log(d))) / n
         return math.exp(log_g), d
 
-    # pairs at w_max with zero product keep d = v: the dual is -inf at v = 0
+    # pairs at w_max with zero product keep d = s (w_max - w_min): the dual is -inf at s = 0
     stuck_at_v0 = bool(np.any((t == 1.0) & (prod == 0.0)))
 
-    def du(u: float, v: float) -> float:
-        g, d = parts(u, v)
+    def du(u: float, s: float) -> float:
+        g, d = parts(u, s)
         if g == 0.0:
             # some d_j = 0: raising u repairs it unless it sits at w_max (t_j = 1)
             return math.inf if bool(np.any((d == 0.0) & (t < 1.0))) else -1.0
-        s = float(np.sum(p.c * (1.0 - t) / d)) / n
-        return g * s - a
+        return g * float(np.sum(p.c * (1.0 - t) / d)) / n - a
 
-    def best_u(v: float) -> float:
-        return _decreasing_root(lambda u: du(u, v), 0.0, 1.0)
+    def best_u(s: float) -> float:
+        return _decreasing_root(lambda u: du(u, s), 0.0, 1.0)
 
-    def dv(v: float) -> float:
-        if v == 0.0 and stuck_at_v0:
+    def ds(s: float) -> float:
+        if s == 0.0 and stuck_at_v0:
             return math.inf
-        u = best_u(v)
-        g, d = parts(u, v)
+        u = best_u(s)
+        g, d = parts(u, s)
         if g == 0.0:
             return math.inf
-        s = float(np.sum(p.c * t / d)) / n
-        return g * s - b
+        return g * float(np.sum(p.c * lift / d)) / n - b
 
-    v_star = _decreasing_root(dv, 0.0, 1.0)
-    u_star = best_u(v_star)
-    g, _ = parts(u_star, v_star)
-    return max(0.0, g - a * u_star - b * v_star)
+    s_star = _decreasing_root(ds, 0.0, 1.0)
+    u_star = best_u(s_star)
+    g, _ = parts(u_star, s_star)
+    return max(0.0, g - a * u_star - b * s_star)
 
 
 def empirical_likelihood_estimate(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 
@@ -14,9 +15,12 @@ from ope.exceptions import DataFileError, ParameterError, SchemaError
 
 __all__ = ["BundledSample", "load_sample", "SAMPLE_NAME"]
 
-#: file stem of the bundled sample in ``datasets/``
+#: file stem of the bundled sample in the package data directory ``ope/data/``
 SAMPLE_NAME: Final = "sample_recommendation"
-_REGENERATE: Final = "Regenerate it with `python datasets/make_sample.py` from the repository root."
+_REGENERATE: Final = (
+    "Reinstall ope-toolkit (the sample is package data), or in a checkout regenerate it with "
+    "`python datasets/make_sample.py` from the repository root."
+)
 
 
 class BundledSample(NamedTuple):
@@ -28,17 +32,19 @@ class BundledSample(NamedTuple):
 
 
 def _datasets_dir() -> Path:
-    # ope/simulate/_sample.py -> parents[2] is the repository root holding datasets/
-    return Path(__file__).resolve().parents[2] / "datasets"
+    """``ope/data/``: package data, so it is present in every install, editable or not (the
+    datasheet and the generating script stay in the repository's ``datasets/``)."""
+    return Path(str(resources.files("ope").joinpath("data")))
 
 
 def load_sample(*, columns: Sequence[str] | None = None) -> BundledSample:
     r"""Load the bundled recommendation sample and the exact values of its policies.
 
-    The logs come from :class:`ope.simulate.Recommendation` (see ``datasets/README.md`` for the
-    settings and fields); ``truth`` holds the exact value of the logging policy and of each
-    ``target__<name>`` candidate, overall and per segment, so estimates can be shown beside the
-    truth.
+    The logs come from :class:`ope.simulate.Recommendation` (the datasheet, ``datasets/README.md``
+    in the repository, gives the settings and fields); ``truth`` holds the exact value of the
+    logging policy and of each ``target__<name>`` candidate, overall and per segment, so
+    estimates can be shown beside the truth. Both files are package data (``ope/data/``), read
+    from the installed package, so they are there after a plain ``pip install ope-toolkit``.
 
     Parameters
     ----------
@@ -50,7 +56,7 @@ def load_sample(*, columns: Sequence[str] | None = None) -> BundledSample:
     BundledSample
         ``table`` (pyarrow.Table), ``truth`` (dict: ``logging``, ``policies`` name -> value,
         ``by_segment``, ``unsupported_mass``, ``reward_range``, generator settings) and
-        ``path`` (the parquet file).
+        ``path`` (the parquet file, inside the installed package).
 
     Raises
     ------
