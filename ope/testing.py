@@ -720,7 +720,7 @@ def check_estimator(estimator: Any, *, rng: Any = 0) -> None:
     Notes
     -----
     The checks and the promises behind them are listed in the module docstring. The
-    ``distributed_equals_eager`` check needs Dask (``pip install 'ope[dask]'``); without it
+    ``distributed_equals_eager`` check needs Dask (``pip install 'ope-toolkit[dask]'``); without it
     the check is skipped with a ``UserWarning``.
 
     References
@@ -750,7 +750,7 @@ def check_estimator(estimator: Any, *, rng: Any = 0) -> None:
     for name, check in estimator_checks(estimator):
         if name in _NEEDS and not _importable(_NEEDS[name]):
             warnings.warn(f"ope.testing: {name} skipped, it needs {_NEEDS[name]} (pip install "
-                          "'ope[dask]').", UserWarning, stacklevel=2)
+                          "'ope-toolkit[dask]').", UserWarning, stacklevel=2)
             continue
         check(rng=rng)
 

@@ -15,7 +15,7 @@ interface:
 Environments: :class:`ContextualBandit`, :class:`Recommendation` (long-tail catalog with
 candidate sets), :class:`TabularMDP` (trajectories that terminate or are truncated),
 :class:`PairedReplaySimulator` (paired counterfactual replays). :func:`load_sample` reads the
-bundled ``datasets/sample_recommendation.parquet`` with its exact truth.
+bundled sample (package data ``ope/data/sample_recommendation.parquet``) with its exact truth.
 """
 
 from __future__ import annotations
