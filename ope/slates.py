@@ -54,6 +54,7 @@ from ope._validation import (
     check_finite,
     check_logging_propensity,
     check_positive_int,
+    check_positive_real,
     check_real,
     check_rng,
     check_target_propensity,
@@ -602,9 +603,7 @@ class PlackettLuce(SlatePolicy):
                  n_samples: int = 200_000, rng: int | np.random.Generator | None = None) -> None:
         f = as_float_array(scores, "scores", ndim=(2,))
         check_finite(f, "scores")
-        tau = check_real(temperature, "temperature")
-        if not tau > 0:
-            raise ParameterError(f"`temperature` must be > 0; got {temperature!r}.")
+        tau = check_positive_real(temperature, "temperature", example="temperature=1.0")
         self.n_items = int(f.shape[1])
         self.slate_size = check_positive_int(slate_size, "slate_size")
         if self.slate_size > self.n_items:
