@@ -55,7 +55,6 @@ from ope._validation import (
     check_logging_propensity,
     check_positive_int,
     check_positive_real,
-    check_real,
     check_rng,
     check_target_propensity,
     first_rows,
