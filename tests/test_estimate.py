@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import pickle
 import warnings
@@ -266,6 +267,63 @@ def test_estimates_pickle():
     res = IPS().estimate(r, p, t)
     back = pickle.loads(pickle.dumps(res))
     assert back.to_dict() == res.to_dict()
+    seeded = res.with_ci(method="bootstrap", rng=5, n_resamples=200)
+    assert pickle.loads(pickle.dumps(seeded)).provenance == seeded.provenance
+
+
+def test_compare_states_a_note_both_estimates_carry_once():
+    a = IPS().estimate(R, P, T)  # n=5: both carry the same small-sample note
+    d = compare(a, logging_value(R))
+    assert len(a.notes) == 1 and d.notes == (f"ips and logging: {a.notes[0]}",)
+    pa = dataclasses.replace(a, policy="greedy", notes=(*a.notes, "weights are heavy"))
+    assert compare(pa, logging_value(R)).notes == (
+        f"ips (greedy) and logging: {a.notes[0]}", "ips (greedy): weights are heavy")
+    assert compare(a, a).notes == (f"a and b: {a.notes[0]}",)  # two estimates of one label
+
+
+# ---------------------------------------------------------------------------------------------
+# provenance: a bootstrap interval records its seed
+# ---------------------------------------------------------------------------------------------
+def test_a_bootstrap_interval_records_the_seed_that_reproduces_it():
+    r, p, t = _data(n=300, seed=4)
+    res = SNIPS().estimate(r, p, t)
+    assert res.provenance is None and "provenance" not in res.to_dict()
+    drawn = res.with_ci(0.9, "bootstrap", n_resamples=300)  # rng=None: a seed is drawn
+    seed = drawn.provenance.seed
+    assert isinstance(seed, int) and seed >= 0
+    assert drawn.provenance.options == {
+        "ci_method": "bootstrap", "confidence_level": 0.9, "n_resamples": 300,
+        "bootstrap_method": "percentile"}
+    again = res.with_ci(0.9, "bootstrap", n_resamples=300, rng=seed)
+    assert (again.ci_low, again.ci_high) == (drawn.ci_low, drawn.ci_high)
+    assert again.provenance.seed == seed
+    other = res.with_ci(0.9, "bootstrap", n_resamples=300, rng=seed + 1)
+    assert (other.ci_low, other.ci_high) != (drawn.ci_low, drawn.ci_high)
+    # a Generator's state is the caller's: no seed to record
+    gen = res.with_ci(0.9, "bootstrap", n_resamples=300, rng=np.random.default_rng(0))
+    assert gen.provenance.seed is None
+    assert drawn.to_dict()["provenance"]["seed"] == seed
+    assert list(drawn.to_dict()) == [*FIELDS, "provenance"]
+    assert drawn.summary().splitlines()[-5:] == [
+        "Provenance:",
+        f"  ope:     {drawn.provenance.ope_version}",
+        f"  seed:    {seed}",
+        "  options: ci_method=bootstrap, confidence_level=0.9, n_resamples=300,",
+        "           bootstrap_method=percentile",
+    ]
+
+
+def test_other_intervals_keep_the_recorded_provenance():
+    r, p, t = _data(n=300, seed=4)
+    boot = SNIPS().estimate(r, p, t).with_provenance(options={"by": "segment"}, seed=11)
+    assert boot.with_ci(0.8, "t").provenance == boot.provenance
+    assert boot.with_source(boot.source).provenance == boot.provenance
+    rebooted = boot.with_ci(method="bootstrap", rng=3, n_resamples=100)
+    assert rebooted.provenance.seed == 3 and rebooted.provenance.options["by"] == "segment"
+    with pytest.raises(ParameterError, match=r"rng must be an int seed"):
+        boot.with_ci(method="bootstrap", rng="seven")
+    paired = compare(boot, logging_value(r), method="bootstrap", rng=9, n_resamples=100)
+    assert paired.provenance.seed == 9
 
 
 def test_bottou_interval_covers_the_value_the_clipped_estimate_misses():

@@ -1,0 +1,539 @@
+"""Numbers, lists, tables and notes as text: the one home of ope's formatting rules.
+
+Every result renders through :mod:`ope.results` (``render_text``, ``render_html``,
+``format_value``), which formats with the functions here, so the same number reads the same in
+every summary, notebook view and report.
+
+The rules
+---------
+- **A number with its standard error** is shown to :data:`SE_DIGITS` (2) significant digits of
+  that error: ``0.004603`` with standard error ``0.000121`` reads ``0.00460`` and ``0.00012``. A
+  column of values, their standard errors and their interval end points share one precision,
+  set by the column's smallest standard error, so the digits that differ between rows are the
+  ones that matter (:func:`se_decimals`, :func:`format_column`, :func:`format_interval`).
+- **A number on its own** is shown to :data:`SIG_DIGITS` (4) significant digits
+  (:func:`format_number`): ``0.004603`` reads ``0.004603``, ``36321.5`` reads ``36,322`` (never
+  rounded to tens: digits left of the point are all shown).
+- **Scientific notation** only below :data:`SCI_SMALL` or from :data:`SCI_LARGE` on in
+  magnitude, or when a standard error would need more than :data:`MAX_DECIMALS` decimals.
+- **Thousands separators** from :data:`THOUSANDS` on (``100,000`` rows, ``9999`` rows).
+- **Text** (titles, fields, notes, lists) is wrapped to :data:`TEXT_WIDTH` (88) characters;
+  table columns are as wide as their widest cell, never truncated, so no cell runs into the next.
+- **Notes** are stated once: two notes are the same when their :func:`note_key` is (the rule and
+  subject a :class:`Note` carries, else the text up to case and spacing), numbered ``[1]``,
+  ``[2]``, ... in order of first appearance and referenced from the table rows they concern
+  (:func:`number_notes`).
+
+Nothing here depends on the terminal, the locale or the platform: the same values give the same
+text everywhere.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import textwrap
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any, Final
+
+import numpy as np
+
+__all__ = [
+    "SIG_DIGITS",
+    "SE_DIGITS",
+    "SCI_SMALL",
+    "SCI_LARGE",
+    "MAX_DECIMALS",
+    "THOUSANDS",
+    "TEXT_WIDTH",
+    "COLUMN_GAP",
+    "DEGENERATE_SE",
+    "Note",
+    "is_number",
+    "note_key",
+    "unique_notes",
+    "number_notes",
+    "format_number",
+    "format_fixed",
+    "se_decimals",
+    "format_column",
+    "format_interval",
+    "format_estimate",
+    "format_value_plain",
+    "format_list",
+    "wrap_text",
+    "format_table",
+]
+
+#: Significant digits of a number shown without a standard error: four tell 0.004603 from
+#: 0.004821 (click rates) and 553.2 from 554.9 (effective sample sizes) without noise digits.
+SIG_DIGITS: Final = 4
+
+#: Significant digits of the standard error that set the precision of a value: the second digit
+#: of the error is the last one that carries information (a relative error of 5-50%); more
+#: digits of the value would be noise, fewer would hide differences of a fraction of an error.
+SE_DIGITS: Final = 2
+
+#: Below this magnitude a number is shown in scientific notation (0.0001234 still reads
+#: 0.0001234; 0.00001234 reads 1.234e-05, not a run of zeros).
+SCI_SMALL: Final = 1e-4
+
+#: From this magnitude on a number is shown in scientific notation (999,999,999 still reads in
+#: full, with separators).
+SCI_LARGE: Final = 1e9
+
+#: Fixed notation shows at most this many decimals: a standard error below ~1e-7 (2 significant
+#: digits need 9+ decimals) switches its column to scientific notation.
+MAX_DECIMALS: Final = 8
+
+#: Numbers from this magnitude on get thousands separators (9999 rows, 10,000 rows).
+THOUSANDS: Final = 10_000
+
+#: Width text is wrapped to: deterministic (never the terminal's), wide enough for a table row
+#: of eight 9-character numbers and a policy name.
+TEXT_WIDTH: Final = 88
+
+#: Spaces between two table columns.
+COLUMN_GAP: Final = 2
+
+#: A standard error below this share of its column's largest magnitude is rounding noise (an
+#: on-policy difference whose error is 1e-17), not a precision: it does not set the decimals.
+DEGENERATE_SE: Final = 1e-12
+
+
+# --------------------------------------------------------------------------------------------
+# notes
+# --------------------------------------------------------------------------------------------
+class Note(str):
+    """A note's text, optionally with the rule that raised it and the subject it concerns.
+
+    A ``Note`` is a ``str`` (every tuple of notes stays a tuple of str, and JSON writes the
+    text); ``rule`` and ``subject`` say which warning it is, so that two wordings of one warning
+    (an estimator's and the diagnostics' low-ESS note on the same weights) are stated once when
+    rendered together. Without a rule, notes are the same when their texts are (up to case and
+    spacing).
+
+    Parameters
+    ----------
+    text : str
+        What the reader sees.
+    rule : str, optional
+        The rule's name, e.g. the function of :mod:`ope._thresholds` that flags it
+        (``"low_ess"``, ``"mean_weight_check"``, ``"small_sample"``, ``"few_effective_rows"``).
+    subject : hashable, optional
+        What it is about, as precise as the rule needs to tell two instances apart (e.g.
+        ``("long_tail", "raw weights")``: the raw and the clipped weights of one policy have
+        different effective sample sizes, so two notes).
+
+    Examples
+    --------
+    >>> a = Note("ESS 553 is 0.55% of n", rule="low_ess", subject="long_tail")
+    >>> b = Note("effective sample size 553.2 is 0.55% of n=100000", rule="low_ess",
+    ...          subject="long_tail")
+    >>> a == "ESS 553 is 0.55% of n", note_key(a) == note_key(b)
+    (True, True)
+    """
+
+    rule: str | None
+    subject: Hashable | None
+
+    def __new__(cls, text: str, *, rule: str | None = None, subject: Hashable = None) -> Note:
+        self = super().__new__(cls, text)
+        self.rule = rule
+        self.subject = subject
+        return self
+
+    def __reduce__(self) -> Any:  # pickling keeps the rule and the subject
+        return (_rebuild_note, (str(self), self.rule, self.subject))
+
+
+def _rebuild_note(text: str, rule: str | None, subject: Hashable) -> Note:
+    return Note(text, rule=rule, subject=subject)
+
+
+def note_key(note: str) -> Hashable:
+    """What makes two notes the same: ``(rule, subject)`` of a :class:`Note` with a rule, else
+    its text with case, runs of spaces and a final period ignored.
+
+    >>> note_key("Weights  are heavy.") == note_key("weights are heavy")
+    True
+    """
+    rule = getattr(note, "rule", None)
+    if rule is not None:
+        return ("rule", rule, getattr(note, "subject", None))
+    return ("text", " ".join(str(note).split()).rstrip(".").casefold())
+
+
+def unique_notes(*groups: Iterable[str]) -> tuple[str, ...]:
+    """The notes of every group, each once (the first wording of each :func:`note_key`), in
+    order of first appearance: for results that include another result's notes.
+
+    >>> unique_notes(["a", "b"], ["B.", "c"])
+    ('a', 'b', 'c')
+    """
+    seen: dict[Hashable, str] = {}
+    for group in groups:
+        for note in group:
+            seen.setdefault(note_key(note), note)
+    return tuple(seen.values())
+
+
+def number_notes(
+    notes: Iterable[str], row_notes: Sequence[Iterable[str]] = ()
+) -> tuple[tuple[str, ...], list[str]]:
+    """Each note once, and per table row the references ``"[i]"`` of the notes that apply to it.
+
+    ``notes`` apply to the whole result; ``row_notes[j]`` to row ``j``. Notes are numbered in
+    order of first appearance (the whole result's first, then row by row), each wording of one
+    :func:`note_key` stated once.
+
+    Returns
+    -------
+    notes : tuple of str
+        The distinct notes; note ``i`` (1-based) is ``notes[i - 1]``.
+    refs : list of str
+        Per row, e.g. ``"[1]"``, ``"[1,3]"``, or ``""``.
+
+    Examples
+    --------
+    >>> number_notes(["dropped 3 rows"], [["low ESS"], [], ["low ess", "small n"]])
+    (('dropped 3 rows', 'low ESS', 'small n'), ['[2]', '', '[2,3]'])
+    """
+    index: dict[Hashable, int] = {}
+    texts: list[str] = []
+
+    def number(note: str) -> int:
+        key = note_key(note)
+        if key not in index:
+            texts.append(note)
+            index[key] = len(texts)
+        return index[key]
+
+    for note in notes:
+        number(note)
+    refs = []
+    for group in row_notes:
+        numbers_ = sorted({number(note) for note in group})
+        refs.append("[" + ",".join(map(str, numbers_)) + "]" if numbers_ else "")
+    return tuple(texts), refs
+
+
+# --------------------------------------------------------------------------------------------
+# numbers
+# --------------------------------------------------------------------------------------------
+def is_number(x: Any) -> bool:
+    """True for an int, a float or a numpy number; False for a bool (numpy's too) and text.
+
+    >>> is_number(3), is_number(0.5), is_number(True), is_number("1")
+    (True, True, False, False)
+    """
+    return isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+
+
+def _exponent(x: float, sig: int) -> int:
+    """The decimal exponent of ``x`` once rounded to ``sig`` significant digits (9.9996 at 4
+    digits rounds to 10.00: exponent 1)."""
+    return int(f"{abs(x):.{sig - 1}e}".split("e")[1])
+
+
+def _grouped(x: float, grouping: bool | None) -> bool:
+    return abs(x) >= THOUSANDS if grouping is None else grouping
+
+
+def _special(x: float) -> str | None:
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return None
+
+
+def _scientific(x: float, sig: int, *, trim: bool = False) -> str:
+    mantissa, exp = f"{x:.{max(sig, 1) - 1}e}".split("e")
+    if trim and "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{exp}"
+
+
+def _unsigned_zero(text: str) -> str:
+    """``-0.000`` (a small negative rounded away) reads ``0.000``."""
+    if text.startswith("-") and not any(c in "123456789" for c in text.split("e")[0]):
+        return text[1:]
+    return text
+
+
+def format_number(
+    x: Any, sig: int = SIG_DIGITS, *, trim: bool = False, grouping: bool | None = None
+) -> str:
+    """One number to ``sig`` significant digits (integers in full), scientific only for
+    magnitudes below :data:`SCI_SMALL` or from :data:`SCI_LARGE` on.
+
+    Parameters
+    ----------
+    x : number
+        An int, float or numpy scalar; ``nan`` and ``inf`` read as such.
+    sig : int, default SIG_DIGITS
+        Significant digits. Digits left of the decimal point are always shown (no rounding to
+        tens), so a number of 5 digits or more shows none after the point.
+    trim : bool, default False
+        Drop trailing zeros after the point (``0.5`` rather than ``0.5000``): for a number read
+        on its own; columns keep them, so that their digits line up.
+    grouping : bool, optional
+        Thousands separators: True from 1,000 on, False never; default from
+        :data:`THOUSANDS` on (a column passes True when any of its numbers reaches it).
+
+    Examples
+    --------
+    >>> format_number(0.004603), format_number(0.0048214), format_number(0.00012)
+    ('0.004603', '0.004821', '0.0001200')
+    >>> format_number(36321.5), format_number(553.2), format_number(9.99996)
+    ('36,322', '553.2', '10.00')
+    >>> format_number(0.5, trim=True), format_number(12, sig=2), format_number(123456)
+    ('0.5', '12', '123,456')
+    >>> format_number(1.234e-05), format_number(2.5e12), format_number(float("nan"))
+    ('1.234e-05', '2.500e+12', 'nan')
+    """
+    if isinstance(x, (bool, np.bool_)):
+        return str(bool(x))
+    if isinstance(x, numbers.Integral):  # counts are shown in full
+        v = int(x)
+        return f"{v:,}" if _grouped(v, grouping) else str(v)
+    v = float(x)
+    special = _special(v)
+    if special is not None:
+        return special
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a < SCI_SMALL or a >= SCI_LARGE:
+        return _scientific(v, sig, trim=trim)
+    decimals = max(sig - 1 - _exponent(v, sig), 0)
+    text = f"{v:,.{decimals}f}" if _grouped(v, grouping) else f"{v:.{decimals}f}"
+    if trim and "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return _unsigned_zero(text)
+
+
+def format_fixed(x: Any, decimals: int, *, grouping: bool | None = None) -> str:
+    """``x`` with ``decimals`` decimals (separators from :data:`THOUSANDS` on), in scientific
+    notation with the same absolute precision beyond :data:`MAX_DECIMALS` decimals or from
+    :data:`SCI_LARGE` on.
+
+    >>> format_fixed(0.0046031, 5), format_fixed(-0.000001, 3), format_fixed(12345.678, 1)
+    ('0.00460', '0.000', '12,345.7')
+    >>> format_fixed(1.5e-11, 12), format_fixed(2.5e9, 0)
+    ('1.5e-11', '2.500000000e+09')
+    """
+    if not is_number(x):
+        return format_value_plain(x)
+    v = float(x)
+    special = _special(v)
+    if special is not None:
+        return special
+    if decimals > MAX_DECIMALS or abs(v) >= SCI_LARGE:
+        if v == 0:
+            return "0"
+        # 15 significant digits read a float's decimal exponent exactly (1e-7, not 9.99e-08)
+        sig = min(max(_exponent(v, 15) + decimals + 1, 1), 17)
+        return _unsigned_zero(_scientific(v, sig))
+    d = max(int(decimals), 0)
+    text = f"{v:,.{d}f}" if _grouped(v, grouping) else f"{v:.{d}f}"
+    return _unsigned_zero(text)
+
+
+def se_decimals(
+    std_errors: Iterable[Any], *, se_digits: int = SE_DIGITS, scale: float | None = None
+) -> int | None:
+    """Decimals that show the smallest usable standard error to ``se_digits`` significant
+    digits (never fewer than 0); None when no error is usable.
+
+    An error is usable when it is finite, positive and at least :data:`DEGENERATE_SE` times
+    ``scale`` (the magnitude of the values it belongs to, when given).
+
+    >>> se_decimals([0.0103, 0.00154]), se_decimals([0.00012]), se_decimals([35.0])
+    (4, 5, 0)
+    >>> se_decimals([float("nan"), 0.0]) is None, se_decimals([1e-17, 0.01], scale=0.2)
+    (True, 3)
+    """
+    floor = 0.0 if scale is None or not math.isfinite(scale) else DEGENERATE_SE * abs(scale)
+    usable = [
+        float(s) for s in std_errors
+        if is_number(s) and math.isfinite(float(s)) and float(s) > 0 and float(s) >= floor
+    ]
+    if not usable:
+        return None
+    smallest = min(usable)
+    return max(se_digits - 1 - _exponent(smallest, se_digits), 0)
+
+
+def format_column(
+    values: Iterable[Any],
+    std_errors: Iterable[Any] | None = None,
+    *,
+    decimals: int | None = None,
+    sig: int = SIG_DIGITS,
+    se_digits: int = SE_DIGITS,
+) -> list[str]:
+    """A column of numbers as text that lines up.
+
+    With ``decimals`` (or ``std_errors``, from which :func:`se_decimals` takes them) every
+    number gets the same decimals; otherwise each gets ``sig`` significant digits (and a column
+    of whole numbers, none). Non-numbers
+    (text, None) are shown as they are (None as an empty cell). When any number of the column
+    reaches :data:`THOUSANDS`, all get thousands separators.
+
+    Examples
+    --------
+    >>> format_column([0.0046031, 0.0048214], [0.000121, 0.000118])
+    ['0.00460', '0.00482']
+    >>> format_column([0.2528, 0.0265, 0.1220], [0.0103, 0.0054, 0.0015])
+    ['0.2528', '0.0265', '0.1220']
+    >>> format_column([553.2, 6829.4, 36321.5, float("nan"), None])
+    ['553.2', '6,829', '36,322', 'nan', '']
+    >>> format_column([200.0, 50.0, 1.0])
+    ['200', '50', '1']
+    """
+    values = list(values)
+    grouping = any(
+        is_number(v) and math.isfinite(float(v)) and abs(float(v)) >= THOUSANDS for v in values
+    )
+    if decimals is None and std_errors is not None:
+        magnitudes = [abs(float(v)) for v in values if is_number(v) and math.isfinite(float(v))]
+        decimals = se_decimals(
+            std_errors, se_digits=se_digits, scale=max(magnitudes) if magnitudes else None
+        )
+    if decimals is None:
+        finite = [float(v) for v in values if is_number(v) and math.isfinite(float(v))]
+        if finite and all(v.is_integer() and abs(v) < SCI_LARGE for v in finite):
+            decimals = 0  # whole numbers stored as floats (weights of 200, 50, 1) read as such
+        else:
+            return [
+                format_number(v, sig, grouping=grouping) if is_number(v) else format_value_plain(v)
+                for v in values
+            ]
+    return [
+        format_fixed(v, decimals, grouping=grouping) if is_number(v) else format_value_plain(v)
+        for v in values
+    ]
+
+
+def format_interval(
+    low: Any,
+    high: Any,
+    std_error: Any = None,
+    *,
+    decimals: int | None = None,
+    sig: int = SIG_DIGITS,
+) -> str:
+    """``[low, high]``, both ends at the precision of ``std_error`` (or ``decimals``), else at
+    ``sig`` significant digits.
+
+    >>> format_interval(0.0043658, 0.0048403, 0.000121)
+    '[0.00437, 0.00484]'
+    >>> format_interval(0.1178, 0.1218)
+    '[0.1178, 0.1218]'
+    """
+    errors = None if std_error is None else [std_error, std_error]
+    lo, hi = format_column([low, high], errors, decimals=decimals, sig=sig)
+    return f"[{lo}, {hi}]"
+
+
+def format_estimate(value: Any, std_error: Any, low: Any = None, high: Any = None) -> str:
+    """``value [low, high]`` (or ``value`` alone), all at the precision of ``std_error``.
+
+    >>> format_estimate(0.119812, 0.001027, 0.117799, 0.121825)
+    '0.1198 [0.1178, 0.1218]'
+    >>> format_estimate(0.5, float("nan"))
+    '0.5000'
+    """
+    cells = [value] + ([] if low is None and high is None else [low, high])
+    finite = [abs(float(v)) for v in cells if is_number(v) and math.isfinite(float(v))]
+    decimals = se_decimals([std_error], scale=max(finite) if finite else None)
+    text = format_column(cells, decimals=decimals)
+    return text[0] if len(text) == 1 else f"{text[0]} [{text[1]}, {text[2]}]"
+
+
+def format_value_plain(x: Any) -> str:
+    """A cell that is not a number: None as empty, text as it is."""
+    return "" if x is None else str(x)
+
+
+# --------------------------------------------------------------------------------------------
+# text and tables
+# --------------------------------------------------------------------------------------------
+def wrap_text(
+    text: str, *, width: int = TEXT_WIDTH, initial: str = "", subsequent: str = ""
+) -> list[str]:
+    """``text`` wrapped to ``width`` at spaces: the first line starts with ``initial``, the
+    others with ``subsequent``. Words (names, paths) are never broken; one longer than the
+    width gets a line of its own.
+
+    >>> wrap_text("a bb ccc dddd", width=8, initial="- ", subsequent="  ")
+    ['- a bb', '  ccc', '  dddd']
+    """
+    lines = textwrap.wrap(
+        str(text),
+        width=width,
+        initial_indent=initial,
+        subsequent_indent=subsequent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    return lines or [initial.rstrip()]
+
+
+def format_list(
+    items: Iterable[Any], *, width: int = TEXT_WIDTH, initial: str = "", subsequent: str = ""
+) -> list[str]:
+    """Items joined by ``", "`` and wrapped to ``width`` (a long list of column names reads
+    as a paragraph, never as one 3,000-character line).
+
+    >>> format_list([f"x{i}" for i in range(12)], width=24, initial="columns: ",
+    ...             subsequent="  ")
+    ['columns: x0, x1, x2, x3,', '  x4, x5, x6, x7, x8,', '  x9, x10, x11']
+    """
+    return wrap_text(
+        ", ".join(format_value_plain(i) for i in items),
+        width=width,
+        initial=initial,
+        subsequent=subsequent,
+    )
+
+
+def format_table(
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    right: Sequence[bool] | None = None,
+    indent: str = "",
+) -> list[str]:
+    """Lines of a table of text cells: each column as wide as its widest cell (header
+    included), :data:`COLUMN_GAP` spaces between columns, a rule under the header.
+
+    ``right[j]`` right-aligns column ``j`` (numbers); the others are left-aligned. Cells are
+    never truncated; trailing spaces are stripped.
+
+    >>> print("\\n".join(format_table(["policy", "value"],
+    ...                                [["a_rather_long_policy_name", "0.12"], ["b", "1.50"]],
+    ...                                right=[False, True])))
+    policy                     value
+    -------------------------  -----
+    a_rather_long_policy_name   0.12
+    b                           1.50
+    """
+    ncol = len(header)
+    right = list(right) if right is not None else [False] * ncol
+    widths = [
+        max([len(str(header[j]))] + [len(str(row[j])) for row in rows]) for j in range(ncol)
+    ]
+    gap = " " * COLUMN_GAP
+
+    def line(cells: Sequence[str]) -> str:
+        parts = [
+            str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right)
+        ]
+        return (indent + gap.join(parts)).rstrip()
+
+    return [line(header), (indent + gap.join("-" * w for w in widths)).rstrip()] + [
+        line(row) for row in rows
+    ]
