@@ -1,5 +1,6 @@
-"""``python -m ope`` runs the command line."""
+"""``python -m ope`` runs the command line (the same as the ``ope`` console script)."""
 
 from ope.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":
+    raise SystemExit(main())

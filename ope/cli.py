@@ -10,27 +10,47 @@ Commands: ``validate``, ``evaluate`` (bandit logs, or trajectory logs -- one row
 :mod:`ope.importers`) and ``demo``. ``validate``, ``evaluate`` and ``diagnose`` also read the raw
 formats directly with ``--format obd|dsjson``.
 
-Exit codes: 0 ok, 1 runtime failure, 2 usage error, 65 invalid data (with the rejection report).
-``--json`` prints exactly one JSON document on stdout; progress and logs go to stderr, each
-warning on one line.
+The contract (README, *Command line*):
+
+- Exit codes: 0 ok, 1 runtime failure, 2 usage (a bad flag, a bad flag value, an output that
+  cannot be written: the message names the flag), 65 invalid data (sysexits ``EX_DATAERR``:
+  schema, validation, policy and data-file errors, with the rejection report).
+- ``--json``: every run, failed or not (argparse's usage errors too), prints exactly one JSON
+  document on stdout and nothing else there (anything a library prints goes to stderr). Every
+  document records ``ok``, ``exit_code``, ``ope_version``, ``command``, ``options`` (every
+  parsed flag, defaults filled in) and ``seed``; a failure has ``error: {type, message}``.
+- Reproducible: everything random takes ``--seed`` (default :data:`DEFAULT_SEED`), and the
+  same command gives byte-identical JSON (no timings, no temporary paths in it).
+- Messages name the CLI's flags (``--on-invalid drop``), not the Python keywords of the API
+  (:data:`FLAGS` translates them at this edge).
+- Files are written through :mod:`ope._output`: checked before the work starts, never over an
+  input, not over an existing file without ``--force``, atomically.
+- Progress bars (``ope._progress``) go to stderr, only on a terminal; ``--quiet`` turns them off.
+- Lean: a command imports only what it needs (``ope --help`` and ``--version`` import no
+  numerical library).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import math
+import os
 import re
 import sys
-from collections.abc import Sequence
-from pathlib import Path
 import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 from ope.exceptions import (
     DataFileError,
+    EstimationError,
     MissingBoundsError,
     OPEError,
+    OPEWarning,
     ParameterError,
     PolicyError,
     SchemaError,
@@ -43,20 +63,52 @@ EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_DATAERR: Final = 65  # sysexits EX_DATAERR: the input data were incorrect
+EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as shells report an interrupted command
+
+#: The seed of every random choice when ``--seed`` is not given (printed and recorded).
+DEFAULT_SEED: Final = 0
+
+#: ``ope evaluate`` streams a parquet source batch by batch (bounded memory) from this many rows
+#: on, when its estimators and interval method can be computed from merged statistics
+#: (``--streaming auto``). Below it the logs are read whole: the overlap diagnostics and the
+#: paired comparisons need every row, and at 1M rows x 8 candidates the whole read stays
+#: under about 1 GB.
+STREAM_MIN_ROWS: Final = 1_000_000
+
+#: Interval methods a streamed evaluation offers for every estimator it runs (the bounded ones
+#: depend on the estimator; ``--streaming on`` with those falls back per estimator).
+STREAM_CI_METHODS: Final = ("normal", "t")
+
+#: Bandit estimators of ``ope evaluate`` when ``--estimator`` is not given.
+DEFAULT_BANDIT_ESTIMATORS: Final = ("ips", "snips")
+
+#: The interval of an estimator to which the requested ``--ci`` method does not apply.
+FALLBACK_CI: Final = "normal"
 
 
 class _UsageError(Exception):
-    """A command-line usage problem found after argparse (exit code 2)."""
+    """A command-line usage problem (exit code 2), with the flag it concerns when known."""
+
+    def __init__(self, message: str, *, flag: str | None = None,
+                 parser: argparse.ArgumentParser | None = None) -> None:
+        super().__init__(message)
+        self.flag = flag
+        self.parser = parser
 
 
-#: The command-line flag of each argument of the public functions, to name it in usage errors.
+#: The command-line flag of each argument of the public functions: messages of the API that
+#: name a Python keyword (```max_weight```, ``on_invalid='drop'``) are shown with the flag.
 FLAGS: Final = {
     "ci": "--ci",
     "confidence_level": "--confidence-level",
     "reward_range": "--reward-range",
     "max_weight": "--max-weight",
     "weight_bound": "--weight-bound",
+    "tau": "--tau",
+    "shrinkage": "--shrinkage",
+    "n_resamples": "--n-resamples",
     "estimators": "--estimator",
+    "estimator": "--estimator",
     "context_columns": "--context-columns",
     "on_invalid": "--on-invalid",
     "mapping": "--mapping",
@@ -64,7 +116,6 @@ FLAGS: Final = {
     "new_rows": "--new-rows",
     "certify_fraction": "--certify-fraction",
     "rng": "--seed",
-    "estimator": "--estimator",
     "gamma": "--gamma",
     "horizon": "--horizon",
     "tail_value": "--tail-value",
@@ -75,8 +126,10 @@ FLAGS: Final = {
     "outcomes": "--outcome",
     "by": "--by",
     "correction": "--correction",
+    "ratio": "--ratio",
     "context": "--obd-context",
     "chunk_lines": "--chunk-lines",
+    "force": "--force",
 }
 
 #: ``--format`` of validate / evaluate / diagnose: parquet logs, or a raw source an importer reads.
@@ -96,66 +149,122 @@ DEFAULT_SEQUENTIAL_ESTIMATORS: Final = ("pdis", "wpdis")
 #: The placeholder a --q-column/--v-column/--tail-column template replaces by the policy name.
 POLICY_PLACEHOLDER: Final = "{policy}"
 
+#: Suffixes ``ope learn --out`` writes (the suffix chooses the format of the policy table).
+POLICY_TABLE_SUFFIXES: Final = (".parquet", ".pq", ".csv")
 
-def _flag_of(exc: ParameterError) -> str | None:
-    """The flag of the argument a ParameterError names (its first `name` in backquotes)."""
-    match = re.search(r"`(\w+)`", str(exc)) or re.match(r"(\w+)", str(exc))
-    return FLAGS.get(match.group(1)) if match else None
+#: Flags of ``ope evaluate`` that only trajectory logs use (dest, flag).
+_TRAJECTORY_ONLY: Final = (
+    ("trajectories", "--trajectories"), ("gamma", "--gamma"), ("horizon", "--horizon"),
+    ("tail_value", "--tail-value"), ("tail_column", "--tail-column"),
+    ("q_column", "--q-column"), ("v_column", "--v-column"),
+)
 
 
-def _parse_mapping(items: Sequence[str] | None) -> dict[str, str] | None:
-    if not items:
-        return None
-    mapping: dict[str, str] = {}
-    for item in items:
-        ours, sep, theirs = item.partition("=")
-        if not sep or not ours or not theirs:
-            raise _UsageError(
-                f"--mapping expects OUR_NAME=THEIR_NAME (e.g. propensity=pscore), got {item!r}"
+# ---------------------------------------------------------------------------------------------
+# messages: Python keywords -> flags
+# ---------------------------------------------------------------------------------------------
+_NAMES = "|".join(sorted(map(re.escape, FLAGS), key=len, reverse=True))
+_ASSIGNED = re.compile(
+    rf"(?<![\w.\-`])({_NAMES})=(\([^()]*\)|'[^']*'|\"[^\"]*\"|\.\.\.|-?[\w.]*\w)"
+)
+_QUOTED = re.compile(rf"`({_NAMES})`")
+
+
+def _cli_text(text: str) -> str:
+    """``text`` with the API's keywords spelled as flags: ```reward_range``` becomes
+    ```--reward-range```, ``on_invalid='drop'`` becomes ``--on-invalid drop`` and
+    ``reward_range=(0, 1)`` becomes ``--reward-range 0 1``."""
+
+    def assigned(match: re.Match[str]) -> str:
+        value = match.group(2)
+        if value.startswith("(") or value[:1] in ("'", '"'):
+            value = value[1:-1].replace(",", " ")
+            value = " ".join(value.split())
+        return f"{FLAGS[match.group(1)]} {value}"
+
+    return _QUOTED.sub(lambda m: f"`{FLAGS[m.group(1)]}`", _ASSIGNED.sub(assigned, text))
+
+
+def _flag_of(message: str) -> str | None:
+    """The flag of the first argument an API message names (```name``` or ``name=``)."""
+    for pattern in (_QUOTED, _ASSIGNED):
+        match = pattern.search(message)
+        if match:
+            return FLAGS[match.group(1)]
+    return None
+
+
+#: The a priori bounds a MissingBoundsError asks for, by keyword: the flag to pass.
+_BOUNDS: Final = ("reward_range", "weight_bound", "horizon")
+
+
+def _bound_flag(message: str) -> str | None:
+    """The flag of the bound a MissingBoundsError asks for (the first one it names)."""
+    found = [(message.find(name), name) for name in _BOUNDS if name in message]
+    return FLAGS[min(found)[1]] if found else _flag_of(message)
+
+
+# ---------------------------------------------------------------------------------------------
+# the parser
+# ---------------------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors raise (so ``--json`` can still print its one document) and
+    whose scalar flags refuse to be given twice (list flags accumulate: ``action="extend"``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # --confidence is not --confidence-level
+        super().__init__(*args, **kwargs)
+        self.register("action", None, _Once)
+        self.register("action", "store", _Once)
+
+    def error(self, message: str) -> Any:  # argparse's hook for every usage error
+        match = re.match(r"argument (--\S+?)(?:/\S+)?: ", message)  # positionals: no flag
+        raise _UsageError(message, flag=match.group(1) if match else None, parser=self)
+
+
+class _Once(argparse.Action):
+    """Store a flag's value; the same flag twice is a usage error, not a silent override."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        given: set[str] = namespace.__dict__.setdefault("_given", set())
+        if self.dest in given:
+            shown = " ".join(values) if isinstance(values, list) else values
+            raise argparse.ArgumentError(
+                self, f"given twice (last: {shown}); pass it once (list flags such as "
+                "--estimator and --mapping accumulate)"
             )
-        mapping[ours] = theirs
-    return mapping
+        given.add(self.dest)
+        setattr(namespace, self.dest, values)
 
 
-def _jsonable(value: Any) -> Any:
-    """Make numpy scalars, NaN and infinities JSON-safe (NaN/inf become null)."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _emit_json(document: dict[str, Any]) -> None:
-    sys.stdout.write(json.dumps(_jsonable(document), indent=2, allow_nan=False) + "\n")
-
-
-def _output(args: argparse.Namespace, document: dict[str, Any], *texts: str) -> int:
-    """The one JSON document under --json, else the texts separated by blank lines; exit 0."""
-    if args.json:
-        _emit_json(document)
-    else:
-        print("\n\n".join(texts))
-    return EXIT_OK
-
-
-def _err(message: str) -> None:
-    print(message, file=sys.stderr)
+def _add_output_flags(p: argparse.ArgumentParser, *, seed: bool = True) -> None:
+    """``--json``, ``--quiet`` and ``--seed``: on every subcommand (called last, so the
+    parser it records for usage messages is complete)."""
+    p.set_defaults(_parser=p)
+    p.add_argument("--json", action="store_true",
+                   help="print exactly one JSON document on stdout (also on failure)")
+    p.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS,
+                   help="no progress bars on stderr")
+    if seed:
+        p.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="N",
+                       help=f"seed of every random choice: bootstrap resamples, cross-fitting "
+                       f"folds, train/certify splits (default {DEFAULT_SEED}; recorded in the "
+                       "output)")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("logs", help="parquet file or directory of parquet files")
     p.add_argument(
         "--mapping",
+        action="extend",
         nargs="+",
         metavar="OURS=THEIRS",
-        help="rename your columns to ope's names, e.g. --mapping propensity=pscore reward=click",
+        help="rename your columns to ope's names, e.g. --mapping propensity=pscore reward=click "
+        "(repeat the flag to add more)",
     )
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise",
+                   help="invalid rows: fail with the report (default), or drop them and say so")
 
 
 def _add_format(p: argparse.ArgumentParser) -> None:
@@ -177,24 +286,35 @@ def _add_import_options(p: argparse.ArgumentParser) -> None:
                    "ope.importers.dsjson.DEFAULT_CHUNK_LINES)")
 
 
+def _add_force(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--force", action="store_true",
+                   help=f"overwrite {what} if it exists (never an input)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    from ope import __version__
+
+    parser = _Parser(
         prog="ope",
         description="Off-policy evaluation of logged policies.",
-        epilog="Exit codes: 0 ok, 1 runtime failure, 2 usage error, 65 invalid data.",
+        epilog="Exit codes: 0 ok, 1 runtime failure, 2 usage error (the flag is named), "
+        "65 invalid data. With --json every run prints exactly one JSON document on stdout.",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    parser.add_argument("--version", action="version", version=f"ope {__version__}")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
 
     p = sub.add_parser("validate", help="validate logs against the schema and print the report")
     _add_common(p)
     _add_format(p)
-    p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
+    _add_output_flags(p, seed=False)
 
     p = sub.add_parser("evaluate", help="estimate candidate policies' values with intervals")
     _add_common(p)
     _add_format(p)
     _add_evaluate_options(p)
+    _add_output_flags(p)
 
     p = sub.add_parser(
         "diagnose", help="overlap diagnostics: ESS, weight tails, support and segment gaps, plan"
@@ -202,42 +322,47 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     _add_format(p)
     _add_diagnose_options(p)
+    _add_output_flags(p)
 
     p = sub.add_parser(
         "learn", help="learn a policy by maximizing a lower bound, and certify it on held-out rows"
     )
     _add_common(p)
     p.add_argument(
-        "--context-columns", nargs="+", required=True, metavar="COLUMN", help="context features"
+        "--context-columns", action="extend", nargs="+", required=True, metavar="COLUMN",
+        help="context features",
     )
-    p.add_argument("--out", metavar="POLICY.parquet", help="write the learned policy (long format)")
+    p.add_argument("--out", metavar="POLICY.parquet",
+                   help="write the learned policy (long format; .parquet or .csv), atomically")
+    _add_force(p, "--out")
     p.add_argument("--name", default="learned", help="policy name in the table and certificate")
     p.add_argument("--confidence-level", type=float, default=0.95)
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"), default=(0.0, 1.0))
     p.add_argument("--certify-fraction", type=float, default=0.5)
     p.add_argument("--gate", choices=("betting", "bernstein", "t"), default="betting")
-    p.add_argument("--seed", type=int, default=0, help="seed of the train/certify split")
-    p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
+    _add_output_flags(p)
 
     p = sub.add_parser(
         "paired", help="effects of treated arms against a control arm on paired replays"
     )
     _add_common(p)
     _add_paired_options(p)
+    _add_output_flags(p)
 
     p = sub.add_parser(
         "import", help="import an Open Bandit Dataset campaign or a DSJSON file to parquet logs"
     )
     p.add_argument("format", choices=IMPORT_FORMATS, help="the source format")
     p.add_argument("src", help="OBD: a campaign folder (random/all) or its CSV; dsjson: the file")
-    p.add_argument("--out", required=True, metavar="LOGS.parquet", help="the parquet file to write")
-    p.add_argument("--force", action="store_true", help="overwrite --out if it exists")
+    p.add_argument("--out", required=True, metavar="LOGS.parquet",
+                   help="the parquet file to write (atomically)")
+    _add_force(p, "--out")
     p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
     _add_import_options(p)
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    _add_output_flags(p, seed=False)
 
     p = sub.add_parser("demo", help="evaluate the bundled sample and show the true values beside")
-    p.add_argument("--json", action="store_true", help="print one JSON document on stdout")
+    _add_output_flags(p)
     return parser
 
 
@@ -250,21 +375,24 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--policy",
+        action="extend",
         nargs="+",
         metavar="NAME",
         help="evaluate only these target__<NAME> columns",
     )
     p.add_argument(
         "--estimator",
+        action="extend",
         nargs="+",
-        default=None,
         metavar="NAME",
         help="bandit logs: dm ips clipped_ips snips dr sndr switch_dr dros (default: ips snips); "
-        "trajectories: is pdis wis wpdis dr wdr (default: pdis wpdis)",
+        "trajectories: is pdis wis wpdis dr wdr (default: pdis wpdis); repeat to add more",
     )
     p.add_argument(
         "--ci", default="normal", metavar="METHOD",
-        help="interval method (default normal; trajectories: normal t hoeffding bernstein betting)",
+        help="interval method: normal t bootstrap hoeffding bernstein bottou "
+        "empirical_likelihood betting (default normal); an estimator it does not apply to gets "
+        f"a {FALLBACK_CI} interval and a note",
     )
     p.add_argument("--confidence-level", type=float, default=0.95)
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
@@ -273,6 +401,12 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         help="clip level for clipped_ips; trajectories: of every cumulative "
         "weight, for every estimator (the estimate is then of the clipped value)",
     )
+    p.add_argument("--tau", type=float, help="switching threshold of switch_dr (weights above it "
+                   "use the reward model only)")
+    p.add_argument("--shrinkage", type=float, help="shrinkage lambda > 0 of dros (small: towards "
+                   "dm; large: towards dr)")
+    p.add_argument("--n-resamples", type=int, metavar="B",
+                   help="bootstrap resamples for --ci bootstrap (default 2000)")
     p.add_argument(
         "--weight-bound",
         type=float,
@@ -282,6 +416,7 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--context-columns",
+        action="extend",
         nargs="+",
         metavar="COLUMN",
         help="context features for the reward model of dm/dr (default: every numeric column "
@@ -290,12 +425,19 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         "*_time, *_at, user-item_affinity_*; a note lists them past 20; action features "
         "attached by --format obd are joined on the action)",
     )
-    p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
     p.add_argument(
         "--by",
+        action="extend",
         nargs="+",
         metavar="COLUMN",
         help="segment columns for the coverage-gap report (numeric ones are binned)",
+    )
+    p.add_argument(
+        "--streaming", choices=("auto", "on", "off"), default="auto",
+        help=f"read a parquet source batch by batch in bounded memory: 'auto' (default) from "
+        f"{STREAM_MIN_ROWS:,} rows on when the estimators are ips/clipped_ips/snips, the "
+        f"interval {'/'.join(STREAM_CI_METHODS)}, and neither --policies nor --by is given "
+        "(a streamed run has no overlap diagnostics or paired comparisons: they need every row)",
     )
     t = p.add_argument_group(
         "trajectory logs",
@@ -335,15 +477,15 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
 
 def _add_paired_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--treated", action="append", required=True, metavar="ARM",
-        help="a treated arm (repeat the flag for several)",
+        "--treated", action="extend", nargs="+", required=True, metavar="ARM",
+        help="treated arm(s) (repeat the flag or list several)",
     )
     p.add_argument("--control", required=True, metavar="ARM", help="the control arm")
     p.add_argument("--by", metavar="COLUMN", help="one effect per value (e.g. item_id)")
     outcomes = p.add_mutually_exclusive_group()
     outcomes.add_argument(
-        "--outcome", action="append", metavar="COLUMN",
-        help="an outcome column (repeat for several; default: outcome)",
+        "--outcome", action="extend", nargs="+", metavar="COLUMN",
+        help="outcome column(s) (repeat for several; default: outcome)",
     )
     outcomes.add_argument(
         "--outcomes", choices=("all",),
@@ -357,23 +499,144 @@ def _add_paired_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--correction", default="holm", metavar="METHOD",
                    help="multiplicity correction: holm bh none (default holm)")
     p.add_argument("--confidence-level", type=float, default=0.95)
-    p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
 
 
 def _add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policies", metavar="FILE", help="long-format policy table")
-    p.add_argument("--policy", nargs="+", metavar="NAME", help="only these target__<NAME> columns")
-    p.add_argument("--by", nargs="+", metavar="COLUMN", help="segment columns (numeric: binned)")
+    p.add_argument("--policy", action="extend", nargs="+", metavar="NAME",
+                   help="only these target__<NAME> columns")
+    p.add_argument("--by", action="extend", nargs="+", metavar="COLUMN",
+                   help="segment columns (numeric: binned)")
     p.add_argument("--max-weight", type=float, help="clip level for the outer/inner split")
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
     p.add_argument("--confidence-level", type=float, default=0.95)
     p.add_argument(
-        "--target-width", type=float, help="interval width the exploration plan should reach"
+        "--target-width", type=float, help="interval width the exploration plan should reach "
+        "(with --new-rows)"
     )
-    p.add_argument("--new-rows", type=int, help="volume of new logs the plan may assume")
-    p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
+    p.add_argument("--new-rows", type=int, help="volume of new logs the plan may assume "
+                   "(with --target-width)")
 
 
+# ---------------------------------------------------------------------------------------------
+# flag values, checked before any work (the shared validators of ope._validation)
+# ---------------------------------------------------------------------------------------------
+def _checked(flag: str, check: Callable[[], Any]) -> Any:
+    """``check()``, its ParameterError shown as a usage error of ``flag``."""
+    try:
+        return check()
+    except ParameterError as exc:
+        raise _UsageError(f"argument {flag}: {_cli_text(str(exc))}", flag=flag) from None
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """Every flag value that can be checked without the data, before any is read."""
+    def given(dest: str) -> bool:
+        return getattr(args, dest, None) is not None
+
+    if given("seed") and args.seed < 0:
+        raise _UsageError(f"argument --seed: must be a whole number >= 0; got {args.seed}.",
+                          flag="--seed")
+    if not any(given(d) for d in ("confidence_level", "reward_range", "max_weight",
+                                  "weight_bound", "target_width", "new_rows", "n_resamples",
+                                  "chunk_lines", "certify_fraction", "tau", "shrinkage")):
+        return
+    from ope import _validation as v
+
+    if given("confidence_level"):
+        _checked("--confidence-level", lambda: v.check_confidence_level(args.confidence_level))
+    if given("reward_range"):
+        _checked("--reward-range", lambda: v.check_reward_range(tuple(args.reward_range)))
+    if given("max_weight"):
+        _checked("--max-weight", lambda: v.check_max_weight(args.max_weight))
+    if given("weight_bound"):
+        _checked("--weight-bound", lambda: v.check_weight_bound(args.weight_bound))
+    for dest, flag in (("n_resamples", "--n-resamples"), ("new_rows", "--new-rows"),
+                       ("chunk_lines", "--chunk-lines")):
+        if given(dest):
+            _checked(flag, lambda: v.check_positive_int(getattr(args, dest), dest))
+    for dest, flag, what in (("tau", "--tau", "the switching threshold of switch_dr"),
+                             ("shrinkage", "--shrinkage", "the shrinkage of dros"),
+                             ("target_width", "--target-width", "an interval width")):
+        value = getattr(args, dest, None)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise _UsageError(f"argument {flag}: must be a positive finite number ({what}); "
+                              f"got {value!r}.", flag=flag)
+    if given("certify_fraction") and not (0.0 < args.certify_fraction < 1.0):
+        raise _UsageError("argument --certify-fraction: must be in (0, 1) (the share of rows "
+                          f"held out to certify the policy); got {args.certify_fraction!r}.",
+                          flag="--certify-fraction")
+    if given("target_width") != given("new_rows"):
+        have, lack = (("--target-width", "--new-rows") if given("target_width")
+                      else ("--new-rows", "--target-width"))
+        raise _UsageError(f"argument {lack}: {have} needs {lack} too: the exploration plan "
+                          "says how much of N new rows to explore to reach width W (pass "
+                          "--target-width W --new-rows N, or neither).", flag=lack)
+
+
+def _parse_mapping(items: Sequence[str] | None) -> dict[str, str] | None:
+    if not items:
+        return None
+    mapping: dict[str, str] = {}
+    for item in items:
+        ours, sep, theirs = item.partition("=")
+        if not sep or not ours or not theirs:
+            raise _UsageError(
+                f"argument --mapping: expects OUR_NAME=THEIR_NAME (e.g. propensity=pscore), "
+                f"got {item!r}", flag="--mapping",
+            )
+        if ours in mapping and mapping[ours] != theirs:
+            raise _UsageError(
+                f"argument --mapping: {ours} is mapped twice ({mapping[ours]!r} and {theirs!r})",
+                flag="--mapping",
+            )
+        mapping[ours] = theirs
+    return mapping
+
+
+# ---------------------------------------------------------------------------------------------
+# outputs: checked before the work (ope._output)
+# ---------------------------------------------------------------------------------------------
+def _import_side_file(out: Path) -> Path:
+    """``<out stem>.actions.parquet``: where ``ope import obd`` writes the action features."""
+    stem = out.name[: -len(".parquet")] if out.name.endswith(".parquet") else out.name
+    return out.with_name(stem + ".actions.parquet")
+
+
+def _outputs_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tuple[str, str]],
+                                                    Sequence[str] | None]:
+    """(the files the command will write, the inputs it reads, the accepted suffixes)."""
+    inputs = [(label, getattr(args, dest)) for dest, label in
+              (("logs", "LOGS"), ("src", "SRC"), ("policies", "--policies"))
+              if getattr(args, dest, None)]
+    if args.command == "learn" and args.out:
+        return [("--out", args.out)], inputs, POLICY_TABLE_SUFFIXES
+    if args.command == "import":
+        outs = [("--out", args.out)]
+        if args.format == "obd":  # the action features of item_context.csv go beside
+            outs.append(("--out", str(_import_side_file(Path(args.out)))))
+        return outs, inputs, None
+    return [], inputs, None
+
+
+def _check_outputs(args: argparse.Namespace) -> list[Path]:
+    from ope._output import check_outputs
+
+    outputs, inputs, suffixes = _outputs_of(args)
+    if not outputs:
+        return []
+    try:
+        return check_outputs(outputs, inputs=inputs, force=getattr(args, "force", False),
+                             suffixes=suffixes)
+    except ParameterError as exc:
+        message = str(exc)
+        match = re.match(r"argument (\S+): ", message)
+        raise _UsageError(message, flag=match.group(1) if match else None) from None
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+# ---------------------------------------------------------------------------------------------
 def _policies_from_args(args: argparse.Namespace) -> Any:
     if getattr(args, "policies", None):
         from ope.policies import read_policy_table
@@ -384,22 +647,17 @@ def _policies_from_args(args: argparse.Namespace) -> Any:
     return None
 
 
-def _read_or_report(args: argparse.Namespace, reader: Any = None) -> Any:
-    """Read and validate the logs (with ``reader``, default ``ope.io.read_logs``); on invalid
-    data print the report and return None."""
-    from ope.io import read_logs
-
+def _read(args: argparse.Namespace, reader: Any = None) -> Any:
+    """Read and validate the logs (with ``reader``, default ``ope.io.read_logs`` or the
+    importer of ``--format``); a ValidationError propagates with its report."""
     mapping = _parse_mapping(args.mapping)
     if reader is None:
-        reader = _format_reader(args) or read_logs
-    try:
-        return reader(args.logs, mapping=mapping, on_invalid=args.on_invalid)
-    except ValidationError as exc:
-        if args.json:
-            _emit_json({"valid": False, "report": exc.report.to_dict() if exc.report else None})
-        else:
-            print(str(exc))
-        return None
+        reader = _format_reader(args)
+    if reader is None:
+        from ope.io import read_logs
+
+        reader = read_logs
+    return reader(args.logs, mapping=mapping, on_invalid=args.on_invalid)
 
 
 def _format_reader(args: argparse.Namespace) -> Any:
@@ -408,7 +666,8 @@ def _format_reader(args: argparse.Namespace) -> Any:
     if fmt == "parquet":
         return None
     if args.mapping:
-        raise _UsageError(f"--mapping does not apply to --format {fmt}: its field names are fixed")
+        raise _UsageError(f"argument --mapping: does not apply to --format {fmt}: its field "
+                          "names are fixed", flag="--mapping")
     from ope.importers import read_dsjson, read_obd
 
     if fmt == "obd":
@@ -422,30 +681,932 @@ def _chunk_option(args: argparse.Namespace) -> dict[str, int]:
     return {} if args.chunk_lines is None else {"chunk_lines": args.chunk_lines}
 
 
-def _cmd_import(args: argparse.Namespace) -> int:
+def _require_columns(logs: Any, args: argparse.Namespace, *dests: str) -> None:
+    """Columns named by ``--by``/``--context-columns`` must be in the logs (a data problem:
+    SchemaError, exit 65), checked before the estimation starts."""
+    have = set(logs.columns)
+    problems = []
+    for dest in dests:
+        names = getattr(args, dest, None) or []
+        missing = [c for c in names if c not in have]
+        if missing:
+            flag = "--" + dest.replace("_", "-")
+            problems.append(f"{flag} {' '.join(missing)}: not in the logs")
+    if problems:
+        raise SchemaError(
+            f"{'; '.join(problems)}. The logs have: {', '.join(logs.columns)}."
+        )
+
+
+def _source_schema(args: argparse.Namespace) -> tuple[set[str], int | None]:
+    """The column names (after --mapping) and row count of a parquet source, from its metadata
+    (no row is read); (empty, None) when it cannot be opened (the reader then says why)."""
+    if getattr(args, "format", "parquet") != "parquet":
+        return set(), None
+    import pyarrow.dataset as ds
+
+    try:
+        dataset = ds.dataset(args.logs, format="parquet")
+        names = set(dataset.schema.names)
+        rows = dataset.count_rows()
+    except Exception:  # noqa: BLE001 - unreadable: the reader reports it with its own message
+        return set(), None
+    mapping = _parse_mapping(args.mapping) or {}
+    return names | {k for k, v in mapping.items() if v in names}, rows
+
+
+# ---------------------------------------------------------------------------------------------
+# the run: one outcome per command, rendered as text or as one JSON document
+# ---------------------------------------------------------------------------------------------
+@dataclasses.dataclass
+class _Outcome:
+    """What a command produced: its JSON document (without the envelope) and its text."""
+
+    document: dict[str, Any]
+    text: str
+    code: int = EXIT_OK
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    """Every parsed flag and argument, defaults filled in, JSON-ready (the record of the run)."""
+    return {k: (list(v) if isinstance(v, tuple) else v)
+            for k, v in vars(args).items() if k != "command" and not k.startswith("_")}
+
+
+def _envelope(args: argparse.Namespace | None, command: str | None, code: int) -> dict[str, Any]:
+    """The head of every --json document: status, ope's version, command, options, seed."""
+    from ope import __version__
+
+    return {
+        "ok": code == EXIT_OK,
+        "exit_code": code,
+        "ope_version": __version__,
+        "command": command,
+        "options": None if args is None else _options(args),
+        "seed": None if args is None else getattr(args, "seed", None),
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    """Make numpy scalars, NaN and infinities JSON-safe (NaN/inf become null)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 1) == 0:
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _dump(document: dict[str, Any]) -> str:
+    return json.dumps(_jsonable(document), indent=2, allow_nan=False) + "\n"
+
+
+def _seed_line(args: argparse.Namespace) -> str:
+    return f"seed: {args.seed} (--seed N to change; the same seed gives the same numbers)"
+
+
+_WHERE = re.compile(r"^((?:policy '[^']*')|\w+(?: \(policy '[^']*'\))?): (.*)$", re.DOTALL)
+
+
+def _squashed(text: str) -> str:
+    """``text`` with every run of white space one space (wrapped text compares equal)."""
+    return " ".join(text.split())
+
+
+@dataclasses.dataclass
+class _Warnings:
+    """The warnings of a run: shown once each on stderr (grouped by text, naming every
+    estimate it concerns), skipped when the text output already states them."""
+
+    caught: list[warnings.WarningMessage] = dataclasses.field(default_factory=list)
+
+    def lines(self, stated: str = "") -> list[str]:
+        stated = _squashed(stated)
+        grouped: dict[tuple[str, str], list[str]] = {}
+        for w in self.caught:
+            if not issubclass(w.category, (OPEWarning, UserWarning, RuntimeWarning)):
+                continue  # deprecations and the like: Python's default filters hide them too
+            message = str(w.message)
+            match = _WHERE.match(message)
+            where, text = match.groups() if match else ("", message)
+            if stated and _squashed(text) in stated:
+                continue
+            grouped.setdefault((w.category.__name__, text), []).append(where)
+        out = []
+        for (category, text), places in grouped.items():
+            where = ", ".join(dict.fromkeys(p for p in places if p))
+            out.append(f"warning ({category}): {where + ': ' if where else ''}{_cli_text(text)}")
+        return out
+
+    def messages(self) -> list[dict[str, str]]:
+        """Each distinct warning once, for the JSON document (in the order raised)."""
+        seen = dict.fromkeys(
+            (w.category.__name__, str(w.message)) for w in self.caught
+            if issubclass(w.category, (OPEWarning, UserWarning, RuntimeWarning))
+        )
+        return [{"category": c, "message": m} for c, m in seen]
+
+
+def _command_of(argv: Sequence[str]) -> str | None:
+    """The subcommand named in ``argv`` (for the error document of a failed parse)."""
+    commands = set(_COMMANDS)
+    for token in argv:
+        if token == "--":
+            return None
+        if token in commands:
+            return token
+    return None
+
+
+def _wants_json(argv: Sequence[str]) -> bool:
+    for token in argv:
+        if token == "--":
+            return False
+        if token == "--json":
+            return True
+    return False
+
+
+def _failure(
+    args: argparse.Namespace | None, command: str | None, code: int, kind: str, message: str,
+    *, flag: str | None = None, extra: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], str]:
+    """The error document and the stderr line of a failed run."""
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if flag:
+        error["flag"] = flag
+    document = {**_envelope(args, command, code), "error": error, **(extra or {})}
+    head = f"ope {command}" if command else "ope"
+    if kind == "usage":
+        line = f"{head}: error: {message}"
+    else:
+        unexpected = "unexpected " if (extra or {}).get("unexpected") else ""
+        line = f"{head}: {unexpected}{kind}: {message}"
+    return document, line
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``ope`` command line; returns the exit code.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after ``ope`` (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 ok, 1 runtime failure, 2 usage error (the flag named), 65 invalid data.
+
+    Examples
+    --------
+    >>> import json, os, tempfile, contextlib, io
+    >>> import pandas as pd
+    >>> from ope.cli import main
+    >>> path = os.path.join(tempfile.mkdtemp(), "replays.parquet")
+    >>> pd.DataFrame({"pair_id": [0, 0, 1, 1, 2, 2], "arm": ["mem", "none"] * 3,
+    ...               "outcome": [1.0, 0.0, 1.0, 1.0, 1.0, 0.0]}).to_parquet(path)
+    >>> out = io.StringIO()
+    >>> with contextlib.redirect_stdout(out):
+    ...     code = main(["paired", path, "--treated", "mem", "--control", "none", "--json"])
+    >>> code, round(json.loads(out.getvalue())["rows"][0]["value"], 4)
+    (0, 0.6667)
+    >>> err = io.StringIO()
+    >>> with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+    ...     code = main(["paired", path, "--treated", "memory", "--control", "none"])
+    >>> code, "argument --treated: arm 'memory' is not in the replays" in err.getvalue()
+    (2, True)
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    stdout = sys.stdout
+    as_json = _wants_json(argv)
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as exc:  # argparse's usage errors (bad flags, missing arguments)
+        document, line = _failure(None, _command_of(argv), EXIT_USAGE, "usage", str(exc),
+                                  flag=exc.flag)
+        (exc.parser or parser).print_usage(sys.stderr)
+        print(line, file=sys.stderr)
+        if as_json:
+            stdout.write(_dump(document))
+        return EXIT_USAGE
+    except SystemExit as exc:  # --help and --version print and exit 0
+        return int(exc.code or 0)
+    from ope._progress import quiet
+
+    caught = _Warnings()
+    with contextlib.ExitStack() as stack:
+        if getattr(args, "quiet", False):
+            stack.enter_context(quiet())
+        if args.json:  # whatever a library prints must not corrupt the one document
+            stack.enter_context(contextlib.redirect_stdout(sys.stderr))
+        caught.caught = stack.enter_context(warnings.catch_warnings(record=True))
+        warnings.simplefilter("always")
+        document, text, code, failure = _run(args)
+    if args.json:
+        if caught.caught:
+            document.setdefault("warnings", caught.messages())
+        out = _dump(document)
+    else:
+        out = text + "\n" if text else ""
+    # warnings once each on stderr; in text mode not those the output already states
+    shown = caught.lines(stated="" if args.json else out)
+    sys.stderr.write("".join(f"{line}\n" for line in shown) + failure)
+    try:
+        stdout.write(out)
+        stdout.flush()
+    except BrokenPipeError:  # `ope ... | head`: the reader left; not an error of ope's
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
+    return code
+
+
+def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
+    """Run the command: (the whole JSON document, the stdout text, the exit code, what to say
+    on stderr about a failure: printed after the run's warnings, so it is the last line)."""
+    command = args.command
+    extra: dict[str, Any] = {}
+    report_text = usage = ""
+    try:
+        _check_flags(args)
+        _check_outputs(args)
+        outcome = _COMMANDS[command](args)
+        return ({**_envelope(args, command, outcome.code), **outcome.document}, outcome.text,
+                outcome.code, "")
+    except (_UsageError, ParameterError, MissingBoundsError) as exc:
+        # a missing a priori bound is a missing flag (--reward-range, --weight-bound): usage
+        raw = str(exc)
+        flag = (exc.flag if isinstance(exc, _UsageError)
+                else _bound_flag(raw) if isinstance(exc, MissingBoundsError) else _flag_of(raw))
+        message = _cli_text(raw)
+        if flag and not message.startswith("argument "):
+            message = f"argument {flag}: {message}"
+        code, kind = EXIT_USAGE, "usage"
+        usage = getattr(args, "_parser").format_usage()
+    except ValidationError as exc:
+        code, kind, message, flag = EXIT_DATAERR, type(exc).__name__, _cli_text(str(exc)), None
+        if exc.report is not None:  # the report is the output: on stdout, its gist on stderr
+            extra = {"valid": False, "report": exc.report.to_dict()}
+            report_text = message
+            document, _ = _failure(args, command, code, kind, message, extra=extra)
+            first = message.splitlines()[0].rstrip(":")
+            return (document, report_text, code,
+                    f"ope {command}: {kind}: {first} (the report is on stdout)\n")
+    except (SchemaError, DataFileError, PolicyError) as exc:
+        code, kind, message, flag = EXIT_DATAERR, type(exc).__name__, _cli_text(str(exc)), None
+    except OPEError as exc:
+        code, kind, message, flag = EXIT_FAILURE, type(exc).__name__, _cli_text(str(exc)), None
+    except KeyboardInterrupt:
+        code, kind, message, flag = EXIT_INTERRUPTED, "KeyboardInterrupt", "interrupted", None
+    except Exception as exc:  # noqa: BLE001 - the CLI reports every failure as exit code 1
+        code, kind, message, flag = EXIT_FAILURE, type(exc).__name__, str(exc), None
+        extra = {"unexpected": True}
+    document, line = _failure(args, command, code, kind, message, flag=flag, extra=extra)
+    return document, report_text, code, usage + line + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# validate, diagnose
+# ---------------------------------------------------------------------------------------------
+def _cmd_validate(args: argparse.Namespace) -> _Outcome:
+    from ope._format import format_list
+
+    logs = _read(args)
+    report = logs.report
+    document = {
+        "valid": report.ok,
+        "report": report.to_dict(),
+        "columns": logs.columns,
+        "target_policies": logs.target_policies,
+    }
+    lines = [str(report)]
+    if "columns" not in lines[0]:  # the report lists them itself (wrapped) where it can
+        lines += format_list(logs.columns, initial="  columns: ", subsequent="    ")
+    if logs.target_policies:
+        lines += format_list(logs.target_policies, subsequent="    ",
+                             initial="  candidate policies (target__ columns): ")
+    return _Outcome(document, "\n".join(lines))
+
+
+def _diagnose_from_args(args: argparse.Namespace, logs: Any) -> Any:
+    """The diagnostics of ``ope diagnose`` and of ``ope evaluate`` (which has no plan options)."""
+    from ope.diagnostics import diagnose
+
+    return diagnose(
+        logs,
+        _policies_from_args(args),
+        by=args.by,
+        max_weight=args.max_weight,
+        reward_range=tuple(args.reward_range) if args.reward_range else None,
+        confidence_level=args.confidence_level,
+        target_width=getattr(args, "target_width", None),
+        new_rows=getattr(args, "new_rows", None),
+    )
+
+
+def _cmd_diagnose(args: argparse.Namespace) -> _Outcome:
+    logs = _read(args)
+    _require_columns(logs, args, "by")
+    d = _diagnose_from_args(args, logs)
+    return _Outcome({"validation": logs.report.to_dict(), "diagnostics": d.to_dict()},
+                    "\n\n".join([str(logs.report), d.summary(), _seed_line(args)]))
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluate (bandit logs)
+# ---------------------------------------------------------------------------------------------
+def _bandit_estimators(args: argparse.Namespace) -> list[tuple[str, Any]]:
+    """The estimators of ``--estimator`` with their settings flags, checked before any row is
+    read: a setting an estimator needs and lacks, or one given that no estimator uses, names
+    its flag."""
+    from ope.estimators import ESTIMATORS, estimator_settings
+    from ope.evaluation import resolve_estimators
+
+    names = list(args.estimator) if args.estimator else list(DEFAULT_BANDIT_ESTIMATORS)
+    known = [n.lower() for n in names if n.lower() in ESTIMATORS]
+    for setting, flag, example in (("max_weight", "--max-weight", "the clip level, e.g. 50"),
+                                   ("tau", "--tau", "the switching threshold, e.g. 20"),
+                                   ("shrinkage", "--shrinkage", "lambda, e.g. 10")):
+        users = [n for n in known if setting in estimator_settings(n)]
+        value = getattr(args, setting)
+        if users and value is None:
+            raise _UsageError(f"argument {flag}: --estimator {users[0]} needs {flag} "
+                              f"({example}).", flag=flag)
+        if value is not None and not users and len(known) == len(names):
+            owner = next(n for n in ESTIMATORS if setting in estimator_settings(n))
+            raise _UsageError(f"argument {flag}: is a setting of {owner}, which --estimator "
+                              f"({' '.join(names)}) does not include; add {owner} or drop "
+                              f"{flag}.", flag=flag)
+    return _checked("--estimator", lambda: resolve_estimators(
+        names, max_weight=args.max_weight, tau=args.tau, shrinkage=args.shrinkage))
+
+
+#: Interval methods that need no a priori bound (every other method needs ``--reward-range``).
+_UNBOUNDED_CI: Final = ("normal", "t", "bootstrap")
+
+
+def _check_bounds(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]]) -> None:
+    """The a priori bounds ``--ci`` needs, before any row is read: ``--reward-range`` for every
+    bounded method, ``--weight-bound`` for those of ips/snips that use it (the estimators the
+    method does not apply to fall back and need neither)."""
+    from ope.evaluation import WEIGHT_BOUND_ESTIMATORS, WEIGHT_BOUND_METHODS
+
+    takes = [k for k, est in resolved if args.ci in type(est).interval_methods]
+    if args.ci in _UNBOUNDED_CI or not takes:
+        return
+    if args.reward_range is None:
+        raise _UsageError(
+            f"argument --reward-range: --ci {args.ci} needs the a priori range of the rewards "
+            f"(of {', '.join(takes)}): pass --reward-range LO HI (e.g. 0 1 for clicks). The "
+            "observed minimum and maximum are not bounds.", flag="--reward-range")
+    bounded = [k for k in takes if k in WEIGHT_BOUND_ESTIMATORS]
+    if args.ci in WEIGHT_BOUND_METHODS and bounded and args.weight_bound is None:
+        raise _UsageError(
+            f"argument --weight-bound: --ci {args.ci} of {', '.join(bounded)} needs an a priori "
+            "bound on the importance weights: pass --weight-bound M with M >= pi(a|x)/pi_0(a|x) "
+            "for every context and action (e.g. 1 / the smallest logging probability), or use "
+            "clipped_ips with --max-weight. The largest observed weight is not a bound.",
+            flag="--weight-bound")
+
+
+def _evaluation_settings(args: argparse.Namespace, ci: str) -> Any:
+    from ope.evaluation import EvaluationSettings
+
+    try:
+        return EvaluationSettings.checked(
+            ci=ci, confidence_level=args.confidence_level,
+            reward_range=tuple(args.reward_range) if args.reward_range else None,
+            weight_bound=args.weight_bound,
+            n_resamples=args.n_resamples,
+            rng=args.seed,
+        )
+    except ParameterError as exc:
+        flag = _flag_of(str(exc))
+        raise _UsageError(f"argument {flag}: {_cli_text(str(exc))}" if flag
+                          else _cli_text(str(exc)), flag=flag) from None
+
+
+def _streaming_plan(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]],
+                    names: set[str], rows: int | None) -> str | None:
+    """Why the evaluation cannot stream (None: it can), given ``--streaming``."""
+    from ope.evaluation import STREAMING_ESTIMATORS
+
+    blockers = []
+    if args.format != "parquet":
+        blockers.append(f"--format {args.format}")
+    others = [k for k, _ in resolved if k not in STREAMING_ESTIMATORS]
+    if others:
+        blockers.append(f"--estimator {' '.join(others)} (a reward model needs every row)")
+    if args.policies:
+        blockers.append("--policies (a policy table is joined on every event)")
+    if args.by:
+        blockers.append("--by (the segment report needs every row)")
+    if args.ci not in STREAM_CI_METHODS and args.streaming != "on":
+        blockers.append(f"--ci {args.ci}")
+    if any(c.startswith("propensity__") for c in names):
+        blockers.append("candidates given by factor (propensity__<factor> columns)")
+    if not names:
+        blockers.append("a source whose parquet metadata cannot be read")
+    if args.streaming == "off":
+        return "--streaming off"
+    if blockers:
+        return ", ".join(blockers)
+    if args.streaming == "auto" and (rows is None or rows < STREAM_MIN_ROWS):
+        return f"fewer than {STREAM_MIN_ROWS:,} rows"
+    return None
+
+
+def _applies(estimate: Any, method: str) -> bool:
+    """Whether ``method`` gives an interval for ``estimate`` (``Estimate.ci``'s own test)."""
+    source = estimate.source
+    return method in ("normal", "t") or (source is not None and method in source.methods)
+
+
+@dataclasses.dataclass
+class _Evaluated:
+    """The evaluation of ``ope evaluate``: one Evaluation, or, when ``--ci`` does not apply to
+    some estimators, one with the method and one with the fallback interval."""
+
+    main: Any
+    fallback: Any = None
+    fallback_estimators: tuple[str, ...] = ()
+
+    def note(self, method: str) -> str | None:
+        if not self.fallback_estimators:
+            return None
+        names = ", ".join(self.fallback_estimators)
+        return (f"--ci {method} does not apply to {names}: "
+                f"{'its' if len(self.fallback_estimators) == 1 else 'their'} intervals are "
+                f"{FALLBACK_CI} (--ci {FALLBACK_CI}) instead")
+
+
+def _evaluate(args: argparse.Namespace, logs: Any, resolved: Sequence[tuple[str, Any]],
+              policies: Any) -> _Evaluated:
+    """``ope.evaluate`` with ``--ci``; an estimator the method does not apply to falls back to
+    the normal interval (with a note) instead of failing the run."""
+    from ope.evaluation import evaluate
+
+    objects = [est for _, est in resolved]
+    common = dict(
+        confidence_level=args.confidence_level,
+        reward_range=tuple(args.reward_range) if args.reward_range else None,
+        weight_bound=args.weight_bound, context_columns=args.context_columns, rng=args.seed,
+    )
+    if args.context_columns is None:
+        del common["context_columns"]
+    bootstrap = {"n_resamples": args.n_resamples} if args.ci == "bootstrap" else {}
+    try:
+        return _Evaluated(evaluate(logs, policies, estimators=objects, ci=args.ci, **common,
+                                   **bootstrap))
+    except EstimationError as exc:
+        if args.ci == FALLBACK_CI:
+            raise
+        failure = exc
+    # which estimators the method does not apply to: their estimates (normal intervals) say
+    base = evaluate(logs, policies, estimators=objects, ci=FALLBACK_CI, **common)
+    rest = [e for e in base.estimators
+            if not all(_applies(base.estimates[(p, e)], args.ci) for p in base.policies)]
+    if not rest:
+        raise failure
+    keep = [(k, est) for k, est in resolved if k not in rest]
+    main = (evaluate(logs, policies, estimators=[est for _, est in keep], ci=args.ci, **common,
+                     **bootstrap) if keep else None)
+    subset = dataclasses.replace(
+        base, estimators=rest,
+        estimates={key: est for key, est in base.estimates.items() if key[1] in rest},
+    )
+    if main is None:
+        return _Evaluated(subset, None, tuple(rest))
+    return _Evaluated(main, subset, tuple(rest))
+
+
+def _order_rows(rows: list[dict[str, Any]], policies: Sequence[str],
+                estimators: Sequence[str]) -> list[dict[str, Any]]:
+    rank_p = {p: i for i, p in enumerate(policies)}
+    rank_e = {e: i for i, e in enumerate(estimators)}
+    return sorted(rows, key=lambda r: (rank_p.get(r["policy"], 0), rank_e.get(r["estimator"], 0)))
+
+
+def _evaluation_document(args: argparse.Namespace, result: _Evaluated,
+                         order: Sequence[str]) -> dict[str, Any]:
+    document = result.main.to_dict()
+    note = result.note(args.ci)
+    if result.fallback is not None:
+        extra = result.fallback.to_dict()
+        policies = result.main.policies
+        document["estimates"] = _order_rows(document["estimates"] + extra["estimates"],
+                                            policies, order)
+        if "comparisons_with_logging" in document:
+            document["comparisons_with_logging"] = _order_rows(
+                document["comparisons_with_logging"] + extra.get("comparisons_with_logging", []),
+                policies, order)
+    document["ci_fallback"] = {e: FALLBACK_CI for e in result.fallback_estimators}
+    if note:
+        document["notes"] = [*document["notes"], note]
+    return document
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
+    names, rows = _source_schema(args)
+    if args.trajectories or (names and all(c in names for c in TRAJECTORY_MARKERS)):
+        return _evaluate_trajectories(args)
+    given = [flag for dest, flag in _TRAJECTORY_ONLY if getattr(args, dest) not in (None, False)]
+    if given:
+        raise _UsageError(
+            f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to trajectory logs "
+            f"only (columns {', '.join(TRAJECTORY_MARKERS)}), and {args.logs} holds bandit "
+            "logs; pass --trajectories if it holds steps.", flag=given[0],
+        )
+    resolved = _bandit_estimators(args)
+    _evaluation_settings(args, args.ci)
+    _check_bounds(args, resolved)
+    why_not = _streaming_plan(args, resolved, names, rows)
+    if args.streaming == "on" and why_not:
+        raise _UsageError(f"argument --streaming: cannot stream with {why_not}; use "
+                          "--streaming auto or off.", flag="--streaming")
+    if why_not is None:
+        return _evaluate_streamed(args, resolved, names)
+    logs = _read(args)
+    _require_columns(logs, args, "by", "context_columns")
+    order = [k for k, _ in resolved]
+    result = _evaluate(args, logs, resolved, _policies_from_args(args))
+    d = _diagnose_from_args(args, logs)
+    texts = [result.main.summary()]
+    if result.fallback is not None:
+        texts.append(result.fallback.summary())
+    note = result.note(args.ci)
+    if note:
+        texts.append(f"note: {note}")
+    model = result.main.model_columns or (result.fallback.model_columns
+                                          if result.fallback is not None else None)
+    if model is not None:
+        texts.append(
+            f"reward model columns: context {', '.join(model['context']) or 'none'}; "
+            f"action features {', '.join(model['action_features']) or 'none'}"
+        )
+    texts += [d.summary(), _seed_line(args)]
+    document = {**_evaluation_document(args, result, order), "diagnostics": d.to_dict()}
+    return _Outcome(document, "\n\n".join(texts))
+
+
+def _evaluate_streamed(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]],
+                       names: set[str]) -> _Outcome:
+    """``ope evaluate`` over ``ope.scan_logs``: only the columns the estimators need, batch by
+    batch, merged statistics (the numbers of the whole read, in bounded memory)."""
+    from ope.io import scan_logs
+
+    policies = list(args.policy) if args.policy else None
+    targets = ([f"target__{p}" for p in policies] if policies else
+               sorted(c for c in names if c.startswith("target__")))
+    columns = [*(["event_id"] if "event_id" in names else []), *targets]
+    # io's default batch size: at 10M rows x 8 candidates the pass peaks at about 0.55 GB
+    # (batches of 1M rows: 0.83 GB; 64k rows: 0.46 GB), about as fast
+    scan = scan_logs(args.logs, mapping=_parse_mapping(args.mapping), on_invalid=args.on_invalid,
+                     columns=columns)
+    result = _evaluate(args, scan, resolved, policies)
+    order = [k for k, _ in resolved]
+    document = {**_evaluation_document(args, result, order), "diagnostics": None}
+    streamed = (f"streamed batch by batch in bounded memory (--streaming "
+                f"{args.streaming}): the overlap diagnostics and the paired comparisons need "
+                f"every row; run `ope diagnose {args.logs}`, or pass --streaming off")
+    document["notes"] = [*document["notes"], streamed]
+    texts = [result.main.summary()]
+    if result.fallback is not None:
+        texts.append(result.fallback.summary())
+    texts += [f"note: {n}" for n in (result.note(args.ci), streamed) if n]
+    texts.append(_seed_line(args))
+    return _Outcome(document, "\n\n".join(texts))
+
+
+# ---------------------------------------------------------------------------------------------
+# evaluate (trajectory logs)
+# ---------------------------------------------------------------------------------------------
+def _per_policy(template: str | None, policy: str, flag: str, n_policies: int) -> str | None:
+    """A column name for one policy: ``{policy}`` replaced, or the same column for one policy."""
+    if template is None:
+        return None
+    if POLICY_PLACEHOLDER in template:
+        return template.replace(POLICY_PLACEHOLDER, policy)
+    if n_policies > 1:
+        raise _UsageError(
+            f"argument {flag}: {template!r} would serve {n_policies} candidate policies, but a "
+            f"model's values depend on the policy: put {POLICY_PLACEHOLDER} in the name "
+            f"(e.g. {flag} '{'q' if flag == '--q-column' else 'v'}_target__{POLICY_PLACEHOLDER}') "
+            "or select one with --policy.", flag=flag,
+        )
+    return template
+
+
+def _horizon_arg(value: str | None) -> int | str | None:
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return value  # "logged", or a bad value that sequential_estimate names
+
+
+def _trajectory_usage(args: argparse.Namespace, estimators: Sequence[str]) -> None:
+    """Refuse the bandit-only flags, a model given or missing, and bounds no estimator uses
+    (exit 2, naming the flag)."""
+    from ope.sequential.estimators import BOUNDED_ESTIMATORS, MODEL_BASED
+
+    bandit_only = [flag for flag, value in (("--policies", args.policies),
+                                            ("--by", args.by),
+                                            ("--context-columns", args.context_columns),
+                                            ("--tau", args.tau),
+                                            ("--shrinkage", args.shrinkage),
+                                            ("--n-resamples", args.n_resamples))
+                   if value]
+    if bandit_only:
+        raise _UsageError(
+            f"{', '.join(bandit_only)} appl{'y' if len(bandit_only) > 1 else 'ies'} to bandit "
+            "logs only; trajectory candidates are the target__<name> columns of the steps "
+            "(select them with --policy).", flag=bandit_only[0],
+        )
+    if args.tail_value is not None and not math.isfinite(args.tail_value):
+        raise _UsageError(
+            f"argument --tail-value: must be a finite number (the value of the state a truncated "
+            f"episode was left in); got {args.tail_value!r}.", flag="--tail-value",
+        )
+    model = [e for e in estimators if e in MODEL_BASED]
+    lacking = [f for f, v in (("--q-column", args.q_column), ("--v-column", args.v_column))
+               if not v]
+    if model and lacking:
+        raise _UsageError(
+            f"argument --estimator: {' and '.join(map(repr, model))} "
+            f"need{'s' if len(model) == 1 else ''} a model's values per "
+            f"step: pass {' and '.join(lacking)} (Q(s_t, a_t) of the logged action and V(s_t) "
+            "under the candidate, e.g. from ope.sequential.fitted_q_evaluation; "
+            f"'{POLICY_PLACEHOLDER}' in the name is replaced by each policy), or use pdis/wpdis.",
+            flag="--estimator",
+        )
+    given = [f for f, v in (("--q-column", args.q_column), ("--v-column", args.v_column)) if v]
+    if given and not model:
+        raise _UsageError(
+            f"{' and '.join(given)} serve{'s' if len(given) == 1 else ''} the model-based "
+            "estimators dr and wdr only; add them to --estimator.", flag=given[0],
+        )
+    bounds = [f for f, v in (("--weight-bound", args.weight_bound), ("--horizon", args.horizon))
+              if v is not None]
+    if bounds and not any(e in BOUNDED_ESTIMATORS for e in estimators):
+        raise _UsageError(
+            f"{' and '.join(bounds)} serve{'s' if len(bounds) == 1 else ''} the bounded "
+            f"intervals of {' and '.join(BOUNDED_ESTIMATORS)} only, and --estimator "
+            f"{' '.join(estimators)} has neither; add is or pdis.", flag=bounds[0],
+        )
+
+
+def _estimand(gamma: float, n_truncated: int, n_episodes: int, args: argparse.Namespace) -> str:
+    """What the trajectory estimates estimate, in words (truncation stated, never implied)."""
+    head = f"expected discounted return (gamma={gamma:g}) of each candidate"
+    if n_truncated == 0:
+        return f"{head}; every one of the {n_episodes} episodes terminated (done at its end)"
+    if args.tail_value == 0.0:
+        return (f"{head} within the logged steps, stated as the target by --tail-value 0: "
+                f"{n_truncated} of {n_episodes} episodes were truncated and contribute nothing "
+                "after their last logged step")
+    if args.tail_value is not None or args.tail_column:
+        tail = (f"--tail-value {args.tail_value:g}" if args.tail_value is not None
+                else f"--tail-column {args.tail_column}")
+        return (f"{head}; {n_truncated} of {n_episodes} episodes were truncated and their tail "
+                f"(after the last logged step) is bootstrapped with {tail}")
+    return (f"{head} accumulated within the logged steps: {n_truncated} of {n_episodes} "
+            "episodes were truncated and contribute nothing after their last logged step (pass "
+            "--tail-value or --tail-column to bootstrap their tails)")
+
+
+def _trajectory_rows(
+    args: argparse.Namespace, traj: Any, policies: list[str], estimators: Sequence[str],
+    rows: list[dict[str, Any]],
+) -> tuple[Any, list[str]]:
+    """Append one row per policy x estimator to ``rows``; return the logging policy's value
+    (None when the tail column depends on the candidate) and the estimators whose interval fell
+    back to the normal one (``--ci`` does not apply to them)."""
+    import numpy as np
+
+    from ope._progress import progress
+    from ope.sequential import sequential_estimate
+    from ope.sequential.estimators import BOUNDED_ESTIMATORS, BOUNDED_METHODS, MODEL_BASED
+
+    gamma = 1.0 if args.gamma is None else args.gamma
+    common = {"gamma": gamma, "confidence_level": args.confidence_level,
+              "reward_range": tuple(args.reward_range) if args.reward_range else None}
+    horizon = _horizon_arg(args.horizon)
+    fallback: list[str] = []
+    cells = [(p, e) for p in policies for e in estimators]
+    # candidates x estimators: a handful of calls, each one pass over the steps (no row loop)
+    for policy, estimator in progress(cells, desc="sequential estimates", total=len(cells),
+                                      unit="estimate"):
+        tail: Any = args.tail_value
+        if args.tail_column:
+            tail = _per_policy(args.tail_column, policy, "--tail-column", len(policies))
+        options: dict[str, Any] = {"tail_value": tail, "max_weight": args.max_weight}
+        if estimator in MODEL_BASED:
+            options["q_hat"] = _per_policy(args.q_column, policy, "--q-column", len(policies))
+            options["v_hat"] = _per_policy(args.v_column, policy, "--v-column", len(policies))
+        ci = args.ci
+        if ci in BOUNDED_METHODS and estimator not in BOUNDED_ESTIMATORS:
+            ci = FALLBACK_CI  # a bounded interval of is/pdis only: the others fall back
+            if estimator not in fallback:
+                fallback.append(estimator)
+        if estimator in BOUNDED_ESTIMATORS:
+            options.update(weight_bound=args.weight_bound, horizon=horizon)
+        est = sequential_estimate(traj, policy, estimator=estimator, ci=ci, **common, **options)
+        rows.append({
+            "policy": policy, "estimator": estimator, "value": est.value,
+            "std_error": est.std_error, "ci_low": est.ci_low, "ci_high": est.ci_high,
+            "confidence_level": est.confidence_level, "ci_method": est.ci_method,
+            "n": est.n, "ess": est.ess, "ess_ratio": est.ess / est.n,
+            "notes": "; ".join(est.notes), "note_list": est.notes,
+        })
+    # the logging policy's value: its own mean discounted return (unit weights), same tail
+    # (unknown when the tail column depends on the candidate policy)
+    logging_tail: Any = args.tail_value
+    if args.tail_column:
+        logging_tail = None if POLICY_PLACEHOLDER in args.tail_column else args.tail_column
+    logging = None
+    if not (args.tail_column and logging_tail is None):
+        own = traj.table.column("propensity").to_numpy(zero_copy_only=False).astype(np.float64)
+        logging = sequential_estimate(traj, own, estimator="is", tail_value=logging_tail,
+                                      **common)
+    return logging, fallback
+
+
+def _evaluate_trajectories(args: argparse.Namespace) -> _Outcome:
+    """``ope evaluate`` on trajectory logs: the sequential estimators, one row per policy x
+    estimator, in the output style of bandit logs."""
+    import numpy as np
+    import pandas as pd
+
+    from ope.evaluation import TABLE_COLUMNS
+    from ope.io import read_trajectories
+    from ope.results import ResultParts, render_text
+
+    estimators = tuple(args.estimator) if args.estimator else DEFAULT_SEQUENTIAL_ESTIMATORS
+    _trajectory_usage(args, estimators)
+    traj = _read(args, read_trajectories)
+    policies = list(args.policy) if args.policy else traj.target_policies
+    if not policies:
+        raise SchemaError(
+            f"{args.logs} has no target__<name> column: trajectory candidates are the per-step "
+            "target probabilities of the logged actions, one target__<name> column per policy."
+        )
+    gamma = 1.0 if args.gamma is None else args.gamma
+    rows: list[dict[str, Any]] = []
+    logging, fallback = _trajectory_rows(args, traj, policies, estimators, rows)
+    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    n_truncated = int(np.count_nonzero(traj.truncated))
+    estimand = _estimand(gamma, n_truncated, traj.n_episodes, args)
+    grouped: dict[tuple[str, str], list[str]] = {}  # each note once, with the estimates
+    for row in rows:
+        for note in row["note_list"]:
+            grouped.setdefault((row["policy"], note), []).append(row["estimator"])
+    notes = [f"{p} ({', '.join(es)}): {note}" for (p, note), es in grouped.items()]
+    if fallback:
+        notes.append(f"--ci {args.ci} applies to is and pdis only: the intervals of "
+                     f"{', '.join(fallback)} are {FALLBACK_CI} (--ci {FALLBACK_CI}) instead")
+    document = dict(
+        kind="trajectories",
+        logs=args.logs,
+        confidence_level=args.confidence_level,
+        ci_method=args.ci,
+        ci_fallback={e: FALLBACK_CI for e in fallback},
+        gamma=gamma,
+        estimand=estimand,
+        episodes=traj.n_episodes,
+        truncated_episodes=n_truncated,
+        validation=traj.report.to_dict(),
+        logging_policy=None if logging is None else {
+            "value": logging.value, "std_error": logging.std_error,
+            "ci_low": logging.ci_low, "ci_high": logging.ci_high,
+            "ci_method": logging.ci_method, "n": logging.n,
+        },
+        estimates=table.to_dict(orient="records"),
+        notes=notes,
+    )
+    parts = ResultParts(
+        title=(f"{len(policies)} candidate policies x {len(estimators)} sequential estimators on "
+               f"{traj.n_episodes:,} episodes ({traj.n:,} steps); {args.ci} intervals at "
+               f"{args.confidence_level:.0%}"),
+        fields=(
+            ("estimand", estimand),
+            *(() if logging is None else (
+                ("logging policy value (mean discounted return)", logging.value),
+                (f"logging policy interval ({logging.ci_method})",
+                 (logging.ci_low, logging.ci_high)),
+            )),
+            ("rows rejected", traj.report.rows_rejected),
+        ),
+        table=table.drop(columns=["notes", "confidence_level"]),
+        notes=tuple(notes),
+    )
+    return _Outcome(document, "\n\n".join([str(traj.report), render_text(parts)]))
+
+
+# ---------------------------------------------------------------------------------------------
+# paired, learn, import
+# ---------------------------------------------------------------------------------------------
+def _arm_of(value: str, arms: Sequence[Any], flag: str) -> Any:
+    """The replays' arm written ``value`` on the command line (arms may be integers)."""
+    by_text = {str(a): a for a in arms}
+    if value not in by_text:
+        raise _UsageError(
+            f"argument {flag}: arm {value!r} is not in the replays; their arms are: "
+            f"{', '.join(map(repr, by_text))}.", flag=flag,
+        )
+    return by_text[value]
+
+
+def _with_rng(func: Callable[..., Any], seed: int) -> dict[str, int]:
+    """``{"rng": seed}`` when ``func`` takes an ``rng`` (everything random gets the seed)."""
+    import inspect
+
+    return {"rng": seed} if "rng" in inspect.signature(func).parameters else {}
+
+
+def _cmd_paired(args: argparse.Namespace) -> _Outcome:
+    from ope.io import read_paired
+    from ope.paired import paired_effect
+
+    replays = _read(args, read_paired)
+    arms = replays.arms
+    treated = [_arm_of(a, arms, "--treated") for a in args.treated]
+    control = _arm_of(args.control, arms, "--control")
+    outcomes: Any = args.outcomes or (list(args.outcome) if args.outcome else ("outcome",))
+    res = paired_effect(
+        replays,
+        treated=treated,
+        control=control,
+        outcomes=outcomes,
+        by=args.by,
+        ratio=args.ratio,
+        confidence_level=args.confidence_level,
+        ci=args.ci,
+        reward_range=tuple(args.reward_range) if args.reward_range else None,
+        correction=args.correction,
+        **_with_rng(paired_effect, args.seed),
+    )
+    return _Outcome(
+        {"logs": args.logs, "validation": replays.report.to_dict(), **res.to_dict()},
+        "\n\n".join([str(replays.report), res.summary(), _seed_line(args)]),
+    )
+
+
+def _cmd_learn(args: argparse.Namespace) -> _Outcome:
+    from ope._output import atomic_path
+    from ope.learning import ConservativePolicyLearner, learn_from_logs, learner_policy_table
+    from ope.policies import write_policy_table
+
+    logs = _read(args)
+    _require_columns(logs, args, "context_columns")
+    learner, cert = learn_from_logs(
+        logs,
+        context_columns=args.context_columns,
+        learner=ConservativePolicyLearner(reward_range=tuple(args.reward_range),
+                                          **_with_rng(ConservativePolicyLearner, args.seed)),
+        certify_fraction=args.certify_fraction,
+        confidence_level=args.confidence_level,
+        method=args.gate,
+        name=args.name,
+        rng=args.seed,
+    )
+    text = [str(cert)]
+    if args.out:
+        table = learner_policy_table(learner, logs, context_columns=args.context_columns,
+                                     name=args.name)
+        with atomic_path(args.out) as tmp:
+            write_policy_table(table, tmp)
+        text.append(f"learned policy written to {args.out}; score it with: "
+                    f"ope evaluate LOGS --policies {args.out}")
+    text.append(_seed_line(args))
+    document = {"validation": logs.report.to_dict(), "certificate": cert.to_dict(),
+                "policy_table": args.out}
+    return _Outcome(document, "\n".join(text))
+
+
+def _cmd_import(args: argparse.Namespace) -> _Outcome:
     """``ope import obd|dsjson SRC --out LOGS.parquet``: validate and write parquet logs.
 
-    Writes to a temporary file next to ``--out`` and renames it only when the import succeeds;
-    refuses to overwrite ``--out`` (and its ``.actions.parquet`` side table) without ``--force``.
-    DSJSON is streamed chunk by chunk into the file. Action features of OBD's
-    ``item_context.csv`` go to ``<out stem>.actions.parquet``.
+    ``--out`` (and, for OBD, its ``.actions.parquet`` side table) were checked before the
+    import started (:mod:`ope._output`); both are written through temporary files renamed only
+    when the import succeeds. DSJSON is streamed chunk by chunk into the file.
     """
-    import os
-
     import pyarrow.parquet as pq
 
+    from ope._output import atomic_path
+
     out = Path(args.out)
-    side = out.with_name(out.name[: -len(".parquet")] if out.name.endswith(".parquet") else out.name)
-    side = side.with_name(side.name + ".actions.parquet")
-    for target in (out, side):
-        if target.exists() and not args.force:
-            raise _UsageError(f"{target} exists; pass --force to overwrite it")
-    if not out.parent.is_dir():
-        raise _UsageError(f"argument --out: the folder {out.parent} does not exist")
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    side = _import_side_file(out)
     written = 0
     action_features = None
-    try:
+    with atomic_path(out) as tmp:
         if args.format == "dsjson":
             from ope.importers import iter_dsjson
             from ope.importers.dsjson import DSJSON_METADATA
@@ -481,465 +1642,44 @@ def _cmd_import(args: argparse.Namespace) -> int:
             pq.write_table(logs.table, tmp)
             written, report, action_features = logs.n, logs.report, logs.action_features
         if action_features is not None:
-            side_tmp = side.with_name(f".{side.name}.{os.getpid()}.tmp")
-            pq.write_table(action_features, side_tmp)
-            os.replace(side_tmp, side)
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    document = {"ok": True, "command": "import", "format": args.format, "src": args.src,
+            with atomic_path(side) as side_tmp:
+                pq.write_table(action_features, side_tmp)
+    document = {"format": args.format, "src": args.src,
                 "out": str(out), "rows_written": written, "report": report.to_dict(),
                 "action_features": str(side) if action_features is not None else None}
     text = f"wrote {written:,} rows to {out}"
     if action_features is not None:
         text += f"\nwrote the action features ({action_features.num_rows:,} items) to {side}"
-    return _output(args, document, str(report), text)
+    return _Outcome(document, "\n\n".join([str(report), text]))
 
 
-def _diagnose_from_args(args: argparse.Namespace, logs: Any) -> Any:
-    """The diagnostics of ``ope diagnose`` and of ``ope evaluate`` (which has no plan options)."""
-    from ope.diagnostics import diagnose
-
-    return diagnose(
-        logs,
-        _policies_from_args(args),
-        by=args.by,
-        max_weight=args.max_weight,
-        reward_range=tuple(args.reward_range) if args.reward_range else None,
-        confidence_level=args.confidence_level,
-        target_width=getattr(args, "target_width", None),
-        new_rows=getattr(args, "new_rows", None),
-    )
-
-
-def _cmd_diagnose(args: argparse.Namespace) -> int:
-    logs = _read_or_report(args)
-    if logs is None:
-        return EXIT_DATAERR
-    d = _diagnose_from_args(args, logs)
-    return _output(
-        args, {"validation": logs.report.to_dict(), "diagnostics": d.to_dict()},
-        str(logs.report), d.summary(),
-    )
-
-
-def _cmd_validate(args: argparse.Namespace) -> int:
-    logs = _read_or_report(args)
-    if logs is None:
-        return EXIT_DATAERR
-    report = logs.report
-    if args.json:
-        _emit_json(
-            {
-                "valid": report.ok,
-                "report": report.to_dict(),
-                "columns": logs.columns,
-                "target_policies": logs.target_policies,
-            }
-        )
-    else:
-        print(str(report))
-        print(f"  columns: {', '.join(logs.columns)}")
-        if logs.target_policies:
-            print(f"  candidate policies (target__ columns): {', '.join(logs.target_policies)}")
-    return EXIT_OK
-
-
-def _evaluate_from_args(args: argparse.Namespace, logs: Any) -> Any:
-    from ope.evaluation import evaluate
-
-    estimators = tuple(args.estimator) if args.estimator else ("ips", "snips")
-    return evaluate(
-        logs,
-        _policies_from_args(args),
-        estimators=estimators,
-        ci=args.ci,
-        confidence_level=args.confidence_level,
-        reward_range=tuple(args.reward_range) if args.reward_range else None,
-        max_weight=args.max_weight,
-        weight_bound=args.weight_bound,
-        context_columns=args.context_columns,
-    )
-
-
-def _cmd_evaluate(args: argparse.Namespace) -> int:
-    if _is_trajectory_source(args):
-        return _evaluate_trajectories(args)
-    given = [flag for flag, value in _trajectory_flags(args) if value]
-    if given:
-        raise _UsageError(
-            f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to trajectory logs "
-            f"only (columns {', '.join(TRAJECTORY_MARKERS)}), and {args.logs} holds bandit "
-            "logs; pass --trajectories if it holds steps."
-        )
-    logs = _read_or_report(args)
-    if logs is None:
-        return EXIT_DATAERR
-    ev = _evaluate_from_args(args, logs)
-    d = _diagnose_from_args(args, logs)
-    text = ev.summary()
-    if ev.model_columns is not None:
-        used = ev.model_columns
-        text += (
-            f"\nreward model columns: context {', '.join(used['context']) or 'none'}; "
-            f"action features {', '.join(used['action_features']) or 'none'}"
-        )
-    return _output(args, {**ev.to_dict(), "diagnostics": d.to_dict()}, text, d.summary())
-
-
-def _envelope(args: argparse.Namespace, **extra: Any) -> dict[str, Any]:
-    """The head of a --json document: ope version, command and the options as parsed."""
-    from ope import __version__
-
-    options = {k: v for k, v in vars(args).items() if k not in ("command", "logs", "json")}
-    return {"ok": True, "ope_version": __version__, "command": args.command,
-            "logs": args.logs, "options": options, **extra}
-
-
-def _trajectory_flags(args: argparse.Namespace) -> list[tuple[str, Any]]:
-    return [
-        ("--trajectories", args.trajectories),
-        ("--gamma", args.gamma is not None),
-        ("--horizon", args.horizon is not None),
-        ("--tail-value", args.tail_value is not None),
-        ("--tail-column", args.tail_column),
-        ("--q-column", args.q_column),
-        ("--v-column", args.v_column),
-    ]
-
-
-def _is_trajectory_source(args: argparse.Namespace) -> bool:
-    """``--trajectories``, or the columns (after --mapping) hold episode_id, step and done."""
-    if args.trajectories:
-        return True
-    if getattr(args, "format", "parquet") != "parquet":
-        return False
-    import pyarrow.dataset as ds
-
-    try:
-        names = set(ds.dataset(args.logs, format="parquet").schema.names)
-    except Exception:  # noqa: BLE001 - unreadable: read_logs reports it with its own message
-        return False
-    mapping = _parse_mapping(args.mapping) or {}
-    ours = names | {k for k, v in mapping.items() if v in names}
-    return all(c in ours for c in TRAJECTORY_MARKERS)
-
-
-def _per_policy(template: str | None, policy: str, flag: str, n_policies: int) -> str | None:
-    """A column name for one policy: ``{policy}`` replaced, or the same column for one policy."""
-    if template is None:
-        return None
-    if POLICY_PLACEHOLDER in template:
-        return template.replace(POLICY_PLACEHOLDER, policy)
-    if n_policies > 1:
-        raise _UsageError(
-            f"argument {flag}: {template!r} would serve {n_policies} candidate policies, but a "
-            f"model's values depend on the policy: put {POLICY_PLACEHOLDER} in the name "
-            f"(e.g. {flag} '{'q' if flag == '--q-column' else 'v'}_target__{POLICY_PLACEHOLDER}') "
-            "or select one with --policy."
-        )
-    return template
-
-
-def _horizon_arg(value: str | None) -> int | str | None:
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return value  # "logged", or a bad value that sequential_estimate names
-
-
-def _trajectory_usage(args: argparse.Namespace, estimators: Sequence[str]) -> None:
-    """Refuse the bandit-only flags, a model given or missing, and bounds no estimator uses
-    (exit 2, naming the flag)."""
-    from ope.sequential.estimators import BOUNDED_ESTIMATORS, MODEL_BASED
-
-    bandit_only = [flag for flag, value in (("--policies", args.policies),
-                                            ("--by", args.by),
-                                            ("--context-columns", args.context_columns))
-                   if value]
-    if bandit_only:
-        raise _UsageError(
-            f"{', '.join(bandit_only)} appl{'y' if len(bandit_only) > 1 else 'ies'} to bandit "
-            "logs only; trajectory candidates are the target__<name> columns of the steps "
-            "(select them with --policy)."
-        )
-    if args.tail_value is not None and not math.isfinite(args.tail_value):
-        raise _UsageError(
-            f"argument --tail-value: must be a finite number (the value of the state a truncated "
-            f"episode was left in); got {args.tail_value!r}."
-        )
-    model = [e for e in estimators if e in MODEL_BASED]
-    lacking = [f for f, v in (("--q-column", args.q_column), ("--v-column", args.v_column))
-               if not v]
-    if model and lacking:
-        raise _UsageError(
-            f"argument --estimator: {' and '.join(map(repr, model))} "
-            f"need{'s' if len(model) == 1 else ''} a model's values per "
-            f"step: pass {' and '.join(lacking)} (Q(s_t, a_t) of the logged action and V(s_t) "
-            "under the candidate, e.g. from ope.sequential.fitted_q_evaluation; "
-            f"'{POLICY_PLACEHOLDER}' in the name is replaced by each policy), or use pdis/wpdis."
-        )
-    given = [f for f, v in (("--q-column", args.q_column), ("--v-column", args.v_column)) if v]
-    if given and not model:
-        raise _UsageError(
-            f"{' and '.join(given)} serve{'s' if len(given) == 1 else ''} the model-based "
-            "estimators dr and wdr only; add them to --estimator."
-        )
-    bounds = [f for f, v in (("--weight-bound", args.weight_bound), ("--horizon", args.horizon))
-              if v is not None]
-    if bounds and not any(e in BOUNDED_ESTIMATORS for e in estimators):
-        raise _UsageError(
-            f"{' and '.join(bounds)} serve{'s' if len(bounds) == 1 else ''} the bounded "
-            f"intervals of {' and '.join(BOUNDED_ESTIMATORS)} only, and --estimator "
-            f"{' '.join(estimators)} has neither; add is or pdis."
-        )
-
-
-def _estimand(gamma: float, n_truncated: int, n_episodes: int, args: argparse.Namespace) -> str:
-    """What the trajectory estimates estimate, in words (truncation stated, never implied)."""
-    head = f"expected discounted return (gamma={gamma:g}) of each candidate"
-    if n_truncated == 0:
-        return f"{head}; every one of the {n_episodes} episodes terminated (done at its end)"
-    if args.tail_value == 0.0:
-        return (f"{head} within the logged steps, stated as the target by --tail-value 0: "
-                f"{n_truncated} of {n_episodes} episodes were truncated and contribute nothing "
-                "after their last logged step")
-    if args.tail_value is not None or args.tail_column:
-        tail = (f"--tail-value {args.tail_value:g}" if args.tail_value is not None
-                else f"--tail-column {args.tail_column}")
-        return (f"{head}; {n_truncated} of {n_episodes} episodes were truncated and their tail "
-                f"(after the last logged step) is bootstrapped with {tail}")
-    return (f"{head} accumulated within the logged steps: {n_truncated} of {n_episodes} "
-            "episodes were truncated and contribute nothing after their last logged step (pass "
-            "--tail-value or --tail-column to bootstrap their tails)")
-
-
-def _trajectory_rows(
-    args: argparse.Namespace, traj: Any, policies: list[str], estimators: Sequence[str],
-    rows: list[dict[str, Any]],
-) -> Any:
-    """Append one row per policy x estimator to ``rows``; return the logging policy's value
-    (None when the tail column depends on the candidate)."""
-    import numpy as np
-
-    from ope.sequential import sequential_estimate
-    from ope.sequential.estimators import BOUNDED_ESTIMATORS, MODEL_BASED
-
-    gamma = 1.0 if args.gamma is None else args.gamma
-    common = {"gamma": gamma, "confidence_level": args.confidence_level,
-              "reward_range": tuple(args.reward_range) if args.reward_range else None}
-    horizon = _horizon_arg(args.horizon)
-    for policy in policies:  # candidates x estimators: a handful of calls, no loop over rows
-        tail: Any = args.tail_value
-        if args.tail_column:
-            tail = _per_policy(args.tail_column, policy, "--tail-column", len(policies))
-        for estimator in estimators:
-            options: dict[str, Any] = {"tail_value": tail, "max_weight": args.max_weight}
-            if estimator in MODEL_BASED:
-                options["q_hat"] = _per_policy(args.q_column, policy, "--q-column", len(policies))
-                options["v_hat"] = _per_policy(args.v_column, policy, "--v-column", len(policies))
-            if estimator in BOUNDED_ESTIMATORS:
-                options.update(weight_bound=args.weight_bound, horizon=horizon)
-            est = sequential_estimate(traj, policy, estimator=estimator, ci=args.ci,
-                                      **common, **options)
-            rows.append({
-                "policy": policy, "estimator": estimator, "value": est.value,
-                "std_error": est.std_error, "ci_low": est.ci_low, "ci_high": est.ci_high,
-                "confidence_level": est.confidence_level, "ci_method": est.ci_method,
-                "n": est.n, "ess": est.ess, "ess_ratio": est.ess / est.n,
-                "notes": "; ".join(est.notes), "note_list": est.notes,
-            })
-    # the logging policy's value: its own mean discounted return (unit weights), same tail
-    # (unknown when the tail column depends on the candidate policy)
-    logging_tail: Any = args.tail_value
-    if args.tail_column:
-        logging_tail = None if POLICY_PLACEHOLDER in args.tail_column else args.tail_column
-    logging = None
-    if not (args.tail_column and logging_tail is None):
-        own = traj.table.column("propensity").to_numpy(zero_copy_only=False).astype(np.float64)
-        logging = sequential_estimate(traj, own, estimator="is", tail_value=logging_tail,
-                                      **common)
-    return logging
-
-
-_WHERE = re.compile(r"^(\w+(?: \(policy '[^']*'\))?): (.*)$", re.DOTALL)
-
-
-def _show_grouped(caught: Sequence[warnings.WarningMessage]) -> None:
-    """Each distinct warning once on stderr, naming every estimate it concerns."""
-    grouped: dict[tuple[str, str], list[str]] = {}
-    for w in caught:
-        match = _WHERE.match(str(w.message))
-        where, text = match.groups() if match else ("", str(w.message))
-        grouped.setdefault((w.category.__name__, text), []).append(where)
-    for (category, text), places in grouped.items():
-        where = ", ".join(p for p in places if p)
-        print(f"warning ({category}): {where + ': ' if where else ''}{text}", file=sys.stderr)
-
-
-def _evaluate_trajectories(args: argparse.Namespace) -> int:
-    """``ope evaluate`` on trajectory logs: the sequential estimators, one row per policy x
-    estimator, in the output style of bandit logs."""
-    import numpy as np
-    import pandas as pd
-
-    from ope.evaluation import TABLE_COLUMNS
-    from ope.io import read_trajectories
-    from ope.results import ResultParts, render_text
-
-    estimators = tuple(args.estimator) if args.estimator else DEFAULT_SEQUENTIAL_ESTIMATORS
-    _trajectory_usage(args, estimators)
-    traj = _read_or_report(args, read_trajectories)
-    if traj is None:
-        return EXIT_DATAERR
-    policies = list(args.policy) if args.policy else traj.target_policies
-    if not policies:
-        raise SchemaError(
-            f"{args.logs} has no target__<name> column: trajectory candidates are the per-step "
-            "target probabilities of the logged actions, one target__<name> column per policy."
-        )
-    gamma = 1.0 if args.gamma is None else args.gamma
-    rows: list[dict[str, Any]] = []
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            logging = _trajectory_rows(args, traj, policies, estimators, rows)
-        finally:
-            _show_grouped(caught)
-    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-    n_truncated = int(np.count_nonzero(traj.truncated))
-    estimand = _estimand(gamma, n_truncated, traj.n_episodes, args)
-    grouped: dict[tuple[str, str], list[str]] = {}  # each note once, with the estimates
-    for row in rows:
-        for note in row["note_list"]:
-            grouped.setdefault((row["policy"], note), []).append(row["estimator"])
-    notes = [f"{p} ({', '.join(es)}): {note}" for (p, note), es in grouped.items()]
-    if args.json:
-        _emit_json(_envelope(
-            args,
-            kind="trajectories",
-            confidence_level=args.confidence_level,
-            ci_method=args.ci,
-            gamma=gamma,
-            estimand=estimand,
-            episodes=traj.n_episodes,
-            truncated_episodes=n_truncated,
-            validation=traj.report.to_dict(),
-            logging_policy=None if logging is None else {
-                "value": logging.value, "std_error": logging.std_error,
-                "ci_low": logging.ci_low, "ci_high": logging.ci_high,
-                "ci_method": logging.ci_method, "n": logging.n,
-            },
-            estimates=table.to_dict(orient="records"),
-            notes=notes,
-        ))
-        return EXIT_OK
-    parts = ResultParts(
-        title=(f"{len(policies)} candidate policies x {len(estimators)} sequential estimators on "
-               f"{traj.n_episodes:,} episodes ({traj.n:,} steps); {args.ci} intervals at "
-               f"{args.confidence_level:.0%}"),
-        fields=(
-            ("estimand", estimand),
-            *(() if logging is None else (
-                ("logging policy value (mean discounted return)", logging.value),
-                (f"logging policy interval ({logging.ci_method})",
-                 (logging.ci_low, logging.ci_high)),
-            )),
-            ("rows rejected", traj.report.rows_rejected),
-        ),
-        table=table.drop(columns=["notes", "confidence_level"]),
-        notes=tuple(notes),
-    )
-    print(str(traj.report))
-    print()
-    print(render_text(parts))
-    return EXIT_OK
-
-
-def _arm_of(value: str, arms: Sequence[Any], flag: str) -> Any:
-    """The replays' arm written ``value`` on the command line (arms may be integers)."""
-    by_text = {str(a): a for a in arms}
-    if value not in by_text:
-        raise _UsageError(
-            f"argument {flag}: arm {value!r} is not in the replays; their arms are: "
-            f"{', '.join(map(repr, by_text))}."
-        )
-    return by_text[value]
-
-
-def _cmd_paired(args: argparse.Namespace) -> int:
-    from ope.io import read_paired
-    from ope.paired import paired_effect
-
-    replays = _read_or_report(args, read_paired)
-    if replays is None:
-        return EXIT_DATAERR
-    arms = replays.arms
-    treated = [_arm_of(a, arms, "--treated") for a in args.treated]
-    control = _arm_of(args.control, arms, "--control")
-    outcomes: Any = args.outcomes or (list(args.outcome) if args.outcome else ("outcome",))
-    res = paired_effect(
-        replays,
-        treated=treated,
-        control=control,
-        outcomes=outcomes,
-        by=args.by,
-        ratio=args.ratio,
-        confidence_level=args.confidence_level,
-        ci=args.ci,
-        reward_range=tuple(args.reward_range) if args.reward_range else None,
-        correction=args.correction,
-    )
-    return _output(
-        args,
-        _envelope(args, validation=replays.report.to_dict(), **res.to_dict()),
-        str(replays.report), res.summary(),
-    )
-
-
-def _cmd_learn(args: argparse.Namespace) -> int:
-    from ope.learning import ConservativePolicyLearner, learn_from_logs, learner_policy_table
-    from ope.policies import write_policy_table
-
-    logs = _read_or_report(args)
-    if logs is None:
-        return EXIT_DATAERR
-    learner, cert = learn_from_logs(
-        logs,
-        context_columns=args.context_columns,
-        learner=ConservativePolicyLearner(reward_range=tuple(args.reward_range)),
-        certify_fraction=args.certify_fraction,
-        confidence_level=args.confidence_level,
-        method=args.gate,
-        name=args.name,
-        rng=args.seed,
-    )
-    if args.out:
-        table = learner_policy_table(learner, logs, context_columns=args.context_columns, name=args.name)
-        write_policy_table(table, args.out)
-    if args.json:
-        _emit_json(
-            {
-                "validation": logs.report.to_dict(),
-                "certificate": cert.to_dict(),
-                "policy_table": args.out,
-            }
-        )
-    else:
-        print(str(cert))
-        if args.out:
-            print(f"learned policy written to {args.out}; score it with: ope evaluate LOGS --policies {args.out}")
-    return EXIT_OK
-
-
+# ---------------------------------------------------------------------------------------------
+# demo
+# ---------------------------------------------------------------------------------------------
 #: clip level of the demo's clipped IPS: an a priori choice, not read off the data
 DEMO_MAX_WEIGHT: Final = 50.0
 
+#: rows of the simulated logs the demo learns a policy from
+DEMO_LEARN_ROWS: Final = 20_000
 
-def _cmd_demo(args: argparse.Namespace) -> int:
+
+@dataclasses.dataclass
+class _Notes:
+    """Numbered notes of the demo: each warning stated once, referenced by number elsewhere."""
+
+    items: list[str] = dataclasses.field(default_factory=list)
+
+    def add(self, text: str) -> int:
+        if text in self.items:
+            return self.items.index(text) + 1
+        self.items.append(text)
+        return len(self.items)
+
+    def refs(self, numbers: Sequence[int]) -> str:
+        return f"  [see {', '.join(map(str, numbers))}]" if numbers else ""
+
+
+def _cmd_demo(args: argparse.Namespace) -> _Outcome:
     from ope.evaluation import evaluate
     from ope.io import read_logs
     from ope.simulate import load_sample
@@ -948,61 +1688,106 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     truth = {str(k): float(v) for k, v in sample.truth["policies"].items()}
     reward_range = tuple(float(v) for v in sample.truth["reward_range"])
     logs = read_logs(sample.table)
-    ev = evaluate(
-        logs,
-        None,
-        estimators=("ips", "clipped_ips", "snips"),
-        ci="normal",
-        reward_range=reward_range,
-        max_weight=DEMO_MAX_WEIGHT,
-    )
-    if args.json:
-        table = ev.table()
-        table["true_value"] = table["policy"].map(truth)
-        _emit_json(
-            {
-                "sample": str(sample.path),
-                "truth": {"logging": sample.truth["logging"], "policies": truth},
-                "evaluation": ev.to_dict(),
-                "table": table.to_dict(orient="records"),
-            }
+    with warnings.catch_warnings():  # every warning is one of the numbered notes below
+        warnings.simplefilter("ignore")
+        ev = evaluate(
+            logs,
+            None,
+            estimators=("ips", "clipped_ips", "snips"),
+            ci="normal",
+            reward_range=reward_range,
+            max_weight=DEMO_MAX_WEIGHT,
+            rng=args.seed,
         )
-        return EXIT_OK
-    print(f"ope demo: bundled sample {sample.path.name} (exact truth from datasets/README.md)")
-    print(str(logs.report))
-    print()
-    print(ev.summary(truth=truth))
-    print(f"\ntrue value of the logging policy: {sample.truth['logging']:.4f}")
-    print()
-    _demo_coverage_gaps(logs, reward_range)
-    print()
-    _demo_learning()
-    return EXIT_OK
+        summary = ev.summary(truth=truth)
+        coverage, coverage_doc = _demo_coverage_gaps(logs, reward_range, summary)
+        learning, learning_doc = _demo_learning(args.seed)
+    table = ev.table()
+    table["true_value"] = table["policy"].map(truth)
+    document = {
+        "sample": sample.path.name,
+        "truth": {"logging": sample.truth["logging"], "policies": truth},
+        "evaluation": ev.to_dict(),
+        "table": table.to_dict(orient="records"),
+        "coverage": coverage_doc,
+        "learning": learning_doc,
+    }
+    text = "\n".join([
+        f"ope demo: bundled sample {sample.path.name} (exact truth from datasets/README.md)",
+        str(logs.report),
+        "",
+        summary,
+        f"\ntrue value of the logging policy: {sample.truth['logging']:.4f}",
+        "",
+        coverage,
+        "",
+        learning,
+        "",
+        _seed_line(args),
+    ])
+    return _Outcome(document, text)
 
 
-def _demo_coverage_gaps(logs: Any, reward_range: tuple[float, ...]) -> None:
-    """Where the sample's logs cannot answer: segment gaps and a verdict per candidate."""
+#: A numbered note of a rendered summary: ``[3] long_tail (ips): ...`` at the start of a line.
+_NUMBERED: Final = re.compile(r"^\s*\[(\d+)\] (.*)$", re.MULTILINE)
+
+
+def _stated_notes(summary: str) -> list[str]:
+    """The numbered notes of a rendered summary, in their order (note i is item i - 1)."""
+    found = {int(n): text for n, text in _NUMBERED.findall(summary)}
+    return [found[i] for i in sorted(found)] if sorted(found) == list(
+        range(1, len(found) + 1)) else []
+
+
+def _policy_notes(notes: Sequence[str], policy: str) -> list[int]:
+    """Numbers of the stated notes (numbered from 1) about ``policy``."""
+    return [i for i, n in enumerate(notes, 1)
+            if n.startswith((f"{policy} (", f"{policy}:", f"policy '{policy}'"))]
+
+
+def _demo_coverage_gaps(logs: Any, reward_range: tuple[float, ...], summary: str
+                        ) -> tuple[str, list[dict[str, Any]]]:
+    """Where the sample's logs cannot answer: a verdict per candidate, its weight warnings
+    referenced by the numbers they have in the evaluation's ``summary`` (not repeated), and
+    each segment gap once, numbered on from there."""
     from ope.diagnostics import diagnose
 
     d = diagnose(logs, by=["segment"], max_weight=DEMO_MAX_WEIGHT, reward_range=reward_range)
-    print(f"coverage gaps (ope diagnose --by segment --max-weight {DEMO_MAX_WEIGHT:g}):")
+    stated = _stated_notes(summary)
+    notes = _Notes(list(stated))
+    lines = [f"coverage gaps (ope diagnose --by segment --max-weight {DEMO_MAX_WEIGHT:g}):"]
     table = d.table()
     segments = d.segments()
+    width = max(len(p) for p in table["policy"]) + 2
+    rows = []
+    gap_lines = []
     for row in table.itertuples(index=False):
-        print(
-            f"  {row.policy:<13} ESS/n {row.ess_ratio:6.3f}   "
+        refs = _policy_notes(stated, row.policy)
+        gaps = segments[(segments.policy == row.policy) & segments.gap]
+        for gap in gaps.itertuples(index=False):
+            number = notes.add(f"{row.policy}: gap: {gap.reason}")
+            refs.append(number)
+            gap_lines.append(number)
+        lines.append(
+            f"  {row.policy:<{width}}ESS/n {row.ess_ratio:6.3f}   "
             f"{row.verdict_coverage_share:4.0%} of its narrowest interval (clip "
             f"{row.verdict_max_weight:g}) is coverage, not sampling -> {row.verdict}"
+            f"{notes.refs(refs)}"
         )
-        for gap in segments[(segments.policy == row.policy) & segments.gap].itertuples(index=False):
-            print(f"      gap: {gap.reason}")
+        rows.append({"policy": row.policy, "ess_ratio": row.ess_ratio, "verdict": row.verdict,
+                     "coverage_share": row.verdict_coverage_share,
+                     "gaps": [g.reason for g in gaps.itertuples(index=False)]})
+    # the diagnostics' own caveats (not about one policy's weights, which the notes above state)
+    policies = set(d.policies)
+    for note in d.notes:
+        head = note.split(":", 1)[0].strip()
+        if head not in policies and not head.startswith("policy '"):
+            gap_lines.append(notes.add(note))
+    lines += [f"[{i}] {notes.items[i - 1]}" for i in sorted(set(gap_lines))]
+    return "\n".join(lines), rows
 
 
-#: rows of the simulated logs the demo learns a policy from
-DEMO_LEARN_ROWS: Final = 20_000
-
-
-def _demo_learning() -> None:
+def _demo_learning(seed: int) -> tuple[str, dict[str, Any]]:
     """Learn a policy conservatively on simulated logs and certify it; show its exact value."""
     import numpy as np
 
@@ -1013,20 +1798,21 @@ def _demo_learning() -> None:
     env = ContextualBandit(n_actions=5, seed=3)
     logs = read_logs(env.sample(DEMO_LEARN_ROWS, rng=1))
     columns = [c for c in logs.columns if c.startswith("x")]
-    learner, cert = learn_from_logs(logs, context_columns=columns, rng=0)
+    learner, cert = learn_from_logs(logs, context_columns=columns, rng=seed)
     true_value = env.true_value(learner.predict_proba(np.asarray(env.context_features)))
-    print(
+    logging_value = env.true_value("logging")
+    text = "\n".join([
         f"policy learning: a conservative policy learned on {DEMO_LEARN_ROWS:,} simulated bandit "
-        "logs (ope.simulate.ContextualBandit), certified on held-out rows"
-    )
-    print(str(cert))
-    print(
+        "logs (ope.simulate.ContextualBandit), certified on held-out rows",
+        str(cert),
         f"  exact value of the learned policy: {true_value:.4f}; "
-        f"of the logging policy: {env.true_value('logging'):.4f}"
-    )
+        f"of the logging policy: {logging_value:.4f}",
+    ])
+    return text, {"certificate": cert.to_dict(), "true_value": float(true_value),
+                  "true_logging_value": float(logging_value)}
 
 
-_COMMANDS = {
+_COMMANDS: Final[dict[str, Callable[[argparse.Namespace], _Outcome]]] = {
     "validate": _cmd_validate,
     "evaluate": _cmd_evaluate,
     "diagnose": _cmd_diagnose,
@@ -1035,81 +1821,6 @@ _COMMANDS = {
     "import": _cmd_import,
     "demo": _cmd_demo,
 }
-
-
-def _show_warning(message: Any, category: type[Warning], *_: Any, **__: Any) -> None:
-    print(f"warning ({category.__name__}): {message}", file=sys.stderr)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``ope`` command line; returns the exit code.
-
-    Parameters
-    ----------
-    argv : sequence of str, optional
-        The arguments after ``ope`` (default: ``sys.argv[1:]``).
-
-    Returns
-    -------
-    int
-        0 ok, 1 runtime failure, 2 usage error (the flag named), 65 invalid data.
-
-    Examples
-    --------
-    >>> import json, os, tempfile, contextlib, io
-    >>> import pandas as pd
-    >>> from ope.cli import main
-    >>> path = os.path.join(tempfile.mkdtemp(), "replays.parquet")
-    >>> pd.DataFrame({"pair_id": [0, 0, 1, 1, 2, 2], "arm": ["mem", "none"] * 3,
-    ...               "outcome": [1.0, 0.0, 1.0, 1.0, 1.0, 0.0]}).to_parquet(path)
-    >>> out = io.StringIO()
-    >>> with contextlib.redirect_stdout(out):
-    ...     code = main(["paired", path, "--treated", "mem", "--control", "none", "--json"])
-    >>> code, round(json.loads(out.getvalue())["rows"][0]["value"], 4)
-    (0, 0.6667)
-    >>> err = io.StringIO()
-    >>> with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-    ...     code = main(["paired", path, "--treated", "memory", "--control", "none"])
-    >>> code, "argument --treated: arm 'memory' is not in the replays" in err.getvalue()
-    (2, True)
-    """
-    with warnings.catch_warnings():
-        warnings.simplefilter("default")
-        warnings.showwarning = _show_warning
-        return _main(argv)
-
-
-def _main(argv: Sequence[str] | None) -> int:
-    parser = _build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse exits 2 on usage errors, 0 on --help
-        return int(exc.code or 0)
-    try:
-        return _COMMANDS[args.command](args)
-    except (_UsageError, ParameterError, MissingBoundsError) as exc:
-        # a missing a priori bound is a missing flag (--reward-range, --weight-bound): usage
-        flag = _flag_of(exc) if isinstance(exc, ParameterError) else None
-        message = f"argument {flag}: {exc}" if flag else str(exc)
-        parser.print_usage(sys.stderr)
-        return _fail(args, EXIT_USAGE, f"ope {args.command}: error: {message}", "usage", message)
-    except (SchemaError, DataFileError, ValidationError, PolicyError) as exc:
-        return _fail(args, EXIT_DATAERR, f"ope {args.command}: {type(exc).__name__}: {exc}",
-                     type(exc).__name__, str(exc))
-    except OPEError as exc:
-        return _fail(args, EXIT_FAILURE, f"ope {args.command}: {type(exc).__name__}: {exc}",
-                     type(exc).__name__, str(exc))
-    except Exception as exc:  # noqa: BLE001 - the CLI reports every failure as exit code 1
-        return _fail(args, EXIT_FAILURE, f"ope {args.command}: unexpected {type(exc).__name__}: {exc}",
-                     type(exc).__name__, str(exc))
-
-
-def _fail(args: argparse.Namespace, code: int, line: str, kind: str, message: str) -> int:
-    """Report a failure on stderr (and, under --json, as the one JSON document); return ``code``."""
-    _err(line)
-    if getattr(args, "json", False):
-        _emit_json({"ok": False, "exit_code": code, "error": {"type": kind, "message": message}})
-    return code
 
 
 def _entry() -> None:  # pragma: no cover - exercised through the console script

@@ -50,7 +50,7 @@ def test_validate_invalid_exits_65_with_report(bad_logs, capsys):
     assert doc["report"]["rejected"] == {"propensity_out_of_range": 2, "reward_missing": 1}
     assert main(["validate", bad_logs]) == EXIT_DATAERR
     out = capsys.readouterr().out
-    assert "propensity_out_of_range: 2" in out and "on_invalid" in out
+    assert "propensity_out_of_range: 2" in out and "--on-invalid drop" in out
 
 
 def test_validate_drop_keeps_counts(bad_logs, capsys):
@@ -108,7 +108,7 @@ def test_evaluate_bounded_ci_without_range_fails_clearly(sample_path, capsys):
     # a missing a priori bound is a missing flag: a usage error (exit 2), not a runtime failure
     code = main(["evaluate", sample_path, "--estimator", "ips", "--ci", "betting"])
     assert code == 2
-    assert "reward_range" in capsys.readouterr().err
+    assert "argument --reward-range:" in capsys.readouterr().err
 
 
 def test_evaluate_policy_table(tmp_path, capsys):
@@ -199,11 +199,11 @@ def test_evaluate_json_carries_diagnostics(sample_path, capsys):
 @pytest.mark.parametrize(
     ("extra", "flag", "phrase"),
     [
-        (["--ci", "bogus"], "--ci", "`ci` must be one of"),
-        (["--confidence-level", "1.5"], "--confidence-level", "`confidence_level` must be in (0, 1)"),
+        (["--ci", "bogus"], "--ci", "`--ci` must be one of"),
+        (["--confidence-level", "1.5"], "--confidence-level", "`--confidence-level` must be in (0, 1)"),
         (["--reward-range", "1", "0"], "--reward-range", "low < high"),
         (["--estimator", "ipz"], "--estimator", "unknown estimator 'ipz'"),
-        (["--estimator", "clipped_ips"], "--max-weight", "needs max_weight"),
+        (["--estimator", "clipped_ips"], "--max-weight", "needs --max-weight"),
     ],
 )
 def test_bad_argument_values_exit_2_naming_the_flag(sample_path, capsys, extra, flag, phrase):
@@ -227,4 +227,26 @@ def test_rewards_outside_the_range_are_a_data_error(tmp_path, capsys):
     argv = ["evaluate", str(path), "--estimator", "ips", "--reward-range", "0", "1", "--json"]
     assert main(argv) == EXIT_DATAERR
     doc = json.loads(capsys.readouterr().out)
-    assert doc["error"]["type"] == "ValidationError" and "outside reward_range" in doc["error"]["message"]
+    assert doc["error"]["type"] == "ValidationError" and "outside --reward-range 0 1" in doc["error"]["message"]
+
+
+def test_demo_states_each_warning_once(capsys):
+    """Every warning of the demo is one numbered note, referenced where it applies: nothing on
+    stderr, no note twice, and the diagnostics' rewording of the evaluation's weight warnings
+    (ESS, mean weight) is not repeated."""
+    import re
+
+    assert main(["demo"]) == EXIT_OK
+    captured = capsys.readouterr()
+    assert "warning (" not in captured.err
+    notes = re.findall(r"^\[(\d+)\] (.*)$", captured.out, flags=re.MULTILINE)
+    numbers = [int(n) for n, _ in notes]
+    assert numbers == list(range(1, len(numbers) + 1))  # numbered once, in order
+    texts = [t for _, t in notes]
+    assert len(set(texts)) == len(texts)
+    assert not any(t.split(":")[0].strip() == "long_tail" and "effective sample size" in t
+                   for t in texts)  # diagnose's own wording of note about long_tail's ESS
+    assert sum("effective sample size 553" in t for t in texts) == 1
+    refs = re.findall(r"long_tail .*\[see ([\d, ]+)\]", captured.out)
+    assert refs and all(int(n) <= len(texts) for n in refs[0].split(", "))
+    assert "gap: candidate long_tail" in captured.out

@@ -47,8 +47,9 @@ def test_import_dsjson_streams_and_reads_back(dsjson, tmp_path):
 
 def test_import_refuses_to_overwrite_and_leaves_no_file_on_invalid_data(dsjson, tmp_path):
     out = tmp_path / "logs.parquet"
-    code, _, err = _run("import", "dsjson", str(dsjson), "--out", str(out))
-    assert code == 65 and "dsjson_bad_json" in err and not out.exists()
+    code, stdout, err = _run("import", "dsjson", str(dsjson), "--out", str(out))
+    assert code == 65 and "dsjson_bad_json" in stdout and "ValidationError" in err
+    assert not out.exists()
     assert not list(tmp_path.glob(".*.tmp"))
     out.write_bytes(b"keep me")
     code, _, err = _run("import", "dsjson", str(dsjson), "--out", str(out), "--on-invalid", "drop")

@@ -82,7 +82,7 @@ def test_paired_text_prints_the_summary(replays, capsys):
     out = capsys.readouterr().out
     want = paired_effect(read_paired(table), treated="with_memory", control="no_memory")
     assert "Paired effects (with_memory vs no_memory)" in out
-    assert f"{want.table()['value'].iloc[0]:.4g}" in out
+    assert want.summary() in out
 
 
 def test_integer_arms_are_matched_from_the_command_line(tmp_path, capsys):
@@ -104,9 +104,9 @@ def test_integer_arms_are_matched_from_the_command_line(tmp_path, capsys):
         (["--treated", "other", "--treated", "other", "--control", "no_memory"], "--treated",
          "twice"),
         (["--treated", "other", "--control", "no_memory", "--ci", "bogus"], "--ci",
-         "`ci` must be one of"),
+         "`--ci` must be one of"),
         (["--treated", "other", "--control", "no_memory", "--correction", "bonf"],
-         "--correction", "`correction` must be one of"),
+         "--correction", "`--correction` must be one of"),
         (["--treated", "other", "--control", "no_memory", "--confidence-level", "95"],
          "--confidence-level", "(0, 1)"),
         (["--treated", "other", "--control", "no_memory", "--reward-range", "1", "0"],
@@ -146,7 +146,7 @@ def test_finite_sample_ci_without_range_fails_clearly(replays, capsys):
     path, _ = replays
     argv = ["paired", path, "--treated", "other", "--control", "no_memory", "--ci", "hoeffding"]
     assert main(argv) == EXIT_USAGE
-    assert "reward_range" in capsys.readouterr().err
+    assert "argument --reward-range:" in capsys.readouterr().err
 
 
 def test_treated_and_control_are_required(replays, capsys):

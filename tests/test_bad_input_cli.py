@@ -1,0 +1,223 @@
+"""A catalogue of hostile command lines: each ends in its documented exit code and a message
+that names the culprit (the flag, the column, the file), never a traceback.
+
+Each case is pinned to the exit code (2 usage, 65 data), the error type of the ``--json``
+document and a message pattern. The classes: flag values (issue 9 class 6), outputs (class 2),
+data problems named by a flag (columns of --by/--context-columns/--policy, policy tables), and
+repeated flags.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ope.cli import EXIT_DATAERR, EXIT_USAGE
+from tests.test_cli_contract import bandit_frame, one_document, run
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad_cli")
+    f = {"root": root}
+    df = bandit_frame(n=300, seed=1)
+    f["logs"] = root / "logs.parquet"
+    df.to_parquet(f["logs"])
+    ids = np.repeat(df["event_id"].to_numpy(), 3)
+    table = pd.DataFrame({"event_id": ids, "policy": "p", "action": np.tile([0, 1, 2], len(df)),
+                          "probability": 1 / 3})
+    f["table_ok"] = root / "table_ok.parquet"
+    table.to_parquet(f["table_ok"])
+    short = table.assign(probability=0.3)
+    f["table_sum"] = root / "table_sum.parquet"
+    short.to_parquet(f["table_sum"])
+    f["table_no_id"] = root / "table_no_id.parquet"
+    table.drop(columns=["event_id"]).to_parquet(f["table_no_id"])
+    f["table_negative"] = root / "table_negative.parquet"
+    table.assign(probability=np.tile([1.5, -0.5, 0.0], len(df))).to_parquet(f["table_negative"])
+    f["not_parquet"] = root / "not_parquet.parquet"
+    f["not_parquet"].write_bytes(b"PAR1 but not really")
+    f["empty"] = root / "empty.parquet"
+    df[["event_id", "action", "propensity", "reward", "target__greedy"]].iloc[:0].to_parquet(
+        f["empty"])
+    f["existing"] = root / "existing.csv"
+    f["existing"].write_text("keep\n")
+    return f
+
+
+L = ("--context-columns", "x0", "x1")
+
+# id -> (argv over the files, exit code, error type, message pattern)
+CATALOGUE = {
+    # flag values: exit 2, the flag named
+    "confidence level above 1": (lambda f: ["evaluate", f["logs"], "--confidence-level", "1.5"],
+                                 EXIT_USAGE, "usage", r"argument --confidence-level: .*\(0, 1\)"),
+    "confidence level as percent": (lambda f: ["diagnose", f["logs"], "--confidence-level", "95"],
+                                    EXIT_USAGE, "usage", r"argument --confidence-level: .*not 95"),
+    "confidence level not a number": (lambda f: ["evaluate", f["logs"], "--confidence-level",
+                                                 "high"],
+                                      EXIT_USAGE, "usage", r"argument --confidence-level: invalid"),
+    "reward range reversed": (lambda f: ["evaluate", f["logs"], "--reward-range", "1", "0"],
+                              EXIT_USAGE, "usage", r"argument --reward-range: .*low < high"),
+    "reward range infinite": (lambda f: ["evaluate", f["logs"], "--reward-range", "0", "inf"],
+                              EXIT_USAGE, "usage", r"argument --reward-range: .*finite"),
+    "reward range one value": (lambda f: ["evaluate", f["logs"], "--reward-range", "0"],
+                               EXIT_USAGE, "usage", r"argument --reward-range: expected 2"),
+    "max weight negative": (lambda f: ["evaluate", f["logs"], "--estimator", "clipped_ips",
+                                       "--max-weight", "-3"],
+                            EXIT_USAGE, "usage", r"argument --max-weight: .*positive finite"),
+    "max weight without clipped ips": (lambda f: ["evaluate", f["logs"], "--max-weight", "10"],
+                                       EXIT_USAGE, "usage",
+                                       r"argument --max-weight: is a setting of clipped_ips"),
+    "clipped ips without max weight": (lambda f: ["evaluate", f["logs"], "--estimator",
+                                                  "clipped_ips"],
+                                       EXIT_USAGE, "usage",
+                                       r"argument --max-weight: --estimator clipped_ips needs"),
+    "unknown estimator": (lambda f: ["evaluate", f["logs"], "--estimator", "bogus"],
+                          EXIT_USAGE, "usage", r"argument --estimator: unknown estimator 'bogus'"),
+    "estimator listed twice": (lambda f: ["evaluate", f["logs"], "--estimator", "ips",
+                                          "--estimator", "ips"],
+                               EXIT_USAGE, "usage", r"argument --estimator: .*twice"),
+    "unknown interval method": (lambda f: ["evaluate", f["logs"], "--ci", "bogus"],
+                                EXIT_USAGE, "usage", r"argument --ci: `--ci` must be one of"),
+    "weight bound zero": (lambda f: ["evaluate", f["logs"], "--weight-bound", "0"],
+                          EXIT_USAGE, "usage", r"argument --weight-bound: .*positive finite"),
+    "target width without new rows": (lambda f: ["diagnose", f["logs"], "--target-width", "0.01"],
+                                      EXIT_USAGE, "usage",
+                                      r"argument --new-rows: --target-width needs --new-rows"),
+    "new rows without target width": (lambda f: ["diagnose", f["logs"], "--new-rows", "1000"],
+                                      EXIT_USAGE, "usage",
+                                      r"argument --target-width: --new-rows needs --target-width"),
+    "new rows zero": (lambda f: ["diagnose", f["logs"], "--target-width", "0.01", "--new-rows",
+                                 "0"],
+                      EXIT_USAGE, "usage", r"argument --new-rows: .*positive integer"),
+    "tau negative": (lambda f: ["evaluate", f["logs"], "--estimator", "switch_dr", "--tau", "-1"],
+                     EXIT_USAGE, "usage", r"argument --tau: must be a positive finite"),
+    "shrinkage without dros": (lambda f: ["evaluate", f["logs"], "--shrinkage", "3"],
+                               EXIT_USAGE, "usage", r"argument --shrinkage: is a setting of dros"),
+    "n resamples without bootstrap": (lambda f: ["evaluate", f["logs"], "--n-resamples", "100"],
+                                      EXIT_USAGE, "usage",
+                                      r"argument --n-resamples: .*only to --ci bootstrap"),
+    "n resamples zero": (lambda f: ["evaluate", f["logs"], "--ci", "bootstrap",
+                                    "--n-resamples", "0"],
+                         EXIT_USAGE, "usage", r"argument --n-resamples: .*positive integer"),
+    "bounded interval without range": (lambda f: ["evaluate", f["logs"], "--ci", "betting"],
+                                       EXIT_USAGE, "usage",
+                                       r"argument --reward-range: --ci betting needs"),
+    "hoeffding of ips without weight bound": (
+        lambda f: ["evaluate", f["logs"], "--estimator", "ips", "--ci", "hoeffding",
+                   "--reward-range", "0", "1"],
+        EXIT_USAGE, "usage", r"argument --weight-bound: --ci hoeffding of ips needs"),
+    "negative seed": (lambda f: ["evaluate", f["logs"], "--seed", "-5"],
+                      EXIT_USAGE, "usage", r"argument --seed: must be a whole number >= 0"),
+    "seed not an integer": (lambda f: ["evaluate", f["logs"], "--seed", "1.5"],
+                            EXIT_USAGE, "usage", r"argument --seed: invalid int value"),
+    "certify fraction one": (lambda f: ["learn", f["logs"], *L, "--certify-fraction", "1"],
+                             EXIT_USAGE, "usage", r"argument --certify-fraction: must be in"),
+    "scalar flag given twice": (lambda f: ["evaluate", f["logs"], "--ci", "t", "--ci", "normal"],
+                                EXIT_USAGE, "usage", r"argument --ci: given twice"),
+    "mapping without equals": (lambda f: ["validate", f["logs"], "--mapping", "reward"],
+                               EXIT_USAGE, "usage", r"argument --mapping: expects OUR_NAME="),
+    "mapping one name twice": (lambda f: ["validate", f["logs"], "--mapping", "reward=a",
+                                          "--mapping", "reward=b"],
+                               EXIT_USAGE, "usage", r"argument --mapping: reward is mapped twice"),
+    "trajectory flag on bandit logs": (lambda f: ["evaluate", f["logs"], "--gamma", "0.9"],
+                                       EXIT_USAGE, "usage", r"--gamma applies to trajectory logs"),
+    "streaming on with a reward model": (lambda f: ["evaluate", f["logs"], "--estimator", "dr",
+                                                    "--streaming", "on"],
+                                         EXIT_USAGE, "usage",
+                                         r"argument --streaming: cannot stream with --estimator dr"),
+    "unknown flag": (lambda f: ["evaluate", f["logs"], "--confidence", "0.9"],
+                     EXIT_USAGE, "usage", r"unrecognized arguments: --confidence"),
+    "no command": (lambda f: [], EXIT_USAGE, "usage", r"required: COMMAND"),
+    # outputs: exit 2, checked before the work
+    "learn out is the input": (lambda f: ["learn", f["logs"], *L, "--out", f["logs"]],
+                               EXIT_USAGE, "usage", r"argument --out: .* is the input LOGS"),
+    "learn out exists": (lambda f: ["learn", f["logs"], *L, "--out", f["existing"]],
+                         EXIT_USAGE, "usage", r"argument --out: .* exists; pass --force"),
+    "learn out folder missing": (lambda f: ["learn", f["logs"], *L, "--out",
+                                            f["root"] / "no" / "p.parquet"],
+                                 EXIT_USAGE, "usage", r"argument --out: .* does not exist"),
+    "learn out is a directory": (lambda f: ["learn", f["logs"], *L, "--out", f["root"],
+                                            "--force"],
+                                 EXIT_USAGE, "usage", r"argument --out: .*(is a directory|must end)"),
+    "learn out wrong suffix": (lambda f: ["learn", f["logs"], *L, "--out",
+                                          f["root"] / "p.json"],
+                               EXIT_USAGE, "usage", r"argument --out: .* must end in .parquet"),
+    "import out is the source": (lambda f: ["import", "obd", f["logs"], "--out", f["logs"],
+                                            "--force"],
+                                 EXIT_USAGE, "usage", r"argument --out: .* is the input SRC"),
+    # data problems named by a flag: exit 65
+    "policy table not summing to 1": (lambda f: ["evaluate", f["logs"], "--policies",
+                                                 f["table_sum"]],
+                                      EXIT_DATAERR, "PolicyError", r"sum"),
+    "policy table without event_id": (lambda f: ["evaluate", f["logs"], "--policies",
+                                                 f["table_no_id"]],
+                                      EXIT_DATAERR, "SchemaError", r"event_id"),
+    "policy table probabilities out of [0, 1]": (lambda f: ["evaluate", f["logs"], "--policies",
+                                                            f["table_negative"]],
+                                                 EXIT_DATAERR, "PolicyError", r"probabilit"),
+    "policy table missing": (lambda f: ["evaluate", f["logs"], "--policies",
+                                        f["root"] / "none.parquet"],
+                             EXIT_DATAERR, "DataFileError", r"none\.parquet"),
+    "unknown policy": (lambda f: ["evaluate", f["logs"], "--policy", "nope"],
+                       EXIT_DATAERR, "PolicyError", r"nope"),
+    "unknown by column": (lambda f: ["evaluate", f["logs"], "--by", "nope"],
+                          EXIT_DATAERR, "SchemaError", r"--by nope: not in the logs"),
+    "unknown context column": (lambda f: ["evaluate", f["logs"], "--estimator", "dm",
+                                          "--context-columns", "x0", "nope"],
+                               EXIT_DATAERR, "SchemaError",
+                               r"--context-columns nope: not in the logs"),
+    "learn unknown context column": (lambda f: ["learn", f["logs"], "--context-columns", "zz"],
+                                     EXIT_DATAERR, "SchemaError",
+                                     r"--context-columns zz: not in the logs"),
+    "not a parquet file": (lambda f: ["evaluate", f["not_parquet"]],
+                           EXIT_DATAERR, "DataFileError", r"not_parquet\.parquet"),
+    "empty logs": (lambda f: ["evaluate", f["empty"]], EXIT_DATAERR, None, r"empty\.parquet|rows"),
+}
+
+
+@pytest.mark.filterwarnings("ignore")
+@pytest.mark.parametrize("name", sorted(CATALOGUE))
+def test_catalogue(data, name):
+    build, code, kind, pattern = CATALOGUE[name]
+    argv = build(data)
+    got, stdout, stderr = run(*argv)
+    assert got == code, stderr
+    assert re.search(pattern, stderr), stderr
+    assert "Traceback" not in stderr and "unexpected" not in stderr
+    got, stdout, _ = run(*argv, "--json")
+    doc = one_document(stdout)
+    assert got == code and doc["exit_code"] == code and doc["ok"] is False
+    if kind is not None:
+        assert doc["error"]["type"] == kind
+    else:
+        assert doc["error"]["type"] in ("SchemaError", "ValidationError", "DataFileError")
+    assert re.search(pattern, doc["error"]["message"])
+
+
+def test_catalogue_size():
+    assert len(CATALOGUE) >= 20
+
+
+def test_outputs_are_untouched_by_a_refused_run(data):
+    before = data["existing"].read_bytes()
+    logs_before = data["logs"].read_bytes()
+    run("learn", data["logs"], *L, "--out", data["existing"])
+    run("learn", data["logs"], *L, "--out", data["logs"])
+    assert data["existing"].read_bytes() == before and data["logs"].read_bytes() == logs_before
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_api_keywords_are_shown_as_flags(data):
+    """Messages printed by the CLI name flags: the drop hint of a validation error too."""
+    bad = bandit_frame(n=50)
+    bad.loc[4, "propensity"] = 2.0
+    path = data["root"] / "bad_propensity.parquet"
+    bad.to_parquet(path)
+    code, stdout, stderr = run("evaluate", path)
+    assert code == EXIT_DATAERR
+    assert "--on-invalid drop" in stdout and "on_invalid" not in stdout + stderr
