@@ -24,6 +24,14 @@ logs with exact ground truth (16 context groups, 10 actions, Bernoulli rewards):
    vectors), values and times, interleaved with a persistent obp child process; and the two
    bootstraps at a small number of resamples.
 
+5. Issue 14's ratios (``floor`` in the result): ``evaluate`` against the memory floor (``np.sum``
+   over every column it reads: one read of the input bytes), the numpy baseline cold (a fresh
+   (n, P) temporary per call) and warm (reused blocks) against the same floor, ``estimate_many``
+   x 3 and the 24 single ``.estimate`` calls against ``evaluate`` (the same estimates), SNIPS
+   against IPS; ``scaling``: evaluate's ns/row from 1M to 16M rows; ``jit``: the kernel's first
+   call in fresh interpreters (compiling into an empty numba cache, loading a warm cache, the
+   numpy fallback).
+
 Peak memory of ``evaluate`` and of the numpy pass are measured in fresh interpreters
 (``VmHWM``). Every ope number is checked against numpy on the same arrays and against the exact
 policy values. Results are printed and written to ``benchmarks/results/bench_evaluate.json``.
@@ -88,7 +96,7 @@ QUICK: Final = {
     "bootstrap_rows": 100_000,
     "bootstrap_resamples": 200,
     "obp_rows": 50_000,
-    "obp_bootstrap_resamples": 50,
+    "obp_bootstrap_resamples": 100,  # at least 4 / (1 - 0.95) + 1 = 81 (the interval rule)
 }
 FULL: Final = {
     "bootstrap_rows": 1_000_000,
@@ -301,6 +309,180 @@ def run_dr(data: dict[str, Any]) -> list[Any]:
             q_target=data["q_target"],
             names=data["names"],
         )
+
+
+# --------------------------------------------------------------------------------------------
+# against the memory floor (issue 14): one read of the input bytes
+# --------------------------------------------------------------------------------------------
+#: Targets of issue 14: evaluate within 4x the memory floor; estimate_many and the single
+#: estimators within 1.2x of evaluate for the same estimates; SNIPS within 1.3x of IPS.
+TARGET_FLOOR: Final = 4.0
+TARGET_SAME_ESTIMATES: Final = 1.2
+TARGET_SNIPS_VS_IPS: Final = 1.3
+
+
+def floor_pass(logs: Any) -> list[float]:
+    """The memory floor: ``np.sum`` over every column evaluate reads (reward, propensity and
+    each ``target__`` column, as zero-copy numpy views of the Arrow buffers): one read of the
+    input bytes and nothing else."""
+    table = logs.table
+    names = ["reward", "propensity"] + [c for c in table.column_names if c.startswith("target__")]
+    return [float(np.sum(logs.column(c))) for c in names]
+
+
+def target_columns(data: dict[str, Any]) -> list[np.ndarray]:
+    """The candidates' propensities as contiguous columns (how a user holding columns calls
+    the single estimators)."""
+    return [np.ascontiguousarray(data["target"][:, j]) for j in range(data["target"].shape[1])]
+
+
+def run_singles(data: dict[str, Any], columns: list[np.ndarray]) -> list[Any]:
+    """The same 3 x P estimates as evaluate, one ``Estimator.estimate`` call each."""
+    from ope.estimators import IPS, SNIPS, ClippedIPS
+
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for est in (IPS(), SNIPS(), ClippedIPS(max_weight=MAX_WEIGHT)):
+            for col in columns:  # a loop over policies, not rows
+                out.append(est.estimate(data["reward"], data["propensity"], col))
+    return out
+
+
+def run_single(est_name: str, data: dict[str, Any], column: np.ndarray) -> Any:
+    from ope.estimators import get_estimator
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return get_estimator(est_name).estimate(data["reward"], data["propensity"], column)
+
+
+def bench_floor(data: dict[str, Any], logs: Any, *, rounds: int) -> dict[str, Any]:
+    """evaluate, estimate_many and the single estimators against the memory floor and against
+    each other, and the numpy baseline cold (a fresh (n, P) temporary per call: its page faults
+    included) and warm (the same arithmetic in reused 2**18-row blocks), in one interleaved run.
+    """
+    columns = target_columns(data)
+    cases = {
+        "floor": lambda: floor_pass(logs),
+        "numpy_cold": lambda: numpy_baseline(data),
+        "numpy_warm": lambda: numpy_chunked(data),
+        "evaluate": lambda: run_evaluate(logs),
+        "estimate_many_x3": lambda: run_estimate_many(data),
+        "single_estimates_x3P": lambda: run_singles(data, columns),
+        "ips_single": lambda: run_single("ips", data, columns[0]),
+        "snips_single": lambda: run_single("snips", data, columns[0]),
+    }
+    times = interleaved(cases, rounds=rounds)
+    med = {k: summarize(v) for k, v in times.wall.items()}
+    n_est = len(ESTIMATORS_EVAL) * data["target"].shape[1]
+    ratios = {
+        "evaluate_vs_floor": ratio(times.wall["evaluate"], times.wall["floor"]),
+        "numpy_cold_vs_floor": ratio(times.wall["numpy_cold"], times.wall["floor"]),
+        "numpy_warm_vs_floor": ratio(times.wall["numpy_warm"], times.wall["floor"]),
+        "estimate_many_vs_evaluate": ratio(times.wall["estimate_many_x3"],
+                                           times.wall["evaluate"]),
+        "single_estimates_vs_evaluate": ratio(times.wall["single_estimates_x3P"],
+                                              times.wall["evaluate"]),
+        "snips_vs_ips": ratio(times.wall["snips_single"], times.wall["ips_single"]),
+        "ips_single_vs_floor": ratio(times.wall["ips_single"], times.wall["floor"]),
+    }
+    targets = {
+        "evaluate_vs_floor": TARGET_FLOOR,
+        "estimate_many_vs_evaluate": TARGET_SAME_ESTIMATES,
+        "single_estimates_vs_evaluate": TARGET_SAME_ESTIMATES,
+        "snips_vs_ips": TARGET_SNIPS_VS_IPS,
+    }
+    n = data["n"]
+    return {
+        "rows": n,
+        "policies": data["target"].shape[1],
+        "estimates": n_est,
+        "floor": "np.sum over reward, propensity and every target__ column (zero-copy views)",
+        "floor_bytes": 8 * n * (2 + data["target"].shape[1]),
+        "timings": med,
+        "cpu_timings": {k: summarize(v) for k, v in times.cpu.items()},
+        "all_times_s": {"wall": times.wall, "cpu": times.cpu},
+        "ratios": {k: v["ratio"] for k, v in ratios.items()},
+        "ratio_details": ratios,
+        "targets": targets,
+        "targets_met": {k: ratios[k]["ratio"] <= v for k, v in targets.items()},
+        "evaluate_ns_per_row": med["evaluate"]["median_s"] / n * 1e9,
+        "floor_gb_per_s": 8 * n * (2 + data["target"].shape[1]) / med["floor"]["median_s"] / 1e9,
+        "kernel_backend": _backend(),
+    }
+
+
+def _backend() -> str:
+    from ope import _kernel
+
+    return _kernel.backend()
+
+
+def bench_scaling(sizes: list[int], *, rounds: int) -> dict[str, Any]:
+    """evaluate and the memory floor from 1M to 16M rows (P = 8): seconds and ns per row."""
+    out: dict[str, Any] = {"sizes": sizes, "evaluate_ns_per_row": {}, "floor_ns_per_row": {},
+                           "evaluate_vs_floor": {}, "evaluate_s": {}}
+    for n in sizes:  # a loop over sizes
+        data = make_data(n)
+        logs = build_logs(data)
+        del data
+        times = interleaved({"floor": lambda: floor_pass(logs),
+                             "evaluate": lambda: run_evaluate(logs)}, rounds=rounds)
+        ev = summarize(times.wall["evaluate"])["median_s"]
+        fl = summarize(times.wall["floor"])["median_s"]
+        out["evaluate_s"][n] = ev
+        out["evaluate_ns_per_row"][n] = ev / n * 1e9
+        out["floor_ns_per_row"][n] = fl / n * 1e9
+        out["evaluate_vs_floor"][n] = ratio(times.wall["evaluate"], times.wall["floor"])["ratio"]
+        del logs
+    per_row = list(out["evaluate_ns_per_row"].values())
+    out["ns_per_row_max_over_min"] = max(per_row) / min(per_row)
+    return out
+
+
+_JIT_CHILD: Final = r"""
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+from ope import _kernel
+from ope.estimators import IPS
+t_import = time.perf_counter() - t0
+rng = np.random.default_rng(0)
+n = int(sys.argv[1])
+r, p, t = rng.random(n), rng.uniform(0.1, 1.0, n), rng.random(n)
+t1 = time.perf_counter()
+IPS().estimate(r, p, t)
+first = time.perf_counter() - t1
+t2 = time.perf_counter()
+IPS().estimate(r, p, t)
+second = time.perf_counter() - t2
+print(json.dumps({"import_s": t_import, "first_call_s": first, "second_call_s": second,
+                  "backend": _kernel.backend()}))
+"""
+
+
+def bench_jit(n: int) -> dict[str, Any]:
+    """The kernel's first-call cost in fresh interpreters: compiling into an empty numba cache
+    (cold), loading the cached machine code (warm cache), and the numpy fallback; each with the
+    second call of the same process for comparison."""
+    import tempfile
+
+    out: dict[str, Any] = {"rows": n}
+    with tempfile.TemporaryDirectory() as cache:
+        runs = {"cold_compile": {"NUMBA_CACHE_DIR": cache},
+                "warm_cache": {"NUMBA_CACHE_DIR": cache},
+                "numpy_fallback": {"OPE_KERNEL": "numpy"}}
+        for name, extra in runs.items():  # in this order: cold fills the cache warm reads
+            env = dict(os.environ, **extra)
+            proc = subprocess.run([sys.executable, "-c", _JIT_CHILD, str(n)], env=env,
+                                  capture_output=True, text=True, timeout=900,
+                                  cwd=str(Path(__file__).resolve().parents[1]))
+            if proc.returncode != 0:
+                out[name] = {"failed": proc.stderr[-2000:]}
+            else:
+                out[name] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -753,6 +935,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--obp-python", default=DEFAULT_OBP_PYTHON)
     parser.add_argument("--skip-obp", action="store_true")
     parser.add_argument("--skip-memory", action="store_true")
+    parser.add_argument("--skip-scaling", action="store_true")
+    parser.add_argument("--skip-jit", action="store_true")
+    parser.add_argument("--scaling-sizes", type=int, nargs="+", default=None,
+                        help="rows for the linear-scaling run (default 1M 2M 4M 8M 16M)")
     parser.add_argument("--out", type=Path, default=None, help="result file")
     args = parser.parse_args(argv)
     if args.rounds < MIN_ROUNDS:
@@ -821,7 +1007,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         k: result["ratios"][k] <= v for k, v in result["targets"].items()
     }
     result["profile"] = profile_evaluate(data, logs, rounds=3)
+    result["floor"] = bench_floor(data, logs, rounds=args.rounds)
     del logs, data, cases
+    if args.skip_scaling:
+        result["scaling"] = {"skipped": "--skip-scaling"}
+    else:
+        sizes_n = args.scaling_sizes or (
+            [50_000, 100_000, 200_000] if args.quick
+            else [1_000_000, 2_000_000, 4_000_000, 8_000_000, 16_000_000]
+        )
+        result["scaling"] = bench_scaling(sizes_n, rounds=MIN_ROUNDS if args.quick else 3)
+    result["jit"] = {"skipped": "--skip-jit"} if args.skip_jit else bench_jit(
+        10_000 if args.quick else 1_000_000
+    )
 
     result["bootstrap"] = bench_bootstrap(
         sizes["bootstrap_rows"], sizes["bootstrap_resamples"], rounds=args.bootstrap_rounds
@@ -912,6 +1110,34 @@ def report(res: dict[str, Any]) -> str:
     lines.append("top functions by own time (one evaluate call under cProfile):")
     for row in res["profile"]["cprofile_top"][:8]:
         lines.append(f"  {row['function']:<62}{row['tottime_s']:8.3f}  x{row['calls']}")
+    f = res["floor"]
+    lines += [
+        "",
+        f"against the memory floor ({f['floor']}; {f['floor_bytes'] / 1e9:.2f} GB, "
+        f"{f['floor_gb_per_s']:.1f} GB/s), kernel backend {f['kernel_backend']}:",
+    ]
+    frows = []
+    for key, d in f["ratio_details"].items():
+        target = f["targets"].get(key)
+        frows.append([key, d["ratio"], f"{d['paired_min']:.2f}-{d['paired_max']:.2f}",
+                      "" if target is None else f"<= {target:g}: "
+                      f"{'yes' if d['ratio'] <= target else 'NO'}"])
+    lines.append(format_table(["ratio", "median", "paired range", "target"], frows))
+    lines.append("  seconds: " + ", ".join(
+        f"{k} {v['median_s']:.4f}" for k, v in f["timings"].items()))
+    sc = res.get("scaling", {})
+    if "skipped" not in sc and sc:
+        lines.append("linear in n (evaluate, P = 8): " + ", ".join(
+            f"{int(k):,}: {v:.1f} ns/row ({sc['evaluate_vs_floor'][k]:.2f}x floor)"
+            for k, v in sc["evaluate_ns_per_row"].items()))
+    jit = res.get("jit", {})
+    if "skipped" not in jit and jit:
+        for key in ("cold_compile", "warm_cache", "numpy_fallback"):
+            j = jit.get(key, {})
+            if "first_call_s" in j:
+                lines.append(f"  first call, {key}: {j['first_call_s']:.2f} s (second call "
+                             f"{j['second_call_s'] * 1e3:.1f} ms, import {j['import_s']:.2f} s, "
+                             f"{jit['rows']:,} rows, backend {j['backend']})")
     b = res["bootstrap"]
     lines += ["", f"bootstrap: n = {b['rows']:,}, B = {b['n_resamples']}"]
     for key in ("ips", "snips"):

@@ -65,6 +65,7 @@ from ope._thresholds import (
     small_sample_note,
 )
 from ope._validation import (
+    MAX_FINITE_WEIGHT,
     as_float_array,
     check_finite,
     check_max_weight,
@@ -87,6 +88,7 @@ from ope.intervals._types import BottouInterval, ConfidenceInterval
 from ope.moments import (
     DEFAULT_CHUNK_SIZE,
     CenteredMoments,
+    Checks,
     WeightSummary,
     centered_moments,
     component_moments,
@@ -108,6 +110,8 @@ __all__ = [
     "estimator_settings",
     "estimate_many",
     "logging_value",
+    "check_after_pass",
+    "pair_arrays",
     "ESS_RATIO_WARN",
     "MEAN_WEIGHT_Z",
     "SMALL_SAMPLE_ROWS",
@@ -173,10 +177,15 @@ def _validate(
     reward_range: Sequence[float] | None,
     names: Sequence[str] | None,
     rewards_checked: bool = False,
+    deferred: bool = False,
 ) -> _Inputs:
+    """Shapes and types of every input; with ``deferred`` (the weighting estimators) the value
+    checks (finite rewards, propensity ranges, rewards within ``reward_range``) are left to
+    :func:`check_after_pass`, which reads what the moment kernel saw during its one pass."""
     rr = check_reward_range(reward_range)
     r = as_float_array(reward, "reward", ndim=(1,))
-    check_finite(r, "reward")
+    if not deferred:
+        check_finite(r, "reward")
     n = r.shape[0]
     if n < MIN_ROWS:
         raise ValidationError(
@@ -199,7 +208,10 @@ def _validate(
                 f"{estimator.name} weights rows by target/logging propensity: pass "
                 f"{' and '.join(missing)}."
             )
-        p, t = validated_pair(logging_propensity, target_propensity)  # type: ignore[arg-type]
+        if deferred:
+            p, t = pair_arrays(logging_propensity, target_propensity)
+        else:
+            p, t = validated_pair(logging_propensity, target_propensity)  # type: ignore[arg-type]
         if p.shape[0] != n:
             raise ValidationError(
                 f"`logging_propensity` has {p.shape[0]} rows but `reward` has {n}; all arrays "
@@ -238,9 +250,64 @@ def _validate(
         n_pol = qt.shape[1]
     if n_pol is None:  # neither weights nor a model: the logging value, a single "policy"
         n_pol = 1
-    if not rewards_checked:  # the caller (ope.evaluate) checked them once for every estimator
+    if not (rewards_checked or deferred):  # ope.evaluate checks them once for every estimator
         check_rewards_in_range(r, rr)
     return _Inputs(r, p, t, ql, qt, rr, policy_labels(names, n_pol))
+
+
+def pair_arrays(logging_propensity: Any, target_propensity: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The two propensity arrays as floating arrays of matching lengths (values unchecked)."""
+    p = as_float_array(logging_propensity, "logging_propensity", ndim=(1,))
+    t = as_float_array(target_propensity, "target_propensity", ndim=(1, 2))
+    if t.shape[0] != p.shape[0]:
+        validated_pair(p, t)  # raises the shared message for mismatched lengths
+    return p, t
+
+
+def check_after_pass(
+    checks: Checks,
+    reward: np.ndarray,
+    logging_propensity: np.ndarray | None,
+    target_propensity: Any,
+    reward_range: tuple[float, float] | None,
+    *,
+    rewards_checked: bool = False,
+) -> None:
+    """The input checks of a weighting estimate, from what the kernel saw in its pass.
+
+    When every range is as required (finite rewards, propensities in (0, 1], target
+    propensities in [0, 1], no weight above :data:`ope._validation.MAX_FINITE_WEIGHT`, rewards
+    within ``reward_range``) nothing more is read. Otherwise the shared validators run, in the
+    order of the eager checks, and raise with the column, the count and the first row.
+    ``target_propensity`` is an (n, P) array or a sequence of columns.
+    """
+    if reward.shape[0] == 0:
+        return
+    ok = math.isfinite(checks.r_min) and math.isfinite(checks.r_max)
+    if logging_propensity is not None:
+        ok = ok and checks.p_min > 0.0 and checks.p_max <= 1.0
+        ok = ok and checks.p_min * MAX_FINITE_WEIGHT >= 1.0
+        ok = ok and bool(np.all(checks.t_min >= 0.0)) and bool(np.all(checks.t_max <= 1.0))
+    if reward_range is not None and not rewards_checked:
+        ok = ok and checks.r_min >= reward_range[0] and checks.r_max <= reward_range[1]
+    if ok and checks.finite:
+        return
+    check_finite(reward, "reward")
+    if logging_propensity is not None:
+        t = target_propensity
+        if not isinstance(t, np.ndarray):
+            t = np.column_stack(list(t))
+        validated_pair(logging_propensity, t)
+    if not rewards_checked:
+        check_rewards_in_range(reward, reward_range)
+    if not checks.finite:
+        raise ValidationError(
+            "the weighted sums of these rows are not finite in float64 although every input "
+            "is: rewards of magnitude up to "
+            f"{max(abs(checks.r_min), abs(checks.r_max)):.3g} with propensities down to "
+            f"{checks.p_min:.3g}. Rescale the `reward` column (e.g. divide it by its largest "
+            "magnitude) and estimate again."
+        )
 
 
 # ============================================================================================
@@ -545,7 +612,9 @@ class Estimator(ABC):
         return out
 
     def _estimate_one(self, **arrays: Any) -> Estimate:
-        data = _validate(self, names=None, **arrays)
+        data = _validate(
+            self, names=None, deferred=isinstance(self, WeightingEstimator), **arrays
+        )
         if data.target_propensity is not None and data.target_propensity.shape[1] != 1:
             raise ValidationError(
                 f"{self.name}.estimate takes one candidate policy (target_propensity of shape "
@@ -580,21 +649,34 @@ class WeightingEstimator(Estimator):
     def moment_statistic(
         self, mom: CenteredMoments, j: int, origin: float = 0.0
     ) -> tuple[float, float]:
-        """Value and unbiased variance of the influence terms of policy ``j``.
+        """Value and standard deviation of the influence terms of policy ``j``.
 
         ``origin`` is :meth:`reward_origin`: the value is ``origin + mean(w (r - origin))``.
+        The deviation is computed in the statistics' units: finite whenever it is
+        representable, even where its square is not.
         """
-        mean, var = mom.product_mean_var(j, clipped=self.clip_level is not None, about=origin)
-        return origin + mean, var
+        mean, sd = mom.product_mean_sd(j, clipped=self.clip_level is not None, about=origin)
+        return origin + mean, sd
 
-    def _run(self, data: _Inputs, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Estimate]:
+    def _run(
+        self,
+        data: _Inputs,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        rewards_checked: bool = False,
+    ) -> list[Estimate]:
         if self.uses_weights:
             assert data.logging_propensity is not None and data.target_propensity is not None
             p, t = data.logging_propensity, data.target_propensity
-        else:  # the logging value: every weight is one (read-only views, nothing allocated)
-            p, t = np.broadcast_to(1.0, (data.n,)), np.broadcast_to(1.0, (data.n, 1))
+        else:  # the logging value: every weight is one
+            p, t = np.ones(data.n), np.ones((data.n, 1))
         mom = centered_moments(
             data.reward, p, t, max_weight=self.clip_level, chunk_size=chunk_size
+        )
+        assert mom.checks is not None
+        check_after_pass(
+            mom.checks, data.reward, data.logging_propensity if self.uses_weights else None, t,
+            data.reward_range, rewards_checked=rewards_checked,
         )
         return estimates_from_moments(
             self,
@@ -741,8 +823,12 @@ def estimates_from_moments(
     out = []
     for j, label in enumerate(names):  # loop over policies, not rows
         summary = moments.weight_summary(j, clipped=clipped) if estimator.uses_weights else None
-        value, var = estimator.moment_statistic(moments, j, origin)
-        se = math.sqrt(var / n)
+        value, sd = estimator.moment_statistic(moments, j, origin)
+        se = sd / math.sqrt(n)
+        if not (math.isfinite(value) and math.isfinite(se)) and not (
+            summary is not None and summary.used_zero and estimator.zero_weights_fatal
+        ):
+            raise ValidationError(_unrepresentable(estimator, label, value, se, source(j)))
         notes = weight_notes(estimator, n, summary, label, std_error=se)
         if clip_binds(moments, j) if clipped else False:
             notes.append(clipped_target_note(estimator, moments, j, reward_range))
@@ -759,6 +845,27 @@ def estimates_from_moments(
             )
         )
     return out
+
+
+def _unrepresentable(
+    estimator: WeightingEstimator, label: str | None, value: float, se: float, source: Source
+) -> str:
+    """The message of an estimate whose value or standard error float64 cannot hold."""
+    where = ""
+    if isinstance(source, EstimatorRows):
+        r = source.reward.astype(np.float64, copy=False)
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = source.raw_weights() if source.target_propensity is not None else np.ones(r.size)
+            size = np.abs(w * r)
+        i = int(np.argmax(np.where(np.isnan(size), np.inf, size)))
+        where = (f" The largest |weight x reward| is at row {i} (weight {float(w[i]):.3g}, "
+                 f"reward {float(r[i]):.3g}).")
+    name = estimator.name + (f" (policy {label!r})" if label else "")
+    return (
+        f"{name}: the estimate is not representable in float64 (value {value:.3g}, standard "
+        f"error {se:.3g}): importance-weighted rewards exceed 1.8e308.{where} Rescale the "
+        "`reward` column (divide it by a power of ten) and multiply the estimate back."
+    )
 
 
 # ============================================================================================
@@ -1021,8 +1128,8 @@ class SNIPS(_ImportanceWeighting):
     def moment_statistic(
         self, mom: CenteredMoments, j: int, origin: float = 0.0
     ) -> tuple[float, float]:
-        """The ratio ``sum w r / sum w`` and the variance of its delta-method influence terms."""
-        return mom.ratio_mean_var(j, clipped=False)
+        """The ratio ``sum w r / sum w`` and the deviation of its delta-method influence terms."""
+        return mom.ratio_mean_sd(j, clipped=False)
 
 
 @dataclass(frozen=True)
@@ -1317,8 +1424,8 @@ class LoggingValue(WeightingEstimator):
     def moment_statistic(
         self, mom: CenteredMoments, j: int, origin: float = 0.0
     ) -> tuple[float, float]:
-        """The mean reward and its variance."""
-        return mom.reward_mean_var()
+        """The mean reward and its standard deviation."""
+        return mom.reward_mean_sd()
 
 
 def logging_value(
@@ -1371,8 +1478,9 @@ def logging_value(
         reward_range=reward_range,
         names=None,
         rewards_checked=rewards_checked,
+        deferred=True,
     )
-    return est._run(data)[0]
+    return est._run(data, rewards_checked=rewards_checked)[0]
 
 
 # ============================================================================================
@@ -1562,5 +1670,8 @@ def estimate_many(
         reward_range=reward_range,
         names=names,
         rewards_checked=rewards_checked,
+        deferred=isinstance(est, WeightingEstimator),
     )
+    if isinstance(est, WeightingEstimator):
+        return est._run(data, chunk_size=chunk_size, rewards_checked=rewards_checked)
     return est._run(data, chunk_size=chunk_size)

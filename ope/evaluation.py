@@ -6,9 +6,13 @@ The entry point ties the parts together, in a few steps:
    once (``ope.ParameterError`` for a bad one);
 2. the target propensities of P candidates (``ope.policies``), and for DM/DR a cross-fitted
    reward model (``ope.reward_models``) on the context matrix (``ope.context``);
-3. IPS, clipped IPS and SNIPS come from one pass of the moment kernel
-   (``ope.streaming.MomentStats``) whatever else is asked for; the other estimators make one
-   chunked pass each over an (n, P) block (``ope.estimators.estimate_many``);
+3. IPS, clipped IPS, SNIPS and the logging value come from one pass of the compiled moment
+   kernel (``ope._kernel`` through ``ope.streaming.MomentStats``) whatever else is asked for; it
+   reads the logs' ``target__`` columns as zero-copy views (no (n, P) copy) and also
+   accumulates the cross-moments with the reward, so the paired comparisons with the logging
+   policy need no second pass (``Evaluation.statistics`` keeps them, and
+   ``ope.diagnose(..., statistics=...)`` reuses them); the other estimators make one chunked
+   pass each over an (n, P) block (``ope.estimators.estimate_many``);
 4. an :class:`Evaluation` holding one :class:`~ope.results.Estimate` per policy × estimator,
    the logging policy's own value, paired comparisons, and the validation report of the logs.
 
@@ -47,6 +51,7 @@ from ope.estimators import (
     logging_value,
 )
 from ope.exceptions import EstimationError, ParameterError, PolicyError, SchemaError
+from ope.intervals.asymptotic import normal_interval, t_interval
 from ope.logs import BanditLogs, ValidationReport
 from ope.propensity import estimated_propensity_note, propensity_info
 from ope.results import CI_METHODS, Estimate, Result, ResultParts, compare
@@ -430,6 +435,11 @@ class Evaluation(Result):
         The features of the reward model of DM/DR: ``{"context": [...], "action_features":
         [...]}`` (the log columns, and the columns of the action-feature table joined on the
         action); ``None`` when no estimator used a reward model.
+    statistics : ope.streaming.MomentStats or None
+        The statistics of the one pass that gave IPS, clipped IPS, SNIPS and the logging value
+        (weights, weighted rewards and their cross-moments with the reward, per policy): the
+        paired comparisons with the logging policy read their standard errors from them, and
+        ``ope.diagnose(logs, statistics=ev.statistics)`` reuses them instead of a second pass.
     """
 
     estimates: dict[tuple[str, str], Estimate]
@@ -446,6 +456,11 @@ class Evaluation(Result):
     #: "logged", or "estimated" when ope.estimate_propensities made the propensities
     propensity_source: str = "logged"
     model_columns: dict[str, list[str]] | None = None
+    #: the moment statistics of the pass (``ope.streaming.MomentStats``) that gave IPS, clipped
+    #: IPS, SNIPS and the logging value: paired comparisons with the logging policy and
+    #: ``ope.diagnose(..., statistics=...)`` read them instead of another pass (None when no
+    #: such estimator was asked for)
+    statistics: Any = field(default=None, repr=False, compare=False)
     # filled by __post_init__: (policy, estimator) -> (ci_low, ci_high), and the logging value's
     _intervals: dict[tuple[str, str], tuple[float, float]] = field(
         init=False, repr=False, compare=False
@@ -493,6 +508,7 @@ class Evaluation(Result):
             streaming=True,
             ci_options=settings.ci_options,
             weight_bound=settings.weight_bound,
+            statistics=stats,
         )
 
     def __getitem__(self, key: tuple[str, str]) -> Estimate:
@@ -604,25 +620,73 @@ class Evaluation(Result):
         return compare(a, b, confidence_level=self.confidence_level, method=method)
 
     def comparisons(self, *, method: str = "normal") -> pd.DataFrame:
-        """Every candidate against the logging policy, per estimator (paired on the same rows)."""
+        """Every candidate against the logging policy, per estimator (paired on the same rows).
+
+        For IPS, clipped IPS and SNIPS with ``normal`` or ``t`` intervals the paired standard
+        errors come from the cross-moments of the evaluation's one pass
+        (:meth:`ope.streaming.MomentStats.paired_with_logging`: no per-row terms are formed);
+        the other estimators and the bootstrap pair the rows (:func:`ope.results.compare`).
+        """
+        if self.streaming:
+            raise EstimationError(
+                "paired comparisons need the rows; evaluate eagerly (read_logs) to compare."
+            )
+        from_moments = self._paired_from_moments(method)
         rows = []
         for p in self.policies:
             for e in self.estimators:
-                d = self.compare(p, "logging", estimator=e, method=method)
-                ci = d.ci(self.confidence_level, method)
+                if (p, e) in from_moments:
+                    value, se = from_moments[(p, e)]
+                    n = self.logging.n
+                    iv = (normal_interval(value, se, confidence_level=self.confidence_level)
+                          if method == "normal" else
+                          t_interval(value, se, n, confidence_level=self.confidence_level))
+                    low, high = float(iv.low), float(iv.high)
+                else:
+                    d = self.compare(p, "logging", estimator=e, method=method)
+                    ci = d.ci(self.confidence_level, method)
+                    value, se, low, high = d.value, d.std_error, float(ci.low), float(ci.high)
                 rows.append(
                     {
                         "policy": p,
                         "estimator": e,
-                        "difference": d.value,
-                        "std_error": d.std_error,
-                        "ci_low": float(ci.low),
-                        "ci_high": float(ci.high),
-                        "better_than_logging": bool(ci.low > 0),
-                        "worse_than_logging": bool(ci.high < 0),
+                        "difference": value,
+                        "std_error": se,
+                        "ci_low": low,
+                        "ci_high": high,
+                        "better_than_logging": bool(low > 0),
+                        "worse_than_logging": bool(high < 0),
                     }
                 )
         return pd.DataFrame(rows)
+
+    def _paired_from_moments(self, method: str) -> dict[tuple[str, str], tuple[float, float]]:
+        """(policy, estimator) -> (difference, paired standard error) from the statistics."""
+        stats = self.statistics
+        if stats is None or method not in ("normal", "t") or stats.names is None:
+            return {}
+        if stats.n != self.logging.n:
+            return {}
+        out: dict[tuple[str, str], tuple[float, float]] = {}
+        reward_range = getattr(self.logging.source, "reward_range", None)
+        for key in self.estimators:  # loop over estimators
+            if key not in STREAMING_ESTIMATORS:
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the estimates already carry these notes
+                pairs = stats.paired_with_logging(
+                    self._estimator_object(key, stats), reward_range=reward_range
+                )
+            for name, pair in zip(stats.names, pairs):
+                if (name, key) in self.estimates:
+                    out[(name, key)] = pair
+        return out
+
+    @staticmethod
+    def _estimator_object(key: str, stats: Any) -> Any:
+        if key == "clipped_ips":
+            return get_estimator(key, max_weight=stats.max_weight)
+        return get_estimator(key)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with stable keys."""
@@ -777,21 +841,23 @@ def _row_estimates(
     settings: EvaluationSettings,
     reward: np.ndarray,
     propensity: np.ndarray,
-    target: np.ndarray,
+    target: np.ndarray | Sequence[np.ndarray],
     names: Sequence[str],
     q_logged: np.ndarray | None = None,
     q_target: np.ndarray | None = None,
-) -> dict[tuple[str, str], Estimate]:
-    """Every estimate of the candidates ``names`` (columns of ``target``) on these rows.
+) -> tuple[dict[tuple[str, str], Estimate], Any]:
+    """Every estimate of the candidates ``names`` on these rows, and the pass's statistics.
 
     IPS, clipped IPS and SNIPS always come from one pass of the moment kernel (so their numbers
     do not depend on which other estimators are asked for), backed by the rows for row-level
     intervals and paired comparisons; the others from one ``estimate_many`` pass each.
+    ``target`` is the (n, P) matrix or the P columns (zero-copy views of the log's columns).
+    Returns ``(estimates, MomentStats or None)``.
     """
     from ope.streaming import MomentStats
 
     if not len(names):
-        return {}
+        return {}, None
     rr = settings.reward_range
     stats = None
     if any(key in STREAMING_ESTIMATORS for key, _ in resolved):
@@ -809,11 +875,12 @@ def _row_estimates(
                 reward_range=rr,
             )
         else:
+            matrix = target if isinstance(target, np.ndarray) else np.column_stack(list(target))
             results = estimate_many(
                 est,
                 reward=reward,
                 logging_propensity=propensity,
-                target_propensity=target,
+                target_propensity=matrix,
                 q_logged=q_logged,
                 q_target=q_target,
                 reward_range=rr,
@@ -821,7 +888,40 @@ def _row_estimates(
                 rewards_checked=True,  # checked once, in evaluate
             )
         out.update({(name, key): res for name, res in zip(names, results)})
-    return out
+    return out, stats
+
+
+def _target_columns(logs: BanditLogs, policies: Any) -> tuple[list[str], list[np.ndarray]] | None:
+    """The ``target__<name>`` columns of validated logs as zero-copy float64 views, or None
+    when the candidates need the general path (a policy table, policy objects, factored
+    candidates, targets the reader did not validate, or names to be checked there)."""
+    if not logs.targets_validated():
+        return None
+    available = logs.target_policies
+    if policies is None:
+        names = list(available)
+    elif isinstance(policies, (list, tuple)) and all(isinstance(x, str) for x in policies):
+        names = [x[len("target__"):] if x not in available and x.startswith("target__") else x
+                 for x in policies]
+    else:
+        return None
+    if not names or len(set(names)) != len(names) or any(x not in available for x in names):
+        return None  # target_propensities raises the precise error
+    if _factored_candidates(logs):
+        return None
+    return names, [logs.column(f"target__{x}") for x in names]
+
+
+def _logging_estimate(stats: Any, reward: np.ndarray, settings: EvaluationSettings) -> Estimate:
+    """The logging value from the pass's statistics (backed by the rows), or on its own."""
+    if stats is None:
+        return logging_value(reward, reward_range=settings.reward_range, rewards_checked=True)
+    (base,) = stats.with_rows(
+        [stats.logging_estimate(reward_range=settings.reward_range)],
+        reward=reward, logging_propensity=None, target_propensity=None,
+        reward_range=settings.reward_range,
+    )
+    return base
 
 
 def evaluate(
@@ -938,7 +1038,14 @@ def evaluate(
     if not isinstance(logs, BanditLogs):
         logs = read_logs(logs)
     needs_model = any(k in MODEL_ESTIMATORS for k, _ in resolved)
-    tp, factored = _candidates(logs, policies, needs_model)
+    direct = None if needs_model else _target_columns(logs, policies)
+    if direct is not None:  # the log's own columns: no (n, P) copy
+        names, target = direct
+        factored: dict[str, dict[str, str]] = {}
+        rows_ignored = 0
+    else:
+        tp, factored = _candidates(logs, policies, needs_model)
+        names, target, rows_ignored = tp.names, tp.values, tp.table_rows_ignored
     reward = logs.column("reward")
     # the one check of the rewards against reward_range for every estimator of this call
     check_rewards_in_range(reward, settings.reward_range)
@@ -958,13 +1065,15 @@ def evaluate(
         )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        estimates = _row_estimates(
-            resolved, settings, reward, propensity, tp.values, tp.names, q_logged, q_target
+        estimates, stats = _row_estimates(
+            resolved, settings, reward, propensity, target, names, q_logged, q_target
         )
         for name, changed in factored.items():  # loop over factored candidates
             p_c, t_c = _factored_arrays(logs, changed)
-            estimates.update(_row_estimates(resolved, settings, reward, p_c, t_c[:, None], [name]))
-        base = logging_value(reward, reward_range=settings.reward_range, rewards_checked=True)
+            estimates.update(
+                _row_estimates(resolved, settings, reward, p_c, t_c[:, None], [name])[0]
+            )
+        base = _logging_estimate(stats, reward, settings)
     # the estimates carry these as notes; re-emit each distinct warning once
     for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
         warnings.warn(message, category, stacklevel=2)
@@ -974,15 +1083,15 @@ def evaluate(
     estimated = estimated_propensity_note(logs)
     if estimated is not None:
         notes.append(estimated)
-    if tp.table_rows_ignored:
+    if rows_ignored:
         notes.append(
-            f"{tp.table_rows_ignored:,} policy-table rows for events dropped from the logs were "
+            f"{rows_ignored:,} policy-table rows for events dropped from the logs were "
             "ignored"
         )
     return Evaluation(
         estimates=estimates,
         logging=base,
-        policies=[*tp.names, *factored],
+        policies=[*names, *factored],
         estimators=[k for k, _ in resolved],
         report=logs.report,
         confidence_level=settings.confidence_level,
@@ -992,23 +1101,31 @@ def evaluate(
         weight_bound=settings.weight_bound,
         propensity_source=source["propensity_source"],
         model_columns=model_columns,
+        statistics=stats,
     )
 
 
 
 def batch_statistics(logs: BanditLogs, policies: Any, max_weight: float | None) -> Any:
     """The moment statistics (:class:`ope.streaming.MomentStats`) of one validated batch: the
-    per-batch step shared by the scan and the Dask partitions, merged by the same kernel."""
+    per-batch step shared by the scan and the Dask partitions, merged by the same kernel. The
+    batch's ``target__`` columns are read as they are (no (n, P) copy) when the reader
+    validated them."""
     from ope.policies import target_propensities
     from ope.streaming import MomentStats
 
-    tp = target_propensities(logs, policies)
+    direct = _target_columns(logs, policies)
+    if direct is not None:
+        names, target = direct
+    else:
+        tp = target_propensities(logs, policies)
+        names, target = tp.names, tp.values
     return MomentStats.from_arrays(
         logs.column("reward"),
         logs.column("propensity"),
-        tp.values,
+        target,
         max_weight=max_weight,
-        names=tp.names,
+        names=names,
     )
 
 

@@ -17,23 +17,28 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
+from ope._kernel import Checks, Moments, accumulate
+from ope._kernel import empty as empty_moments
+from ope._kernel import merge as merge_moments
 from ope._thresholds import kish_ess
 from ope._validation import check_positive_int, chunks
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "CenteredMoments",
+    "Checks",
     "ComponentMoments",
+    "grouped_moments",
     "WeightSummary",
     "centered_moments",
     "component_moments",
-    "block_rows",
     "ratio",
 ]
 
@@ -41,14 +46,6 @@ __all__ = [
 #: float64 block at 2 MB per policy: small enough for the L2/L3 cache of common CPUs and for
 #: bounded memory, large enough that the per-chunk Python overhead is negligible.
 DEFAULT_CHUNK_SIZE: Final = 1 << 18
-
-#: Entries per block of the centred-moment kernel (rows = this / P, at most ``chunk_size``). The
-#: kernel makes several passes over each (P, rows) float64 block and its two scratch copies, so
-#: they should stay in cache: 2**18 entries (2 MB each). Measured on 10M x 8 float64 without
-#: clipping (medians of 3): 0.35 s at 2**16 entries, 0.33 s at 2**17, 0.31 s at 2**18, 0.35 s
-#: at 2**19, 0.40 s at 2**20; 2.0 s for the former (2**18 rows, P) row-major kernel.
-_KERNEL_BLOCK_ELEMENTS: Final = 1 << 18
-
 
 #: Relative rounding floor of a variance formed from centred co-moments,
 #: ``caa + 2 x cab + x^2 cbb``: each co-moment carries a relative rounding error of a few ulps, so
@@ -99,60 +96,136 @@ class WeightSummary:
     changed: bool
 
 
+def _units(exponent: Any) -> Any:
+    """2**exponent (elementwise), for the kernel's integer-valued float exponents."""
+    return np.ldexp(1.0, np.asarray(exponent).astype(np.int64))
+
+
+def _floored(q: float, scale: float) -> float:
+    """``q`` floored at 0 below the rounding floor of its terms (``scale``: their magnitude)."""
+    return float(q) if q > _ROUNDING_FLOOR * scale else 0.0
+
+
 @dataclass(frozen=True, eq=False)
 class CenteredMoments:
     """Shifted and centred per-policy moments of ``(w (r - shift), w)`` over a set of rows.
 
-    ``mean[s, :, j]`` holds the means of ``a = w (r - shift)`` and ``b = w`` for policy ``j``,
-    with ``s = 0`` for the raw and ``s = 1`` for the clipped weights ``min(w, max_weight)``;
-    ``comoment[s, :, j]`` the centred sums ``sum (a - mean a)^2``, ``sum (a - mean a)(b - mean
-    b)`` and ``sum (b - mean b)^2``. ``r_mean`` and ``r_m2`` are the mean and centred sum of
-    squares of ``r - shift``. Sets merge by the pairwise update of Chan, Golub & LeVeque (1982)
-    after re-expressing both at a common shift, so no variance is ever formed as a difference
-    of raw sums of squares (which loses ``log10(E[x^2] / Var x)`` digits).
+    A view of one group of the kernel's statistics (:class:`ope._kernel.Moments`): for each
+    policy ``j`` and ``s = 0`` (raw weights) or ``1`` (clipped weights ``min(w, max_weight)``),
+    the means of ``a = w (r - shift)`` and ``b = w``, their centred co-moments and their
+    cross-moments with the reward, held in units of powers of two so that rewards near 1.8e308
+    and weights up to 1e150 stay finite (:mod:`ope._kernel`). ``mean`` and ``comoment`` give
+    the means and centred sums ``sum (a - abar)^2, sum (a - abar)(b - bbar), sum (b - bbar)^2``
+    in real units (equal to the stored ones for ordinary data); the estimators read the
+    ``*_sd`` methods, which never form a variance that float64 cannot hold. Sets merge by the
+    pairwise update of Chan, Golub & LeVeque (1982) after re-expressing both at a common shift
+    and unit, so no variance is ever formed as a difference of raw sums of squares.
     """
 
-    n: int
-    shift: float
-    r_mean: float
-    r_m2: float
-    mean: np.ndarray  # (2, 2, P)
-    comoment: np.ndarray  # (2, 3, P)
-    max_w: np.ndarray  # (P,)
-    n_clipped: np.ndarray  # (P,)
+    raw: Moments  # one group
+    #: what the pass saw of its inputs (None for merged or derived statistics)
+    checks: Checks | None = None
 
     @classmethod
     def empty(cls, n_pol: int, shift: float = 0.0) -> CenteredMoments:
-        return cls(
-            0, float(shift), 0.0, 0.0, np.zeros((2, 2, n_pol)), np.zeros((2, 3, n_pol)),
-            np.full(n_pol, -np.inf), np.zeros(n_pol),
-        )
+        m = empty_moments(n_pol)
+        m.shift[0] = float(shift)
+        return cls(m)
+
+    # ---- the stored statistics -------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        return int(self.raw.n[0])
+
+    @property
+    def shift(self) -> float:
+        return float(self.raw.shift[0])
+
+    @property
+    def max_w(self) -> np.ndarray:
+        return self.raw.max_w[0]
+
+    @property
+    def n_clipped(self) -> np.ndarray:
+        return self.raw.n_clipped[0]
+
+    @property
+    def r_unit(self) -> float:
+        """The reward unit ``u_r`` (a power of two; 1 for rewards within 2**+-200)."""
+        return math.ldexp(1.0, int(self.raw.r_exp[0]))
+
+    @property
+    def w_unit(self) -> np.ndarray:
+        """The weight units ``u_w`` (2, P) of the raw and clipped weights."""
+        return _units(self.raw.w_exp[0])
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Means (2, 2, P) of ``a`` and ``b`` in real units (may be inf for extreme data)."""
+        m = self.raw.mean[0]
+        if not self.raw.w_exp.any() and not self.raw.r_exp.any():
+            return m
+        uw = self.w_unit
+        with np.errstate(over="ignore"):
+            return np.stack([m[:, 0] * uw * self.r_unit, m[:, 1] * uw], axis=1)
+
+    @property
+    def comoment(self) -> np.ndarray:
+        """Centred sums (2, 3, P) ``aa, ab, bb`` in real units (may be inf for extreme data)."""
+        c = self.raw.com[0]
+        if not self.raw.w_exp.any() and not self.raw.r_exp.any():
+            return c[:, :3]
+        uw, ur = self.w_unit, self.r_unit
+        with np.errstate(over="ignore"):
+            return np.stack([c[:, 0] * (uw * ur) ** 2, c[:, 1] * uw * uw * ur,
+                             c[:, 2] * uw * uw], axis=1)
 
     def column(self, j: int) -> CenteredMoments:
         """The statistics of policy ``j`` alone (views, no copies)."""
-        sl = slice(j, j + 1)
-        return CenteredMoments(
-            self.n, self.shift, self.r_mean, self.r_m2, self.mean[:, :, sl],
-            self.comoment[:, :, sl], self.max_w[sl], self.n_clipped[sl],
-        )
+        m, sl = self.raw, slice(j, j + 1)
+        return CenteredMoments(Moments(
+            m.n, m.shift, m.r_exp, m.r_mean, m.r_m2, m.w_exp[..., sl], m.mean[..., sl],
+            m.com[..., sl], m.max_w[..., sl], m.n_clipped[..., sl],
+        ))
+
+    @property
+    def r_mean(self) -> float:
+        """Mean of ``r - shift`` (real units)."""
+        return float(self.raw.r_mean[0]) * self.r_unit
+
+    @property
+    def r_m2(self) -> float:
+        """Centred sum of squares of the rewards (real units; may be inf for extreme data)."""
+        return _times(float(self.raw.r_m2[0]), self.r_unit, self.r_unit)
+
+    def about_mean(self) -> CenteredMoments:
+        """The same statistics about the mean reward (the shift that conditions them best)."""
+        if self.n == 0:
+            return self
+        new = self.shifted(self.shift + float(self.raw.r_mean[0]) * self.r_unit)
+        return CenteredMoments(new.raw, self.checks)
 
     def shifted(self, shift: float) -> CenteredMoments:
         """The same statistics expressed about another reward shift (exact algebra)."""
-        d = self.shift - float(shift)
+        m = self.raw
+        ur = self.r_unit
+        d = self.shift / ur - float(shift) / ur
         if d == 0.0 or self.n == 0:
-            return CenteredMoments(
-                self.n, float(shift), self.r_mean + d if self.n else 0.0, self.r_m2,
-                self.mean, self.comoment, self.max_w, self.n_clipped,
-            )
+            return CenteredMoments(Moments(
+                m.n, np.array([float(shift)]), m.r_exp, m.r_mean + d if self.n else m.r_mean,
+                m.r_m2, m.w_exp, m.mean, m.com, m.max_w, m.n_clipped,
+            ))
         # a' = w (r - shift') = a + d b: means move by d * mean b, co-moments by T C T^T
-        mean = self.mean.copy()
-        mean[:, 0] += d * self.mean[:, 1]
-        caa, cab, cbb = self.comoment[:, 0], self.comoment[:, 1], self.comoment[:, 2]
-        com = np.stack([caa + 2.0 * d * cab + d * d * cbb, cab + d * cbb, cbb], axis=1)
-        return CenteredMoments(
-            self.n, float(shift), self.r_mean + d, self.r_m2, mean, com, self.max_w,
-            self.n_clipped,
-        )
+        mean = m.mean.copy()
+        mean[:, :, 0] += d * m.mean[:, :, 1]
+        c = m.com
+        com = np.stack([c[:, :, 0] + 2.0 * d * c[:, :, 1] + d * d * c[:, :, 2],
+                        c[:, :, 1] + d * c[:, :, 2], c[:, :, 2],
+                        c[:, :, 3] + d * c[:, :, 4], c[:, :, 4]], axis=2)
+        return CenteredMoments(Moments(
+            m.n, np.array([float(shift)]), m.r_exp, m.r_mean + d, m.r_m2, m.w_exp, mean, com,
+            m.max_w, m.n_clipped,
+        ))
 
     def merge(self, other: CenteredMoments) -> CenteredMoments:
         """Moments of the union of two disjoint sets of rows (Chan et al.'s pairwise update)."""
@@ -161,201 +234,243 @@ class CenteredMoments:
         if self.n == 0:
             return other
         # keep the shift of the larger part; the other is re-expressed about it
-        a, b = (self, other.shifted(self.shift)) if self.n >= other.n else (
-            self.shifted(other.shift), other)
-        n = a.n + b.n
-        frac = b.n / n
-        cross = a.n * b.n / n
-        delta = b.mean - a.mean  # (2, 2, P)
-        mean = a.mean + delta * frac
-        da, db = delta[:, 0], delta[:, 1]
-        extra = np.stack([da * da, da * db, db * db], axis=1) * cross
-        dr = b.r_mean - a.r_mean
-        return CenteredMoments(
-            n,
-            a.shift,
-            a.r_mean + dr * frac,
-            a.r_m2 + b.r_m2 + dr * dr * cross,
-            mean,
-            a.comoment + b.comoment + extra,
-            np.maximum(a.max_w, b.max_w),
-            a.n_clipped + b.n_clipped,
-        )
+        a, b = (self, other) if self.n >= other.n else (other, self)
+        return CenteredMoments(merge_moments(a.raw, b.raw))
 
-    # ---- per-policy summaries (j: policy column; clipped: raw or clipped weights) ----------
+    # ---- per-policy summaries in units (never overflowing) ---------------------------------
+    def product_mean_sd(self, j: int, *, clipped: bool, about: float) -> tuple[float, float]:
+        """Mean and standard deviation (unbiased variance's root) of ``w (r - about)``.
+
+        Computed in the statistics' units, so the deviation is finite whenever it is
+        representable (its variance may not be).
+        """
+        s = int(clipped)
+        m = self.raw
+        ur = self.r_unit
+        uw = math.ldexp(1.0, int(m.w_exp[0, s, j]))
+        d = self.shift / ur - float(about) / ur
+        ma, mb = float(m.mean[0, s, 0, j]), float(m.mean[0, s, 1, j])
+        caa, cab, cbb = (float(x) for x in m.com[0, s, :3, j])
+        q = _quadratic(caa, cab, cbb, d)
+        sd = math.sqrt(q / (self.n - 1.0)) if self.n > 1 else math.nan
+        return _times(ma + d * mb, uw, ur), _times(sd, uw, ur)
+
     def product_mean_var(self, j: int, *, clipped: bool, about: float) -> tuple[float, float]:
         """Mean and unbiased variance of ``w (r - about)``."""
-        s = int(clipped)
-        d = self.shift - float(about)
-        ma, mb = self.mean[s, 0, j], self.mean[s, 1, j]
-        caa, cab, cbb = self.comoment[s, :, j]
-        return float(ma + d * mb), _quadratic(caa, cab, cbb, d) / (self.n - 1.0)
+        mean, sd = self.product_mean_sd(j, clipped=clipped, about=about)
+        return mean, _square(sd)
 
     def weight_mean_var(self, j: int, *, clipped: bool) -> tuple[float, float]:
         """Mean and unbiased variance of the (raw or clipped) weights."""
         s = int(clipped)
-        return float(self.mean[s, 1, j]), float(self.comoment[s, 2, j] / (self.n - 1.0))
+        m = self.raw
+        uw = math.ldexp(1.0, int(m.w_exp[0, s, j]))
+        return (float(m.mean[0, s, 1, j]) * uw,
+                _square(math.sqrt(float(m.com[0, s, 2, j]) / (self.n - 1.0)) * uw))
+
+    def ratio_mean_sd(self, j: int, *, clipped: bool) -> tuple[float, float]:
+        """Self-normalized mean ``sum w r / sum w`` and the standard deviation of its
+        influence terms ``w (r - V) / mean w`` (the delta method)."""
+        s = int(clipped)
+        m = self.raw
+        ur = self.r_unit
+        ma, mb = float(m.mean[0, s, 0, j]), float(m.mean[0, s, 1, j])
+        caa, cab, cbb = (float(x) for x in m.com[0, s, :3, j])
+        if mb == 0.0:  # every weight zero: undefined (the caller raises on the weights)
+            return math.nan, math.nan
+        v = ma / mb
+        q = _quadratic(caa, cab, cbb, -v)
+        sd = math.sqrt(q / (self.n - 1.0)) / abs(mb) if self.n > 1 else math.nan
+        e_r = int(self.raw.r_exp[0])
+        return _scaled(self.shift / ur + v, e_r), _scaled(sd, e_r)
 
     def ratio_mean_var(self, j: int, *, clipped: bool) -> tuple[float, float]:
         """Self-normalized mean ``sum w r / sum w`` and the unbiased variance of its influence
         terms ``w (r - V) / mean w`` (the delta method)."""
-        s = int(clipped)
-        ma, mb = self.mean[s, 0, j], self.mean[s, 1, j]
-        caa, cab, cbb = self.comoment[s, :, j]
-        v = ma / mb
-        return float(self.shift + v), _quadratic(caa, cab, cbb, -v) / (self.n - 1.0) / (mb * mb)
+        value, sd = self.ratio_mean_sd(j, clipped=clipped)
+        return value, _square(sd)
+
+    def reward_mean_sd(self) -> tuple[float, float]:
+        """Mean and standard deviation of the rewards."""
+        ur = self.r_unit
+        m = self.raw
+        sd = math.sqrt(float(m.r_m2[0]) / (self.n - 1.0)) if self.n > 1 else math.nan
+        e_r = int(m.r_exp[0])
+        return _scaled(self.shift / ur + float(m.r_mean[0]), e_r), _scaled(sd, e_r)
 
     def reward_mean_var(self) -> tuple[float, float]:
         """Mean and unbiased variance of the rewards."""
-        return self.shift + self.r_mean, self.r_m2 / (self.n - 1.0)
+        mean, sd = self.reward_mean_sd()
+        return mean, _square(sd)
 
     def reward_sums(self) -> tuple[float, float]:
         """``sum r`` and ``sum r^2``, derived from the reward's mean and centred sum of squares."""
-        mean = self.shift + self.r_mean if self.n else 0.0
-        return float(self.n * mean), float(self.r_m2 + self.n * mean * mean)
+        mean = self.reward_mean_sd()[0] if self.n else 0.0
+        ur = self.r_unit
+        with np.errstate(over="ignore"):
+            return (float(self.n * mean),
+                    float(float(self.raw.r_m2[0]) * ur * ur + self.n * mean * mean))
 
     def weight_sums(self, j: int, *, clipped: bool) -> tuple[float, float]:
         """``sum w`` and ``sum w^2`` (for the Kish ESS and the mean-weight check)."""
         s = int(clipped)
-        mb = self.mean[s, 1, j]
-        return float(self.n * mb), float(self.comoment[s, 2, j] + self.n * mb * mb)
+        m = self.raw
+        uw = math.ldexp(1.0, int(m.w_exp[0, s, j]))
+        mb = float(m.mean[0, s, 1, j])
+        return (float(self.n * mb * uw),
+                float((float(m.com[0, s, 2, j]) + self.n * mb * mb) * uw * uw))
+
+    def ess(self, j: int, *, clipped: bool) -> float:
+        """Kish's effective sample size of the (raw or clipped) weights (unit-free)."""
+        s = int(clipped)
+        m = self.raw
+        mb = float(m.mean[0, s, 1, j])
+        return kish_ess(self.n * mb, float(m.com[0, s, 2, j]) + self.n * mb * mb)
 
     def weight_summary(self, j: int, *, clipped: bool) -> WeightSummary:
         """The raw weights' mean and variance and the ESS of the weights used (clipped or not)."""
-        s_raw, s_raw2 = self.weight_sums(j, clipped=False)
-        s_used, s_used2 = self.weight_sums(j, clipped=clipped)
+        _, s_raw2 = self.weight_sums(j, clipped=False)
+        _, s_used2 = self.weight_sums(j, clipped=clipped)
         mean, var = self.weight_mean_var(j, clipped=False)
         return WeightSummary(
             n=self.n,
             mean=mean,
             variance=var,
-            ess=kish_ess(s_used, s_used2),
+            ess=self.ess(j, clipped=clipped),
             raw_zero=s_raw2 == 0.0,
             used_zero=s_used2 == 0.0,
             changed=clipped and bool(self.n_clipped[j] > 0),
         )
 
+    def paired_sd(self, j: int, *, kind: str, clipped: bool, about: float = 0.0) -> float:
+        """Standard deviation of a weighting estimate's influence terms minus the reward's
+        (the paired difference of policy ``j`` and the logging value), from the cross-moments.
+
+        ``kind`` is ``"product"`` (IPS and clipped IPS: the terms ``w (r - about)``) or
+        ``"ratio"`` (SNIPS: ``w (r - V) / mean w``). The same number as the sample standard
+        deviation of the per-row differences, without a pass over the rows.
+        """
+        s = int(clipped)
+        m = self.raw
+        e_r = int(m.r_exp[0])
+        ur = self.r_unit
+        ma, mb = float(m.mean[0, s, 0, j]), float(m.mean[0, s, 1, j])
+        caa, cab, cbb, car, cbr = (float(x) for x in m.com[0, s, :, j])
+        if kind != "product" and mb == 0.0:
+            return math.nan
+        if kind == "product":  # the terms a + d b, in units 2**(e_w + e_r)
+            alpha, beta = 1.0, self.shift / ur - float(about) / ur
+            e_t = int(m.w_exp[0, s, j]) + e_r
+        else:  # (a - v b) / mb, in units 2**e_r
+            alpha, beta = 1.0 / mb, -(ma / mb) / mb
+            e_t = e_r
+        # both terms in the larger of their units
+        e_top = max(e_t, e_r)
+        ft, fr = math.ldexp(1.0, e_t - e_top), math.ldexp(1.0, e_r - e_top)
+        q_t = alpha * alpha * caa + 2.0 * alpha * beta * cab + beta * beta * cbb
+        c_tr = alpha * car + beta * cbr
+        r_m2 = float(m.r_m2[0])
+        q = ft * ft * q_t + fr * fr * r_m2 - 2.0 * ft * fr * c_tr
+        q = _floored(q, ft * ft * abs(q_t) + fr * fr * r_m2 + 2.0 * ft * fr * abs(c_tr))
+        return _scaled(math.sqrt(q / (self.n - 1.0)), e_top)
+
     def raw_sums(self, j: int) -> dict[str, float]:
         """The raw sums of :data:`MOMENT_KEYS` for policy ``j``, derived from the moments."""
         out: dict[str, float] = {}
         n, c = float(self.n), self.shift
-        for s, pre in ((0, ""), (1, "c")):
-            ma, mb = self.mean[s, 0, j], self.mean[s, 1, j]
-            caa, cab, cbb = self.comoment[s, :, j]
-            s_w2 = cbb + n * mb * mb
-            s_w2rs = cab + n * ma * mb  # sum w^2 (r - c)
-            s_w2rs2 = caa + n * ma * ma  # sum w^2 (r - c)^2
-            out[f"sum_{pre}w"] = float(n * mb)
-            out[f"sum_{pre}w2"] = float(s_w2)
-            out[f"sum_{pre}wr"] = float(n * (ma + c * mb))
-            out[f"sum_{pre}w2r"] = float(s_w2rs + c * s_w2)
-            out[f"sum_{pre}w2r2"] = float(s_w2rs2 + 2.0 * c * s_w2rs + c * c * s_w2)
+        mean, com = self.mean, self.comoment
+        with np.errstate(over="ignore", invalid="ignore"):
+            for s, pre in ((0, ""), (1, "c")):
+                ma, mb = mean[s, 0, j], mean[s, 1, j]
+                caa, cab, cbb = com[s, :, j]
+                s_w2 = cbb + n * mb * mb
+                s_w2rs = cab + n * ma * mb  # sum w^2 (r - c)
+                s_w2rs2 = caa + n * ma * ma  # sum w^2 (r - c)^2
+                out[f"sum_{pre}w"] = float(n * mb)
+                out[f"sum_{pre}w2"] = float(s_w2)
+                out[f"sum_{pre}wr"] = float(n * (ma + c * mb))
+                out[f"sum_{pre}w2r"] = float(s_w2rs + c * s_w2)
+                out[f"sum_{pre}w2r2"] = float(s_w2rs2 + 2.0 * c * s_w2rs + c * c * s_w2)
         out["max_w"] = float(self.max_w[j])
         out["n_clipped"] = float(self.n_clipped[j])
         return out
 
 
-def centered_block(
-    w: np.ndarray, rs: np.ndarray, a: np.ndarray, b: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Means (2, k) and centred co-moments (3, k) of ``(w * rs, w)`` over one block.
-
-    ``w`` is the (k, c) block of weights with one policy per row, so every per-policy sum runs
-    along contiguous memory; ``rs`` holds the (c,) shifted rewards; ``a`` and ``b`` are (k, c)
-    scratch buffers, overwritten. Two passes: the means, then the exact centred sums.
-    """
-    c = float(w.shape[1])
-    np.multiply(w, rs, out=a)
-    ma = np.add.reduce(a, axis=1) / c
-    mb = np.add.reduce(w, axis=1) / c
-    np.subtract(a, ma[:, None], out=a)
-    np.subtract(w, mb[:, None], out=b)
-    com = [np.einsum("pi,pi->p", x, y) for x, y in ((a, a), (a, b), (b, b))]
-    return np.stack([ma, mb]), np.stack(com)
+def _scaled(x: float, exponent: float) -> float:
+    """``x * 2**exponent`` (inf when not representable, never an exception)."""
+    with np.errstate(over="ignore", under="ignore"):
+        return float(np.ldexp(np.float64(x), int(exponent)))
 
 
-def block_rows(n_pol: int, chunk_size: int) -> int:
-    """Rows per kernel block: at most ``chunk_size``, and (P, rows) within the cache budget."""
-    size = check_positive_int(chunk_size, "chunk_size")
-    return max(1, min(size, _KERNEL_BLOCK_ELEMENTS // max(1, n_pol)))
+def _times(x: float, u: float, v: float) -> float:
+    """``x * u * v`` for a value in units ``u * v`` (powers of two)."""
+    return _scaled(x, math.frexp(u)[1] - 1 + math.frexp(v)[1] - 1)
+
+
+def _square(x: float) -> float:
+    with np.errstate(over="ignore"):
+        return float(np.float64(x) * np.float64(x))
 
 
 def centered_moments(
     reward: np.ndarray,
     logging_propensity: np.ndarray,
-    target_propensity: np.ndarray,
+    target_propensity: np.ndarray | Sequence[np.ndarray],
     *,
     max_weight: float | None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> CenteredMoments:
-    """Centred moments of validated arrays (reward (n,), propensities (n,), targets (n, P)).
+    """Centred moments of the rows (reward (n,), propensities (n,), targets (n, P)).
 
-    The reward shift is the mean reward (so ``w (r - shift)`` is of the order of the reward's
-    spread, not its level); each block is centred exactly (two passes over the block) and the
-    blocks are merged pairwise.
-
-    The weights of a block are written transposed, one policy per row, into a buffer reused by
-    every block (no per-block allocation), so every per-policy sum, maximum and count is a
-    reduction along contiguous memory: several times faster than column reductions of the
-    row-major (rows, P) block (``w.max(axis=0)`` on 2**18 x 8 took 8 ms against 0.3 ms for the
-    transposed block). The sums are numpy reductions and ``einsum``, not BLAS: multithreaded
-    BLAS on hundreds of small products per call doubled the CPU time and, on a busy 2-core
-    machine, made single calls up to 20x slower. Blocks have at most ``chunk_size`` rows and
-    fit the cache (:data:`_KERNEL_BLOCK_ELEMENTS`). Clipped moments are computed only for the
-    policies whose largest weight in the block exceeds ``max_weight``: for the others
-    ``min(w, max_weight) = w`` and the clipped moments are the raw ones, exactly.
+    ``target_propensity`` may also be a sequence of P columns (e.g. zero-copy views of Arrow
+    columns), read as they are. One pass of the kernel (:func:`ope._kernel.accumulate`): each
+    block of at most ``min(chunk_size, BLOCK_ROWS)`` rows is centred exactly while it is in
+    cache (its means, then the centred sums, both over the block) and merged pairwise; clipped
+    moments are formed only for the policies whose weights exceed ``max_weight`` in a block
+    (elsewhere ``min(w, max_weight) = w`` and they equal the raw ones exactly). The values are
+    not checked here: the result's ``checks`` say what the pass saw (ranges, finiteness), for
+    the caller's validation.
     """
-    n, n_pol = target_propensity.shape
-    r64 = reward.astype(np.float64, copy=False)
-    shift = float(r64.mean()) if n else 0.0
-    acc = CenteredMoments.empty(n_pol, shift)
-    rows = block_rows(n_pol, chunk_size)
-    if n == 0:
-        return acc
-    rows = min(rows, n)
-    w_buf = np.empty((n_pol, rows))
-    a_buf = np.empty((n_pol, rows))
-    b_buf = np.empty((n_pol, rows))
-    r_buf = np.empty(rows)
-    if max_weight is not None:
-        clip_buf = np.empty((n_pol, rows))  # the rows of the policies clipped in a block
-        over_buf = np.empty((n_pol, rows), dtype=bool)
-    for sl in chunks(n, rows):  # loop over blocks, not rows
-        c = sl.stop - sl.start
-        w, a, b = w_buf[:, :c], a_buf[:, :c], b_buf[:, :c]
-        # w[j, i] = t[i, j] / p[i], divided in float64 whatever the input dtype
-        np.divide(target_propensity[sl].T, logging_propensity[sl], out=w, dtype=np.float64)
-        rs = np.subtract(r64[sl], shift, out=r_buf[:c])
-        m_raw, c_raw = centered_block(w, rs, a, b)
-        max_w = np.maximum.reduce(w, axis=1)
-        n_clipped = np.zeros(n_pol)
-        m_clip, c_clip = m_raw, c_raw
-        if max_weight is not None:
-            over = np.flatnonzero(max_w > max_weight)
-            if over.size:
-                m_clip, c_clip = m_raw.copy(), c_raw.copy()
-                k = over.size
-                sub = w if k == n_pol else np.take(w, over, axis=0, out=clip_buf[:k, :c])
-                gt = np.greater(sub, max_weight, out=over_buf[:k, :c])
-                n_clipped[over] = np.count_nonzero(gt, axis=1)
-                np.minimum(sub, max_weight, out=sub)
-                m_sub, c_sub = centered_block(sub, rs, a[:k], b[:k])
-                m_clip[:, over] = m_sub
-                c_clip[:, over] = c_sub
-        r_mean = float(np.add.reduce(rs) / c)
-        dr = np.subtract(rs, r_mean, out=r_buf[:c])
-        part = CenteredMoments(
-            c,
-            shift,
-            r_mean,
-            float(np.einsum("i,i->", dr, dr)),
-            np.stack([m_raw, m_clip]),
-            np.stack([c_raw, c_clip]),
-            max_w,
-            n_clipped,
-        )
-        acc = acc.merge(part)
-    return acc
+    size = check_positive_int(chunk_size, "chunk_size")
+    moments, checks = accumulate(
+        reward, logging_propensity, target_propensity, max_weight=max_weight, block_rows=size
+    )
+    mom = CenteredMoments(moments, checks)
+    # about the mean reward (exact algebra): w (r - shift) is then of the order of the reward's
+    # spread, not of its level, whichever block's shift the pass kept
+    return mom.about_mean() if checks.finite else mom
+
+
+def grouped_moments(
+    reward: np.ndarray,
+    logging_propensity: np.ndarray,
+    target_propensity: np.ndarray | Sequence[np.ndarray],
+    codes: np.ndarray,
+    n_groups: int,
+    *,
+    max_weight: float | None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> tuple[list[CenteredMoments | None], CenteredMoments]:
+    """Per group (an int code in ``[0, n_groups)`` per row) and overall, from one pass.
+
+    Returns the moments of each group (None for a group without rows) and of all rows (the
+    merge of the groups'), with the pass's ``checks`` on the latter.
+    """
+    size = check_positive_int(chunk_size, "chunk_size")
+    moments, checks = accumulate(
+        reward, logging_propensity, target_propensity, max_weight=max_weight, block_rows=size,
+        codes=codes, n_groups=n_groups,
+    )
+    groups: list[CenteredMoments | None] = [
+        CenteredMoments(moments.group(g)) if moments.n[g] > 0 else None for g in range(n_groups)
+    ]
+    overall: CenteredMoments | None = None
+    for part in groups:  # a loop over groups, not rows
+        if part is not None:
+            overall = part if overall is None else overall.merge(part)
+    if overall is None:
+        overall = CenteredMoments.empty(moments.n_policies)
+    return groups, CenteredMoments(overall.raw, checks)
 
 
 # --------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -44,11 +44,8 @@ from ope._thresholds import MIN_ROWS
 from ope._validation import (
     as_float_array,
     check_confidence_level,
-    check_finite,
     check_max_weight,
     check_reward_range,
-    validated_pair,
-    value_range,
 )
 from ope.estimators import (
     ClippedIPS,
@@ -56,7 +53,9 @@ from ope.estimators import (
     EstimatorRows,
     LoggingValue,
     WeightingEstimator,
+    check_after_pass,
     estimates_from_moments,
+    pair_arrays,
     interval_target,
     get_estimator,
     moment_interval,
@@ -186,8 +185,9 @@ class MomentStats:
             Rewards.
         logging_propensity : array_like, shape (n,)
             Logging propensities, in (0, 1].
-        target_propensity : array_like, shape (n,) or (n, P)
-            Candidate propensities of the logged actions.
+        target_propensity : array_like of shape (n,) or (n, P), or a list of P arrays (n,)
+            Candidate propensities of the logged actions; a list of columns (e.g. zero-copy
+            views of Arrow columns) is read as it is, without forming an (n, P) block.
         max_weight : float, optional
             A priori clip level for clipped IPS (must be the same in every batch merged).
         names : sequence of str, optional
@@ -210,27 +210,65 @@ class MomentStats:
         (2, array([2.]))
         """
         r = as_float_array(reward, "reward", ndim=(1,))
-        p, t = validated_pair(logging_propensity, target_propensity)
+        mw = check_max_weight(max_weight)
+        columns = isinstance(target_propensity, (list, tuple)) and len(target_propensity) > 0 and all(
+            isinstance(c, np.ndarray) and c.ndim == 1 for c in target_propensity
+        )
+        if columns:  # P columns (e.g. zero-copy views of Arrow columns), each (n,)
+            cols = [as_float_array(c, "target_propensity", ndim=(1,)) for c in target_propensity]
+            p = as_float_array(logging_propensity, "logging_propensity", ndim=(1,))
+            if any(c.shape[0] != p.shape[0] for c in cols):
+                raise ValidationError(
+                    "every target_propensity column must have as many rows as "
+                    f"`logging_propensity` ({p.shape[0]})."
+                )
+            t_arg: Any = cols
+            n_pol = len(cols)
+        else:
+            p, t = pair_arrays(logging_propensity, target_propensity)
+            t_arg = t if t.ndim == 2 else t[:, None]
+            n_pol = t_arg.shape[1]
         if r.shape[0] != p.shape[0]:
             raise ValidationError(
                 f"`reward` has {r.shape[0]} rows but `logging_propensity` has {p.shape[0]}."
             )
+        labels = None if names is None else policy_labels(names, n_pol)
         n = int(r.shape[0])
-        # one blockwise min/max pass both checks the rewards and records their range
-        low, high = value_range(r) if n else (math.inf, -math.inf)
-        if n and not (math.isfinite(low) and math.isfinite(high)):
-            check_finite(r, "reward")  # raises with the count and first row
-        mw = check_max_weight(max_weight)
-        t2 = t if t.ndim == 2 else t[:, None]
-        labels = None if names is None else policy_labels(names, t2.shape[1])
-        return cls(
-            n=n,
-            min_r=low,
-            max_r=high,
-            centered=centered_moments(r, p, t2, max_weight=mw, chunk_size=chunk_size),
-            max_weight=mw,
-            names=labels,
-        )
+        centered = centered_moments(r, p, t_arg, max_weight=mw, chunk_size=chunk_size)
+        checks = centered.checks
+        assert checks is not None
+        # one pass both computes the statistics and sees the ranges: the validators run only
+        # when something is out of range (and then report the column and row)
+        check_after_pass(checks, r, p, t_arg, None)
+        low, high = (checks.r_min, checks.r_max) if n else (math.inf, -math.inf)
+        return cls(n=n, min_r=low, max_r=high, centered=centered, max_weight=mw, names=labels)
+
+    def paired_with_logging(
+        self, estimator: Estimator | str, *, reward_range: Sequence[float] | None = None
+    ) -> list[tuple[float, float]]:
+        """``(difference, standard error)`` of each policy's estimate minus the logging value.
+
+        The paired standard error ``sd(psi_est - psi_logging) / sqrt(n)`` comes from the
+        cross-moments of the weighted rewards with the reward that the kernel accumulates,
+        so no pass over the rows is needed (equal to :func:`ope.results.compare` on the rows,
+        to rounding). IPS, clipped IPS and SNIPS.
+        """
+        ests = self.estimates(estimator, reward_range=reward_range)
+        base = self.logging_estimate(reward_range=reward_range)
+        est = ests[0].source.estimator if ests else None  # type: ignore[union-attr]
+        rr = check_reward_range(reward_range)
+        out = []
+        mom = self.centered
+        for j, e in enumerate(ests):  # loop over policies, not rows
+            if isinstance(est, ClippedIPS) or (est is not None and est.clip_level is not None):
+                sd = mom.paired_sd(j, kind="product", clipped=True,
+                                   about=est.reward_origin(rr))  # type: ignore[union-attr]
+            elif est is not None and est.name == "snips":
+                sd = mom.paired_sd(j, kind="ratio", clipped=False)
+            else:
+                sd = mom.paired_sd(j, kind="product", clipped=False, about=0.0)
+            out.append((float(e.value - base.value), sd / math.sqrt(self.n)))
+        return out
 
     @property
     def moments(self) -> dict[str, np.ndarray]:
@@ -323,8 +361,8 @@ class MomentStats:
         estimates: Sequence[Estimate],
         *,
         reward: np.ndarray,
-        logging_propensity: np.ndarray,
-        target_propensity: np.ndarray,
+        logging_propensity: np.ndarray | None,
+        target_propensity: Any,
         reward_range: Sequence[float] | None = None,
     ) -> list[Estimate]:
         """The same estimates, backed by the rows these statistics were computed from.
@@ -342,7 +380,8 @@ class MomentStats:
             ``self.estimates(...)``, one per policy column, in column order.
         reward, logging_propensity : numpy.ndarray, shape (n,)
             The validated float64 arrays the statistics were computed from.
-        target_propensity : numpy.ndarray, shape (n, P)
+        target_propensity : numpy.ndarray of shape (n, P), a list of P columns, or None
+            (None only for the logging value's estimate)
         reward_range : (float, float), optional
 
         Returns
@@ -350,19 +389,28 @@ class MomentStats:
         list of Estimate
         """
         rr = check_reward_range(reward_range)
+        cols = (target_propensity if isinstance(target_propensity, (list, tuple))
+                and all(isinstance(c, np.ndarray) for c in target_propensity) else None)
         out = []
         for j, est in enumerate(estimates):  # loop over policies, not rows
             src = est.source
-            if not isinstance(src, _MomentSource) or int(target_propensity.shape[0]) != self.n:
+            weighted = isinstance(src, _MomentSource) and src.estimator.uses_weights
+            rows_given = int(reward.shape[0]) if cols is None and not weighted else (
+                int(cols[j].shape[0]) if cols is not None else int(target_propensity.shape[0])
+            )
+            if not isinstance(src, _MomentSource) or rows_given != self.n:
                 raise ValidationError(
                     "with_rows takes the estimates of these statistics and the arrays they were "
                     "computed from."
                 )
+            column = None
+            if weighted:
+                column = cols[j] if cols is not None else target_propensity[:, j]
             rows = EstimatorRows(
                 src.estimator,
                 reward,
-                logging_propensity if src.estimator.uses_weights else None,
-                target_propensity[:, j] if src.estimator.uses_weights else None,
+                logging_propensity if weighted else None,
+                column,
                 None,
                 None,
                 rr,

@@ -460,3 +460,67 @@ def test_rewards_are_checked_against_the_range_once_per_evaluate(monkeypatch):
     assert calls == [n]
     with pytest.raises(ope.ValidationError, match=r"outside reward_range"):
         ope.evaluate(logs, pols, estimators=("dr",), reward_range=(0.5, 1), rng=0)
+
+
+@pytest.mark.parametrize("method", ["normal", "t"])
+def test_comparisons_from_the_passes_cross_moments_equal_the_row_pairing(method):
+    # IPS, clipped IPS and SNIPS against the logging value: the paired standard errors come
+    # from the kernel's cross-moments, with no per-row terms; they equal compare() on the rows
+    env = ope.simulate.ContextualBandit(n_actions=4, seed=5)
+    table = env.sample(4000, rng=3)
+    with _no_warning_check():
+        ev = ope.evaluate(table, estimators=("ips", "clipped_ips", "snips"), max_weight=2.0,
+                          reward_range=(0.0, 1.0))
+    assert ev.statistics is not None and ev.statistics.n == 4000
+    comp = ev.comparisons(method=method).set_index(["policy", "estimator"])
+    for name in ev.policies:
+        for key in ("ips", "clipped_ips", "snips"):
+            d = ope.results.compare(ev[(name, key)], ev.logging, method=method)
+            ci = d.ci(ev.confidence_level, method)
+            row = comp.loc[(name, key)]
+            assert row.difference == pytest.approx(d.value, rel=1e-12, abs=1e-15)
+            assert row.std_error == pytest.approx(d.std_error, rel=1e-10)
+            assert row.ci_low == pytest.approx(ci.low, rel=1e-10, abs=1e-14)
+            assert row.ci_high == pytest.approx(ci.high, rel=1e-10, abs=1e-14)
+
+
+def _no_warning_check():
+    import contextlib
+    import warnings
+
+    @contextlib.contextmanager
+    def quiet():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+
+    return quiet()
+
+
+def test_evaluate_reads_the_target_columns_without_an_n_by_p_copy(monkeypatch):
+    # validated logs: the candidates' columns go to the kernel as they are, so the (n, P)
+    # target matrix of ope.policies is never built
+    import ope.policies.join as join
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the (n, P) target matrix was built")
+
+    monkeypatch.setattr(join, "_target_matrix", refuse)
+    logs = ope.read_logs(_hand_logs())
+    ev = ope.evaluate(logs, estimators=("ips", "snips"))
+    assert ev[("always_1", "ips")].value == pytest.approx((2 * 0 + 4 * 1 + 2 * 1) / 6)
+    assert ev[("half", "snips")].value == pytest.approx(
+        np.sum(0.5 / _hand_logs().propensity * _hand_logs().reward)
+        / np.sum(0.5 / _hand_logs().propensity))
+
+
+def test_diagnose_reuses_the_evaluations_statistics():
+    env = ope.simulate.ContextualBandit(n_actions=4, seed=7)
+    logs = ope.read_logs(env.sample(3000, rng=1))
+    with _no_warning_check():
+        ev = ope.evaluate(logs, estimators=("ips", "clipped_ips"), max_weight=3.0)
+        fresh = ope.diagnose(logs, max_weight=3.0).table()
+        reused = ope.diagnose(logs, max_weight=3.0, statistics=ev.statistics).table()
+    pd.testing.assert_frame_equal(reused, fresh, rtol=1e-12)
+    with _no_warning_check(), pytest.raises(ope.ParameterError, match=r"`statistics` describe"):
+        ope.diagnose(logs, max_weight=2.0, statistics=ev.statistics)

@@ -329,15 +329,43 @@ def _settings(
     )
 
 
-def _diagnose(data: Inputs, settings: _Settings, extra_notes: list[str]) -> Diagnostics:
+def _reusable(statistics: Any, data: Inputs, max_weight: float | None) -> CenteredMoments | None:
+    """The moments of an evaluation's pass when they describe these rows and candidates."""
+    if statistics is None:
+        return None
+    centered = getattr(statistics, "centered", None)
+    names = getattr(statistics, "names", None)
+    if not isinstance(centered, CenteredMoments) or names is None:
+        raise ParameterError(
+            "`statistics` must be the moment statistics of an evaluation of the same logs "
+            f"(Evaluation.statistics, an ope.MomentStats); got {type(statistics).__name__}."
+        )
+    if (list(names) != list(data.names) or centered.n != data.n
+            or getattr(statistics, "max_weight", None) != max_weight):
+        raise ParameterError(
+            "`statistics` describe other rows or settings: they cover policies "
+            f"{list(names)} on {centered.n:,} rows with max_weight="
+            f"{getattr(statistics, 'max_weight', None)}, this diagnosis {data.names} on "
+            f"{data.n:,} rows with max_weight={max_weight}. Evaluate with the same policies "
+            "and max_weight, or leave `statistics` out."
+        )
+    return centered
+
+
+def _diagnose(
+    data: Inputs, settings: _Settings, extra_notes: list[str], statistics: Any = None
+) -> Diagnostics:
     """The shared body of :func:`diagnose` and :func:`diagnose_arrays` on validated inputs."""
     mw, rr, level = settings.max_weight, settings.reward_range, settings.confidence_level
     lo = rr[0] if rr is not None else 0.0
     r, p, t = data.reward, data.propensity, data.target
     segs = data.segmentations
     by_segment: list[list[CenteredMoments | None]] = []
+    reused = _reusable(statistics, data, mw)
     if segs:
         by_segment, moments = segment_moments(segs, r, p, t, max_weight=mw)
+    elif reused is not None:  # the evaluation's pass already holds every moment used here
+        moments = reused
     else:
         moments = centered_moments(r, p, t, max_weight=mw)
     sums = fused_pass(p, t, None if rr is None else r - lo)
@@ -387,6 +415,7 @@ def diagnose(
     confidence_level: float = 0.95,
     target_width: float | None = None,
     new_rows: int | None = None,
+    statistics: Any = None,
 ) -> Diagnostics:
     """Overlap diagnostics of candidate policies on validated logs.
 
@@ -401,6 +430,13 @@ def diagnose(
         Segment columns of the logs. Numeric columns with many values are cut into quantile
         bins; logs with many distinct actions also get item-popularity buckets.
     <shared parameters>
+    statistics : ope.MomentStats, optional
+        The moment statistics of an evaluation of the same logs and candidates with the same
+        ``max_weight`` (``ope.evaluate(...).statistics``): every moment of the diagnosis (ESS,
+        mean weight, clipped sums, interval inputs) is read from them instead of another pass
+        over the rows (without ``by``; segments need their own). Only the diagnostics' own
+        pass (weight histogram and KL sums) reads the rows.
+
     Returns
     -------
     Diagnostics
@@ -408,7 +444,8 @@ def diagnose(
     Raises
     ------
     ope.ParameterError
-        A malformed setting, as in :func:`diagnose_arrays`.
+        A malformed setting, as in :func:`diagnose_arrays`, or ``statistics`` of other rows,
+        policies or clip level.
     ope.SchemaError
         A ``by`` column is not in the logs.
     ope.MissingBoundsError
@@ -469,4 +506,4 @@ def diagnose(
         reward_range=settings.reward_range, policy_names=names, segments=segments,
         action=action, action_labels=labels, target_distributions=tdists,
         logging_distribution=ldist)
-    return _diagnose(data, settings, extra_notes)
+    return _diagnose(data, settings, extra_notes, statistics)

@@ -1,0 +1,1130 @@
+"""The single-pass moment kernel: one read of the rows for every weighting statistic.
+
+:func:`accumulate` reads the reward, the logging propensity and the target propensities of
+``P`` candidates once, block by block, and accumulates, per candidate ``j`` (and per group when
+an integer group code is given per row), the statistics that IPS, clipped IPS, SNIPS, the
+logging value, their paired comparisons and the weight diagnostics are read from:
+
+* the means of ``a = w (r - c)`` and ``b = w`` for the raw weights ``w = t / p`` and for the
+  clipped weights ``min(w, max_weight)``, about a reward shift ``c``;
+* their centred co-moments ``sum (a - abar)^2``, ``sum (a - abar)(b - bbar)``,
+  ``sum (b - bbar)^2`` and the cross-moments with the reward, ``sum (a - abar)(r - rbar)`` and
+  ``sum (b - bbar)(r - rbar)`` (so that the standard error of a candidate minus the logging
+  policy needs no second pass);
+* the reward's mean and centred sum of squares, the largest weight, the number of clipped rows,
+  and the smallest/largest reward, logging and target propensity (the input checks ride on the
+  same pass).
+
+Each block (:data:`BLOCK_ROWS` rows) is held in cache while it is centred exactly (its means,
+then the centred sums), and blocks merge by the pairwise update of Chan, Golub & LeVeque, so no
+variance is ever formed as a difference of raw sums of squares, and statistics of record
+batches or Dask partitions merge into those of the union (:func:`merge`).
+
+**Scale.** Every statistic is kept in units of powers of two chosen from the data: the reward in
+units of ``2**r_exp``, the weights of candidate ``j`` in units of ``2**w_exp[s, j]``. Values in
+``[2**-200, 2**200]`` (any reward or weight that arises in practice) are left unscaled, so the
+numbers are those of plain float64 arithmetic; a block with a larger reward (up to 1.8e308) or
+a smaller propensity (weights up to :data:`ope._validation.MAX_FINITE_WEIGHT`) is rescaled before
+anything is summed or squared, and merging brings both sides to the larger unit. Scaling by a
+power of two is exact, so rescaled results equal the unscaled ones wherever those are finite.
+
+**Backends.** The loops are compiled with numba when it is installed (the optional extra
+``fast``; imported on first use, compiled functions cached on disk next to this module or, for a
+read-only install, in numba's user cache, else compiled per process). Without numba, or with the
+environment variable ``OPE_KERNEL=numpy`` (or :func:`set_backend`), a vectorized numpy
+implementation of the same algorithm runs in larger blocks; both give the same numbers to about
+1e-13 relative (summation order differs).
+
+References
+----------
+.. [1] T. F. Chan, G. H. Golub and R. J. LeVeque, "Updating formulae and a pairwise algorithm for
+   computing sample variances", COMPSTAT 1982.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+
+__all__ = [
+    "BLOCK_ROWS",
+    "NUMPY_BLOCK_ROWS",
+    "SAFE_EXPONENT",
+    "KERNEL_ENV",
+    "Moments",
+    "Checks",
+    "accumulate",
+    "merge",
+    "empty",
+    "backend",
+    "set_backend",
+    "numba_available",
+]
+
+#: Rows per block of the compiled kernel: the (P, rows) float64 weight block of 8 candidates is
+#: 128 KB, so it stays in the L2 cache between the pass that forms it and the pass that centres
+#: it. The result does not depend on it beyond rounding.
+BLOCK_ROWS: Final = 2048
+
+#: Rows per block of the numpy fallback, whose per-block cost is a few dozen numpy calls: with
+#: 2**15 rows that overhead is under 5 % of the arithmetic, and the (8, rows) blocks (2 MB each)
+#: still fit the L2/L3 caches. Fixed, not divided by P, so a candidate's numbers do not depend on
+#: how many others are evaluated with it.
+NUMPY_BLOCK_ROWS: Final = 1 << 15
+
+#: Values whose magnitude lies in [2**-SAFE_EXPONENT, 2**SAFE_EXPONENT] are used unscaled:
+#: products of two of them, squared and summed over 2**33 rows, stay below 2**900 (and above the
+#: subnormal range), far from overflow.
+SAFE_EXPONENT: Final = 200
+
+#: Environment variable that forces a backend: ``numpy`` (the fallback) or ``numba``.
+KERNEL_ENV: Final = "OPE_KERNEL"
+
+#: Largest power of two the logging propensities of a block are multiplied by: p * 2**1020 is
+#: finite for every p <= 1.
+_P_SCALE_MAX: Final = 1020
+
+#: Range of the scale exponents: 2**-e stays a normal float64 for e in [-1000, 1022] (a
+#: subnormal value below 2**-1000 is scaled up by 2**1000 only, which keeps it finite).
+_EXP_MIN: Final = -1000
+_EXP_MAX: Final = 1022
+
+_SAFE_HIGH: Final = math.ldexp(1.0, SAFE_EXPONENT)
+_SAFE_LOW: Final = math.ldexp(1.0, -SAFE_EXPONENT)
+_FLOAT_MAX: Final = float(np.finfo(np.float64).max)
+
+#: Number of co-moments per (weights, candidate): aa, ab, bb, ar, br.
+N_COMOMENTS: Final = 5
+
+
+# ============================================================================================
+# results
+# ============================================================================================
+@dataclass(frozen=True, eq=False)
+class Moments:
+    """Scaled, centred statistics of ``G`` groups of rows (``G = 1`` without group codes).
+
+    With ``u_r = 2**r_exp[g]`` and ``u_w = 2**w_exp[g, s, j]`` (``s = 0`` raw weights, ``1``
+    clipped), ``a = w (r - shift[g])`` is held in units of ``u_w u_r`` and ``b = w`` in units of
+    ``u_w``; the reward deviations ``r - shift`` in units of ``u_r``.
+
+    Attributes
+    ----------
+    n : (G,) float64
+        Rows per group.
+    shift : (G,) float64
+        The reward shift ``c`` (real units).
+    r_exp : (G,) float64
+        Exponent of the reward unit (an integer).
+    r_mean, r_m2 : (G,) float64
+        Mean and centred sum of squares of ``(r - shift) / u_r``.
+    w_exp : (G, 2, P) float64
+        Exponents of the weight units (integers).
+    mean : (G, 2, 2, P) float64
+        ``mean[g, s, 0, j]``: mean of ``a / (u_w u_r)``; ``mean[g, s, 1, j]``: of ``b / u_w``.
+    com : (G, 2, 5, P) float64
+        Centred sums ``aa, ab, bb, ar, br`` (``r`` the reward deviation), each in its units.
+    max_w : (G, P) float64
+        Largest raw weight (real units).
+    n_clipped : (G, P) float64
+        Rows whose weight exceeds ``max_weight``.
+    """
+
+    n: np.ndarray
+    shift: np.ndarray
+    r_exp: np.ndarray
+    r_mean: np.ndarray
+    r_m2: np.ndarray
+    w_exp: np.ndarray
+    mean: np.ndarray
+    com: np.ndarray
+    max_w: np.ndarray
+    n_clipped: np.ndarray
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.n.shape[0])
+
+    @property
+    def n_policies(self) -> int:
+        return int(self.mean.shape[-1])
+
+    def group(self, g: int) -> Moments:
+        """The statistics of group ``g`` alone (as a one-group Moments; views)."""
+        sl = slice(g, g + 1)
+        return Moments(
+            self.n[sl], self.shift[sl], self.r_exp[sl], self.r_mean[sl], self.r_m2[sl],
+            self.w_exp[sl], self.mean[sl], self.com[sl], self.max_w[sl], self.n_clipped[sl],
+        )
+
+
+@dataclass(frozen=True)
+class Checks:
+    """What the pass saw of its inputs (for the validation done after it).
+
+    ``finite`` is False when any reward, propensity or weight was NaN or infinite (the sums then
+    are); ``r_min``/``r_max`` are the reward's range, ``p_min``/``p_max`` the logging
+    propensities', ``t_min``/``t_max`` (P,) the target propensities' (NaN-blind: NaN shows in
+    ``finite``).
+    """
+
+    finite: bool
+    r_min: float
+    r_max: float
+    p_min: float
+    p_max: float
+    t_min: np.ndarray
+    t_max: np.ndarray
+
+
+def empty(n_pol: int, n_groups: int = 1) -> Moments:
+    """Statistics of no rows."""
+    g, p = n_groups, n_pol
+    return Moments(
+        np.zeros(g), np.zeros(g), np.zeros(g), np.zeros(g), np.zeros(g), np.zeros((g, 2, p)),
+        np.zeros((g, 2, 2, p)), np.zeros((g, 2, N_COMOMENTS, p)), np.full((g, p), -np.inf),
+        np.zeros((g, p)),
+    )
+
+
+# ============================================================================================
+# backend selection
+# ============================================================================================
+_state: dict[str, Any] = {"forced": None, "numba": None, "failed": None}
+
+
+def numba_available() -> bool:
+    """True when numba is installed (the optional extra ``fast``); nothing is imported."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("numba") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def set_backend(name: str | None) -> None:
+    """Force the ``"numba"`` or ``"numpy"`` backend for this process; ``None``: automatic.
+
+    Raises
+    ------
+    ope.ParameterError
+        An unknown name, or ``"numba"`` when numba is not installed.
+    """
+    from ope.exceptions import ParameterError
+
+    if name not in (None, "numba", "numpy"):
+        raise ParameterError(f"kernel backend must be 'numba', 'numpy' or None; got {name!r}.")
+    if name == "numba" and not numba_available():
+        raise ParameterError(
+            "the numba backend needs numba: pip install 'ope-toolkit[fast]'."
+        )
+    _state["forced"] = name
+
+
+def backend() -> str:
+    """The backend the next call uses: ``"numba"`` or ``"numpy"``.
+
+    Order: :func:`set_backend`, then the environment variable ``OPE_KERNEL``, then numba when
+    it imports and compiles, else numpy.
+    """
+    forced = _state["forced"] or os.environ.get(KERNEL_ENV, "").strip().lower() or None
+    if forced == "numpy":
+        return "numpy"
+    if forced not in (None, "numba"):
+        return "numpy"
+    return "numba" if _compiled() is not None else "numpy"
+
+
+def _compiled() -> Any:
+    """The compiled functions (compiled on first use), or None without numba."""
+    if _state["numba"] is not None:
+        return _state["numba"]
+    if _state["failed"] is not None:
+        return None
+    try:
+        numba = _import_numba()
+    except ImportError as exc:
+        _state["failed"] = str(exc)
+        return None
+    _state["numba"] = _jit(numba)
+    return _state["numba"]
+
+
+def _import_numba() -> Any:
+    """``import numba``, with a module that only shares the name ``coverage`` (a script on
+    ``sys.path``, e.g. ``benchmarks/coverage.py``) hidden: numba imports ``coverage`` and fails
+    on anything but coverage.py itself (a package)."""
+    import importlib.util
+    import sys
+
+    missing = object()
+    shadow = sys.modules.get("coverage", missing)
+    if shadow is missing:
+        try:
+            spec = importlib.util.find_spec("coverage")
+        except (ImportError, ValueError):
+            spec = None
+        fake = spec is not None and spec.submodule_search_locations is None
+    else:
+        fake = shadow is not None and not hasattr(shadow, "types")
+    if fake:
+        sys.modules["coverage"] = None  # type: ignore[assignment]  # `import coverage` fails
+    try:
+        import numba
+        import numba.misc.coverage_support  # noqa: F401
+    finally:
+        if fake:
+            if shadow is missing:
+                del sys.modules["coverage"]
+            else:
+                sys.modules["coverage"] = shadow  # type: ignore[assignment]
+    return numba
+
+
+def _jit(numba: Any) -> dict[str, Any]:
+    """Compile the loop functions below with numba, replacing their module globals (the
+    compiled functions call each other through them)."""
+    # The row loops (_FAST_FUNCTIONS) use every fast-math flag, which lets their sums, minima and
+    # maxima vectorize; NaN or infinite inputs still propagate into the sums (the hardware does
+    # that whatever the compiler assumes), and the finiteness of the merged statistics is checked
+    # in Python after the pass. The others keep IEEE semantics (no 'nnan'/'ninf'), so their NaN
+    # tests hold, and none uses 'arcp': t / p stays a division.
+    exact = {"reassoc", "contract", "nsz"}
+    g = globals()
+    out = {}
+    for name in _NUMBA_FUNCTIONS:
+        opts = {
+            "nogil": True,
+            "error_model": "numpy",  # x / 0 is inf, not an exception: lets the division vectorize
+            "fastmath": True if name in _FAST_FUNCTIONS else exact,
+        }
+        py = g[name]
+        try:
+            jitted = numba.njit(cache=True, **opts)(py)
+            # a locator may be chosen without checking that its folder can be created (a
+            # zipped install): check it now rather than fail at the first call
+            locator = getattr(getattr(jitted._cache, "_impl", None), "locator", None)
+            if locator is not None:
+                locator.ensure_cache_path()
+        except (RuntimeError, OSError):  # no writable cache location (read-only install)
+            jitted = numba.njit(cache=False, **opts)(py)
+        g[name] = jitted
+        out[name] = jitted
+    return out
+
+
+# ============================================================================================
+# the compiled loops (plain Python until _jit compiles them; never run uncompiled)
+# ============================================================================================
+def _nb_scale_exponent(x):  # type: ignore[no-untyped-def]
+    """0 when x (>= 0) needs no scaling, else the exponent e with x / 2**e in [0.5, 1)."""
+    if x == 0.0 or (x >= _SAFE_LOW and x <= _SAFE_HIGH) or not (x <= _FLOAT_MAX):
+        return 0
+    e = math.frexp(x)[1]
+    return max(min(e, _EXP_MAX), _EXP_MIN)
+
+
+def _nb_prepare(r, p, start, k, rb, drb, pb, hdr, chk, bits, fbits):  # type: ignore[no-untyped-def]
+    """Pass over the block's rewards and propensities: scales, shift, reward deviations.
+
+    Writes rb = r / u_r - c', drb = rb - mean(rb), pb = p * 2**kp and hdr = [c (real), e_r,
+    mean(rb), sum drb^2, kp]. The ranges are reduced on the IEEE bit patterns (integer
+    reductions vectorize, and NaN, signs and infinities stay visible whatever the fast-math
+    flags): chk = [min and max of the reward's order key, min and max of p's order key]. The
+    order key of a float's bits v is ``v ^ ((v >> 63) & 0x7FF...F)``: integers in the order of
+    the floats (-0.0 just below +0.0), NaN beyond the infinities.
+    ``bits``/``fbits`` are an int64 scratch array and its float64 view.
+    """
+    rs_ = r[start:start + k]
+    ps_ = p[start:start + k]
+    ri = rs_.view(np.int64)
+    pi = ps_.view(np.int64)
+    amax = np.int64(0)
+    kmin = chk[0]
+    kmax = chk[1]
+    pmn = np.int64(0x7FFFFFFFFFFFFFFF)
+    pmx = chk[3]
+    tot = 0.0
+    for i in range(k):
+        v = ri[i]
+        av = v & 0x7FFFFFFFFFFFFFFF
+        amax = max(amax, av)
+        key = v ^ ((v >> 63) & 0x7FFFFFFFFFFFFFFF)
+        kmin = min(kmin, key)
+        kmax = max(kmax, key)
+        q = pi[i]
+        q = q ^ ((q >> 63) & 0x7FFFFFFFFFFFFFFF)
+        pmn = min(pmn, q)
+        pmx = max(pmx, q)
+        tot += rs_[i]
+    chk[0] = kmin
+    chk[1] = kmax
+    chk[2] = min(chk[2], pmn)
+    chk[3] = pmx
+    bits[0] = amax
+    bits[1] = pmn ^ ((pmn >> 63) & 0x7FFFFFFFFFFFFFFF)
+    rmax = fbits[0]
+    pmin = fbits[1]
+    er = _nb_scale_exponent(rmax)
+    ur = math.ldexp(1.0, -er)
+    kp = 0
+    if pmin > 0.0 and pmin < _SAFE_LOW:
+        kp = min(-math.frexp(pmin)[1], _P_SCALE_MAX)
+    up = math.ldexp(1.0, kp)
+    if er != 0:
+        tot = 0.0
+        for i in range(k):
+            tot += rs_[i] * ur
+    c = tot / k
+    tot = 0.0
+    for i in range(k):
+        v = rs_[i] * ur - c
+        rb[i] = v
+        tot += v
+        pb[i] = ps_[i] * up
+    rm = tot / k
+    m2 = 0.0
+    for i in range(k):
+        d = rb[i] - rm
+        drb[i] = d
+        m2 += d * d
+    hdr[0] = math.ldexp(c, er)
+    hdr[1] = er
+    hdr[2] = rm
+    hdr[3] = m2
+    hdr[4] = kp
+
+
+def _nb_load(ts, ti, k, row, pb, j, tlo, thi):  # type: ignore[no-untyped-def]
+    """row = ts / pb (the block's scaled weights of one policy); the range of ts's order keys."""
+    lo = tlo[j]
+    hi = thi[j]
+    for i in range(k):
+        v = ti[i]
+        v = v ^ ((v >> 63) & 0x7FFFFFFFFFFFFFFF)
+        lo = min(lo, v)
+        hi = max(hi, v)
+        row[i] = ts[i] / pb[i]
+    tlo[j] = lo
+    thi[j] = hi
+
+
+def _nb_transpose(mat, start, k, wb):  # type: ignore[no-untyped-def]
+    """wb[j, i] = mat[start + i, j]: the block of a C-ordered (n, P) matrix, one policy per
+    row (strided reads, contiguous writes: faster than the other way round)."""
+    blk = mat[start:start + k]
+    for j in range(blk.shape[1]):
+        row = wb[j]
+        col = blk[:, j]
+        for i in range(k):
+            row[i] = col[i]
+
+
+def _nb_sums(row, rowi, k, rb, mw):  # type: ignore[no-untyped-def]
+    """sum w rb, sum w, the largest w (from its bits: w >= 0) and the count above mw."""
+    sa = 0.0
+    sb = 0.0
+    cnt = 0
+    mx = np.int64(0)
+    for i in range(k):
+        w = row[i]
+        sa += w * rb[i]
+        sb += w
+        cnt += 1 if w > mw else 0
+        mx = max(mx, rowi[i])
+    return sa, sb, mx, cnt
+
+
+def _nb_clipped_sums(row, k, rb, mw):  # type: ignore[no-untyped-def]
+    """sum min(w, mw) rb and sum min(w, mw)."""
+    sa = 0.0
+    sb = 0.0
+    for i in range(k):
+        w = min(row[i], mw)
+        sa += w * rb[i]
+        sb += w
+    return sa, sb
+
+
+def _nb_centre(row, k, rb, drb, mw, ma, mb, scale, out, s, j):  # type: ignore[no-untyped-def]
+    """Centred co-moments of (min(w, mw) rb, min(w, mw)) over the block (pass 2)."""
+    caa = 0.0
+    cab = 0.0
+    cbb = 0.0
+    car = 0.0
+    cbr = 0.0
+    if scale == 1.0:
+        for i in range(k):
+            w = min(row[i], mw)
+            da = w * rb[i] - ma
+            db = w - mb
+            dr = drb[i]
+            caa += da * da
+            cab += da * db
+            cbb += db * db
+            car += da * dr
+            cbr += db * dr
+    else:
+        for i in range(k):
+            w = min(row[i], mw)
+            da = (w * rb[i] - ma) * scale
+            db = (w - mb) * scale
+            dr = drb[i]
+            caa += da * da
+            cab += da * db
+            cbb += db * db
+            car += da * dr
+            cbr += db * dr
+    out[s, 0, j] = caa
+    out[s, 1, j] = cab
+    out[s, 2, j] = cbb
+    out[s, 3, j] = car
+    out[s, 4, j] = cbr
+
+
+def _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, fbits, bits):  # type: ignore[no-untyped-def]
+    """Means and centred co-moments of every policy's raw and clipped weights in one block.
+
+    ``wb`` holds the block's scaled weights t / (p 2**kp), one policy per row (``wbi``: its
+    int64 view); ``mw`` is the clip level in those units (inf without clipping).
+    """
+    n_pol = wb.shape[0]
+    for j in range(n_pol):
+        row = wb[j]
+        sa, sb, mxb, cnt = _nb_sums(row, wbi[j], k, rb, mw)
+        bits[2] = mxb
+        mx = fbits[2]
+        bmax[j] = math.ldexp(mx, kp)
+        ma = sa / k
+        mb = sb / k
+        ej = _nb_scale_exponent(mx)
+        scale = math.ldexp(1.0, -ej)
+        bm[0, 0, j] = ma * scale
+        bm[0, 1, j] = mb * scale
+        bexp[0, j] = kp + ej
+        _nb_centre(row, k, rb, drb, np.inf, ma, mb, scale, bc, 0, j)
+        if has_clip and cnt > 0:
+            csa, csb = _nb_clipped_sums(row, k, rb, mw)
+            cma = csa / k
+            cmb = csb / k
+            ejc = _nb_scale_exponent(mw)
+            cscale = math.ldexp(1.0, -ejc)
+            bm[1, 0, j] = cma * cscale
+            bm[1, 1, j] = cmb * cscale
+            bexp[1, j] = kp + ejc
+            bclip[j] = cnt
+            _nb_centre(row, k, rb, drb, mw, cma, cmb, cscale, bc, 1, j)
+        else:
+            bm[1, 0, j] = bm[0, 0, j]
+            bm[1, 1, j] = bm[0, 1, j]
+            bexp[1, j] = bexp[0, j]
+            bclip[j] = 0.0
+            for q in range(N_COMOMENTS):
+                bc[1, q, j] = bc[0, q, j]
+
+
+def _nb_merge(an, ahdr, aexp, am, ac, amax, aclip, g, bn, bhdr, bexp, bm, bc, bmax, bclip):  # type: ignore[no-untyped-def]
+    """Merge one block's (or group's) statistics into group ``g`` of the accumulator.
+
+    ``ahdr[g]``/``bhdr`` = [shift (real), r_exp, r_mean, r_m2]. Both sides are brought to the
+    larger units (exact powers of two), the block is re-expressed about the accumulator's shift
+    (a -> a + d b), then Chan et al.'s pairwise update adds the co-moments.
+    """
+    n_pol = am.shape[-1]
+    na = an[g]
+    if bn == 0.0:
+        return
+    if na == 0.0:
+        an[g] = bn
+        for q in range(4):
+            ahdr[g, q] = bhdr[q]
+        for s in range(2):
+            for j in range(n_pol):
+                aexp[g, s, j] = bexp[s, j]
+                am[g, s, 0, j] = bm[s, 0, j]
+                am[g, s, 1, j] = bm[s, 1, j]
+                for q in range(N_COMOMENTS):
+                    ac[g, s, q, j] = bc[s, q, j]
+        for j in range(n_pol):
+            amax[g, j] = bmax[j]
+            aclip[g, j] = bclip[j]
+        return
+    ea = ahdr[g, 1]
+    eb = bhdr[1]
+    e = ea if ea > eb else eb
+    fa = math.ldexp(1.0, int(ea - e))
+    fb = math.ldexp(1.0, int(eb - e))
+    ue = math.ldexp(1.0, -int(e))
+    d = bhdr[0] * ue - ahdr[g, 0] * ue
+    n = na + bn
+    frac = bn / n
+    cross = na * bn / n
+    ra = ahdr[g, 2] * fa
+    rb = bhdr[2] * fb + d
+    dr = rb - ra
+    ahdr[g, 2] = ra + dr * frac
+    ahdr[g, 3] = ahdr[g, 3] * fa * fa + bhdr[3] * fb * fb + dr * dr * cross
+    ahdr[g, 1] = e
+    for s in range(2):
+        for j in range(n_pol):
+            wa = aexp[g, s, j]
+            wb_ = bexp[s, j]
+            w = wa if wa > wb_ else wb_
+            ga = math.ldexp(1.0, int(wa - w))
+            gb = math.ldexp(1.0, int(wb_ - w))
+            xa = fa * ga
+            xb = fb * gb
+            ma_a = am[g, s, 0, j] * xa
+            mb_a = am[g, s, 1, j] * ga
+            ma_b = bm[s, 0, j] * xb
+            mb_b = bm[s, 1, j] * gb
+            caa_a = ac[g, s, 0, j] * xa * xa
+            cab_a = ac[g, s, 1, j] * xa * ga
+            cbb_a = ac[g, s, 2, j] * ga * ga
+            car_a = ac[g, s, 3, j] * xa * fa
+            cbr_a = ac[g, s, 4, j] * ga * fa
+            caa_b = bc[s, 0, j] * xb * xb
+            cab_b = bc[s, 1, j] * xb * gb
+            cbb_b = bc[s, 2, j] * gb * gb
+            car_b = bc[s, 3, j] * xb * fb
+            cbr_b = bc[s, 4, j] * gb * fb
+            # the block about the accumulator's shift: a_b + d b_b
+            ma_b = ma_b + d * mb_b
+            caa_b = caa_b + 2.0 * d * cab_b + d * d * cbb_b
+            cab_b = cab_b + d * cbb_b
+            car_b = car_b + d * cbr_b
+            da = ma_b - ma_a
+            db = mb_b - mb_a
+            am[g, s, 0, j] = ma_a + da * frac
+            am[g, s, 1, j] = mb_a + db * frac
+            ac[g, s, 0, j] = caa_a + caa_b + da * da * cross
+            ac[g, s, 1, j] = cab_a + cab_b + da * db * cross
+            ac[g, s, 2, j] = cbb_a + cbb_b + db * db * cross
+            ac[g, s, 3, j] = car_a + car_b + da * dr * cross
+            ac[g, s, 4, j] = cbr_a + cbr_b + db * dr * cross
+            aexp[g, s, j] = w
+    for j in range(n_pol):
+        amax[g, j] = amax[g, j] if amax[g, j] > bmax[j] else bmax[j]
+        aclip[g, j] += bclip[j]
+    an[g] = n
+
+
+def _nb_grouped_block(wb, k, codes, start, rb, kp, mw, has_clip, present,  # type: ignore[no-untyped-def]
+                      gcnt, gsr, gm2, gsa, gsb, gmx, gcsa, gcsb, gcnt_clip, gcom, drb,
+                      an, ahdr, aexp, am, ac, amax, aclip, c_real, er, bm, bc, bexp, bmax,
+                      bclip, bhdr):
+    """One block with a group code per row: per-group means, centred sums, merged per group."""
+    n_pol = wb.shape[0]
+    n_present = 0
+    for i in range(k):
+        g = codes[start + i]
+        if gcnt[g] == 0.0:
+            present[n_present] = g
+            n_present += 1
+        gcnt[g] += 1.0
+        gsr[g] += rb[i]
+    for i in range(k):
+        g = codes[start + i]
+        d = rb[i] - gsr[g] / gcnt[g]
+        drb[i] = d
+        gm2[g] += d * d
+    for j in range(n_pol):
+        for i in range(k):
+            g = codes[start + i]
+            w = wb[j, i]
+            gsa[g, j] += w * rb[i]
+            gsb[g, j] += w
+            gmx[g, j] = w if w > gmx[g, j] else gmx[g, j]
+            if has_clip:
+                gcnt_clip[g, j] += 1.0 if w > mw else 0.0
+                w = w if w < mw else mw
+                gcsa[g, j] += w * rb[i]
+                gcsb[g, j] += w
+    # pass 2: deviations from the group means, scaled per group by the largest (clipped) weight
+    for j in range(n_pol):
+        for i in range(k):
+            g = codes[start + i]
+            cnt = gcnt[g]
+            sr = math.ldexp(1.0, -_nb_scale_exponent(gmx[g, j]))
+            w = wb[j, i]
+            da = (w * rb[i] - gsa[g, j] / cnt) * sr
+            db = (w - gsb[g, j] / cnt) * sr
+            dr = drb[i]
+            gcom[g, 0, 0, j] += da * da
+            gcom[g, 0, 1, j] += da * db
+            gcom[g, 0, 2, j] += db * db
+            gcom[g, 0, 3, j] += da * dr
+            gcom[g, 0, 4, j] += db * dr
+            if has_clip:
+                top = gmx[g, j] if gmx[g, j] < mw else mw
+                sc = math.ldexp(1.0, -_nb_scale_exponent(top))
+                w = w if w < mw else mw
+                da = (w * rb[i] - gcsa[g, j] / cnt) * sc
+                db = (w - gcsb[g, j] / cnt) * sc
+                gcom[g, 1, 0, j] += da * da
+                gcom[g, 1, 1, j] += da * db
+                gcom[g, 1, 2, j] += db * db
+                gcom[g, 1, 3, j] += da * dr
+                gcom[g, 1, 4, j] += db * dr
+    for q in range(n_present):
+        g = present[q]
+        cnt = gcnt[g]
+        bhdr[0] = c_real
+        bhdr[1] = er
+        bhdr[2] = gsr[g] / cnt
+        bhdr[3] = gm2[g]
+        for j in range(n_pol):
+            mx = gmx[g, j]
+            e0 = _nb_scale_exponent(mx)
+            s0 = math.ldexp(1.0, -e0)
+            bm[0, 0, j] = gsa[g, j] / cnt * s0
+            bm[0, 1, j] = gsb[g, j] / cnt * s0
+            bexp[0, j] = kp + e0
+            bmax[j] = math.ldexp(mx, kp)
+            for c in range(N_COMOMENTS):
+                bc[0, c, j] = gcom[g, 0, c, j]
+            if has_clip:
+                top = mx if mx < mw else mw
+                e1 = _nb_scale_exponent(top)
+                s1 = math.ldexp(1.0, -e1)
+                bm[1, 0, j] = gcsa[g, j] / cnt * s1
+                bm[1, 1, j] = gcsb[g, j] / cnt * s1
+                bexp[1, j] = kp + e1
+                bclip[j] = gcnt_clip[g, j]
+                for c in range(N_COMOMENTS):
+                    bc[1, c, j] = gcom[g, 1, c, j]
+            else:
+                bm[1, 0, j] = bm[0, 0, j]
+                bm[1, 1, j] = bm[0, 1, j]
+                bexp[1, j] = bexp[0, j]
+                bclip[j] = 0.0
+                for c in range(N_COMOMENTS):
+                    bc[1, c, j] = bc[0, c, j]
+        _nb_merge(an, ahdr, aexp, am, ac, amax, aclip, g, cnt, bhdr, bexp, bm, bc, bmax, bclip)
+        # reset this group's scratch for the next block
+        gcnt[g] = 0.0
+        gsr[g] = 0.0
+        gm2[g] = 0.0
+        for j in range(n_pol):
+            gsa[g, j] = 0.0
+            gsb[g, j] = 0.0
+            gmx[g, j] = 0.0
+            gcsa[g, j] = 0.0
+            gcsb[g, j] = 0.0
+            gcnt_clip[g, j] = 0.0
+            for s in range(2):
+                for c in range(N_COMOMENTS):
+                    gcom[g, s, c, j] = 0.0
+
+
+def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, block,  # type: ignore[no-untyped-def]
+            an, ahdr, aexp, am, ac, amax, aclip, tlo, thi, chk):
+    """The pass: blocks of ``block`` rows, each prepared, weighted, centred and merged.
+
+    ``cols`` (a typed list of contiguous float64 columns) or ``mat`` (a C-ordered (n, P)
+    float64 array) holds the target propensities; ``codes`` (int64, empty when ungrouped) the
+    group of each row. ``tlo``/``thi`` (int64, P) and ``chk`` (int64, 4) collect the bit-pattern
+    ranges of the inputs.
+    """
+    n = r.shape[0]
+    n_pol = tlo.shape[0]
+    rows = block if n > block else max(n, 1)
+    wb = np.empty((n_pol, rows))
+    wbi = wb.view(np.int64)
+    rb = np.empty(rows)
+    drb = np.empty(rows)
+    pb = np.empty(rows)
+    hdr = np.empty(5)
+    bits = np.zeros(4, dtype=np.int64)
+    fbits = bits.view(np.float64)
+    bm = np.empty((2, 2, n_pol))
+    bc = np.empty((2, N_COMOMENTS, n_pol))
+    bexp = np.empty((2, n_pol))
+    bmax = np.empty(n_pol)
+    bclip = np.empty(n_pol)
+    grouped = codes.shape[0] > 0
+    gsize = n_groups if grouped else 1
+    present = np.empty(rows, dtype=np.int64)
+    gcnt = np.zeros(gsize)
+    gsr = np.zeros(gsize)
+    gm2 = np.zeros(gsize)
+    gsa = np.zeros((gsize, n_pol))
+    gsb = np.zeros((gsize, n_pol))
+    gmx = np.zeros((gsize, n_pol))
+    gcsa = np.zeros((gsize, n_pol))
+    gcsb = np.zeros((gsize, n_pol))
+    gcc = np.zeros((gsize, n_pol))
+    gcom = np.zeros((gsize, 2, N_COMOMENTS, n_pol))
+    gdrb = np.empty(rows)
+    bhdr = np.empty(4)
+    for start in range(0, n, rows):
+        k = min(rows, n - start)
+        _nb_prepare(r, p, start, k, rb, drb, pb, hdr, chk, bits, fbits)
+        kp = int(hdr[4])
+        mw = math.ldexp(max_weight, -kp) if has_clip else np.inf
+        if use_mat:  # the block's rows are contiguous: transpose them in cache, then divide
+            _nb_transpose(mat, start, k, wb)
+            for j in range(n_pol):
+                _nb_load(wb[j], wbi[j], k, wb[j], pb, j, tlo, thi)
+        else:
+            for j in range(n_pol):
+                col = cols[j]
+                ts = col[start:start + k]
+                _nb_load(ts, ts.view(np.int64), k, wb[j], pb, j, tlo, thi)
+        if grouped:
+            _nb_grouped_block(wb, k, codes, start, rb, kp, mw, has_clip, present,
+                              gcnt, gsr, gm2, gsa, gsb, gmx, gcsa, gcsb, gcc, gcom, gdrb,
+                              an, ahdr, aexp, am, ac, amax, aclip, hdr[0], hdr[1], bm, bc,
+                              bexp, bmax, bclip, bhdr)
+        else:
+            _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, fbits,
+                      bits)
+            for q in range(4):
+                bhdr[q] = hdr[q]
+            _nb_merge(an, ahdr, aexp, am, ac, amax, aclip, 0, float(k), bhdr, bexp, bm, bc,
+                      bmax, bclip)
+
+
+_NUMBA_FUNCTIONS: Final = (
+    "_nb_scale_exponent",
+    "_nb_prepare",
+    "_nb_load",
+    "_nb_transpose",
+    "_nb_sums",
+    "_nb_clipped_sums",
+    "_nb_centre",
+    "_nb_block",
+    "_nb_merge",
+    "_nb_grouped_block",
+    "_nb_run",
+)
+#: The row loops, compiled with every fast-math flag (see _jit).
+_FAST_FUNCTIONS: Final = frozenset(
+    {"_nb_prepare", "_nb_load", "_nb_transpose", "_nb_sums", "_nb_clipped_sums", "_nb_centre"}
+)
+
+
+# ============================================================================================
+# the numpy fallback: the same algorithm, vectorized over (P, rows) blocks
+# ============================================================================================
+def _np_scale_exponents(x: np.ndarray) -> np.ndarray:
+    """Elementwise :func:`_nb_scale_exponent` (float64 exponents)."""
+    x = np.asarray(x, dtype=np.float64)
+    safe = (x == 0.0) | ((x >= _SAFE_LOW) & (x <= _SAFE_HIGH)) | ~(x <= _FLOAT_MAX)
+    e = np.clip(np.frexp(x)[1], _EXP_MIN, _EXP_MAX).astype(np.float64)
+    return np.where(safe, 0.0, e)
+
+
+def _np_block(
+    r: np.ndarray, p: np.ndarray, t: np.ndarray, max_weight: float | None, chk: np.ndarray,
+    tlo: np.ndarray, thi: np.ndarray, codes: np.ndarray | None, n_groups: int,
+) -> Moments:
+    """The statistics of one block: r (k,), p (k,), t (k, P) -> Moments of ``n_groups`` groups
+    (one without ``codes``)."""
+    k, n_pol = t.shape
+    r = r.astype(np.float64, copy=False)
+    p = p.astype(np.float64, copy=False)
+    ar = np.abs(r)
+    rmax = float(ar.max())
+    chk[1] = min(chk[1], float(r.min()))
+    chk[2] = max(chk[2], float(r.max()))
+    pmin = float(p.min())
+    chk[3] = min(chk[3], pmin)
+    chk[4] = max(chk[4], float(p.max()))
+    er = int(_np_scale_exponents(np.array(rmax))) if math.isfinite(rmax) else 0
+    kp = 0
+    if 0.0 < pmin < _SAFE_LOW:
+        kp = min(-math.frexp(pmin)[1], _P_SCALE_MAX)
+    rs = r * math.ldexp(1.0, -er)
+    c = float(np.add.reduce(rs)) / k
+    rs = rs - c
+    pb = p * math.ldexp(1.0, kp)
+    tt = t.T
+    tlo[:] = np.minimum(tlo, tt.min(axis=1))
+    thi[:] = np.maximum(thi, tt.max(axis=1))
+    w = np.divide(tt, pb, dtype=np.float64, order="C")  # (P, k), one policy per row
+    mw = math.inf if max_weight is None else math.ldexp(max_weight, -kp)
+    c_real = math.ldexp(c, er)
+    if codes is None:
+        return _np_stats(w, rs, mw, max_weight is not None, kp, er, c_real, chk)
+    out = empty(n_pol, n_groups)
+    order = np.argsort(codes, kind="stable")
+    counts = np.bincount(codes, minlength=n_groups)
+    ends = np.cumsum(counts)
+    for g in np.flatnonzero(counts).tolist():  # a loop over groups, not rows
+        idx = order[ends[g] - counts[g]:ends[g]]
+        part = _np_stats(w[:, idx], rs[idx], mw, max_weight is not None, kp, er, c_real, chk)
+        _np_assign(out, g, part)
+    return out
+
+
+def _np_assign(out: Moments, g: int, part: Moments) -> None:
+    for name in ("n", "shift", "r_exp", "r_mean", "r_m2", "w_exp", "mean", "com", "max_w",
+                 "n_clipped"):
+        getattr(out, name)[g] = getattr(part, name)[0]
+
+
+def _np_centre(w: np.ndarray, rs: np.ndarray, dr: np.ndarray, ma: np.ndarray, mb: np.ndarray,
+               scale: np.ndarray) -> np.ndarray:
+    """(5, P) centred sums aa, ab, bb, ar, br of (w rs, w) about (ma, mb), scaled per policy."""
+    da = (w * rs - ma[:, None]) * scale[:, None]
+    db = (w - mb[:, None]) * scale[:, None]
+    # row reductions (pairwise sums of each policy's row): the same numbers whatever P is
+    return np.stack([
+        _row_sums(da * da), _row_sums(da * db), _row_sums(db * db), _row_sums(da * dr),
+        _row_sums(db * dr),
+    ])
+
+
+def _row_sums(x: np.ndarray) -> np.ndarray:
+    return np.add.reduce(x, axis=1)
+
+
+def _np_stats(w: np.ndarray, rs: np.ndarray, mw: float, has_clip: bool, kp: int, er: int,
+              c_real: float, chk: np.ndarray) -> Moments:
+    """Moments (one group) of the scaled weights ``w`` (P, k) and reward deviations ``rs``."""
+    n_pol, k = w.shape
+    rm = float(np.add.reduce(rs)) / k
+    dr = rs - rm
+    m2 = float(np.add.reduce(dr * dr))
+    # row reductions, not BLAS or einsum: the same numbers whatever P is (and multithreaded
+    # BLAS on many small products is slow on a busy machine)
+    sa = _row_sums(w * rs)
+    sb = np.add.reduce(w, axis=1)
+    if not (np.all(np.abs(sa) <= _FLOAT_MAX) and np.all(np.abs(sb) <= _FLOAT_MAX)
+            and abs(m2) <= _FLOAT_MAX and abs(c_real) <= _FLOAT_MAX):
+        chk[0] = 0.0
+    mx = np.maximum.reduce(w, axis=1) if k else np.zeros(n_pol)
+    mx = np.maximum(mx, 0.0)
+    ma, mb = sa / k, sb / k
+    e0 = _np_scale_exponents(mx)
+    s0 = np.ldexp(1.0, -e0.astype(np.int64))
+    mean = np.empty((2, 2, n_pol))
+    com = np.empty((2, N_COMOMENTS, n_pol))
+    wexp = np.empty((2, n_pol))
+    mean[0, 0], mean[0, 1] = ma * s0, mb * s0
+    com[0] = _np_centre(w, rs, dr, ma, mb, s0)
+    wexp[0] = kp + e0
+    mean[1], com[1], wexp[1] = mean[0], com[0], wexp[0]
+    n_clip = np.zeros(n_pol)
+    if has_clip:
+        over = np.flatnonzero(mx > mw)
+        if over.size:
+            wc = w[over]
+            n_clip[over] = np.count_nonzero(wc > mw, axis=1)
+            wc = np.minimum(wc, mw)
+            csa, csb = _row_sums(wc * rs), np.add.reduce(wc, axis=1)
+            cma, cmb = csa / k, csb / k
+            e1 = _np_scale_exponents(np.full(over.size, mw))
+            s1 = np.ldexp(1.0, -e1.astype(np.int64))
+            mean[1, 0, over], mean[1, 1, over] = cma * s1, cmb * s1
+            com[1][:, over] = _np_centre(wc, rs, dr, cma, cmb, s1)
+            wexp[1, over] = kp + e1
+    with np.errstate(over="ignore"):
+        max_w = np.ldexp(mx, kp)
+    return Moments(
+        np.array([float(k)]), np.array([c_real]), np.array([float(er)]), np.array([rm]),
+        np.array([m2]), wexp[None], mean[None], com[None], max_w[None], n_clip[None],
+    )
+
+
+def merge(a: Moments, b: Moments) -> Moments:
+    """The statistics of the union of two disjoint sets of rows, group by group.
+
+    Both sides are brought to the larger units (exact powers of two), ``b`` is re-expressed
+    about ``a``'s shift (``a -> a + d b``: a linear map of the means and co-moments) and Chan et
+    al.'s pairwise update adds the co-moments plus ``delta delta' n_a n_b / n``. Groups with no
+    rows on one side are taken from the other.
+    """
+    na, nb = a.n, b.n
+    n = na + nb
+    e = np.maximum(a.r_exp, b.r_exp)
+    fa = np.ldexp(1.0, (a.r_exp - e).astype(np.int64))
+    fb = np.ldexp(1.0, (b.r_exp - e).astype(np.int64))
+    ue = np.ldexp(1.0, (-e).astype(np.int64))
+    d = b.shift * ue - a.shift * ue
+    with np.errstate(invalid="ignore", divide="ignore"):
+        frac = np.where(n > 0, nb / np.where(n > 0, n, 1.0), 0.0)
+    cross = np.where(n > 0, na * nb / np.where(n > 0, n, 1.0), 0.0)
+    ra = a.r_mean * fa
+    rb = b.r_mean * fb + d
+    dr = rb - ra
+    r_mean = ra + dr * frac
+    r_m2 = a.r_m2 * fa * fa + b.r_m2 * fb * fb + dr * dr * cross
+    w = np.maximum(a.w_exp, b.w_exp)  # (G, 2, P)
+    ga = np.ldexp(1.0, (a.w_exp - w).astype(np.int64))
+    gb = np.ldexp(1.0, (b.w_exp - w).astype(np.int64))
+    fa3, fb3 = fa[:, None, None], fb[:, None, None]
+    xa, xb = fa3 * ga, fb3 * gb
+    ma_a, mb_a = a.mean[:, :, 0] * xa, a.mean[:, :, 1] * ga
+    ma_b, mb_b = b.mean[:, :, 0] * xb, b.mean[:, :, 1] * gb
+    ca = [a.com[:, :, 0] * xa * xa, a.com[:, :, 1] * xa * ga, a.com[:, :, 2] * ga * ga,
+          a.com[:, :, 3] * xa * fa3, a.com[:, :, 4] * ga * fa3]
+    cb = [b.com[:, :, 0] * xb * xb, b.com[:, :, 1] * xb * gb, b.com[:, :, 2] * gb * gb,
+          b.com[:, :, 3] * xb * fb3, b.com[:, :, 4] * gb * fb3]
+    d3 = d[:, None, None]
+    ma_b = ma_b + d3 * mb_b
+    cb[0] = cb[0] + 2.0 * d3 * cb[1] + d3 * d3 * cb[2]
+    cb[1] = cb[1] + d3 * cb[2]
+    cb[3] = cb[3] + d3 * cb[4]
+    da, db = ma_b - ma_a, mb_b - mb_a
+    frac3, cross3, dr3 = frac[:, None, None], cross[:, None, None], dr[:, None, None]
+    mean = np.stack([ma_a + da * frac3, mb_a + db * frac3], axis=2)
+    com = np.stack([
+        ca[0] + cb[0] + da * da * cross3, ca[1] + cb[1] + da * db * cross3,
+        ca[2] + cb[2] + db * db * cross3, ca[3] + cb[3] + da * dr3 * cross3,
+        ca[4] + cb[4] + db * dr3 * cross3,
+    ], axis=2)
+    out = Moments(
+        n, a.shift.copy(), e.astype(np.float64), r_mean, r_m2, w.astype(np.float64), mean, com,
+        np.maximum(a.max_w, b.max_w), a.n_clipped + b.n_clipped,
+    )
+    # a group empty on one side is the other side's, exactly
+    only_b, only_a = na == 0, nb == 0
+    if only_b.any() or only_a.any():
+        for src, mask in ((b, only_b), (a, only_a)):
+            for name in ("n", "shift", "r_exp", "r_mean", "r_m2", "w_exp", "mean", "com",
+                         "max_w", "n_clipped"):
+                getattr(out, name)[mask] = getattr(src, name)[mask]
+    return out
+
+
+# ============================================================================================
+# the entry point
+# ============================================================================================
+def _columns(target: np.ndarray | Sequence[np.ndarray]) -> tuple[list[np.ndarray] | None, np.ndarray | None, int, int]:
+    """``(columns, matrix, n, P)``: contiguous float64 columns when they can be had without
+    copying the (n, P) block, else the matrix itself."""
+    if isinstance(target, np.ndarray):
+        if target.ndim == 1:
+            target = target[:, None]
+        n, n_pol = target.shape
+        if n_pol == 1 or target.flags.f_contiguous:
+            cols = [target[:, j] for j in range(n_pol)]
+            if all(c.dtype == np.float64 and c.flags.c_contiguous for c in cols):
+                return cols, None, n, n_pol
+        return None, target, n, n_pol
+    if not all(isinstance(c, np.ndarray) and c.ndim == 1 for c in target):
+        return _columns(np.asarray(target, dtype=np.float64))
+    cols = [np.ascontiguousarray(c, dtype=np.float64) for c in target]
+    n = int(cols[0].shape[0]) if cols else 0
+    return cols, None, n, len(cols)
+
+
+def accumulate(
+    reward: np.ndarray,
+    logging_propensity: np.ndarray,
+    target: np.ndarray | Sequence[np.ndarray],
+    *,
+    max_weight: float | None,
+    codes: np.ndarray | None = None,
+    n_groups: int = 1,
+    block_rows: int | None = None,
+) -> tuple[Moments, Checks]:
+    """One pass over the rows: the statistics of every candidate (and group).
+
+    Parameters
+    ----------
+    reward, logging_propensity : numpy.ndarray, shape (n,)
+        float64 (or float32) arrays, not yet checked: the returned :class:`Checks` say what the
+        pass saw, for the caller's validation.
+    target : numpy.ndarray of shape (n, P), or a sequence of P arrays of shape (n,)
+        The target propensities; a sequence of contiguous float64 columns (e.g. zero-copy views
+        of Arrow columns) is read as it is, without forming an (n, P) block.
+    max_weight : float or None
+        Clip level of the clipped statistics (None: they equal the raw ones).
+    codes : numpy.ndarray of int, shape (n,), optional
+        Group of each row, in ``[0, n_groups)``: the statistics are then per group.
+    n_groups : int, default 1
+    block_rows : int, optional
+        Largest number of rows per block (default :data:`BLOCK_ROWS` compiled,
+        :data:`NUMPY_BLOCK_ROWS` with numpy); smaller blocks only change the rounding.
+
+    Returns
+    -------
+    (Moments, Checks)
+    """
+    r = np.ascontiguousarray(reward, dtype=np.float64)
+    p = np.ascontiguousarray(logging_propensity, dtype=np.float64)
+    cols, mat, n, n_pol = _columns(target)
+    if codes is not None:
+        codes = np.ascontiguousarray(codes, dtype=np.int64)
+        n_groups = int(n_groups)
+    g_count = n_groups if codes is not None else 1
+    acc = empty(n_pol, g_count)
+    chk = np.array([1.0, np.inf, -np.inf, np.inf, -np.inf])
+    tlo, thi = np.full(n_pol, np.inf), np.full(n_pol, -np.inf)
+    if n and n_pol:
+        has_clip = max_weight is not None
+        mw = float(max_weight) if has_clip else 1.0
+        if backend() == "numba":
+            fns = _compiled()
+            from numba.typed import List
+
+            if mat is not None and not (mat.dtype == np.float64 and mat.flags.c_contiguous):
+                mat = np.ascontiguousarray(mat, dtype=np.float64)
+            typed = List.empty_list(_numba_column_type()) if cols is None else List(cols)
+            if cols is None:
+                typed.append(np.empty(0))
+            m_arg = np.empty((0, n_pol)) if mat is None else mat
+            hdr = np.column_stack([acc.shift, acc.r_exp, acc.r_mean, acc.r_m2])
+            big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+            keys = np.array([big, small, big, small], dtype=np.int64)
+            tlo_k, thi_k = np.full(n_pol, big, dtype=np.int64), np.full(n_pol, small, dtype=np.int64)
+            fns["_nb_run"](
+                r, p, typed, m_arg, mat is not None,
+                codes if codes is not None else np.empty(0, dtype=np.int64), g_count, mw,
+                has_clip, int(block_rows or BLOCK_ROWS), acc.n, hdr, acc.w_exp, acc.mean,
+                acc.com, acc.max_w, acc.n_clipped, tlo_k, thi_k, keys,
+            )
+            acc = Moments(acc.n, hdr[:, 0].copy(), hdr[:, 1].copy(), hdr[:, 2].copy(),
+                          hdr[:, 3].copy(), acc.w_exp, acc.mean, acc.com, acc.max_w,
+                          acc.n_clipped)
+            chk[1:] = _key_floats(keys)
+            tlo, thi = _key_floats(tlo_k), _key_floats(thi_k)
+        else:
+            step = int(min(NUMPY_BLOCK_ROWS, block_rows or NUMPY_BLOCK_ROWS))
+            for start in range(0, n, step):  # a loop over blocks, not rows
+                sl = slice(start, min(start + step, n))
+                t_block = (np.column_stack([c[sl] for c in cols]) if cols is not None
+                           else mat[sl])
+                with np.errstate(all="ignore"):
+                    part = _np_block(
+                        r[sl], p[sl], t_block, max_weight if has_clip else None, chk, tlo, thi,
+                        None if codes is None else codes[sl], g_count,
+                    )
+                    acc = merge(acc, part)
+    finite = not (n and n_pol) or (
+        bool(chk[0] == 1.0) and math.isfinite(chk[1]) and math.isfinite(chk[2])
+        and _all_finite(acc)
+    )
+    checks = Checks(finite, float(chk[1]), float(chk[2]), float(chk[3]), float(chk[4]), tlo,
+                    thi)
+    return acc, checks
+
+
+def _key_floats(keys: np.ndarray) -> np.ndarray:
+    """The floats of order keys (the key map is its own inverse)."""
+    k = np.asarray(keys, dtype=np.int64)
+    return (k ^ ((k >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))).view(np.float64)
+
+
+def _all_finite(m: Moments) -> bool:
+    with np.errstate(invalid="ignore"):
+        return bool(
+            np.isfinite(m.mean).all() and np.isfinite(m.com).all()
+            and np.isfinite(m.r_mean).all() and np.isfinite(m.r_m2).all()
+            and np.isfinite(m.shift).all()
+        )
+
+
+def _numba_column_type() -> Any:
+    from numba import types
+
+    return types.float64[::1]
