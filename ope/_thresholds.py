@@ -12,7 +12,10 @@ Public thresholds are re-exported by the modules users know them from (``ope.est
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from typing import Final, Literal
+
+from ope._format import Note
 
 __all__ = [
     "ESS_RATIO_WARN",
@@ -172,17 +175,24 @@ def mean_weight_check(
     return ("ok" if not flagged else ("high" if dev > 0 else "low")), float(z)
 
 
-def ess_note(ess: float, n: int) -> str:
-    """The note for :func:`low_ess`."""
-    return (
+def ess_note(ess: float, n: int, *, subject: Hashable = None) -> Note:
+    """The note for :func:`low_ess` (a :class:`~ope._format.Note` of rule ``"low_ess"``:
+    ``subject``, e.g. ``(policy, "raw weights")``, tells which weights it is about, so that two
+    wordings of it are stated once)."""
+    return Note(
         f"effective sample size {ess:.1f} is {ess / n:.2%} of n={n}: the estimate rests on a few "
         "heavily weighted rows and normal intervals may undercover. Consider clipping, a doubly "
-        "robust estimator, or a bounded interval method."
+        "robust estimator, or a bounded interval method.",
+        rule="low_ess",
+        subject=subject,
     )
 
 
-def mean_weight_note(mean_w: float, z: float, *, expected: float = 1.0) -> str:
-    """The note for a flagged :func:`mean_weight_check`."""
+def mean_weight_note(
+    mean_w: float, z: float, *, expected: float = 1.0, subject: Hashable = None
+) -> Note:
+    """The note for a flagged :func:`mean_weight_check` (a Note of rule
+    ``"mean_weight_check"`` about ``subject``)."""
     how_far = (
         f"{abs(z):.3g} standard errors from its expected value {expected:.4g}"
         if math.isfinite(z)
@@ -196,18 +206,27 @@ def mean_weight_note(mean_w: float, z: float, *, expected: float = 1.0) -> str:
         else "the logged propensities are too small, or the candidate's probabilities do not sum "
         "to 1 over the actions"
     )
-    return (
+    return Note(
         f"mean importance weight is {mean_w:.4g}, {how_far}: {why}, and weighting estimates are "
-        "biased. Check overlap with ope.diagnostics."
+        "biased. Check overlap with ope.diagnostics.",
+        rule="mean_weight_check",
+        subject=subject,
     )
 
 
-def small_sample_note(n: int) -> str:
-    """The note for :func:`small_sample`."""
-    return (
+def small_sample_note(n: int, *, subject: Hashable = None) -> Note:
+    """The note for :func:`small_sample` (a Note of rule ``"small_sample"``).
+
+    >>> note = small_sample_note(20)
+    >>> note.startswith("only n=20 rows"), note.rule
+    (True, 'small_sample')
+    """
+    return Note(
         f"only n={n} rows (< {SMALL_SAMPLE_ROWS}): normal and t intervals rely on the central "
         "limit theorem and may undercover; prefer bernstein or betting intervals with an a "
-        "priori reward_range."
+        "priori reward_range.",
+        rule="small_sample",
+        subject=subject,
     )
 
 
@@ -244,14 +263,18 @@ def few_effective_rows(ess: float) -> bool:
     return ess < MIN_EFFECTIVE_ROWS
 
 
-def few_effective_rows_note(ess: float, std_error: float) -> str:
-    """The note for :func:`few_effective_rows`."""
-    return (
+def few_effective_rows_note(
+    ess: float, std_error: float, *, subject: Hashable = None
+) -> Note:
+    """The note for :func:`few_effective_rows` (a Note of rule ``"few_effective_rows"``)."""
+    return Note(
         f"the estimate rests on {ess:.3g} effective rows (< {MIN_EFFECTIVE_ROWS}) and its "
         f"standard error {std_error:.3g} may be near-degenerate (0 when those rows share one "
         "reward): the normal, t and bootstrap intervals can collapse and undercover. Use "
         "ci(method='betting') or ci(method='empirical_likelihood') with an a priori "
-        "reward_range, which hold at any n."
+        "reward_range, which hold at any n.",
+        rule="few_effective_rows",
+        subject=subject,
     )
 
 

@@ -538,7 +538,8 @@ def test_planted_propensity_bug_is_flagged(bug, expected):
         d = diagnose_arrays(data["reward"], p, target, policy_names=["greedy", "uniform"])
     checks = d.table().set_index("policy")["propensity_check"]
     assert expected in set(checks)
-    assert "Check how propensities are logged" in d.summary()
+    # the summary wraps at 88 characters: read it as running text
+    assert "Check how propensities are logged" in " ".join(d.summary().split())
     clean = quiet(data["reward"], data["p"], target, policy_names=["greedy", "uniform"])
     assert (clean.table().propensity_check == "ok").all()
 
@@ -998,3 +999,126 @@ def test_bad_arguments_raise_parameter_error(kwargs, match):
     d = quiet(R, P, T, segments={"seg": SEG}, action=np.arange(6) % 3)
     with pytest.raises(ParameterError, match="`value` must be one of"):
         d.coverage_matrix("policy_0", value="mass")
+
+
+# ---- text summary: numbers by ope._format, wrapped, each warning stated once ----------------
+def _miscalibrated(n=4000, seed=81):
+    """Uniform logging over 4 actions logged with propensity 0.2 instead of 0.25 (mean weight
+    1.25 for ``greedy``), and a candidate ``rare`` acting on 1 row in 200 (ESS below 1%)."""
+    rng = np.random.default_rng(seed)
+    action = rng.integers(0, 4, n)
+    rare = (np.arange(n) % 200 == 0).astype(float)
+    target = np.column_stack([(action == 0).astype(float), rare * (action == 1)])
+    return rng.random(n), np.full(n, 0.2), target
+
+
+def test_summary_refers_to_each_warning_note_instead_of_restating_it():
+    reward, p, target = _miscalibrated()
+    d = quiet(reward, p, target, policy_names=["greedy", "rare"], reward_range=(0, 1))
+    text = d.summary()
+    notes = d.notes
+    checks = d.table().set_index("policy")["propensity_check"]
+    assert checks["greedy"] == "high"
+    mean_k = next(i for i, n in enumerate(notes, 1) if n.startswith("greedy: mean importance"))
+    ess_k = next(i for i, n in enumerate(notes, 1) if n.startswith("rare: effective sample"))
+    assert f"! mean weight too high for the propensities: see note [{mean_k}]" in text
+    assert f"see note [{ess_k}]" in text.split("\nrare\n")[1].split("\n\n")[0]
+    # the z-score and the expected value are stated once per flagged policy: in its note
+    flagged = sum(n.split(": ", 1)[1].startswith("mean importance weight") for n in notes)
+    assert flagged == int((checks != "ok").sum()) >= 1
+    assert text.count("z = ") == flagged and text.count("expected 1.000") == flagged
+    assert "Check how propensities are logged" in " ".join(text.split())
+    # every line fits the text width, the notes are numbered in order
+    assert max(len(line) for line in text.splitlines()) <= 88
+    assert re.findall(r"^  \[(\d+)\] ", text, flags=re.M) == [str(i) for i in
+                                                             range(1, len(notes) + 1)]
+
+
+def test_summary_formats_numbers_like_the_other_results():
+    reward, p, target = _miscalibrated()
+    d = quiet(reward, p, target, policy_names=["greedy", "rare"], reward_range=(0, 1))
+    row = d.table().set_index("policy").loc["greedy"]
+    line = next(x for x in d.summary().splitlines() if x.startswith("  ESS ") and "1,000" not
+                in x and "mean weight" in x)
+    # the mean weight to the precision of its standard error (2 significant digits of it)
+    se = row["mean_weight_se"]
+    decimals = max(0, 1 - math.floor(math.log10(se)))
+    assert f"mean weight {row['mean_weight']:.{decimals}f} +/- {se:.{decimals}f}" in line
+    assert f"max weight {row['weight_max']:g};" in line  # whole weights read whole (5, not 5.000)
+
+
+# ---- diagnose accepts what evaluate accepts; segment columns are checked first --------------
+def _frame(n=100):
+    return pd.DataFrame({"action": [0, 1] * (n // 2), "propensity": [0.5] * n,
+                         "reward": [1.0, 0.0] * (n // 2), "target__a": [1.0, 0.0] * (n // 2),
+                         "tags": [[1, 2], [3]] * (n // 2), "country": ["fr", "de"] * (n // 2)})
+
+
+def test_logs_to_diagnose_reads_a_dataframe_as_evaluate_does():
+    from ope.diagnostics._logs import logs_to_diagnose
+
+    frame = _frame()
+    logs = logs_to_diagnose(frame)
+    assert isinstance(logs, BanditLogs) and logs.n == 100
+    assert logs_to_diagnose(logs) is logs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = diagnose(logs, ["a"], by="country")
+    assert d.table().loc[0, "ess"] == pytest.approx(50.0, rel=1e-12)
+
+
+def test_segment_columns_rejects_a_list_column_by_name():
+    from ope.diagnostics._logs import logs_to_diagnose, segment_columns
+
+    logs = logs_to_diagnose(_frame())
+    assert segment_columns(logs, "country") == ["country"]
+    with pytest.raises(SchemaError, match="'tags'.*list"):
+        segment_columns(logs, ["country", "tags"])
+
+
+# xfail until ope/diagnostics/__init__.py's diagnose calls logs_to_diagnose / segment_columns
+# (requested in /tmp/work/requests/diagtext.md); strict: un-mark once it does
+@pytest.mark.xfail(strict=True, raises=AttributeError,
+                   reason="diagnose does not yet read DataFrames via logs_to_diagnose")
+def test_diagnose_accepts_a_dataframe_like_evaluate():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = diagnose(_frame().drop(columns=["tags"]), ["a"])
+    assert d.table().loc[0, "ess"] == pytest.approx(50.0, rel=1e-12)
+
+
+@pytest.mark.xfail(strict=True, raises=pa.ArrowNotImplementedError,
+                   reason="diagnose does not yet check by= with segment_columns")
+def test_diagnose_rejects_a_list_segment_column_by_name():
+    from ope.diagnostics._logs import logs_to_diagnose
+
+    with pytest.raises(SchemaError, match="'tags'"):
+        diagnose(logs_to_diagnose(_frame()), ["a"], by=["tags"])
+
+
+# ---- the shared notes say which rule raised them ---------------------------------------------
+def test_threshold_notes_name_their_rule_and_subject():
+    from ope._format import note_key, number_notes
+    from ope._thresholds import (
+        ess_note,
+        few_effective_rows_note,
+        mean_weight_note,
+        small_sample_note,
+    )
+
+    a = ess_note(553.2, 100_000, subject=("long_tail", "raw weights"))
+    assert isinstance(a, str) and a.startswith("effective sample size 553.2 is 0.55% of n=100000")
+    assert (a.rule, a.subject) == ("low_ess", ("long_tail", "raw weights"))
+    assert mean_weight_note(0.68, -11.1).rule == "mean_weight_check"
+    assert small_sample_note(20).rule == "small_sample"
+    assert few_effective_rows_note(3.0, 0.1).rule == "few_effective_rows"
+    # another wording of the same warning about the same weights is stated once ...
+    from ope._format import Note
+
+    b = Note("effective sample size 553 is 0.55% of the 100,000 rows", rule="low_ess",
+             subject=("long_tail", "raw weights"))
+    assert note_key(a) == note_key(b)
+    assert number_notes([a, b])[0] == (a,)
+    # ... and the clipped weights' note (another subject) is not
+    c = ess_note(700.0, 100_000, subject=("long_tail", "clipped at 50"))
+    assert len(number_notes([a, c])[0]) == 2

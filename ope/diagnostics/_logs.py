@@ -11,6 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import sparse
 
+from ope.io import read_logs
+from ope.logs import BanditLogs
 from ope.policies import (
     action_index,
     aligned_list,
@@ -18,8 +20,38 @@ from ope.policies import (
     matrix_over,
     target_propensities,
 )
+from ope.schema import check_segment_columns
 
-__all__ = ["segment_values", "target_from_logs"]
+__all__ = ["logs_to_diagnose", "segment_columns", "segment_values", "target_from_logs"]
+
+
+def logs_to_diagnose(logs: Any) -> BanditLogs:
+    """The validated logs :func:`ope.diagnose` reads: ``BanditLogs`` as they are, anything else
+    ``ope.read_logs`` accepts (a pandas DataFrame, a pyarrow Table, a path) read by it, as
+    :func:`ope.evaluate` does.
+
+    >>> import pandas as pd
+    >>> logs = logs_to_diagnose(pd.DataFrame({"action": [0, 1], "propensity": [0.5, 0.5],
+    ...                                       "reward": [1.0, 0.0], "target__a": [1.0, 0.0]}))
+    >>> type(logs).__name__, logs.n
+    ('BanditLogs', 2)
+    """
+    return logs if isinstance(logs, BanditLogs) else read_logs(logs)
+
+
+def segment_columns(logs: BanditLogs, by: Any) -> list[str]:
+    """The segment columns of ``diagnose(by=...)``, checked before any segment is coded
+    (:func:`ope.schema.check_segment_columns`): a missing column, or one holding lists,
+    structs, maps or bytes, raises one ``SchemaError`` naming every such column and the fix.
+
+    >>> import pyarrow as pa
+    >>> from ope.io import read_logs
+    >>> logs = read_logs(pa.table({"action": [0, 1], "propensity": [0.5, 0.5],
+    ...                            "reward": [1.0, 0.0], "country": ["fr", "de"]}))
+    >>> segment_columns(logs, "country")
+    ['country']
+    """
+    return check_segment_columns(logs.table.schema, by, source=logs.report.source)
 
 
 def segment_values(col: Any) -> Any:

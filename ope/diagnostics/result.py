@@ -10,6 +10,14 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
+from ope._format import (
+    format_estimate,
+    format_interval,
+    format_number,
+    note_key,
+    number_notes,
+    wrap_text,
+)
 from ope._thresholds import (
     COVERAGE_VERDICT_SHARE,
     ESS_RATIO_WARN,
@@ -67,6 +75,36 @@ def _action_lines(actions: pd.DataFrame) -> list[str]:
             lines.append(f"    ... {len(group) - _PLAN_ACTION_LINES} more actions "
                          "(Diagnostics.plan_actions())")
     return lines
+
+
+#: What the notes of :func:`ope.diagnostics.overlap.overlap_notes` about one policy start with
+#: after ``"<policy>: "``, per rule (the :class:`~ope._format.Note` rule of the same warning).
+_NOTE_OPENINGS: Final = {
+    "low_ess": "effective sample size ",
+    "mean_weight_check": "mean importance weight ",
+}
+
+
+def _note_number(notes: Sequence[str], policy: str, rule: str) -> int | None:
+    """The number (1-based) of the note of ``rule`` about ``policy`` among numbered ``notes``,
+    or None: a :class:`~ope._format.Note` of that rule whose subject is the policy (or starts
+    with it), else a text note that opens with the policy and the rule's wording."""
+    opening = f"{policy}: {_NOTE_OPENINGS[rule]}"
+    for i, note in enumerate(notes, 1):
+        key = note_key(note)
+        if key[:2] == ("rule", rule):
+            subject = key[2]
+            if subject == policy or (isinstance(subject, tuple) and subject[:1] == (policy,)):
+                return i
+        elif str(note).startswith(opening):
+            return i
+    return None
+
+
+def _wrapped(line: str) -> list[str]:
+    """A per-policy summary line wrapped to the text width, continued four spaces in."""
+    indent = line[: len(line) - len(line.lstrip(" "))]
+    return wrap_text(line.strip(), initial=indent, subsequent=indent + "  ")
 
 
 def _json_value(v: Any) -> Any:
@@ -609,60 +647,79 @@ class Diagnostics(Result):
         )
 
     def summary(self) -> str:
-        """Plain text for a person: per policy the overlap, the verdict and the gaps."""
+        """Plain text for a person: per policy the overlap, the verdict and the gaps.
+
+        Numbers follow :mod:`ope._format` (four significant digits; the mean weight to the
+        precision of its standard error); lines wrap at 88 characters. A warning is stated once,
+        in the numbered notes: the policy's lines refer to it (``see note [k]``).
+        """
+        notes, _ = number_notes(self.notes)
         lines = [self._title()]
         plan = self._plan
         for r in self.rows:
             segments = self._segments[r.policy]
-            lines.append("")
-            lines.append(f"{r.policy}")
-            lines.append(
-                f"  ESS {r.ess:,.0f} ({r.ess_ratio:.1%} of rows); max weight "
-                f"{r.weight_max:.3g}; mean weight {r.mean_weight:.3f} +/- {r.mean_weight_se:.3f}"
+            body: list[str] = []
+            ess_ref = _note_number(notes, r.policy, "low_ess")
+            body.append(
+                f"  ESS {format_number(r.ess)} ({percent(r.ess_ratio)} of rows"
+                + (f", see note [{ess_ref}]" if ess_ref is not None else "")
+                + f"); max weight {format_number(r.weight_max, trim=True)}; mean weight "
+                f"{format_estimate(r.mean_weight, r.mean_weight_se)} +/- "
+                f"{format_estimate(r.mean_weight_se, r.mean_weight_se)}"
             )
             if r.propensity_check != "ok":
-                lines.append(
-                    f"  ! mean weight {r.mean_weight:.3f}, expected "
-                    f"{r.mean_weight_expected:.3f} (z = {r.mean_weight_z:.1f}): "
-                    "check the propensities (see the notes)"
+                ref = _note_number(notes, r.policy, "mean_weight_check")
+                body.append(
+                    f"  ! mean weight too {r.propensity_check} for the propensities: see note "
+                    f"[{ref}]"
+                    if ref is not None
+                    else f"  ! mean weight {format_number(r.mean_weight)}, expected "
+                    f"{format_number(r.mean_weight_expected, trim=True)} (z = "
+                    f"{format_number(r.mean_weight_z, 3)}): check the propensities"
                 )
             if not math.isnan(r.unsupported_mass):
-                lines.append(
-                    f"  candidate mass on actions the logger (almost) never plays: "
-                    f"{r.unsupported_mass:.1%}"
+                body.append(
+                    "  candidate mass on actions the logger (almost) never plays: "
+                    f"{percent(r.unsupported_mass)}"
                 )
             if self._intervals[r.policy] is not None:
                 how = "given" if r.clip_rule == "given" else "narrowest interval"
-                lines.append(
-                    f"  interval [{r.ci_low:.4g}, {r.ci_high:.4g}] at clip level "
-                    f"{r.max_weight:.4g} ({how}; {percent(r.clipped_share)} of rows, "
-                    f"{percent(r.clipped_weight_share)} of the weight clipped): sampling "
-                    f"{r.sampling_width:.3g}, coverage {r.coverage_width:.3g} "
-                    f"({r.coverage_share:.0%})"
+                body.append(
+                    f"  interval {format_interval(r.ci_low, r.ci_high)} at clip level "
+                    f"{format_number(r.max_weight, trim=True)} ({how}; "
+                    f"{percent(r.clipped_share)} of rows, {percent(r.clipped_weight_share)} of "
+                    f"the weight clipped): sampling {format_number(r.sampling_width, 3)}, "
+                    f"coverage {format_number(r.coverage_width, 3)} ({r.coverage_share:.0%})"
                 )
                 if r.clip_rule == "given" and r.verdict_max_weight != r.max_weight:
-                    lines.append(
-                        f"  at the narrowest clip level {r.verdict_max_weight:.4g} (see "
-                        f"clip_profile) coverage is {r.verdict_coverage_share:.0%} of the "
-                        "interval"
+                    body.append(
+                        "  at the narrowest clip level "
+                        f"{format_number(r.verdict_max_weight, trim=True)} (see clip_profile) "
+                        f"coverage is {r.verdict_coverage_share:.0%} of the interval"
                     )
-            lines.append(f"  verdict: {r.verdict} ({r.verdict_reason})")
+            body.append(f"  verdict: {r.verdict} ({r.verdict_reason})")
             gaps = [s for s in segments if s.gap]
-            lines.extend(f"  gap: {s.reason}" for s in gaps)
+            body.extend(f"  gap: {s.reason}" for s in gaps)
             if not segments:
-                lines.append("  no segments requested (pass by= / --by to look for gaps)")
+                body.append("  no segments requested (pass by= / --by to look for gaps)")
             elif not gaps:
-                lines.append("  no segment gaps")
+                body.append("  no segment gaps")
             if plan is not None:
                 for p in plan[plan["policy"] == r.policy].to_dict("records"):
-                    lines.append(f"  plan: {p['reason']}")
+                    body.append(f"  plan: {p['reason']}")
                 if self._data.action is not None:
                     mine = plan[plan["policy"] == r.policy]
-                    lines.extend(_action_lines(action_plan(self._data, mine)))
-        if self.notes:
+                    body.extend(_action_lines(action_plan(self._data, mine)))
+            lines.append("")
+            lines.append(f"{r.policy}")
+            for line in body:
+                lines.extend(_wrapped(line))
+        if notes:
             lines.append("")
             lines.append("Notes:")
-            lines.extend(f"  [{i}] {note}" for i, note in enumerate(self.notes, 1))
+            for i, note in enumerate(notes, 1):
+                head = f"  [{i}] "
+                lines.extend(wrap_text(note, initial=head, subsequent=" " * len(head)))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
