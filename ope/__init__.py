@@ -173,6 +173,8 @@ _SUBMODULES = frozenset(
         "distributed",
         "learning",
         "cli",
+        "plots",
+        "report",
     }
 )
 

@@ -7,8 +7,10 @@ Commands: ``validate``, ``evaluate`` (bandit logs, or trajectory logs -- one row
 ``episode_id, step, done`` -- through :func:`ope.sequential.sequential_estimate`), ``diagnose``,
 ``learn``, ``paired`` (effects on paired replays through :func:`ope.paired.paired_effect`),
 ``import`` (an Open Bandit Dataset campaign or a DSJSON file to parquet logs, through
-:mod:`ope.importers`) and ``demo``. ``validate``, ``evaluate`` and ``diagnose`` also read the raw
-formats directly with ``--format obd|dsjson``.
+:mod:`ope.importers`), ``report`` (the self-contained HTML report of :mod:`ope.report`:
+evaluation and diagnostics of bandit logs; ``evaluate --report FILE.html`` writes it too) and
+``demo`` (which ends by writing ``report.html``). ``validate``, ``evaluate``, ``diagnose`` and
+``report`` also read the raw formats directly with ``--format obd|dsjson``.
 
 The contract (README, *Command line*):
 
@@ -314,6 +316,11 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     _add_format(p)
     _add_evaluate_options(p)
+    p.add_argument("--report", metavar="FILE.html",
+                   help="also write the HTML report (estimates and overlap diagnostics); the "
+                   "diagnostics need every row, so the run is never streamed (--streaming on "
+                   "with --report is a usage error)")
+    _add_force(p, "--report")
     _add_output_flags(p)
 
     p = sub.add_parser(
@@ -361,7 +368,31 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_import_options(p)
     _add_output_flags(p, seed=False)
 
-    p = sub.add_parser("demo", help="evaluate the bundled sample and show the true values beside")
+    p = sub.add_parser(
+        "report", help="write a self-contained HTML report: the answer, estimates, paired "
+        "differences, weights, per-segment gaps, exploration plan (bandit logs)",
+        description="Evaluate and diagnose every row of bandit logs and write one HTML file. "
+        "--max-weight without --estimator evaluates ips clipped_ips snips. --out is checked "
+        "before any row is read: an existing file needs --force, a missing folder or a "
+        "non-.html name is a usage error (exit 2); the logs are never overwritten.")
+    _add_common(p)
+    _add_format(p)
+    _add_evaluate_options(p)
+    p.add_argument("--target-width", type=float,
+                   help="interval width the exploration plan should reach (with --new-rows)")
+    p.add_argument("--new-rows", type=int,
+                   help="volume of new logs the plan may assume (with --target-width)")
+    p.add_argument("--out", required=True, metavar="FILE.html",
+                   help="the HTML file to write (atomically; checked before any row is read)")
+    _add_force(p, "--out")
+    p.add_argument("--title", help="the report's title (default: Off-policy evaluation of LOGS)")
+    _add_output_flags(p)
+
+    p = sub.add_parser("demo", help="evaluate the bundled sample, show the true values beside, "
+                       f"and write {DEMO_REPORT}")
+    p.add_argument("--force", action="store_true",
+                   help=f"overwrite ./{DEMO_REPORT} even if it is not a report ope wrote "
+                   "(one it wrote is replaced without asking)")
     _add_output_flags(p)
     return parser
 
@@ -611,6 +642,12 @@ def _outputs_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[t
               if getattr(args, dest, None)]
     if args.command == "learn" and args.out:
         return [("--out", args.out)], inputs, POLICY_TABLE_SUFFIXES
+    if args.command == "report":
+        return [("--out", args.out)], inputs, REPORT_SUFFIXES
+    if args.command == "evaluate" and args.report:
+        return [("--report", args.report)], inputs, REPORT_SUFFIXES
+    if args.command == "demo":
+        return [("report", DEMO_REPORT)], inputs, None
     if args.command == "import":
         outs = [("--out", args.out)]
         if args.format == "obd":  # the action features of item_context.csv go beside
@@ -619,15 +656,55 @@ def _outputs_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[t
     return [], inputs, None
 
 
+def _is_ope_report(path: Path) -> bool:
+    """Whether ``path`` is a regular file that ``ope.report`` wrote (its doctype, then the
+    generator marker in the head)."""
+    try:
+        if not path.is_file():
+            return False
+        with open(path, "rb") as handle:
+            head = handle.read(1024)
+    except OSError:
+        return False
+    return head.startswith(b"<!DOCTYPE html>") and REPORT_MARKER in head
+
+
+def _report_provenance(args: argparse.Namespace, logs: Any) -> dict[str, Any]:
+    """What the report's "Reproduce" section lists: the command, its options, seed, input."""
+    return {
+        "command": ["ope", *getattr(args, "_argv", [])],
+        "options": _options(args),
+        "seed": getattr(args, "seed", None),
+        "input": args.logs,
+        "rows": logs.report.rows_read,
+    }
+
+
+def _write_report(args: argparse.Namespace, path: str, logs: Any, evaluation: Any,
+                  diagnostics: Any, title: str | None = None) -> str:
+    """Write the HTML report (destination already checked by :func:`_check_outputs`)."""
+    from ope.report import write_report
+
+    return str(write_report(path, evaluation=evaluation, diagnostics=diagnostics, title=title,
+                            provenance=_report_provenance(args, logs), overwrite=args.force))
+
+
 def _check_outputs(args: argparse.Namespace) -> list[Path]:
     from ope._output import check_outputs
 
     outputs, inputs, suffixes = _outputs_of(args)
     if not outputs:
         return []
+    force = getattr(args, "force", False)
+    if args.command == "demo" and not force:  # `make demo` reruns it: its own report is replaced
+        force = _is_ope_report(Path(DEMO_REPORT))
+        if not force and os.path.lexists(DEMO_REPORT):
+            raise _UsageError(
+                f"{DEMO_REPORT!r} exists and is not a report ope wrote; the demo writes its "
+                "report there: move the file, run the demo elsewhere, or pass --force to "
+                "overwrite it.", flag="--force")
     try:
-        return check_outputs(outputs, inputs=inputs, force=getattr(args, "force", False),
-                             suffixes=suffixes)
+        return check_outputs(outputs, inputs=inputs, force=force, suffixes=suffixes)
     except ParameterError as exc:
         message = str(exc)
         match = re.match(r"argument (\S+): ", message)
@@ -888,6 +965,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     try:
         args = parser.parse_args(argv)
+        args._argv = list(argv)  # the report's provenance: the command as typed
     except _UsageError as exc:  # argparse's usage errors (bad flags, missing arguments)
         document, line = _failure(None, _command_of(argv), EXIT_USAGE, "usage", str(exc),
                                   flag=exc.flag)
@@ -985,9 +1063,7 @@ def _cmd_validate(args: argparse.Namespace) -> _Outcome:
         "columns": logs.columns,
         "target_policies": logs.target_policies,
     }
-    lines = [str(report)]
-    if "columns" not in lines[0]:  # the report lists them itself (wrapped) where it can
-        lines += format_list(logs.columns, initial="  columns: ", subsequent="    ")
+    lines = [str(report)]  # the report lists the columns itself (wrapped, by family past 30)
     if logs.target_policies:
         lines += format_list(logs.target_policies, subsequent="    ",
                              initial="  candidate policies (target__ columns): ")
@@ -1107,6 +1183,8 @@ def _streaming_plan(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]
         blockers.append("--policies (a policy table is joined on every event)")
     if args.by:
         blockers.append("--by (the segment report needs every row)")
+    if getattr(args, "report", None):
+        blockers.append("--report (the report's overlap diagnostics need every row)")
     if args.ci not in STREAM_CI_METHODS and args.streaming != "on":
         blockers.append(f"--ci {args.ci}")
     if any(c.startswith("propensity__") for c in names):
@@ -1232,6 +1310,17 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
                           "--streaming auto or off.", flag="--streaming")
     if why_not is None:
         return _evaluate_streamed(args, resolved, names)
+    logs, result, d, outcome = _evaluate_in_memory(args, resolved)
+    if args.report:
+        path = _write_report(args, args.report, logs, result.main, d)
+        outcome.document["report"] = path
+        outcome.text += f"\n\nreport written to {path}"
+    return outcome
+
+
+def _evaluate_in_memory(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]]
+                        ) -> tuple[Any, _Evaluated, Any, _Outcome]:
+    """Read every row, evaluate and diagnose: (logs, evaluation, diagnostics, outcome)."""
     logs = _read(args)
     _require_columns(logs, args, "by", "context_columns")
     order = [k for k, _ in resolved]
@@ -1252,7 +1341,34 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
         )
     texts += [d.summary(), _seed_line(args)]
     document = {**_evaluation_document(args, result, order), "diagnostics": d.to_dict()}
-    return _Outcome(document, "\n\n".join(texts))
+    return logs, result, d, _Outcome(document, "\n\n".join(texts))
+
+
+# ---------------------------------------------------------------------------------------------
+# report (bandit logs)
+# ---------------------------------------------------------------------------------------------
+def _cmd_report(args: argparse.Namespace) -> _Outcome:
+    """Evaluate and diagnose every row, then write the HTML report to ``--out`` (checked, like
+    every destination, before any row is read)."""
+    names, _ = _source_schema(args)
+    given = [flag for dest, flag in (("trajectories", "--trajectories"), *_TRAJECTORY_ONLY)
+             if getattr(args, dest) not in (None, False)]
+    if given or (names and all(c in names for c in TRAJECTORY_MARKERS)):
+        raise _UsageError(
+            "ope report takes bandit logs; trajectory logs (columns "
+            f"{', '.join(TRAJECTORY_MARKERS)}) are not supported yet: use ope evaluate.",
+            flag=given[0] if given else None)
+    if args.streaming == "on":
+        raise _UsageError("argument --streaming: the report's overlap diagnostics need every "
+                          "row; drop --streaming on.", flag="--streaming")
+    if args.estimator is None and args.max_weight is not None:  # --max-weight clips too
+        args.estimator = list(REPORT_CLIPPED_ESTIMATORS)
+    resolved = _bandit_estimators(args)
+    _evaluation_settings(args, args.ci)
+    _check_bounds(args, resolved)
+    logs, result, d, outcome = _evaluate_in_memory(args, resolved)
+    path = _write_report(args, args.out, logs, result.main, d, title=args.title)
+    return _Outcome({**outcome.document, "report": path}, f"report written to {path}")
 
 
 def _evaluate_streamed(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]],
@@ -1659,6 +1775,19 @@ def _cmd_import(args: argparse.Namespace) -> _Outcome:
 #: clip level of the demo's clipped IPS: an a priori choice, not read off the data
 DEMO_MAX_WEIGHT: Final = 50.0
 
+#: where ``ope demo`` writes its HTML report (in the current directory)
+DEMO_REPORT: Final = "report.html"
+
+#: ``ope report``'s estimators when ``--max-weight`` is given without ``--estimator``: the clip
+#: level is then both the outer/inner split of the diagnostics and clipped_ips's (as in the demo)
+REPORT_CLIPPED_ESTIMATORS: Final = ("ips", "clipped_ips", "snips")
+
+#: suffixes ``ope report --out`` and ``ope evaluate --report`` accept
+REPORT_SUFFIXES: Final = (".html", ".htm")
+
+#: what identifies a page ope.report wrote (in its head, after the doctype)
+REPORT_MARKER: Final = b'<meta name="generator" content="ope report">'
+
 #: rows of the simulated logs the demo learns a policy from
 DEMO_LEARN_ROWS: Final = 20_000
 
@@ -1682,6 +1811,7 @@ class _Notes:
 def _cmd_demo(args: argparse.Namespace) -> _Outcome:
     from ope.evaluation import evaluate
     from ope.io import read_logs
+    from ope.report import write_report
     from ope.simulate import load_sample
 
     sample = load_sample()
@@ -1700,8 +1830,15 @@ def _cmd_demo(args: argparse.Namespace) -> _Outcome:
             rng=args.seed,
         )
         summary = ev.summary(truth=truth)
-        coverage, coverage_doc = _demo_coverage_gaps(logs, reward_range, summary)
+        coverage, coverage_doc, d = _demo_coverage_gaps(logs, reward_range, summary)
         learning, learning_doc = _demo_learning(args.seed)
+        report = str(write_report(
+            DEMO_REPORT, evaluation=ev, diagnostics=d, truth=sample.truth,
+            provenance={"command": ["ope", *getattr(args, "_argv", ["demo"])],
+                        "options": _options(args), "seed": args.seed,
+                        "input": f"ope.load_sample() ({sample.path.name})",
+                        "rows": logs.report.rows_read},
+            overwrite=True))  # checked before the work: absent, ope's own, or --force
     table = ev.table()
     table["true_value"] = table["policy"].map(truth)
     document = {
@@ -1711,6 +1848,7 @@ def _cmd_demo(args: argparse.Namespace) -> _Outcome:
         "table": table.to_dict(orient="records"),
         "coverage": coverage_doc,
         "learning": learning_doc,
+        "report": report,
     }
     text = "\n".join([
         f"ope demo: bundled sample {sample.path.name} (exact truth from datasets/README.md)",
@@ -1724,6 +1862,12 @@ def _cmd_demo(args: argparse.Namespace) -> _Outcome:
         learning,
         "",
         _seed_line(args),
+        "",
+        f"report written to {report} \u2014 open it in a browser",
+        "next, on your own logs (LOGS: a parquet file or folder):",
+        "  ope report LOGS --by segment --reward-range 0 1 --out report.html",
+        "  ope evaluate LOGS --reward-range 0 1 --report report.html --force",
+        "  ope diagnose LOGS --by segment --max-weight 50",
     ])
     return _Outcome(document, text)
 
@@ -1746,10 +1890,10 @@ def _policy_notes(notes: Sequence[str], policy: str) -> list[int]:
 
 
 def _demo_coverage_gaps(logs: Any, reward_range: tuple[float, ...], summary: str
-                        ) -> tuple[str, list[dict[str, Any]]]:
+                        ) -> tuple[str, list[dict[str, Any]], Any]:
     """Where the sample's logs cannot answer: a verdict per candidate, its weight warnings
     referenced by the numbers they have in the evaluation's ``summary`` (not repeated), and
-    each segment gap once, numbered on from there."""
+    each segment gap once, numbered on from there; and the diagnostics (for the report)."""
     from ope.diagnostics import diagnose
 
     d = diagnose(logs, by=["segment"], max_weight=DEMO_MAX_WEIGHT, reward_range=reward_range)
@@ -1784,7 +1928,7 @@ def _demo_coverage_gaps(logs: Any, reward_range: tuple[float, ...], summary: str
         if head not in policies and not head.startswith("policy '"):
             gap_lines.append(notes.add(note))
     lines += [f"[{i}] {notes.items[i - 1]}" for i in sorted(set(gap_lines))]
-    return "\n".join(lines), rows
+    return "\n".join(lines), rows, d
 
 
 def _demo_learning(seed: int) -> tuple[str, dict[str, Any]]:
@@ -1819,6 +1963,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], _Outcome]]] = {
     "learn": _cmd_learn,
     "paired": _cmd_paired,
     "import": _cmd_import,
+    "report": _cmd_report,
     "demo": _cmd_demo,
 }
 

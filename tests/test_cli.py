@@ -133,7 +133,8 @@ def test_evaluate_policy_table(tmp_path, capsys):
     assert doc["estimates"][0]["value"] == pytest.approx(2 / 3)
 
 
-def test_demo_json_shows_truth(capsys):
+def test_demo_json_shows_truth(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the demo writes report.html in the current directory
     assert main(["demo", "--json"]) == EXIT_OK
     doc = json.loads(capsys.readouterr().out)
     rows = doc["table"]
@@ -141,9 +142,10 @@ def test_demo_json_shows_truth(capsys):
     assert all(np.isfinite(r["true_value"]) for r in rows)
 
 
-def test_console_entry_point_runs():
+def test_console_entry_point_runs(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "ope", "demo"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "ope", "demo"], capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
     assert "truth" in out.stdout and "greedy" in out.stdout
@@ -230,12 +232,13 @@ def test_rewards_outside_the_range_are_a_data_error(tmp_path, capsys):
     assert doc["error"]["type"] == "ValidationError" and "outside --reward-range 0 1" in doc["error"]["message"]
 
 
-def test_demo_states_each_warning_once(capsys):
+def test_demo_states_each_warning_once(capsys, tmp_path, monkeypatch):
     """Every warning of the demo is one numbered note, referenced where it applies: nothing on
     stderr, no note twice, and the diagnostics' rewording of the evaluation's weight warnings
     (ESS, mean weight) is not repeated."""
     import re
 
+    monkeypatch.chdir(tmp_path)
     assert main(["demo"]) == EXIT_OK
     captured = capsys.readouterr()
     assert "warning (" not in captured.err

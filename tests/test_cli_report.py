@@ -1,0 +1,104 @@
+"""`ope report`, `ope evaluate --report` and the demo's report.html: written once, checked
+before any row is read, never over the logs, replaced only with --force (or, for the demo, when
+the existing file is a report ope wrote)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import ope
+from ope.cli import EXIT_OK, EXIT_USAGE, main
+
+SAMPLE = ope.load_sample().path
+REPORT = ["--by", "segment", "--max-weight", "50", "--reward-range", "0", "1"]
+
+
+@pytest.fixture(scope="module")
+def policies():
+    return sorted(c[len("target__"):] for c in ope.read_logs(SAMPLE).columns
+                  if c.startswith("target__"))
+
+
+def _report(out, *extra):
+    return main(["report", str(SAMPLE), *REPORT, "--out", str(out), *extra])
+
+
+def test_report_writes_html_refuses_to_overwrite_and_force_replaces(tmp_path, capsys, policies):
+    out = tmp_path / "r.html"
+    assert _report(out) == EXIT_OK
+    page = out.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>")
+    assert all(name in page for name in policies)
+    assert "report written to" in capsys.readouterr().out
+    out.write_text("<!DOCTYPE html>stale", encoding="utf-8")
+    assert _report(out) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "--force" in err and "exists" in err
+    assert out.read_text(encoding="utf-8") == "<!DOCTYPE html>stale"  # untouched
+    assert _report(out, "--force") == EXIT_OK
+    assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>\n<html")
+
+
+def test_report_destination_is_checked_before_reading(tmp_path, capsys):
+    """A missing folder is a usage error (exit 2) naming --out, even when LOGS does not exist:
+    the destination is checked before any row is read."""
+    missing_logs = tmp_path / "nope.parquet"
+    code = main(["report", str(missing_logs), "--out", str(tmp_path / "missing_dir" / "r.html")])
+    assert code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "argument --out" in err and "does not exist" in err and "nope.parquet" not in err
+
+
+def test_report_never_overwrites_the_logs(tmp_path, capsys):
+    logs = tmp_path / "logs.html"  # a name the suffix check accepts: the input check refuses it
+    shutil.copyfile(SAMPLE, logs)
+    before = logs.read_bytes()
+    assert main(["report", str(logs), *REPORT, "--out", str(logs), "--force"]) == EXIT_USAGE
+    assert "is the input LOGS" in capsys.readouterr().err
+    assert logs.read_bytes() == before
+    parquet = tmp_path / "logs.parquet"
+    shutil.copyfile(SAMPLE, parquet)
+    assert main(["report", str(parquet), "--out", str(parquet), "--force"]) == EXIT_USAGE
+    assert parquet.read_bytes() == before
+
+
+def test_report_json_is_one_document_with_the_path(tmp_path, capsys):
+    out = tmp_path / "r.html"
+    assert _report(out, "--json", "--title", "Sample report") == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)  # exactly one document: json.loads would fail
+    assert doc["ok"] is True and doc["report"] == str(out)
+    assert doc["command"] == "report" and doc["options"]["out"] == str(out)
+    assert "<title>Sample report</title>" in out.read_text(encoding="utf-8")
+    assert "diagnostics" in doc and doc["diagnostics"] is not None
+
+
+def test_evaluate_report_writes_the_page_and_is_never_streamed(tmp_path, capsys, policies):
+    out = tmp_path / "e.html"
+    argv = ["evaluate", str(SAMPLE), "--reward-range", "0", "1", "--report", str(out), "--json"]
+    assert main(argv) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["report"] == str(out) and doc["diagnostics"] is not None
+    assert all(name in out.read_text(encoding="utf-8") for name in policies)
+    assert main(argv) == EXIT_USAGE  # exists
+    assert "--force" in json.loads(capsys.readouterr().out)["error"]["message"]
+    assert main([*argv, "--force", "--streaming", "on"]) == EXIT_USAGE
+    message = json.loads(capsys.readouterr().out)["error"]["message"]
+    assert "--report" in message and "--streaming" in message
+
+
+def test_demo_writes_report_html_and_replaces_only_its_own(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "report written to report.html" in out and "ope report" in out
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "greedy" in page
+    assert main(["demo", "--json"]) == EXIT_OK  # its own report: replaced without --force
+    assert json.loads(capsys.readouterr().out)["report"] == "report.html"
+    (tmp_path / "report.html").write_text("my notes", encoding="utf-8")
+    assert main(["demo"]) == EXIT_USAGE  # refused before the work
+    assert "--force" in capsys.readouterr().err
+    assert (tmp_path / "report.html").read_text(encoding="utf-8") == "my notes"
