@@ -865,7 +865,7 @@ def test_diagnose_on_logs_matches_arrays():
                            action=data["action"], reward_range=(0, 1))
     pd.testing.assert_frame_equal(d.table(), arrays_version.table())
     pd.testing.assert_frame_equal(d.segments(), arrays_version.segments())
-    with pytest.raises(SchemaError, match=r"segment column\(s\) \['country'\] are not in the logs"):
+    with pytest.raises(SchemaError, match=r"cannot segment .* by \['country'\]: column 'country' is not in"):
         diagnose(make_logs(table), by="country")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OverlapWarning)
@@ -1076,10 +1076,6 @@ def test_segment_columns_rejects_a_list_column_by_name():
         segment_columns(logs, ["country", "tags"])
 
 
-# xfail until ope/diagnostics/__init__.py's diagnose calls logs_to_diagnose / segment_columns
-# (requested in /tmp/work/requests/diagtext.md); strict: un-mark once it does
-@pytest.mark.xfail(strict=True, raises=AttributeError,
-                   reason="diagnose does not yet read DataFrames via logs_to_diagnose")
 def test_diagnose_accepts_a_dataframe_like_evaluate():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -1087,8 +1083,6 @@ def test_diagnose_accepts_a_dataframe_like_evaluate():
     assert d.table().loc[0, "ess"] == pytest.approx(50.0, rel=1e-12)
 
 
-@pytest.mark.xfail(strict=True, raises=pa.ArrowNotImplementedError,
-                   reason="diagnose does not yet check by= with segment_columns")
 def test_diagnose_rejects_a_list_segment_column_by_name():
     from ope.diagnostics._logs import logs_to_diagnose
 

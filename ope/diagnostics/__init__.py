@@ -71,7 +71,12 @@ from ope._validation import (
     user_stacklevel,
 )
 from ope.diagnostics._inputs import Inputs, validated_inputs
-from ope.diagnostics._logs import segment_values, target_from_logs
+from ope.diagnostics._logs import (
+    logs_to_diagnose,
+    segment_columns,
+    segment_values,
+    target_from_logs,
+)
 from ope.diagnostics._pass import fused_pass, weight_quantiles
 from ope.diagnostics.overlap import (
     VERDICT_EXPLORE,
@@ -486,19 +491,13 @@ def diagnose(
     'collect more data under the same logging'
     """
     settings = _settings(max_weight, reward_range, confidence_level, target_width, new_rows)
+    logs = logs_to_diagnose(logs)  # a DataFrame, Arrow table or path, as evaluate accepts
+    cols = segment_columns(logs, by)  # SchemaError naming missing / list / struct columns
     extra_notes: list[str] = []
     estimated = estimated_propensity_note(logs)  # the same note as every other result's
     if estimated is not None:
         extra_notes.append(estimated)
     names, target, tdists, ldist, codes, labels = target_from_logs(logs, policies, extra_notes)
-    cols = [] if by is None else ([by] if isinstance(by, str) else list(by))
-    have = set(logs.table.column_names)
-    missing = [c for c in cols if c not in have]
-    if missing:
-        raise SchemaError(
-            f"segment column(s) {missing} are not in the logs; they have: "
-            f"{', '.join(logs.table.column_names)}"
-        )
     segments = {c: segment_values(logs.table.column(c)) for c in cols}
     action: Any = codes if codes is not None else segment_values(logs.table.column("action"))
     data = validated_inputs(
