@@ -11,6 +11,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import scipy.sparse as sp
+from sklearn.linear_model import Ridge
 
 import ope
 from ope.cli import EXIT_OK, main
@@ -221,3 +223,35 @@ def test_obd_import_feeds_item_features_and_not_affinity(tmp_path):
     assert ev.model_columns == {"context": [], "action_features": ["item_feature_0"]}
     # a table with the affinity columns but no importer metadata: not taken by default
     assert context_column_choice(ope.read_logs(logs.table.replace_schema_metadata(None))).columns == []
+
+
+class _DesignRidge(Ridge):
+    """Ridge predicted on design rows (not by the coefficient gather): the reference."""
+
+    def predict(self, X):  # noqa: N803 - scikit-learn's argument name
+        return super().predict(X)
+
+
+@pytest.mark.parametrize("settings", [{}, {"action_intercepts": True}, {"interactions": False},
+                                      {"action_intercepts": True, "sparse": False}],
+                         ids=["features", "intercepts", "additive", "dense-intercepts"])
+def test_action_feature_predictions_by_gather_equal_the_design_predictions(settings):
+    rng = np.random.default_rng(50)
+    n, k, d, da = 500, 9, 2, 3
+    x = rng.normal(size=(n, d))
+    e = rng.normal(size=(k, da))
+    a = rng.integers(0, k, size=n)
+    r = e[a] @ np.array([0.3, -0.2, 0.1]) + x[:, 0] * e[a, 0] + 0.1 * a + rng.normal(size=n)
+    gathered = RewardModel(Ridge(alpha=0.5), n_folds=3, rng=4, **settings).fit(
+        x, a, r, action_features=e)
+    designed = RewardModel(_DesignRidge(alpha=0.5), n_folds=3, rng=4, **settings).fit(
+        x, a, r, action_features=e)
+    cols = np.argsort(rng.random((n, k)), axis=1)[:, :4]
+    cols.sort(axis=1)
+    probs = rng.random((n, 4))
+    probs /= probs.sum(axis=1, keepdims=True)
+    dist = sp.csr_array((probs.ravel(), cols.ravel(), np.arange(n + 1) * 4), shape=(n, k))
+    np.testing.assert_allclose(gathered.predict_policy(dist), designed.predict_policy(dist),
+                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(gathered.predict(x[:20], a[:20]), designed.predict(x[:20], a[:20]),
+                               rtol=1e-10, atol=1e-10)

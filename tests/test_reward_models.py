@@ -680,3 +680,129 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(ope.reward_models, optionflags=doctest.ELLIPSIS)
     assert result.attempted >= 10 and result.failed == 0
+
+
+# --------------------------------------------------------------------------------------------
+# linear models: predictions by a gather of per-action coefficients
+# --------------------------------------------------------------------------------------------
+
+
+class _DesignRidge(Ridge):
+    """Ridge whose predict is not the linear models' own: predicted on design rows (the path
+    every non-linear estimator takes), with the same fit and so the same coefficients."""
+
+    def predict(self, X):  # noqa: N803 - scikit-learn's argument name
+        return super().predict(X)
+
+
+class _DesignLinearRegression(LinearRegression):
+    def predict(self, X):  # noqa: N803
+        return super().predict(X)
+
+
+@pytest.mark.parametrize(
+    ("linear", "by_design", "settings"),
+    [
+        (None, _DesignRidge(alpha=1.0), {}),  # the default Ridge, sparse one-hot
+        (Ridge(alpha=0.3), _DesignRidge(alpha=0.3), {"sparse": False}),
+        (Ridge(), _DesignRidge(), {"interactions": False}),
+        (LinearRegression(), _DesignLinearRegression(), {"sparse": False}),
+    ],
+    ids=["default", "dense", "additive", "ols"],
+)
+def test_linear_predictions_by_gather_equal_the_design_predictions(linear, by_design, settings):
+    rng = np.random.default_rng(40)
+    n, k, d = 600, 7, 3
+    x = rng.normal(size=(n, d))
+    a = rng.integers(0, k, size=n)
+    r = x[:, 0] * (a % 3) - x[:, 2] + 0.5 * a + rng.normal(size=n)
+    gathered = RewardModel(linear, n_folds=3, rng=2, **settings).fit(x, a, r, n_actions=k)
+    designed = RewardModel(by_design, n_folds=3, rng=2, **settings).fit(x, a, r, n_actions=k)
+    np.testing.assert_allclose(gathered.predict_logged(), designed.predict_logged(), atol=1e-10)
+    dists = [_random_policy(rng, n, k, s) for s in (1, 4)]
+    np.testing.assert_allclose(gathered.predict_policy(dists), designed.predict_policy(dists),
+                               rtol=1e-10, atol=1e-10)
+    x_new = rng.normal(size=(50, d))
+    a_new = rng.integers(0, k, size=50)
+    np.testing.assert_allclose(gathered.predict(x_new, a_new), designed.predict(x_new, a_new),
+                               rtol=1e-10, atol=1e-10)
+    new_dist = _random_policy(rng, 50, k, 3)
+    np.testing.assert_allclose(gathered.predict_policy(new_dist, context=x_new),
+                               designed.predict_policy(new_dist, context=x_new),
+                               rtol=1e-10, atol=1e-10)
+
+
+def test_the_default_model_predicts_pairs_without_building_design_rows(monkeypatch):
+    import ope.reward_models as rm
+
+    rng = np.random.default_rng(41)
+    n, k = 300, 5
+    x = rng.normal(size=(n, 2))
+    a = rng.integers(0, k, size=n)
+    r = x[:, 0] + rng.normal(size=n)
+    fitted = RewardModel(rng=0).fit(x, a, r, n_actions=k)
+    designed = RewardModel(_DesignRidge(), rng=0).fit(x, a, r, n_actions=k)
+    dist = _random_policy(rng, n, k, 3)
+
+    def no_design(self, *args):
+        raise AssertionError("a design row was built")
+
+    monkeypatch.setattr(rm._Design, "build", no_design)
+    q = fitted.predict_policy(dist)  # the gather: no design row
+    assert q.shape == (n,)
+    with pytest.raises(AssertionError, match="a design row was built"):
+        designed.predict_policy(dist)
+
+
+# --------------------------------------------------------------------------------------------
+# seeds and progress
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("estimator", [None, RandomForestRegressor(n_estimators=5, max_depth=3)],
+                         ids=["ridge", "forest"])
+def test_a_seed_reproduces_the_folds_and_the_predictions(estimator):
+    rng = np.random.default_rng(42)
+    n, k = 400, 4
+    x = rng.normal(size=(n, 2))
+    a = rng.integers(0, k, size=n)
+    r = np.sin(x[:, 0]) * a + rng.normal(size=n)
+    dist = _random_policy(rng, n, k, 2)
+    one = RewardModel(estimator, rng=11).fit(x, a, r, n_actions=k)
+    two = RewardModel(estimator, rng=11).fit(x, a, r, n_actions=k)
+    assert one.seed_ == two.seed_ == 11
+    np.testing.assert_array_equal(one.fold_, two.fold_)
+    np.testing.assert_allclose(one.predict_policy(dist), two.predict_policy(dist), rtol=1e-12)
+    other = RewardModel(estimator, rng=12).fit(x, a, r, n_actions=k)
+    assert not np.array_equal(one.fold_, other.fold_)
+    # rng=None: a seed is drawn and recorded; it reproduces the fit exactly
+    drawn = RewardModel(estimator).fit(x, a, r, n_actions=k)
+    assert isinstance(drawn.seed_, int) and 0 <= drawn.seed_ < 2**63
+    again = RewardModel(estimator, rng=drawn.seed_).fit(x, a, r, n_actions=k)
+    np.testing.assert_array_equal(drawn.fold_, again.fold_)
+    np.testing.assert_allclose(drawn.predict_logged(), again.predict_logged(), rtol=1e-12)
+    np.testing.assert_allclose(drawn.predict_policy(dist), again.predict_policy(dist),
+                               rtol=1e-12)
+    # a Generator is used as given: its state is the caller's, nothing to record
+    gen = RewardModel(estimator, rng=np.random.default_rng(11)).fit(x, a, r, n_actions=k)
+    assert gen.seed_ is None
+    np.testing.assert_array_equal(gen.fold_, one.fold_)
+
+
+def test_cross_fitting_shows_progress_over_folds(monkeypatch):
+    import ope.reward_models as rm
+
+    calls = []
+
+    def fake(iterable, **kw):
+        calls.append(kw)
+        return iterable
+
+    monkeypatch.setattr(rm, "progress", fake)
+    rng = np.random.default_rng(43)
+    x = rng.normal(size=(100, 1))
+    a = rng.integers(0, 2, size=100)
+    RewardModel(n_folds=4, rng=0).fit(x, a, rng.normal(size=100))
+    assert calls == [{"desc": "cross-fitting", "total": 4, "unit": "fold"}]
+    RewardModel(cross_fit=False).fit(x, a, rng.normal(size=100))  # one fit: no bar
+    assert len(calls) == 1
