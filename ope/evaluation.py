@@ -24,6 +24,7 @@ statistics merge exactly (:meth:`ope.streaming.MomentStats.merge`) and become an
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +41,10 @@ from ope._validation import (
     check_rewards_in_range,
     check_rng,
     check_weight_bound,
+    resolve_seed,
 )
+from ope._format import format_estimate, number_notes
+from ope._thresholds import MIN_ROWS
 from ope.context import context_matrix
 from ope.estimators import (
     ESTIMATORS,
@@ -54,9 +58,18 @@ from ope.exceptions import EstimationError, ParameterError, PolicyError, SchemaE
 from ope.intervals.asymptotic import normal_interval, t_interval
 from ope.logs import BanditLogs, ValidationReport
 from ope.propensity import estimated_propensity_note, propensity_info
-from ope.results import CI_METHODS, Estimate, Result, ResultParts, compare
+from ope.results import (
+    CI_METHODS,
+    Estimate,
+    Provenance,
+    Result,
+    ResultParts,
+    compare,
+    render_text,
+)
+from ope.schema import check_segment_columns
 
-__all__ = ["evaluate", "Evaluation", "TABLE_COLUMNS"]
+__all__ = ["evaluate", "Evaluation", "TABLE_COLUMNS", "SEGMENT_TABLE_COLUMNS"]
 
 #: Columns of :meth:`Evaluation.table`, in order (DESIGN.md §3).
 TABLE_COLUMNS: Final = (
@@ -74,6 +87,9 @@ TABLE_COLUMNS: Final = (
     "ess_ratio",
     "notes",
 )
+#: Columns of :meth:`Evaluation.table` with ``by=``: the segment column and its label (spelled
+#: as in :meth:`ope.Diagnostics.segments`) after the policy and estimator.
+SEGMENT_TABLE_COLUMNS: Final = (*TABLE_COLUMNS[:2], "column", "segment", *TABLE_COLUMNS[2:])
 
 #: Estimators that need a reward model q̂ (DM and the doubly robust family).
 MODEL_ESTIMATORS: Final = frozenset({"dm", "dr", "sndr", "switch_dr", "dros"})
@@ -85,6 +101,9 @@ LOGGING_CI_FALLBACK: Final = {"bottou": "bernstein", "empirical_likelihood": "no
 #: those interval methods (clipped IPS is bounded by its own max_weight).
 WEIGHT_BOUND_ESTIMATORS: Final = frozenset({"ips", "snips"})
 WEIGHT_BOUND_METHODS: Final = frozenset({"hoeffding", "bernstein", "empirical_likelihood"})
+#: Interval methods ``ci_fallback`` may name: those that apply to every estimate with a
+#: standard error.
+CI_FALLBACKS: Final = ("normal", "t")
 #: Estimators computable from mergeable sums over batches (the moment kernel).
 STREAMING_ESTIMATORS: Final = frozenset({"ips", "clipped_ips", "snips"})
 
@@ -196,11 +215,12 @@ class EvaluationSettings:
     reward_range: tuple[float, float] | None
     weight_bound: float | None
     ci_options: dict[str, Any]
+    ci_fallback: str | None = None
 
     @classmethod
     def checked(
         cls, *, ci: Any, confidence_level: Any, reward_range: Any, weight_bound: Any = None,
-        n_resamples: Any = None, rng: Any = None,
+        n_resamples: Any = None, rng: Any = None, ci_fallback: Any = None,
     ) -> EvaluationSettings:
         """Validate the arguments of ``evaluate`` that every entry point shares, once.
 
@@ -208,8 +228,8 @@ class EvaluationSettings:
         ------
         ope.ParameterError
             An unknown ``ci``, a ``confidence_level`` outside (0, 1), a malformed
-            ``reward_range``, ``weight_bound``, ``n_resamples`` or ``rng``, or ``n_resamples``
-            without ``ci="bootstrap"``.
+            ``reward_range``, ``weight_bound``, ``n_resamples`` or ``rng``, ``n_resamples``
+            without ``ci="bootstrap"``, or a ``ci_fallback`` other than normal or t.
 
         Examples
         --------
@@ -232,6 +252,9 @@ class EvaluationSettings:
             reward_range=check_reward_range(reward_range),
             weight_bound=check_weight_bound(weight_bound),
             ci_options=options,
+            ci_fallback=None if ci_fallback is None else check_choice(
+                ci_fallback, "ci_fallback", CI_FALLBACKS
+            ),
         )
 
 
@@ -440,6 +463,19 @@ class Evaluation(Result):
         (weights, weighted rewards and their cross-moments with the reward, per policy): the
         paired comparisons with the logging policy read their standard errors from them, and
         ``ope.diagnose(logs, statistics=ev.statistics)`` reuses them instead of a second pass.
+    by : tuple of str
+        The segment columns of ``evaluate(..., by=[...])`` (empty without segments).
+    segment_estimates : dict of (column, segment, policy, estimator) to Estimate
+        Every estimate on each segment's rows alone (read them with ``table(by="segment")``).
+    ci_fallback : str or None
+        ``"normal"`` or ``"t"``: the interval of an estimate that ``ci_method`` does not apply
+        to (its table row's ``ci_method`` says so, and a note names the estimator); None makes
+        such an estimate an error.
+    interval_values : dict, optional
+        Intervals computed beforehand (``(policy, estimator)`` and ``"logging"`` to
+        ``(low, high)``): ``evaluate(..., ci="bootstrap")`` computes every one from one shared
+        set of resamples (:func:`ope.intervals.bootstrap.shared_bootstrap`); the others are
+        computed at construction by each estimate's ``ci``.
     """
 
     estimates: dict[tuple[str, str], Estimate]
@@ -461,11 +497,26 @@ class Evaluation(Result):
     #: ``ope.diagnose(..., statistics=...)`` read them instead of another pass (None when no
     #: such estimator was asked for)
     statistics: Any = field(default=None, repr=False, compare=False)
+    by: tuple[str, ...] = ()
+    segment_estimates: dict[tuple[str, str, str, str], Estimate] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    interval_values: dict[Any, tuple[float, float]] | None = field(
+        default=None, repr=False, compare=False
+    )
+    #: interval method of the estimates ``ci_method`` does not apply to (None: such an
+    #: estimate is an error); their rows say so in ``ci_method``
+    ci_fallback: str | None = None
+    #: what produced the evaluation (a field, so that dataclasses.replace keeps it)
+    _provenance: Provenance | None = field(default=None, repr=False, compare=False)
     # filled by __post_init__: (policy, estimator) -> (ci_low, ci_high), and the logging value's
     _intervals: dict[tuple[str, str], tuple[float, float]] = field(
         init=False, repr=False, compare=False
     )
     _logging_ci: tuple[float, float] = field(init=False, repr=False, compare=False)
+    _segment_intervals: dict[tuple[str, str, str, str], tuple[float, float]] = field(
+        init=False, repr=False, compare=False
+    )
 
     @classmethod
     def from_statistics(
@@ -509,6 +560,7 @@ class Evaluation(Result):
             ci_options=settings.ci_options,
             weight_bound=settings.weight_bound,
             statistics=stats,
+            ci_fallback=settings.ci_fallback,
         )
 
     def __getitem__(self, key: tuple[str, str]) -> Estimate:
@@ -520,12 +572,32 @@ class Evaluation(Result):
             ) from None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "notes", tuple(self.notes))
+        object.__setattr__(self, "by", tuple(self.by))
+        fell_back = [] if self.ci_fallback is None else [
+            e for e in self.estimators
+            if any(self._method_of(est) != self.ci_method
+                   for (_, key), est in self.estimates.items() if key == e)
+        ]
+        fallback_notes = [
+            f"ci={self.ci_method!r} does not apply to {e}: its interval is {self.ci_fallback}"
+            for e in fell_back
+        ]
+        notes = tuple(self.notes)
+        object.__setattr__(self, "notes", (*notes, *(n for n in fallback_notes if n not in notes)))
         # every interval once, at construction: a method that does not apply fails here, and
         # table(), summary(), to_dict() reuse them (a bootstrap is not redrawn on each call)
-        intervals = {key: self._compute_interval(est) for key, est in self.estimates.items()}
+        given = self.interval_values or {}
+        intervals = {
+            key: given[key] if key in given else self._compute_interval(est)
+            for key, est in self.estimates.items()
+        }
         object.__setattr__(self, "_intervals", intervals)
-        object.__setattr__(self, "_logging_ci", self._compute_logging_interval())
+        logging_ci = given["logging"] if "logging" in given else self._compute_logging_interval()
+        object.__setattr__(self, "_logging_ci", logging_ci)
+        segment_intervals = {
+            key: self._compute_interval(est) for key, est in self.segment_estimates.items()
+        }
+        object.__setattr__(self, "_segment_intervals", segment_intervals)
 
     @property
     def n(self) -> int:
@@ -535,7 +607,21 @@ class Evaluation(Result):
     def _logging_interval(self) -> tuple[float, float]:
         return self._logging_ci
 
+    def _method_of(self, est: Estimate) -> str:
+        """The interval method of ``est``: ``ci_method``, or ``ci_fallback`` when the method
+        does not apply to it (``Estimate.ci``'s own test: normal, t or its source's methods)."""
+        if self.ci_fallback is None or self.ci_method in CI_FALLBACKS:
+            return self.ci_method
+        source = est.source
+        return self.ci_method if source is not None and self.ci_method in source.methods else (
+            self.ci_fallback
+        )
+
     def _compute_interval(self, est: Estimate) -> tuple[float, float]:
+        method = self._method_of(est)
+        if method != self.ci_method:
+            ci = est.ci(self.confidence_level, method)
+            return float(ci.low), float(ci.high)
         options = dict(self.ci_options)
         if (
             self.weight_bound is not None
@@ -561,32 +647,60 @@ class Evaluation(Result):
         ci = self.logging.ci(self.confidence_level, method, **options)
         return float(ci.low), float(ci.high)
 
-    def table(self) -> pd.DataFrame:
-        """One row per policy × estimator with the columns :data:`TABLE_COLUMNS`."""
-        rows = []
-        for p in self.policies:
-            for e in self.estimators:
-                est = self.estimates[(p, e)]
-                low, high = self._intervals[(p, e)]
-                rows.append(
-                    {
-                        "policy": p,
-                        "estimator": e,
-                        "value": est.value,
-                        "std_error": est.std_error,
-                        "ci_low": low,
-                        "ci_high": high,
-                        "confidence_level": self.confidence_level,
-                        "ci_method": self.ci_method,
-                        # what [ci_low, ci_high] covers: the policy's value or a clipped value
-                        "target": est.target_of(self.ci_method),
-                        "n": est.n,
-                        "ess": est.ess,
-                        "ess_ratio": est.ess / est.n if est.n else float("nan"),
-                        "notes": "; ".join(est.notes),
-                    }
-                )
-        return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+    def table(self, by: str | None = None) -> pd.DataFrame:
+        """One row per policy × estimator with the columns :data:`TABLE_COLUMNS`.
+
+        ``by="segment"`` gives instead one row per policy × estimator × segment of every column
+        of ``evaluate(..., by=[...])`` (``by=<column>``: that column's segments only), with the
+        columns :data:`SEGMENT_TABLE_COLUMNS`: each estimate and interval on the segment's rows
+        alone. Without segments the frame is empty.
+
+        Raises
+        ------
+        ope.ParameterError
+            ``by`` names a column the evaluation was not segmented by.
+        """
+        if by is None:
+            rows = [
+                self._row(p, e, self.estimates[(p, e)], self._intervals[(p, e)])
+                for p in self.policies
+                for e in self.estimators
+            ]
+            return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
+        if not isinstance(by, str) or (by != "segment" and by not in self.by):
+            raise ParameterError(
+                f"table(by={by!r}): the evaluation was segmented by "
+                f"{', '.join(self.by) if self.by else 'no column'}; pass by='segment' (every "
+                "segment column) or one of them (evaluate(..., by=[...]) computes segments)."
+            )
+        rows = [
+            {"column": col, "segment": seg, **self._row(p, e, est, self._segment_intervals[key])}
+            for key, est in self.segment_estimates.items()
+            for col, seg, p, e in (key,)
+            if by == "segment" or col == by
+        ]
+        return pd.DataFrame(rows, columns=list(SEGMENT_TABLE_COLUMNS))
+
+    def _row(
+        self, policy: str, estimator: str, est: Estimate, interval: tuple[float, float]
+    ) -> dict[str, Any]:
+        low, high = interval
+        return {
+            "policy": policy,
+            "estimator": estimator,
+            "value": est.value,
+            "std_error": est.std_error,
+            "ci_low": low,
+            "ci_high": high,
+            "confidence_level": self.confidence_level,
+            "ci_method": self._method_of(est),
+            # what [ci_low, ci_high] covers: the policy's value or a clipped value
+            "target": est.target_of(self._method_of(est)),
+            "n": est.n,
+            "ess": est.ess,
+            "ess_ratio": est.ess / est.n if est.n else float("nan"),
+            "notes": "; ".join(est.notes),
+        }
 
     def all_notes(self) -> tuple[str, ...]:
         """The evaluation's notes, then each estimate note once with the estimators it concerns
@@ -660,6 +774,39 @@ class Evaluation(Result):
                 )
         return pd.DataFrame(rows)
 
+    def plot(self, ax: Any = None, *, truth: Any = None) -> Any:
+        """Forest plot: every candidate x estimator with its interval beside the logging
+        policy's value (and the exact values when ``truth`` is given). See
+        :func:`ope.plots.plot_evaluation`; needs matplotlib (``pip install
+        'ope-toolkit[plot]'``). Returns the matplotlib Axes."""
+        from ope.plots import plot_evaluation
+
+        return plot_evaluation(self, ax, truth=truth)
+
+    def write_report(
+        self,
+        path: Any,
+        *,
+        diagnostics: Any = None,
+        certificate: Any = None,
+        truth: Any = None,
+        provenance: Mapping[str, Any] | None = None,
+        title: str | None = None,
+        overwrite: bool = False,
+    ) -> Any:
+        """Write the self-contained HTML report of this evaluation (with ``diagnostics`` from
+        ope.diagnose for the weights, gaps and plan) to ``path``; returns the path. See
+        :func:`ope.report.write_report`. (Named ``write_report``, not ``report``: the
+        ``report`` attribute is the logs' :class:`~ope.logs.ValidationReport`.)"""
+        from ope.report import write_report
+
+        if provenance is None and self.provenance is not None:
+            provenance = self.provenance.to_dict()
+        return write_report(
+            path, evaluation=self, diagnostics=diagnostics, certificate=certificate,
+            truth=truth, provenance=provenance, title=title, overwrite=overwrite,
+        )
+
     def _paired_from_moments(self, method: str) -> dict[tuple[str, str], tuple[float, float]]:
         """(policy, estimator) -> (difference, paired standard error) from the statistics."""
         stats = self.statistics
@@ -715,6 +862,8 @@ class Evaluation(Result):
         }
         if not self.streaming:
             out["comparisons_with_logging"] = self.comparisons().to_dict(orient="records")
+        out["by"] = list(self.by)
+        out["segments"] = self.table(by="segment").to_dict(orient="records")
         return out
 
     def _title(self) -> str:
@@ -723,64 +872,75 @@ class Evaluation(Result):
             f"{self.logging.n:,} rows; {self.ci_method} intervals at {self.confidence_level:.0%}"
         )
 
-    def _parts(self) -> ResultParts:
+    def _parts(self, truth: Mapping[str, float] | None = None) -> ResultParts:
+        t = self.table()
+        shown = t[["policy", "estimator", "value", "std_error", "ci_low", "ci_high"]].copy()
+        # what each interval covers: the policy's value, or a clipped value (clipped IPS whose
+        # clip binds: only its bottou interval covers the policy's value)
+        shown["covers"] = [str(x).split()[0] for x in t["target"]]
+        shown["ess_ratio"] = t["ess_ratio"]
+        if truth is not None:
+            shown["truth"] = [truth.get(p, math.nan) for p in t["policy"]]
+            shown["in_ci"] = [
+                "" if p not in truth else ("yes" if lo <= truth[p] <= hi else "NO")
+                for p, lo, hi in zip(t["policy"], t["ci_low"], t["ci_high"])
+            ]
         low, high = self._logging_interval()
+        logging = format_estimate(self.logging.value, self.logging.std_error, low, high)
+        if self.logging_ci_method != self.ci_method:
+            logging += f" ({self.logging_ci_method})"
+        rejected = self.report.rows_rejected
+        fields: list[tuple[str, Any]] = [
+            ("logging policy (mean logged reward)", logging),
+            ("rows", f"{self.logging.n:,} used" + (
+                f", {rejected:,} of {self.report.rows_read:,} rejected and dropped"
+                if rejected else "")),
+            ("propensities", self.propensity_source),
+        ]
+        if self.model_columns is not None:
+            fields += [
+                ("reward model context columns", _column_list(self.model_columns["context"])),
+                ("reward model action features",
+                 _column_list(self.model_columns["action_features"])),
+            ]
+        if self.by:
+            fields.append(("segments", f"{len(self.segment_estimates):,} estimates by "
+                           f"{', '.join(self.by)} (table(by='segment'))"))
         return ResultParts(
             title=self._title(),
-            fields=(
-                ("logging policy value", self.logging.value),
-                (f"logging policy interval ({self.logging_ci_method})", (low, high)),
-                ("rows rejected", self.report.rows_rejected),
-                ("propensities", self.propensity_source),
-                *(() if self.model_columns is None else (
-                    ("reward model context columns", _column_list(self.model_columns["context"])),
-                    ("reward model action features",
-                     _column_list(self.model_columns["action_features"])),
-                )),
-            ),
-            table=self.table().drop(columns=["notes"]),
-            notes=self.all_notes(),
+            fields=tuple(fields),
+            table=shown,
+            notes=self.notes,  # evaluation-level notes (dropped rows, model choice, ...)
+            # each estimate's notes on its row: stated once, referenced as [i] from the rows
+            row_notes=self._row_notes(t),
         )
+
+    def _row_notes(self, t: pd.DataFrame) -> list[tuple[str, ...]]:
+        return [self.estimates[(p, e)].notes for p, e in zip(t["policy"], t["estimator"])]
+
+    def numbered_notes(self) -> tuple[tuple[str, ...], list[str]]:
+        """The notes as :meth:`summary` numbers them: each note once (the evaluation's, then
+        the estimates' row by row), and per row of :meth:`table` its references ``"[i]"``
+        (see :func:`ope._format.number_notes`)."""
+        return number_notes(self.notes, self._row_notes(self.table()))
 
     def summary(self, *, truth: Mapping[str, float] | None = None) -> str:
         """Plain-text table of the estimates (and the true values when given), then notes."""
-        t = self.table()
-        lines = [self._title()]
-        if self.report.rows_rejected:
-            lines.append(
-                f"  ({self.report.rows_rejected:,} of {self.report.rows_read:,} rows were rejected "
-                f"and dropped: {dict(self.report.rejected)})"
-            )
-        low, high = self._logging_interval()
-        lines.append(
-            f"logging policy (mean logged reward): {self.logging.value:.4f}  "
-            f"[{low:.4f}, {high:.4f}]"
-            + ("" if self.logging_ci_method == self.ci_method else f" ({self.logging_ci_method})")
-        )
-        header = (
-            f"{'policy':<18}{'estimator':<13}{'value':>9}{'std_err':>9}{'ci_low':>9}{'ci_high':>9}"
-            f"{'covers':>9}{'ESS/n':>8}"
-        )
-        if truth is not None:
-            header += f"{'truth':>9}{'in CI':>7}"
-        lines += ["", header, "-" * len(header)]
-        # "covers": what each interval covers, the policy's value or a clipped value (clipped
-        # IPS whose clip binds: only its bottou interval covers the policy's value)
-        for row in t.itertuples(index=False):
-            line = (
-                f"{row.policy:<18}{row.estimator:<13}{row.value:>9.4f}{row.std_error:>9.4f}"
-                f"{row.ci_low:>9.4f}{row.ci_high:>9.4f}{str(row.target).split()[0]:>9}"
-                f"{row.ess_ratio:>8.3f}"
-            )
-            if truth is not None and row.policy in truth:
-                tv = truth[row.policy]
-                line += f"{tv:>9.4f}{('yes' if row.ci_low <= tv <= row.ci_high else 'NO'):>7}"
-            lines.append(line)
-        notes = self.all_notes()
-        if notes:
-            lines.append("")
-            lines += [f"[{i}] {n}" for i, n in enumerate(notes, 1)]
-        return "\n".join(lines)
+        return render_text(self._parts(truth))
+
+    def segment_summary(self) -> str:
+        """Plain-text table of the per-segment estimates (``evaluate(..., by=[...])``): each
+        candidate x estimator on each segment's rows alone; ``""`` without segments."""
+        t = self.table(by="segment")
+        if t.empty:
+            return ""
+        shown = t[["column", "segment", "policy", "estimator", "value", "std_error", "ci_low",
+                   "ci_high", "n", "ess_ratio"]]
+        return render_text(ResultParts(
+            title=(f"per-segment estimates by {', '.join(self.by)}: {self.ci_method} intervals "
+                   f"at {self.confidence_level:.0%}, each on the segment's rows alone"),
+            table=shown,
+        ))
 
     def __repr__(self) -> str:
         return (
@@ -941,6 +1101,8 @@ def evaluate(
     n_resamples: int | None = None,
     rng: int | np.random.Generator | None = None,
     action_features: Any = None,
+    by: str | Sequence[str] | None = None,
+    ci_fallback: str | None = None,
 ) -> Evaluation:
     """Estimate the value of P candidate policies with several estimators and intervals.
 
@@ -992,7 +1154,19 @@ def evaluate(
     n_resamples : int, optional
         Bootstrap resamples when ``ci="bootstrap"``.
     rng : int, numpy.random.Generator or None
-        Randomness of cross-fitting folds and the bootstrap.
+        Randomness of cross-fitting folds and the bootstrap. ``None`` draws a seed and records
+        it (``ev.provenance.seed``): ``rng=ev.provenance.seed`` gives the same numbers again.
+    by : str or sequence of str, optional
+        Segment columns of the logs (one scalar label per row; numeric columns with many
+        values are cut into quantile bins as in ``ope.diagnose``): every estimator's value and
+        interval is also computed on each segment's rows alone (``ev.table(by="segment")``).
+        IPS, clipped IPS and SNIPS of every segment come from one grouped pass of the moment
+        kernel; DM and the DR family fit their reward model on each segment's rows. Each
+        segment's numbers equal those of ``evaluate`` on that segment's rows.
+    ci_fallback : {"normal", "t"}, optional
+        Interval of the estimators ``ci`` does not apply to (e.g. ``ci="hoeffding"`` with
+        SNIPS): their rows' ``ci_method`` says so and a note names them. Without it such an
+        estimator is an error.
 
     Returns
     -------
@@ -1024,19 +1198,123 @@ def evaluate(
     """
     from ope.io import LogScan, read_logs
 
+    options = {
+        "policies": policies if policies is None or isinstance(policies, (str, list, tuple))
+        else type(policies).__name__,
+        "estimators": [getattr(e, "name", e) if not isinstance(e, str) else e
+                       for e in ((estimators,) if isinstance(estimators, str) else estimators)],
+        "ci": ci, "confidence_level": confidence_level, "reward_range": reward_range,
+        "max_weight": max_weight, "weight_bound": weight_bound, "tau": tau,
+        "shrinkage": shrinkage, "context_columns": context_columns, "n_resamples": n_resamples,
+        "by": by, "ci_fallback": ci_fallback,
+    }
+    options = {k: v for k, v in options.items() if v is not None}
+    check_rng(rng)
+    seed, generator = resolve_seed(rng)
+    # every random step (cross-fitting folds, bootstrap) draws from `rand`: the recorded seed,
+    # or the caller's Generator
+    rand: int | np.random.Generator = seed if seed is not None else generator
     settings = EvaluationSettings.checked(
         ci=ci,
         confidence_level=confidence_level,
         reward_range=reward_range,
         weight_bound=weight_bound,
         n_resamples=n_resamples,
-        rng=rng,
+        rng=rand,
+        ci_fallback=ci_fallback,
     )
     resolved = resolve_estimators(estimators, max_weight=max_weight, tau=tau, shrinkage=shrinkage)
+    provenance = Provenance(options=options, seed=seed)
     if isinstance(logs, LogScan):
-        return _evaluate_streaming(logs, policies, resolved, settings)
+        if by is not None:
+            raise EstimationError(
+                "per-segment estimates (by=...) need the rows; read the logs eagerly "
+                "(ope.evaluate(ope.read_logs(...), by=...))."
+            )
+        return _evaluate_streaming(logs, policies, resolved, settings).with_provenance(
+            provenance
+        )
     if not isinstance(logs, BanditLogs):
         logs = read_logs(logs)
+    segment_columns = check_segment_columns(logs.table.schema, by, source=logs.report.source)
+    model = {"reward_model": reward_model, "context_columns": context_columns,
+             "action_features": action_features, "rng": rand}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run = _eager_run(logs, policies, resolved, settings, model)
+    segments: dict[tuple[str, str, str, str], Estimate] = {}
+    segment_notes: list[str] = []
+    if segment_columns:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # each segment's estimates carry their own notes
+            segments, segment_notes = _segment_estimates(
+                logs, segment_columns, policies, resolved, settings, model, run
+            )
+    # the estimates carry these as notes; re-emit each distinct warning once
+    for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
+        warnings.warn(message, category, stacklevel=2)
+    interval_values = None
+    if settings.ci == "bootstrap":
+        interval_values = _shared_bootstrap_intervals(run, resolved, settings)
+    notes = logs.report.dropped_notes()
+    notes += run.model_notes
+    source = propensity_info(logs)
+    estimated = estimated_propensity_note(logs)
+    if estimated is not None:
+        notes.append(estimated)
+    if run.rows_ignored:
+        notes.append(
+            f"{run.rows_ignored:,} policy-table rows for events dropped from the logs were "
+            "ignored"
+        )
+    notes += segment_notes
+    return Evaluation(
+        estimates=run.estimates,
+        logging=run.logging,
+        policies=[*run.names, *run.factored],
+        estimators=[k for k, _ in resolved],
+        report=logs.report,
+        confidence_level=settings.confidence_level,
+        ci_method=settings.ci,
+        notes=tuple(notes),
+        ci_options=settings.ci_options,
+        weight_bound=settings.weight_bound,
+        propensity_source=source["propensity_source"],
+        model_columns=run.model_columns,
+        statistics=run.stats,
+        by=tuple(segment_columns),
+        segment_estimates=segments,
+        interval_values=interval_values,
+        ci_fallback=settings.ci_fallback,
+        _provenance=provenance,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class _EagerRun:
+    """What one eager pass over validated logs computed (the inputs kept for the intervals)."""
+
+    names: list[str]
+    target: Any  # (n, P) matrix or P column views
+    factored: dict[str, dict[str, str]]
+    rows_ignored: int
+    reward: np.ndarray
+    propensity: np.ndarray
+    estimates: dict[tuple[str, str], Estimate]
+    logging: Estimate
+    stats: Any
+    model_columns: dict[str, list[str]] | None
+    model_notes: list[str]
+
+
+def _eager_run(
+    logs: BanditLogs,
+    policies: Any,
+    resolved: Sequence[tuple[str, Any]],
+    settings: EvaluationSettings,
+    model: Mapping[str, Any],
+) -> _EagerRun:
+    """Every estimate of ``resolved`` on the rows of ``logs`` (the body of :func:`evaluate`)."""
     needs_model = any(k in MODEL_ESTIMATORS for k, _ in resolved)
     direct = None if needs_model else _target_columns(logs, policies)
     if direct is not None:  # the log's own columns: no (n, P) copy
@@ -1055,55 +1333,145 @@ def evaluate(
     model_notes: list[str] = []
     if needs_model:
         q_logged, q_target, model_columns, model_notes = _model_predictions(
-            logs,
-            tp.distributions,
-            tp.names,
-            reward_model=reward_model,
-            context_columns=context_columns,
-            action_features=action_features,
-            rng=rng,
+            logs, tp.distributions, tp.names, **model
         )
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        estimates, stats = _row_estimates(
-            resolved, settings, reward, propensity, target, names, q_logged, q_target
-        )
-        for name, changed in factored.items():  # loop over factored candidates
-            p_c, t_c = _factored_arrays(logs, changed)
-            estimates.update(
-                _row_estimates(resolved, settings, reward, p_c, t_c[:, None], [name])[0]
-            )
-        base = _logging_estimate(stats, reward, settings)
-    # the estimates carry these as notes; re-emit each distinct warning once
-    for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
-        warnings.warn(message, category, stacklevel=2)
-    notes = logs.report.dropped_notes()
-    notes += model_notes
-    source = propensity_info(logs)
-    estimated = estimated_propensity_note(logs)
-    if estimated is not None:
-        notes.append(estimated)
-    if rows_ignored:
-        notes.append(
-            f"{rows_ignored:,} policy-table rows for events dropped from the logs were "
-            "ignored"
-        )
-    return Evaluation(
-        estimates=estimates,
-        logging=base,
-        policies=[*names, *factored],
-        estimators=[k for k, _ in resolved],
-        report=logs.report,
-        confidence_level=settings.confidence_level,
-        ci_method=settings.ci,
-        notes=tuple(notes),
-        ci_options=settings.ci_options,
-        weight_bound=settings.weight_bound,
-        propensity_source=source["propensity_source"],
-        model_columns=model_columns,
-        statistics=stats,
+    estimates, stats = _row_estimates(
+        resolved, settings, reward, propensity, target, names, q_logged, q_target
+    )
+    for name, changed in factored.items():  # loop over factored candidates
+        p_c, t_c = _factored_arrays(logs, changed)
+        estimates.update(_row_estimates(resolved, settings, reward, p_c, t_c[:, None], [name])[0])
+    base = _logging_estimate(stats, reward, settings)
+    return _EagerRun(
+        names=list(names), target=target, factored=factored, rows_ignored=rows_ignored,
+        reward=reward, propensity=propensity, estimates=estimates, logging=base, stats=stats,
+        model_columns=model_columns, model_notes=model_notes,
     )
 
+
+def _shared_bootstrap_intervals(
+    run: _EagerRun, resolved: Sequence[tuple[str, Any]], settings: EvaluationSettings
+) -> dict[Any, tuple[float, float]]:
+    """Every bootstrap interval of the run from one set of resamples
+    (:func:`ope.intervals.bootstrap.shared_bootstrap`): each equals the estimate's own
+    ``ci(method="bootstrap", rng=seed, n_resamples=B)``. DM has none (its ``ci`` is NaN)."""
+    from ope.intervals.bootstrap import shared_bootstrap
+
+    weighting = [(k, e) for k, e in resolved if k in STREAMING_ESTIMATORS]
+    sources = {
+        (p, k): run.estimates[(p, k)].source
+        for p in [*run.names, *run.factored]
+        for k, _ in resolved
+        if k not in STREAMING_ESTIMATORS and k != "dm"
+    }
+    sources.update({(p, k): run.estimates[(p, k)].source for p in run.factored for k, _ in weighting})
+    shared = shared_bootstrap(
+        run.reward,
+        run.propensity if weighting and run.names else None,
+        run.target if weighting and run.names else None,
+        names=run.names if weighting and run.names else None,
+        estimators=weighting if run.names else (),
+        sources=sources,
+        logging=True,
+        reward_range=settings.reward_range,
+        confidence_level=settings.confidence_level,
+        n_resamples=settings.ci_options.get("n_resamples"),
+        bootstrap_method="percentile",
+        rng=settings.ci_options.get("rng"),
+    )
+    out: dict[Any, tuple[float, float]] = {
+        key: (float(iv.low), float(iv.high)) for key, iv in shared.intervals.items()
+    }
+    out["logging"] = (float(shared.logging.low), float(shared.logging.high))
+    return out
+
+
+def _segment_estimates(
+    logs: BanditLogs,
+    columns: Sequence[str],
+    policies: Any,
+    resolved: Sequence[tuple[str, Any]],
+    settings: EvaluationSettings,
+    model: Mapping[str, Any],
+    run: _EagerRun,
+) -> tuple[dict[tuple[str, str, str, str], Estimate], list[str]]:
+    """(column, segment, policy, estimator) -> the estimate on that segment's rows alone.
+
+    IPS, clipped IPS and SNIPS of every segment of a column come from one grouped pass of the
+    moment kernel (:func:`ope.moments.grouped_moments`), backed by the segment's rows for the
+    row-level intervals; factored candidates and the reward-model estimators (refitted on each
+    segment, as ``evaluate`` on those rows would) run per segment (a loop over segments).
+    """
+    from ope.diagnostics.segments import segment_codes
+    from ope.moments import grouped_moments
+    from ope.streaming import MomentStats
+
+    weighting = [(k, e) for k, e in resolved if k in STREAMING_ESTIMATORS]
+    modelled = [(k, e) for k, e in resolved if k not in STREAMING_ESTIMATORS]
+    order_keys = [k for k, _ in resolved]
+    mw = clip_level(resolved)
+    rr, level = settings.reward_range, settings.confidence_level
+    out: dict[tuple[str, str, str, str], Estimate] = {}
+    skipped: list[str] = []
+    for col in columns:  # loop over segment columns
+        seg = segment_codes(col, logs.table.column(col).to_pandas(), logs.n)
+        counts = np.bincount(seg.codes, minlength=seg.size)
+        order = np.argsort(seg.codes, kind="stable")  # rows of each segment, in log order
+        bounds = np.concatenate(([0], np.cumsum(counts)))
+        groups = None
+        if weighting and run.names:
+            groups, _ = grouped_moments(
+                run.reward, run.propensity, run.target, seg.codes, seg.size, max_weight=mw
+            )
+        for g, label in enumerate(seg.labels):  # loop over segments, not rows
+            if counts[g] < MIN_ROWS:
+                skipped.append(f"{col}={label} ({int(counts[g])} row)")
+                continue
+            idx = order[bounds[g]:bounds[g + 1]]
+            r_g, p_g = run.reward[idx], run.propensity[idx]
+            found: dict[tuple[str, str], Estimate] = {}
+            if groups is not None:
+                t_g = ([c[idx] for c in run.target] if isinstance(run.target, (list, tuple))
+                       else run.target[idx])
+                stats = MomentStats(
+                    n=int(counts[g]), min_r=float(r_g.min()), max_r=float(r_g.max()),
+                    centered=groups[g], max_weight=mw, names=tuple(run.names),
+                )
+                for key, est in weighting:  # loop over estimators
+                    results = stats.with_rows(
+                        stats.estimates(est, reward_range=rr, confidence_level=level),
+                        reward=r_g, logging_propensity=p_g, target_propensity=t_g,
+                        reward_range=rr,
+                    )
+                    found.update({(p, key): res for p, res in zip(run.names, results)})
+            for name, changed in run.factored.items():  # loop over factored candidates
+                p_c, t_c = _factored_arrays(logs, changed)
+                found.update(
+                    _row_estimates(weighting, settings, r_g, p_c[idx], t_c[idx, None], [name])[0]
+                )
+            if modelled:
+                sub = logs.table.take(_row_positions(idx))
+                part = (BanditLogs.from_validated if logs.targets_validated() else BanditLogs)(
+                    sub, logs.report, dropped_event_ids=logs.dropped_event_ids,
+                    unit_roundoff=logs.unit_roundoff,
+                )
+                found.update(_eager_run(part, policies, modelled, settings, model).estimates)
+            for p in [*run.names, *run.factored]:  # loop over policies
+                for key in order_keys:
+                    out[(col, label, p, key)] = found[(p, key)]
+    notes = []
+    if skipped:
+        notes.append(
+            f"segments with fewer than {MIN_ROWS} rows have no estimate: {', '.join(skipped)}"
+        )
+    return out, notes
+
+
+def _row_positions(idx: np.ndarray) -> Any:
+    """Row positions as a pyarrow array (for ``pyarrow.Table.take``)."""
+    import pyarrow as pa
+
+    return pa.array(idx, type=pa.int64())
 
 
 def batch_statistics(logs: BanditLogs, policies: Any, max_weight: float | None) -> Any:

@@ -524,3 +524,88 @@ def test_diagnose_reuses_the_evaluations_statistics():
     pd.testing.assert_frame_equal(reused, fresh, rtol=1e-12)
     with _no_warning_check(), pytest.raises(ope.ParameterError, match=r"`statistics` describe"):
         ope.diagnose(logs, max_weight=2.0, statistics=ev.statistics)
+
+
+def _bandit_with_model() -> tuple[object, dict]:
+    from ope.policies import UniformPolicy
+
+    env = ope.simulate.ContextualBandit(n_actions=4, seed=7)
+    return env.sample(2_000, rng=3), {"uniform": UniformPolicy(actions=list(range(4)))}
+
+
+def test_bootstrap_intervals_come_from_one_shared_call_and_equal_each_estimates_own(monkeypatch):
+    import ope.intervals.bootstrap as boot
+
+    table, pol = _bandit_with_model()
+    calls = []
+    real = boot.shared_bootstrap
+    monkeypatch.setattr(boot, "shared_bootstrap", lambda *a, **k: calls.append(1) or real(*a, **k))
+    ev = ope.evaluate(table, pol, estimators=("ips", "snips", "clipped_ips", "dr", "dm"),
+                      max_weight=5.0, ci="bootstrap", n_resamples=300, rng=11)
+    assert calls == [1]
+    for (p, e), est in ev.estimates.items():
+        low, high = ev.table().set_index(["policy", "estimator"]).loc[(p, e), ["ci_low", "ci_high"]]
+        own = est.ci(method="bootstrap", rng=11, n_resamples=300)
+        if e == "dm":  # DM has no interval
+            assert np.isnan(low) and np.isnan(high)
+            continue
+        np.testing.assert_allclose([low, high], [own.low, own.high], rtol=1e-12, atol=1e-12)
+    own = ev.logging.ci(method="bootstrap", rng=11, n_resamples=300)
+    d = ev.to_dict()["logging_policy"]
+    np.testing.assert_allclose([d["ci_low"], d["ci_high"]], [own.low, own.high], rtol=1e-12)
+
+
+def test_a_drawn_seed_is_recorded_and_reproduces_the_evaluation():
+    import dataclasses
+
+    table, pol = _bandit_with_model()
+    kwargs = dict(estimators=("ips", "dr"), ci="bootstrap", n_resamples=200)
+    ev = ope.evaluate(table, pol, rng=None, **kwargs)
+    seed = ev.provenance.seed
+    assert isinstance(seed, int)
+    again = ope.evaluate(table, pol, rng=seed, **kwargs)
+    cols = ["value", "ci_low", "ci_high"]
+    np.testing.assert_allclose(again.table()[cols].to_numpy(float),
+                               ev.table()[cols].to_numpy(float), rtol=1e-12, atol=1e-12)
+    assert ev.provenance.options["ci"] == "bootstrap"
+    assert ev.to_dict()["provenance"]["seed"] == seed
+    assert f"seed:    {seed}" in ev.summary()
+    assert dataclasses.replace(ev, notes=()).provenance == ev.provenance
+    # a Generator is used as is and recorded as None
+    assert ope.evaluate(table, pol, rng=np.random.default_rng(0), **kwargs).provenance.seed is None
+
+
+def test_summary_numbers_each_estimate_note_once_and_plots(tmp_path):
+    ev = ope.evaluate(_hand_logs(), estimators=("ips", "snips"))
+    notes, refs = ev.numbered_notes()
+    assert len(refs) == len(ev.table())
+    text = ev.summary()
+    for i, note in enumerate(notes, 1):
+        assert f"[{i}]" in text
+    assert len(set(notes)) == len(notes)
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    ax = ev.plot()
+    assert len(ax.get_yticklabels()) or len(ax.get_xticklabels())
+
+
+def test_ci_fallback_gives_the_estimators_the_method_does_not_apply_to_its_interval():
+    df = _weighted_logs()
+    kwargs = dict(estimators=("ips", "snips", "clipped_ips"), max_weight=5.0, ci="bottou",
+                  reward_range=(0.0, 1.0))
+    with pytest.raises(ope.EstimationError):
+        ope.evaluate(df, **kwargs)
+    ev = ope.evaluate(df, ci_fallback="normal", **kwargs)
+    t = ev.table().set_index(["policy", "estimator"])
+    assert set(t.xs("clipped_ips", level="estimator").ci_method) == {"bottou"}
+    assert set(t.xs("ips", level="estimator").ci_method) == {"normal"}
+    normal = ope.evaluate(df, ci="normal", **{k: v for k, v in kwargs.items() if k != "ci"})
+    n = normal.table().set_index(["policy", "estimator"])
+    for key in [("a", "ips"), ("b", "snips")]:
+        np.testing.assert_allclose(t.loc[key, ["ci_low", "ci_high"]].to_numpy(float),
+                                   n.loc[key, ["ci_low", "ci_high"]].to_numpy(float), rtol=1e-12)
+    assert "ci='bottou' does not apply to snips: its interval is normal" in ev.notes
+    with pytest.raises(ope.ParameterError, match="ci_fallback"):
+        ope.evaluate(df, ci_fallback="bootstrap", **kwargs)
