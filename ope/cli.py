@@ -1235,6 +1235,7 @@ def _evaluate(args: argparse.Namespace, logs: Any, resolved: Sequence[tuple[str,
         confidence_level=args.confidence_level,
         reward_range=tuple(args.reward_range) if args.reward_range else None,
         weight_bound=args.weight_bound, context_columns=args.context_columns, rng=args.seed,
+        by=getattr(args, "by", None),
     )
     if args.context_columns is None:
         del common["context_columns"]
@@ -1327,6 +1328,8 @@ def _evaluate_in_memory(args: argparse.Namespace, resolved: Sequence[tuple[str, 
     result = _evaluate(args, logs, resolved, _policies_from_args(args))
     d = _diagnose_from_args(args, logs)
     texts = [result.main.summary()]
+    if getattr(result.main, "by", None):
+        texts.append(result.main.segment_summary())
     if result.fallback is not None:
         texts.append(result.fallback.summary())
     note = result.note(args.ci)
@@ -1830,7 +1833,7 @@ def _cmd_demo(args: argparse.Namespace) -> _Outcome:
             rng=args.seed,
         )
         summary = ev.summary(truth=truth)
-        coverage, coverage_doc, d = _demo_coverage_gaps(logs, reward_range, summary)
+        coverage, coverage_doc, d = _demo_coverage_gaps(logs, reward_range, ev)
         learning, learning_doc = _demo_learning(args.seed)
         report = str(write_report(
             DEMO_REPORT, evaluation=ev, diagnostics=d, truth=sample.truth,
@@ -1872,24 +1875,7 @@ def _cmd_demo(args: argparse.Namespace) -> _Outcome:
     return _Outcome(document, text)
 
 
-#: A numbered note of a rendered summary: ``[3] long_tail (ips): ...`` at the start of a line.
-_NUMBERED: Final = re.compile(r"^\s*\[(\d+)\] (.*)$", re.MULTILINE)
-
-
-def _stated_notes(summary: str) -> list[str]:
-    """The numbered notes of a rendered summary, in their order (note i is item i - 1)."""
-    found = {int(n): text for n, text in _NUMBERED.findall(summary)}
-    return [found[i] for i in sorted(found)] if sorted(found) == list(
-        range(1, len(found) + 1)) else []
-
-
-def _policy_notes(notes: Sequence[str], policy: str) -> list[int]:
-    """Numbers of the stated notes (numbered from 1) about ``policy``."""
-    return [i for i, n in enumerate(notes, 1)
-            if n.startswith((f"{policy} (", f"{policy}:", f"policy '{policy}'"))]
-
-
-def _demo_coverage_gaps(logs: Any, reward_range: tuple[float, ...], summary: str
+def _demo_coverage_gaps(logs: Any, reward_range: tuple[float, ...], ev: Any
                         ) -> tuple[str, list[dict[str, Any]], Any]:
     """Where the sample's logs cannot answer: a verdict per candidate, its weight warnings
     referenced by the numbers they have in the evaluation's ``summary`` (not repeated), and
@@ -1897,7 +1883,12 @@ def _demo_coverage_gaps(logs: Any, reward_range: tuple[float, ...], summary: str
     from ope.diagnostics import diagnose
 
     d = diagnose(logs, by=["segment"], max_weight=DEMO_MAX_WEIGHT, reward_range=reward_range)
-    stated = _stated_notes(summary)
+    stated, row_refs = ev.numbered_notes()  # the numbers the evaluation's summary shows
+    by_policy: dict[str, list[int]] = {}
+    for policy, ref in zip(ev.table()["policy"], row_refs):  # P x estimators table rows
+        for number in ref.strip("[]").split(","):
+            if number.strip():
+                by_policy.setdefault(policy, []).append(int(number))
     notes = _Notes(list(stated))
     lines = [f"coverage gaps (ope diagnose --by segment --max-weight {DEMO_MAX_WEIGHT:g}):"]
     table = d.table()
@@ -1906,7 +1897,7 @@ def _demo_coverage_gaps(logs: Any, reward_range: tuple[float, ...], summary: str
     rows = []
     gap_lines = []
     for row in table.itertuples(index=False):
-        refs = _policy_notes(stated, row.policy)
+        refs = sorted(set(by_policy.get(row.policy, [])))
         gaps = segments[(segments.policy == row.policy) & segments.gap]
         for gap in gaps.itertuples(index=False):
             number = notes.add(f"{row.policy}: gap: {gap.reason}")

@@ -242,7 +242,18 @@ def test_demo_states_each_warning_once(capsys, tmp_path, monkeypatch):
     assert main(["demo"]) == EXIT_OK
     captured = capsys.readouterr()
     assert "warning (" not in captured.err
-    notes = re.findall(r"^\[(\d+)\] (.*)$", captured.out, flags=re.MULTILINE)
+    notes: list[tuple[str, str]] = []  # (number, whole text); a wrapped note goes on indented lines
+    current = None
+    for line in captured.out.splitlines():
+        head = re.match(r"^\s*\[(\d+)\] (.*)$", line)
+        if head:
+            current = [head.group(1), head.group(2)]
+            notes.append(current)
+        elif current is not None and line.startswith("      ") and line.strip():
+            current[1] += " " + line.strip()
+        else:
+            current = None
+    notes = [(n, t) for n, t in notes]
     numbers = [int(n) for n, _ in notes]
     assert numbers == list(range(1, len(numbers) + 1))  # numbered once, in order
     texts = [t for _, t in notes]
