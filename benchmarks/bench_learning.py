@@ -15,14 +15,33 @@ split. The gate certifies, on a separate certification split, (a) the conservati
 (b) a policy built to be slightly worse than logging, ``0.9 pi_0 + 0.1 uniform``; approving a
 policy whose exact value is below logging's is a false approval.
 
-Run ``python benchmarks/bench_learning.py`` (``--quick`` for a smoke run).
+Catalog targets (issue 14), ``--catalog``, in one run: the Python path of ``ope learn`` (read the
+logs, ``learn_from_logs`` with the CLI's defaults, ``write_learner_policy_table``) on
+
+* the bundled sample (``ope.load_sample()``: 100,000 events, 20 candidates each, 4,283 actions
+  among the candidates), and
+* 1M rows x 50 items x 50 context features (no candidate sets: every row may take every item;
+  epsilon-greedy logging around a weak classifier, Bernoulli rewards), written as a
+  50M-row policy table,
+
+each in a fresh interpreter (wall time and peak resident memory, ``VmHWM``), interleaved with
+a bare ``pyarrow.parquet.read_table`` of the same file (the floor of any command that reads it).
+``--layouts`` times one objective evaluation on the two candidate-set layouts (the figures
+behind ``ope.learning._support.SCATTER_FACTOR``).
+
+Run ``python benchmarks/bench_learning.py`` (``--quick`` for a smoke run; ``--catalog`` or
+``--layouts`` for those sections only).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import tempfile
 import time
 import warnings
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -31,13 +50,19 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.preprocessing import StandardScaler
 
-from ope.learning import (
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import data_path, format_table, peak_rss, write_result  # noqa: E402
+
+from ope.learning import (  # noqa: E402
     ConservativePolicyLearner,
     DirectMethodPolicyLearner,
     IPSPolicyLearner,
     SafetyGate,
 )
-from ope.learning._common import policy_objective
+from ope.learning._common import Standardizer  # noqa: E402
+from ope.learning._learners import _PerAction, _Problem, _problem, policy_objective  # noqa: E402
+from ope.learning._support import GatherLayout, ScatterLayout, Support  # noqa: E402
 
 CONFIDENCE = 0.95
 
@@ -216,10 +241,12 @@ def timing(n: int, d: int, k: int, max_iter: int) -> None:
         X @ W.T
     matmul = (time.perf_counter() - t0) / 3
     theta = 0.01 * rng.normal(size=k * (d + 1))
+    X1 = Standardizer.fit(X, center=True).transform_t(X)
+    problem = _problem(X1, Support(n, k), a, r, p)
+    model = _PerAction(k, d, True)
     t0 = time.perf_counter()
     for _ in range(3):
-        policy_objective(theta, X, a, r, p, None, n_actions=k, center=X.mean(0),
-                         scale=X.std(0), objective="clipped_ips", variance_penalty=1.645,
+        policy_objective(theta, problem, model, objective="clipped_ips", variance_penalty=1.645,
                          max_weight=float(k), l2_penalty=1e-3)
     evaluation = (time.perf_counter() - t0) / 3
     with warnings.catch_warnings():
@@ -236,12 +263,173 @@ def timing(n: int, d: int, k: int, max_iter: int) -> None:
           f"iterations) | {fit:.1f} | {fit / matmul:.0f} |")
 
 
+# --------------------------------------------------------------------------------------------
+# catalog targets: the Python path of `ope learn`, in fresh interpreters
+# --------------------------------------------------------------------------------------------
+#: what `ope learn LOGS --context-columns ... --out FILE` runs (ope/cli.py, _cmd_learn), with the
+#: CLI's defaults: --reward-range 0 1, --certify-fraction 0.5, --gate betting, --seed 0
+LEARN_WORKLOAD = """
+usage0 = resource.getrusage(resource.RUSAGE_SELF)
+logs = read_logs(path)
+columns = [c for c in logs.columns if c.startswith("x")]
+learner, cert = learn_from_logs(
+    logs, context_columns=columns,
+    learner=ConservativePolicyLearner(reward_range=(0.0, 1.0), rng=0),
+    certify_fraction=0.5, confidence_level=0.95, method="betting", name="learned", rng=0)
+rows = write_learner_policy_table(learner, logs, out, context_columns=columns, name="learned")
+usage1 = resource.getrusage(resource.RUSAGE_SELF)
+cpu = (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)
+json.dump({"cpu_seconds": cpu, "rows_written": rows, "n_iter": learner.n_iter_,
+           "n_actions": int(learner.classes_.size),
+           "verdict": cert.verdict, "lower_bound": cert.lower_bound,
+           "improvement_lower_bound": cert.improvement_lower_bound}, open(info, "w"))
+"""
+
+LEARN_SETUP = """
+import json, resource, warnings
+warnings.simplefilter("ignore")
+from ope.io import read_logs
+from ope.learning import ConservativePolicyLearner, learn_from_logs, write_learner_policy_table
+from ope.moments import centered_moments
+import numpy as np
+centered_moments(np.ones(4), np.ones(4), np.ones((4, 1)), max_weight=None)  # load compiled kernels
+path, out, info = {path!r}, {out!r}, {info!r}
+"""
+
+READ_SETUP = """
+import pyarrow.parquet as pq
+path = {path!r}
+"""
+
+READ_WORKLOAD = "table = pq.read_table(path)"
+
+
+def make_catalog_logs(n: int = 1_000_000, k: int = 50, d: int = 50, seed: int = 0):
+    """n rows, k items, d context features; epsilon-greedy logging (eps = 0.3) around a weak
+    linear classifier; reward ~ Bernoulli(0.1 + 0.5 * 1[action = label])."""
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    B = np.random.default_rng(123).normal(size=(k, d)) / np.sqrt(d) * 2.0
+    y = np.argmax(X @ B.T + rng.gumbel(size=(n, k)), axis=1)
+    G = np.random.default_rng(456).normal(size=(k, d)) / np.sqrt(d) * 2.0
+    weak = np.argmax(X @ (B + G).T, axis=1)
+    eps = 0.3
+    a = np.where(rng.uniform(size=n) < eps, rng.integers(0, k, size=n), weak)
+    p = np.where(a == weak, 1 - eps + eps / k, eps / k)
+    r = (rng.uniform(size=n) < 0.1 + 0.5 * (a == y)).astype(np.float64)
+    cols = {"event_id": np.arange(n), "action": a.astype(np.int64), "propensity": p, "reward": r}
+    cols.update({f"x{j}": X[:, j] for j in range(d)})
+    return pa.table(cols)
+
+
+def catalog_targets(rounds: int, quick: bool) -> dict:
+    import pyarrow.parquet as pq
+
+    import ope
+
+    n = 100_000 if quick else 1_000_000
+    big = data_path(f"learn_{n}x50x50.parquet")
+    if not big.exists():
+        pq.write_table(make_catalog_logs(n=n), big)
+    inputs = {"sample": str(ope.load_sample().path), f"{n:,} x 50 items x 50 features": str(big)}
+    tmp = Path(tempfile.mkdtemp())
+    results: dict = {}
+    for name, path in inputs.items():
+        out, info = str(tmp / "learned.parquet"), str(tmp / "info.json")
+        runs = {"learn": [], "read": []}
+        for k in range(rounds):  # interleaved: learn and the bare read alternate first
+            order = ("learn", "read") if k % 2 == 0 else ("read", "learn")
+            for case in order:
+                if case == "learn":
+                    res = peak_rss(LEARN_SETUP.format(path=path, out=out, info=info),
+                                   LEARN_WORKLOAD)
+                    res.update(json.loads(Path(info).read_text()))
+                else:
+                    res = peak_rss(READ_SETUP.format(path=path), READ_WORKLOAD)
+                runs[case].append(res)
+        learn_s = sorted(r["seconds"] for r in runs["learn"])
+        read_s = sorted(r["seconds"] for r in runs["read"])
+        med = lambda v: float(np.median(v))  # noqa: E731
+        results[name] = {
+            "learn_seconds": learn_s, "read_seconds": read_s,
+            "learn_cpu_seconds": sorted(r["cpu_seconds"] for r in runs["learn"]),
+            "learn_peak_mb": max(r["peak_mb"] for r in runs["learn"]),
+            "read_peak_mb": max(r["peak_mb"] for r in runs["read"]),
+            "ratio_to_read": med(learn_s) / med(read_s),
+            **{key: runs["learn"][-1][key] for key in
+               ("rows_written", "n_iter", "n_actions", "verdict", "lower_bound",
+                "improvement_lower_bound")},
+        }
+    print(f"\n## `ope learn` (Python path), {rounds} interleaved round(s), medians\n")
+    rows = [[name, f"{med(r['learn_seconds']):.1f}", f"{med(r['learn_cpu_seconds']):.1f}",
+             f"{r['learn_peak_mb']:,.0f}",
+             f"{med(r['read_seconds']):.2f}", f"{r['ratio_to_read']:.0f}x", r["n_actions"],
+             r["n_iter"], f"{r['rows_written']:,}", r["verdict"]]
+            for name, r in results.items()]
+    print(format_table(["logs", "learn s", "learn CPU s", "peak MB", "bare read s",
+                        "learn / read", "actions", "L-BFGS its", "policy rows", "verdict"], rows))
+    return results
+
+
+def layouts(rounds: int) -> dict:
+    """One objective evaluation on each candidate-set layout (one BLAS thread)."""
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    kw = dict(objective="clipped_ips", variance_penalty=1.645, max_weight=10.0, l2_penalty=1e-3)
+    out = []
+    with threadpool_limits(limits=1, user_api="blas"):
+        for n, d, K, L in [(100_000, 50, 50, 50), (100_000, 50, 800, 50), (100_000, 4, 400, 20),
+                           (100_000, 4, 80, 20), (100_000, 10, 400, 20)]:
+            X = rng.normal(size=(n, d))
+            X1 = Standardizer.fit(X, center=True).transform_t(X)
+            cand = np.sort(rng.integers(0, K - L + 1, size=(n, L)), axis=1) + np.arange(L)
+            support = Support(n, K, np.arange(0, n * L + 1, L), cand.ravel())
+            a = cand[np.arange(n), rng.integers(0, L, n)]
+            r, p = rng.uniform(size=n), np.full(n, 1.0 / L)
+            model = _PerAction(K, d, True)
+            theta = 0.01 * rng.normal(size=model.size)
+            times = {}
+            for cls in (ScatterLayout, GatherLayout):
+                lay = cls(X1, support)
+                problem = _Problem(lay, lay.native(support.position(a)), r, p)
+                policy_objective(theta, problem, model, **kw)
+                ts = []
+                for _ in range(rounds):
+                    t0 = time.perf_counter()
+                    policy_objective(theta, problem, model, **kw)
+                    ts.append(time.perf_counter() - t0)
+                times[cls.__name__] = float(np.median(ts))
+            out.append({"n": n, "d": d, "K": K, "L": L, **times})
+    print("\n## One objective evaluation per layout (seconds, one BLAS thread, medians)\n")
+    print(format_table(["n", "d", "K", "K / L", "scatter (BLAS)", "gather", "gather / scatter"],
+                       [[o["n"], o["d"], o["K"], o["K"] / o["L"], o["ScatterLayout"],
+                         o["GatherLayout"], o["GatherLayout"] / o["ScatterLayout"]]
+                        for o in out]))
+    return {"layouts": out}
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="few seeds, small timing run")
     parser.add_argument("--seeds", type=int, default=None)
     parser.add_argument("--skip-timing", action="store_true")
+    parser.add_argument("--catalog", action="store_true",
+                        help="only the catalog targets (`ope learn` on the sample and on 1M rows)")
+    parser.add_argument("--layouts", action="store_true", help="only the layout comparison")
+    parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds")
     args = parser.parse_args(argv)
+    if args.catalog or args.layouts:
+        result: dict = {}
+        if args.layouts:
+            result.update(layouts(args.rounds or 3))
+        if args.catalog:
+            result["catalog"] = catalog_targets(args.rounds or (1 if args.quick else 3),
+                                                args.quick)
+        print(f"\nwrote {write_result('bench_learning_catalog', result)}")
+        return
     seeds = args.seeds or (3 if args.quick else 20)
     datasets = ["synthetic", "synthetic+noise", "digits"] if args.quick else [
         "synthetic", "synthetic+noise", "digits", "digits+noise", "wine", "breast_cancer"]

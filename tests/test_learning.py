@@ -13,6 +13,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from ope.exceptions import (
     EstimationError,
     MissingBoundsError,
+    OPEWarning,
     ParameterError,
     PolicyError,
     SchemaError,
@@ -29,7 +30,10 @@ from ope.learning import (
     learner_policy_table,
     rank_policies,
 )
-from ope.learning._common import penalized_value, policy_objective
+from ope.learning._common import penalized_value
+from ope.learning._common import Standardizer
+from ope.learning._learners import _Bilinear, _PerAction, _Problem, _problem, policy_objective
+from ope.learning._support import GatherLayout, ScatterLayout, Support, build_support
 from ope.logs import BanditLogs, ValidationReport
 
 
@@ -75,32 +79,62 @@ def uniform_logs(seed: int, n: int, d: int = 3):
 # ------------------------------------------------------------------------------------------
 # the objective
 # ------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("objective", ["clipped_ips", "self_normalized"])
-@pytest.mark.parametrize("max_weight", [None, 3.0])
-@pytest.mark.parametrize("with_mask", [False, True])
-def test_analytic_gradient_matches_numerical(objective, max_weight, with_mask):
-    rng = np.random.default_rng(0)
-    n, d, k = 150, 4, 3
+def _objective_setup(layout: str, model: str, seed: int = 0):
+    """A small fit problem on one of the three layouts, with per-action or bilinear scores."""
+    rng = np.random.default_rng(seed)
+    n, d, k, m = 150, 4, 3, 2
     X = rng.normal(loc=1.0, size=(n, d))
     a = rng.integers(0, k, n)
     r = rng.uniform(size=n)
     p = rng.uniform(0.1, 0.9, n)
-    mask = None
-    if with_mask:
+    if layout == "dense":
+        support = Support(n, k)
+    else:
         mask = rng.uniform(size=(n, k)) < 0.6
         mask[np.arange(n), a] = True
-    kw = dict(n_actions=k, center=X.mean(0), scale=X.std(0), objective=objective,
-              variance_penalty=1.3, max_weight=max_weight, l2_penalty=0.01)
-    theta = 0.3 * rng.normal(size=k * (d + 1))
+        support = build_support(mask, np.arange(k), n)
+    XsT = Standardizer.fit(X, center=True).transform_t(X)
+    if layout == "gather":  # forced: make_layout picks the scatter layout for 3 actions
+        lay = GatherLayout(XsT, support)
+        problem = _Problem(lay, lay.native(support.position(a)), r, p)
+    else:
+        problem = _problem(XsT, support, a, r, p)
+        assert isinstance(problem.layout, ScatterLayout) == (layout == "scatter")
+    if model == "per_action":
+        score_model = _PerAction(k, d, True)
+    else:
+        score_model = _Bilinear(rng.normal(size=(k, m)), d, True)
+    theta = 0.3 * rng.normal(size=score_model.size)
+    return problem, score_model, theta
+
+
+@pytest.mark.parametrize("objective", ["clipped_ips", "self_normalized"])
+@pytest.mark.parametrize("max_weight", [None, 3.0])
+@pytest.mark.parametrize("layout", ["dense", "scatter", "gather"])
+@pytest.mark.parametrize("model", ["per_action", "bilinear"])
+def test_analytic_gradient_matches_numerical(objective, max_weight, layout, model):
+    problem, score_model, theta = _objective_setup(layout, model)
+    kw = dict(objective=objective, variance_penalty=1.3, max_weight=max_weight, l2_penalty=0.01)
 
     def f(t):
-        return policy_objective(t, X, a, r, p, mask, **kw)[0]
+        return policy_objective(t, problem, score_model, **kw)[0]
 
     def g(t):
-        return policy_objective(t, X, a, r, p, mask, **kw)[1]
+        return policy_objective(t, problem, score_model, **kw)[1]
 
     err = check_grad(f, g, theta)
     assert err < 1e-5 * max(1.0, np.linalg.norm(g(theta)))
+
+
+def test_the_candidate_layouts_give_the_same_objective():
+    """Scatter (BLAS, then a gather) and gather (candidates only) on one support agree."""
+    kw = dict(objective="clipped_ips", variance_penalty=1.0, max_weight=3.0, l2_penalty=0.01)
+    scatter = _objective_setup("scatter", "per_action")
+    gather = _objective_setup("gather", "per_action")
+    f1, g1 = policy_objective(scatter[2], scatter[0], scatter[1], **kw)
+    f2, g2 = policy_objective(gather[2], gather[0], gather[1], **kw)
+    assert f1 == pytest.approx(f2, rel=1e-12)
+    np.testing.assert_allclose(g1, g2, rtol=1e-10, atol=1e-14)
 
 
 def test_penalized_value_hand_computed():
@@ -314,17 +348,23 @@ def test_fit_errors_say_what_where_and_how_to_fix(kwargs, error, match):
         ConservativePolicyLearner().fit(X, y, reward, propensity, **kwargs)
 
 
-def test_predict_errors_for_unseen_actions_and_bad_x():
+def test_predict_with_actions_unseen_in_fit_and_bad_x():
     X, action, reward, p = uniform_logs(9, 100)
     learner = ConservativePolicyLearner().fit(X, action, reward, p)
-    with pytest.raises(ValidationError,
-                       match=r"`candidates` contains actions not seen in fit: \[7\]"):
-        learner.predict_proba(X[:3], candidates=[[0, 7], [1], [0]])
-    with pytest.raises(ValidationError, match=r"`action` contains actions not seen in fit: \[5\]"):
-        learner.target_propensity(X[:2], [0, 5])
+    # an action the learner never saw has no parameters: probability 0, said once per call
+    with pytest.warns(OPEWarning, match=r"^1 \(row, candidate\) pairs name 1 actions not seen in "
+                      r"fit \(e\.g\. \[7\]\); the policy has no parameters for them"):
+        proba = learner.predict_proba(X[:3], candidates=[[0, 7], [1], [0]])
+    np.testing.assert_array_equal(proba, [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    pi = learner.target_propensity(X[:2], [0, 5])
+    assert pi[1] == 0.0 and 0.0 < pi[0] < 1.0
+    with pytest.raises(ValidationError, match=r"at least one candidate action the learner knows; "
+                       r"1 row \(first at row 1\) have none"):
+        learner.predict_proba(X[:2], candidates=[[0], [9]])
     with pytest.raises(ValidationError, match=r"X has 2 features, but .* expecting 3"):
         learner.predict(X[:, :2])
-    with pytest.raises(ValidationError, match=r"at least one candidate action; 1 row"):
+    with pytest.raises(ValidationError,
+                       match=r"at least one candidate action the learner knows; 1 row"):
         learner.predict_proba(X[:2], candidates=[[0], []])
 
 
@@ -562,20 +602,20 @@ def test_logs_helpers_schema_errors():
 def test_objective_value_agrees_with_the_clipped_ips_estimator(max_weight):
     """The learner's objective value is ClippedIPS's estimate - penalty * std_error + L2."""
     import ope
-    from ope.learning._common import softmax_logits
 
     X, action, reward, p = uniform_logs(5, 400)
     n_actions, d = 2, X.shape[1]
     theta = np.random.default_rng(1).normal(size=n_actions * d + n_actions)
-    center, scale = X.mean(axis=0), X.std(axis=0)
+    XsT = Standardizer.fit(X, center=True).transform_t(X)
+    problem = _problem(XsT, Support(X.shape[0], n_actions), action, reward, p)
     f, _ = policy_objective(
-        theta, X, action, reward, p, None, n_actions=n_actions, center=center, scale=scale,
-        objective="clipped_ips", variance_penalty=1.5, max_weight=max_weight, l2_penalty=0.1,
+        theta, problem, _PerAction(n_actions, d, True), objective="clipped_ips",
+        variance_penalty=1.5, max_weight=max_weight, l2_penalty=0.1,
     )
     W = theta[: n_actions * d].reshape(n_actions, d)
-    coef = W / scale
-    pi = softmax_logits(X, coef, theta[n_actions * d:] - coef @ center, None)
-    pi = pi[np.arange(X.shape[0]), action]
+    z = W @ XsT[:d] + theta[n_actions * d:][:, None]  # (actions, rows), by hand
+    P = np.exp(z - z.max(axis=0))
+    pi = (P / P.sum(axis=0))[action, np.arange(X.shape[0])]
     est = (ope.IPS() if max_weight is None else ope.ClippedIPS(max_weight=max_weight)).estimate(
         reward=reward, logging_propensity=p, target_propensity=pi)
     expected = -(est.value - 1.5 * est.std_error) + 0.05 * float(np.sum(W**2))

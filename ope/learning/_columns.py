@@ -7,15 +7,16 @@ matrix is :func:`ope.context.context_matrix`, the one shared with the reward mod
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Sequence
 
 import numpy as np
 import numpy.typing as npt
 
 from ope.context import context_matrix
-from ope.exceptions import SchemaError
+from ope.exceptions import ParameterError, SchemaError
 
-__all__ = ["log_columns", "fit_logs"]
+__all__ = ["log_columns", "fit_logs", "feature_arguments"]
 
 
 def log_columns(
@@ -32,10 +33,30 @@ def log_columns(
     return logs.column("action"), logs.column("reward"), logs.column("propensity"), cand
 
 
+def feature_arguments(learner: Any, logs: Any, action_features: Any) -> dict[str, Any]:
+    """``{"action_features": ...}`` for ``learner.fit``: the ones given (an error for a learner
+    that cannot use them), else ``logs.action_features`` when the logs carry them and the
+    learner scores actions through features (not with ``action_model="per_action"``)."""
+    accepts = "action_features" in inspect.signature(learner.fit).parameters
+    if action_features is not None:
+        if not accepts:
+            raise ParameterError(
+                f"{type(learner).__name__} does not score actions through their features; "
+                "drop action_features or use ConservativePolicyLearner / IPSPolicyLearner."
+            )
+        return {"action_features": action_features}
+    implicit = getattr(logs, "action_features", None)
+    if implicit is None or not accepts or getattr(learner, "action_model", "auto") == "per_action":
+        return {}
+    return {"action_features": implicit}
+
+
 def fit_logs(
-    learner: Any, logs: Any, *, context_columns: str | Sequence[str]
+    learner: Any, logs: Any, *, context_columns: str | Sequence[str], action_features: Any = None
 ) -> Any:
-    """``learner.fit`` on validated logs (actions, rewards, propensities, candidates if present)."""
+    """``learner.fit`` on validated logs (actions, rewards, propensities, candidates and action
+    features if present)."""
     X = context_matrix(logs, context_columns)
     action, reward, propensity, cand = log_columns(logs)
-    return learner.fit(X, action, reward, propensity, candidates=cand)
+    return learner.fit(X, action, reward, propensity, candidates=cand,
+                       **feature_arguments(learner, logs, action_features))

@@ -1,22 +1,25 @@
-"""Input validation and the softmax-policy objective shared by the policy learners.
+"""Input validation, feature standardization and the penalized value shared by the learners.
 
 Everything here works on whole columns: no Python loop runs over rows.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from ope._thresholds import MIN_ROWS
 from ope._validation import (
     as_float_array,
     check_finite,
     check_logging_propensity,
     check_reward_range,
     check_rewards_in_range,
+    power_of_two_scale,
 )
 from ope.exceptions import MissingBoundsError, ValidationError
 from ope.moments import centered_moments
@@ -26,8 +29,8 @@ __all__: list[str] = []
 #: how many offending row numbers an error message quotes
 ROWS_IN_MESSAGE: Final = 5
 
-#: a softmax probability below this is treated as numerically zero when a weight sum is formed;
-#: far below any probability a policy can meaningfully put on a logged action
+#: a weight sum below this is treated as zero when a self-normalized value is formed; far below
+#: any sum of probabilities a policy can meaningfully put on the logged actions
 _TINY: Final = 1e-300
 
 
@@ -87,6 +90,44 @@ def check_propensity(propensity: Any, n: int) -> npt.NDArray[np.float64]:
     return p
 
 
+def translate_reward(
+    reward: npt.NDArray[np.float64], reward_range: tuple[float, float]
+) -> npt.NDArray[np.float64]:
+    """``(r - low) / (high - low)`` in [0, 1], formed in units of a power of two so that a range
+    such as ``(-1e308, 1e308)`` (whose width overflows float64) still gives finite values."""
+    low, high = reward_range
+    s = power_of_two_scale(low, high)
+    out = (reward / s - low / s) / (high / s - low / s)
+    return np.clip(out, 0.0, 1.0, out=out)  # rounding of values exactly at the ends
+
+
+def in_reward_units(value01: Any, reward_range: tuple[float, float]) -> Any:
+    """``low + (high - low) * value01`` (a number or an array) without overflowing for ranges
+    near the float64 limit."""
+    low, high = reward_range
+    s = power_of_two_scale(low, high)
+    return s * (low / s + (high / s - low / s) * value01)
+
+
+def check_features(X: npt.NDArray[np.float64], what: str = "X") -> None:
+    """Every feature finite, else a ValidationError naming the first bad column and row."""
+    if X.size == 0:
+        return
+    low, high = float(np.min(X)), float(np.max(X))
+    if np.isfinite(low) and np.isfinite(high):
+        return
+    bad = ~np.isfinite(X)
+    cols = np.flatnonzero(bad.any(axis=0))
+    col = int(cols[0])
+    rows = np.flatnonzero(bad[:, col])
+    raise ValidationError(
+        f"`{what}` must be finite (no NaN or inf): feature column {col} has {rows.size} NaN or "
+        f"infinite values (first at row {int(rows[0])}: {float(X[rows[0], col])!r})"
+        + (f"; columns {cols[:ROWS_IN_MESSAGE].tolist()} are affected" if cols.size > 1 else "")
+        + ". Remove or impute them before fitting."
+    )
+
+
 def encode_actions(
     y: npt.NDArray[Any], classes: npt.NDArray[Any], *, what: str = "y"
 ) -> npt.NDArray[np.intp]:
@@ -110,14 +151,26 @@ def encode_actions(
     return idx.astype(np.intp, copy=False)
 
 
-def candidate_lists(
-    candidates: Any, n: int
-) -> tuple[npt.NDArray[np.intp], npt.NDArray[Any], npt.NDArray[np.bool_]]:
-    """Flatten candidate lists to ``(row_index, label, row_is_null)`` without a row loop.
+def encode_known(
+    labels: npt.NDArray[Any], classes: npt.NDArray[Any], *, what: str
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.bool_]]:
+    """Index of each label in the sorted ``classes`` and whether it is there at all (labels of
+    a type that cannot be compared with ``classes`` raise)."""
+    if classes.size == 0 or labels.size == 0:
+        return np.zeros(labels.size, dtype=np.intp), np.zeros(labels.size, dtype=bool)
+    try:
+        idx = np.minimum(np.searchsorted(classes, labels), classes.size - 1)
+    except TypeError:
+        raise ValidationError(
+            f"`{what}` labels of type {np.asarray(labels).dtype} cannot be compared with the "
+            f"actions seen in fit (dtype {classes.dtype}); use the same label type throughout."
+        ) from None
+    return idx.astype(np.intp, copy=False), classes[idx] == labels
 
-    ``candidates`` is an Arrow list array (or chunked array) or a sequence of sequences; a null
-    entry means "every action".
-    """
+
+def as_list_array(candidates: Any, n: int) -> pa.Array:
+    """``candidates`` as one Arrow list array of ``n`` rows (an Arrow list column, chunked or
+    not, or a sequence of sequences; a null entry means "every action")."""
     if isinstance(candidates, pa.ChunkedArray):
         candidates = candidates.combine_chunks()
     if not isinstance(candidates, pa.Array):
@@ -139,6 +192,18 @@ def candidate_lists(
             f"`candidates` has {len(candidates)} rows but X has {n}; give one candidate list "
             "per row."
         )
+    return candidates
+
+
+def candidate_lists(
+    candidates: Any, n: int
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[Any], npt.NDArray[np.bool_]]:
+    """Flatten candidate lists to ``(row_index, label, row_is_null)`` without a row loop.
+
+    ``candidates`` is an Arrow list array (or chunked array) or a sequence of sequences; a null
+    entry means "every action".
+    """
+    candidates = as_list_array(candidates, n)
     lengths = candidates.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
     lengths = lengths.astype(np.intp, copy=False)
     values = candidates.flatten()
@@ -158,108 +223,74 @@ def candidate_lists(
     return rows, labels, is_null
 
 
-def candidate_mask(
-    candidates: Any, classes: npt.NDArray[Any], n: int
-) -> npt.NDArray[np.bool_] | None:
-    """Boolean ``(n, n_actions)`` mask of the actions each row may take (``None``: all)."""
-    if candidates is None:
-        return None
-    k = classes.size
-    if isinstance(candidates, np.ndarray) and candidates.dtype == np.bool_:
-        if candidates.shape != (n, k):
-            raise ValidationError(
-                f"a boolean `candidates` mask must have shape (n, n_actions) = ({n}, {k}), columns "
-                f"in the order of classes_; got {candidates.shape}."
-            )
-        mask = candidates
-    else:
-        rows, labels, is_null = candidate_lists(candidates, n)
-        cols = encode_actions(labels, classes, what="candidates")
-        mask = np.zeros((n, k), dtype=bool)
-        mask[rows, cols] = True
-        mask[is_null] = True
-    empty = ~mask.any(axis=1)
-    if empty.any():
-        raise ValidationError(
-            f"every row needs at least one candidate action; {row_list(empty)} have none."
-        )
-    return mask
+# --------------------------------------------------------------------------------------------
+# standardization
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Standardizer:
+    """Per-column ``x -> (x / unit - center) / scale``, fitted so that no step overflows.
 
-
-def softmax_logits(
-    X: npt.NDArray[np.float64],
-    coef: npt.NDArray[np.float64],
-    intercept: npt.NDArray[np.float64],
-    mask: npt.NDArray[np.bool_] | None,
-) -> npt.NDArray[np.float64]:
-    """Row-wise softmax of ``X @ coef.T + intercept`` over each row's candidates, in place."""
-    z = X @ coef.T
-    z += intercept
-    if mask is not None:
-        z[~mask] = -np.inf
-    z -= z.max(axis=1, keepdims=True)
-    np.exp(z, out=z)
-    z /= z.sum(axis=1, keepdims=True)
-    return z
-
-
-def policy_objective(
-    theta: npt.NDArray[np.float64],
-    X: npt.NDArray[np.float64],
-    action: npt.NDArray[np.intp],
-    reward01: npt.NDArray[np.float64],
-    propensity: npt.NDArray[np.float64],
-    mask: npt.NDArray[np.bool_] | None,
-    *,
-    n_actions: int,
-    center: npt.NDArray[np.float64],
-    scale: npt.NDArray[np.float64],
-    objective: str,
-    variance_penalty: float,
-    max_weight: float | None,
-    l2_penalty: float,
-) -> tuple[float, npt.NDArray[np.float64]]:
-    """Negative penalized lower bound of a linear softmax policy and its gradient.
-
-    ``theta`` holds the weights ``W`` (``n_actions x d``) on standardized features
-    ``(X - center) / scale`` followed by the intercepts ``b``. The standardized copy of ``X`` is
-    never formed: the raw-scale coefficients are ``W / scale`` and the intercepts
-    ``b - (W / scale) @ center``.
-
-    Returns the value to minimize,
-    ``-(estimate - variance_penalty * std_error) + l2_penalty / 2 * ||W||^2``, with the estimate
-    on the translated reward scale ``reward01`` in [0, 1], and its gradient.
+    ``unit`` is a power of two near each column's largest magnitude, so ``x / unit`` is exact
+    and lies in (-2, 2): the mean and spread of features as large as 1e308 (or as small as
+    1e-300) are then formed without overflow or underflow, and for ordinary data the result is
+    bit for bit ``(x - mean) / std``. Constant columns get ``scale = 1`` (they become 0).
     """
-    n, d = X.shape
-    W = theta[: n_actions * d].reshape(n_actions, d)
-    b = theta[n_actions * d:]
-    coef = W / scale
-    intercept = b - coef @ center
-    P = softmax_logits(X, coef, intercept, mask)
-    flat = np.arange(n) * n_actions + action  # flat take: faster than fancy 2-D indexing
-    pi = P.ravel()[flat]
-    w = pi / propensity
-    if max_weight is None:
-        active = np.ones(n, dtype=bool)
-        wbar = w
-    else:
-        active = w < max_weight
-        wbar = np.minimum(w, max_weight)
-    value, _, dwbar = penalized_value(wbar, reward01, objective, variance_penalty)
-    # d value / d theta = sum_i dwbar_i * active_i * w_i * d log pi_i / d theta,
-    # with d log pi_i / d logit_b = 1[a_i = b] - pi_ib
-    g = dwbar * active * w
-    R = P
-    R *= -g[:, None]
-    R.ravel()[flat] += g
-    grad_coef = (X.T @ R).T  # ten times faster than R.T @ X with OpenBLAS here
-    grad_intercept = R.sum(axis=0)
-    grad_W = (grad_coef - np.outer(grad_intercept, center)) / scale
-    f = -value + 0.5 * l2_penalty * float(np.dot(W.ravel(), W.ravel()))
-    grad = np.concatenate([(-grad_W + l2_penalty * W).ravel(), -grad_intercept])
-    return f, grad
+
+    unit: npt.NDArray[np.float64]
+    center: npt.NDArray[np.float64]
+    scale: npt.NDArray[np.float64]
+
+    @classmethod
+    def fit(cls, X: npt.NDArray[np.float64], *, center: bool) -> Standardizer:
+        """Center and scale by the standard deviation (``center=True``), or only scale by the
+        root mean square (``center=False``: no intercept may absorb a shift)."""
+        d = X.shape[1]
+        top = np.abs(X).max(axis=0) if X.shape[0] else np.zeros(d)
+        unit = np.array([power_of_two_scale(float(t)) for t in top])  # loop over columns
+        mu = np.zeros(d)
+        sd = np.ones(d)
+        for k in range(d):  # loop over columns, not rows: no (n, d) temporary
+            x = X[:, k] / unit[k]
+            if center:
+                mu[k] = x.mean()
+                sd[k] = x.std()
+            else:
+                sd[k] = np.sqrt(np.mean(x * x))
+        sd[~(sd > 0)] = 1.0
+        return cls(unit, mu, sd)
+
+    @classmethod
+    def identity(cls, d: int) -> Standardizer:
+        return cls(np.ones(d), np.zeros(d), np.ones(d))
+
+    def transform_t(
+        self, X: npt.NDArray[np.float64], *, ones: bool = True
+    ) -> npt.NDArray[np.float64]:
+        """The standardized features transposed, ``(d, n)`` C-contiguous (feature-major), with
+        a last row of ones (``(d + 1, n)``) unless ``ones=False``."""
+        out = np.empty((X.shape[1] + int(ones), X.shape[0]))
+        if ones:
+            out[-1] = 1.0
+        for k in range(X.shape[1]):  # loop over columns
+            np.divide(X[:, k], self.unit[k], out=out[k])
+            out[k] -= self.center[k]
+            out[k] /= self.scale[k]
+        return out
+
+    def raw_coefficients(
+        self, W: npt.NDArray[np.float64], b: npt.NDArray[np.float64]
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """``(coef, intercept)`` on the raw scale with ``x @ coef.T + intercept == Ws @ xs + b``
+        (exact algebra; features near 1e308 give coefficients near 1e-308)."""
+        with np.errstate(under="ignore"):
+            coef = W / self.scale / self.unit
+            intercept = b - (W / self.scale) @ self.center
+        return coef, intercept
 
 
+# --------------------------------------------------------------------------------------------
+# the penalized value (objective and reported bound)
+# --------------------------------------------------------------------------------------------
 def penalized_value(
     wbar: npt.NDArray[np.float64],
     reward01: npt.NDArray[np.float64],
@@ -272,39 +303,64 @@ def penalized_value(
     ``sqrt(var(u) / n)`` with the unbiased variance (POEM, eq. 7).
     ``objective="self_normalized"``: estimate ``sum(r w) / sum(w)``, standard error
     ``sqrt(sum((r - V)^2 w^2)) / sum(w)`` (Norm-POEM).
+
+    The weights are divided by a power of two near their largest value before the moments are
+    formed (exact), so weights up to the float64 limit give finite moments. With fewer than
+    ``MIN_ROWS`` rows there is no standard error: it is reported as ``inf`` (the penalized value
+    is then the estimate itself, which the optimizer may still use; a reported lower bound is
+    the bottom of the range, see :func:`reported_bound`).
     """
     n = wbar.shape[0]
-    if n < 2:  # one row: no spread, and nothing for the kernel's unbiased variances
-        S = max(float(wbar.sum()), _TINY)
-        value = float(np.dot(reward01, wbar)) / (n if objective == "clipped_ips" else S)
-        grad = reward01 / n if objective == "clipped_ips" else (reward01 - value) / S
-        return value, (value, 0.0), grad
+    s = power_of_two_scale(float(wbar.max())) if n else 1.0
+    ws = wbar / s
+    if n < MIN_ROWS:  # one row: no spread, and nothing for the kernel's unbiased variances
+        S = float(ws.sum())
+        if objective == "clipped_ips":
+            value = s * float(np.dot(reward01, ws)) / max(n, 1)
+            return value, (value, np.inf), reward01 / max(n, 1)
+        value = float(np.dot(reward01, ws)) / S if S > _TINY else 0.0
+        grad = (reward01 - value) / S / s if S > _TINY else np.zeros(n)
+        return value, (value, np.inf), grad
     # the moments of (wbar r, wbar) come from the one kernel; wbar is already clipped, so it
     # enters as the target propensity over a logging propensity of 1
-    moments = centered_moments(reward01, np.ones(n), wbar[:, None], max_weight=None)
+    moments = centered_moments(reward01, np.ones(n), ws[:, None], max_weight=None)
     if objective == "clipped_ips":
-        mean, var = moments.product_mean_var(0, clipped=False, about=0.0)
-        se = float(np.sqrt(var / n))
+        mean_s, var_s = moments.product_mean_var(0, clipped=False, about=0.0)
+        mean, se = s * mean_s, s * float(np.sqrt(var_s / n))
         dmean = np.full(n, 1.0 / n)
-        if variance_penalty > 0.0 and se > 0.0:
-            dev = reward01 * wbar - mean
-            dmean = dmean - variance_penalty * dev / ((n - 1) * np.sqrt(n * var))
+        if variance_penalty > 0.0 and var_s > 0.0:
+            dev = reward01 * ws - mean_s  # in units of s: the ratio below is scale-free
+            dmean = dmean - variance_penalty * dev / ((n - 1) * np.sqrt(n * var_s))
         return mean - variance_penalty * se, (mean, se), dmean * reward01
     # self-normalized: sd = sqrt(sum (r - V)^2 w^2) / sum w = sqrt((n - 1) var(psi)) / n with
-    # the kernel's influence terms psi = w (r - V) / mean w
-    S = max(float(wbar.sum()), _TINY)
+    # the kernel's influence terms psi = w (r - V) / mean w; invariant to the scale s
+    S = float(ws.sum())
     if S > _TINY:
         value, var_psi = moments.ratio_mean_var(0, clipped=False)
         sd = float(np.sqrt(var_psi * (n - 1))) / n
     else:  # every weight zero: no information, and a zero value and spread
         value, sd = 0.0, 0.0
+        S = _TINY
     dev = reward01 - value
-    dw2 = dev * wbar * wbar
+    dw2 = dev * ws * ws
     alpha = dev / S
     grad = alpha
     if variance_penalty > 0.0 and sd > 0.0:
         Q = (sd * S) ** 2
-        beta = 2.0 * dev * dev * wbar - 2.0 * alpha * float(dw2.sum())
+        beta = 2.0 * dev * dev * ws - 2.0 * alpha * float(dw2.sum())
         dvar = beta / S**2 - 2.0 * Q / S**3
         grad = alpha - variance_penalty * dvar / (2.0 * sd)
-    return value - variance_penalty * sd, (value, sd), grad
+    return value - variance_penalty * sd, (value, sd), grad / s
+
+
+def reported_bound(bound01: float, se01: float) -> float:
+    """The lower bound of a value on the [0, 1] reward scale, as reported.
+
+    No bound can say more than the range: the true value of any policy lies in [0, 1], so a
+    penalized estimate above 1 (clipped weights above 1 on a few rows with no spread between
+    them) is reported as 1, one below 0 as 0, and without a standard error (fewer than
+    ``MIN_ROWS`` rows, ``se01 = inf``) the only bound the data support is the bottom, 0.
+    """
+    if not np.isfinite(se01):
+        return 0.0
+    return float(min(max(bound01, 0.0), 1.0))

@@ -104,6 +104,10 @@ class Certificate(Result):
         Share of certification rows whose weight was clipped at ``max_weight``.
     notes : tuple of str
         Caveats (e.g. a Student-t bound on few rows), numbered in ``summary()``.
+    seed : int or None
+        The seed of the train/certify split when the certificate comes from
+        :func:`ope.learning.learn_from_logs` (drawn there when ``rng=None``): passing it as
+        ``rng`` reproduces the split, the fit and this certificate. None otherwise.
     """
 
     policy: str
@@ -124,6 +128,7 @@ class Certificate(Result):
     n_certify: int
     clipped_fraction: float
     notes: tuple[str, ...] = ()
+    seed: int | None = None
 
     @property
     def approved(self) -> bool:
@@ -160,14 +165,15 @@ class Certificate(Result):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Certificate:
         """Rebuild a certificate from :meth:`to_dict` output (also of versions without
-        ``notes``, ``value``, ``n`` and ``ci_method``; the last three are derived)."""
+        ``notes``, ``seed``, ``value``, ``n`` and ``ci_method``; the last three are derived)."""
         names = {f.name for f in fields(cls)}
-        missing = sorted(names - set(data) - {"notes"})
+        missing = sorted(names - set(data) - {"notes", "seed"})
         if missing:
             raise ValidationError(f"certificate dict misses keys: {', '.join(missing)}.")
         values = {k: data[k] for k in names if k in data}
         values["reward_range"] = tuple(float(v) for v in values["reward_range"])
         values["notes"] = tuple(str(v) for v in data.get("notes", ()))
+        values["seed"] = None if data.get("seed") is None else int(data["seed"])
         return cls(**values)
 
     @classmethod
@@ -195,6 +201,8 @@ class Certificate(Result):
             f"  rows:              {train} train, {self.n_certify:,} certify; "
             f"{100 * self.clipped_fraction:.3g}% of weights clipped"
         )
+        if self.seed is not None:
+            lines.append(f"  split seed:        {self.seed} (rng={self.seed} reproduces it)")
         return "\n".join(lines)
 
     def _parts(self) -> ResultParts:
@@ -438,10 +446,12 @@ class SafetyGate:
         ell = r - low
         clipped_weight = np.minimum(pe / p, max_weight)
         z = low + ell * clipped_weight
-        lower = _one_sided_lower(
+        # no value lies outside the reward range, so neither does a bound of it (a few rows
+        # with equal clipped terms above high would otherwise give a "lower bound" above high)
+        lower = min(high, _one_sided_lower(
             estimate, z_var, z, low=low, high=low + max_weight * span, confidence_level=level,
             method=method,
-        )
+        ))
         pct = f"{100 * level:g}%"
         if isinstance(self.baseline, str):
             if self.baseline != "logging":
@@ -452,10 +462,10 @@ class SafetyGate:
             # (its variance needs cov(Z, r)), so it is formed per row
             diff = ell * (clipped_weight - 1.0)
             improvement = float(diff.mean())
-            improvement_lower = _one_sided_lower(
+            improvement_lower = min(span, _one_sided_lower(
                 improvement, float(diff.var(ddof=1)), diff, low=-span,
                 high=(max_weight - 1.0) * span, confidence_level=level, method=method,
-            )
+            ))
             baseline_value = float(r.mean())
             source = f"on-policy mean reward of the logging policy on the {n:,} certification rows"
             approve = improvement_lower > 0.0

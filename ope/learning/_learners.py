@@ -3,17 +3,24 @@
 ``ConservativePolicyLearner`` maximizes a lower bound of a linear softmax policy's value
 (counterfactual risk minimization); ``IPSPolicyLearner`` maximizes the plain IPS estimate;
 ``DirectMethodPolicyLearner`` regresses the reward and acts greedily.
+
+Every learner works on each row's candidate set (:mod:`ope.learning._support`): a policy
+spreads over a row's candidates only, and no ``(n, n_actions)`` block is formed unless the
+caller asks for one (``predict_proba``). The softmax learners can score actions through their
+features (``action_features``: a bilinear score on context x item features), so that the
+number of parameters does not grow with the catalog.
 """
 
 from __future__ import annotations
 
-import contextlib
 import warnings
-from collections.abc import Callable
-from typing import Any, Final, Literal, Self
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Final, Literal, NamedTuple, Self
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 from scipy.optimize import minimize
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
@@ -21,23 +28,51 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 from threadpoolctl import threadpool_limits
 
-from ope._validation import check_max_weight, check_rng
-from ope.exceptions import ParameterError, ValidationError
+from ope._progress import progress
+from ope._thresholds import MIN_ROWS
+from ope._validation import check_max_weight, resolve_seed
+from ope.context import context_matrix
+from ope.exceptions import (
+    EstimationError,
+    ParameterError,
+    SchemaError,
+    SmallSampleWarning,
+    ValidationError,
+)
 from ope.learning._columns import fit_logs
 from ope.learning._common import (
+    Standardizer,
+    as_list_array,
     candidate_lists,
-    candidate_mask,
+    check_features,
     check_propensity,
     check_reward,
     encode_actions,
+    encode_known,
+    in_reward_units,
     penalized_value,
-    policy_objective,
+    reported_bound,
     required_reward_range,
     row_list,
-    softmax_logits,
+    translate_reward,
+)
+from ope.learning._support import (
+    Layout,
+    Support,
+    build_support,
+    candidate_row_blocks,
+    make_layout,
+    slice_candidates,
+    warn_unseen,
 )
 
-__all__ = ["ConservativePolicyLearner", "IPSPolicyLearner", "DirectMethodPolicyLearner"]
+__all__ = [
+    "ConservativePolicyLearner",
+    "IPSPolicyLearner",
+    "DirectMethodPolicyLearner",
+    "CandidateProbabilities",
+    "policy_objective",
+]
 
 #: one-sided 95% standard-normal quantile: with this variance penalty the maximized objective,
 #: estimate - penalty * std_error, is an (approximate, in-sample) 95% lower confidence bound
@@ -54,29 +89,86 @@ DEFAULT_L2_PENALTY: Final = 1e-3
 #: share of the training rows held out when ``select="validation"`` (POEM keeps aside 25%)
 DEFAULT_VALIDATION_FRACTION: Final = 0.25
 
-#: below this many multiply-adds per objective evaluation (rows x features x actions) the
-#: optimizer runs with a single BLAS thread: thread start-up costs more than the work
-SINGLE_THREAD_WORK: Final = 5_000_000
+#: BLAS threads of the learners' products (the optimizer's and the predictions' blocks). They
+#: are skinny (K actions x d + 1 features against n rows: bandwidth-bound) and run hundreds of
+#: times, so extra threads mostly synchronize: for 500,000 rows x 50 actions x 50 features one
+#: objective + gradient took 0.23 s of CPU with one OpenBLAS thread and 0.84 s with two (0.79 s
+#: against 3.1 s of wall time on the shared 2-core machine at load 9), and on small problems
+#: thread start-up alone exceeds the work
+BLAS_THREADS: Final = 1
 
 #: L-BFGS-B also stops when the objective (a mean, of order 1) improves by less than this
 #: multiple of ``tol`` in relative terms: clipping puts kinks in the objective at which the
 #: gradient never becomes small, and the value has long stopped changing there
 FTOL_PER_TOL: Final = 0.01
 
+#: L-BFGS-B also stops once the last STALL_WINDOW iterations together improved the objective by
+#: less than STALL_FRACTION of the value's standard error: the objective is an estimate whose
+#: sampling noise is that standard error, and chasing a hundredth of it changes no decision. On
+#: 500,000 rows x 50 actions x 50 features of benchmarks/bench_learning.py's design L-BFGS-B
+#: took 181 iterations to its relative ftol; with this rule the --catalog fit (the 500,000
+#: training rows of its 1M-row logs) stops after 117, its values within 0.0013 standard errors
+#: of the full run's on the small data sets of tests/test_learning_catalog.py
+STALL_WINDOW: Final = 10
+STALL_FRACTION: Final = 0.01
+
 #: ``select="validation"`` grid: multiples of ``variance_penalty`` and of the clip level
 SELECTION_PENALTY_FACTORS: Final = (0.0, 0.25, 1.0, 4.0)
 SELECTION_MAX_WEIGHT_FACTORS: Final = (0.5, 1.0, 2.0)
 
+#: how a softmax learner scores an action: its own weights, or a bilinear form of its features
+ActionModel = Literal["auto", "per_action", "features"]
+_ACTION_MODELS: Final = ("auto", "per_action", "features")
 
 
+class CandidateProbabilities(NamedTuple):
+    """A policy on each row's candidates, in long format (one entry per (row, candidate)).
+
+    ``row`` is the row index (into the ``X`` given), ``action`` the action label, and
+    ``probability`` the policy's probability (0 for a candidate the policy never takes).
+    Entries are grouped by row, in row order, and by label within a row.
+    """
+
+    row: npt.NDArray[np.intp]
+    action: npt.NDArray[Any]
+    probability: npt.NDArray[np.float64]
+
+
+# --------------------------------------------------------------------------------------------
+# inputs
+# --------------------------------------------------------------------------------------------
 def _validate_X(est: BaseEstimator, X: Any, *, reset: bool) -> npt.NDArray[np.float64]:
-    """``validate_data`` with sklearn's messages kept, raised as ope's ``ValidationError``."""
+    """``validate_data`` with sklearn's messages kept, raised as ope's ``ValidationError``;
+    non-finite features are reported with their column and row."""
     try:
-        return validate_data(est, X, reset=reset, dtype=np.float64, accept_sparse=False)
+        X = validate_data(est, X, reset=reset, dtype=np.float64, accept_sparse=False,
+                          ensure_all_finite=False)
     except NotFittedError:
         raise
     except ValueError as exc:
         raise ValidationError(f"X: {exc}") from exc
+    check_features(X)
+    return X
+
+
+def _normal_candidates(candidates: Any, n: int) -> Any:
+    """None, a boolean mask, or one Arrow list array (sequences are converted once)."""
+    if candidates is None or (isinstance(candidates, np.ndarray) and candidates.dtype == np.bool_):
+        return candidates
+    return as_list_array(candidates, n)
+
+
+@dataclass(frozen=True, eq=False)
+class _FitData:
+    """Validated, normalized fit inputs (rewards translated to [0, 1])."""
+
+    X: npt.NDArray[np.float64]
+    action: npt.NDArray[np.intp]
+    r01: npt.NDArray[np.float64]
+    p: npt.NDArray[np.float64]
+    support: Support
+    classes: npt.NDArray[Any]
+    full_information: bool
 
 
 def _validate_fit_inputs(
@@ -87,27 +179,24 @@ def _validate_fit_inputs(
     propensity: Any,
     candidates: Any,
     reward_range: tuple[float, float],
-) -> tuple[
-    npt.NDArray[np.float64],
-    npt.NDArray[np.intp],
-    npt.NDArray[np.float64],
-    npt.NDArray[np.float64],
-    npt.NDArray[np.bool_] | None,
-    npt.NDArray[Any],
-    bool,
-]:
-    """Validate everything ``fit`` receives; return normalized arrays.
+    catalog: npt.NDArray[Any] | None = None,
+) -> _FitData:
+    """Validate everything ``fit`` receives; return normalized arrays and the support.
 
-    Returns ``(X, action_index, reward01, propensity, mask, classes, full_information)`` with the
-    reward translated to ``(r - low) / (high - low)`` in [0, 1].
+    ``classes`` are the logged actions, the candidates' actions and the ``catalog`` (the
+    actions of an action-feature table).
     """
     try:
-        X, y = validate_data(est, X, y, dtype=np.float64, accept_sparse=False)
-        check_classification_targets(y)
+        X, y = validate_data(est, X, y, dtype=np.float64, accept_sparse=False,
+                             ensure_all_finite=False)
+        with warnings.catch_warnings():  # a catalog has more actions than a classifier classes
+            warnings.filterwarnings("ignore", message="The number of unique classes",
+                                    category=UserWarning)
+            check_classification_targets(y)
     except ValueError as exc:
         raise ValidationError(f"{exc}") from exc
+    check_features(X)
     n = X.shape[0]
-    low, high = reward_range
     full_information = reward is None and propensity is None
     if full_information:
         r = p = np.empty(0)  # built below, once the candidate sets are known
@@ -122,9 +211,8 @@ def _validate_fit_inputs(
         r = check_reward(reward, n, reward_range)
         p = check_propensity(propensity, n)
     classes = np.unique(y)
-    if candidates is not None and not (
-        isinstance(candidates, np.ndarray) and candidates.dtype == np.bool_
-    ):
+    candidates = _normal_candidates(candidates, n)
+    if candidates is not None and not isinstance(candidates, np.ndarray):
         _, labels, _ = candidate_lists(candidates, n)
         if labels.size:
             try:
@@ -134,200 +222,283 @@ def _validate_fit_inputs(
                     f"`candidates` labels (dtype {labels.dtype}) cannot be compared with the "
                     f"logged actions (dtype {np.asarray(y).dtype}); use one label type."
                 ) from None
-    mask = candidate_mask(candidates, classes, n)
-    action = encode_actions(y, classes, what="y")
-    if mask is not None:
-        outside = ~mask[np.arange(n), action]
-        if outside.any():
-            raise ValidationError(
-                f"the logged action is not among the row's `candidates` in {row_list(outside)}; "
-                "a logger can only take one of its candidates. Check the join of the two columns."
+    if catalog is not None and catalog.size:
+        if isinstance(candidates, np.ndarray):
+            raise ParameterError(
+                "a boolean `candidates` mask has one column per action seen in fit, which "
+                "action_features would extend; pass the candidates as lists instead."
             )
+        try:
+            classes = np.union1d(classes, catalog)
+        except TypeError:
+            raise SchemaError(
+                f"action_features' `action` labels ({catalog.dtype}) cannot be matched with the "
+                f"logged actions ({np.asarray(y).dtype}); use one label type."
+            ) from None
+    support = build_support(candidates, classes, n)
+    action = encode_actions(y, classes, what="y")
+    outside = support.position(action) < 0
+    if outside.any():
+        raise ValidationError(
+            f"the logged action is not among the row's `candidates` in {row_list(outside)}; "
+            "a logger can only take one of its candidates. Check the join of the two columns."
+        )
     if full_information:
         # Supervised labels carry every action's reward (top of the range for y, bottom for the
         # rest): the same information as logs of a uniform logger that tried each candidate once.
-        rows, cols = np.nonzero(np.ones((n, classes.size), dtype=bool) if mask is None else mask)
-        n_candidates = np.bincount(rows, minlength=n)
+        rows = support.rows
+        cols = support.flat_cols()
         X = X[rows]
-        p = 1.0 / n_candidates[rows]
+        p = 1.0 / support.lengths[rows]
         r01 = (cols == action[rows]).astype(np.float64)
-        action = cols.astype(np.intp, copy=False)
-        mask = None if mask is None else mask[rows]
-        return X, action, r01, p, mask, classes, full_information
-    r01 = (r - low) / (high - low)
-    return X, action, r01, p, mask, classes, full_information
+        return _FitData(X, cols.astype(np.intp, copy=False), r01, p, support.take(rows), classes,
+                        True)
+    return _FitData(X, action, translate_reward(r, reward_range), p, support, classes, False)
 
 
-class _LearnedPolicy(ClassifierMixin, BaseEstimator):
-    """What every learner offers once fitted: ``fit_logs``, ``predict``, ``target_propensity``.
+@dataclass(frozen=True)
+class _TableHolder:
+    """A bare pyarrow table where :func:`ope.context.context_matrix` expects logs."""
 
-    Subclasses implement ``fit`` and ``predict_proba``.
+    table: pa.Table
+
+
+def _catalog(action_features: Any) -> npt.NDArray[Any]:
+    """The action labels an action-feature table (or array) describes."""
+    if type(action_features).__module__.partition(".")[0] == "pandas":
+        action_features = pa.Table.from_pandas(action_features, preserve_index=False)
+    if isinstance(action_features, pa.Table):
+        if "action" not in action_features.column_names:
+            raise SchemaError(
+                "action_features has no `action` column to join on; it has: "
+                f"{', '.join(action_features.column_names)}."
+            )
+        col = action_features.column("action").combine_chunks()
+        if col.null_count:
+            raise SchemaError(f"action_features' `action` column has {col.null_count} nulls.")
+        return np.unique(np.asarray(col.to_numpy(zero_copy_only=False)))
+    if isinstance(action_features, np.ndarray) and action_features.ndim == 2:
+        return np.arange(action_features.shape[0])
+    raise ParameterError(
+        "action_features must be a pyarrow.Table or pandas.DataFrame with an `action` column "
+        "and numeric feature columns, or a 2-D array with one row per integer action; got "
+        f"{type(action_features).__name__}."
+    )
+
+
+def _action_feature_matrix(action_features: Any, classes: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    """The ``(n_actions, m)`` features of ``classes``, rows in ``classes`` order.
+
+    ``action_features`` is a table (pyarrow or pandas) with an ``action`` column and numeric
+    feature columns (the form of ``ope.evaluate(..., action_features=)`` and of the importers'
+    ``logs.action_features``; other columns are left out), or a 2-D array whose row ``a`` holds
+    the features of the integer action ``a``.
+    """
+    if type(action_features).__module__.partition(".")[0] == "pandas":
+        action_features = pa.Table.from_pandas(action_features, preserve_index=False)
+    if isinstance(action_features, pa.Table):
+        table = action_features
+        if "action" not in table.column_names:
+            raise SchemaError(
+                "action_features has no `action` column to join on; it has: "
+                f"{', '.join(table.column_names)}."
+            )
+        names = [f.name for f in table.schema if f.name != "action" and (
+            pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
+            or pa.types.is_boolean(f.type))]
+        if not names:
+            raise SchemaError(
+                "action_features has no numeric feature column besides `action`; encode its "
+                f"columns ({', '.join(c for c in table.column_names if c != 'action')}) as numbers."
+            )
+        keys = np.asarray(table.column("action").combine_chunks().to_numpy(zero_copy_only=False))
+        uniq, counts = np.unique(keys, return_counts=True)
+        if (counts > 1).any():
+            raise SchemaError(
+                f"action_features must have one row per action; {int((counts > 1).sum())} "
+                f"actions repeat (e.g. {uniq[counts > 1][:1].tolist()[0]!r})."
+            )
+        try:
+            order = np.argsort(keys, kind="stable")
+            pos = np.minimum(np.searchsorted(keys[order], classes), keys.size - 1)
+            found = keys[order][pos] == classes
+        except TypeError:
+            raise SchemaError(
+                f"action_features' `action` labels ({keys.dtype}) cannot be matched with the "
+                f"logged actions ({classes.dtype}); use one label type."
+            ) from None
+        if not found.all():
+            miss = classes[~found]
+            raise SchemaError(
+                f"action_features has no row for {miss.size} action(s) logged or among the "
+                f"candidates (e.g. {', '.join(repr(v) for v in miss[:5].tolist())}); give every "
+                "action a row."
+            )
+
+        return context_matrix(_TableHolder(table.take(order[pos])), names, role="action feature")
+    if not isinstance(action_features, np.ndarray) or action_features.ndim != 2:
+        raise ParameterError(
+            "action_features must be a pyarrow.Table or pandas.DataFrame with an `action` column "
+            "and numeric feature columns, or a 2-D array with one row per integer action; got "
+            f"{type(action_features).__name__}."
+        )
+    F = np.asarray(action_features, dtype=np.float64)
+    if classes.dtype.kind not in "iu" or classes.min() < 0 or classes.max() >= F.shape[0]:
+        raise SchemaError(
+            f"an action_features array gives row a to the integer action a, so it needs a row "
+            f"for every action 0..{classes.max() if classes.dtype.kind in 'iu' else '?'}; it has "
+            f"{F.shape[0]} rows for actions {classes[:5].tolist()}... Pass a table with an "
+            "`action` column for other labels."
+        )
+    F = F[classes]
+    bad = ~np.isfinite(F)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise ValidationError(
+            f"`action_features` must be finite: feature column {int(c)} of action "
+            f"{classes[r].item()!r} is {float(F[r, c])!r} ({int(bad.sum())} entries are NaN or "
+            "infinite)."
+        )
+    return F
+
+
+# --------------------------------------------------------------------------------------------
+# score models: parameters -> per-action weights (W, b) on standardized context features
+# --------------------------------------------------------------------------------------------
+class _PerAction:
+    """Each action its own weights: ``theta = [W (K x d), b (K)]`` (b only with an intercept).
+
+    ``logged`` (indices into the ``n_actions`` of ``classes_``) are the actions the fit has
+    weights for; every other action scores ``-inf`` (:meth:`full`): no logged row tells
+    anything about it, and the objective only gains when its probability shrinks, so the
+    optimum puts none there. The fit's support leaves such actions out altogether.
     """
 
-    classes_: npt.NDArray[Any]
-    predict_proba: Callable[..., npt.NDArray[np.float64]]
+    def __init__(self, k: int, d: int, intercept: bool,
+                 logged: npt.NDArray[np.intp] | None = None, n_actions: int | None = None) -> None:
+        self.k, self.d, self.intercept = k, d, intercept
+        self.size = k * d + (k if intercept else 0)
+        self.n_penalized = k * d
+        self.logged = np.arange(k) if logged is None else logged
+        self.n_actions = k if n_actions is None else n_actions
 
-    def fit_logs(self, logs: Any, *, context_columns: Any) -> Any:
-        """Fit on validated :class:`ope.logs.BanditLogs`.
+    def unpack(self, theta: npt.NDArray[np.float64]) -> tuple[Any, Any]:
+        W = theta[: self.k * self.d].reshape(self.k, self.d)
+        b = theta[self.k * self.d:] if self.intercept else np.zeros(self.k)
+        return W, b
 
-        Uses the columns ``action``, ``reward``, ``propensity``, the ``context_columns`` (numeric
-        columns and/or one list column of features) and ``candidates`` when present.
-        """
-        return fit_logs(self, logs, context_columns=context_columns)
+    def full(self, theta: npt.NDArray[np.float64]) -> tuple[Any, Any]:
+        """``(W, b)`` over every action of ``classes_`` (``b = -inf`` for unlogged actions)."""
+        W, b = self.unpack(theta)
+        if self.k == self.n_actions:
+            return np.array(W), np.array(b)
+        W_full = np.zeros((self.n_actions, self.d))
+        b_full = np.full(self.n_actions, -np.inf)
+        W_full[self.logged] = W
+        b_full[self.logged] = b
+        return W_full, b_full
 
-    def predict(self, X: Any, *, candidates: Any = None) -> npt.NDArray[Any]:
-        """The most probable action of each row (the policy's greedy, deterministic version)."""
-        proba = self.predict_proba(X, candidates=candidates)
-        return self.classes_[np.argmax(proba, axis=1)]
-
-    def target_propensity(
-        self, X: Any, action: Any, *, candidates: Any = None
-    ) -> npt.NDArray[np.float64]:
-        """``pi(action_i | x_i)`` for given actions: the per-row vector IPS-type estimators use
-        (for the greedy direct-method policy, 1 where its action equals ``action_i``, else 0)."""
-        proba = self.predict_proba(X, candidates=candidates)
-        idx = encode_actions(np.asarray(action), self.classes_, what="action")
-        if idx.shape[0] != proba.shape[0]:
-            raise ValidationError(f"`action` has {idx.shape[0]} rows but X has {proba.shape[0]}.")
-        return proba[np.arange(proba.shape[0]), idx]
+    def pullback(self, dW: Any, db: Any) -> npt.NDArray[np.float64]:
+        return np.concatenate([dW.ravel(), db]) if self.intercept else dW.ravel()
 
 
-class _SoftmaxPolicyLearner(_LearnedPolicy):
-    """Shared fit/predict of linear softmax policies; subclasses choose the objective."""
+class _Bilinear:
+    """Weights shared through action features: ``score(x, a) = [xs, 1]^T A fs_a`` with ``A``
+    of shape ``(d + 1, m)`` (the last row only with an intercept), so ``W = Fs A[:d]^T`` and
+    ``b = Fs A[d]``: ``(d + 1) m`` parameters whatever the number of actions."""
 
-    def _objective_settings(self) -> tuple[str, float, Any, str | None]:
-        """``(objective, variance_penalty, max_weight spec, select)`` from the hyperparameters."""
-        raise AttributeError  # pragma: no cover - every subclass defines it
+    def __init__(self, Fs: npt.NDArray[np.float64], d: int, intercept: bool) -> None:
+        self.Fs = Fs  # (K, m) standardized action features
+        self.k, self.m = Fs.shape
+        self.d, self.intercept = d, intercept
+        self.size = (d + int(intercept)) * self.m
+        self.n_penalized = d * self.m
 
-    # -- fitting -----------------------------------------------------------------------------
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        reward: Any = None,
-        propensity: Any = None,
-        *,
-        candidates: Any = None,
-    ) -> Self:
-        """Learn the policy from logged bandit feedback.
+    def unpack(self, theta: npt.NDArray[np.float64]) -> tuple[Any, Any]:
+        A = theta.reshape(self.d + int(self.intercept), self.m)
+        W = self.Fs @ A[: self.d].T
+        b = self.Fs @ A[self.d] if self.intercept else np.zeros(self.k)
+        return W, b
 
-        Parameters
-        ----------
-        X : array-like of shape (n, n_features)
-            Context features of the logged rows.
-        y : array-like of shape (n,)
-            The logged actions (labels: int or str).
-        reward : array-like of shape (n,)
-            Observed rewards, inside ``reward_range``.
-        propensity : array-like of shape (n,)
-            Logging probability of the logged action, in (0, 1].
-        candidates : Arrow list column, sequence of sequences, or bool array, optional
-            Each row's candidate actions (a null entry means all actions); the logged action must
-            be among them. A boolean mask has one column per action in sorted-label order.
+    def full(self, theta: npt.NDArray[np.float64]) -> tuple[Any, Any]:
+        """``(W, b)`` over every action: the features score each one, logged or not."""
+        return self.unpack(theta)
 
-        Returns
-        -------
-        self
-        """
-        reward_range = required_reward_range(self.reward_range)
-        if not (isinstance(self.l2_penalty, (int, float)) and self.l2_penalty >= 0):
-            raise ParameterError(f"l2_penalty must be a number >= 0, got {self.l2_penalty!r}.")
-        if not (isinstance(self.max_iter, (int, np.integer)) and self.max_iter >= 1):
-            raise ParameterError(f"max_iter must be an integer >= 1, got {self.max_iter!r}.")
-        X, action, r01, p, mask, classes, full_info = _validate_fit_inputs(
-            self, X, y, reward, propensity, candidates, reward_range
-        )
-        objective, penalty, max_weight_spec, select = self._objective_settings()
-        max_weight = _resolve_max_weight(max_weight_spec, p)
-        self.classes_ = classes
-        self.full_information_ = full_info
-        self.__dict__.pop("selection_results_", None)  # from an earlier fit with selection
-        if select == "validation":
-            penalty, max_weight, self.selection_results_ = self._select(
-                X, action, r01, p, mask, objective, penalty, max_weight
-            )
-        coef, intercept, n_iter = _fit_softmax(
-            X, action, r01, p, mask, classes.size,
-            objective=objective, variance_penalty=penalty, max_weight=max_weight,
-            l2_penalty=float(self.l2_penalty), fit_intercept=bool(self.fit_intercept),
-            max_iter=int(self.max_iter), tol=float(self.tol),
-        )
-        self.coef_ = coef
-        self.intercept_ = intercept
-        self.n_iter_ = n_iter
-        self.max_weight_ = max_weight
-        self.variance_penalty_ = penalty
-        low, high = reward_range
-        P = softmax_logits(X, coef, intercept, mask)
-        pi = P[np.arange(X.shape[0]), action]
-        w = pi / p
-        wbar = w if max_weight is None else np.minimum(w, max_weight)
-        bound, (estimate, se), _ = penalized_value(wbar, r01, objective, penalty)
-        self.value_estimate_ = low + (high - low) * estimate
-        self.value_std_error_ = (high - low) * se
-        self.value_lower_bound_ = low + (high - low) * bound
-        return self
+    def pullback(self, dW: Any, db: Any) -> npt.NDArray[np.float64]:
+        parts = [(dW.T @ self.Fs).ravel()]
+        if self.intercept:
+            parts.append(db @ self.Fs)
+        return np.concatenate(parts)
 
-    def _select(
-        self,
-        X: npt.NDArray[np.float64],
-        action: npt.NDArray[np.intp],
-        r01: npt.NDArray[np.float64],
-        p: npt.NDArray[np.float64],
-        mask: npt.NDArray[np.bool_] | None,
-        objective: str,
-        penalty: float,
-        max_weight: float | None,
-    ) -> tuple[float, float | None, list[dict[str, Any]]]:
-        """Choose ``(variance_penalty, max_weight)`` by unclipped IPS on a held-out split."""
-        n = X.shape[0]
-        fraction = float(self.validation_fraction)
-        if not 0.0 < fraction < 1.0:
-            raise ParameterError(f"validation_fraction must be in (0, 1), got {fraction!r}.")
-        n_val = int(round(n * fraction))
-        if n_val < 1 or n - n_val < 2:
-            raise ValidationError(
-                f"select='validation' needs at least 2 training and 1 validation row; got {n} rows "
-                f"with validation_fraction={fraction}. Use more data or select=None."
-            )
-        perm = check_rng(self.rng).permutation(n)
-        val, tr = perm[:n_val], perm[n_val:]
-        weights = (None,) if max_weight is None else tuple(
-            max(1.0, f * max_weight) for f in SELECTION_MAX_WEIGHT_FACTORS
-        )
-        low, high = required_reward_range(self.reward_range)
-        results: list[dict[str, Any]] = []
-        for factor in sorted(SELECTION_PENALTY_FACTORS, reverse=True):
-            for m in weights:
-                coef, intercept, _ = _fit_softmax(
-                    X[tr], action[tr], r01[tr], p[tr], None if mask is None else mask[tr],
-                    self.classes_.size, objective=objective, variance_penalty=factor * penalty,
-                    max_weight=m, l2_penalty=float(self.l2_penalty),
-                    fit_intercept=bool(self.fit_intercept), max_iter=int(self.max_iter),
-                    tol=float(self.tol),
-                )
-                P = softmax_logits(X[val], coef, intercept, None if mask is None else mask[val])
-                w = P[np.arange(n_val), action[val]] / p[val]
-                score = low + (high - low) * float(np.mean(r01[val] * w))
-                results.append(
-                    {"variance_penalty": factor * penalty, "max_weight": m,
-                     "validation_ips": score}
-                )
-        # most conservative setting first, so ties go to it
-        best = max(range(len(results)), key=lambda i: (results[i]["validation_ips"], -i))
-        return results[best]["variance_penalty"], results[best]["max_weight"], results
 
-    # -- prediction --------------------------------------------------------------------------
-    def predict_proba(self, X: Any, *, candidates: Any = None) -> npt.NDArray[np.float64]:
-        """Action probabilities ``pi(a | x)``, shape ``(n, n_actions)``, columns as ``classes_``.
+_Model = _PerAction | _Bilinear
 
-        ``candidates`` (one list of actions per row, or a boolean mask) restricts each row's
-        policy to its candidates; the others get probability exactly 0.
-        """
-        check_is_fitted(self, "coef_")
-        X = _validate_X(self, X, reset=False)
-        mask = candidate_mask(candidates, self.classes_, X.shape[0])
-        return softmax_logits(X, self.coef_, self.intercept_, mask)
+
+@dataclass(frozen=True, eq=False)
+class _Problem:
+    """One fit's data on its layout: the logged pair of each row, rewards and propensities."""
+
+    layout: Layout
+    logged: npt.NDArray[np.int64]  # flat position of each row's logged pair in the layout
+    r01: npt.NDArray[np.float64]
+    p: npt.NDArray[np.float64]
+
+
+def _problem(
+    X1: npt.NDArray[np.float64], support: Support, action: npt.NDArray[np.intp],
+    r01: npt.NDArray[np.float64], p: npt.NDArray[np.float64],
+) -> _Problem:
+    layout = make_layout(X1, support, fit=True)
+    return _Problem(layout, layout.native(support.position(action)), r01, p)
+
+
+def policy_objective(
+    theta: npt.NDArray[np.float64],
+    problem: _Problem,
+    model: _Model,
+    *,
+    objective: str,
+    variance_penalty: float,
+    max_weight: float | None,
+    l2_penalty: float,
+    stats: dict[str, float] | None = None,
+) -> tuple[float, npt.NDArray[np.float64]]:
+    """Negative penalized lower bound of a linear softmax policy and its gradient.
+
+    ``theta`` holds the model's parameters (per-action weights and intercepts on standardized
+    features, or the bilinear matrix on standardized context x action features). Returns the
+    value to minimize, ``-(estimate - variance_penalty * std_error) + l2_penalty / 2 *
+    ||W||^2``, with the estimate on the translated reward scale ``r01`` in [0, 1], and its
+    gradient: ``d value / d theta = sum_i dwbar_i * active_i * w_i * d log pi_i / d theta`` with
+    ``d log pi_i / d score_ib = 1[a_i = b] - pi_ib`` over row ``i``'s candidates ``b``. The
+    softmax is never normalized as a whole: its row sums divide the logged entries and the
+    residual's row factors. ``stats`` (a dict), if given, receives the estimate's standard error
+    (for the optimizer's stopping rule).
+    """
+    layout = problem.layout
+    W, b = model.unpack(theta)
+    E, total = layout.exp_scores(layout.scores(W, b))  # softmax = E / total, row by row
+    flat = E.reshape(-1)
+    pi = flat[problem.logged] / total
+    w = pi / problem.p
+    if max_weight is None:
+        active: Any = 1.0
+        wbar = w
+    else:
+        active = w < max_weight
+        wbar = np.minimum(w, max_weight)
+    value, (_, se), dwbar = penalized_value(wbar, problem.r01, objective, variance_penalty)
+    if stats is not None:
+        stats["std_error"] = se
+    g = dwbar * active * w
+    layout.scale_rows(E, -g / total)  # R = g (1[logged] - E / total), in place of E
+    flat[problem.logged] += g
+    dW, db = layout.grad(E)
+    penalized = theta[: model.n_penalized]
+    f = -value + 0.5 * l2_penalty * float(np.dot(penalized, penalized))
+    grad = -model.pullback(dW, db)
+    grad[: model.n_penalized] += l2_penalty * penalized
+    return f, grad
 
 
 def _resolve_max_weight(spec: Any, propensity: npt.NDArray[np.float64]) -> float | None:
@@ -347,89 +518,417 @@ def _resolve_max_weight(spec: Any, propensity: npt.NDArray[np.float64]) -> float
     return clip
 
 
+def _stalled(history: list[float], std_error: float) -> bool:
+    """True when the last :data:`STALL_WINDOW` iterations together improved the objective by
+    less than :data:`STALL_FRACTION` of the estimate's standard error (its sampling noise)."""
+    if len(history) <= STALL_WINDOW or not np.isfinite(std_error) or std_error <= 0.0:
+        return False
+    return history[-1 - STALL_WINDOW] - history[-1] < STALL_FRACTION * std_error
+
+
 def _fit_softmax(
-    X: npt.NDArray[np.float64],
-    action: npt.NDArray[np.intp],
-    r01: npt.NDArray[np.float64],
-    p: npt.NDArray[np.float64],
-    mask: npt.NDArray[np.bool_] | None,
-    n_actions: int,
+    problem: _Problem,
+    model: _Model,
     *,
     objective: str,
     variance_penalty: float,
     max_weight: float | None,
     l2_penalty: float,
-    fit_intercept: bool,
     max_iter: int,
     tol: float,
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], int]:
-    """L-BFGS-B on the penalized objective from the uniform policy; raw-scale coef/intercept."""
-    n, d = X.shape
-    if fit_intercept:
-        center = X.mean(axis=0)
-        scale = X.std(axis=0)
-    else:
-        center = np.zeros(d)
-        scale = np.sqrt(np.mean(X * X, axis=0))
-    scale[~(scale > 0)] = 1.0
-    theta0 = np.zeros(n_actions * (d + 1))
-    bounds = None
-    if not fit_intercept:
-        bounds = [(None, None)] * (n_actions * d) + [(0.0, 0.0)] * n_actions
-    # L-BFGS-B's own BLAS calls act on tiny vectors; on small problems a multi-threaded BLAS
-    # spends far more time synchronizing threads than computing, so use one thread there
-    small = n * d * n_actions < SINGLE_THREAD_WORK
-    with threadpool_limits(limits=1, user_api="blas") if small else contextlib.nullcontext():
-        res = _minimize(
-            X, action, r01, p, mask, n_actions, center, scale, theta0, bounds,
-            objective=objective, variance_penalty=variance_penalty, max_weight=max_weight,
-            l2_penalty=l2_penalty, max_iter=max_iter, tol=tol,
+    desc: str,
+) -> tuple[npt.NDArray[np.float64], int]:
+    """L-BFGS-B on the penalized objective from the uniform policy (``theta = 0``)."""
+    theta0 = np.zeros(model.size)
+    stats: dict[str, float] = {}
+    history: list[float] = []
+    with threadpool_limits(limits=BLAS_THREADS, user_api="blas"), \
+            progress(desc=desc, total=max_iter, unit="it") as bar:
+
+        def step(intermediate_result: Any) -> None:
+            bar.update(1)
+            history.append(float(intermediate_result.fun))
+            if _stalled(history, stats.get("std_error", np.inf)):
+                raise StopIteration  # L-BFGS-B then returns its current point
+
+        res = minimize(
+            lambda t: policy_objective(
+                t, problem, model, objective=objective, variance_penalty=variance_penalty,
+                max_weight=max_weight, l2_penalty=l2_penalty, stats=stats,
+            ),
+            theta0,
+            jac=True,
+            method="L-BFGS-B",
+            callback=step,
+            options={"maxiter": max_iter, "gtol": tol, "ftol": FTOL_PER_TOL * tol},
         )
-    if not res.success and res.nit >= max_iter:
+    if not (np.isfinite(res.fun) and np.isfinite(res.x).all()):
+        worst = int(np.argmin(problem.p))
+        raise EstimationError(
+            "the policy optimizer diverged (a non-finite objective): the importance weights are "
+            f"too large to optimize, e.g. propensity {float(problem.p[worst])!r} at row {worst}. "
+            "Clip them (max_weight='auto' or a number) or drop rows with such propensities."
+        )
+    if res.nit >= max_iter and not _stalled(history, stats.get("std_error", np.inf)):
         warnings.warn(
             f"L-BFGS-B stopped after max_iter={max_iter} iterations without meeting tol={tol}; "
             "the policy is usable but may improve with a larger max_iter.",
             ConvergenceWarning,
             stacklevel=3,
         )
-    W = res.x[: n_actions * d].reshape(n_actions, d)
-    b = res.x[n_actions * d:]
-    coef = W / scale
-    intercept = b - coef @ center
-    return coef, intercept, int(res.nit)
+    return res.x, int(res.nit)
 
 
-def _minimize(
-    X: npt.NDArray[np.float64],
-    action: npt.NDArray[np.intp],
-    r01: npt.NDArray[np.float64],
-    p: npt.NDArray[np.float64],
-    mask: npt.NDArray[np.bool_] | None,
-    n_actions: int,
-    center: npt.NDArray[np.float64],
-    scale: npt.NDArray[np.float64],
-    theta0: npt.NDArray[np.float64],
-    bounds: list[tuple[float | None, float | None]] | None,
-    *,
-    objective: str,
-    variance_penalty: float,
-    max_weight: float | None,
-    l2_penalty: float,
-    max_iter: int,
-    tol: float,
-) -> Any:
-    return minimize(
-        lambda t: policy_objective(
-            t, X, action, r01, p, mask, n_actions=n_actions, center=center, scale=scale,
-            objective=objective, variance_penalty=variance_penalty, max_weight=max_weight,
-            l2_penalty=l2_penalty,
-        ),
-        theta0,
-        jac=True,
-        method="L-BFGS-B",
-        bounds=bounds,
-        options={"maxiter": max_iter, "gtol": tol, "ftol": FTOL_PER_TOL * tol},
-    )
+# --------------------------------------------------------------------------------------------
+# what every learner offers once fitted
+# --------------------------------------------------------------------------------------------
+class _LearnedPolicy(ClassifierMixin, BaseEstimator):
+    """``fit_logs``, ``predict``, ``predict_proba``, ``target_propensity`` and the long-format
+    ``predict_candidates`` / ``iter_candidates``, all computed on each row's candidates in
+    blocks of rows.
+
+    Subclasses implement ``fit`` and ``_block_values`` (the policy's probabilities of the
+    (row, candidate) pairs of one block of standardized rows, in CSR order).
+    """
+
+    classes_: npt.NDArray[Any]
+
+    def _block_values(self, X: npt.NDArray[np.float64], support: Support) -> Any:
+        raise NotImplementedError  # pragma: no cover - every subclass defines it
+
+    def fit_logs(self, logs: Any, *, context_columns: Any, action_features: Any = None) -> Any:
+        """Fit on validated :class:`ope.logs.BanditLogs`.
+
+        Uses the columns ``action``, ``reward``, ``propensity``, the ``context_columns`` (numeric
+        columns and/or one list column of features) and ``candidates`` when present;
+        ``action_features`` (default ``logs.action_features`` when the logs carry one) for a
+        learner that scores actions through their features.
+        """
+        return fit_logs(self, logs, context_columns=context_columns,
+                        action_features=action_features)
+
+    def iter_candidates(
+        self, X: Any, *, candidates: Any = None
+    ) -> Iterator[CandidateProbabilities]:
+        """The policy on each row's candidates, block by block of rows (bounded memory).
+
+        Yields :class:`CandidateProbabilities` whose ``row`` indexes ``X``; ``candidates`` as in
+        ``fit`` (None: every action of ``classes_``).
+        """
+        for sl, support, values in self._dense_blocks(X, candidates):
+            yield CandidateProbabilities(support.rows + sl.start,
+                                         self.classes_[support.flat_cols()], values)
+
+    def predict_candidates(self, X: Any, *, candidates: Any = None) -> CandidateProbabilities:
+        """The policy on each row's candidates in long format: one entry per (row, candidate).
+
+        Memory grows with the number of candidates, not with ``n * n_actions``: the form to use
+        for catalogs of thousands of actions (``predict_proba`` is dense).
+        """
+        parts = list(self.iter_candidates(X, candidates=candidates))
+        if not parts:
+            return CandidateProbabilities(np.zeros(0, dtype=np.intp), self.classes_[:0],
+                                          np.zeros(0))
+        return CandidateProbabilities(*(np.concatenate(c) for c in zip(*parts)))
+
+    def _dense_blocks(self, X: Any, candidates: Any) -> Iterator[tuple[slice, Support, Any]]:
+        check_is_fitted(self, "classes_")
+        X = _validate_X(self, X, reset=False)
+        n = X.shape[0]
+        cand = _normal_candidates(candidates, n)
+        unseen: list[Any] = []
+        for sl in candidate_row_blocks(cand, n, self.classes_.size):  # blocks, not rows
+            support = build_support(slice_candidates(cand, sl), self.classes_, sl.stop - sl.start,
+                                    unseen=unseen)
+            with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
+                values = self._block_values(X[sl], support)
+            yield sl, support, values
+        warn_unseen(unseen)
+
+    def predict_proba(self, X: Any, *, candidates: Any = None) -> npt.NDArray[np.float64]:
+        """Action probabilities ``pi(a | x)``, shape ``(n, n_actions)``, columns as ``classes_``.
+
+        ``candidates`` (one list of actions per row, or a boolean mask) restricts each row's
+        policy to its candidates; the others get probability exactly 0. A candidate the learner
+        never saw in fit (not in ``classes_``) gets probability 0 too, with one
+        :class:`ope.exceptions.OPEWarning` per call; a row with no known candidate is a
+        ``ValidationError``. Dense by nature: for a large catalog use
+        :meth:`predict_candidates`.
+        """
+        check_is_fitted(self, "classes_")
+        k = self.classes_.size
+        out: npt.NDArray[np.float64] | None = None
+        for sl, support, values in self._dense_blocks(X, candidates):
+            if out is None:
+                out = np.zeros((self._n_rows(X), k))
+            block = out[sl]
+            block.reshape(-1)[support.rows * k + support.flat_cols()] = values
+        return out if out is not None else np.zeros((0, k))
+
+    @staticmethod
+    def _n_rows(X: Any) -> int:
+        return int(np.shape(X)[0])
+
+    def predict(self, X: Any, *, candidates: Any = None) -> npt.NDArray[Any]:
+        """The most probable action of each row (the policy's greedy, deterministic version);
+        ties go to the first label."""
+        check_is_fitted(self, "classes_")
+        labels = []
+        for _, support, values in self._dense_blocks(X, candidates):
+            labels.append(self.classes_[support.flat_cols()[_row_argmax(support, values)]])
+        return np.concatenate(labels) if labels else self.classes_[:0]
+
+    def target_propensity(
+        self, X: Any, action: Any, *, candidates: Any = None
+    ) -> npt.NDArray[np.float64]:
+        """``pi(action_i | x_i)`` for given actions: the per-row vector IPS-type estimators use
+        (0 where ``action_i`` is not among row ``i``'s candidates; for the greedy direct-method
+        policy, 1 where its action equals ``action_i``, else 0)."""
+        check_is_fitted(self, "classes_")
+        labels = np.asarray(action)
+        idx, known = encode_known(labels, self.classes_, what="action")
+        n = self._n_rows(X)
+        if idx.shape[0] != n:
+            raise ValidationError(f"`action` has {idx.shape[0]} rows but X has {n}.")
+        out = np.zeros(n)
+        for sl, support, values in self._dense_blocks(X, candidates):
+            pos = np.where(known[sl], support.position(idx[sl]), -1)
+            out[sl] = np.where(pos >= 0, values[np.maximum(pos, 0)], 0.0)
+        return out
+
+
+def _row_argmax(support: Support, values: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """CSR position of the first largest value of each row."""
+    if support.offsets is None:
+        k = support.n_actions
+        return np.arange(support.n, dtype=np.int64) * k + values.reshape(support.n, k).argmax(1)
+    top = np.maximum.reduceat(values, support.offsets[:-1])
+    hit = np.flatnonzero(values >= np.repeat(top, support.lengths))
+    rows = support.rows[hit]
+    first = np.ones(hit.size, dtype=bool)
+    first[1:] = rows[1:] != rows[:-1]
+    return hit[first]
+
+
+# --------------------------------------------------------------------------------------------
+# softmax learners
+# --------------------------------------------------------------------------------------------
+class _SoftmaxPolicyLearner(_LearnedPolicy):
+    """Shared fit/predict of linear softmax policies; subclasses choose the objective."""
+
+    def _objective_settings(self) -> tuple[str, float, Any, str | None]:
+        """``(objective, variance_penalty, max_weight spec, select)`` from the hyperparameters."""
+        raise AttributeError  # pragma: no cover - every subclass defines it
+
+    def _split_rng(self) -> tuple[int | None, np.random.Generator]:
+        """The seed recorded as ``seed_`` and the generator of the validation split."""
+        return resolve_seed(getattr(self, "rng", None))
+
+    # -- fitting -----------------------------------------------------------------------------
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        reward: Any = None,
+        propensity: Any = None,
+        *,
+        candidates: Any = None,
+        action_features: Any = None,
+    ) -> Self:
+        """Learn the policy from logged bandit feedback.
+
+        Parameters
+        ----------
+        X : array-like of shape (n, n_features)
+            Context features of the logged rows.
+        y : array-like of shape (n,)
+            The logged actions (labels: int or str).
+        reward : array-like of shape (n,)
+            Observed rewards, inside ``reward_range``.
+        propensity : array-like of shape (n,)
+            Logging probability of the logged action, in (0, 1].
+        candidates : Arrow list column, sequence of sequences, or bool array, optional
+            Each row's candidate actions (a null entry means all actions); the logged action must
+            be among them. A boolean mask has one column per action in sorted-label order.
+            Without candidates every row may take every action seen in fit.
+        action_features : table or 2-D array, optional
+            Features of the actions: a pyarrow/pandas table with an ``action`` column and
+            numeric feature columns (one row per action; every logged or candidate action
+            needs one), or an array whose row ``a`` describes the integer action ``a``. With
+            ``action_model="auto"`` they switch the score to the bilinear form.
+
+        Returns
+        -------
+        self
+        """
+        reward_range = required_reward_range(self.reward_range)
+        if not (isinstance(self.l2_penalty, (int, float)) and self.l2_penalty >= 0):
+            raise ParameterError(f"l2_penalty must be a number >= 0, got {self.l2_penalty!r}.")
+        if not (isinstance(self.max_iter, (int, np.integer)) and self.max_iter >= 1):
+            raise ParameterError(f"max_iter must be an integer >= 1, got {self.max_iter!r}.")
+        kind = self._model_kind(action_features)
+        objective, penalty, max_weight_spec, select = self._objective_settings()
+        seed, gen = self._split_rng()
+        catalog = _catalog(action_features) if kind == "features" else None
+        data = _validate_fit_inputs(self, X, y, reward, propensity, candidates, reward_range,
+                                    catalog)
+        max_weight = _resolve_max_weight(max_weight_spec, data.p)
+        features = None
+        if kind == "features":
+            features = _action_feature_matrix(action_features, data.classes)
+        self.classes_ = data.classes
+        self.full_information_ = data.full_information
+        self.action_model_ = kind
+        self.seed_ = seed
+        self.__dict__.pop("selection_results_", None)  # from an earlier fit with selection
+        if select == "validation":
+            penalty, max_weight, self.selection_results_ = self._select(
+                data, features, gen, objective, penalty, max_weight
+            )
+        std, fstd, model, problem = self._prepare(data.X, data.support, data.action, data.r01,
+                                                  data.p, features)
+        theta, n_iter = _fit_softmax(
+            problem, model, objective=objective, variance_penalty=penalty,
+            max_weight=max_weight, l2_penalty=float(self.l2_penalty), max_iter=int(self.max_iter),
+            tol=float(self.tol), desc=f"{type(self).__name__}: L-BFGS",
+        )
+        self._std = std
+        self._W, self._b = model.full(theta)
+        self.coef_, self.intercept_ = std.raw_coefficients(self._W, self._b)
+        if isinstance(model, _Bilinear):
+            self.action_coef_ = theta.reshape(-1, model.m).copy()
+            self.action_feature_center_ = fstd.center * fstd.unit
+            self.action_feature_scale_ = fstd.scale * fstd.unit
+        else:
+            self.__dict__.pop("action_coef_", None)
+        self.n_iter_ = n_iter
+        self.max_weight_ = max_weight
+        self.variance_penalty_ = penalty
+        # the learned policy's value on the training rows
+        layout = problem.layout
+        P = layout.softmax(layout.scores(*model.unpack(theta)))
+        w = P.reshape(-1)[problem.logged] / data.p
+        wbar = w if max_weight is None else np.minimum(w, max_weight)
+        bound, (estimate, se), _ = penalized_value(wbar, data.r01, objective, penalty)
+        if not np.isfinite(se):
+            warnings.warn(
+                f"fitted on {wbar.size} row(s): fewer than {MIN_ROWS} rows give no standard "
+                "error, so value_std_error_ is inf and value_lower_bound_ is the bottom of "
+                "reward_range.", SmallSampleWarning, stacklevel=2,
+            )
+        low, high = reward_range
+        self.value_estimate_ = in_reward_units(estimate, reward_range)
+        self.value_std_error_ = (high - low) * se if np.isfinite(se) else float("inf")
+        self.value_lower_bound_ = in_reward_units(reported_bound(bound, se), reward_range)
+        return self
+
+    def _model_kind(self, action_features: Any) -> str:
+        mode = getattr(self, "action_model", "auto")
+        if mode not in _ACTION_MODELS:
+            raise ParameterError(
+                f"action_model must be one of {', '.join(map(repr, _ACTION_MODELS))}; got "
+                f"{mode!r}."
+            )
+        if mode == "features" and action_features is None:
+            raise ParameterError(
+                "action_model='features' scores actions through their features: pass "
+                "fit(..., action_features=...) (a table with an `action` column)."
+            )
+        if mode == "per_action" and action_features is not None:
+            raise ParameterError(
+                "action_model='per_action' gives each action its own weights and does not use "
+                "action_features; drop them, or use action_model='auto' or 'features'."
+            )
+        return "features" if action_features is not None else "per_action"
+
+    def _prepare(
+        self,
+        X: npt.NDArray[np.float64],
+        support: Support,
+        action: npt.NDArray[np.intp],
+        r01: npt.NDArray[np.float64],
+        p: npt.NDArray[np.float64],
+        features: npt.NDArray[np.float64] | None,
+    ) -> tuple[Standardizer, Standardizer, _Model, _Problem]:
+        """Standardize the rows (and action features), and set up the model and its problem."""
+        intercept = bool(self.fit_intercept)
+        std = Standardizer.fit(X, center=intercept)
+        XsT = std.transform_t(X)
+        d = X.shape[1]
+        if features is None:
+            fstd = Standardizer.identity(0)
+            k = support.n_actions
+            seen = np.zeros(k, dtype=bool)
+            seen[action] = True
+            logged = np.flatnonzero(seen)
+            model: _Model = _PerAction(logged.size, d, intercept, logged, k)
+            if logged.size < k:  # actions never logged: out of the fit (they score -inf)
+                support = support.restrict(seen)
+                action = (np.cumsum(seen) - 1)[action]
+        else:
+            # centering the action features shifts every candidate's score of a row by the same
+            # amount, which the softmax ignores: always free
+            fstd = Standardizer.fit(features, center=True)
+            model = _Bilinear(np.ascontiguousarray(fstd.transform_t(features, ones=False).T), d,
+                              intercept)
+        return std, fstd, model, _problem(XsT, support, action, r01, p)
+
+    def _select(
+        self,
+        data: _FitData,
+        features: npt.NDArray[np.float64] | None,
+        gen: np.random.Generator,
+        objective: str,
+        penalty: float,
+        max_weight: float | None,
+    ) -> tuple[float, float | None, list[dict[str, Any]]]:
+        """Choose ``(variance_penalty, max_weight)`` by unclipped IPS on a held-out split."""
+        n = data.X.shape[0]
+        fraction = float(self.validation_fraction)
+        if not 0.0 < fraction < 1.0:
+            raise ParameterError(f"validation_fraction must be in (0, 1), got {fraction!r}.")
+        n_val = int(round(n * fraction))
+        if n_val < 1 or n - n_val < 2:
+            raise ValidationError(
+                f"select='validation' needs at least 2 training and 1 validation row; got {n} rows "
+                f"with validation_fraction={fraction}. Use more data or select=None."
+            )
+        perm = gen.permutation(n)
+        val, tr = perm[:n_val], perm[n_val:]
+        weights = (None,) if max_weight is None else tuple(
+            max(1.0, f * max_weight) for f in SELECTION_MAX_WEIGHT_FACTORS
+        )
+        std, _, model, problem = self._prepare(
+            data.X[tr], data.support.take(tr), data.action[tr], data.r01[tr], data.p[tr], features
+        )
+        val_support = data.support.take(val)
+        val_layout = make_layout(std.transform_t(data.X[val]), val_support, fit=False)
+        val_logged = val_layout.native(val_support.position(data.action[val]))
+        reward_range = required_reward_range(self.reward_range)
+        grid = [(factor, m) for factor in sorted(SELECTION_PENALTY_FACTORS, reverse=True)
+                for m in weights]
+        results: list[dict[str, Any]] = []
+        for i, (factor, m) in enumerate(grid):  # loop over grid points, not rows
+            theta, _ = _fit_softmax(
+                problem, model, objective=objective, variance_penalty=factor * penalty,
+                max_weight=m, l2_penalty=float(self.l2_penalty), max_iter=int(self.max_iter),
+                tol=float(self.tol), desc=f"select {i + 1}/{len(grid)}: L-BFGS",
+            )
+            P = val_layout.softmax(val_layout.scores(*model.full(theta)))
+            w = P.reshape(-1)[val_logged] / data.p[val]
+            score = in_reward_units(float(np.mean(data.r01[val] * w)), reward_range)
+            results.append(
+                {"variance_penalty": factor * penalty, "max_weight": m, "validation_ips": score}
+            )
+        # most conservative setting first, so ties go to it
+        best = max(range(len(results)), key=lambda i: (results[i]["validation_ips"], -i))
+        return results[best]["variance_penalty"], results[best]["max_weight"], results
+
+    # -- prediction --------------------------------------------------------------------------
+    def _block_values(self, X: npt.NDArray[np.float64], support: Support) -> Any:
+        check_is_fitted(self, "coef_")
+        layout = make_layout(self._std.transform_t(X), support, fit=False)
+        return layout.csr(layout.softmax(layout.scores(self._W, self._b)))
 
 
 class ConservativePolicyLearner(_SoftmaxPolicyLearner):
@@ -455,6 +954,12 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
     reward_range : tuple of float, default=(0.0, 1.0)
         A priori range of the rewards; rewards outside it are an error. The objective works with
         the translated reward :math:`(r - r_{lo})/(r_{hi} - r_{lo}) \in [0, 1]`.
+    action_model : {"auto", "per_action", "features"}, default="auto"
+        How an action is scored: ``"per_action"``, its own weights :math:`W_a\cdot x + b_a`
+        (``n_actions * (n_features + 1)`` parameters); ``"features"``, a bilinear form of the
+        context and the action's features, :math:`[x, 1]^\top A f_a` (``(n_features + 1) *
+        n_action_features`` parameters, whatever the catalog's size, and shared by every
+        action); ``"auto"``, ``"features"`` when ``fit`` receives ``action_features``.
     select : {None, "validation"}, default=None
         ``"validation"`` holds out ``validation_fraction`` of the rows, fits a small grid
         (``variance_penalty`` times 0, 0.25, 1, 4; ``max_weight`` times 0.5, 1, 2), keeps the
@@ -463,30 +968,43 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
     validation_fraction : float, default=0.25
         Held-out share for ``select="validation"``.
     fit_intercept : bool, default=True
-        Learn a per-action intercept :math:`b_a`.
+        Learn a per-action intercept :math:`b_a` (with ``action_model="features"``: the
+        context-free term :math:`c^\top f_a`).
     max_iter : int, default=500
-        L-BFGS-B iterations.
+        L-BFGS-B iterations (a progress bar on a terminal's stderr counts them).
     tol : float, default=1e-6
         L-BFGS-B stops when the projected gradient is below ``tol`` or the relative decrease
         of the objective is below ``0.01 * tol``.
     rng : int, numpy.random.Generator or None, default=None
-        Randomness of the validation split (``select="validation"`` only).
+        Randomness of the validation split (``select="validation"`` only). With None a seed is
+        drawn (:func:`ope._validation.resolve_seed`) and recorded as ``seed_``: refitting with
+        ``rng=learner.seed_`` reproduces the fit exactly.
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_actions,)
         Action labels (sorted): the logged actions plus any that appear only in ``candidates``.
     coef_ : ndarray of shape (n_actions, n_features)
-        :math:`W` on the scale of the raw features.
+        Each action's weights on the scale of the raw features (with action features: the
+        weights the bilinear form gives each action).
     intercept_ : ndarray of shape (n_actions,)
-        :math:`b`.
+        The scores' intercepts on the raw scale; ``-inf`` (per-action scores) for an action
+        that no training row logged: no row says anything about it, and the objective only
+        gains as its probability shrinks, so the policy gives it none (unless a row's
+        candidates are all such actions: then it is uniform over them).
+    action_coef_ : ndarray of shape (n_features + fit_intercept, n_action_features)
+        With action features only: :math:`A` on standardized context and action features
+        (standardized with ``action_feature_center_`` and ``action_feature_scale_``).
+    action_model_ : {"per_action", "features"}
+        The score used.
     value_estimate_ : float
         Estimate (clipped IPS or self-normalized) of the learned policy's value on the training
         rows, in reward units.
     value_std_error_ : float
-        Its standard error.
+        Its standard error (``inf`` when fitted on fewer than 2 rows).
     value_lower_bound_ : float
-        The maximized objective, ``value_estimate_ - variance_penalty_ * value_std_error_``.
+        The maximized objective, ``value_estimate_ - variance_penalty_ * value_std_error_``,
+        restricted to ``reward_range`` (no value lies outside it; one row gives its bottom).
         In-sample, hence optimistic: certify on held-out rows with :class:`SafetyGate`.
     max_weight_ : float or None
         The clip level used.
@@ -494,6 +1012,8 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
         The variance penalty used (differs from ``variance_penalty`` after selection).
     selection_results_ : list of dict
         With ``select="validation"``: each grid point and its validation IPS value.
+    seed_ : int or None
+        The seed of the validation split (drawn when ``rng=None``; None for a Generator).
     full_information_ : bool
         True when fitted as ``fit(X, y)`` (supervised labels; see Notes).
     n_iter_ : int
@@ -503,13 +1023,15 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
 
     Notes
     -----
-    The policy is :math:`\pi_W(a|x) = \exp(W_a\cdot x + b_a)/\sum_{a'\in C(x)}\exp(W_{a'}\cdot x
-    + b_{a'})` over the row's candidate set :math:`C(x)` (all actions without ``candidates``).
-    With translated rewards :math:`\tilde r_i\in[0,1]`, weights :math:`w_i = \pi_W(a_i|x_i)/p_i`
-    and :math:`\bar w_i = \min(w_i, M)`, ``objective="clipped_ips"`` maximizes
+    The policy is :math:`\pi_\theta(a|x) = \exp(s_\theta(x, a))/\sum_{a'\in C(x)}
+    \exp(s_\theta(x, a'))` over the row's candidate set :math:`C(x)` (every action seen in fit
+    without ``candidates``), with the score :math:`s = W_a\cdot x + b_a` or, with action
+    features, :math:`s = [x, 1]^\top A f_a`. With translated rewards
+    :math:`\tilde r_i\in[0,1]`, weights :math:`w_i = \pi_\theta(a_i|x_i)/p_i` and
+    :math:`\bar w_i = \min(w_i, M)`, ``objective="clipped_ips"`` maximizes
 
-    .. math:: \hat V^M(W) - \lambda\sqrt{\widehat{\mathrm{Var}}(u)/n} - \tfrac c2\lVert W\rVert^2,
-              \qquad u_i = \tilde r_i\bar w_i,\quad \hat V^M = \bar u,
+    .. math:: \hat V^M(\theta) - \lambda\sqrt{\widehat{\mathrm{Var}}(u)/n}
+              - \tfrac c2\lVert W\rVert^2, \qquad u_i = \tilde r_i\bar w_i,\quad \hat V^M = \bar u,
 
     which is POEM's objective (Swaminathan & Joachims 2015, eq. 7) with losses
     :math:`\delta_i = -\tilde r_i \in [-1, 0]`. The translation matters: with non-negative
@@ -519,18 +1041,28 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
     maximizes :math:`\hat V_{SN} - \lambda\hat\sigma_{SN}` with
     :math:`\hat V_{SN} = \sum_i\tilde r_i\bar w_i/\sum_i\bar w_i` and
     :math:`\hat\sigma_{SN}^2 = \sum_i(\tilde r_i-\hat V_{SN})^2\bar w_i^2/(\sum_i\bar w_i)^2`
-    (Swaminathan & Joachims 2015b), which is invariant to translating the reward.
+    (Swaminathan & Joachims 2015b), which is invariant to translating the reward. The mean and
+    variance come from the package's moment kernel (:func:`ope.moments.centered_moments`).
 
-    Gradients are analytic: :math:`\partial\log\pi(a_i|x_i)/\partial W_b =
-    (1[a_i=b] - \pi(b|x_i))\,x_i`, zero for clipped rows; one pass over the rows builds an
-    ``(n, n_actions)`` coefficient block whose product with ``X`` is the gradient. L-BFGS-B
-    starts from the uniform policy; the objective is not convex. Features are standardized
-    internally and ``coef_`` is reported on the raw scale.
+    Gradients are analytic: :math:`\partial\log\pi(a_i|x_i)/\partial s(x_i, b) =
+    1[a_i=b] - \pi(b|x_i)` for the row's candidates :math:`b`, zero for clipped rows. The
+    scores and probabilities exist only for (row, candidate) pairs: an action-major
+    ``(n_actions, n)`` block without candidate sets (both products are BLAS calls), a flat
+    array of the candidates with them (gathered scores and ``bincount`` gradients for a
+    large catalog). With per-action scores the fit has weights only for the actions some
+    training row logged (the others score :math:`-\infty`, see ``intercept_``). L-BFGS-B
+    starts from the uniform policy (the objective is not convex) and also stops once ten
+    iterations together gained less than 1% of the estimate's standard error. Features are
+    standardized internally (in units of a power of two near each column's
+    largest magnitude, so features near 1e308 stay finite) and ``coef_`` is reported on the
+    raw scale.
 
-    scikit-learn API: ``fit(X, y, reward, propensity, *, candidates=None)`` with ``y`` the logged
-    actions, so ``fit(X, action, reward, propensity)`` works positionally.
-    ``predict_proba`` is the stochastic policy, ``predict`` its greedy version, and ``score``
-    (accuracy) is the value of the greedy policy when ``y`` holds the one rewarded action.
+    scikit-learn API: ``fit(X, y, reward, propensity, *, candidates=None,
+    action_features=None)`` with ``y`` the logged actions, so ``fit(X, action, reward,
+    propensity)`` works positionally. ``predict_proba`` is the stochastic policy (dense,
+    ``(n, n_actions)``), ``predict_candidates`` the same on each row's candidates in long
+    format, ``predict`` its greedy version, and ``score`` (accuracy) is the value of the greedy
+    policy when ``y`` holds the one rewarded action.
 
     Called as ``fit(X, y)`` without ``reward`` and ``propensity`` (as scikit-learn's generic tools
     do), the rows are read as full-information supervised data: ``y`` is the one action that earns
@@ -574,6 +1106,7 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
         max_weight: float | Literal["auto"] | None = "auto",
         l2_penalty: float = DEFAULT_L2_PENALTY,
         reward_range: tuple[float, float] = (0.0, 1.0),
+        action_model: ActionModel = "auto",
         select: Literal["validation"] | None = None,
         validation_fraction: float = DEFAULT_VALIDATION_FRACTION,
         fit_intercept: bool = True,
@@ -586,6 +1119,7 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
         self.max_weight = max_weight
         self.l2_penalty = l2_penalty
         self.reward_range = reward_range
+        self.action_model = action_model
         self.select = select
         self.validation_fraction = validation_fraction
         self.fit_intercept = fit_intercept
@@ -610,8 +1144,8 @@ class IPSPolicyLearner(_SoftmaxPolicyLearner):
     r"""Linear softmax policy maximizing the plain IPS estimate (no clipping, no variance penalty).
 
     The baseline that :class:`ConservativePolicyLearner` improves on: it maximizes
-    :math:`\frac1n\sum_i\tilde r_i\,\pi_W(a_i|x_i)/p_i - \tfrac c2\lVert W\rVert^2`. Without a
-    penalty it chases rows with small logged propensities ("propensity overfitting").
+    :math:`\frac1n\sum_i\tilde r_i\,\pi_\theta(a_i|x_i)/p_i - \tfrac c2\lVert W\rVert^2`.
+    Without a penalty it chases rows with small logged propensities ("propensity overfitting").
 
     Parameters
     ----------
@@ -619,6 +1153,8 @@ class IPSPolicyLearner(_SoftmaxPolicyLearner):
         L2 penalty on the weights of standardized features.
     reward_range : tuple of float, default=(0.0, 1.0)
         A priori range of the rewards (used to translate them to [0, 1]).
+    action_model : {"auto", "per_action", "features"}, default="auto"
+        As in :class:`ConservativePolicyLearner`.
     fit_intercept : bool, default=True
         Learn a per-action intercept.
     max_iter : int, default=500
@@ -629,11 +1165,13 @@ class IPSPolicyLearner(_SoftmaxPolicyLearner):
 
     Attributes
     ----------
-    classes_, coef_, intercept_, value_estimate_, value_std_error_, value_lower_bound_, n_iter_,
-    n_features_in_, full_information_
+    classes_, coef_, intercept_, action_coef_, action_model_, value_estimate_, value_std_error_,
+    value_lower_bound_, n_iter_, n_features_in_, full_information_, seed_
         As in :class:`ConservativePolicyLearner`; ``max_weight_`` is None and
         ``variance_penalty_`` is 0, so ``value_lower_bound_ == value_estimate_`` (the in-sample
-        IPS estimate of the learned policy).
+        IPS estimate of the learned policy) unless that estimate lies outside
+        ``reward_range``, where the bound stops at its edge. ``seed_`` is None: nothing is
+        random.
 
     Notes
     -----
@@ -667,18 +1205,23 @@ class IPSPolicyLearner(_SoftmaxPolicyLearner):
         *,
         l2_penalty: float = DEFAULT_L2_PENALTY,
         reward_range: tuple[float, float] = (0.0, 1.0),
+        action_model: ActionModel = "auto",
         fit_intercept: bool = True,
         max_iter: int = 500,
         tol: float = 1e-6,
     ) -> None:
         self.l2_penalty = l2_penalty
         self.reward_range = reward_range
+        self.action_model = action_model
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
         self.tol = tol
 
     def _objective_settings(self) -> tuple[str, float, Any, str | None]:
         return "clipped_ips", 0.0, None, None
+
+    def _split_rng(self) -> tuple[int | None, np.random.Generator]:
+        return None, np.random.default_rng(0)  # no split: nothing random, nothing to record
 
 
 class DirectMethodPolicyLearner(_LearnedPolicy):
@@ -715,7 +1258,7 @@ class DirectMethodPolicyLearner(_LearnedPolicy):
     first label. ``propensity`` is accepted so that every learner shares one ``fit`` signature;
     it is validated but the direct method does not use it. The greedy policy inherits every
     error of the reward model and has no variance control (Dudík, Langford & Li 2011 discuss
-    its bias).
+    its bias). Scores are formed for each row's candidates only, as for the softmax learners.
 
     Called as ``fit(X, y)`` without ``reward`` and ``propensity``, ``y`` is a full-information
     label: each action's reward is known (top of ``reward_range`` for ``y``, bottom for the
@@ -762,65 +1305,55 @@ class DirectMethodPolicyLearner(_LearnedPolicy):
         reward_range = required_reward_range(self.reward_range)
         if not (isinstance(self.l2_penalty, (int, float)) and self.l2_penalty > 0):
             raise ParameterError(f"l2_penalty must be a number > 0, got {self.l2_penalty!r}.")
-        X, action, r01, _, mask, classes, full_info = _validate_fit_inputs(
-            self, X, y, reward, propensity, candidates, reward_range
-        )
-        low, high = reward_range
+        data = _validate_fit_inputs(self, X, y, reward, propensity, candidates, reward_range)
+        X, action, r01 = data.X, data.action, data.r01
+        classes = data.classes
         n, d = X.shape
         k = classes.size
-        center = X.mean(axis=0)
-        scale = X.std(axis=0)
-        scale[~(scale > 0)] = 1.0
-        Xs = (X - center) / scale
+        std = Standardizer.fit(X, center=True)
+        XsT = std.transform_t(X)
         alpha = float(self.l2_penalty)
         beta = np.zeros((k, d))
         c = np.full(k, -np.inf)
         counts = np.bincount(action, minlength=k)
-        reward = low + (high - low) * r01
+        reward = in_reward_units(r01, reward_range)
         order = np.argsort(action, kind="stable")
         bounds = np.concatenate([[0], np.cumsum(counts)])
         for j in np.flatnonzero(counts):  # loop over actions, not rows
             rows = order[bounds[j]: bounds[j + 1]]
-            Xa, ra = Xs[rows], reward[rows]
+            Xa, ra = XsT[:d, rows].T, reward[rows]
             xbar, rbar = Xa.mean(axis=0), ra.mean()
             Xc = Xa - xbar
             beta[j] = np.linalg.solve(Xc.T @ Xc + alpha * np.eye(d), Xc.T @ (ra - rbar))
             c[j] = rbar - beta[j] @ xbar
         self.classes_ = classes
-        self.coef_ = beta / scale
         finite = np.isfinite(c)
-        self.intercept_ = np.where(finite, c - np.where(finite, self.coef_ @ center, 0.0), -np.inf)
+        coef, intercept = std.raw_coefficients(beta, np.where(finite, c, 0.0))
+        self.coef_ = coef
+        self.intercept_ = np.where(finite, intercept, -np.inf)
+        self._std, self._beta, self._c = std, beta, c
         self.n_logged_ = counts
-        self.full_information_ = full_info
-        q = self._scores(X, mask)
-        self.value_estimate_ = float(np.mean(np.max(q, axis=1)))
+        self.full_information_ = data.full_information
+        layout = make_layout(XsT, data.support, fit=False)
+        q = layout.scores(beta, c)
+        self.value_estimate_ = float(np.mean(layout.row_max(q)))
         return self
-
-    def _scores(
-        self, X: npt.NDArray[np.float64], mask: npt.NDArray[np.bool_] | None
-    ) -> npt.NDArray[np.float64]:
-        q = X @ self.coef_.T
-        q += self.intercept_
-        if mask is not None:
-            q[~mask] = -np.inf
-        return q
 
     def predict_reward(self, X: Any) -> npt.NDArray[np.float64]:
         """Predicted reward :math:`\\hat q(x, a)`, shape ``(n, n_actions)`` (-inf: never logged)."""
         check_is_fitted(self, "coef_")
         X = _validate_X(self, X, reset=False)
-        return self._scores(X, None)
+        q = X @ self.coef_.T
+        q += self.intercept_
+        return q
 
-    def predict_proba(self, X: Any, *, candidates: Any = None) -> npt.NDArray[np.float64]:
-        """The deterministic greedy policy as probabilities (one 1 per row)."""
+    def _block_values(self, X: npt.NDArray[np.float64], support: Support) -> Any:
+        """The greedy policy on the block's candidates: 1 on each row's best, else 0."""
         check_is_fitted(self, "coef_")
-        X = _validate_X(self, X, reset=False)
-        mask = candidate_mask(candidates, self.classes_, X.shape[0])
-        q = self._scores(X, mask)
-        if mask is not None:
-            # candidates that were never logged score -inf; pick the first candidate then
-            q = np.where(mask & np.isneginf(q), np.finfo(np.float64).min, q)
-        best = np.argmax(q, axis=1)
-        proba = np.zeros_like(q)
-        proba[np.arange(q.shape[0]), best] = 1.0
-        return proba
+        layout = make_layout(self._std.transform_t(X), support, fit=False)
+        q = layout.csr(layout.scores(self._beta, self._c))
+        # candidates that were never logged score -inf; pick the first candidate then
+        q = np.where(np.isneginf(q), np.finfo(np.float64).min, q)
+        values = np.zeros_like(q)
+        values[_row_argmax(support, q)] = 1.0
+        return values
