@@ -89,6 +89,9 @@ _PUBLIC: dict[str, str] = {
     "rank_policies": "ope.learning",
     "learn_from_logs": "ope.learning",
     "learner_policy_table": "ope.learning",
+    "learner_policy_batches": "ope.learning",
+    "write_learner_policy_table": "ope.learning",
+    "CandidateProbabilities": "ope.learning",
     # multi-step trajectories
     "sequential_estimate": "ope.sequential",
     "fitted_q_evaluation": "ope.sequential",

@@ -1680,8 +1680,11 @@ def _cmd_paired(args: argparse.Namespace) -> _Outcome:
 
 def _cmd_learn(args: argparse.Namespace) -> _Outcome:
     from ope._output import atomic_path
-    from ope.learning import ConservativePolicyLearner, learn_from_logs, learner_policy_table
-    from ope.policies import write_policy_table
+    from ope.learning import (
+        ConservativePolicyLearner,
+        learn_from_logs,
+        write_learner_policy_table,
+    )
 
     logs = _read(args)
     _require_columns(logs, args, "context_columns")
@@ -1697,16 +1700,16 @@ def _cmd_learn(args: argparse.Namespace) -> _Outcome:
         rng=args.seed,
     )
     text = [str(cert)]
-    if args.out:
-        table = learner_policy_table(learner, logs, context_columns=args.context_columns,
-                                     name=args.name)
+    policy_rows = None
+    if args.out:  # written block by block: only each row's candidates, never held whole
         with atomic_path(args.out) as tmp:
-            write_policy_table(table, tmp)
+            policy_rows = write_learner_policy_table(
+                learner, logs, tmp, context_columns=args.context_columns, name=args.name)
         text.append(f"learned policy written to {args.out}; score it with: "
                     f"ope evaluate LOGS --policies {args.out}")
     text.append(_seed_line(args))
     document = {"validation": logs.report.to_dict(), "certificate": cert.to_dict(),
-                "policy_table": args.out}
+                "policy_table": args.out, "policy_rows": policy_rows}
     return _Outcome(document, "\n".join(text))
 
 
