@@ -64,7 +64,7 @@ from ope._validation import (
 from ope.exceptions import EstimationError, ParameterError
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 from ope.intervals.asymptotic import normal_interval, t_interval
-from ope.intervals.bootstrap import DEFAULT_N_RESAMPLES, bootstrap_interval
+from ope.intervals.bootstrap import bootstrap_interval, default_n_resamples
 
 __all__ = [
     "Result",
@@ -1047,7 +1047,7 @@ class Estimate(Result):
                     src.components(),
                     src.statistic,
                     confidence_level=level,
-                    n_resamples=DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples,
+                    n_resamples=n_resamples,  # None: default_n_resamples(level)
                     bootstrap_method=(  # type: ignore[arg-type]
                         "percentile" if bootstrap_method is None else bootstrap_method
                     ),
@@ -1099,7 +1099,8 @@ class Estimate(Result):
             provenance = (provenance or Provenance()).with_options(
                 ci_method=method,
                 confidence_level=float(confidence_level),
-                n_resamples=DEFAULT_N_RESAMPLES if n_resamples is None else n_resamples,
+                n_resamples=(default_n_resamples(float(confidence_level)) if n_resamples is None
+                             else n_resamples),
                 bootstrap_method="percentile" if bootstrap_method is None else bootstrap_method,
             )
             provenance = dataclasses.replace(provenance, seed=seed)

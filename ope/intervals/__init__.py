@@ -21,7 +21,14 @@ from ope.intervals.betting import (
     betting_interval,
     betting_lower_bound,
 )
-from ope.intervals.bootstrap import bootstrap_interval, bootstrap_replicates
+from ope.intervals.bootstrap import (
+    SharedBootstrap,
+    bootstrap_interval,
+    bootstrap_replicates,
+    default_n_resamples,
+    resample_counts,
+    shared_bootstrap,
+)
 from ope.intervals.bounded import bernstein_interval, bottou_interval, hoeffding_interval
 from ope.intervals.likelihood import (
     empirical_likelihood_estimate,
@@ -36,6 +43,10 @@ __all__ = [
     "betting_interval",
     "betting_lower_bound",
     "bootstrap_interval",
+    "SharedBootstrap",
+    "default_n_resamples",
+    "resample_counts",
+    "shared_bootstrap",
     "bootstrap_replicates",
     "bottou_interval",
     "empirical_likelihood_estimate",
