@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -247,13 +248,23 @@ def _compiled() -> Any:
         return _state["numba"]
     if _state["failed"] is not None:
         return None
-    try:
-        numba = _import_numba()
-    except ImportError as exc:
-        _state["failed"] = str(exc)
-        return None
-    _state["numba"] = _jit(numba)
+    # one thread compiles; the others (Dask's threaded workers call the kernel at once) wait
+    # for it instead of compiling the already compiled globals a second time
+    with _COMPILE_LOCK:
+        if _state["numba"] is not None:
+            return _state["numba"]
+        if _state["failed"] is not None:
+            return None
+        try:
+            numba = _import_numba()
+        except ImportError as exc:
+            _state["failed"] = str(exc)
+            return None
+        _state["numba"] = _jit(numba)
     return _state["numba"]
+
+
+_COMPILE_LOCK: Final = threading.Lock()
 
 
 def _import_numba() -> Any:
@@ -304,7 +315,7 @@ def _jit(numba: Any) -> dict[str, Any]:
             "error_model": "numpy",  # x / 0 is inf, not an exception: lets the division vectorize
             "fastmath": True if name in _FAST_FUNCTIONS else exact,
         }
-        py = g[name]
+        py = getattr(g[name], "py_func", g[name])  # the Python function, even if compiled
         try:
             jitted = numba.njit(cache=True, **opts)(py)
             # a locator may be chosen without checking that its folder can be created (a
