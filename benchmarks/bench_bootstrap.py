@@ -20,8 +20,8 @@ at most 320 distinct rows: the exact multinomial over distinct rows). After the 
 first call in a fresh interpreter (numba imported, its compiled loop loaded from the on-disk
 cache, and with an empty cache: compiled) with its peak memory; the intervals of the new and the
 old code on the same data, their differences in Monte Carlo standard deviations of an interval
-end; with ``--before-full`` one run of ``ope.evaluate(..., ci="bootstrap")`` as it is wired
-today and of the 17 intervals of the old code; with ``--coverage`` a coverage study (old vs new,
+end; with ``--before-full`` one run of ``ope.evaluate(..., ci="bootstrap")`` of this tree and of
+the 17 intervals of the old code; with ``--coverage`` a coverage study (old vs new,
 exact truth) at a multinomial-path and a Poisson-path sample size.
 
 Usage::
@@ -203,8 +203,9 @@ def timings(data: dict[str, Any], b: int, rounds: int, before: Any | None) -> di
 
 
 def before_full(data: dict[str, Any], b: int, before: Any) -> dict[str, Any]:
-    """One run each: evaluate(ci="bootstrap") as wired today (17 separate bootstraps of the new
-    code), and the 17 intervals of the old code (what evaluate cost before)."""
+    """One run each: ``ope.evaluate(..., ci="bootstrap")`` of this tree (one shared call once
+    evaluate is wired to :func:`shared_bootstrap`, else 17 separate bootstraps of the new code),
+    and the 17 intervals of the old code (what evaluate cost before)."""
     import ope
 
     logs = build_logs(data)
@@ -222,7 +223,7 @@ def before_full(data: dict[str, Any], b: int, before: Any) -> dict[str, Any]:
                                       n_resamples=b, rng=0)
         before.bootstrap_interval(r, lambda m: m[..., 0], n_resamples=b, rng=0)
         old = time.perf_counter() - t0
-    return {"evaluate_bootstrap_wired_today_s": wired, "before_17_intervals_s": old}
+    return {"evaluate_bootstrap_s": wired, "before_17_intervals_s": old}
 
 
 def cold(n: int, b: int, fresh_cache: bool) -> dict[str, Any]:
@@ -364,9 +365,9 @@ def markdown(result: dict[str, Any]) -> str:
                      f"extra peak {c['extra_peak_mb']:.0f} MB")
     if "before_full" in result:
         bf = result["before_full"]
-        lines.append(f"evaluate(ci='bootstrap') as wired today (17 separate new bootstraps): "
-                     f"{bf['evaluate_bootstrap_wired_today_s']:.1f} s; the 17 intervals of the "
-                     f"old code: {bf['before_17_intervals_s']:.1f} s")
+        lines.append(f"ope.evaluate(..., ci='bootstrap') in this tree: "
+                     f"{bf['evaluate_bootstrap_s']:.1f} s; the 17 intervals of the old code: "
+                     f"{bf['before_17_intervals_s']:.1f} s")
     if "agreement" in result:
         lines += ["", "| interval (candidate 0) | new | before | low diff / MC sd | "
                       "high diff / MC sd |", "|---|---|---|---:|---:|"]
