@@ -45,7 +45,7 @@ from ope._validation import (
 )
 from ope._format import format_estimate, number_notes
 from ope._thresholds import MIN_ROWS
-from ope.context import context_matrix
+from ope.context import context_matrix, feature_labels
 from ope.estimators import (
     ESTIMATORS,
     Estimator,
@@ -54,7 +54,13 @@ from ope.estimators import (
     get_estimator,
     logging_value,
 )
-from ope.exceptions import EstimationError, ParameterError, PolicyError, SchemaError
+from ope.exceptions import (
+    EstimationError,
+    ParameterError,
+    PolicyError,
+    SchemaError,
+    ValidationError,
+)
 from ope.intervals.asymptotic import normal_interval, t_interval
 from ope.logs import BanditLogs, ValidationReport
 from ope.propensity import estimated_propensity_note, propensity_info
@@ -426,7 +432,24 @@ def _model_predictions(
     q_logged = fitted.predict_logged()
     q_target = fitted.predict_policy(mats)
     q_target = np.asarray(q_target, dtype=np.float64).reshape(len(q_logged), len(names))
+    if not (np.isfinite(q_logged).all() and np.isfinite(q_target).all()) and x.shape[1]:
+        _name_unfit_features(logs, columns, x)
     return q_logged, q_target, {"context": columns, "action_features": feat_names}, notes
+
+
+def _name_unfit_features(logs: BanditLogs, columns: Sequence[str], x: np.ndarray) -> None:
+    """A reward model whose predictions are not finite: name the context column(s) whose
+    magnitudes overflow its fit (squares beyond float64), rather than a derived quantity."""
+    labels = feature_labels(logs, columns)
+    with np.errstate(all="ignore"):
+        peak = np.nanmax(np.abs(np.where(np.isfinite(x), x, 0.0)), axis=0)
+    worst = [j for j in np.argsort(-peak) if peak[j] > 1e150] or [int(np.argmax(peak))]
+    named = ", ".join(f"{labels[j]!r} (max |value| {peak[j]:.3g})" for j in worst[:5])
+    raise ValidationError(
+        f"the reward model of DM/DR gave non-finite predictions: context column(s) {named} are "
+        "too large for its fit (their squares overflow float64). Rescale them (e.g. divide by "
+        "a power of ten or standardize), or leave them out with context_columns=[...]."
+    )
 
 
 @dataclass(frozen=True, eq=False)

@@ -331,11 +331,6 @@ def test_reward_model_estimators_end_in_a_value_or_an_ope_error(table: pa.Table,
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "ope/reward_models.py (not io's): the default Ridge model is fitted on unscaled features, "
-    "so a context column of 1e160 gives non-finite predictions, reported by the estimators as "
-    "'`q_target` must be finite' instead of naming the context column; requested in "
-    "/tmp/work/requests/io.md"))
 def test_a_reward_model_failure_names_the_context_column() -> None:
     n = 40
     rng = np.random.default_rng(0)
