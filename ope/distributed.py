@@ -7,7 +7,7 @@ validation reports by an ordered tree reduction. The numbers equal
 ``ope.evaluate(ope.scan_logs(source), ...)`` up to floating-point summation order.
 
 Each task reads its row groups with pyarrow (a column projection, no pandas), so the data never
-pass through the client. Dask is an optional dependency: ``pip install 'ope[dask]'``.
+pass through the client. Dask is an optional dependency: ``pip install 'ope-toolkit[dask]'``.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ _FIB_INV: Final[int] = pow(_FIB, -1, 1 << 64)
 
 _DASK_HINT: Final = (
     "evaluate_distributed needs Dask and dask.distributed, which are optional; install them "
-    "with: pip install 'ope[dask]'"
+    "with: pip install 'ope-toolkit[dask]'"
 )
 _CHECK_DUPLICATES: Final = ("global", "partition")
 

@@ -430,7 +430,7 @@ def test_id_buckets_are_deterministic_and_even(kind: str) -> None:
 
 def test_missing_dask_names_the_extra(clean_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "dask", None)
-    with pytest.raises(ImportError, match=r"pip install 'ope\[dask\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'ope-toolkit\[dask\]'"):
         evaluate_distributed(clean_dir)
 
 
