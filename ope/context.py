@@ -41,9 +41,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ope._validation import first_rows
-from ope.exceptions import SchemaError, ValidationError
+from ope.exceptions import ParameterError, SchemaError, ValidationError
 
 __all__ = [
+    "action_feature_matrix",
     "RESERVED_COLUMNS",
     "OUTCOME_LIKE_NAMES",
     "EXCLUDED_NAME_PREFIXES",
@@ -343,3 +344,79 @@ def feature_labels(logs: Any, context_columns: str | Sequence[str]) -> list[str]
         else:
             labels.append(name)
     return labels
+
+
+@dataclass(frozen=True)
+class _TableLogs:
+    """A bare pyarrow table where :func:`context_matrix` expects logs."""
+
+    table: Any
+
+
+def action_feature_matrix(
+    table: Any, catalog: np.ndarray, *, where: str = "logged or in a candidate's support"
+) -> tuple[np.ndarray, list[str]]:
+    """Rows of the side table ``table`` (an ``action`` column + features) in ``catalog`` order.
+
+    The numeric (and boolean) columns besides ``action`` are the features; other columns
+    (hashed strings, ...) are left out and must be encoded first to be used. ``where`` says,
+    in the message for a missing row, where the actions without one come from. Shared by the
+    reward models of ``ope.evaluate`` and the policy learners.
+    """
+    import pyarrow as pa
+
+    if type(table).__module__.partition(".")[0] == "pandas":
+        table = pa.Table.from_pandas(table, preserve_index=False)
+    if not isinstance(table, pa.Table):
+        raise ParameterError(
+            "action_features must be a pyarrow.Table or pandas.DataFrame with an `action` column "
+            f"and numeric feature columns; got {type(table).__name__}."
+        )
+    if "action" not in table.column_names:
+        raise SchemaError(
+            "action_features has no `action` column to join on; it has: "
+            f"{', '.join(table.column_names)}."
+        )
+    names = [
+        f.name
+        for f in table.schema
+        if f.name != "action"
+        and (pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_boolean(f.type))
+    ]
+    if not names:
+        raise SchemaError(
+            "action_features has no numeric feature column besides `action`; encode its "
+            f"columns ({', '.join(c for c in table.column_names if c != 'action')}) as numbers."
+        )
+    keys = np.asarray(table.column("action").combine_chunks().to_numpy(zero_copy_only=False))
+    uniq, counts = np.unique(keys, return_counts=True)
+    if (counts > 1).any():
+        raise SchemaError(
+            f"action_features must have one row per action; {int((counts > 1).sum())} actions "
+            f"repeat (e.g. {uniq[counts > 1][0]!r})."
+        )
+    try:
+        order = np.argsort(keys, kind="stable")
+        pos = np.searchsorted(keys[order], catalog)
+        pos = np.minimum(pos, keys.size - 1)
+        found = keys[order][pos] == catalog
+    except TypeError as exc:  # labels of different kinds (int vs str)
+        raise SchemaError(
+            f"action_features' `action` labels ({keys.dtype}) cannot be matched with the logged "
+            f"actions ({catalog.dtype}): {exc}"
+        ) from None
+    if not found.all():
+        miss = catalog[~found]
+        raise SchemaError(
+            f"action_features has no row for {miss.size} action(s) {where} "
+            f"(e.g. {', '.join(repr(v) for v in miss[:5].tolist())}); give every action a row."
+        )
+    feats = context_matrix(_TableLogs(table.take(order[pos])), names, role="action feature")
+    return feats, names
+
+
+@dataclass(frozen=True)
+class _TableHolder:
+    """A bare pyarrow table where :func:`ope.context.context_matrix` expects logs."""
+
+    table: Any

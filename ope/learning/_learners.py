@@ -31,7 +31,7 @@ from threadpoolctl import threadpool_limits
 from ope._progress import progress
 from ope._thresholds import MIN_ROWS
 from ope._validation import check_max_weight, resolve_seed
-from ope.context import context_matrix
+from ope.context import action_feature_matrix
 from ope.exceptions import (
     EstimationError,
     ParameterError,
@@ -256,13 +256,6 @@ def _validate_fit_inputs(
     return _FitData(X, action, translate_reward(r, reward_range), p, support, classes, False)
 
 
-@dataclass(frozen=True)
-class _TableHolder:
-    """A bare pyarrow table where :func:`ope.context.context_matrix` expects logs."""
-
-    table: pa.Table
-
-
 def _catalog(action_features: Any) -> npt.NDArray[Any]:
     """The action labels an action-feature table (or array) describes."""
     if type(action_features).__module__.partition(".")[0] == "pandas":
@@ -297,45 +290,9 @@ def _action_feature_matrix(action_features: Any, classes: npt.NDArray[Any]) -> n
     if type(action_features).__module__.partition(".")[0] == "pandas":
         action_features = pa.Table.from_pandas(action_features, preserve_index=False)
     if isinstance(action_features, pa.Table):
-        table = action_features
-        if "action" not in table.column_names:
-            raise SchemaError(
-                "action_features has no `action` column to join on; it has: "
-                f"{', '.join(table.column_names)}."
-            )
-        names = [f.name for f in table.schema if f.name != "action" and (
-            pa.types.is_integer(f.type) or pa.types.is_floating(f.type)
-            or pa.types.is_boolean(f.type))]
-        if not names:
-            raise SchemaError(
-                "action_features has no numeric feature column besides `action`; encode its "
-                f"columns ({', '.join(c for c in table.column_names if c != 'action')}) as numbers."
-            )
-        keys = np.asarray(table.column("action").combine_chunks().to_numpy(zero_copy_only=False))
-        uniq, counts = np.unique(keys, return_counts=True)
-        if (counts > 1).any():
-            raise SchemaError(
-                f"action_features must have one row per action; {int((counts > 1).sum())} "
-                f"actions repeat (e.g. {uniq[counts > 1][:1].tolist()[0]!r})."
-            )
-        try:
-            order = np.argsort(keys, kind="stable")
-            pos = np.minimum(np.searchsorted(keys[order], classes), keys.size - 1)
-            found = keys[order][pos] == classes
-        except TypeError:
-            raise SchemaError(
-                f"action_features' `action` labels ({keys.dtype}) cannot be matched with the "
-                f"logged actions ({classes.dtype}); use one label type."
-            ) from None
-        if not found.all():
-            miss = classes[~found]
-            raise SchemaError(
-                f"action_features has no row for {miss.size} action(s) logged or among the "
-                f"candidates (e.g. {', '.join(repr(v) for v in miss[:5].tolist())}); give every "
-                "action a row."
-            )
-
-        return context_matrix(_TableHolder(table.take(order[pos])), names, role="action feature")
+        feats, _ = action_feature_matrix(
+            action_features, classes, where="logged or among the candidates")
+        return feats
     if not isinstance(action_features, np.ndarray) or action_features.ndim != 2:
         raise ParameterError(
             "action_features must be a pyarrow.Table or pandas.DataFrame with an `action` column "
