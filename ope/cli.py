@@ -134,6 +134,16 @@ FLAGS: Final = {
     "force": "--force",
 }
 
+#: ``--policy`` of evaluate / diagnose / report: a candidate's name, or a spec that builds one.
+POLICY_HELP: Final = (
+    "a candidate: NAME selects the target__NAME column of the logs (or policy NAME of "
+    "--policies); NAME=KIND[:ARGS] builds one: NAME=uniform, NAME=logging, "
+    "NAME=epsilon-greedy:COLUMN:EPS, NAME=softmax:COLUMN[:TEMPERATURE], NAME=npy:FILE.npy "
+    "((n, K) or (n, K, positions), rows aligned with the logs), NAME=table:FILE.csv "
+    "(action[,position],probability), NAME=classifier:FILE.skops[:COLUMN,...] (needs skops; "
+    "pickles are refused). Repeat the flag or list several"
+)
+
 #: ``--format`` of validate / evaluate / diagnose: parquet logs, or a raw source an importer reads.
 FORMATS: Final = ("parquet", "obd", "dsjson")
 
@@ -404,13 +414,8 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         help="long-format policy table (event_id, policy, action, probability); "
         "default: every target__<name> column in the logs",
     )
-    p.add_argument(
-        "--policy",
-        action="extend",
-        nargs="+",
-        metavar="NAME",
-        help="evaluate only these target__<NAME> columns",
-    )
+    p.add_argument("--policy", action="extend", nargs="+", metavar="NAME|NAME=KIND:ARGS",
+                   help=POLICY_HELP)
     p.add_argument(
         "--estimator",
         action="extend",
@@ -534,8 +539,8 @@ def _add_paired_options(p: argparse.ArgumentParser) -> None:
 
 def _add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policies", metavar="FILE", help="long-format policy table")
-    p.add_argument("--policy", action="extend", nargs="+", metavar="NAME",
-                   help="only these target__<NAME> columns")
+    p.add_argument("--policy", action="extend", nargs="+", metavar="NAME|NAME=KIND:ARGS",
+                   help=POLICY_HELP)
     p.add_argument("--by", action="extend", nargs="+", metavar="COLUMN",
                    help="segment columns (numeric: binned)")
     p.add_argument("--max-weight", type=float, help="clip level for the outer/inner split")
@@ -565,6 +570,7 @@ def _check_flags(args: argparse.Namespace) -> None:
     def given(dest: str) -> bool:
         return getattr(args, dest, None) is not None
 
+    _check_policy_specs(args)
     if given("seed") and args.seed < 0:
         raise _UsageError(f"argument --seed: must be a whole number >= 0; got {args.seed}.",
                           flag="--seed")
@@ -605,6 +611,46 @@ def _check_flags(args: argparse.Namespace) -> None:
                           "--target-width W --new-rows N, or neither).", flag=lack)
 
 
+def _check_policy_specs(args: argparse.Namespace) -> None:
+    """Split ``--policy`` into candidate names and specs (``NAME=KIND[:ARGS]``), each spec
+    parsed before any row is read (a malformed one is a usage error naming the flag)."""
+    values = list(getattr(args, "policy", None) or [])
+    args._policy_names, args._policy_specs = [], []
+    for value in values:
+        if not value.strip() or not value.isprintable():
+            raise _UsageError(
+                f"argument --policy: {value!r} is {'empty' if not value.strip() else 'not printable (control characters)'}; "
+                "give a candidate's NAME or a spec NAME=KIND[:ARGS] (e.g. u=uniform).",
+                flag="--policy")
+    if not any("=" in v for v in values):
+        args._policy_names = values
+        return
+    from ope.policies import is_policy_spec, parse_policy_spec
+
+    seen: dict[str, str] = {}
+    for value in values:
+        if not is_policy_spec(value):
+            args._policy_names.append(value)
+            name = value
+        else:
+            spec = _checked("--policy", lambda: parse_policy_spec(value))
+            if spec.kind == "classifier":
+                try:
+                    import skops.io  # noqa: F401
+                except ImportError:
+                    raise _UsageError(
+                        f"argument --policy: {value!r}: a .skops classifier needs skops: pip "
+                        "install 'ope-toolkit[skops]' (or pip install skops)", flag="--policy",
+                    ) from None
+            args._policy_specs.append(spec)
+            name = spec.name
+        if name in seen:
+            raise _UsageError(
+                f"argument --policy: the name {name!r} is given twice ({seen[name]!r} and "
+                f"{value!r}); give each candidate its own name.", flag="--policy")
+        seen[name] = value
+
+
 def _parse_mapping(items: Sequence[str] | None) -> dict[str, str] | None:
     if not items:
         return None
@@ -640,6 +686,7 @@ def _outputs_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[t
     inputs = [(label, getattr(args, dest)) for dest, label in
               (("logs", "LOGS"), ("src", "SRC"), ("policies", "--policies"))
               if getattr(args, dest, None)]
+    inputs += [("--policy", spec.path) for spec in getattr(args, "_policy_specs", ()) if spec.path]
     if args.command == "learn" and args.out:
         return [("--out", args.out)], inputs, POLICY_TABLE_SUFFIXES
     if args.command == "report":
@@ -714,14 +761,30 @@ def _check_outputs(args: argparse.Namespace) -> list[Path]:
 # ---------------------------------------------------------------------------------------------
 # reading
 # ---------------------------------------------------------------------------------------------
-def _policies_from_args(args: argparse.Namespace) -> Any:
-    if getattr(args, "policies", None):
+def _policies_from_args(args: argparse.Namespace, logs: Any) -> Any:
+    """The candidates of ``--policies`` and ``--policy`` (names and specs), built once per run
+    (evaluate and diagnose share them)."""
+    cached = getattr(args, "_candidates", None)
+    if cached is not None:
+        return cached[0]
+    names = getattr(args, "_policy_names", None)
+    if names is None:
+        names = list(getattr(args, "policy", None) or [])
+    specs = getattr(args, "_policy_specs", None) or []
+    if specs:
+        from ope.policies import candidates_with_specs
+
+        policies: Any = candidates_with_specs(
+            logs, specs, names=names, table=getattr(args, "policies", None),
+            labels=[f"--policy {spec.text}" for spec in specs])
+    elif getattr(args, "policies", None):
         from ope.policies import read_policy_table
 
-        return read_policy_table(args.policies)
-    if getattr(args, "policy", None):
-        return list(args.policy)
-    return None
+        policies = read_policy_table(args.policies)
+    else:
+        policies = names or None
+    args._candidates = (policies,)
+    return policies
 
 
 def _read(args: argparse.Namespace, reader: Any = None) -> Any:
@@ -1074,9 +1137,26 @@ def _diagnose_from_args(args: argparse.Namespace, logs: Any) -> Any:
     """The diagnostics of ``ope diagnose`` and of ``ope evaluate`` (which has no plan options)."""
     from ope.diagnostics import diagnose
 
+    policies = _policies_from_args(args, logs)
+    names = getattr(args, "_policy_names", None) or []
+    lacking = [f"target_dist__{n}" for n in names
+               if not args.policies and f"target_dist__{n}" not in logs.columns]
+    if getattr(args, "_policy_specs", None) and lacking and "logging_distribution" in logs.columns:
+        # the support check needs every candidate's full distribution: the target__ columns
+        # named beside a spec have none, so the check is left out (as diagnose does for them)
+        from ope.exceptions import OPEWarning
+        from ope.logs import BanditLogs
+
+        warnings.warn(
+            "support deficiency not computed: the logs have a logging_distribution but not "
+            f"{', '.join(lacking)} (each candidate's distribution over the candidates)",
+            OPEWarning, stacklevel=2)
+        logs = BanditLogs(logs.table.drop_columns(["logging_distribution"]), logs.report,
+                          dropped_event_ids=logs.dropped_event_ids,
+                          unit_roundoff=logs.unit_roundoff)
     return diagnose(
         logs,
-        _policies_from_args(args),
+        policies,
         by=args.by,
         max_weight=args.max_weight,
         reward_range=tuple(args.reward_range) if args.reward_range else None,
@@ -1181,6 +1261,8 @@ def _streaming_plan(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]
         blockers.append(f"--estimator {' '.join(others)} (a reward model needs every row)")
     if args.policies:
         blockers.append("--policies (a policy table is joined on every event)")
+    if getattr(args, "_policy_specs", None):
+        blockers.append("--policy NAME=KIND:ARGS (a candidate computed on every row)")
     if args.by:
         blockers.append("--by (the segment report needs every row)")
     if getattr(args, "report", None):
@@ -1325,7 +1407,7 @@ def _evaluate_in_memory(args: argparse.Namespace, resolved: Sequence[tuple[str, 
     logs = _read(args)
     _require_columns(logs, args, "by", "context_columns")
     order = [k for k, _ in resolved]
-    result = _evaluate(args, logs, resolved, _policies_from_args(args))
+    result = _evaluate(args, logs, resolved, _policies_from_args(args, logs))
     d = _diagnose_from_args(args, logs)
     texts = [result.main.summary()]
     if getattr(result.main, "by", None):
@@ -1436,6 +1518,12 @@ def _trajectory_usage(args: argparse.Namespace, estimators: Sequence[str]) -> No
     (exit 2, naming the flag)."""
     from ope.sequential.estimators import BOUNDED_ESTIMATORS, MODEL_BASED
 
+    if getattr(args, "_policy_specs", None):
+        raise _UsageError(
+            f"argument --policy: {args._policy_specs[0].text!r}: a spec (NAME=KIND:ARGS) "
+            "builds a candidate for bandit logs only; trajectory candidates are the "
+            "target__<name> columns of the steps (select them with --policy NAME).",
+            flag="--policy")
     bandit_only = [flag for flag, value in (("--policies", args.policies),
                                             ("--by", args.by),
                                             ("--context-columns", args.context_columns),
