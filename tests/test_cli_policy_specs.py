@@ -351,3 +351,65 @@ def test_parse_examples():
     spec = parse_policy_spec("x=classifier:m.skops:a,b")
     assert (spec.path, spec.columns) == ("m.skops", ("a", "b"))
     assert parse_policy_spec("x=table:C:/t.csv").path == "C:/t.csv"
+
+
+# ---------------------------------------------------------------------------------------------
+# scikit-learn classifiers saved with skops (never pickle)
+# ---------------------------------------------------------------------------------------------
+def test_skops_classifier_equals_the_classifier_policy(small, tmp_path):
+    sio = pytest.importorskip("skops.io")
+    import pandas as pd
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.linear_model import LogisticRegression
+
+    path, logs = small
+    X = pd.DataFrame({"x0": logs.column("x0"), "x1": logs.column("x1")})
+    named = LogisticRegression().fit(X, logs.column("action"))  # feature_names_in_ = x0, x1
+    forest = RandomForestClassifier(n_estimators=5, random_state=0).fit(
+        X.to_numpy(), logs.column("action"))  # no names; holds sklearn.tree._tree.Tree
+    sio.dump(named, tmp_path / "named.skops")
+    sio.dump(forest, tmp_path / "forest.skops")
+    code, doc = _run("evaluate", str(path), "--policy",
+                     f"lr=classifier:{tmp_path / 'named.skops'}",
+                     f"rf=classifier:{tmp_path / 'forest.skops'}:x0,x1",
+                     "--estimator", "ips", "snips", "dr")
+    assert code == 0, doc.get("error")
+    expected = _python(logs, {"lr": ClassifierPolicy(named, ["x0", "x1"]),
+                              "rf": ClassifierPolicy(forest, ["x0", "x1"])}, ["ips", "snips", "dr"])
+    got = _values(doc)
+    for key, value in expected.items():
+        assert abs(got[key] - value) < TOL, key
+    # without names in the model and none in the spec: the message says how to give them
+    code, doc = _run("evaluate", str(path), "--policy", f"rf=classifier:{tmp_path / 'forest.skops'}")
+    assert code == 65
+    assert "fitted without column names" in doc["error"]["message"]
+    assert f"rf=classifier:{tmp_path / 'forest.skops'}:COLUMN,COLUMN" in doc["error"]["message"]
+
+
+def test_skops_file_with_an_untrusted_type_is_refused_by_name(small, tmp_path):
+    sio = pytest.importorskip("skops.io")
+    import os
+
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    path, logs = small
+    X = np.column_stack([logs.column("x0"), logs.column("x1")])
+    model = Pipeline([("f", FunctionTransformer(os.system)), ("lr", LogisticRegression())])
+    model.steps[1][1].fit(X, logs.column("action"))
+    sio.dump(model, tmp_path / "hostile.skops")
+    code, doc = _run("evaluate", str(path), "--policy",
+                     f"h=classifier:{tmp_path / 'hostile.skops'}:x0,x1")
+    assert code == 65
+    assert "holds types ope does not load: posix.system" in doc["error"]["message"] or \
+        "holds types ope does not load: nt.system" in doc["error"]["message"]
+
+
+def test_not_a_skops_file_is_a_data_error(small, tmp_path):
+    pytest.importorskip("skops.io")
+    path, _ = small
+    junk = tmp_path / "junk.skops"
+    junk.write_bytes(b"PK\x03\x04 not really a zip")
+    code, doc = _run("evaluate", str(path), "--policy", f"j=classifier:{junk}:x0")
+    assert code == 65 and "not a file that skops.io.dump wrote" in doc["error"]["message"]
