@@ -132,7 +132,43 @@ FLAGS: Final = {
     "context": "--obd-context",
     "chunk_lines": "--chunk-lines",
     "force": "--force",
+    "policies": "--policy",
 }
+
+#: What an elided value of the API (``context_columns=[...]``, ``policies=...``) reads as on the
+#: command line, by flag.
+FLAG_VALUES: Final = {
+    "--context-columns": "COLUMN ...",
+    "--by": "COLUMN ...",
+    "--policy": "NAME=KIND:ARGS",
+    "--mapping": "OURS=THEIRS",
+    "--estimator": "NAME ...",
+    "--seed": "N",
+    "--max-weight": "W",
+    "--weight-bound": "M",
+    "--reward-range": "LO HI",
+}
+
+#: Phrases of API messages that have no keyword-for-flag spelling on the command line, and what
+#: they read as there (applied before the keywords are translated).
+CLI_PHRASES: Final = (
+    (r"ope\.read_logs\(\.\.\., on_invalid='drop'\)", "--on-invalid drop"),
+    (r"with_distributions=True needs", "the reward-model estimators (dm, dr, sndr, switch_dr, "
+     "dros) need"),
+    (r"and `policies` is None\. Pass policies=\.\.\. \(names, a long-format table, or "
+     r"objects\)\.", "and neither --policy nor --policies was given: pass --policy "
+     "NAME=KIND:ARGS (e.g. u=uniform) or --policies FILE (a long-format policy table)."),
+    (r"pass policies= \(a list of names, a policy table, or a dict of policy objects\)",
+     "pass --policy NAME=KIND:ARGS (e.g. u=uniform) or --policies FILE (a long-format policy "
+     "table)"),
+    (r"action_features=\.\.\.", "action features (--format obd reads an OBD campaign's item "
+     "table)"),
+    (r"or pass the policies as a long-format policy table or as policy objects",
+     "or give the candidates with --policies FILE or --policy NAME=KIND:ARGS (their whole "
+     "distributions are then known)"),
+    (r"Rename yours with mapping=\{'event_id': \.\.\.\}", "Rename the table's columns"),
+    (r"ope\.diagnostics\.", "`ope diagnose`."),
+)
 
 #: ``--policy`` of evaluate / diagnose / report: a candidate's name, or a spec that builds one.
 POLICY_HELP: Final = (
@@ -177,23 +213,34 @@ _TRAJECTORY_ONLY: Final = (
 # ---------------------------------------------------------------------------------------------
 _NAMES = "|".join(sorted(map(re.escape, FLAGS), key=len, reverse=True))
 _ASSIGNED = re.compile(
-    rf"(?<![\w.\-`])({_NAMES})=(\([^()]*\)|'[^']*'|\"[^\"]*\"|\.\.\.|-?[\w.]*\w)"
+    rf"(?<![\w.\-`])({_NAMES})="
+    r"(\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}|'[^']*'|\"[^\"]*\"|\.\.\.|-?[\w.]*\w)"
 )
+_PHRASES = tuple((re.compile(pattern), text) for pattern, text in CLI_PHRASES)
 _QUOTED = re.compile(rf"`({_NAMES})`")
 
 
 def _cli_text(text: str) -> str:
     """``text`` with the API's keywords spelled as flags: ```reward_range``` becomes
-    ```--reward-range```, ``on_invalid='drop'`` becomes ``--on-invalid drop`` and
-    ``reward_range=(0, 1)`` becomes ``--reward-range 0 1``."""
+    ```--reward-range```, ``on_invalid='drop'`` becomes ``--on-invalid drop``,
+    ``reward_range=(0, 1)`` becomes ``--reward-range 0 1``, ``context_columns=[...]`` becomes
+    ``--context-columns COLUMN ...`` (:data:`FLAG_VALUES`), ``mapping={'event_id': ...}``
+    becomes ``--mapping event_id=THEIRS``; the phrases of :data:`CLI_PHRASES` first."""
 
     def assigned(match: re.Match[str]) -> str:
-        value = match.group(2)
-        if value.startswith("(") or value[:1] in ("'", '"'):
-            value = value[1:-1].replace(",", " ")
-            value = " ".join(value.split())
-        return f"{FLAGS[match.group(1)]} {value}"
+        flag, value = FLAGS[match.group(1)], match.group(2)
+        if value in ("...", "[...]", "(...)"):
+            return f"{flag} {FLAG_VALUES.get(flag, '...')}"
+        if value.startswith("{"):  # a mapping: its keys, each =THEIRS
+            keys = re.findall(r"['\"]([^'\"]+)['\"]\s*:", value)
+            return f"{flag} {' '.join(f'{k}=THEIRS' for k in keys) or FLAG_VALUES.get(flag, '...')}"
+        if value[:1] in ("(", "[", "'", '"'):
+            value = value[1:-1] if value[:1] in ("(", "[") else value
+            value = " ".join(v.strip().strip("'\"") for v in value.split(",") if v.strip())
+        return f"{flag} {value}"
 
+    for pattern, phrase in _PHRASES:
+        text = pattern.sub(phrase, text)
     return _QUOTED.sub(lambda m: f"`{FLAGS[m.group(1)]}`", _ASSIGNED.sub(assigned, text))
 
 

@@ -413,3 +413,67 @@ def test_not_a_skops_file_is_a_data_error(small, tmp_path):
     junk.write_bytes(b"PK\x03\x04 not really a zip")
     code, doc = _run("evaluate", str(path), "--policy", f"j=classifier:{junk}:x0")
     assert code == 65 and "not a file that skops.io.dump wrote" in doc["error"]["message"]
+
+
+# ---------------------------------------------------------------------------------------------
+# messages that reach the command line name flags, not Python arguments
+# ---------------------------------------------------------------------------------------------
+PYTHON_SPEAK = ("policies=", "context_columns=", "mapping=", "with_distributions",
+                "action_features=", "policy objects", "ope.read_logs(")
+
+
+@pytest.fixture(scope="module")
+def variants(small, tmp_path_factory):
+    path, logs = small
+    base = tmp_path_factory.mktemp("variants")
+    t = logs.table
+    out = {}
+    out["bare"] = base / "bare.parquet"  # no target__ columns, no numeric context
+    pq.write_table(t.select(["event_id", "action", "propensity", "reward"]), out["bare"])
+    out["targets"] = base / "targets.parquet"  # a target__ column without its target_dist__
+    pq.write_table(t.append_column("target__old", pa.array(np.full(N, 1.0 / K))), out["targets"])
+    out["noid"] = base / "noid.parquet"
+    pq.write_table(t.drop_columns(["event_id"]), out["noid"])
+    out["table"] = base / "table.parquet"
+    pq.write_table(pa.table({"event_id": t["event_id"], "policy": ["p"] * N,
+                             "action": t["action"], "probability": [1.0] * N}), out["table"])
+    out["badtable"] = base / "badtable.parquet"
+    pq.write_table(pa.table({"event_id": [0], "policy": ["p"], "act": [1],
+                             "probability": [1.0]}), out["badtable"])
+    out["wrongp"] = base / "wrongp.parquet"  # propensities twice too large: mean weight 1/2
+    pq.write_table(t.drop_columns(["logging_distribution"]).set_column(2, "propensity",
+                                pa.array(np.full(N, 2.0 / K))), out["wrongp"])
+    return out
+
+
+@pytest.mark.parametrize("case, argv, says", [
+    ("no candidates", ("bare",),
+     "pass --policy NAME=KIND:ARGS (e.g. u=uniform) or --policies FILE"),
+    ("dr without numeric context", ("bare", "--policy", "u=uniform", "--estimator", "dr"),
+     "pass --context-columns COLUMN ..., action features (--format obd"),
+    ("dr without target_dist__", ("targets", "--policy", "old", "--estimator", "dr"),
+     "the reward-model estimators (dm, dr, sndr, switch_dr, dros) need each policy's full"),
+    ("dr without target_dist__, the fix", ("targets", "--policy", "old", "--estimator", "dr"),
+     "or give the candidates with --policies FILE or --policy NAME=KIND:ARGS"),
+    ("a table without event_id in the logs", ("noid", "--policies", "table"),
+     "map yours with --mapping event_id=THEIRS"),
+    ("a table missing a column", ("targets", "--policies", "badtable"),
+     "Rename the table's columns."),
+])
+def test_library_messages_reach_the_cli_as_flags(variants, case, argv, says):
+    argv = [str(variants[a]) if a in variants else a for a in argv]
+    code, doc = _run("evaluate", *argv)
+    assert code == 65, case
+    message = doc["error"]["message"]
+    assert says in message, message
+    assert not any(p in message for p in PYTHON_SPEAK), message
+
+
+def test_overlap_warning_on_stderr_names_the_command(variants):
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(["evaluate", str(variants["wrongp"]), "--policy", "u=uniform", "--quiet",
+                     "--json"])  # with --json every warning goes to stderr
+    assert code == 0
+    text = err.getvalue()
+    assert "Check overlap with `ope diagnose`." in text and "ope.diagnostics" not in text

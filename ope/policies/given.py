@@ -495,8 +495,8 @@ class ActionTablePolicy:
         if "event_id" in names and "policy" in names:
             raise SchemaError(
                 f"{src}: this is a long-format policy table (event_id, policy, action, "
-                "probability), one distribution per event: pass it as `policies` "
-                "(policies='FILE'), not as a per-action table."
+                "probability), one distribution per event, not a per-action table: give it as "
+                "a policy table (ope evaluate LOGS --policies FILE)."
             )
         missing = [c for c in ("action", "probability") if c not in names]
         extra = [c for c in names if c not in _TABLE_COLUMNS]
