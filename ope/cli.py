@@ -197,6 +197,9 @@ DEFAULT_SEQUENTIAL_ESTIMATORS: Final = ("pdis", "wpdis")
 #: The placeholder a --q-column/--v-column/--tail-column template replaces by the policy name.
 POLICY_PLACEHOLDER: Final = "{policy}"
 
+#: Suffixes ``ope action-table --out`` writes (the suffix chooses the format).
+ACTION_TABLE_SUFFIXES: Final = (".csv", ".parquet", ".pq")
+
 #: Suffixes ``ope learn --out`` writes (the suffix chooses the format of the policy table).
 POLICY_TABLE_SUFFIXES: Final = (".parquet", ".pq", ".csv")
 
@@ -423,6 +426,22 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_force(p, "--out")
     p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
     _add_import_options(p)
+    _add_output_flags(p, seed=False)
+
+    p = sub.add_parser(
+        "action-table", help="write the logging policy of logs that do not depend on the "
+        "context (e.g. an OBD Bernoulli TS campaign) as a per-(action, position) table: a "
+        "candidate for other logs (--policy NAME=table:FILE)",
+        description="Read the logged propensity of each (action, position) -- of each action "
+        "when the logs have no position column -- and write the table action[, position], "
+        "probability. Fails (exit 65) when a pair's logged propensity varies (the logger "
+        "depends on the context or changed over time) or a position's probabilities do not sum "
+        "to 1 (an action was never logged there).")
+    _add_common(p)
+    _add_format(p)
+    p.add_argument("--out", required=True, metavar="TABLE.csv",
+                   help="the table to write (.csv or .parquet; atomically)")
+    _add_force(p, "--out")
     _add_output_flags(p, seed=False)
 
     p = sub.add_parser(
@@ -738,6 +757,8 @@ def _outputs_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[t
         return [("--out", args.out)], inputs, POLICY_TABLE_SUFFIXES
     if args.command == "report":
         return [("--out", args.out)], inputs, REPORT_SUFFIXES
+    if args.command == "action-table":
+        return [("--out", args.out)], inputs, ACTION_TABLE_SUFFIXES
     if args.command == "evaluate" and args.report:
         return [("--report", args.report)], inputs, REPORT_SUFFIXES
     if args.command == "demo":
@@ -1848,6 +1869,35 @@ def _cmd_learn(args: argparse.Namespace) -> _Outcome:
     return _Outcome(document, "\n".join(text))
 
 
+def _cmd_action_table(args: argparse.Namespace) -> _Outcome:
+    """The logging policy of context-free logs as a per-(action, position) table."""
+    import pyarrow.compute as pc
+
+    from ope._output import atomic_path
+    from ope.policies import logged_action_table
+
+    logs = _read(args)
+    table = logged_action_table(logs)
+    with atomic_path(args.out) as tmp:
+        if args.out.lower().endswith(".csv"):
+            import pyarrow.csv as pacsv
+
+            pacsv.write_csv(table, tmp)
+        else:
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, tmp)
+    n_actions = pc.count_distinct(table.column("action")).as_py()
+    positions = (sorted(pc.unique(table.column("position")).to_pylist())
+                 if "position" in table.column_names else None)
+    shape = f"{n_actions} actions" + (f" x {len(positions)} positions" if positions else "")
+    text = (f"{str(logs.report)}\n\nwrote {table.num_rows:,} rows ({shape}) to {args.out}; "
+            f"evaluate it on other logs with: ope evaluate LOGS --policy NAME=table:{args.out}")
+    document = {"validation": logs.report.to_dict(), "out": args.out, "rows": table.num_rows,
+                "actions": n_actions, "positions": positions}
+    return _Outcome(document, text)
+
+
 def _cmd_import(args: argparse.Namespace) -> _Outcome:
     """``ope import obd|dsjson SRC --out LOGS.parquet``: validate and write parquet logs.
 
@@ -2093,6 +2143,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], _Outcome]]] = {
     "paired": _cmd_paired,
     "import": _cmd_import,
     "report": _cmd_report,
+    "action-table": _cmd_action_table,
     "demo": _cmd_demo,
 }
 

@@ -477,3 +477,51 @@ def test_overlap_warning_on_stderr_names_the_command(variants):
     assert code == 0
     text = err.getvalue()
     assert "Check overlap with `ope diagnose`." in text and "ope.diagnostics" not in text
+
+
+# ---------------------------------------------------------------------------------------------
+# ope action-table: a context-free logger's table, read off its own logs
+# ---------------------------------------------------------------------------------------------
+def _bts_rows(rng, n=90):
+    """Rows of a 'bts' campaign whose logged propensity is PI[item, position]; every
+    (item, position) pair appears."""
+    pairs = [(i, k) for i in range(3) for k in range(3)]
+    picks = pairs + [pairs[j] for j in rng.integers(0, 9, n - 9)]
+    return [(i, k + 1, int(rng.random() < 0.3), float(PI[i, k])) for i, k in picks]
+
+
+def test_action_table_from_bts_logs_then_evaluate_on_random_logs(obd, tmp_path):
+    random_logs, _, logs = obd
+    folder = _obd(tmp_path / "bts" / "all", _bts_rows(np.random.default_rng(8)))
+    out = tmp_path / "bts_table.csv"
+    code, doc = _run("action-table", str(folder), "--format", "obd", "--out", str(out))
+    assert code == 0, doc.get("error")
+    assert (doc["rows"], doc["actions"], doc["positions"]) == (9, 3, [0, 1, 2])
+    written = ActionTablePolicy(out)
+    assert written.actions.to_pylist() == [0, 1, 2] * 3
+    assert written.positions.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    assert np.array_equal(written.probabilities, PI.T.ravel())
+    code, doc = _run("evaluate", str(random_logs), "--policy", f"bts=table:{out}",
+                     "--estimator", "ips")
+    assert code == 0, doc.get("error")
+    a, k = logs.column("action"), logs.column("position")
+    hand = read_logs(logs.table.append_column("target__bts", pa.array(PI[a, k])))
+    assert abs(_values(doc)[("bts", "ips")] - _python(hand, ["bts"], ["ips"])[("bts", "ips")]) < TOL
+    # the existing table is not overwritten without --force
+    code, doc = _run("action-table", str(folder), "--format", "obd", "--out", str(out))
+    assert code == 2 and doc["error"]["flag"] == "--out"
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda rows: rows[:1] + [(rows[0][0], rows[0][1], 0, rows[0][3] / 2)] + rows[1:],
+     "the logged propensity is not one number per action and position: it varies in 1 of 9"),
+    (lambda rows: [r for r in rows if (r[0], r[1]) != (2, 3)],
+     "sum to 0.5 at positions 2, not 1"),
+])
+def test_action_table_refuses_what_is_not_one_table(tmp_path, change, message):
+    rows = change(_bts_rows(np.random.default_rng(9)))
+    folder = _obd(tmp_path / "bts" / "all", rows)
+    code, doc = _run("action-table", str(folder), "--format", "obd", "--out", str(tmp_path / "t.csv"))
+    assert code == 65
+    assert message in doc["error"]["message"]
+    assert not (tmp_path / "t.csv").exists()

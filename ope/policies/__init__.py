@@ -56,6 +56,7 @@ from ope.policies.given import (
     ArrayPolicy,
     ChosenActionPolicy,
     LoggingPolicy,
+    logged_action_table,
 )
 from ope.policies.specs import (
     POLICY_KINDS,
@@ -83,6 +84,7 @@ __all__ = [
     "ChosenActionPolicy",
     "ArrayPolicy",
     "ActionTablePolicy",
+    "logged_action_table",
     "POLICY_KINDS",
     "SKOPS_TRUSTED_TYPES",
     "PolicySpec",

@@ -7,6 +7,9 @@ or (n, K, P) with one distribution over the K actions per position, as the Open 
 Pipeline's ``action_dist``. :class:`ActionTablePolicy` is a context-free policy given by a small
 table ``action[, position], probability``, e.g. the Bernoulli Thompson sampling policy of the
 Open Bandit Dataset. Each implements the :class:`~ope.policies.Policy` protocol.
+:func:`logged_action_table` reads such a table off logs whose logger does not depend on the
+context (the Bernoulli TS campaign of the Open Bandit Dataset), so that it can be evaluated as
+a candidate on other logs (``ope action-table``).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ __all__ = [
     "ChosenActionPolicy",
     "ArrayPolicy",
     "ActionTablePolicy",
+    "logged_action_table",
 ]
 
 #: File names that hold pickles (joblib's too): ope never loads them, since unpickling runs
@@ -621,3 +625,97 @@ class ActionTablePolicy:
 
     def __repr__(self) -> str:
         return f"ActionTablePolicy({self.source!r})"
+
+
+def logged_action_table(logs: BanditLogs, *, by_position: bool | None = None) -> pa.Table:
+    """The logging policy of context-free logs as a per-action (or per-(action, position)) table.
+
+    Parameters
+    ----------
+    logs : BanditLogs
+        Logs whose logging policy does not depend on the context: the logged ``propensity`` of
+        an action (at a position) is the same in every row that logged it.
+    by_position : bool, optional
+        One distribution per logged ``position`` (default: when the logs have a ``position``
+        column).
+
+    Returns
+    -------
+    pyarrow.Table
+        ``action[, position], probability``, sorted, in the format :class:`ActionTablePolicy`
+        reads: a candidate for other logs (``--policy NAME=table:FILE``).
+
+    Raises
+    ------
+    PolicyError
+        The logged propensity of some (action, position) varies by more than
+        :data:`~ope.policies.PROBABILITY_TOLERANCE` (the logger depends on the context or
+        changed over time, so it is no one table), or a position's probabilities do not sum to
+        1 (actions it puts there were never logged, so their probability is unknown).
+
+    Notes
+    -----
+    For an Open Bandit Dataset campaign collected by Bernoulli Thompson sampling, the logged
+    ``propensity_score`` is the probability that the policy puts the item at that position,
+    so the table is
+
+    .. math:: T(a, k) = \\texttt{propensity}_i \\text{ for any row } i \\text{ with }
+              (a_i, k_i) = (a, k),
+
+    and every (item, position) pair must have been logged at least once for the table to be
+    complete.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from ope.logs import BanditLogs, ValidationReport
+    >>> t = pa.table({"action": [0, 1, 0, 1], "position": [0, 0, 1, 1], "reward": [1.0] * 4,
+    ...               "propensity": [0.75, 0.25, 0.5, 0.5]})
+    >>> logs = BanditLogs(t, ValidationReport(source="<doc>", rows_read=4, rows_used=4))
+    >>> logged_action_table(logs).to_pydict()
+    {'action': [0, 1, 0, 1], 'position': [0, 0, 1, 1], 'probability': [0.75, 0.25, 0.5, 0.5]}
+    """
+    names = logs.table.column_names
+    if by_position is None:
+        by_position = "position" in names
+    keys = ["action", "position"] if by_position else ["action"]
+    if by_position:
+        _int_column(logs, "position", owner="logged_action_table", why="by_position=True")
+    if "propensity" not in names:
+        raise PolicyError("logged_action_table needs the logs' `propensity` column, which is absent.")
+    table = pa.table({
+        "action": action_column(logs),
+        **({"position": decode(logs.table.column("position"))} if by_position else {}),
+        "propensity": pa.array(to_float64(logs.table.column("propensity"))),
+    })
+    grouped = table.group_by(keys).aggregate(
+        [("propensity", "min"), ("propensity", "max"), ("propensity", "count")]
+    ).sort_by([(k, "ascending") for k in reversed(keys)])  # by position, then action
+    low = to_float64(grouped.column("propensity_min"))
+    high = to_float64(grouped.column("propensity_max"))
+    varies = (high - low) > PROBABILITY_TOLERANCE
+    if varies.any():
+        j = int(np.flatnonzero(varies)[0])
+        where = ", ".join(f"{k} {grouped.column(k)[j].as_py()!r}" for k in keys)
+        raise PolicyError(
+            f"the logged propensity is not one number per {' and '.join(keys)}: it varies in "
+            f"{int(varies.sum()):,} of {len(grouped):,} pairs (first: {where}, from {low[j]:g} to "
+            f"{high[j]:g} over {grouped.column('propensity_count')[j].as_py():,} rows). The "
+            "logging policy depends on the context or changed over time, so it is no one "
+            "per-action table."
+        )
+    group = (np.asarray(grouped.column("position").to_numpy(), dtype=np.int64) if by_position
+             else np.zeros(len(grouped), dtype=np.int64))
+    levels, inverse = np.unique(group, return_inverse=True)
+    sums = np.bincount(inverse, weights=low)
+    off = np.abs(sums - 1.0) > PROBABILITY_TOLERANCE
+    if off.any():
+        where = f" at positions {examples(levels[off])}" if by_position else ""
+        raise PolicyError(
+            f"the logged propensities of the distinct actions sum to {examples(np.round(sums[off], 6))}"
+            f"{where}, not 1 (within {PROBABILITY_TOLERANCE:g}): actions the logger puts there "
+            "with positive probability were never logged, so their probability is unknown. "
+            "More logs (or the logger's own table) are needed."
+        )
+    out = {k: grouped.column(k) for k in keys}
+    return pa.table({**out, "probability": pa.array(low)})
