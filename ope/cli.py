@@ -849,6 +849,17 @@ def _policies_from_args(args: argparse.Namespace, logs: Any) -> Any:
         from ope.policies import read_policy_table
 
         policies = read_policy_table(args.policies)
+        if names:  # --policy NAME selects policies of the table
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            held = sorted(set(pc.unique(policies.column("policy")).cast(pa.string()).to_pylist()))
+            unknown = [n for n in names if n not in held]
+            if unknown:
+                raise PolicyError(f"unknown policies {unknown}: the policy table "
+                                  f"{args.policies} holds {', '.join(held)}.")
+            keep = pc.is_in(policies.column("policy").cast(pa.string()), value_set=pa.array(names))
+            policies = policies.filter(keep).replace_schema_metadata(policies.schema.metadata)
     else:
         policies = names or None
     args._candidates = (policies,)

@@ -525,3 +525,19 @@ def test_action_table_refuses_what_is_not_one_table(tmp_path, change, message):
     assert code == 65
     assert message in doc["error"]["message"]
     assert not (tmp_path / "t.csv").exists()
+
+
+def test_policy_names_select_from_a_policies_table(variants):
+    table = pq.read_table(variants["table"])
+    two = pa.concat_tables([table, table.set_column(1, "policy", pa.array(["q"] * N))])
+    path = variants["table"].parent / "two.parquet"
+    pq.write_table(two, path)
+    code, doc = _run("evaluate", str(variants["targets"]), "--policies", str(path),
+                     "--policy", "q", "--estimator", "ips")
+    assert code == 0 and set(_values(doc)) == {("q", "ips")}
+    code, doc = _run("evaluate", str(variants["targets"]), "--policies", str(path),
+                     "--policy", "q", "u=uniform", "--estimator", "ips")
+    assert code == 0 and set(_values(doc)) == {("q", "ips"), ("u", "ips")}
+    code, doc = _run("evaluate", str(variants["targets"]), "--policies", str(path),
+                     "--policy", "nope", "--estimator", "ips")
+    assert code == 65 and "unknown policies ['nope']" in doc["error"]["message"]
