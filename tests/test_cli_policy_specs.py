@@ -541,3 +541,29 @@ def test_policy_names_select_from_a_policies_table(variants):
     code, doc = _run("evaluate", str(variants["targets"]), "--policies", str(path),
                      "--policy", "nope", "--estimator", "ips")
     assert code == 65 and "unknown policies ['nope']" in doc["error"]["message"]
+
+
+def test_logging_spec_with_dr_uses_the_logged_distribution(small):
+    from ope.policies import LoggingPolicy
+
+    path, logs = small
+    code, doc = _run("evaluate", str(path), "--policy", "lg=logging", "--estimator", "ips", "dr")
+    assert code == 0, doc.get("error")
+    expected = _python(logs, {"lg": LoggingPolicy()}, ["ips", "dr"])
+    for key, value in expected.items():
+        assert abs(_values(doc)[key] - value) < TOL
+    assert abs(_values(doc)[("lg", "ips")] - logs.column("reward").mean()) < TOL
+
+
+def test_specs_are_refused_where_they_cannot_apply(small, tmp_path):
+    path, _ = small
+    code, doc = _run("evaluate", str(path), "--policy", "u=uniform", "--streaming", "on")
+    assert code == 2 and doc["error"]["flag"] == "--streaming"
+    assert "--policy NAME=KIND:ARGS (a candidate computed on every row)" in doc["error"]["message"]
+    steps = tmp_path / "steps.parquet"
+    pq.write_table(pa.table({"episode_id": [0, 0], "step": [0, 1], "done": [False, True],
+                             "action": [0, 1], "propensity": [0.5, 0.5], "reward": [1.0, 0.0],
+                             "target__a": [0.5, 0.5]}), steps)
+    code, doc = _run("evaluate", str(steps), "--policy", "u=uniform")
+    assert code == 2 and doc["error"]["flag"] == "--policy"
+    assert "builds a candidate for bandit logs only" in doc["error"]["message"]
