@@ -59,8 +59,6 @@ from ope.policies.given import (
     logged_action_table,
 )
 from ope.policies.specs import (
-    POLICY_KINDS,
-    SKOPS_TRUSTED_TYPES,
     PolicySpec,
     candidates_with_specs,
     is_policy_spec,
@@ -85,8 +83,6 @@ __all__ = [
     "ArrayPolicy",
     "ActionTablePolicy",
     "logged_action_table",
-    "POLICY_KINDS",
-    "SKOPS_TRUSTED_TYPES",
     "PolicySpec",
     "is_policy_spec",
     "parse_policy_spec",

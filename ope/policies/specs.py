@@ -334,7 +334,7 @@ def load_classifier(path: str | os.PathLike[str]) -> Any:
         raise DataFileError(
             f"{path}: holds types ope does not load: {', '.join(refused)}. ope trusts "
             "scikit-learn's estimators and the fitted state listed in "
-            "ope.policies.SKOPS_TRUSTED_TYPES, never a type because a file names it."
+            "ope.policies.specs.SKOPS_TRUSTED_TYPES, never a type because a file names it."
         )
     try:
         return sio.load(path, trusted=[t for t in SKOPS_TRUSTED_TYPES if t in untrusted])
