@@ -354,18 +354,27 @@ def _catalog(logs: BanditLogs) -> list[Any]:
     return action_index(logs, extra).actions.tolist()
 
 
+def _labeled(exc: Exception, label: str, path: str | None) -> Exception:
+    """``exc`` with ``label`` in front (the file's own name dropped: the label holds it)."""
+    text = str(exc)
+    if path and text.startswith(f"{path}: "):
+        text = text[len(path) + 2:]
+    return type(exc)(f"{label}: {text}")
+
+
 class _Labeled:
     """A policy whose errors name where it came from (``--policy bts=table:bts.csv: ...``)."""
 
-    def __init__(self, policy: Policy, label: str) -> None:
+    def __init__(self, policy: Policy, label: str, path: str | None = None) -> None:
         self.policy = policy
         self.label = label
+        self.path = path
 
     def _call(self, method: str, logs: BanditLogs) -> Any:
         try:
             return getattr(self.policy, method)(logs)
         except (PolicyError, SchemaError, DataFileError, ParameterError) as exc:
-            raise type(exc)(f"{self.label}: {exc}") from None
+            raise _labeled(exc, self.label, self.path) from None
 
     def propensity(self, logs: BanditLogs) -> Any:
         return self._call("propensity", logs)
@@ -467,8 +476,8 @@ def policy_from_spec(spec: str | PolicySpec, logs: BanditLogs, *, label: str | N
     try:
         policy = _build(parsed, logs)
     except (PolicyError, SchemaError, DataFileError, ParameterError) as exc:
-        raise type(exc)(f"{label}: {exc}") from None
-    return _Labeled(policy, label)
+        raise _labeled(exc, label, parsed.path) from None
+    return _Labeled(policy, label, parsed.path)
 
 
 class _TargetColumn:
