@@ -7,9 +7,10 @@ Commands: ``validate``, ``evaluate`` (bandit logs, or trajectory logs -- one row
 ``episode_id, step, done`` -- through :func:`ope.sequential.sequential_estimate`), ``diagnose``,
 ``learn``, ``paired`` (effects on paired replays through :func:`ope.paired.paired_effect`),
 ``import`` (an Open Bandit Dataset campaign or a DSJSON file to parquet logs, through
-:mod:`ope.importers`), ``report`` (the self-contained HTML report of :mod:`ope.report`:
-evaluation and diagnostics of bandit logs; ``evaluate --report FILE.html`` writes it too) and
-``demo`` (which ends by writing ``report.html``). ``validate``, ``evaluate``, ``diagnose`` and
+:mod:`ope.importers`), ``action-table`` (the per-(action, position) table of a logger that
+does not depend on the context, read off its logs: a candidate for other logs), ``report``
+(the self-contained HTML report of :mod:`ope.report`: evaluation and diagnostics of bandit
+logs; ``evaluate --report FILE.html`` writes it too) and ``demo`` (which ends by writing ``report.html``). ``validate``, ``evaluate``, ``diagnose`` and
 ``report`` also read the raw formats directly with ``--format obd|dsjson``.
 
 The contract (README, *Command line*):
@@ -24,7 +25,9 @@ The contract (README, *Command line*):
 - Reproducible: everything random takes ``--seed`` (default :data:`DEFAULT_SEED`), and the
   same command gives byte-identical JSON (no timings, no temporary paths in it).
 - Messages name the CLI's flags (``--on-invalid drop``), not the Python keywords of the API
-  (:data:`FLAGS` translates them at this edge).
+  (:data:`FLAGS`, :data:`FLAG_VALUES` and :data:`CLI_PHRASES` translate them at this edge).
+- Candidates: ``--policy NAME`` selects one the inputs hold, ``--policy NAME=KIND[:ARGS]``
+  builds one (:mod:`ope.policies.specs`); a malformed spec is a usage error of ``--policy``.
 - Files are written through :mod:`ope._output`: checked before the work starts, never over an
   input, not over an existing file without ``--force``, atomically.
 - Progress bars (``ope._progress``) go to stderr, only on a terminal; ``--quiet`` turns them off.
