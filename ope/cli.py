@@ -687,10 +687,10 @@ def _check_policy_specs(args: argparse.Namespace) -> None:
     args._policy_names, args._policy_specs = [], []
     for value in values:
         if not value.strip() or not value.isprintable():
+            what = "empty" if not value.strip() else "not printable (control characters)"
             raise _UsageError(
-                f"argument --policy: {value!r} is {'empty' if not value.strip() else 'not printable (control characters)'}; "
-                "give a candidate's NAME or a spec NAME=KIND[:ARGS] (e.g. u=uniform).",
-                flag="--policy")
+                f"argument --policy: {value!r} is {what}; give a candidate's NAME or a spec "
+                "NAME=KIND[:ARGS] (e.g. u=uniform).", flag="--policy")
     if not any("=" in v for v in values):
         args._policy_names = values
         return

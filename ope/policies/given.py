@@ -542,14 +542,14 @@ class ActionTablePolicy:
             )
         if positions is not None and (positions < 0).any():
             raise PolicyError(f"{src}: positions are 0-based; {rows_text(positions < 0)} are negative.")
-        key = pa.table({"a": actions, "k": positions if positions is not None else np.zeros(prob.size, np.int64)})
+        group = positions if positions is not None else np.zeros(prob.size, np.int64)
+        key = pa.table({"a": actions, "k": group})
         if len(key.group_by(["a", "k"]).aggregate([])) != key.num_rows:
             raise PolicyError(
                 f"{src}: an action appears more than once"
                 + (" at the same position" if positions is not None else "")
                 + "; give one probability per action" + (" and position." if positions is not None else ".")
             )
-        group = positions if positions is not None else np.zeros(prob.size, np.int64)
         levels, inverse = np.unique(group, return_inverse=True)
         sums = np.bincount(inverse, weights=prob)
         off = np.abs(sums - 1.0) > PROBABILITY_TOLERANCE
