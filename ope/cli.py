@@ -7,9 +7,10 @@ Commands: ``validate``, ``evaluate`` (bandit logs, or trajectory logs -- one row
 ``episode_id, step, done`` -- through :func:`ope.sequential.sequential_estimate`), ``diagnose``,
 ``learn``, ``paired`` (effects on paired replays through :func:`ope.paired.paired_effect`),
 ``import`` (an Open Bandit Dataset campaign or a DSJSON file to parquet logs, through
-:mod:`ope.importers`), ``report`` (the self-contained HTML report of :mod:`ope.report`:
-evaluation and diagnostics of bandit logs; ``evaluate --report FILE.html`` writes it too) and
-``demo`` (which ends by writing ``report.html``). ``validate``, ``evaluate``, ``diagnose`` and
+:mod:`ope.importers`), ``action-table`` (the per-(action, position) table of a logger that
+does not depend on the context, read off its logs: a candidate for other logs), ``report``
+(the self-contained HTML report of :mod:`ope.report`: evaluation and diagnostics of bandit
+logs; ``evaluate --report FILE.html`` writes it too) and ``demo`` (which ends by writing ``report.html``). ``validate``, ``evaluate``, ``diagnose`` and
 ``report`` also read the raw formats directly with ``--format obd|dsjson``.
 
 The contract (README, *Command line*):
@@ -24,7 +25,9 @@ The contract (README, *Command line*):
 - Reproducible: everything random takes ``--seed`` (default :data:`DEFAULT_SEED`), and the
   same command gives byte-identical JSON (no timings, no temporary paths in it).
 - Messages name the CLI's flags (``--on-invalid drop``), not the Python keywords of the API
-  (:data:`FLAGS` translates them at this edge).
+  (:data:`FLAGS`, :data:`FLAG_VALUES` and :data:`CLI_PHRASES` translate them at this edge).
+- Candidates: ``--policy NAME`` selects one the inputs hold, ``--policy NAME=KIND[:ARGS]``
+  builds one (:mod:`ope.policies.specs`); a malformed spec is a usage error of ``--policy``.
 - Files are written through :mod:`ope._output`: checked before the work starts, never over an
   input, not over an existing file without ``--force``, atomically.
 - Progress bars (``ope._progress``) go to stderr, only on a terminal; ``--quiet`` turns them off.
@@ -132,7 +135,53 @@ FLAGS: Final = {
     "context": "--obd-context",
     "chunk_lines": "--chunk-lines",
     "force": "--force",
+    "policies": "--policy",
 }
+
+#: What an elided value of the API (``context_columns=[...]``, ``policies=...``) reads as on the
+#: command line, by flag.
+FLAG_VALUES: Final = {
+    "--context-columns": "COLUMN ...",
+    "--by": "COLUMN ...",
+    "--policy": "NAME=KIND:ARGS",
+    "--mapping": "OURS=THEIRS",
+    "--estimator": "NAME ...",
+    "--seed": "N",
+    "--max-weight": "W",
+    "--weight-bound": "M",
+    "--reward-range": "LO HI",
+}
+
+#: Phrases of API messages that have no keyword-for-flag spelling on the command line, and what
+#: they read as there (applied before the keywords are translated).
+CLI_PHRASES: Final = (
+    (r"ope\.read_logs\(\.\.\., on_invalid='drop'\)", "--on-invalid drop"),
+    (r"with_distributions=True needs", "the reward-model estimators (dm, dr, sndr, switch_dr, "
+     "dros) need"),
+    (r"and `policies` is None\. Pass policies=\.\.\. \(names, a long-format table, or "
+     r"objects\)\.", "and neither --policy nor --policies was given: pass --policy "
+     "NAME=KIND:ARGS (e.g. u=uniform) or --policies FILE (a long-format policy table)."),
+    (r"pass policies= \(a list of names, a policy table, or a dict of policy objects\)",
+     "pass --policy NAME=KIND:ARGS (e.g. u=uniform) or --policies FILE (a long-format policy "
+     "table)"),
+    (r"action_features=\.\.\.", "action features (--format obd reads an OBD campaign's item "
+     "table)"),
+    (r"or pass the policies as a long-format policy table or as policy objects",
+     "or give the candidates with --policies FILE or --policy NAME=KIND:ARGS (their whole "
+     "distributions are then known)"),
+    (r"Rename yours with mapping=\{'event_id': \.\.\.\}", "Rename the table's columns"),
+    (r"ope\.diagnostics\.", "`ope diagnose`."),
+)
+
+#: ``--policy`` of evaluate / diagnose / report: a candidate's name, or a spec that builds one.
+POLICY_HELP: Final = (
+    "a candidate: NAME selects the target__NAME column of the logs (or policy NAME of "
+    "--policies); NAME=KIND[:ARGS] builds one: NAME=uniform, NAME=logging, "
+    "NAME=epsilon-greedy:COLUMN:EPS, NAME=softmax:COLUMN[:TEMPERATURE], NAME=npy:FILE.npy "
+    "((n, K) or (n, K, positions), rows aligned with the logs), NAME=table:FILE.csv "
+    "(action[,position],probability), NAME=classifier:FILE.skops[:COLUMN,...] (needs skops; "
+    "pickles are refused). Repeat the flag or list several"
+)
 
 #: ``--format`` of validate / evaluate / diagnose: parquet logs, or a raw source an importer reads.
 FORMATS: Final = ("parquet", "obd", "dsjson")
@@ -151,6 +200,9 @@ DEFAULT_SEQUENTIAL_ESTIMATORS: Final = ("pdis", "wpdis")
 #: The placeholder a --q-column/--v-column/--tail-column template replaces by the policy name.
 POLICY_PLACEHOLDER: Final = "{policy}"
 
+#: Suffixes ``ope action-table --out`` writes (the suffix chooses the format).
+ACTION_TABLE_SUFFIXES: Final = (".csv", ".parquet", ".pq")
+
 #: Suffixes ``ope learn --out`` writes (the suffix chooses the format of the policy table).
 POLICY_TABLE_SUFFIXES: Final = (".parquet", ".pq", ".csv")
 
@@ -167,23 +219,34 @@ _TRAJECTORY_ONLY: Final = (
 # ---------------------------------------------------------------------------------------------
 _NAMES = "|".join(sorted(map(re.escape, FLAGS), key=len, reverse=True))
 _ASSIGNED = re.compile(
-    rf"(?<![\w.\-`])({_NAMES})=(\([^()]*\)|'[^']*'|\"[^\"]*\"|\.\.\.|-?[\w.]*\w)"
+    rf"(?<![\w.\-`])({_NAMES})="
+    r"(\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}|'[^']*'|\"[^\"]*\"|\.\.\.|-?[\w.]*\w)"
 )
+_PHRASES = tuple((re.compile(pattern), text) for pattern, text in CLI_PHRASES)
 _QUOTED = re.compile(rf"`({_NAMES})`")
 
 
 def _cli_text(text: str) -> str:
     """``text`` with the API's keywords spelled as flags: ```reward_range``` becomes
-    ```--reward-range```, ``on_invalid='drop'`` becomes ``--on-invalid drop`` and
-    ``reward_range=(0, 1)`` becomes ``--reward-range 0 1``."""
+    ```--reward-range```, ``on_invalid='drop'`` becomes ``--on-invalid drop``,
+    ``reward_range=(0, 1)`` becomes ``--reward-range 0 1``, ``context_columns=[...]`` becomes
+    ``--context-columns COLUMN ...`` (:data:`FLAG_VALUES`), ``mapping={'event_id': ...}``
+    becomes ``--mapping event_id=THEIRS``; the phrases of :data:`CLI_PHRASES` first."""
 
     def assigned(match: re.Match[str]) -> str:
-        value = match.group(2)
-        if value.startswith("(") or value[:1] in ("'", '"'):
-            value = value[1:-1].replace(",", " ")
-            value = " ".join(value.split())
-        return f"{FLAGS[match.group(1)]} {value}"
+        flag, value = FLAGS[match.group(1)], match.group(2)
+        if value in ("...", "[...]", "(...)"):
+            return f"{flag} {FLAG_VALUES.get(flag, '...')}"
+        if value.startswith("{"):  # a mapping: its keys, each =THEIRS
+            keys = re.findall(r"['\"]([^'\"]+)['\"]\s*:", value)
+            return f"{flag} {' '.join(f'{k}=THEIRS' for k in keys) or FLAG_VALUES.get(flag, '...')}"
+        if value[:1] in ("(", "[", "'", '"'):
+            value = value[1:-1] if value[:1] in ("(", "[") else value
+            value = " ".join(v.strip().strip("'\"") for v in value.split(",") if v.strip())
+        return f"{flag} {value}"
 
+    for pattern, phrase in _PHRASES:
+        text = pattern.sub(phrase, text)
     return _QUOTED.sub(lambda m: f"`{FLAGS[m.group(1)]}`", _ASSIGNED.sub(assigned, text))
 
 
@@ -369,6 +432,22 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_output_flags(p, seed=False)
 
     p = sub.add_parser(
+        "action-table", help="write the logging policy of logs that do not depend on the "
+        "context (e.g. an OBD Bernoulli TS campaign) as a per-(action, position) table: a "
+        "candidate for other logs (--policy NAME=table:FILE)",
+        description="Read the logged propensity of each (action, position) -- of each action "
+        "when the logs have no position column -- and write the table action[, position], "
+        "probability. Fails (exit 65) when a pair's logged propensity varies (the logger "
+        "depends on the context or changed over time) or a position's probabilities do not sum "
+        "to 1 (an action was never logged there).")
+    _add_common(p)
+    _add_format(p)
+    p.add_argument("--out", required=True, metavar="TABLE.csv",
+                   help="the table to write (.csv or .parquet; atomically)")
+    _add_force(p, "--out")
+    _add_output_flags(p, seed=False)
+
+    p = sub.add_parser(
         "report", help="write a self-contained HTML report: the answer, estimates, paired "
         "differences, weights, per-segment gaps, exploration plan (bandit logs)",
         description="Evaluate and diagnose every row of bandit logs and write one HTML file. "
@@ -404,13 +483,8 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         help="long-format policy table (event_id, policy, action, probability); "
         "default: every target__<name> column in the logs",
     )
-    p.add_argument(
-        "--policy",
-        action="extend",
-        nargs="+",
-        metavar="NAME",
-        help="evaluate only these target__<NAME> columns",
-    )
+    p.add_argument("--policy", action="extend", nargs="+", metavar="NAME|NAME=KIND:ARGS",
+                   help=POLICY_HELP)
     p.add_argument(
         "--estimator",
         action="extend",
@@ -534,8 +608,8 @@ def _add_paired_options(p: argparse.ArgumentParser) -> None:
 
 def _add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policies", metavar="FILE", help="long-format policy table")
-    p.add_argument("--policy", action="extend", nargs="+", metavar="NAME",
-                   help="only these target__<NAME> columns")
+    p.add_argument("--policy", action="extend", nargs="+", metavar="NAME|NAME=KIND:ARGS",
+                   help=POLICY_HELP)
     p.add_argument("--by", action="extend", nargs="+", metavar="COLUMN",
                    help="segment columns (numeric: binned)")
     p.add_argument("--max-weight", type=float, help="clip level for the outer/inner split")
@@ -565,6 +639,7 @@ def _check_flags(args: argparse.Namespace) -> None:
     def given(dest: str) -> bool:
         return getattr(args, dest, None) is not None
 
+    _check_policy_specs(args)
     if given("seed") and args.seed < 0:
         raise _UsageError(f"argument --seed: must be a whole number >= 0; got {args.seed}.",
                           flag="--seed")
@@ -605,6 +680,46 @@ def _check_flags(args: argparse.Namespace) -> None:
                           "--target-width W --new-rows N, or neither).", flag=lack)
 
 
+def _check_policy_specs(args: argparse.Namespace) -> None:
+    """Split ``--policy`` into candidate names and specs (``NAME=KIND[:ARGS]``), each spec
+    parsed before any row is read (a malformed one is a usage error naming the flag)."""
+    values = list(getattr(args, "policy", None) or [])
+    args._policy_names, args._policy_specs = [], []
+    for value in values:
+        if not value.strip() or not value.isprintable():
+            what = "empty" if not value.strip() else "not printable (control characters)"
+            raise _UsageError(
+                f"argument --policy: {value!r} is {what}; give a candidate's NAME or a spec "
+                "NAME=KIND[:ARGS] (e.g. u=uniform).", flag="--policy")
+    if not any("=" in v for v in values):
+        args._policy_names = values
+        return
+    from ope.policies import is_policy_spec, parse_policy_spec
+
+    seen: dict[str, str] = {}
+    for value in values:
+        if not is_policy_spec(value):
+            args._policy_names.append(value)
+            name = value
+        else:
+            spec = _checked("--policy", lambda: parse_policy_spec(value))
+            if spec.kind == "classifier":
+                try:
+                    import skops.io  # noqa: F401
+                except ImportError:
+                    raise _UsageError(
+                        f"argument --policy: {value!r}: a .skops classifier needs skops: pip "
+                        "install 'ope-toolkit[skops]' (or pip install skops)", flag="--policy",
+                    ) from None
+            args._policy_specs.append(spec)
+            name = spec.name
+        if name in seen:
+            raise _UsageError(
+                f"argument --policy: the name {name!r} is given twice ({seen[name]!r} and "
+                f"{value!r}); give each candidate its own name.", flag="--policy")
+        seen[name] = value
+
+
 def _parse_mapping(items: Sequence[str] | None) -> dict[str, str] | None:
     if not items:
         return None
@@ -640,10 +755,13 @@ def _outputs_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[t
     inputs = [(label, getattr(args, dest)) for dest, label in
               (("logs", "LOGS"), ("src", "SRC"), ("policies", "--policies"))
               if getattr(args, dest, None)]
+    inputs += [("--policy", spec.path) for spec in getattr(args, "_policy_specs", ()) if spec.path]
     if args.command == "learn" and args.out:
         return [("--out", args.out)], inputs, POLICY_TABLE_SUFFIXES
     if args.command == "report":
         return [("--out", args.out)], inputs, REPORT_SUFFIXES
+    if args.command == "action-table":
+        return [("--out", args.out)], inputs, ACTION_TABLE_SUFFIXES
     if args.command == "evaluate" and args.report:
         return [("--report", args.report)], inputs, REPORT_SUFFIXES
     if args.command == "demo":
@@ -714,14 +832,41 @@ def _check_outputs(args: argparse.Namespace) -> list[Path]:
 # ---------------------------------------------------------------------------------------------
 # reading
 # ---------------------------------------------------------------------------------------------
-def _policies_from_args(args: argparse.Namespace) -> Any:
-    if getattr(args, "policies", None):
+def _policies_from_args(args: argparse.Namespace, logs: Any) -> Any:
+    """The candidates of ``--policies`` and ``--policy`` (names and specs), built once per run
+    (evaluate and diagnose share them)."""
+    cached = getattr(args, "_candidates", None)
+    if cached is not None:
+        return cached[0]
+    names = getattr(args, "_policy_names", None)
+    if names is None:
+        names = list(getattr(args, "policy", None) or [])
+    specs = getattr(args, "_policy_specs", None) or []
+    if specs:
+        from ope.policies import candidates_with_specs
+
+        policies: Any = candidates_with_specs(
+            logs, specs, names=names, table=getattr(args, "policies", None),
+            labels=[f"--policy {spec.text}" for spec in specs])
+    elif getattr(args, "policies", None):
         from ope.policies import read_policy_table
 
-        return read_policy_table(args.policies)
-    if getattr(args, "policy", None):
-        return list(args.policy)
-    return None
+        policies = read_policy_table(args.policies)
+        if names:  # --policy NAME selects policies of the table
+            import pyarrow as pa
+            import pyarrow.compute as pc
+
+            held = sorted(set(pc.unique(policies.column("policy")).cast(pa.string()).to_pylist()))
+            unknown = [n for n in names if n not in held]
+            if unknown:
+                raise PolicyError(f"unknown policies {unknown}: the policy table "
+                                  f"{args.policies} holds {', '.join(held)}.")
+            keep = pc.is_in(policies.column("policy").cast(pa.string()), value_set=pa.array(names))
+            policies = policies.filter(keep).replace_schema_metadata(policies.schema.metadata)
+    else:
+        policies = names or None
+    args._candidates = (policies,)
+    return policies
 
 
 def _read(args: argparse.Namespace, reader: Any = None) -> Any:
@@ -1074,9 +1219,26 @@ def _diagnose_from_args(args: argparse.Namespace, logs: Any) -> Any:
     """The diagnostics of ``ope diagnose`` and of ``ope evaluate`` (which has no plan options)."""
     from ope.diagnostics import diagnose
 
+    policies = _policies_from_args(args, logs)
+    names = getattr(args, "_policy_names", None) or []
+    lacking = [f"target_dist__{n}" for n in names
+               if not args.policies and f"target_dist__{n}" not in logs.columns]
+    if getattr(args, "_policy_specs", None) and lacking and "logging_distribution" in logs.columns:
+        # the support check needs every candidate's full distribution: the target__ columns
+        # named beside a spec have none, so the check is left out (as diagnose does for them)
+        from ope.exceptions import OPEWarning
+        from ope.logs import BanditLogs
+
+        warnings.warn(
+            "support deficiency not computed: the logs have a logging_distribution but not "
+            f"{', '.join(lacking)} (each candidate's distribution over the candidates)",
+            OPEWarning, stacklevel=2)
+        logs = BanditLogs(logs.table.drop_columns(["logging_distribution"]), logs.report,
+                          dropped_event_ids=logs.dropped_event_ids,
+                          unit_roundoff=logs.unit_roundoff)
     return diagnose(
         logs,
-        _policies_from_args(args),
+        policies,
         by=args.by,
         max_weight=args.max_weight,
         reward_range=tuple(args.reward_range) if args.reward_range else None,
@@ -1181,6 +1343,8 @@ def _streaming_plan(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]
         blockers.append(f"--estimator {' '.join(others)} (a reward model needs every row)")
     if args.policies:
         blockers.append("--policies (a policy table is joined on every event)")
+    if getattr(args, "_policy_specs", None):
+        blockers.append("--policy NAME=KIND:ARGS (a candidate computed on every row)")
     if args.by:
         blockers.append("--by (the segment report needs every row)")
     if getattr(args, "report", None):
@@ -1325,7 +1489,7 @@ def _evaluate_in_memory(args: argparse.Namespace, resolved: Sequence[tuple[str, 
     logs = _read(args)
     _require_columns(logs, args, "by", "context_columns")
     order = [k for k, _ in resolved]
-    result = _evaluate(args, logs, resolved, _policies_from_args(args))
+    result = _evaluate(args, logs, resolved, _policies_from_args(args, logs))
     d = _diagnose_from_args(args, logs)
     texts = [result.main.summary()]
     if getattr(result.main, "by", None):
@@ -1436,6 +1600,12 @@ def _trajectory_usage(args: argparse.Namespace, estimators: Sequence[str]) -> No
     (exit 2, naming the flag)."""
     from ope.sequential.estimators import BOUNDED_ESTIMATORS, MODEL_BASED
 
+    if getattr(args, "_policy_specs", None):
+        raise _UsageError(
+            f"argument --policy: {args._policy_specs[0].text!r}: a spec (NAME=KIND:ARGS) "
+            "builds a candidate for bandit logs only; trajectory candidates are the "
+            "target__<name> columns of the steps (select them with --policy NAME).",
+            flag="--policy")
     bandit_only = [flag for flag, value in (("--policies", args.policies),
                                             ("--by", args.by),
                                             ("--context-columns", args.context_columns),
@@ -1713,6 +1883,35 @@ def _cmd_learn(args: argparse.Namespace) -> _Outcome:
     return _Outcome(document, "\n".join(text))
 
 
+def _cmd_action_table(args: argparse.Namespace) -> _Outcome:
+    """The logging policy of context-free logs as a per-(action, position) table."""
+    import pyarrow.compute as pc
+
+    from ope._output import atomic_path
+    from ope.policies import logged_action_table
+
+    logs = _read(args)
+    table = logged_action_table(logs)
+    with atomic_path(args.out) as tmp:
+        if args.out.lower().endswith(".csv"):
+            import pyarrow.csv as pacsv
+
+            pacsv.write_csv(table, tmp)
+        else:
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, tmp)
+    n_actions = pc.count_distinct(table.column("action")).as_py()
+    positions = (sorted(pc.unique(table.column("position")).to_pylist())
+                 if "position" in table.column_names else None)
+    shape = f"{n_actions} actions" + (f" x {len(positions)} positions" if positions else "")
+    text = (f"{str(logs.report)}\n\nwrote {table.num_rows:,} rows ({shape}) to {args.out}; "
+            f"evaluate it on other logs with: ope evaluate LOGS --policy NAME=table:{args.out}")
+    document = {"validation": logs.report.to_dict(), "out": args.out, "rows": table.num_rows,
+                "actions": n_actions, "positions": positions}
+    return _Outcome(document, text)
+
+
 def _cmd_import(args: argparse.Namespace) -> _Outcome:
     """``ope import obd|dsjson SRC --out LOGS.parquet``: validate and write parquet logs.
 
@@ -1958,6 +2157,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], _Outcome]]] = {
     "paired": _cmd_paired,
     "import": _cmd_import,
     "report": _cmd_report,
+    "action-table": _cmd_action_table,
     "demo": _cmd_demo,
 }
 

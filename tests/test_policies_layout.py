@@ -21,7 +21,10 @@ from ope.simulate import ContextualBandit, PairedReplaySimulator, Recommendation
 PUBLIC = (
     "PROBABILITY_TOLERANCE Policy PolicyDistribution TargetPropensities UniformPolicy "
     "EpsilonGreedyPolicy DeterministicPolicy SoftmaxPolicy ClassifierPolicy target_propensities "
-    "logging_distribution read_policy_table write_policy_table to_policy_table"
+    "logging_distribution read_policy_table write_policy_table to_policy_table "
+    "LoggingPolicy ChosenActionPolicy ArrayPolicy ActionTablePolicy logged_action_table "
+    "PolicySpec is_policy_spec parse_policy_spec "
+    "policy_from_spec load_classifier candidates_with_specs"
 ).split()
 
 

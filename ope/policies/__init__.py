@@ -9,13 +9,19 @@ turns the three ways a candidate can be given (DESIGN.md §2) into those numbers
    ``target_dist__<name>`` (the distribution over the row's ``candidates``);
 2. a long-format policy table ``event_id, policy, action, probability`` joined on ``event_id``;
 3. policy objects computed from the logs: :class:`UniformPolicy`, :class:`EpsilonGreedyPolicy`,
-   :class:`DeterministicPolicy`, :class:`SoftmaxPolicy`, :class:`ClassifierPolicy`.
+   :class:`DeterministicPolicy`, :class:`SoftmaxPolicy`, :class:`ClassifierPolicy`, or given as
+   numbers: :class:`LoggingPolicy`, :class:`ChosenActionPolicy`, :class:`ArrayPolicy` (a
+   ``.npy`` distribution array), :class:`ActionTablePolicy` (a context-free per-action or
+   per-(action, position) table); any of them named by a one-line spec ``NAME=KIND[:ARGS]``
+   (:func:`parse_policy_spec`, :func:`policy_from_spec`; the command line's ``--policy``).
 
 Modules, by concept:
 
 - ``_core``: action codes, candidate sets, :class:`PolicyDistribution` (a sparse (n, K)
   distribution) and :class:`TargetPropensities` (the (n, P) result), shared by the others;
 - ``objects``: the policy objects and the :class:`Policy` protocol;
+- ``given``: the policies given as numbers (logging propensities, arrays, per-action tables);
+- ``specs``: the ``NAME=KIND[:ARGS]`` grammar and the policy each spec builds;
 - ``table``: reading, writing and building long-format policy tables;
 - ``join``: :func:`target_propensities` (columns, tables or objects -> (n, P)) and
   :func:`logging_distribution`.
@@ -45,6 +51,21 @@ from ope.policies.objects import (
     SoftmaxPolicy,
     UniformPolicy,
 )
+from ope.policies.given import (
+    ActionTablePolicy,
+    ArrayPolicy,
+    ChosenActionPolicy,
+    LoggingPolicy,
+    logged_action_table,
+)
+from ope.policies.specs import (
+    PolicySpec,
+    candidates_with_specs,
+    is_policy_spec,
+    load_classifier,
+    parse_policy_spec,
+    policy_from_spec,
+)
 from ope.policies.table import read_policy_table, to_policy_table, write_policy_table
 
 __all__ = [
@@ -57,6 +78,17 @@ __all__ = [
     "DeterministicPolicy",
     "SoftmaxPolicy",
     "ClassifierPolicy",
+    "LoggingPolicy",
+    "ChosenActionPolicy",
+    "ArrayPolicy",
+    "ActionTablePolicy",
+    "logged_action_table",
+    "PolicySpec",
+    "is_policy_spec",
+    "parse_policy_spec",
+    "policy_from_spec",
+    "load_classifier",
+    "candidates_with_specs",
     "target_propensities",
     "logging_distribution",
     "read_policy_table",
