@@ -145,7 +145,7 @@ def _campaign(folder, n=300, seed=0):
     click = (rng.random(n) < 0.1 + 0.05 * pos + 0.04 * item + 0.05 * (users[:, 0] == 1)).astype(int)
     lines = [HEADER.rsplit(",user-item", 3)[0]]
     lines += [f"{i},2019-11-24 0{i // 3600}:{i // 60 % 60:02d}:{i % 60:02d}+00:00,{item[i]},"
-              f"{pos[i]},{click[i]},{1 / N_ITEMS / 3:.12g},"
+              f"{pos[i]},{click[i]},{1 / N_ITEMS:.12g},"
               + ",".join(f"u{j}v{users[i, j]}" for j in range(4)) for i in range(n)]
     (folder / "all.csv").write_text("\n".join(lines) + "\n")
     (folder / "item_context.csv").write_text(
@@ -197,7 +197,6 @@ def test_the_imported_file_reads_back_with_types_and_item_features(imported):
     assert back.table.schema.field("context").type == pa.list_(pa.int8(), 3 + 4 + 5 + 6 + 3)
 
 
-@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
 def test_dm_and_dr_on_the_imported_file_equal_the_raw_folder(imported):
     folder, out = imported
     policy = _uniform_policy(300)
