@@ -172,8 +172,8 @@ def context_column_choice(logs: Any) -> ContextChoice:
         context (schema metadata ``ope.context_columns``, e.g. the OBD affinity columns with
         ``read_obd(context="user+affinity")``) count as named: they are used when numeric (or
         lists of numbers, such as OBD's one-hot ``context``) whatever their name, and a note
-        says which listed ones are not numeric. Naming a
-        column explicitly (``context_columns=[...]``) always uses it.
+        says which listed ones are not numeric. Naming a column explicitly
+        (``context_columns=[...]``) always uses it.
 
     Examples
     --------

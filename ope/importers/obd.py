@@ -35,9 +35,11 @@ unnamed row index               ``event_id`` (int64; the CSV's own index, kept a
 
 The reward model of DM and the doubly robust estimators (:func:`ope.evaluate`) then uses, by
 default, the one-hot user features and position (``ope.context_columns`` lists ``context``,
-plus the affinity columns when asked for) and the item features, as obp's OBD loader feeds its
-regression model one-hot user features and the item table (obp label-encodes the item
-categories; here they are one-hot, so no order is imposed on hashed labels).
+plus the affinity columns when asked for) and the item features. obp's OBD loader feeds its
+regression model the same information differently: one-hot user features (its first category
+dropped), the item table with the hashed categories label-encoded (here one-hot, so no order is
+imposed on hashed labels), and one model per position (here the position is one-hot in the
+context, and the default model has context x item-feature interactions).
 
 Rows break OBD's rules when their ``position`` is missing, text or fractional
 (``obd_position_missing``), a whole number outside 1..3 (``obd_position_out_of_range``), or
@@ -349,9 +351,11 @@ def read_obd(
 
 
 def _rows(mask: np.ndarray) -> str:
+    """``"rows 1, 2"``: the first rows of ``mask`` (as many as a validation report shows)."""
     rows = np.flatnonzero(mask)
     shown = ", ".join(str(r) for r in rows[:EXAMPLE_ROWS])
-    return f"row{'s' if rows.size != 1 else ''} {shown}{', ...' if rows.size > EXAMPLE_ROWS else ''}"
+    more = ", ..." if rows.size > EXAMPLE_ROWS else ""
+    return f"row{'s' if rows.size != 1 else ''} {shown}{more}"
 
 
 def _item_table(path: Path) -> pa.Table:
