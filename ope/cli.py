@@ -1403,6 +1403,7 @@ def _evaluate_streamed(args: argparse.Namespace, resolved: Sequence[tuple[str, A
     batch, merged statistics (the numbers of the whole read, in bounded memory)."""
     from ope.io import scan_logs
 
+    _check_obd_context(args, args.format)  # parquet is streamed without an importer
     policies = list(args.policy) if args.policy else None
     targets = ([f"target__{p}" for p in policies] if policies else
                sorted(c for c in names if c.startswith("target__")))

@@ -264,8 +264,9 @@ def test_force_reimport_removes_the_side_table_of_an_earlier_import(tmp_path):
 @pytest.mark.parametrize("argv", [
     ["validate", "{dsjson}", "--format", "dsjson"],
     ["validate", "{parquet}"],
+    ["evaluate", "{parquet}", "--streaming", "on"],
     ["import", "dsjson", "{dsjson}", "--out", "{out}"],
-], ids=["dsjson", "parquet", "import-dsjson"])
+], ids=["dsjson", "parquet", "parquet-streamed", "import-dsjson"])
 def test_obd_context_with_another_format_is_a_usage_error(tmp_path, argv):
     import pyarrow.parquet as pq
 
@@ -274,8 +275,8 @@ def test_obd_context_with_another_format_is_a_usage_error(tmp_path, argv):
     paths = {"dsjson": tmp_path / "e.json", "parquet": tmp_path / "logs.parquet",
              "out": tmp_path / "out.parquet"}
     paths["dsjson"].write_text("\n".join(LINES) + "\n")
-    pq.write_table(pa.table({"action": [0], "propensity": [0.5], "reward": [1.0]}),
-                   paths["parquet"])
+    pq.write_table(pa.table({"action": [0], "propensity": [0.5], "reward": [1.0],
+                             "target__a": [1.0]}), paths["parquet"])
     code, _, err = _cli(*[a.format(**paths) for a in argv], "--obd-context", "none")
     assert code == 2
     assert "argument --obd-context: applies only to" in err and "drop the flag" in err
