@@ -342,9 +342,10 @@ def _add_format(p: argparse.ArgumentParser) -> None:
 
 def _add_import_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--obd-context", choices=("user", "user+affinity", "none"), default="user",
-        help="OBD: context columns to keep (default user_feature_0..3; never the 80 affinity "
-        "columns unless asked)",
+        "--obd-context", choices=("user", "user+affinity", "none"), default=None,
+        help="OBD only: the reward model's context: one-hot user_feature_0..3 and position "
+        "(user, the default), also the 80 affinity columns (user+affinity), or the position "
+        "alone (none)",
     )
     p.add_argument("--chunk-lines", type=int, metavar="N",
                    help="DSJSON: lines parsed per chunk (bounds memory; default "
@@ -744,9 +745,24 @@ def _parse_mapping(items: Sequence[str] | None) -> dict[str, str] | None:
 # outputs: checked before the work (ope._output)
 # ---------------------------------------------------------------------------------------------
 def _import_side_file(out: Path) -> Path:
-    """``<out stem>.actions.parquet``: where ``ope import obd`` writes the action features."""
+    """``<out stem>.actions.parquet``: where earlier versions of ``ope import obd`` wrote the
+    action features (now embedded in ``--out`` itself)."""
     stem = out.name[: -len(".parquet")] if out.name.endswith(".parquet") else out.name
     return out.with_name(stem + ".actions.parquet")
+
+
+def _is_import_side_table(path: Path) -> bool:
+    """Whether ``path`` is a regular parquet file holding an OBD item table as earlier imports
+    wrote it beside their logs: an ``action`` column and only ``item_feature_*`` others."""
+    import pyarrow.parquet as pq
+
+    try:
+        if path.is_symlink() or not path.is_file():
+            return False
+        names = pq.read_schema(path).names
+    except Exception:  # noqa: BLE001 - not parquet, unreadable: not ours to remove
+        return False
+    return "action" in names and all(c == "action" or c.startswith("item_feature_") for c in names)
 
 
 def _outputs_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tuple[str, str]],
@@ -766,11 +782,8 @@ def _outputs_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[t
         return [("--report", args.report)], inputs, REPORT_SUFFIXES
     if args.command == "demo":
         return [("report", DEMO_REPORT)], inputs, None
-    if args.command == "import":
-        outs = [("--out", args.out)]
-        if args.format == "obd":  # the action features of item_context.csv go beside
-            outs.append(("--out", str(_import_side_file(Path(args.out)))))
-        return outs, inputs, None
+    if args.command == "import":  # OBD's item features are embedded in --out itself
+        return [("--out", args.out)], inputs, None
     return [], inputs, None
 
 
@@ -885,6 +898,7 @@ def _read(args: argparse.Namespace, reader: Any = None) -> Any:
 def _format_reader(args: argparse.Namespace) -> Any:
     """The importer of ``--format obd|dsjson`` as a reader (None for parquet)."""
     fmt = getattr(args, "format", "parquet")
+    _check_obd_context(args, fmt)
     if fmt == "parquet":
         return None
     if args.mapping:
@@ -894,9 +908,18 @@ def _format_reader(args: argparse.Namespace) -> Any:
 
     if fmt == "obd":
         return lambda src, *, mapping, on_invalid: read_obd(
-            src, context=args.obd_context, on_invalid=on_invalid)
+            src, context=args.obd_context or "user", on_invalid=on_invalid)
     return lambda src, *, mapping, on_invalid: read_dsjson(
         src, on_invalid=on_invalid, **_chunk_option(args))
+
+
+def _check_obd_context(args: argparse.Namespace, fmt: str) -> None:
+    """``--obd-context`` applies to OBD sources only: given with another format, a usage error
+    (it would be ignored)."""
+    if fmt != "obd" and getattr(args, "obd_context", None) is not None:
+        what = "an OBD campaign" if args.command == "import" else "--format obd"
+        raise _UsageError(f"argument --obd-context: applies only to {what}; it does not "
+                          f"apply to {fmt} (drop the flag)", flag="--obd-context")
 
 
 def _chunk_option(args: argparse.Namespace) -> dict[str, int]:
@@ -1544,6 +1567,7 @@ def _evaluate_streamed(args: argparse.Namespace, resolved: Sequence[tuple[str, A
     batch, merged statistics (the numbers of the whole read, in bounded memory)."""
     from ope.io import scan_logs
 
+    _check_obd_context(args, args.format)  # parquet is streamed without an importer
     policies = list(args.policy) if args.policy else None
     targets = ([f"target__{p}" for p in policies] if policies else
                sorted(c for c in names if c.startswith("target__")))
@@ -1915,15 +1939,18 @@ def _cmd_action_table(args: argparse.Namespace) -> _Outcome:
 def _cmd_import(args: argparse.Namespace) -> _Outcome:
     """``ope import obd|dsjson SRC --out LOGS.parquet``: validate and write parquet logs.
 
-    ``--out`` (and, for OBD, its ``.actions.parquet`` side table) were checked before the
-    import started (:mod:`ope._output`); both are written through temporary files renamed only
-    when the import succeeds. DSJSON is streamed chunk by chunk into the file.
+    ``--out`` was checked before the import started (:mod:`ope._output`) and is written through
+    a temporary file renamed only when the import succeeds. DSJSON is streamed chunk by chunk
+    into the file. OBD's item table is embedded in the file's schema metadata; with ``--force``
+    an item table that an earlier import wrote beside the file (``<stem>.actions.parquet``)
+    is removed.
     """
     import pyarrow.parquet as pq
 
     from ope._output import atomic_path
 
     out = Path(args.out)
+    _check_obd_context(args, args.format)
     side = _import_side_file(out)
     written = 0
     action_features = None
@@ -1959,18 +1986,27 @@ def _cmd_import(args: argparse.Namespace) -> _Outcome:
         else:
             from ope.importers import read_obd
 
-            logs = read_obd(args.src, context=args.obd_context, on_invalid=args.on_invalid)
+            logs = read_obd(args.src, context=args.obd_context or "user",
+                            on_invalid=args.on_invalid)
+            # the item table travels in the schema metadata (ope.io.ACTION_FEATURES_KEY)
             pq.write_table(logs.table, tmp)
             written, report, action_features = logs.n, logs.report, logs.action_features
-        if action_features is not None:
-            with atomic_path(side) as side_tmp:
-                pq.write_table(action_features, side_tmp)
+    # an item table that an earlier import wrote beside the file --force replaced is stale
+    removed = args.format == "obd" and args.force and _is_import_side_table(side)
+    if removed:
+        side.unlink()
     document = {"format": args.format, "src": args.src,
                 "out": str(out), "rows_written": written, "report": report.to_dict(),
-                "action_features": str(side) if action_features is not None else None}
+                "action_features": None if action_features is None else {
+                    "items": action_features.num_rows,
+                    "columns": [c for c in action_features.column_names if c != "action"]},
+                "removed": str(side) if removed else None}
     text = f"wrote {written:,} rows to {out}"
     if action_features is not None:
-        text += f"\nwrote the action features ({action_features.num_rows:,} items) to {side}"
+        text += (f"\nwith the action features of {action_features.num_rows:,} items "
+                 "(item_context.csv) embedded in the file: ope.read_logs reads them back")
+    if removed:
+        text += f"\nremoved {side}: the item table an earlier import wrote beside the file"
     return _Outcome(document, "\n\n".join([str(report), text]))
 
 

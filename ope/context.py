@@ -119,6 +119,12 @@ def _is_number(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
 
 
+def _is_number_list(t: pa.DataType) -> bool:
+    """A list of numbers (one feature per element), e.g. the one-hot ``context`` of OBD."""
+    listed = pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)
+    return listed and _is_number(t.value_type)
+
+
 def _outcome_like(name: str) -> bool:
     low = name.lower()
     return (
@@ -164,9 +170,10 @@ def context_column_choice(logs: Any) -> ContextChoice:
         (:data:`OUTCOME_LIKE_NAMES`, :data:`EXCLUDED_NAME_PREFIXES`,
         :data:`EXCLUDED_NAME_SUFFIXES`; case-insensitive). Columns an importer listed as
         context (schema metadata ``ope.context_columns``, e.g. the OBD affinity columns with
-        ``read_obd(context="user+affinity")``) count as named: they are used when numeric
-        whatever their name, and a note says which listed ones are not numeric. Naming a
-        column explicitly (``context_columns=[...]``) always uses it.
+        ``read_obd(context="user+affinity")``) count as named: they are used when numeric (or
+        lists of numbers, such as OBD's one-hot ``context``) whatever their name, and a note
+        says which listed ones are not numeric. Naming a column explicitly
+        (``context_columns=[...]``) always uses it.
 
     Examples
     --------
@@ -180,14 +187,14 @@ def context_column_choice(logs: Any) -> ContextChoice:
     >>> choice.notes[0].split(":")[0]
     'the reward model took 21 context columns by default (every numeric column outside the log schema)'
     """
+    listed = _importer_context_columns(logs)
     numeric = [
         fld.name
         for fld in logs.table.schema
         if fld.name not in RESERVED_COLUMNS
         and not fld.name.startswith(_POLICY_PREFIXES)
-        and _is_number(fld.type)
+        and (_is_number(fld.type) or (fld.name in listed and _is_number_list(fld.type)))
     ]
-    listed = _importer_context_columns(logs)
     columns = [c for c in numeric if c in listed or not _outcome_like(c)]
     excluded = [c for c in numeric if c not in columns]
     notes = []

@@ -1118,8 +1118,10 @@ def evaluate(
         values are cut into quantile bins as in ``ope.diagnose``): every estimator's value and
         interval is also computed on each segment's rows alone (``ev.table(by="segment")``).
         IPS, clipped IPS and SNIPS of every segment come from one grouped pass of the moment
-        kernel; DM and the DR family fit their reward model on each segment's rows. Each
-        segment's numbers equal those of ``evaluate`` on that segment's rows.
+        kernel; DM and the DR family fit their reward model on each segment's rows. The
+        candidates are resolved once on all rows (a policy table or distributions cover
+        every logged event) and each segment takes its rows of them: each segment's numbers
+        equal those of ``evaluate`` on that segment's rows with the candidates' rows for them.
     ci_fallback : {"normal", "t"}, optional
         Interval of the estimators ``ci`` does not apply to (e.g. ``ci="hoeffding"`` with
         SNIPS): their rows' ``ci_method`` says so and a note names them. Without it such an
@@ -1262,6 +1264,7 @@ class _EagerRun:
     stats: Any
     model_columns: dict[str, list[str]] | None
     model_notes: list[str]
+    distributions: Mapping[str, Any] | None = None  # each candidate's, when DM/DR asked
 
 
 def _eager_run(
@@ -1270,16 +1273,26 @@ def _eager_run(
     resolved: Sequence[tuple[str, Any]],
     settings: EvaluationSettings,
     model: Mapping[str, Any],
+    *,
+    candidates: Any = None,
 ) -> _EagerRun:
-    """Every estimate of ``resolved`` on the rows of ``logs`` (the body of :func:`evaluate`)."""
+    """Every estimate of ``resolved`` on the rows of ``logs`` (the body of :func:`evaluate`).
+
+    ``candidates`` (a ``TargetPropensities`` with distributions, one row per row of ``logs``)
+    are the candidates already resolved, used in place of ``policies``: a segment's rows
+    take their rows of the candidates resolved once on the whole logs.
+    """
     needs_model = any(k in MODEL_ESTIMATORS for k, _ in resolved)
-    direct = None if needs_model else _target_columns(logs, policies)
+    direct = None if needs_model or candidates is not None else _target_columns(logs, policies)
+    factored: dict[str, dict[str, str]] = {}
     if direct is not None:  # the log's own columns: no (n, P) copy
         names, target = direct
-        factored: dict[str, dict[str, str]] = {}
         rows_ignored = 0
     else:
-        tp, factored = _candidates(logs, policies, needs_model)
+        if candidates is not None:
+            tp = candidates
+        else:
+            tp, factored = _candidates(logs, policies, needs_model)
         names, target, rows_ignored = tp.names, tp.values, tp.table_rows_ignored
     reward = logs.column("reward")
     # the one check of the rewards against reward_range for every estimator of this call
@@ -1303,6 +1316,7 @@ def _eager_run(
         names=list(names), target=target, factored=factored, rows_ignored=rows_ignored,
         reward=reward, propensity=propensity, estimates=estimates, logging=base, stats=stats,
         model_columns=model_columns, model_notes=model_notes,
+        distributions=tp.distributions if needs_model else None,
     )
 
 
@@ -1412,7 +1426,11 @@ def _segment_estimates(
                     sub, logs.report, dropped_event_ids=logs.dropped_event_ids,
                     unit_roundoff=logs.unit_roundoff,
                 )
-                found.update(_eager_run(part, policies, modelled, settings, model).estimates)
+                part.action_features = getattr(logs, "action_features", None)
+                found.update(_eager_run(
+                    part, policies, modelled, settings, model,
+                    candidates=_candidate_rows(run, idx),
+                ).estimates)
             for p in [*run.names, *run.factored]:  # loop over policies
                 for key in order_keys:
                     out[(col, label, p, key)] = found[(p, key)]
@@ -1422,6 +1440,26 @@ def _segment_estimates(
             f"segments with fewer than {MIN_ROWS} rows have no estimate: {', '.join(skipped)}"
         )
     return out, notes
+
+
+def _candidate_rows(run: _EagerRun, idx: np.ndarray) -> Any:
+    """The rows ``idx`` of the candidates the whole-log run resolved (a ``TargetPropensities``
+    with distributions), each distribution over the actions those rows give probability.
+
+    The candidates are resolved once, on the logs they were written for (a policy table joins
+    on every logged event), and a segment takes its rows: its DM and DR equal those of
+    ``evaluate`` on the segment's rows with the candidates' rows for them.
+    """
+    from ope.policies import PolicyDistribution, TargetPropensities
+
+    dists = {}
+    for name in run.names:  # loop over policies
+        full = run.distributions[name]
+        m = full.matrix[idx]
+        used, codes = np.unique(m.indices, return_inverse=True)
+        m = type(m)((m.data, codes.reshape(-1), m.indptr), shape=(m.shape[0], used.size))
+        dists[name] = PolicyDistribution(m, np.asarray(full.actions)[used])
+    return TargetPropensities(run.names, np.asarray(run.target)[idx], dists)
 
 
 def _row_positions(idx: np.ndarray) -> Any:

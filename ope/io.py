@@ -25,6 +25,8 @@ symbolic links are followed but never into a file or folder already read, an emp
 
 from __future__ import annotations
 
+import base64
+import binascii
 import errno
 import json
 import os
@@ -65,7 +67,16 @@ from ope.schema import (
     plan_columns,
 )
 
-__all__ = ["read_logs", "scan_logs", "read_trajectories", "read_paired", "LogScan"]
+__all__ = [
+    "read_logs",
+    "scan_logs",
+    "read_trajectories",
+    "read_paired",
+    "LogScan",
+    "ACTION_FEATURES_KEY",
+    "with_action_features",
+    "embedded_action_features",
+]
 
 #: Default rows per batch of :func:`scan_logs`: about 10 MB per float64 column, large enough
 #: to amortise per-batch overhead and small enough to keep several columns in cache-friendly,
@@ -998,6 +1009,73 @@ def _finish(
 
 
 # --------------------------------------------------------------------------------------------
+# ope's schema metadata: what travels with the rows (importer records, the action features)
+# --------------------------------------------------------------------------------------------
+
+#: Schema metadata key of logs that carry their action (item) feature table: an Arrow IPC
+#: stream, base64-encoded. ``ope import obd`` embeds ``item_context.csv`` under it, so the
+#: parquet file alone holds everything DM/DR need; :func:`read_logs` restores the table as
+#: ``logs.action_features``.
+ACTION_FEATURES_KEY: Final = b"ope.action_features"
+
+#: Prefix of ope's own schema metadata keys (``ope.source_format``, ``ope.context_columns``,
+#: ``ope.propensity_source``, :data:`ACTION_FEATURES_KEY`, ...), which :func:`read_logs` keeps.
+_OPE_METADATA_PREFIX: Final = b"ope."
+
+
+def with_action_features(table: pa.Table, features: pa.Table) -> pa.Table:
+    """``table`` with the action-feature table ``features`` embedded in its schema metadata.
+
+    The table travels with the rows: through ``pyarrow.parquet.write_table``, ``take`` and
+    ``filter``, and back through :func:`read_logs` (:func:`embedded_action_features`).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from ope.io import embedded_action_features, with_action_features
+    >>> logs = pa.table({"action": [1, 0], "propensity": [0.5, 0.5], "reward": [1.0, 0.0]})
+    >>> items = pa.table({"action": [0, 1], "price": [9.5, 3.0]})
+    >>> embedded_action_features(with_action_features(logs, items).schema).equals(items)
+    True
+    """
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, features.schema) as writer:
+        writer.write_table(features)
+    blob = base64.b64encode(sink.getvalue().to_pybytes())
+    return table.replace_schema_metadata(
+        {**(table.schema.metadata or {}), ACTION_FEATURES_KEY: blob}
+    )
+
+
+def embedded_action_features(schema: pa.Schema) -> pa.Table | None:
+    """The action-feature table embedded by :func:`with_action_features` (None without one).
+
+    Raises
+    ------
+    DataFileError
+        The metadata entry is not a base64 Arrow IPC stream (written by something else, or cut).
+    """
+    raw = (schema.metadata or {}).get(ACTION_FEATURES_KEY)
+    if raw is None:
+        return None
+    try:
+        with pa.ipc.open_stream(pa.py_buffer(base64.b64decode(raw, validate=True))) as reader:
+            return reader.read_all()
+    except (binascii.Error, ValueError, pa.ArrowInvalid) as exc:
+        raise DataFileError(
+            f"the schema metadata {ACTION_FEATURES_KEY.decode()!r} is not an action-feature table "
+            f"(a base64 Arrow IPC stream, as ope import writes): {exc}. Re-import the source, "
+            "or remove the entry and pass action_features=... to ope.evaluate."
+        ) from None
+
+
+def _ope_metadata(schema: pa.Schema) -> dict[bytes, bytes]:
+    """ope's own entries of a source's schema metadata (other entries, e.g. pandas', describe
+    the source's columns, not the validated table)."""
+    return {k: v for k, v in (schema.metadata or {}).items() if k.startswith(_OPE_METADATA_PREFIX)}
+
+
+# --------------------------------------------------------------------------------------------
 # eager readers
 # --------------------------------------------------------------------------------------------
 
@@ -1028,7 +1106,11 @@ def read_logs(
     Returns
     -------
     BanditLogs
-        The validated table (canonical names and types) and its ``ValidationReport``.
+        The validated table (canonical names and types) and its ``ValidationReport``. ope's
+        own schema metadata (keys ``ope.*``: an importer's record of the source, the context
+        columns it chose) stays on ``logs.table``; an action-feature table embedded by an
+        importer (``ope import obd``: :data:`ACTION_FEATURES_KEY`) becomes
+        ``logs.action_features``, which DM/DR and the policy learners join on the action.
 
     Raises
     ------
@@ -1090,8 +1172,15 @@ def read_logs(
     masks = check_bandit_rows(table, unit_roundoff=plan.unit_roundoff)
     dropped_ids = _dropped_event_ids(table, masks) if on_invalid == "drop" else None
     table, report = _finish(table, masks, opened, on_invalid, "bandit-log")
-    return BanditLogs.from_validated(table, report, dropped_event_ids=dropped_ids,
+    kept = _ope_metadata(opened.schema)
+    if kept:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **kept})
+    logs = BanditLogs.from_validated(table, report, dropped_event_ids=dropped_ids,
                                      unit_roundoff=plan.unit_roundoff)
+    features = embedded_action_features(table.schema)
+    if features is not None:
+        logs.action_features = features
+    return logs
 
 
 def read_trajectories(

@@ -144,7 +144,9 @@ REJECTION_REASONS: Final[Mapping[str, str]] = {
     "dsjson_pdrop_out_of_range": "pdrop must be a number in [0, 1) (pdrop == 1 has no weight)",
     "dsjson_skip_learn": "_skipLearn is true: the event is not learnable and is excluded (counted)",
     "dsjson_outcome_malformed": "every CCB/slate _outcomes entry needs a numeric _label_cost, _a and _p",
-    "obd_position_missing": "position must be a whole number >= 1",
+    "obd_position_missing": "position must be a whole number (it is missing, text or fractional)",
+    "obd_position_out_of_range": "position must be 1, 2 or 3 (OBD's left, centre and right slots)",
+    "obd_item_unknown": "item_id must have a row in the campaign's item_context.csv",
 }
 
 #: Prefixes of the importers' reasons in :data:`REJECTION_REASONS`.

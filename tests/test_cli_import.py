@@ -67,8 +67,9 @@ def test_import_obd_writes_logs_and_action_features(tmp_path):
     logs = read_logs(out)
     assert logs.column("position").tolist() == [1, 1, 2, 0, 0, 2]
     assert b"position-wise" in pq.read_schema(out).metadata[b"ope.propensity"]
-    side = pq.read_table(tmp_path / "obd.actions.parquet")
-    assert side.column("action").to_pylist() == [0, 1, 2]
+    # the item table is embedded in the file: no side file, read back with the logs
+    assert not (tmp_path / "obd.actions.parquet").exists()
+    assert logs.action_features.column("action").to_pylist() == [0, 1, 2]
 
 
 def test_format_flag_on_validate_evaluate_diagnose(tmp_path, dsjson):

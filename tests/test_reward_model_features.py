@@ -214,13 +214,16 @@ def test_obd_import_feeds_item_features_and_not_affinity(tmp_path):
                            "probability": 1.0})
     logs = ope.read_obd(folder, context="user+affinity")
     ev = ope.evaluate(logs, policy, estimators=("dm",), rng=0)
-    # the affinity columns were asked for at import; the string user feature cannot be used
-    assert ev.model_columns == {"context": ["user-item_affinity_0", "user-item_affinity_1"],
-                                "action_features": ["item_feature_0"]}
-    assert any("user_feature_0 listed by the importer are not numeric" in t for t in ev.notes)
-    plain = ope.read_obd(folder)  # default: user features only, so the model has items alone
+    # the affinity columns were asked for at import; the user feature and position are
+    # one-hot in `context`, the item categories one-hot in the item table
+    items = ["item_feature_0", "item_feature_1=f1a", "item_feature_1=f1b", "item_feature_1=f1c"]
+    assert ev.model_columns == {
+        "context": ["context", "user-item_affinity_0", "user-item_affinity_1"],
+        "action_features": items}
+    assert not any("not numeric" in t for t in ev.notes)
+    plain = ope.read_obd(folder)  # default: user features and position, never the affinities
     ev = ope.evaluate(plain, policy, estimators=("dm",), rng=0)
-    assert ev.model_columns == {"context": [], "action_features": ["item_feature_0"]}
+    assert ev.model_columns == {"context": ["context"], "action_features": items}
     # a table with the affinity columns but no importer metadata: not taken by default
     assert context_column_choice(ope.read_logs(logs.table.replace_schema_metadata(None))).columns == []
 

@@ -126,3 +126,74 @@ def test_segment_summary_lists_every_segment_row(sample):
         assert f"segment  {label}" in text or f"segment {label}" in text
     assert sum(line.startswith("segment ") for line in text.splitlines()) == len(seg)
     assert ope.evaluate(sample.slice(0, 2_000), estimators=("ips",)).segment_summary() == ""
+
+
+def _uniform_table(logs: pa.Table) -> pa.Table:
+    """A long-format policy table, uniform over each event's candidate set."""
+    lengths = pc.list_value_length(logs["candidates"]).to_numpy()
+    return pa.table({
+        "event_id": np.repeat(logs["event_id"].to_numpy(), lengths),
+        "policy": pa.array(["uniform"] * int(lengths.sum())),
+        "action": pc.list_flatten(logs["candidates"]),
+        "probability": np.repeat(1.0 / lengths, lengths),
+    })
+
+
+@pytest.fixture(scope="module")
+def small(sample) -> pa.Table:
+    return sample.slice(0, 12_000)
+
+
+def test_model_estimates_with_a_policy_table_per_segment_equal_the_segment_alone(small):
+    """A table written for every logged event joins once; each segment takes its rows (it used
+    to be joined to each segment's rows and fail: events in the table not in the logs)."""
+    table = _uniform_table(small)
+    kwargs = dict(estimators=("dm", "dr", "ips"), reward_range=(0.0, 1.0), rng=4)
+    ev = ope.evaluate(small, table, by="segment", **kwargs)
+    seg = ev.table(by="segment")
+    labels = sorted(set(pc.unique(small["segment"]).to_pylist()))
+    assert sorted(set(seg.segment)) == labels and len(seg) == 3 * len(labels)
+    for label in labels:  # a loop over the 5 segments
+        rows = small.filter(pc.equal(small["segment"], label))
+        own = table.filter(pc.is_in(table["event_id"], value_set=rows["event_id"]))
+        _compare(seg, label, ope.evaluate(rows, own, **kwargs).table())
+    plain = ope.evaluate(small, table, **kwargs).table()
+    np.testing.assert_allclose(ev.table()[COLUMNS].to_numpy(float),
+                               plain[COLUMNS].to_numpy(float), rtol=TOL, atol=TOL)
+
+
+def test_model_estimates_with_distributions_per_segment(small):
+    """A PolicyDistribution has one row per logged event: by= slices it as it slices a table."""
+    logs = ope.read_logs(small)
+    dist = UniformPolicy(actions=sorted(set(small["action"].to_pylist()))).distribution(logs)
+    kwargs = dict(estimators=("dr",), reward_range=(0.0, 1.0), rng=2)
+    by_dist = ope.evaluate(logs, {"u": dist}, by="segment", **kwargs).table(by="segment")
+    by_obj = ope.evaluate(logs, {"u": UniformPolicy(actions=sorted(set(
+        small["action"].to_pylist())))}, by="segment", **kwargs).table(by="segment")
+    np.testing.assert_allclose(by_dist[COLUMNS].to_numpy(float), by_obj[COLUMNS].to_numpy(float),
+                               rtol=TOL, atol=TOL)
+
+
+def test_cli_evaluate_and_report_with_a_policy_table_and_by(small, tmp_path, capsys):
+    import json
+
+    import pyarrow.parquet as pq
+
+    from ope.cli import EXIT_OK, main
+
+    logs, pols = tmp_path / "logs.parquet", tmp_path / "uni.parquet"
+    pq.write_table(small, logs)
+    pq.write_table(_uniform_table(small), pols)
+    common = ["--policies", str(pols), "--estimator", "dr", "--reward-range", "0", "1",
+              "--by", "segment", "--seed", "4"]
+    assert main(["evaluate", str(logs), *common, "--json"]) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    got = {r["segment"]: r["value"] for r in doc["segments"]}
+    ev = ope.evaluate(small, _uniform_table(small), estimators=("dr",), reward_range=(0.0, 1.0),
+                      by="segment", rng=4)
+    want = ev.table(by="segment").set_index("segment")["value"].to_dict()
+    assert got.keys() == want.keys()
+    np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=TOL, atol=TOL)
+    page = tmp_path / "r.html"
+    assert main(["report", str(logs), *common, "--out", str(page)]) == EXIT_OK
+    assert "<h3>Estimates per segment (" in page.read_text(encoding="utf-8")
