@@ -11,7 +11,7 @@ Every importer parses its source into ope's column names and validates through
 """
 
 from ope.importers._common import EXCLUDED_REASONS, IMPORT_REJECTION_REASONS
-from ope.importers.dsjson import iter_dsjson, read_dsjson
+from ope.importers.dsjson import import_dsjson, iter_dsjson, read_dsjson
 from ope.importers.feedback import from_bandit_feedback, to_bandit_feedback
 from ope.importers.obd import read_obd
 
@@ -19,6 +19,7 @@ __all__ = [
     "read_obd",
     "read_dsjson",
     "iter_dsjson",
+    "import_dsjson",
     "from_bandit_feedback",
     "to_bandit_feedback",
     "IMPORT_REJECTION_REASONS",

@@ -1,64 +1,137 @@
 """Vowpal Wabbit DSJSON (Decision Service / Azure Personalizer exports) to ``BanditLogs``.
 
-One JSON object per line (``.json`` or ``.json.gz``). The fields and their import rules follow
-VW's DSJSON parser (``DecisionServiceState`` in ``parse_example_json.cc``):
+One JSON object per line (``.json`` or ``.json.gz``), read the way VW's DSJSON reader
+(``--dsjson``) reads it. A file holds one kind of event, set by its first JSON line:
+
+* **CB** (contextual bandit, ``--cb_adf`` / ``--cb_explore_adf``): one row per line;
+* **CCB** (conditional contextual bandit, ``--ccb_explore_adf``; the line has ``_outcomes``
+  or ``c._slots``): one row per labeled slot. A CB line in a CCB file is read as a one-slot CCB
+  event, as VW's CCB reader does (action ``_label_Action - 1``).
+
+Other kinds are refused with one error naming the kind: continuous actions (``_label_ca`` or
+``pdf``; ope has no continuous-action estimator), slates (``_slot_id`` in ``c._multi``), and
+VW's plain JSON example format (``--json``: ``_label``/``_multi`` at the top level, no ``c``).
+A later line of another kind than the file's is rejected (``dsjson_kind_mismatch``).
+
+CB fields
+=========
 
 ========================  =====================================================================
 DSJSON                    ope column
 ========================  =====================================================================
-``EventId``               ``event_id`` (string); CCB/slates: ``"<EventId>/<slot>"``
-``Timestamp``             ``timestamp`` (kept as the string written)
-``_label_Action`` (1-b.)  ``action`` = ``_label_Action - 1``, a 0-based index into ``c._multi``
+``EventId`` (string)      ``event_id``; when absent ``"<file name>:<k>"`` with ``k`` the
+                          0-based line number (the report's row number), stable across runs
+``Timestamp`` (string)    ``timestamp`` (kept as written)
+``_labelIndex``           ``action`` (0-based index into ``c._multi``). VW attaches the label to
+                          action ``_labelIndex`` and never reads ``_label_Action`` in ADF mode,
+                          so ``_labelIndex`` wins when the two disagree; a labeled line without
+                          it is rejected (``dsjson_label_index_missing``: VW would put the label
+                          on the shared example and not learn from it)
 ``_label_probability``    ``propensity``
-``_label_cost``           ``reward`` = ``-_label_cost`` (writers emit the negated reward)
-``a``, ``p``              ``logging_distribution``: ``p`` is in the order of ``a`` (1-based
-                          ids), scattered to ``candidates`` order (``p[i]`` at ``a[i] - 1``)
-``c._multi``              ``candidates`` = ``[0, ..., K-1]``; ``action_features`` = the JSON
-                          text of ``c._multi`` (entry ``i`` is action ``i``'s features);
-                          the other keys of ``c`` -> ``shared_context`` (JSON text)
-``pdrop``                 ``weight`` = ``1 / (1 - pdrop)`` (1 when absent)
-``_skipLearn``            the row is excluded and counted under ``dsjson_skip_learn``
-``_outcomes`` (CCB)       one row per slot: ``slate_id`` = ``EventId``, ``position`` = slot,
-                          ``action`` = ``_a[0]`` (0-based indices into ``c._multi``, as
-                          VW's CCB labels), ``candidates`` = ``_a`` (the actions left for
-                          the slot, ranked), ``logging_distribution`` = ``_p``,
-                          ``propensity`` = ``_p[0]``, ``reward`` = ``-_label_cost`` of the slot
+``_label_cost``           ``reward = -_label_cost`` (``"NaN"`` is read as NaN, as VW does)
+``a``                     the logged action ids (1-based), required: VW skips a line without
+                          them (``dsjson_no_actions``, counted, not an error)
+``p`` or ``_p``           ``logging_distribution``: ``p[i]`` is the probability of ``a[i]``,
+                          scattered to candidate order (``p[i]`` at ``a[i] - 1``); the later of
+                          ``p``/``_p`` in the line wins (VW's rule); absent: no distribution
+``c._multi``              ``candidates = [0, ..., K-1]`` (K actions)
+``pdrop``                 ``weight = 1 / (1 - pdrop)`` (1 when absent)
+``_skipLearn: true``      excluded, counted under ``dsjson_skip_learn``
 ========================  =====================================================================
 
-Blank lines are skipped. Report row numbers are 0-based line numbers of the file (line ``k``
-is the ``k+1``-th line), one per slot row for CCB. The file is read in chunks of
-``chunk_lines`` lines, never whole; :func:`iter_dsjson` yields the validated chunks for a
-consumer that writes them out (``ope import dsjson`` does), so memory stays bounded by one chunk.
-Decoding a line (``json.loads``) is the one per-line step; everything after it is columnar.
+The ``_label_`` property names are matched case-insensitively in VW; ope reads the spellings
+``_label_cost``/``_label_Cost``, ``_label_probability``/``_label_Probability``,
+``_label_Action``/``_label_action`` and ``_labelIndex``/``_labelindex``.
+
+CCB fields
+==========
+
+Each entry ``i`` of ``_outcomes`` labels slot ``i`` (``c._slots[i]``): ``_a`` (a 0-based action
+index or a list of them, the chosen one first) and ``_p`` (its probability, or a list aligned
+with ``_a``), ``_label_cost``. A row per labeled slot: ``slate_id`` = the event id,
+``position`` = ``i``, ``event_id`` = ``"<event id>/<i>"``, ``action = _a[0]``,
+``propensity = _p[0]``, ``reward = -_label_cost``, ``weight`` from ``pdrop``. VW ignores the
+slots' ``_id``, and so does ope. The rest of ``_a``/``_p`` is the logger's ranking of the
+actions left for the slot, not always a full distribution, so CCB rows carry no
+``candidates``/``logging_distribution``. An outcome without ``_a``/``_p`` leaves its slot
+unlabeled (``dsjson_unlabeled``, counted); ``_a`` and ``_p`` of different lengths, an index
+outside ``c._multi`` or more outcomes than slots reject the line (``dsjson_outcome_malformed``).
+
+Ignored, as VW's CB/CCB readers ignore them: ``Version``, ``VWState``, ``_original_label_cost``,
+``_ba``, and ``o`` (the observations only VW's ``--experimental_igl`` reads: an IGL file imports
+as the CB events ``--cb_explore_adf`` learns from, with their ``_label_cost``).
+
+Lines
+=====
+
+Lines are numbered from 0 (report rows are these numbers). Whitespace-only lines are skipped
+uncounted; a line that does not start with ``{`` is skipped by VW and counted here under
+``dsjson_not_object`` (not an error). A line that is not valid JSON (truncated, a lone
+surrogate escape, invalid UTF-8, nesting too deep to decode) is ``dsjson_bad_json``; a field of
+the wrong JSON type (a numeric ``EventId``, a string ``pdrop``, a number that overflows a double)
+is ``dsjson_field_type``, as VW refuses such lines. A line longer than ``max_line_bytes``
+(:data:`MAX_LINE_BYTES`, 32 MiB) is rejected (``dsjson_line_too_long``) without being held
+in memory. UTF-16/32 files and damaged gzip streams are a :class:`~ope.exceptions.DataFileError`.
+
+The file is read in blocks of at most ``chunk_bytes`` bytes and ``chunk_lines`` lines, so memory
+is bounded by the chunk whatever the file or line length; :func:`iter_dsjson` yields the
+validated chunks and :func:`import_dsjson` writes them to parquet (``ope import dsjson``), with
+the same columns, rows and metadata as :func:`read_dsjson`. Lines are decoded by ``msgspec``
+into typed records that skip the feature objects without building them; the columns are then
+built and checked with numpy/Arrow, with no per-row Python work for CB files.
 """
 
 from __future__ import annotations
 
 import gzip
 import io
-import json
 import os
+import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import IO, Any, Final
 
+import msgspec
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from ope._progress import progress
 from ope._validation import check_choice, check_positive_int
-from ope.exceptions import DataFileError
+from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.importers._common import ChunkValidator
 from ope.io import locate_input
-from ope.logs import BanditLogs
+from ope.logs import BanditLogs, ValidationReport
 
-__all__ = ["read_dsjson", "iter_dsjson", "DSJSON_SCHEMA", "DEFAULT_CHUNK_LINES"]
+__all__ = [
+    "read_dsjson",
+    "iter_dsjson",
+    "import_dsjson",
+    "DSJSON_SCHEMA",
+    "DSJSON_METADATA",
+    "DEFAULT_CHUNK_LINES",
+    "DEFAULT_CHUNK_BYTES",
+    "MAX_LINE_BYTES",
+]
 
-#: Lines per chunk. Measured (benchmarks/bench_import.py, 1.16 kB lines, 400 MB file): the
-#: import's peak RSS was 233 MB with 10,000-line chunks and 484 MB with 50,000, at the same
-#: throughput (~14k rows/s), and did not grow with the file (481 MB for 200 MB at 50,000). Per-chunk
-#: overhead (one read_logs call) is already negligible at 10,000 lines.
-DEFAULT_CHUNK_LINES: Final[int] = 10_000
+#: Lines per chunk at most. Each chunk is one ``read_logs`` validation and one parquet row group;
+#: 50,000 lines of ~1.2 kB are ~60 MB of text, within :data:`DEFAULT_CHUNK_BYTES`' order.
+DEFAULT_CHUNK_LINES: Final[int] = 50_000
 
-#: The Arrow schema of an imported DSJSON table (before validation).
+#: Bytes read per block (the other bound of a chunk): 16 MiB keeps a chunk's decoded columns
+#: within a few tens of MB whatever the line length.
+DEFAULT_CHUNK_BYTES: Final[int] = 16 * 1024 * 1024
+
+#: Longest line read (bytes, without the newline). Personalizer events are kilobytes; a line of
+#: 32 MiB already decodes to a few hundred MB of Python objects at worst, so longer lines are
+#: rejected (``dsjson_line_too_long``) and skipped in blocks without being held whole.
+MAX_LINE_BYTES: Final[int] = 32 * 1024 * 1024
+
+#: The Arrow schema of every column an imported DSJSON table can have. A CB file has
+#: ``candidates`` (and ``logging_distribution`` when its first row has a usable ``a``/``p``);
+#: a CCB file has ``slate_id`` and ``position`` instead; ``features_json`` only with
+#: ``features=True``; ``timestamp`` only when some line has one.
 DSJSON_SCHEMA: Final[pa.Schema] = pa.schema([
     ("event_id", pa.string()),
     ("timestamp", pa.string()),
@@ -70,195 +143,630 @@ DSJSON_SCHEMA: Final[pa.Schema] = pa.schema([
     ("logging_distribution", pa.list_(pa.float64())),
     ("slate_id", pa.string()),
     ("position", pa.int64()),
-    ("action_features", pa.string()),
-    ("shared_context", pa.string()),
+    ("features_json", pa.string()),
 ])
 
-#: What the imported columns mean, stored in the table's schema metadata.
-DSJSON_METADATA: Final = {
-    "ope.source_format": "dsjson",
-    "ope.propensity": "P(logged action | context) of the logging policy (_label_probability); "
-    "CCB/slates: P(action at this slot | slot context, earlier slots) (_p[0])",
-    "ope.weight": "1/(1 - pdrop): the sampling weight of the event",
+_KIND_COLUMNS: Final = {
+    "cb": ("candidates", "logging_distribution"),
+    "ccb": ("slate_id", "position"),
 }
 
 
-def _is_number(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+def _schema(kind: str | None, features: bool, distribution: bool | None) -> pa.Schema:
+    """The columns of a chunk of a file of ``kind`` (CB when not known yet)."""
+    drop = set(_KIND_COLUMNS["ccb" if kind != "ccb" else "cb"])
+    if kind != "ccb" and not distribution:
+        drop.add("logging_distribution")
+    if not features:
+        drop.add("features_json")
+    return pa.schema([f for f in DSJSON_SCHEMA if f.name not in drop])
 
 
-_IDS: dict[int, frozenset[int]] = {}
+#: What the imported columns mean, stored in the table's schema metadata (plus
+#: ``ope.dsjson_kind``: ``cb`` or ``ccb``).
+DSJSON_METADATA: Final = {
+    "ope.source_format": "dsjson",
+    "ope.propensity": "P(logged action | context) of the logging policy (_label_probability); "
+    "CCB: P(action at this slot | slot context, earlier slots) (_p[0])",
+    "ope.weight": "1/(1 - pdrop): the sampling weight of the event",
+    "ope.event_id": "EventId; without one '<file name>:<0-based line>'; CCB: '<id>/<slot>'",
+}
+
+#: Optional columns left out of the result when no row has a value.
+_OPTIONAL: Final = ("timestamp",)
+
+_FIELD = msgspec.field
 
 
-def _valid_ids(a: list[Any], k: int) -> bool:
-    """``a`` lists distinct action ids among 1..k (whole numbers; bools are not ids)."""
-    ids = _IDS.get(k)
-    if ids is None:
-        ids = _IDS.setdefault(k, frozenset(range(1, k + 1)))
-    try:
-        distinct = set(a)
-    except TypeError:  # an unhashable entry (a list or an object)
-        return False
-    return len(distinct) == len(a) and distinct <= ids \
-        and not any(isinstance(x, bool) for x in distinct)
+# ------------------------------------------------------------------------------------------
+# the typed line records: decoding skips every field not named here without building it
+# ------------------------------------------------------------------------------------------
+class _Item(msgspec.Struct):
+    slot_id: Any = _FIELD(default=None, name="_slot_id")
 
 
-def _numbers(p: list[Any]) -> bool:
-    """Every entry of ``p`` is a number (``sum`` refuses strings, None, lists, objects)."""
-    try:
-        sum(p)
-    except TypeError:
-        return False
-    return True
+class _Slot(msgspec.Struct):
+    pass
 
 
-def _open(path: str | os.PathLike[str]) -> IO[bytes]:
-    """The DSJSON file as a binary line stream (gzip detected from its first bytes).
+class _C(msgspec.Struct):
+    multi: list[_Item] | None = _FIELD(default=None, name="_multi")
+    slots: list[_Slot] | None = _FIELD(default=None, name="_slots")
 
-    The path goes through ope's one input policy (:func:`ope.io.locate_input`): a regular file
-    (a FIFO or device is refused before it is opened, so nothing blocks), a ``file://`` URI, or
-    a URI of ``pyarrow.fs`` (``s3://``, ``gs://``, ...).
-    """
+
+class _Outcome(msgspec.Struct):
+    cost: float | str | None = _FIELD(default=None, name="_label_cost")
+    a: int | list[int] | None = _FIELD(default=None, name="_a")
+    p: float | list[float] | None = _FIELD(default=None, name="_p")
+
+
+class _Line(msgspec.Struct):
+    event_id: str | None = _FIELD(default=None, name="EventId")
+    timestamp: str | None = _FIELD(default=None, name="Timestamp")
+    cost: float | str | None = _FIELD(default=None, name="_label_cost")
+    prob: float | str | None = _FIELD(default=None, name="_label_probability")
+    action: float | None = _FIELD(default=None, name="_label_Action")
+    index: int | None = _FIELD(default=None, name="_labelIndex")
+    a: int | list[int] | None = None
+    p: float | list[float] | None = None
+    pdrop: float | None = None
+    skip: bool | None = _FIELD(default=None, name="_skipLearn")
+    c: _C | None = None
+    outcomes: list[_Outcome] | None = _FIELD(default=None, name="_outcomes")
+    # rarer spellings and kinds: any JSON value, only looked at when the block mentions them
+    cost2: float | str | None = _FIELD(default=None, name="_label_Cost")
+    prob2: float | str | None = _FIELD(default=None, name="_label_Probability")
+    action2: float | None = _FIELD(default=None, name="_label_action")
+    index2: int | None = _FIELD(default=None, name="_labelindex")
+    p_alt: float | list[float] | None = _FIELD(default=None, name="_p")
+    label_ca: Any = _FIELD(default=None, name="_label_ca")
+    pdf: Any = None
+    label: Any = _FIELD(default=None, name="_label")
+    multi_top: Any = _FIELD(default=None, name="_multi")
+
+
+_DECODE = msgspec.json.Decoder(_Line).decode
+
+#: Byte strings whose presence in a block sends it to the line-by-line path (kinds other than
+#: plain CB, rarer spellings, string label values, ``_p``). A false alarm only costs speed.
+_SLOW_MARKERS: Final = (b'"_outcomes"', b'"_slots"', b'"_slot_id"', b'"_label_ca', b'"pdf"',
+                        b'"_label"', b'"_p"', b'"_label_C', b'"_label_P', b'"_label_a',
+                        b'"_labelindex"', b'"NaN"', b'"nan"')
+
+#: The CB fields the columnar path reads, in this order.
+_CB_GET: Final = attrgetter("event_id", "timestamp", "cost", "prob", "index", "a", "p", "pdrop",
+                            "skip", "c")
+
+
+class _Kind:
+    CB: Final = "cb"
+    CCB: Final = "ccb"
+
+
+def _kind_error(kind: str, name: str, line: int) -> DataFileError:
+    what = {
+        "continuous": "continuous-action DSJSON (`_label_ca`/`pdf`) is not supported: ope has "
+        "no continuous-action estimator",
+        "slates": "slates DSJSON (`_slot_id` in `c._multi`) is not supported yet: ope's slate "
+        "estimators read slate logs (ope.slate_logs), which this importer does not build",
+        "json": "this is Vowpal Wabbit's plain JSON example format (`--json`: `_label`/`_multi` "
+        "at the top level, no `c`), not DSJSON (`--dsjson`)",
+    }[kind]
+    return DataFileError(f"{what} (line {line} of {name}, the first event, sets the file's kind). "
+                         "ope imports CB and CCB DSJSON.")
+
+
+def _line_kind(obj: _Line) -> str:
+    """The kind of a decoded line: cb, ccb, continuous, slates or json."""
+    if obj.label_ca is not None or obj.pdf is not None:
+        return "continuous"
+    c = obj.c
+    if c is not None and c.multi is not None and any(it.slot_id is not None for it in c.multi):
+        return "slates"
+    if c is None and (obj.multi_top is not None or obj.label is not None):
+        return "json"
+    if obj.outcomes is not None or (c is not None and c.slots is not None):
+        return _Kind.CCB
+    return _Kind.CB
+
+
+# ------------------------------------------------------------------------------------------
+# reading: bounded blocks of whole lines
+# ------------------------------------------------------------------------------------------
+@dataclass
+class _Block:
+    start: int                  # line number of lines[0]
+    lines: list[bytes | None]   # None: a line over the size limit (rejected)
+    plain: bool                 # every line starts with "{" and no slow marker occurs
+
+
+def _open(path: str | os.PathLike[str]) -> tuple[IO[bytes], int | None, str]:
+    """(binary stream, byte size when known and uncompressed, display name)."""
     found = locate_input(path, what="DSJSON file", directories=False)
+    name = os.path.basename(str(found.name).rstrip("/")) or str(found.name)
     if found.filesystem is None:
         with open(found.path, "rb") as fh:
-            magic = fh.read(2)
-        if magic == b"\x1f\x8b":
-            return gzip.open(found.path, "rb")
-        return open(found.path, "rb")  # noqa: SIM115
+            magic = fh.read(4)
+        _check_encoding(magic, found.name)
+        if magic[:2] == b"\x1f\x8b":
+            return gzip.open(found.path, "rb"), None, name
+        return open(found.path, "rb"), os.path.getsize(found.path), name  # noqa: SIM115
     fs = found.filesystem
     try:
         with fs.open_input_stream(found.path) as fh:
-            magic = bytes(fh.read(2))
-        compression = "gzip" if magic == b"\x1f\x8b" else None
-        return io.BufferedReader(fs.open_input_stream(found.path, compression=compression))
+            magic = bytes(fh.read(4))
+        _check_encoding(magic, found.name)
+        compression = "gzip" if magic[:2] == b"\x1f\x8b" else None
+        return io.BufferedReader(fs.open_input_stream(found.path, compression=compression)), \
+            None, name
     except (pa.ArrowException, OSError) as exc:
+        if isinstance(exc, DataFileError):
+            raise
         raise DataFileError(f"cannot read DSJSON file {found.name}: {exc}") from None
 
 
-class _Rows:
-    """Column lists of one chunk being parsed."""
-
-    def __init__(self) -> None:
-        self.cols: dict[str, list[Any]] = {f.name: [] for f in DSJSON_SCHEMA}
-        self.lines: list[int] = []
-        self.rejected: dict[str, list[int]] = {}
-
-    def reject(self, reason: str, line: int) -> None:
-        self.rejected.setdefault(reason, []).append(line)
-
-    def add(self, line: int, **values: Any) -> None:
-        for name, col in self.cols.items():
-            col.append(values.get(name))
-        self.lines.append(line)
+def _check_encoding(magic: bytes, name: Any) -> None:
+    if magic[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(magic) >= 2 and b"\x00" in magic[:4]):
+        raise DataFileError(
+            f"{name} is UTF-16 or UTF-32 encoded (it starts with {magic[:4]!r}); DSJSON is "
+            "UTF-8, one JSON object per line. Convert it, e.g. `iconv -f UTF-16 -t UTF-8`.")
 
 
-_COMPACT: Final = (",", ":")
-
-
-def _features(c: Any) -> tuple[str | None, str | None, int | None]:
-    """(JSON of c._multi, JSON of the shared namespaces, number of actions) of a line."""
-    if not isinstance(c, dict):
-        return None, None, None
-    multi = c.get("_multi")
-    shared = {k: v for k, v in c.items() if k not in ("_multi", "_slots")}
-    if not isinstance(multi, list):
-        multi = None
-    return (None if multi is None else json.dumps(multi, separators=_COMPACT),
-            json.dumps(shared, separators=_COMPACT) if shared else None,
-            None if multi is None else len(multi))
-
-
-def _parse_ccb(rows: _Rows, obj: dict[str, Any], line: int, weight: float) -> None:
-    outcomes = obj["_outcomes"]
-    feats, shared, _ = _features(obj.get("c"))
-    eid = obj.get("EventId")
-    ok = isinstance(outcomes, list) and all(
-        isinstance(o, dict) and _is_number(o.get("_label_cost"))
-        and isinstance(o.get("_a"), list) and isinstance(o.get("_p"), list) and o["_a"]
-        and len(o["_a"]) == len(o["_p"]) for o in outcomes)
-    if not ok or not outcomes:
-        rows.reject("dsjson_outcome_malformed", line)
-        return
-    for slot, o in enumerate(outcomes):  # slots of one line, not rows of the file
-        cand = o["_a"]
-        rows.add(
-            line, event_id=None if eid is None else f"{eid}/{slot}", timestamp=obj.get("Timestamp"),
-            action=cand[0], propensity=o["_p"][0], reward=-float(o["_label_cost"]), weight=weight,
-            candidates=cand, logging_distribution=o["_p"], slate_id=eid, position=slot,
-            action_features=feats, shared_context=shared,
-        )
-
-
-def _parse_line(rows: _Rows, raw: bytes, line: int) -> None:
+def _read(fh: IO[bytes], n: int, name: str, line: int) -> bytes:
     try:
-        obj = json.loads(raw)
+        return fh.read(n)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise DataFileError(f"{name} is a damaged or truncated gzip stream (after line {line}): "
+                            f"{exc}. Re-export or re-download the file.") from None
+    except (pa.ArrowException, OSError) as exc:
+        raise DataFileError(f"cannot read {name} (after line {line}): {exc}") from None
+
+
+def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_line: int,
+            bar: Any) -> Iterator[_Block]:
+    """Whole lines in blocks of at most ``chunk_bytes`` (plus one line) and ``chunk_lines``."""
+    line = 0
+    tail = b""
+    skipping = False            # inside a line over the limit: drop bytes until its newline
+    while True:
+        data = _read(fh, chunk_bytes, name, line)
+        bar.update(len(data))
+        if not data:
+            if skipping:
+                yield _Block(line, [None], False)
+            elif tail:
+                yield from _split(line, [tail], chunk_lines)
+            return
+        if skipping:
+            nl = data.find(b"\n")
+            if nl < 0:
+                continue
+            yield _Block(line, [None], False)
+            line += 1
+            skipping = False
+            data = data[nl + 1:]
+        buf = tail + data if tail else data
+        cut = buf.rfind(b"\n")
+        if cut < 0:
+            if len(buf) > max_line:
+                skipping, tail = True, b""
+            else:
+                tail = buf
+            continue
+        body, tail = buf[:cut], buf[cut + 1:]
+        if len(tail) > max_line:
+            skipping, tail = True, b""
+        lines: list[bytes | None] = body.split(b"\n")
+        plain = True
+        if cut > max_line and any(len(x) > max_line for x in lines):  # type: ignore[arg-type]
+            lines = [None if len(x) > max_line else x for x in lines]  # type: ignore[arg-type]
+            plain = False
+        yield from _split(line, lines, chunk_lines, plain and _plain(body, len(lines)))
+        line += len(lines)
+
+
+def _split(start: int, lines: list[bytes | None], chunk_lines: int,
+           plain: bool = False) -> Iterator[_Block]:
+    for i in range(0, len(lines), chunk_lines):
+        yield _Block(start + i, lines[i:i + chunk_lines], plain)
+
+
+def _plain(body: bytes, n_lines: int) -> bool:
+    """Every line of ``body`` starts with ``{`` and no slow marker occurs (C-speed scans)."""
+    if body[:1] != b"{" or body.count(b"\n{") != n_lines - 1:
+        return False
+    return not any(m in body for m in _SLOW_MARKERS)
+
+
+# ------------------------------------------------------------------------------------------
+# parsing a chunk
+# ------------------------------------------------------------------------------------------
+@dataclass
+class _State:
+    """What carries from chunk to chunk: the file's name and kind."""
+
+    name: str
+    features: bool
+    kind: str | None = None
+    distribution: bool | None = None   # CB: whether the file carries logging_distribution
+
+    @property
+    def schema(self) -> pa.Schema:
+        return _schema(self.kind, self.features, self.distribution)
+
+
+@dataclass
+class _Parts:
+    """One chunk's output: tables of rows, their source lines, rejected lines by reason."""
+
+    tables: list[pa.Table] = field(default_factory=list)
+    lines: list[np.ndarray] = field(default_factory=list)
+    rejected: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    n_lines: int = 0            # source rows covered: lines, plus one per extra CCB slot row
+
+    def reject(self, reason: str, lines: Any) -> None:
+        arr = np.asarray(lines, dtype=np.int64).reshape(-1)
+        if arr.size:
+            self.rejected.setdefault(reason, []).append(arr)
+            self.n_lines += arr.size
+
+    def add(self, table: pa.Table, lines: np.ndarray) -> None:
+        if table.num_rows:
+            self.tables.append(table)
+            self.lines.append(lines)
+            self.n_lines += table.num_rows
+
+
+def _decode_all(block: _Block) -> list[_Line] | None:
+    """Decode every line at once (the common case), or None when any line needs the slow path."""
+    if not block.plain:
+        return None
+    try:
+        return [_DECODE(x) for x in block.lines]  # type: ignore[arg-type]
+    except (msgspec.DecodeError, RecursionError):
+        return None
+
+
+def _parse_block(block: _Block, state: _State, parts: _Parts) -> None:
+    objs = _decode_all(block)
+    if objs is not None and state.kind in (None, _Kind.CB) and not state.features:
+        state.kind = _Kind.CB
+        lines = np.arange(block.start, block.start + len(objs), dtype=np.int64)
+        cols = list(zip(*map(_CB_GET, objs)))
+        trial = _Parts()
+        try:
+            _cb_rows(cols, lines, state, trial)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError):
+            pass  # a value the columnar path cannot type (a huge integer): redo line by line
+        else:
+            parts.tables, parts.lines, parts.rejected = trial.tables, trial.lines, trial.rejected
+            parts.n_lines = trial.n_lines
+            return
+    _parse_lines(block, state, parts)
+
+
+def _parse_lines(block: _Block, state: _State, parts: _Parts) -> None:
+    """The line-by-line path: decode errors, other kinds and spellings, CCB slots."""
+    cb: list[tuple[Any, ...]] = []
+    cb_lines: list[int] = []
+    raws: list[bytes] = []
+    ccb = _CcbRows(state)
+    for i, raw in enumerate(block.lines):  # one decode per line, the per-line exception
+        ln = block.start + i
+        if raw is None:
+            parts.reject("dsjson_line_too_long", ln)
+            continue
+        if raw[:1] != b"{":
+            if not raw.strip():
+                continue
+            parts.reject("dsjson_not_object", ln)
+            continue
+        try:
+            obj = _DECODE(raw)
+        except msgspec.ValidationError:
+            parts.reject("dsjson_field_type", ln)
+            continue
+        except (msgspec.DecodeError, RecursionError):
+            parts.reject("dsjson_bad_json", ln)
+            continue
+        kind = _line_kind(obj)
+        if state.kind is None:
+            if kind not in (_Kind.CB, _Kind.CCB):
+                raise _kind_error(kind, state.name, ln)
+            state.kind = kind
+        if state.kind == _Kind.CB and kind != _Kind.CB \
+                or state.kind == _Kind.CCB and kind not in (_Kind.CB, _Kind.CCB):
+            parts.reject("dsjson_kind_mismatch", ln)
+            continue
+        if state.kind == _Kind.CCB:
+            ccb.add(obj, raw, ln, parts)
+            continue
+        row = _normalize_cb(obj, raw)
+        if isinstance(row, str):
+            parts.reject(row, ln)
+            continue
+        cb.append(row)
+        cb_lines.append(ln)
+        raws.append(raw)
+    if cb:
+        _cb_rows(list(zip(*cb)), np.asarray(cb_lines, dtype=np.int64), state, parts,
+                 raws=raws)
+    ccb.finish(parts)
+
+
+_NAN_STRINGS: Final = frozenset({"nan"})
+
+
+def _number(v: Any) -> Any:
+    """A label number as VW reads it: a number, or the string "NaN" (any case) as NaN."""
+    if isinstance(v, str):
+        if v.lower() in _NAN_STRINGS:
+            return float("nan")
+        raise ValueError(v)
+    return v
+
+
+def _p_field(obj: _Line, raw: bytes) -> Any:
+    """``p`` or ``_p``: when both are present, the later one in the line (VW clears and refills)."""
+    if obj.p is None or obj.p_alt is None:
+        return obj.p if obj.p is not None else obj.p_alt
+    keys = list(msgspec.json.decode(raw, type=dict[str, msgspec.Raw]))
+    return obj.p if keys.index("p") > keys.index("_p") else obj.p_alt
+
+
+def _as_list(v: Any) -> Any:
+    return [v] if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+
+
+_INT_LIMIT: Final = 2**62
+
+
+def _normalize_cb(obj: _Line, raw: bytes) -> tuple[Any, ...] | str:
+    """The fields of :data:`_CB_GET` with the rarer spellings resolved, or a rejection reason."""
+    try:
+        cost = _number(obj.cost if obj.cost is not None else obj.cost2)
+        prob = _number(obj.prob if obj.prob is not None else obj.prob2)
     except ValueError:
-        rows.reject("dsjson_bad_json", line)
-        return
-    if not isinstance(obj, dict):
-        rows.reject("dsjson_bad_json", line)
-        return
-    if obj.get("_skipLearn") is True:
-        rows.reject("dsjson_skip_learn", line)
-        return
-    pdrop = obj.get("pdrop", 0.0)
-    if not _is_number(pdrop) or not 0.0 <= pdrop < 1.0:
-        rows.reject("dsjson_pdrop_out_of_range", line)
-        return
-    weight = 1.0 / (1.0 - float(pdrop))
-    if "_outcomes" in obj:
-        _parse_ccb(rows, obj, line, weight)
-        return
-    cost = obj.get("_label_cost")
-    if cost is not None and not _is_number(cost):
-        rows.reject("dsjson_cost_not_numeric", line)
-        return
-    feats, shared, k = _features(obj.get("c"))
-    a, p = obj.get("a"), obj.get("p")
-    label = obj.get("_label_Action")
-    cand = dist = None
-    if a is not None or p is not None:
-        k = k if k is not None else (len(a) if isinstance(a, list) else 0)
-        if (not isinstance(a, list) or not isinstance(p, list) or len(a) != len(p) or len(a) > k
-                or not _valid_ids(a, k) or not _numbers(p)):
-            rows.reject("dsjson_a_p_mismatch", line)
-            return
-        if label is not None and label not in a:
-            rows.reject("dsjson_action_not_in_a", line)
-            return
-        cand = list(range(k))
-        dist = [0.0] * k
-        for ai, pi in zip(a, p):  # entries of one line
-            dist[int(ai) - 1] = float(pi)
-    prob = obj.get("_label_probability")
-    rows.add(
-        line, event_id=obj.get("EventId"), timestamp=obj.get("Timestamp"),
-        action=None if not _is_number(label) else int(label) - 1,
-        propensity=float(prob) if _is_number(prob) else None,
-        reward=None if cost is None else -float(cost), weight=weight,
-        candidates=cand, logging_distribution=dist, action_features=feats, shared_context=shared,
+        return "dsjson_cost_not_numeric"
+    index = obj.index if obj.index is not None else obj.index2
+    a, p = _as_list(obj.a), _as_list(_p_field(obj, raw))
+    ints = ([index] if index is not None else []) + (a or [])
+    if any(abs(x) > _INT_LIMIT for x in ints):  # ids of one line
+        return "dsjson_field_type"
+    return (obj.event_id, obj.timestamp, cost, prob, index, a, p, obj.pdrop, obj.skip, obj.c)
+
+
+def _flag(values: Any, default: bool) -> np.ndarray:
+    return pc.fill_null(pa.array(values, type=pa.bool_()), default).to_numpy(zero_copy_only=False)
+
+
+def _floats(values: Any) -> np.ndarray:
+    return pc.fill_null(pa.array(values, type=pa.float64()), np.nan).to_numpy(zero_copy_only=False)
+
+
+def _event_ids(ids: pa.Array, lines: np.ndarray, name: str) -> pa.Array:
+    """``EventId``, or ``"<name>:<line>"`` where it is absent."""
+    if not ids.null_count:
+        return ids
+    derived = pc.binary_join_element_wise(
+        pa.scalar(name + ":"), pa.array(lines).cast(pa.string()), "")
+    return pc.coalesce(ids, derived)
+
+
+def _cb_rows(cols: list[tuple[Any, ...]], lines: np.ndarray, state: _State, parts: _Parts,
+             raws: list[bytes] | None = None) -> None:
+    """CB rows of one chunk, built and checked column-wise (reasons in VW's order)."""
+    eid, ts, cost, prob, index, a, p, pdrop, skip, c = cols
+    n = lines.size
+    multi = [None if x is None else x.multi for x in c]
+    k = np.fromiter((-1 if m is None else len(m) for m in multi), dtype=np.int64, count=n)
+    a_arr = pa.array(a, type=pa.list_(pa.int64()))
+    p_arr = pa.array(p, type=pa.list_(pa.float64()))
+    idx = pc.fill_null(pa.array(index, type=pa.int64()), -1).to_numpy(zero_copy_only=False)
+    pd = pc.fill_null(pa.array(pdrop, type=pa.float64()), 0.0).to_numpy(zero_copy_only=False)
+    cost_v, prob_v = _floats(cost), _floats(prob)
+    labeled = ~(pc.is_null(pa.array(cost, type=pa.float64())).to_numpy(zero_copy_only=False)
+                & pc.is_null(pa.array(prob, type=pa.float64())).to_numpy(zero_copy_only=False))
+    a_len = pc.fill_null(pc.list_value_length(a_arr), 0).to_numpy(zero_copy_only=False)
+
+    # a: ids 1..K, distinct; p: one per id
+    a_flat = pc.list_flatten(a_arr).to_numpy(zero_copy_only=False)
+    a_par = pc.list_parent_indices(a_arr).to_numpy(zero_copy_only=False).astype(np.int64)
+    bad_id = (a_flat < 1) | (a_flat > k[a_par])
+    bad_a = np.bincount(a_par[bad_id], minlength=n) > 0
+    if a_flat.size > 1:
+        order = np.lexsort((a_flat, a_par))
+        same = (a_par[order][1:] == a_par[order][:-1]) & (a_flat[order][1:] == a_flat[order][:-1])
+        bad_a |= np.bincount(a_par[order][1:][same], minlength=n) > 0
+    has_p = ~pc.is_null(p_arr).to_numpy(zero_copy_only=False)
+    p_len = pc.fill_null(pc.list_value_length(p_arr), 0).to_numpy(zero_copy_only=False)
+    bad_a |= has_p & (p_len != a_len)
+
+    usable = has_p & ~bad_a & (k >= 0)    # a/p form a distribution over c._multi
+    reasons = (
+        ("dsjson_pdrop_out_of_range", ~((pd >= 0.0) & (pd < 1.0))),
+        ("dsjson_skip_learn", _flag(skip, False)),
+        ("dsjson_no_actions", a_len == 0),
+        ("dsjson_unlabeled", ~labeled),
+        ("dsjson_label_index_missing", idx < 0),
+        ("dsjson_label_index_out_of_range", idx >= np.maximum(k, 0)),
     )
+    left = np.ones(n, dtype=bool)
+    for reason, mask in reasons:
+        hit = left & mask
+        parts.reject(reason, lines[hit])
+        left &= ~hit
+    if state.distribution is None and left.any():
+        state.distribution = bool(usable[np.argmax(left)])  # the file's first row decides
+    if state.distribution:
+        hit = left & ~usable
+        parts.reject("dsjson_a_p_mismatch", lines[hit])
+        left &= ~hit
+    keep = np.flatnonzero(left)
+    if not keep.size:
+        return
+    take = pa.array(keep)
+    kk = k[keep]
+    offsets = np.zeros(keep.size + 1, dtype=np.int64)
+    np.cumsum(kk, out=offsets[1:])
+    cand_vals = np.arange(offsets[-1], dtype=np.int64) - np.repeat(offsets[:-1], kk)
+    offsets32 = pa.array(offsets, pa.int32())  # a chunk holds far fewer than 2**31 entries
+    candidates = pa.ListArray.from_arrays(offsets32, pa.array(cand_vals))
+    # logging distribution: p[i] at candidate a[i] - 1, rows without p are null
+    pos = np.full(n, -1, dtype=np.int64)
+    pos[keep] = np.arange(keep.size)
+    p_flat = pc.list_flatten(p_arr).to_numpy(zero_copy_only=False).astype(np.float64)
+    p_par = pc.list_parent_indices(p_arr).to_numpy(zero_copy_only=False).astype(np.int64)
+    sel = pos[a_par] >= 0
+    dist = np.zeros(offsets[-1], dtype=np.float64)
+    a_sel, par_sel = a_flat[sel], pos[a_par[sel]]
+    with_p = has_p[a_par[sel]]
+    # a and p of a kept row are aligned entry by entry (same lengths were checked)
+    p_sel = np.zeros(a_sel.size)
+    if p_flat.size:
+        p_rows = pos[p_par] >= 0
+        p_sel[with_p] = p_flat[p_rows]
+    dist[offsets[par_sel[with_p]] + a_sel[with_p] - 1] = p_sel[with_p]
+    kept_lines = lines[keep]
+    columns = {
+        "event_id": _event_ids(pa.array(eid, type=pa.string()).take(take), kept_lines,
+                               state.name),
+        "timestamp": pa.array(ts, type=pa.string()).take(take),
+        "action": pa.array(idx[keep]),
+        "propensity": pa.array(prob_v[keep]),
+        "reward": pa.array(-cost_v[keep]),
+        "weight": pa.array(1.0 / (1.0 - pd[keep])),
+        "candidates": candidates.cast(pa.list_(pa.int64())),
+    }
+    if state.distribution:
+        columns["logging_distribution"] = pa.ListArray.from_arrays(
+            offsets32, pa.array(dist)).cast(pa.list_(pa.float64()))
+    if state.features:
+        columns["features_json"] = _features_text(raws, keep)
+    parts.add(pa.table(columns, schema=state.schema), kept_lines)
 
 
-def _chunk_table(rows: _Rows) -> tuple[pa.Table, np.ndarray, dict[str, np.ndarray]]:
-    table = pa.table({f.name: pa.array(rows.cols[f.name], type=f.type) for f in DSJSON_SCHEMA},
-                     schema=DSJSON_SCHEMA)
-    # one schema for every chunk; all-null optional columns are removed by read_dsjson
-    return (table, np.asarray(rows.lines, dtype=np.int64),
-            {k: np.asarray(v, dtype=np.int64) for k, v in rows.rejected.items()})
+_C_TEXT = msgspec.json.Decoder(dict[str, msgspec.Raw])
+
+
+def _features_text(raws: list[bytes] | None, keep: np.ndarray) -> pa.Array:
+    """The JSON text of each kept line's ``c`` (with ``features=True``)."""
+    out: list[str | None] = []
+    for i in keep.tolist():  # one lookup per kept line, only when features are asked for
+        raw = _C_TEXT(raws[i]).get("c") if raws is not None else None
+        out.append(None if raw is None else bytes(raw).decode())
+    return pa.array(out, type=pa.string())
+
+
+class _CcbRows:
+    """CCB rows built line by line (one row per labeled slot)."""
+
+    def __init__(self, state: _State) -> None:
+        self.state = state
+        self.rows: list[dict[str, Any]] = []
+        self.lines: list[int] = []
+
+    def add(self, obj: _Line, raw: bytes, ln: int, parts: _Parts) -> None:
+        pdrop = obj.pdrop if obj.pdrop is not None else 0.0
+        if not 0.0 <= pdrop < 1.0:
+            parts.reject("dsjson_pdrop_out_of_range", ln)
+            return
+        if obj.skip:
+            parts.reject("dsjson_skip_learn", ln)
+            return
+        c = obj.c
+        k = len(c.multi) if c is not None and c.multi is not None else 0
+        slots = _ccb_slots(obj, k)
+        if slots is None:
+            parts.reject("dsjson_outcome_malformed", ln)
+            return
+        if isinstance(slots, str):
+            parts.reject(slots, ln)
+            return
+        sid = obj.event_id if obj.event_id is not None else f"{self.state.name}:{ln}"
+        text = None
+        if self.state.features:
+            found = _C_TEXT(raw).get("c")
+            text = None if found is None else bytes(found).decode()
+        weight = 1.0 / (1.0 - pdrop)
+        for slot, (action, prob, cost) in enumerate(slots):  # the slots of one line
+            if action is None:
+                parts.reject("dsjson_unlabeled", ln)
+                continue
+            row = {"event_id": f"{sid}/{slot}", "timestamp": obj.timestamp, "action": action,
+                   "propensity": prob, "reward": None if cost is None else -cost, "weight": weight, "slate_id": sid,
+                   "position": slot, "features_json": text}
+            self.rows.append(row)
+            self.lines.append(ln)
+
+    def finish(self, parts: _Parts) -> None:
+        if self.lines:
+            schema = self.state.schema
+            table = pa.Table.from_pylist(self.rows, schema=schema)
+            parts.add(table, np.asarray(self.lines, dtype=np.int64))
+
+
+def _ccb_slots(obj: _Line, k: int) -> list[tuple[Any, Any, Any]] | str | None:
+    """(action, probability, cost) per slot; a reason string; or None (malformed outcome)."""
+    if obj.outcomes is None:
+        if obj.c is not None and obj.c.slots is not None:
+            return "dsjson_unlabeled"  # slots without outcomes: nothing was logged
+        # a CB line in a CCB file: one slot, action _label_Action - 1 (VW's CB-as-CCB rule)
+        try:
+            cost = _number(obj.cost if obj.cost is not None else obj.cost2)
+            prob = _number(obj.prob if obj.prob is not None else obj.prob2)
+        except ValueError:
+            return "dsjson_cost_not_numeric"
+        action = obj.action if obj.action is not None else obj.action2
+        if cost is None and prob is None:
+            return "dsjson_unlabeled"
+        if action is None or not 1 <= action <= k or action != int(action):
+            return None
+        return [(int(action) - 1, prob, cost)]
+    n_slots = len(obj.c.slots) if obj.c is not None and obj.c.slots is not None else 0
+    if len(obj.outcomes) > n_slots:
+        return None
+    out: list[tuple[Any, Any, Any]] = []
+    for o in obj.outcomes:  # the slots of one line
+        a, p = _as_list(o.a), _as_list(o.p)
+        if not a or not p:
+            out.append((None, None, None))
+            continue
+        if len(a) != len(p) or any(not 0 <= x < k for x in a):
+            return None
+        try:
+            cost = _number(o.cost)
+        except ValueError:
+            return "dsjson_cost_not_numeric"
+        out.append((a[0], p[0], cost))
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# public API
+# ------------------------------------------------------------------------------------------
+def _check_options(on_invalid: str, chunk_lines: int, chunk_bytes: int,
+                   max_line_bytes: int) -> None:
+    check_choice(on_invalid, "on_invalid", ("raise", "drop"))
+    check_positive_int(chunk_lines, "chunk_lines")
+    check_positive_int(chunk_bytes, "chunk_bytes")
+    check_positive_int(max_line_bytes, "max_line_bytes")
 
 
 def iter_dsjson(
     path: str | os.PathLike[str], *, on_invalid: str = "raise",
-    chunk_lines: int = DEFAULT_CHUNK_LINES,
+    chunk_lines: int = DEFAULT_CHUNK_LINES, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    max_line_bytes: int = MAX_LINE_BYTES, features: bool = False,
 ) -> Iterator[tuple[pa.Table, ChunkValidator]]:
     """Parse and validate a DSJSON file chunk by chunk (bounded memory).
 
-    Yields ``(valid_rows, validator)`` per chunk of ``chunk_lines`` lines; ``validator.report``
-    is the report so far (source line numbers). After the last chunk, the caller should raise
-    ``validator.failure()`` if it is not None (``on_invalid="raise"``), as :func:`read_dsjson`
-    does.
+    Yields ``(valid_rows, validator)`` per chunk; ``validator.report`` is the report so far
+    (source line numbers) and ``validator.source_metadata["ope.dsjson_kind"]`` the file's kind
+    (``"cb"``/``"ccb"``, empty before the first event). After the
+    last chunk, the caller should raise ``validator.failure()`` if it is not None
+    (``on_invalid="raise"``), as :func:`read_dsjson` does. Every chunk has the full schema
+    (:data:`DSJSON_SCHEMA`); :func:`read_dsjson` and :func:`import_dsjson` leave out the
+    optional columns no row fills.
 
     Examples
     --------
@@ -268,37 +776,45 @@ def iter_dsjson(
     >>> with open(path, "w") as f:
     ...     for i in range(3):
     ...         _ = f.write(json.dumps({"EventId": str(i), "_label_cost": -1.0,
-    ...             "_label_probability": 0.5, "_label_Action": 1, "a": [1, 2], "p": [0.5, 0.5],
+    ...             "_label_probability": 0.5, "_labelIndex": 0, "a": [1, 2], "p": [0.5, 0.5],
     ...             "c": {"_multi": [{"x": 1}, {"x": 2}]}}) + "\\n")
     >>> [t.num_rows for t, _ in iter_dsjson(path, chunk_lines=2)]
     [2, 1]
     """
-    check_choice(on_invalid, "on_invalid", ("raise", "drop"))
-    check_positive_int(chunk_lines, "chunk_lines")
+    _check_options(on_invalid, chunk_lines, chunk_bytes, max_line_bytes)
+    fh, size, name = _open(path)
     validator = ChunkValidator(os.fspath(path), on_invalid)
-    with _open(path) as fh:
-        line = -1
-        while True:
-            rows = _Rows()
-            raw_lines = []
-            for raw in fh:  # reads at most chunk_lines lines
-                line += 1
-                raw_lines.append((line, raw))
-                if len(raw_lines) >= chunk_lines:
-                    break
-            if not raw_lines:
-                return
-            for ln, raw in raw_lines:  # the JSON decode, one line at a time
-                if raw.strip():
-                    _parse_line(rows, raw, ln)
-            table, lines, rejected = _chunk_table(rows)
-            n_source = table.num_rows + sum(v.size for v in rejected.values())
-            yield validator.add(table, lines, rejected, n_source=n_source), validator
+    state = _State(name, bool(features))
+    with fh, progress(desc=f"import {name}", total=size, unit="B") as bar:
+        for block in _blocks(fh, name, chunk_lines, chunk_bytes, max_line_bytes, bar):
+            parts = _Parts()
+            _parse_block(block, state, parts)
+            table, lines = _concat(parts, state)
+            rejected = {k: np.concatenate(v) for k, v in parts.rejected.items()}
+            validator.source_metadata["ope.dsjson_kind"] = state.kind or ""
+            yield validator.add(table, lines, rejected, n_source=parts.n_lines), validator
+
+
+def _concat(parts: _Parts, state: _State) -> tuple[pa.Table, np.ndarray]:
+    schema = state.schema
+    if not parts.tables:
+        return schema.empty_table(), np.zeros(0, dtype=np.int64)
+    table = pa.concat_tables(parts.tables) if len(parts.tables) > 1 else parts.tables[0]
+    lines = np.concatenate(parts.lines)
+    if len(parts.tables) > 1:  # rows in line order
+        order = np.argsort(lines, kind="stable")
+        table, lines = table.take(pa.array(order)), lines[order]
+    return table, lines
+
+
+def _empty_columns(null_counts: dict[str, int], n_rows: int) -> list[str]:
+    return [c for c in _OPTIONAL if null_counts.get(c, -1) == n_rows]
 
 
 def read_dsjson(
     path: str | os.PathLike[str], *, on_invalid: str = "raise",
-    chunk_lines: int = DEFAULT_CHUNK_LINES, mapping: Any = None,
+    chunk_lines: int = DEFAULT_CHUNK_LINES, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    max_line_bytes: int = MAX_LINE_BYTES, features: bool = False, mapping: Any = None,
 ) -> BanditLogs:
     """Read a Vowpal Wabbit DSJSON file (plain or gzip) into validated ``BanditLogs``.
 
@@ -307,25 +823,34 @@ def read_dsjson(
     path : str or os.PathLike
         The DSJSON file; gzip is detected from its first bytes.
     on_invalid : {"raise", "drop"}, default "raise"
-        As in :func:`ope.read_logs`. ``_skipLearn`` rows are always excluded and counted under
-        ``dsjson_skip_learn``; they never make ``"raise"`` raise.
-    chunk_lines : int, default 10,000
-        Lines parsed and validated at a time.
+        As in :func:`ope.read_logs`. Lines VW itself skips (``_skipLearn``, no ``a``, no label,
+        not starting with ``{``) are excluded and counted; they never make ``"raise"`` raise.
+    chunk_lines : int, default 50,000
+        Lines parsed and validated at a time (at most).
+    chunk_bytes : int, default 16 MiB
+        Bytes read at a time (at most, plus the rest of a line).
+    max_line_bytes : int, default 32 MiB
+        Longer lines are rejected (``dsjson_line_too_long``) without being held in memory.
+    features : bool, default False
+        Add ``features_json``: the JSON text of each line's ``c`` (context and action
+        features), for a reward model that parses them. Slower: the features are kept.
     mapping : None
         Accepted for the CLI's reader interface; DSJSON fields have fixed names (must be None).
 
     Returns
     -------
     BanditLogs
-        Columns as in the module table; all-null optional columns (``slate_id``/``position``
-        without CCB lines, ``action_features`` without ``c._multi``) are left out. The schema
-        metadata (``logs.table.schema.metadata``) records the format and what ``propensity``
-        means. ``logs.report`` counts rows by reason with 0-based line numbers.
+        Columns as in the module's tables; optional columns no row fills (``slate_id``/
+        ``position`` for CB, ``candidates``/``logging_distribution`` for CCB, ``timestamp``)
+        are left out. The schema metadata records the format, the file's kind
+        (``ope.dsjson_kind``), what ``propensity``, ``weight`` and ``event_id`` mean.
+        ``logs.report`` counts rows by reason with 0-based line numbers.
 
     Raises
     ------
     DataFileError
-        The file is missing or a directory.
+        The file is missing, a directory, UTF-16/32, a damaged gzip stream, or of a kind ope
+        does not import (continuous actions, slates, VW's plain JSON).
     ValidationError
         Lines break rules (``on_invalid="raise"``), or no row is left.
 
@@ -336,8 +861,9 @@ def read_dsjson(
     >>> path = os.path.join(tempfile.mkdtemp(), "x.json")
     >>> with open(path, "w") as f:
     ...     _ = f.write(json.dumps({"EventId": "e1", "_label_cost": -1.0,
-    ...         "_label_probability": 0.8, "_label_Action": 2, "a": [2, 1], "p": [0.8, 0.2],
-    ...         "c": {"u": {"age": 3}, "_multi": [{"x": 1}, {"x": 2}]}}) + "\\n")
+    ...         "_label_probability": 0.8, "_label_Action": 2, "_labelIndex": 1,
+    ...         "a": [2, 1], "p": [0.8, 0.2], "c": {"u": {"age": 3},
+    ...         "_multi": [{"x": 1}, {"x": 2}]}}) + "\\n")
     ...     _ = f.write('{"EventId": "e2", "_skipLearn": true}\\n')
     >>> logs = read_dsjson(path)
     >>> logs.column("action").tolist(), logs.column("reward").tolist()
@@ -348,30 +874,116 @@ def read_dsjson(
     {'dsjson_skip_learn': 1}
     """
     if mapping:
-        from ope.exceptions import ParameterError
-
         raise ParameterError("`mapping` does not apply to DSJSON: its field names are fixed")
     tables = []
     validator = None
-    for table, validator in iter_dsjson(path, on_invalid=on_invalid, chunk_lines=chunk_lines):
-        tables.append(table)
+    for table, validator in iter_dsjson(path, on_invalid=on_invalid, chunk_lines=chunk_lines,
+                                        chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes,
+                                        features=features):
+        if table.num_rows:
+            tables.append(table)
     if validator is None:  # an empty file
         validator = ChunkValidator(str(path), on_invalid)
-        tables = [DSJSON_SCHEMA.empty_table()]
-    logs = validator.finish(tables, DSJSON_METADATA)
-    return _drop_empty_optional(logs)
-
-
-#: Optional columns left out of the result when no row has a value.
-_OPTIONAL: Final = ("timestamp", "candidates", "logging_distribution", "slate_id", "position",
-                    "action_features", "shared_context", "event_id")
-
-
-def _drop_empty_optional(logs: BanditLogs) -> BanditLogs:
+    logs = validator.finish(tables or [_schema(None, features, None).empty_table()],
+                            DSJSON_METADATA)
     t = logs.table
-    empty = [c for c in _OPTIONAL if c in t.column_names and t.column(c).null_count == t.num_rows]
+    empty = _empty_columns({c: t.column(c).null_count for c in t.column_names}, t.num_rows)
     if not empty:
         return logs
     return BanditLogs.from_validated(t.drop_columns(empty), logs.report,
                                      dropped_event_ids=logs.dropped_event_ids,
                                      unit_roundoff=logs.unit_roundoff)
+
+
+def import_dsjson(
+    path: str | os.PathLike[str], out: str | os.PathLike[str], *, on_invalid: str = "raise",
+    chunk_lines: int = DEFAULT_CHUNK_LINES, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    max_line_bytes: int = MAX_LINE_BYTES, features: bool = False,
+) -> tuple[int, ValidationReport]:
+    """Stream a DSJSON file into a parquet file (``ope import dsjson``), chunk by chunk.
+
+    The file gets the table :func:`read_dsjson` returns (same columns, rows and schema
+    metadata), without holding it in memory: chunks are written as row groups, then the
+    optional columns no row filled are dropped by rewriting the file column-wise.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The DSJSON file.
+    out : str or os.PathLike
+        The parquet file to write (overwritten; the CLI writes to a temporary name first).
+    on_invalid, chunk_lines, chunk_bytes, max_line_bytes, features
+        As in :func:`read_dsjson`.
+
+    Returns
+    -------
+    (int, ValidationReport)
+        Rows written, and the report.
+
+    Raises
+    ------
+    DataFileError, ValidationError
+        As :func:`read_dsjson`; nothing usable is left in ``out`` then.
+
+    Examples
+    --------
+    >>> import json, os, tempfile
+    >>> import pyarrow.parquet as pq
+    >>> from ope.importers import import_dsjson
+    >>> d = tempfile.mkdtemp()
+    >>> src, out = os.path.join(d, "x.json"), os.path.join(d, "x.parquet")
+    >>> with open(src, "w") as f:
+    ...     _ = f.write(json.dumps({"_label_cost": 0.0, "_label_probability": 0.5,
+    ...         "_labelIndex": 0, "a": [1, 2], "c": {"_multi": [{}, {}]}}) + "\\n")
+    >>> n, report = import_dsjson(src, out)
+    >>> n, pq.read_table(out).column("event_id").to_pylist()
+    (1, ['x.json:0'])
+    """
+    import pyarrow.parquet as pq
+
+    _check_options(on_invalid, chunk_lines, chunk_bytes, max_line_bytes)
+    out = os.fspath(out)
+    nulls: dict[str, int] = {}
+    written = 0
+    validator = None
+    schema = None
+    staging = out + ".chunks"
+    writer = None
+    try:
+        for table, validator in iter_dsjson(
+                path, on_invalid=on_invalid, chunk_lines=chunk_lines, chunk_bytes=chunk_bytes,
+                max_line_bytes=max_line_bytes, features=features):
+            if not table.num_rows:
+                continue
+            if writer is None:  # the file's kind is known at its first row
+                schema = table.schema
+                writer = pq.ParquetWriter(staging, schema)
+            writer.write_table(table)
+            written += table.num_rows
+            for c in schema.names:
+                nulls[c] = nulls.get(c, 0) + table.column(c).null_count
+        if writer is not None:
+            writer.close()
+            writer = None
+        if validator is None:
+            raise ValidationError(f"{os.fspath(path)} holds no rows; there is nothing to import")
+        error = validator.failure()
+        if error is not None:
+            raise error
+        report = validator.report
+        if report.rows_used == 0:
+            raise report.no_rows_error()
+        keep = [c for c in schema.names if c not in _empty_columns(nulls, written)]  # type: ignore[union-attr]
+        meta = {k.encode(): v.encode()
+                for k, v in {**DSJSON_METADATA, **validator.source_metadata}.items()}
+        source = pq.ParquetFile(staging)
+        final = pa.schema([schema.field(c) for c in keep]).with_metadata(meta)  # type: ignore[union-attr]
+        with pq.ParquetWriter(out, final) as writer:
+            for i in range(source.num_row_groups):  # one row group at a time
+                writer.write_table(source.read_row_group(i, columns=keep).cast(final))
+        return written, report
+    finally:
+        if writer is not None:
+            writer.close()
+        if os.path.exists(staging):
+            os.remove(staging)
