@@ -286,16 +286,14 @@ def _open(path: str | os.PathLike[str]) -> tuple[IO[bytes], int | None, str]:
     name = os.path.basename(str(found.name).rstrip("/")) or str(found.name)
     if found.filesystem is None:
         with open(found.path, "rb") as fh:
-            magic = fh.read(4)
-        _check_encoding(magic, found.name)
+            magic = fh.read(2)
         if magic[:2] == b"\x1f\x8b":
             return gzip.open(found.path, "rb"), None, name
         return open(found.path, "rb"), os.path.getsize(found.path), name  # noqa: SIM115
     fs = found.filesystem
     try:
         with fs.open_input_stream(found.path) as fh:
-            magic = bytes(fh.read(4))
-        _check_encoding(magic, found.name)
+            magic = bytes(fh.read(2))
         compression = "gzip" if magic[:2] == b"\x1f\x8b" else None
         return io.BufferedReader(fs.open_input_stream(found.path, compression=compression)), \
             None, name
@@ -305,7 +303,8 @@ def _open(path: str | os.PathLike[str]) -> tuple[IO[bytes], int | None, str]:
         raise DataFileError(f"cannot read DSJSON file {found.name}: {exc}") from None
 
 
-def _check_encoding(magic: bytes, name: Any) -> None:
+def _check_encoding(magic: bytes, name: str) -> None:
+    """A UTF-16/32 file (a byte-order mark, or NUL bytes among the first four) is refused."""
     if magic[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(magic) >= 2 and b"\x00" in magic[:4]):
         raise DataFileError(
             f"{name} is UTF-16 or UTF-32 encoded (it starts with {magic[:4]!r}); DSJSON is "
@@ -328,9 +327,13 @@ def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_li
     line = 0
     tail = b""
     skipping = False            # inside a line over the limit: drop bytes until its newline
+    first = True
     while True:
         data = _read(fh, chunk_bytes, name, line)
         bar.update(len(data))
+        if first:
+            _check_encoding(data[:4], name)
+            first = False
         if not data:
             if skipping:
                 yield _Block(line, [None], False)
@@ -646,7 +649,7 @@ def _cb_rows(cols: list[tuple[Any, ...]], lines: np.ndarray, state: _State, part
     parts.add(pa.table(columns, schema=state.schema), kept_lines)
 
 
-_C_TEXT = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_C_TEXT = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 
 
 def _features_text(raws: list[bytes] | None, keep: np.ndarray) -> pa.Array:
@@ -694,7 +697,8 @@ class _CcbRows:
                 parts.reject("dsjson_unlabeled", ln)
                 continue
             row = {"event_id": f"{sid}/{slot}", "timestamp": obj.timestamp, "action": action,
-                   "propensity": prob, "reward": None if cost is None else -cost, "weight": weight, "slate_id": sid,
+                   "propensity": prob, "reward": None if cost is None else -cost,
+                   "weight": weight, "slate_id": sid,
                    "position": slot, "features_json": text}
             self.rows.append(row)
             self.lines.append(ln)
@@ -973,11 +977,12 @@ def import_dsjson(
         report = validator.report
         if report.rows_used == 0:
             raise report.no_rows_error()
-        keep = [c for c in schema.names if c not in _empty_columns(nulls, written)]  # type: ignore[union-attr]
+        assert schema is not None  # rows_used > 0: a table was written
+        keep = [c for c in schema.names if c not in _empty_columns(nulls, written)]
         meta = {k.encode(): v.encode()
                 for k, v in {**DSJSON_METADATA, **validator.source_metadata}.items()}
         source = pq.ParquetFile(staging)
-        final = pa.schema([schema.field(c) for c in keep]).with_metadata(meta)  # type: ignore[union-attr]
+        final = pa.schema([schema.field(c) for c in keep]).with_metadata(meta)
         with pq.ParquetWriter(out, final) as writer:
             for i in range(source.num_row_groups):  # one row group at a time
                 writer.write_table(source.read_row_group(i, columns=keep).cast(final))
