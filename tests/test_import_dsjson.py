@@ -110,7 +110,8 @@ def test_igl_file_reads_as_its_cb_events_without_a_distribution():
     # distribution over c._multi and the file carries none (every row kept, as VW learns them)
     logs = read_dsjson(DATA / "igl.json")
     t = logs.table.to_pydict()
-    assert logs.columns == ["event_id", "action", "propensity", "reward", "weight", "candidates"]
+    assert logs.columns == ["event_id", "timestamp", "action", "propensity", "reward", "weight",
+                            "candidates"]
     assert t["event_id"] == ["igl.json:0", "igl.json:1"]
     assert t["action"] == [3, 1] and t["reward"] == [-0.0, 1.0]
     assert t["candidates"] == [[0, 1, 2, 3]] * 2
@@ -204,7 +205,7 @@ def _cb_line(i, **extra):
     return json.dumps(obj)
 
 
-_real_parse_lines = dsjson_module._parse_lines
+_real_slow_line = dsjson_module._slow_line
 
 
 def test_columnar_and_line_by_line_paths_agree(tmp_path, monkeypatch):
@@ -218,14 +219,18 @@ def test_columnar_and_line_by_line_paths_agree(tmp_path, monkeypatch):
     lines[35] = _cb_line(35, _labelIndex=2**70)          # too big for int64: line by line
     p = tmp_path / "x.json"
     p.write_text("\n".join(lines) + "\n")
+    calls = []   # the lines not decoded as plain CB: only the one with the huge integer
+    monkeypatch.setattr(dsjson_module, "_slow_line",
+                        lambda raw, ln, *a: calls.append(ln) or _real_slow_line(raw, ln, *a))
     fast = _drop(p, chunk_lines=16)
-    calls = []   # the blocks that went line by line: only the one with the huge integer
-    monkeypatch.setattr(dsjson_module, "_parse_lines",
-                        lambda b, *a: calls.append(b.start) or _real_parse_lines(b, *a))
-    assert _drop(p, chunk_lines=16).table.equals(fast.table) and calls == [32]
-    monkeypatch.undo()
-    monkeypatch.setattr(dsjson_module, "_SLOW_MARKERS", (b"{",))
+    assert calls == [35]
+
+    def no_fast(raw):
+        raise dsjson_module.msgspec.DecodeError("forced")
+
+    monkeypatch.setattr(dsjson_module, "_FAST", no_fast)
     slow = _drop(p, chunk_lines=16)
+    assert len(calls) == 41
     assert fast.table.equals(slow.table)
     assert fast.report.rejected == slow.report.rejected == {
         "dsjson_label_index_out_of_range": 1, "dsjson_a_p_mismatch": 1, "dsjson_skip_learn": 1,
