@@ -145,11 +145,13 @@ def main(argv: list[str] | None = None) -> int:
                 verdict = "yes" if same else "NO"
                 if same and not same_w:
                     verdict += " (weights differ only by the rows ope's own rules reject)"
+                if same and "refused" in str(row["kind"]):
+                    verdict += " (VW reads no example; ope refuses the kind)"
                 judged += 1
                 agree += same
                 vw_text = f"{n_vw} ({w_vw:g})"
             else:
-                verdict, vw_text = "n/a (no --dsjson run)", "-"
+                verdict, vw_text = "n/a (no single-file --dsjson run)", "-"
             rejected = ", ".join(f"{k} {v}" for k, v in sorted(row["rejected"].items())) or "-"
             print(f"| {path.name} | {row['kind']} | {row['lines']} | {row['rows']} | {rejected} "
                   f"| {vw_text} | {row['events']} ({row['weight']:g}) | {verdict} |")

@@ -33,7 +33,10 @@ DSJSON                    ope column
                           them (``dsjson_no_actions``, counted, not an error)
 ``p`` or ``_p``           ``logging_distribution``: ``p[i]`` is the probability of ``a[i]``,
                           scattered to candidate order (``p[i]`` at ``a[i] - 1``); the later of
-                          ``p``/``_p`` in the line wins (VW's rule); absent: no distribution
+                          ``p``/``_p`` in the line wins (VW's rule). VW never learns from
+                          ``a``/``p``, so the file's first row decides: when its ``a``/``p`` form
+                          a distribution over ``c._multi`` the file has the column and a later
+                          row without one is ``dsjson_a_p_mismatch``; otherwise it has none
 ``c._multi``              ``candidates = [0, ..., K-1]`` (K actions)
 ``pdrop``                 ``weight = 1 / (1 - pdrop)`` (1 when absent)
 ``_skipLearn: true``      excluded, counted under ``dsjson_skip_learn``
@@ -76,9 +79,12 @@ in memory. UTF-16/32 files and damaged gzip streams are a :class:`~ope.exception
 The file is read in blocks of at most ``chunk_bytes`` bytes and ``chunk_lines`` lines, so memory
 is bounded by the chunk whatever the file or line length; :func:`iter_dsjson` yields the
 validated chunks and :func:`import_dsjson` writes them to parquet (``ope import dsjson``), with
-the same columns, rows and metadata as :func:`read_dsjson`. Lines are decoded by ``msgspec``
-into typed records that skip the feature objects without building them; the columns are then
-built and checked with numpy/Arrow, with no per-row Python work for CB files.
+the same columns, rows and metadata as :func:`read_dsjson`. Each line is decoded once by
+``msgspec`` into a typed record naming only these fields (the features under ``c`` are skipped
+without being built; only the number of entries of ``c._multi`` is kept): a plain CB line with a
+strict record, any other line again with a permissive one and then resolved line by line. The
+columns are built and checked with numpy/Arrow and validated by :func:`ope.read_logs` chunk by
+chunk. A terminal shows a progress bar (bytes read) on stderr.
 """
 
 from __future__ import annotations
