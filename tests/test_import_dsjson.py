@@ -330,3 +330,17 @@ def test_nan_probability_string_is_read_as_nan(tmp_path):
     assert not math.isnan(logs.column("propensity")[0])
     assert np.array_equal(logs.column("action"), [0])
     assert isinstance(logs.table, pa.Table)
+
+
+def test_ccb_outcome_costs_are_numbers_or_nan(tmp_path):
+    first = (DATA / "ccb.json").read_text().splitlines()[0]
+    bad = json.loads(first)
+    bad["EventId"], bad["_outcomes"][0]["_label_cost"] = "t1", "x"
+    nan = json.loads(first)
+    nan["EventId"], nan["_outcomes"][1]["_label_cost"] = "t2", "NaN"
+    p = tmp_path / "c.json"
+    p.write_text("\n".join([first, json.dumps(bad), json.dumps(nan)]) + "\n")
+    logs = _drop(p)
+    assert logs.column("event_id").tolist() == ["s0/0", "s0/1", "t2/0"]
+    assert logs.report.rejected == {"dsjson_cost_not_numeric": 1, "reward_missing": 1}
+    assert logs.report.examples == {"dsjson_cost_not_numeric": (1,), "reward_missing": (2,)}

@@ -550,12 +550,15 @@ def _slow_line(raw: bytes | None, ln: int, state: _State, parts: _Parts,
 _NAN_STRINGS: Final = frozenset({"nan"})
 
 
+#: What :func:`_number` returns for a string other than "NaN".
+_NOT_A_NUMBER: Final = object()
+
+
 def _number(v: Any) -> Any:
-    """A label number as VW reads it: a number, or the string "NaN" (any case) as NaN."""
+    """A label number as VW reads it: a number, the string "NaN" (any case) as NaN, or
+    :data:`_NOT_A_NUMBER` for any other string."""
     if isinstance(v, str):
-        if v.lower() in _NAN_STRINGS:
-            return float("nan")
-        raise ValueError(v)
+        return float("nan") if v.lower() in _NAN_STRINGS else _NOT_A_NUMBER
     return v
 
 
@@ -573,10 +576,9 @@ def _as_list(v: Any) -> Any:
 
 def _normalize_cb(obj: _Line, raw: bytes) -> tuple[Any, ...] | str:
     """The fields of :data:`_CB_GET` with the rarer spellings resolved, or a rejection reason."""
-    try:
-        cost = _number(obj.cost if obj.cost is not None else obj.cost2)
-        prob = _number(obj.prob if obj.prob is not None else obj.prob2)
-    except ValueError:
+    cost = _number(obj.cost if obj.cost is not None else obj.cost2)
+    prob = _number(obj.prob if obj.prob is not None else obj.prob2)
+    if cost is _NOT_A_NUMBER or prob is _NOT_A_NUMBER:
         return "dsjson_cost_not_numeric"
     index = obj.index if obj.index is not None else obj.index2
     a, p = _as_list(obj.a), _as_list(_p_field(obj, raw))
@@ -753,10 +755,9 @@ def _ccb_slots(obj: _Line, k: int) -> list[tuple[Any, Any, Any]] | str | None:
         if obj.c is not None and obj.c.slots is not None:
             return "dsjson_unlabeled"  # slots without outcomes: nothing was logged
         # a CB line in a CCB file: one slot, action _label_Action - 1 (VW's CB-as-CCB rule)
-        try:
-            cost = _number(obj.cost if obj.cost is not None else obj.cost2)
-            prob = _number(obj.prob if obj.prob is not None else obj.prob2)
-        except ValueError:
+        cost = _number(obj.cost if obj.cost is not None else obj.cost2)
+        prob = _number(obj.prob if obj.prob is not None else obj.prob2)
+        if cost is _NOT_A_NUMBER or prob is _NOT_A_NUMBER:
             return "dsjson_cost_not_numeric"
         action = obj.action if obj.action is not None else obj.action2
         if cost is None and prob is None:
@@ -775,9 +776,8 @@ def _ccb_slots(obj: _Line, k: int) -> list[tuple[Any, Any, Any]] | str | None:
             continue
         if len(a) != len(p) or any(not 0 <= x < k for x in a):
             return None
-        try:
-            cost = _number(o.cost)
-        except ValueError:
+        cost = _number(o.cost)
+        if cost is _NOT_A_NUMBER:
             return "dsjson_cost_not_numeric"
         out.append((a[0], p[0], cost))
     return out
