@@ -371,7 +371,7 @@ def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_li
     first = True
     while True:
         data = _read(fh, chunk_bytes, name, line)
-        bar.update(len(data))
+        bar.update(len(data) / 1e6)
         if first:
             _check_encoding(data[:4], name)
             first = False
@@ -826,7 +826,8 @@ def iter_dsjson(
     fh, size, name = _open(path)
     validator = ChunkValidator(os.fspath(path), on_invalid)
     state = _State(name, bool(features))
-    with fh, progress(desc=f"import {name}", total=size, unit="B") as bar:
+    total = None if size is None else size / 1e6
+    with fh, progress(desc=f"import {name}", total=total, unit="MB") as bar:
         for block in _blocks(fh, name, chunk_lines, chunk_bytes, max_line_bytes, bar):
             parts = _Parts()
             _parse_block(block, state, parts)
