@@ -1,7 +1,8 @@
 """Importers: logged-bandit data as it comes, to validated ``BanditLogs``.
 
 - :func:`read_obd`: the Open Bandit Dataset (a campaign folder such as ``random/all`` or its CSV).
-- :func:`read_dsjson`: Vowpal Wabbit DSJSON (Decision Service / Personalizer exports), streamed.
+- :func:`read_dsjson`: Vowpal Wabbit DSJSON (Decision Service / Personalizer exports), streamed;
+  :func:`import_dsjson` writes the same table to parquet chunk by chunk (``ope import dsjson``).
 - :func:`from_bandit_feedback` / :func:`to_bandit_feedback`: Open Bandit Pipeline's in-memory
   ``bandit_feedback`` dict.
 
