@@ -1,22 +1,28 @@
-"""Benchmark: DSJSON import throughput and peak memory.
+"""Benchmark: DSJSON import throughput and peak memory against bare JSON decoding.
 
-Generates a DSJSON file of ``--mb`` megabytes (default 20) in VW's Decision Service layout (10
-actions with a few features each, a shared user namespace, ``a``/``p`` and the label fields;
-about 1.6 kB per line), then times, each in a fresh subprocess so that the peak resident set
-(``VmHWM`` from ``/proc/self/status``, else ``ru_maxrss``) is the import's own:
+Generates a DSJSON file of ``--size`` megabytes (default 1024) in VW's Decision Service layout
+(10 actions with a few features each, a shared user namespace, ``a``/``p`` and the label fields;
+about 1.2 kB per line), then runs, each in a fresh subprocess so that the peak resident set
+(``VmHWM`` from ``/proc/self/status``, else ``ru_maxrss``) is the run's own, all in one run of
+this script on the same file:
 
-* ``stream`` -- ``ope import dsjson SRC --out LOGS.parquet``: chunks of ``--chunk-lines`` lines
-  parsed, validated and written one at a time (memory bounded by a chunk);
-* ``read`` -- ``ope.importers.read_dsjson`` into an in-memory ``BanditLogs`` (memory grows with
-  the rows kept).
+* ``json`` -- a bare ``for line in f: json.loads(line)`` loop (the reference);
+* ``pyarrow`` -- ``pyarrow.json.open_json`` streaming the whole file into Arrow record batches
+  (no validation; applies because every line has the same structure);
+* ``import`` -- ``ope import dsjson SRC --out LOGS.parquet``: decoded, validated and written
+  chunk by chunk (memory bounded by a chunk);
+* ``read`` -- ``ope.read_dsjson`` into an in-memory ``BanditLogs`` (memory grows with the rows);
+* ``longline`` -- ``ope import dsjson`` on a file of one 200 MB line (rejected over the
+  line limit) between two events: the peak memory of a line far over the limit.
 
-Results are printed and written to ``benchmarks/results/bench_import.json``. Throughput is
-rows/s and MB/s of DSJSON text; nothing is extrapolated here.
+Printed: events/s, MB/s, seconds, peak RSS, and each mode's speed relative to ``json``.
+Results also go to ``benchmarks/results/bench_import.json``.
 
 Usage::
 
-    python benchmarks/bench_import.py --mb 200
-    python benchmarks/bench_import.py --mb 1024 --modes stream
+    python benchmarks/bench_import.py                    # 1 GB
+    python benchmarks/bench_import.py --size 100         # 100 MB
+    python benchmarks/bench_import.py --modes json import --keep /tmp/dsjson.json
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
+MODES = ("json", "pyarrow", "import", "read", "longline")
 
 
 def _line_block(rng: np.random.Generator, start: int, n: int, k: int = 10) -> str:
@@ -70,6 +77,18 @@ def generate(path: Path, mb: float, seed: int = 0) -> int:
     return rows
 
 
+def generate_long_line(path: Path, mb: float = 200.0) -> None:
+    """Two events around one line of ``mb`` MB (a feature string), written in pieces."""
+    one = _line_block(np.random.default_rng(1), 0, 2)
+    first, second = one.splitlines()
+    piece = "x" * 1_000_000
+    with open(path, "w") as fh:
+        fh.write(first + "\n" + '{"EventId": "huge", "c": {"f": "')
+        for _ in range(int(mb)):
+            fh.write(piece)
+        fh.write('"}}\n' + second + "\n")
+
+
 def _peak_mb() -> float:
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
@@ -80,22 +99,35 @@ def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def measure(src: str, mode: str, chunk_lines: int) -> dict:
+def measure(src: str, mode: str) -> dict:
+    """One mode on ``src``; imports happen before the clock starts."""
+    import pyarrow.json as pj
+    import pyarrow.parquet as pq
+
+    from ope.cli import main
+    from ope.importers import read_dsjson
+
+    out = Path(tempfile.mkdtemp()) / "logs.parquet"
     t0 = time.perf_counter()
-    if mode == "stream":
-        from ope.cli import main
-
-        out = Path(tempfile.mkdtemp()) / "logs.parquet"
-        code = main(["import", "dsjson", src, "--out", str(out), "--chunk-lines", str(chunk_lines)])
-        assert code == 0
-        import pyarrow.parquet as pq
-
+    if mode == "json":
+        rows = 0
+        with open(src, "rb") as fh:
+            for line in fh:
+                json.loads(line)
+                rows += 1
+    elif mode == "pyarrow":
+        rows = 0
+        reader = pj.open_json(src, read_options=pj.ReadOptions(block_size=16 << 20))
+        for batch in reader:
+            rows += batch.num_rows
+    elif mode in ("import", "longline"):
+        argv = ["import", "dsjson", src, "--out", str(out)]
+        code = main(argv + (["--on-invalid", "drop"] if mode == "longline" else []))
+        assert code == 0, code
         rows = pq.read_metadata(out).num_rows
         out.unlink()
     else:
-        from ope.importers import read_dsjson
-
-        rows = read_dsjson(src, chunk_lines=chunk_lines).n
+        rows = read_dsjson(src).n
     seconds = time.perf_counter() - t0
     return {"mode": mode, "rows": rows, "seconds": seconds, "rows_per_s": rows / seconds,
             "peak_rss_mb": _peak_mb()}
@@ -103,31 +135,45 @@ def measure(src: str, mode: str, chunk_lines: int) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mb", type=float, default=20.0, help="size of the generated file (MB)")
-    ap.add_argument("--modes", nargs="+", default=["stream", "read"], choices=["stream", "read"])
-    ap.add_argument("--chunk-lines", type=int, default=10_000)
+    ap.add_argument("--size", type=float, default=1024.0, help="generated file size in MB")
+    ap.add_argument("--modes", nargs="+", default=list(MODES), choices=MODES)
     ap.add_argument("--keep", metavar="FILE", help="generate to / reuse this file")
     ap.add_argument("--measure", nargs=2, metavar=("FILE", "MODE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.measure:
-        print(json.dumps(measure(args.measure[0], args.measure[1], args.chunk_lines)))
+        print(json.dumps(measure(args.measure[0], args.measure[1])))
         return 0
-    path = Path(args.keep) if args.keep else Path(tempfile.mkdtemp()) / "bench.json"
+    tmp = Path(tempfile.mkdtemp())
+    path = Path(args.keep) if args.keep else tmp / "bench.json"
     if not path.exists():
-        generate(path, args.mb)
+        generate(path, args.size)
     size_mb = path.stat().st_size / 1e6
-    results = {"file_mb": size_mb, "chunk_lines": args.chunk_lines, "runs": []}
+    results = {"file_mb": size_mb, "runs": []}
+    env = {**os.environ, "OPE_PROGRESS": "0"}
+    reference = None
     for mode in args.modes:
-        proc = subprocess.run(
-            [sys.executable, __file__, "--measure", str(path), mode,
-             "--chunk-lines", str(args.chunk_lines)],
-            capture_output=True, text=True, check=True)
+        src = path
+        if mode == "longline":
+            src = tmp / "longline.json"
+            generate_long_line(src)
+        proc = subprocess.run([sys.executable, __file__, "--measure", str(src), mode],
+                              capture_output=True, text=True, env=env)
+        if proc.returncode:
+            print(f"{mode}: failed\n{proc.stderr[-2000:]}")
+            continue
         r = json.loads(proc.stdout.strip().splitlines()[-1])
-        r["mb_per_s"] = size_mb / r["seconds"]
+        mb = src.stat().st_size / 1e6
+        r["mb_per_s"] = mb / r["seconds"]
+        if mode == "json":
+            reference = r["rows_per_s"]
+        r["vs_json"] = r["rows_per_s"] / reference if reference and mode != "longline" else None
         results["runs"].append(r)
-        print(f"{mode:6s} {size_mb:8.1f} MB  {r['rows']:>10,} rows  {r['seconds']:7.1f} s  "
-              f"{r['rows_per_s']:>9,.0f} rows/s  {r['mb_per_s']:6.1f} MB/s  "
-              f"peak RSS {r['peak_rss_mb']:7.0f} MB")
+        rel = f"  {r['vs_json']:5.2f}x json.loads" if r["vs_json"] else ""
+        print(f"{mode:8s} {mb:8.1f} MB  {r['rows']:>10,} events  {r['seconds']:7.1f} s  "
+              f"{r['rows_per_s']:>9,.0f} events/s  {r['mb_per_s']:6.1f} MB/s  "
+              f"peak RSS {r['peak_rss_mb']:7.0f} MB{rel}")
+        if mode == "longline":
+            src.unlink()
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "bench_import.json").write_text(json.dumps(results, indent=2))
     if not args.keep:

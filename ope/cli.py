@@ -1956,33 +1956,10 @@ def _cmd_import(args: argparse.Namespace) -> _Outcome:
     action_features = None
     with atomic_path(out) as tmp:
         if args.format == "dsjson":
-            from ope.importers import iter_dsjson
-            from ope.importers.dsjson import DSJSON_METADATA
+            from ope.importers import import_dsjson
 
-            writer = None
-            validator = None
-            try:
-                for table, validator in iter_dsjson(args.src, on_invalid=args.on_invalid,
-                                                    **_chunk_option(args)):
-                    if not table.num_rows:
-                        continue
-                    if writer is None:
-                        meta = {**(table.schema.metadata or {}),
-                                **{k.encode(): v.encode() for k, v in DSJSON_METADATA.items()}}
-                        writer = pq.ParquetWriter(tmp, table.schema.with_metadata(meta))
-                    writer.write_table(table.cast(writer.schema))
-                    written += table.num_rows
-            finally:
-                if writer is not None:
-                    writer.close()
-            if validator is None:
-                raise ValidationError(f"{args.src} holds no rows; there is nothing to import")
-            error = validator.failure()
-            if error is not None:
-                raise error
-            report = validator.report
-            if report.rows_used == 0:
-                raise report.no_rows_error()
+            written, report = import_dsjson(args.src, tmp, on_invalid=args.on_invalid,
+                                            **_chunk_option(args))
         else:
             from ope.importers import read_obd
 

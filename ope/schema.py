@@ -137,13 +137,41 @@ REJECTION_REASONS: Final[Mapping[str, str]] = {
     "pair_duplicate": "(pair_id, arm, replicate) must be unique (repeats after the first are rejected)",
     "pair_missing_arm": "every pair must have a valid row for every arm present in the data",
     # importers (ope.importers): rules of the source format, numbered by source line or row
-    "dsjson_bad_json": "every DSJSON line must be one JSON object",
-    "dsjson_cost_not_numeric": "_label_cost must be a number (reward = -_label_cost)",
-    "dsjson_action_not_in_a": "_label_Action must be one of the (1-based) action ids in `a`",
-    "dsjson_a_p_mismatch": "`a` and `p` must have the same length, ids in 1..len(c._multi)",
+    "dsjson_bad_json": "every DSJSON line must be one JSON object (valid UTF-8, not truncated)",
+    "dsjson_field_type": (
+        "DSJSON fields need their JSON types (EventId/Timestamp strings, pdrop and _label_* "
+        "numbers, _skipLearn true/false, a/_labelIndex whole numbers): VW refuses the line"
+    ),
+    "dsjson_line_too_long": "a DSJSON line must fit max_line_bytes (default 32 MiB)",
+    "dsjson_not_object": "the line does not start with '{': VW skips it (excluded, counted)",
+    "dsjson_kind_mismatch": (
+        "every line must be of the file's kind, set by its first event: CB, or CCB (where a "
+        "CB line reads as a one-slot CCB event)"
+    ),
+    "dsjson_no_actions": "no action ids `a`: VW's DSJSON reader skips the event (excluded)",
+    "dsjson_unlabeled": (
+        "no _label_cost/_label_probability (CB) or no _a/_p in the slot's outcome (CCB): a "
+        "prediction-only event or slot, nothing to evaluate (excluded, counted)"
+    ),
+    "dsjson_label_index_missing": (
+        "a labeled CB line needs _labelIndex: VW attaches the label to action _labelIndex "
+        "(without it, to the shared example: on no action)"
+    ),
+    "dsjson_label_index_out_of_range": "_labelIndex must be below len(c._multi)",
+    "dsjson_cost_not_numeric": (
+        "_label_cost/_label_probability must be numbers or \"NaN\" (reward = -_label_cost)"
+    ),
+    "dsjson_a_p_mismatch": (
+        "in a file with logging_distribution (its first row has one), `a` and `p` must have one "
+        "length, ids in 1..len(c._multi), each once"
+    ),
     "dsjson_pdrop_out_of_range": "pdrop must be a number in [0, 1) (pdrop == 1 has no weight)",
     "dsjson_skip_learn": "_skipLearn is true: the event is not learnable and is excluded (counted)",
-    "dsjson_outcome_malformed": "every CCB/slate _outcomes entry needs a numeric _label_cost, _a and _p",
+    "dsjson_outcome_malformed": (
+        "CCB _outcomes need _a and _p of one length with action indices in 0..len(c._multi)-1, "
+        "at most one outcome per c._slots entry (a CB line in a CCB file: _label_Action in "
+        "1..len(c._multi))"
+    ),
     "obd_position_missing": "position must be a whole number (it is missing, text or fractional)",
     "obd_position_out_of_range": "position must be 1, 2 or 3 (OBD's left, centre and right slots)",
     "obd_item_unknown": "item_id must have a row in the campaign's item_context.csv",

@@ -37,10 +37,10 @@ def test_import_dsjson_streams_and_reads_back(dsjson, tmp_path):
                            "--on-invalid", "drop", "--chunk-lines", "3")
     assert code == 0
     doc = json.loads(stdout)
-    assert doc["rows_written"] == 4 and doc["report"]["rows_read"] == 12
+    assert doc["rows_written"] == 4 and doc["report"]["rows_read"] == 18
     assert doc["report"]["rejected"]["dsjson_bad_json"] == 1
     logs = read_logs(out)
-    assert logs.column("event_id").tolist() == ["e0", "e6", "s11/0", "s11/1"]
+    assert logs.column("event_id").tolist() == ["e0", "events.json:1", "e2", "e13"]
     assert pq.read_schema(out).metadata[b"ope.source_format"] == b"dsjson"
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 

@@ -414,7 +414,7 @@ def test_remote_policy_tables_and_dsjson(fake_bucket: Path) -> None:
         tp = target_propensities(logs, uri)
         assert tp.names == ["p"] and np.allclose(tp.values[:, 0], 1.0, atol=0)
     (fake_bucket / "x.json").write_text(
-        '{"EventId": "0", "_label_cost": -1.0, "_label_probability": 0.5, "_label_Action": 1, '
+        '{"EventId": "0", "_label_cost": -1.0, "_label_probability": 0.5, "_labelIndex": 0, '
         '"a": [1, 2], "p": [0.5, 0.5], "c": {"_multi": [{"x": 1}, {"x": 2}]}}\n')
     assert read_dsjson("s3://bucket/x.json").n == 1
 

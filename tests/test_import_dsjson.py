@@ -1,157 +1,346 @@
-"""DSJSON importer: exact rows and rejection counts on a fixture in VW's DSJSON format."""
+"""DSJSON importer: exact rows and rejections per line kind, on fixtures in VW's DSJSON shapes.
+
+The fixtures under ``tests/data/dsjson`` are small files written for these tests, one per kind
+of line VW's ``--dsjson`` reader reads (CB, CCB, IGL) or ope refuses (continuous actions,
+slates, VW's plain JSON); each line's comment in the tests says what it exercises.
+"""
 
 from __future__ import annotations
 
 import gzip
 import json
+import math
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from ope.exceptions import DroppedRowsWarning, ValidationError
-from ope.importers import read_dsjson
+from ope.exceptions import DataFileError, DroppedRowsWarning, ParameterError, ValidationError
+from ope.importers import EXCLUDED_REASONS, import_dsjson, iter_dsjson, read_dsjson
+from ope.importers import dsjson as dsjson_module
 
-MULTI = [{"TAction": {"id": "a"}}, {"TAction": {"id": "b"}}, {"TAction": {"id": "c"}}]
+DATA = Path(__file__).parent / "data" / "dsjson"
 
+#: The CB fixture's lines (other test modules build DSJSON inputs from them).
+LINES = (DATA / "cb.json").read_text().splitlines()
 
-def _cb(eid, action, prob, cost, a, p, **extra):
-    obj = {"EventId": eid, "Timestamp": "2020-01-01T00:00:00.000Z", "Version": "1",
-           "_label_cost": cost, "_label_probability": prob, "_label_Action": action,
-           "_labelIndex": action - 1, "a": a, "p": p,
-           "c": {"User": {"age": 30}, "_multi": MULTI}}
-    obj.update(extra)
-    return json.dumps(obj)
-
-
-LINES = [
-    _cb("e0", 2, 0.6, -1.0, [2, 1, 3], [0.6, 0.3, 0.1]),                  # 0 ok
-    '{"EventId": "e1", "_label_cost": ',                                    # 1 bad JSON
-    json.dumps({"EventId": "e2", "_label_cost": 0.0, "_label_Action": 1,     # 2 no probability
-                "a": [1, 2, 3], "p": [0.5, 0.25, 0.25], "c": {"_multi": MULTI}}),
-    _cb("e3", 1, 0.5, "-1", [1, 2, 3], [0.5, 0.25, 0.25]),                  # 3 cost is a string
-    _cb("e4", 3, 0.5, 0.0, [1, 2], [0.5, 0.5]),                             # 4 action outside a
-    json.dumps({"EventId": "e5", "_skipLearn": True, "_label_cost": 0.0}),  # 5 skipLearn
-    _cb("e6", 3, 0.2, 0.0, [3, 1, 2], [0.2, 0.4, 0.4], pdrop=0.5),          # 6 ok, weight 2
-    _cb("e7", 1, 0.5, 0.0, [1, 2, 3], [0.5, 0.25, 0.25], pdrop=1.0),        # 7 pdrop == 1
-    "",                                                                     # 8 blank: skipped
-    _cb("e0", 1, 0.5, 0.0, [1, 2, 3], [0.5, 0.25, 0.25]),                   # 9 duplicate id
-    _cb("e10", 1, 0.9, 0.0, [1, 2, 3], [0.5, 0.25, 0.25]),                  # 10 p[0] != prob
-    json.dumps({"EventId": "s11", "c": {"_multi": MULTI, "_slots": [{}, {}]},   # 11 CCB, 2 slots
-                "_outcomes": [{"_label_cost": -1.0, "_a": [2, 0, 1], "_p": [0.7, 0.2, 0.1]},
-                              {"_label_cost": 0.0, "_a": [0, 1], "_p": [0.6, 0.4]}]}),
-]
-
-EXPECTED_REJECTED = {
-    "dsjson_bad_json": 1, "propensity_missing": 1, "dsjson_cost_not_numeric": 1,
-    "dsjson_action_not_in_a": 1, "dsjson_skip_learn": 1, "dsjson_pdrop_out_of_range": 1,
-    "event_id_duplicate": 1, "logged_propensity_mismatch": 1,
+CB_REJECTED = {
+    "dsjson_pdrop_out_of_range": 1,        # line 3: pdrop == 1
+    "dsjson_skip_learn": 1,                # line 4
+    "dsjson_no_actions": 1,                # line 5: no `a` (VW skips the event)
+    "dsjson_unlabeled": 1,                 # line 6: no _label_*
+    "dsjson_label_index_missing": 1,       # line 7: _label_Action without _labelIndex
+    "dsjson_label_index_out_of_range": 1,  # line 8: _labelIndex 3 of 3 actions
+    "dsjson_bad_json": 1,                  # line 9: truncated
+    "dsjson_field_type": 1,                # line 10: numeric EventId
+    "dsjson_not_object": 2,                # line 12 (leading spaces), line 18 (an array)
+    "reward_missing": 1,                   # line 14: _label_cost "NaN"
+    "dsjson_a_p_mismatch": 1,              # line 15: an id twice in `a`
+    "event_id_duplicate": 1,               # line 16: EventId e0 again
+    "dsjson_kind_mismatch": 1,             # line 17: a CCB line in a CB file
 }
-EXPECTED_EXAMPLES = {
-    "dsjson_bad_json": (1,), "propensity_missing": (2,), "dsjson_cost_not_numeric": (3,),
-    "dsjson_action_not_in_a": (4,), "dsjson_skip_learn": (5,), "dsjson_pdrop_out_of_range": (7,),
-    "event_id_duplicate": (9,), "logged_propensity_mismatch": (10,),
+CB_EXAMPLES = {
+    "dsjson_pdrop_out_of_range": (3,), "dsjson_skip_learn": (4,), "dsjson_no_actions": (5,),
+    "dsjson_unlabeled": (6,), "dsjson_label_index_missing": (7,),
+    "dsjson_label_index_out_of_range": (8,), "dsjson_bad_json": (9,), "dsjson_field_type": (10,),
+    "dsjson_not_object": (12, 18), "reward_missing": (14,), "dsjson_a_p_mismatch": (15,),
+    "event_id_duplicate": (16,), "dsjson_kind_mismatch": (17,),
 }
 
 
-@pytest.fixture
-def path(tmp_path):
-    p = tmp_path / "events.json"
-    p.write_text("\n".join(LINES) + "\n")
-    return p
-
-
-def _read(path, **kw):
+def _drop(path, **kw):
     with pytest.warns(DroppedRowsWarning):
         return read_dsjson(path, on_invalid="drop", **kw)
 
 
-@pytest.mark.parametrize("chunk_lines", [50_000, 2, 1])
-def test_rows_and_rejections_are_exact_at_any_chunk_size(path, chunk_lines):
-    logs = _read(path, chunk_lines=chunk_lines)
+@pytest.mark.parametrize("chunk_lines", [50_000, 3, 1])
+def test_cb_rows_and_rejections_are_exact_at_any_chunk_size(chunk_lines):
+    logs = _drop(DATA / "cb.json", chunk_lines=chunk_lines)
     r = logs.report
-    assert (r.rows_read, r.rows_used) == (12, 4)   # 11 non-blank lines + 1 more slot row
-    assert r.rejected == EXPECTED_REJECTED
-    assert r.examples == EXPECTED_EXAMPLES
+    assert (r.rows_read, r.rows_used) == (18, 4)    # 19 lines, one blank
+    assert r.rejected == CB_REJECTED
+    assert r.examples == CB_EXAMPLES
     t = logs.table.to_pydict()
-    assert t["event_id"] == ["e0", "e6", "s11/0", "s11/1"]
-    assert t["action"] == [1, 2, 2, 0]
-    assert t["propensity"] == [0.6, 0.2, 0.7, 0.6]
-    assert t["reward"] == [1.0, -0.0, 1.0, -0.0]
-    assert t["weight"] == [1.0, 2.0, 1.0, 1.0]
-    assert t["candidates"] == [[0, 1, 2], [0, 1, 2], [2, 0, 1], [0, 1]]
-    # p is in the order of a (1-based) and lands at a - 1
-    assert t["logging_distribution"] == [[0.3, 0.6, 0.1], [0.4, 0.4, 0.2], [0.7, 0.2, 0.1],
-                                         [0.6, 0.4]]
-    assert t["slate_id"] == [None, None, "s11", "s11"]
-    assert t["position"] == [None, None, 0, 1]
-    assert [json.loads(f) for f in t["action_features"]] == [MULTI] * 4
-    assert json.loads(t["shared_context"][0]) == {"User": {"age": 30}}
+    assert logs.columns == ["event_id", "timestamp", "action", "propensity", "reward", "weight",
+                            "candidates", "logging_distribution"]
+    # line 1 has no EventId: "<file name>:<0-based line>"
+    assert t["event_id"] == ["e0", "cb.json:1", "e2", "e13"]
+    assert t["timestamp"] == ["2024-01-01T00:00:00Z", None, None, None]
+    # _labelIndex wins over _label_Action (line 2: index 2, _label_Action 1)
+    assert t["action"] == [1, 0, 2, 2]
+    assert t["propensity"] == [0.6, 0.5, 0.2, 0.25]
+    assert t["reward"] == [1.0, -0.0, 0.5, 2.0]          # _label_Cost spelling on line 13
+    assert t["weight"] == [1.0, 1.0, 2.0, 1.0]           # pdrop 0.5 on line 2
+    assert t["candidates"] == [[0, 1, 2]] * 4
+    # p[i] lands at a[i] - 1; line 13 has p then _p: the later one (_p) wins
+    assert t["logging_distribution"] == [[0.3, 0.6, 0.1], [0.5, 0.25, 0.25], [0.4, 0.4, 0.2],
+                                         [0.5, 0.25, 0.25]]
     meta = logs.table.schema.metadata
-    assert meta[b"ope.source_format"] == b"dsjson"
+    assert meta[b"ope.source_format"] == b"dsjson" and meta[b"ope.dsjson_kind"] == b"cb"
 
 
-def test_gzip_gives_the_same_logs(path, tmp_path):
-    gz = tmp_path / "events.json.gz"
-    gz.write_bytes(gzip.compress(path.read_bytes()))
-    a, b = _read(path), _read(gz)
-    assert a.table.equals(b.table)
-    assert a.report.rejected == b.report.rejected
+def test_ccb_one_row_per_labeled_slot():
+    with pytest.warns(DroppedRowsWarning):
+        logs = read_dsjson(DATA / "ccb.json", on_invalid="drop", chunk_lines=2)
+    r = logs.report
+    assert (r.rows_read, r.rows_used) == (13, 6)
+    assert r.rejected == {"dsjson_unlabeled": 2, "dsjson_outcome_malformed": 3,
+                          "dsjson_skip_learn": 1, "dsjson_pdrop_out_of_range": 1}
+    assert r.examples == {"dsjson_unlabeled": (2, 8), "dsjson_outcome_malformed": (4, 5, 6),
+                          "dsjson_skip_learn": (7,), "dsjson_pdrop_out_of_range": (9,)}
+    t = logs.table.to_pydict()
+    assert logs.columns == ["event_id", "timestamp", "action", "propensity", "reward", "weight",
+                            "slate_id", "position"]
+    assert t["event_id"] == ["s0/0", "s0/1", "ccb.json:1/0", "ccb.json:1/1", "s2/0", "s3/0"]
+    assert t["slate_id"] == ["s0", "s0", "ccb.json:1", "ccb.json:1", "s2", "s3"]
+    assert t["position"] == [0, 1, 0, 1, 0, 0]
+    # _a[0] (scalar or list) is 0-based; the CB line (line 3) reads as one slot with
+    # action _label_Action - 1, as VW's CCB reader does (not _labelIndex)
+    assert t["action"] == [2, 1, 1, 2, 0, 2]
+    assert t["propensity"] == [0.7, 0.6, 0.25, 0.75, 1.0, 0.8]
+    assert t["reward"] == [1.0, -0.0, -2.0, -4.0, 1.0, 1.0]
+    assert t["weight"] == [1.0, 1.0, 1.25, 1.25, 1.0, 1.0]
+    assert logs.table.schema.metadata[b"ope.dsjson_kind"] == b"ccb"
 
 
-def test_raise_names_every_reason_with_its_line(path):
+def test_igl_file_reads_as_its_cb_events_without_a_distribution():
+    # `o` is only read by VW's --experimental_igl; `a` here is 0-based, so the first row has no
+    # distribution over c._multi and the file carries none (every row kept, as VW learns them)
+    logs = read_dsjson(DATA / "igl.json")
+    t = logs.table.to_pydict()
+    assert logs.columns == ["event_id", "timestamp", "action", "propensity", "reward", "weight",
+                            "candidates"]
+    assert t["event_id"] == ["igl.json:0", "igl.json:1"]
+    assert t["action"] == [3, 1] and t["reward"] == [-0.0, 1.0]
+    assert t["candidates"] == [[0, 1, 2, 3]] * 2
+
+
+@pytest.mark.parametrize("name, kind", [
+    ("continuous.json", "continuous-action DSJSON (`_label_ca`/`pdf`) is not supported"),
+    ("slates.json", "slates DSJSON (`_slot_id` in `c._multi`) is not supported"),
+    ("plain_json.json", "Vowpal Wabbit's plain JSON example format (`--json`"),
+])
+def test_other_kinds_are_one_error_naming_the_kind(name, kind, tmp_path):
+    with pytest.raises(DataFileError) as info:
+        read_dsjson(DATA / name)
+    assert kind in str(info.value) and f"line 0 of {name}" in str(info.value)
+    with pytest.raises(DataFileError, match="is not supported|plain JSON"):
+        import_dsjson(DATA / name, tmp_path / "x.parquet")
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_a_later_line_of_another_kind_is_rejected_not_raised(tmp_path):
+    p = tmp_path / "mixed.json"
+    cont = (DATA / "continuous.json").read_text().strip()
+    p.write_text("\n".join([LINES[0], cont, LINES[1]]) + "\n")
+    logs = _drop(p)
+    assert logs.n == 2 and logs.report.rejected == {"dsjson_kind_mismatch": 1}
+
+
+def test_raise_names_every_invalid_reason_and_not_the_excluded_ones():
     with pytest.raises(ValidationError) as info:
-        read_dsjson(path)
+        read_dsjson(DATA / "cb.json")
     msg = str(info.value)
-    for reason, lines in EXPECTED_EXAMPLES.items():
-        if reason != "dsjson_skip_learn":
-            assert f"{reason}: 1 (rows {lines[0]})" in msg
-    assert "  dsjson_skip_learn:" not in msg.split("rules broken:")[1]
-    assert info.value.report.rejected == EXPECTED_REJECTED
+    rules = msg.split("rules broken:")[1]
+    for reason in CB_REJECTED:
+        assert (reason in EXCLUDED_REASONS) == (f"  {reason}:" not in rules)
+    assert info.value.report.rejected == CB_REJECTED
 
 
-def test_skip_learn_alone_does_not_raise_and_is_counted(tmp_path):
+def test_excluded_lines_alone_do_not_raise(tmp_path):
     p = tmp_path / "ok.json"
-    p.write_text(LINES[0] + "\n" + LINES[5] + "\n")
+    p.write_text("\n".join([LINES[0], LINES[4], LINES[5], LINES[6], LINES[18]]) + "\n")
     logs = read_dsjson(p)
-    assert logs.n == 1 and logs.report.rejected == {"dsjson_skip_learn": 1}
-    assert "slate_id" not in logs.columns and "position" not in logs.columns
-
-
-def test_bad_pdrop_and_malformed_ccb_are_rejected(tmp_path):
-    p = tmp_path / "x.json"
-    p.write_text("\n".join([
-        LINES[0],
-        _cb("b", 1, 0.5, 0.0, [1, 2, 3], [0.5, 0.25, 0.25], pdrop="0.1"),
-        json.dumps({"EventId": "s", "_outcomes": [{"_label_cost": "x", "_a": [0], "_p": [1.0]}]}),
-        json.dumps([1, 2]),
-        _cb("c", 1, 0.5, 0.0, [1, 4, 2], [0.5, 0.25, 0.25]),     # id 4 of 3 actions
-        _cb("d", 1, 0.5, 0.0, [1, 1, 2], [0.5, 0.25, 0.25]),     # id repeated
-        _cb("e", 1, 0.5, 0.0, [1, 2, 3], [0.5, "x", 0.25]),      # p not numeric
-        _cb("f", 1, 0.5, 0.0, [1, 2, 3], [0.5, 0.5]),            # lengths differ
-    ]))
-    logs = _read(p)
-    assert logs.report.rejected == {"dsjson_pdrop_out_of_range": 1, "dsjson_a_p_mismatch": 4,
-                                    "dsjson_outcome_malformed": 1, "dsjson_bad_json": 1}
-    assert logs.report.examples == {"dsjson_pdrop_out_of_range": (1,),
-                                    "dsjson_a_p_mismatch": (4, 5, 6, 7),
-                                    "dsjson_outcome_malformed": (2,), "dsjson_bad_json": (3,)}
     assert logs.n == 1
+    assert logs.report.rejected == {"dsjson_skip_learn": 1, "dsjson_no_actions": 1,
+                                    "dsjson_unlabeled": 1, "dsjson_not_object": 1}
+
+
+def test_cli_and_api_give_the_same_table(tmp_path):
+    from tests.test_cli_import import _run
+
+    for name, kw in (("cb.json", ["--on-invalid", "drop"]), ("ccb.json", ["--on-invalid", "drop"]),
+                     ("igl.json", [])):
+        out = tmp_path / f"{name}.parquet"
+        code, stdout, err = _run("import", "dsjson", str(DATA / name), "--out", str(out),
+                                 "--json", "--chunk-lines", "2", *kw)
+        assert code == 0, err
+        with pytest.warns(DroppedRowsWarning) if kw else _no_warning():
+            api = read_dsjson(DATA / name, on_invalid="drop" if kw else "raise")
+        cli = pq.read_table(out)
+        # parquet names a list's child "element" where Arrow says "item": the only difference
+        assert cli.column_names == api.table.column_names
+        assert cli.schema.metadata == api.table.schema.metadata
+        assert cli.cast(api.table.schema).equals(api.table)
+        assert json.loads(stdout)["report"] == api.report.to_dict()
+
+
+class _no_warning:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_gzip_and_crlf_give_the_same_logs(tmp_path):
+    raw = (DATA / "cb.json").read_bytes()
+    gz = tmp_path / "cb.json"
+    gz.write_bytes(gzip.compress(raw))
+    crlf = tmp_path / "crlf" / "cb.json"
+    crlf.parent.mkdir()
+    crlf.write_bytes(raw.replace(b"\n", b"\r\n"))
+    a, b, c = _drop(DATA / "cb.json"), _drop(gz), _drop(crlf)
+    assert a.table.equals(b.table) and a.table.equals(c.table)
+    assert a.report.rejected == b.report.rejected == c.report.rejected
+
+
+def _cb_line(i, **extra):
+    obj = {"_label_cost": -float(i % 2), "_label_probability": 0.5, "_label_Action": 1,
+           "_labelIndex": 0, "EventId": f"x{i}", "a": [1, 2], "p": [0.5, 0.5],
+           "c": {"u": {"f": i}, "_multi": [{"k": 1}, {"k": 2}]}}
+    obj.update(extra)
+    return json.dumps(obj)
+
+
+_real_slow_line = dsjson_module._slow_line
+
+
+def test_columnar_and_line_by_line_paths_agree(tmp_path, monkeypatch):
+    lines = [_cb_line(i) for i in range(40)]
+    lines[17] = _cb_line(17, _labelIndex=5)
+    lines[19] = _cb_line(19, a=[2, 2])
+    lines[21] = _cb_line(21, _skipLearn=True)
+    lines[22] = _cb_line(22, pdrop=0.75)
+    lines[23] = _cb_line(23, a=[])
+    lines[24] = json.dumps({k: v for k, v in json.loads(_cb_line(24)).items() if k != "EventId"})
+    lines[35] = _cb_line(35, _labelIndex=2**70)          # too big for int64: line by line
+    p = tmp_path / "x.json"
+    p.write_text("\n".join(lines) + "\n")
+    calls = []   # the lines not decoded as plain CB: only the one with the huge integer
+    monkeypatch.setattr(dsjson_module, "_slow_line",
+                        lambda raw, ln, *a: calls.append(ln) or _real_slow_line(raw, ln, *a))
+    fast = _drop(p, chunk_lines=16)
+    assert calls == [35]
+
+    def no_fast(raw):
+        raise dsjson_module.msgspec.DecodeError("forced")
+
+    monkeypatch.setattr(dsjson_module, "_FAST", no_fast)
+    slow = _drop(p, chunk_lines=16)
+    assert len(calls) == 41
+    assert fast.table.equals(slow.table)
+    assert fast.report.rejected == slow.report.rejected == {
+        "dsjson_label_index_out_of_range": 1, "dsjson_a_p_mismatch": 1, "dsjson_skip_learn": 1,
+        "dsjson_no_actions": 1, "dsjson_field_type": 1}
+    rows = dict(zip(fast.table.column("event_id").to_pylist(),
+                    fast.table.column("weight").to_pylist()))
+    assert rows["x22"] == 4.0 and rows["x.json:24"] == 1.0 and len(rows) == 35
+
+
+HOSTILE = [
+    ("nesting", b'{"VWState": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", "dsjson_bad_json"),
+    ("nesting in c", b'{"c": {"u": ' + b"[" * 50_000 + b"]" * 50_000 + b"}}", "dsjson_bad_json"),
+    ("huge integer", b'{"pdrop": 1' + b"0" * 400 + b"}", "dsjson_field_type"),
+    ("huge integer id", _cb_line(0, _labelIndex=10**400).encode(), "dsjson_field_type"),
+    ("numeric EventId", _cb_line(0, EventId=7).encode(), "dsjson_field_type"),
+    ("lone surrogate", b'{"EventId": "\\ud800", "a": [1]}', "dsjson_bad_json"),
+    ("invalid utf-8", b'{"EventId": "\xff\xfe", "a": [1]}', "dsjson_bad_json"),
+    ("string pdrop", _cb_line(0, pdrop="0.1").encode(), "dsjson_field_type"),
+    ("string cost", _cb_line(0, _label_cost="-1").encode(), "dsjson_cost_not_numeric"),
+]
+
+
+@pytest.mark.parametrize("what, line, reason", HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_hostile_lines_are_rejected_with_a_reason(tmp_path, what, line, reason):
+    p = tmp_path / "h.json"
+    p.write_bytes(_cb_line(1).encode() + b"\n" + line + b"\n")
+    logs = _drop(p)
+    assert logs.n == 1 and logs.report.rejected == {reason: 1}
+    assert logs.report.examples == {reason: (1,)}
+
+
+def test_utf16_file_and_truncated_gzip_are_data_file_errors(tmp_path):
+    p = tmp_path / "u16.json"
+    p.write_bytes(("\n".join(LINES[:3]) + "\n").encode("utf-16"))
+    with pytest.raises(DataFileError, match="UTF-16 or UTF-32 encoded"):
+        read_dsjson(p)
+    g = tmp_path / "cut.json.gz"
+    whole = gzip.compress(("\n".join([_cb_line(i) for i in range(2000)]) + "\n").encode())
+    g.write_bytes(whole[: len(whole) // 2])
+    with pytest.raises(DataFileError, match="damaged or truncated gzip stream"):
+        read_dsjson(g)
+
+
+def test_a_line_over_the_limit_is_rejected_without_holding_it(tmp_path):
+    big = b'{"EventId": "big", "pad": "' + b"x" * 5000 + b'"}'
+    p = tmp_path / "long.json"
+    p.write_bytes(_cb_line(0).encode() + b"\n" + big + b"\n" + _cb_line(2).encode() + b"\n"
+                  + big)    # the last line has no newline
+    for chunk_bytes in (64, 1000, 1 << 20):
+        logs = _drop(p, max_line_bytes=1000, chunk_bytes=chunk_bytes)
+        assert logs.column("event_id").tolist() == ["x0", "x2"]
+        assert logs.report.examples == {"dsjson_line_too_long": (1, 3)}
+
+
+def test_options_are_checked():
+    with pytest.raises(ParameterError, match="chunk_bytes"):
+        read_dsjson(DATA / "igl.json", chunk_bytes=0)
+    with pytest.raises(ParameterError, match="mapping"):
+        read_dsjson(DATA / "igl.json", mapping={"reward": "x"})
+
+
+def test_features_json_keeps_each_lines_c():
+    logs = read_dsjson(DATA / "igl.json", features=True)
+    c = json.loads(logs.table.column("features_json")[1].as_py())
+    assert c["User"] == {"user=Tom": 1} and len(c["_multi"]) == 4
 
 
 def test_empty_file_is_an_error(tmp_path):
     p = tmp_path / "empty.json"
-    p.write_text("")
-    with pytest.raises(ValidationError, match="holds no rows"):
+    p.write_text("\n\n")
+    with pytest.raises(ValidationError, match="holds no rows|no row"):
         read_dsjson(p)
 
 
-def test_importer_reasons_live_in_the_one_registry(path):
-    # the importers' reasons are entries of ope.schema.REJECTION_REASONS, so the shared failure
-    # message of a ValidationReport can explain them (it raised KeyError on them before)
+def test_iter_dsjson_yields_bounded_chunks():
+    sizes = [t.num_rows for t, _ in iter_dsjson(DATA / "igl.json", chunk_lines=1)]
+    assert sizes == [1, 1]
+
+
+def test_importer_reasons_live_in_the_one_registry():
     from ope.schema import REJECTION_REASONS
 
-    logs = _read(path)
+    logs = _drop(DATA / "cb.json")
     assert set(logs.report.rejected) <= set(REJECTION_REASONS)
     message = logs.report.failure_message()
     for reason in logs.report.rejected:
         assert f"{reason}: {REJECTION_REASONS[reason]}" in message
+    assert f"{dsjson_module.MAX_LINE_BYTES // 2**20} MiB" in REJECTION_REASONS[
+        "dsjson_line_too_long"]
+
+
+def test_nan_probability_string_is_read_as_nan(tmp_path):
+    p = tmp_path / "n.json"
+    p.write_text(_cb_line(0) + "\n" + _cb_line(1, _label_probability="nan") + "\n")
+    logs = _drop(p)
+    assert logs.n == 1 and logs.report.rejected == {"propensity_missing": 1}
+    assert not math.isnan(logs.column("propensity")[0])
+    assert np.array_equal(logs.column("action"), [0])
+    assert isinstance(logs.table, pa.Table)
+
+
+def test_ccb_outcome_costs_are_numbers_or_nan(tmp_path):
+    first = (DATA / "ccb.json").read_text().splitlines()[0]
+    bad = json.loads(first)
+    bad["EventId"], bad["_outcomes"][0]["_label_cost"] = "t1", "x"
+    nan = json.loads(first)
+    nan["EventId"], nan["_outcomes"][1]["_label_cost"] = "t2", "NaN"
+    p = tmp_path / "c.json"
+    p.write_text("\n".join([first, json.dumps(bad), json.dumps(nan)]) + "\n")
+    logs = _drop(p)
+    assert logs.column("event_id").tolist() == ["s0/0", "s0/1", "t2/0"]
+    assert logs.report.rejected == {"dsjson_cost_not_numeric": 1, "reward_missing": 1}
+    assert logs.report.examples == {"dsjson_cost_not_numeric": (1,), "reward_missing": (2,)}

@@ -36,7 +36,8 @@ LINE_COLUMN: Final = "__ope_source_row"
 
 #: Reasons that exclude a row by the source's own rule rather than mark it invalid: they are
 #: counted in the report but never make ``on_invalid="raise"`` raise.
-EXCLUDED_REASONS: Final = frozenset({"dsjson_skip_learn"})
+EXCLUDED_REASONS: Final = frozenset({"dsjson_skip_learn", "dsjson_not_object", "dsjson_no_actions",
+                                      "dsjson_unlabeled"})
 
 
 def reason_text(reason: str) -> str:
@@ -66,6 +67,8 @@ class ChunkValidator:
         self._seen = SeenIds()
         self._dropped: list[pa.Array] = []
         self.unit_roundoff: dict[str, float] = {}
+        #: Schema metadata the importer learns while reading (merged over ``finish``'s).
+        self.source_metadata: dict[str, str] = {}
 
     def add(
         self,
@@ -157,7 +160,8 @@ class ChunkValidator:
         if r.rows_used == 0:
             raise r.no_rows_error()
         table = pa.concat_tables([t for t in tables if t.num_rows] or list(tables[:1]))
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **_encode(metadata)})
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **_encode(metadata),
+                                               **_encode(self.source_metadata)})
         dropped = pa.concat_arrays([d.cast(table.column("event_id").type) for d in self._dropped]) \
             if self._dropped and "event_id" in table.column_names else None
         return BanditLogs.from_validated(table, r, dropped_event_ids=dropped,
