@@ -85,6 +85,11 @@ class WeightSummary:
         Every raw weight, or every weight used, is zero.
     changed : bool
         The weights used differ from the raw ones (some were clipped, switched or shrunk).
+    reference : float or None
+        What ``ess`` is compared with: None for ``n``; for rows with sampling weights ``s``, the
+        Kish ESS of ``s`` alone, ``(sum s)^2 / sum s^2`` (``ess`` is then the Kish ESS of the
+        products ``s w``, ``mean`` the weighted mean ``sum s w / sum s`` and ``variance`` ``n``
+        times the linearized variance of that ratio).
     """
 
     n: int
@@ -94,6 +99,7 @@ class WeightSummary:
     raw_zero: bool
     used_zero: bool
     changed: bool
+    reference: float | None = None
 
 
 def _units(exponent: Any) -> Any:
