@@ -33,6 +33,33 @@ Because each value is a smooth function of column means, the same description se
 vectorized bootstrap (renormalizing self-normalized estimators inside every resample), paired
 comparisons and the mergeable statistics of :mod:`ope.streaming`.
 
+**Sampling weights (Horvitz-Thompson).** A logger that keeps row ``i`` with probability
+``pi_i`` (DSJSON's ``pdrop``: ``pi_i = 1 - pdrop_i``) gives it the sampling weight
+``s_i = 1 / pi_i`` (``sampling_weight=``; the ``weight`` column in ``ope.evaluate``). The
+estimand is then the policy's value on the *logged population* (every event, kept or dropped),
+and an estimator whose value is ``g(mean A)`` of per-row components ``A_i`` becomes
+``g(sum s A / sum s)``: each population mean is a Hajek ratio, since the population size is
+itself estimated, by ``N = sum s``. So, with ``w`` the importance weight:
+
+- IPS: ``V = sum s w r / sum s``; SNIPS: ``sum s w r / sum s w``;
+- clipped IPS: ``r_lo + sum s min(w, R) (r - r_lo) / sum s``; the logging value
+  ``sum s r / sum s``;
+- DM: ``sum s q(x, pi) / sum s``; DR (Switch-DR, DRos with their weights):
+  ``sum s [q(x, pi) + w (r - q(x, a))] / sum s``; SNDR:
+  ``sum s q(x, pi) / sum s + sum s w (r - q(x, a)) / sum s w``.
+
+The standard error linearizes the ratio: ``psi_i = s_i grad g . (A_i - Abar_s) / mean(s)``
+(``Abar_s`` the weighted means) and ``se = sd(psi) / sqrt(n)`` over the ``n`` kept rows; the
+bootstrap resamples the components ``(s A, s)``, so each resample weights row ``i`` by its
+Poisson count times ``s_i``. ``ess`` is Kish's ESS of the products ``s_i w_i`` (of ``s_i`` for
+DM), and the low-ESS note compares it with Kish's ESS of ``s`` alone. Integer weights give the
+same values as repeating each row ``s_i`` times; the standard errors differ (the repeated rows
+would count as ``sum s`` independent rows). Unit weights give the unweighted numbers. The
+bounded intervals (hoeffding, bernstein, bottou, empirical likelihood, betting) are for
+unweighted means of i.i.d. rows and refuse weighted rows with an error naming the weight
+column; merged statistics (:mod:`ope.streaming`, lazy scans, Dask) are of unweighted rows and
+refuse them too.
+
 Estimator names for strings (``ope.evaluate(..., estimators=("ips", "snips"))``):
 ``dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros``; see :func:`get_estimator`.
 """
