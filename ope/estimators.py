@@ -142,6 +142,11 @@ __all__ = [
     "logging_value",
     "check_after_pass",
     "pair_arrays",
+    "weighted_statistic",
+    "weighted_gradient",
+    "weighted_refusal",
+    "weighted_target_note",
+    "WEIGHTED_CI_METHODS",
     "ESS_RATIO_WARN",
     "MEAN_WEIGHT_Z",
     "SMALL_SAMPLE_ROWS",
@@ -797,7 +802,7 @@ class Estimator(ABC):
                 notes.append(DM_NOTE)
             n_clipped = info.n_clipped[j] if info.n_clipped else 0
             if isinstance(self, WeightingEstimator) and self.clip_level is not None and n_clipped:
-                notes.append(_clipped_note(self, n_clipped, n, data.reward_range))
+                notes.append(weighted_target_note(self, n_clipped, n, data.reward_range))
             notes.append(weighted_note)
             rows = EstimatorRows(
                 self,
@@ -1009,7 +1014,7 @@ def clipped_target_note(
     return head + _binds_text(int(moments.n_clipped[j]), int(moments.n))
 
 
-def _clipped_note(
+def weighted_target_note(
     estimator: WeightingEstimator, n_clipped: int, n: int,
     reward_range: tuple[float, float] | None,
 ) -> str:

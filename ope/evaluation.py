@@ -77,7 +77,6 @@ from ope.results import (
 from ope.schema import check_segment_columns
 from ope.weights import (
     check_sampling_weight,
-    refuse_weighted_scan,
     sampling_weight_column,
     sampling_weight_note,
 )
@@ -509,6 +508,9 @@ class Evaluation(Result):
             Evaluation-level notes besides the rejected-rows note.
         """
         rr, level = settings.reward_range, settings.confidence_level
+        weighted = [] if stats.weighted is None else [
+            sampling_weight_note(stats.weight_name, stats.weighted.sum_weights(), stats.n)
+        ]
         estimates: dict[tuple[str, str], Estimate] = {}
         for key, est in resolved:  # loop over estimators
             for name, res in zip(stats.names, stats.estimates(est, reward_range=rr, confidence_level=level)):
@@ -521,7 +523,7 @@ class Evaluation(Result):
             report=report,
             confidence_level=level,
             ci_method=settings.ci,
-            notes=(*report.dropped_notes(), *notes),
+            notes=(*report.dropped_notes(), *weighted, *notes),
             streaming=True,
             ci_options=settings.ci_options,
             weight_bound=settings.weight_bound,
@@ -1213,7 +1215,9 @@ def evaluate(
     resolved = resolve_estimators(estimators, max_weight=max_weight, tau=tau, shrinkage=shrinkage)
     provenance = Provenance(options=options, seed=seed)
     if isinstance(logs, LogScan):
-        refuse_weighted_scan(logs, weight_column)
+        settings = dataclasses.replace(
+            settings, weight_column=sampling_weight_column(logs.columns, weight_column)
+        )
         if by is not None:
             raise EstimationError(
                 "per-segment estimates (by=...) need the rows; read the logs eagerly "
@@ -1518,11 +1522,13 @@ def _row_positions(idx: np.ndarray) -> Any:
     return pa.array(idx, type=pa.int64())
 
 
-def batch_statistics(logs: BanditLogs, policies: Any, max_weight: float | None) -> Any:
+def batch_statistics(
+    logs: BanditLogs, policies: Any, max_weight: float | None, weight_column: str | None = None
+) -> Any:
     """The moment statistics (:class:`ope.streaming.MomentStats`) of one validated batch: the
     per-batch step shared by the scan and the Dask partitions, merged by the same kernel. The
     batch's ``target__`` columns are read as they are (no (n, P) copy) when the reader
-    validated them."""
+    validated them. With ``weight_column`` the statistics are of the sampling-weighted rows."""
     from ope.policies import target_propensities
     from ope.streaming import MomentStats
 
@@ -1538,6 +1544,8 @@ def batch_statistics(logs: BanditLogs, policies: Any, max_weight: float | None) 
         target,
         max_weight=max_weight,
         names=names,
+        sampling_weight=None if weight_column is None else logs.column(weight_column),
+        weight_name=weight_column or "sampling_weight",
     )
 
 
@@ -1551,7 +1559,7 @@ def _evaluate_streaming(
     check_streamable(resolved, policies, "over a lazy scan")
     stats = None
     for batch in scan.to_batches():  # loop over batches
-        part = batch_statistics(batch, policies, clip_level(resolved))
+        part = batch_statistics(batch, policies, clip_level(resolved), settings.weight_column)
         stats = part if stats is None else stats.merge(part)
     if stats is None:
         raise EstimationError(f"the scan of {scan.source} yielded no rows.")

@@ -35,7 +35,7 @@ from ope._validation import (
     check_target_propensity,
     validated_pair,
 )
-from ope.exceptions import EstimationError, ParameterError, SchemaError, ValidationError
+from ope.exceptions import ParameterError, SchemaError, ValidationError
 from ope.moments import DEFAULT_CHUNK_SIZE, CenteredMoments, centered_moments, ratio
 
 __all__ = [
@@ -49,7 +49,6 @@ __all__ = [
     "check_sampling_weight",
     "sampling_weight_note",
     "sampling_weight_column",
-    "refuse_weighted_scan",
 ]
 
 #: The column that carries each row's sampling (Horvitz-Thompson) weight: the DSJSON importer
@@ -133,26 +132,6 @@ def sampling_weight_column(columns: Sequence[str], weight_column: str | None) ->
             "(1 / the probability that the row was kept)."
         )
     return weight_column
-
-
-def refuse_weighted_scan(
-    scan: object, weight_column: str | None, *, where: str = "over a lazy scan"
-) -> None:
-    """Refuse merged statistics (a lazy scan, Dask partitions) of rows with sampling weights.
-
-    The merged moment statistics are of unweighted rows; using them would ignore the weights.
-    ``scan`` has ``columns`` (a :class:`ope.io.LogScan`).
-    """
-    columns = list(getattr(scan, "columns", []))
-    name = sampling_weight_column(columns, weight_column)
-    if name is not None:
-        raise EstimationError(
-            f"the rows carry sampling weights (column `{name}`), and the merged statistics of "
-            f"an evaluation {where} are of unweighted rows, so they would ignore the weights. "
-            "Read the logs eagerly (ope.evaluate(ope.read_logs(...))), which weights every "
-            "estimate and interval; dropping the column would estimate the value on the kept "
-            "rows, not on the logged population."
-        )
 
 
 def sampling_weight_note(name: str, total: float, n: int) -> str:
