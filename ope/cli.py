@@ -1337,7 +1337,8 @@ def _evaluate_in_memory(args: argparse.Namespace, resolved: Sequence[tuple[str, 
     _require_columns(logs, args, "by", "context_columns")
     order = [k for k, _ in resolved]
     result = _evaluate(args, logs, resolved, _policies_from_args(args))
-    d = _diagnose_from_args(args, logs)
+    weighted = result.main.weight_column  # diagnostics do not take sampling weights
+    d = None if weighted else _diagnose_from_args(args, logs)
     texts = [result.main.summary()]
     if getattr(result.main, "by", None):
         texts.append(result.main.segment_summary())
@@ -1353,8 +1354,12 @@ def _evaluate_in_memory(args: argparse.Namespace, resolved: Sequence[tuple[str, 
             f"reward model columns: context {', '.join(model['context']) or 'none'}; "
             f"action features {', '.join(model['action_features']) or 'none'}"
         )
-    texts += [d.summary(), _seed_line(args)]
-    document = {**_evaluation_document(args, result, order), "diagnostics": d.to_dict()}
+    if d is None:
+        texts.append(f"note: no overlap diagnostics: they do not take the sampling weights of "
+                     f"column `{weighted}` (the estimates' ess does)")
+    texts += [*([d.summary()] if d is not None else []), _seed_line(args)]
+    document = {**_evaluation_document(args, result, order),
+                "diagnostics": None if d is None else d.to_dict()}
     return logs, result, d, _Outcome(document, "\n\n".join(texts))
 
 

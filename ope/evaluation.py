@@ -472,6 +472,9 @@ class Evaluation(Result):
     #: interval method of the estimates ``ci_method`` does not apply to (None: such an
     #: estimate is an error); their rows say so in ``ci_method``
     ci_fallback: str | None = None
+    #: the column of the sampling (Horvitz-Thompson) weights every estimate is weighted by
+    #: (None: unweighted rows, or every weight 1)
+    weight_column: str | None = None
     #: what produced the evaluation (a field, so that dataclasses.replace keeps it)
     _provenance: Provenance | None = field(default=None, repr=False, compare=False)
     # filled by __post_init__: (policy, estimator) -> (ci_low, ci_high), and the logging value's
@@ -529,6 +532,7 @@ class Evaluation(Result):
             weight_bound=settings.weight_bound,
             statistics=stats,
             ci_fallback=settings.ci_fallback,
+            weight_column=None if stats.weighted is None else stats.weight_name,
         )
 
     def __getitem__(self, key: tuple[str, str]) -> Estimate:
@@ -811,6 +815,7 @@ class Evaluation(Result):
             "ci_method": self.ci_method,
             "streaming": self.streaming,
             "propensity_source": self.propensity_source,
+            "weight_column": self.weight_column,
             "validation": self.report.to_dict(),
             "logging_policy": {
                 "value": self.logging.value,
@@ -1285,6 +1290,7 @@ def evaluate(
         segment_estimates=segments,
         interval_values=interval_values,
         ci_fallback=settings.ci_fallback,
+        weight_column=None if run.sampling_weight is None else settings.weight_column,
         _provenance=provenance,
     )
 
