@@ -520,3 +520,13 @@ def test_cli_weight_column_flag(tmp_path) -> None:
     code, out = _cli("evaluate", str(path), "--json", "--ci", "bernstein", "--reward-range",
                      "0", "1", "--weight-bound", "2", "--weight-column", "keep_w")
     assert code != 0 and "does not take sampling weights" in out
+
+
+def test_the_learners_refuse_weighted_rows() -> None:
+    df = _frame().assign(x0=np.linspace(0, 1, 1200))
+    logs = ope.read_logs(df)
+    with pytest.raises(EstimationError, match=r"column `weight`, not all 1.*learners' "
+                       r"lower-bound objectives.*drop the\s+`weight` column"):
+        ope.ConservativePolicyLearner().fit_logs(logs, context_columns=["x0"])
+    with pytest.raises(EstimationError, match="safety gate's betting"):
+        ope.learn_from_logs(logs, context_columns=["x0"], rng=0)
