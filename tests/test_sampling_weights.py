@@ -530,3 +530,23 @@ def test_the_learners_refuse_weighted_rows() -> None:
         ope.ConservativePolicyLearner().fit_logs(logs, context_columns=["x0"])
     with pytest.raises(EstimationError, match="safety gate's betting"):
         ope.learn_from_logs(logs, context_columns=["x0"], rng=0)
+
+
+def test_slate_logs_refuse_sampling_weights() -> None:
+    from ope.slates import slate_logs
+
+    t = pd.DataFrame({"slate_id": [7, 7, 3, 3], "position": [1, 0, 0, 1], "item": [2, 0, 1, 2],
+                      "reward": [0.0, 1.0, 0.0, 0.0], "propensity": [0.5, 0.5, 0.25, 0.5]})
+    assert slate_logs(t.assign(weight=1.0)).slate_size == 2
+    with pytest.raises(EstimationError, match=r"slates carry sampling weights \(column `weight`"):
+        slate_logs(t.assign(weight=[2.0, 2.0, 1.0, 1.0]))
+
+
+def test_paired_comparison_of_weighted_estimates_pairs_the_weighted_rows() -> None:
+    df = _frame()
+    ev = ope.evaluate(df, estimators=("ips",))
+    d = ev.compare("a", "logging", estimator="ips")
+    a, b = ev[("a", "ips")], ev.logging
+    assert d.value == pytest.approx(a.value - b.value, abs=1e-14)
+    psi = a.influence() - b.influence()
+    assert d.std_error == pytest.approx(psi.std(ddof=1) / math.sqrt(len(psi)), rel=1e-12)
