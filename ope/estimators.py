@@ -471,6 +471,16 @@ def weighted_statistic(estimator: Estimator, means: np.ndarray) -> np.ndarray:
 
     ``means`` (..., k + 1) are the means of ``(s A_1, ..., s A_k, s)``: the statistic is
     ``g(mean(s A) / mean(s))``, i.e. ``g`` of the Hajek means ``sum s A / sum s``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.estimators import SNIPS, weighted_gradient, weighted_statistic
+    >>> m = np.array([3.0, 7.0, 8.0]) / 4   # means of (s w r, s w, s) over 4 rows
+    >>> float(weighted_statistic(SNIPS(), m))   # sum s w r / sum s w
+    0.42857142857142855
+    >>> weighted_gradient(SNIPS(), m).round(8)  # d/dm_s = 0: SNIPS does not use sum s
+    array([ 0.57142857, -0.24489796,  0.        ])
     """
     return estimator._statistic(means[..., :-1] / means[..., -1:])
 
@@ -795,9 +805,7 @@ class Estimator(ABC):
             summary = info.summaries[j] if self.uses_weights else None
             value = float(weighted_statistic(self, cm.means[:, j]))
             se = math.sqrt(cm.psi_var[j] / n)
-            if summary is not None and summary.used_zero and self.zero_weights_fatal:
-                weight_notes(self, n, summary, label, std_error=se)  # raises
-            notes = weight_notes(self, n, summary, label, std_error=se)
+            notes = weight_notes(self, n, summary, label, std_error=se)  # raises on zero weights
             if self.name == "dm":
                 notes.append(DM_NOTE)
             n_clipped = info.n_clipped[j] if info.n_clipped else 0

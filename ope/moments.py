@@ -589,6 +589,20 @@ class WeightedMoments:
         (6, P) means and (6, 6, P) centred sums of products of the components.
     max_w, n_clipped : numpy.ndarray
         (P,) largest raw weight and rows whose weight exceeds ``max_weight``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.moments import WeightedMoments
+    >>> r, s = np.array([1.0, 0.0, 1.0, 1.0]), np.array([1.0, 2.0, 1.0, 4.0])
+    >>> w = np.array([[2.0], [2.0], [1.0], [0.0]])   # importance weights of one policy
+    >>> whole = WeightedMoments.from_arrays(r, w, s, max_weight=None)
+    >>> parts = WeightedMoments.from_arrays(r[:2], w[:2], s[:2], max_weight=None).merge(
+    ...     WeightedMoments.from_arrays(r[2:], w[2:], s[2:], max_weight=None))
+    >>> round(whole.estimate("ips", 0)[0], 12), round(parts.estimate("ips", 0)[0], 12)  # 3 / 8
+    (0.375, 0.375)
+    >>> whole.sum_weights()
+    8.0
     """
 
     n: int

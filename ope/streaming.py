@@ -193,7 +193,8 @@ class MomentStats:
     max_weight: float | None = None
     names: tuple[str, ...] | None = None
     #: the statistics of the sampling-weighted rows (None for unweighted rows), and what the
-    #: notes call the sampling weights
+    #: notes call the sampling weights; the estimates then come from them, while ``centered``
+    #: (and ``moments``, ``sum_r``) stay those of the rows as logged
     weighted: WeightedMoments | None = None
     weight_name: str = "sampling_weight"
 
