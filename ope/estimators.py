@@ -57,8 +57,8 @@ same values as repeating each row ``s_i`` times; the standard errors differ (the
 would count as ``sum s`` independent rows). Unit weights give the unweighted numbers. The
 bounded intervals (hoeffding, bernstein, bottou, empirical likelihood, betting) are for
 unweighted means of i.i.d. rows and refuse weighted rows with an error naming the weight
-column; merged statistics (:mod:`ope.streaming`, lazy scans, Dask) are of unweighted rows and
-refuse them too.
+column. Merged statistics (:class:`ope.streaming.MomentStats` over batches, lazy scans, Dask)
+carry the weighted ones (:class:`ope.moments.WeightedMoments`) and give the same numbers.
 
 Estimator names for strings (``ope.evaluate(..., estimators=("ips", "snips"))``):
 ``dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros``; see :func:`get_estimator`.
