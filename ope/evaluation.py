@@ -511,7 +511,8 @@ class Evaluation(Result):
             Evaluation-level notes besides the rejected-rows note.
         """
         rr, level = settings.reward_range, settings.confidence_level
-        weighted = [] if stats.weighted is None else [
+        unweighted = stats.weighted is None or stats.weighted.unit
+        weighted = [] if unweighted else [
             sampling_weight_note(stats.weight_name, stats.weighted.sum_weights(), stats.n)
         ]
         estimates: dict[tuple[str, str], Estimate] = {}
@@ -532,7 +533,7 @@ class Evaluation(Result):
             weight_bound=settings.weight_bound,
             statistics=stats,
             ci_fallback=settings.ci_fallback,
-            weight_column=None if stats.weighted is None else stats.weight_name,
+            weight_column=None if unweighted else stats.weight_name,
         )
 
     def __getitem__(self, key: tuple[str, str]) -> Estimate:

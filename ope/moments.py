@@ -589,6 +589,9 @@ class WeightedMoments:
         (6, P) means and (6, 6, P) centred sums of products of the components.
     max_w, n_clipped : numpy.ndarray
         (P,) largest raw weight and rows whose weight exceeds ``max_weight``.
+    s_min, s_max : float
+        Smallest and largest sampling weight (both 1: every row was kept for sure, and the
+        estimates are the unweighted ones).
 
     Examples
     --------
@@ -611,6 +614,13 @@ class WeightedMoments:
     com: np.ndarray
     max_w: np.ndarray
     n_clipped: np.ndarray
+    s_min: float = math.inf
+    s_max: float = -math.inf
+
+    @property
+    def unit(self) -> bool:
+        """Every sampling weight is 1."""
+        return self.s_min == 1.0 and self.s_max == 1.0
 
     @classmethod
     def from_arrays(
@@ -650,6 +660,7 @@ class WeightedMoments:
                 c, shift, m, np.einsum("ikp,ilp->klp", d, d), w.max(axis=0),
                 (np.count_nonzero(w > max_weight, axis=0) if max_weight is not None
                  else np.zeros(n_pol, dtype=np.int64)).astype(np.float64),
+                float(s.min()), float(s.max()),
             )
             total = part if total is None else total.merge(part)
         if total is None:
@@ -667,7 +678,8 @@ class WeightedMoments:
         t[1, 0] = t[2, 3] = t[4, 5] = d
         mean = np.einsum("kl,lp->kp", t, self.mean)
         com = np.einsum("ka,abp,lb->klp", t, self.com, t)
-        return WeightedMoments(self.n, float(shift), mean, com, self.max_w, self.n_clipped)
+        return WeightedMoments(self.n, float(shift), mean, com, self.max_w, self.n_clipped,
+                               self.s_min, self.s_max)
 
     def merge(self, other: WeightedMoments) -> WeightedMoments:
         """Statistics of the union of two disjoint sets of rows."""
@@ -681,7 +693,8 @@ class WeightedMoments:
         mean = self.mean + delta * (b.n / n)
         com = self.com + b.com + np.einsum("kp,lp->klp", delta, delta) * (self.n * b.n / n)
         return WeightedMoments(n, self.shift, mean, com, np.maximum(self.max_w, b.max_w),
-                               self.n_clipped + b.n_clipped)
+                               self.n_clipped + b.n_clipped, min(self.s_min, b.s_min),
+                               max(self.s_max, b.s_max))
 
     @property
     def n_policies(self) -> int:

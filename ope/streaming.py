@@ -305,7 +305,7 @@ class MomentStats:
         ests = self.estimates(estimator, reward_range=reward_range)
         base = self.logging_estimate(reward_range=reward_range)
         est = ests[0].source.estimator if ests else None  # type: ignore[union-attr]
-        if self.weighted is not None:
+        if self.weighted is not None and not self.weighted.unit:
             raise EstimationError(
                 "paired comparisons of sampling-weighted statistics need the rows; use "
                 "ope.results.compare on estimates from ope.estimators.estimate_many(..., "
@@ -453,7 +453,7 @@ class MomentStats:
         -------
         list of Estimate
         """
-        if self.weighted is not None:
+        if self.weighted is not None and not self.weighted.unit:
             raise EstimationError(
                 "with_rows does not take sampling-weighted statistics; for row-backed weighted "
                 "estimates use ope.estimators.estimate_many(..., sampling_weight=...)."
@@ -596,7 +596,7 @@ class MomentStats:
         """The estimates of ``est`` from the moments (the kernel the eager estimators use)."""
         level = check_confidence_level(confidence_level)
         rr = self._checked(reward_range)
-        if self.weighted is not None:
+        if self.weighted is not None and not self.weighted.unit:
             out = self._weighted_estimates(est, rr)
             if level != DEFAULT_CONFIDENCE_LEVEL:
                 out = [res.with_ci(level, "normal") for res in out]

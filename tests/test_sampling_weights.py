@@ -550,3 +550,14 @@ def test_paired_comparison_of_weighted_estimates_pairs_the_weighted_rows() -> No
     assert d.value == pytest.approx(a.value - b.value, abs=1e-14)
     psi = a.influence() - b.influence()
     assert d.std_error == pytest.approx(psi.std(ddof=1) / math.sqrt(len(psi)), rel=1e-12)
+
+
+def test_lazy_scan_with_unit_weights_is_bit_for_bit_unweighted(tmp_path) -> None:
+    df = _frame().assign(weight=1.0)
+    path = tmp_path / "logs.parquet"
+    df.to_parquet(path)
+    with_w = ope.evaluate(ope.scan_logs(path, batch_size=300), estimators=("ips", "snips"))
+    plain = ope.evaluate(ope.scan_logs(df.drop(columns="weight"), batch_size=300),
+                         estimators=("ips", "snips"))
+    pd.testing.assert_frame_equal(with_w.table(), plain.table())
+    assert with_w.weight_column is None
