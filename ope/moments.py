@@ -655,9 +655,10 @@ class WeightedMoments:
             u[:, 4] = swc * r[:, None]
             u[:, 5] = swc
             m = u.mean(axis=0)
-            d = u - m
+            d = np.ascontiguousarray((u - m).transpose(2, 1, 0))  # (P, 6, c)
+            com = np.matmul(d, d.transpose(0, 2, 1)).transpose(1, 2, 0)  # BLAS, (6, 6, P)
             part = cls(
-                c, shift, m, np.einsum("ikp,ilp->klp", d, d), w.max(axis=0),
+                c, shift, m, com, w.max(axis=0),
                 (np.count_nonzero(w > max_weight, axis=0) if max_weight is not None
                  else np.zeros(n_pol, dtype=np.int64)).astype(np.float64),
                 float(s.min()), float(s.max()),
