@@ -865,12 +865,16 @@ class Evaluation(Result):
             logging += f" ({self.logging_ci_method})"
         rejected = self.report.rows_rejected
         fields: list[tuple[str, Any]] = [
-            ("logging policy (mean logged reward)", logging),
+            ("logging policy (mean logged reward)" if self.weight_column is None
+             else "logging policy (weighted mean reward)", logging),
             ("rows", f"{self.logging.n:,} used" + (
                 f", {rejected:,} of {self.report.rows_read:,} rejected and dropped"
                 if rejected else "")),
             ("propensities", self.propensity_source),
         ]
+        if self.weight_column is not None:
+            fields.append(("sampling weights", f"column `{self.weight_column}` "
+                           "(Horvitz-Thompson weighted estimates)"))
         if self.model_columns is not None:
             fields += [
                 ("reward model context columns", _column_list(self.model_columns["context"])),

@@ -273,6 +273,8 @@ def test_evaluate_reads_the_weight_column_and_says_so() -> None:
             f"= {total:,.6g}")
     assert any(n.startswith(note) for n in ev.notes)
     assert note.split(":")[0] in ev.summary().replace("\n      ", " ")
+    assert "sampling weights:" in ev.summary() and "logging policy (weighted mean reward)" in (
+        ev.summary())
     assert any(n.startswith(note) for n in ev.to_dict()["notes"])
     lv = ev.logging
     assert lv.value == pytest.approx(np.sum(df.weight * df.reward) / total, abs=1e-14)
