@@ -36,6 +36,7 @@ from ope.exceptions import DataFileError, ParameterError, PolicyError, SchemaErr
 from ope.io import check_on_invalid, scan_logs
 from ope.logs import BanditLogs, ValidationReport
 from ope.schema import TARGET_PREFIX, ColumnPlan, check_bandit_rows, conform
+from ope.weights import sampling_weight_column
 
 __all__ = ["evaluate_distributed", "DEFAULT_BATCH_SIZE", "REDUCTION_FAN_IN", "ID_BUCKETS"]
 
@@ -107,6 +108,7 @@ class _Kernel:
     policies: Any
     max_weight: float | None
     dropped: bool
+    weight_column: str | None = None
 
 
 @dataclass(frozen=True)
@@ -230,7 +232,7 @@ def _partition_stats(kernel: _Kernel, part: _Partition, earlier_ids: Any) -> _Pa
         if bad is not None:
             table = table.filter(pa.array(~bad))
         logs = BanditLogs.from_validated(table, report, unit_roundoff=kernel.plan.unit_roundoff)
-        stats = batch_statistics(logs, kernel.policies, kernel.max_weight)
+        stats = batch_statistics(logs, kernel.policies, kernel.max_weight, kernel.weight_column)
     return _Partial(stats, report, id_ranges)
 
 
@@ -410,6 +412,7 @@ def evaluate_distributed(
     columns: Sequence[str] | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
     check_duplicates: Literal["global", "partition"] = "global",
+    weight_column: str | None = None,
 ) -> Any:
     """Evaluate candidate policies on parquet logs with Dask: one task per file or row-group run.
 
@@ -450,6 +453,11 @@ def evaluate_distributed(
         ``"global"`` rejects every repeat of an ``event_id``, across partitions as within
         (see Notes). ``"partition"`` checks within each partition only, never reads ids
         twice, and says so in the result's notes.
+    weight_column : str, optional
+        Column of the rows' sampling (Horvitz-Thompson) weights; by default the ``weight``
+        column when the files have one. Each partition then accumulates
+        :class:`ope.moments.WeightedMoments`, and the estimates are the weighted ones of
+        ``ope.evaluate`` (normal and t intervals; the bounded methods refuse weighted rows).
 
     Returns
     -------
@@ -577,6 +585,7 @@ def evaluate_distributed(
         policies=policies,
         max_weight=clip_level(resolved),
         dropped=on_invalid == "drop",
+        weight_column=sampling_weight_column(scan.columns, weight_column),
     )
     token = uuid.uuid4().hex
     kernel_d = dask.delayed(kernel, name=f"ope-kernel-{token}")

@@ -33,6 +33,33 @@ Because each value is a smooth function of column means, the same description se
 vectorized bootstrap (renormalizing self-normalized estimators inside every resample), paired
 comparisons and the mergeable statistics of :mod:`ope.streaming`.
 
+**Sampling weights (Horvitz-Thompson).** A logger that keeps row ``i`` with probability
+``pi_i`` (DSJSON's ``pdrop``: ``pi_i = 1 - pdrop_i``) gives it the sampling weight
+``s_i = 1 / pi_i`` (``sampling_weight=``; the ``weight`` column in ``ope.evaluate``). The
+estimand is then the policy's value on the *logged population* (every event, kept or dropped),
+and an estimator whose value is ``g(mean A)`` of per-row components ``A_i`` becomes
+``g(sum s A / sum s)``: each population mean is a Hajek ratio, since the population size is
+itself estimated, by ``N = sum s``. So, with ``w`` the importance weight:
+
+- IPS: ``V = sum s w r / sum s``; SNIPS: ``sum s w r / sum s w``;
+- clipped IPS: ``r_lo + sum s min(w, R) (r - r_lo) / sum s``; the logging value
+  ``sum s r / sum s``;
+- DM: ``sum s q(x, pi) / sum s``; DR (Switch-DR, DRos with their weights):
+  ``sum s [q(x, pi) + w (r - q(x, a))] / sum s``; SNDR:
+  ``sum s q(x, pi) / sum s + sum s w (r - q(x, a)) / sum s w``.
+
+The standard error linearizes the ratio: ``psi_i = s_i grad g . (A_i - Abar_s) / mean(s)``
+(``Abar_s`` the weighted means) and ``se = sd(psi) / sqrt(n)`` over the ``n`` kept rows; the
+bootstrap resamples the components ``(s A, s)``, so each resample weights row ``i`` by its
+Poisson count times ``s_i``. ``ess`` is Kish's ESS of the products ``s_i w_i`` (of ``s_i`` for
+DM), and the low-ESS note compares it with Kish's ESS of ``s`` alone. Integer weights give the
+same values as repeating each row ``s_i`` times; the standard errors differ (the repeated rows
+would count as ``sum s`` independent rows). Unit weights give the unweighted numbers. The
+bounded intervals (hoeffding, bernstein, bottou, empirical likelihood, betting) are for
+unweighted means of i.i.d. rows and refuse weighted rows with an error naming the weight
+column. Merged statistics (:class:`ope.streaming.MomentStats` over batches, lazy scans, Dask)
+carry the weighted ones (:class:`ope.moments.WeightedMoments`) and give the same numbers.
+
 Estimator names for strings (``ope.evaluate(..., estimators=("ips", "snips"))``):
 ``dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros``; see :func:`get_estimator`.
 """
@@ -58,6 +85,7 @@ from ope._thresholds import (
     ess_note,
     few_effective_rows,
     few_effective_rows_note,
+    kish_ess,
     low_ess,
     mean_weight_check,
     mean_weight_note,
@@ -73,6 +101,7 @@ from ope._validation import (
     check_reward_range,
     check_rewards_in_range,
     check_weight_bound,
+    chunks,
     require_reward_range,
     user_stacklevel,
     validated_pair,
@@ -95,6 +124,7 @@ from ope.moments import (
     ratio,
 )
 from ope.results import Estimate, IntervalRequest, RowSource, Source, make_estimate
+from ope.weights import check_sampling_weight, sampling_weight_note
 
 __all__ = [
     "DM",
@@ -112,6 +142,11 @@ __all__ = [
     "logging_value",
     "check_after_pass",
     "pair_arrays",
+    "weighted_statistic",
+    "weighted_gradient",
+    "weighted_refusal",
+    "weighted_target_note",
+    "WEIGHTED_CI_METHODS",
     "ESS_RATIO_WARN",
     "MEAN_WEIGHT_Z",
     "SMALL_SAMPLE_ROWS",
@@ -132,6 +167,9 @@ class _Inputs:
     q_target: np.ndarray | None  # (n, P)
     reward_range: tuple[float, float] | None
     names: tuple[str | None, ...]
+    #: the rows' sampling (Horvitz-Thompson) weights, and what messages call them
+    sampling_weight: np.ndarray | None = None
+    weight_name: str = "sampling_weight"
 
     @property
     def n(self) -> int:
@@ -178,6 +216,8 @@ def _validate(
     names: Sequence[str] | None,
     rewards_checked: bool = False,
     deferred: bool = False,
+    sampling_weight: npt.ArrayLike | None = None,
+    weight_name: str = "sampling_weight",
 ) -> _Inputs:
     """Shapes and types of every input; with ``deferred`` (the weighting estimators) the value
     checks (finite rewards, propensity ranges, rewards within ``reward_range``) are left to
@@ -192,6 +232,9 @@ def _validate(
             f"{estimator.name}: need at least {MIN_ROWS} rows for a value with a standard "
             f"error; got {n}."
         )
+    s = None
+    if sampling_weight is not None:
+        s = check_sampling_weight(sampling_weight, n, name=weight_name)
     p = t = None
     n_pol: int | None = None
     if estimator.uses_weights:
@@ -252,7 +295,7 @@ def _validate(
         n_pol = 1
     if not (rewards_checked or deferred):  # ope.evaluate checks them once for every estimator
         check_rewards_in_range(r, rr)
-    return _Inputs(r, p, t, ql, qt, rr, policy_labels(names, n_pol))
+    return _Inputs(r, p, t, ql, qt, rr, policy_labels(names, n_pol), s, weight_name)
 
 
 def pair_arrays(logging_propensity: Any, target_propensity: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -416,6 +459,125 @@ def moment_interval(
 
 
 # ============================================================================================
+# sampling weights (Horvitz-Thompson / Hajek)
+# ============================================================================================
+#: Interval methods that take sampling weights: the normal and t intervals (from the linearized
+#: standard error of the ratio) and the bootstrap (resample weights times sampling weights).
+WEIGHTED_CI_METHODS: Final = ("normal", "t", "bootstrap")
+
+
+def weighted_statistic(estimator: Estimator, means: np.ndarray) -> np.ndarray:
+    """The estimator's statistic at the sampling-weighted means of its components.
+
+    ``means`` (..., k + 1) are the means of ``(s A_1, ..., s A_k, s)``: the statistic is
+    ``g(mean(s A) / mean(s))``, i.e. ``g`` of the Hajek means ``sum s A / sum s``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.estimators import SNIPS, weighted_gradient, weighted_statistic
+    >>> m = np.array([3.0, 7.0, 8.0]) / 4   # means of (s w r, s w, s) over 4 rows
+    >>> float(weighted_statistic(SNIPS(), m))   # sum s w r / sum s w
+    0.42857142857142855
+    >>> weighted_gradient(SNIPS(), m).round(8)  # d/dm_s = 0: SNIPS does not use sum s
+    array([ 0.57142857, -0.24489796,  0.        ])
+    """
+    return estimator._statistic(means[..., :-1] / means[..., -1:])
+
+
+def weighted_gradient(estimator: Estimator, means: np.ndarray) -> np.ndarray:
+    """Gradient of :func:`weighted_statistic` at ``means`` (k + 1,), by the chain rule:
+    ``dg/dm_i = g_i / m_s`` and ``dg/dm_s = -sum_i g_i m_i / m_s^2`` with ``g_i`` the
+    estimator's gradient at ``u = m[:k] / m_s``."""
+    m_s = means[-1]
+    u = means[:-1] / m_s
+    g = np.asarray(estimator._gradient(u), dtype=np.float64)
+    return np.concatenate([g / m_s, [-float(g @ u) / m_s]])
+
+
+def weighted_refusal(method: str, weight_name: str) -> str:
+    """Why ``method`` refuses rows with sampling weights, and what to use instead."""
+    why = {
+        "hoeffding": "it bounds the mean of i.i.d. terms in a known range",
+        "bernstein": "it bounds the mean of i.i.d. terms in a known range",
+        "bottou": "its inner and outer bounds are for an unweighted mean of clipped terms",
+        "empirical_likelihood": "its likelihood is over equally weighted rows",
+        "betting": "its wealth process bets on each unweighted row in turn",
+    }.get(method, "it is defined for unweighted rows")
+    return (
+        f"interval method {method!r} does not take sampling weights ({why}), and these rows "
+        f"carry sampling weights (column `{weight_name}`), which make the estimate a ratio of "
+        "weighted sums. Use ci='normal', 't' or 'bootstrap' (the bootstrap resamples with the "
+        "sampling weights); ignoring the weights would estimate the value on the kept rows, "
+        "not on the logged population."
+    )
+
+
+@dataclass(frozen=True)
+class _WeightedRows:
+    """What the notes read of sampling-weighted rows: sum and Kish ESS of the sampling weights
+    ``s``, and per policy the :class:`~ope.moments.WeightSummary` and clipped-row count."""
+
+    total: float
+    ess: float
+    summaries: tuple[WeightSummary, ...]
+    n_clipped: tuple[int, ...]
+
+
+def _weighted_rows(
+    estimator: Estimator, data: _Inputs, chunk_size: int
+) -> _WeightedRows:
+    """Sums of the sampling weights and of their products with each policy's weights.
+
+    Per policy: the Hajek mean of the raw weights ``m = sum s w / sum s`` (1 in expectation
+    under overlap), ``n`` times the linearized variance of that ratio,
+    ``n / (n - 1) * sum s^2 (w - m)^2 / (sum s)^2``, and the Kish ESS of the products
+    ``s w'`` of the weights used.
+    """
+    s = data.sampling_weight
+    assert s is not None
+    n = data.n
+    total, total2 = float(np.sum(s)), float(np.dot(s, s))
+    ess_s = kish_ess(total, total2)
+    if not estimator.uses_weights:
+        return _WeightedRows(total, ess_s, (), ())
+    assert data.logging_propensity is not None and data.target_propensity is not None
+    n_pol = data.target_propensity.shape[1]
+    acc = np.zeros((4, n_pol))  # sum s w, sum (s w')^2, sum s w', sum (s w)^2
+    clip = estimator.clip_level if isinstance(estimator, WeightingEstimator) else None
+    clipped = np.zeros(n_pol, dtype=np.int64)
+    for sl in chunks(n, chunk_size):  # loop over blocks, not rows
+        raw = ratio(data.logging_propensity[sl], data.target_propensity[sl])
+        sw = s[sl, None] * raw
+        su = s[sl, None] * estimator._transform(raw)
+        acc += np.stack([sw.sum(axis=0), np.einsum("ip,ip->p", su, su), su.sum(axis=0),
+                         np.einsum("ip,ip->p", sw, sw)])
+        if clip is not None:
+            clipped += np.count_nonzero(raw > clip, axis=0)
+    mean = acc[0] / total
+    dev2 = np.zeros(n_pol)
+    for sl in chunks(n, chunk_size):  # the exact centred sum, a second pass over blocks
+        raw = ratio(data.logging_propensity[sl], data.target_propensity[sl])
+        d = s[sl, None] * (raw - mean)
+        dev2 += np.einsum("ip,ip->p", d, d)
+    lin_var = dev2 / (total * total) * (n / (n - 1.0))
+    summaries = tuple(
+        WeightSummary(
+            n=n,
+            mean=float(mean[j]),
+            variance=float(n * lin_var[j]),
+            ess=kish_ess(float(acc[2, j]), float(acc[1, j])),
+            raw_zero=acc[3, j] == 0.0,
+            used_zero=acc[1, j] == 0.0,
+            changed=bool(acc[1, j] != acc[3, j] or acc[2, j] != acc[0, j]),
+            reference=ess_s,
+        )
+        for j in range(n_pol)  # loop over policies
+    )
+    return _WeightedRows(total, ess_s, summaries, tuple(int(c) for c in clipped))
+
+
+# ============================================================================================
 # the template
 # ============================================================================================
 class EstimatorRows(RowSource):
@@ -423,6 +585,12 @@ class EstimatorRows(RowSource):
 
     ``moments`` are the centred moments of the rows (policy column ``j`` only) when the
     estimator is a weighting one: the bounded intervals read them instead of another pass.
+
+    With ``sampling_weight`` ``s`` (rows kept with probability ``1 / s_i``) the components are
+    ``(s_i A_i, s_i)`` for the estimator's own components ``A_i``, and the statistic is the
+    estimator's statistic at the weighted means ``sum s A / sum s`` (:func:`weighted_statistic`):
+    the bootstrap's resample weights multiply ``s_i``, and the influence terms are those of the
+    ratio. ``clipped_rows`` is then the number of rows whose weight exceeds a clip level.
     """
 
     def __init__(
@@ -436,8 +604,14 @@ class EstimatorRows(RowSource):
         reward_range: tuple[float, float] | None,
         *,
         moments: CenteredMoments | None = None,
+        sampling_weight: np.ndarray | None = None,
+        weight_name: str = "sampling_weight",
+        clipped_rows: int = 0,
     ) -> None:
         self.estimator = estimator
+        self.sampling_weight = sampling_weight
+        self.weight_name = weight_name
+        self.clipped_rows = clipped_rows
         self.reward = reward
         self.logging_propensity = logging_propensity
         self.target_propensity = target_propensity
@@ -451,7 +625,12 @@ class EstimatorRows(RowSource):
         self.model_conditional = estimator.name == "dm"
 
     def target_of(self, method: str) -> str:
-        return interval_target(self.estimator, self.moments, 0, method)
+        est = self.estimator
+        if self.sampling_weight is not None:
+            clipped = isinstance(est, WeightingEstimator) and est.clip_level is not None
+            return ("clipped value" if clipped and self.clipped_rows > 0 and method != "bottou"
+                    else "policy value")
+        return interval_target(est, self.moments, 0, method)
 
     def raw_weights(self) -> np.ndarray:
         """The importance weights ``target / logging`` of the rows (recomputed, not kept)."""
@@ -459,6 +638,13 @@ class EstimatorRows(RowSource):
         return ratio(self.logging_propensity, self.target_propensity)
 
     def components(self) -> np.ndarray:
+        a = self._unweighted_components()
+        s = self.sampling_weight
+        if s is None:
+            return a
+        return np.hstack([a * s[:, None], s[:, None]])
+
+    def _unweighted_components(self) -> np.ndarray:
         # recomputed on request rather than cached: an Estimate must not pin (n, k) arrays
         est = self.estimator
         w = est._transform(self.raw_weights()[:, None]) if est.uses_weights else None
@@ -474,17 +660,23 @@ class EstimatorRows(RowSource):
         return est._components(r - origin, w, ql, qt)[:, :, 0] + origin
 
     def n_components(self) -> int:
-        return int(self.estimator.n_components)
+        return int(self.estimator.n_components) + (self.sampling_weight is not None)
 
     def statistic(self, means: np.ndarray) -> np.ndarray:
+        if self.sampling_weight is not None:
+            return weighted_statistic(self.estimator, means)
         return self.estimator._statistic(means)
 
     def gradient(self, means: np.ndarray) -> np.ndarray:
+        if self.sampling_weight is not None:
+            return weighted_gradient(self.estimator, means)
         return self.estimator._gradient(means)
 
     def special_interval(self, request: IntervalRequest) -> ConfidenceInterval | BottouInterval:
         method, confidence_level, weight_bound, outer = request.fields()
         est = self.estimator
+        if self.sampling_weight is not None:
+            raise EstimationError(weighted_refusal(method, self.weight_name))
         if method in _BOUNDED_BY_MOMENTS:
             assert isinstance(est, WeightingEstimator) and self.moments is not None
             return moment_interval(
@@ -558,6 +750,94 @@ class Estimator(ABC):
         return np.ones(1)
 
     # ---- the template ----------------------------------------------------------------------
+    def _run_weighted(
+        self,
+        data: _Inputs,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        rewards_checked: bool = False,
+    ) -> list[Estimate]:
+        """The estimates of rows with sampling weights ``s`` (Horvitz-Thompson / Hajek).
+
+        Each estimator's components ``A_i`` become ``(s_i A_i, s_i)`` and its value
+        ``g(sum s A / sum s)``; the standard error is the delta method's (linearization of the
+        ratio), ``sd(psi) / sqrt(n)`` with ``psi_i = s_i grad g . (A_i - Abar_s) / mean(s)``.
+        Two chunked passes (means, then the exact centred sum of squared influence terms).
+        """
+        s = data.sampling_weight
+        assert s is not None
+        n = data.n
+        # the value checks the moment kernel does during its pass on unweighted rows
+        check_finite(data.reward, "reward")
+        if self.uses_weights:
+            assert data.logging_propensity is not None and data.target_propensity is not None
+            validated_pair(data.logging_propensity, data.target_propensity)
+        if not rewards_checked:
+            check_rewards_in_range(data.reward, data.reward_range)
+        origin = (
+            self.reward_origin(data.reward_range) if isinstance(self, WeightingEstimator) else 0.0
+        )
+        n_pol = len(data.names)
+
+        def block(sl: slice) -> tuple[np.ndarray, None, None]:
+            r = data.reward[sl].astype(np.float64, copy=False)
+            w = None
+            if self.uses_weights:
+                assert data.logging_propensity is not None and data.target_propensity is not None
+                w = self._transform(ratio(data.logging_propensity[sl], data.target_propensity[sl]))
+            ql = None if data.q_logged is None else data.q_logged[sl].astype(np.float64, copy=False)
+            qt = None if data.q_target is None else data.q_target[sl].astype(np.float64, copy=False)
+            a = self._components(r - origin if origin else r, w, ql, qt)
+            if origin:  # clipped IPS about r_lo: r_lo + min(w, R) (r - r_lo)
+                a = a + origin
+            sb = s[sl, None, None]
+            a = np.broadcast_to(a, (a.shape[0], a.shape[1], n_pol))
+            ones = np.broadcast_to(sb, (a.shape[0], 1, n_pol))
+            return np.concatenate([a * sb, ones], axis=1), None, None
+
+        cm = component_moments(
+            block, n, lambda m: weighted_gradient(self, m), chunk_size=chunk_size
+        )
+        info = _weighted_rows(self, data, chunk_size)
+        weighted_note = sampling_weight_note(data.weight_name, info.total, n)
+        out = []
+        for j, label in enumerate(data.names):  # loop over policies, not rows
+            summary = info.summaries[j] if self.uses_weights else None
+            value = float(weighted_statistic(self, cm.means[:, j]))
+            se = math.sqrt(cm.psi_var[j] / n)
+            notes = weight_notes(self, n, summary, label, std_error=se)  # raises on zero weights
+            if self.name == "dm":
+                notes.append(DM_NOTE)
+            n_clipped = info.n_clipped[j] if info.n_clipped else 0
+            if isinstance(self, WeightingEstimator) and self.clip_level is not None and n_clipped:
+                notes.append(weighted_target_note(self, n_clipped, n, data.reward_range))
+            notes.append(weighted_note)
+            rows = EstimatorRows(
+                self,
+                data.reward,
+                data.logging_propensity,
+                None if data.target_propensity is None else data.target_propensity[:, j],
+                data.q_logged,
+                None if data.q_target is None else data.q_target[:, j],
+                data.reward_range,
+                sampling_weight=s,
+                weight_name=data.weight_name,
+                clipped_rows=n_clipped,
+            )
+            out.append(
+                make_estimate(
+                    estimator=self.name,
+                    value=value,
+                    std_error=se,
+                    n=n,
+                    ess=info.ess if summary is None else summary.ess,
+                    notes=tuple(notes),
+                    policy=label,
+                    source=rows,
+                )
+            )
+        return out
+
     def _rows(self, data: _Inputs, j: int, moments: CenteredMoments | None) -> EstimatorRows:
         """The row source of policy ``j``'s estimate (references, no copies)."""
         return EstimatorRows(
@@ -588,6 +868,8 @@ class Estimator(ABC):
         return block
 
     def _run(self, data: _Inputs, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Estimate]:
+        if data.sampling_weight is not None:
+            return self._run_weighted(data, chunk_size=chunk_size)
         n = data.n
         cm = component_moments(self._blocks(data), n, self._gradient, chunk_size=chunk_size)
         out = []
@@ -665,6 +947,10 @@ class WeightingEstimator(Estimator):
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         rewards_checked: bool = False,
     ) -> list[Estimate]:
+        if data.sampling_weight is not None:
+            return self._run_weighted(
+                data, chunk_size=chunk_size, rewards_checked=rewards_checked
+            )
         if self.uses_weights:
             assert data.logging_propensity is not None and data.target_propensity is not None
             p, t = data.logging_propensity, data.target_propensity
@@ -733,8 +1019,31 @@ def clipped_target_note(
         f"clipped IPS estimates r_lo + mean(min(w, {estimator.clip_level:g}) (r - r_lo)) with "
         f"{where}. "
     )
-    return head + (
-        f"The clip binds on {int(moments.n_clipped[j])} of {int(moments.n)} rows, so the value "
+    return head + _binds_text(int(moments.n_clipped[j]), int(moments.n))
+
+
+def weighted_target_note(
+    estimator: WeightingEstimator, n_clipped: int, n: int,
+    reward_range: tuple[float, float] | None,
+) -> str:
+    """:func:`clipped_target_note` for sampling-weighted rows (the weighted mean)."""
+    origin = estimator.reward_origin(reward_range)
+    return (
+        f"clipped IPS estimates r_lo + sum s min(w, {estimator.clip_level:g}) (r - r_lo) / sum s "
+        f"(s the sampling weights) with r_lo = {origin:g}. "
+        + _binds_text(n_clipped, n, weighted=True)
+    )
+
+
+def _binds_text(n_clipped: int, n: int, *, weighted: bool = False) -> str:
+    if weighted:
+        return (
+            f"The clip binds on {n_clipped} of {n} rows, so the value and its normal, t and "
+            "bootstrap intervals cover the clipped value, which is below the policy's value when "
+            "rewards exceed r_lo."
+        )
+    return (
+        f"The clip binds on {n_clipped} of {n} rows, so the value "
         "and its normal, t, bootstrap, hoeffding and bernstein intervals cover the clipped value, "
         "which is below the policy's value when rewards exceed r_lo; ci(method='bottou') covers "
         "the policy's value."
@@ -784,8 +1093,11 @@ def weight_notes(
                 )
             note(text + " The estimate reduces to the reward model (DM).", OverlapWarning,
                  by_estimator)
-        elif low_ess(weights.ess, n):
+        elif weights.reference is None and low_ess(weights.ess, n):
             note(ess_note(weights.ess, n), OverlapWarning,
+                 by_estimator if weights.changed else by_policy)
+        elif weights.reference is not None and weights.ess < ESS_RATIO_WARN * weights.reference:
+            note(_weighted_ess_note(weights.ess, weights.reference, n), OverlapWarning,
                  by_estimator if weights.changed else by_policy)
         elif not small_sample(n) and few_effective_rows(weights.ess):
             # the low-ESS note and, below SMALL_SAMPLE_ROWS rows, the small-sample note already
@@ -798,6 +1110,17 @@ def weight_notes(
     if small_sample(n):
         note(small_sample_note(n), SmallSampleWarning, "")
     return notes
+
+
+def _weighted_ess_note(ess: float, reference: float, n: int) -> str:
+    """The low-ESS note of sampling-weighted rows: the Kish ESS of ``s w`` against that of
+    ``s`` alone (what the rows would give an on-policy candidate)."""
+    return (
+        f"effective sample size {ess:.1f} (Kish, of the sampling weights times the importance "
+        f"weights) is {ess / reference:.2%} of {reference:.1f}, the effective sample size of the "
+        f"sampling weights alone (n={n}): the estimate rests on a few heavily weighted rows and "
+        "normal intervals may undercover. Consider clipping or a doubly robust estimator."
+    )
 
 
 def estimates_from_moments(
@@ -879,7 +1202,12 @@ _DOC_IPS_ARGS: Final = """reward : array_like, shape (n,)
             Candidate's probability of the logged action, in [0, 1].
         reward_range : (float, float), optional
             A priori range of every reward (e.g. (0, 1) for clicks), needed by the bounded
-            interval methods; rewards outside it are an error."""
+            interval methods; rewards outside it are an error.
+        sampling_weight : array_like, shape (n,), optional
+            Sampling (Horvitz-Thompson) weight ``s_i > 0`` of each row, 1 / the probability
+            that the row was kept (DSJSON: 1 / (1 - pdrop)). The estimate is then the Hajek
+            ratio of the population value (see the module notes); normal, t and bootstrap
+            intervals take the weights, the bounded methods refuse."""
 
 _DOC_DR_ARGS: Final = (
     _DOC_IPS_ARGS
@@ -935,6 +1263,7 @@ class _ImportanceWeighting(WeightingEstimator):
         target_propensity: npt.ArrayLike,
         *,
         reward_range: Sequence[float] | None = None,
+        sampling_weight: npt.ArrayLike | None = None,
     ) -> Estimate:
         return self._estimate_one(
             reward=reward,
@@ -943,6 +1272,7 @@ class _ImportanceWeighting(WeightingEstimator):
             q_logged=None,
             q_target=None,
             reward_range=reward_range,
+            sampling_weight=sampling_weight,
         )
 
     estimate.__doc__ = _estimate_doc(_DOC_IPS_ARGS)
@@ -1178,6 +1508,7 @@ class DM(Estimator):
         *,
         q_target: npt.ArrayLike | None = None,
         reward_range: Sequence[float] | None = None,
+        sampling_weight: npt.ArrayLike | None = None,
     ) -> Estimate:
         """Estimate the candidate's value from a reward model.
 
@@ -1189,6 +1520,9 @@ class DM(Estimator):
             Reward model's value of the candidate, q(x_i, pi) = sum_a pi(a|x_i) q(x_i, a).
         reward_range : (float, float), optional
             A priori reward range (validated against ``reward``).
+        sampling_weight : array_like, shape (n,), optional
+            Sampling (Horvitz-Thompson) weight of each row: the value is then
+            ``sum s q(x, pi) / sum s``.
 
         Returns
         -------
@@ -1201,6 +1535,7 @@ class DM(Estimator):
             q_logged=None,
             q_target=q_target,
             reward_range=reward_range,
+            sampling_weight=sampling_weight,
         )
 
 
@@ -1222,6 +1557,7 @@ class _DRFamily(Estimator):
         q_logged: npt.ArrayLike | None = None,
         q_target: npt.ArrayLike | None = None,
         reward_range: Sequence[float] | None = None,
+        sampling_weight: npt.ArrayLike | None = None,
     ) -> Estimate:
         return self._estimate_one(
             reward=reward,
@@ -1230,6 +1566,7 @@ class _DRFamily(Estimator):
             q_logged=q_logged,
             q_target=q_target,
             reward_range=reward_range,
+            sampling_weight=sampling_weight,
         )
 
     estimate.__doc__ = _estimate_doc(_DOC_DR_ARGS)
@@ -1433,6 +1770,8 @@ def logging_value(
     *,
     reward_range: Sequence[float] | None = None,
     rewards_checked: bool = False,
+    sampling_weight: npt.ArrayLike | None = None,
+    weight_name: str = "sampling_weight",
 ) -> Estimate:
     """The logging policy's value: the mean logged reward, as an Estimate.
 
@@ -1445,6 +1784,10 @@ def logging_value(
     rewards_checked : bool, default False
         The caller has already checked every reward against ``reward_range`` (``ope.evaluate``
         checks once for all its estimators); skip that scan.
+    sampling_weight : array_like, shape (n,), optional
+        Sampling weights of the rows: the value is then ``sum s r / sum s``.
+    weight_name : str, default "sampling_weight"
+        What messages and notes call the sampling weights (e.g. the log's column name).
 
     Returns
     -------
@@ -1479,6 +1822,8 @@ def logging_value(
         names=None,
         rewards_checked=rewards_checked,
         deferred=True,
+        sampling_weight=sampling_weight,
+        weight_name=weight_name,
     )
     return est._run(data, rewards_checked=rewards_checked)[0]
 
@@ -1598,6 +1943,8 @@ def estimate_many(
     names: Sequence[str] | None = None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     rewards_checked: bool = False,
+    sampling_weight: npt.ArrayLike | None = None,
+    weight_name: str = "sampling_weight",
 ) -> list[Estimate]:
     """Estimate P candidate policies in one chunked pass over the rows.
 
@@ -1624,6 +1971,10 @@ def estimate_many(
         Rows per chunk (memory is O(chunk_size * P)).
     rewards_checked : bool, default False
         The caller has already checked every reward against ``reward_range``; skip that scan.
+    sampling_weight : array_like, shape (n,), optional
+        Sampling (Horvitz-Thompson) weights of the rows (see the module notes).
+    weight_name : str, default "sampling_weight"
+        What messages and notes call the sampling weights (e.g. the log's column name).
 
     Returns
     -------
@@ -1671,6 +2022,8 @@ def estimate_many(
         names=names,
         rewards_checked=rewards_checked,
         deferred=isinstance(est, WeightingEstimator),
+        sampling_weight=sampling_weight,
+        weight_name=weight_name,
     )
     if isinstance(est, WeightingEstimator):
         return est._run(data, chunk_size=chunk_size, rewards_checked=rewards_checked)

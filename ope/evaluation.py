@@ -24,6 +24,7 @@ statistics merge exactly (:meth:`ope.streaming.MomentStats.merge`) and become an
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -74,6 +75,11 @@ from ope.results import (
     render_text,
 )
 from ope.schema import check_segment_columns
+from ope.weights import (
+    check_sampling_weight,
+    sampling_weight_column,
+    sampling_weight_note,
+)
 
 __all__ = ["evaluate", "Evaluation", "TABLE_COLUMNS", "SEGMENT_TABLE_COLUMNS"]
 
@@ -222,6 +228,8 @@ class EvaluationSettings:
     weight_bound: float | None
     ci_options: dict[str, Any]
     ci_fallback: str | None = None
+    #: the column of the rows' sampling (Horvitz-Thompson) weights, None without one
+    weight_column: str | None = None
 
     @classmethod
     def checked(
@@ -464,6 +472,9 @@ class Evaluation(Result):
     #: interval method of the estimates ``ci_method`` does not apply to (None: such an
     #: estimate is an error); their rows say so in ``ci_method``
     ci_fallback: str | None = None
+    #: the column of the sampling (Horvitz-Thompson) weights every estimate is weighted by
+    #: (None: unweighted rows, or every weight 1)
+    weight_column: str | None = None
     #: what produced the evaluation (a field, so that dataclasses.replace keeps it)
     _provenance: Provenance | None = field(default=None, repr=False, compare=False)
     # filled by __post_init__: (policy, estimator) -> (ci_low, ci_high), and the logging value's
@@ -500,6 +511,10 @@ class Evaluation(Result):
             Evaluation-level notes besides the rejected-rows note.
         """
         rr, level = settings.reward_range, settings.confidence_level
+        unweighted = stats.weighted is None or stats.weighted.unit
+        weighted = [] if unweighted else [
+            sampling_weight_note(stats.weight_name, stats.weighted.sum_weights(), stats.n)
+        ]
         estimates: dict[tuple[str, str], Estimate] = {}
         for key, est in resolved:  # loop over estimators
             for name, res in zip(stats.names, stats.estimates(est, reward_range=rr, confidence_level=level)):
@@ -512,12 +527,13 @@ class Evaluation(Result):
             report=report,
             confidence_level=level,
             ci_method=settings.ci,
-            notes=(*report.dropped_notes(), *notes),
+            notes=(*report.dropped_notes(), *weighted, *notes),
             streaming=True,
             ci_options=settings.ci_options,
             weight_bound=settings.weight_bound,
             statistics=stats,
             ci_fallback=settings.ci_fallback,
+            weight_column=None if unweighted else stats.weight_name,
         )
 
     def __getitem__(self, key: tuple[str, str]) -> Estimate:
@@ -800,6 +816,7 @@ class Evaluation(Result):
             "ci_method": self.ci_method,
             "streaming": self.streaming,
             "propensity_source": self.propensity_source,
+            "weight_column": self.weight_column,
             "validation": self.report.to_dict(),
             "logging_policy": {
                 "value": self.logging.value,
@@ -848,12 +865,16 @@ class Evaluation(Result):
             logging += f" ({self.logging_ci_method})"
         rejected = self.report.rows_rejected
         fields: list[tuple[str, Any]] = [
-            ("logging policy (mean logged reward)", logging),
+            ("logging policy (mean logged reward)" if self.weight_column is None
+             else "logging policy (weighted mean reward)", logging),
             ("rows", f"{self.logging.n:,} used" + (
                 f", {rejected:,} of {self.report.rows_read:,} rejected and dropped"
                 if rejected else "")),
             ("propensities", self.propensity_source),
         ]
+        if self.weight_column is not None:
+            fields.append(("sampling weights", f"column `{self.weight_column}` "
+                           "(Horvitz-Thompson weighted estimates)"))
         if self.model_columns is not None:
             fields += [
                 ("reward model context columns", _column_list(self.model_columns["context"])),
@@ -962,6 +983,7 @@ def _row_estimates(
     names: Sequence[str],
     q_logged: np.ndarray | None = None,
     q_target: np.ndarray | None = None,
+    sampling_weight: np.ndarray | None = None,
 ) -> tuple[dict[tuple[str, str], Estimate], Any]:
     """Every estimate of the candidates ``names`` on these rows, and the pass's statistics.
 
@@ -969,7 +991,9 @@ def _row_estimates(
     do not depend on which other estimators are asked for), backed by the rows for row-level
     intervals and paired comparisons; the others from one ``estimate_many`` pass each.
     ``target`` is the (n, P) matrix or the P columns (zero-copy views of the log's columns).
-    Returns ``(estimates, MomentStats or None)``.
+    Returns ``(estimates, MomentStats or None)``. With ``sampling_weight`` every estimator runs
+    its Horvitz-Thompson weighted form (``estimate_many(..., sampling_weight=...)``) and no
+    moment statistics are formed.
     """
     from ope.streaming import MomentStats
 
@@ -977,7 +1001,7 @@ def _row_estimates(
         return {}, None
     rr = settings.reward_range
     stats = None
-    if any(key in STREAMING_ESTIMATORS for key, _ in resolved):
+    if sampling_weight is None and any(key in STREAMING_ESTIMATORS for key, _ in resolved):
         stats = MomentStats.from_arrays(
             reward, propensity, target, max_weight=clip_level(resolved), names=names
         )
@@ -1003,6 +1027,8 @@ def _row_estimates(
                 reward_range=rr,
                 names=names,
                 rewards_checked=True,  # checked once, in evaluate
+                sampling_weight=sampling_weight,
+                weight_name=settings.weight_column or "sampling_weight",
             )
         out.update({(name, key): res for name, res in zip(names, results)})
     return out, stats
@@ -1029,10 +1055,17 @@ def _target_columns(logs: BanditLogs, policies: Any) -> tuple[list[str], list[np
     return names, [logs.column(f"target__{x}") for x in names]
 
 
-def _logging_estimate(stats: Any, reward: np.ndarray, settings: EvaluationSettings) -> Estimate:
+def _logging_estimate(
+    stats: Any, reward: np.ndarray, settings: EvaluationSettings,
+    sampling_weight: np.ndarray | None = None,
+) -> Estimate:
     """The logging value from the pass's statistics (backed by the rows), or on its own."""
     if stats is None:
-        return logging_value(reward, reward_range=settings.reward_range, rewards_checked=True)
+        return logging_value(
+            reward, reward_range=settings.reward_range, rewards_checked=True,
+            sampling_weight=sampling_weight,
+            weight_name=settings.weight_column or "sampling_weight",
+        )
     (base,) = stats.with_rows(
         [stats.logging_estimate(reward_range=settings.reward_range)],
         reward=reward, logging_propensity=None, target_propensity=None,
@@ -1060,6 +1093,7 @@ def evaluate(
     action_features: Any = None,
     by: str | Sequence[str] | None = None,
     ci_fallback: str | None = None,
+    weight_column: str | None = None,
 ) -> Evaluation:
     """Estimate the value of P candidate policies with several estimators and intervals.
 
@@ -1126,6 +1160,14 @@ def evaluate(
         Interval of the estimators ``ci`` does not apply to (e.g. ``ci="hoeffding"`` with
         SNIPS): their rows' ``ci_method`` says so and a note names them. Without it such an
         estimator is an error.
+    weight_column : str, optional
+        Column of the rows' sampling (Horvitz-Thompson) weights, ``1 / P(row kept)``. By
+        default the ``weight`` column when the logs have one (the DSJSON importer writes
+        ``1 / (1 - pdrop)`` there), else none. With weights every estimate, interval, segment
+        and the shared bootstrap are weighted (e.g. IPS: ``sum s w r / sum s``; see
+        :mod:`ope.estimators`), a note gives the estimated population size ``sum s``, and the
+        interval methods that cannot take weights (hoeffding, bernstein, bottou,
+        empirical_likelihood, betting) refuse.
 
     Returns
     -------
@@ -1165,7 +1207,7 @@ def evaluate(
         "ci": ci, "confidence_level": confidence_level, "reward_range": reward_range,
         "max_weight": max_weight, "weight_bound": weight_bound, "tau": tau,
         "shrinkage": shrinkage, "context_columns": context_columns, "n_resamples": n_resamples,
-        "by": by, "ci_fallback": ci_fallback,
+        "by": by, "ci_fallback": ci_fallback, "weight_column": weight_column,
     }
     options = {k: v for k, v in options.items() if v is not None}
     check_rng(rng)
@@ -1185,6 +1227,9 @@ def evaluate(
     resolved = resolve_estimators(estimators, max_weight=max_weight, tau=tau, shrinkage=shrinkage)
     provenance = Provenance(options=options, seed=seed)
     if isinstance(logs, LogScan):
+        settings = dataclasses.replace(
+            settings, weight_column=sampling_weight_column(logs.columns, weight_column)
+        )
         if by is not None:
             raise EstimationError(
                 "per-segment estimates (by=...) need the rows; read the logs eagerly "
@@ -1195,6 +1240,9 @@ def evaluate(
         )
     if not isinstance(logs, BanditLogs):
         logs = read_logs(logs)
+    settings = dataclasses.replace(
+        settings, weight_column=sampling_weight_column(logs.columns, weight_column)
+    )
     segment_columns = check_segment_columns(logs.table.schema, by, source=logs.report.source)
     model = {"reward_model": reward_model, "context_columns": context_columns,
              "action_features": action_features, "rng": rand}
@@ -1216,6 +1264,10 @@ def evaluate(
     if settings.ci == "bootstrap":
         interval_values = _shared_bootstrap_intervals(run, resolved, settings)
     notes = logs.report.dropped_notes()
+    if run.sampling_weight is not None:
+        notes.append(sampling_weight_note(
+            settings.weight_column or "", float(np.sum(run.sampling_weight)), logs.n
+        ))
     notes += run.model_notes
     source = propensity_info(logs)
     estimated = estimated_propensity_note(logs)
@@ -1245,6 +1297,7 @@ def evaluate(
         segment_estimates=segments,
         interval_values=interval_values,
         ci_fallback=settings.ci_fallback,
+        weight_column=None if run.sampling_weight is None else settings.weight_column,
         _provenance=provenance,
     )
 
@@ -1259,6 +1312,7 @@ class _EagerRun:
     rows_ignored: int
     reward: np.ndarray
     propensity: np.ndarray
+    sampling_weight: np.ndarray | None
     estimates: dict[tuple[str, str], Estimate]
     logging: Estimate
     stats: Any
@@ -1298,6 +1352,13 @@ def _eager_run(
     # the one check of the rewards against reward_range for every estimator of this call
     check_rewards_in_range(reward, settings.reward_range)
     propensity = logs.column("propensity")
+    weight = None
+    if settings.weight_column is not None:
+        weight = check_sampling_weight(
+            logs.column(settings.weight_column), logs.n, name=settings.weight_column
+        )
+        if bool(np.all(weight == 1.0)):  # every row kept for sure: the unweighted numbers
+            weight = None
     q_logged = q_target = None
     model_columns = None
     model_notes: list[str] = []
@@ -1306,15 +1367,18 @@ def _eager_run(
             logs, tp.distributions, tp.names, **model
         )
     estimates, stats = _row_estimates(
-        resolved, settings, reward, propensity, target, names, q_logged, q_target
+        resolved, settings, reward, propensity, target, names, q_logged, q_target, weight
     )
     for name, changed in factored.items():  # loop over factored candidates
         p_c, t_c = _factored_arrays(logs, changed)
-        estimates.update(_row_estimates(resolved, settings, reward, p_c, t_c[:, None], [name])[0])
-    base = _logging_estimate(stats, reward, settings)
+        estimates.update(_row_estimates(
+            resolved, settings, reward, p_c, t_c[:, None], [name], sampling_weight=weight
+        )[0])
+    base = _logging_estimate(stats, reward, settings, weight)
     return _EagerRun(
         names=list(names), target=target, factored=factored, rows_ignored=rows_ignored,
-        reward=reward, propensity=propensity, estimates=estimates, logging=base, stats=stats,
+        reward=reward, propensity=propensity, sampling_weight=weight, estimates=estimates,
+        logging=base, stats=stats,
         model_columns=model_columns, model_notes=model_notes,
         distributions=tp.distributions if needs_model else None,
     )
@@ -1328,6 +1392,8 @@ def _shared_bootstrap_intervals(
     ``ci(method="bootstrap", rng=seed, n_resamples=B)``. DM has none (its ``ci`` is NaN)."""
     from ope.intervals.bootstrap import shared_bootstrap
 
+    if run.sampling_weight is not None:
+        return _weighted_shared_bootstrap(run, resolved, settings)
     weighting = [(k, e) for k, e in resolved if k in STREAMING_ESTIMATORS]
     sources = {
         (p, k): run.estimates[(p, k)].source
@@ -1355,6 +1421,35 @@ def _shared_bootstrap_intervals(
     }
     out["logging"] = (float(shared.logging.low), float(shared.logging.high))
     return out
+
+
+def _weighted_shared_bootstrap(
+    run: _EagerRun, resolved: Sequence[tuple[str, Any]], settings: EvaluationSettings
+) -> dict[Any, tuple[float, float]]:
+    """:func:`_shared_bootstrap_intervals` of sampling-weighted rows: every estimate (and the
+    logging value) is resampled through its row source, whose components carry the sampling
+    weights, so each resample's weights are its Poisson counts times ``s_i``."""
+    from ope.intervals.bootstrap import shared_bootstrap
+
+    sources: dict[Any, Any] = {
+        (p, k): run.estimates[(p, k)].source
+        for p in [*run.names, *run.factored]
+        for k, _ in resolved
+        if k != "dm"
+    }
+    sources["logging"] = run.logging.source
+    shared = shared_bootstrap(
+        run.reward,
+        sources=sources,
+        logging=False,
+        estimators=(),
+        reward_range=settings.reward_range,
+        confidence_level=settings.confidence_level,
+        n_resamples=settings.ci_options.get("n_resamples"),
+        bootstrap_method="percentile",
+        rng=settings.ci_options.get("rng"),
+    )
+    return {key: (float(iv.low), float(iv.high)) for key, iv in shared.intervals.items()}
 
 
 def _segment_estimates(
@@ -1390,7 +1485,7 @@ def _segment_estimates(
         order = np.argsort(seg.codes, kind="stable")  # rows of each segment, in log order
         bounds = np.concatenate(([0], np.cumsum(counts)))
         groups = None
-        if weighting and run.names:
+        if weighting and run.names and run.sampling_weight is None:
             groups, _ = grouped_moments(
                 run.reward, run.propensity, run.target, seg.codes, seg.size, max_weight=mw
             )
@@ -1401,6 +1496,12 @@ def _segment_estimates(
             idx = order[bounds[g]:bounds[g + 1]]
             r_g, p_g = run.reward[idx], run.propensity[idx]
             found: dict[tuple[str, str], Estimate] = {}
+            s_g = None if run.sampling_weight is None else run.sampling_weight[idx]
+            if s_g is not None and weighting and run.names:
+                t_g = ([c[idx] for c in run.target] if isinstance(run.target, (list, tuple))
+                       else run.target[idx])
+                found.update(_row_estimates(weighting, settings, r_g, p_g, t_g, run.names,
+                                            sampling_weight=s_g)[0])
             if groups is not None:
                 t_g = ([c[idx] for c in run.target] if isinstance(run.target, (list, tuple))
                        else run.target[idx])
@@ -1417,9 +1518,10 @@ def _segment_estimates(
                     found.update({(p, key): res for p, res in zip(run.names, results)})
             for name, changed in run.factored.items():  # loop over factored candidates
                 p_c, t_c = _factored_arrays(logs, changed)
-                found.update(
-                    _row_estimates(weighting, settings, r_g, p_c[idx], t_c[idx, None], [name])[0]
-                )
+                found.update(_row_estimates(
+                    weighting, settings, r_g, p_c[idx], t_c[idx, None], [name],
+                    sampling_weight=s_g,
+                )[0])
             if modelled:
                 sub = logs.table.take(_row_positions(idx))
                 part = (BanditLogs.from_validated if logs.targets_validated() else BanditLogs)(
@@ -1469,11 +1571,13 @@ def _row_positions(idx: np.ndarray) -> Any:
     return pa.array(idx, type=pa.int64())
 
 
-def batch_statistics(logs: BanditLogs, policies: Any, max_weight: float | None) -> Any:
+def batch_statistics(
+    logs: BanditLogs, policies: Any, max_weight: float | None, weight_column: str | None = None
+) -> Any:
     """The moment statistics (:class:`ope.streaming.MomentStats`) of one validated batch: the
     per-batch step shared by the scan and the Dask partitions, merged by the same kernel. The
     batch's ``target__`` columns are read as they are (no (n, P) copy) when the reader
-    validated them."""
+    validated them. With ``weight_column`` the statistics are of the sampling-weighted rows."""
     from ope.policies import target_propensities
     from ope.streaming import MomentStats
 
@@ -1489,6 +1593,8 @@ def batch_statistics(logs: BanditLogs, policies: Any, max_weight: float | None) 
         target,
         max_weight=max_weight,
         names=names,
+        sampling_weight=None if weight_column is None else logs.column(weight_column),
+        weight_name=weight_column or "sampling_weight",
     )
 
 
@@ -1502,7 +1608,7 @@ def _evaluate_streaming(
     check_streamable(resolved, policies, "over a lazy scan")
     stats = None
     for batch in scan.to_batches():  # loop over batches
-        part = batch_statistics(batch, policies, clip_level(resolved))
+        part = batch_statistics(batch, policies, clip_level(resolved), settings.weight_column)
         stats = part if stats is None else stats.merge(part)
     if stats is None:
         raise EstimationError(f"the scan of {scan.source} yielded no rows.")

@@ -35,6 +35,7 @@ __all__ = [
     "CenteredMoments",
     "Checks",
     "ComponentMoments",
+    "WeightedMoments",
     "grouped_moments",
     "WeightSummary",
     "centered_moments",
@@ -85,6 +86,11 @@ class WeightSummary:
         Every raw weight, or every weight used, is zero.
     changed : bool
         The weights used differ from the raw ones (some were clipped, switched or shrunk).
+    reference : float or None
+        What ``ess`` is compared with: None for ``n``; for rows with sampling weights ``s``, the
+        Kish ESS of ``s`` alone, ``(sum s)^2 / sum s^2`` (``ess`` is then the Kish ESS of the
+        products ``s w``, ``mean`` the weighted mean ``sum s w / sum s`` and ``variance`` ``n``
+        times the linearized variance of that ratio).
     """
 
     n: int
@@ -94,6 +100,7 @@ class WeightSummary:
     raw_zero: bool
     used_zero: bool
     changed: bool
+    reference: float | None = None
 
 
 def _units(exponent: Any) -> Any:
@@ -549,3 +556,208 @@ def component_moments(
             psi = np.einsum("ckp,kp->cp", blocks(sl)[0] - means[None], grad)
             ss += np.einsum("cp,cp->p", psi, psi)
     return ComponentMoments(n, means, ss / (n - 1), wsum)
+
+
+# --------------------------------------------------------------------------------------------
+# mergeable statistics of rows with sampling weights (streamed and distributed paths)
+# --------------------------------------------------------------------------------------------
+#: Components per policy of :class:`WeightedMoments`: ``s, s (r - c), s w (r - c), s w,
+#: s wc (r - c), s wc`` (``w`` the raw, ``wc`` the clipped weight, ``c`` the reward shift).
+N_WEIGHTED: Final = 6
+
+
+@dataclass(frozen=True, eq=False)
+class WeightedMoments:
+    """Means and centred co-moments of the sampling-weighted components of every policy.
+
+    For rows with sampling weights ``s`` the weighting estimates are ratios of means of the
+    components ``u = (s, s (r - c), s w (r - c), s w, s wc (r - c), s wc)`` of each policy
+    (``wc = min(w, max_weight)``; ``c`` a reward shift that keeps the components of the order of
+    the rewards' spread): IPS is ``(u2 + c u3) / u0``, SNIPS ``c + u2 / u3``, the logging value
+    ``c + u1 / u0`` (:meth:`estimate`). ``mean`` (6, P) and ``com`` (6, 6, P), the centred sums of products,
+    merge exactly by Chan, Golub & LeVeque's update after re-expressing both sides about one
+    shift (a linear map of the components), so batches, record batches and Dask partitions give
+    the eager numbers to rounding.
+
+    Attributes
+    ----------
+    n : int
+        Rows.
+    shift : float
+        The reward shift ``c``.
+    mean, com : numpy.ndarray
+        (6, P) means and (6, 6, P) centred sums of products of the components.
+    max_w, n_clipped : numpy.ndarray
+        (P,) largest raw weight and rows whose weight exceeds ``max_weight``.
+    s_min, s_max : float
+        Smallest and largest sampling weight (both 1: every row was kept for sure, and the
+        estimates are the unweighted ones).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.moments import WeightedMoments
+    >>> r, s = np.array([1.0, 0.0, 1.0, 1.0]), np.array([1.0, 2.0, 1.0, 4.0])
+    >>> w = np.array([[2.0], [2.0], [1.0], [0.0]])   # importance weights of one policy
+    >>> whole = WeightedMoments.from_arrays(r, w, s, max_weight=None)
+    >>> parts = WeightedMoments.from_arrays(r[:2], w[:2], s[:2], max_weight=None).merge(
+    ...     WeightedMoments.from_arrays(r[2:], w[2:], s[2:], max_weight=None))
+    >>> round(whole.estimate("ips", 0)[0], 12), round(parts.estimate("ips", 0)[0], 12)  # 3 / 8
+    (0.375, 0.375)
+    >>> whole.sum_weights()
+    8.0
+    """
+
+    n: int
+    shift: float
+    mean: np.ndarray
+    com: np.ndarray
+    max_w: np.ndarray
+    n_clipped: np.ndarray
+    s_min: float = math.inf
+    s_max: float = -math.inf
+
+    @property
+    def unit(self) -> bool:
+        """Every sampling weight is 1."""
+        return self.s_min == 1.0 and self.s_max == 1.0
+
+    @classmethod
+    def from_arrays(
+        cls,
+        reward: np.ndarray,
+        weight: np.ndarray,
+        sampling_weight: np.ndarray,
+        *,
+        max_weight: float | None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> WeightedMoments:
+        """Statistics of validated float64 rows: rewards (n,), importance weights (n, P)
+        and sampling weights (n,); one pass over blocks, merged pairwise."""
+        n = int(reward.shape[0])
+        n_pol = int(weight.shape[1])
+        shift = float(np.mean(reward[: min(n, chunk_size)])) if n else 0.0
+        total: WeightedMoments | None = None
+        for sl in chunks(max(n, 1), chunk_size):  # loop over blocks, not rows
+            if n == 0:
+                break
+            r = reward[sl] - shift
+            s = sampling_weight[sl]
+            w = weight[sl]
+            wc = w if max_weight is None else np.minimum(w, max_weight)
+            sw, swc = s[:, None] * w, s[:, None] * wc
+            c = r.shape[0]
+            u = np.empty((c, N_WEIGHTED, n_pol))
+            u[:, 0] = s[:, None]
+            u[:, 1] = (s * r)[:, None]
+            u[:, 2] = sw * r[:, None]
+            u[:, 3] = sw
+            u[:, 4] = swc * r[:, None]
+            u[:, 5] = swc
+            m = u.mean(axis=0)
+            d = np.ascontiguousarray((u - m).transpose(2, 1, 0))  # (P, 6, c)
+            com = np.matmul(d, d.transpose(0, 2, 1)).transpose(1, 2, 0)  # BLAS, (6, 6, P)
+            part = cls(
+                c, shift, m, com, w.max(axis=0),
+                (np.count_nonzero(w > max_weight, axis=0) if max_weight is not None
+                 else np.zeros(n_pol, dtype=np.int64)).astype(np.float64),
+                float(s.min()), float(s.max()),
+            )
+            total = part if total is None else total.merge(part)
+        if total is None:
+            return cls(0, shift, np.zeros((N_WEIGHTED, n_pol)),
+                       np.zeros((N_WEIGHTED, N_WEIGHTED, n_pol)), np.full(n_pol, -np.inf),
+                       np.zeros(n_pol))
+        return total
+
+    def shifted(self, shift: float) -> WeightedMoments:
+        """The same statistics about another reward shift (``u -> T u``, exact algebra)."""
+        d = self.shift - float(shift)  # r - shift' = (r - shift) + d
+        if d == 0.0:
+            return self
+        t = np.eye(N_WEIGHTED)
+        t[1, 0] = t[2, 3] = t[4, 5] = d
+        mean = np.einsum("kl,lp->kp", t, self.mean)
+        com = np.einsum("ka,abp,lb->klp", t, self.com, t)
+        return WeightedMoments(self.n, float(shift), mean, com, self.max_w, self.n_clipped,
+                               self.s_min, self.s_max)
+
+    def merge(self, other: WeightedMoments) -> WeightedMoments:
+        """Statistics of the union of two disjoint sets of rows."""
+        if other.n == 0:
+            return self
+        if self.n == 0:
+            return other
+        b = other.shifted(self.shift)
+        n = self.n + b.n
+        delta = b.mean - self.mean
+        mean = self.mean + delta * (b.n / n)
+        com = self.com + b.com + np.einsum("kp,lp->klp", delta, delta) * (self.n * b.n / n)
+        return WeightedMoments(n, self.shift, mean, com, np.maximum(self.max_w, b.max_w),
+                               self.n_clipped + b.n_clipped, min(self.s_min, b.s_min),
+                               max(self.s_max, b.s_max))
+
+    @property
+    def n_policies(self) -> int:
+        return int(self.mean.shape[1])
+
+    def sum_weights(self) -> float:
+        """``sum s``: the estimated size of the logged population."""
+        return float(self.n * self.mean[0, 0])
+
+    def estimate(self, kind: str, j: int, *, origin: float = 0.0) -> tuple[float, float]:
+        """Value and standard deviation of the influence terms of policy ``j``.
+
+        ``kind``: ``"ips"`` (``sum s w r / sum s``), ``"snips"`` (``sum s w r / sum s w``),
+        ``"clipped_ips"`` (``origin + sum s wc (r - origin) / sum s``) or ``"logging"``
+        (``sum s r / sum s``). The deviation is ``sqrt(grad' C grad / (n - 1))`` for the
+        gradient of the ratio at the means: the delta method, as for the eager rows.
+        """
+        m, c = self.mean[:, j], self.com[:, :, j]
+        k = self.shift - origin  # r - origin = (r - shift) + k
+        g = np.zeros(N_WEIGHTED)
+        if kind == "ips":  # origin 0: sum s w r / sum s = (u2 + shift u3) / u0
+            num, den = m[2] + k * m[3], m[0]
+            g[2], g[3] = 1.0 / den, k / den
+            value = origin + num / den
+            g[0] = -num / den**2
+        elif kind == "clipped_ips":
+            num, den = m[4] + k * m[5], m[0]
+            g[4], g[5] = 1.0 / den, k / den
+            value = origin + num / den
+            g[0] = -num / den**2
+        elif kind == "snips":
+            num, den = m[2], m[3]
+            value = self.shift + num / den if den != 0 else math.nan
+            g[2], g[3] = 1.0 / den, -num / den**2
+        else:  # logging
+            num, den = m[1], m[0]
+            value = self.shift + num / den
+            g[1], g[0] = 1.0 / den, -num / den**2
+        q = float(g @ c @ g)
+        sd = math.sqrt(max(q, 0.0) / (self.n - 1.0)) if self.n > 1 else math.nan
+        return float(value), sd
+
+    def weight_summary(self, j: int, *, clipped: bool) -> WeightSummary:
+        """The warning rules' view of policy ``j``: the Hajek mean of the raw weights and its
+        linearized variance (times n), the Kish ESS of ``s w`` (or ``s wc``) and, as the
+        reference, the Kish ESS of ``s``."""
+        n = float(self.n)
+        m, c = self.mean[:, j], self.com[:, :, j]
+        s1, s2 = n * m[0], c[0, 0] + n * m[0] * m[0]
+        raw1, raw2 = n * m[3], c[3, 3] + n * m[3] * m[3]
+        u = 5 if clipped else 3
+        used1, used2 = n * m[u], c[u, u] + n * m[u] * m[u]
+        mean_w = m[3] / m[0]
+        q = c[3, 3] - 2.0 * mean_w * c[0, 3] + mean_w * mean_w * c[0, 0]
+        lin_var = max(q, 0.0) / (n * m[0]) ** 2 * (n / (n - 1.0))
+        return WeightSummary(
+            n=self.n,
+            mean=float(mean_w),
+            variance=float(n * lin_var),
+            ess=kish_ess(float(used1), float(used2)),
+            raw_zero=raw2 == 0.0,
+            used_zero=used2 == 0.0,
+            changed=clipped and bool(self.n_clipped[j] > 0),
+            reference=kish_ess(float(s1), float(s2)),
+        )

@@ -274,6 +274,8 @@ BANDIT: Final[LogSchema] = LogSchema(
         ColumnSpec("event_id", _ID, False, "unique per row; joins policy tables"),
         ColumnSpec("candidates", _LIST_ACTION, False, "the candidate set the logger chose from"),
         ColumnSpec("logging_distribution", _LIST_FLOAT, False, "logging policy over candidates"),
+        ColumnSpec("weight", _FLOAT, False, "sampling weight 1 / P(row kept), e.g. "
+                   "1 / (1 - pdrop): estimates are Horvitz-Thompson weighted by it"),
     ),
     prefixed=((TARGET_PREFIX, _FLOAT), (TARGET_DIST_PREFIX, _LIST_FLOAT)),
     reasons=tuple(list(REJECTION_REASONS)[:17]),

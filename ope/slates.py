@@ -61,6 +61,7 @@ from ope._validation import (
     user_stacklevel,
 )
 from ope.exceptions import (
+    EstimationError,
     OverlapWarning,
     ParameterError,
     PolicyError,
@@ -293,6 +294,15 @@ def slate_logs(
         raise SchemaError(
             f"slate logs are missing columns: {', '.join(map(repr, missing)) or 'none'}{need}. "
             f"Present: {', '.join(sorted(cols))}. Name them with the keyword arguments."
+        )
+    weight = np.asarray(cols.get("weight", np.ones(1)), dtype=np.float64)
+    if not bool(np.all(weight == 1.0)):  # the sampling weights, e.g. from pdrop
+        raise EstimationError(
+            "the slates carry sampling weights (column `weight`, not all 1, e.g. from DSJSON "
+            "pdrop), and the slate estimators are for unweighted slates: they would estimate "
+            "the value of the kept slates, not of the logged population. Evaluate one row per "
+            "slot with ope.evaluate (weighted), or drop the `weight` column to use the kept "
+            "slates as they are."
         )
     if long:
         return _long_logs(cols, slate_id, position, item, reward, propensity, slate_propensity,

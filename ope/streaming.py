@@ -48,6 +48,7 @@ from ope._validation import (
     check_reward_range,
 )
 from ope.estimators import (
+    WEIGHTED_CI_METHODS,
     ClippedIPS,
     Estimator,
     EstimatorRows,
@@ -60,12 +61,15 @@ from ope.estimators import (
     get_estimator,
     moment_interval,
     policy_labels,
+    weight_notes,
+    weighted_refusal,
+    weighted_target_note,
 )
 from ope.exceptions import EstimationError, ParameterError, ValidationError
 from ope.intervals._types import BottouInterval, ConfidenceInterval
-from ope.moments import DEFAULT_CHUNK_SIZE, CenteredMoments, centered_moments
-from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, IntervalRequest, Source
-from ope.weights import moment_sums
+from ope.moments import DEFAULT_CHUNK_SIZE, CenteredMoments, WeightedMoments, centered_moments
+from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, IntervalRequest, Source, make_estimate
+from ope.weights import check_sampling_weight, moment_sums, sampling_weight_note
 
 __all__ = ["MomentStats"]
 
@@ -113,6 +117,29 @@ class _MomentSource(Source):
             outer=outer,
             confidence_level=confidence_level,
         )
+
+
+class _WeightedMomentSource(Source):
+    """What an estimate of merged sampling-weighted statistics can give: normal and t
+    intervals; the bounded methods refuse weighted rows (naming the weight column)."""
+
+    has_rows = False
+    rows_hint = _ROWS_HINT
+
+    def __init__(self, estimator: WeightingEstimator, weight_name: str, clipped: bool,
+                 reward_range: tuple[float, float] | None) -> None:
+        self.weight_name = weight_name
+        self.clipped = clipped
+        self.methods = tuple(
+            m for m in estimator.interval_methods if m not in WEIGHTED_CI_METHODS
+        )
+        self.value_range = reward_range
+
+    def target_of(self, method: str) -> str:
+        return "clipped value" if self.clipped else "policy value"
+
+    def special_interval(self, request: IntervalRequest) -> ConfidenceInterval | BottouInterval:
+        raise EstimationError(weighted_refusal(request.method, self.weight_name))
 
 
 @dataclass(frozen=True, eq=False)
@@ -165,6 +192,11 @@ class MomentStats:
     centered: CenteredMoments
     max_weight: float | None = None
     names: tuple[str, ...] | None = None
+    #: the statistics of the sampling-weighted rows (None for unweighted rows), and what the
+    #: notes call the sampling weights; the estimates then come from them, while ``centered``
+    #: (and ``moments``, ``sum_r``) stay those of the rows as logged
+    weighted: WeightedMoments | None = None
+    weight_name: str = "sampling_weight"
 
     @classmethod
     def from_arrays(
@@ -176,6 +208,8 @@ class MomentStats:
         max_weight: float | None = None,
         names: Sequence[str] | None = None,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
+        sampling_weight: npt.ArrayLike | None = None,
+        weight_name: str = "sampling_weight",
     ) -> MomentStats:
         """Statistics of one batch of rows.
 
@@ -196,6 +230,12 @@ class MomentStats:
             Largest number of rows per block of the kernel, which also keeps a block within
             2**18 entries (rows x P) so that it stays in cache; the results do not depend on it
             beyond rounding.
+        sampling_weight : array_like, shape (n,), optional
+            Sampling (Horvitz-Thompson) weights of the rows: the estimates are then the
+            weighted ones of :mod:`ope.estimators` (from :class:`ope.moments.WeightedMoments`),
+            and only statistics of weighted rows merge with these.
+        weight_name : str, default "sampling_weight"
+            What notes and messages call the sampling weights (e.g. the log's column).
 
         Returns
         -------
@@ -241,7 +281,16 @@ class MomentStats:
         # when something is out of range (and then report the column and row)
         check_after_pass(checks, r, p, t_arg, None)
         low, high = (checks.r_min, checks.r_max) if n else (math.inf, -math.inf)
-        return cls(n=n, min_r=low, max_r=high, centered=centered, max_weight=mw, names=labels)
+        weighted = None
+        if sampling_weight is not None:
+            sw = check_sampling_weight(sampling_weight, n, name=weight_name)
+            t2 = np.column_stack(t_arg) if isinstance(t_arg, list) else t_arg
+            w = t2.astype(np.float64, copy=False) / p.astype(np.float64, copy=False)[:, None]
+            weighted = WeightedMoments.from_arrays(
+                r.astype(np.float64, copy=False), w, sw, max_weight=mw, chunk_size=chunk_size
+            )
+        return cls(n=n, min_r=low, max_r=high, centered=centered, max_weight=mw, names=labels,
+                   weighted=weighted, weight_name=weight_name)
 
     def paired_with_logging(
         self, estimator: Estimator | str, *, reward_range: Sequence[float] | None = None
@@ -256,6 +305,12 @@ class MomentStats:
         ests = self.estimates(estimator, reward_range=reward_range)
         base = self.logging_estimate(reward_range=reward_range)
         est = ests[0].source.estimator if ests else None  # type: ignore[union-attr]
+        if self.weighted is not None and not self.weighted.unit:
+            raise EstimationError(
+                "paired comparisons of sampling-weighted statistics need the rows; use "
+                "ope.results.compare on estimates from ope.estimators.estimate_many(..., "
+                "sampling_weight=...)."
+            )
         rr = check_reward_range(reward_range)
         out = []
         mom = self.centered
@@ -322,6 +377,14 @@ class MomentStats:
                 f"cannot merge statistics clipped at different levels: max_weight="
                 f"{self.max_weight} vs {other.max_weight}."
             )
+        if (self.weighted is None) != (other.weighted is None):
+            raise ValidationError(
+                "cannot merge statistics of rows with sampling weights and of rows without; "
+                "give every batch its sampling weights (1 for rows kept for sure)."
+            )
+        weighted = None
+        if self.weighted is not None and other.weighted is not None:
+            weighted = self.weighted.merge(other.weighted)
         return MomentStats(
             n=self.n + other.n,
             min_r=min(self.min_r, other.min_r),
@@ -329,6 +392,8 @@ class MomentStats:
             centered=self.centered.merge(other.centered),
             max_weight=self.max_weight,
             names=self.names if self.names is not None else other.names,
+            weighted=weighted,
+            weight_name=self.weight_name,
         )
 
     def __add__(self, other: MomentStats) -> MomentStats:
@@ -388,6 +453,11 @@ class MomentStats:
         -------
         list of Estimate
         """
+        if self.weighted is not None and not self.weighted.unit:
+            raise EstimationError(
+                "with_rows does not take sampling-weighted statistics; for row-backed weighted "
+                "estimates use ope.estimators.estimate_many(..., sampling_weight=...)."
+            )
         rr = check_reward_range(reward_range)
         cols = (target_propensity if isinstance(target_propensity, (list, tuple))
                 and all(isinstance(c, np.ndarray) for c in target_propensity) else None)
@@ -526,6 +596,11 @@ class MomentStats:
         """The estimates of ``est`` from the moments (the kernel the eager estimators use)."""
         level = check_confidence_level(confidence_level)
         rr = self._checked(reward_range)
+        if self.weighted is not None and not self.weighted.unit:
+            out = self._weighted_estimates(est, rr)
+            if level != DEFAULT_CONFIDENCE_LEVEL:
+                out = [res.with_ci(level, "normal") for res in out]
+            return out
         mom = self.centered
         labels = self.names if self.names is not None else (None,) * self.n_policies
         if not est.uses_weights:  # the logging value: one "policy", the rewards
@@ -536,6 +611,40 @@ class MomentStats:
         )
         if level != DEFAULT_CONFIDENCE_LEVEL:
             out = [res.with_ci(level, "normal") for res in out]
+        return out
+
+    def _weighted_estimates(
+        self, est: WeightingEstimator, rr: tuple[float, float] | None
+    ) -> list[Estimate]:
+        """The Horvitz-Thompson weighted estimates (see :mod:`ope.estimators`) from
+        :class:`ope.moments.WeightedMoments`: the eager weighted numbers to rounding."""
+        wm = self.weighted
+        assert wm is not None
+        n = self.n
+        kind = est.name if est.uses_weights else "logging"
+        clipped = est.clip_level is not None
+        origin = est.reward_origin(rr)
+        labels = self.names if self.names is not None else (None,) * self.n_policies
+        if not est.uses_weights:
+            labels = (None,)
+        note = sampling_weight_note(self.weight_name, wm.sum_weights(), n)
+        ess_s = wm.weight_summary(0, clipped=False).reference
+        out = []
+        for j, label in enumerate(labels):  # loop over policies, not rows
+            value, sd = wm.estimate(kind, j, origin=origin)
+            se = sd / math.sqrt(n)
+            summary = wm.weight_summary(j, clipped=clipped) if est.uses_weights else None
+            notes = weight_notes(est, n, summary, label, std_error=se)
+            binds = clipped and bool(wm.n_clipped[j] > 0)
+            if binds:
+                notes.append(weighted_target_note(est, int(wm.n_clipped[j]), n, rr))
+            notes.append(note)
+            out.append(make_estimate(
+                estimator=est.name, value=value, std_error=se, n=n,
+                ess=float(ess_s if summary is None else summary.ess),
+                notes=tuple(notes), policy=label,
+                source=_WeightedMomentSource(est, self.weight_name, binds, rr),
+            ))
         return out
 
     def _checked(self, reward_range: Sequence[float] | None) -> tuple[float, float] | None:

@@ -40,6 +40,12 @@ turns them into one pytest test per (estimator, check), over the whole registry
     reward model) and the streamed path, and by ``ope.diagnose_arrays`` (``propensity_check``
     not ``"ok"``); a deviation of 0.5 % (below
     :data:`ope._thresholds.MEAN_WEIGHT_TOLERANCE`, though ``z ~ 11``) is flagged by none.
+``sampling_weights``
+    ``estimate`` takes ``sampling_weight=`` (Horvitz-Thompson weights of rows kept with
+    probability ``1 / s``): integer weights give the value of the rows repeated that many
+    times, unit weights the unweighted value and standard error (to 1e-10 relative), and
+    ``ope.evaluate`` on a log with a ``weight`` column the ``.estimate`` numbers with those
+    weights (estimators without a reward model).
 
 What an estimator promises is read from the estimator object itself, never from a list of
 names: the arrays its ``estimate`` takes (``target_propensity``: it weights rows;
@@ -268,10 +274,11 @@ def _mean_weight_logs(rng: np.random.Generator, *, inflation: float, spread: flo
 # ============================================================================================
 # running an estimator
 # ============================================================================================
-def _estimate(estimator: Any, logs: _Logs) -> Any:
-    """``estimator.estimate`` with exactly the arrays it takes; warnings are recorded, not shown."""
+def _estimate(estimator: Any, logs: _Logs, **weights: np.ndarray) -> Any:
+    """``estimator.estimate`` with exactly the arrays it takes (and ``sampling_weight`` when
+    given); warnings are recorded, not shown."""
     prof = _profile(estimator)
-    kwargs: dict[str, np.ndarray] = {}
+    kwargs: dict[str, np.ndarray] = dict(weights)
     if prof.weights:
         kwargs["logging_propensity"] = logs.logging_propensity
         kwargs["target_propensity"] = logs.target_propensity
@@ -642,6 +649,37 @@ def _check_mean_weight_notes(estimator: Any, *, rng: Any = 0) -> None:
         _same_notes_everywhere(check, estimator, logs, eager)
 
 
+def _check_sampling_weights(estimator: Any, *, rng: Any = 0) -> None:
+    """Sampling weights: integer weights == repeated rows, unit weights == unweighted, and
+    ``ope.evaluate`` reads a ``weight`` column as ``.estimate(..., sampling_weight=...)``."""
+    check = "sampling_weights"
+    prof = _profile(estimator)
+    if "sampling_weight" not in inspect.signature(estimator.estimate).parameters:
+        raise _fail(check, estimator, "estimate takes no `sampling_weight`: rows kept with "
+                    "different probabilities would be averaged as if each stood for one row.")
+    gen = check_rng(rng)
+    logs = _random_logs(gen, 600)
+    s = gen.integers(1, 4, len(logs)).astype(np.float64)
+    weighted = _estimate(estimator, logs, sampling_weight=s)
+    repeated = _estimate(estimator, logs.rows(np.repeat(np.arange(len(logs)), s.astype(int))))
+    _assert_close(check, estimator, "value with integer sampling weights (rows repeated)",
+                  weighted.value, repeated.value)
+    ones = _estimate(estimator, logs, sampling_weight=np.ones(len(logs)))
+    plain = _estimate(estimator, logs)
+    _assert_close(check, estimator, "value with unit sampling weights", ones.value, plain.value)
+    if not math.isclose(ones.std_error, plain.std_error, rel_tol=1e-10):
+        raise _fail(check, estimator, f"std_error with unit sampling weights is "
+                    f"{ones.std_error!r}, expected {plain.std_error!r}.")
+    if prof.model:
+        return
+    frame = logs.frame().assign(weight=s)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = evaluate(frame, policies=[_POLICY], estimators=[estimator])
+    _assert_same_estimate(check, estimator, "ope.evaluate with a weight column",
+                          ev[(_POLICY, prof.name)], weighted)
+
+
 _CHECKS: Final[tuple[tuple[str, _Check], ...]] = (
     ("on_policy_value", _check_on_policy_value),
     ("row_permutation", _check_row_permutation),
@@ -653,6 +691,7 @@ _CHECKS: Final[tuple[tuple[str, _Check], ...]] = (
     ("distributed_equals_eager", _check_distributed_equals_eager),
     ("low_ess_notes", _check_low_ess_notes),
     ("mean_weight_notes", _check_mean_weight_notes),
+    ("sampling_weights", _check_sampling_weights),
 )
 
 #: Checks that need an optional extra, by the module they import.
@@ -677,7 +716,7 @@ def estimator_checks(estimator: Any) -> Iterator[tuple[str, Callable[..., None]]
         ``(check_name, check)`` in this order: ``on_policy_value``, ``row_permutation``,
         ``reward_scaling``, ``reward_shift``, ``evaluate_equals_eager``,
         ``streamed_equals_eager``, ``scan_equals_eager``, ``distributed_equals_eager``,
-        ``low_ess_notes``, ``mean_weight_notes``; ``check(rng=0)`` returns None or raises
+        ``low_ess_notes``, ``mean_weight_notes``, ``sampling_weights``; ``check(rng=0)`` returns None or raises
         ``AssertionError`` naming the check.
 
     Raises

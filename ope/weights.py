@@ -20,7 +20,7 @@ many rows, the first row, and how to fix it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import numpy as np
@@ -35,7 +35,7 @@ from ope._validation import (
     check_target_propensity,
     validated_pair,
 )
-from ope.exceptions import ValidationError
+from ope.exceptions import ParameterError, SchemaError, ValidationError
 from ope.moments import DEFAULT_CHUNK_SIZE, CenteredMoments, centered_moments, ratio
 
 __all__ = [
@@ -45,7 +45,16 @@ __all__ = [
     "weight_moments",
     "MOMENT_KEYS",
     "MAX_FINITE_WEIGHT",
+    "SAMPLING_WEIGHT_COLUMN",
+    "check_sampling_weight",
+    "sampling_weight_note",
+    "sampling_weight_column",
 ]
+
+#: The column that carries each row's sampling (Horvitz-Thompson) weight: the DSJSON importer
+#: writes ``1 / (1 - pdrop)`` there, and ``ope.evaluate`` uses it whenever it is present (another
+#: column can be named with ``weight_column=``).
+SAMPLING_WEIGHT_COLUMN: Final = "weight"
 
 #: Names of the per-policy sums returned by :func:`weight_moments` (each a float64 array (P,)).
 MOMENT_KEYS: Final = (
@@ -67,6 +76,81 @@ MOMENT_KEYS: Final = (
 # --------------------------------------------------------------------------------------------
 # public functions
 # --------------------------------------------------------------------------------------------
+def check_sampling_weight(
+    weight: npt.ArrayLike, n: int, *, name: str = "sampling_weight"
+) -> np.ndarray:
+    """Sampling (survey) weights of ``n`` rows as float64: finite and positive.
+
+    ``name`` is what the messages call them (the argument, or the log's column). A weight of 0
+    would drop a row that was kept; drop such rows instead.
+
+    Examples
+    --------
+    >>> from ope.weights import check_sampling_weight
+    >>> check_sampling_weight([1, 4.0], 2)
+    array([1., 4.])
+    """
+    s = as_float_array(weight, name, ndim=(1,)).astype(np.float64, copy=False)
+    if s.shape[0] != n:
+        raise ValidationError(
+            f"`{name}` has {s.shape[0]} rows but the logs have {n}; give one sampling weight "
+            "per logged row."
+        )
+    check_finite(s, name)
+    bad = ~(s > 0)
+    if bad.any():
+        idx = np.flatnonzero(bad)
+        raise ValidationError(
+            f"`{name}` (the rows' sampling weights) must be > 0; {idx.size} rows are not (first "
+            f"at row {int(idx[0])}: {float(s[idx[0]])!r}). A sampling weight is 1 / the "
+            "probability that the row was kept (DSJSON: 1 / (1 - pdrop)); drop rows that carry "
+            "no weight."
+        )
+    return s
+
+
+def sampling_weight_column(columns: Sequence[str], weight_column: str | None) -> str | None:
+    """The column of the rows' sampling weights: ``weight_column`` when given (it must be one
+    of ``columns``), else :data:`SAMPLING_WEIGHT_COLUMN` when present, else None.
+
+    Examples
+    --------
+    >>> from ope.weights import sampling_weight_column
+    >>> sampling_weight_column(["reward", "weight"], None), sampling_weight_column(["w"], "w")
+    ('weight', 'w')
+    """
+    if weight_column is None:
+        return SAMPLING_WEIGHT_COLUMN if SAMPLING_WEIGHT_COLUMN in columns else None
+    if not isinstance(weight_column, str) or not weight_column:
+        raise ParameterError(
+            f"`weight_column` must be a column name (str); got {weight_column!r}."
+        )
+    if weight_column not in columns:
+        raise SchemaError(
+            f"weight_column={weight_column!r} is not a column of the logs; they have: "
+            f"{', '.join(columns)}. Name the column that holds each row's sampling weight "
+            "(1 / the probability that the row was kept)."
+        )
+    return weight_column
+
+
+def sampling_weight_note(name: str, total: float, n: int) -> str:
+    """The note of every estimate computed from rows with sampling weights.
+
+    Examples
+    --------
+    >>> from ope.weights import sampling_weight_note
+    >>> sampling_weight_note("weight", 8.0, 2)[:44]
+    'rows carry sampling weights (column `weight`'
+    """
+    origin = ", from pdrop" if name == SAMPLING_WEIGHT_COLUMN else ""
+    return (
+        f"rows carry sampling weights (column `{name}`{origin}): estimates are "
+        "Horvitz-Thompson weighted; the population size is estimated as the sum of weights = "
+        f"{total:,.6g} (from {n:,} logged rows)."
+    )
+
+
 def importance_weights(
     logging_propensity: npt.ArrayLike,
     target_propensity: npt.ArrayLike,

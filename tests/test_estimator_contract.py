@@ -47,6 +47,7 @@ def test_estimator_checks_names_and_binds_each_check() -> None:
         "distributed_equals_eager",
         "low_ess_notes",
         "mean_weight_notes",
+        "sampling_weights",
     ]
     assert all(callable(check) for _, check in checks)
 

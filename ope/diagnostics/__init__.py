@@ -47,6 +47,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import numpy.typing as npt
 
 from ope._thresholds import (
@@ -98,8 +99,15 @@ from ope.diagnostics.segments import (
     segment_rows,
     segment_sums,
 )
-from ope.exceptions import MissingBoundsError, OverlapWarning, ParameterError, SchemaError
+from ope.exceptions import (
+    EstimationError,
+    MissingBoundsError,
+    OverlapWarning,
+    ParameterError,
+    SchemaError,
+)
 from ope.propensity import estimated_propensity_note
+from ope.weights import check_sampling_weight, sampling_weight_column
 from ope.moments import CenteredMoments, centered_moments
 
 __all__ = [
@@ -410,6 +418,24 @@ def _diagnose(
 
 
 @_fill_doc
+def refuse_sampling_weights(logs: Any, weight_column: str | None) -> None:
+    """Refuse logs whose rows carry sampling weights other than 1 (see :func:`diagnose`)."""
+    name = sampling_weight_column(logs.columns, weight_column)
+    if name is None:
+        return
+    s = check_sampling_weight(logs.column(name), logs.n, name=name)
+    if bool(np.all(s == 1.0)):
+        return
+    raise EstimationError(
+        f"the rows carry sampling weights (column `{name}`, not all 1), and the overlap "
+        "diagnostics (weight histograms and quantiles, clip profiles, support gaps, "
+        "exploration plans) are of unweighted rows: they would describe the kept rows, not "
+        "the logged population. ope.evaluate weights every estimate and its ESS (the Kish ESS "
+        "of the sampling weights times the importance weights, in table()); to diagnose the "
+        f"kept rows as they are, drop the `{name}` column."
+    )
+
+
 def diagnose(
     logs: Any,
     policies: Any = None,
@@ -421,6 +447,7 @@ def diagnose(
     target_width: float | None = None,
     new_rows: int | None = None,
     statistics: Any = None,
+    weight_column: str | None = None,
 ) -> Diagnostics:
     """Overlap diagnostics of candidate policies on validated logs.
 
@@ -441,6 +468,10 @@ def diagnose(
         mean weight, clipped sums, interval inputs) is read from them instead of another pass
         over the rows (without ``by``; segments need their own). Only the diagnostics' own
         pass (weight histogram and KL sums) reads the rows.
+    weight_column : str, optional
+        The column of the rows' sampling weights (default: ``weight`` when present). The
+        diagnostics do not take sampling weights: rows whose weights are not all 1 are refused
+        (see Raises).
 
     Returns
     -------
@@ -455,6 +486,10 @@ def diagnose(
         A ``by`` column is not in the logs.
     ope.MissingBoundsError
         ``target_width``/``new_rows`` were given without ``reward_range``.
+    ope.EstimationError
+        The rows carry sampling weights other than 1 (e.g. DSJSON ``pdrop``): the weight
+        histograms, quantiles, clip profiles, support gaps and plans describe unweighted rows,
+        so they would describe the kept rows, not the logged population.
 
     Warns
     -----
@@ -492,6 +527,7 @@ def diagnose(
     """
     settings = _settings(max_weight, reward_range, confidence_level, target_width, new_rows)
     logs = logs_to_diagnose(logs)  # a DataFrame, Arrow table or path, as evaluate accepts
+    refuse_sampling_weights(logs, weight_column)
     cols = segment_columns(logs, by)  # SchemaError naming missing / list / struct columns
     extra_notes: list[str] = []
     estimated = estimated_propensity_note(logs)  # the same note as every other result's

@@ -14,7 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 from ope.context import context_matrix
-from ope.exceptions import ParameterError, SchemaError
+from ope.exceptions import EstimationError, ParameterError, SchemaError
+from ope.weights import check_sampling_weight, sampling_weight_column
 
 __all__ = ["log_columns", "fit_logs", "feature_arguments"]
 
@@ -29,8 +30,29 @@ def log_columns(
             f"learning needs the columns action, reward and propensity; missing: "
             f"{', '.join(missing)}."
         )
+    _refuse_sampling_weights(logs)
     cand = logs.table.column("candidates") if "candidates" in logs.table.column_names else None
     return logs.column("action"), logs.column("reward"), logs.column("propensity"), cand
+
+
+def _refuse_sampling_weights(logs: Any) -> None:
+    """The learners' objectives and the safety gate's bounds (betting, bernstein) are for
+    unweighted rows: logs whose sampling weights (the ``weight`` column) are not all 1 are
+    refused rather than fitted as if every row stood for one event."""
+    name = sampling_weight_column(logs.table.column_names, None)
+    if name is None:
+        return
+    s = check_sampling_weight(logs.column(name), logs.n, name=name)
+    if bool(np.all(s == 1.0)):
+        return
+    raise EstimationError(
+        f"the rows carry sampling weights (column `{name}`, not all 1, e.g. from DSJSON "
+        "pdrop), and the learners' lower-bound objectives and the safety gate's betting and "
+        "bernstein bounds are for unweighted rows: a policy learned or certified on them would "
+        "be for the kept rows, not the logged population. Evaluate candidates with "
+        "ope.evaluate (weighted estimates and normal or bootstrap intervals), or drop the "
+        f"`{name}` column to learn on the kept rows as they are."
+    )
 
 
 def feature_arguments(learner: Any, logs: Any, action_features: Any) -> dict[str, Any]:
