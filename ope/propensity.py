@@ -49,6 +49,7 @@ from ope.results import Result, ResultParts
 
 __all__ = [
     "PROPENSITY_SOURCE_KEY",
+    "propensity_metadata",
     "estimate_propensities",
     "estimated_action_probabilities",
     "propensity_source",
@@ -66,6 +67,9 @@ WORST_ROWS: Final = 10
 #: The schema-metadata key (and its companions) under which the propensity's origin is recorded.
 PROPENSITY_SOURCE_KEY: Final = "ope.propensity_source"
 _INFO_KEYS: Final = ("propensity_floor", "propensity_floored_rows", "propensity_model")
+#: Every provenance entry's key starts so (``ope.propensity`` alone, without the underscore, is
+#: an importer's description of what the logged propensity means, and is not provenance).
+_PROVENANCE_PREFIX: Final = b"ope.propensity_"
 CALIBRATIONS: Final = ("isotonic", "sigmoid", "none")
 _VERDICTS: Final = ("consistent", "disagree")
 
@@ -350,8 +354,8 @@ def estimate_propensities(
     table = table.append_column("propensity", pa.array(p, type=pa.float64()))
     if dist is not None:
         table = table.append_column("logging_distribution", dist)
-    validated = read_logs(table.replace_schema_metadata(None))
-    meta = dict(validated.table.schema.metadata or {})
+    meta = {k: v for k, v in (table.schema.metadata or {}).items()
+            if not k.startswith(_PROVENANCE_PREFIX)}
     meta.update(
         {
             PROPENSITY_SOURCE_KEY.encode(): b"estimated",
@@ -360,11 +364,63 @@ def estimate_propensities(
             b"ope.propensity_model": _model_name(classifier, cal).encode(),
         }
     )
-    return BanditLogs(validated.table.replace_schema_metadata(meta), validated.report)
+    return read_logs(table.replace_schema_metadata(meta))  # the reader keeps the record
+
+
+def propensity_metadata(schemas: pa.Schema | Sequence[pa.Schema]) -> dict[bytes, bytes]:
+    """The provenance entries (``ope.propensity_source`` and its companions) of schema metadata.
+
+    The readers (:func:`ope.read_logs`, :func:`ope.scan_logs`, hence the Dask and CLI paths)
+    copy these entries from the source onto the validated table, so that logs written by
+    :func:`estimate_propensities` stay estimated after a parquet round trip. Several schemas
+    (the files of a directory) that disagree give ``estimated`` when any file is, with the
+    model recorded as mixed: a result then says its propensities are (partly) estimated.
+
+    Parameters
+    ----------
+    schemas : pyarrow.Schema or sequence of pyarrow.Schema
+
+    Returns
+    -------
+    dict of bytes to bytes
+        Empty when no schema records a provenance (the propensities are logged).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> s = pa.schema([("action", pa.int64())],
+    ...               metadata={"ope.propensity_source": "estimated", "pandas": "{}"})
+    >>> propensity_metadata(s)
+    {b'ope.propensity_source': b'estimated'}
+    >>> propensity_metadata([s, pa.schema([("action", pa.int64())])])[b"ope.propensity_model"]
+    b'mixed: 1 of 2 files estimated'
+    """
+    many = [schemas] if isinstance(schemas, pa.Schema) else list(schemas)
+    entries = [
+        {k: v for k, v in (s.metadata or {}).items() if k.startswith(_PROVENANCE_PREFIX)}
+        for s in many
+    ]
+    if not entries:
+        return {}
+    if all(e == entries[0] for e in entries[1:]):
+        return entries[0]
+    key = PROPENSITY_SOURCE_KEY.encode()
+    estimated = sum(e.get(key) == b"estimated" for e in entries)
+    if not estimated:
+        return {}
+    return {
+        key: b"estimated",
+        b"ope.propensity_model": f"mixed: {estimated} of {len(entries)} files estimated".encode(),
+    }
 
 
 def propensity_info(logs: Any) -> dict[str, Any]:
     """Where ``logs``' propensities come from: ``{"propensity_source": "logged"}`` or the record.
+
+    Parameters
+    ----------
+    logs : BanditLogs, LogScan, pyarrow.Table or pandas.DataFrame
+        Validated logs, a lazy scan, or a table whose schema metadata holds the record.
 
     Examples
     --------
@@ -372,7 +428,10 @@ def propensity_info(logs: Any) -> dict[str, Any]:
     >>> propensity_info(pa.table({"action": [0]}))
     {'propensity_source': 'logged'}
     """
-    meta = as_log_table(logs).schema.metadata or {}
+    from ope.io import LogScan
+
+    meta = logs.metadata if isinstance(logs, LogScan) else as_log_table(logs).schema.metadata
+    meta = meta or {}
     source = meta.get(PROPENSITY_SOURCE_KEY.encode())
     if source is None:
         return {"propensity_source": "logged"}

@@ -171,3 +171,102 @@ def test_check_needs_logged_propensities():
     t = pa.table({"action": [0, 1] * 10, "reward": [1.0] * 20, "x0": np.arange(20.0)})
     with pytest.raises(SchemaError, match="estimate_propensities"):
         check_propensities(t, context_columns=["x0"])
+
+
+# --------------------------------------------------------------------------------------------
+# provenance: the record survives parquet, scans, Dask, the CLI, and reaches every output
+# --------------------------------------------------------------------------------------------
+ESTIMATED_NOTE = "propensities are estimated"
+
+
+@pytest.fixture(scope="module")
+def small_estimated():
+    env = ContextualBandit(n_actions=3, n_features=2, n_contexts=20, seed=0)
+    raw = env.sample(2000, rng=1).drop_columns(["propensity"])
+    return estimate_propensities(raw, context_columns=["x0", "x1"], rng=0)
+
+
+@pytest.fixture
+def estimated_files(tmp_path, small_estimated):
+    """One parquet file, and a directory of two, written from estimated logs."""
+    import pyarrow.parquet as pq
+
+    t = small_estimated.table
+    pq.write_table(t, tmp_path / "one.parquet")
+    (tmp_path / "dir").mkdir()
+    pq.write_table(t.slice(0, 1000), tmp_path / "dir" / "a.parquet")
+    pq.write_table(t.slice(1000), tmp_path / "dir" / "b.parquet")
+    return tmp_path
+
+
+def _quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["one.parquet", "dir"])
+def test_provenance_survives_a_parquet_round_trip(estimated_files, small_estimated, name):
+    import ope
+
+    want = propensity_info(small_estimated)
+    assert want["propensity_source"] == "estimated"
+    back = ope.read_logs(estimated_files / name)
+    assert propensity_info(back) == want
+    scan = ope.scan_logs(estimated_files / name, batch_size=700)
+    assert propensity_info(scan) == want
+    assert all(propensity_info(batch) == want for batch in scan)  # every batch carries it
+    for logs in (back, scan):
+        ev = _quiet(ope.evaluate, logs, ["uniform"], estimators=["ips", "snips"])
+        assert ev.propensity_source == "estimated"
+        assert ev.to_dict()["propensity_source"] == "estimated"
+        assert sum(ESTIMATED_NOTE in n for n in ev.notes) == 1
+    # the record never leaks onto logs whose propensities are logged
+    logged = ope.read_logs(ContextualBandit(n_actions=3, n_features=2, seed=0).sample(50, rng=0))
+    assert propensity_info(logged) == {"propensity_source": "logged"}
+
+
+def test_provenance_of_a_directory_whose_files_disagree(tmp_path, small_estimated):
+    import pyarrow.parquet as pq
+
+    import ope
+
+    t = small_estimated.table
+    pq.write_table(t.slice(0, 1000), tmp_path / "a.parquet")
+    pq.write_table(t.slice(1000).replace_schema_metadata(None), tmp_path / "b.parquet")
+    info = propensity_info(ope.read_logs(tmp_path))
+    assert info == {
+        "propensity_source": "estimated",
+        "propensity_model": "mixed: 1 of 2 files estimated",
+    }
+
+
+def test_provenance_reaches_the_distributed_evaluation(estimated_files):
+    dask = pytest.importorskip("dask")
+    from ope.distributed import evaluate_distributed
+
+    with dask.config.set(scheduler="threads"):
+        ev = _quiet(evaluate_distributed, estimated_files / "dir", policies=["uniform"],
+                    estimators=("ips",), batch_size=500)
+    assert ev.propensity_source == "estimated"
+    assert sum(ESTIMATED_NOTE in n for n in ev.notes) == 1
+
+
+@pytest.mark.parametrize("streaming", ["off", "on"])
+def test_provenance_in_the_cli_json_text_and_report(estimated_files, capsys, streaming):
+    from ope.cli import EXIT_OK, main
+
+    path = str(estimated_files / "one.parquet")
+    common = ["--policy", "uniform", "--estimator", "ips", "--streaming", streaming, "--quiet"]
+    assert _quiet(main, ["evaluate", path, "--json", *common]) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["propensity_source"] == "estimated"
+    assert sum(ESTIMATED_NOTE in n for n in doc["notes"]) == 1
+    assert _quiet(main, ["evaluate", path, *common]) == EXIT_OK
+    text = capsys.readouterr().out
+    assert "propensities:" in text and "estimated" in text and ESTIMATED_NOTE in text
+    if streaming == "off":
+        out = estimated_files / "r.html"
+        assert _quiet(main, ["report", path, "--policy", "uniform", "--quiet", "--out", str(out)]) == EXIT_OK
+        page = out.read_text()
+        assert ESTIMATED_NOTE in page and "LogisticRegression" in page
