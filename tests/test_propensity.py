@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import warnings
 
@@ -22,6 +23,9 @@ from ope.propensity import (
 from ope.simulate import ContextualBandit
 
 FEATURES = ["x0", "x1", "x2"]
+DEFAULT_MODEL = (
+    "multinomial LogisticRegression on standardized features (fitted on all rows, no calibration)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +63,68 @@ def test_estimated_propensities_are_flagged_in_the_logs(design, estimated):
     assert propensity_source(design[1]) == "logged"
     info = propensity_info(estimated)
     assert info["propensity_floor"] == 1e-3
-    assert info["propensity_model"] == "LogisticRegression (calibration=isotonic)"
+    assert info["propensity_model"] == DEFAULT_MODEL
     assert info["propensity_floored_rows"] == int((estimated.column("propensity") == 1e-3).sum())
+
+
+def _hand_fitted(x, a, folds, classifier):
+    """The propensity of each logged action by a fit outside its fold (in-sample for 1 fold)."""
+    from sklearn.base import clone
+
+    n = a.shape[0]
+    fold = np.random.default_rng(0).permutation(np.arange(n) % folds)
+    out = np.empty(n)
+    for k in range(folds):
+        test = fold == k
+        train = ~test if folds > 1 else test
+        m = clone(classifier).fit(x[train], a[train])
+        proba = m.predict_proba(x[test])
+        out[test] = proba[np.arange(proba.shape[0]), np.searchsorted(m.classes_, a[test])]
+    return out
+
+
+def test_the_defaults_an_in_sample_multinomial_logit_without_calibration():
+    # fixed data; the defaults recomputed by hand: a standardized multinomial logistic
+    # regression fitted on every row (no cross-fitting), no calibration, floor 1e-3; a given
+    # classifier is cross-fitted on 5 folds drawn from rng
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    env = ContextualBandit(n_actions=3, n_features=2, n_contexts=20, seed=0)
+    raw = env.sample(600, rng=1).drop_columns(["propensity"])
+    x = np.column_stack([raw.column("x0").to_numpy(), raw.column("x1").to_numpy()])
+    a = raw.column("action").to_numpy()
+    default = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
+
+    logs = estimate_propensities(raw, context_columns=["x0", "x1"], rng=0)
+    want = np.maximum(_hand_fitted(x, a, 1, default), 1e-3)
+    np.testing.assert_allclose(logs.column("propensity"), want, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(  # the same numbers, pinned (measured with scikit-learn 1.9)
+        logs.column("propensity")[:3], [0.6303724790697283, 0.1168759198096614, 0.5478963248093647],
+        rtol=1e-6,
+    )
+    assert propensity_info(logs) == {
+        "propensity_source": "estimated",
+        "propensity_floor": 1e-3,
+        "propensity_floored_rows": 0,
+        "propensity_model": DEFAULT_MODEL,
+        "propensity_context_columns": ["x0", "x1"],
+    }
+    sig = inspect.signature(estimate_propensities).parameters
+    assert (sig["calibration"].default, sig["n_folds"].default, sig["min_propensity"].default) == (
+        "none", None, 1e-3,
+    )
+    assert inspect.signature(check_propensities).parameters["calibration"].default == "none"
+
+    given = LogisticRegression(max_iter=1000)
+    crossed = estimate_propensities(raw, context_columns=["x0", "x1"], classifier=given, rng=0)
+    np.testing.assert_allclose(
+        crossed.column("propensity"), np.maximum(_hand_fitted(x, a, 5, given), 1e-3), rtol=1e-9
+    )
+    assert propensity_info(crossed)["propensity_model"] == (
+        "LogisticRegression (5-fold cross-fitted, no calibration)"
+    )
 
 
 def test_floor_and_an_action_absent_from_the_training_folds():
@@ -149,7 +213,7 @@ def test_planted_bug_is_detected_with_its_action_and_rows(design):
     [
         ({"calibration": "platt"}, ParameterError, "calibration"),
         ({"min_propensity": 0.0}, ParameterError, "min_propensity"),
-        ({"n_folds": 1}, ParameterError, "n_folds"),
+        ({"n_folds": 0}, ParameterError, "n_folds"),
         ({"classifier": object()}, ParameterError, "predict_proba"),
         ({"context_columns": ["nope"]}, SchemaError, "nope"),
     ],
@@ -270,3 +334,24 @@ def test_provenance_in_the_cli_json_text_and_report(estimated_files, capsys, str
         assert _quiet(main, ["report", path, "--policy", "uniform", "--quiet", "--out", str(out)]) == EXIT_OK
         page = out.read_text()
         assert ESTIMATED_NOTE in page and "LogisticRegression" in page
+
+
+def test_check_end_to_end_from_parquet(tmp_path, design):
+    import pyarrow.parquet as pq
+
+    import ope
+
+    pq.write_table(_with_bug(design[1].slice(0, 8000), 1), tmp_path / "bug.parquet")
+    res = check_propensities(ope.read_logs(tmp_path / "bug.parquet"), context_columns=FEATURES,
+                             by="segment", rng=0)
+    assert res.verdict == "disagree" and res.flagged_actions == [1]
+    assert res.model == DEFAULT_MODEL
+    doc = json.loads(json.dumps(res.to_dict()))
+    assert doc["flagged_actions"] == [1] and doc["worst_rows"][0]["action"] == 1
+    assert "event_id" in res.worst_rows.columns and "check how the logger" in res.summary()
+
+
+def test_check_of_estimated_propensities_says_it_cannot_find_a_bug(small_estimated):
+    res = check_propensities(small_estimated, context_columns=["x0", "x1"], rng=0)
+    assert res.verdict == "consistent"
+    assert any("compares a model with a model" in n for n in res.notes)
