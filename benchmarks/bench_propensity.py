@@ -6,6 +6,10 @@ Usage::
     python benchmarks/bench_propensity.py --reps 1000 --sizes 2000,20000
     python benchmarks/bench_propensity.py --quick              # 40 replications, n = 2,000
     python benchmarks/bench_propensity.py --out benchmarks/propensity_coverage.md
+    # in parallel processes, then one table:
+    python benchmarks/bench_propensity.py --designs well-specified --sizes 2000 --json a.json
+    ...
+    python benchmarks/bench_propensity.py --merge a.json b.json --out benchmarks/propensity_coverage.md
 
 Each replication draws ``n`` logged rows from a :class:`ope.simulate.ContextualBandit` whose
 logger is a probability table we choose, drops the logged propensity, re-estimates it with
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import json
 import math
 import os
 import platform
@@ -227,20 +232,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-bootstrap", action="store_true", help="normal intervals only")
     parser.add_argument("--settings", default=";".join(SETTINGS),
                         help=f"semicolon-separated, of: {'; '.join(SETTINGS)}")
+    parser.add_argument("--designs", default=",".join(designs()),
+                        help="comma-separated, of: " + ", ".join(designs()))
     parser.add_argument("--quick", action="store_true", help="40 replications at n = 2,000")
     parser.add_argument("--out", type=Path, help="also write the markdown table here")
+    parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
+                        help="render the rows of earlier --json runs as one table (no new run)")
     args = parser.parse_args(argv)
-    reps, sizes = (40, [2000]) if args.quick else (args.reps, [int(s) for s in args.sizes.split(",")])
-    boot = not args.no_bootstrap
-    settings = tuple(s for s in args.settings.split(";") if s)
-    unknown = [s for s in settings if s not in SETTINGS]
-    if unknown:
-        parser.error(f"unknown setting(s) {unknown}; choose from: {'; '.join(SETTINGS)}")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # small-sample and weight warnings of single replications
-        rows = run(reps, sizes, boot, settings)
     command = "python benchmarks/bench_propensity.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = markdown(rows, reps, boot, command.strip())
+    if args.merge:
+        runs = [json.loads(path.read_text()) for path in args.merge]
+        rows = [row for r in runs for row in r["rows"]]
+        order = list(designs())
+        rows.sort(key=lambda row: (order.index(row["design"]), row["n"]))  # stable: settings keep order
+        commands = "`; `".join(r["command"] for r in runs)
+        text = markdown(rows, rows[0]["reps"], runs[0]["bootstrap"], commands)
+    else:
+        reps, sizes = (40, [2000]) if args.quick else (args.reps, [int(s) for s in args.sizes.split(",")])
+        boot = not args.no_bootstrap
+        settings = tuple(s for s in args.settings.split(";") if s)
+        unknown = [s for s in settings if s not in SETTINGS]
+        if unknown:
+            parser.error(f"unknown setting(s) {unknown}; choose from: {'; '.join(SETTINGS)}")
+        only = tuple(d for d in args.designs.split(",") if d)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # small-sample and weight warnings of single replications
+            rows = run(reps, sizes, boot, settings, only=only)
+        text = markdown(rows, reps, boot, command.strip())
+        if args.json is not None:
+            args.json.write_text(json.dumps({"command": command.strip(), "bootstrap": boot,
+                                             "rows": rows}, indent=1))
     print(text)
     if args.out is not None:
         args.out.write_text(text)

@@ -47,6 +47,7 @@ import pyarrow.parquet as pq
 from ope._dedup import SeenIds, mark_repeats
 from ope._progress import enabled as progress_enabled
 from ope._progress import progress
+from ope._provenance import propensity_metadata
 from ope._validation import check_choice, check_positive_int
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
 from ope.logs import BanditLogs, PairedReplays, SkippedPath, Trajectories, ValidationReport
@@ -697,8 +698,6 @@ class _Opened:
     def provenance(self) -> dict[bytes, bytes]:
         """The source's propensity provenance (``ope.propensity_*`` schema metadata) that the
         validated tables carry on: estimated propensities stay estimated after a round trip."""
-        from ope.propensity import propensity_metadata
-
         return propensity_metadata(list(self.file_schemas.values()) or self.schema)
 
     def count_rows(self) -> int:

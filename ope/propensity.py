@@ -58,6 +58,13 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
+from ope._provenance import (
+    PROPENSITY_SOURCE_KEY,
+    estimated_propensity_note,
+    propensity_info,
+    propensity_metadata,
+    propensity_source,
+)
 from ope._thresholds import DISAGREEMENT_RATIO, DISAGREEMENT_Z, ESTIMATED_PROPENSITY_FLOOR
 from ope._validation import check_choice, check_positive_int, check_real, check_rng
 from ope.context import context_matrix
@@ -82,17 +89,6 @@ __all__ = [
 #: Rows listed in :attr:`PropensityCheck.worst_rows` by default.
 WORST_ROWS: Final = 10
 
-#: The schema-metadata key (and its companions) under which the propensity's origin is recorded.
-PROPENSITY_SOURCE_KEY: Final = "ope.propensity_source"
-_INFO_KEYS: Final = (
-    "propensity_floor",
-    "propensity_floored_rows",
-    "propensity_model",
-    "propensity_context_columns",
-)
-#: Every provenance entry's key starts so (``ope.propensity`` alone, without the underscore, is
-#: an importer's description of what the logged propensity means, and is not provenance).
-_PROVENANCE_PREFIX: Final = b"ope.propensity_"
 #: Post-hoc calibrations offered; ``"none"`` (the default) keeps the classifier's own
 #: probabilities. A well-specified multinomial logit is calibrated already, and recalibrating it
 #: costs accuracy where it matters (benchmarks/propensity_coverage.md): isotonic steps put
@@ -444,9 +440,7 @@ def estimate_propensities(
     table = table.append_column("propensity", pa.array(p, type=pa.float64()))
     if dist is not None:
         table = table.append_column("logging_distribution", dist)
-    meta = {k: v for k, v in (table.schema.metadata or {}).items()
-            if not k.startswith(_PROVENANCE_PREFIX)}
-    meta.update(
+    meta = (  # the reader keeps these entries only, as it does from any source
         {
             PROPENSITY_SOURCE_KEY.encode(): b"estimated",
             b"ope.propensity_floor": repr(floor).encode(),
@@ -455,96 +449,7 @@ def estimate_propensities(
             b"ope.propensity_context_columns": json.dumps(_column_names(context_columns)).encode(),
         }
     )
-    return read_logs(table.replace_schema_metadata(meta))  # the reader keeps the record
-
-
-def propensity_metadata(schemas: pa.Schema | Sequence[pa.Schema]) -> dict[bytes, bytes]:
-    """The provenance entries (``ope.propensity_source`` and its companions) of schema metadata.
-
-    The readers (:func:`ope.read_logs`, :func:`ope.scan_logs`, hence the Dask and CLI paths)
-    copy these entries from the source onto the validated table, so that logs written by
-    :func:`estimate_propensities` stay estimated after a parquet round trip. Several schemas
-    (the files of a directory) that disagree give ``estimated`` when any file is, with the
-    model recorded as mixed: a result then says its propensities are (partly) estimated.
-
-    Parameters
-    ----------
-    schemas : pyarrow.Schema or sequence of pyarrow.Schema
-
-    Returns
-    -------
-    dict of bytes to bytes
-        Empty when no schema records a provenance (the propensities are logged).
-
-    Examples
-    --------
-    >>> import pyarrow as pa
-    >>> s = pa.schema([("action", pa.int64())],
-    ...               metadata={"ope.propensity_source": "estimated", "pandas": "{}"})
-    >>> propensity_metadata(s)
-    {b'ope.propensity_source': b'estimated'}
-    >>> propensity_metadata([s, pa.schema([("action", pa.int64())])])[b"ope.propensity_model"]
-    b'mixed: 1 of 2 files estimated'
-    """
-    many = [schemas] if isinstance(schemas, pa.Schema) else list(schemas)
-    entries = [
-        {k: v for k, v in (s.metadata or {}).items() if k.startswith(_PROVENANCE_PREFIX)}
-        for s in many
-    ]
-    if not entries:
-        return {}
-    if all(e == entries[0] for e in entries[1:]):
-        return entries[0]
-    key = PROPENSITY_SOURCE_KEY.encode()
-    estimated = sum(e.get(key) == b"estimated" for e in entries)
-    if not estimated:
-        return {}
-    return {
-        key: b"estimated",
-        b"ope.propensity_model": f"mixed: {estimated} of {len(entries)} files estimated".encode(),
-    }
-
-
-def propensity_info(logs: Any) -> dict[str, Any]:
-    """Where ``logs``' propensities come from: ``{"propensity_source": "logged"}`` or the record.
-
-    Parameters
-    ----------
-    logs : BanditLogs, LogScan, pyarrow.Table or pandas.DataFrame
-        Validated logs, a lazy scan, or a table whose schema metadata holds the record.
-
-    Examples
-    --------
-    >>> import pyarrow as pa
-    >>> propensity_info(pa.table({"action": [0]}))
-    {'propensity_source': 'logged'}
-    """
-    from ope.io import LogScan
-
-    meta = logs.metadata if isinstance(logs, LogScan) else as_log_table(logs).schema.metadata
-    meta = meta or {}
-    source = meta.get(PROPENSITY_SOURCE_KEY.encode())
-    if source is None:
-        return {"propensity_source": "logged"}
-    out: dict[str, Any] = {"propensity_source": source.decode()}
-    for key in _INFO_KEYS:
-        raw = meta.get(f"ope.{key}".encode())
-        if raw is not None:
-            text = raw.decode()
-            out[key] = json.loads(text) if key != "propensity_model" else text
-    return out
-
-
-def propensity_source(logs: Any) -> str:
-    """``"estimated"`` for logs from :func:`estimate_propensities`, else ``"logged"``.
-
-    Examples
-    --------
-    >>> import pyarrow as pa
-    >>> propensity_source(pa.table({"action": [0]}))
-    'logged'
-    """
-    return str(propensity_info(logs)["propensity_source"])
+    return read_logs(table.replace_schema_metadata(meta))
 
 
 # --------------------------------------------------------------------------- the detector
@@ -777,30 +682,4 @@ def check_propensities(
         flagged_actions=flagged,
         model=_model_name(classifier, cal, folds),
         notes=tuple(notes),
-    )
-
-
-def estimated_propensity_note(logs: Any) -> str | None:
-    """The note every result of estimated-propensity logs carries (None for logged ones).
-
-    Examples
-    --------
-    >>> import pyarrow as pa
-    >>> estimated_propensity_note(pa.table({"action": [0]})) is None
-    True
-    """
-    info = propensity_info(logs)
-    if info["propensity_source"] != "estimated":
-        return None
-    columns = info.get("propensity_context_columns")
-    inputs = "the context columns given to the model" if columns is None else (
-        f"only {', '.join(map(str, columns))}"
-    )
-    return (
-        f"propensities are estimated ({info.get('propensity_model', 'a classifier')}, floored at "
-        f"{info.get('propensity_floor', 'n/a')} on {info.get('propensity_floored_rows', 'n/a')} "
-        f"rows), not logged: every weighting estimate assumes that the logger used {inputs} "
-        "(no unlogged confounder) and that the model family contains the logger; otherwise "
-        "the weights are biased, and no interval shows it. The intervals treat the estimates "
-        "as known"
     )

@@ -330,6 +330,10 @@ def test_provenance_in_the_cli_json_text_and_report(estimated_files, capsys, str
     text = capsys.readouterr().out
     assert "propensities:" in text and "estimated" in text and ESTIMATED_NOTE in text
     if streaming == "off":
+        assert main(["validate", path, "--json", "--quiet"]) == EXIT_OK
+        assert json.loads(capsys.readouterr().out)["propensity"]["propensity_source"] == "estimated"
+        assert main(["validate", path, "--quiet"]) == EXIT_OK
+        assert "note: " + ESTIMATED_NOTE in capsys.readouterr().out
         out = estimated_files / "r.html"
         assert _quiet(main, ["report", path, "--policy", "uniform", "--quiet", "--out", str(out)]) == EXIT_OK
         page = out.read_text()
