@@ -44,6 +44,7 @@ import json
 import math
 import os
 import platform
+import shlex
 import sys
 import time
 import warnings
@@ -180,12 +181,15 @@ def run(
     return rows
 
 
-def markdown(rows: list[dict[str, Any]], reps: int, boot: bool, command: str) -> str:
+def markdown(rows: list[dict[str, Any]], reps: int, boot: bool, commands: list[str]) -> str:
     se = math.sqrt(CONFIDENCE_LEVEL * (1 - CONFIDENCE_LEVEL) / reps)
     out = [
         "# IPS and SNIPS with estimated propensities: bias and coverage",
         "",
-        f"Command: `{command}` ({_dt.date.today().isoformat()}, Python {platform.python_version()}).",
+        f"Run on {_dt.date.today().isoformat()}, Python {platform.python_version()}, by:",
+        "",
+        *(f"- `{c}`" for c in commands),
+        "",
         f"{reps} replications per row; nominal coverage {CONFIDENCE_LEVEL:.0%} "
         f"(binomial standard error at the nominal rate: {se:.3f}). Bias is the mean of "
         "estimate - exact truth, +- its Monte Carlo standard error. `max w` is the largest "
@@ -240,13 +244,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
                         help="render the rows of earlier --json runs as one table (no new run)")
     args = parser.parse_args(argv)
-    command = "python benchmarks/bench_propensity.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = shlex.join(["python", "benchmarks/bench_propensity.py",
+                          *(argv if argv is not None else sys.argv[1:])])
     if args.merge:
         runs = [json.loads(path.read_text()) for path in args.merge]
         rows = [row for r in runs for row in r["rows"]]
         order = list(designs())
         rows.sort(key=lambda row: (order.index(row["design"]), row["n"]))  # stable: settings keep order
-        commands = "`; `".join(r["command"] for r in runs)
+        commands = [r["command"] for r in runs] + [command]
         text = markdown(rows, rows[0]["reps"], runs[0]["bootstrap"], commands)
     else:
         reps, sizes = (40, [2000]) if args.quick else (args.reps, [int(s) for s in args.sizes.split(",")])
@@ -259,9 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # small-sample and weight warnings of single replications
             rows = run(reps, sizes, boot, settings, only=only)
-        text = markdown(rows, reps, boot, command.strip())
+        text = markdown(rows, reps, boot, [command])
         if args.json is not None:
-            args.json.write_text(json.dumps({"command": command.strip(), "bootstrap": boot,
+            args.json.write_text(json.dumps({"command": command, "bootstrap": boot,
                                              "rows": rows}, indent=1))
     print(text)
     if args.out is not None:
