@@ -34,8 +34,8 @@ from ope.evaluation import (
 )
 from ope.exceptions import DataFileError, ParameterError, PolicyError, SchemaError, ValidationError
 from ope.io import check_on_invalid, scan_logs
-from ope.propensity import estimated_propensity_note, propensity_source
 from ope.logs import BanditLogs, ValidationReport
+from ope.propensity import estimated_propensity_note, propensity_source
 from ope.schema import TARGET_PREFIX, ColumnPlan, check_bandit_rows, conform
 
 __all__ = ["evaluate_distributed", "DEFAULT_BATCH_SIZE", "REDUCTION_FAN_IN", "ID_BUCKETS"]

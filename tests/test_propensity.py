@@ -359,3 +359,11 @@ def test_check_of_estimated_propensities_says_it_cannot_find_a_bug(small_estimat
     res = check_propensities(small_estimated, context_columns=["x0", "x1"], rng=0)
     assert res.verdict == "consistent"
     assert any("compares a model with a model" in n for n in res.notes)
+
+
+def test_provenance_reaches_the_learning_certificate(small_estimated):
+    from ope.learning import learn_from_logs
+
+    _, cert = _quiet(learn_from_logs, small_estimated, context_columns=["x0", "x1"], rng=0)
+    assert sum(ESTIMATED_NOTE in n for n in cert.notes) == 1
+    assert any(ESTIMATED_NOTE in n for n in json.loads(cert.to_json())["notes"])
