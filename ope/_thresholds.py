@@ -91,9 +91,13 @@ PROBABILITY_TOLERANCE: Final = 1e-6
 #: Default floor of estimated propensities: a classifier's probability of 0.0003 for an action
 #: the logger did take is mostly estimation error, and its weight (3,000x) would let one row
 #: outweigh thousands; flooring at 1e-3 caps weights at 1,000 and every floored row is counted.
+#: It is a guard, not a fix: with the default model it bound no row in 300 replications of
+#: either design of benchmarks/bench_propensity.py (n = 2,000 and 10,000), while isotonic
+#: calibration inside cross-fitting put 3.7 rows per replication on it (weights up to 833). A
+#: higher floor would bias IPS wherever the logger's true propensities are below it.
 ESTIMATED_PROPENSITY_FLOOR: Final = 1e-3
 
-#: A logged and an estimated propensity "disagree" beyond a factor 1.5: a calibrated, cross-fitted
+#: A logged and an estimated propensity "disagree" beyond a factor 1.5: a well-specified
 #: classifier with a few hundred rows per action is typically within +-25 % of the truth, while a
 #: logging bug (a wrong probability for an action, a stale policy version) is a factor 2 or more.
 DISAGREEMENT_RATIO: Final = 1.5

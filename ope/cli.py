@@ -1227,7 +1227,8 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
 # validate, diagnose
 # ---------------------------------------------------------------------------------------------
 def _cmd_validate(args: argparse.Namespace) -> _Outcome:
-    from ope._format import format_list
+    from ope._format import format_list, wrap_text
+    from ope._provenance import estimated_propensity_note, propensity_info
 
     logs = _read(args)
     report = logs.report
@@ -1236,11 +1237,15 @@ def _cmd_validate(args: argparse.Namespace) -> _Outcome:
         "report": report.to_dict(),
         "columns": logs.columns,
         "target_policies": logs.target_policies,
+        "propensity": propensity_info(logs),  # where the propensities come from
     }
     lines = [str(report)]  # the report lists the columns itself (wrapped, by family past 30)
     if logs.target_policies:
         lines += format_list(logs.target_policies, subsequent="    ",
                              initial="  candidate policies (target__ columns): ")
+    estimated = estimated_propensity_note(logs)
+    if estimated is not None:
+        lines += wrap_text(estimated, initial="  note: ", subsequent="    ")
     return _Outcome(document, "\n".join(lines))
 
 

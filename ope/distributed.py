@@ -35,6 +35,7 @@ from ope.evaluation import (
 from ope.exceptions import DataFileError, ParameterError, PolicyError, SchemaError, ValidationError
 from ope.io import check_on_invalid, scan_logs
 from ope.logs import BanditLogs, ValidationReport
+from ope.propensity import estimated_propensity_note, propensity_source
 from ope.schema import TARGET_PREFIX, ColumnPlan, check_bandit_rows, conform
 from ope.weights import sampling_weight_column
 
@@ -666,4 +667,8 @@ def evaluate_distributed(
             f"event_id duplicates were checked within each of the {len(parts)} partitions only "
             '(check_duplicates="partition"); a repeat across partitions was not detected.'
         )
-    return Evaluation.from_statistics(merged.stats, resolved, settings, report=report, notes=notes)
+    estimated = estimated_propensity_note(scan)  # the provenance of the files' metadata
+    if estimated is not None:
+        notes.append(estimated)
+    return Evaluation.from_statistics(merged.stats, resolved, settings, report=report, notes=notes,
+                                      propensity_source=propensity_source(scan))

@@ -495,6 +495,7 @@ class Evaluation(Result):
         *,
         report: ValidationReport,
         notes: Iterable[str] = (),
+        propensity_source: str = "logged",
     ) -> Evaluation:
         """The evaluation of merged statistics (``ope.streaming.MomentStats``) of many batches.
 
@@ -509,6 +510,10 @@ class Evaluation(Result):
             The merged report of the pass.
         notes : iterable of str
             Evaluation-level notes besides the rejected-rows note.
+        propensity_source : {"logged", "estimated"}, default "logged"
+            Where the propensities come from (:func:`ope.propensity.propensity_source` of the
+            scan); estimated ones also need :func:`ope.propensity.estimated_propensity_note`
+            among ``notes``.
         """
         rr, level = settings.reward_range, settings.confidence_level
         unweighted = stats.weighted is None or stats.weighted.unit
@@ -534,6 +539,7 @@ class Evaluation(Result):
             statistics=stats,
             ci_fallback=settings.ci_fallback,
             weight_column=None if unweighted else stats.weight_name,
+            propensity_source=propensity_source,
         )
 
     def __getitem__(self, key: tuple[str, str]) -> Estimate:
@@ -1612,4 +1618,8 @@ def _evaluate_streaming(
         stats = part if stats is None else stats.merge(part)
     if stats is None:
         raise EstimationError(f"the scan of {scan.source} yielded no rows.")
-    return Evaluation.from_statistics(stats, resolved, settings, report=scan.report)
+    estimated = estimated_propensity_note(scan)
+    return Evaluation.from_statistics(
+        stats, resolved, settings, report=scan.report, notes=[estimated] if estimated else [],
+        propensity_source=propensity_info(scan)["propensity_source"],
+    )

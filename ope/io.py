@@ -49,6 +49,7 @@ import pyarrow.parquet as pq
 from ope._dedup import SeenIds, mark_repeats
 from ope._progress import enabled as progress_enabled
 from ope._progress import progress
+from ope._provenance import propensity_metadata
 from ope._validation import check_choice, check_positive_int
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
 from ope.logs import BanditLogs, PairedReplays, SkippedPath, Trajectories, ValidationReport
@@ -704,6 +705,12 @@ class _Opened:
             return self.dataset.schema.append(pa.field(self.range_index.name, pa.int64()))
         return self.dataset.schema
 
+    @property
+    def provenance(self) -> dict[bytes, bytes]:
+        """The source's propensity provenance (``ope.propensity_*`` schema metadata) that the
+        validated tables carry on: estimated propensities stay estimated after a round trip."""
+        return propensity_metadata(list(self.file_schemas.values()) or self.schema)
+
     def count_rows(self) -> int:
         """Rows in the source before validation (from parquet footers; reads no data)."""
         if self.table is not None:
@@ -1172,7 +1179,9 @@ def read_logs(
     masks = check_bandit_rows(table, unit_roundoff=plan.unit_roundoff)
     dropped_ids = _dropped_event_ids(table, masks) if on_invalid == "drop" else None
     table, report = _finish(table, masks, opened, on_invalid, "bandit-log")
-    kept = _ope_metadata(opened.schema)
+    # ope's own entries (an embedded item table, ...) and the propensity provenance of every
+    # file of the source (a directory whose files disagree is marked estimated)
+    kept = {**_ope_metadata(opened.schema), **opened.provenance}
     if kept:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **kept})
     logs = BanditLogs.from_validated(table, report, dropped_event_ids=dropped_ids,
@@ -1393,6 +1402,12 @@ class LogScan:
         """The source as a pyarrow dataset (None for data in memory)."""
         return self._opened.dataset
 
+    @property
+    def metadata(self) -> dict[bytes, bytes]:
+        """The schema metadata every yielded batch carries: the propensity provenance
+        (``ope.propensity_source`` and its companions; see :func:`ope.propensity.propensity_info`)."""
+        return self._opened.provenance
+
     def count_rows(self) -> int:
         """Rows in the source before validation (from parquet footers; reads no data)."""
         return self._opened.count_rows()
@@ -1445,12 +1460,14 @@ class LogScan:
         self, source: str, drop: bool, total: ValidationReport, seen: SeenIds | None, bar: Any
     ) -> Iterator[BanditLogs]:
         offset = 0
+        metadata = self.metadata or None
         for batch in self._opened.batches(self.plan.source_columns, self.batch_size):
             n = batch.num_rows
             bar.update(n)
             if n == 0:
                 continue
             table = conform(pa.Table.from_batches([batch]), self.plan, row_offset=offset)
+            table = table.replace_schema_metadata(metadata)
             masks = check_bandit_rows(table, unit_roundoff=self.plan.unit_roundoff)
             if seen is not None:
                 mark_repeats(table, masks, seen)

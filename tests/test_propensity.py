@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import warnings
 
@@ -22,6 +23,9 @@ from ope.propensity import (
 from ope.simulate import ContextualBandit
 
 FEATURES = ["x0", "x1", "x2"]
+DEFAULT_MODEL = (
+    "multinomial LogisticRegression on standardized features (fitted on all rows, no calibration)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +63,68 @@ def test_estimated_propensities_are_flagged_in_the_logs(design, estimated):
     assert propensity_source(design[1]) == "logged"
     info = propensity_info(estimated)
     assert info["propensity_floor"] == 1e-3
-    assert info["propensity_model"] == "LogisticRegression (calibration=isotonic)"
+    assert info["propensity_model"] == DEFAULT_MODEL
     assert info["propensity_floored_rows"] == int((estimated.column("propensity") == 1e-3).sum())
+
+
+def _hand_fitted(x, a, folds, classifier):
+    """The propensity of each logged action by a fit outside its fold (in-sample for 1 fold)."""
+    from sklearn.base import clone
+
+    n = a.shape[0]
+    fold = np.random.default_rng(0).permutation(np.arange(n) % folds)
+    out = np.empty(n)
+    for k in range(folds):
+        test = fold == k
+        train = ~test if folds > 1 else test
+        m = clone(classifier).fit(x[train], a[train])
+        proba = m.predict_proba(x[test])
+        out[test] = proba[np.arange(proba.shape[0]), np.searchsorted(m.classes_, a[test])]
+    return out
+
+
+def test_the_defaults_an_in_sample_multinomial_logit_without_calibration():
+    # fixed data; the defaults recomputed by hand: a standardized multinomial logistic
+    # regression fitted on every row (no cross-fitting), no calibration, floor 1e-3; a given
+    # classifier is cross-fitted on 5 folds drawn from rng
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    env = ContextualBandit(n_actions=3, n_features=2, n_contexts=20, seed=0)
+    raw = env.sample(600, rng=1).drop_columns(["propensity"])
+    x = np.column_stack([raw.column("x0").to_numpy(), raw.column("x1").to_numpy()])
+    a = raw.column("action").to_numpy()
+    default = make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
+
+    logs = estimate_propensities(raw, context_columns=["x0", "x1"], rng=0)
+    want = np.maximum(_hand_fitted(x, a, 1, default), 1e-3)
+    np.testing.assert_allclose(logs.column("propensity"), want, rtol=1e-9, atol=0)
+    np.testing.assert_allclose(  # the same numbers, pinned (measured with scikit-learn 1.9)
+        logs.column("propensity")[:3], [0.6303724790697283, 0.1168759198096614, 0.5478963248093647],
+        rtol=1e-6,
+    )
+    assert propensity_info(logs) == {
+        "propensity_source": "estimated",
+        "propensity_floor": 1e-3,
+        "propensity_floored_rows": 0,
+        "propensity_model": DEFAULT_MODEL,
+        "propensity_context_columns": ["x0", "x1"],
+    }
+    sig = inspect.signature(estimate_propensities).parameters
+    assert (sig["calibration"].default, sig["n_folds"].default, sig["min_propensity"].default) == (
+        "none", None, 1e-3,
+    )
+    assert inspect.signature(check_propensities).parameters["calibration"].default == "none"
+
+    given = LogisticRegression(max_iter=1000)
+    crossed = estimate_propensities(raw, context_columns=["x0", "x1"], classifier=given, rng=0)
+    np.testing.assert_allclose(
+        crossed.column("propensity"), np.maximum(_hand_fitted(x, a, 5, given), 1e-3), rtol=1e-9
+    )
+    assert propensity_info(crossed)["propensity_model"] == (
+        "LogisticRegression (5-fold cross-fitted, no calibration)"
+    )
 
 
 def test_floor_and_an_action_absent_from_the_training_folds():
@@ -149,7 +213,7 @@ def test_planted_bug_is_detected_with_its_action_and_rows(design):
     [
         ({"calibration": "platt"}, ParameterError, "calibration"),
         ({"min_propensity": 0.0}, ParameterError, "min_propensity"),
-        ({"n_folds": 1}, ParameterError, "n_folds"),
+        ({"n_folds": 0}, ParameterError, "n_folds"),
         ({"classifier": object()}, ParameterError, "predict_proba"),
         ({"context_columns": ["nope"]}, SchemaError, "nope"),
     ],
@@ -171,3 +235,135 @@ def test_check_needs_logged_propensities():
     t = pa.table({"action": [0, 1] * 10, "reward": [1.0] * 20, "x0": np.arange(20.0)})
     with pytest.raises(SchemaError, match="estimate_propensities"):
         check_propensities(t, context_columns=["x0"])
+
+
+# --------------------------------------------------------------------------------------------
+# provenance: the record survives parquet, scans, Dask, the CLI, and reaches every output
+# --------------------------------------------------------------------------------------------
+ESTIMATED_NOTE = "propensities are estimated"
+
+
+@pytest.fixture(scope="module")
+def small_estimated():
+    env = ContextualBandit(n_actions=3, n_features=2, n_contexts=20, seed=0)
+    raw = env.sample(2000, rng=1).drop_columns(["propensity"])
+    return estimate_propensities(raw, context_columns=["x0", "x1"], rng=0)
+
+
+@pytest.fixture
+def estimated_files(tmp_path, small_estimated):
+    """One parquet file, and a directory of two, written from estimated logs."""
+    import pyarrow.parquet as pq
+
+    t = small_estimated.table
+    pq.write_table(t, tmp_path / "one.parquet")
+    (tmp_path / "dir").mkdir()
+    pq.write_table(t.slice(0, 1000), tmp_path / "dir" / "a.parquet")
+    pq.write_table(t.slice(1000), tmp_path / "dir" / "b.parquet")
+    return tmp_path
+
+
+def _quiet(fn, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return fn(*args, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["one.parquet", "dir"])
+def test_provenance_survives_a_parquet_round_trip(estimated_files, small_estimated, name):
+    import ope
+
+    want = propensity_info(small_estimated)
+    assert want["propensity_source"] == "estimated"
+    back = ope.read_logs(estimated_files / name)
+    assert propensity_info(back) == want
+    scan = ope.scan_logs(estimated_files / name, batch_size=700)
+    assert propensity_info(scan) == want
+    assert all(propensity_info(batch) == want for batch in scan)  # every batch carries it
+    for logs in (back, scan):
+        ev = _quiet(ope.evaluate, logs, ["uniform"], estimators=["ips", "snips"])
+        assert ev.propensity_source == "estimated"
+        assert ev.to_dict()["propensity_source"] == "estimated"
+        assert sum(ESTIMATED_NOTE in n for n in ev.notes) == 1
+    # the record never leaks onto logs whose propensities are logged
+    logged = ope.read_logs(ContextualBandit(n_actions=3, n_features=2, seed=0).sample(50, rng=0))
+    assert propensity_info(logged) == {"propensity_source": "logged"}
+
+
+def test_provenance_of_a_directory_whose_files_disagree(tmp_path, small_estimated):
+    import pyarrow.parquet as pq
+
+    import ope
+
+    t = small_estimated.table
+    pq.write_table(t.slice(0, 1000), tmp_path / "a.parquet")
+    pq.write_table(t.slice(1000).replace_schema_metadata(None), tmp_path / "b.parquet")
+    info = propensity_info(ope.read_logs(tmp_path))
+    assert info == {
+        "propensity_source": "estimated",
+        "propensity_model": "mixed: 1 of 2 files estimated",
+    }
+
+
+def test_provenance_reaches_the_distributed_evaluation(estimated_files):
+    dask = pytest.importorskip("dask")
+    from ope.distributed import evaluate_distributed
+
+    with dask.config.set(scheduler="threads"):
+        ev = _quiet(evaluate_distributed, estimated_files / "dir", policies=["uniform"],
+                    estimators=("ips",), batch_size=500)
+    assert ev.propensity_source == "estimated"
+    assert sum(ESTIMATED_NOTE in n for n in ev.notes) == 1
+
+
+@pytest.mark.parametrize("streaming", ["off", "on"])
+def test_provenance_in_the_cli_json_text_and_report(estimated_files, capsys, streaming):
+    from ope.cli import EXIT_OK, main
+
+    path = str(estimated_files / "one.parquet")
+    common = ["--policy", "uniform", "--estimator", "ips", "--streaming", streaming, "--quiet"]
+    assert _quiet(main, ["evaluate", path, "--json", *common]) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["propensity_source"] == "estimated"
+    assert sum(ESTIMATED_NOTE in n for n in doc["notes"]) == 1
+    assert _quiet(main, ["evaluate", path, *common]) == EXIT_OK
+    text = capsys.readouterr().out
+    assert "propensities:" in text and "estimated" in text and ESTIMATED_NOTE in text
+    if streaming == "off":
+        assert main(["validate", path, "--json", "--quiet"]) == EXIT_OK
+        assert json.loads(capsys.readouterr().out)["propensity"]["propensity_source"] == "estimated"
+        assert main(["validate", path, "--quiet"]) == EXIT_OK
+        assert "note: " + ESTIMATED_NOTE in capsys.readouterr().out
+        out = estimated_files / "r.html"
+        assert _quiet(main, ["report", path, "--policy", "uniform", "--quiet", "--out", str(out)]) == EXIT_OK
+        page = out.read_text()
+        assert ESTIMATED_NOTE in page and "LogisticRegression" in page
+
+
+def test_check_end_to_end_from_parquet(tmp_path, design):
+    import pyarrow.parquet as pq
+
+    import ope
+
+    pq.write_table(_with_bug(design[1].slice(0, 8000), 1), tmp_path / "bug.parquet")
+    res = check_propensities(ope.read_logs(tmp_path / "bug.parquet"), context_columns=FEATURES,
+                             by="segment", rng=0)
+    assert res.verdict == "disagree" and res.flagged_actions == [1]
+    assert res.model == DEFAULT_MODEL
+    doc = json.loads(json.dumps(res.to_dict()))
+    assert doc["flagged_actions"] == [1] and doc["worst_rows"][0]["action"] == 1
+    assert "event_id" in res.worst_rows.columns and "check how the logger" in res.summary()
+
+
+def test_check_of_estimated_propensities_says_it_cannot_find_a_bug(small_estimated):
+    res = check_propensities(small_estimated, context_columns=["x0", "x1"], rng=0)
+    assert res.verdict == "consistent"
+    assert any("compares a model with a model" in n for n in res.notes)
+
+
+def test_provenance_reaches_the_learning_certificate(small_estimated):
+    from ope.learning import learn_from_logs
+
+    _, cert = _quiet(learn_from_logs, small_estimated, context_columns=["x0", "x1"], rng=0)
+    assert sum(ESTIMATED_NOTE in n for n in cert.notes) == 1
+    assert any(ESTIMATED_NOTE in n for n in json.loads(cert.to_json())["notes"])

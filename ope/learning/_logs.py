@@ -13,6 +13,7 @@ import pyarrow as pa
 from sklearn.base import clone
 
 from ope._progress import progress
+from ope._provenance import estimated_propensity_note
 from ope._validation import resolve_seed
 from ope.context import context_matrix
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
@@ -139,7 +140,9 @@ def learn_from_logs(
         est, X_cert, action[cert_rows], reward[cert_rows], propensity[cert_rows],
         candidates=take(cert_rows), name=name, n_train=train_rows.size,
     )
-    return est, dataclasses.replace(certificate, seed=seed)
+    estimated = estimated_propensity_note(logs)  # the certificate rests on these propensities
+    notes = certificate.notes + ((estimated,) if estimated is not None else ())
+    return est, dataclasses.replace(certificate, seed=seed, notes=notes)
 
 
 def _release_arrow_memory() -> None:

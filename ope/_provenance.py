@@ -1,0 +1,163 @@
+"""Where a log's propensities come from: the provenance record every result repeats.
+
+:func:`ope.propensity.estimate_propensities` writes the record into the logs' schema metadata
+(``ope.propensity_source = "estimated"`` and companions); the readers copy it from their
+source (:func:`propensity_metadata`), and the evaluation, diagnostics, report and CLI read it
+(:func:`propensity_info`, :func:`estimated_propensity_note`). The public names are re-exported
+by :mod:`ope.propensity`; this module stays free of the numerical stack so that reading and
+validating logs imports no scipy.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import pyarrow as pa
+
+from ope.exceptions import ParameterError
+from ope.logs import as_log_table
+
+__all__ = [
+    "PROPENSITY_SOURCE_KEY",
+    "propensity_metadata",
+    "propensity_info",
+    "propensity_source",
+    "estimated_propensity_note",
+]
+
+#: The schema-metadata key (and its companions) under which the propensity's origin is recorded.
+PROPENSITY_SOURCE_KEY: Final = "ope.propensity_source"
+_INFO_KEYS: Final = (
+    "propensity_floor",
+    "propensity_floored_rows",
+    "propensity_model",
+    "propensity_context_columns",
+)
+#: Every provenance entry's key starts so (``ope.propensity`` alone, without the underscore, is
+#: an importer's description of what the logged propensity means, and is not provenance).
+_PROVENANCE_PREFIX: Final = b"ope.propensity_"
+
+
+def propensity_metadata(schemas: pa.Schema | Sequence[pa.Schema]) -> dict[bytes, bytes]:
+    """The provenance entries (``ope.propensity_source`` and its companions) of schema metadata.
+
+    The readers (:func:`ope.read_logs`, :func:`ope.scan_logs`, hence the Dask and CLI paths)
+    copy these entries from the source onto the validated table, so that logs written by
+    :func:`ope.propensity.estimate_propensities` stay estimated after a parquet round trip. Several schemas
+    (the files of a directory) that disagree give ``estimated`` when any file is, with the
+    model recorded as mixed: a result then says its propensities are (partly) estimated.
+
+    Parameters
+    ----------
+    schemas : pyarrow.Schema or sequence of pyarrow.Schema
+
+    Returns
+    -------
+    dict of bytes to bytes
+        Empty when no schema records a provenance (the propensities are logged).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> s = pa.schema([("action", pa.int64())],
+    ...               metadata={"ope.propensity_source": "estimated", "pandas": "{}"})
+    >>> propensity_metadata(s)
+    {b'ope.propensity_source': b'estimated'}
+    >>> propensity_metadata([s, pa.schema([("action", pa.int64())])])[b"ope.propensity_model"]
+    b'mixed: 1 of 2 files estimated'
+    """
+    many = [schemas] if isinstance(schemas, pa.Schema) else list(schemas)
+    entries = [
+        {k: v for k, v in (s.metadata or {}).items() if k.startswith(_PROVENANCE_PREFIX)}
+        for s in many
+    ]
+    if not entries:
+        return {}
+    if all(e == entries[0] for e in entries[1:]):
+        return entries[0]
+    key = PROPENSITY_SOURCE_KEY.encode()
+    estimated = sum(e.get(key) == b"estimated" for e in entries)
+    if not estimated:
+        return {}
+    return {
+        key: b"estimated",
+        b"ope.propensity_model": f"mixed: {estimated} of {len(entries)} files estimated".encode(),
+    }
+
+
+def _schema_metadata(logs: Any) -> Mapping[bytes, bytes] | None:
+    """The schema metadata of logs or a table; of a lazy scan, the record its batches carry."""
+    try:
+        return as_log_table(logs).schema.metadata
+    except ParameterError:
+        scanned = getattr(logs, "metadata", None)  # ope.io.LogScan.metadata
+        if isinstance(scanned, Mapping):
+            return scanned
+        raise
+
+
+def propensity_info(logs: Any) -> dict[str, Any]:
+    """Where ``logs``' propensities come from: ``{"propensity_source": "logged"}`` or the record.
+
+    Parameters
+    ----------
+    logs : BanditLogs, LogScan, pyarrow.Table or pandas.DataFrame
+        Validated logs, a lazy scan, or a table whose schema metadata holds the record.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> propensity_info(pa.table({"action": [0]}))
+    {'propensity_source': 'logged'}
+    """
+    meta = _schema_metadata(logs) or {}
+    source = meta.get(PROPENSITY_SOURCE_KEY.encode())
+    if source is None:
+        return {"propensity_source": "logged"}
+    out: dict[str, Any] = {"propensity_source": source.decode()}
+    for key in _INFO_KEYS:
+        raw = meta.get(f"ope.{key}".encode())
+        if raw is not None:
+            text = raw.decode()
+            out[key] = json.loads(text) if key != "propensity_model" else text
+    return out
+
+
+def propensity_source(logs: Any) -> str:
+    """``"estimated"`` for logs from :func:`estimate_propensities`, else ``"logged"``.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> propensity_source(pa.table({"action": [0]}))
+    'logged'
+    """
+    return str(propensity_info(logs)["propensity_source"])
+
+
+def estimated_propensity_note(logs: Any) -> str | None:
+    """The note every result of estimated-propensity logs carries (None for logged ones).
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> estimated_propensity_note(pa.table({"action": [0]})) is None
+    True
+    """
+    info = propensity_info(logs)
+    if info["propensity_source"] != "estimated":
+        return None
+    columns = info.get("propensity_context_columns")
+    inputs = "the context columns given to the model" if columns is None else (
+        f"only {', '.join(map(str, columns))}"
+    )
+    return (
+        f"propensities are estimated ({info.get('propensity_model', 'a classifier')}, floored at "
+        f"{info.get('propensity_floor', 'n/a')} on {info.get('propensity_floored_rows', 'n/a')} "
+        f"rows), not logged: every weighting estimate assumes that the logger used {inputs} "
+        "(no unlogged confounder) and that the model family contains the logger; otherwise "
+        "the weights are biased, and no interval shows it. The intervals treat the estimates "
+        "as known"
+    )
