@@ -20,6 +20,7 @@ from ope.exceptions import ParameterError
 from ope.logs import as_log_table
 
 __all__ = [
+    "PROVENANCE_PREFIX",
     "PROPENSITY_SOURCE_KEY",
     "propensity_metadata",
     "propensity_info",
@@ -37,7 +38,7 @@ _INFO_KEYS: Final = (
 )
 #: Every provenance entry's key starts so (``ope.propensity`` alone, without the underscore, is
 #: an importer's description of what the logged propensity means, and is not provenance).
-_PROVENANCE_PREFIX: Final = b"ope.propensity_"
+PROVENANCE_PREFIX: Final = b"ope.propensity_"
 
 
 def propensity_metadata(schemas: pa.Schema | Sequence[pa.Schema]) -> dict[bytes, bytes]:
@@ -70,7 +71,7 @@ def propensity_metadata(schemas: pa.Schema | Sequence[pa.Schema]) -> dict[bytes,
     """
     many = [schemas] if isinstance(schemas, pa.Schema) else list(schemas)
     entries = [
-        {k: v for k, v in (s.metadata or {}).items() if k.startswith(_PROVENANCE_PREFIX)}
+        {k: v for k, v in (s.metadata or {}).items() if k.startswith(PROVENANCE_PREFIX)}
         for s in many
     ]
     if not entries:

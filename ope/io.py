@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 from ope._dedup import SeenIds, mark_repeats
 from ope._progress import enabled as progress_enabled
 from ope._progress import progress
-from ope._provenance import propensity_metadata
+from ope._provenance import PROVENANCE_PREFIX, propensity_metadata
 from ope._validation import check_choice, check_positive_int
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
 from ope.logs import BanditLogs, PairedReplays, SkippedPath, Trajectories, ValidationReport
@@ -1078,8 +1078,10 @@ def embedded_action_features(schema: pa.Schema) -> pa.Table | None:
 
 def _ope_metadata(schema: pa.Schema) -> dict[bytes, bytes]:
     """ope's own entries of a source's schema metadata (other entries, e.g. pandas', describe
-    the source's columns, not the validated table)."""
-    return {k: v for k, v in (schema.metadata or {}).items() if k.startswith(_OPE_METADATA_PREFIX)}
+    the source's columns, not the validated table), less the propensity provenance, which
+    :attr:`provenance` reads from every file of the source."""
+    return {k: v for k, v in (schema.metadata or {}).items()
+            if k.startswith(_OPE_METADATA_PREFIX) and not k.startswith(PROVENANCE_PREFIX)}
 
 
 # --------------------------------------------------------------------------------------------
