@@ -34,10 +34,14 @@ from ope.learning._common import (
     required_reward_range,
     row_list,
 )
-from ope.moments import centered_moments
+from ope.moments import WeightedMoments, centered_moments
 from ope.results import Result, ResultParts
+from ope.weights import check_sampling_weight, sampling_weight_note
 
-__all__ = ["Certificate", "SafetyGate", "certify", "rank_policies"]
+__all__ = [
+    "Certificate", "SafetyGate", "certify", "rank_policies", "resolve_gate_method",
+    "AUTO_METHOD", "AUTO_WEIGHTED_METHOD",
+]
 
 #: probabilities a policy object returns may exceed 1 by float rounding; more than this is an error
 _PROBABILITY_SLACK: Final = 1e-9
@@ -45,13 +49,22 @@ _PROBABILITY_SLACK: Final = 1e-9
 #: Certification rows needed for a variance at all: the package's MIN_ROWS.
 MIN_CERTIFY_ROWS: Final = MIN_ROWS
 
-#: the gate's bound methods; the first is the default everywhere a gate mode is chosen. Betting is
-#: finite-sample like Bernstein and tighter in benchmarks/bench_gate.py (it approved more often
-#: wherever approval was right, never above the nominal rate); "t" is asymptotic
-_METHODS: Final = ("betting", "bernstein", "t")
+#: the gate's bound methods. Betting is finite-sample like Bernstein and tighter in
+#: benchmarks/bench_gate.py (it approved more often wherever approval was right, never above the
+#: nominal rate); "t" is asymptotic. "auto" (the default everywhere a gate mode is chosen) is
+#: betting on unweighted rows and "t" on rows with sampling weights (see resolve_gate_method)
+_METHODS: Final = ("auto", "betting", "bernstein", "t")
+
+#: the methods whose bounds hold at every n for unweighted i.i.d. rows only: rows with sampling
+#: weights are refused by them
+_UNWEIGHTED_METHODS: Final = ("betting", "bernstein")
+
+#: what ``method="auto"`` chooses on unweighted rows and on rows with sampling weights
+AUTO_METHOD: Final = "betting"
+AUTO_WEIGHTED_METHOD: Final = "t"
 
 #: type of a gate mode (the ``method`` argument of SafetyGate, certify, rank_policies, ...)
-GateMethod = Literal["betting", "bernstein", "t"]
+GateMethod = Literal["auto", "betting", "bernstein", "t"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +121,12 @@ class Certificate(Result):
         The seed of the train/certify split when the certificate comes from
         :func:`ope.learning.learn_from_logs` (drawn there when ``rng=None``): passing it as
         ``rng`` reproduces the split, the fit and this certificate. None otherwise.
+    sampling_weight : str or None
+        The column (or argument) of the certification rows' sampling (Horvitz-Thompson)
+        weights when the certificate is weighted: ``estimate``, ``baseline_value`` and the
+        improvement are then Hajek ratios on the logged population (see :class:`SafetyGate`).
+        None for unweighted rows (also when every weight is 1). ``weighted`` says the same as
+        a bool (in ``to_dict()`` too).
     """
 
     policy: str
@@ -129,6 +148,12 @@ class Certificate(Result):
     clipped_fraction: float
     notes: tuple[str, ...] = ()
     seed: int | None = None
+    sampling_weight: str | None = None
+
+    @property
+    def weighted(self) -> bool:
+        """True when the certification rows carried sampling weights (not all 1)."""
+        return self.sampling_weight is not None
 
     @property
     def approved(self) -> bool:
@@ -155,7 +180,7 @@ class Certificate(Result):
         d = asdict(self)
         d["reward_range"] = list(self.reward_range)
         d["notes"] = list(self.notes)
-        d.update(value=self.value, n=self.n, ci_method=self.ci_method)
+        d.update(value=self.value, n=self.n, ci_method=self.ci_method, weighted=self.weighted)
         return d
 
     def to_json(self, **json_options: Any) -> str:
@@ -165,15 +190,18 @@ class Certificate(Result):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Certificate:
         """Rebuild a certificate from :meth:`to_dict` output (also of versions without
-        ``notes``, ``seed``, ``value``, ``n`` and ``ci_method``; the last three are derived)."""
+        ``notes``, ``seed``, ``sampling_weight``, ``value``, ``n``, ``ci_method`` and
+        ``weighted``; the last four are derived)."""
         names = {f.name for f in fields(cls)}
-        missing = sorted(names - set(data) - {"notes", "seed"})
+        missing = sorted(names - set(data) - {"notes", "seed", "sampling_weight"})
         if missing:
             raise ValidationError(f"certificate dict misses keys: {', '.join(missing)}.")
         values = {k: data[k] for k in names if k in data}
         values["reward_range"] = tuple(float(v) for v in values["reward_range"])
         values["notes"] = tuple(str(v) for v in data.get("notes", ()))
         values["seed"] = None if data.get("seed") is None else int(data["seed"])
+        weight = data.get("sampling_weight")
+        values["sampling_weight"] = None if weight is None else str(weight)
         return cls(**values)
 
     @classmethod
@@ -183,11 +211,13 @@ class Certificate(Result):
 
     def __str__(self) -> str:
         pct = f"{100 * self.confidence_level:g}%"
+        kind = ("clipped IPS" if self.sampling_weight is None else
+                f"Hajek-weighted clipped IPS, sampling weights `{self.sampling_weight}`")
         lines = [
             f"certificate for policy {self.policy!r}: {self.verdict.upper()}",
             f"  reason:            {self.reason}",
             f"  estimate:          {self.estimate:.6g} "
-            f"(clipped IPS, max_weight={self.max_weight:g})",
+            f"({kind}, max_weight={self.max_weight:g})",
             f"  lower bound:       {self.lower_bound:.6g} (one-sided {pct}, {self.method})",
             f"  baseline:          {self.baseline_value:.6g} ({self.baseline_source})",
         ]
@@ -289,8 +319,10 @@ class SafetyGate:
         One-sided level of the lower bound; the chance of approving a policy that is truly no
         better than the baseline is at most ``1 - confidence_level`` for the finite-sample modes
         (``"betting"``, ``"bernstein"``) only.
-    method : {"betting", "bernstein", "t"}, default="betting"
-        ``"betting"``: one-sided betting bound of Waudby-Smith & Ramdas
+    method : {"auto", "betting", "bernstein", "t"}, default="auto"
+        ``"auto"``: ``"betting"`` on unweighted rows, ``"t"`` on rows with sampling weights
+        (the only mode that takes them; see Notes); the certificate's ``method`` is the mode
+        used. ``"betting"``: one-sided betting bound of Waudby-Smith & Ramdas
         (:func:`ope.intervals.betting.betting_lower_bound`), valid at every sample size and the
         tightest safe mode. ``"bernstein"``: Maurer-Pontil empirical Bernstein bound, also valid
         at every sample size (HCPI's safe mode), wider. ``"t"``: Student-t bound, asymptotic
@@ -338,6 +370,27 @@ class SafetyGate:
     ``method``). The guarantee needs i.i.d. rows, correct logging propensities, and
     certification rows independent of the training (and selection) rows.
 
+    **Sampling weights.** When the certification rows carry sampling (Horvitz-Thompson) weights
+    :math:`s_i` (``certify(..., sampling_weight=s)``: row :math:`i` was kept with probability
+    :math:`1/s_i`, e.g. DSJSON's ``1/(1 - pdrop)``, and stands for :math:`s_i` events of the
+    logged population), the targets are the population means, estimated by Hajek ratios as in
+    :mod:`ope.estimators`:
+
+    .. math:: \hat Z_s = \frac{\sum_i s_iZ_i}{\sum_i s_i},\qquad
+              \hat D_s = \frac{\sum_i s_iD_i}{\sum_i s_i},\qquad
+              \text{baseline} = \frac{\sum_i s_ir_i}{\sum_i s_i},
+
+    with the linearized standard error :math:`\hat\sigma/\sqrt n`, :math:`\hat\sigma^2` the
+    sample variance of :math:`\psi_i = s_i(T_i - \hat T_s)/\bar s` (:math:`T = Z` or
+    :math:`D`; :meth:`ope.moments.WeightedMoments.estimate`), and the one-sided bound
+    :math:`\hat T_s - t_{c,n-1}\hat\sigma/\sqrt n` (``method="t"``; asymptotic, as
+    unweighted). ``"betting"`` and ``"bernstein"`` refuse such rows: they bound the unweighted
+    mean of i.i.d. terms in a known range, while :math:`s_iT_i` has no a priori range unless
+    the weights have a known bound, and the Hajek ratio is not such a mean. ``method="auto"``
+    (the default) therefore uses ``"t"`` on weighted rows, and the certificate says so
+    (``method``, ``sampling_weight`` and a note). Unit weights are the unweighted rows: the
+    certificate is then exactly the unweighted one.
+
     References
     ----------
     .. [1] P. S. Thomas, G. Theocharous and M. Ghavamzadeh, "High confidence policy
@@ -364,7 +417,7 @@ class SafetyGate:
 
     reward_range: tuple[float, float] | None = None
     confidence_level: float = 0.95
-    method: GateMethod = "betting"
+    method: GateMethod = "auto"
     baseline: Literal["logging"] | float = "logging"
     max_weight: float | None = None
 
@@ -379,6 +432,8 @@ class SafetyGate:
         candidates: Any = None,
         name: str | None = None,
         n_train: int | None = None,
+        sampling_weight: Any = None,
+        weight_name: str | None = None,
     ) -> Certificate:
         """Certify ``policy`` on held-out logged rows.
 
@@ -398,6 +453,12 @@ class SafetyGate:
             Policy name for the certificate (default: the class name, or ``"policy"``).
         n_train : int, optional
             Rows the policy was trained on, recorded in the certificate.
+        sampling_weight : array-like of shape (n,), optional
+            The rows' sampling (Horvitz-Thompson) weights, finite and > 0: the certificate is
+            then Hajek-weighted (see Notes). All 1 is the unweighted certificate.
+        weight_name : str, optional
+            What messages and the certificate call the weights (the logs' column); default
+            ``"sampling_weight"``.
 
         Returns
         -------
@@ -415,7 +476,6 @@ class SafetyGate:
             raise ParameterError(
                 f"confidence_level must be in (0.5, 1) for a one-sided bound, got {level!r}."
             )
-        method = check_choice(self.method, "method", _METHODS)
         max_weight = self.max_weight
         if max_weight is None:
             max_weight = getattr(policy, "max_weight_", None)
@@ -436,15 +496,28 @@ class SafetyGate:
             )
         r = check_reward(reward, n, (low, high))
         p = check_propensity(propensity, n)
+        weight_name = "sampling_weight" if weight_name is None else str(weight_name)
+        s = None
+        if sampling_weight is not None:
+            s = check_sampling_weight(np.asarray(sampling_weight), n, name=weight_name)
+            if bool(np.all(s == 1.0)):
+                s = None  # unit weights: the unweighted certificate, exactly
+        method = resolve_gate_method(self.method, None if s is None else weight_name)
         pe = _policy_propensity(policy, X, a, candidates, n)
         span = high - low
-        # Z_i = r_lo + min(w_i, M) (r_i - r_lo): the clipped-IPS moments about r_lo (kernel)
-        moments = centered_moments(r, p, pe[:, None], max_weight=max_weight)
-        shifted_mean, z_var = moments.product_mean_var(0, clipped=True, about=low)
-        estimate = low + shifted_mean
-        # the same Z_i row by row, for the betting bound (it bets on the rows in their order)
         ell = r - low
         clipped_weight = np.minimum(pe / p, max_weight)
+        if s is None:
+            # Z_i = r_lo + min(w_i, M) (r_i - r_lo): the clipped-IPS moments about r_lo (kernel)
+            moments = centered_moments(r, p, pe[:, None], max_weight=max_weight)
+            shifted_mean, z_var = moments.product_mean_var(0, clipped=True, about=low)
+            estimate = low + shifted_mean
+            n_clipped = float(moments.n_clipped[0])
+        else:  # the Hajek ratio sum s Z / sum s and the variance of its linearized terms
+            weighted = WeightedMoments.from_arrays(r, (pe / p)[:, None], s, max_weight=max_weight)
+            estimate, z_sd = weighted.estimate("clipped_ips", 0, origin=low)
+            z_var = z_sd * z_sd
+            n_clipped = float(weighted.n_clipped[0])
         z = low + ell * clipped_weight
         # no value lies outside the reward range, so neither does a bound of it (a few rows
         # with equal clipped terms above high would otherwise give a "lower bound" above high)
@@ -452,6 +525,7 @@ class SafetyGate:
             estimate, z_var, z, low=low, high=low + max_weight * span, confidence_level=level,
             method=method,
         ))
+        baseline_value = float(r.mean()) if s is None else _hajek(r, s)[0]
         pct = f"{100 * level:g}%"
         if isinstance(self.baseline, str):
             if self.baseline != "logging":
@@ -461,13 +535,18 @@ class SafetyGate:
             # the paired difference D_i = Z_i - r_i is not a moment of the weighting estimate
             # (its variance needs cov(Z, r)), so it is formed per row
             diff = ell * (clipped_weight - 1.0)
-            improvement = float(diff.mean())
+            if s is None:
+                improvement, diff_var = float(diff.mean()), float(diff.var(ddof=1))
+            else:
+                improvement, diff_var = _hajek(diff, s)
             improvement_lower = min(span, _one_sided_lower(
-                improvement, float(diff.var(ddof=1)), diff, low=-span,
+                improvement, diff_var, diff, low=-span,
                 high=(max_weight - 1.0) * span, confidence_level=level, method=method,
             ))
-            baseline_value = float(r.mean())
             source = f"on-policy mean reward of the logging policy on the {n:,} certification rows"
+            if s is not None:
+                source = (f"Hajek-weighted {source[:-len(' rows')]} rows (sampling weights "
+                          f"`{weight_name}`)")
             approve = improvement_lower > 0.0
             reason = (
                 f"the {pct} lower bound of the improvement over the logging policy is "
@@ -506,10 +585,55 @@ class SafetyGate:
             reward_range=(low, high),
             n_train=None if n_train is None else int(n_train),
             n_certify=int(n),
-            clipped_fraction=float(moments.n_clipped[0]) / n,
+            clipped_fraction=n_clipped / n,
             # the t bound rests on the central limit theorem; betting and Bernstein hold at any n
-            notes=(small_sample_note(n),) if method == "t" and small_sample(n) else (),
+            notes=((small_sample_note(n),) if method == "t" and small_sample(n) else ())
+            + (() if s is None else (_weighted_note(weight_name, s, self.method),)),
+            sampling_weight=None if s is None else weight_name,
         )
+
+
+def resolve_gate_method(method: Any, weight_name: str | None) -> str:
+    """The gate mode used: ``"auto"`` is :data:`AUTO_METHOD` on unweighted rows and
+    :data:`AUTO_WEIGHTED_METHOD` on rows with sampling weights (``weight_name`` not None), which
+    ``"betting"`` and ``"bernstein"`` refuse."""
+    chosen = check_choice(method, "method", _METHODS)
+    if weight_name is None:
+        return AUTO_METHOD if chosen == "auto" else chosen
+    if chosen == "auto":
+        return AUTO_WEIGHTED_METHOD
+    if chosen in _UNWEIGHTED_METHODS:
+        raise EstimationError(
+            f"the gate's method={chosen!r} does not take sampling weights, and the "
+            f"certification rows carry them (column `{weight_name}`, not all 1, e.g. from "
+            "DSJSON pdrop): its bound holds for the unweighted mean of i.i.d. rows in a known "
+            "range, while the weighted value is a Hajek ratio. Use method='t' (the asymptotic "
+            "bound of the linearized ratio; method='auto' chooses it for weighted rows), or "
+            f"drop the `{weight_name}` column to certify on the kept rows as they are."
+        )
+    return chosen
+
+
+def _hajek(values: npt.NDArray[np.float64], s: npt.NDArray[np.float64]) -> tuple[float, float]:
+    """``(sum s x / sum s, var(psi))``: the Hajek mean of per-row terms ``x`` and the sample
+    variance of its linearized terms ``psi_i = s_i (x_i - mean) / mean(s)``, from the weighted
+    moment kernel (:meth:`ope.moments.WeightedMoments.estimate`, kind ``"logging"``)."""
+    moments = WeightedMoments.from_arrays(values, np.ones((values.shape[0], 1)), s,
+                                          max_weight=None)
+    mean, sd = moments.estimate("logging", 0)
+    return mean, sd * sd
+
+
+def _weighted_note(weight_name: str, s: npt.NDArray[np.float64], requested: Any) -> str:
+    """The note of a certificate on rows with sampling weights."""
+    why = ("method='auto' chose the t bound, the only gate mode that takes sampling weights "
+           if requested == "auto" else "the t bound ")
+    return (
+        sampling_weight_note(weight_name, float(s.sum()), int(s.shape[0]))
+        + f" The estimate, the baseline and the improvement are Hajek ratios; {why}"
+        "(linearized standard error, asymptotic): the finite-sample betting and Bernstein "
+        "bounds are for unweighted rows."
+    )
 
 
 def certify(
@@ -524,9 +648,11 @@ def certify(
     name: str | None = None,
     n_train: int | None = None,
     confidence_level: float = 0.95,
-    method: GateMethod = "betting",
+    method: GateMethod = "auto",
     baseline: Literal["logging"] | float = "logging",
     max_weight: float | None = None,
+    sampling_weight: Any = None,
+    weight_name: str | None = None,
 ) -> Certificate:
     """Certify a policy on held-out rows: ``SafetyGate(...).certify(...)`` in one call.
 
@@ -549,7 +675,8 @@ def certify(
         baseline=baseline, max_weight=max_weight,
     )
     return gate.certify(
-        policy, X, action, reward, propensity, candidates=candidates, name=name, n_train=n_train
+        policy, X, action, reward, propensity, candidates=candidates, name=name, n_train=n_train,
+        sampling_weight=sampling_weight, weight_name=weight_name,
     )
 
 
@@ -564,8 +691,10 @@ def rank_policies(
     max_weight: float | None,
     candidates: Any = None,
     confidence_level: float = 0.95,
-    method: GateMethod = "betting",
+    method: GateMethod = "auto",
     simultaneous: bool = True,
+    sampling_weight: Any = None,
+    weight_name: str | None = None,
 ) -> Any:
     r"""Rank candidate policies by a lower confidence bound of their value.
 
@@ -585,12 +714,16 @@ def rank_policies(
         Candidate sets of the rows.
     confidence_level : float, default=0.95
         One-sided level.
-    method : {"betting", "bernstein", "t"}, default="betting"
-        As in :class:`SafetyGate` (``"t"`` is asymptotic and not safe).
+    method : {"auto", "betting", "bernstein", "t"}, default="auto"
+        As in :class:`SafetyGate` (``"t"`` is asymptotic and not safe; ``"auto"`` is betting,
+        or ``"t"`` on rows with sampling weights).
     simultaneous : bool, default=True
         Bonferroni-adjust: each bound at level :math:`1-(1-c)/P` for :math:`P` policies, so that
         all hold together with probability at least :math:`c` and the top policy's bound stays
         valid although it was selected for being on top.
+    sampling_weight, weight_name : optional
+        The rows' sampling (Horvitz-Thompson) weights and their name, as in
+        :meth:`SafetyGate.certify`: the estimates and bounds are then Hajek-weighted.
 
     Returns
     -------
@@ -640,7 +773,8 @@ def rank_policies(
     rows = []
     for policy_name, policy in policies.items():  # loop over policies, not rows
         cert = gate.certify(
-            policy, X, action, reward, propensity, candidates=candidates, name=str(policy_name)
+            policy, X, action, reward, propensity, candidates=candidates, name=str(policy_name),
+            sampling_weight=sampling_weight, weight_name=weight_name,
         )
         rows.append(
             {
@@ -650,7 +784,7 @@ def rank_policies(
                 "improvement_estimate": cert.improvement_estimate,
                 "improvement_lower_bound": cert.improvement_lower_bound,
                 "confidence_level": per_policy,
-                "method": method,
+                "method": cert.method,
                 "n": cert.n_certify,
             }
         )
