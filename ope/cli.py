@@ -413,13 +413,18 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--gate", choices=("auto", "betting", "bernstein", "t"), default="auto",
         help="bound of the safety gate: 'auto' (default) is betting, or t when the rows carry "
-        "sampling weights (betting and bernstein refuse them)",
+        "sampling weights and --max-sampling-weight is not given (bernstein refuses them)",
     )
     p.add_argument(
         "--weight-column", metavar="COLUMN",
         help="column of each row's sampling weight, 1 / P(row kept) (default: 'weight' when "
         "the logs have it, e.g. 1/(1-pdrop) from --format dsjson): the learner and the "
         "certificate are then Horvitz-Thompson weighted",
+    )
+    p.add_argument(
+        "--max-sampling-weight", type=float, metavar="S",
+        help="a priori bound of the sampling weights (1/(1-p) for the largest drop rate p): "
+        "the gate then certifies weighted rows with the finite-sample weighted betting bound",
     )
     _add_output_flags(p)
 
@@ -1921,6 +1926,7 @@ def _cmd_learn(args: argparse.Namespace) -> _Outcome:
         name=args.name,
         rng=args.seed,
         weight_column=args.weight_column,
+        max_sampling_weight=args.max_sampling_weight,
     )
     text = [str(cert)]
     policy_rows = None

@@ -154,11 +154,15 @@ def test_integer_weights_equal_repeated_rows_for_the_gates_point_estimate() -> N
 def test_finite_sample_modes_refuse_weighted_rows_and_auto_takes_t() -> None:
     X, action, reward, p, s = _logs(seed=2)
     pe = (action == 1) * 1.0
-    for method in ("betting", "bernstein"):
+    for method, extra in [("betting", {}), ("bernstein", {}),
+                          ("bernstein", {"max_sampling_weight": 3.0})]:
         with pytest.raises(EstimationError, match=rf"method='{method}' does not take sampling "
                            r"weights.*column `w8`.*Use method='t'"):
             certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
-                    method=method, sampling_weight=s, weight_name="w8")
+                    method=method, sampling_weight=s, weight_name="w8", **extra)
+    with pytest.raises(EstimationError, match=r"give max_sampling_weight="):
+        certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
+                method="betting", sampling_weight=s)
     cert = certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
                    sampling_weight=s, weight_name="w8")
     assert cert.method == "t" and cert.weighted and cert.sampling_weight == "w8"
@@ -177,6 +181,40 @@ def test_finite_sample_modes_refuse_weighted_rows_and_auto_takes_t() -> None:
                 sampling_weight=np.where(action == 0, -1.0, 1.0), weight_name="w8")
 
 
+def test_weighted_betting_bound() -> None:
+    from ope.intervals.betting import betting_lower_bound
+    from ope.learning._gate import weighted_betting_lower_bound
+
+    rng = np.random.default_rng(8)
+    x = rng.uniform(-1.0, 2.0, 700)
+    # unit weights with S = 1: the unweighted betting bound, exactly
+    for level in (0.9, 0.95):
+        assert weighted_betting_lower_bound(
+            x, np.ones(700), low=-1.0, high=3.0, max_sampling_weight=1.0,
+            confidence_level=level) == betting_lower_bound(x, low=-1.0, high=3.0,
+                                                           confidence_level=level)
+    X, action, reward, p, s = _logs(seed=6)
+    pe = np.where(action == 1, 0.8, 0.1)
+    cert = certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
+                   sampling_weight=s, weight_name="w8", max_sampling_weight=3.0)
+    assert cert.method == "betting" and cert.weighted   # "auto" with S: finite-sample betting
+    assert any("weighted betting bounds" in note and "max_sampling_weight = 3" in note
+               for note in cert.notes)
+    t_cert = certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
+                     sampling_weight=s, method="t")
+    assert cert.estimate == t_cert.estimate   # the same Hajek estimate, another bound
+    # another bound of the same estimate (pinned: the betting bound exploits that the terms
+    # are >= 0, and is the tighter one on these skewed rows)
+    assert cert.lower_bound == pytest.approx(0.5140509307244319, abs=1e-12)
+    assert t_cert.lower_bound == pytest.approx(0.4977744153088029, abs=1e-12)
+    # a weight above the a priori bound is an error; one a rounding above it is not
+    with pytest.raises(ValidationError, match=r"`w8` exceeds max_sampling_weight=2.5 in "):
+        certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
+                sampling_weight=s, weight_name="w8", max_sampling_weight=2.5)
+    certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
+            sampling_weight=s / (1 - 0.9) / 10, max_sampling_weight=3.0)
+
+
 def test_learn_from_logs_reads_the_weight_column_and_refuses_betting_up_front() -> None:
     X, action, reward, p, s = _logs(seed=3)
     logs = ope.read_logs(_table(X, action, reward, p, s).rename_columns(
@@ -187,6 +225,9 @@ def test_learn_from_logs_reads_the_weight_column_and_refuses_betting_up_front() 
     with pytest.raises(EstimationError, match="method='bernstein' does not take"):
         learn_from_logs(logs, context_columns=["x0", "x1"], weight_column="keep_w",
                         method="bernstein", rng=0)
+    _, cert = learn_from_logs(logs, context_columns=["x0", "x1"], weight_column="keep_w",
+                              max_sampling_weight=3.0, rng=0)
+    assert cert.method == "betting" and cert.weighted
     # fit_logs takes the same column
     fitted = ConservativePolicyLearner(rng=0).fit_logs(logs, context_columns=["x0", "x1"],
                                                        weight_column="keep_w")
@@ -235,26 +276,31 @@ def test_weighted_learner_finds_the_populations_best_policy_on_segment_dropped_l
 
 
 @pytest.mark.slow
-def test_weighted_t_bound_covers_the_exact_value_at_its_nominal_rate() -> None:
+def test_weighted_t_and_betting_bounds_cover_the_exact_value_at_their_nominal_rate() -> None:
     env = _drop_env()
     truth = env.true_value("mixture")
     improvement = truth - env.true_value("logging")
     rng = np.random.default_rng(123)
     reps = 300
-    missed = {"weighted": np.zeros(2), "unweighted": np.zeros(2)}
+    missed = {kind: np.zeros(2) for kind in ("weighted", "unweighted", "betting")}
     for _ in range(reps):  # one sample of logs per replication
         t = _dropped(env, 4000, rng)
         args = [t.column(c).to_numpy() for c in ("target__mixture", "action", "reward",
                                                  "propensity")]
         s = t.column("weight").to_numpy()
-        for kind, weight in (("weighted", s), ("unweighted", None)):
-            # no clipping (M above every weight): the bound's target is the value itself
-            cert = certify(args[0], None, *args[1:], reward_range=(0, 1), max_weight=1e6,
-                           method="t", sampling_weight=weight)
+        for kind, weight, method in (("weighted", s, "t"), ("unweighted", None, "t"),
+                                     ("betting", s, "betting")):
+            # clipping at M = 40 (above every weight of "mixture", whose logger puts at least
+            # 0.05 / 3 on each action): the bound's target is the value itself
+            cert = certify(args[0], None, *args[1:], reward_range=(0, 1), max_weight=40.0,
+                           method=method, sampling_weight=weight,
+                           max_sampling_weight=1.0 / (1.0 - DROP_SEGMENT_1))
             missed[kind] += [cert.lower_bound > truth,
                              cert.improvement_lower_bound > improvement]
-    # nominal miss rate 5%: 15 of 300, binomial sd 3.8; allow 3 sd above
+    # nominal miss rate 5%: 15 of 300, binomial sd 3.8; allow 3 sd above (18 and 6 misses)
     assert np.all(missed["weighted"] <= 26), missed
+    # the weighted betting bound is finite-sample: at most nominal (6 and 0 misses here)
+    assert np.all(missed["betting"] <= 26), missed
     # ignoring the weights certifies the kept rows' improvement: its bound misses more often
     # than nominal (41 of 300 misses with this seed)
     assert missed["unweighted"][1] > 26, missed
@@ -284,6 +330,9 @@ def test_cli_learn_on_weighted_logs(tmp_path) -> None:
     assert cert["method"] == "t"
     code, out, err = _cli("learn", str(path), "--context-columns", "x0", "x1", "--gate", "betting")
     assert code != 0 and "method='betting' does not take sampling weights" in err
+    code, out, err = _cli("learn", str(path), "--context-columns", "x0", "x1", "--json",
+                          "--seed", "0", "--max-sampling-weight", "3")
+    assert code == 0 and json.loads(out)["certificate"]["method"] == "betting"
     renamed = tmp_path / "renamed.parquet"
     pq.write_table(_table(X, action, reward, p, s).rename_columns(
         ["event_id", "x0", "x1", "action", "reward", "propensity", "keep_w"]), renamed)

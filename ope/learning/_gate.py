@@ -40,6 +40,7 @@ from ope.weights import check_sampling_weight, sampling_weight_note
 
 __all__ = [
     "Certificate", "SafetyGate", "certify", "rank_policies", "resolve_gate_method",
+    "check_max_sampling_weight", "weighted_betting_lower_bound",
     "AUTO_METHOD", "AUTO_WEIGHTED_METHOD",
 ]
 
@@ -52,7 +53,8 @@ MIN_CERTIFY_ROWS: Final = MIN_ROWS
 #: the gate's bound methods. Betting is finite-sample like Bernstein and tighter in
 #: benchmarks/bench_gate.py (it approved more often wherever approval was right, never above the
 #: nominal rate); "t" is asymptotic. "auto" (the default everywhere a gate mode is chosen) is
-#: betting on unweighted rows and "t" on rows with sampling weights (see resolve_gate_method)
+#: betting on unweighted rows, and on rows with sampling weights betting when their a priori bound
+#: max_sampling_weight is given, else "t" (see resolve_gate_method)
 _METHODS: Final = ("auto", "betting", "bernstein", "t")
 
 #: the methods whose bounds hold at every n for unweighted i.i.d. rows only: rows with sampling
@@ -62,6 +64,16 @@ _UNWEIGHTED_METHODS: Final = ("betting", "bernstein")
 #: what ``method="auto"`` chooses on unweighted rows and on rows with sampling weights
 AUTO_METHOD: Final = "betting"
 AUTO_WEIGHTED_METHOD: Final = "t"
+
+#: bisection steps of the weighted betting bound on the [0, 1] scale (2**-50 < 1e-15), and the
+#: truncation c of its bets, lambda <= c / (s_max m), which keeps every capital factor >= 1 - c:
+#: the values of ope.intervals.betting, so that unit weights give betting_lower_bound's bound
+_WEIGHTED_BISECTION_STEPS: Final = 50
+
+#: relative slack of ``max_sampling_weight`` for weights a float rounding above it
+#: (1 / (1 - 0.9) = 10.000000000000002); the bets are then capped with the largest weight
+_SAMPLING_WEIGHT_SLACK: Final = 1e-12
+_WEIGHTED_BET_TRUNCATION: Final = 0.5
 
 #: type of a gate mode (the ``method`` argument of SafetyGate, certify, rank_policies, ...)
 GateMethod = Literal["auto", "betting", "bernstein", "t"]
@@ -286,10 +298,17 @@ def _policy_propensity(
 def _one_sided_lower(
     mean: float, var: float, rows: npt.NDArray[np.float64], *, low: float, high: float,
     confidence_level: float, method: str,
+    weights: tuple[npt.NDArray[np.float64], float] | None = None,
 ) -> float:
     """One-sided lower confidence bound of a mean in ``[low, high]`` from the ``rows`` (betting)
-    or their sample mean and unbiased variance (bernstein, t)."""
+    or their sample mean and unbiased variance (bernstein, t); ``weights`` = ``(s, s_max)`` for
+    rows with sampling weights (betting: :func:`weighted_betting_lower_bound`; t: ``mean`` and
+    ``var`` are then those of the Hajek ratio and its linearized terms)."""
     n = rows.shape[0]
+    if method == "betting" and weights is not None:
+        return weighted_betting_lower_bound(
+            rows, weights[0], low=low, high=high, max_sampling_weight=weights[1],
+            confidence_level=confidence_level)
     if method == "betting":
         return float(betting_lower_bound(rows, low=low, high=high,
                                          confidence_level=confidence_level))
@@ -302,6 +321,74 @@ def _one_sided_lower(
         return float(ci.low)
     half = float(stats.t.ppf(confidence_level, n - 1)) * math.sqrt(var / n)
     return max(low, mean - half)
+
+
+def weighted_betting_lower_bound(
+    values: npt.NDArray[np.float64],
+    sampling_weight: npt.NDArray[np.float64],
+    *,
+    low: float,
+    high: float,
+    max_sampling_weight: float,
+    confidence_level: float,
+) -> float:
+    r"""One-sided betting lower bound of a population mean from rows with sampling weights.
+
+    ``values`` (in ``[low, high]`` a priori) are the kept rows' terms, in their logged order;
+    row :math:`i` was kept with probability :math:`1/s_i` and :math:`s_i \le S`
+    (``max_sampling_weight``, a priori). The bound is for :math:`\mu = \mathbb E_P[X]`, the mean
+    over the logged population (every event, kept or dropped).
+
+    Notes
+    -----
+    Events :math:`j` of the population are i.i.d. from :math:`P`; each is kept independently
+    with probability :math:`1/s_j`. Given the number :math:`n` of kept rows, the kept rows are
+    i.i.d. from :math:`Q`, :math:`dQ/dP = s^{-1}/\mathbb E_P[s^{-1}]`, so with
+    :math:`Y = (X - a)/(b - a)\in[0, 1]`
+
+    .. math:: \mathbb E_Q[s(Y - m)] = rac{\mathbb E_P[Y] - m}{\mathbb E_P[s^{-1}]},
+
+    which is :math:`\le 0` whenever :math:`m \ge \mu' = (\mu - a)/(b - a)`: the terms
+    :math:`s_i(Y_i - m)\ge -Sm` play the part of :math:`Y_i - m` in
+    :func:`ope.intervals.betting.betting_lower_bound`. The capital
+
+    .. math:: K_t(m) = \prod_{i\le t}igl(1 + \lambda_i(m)\,s_i(Y_i - m)igr),\qquad
+              \lambda_i(m) = \min\Bigl(\sqrt{rac{2\ln(1/lpha)}{n\hat\sigma^2_{i-1}}},
+              rac{c}{Sm}\Bigr),
+
+    with every factor :math:`\ge 1 - c` (:math:`c = 1/2`), is a non-negative supermartingale
+    at :math:`m = \mu'` for bets predictable from the earlier kept rows (and :math:`n`), and
+    Ville's inequality gives :math:`P(\max_t K_t(\mu') \ge 1/lpha)\lelpha`. The bound is the
+    largest rejected :math:`m` found by bisection (each factor decreases in :math:`m`), mapped
+    back to :math:`[a, b]`. The plug-in spread is :math:`\hat\sigma^2_{i-1} = (1/4 +
+    \sum_{k<i} s_k^2(Y_k - \hat\mu_{k-1})^2)/i` about the predictable Hajek mean
+    :math:`\hat\mu_{k-1} = (1/2 + \sum_{j<k}s_jY_j)/(1 + \sum_{j<k}s_j)`; with unit weights and
+    :math:`S = 1` this is :func:`~ope.intervals.betting.betting_lower_bound` exactly. The bound
+    needs :math:`S` a priori (not the largest weight seen): the cap :math:`c/(Sm)` is what keeps
+    the capital non-negative for any row the population may hold. The number of dropped events
+    is not needed: a dropped event's term is 0, a factor of 1.
+    """
+    span = high - low
+    y = np.clip((values - low) / span, 0.0, 1.0)
+    s = sampling_weight
+    n = y.shape[0]
+    log_threshold = math.log(1.0 / (1.0 - confidence_level))
+    sy, ss = np.cumsum(s * y), np.cumsum(s)
+    mean_before = (0.5 + (sy - s * y)) / (1.0 + (ss - s))  # predictable Hajek mean
+    squares = np.cumsum((s * (y - mean_before)) ** 2)
+    before = np.concatenate([[0.0], squares[:-1]])
+    variance = (0.25 + before) / np.arange(1, n + 1, dtype=np.float64)
+    bet = np.sqrt(2.0 * log_threshold / (n * variance))
+    lo, hi = 0.0, 1.0  # m = 1 is never rejected: every factor is <= 1 there
+    for _ in range(_WEIGHTED_BISECTION_STEPS):  # bisection steps, each vectorized over rows
+        mid = 0.5 * (lo + hi)
+        lam = np.minimum(bet, _WEIGHTED_BET_TRUNCATION / (max_sampling_weight * mid))
+        log_capital = np.cumsum(np.log1p(lam * s * (y - mid)))
+        if float(log_capital.max()) >= log_threshold:
+            lo = mid
+        else:
+            hi = mid
+    return float(min(max(low + span * lo, low), high))  # a rejected value: the safe side
 
 
 @dataclass(frozen=True)
@@ -320,9 +407,10 @@ class SafetyGate:
         better than the baseline is at most ``1 - confidence_level`` for the finite-sample modes
         (``"betting"``, ``"bernstein"``) only.
     method : {"auto", "betting", "bernstein", "t"}, default="auto"
-        ``"auto"``: ``"betting"`` on unweighted rows, ``"t"`` on rows with sampling weights
-        (the only mode that takes them; see Notes); the certificate's ``method`` is the mode
-        used. ``"betting"``: one-sided betting bound of Waudby-Smith & Ramdas
+        ``"auto"``: ``"betting"`` on unweighted rows, and on rows with sampling weights when
+        ``max_sampling_weight`` is given; ``"t"`` on rows with sampling weights otherwise (see
+        Notes). The certificate's ``method`` is the mode used. ``"betting"``: one-sided
+        betting bound of Waudby-Smith & Ramdas
         (:func:`ope.intervals.betting.betting_lower_bound`), valid at every sample size and the
         tightest safe mode. ``"bernstein"``: Maurer-Pontil empirical Bernstein bound, also valid
         at every sample size (HCPI's safe mode), wider. ``"t"``: Student-t bound, asymptotic
@@ -336,6 +424,12 @@ class SafetyGate:
         Clip level :math:`M`; None takes the policy's ``max_weight_`` (chosen on the training
         split, hence fixed before the certification rows are seen). A policy without one and no
         ``max_weight`` here raises :class:`~ope.exceptions.MissingBoundsError`.
+    max_sampling_weight : float or None, default=None
+        An a priori bound :math:`S` of the rows' sampling weights (``1/(1 - p)`` for the largest
+        drop probability :math:`p` the logger uses; not the largest weight seen). It enables
+        the finite-sample weighted betting bound on rows with sampling weights
+        (:func:`weighted_betting_lower_bound`); a row above it is an error. Unused without
+        sampling weights.
 
     Notes
     -----
@@ -384,12 +478,19 @@ class SafetyGate:
     sample variance of :math:`\psi_i = s_i(T_i - \hat T_s)/\bar s` (:math:`T = Z` or
     :math:`D`; :meth:`ope.moments.WeightedMoments.estimate`), and the one-sided bound
     :math:`\hat T_s - t_{c,n-1}\hat\sigma/\sqrt n` (``method="t"``; asymptotic, as
-    unweighted). ``"betting"`` and ``"bernstein"`` refuse such rows: they bound the unweighted
-    mean of i.i.d. terms in a known range, while :math:`s_iT_i` has no a priori range unless
-    the weights have a known bound, and the Hajek ratio is not such a mean. ``method="auto"``
-    (the default) therefore uses ``"t"`` on weighted rows, and the certificate says so
-    (``method``, ``sampling_weight`` and a note). Unit weights are the unweighted rows: the
-    certificate is then exactly the unweighted one.
+    unweighted). With an a priori bound :math:`s_i\le S` (``max_sampling_weight``)
+    ``"betting"`` is finite-sample on weighted rows too: given the number of kept rows they are
+    i.i.d. from the kept distribution :math:`Q`, under which :math:`\mathbb E_Q[s(T - m)]` has
+    the sign of :math:`\mathbb E_P[T] - m` (:math:`P` the population) and
+    :math:`s(T - m)\ge -S(m - a)`, so the betting capital on :math:`s_i(T_i - m)` with bets
+    capped at :math:`c/(S(m-a))` (on the normalized scale) is a non-negative supermartingale
+    at the population mean (:func:`weighted_betting_lower_bound`); unit weights with
+    :math:`S = 1` give the unweighted betting bound exactly. Without :math:`S` the terms
+    :math:`s_iT_i` have no a priori range and ``"betting"`` refuses weighted rows;
+    ``"bernstein"`` always does (its bound is for the unweighted mean of i.i.d. terms).
+    ``method="auto"`` (the default) is ``"betting"`` on weighted rows when :math:`S` is given,
+    else ``"t"``, and the certificate says which (``method``, ``sampling_weight`` and a note).
+    Unit weights are the unweighted rows: the certificate is then exactly the unweighted one.
 
     References
     ----------
@@ -420,6 +521,7 @@ class SafetyGate:
     method: GateMethod = "auto"
     baseline: Literal["logging"] | float = "logging"
     max_weight: float | None = None
+    max_sampling_weight: float | None = None
 
     def certify(
         self,
@@ -502,7 +604,12 @@ class SafetyGate:
             s = check_sampling_weight(np.asarray(sampling_weight), n, name=weight_name)
             if bool(np.all(s == 1.0)):
                 s = None  # unit weights: the unweighted certificate, exactly
-        method = resolve_gate_method(self.method, None if s is None else weight_name)
+        s_max = None
+        if s is not None:
+            s_max = check_max_sampling_weight(self.max_sampling_weight, s, weight_name)
+        method = resolve_gate_method(self.method, None if s is None else weight_name,
+                                     max_sampling_weight=s_max)
+        bet_weights = None if s is None or s_max is None else (s, s_max)
         pe = _policy_propensity(policy, X, a, candidates, n)
         span = high - low
         ell = r - low
@@ -523,7 +630,7 @@ class SafetyGate:
         # with equal clipped terms above high would otherwise give a "lower bound" above high)
         lower = min(high, _one_sided_lower(
             estimate, z_var, z, low=low, high=low + max_weight * span, confidence_level=level,
-            method=method,
+            method=method, weights=bet_weights,
         ))
         baseline_value = float(r.mean()) if s is None else _hajek(r, s)[0]
         pct = f"{100 * level:g}%"
@@ -542,6 +649,7 @@ class SafetyGate:
             improvement_lower = min(span, _one_sided_lower(
                 improvement, diff_var, diff, low=-span,
                 high=(max_weight - 1.0) * span, confidence_level=level, method=method,
+                weights=bet_weights,
             ))
             source = f"on-policy mean reward of the logging policy on the {n:,} certification rows"
             if s is not None:
@@ -588,30 +696,66 @@ class SafetyGate:
             clipped_fraction=n_clipped / n,
             # the t bound rests on the central limit theorem; betting and Bernstein hold at any n
             notes=((small_sample_note(n),) if method == "t" and small_sample(n) else ())
-            + (() if s is None else (_weighted_note(weight_name, s, self.method),)),
+            + (() if s is None else (_weighted_note(weight_name, s, self.method, method,
+                                                    s_max),)),
             sampling_weight=None if s is None else weight_name,
         )
 
 
-def resolve_gate_method(method: Any, weight_name: str | None) -> str:
-    """The gate mode used: ``"auto"`` is :data:`AUTO_METHOD` on unweighted rows and
-    :data:`AUTO_WEIGHTED_METHOD` on rows with sampling weights (``weight_name`` not None), which
-    ``"betting"`` and ``"bernstein"`` refuse."""
+def resolve_gate_method(
+    method: Any, weight_name: str | None, *, max_sampling_weight: float | None = None
+) -> str:
+    """The gate mode used. Unweighted rows (``weight_name`` None): ``"auto"`` is
+    :data:`AUTO_METHOD`. Rows with sampling weights: ``"auto"`` is ``"betting"`` (the weighted
+    betting bound, finite-sample) when ``max_sampling_weight`` bounds the weights a priori, else
+    :data:`AUTO_WEIGHTED_METHOD` (``"t"``); ``"betting"`` without that bound and
+    ``"bernstein"`` refuse them."""
     chosen = check_choice(method, "method", _METHODS)
     if weight_name is None:
         return AUTO_METHOD if chosen == "auto" else chosen
     if chosen == "auto":
-        return AUTO_WEIGHTED_METHOD
+        return "betting" if max_sampling_weight is not None else AUTO_WEIGHTED_METHOD
+    if chosen == "betting" and max_sampling_weight is not None:
+        return chosen
     if chosen in _UNWEIGHTED_METHODS:
+        how = (
+            "its bound holds for the unweighted mean of i.i.d. rows in a known range, while "
+            "the weighted value is a Hajek ratio" if chosen == "bernstein" else
+            "its weighted version bets on s_i (x_i - m), whose range needs an a priori bound "
+            "of the weights: give max_sampling_weight= (e.g. 1 / (1 - the largest pdrop the "
+            "logger uses))"
+        )
         raise EstimationError(
-            f"the gate's method={chosen!r} does not take sampling weights, and the "
+            f"the gate's method={chosen!r} does not take sampling weights as given, and the "
             f"certification rows carry them (column `{weight_name}`, not all 1, e.g. from "
-            "DSJSON pdrop): its bound holds for the unweighted mean of i.i.d. rows in a known "
-            "range, while the weighted value is a Hajek ratio. Use method='t' (the asymptotic "
-            "bound of the linearized ratio; method='auto' chooses it for weighted rows), or "
-            f"drop the `{weight_name}` column to certify on the kept rows as they are."
+            f"DSJSON pdrop): {how}. Use method='t' (the asymptotic bound of the linearized "
+            "ratio; method='auto' chooses it for weighted rows without max_sampling_weight), "
+            f"or drop the `{weight_name}` column to certify on the kept rows as they are."
         )
     return chosen
+
+
+def check_max_sampling_weight(
+    value: Any, s: npt.NDArray[np.float64], weight_name: str
+) -> float | None:
+    """The a priori bound ``S`` of the sampling weights (None when not given): finite, > 0,
+    and no weight above it."""
+    if value is None:
+        return None
+    bound = check_real(value, "max_sampling_weight")
+    if not (math.isfinite(bound) and bound > 0.0):
+        raise ParameterError(
+            f"max_sampling_weight must be a finite number > 0 (an a priori bound of the sampling "
+            f"weights); got {value!r}."
+        )
+    above = s > bound * (1.0 + _SAMPLING_WEIGHT_SLACK)
+    if above.any():
+        raise ValidationError(
+            f"`{weight_name}` exceeds max_sampling_weight={bound:g} in {row_list(above)} "
+            f"(largest {float(s.max()):g}): the bound must hold for every row a priori (1 / the "
+            "smallest keep probability the logger uses)."
+        )
+    return max(bound, float(s.max()))  # a weight a rounding above the bound: the cap holds
 
 
 def _hajek(values: npt.NDArray[np.float64], s: npt.NDArray[np.float64]) -> tuple[float, float]:
@@ -624,15 +768,22 @@ def _hajek(values: npt.NDArray[np.float64], s: npt.NDArray[np.float64]) -> tuple
     return mean, sd * sd
 
 
-def _weighted_note(weight_name: str, s: npt.NDArray[np.float64], requested: Any) -> str:
+def _weighted_note(
+    weight_name: str, s: npt.NDArray[np.float64], requested: Any, method: str,
+    s_max: float | None,
+) -> str:
     """The note of a certificate on rows with sampling weights."""
-    why = ("method='auto' chose the t bound, the only gate mode that takes sampling weights "
-           if requested == "auto" else "the t bound ")
+    if method == "betting":
+        bound = (f"the bounds are the weighted betting bounds of the population means "
+                 f"(finite-sample; sampling weights <= max_sampling_weight = {s_max:g})")
+    else:
+        chose = ("method='auto' chose the t bound (no max_sampling_weight was given for the "
+                 "weighted betting bound), " if requested == "auto" else "")
+        bound = (f"{chose}the bounds are t bounds of the linearized ratios (asymptotic): "
+                 "betting needs max_sampling_weight and bernstein is for unweighted rows")
     return (
         sampling_weight_note(weight_name, float(s.sum()), int(s.shape[0]))
-        + f" The estimate, the baseline and the improvement are Hajek ratios; {why}"
-        "(linearized standard error, asymptotic): the finite-sample betting and Bernstein "
-        "bounds are for unweighted rows."
+        + f" The estimate, the baseline and the improvement are Hajek ratios; {bound}."
     )
 
 
@@ -653,6 +804,7 @@ def certify(
     max_weight: float | None = None,
     sampling_weight: Any = None,
     weight_name: str | None = None,
+    max_sampling_weight: float | None = None,
 ) -> Certificate:
     """Certify a policy on held-out rows: ``SafetyGate(...).certify(...)`` in one call.
 
@@ -672,7 +824,7 @@ def certify(
     """
     gate = SafetyGate(
         reward_range=reward_range, confidence_level=confidence_level, method=method,
-        baseline=baseline, max_weight=max_weight,
+        baseline=baseline, max_weight=max_weight, max_sampling_weight=max_sampling_weight,
     )
     return gate.certify(
         policy, X, action, reward, propensity, candidates=candidates, name=name, n_train=n_train,
@@ -695,6 +847,7 @@ def rank_policies(
     simultaneous: bool = True,
     sampling_weight: Any = None,
     weight_name: str | None = None,
+    max_sampling_weight: float | None = None,
 ) -> Any:
     r"""Rank candidate policies by a lower confidence bound of their value.
 
@@ -721,9 +874,9 @@ def rank_policies(
         Bonferroni-adjust: each bound at level :math:`1-(1-c)/P` for :math:`P` policies, so that
         all hold together with probability at least :math:`c` and the top policy's bound stays
         valid although it was selected for being on top.
-    sampling_weight, weight_name : optional
-        The rows' sampling (Horvitz-Thompson) weights and their name, as in
-        :meth:`SafetyGate.certify`: the estimates and bounds are then Hajek-weighted.
+    sampling_weight, weight_name, max_sampling_weight : optional
+        The rows' sampling (Horvitz-Thompson) weights, their name and an a priori bound of
+        them, as in :class:`SafetyGate`: the estimates and bounds are then Hajek-weighted.
 
     Returns
     -------
@@ -763,7 +916,7 @@ def rank_policies(
     per_policy = 1.0 - (1.0 - level) / len(policies) if simultaneous else level
     gate = SafetyGate(
         reward_range=reward_range, confidence_level=per_policy, method=method,
-        baseline="logging", max_weight=max_weight,
+        baseline="logging", max_weight=max_weight, max_sampling_weight=max_sampling_weight,
     )
     if max_weight is None:
         raise MissingBoundsError(

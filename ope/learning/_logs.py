@@ -22,7 +22,13 @@ from ope.learning._columns import (
     log_sampling_weight,
     weight_arguments,
 )
-from ope.learning._gate import Certificate, GateMethod, SafetyGate, resolve_gate_method
+from ope.learning._gate import (
+    Certificate,
+    GateMethod,
+    SafetyGate,
+    check_max_sampling_weight,
+    resolve_gate_method,
+)
 from ope.learning._learners import ConservativePolicyLearner
 from ope.policies.table import canonical_policy_table
 
@@ -56,6 +62,7 @@ def learn_from_logs(
     name: str = "learned",
     rng: int | np.random.Generator | None = None,
     weight_column: str | None = None,
+    max_sampling_weight: float | None = None,
 ) -> tuple[Any, Certificate]:
     """Fit a policy on one split of the logs and certify it on the other.
 
@@ -88,6 +95,9 @@ def learn_from_logs(
         the logs have it (the DSJSON importer writes ``1 / (1 - pdrop)`` there). Weights not
         all 1 make the fit and the certificate estimate the value on the logged population
         (see Notes); the learner must take ``sample_weight`` (the ope learners do).
+    max_sampling_weight : float, optional
+        An a priori bound of the sampling weights, as in :class:`SafetyGate`: with it the gate
+        certifies weighted rows by the finite-sample weighted betting bound.
 
     Returns
     -------
@@ -106,9 +116,10 @@ def learn_from_logs(
     fitted with ``sample_weight`` = the training rows' :math:`s_i` (its objective is then the
     Hajek-weighted estimate of the value, see :class:`ConservativePolicyLearner`), and the gate
     certifies with the certification rows' :math:`s_i` (:class:`SafetyGate`, "Sampling
-    weights"): with ``method="auto"`` (default) by the t bound of the linearized Hajek ratio,
-    as betting and Bernstein refuse weighted rows. The certificate names the weight column
-    (``sampling_weight``, ``weighted``) and says so in a note.
+    weights"): with ``method="auto"`` (default) by the weighted betting bound when
+    ``max_sampling_weight`` is given, else by the t bound of the linearized Hajek ratio.
+    The certificate names the weight column (``sampling_weight``, ``weighted``), the method
+    used, and says so in a note.
 
     Examples
     --------
@@ -136,10 +147,13 @@ def learn_from_logs(
     # refused up front, before any fitting: a learner without sample_weight, and a gate method
     # that does not take sampling weights
     weight_arguments(est, weight_name, s)
-    resolve_gate_method(method, weight_name)
+    s_max = None if s is None else check_max_sampling_weight(max_sampling_weight, s,
+                                                               str(weight_name))
+    resolve_gate_method(method, weight_name, max_sampling_weight=s_max)
     gate = SafetyGate(
         reward_range=getattr(est, "reward_range", None), confidence_level=confidence_level,
         method=method, baseline=baseline, max_weight=max_weight,
+        max_sampling_weight=max_sampling_weight,
     )
     _release_arrow_memory()
     X = context_matrix(logs, context_columns)
