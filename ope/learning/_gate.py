@@ -367,6 +367,20 @@ def weighted_betting_lower_bound(
     needs :math:`S` a priori (not the largest weight seen): the cap :math:`c/(Sm)` is what keeps
     the capital non-negative for any row the population may hold. The number of dropped events
     is not needed: a dropped event's term is 0, a factor of 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.learning._gate import weighted_betting_lower_bound
+    >>> rng = np.random.default_rng(0)
+    >>> seg = rng.integers(0, 2, size=20_000)              # two segments, means 0.8 and 0.2
+    >>> x = rng.binomial(1, np.where(seg == 1, 0.8, 0.2)).astype(float)
+    >>> kept = rng.random(20_000) < np.where(seg == 1, 0.1, 1.0)   # segment 1: pdrop 0.9
+    >>> s = np.where(seg[kept] == 1, 10.0, 1.0)
+    >>> lower = weighted_betting_lower_bound(x[kept], s, low=0.0, high=1.0,
+    ...                                      max_sampling_weight=10.0, confidence_level=0.95)
+    >>> bool(float(x[kept].mean()) < lower < 0.5)        # the population mean is 0.5
+    True
     """
     span = high - low
     y = np.clip((values - low) / span, 0.0, 1.0)
