@@ -1010,7 +1010,7 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
         The score used.
     value_estimate_ : float
         Estimate (clipped IPS or self-normalized) of the learned policy's value on the training
-        rows, in reward units.
+        rows, in reward units (a Hajek ratio on the logged population with ``sample_weight``).
     value_std_error_ : float
         Its standard error (``inf`` when fitted on fewer than 2 rows).
     value_lower_bound_ : float
@@ -1270,7 +1270,8 @@ class DirectMethodPolicyLearner(_LearnedPolicy):
     n_logged_ : ndarray of shape (n_actions,)
         Rows logged per action.
     value_estimate_ : float
-        In-sample direct-method estimate :math:`\frac1n\sum_i\hat q(x_i,\pi(x_i))`.
+        In-sample direct-method estimate :math:`\frac1n\sum_i\hat q(x_i,\pi(x_i))`
+        (:math:`\sum_i s_i\hat q(x_i,\pi(x_i))/\sum_i s_i` with ``sample_weight``).
     n_features_in_ : int
         Number of context features.
 
