@@ -169,6 +169,8 @@ def test_finite_sample_modes_refuse_weighted_rows_and_auto_takes_t() -> None:
     assert any("method='auto' chose the t bound" in note and "`w8`" in note
                for note in cert.notes)
     assert "Hajek-weighted clipped IPS, sampling weights `w8`" in str(cert)
+    assert "sampling weights:  column `w8` (Horvitz-Thompson: values for the logged population; " \
+        "t bound of the linearized Hajek ratio, asymptotic)" in str(cert)
     doc = cert.to_dict()
     assert doc["weighted"] is True and doc["sampling_weight"] == "w8"
     assert Certificate.from_json(cert.to_json()) == cert

@@ -243,6 +243,11 @@ class Certificate(Result):
             f"  rows:              {train} train, {self.n_certify:,} certify; "
             f"{100 * self.clipped_fraction:.3g}% of weights clipped"
         )
+        if self.sampling_weight is not None:
+            bound = ("finite-sample weighted betting bound" if self.method == "betting" else
+                     f"{self.method} bound of the linearized Hajek ratio, asymptotic")
+            lines.append(f"  sampling weights:  column `{self.sampling_weight}` (Horvitz-Thompson: "
+                         f"values for the logged population; {bound})")
         if self.seed is not None:
             lines.append(f"  split seed:        {self.seed} (rng={self.seed} reproduces it)")
         return "\n".join(lines)
