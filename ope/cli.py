@@ -410,7 +410,22 @@ def _build_parser() -> argparse.ArgumentParser:
     p.add_argument("--confidence-level", type=float, default=0.95)
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"), default=(0.0, 1.0))
     p.add_argument("--certify-fraction", type=float, default=0.5)
-    p.add_argument("--gate", choices=("betting", "bernstein", "t"), default="betting")
+    p.add_argument(
+        "--gate", choices=("auto", "betting", "bernstein", "t"), default="auto",
+        help="bound of the safety gate: 'auto' (default) is betting, or t when the rows carry "
+        "sampling weights and --max-sampling-weight is not given (bernstein refuses them)",
+    )
+    p.add_argument(
+        "--weight-column", metavar="COLUMN",
+        help="column of each row's sampling weight, 1 / P(row kept) (default: 'weight' when "
+        "the logs have it, e.g. 1/(1-pdrop) from --format dsjson): the learner and the "
+        "certificate are then Horvitz-Thompson weighted",
+    )
+    p.add_argument(
+        "--max-sampling-weight", type=float, metavar="S",
+        help="a priori bound of the sampling weights (1/(1-p) for the largest drop rate p): "
+        "the gate then certifies weighted rows with the finite-sample weighted betting bound",
+    )
     _add_output_flags(p)
 
     p = sub.add_parser(
@@ -1915,6 +1930,8 @@ def _cmd_learn(args: argparse.Namespace) -> _Outcome:
         method=args.gate,
         name=args.name,
         rng=args.seed,
+        weight_column=args.weight_column,
+        max_sampling_weight=args.max_sampling_weight,
     )
     text = [str(cert)]
     policy_rows = None
@@ -1926,6 +1943,7 @@ def _cmd_learn(args: argparse.Namespace) -> _Outcome:
                     f"ope evaluate LOGS --policies {args.out}")
     text.append(_seed_line(args))
     document = {"validation": logs.report.to_dict(), "certificate": cert.to_dict(),
+                "weight_column": cert.sampling_weight,
                 "policy_table": args.out, "policy_rows": policy_rows}
     return _Outcome(document, "\n".join(text))
 

@@ -61,7 +61,8 @@ def test_betting_mode_bounds_are_the_betting_bounds_of_the_gate_terms():
 
 def test_the_finite_sample_betting_mode_is_the_default_everywhere():
     for func in (SafetyGate, certify, rank_policies, learn_from_logs):
-        assert inspect.signature(func).parameters["method"].default == "betting", func
+        # "auto": betting on unweighted rows (t on rows with sampling weights)
+        assert inspect.signature(func).parameters["method"].default == "auto", func
     rng = np.random.default_rng(4)
     action = rng.integers(0, 2, size=400)
     reward = rng.binomial(1, 0.5, size=400) * 1.0

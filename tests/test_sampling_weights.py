@@ -524,14 +524,13 @@ def test_cli_weight_column_flag(tmp_path) -> None:
     assert code != 0 and "does not take sampling weights" in out
 
 
-def test_the_learners_refuse_weighted_rows() -> None:
+def test_the_gates_finite_sample_bounds_refuse_weighted_rows() -> None:
+    # the learners take the weights (tests/test_learning_weighted.py); betting does not
     df = _frame().assign(x0=np.linspace(0, 1, 1200))
     logs = ope.read_logs(df)
-    with pytest.raises(EstimationError, match=r"column `weight`, not all 1.*learners' "
-                       r"lower-bound objectives.*drop the\s+`weight` column"):
-        ope.ConservativePolicyLearner().fit_logs(logs, context_columns=["x0"])
-    with pytest.raises(EstimationError, match="safety gate's betting"):
-        ope.learn_from_logs(logs, context_columns=["x0"], rng=0)
+    with pytest.raises(EstimationError, match=r"method='betting' does not take sampling weights"
+                       r".*column `weight`.*Use method='t'"):
+        ope.learn_from_logs(logs, context_columns=["x0"], method="betting", rng=0)
 
 
 def test_slate_logs_refuse_sampling_weights() -> None:

@@ -17,7 +17,9 @@ from ope.context import context_matrix
 from ope.exceptions import EstimationError, ParameterError, SchemaError
 from ope.weights import check_sampling_weight, sampling_weight_column
 
-__all__ = ["log_columns", "fit_logs", "feature_arguments"]
+__all__ = [
+    "log_columns", "log_sampling_weight", "weight_arguments", "fit_logs", "feature_arguments",
+]
 
 
 def log_columns(
@@ -30,29 +32,41 @@ def log_columns(
             f"learning needs the columns action, reward and propensity; missing: "
             f"{', '.join(missing)}."
         )
-    _refuse_sampling_weights(logs)
     cand = logs.table.column("candidates") if "candidates" in logs.table.column_names else None
     return logs.column("action"), logs.column("reward"), logs.column("propensity"), cand
 
 
-def _refuse_sampling_weights(logs: Any) -> None:
-    """The learners' objectives and the safety gate's bounds (betting, bernstein) are for
-    unweighted rows: logs whose sampling weights (the ``weight`` column) are not all 1 are
-    refused rather than fitted as if every row stood for one event."""
-    name = sampling_weight_column(logs.table.column_names, None)
+def log_sampling_weight(
+    logs: Any, weight_column: str | None = None
+) -> tuple[str | None, npt.NDArray[np.float64] | None]:
+    """``(column, s)``: the rows' sampling (Horvitz-Thompson) weights and their column
+    (:func:`ope.weights.sampling_weight_column`: ``weight_column``, else ``weight`` when
+    present), checked by :func:`ope.weights.check_sampling_weight`. ``(None, None)`` without
+    such a column, and also when every weight is 1: unit weights are the unweighted rows, so
+    the learners and the gate then give exactly the unweighted numbers."""
+    name = sampling_weight_column(logs.table.column_names, weight_column)
     if name is None:
-        return
+        return None, None
     s = check_sampling_weight(logs.column(name), logs.n, name=name)
     if bool(np.all(s == 1.0)):
-        return
-    raise EstimationError(
-        f"the rows carry sampling weights (column `{name}`, not all 1, e.g. from DSJSON "
-        "pdrop), and the learners' lower-bound objectives and the safety gate's betting and "
-        "bernstein bounds are for unweighted rows: a policy learned or certified on them would "
-        "be for the kept rows, not the logged population. Evaluate candidates with "
-        "ope.evaluate (weighted estimates and normal or bootstrap intervals), or drop the "
-        f"`{name}` column to learn on the kept rows as they are."
-    )
+        return None, None
+    return name, s
+
+
+def weight_arguments(learner: Any, name: str | None, s: Any) -> dict[str, Any]:
+    """``{"sample_weight": s}`` for ``learner.fit`` when the rows carry sampling weights (an
+    error for a learner whose ``fit`` takes none), else ``{}``."""
+    if s is None:
+        return {}
+    if "sample_weight" not in inspect.signature(learner.fit).parameters:
+        raise EstimationError(
+            f"the rows carry sampling weights (column `{name}`, not all 1, e.g. from DSJSON "
+            f"pdrop) and {type(learner).__name__}.fit takes no sample_weight: it would learn "
+            "the policy of the kept rows, not of the logged population. Use an ope learner "
+            f"(they take sampling weights), or drop the `{name}` column to learn on the kept "
+            "rows as they are."
+        )
+    return {"sample_weight": s}
 
 
 def feature_arguments(learner: Any, logs: Any, action_features: Any) -> dict[str, Any]:
@@ -74,11 +88,14 @@ def feature_arguments(learner: Any, logs: Any, action_features: Any) -> dict[str
 
 
 def fit_logs(
-    learner: Any, logs: Any, *, context_columns: str | Sequence[str], action_features: Any = None
+    learner: Any, logs: Any, *, context_columns: str | Sequence[str], action_features: Any = None,
+    weight_column: str | None = None,
 ) -> Any:
-    """``learner.fit`` on validated logs (actions, rewards, propensities, candidates and action
-    features if present)."""
+    """``learner.fit`` on validated logs (actions, rewards, propensities, candidates, action
+    features and sampling weights if present)."""
     X = context_matrix(logs, context_columns)
     action, reward, propensity, cand = log_columns(logs)
+    name, s = log_sampling_weight(logs, weight_column)
     return learner.fit(X, action, reward, propensity, candidates=cand,
-                       **feature_arguments(learner, logs, action_features))
+                       **feature_arguments(learner, logs, action_features),
+                       **weight_arguments(learner, name, s))

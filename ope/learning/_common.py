@@ -22,7 +22,7 @@ from ope._validation import (
     power_of_two_scale,
 )
 from ope.exceptions import MissingBoundsError, ValidationError
-from ope.moments import centered_moments
+from ope.moments import WeightedMoments, centered_moments
 
 __all__: list[str] = []
 
@@ -241,9 +241,16 @@ class Standardizer:
     scale: npt.NDArray[np.float64]
 
     @classmethod
-    def fit(cls, X: npt.NDArray[np.float64], *, center: bool) -> Standardizer:
+    def fit(
+        cls, X: npt.NDArray[np.float64], *, center: bool,
+        sample_weight: npt.NDArray[np.float64] | None = None,
+    ) -> Standardizer:
         """Center and scale by the standard deviation (``center=True``), or only scale by the
-        root mean square (``center=False``: no intercept may absorb a shift)."""
+        root mean square (``center=False``: no intercept may absorb a shift).
+
+        With ``sample_weight`` ``s`` the mean and spread are the weighted ones,
+        ``sum s x / sum s`` and ``sqrt(sum s (x - mean)^2 / sum s)``: those of the rows repeated
+        ``s_i`` times for integer weights (the population the rows stand for)."""
         d = X.shape[1]
         top = np.abs(X).max(axis=0) if X.shape[0] else np.zeros(d)
         unit = np.array([power_of_two_scale(float(t)) for t in top])  # loop over columns
@@ -251,7 +258,12 @@ class Standardizer:
         sd = np.ones(d)
         for k in range(d):  # loop over columns, not rows: no (n, d) temporary
             x = X[:, k] / unit[k]
-            if center:
+            if sample_weight is not None:
+                total = float(sample_weight.sum())
+                mu[k] = float(np.dot(sample_weight, x)) / total if center else 0.0
+                dev = x - mu[k]
+                sd[k] = np.sqrt(float(np.dot(sample_weight, dev * dev)) / total)
+            elif center:
                 mu[k] = x.mean()
                 sd[k] = x.std()
             else:
@@ -296,8 +308,12 @@ def penalized_value(
     reward01: npt.NDArray[np.float64],
     objective: str,
     variance_penalty: float,
+    sampling_weight: npt.NDArray[np.float64] | None = None,
 ) -> tuple[float, tuple[float, float], npt.NDArray[np.float64]]:
     """``(estimate - penalty * std_error, (estimate, std_error), d/d wbar)`` on the [0, 1] scale.
+
+    With ``sampling_weight`` (the rows' Horvitz-Thompson weights ``s``) see
+    :func:`weighted_penalized_value`; None is the unweighted value below.
 
     ``objective="clipped_ips"``: estimate ``mean(u)``, ``u_i = r_i * wbar_i``, standard error
     ``sqrt(var(u) / n)`` with the unbiased variance (POEM, eq. 7).
@@ -310,6 +326,9 @@ def penalized_value(
     is then the estimate itself, which the optimizer may still use; a reported lower bound is
     the bottom of the range, see :func:`reported_bound`).
     """
+    if sampling_weight is not None:
+        return weighted_penalized_value(wbar, reward01, objective, variance_penalty,
+                                        sampling_weight)
     n = wbar.shape[0]
     s = power_of_two_scale(float(wbar.max())) if n else 1.0
     ws = wbar / s
@@ -351,6 +370,69 @@ def penalized_value(
         dvar = beta / S**2 - 2.0 * Q / S**3
         grad = alpha - variance_penalty * dvar / (2.0 * sd)
     return value - variance_penalty * sd, (value, sd), grad / s
+
+
+def weighted_penalized_value(
+    wbar: npt.NDArray[np.float64],
+    reward01: npt.NDArray[np.float64],
+    objective: str,
+    variance_penalty: float,
+    sampling_weight: npt.NDArray[np.float64],
+) -> tuple[float, tuple[float, float], npt.NDArray[np.float64]]:
+    r""":func:`penalized_value` of rows with sampling (Horvitz-Thompson) weights ``s``.
+
+    Each kept row stands for ``s_i`` events of the logged population, and every population
+    mean is a Hajek ratio (as in :mod:`ope.estimators`, "Sampling weights"):
+
+    * ``objective="clipped_ips"``: :math:`\hat V = \sum_i s_i u_i / \sum_i s_i` with
+      :math:`u_i = 	ilde r_iar w_i`; standard error :math:`\sqrt{\widehat{\mathrm{Var}}(\psi)
+      / n}` of the linearized terms :math:`\psi_i = s_i(u_i - \hat V)/ar s`
+      (:meth:`ope.moments.WeightedMoments.estimate`, kind ``"ips"``). Its gradient is
+      :math:`\partial\hat V/\partialar w_i = s_i	ilde r_i/\sum s` and, with
+      :math:`\sigma^2 = \widehat{\mathrm{Var}}(\psi)`,
+      :math:`\partial\sigma^2/\partial u_i = rac{2}{n-1}rac{s_i}{ar s}(\psi_i -
+      rac1n\sum_j rac{s_j}{ar s}\psi_j)`.
+    * ``objective="self_normalized"``: the unweighted self-normalized value of the products
+      :math:`v_i = s_iar w_i`, :math:`\sum sar w	ilde r/\sum sar w`, whose Norm-POEM
+      spread :math:`\sqrt{\sum(	ilde r_i-\hat V)^2 v_i^2}/\sum v_i` is the linearized standard
+      error of that ratio; the gradient is :math:`s_i` times the one with respect to :math:`v_i`.
+
+    Integer weights give the estimate (and its gradient) of the rows repeated ``s_i`` times;
+    the standard error differs (the repeats would count as independent rows). Unit weights give
+    the unweighted value up to rounding (callers pass None for them, for exact equality).
+    """
+    s = np.asarray(sampling_weight, dtype=np.float64)
+    n = wbar.shape[0]
+    if objective != "clipped_ips":
+        value, (est, sd), grad = penalized_value(wbar * s, reward01, objective, variance_penalty)
+        return value, (est, sd), grad * s
+    total = float(s.sum())
+    sn = s * (n / total)  # the weights over their mean: psi and the gradient are scale-free
+    if n < MIN_ROWS:
+        value = float(np.dot(sn * reward01, wbar)) / max(n, 1)
+        return value, (value, np.inf), sn * reward01 / max(n, 1)
+    c = power_of_two_scale(float(wbar.max()))
+    ws = wbar / c
+    moments = WeightedMoments.from_arrays(reward01, ws[:, None], s, max_weight=None)
+    mean_c, sd_c = moments.estimate("ips", 0)
+    mean, se = c * mean_c, c * sd_c / np.sqrt(n)
+    dmean = sn / n
+    if variance_penalty > 0.0 and sd_c > 0.0:
+        psi = sn * (reward01 * ws - mean_c)  # in units of c: the ratio below is scale-free
+        dvar = 2.0 * sn * (psi - float(np.dot(sn, psi)) / n) / (n - 1)
+        dmean = dmean - variance_penalty * dvar / (2.0 * np.sqrt(n) * sd_c)
+    return mean - variance_penalty * se, (mean, se), dmean * reward01
+
+
+def weighted_quantile(
+    values: npt.NDArray[np.float64], q: float, sampling_weight: npt.NDArray[np.float64] | None
+) -> float:
+    """The ``q`` quantile of ``values``: numpy's default (linear) without weights; with
+    sampling weights the inverted-CDF quantile of the weighted distribution (for integer
+    weights, that of the rows repeated ``s_i`` times)."""
+    if sampling_weight is None:
+        return float(np.quantile(values, q))
+    return float(np.quantile(values, q, weights=sampling_weight, method="inverted_cdf"))
 
 
 def reported_bound(bound01: float, se01: float) -> float:

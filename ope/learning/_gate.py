@@ -34,10 +34,15 @@ from ope.learning._common import (
     required_reward_range,
     row_list,
 )
-from ope.moments import centered_moments
+from ope.moments import WeightedMoments, centered_moments
 from ope.results import Result, ResultParts
+from ope.weights import check_sampling_weight, sampling_weight_note
 
-__all__ = ["Certificate", "SafetyGate", "certify", "rank_policies"]
+__all__ = [
+    "Certificate", "SafetyGate", "certify", "rank_policies", "resolve_gate_method",
+    "check_max_sampling_weight", "weighted_betting_lower_bound",
+    "AUTO_METHOD", "AUTO_WEIGHTED_METHOD",
+]
 
 #: probabilities a policy object returns may exceed 1 by float rounding; more than this is an error
 _PROBABILITY_SLACK: Final = 1e-9
@@ -45,13 +50,33 @@ _PROBABILITY_SLACK: Final = 1e-9
 #: Certification rows needed for a variance at all: the package's MIN_ROWS.
 MIN_CERTIFY_ROWS: Final = MIN_ROWS
 
-#: the gate's bound methods; the first is the default everywhere a gate mode is chosen. Betting is
-#: finite-sample like Bernstein and tighter in benchmarks/bench_gate.py (it approved more often
-#: wherever approval was right, never above the nominal rate); "t" is asymptotic
-_METHODS: Final = ("betting", "bernstein", "t")
+#: the gate's bound methods. Betting is finite-sample like Bernstein and tighter in
+#: benchmarks/bench_gate.py (it approved more often wherever approval was right, never above the
+#: nominal rate); "t" is asymptotic. "auto" (the default everywhere a gate mode is chosen) is
+#: betting on unweighted rows, and on rows with sampling weights betting when their a priori bound
+#: max_sampling_weight is given, else "t" (see resolve_gate_method)
+_METHODS: Final = ("auto", "betting", "bernstein", "t")
+
+#: the methods whose bounds hold at every n for unweighted i.i.d. rows only: rows with sampling
+#: weights are refused by them
+_UNWEIGHTED_METHODS: Final = ("betting", "bernstein")
+
+#: what ``method="auto"`` chooses on unweighted rows and on rows with sampling weights
+AUTO_METHOD: Final = "betting"
+AUTO_WEIGHTED_METHOD: Final = "t"
+
+#: bisection steps of the weighted betting bound on the [0, 1] scale (2**-50 < 1e-15), and the
+#: truncation c of its bets, lambda <= c / (s_max m), which keeps every capital factor >= 1 - c:
+#: the values of ope.intervals.betting, so that unit weights give betting_lower_bound's bound
+_WEIGHTED_BISECTION_STEPS: Final = 50
+
+#: relative slack of ``max_sampling_weight`` for weights a float rounding above it
+#: (1 / (1 - 0.9) = 10.000000000000002); the bets are then capped with the largest weight
+_SAMPLING_WEIGHT_SLACK: Final = 1e-12
+_WEIGHTED_BET_TRUNCATION: Final = 0.5
 
 #: type of a gate mode (the ``method`` argument of SafetyGate, certify, rank_policies, ...)
-GateMethod = Literal["betting", "bernstein", "t"]
+GateMethod = Literal["auto", "betting", "bernstein", "t"]
 
 
 @dataclass(frozen=True)
@@ -108,6 +133,12 @@ class Certificate(Result):
         The seed of the train/certify split when the certificate comes from
         :func:`ope.learning.learn_from_logs` (drawn there when ``rng=None``): passing it as
         ``rng`` reproduces the split, the fit and this certificate. None otherwise.
+    sampling_weight : str or None
+        The column (or argument) of the certification rows' sampling (Horvitz-Thompson)
+        weights when the certificate is weighted: ``estimate``, ``baseline_value`` and the
+        improvement are then Hajek ratios on the logged population (see :class:`SafetyGate`).
+        None for unweighted rows (also when every weight is 1). ``weighted`` says the same as
+        a bool (in ``to_dict()`` too).
     """
 
     policy: str
@@ -129,6 +160,12 @@ class Certificate(Result):
     clipped_fraction: float
     notes: tuple[str, ...] = ()
     seed: int | None = None
+    sampling_weight: str | None = None
+
+    @property
+    def weighted(self) -> bool:
+        """True when the certification rows carried sampling weights (not all 1)."""
+        return self.sampling_weight is not None
 
     @property
     def approved(self) -> bool:
@@ -155,7 +192,7 @@ class Certificate(Result):
         d = asdict(self)
         d["reward_range"] = list(self.reward_range)
         d["notes"] = list(self.notes)
-        d.update(value=self.value, n=self.n, ci_method=self.ci_method)
+        d.update(value=self.value, n=self.n, ci_method=self.ci_method, weighted=self.weighted)
         return d
 
     def to_json(self, **json_options: Any) -> str:
@@ -165,15 +202,18 @@ class Certificate(Result):
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Certificate:
         """Rebuild a certificate from :meth:`to_dict` output (also of versions without
-        ``notes``, ``seed``, ``value``, ``n`` and ``ci_method``; the last three are derived)."""
+        ``notes``, ``seed``, ``sampling_weight``, ``value``, ``n``, ``ci_method`` and
+        ``weighted``; the last four are derived)."""
         names = {f.name for f in fields(cls)}
-        missing = sorted(names - set(data) - {"notes", "seed"})
+        missing = sorted(names - set(data) - {"notes", "seed", "sampling_weight"})
         if missing:
             raise ValidationError(f"certificate dict misses keys: {', '.join(missing)}.")
         values = {k: data[k] for k in names if k in data}
         values["reward_range"] = tuple(float(v) for v in values["reward_range"])
         values["notes"] = tuple(str(v) for v in data.get("notes", ()))
         values["seed"] = None if data.get("seed") is None else int(data["seed"])
+        weight = data.get("sampling_weight")
+        values["sampling_weight"] = None if weight is None else str(weight)
         return cls(**values)
 
     @classmethod
@@ -183,11 +223,13 @@ class Certificate(Result):
 
     def __str__(self) -> str:
         pct = f"{100 * self.confidence_level:g}%"
+        kind = ("clipped IPS" if self.sampling_weight is None else
+                f"Hajek-weighted clipped IPS, sampling weights `{self.sampling_weight}`")
         lines = [
             f"certificate for policy {self.policy!r}: {self.verdict.upper()}",
             f"  reason:            {self.reason}",
             f"  estimate:          {self.estimate:.6g} "
-            f"(clipped IPS, max_weight={self.max_weight:g})",
+            f"({kind}, max_weight={self.max_weight:g})",
             f"  lower bound:       {self.lower_bound:.6g} (one-sided {pct}, {self.method})",
             f"  baseline:          {self.baseline_value:.6g} ({self.baseline_source})",
         ]
@@ -201,6 +243,11 @@ class Certificate(Result):
             f"  rows:              {train} train, {self.n_certify:,} certify; "
             f"{100 * self.clipped_fraction:.3g}% of weights clipped"
         )
+        if self.sampling_weight is not None:
+            bound = ("finite-sample weighted betting bound" if self.method == "betting" else
+                     f"{self.method} bound of the linearized Hajek ratio, asymptotic")
+            lines.append(f"  sampling weights:  column `{self.sampling_weight}` (Horvitz-Thompson: "
+                         f"values for the logged population; {bound})")
         if self.seed is not None:
             lines.append(f"  split seed:        {self.seed} (rng={self.seed} reproduces it)")
         return "\n".join(lines)
@@ -256,10 +303,17 @@ def _policy_propensity(
 def _one_sided_lower(
     mean: float, var: float, rows: npt.NDArray[np.float64], *, low: float, high: float,
     confidence_level: float, method: str,
+    weights: tuple[npt.NDArray[np.float64], float] | None = None,
 ) -> float:
     """One-sided lower confidence bound of a mean in ``[low, high]`` from the ``rows`` (betting)
-    or their sample mean and unbiased variance (bernstein, t)."""
+    or their sample mean and unbiased variance (bernstein, t); ``weights`` = ``(s, s_max)`` for
+    rows with sampling weights (betting: :func:`weighted_betting_lower_bound`; t: ``mean`` and
+    ``var`` are then those of the Hajek ratio and its linearized terms)."""
     n = rows.shape[0]
+    if method == "betting" and weights is not None:
+        return weighted_betting_lower_bound(
+            rows, weights[0], low=low, high=high, max_sampling_weight=weights[1],
+            confidence_level=confidence_level)
     if method == "betting":
         return float(betting_lower_bound(rows, low=low, high=high,
                                          confidence_level=confidence_level))
@@ -272,6 +326,88 @@ def _one_sided_lower(
         return float(ci.low)
     half = float(stats.t.ppf(confidence_level, n - 1)) * math.sqrt(var / n)
     return max(low, mean - half)
+
+
+def weighted_betting_lower_bound(
+    values: npt.NDArray[np.float64],
+    sampling_weight: npt.NDArray[np.float64],
+    *,
+    low: float,
+    high: float,
+    max_sampling_weight: float,
+    confidence_level: float,
+) -> float:
+    r"""One-sided betting lower bound of a population mean from rows with sampling weights.
+
+    ``values`` (in ``[low, high]`` a priori) are the kept rows' terms, in their logged order;
+    row :math:`i` was kept with probability :math:`1/s_i` and :math:`s_i \le S`
+    (``max_sampling_weight``, a priori). The bound is for :math:`\mu = \mathbb E_P[X]`, the mean
+    over the logged population (every event, kept or dropped).
+
+    Notes
+    -----
+    Events :math:`j` of the population are i.i.d. from :math:`P`; each is kept independently
+    with probability :math:`1/s_j`. Given the number :math:`n` of kept rows, the kept rows are
+    i.i.d. from :math:`Q`, :math:`dQ/dP = s^{-1}/\mathbb E_P[s^{-1}]`, so with
+    :math:`Y = (X - a)/(b - a)\in[0, 1]`
+
+    .. math:: \mathbb E_Q[s(Y - m)] = rac{\mathbb E_P[Y] - m}{\mathbb E_P[s^{-1}]},
+
+    which is :math:`\le 0` whenever :math:`m \ge \mu' = (\mu - a)/(b - a)`: the terms
+    :math:`s_i(Y_i - m)\ge -Sm` play the part of :math:`Y_i - m` in
+    :func:`ope.intervals.betting.betting_lower_bound`. The capital
+
+    .. math:: K_t(m) = \prod_{i\le t}igl(1 + \lambda_i(m)\,s_i(Y_i - m)igr),\qquad
+              \lambda_i(m) = \min\Bigl(\sqrt{rac{2\ln(1/lpha)}{n\hat\sigma^2_{i-1}}},
+              rac{c}{Sm}\Bigr),
+
+    with every factor :math:`\ge 1 - c` (:math:`c = 1/2`), is a non-negative supermartingale
+    at :math:`m = \mu'` for bets predictable from the earlier kept rows (and :math:`n`), and
+    Ville's inequality gives :math:`P(\max_t K_t(\mu') \ge 1/lpha)\lelpha`. The bound is the
+    largest rejected :math:`m` found by bisection (each factor decreases in :math:`m`), mapped
+    back to :math:`[a, b]`. The plug-in spread is :math:`\hat\sigma^2_{i-1} = (1/4 +
+    \sum_{k<i} s_k^2(Y_k - \hat\mu_{k-1})^2)/i` about the predictable Hajek mean
+    :math:`\hat\mu_{k-1} = (1/2 + \sum_{j<k}s_jY_j)/(1 + \sum_{j<k}s_j)`; with unit weights and
+    :math:`S = 1` this is :func:`~ope.intervals.betting.betting_lower_bound` exactly. The bound
+    needs :math:`S` a priori (not the largest weight seen): the cap :math:`c/(Sm)` is what keeps
+    the capital non-negative for any row the population may hold. The number of dropped events
+    is not needed: a dropped event's term is 0, a factor of 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.learning._gate import weighted_betting_lower_bound
+    >>> rng = np.random.default_rng(0)
+    >>> seg = rng.integers(0, 2, size=20_000)              # two segments, means 0.8 and 0.2
+    >>> x = rng.binomial(1, np.where(seg == 1, 0.8, 0.2)).astype(float)
+    >>> kept = rng.random(20_000) < np.where(seg == 1, 0.1, 1.0)   # segment 1: pdrop 0.9
+    >>> s = np.where(seg[kept] == 1, 10.0, 1.0)
+    >>> lower = weighted_betting_lower_bound(x[kept], s, low=0.0, high=1.0,
+    ...                                      max_sampling_weight=10.0, confidence_level=0.95)
+    >>> bool(float(x[kept].mean()) < lower < 0.5)        # the population mean is 0.5
+    True
+    """
+    span = high - low
+    y = np.clip((values - low) / span, 0.0, 1.0)
+    s = sampling_weight
+    n = y.shape[0]
+    log_threshold = math.log(1.0 / (1.0 - confidence_level))
+    sy, ss = np.cumsum(s * y), np.cumsum(s)
+    mean_before = (0.5 + (sy - s * y)) / (1.0 + (ss - s))  # predictable Hajek mean
+    squares = np.cumsum((s * (y - mean_before)) ** 2)
+    before = np.concatenate([[0.0], squares[:-1]])
+    variance = (0.25 + before) / np.arange(1, n + 1, dtype=np.float64)
+    bet = np.sqrt(2.0 * log_threshold / (n * variance))
+    lo, hi = 0.0, 1.0  # m = 1 is never rejected: every factor is <= 1 there
+    for _ in range(_WEIGHTED_BISECTION_STEPS):  # bisection steps, each vectorized over rows
+        mid = 0.5 * (lo + hi)
+        lam = np.minimum(bet, _WEIGHTED_BET_TRUNCATION / (max_sampling_weight * mid))
+        log_capital = np.cumsum(np.log1p(lam * s * (y - mid)))
+        if float(log_capital.max()) >= log_threshold:
+            lo = mid
+        else:
+            hi = mid
+    return float(min(max(low + span * lo, low), high))  # a rejected value: the safe side
 
 
 @dataclass(frozen=True)
@@ -289,8 +425,11 @@ class SafetyGate:
         One-sided level of the lower bound; the chance of approving a policy that is truly no
         better than the baseline is at most ``1 - confidence_level`` for the finite-sample modes
         (``"betting"``, ``"bernstein"``) only.
-    method : {"betting", "bernstein", "t"}, default="betting"
-        ``"betting"``: one-sided betting bound of Waudby-Smith & Ramdas
+    method : {"auto", "betting", "bernstein", "t"}, default="auto"
+        ``"auto"``: ``"betting"`` on unweighted rows, and on rows with sampling weights when
+        ``max_sampling_weight`` is given; ``"t"`` on rows with sampling weights otherwise (see
+        Notes). The certificate's ``method`` is the mode used. ``"betting"``: one-sided
+        betting bound of Waudby-Smith & Ramdas
         (:func:`ope.intervals.betting.betting_lower_bound`), valid at every sample size and the
         tightest safe mode. ``"bernstein"``: Maurer-Pontil empirical Bernstein bound, also valid
         at every sample size (HCPI's safe mode), wider. ``"t"``: Student-t bound, asymptotic
@@ -304,6 +443,12 @@ class SafetyGate:
         Clip level :math:`M`; None takes the policy's ``max_weight_`` (chosen on the training
         split, hence fixed before the certification rows are seen). A policy without one and no
         ``max_weight`` here raises :class:`~ope.exceptions.MissingBoundsError`.
+    max_sampling_weight : float or None, default=None
+        An a priori bound :math:`S` of the rows' sampling weights (``1/(1 - p)`` for the largest
+        drop probability :math:`p` the logger uses; not the largest weight seen). It enables
+        the finite-sample weighted betting bound on rows with sampling weights
+        (:func:`weighted_betting_lower_bound`); a row above it is an error. Unused without
+        sampling weights.
 
     Notes
     -----
@@ -338,6 +483,34 @@ class SafetyGate:
     ``method``). The guarantee needs i.i.d. rows, correct logging propensities, and
     certification rows independent of the training (and selection) rows.
 
+    **Sampling weights.** When the certification rows carry sampling (Horvitz-Thompson) weights
+    :math:`s_i` (``certify(..., sampling_weight=s)``: row :math:`i` was kept with probability
+    :math:`1/s_i`, e.g. DSJSON's ``1/(1 - pdrop)``, and stands for :math:`s_i` events of the
+    logged population), the targets are the population means, estimated by Hajek ratios as in
+    :mod:`ope.estimators`:
+
+    .. math:: \hat Z_s = \frac{\sum_i s_iZ_i}{\sum_i s_i},\qquad
+              \hat D_s = \frac{\sum_i s_iD_i}{\sum_i s_i},\qquad
+              \text{baseline} = \frac{\sum_i s_ir_i}{\sum_i s_i},
+
+    with the linearized standard error :math:`\hat\sigma/\sqrt n`, :math:`\hat\sigma^2` the
+    sample variance of :math:`\psi_i = s_i(T_i - \hat T_s)/\bar s` (:math:`T = Z` or
+    :math:`D`; :meth:`ope.moments.WeightedMoments.estimate`), and the one-sided bound
+    :math:`\hat T_s - t_{c,n-1}\hat\sigma/\sqrt n` (``method="t"``; asymptotic, as
+    unweighted). With an a priori bound :math:`s_i\le S` (``max_sampling_weight``)
+    ``"betting"`` is finite-sample on weighted rows too: given the number of kept rows they are
+    i.i.d. from the kept distribution :math:`Q`, under which :math:`\mathbb E_Q[s(T - m)]` has
+    the sign of :math:`\mathbb E_P[T] - m` (:math:`P` the population) and
+    :math:`s(T - m)\ge -S(m - a)`, so the betting capital on :math:`s_i(T_i - m)` with bets
+    capped at :math:`c/(S(m-a))` (on the normalized scale) is a non-negative supermartingale
+    at the population mean (:func:`weighted_betting_lower_bound`); unit weights with
+    :math:`S = 1` give the unweighted betting bound exactly. Without :math:`S` the terms
+    :math:`s_iT_i` have no a priori range and ``"betting"`` refuses weighted rows;
+    ``"bernstein"`` always does (its bound is for the unweighted mean of i.i.d. terms).
+    ``method="auto"`` (the default) is ``"betting"`` on weighted rows when :math:`S` is given,
+    else ``"t"``, and the certificate says which (``method``, ``sampling_weight`` and a note).
+    Unit weights are the unweighted rows: the certificate is then exactly the unweighted one.
+
     References
     ----------
     .. [1] P. S. Thomas, G. Theocharous and M. Ghavamzadeh, "High confidence policy
@@ -364,9 +537,10 @@ class SafetyGate:
 
     reward_range: tuple[float, float] | None = None
     confidence_level: float = 0.95
-    method: GateMethod = "betting"
+    method: GateMethod = "auto"
     baseline: Literal["logging"] | float = "logging"
     max_weight: float | None = None
+    max_sampling_weight: float | None = None
 
     def certify(
         self,
@@ -379,6 +553,8 @@ class SafetyGate:
         candidates: Any = None,
         name: str | None = None,
         n_train: int | None = None,
+        sampling_weight: Any = None,
+        weight_name: str | None = None,
     ) -> Certificate:
         """Certify ``policy`` on held-out logged rows.
 
@@ -398,6 +574,12 @@ class SafetyGate:
             Policy name for the certificate (default: the class name, or ``"policy"``).
         n_train : int, optional
             Rows the policy was trained on, recorded in the certificate.
+        sampling_weight : array-like of shape (n,), optional
+            The rows' sampling (Horvitz-Thompson) weights, finite and > 0: the certificate is
+            then Hajek-weighted (see Notes). All 1 is the unweighted certificate.
+        weight_name : str, optional
+            What messages and the certificate call the weights (the logs' column); default
+            ``"sampling_weight"``.
 
         Returns
         -------
@@ -415,7 +597,6 @@ class SafetyGate:
             raise ParameterError(
                 f"confidence_level must be in (0.5, 1) for a one-sided bound, got {level!r}."
             )
-        method = check_choice(self.method, "method", _METHODS)
         max_weight = self.max_weight
         if max_weight is None:
             max_weight = getattr(policy, "max_weight_", None)
@@ -436,22 +617,41 @@ class SafetyGate:
             )
         r = check_reward(reward, n, (low, high))
         p = check_propensity(propensity, n)
+        weight_name = "sampling_weight" if weight_name is None else str(weight_name)
+        s = None
+        if sampling_weight is not None:
+            s = check_sampling_weight(np.asarray(sampling_weight), n, name=weight_name)
+            if bool(np.all(s == 1.0)):
+                s = None  # unit weights: the unweighted certificate, exactly
+        s_max = None
+        if s is not None:
+            s_max = check_max_sampling_weight(self.max_sampling_weight, s, weight_name)
+        method = resolve_gate_method(self.method, None if s is None else weight_name,
+                                     max_sampling_weight=s_max)
+        bet_weights = None if s is None or s_max is None else (s, s_max)
         pe = _policy_propensity(policy, X, a, candidates, n)
         span = high - low
-        # Z_i = r_lo + min(w_i, M) (r_i - r_lo): the clipped-IPS moments about r_lo (kernel)
-        moments = centered_moments(r, p, pe[:, None], max_weight=max_weight)
-        shifted_mean, z_var = moments.product_mean_var(0, clipped=True, about=low)
-        estimate = low + shifted_mean
-        # the same Z_i row by row, for the betting bound (it bets on the rows in their order)
         ell = r - low
         clipped_weight = np.minimum(pe / p, max_weight)
+        if s is None:
+            # Z_i = r_lo + min(w_i, M) (r_i - r_lo): the clipped-IPS moments about r_lo (kernel)
+            moments = centered_moments(r, p, pe[:, None], max_weight=max_weight)
+            shifted_mean, z_var = moments.product_mean_var(0, clipped=True, about=low)
+            estimate = low + shifted_mean
+            n_clipped = float(moments.n_clipped[0])
+        else:  # the Hajek ratio sum s Z / sum s and the variance of its linearized terms
+            weighted = WeightedMoments.from_arrays(r, (pe / p)[:, None], s, max_weight=max_weight)
+            estimate, z_sd = weighted.estimate("clipped_ips", 0, origin=low)
+            z_var = z_sd * z_sd
+            n_clipped = float(weighted.n_clipped[0])
         z = low + ell * clipped_weight
         # no value lies outside the reward range, so neither does a bound of it (a few rows
         # with equal clipped terms above high would otherwise give a "lower bound" above high)
         lower = min(high, _one_sided_lower(
             estimate, z_var, z, low=low, high=low + max_weight * span, confidence_level=level,
-            method=method,
+            method=method, weights=bet_weights,
         ))
+        baseline_value = float(r.mean()) if s is None else _hajek(r, s)[0]
         pct = f"{100 * level:g}%"
         if isinstance(self.baseline, str):
             if self.baseline != "logging":
@@ -461,13 +661,19 @@ class SafetyGate:
             # the paired difference D_i = Z_i - r_i is not a moment of the weighting estimate
             # (its variance needs cov(Z, r)), so it is formed per row
             diff = ell * (clipped_weight - 1.0)
-            improvement = float(diff.mean())
+            if s is None:
+                improvement, diff_var = float(diff.mean()), float(diff.var(ddof=1))
+            else:
+                improvement, diff_var = _hajek(diff, s)
             improvement_lower = min(span, _one_sided_lower(
-                improvement, float(diff.var(ddof=1)), diff, low=-span,
+                improvement, diff_var, diff, low=-span,
                 high=(max_weight - 1.0) * span, confidence_level=level, method=method,
+                weights=bet_weights,
             ))
-            baseline_value = float(r.mean())
             source = f"on-policy mean reward of the logging policy on the {n:,} certification rows"
+            if s is not None:
+                source = (f"Hajek-weighted {source[:-len(' rows')]} rows (sampling weights "
+                          f"`{weight_name}`)")
             approve = improvement_lower > 0.0
             reason = (
                 f"the {pct} lower bound of the improvement over the logging policy is "
@@ -506,10 +712,98 @@ class SafetyGate:
             reward_range=(low, high),
             n_train=None if n_train is None else int(n_train),
             n_certify=int(n),
-            clipped_fraction=float(moments.n_clipped[0]) / n,
+            clipped_fraction=n_clipped / n,
             # the t bound rests on the central limit theorem; betting and Bernstein hold at any n
-            notes=(small_sample_note(n),) if method == "t" and small_sample(n) else (),
+            notes=((small_sample_note(n),) if method == "t" and small_sample(n) else ())
+            + (() if s is None else (_weighted_note(weight_name, s, self.method, method,
+                                                    s_max),)),
+            sampling_weight=None if s is None else weight_name,
         )
+
+
+def resolve_gate_method(
+    method: Any, weight_name: str | None, *, max_sampling_weight: float | None = None
+) -> str:
+    """The gate mode used. Unweighted rows (``weight_name`` None): ``"auto"`` is
+    :data:`AUTO_METHOD`. Rows with sampling weights: ``"auto"`` is ``"betting"`` (the weighted
+    betting bound, finite-sample) when ``max_sampling_weight`` bounds the weights a priori, else
+    :data:`AUTO_WEIGHTED_METHOD` (``"t"``); ``"betting"`` without that bound and
+    ``"bernstein"`` refuse them."""
+    chosen = check_choice(method, "method", _METHODS)
+    if weight_name is None:
+        return AUTO_METHOD if chosen == "auto" else chosen
+    if chosen == "auto":
+        return "betting" if max_sampling_weight is not None else AUTO_WEIGHTED_METHOD
+    if chosen == "betting" and max_sampling_weight is not None:
+        return chosen
+    if chosen in _UNWEIGHTED_METHODS:
+        how = (
+            "its bound holds for the unweighted mean of i.i.d. rows in a known range, while "
+            "the weighted value is a Hajek ratio" if chosen == "bernstein" else
+            "its weighted version bets on s_i (x_i - m), whose range needs an a priori bound "
+            "of the weights: give max_sampling_weight= (e.g. 1 / (1 - the largest pdrop the "
+            "logger uses))"
+        )
+        raise EstimationError(
+            f"the gate's method={chosen!r} does not take sampling weights as given, and the "
+            f"certification rows carry them (column `{weight_name}`, not all 1, e.g. from "
+            f"DSJSON pdrop): {how}. Use method='t' (the asymptotic bound of the linearized "
+            "ratio; method='auto' chooses it for weighted rows without max_sampling_weight), "
+            f"or drop the `{weight_name}` column to certify on the kept rows as they are."
+        )
+    return chosen
+
+
+def check_max_sampling_weight(
+    value: Any, s: npt.NDArray[np.float64], weight_name: str
+) -> float | None:
+    """The a priori bound ``S`` of the sampling weights (None when not given): finite, > 0,
+    and no weight above it."""
+    if value is None:
+        return None
+    bound = check_real(value, "max_sampling_weight")
+    if not (math.isfinite(bound) and bound > 0.0):
+        raise ParameterError(
+            f"max_sampling_weight must be a finite number > 0 (an a priori bound of the sampling "
+            f"weights); got {value!r}."
+        )
+    above = s > bound * (1.0 + _SAMPLING_WEIGHT_SLACK)
+    if above.any():
+        raise ValidationError(
+            f"`{weight_name}` exceeds max_sampling_weight={bound:g} in {row_list(above)} "
+            f"(largest {float(s.max()):g}): the bound must hold for every row a priori (1 / the "
+            "smallest keep probability the logger uses)."
+        )
+    return max(bound, float(s.max()))  # a weight a rounding above the bound: the cap holds
+
+
+def _hajek(values: npt.NDArray[np.float64], s: npt.NDArray[np.float64]) -> tuple[float, float]:
+    """``(sum s x / sum s, var(psi))``: the Hajek mean of per-row terms ``x`` and the sample
+    variance of its linearized terms ``psi_i = s_i (x_i - mean) / mean(s)``, from the weighted
+    moment kernel (:meth:`ope.moments.WeightedMoments.estimate`, kind ``"logging"``)."""
+    moments = WeightedMoments.from_arrays(values, np.ones((values.shape[0], 1)), s,
+                                          max_weight=None)
+    mean, sd = moments.estimate("logging", 0)
+    return mean, sd * sd
+
+
+def _weighted_note(
+    weight_name: str, s: npt.NDArray[np.float64], requested: Any, method: str,
+    s_max: float | None,
+) -> str:
+    """The note of a certificate on rows with sampling weights."""
+    if method == "betting":
+        bound = (f"the bounds are the weighted betting bounds of the population means "
+                 f"(finite-sample; sampling weights <= max_sampling_weight = {s_max:g})")
+    else:
+        chose = ("method='auto' chose the t bound (no max_sampling_weight was given for the "
+                 "weighted betting bound), " if requested == "auto" else "")
+        bound = (f"{chose}the bounds are t bounds of the linearized ratios (asymptotic): "
+                 "betting needs max_sampling_weight and bernstein is for unweighted rows")
+    return (
+        sampling_weight_note(weight_name, float(s.sum()), int(s.shape[0]))
+        + f" The estimate, the baseline and the improvement are Hajek ratios; {bound}."
+    )
 
 
 def certify(
@@ -524,9 +818,12 @@ def certify(
     name: str | None = None,
     n_train: int | None = None,
     confidence_level: float = 0.95,
-    method: GateMethod = "betting",
+    method: GateMethod = "auto",
     baseline: Literal["logging"] | float = "logging",
     max_weight: float | None = None,
+    sampling_weight: Any = None,
+    weight_name: str | None = None,
+    max_sampling_weight: float | None = None,
 ) -> Certificate:
     """Certify a policy on held-out rows: ``SafetyGate(...).certify(...)`` in one call.
 
@@ -546,10 +843,11 @@ def certify(
     """
     gate = SafetyGate(
         reward_range=reward_range, confidence_level=confidence_level, method=method,
-        baseline=baseline, max_weight=max_weight,
+        baseline=baseline, max_weight=max_weight, max_sampling_weight=max_sampling_weight,
     )
     return gate.certify(
-        policy, X, action, reward, propensity, candidates=candidates, name=name, n_train=n_train
+        policy, X, action, reward, propensity, candidates=candidates, name=name, n_train=n_train,
+        sampling_weight=sampling_weight, weight_name=weight_name,
     )
 
 
@@ -564,8 +862,11 @@ def rank_policies(
     max_weight: float | None,
     candidates: Any = None,
     confidence_level: float = 0.95,
-    method: GateMethod = "betting",
+    method: GateMethod = "auto",
     simultaneous: bool = True,
+    sampling_weight: Any = None,
+    weight_name: str | None = None,
+    max_sampling_weight: float | None = None,
 ) -> Any:
     r"""Rank candidate policies by a lower confidence bound of their value.
 
@@ -585,12 +886,16 @@ def rank_policies(
         Candidate sets of the rows.
     confidence_level : float, default=0.95
         One-sided level.
-    method : {"betting", "bernstein", "t"}, default="betting"
-        As in :class:`SafetyGate` (``"t"`` is asymptotic and not safe).
+    method : {"auto", "betting", "bernstein", "t"}, default="auto"
+        As in :class:`SafetyGate` (``"t"`` is asymptotic and not safe; ``"auto"`` is betting,
+        or ``"t"`` on rows with sampling weights).
     simultaneous : bool, default=True
         Bonferroni-adjust: each bound at level :math:`1-(1-c)/P` for :math:`P` policies, so that
         all hold together with probability at least :math:`c` and the top policy's bound stays
         valid although it was selected for being on top.
+    sampling_weight, weight_name, max_sampling_weight : optional
+        The rows' sampling (Horvitz-Thompson) weights, their name and an a priori bound of
+        them, as in :class:`SafetyGate`: the estimates and bounds are then Hajek-weighted.
 
     Returns
     -------
@@ -630,7 +935,7 @@ def rank_policies(
     per_policy = 1.0 - (1.0 - level) / len(policies) if simultaneous else level
     gate = SafetyGate(
         reward_range=reward_range, confidence_level=per_policy, method=method,
-        baseline="logging", max_weight=max_weight,
+        baseline="logging", max_weight=max_weight, max_sampling_weight=max_sampling_weight,
     )
     if max_weight is None:
         raise MissingBoundsError(
@@ -640,7 +945,8 @@ def rank_policies(
     rows = []
     for policy_name, policy in policies.items():  # loop over policies, not rows
         cert = gate.certify(
-            policy, X, action, reward, propensity, candidates=candidates, name=str(policy_name)
+            policy, X, action, reward, propensity, candidates=candidates, name=str(policy_name),
+            sampling_weight=sampling_weight, weight_name=weight_name,
         )
         rows.append(
             {
@@ -650,7 +956,7 @@ def rank_policies(
                 "improvement_estimate": cert.improvement_estimate,
                 "improvement_lower_bound": cert.improvement_lower_bound,
                 "confidence_level": per_policy,
-                "method": method,
+                "method": cert.method,
                 "n": cert.n_certify,
             }
         )

@@ -55,6 +55,7 @@ from ope.learning._common import (
     required_reward_range,
     row_list,
     translate_reward,
+    weighted_quantile,
 )
 from ope.learning._support import (
     Layout,
@@ -65,6 +66,7 @@ from ope.learning._support import (
     slice_candidates,
     warn_unseen,
 )
+from ope.weights import check_sampling_weight
 
 __all__ = [
     "ConservativePolicyLearner",
@@ -169,6 +171,27 @@ class _FitData:
     support: Support
     classes: npt.NDArray[Any]
     full_information: bool
+    #: the rows' sampling (Horvitz-Thompson) weights; None when unweighted (or all 1)
+    s: npt.NDArray[np.float64] | None = None
+
+
+def _sample_weight(sample_weight: Any, n: int) -> npt.NDArray[np.float64] | None:
+    """Validated sampling weights (finite, > 0, one per row), or None when absent or all 1:
+    unit weights are the unweighted fit, exactly."""
+    if sample_weight is None:
+        return None
+    s = np.asarray(sample_weight)
+    if s.dtype.kind in "biuf" and s.ndim == 1 and s.shape[0] == n:
+        zero = s == 0
+        if zero.any():
+            raise ValidationError(
+                f"`sample_weight` is zero in {row_list(zero)}: a kept row stands for 1 / P(kept) "
+                "> 0 events of the logged population, and a weight of zero would silently take "
+                "the row (possibly every row of an action class) out of the fit. Drop such rows "
+                "instead."
+            )
+    s = check_sampling_weight(s, n, name="sample_weight")
+    return None if bool(np.all(s == 1.0)) else s
 
 
 def _validate_fit_inputs(
@@ -180,6 +203,7 @@ def _validate_fit_inputs(
     candidates: Any,
     reward_range: tuple[float, float],
     catalog: npt.NDArray[Any] | None = None,
+    sample_weight: Any = None,
 ) -> _FitData:
     """Validate everything ``fit`` receives; return normalized arrays and the support.
 
@@ -197,6 +221,7 @@ def _validate_fit_inputs(
         raise ValidationError(f"{exc}") from exc
     check_features(X)
     n = X.shape[0]
+    sw = _sample_weight(sample_weight, n)
     full_information = reward is None and propensity is None
     if full_information:
         r = p = np.empty(0)  # built below, once the candidate sets are known
@@ -252,8 +277,8 @@ def _validate_fit_inputs(
         p = 1.0 / support.lengths[rows]
         r01 = (cols == action[rows]).astype(np.float64)
         return _FitData(X, cols.astype(np.intp, copy=False), r01, p, support.take(rows), classes,
-                        True)
-    return _FitData(X, action, translate_reward(r, reward_range), p, support, classes, False)
+                        True, None if sw is None else sw[rows])
+    return _FitData(X, action, translate_reward(r, reward_range), p, support, classes, False, sw)
 
 
 def _catalog(action_features: Any) -> npt.NDArray[Any]:
@@ -399,14 +424,16 @@ class _Problem:
     logged: npt.NDArray[np.int64]  # flat position of each row's logged pair in the layout
     r01: npt.NDArray[np.float64]
     p: npt.NDArray[np.float64]
+    s: npt.NDArray[np.float64] | None = None  # sampling weights (None: unweighted)
 
 
 def _problem(
     X1: npt.NDArray[np.float64], support: Support, action: npt.NDArray[np.intp],
     r01: npt.NDArray[np.float64], p: npt.NDArray[np.float64],
+    s: npt.NDArray[np.float64] | None = None,
 ) -> _Problem:
     layout = make_layout(X1, support, fit=True)
-    return _Problem(layout, layout.native(support.position(action)), r01, p)
+    return _Problem(layout, layout.native(support.position(action)), r01, p, s)
 
 
 def policy_objective(
@@ -444,7 +471,8 @@ def policy_objective(
     else:
         active = w < max_weight
         wbar = np.minimum(w, max_weight)
-    value, (_, se), dwbar = penalized_value(wbar, problem.r01, objective, variance_penalty)
+    value, (_, se), dwbar = penalized_value(wbar, problem.r01, objective, variance_penalty,
+                                            problem.s)
     if stats is not None:
         stats["std_error"] = se
     g = dwbar * active * w
@@ -458,14 +486,19 @@ def policy_objective(
     return f, grad
 
 
-def _resolve_max_weight(spec: Any, propensity: npt.NDArray[np.float64]) -> float | None:
-    """The clip level: ``None`` (no clipping), a number >= 1, or ``"auto"``."""
+def _resolve_max_weight(
+    spec: Any, propensity: npt.NDArray[np.float64],
+    sampling_weight: npt.NDArray[np.float64] | None = None,
+) -> float | None:
+    """The clip level: ``None`` (no clipping), a number >= 1, or ``"auto"`` (the inverse of the
+    propensities' :data:`MAX_WEIGHT_QUANTILE` quantile, over the logged population when the
+    rows carry sampling weights: :func:`ope.learning._common.weighted_quantile`)."""
     if spec is None:
         return None
     if isinstance(spec, str):
         if spec != "auto":
             raise ParameterError(f"max_weight must be a number >= 1, None or 'auto', got {spec!r}.")
-        return float(1.0 / np.quantile(propensity, MAX_WEIGHT_QUANTILE))
+        return 1.0 / weighted_quantile(propensity, MAX_WEIGHT_QUANTILE, sampling_weight)
     clip = check_max_weight(spec)
     if clip is None or clip < 1.0:
         raise ParameterError(
@@ -553,16 +586,21 @@ class _LearnedPolicy(ClassifierMixin, BaseEstimator):
     def _block_values(self, X: npt.NDArray[np.float64], support: Support) -> Any:
         raise NotImplementedError  # pragma: no cover - every subclass defines it
 
-    def fit_logs(self, logs: Any, *, context_columns: Any, action_features: Any = None) -> Any:
+    def fit_logs(
+        self, logs: Any, *, context_columns: Any, action_features: Any = None,
+        weight_column: str | None = None,
+    ) -> Any:
         """Fit on validated :class:`ope.logs.BanditLogs`.
 
         Uses the columns ``action``, ``reward``, ``propensity``, the ``context_columns`` (numeric
         columns and/or one list column of features) and ``candidates`` when present;
         ``action_features`` (default ``logs.action_features`` when the logs carry one) for a
-        learner that scores actions through their features.
+        learner that scores actions through their features; and the rows' sampling weights as
+        ``sample_weight``: the column ``weight_column``, else ``weight`` when the logs have it
+        (the DSJSON importer writes ``1 / (1 - pdrop)`` there).
         """
         return fit_logs(self, logs, context_columns=context_columns,
-                        action_features=action_features)
+                        action_features=action_features, weight_column=weight_column)
 
     def iter_candidates(
         self, X: Any, *, candidates: Any = None
@@ -691,6 +729,7 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
         *,
         candidates: Any = None,
         action_features: Any = None,
+        sample_weight: Any = None,
     ) -> Self:
         """Learn the policy from logged bandit feedback.
 
@@ -713,6 +752,13 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
             numeric feature columns (one row per action; every logged or candidate action
             needs one), or an array whose row ``a`` describes the integer action ``a``. With
             ``action_model="auto"`` they switch the score to the bilinear form.
+        sample_weight : array-like of shape (n,), optional
+            Sampling (Horvitz-Thompson) weights: row ``i`` was kept with probability
+            ``1 / s_i`` (DSJSON: ``s = 1 / (1 - pdrop)``) and stands for ``s_i`` events of the
+            logged population. The objective becomes the Hajek-weighted estimate of the policy's
+            value on that population (see Notes), the feature standardization and the
+            ``"auto"`` clip level are weighted, and the ``select="validation"`` score is the
+            Hajek-weighted IPS value. Finite and > 0; all 1 (or None) is the unweighted fit.
 
         Returns
         -------
@@ -728,8 +774,8 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
         seed, gen = self._split_rng()
         catalog = _catalog(action_features) if kind == "features" else None
         data = _validate_fit_inputs(self, X, y, reward, propensity, candidates, reward_range,
-                                    catalog)
-        max_weight = _resolve_max_weight(max_weight_spec, data.p)
+                                    catalog, sample_weight)
+        max_weight = _resolve_max_weight(max_weight_spec, data.p, data.s)
         features = None
         if kind == "features":
             features = _action_feature_matrix(action_features, data.classes)
@@ -743,7 +789,7 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
                 data, features, gen, objective, penalty, max_weight
             )
         std, fstd, model, problem = self._prepare(data.X, data.support, data.action, data.r01,
-                                                  data.p, features)
+                                                  data.p, features, data.s)
         theta, n_iter = _fit_softmax(
             problem, model, objective=objective, variance_penalty=penalty,
             max_weight=max_weight, l2_penalty=float(self.l2_penalty), max_iter=int(self.max_iter),
@@ -766,7 +812,7 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
         P = layout.softmax(layout.scores(*model.unpack(theta)))
         w = P.reshape(-1)[problem.logged] / data.p
         wbar = w if max_weight is None else np.minimum(w, max_weight)
-        bound, (estimate, se), _ = penalized_value(wbar, data.r01, objective, penalty)
+        bound, (estimate, se), _ = penalized_value(wbar, data.r01, objective, penalty, data.s)
         if not np.isfinite(se):
             warnings.warn(
                 f"fitted on {wbar.size} row(s): fewer than {MIN_ROWS} rows give no standard "
@@ -806,10 +852,12 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
         r01: npt.NDArray[np.float64],
         p: npt.NDArray[np.float64],
         features: npt.NDArray[np.float64] | None,
+        s: npt.NDArray[np.float64] | None = None,
     ) -> tuple[Standardizer, Standardizer, _Model, _Problem]:
-        """Standardize the rows (and action features), and set up the model and its problem."""
+        """Standardize the rows (and action features), and set up the model and its problem
+        (the rows' sampling weights ``s`` weight both)."""
         intercept = bool(self.fit_intercept)
-        std = Standardizer.fit(X, center=intercept)
+        std = Standardizer.fit(X, center=intercept, sample_weight=s)
         XsT = std.transform_t(X)
         d = X.shape[1]
         if features is None:
@@ -828,7 +876,7 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
             fstd = Standardizer.fit(features, center=True)
             model = _Bilinear(np.ascontiguousarray(fstd.transform_t(features, ones=False).T), d,
                               intercept)
-        return std, fstd, model, _problem(XsT, support, action, r01, p)
+        return std, fstd, model, _problem(XsT, support, action, r01, p, s)
 
     def _select(
         self,
@@ -855,8 +903,10 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
         weights = (None,) if max_weight is None else tuple(
             max(1.0, f * max_weight) for f in SELECTION_MAX_WEIGHT_FACTORS
         )
+        s_tr = None if data.s is None else data.s[tr]
         std, _, model, problem = self._prepare(
-            data.X[tr], data.support.take(tr), data.action[tr], data.r01[tr], data.p[tr], features
+            data.X[tr], data.support.take(tr), data.action[tr], data.r01[tr], data.p[tr], features,
+            s_tr,
         )
         val_support = data.support.take(val)
         val_layout = make_layout(std.transform_t(data.X[val]), val_support, fit=False)
@@ -873,7 +923,11 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
             )
             P = val_layout.softmax(val_layout.scores(*model.full(theta)))
             w = P.reshape(-1)[val_logged] / data.p[val]
-            score = in_reward_units(float(np.mean(data.r01[val] * w)), reward_range)
+            # unclipped IPS on the held-out rows; Hajek-weighted when they carry sampling weights
+            score = in_reward_units(
+                float(np.average(data.r01[val] * w,
+                                 weights=None if data.s is None else data.s[val])),
+                reward_range)
             results.append(
                 {"variance_penalty": factor * penalty, "max_weight": m, "validation_ips": score}
             )
@@ -956,7 +1010,7 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
         The score used.
     value_estimate_ : float
         Estimate (clipped IPS or self-normalized) of the learned policy's value on the training
-        rows, in reward units.
+        rows, in reward units (a Hajek ratio on the logged population with ``sample_weight``).
     value_std_error_ : float
         Its standard error (``inf`` when fitted on fewer than 2 rows).
     value_lower_bound_ : float
@@ -1001,6 +1055,18 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
     (Swaminathan & Joachims 2015b), which is invariant to translating the reward. The mean and
     variance come from the package's moment kernel (:func:`ope.moments.centered_moments`).
 
+    **Sampling weights.** With ``fit(..., sample_weight=s)`` (row :math:`i` kept with
+    probability :math:`1/s_i`, e.g. DSJSON's ``1/(1 - pdrop)``) the objective estimates the
+    value on the logged population by Hajek ratios, as every estimator of
+    :mod:`ope.estimators` does: ``"clipped_ips"`` maximizes :math:`\hat V^M_s -
+    \lambda\hat\sigma_s` with :math:`\hat V^M_s = \sum_i s_i u_i/\sum_i s_i` and
+    :math:`\hat\sigma_s^2 = \widehat{\mathrm{Var}}(\psi)/n`, :math:`\psi_i = s_i(u_i -
+    \hat V^M_s)/\bar s` (the linearized standard error); ``"self_normalized"`` uses the products
+    :math:`s_i\bar w_i` in place of :math:`\bar w_i`. The gradient is that of these ratios
+    (:func:`ope.learning._common.weighted_penalized_value`). For integer weights the
+    estimate, hence the objective with ``variance_penalty=0``, is that of the rows repeated
+    :math:`s_i` times (the standard error is not: repeats are not independent rows).
+
     Gradients are analytic: :math:`\partial\log\pi(a_i|x_i)/\partial s(x_i, b) =
     1[a_i=b] - \pi(b|x_i)` for the row's candidates :math:`b`, zero for clipped rows. The
     scores and probabilities exist only for (row, candidate) pairs: an action-major
@@ -1029,7 +1095,8 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
     ``mean_i pi(y_i | x_i)``: the learner is then a classifier.
     Every check of ``sklearn.utils.estimator_checks`` applies and passes (scikit-learn itself
     skips ``check_array_api_input`` unless ``SCIPY_ARRAY_API=1``; the learners compute with
-    numpy only).
+    numpy only) except ``check_sample_weight_equivalence_on_dense_data``: ``sample_weight``
+    holds sampling weights, which are > 0, and the check's zero weights are refused.
 
     References
     ----------
@@ -1203,7 +1270,8 @@ class DirectMethodPolicyLearner(_LearnedPolicy):
     n_logged_ : ndarray of shape (n_actions,)
         Rows logged per action.
     value_estimate_ : float
-        In-sample direct-method estimate :math:`\frac1n\sum_i\hat q(x_i,\pi(x_i))`.
+        In-sample direct-method estimate :math:`\frac1n\sum_i\hat q(x_i,\pi(x_i))`
+        (:math:`\sum_i s_i\hat q(x_i,\pi(x_i))/\sum_i s_i` with ``sample_weight``).
     n_features_in_ : int
         Number of context features.
 
@@ -1213,7 +1281,13 @@ class DirectMethodPolicyLearner(_LearnedPolicy):
     :math:`\sum_{i: a_i=a}(r_i - \beta\cdot x_i - c)^2 + \alpha\lVert\beta\rVert^2` (features
     standardized); the policy is :math:`\pi(x) = \arg\max_{a\in C(x)}\hat q(x, a)`, ties to the
     first label. ``propensity`` is accepted so that every learner shares one ``fit`` signature;
-    it is validated but the direct method does not use it. The greedy policy inherits every
+    it is validated but the direct method does not use it. With sampling weights
+    :math:`s_i` (``sample_weight``; row :math:`i` stands for :math:`s_i` logged events) each
+    ridge minimizes :math:`\sum_{i: a_i=a}s_i(r_i - \beta\cdot x_i - c)^2 +
+    \alpha\lVert\beta\rVert^2` on features standardized with the weighted mean and spread,
+    and ``value_estimate_`` is the Hajek mean :math:`\sum_i s_i\hat q(x_i,\pi(x_i))/\sum_i
+    s_i`: for integer weights, the fit on the rows repeated :math:`s_i` times. The greedy
+    policy inherits every
     error of the reward model and has no variance control (Dudík, Langford & Li 2011 discuss
     its bias). Scores are formed for each row's candidates only, as for the softmax learners.
 
@@ -1223,7 +1297,8 @@ class DirectMethodPolicyLearner(_LearnedPolicy):
 
     Every check of ``sklearn.utils.estimator_checks`` applies and passes (scikit-learn itself
     skips ``check_array_api_input`` unless ``SCIPY_ARRAY_API=1``; the learners compute with
-    numpy only).
+    numpy only) except ``check_sample_weight_equivalence_on_dense_data``: ``sample_weight``
+    holds sampling weights, which are > 0, and the check's zero weights are refused.
 
     References
     ----------
@@ -1257,17 +1332,21 @@ class DirectMethodPolicyLearner(_LearnedPolicy):
         propensity: Any = None,
         *,
         candidates: Any = None,
+        sample_weight: Any = None,
     ) -> DirectMethodPolicyLearner:
-        """Fit the per-action reward model (arguments as in ``ConservativePolicyLearner.fit``)."""
+        """Fit the per-action reward model (arguments as in ``ConservativePolicyLearner.fit``;
+        with ``sample_weight`` the ridge regressions and the standardization are weighted by
+        the rows' sampling weights, see Notes)."""
         reward_range = required_reward_range(self.reward_range)
         if not (isinstance(self.l2_penalty, (int, float)) and self.l2_penalty > 0):
             raise ParameterError(f"l2_penalty must be a number > 0, got {self.l2_penalty!r}.")
-        data = _validate_fit_inputs(self, X, y, reward, propensity, candidates, reward_range)
-        X, action, r01 = data.X, data.action, data.r01
+        data = _validate_fit_inputs(self, X, y, reward, propensity, candidates, reward_range,
+                                    sample_weight=sample_weight)
+        X, action, r01, sw = data.X, data.action, data.r01, data.s
         classes = data.classes
         n, d = X.shape
         k = classes.size
-        std = Standardizer.fit(X, center=True)
+        std = Standardizer.fit(X, center=True, sample_weight=sw)
         XsT = std.transform_t(X)
         alpha = float(self.l2_penalty)
         beta = np.zeros((k, d))
@@ -1279,9 +1358,16 @@ class DirectMethodPolicyLearner(_LearnedPolicy):
         for j in np.flatnonzero(counts):  # loop over actions, not rows
             rows = order[bounds[j]: bounds[j + 1]]
             Xa, ra = XsT[:d, rows].T, reward[rows]
-            xbar, rbar = Xa.mean(axis=0), ra.mean()
-            Xc = Xa - xbar
-            beta[j] = np.linalg.solve(Xc.T @ Xc + alpha * np.eye(d), Xc.T @ (ra - rbar))
+            if sw is None:
+                xbar, rbar = Xa.mean(axis=0), ra.mean()
+                Xc = Xa - xbar
+                beta[j] = np.linalg.solve(Xc.T @ Xc + alpha * np.eye(d), Xc.T @ (ra - rbar))
+            else:  # weighted ridge: sum s (r - beta x - c)^2 + alpha |beta|^2
+                sa = sw[rows]
+                xbar, rbar = sa @ Xa / sa.sum(), float(sa @ ra) / float(sa.sum())
+                Xc = Xa - xbar
+                sXc = Xc * sa[:, None]
+                beta[j] = np.linalg.solve(sXc.T @ Xc + alpha * np.eye(d), sXc.T @ (ra - rbar))
             c[j] = rbar - beta[j] @ xbar
         self.classes_ = classes
         finite = np.isfinite(c)
@@ -1293,7 +1379,7 @@ class DirectMethodPolicyLearner(_LearnedPolicy):
         self.full_information_ = data.full_information
         layout = make_layout(XsT, data.support, fit=False)
         q = layout.scores(beta, c)
-        self.value_estimate_ = float(np.mean(layout.row_max(q)))
+        self.value_estimate_ = float(np.average(layout.row_max(q), weights=sw))
         return self
 
     def predict_reward(self, X: Any) -> npt.NDArray[np.float64]:

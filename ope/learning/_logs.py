@@ -17,8 +17,19 @@ from ope._provenance import estimated_propensity_note
 from ope._validation import resolve_seed
 from ope.context import context_matrix
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
-from ope.learning._columns import feature_arguments, log_columns
-from ope.learning._gate import Certificate, GateMethod, SafetyGate
+from ope.learning._columns import (
+    feature_arguments,
+    log_columns,
+    log_sampling_weight,
+    weight_arguments,
+)
+from ope.learning._gate import (
+    Certificate,
+    GateMethod,
+    SafetyGate,
+    check_max_sampling_weight,
+    resolve_gate_method,
+)
 from ope.learning._learners import ConservativePolicyLearner
 from ope.policies.table import canonical_policy_table
 
@@ -46,11 +57,13 @@ def learn_from_logs(
     action_features: Any = None,
     certify_fraction: float = DEFAULT_CERTIFY_FRACTION,
     confidence_level: float = 0.95,
-    method: GateMethod = "betting",
+    method: GateMethod = "auto",
     baseline: Literal["logging"] | float = "logging",
     max_weight: float | None = None,
     name: str = "learned",
     rng: int | np.random.Generator | None = None,
+    weight_column: str | None = None,
+    max_sampling_weight: float | None = None,
 ) -> tuple[Any, Certificate]:
     """Fit a policy on one split of the logs and certify it on the other.
 
@@ -78,6 +91,14 @@ def learn_from_logs(
         Randomness of the split (and of the learner's own validation split when its ``rng`` is
         None). With None a seed is drawn and recorded as ``certificate.seed``: passing it back
         as ``rng`` reproduces the split, the fit and the certificate exactly.
+    weight_column : str, optional
+        The column of the rows' sampling (Horvitz-Thompson) weights; default ``weight`` when
+        the logs have it (the DSJSON importer writes ``1 / (1 - pdrop)`` there). Weights not
+        all 1 make the fit and the certificate estimate the value on the logged population
+        (see Notes); the learner must take ``sample_weight`` (the ope learners do).
+    max_sampling_weight : float, optional
+        An a priori bound of the sampling weights, as in :class:`SafetyGate`: with it the gate
+        certifies weighted rows by the finite-sample weighted betting bound.
 
     Returns
     -------
@@ -85,6 +106,21 @@ def learn_from_logs(
         Fitted on the training split only: the certified policy is exactly this one.
         Refitting it on all rows would give a different, uncertified policy.
     certificate : Certificate
+
+    Notes
+    -----
+    **Sampling weights.** Row :math:`i`, kept with probability :math:`1/s_i`, stands for
+    :math:`s_i` events of the logged population. The split draws the certification rows
+    uniformly from the kept rows, independently of the data, so each part is again a sample of
+    the population with the same weights :math:`s_i` (a part's inclusion probabilities are
+    those of the whole times a constant, which cancels in every Hajek ratio). The learner is
+    fitted with ``sample_weight`` = the training rows' :math:`s_i` (its objective is then the
+    Hajek-weighted estimate of the value, see :class:`ConservativePolicyLearner`), and the gate
+    certifies with the certification rows' :math:`s_i` (:class:`SafetyGate`, "Sampling
+    weights"): with ``method="auto"`` (default) by the weighted betting bound when
+    ``max_sampling_weight`` is given, else by the t bound of the linearized Hajek ratio.
+    The certificate names the weight column (``sampling_weight``, ``weighted``), the method
+    used, and says so in a note.
 
     Examples
     --------
@@ -108,6 +144,18 @@ def learn_from_logs(
     seed, gen = resolve_seed(rng)
     est = clone(learner if learner is not None else ConservativePolicyLearner())
     features = feature_arguments(est, logs, action_features)
+    weight_name, s = log_sampling_weight(logs, weight_column)
+    # refused up front, before any fitting: a learner without sample_weight, and a gate method
+    # that does not take sampling weights
+    weight_arguments(est, weight_name, s)
+    s_max = None if s is None else check_max_sampling_weight(max_sampling_weight, s,
+                                                               str(weight_name))
+    resolve_gate_method(method, weight_name, max_sampling_weight=s_max)
+    gate = SafetyGate(
+        reward_range=getattr(est, "reward_range", None), confidence_level=confidence_level,
+        method=method, baseline=baseline, max_weight=max_weight,
+        max_sampling_weight=max_sampling_weight,
+    )
     _release_arrow_memory()
     X = context_matrix(logs, context_columns)
     action, reward, propensity, cand = log_columns(logs)
@@ -130,15 +178,13 @@ def learn_from_logs(
     X_train, X_cert = X[train_rows], X[cert_rows]
     del X  # the two parts are all that is needed from here on
     est.fit(X_train, action[train_rows], reward[train_rows], propensity[train_rows],
-            candidates=take(train_rows), **features)
+            candidates=take(train_rows), **features,
+            **weight_arguments(est, weight_name, None if s is None else s[train_rows]))
     del X_train
-    gate = SafetyGate(
-        reward_range=getattr(est, "reward_range", None), confidence_level=confidence_level,
-        method=method, baseline=baseline, max_weight=max_weight,
-    )
     certificate = gate.certify(
         est, X_cert, action[cert_rows], reward[cert_rows], propensity[cert_rows],
         candidates=take(cert_rows), name=name, n_train=train_rows.size,
+        sampling_weight=None if s is None else s[cert_rows], weight_name=weight_name,
     )
     estimated = estimated_propensity_note(logs)  # the certificate rests on these propensities
     notes = certificate.notes + ((estimated,) if estimated is not None else ())
