@@ -461,13 +461,15 @@ def _diagnose(
 def _finish(
     data: Inputs, settings: _Settings, extra_notes: list[str], rows: list[PolicyRow],
     seg_rows: list[list[SegmentRow]], intervals: list[Any], profiles: list[Any],
-    hist_counts: np.ndarray,
+    hist_counts: np.ndarray, info: Sequence[str] = (),
 ) -> Diagnostics:
-    """Warn the notes and build the :class:`Diagnostics`."""
+    """Warn the notes and build the :class:`Diagnostics` (``info``: notes that are stated
+    first and not warned, as the sampling-weight note of every estimate)."""
     notes = extra_notes + data.notes + overlap_notes(
         rows, seg_rows, weighted=data.sampling is not None)
     for note in notes:
         warnings.warn(note, OverlapWarning, stacklevel=user_stacklevel())
+    notes = [*info, *notes]
     return Diagnostics(
         data, rows, seg_rows, intervals, profiles, hist_counts,
         max_weight=settings.max_weight, reward_range=settings.reward_range,
@@ -530,8 +532,8 @@ def _diagnose_weighted(
         intervals.append(interval)
         profiles.append(profile)
     note = weighted_note(data.sampling_name or "sampling_weight", total, data.n)
-    return _finish(data, settings, [note, *extra_notes], rows, seg_rows, intervals, profiles,
-                   sums.hist_counts)
+    return _finish(data, settings, extra_notes, rows, seg_rows, intervals, profiles,
+                   sums.hist_counts, info=[note])
 
 
 def diagnose(
