@@ -220,7 +220,8 @@ class Diagnostics(Result):
 
     def unsupported_mass(self, policy: str) -> np.ndarray:
         """Per row, the candidate's mass on actions the logger plays with probability
-        <= ``SUPPORT_FLOOR`` (shape (n,); its mean is the table's ``unsupported_mass``).
+        <= ``SUPPORT_FLOOR`` (shape (n,); its mean is the table's ``unsupported_mass``, its
+        mean weighted by the sampling weights ``s``, ``sum s d / sum s``, for weighted rows).
 
         Needs the full distributions (``target_distributions`` and ``logging_distribution``,
         or ``candidates``, ``logging_distribution`` and ``target_dist__<name>`` in the logs).
