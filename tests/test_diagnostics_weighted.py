@@ -245,7 +245,7 @@ def test_cli_evaluate_and_diagnose_show_weighted_diagnostics(weighted_logs) -> N
     for cmd in ("evaluate", "diagnose"):
         code, text = _cli(cmd, str(path), "--by", "seg", "--reward-range", "0", "1")
         assert code == 0, text
-        assert "Overlap diagnostics: 1,000 kept rows weighted by `weight`" in text
+        assert "Overlap diagnostics: 1,000 kept rows weighted by `weight` (a population of about " in text
         assert "of the sampling weights' ESS" in text
         assert "the diagnostics are Horvitz-Thompson weighted" in " ".join(text.split())
         code, out = _cli(cmd, str(path), "--by", "seg", "--reward-range", "0", "1", "--json")
@@ -270,3 +270,29 @@ def test_cli_report_html_has_the_weighted_diagnostics_section(weighted_logs, tmp
     assert "Weighted diagnostics: the rows carry sampling weights (column <code>weight</code>" in html
     assert "Sampling-weighted (column <code>weight</code>)" in html
     assert "the sampling weights&#x27; own ESS" in html
+
+
+def test_cli_diagnose_reads_pdrop_from_dsjson(tmp_path) -> None:
+    """``--format dsjson``: ``pdrop`` becomes ``weight = 1 / (1 - pdrop)`` and the diagnostics
+    of the uniform candidate are weighted by it."""
+    rng = np.random.default_rng(5)
+    p = [0.6, 0.3, 0.1]
+    lines, total = [], 0.0
+    for i in range(300):  # a loop writing a test file
+        k = int(rng.choice(3, p=p))
+        event = {"_label_cost": -float(rng.random() < 0.3), "_label_probability": p[k],
+                 "_label_Action": k + 1, "_labelIndex": k, "EventId": f"e{i}",
+                 "a": [1, 2, 3], "p": p, "c": {"_multi": [{"x": 1}, {"x": 2}, {"x": 3}]}}
+        if i % 3 == 0:
+            event["pdrop"] = 0.5
+        total += 1.0 / (1.0 - event.get("pdrop", 0.0))
+        lines.append(json.dumps(event))
+    path = tmp_path / "events.json"
+    path.write_text("\n".join(lines) + "\n")
+    code, out = _cli("diagnose", str(path), "--format", "dsjson", "--policy", "u=uniform",
+                     "--reward-range", "0", "1", "--json")
+    assert code == 0, out
+    doc = json.loads(out)["diagnostics"]
+    assert doc["sampling_weight"] == "weight" and doc["population_rows"] == total == 400.0
+    assert doc["policies"][0]["propensity_check"] == "ok"
+    assert "Horvitz-Thompson weighted" in doc["notes"][0]

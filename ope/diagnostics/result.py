@@ -651,7 +651,7 @@ class Diagnostics(Result):
         rows = f"{self.n:,} logged rows"
         if self.sampling_weight is not None:
             rows = (f"{self.n:,} kept rows weighted by `{self.sampling_weight}` (a population "
-                    f"of about {format_number(self._data.total())} rows)")
+                    f"of about {self._data.total():,.6g} rows)")
         return (
             f"Overlap diagnostics: {rows}, {len(self.policies)} candidate "
             f"polic{'y' if len(self.policies) == 1 else 'ies'}"
