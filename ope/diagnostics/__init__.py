@@ -33,7 +33,11 @@ arrays); both return a :class:`Diagnostics` object. The package has one module p
 * ``plan`` -- the exploration plan;
 * ``result`` -- the :class:`Diagnostics` result and its rendering.
 
-Every moment statistic (ESS, mean weight and its check, clipped sums, the interval inputs,
+Rows with sampling (Horvitz-Thompson) weights ``s`` (DSJSON ``pdrop``; ``sampling_weight=``,
+``weight_column=``) are diagnosed as the logged population they stand for: every mean over rows
+is a Hajek mean, the ESS is Kish's of ``s w`` against Kish's of ``s``, and the intervals use
+linearized variances (Notes of :func:`diagnose_arrays`). Unweighted, every moment statistic
+(ESS, mean weight and its check, clipped sums, the interval inputs,
 overall and per segment) comes from the one moment kernel, :func:`ope.moments.centered_moments`,
 and every rule and threshold from :mod:`ope._thresholds`, so the same data give the same notes
 here as from the estimators and :func:`ope.evaluate`. There is no Python loop over rows and no
@@ -567,7 +571,8 @@ def diagnose(
         ``max_weight`` (``ope.evaluate(...).statistics``): every moment of the diagnosis (ESS,
         mean weight, clipped sums, interval inputs) is read from them instead of another pass
         over the rows (without ``by``; segments need their own). Only the diagnostics' own
-        pass (weight histogram and KL sums) reads the rows.
+        pass (weight histogram and KL sums) reads the rows. Not used for rows with sampling
+        weights, whose weighted sums the diagnostics compute themselves.
     weight_column : str, optional
         The column of the rows' sampling (Horvitz-Thompson) weights, ``1 / P(row kept)``
         (default: ``weight`` when present, which the DSJSON importer fills from ``pdrop``).
