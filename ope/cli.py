@@ -643,6 +643,10 @@ def _add_diagnose_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--new-rows", type=int, help="volume of new logs the plan may assume "
                    "(with --target-width)")
+    p.add_argument("--weight-column", metavar="COLUMN",
+                   help="column of each row's sampling weight, 1 / P(row kept) (default: "
+                   "'weight' when the logs have it): the diagnostics are then "
+                   "Horvitz-Thompson weighted")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1294,6 +1298,7 @@ def _diagnose_from_args(args: argparse.Namespace, logs: Any) -> Any:
         confidence_level=args.confidence_level,
         target_width=getattr(args, "target_width", None),
         new_rows=getattr(args, "new_rows", None),
+        weight_column=getattr(args, "weight_column", None),
     )
 
 
@@ -1544,8 +1549,7 @@ def _evaluate_in_memory(args: argparse.Namespace, resolved: Sequence[tuple[str, 
     _require_columns(logs, args, "by", "context_columns")
     order = [k for k, _ in resolved]
     result = _evaluate(args, logs, resolved, _policies_from_args(args, logs))
-    weighted = result.main.weight_column  # diagnostics do not take sampling weights
-    d = None if weighted else _diagnose_from_args(args, logs)
+    d = _diagnose_from_args(args, logs)  # weighted as the estimates when rows carry weights
     texts = [result.main.summary()]
     if getattr(result.main, "by", None):
         texts.append(result.main.segment_summary())
@@ -1561,12 +1565,8 @@ def _evaluate_in_memory(args: argparse.Namespace, resolved: Sequence[tuple[str, 
             f"reward model columns: context {', '.join(model['context']) or 'none'}; "
             f"action features {', '.join(model['action_features']) or 'none'}"
         )
-    if d is None:
-        texts.append(f"note: no overlap diagnostics: they do not take the sampling weights of "
-                     f"column `{weighted}` (the estimates' ess does)")
-    texts += [*([d.summary()] if d is not None else []), _seed_line(args)]
-    document = {**_evaluation_document(args, result, order),
-                "diagnostics": None if d is None else d.to_dict()}
+    texts += [d.summary(), _seed_line(args)]
+    document = {**_evaluation_document(args, result, order), "diagnostics": d.to_dict()}
     return logs, result, d, _Outcome(document, "\n\n".join(texts))
 
 

@@ -431,7 +431,8 @@ def plot_weights(
     Bars: the share of rows whose weight falls in each factor-of-two bin. Orange steps: the
     share of the candidate's probability mass those rows carry (the bin's sum of weights / n).
     Heavy weights are where the orange mass sits far to the right of the blue rows: a few rows
-    then carry the estimate.
+    then carry the estimate. Diagnostics of rows with sampling weights ``s`` plot the
+    population's histogram (shares of ``sum s``, masses ``sum s w / sum s``) and say so.
 
     Examples
     --------
@@ -444,7 +445,10 @@ def plot_weights(
     'log'
     """
     info: dict[str, Any] = {}
+    rows_word = "rows"
     if hasattr(diagnostics_or_weights, "weight_histogram"):
+        if getattr(diagnostics_or_weights, "sampling_weight", None) is not None:
+            rows_word = "population rows (sampling-weighted)"
         d = diagnostics_or_weights
         if policy is None:
             raise ParameterError(
@@ -463,7 +467,7 @@ def plot_weights(
         lows = pos["weight_low"].to_numpy()
         highs = pos["weight_high"].to_numpy()
         ax.bar(lows, pos["row_share"], width=highs - lows, align="edge", color=_SAMPLING_COLOR,
-               alpha=0.75, label="share of rows", edgecolor="white", lw=0.4)
+               alpha=0.75, label=f"share of {rows_word}", edgecolor="white", lw=0.4)
         edges = np.append(lows, highs[-1])
         ax.stairs(pos["target_mass"].to_numpy(), edges, color=_COVERAGE_COLOR, lw=1.8,
                   label="share of the candidate's mass")
@@ -481,12 +485,13 @@ def plot_weights(
     ax.set_xlabel("importance weight π/π₀ (log scale; bins of a factor of two)")
     ax.set_ylabel("share")
     zero_share = float(zero["row_share"].sum()) if len(zero) else 0.0
-    ax.plot([], [], ls="none", label=f"weight 0: {fmt_share(zero_share)} of rows\n(never the "
+    ax.plot([], [], ls="none", label=f"weight 0: {fmt_share(zero_share)} of {rows_word}\n(never the "
                                      "candidate's action)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     name = _text(policy) if policy is not None else "weights"
     if info:
-        title = (f"{name}: ESS {fmt(info['ess'])} ({fmt_share(info['ess_ratio'])} of rows), "
+        base = "rows" if rows_word == "rows" else "the sampling weights' ESS"
+        title = (f"{name}: ESS {fmt(info['ess'])} ({fmt_share(info['ess_ratio'])} of {base}), "
                  f"largest weight {fmt(info['weight_max'])}")
     else:
         w = bins["target_mass"].sum()

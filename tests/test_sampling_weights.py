@@ -463,12 +463,13 @@ def test_pdrop_simulation_weighted_is_unbiased_and_covers_unweighted_is_biased()
 
 
 # ---------------------------------------------------------------- diagnostics, CLI, report
-def test_diagnose_refuses_weighted_rows_and_accepts_unit_weights() -> None:
+def test_diagnose_weights_rows_and_unit_weights_change_nothing() -> None:
     df = _frame()
-    with pytest.raises(EstimationError, match=r"column `weight`, not all 1\).*kept rows, not "
-                       r"the logged population.*drop the `weight` column"):
-        ope.diagnose(df)
-    ope.diagnose(df.assign(weight=1.0))  # every row kept for sure: nothing to weight
+    d = ope.diagnose(df)
+    assert d.sampling_weight == "weight" and "Horvitz-Thompson weighted" in d.notes[0]
+    plain = ope.diagnose(df.assign(weight=1.0))  # every row kept for sure: nothing to weight
+    assert plain.sampling_weight is None
+    assert plain.table().equals(ope.diagnose(df.drop(columns="weight")).table())
 
 
 def _cli(*argv: str) -> tuple[int, str]:
@@ -493,10 +494,11 @@ def test_cli_evaluate_says_the_estimates_are_weighted_in_text_json_and_html(tmp_
     code, text = _cli("evaluate", str(path), "--seed", "0")
     assert code == 0
     assert "Horvitz-Thompson weighted" in text and total in text
-    assert "no overlap diagnostics: they do not take the sampling weights" in text
+    assert "Overlap diagnostics: 1,200 kept rows weighted by `weight`" in text
     code, out = _cli("evaluate", str(path), "--json", "--seed", "0")
     doc = json.loads(out)
-    assert code == 0 and doc["weight_column"] == "weight" and doc["diagnostics"] is None
+    assert code == 0 and doc["weight_column"] == "weight"
+    assert doc["diagnostics"]["sampling_weight"] == "weight"
     assert any("Horvitz-Thompson weighted" in n and total in n for n in doc["notes"])
     ev = ope.evaluate(df, estimators=("ips", "snips"), rng=0)
     got = {(r["policy"], r["estimator"]): r["value"] for r in doc["estimates"]}

@@ -33,7 +33,11 @@ arrays); both return a :class:`Diagnostics` object. The package has one module p
 * ``plan`` -- the exploration plan;
 * ``result`` -- the :class:`Diagnostics` result and its rendering.
 
-Every moment statistic (ESS, mean weight and its check, clipped sums, the interval inputs,
+Rows with sampling (Horvitz-Thompson) weights ``s`` (DSJSON ``pdrop``; ``sampling_weight=``,
+``weight_column=``) are diagnosed as the logged population they stand for: every mean over rows
+is a Hajek mean, the ESS is Kish's of ``s w`` against Kish's of ``s``, and the intervals use
+linearized variances (Notes of :func:`diagnose_arrays`). Unweighted, every moment statistic
+(ESS, mean weight and its check, clipped sums, the interval inputs,
 overall and per segment) comes from the one moment kernel, :func:`ope.moments.centered_moments`,
 and every rule and threshold from :mod:`ope._thresholds`, so the same data give the same notes
 here as from the estimators and :func:`ope.evaluate`. There is no Python loop over rows and no
@@ -78,7 +82,12 @@ from ope.diagnostics._logs import (
     segment_values,
     target_from_logs,
 )
-from ope.diagnostics._pass import fused_pass, weight_quantiles
+from ope.diagnostics._pass import (
+    fused_pass,
+    weight_quantiles,
+    weighted_pass,
+    weighted_quantiles,
+)
 from ope.diagnostics.overlap import (
     VERDICT_EXPLORE,
     VERDICT_MORE_DATA,
@@ -86,6 +95,7 @@ from ope.diagnostics.overlap import (
     PolicyRow,
     overlap_notes,
     policy_row,
+    weighted_policy_row,
 )
 from ope.diagnostics.result import Diagnostics
 from ope.diagnostics.segments import (
@@ -98,16 +108,16 @@ from ope.diagnostics.segments import (
     segment_moments,
     segment_rows,
     segment_sums,
+    weighted_segment_rows,
 )
 from ope.exceptions import (
-    EstimationError,
     MissingBoundsError,
     OverlapWarning,
     ParameterError,
     SchemaError,
 )
 from ope.propensity import estimated_propensity_note
-from ope.weights import check_sampling_weight, sampling_weight_column
+from ope.weights import sampling_weight_column
 from ope.moments import CenteredMoments, centered_moments
 
 __all__ = [
@@ -180,6 +190,7 @@ def diagnose_arrays(
     confidence_level: float = 0.95,
     target_width: float | None = None,
     new_rows: int | None = None,
+    sampling_weight: npt.ArrayLike | None = None,
 ) -> Diagnostics:
     """Overlap diagnostics from arrays.
 
@@ -210,6 +221,11 @@ def diagnose_arrays(
         candidate's mass on actions the logger plays with probability at most
         ``SUPPORT_FLOOR`` (support deficiency), per row and in total.
     <shared parameters>
+    sampling_weight : array_like, shape (n,), optional
+        Each row's sampling (Horvitz-Thompson) weight ``s_i = 1 / P(row i was kept)``
+        (DSJSON: ``1 / (1 - pdrop)``), finite and positive. Every diagnostic then describes
+        the logged population (see Notes); all-ones weights change nothing.
+
     Returns
     -------
     Diagnostics
@@ -278,6 +294,39 @@ def diagnose_arrays(
       ``UNSUPPORTED_MASS_WARN``, or a context segment is flagged; else "collect more data
       under the same logging". ``verdict_reason`` says which.
 
+    **Sampling weights.** With ``sampling_weight`` :math:`s_i` every diagnostic estimates
+    its value on the logged population (every event, kept or dropped), whose size is
+    estimated by :math:`S=\\sum_i s_i`; each mean over rows :math:`\\frac1n\\sum_i x_i` becomes
+    the Hajek mean :math:`\\sum_i s_i x_i / S`:
+
+    * ESS: Kish's ESS of the products, :math:`(\\sum s_iw_i)^2/\\sum (s_iw_i)^2`, and
+      ``ess_ratio`` divides it by Kish's ESS of the sampling weights alone,
+      :math:`S^2/\\sum s_i^2` (the sample's own effective size; ``n`` when every
+      :math:`s_i=1`), which the low-ESS rule compares it with.
+    * Mean weight :math:`\\sum s_iw_i/S` with the linearized standard error
+      :math:`\\sqrt{\\tfrac{n}{n-1}\\sum s_i^2(w_i-\\bar w_s)^2}/S`; its expectation
+      :math:`1 - \\sum s_i D_{0,i}/S`; unsupported mass :math:`\\sum s_i D_i/S`.
+    * Weight quantiles and histogram: of the population distribution of :math:`w`, i.e. of
+      :math:`w` with weights :math:`s` (numpy's 'linear' rule on cumulative weights; bin
+      counts :math:`\\sum_{i\\in b}s_i`, masses :math:`\\sum_{i\\in b}s_iw_i/S`).
+    * Clipped share :math:`\\sum_{w_i>R}s_i/S`, clipped mass share
+      :math:`\\sum_{w_i>R}s_iw_i/\\sum s_iw_i`; KL :math:`\\sum s_iw_i\\log w_i/S`,
+      :math:`\\chi^2 = \\sum s_iw_i^2/S-1`, Renyi-2 :math:`\\log(\\sum s_iw_i^2/S)`.
+    * Segment :math:`g`: ``row_share`` :math:`S_g/S`, mass share
+      :math:`\\sum_g s_iw_i/\\sum s_iw_i`, ESS of :math:`s_iw_i` on its rows, mean weight
+      :math:`\\sum_g s_iw_i/S_g`, unsupported share :math:`\\sum_g s_iD_i/S_g`, and variance
+      share :math:`\\sum_g s_i^2(t_i-\\bar t_s)^2/\\sum s_i^2(t_i-\\bar t_s)^2` (the
+      linearized variance of the Hajek estimate); the gap rules are unchanged.
+    * Outer/inner split and clip profile: :math:`\\hat W`, :math:`\\hat Y` are Hajek means of
+      :math:`\\bar w` and :math:`\\bar w\\ell`, with linearized variances and *normal* margins
+      (the empirical-Bernstein bound holds for unweighted means of bounded terms only).
+    * Plan: every mean over the current rows in the predicted variance is a Hajek mean, so the
+      plan is for ``new_rows`` rows of an unsampled log (every event kept).
+
+    Integer weights give the numbers of the rows repeated :math:`s_i` times for every
+    population quantity (all of the above but the ESS, the standard errors, the variance
+    shares and the intervals, which count the ``n`` kept rows).
+
     References
     ----------
     .. [1] L. Bottou, J. Peters, J. Quinonero-Candela, D. X. Charles, D. M. Chickering,
@@ -304,7 +353,8 @@ def diagnose_arrays(
     data = validated_inputs(
         reward, logging_propensity, target_propensity, reward_range=settings.reward_range,
         policy_names=policy_names, segments=segments, action=action, action_labels=None,
-        target_distributions=target_distributions, logging_distribution=logging_distribution)
+        target_distributions=target_distributions, logging_distribution=logging_distribution,
+        sampling_weight=sampling_weight)
     return _diagnose(data, settings, [])
 
 
@@ -369,6 +419,8 @@ def _diagnose(
     data: Inputs, settings: _Settings, extra_notes: list[str], statistics: Any = None
 ) -> Diagnostics:
     """The shared body of :func:`diagnose` and :func:`diagnose_arrays` on validated inputs."""
+    if data.sampling is not None:
+        return _diagnose_weighted(data, settings, extra_notes, statistics)
     mw, rr, level = settings.max_weight, settings.reward_range, settings.confidence_level
     lo = rr[0] if rr is not None else 0.0
     r, p, t = data.reward, data.propensity, data.target
@@ -406,34 +458,86 @@ def _diagnose(
         seg_rows.append(s_rows)
         intervals.append(interval)
         profiles.append(profile)
-    notes = extra_notes + data.notes + overlap_notes(rows, seg_rows)
+    return _finish(data, settings, extra_notes, rows, seg_rows, intervals, profiles,
+                   sums.hist_counts)
+
+
+def _finish(
+    data: Inputs, settings: _Settings, extra_notes: list[str], rows: list[PolicyRow],
+    seg_rows: list[list[SegmentRow]], intervals: list[Any], profiles: list[Any],
+    hist_counts: np.ndarray, info: Sequence[str] = (),
+) -> Diagnostics:
+    """Warn the notes and build the :class:`Diagnostics` (``info``: notes that are stated
+    first and not warned, as the sampling-weight note of every estimate)."""
+    notes = extra_notes + data.notes + overlap_notes(
+        rows, seg_rows, weighted=data.sampling is not None)
     for note in notes:
         warnings.warn(note, OverlapWarning, stacklevel=user_stacklevel())
+    notes = [*info, *notes]
     return Diagnostics(
-        data, rows, seg_rows, intervals, profiles, sums.hist_counts, max_weight=mw,
-        reward_range=rr,
-        confidence_level=level, target_width=settings.target_width, new_rows=settings.new_rows,
-        notes=notes,
+        data, rows, seg_rows, intervals, profiles, hist_counts,
+        max_weight=settings.max_weight, reward_range=settings.reward_range,
+        confidence_level=settings.confidence_level, target_width=settings.target_width,
+        new_rows=settings.new_rows, notes=notes,
     )
 
 
-@_fill_doc
-def refuse_sampling_weights(logs: Any, weight_column: str | None) -> None:
-    """Refuse logs whose rows carry sampling weights other than 1 (see :func:`diagnose`)."""
-    name = sampling_weight_column(logs.columns, weight_column)
-    if name is None:
-        return
-    s = check_sampling_weight(logs.column(name), logs.n, name=name)
-    if bool(np.all(s == 1.0)):
-        return
-    raise EstimationError(
-        f"the rows carry sampling weights (column `{name}`, not all 1), and the overlap "
-        "diagnostics (weight histograms and quantiles, clip profiles, support gaps, "
-        "exploration plans) are of unweighted rows: they would describe the kept rows, not "
-        "the logged population. ope.evaluate weights every estimate and its ESS (the Kish ESS "
-        "of the sampling weights times the importance weights, in table()); to diagnose the "
-        f"kept rows as they are, drop the `{name}` column."
+def weighted_note(name: str, total: float, n: int) -> str:
+    """The note of a diagnosis of rows with sampling weights (column or argument ``name``)."""
+    return (
+        f"rows carry sampling weights (`{name}`): the diagnostics are Horvitz-Thompson "
+        f"weighted, describing the logged population of about {total:,.6g} rows (from {n:,} "
+        "kept rows): weight quantiles, histograms, shares, divergences, unsupported mass and "
+        "segment masses are Hajek means; the ESS is Kish's of the sampling times the "
+        "importance weights, compared with Kish's ESS of the sampling weights; intervals use "
+        "linearized variances with normal margins."
     )
+
+
+def _diagnose_weighted(
+    data: Inputs, settings: _Settings, extra_notes: list[str], statistics: Any
+) -> Diagnostics:
+    """:func:`_diagnose` for rows with sampling (Horvitz-Thompson) weights ``data.sampling``.
+
+    Every statistic is the sampling-weighted one (Notes of :func:`diagnose_arrays`); the
+    moment statistics of an evaluation are not reused (the diagnostics' own weighted sums are
+    computed here).
+    """
+    del statistics  # the evaluation's statistics are validated by ope.evaluate, not needed
+    mw, rr, level = settings.max_weight, settings.reward_range, settings.confidence_level
+    lo = rr[0] if rr is not None else 0.0
+    s = data.sampling
+    assert s is not None
+    r, p, t = data.reward, data.propensity, data.target
+    total = data.total()
+    sums = weighted_pass(p, t, s, None if rr is None else r - lo)
+    rows, seg_rows, intervals, profiles = [], [], [], []
+    for j, name in enumerate(data.names):  # a loop over policies
+        w = data.weights(j)
+        wc = w if mw is None else np.minimum(w, mw)
+        d = None if data.deficiency is None else data.deficiency[name]
+        s_rows = weighted_segment_rows(name, data.segmentations, w, s, wc * (r - lo), d)
+        expected = 1.0
+        unsupported = float("nan")
+        if data.deficiency_zero is not None and data.deficiency is not None:
+            # E_0[w] = 1 - (candidate mass on actions with pi_0 = 0), as Hajek means
+            expected = 1.0 - float(np.dot(s, data.deficiency_zero[name])) / total
+            unsupported = float(np.dot(s, data.deficiency[name])) / total
+        row, interval, profile = weighted_policy_row(
+            name, w, s, r,
+            profile_bins=None if sums.profile_bins is None else sums.profile_bins[j],
+            sum_wlogw=float(sums.sum_wlogw[j]),
+            quantiles=weighted_quantiles(w, s, WEIGHT_QUANTILES),
+            expected=expected, unsupported_mass=unsupported, segments=s_rows, max_weight=mw,
+            reward_range=rr, confidence_level=level,
+        )
+        rows.append(row)
+        seg_rows.append(s_rows)
+        intervals.append(interval)
+        profiles.append(profile)
+    note = weighted_note(data.sampling_name or "sampling_weight", total, data.n)
+    return _finish(data, settings, extra_notes, rows, seg_rows, intervals, profiles,
+                   sums.hist_counts, info=[note])
 
 
 def diagnose(
@@ -467,11 +571,13 @@ def diagnose(
         ``max_weight`` (``ope.evaluate(...).statistics``): every moment of the diagnosis (ESS,
         mean weight, clipped sums, interval inputs) is read from them instead of another pass
         over the rows (without ``by``; segments need their own). Only the diagnostics' own
-        pass (weight histogram and KL sums) reads the rows.
+        pass (weight histogram and KL sums) reads the rows. Not used for rows with sampling
+        weights, whose weighted sums the diagnostics compute themselves.
     weight_column : str, optional
-        The column of the rows' sampling weights (default: ``weight`` when present). The
-        diagnostics do not take sampling weights: rows whose weights are not all 1 are refused
-        (see Raises).
+        The column of the rows' sampling (Horvitz-Thompson) weights, ``1 / P(row kept)``
+        (default: ``weight`` when present, which the DSJSON importer fills from ``pdrop``).
+        Every diagnostic is then sampling-weighted (the ``sampling_weight`` Notes of
+        :func:`diagnose_arrays`) and a note says so; weights that are all 1 change nothing.
 
     Returns
     -------
@@ -486,10 +592,8 @@ def diagnose(
         A ``by`` column is not in the logs.
     ope.MissingBoundsError
         ``target_width``/``new_rows`` were given without ``reward_range``.
-    ope.EstimationError
-        The rows carry sampling weights other than 1 (e.g. DSJSON ``pdrop``): the weight
-        histograms, quantiles, clip profiles, support gaps and plans describe unweighted rows,
-        so they would describe the kept rows, not the logged population.
+    ope.ValidationError
+        A sampling weight is missing, not finite or not positive (the message names the row).
 
     Warns
     -----
@@ -527,7 +631,7 @@ def diagnose(
     """
     settings = _settings(max_weight, reward_range, confidence_level, target_width, new_rows)
     logs = logs_to_diagnose(logs)  # a DataFrame, Arrow table or path, as evaluate accepts
-    refuse_sampling_weights(logs, weight_column)
+    weight_name = sampling_weight_column(logs.columns, weight_column)
     cols = segment_columns(logs, by)  # SchemaError naming missing / list / struct columns
     extra_notes: list[str] = []
     estimated = estimated_propensity_note(logs)  # the same note as every other result's
@@ -540,5 +644,7 @@ def diagnose(
         logs.column("reward"), logs.column("propensity"), target,
         reward_range=settings.reward_range, policy_names=names, segments=segments,
         action=action, action_labels=labels, target_distributions=tdists,
-        logging_distribution=ldist)
+        logging_distribution=ldist,
+        sampling_weight=None if weight_name is None else logs.column(weight_name),
+        weight_name=weight_name)
     return _diagnose(data, settings, extra_notes, statistics)

@@ -30,6 +30,7 @@ from ope.diagnostics.segments import (
 )
 from ope.diagnostics.support import as_csr, deficiency, propensity_consistency
 from ope.exceptions import PolicyError, ValidationError
+from ope.weights import check_sampling_weight
 
 __all__ = ["Inputs", "validated_inputs"]
 
@@ -50,6 +51,10 @@ class Inputs:
     target_distributions: Mapping[str, Any] | None
     logging_distribution: Any | None
     notes: list[str]  # notes found while validating (propensity consistency)
+    #: the rows' sampling (Horvitz-Thompson) weights, float64 (n,); None when every one is 1
+    sampling: np.ndarray | None = None
+    #: what notes call the sampling weights (the log's column)
+    sampling_name: str | None = None
 
     @property
     def n(self) -> int:
@@ -60,6 +65,14 @@ class Inputs:
         out = np.empty(self.n, dtype=np.float64)
         np.divide(self.target[:, j], self.propensity, out=out)
         return out
+
+    def total(self) -> float:
+        """The estimated population size: ``sum s`` (``n`` without sampling weights)."""
+        return float(self.n) if self.sampling is None else float(self.sampling.sum())
+
+    def sampled(self, values: np.ndarray) -> np.ndarray:
+        """``s * values`` per row (``values`` itself without sampling weights)."""
+        return values if self.sampling is None else self.sampling * values
 
     def segmentation(self, column: str) -> Segmentation | None:
         return next((s for s in self.segmentations if s.column == column), None)
@@ -143,10 +156,20 @@ def validated_inputs(
     action_labels: list[Any] | None,
     target_distributions: Mapping[str, Any] | None,
     logging_distribution: Any | None,
+    sampling_weight: npt.ArrayLike | None = None,
+    weight_name: str = "sampling_weight",
 ) -> Inputs:
-    """Check the arrays, code the segments and actions, and compute the support deficiency."""
+    """Check the arrays, code the segments and actions, and compute the support deficiency.
+
+    Sampling weights that are all 1 are dropped (``sampling`` None): such rows are unweighted.
+    """
     r, p, t = _arrays(reward, logging_propensity, target_propensity, reward_range)
     n = p.shape[0]
+    sampling = None
+    if sampling_weight is not None:
+        sampling = check_sampling_weight(sampling_weight, n, name=weight_name)
+        if bool(np.all(sampling == 1.0)):
+            sampling = None
     names = (
         [f"policy_{j}" for j in range(t.shape[1])] if policy_names is None
         else [str(x) for x in policy_names]
@@ -198,4 +221,5 @@ def validated_inputs(
         reward=r, propensity=p, target=t, names=names, segmentations=segs, action=codes,
         action_labels=labels, deficiency=deficient, deficiency_zero=deficient_zero,
         target_distributions=tdist, logging_distribution=ldist, notes=notes,
+        sampling=sampling, sampling_name=None if sampling is None else weight_name,
     )

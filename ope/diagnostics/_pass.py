@@ -28,6 +28,8 @@ __all__ = [
     "profile_bin_sums",
     "weight_quantiles",
     "octave_mass",
+    "weighted_pass",
+    "weighted_quantiles",
 ]
 
 #: Mantissa bits kept by the weight histogram: 2**3 = 8 bins per factor of two (at most 9 %
@@ -58,11 +60,14 @@ PROFILE_BINS: Final = 1100
 _PROFILE_SUMS: Final = 7
 
 
-def profile_bin_sums(w: np.ndarray, ell: np.ndarray) -> np.ndarray:
+def profile_bin_sums(
+    w: np.ndarray, ell: np.ndarray, row_weight: np.ndarray | None = None
+) -> np.ndarray:
     """Per-bin sums (shape (7, PROFILE_BINS)) of the rows with ``w > 1`` among ``w``, ``ell``.
 
     ``b = ceil(log2 w)`` is read off the bit pattern: ``((bits - 1) >> 52) - 1022`` (a power
-    of two 2**e gives e, anything in (2**(e-1), 2**e) gives e too).
+    of two 2**e gives e, anything in (2**(e-1), 2**e) gives e too). With ``row_weight`` ``v``
+    (n,) each row's seven quantities are multiplied by ``v_i`` (the count becomes ``sum v``).
     """
     sub = np.flatnonzero(w > 1.0)
     out = np.zeros((_PROFILE_SUMS, PROFILE_BINS))
@@ -81,6 +86,8 @@ def profile_bin_sums(w: np.ndarray, ell: np.ndarray) -> np.ndarray:
     np.multiply(x[3], x[3], out=x[4])
     x[5] = ls
     np.multiply(ls, ls, out=x[6])
+    if row_weight is not None:
+        x *= row_weight[sub]
     indicator = (b[None, :] == np.arange(first, last + 1)[:, None]).astype(np.float64)
     out[:, first : last + 1] = x @ indicator.T
     return out
@@ -245,9 +252,72 @@ def weight_quantiles(
     return out
 
 
-def octave_mass(w: np.ndarray) -> np.ndarray:
-    """Sum of the weights in each factor-of-two bin (indexed by the biased exponent)."""
+def octave_mass(w: np.ndarray, sampling: np.ndarray | None = None) -> np.ndarray:
+    """Sum of the weights (``s w`` with sampling weights ``s``) in each factor-of-two bin
+    (indexed by the biased exponent)."""
     return np.bincount(
-        np.right_shift(w.view(np.int64), HIST_SHIFT + MANTISSA_BITS), weights=w,
-        minlength=N_BINS >> MANTISSA_BITS,
+        np.right_shift(w.view(np.int64), HIST_SHIFT + MANTISSA_BITS),
+        weights=w if sampling is None else sampling * w, minlength=N_BINS >> MANTISSA_BITS,
     )
+
+
+def weighted_pass(
+    propensity: np.ndarray, target: np.ndarray, sampling: np.ndarray,
+    ell: np.ndarray | None = None,
+) -> PassSums:
+    """The pass of :func:`fused_pass` for rows with sampling weights ``s`` (n,).
+
+    Every sum is sampling-weighted: ``sum_wlogw`` is ``sum s w log w``, ``hist_counts`` the
+    sum of ``s`` per histogram bin (the estimated number of population rows in the bin, a float)
+    and, with ``ell``, ``profile_bins`` has shape (P, 14, PROFILE_BINS): the seven sums of
+    :func:`profile_bin_sums` weighted by ``s`` and then by ``s**2`` (the latter for the
+    linearized variances of the Hajek means). Integer weights give the sums of the rows
+    repeated ``s_i`` times. ``hist_above_edge`` is empty: the quantiles of weighted rows are
+    :func:`weighted_quantiles`.
+    """
+    n, n_pol = target.shape
+    s2 = sampling * sampling
+    sum_wlogw = np.zeros(n_pol)
+    counts = np.zeros((n_pol, N_BINS))
+    profile = None if ell is None else np.zeros((n_pol, 2 * _PROFILE_SUMS, PROFILE_BINS))
+    for start in range(0, n, CHUNK_ROWS):  # a loop over chunks, not rows
+        sl = slice(start, min(start + CHUNK_ROWS, n))
+        s_block = sampling[sl]
+        w = np.ascontiguousarray(target[sl].T, dtype=np.float64) / propensity[sl]
+        logw = np.log(np.maximum(w, _TINY))
+        sum_wlogw += np.einsum("ij,ij,j->i", w, logw, s_block)
+        codes = _hist_codes(w)
+        for j in range(n_pol):  # a loop over policies
+            counts[j] += np.bincount(codes[j], weights=s_block, minlength=N_BINS)
+            if profile is not None:
+                profile[j, :_PROFILE_SUMS] += profile_bin_sums(w[j], ell[sl], s_block)
+                profile[j, _PROFILE_SUMS:] += profile_bin_sums(w[j], ell[sl], s2[sl])
+    return PassSums(
+        sum_wlogw=sum_wlogw, hist_counts=counts, hist_above_edge=np.zeros((n_pol, 0)),
+        profile_bins=profile,
+    )
+
+
+def weighted_quantiles(w: np.ndarray, sampling: np.ndarray, qs: Sequence[float]) -> np.ndarray:
+    """Quantiles of the weights ``w`` (n,) of rows with sampling weights ``s`` (n,).
+
+    The population quantile: with ``S = sum s`` and the weights sorted, ``value(k)`` is the
+    first sorted weight whose cumulative ``s`` exceeds ``k``, and the ``q`` quantile is numpy's
+    'linear' rule on that sequence: ``value(k) + f (value(k + 1) - value(k))`` with
+    ``q (S - 1) = k + f``. Integer weights give numpy's quantile of the rows repeated ``s_i``
+    times; unit weights numpy's quantile of ``w`` (to rounding). One sort (O(n log n)).
+
+    >>> import numpy as np
+    >>> weighted_quantiles(np.array([1.0, 4.0]), np.array([3.0, 1.0]), [0.5, 1.0]).tolist()
+    [1.0, 4.0]
+    """
+    order = np.argsort(w, kind="stable")
+    ws = w[order]
+    cum = np.cumsum(sampling[order])
+    pos = np.maximum(np.asarray(qs, dtype=np.float64) * (cum[-1] - 1.0), 0.0)
+    k = np.floor(pos)
+    last = ws.size - 1
+    lo = ws[np.minimum(np.searchsorted(cum, k, side="right"), last)]
+    hi = ws[np.minimum(np.searchsorted(cum, k + 1.0, side="right"), last)]
+    frac = pos - k
+    return np.where(frac > 0, lo + frac * (hi - lo), lo)

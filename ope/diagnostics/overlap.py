@@ -42,6 +42,7 @@ __all__ = [
     "clip_levels",
     "clip_profile",
     "policy_row",
+    "weighted_policy_row",
     "verdict",
     "overlap_notes",
 ]
@@ -57,6 +58,9 @@ VERDICT_NEEDS_RANGE: Final = "unknown: pass reward_range for the outer/inner spl
 #: How the clip level of a row was set (column ``clip_rule``).
 CLIP_RULE_GIVEN: Final = "given"
 CLIP_RULE_NARROWEST: Final = "narrowest interval"
+
+#: Sums per clip-profile bin (:func:`ope.diagnostics._pass.profile_bin_sums`).
+_PROFILE_ROWS: Final = 7
 
 #: Columns of :meth:`ope.Diagnostics.clip_profile`.
 PROFILE_COLUMNS: Final = (
@@ -76,7 +80,9 @@ class PolicyRow:
     weight those rows carry (in [0, 1]). The interval columns are NaN without
     ``reward_range``, ``unsupported_mass`` without the full distributions. The verdict is
     taken at the narrowest level ``verdict_max_weight`` whatever clip level was given, so it
-    does not depend on that choice (:func:`verdict`).
+    does not depend on that choice (:func:`verdict`). ``ess_reference`` is what ``ess`` is
+    compared with (``ess_ratio = ess / ess_reference``): the rows ``n``, or for rows with
+    sampling weights Kish's ESS of the sampling weights alone.
     """
 
     policy: str
@@ -116,6 +122,7 @@ class PolicyRow:
     verdict: str
     verdict_reason: str
     gaps: int
+    ess_reference: float = math.nan
 
     def as_record(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in POLICY_COLUMNS}
@@ -143,8 +150,9 @@ def clip_levels(max_w: float) -> np.ndarray:
 
 
 def clip_profile(
-    bins: np.ndarray, totals: tuple[float, float, float, float, float, float], n: int,
+    bins: np.ndarray, totals: tuple[float, ...], n: int,
     levels: np.ndarray, *, reward_range: tuple[float, float], confidence_level: float,
+    squares: tuple[float, ...] | None = None,
 ) -> tuple[list[dict[str, Any]], list[BottouInterval]]:
     """The Bottou interval and its split at every clip level, from per-bin sums.
 
@@ -157,27 +165,56 @@ def clip_profile(
     level is :func:`ope.intervals.bounded.bottou_interval` with empirical-Bernstein margins (the
     ``bottou`` CI method). The narrowest interval (the largest level among equally narrow ones:
     the least clipping) is marked ``narrowest``.
+
+    For rows with sampling weights ``s`` (``squares`` given) ``bins`` has 14 rows, the seven
+    sums weighted by ``s`` and then by ``s**2`` (:func:`ope.diagnostics._pass.weighted_pass`);
+    ``totals`` are the seven sums ``s, s w, s w^2, s w l, s (w l)^2, s l, s l^2`` over all rows
+    and ``squares`` the same with ``s**2``. The means are then Hajek means
+    (:math:`\\hat W = \\sum s\\bar w/\\sum s`, :math:`\\hat Y = \\sum s\\bar w\\ell/
+    \\sum s`), the clipped share is :math:`\\sum_{w>R}s/\\sum s`, the variances the
+    linearized ones, :math:`\\frac{n^2}{n-1}\\sum s^2(x-\\hat x)^2/(\\sum s)^2` for
+    :math:`x=\\bar w` or :math:`\\bar w\\ell`, and the margins normal (the empirical-Bernstein
+    bound is for unweighted means of bounded terms).
     """
     lo, hi = reward_range
     g = levels.size
-    total_w, total_w2, total_wl, total_wl2, total_l, total_l2 = totals
+    weighted = squares is not None
+    if weighted:
+        size, total_w, total_w2, total_wl, total_wl2, total_l, total_l2 = totals
+    else:
+        size = float(n)
+        total_w, total_w2, total_wl, total_wl2, total_l, total_l2 = totals
 
     def below(k: int, total: float) -> np.ndarray:  # sum over rows with w <= levels[.]
         part = bins[k, : g + 1] if g else bins[k, :1]
         return (total - float(bins[k].sum())) + np.cumsum(part)[:g]
 
-    cnt = below(0, float(n))
+    cnt = below(0, size)
     s_w, s_w2 = below(1, total_w), below(2, total_w2)
     s_wl, s_wl2 = below(3, total_wl), below(4, total_wl2)
     s_l, s_l2 = below(5, total_l), below(6, total_l2)
-    above = n - cnt
+    above = size - cnt
     sum_wc = s_w + levels * above
     sum_wc2 = s_w2 + levels**2 * above
     sum_y = s_wl + levels * (total_l - s_l)
     sum_y2 = s_wl2 + levels**2 * (total_l2 - s_l2)
-    w_hat, y_hat = sum_wc / n, sum_y / n
-    var_w = np.maximum(sum_wc2 - n * w_hat**2, 0.0) / (n - 1)
-    var_y = np.maximum(sum_y2 - n * y_hat**2, 0.0) / (n - 1)
+    if not weighted:
+        w_hat, y_hat = sum_wc / n, sum_y / n
+        var_w = np.maximum(sum_wc2 - n * w_hat**2, 0.0) / (n - 1)
+        var_y = np.maximum(sum_y2 - n * y_hat**2, 0.0) / (n - 1)
+    else:
+        assert squares is not None
+        q0, q_w, q_w2, q_wl, q_wl2, q_l, q_l2 = squares
+        k0 = _PROFILE_ROWS  # the s**2-weighted rows of ``bins``
+        q_above = q0 - below(k0, q0)
+        q_wc = below(k0 + 1, q_w) + levels * q_above
+        q_wc2 = below(k0 + 2, q_w2) + levels**2 * q_above
+        q_y = below(k0 + 3, q_wl) + levels * (q_l - below(k0 + 5, q_l))
+        q_y2 = below(k0 + 4, q_wl2) + levels**2 * (q_l2 - below(k0 + 6, q_l2))
+        w_hat, y_hat = sum_wc / size, sum_y / size
+        scale = n * n / ((n - 1.0) * size * size)
+        var_w = np.maximum(q_wc2 - 2.0 * w_hat * q_wc + w_hat**2 * q0, 0.0) * scale
+        var_y = np.maximum(q_y2 - 2.0 * y_hat * q_y + y_hat**2 * q0, 0.0) * scale
     rows, intervals = [], []
     with warnings.catch_warnings():  # the row's own interval warns once, not once per level
         warnings.simplefilter("ignore")
@@ -186,13 +223,13 @@ def clip_profile(
                 float(min(w_hat[k], levels[k])), float(var_w[k]),
                 float(min(y_hat[k], levels[k] * (hi - lo))), float(var_y[k]), n,
                 max_weight=float(levels[k]), reward_range=(lo, hi),
-                confidence_level=confidence_level, outer="bernstein",
+                confidence_level=confidence_level, outer="normal" if weighted else "bernstein",
             )
             width = iv.high - iv.low
             coverage = min((hi - lo) * max(0.0, 1.0 - float(w_hat[k])), width)
             rows.append({
                 "max_weight": float(levels[k]),
-                "clipped_share": float(above[k]) / n,
+                "clipped_share": float(above[k]) / size,
                 "clipped_weight_share": (
                     min(max((total_w - float(s_w[k])) / total_w, 0.0), 1.0)
                     if total_w > 0 and above[k] > 0 else 0.0
@@ -235,7 +272,7 @@ def _bottou_split(
 
 def verdict(
     *, coverage_share: float, ess: float, n: int, unsupported_mass: float,
-    segments: Sequence[SegmentRow],
+    segments: Sequence[SegmentRow], reference: float | None = None,
 ) -> tuple[str, str]:
     """The verdict and its reason: one story with the gaps, the notes and the plan.
 
@@ -246,7 +283,8 @@ def verdict(
       ``COVERAGE_VERDICT_SHARE`` of its width (more logs of the same kind cannot shrink it);
     * the ESS is below ``ESS_RATIO_WARN`` of the rows (the logger rarely takes the
       candidate's actions: the same logging needs over a hundred times the rows per unit of
-      information of an on-policy test);
+      information of an on-policy test); for rows with sampling weights, below that share of
+      ``reference``, the Kish ESS of the sampling weights alone;
     * more than ``UNSUPPORTED_MASS_WARN`` of the candidate's mass is unsupported;
     * a context segment is flagged (support gap or low effective sample): its fix is to
       explore the candidate's actions there.
@@ -257,7 +295,13 @@ def verdict(
             f"coverage is {coverage_share:.0%} of the narrowest interval (more logs of the same "
             "kind do not shrink it)"
         )
-    if low_ess(ess, n):
+    if reference is not None:
+        if low_ess(ess, reference):  # type: ignore[arg-type]
+            reasons.append(
+                f"ESS {ess:,.0f} is below {ESS_RATIO_WARN:.0%} of the sampling weights' own "
+                f"ESS {reference:,.0f}"
+            )
+    elif low_ess(ess, n):
         reasons.append(f"ESS {ess:,.0f} is below {ESS_RATIO_WARN:.0%} of the {n:,} rows")
     if unsupported_mass > UNSUPPORTED_MASS_WARN:
         reasons.append(f"{unsupported_mass:.1%} of its mass is unsupported")
@@ -397,6 +441,7 @@ def policy_row(
         unsupported_mass=unsupported_mass,
         **split,
         gaps=int(sum(s.gap for s in segments)),
+        ess_reference=float(n),
     )
     return row, interval, profile
 
@@ -420,11 +465,27 @@ def _mean_weight_message(r: PolicyRow) -> str:
     )
 
 
-def overlap_notes(rows: Sequence[PolicyRow], segments: Sequence[Sequence[SegmentRow]]) -> list[str]:
-    """The notes (and warnings) of each policy: low ESS, unsupported mass, mean weight, gaps."""
+def overlap_notes(
+    rows: Sequence[PolicyRow], segments: Sequence[Sequence[SegmentRow]], *,
+    weighted: bool = False,
+) -> list[str]:
+    """The notes (and warnings) of each policy: low ESS, unsupported mass, mean weight, gaps.
+
+    ``weighted``: the rows carry sampling weights, and the ESS is compared with
+    ``ess_reference`` (Kish's ESS of the sampling weights) instead of the rows.
+    """
     notes = []
     for r, segs in zip(rows, segments):
-        if low_ess(r.ess, r.n):
+        if weighted:
+            if low_ess(r.ess, r.ess_reference):  # type: ignore[arg-type]
+                notes.append(
+                    f"{r.policy}: effective sample size {r.ess:,.0f} (Kish, of the sampling "
+                    f"times the importance weights) is {r.ess_ratio:.2%} of the sampling "
+                    f"weights' own ESS {r.ess_reference:,.0f} (below {ESS_RATIO_WARN:.0%}): the "
+                    "logger rarely takes this candidate's actions; expect wide intervals, or "
+                    "log with more exploration."
+                )
+        elif low_ess(r.ess, r.n):
             notes.append(
                 f"{r.policy}: effective sample size {r.ess:,.0f} is {r.ess_ratio:.2%} of the "
                 f"{r.n:,} rows (below {ESS_RATIO_WARN:.0%}): the logger rarely takes this "
@@ -446,3 +507,158 @@ def overlap_notes(rows: Sequence[PolicyRow], segments: Sequence[Sequence[Segment
                 + (" | ..." if len(gaps) > 3 else "")
             )
     return notes
+
+
+def _hajek_mean_var(x: np.ndarray, s: np.ndarray, total: float) -> tuple[float, float]:
+    """The Hajek mean ``sum s x / sum s`` of ``x`` and ``n`` times its linearized variance,
+    ``n^2 / (n - 1) sum s^2 (x - mean)^2 / (sum s)^2`` (so ``sqrt(var / n)`` is its standard
+    error; the unbiased variance of ``x`` when every ``s`` is 1)."""
+    n = x.shape[0]
+    mean = float(np.dot(s, x)) / total
+    dev = s * (x - mean)
+    return mean, float(np.dot(dev, dev)) * n * n / ((n - 1.0) * total * total)
+
+
+def weighted_policy_row(
+    name: str,
+    w: np.ndarray,
+    sampling: np.ndarray,
+    reward: np.ndarray,
+    *,
+    profile_bins: np.ndarray | None,
+    sum_wlogw: float,
+    quantiles: Sequence[float],
+    expected: float,
+    unsupported_mass: float,
+    segments: Sequence[SegmentRow],
+    max_weight: float | None,
+    reward_range: tuple[float, float] | None,
+    confidence_level: float,
+) -> tuple[PolicyRow, BottouInterval | None, list[dict[str, Any]]]:
+    """:func:`policy_row` for rows with sampling (Horvitz-Thompson) weights ``s``.
+
+    ``w`` are the policy's importance weights (n,), ``sum_wlogw`` is ``sum s w log w`` and
+    ``quantiles`` the weighted quantiles (:func:`ope.diagnostics._pass.weighted_quantiles`);
+    ``expected`` and ``unsupported_mass`` are already Hajek means. With ``S = sum s``:
+
+    * ``ess`` is Kish's ESS of the products, ``(sum s w)^2 / sum (s w)^2``, and ``ess_ratio``
+      divides it by Kish's ESS of ``s`` alone, ``S^2 / sum s^2`` (the sample's own effective
+      size), which the low-ESS rule compares it with;
+    * ``mean_weight`` is ``sum s w / S`` with the linearized standard error
+      ``sqrt(sum s^2 (w - mean)^2) / S`` (times ``sqrt(n / (n - 1))``);
+    * ``clipped_share`` is ``sum_{w > R} s / S``, ``clipped_weight_share``
+      ``sum_{w > R} s w / sum s w``; KL ``sum s w log w / S``, chi-square
+      ``sum s w^2 / S - 1``, Renyi-2 ``log(sum s w^2 / S)``;
+    * the outer/inner split and the clip profile use the Hajek means of ``min(w, R)`` and
+      ``min(w, R) (r - r_min)`` with linearized variances and normal margins
+      (:func:`clip_profile`).
+
+    Integer ``s`` give the numbers of the rows repeated ``s_i`` times for every population
+    quantity (mean weight, quantiles, shares, divergences, clipped value); the ESS, the standard
+    errors and the margins count the ``n`` kept rows instead.
+    """
+    n = int(w.shape[0])
+    s = sampling
+    total = float(s.sum())
+    sw = s * w
+    sum_w = float(sw.sum())
+    ess = kish_ess(sum_w, float(np.dot(sw, sw)))
+    reference = kish_ess(total, float(np.dot(s, s)))
+    mean_w, var_w = _hajek_mean_var(w, s, total)
+    check, z = mean_weight_check(n, mean_w, var_w, expected=expected)
+    second = float(np.dot(sw, w)) / total
+    if max_weight is not None:
+        above = w > max_weight
+        clipped: dict[str, Any] = {
+            "max_weight": max_weight, "clip_rule": CLIP_RULE_GIVEN,
+            "clipped_share": float(s[above].sum()) / total,
+            "clipped_weight_share": float(sw[above].sum()) / sum_w if sum_w > 0 else 0.0,
+        }
+    else:
+        clipped = {"max_weight": math.nan, "clip_rule": "none", "clipped_share": 0.0,
+                   "clipped_weight_share": 0.0}
+    interval = None
+    profile: list[dict[str, Any]] = []
+    split: dict[str, Any] = dict.fromkeys(
+        ("clipped_value", "ci_low", "ci_high", "outer_low", "outer_high", "inner_low",
+         "inner_high", "sampling_width", "coverage_width", "coverage_share",
+         "verdict_max_weight", "verdict_coverage_share"), math.nan,
+    )
+    split["verdict"] = VERDICT_NEEDS_RANGE
+    split["verdict_reason"] = "the outer/inner split needs a priori reward bounds"
+    if reward_range is not None:
+        lo, hi = reward_range
+        assert profile_bins is not None
+        ell = reward - lo
+        y = w * ell
+        s2 = s * s
+
+        def sums(v: np.ndarray) -> tuple[float, ...]:
+            return (float(v.sum()), float(np.dot(v, w)), float(np.dot(v, w * w)),
+                    float(np.dot(v, y)), float(np.dot(v, y * y)), float(np.dot(v, ell)),
+                    float(np.dot(v, ell * ell)))
+
+        profile, profile_intervals = clip_profile(
+            profile_bins, sums(s), n, clip_levels(float(w.max())), reward_range=reward_range,
+            confidence_level=confidence_level, squares=sums(s2),
+        )
+        best = next((k for k, p in enumerate(profile) if p["narrowest"]), None)
+        if max_weight is not None or best is None:
+            wc = w if max_weight is None else np.minimum(w, max_weight)
+            w_hat, var_wc = _hajek_mean_var(wc, s, total)
+            y_hat, var_y = _hajek_mean_var(wc * ell, s, total)
+            if max_weight is not None:
+                w_hat, y_hat = min(w_hat, max_weight), min(y_hat, max_weight * (hi - lo))
+            interval = bottou_interval(
+                w_hat, var_wc, y_hat, var_y, n, max_weight=max_weight, reward_range=(lo, hi),
+                confidence_level=confidence_level, outer="normal",
+            )
+            coverage = min((hi - lo) * max(0.0, 1.0 - w_hat), interval.high - interval.low)
+            clipped_value = lo + y_hat
+        else:
+            chosen = profile[best]
+            interval, coverage = profile_intervals[best], chosen["coverage_width"]
+            clipped_value = chosen["clipped_value"]
+            clipped = {k: chosen[k] for k in ("max_weight", "clipped_share",
+                                               "clipped_weight_share")}
+            clipped["clip_rule"] = CLIP_RULE_NARROWEST
+        split = _split_columns(
+            interval, coverage, clipped_value, profile, best, ess=ess, n=n,
+            unsupported_mass=unsupported_mass, segments=segments, reference=reference,
+        )
+    q = dict(zip(("weight_q50", "weight_q90", "weight_q99", "weight_q999"), map(float, quantiles)))
+    row = PolicyRow(
+        policy=name, n=n, ess=ess, ess_ratio=ess / reference if reference > 0 else 0.0,
+        mean_weight=mean_w, mean_weight_se=math.sqrt(max(var_w, 0.0) / n),
+        mean_weight_expected=expected, mean_weight_z=z, propensity_check=check,
+        weight_max=float(w.max()), **q, **clipped,
+        kl_divergence=sum_wlogw / total, chi2_divergence=second - 1.0,
+        renyi2_divergence=math.log(second) if second > 0 else -math.inf,
+        unsupported_mass=unsupported_mass, **split,
+        gaps=int(sum(g.gap for g in segments)), ess_reference=reference,
+    )
+    return row, interval, profile
+
+
+def _split_columns(
+    interval: BottouInterval, coverage: float, clipped_value: float,
+    profile: Sequence[dict[str, Any]], best: int | None, *, ess: float, n: int,
+    unsupported_mass: float, segments: Sequence[SegmentRow], reference: float | None,
+) -> dict[str, Any]:
+    """The interval, split and verdict columns of a policy row."""
+    width = interval.high - interval.low
+    share = coverage / width if width > 0 else 0.0
+    v_level = profile[best]["max_weight"] if best is not None else math.nan
+    v_share = profile[best]["coverage_share"] if best is not None else share
+    text, why = verdict(
+        coverage_share=v_share, ess=ess, n=n, unsupported_mass=unsupported_mass,
+        segments=segments, reference=reference,
+    )
+    return {
+        "clipped_value": clipped_value, "ci_low": interval.low, "ci_high": interval.high,
+        "outer_low": interval.outer_low, "outer_high": interval.outer_high,
+        "inner_low": interval.inner_low, "inner_high": interval.inner_high,
+        "sampling_width": width - coverage, "coverage_width": coverage,
+        "coverage_share": share, "verdict_max_weight": v_level,
+        "verdict_coverage_share": v_share, "verdict": text, "verdict_reason": why,
+    }

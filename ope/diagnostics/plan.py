@@ -72,10 +72,14 @@ def _plan_for_scope(
     d_out: float,
     r2_max: float,
     v_sq: float,
-    n: int,
+    n: float,
     target_var: float,
+    sampling: np.ndarray | None = None,
 ) -> tuple[float | None, float, float, float]:
     """Smallest exploration share eps meeting ``target_var``.
+
+    ``n`` is the number of rows (``sum s`` with sampling weights ``sampling``, which then
+    weight every row's term: each mean is a Hajek mean).
 
     Returns ``(eps or None, variance at eps (or at the best eps), best eps, variance under the
     current logging (inf with unsupported mass in scope))``.
@@ -89,8 +93,13 @@ def _plan_for_scope(
     else:
         sel_in = contrib & in_scope
         sel_out = contrib & ~in_scope
-        outside = float((w[sel_out] ** 2 * r2[sel_out]).sum(dtype=np.float64)) / n
+        out_terms = w[sel_out] ** 2 * r2[sel_out]
+        if sampling is not None:
+            out_terms = out_terms * sampling[sel_out]
+        outside = float(out_terms.sum(dtype=np.float64)) / n
     a = w[sel_in] * pe[sel_in] * r2[sel_in]
+    if sampling is not None:
+        a = a * sampling[sel_in]
     pi = p[sel_in]
     ti = pe[sel_in]
 
@@ -127,10 +136,18 @@ def _plan_for_scope(
 
 
 def _unsupported(
-    w: np.ndarray, d_row: np.ndarray | None, mask: np.ndarray | None, n: int
+    w: np.ndarray, d_row: np.ndarray | None, mask: np.ndarray | None, n: float,
+    sampling: np.ndarray | None = None,
 ) -> tuple[float, float]:
-    """Unsupported candidate mass (per logged row, i.e. divided by n) in and out of scope."""
+    """Unsupported candidate mass (per logged row, i.e. divided by n) in and out of scope.
+
+    With sampling weights ``s`` (``n`` is then ``sum s``) the sums are ``sum s d`` and, for
+    the estimate from the weights, ``sum s (1 - w)`` with the linearized standard error
+    ``sqrt(m / (m - 1) sum s^2 (x - xbar_s)^2) / n`` over the ``m`` rows in scope.
+    """
     if d_row is not None:
+        if sampling is not None:
+            d_row = sampling * d_row
         if mask is None:
             return float(d_row.sum()) / n, 0.0
         return float(d_row[mask].sum()) / n, float(d_row[~mask].sum()) / n
@@ -139,6 +156,12 @@ def _unsupported(
         x = 1.0 - (w if sel is None else w[sel])
         if x.size < 2:
             return 0.0
+        if sampling is not None:
+            v = sampling if sel is None else sampling[sel]
+            total = float(np.dot(v, x)) / n
+            dev = v * (x - float(np.dot(v, x)) / float(v.sum()))
+            se = math.sqrt(float(np.dot(dev, dev)) * x.size / (x.size - 1.0)) / n
+            return total if total > 2.0 * se else 0.0
         total = float(x.sum(dtype=np.float64)) / n
         se = float(np.std(x, ddof=1)) * math.sqrt(x.size) / n
         return total if total > 2.0 * se else 0.0
@@ -151,7 +174,12 @@ def _unsupported(
 def _scope_row(
     name: str, column: str, label: str, in_scope_rows: int, n: int, where: str, *,
     eps: float | None, var: float, best: float, var0: float, tw: float, m_rows: int, z: float,
+    scope_size: float | None = None, size: float | None = None,
 ) -> dict[str, Any]:
+    """One plan row. ``scope_size / size`` (default ``in_scope_rows / n``) is the scope's
+    share of the traffic (of ``sum s`` with sampling weights)."""
+    scope_size = in_scope_rows if scope_size is None else scope_size
+    size = n if size is None else size
     # the same logging alone: its width on m_rows rows and the rows it needs for tw
     if math.isfinite(var0):
         same = (
@@ -169,7 +197,7 @@ def _scope_row(
         width = 2.0 * z * math.sqrt(max(var, 0.0) / m_rows)
         entry.update(
             exploration_share=eps,
-            exploration_rows=int(math.ceil(eps * m_rows * in_scope_rows / n)),
+            exploration_rows=int(math.ceil(eps * m_rows * scope_size / size)),
             predicted_width=width,
             feasible=True,
             rows_needed=m_rows,
@@ -200,7 +228,7 @@ def _scope_row(
         need = int(math.ceil(var * (2.0 * z / tw) ** 2))
         entry.update(
             exploration_share=best,
-            exploration_rows=int(math.ceil(best * m_rows * in_scope_rows / n)),
+            exploration_rows=int(math.ceil(best * m_rows * scope_size / size)),
             predicted_width=2.0 * z * math.sqrt(var / m_rows),
             feasible=False,
             rows_needed=need,
@@ -238,17 +266,24 @@ def exploration_plan(
     target_width: float,
     new_rows: int,
 ) -> pd.DataFrame:
-    """The plan table; ``value_bounds`` are each policy's Bottou interval ``(low, high)``."""
+    """The plan table; ``value_bounds`` are each policy's Bottou interval ``(low, high)``.
+
+    With sampling weights every mean over the current rows is a Hajek mean (``n`` becomes
+    ``sum s`` and each row's term is multiplied by ``s``): the plan is for ``new_rows`` rows
+    of an unsampled log. ``rows_in_scope`` counts the kept rows; ``exploration_rows`` uses the
+    scope's share of ``sum s``.
+    """
     lo, hi = reward_range
     r2_max = max(lo * lo, hi * hi)
-    n = data.n
+    n = data.total()
+    sampling = data.sampling
     z = float(stats.norm.ppf(0.5 + confidence_level / 2.0))
     target_var = new_rows * (target_width / (2.0 * z)) ** 2
     r2 = data.reward * data.reward
     rows: list[dict[str, Any]] = []
     for j, name in enumerate(data.names):
         w = data.weights(j)
-        ips = float(np.dot(w, data.reward)) / n
+        ips = float(np.dot(data.sampled(w), data.reward)) / n
         pe = data.target[:, j].astype(np.float64)
         d_row = None if data.deficiency_zero is None else data.deficiency_zero[name]
         scopes: list[tuple[str, str, np.ndarray | None]] = [("all", "all", None)]
@@ -257,16 +292,21 @@ def exploration_plan(
             if s.gap and s.context and seg is not None:
                 scopes.append((s.column, s.segment, seg.codes == seg.labels.index(s.segment)))
         for column, label, mask in scopes:  # a loop over scopes (flagged segments)
-            d_scope, d_out = _unsupported(w, d_row, mask, n)
+            d_scope, d_out = _unsupported(w, d_row, mask, n, sampling)
             v_sq = _plan_value_sq(ips, *value_bounds[j], unsupported=d_scope + d_out > 0)
             eps, var, best, var0 = _plan_for_scope(
                 w=w, pe=pe, p=data.propensity, r2=r2, in_scope=mask, d_scope=d_scope,
                 d_out=d_out, r2_max=r2_max, v_sq=v_sq, n=n, target_var=target_var,
+                sampling=sampling,
             )
+            rows_in = data.n if mask is None else int(mask.sum())
+            scope_size = (None if sampling is None
+                          else n if mask is None else float(sampling[mask].sum()))
             rows.append(_scope_row(
-                name, column, label, n if mask is None else int(mask.sum()), n,
+                name, column, label, rows_in, data.n,
                 "all traffic" if mask is None else f"segment {column}={label}",
                 eps=eps, var=var, best=best, var0=var0, tw=target_width, m_rows=new_rows, z=z,
+                scope_size=scope_size, size=None if sampling is None else n,
             ))
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
 
@@ -284,7 +324,9 @@ def action_plan(data: Inputs, plan: pd.DataFrame) -> pd.DataFrame:
     width comes from). The candidate's mass the weights do not recover (actions never logged)
     is one more row, ``(actions never logged)``, when it is positive (exact from the
     distributions, else estimated as in the plan: only when above two standard errors). Only
-    actions with ``extra_share > 0`` are listed, largest ``extra_share`` first.
+    actions with ``extra_share > 0`` are listed, largest ``extra_share`` first. With sampling
+    weights ``s`` the shares and masses are Hajek means over the scope (``sum s`` in place of
+    ``|A|``, each row's term times ``s``).
     """
     if data.action is None:
         raise ValidationError(
@@ -312,14 +354,17 @@ def action_plan(data: Inputs, plan: pd.DataFrame) -> pd.DataFrame:
         act = data.action if mask is None else data.action[mask]
         ws = w if mask is None else w[mask]
         rs = data.reward if mask is None else data.reward[mask]
-        size = act.size
-        logging_share = np.bincount(act, minlength=k) / size
-        target_mass = np.bincount(act, weights=ws, minlength=k) / size
-        second = np.bincount(act, weights=ws * ws * rs * rs, minlength=k)
+        ss = None if data.sampling is None else (
+            data.sampling if mask is None else data.sampling[mask])
+        size = act.size if ss is None else float(ss.sum())
+        logging_share = np.bincount(act, weights=ss, minlength=k) / size
+        sws = ws if ss is None else ss * ws
+        target_mass = np.bincount(act, weights=sws, minlength=k) / size
+        second = np.bincount(act, weights=sws * ws * rs * rs, minlength=k)
         total = float(second.sum())
         d_row = None if data.deficiency_zero is None else data.deficiency_zero[row.policy]
-        d_scope, _ = _unsupported(w, d_row, mask, data.n)
-        unlogged = d_scope * data.n / size  # per row of the scope; 0 unless significant
+        d_scope, _ = _unsupported(w, d_row, mask, data.total(), data.sampling)
+        unlogged = d_scope * data.total() / size  # per row of the scope; 0 unless significant
         planned = (1.0 - eps) * logging_share + eps * target_mass
         extra = planned - logging_share
         keep = np.flatnonzero(extra > 0)

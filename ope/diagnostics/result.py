@@ -220,7 +220,8 @@ class Diagnostics(Result):
 
     def unsupported_mass(self, policy: str) -> np.ndarray:
         """Per row, the candidate's mass on actions the logger plays with probability
-        <= ``SUPPORT_FLOOR`` (shape (n,); its mean is the table's ``unsupported_mass``).
+        <= ``SUPPORT_FLOOR`` (shape (n,); its mean is the table's ``unsupported_mass``, its
+        mean weighted by the sampling weights ``s``, ``sum s d / sum s``, for weighted rows).
 
         Needs the full distributions (``target_distributions`` and ``logging_distribution``,
         or ``candidates``, ``logging_distribution`` and ``target_dist__<name>`` in the logs).
@@ -244,22 +245,30 @@ class Diagnostics(Result):
         bin divided by n: the candidate's probability mass the bin carries). The row counts come
         from the diagnostics' pass; the masses from one pass over this policy's weights on the
         first call (kept for later calls).
+
+        For rows with sampling weights ``s`` it is the population's histogram: ``rows`` is
+        the estimated number of population rows in the bin, ``sum s`` over its rows (a float),
+        ``row_share`` that over ``S = sum s`` and ``target_mass`` ``sum s w / S`` over the bin
+        (integer weights: the histogram of the rows repeated ``s_i`` times).
         """
         j = self._index(policy)
         counts = self._hist_counts[j]
         octave_counts = np.bincount(np.arange(counts.size) >> MANTISSA_BITS, weights=counts)
         if policy not in self._octave_mass:  # one pass over this policy's weights, on request
-            self._octave_mass[policy] = octave_mass(self._data.weights(j))
+            self._octave_mass[policy] = octave_mass(
+                self._data.weights(j), self._data.sampling)
         mass = self._octave_mass[policy]
+        total = self._data.total()
+        weighted = self._data.sampling is not None
         nz = np.flatnonzero(octave_counts[1:]) + 1
         octaves = [0] + (list(range(int(nz[0]), int(nz[-1]) + 1)) if nz.size else [])
         rows = [
             {
                 "weight_low": 0.0 if e == 0 else math.ldexp(1.0, e - 1023),
                 "weight_high": 0.0 if e == 0 else math.ldexp(1.0, e - 1022),
-                "rows": int(octave_counts[e]),
-                "row_share": float(octave_counts[e]) / self.n,
-                "target_mass": float(mass[e]) / self.n,
+                "rows": float(octave_counts[e]) if weighted else int(octave_counts[e]),
+                "row_share": float(octave_counts[e]) / total,
+                "target_mass": float(mass[e]) / total,
             }
             for e in octaves
         ]
@@ -284,7 +293,9 @@ class Diagnostics(Result):
             ``logging_mass``: the logger's mass (exact from ``logging_distribution`` when
             given, else the share of logged rows). ``rows``: logged rows. ``ess``: Kish ESS of
             the cell's weights. A cell with ``target_mass > 0`` but ``logging_mass`` about 0 is
-            a coverage gap.
+            a coverage gap. For rows with sampling weights ``s`` every cell is weighted:
+            masses are ``sum s x / S`` (``S = sum s``), ``rows`` is ``sum s`` (the estimated
+            population rows) and ``ess`` Kish's ESS of ``s w``.
 
         Returns
         -------
@@ -301,7 +312,8 @@ class Diagnostics(Result):
                 "a coverage matrix needs the logged actions; pass `action=` to diagnose_arrays "
                 "(diagnose reads it from the logs)."
             )
-        n = data.n
+        n = data.total()
+        s = data.sampling
         n_actions = len(data.action_labels or [])
         action_col = data.action
         labels: list[Any] = list(data.action_labels or [])
@@ -315,9 +327,9 @@ class Diagnostics(Result):
         if value in ("rows", "ess") or (
             value == "target_mass" and data.target_distributions is None
         ) or (value == "logging_mass" and data.logging_distribution is None):
-            w = data.weights(j)
+            w = data.sampled(data.weights(j))  # s w
             if value == "rows" or value == "logging_mass":
-                table = np.bincount(cell, minlength=size).astype(np.float64)
+                table = np.bincount(cell, weights=s, minlength=size).astype(np.float64)
                 if value == "logging_mass":
                     table /= n
             elif value == "target_mass":
@@ -345,9 +357,10 @@ class Diagnostics(Result):
                     labels = labels + list(range(k, csr.shape[1]))
                     k = csr.shape[1]
                     size = seg.size * k
-            rows_of = np.repeat(np.arange(n), np.diff(csr.indptr))
+            rows_of = np.repeat(np.arange(data.n), np.diff(csr.indptr))
             table = np.bincount(
-                seg.codes[rows_of] * k + col, weights=csr.data, minlength=size
+                seg.codes[rows_of] * k + col,
+                weights=csr.data if s is None else csr.data * s[rows_of], minlength=size,
             ) / n
         return pd.DataFrame(
             table.reshape(seg.size, k),
@@ -589,6 +602,8 @@ class Diagnostics(Result):
         plan = self._plan
         out: dict[str, Any] = {
             "n": self.n,
+            "sampling_weight": self.sampling_weight,
+            "population_rows": self._data.total(),
             "max_weight": self.max_weight,
             "reward_range": list(self.reward_range) if self.reward_range else None,
             "confidence_level": self.confidence_level,
@@ -626,9 +641,19 @@ class Diagnostics(Result):
             out["policies"].append(entry)
         return out
 
+    @property
+    def sampling_weight(self) -> str | None:
+        """The name of the rows' sampling weights (the log's column) when the diagnostics are
+        Horvitz-Thompson weighted, else None."""
+        return self._data.sampling_name if self._data.sampling is not None else None
+
     def _title(self) -> str:
+        rows = f"{self.n:,} logged rows"
+        if self.sampling_weight is not None:
+            rows = (f"{self.n:,} kept rows weighted by `{self.sampling_weight}` (a population "
+                    f"of about {self._data.total():,.6g} rows)")
         return (
-            f"Overlap diagnostics: {self.n:,} logged rows, {len(self.policies)} candidate "
+            f"Overlap diagnostics: {rows}, {len(self.policies)} candidate "
             f"polic{'y' if len(self.policies) == 1 else 'ies'}"
             + (f", clip level {self.max_weight:g}" if self.max_weight is not None else "")
         )
@@ -638,6 +663,8 @@ class Diagnostics(Result):
             title=self._title(),
             fields=(
                 ("n", self.n),
+                *((("sampling_weight", self.sampling_weight),)
+                  if self.sampling_weight is not None else ()),
                 ("max_weight", self.max_weight),
                 ("reward_range", self.reward_range),
                 ("confidence_level", self.confidence_level),
@@ -661,7 +688,9 @@ class Diagnostics(Result):
             body: list[str] = []
             ess_ref = _note_number(notes, r.policy, "low_ess")
             body.append(
-                f"  ESS {format_number(r.ess)} ({percent(r.ess_ratio)} of rows"
+                f"  ESS {format_number(r.ess)} ({percent(r.ess_ratio)} of "
+                + ("rows" if self.sampling_weight is None else
+                   f"the sampling weights' ESS {format_number(r.ess_reference)}")
                 + (f", see note [{ess_ref}]" if ess_ref is not None else "")
                 + f"); max weight {format_number(r.weight_max, trim=True)}; mean weight "
                 f"{format_estimate(r.mean_weight, r.mean_weight_se)} +/- "

@@ -53,6 +53,7 @@ __all__ = [
     "segment_moments",
     "segment_sums",
     "segment_rows",
+    "weighted_segment_rows",
     "segment_gap",
     "unsupported_text",
     "GAP_KIND_SUPPORT",
@@ -408,6 +409,78 @@ def segment_rows(
                 reason="",
                 mean_weight_se=se,
                 context=seg.context,
+            )
+            gap, kind, reason = segment_gap(row)
+            rows.append(replace(row, gap=gap, gap_kind=kind, reason=reason))
+    return rows
+
+
+def weighted_segment_rows(
+    name: str,
+    segs: Sequence[Segmentation],
+    w: np.ndarray,
+    sampling: np.ndarray,
+    terms: np.ndarray,
+    deficiency: np.ndarray | None,
+) -> list[SegmentRow]:
+    """Segment rows of one policy for rows with sampling (Horvitz-Thompson) weights ``s``.
+
+    ``w`` are its importance weights (n,), ``terms`` the (clipped) IPS terms
+    ``t = min(w, max_weight) (r - lo)`` (n,) and ``deficiency`` its per-row unsupported mass
+    (None without distributions). Per segment ``g``, with ``S_g = sum_g s``:
+    ``rows`` counts the kept rows; ``row_share = S_g / S`` (the segment's share of the
+    population); ``target_mass_share = sum_g s w / sum s w``; ``ess`` Kish's ESS of the
+    products ``s w`` on its rows; ``mean_weight = sum_g s w / S_g`` (a Hajek mean) with the
+    linearized standard error ``sqrt(n_g / (n_g - 1) sum_g s^2 (w - mean_g)^2) / S_g``;
+    ``unsupported_share = sum_g s d / S_g``; and ``variance_share`` the segment's part of
+    ``sum s^2 (t - tbar)^2`` (``tbar = sum s t / S``), the sum whose ``1 / S^2`` is the
+    linearized variance of the Hajek clipped IPS estimate. Integer ``s`` give the row shares,
+    masses and mean weights of the rows repeated ``s_i`` times; ``ess`` and ``variance_share``
+    count the kept rows. The gap rule is :func:`segment_gap`, unchanged.
+    """
+    s = sampling
+    total = float(s.sum())
+    sw = s * w
+    e = s * (terms - float(np.dot(s, terms)) / total)
+    total_dev2 = float(np.dot(e, e))
+    sum_w = float(sw.sum())
+    rows: list[SegmentRow] = []
+    for seg in segs:  # a loop over segment columns
+        k = seg.size
+        cnt = np.bincount(seg.codes, minlength=k)
+        s_g = np.bincount(seg.codes, weights=s, minlength=k)
+        sw_g = np.bincount(seg.codes, weights=sw, minlength=k)
+        sw2_g = np.bincount(seg.codes, weights=sw * sw, minlength=k)
+        mean_g = np.divide(sw_g, s_g, out=np.zeros(k), where=s_g > 0)
+        dev = s * (w - mean_g[seg.codes])
+        dev2_g = np.bincount(seg.codes, weights=dev * dev, minlength=k)
+        var_g = np.bincount(seg.codes, weights=e * e, minlength=k)
+        max_g = np.full(k, -np.inf)
+        np.maximum.at(max_g, seg.codes, w)
+        d_g = (None if deficiency is None
+               else np.bincount(seg.codes, weights=s * deficiency, minlength=k))
+        for g, label in enumerate(seg.labels):  # a loop over segments
+            rows_g = int(cnt[g])
+            if rows_g == 0:
+                rows.append(SegmentRow(
+                    name, seg.column, label, 0, 0.0, 0.0, 0.0, math.nan, 0.0, 0.0,
+                    math.nan, False, "", "", math.inf, seg.context,
+                ))
+                continue
+            se = (math.sqrt(float(dev2_g[g]) * rows_g / (rows_g - 1.0)) / float(s_g[g])
+                  if rows_g > 1 else math.inf)
+            row = SegmentRow(
+                policy=name, column=seg.column, segment=label, rows=rows_g,
+                row_share=float(s_g[g]) / total,
+                target_mass_share=float(sw_g[g]) / sum_w if sum_w > 0 else 0.0,
+                ess=kish_ess(float(sw_g[g]), float(sw2_g[g])),
+                mean_weight=float(mean_g[g]), weight_max=float(max_g[g]),
+                variance_share=float(var_g[g]) / total_dev2 if total_dev2 > 0 else 0.0,
+                unsupported_share=(
+                    float(d_g[g]) / float(s_g[g]) if (d_g is not None and seg.context)
+                    else math.nan
+                ),
+                gap=False, gap_kind="", reason="", mean_weight_se=se, context=seg.context,
             )
             gap, kind, reason = segment_gap(row)
             rows.append(replace(row, gap=gap, gap_kind=kind, reason=reason))

@@ -424,6 +424,17 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
                            for r in t.itertuples(index=False)], numeric=(2, 3)))
         return "".join(out)
     rows = {r["policy"]: r for r in d.table().to_dict("records")}
+    weighted = getattr(d, "sampling_weight", None)
+    if weighted is not None:
+        out.append(
+            '<p class="note" id="weighted-diagnostics">Weighted diagnostics: the rows carry '
+            f"sampling weights (column <code>{_e(weighted)}</code>, 1 / P(row kept)), so every "
+            "diagnostic below is Horvitz-Thompson weighted and describes the logged population: "
+            "weight shares, quantiles and histograms are of the population, the mean weight, "
+            "the clipped and unsupported mass and the segment masses are Hajek means, the "
+            "effective sample size is Kish's of the sampling times the importance weights "
+            "(compared with Kish's of the sampling weights alone), and the outer/inner "
+            "intervals use linearized variances with normal margins.</p>")
     if d.reward_range is not None:
         ref = ctx["reference"]
         out.append(figures.figure(
@@ -443,9 +454,12 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
         v = verdicts.get(policy)
         out.append(f'<article class="candidate" id="candidate-{i}"><h3>{_e(policy)} '
                    + (_badge(v.answer) if v is not None else "") + "</h3>")
+        of_what = (f"{fmt(r['n'])} rows" if weighted is None else
+                   f"the sampling weights' own ESS {fmt(r['ess_reference'])}, from "
+                   f"{fmt(r['n'])} kept rows")
         facts = [
             ("effective sample size", f"{fmt(r['ess'])} ({fmt_share(r['ess_ratio'])} of "
-                                      f"{fmt(r['n'])} rows)"),
+                                      f"{of_what})"),
             ("largest weight", f"{fmt(r['weight_max'])} (99.9th percentile "
                                f"{fmt(r['weight_q999'])})"),
             ("mean weight", f"{fmt(r['mean_weight'])} ± {fmt(r['mean_weight_se'], 2)} "
@@ -527,6 +541,12 @@ def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
                    "share of its probability mass there (as the weights recover it). A gap is "
                    "a segment the logs cannot answer for; its reason is under the candidate's "
                    "heatmap below.</p>")
+        if getattr(d, "sampling_weight", None) is not None:
+            out.append('<p class="note">Sampling-weighted (column '
+                       f"<code>{_e(d.sampling_weight)}</code>): the masses and the coverage "
+                       "heatmaps are of the logged population (Hajek means), the effective "
+                       "sample sizes Kish's of the sampling times the importance weights; "
+                       "<em>rows</em> counts the kept rows.</p>")
         for column in dict.fromkeys(table["column"]):
             out.append(_segment_matrix(table[table["column"] == column], column))
     else:
