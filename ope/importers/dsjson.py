@@ -295,6 +295,7 @@ _CB_NAMES: Final = ("event_id", "timestamp", "cost", "prob", "index", "a", "p", 
                     "c")
 _CB_GET: Final = attrgetter(*_CB_NAMES)
 _CB_FIELDS: Final = tuple(attrgetter(f) for f in _CB_NAMES)
+_MULTI: Final = attrgetter("multi")
 
 
 class _Kind:
@@ -688,8 +689,10 @@ def _flag(values: Any, default: bool) -> np.ndarray:
     return pc.fill_null(pa.array(values, type=pa.bool_()), default).to_numpy(zero_copy_only=False)
 
 
-def _floats(values: Any) -> np.ndarray:
-    return pc.fill_null(pa.array(values, type=pa.float64()), np.nan).to_numpy(zero_copy_only=False)
+def _floats(values: pa.Array) -> np.ndarray:
+    if not values.null_count:
+        return values.to_numpy(zero_copy_only=False)
+    return pc.fill_null(values, np.nan).to_numpy(zero_copy_only=False)
 
 
 def _event_ids(ids: pa.Array, lines: np.ndarray, name: str) -> pa.Array:
@@ -706,15 +709,19 @@ def _cb_rows(cols: list[Any], lines: np.ndarray, state: _State, parts: _Parts,
     """CB rows of one chunk, built and checked column-wise (reasons in VW's order)."""
     eid, ts, cost, prob, index, a, p, pdrop, skip, c = cols
     n = lines.size
-    multi = [None if x is None else x.multi for x in c]
-    k = np.fromiter((-1 if m is None else len(m) for m in multi), dtype=np.int64, count=n)
+    try:  # the number of actions (c._multi's entries); -1 for a line without them
+        k = np.fromiter(map(len, map(_MULTI, c)), dtype=np.int64, count=n)
+    except (AttributeError, TypeError):  # no c, or no c._multi
+        k = np.fromiter((-1 if x is None or x.multi is None else len(x.multi) for x in c),
+                        dtype=np.int64, count=n)
     a_arr = pa.array(a, type=pa.list_(pa.int64()))
     p_arr = pa.array(p, type=pa.list_(pa.float64()))
     idx = pc.fill_null(pa.array(index, type=pa.int64()), -1).to_numpy(zero_copy_only=False)
     pd = pc.fill_null(pa.array(pdrop, type=pa.float64()), 0.0).to_numpy(zero_copy_only=False)
-    cost_v, prob_v = _floats(cost), _floats(prob)
-    labeled = ~(pc.is_null(pa.array(cost, type=pa.float64())).to_numpy(zero_copy_only=False)
-                & pc.is_null(pa.array(prob, type=pa.float64())).to_numpy(zero_copy_only=False))
+    cost_a, prob_a = pa.array(cost, type=pa.float64()), pa.array(prob, type=pa.float64())
+    cost_v, prob_v = _floats(cost_a), _floats(prob_a)
+    labeled = ~(pc.is_null(cost_a).to_numpy(zero_copy_only=False)
+                & pc.is_null(prob_a).to_numpy(zero_copy_only=False))
     a_len = pc.fill_null(pc.list_value_length(a_arr), 0).to_numpy(zero_copy_only=False)
 
     # a: ids 1..K, each once; p: one per id. Entry (row, id) has the slot off[row] + id - 1 of
@@ -757,10 +764,14 @@ def _cb_rows(cols: list[Any], lines: np.ndarray, state: _State, parts: _Parts,
     if not keep.size:
         return
     take = pa.array(keep)
+
+    def kept(arr: pa.Array) -> pa.Array:
+        return arr if keep.size == n else arr.take(take)
+
     # candidates and distribution of every row in the flat layout, then the kept rows
     offsets32 = pa.array(off, pa.int32())  # a chunk holds far fewer than 2**31 entries
     cand_vals = np.arange(off[-1], dtype=np.int64) - np.repeat(off[:-1], kc)
-    candidates = pa.ListArray.from_arrays(offsets32, pa.array(cand_vals)).take(take)
+    candidates = kept(pa.ListArray.from_arrays(offsets32, pa.array(cand_vals)))
     if state.distribution:
         # p[i] at candidate a[i] - 1 of the rows whose a/p are usable (aligned entry by entry)
         p_flat = pc.list_flatten(p_arr).to_numpy(zero_copy_only=False).astype(np.float64)
@@ -768,12 +779,11 @@ def _cb_rows(cols: list[Any], lines: np.ndarray, state: _State, parts: _Parts,
         dist = np.zeros(int(off[-1]), dtype=np.float64)
         use_a, use_p = usable[a_par], usable[p_par]
         dist[slot[use_a]] = p_flat[use_p]
-        distribution = pa.ListArray.from_arrays(offsets32, pa.array(dist)).take(take)
+        distribution = kept(pa.ListArray.from_arrays(offsets32, pa.array(dist)))
     kept_lines = lines[keep]
     columns = {
-        "event_id": _event_ids(pa.array(eid, type=pa.string()).take(take), kept_lines,
-                               state.name),
-        "timestamp": pa.array(ts, type=pa.string()).take(take),
+        "event_id": _event_ids(kept(pa.array(eid, type=pa.string())), kept_lines, state.name),
+        "timestamp": kept(pa.array(ts, type=pa.string())),
         "action": pa.array(idx[keep]),
         "propensity": pa.array(prob_v[keep]),
         "reward": pa.array(-cost_v[keep]),
