@@ -373,6 +373,13 @@ def test_worker_processes_give_the_same_logs_and_file(tmp_path, monkeypatch, nam
     assert len(used) == 2 and report == serial.report and n == serial.n
     written = pq.read_table(tmp_path / "x.parquet")
     assert written.cast(serial.table.schema).equals(serial.table)
+    # a gzip file's blocks go to the workers as bytes (not by their place in the file)
+    gz = tmp_path / "gz" / name
+    gz.parent.mkdir()
+    gz.write_bytes(gzip.compress(src.read_bytes()))
+    zipped = read_dsjson(gz, on_invalid="drop", workers=2, chunk_bytes=2048)
+    assert len(used) == 3
+    assert zipped.table.equals(serial.table) and zipped.report.rejected == serial.report.rejected
 
 
 def test_worker_count_is_checked():

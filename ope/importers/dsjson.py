@@ -85,6 +85,14 @@ without being built; only the number of entries of ``c._multi`` is kept): a plai
 strict record, any other line again with a permissive one and then resolved line by line. The
 columns are built and checked with numpy/Arrow and validated by :func:`ope.read_logs` chunk by
 chunk. A terminal shows a progress bar (bytes read) on stderr.
+
+With ``workers`` processes (:data:`DEFAULT_WORKERS`, at most the CPUs available), the first
+block (1 MiB) is parsed here and, once it has set the file's kind and columns, the next blocks
+of at least 1 MiB are parsed by the workers (which read a plain file's blocks themselves) while
+this process validates and writes the parsed ones in file order, with at most ``workers + 1``
+blocks in flight. The rows, line numbers and report do not depend on ``workers`` or on the
+chunk sizes (an ``EventId`` of an earlier chunk's row, valid or not, is a repeat, as within one
+table).
 """
 
 from __future__ import annotations
@@ -412,13 +420,14 @@ def _read(fh: IO[bytes], n: int, name: str, line: int) -> bytes:
 
 
 def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_line: int,
-            bar: Any, path: str | None = None, *, first_bytes: int | None = None
-            ) -> Iterator[_Block]:
+            bar: Any, path: str | None = None, *, unsplit: bool = False,
+            first_bytes: int | None = None) -> Iterator[_Block]:
     """Whole lines in blocks of at most ``chunk_bytes`` (plus one line) and ``chunk_lines``.
 
-    With ``path`` (``fh`` reads that plain file from its start), a block of whole lines is
-    yielded as its place in the file, for its parser to read again. The first read is of
-    ``first_bytes`` (default ``chunk_bytes``).
+    With ``unsplit``, a block of whole lines is yielded as one bytes object for its parser (a
+    worker) to split; with ``path`` too (``fh`` reads that plain file from its start) as its
+    place in the file, for its parser to read again. The first read is of ``first_bytes``
+    (default ``chunk_bytes``).
     """
     line = 0
     tail = b""
@@ -438,7 +447,7 @@ def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_li
             elif tail:
                 yield from _split(line, [tail], chunk_lines)
             return
-        if not skipping and len(tail) + len(data) <= max_line:
+        if unsplit and not skipping and len(tail) + len(data) <= max_line:
             # no line can be over the limit: pass the whole lines on unsplit (the worker splits)
             end = data.rfind(b"\n")
             if end < 0:
@@ -942,10 +951,11 @@ def iter_dsjson(
         bar = stack.enter_context(progress(desc=f"import {name}", total=total, unit="MB"))
         pool = None
         pending: collections.deque[Any] = collections.deque()
-        # with workers, a block of a plain file goes to its parser as its place in the file
-        by_place = local if n_workers > 1 else None
-        for block in _blocks(fh, name, chunk_lines, chunk_bytes, max_line_bytes, bar, by_place,
-                             first_bytes=min(_FIRST_BYTES, chunk_bytes) if n_workers > 1 else None):
+        # with workers, a block goes to its parser unsplit (a plain file's as its place in it)
+        parallel = n_workers > 1
+        for block in _blocks(fh, name, chunk_lines, chunk_bytes, max_line_bytes, bar,
+                             local if parallel else None, unsplit=parallel,
+                             first_bytes=min(_FIRST_BYTES, chunk_bytes) if parallel else None):
             # a worker parses a large block of whole lines once the file's kind and columns
             # are known; anything else is parsed here, in order after the blocks in flight
             if n_workers > 1 and state.settled and block.nbytes >= _POOL_MIN_BYTES:
