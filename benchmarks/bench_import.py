@@ -12,7 +12,7 @@ this script on the same file:
 * ``import`` -- ``ope import dsjson SRC --out LOGS.parquet``: decoded, validated and written
   chunk by chunk (memory bounded by a chunk);
 * ``read`` -- ``ope.read_dsjson`` into an in-memory ``BanditLogs`` (memory grows with the rows);
-* ``read1`` -- the same with ``workers=1`` (every block parsed in the one process);
+* ``import1``, ``read1`` -- the same with one process (``--workers 1``, ``workers=1``);
 * ``longline`` -- ``ope import dsjson`` on a file of one 200 MB line (rejected over the
   line limit) between two events: the peak memory of a line far over the limit.
 
@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
-MODES = ("json", "pyarrow", "import", "read", "read1", "longline")
+MODES = ("json", "pyarrow", "import", "import1", "read", "read1", "longline")
 
 
 def _line_block(rng: np.random.Generator, start: int, n: int, k: int = 10) -> str:
@@ -125,8 +125,9 @@ def measure(src: str, mode: str) -> dict:
         reader = pj.open_json(src, read_options=pj.ReadOptions(block_size=16 << 20))
         for batch in reader:
             rows += batch.num_rows
-    elif mode in ("import", "longline"):
+    elif mode in ("import", "import1", "longline"):
         argv = ["import", "dsjson", src, "--out", str(out)]
+        argv += ["--workers", "1"] if mode == "import1" else []
         code = main(argv + (["--on-invalid", "drop"] if mode == "longline" else []))
         assert code == 0, code
         rows = pq.read_metadata(out).num_rows
