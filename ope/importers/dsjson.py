@@ -369,8 +369,13 @@ class _Block:
 
 def _count_lines(data: bytes, end: int) -> int:
     """Lines in ``data[:end]`` (newlines + 1), counted with numpy (3x faster than
-    bytes.count)."""
-    return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8, count=end) == _NEWLINE)) + 1
+    bytes.count) in pieces of :data:`_COUNT_PIECE` bytes (no block-sized temporary to page in)."""
+    view = np.frombuffer(data, dtype=np.uint8, count=end)
+    return sum(int(np.count_nonzero(view[i:i + _COUNT_PIECE] == _NEWLINE))
+               for i in range(0, end, _COUNT_PIECE)) + 1
+
+
+_COUNT_PIECE: Final = 1 << 16
 
 
 _NEWLINE: Final = ord("\n")
