@@ -346,6 +346,7 @@ def test_ccb_outcome_costs_are_numbers_or_nan(tmp_path):
     assert logs.report.examples == {"dsjson_cost_not_numeric": (1,), "reward_missing": (2,)}
 
 
+@pytest.mark.filterwarnings("ignore::ope.exceptions.DroppedRowsWarning")
 @pytest.mark.parametrize("name", ["cb.json", "ccb.json", "igl.json"])
 def test_worker_processes_give_the_same_logs_and_file(tmp_path, monkeypatch, name):
     # each fixture 40 times over (so with repeated event ids, caught across blocks), in blocks
