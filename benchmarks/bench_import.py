@@ -12,10 +12,14 @@ this script on the same file:
 * ``import`` -- ``ope import dsjson SRC --out LOGS.parquet``: decoded, validated and written
   chunk by chunk (memory bounded by a chunk);
 * ``read`` -- ``ope.read_dsjson`` into an in-memory ``BanditLogs`` (memory grows with the rows);
+* ``import1``, ``read1`` -- the same with one process (``--workers 1``, ``workers=1``);
 * ``longline`` -- ``ope import dsjson`` on a file of one 200 MB line (rejected over the
   line limit) between two events: the peak memory of a line far over the limit.
 
-Printed: events/s, MB/s, seconds, peak RSS, and each mode's speed relative to ``json``.
+Printed: events/s, MB/s, seconds, CPU seconds (user + system, worker processes included),
+peak RSS (of the main process), and each mode's speed relative to ``json``, by wall clock and by
+CPU time: on a loaded machine the wall clock ratio depends on the cores left free, the CPU ratio
+much less.
 Results also go to ``benchmarks/results/bench_import.json``.
 
 Usage::
@@ -40,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results"
-MODES = ("json", "pyarrow", "import", "read", "longline")
+MODES = ("json", "pyarrow", "import", "import1", "read", "read1", "longline")
 
 
 def _line_block(rng: np.random.Generator, start: int, n: int, k: int = 10) -> str:
@@ -108,6 +112,7 @@ def measure(src: str, mode: str) -> dict:
     from ope.importers import read_dsjson
 
     out = Path(tempfile.mkdtemp()) / "logs.parquet"
+    cpu0 = _cpu_seconds()
     t0 = time.perf_counter()
     if mode == "json":
         rows = 0
@@ -120,17 +125,25 @@ def measure(src: str, mode: str) -> dict:
         reader = pj.open_json(src, read_options=pj.ReadOptions(block_size=16 << 20))
         for batch in reader:
             rows += batch.num_rows
-    elif mode in ("import", "longline"):
+    elif mode in ("import", "import1", "longline"):
         argv = ["import", "dsjson", src, "--out", str(out)]
+        argv += ["--workers", "1"] if mode == "import1" else []
         code = main(argv + (["--on-invalid", "drop"] if mode == "longline" else []))
         assert code == 0, code
         rows = pq.read_metadata(out).num_rows
         out.unlink()
     else:
-        rows = read_dsjson(src).n
+        rows = read_dsjson(src, workers=1 if mode == "read1" else None).n
     seconds = time.perf_counter() - t0
     return {"mode": mode, "rows": rows, "seconds": seconds, "rows_per_s": rows / seconds,
-            "peak_rss_mb": _peak_mb()}
+            "cpu_seconds": _cpu_seconds() - cpu0, "peak_rss_mb": _peak_mb()}
+
+
+def _cpu_seconds() -> float:
+    """User + system time of this process and its (ended) worker processes."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), \
+        resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,9 +161,11 @@ def main(argv: list[str] | None = None) -> int:
     if not path.exists():
         generate(path, args.size)
     size_mb = path.stat().st_size / 1e6
-    results = {"file_mb": size_mb, "runs": []}
+    results = {"file_mb": size_mb, "load_average": os.getloadavg(), "runs": []}
     env = {**os.environ, "OPE_PROGRESS": "0"}
-    reference = None
+    reference = reference_cpu = None
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on "
+          f"{os.cpu_count()} CPUs")
     for mode in args.modes:
         src = path
         if mode == "longline":
@@ -166,12 +181,16 @@ def main(argv: list[str] | None = None) -> int:
         r["mb_per_s"] = mb / r["seconds"]
         if mode == "json":
             reference = r["rows_per_s"]
+            reference_cpu = r["cpu_seconds"] / r["rows"]
         r["vs_json"] = r["rows_per_s"] / reference if reference and mode != "longline" else None
+        r["cpu_vs_json"] = (reference_cpu * r["rows"] / r["cpu_seconds"]
+                            if reference_cpu and mode != "longline" else None)
         results["runs"].append(r)
-        rel = f"  {r['vs_json']:5.2f}x json.loads" if r["vs_json"] else ""
+        rel = (f"  {r['vs_json']:5.2f}x json.loads (CPU {r['cpu_vs_json']:4.2f}x)"
+               if r["vs_json"] else "")
         print(f"{mode:8s} {mb:8.1f} MB  {r['rows']:>10,} events  {r['seconds']:7.1f} s  "
               f"{r['rows_per_s']:>9,.0f} events/s  {r['mb_per_s']:6.1f} MB/s  "
-              f"peak RSS {r['peak_rss_mb']:7.0f} MB{rel}")
+              f"CPU {r['cpu_seconds']:6.1f} s  peak RSS {r['peak_rss_mb']:7.0f} MB{rel}")
         if mode == "longline":
             src.unlink()
     RESULTS.mkdir(exist_ok=True)

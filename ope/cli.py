@@ -134,6 +134,7 @@ FLAGS: Final = {
     "ratio": "--ratio",
     "context": "--obd-context",
     "chunk_lines": "--chunk-lines",
+    "workers": "--workers",
     "force": "--force",
     "policies": "--policy",
 }
@@ -350,6 +351,9 @@ def _add_import_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--chunk-lines", type=int, metavar="N",
                    help="DSJSON: lines parsed per chunk (bounds memory; default "
                    "ope.importers.dsjson.DEFAULT_CHUNK_LINES)")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="DSJSON: processes that parse blocks (default "
+                   "ope.importers.dsjson.DEFAULT_WORKERS, at most the CPUs; 1 on a busy machine)")
 
 
 def _add_force(p: argparse.ArgumentParser, what: str) -> None:
@@ -671,7 +675,8 @@ def _check_flags(args: argparse.Namespace) -> None:
                           flag="--seed")
     if not any(given(d) for d in ("confidence_level", "reward_range", "max_weight",
                                   "weight_bound", "target_width", "new_rows", "n_resamples",
-                                  "chunk_lines", "certify_fraction", "tau", "shrinkage")):
+                                  "chunk_lines", "workers", "certify_fraction", "tau",
+                                  "shrinkage")):
         return
     from ope import _validation as v
 
@@ -684,7 +689,7 @@ def _check_flags(args: argparse.Namespace) -> None:
     if given("weight_bound"):
         _checked("--weight-bound", lambda: v.check_weight_bound(args.weight_bound))
     for dest, flag in (("n_resamples", "--n-resamples"), ("new_rows", "--new-rows"),
-                       ("chunk_lines", "--chunk-lines")):
+                       ("chunk_lines", "--chunk-lines"), ("workers", "--workers")):
         if given(dest):
             _checked(flag, lambda: v.check_positive_int(getattr(args, dest), dest))
     for dest, flag, what in (("tau", "--tau", "the switching threshold of switch_dr"),
@@ -948,7 +953,8 @@ def _check_obd_context(args: argparse.Namespace, fmt: str) -> None:
 
 
 def _chunk_option(args: argparse.Namespace) -> dict[str, int]:
-    return {} if args.chunk_lines is None else {"chunk_lines": args.chunk_lines}
+    return {k: getattr(args, k) for k in ("chunk_lines", "workers")
+            if getattr(args, k, None) is not None}
 
 
 def _require_columns(logs: Any, args: argparse.Namespace, *dests: str) -> None:

@@ -1173,7 +1173,12 @@ def check_bandit_rows(
         codes = pc.dictionary_encode(flat).indices.to_numpy(zero_copy_only=False).astype(np.int64)
     else:
         codes = flat.to_numpy(zero_copy_only=False)
-    if len(codes) > 1:
+    # rows listed in increasing order (as importers build them) have none: no sort needed
+    increasing = len(codes) < 2 or (
+        bool(usable.all())
+        and bool(((codes[1:] > codes[:-1]) | (parent[1:] != parent[:-1])).all())
+    )
+    if not increasing:
         keyed = np.flatnonzero(usable)
         order = keyed[np.lexsort((codes[keyed], parent[keyed]))]
         same = (parent[order][1:] == parent[order][:-1]) & (codes[order][1:] == codes[order][:-1])

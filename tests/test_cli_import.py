@@ -97,3 +97,15 @@ def test_format_flag_on_validate_evaluate_diagnose(tmp_path, dsjson):
             assert abs(ips["value"] - hand) < 1e-12
     code, _, err = _run("validate", str(folder), "--format", "obd", "--mapping", "reward=click")
     assert code == 2 and "--mapping" in err
+
+
+def test_import_dsjson_workers_flag(dsjson, tmp_path):
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    for out, n in ((a, "1"), (b, "2")):
+        code, _, err = _run("import", "dsjson", str(dsjson), "--out", str(out),
+                            "--on-invalid", "drop", "--workers", n)
+        assert code == 0, err
+    assert pq.read_table(a).equals(pq.read_table(b))
+    code, _, err = _run("import", "dsjson", str(dsjson), "--out", str(tmp_path / "c.parquet"),
+                        "--workers", "0")
+    assert code == 2 and "--workers" in err

@@ -344,3 +344,59 @@ def test_ccb_outcome_costs_are_numbers_or_nan(tmp_path):
     assert logs.column("event_id").tolist() == ["s0/0", "s0/1", "t2/0"]
     assert logs.report.rejected == {"dsjson_cost_not_numeric": 1, "reward_missing": 1}
     assert logs.report.examples == {"dsjson_cost_not_numeric": (1,), "reward_missing": (2,)}
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.DroppedRowsWarning")
+@pytest.mark.parametrize("name", ["cb.json", "ccb.json", "igl.json"])
+def test_worker_processes_give_the_same_logs_and_file(tmp_path, monkeypatch, name):
+    # each fixture 40 times over (so with repeated event ids, caught across blocks), in blocks
+    # of 2 kB of which every one after the first goes to a worker
+    lines = (DATA / name).read_text().splitlines() * 40
+    src = tmp_path / name
+    src.write_text("\n".join(lines) + "\n")
+    serial = read_dsjson(src, on_invalid="drop", workers=1)
+    used = []
+    real_pool = dsjson_module._pool
+    monkeypatch.setattr(dsjson_module, "_pool", lambda n: used.append(n) or real_pool(n))
+    monkeypatch.setattr(dsjson_module, "_POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(dsjson_module, "_FIRST_BYTES", 512)
+    parallel = read_dsjson(src, on_invalid="drop", workers=2, chunk_bytes=2048)
+    assert used == [2]
+    assert parallel.table.equals(serial.table)
+    assert parallel.table.schema.metadata == serial.table.schema.metadata
+    assert parallel.report == serial.report
+    # without EventId (IGL) an id is the line's own: no repeats
+    assert serial.report.rejected.get("event_id_duplicate", 0) == (0 if name == "igl.json" else
+                                                                    {"cb.json": 196,
+                                                                     "ccb.json": 156}[name])
+    n, report = import_dsjson(src, tmp_path / "x.parquet", on_invalid="drop", workers=2,
+                              chunk_bytes=2048)
+    assert len(used) == 2 and report == serial.report and n == serial.n
+    written = pq.read_table(tmp_path / "x.parquet")
+    assert written.cast(serial.table.schema).equals(serial.table)
+    # a gzip file's blocks go to the workers as bytes (not by their place in the file)
+    gz = tmp_path / "gz" / name
+    gz.parent.mkdir()
+    gz.write_bytes(gzip.compress(src.read_bytes()))
+    zipped = read_dsjson(gz, on_invalid="drop", workers=2, chunk_bytes=2048)
+    assert len(used) == 3
+    assert zipped.table.equals(serial.table) and zipped.report.rejected == serial.report.rejected
+
+
+def test_worker_count_is_checked():
+    with pytest.raises(ParameterError, match="workers"):
+        read_dsjson(DATA / "igl.json", workers=0)
+
+
+def test_repeated_ids_keep_the_same_rows_at_any_chunk_size(tmp_path):
+    # line 14 (cost "NaN": reward_missing) repeats its id 40 times: read in one table, every
+    # occurrence after the first is a repeat too, and chunks must count and keep the same
+    src = tmp_path / "cb.json"
+    src.write_text("\n".join(LINES * 40) + "\n")
+    whole = _drop(src, workers=1)
+    assert whole.report.rejected["event_id_duplicate"] == 196
+    for chunk_lines in (7, 1):
+        part = _drop(src, workers=1, chunk_lines=chunk_lines)
+        assert part.table.equals(whole.table)
+        assert part.report.rejected == whole.report.rejected
+        assert part.report.examples == whole.report.examples

@@ -17,11 +17,12 @@ from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ope._dedup import SeenIds
 from ope.exceptions import DroppedRowsWarning, ValidationError
 from ope.logs import EXAMPLE_ROWS, BanditLogs, ValidationReport
-from ope.schema import IMPORT_REASON_PREFIXES, REJECTION_REASONS
+from ope.schema import IMPORT_REASON_PREFIXES, REJECTION_REASONS, first_occurrence_duplicates
 
 __all__ = ["IMPORT_REJECTION_REASONS", "EXCLUDED_REASONS", "ChunkValidator", "reason_text"]
 
@@ -91,6 +92,7 @@ class ChunkValidator:
         examples = {k: _examples(np.sort(v)) for k, v in rejected.items() if v.size}
         used = table.slice(0, 0)
         if table.num_rows:
+            repeats = self._repeats(table)
             table = table.append_column(LINE_COLUMN, pa.array(lines, type=pa.int64()))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DroppedRowsWarning)
@@ -108,16 +110,16 @@ class ChunkValidator:
                 counts[reason] = counts.get(reason, 0) + count
                 mapped = tuple(int(lines[r]) for r in sub.examples.get(reason, ()))
                 examples[reason] = tuple(sorted(examples.get(reason, ()) + mapped))[:EXAMPLE_ROWS]
-            if used.num_rows and "event_id" in used.column_names:
-                hit = self._seen.add_new(SeenIds.as_numpy(used.column("event_id")))
-                if hit.any():
-                    idx = np.flatnonzero(hit)
-                    hit_lines = used.column(LINE_COLUMN).take(pa.array(idx)).to_numpy()
-                    counts["event_id_duplicate"] = counts.get("event_id_duplicate", 0) + idx.size
-                    examples["event_id_duplicate"] = tuple(sorted(
-                        examples.get("event_id_duplicate", ()) + _examples(hit_lines)))[:EXAMPLE_ROWS]
-                    self._dropped.append(used.column("event_id").take(pa.array(idx)).combine_chunks())
-                    used = used.filter(pa.array(~hit))
+            if repeats.size:  # ids of earlier chunks: rejected as read_logs rejects repeats
+                counts["event_id_duplicate"] = counts.get("event_id_duplicate", 0) + repeats.size
+                examples["event_id_duplicate"] = tuple(sorted(
+                    examples.get("event_id_duplicate", ()) + _examples(np.sort(lines[repeats]))
+                ))[:EXAMPLE_ROWS]
+                ids = table.column("event_id").take(pa.array(repeats))
+                hit = pc.is_in(used.column("event_id"), value_set=ids.combine_chunks())
+                if pc.any(hit).as_py():
+                    self._dropped.append(used.column("event_id").filter(hit).combine_chunks())
+                    used = used.filter(pc.invert(hit))
             if LINE_COLUMN in used.column_names:
                 used = used.drop_columns([LINE_COLUMN])
         part = ValidationReport(
@@ -126,6 +128,24 @@ class ChunkValidator:
         )
         self.report = self.report.merge(part)
         return used
+
+    def _repeats(self, table: pa.Table) -> np.ndarray:
+        """Rows of ``table`` whose ``event_id`` an earlier chunk's row had (valid or not).
+
+        Within a chunk ``read_logs`` rejects every occurrence of an id after its first, valid or
+        not; so the first occurrence in this chunk of an id of an earlier chunk is a repeat
+        too, and the chunks keep the rows one table would (whatever the chunk size).
+        """
+        if "event_id" not in table.column_names:
+            return np.zeros(0, dtype=np.int64)
+        eid = table.column("event_id")
+        has = ~pc.is_null(eid).to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(has & ~first_occurrence_duplicates(eid, has))
+        if rows.size == table.num_rows:
+            hit = self._seen.add_new(SeenIds.as_numpy(eid))
+        else:
+            hit = self._seen.add_new(SeenIds.as_numpy(eid.take(pa.array(rows))))
+        return rows[hit]
 
     def failure(self) -> ValidationError | None:
         """The error to raise under ``on_invalid="raise"`` (None when nothing is invalid)."""

@@ -85,14 +85,26 @@ without being built; only the number of entries of ``c._multi`` is kept): a plai
 strict record, any other line again with a permissive one and then resolved line by line. The
 columns are built and checked with numpy/Arrow and validated by :func:`ope.read_logs` chunk by
 chunk. A terminal shows a progress bar (bytes read) on stderr.
+
+With ``workers`` processes (:data:`DEFAULT_WORKERS`, at most the CPUs available), the first
+block (1 MiB) is parsed here and, once it has set the file's kind and columns, the next blocks
+of at least 1 MiB are parsed by the workers (which read a plain file's blocks themselves) while
+this process validates and writes the parsed ones in file order, with at most ``workers + 1``
+blocks in flight. The rows, line numbers and report do not depend on ``workers`` or on the
+chunk sizes (an ``EventId`` of an earlier chunk's row, valid or not, is a repeat, as within one
+table).
 """
 
 from __future__ import annotations
 
+import collections
+import concurrent.futures
 import contextlib
 import gc
 import gzip
 import io
+import itertools
+import multiprocessing
 import os
 import zlib
 from collections.abc import Iterator
@@ -121,6 +133,7 @@ __all__ = [
     "DEFAULT_CHUNK_LINES",
     "DEFAULT_CHUNK_BYTES",
     "MAX_LINE_BYTES",
+    "DEFAULT_WORKERS",
 ]
 
 #: Lines per chunk at most. Each chunk is one ``read_logs`` validation and one parquet row group;
@@ -130,6 +143,18 @@ DEFAULT_CHUNK_LINES: Final[int] = 50_000
 #: Bytes read per block (the other bound of a chunk): 16 MiB keeps a chunk's decoded columns
 #: within a few tens of MB whatever the line length.
 DEFAULT_CHUNK_BYTES: Final[int] = 16 * 1024 * 1024
+
+#: Worker processes that parse blocks in parallel (at most the CPUs this process may use). The
+#: first blocks, up to the one that sets the file's kind and columns, are parsed in this process;
+#: then the workers parse the next blocks while this process validates (and writes) in order.
+DEFAULT_WORKERS: Final[int] = 2
+
+#: The smallest block worth a worker (bytes): smaller ones cost more to hand over than to parse.
+_POOL_MIN_BYTES = 1 << 20
+
+#: With workers, the first block read (bytes): small, so that the file's kind and columns are
+#: known (and the workers can start) early.
+_FIRST_BYTES = 1 << 20
 
 #: Longest line read (bytes, without the newline). Personalizer events are kilobytes; a line of
 #: 32 MiB already decodes to a few hundred MB of Python objects at worst, so longer lines are
@@ -278,6 +303,7 @@ _CB_NAMES: Final = ("event_id", "timestamp", "cost", "prob", "index", "a", "p", 
                     "c")
 _CB_GET: Final = attrgetter(*_CB_NAMES)
 _CB_FIELDS: Final = tuple(attrgetter(f) for f in _CB_NAMES)
+_MULTI: Final = attrgetter("multi")
 
 
 class _Kind:
@@ -317,27 +343,63 @@ def _line_kind(obj: _Line) -> str:
 # ------------------------------------------------------------------------------------------
 @dataclass
 class _Block:
-    start: int                  # line number of lines[0]
-    lines: list[bytes | None]   # None: a line over the size limit (rejected)
+    """Whole lines from line ``start`` on: a list, or (the fast path) their bytes joined."""
+
+    start: int                  # line number of the first line
+    lines: list[bytes | None] | None = None   # None entries: a line over the size limit
+    data: bytes | None = None   # when ``lines`` is None: the lines joined by b"\n"
+    path: str | None = None     # when ``data`` is None too: ``nbytes`` bytes of this plain
+    offset: int = 0             # file from ``offset`` (a worker reads them itself: no copy
+    nbytes: int = 0             # through the pipe); 0 for ``lines``
+
+    def split(self) -> list[bytes | None]:
+        if self.lines is not None:
+            return self.lines
+        data = self.data
+        if data is None:
+            assert self.path is not None
+            with open(self.path, "rb") as fh:
+                fh.seek(self.offset)
+                data = fh.read(self.nbytes)
+            if len(data) != self.nbytes:
+                raise DataFileError(f"{self.path} changed while it was being read (line "
+                                    f"{self.start}); import it again once it is complete")
+        return data.split(b"\n")  # type: ignore[return-value]
 
 
-def _open(path: str | os.PathLike[str]) -> tuple[IO[bytes], int | None, str]:
-    """(binary stream, byte size when known and uncompressed, display name)."""
+def _count_lines(data: bytes, end: int) -> int:
+    """Lines in ``data[:end]`` (newlines + 1), counted with numpy (3x faster than
+    bytes.count) in pieces of :data:`_COUNT_PIECE` bytes (no block-sized temporary to page in)."""
+    view = np.frombuffer(data, dtype=np.uint8, count=end)
+    return sum(int(np.count_nonzero(view[i:i + _COUNT_PIECE] == _NEWLINE))
+               for i in range(0, end, _COUNT_PIECE)) + 1
+
+
+_COUNT_PIECE: Final = 1 << 16
+
+
+_NEWLINE: Final = ord("\n")
+
+
+def _open(path: str | os.PathLike[str]) -> tuple[IO[bytes], int | None, str, str | None]:
+    """(binary stream, byte size when known and uncompressed, display name, the local path of
+    a plain file)."""
     found = locate_input(path, what="DSJSON file", directories=False)
     name = os.path.basename(str(found.name).rstrip("/")) or str(found.name)
     if found.filesystem is None:
         with open(found.path, "rb") as fh:
             magic = fh.read(2)
         if magic[:2] == b"\x1f\x8b":
-            return gzip.open(found.path, "rb"), None, name
-        return open(found.path, "rb"), os.path.getsize(found.path), name  # noqa: SIM115
+            return gzip.open(found.path, "rb"), None, name, None
+        return open(found.path, "rb"), os.path.getsize(found.path), name, \
+            str(found.path)  # noqa: SIM115
     fs = found.filesystem
     try:
         with fs.open_input_stream(found.path) as fh:
             magic = bytes(fh.read(2))
         compression = "gzip" if magic[:2] == b"\x1f\x8b" else None
         return io.BufferedReader(fs.open_input_stream(found.path, compression=compression)), \
-            None, name
+            None, name, None
     except (pa.ArrowException, OSError) as exc:
         if isinstance(exc, DataFileError):
             raise
@@ -363,29 +425,56 @@ def _read(fh: IO[bytes], n: int, name: str, line: int) -> bytes:
 
 
 def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_line: int,
-            bar: Any) -> Iterator[_Block]:
-    """Whole lines in blocks of at most ``chunk_bytes`` (plus one line) and ``chunk_lines``."""
+            bar: Any, path: str | None = None, *, unsplit: bool = False,
+            first_bytes: int | None = None) -> Iterator[_Block]:
+    """Whole lines in blocks of at most ``chunk_bytes`` (plus one line) and ``chunk_lines``.
+
+    With ``unsplit``, a block of whole lines is yielded as one bytes object for its parser (a
+    worker) to split; with ``path`` too (``fh`` reads that plain file from its start) as its
+    place in the file, for its parser to read again. The first read is of ``first_bytes``
+    (default ``chunk_bytes``).
+    """
     line = 0
     tail = b""
     skipping = False            # inside a line over the limit: drop bytes until its newline
     first = True
+    pos = 0                     # the file offset after data
     while True:
-        data = _read(fh, chunk_bytes, name, line)
+        data = _read(fh, chunk_bytes if pos or first_bytes is None else first_bytes, name, line)
+        at, pos = pos, pos + len(data)
         bar.update(len(data) / 1e6)
         if first:
             _check_encoding(data[:4], name)
             first = False
         if not data:
             if skipping:
-                yield _Block(line, [None])
+                yield _Block(line, lines=[None])
             elif tail:
                 yield from _split(line, [tail], chunk_lines)
             return
+        if unsplit and not skipping and len(tail) + len(data) <= max_line:
+            # no line can be over the limit: pass the whole lines on unsplit (the worker splits)
+            end = data.rfind(b"\n")
+            if end < 0:
+                tail += data
+                continue
+            n = _count_lines(data, end)   # the tail holds no newline
+            if n > chunk_lines:
+                lines = (tail + data[:end]).split(b"\n")
+                yield from _split(line, lines, chunk_lines)  # type: ignore[arg-type]
+            elif path is not None:
+                yield _Block(line, path=path, offset=at - len(tail), nbytes=len(tail) + end)
+            else:
+                yield _Block(line, data=tail + data[:end] if tail else data[:end],
+                             nbytes=len(tail) + end)
+            tail = data[end + 1:]
+            line += n
+            continue
         lines: list[bytes | None] = data.split(b"\n")   # type: ignore[assignment]
         if skipping:  # the first piece ends the line over the limit
             if len(lines) == 1:
                 continue
-            yield _Block(line, [None])
+            yield _Block(line, lines=[None])
             line += 1
             skipping = False
             del lines[0]
@@ -404,7 +493,7 @@ def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_li
 
 def _split(start: int, lines: list[bytes | None], chunk_lines: int) -> Iterator[_Block]:
     for i in range(0, len(lines), chunk_lines):
-        yield _Block(start + i, lines[i:i + chunk_lines])
+        yield _Block(start + i, lines=lines[i:i + chunk_lines])
 
 
 # ------------------------------------------------------------------------------------------
@@ -422,6 +511,12 @@ class _State:
     @property
     def schema(self) -> pa.Schema:
         return _schema(self.kind, self.features, self.distribution)
+
+    @property
+    def settled(self) -> bool:
+        """Whether the kind and columns are known: no later block changes the state, so blocks
+        can be parsed independently (in worker processes)."""
+        return self.kind == _Kind.CCB or (self.kind == _Kind.CB and self.distribution is not None)
 
 
 @dataclass
@@ -473,41 +568,60 @@ def _parse_block(block: _Block, state: _State, parts: _Parts) -> None:
 
 def _parse_block_rows(block: _Block, state: _State, parts: _Parts) -> None:
     fast: list[_FastLine] = []
-    fast_at: list[int] = []
+    fast_at: list[np.ndarray] = []
     slow: list[tuple[Any, ...]] = []
     slow_at: list[int] = []
     ccb = _CcbRows(state)
-    fast_ok = state.kind != _Kind.CCB    # in a CCB file every line goes through _Line
     start = block.start
-    for i, raw in enumerate(block.lines):  # one decode per line
-        if fast_ok and raw is not None and raw[:1] == b"{":
-            try:
-                fast.append(_FAST(raw))
-            except (msgspec.DecodeError, RecursionError):
-                pass
-            else:
-                fast_at.append(i)
-                state.kind = _Kind.CB  # a plain CB line sets or keeps the kind CB
-                continue
-        row = _slow_line(raw, start + i, state, parts, ccb)
+    lines = block.split()
+
+    def one(i: int) -> None:  # line i through _Line
+        row = _slow_line(lines[i], start + i, state, parts, ccb)
         if row is not None:
             slow.append(row)
             slow_at.append(i)
-        if state.kind == _Kind.CCB:
-            fast_ok = False
+
+    # lines that are not objects (or over the size limit) are never decoded as plain CB
+    others = [i for i, raw in enumerate(lines) if raw is None or raw[:1] != b"{"]
+    i = 0
+    for stop in [*others, len(lines)]:
+        while i < stop:
+            if state.kind == _Kind.CCB:   # in a CCB file every line goes through _Line
+                one(i)
+                i += 1
+                continue
+            # decode lines i.. as plain CB in one C loop; it stops at the first other line
+            before = len(fast)
+            try:
+                fast.extend(map(_FAST, itertools.islice(lines, i, stop)))
+            except (msgspec.DecodeError, RecursionError):
+                failed = True
+            else:
+                failed = False
+            got = len(fast) - before   # extend keeps the lines decoded before a failure
+            if got:
+                state.kind = _Kind.CB  # a plain CB line sets or keeps the kind CB
+                fast_at.append(np.arange(i, i + got))
+                i += got
+            if failed:
+                one(i)
+                i += 1
+        if stop < len(lines):
+            one(stop)
+            i = stop + 1
+    at = np.concatenate(fast_at) if fast_at else np.zeros(0, dtype=np.int64)
     if slow:  # merge the two kinds of rows in line order (for first-occurrence checks)
         rows = list(map(_CB_GET, fast)) + slow
-        at = fast_at + slow_at
-        order = np.argsort(np.asarray(at), kind="stable").tolist()
-        cols = list(zip(*[rows[j] for j in order]))
-        at = [at[j] for j in order]
+        at = np.concatenate([at, np.asarray(slow_at, dtype=np.int64)])
+        order = np.argsort(at, kind="stable")
+        cols = list(zip(*[rows[j] for j in order.tolist()]))
+        at = at[order]
     else:
         cols = [list(map(getter, fast)) for getter in _CB_FIELDS]
-        at = fast_at
     del fast
-    if at:
-        raws = [block.lines[i] for i in at] if state.features else None
-        _cb_rows(cols, np.asarray(at, dtype=np.int64) + start, state, parts, raws=raws)
+    if at.size:
+        raws = [lines[i] for i in at.tolist()] if state.features else None
+        _cb_rows(cols, at.astype(np.int64) + start, state, parts, raws=raws)
     ccb.finish(parts)
 
 
@@ -589,8 +703,10 @@ def _flag(values: Any, default: bool) -> np.ndarray:
     return pc.fill_null(pa.array(values, type=pa.bool_()), default).to_numpy(zero_copy_only=False)
 
 
-def _floats(values: Any) -> np.ndarray:
-    return pc.fill_null(pa.array(values, type=pa.float64()), np.nan).to_numpy(zero_copy_only=False)
+def _floats(values: pa.Array) -> np.ndarray:
+    if not values.null_count:
+        return values.to_numpy(zero_copy_only=False)
+    return pc.fill_null(values, np.nan).to_numpy(zero_copy_only=False)
 
 
 def _event_ids(ids: pa.Array, lines: np.ndarray, name: str) -> pa.Array:
@@ -607,15 +723,19 @@ def _cb_rows(cols: list[Any], lines: np.ndarray, state: _State, parts: _Parts,
     """CB rows of one chunk, built and checked column-wise (reasons in VW's order)."""
     eid, ts, cost, prob, index, a, p, pdrop, skip, c = cols
     n = lines.size
-    multi = [None if x is None else x.multi for x in c]
-    k = np.fromiter((-1 if m is None else len(m) for m in multi), dtype=np.int64, count=n)
+    try:  # the number of actions (c._multi's entries); -1 for a line without them
+        k = np.fromiter(map(len, map(_MULTI, c)), dtype=np.int64, count=n)
+    except (AttributeError, TypeError):  # no c, or no c._multi
+        k = np.fromiter((-1 if x is None or x.multi is None else len(x.multi) for x in c),
+                        dtype=np.int64, count=n)
     a_arr = pa.array(a, type=pa.list_(pa.int64()))
     p_arr = pa.array(p, type=pa.list_(pa.float64()))
     idx = pc.fill_null(pa.array(index, type=pa.int64()), -1).to_numpy(zero_copy_only=False)
     pd = pc.fill_null(pa.array(pdrop, type=pa.float64()), 0.0).to_numpy(zero_copy_only=False)
-    cost_v, prob_v = _floats(cost), _floats(prob)
-    labeled = ~(pc.is_null(pa.array(cost, type=pa.float64())).to_numpy(zero_copy_only=False)
-                & pc.is_null(pa.array(prob, type=pa.float64())).to_numpy(zero_copy_only=False))
+    cost_a, prob_a = pa.array(cost, type=pa.float64()), pa.array(prob, type=pa.float64())
+    cost_v, prob_v = _floats(cost_a), _floats(prob_a)
+    labeled = ~(pc.is_null(cost_a).to_numpy(zero_copy_only=False)
+                & pc.is_null(prob_a).to_numpy(zero_copy_only=False))
     a_len = pc.fill_null(pc.list_value_length(a_arr), 0).to_numpy(zero_copy_only=False)
 
     # a: ids 1..K, each once; p: one per id. Entry (row, id) has the slot off[row] + id - 1 of
@@ -658,10 +778,14 @@ def _cb_rows(cols: list[Any], lines: np.ndarray, state: _State, parts: _Parts,
     if not keep.size:
         return
     take = pa.array(keep)
+
+    def kept(arr: pa.Array) -> pa.Array:
+        return arr if keep.size == n else arr.take(take)
+
     # candidates and distribution of every row in the flat layout, then the kept rows
     offsets32 = pa.array(off, pa.int32())  # a chunk holds far fewer than 2**31 entries
     cand_vals = np.arange(off[-1], dtype=np.int64) - np.repeat(off[:-1], kc)
-    candidates = pa.ListArray.from_arrays(offsets32, pa.array(cand_vals)).take(take)
+    candidates = kept(pa.ListArray.from_arrays(offsets32, pa.array(cand_vals)))
     if state.distribution:
         # p[i] at candidate a[i] - 1 of the rows whose a/p are usable (aligned entry by entry)
         p_flat = pc.list_flatten(p_arr).to_numpy(zero_copy_only=False).astype(np.float64)
@@ -669,12 +793,11 @@ def _cb_rows(cols: list[Any], lines: np.ndarray, state: _State, parts: _Parts,
         dist = np.zeros(int(off[-1]), dtype=np.float64)
         use_a, use_p = usable[a_par], usable[p_par]
         dist[slot[use_a]] = p_flat[use_p]
-        distribution = pa.ListArray.from_arrays(offsets32, pa.array(dist)).take(take)
+        distribution = kept(pa.ListArray.from_arrays(offsets32, pa.array(dist)))
     kept_lines = lines[keep]
     columns = {
-        "event_id": _event_ids(pa.array(eid, type=pa.string()).take(take), kept_lines,
-                               state.name),
-        "timestamp": pa.array(ts, type=pa.string()).take(take),
+        "event_id": _event_ids(kept(pa.array(eid, type=pa.string())), kept_lines, state.name),
+        "timestamp": kept(pa.array(ts, type=pa.string())),
         "action": pa.array(idx[keep]),
         "propensity": pa.array(prob_v[keep]),
         "reward": pa.array(-cost_v[keep]),
@@ -797,7 +920,7 @@ def _check_options(on_invalid: str, chunk_lines: int, chunk_bytes: int,
 def iter_dsjson(
     path: str | os.PathLike[str], *, on_invalid: str = "raise",
     chunk_lines: int = DEFAULT_CHUNK_LINES, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    max_line_bytes: int = MAX_LINE_BYTES, features: bool = False,
+    max_line_bytes: int = MAX_LINE_BYTES, features: bool = False, workers: int | None = None,
 ) -> Iterator[tuple[pa.Table, ChunkValidator]]:
     """Parse and validate a DSJSON file chunk by chunk (bounded memory).
 
@@ -823,18 +946,86 @@ def iter_dsjson(
     [2, 1]
     """
     _check_options(on_invalid, chunk_lines, chunk_bytes, max_line_bytes)
-    fh, size, name = _open(path)
+    n_workers = _n_workers(workers)
+    fh, size, name, local = _open(path)
     validator = ChunkValidator(os.fspath(path), on_invalid)
     state = _State(name, bool(features))
     total = None if size is None else size / 1e6
-    with fh, progress(desc=f"import {name}", total=total, unit="MB") as bar:
-        for block in _blocks(fh, name, chunk_lines, chunk_bytes, max_line_bytes, bar):
-            parts = _Parts()
-            _parse_block(block, state, parts)
-            table, lines = _concat(parts, state)
-            rejected = {k: np.concatenate(v) for k, v in parts.rejected.items()}
-            validator.source_metadata["ope.dsjson_kind"] = state.kind or ""
-            yield validator.add(table, lines, rejected, n_source=parts.n_lines), validator
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(fh)
+        bar = stack.enter_context(progress(desc=f"import {name}", total=total, unit="MB"))
+        pool = None
+        pending: collections.deque[Any] = collections.deque()
+        # with workers, a block goes to its parser unsplit (a plain file's as its place in it)
+        parallel = n_workers > 1
+        for block in _blocks(fh, name, chunk_lines, chunk_bytes, max_line_bytes, bar,
+                             local if parallel else None, unsplit=parallel,
+                             first_bytes=min(_FIRST_BYTES, chunk_bytes) if parallel else None):
+            # a worker parses a large block of whole lines once the file's kind and columns
+            # are known; anything else is parsed here, in order after the blocks in flight
+            if n_workers > 1 and state.settled and block.nbytes >= _POOL_MIN_BYTES:
+                if pool is None:
+                    pool = stack.enter_context(_pool(n_workers))
+                pending.append(pool.submit(_parse_chunk, block, state))
+                if len(pending) > n_workers:  # at most workers + 1 blocks in flight
+                    yield _validate(pending.popleft().result(), validator), validator
+                continue
+            while pending:
+                yield _validate(pending.popleft().result(), validator), validator
+            chunk = _parse_chunk(block, state)
+            state = chunk.state
+            yield _validate(chunk, validator), validator
+        while pending:
+            yield _validate(pending.popleft().result(), validator), validator
+
+
+@dataclass
+class _Chunk:
+    """One parsed block: its rows, their source lines, rejected lines by reason."""
+
+    table: pa.Table
+    lines: np.ndarray
+    rejected: dict[str, np.ndarray]
+    n_lines: int
+    state: _State
+
+
+def _parse_chunk(block: _Block, state: _State) -> _Chunk:
+    """Parse one block (in this process or a worker's; a worker gets and returns a copy of
+    ``state``, unchanged once the file's kind and columns are known)."""
+    parts = _Parts()
+    _parse_block(block, state, parts)
+    table, lines = _concat(parts, state)
+    rejected = {k: np.concatenate(v) for k, v in parts.rejected.items()}
+    return _Chunk(table, lines, rejected, parts.n_lines, state)
+
+
+def _validate(chunk: _Chunk, validator: ChunkValidator) -> pa.Table:
+    validator.source_metadata["ope.dsjson_kind"] = chunk.state.kind or ""
+    return validator.add(chunk.table, chunk.lines, chunk.rejected, n_source=chunk.n_lines)
+
+
+def _n_workers(workers: int | None) -> int:
+    if workers is None:
+        try:
+            cpus = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            cpus = os.cpu_count() or 1
+        return min(DEFAULT_WORKERS, cpus)
+    check_positive_int(workers, "workers")
+    return workers
+
+
+@contextlib.contextmanager
+def _pool(n: int) -> Iterator[concurrent.futures.ProcessPoolExecutor]:
+    """``n`` worker processes, forked where the platform can (no re-import in each)."""
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+    pool = concurrent.futures.ProcessPoolExecutor(n, mp_context=ctx)
+    try:
+        yield pool
+    finally:  # on an error or an early stop, the blocks not started are dropped
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _concat(parts: _Parts, state: _State) -> tuple[pa.Table, np.ndarray]:
@@ -853,6 +1044,7 @@ def read_dsjson(
     path: str | os.PathLike[str], *, on_invalid: str = "raise",
     chunk_lines: int = DEFAULT_CHUNK_LINES, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     max_line_bytes: int = MAX_LINE_BYTES, features: bool = False, mapping: Any = None,
+    workers: int | None = None,
 ) -> BanditLogs:
     """Read a Vowpal Wabbit DSJSON file (plain or gzip) into validated ``BanditLogs``.
 
@@ -872,6 +1064,10 @@ def read_dsjson(
     features : bool, default False
         Add ``features_json``: the JSON text of each line's ``c`` (context and action
         features), for a reward model that parses them. Slower: the features are kept.
+    workers : int, optional
+        Processes that parse blocks in parallel (default :data:`DEFAULT_WORKERS`, at most the
+        CPUs available; 1 parses in this process). The result does not depend on it: blocks
+        are validated in file order, with the same line numbers.
     mapping : None
         Accepted for the CLI's reader interface; DSJSON fields have fixed names (must be None).
 
@@ -918,7 +1114,7 @@ def read_dsjson(
     validator = None
     for table, validator in iter_dsjson(path, on_invalid=on_invalid, chunk_lines=chunk_lines,
                                         chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes,
-                                        features=features):
+                                        features=features, workers=workers):
         if table.num_rows:
             tables.append(table)
     if validator is None:  # an empty file
@@ -930,7 +1126,7 @@ def read_dsjson(
 def import_dsjson(
     path: str | os.PathLike[str], out: str | os.PathLike[str], *, on_invalid: str = "raise",
     chunk_lines: int = DEFAULT_CHUNK_LINES, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    max_line_bytes: int = MAX_LINE_BYTES, features: bool = False,
+    max_line_bytes: int = MAX_LINE_BYTES, features: bool = False, workers: int | None = None,
 ) -> tuple[int, ValidationReport]:
     """Stream a DSJSON file into a parquet file (``ope import dsjson``), chunk by chunk.
 
@@ -944,7 +1140,7 @@ def import_dsjson(
     out : str or os.PathLike
         The parquet file to write (overwritten; the CLI writes to a temporary name first and
         renames it only on success: on an error ``out`` holds a partial file).
-    on_invalid, chunk_lines, chunk_bytes, max_line_bytes, features
+    on_invalid, chunk_lines, chunk_bytes, max_line_bytes, features, workers
         As in :func:`read_dsjson`.
 
     Returns
@@ -981,7 +1177,7 @@ def import_dsjson(
     try:
         for table, validator in iter_dsjson(
                 path, on_invalid=on_invalid, chunk_lines=chunk_lines, chunk_bytes=chunk_bytes,
-                max_line_bytes=max_line_bytes, features=features):
+                max_line_bytes=max_line_bytes, features=features, workers=workers):
             if not table.num_rows:
                 continue
             if writer is None:  # the file's kind (so its columns) is known at its first row
