@@ -67,7 +67,13 @@ from ope.estimators import (
 )
 from ope.exceptions import EstimationError, ParameterError, ValidationError
 from ope.intervals._types import BottouInterval, ConfidenceInterval
-from ope.moments import DEFAULT_CHUNK_SIZE, CenteredMoments, WeightedMoments, centered_moments
+from ope.moments import (
+    DEFAULT_CHUNK_SIZE,
+    CenteredMoments,
+    WeightedMoments,
+    centered_moments,
+    weighted_moments,
+)
 from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, IntervalRequest, Source, make_estimate
 from ope.weights import check_sampling_weight, moment_sums, sampling_weight_note
 
@@ -274,21 +280,19 @@ class MomentStats:
             )
         labels = None if names is None else policy_labels(names, n_pol)
         n = int(r.shape[0])
-        centered = centered_moments(r, p, t_arg, max_weight=mw, chunk_size=chunk_size)
+        weighted = None
+        if sampling_weight is None:
+            centered = centered_moments(r, p, t_arg, max_weight=mw, chunk_size=chunk_size)
+        else:  # one pass: the unweighted and the sampling-weighted statistics
+            sw = check_sampling_weight(sampling_weight, n, name=weight_name)
+            centered, weighted = weighted_moments(r, p, t_arg, sw, max_weight=mw,
+                                                  chunk_size=chunk_size)
         checks = centered.checks
         assert checks is not None
         # one pass both computes the statistics and sees the ranges: the validators run only
         # when something is out of range (and then report the column and row)
         check_after_pass(checks, r, p, t_arg, None)
         low, high = (checks.r_min, checks.r_max) if n else (math.inf, -math.inf)
-        weighted = None
-        if sampling_weight is not None:
-            sw = check_sampling_weight(sampling_weight, n, name=weight_name)
-            t2 = np.column_stack(t_arg) if isinstance(t_arg, list) else t_arg
-            w = t2.astype(np.float64, copy=False) / p.astype(np.float64, copy=False)[:, None]
-            weighted = WeightedMoments.from_arrays(
-                r.astype(np.float64, copy=False), w, sw, max_weight=mw, chunk_size=chunk_size
-            )
         return cls(n=n, min_r=low, max_r=high, centered=centered, max_weight=mw, names=labels,
                    weighted=weighted, weight_name=weight_name)
 
