@@ -118,10 +118,12 @@ from ope.moments import (
     DEFAULT_CHUNK_SIZE,
     CenteredMoments,
     Checks,
+    WeightedMoments,
     WeightSummary,
     centered_moments,
     component_moments,
     ratio,
+    weighted_moments,
 )
 from ope.results import Estimate, IntervalRequest, RowSource, Source, make_estimate
 from ope.weights import check_sampling_weight, sampling_weight_note
@@ -139,6 +141,8 @@ __all__ = [
     "get_estimator",
     "estimator_settings",
     "estimate_many",
+    "estimate_weighted_many",
+    "weighted_estimates_from_moments",
     "logging_value",
     "check_after_pass",
     "pair_arrays",
@@ -947,10 +951,18 @@ class WeightingEstimator(Estimator):
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         rewards_checked: bool = False,
     ) -> list[Estimate]:
-        if data.sampling_weight is not None:
-            return self._run_weighted(
-                data, chunk_size=chunk_size, rewards_checked=rewards_checked
+        if data.sampling_weight is not None:  # the kernel's sampling-weighted statistics
+            p, t = data.logging_propensity, data.target_propensity
+            if not self.uses_weights:  # the logging value: every weight is one
+                p, t = np.ones(data.n), np.ones((data.n, 1))
+            assert p is not None and t is not None
+            (out,) = _weighted_pass(
+                [self], data.reward, p, t, data.sampling_weight, labels=data.names,
+                reward_range=data.reward_range, weight_name=data.weight_name,
+                rewards_checked=rewards_checked, chunk_size=chunk_size,
+                logging=not self.uses_weights,
             )
+            return out
         if self.uses_weights:
             assert data.logging_propensity is not None and data.target_propensity is not None
             p, t = data.logging_propensity, data.target_propensity
@@ -1167,6 +1179,98 @@ def estimates_from_moments(
                 source=source(j),
             )
         )
+    return out
+
+
+def weighted_estimates_from_moments(
+    estimator: WeightingEstimator,
+    moments: WeightedMoments,
+    *,
+    names: Sequence[str | None],
+    source: Callable[[int], Source],
+    reward_range: tuple[float, float] | None = None,
+    weight_name: str = "sampling_weight",
+) -> list[Estimate]:
+    """:func:`estimates_from_moments` of sampling-weighted rows: one Estimate per policy of the
+    Horvitz-Thompson (Hajek) estimate and its linearized standard error (see the module notes),
+    from the kernel's weighted statistics (:class:`ope.moments.WeightedMoments`).
+
+    The one place a weighted weighting estimate is formed, for the eager estimators,
+    :func:`estimate_many`, :func:`estimate_weighted_many` and the merged statistics of
+    :class:`ope.streaming.MomentStats`; ``source(j)`` gives what policy ``j``'s estimate keeps
+    for its intervals.
+    """
+    n = moments.n
+    kind = estimator.name if estimator.uses_weights else "logging"
+    clipped = estimator.clip_level is not None
+    origin = estimator.reward_origin(reward_range)
+    note = sampling_weight_note(weight_name, moments.sum_weights(), n)
+    ess_s = moments.weight_summary(0, clipped=False).reference
+    out = []
+    for j, label in enumerate(names):  # loop over policies, not rows
+        value, sd = moments.estimate(kind, j, origin=origin)
+        se = sd / math.sqrt(n)
+        summary = moments.weight_summary(j, clipped=clipped) if estimator.uses_weights else None
+        notes = weight_notes(estimator, n, summary, label, std_error=se)  # raises on zero weights
+        n_clipped = int(moments.n_clipped[j]) if clipped else 0
+        if n_clipped:
+            notes.append(weighted_target_note(estimator, n_clipped, n, reward_range))
+        notes.append(note)
+        out.append(make_estimate(
+            estimator=estimator.name, value=value, std_error=se, n=n,
+            ess=float(ess_s if summary is None else summary.ess), notes=tuple(notes),
+            policy=label, source=source(j),
+        ))
+    return out
+
+
+def _weighted_pass(
+    estimators: Sequence[WeightingEstimator],
+    reward: np.ndarray,
+    logging_propensity: np.ndarray,
+    target: np.ndarray | Sequence[np.ndarray],
+    sampling_weight: np.ndarray,
+    *,
+    labels: Sequence[str | None],
+    reward_range: tuple[float, float] | None,
+    weight_name: str,
+    rewards_checked: bool,
+    chunk_size: int,
+    logging: bool = False,
+) -> list[list[Estimate]]:
+    """The weighted estimates of ``estimators`` (one clip level at most) from one kernel pass.
+
+    ``reward``, ``logging_propensity`` and ``target`` ((n, P) or P columns) are shaped but not
+    yet value-checked (the pass's checks are, as for unweighted rows); ``sampling_weight`` is
+    checked. Each estimate is backed by the rows (bootstrap, paired comparisons)."""
+    levels = {e.clip_level for e in estimators if e.clip_level is not None}
+    assert len(levels) <= 1
+    mw = levels.pop() if levels else None
+    s = sampling_weight
+    cm, wm = weighted_moments(reward, logging_propensity, target, s, max_weight=mw,
+                              chunk_size=chunk_size)
+    assert cm.checks is not None
+    check_after_pass(cm.checks, reward, None if logging else logging_propensity, target,
+                     reward_range, rewards_checked=rewards_checked)
+    cols = target if isinstance(target, (list, tuple)) else None
+    out = []
+    for est in estimators:  # loop over estimators
+        clip = est.clip_level is not None
+
+        def source(j: int, est: WeightingEstimator = est, clip: bool = clip) -> Source:
+            column = None
+            if not logging:
+                column = cols[j] if cols is not None else target[:, j]  # type: ignore[call-overload]
+            return EstimatorRows(
+                est, reward, None if logging else logging_propensity, column, None, None,
+                reward_range, sampling_weight=s, weight_name=weight_name,
+                clipped_rows=int(wm.n_clipped[j]) if clip else 0,
+            )
+
+        out.append(weighted_estimates_from_moments(
+            est, wm, names=labels, source=source, reward_range=reward_range,
+            weight_name=weight_name,
+        ))
     return out
 
 
