@@ -2035,6 +2035,109 @@ def get_estimator(
     return ESTIMATORS[key](**given)
 
 
+def estimate_weighted_many(
+    estimators: Sequence[Estimator | str],
+    *,
+    reward: npt.ArrayLike,
+    logging_propensity: npt.ArrayLike,
+    target_propensity: npt.ArrayLike | Sequence[np.ndarray],
+    sampling_weight: npt.ArrayLike,
+    weight_name: str = "sampling_weight",
+    reward_range: Sequence[float] | None = None,
+    names: Sequence[str] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    rewards_checked: bool = False,
+) -> list[list[Estimate]]:
+    """Several weighting estimators of sampling-weighted rows from one pass of the kernel.
+
+    The estimates equal ``estimate_many(est, ..., sampling_weight=...)`` of each estimator (the
+    Horvitz-Thompson forms of the module notes), but IPS, SNIPS and clipped IPS share one read
+    of the rows (one per distinct clip level).
+
+    Parameters
+    ----------
+    estimators : sequence of estimator objects or str
+        Weighting estimators: ``IPS``, ``SNIPS``, ``ClippedIPS`` (or their names; clipped IPS
+        needs an object).
+    reward, logging_propensity : array_like, shape (n,)
+    target_propensity : array_like of shape (n, P), or a sequence of P arrays of shape (n,)
+        The candidates' propensities; columns (e.g. zero-copy views of a log's columns) are
+        read as they are, without forming an (n, P) matrix.
+    sampling_weight : array_like, shape (n,)
+        The rows' sampling weights (finite, > 0).
+    weight_name : str, default "sampling_weight"
+        What messages and notes call the sampling weights.
+    reward_range, names, chunk_size, rewards_checked
+        As for :func:`estimate_many`.
+
+    Returns
+    -------
+    list of list of Estimate
+        Per estimator, one Estimate per policy, each backed by the rows (bootstrap).
+
+    Raises
+    ------
+    ope.ParameterError
+        An estimator that is not a weighting one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.estimators import estimate_weighted_many
+    >>> ips, snips = estimate_weighted_many(
+    ...     ["ips", "snips"], reward=[1.0, 0.0, 1.0, 1.0], logging_propensity=[0.5, 0.5, 0.25, 0.5],
+    ...     target_propensity=[[1.0], [1.0], [0.25], [0.0]], sampling_weight=[1.0, 2.0, 1.0, 4.0])
+    >>> round(ips[0].value, 12), round(snips[0].value, 12)   # 3 / 8 and 3 / 7
+    (0.375, 0.428571428571)
+    """
+    ests = [get_estimator(e) if isinstance(e, str) else e for e in estimators]
+    bad = [e for e in ests
+           if not isinstance(e, WeightingEstimator) or isinstance(e, LoggingValue)]
+    if bad:
+        raise ParameterError(
+            f"estimate_weighted_many takes weighting estimators (IPS, SNIPS, ClippedIPS); got "
+            f"{bad[0]!r}. Use estimate_many(..., sampling_weight=...) for the others."
+        )
+    columns = isinstance(target_propensity, (list, tuple)) and len(target_propensity) > 0 and all(
+        isinstance(c, np.ndarray) and c.ndim == 1 for c in target_propensity
+    )
+    data = _validate(
+        ests[0] if ests else IPS(), reward=reward, logging_propensity=logging_propensity,
+        target_propensity=target_propensity[0] if columns else target_propensity,
+        q_logged=None, q_target=None, reward_range=reward_range,
+        names=None, rewards_checked=rewards_checked, deferred=True,
+        sampling_weight=sampling_weight, weight_name=weight_name,
+    )
+    assert data.logging_propensity is not None and data.sampling_weight is not None
+    target: np.ndarray | list[np.ndarray]
+    if columns:
+        target = [as_float_array(c, "target_propensity", ndim=(1,)) for c in target_propensity]
+        if any(c.shape[0] != data.n for c in target):
+            raise ValidationError(
+                f"every target_propensity column must have as many rows as `reward` ({data.n})."
+            )
+    else:
+        assert data.target_propensity is not None
+        target = data.target_propensity
+    labels = policy_labels(names, len(target) if columns else target.shape[1])  # type: ignore[union-attr]
+    out: dict[int, list[Estimate]] = {}
+    by_level: dict[float | None, list[int]] = {}
+    for i, est in enumerate(ests):  # loop over estimators: one pass per clip level
+        by_level.setdefault(est.clip_level, []).append(i)  # type: ignore[union-attr]
+    clipped = [lv for lv in by_level if lv is not None]
+    if clipped and None in by_level:  # the unclipped ones ride on a clipped pass
+        by_level[clipped[0]] += by_level.pop(None)
+    for idx in by_level.values():
+        group = [ests[i] for i in idx]
+        for i, res in zip(idx, _weighted_pass(
+            group, data.reward, data.logging_propensity, target, data.sampling_weight,  # type: ignore[arg-type]
+            labels=labels, reward_range=data.reward_range, weight_name=weight_name,
+            rewards_checked=rewards_checked, chunk_size=chunk_size,
+        )):
+            out[i] = res
+    return [out[i] for i in range(len(ests))]
+
+
 def estimate_many(
     estimator: Estimator | str,
     *,

@@ -51,6 +51,7 @@ from ope.estimators import (
     ESTIMATORS,
     Estimator,
     estimate_many,
+    estimate_weighted_many,
     estimator_settings,
     get_estimator,
     logging_value,
@@ -1006,8 +1007,19 @@ def _row_estimates(
             reward, propensity, target, max_weight=clip_level(resolved), names=names
         )
     out: dict[tuple[str, str], Estimate] = {}
+    one_pass = [(k, e) for k, e in resolved if k in STREAMING_ESTIMATORS]
+    weighted: dict[str, list[Estimate]] = {}
+    if sampling_weight is not None and one_pass:  # one kernel pass for IPS, SNIPS, clipped IPS
+        weighted = dict(zip([k for k, _ in one_pass], estimate_weighted_many(
+            [e for _, e in one_pass], reward=reward, logging_propensity=propensity,
+            target_propensity=target, sampling_weight=sampling_weight,
+            weight_name=settings.weight_column or "sampling_weight", reward_range=rr,
+            names=names, rewards_checked=True,
+        )))
     for key, est in resolved:  # loop over estimators
-        if stats is not None and key in STREAMING_ESTIMATORS:
+        if key in weighted:
+            results = weighted[key]
+        elif stats is not None and key in STREAMING_ESTIMATORS:
             results = stats.with_rows(
                 stats.estimates(est, reward_range=rr, confidence_level=settings.confidence_level),
                 reward=reward,
