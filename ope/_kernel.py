@@ -547,11 +547,14 @@ def _nb_centre(row, k, rb, drb, mw, ma, mb, scale, out, s, j):  # type: ignore[n
     out[s, 4, j] = cbr
 
 
-def _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, fbits, bits):  # type: ignore[no-untyped-def]
+def _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, fbits, bits,  # type: ignore[no-untyped-def]
+              plain):
     """Means and centred co-moments of every policy's raw and clipped weights in one block.
 
     ``wb`` holds the block's scaled weights t / (p 2**kp), one policy per row (``wbi``: its
-    int64 view); ``mw`` is the clip level in those units (inf without clipping).
+    int64 view); ``mw`` is the clip level in those units (inf without clipping). Without
+    ``plain`` only the largest weight and the clipped count are formed (the means and
+    co-moments are left 0: a pass that needs only the sampling-weighted statistics).
     """
     n_pol = wb.shape[0]
     for j in range(n_pol):
@@ -560,6 +563,15 @@ def _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, 
         bits[2] = mxb
         mx = fbits[2]
         bmax[j] = math.ldexp(mx, kp)
+        if not plain:
+            bclip[j] = cnt if has_clip else 0.0
+            for s in range(2):
+                bm[s, 0, j] = 0.0
+                bm[s, 1, j] = 0.0
+                bexp[s, j] = 0.0
+                for q in range(N_COMOMENTS):
+                    bc[s, q, j] = 0.0
+            continue
         ma = sa / k
         mb = sb / k
         ej = _nb_scale_exponent(mx)
@@ -983,7 +995,7 @@ def _nb_grouped_wblock(wb, k, codes, start, s, rb, fr, fw, mw, has_clip, bshift,
 
 
 def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, block,  # type: ignore[no-untyped-def]
-            an, ahdr, aexp, am, ac, amax, aclip, tlo, thi, chk, sw, awh, awm, awc, asr):
+            an, ahdr, aexp, am, ac, amax, aclip, tlo, thi, chk, sw, awh, awm, awc, asr, plain):
     """The pass: blocks of ``block`` rows, each prepared, weighted, centred and merged.
 
     ``cols`` (a typed list of contiguous float64 columns) or ``mat`` (a C-ordered (n, P)
@@ -991,7 +1003,8 @@ def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, blo
     group of each row. ``tlo``/``thi`` (int64, P) and ``chk`` (int64, 4) collect the bit-pattern
     ranges of the inputs. ``sw`` (float64, empty without sampling weights) holds the rows'
     sampling weights, and ``awh``, ``awm``, ``awc``, ``asr`` the sampling-weighted statistics
-    (:class:`Weighted`'s arrays) they accumulate into.
+    (:class:`Weighted`'s arrays) they accumulate into; without ``plain`` (ungrouped passes with
+    sampling weights only) the unweighted means and co-moments are not formed.
     """
     n = r.shape[0]
     n_pol = tlo.shape[0]
@@ -1074,7 +1087,7 @@ def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, blo
                               bexp, bmax, bclip, bhdr)
         else:
             _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, fbits,
-                      bits)
+                      bits, plain)
             for q in range(4):
                 bhdr[q] = hdr[q]
             _nb_merge(an, ahdr, aexp, am, ac, amax, aclip, 0, float(k), bhdr, bexp, bm, bc,
@@ -1120,6 +1133,7 @@ def _np_block(
     r: np.ndarray, p: np.ndarray, t: np.ndarray, max_weight: float | None, chk: np.ndarray,
     tlo: np.ndarray, thi: np.ndarray, codes: np.ndarray | None, n_groups: int,
     s: np.ndarray | None = None,
+    plain: bool = True,
 ) -> Moments:
     """The statistics of one block: r (k,), p (k,), t (k, P) -> Moments of ``n_groups`` groups
     (one without ``codes``); with the sampling-weighted ones when ``s`` (k,) is given."""
@@ -1148,7 +1162,7 @@ def _np_block(
     mw = math.inf if max_weight is None else math.ldexp(max_weight, -kp)
     c_real = math.ldexp(c, er)
     if codes is None:
-        return _np_stats(w, rs, mw, max_weight is not None, kp, er, c_real, chk, s)
+        return _np_stats(w, rs, mw, max_weight is not None, kp, er, c_real, chk, s, plain)
     out = empty(n_pol, n_groups, weighted=s is not None)
     order = np.argsort(codes, kind="stable")
     counts = np.bincount(codes, minlength=n_groups)
@@ -1221,7 +1235,8 @@ def _row_sums(x: np.ndarray) -> np.ndarray:
 
 
 def _np_stats(w: np.ndarray, rs: np.ndarray, mw: float, has_clip: bool, kp: int, er: int,
-              c_real: float, chk: np.ndarray, s: np.ndarray | None = None) -> Moments:
+              c_real: float, chk: np.ndarray, s: np.ndarray | None = None,
+              plain: bool = True) -> Moments:
     """Moments (one group) of the scaled weights ``w`` (P, k) and reward deviations ``rs``."""
     n_pol, k = w.shape
     rm = float(np.add.reduce(rs)) / k
@@ -1243,13 +1258,15 @@ def _np_stats(w: np.ndarray, rs: np.ndarray, mw: float, has_clip: bool, kp: int,
     com = np.empty((2, N_COMOMENTS, n_pol))
     wexp = np.empty((2, n_pol))
     mean[0, 0], mean[0, 1] = ma * s0, mb * s0
-    com[0] = _np_centre(w, rs, dr, ma, mb, s0)
+    com[0] = _np_centre(w, rs, dr, ma, mb, s0) if plain else 0.0
     wexp[0] = kp + e0
     mean[1], com[1], wexp[1] = mean[0], com[0], wexp[0]
     n_clip = np.zeros(n_pol)
     if has_clip:
         over = np.flatnonzero(mx > mw)
-        if over.size:
+        if over.size and not plain:
+            n_clip[over] = np.count_nonzero(w[over] > mw, axis=1)
+        elif over.size:
             wc = w[over]
             n_clip[over] = np.count_nonzero(wc > mw, axis=1)
             wc = np.minimum(wc, mw)
@@ -1404,6 +1421,7 @@ def accumulate(
     n_groups: int = 1,
     block_rows: int | None = None,
     sampling_weight: np.ndarray | None = None,
+    plain: bool = True,
 ) -> tuple[Moments, Checks]:
     """One pass over the rows: the statistics of every candidate (and group).
 
@@ -1428,6 +1446,10 @@ def accumulate(
         accumulates the sampling-weighted statistics (``Moments.weighted``, :class:`Weighted`),
         in the same blocks and merged by the same update, at the cost of a second set of
         per-policy sums over the block while it is in cache.
+    plain : bool, default True
+        False (with ``sampling_weight`` and without ``codes``): skip the unweighted means and
+        co-moments, which are then NaN (the largest weights, clipped counts, reward statistics
+        and checks are still formed): the pass of an estimate that reads only the weighted ones.
 
     Returns
     -------
@@ -1440,6 +1462,7 @@ def accumulate(
         codes = np.ascontiguousarray(codes, dtype=np.int64)
         n_groups = int(n_groups)
     g_count = n_groups if codes is not None else 1
+    plain = bool(plain) or sampling_weight is None or codes is not None
     s = None if sampling_weight is None else np.ascontiguousarray(sampling_weight,
                                                                    dtype=np.float64)
     acc = empty(n_pol, g_count, weighted=s is not None)
@@ -1466,9 +1489,10 @@ def accumulate(
             fns["_nb_run"](
                 r, p, typed, m_arg, mat is not None,
                 codes if codes is not None else np.empty(0, dtype=np.int64), g_count, mw,
-                has_clip, int(block_rows or BLOCK_ROWS), acc.n, hdr, acc.w_exp, acc.mean,
+                has_clip, int(min(BLOCK_ROWS, block_rows or BLOCK_ROWS)), acc.n, hdr,
+                acc.w_exp, acc.mean,
                 acc.com, acc.max_w, acc.n_clipped, tlo_k, thi_k, keys,
-                np.empty(0) if s is None else s, wt.head, wt.mean, wt.com, wt.s_range,
+                np.empty(0) if s is None else s, wt.head, wt.mean, wt.com, wt.s_range, plain,
             )
             acc = Moments(acc.n, hdr[:, 0].copy(), hdr[:, 1].copy(), hdr[:, 2].copy(),
                           hdr[:, 3].copy(), acc.w_exp, acc.mean, acc.com, acc.max_w,
@@ -1485,12 +1509,15 @@ def accumulate(
                     part = _np_block(
                         r[sl], p[sl], t_block, max_weight if has_clip else None, chk, tlo, thi,
                         None if codes is None else codes[sl], g_count,
-                        None if s is None else s[sl],
+                        None if s is None else s[sl], plain,
                     )
                     acc = merge(acc, part)
+    if not plain:  # not formed: NaN, so that nothing reads them as statistics
+        acc.mean[...] = np.nan
+        acc.com[...] = np.nan
     finite = not (n and n_pol) or (
         bool(chk[0] == 1.0) and math.isfinite(chk[1]) and math.isfinite(chk[2])
-        and _all_finite(acc)
+        and _all_finite(acc, plain=plain)
     )
     checks = Checks(finite, float(chk[1]), float(chk[2]), float(chk[3]), float(chk[4]), tlo,
                     thi)
@@ -1503,10 +1530,10 @@ def _key_floats(keys: np.ndarray) -> np.ndarray:
     return (k ^ ((k >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))).view(np.float64)
 
 
-def _all_finite(m: Moments) -> bool:
+def _all_finite(m: Moments, *, plain: bool = True) -> bool:
     with np.errstate(invalid="ignore"):
         return bool(
-            np.isfinite(m.mean).all() and np.isfinite(m.com).all()
+            (not plain or (np.isfinite(m.mean).all() and np.isfinite(m.com).all()))
             and np.isfinite(m.r_mean).all() and np.isfinite(m.r_m2).all()
             and np.isfinite(m.shift).all()
             and (m.weighted is None or (np.isfinite(m.weighted.head).all()

@@ -1247,8 +1247,9 @@ def _weighted_pass(
     assert len(levels) <= 1
     mw = levels.pop() if levels else None
     s = sampling_weight
+    # only the weighted statistics are read (and the pass's checks): plain=False
     cm, wm = weighted_moments(reward, logging_propensity, target, s, max_weight=mw,
-                              chunk_size=chunk_size)
+                              chunk_size=chunk_size, plain=False)
     assert cm.checks is not None
     check_after_pass(cm.checks, reward, None if logging else logging_propensity, target,
                      reward_range, rewards_checked=rewards_checked)

@@ -489,18 +489,20 @@ def weighted_moments(
     *,
     max_weight: float | None,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    plain: bool = True,
 ) -> tuple[CenteredMoments, WeightedMoments]:
     """The unweighted and the sampling-weighted statistics of the rows, from one kernel pass.
 
     ``sampling_weight`` (n,) must be checked already (finite, > 0); the other arrays are those
     of :func:`centered_moments`, not yet checked: the first result's ``checks`` say what the
     pass saw. The unweighted statistics are about the mean reward, the weighted ones about the
-    kernel's shift (the estimates do not depend on it).
+    kernel's shift (the estimates do not depend on it). ``plain=False`` skips the unweighted
+    means and co-moments (NaN then; the checks, largest weights and clipped counts remain).
     """
     size = check_positive_int(chunk_size, "chunk_size")
     moments, checks = accumulate(
         reward, logging_propensity, target_propensity, max_weight=max_weight, block_rows=size,
-        sampling_weight=sampling_weight,
+        sampling_weight=sampling_weight, plain=plain,
     )
     weighted = WeightedMoments.from_kernel(moments)
     plain = Moments(*(getattr(moments, f) for f in (
