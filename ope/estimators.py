@@ -237,8 +237,8 @@ def _validate(
             f"error; got {n}."
         )
     s = None
-    if sampling_weight is not None:
-        s = check_sampling_weight(sampling_weight, n, name=weight_name)
+    if sampling_weight is not None:  # deferred: the values are checked after the kernel's pass
+        s = check_sampling_weight(sampling_weight, n, name=weight_name, values=not deferred)
     p = t = None
     n_pol: int | None = None
     if estimator.uses_weights:
@@ -953,8 +953,8 @@ class WeightingEstimator(Estimator):
     ) -> list[Estimate]:
         if data.sampling_weight is not None:  # the kernel's sampling-weighted statistics
             p, t = data.logging_propensity, data.target_propensity
-            if not self.uses_weights:  # the logging value: every weight is one
-                p, t = np.ones(data.n), np.ones((data.n, 1))
+            if not self.uses_weights:  # the logging value: every weight is one, read as s / s
+                p, t = data.sampling_weight, [data.sampling_weight]  # (no arrays of ones)
             assert p is not None and t is not None
             (out,) = _weighted_pass(
                 [self], data.reward, p, t, data.sampling_weight, labels=data.names,
@@ -1242,7 +1242,8 @@ def _weighted_pass(
 
     ``reward``, ``logging_propensity`` and ``target`` ((n, P) or P columns) are shaped but not
     yet value-checked (the pass's checks are, as for unweighted rows); ``sampling_weight`` is
-    checked. Each estimate is backed by the rows (bootstrap, paired comparisons)."""
+    checked after the pass, from the range it saw. Each estimate is backed by the rows
+    (bootstrap, paired comparisons)."""
     levels = {e.clip_level for e in estimators if e.clip_level is not None}
     assert len(levels) <= 1
     mw = levels.pop() if levels else None
@@ -1251,6 +1252,8 @@ def _weighted_pass(
     cm, wm = weighted_moments(reward, logging_propensity, target, s, max_weight=mw,
                               chunk_size=chunk_size, plain=False)
     assert cm.checks is not None
+    if not (wm.s_min > 0.0 and math.isfinite(wm.s_max) and cm.checks.finite):
+        check_sampling_weight(s, s.shape[0], name=weight_name)  # raises on a bad weight
     check_after_pass(cm.checks, reward, None if logging else logging_propensity, target,
                      reward_range, rewards_checked=rewards_checked)
     cols = target if isinstance(target, (list, tuple)) else None
