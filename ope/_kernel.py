@@ -819,13 +819,42 @@ def _nb_wcentre(row, k, sr, ssw, dsb, mw, ma, mb, out, s, j):  # type: ignore[no
     out[s, 4, j] = cbs
 
 
-def _nb_wstats(s, rb, fr, w2d, k, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, bwc, bsr):  # type: ignore[no-untyped-def]
+def _nb_wsums(row, rowi, k, sr, ssw, mw):  # type: ignore[no-untyped-def]
+    """sum w sr, sum w ssw, the largest w (from its bits, ``rowi``: w >= 0, as in
+    :func:`_nb_sums`, which vectorizes) and the count above mw."""
+    sa = 0.0
+    sb = 0.0
+    cnt = 0
+    mx = np.int64(0)
+    for i in range(k):
+        w = row[i]
+        sa += w * sr[i]
+        sb += w * ssw[i]
+        cnt += 1 if w > mw else 0
+        mx = max(mx, rowi[i])
+    return sa, sb, mx, cnt
+
+
+def _nb_wclipped_sums(row, k, sr, ssw, mw):  # type: ignore[no-untyped-def]
+    """sum min(w, mw) sr and sum min(w, mw) ssw."""
+    sa = 0.0
+    sb = 0.0
+    for i in range(k):
+        w = min(row[i], mw)
+        sa += w * sr[i]
+        sb += w * ssw[i]
+    return sa, sb
+
+
+def _nb_wstats(s, rb, fr, w2d, k, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, bwc, bsr,  # type: ignore[no-untyped-def]
+               bwx):
     """The sampling-weighted statistics of ``k`` rows (real units, about the block's shift).
 
     ``s`` the sampling weights, ``rb`` the reward deviations in units ``fr = 2**e_r``, ``w2d``
     (P, >= k) the scaled weights (real weight = ``w2d * fw``), ``mw`` the clip level in those
     units; ``su``, ``sr``, ``ssw``, ``dsb`` are scratch. Writes ``bwh`` (5,), ``bwm`` (2, 2, P),
-    ``bwc`` (2, 5, P) and the range of ``s`` into ``bsr`` (2,).
+    ``bwc`` (2, 5, P), the range of ``s`` into ``bsr`` (2,) and, per policy, the largest
+    scaled weight and the number of rows above ``mw`` into ``bwx`` (2, P).
     """
     t0 = 0.0
     t1 = 0.0
@@ -860,28 +889,21 @@ def _nb_wstats(s, rb, fr, w2d, k, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, 
     bwh[4] = c11
     bsr[0] = lo
     bsr[1] = hi
+    xbits = np.zeros(1, dtype=np.int64)
+    xfloat = xbits.view(np.float64)
     for j in range(w2d.shape[0]):
         row = w2d[j]
-        sa = 0.0
-        sb = 0.0
-        cnt = 0
-        for i in range(k):
-            w = row[i]
-            sa += w * sr[i]
-            sb += w * ssw[i]
-            cnt += 1 if w > mw else 0
+        sa, sb, mxb, cnt = _nb_wsums(row, row.view(np.int64), k, sr, ssw, mw)
+        xbits[0] = mxb
+        bwx[0, j] = xfloat[0]
+        bwx[1, j] = cnt
         ma = sa / k
         mb = sb / k
         bwm[0, 0, j] = ma
         bwm[0, 1, j] = mb
         _nb_wcentre(row, k, sr, ssw, dsb, np.inf, ma, mb, bwc, 0, j)
         if has_clip and cnt > 0:
-            sa = 0.0
-            sb = 0.0
-            for i in range(k):
-                w = min(row[i], mw)
-                sa += w * sr[i]
-                sb += w * ssw[i]
+            sa, sb = _nb_wclipped_sums(row, k, sr, ssw, mw)
             ma = sa / k
             mb = sb / k
             bwm[1, 0, j] = ma
@@ -955,7 +977,7 @@ def _nb_wmerge(an, ahdr, g, bn, bshift, bwh, bwm, bwc, bsr, awh, awm, awc, asr):
 
 def _nb_grouped_wblock(wb, k, codes, start, s, rb, fr, fw, mw, has_clip, bshift, an, ahdr,  # type: ignore[no-untyped-def]
                        awh, awm, awc, asr, gcount, goff, perm, gs, grb, gw, su, sr, ssw, dsb,
-                       bwh, bwm, bwc, bsr):
+                       bwh, bwm, bwc, bsr, bwx):
     """The sampling-weighted statistics of one block with a group code per row: the rows are
     sorted by group (a counting sort in the block), each group's gathered and merged into it
     (before :func:`_nb_grouped_block` merges the unweighted ones)."""
@@ -989,7 +1011,8 @@ def _nb_grouped_wblock(wb, k, codes, start, s, rb, fr, fw, mw, has_clip, bshift,
         for j in range(n_pol):
             for i in range(kg):
                 gw[j, i] = wb[j, perm[lo + i]]
-        _nb_wstats(gs, grb, fr, gw, kg, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, bwc, bsr)
+        _nb_wstats(gs, grb, fr, gw, kg, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, bwc, bsr,
+                   bwx)
         _nb_wmerge(an, ahdr, g, float(kg), bshift, bwh, bwm, bwc, bsr, awh, awm, awc, asr)
         gcount[g] = 0
 
@@ -1047,6 +1070,7 @@ def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, blo
     bwm = np.empty((2, 2, n_pol))
     bwc = np.empty((2, N_COMOMENTS, n_pol))
     bsr = np.empty(2)
+    bwx = np.empty((2, n_pol))
     wg = wrows if grouped else 0
     gcount = np.zeros(gsize if weighted and grouped else 0, dtype=np.int64)
     goff = np.zeros(gsize if weighted and grouped else 0, dtype=np.int64)
@@ -1074,10 +1098,10 @@ def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, blo
             if grouped:
                 _nb_grouped_wblock(wb, k, codes, start, sw, rb, fr, fw, mw, has_clip, hdr[0],
                                    an, ahdr, awh, awm, awc, asr, gcount, goff, perm, gs, grb,
-                                   gw, su, sr, ssw, dsb, bwh, bwm, bwc, bsr)
+                                   gw, su, sr, ssw, dsb, bwh, bwm, bwc, bsr, bwx)
             else:
                 _nb_wstats(sw[start:start + k], rb, fr, wb, k, fw, mw, has_clip, su, sr, ssw,
-                           dsb, bwh, bwm, bwc, bsr)
+                           dsb, bwh, bwm, bwc, bsr, bwx)
                 _nb_wmerge(an, ahdr, 0, float(k), hdr[0], bwh, bwm, bwc, bsr, awh, awm, awc,
                            asr)
         if grouped:
@@ -1086,8 +1110,19 @@ def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, blo
                               an, ahdr, aexp, am, ac, amax, aclip, hdr[0], hdr[1], bm, bc,
                               bexp, bmax, bclip, bhdr)
         else:
-            _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, fbits,
-                      bits, plain)
+            if plain:
+                _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip,
+                          fbits, bits, plain)
+            else:  # the weighted pass found the largest weights and the clipped counts
+                for j in range(n_pol):
+                    bmax[j] = math.ldexp(bwx[0, j], kp)
+                    bclip[j] = bwx[1, j] if has_clip else 0.0
+                    for s in range(2):
+                        bm[s, 0, j] = 0.0
+                        bm[s, 1, j] = 0.0
+                        bexp[s, j] = 0.0
+                        for q in range(N_COMOMENTS):
+                            bc[s, q, j] = 0.0
             for q in range(4):
                 bhdr[q] = hdr[q]
             _nb_merge(an, ahdr, aexp, am, ac, amax, aclip, 0, float(k), bhdr, bexp, bm, bc,
@@ -1106,6 +1141,8 @@ _NUMBA_FUNCTIONS: Final = (
     "_nb_merge",
     "_nb_grouped_block",
     "_nb_wcentre",
+    "_nb_wsums",
+    "_nb_wclipped_sums",
     "_nb_wstats",
     "_nb_wmerge",
     "_nb_grouped_wblock",
@@ -1114,7 +1151,7 @@ _NUMBA_FUNCTIONS: Final = (
 #: The row loops, compiled with every fast-math flag (see _jit).
 _FAST_FUNCTIONS: Final = frozenset(
     {"_nb_prepare", "_nb_load", "_nb_transpose", "_nb_sums", "_nb_clipped_sums", "_nb_centre",
-     "_nb_wcentre", "_nb_wstats"}
+     "_nb_wcentre", "_nb_wsums", "_nb_wclipped_sums", "_nb_wstats"}
 )
 
 
