@@ -61,6 +61,7 @@ __all__ = [
     "Weighted",
     "Checks",
     "N_WHEAD",
+    "N_COMOMENTS",
     "empty_weighted",
     "accumulate",
     "merge",
@@ -1469,7 +1470,9 @@ def accumulate(
         pass saw, for the caller's validation.
     target : numpy.ndarray of shape (n, P), or a sequence of P arrays of shape (n,)
         The target propensities; a sequence of contiguous float64 columns (e.g. zero-copy views
-        of Arrow columns) is read as it is, without forming an (n, P) block.
+        of Arrow columns) is read as it is, without forming an (n, P) block. With sampling
+        weights ``P`` may be 0 (an empty sequence): the pass then forms the reward statistics and
+        the weighted head only (the logging value).
     max_weight : float or None
         Clip level of the clipped statistics (None: they equal the raw ones).
     codes : numpy.ndarray of int, shape (n,), optional
@@ -1495,6 +1498,8 @@ def accumulate(
     r = np.ascontiguousarray(reward, dtype=np.float64)
     p = np.ascontiguousarray(logging_propensity, dtype=np.float64)
     cols, mat, n, n_pol = _columns(target)
+    if not n_pol:  # no policies: the rows are the rewards'
+        n = int(r.shape[0])
     if codes is not None:
         codes = np.ascontiguousarray(codes, dtype=np.int64)
         n_groups = int(n_groups)
@@ -1505,7 +1510,7 @@ def accumulate(
     acc = empty(n_pol, g_count, weighted=s is not None)
     chk = np.array([1.0, np.inf, -np.inf, np.inf, -np.inf])
     tlo, thi = np.full(n_pol, np.inf), np.full(n_pol, -np.inf)
-    if n and n_pol:
+    if n and (n_pol or s is not None):  # no policies: the sampling-weighted head alone
         has_clip = max_weight is not None
         mw = float(max_weight) if has_clip else 1.0
         if backend() == "numba":
@@ -1514,8 +1519,8 @@ def accumulate(
 
             if mat is not None and not (mat.dtype == np.float64 and mat.flags.c_contiguous):
                 mat = np.ascontiguousarray(mat, dtype=np.float64)
-            typed = List.empty_list(_numba_column_type()) if cols is None else List(cols)
-            if cols is None:
+            typed = List.empty_list(_numba_column_type()) if not cols else List(cols)
+            if not cols:
                 typed.append(np.empty(0))
             m_arg = np.empty((0, n_pol)) if mat is None else mat
             hdr = np.column_stack([acc.shift, acc.r_exp, acc.r_mean, acc.r_m2])
@@ -1540,7 +1545,8 @@ def accumulate(
             step = int(min(NUMPY_BLOCK_ROWS, block_rows or NUMPY_BLOCK_ROWS))
             for start in range(0, n, step):  # a loop over blocks, not rows
                 sl = slice(start, min(start + step, n))
-                t_block = (np.column_stack([c[sl] for c in cols]) if cols is not None
+                t_block = (np.column_stack([c[sl] for c in cols]) if cols
+                           else np.empty((sl.stop - sl.start, 0)) if cols is not None
                            else mat[sl])
                 with np.errstate(all="ignore"):
                     part = _np_block(
@@ -1552,7 +1558,7 @@ def accumulate(
     if not plain:  # not formed: NaN, so that nothing reads them as statistics
         acc.mean[...] = np.nan
         acc.com[...] = np.nan
-    finite = not (n and n_pol) or (
+    finite = not (n and (n_pol or s is not None)) or (
         bool(chk[0] == 1.0) and math.isfinite(chk[1]) and math.isfinite(chk[2])
         and _all_finite(acc, plain=plain)
     )

@@ -953,8 +953,8 @@ class WeightingEstimator(Estimator):
     ) -> list[Estimate]:
         if data.sampling_weight is not None:  # the kernel's sampling-weighted statistics
             p, t = data.logging_propensity, data.target_propensity
-            if not self.uses_weights:  # the logging value: every weight is one, read as s / s
-                p, t = data.sampling_weight, [data.sampling_weight]  # (no arrays of ones)
+            if not self.uses_weights:  # the logging value: a pass with no policy at all
+                p, t = data.sampling_weight, []
             assert p is not None and t is not None
             (out,) = _weighted_pass(
                 [self], data.reward, p, t, data.sampling_weight, labels=data.names,

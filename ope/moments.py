@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from ope._kernel import Checks, Moments, Weighted, accumulate
+from ope._kernel import N_COMOMENTS, Checks, Moments, accumulate
 from ope._kernel import empty as empty_moments
 from ope._kernel import merge as merge_moments
 from ope._thresholds import kish_ess
@@ -695,24 +695,26 @@ class WeightedMoments:
         wt = moments.weighted
         assert wt is not None, "the kernel pass had no sampling weights"
         g = group
-        n_pol = int(moments.mean.shape[-1])
+        p0 = int(moments.mean.shape[-1])
+        n_pol = max(p0, 1)  # a pass without policies (the logging value): one of zero weights
         h = wt.head[g]
-        mean = np.empty((N_WEIGHTED, n_pol))
+        mean = np.zeros((N_WEIGHTED, n_pol))
         mean[0], mean[1] = h[0], h[1]
-        mean[2:4] = wt.mean[g, 0]
-        mean[4:6] = wt.mean[g, 1]
         com = np.full((N_WEIGHTED, N_WEIGHTED, n_pol), np.nan)
         pairs = [((0, 0), h[2]), ((0, 1), h[3]), ((1, 1), h[4])]
         for k, (a, b) in enumerate(((2, 3), (4, 5))):  # raw, then clipped components
-            c = wt.com[g, k]
+            c = wt.com[g, k] if p0 else np.zeros((N_COMOMENTS, 1))
             pairs += [((a, a), c[0]), ((a, b), c[1]), ((b, b), c[2]), ((0, a), c[3]),
                       ((0, b), c[4])]
+            if p0:
+                mean[a:b + 1] = wt.mean[g, k]
         for (a, b), v in pairs:  # a loop over the 13 accumulated entries
             com[a, b] = com[b, a] = v
         n = int(moments.n[g])
         lo, hi = (float(x) for x in wt.s_range[g])
-        return cls(n, float(moments.shift[g]), mean, com, moments.max_w[g].copy(),
-                   moments.n_clipped[g].copy(), lo, hi)
+        max_w = moments.max_w[g].copy() if p0 else np.full(1, -np.inf)
+        n_clipped = moments.n_clipped[g].copy() if p0 else np.zeros(1)
+        return cls(n, float(moments.shift[g]), mean, com, max_w, n_clipped, lo, hi)
 
     def shifted(self, shift: float) -> WeightedMoments:
         """The same statistics about another reward shift (``u -> T u``, exact algebra)."""
