@@ -138,6 +138,7 @@ __all__ = [
     "SwitchDR",
     "DRos",
     "ESTIMATORS",
+    "LoggingValue",
     "get_estimator",
     "estimator_settings",
     "estimate_many",
@@ -1260,20 +1261,22 @@ def _weighted_pass(
     out = []
     for est in estimators:  # loop over estimators
         clip = est.clip_level is not None
+        rows_of_logging = not est.uses_weights  # the logging value: the rewards alone
 
-        def source(j: int, est: WeightingEstimator = est, clip: bool = clip) -> Source:
+        def source(j: int, est: WeightingEstimator = est, clip: bool = clip,
+                   alone: bool = rows_of_logging) -> Source:
             column = None
-            if not logging:
+            if not alone:
                 column = cols[j] if cols is not None else target[:, j]  # type: ignore[call-overload]
             return EstimatorRows(
-                est, reward, None if logging else logging_propensity, column, None, None,
+                est, reward, None if alone else logging_propensity, column, None, None,
                 reward_range, sampling_weight=s, weight_name=weight_name,
                 clipped_rows=int(wm.n_clipped[j]) if clip else 0,
             )
 
         out.append(weighted_estimates_from_moments(
-            est, wm, names=labels, source=source, reward_range=reward_range,
-            weight_name=weight_name,
+            est, wm, names=(None,) if rows_of_logging else labels, source=source,
+            reward_range=reward_range, weight_name=weight_name,
         ))
     return out
 
@@ -2062,7 +2065,8 @@ def estimate_weighted_many(
     ----------
     estimators : sequence of estimator objects or str
         Weighting estimators: ``IPS``, ``SNIPS``, ``ClippedIPS`` (or their names; clipped IPS
-        needs an object).
+        needs an object) and ``LoggingValue`` (whose one estimate, of the logging policy, is
+        read off the same pass).
     reward, logging_propensity : array_like, shape (n,)
     target_propensity : array_like of shape (n, P), or a sequence of P arrays of shape (n,)
         The candidates' propensities; columns (e.g. zero-copy views of a log's columns) are
@@ -2077,7 +2081,8 @@ def estimate_weighted_many(
     Returns
     -------
     list of list of Estimate
-        Per estimator, one Estimate per policy, each backed by the rows (bootstrap).
+        Per estimator, one Estimate per policy (one for the logging value), each backed by the
+        rows (bootstrap).
 
     Raises
     ------
@@ -2095,18 +2100,19 @@ def estimate_weighted_many(
     (0.375, 0.428571428571)
     """
     ests = [get_estimator(e) if isinstance(e, str) else e for e in estimators]
-    bad = [e for e in ests
-           if not isinstance(e, WeightingEstimator) or isinstance(e, LoggingValue)]
+    bad = [e for e in ests if not isinstance(e, WeightingEstimator)]
     if bad:
         raise ParameterError(
-            f"estimate_weighted_many takes weighting estimators (IPS, SNIPS, ClippedIPS); got "
-            f"{bad[0]!r}. Use estimate_many(..., sampling_weight=...) for the others."
+            f"estimate_weighted_many takes weighting estimators (IPS, SNIPS, ClippedIPS, "
+            f"LoggingValue); got {bad[0]!r}. Use estimate_many(..., sampling_weight=...) for the "
+            "others."
         )
     columns = isinstance(target_propensity, (list, tuple)) and len(target_propensity) > 0 and all(
         isinstance(c, np.ndarray) and c.ndim == 1 for c in target_propensity
     )
     data = _validate(
-        ests[0] if ests else IPS(), reward=reward, logging_propensity=logging_propensity,
+        next((e for e in ests if e.uses_weights), IPS()), reward=reward,  # type: ignore[arg-type]
+        logging_propensity=logging_propensity,
         target_propensity=target_propensity[0] if columns else target_propensity,
         q_logged=None, q_target=None, reward_range=reward_range,
         names=None, rewards_checked=rewards_checked, deferred=True,

@@ -50,6 +50,7 @@ from ope.context import action_feature_matrix, context_matrix, feature_labels
 from ope.estimators import (
     ESTIMATORS,
     Estimator,
+    LoggingValue,
     estimate_many,
     estimate_weighted_many,
     estimator_settings,
@@ -985,6 +986,7 @@ def _row_estimates(
     q_logged: np.ndarray | None = None,
     q_target: np.ndarray | None = None,
     sampling_weight: np.ndarray | None = None,
+    logging_out: list[Estimate] | None = None,
 ) -> tuple[dict[tuple[str, str], Estimate], Any]:
     """Every estimate of the candidates ``names`` on these rows, and the pass's statistics.
 
@@ -994,7 +996,8 @@ def _row_estimates(
     ``target`` is the (n, P) matrix or the P columns (zero-copy views of the log's columns).
     Returns ``(estimates, MomentStats or None)``. With ``sampling_weight`` every estimator runs
     its Horvitz-Thompson weighted form (``estimate_many(..., sampling_weight=...)``) and no
-    moment statistics are formed.
+    moment statistics are formed; the weighted logging value then comes from the same pass,
+    appended to ``logging_out`` when it is given.
     """
     from ope.streaming import MomentStats
 
@@ -1010,12 +1013,17 @@ def _row_estimates(
     one_pass = [(k, e) for k, e in resolved if k in STREAMING_ESTIMATORS]
     weighted: dict[str, list[Estimate]] = {}
     if sampling_weight is not None and one_pass:  # one kernel pass for IPS, SNIPS, clipped IPS
-        weighted = dict(zip([k for k, _ in one_pass], estimate_weighted_many(
-            [e for _, e in one_pass], reward=reward, logging_propensity=propensity,
+        with_logging = logging_out is not None  # and the logging value
+        found = estimate_weighted_many(
+            [e for _, e in one_pass] + ([LoggingValue()] if with_logging else []),
+            reward=reward, logging_propensity=propensity,
             target_propensity=target, sampling_weight=sampling_weight,
             weight_name=settings.weight_column or "sampling_weight", reward_range=rr,
             names=names, rewards_checked=True,
-        )))
+        )
+        if logging_out is not None:
+            logging_out.extend(found.pop())
+        weighted = dict(zip([k for k, _ in one_pass], found))
     for key, est in resolved:  # loop over estimators
         if key in weighted:
             results = weighted[key]
@@ -1378,15 +1386,18 @@ def _eager_run(
         q_logged, q_target, model_columns, model_notes = _model_predictions(
             logs, tp.distributions, tp.names, **model
         )
+    logging_out: list[Estimate] = []
     estimates, stats = _row_estimates(
-        resolved, settings, reward, propensity, target, names, q_logged, q_target, weight
+        resolved, settings, reward, propensity, target, names, q_logged, q_target, weight,
+        logging_out=logging_out,
     )
     for name, changed in factored.items():  # loop over factored candidates
         p_c, t_c = _factored_arrays(logs, changed)
         estimates.update(_row_estimates(
             resolved, settings, reward, p_c, t_c[:, None], [name], sampling_weight=weight
         )[0])
-    base = _logging_estimate(stats, reward, settings, weight)
+    base = (logging_out[0] if logging_out
+            else _logging_estimate(stats, reward, settings, weight))
     return _EagerRun(
         names=list(names), target=target, factored=factored, rows_ignored=rows_ignored,
         reward=reward, propensity=propensity, sampling_weight=weight, estimates=estimates,
