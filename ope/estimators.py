@@ -143,6 +143,7 @@ __all__ = [
     "estimator_settings",
     "estimate_many",
     "estimate_weighted_many",
+    "weighted_estimates",
     "weighted_estimates_from_moments",
     "logging_value",
     "check_after_pass",
@@ -1257,6 +1258,29 @@ def _weighted_pass(
         check_sampling_weight(s, s.shape[0], name=weight_name)  # raises on a bad weight
     check_after_pass(cm.checks, reward, None if logging else logging_propensity, target,
                      reward_range, rewards_checked=rewards_checked)
+    return weighted_estimates(
+        estimators, wm, reward=reward, logging_propensity=logging_propensity, target=target,
+        sampling_weight=s, labels=labels, reward_range=reward_range, weight_name=weight_name,
+    )
+
+
+def weighted_estimates(
+    estimators: Sequence[WeightingEstimator],
+    moments: WeightedMoments,
+    *,
+    reward: np.ndarray,
+    logging_propensity: np.ndarray,
+    target: np.ndarray | Sequence[np.ndarray],
+    sampling_weight: np.ndarray,
+    labels: Sequence[str | None],
+    reward_range: tuple[float, float] | None,
+    weight_name: str = "sampling_weight",
+) -> list[list[Estimate]]:
+    """Per estimator, the weighted estimates of every policy from the kernel's statistics
+    ``moments`` of these (already checked) rows, each backed by the rows for its bootstrap:
+    the step after the pass of :func:`estimate_weighted_many` and of a grouped pass (one call
+    per group, with the group's rows)."""
+    wm, s = moments, sampling_weight
     cols = target if isinstance(target, (list, tuple)) else None
     out = []
     for est in estimators:  # loop over estimators

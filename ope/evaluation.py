@@ -1492,7 +1492,8 @@ def _segment_estimates(
     segment, as ``evaluate`` on those rows would) run per segment (a loop over segments).
     """
     from ope.diagnostics.segments import segment_codes
-    from ope.moments import grouped_moments
+    from ope.estimators import weighted_estimates
+    from ope.moments import grouped_moments, grouped_weighted_moments
     from ope.streaming import MomentStats
 
     weighting = [(k, e) for k, e in resolved if k in STREAMING_ESTIMATORS]
@@ -1507,10 +1508,15 @@ def _segment_estimates(
         counts = np.bincount(seg.codes, minlength=seg.size)
         order = np.argsort(seg.codes, kind="stable")  # rows of each segment, in log order
         bounds = np.concatenate(([0], np.cumsum(counts)))
-        groups = None
+        groups = wgroups = None
         if weighting and run.names and run.sampling_weight is None:
             groups, _ = grouped_moments(
                 run.reward, run.propensity, run.target, seg.codes, seg.size, max_weight=mw
+            )
+        elif weighting and run.names:  # one grouped pass of the weighted statistics
+            wgroups, _ = grouped_weighted_moments(
+                run.reward, run.propensity, run.target, run.sampling_weight, seg.codes,
+                seg.size, max_weight=mw,
             )
         for g, label in enumerate(seg.labels):  # loop over segments, not rows
             if counts[g] < MIN_ROWS:
@@ -1520,11 +1526,17 @@ def _segment_estimates(
             r_g, p_g = run.reward[idx], run.propensity[idx]
             found: dict[tuple[str, str], Estimate] = {}
             s_g = None if run.sampling_weight is None else run.sampling_weight[idx]
-            if s_g is not None and weighting and run.names:
+            if wgroups is not None and s_g is not None:
                 t_g = ([c[idx] for c in run.target] if isinstance(run.target, (list, tuple))
                        else run.target[idx])
-                found.update(_row_estimates(weighting, settings, r_g, p_g, t_g, run.names,
-                                            sampling_weight=s_g)[0])
+                wm_g = wgroups[g]
+                assert wm_g is not None
+                for (key, _), results in zip(weighting, weighted_estimates(
+                    [e for _, e in weighting], wm_g, reward=r_g, logging_propensity=p_g,
+                    target=t_g, sampling_weight=s_g, labels=run.names, reward_range=rr,
+                    weight_name=settings.weight_column or "sampling_weight",
+                )):
+                    found.update({(p, key): res for p, res in zip(run.names, results)})
             if groups is not None:
                 t_g = ([c[idx] for c in run.target] if isinstance(run.target, (list, tuple))
                        else run.target[idx])

@@ -37,6 +37,7 @@ __all__ = [
     "ComponentMoments",
     "WeightedMoments",
     "grouped_moments",
+    "grouped_weighted_moments",
     "weighted_moments",
     "WeightSummary",
     "centered_moments",
@@ -509,6 +510,30 @@ def weighted_moments(
         "n", "shift", "r_exp", "r_mean", "r_m2", "w_exp", "mean", "com", "max_w", "n_clipped")))
     mom = CenteredMoments(plain, checks)
     return (mom.about_mean() if checks.finite else mom), weighted
+
+
+def grouped_weighted_moments(
+    reward: np.ndarray,
+    logging_propensity: np.ndarray,
+    target_propensity: np.ndarray | Sequence[np.ndarray],
+    sampling_weight: np.ndarray,
+    codes: np.ndarray,
+    n_groups: int,
+    *,
+    max_weight: float | None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> tuple[list[WeightedMoments | None], Checks]:
+    """The sampling-weighted statistics of each group (an int code in ``[0, n_groups)`` per
+    row; None for a group without rows) from one grouped pass of the kernel, and the pass's
+    checks. ``sampling_weight`` must be checked already."""
+    size = check_positive_int(chunk_size, "chunk_size")
+    moments, checks = accumulate(
+        reward, logging_propensity, target_propensity, max_weight=max_weight, block_rows=size,
+        codes=codes, n_groups=n_groups, sampling_weight=sampling_weight,
+    )
+    groups = [WeightedMoments.from_kernel(moments, g) if moments.n[g] > 0 else None
+              for g in range(n_groups)]  # a loop over groups, not rows
+    return groups, checks
 
 
 # --------------------------------------------------------------------------------------------
