@@ -13,7 +13,13 @@ logging value, their paired comparisons and the weight diagnostics are read from
   policy needs no second pass);
 * the reward's mean and centred sum of squares, the largest weight, the number of clipped rows,
   and the smallest/largest reward, logging and target propensity (the input checks ride on the
-  same pass).
+  same pass);
+* with sampling (Horvitz-Thompson) weights ``s``, as extra accumulators of the same pass
+  (:class:`Weighted`): the means and centred sums of ``s`` and ``s (r - c)``, and per candidate
+  and raw/clipped weights the means of ``s w (r - c)`` and ``s w`` with their centred co-moments
+  among themselves and with ``s`` (what the Hajek ratios and their linearized standard errors
+  read), merged by the same update. They are in real units (not rescaled), and an ungrouped pass
+  that needs only them (``plain=False``) skips the unweighted co-moments.
 
 Each block (:data:`BLOCK_ROWS` rows) is held in cache while it is centred exactly (its means,
 then the centred sums), and blocks merge by the pairwise update of Chan, Golub & LeVeque, so no

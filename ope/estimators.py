@@ -57,8 +57,11 @@ same values as repeating each row ``s_i`` times; the standard errors differ (the
 would count as ``sum s`` independent rows). Unit weights give the unweighted numbers. The
 bounded intervals (hoeffding, bernstein, bottou, empirical likelihood, betting) are for
 unweighted means of i.i.d. rows and refuse weighted rows with an error naming the weight
-column. Merged statistics (:class:`ope.streaming.MomentStats` over batches, lazy scans, Dask)
-carry the weighted ones (:class:`ope.moments.WeightedMoments`) and give the same numbers.
+column. IPS, SNIPS, clipped IPS and the logging value read the weighted sums and co-moments
+that the moment kernel accumulates in its one pass (:class:`ope.moments.WeightedMoments`), for
+eager estimates, :func:`estimate_weighted_many` (several estimators, one pass), segments (one
+grouped pass) and merged statistics (:class:`ope.streaming.MomentStats` over batches, lazy scans,
+Dask), which all give the same numbers.
 
 Estimator names for strings (``ope.evaluate(..., estimators=("ips", "snips"))``):
 ``dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros``; see :func:`get_estimator`.
