@@ -40,7 +40,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import format_table, interleaved, machine_info, ratio, summarize, write_result  # noqa: E402
+from _common import (  # noqa: E402
+    format_table,
+    interleaved,
+    machine_info,
+    ratio,
+    summarize,
+    write_result,
+)
 from bench_evaluate import MAX_WEIGHT, build_logs, make_data  # noqa: E402
 
 #: The estimators of the timed evaluate (those of bench_evaluate's floor table).
@@ -141,7 +148,8 @@ def main(argv: list[str] | None = None) -> None:
             f"{r['n']:,}", f"{med['floor']:.3f}", f"{med['evaluate']:.3f}",
             f"{med['evaluate_weighted']:.3f}",
             f"{wv['ratio']:.2f} ({wv['paired_min']:.2f}-{wv['paired_max']:.2f})",
-            f"{r['evaluate_vs_floor']['ratio']:.2f}", f"{r['evaluate_weighted_vs_floor']['ratio']:.2f}",
+            f"{r['evaluate_vs_floor']['ratio']:.2f}",
+            f"{r['evaluate_weighted_vs_floor']['ratio']:.2f}",
             f"{r['weighted_vs_unweighted_stats']['ratio']:.2f}",
             " / ".join(f"{x[0]:.1f}" for x in r["load_average_before_after"]),
         ])

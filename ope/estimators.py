@@ -2156,7 +2156,8 @@ def estimate_weighted_many(
     else:
         assert data.target_propensity is not None
         target = data.target_propensity
-    labels = policy_labels(names, len(target) if columns else target.shape[1])  # type: ignore[union-attr]
+    n_pol = len(target) if columns else target.shape[1]  # type: ignore[union-attr]
+    labels = policy_labels(names, n_pol)
     out: dict[int, list[Estimate]] = {}
     by_level: dict[float | None, list[int]] = {}
     for i, est in enumerate(ests):  # loop over estimators: one pass per clip level
@@ -2167,7 +2168,8 @@ def estimate_weighted_many(
     for idx in by_level.values():
         group = [ests[i] for i in idx]
         for i, res in zip(idx, _weighted_pass(
-            group, data.reward, data.logging_propensity, target, data.sampling_weight,  # type: ignore[arg-type]
+            group, data.reward, data.logging_propensity, target,  # type: ignore[arg-type]
+            data.sampling_weight,
             labels=labels, reward_range=data.reward_range, weight_name=weight_name,
             rewards_checked=rewards_checked, chunk_size=chunk_size,
         )):

@@ -408,7 +408,8 @@ def test_weighted_statistics_merge_in_any_split_to_the_whole(backend):
     try:
         whole = WeightedMoments.from_kernel(
             _kernel.accumulate(r, p, t, max_weight=1.5, sampling_weight=s)[0])
-        parts = [_kernel.accumulate(r[a:b], p[a:b], t[a:b], max_weight=1.5, sampling_weight=s[a:b])[0]
+        parts = [_kernel.accumulate(r[a:b], p[a:b], t[a:b], max_weight=1.5,
+                                    sampling_weight=s[a:b])[0]
                  for a, b in ((0, 17), (17, 5000), (5000, 9001))]
     finally:
         _kernel.set_backend(None)
