@@ -13,7 +13,13 @@ logging value, their paired comparisons and the weight diagnostics are read from
   policy needs no second pass);
 * the reward's mean and centred sum of squares, the largest weight, the number of clipped rows,
   and the smallest/largest reward, logging and target propensity (the input checks ride on the
-  same pass).
+  same pass);
+* with sampling (Horvitz-Thompson) weights ``s``, as extra accumulators of the same pass
+  (:class:`Weighted`): the means and centred sums of ``s`` and ``s (r - c)``, and per candidate
+  and raw/clipped weights the means of ``s w (r - c)`` and ``s w`` with their centred co-moments
+  among themselves and with ``s`` (what the Hajek ratios and their linearized standard errors
+  read), merged by the same update. They are in real units (not rescaled), and an ungrouped pass
+  that needs only them (``plain=False``) skips the unweighted co-moments.
 
 Each block (:data:`BLOCK_ROWS` rows) is held in cache while it is centred exactly (its means,
 then the centred sums), and blocks merge by the pairwise update of Chan, Golub & LeVeque, so no
@@ -58,7 +64,11 @@ __all__ = [
     "SAFE_EXPONENT",
     "KERNEL_ENV",
     "Moments",
+    "Weighted",
     "Checks",
+    "N_WHEAD",
+    "N_COMOMENTS",
+    "empty_weighted",
     "accumulate",
     "merge",
     "empty",
@@ -99,8 +109,13 @@ _SAFE_HIGH: Final = math.ldexp(1.0, SAFE_EXPONENT)
 _SAFE_LOW: Final = math.ldexp(1.0, -SAFE_EXPONENT)
 _FLOAT_MAX: Final = float(np.finfo(np.float64).max)
 
-#: Number of co-moments per (weights, candidate): aa, ab, bb, ar, br.
+#: Number of co-moments per (weights, candidate): aa, ab, bb, ar, br (with sampling weights
+#: also aa, ab, bb, a s, b s of the weighted components).
 N_COMOMENTS: Final = 5
+
+#: Entries of the policy-free head of the sampling-weighted statistics: the means of ``s`` and
+#: ``s (r - shift)`` and their centred sums ``ss``, ``s u``, ``u u``.
+N_WHEAD: Final = 5
 
 
 # ============================================================================================
@@ -146,6 +161,8 @@ class Moments:
     com: np.ndarray
     max_w: np.ndarray
     n_clipped: np.ndarray
+    #: the sampling-weighted statistics (only when the pass was given sampling weights)
+    weighted: Weighted | None = None
 
     @property
     def n_groups(self) -> int:
@@ -158,10 +175,48 @@ class Moments:
     def group(self, g: int) -> Moments:
         """The statistics of group ``g`` alone (as a one-group Moments; views)."""
         sl = slice(g, g + 1)
+        wt = self.weighted
         return Moments(
             self.n[sl], self.shift[sl], self.r_exp[sl], self.r_mean[sl], self.r_m2[sl],
             self.w_exp[sl], self.mean[sl], self.com[sl], self.max_w[sl], self.n_clipped[sl],
+            None if wt is None else Weighted(wt.head[sl], wt.mean[sl], wt.com[sl],
+                                             wt.s_range[sl]),
         )
+
+
+@dataclass(frozen=True, eq=False)
+class Weighted:
+    """The sampling-weighted statistics of ``G`` groups of rows, in real units (not rescaled).
+
+    For rows with sampling weights ``s`` and reward deviations ``r - shift`` (the shift of the
+    :class:`Moments` they belong to), the components ``u0 = s``, ``u1 = s (r - shift)`` and, per
+    candidate ``j`` and ``k = 0`` (raw weights ``w``) or ``1`` (clipped ``min(w, max_weight)``),
+    ``a = s w (r - shift)`` and ``b = s w``.
+
+    Attributes
+    ----------
+    head : (G, 5) float64
+        Means of ``u0`` and ``u1``, then the centred sums ``u0 u0``, ``u0 u1``, ``u1 u1``.
+    mean : (G, 2, 2, P) float64
+        ``mean[g, k, 0, j]``: mean of ``a``; ``mean[g, k, 1, j]``: of ``b``.
+    com : (G, 2, 5, P) float64
+        Centred sums ``aa, ab, bb, a u0, b u0``.
+    s_range : (G, 2) float64
+        Smallest and largest sampling weight.
+    """
+
+    head: np.ndarray
+    mean: np.ndarray
+    com: np.ndarray
+    s_range: np.ndarray
+
+
+def empty_weighted(n_pol: int, n_groups: int = 1) -> Weighted:
+    """Sampling-weighted statistics of no rows."""
+    g, p = n_groups, n_pol
+    return Weighted(np.zeros((g, N_WHEAD)), np.zeros((g, 2, 2, p)),
+                    np.zeros((g, 2, N_COMOMENTS, p)),
+                    np.column_stack([np.full(g, np.inf), np.full(g, -np.inf)]))
 
 
 @dataclass(frozen=True)
@@ -183,13 +238,13 @@ class Checks:
     t_max: np.ndarray
 
 
-def empty(n_pol: int, n_groups: int = 1) -> Moments:
-    """Statistics of no rows."""
+def empty(n_pol: int, n_groups: int = 1, *, weighted: bool = False) -> Moments:
+    """Statistics of no rows (with empty sampling-weighted ones when ``weighted``)."""
     g, p = n_groups, n_pol
     return Moments(
         np.zeros(g), np.zeros(g), np.zeros(g), np.zeros(g), np.zeros(g), np.zeros((g, 2, p)),
         np.zeros((g, 2, 2, p)), np.zeros((g, 2, N_COMOMENTS, p)), np.full((g, p), -np.inf),
-        np.zeros((g, p)),
+        np.zeros((g, p)), empty_weighted(p, g) if weighted else None,
     )
 
 
@@ -499,11 +554,14 @@ def _nb_centre(row, k, rb, drb, mw, ma, mb, scale, out, s, j):  # type: ignore[n
     out[s, 4, j] = cbr
 
 
-def _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, fbits, bits):  # type: ignore[no-untyped-def]
+def _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, fbits, bits,  # type: ignore[no-untyped-def]
+              plain):
     """Means and centred co-moments of every policy's raw and clipped weights in one block.
 
     ``wb`` holds the block's scaled weights t / (p 2**kp), one policy per row (``wbi``: its
-    int64 view); ``mw`` is the clip level in those units (inf without clipping).
+    int64 view); ``mw`` is the clip level in those units (inf without clipping). Without
+    ``plain`` only the largest weight and the clipped count are formed (the means and
+    co-moments are left 0: a pass that needs only the sampling-weighted statistics).
     """
     n_pol = wb.shape[0]
     for j in range(n_pol):
@@ -512,6 +570,15 @@ def _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, 
         bits[2] = mxb
         mx = fbits[2]
         bmax[j] = math.ldexp(mx, kp)
+        if not plain:
+            bclip[j] = cnt if has_clip else 0.0
+            for s in range(2):
+                bm[s, 0, j] = 0.0
+                bm[s, 1, j] = 0.0
+                bexp[s, j] = 0.0
+                for q in range(N_COMOMENTS):
+                    bc[s, q, j] = 0.0
+            continue
         ma = sa / k
         mb = sb / k
         ej = _nb_scale_exponent(mx)
@@ -734,14 +801,240 @@ def _nb_grouped_block(wb, k, codes, start, rb, kp, mw, has_clip, present,  # typ
                     gcom[g, s, c, j] = 0.0
 
 
+def _nb_wcentre(row, k, sr, ssw, dsb, mw, ma, mb, out, s, j):  # type: ignore[no-untyped-def]
+    """Centred co-moments of the weighted components ``a = min(w, mw) sr`` and
+    ``b = min(w, mw) ssw`` with each other and with ``s`` (deviations ``dsb``)."""
+    caa = 0.0
+    cab = 0.0
+    cbb = 0.0
+    cas = 0.0
+    cbs = 0.0
+    for i in range(k):
+        w = min(row[i], mw)
+        da = w * sr[i] - ma
+        db = w * ssw[i] - mb
+        ds = dsb[i]
+        caa += da * da
+        cab += da * db
+        cbb += db * db
+        cas += da * ds
+        cbs += db * ds
+    out[s, 0, j] = caa
+    out[s, 1, j] = cab
+    out[s, 2, j] = cbb
+    out[s, 3, j] = cas
+    out[s, 4, j] = cbs
+
+
+def _nb_wsums(row, rowi, k, sr, ssw, mw):  # type: ignore[no-untyped-def]
+    """sum w sr, sum w ssw, the largest w (from its bits, ``rowi``: w >= 0, as in
+    :func:`_nb_sums`, which vectorizes) and the count above mw."""
+    sa = 0.0
+    sb = 0.0
+    cnt = 0
+    mx = np.int64(0)
+    for i in range(k):
+        w = row[i]
+        sa += w * sr[i]
+        sb += w * ssw[i]
+        cnt += 1 if w > mw else 0
+        mx = max(mx, rowi[i])
+    return sa, sb, mx, cnt
+
+
+def _nb_wclipped_sums(row, k, sr, ssw, mw):  # type: ignore[no-untyped-def]
+    """sum min(w, mw) sr and sum min(w, mw) ssw."""
+    sa = 0.0
+    sb = 0.0
+    for i in range(k):
+        w = min(row[i], mw)
+        sa += w * sr[i]
+        sb += w * ssw[i]
+    return sa, sb
+
+
+def _nb_wstats(s, rb, fr, w2d, k, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, bwc, bsr,  # type: ignore[no-untyped-def]
+               bwx):
+    """The sampling-weighted statistics of ``k`` rows (real units, about the block's shift).
+
+    ``s`` the sampling weights, ``rb`` the reward deviations in units ``fr = 2**e_r``, ``w2d``
+    (P, >= k) the scaled weights (real weight = ``w2d * fw``), ``mw`` the clip level in those
+    units; ``su``, ``sr``, ``ssw``, ``dsb`` are scratch. Writes ``bwh`` (5,), ``bwm`` (2, 2, P),
+    ``bwc`` (2, 5, P), the range of ``s`` into ``bsr`` (2,) and, per policy, the largest
+    scaled weight and the number of rows above ``mw`` into ``bwx`` (2, P).
+    """
+    t0 = 0.0
+    t1 = 0.0
+    lo = np.inf
+    hi = -np.inf
+    for i in range(k):
+        si = s[i]
+        u = si * (rb[i] * fr)
+        su[i] = u
+        sr[i] = u * fw
+        ssw[i] = si * fw
+        t0 += si
+        t1 += u
+        lo = min(lo, si)
+        hi = max(hi, si)
+    m0 = t0 / k
+    m1 = t1 / k
+    c00 = 0.0
+    c01 = 0.0
+    c11 = 0.0
+    for i in range(k):
+        d0 = s[i] - m0
+        d1 = su[i] - m1
+        dsb[i] = d0
+        c00 += d0 * d0
+        c01 += d0 * d1
+        c11 += d1 * d1
+    bwh[0] = m0
+    bwh[1] = m1
+    bwh[2] = c00
+    bwh[3] = c01
+    bwh[4] = c11
+    bsr[0] = lo
+    bsr[1] = hi
+    xbits = np.zeros(1, dtype=np.int64)
+    xfloat = xbits.view(np.float64)
+    for j in range(w2d.shape[0]):
+        row = w2d[j]
+        sa, sb, mxb, cnt = _nb_wsums(row, row.view(np.int64), k, sr, ssw, mw)
+        xbits[0] = mxb
+        bwx[0, j] = xfloat[0]
+        bwx[1, j] = cnt
+        ma = sa / k
+        mb = sb / k
+        bwm[0, 0, j] = ma
+        bwm[0, 1, j] = mb
+        _nb_wcentre(row, k, sr, ssw, dsb, np.inf, ma, mb, bwc, 0, j)
+        if has_clip and cnt > 0:
+            sa, sb = _nb_wclipped_sums(row, k, sr, ssw, mw)
+            ma = sa / k
+            mb = sb / k
+            bwm[1, 0, j] = ma
+            bwm[1, 1, j] = mb
+            _nb_wcentre(row, k, sr, ssw, dsb, mw, ma, mb, bwc, 1, j)
+        else:
+            bwm[1, 0, j] = bwm[0, 0, j]
+            bwm[1, 1, j] = bwm[0, 1, j]
+            for q in range(N_COMOMENTS):
+                bwc[1, q, j] = bwc[0, q, j]
+
+
+def _nb_wmerge(an, ahdr, g, bn, bshift, bwh, bwm, bwc, bsr, awh, awm, awc, asr):  # type: ignore[no-untyped-def]
+    """Merge a block's sampling-weighted statistics into group ``g`` (call it before
+    :func:`_nb_merge`, which updates ``an`` and the shift): the block is re-expressed about the
+    group's shift (``u1 -> u1 + d u0``, ``a -> a + d b``), then Chan et al.'s update."""
+    n_pol = awm.shape[-1]
+    na = an[g]
+    if bn == 0.0:
+        return
+    asr[g, 0] = min(asr[g, 0], bsr[0])
+    asr[g, 1] = max(asr[g, 1], bsr[1])
+    if na == 0.0:
+        for q in range(N_WHEAD):
+            awh[g, q] = bwh[q]
+        for s in range(2):
+            for j in range(n_pol):
+                awm[g, s, 0, j] = bwm[s, 0, j]
+                awm[g, s, 1, j] = bwm[s, 1, j]
+                for q in range(N_COMOMENTS):
+                    awc[g, s, q, j] = bwc[s, q, j]
+        return
+    d = bshift - ahdr[g, 0]
+    n = na + bn
+    frac = bn / n
+    cross = na * bn / n
+    m0 = bwh[0]
+    m1 = bwh[1] + d * m0
+    c00 = bwh[2]
+    c01 = bwh[3] + d * c00
+    c11 = bwh[4] + 2.0 * d * bwh[3] + d * d * c00
+    d0 = m0 - awh[g, 0]
+    d1 = m1 - awh[g, 1]
+    awh[g, 0] += d0 * frac
+    awh[g, 1] += d1 * frac
+    awh[g, 2] += c00 + d0 * d0 * cross
+    awh[g, 3] += c01 + d0 * d1 * cross
+    awh[g, 4] += c11 + d1 * d1 * cross
+    for s in range(2):
+        for j in range(n_pol):
+            mb = bwm[s, 1, j]
+            ma = bwm[s, 0, j] + d * mb
+            caa = bwc[s, 0, j]
+            cab = bwc[s, 1, j]
+            cbb = bwc[s, 2, j]
+            cas = bwc[s, 3, j]
+            cbs = bwc[s, 4, j]
+            caa = caa + 2.0 * d * cab + d * d * cbb
+            cab = cab + d * cbb
+            cas = cas + d * cbs
+            da = ma - awm[g, s, 0, j]
+            db = mb - awm[g, s, 1, j]
+            awm[g, s, 0, j] += da * frac
+            awm[g, s, 1, j] += db * frac
+            awc[g, s, 0, j] += caa + da * da * cross
+            awc[g, s, 1, j] += cab + da * db * cross
+            awc[g, s, 2, j] += cbb + db * db * cross
+            awc[g, s, 3, j] += cas + da * d0 * cross
+            awc[g, s, 4, j] += cbs + db * d0 * cross
+
+
+def _nb_grouped_wblock(wb, k, codes, start, s, rb, fr, fw, mw, has_clip, bshift, an, ahdr,  # type: ignore[no-untyped-def]
+                       awh, awm, awc, asr, gcount, goff, perm, gs, grb, gw, su, sr, ssw, dsb,
+                       bwh, bwm, bwc, bsr, bwx):
+    """The sampling-weighted statistics of one block with a group code per row: the rows are
+    sorted by group (a counting sort in the block), each group's gathered and merged into it
+    (before :func:`_nb_grouped_block` merges the unweighted ones)."""
+    n_pol = wb.shape[0]
+    n_present = 0
+    for i in range(k):
+        g = codes[start + i]
+        if gcount[g] == 0:
+            gs[n_present] = g  # the present groups, first-seen order (gs is free here)
+            n_present += 1
+        gcount[g] += 1
+    present = np.empty(n_present, dtype=np.int64)
+    pos = 0
+    for q in range(n_present):
+        g = int(gs[q])
+        present[q] = g
+        goff[g] = pos
+        pos += gcount[g]
+    for i in range(k):
+        g = codes[start + i]
+        perm[goff[g]] = i
+        goff[g] += 1
+    for q in range(n_present):
+        g = present[q]
+        kg = gcount[g]
+        lo = goff[g] - kg
+        for i in range(kg):
+            src = perm[lo + i]
+            gs[i] = s[start + src]
+            grb[i] = rb[src]
+        for j in range(n_pol):
+            for i in range(kg):
+                gw[j, i] = wb[j, perm[lo + i]]
+        _nb_wstats(gs, grb, fr, gw, kg, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, bwc, bsr,
+                   bwx)
+        _nb_wmerge(an, ahdr, g, float(kg), bshift, bwh, bwm, bwc, bsr, awh, awm, awc, asr)
+        gcount[g] = 0
+
+
 def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, block,  # type: ignore[no-untyped-def]
-            an, ahdr, aexp, am, ac, amax, aclip, tlo, thi, chk):
+            an, ahdr, aexp, am, ac, amax, aclip, tlo, thi, chk, sw, awh, awm, awc, asr, plain):
     """The pass: blocks of ``block`` rows, each prepared, weighted, centred and merged.
 
     ``cols`` (a typed list of contiguous float64 columns) or ``mat`` (a C-ordered (n, P)
     float64 array) holds the target propensities; ``codes`` (int64, empty when ungrouped) the
     group of each row. ``tlo``/``thi`` (int64, P) and ``chk`` (int64, 4) collect the bit-pattern
-    ranges of the inputs.
+    ranges of the inputs. ``sw`` (float64, empty without sampling weights) holds the rows'
+    sampling weights, and ``awh``, ``awm``, ``awc``, ``asr`` the sampling-weighted statistics
+    (:class:`Weighted`'s arrays) they accumulate into; without ``plain`` (ungrouped passes with
+    sampling weights only) the unweighted means and co-moments are not formed.
     """
     n = r.shape[0]
     n_pol = tlo.shape[0]
@@ -774,6 +1067,24 @@ def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, blo
     gcom = np.zeros((gsize, 2, N_COMOMENTS, n_pol))
     gdrb = np.empty(rows)
     bhdr = np.empty(4)
+    weighted = sw.shape[0] > 0
+    wrows = rows if weighted else 0
+    su = np.empty(wrows)
+    sr = np.empty(wrows)
+    ssw = np.empty(wrows)
+    dsb = np.empty(wrows)
+    bwh = np.empty(N_WHEAD)
+    bwm = np.empty((2, 2, n_pol))
+    bwc = np.empty((2, N_COMOMENTS, n_pol))
+    bsr = np.empty(2)
+    bwx = np.empty((2, n_pol))
+    wg = wrows if grouped else 0
+    gcount = np.zeros(gsize if weighted and grouped else 0, dtype=np.int64)
+    goff = np.zeros(gsize if weighted and grouped else 0, dtype=np.int64)
+    perm = np.empty(wg, dtype=np.int64)
+    gs = np.empty(wg)
+    grb = np.empty(wg)
+    gw = np.empty((n_pol, wg))
     for start in range(0, n, rows):
         k = min(rows, n - start)
         _nb_prepare(r, p, start, k, rb, drb, pb, hdr, chk, bits, fbits)
@@ -788,14 +1099,37 @@ def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, blo
                 col = cols[j]
                 ts = col[start:start + k]
                 _nb_load(ts, ts.view(np.int64), k, wb[j], pb, j, tlo, thi)
+        if weighted:
+            fr = math.ldexp(1.0, int(hdr[1]))
+            fw = math.ldexp(1.0, kp)
+            if grouped:
+                _nb_grouped_wblock(wb, k, codes, start, sw, rb, fr, fw, mw, has_clip, hdr[0],
+                                   an, ahdr, awh, awm, awc, asr, gcount, goff, perm, gs, grb,
+                                   gw, su, sr, ssw, dsb, bwh, bwm, bwc, bsr, bwx)
+            else:
+                _nb_wstats(sw[start:start + k], rb, fr, wb, k, fw, mw, has_clip, su, sr, ssw,
+                           dsb, bwh, bwm, bwc, bsr, bwx)
+                _nb_wmerge(an, ahdr, 0, float(k), hdr[0], bwh, bwm, bwc, bsr, awh, awm, awc,
+                           asr)
         if grouped:
             _nb_grouped_block(wb, k, codes, start, rb, kp, mw, has_clip, present,
                               gcnt, gsr, gm2, gsa, gsb, gmx, gcsa, gcsb, gcc, gcom, gdrb,
                               an, ahdr, aexp, am, ac, amax, aclip, hdr[0], hdr[1], bm, bc,
                               bexp, bmax, bclip, bhdr)
         else:
-            _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, fbits,
-                      bits)
+            if plain:
+                _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip,
+                          fbits, bits, plain)
+            else:  # the weighted pass found the largest weights and the clipped counts
+                for j in range(n_pol):
+                    bmax[j] = math.ldexp(bwx[0, j], kp)
+                    bclip[j] = bwx[1, j] if has_clip else 0.0
+                    for s in range(2):
+                        bm[s, 0, j] = 0.0
+                        bm[s, 1, j] = 0.0
+                        bexp[s, j] = 0.0
+                        for q in range(N_COMOMENTS):
+                            bc[s, q, j] = 0.0
             for q in range(4):
                 bhdr[q] = hdr[q]
             _nb_merge(an, ahdr, aexp, am, ac, amax, aclip, 0, float(k), bhdr, bexp, bm, bc,
@@ -813,11 +1147,18 @@ _NUMBA_FUNCTIONS: Final = (
     "_nb_block",
     "_nb_merge",
     "_nb_grouped_block",
+    "_nb_wcentre",
+    "_nb_wsums",
+    "_nb_wclipped_sums",
+    "_nb_wstats",
+    "_nb_wmerge",
+    "_nb_grouped_wblock",
     "_nb_run",
 )
 #: The row loops, compiled with every fast-math flag (see _jit).
 _FAST_FUNCTIONS: Final = frozenset(
-    {"_nb_prepare", "_nb_load", "_nb_transpose", "_nb_sums", "_nb_clipped_sums", "_nb_centre"}
+    {"_nb_prepare", "_nb_load", "_nb_transpose", "_nb_sums", "_nb_clipped_sums", "_nb_centre",
+     "_nb_wcentre", "_nb_wsums", "_nb_wclipped_sums", "_nb_wstats"}
 )
 
 
@@ -835,9 +1176,11 @@ def _np_scale_exponents(x: np.ndarray) -> np.ndarray:
 def _np_block(
     r: np.ndarray, p: np.ndarray, t: np.ndarray, max_weight: float | None, chk: np.ndarray,
     tlo: np.ndarray, thi: np.ndarray, codes: np.ndarray | None, n_groups: int,
+    s: np.ndarray | None = None,
+    plain: bool = True,
 ) -> Moments:
     """The statistics of one block: r (k,), p (k,), t (k, P) -> Moments of ``n_groups`` groups
-    (one without ``codes``)."""
+    (one without ``codes``); with the sampling-weighted ones when ``s`` (k,) is given."""
     k, n_pol = t.shape
     r = r.astype(np.float64, copy=False)
     p = p.astype(np.float64, copy=False)
@@ -863,14 +1206,15 @@ def _np_block(
     mw = math.inf if max_weight is None else math.ldexp(max_weight, -kp)
     c_real = math.ldexp(c, er)
     if codes is None:
-        return _np_stats(w, rs, mw, max_weight is not None, kp, er, c_real, chk)
-    out = empty(n_pol, n_groups)
+        return _np_stats(w, rs, mw, max_weight is not None, kp, er, c_real, chk, s, plain)
+    out = empty(n_pol, n_groups, weighted=s is not None)
     order = np.argsort(codes, kind="stable")
     counts = np.bincount(codes, minlength=n_groups)
     ends = np.cumsum(counts)
     for g in np.flatnonzero(counts).tolist():  # a loop over groups, not rows
         idx = order[ends[g] - counts[g]:ends[g]]
-        part = _np_stats(w[:, idx], rs[idx], mw, max_weight is not None, kp, er, c_real, chk)
+        part = _np_stats(w[:, idx], rs[idx], mw, max_weight is not None, kp, er, c_real, chk,
+                         None if s is None else s[idx])
         _np_assign(out, g, part)
     return out
 
@@ -879,6 +1223,43 @@ def _np_assign(out: Moments, g: int, part: Moments) -> None:
     for name in ("n", "shift", "r_exp", "r_mean", "r_m2", "w_exp", "mean", "com", "max_w",
                  "n_clipped"):
         getattr(out, name)[g] = getattr(part, name)[0]
+    if out.weighted is not None and part.weighted is not None:
+        for name in ("head", "mean", "com", "s_range"):
+            getattr(out.weighted, name)[g] = getattr(part.weighted, name)[0]
+
+
+def _np_weighted(w: np.ndarray, rs: np.ndarray, s: np.ndarray, mw: float, has_clip: bool,
+                 kp: int, er: int) -> Weighted:
+    """The sampling-weighted statistics (one group) of :func:`_nb_wstats`, vectorized."""
+    n_pol, k = w.shape
+    fr, fw = math.ldexp(1.0, er), math.ldexp(1.0, kp)
+    su = s * (rs * fr)
+    sr = su * fw
+    ssw = s * fw
+    m0, m1 = float(np.add.reduce(s)) / k, float(np.add.reduce(su)) / k
+    d0, d1 = s - m0, su - m1
+    head = np.array([m0, m1, float(np.add.reduce(d0 * d0)), float(np.add.reduce(d0 * d1)),
+                     float(np.add.reduce(d1 * d1))])
+    mean = np.empty((2, 2, n_pol))
+    com = np.empty((2, N_COMOMENTS, n_pol))
+
+    def stats(wk: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        a, b = wk * sr, wk * ssw
+        ma, mb = _row_sums(a) / k, _row_sums(b) / k
+        da, db = a - ma[:, None], b - mb[:, None]
+        return ma, mb, np.stack([_row_sums(da * da), _row_sums(da * db), _row_sums(db * db),
+                                 _row_sums(da * d0), _row_sums(db * d0)])
+
+    mean[0, 0], mean[0, 1], com[0] = stats(w)
+    mean[1], com[1] = mean[0], com[0]
+    if has_clip:
+        over = np.flatnonzero(np.count_nonzero(w > mw, axis=1))
+        if over.size:
+            cma, cmb, ccom = stats(np.minimum(w[over], mw))
+            mean[1, 0, over], mean[1, 1, over] = cma, cmb
+            com[1][:, over] = ccom
+    return Weighted(head[None], mean[None], com[None],
+                    np.array([[float(s.min()), float(s.max())]]))
 
 
 def _np_centre(w: np.ndarray, rs: np.ndarray, dr: np.ndarray, ma: np.ndarray, mb: np.ndarray,
@@ -898,7 +1279,8 @@ def _row_sums(x: np.ndarray) -> np.ndarray:
 
 
 def _np_stats(w: np.ndarray, rs: np.ndarray, mw: float, has_clip: bool, kp: int, er: int,
-              c_real: float, chk: np.ndarray) -> Moments:
+              c_real: float, chk: np.ndarray, s: np.ndarray | None = None,
+              plain: bool = True) -> Moments:
     """Moments (one group) of the scaled weights ``w`` (P, k) and reward deviations ``rs``."""
     n_pol, k = w.shape
     rm = float(np.add.reduce(rs)) / k
@@ -920,13 +1302,15 @@ def _np_stats(w: np.ndarray, rs: np.ndarray, mw: float, has_clip: bool, kp: int,
     com = np.empty((2, N_COMOMENTS, n_pol))
     wexp = np.empty((2, n_pol))
     mean[0, 0], mean[0, 1] = ma * s0, mb * s0
-    com[0] = _np_centre(w, rs, dr, ma, mb, s0)
+    com[0] = _np_centre(w, rs, dr, ma, mb, s0) if plain else 0.0
     wexp[0] = kp + e0
     mean[1], com[1], wexp[1] = mean[0], com[0], wexp[0]
     n_clip = np.zeros(n_pol)
     if has_clip:
         over = np.flatnonzero(mx > mw)
-        if over.size:
+        if over.size and not plain:
+            n_clip[over] = np.count_nonzero(w[over] > mw, axis=1)
+        elif over.size:
             wc = w[over]
             n_clip[over] = np.count_nonzero(wc > mw, axis=1)
             wc = np.minimum(wc, mw)
@@ -942,6 +1326,7 @@ def _np_stats(w: np.ndarray, rs: np.ndarray, mw: float, has_clip: bool, kp: int,
     return Moments(
         np.array([float(k)]), np.array([c_real]), np.array([float(er)]), np.array([rm]),
         np.array([m2]), wexp[None], mean[None], com[None], max_w[None], n_clip[None],
+        None if s is None else _np_weighted(w, rs, s, mw, has_clip, kp, er),
     )
 
 
@@ -992,9 +1377,12 @@ def merge(a: Moments, b: Moments) -> Moments:
         ca[2] + cb[2] + db * db * cross3, ca[3] + cb[3] + da * dr3 * cross3,
         ca[4] + cb[4] + db * dr3 * cross3,
     ], axis=2)
+    weighted = None
+    if a.weighted is not None and b.weighted is not None:
+        weighted = _merge_weighted(a.weighted, b.weighted, b.shift - a.shift, frac, cross)
     out = Moments(
         n, a.shift.copy(), e.astype(np.float64), r_mean, r_m2, w.astype(np.float64), mean, com,
-        np.maximum(a.max_w, b.max_w), a.n_clipped + b.n_clipped,
+        np.maximum(a.max_w, b.max_w), a.n_clipped + b.n_clipped, weighted,
     )
     # a group empty on one side is the other side's, exactly
     only_b, only_a = na == 0, nb == 0
@@ -1003,7 +1391,46 @@ def merge(a: Moments, b: Moments) -> Moments:
             for name in ("n", "shift", "r_exp", "r_mean", "r_m2", "w_exp", "mean", "com",
                          "max_w", "n_clipped"):
                 getattr(out, name)[mask] = getattr(src, name)[mask]
+            if weighted is not None:
+                assert src.weighted is not None
+                for name in ("head", "mean", "com", "s_range"):
+                    getattr(weighted, name)[mask] = getattr(src.weighted, name)[mask]
     return out
+
+
+def _merge_weighted(a: Weighted, b: Weighted, d: np.ndarray, frac: np.ndarray,
+                    cross: np.ndarray) -> Weighted:
+    """:func:`_nb_wmerge` for every group at once: ``b`` re-expressed about ``a``'s shift
+    (``d`` = b's shift minus a's, real units), then Chan et al.'s update."""
+    ha, hb = a.head, b.head
+    m0 = hb[:, 0]
+    m1 = hb[:, 1] + d * m0
+    c00 = hb[:, 2]
+    c01 = hb[:, 3] + d * c00
+    c11 = hb[:, 4] + 2.0 * d * hb[:, 3] + d * d * c00
+    d0, d1 = m0 - ha[:, 0], m1 - ha[:, 1]
+    head = np.column_stack([
+        ha[:, 0] + d0 * frac, ha[:, 1] + d1 * frac, ha[:, 2] + (c00 + d0 * d0 * cross),
+        ha[:, 3] + (c01 + d0 * d1 * cross), ha[:, 4] + (c11 + d1 * d1 * cross),
+    ])
+    d3, f3, x3, e3 = d[:, None, None], frac[:, None, None], cross[:, None, None], d0[:, None, None]
+    mb = b.mean[:, :, 1]
+    ma = b.mean[:, :, 0] + d3 * mb
+    cb = b.com
+    caa = cb[:, :, 0] + 2.0 * d3 * cb[:, :, 1] + d3 * d3 * cb[:, :, 2]
+    cab = cb[:, :, 1] + d3 * cb[:, :, 2]
+    cas = cb[:, :, 3] + d3 * cb[:, :, 4]
+    da, db = ma - a.mean[:, :, 0], mb - a.mean[:, :, 1]
+    ca = a.com
+    mean = np.stack([a.mean[:, :, 0] + da * f3, a.mean[:, :, 1] + db * f3], axis=2)
+    com = np.stack([
+        ca[:, :, 0] + (caa + da * da * x3), ca[:, :, 1] + (cab + da * db * x3),
+        ca[:, :, 2] + (cb[:, :, 2] + db * db * x3), ca[:, :, 3] + (cas + da * e3 * x3),
+        ca[:, :, 4] + (cb[:, :, 4] + db * e3 * x3),
+    ], axis=2)
+    s_range = np.column_stack([np.minimum(a.s_range[:, 0], b.s_range[:, 0]),
+                               np.maximum(a.s_range[:, 1], b.s_range[:, 1])])
+    return Weighted(head, mean, com, s_range)
 
 
 # ============================================================================================
@@ -1037,6 +1464,8 @@ def accumulate(
     codes: np.ndarray | None = None,
     n_groups: int = 1,
     block_rows: int | None = None,
+    sampling_weight: np.ndarray | None = None,
+    plain: bool = True,
 ) -> tuple[Moments, Checks]:
     """One pass over the rows: the statistics of every candidate (and group).
 
@@ -1047,7 +1476,9 @@ def accumulate(
         pass saw, for the caller's validation.
     target : numpy.ndarray of shape (n, P), or a sequence of P arrays of shape (n,)
         The target propensities; a sequence of contiguous float64 columns (e.g. zero-copy views
-        of Arrow columns) is read as it is, without forming an (n, P) block.
+        of Arrow columns) is read as it is, without forming an (n, P) block. With sampling
+        weights ``P`` may be 0 (an empty sequence): the pass then forms the reward statistics and
+        the weighted head only (the logging value).
     max_weight : float or None
         Clip level of the clipped statistics (None: they equal the raw ones).
     codes : numpy.ndarray of int, shape (n,), optional
@@ -1056,6 +1487,15 @@ def accumulate(
     block_rows : int, optional
         Largest number of rows per block (default :data:`BLOCK_ROWS` compiled,
         :data:`NUMPY_BLOCK_ROWS` with numpy); smaller blocks only change the rounding.
+    sampling_weight : numpy.ndarray, shape (n,), optional
+        The rows' sampling weights, already checked (finite, > 0): the same pass then also
+        accumulates the sampling-weighted statistics (``Moments.weighted``, :class:`Weighted`),
+        in the same blocks and merged by the same update, at the cost of a second set of
+        per-policy sums over the block while it is in cache.
+    plain : bool, default True
+        False (with ``sampling_weight`` and without ``codes``): skip the unweighted means and
+        co-moments, which are then NaN (the largest weights, clipped counts, reward statistics
+        and checks are still formed): the pass of an estimate that reads only the weighted ones.
 
     Returns
     -------
@@ -1064,14 +1504,19 @@ def accumulate(
     r = np.ascontiguousarray(reward, dtype=np.float64)
     p = np.ascontiguousarray(logging_propensity, dtype=np.float64)
     cols, mat, n, n_pol = _columns(target)
+    if not n_pol:  # no policies: the rows are the rewards'
+        n = int(r.shape[0])
     if codes is not None:
         codes = np.ascontiguousarray(codes, dtype=np.int64)
         n_groups = int(n_groups)
     g_count = n_groups if codes is not None else 1
-    acc = empty(n_pol, g_count)
+    plain = bool(plain) or sampling_weight is None or codes is not None
+    s = None if sampling_weight is None else np.ascontiguousarray(sampling_weight,
+                                                                   dtype=np.float64)
+    acc = empty(n_pol, g_count, weighted=s is not None)
     chk = np.array([1.0, np.inf, -np.inf, np.inf, -np.inf])
     tlo, thi = np.full(n_pol, np.inf), np.full(n_pol, -np.inf)
-    if n and n_pol:
+    if n and (n_pol or s is not None):  # no policies: the sampling-weighted head alone
         has_clip = max_weight is not None
         mw = float(max_weight) if has_clip else 1.0
         if backend() == "numba":
@@ -1080,40 +1525,48 @@ def accumulate(
 
             if mat is not None and not (mat.dtype == np.float64 and mat.flags.c_contiguous):
                 mat = np.ascontiguousarray(mat, dtype=np.float64)
-            typed = List.empty_list(_numba_column_type()) if cols is None else List(cols)
-            if cols is None:
+            typed = List.empty_list(_numba_column_type()) if not cols else List(cols)
+            if not cols:
                 typed.append(np.empty(0))
             m_arg = np.empty((0, n_pol)) if mat is None else mat
             hdr = np.column_stack([acc.shift, acc.r_exp, acc.r_mean, acc.r_m2])
             big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
             keys = np.array([big, small, big, small], dtype=np.int64)
             tlo_k, thi_k = np.full(n_pol, big, dtype=np.int64), np.full(n_pol, small, dtype=np.int64)
+            wt = acc.weighted if acc.weighted is not None else empty_weighted(n_pol, 0)
             fns["_nb_run"](
                 r, p, typed, m_arg, mat is not None,
                 codes if codes is not None else np.empty(0, dtype=np.int64), g_count, mw,
-                has_clip, int(block_rows or BLOCK_ROWS), acc.n, hdr, acc.w_exp, acc.mean,
+                has_clip, int(min(BLOCK_ROWS, block_rows or BLOCK_ROWS)), acc.n, hdr,
+                acc.w_exp, acc.mean,
                 acc.com, acc.max_w, acc.n_clipped, tlo_k, thi_k, keys,
+                np.empty(0) if s is None else s, wt.head, wt.mean, wt.com, wt.s_range, plain,
             )
             acc = Moments(acc.n, hdr[:, 0].copy(), hdr[:, 1].copy(), hdr[:, 2].copy(),
                           hdr[:, 3].copy(), acc.w_exp, acc.mean, acc.com, acc.max_w,
-                          acc.n_clipped)
+                          acc.n_clipped, acc.weighted)
             chk[1:] = _key_floats(keys)
             tlo, thi = _key_floats(tlo_k), _key_floats(thi_k)
         else:
             step = int(min(NUMPY_BLOCK_ROWS, block_rows or NUMPY_BLOCK_ROWS))
             for start in range(0, n, step):  # a loop over blocks, not rows
                 sl = slice(start, min(start + step, n))
-                t_block = (np.column_stack([c[sl] for c in cols]) if cols is not None
+                t_block = (np.column_stack([c[sl] for c in cols]) if cols
+                           else np.empty((sl.stop - sl.start, 0)) if cols is not None
                            else mat[sl])
                 with np.errstate(all="ignore"):
                     part = _np_block(
                         r[sl], p[sl], t_block, max_weight if has_clip else None, chk, tlo, thi,
                         None if codes is None else codes[sl], g_count,
+                        None if s is None else s[sl], plain,
                     )
                     acc = merge(acc, part)
-    finite = not (n and n_pol) or (
+    if not plain:  # not formed: NaN, so that nothing reads them as statistics
+        acc.mean[...] = np.nan
+        acc.com[...] = np.nan
+    finite = not (n and (n_pol or s is not None)) or (
         bool(chk[0] == 1.0) and math.isfinite(chk[1]) and math.isfinite(chk[2])
-        and _all_finite(acc)
+        and _all_finite(acc, plain=plain)
     )
     checks = Checks(finite, float(chk[1]), float(chk[2]), float(chk[3]), float(chk[4]), tlo,
                     thi)
@@ -1126,12 +1579,15 @@ def _key_floats(keys: np.ndarray) -> np.ndarray:
     return (k ^ ((k >> 63) & np.int64(0x7FFFFFFFFFFFFFFF))).view(np.float64)
 
 
-def _all_finite(m: Moments) -> bool:
+def _all_finite(m: Moments, *, plain: bool = True) -> bool:
     with np.errstate(invalid="ignore"):
         return bool(
-            np.isfinite(m.mean).all() and np.isfinite(m.com).all()
+            (not plain or (np.isfinite(m.mean).all() and np.isfinite(m.com).all()))
             and np.isfinite(m.r_mean).all() and np.isfinite(m.r_m2).all()
             and np.isfinite(m.shift).all()
+            and (m.weighted is None or (np.isfinite(m.weighted.head).all()
+                                        and np.isfinite(m.weighted.mean).all()
+                                        and np.isfinite(m.weighted.com).all()))
         )
 
 

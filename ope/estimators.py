@@ -57,8 +57,11 @@ same values as repeating each row ``s_i`` times; the standard errors differ (the
 would count as ``sum s`` independent rows). Unit weights give the unweighted numbers. The
 bounded intervals (hoeffding, bernstein, bottou, empirical likelihood, betting) are for
 unweighted means of i.i.d. rows and refuse weighted rows with an error naming the weight
-column. Merged statistics (:class:`ope.streaming.MomentStats` over batches, lazy scans, Dask)
-carry the weighted ones (:class:`ope.moments.WeightedMoments`) and give the same numbers.
+column. IPS, SNIPS, clipped IPS and the logging value read the weighted sums and co-moments
+that the moment kernel accumulates in its one pass (:class:`ope.moments.WeightedMoments`), for
+eager estimates, :func:`estimate_weighted_many` (several estimators, one pass), segments (one
+grouped pass) and merged statistics (:class:`ope.streaming.MomentStats` over batches, lazy scans,
+Dask), which all give the same numbers.
 
 Estimator names for strings (``ope.evaluate(..., estimators=("ips", "snips"))``):
 ``dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros``; see :func:`get_estimator`.
@@ -118,10 +121,12 @@ from ope.moments import (
     DEFAULT_CHUNK_SIZE,
     CenteredMoments,
     Checks,
+    WeightedMoments,
     WeightSummary,
     centered_moments,
     component_moments,
     ratio,
+    weighted_moments,
 )
 from ope.results import Estimate, IntervalRequest, RowSource, Source, make_estimate
 from ope.weights import check_sampling_weight, sampling_weight_note
@@ -136,9 +141,13 @@ __all__ = [
     "SwitchDR",
     "DRos",
     "ESTIMATORS",
+    "LoggingValue",
     "get_estimator",
     "estimator_settings",
     "estimate_many",
+    "estimate_weighted_many",
+    "weighted_estimates",
+    "weighted_estimates_from_moments",
     "logging_value",
     "check_after_pass",
     "pair_arrays",
@@ -233,8 +242,8 @@ def _validate(
             f"error; got {n}."
         )
     s = None
-    if sampling_weight is not None:
-        s = check_sampling_weight(sampling_weight, n, name=weight_name)
+    if sampling_weight is not None:  # deferred: the values are checked after the kernel's pass
+        s = check_sampling_weight(sampling_weight, n, name=weight_name, values=not deferred)
     p = t = None
     n_pol: int | None = None
     if estimator.uses_weights:
@@ -947,10 +956,18 @@ class WeightingEstimator(Estimator):
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         rewards_checked: bool = False,
     ) -> list[Estimate]:
-        if data.sampling_weight is not None:
-            return self._run_weighted(
-                data, chunk_size=chunk_size, rewards_checked=rewards_checked
+        if data.sampling_weight is not None:  # the kernel's sampling-weighted statistics
+            p, t = data.logging_propensity, data.target_propensity
+            if not self.uses_weights:  # the logging value: a pass with no policy at all
+                p, t = data.sampling_weight, []
+            assert p is not None and t is not None
+            (out,) = _weighted_pass(
+                [self], data.reward, p, t, data.sampling_weight, labels=data.names,
+                reward_range=data.reward_range, weight_name=data.weight_name,
+                rewards_checked=rewards_checked, chunk_size=chunk_size,
+                logging=not self.uses_weights,
             )
+            return out
         if self.uses_weights:
             assert data.logging_propensity is not None and data.target_propensity is not None
             p, t = data.logging_propensity, data.target_propensity
@@ -1167,6 +1184,127 @@ def estimates_from_moments(
                 source=source(j),
             )
         )
+    return out
+
+
+def weighted_estimates_from_moments(
+    estimator: WeightingEstimator,
+    moments: WeightedMoments,
+    *,
+    names: Sequence[str | None],
+    source: Callable[[int], Source],
+    reward_range: tuple[float, float] | None = None,
+    weight_name: str = "sampling_weight",
+) -> list[Estimate]:
+    """:func:`estimates_from_moments` of sampling-weighted rows: one Estimate per policy of the
+    Horvitz-Thompson (Hajek) estimate and its linearized standard error (see the module notes),
+    from the kernel's weighted statistics (:class:`ope.moments.WeightedMoments`).
+
+    The one place a weighted weighting estimate is formed, for the eager estimators,
+    :func:`estimate_many`, :func:`estimate_weighted_many` and the merged statistics of
+    :class:`ope.streaming.MomentStats`; ``source(j)`` gives what policy ``j``'s estimate keeps
+    for its intervals.
+    """
+    n = moments.n
+    kind = estimator.name if estimator.uses_weights else "logging"
+    clipped = estimator.clip_level is not None
+    origin = estimator.reward_origin(reward_range)
+    note = sampling_weight_note(weight_name, moments.sum_weights(), n)
+    ess_s = moments.weight_summary(0, clipped=False).reference
+    out = []
+    for j, label in enumerate(names):  # loop over policies, not rows
+        value, sd = moments.estimate(kind, j, origin=origin)
+        se = sd / math.sqrt(n)
+        summary = moments.weight_summary(j, clipped=clipped) if estimator.uses_weights else None
+        notes = weight_notes(estimator, n, summary, label, std_error=se)  # raises on zero weights
+        n_clipped = int(moments.n_clipped[j]) if clipped else 0
+        if n_clipped:
+            notes.append(weighted_target_note(estimator, n_clipped, n, reward_range))
+        notes.append(note)
+        out.append(make_estimate(
+            estimator=estimator.name, value=value, std_error=se, n=n,
+            ess=float(ess_s if summary is None else summary.ess), notes=tuple(notes),
+            policy=label, source=source(j),
+        ))
+    return out
+
+
+def _weighted_pass(
+    estimators: Sequence[WeightingEstimator],
+    reward: np.ndarray,
+    logging_propensity: np.ndarray,
+    target: np.ndarray | Sequence[np.ndarray],
+    sampling_weight: np.ndarray,
+    *,
+    labels: Sequence[str | None],
+    reward_range: tuple[float, float] | None,
+    weight_name: str,
+    rewards_checked: bool,
+    chunk_size: int,
+    logging: bool = False,
+) -> list[list[Estimate]]:
+    """The weighted estimates of ``estimators`` (one clip level at most) from one kernel pass.
+
+    ``reward``, ``logging_propensity`` and ``target`` ((n, P) or P columns) are shaped but not
+    yet value-checked (the pass's checks are, as for unweighted rows); ``sampling_weight`` is
+    checked after the pass, from the range it saw. Each estimate is backed by the rows
+    (bootstrap, paired comparisons)."""
+    levels = {e.clip_level for e in estimators if e.clip_level is not None}
+    assert len(levels) <= 1
+    mw = levels.pop() if levels else None
+    s = sampling_weight
+    # only the weighted statistics are read (and the pass's checks): plain=False
+    cm, wm = weighted_moments(reward, logging_propensity, target, s, max_weight=mw,
+                              chunk_size=chunk_size, plain=False)
+    assert cm.checks is not None
+    if not (wm.s_min > 0.0 and math.isfinite(wm.s_max) and cm.checks.finite):
+        check_sampling_weight(s, s.shape[0], name=weight_name)  # raises on a bad weight
+    check_after_pass(cm.checks, reward, None if logging else logging_propensity, target,
+                     reward_range, rewards_checked=rewards_checked)
+    return weighted_estimates(
+        estimators, wm, reward=reward, logging_propensity=logging_propensity, target=target,
+        sampling_weight=s, labels=labels, reward_range=reward_range, weight_name=weight_name,
+    )
+
+
+def weighted_estimates(
+    estimators: Sequence[WeightingEstimator],
+    moments: WeightedMoments,
+    *,
+    reward: np.ndarray,
+    logging_propensity: np.ndarray,
+    target: np.ndarray | Sequence[np.ndarray],
+    sampling_weight: np.ndarray,
+    labels: Sequence[str | None],
+    reward_range: tuple[float, float] | None,
+    weight_name: str = "sampling_weight",
+) -> list[list[Estimate]]:
+    """Per estimator, the weighted estimates of every policy from the kernel's statistics
+    ``moments`` of these (already checked) rows, each backed by the rows for its bootstrap:
+    the step after the pass of :func:`estimate_weighted_many` and of a grouped pass (one call
+    per group, with the group's rows)."""
+    wm, s = moments, sampling_weight
+    cols = target if isinstance(target, (list, tuple)) else None
+    out = []
+    for est in estimators:  # loop over estimators
+        clip = est.clip_level is not None
+        rows_of_logging = not est.uses_weights  # the logging value: the rewards alone
+
+        def source(j: int, est: WeightingEstimator = est, clip: bool = clip,
+                   alone: bool = rows_of_logging) -> Source:
+            column = None
+            if not alone:
+                column = cols[j] if cols is not None else target[:, j]  # type: ignore[call-overload]
+            return EstimatorRows(
+                est, reward, None if alone else logging_propensity, column, None, None,
+                reward_range, sampling_weight=s, weight_name=weight_name,
+                clipped_rows=int(wm.n_clipped[j]) if clip else 0,
+            )
+
+        out.append(weighted_estimates_from_moments(
+            est, wm, names=(None,) if rows_of_logging else labels, source=source,
+            reward_range=reward_range, weight_name=weight_name,
+        ))
     return out
 
 
@@ -1929,6 +2067,114 @@ def get_estimator(
             f"get_estimator({key!r}, {missing[0]}=10.0)."
         )
     return ESTIMATORS[key](**given)
+
+
+def estimate_weighted_many(
+    estimators: Sequence[Estimator | str],
+    *,
+    reward: npt.ArrayLike,
+    logging_propensity: npt.ArrayLike,
+    target_propensity: npt.ArrayLike | Sequence[np.ndarray],
+    sampling_weight: npt.ArrayLike,
+    weight_name: str = "sampling_weight",
+    reward_range: Sequence[float] | None = None,
+    names: Sequence[str] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    rewards_checked: bool = False,
+) -> list[list[Estimate]]:
+    """Several weighting estimators of sampling-weighted rows from one pass of the kernel.
+
+    The estimates equal ``estimate_many(est, ..., sampling_weight=...)`` of each estimator (the
+    Horvitz-Thompson forms of the module notes), but IPS, SNIPS and clipped IPS share one read
+    of the rows (one per distinct clip level).
+
+    Parameters
+    ----------
+    estimators : sequence of estimator objects or str
+        Weighting estimators: ``IPS``, ``SNIPS``, ``ClippedIPS`` (or their names; clipped IPS
+        needs an object) and ``LoggingValue`` (whose one estimate, of the logging policy, is
+        read off the same pass).
+    reward, logging_propensity : array_like, shape (n,)
+    target_propensity : array_like of shape (n, P), or a sequence of P arrays of shape (n,)
+        The candidates' propensities; columns (e.g. zero-copy views of a log's columns) are
+        read as they are, without forming an (n, P) matrix.
+    sampling_weight : array_like, shape (n,)
+        The rows' sampling weights (finite, > 0).
+    weight_name : str, default "sampling_weight"
+        What messages and notes call the sampling weights.
+    reward_range, names, chunk_size, rewards_checked
+        As for :func:`estimate_many`.
+
+    Returns
+    -------
+    list of list of Estimate
+        Per estimator, one Estimate per policy (one for the logging value), each backed by the
+        rows (bootstrap).
+
+    Raises
+    ------
+    ope.ParameterError
+        An estimator that is not a weighting one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.estimators import estimate_weighted_many
+    >>> ips, snips = estimate_weighted_many(
+    ...     ["ips", "snips"], reward=[1.0, 0.0, 1.0, 1.0], logging_propensity=[0.5, 0.5, 0.25, 0.5],
+    ...     target_propensity=[[1.0], [1.0], [0.25], [0.0]], sampling_weight=[1.0, 2.0, 1.0, 4.0])
+    >>> round(ips[0].value, 12), round(snips[0].value, 12)   # 3 / 8 and 3 / 7
+    (0.375, 0.428571428571)
+    """
+    ests = [get_estimator(e) if isinstance(e, str) else e for e in estimators]
+    bad = [e for e in ests if not isinstance(e, WeightingEstimator)]
+    if bad:
+        raise ParameterError(
+            f"estimate_weighted_many takes weighting estimators (IPS, SNIPS, ClippedIPS, "
+            f"LoggingValue); got {bad[0]!r}. Use estimate_many(..., sampling_weight=...) for the "
+            "others."
+        )
+    columns = isinstance(target_propensity, (list, tuple)) and len(target_propensity) > 0 and all(
+        isinstance(c, np.ndarray) and c.ndim == 1 for c in target_propensity
+    )
+    data = _validate(
+        next((e for e in ests if e.uses_weights), IPS()), reward=reward,  # type: ignore[arg-type]
+        logging_propensity=logging_propensity,
+        target_propensity=target_propensity[0] if columns else target_propensity,
+        q_logged=None, q_target=None, reward_range=reward_range,
+        names=None, rewards_checked=rewards_checked, deferred=True,
+        sampling_weight=sampling_weight, weight_name=weight_name,
+    )
+    assert data.logging_propensity is not None and data.sampling_weight is not None
+    target: np.ndarray | list[np.ndarray]
+    if columns:
+        target = [as_float_array(c, "target_propensity", ndim=(1,)) for c in target_propensity]
+        if any(c.shape[0] != data.n for c in target):
+            raise ValidationError(
+                f"every target_propensity column must have as many rows as `reward` ({data.n})."
+            )
+    else:
+        assert data.target_propensity is not None
+        target = data.target_propensity
+    n_pol = len(target) if columns else target.shape[1]  # type: ignore[union-attr]
+    labels = policy_labels(names, n_pol)
+    out: dict[int, list[Estimate]] = {}
+    by_level: dict[float | None, list[int]] = {}
+    for i, est in enumerate(ests):  # loop over estimators: one pass per clip level
+        by_level.setdefault(est.clip_level, []).append(i)  # type: ignore[union-attr]
+    clipped = [lv for lv in by_level if lv is not None]
+    if clipped and None in by_level:  # the unclipped ones ride on a clipped pass
+        by_level[clipped[0]] += by_level.pop(None)
+    for idx in by_level.values():
+        group = [ests[i] for i in idx]
+        for i, res in zip(idx, _weighted_pass(
+            group, data.reward, data.logging_propensity, target,  # type: ignore[arg-type]
+            data.sampling_weight,
+            labels=labels, reward_range=data.reward_range, weight_name=weight_name,
+            rewards_checked=rewards_checked, chunk_size=chunk_size,
+        )):
+            out[i] = res
+    return [out[i] for i in range(len(ests))]
 
 
 def estimate_many(

@@ -50,7 +50,9 @@ from ope.context import action_feature_matrix, context_matrix, feature_labels
 from ope.estimators import (
     ESTIMATORS,
     Estimator,
+    LoggingValue,
     estimate_many,
+    estimate_weighted_many,
     estimator_settings,
     get_estimator,
     logging_value,
@@ -990,6 +992,7 @@ def _row_estimates(
     q_logged: np.ndarray | None = None,
     q_target: np.ndarray | None = None,
     sampling_weight: np.ndarray | None = None,
+    logging_out: list[Estimate] | None = None,
 ) -> tuple[dict[tuple[str, str], Estimate], Any]:
     """Every estimate of the candidates ``names`` on these rows, and the pass's statistics.
 
@@ -999,7 +1002,8 @@ def _row_estimates(
     ``target`` is the (n, P) matrix or the P columns (zero-copy views of the log's columns).
     Returns ``(estimates, MomentStats or None)``. With ``sampling_weight`` every estimator runs
     its Horvitz-Thompson weighted form (``estimate_many(..., sampling_weight=...)``) and no
-    moment statistics are formed.
+    moment statistics are formed; the weighted logging value then comes from the same pass,
+    appended to ``logging_out`` when it is given.
     """
     from ope.streaming import MomentStats
 
@@ -1012,8 +1016,24 @@ def _row_estimates(
             reward, propensity, target, max_weight=clip_level(resolved), names=names
         )
     out: dict[tuple[str, str], Estimate] = {}
+    one_pass = [(k, e) for k, e in resolved if k in STREAMING_ESTIMATORS]
+    weighted: dict[str, list[Estimate]] = {}
+    if sampling_weight is not None and one_pass:  # one kernel pass for IPS, SNIPS, clipped IPS
+        with_logging = logging_out is not None  # and the logging value
+        found = estimate_weighted_many(
+            [e for _, e in one_pass] + ([LoggingValue()] if with_logging else []),
+            reward=reward, logging_propensity=propensity,
+            target_propensity=target, sampling_weight=sampling_weight,
+            weight_name=settings.weight_column or "sampling_weight", reward_range=rr,
+            names=names, rewards_checked=True,
+        )
+        if logging_out is not None:
+            logging_out.extend(found.pop())
+        weighted = dict(zip([k for k, _ in one_pass], found))
     for key, est in resolved:  # loop over estimators
-        if stats is not None and key in STREAMING_ESTIMATORS:
+        if key in weighted:
+            results = weighted[key]
+        elif stats is not None and key in STREAMING_ESTIMATORS:
             results = stats.with_rows(
                 stats.estimates(est, reward_range=rr, confidence_level=settings.confidence_level),
                 reward=reward,
@@ -1372,15 +1392,18 @@ def _eager_run(
         q_logged, q_target, model_columns, model_notes = _model_predictions(
             logs, tp.distributions, tp.names, **model
         )
+    logging_out: list[Estimate] = []
     estimates, stats = _row_estimates(
-        resolved, settings, reward, propensity, target, names, q_logged, q_target, weight
+        resolved, settings, reward, propensity, target, names, q_logged, q_target, weight,
+        logging_out=logging_out,
     )
     for name, changed in factored.items():  # loop over factored candidates
         p_c, t_c = _factored_arrays(logs, changed)
         estimates.update(_row_estimates(
             resolved, settings, reward, p_c, t_c[:, None], [name], sampling_weight=weight
         )[0])
-    base = _logging_estimate(stats, reward, settings, weight)
+    base = (logging_out[0] if logging_out
+            else _logging_estimate(stats, reward, settings, weight))
     return _EagerRun(
         names=list(names), target=target, factored=factored, rows_ignored=rows_ignored,
         reward=reward, propensity=propensity, sampling_weight=weight, estimates=estimates,
@@ -1475,7 +1498,8 @@ def _segment_estimates(
     segment, as ``evaluate`` on those rows would) run per segment (a loop over segments).
     """
     from ope.diagnostics.segments import segment_codes
-    from ope.moments import grouped_moments
+    from ope.estimators import weighted_estimates
+    from ope.moments import grouped_moments, grouped_weighted_moments
     from ope.streaming import MomentStats
 
     weighting = [(k, e) for k, e in resolved if k in STREAMING_ESTIMATORS]
@@ -1490,10 +1514,15 @@ def _segment_estimates(
         counts = np.bincount(seg.codes, minlength=seg.size)
         order = np.argsort(seg.codes, kind="stable")  # rows of each segment, in log order
         bounds = np.concatenate(([0], np.cumsum(counts)))
-        groups = None
+        groups = wgroups = None
         if weighting and run.names and run.sampling_weight is None:
             groups, _ = grouped_moments(
                 run.reward, run.propensity, run.target, seg.codes, seg.size, max_weight=mw
+            )
+        elif weighting and run.names:  # one grouped pass of the weighted statistics
+            wgroups, _ = grouped_weighted_moments(
+                run.reward, run.propensity, run.target, run.sampling_weight, seg.codes,
+                seg.size, max_weight=mw,
             )
         for g, label in enumerate(seg.labels):  # loop over segments, not rows
             if counts[g] < MIN_ROWS:
@@ -1503,11 +1532,17 @@ def _segment_estimates(
             r_g, p_g = run.reward[idx], run.propensity[idx]
             found: dict[tuple[str, str], Estimate] = {}
             s_g = None if run.sampling_weight is None else run.sampling_weight[idx]
-            if s_g is not None and weighting and run.names:
+            if wgroups is not None and s_g is not None:
                 t_g = ([c[idx] for c in run.target] if isinstance(run.target, (list, tuple))
                        else run.target[idx])
-                found.update(_row_estimates(weighting, settings, r_g, p_g, t_g, run.names,
-                                            sampling_weight=s_g)[0])
+                wm_g = wgroups[g]
+                assert wm_g is not None
+                for (key, _), results in zip(weighting, weighted_estimates(
+                    [e for _, e in weighting], wm_g, reward=r_g, logging_propensity=p_g,
+                    target=t_g, sampling_weight=s_g, labels=run.names, reward_range=rr,
+                    weight_name=settings.weight_column or "sampling_weight",
+                )):
+                    found.update({(p, key): res for p, res in zip(run.names, results)})
             if groups is not None:
                 t_g = ([c[idx] for c in run.target] if isinstance(run.target, (list, tuple))
                        else run.target[idx])

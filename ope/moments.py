@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from ope._kernel import Checks, Moments, accumulate
+from ope._kernel import N_COMOMENTS, Checks, Moments, accumulate
 from ope._kernel import empty as empty_moments
 from ope._kernel import merge as merge_moments
 from ope._thresholds import kish_ess
@@ -37,6 +37,8 @@ __all__ = [
     "ComponentMoments",
     "WeightedMoments",
     "grouped_moments",
+    "grouped_weighted_moments",
+    "weighted_moments",
     "WeightSummary",
     "centered_moments",
     "component_moments",
@@ -480,6 +482,60 @@ def grouped_moments(
     return groups, CenteredMoments(overall.raw, checks)
 
 
+def weighted_moments(
+    reward: np.ndarray,
+    logging_propensity: np.ndarray,
+    target_propensity: np.ndarray | Sequence[np.ndarray],
+    sampling_weight: np.ndarray,
+    *,
+    max_weight: float | None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    plain: bool = True,
+) -> tuple[CenteredMoments, WeightedMoments]:
+    """The unweighted and the sampling-weighted statistics of the rows, from one kernel pass.
+
+    ``sampling_weight`` (n,) must be checked already (finite, > 0); the other arrays are those
+    of :func:`centered_moments`, not yet checked: the first result's ``checks`` say what the
+    pass saw. The unweighted statistics are about the mean reward, the weighted ones about the
+    kernel's shift (the estimates do not depend on it). ``plain=False`` skips the unweighted
+    means and co-moments (NaN then; the checks, largest weights and clipped counts remain).
+    """
+    size = check_positive_int(chunk_size, "chunk_size")
+    moments, checks = accumulate(
+        reward, logging_propensity, target_propensity, max_weight=max_weight, block_rows=size,
+        sampling_weight=sampling_weight, plain=plain,
+    )
+    weighted = WeightedMoments.from_kernel(moments)
+    plain = Moments(*(getattr(moments, f) for f in (
+        "n", "shift", "r_exp", "r_mean", "r_m2", "w_exp", "mean", "com", "max_w", "n_clipped")))
+    mom = CenteredMoments(plain, checks)
+    return (mom.about_mean() if checks.finite else mom), weighted
+
+
+def grouped_weighted_moments(
+    reward: np.ndarray,
+    logging_propensity: np.ndarray,
+    target_propensity: np.ndarray | Sequence[np.ndarray],
+    sampling_weight: np.ndarray,
+    codes: np.ndarray,
+    n_groups: int,
+    *,
+    max_weight: float | None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> tuple[list[WeightedMoments | None], Checks]:
+    """The sampling-weighted statistics of each group (an int code in ``[0, n_groups)`` per
+    row; None for a group without rows) from one grouped pass of the kernel, and the pass's
+    checks. ``sampling_weight`` must be checked already."""
+    size = check_positive_int(chunk_size, "chunk_size")
+    moments, checks = accumulate(
+        reward, logging_propensity, target_propensity, max_weight=max_weight, block_rows=size,
+        codes=codes, n_groups=n_groups, sampling_weight=sampling_weight,
+    )
+    groups = [WeightedMoments.from_kernel(moments, g) if moments.n[g] > 0 else None
+              for g in range(n_groups)]  # a loop over groups, not rows
+    return groups, checks
+
+
 # --------------------------------------------------------------------------------------------
 # the component kernel of the model-based estimators (DM and the doubly robust family)
 # --------------------------------------------------------------------------------------------
@@ -565,6 +621,19 @@ def component_moments(
 #: s wc (r - c), s wc`` (``w`` the raw, ``wc`` the clipped weight, ``c`` the reward shift).
 N_WEIGHTED: Final = 6
 
+#: The co-moments of :class:`WeightedMoments` the kernel accumulates (all that the estimates and
+#: the weight summaries read): within ``(s, s (r - c))``, within ``(s, s w (r - c), s w)`` and
+#: within ``(s, s wc (r - c), s wc)``. The others (e.g. raw with clipped) are NaN.
+_ACCUMULATED: Final = np.zeros((N_WEIGHTED, N_WEIGHTED, 1), dtype=bool)
+for _block in ((0, 1), (0, 2, 3), (0, 4, 5)):
+    _ACCUMULATED[np.ix_(_block, _block, (0,))] = True
+del _block
+
+
+def _masked(com: np.ndarray) -> np.ndarray:
+    """``com`` with the entries the kernel does not accumulate set to NaN."""
+    return np.where(_ACCUMULATED, com, np.nan)
+
 
 @dataclass(frozen=True, eq=False)
 class WeightedMoments:
@@ -586,7 +655,9 @@ class WeightedMoments:
     shift : float
         The reward shift ``c``.
     mean, com : numpy.ndarray
-        (6, P) means and (6, 6, P) centred sums of products of the components.
+        (6, P) means and (6, 6, P) centred sums of products of the components; the products
+        the estimates never read (raw with clipped components, ``s (r - c)`` with a policy's)
+        are not accumulated and are NaN.
     max_w, n_clipped : numpy.ndarray
         (P,) largest raw weight and rows whose weight exceeds ``max_weight``.
     s_min, s_max : float
@@ -633,42 +704,42 @@ class WeightedMoments:
         chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> WeightedMoments:
         """Statistics of validated float64 rows: rewards (n,), importance weights (n, P)
-        and sampling weights (n,); one pass over blocks, merged pairwise."""
+        and sampling weights (n,); one pass of the moment kernel (the weights are read as
+        targets over logging propensities of 1)."""
         n = int(reward.shape[0])
-        n_pol = int(weight.shape[1])
-        shift = float(np.mean(reward[: min(n, chunk_size)])) if n else 0.0
-        total: WeightedMoments | None = None
-        for sl in chunks(max(n, 1), chunk_size):  # loop over blocks, not rows
-            if n == 0:
-                break
-            r = reward[sl] - shift
-            s = sampling_weight[sl]
-            w = weight[sl]
-            wc = w if max_weight is None else np.minimum(w, max_weight)
-            sw, swc = s[:, None] * w, s[:, None] * wc
-            c = r.shape[0]
-            u = np.empty((c, N_WEIGHTED, n_pol))
-            u[:, 0] = s[:, None]
-            u[:, 1] = (s * r)[:, None]
-            u[:, 2] = sw * r[:, None]
-            u[:, 3] = sw
-            u[:, 4] = swc * r[:, None]
-            u[:, 5] = swc
-            m = u.mean(axis=0)
-            d = np.ascontiguousarray((u - m).transpose(2, 1, 0))  # (P, 6, c)
-            com = np.matmul(d, d.transpose(0, 2, 1)).transpose(1, 2, 0)  # BLAS, (6, 6, P)
-            part = cls(
-                c, shift, m, com, w.max(axis=0),
-                (np.count_nonzero(w > max_weight, axis=0) if max_weight is not None
-                 else np.zeros(n_pol, dtype=np.int64)).astype(np.float64),
-                float(s.min()), float(s.max()),
-            )
-            total = part if total is None else total.merge(part)
-        if total is None:
-            return cls(0, shift, np.zeros((N_WEIGHTED, n_pol)),
-                       np.zeros((N_WEIGHTED, N_WEIGHTED, n_pol)), np.full(n_pol, -np.inf),
-                       np.zeros(n_pol))
-        return total
+        moments, _ = accumulate(
+            reward, np.ones(n), weight, max_weight=max_weight, sampling_weight=sampling_weight,
+            block_rows=check_positive_int(chunk_size, "chunk_size"),
+        )
+        return cls.from_kernel(moments)
+
+    @classmethod
+    def from_kernel(cls, moments: Moments, group: int = 0) -> WeightedMoments:
+        """The statistics of group ``group`` of a kernel pass given sampling weights
+        (:class:`ope._kernel.Weighted`, laid out as the six components)."""
+        wt = moments.weighted
+        assert wt is not None, "the kernel pass had no sampling weights"
+        g = group
+        p0 = int(moments.mean.shape[-1])
+        n_pol = max(p0, 1)  # a pass without policies (the logging value): one of zero weights
+        h = wt.head[g]
+        mean = np.zeros((N_WEIGHTED, n_pol))
+        mean[0], mean[1] = h[0], h[1]
+        com = np.full((N_WEIGHTED, N_WEIGHTED, n_pol), np.nan)
+        pairs = [((0, 0), h[2]), ((0, 1), h[3]), ((1, 1), h[4])]
+        for k, (a, b) in enumerate(((2, 3), (4, 5))):  # raw, then clipped components
+            c = wt.com[g, k] if p0 else np.zeros((N_COMOMENTS, 1))
+            pairs += [((a, a), c[0]), ((a, b), c[1]), ((b, b), c[2]), ((0, a), c[3]),
+                      ((0, b), c[4])]
+            if p0:
+                mean[a:b + 1] = wt.mean[g, k]
+        for (a, b), v in pairs:  # a loop over the 13 accumulated entries
+            com[a, b] = com[b, a] = v
+        n = int(moments.n[g])
+        lo, hi = (float(x) for x in wt.s_range[g])
+        max_w = moments.max_w[g].copy() if p0 else np.full(1, -np.inf)
+        n_clipped = moments.n_clipped[g].copy() if p0 else np.zeros(1)
+        return cls(n, float(moments.shift[g]), mean, com, max_w, n_clipped, lo, hi)
 
     def shifted(self, shift: float) -> WeightedMoments:
         """The same statistics about another reward shift (``u -> T u``, exact algebra)."""
@@ -678,9 +749,10 @@ class WeightedMoments:
         t = np.eye(N_WEIGHTED)
         t[1, 0] = t[2, 3] = t[4, 5] = d
         mean = np.einsum("kl,lp->kp", t, self.mean)
-        com = np.einsum("ka,abp,lb->klp", t, self.com, t)
-        return WeightedMoments(self.n, float(shift), mean, com, self.max_w, self.n_clipped,
-                               self.s_min, self.s_max)
+        # T keeps the accumulated entries among themselves (each needs only accumulated ones)
+        com = np.einsum("ka,abp,lb->klp", t, np.where(_ACCUMULATED, self.com, 0.0), t)
+        return WeightedMoments(self.n, float(shift), mean, _masked(com), self.max_w,
+                               self.n_clipped, self.s_min, self.s_max)
 
     def merge(self, other: WeightedMoments) -> WeightedMoments:
         """Statistics of the union of two disjoint sets of rows."""
@@ -693,7 +765,7 @@ class WeightedMoments:
         delta = b.mean - self.mean
         mean = self.mean + delta * (b.n / n)
         com = self.com + b.com + np.einsum("kp,lp->klp", delta, delta) * (self.n * b.n / n)
-        return WeightedMoments(n, self.shift, mean, com, np.maximum(self.max_w, b.max_w),
+        return WeightedMoments(n, self.shift, mean, _masked(com), np.maximum(self.max_w, b.max_w),
                                self.n_clipped + b.n_clipped, min(self.s_min, b.s_min),
                                max(self.s_max, b.s_max))
 
@@ -713,7 +785,8 @@ class WeightedMoments:
         (``sum s r / sum s``). The deviation is ``sqrt(grad' C grad / (n - 1))`` for the
         gradient of the ratio at the means: the delta method, as for the eager rows.
         """
-        m, c = self.mean[:, j], self.com[:, :, j]
+        m = self.mean[:, j]
+        c = np.where(_ACCUMULATED[:, :, 0], self.com[:, :, j], 0.0)  # g is 0 elsewhere
         k = self.shift - origin  # r - origin = (r - shift) + k
         g = np.zeros(N_WEIGHTED)
         if kind == "ips":  # origin 0: sum s w r / sum s = (u2 + shift u3) / u0

@@ -61,15 +61,20 @@ from ope.estimators import (
     get_estimator,
     moment_interval,
     policy_labels,
-    weight_notes,
+    weighted_estimates_from_moments,
     weighted_refusal,
-    weighted_target_note,
 )
 from ope.exceptions import EstimationError, ParameterError, ValidationError
 from ope.intervals._types import BottouInterval, ConfidenceInterval
-from ope.moments import DEFAULT_CHUNK_SIZE, CenteredMoments, WeightedMoments, centered_moments
-from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, IntervalRequest, Source, make_estimate
-from ope.weights import check_sampling_weight, moment_sums, sampling_weight_note
+from ope.moments import (
+    DEFAULT_CHUNK_SIZE,
+    CenteredMoments,
+    WeightedMoments,
+    centered_moments,
+    weighted_moments,
+)
+from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, IntervalRequest, Source
+from ope.weights import check_sampling_weight, moment_sums
 
 __all__ = ["MomentStats"]
 
@@ -274,21 +279,19 @@ class MomentStats:
             )
         labels = None if names is None else policy_labels(names, n_pol)
         n = int(r.shape[0])
-        centered = centered_moments(r, p, t_arg, max_weight=mw, chunk_size=chunk_size)
+        weighted = None
+        if sampling_weight is None:
+            centered = centered_moments(r, p, t_arg, max_weight=mw, chunk_size=chunk_size)
+        else:  # one pass: the unweighted and the sampling-weighted statistics
+            sw = check_sampling_weight(sampling_weight, n, name=weight_name)
+            centered, weighted = weighted_moments(r, p, t_arg, sw, max_weight=mw,
+                                                  chunk_size=chunk_size)
         checks = centered.checks
         assert checks is not None
         # one pass both computes the statistics and sees the ranges: the validators run only
         # when something is out of range (and then report the column and row)
         check_after_pass(checks, r, p, t_arg, None)
         low, high = (checks.r_min, checks.r_max) if n else (math.inf, -math.inf)
-        weighted = None
-        if sampling_weight is not None:
-            sw = check_sampling_weight(sampling_weight, n, name=weight_name)
-            t2 = np.column_stack(t_arg) if isinstance(t_arg, list) else t_arg
-            w = t2.astype(np.float64, copy=False) / p.astype(np.float64, copy=False)[:, None]
-            weighted = WeightedMoments.from_arrays(
-                r.astype(np.float64, copy=False), w, sw, max_weight=mw, chunk_size=chunk_size
-            )
         return cls(n=n, min_r=low, max_r=high, centered=centered, max_weight=mw, names=labels,
                    weighted=weighted, weight_name=weight_name)
 
@@ -620,32 +623,16 @@ class MomentStats:
         :class:`ope.moments.WeightedMoments`: the eager weighted numbers to rounding."""
         wm = self.weighted
         assert wm is not None
-        n = self.n
-        kind = est.name if est.uses_weights else "logging"
         clipped = est.clip_level is not None
-        origin = est.reward_origin(rr)
         labels = self.names if self.names is not None else (None,) * self.n_policies
         if not est.uses_weights:
             labels = (None,)
-        note = sampling_weight_note(self.weight_name, wm.sum_weights(), n)
-        ess_s = wm.weight_summary(0, clipped=False).reference
-        out = []
-        for j, label in enumerate(labels):  # loop over policies, not rows
-            value, sd = wm.estimate(kind, j, origin=origin)
-            se = sd / math.sqrt(n)
-            summary = wm.weight_summary(j, clipped=clipped) if est.uses_weights else None
-            notes = weight_notes(est, n, summary, label, std_error=se)
-            binds = clipped and bool(wm.n_clipped[j] > 0)
-            if binds:
-                notes.append(weighted_target_note(est, int(wm.n_clipped[j]), n, rr))
-            notes.append(note)
-            out.append(make_estimate(
-                estimator=est.name, value=value, std_error=se, n=n,
-                ess=float(ess_s if summary is None else summary.ess),
-                notes=tuple(notes), policy=label,
-                source=_WeightedMomentSource(est, self.weight_name, binds, rr),
-            ))
-        return out
+        return weighted_estimates_from_moments(
+            est, wm, names=labels, reward_range=rr, weight_name=self.weight_name,
+            source=lambda j: _WeightedMomentSource(
+                est, self.weight_name, clipped and bool(wm.n_clipped[j] > 0), rr
+            ),
+        )
 
     def _checked(self, reward_range: Sequence[float] | None) -> tuple[float, float] | None:
         """Refuse fewer than 2 rows; validate ``reward_range`` against the rewards seen."""

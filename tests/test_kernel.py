@@ -282,3 +282,174 @@ def test_a_read_only_install_runs_without_a_writable_cache(tmp_path):
     where, value = out.stdout.split()[-2:]
     assert where.startswith(str(archive))
     assert float(value) == pytest.approx(2.0 / 3.0)
+
+
+# ---------------------------------------------------------------- sampling weights
+def _weighted_data(n=20_000, n_pol=4, seed=3):
+    r, p, t = _data(n, n_pol, seed)
+    s = 1.0 / (1.0 - np.random.default_rng(seed + 1).uniform(0.0, 0.9, n))
+    return r, p, t, s
+
+
+def _direct_weighted(r, p, t, s, max_weight, shift):
+    """The kernel's sampling-weighted statistics by plain numpy, about ``shift``: the head
+    (means of s and s (r - shift), centred ss, su, uu) and, raw then clipped, the means of
+    a = s w (r - shift) and b = s w and the centred aa, ab, bb, a s, b s."""
+    u, ds = s * (r - shift), s - s.mean()
+    du = u - u.mean()
+    head = np.array([s.mean(), u.mean(), ds @ ds, ds @ du, du @ du])
+    w = t / p[:, None]
+    means, coms = [], []
+    for ws in (w, np.minimum(w, max_weight)):
+        a, b = (s * (r - shift))[:, None] * ws, s[:, None] * ws
+        da, db = a - a.mean(0), b - b.mean(0)
+        means.append(np.stack([a.mean(0), b.mean(0)]))
+        coms.append(np.stack([(da * da).sum(0), (da * db).sum(0), (db * db).sum(0), da.T @ ds,
+                              db.T @ ds]))
+    return head, np.stack(means), np.stack(coms)
+
+
+def _assert_weighted_close(wt, g, head, means, coms):
+    """Within RTOL of the reference: means relative, co-moments relative to the root of the
+    product of the two variances (the size of a centred cross sum)."""
+    np.testing.assert_allclose(wt.head[g, :2], head[:2], rtol=RTOL)
+    ss, uu = head[2], head[4]
+    assert abs(wt.head[g, 2] - ss) <= RTOL * ss and abs(wt.head[g, 4] - uu) <= RTOL * uu
+    assert abs(wt.head[g, 3] - head[3]) <= RTOL * math.sqrt(ss * uu)
+    np.testing.assert_allclose(wt.mean[g], means, rtol=RTOL)
+    got = wt.com[g]
+    aa, bb = coms[:, 0], coms[:, 2]
+    sizes = np.stack([aa, np.sqrt(aa * bb), bb, np.sqrt(aa * ss), np.sqrt(bb * ss)], axis=1)
+    assert np.max(np.abs(got - coms) / sizes) < RTOL
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize("max_weight", [None, 2.0])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_weighted_statistics_equal_a_direct_numpy_computation(backend, max_weight, grouped):
+    if backend == "numba" and not _kernel.numba_available():
+        pytest.skip("numba is not installed")
+    r, p, t, s = _weighted_data()
+    codes = np.random.default_rng(9).integers(0, 3, r.size) * 2  # groups 0, 2, 4 (1, 3 empty)
+    kw = {"codes": codes, "n_groups": 5} if grouped else {}
+    _kernel.set_backend(backend)
+    try:
+        m, checks = _kernel.accumulate(r, p, t, max_weight=max_weight, sampling_weight=s, **kw)
+    finally:
+        _kernel.set_backend(None)
+    assert checks.finite and m.weighted is not None
+    for g in range(m.n_groups):
+        rows = codes == g if grouped else np.ones(r.size, dtype=bool)
+        if not rows.any():
+            assert m.n[g] == 0 and np.all(m.weighted.head[g] == 0.0)
+            continue
+        head, means, coms = _direct_weighted(r[rows], p[rows], t[rows], s[rows],
+                                             np.inf if max_weight is None else max_weight,
+                                             m.shift[g])
+        _assert_weighted_close(m.weighted, g, head, means, coms)
+        np.testing.assert_array_equal(m.weighted.s_range[g], [s[rows].min(), s[rows].max()])
+
+
+@needs_numba
+@pytest.mark.parametrize("grouped", [False, True])
+def test_weighted_statistics_of_numba_and_numpy_agree_to_1e_12(grouped):
+    from ope.moments import WeightedMoments
+
+    r, p, t, s = _weighted_data(n=50_000, n_pol=5, seed=4)
+    codes = np.random.default_rng(2).integers(0, 3, r.size)
+    kw = {"codes": codes, "n_groups": 3} if grouped else {}
+    out = {}
+    for backend in ("numba", "numpy"):
+        _kernel.set_backend(backend)
+        try:
+            out[backend] = _kernel.accumulate(r, p, t, max_weight=1.5, sampling_weight=s, **kw)[0]
+        finally:
+            _kernel.set_backend(None)
+    for g in range(out["numpy"].n_groups):
+        a = WeightedMoments.from_kernel(out["numba"], g)
+        b = WeightedMoments.from_kernel(out["numpy"], g).shifted(a.shift)  # one shift for both
+        np.testing.assert_allclose(a.mean, b.mean, rtol=RTOL)
+        np.testing.assert_allclose(a.com, b.com, rtol=RTOL, equal_nan=True)
+        for kind in ("ips", "snips", "clipped_ips", "logging"):
+            for j in range(5):
+                for x, y in zip(a.estimate(kind, j), b.estimate(kind, j)):
+                    assert x == pytest.approx(y, rel=RTOL)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_unit_sampling_weights_give_the_unweighted_statistics(backend):
+    if backend == "numba" and not _kernel.numba_available():
+        pytest.skip("numba is not installed")
+    r, p, t = _data(seed=5)
+    _kernel.set_backend(backend)
+    try:
+        m, _ = _kernel.accumulate(r, p, t, max_weight=2.0, sampling_weight=np.ones(r.size))
+    finally:
+        _kernel.set_backend(None)
+    mean, com = _real(m)
+    wt = m.weighted
+    # s = 1: no spread of s (0 up to the compiled loops' rounding of sum / k)
+    np.testing.assert_allclose(wt.head[0, [0, 2, 3]], [1.0, 0.0, 0.0], rtol=RTOL, atol=1e-12)
+    assert wt.head[0, 1] == pytest.approx(m.r_mean[0] * 2.0 ** m.r_exp[0], abs=1e-12)
+    np.testing.assert_allclose(wt.mean[0], mean, rtol=RTOL)
+    np.testing.assert_allclose(wt.com[0, :, :3], com[:, :3], rtol=RTOL)
+    scale = np.sqrt(com[:, [0, 2]] * r.size)  # size of a cross sum with s: none, s is constant
+    assert np.all(np.abs(wt.com[0, :, 3:]) <= 1e-12 * scale)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_weighted_statistics_merge_in_any_split_to_the_whole(backend):
+    if backend == "numba" and not _kernel.numba_available():
+        pytest.skip("numba is not installed")
+    from ope.moments import WeightedMoments
+
+    r, p, t, s = _weighted_data(n=9_001, seed=6)
+    _kernel.set_backend(backend)
+    try:
+        whole = WeightedMoments.from_kernel(
+            _kernel.accumulate(r, p, t, max_weight=1.5, sampling_weight=s)[0])
+        parts = [_kernel.accumulate(r[a:b], p[a:b], t[a:b], max_weight=1.5,
+                                    sampling_weight=s[a:b])[0]
+                 for a, b in ((0, 17), (17, 5000), (5000, 9001))]
+    finally:
+        _kernel.set_backend(None)
+    merged = WeightedMoments.from_kernel(_kernel.merge(_kernel.merge(parts[0], parts[1]), parts[2]))
+    pairwise = WeightedMoments.from_kernel(parts[2]).merge(
+        WeightedMoments.from_kernel(parts[0]).merge(WeightedMoments.from_kernel(parts[1])))
+    for other in (merged, pairwise):
+        for kind in ("ips", "snips", "clipped_ips", "logging"):
+            for j in range(4):
+                for x, y in zip(other.estimate(kind, j), whole.estimate(kind, j)):
+                    assert x == pytest.approx(y, rel=RTOL)
+        np.testing.assert_array_equal(other.n_clipped, whole.n_clipped)
+        assert (other.s_min, other.s_max, other.n) == (s.min(), s.max(), r.size)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_a_weighted_only_pass_skips_the_unweighted_moments_and_keeps_the_rest(backend):
+    if backend == "numba" and not _kernel.numba_available():
+        pytest.skip("numba is not installed")
+    r, p, t, s = _weighted_data(seed=7)
+    _kernel.set_backend(backend)
+    try:
+        full, c_full = _kernel.accumulate(r, p, t, max_weight=2.0, sampling_weight=s)
+        only, c_only = _kernel.accumulate(r, p, t, max_weight=2.0, sampling_weight=s, plain=False)
+    finally:
+        _kernel.set_backend(None)
+    assert np.isnan(only.mean).all() and np.isnan(only.com).all()
+    for name in ("head", "mean", "com", "s_range"):
+        np.testing.assert_array_equal(getattr(only.weighted, name), getattr(full.weighted, name))
+    np.testing.assert_array_equal(only.max_w, full.max_w)
+    np.testing.assert_array_equal(only.n_clipped, (t / p[:, None] > 2.0).sum(0)[None])
+    assert c_only.finite and (c_only.r_min, c_only.r_max, c_only.p_min, c_only.p_max) == (
+        c_full.r_min, c_full.r_max, c_full.p_min, c_full.p_max)
+    np.testing.assert_array_equal(c_only.t_max, c_full.t_max)
+    # a NaN reward still shows: the pass is then not finite
+    bad = r.copy()
+    bad[123] = np.nan
+    _kernel.set_backend(backend)
+    try:
+        assert not _kernel.accumulate(bad, p, t, max_weight=2.0, sampling_weight=s,
+                                      plain=False)[1].finite
+    finally:
+        _kernel.set_backend(None)

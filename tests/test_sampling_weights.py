@@ -564,3 +564,107 @@ def test_lazy_scan_with_unit_weights_is_bit_for_bit_unweighted(tmp_path) -> None
                          estimators=("ips", "snips"))
     pd.testing.assert_frame_equal(with_w.table(), plain.table())
     assert with_w.weight_column is None
+
+
+# ---------------------------------------------------------------- the one-pass kernel
+def _straightforward(r, p, t, s, kind, max_weight=None, origin=0.0):
+    """Value and linearized standard error by plain numpy, with no shared code: the Hajek
+    ratio V = sum s A / sum s (SNIPS: sum s w r / sum s w) and
+    se^2 = n / (n - 1) * sum (s (A - V))^2 / (sum s)^2 (SNIPS: s w (r - V) over sum s w)."""
+    w = t / p
+    if kind == "snips":
+        num, den = s * w * r, s * w
+    else:
+        a = {"ips": w * r, "clipped_ips": origin + np.minimum(w, max_weight) * (r - origin),
+             "logging": r}[kind]
+        num, den = s * a, s
+    v = num.sum() / den.sum()
+    n = r.size
+    psi = num - v * den
+    return v, math.sqrt(n / (n - 1.0) * (psi @ psi)) / den.sum()
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_weighted_estimates_equal_a_straightforward_numpy_computation(backend: str) -> None:
+    from ope import _kernel
+    from ope.streaming import MomentStats
+
+    if backend == "numba" and not _kernel.numba_available():
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(11)
+    n = 40_000  # several kernel blocks of either backend
+    r = rng.normal(3.0, 1.0, n)
+    p = rng.uniform(0.05, 1.0, n)
+    t = rng.uniform(0.0, 1.0, (n, 3))
+    s = 1.0 / (1.0 - rng.uniform(0.0, 0.9, n))
+    rr = (-5.0, 12.0)
+    ests = [oe.IPS(), oe.SNIPS(), oe.ClippedIPS(max_weight=4.0), oe.LoggingValue()]
+    _kernel.set_backend(backend)
+    try:
+        one_pass = oe.estimate_weighted_many(
+            ests, reward=r, logging_propensity=p,
+            target_propensity=[np.ascontiguousarray(t[:, j]) for j in range(3)],
+            sampling_weight=s, reward_range=rr)
+        eager = [oe.estimate_many(e, reward=r, logging_propensity=p, target_propensity=t,
+                                  sampling_weight=s, reward_range=rr) for e in ests[:3]]
+        eager.append([oe.logging_value(r, sampling_weight=s, reward_range=rr)])
+        stats = MomentStats.from_arrays(r, p, t, max_weight=4.0, sampling_weight=s)
+        streamed = [stats.estimates(e, reward_range=rr) for e in ests[:3]]
+        streamed.append([stats.logging_estimate(reward_range=rr)])
+    finally:
+        _kernel.set_backend(None)
+    for est, a, b, c in zip(ests, one_pass, eager, streamed):
+        kind = est.name if est.uses_weights else "logging"
+        for j, (x, y, z) in enumerate(zip(a, b, c)):  # a loop over policies
+            col = t[:, j] if est.uses_weights else p
+            value, se = _straightforward(r, p, col, s, kind, 4.0, rr[0])
+            for got in (x, y, z):
+                assert got.value == pytest.approx(value, rel=1e-12)
+                assert got.std_error == pytest.approx(se, rel=1e-12)
+            _same(x, y)
+
+
+def test_estimate_weighted_many_equals_estimate_many_per_estimator() -> None:
+    r, p, t, _, _, s = _data(n=2000)
+    t2 = np.column_stack([t, 1.0 - t])
+    ests = [oe.ClippedIPS(max_weight=1.5), oe.IPS(), oe.ClippedIPS(max_weight=3.0), oe.SNIPS()]
+    got = oe.estimate_weighted_many(ests, reward=r, logging_propensity=p, target_propensity=t2,
+                                    sampling_weight=s, names=["a", "b"])
+    for est, results in zip(ests, got):  # two clip levels: two passes
+        want = oe.estimate_many(est, reward=r, logging_propensity=p, target_propensity=t2,
+                                sampling_weight=s, names=["a", "b"])
+        assert [x.policy for x in results] == ["a", "b"]
+        for x, y in zip(results, want):
+            _same(x, y)
+            b1 = x.ci(method="bootstrap", rng=2, n_resamples=200)
+            b2 = y.ci(method="bootstrap", rng=2, n_resamples=200)
+            assert (b1.low, b1.high) == pytest.approx((b2.low, b2.high), abs=1e-12)
+    with pytest.raises(ope.ParameterError, match="takes weighting estimators"):
+        oe.estimate_weighted_many([oe.DM()], reward=r, logging_propensity=p,
+                                  target_propensity=t2, sampling_weight=s)
+
+
+@pytest.mark.parametrize(
+    ("weight", "match"),
+    [
+        (np.array([1.0, 0.0, 1.0, 1.0]), r"must be > 0; 1 rows are not \(first at row 1: 0.0\)"),
+        (np.array([1.0, -2.0, 1.0, 1.0]), r"must be > 0; 1 rows are not \(first at row 1"),
+        (np.array([1.0, np.nan, 1.0, 1.0]), r"must be finite; 1 rows are NaN"),
+        (np.array([1.0, np.inf, 1.0, 1.0]), r"must be finite"),
+    ],
+)
+def test_bad_sampling_weights_are_refused_after_the_one_pass(weight: np.ndarray,
+                                                             match: str) -> None:
+    with pytest.raises(ValidationError, match=match):
+        oe.estimate_weighted_many(["ips"], reward=R, logging_propensity=P, target_propensity=T,
+                                  sampling_weight=weight)
+    with pytest.raises(ValidationError, match=match):
+        oe.logging_value(R, sampling_weight=weight)
+
+
+def test_evaluate_takes_the_weighted_logging_value_from_the_estimates_pass() -> None:
+    df = _frame()
+    res = ope.evaluate(df, estimators=("ips", "snips"))
+    alone = oe.logging_value(df["reward"].to_numpy(), sampling_weight=df["weight"].to_numpy(),
+                             weight_name="weight")
+    _same(res.logging, alone, rel=0.0)
