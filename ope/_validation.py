@@ -60,6 +60,7 @@ __all__ = [
     "FLOAT64_MAX",
     "require_reward_range",
     "check_rewards_in_range",
+    "check_no_overflow",
     "check_rng",
     "resolve_seed",
     "user_stacklevel",
@@ -612,6 +613,51 @@ def check_rewards_in_range(
         f"`{name}` has {count} rows outside reward_range=({low:g}, {high:g}) (first at row "
         f"{first}: {float(reward.reshape(reward.shape[0], -1)[first].flat[0])!r}). reward_range "
         "must be an a priori bound that every reward satisfies; widen it or fix the rewards."
+    )
+
+
+def check_no_overflow(
+    result: np.ndarray, what: str, inputs: Mapping[str, np.ndarray], *, row: str = "row"
+) -> None:
+    """The numeric-range guard of sums of the data (returns, GAE, paired effects).
+
+    Each input is finite (checked before), but a sum of finite values can overflow float64
+    (two rewards of 1e308 add up to inf, and inf - inf is NaN). A ``result`` with a non-finite
+    entry is refused with a :class:`ope.ValidationError` that names the input with the largest
+    magnitude, that magnitude and the first offending row, rather than returned as inf or NaN.
+    Every computation here is linear in its inputs, so rescaling them (dividing by a power of
+    ten) and scaling the results back gives the same numbers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope._validation import check_no_overflow
+    >>> r = np.array([1e308, 1e308])
+    >>> check_no_overflow(r + r[::-1], "discounted returns", {"reward": r})
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ValidationError: discounted returns overflow float64 (2 rows are infinite or NaN, first at row 0): `reward` reaches |value| 1e+308, too large for its sums. Rescale `reward` (e.g. divide by 1e+300) and scale the results back; they are linear in it.
+    """
+    arr = np.asarray(result, dtype=np.float64)
+    if arr.size == 0:
+        return
+    low, high = value_range(arr)
+    if math.isfinite(low) and math.isfinite(high):
+        return
+    count, first = first_rows(~np.isfinite(arr))
+    peaks = {}
+    for name, values in inputs.items():
+        v = np.asarray(values, dtype=np.float64)
+        if v.size:
+            lo, hi = value_range(v)
+            peaks[name] = max(abs(lo), abs(hi))
+    name, peak = max(peaks.items(), key=lambda kv: kv[1]) if peaks else ("input", math.nan)
+    divisor = 10.0 ** max(1, math.floor(math.log10(peak)) - 8) if peak > 0 else 1e10
+    raise ValidationError(
+        f"{what} overflow float64 ({count} {row}s are infinite or NaN, first at {row} "
+        f"{first}): `{name}` reaches |value| {peak:.4g}, too large for its sums. Rescale "
+        f"`{name}` (e.g. divide by {divisor:.4g}) and scale the results back; they are linear "
+        "in it."
     )
 
 

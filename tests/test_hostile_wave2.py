@@ -1,0 +1,91 @@
+"""Hostile input on the wave-2 entry points: a specific ope error naming what, where and how to
+fix, never a raw foreign exception, a silent wrong answer or a non-finite result."""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import ope
+from ope.exceptions import OPEError, ValidationError
+from ope.returns import discounted_returns, gae, lambda_returns, td_errors
+
+_DONE4 = [False, False, False, True]
+
+
+def _paired(outcome: list[float]) -> pa.Table:
+    return pa.table({
+        "pair_id": [0, 0, 1, 1, 2, 2], "arm": ["a", "b"] * 3, "replicate": [0] * 6,
+        "outcome": outcome,
+    })
+
+
+def _paired_effect(outcome: list[float]) -> Any:
+    return ope.paired_effect(_paired(outcome), treated="b", control="a").table()
+
+
+#: (entry point, hostile input) -> expected ope exception type and message regex
+CASES: list[Any] = [
+    # A. sums of finite values that overflow float64
+    pytest.param(
+        lambda: discounted_returns([1e308] * 4, gamma=1.0, done=_DONE4, episode_starts=[0]),
+        ValidationError,
+        r"discounted returns overflow float64 \(3 rows .* first at row 0\): `reward` reaches "
+        r"\|value\| 1e\+308.*Rescale `reward`",
+        id="returns-1e308",
+    ),
+    pytest.param(
+        lambda: gae([1e308] * 4, values=[0.0] * 4, gamma=1.0, lam=1.0, done=_DONE4,
+                    episode_starts=[0]),
+        ValidationError, r"advantages \(GAE\) overflow float64 .*`reward` reaches", id="gae-1e308",
+    ),
+    pytest.param(
+        lambda: lambda_returns([1e308] * 4, values=[1e308] * 4, gamma=1.0, lam=0.0,
+                               done=_DONE4, episode_starts=[0]),
+        ValidationError, r"overflow float64 .*reaches \|value\| 1e\+308", id="lambda-returns-1e308",
+    ),
+    pytest.param(
+        lambda: td_errors([1e308] * 4, values=[-1e308] * 4, gamma=1.0, done=_DONE4,
+                          episode_starts=[0]),
+        ValidationError, r"TD errors overflow float64 \(1 rows .* first at row 3\)",
+        id="td-errors-1e308",
+    ),
+    pytest.param(
+        lambda: _paired_effect([1e308, -1e308, -1e308, 1e308, 1.0, 2.0]),
+        ValidationError,
+        r"'b' vs 'a' effect on 'outcome': the pair differences overflow float64 \(2 pairs .* "
+        r"first at pair 0\): `outcome` reaches \|value\| 1e\+308",
+        id="paired-1e308",
+    ),
+    pytest.param(
+        lambda: _paired_effect([1e200, -1e200, -1e200, 1e200, 1.0, 2.0]),
+        ValidationError, r"the value or its standard error overflow float64 .*1e\+200",
+        id="paired-se-1e200",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "pattern"), CASES)
+def test_hostile_input_raises_a_specific_ope_error(
+    call: Callable[[], Any], error: type[OPEError], pattern: str
+) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(error, match=pattern) as info:
+            call()
+    assert isinstance(info.value, OPEError)
+    assert type(info.value).__module__ == "ope.exceptions"
+
+
+def test_overflow_guard_keeps_finite_results_unchanged() -> None:
+    r = discounted_returns([1e300, 1e300, 0.0], gamma=0.5, done=[False, False, True],
+                           episode_starts=[0])
+    np.testing.assert_allclose(r, [1.5e300, 1e300, 0.0], rtol=1e-12)
+    table = _paired_effect([1.0, 0.0, 0.0, 1.0, 1.0, 2.0])
+    np.testing.assert_allclose(table["value"], [1 / 3], rtol=1e-12)
