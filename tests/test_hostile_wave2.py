@@ -14,6 +14,7 @@ import pytest
 
 import ope
 from ope.exceptions import OPEError, ValidationError
+from ope.learning import Certificate
 from ope.returns import discounted_returns, gae, lambda_returns, td_errors
 
 _DONE4 = [False, False, False, True]
@@ -24,6 +25,25 @@ def _paired(outcome: list[float]) -> pa.Table:
         "pair_id": [0, 0, 1, 1, 2, 2], "arm": ["a", "b"] * 3, "replicate": [0] * 6,
         "outcome": outcome,
     })
+
+
+def _gate_with_unseen_action() -> Any:
+    """A learner fit on actions {0, 1}; half the certification rows log action 7 with reward 0,
+    which read as probability 0 would let the gate approve."""
+    from ope.learning import IPSPolicyLearner, SafetyGate
+
+    rng = np.random.default_rng(0)
+    n = 4000
+    x = rng.standard_normal((n, 2))
+    action = rng.integers(0, 2, n)
+    reward = (action == 1).astype(float)
+    propensity = np.full(n, 0.5)
+    policy = IPSPolicyLearner(reward_range=(0, 1)).fit(x, action, reward, propensity)
+    action, reward = action.copy(), reward.copy()
+    action[: n // 2], reward[: n // 2] = 7, 0.0
+    return SafetyGate(reward_range=(0, 1), max_weight=10.0).certify(
+        policy, x, action, reward, propensity
+    )
 
 
 def _paired_effect(outcome: list[float]) -> Any:
@@ -67,6 +87,22 @@ CASES: list[Any] = [
         lambda: _paired_effect([1e200, -1e200, -1e200, 1e200, 1.0, 2.0]),
         ValidationError, r"the value or its standard error overflow float64 .*1e\+200",
         id="paired-se-1e200",
+    ),
+    # D. a certificate on actions the policy never saw
+    pytest.param(
+        _gate_with_unseen_action, ValidationError,
+        r"`action` has 1 label\(s\) the policy never saw in fit \(7\) in 2000 rows \(first at "
+        r"rows 0, 1, 2, 3, 4, \.\.\.\).*cannot be certified",
+        id="gate-unseen-action",
+    ),
+    # B. raw foreign exceptions
+    pytest.param(
+        lambda: Certificate.from_json('{"policy": '), ValidationError,
+        r"certificate is not valid JSON: Expecting value at line 1, column 12", id="cert-json",
+    ),
+    pytest.param(
+        lambda: Certificate.from_json("[1, 2]"), ValidationError,
+        r"certificate must be a JSON object .* got a list", id="cert-json-list",
     ),
 ]
 
