@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import numbers
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ from ope._validation import (
     check_positive_real,
     check_rng,
     check_target_propensity,
+    describe,
     first_rows,
     user_stacklevel,
 )
@@ -294,6 +296,11 @@ def slate_logs(
         raise SchemaError(
             f"slate logs are missing columns: {', '.join(map(repr, missing)) or 'none'}{need}. "
             f"Present: {', '.join(sorted(cols))}. Name them with the keyword arguments."
+        )
+    if len(cols[slate_id]) == 0:
+        raise ValidationError(
+            f"slate logs have no rows (column {slate_id!r} is empty): there is no slate to "
+            "evaluate on. Check the filter or the file that produced them."
         )
     weight = np.asarray(cols.get("weight", np.ones(1)), dtype=np.float64)
     if not bool(np.all(weight == 1.0)):  # the sampling weights, e.g. from pdrop
@@ -999,6 +1006,26 @@ class IndependentIPS(SlateEstimator):
     positions: tuple[int, ...] | None = None
 
     name = "iips"
+
+    def __post_init__(self) -> None:
+        if self.positions is None:
+            return
+        given = self.positions
+        if isinstance(given, numbers.Integral):
+            given = (given,)
+        if isinstance(given, (str, bytes)) or not hasattr(given, "__iter__"):
+            raise ParameterError(
+                f"`positions` must be a sequence of slot indices (ints >= 0) or None; got "
+                f"{describe(self.positions)}. Pass e.g. positions=[0], or leave it out for all "
+                "slots."
+            )
+        keep = tuple(check_positive_int(k, "positions", minimum=0) for k in given)
+        if not keep:
+            raise ParameterError(
+                "`positions` is empty: independent IPS would sum the reward of no slot. Pass "
+                "the slots to sum over, e.g. positions=[0], or leave it out (None) for all slots."
+            )
+        object.__setattr__(self, "positions", keep)
     _kind = "iips"
     _shared = False
 

@@ -13,9 +13,11 @@ import pyarrow as pa
 import pytest
 
 import ope
-from ope.exceptions import OPEError, ValidationError
+from ope.exceptions import EstimationError, OPEError, ParameterError, ValidationError
 from ope.learning import Certificate
+from ope.propensity import estimate_propensities
 from ope.returns import discounted_returns, gae, lambda_returns, td_errors
+from ope.slates import IndependentIPS, slate_logs
 
 _DONE4 = [False, False, False, True]
 
@@ -44,6 +46,15 @@ def _gate_with_unseen_action() -> Any:
     return SafetyGate(reward_range=(0, 1), max_weight=10.0).certify(
         policy, x, action, reward, propensity
     )
+
+
+def _rare_action_logs() -> pa.Table:
+    """100 rows, action 2 logged once."""
+    rng = np.random.default_rng(0)
+    return pa.table({
+        "action": np.r_[np.zeros(50, int), np.ones(49, int), [2]],
+        "reward": rng.random(100), "x0": rng.random(100),
+    })
 
 
 def _paired_effect(outcome: list[float]) -> Any:
@@ -96,6 +107,32 @@ CASES: list[Any] = [
         id="gate-unseen-action",
     ),
     # B. raw foreign exceptions
+    pytest.param(
+        lambda: slate_logs({"slate_id": [], "item": [], "reward": [], "slate_propensity": []}),
+        ValidationError, r"slate logs have no rows \(column 'slate_id' is empty\)",
+        id="slates-empty",
+    ),
+    pytest.param(
+        lambda: IndependentIPS(positions=()), ParameterError,
+        r"`positions` is empty: .* e\.g\. positions=\[0\]", id="iips-positions-empty",
+    ),
+    pytest.param(
+        lambda: IndependentIPS(positions="01"), ParameterError,
+        r"`positions` must be a sequence of slot indices", id="iips-positions-str",
+    ),
+    pytest.param(
+        lambda: estimate_propensities(_rare_action_logs(), context_columns=["x0"],
+                                      calibration="isotonic"),
+        EstimationError,
+        r"calibration='isotonic' .* at least 3 rows .* the data logs action\(s\) 2 \(1x\)",
+        id="propensity-action-logged-once",
+    ),
+    pytest.param(
+        lambda: estimate_propensities(_rare_action_logs(), context_columns=["x0"],
+                                      calibration="sigmoid", n_folds=2, rng=0),
+        EstimationError, r"the training set of fold \d \(of 2\) logs action\(s\) 2 \(1x\)",
+        id="propensity-action-logged-once-folds",
+    ),
     pytest.param(
         lambda: Certificate.from_json('{"policy": '), ValidationError,
         r"certificate is not valid JSON: Expecting value at line 1, column 12", id="cert-json",
