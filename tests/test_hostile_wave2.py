@@ -3,18 +3,32 @@ fix, never a raw foreign exception, a silent wrong answer or a non-finite result
 
 from __future__ import annotations
 
+import contextlib
 import re
+import io
+import json
 import warnings
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet
 import pytest
 
 import ope
-from ope.exceptions import EstimationError, OPEError, ParameterError, ValidationError
+from ope.cli import main
+from ope.exceptions import (
+    DataFileError,
+    EstimationError,
+    OPEError,
+    ParameterError,
+    SchemaError,
+    ValidationError,
+)
 from ope.learning import Certificate
+from ope.policies import read_policy_table
 from ope.propensity import estimate_propensities
 from ope.returns import discounted_returns, gae, lambda_returns, td_errors
 from ope.slates import IndependentIPS, slate_logs
@@ -59,6 +73,27 @@ def _rare_action_logs() -> pa.Table:
 
 def _paired_effect(outcome: list[float]) -> Any:
     return ope.paired_effect(_paired(outcome), treated="b", control="a").table()
+
+
+#: hostile files, written once per session under a temporary folder (name -> bytes)
+HOSTILE_FILES: dict[str, bytes] = {
+    # a PNG-like head: a header line that is no UTF-8 text, with NUL and control bytes
+    "binary.csv": b"\x89PNG\r\n\x1a\n\x00\x00\xff\xfe\xfa\xc3\x28garbage\x00\x01\n\xff\xff",
+    "blank-name.csv": b"event_id,policy,action,probability\n0,p,0,1\n1,,0,1\n",
+}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("hostile")
+    for name, content in HOSTILE_FILES.items():
+        (folder / name).write_bytes(content)
+    rng = np.random.default_rng(0)
+    pa.parquet.write_table(pa.table({
+        "event_id": np.arange(40), "action": rng.integers(0, 2, 40),
+        "propensity": np.full(40, 0.5), "reward": rng.random(40),
+    }), folder / "logs.parquet")
+    return folder
 
 
 #: (entry point, hostile input) -> expected ope exception type and message regex
@@ -142,6 +177,49 @@ CASES: list[Any] = [
         r"certificate must be a JSON object .* got a list", id="cert-json-list",
     ),
 ]
+
+
+#: hostile files through their reader: file name -> expected ope exception type, message regex
+FILE_CASES: list[Any] = [
+    pytest.param(
+        "binary.csv", DataFileError,
+        r"binary\.csv is not a text file \(a NUL or control byte at byte 6\); a CSV policy "
+        r"table is UTF-8 text", id="policy-csv-binary",
+    ),
+    pytest.param(
+        "blank-name.csv", SchemaError,
+        r"`policy` is empty \(or only whitespace\) in 1 rows \(first at row 1\)",
+        id="policy-csv-blank-name",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "error", "pattern"), FILE_CASES)
+def test_hostile_policy_file_raises_a_specific_ope_error(
+    files: Path, name: str, error: type[OPEError], pattern: str
+) -> None:
+    with pytest.raises(error, match=pattern):
+        read_policy_table(files / name)
+
+
+def _cli(*argv: str) -> tuple[int, dict[str, Any]]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([*argv, "--json", "--quiet"])
+    document = json.loads(out.getvalue())  # exactly one JSON document (extra data would fail)
+    assert document["exit_code"] == code
+    return code, document
+
+
+@pytest.mark.parametrize(("name", "error", "pattern"), FILE_CASES)
+def test_hostile_policy_file_on_the_cli_exits_65_with_one_json_document(
+    files: Path, name: str, error: type[OPEError], pattern: str
+) -> None:
+    code, document = _cli("evaluate", str(files / "logs.parquet"), "--policies", str(files / name))
+    assert code == 65
+    assert document["ok"] is False
+    assert document["error"]["type"] == error.__name__
+    assert re.search(pattern, document["error"]["message"])
 
 
 @pytest.mark.parametrize(("call", "error", "pattern"), CASES)
