@@ -61,6 +61,7 @@ __all__ = [
     "require_reward_range",
     "check_rewards_in_range",
     "check_no_overflow",
+    "check_label_kinds",
     "check_rng",
     "resolve_seed",
     "user_stacklevel",
@@ -658,6 +659,43 @@ def check_no_overflow(
         f"{first}): `{name}` reaches |value| {peak:.4g}, too large for its sums. Rescale "
         f"`{name}` (e.g. divide by {divisor:.4g}) and scale the results back; they are linear "
         "in it."
+    )
+
+
+def check_label_kinds(labels: np.ndarray, name: str) -> None:
+    """Action (or class) labels of one kind: all whole numbers or all text.
+
+    An object array that mixes them (``[1, "a"]``, a CSV column partly parsed as numbers) has no
+    order, so it cannot be sorted into classes; it is refused with a :class:`ope.ValidationError`
+    that counts each kind and names the first row of the rarer one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope._validation import check_label_kinds
+    >>> check_label_kinds(np.array([1, 2, "a"], dtype=object), "y")
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ValidationError: `y` mixes label kinds: 2 rows hold numbers and 1 rows text (first text at row 2: 'a'). Labels are sorted into classes and must be of one kind: convert them all, e.g. y.astype(str).
+    """
+    if labels.dtype != object or labels.size == 0:
+        return
+    import pandas as pd
+
+    flat = labels.reshape(-1)
+    kind = pd.api.types.infer_dtype(flat, skipna=True)
+    if not kind.startswith("mixed"):
+        return
+    numeric = pd.to_numeric(pd.Series(flat), errors="coerce").notna().to_numpy()
+    present = pd.notna(flat)
+    text = present & ~numeric
+    n_num, n_text = int(numeric.sum()), int(text.sum())
+    rare, noun = (text, "text") if n_text <= n_num else (numeric, "number")
+    first = int(np.flatnonzero(rare)[0]) if rare.any() else 0
+    raise ValidationError(
+        f"`{name}` mixes label kinds: {n_num} rows hold numbers and {n_text} rows text (first "
+        f"{noun} at row {first}: {flat[first]!r}). Labels are sorted into classes and must be "
+        f"of one kind: convert them all, e.g. {name}.astype(str)."
     )
 
 

@@ -71,6 +71,16 @@ def _rare_action_logs() -> pa.Table:
     })
 
 
+def _fit_mixed_labels() -> Any:
+    from ope.learning import IPSPolicyLearner
+
+    rng = np.random.default_rng(0)
+    labels = np.array([1, "a"] * 50, dtype=object)
+    return IPSPolicyLearner(reward_range=(0, 1)).fit(
+        rng.standard_normal((100, 2)), labels, rng.random(100), np.full(100, 0.5)
+    )
+
+
 def _paired_effect(outcome: list[float]) -> Any:
     return ope.paired_effect(_paired(outcome), treated="b", control="a").table()
 
@@ -167,6 +177,11 @@ CASES: list[Any] = [
                                       calibration="sigmoid", n_folds=2, rng=0),
         EstimationError, r"the training set of fold \d \(of 2\) logs action\(s\) 2 \(1x\)",
         id="propensity-action-logged-once-folds",
+    ),
+    pytest.param(
+        _fit_mixed_labels, ValidationError,
+        r"`y` mixes label kinds: 50 rows hold numbers and 50 rows text \(first text at row 1: "
+        r"'a'\)", id="learner-labels-int-and-str",
     ),
     pytest.param(
         lambda: Certificate.from_json('{"policy": '), ValidationError,
