@@ -62,6 +62,8 @@ __all__ = [
     "check_rewards_in_range",
     "check_no_overflow",
     "check_label_kinds",
+    "check_positions",
+    "check_distribution_rows",
     "check_rng",
     "resolve_seed",
     "user_stacklevel",
@@ -697,6 +699,90 @@ def check_label_kinds(labels: np.ndarray, name: str) -> None:
         f"{noun} at row {first}: {flat[first]!r}). Labels are sorted into classes and must be "
         f"of one kind: convert them all, e.g. {name}.astype(str)."
     )
+
+
+def check_positions(
+    values: npt.ArrayLike, name: str = "position", *, base: int = 0, n_slots: int | None = None,
+    what: str = "slots",
+) -> np.ndarray:
+    """Slot positions (or other indices, ``what``) as int64: whole numbers from ``base`` (0, or 1 for 1-based logs) and, with
+    ``n_slots``, below ``base + n_slots``; else a ValidationError with the count and first row.
+
+    A negative position would index slots from the end and a fractional one would be truncated,
+    so both are refused rather than read as another slot.
+
+    Examples
+    --------
+    >>> from ope._validation import check_positions
+    >>> check_positions([0, 2.0, 1]).tolist()
+    [0, 2, 1]
+    >>> check_positions([0, -1])
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ValidationError: `position` must be whole numbers >= 0; 1 rows are not (first at row 1: -1); they index slots from 0. Fix the logger or the column mapping.
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iub":
+        f = as_float_array(arr, name, ndim=(1,))
+        check_finite(f, name)
+        whole = f == np.round(f)
+        arr = np.where(whole, f, 0.0).astype(np.int64)
+        bad = ~whole | (f < base)
+    else:
+        arr = arr.astype(np.int64)
+        bad = arr < base
+    top = None if n_slots is None else base + n_slots
+    if top is not None:
+        bad |= arr >= top
+    if bad.any():
+        count, first = first_rows(bad)
+        shown = np.asarray(values).reshape(-1)[first]
+        rule = f"whole numbers >= {base}" + ("" if top is None else f" and < {top}")
+        raise ValidationError(
+            f"`{name}` must be {rule}; {count} rows are not (first at row {first}: "
+            f"{shown.item() if hasattr(shown, 'item') else shown!r}); they index {what} from "
+            f"{base}. Fix the logger or the column mapping."
+        )
+    return arr
+
+
+def check_distribution_rows(
+    dist: np.ndarray, name: str, *, axis: int = 1, atol: float | None = None
+) -> None:
+    """Probabilities in [0, 1] that sum to 1 along ``axis`` (the actions) in every row.
+
+    ``dist`` has the rows first, e.g. (n, n_actions) or (n, n_actions, n_slots); each
+    distribution (a row, or a row's slot) must sum to 1 within ``atol`` (default: the
+    package's :data:`~ope._thresholds.PROBABILITY_TOLERANCE`). A ValidationError names the count,
+    the first row and its sum.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope._validation import check_distribution_rows
+    >>> check_distribution_rows(np.full((2, 3), 0.9), "action_dist")
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ValidationError: `action_dist` must hold probability distributions: entries in [0, 1] summing to 1 over axis 1; 2 rows do not (first at row 0, which sums to 2.7). Normalize each row, e.g. dist / dist.sum(axis=1, keepdims=True).
+    """
+    from ope._thresholds import PROBABILITY_TOLERANCE
+
+    tol = PROBABILITY_TOLERANCE if atol is None else atol
+    arr = as_float_array(dist, name, ndim=(2, 3))
+    check_finite(arr, name)
+    total = arr.sum(axis=axis)
+    bad = np.abs(total - 1.0) > tol
+    bad_entries = (arr < 0) | (arr > 1)
+    bad = bad.reshape(arr.shape[0], -1).any(axis=1) | bad_entries.reshape(arr.shape[0], -1).any(1)
+    if bad.any():
+        count, first = first_rows(bad)
+        row_sum = total[first].reshape(-1)
+        worst = float(row_sum[np.argmax(np.abs(row_sum - 1.0))])
+        raise ValidationError(
+            f"`{name}` must hold probability distributions: entries in [0, 1] summing to 1 over "
+            f"axis {axis}; {count} rows do not (first at row {first}, which sums to {worst:.6g})."
+            f" Normalize each row, e.g. dist / dist.sum(axis={axis}, keepdims=True)."
+        )
 
 
 def check_rng(rng: Any) -> np.random.Generator:

@@ -81,6 +81,14 @@ def _fit_mixed_labels() -> Any:
     )
 
 
+def _feedback(**changes: Any) -> Any:
+    from ope.importers import from_bandit_feedback
+
+    d = {"n_rounds": 2, "n_actions": 2, "action": np.array([0, 1]),
+         "reward": np.array([1.0, 0.0]), "pscore": np.array([0.5, 0.5])}
+    return from_bandit_feedback({**d, **changes})
+
+
 def _paired_effect(outcome: list[float]) -> Any:
     return ope.paired_effect(_paired(outcome), treated="b", control="a").table()
 
@@ -182,6 +190,33 @@ CASES: list[Any] = [
         _fit_mixed_labels, ValidationError,
         r"`y` mixes label kinds: 50 rows hold numbers and 50 rows text \(first text at row 1: "
         r"'a'\)", id="learner-labels-int-and-str",
+    ),
+    # C. invalid or contradictory input accepted silently
+    pytest.param(
+        lambda: _feedback(position=np.array([-1, 0])), ValidationError,
+        r"`bandit_feedback\['position'\]` must be whole numbers >= 0; 1 rows are not \(first "
+        r"at row 0: -1\)", id="feedback-position-negative",
+    ),
+    pytest.param(
+        lambda: _feedback(position=np.array([0.0, 0.5])), ValidationError,
+        r"`bandit_feedback\['position'\]` must be whole numbers >= 0; .*first at row 1: 0\.5",
+        id="feedback-position-fractional",
+    ),
+    pytest.param(
+        lambda: _feedback(position=np.array([0, 2]), action_dist=np.full((2, 2, 2), 0.5)),
+        ValidationError, r"`bandit_feedback\['position'\]` must be whole numbers >= 0 and < 2",
+        id="feedback-position-beyond-len-list",
+    ),
+    pytest.param(
+        lambda: _feedback(action_dist=np.full((2, 3, 1), 0.9)), ValidationError,
+        r"`bandit_feedback\['action_dist'\]` must hold probability distributions: .* summing to "
+        r"1 over axis 1; 2 rows do not \(first at row 0, which sums to 2\.7\)",
+        id="feedback-action-dist-sums-2.7",
+    ),
+    pytest.param(
+        lambda: _feedback(action=np.array([0, 5]), action_dist=np.full((2, 2, 1), 0.5)),
+        ValidationError, r"`bandit_feedback\['action'\]` must be whole numbers >= 0 and < 2; .*"
+        r"first at row 1: 5", id="feedback-action-beyond-action-dist",
     ),
     pytest.param(
         lambda: Certificate.from_json('{"policy": '), ValidationError,
