@@ -31,7 +31,7 @@ from ope.learning import Certificate
 from ope.policies import read_policy_table
 from ope.propensity import estimate_propensities
 from ope.returns import discounted_returns, gae, lambda_returns, td_errors
-from ope.slates import IndependentIPS, slate_logs
+from ope.slates import IndependentIPS, slate_logs, slate_probabilities_from_table
 
 _DONE4 = [False, False, False, True]
 
@@ -87,6 +87,17 @@ def _feedback(**changes: Any) -> Any:
     d = {"n_rounds": 2, "n_actions": 2, "action": np.array([0, 1]),
          "reward": np.array([1.0, 0.0]), "pscore": np.array([0.5, 0.5])}
     return from_bandit_feedback({**d, **changes})
+
+
+def _two_slates() -> Any:
+    return slate_logs({"slate_id": [5, 6], "item": [[1, 0], [0, 1]],
+                       "reward": [[1.0, 0.0], [0.0, 1.0]], "propensity": [[0.5, 0.5]] * 2})
+
+
+def _candidate_table(**changes: list[Any]) -> Any:
+    table = {"slate_id": [5, 5, 6, 6], "position": [0, 1, 0, 1], "item": [1, 0, 0, 1],
+             "probability": [0.9] * 4}
+    return slate_probabilities_from_table({**table, **changes}, _two_slates())
 
 
 def _paired_effect(outcome: list[float]) -> Any:
@@ -217,6 +228,40 @@ CASES: list[Any] = [
         lambda: _feedback(action=np.array([0, 5]), action_dist=np.full((2, 2, 1), 0.5)),
         ValidationError, r"`bandit_feedback\['action'\]` must be whole numbers >= 0 and < 2; .*"
         r"first at row 1: 5", id="feedback-action-beyond-action-dist",
+    ),
+    pytest.param(
+        lambda: _candidate_table(slate_id=["5", "5", "6", "6"]), ValidationError,
+        r"`slate_id` holds text \(row 0: '5'\) but the logs' `slate_id` holds numbers \(e\.g\. "
+        r"5\)", id="slate-table-text-slate-ids",
+    ),
+    pytest.param(
+        lambda: _candidate_table(item=["1", "0", "0", "1"]), ValidationError,
+        r"`item` must hold integer ids; it holds text \(row 0: '1'\)", id="slate-table-text-items",
+    ),
+    pytest.param(
+        lambda: _candidate_table(slate_id=[7, 7, 8, 8]), ValidationError,
+        r"none of the candidate table's 4 rows has a `slate_id` of the logs",
+        id="slate-table-no-logged-slate",
+    ),
+    pytest.param(
+        lambda: slate_logs({"slate_id": [0], "item": [["a", "b"]], "reward": [[1.0, 0.0]],
+                            "propensity": [[0.5, 0.5]]}),
+        ValidationError, r"`item` must hold integer ids; it holds text \(row 0: 'a'\)",
+        id="slate-logs-text-items",
+    ),
+    pytest.param(
+        lambda: slate_logs({"slate_id": [0], "item": [[0, 1]], "reward": [[1.0, "x"]],
+                            "propensity": [[0.5, 0.5]]}),
+        ValidationError, r"`reward` must hold numbers in every list", id="slate-logs-text-reward",
+    ),
+    pytest.param(
+        lambda: slate_logs({"slate_id": [3, 4], "item": [[0, 1]] * 2, "reward": [[1.0, 0.0]] * 2,
+                            "slate_propensity": [0.5, 0.5],
+                            "prefix_propensity": [[0.9, 0.5], [0.9, 0.2]]}),
+        ValidationError,
+        r"`prefix_propensity` at the last position \(the whole slate\) contradicts "
+        r"`slate_propensity` in 1 slates \(first at row 1: 0\.2 vs 0\.5\)",
+        id="slate-prefix-contradicts-slate",
     ),
     pytest.param(
         lambda: Certificate.from_json('{"policy": '), ValidationError,
