@@ -24,6 +24,7 @@ from ope.exceptions import (
     EstimationError,
     OPEError,
     ParameterError,
+    PolicyError,
     SchemaError,
     ValidationError,
 )
@@ -98,6 +99,23 @@ def _candidate_table(**changes: list[Any]) -> Any:
     table = {"slate_id": [5, 5, 6, 6], "position": [0, 1, 0, 1], "item": [1, 0, 0, 1],
              "probability": [0.9] * 4}
     return slate_probabilities_from_table({**table, **changes}, _two_slates())
+
+
+class _RepeatedClasses:
+    """A fitted classifier whose classes_ name action 1 twice (two probability columns)."""
+
+    classes_ = np.array([0, 1, 1])
+
+    def predict_proba(self, x: Any) -> np.ndarray:
+        return np.tile([0.2, 0.4, 0.4], (len(x), 1))
+
+
+def _classifier_policy_with_repeated_classes() -> Any:
+    from ope.policies import ClassifierPolicy
+
+    logs = ope.read_logs(pa.table({"action": [0, 1, 1], "propensity": [0.5] * 3,
+                                   "reward": [1.0, 0.0, 1.0], "x": [0.1, 0.2, 0.3]}))
+    return ClassifierPolicy(_RepeatedClasses(), ["x"]).propensity(logs)
 
 
 def _paired_effect(outcome: list[float]) -> Any:
@@ -262,6 +280,11 @@ CASES: list[Any] = [
         r"`prefix_propensity` at the last position \(the whole slate\) contradicts "
         r"`slate_propensity` in 1 slates \(first at row 1: 0\.2 vs 0\.5\)",
         id="slate-prefix-contradicts-slate",
+    ),
+    pytest.param(
+        _classifier_policy_with_repeated_classes, PolicyError,
+        r"classes_ of _RepeatedClasses repeats the label\(s\) 1 \(first at columns 1, 2\)",
+        id="classifier-policy-repeated-classes",
     ),
     pytest.param(
         lambda: Certificate.from_json('{"policy": '), ValidationError,
