@@ -50,7 +50,7 @@ from ope._dedup import SeenIds, mark_repeats
 from ope._progress import enabled as progress_enabled
 from ope._progress import progress
 from ope._provenance import PROVENANCE_PREFIX, propensity_metadata
-from ope._validation import check_choice, check_positive_int
+from ope._validation import check_choice, check_positive_int, repeated_names
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
 from ope.logs import BanditLogs, PairedReplays, SkippedPath, Trajectories, ValidationReport
 from ope.schema import (
@@ -816,7 +816,7 @@ def _pandas_range_index(schema: pa.Schema) -> _RangeIndex | None:
 
 def _from_pandas(df: Any) -> pa.Table:
     names = [str(c) for c in df.columns]
-    repeated = sorted({n for n in names if names.count(n) > 1})
+    repeated = repeated_names(names)
     if repeated:
         raise SchemaError(
             f"the DataFrame has {len(names) - len(set(names))} repeated column name(s): "
@@ -909,7 +909,7 @@ def _repeated_names(found: Located) -> SchemaError | None:
             names = pq.read_schema(f, filesystem=found.filesystem).names
         except (pa.ArrowException, OSError):
             continue
-        repeated = sorted({n for n in names if names.count(n) > 1})
+        repeated = repeated_names(names)
         if repeated:
             return SchemaError(
                 f"{f}: column name(s) {', '.join(map(repr, repeated))} appear more than once; "

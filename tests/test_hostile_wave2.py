@@ -358,3 +358,22 @@ def test_overflow_guard_keeps_finite_results_unchanged() -> None:
     np.testing.assert_allclose(r, [1.5e300, 1e300, 0.0], rtol=1e-12)
     table = _paired_effect([1.0, 0.0, 0.0, 1.0, 1.0, 2.0])
     np.testing.assert_allclose(table["value"], [1 / 3], rtol=1e-12)
+
+
+def test_a_wide_schema_plans_every_column_and_names_its_one_repeat() -> None:
+    from ope.schema import BANDIT, plan_columns
+
+    names = ["action", "propensity", "reward", *(f"x{j}" for j in range(10_000))]
+    plan = plan_columns(pa.schema([pa.field(n, pa.float64()) for n in names]), BANDIT)
+    assert plan.output_columns == names
+    repeated = pa.schema([pa.field(n, pa.float64()) for n in [*names, "x9999"]])
+    with pytest.raises(SchemaError, match=r"column name\(s\) 'x9999' appear more than once"):
+        plan_columns(repeated, BANDIT)
+
+
+def test_repeated_names_counts_once_per_name() -> None:
+    from ope._validation import repeated_names
+
+    assert repeated_names(["b", "a", "b", "c", "a", "b"]) == ["a", "b"]
+    assert repeated_names(["a", "a", "b", "b"], among={"b"}) == ["b"]
+    assert repeated_names([f"x{j}" for j in range(10_000)]) == []

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ope._validation import repeated_names
 from ope.exceptions import DataFileError, PolicyError, SchemaError
 from ope.io import check_parquet_file, locate_input
 from ope.logs import BanditLogs
@@ -76,7 +77,7 @@ def canonical_policy_table(
     """
     if is_dataframe(table):
         names = [str(c) for c in table.columns]
-        repeated = sorted({c for c in names if names.count(c) > 1})
+        repeated = repeated_names(names)
         if repeated:
             raise SchemaError(
                 f"policy table {source}: column name(s) {', '.join(map(repr, repeated))} appear "
@@ -92,7 +93,7 @@ def canonical_policy_table(
             f"{type(table).__name__}."
         )
     names = table.column_names
-    repeated = sorted({c for c in names if names.count(c) > 1})
+    repeated = repeated_names(names)
     if repeated:
         raise SchemaError(
             f"policy table {source}: column name(s) {', '.join(map(repr, repeated))} appear "
@@ -103,7 +104,7 @@ def canonical_policy_table(
         rename = {theirs: ours for ours, theirs in mapping.items()}
         table = table.rename_columns([rename.get(c, c) for c in table.column_names])
         names = table.column_names
-        repeated = sorted({c for c in names if names.count(c) > 1 and c in POLICY_TABLE_COLUMNS})
+        repeated = repeated_names(names, among=set(POLICY_TABLE_COLUMNS))
         if repeated:
             raise SchemaError(
                 f"policy table {source}: after mapping, column name(s) "
