@@ -638,7 +638,7 @@ def check_rewards_in_range(
 
 
 def check_no_overflow(
-    result: np.ndarray, what: str, inputs: Mapping[str, np.ndarray], *, row: str = "row"
+    result: np.ndarray, what: str, inputs: Mapping[str, np.ndarray], *, row: str | None = "row"
 ) -> None:
     """The numeric-range guard of sums of the data (returns, GAE, paired effects).
 
@@ -646,8 +646,9 @@ def check_no_overflow(
     (two rewards of 1e308 add up to inf, and inf - inf is NaN). A ``result`` with a non-finite
     entry is refused with a :class:`ope.ValidationError` that names the input with the largest
     magnitude, that magnitude and the first offending row, rather than returned as inf or NaN.
-    Every computation here is linear in its inputs, so rescaling them (dividing by a power of
-    ten) and scaling the results back gives the same numbers.
+    ``row=None`` leaves out the location (a single statistic). Returns and effects are linear
+    in their inputs, so rescaling them (dividing by a power of ten) and scaling the results back
+    gives the same numbers.
 
     Examples
     --------
@@ -657,7 +658,7 @@ def check_no_overflow(
     >>> check_no_overflow(r + r[::-1], "discounted returns", {"reward": r})
     Traceback (most recent call last):
     ...
-    ope.exceptions.ValidationError: discounted returns overflow float64 (2 rows are infinite or NaN, first at row 0): `reward` reaches |value| 1e+308, too large for its sums. Rescale `reward` (e.g. divide by 1e+300) and scale the results back; they are linear in it.
+    ope.exceptions.ValidationError: discounted returns overflow float64 (2 rows are infinite or NaN, first at row 0): `reward` reaches |value| 1e+308, too large for its sums. Rescale `reward` (e.g. divide by 1e+300) and scale the results back.
     """
     arr = np.asarray(result, dtype=np.float64)
     if arr.size == 0:
@@ -674,11 +675,12 @@ def check_no_overflow(
             peaks[name] = max(abs(lo), abs(hi))
     name, peak = max(peaks.items(), key=lambda kv: kv[1]) if peaks else ("input", math.nan)
     divisor = 10.0 ** max(1, math.floor(math.log10(peak)) - 8) if peak > 0 else 1e10
+    where = "" if row is None else (
+        f" ({count} {row}s are infinite or NaN, first at {row} {first})"
+    )
     raise ValidationError(
-        f"{what} overflow float64 ({count} {row}s are infinite or NaN, first at {row} "
-        f"{first}): `{name}` reaches |value| {peak:.4g}, too large for its sums. Rescale "
-        f"`{name}` (e.g. divide by {divisor:.4g}) and scale the results back; they are linear "
-        "in it."
+        f"{what} overflow float64{where}: `{name}` reaches |value| {peak:.4g}, too large for "
+        f"its sums. Rescale `{name}` (e.g. divide by {divisor:.4g}) and scale the results back."
     )
 
 

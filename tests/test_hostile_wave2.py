@@ -140,6 +140,11 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "event_id": np.arange(40), "action": rng.integers(0, 2, 40),
         "propensity": np.full(40, 0.5), "reward": rng.random(40),
     }), folder / "logs.parquet")
+    pa.parquet.write_table(pa.table({
+        "event_id": np.arange(200), "action": rng.integers(0, 2, 200),
+        "propensity": np.full(200, 0.5), "reward": 1e300 * rng.choice([-1.0, 1.0], 200),
+        "target__p": rng.integers(0, 2, 200).astype(float), "seg": rng.integers(0, 3, 200),
+    }), folder / "huge-rewards.parquet")
     return folder
 
 
@@ -338,6 +343,31 @@ def test_hostile_policy_file_on_the_cli_exits_65_with_one_json_document(
     assert document["ok"] is False
     assert document["error"]["type"] == error.__name__
     assert re.search(pattern, document["error"]["message"])
+
+
+HUGE_REWARDS = (
+    r"the diagnostics of policy 'p' \(variance of w \(r - 0\)\) overflow float64: `reward` "
+    r"reaches \|value\| 1e\+300.*Rescale `reward`"
+)
+
+
+@pytest.mark.parametrize("extra", [(), ("--by", "seg")], ids=["report", "report-by-segment"])
+def test_report_of_rewards_near_1e300_exits_65_with_one_json_document(
+    files: Path, tmp_path: Path, extra: tuple[str, ...]
+) -> None:
+    code, document = _cli("report", str(files / "huge-rewards.parquet"), "--out",
+                          str(tmp_path / "r.html"), *extra)
+    assert code == 65
+    assert document["error"]["type"] == "ValidationError"
+    assert re.search(HUGE_REWARDS, document["error"]["message"])
+
+
+def test_diagnose_of_rewards_near_1e300_names_the_reward_magnitude(files: Path) -> None:
+    logs = ope.read_logs(files / "huge-rewards.parquet")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValidationError, match=HUGE_REWARDS):
+            ope.diagnose(logs, by="seg")
 
 
 @pytest.mark.parametrize(("call", "error", "pattern"), CASES)
