@@ -145,6 +145,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
         "propensity": np.full(200, 0.5), "reward": 1e300 * rng.choice([-1.0, 1.0], 200),
         "target__p": rng.integers(0, 2, 200).astype(float), "seg": rng.integers(0, 3, 200),
     }), folder / "huge-rewards.parquet")
+    pa.parquet.write_table(_paired([1e308, -1e308, -1e308, 1e308, 1.0, 2.0]),
+                           folder / "huge-paired.parquet")
     return folder
 
 
@@ -360,6 +362,17 @@ def test_report_of_rewards_near_1e300_exits_65_with_one_json_document(
     assert code == 65
     assert document["error"]["type"] == "ValidationError"
     assert re.search(HUGE_REWARDS, document["error"]["message"])
+
+
+def test_paired_effect_of_1e308_outcomes_on_the_cli_exits_65_with_one_json_document(
+    files: Path,
+) -> None:
+    code, document = _cli("paired", str(files / "huge-paired.parquet"), "--treated", "b",
+                          "--control", "a")
+    assert code == 65
+    assert document["error"]["type"] == "ValidationError"
+    assert re.search(r"the pair differences overflow float64 \(2 pairs .*1e\+308",
+                     document["error"]["message"])
 
 
 def test_diagnose_of_rewards_near_1e300_names_the_reward_magnitude(files: Path) -> None:
