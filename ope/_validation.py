@@ -725,8 +725,9 @@ def check_positions(
     values: npt.ArrayLike, name: str = "position", *, base: int = 0, n_slots: int | None = None,
     what: str = "slots",
 ) -> np.ndarray:
-    """Slot positions (or other indices, ``what``) as int64: whole numbers from ``base`` (0, or 1 for 1-based logs) and, with
-    ``n_slots``, below ``base + n_slots``; else a ValidationError with the count and first row.
+    """Slot positions (or other indices, ``what``) as int64: whole numbers from ``base`` (0, or
+    1 for 1-based logs) and, with ``n_slots``, below ``base + n_slots``; else a ValidationError
+    with the count and the first row.
 
     A negative position would index slots from the end and a fractional one would be truncated,
     so both are refused rather than read as another slot.
