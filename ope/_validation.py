@@ -25,7 +25,8 @@ import numbers
 import os
 import sys
 import warnings
-from collections.abc import Iterator, Mapping, Sequence, Set
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from typing import Any, Final
 
 import numpy as np
@@ -60,6 +61,11 @@ __all__ = [
     "FLOAT64_MAX",
     "require_reward_range",
     "check_rewards_in_range",
+    "check_no_overflow",
+    "check_label_kinds",
+    "repeated_names",
+    "check_positions",
+    "check_distribution_rows",
     "check_rng",
     "resolve_seed",
     "user_stacklevel",
@@ -97,6 +103,22 @@ def first_rows(bad: np.ndarray) -> tuple[int, int]:
     rows = bad if bad.ndim == 1 else bad.reshape(bad.shape[0], -1).any(axis=1)
     idx = np.flatnonzero(rows)
     return int(idx.size), int(idx[0]) if idx.size else -1
+
+
+def repeated_names(names: Iterable[Any], *, among: Set[Any] | None = None) -> list[Any]:
+    """The names that occur more than once (sorted), optionally only those in ``among``.
+
+    One pass over the names (a count per name), so a schema of 10,000 columns costs 10,000
+    steps, not the 10**8 of ``names.count(n)`` for every ``n``.
+
+    Examples
+    --------
+    >>> from ope._validation import repeated_names
+    >>> repeated_names(["a", "b", "a", "c", "b"]), repeated_names(["a", "a", "b", "b"], among={"b"})
+    (['a', 'b'], ['b'])
+    """
+    counts = Counter(names)
+    return sorted(n for n, c in counts.items() if c > 1 and (among is None or n in among))
 
 
 def chunks(n: int, chunk_size: int) -> Iterator[slice]:
@@ -613,6 +635,175 @@ def check_rewards_in_range(
         f"{first}: {float(reward.reshape(reward.shape[0], -1)[first].flat[0])!r}). reward_range "
         "must be an a priori bound that every reward satisfies; widen it or fix the rewards."
     )
+
+
+def check_no_overflow(
+    result: np.ndarray, what: str, inputs: Mapping[str, np.ndarray], *, row: str | None = "row"
+) -> None:
+    """The numeric-range guard of sums of the data (returns, GAE, paired effects).
+
+    Each input is finite (checked before), but a sum of finite values can overflow float64
+    (two rewards of 1e308 add up to inf, and inf - inf is NaN). A ``result`` with a non-finite
+    entry is refused with a :class:`ope.ValidationError` that names the input with the largest
+    magnitude, that magnitude and the first offending row, rather than returned as inf or NaN.
+    ``row=None`` leaves out the location (a single statistic). Returns and effects are linear
+    in their inputs, so rescaling them (dividing by a power of ten) and scaling the results back
+    gives the same numbers.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope._validation import check_no_overflow
+    >>> r = np.array([1e308, 1e308])
+    >>> check_no_overflow(r + r[::-1], "discounted returns", {"reward": r})
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ValidationError: discounted returns overflow float64 (2 rows are infinite or NaN, first at row 0): `reward` reaches |value| 1e+308, too large for its sums. Rescale `reward` (e.g. divide by 1e+300) and scale the results back.
+    """
+    arr = np.asarray(result, dtype=np.float64)
+    if arr.size == 0:
+        return
+    low, high = value_range(arr)
+    if math.isfinite(low) and math.isfinite(high):
+        return
+    count, first = first_rows(~np.isfinite(arr))
+    peaks = {}
+    for name, values in inputs.items():
+        v = np.asarray(values, dtype=np.float64)
+        if v.size:
+            lo, hi = value_range(v)
+            peaks[name] = max(abs(lo), abs(hi))
+    name, peak = max(peaks.items(), key=lambda kv: kv[1]) if peaks else ("input", math.nan)
+    divisor = 10.0 ** max(1, math.floor(math.log10(peak)) - 8) if peak > 0 else 1e10
+    where = "" if row is None else (
+        f" ({count} {row}s are infinite or NaN, first at {row} {first})"
+    )
+    raise ValidationError(
+        f"{what} overflow float64{where}: `{name}` reaches |value| {peak:.4g}, too large for "
+        f"its sums. Rescale `{name}` (e.g. divide by {divisor:.4g}) and scale the results back."
+    )
+
+
+def check_label_kinds(labels: np.ndarray, name: str) -> None:
+    """Action (or class) labels of one kind: all whole numbers or all text.
+
+    An object array that mixes them (``[1, "a"]``, a CSV column partly parsed as numbers) has no
+    order, so it cannot be sorted into classes; it is refused with a :class:`ope.ValidationError`
+    that counts each kind and names the first row of the rarer one.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope._validation import check_label_kinds
+    >>> check_label_kinds(np.array([1, 2, "a"], dtype=object), "y")
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ValidationError: `y` mixes label kinds: 2 rows hold numbers and 1 rows text (first text at row 2: 'a'). Labels are sorted into classes and must be of one kind: convert them all, e.g. y.astype(str).
+    """
+    if labels.dtype != object or labels.size == 0:
+        return
+    import pandas as pd
+
+    flat = labels.reshape(-1)
+    kind = pd.api.types.infer_dtype(flat, skipna=True)
+    if not kind.startswith("mixed"):
+        return
+    numeric = pd.to_numeric(pd.Series(flat), errors="coerce").notna().to_numpy()
+    present = pd.notna(flat)
+    text = present & ~numeric
+    n_num, n_text = int(numeric.sum()), int(text.sum())
+    rare, noun = (text, "text") if n_text <= n_num else (numeric, "number")
+    first = int(np.flatnonzero(rare)[0]) if rare.any() else 0
+    raise ValidationError(
+        f"`{name}` mixes label kinds: {n_num} rows hold numbers and {n_text} rows text (first "
+        f"{noun} at row {first}: {flat[first]!r}). Labels are sorted into classes and must be "
+        f"of one kind: convert them all, e.g. {name}.astype(str)."
+    )
+
+
+def check_positions(
+    values: npt.ArrayLike, name: str = "position", *, base: int = 0, n_slots: int | None = None,
+    what: str = "slots",
+) -> np.ndarray:
+    """Slot positions (or other indices, ``what``) as int64: whole numbers from ``base`` (0, or
+    1 for 1-based logs) and, with ``n_slots``, below ``base + n_slots``; else a ValidationError
+    with the count and the first row.
+
+    A negative position would index slots from the end and a fractional one would be truncated,
+    so both are refused rather than read as another slot.
+
+    Examples
+    --------
+    >>> from ope._validation import check_positions
+    >>> check_positions([0, 2.0, 1]).tolist()
+    [0, 2, 1]
+    >>> check_positions([0, -1])
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ValidationError: `position` must be whole numbers >= 0; 1 rows are not (first at row 1: -1); they index slots from 0. Fix the logger or the column mapping.
+    """
+    arr = np.asarray(values)
+    if arr.dtype.kind not in "iub":
+        f = as_float_array(arr, name, ndim=(1,))
+        check_finite(f, name)
+        whole = f == np.round(f)
+        arr = np.where(whole, f, 0.0).astype(np.int64)
+        bad = ~whole | (f < base)
+    else:
+        arr = arr.astype(np.int64)
+        bad = arr < base
+    top = None if n_slots is None else base + n_slots
+    if top is not None:
+        bad |= arr >= top
+    if bad.any():
+        count, first = first_rows(bad)
+        shown = np.asarray(values).reshape(-1)[first]
+        rule = f"whole numbers >= {base}" + ("" if top is None else f" and < {top}")
+        raise ValidationError(
+            f"`{name}` must be {rule}; {count} rows are not (first at row {first}: "
+            f"{shown.item() if hasattr(shown, 'item') else shown!r}); they index {what} from "
+            f"{base}. Fix the logger or the column mapping."
+        )
+    return arr
+
+
+def check_distribution_rows(
+    dist: np.ndarray, name: str, *, axis: int = 1, atol: float | None = None
+) -> None:
+    """Probabilities in [0, 1] that sum to 1 along ``axis`` (the actions) in every row.
+
+    ``dist`` has the rows first, e.g. (n, n_actions) or (n, n_actions, n_slots); each
+    distribution (a row, or a row's slot) must sum to 1 within ``atol`` (default: the
+    package's :data:`~ope._thresholds.PROBABILITY_TOLERANCE`). A ValidationError names the count,
+    the first row and its sum.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope._validation import check_distribution_rows
+    >>> check_distribution_rows(np.full((2, 3), 0.9), "action_dist")
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ValidationError: `action_dist` must hold probability distributions: entries in [0, 1] summing to 1 over axis 1; 2 rows do not (first at row 0, which sums to 2.7). Normalize each row, e.g. dist / dist.sum(axis=1, keepdims=True).
+    """
+    from ope._thresholds import PROBABILITY_TOLERANCE
+
+    tol = PROBABILITY_TOLERANCE if atol is None else atol
+    arr = as_float_array(dist, name, ndim=(2, 3))
+    check_finite(arr, name)
+    total = arr.sum(axis=axis)
+    bad = np.abs(total - 1.0) > tol
+    bad_entries = (arr < 0) | (arr > 1)
+    bad = bad.reshape(arr.shape[0], -1).any(axis=1) | bad_entries.reshape(arr.shape[0], -1).any(1)
+    if bad.any():
+        count, first = first_rows(bad)
+        row_sum = total[first].reshape(-1)
+        worst = float(row_sum[np.argmax(np.abs(row_sum - 1.0))])
+        raise ValidationError(
+            f"`{name}` must hold probability distributions: entries in [0, 1] summing to 1 over "
+            f"axis {axis}; {count} rows do not (first at row {first}, which sums to {worst:.6g})."
+            f" Normalize each row, e.g. dist / dist.sum(axis={axis}, keepdims=True)."
+        )
 
 
 def check_rng(rng: Any) -> np.random.Generator:

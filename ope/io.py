@@ -50,7 +50,7 @@ from ope._dedup import SeenIds, mark_repeats
 from ope._progress import enabled as progress_enabled
 from ope._progress import progress
 from ope._provenance import PROVENANCE_PREFIX, propensity_metadata
-from ope._validation import check_choice, check_positive_int
+from ope._validation import check_choice, check_positive_int, repeated_names
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
 from ope.logs import BanditLogs, PairedReplays, SkippedPath, Trajectories, ValidationReport
 from ope.schema import (
@@ -816,7 +816,7 @@ def _pandas_range_index(schema: pa.Schema) -> _RangeIndex | None:
 
 def _from_pandas(df: Any) -> pa.Table:
     names = [str(c) for c in df.columns]
-    repeated = sorted({n for n in names if names.count(n) > 1})
+    repeated = repeated_names(names)
     if repeated:
         raise SchemaError(
             f"the DataFrame has {len(names) - len(set(names))} repeated column name(s): "
@@ -868,7 +868,7 @@ def _open_directory(found: Located) -> _Opened:
         dataset = ds.dataset(files, format="parquet", partitioning=partitioning,
                              partition_base_dir=path, filesystem=fs)
     except (pa.ArrowException, OSError) as exc:
-        raise (_repeated_names(found) or DataFileError(
+        raise (_repeated_name_error(found) or DataFileError(
             f"cannot open the parquet files in {found.name}: {exc}")) from None
     file_schemas = {}
     for fragment in dataset.get_fragments():
@@ -901,7 +901,7 @@ def _open_directory(found: Located) -> _Opened:
     return opened
 
 
-def _repeated_names(found: Located) -> SchemaError | None:
+def _repeated_name_error(found: Located) -> SchemaError | None:
     """The SchemaError naming the repeated column names of a parquet file (Arrow cannot open a
     dataset with them and says only "duplicate field names"); None when there are none."""
     for f in found.files:  # a loop over files
@@ -909,7 +909,7 @@ def _repeated_names(found: Located) -> SchemaError | None:
             names = pq.read_schema(f, filesystem=found.filesystem).names
         except (pa.ArrowException, OSError):
             continue
-        repeated = sorted({n for n in names if names.count(n) > 1})
+        repeated = repeated_names(names)
         if repeated:
             return SchemaError(
                 f"{f}: column name(s) {', '.join(map(repr, repeated))} appear more than once; "
@@ -929,7 +929,7 @@ def _open(source: Source, log_schema: LogSchema | None = None) -> _Opened:
             dataset = ds.dataset(found.path, format="parquet", filesystem=found.filesystem)
             dataset.schema  # noqa: B018 - forces the footer to be read
         except (pa.ArrowException, OSError) as exc:
-            raise (_repeated_names(found) or DataFileError(
+            raise (_repeated_name_error(found) or DataFileError(
                 f"{found.name} is not a readable parquet file: {exc}")) from None
         return _Opened(found.name, dataset, None, file=found.path, filesystem=found.filesystem,
                        required=required, files=1)

@@ -41,6 +41,7 @@ from scipy import stats
 from ope._validation import (
     check_choice,
     check_confidence_level,
+    check_no_overflow,
     check_reward_range,
     check_rewards_in_range,
     user_stacklevel,
@@ -469,7 +470,16 @@ def paired_effect(
             both = (cnt[:, t_index] > 0) & (cnt[:, 0] > 0)
             g = group_of_pair[both]
             yt, yc = mean[both, t_index], mean[both, 0]
-            stats_ = _group_effects(g, yt, yc, n_groups, ratio=bool(ratio))
+            with np.errstate(over="ignore", invalid="ignore"):  # refused just below
+                d = yt - yc
+                stats_ = _group_effects(g, yt, yc, n_groups, ratio=bool(ratio))
+            what = f"the {arm!r} vs {control!r} effect on {outcome!r}"
+            check_no_overflow(d, f"{what}: the pair differences", {outcome: y[valid]}, row="pair")
+            usable = stats_["n"] >= 2
+            check_no_overflow(
+                np.column_stack([stats_["value"], np.where(usable, stats_["std_error"], 0.0)]),
+                f"{what}: the value or its standard error", {outcome: y[valid]}, row="group",
+            )
             n_used = stats_["n"]
             n_dropped = pairs_in_group - n_used
             if n_dropped.sum():
@@ -489,7 +499,6 @@ def paired_effect(
             dlow_dhigh = None if low_high is None else (
                 low_high[0] - low_high[1], low_high[1] - low_high[0]
             )
-            d = yt - yc
             n_k = n_used
             ok = n_k >= 2
             for k in np.flatnonzero(~ok):  # only the groups too small to estimate

@@ -129,6 +129,30 @@ def _default_classifier() -> Any:
     return make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000))
 
 
+#: Inner folds of ``CalibratedClassifierCV``: each action needs this many rows in a training set.
+_CALIBRATION_FOLDS: Final = 3
+
+
+def _check_calibration_counts(
+    codes: np.ndarray, classes: np.ndarray, train: np.ndarray, calibration: str, fold: str
+) -> None:
+    """Every action of a training set logged at least ``_CALIBRATION_FOLDS`` times there (the
+    inner folds of the calibration split each action), else an error naming the action."""
+    if calibration == "none":
+        return
+    counts = np.bincount(codes[train], minlength=classes.size)
+    rare = np.flatnonzero((counts > 0) & (counts < _CALIBRATION_FOLDS))
+    if rare.size:
+        labels = classes[rare[:5]].tolist()
+        shown = ", ".join(f"{v!r} ({int(counts[j])}x)" for v, j in zip(labels, rare[:5]))
+        raise EstimationError(
+            f"calibration={calibration!r} splits each training set into {_CALIBRATION_FOLDS} "
+            f"inner folds, so every action needs at least {_CALIBRATION_FOLDS} rows in it; "
+            f"{fold} logs action(s) {shown}{', ...' if rare.size > 5 else ''} fewer times. Use "
+            "calibration='none', fewer n_folds, or drop the rarely logged actions."
+        )
+
+
 def _calibrated(classifier: Any, calibration: str) -> Any:
     from sklearn.base import clone
     from sklearn.calibration import CalibratedClassifierCV
@@ -136,7 +160,7 @@ def _calibrated(classifier: Any, calibration: str) -> Any:
     base = clone(classifier)
     if calibration == "none":
         return base
-    return CalibratedClassifierCV(base, method=calibration, cv=3)
+    return CalibratedClassifierCV(base, method=calibration, cv=_CALIBRATION_FOLDS)
 
 
 def _check_settings(
@@ -241,6 +265,10 @@ def estimated_action_probabilities(
     for k in range(folds):  # loop over folds, not rows
         test = fold == k
         train = ~test if folds > 1 else test  # one fold: fitted on every row, in-sample
+        _check_calibration_counts(
+            codes, classes, train, cal,
+            "the data" if folds == 1 else f"the training set of fold {k} (of {folds})",
+        )
         model = _calibrated(base, cal)
         model.fit(x[train], codes[train])
         cols = np.asarray(model.classes_, dtype=np.int64)

@@ -60,7 +60,13 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ope._validation import as_float_array, check_finite, check_real, first_rows
+from ope._validation import (
+    as_float_array,
+    check_finite,
+    check_no_overflow,
+    check_real,
+    first_rows,
+)
 from ope.exceptions import EstimationError, ParameterError, SchemaError, ValidationError
 from ope.logs import Trajectories
 
@@ -526,10 +532,20 @@ def _corrected(
 ) -> np.ndarray:
     r""":math:`x_t = \bar\rho_t \delta_t + \gamma \lambda \bar c_t x_{t+1}` within episodes."""
     cont = _continues(ep)
-    if clipped is None:
-        return _backward_scan(gamma * lam * cont, delta, ep.max_length)
-    trace, td = clipped
-    return _backward_scan(gamma * lam * trace * cont, td * delta, ep.max_length)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused by _finite
+        if clipped is None:
+            return _backward_scan(gamma * lam * cont, delta, ep.max_length)
+        trace, td = clipped
+        return _backward_scan(gamma * lam * trace * cont, td * delta, ep.max_length)
+
+
+def _finite(
+    out: np.ndarray, what: str, ep: _Episodes, **inputs: np.ndarray | None
+) -> np.ndarray:
+    """``out``, refused (ValidationError naming the largest input) if a sum overflowed."""
+    named = {"reward": ep.reward, **{k: v for k, v in inputs.items() if v is not None}}
+    check_no_overflow(out, what, named)
+    return out
 
 
 def _values_and_advantages(
@@ -554,8 +570,15 @@ def _values_and_advantages(
     tail = _tail(ep, tail_value)
     if ep.n == 0:
         return v, np.zeros(0)
-    delta = ep.reward + g * _next_values(ep, v, tail) - v
-    return v, _corrected(ep, delta, g, lm, clipped)
+    with np.errstate(over="ignore", invalid="ignore"):
+        delta = ep.reward + g * _next_values(ep, v, tail) - v
+        adv = _corrected(ep, delta, g, lm, clipped)
+        target = v + adv
+    rho = None if clipped is None else clipped[1]
+    _finite(adv, "advantages (GAE)", ep, values=v, tail_value=tail, ratios=rho)
+    # the targets v + adv too: lambda_returns returns them
+    _finite(target, "lambda-returns", ep, values=v, tail_value=tail, ratios=rho)
+    return v, adv
 
 
 # --------------------------------------------------------------------------------------------
@@ -648,7 +671,10 @@ def discounted_returns(
     tail = _tail(ep, tail_value)
     if ep.n == 0:
         return np.zeros(0)
-    return _corrected(ep, ep.reward + g * tail, g, 1.0, clipped)
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = _corrected(ep, ep.reward + g * tail, g, 1.0, clipped)
+    return _finite(out, "discounted returns", ep, tail_value=tail,
+                   ratios=None if clipped is None else clipped[1])
 
 
 @_doc
@@ -717,7 +743,9 @@ def td_errors(
     tail = _tail(ep, tail_value)
     if ep.n == 0:
         return np.zeros(0)
-    return ep.reward + g * _next_values(ep, v, tail) - v
+    with np.errstate(over="ignore", invalid="ignore"):
+        out = ep.reward + g * _next_values(ep, v, tail) - v
+    return _finite(out, "TD errors", ep, values=v, tail_value=tail)
 
 
 @_doc

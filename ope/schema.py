@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ope._dedup import BITMAP_FACTOR, BITMAP_MIN_BYTES
-from ope._validation import first_rows
+from ope._validation import first_rows, repeated_names
 from ope.exceptions import ParameterError, SchemaError
 
 __all__ = [
@@ -516,7 +516,7 @@ def plan_columns(
     """
     names = list(schema.names)
     problems: list[str] = []
-    dupes = sorted({n for n in names if names.count(n) > 1})
+    dupes = repeated_names(names)
     if dupes:
         raise SchemaError(
             f"{source}: column name(s) {', '.join(map(repr, dupes))} appear more than once; "
@@ -708,7 +708,7 @@ def check_segment_columns(
     if not isinstance(names, Sequence) or not all(isinstance(c, str) for c in names):
         raise ParameterError(f"`by` must be a column name or a list of column names; got {by!r}")
     names = list(names)
-    repeated = sorted({c for c in names if names.count(c) > 1})
+    repeated = repeated_names(names)
     if repeated:
         raise ParameterError(f"`by` names column(s) {', '.join(map(repr, repeated))} twice")
     problems = []

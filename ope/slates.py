@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import numbers
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -52,11 +53,13 @@ from ope._thresholds import (
 from ope._validation import (
     as_float_array,
     check_finite,
+    check_label_kinds,
     check_logging_propensity,
     check_positive_int,
     check_positive_real,
     check_rng,
     check_target_propensity,
+    describe,
     first_rows,
     user_stacklevel,
 )
@@ -192,6 +195,16 @@ def _as_int(values: Any, name: str) -> np.ndarray:
     arr = np.asarray(values)
     if arr.dtype.kind in "iu":
         return arr.astype(np.int64)
+    if arr.dtype.kind in "USO" and arr.size:
+        check_label_kinds(arr, name)
+        flat = arr.reshape(-1)
+        if arr.dtype.kind != "O" or isinstance(flat[0], (str, bytes)):
+            raise ValidationError(
+                f"`{name}` must hold integer ids; it holds text (row 0: {_plain(flat[0])!r}). Map "
+                "the names to integer codes first (e.g. codes, names = pandas.factorize(...)) "
+                "and use the same codes in the logs and in every policy."
+            )
+        arr = _numbers(arr, name)
     f = as_float_array(arr, name, ndim=(1, 2))
     check_finite(f, name)
     bad = f != np.round(f)
@@ -201,6 +214,40 @@ def _as_int(values: Any, name: str) -> np.ndarray:
             f"`{name}` must hold whole numbers; {count} rows do not (first at row {first})."
         )
     return f.astype(np.int64)
+
+
+def _numbers(values: np.ndarray, name: str) -> np.ndarray:
+    """An object array (list cells) as float64, or a ValidationError naming the column."""
+    try:
+        return values.astype(np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(
+            f"`{name}` must hold numbers in every list; {exc}. Fix or drop those slates."
+        ) from None
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar as the Python value (for messages)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _same_id_kind(values: np.ndarray, logged: np.ndarray, name: str) -> None:
+    """Ids of a table of the same kind (numbers or text) as the logs': a text id never equals
+    an integer one, so a mismatch would silently match nothing."""
+    def kind(a: np.ndarray) -> str:
+        if a.dtype.kind in "iufb":
+            return "numbers"
+        if a.dtype.kind == "O" and a.size:
+            check_label_kinds(a, name)
+            return "numbers" if isinstance(a.flat[0], numbers.Number) else "text"
+        return "text"
+
+    if values.size and logged.size and kind(values) != kind(logged):
+        raise ValidationError(
+            f"`{name}` holds {kind(values)} (row 0: {_plain(values.flat[0])!r}) but the logs' "
+            f"`{name}` holds {kind(logged)} (e.g. {_plain(logged.flat[0])!r}): an id written as "
+            "text never equals one written as a number. Write the ids the same way in both."
+        )
 
 
 def _lists(values: Any, name: str, size: int | None) -> np.ndarray:
@@ -295,6 +342,11 @@ def slate_logs(
             f"slate logs are missing columns: {', '.join(map(repr, missing)) or 'none'}{need}. "
             f"Present: {', '.join(sorted(cols))}. Name them with the keyword arguments."
         )
+    if len(cols[slate_id]) == 0:
+        raise ValidationError(
+            f"slate logs have no rows (column {slate_id!r} is empty): there is no slate to "
+            "evaluate on. Check the filter or the file that produced them."
+        )
     weight = np.asarray(cols.get("weight", np.ones(1)), dtype=np.float64)
     if not bool(np.all(weight == 1.0)):  # the sampling weights, e.g. from pdrop
         raise EstimationError(
@@ -375,8 +427,8 @@ def _list_logs(cols, sid_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, allow_repeats
         if not name or name not in cols:
             return None
         v = _lists(cols[name], name, size)[order]
-        return _as_int(v.astype(float), name) if kind == "int" else as_float_array(
-            v.astype(float), name, ndim=(2,))
+        return _as_int(v, name) if kind == "int" else as_float_array(
+            _numbers(v, name), name, ndim=(2,))
 
     def scalar(name: str | None, kind: str) -> np.ndarray | None:
         if not name or name not in cols:
@@ -438,6 +490,17 @@ def _finish(sid, item, reward, p, sp, pp, ctx, rows, *, names, allow_repeats) ->
             raise ValidationError(
                 f"`{pp_c}` must not increase with the position (a longer prefix is no likelier);"
                 f" {count} slates break this (first at row {int(rows[first, 0])})."
+            )
+    if pp is not None and sp is not None:
+        # the prefix of full length is the whole slate: the two columns must agree there
+        bad = np.abs(pp[:, -1] - sp) > PROBABILITY_TOLERANCE
+        if bad.any():
+            count, first = first_rows(bad)
+            raise ValidationError(
+                f"`{pp_c}` at the last position (the whole slate) contradicts `{sp_c}` in "
+                f"{count} slates (first at row {int(rows[first, 0])}: {float(pp[first, -1])!r} "
+                f"vs {float(sp[first])!r}); the probability of the full prefix is the slate's. "
+                "Check which column holds which probability, or drop one of them."
             )
     if ctx is not None:
         ctx = _constant(ctx, ctx_c, rows)
@@ -774,6 +837,7 @@ def slate_probabilities_from_table(
         )
     base = check_positive_int(position_base, "position_base", minimum=0)
     sid = np.asarray(cols[slate_id])
+    _same_id_kind(sid, logs.slate_id, slate_id)
     slot = np.searchsorted(logs.slate_id, sid)
     slot = np.clip(slot, 0, logs.n - 1)
     known = logs.slate_id[slot] == sid
@@ -781,6 +845,12 @@ def slate_probabilities_from_table(
     it = _as_int(cols[item], item)
     prob = as_float_array(cols[probability], probability, ndim=(1,))
     check_target_propensity(prob, probability)
+    if sid.size and not known.any():
+        raise ValidationError(
+            f"none of the candidate table's {sid.size} rows has a `{slate_id}` of the logs (row "
+            f"0: {_plain(sid[0])!r}; the logs have e.g. {_plain(logs.slate_id[0])!r}): every "
+            "marginal would be 0. Use the logs' slate ids."
+        )
     inrange = known & (pos >= 0) & (pos < logs.slate_size)
     hit = np.zeros(sid.shape[0], dtype=bool)
     hit[inrange] = logs.item[slot[inrange], pos[inrange]] == it[inrange]
@@ -999,6 +1069,26 @@ class IndependentIPS(SlateEstimator):
     positions: tuple[int, ...] | None = None
 
     name = "iips"
+
+    def __post_init__(self) -> None:
+        if self.positions is None:
+            return
+        given = self.positions
+        if isinstance(given, numbers.Integral):
+            given = (given,)
+        if isinstance(given, (str, bytes)) or not hasattr(given, "__iter__"):
+            raise ParameterError(
+                f"`positions` must be a sequence of slot indices (ints >= 0) or None; got "
+                f"{describe(self.positions)}. Pass e.g. positions=[0], or leave it out for all "
+                "slots."
+            )
+        keep = tuple(check_positive_int(k, "positions", minimum=0) for k in given)
+        if not keep:
+            raise ParameterError(
+                "`positions` is empty: independent IPS would sum the reward of no slot. Pass "
+                "the slots to sum over, e.g. positions=[0], or leave it out (None) for all slots."
+            )
+        object.__setattr__(self, "positions", keep)
     _kind = "iips"
     _shared = False
 

@@ -70,6 +70,7 @@ from ope._thresholds import (
 from ope._validation import (
     check_confidence_level,
     check_max_weight,
+    check_no_overflow,
     check_positive_int,
     check_real,
     check_reward_range,
@@ -437,6 +438,11 @@ def _diagnose(
     quantiles = weight_quantiles(p, t, sums, moments.max_w, WEIGHT_QUANTILES)
     rows, seg_rows, intervals, profiles = [], [], [], []
     for j, name in enumerate(data.names):  # a loop over policies
+        # the variance shares square the weighted rewards: refuse magnitudes whose squares
+        # overflow rather than report inf/NaN shares (the numeric-range guard of returns/paired)
+        check_no_overflow(np.array([moments.product_mean_var(j, clipped=True, about=lo)[1]]),
+                          f"the diagnostics of policy {name!r} (variance of w (r - {lo:g}))",
+                          {"reward": r}, row=None)
         deficient = None
         if data.deficiency is not None and segs:
             deficient = segment_sums(segs, data.deficiency[name])

@@ -15,7 +15,7 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
-from ope._validation import check_choice
+from ope._validation import check_choice, check_distribution_rows, check_positions
 from ope.exceptions import ParameterError
 from ope.importers._common import ChunkValidator
 from ope.logs import BanditLogs
@@ -98,20 +98,20 @@ def from_bandit_feedback(
         "reward": np.asarray(_array(d, "reward", n, 1), dtype=np.float64),
         "propensity": np.asarray(_array(d, "pscore", n, 1), dtype=np.float64),
     }
+    dist = _array(d, "action_dist", n, 3)
     position = _array(d, "position", n, 1)
     if position is not None:
-        cols["position"] = position.astype(np.int64)
+        position = check_positions(position, "bandit_feedback['position']",
+                                   n_slots=None if dist is None else dist.shape[2])
+        cols["position"] = position
     context = _array(d, "context", n, 2)
     if context is not None:
         cols.update({f"{CONTEXT_PREFIX}{j}": context[:, j] for j in range(context.shape[1])})
-    dist = _array(d, "action_dist", n, 3)
     if dist is not None:
-        slot = position.astype(np.int64) if position is not None else np.zeros(n, dtype=np.int64)
-        a = action.astype(np.int64)
-        if a.min(initial=0) < 0 or a.max(initial=0) >= dist.shape[1] or slot.max(initial=0) >= dist.shape[2]:
-            raise ParameterError(
-                f"bandit_feedback['action_dist'] has shape {dist.shape}; actions must be in "
-                f"0..{dist.shape[1] - 1} and positions in 0..{dist.shape[2] - 1}")
+        check_distribution_rows(dist, "bandit_feedback['action_dist']", axis=1)
+        slot = position if position is not None else np.zeros(n, dtype=np.int64)
+        a = check_positions(action, "bandit_feedback['action']", n_slots=dist.shape[1],
+                            what="the actions of action_dist")
         cols[f"target__{policy_name}"] = dist[np.arange(n), a, slot].astype(np.float64)
     table = pa.table(cols)
     validator = ChunkValidator("<bandit_feedback>", on_invalid)

@@ -29,8 +29,10 @@ from ope.exceptions import (
 from ope.intervals.betting import betting_lower_bound
 from ope.intervals.bounded import bernstein_interval
 from ope.learning._common import (
+    ROWS_IN_MESSAGE,
     check_propensity,
     check_reward,
+    encode_known,
     required_reward_range,
     row_list,
 )
@@ -204,14 +206,25 @@ class Certificate(Result):
         """Rebuild a certificate from :meth:`to_dict` output (also of versions without
         ``notes``, ``seed``, ``sampling_weight``, ``value``, ``n``, ``ci_method`` and
         ``weighted``; the last four are derived)."""
+        if not isinstance(data, Mapping):
+            raise ValidationError(
+                f"a certificate must be a JSON object (a dict) of Certificate.to_dict() fields; "
+                f"got a {type(data).__name__}. Pass the output of Certificate.to_dict()."
+            )
         names = {f.name for f in fields(cls)}
         missing = sorted(names - set(data) - {"notes", "seed", "sampling_weight"})
         if missing:
             raise ValidationError(f"certificate dict misses keys: {', '.join(missing)}.")
         values = {k: data[k] for k in names if k in data}
-        values["reward_range"] = tuple(float(v) for v in values["reward_range"])
-        values["notes"] = tuple(str(v) for v in data.get("notes", ()))
-        values["seed"] = None if data.get("seed") is None else int(data["seed"])
+        try:
+            values["reward_range"] = tuple(float(v) for v in values["reward_range"])
+            values["notes"] = tuple(str(v) for v in data.get("notes", ()))
+            values["seed"] = None if data.get("seed") is None else int(data["seed"])
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(
+                f"the certificate's reward_range, notes or seed is malformed ({exc}); pass the "
+                "output of Certificate.to_dict(), unchanged."
+            ) from None
         weight = data.get("sampling_weight")
         values["sampling_weight"] = None if weight is None else str(weight)
         return cls(**values)
@@ -219,7 +232,22 @@ class Certificate(Result):
     @classmethod
     def from_json(cls, text: str) -> Certificate:
         """Rebuild a certificate from :meth:`to_json` output."""
-        return cls.from_dict(json.loads(text))
+        if isinstance(text, (bytes, bytearray)):
+            text = text.decode("utf-8", errors="replace")
+        if not isinstance(text, str):
+            raise ParameterError(
+                f"Certificate.from_json needs the JSON text (a str); got a {type(text).__name__}. "
+                "Use Certificate.from_dict for a dict."
+            )
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(
+                f"the certificate is not valid JSON: {exc.msg} at line {exc.lineno}, column "
+                f"{exc.colno} (character {exc.pos}). Pass the text Certificate.to_json() wrote, "
+                "unchanged."
+            ) from None
+        return cls.from_dict(data)
 
     def __str__(self) -> str:
         pct = f"{100 * self.confidence_level:g}%"
@@ -266,6 +294,8 @@ def _policy_propensity(
     policy: Any, X: Any, action: Any, candidates: Any, n: int
 ) -> npt.NDArray[np.float64]:
     """``pi(action_i | x_i)`` from a policy object or a given per-row vector."""
+    if hasattr(policy, "classes_"):
+        idx = _known_actions(np.asarray(policy.classes_), np.asarray(action))
     if hasattr(policy, "target_propensity"):
         pe = policy.target_propensity(X, action, candidates=candidates)
     elif hasattr(policy, "predict_proba") and hasattr(policy, "classes_"):
@@ -275,13 +305,6 @@ def _policy_propensity(
                 "target propensities pi(action_i | x_i) as an array instead."
             )
         proba = np.asarray(policy.predict_proba(X), dtype=np.float64)
-        classes = np.asarray(policy.classes_)
-        idx = np.clip(np.searchsorted(classes, action), 0, classes.size - 1)
-        unknown = classes[idx] != np.asarray(action)
-        if unknown.any():
-            raise ValidationError(
-                f"`action` contains labels the policy does not know in {row_list(unknown)}."
-            )
         pe = proba[np.arange(proba.shape[0]), idx]
     else:
         pe = np.asarray(policy, dtype=np.float64)
@@ -298,6 +321,27 @@ def _policy_propensity(
     except ValidationError as exc:  # the policy, not the logs, gives no probabilities
         raise PolicyError(str(exc)) from None
     return pe
+
+
+def _known_actions(
+    classes: npt.NDArray[Any], action: npt.NDArray[Any]
+) -> npt.NDArray[np.intp]:
+    """Index of each logged action in the policy's ``classes_``; an action the policy never saw
+    in ``fit`` is refused: its probability is not known (reading it as 0 would credit the policy
+    with avoiding actions it was never offered, and a gate could approve on that)."""
+    idx, known = encode_known(action, classes, what="action")
+    if not known.all():
+        unknown = ~known
+        labels = list(dict.fromkeys(action[unknown].tolist()))
+        shown = ", ".join(repr(v) for v in labels[:ROWS_IN_MESSAGE])
+        more = ", ..." if len(labels) > ROWS_IN_MESSAGE else ""
+        raise ValidationError(
+            f"`action` has {len(labels)} label(s) the policy never saw in fit ({shown}{more}) "
+            f"in {row_list(unknown)}; its probability of them is unknown, so it cannot be "
+            "certified on these rows. Certify on rows whose actions were in the training logs, "
+            "or refit the policy on logs that contain these actions."
+        )
+    return idx
 
 
 def _one_sided_lower(

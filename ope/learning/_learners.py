@@ -30,7 +30,7 @@ from threadpoolctl import threadpool_limits
 
 from ope._progress import progress
 from ope._thresholds import MIN_ROWS
-from ope._validation import check_max_weight, resolve_seed
+from ope._validation import check_label_kinds, check_max_weight, resolve_seed
 from ope.context import action_feature_matrix
 from ope.exceptions import (
     EstimationError,
@@ -210,6 +210,7 @@ def _validate_fit_inputs(
     ``classes`` are the logged actions, the candidates' actions and the ``catalog`` (the
     actions of an action-feature table).
     """
+    check_label_kinds(np.asarray(y), "y")
     try:
         X, y = validate_data(est, X, y, dtype=np.float64, accept_sparse=False,
                              ensure_all_finite=False)

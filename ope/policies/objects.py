@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from ope._validation import check_real
+from ope._validation import check_label_kinds, check_real
 from ope.context import context_matrix
 from ope.exceptions import ParameterError, PolicyError, SchemaError, ValidationError
 from ope.logs import BanditLogs
@@ -578,7 +578,25 @@ class ClassifierPolicy(_PolicyBase):
                 f"ClassifierPolicy: {type(self.estimator).__name__} is not fitted (it has no "
                 "classes_); call fit(X, action) first."
             )
-        return np.asarray(classes)
+        classes = np.asarray(classes)
+        if classes.ndim != 1:
+            raise PolicyError(
+                f"ClassifierPolicy: classes_ of {type(self.estimator).__name__} must be one label "
+                f"per predict_proba column (1-d); got shape {classes.shape}."
+            )
+        check_label_kinds(classes, "classes_")
+        labels, counts = np.unique(classes, return_counts=True)
+        if (counts > 1).any():
+            dup = np.flatnonzero(counts > 1)
+            where = np.flatnonzero(classes == labels[dup[0]])
+            shown = ", ".join(repr(v) for v in labels[dup[:5]].tolist())
+            raise PolicyError(
+                f"ClassifierPolicy: classes_ of {type(self.estimator).__name__} repeats the "
+                f"label(s) {shown} (first at columns {', '.join(map(str, where[:5].tolist()))}): "
+                "two predict_proba columns would give one action two probabilities. Each action "
+                "must have one column; refit the classifier on the action labels."
+            )
+        return classes
 
     def _extra_labels(self, logs: BanditLogs) -> list[pa.Array]:
         return [as_label_array(self._classes(), action_column(logs).type, "ClassifierPolicy classes_")]

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ope._validation import repeated_names
 from ope.exceptions import DataFileError, PolicyError, SchemaError
 from ope.io import check_parquet_file, locate_input
 from ope.logs import BanditLogs
@@ -76,7 +77,7 @@ def canonical_policy_table(
     """
     if is_dataframe(table):
         names = [str(c) for c in table.columns]
-        repeated = sorted({c for c in names if names.count(c) > 1})
+        repeated = repeated_names(names)
         if repeated:
             raise SchemaError(
                 f"policy table {source}: column name(s) {', '.join(map(repr, repeated))} appear "
@@ -92,7 +93,7 @@ def canonical_policy_table(
             f"{type(table).__name__}."
         )
     names = table.column_names
-    repeated = sorted({c for c in names if names.count(c) > 1})
+    repeated = repeated_names(names)
     if repeated:
         raise SchemaError(
             f"policy table {source}: column name(s) {', '.join(map(repr, repeated))} appear "
@@ -103,7 +104,7 @@ def canonical_policy_table(
         rename = {theirs: ours for ours, theirs in mapping.items()}
         table = table.rename_columns([rename.get(c, c) for c in table.column_names])
         names = table.column_names
-        repeated = sorted({c for c in names if names.count(c) > 1 and c in POLICY_TABLE_COLUMNS})
+        repeated = repeated_names(names, among=set(POLICY_TABLE_COLUMNS))
         if repeated:
             raise SchemaError(
                 f"policy table {source}: after mapping, column name(s) "
@@ -141,6 +142,10 @@ def canonical_policy_table(
         policy = pc.cast(decode(policy), pa.string())
     elif not (is_label_type(policy.type) or pa.types.is_dictionary(policy.type)):
         problems.append(f"`policy` must be string, got {policy.type}")
+    else:
+        blank = _blank_policy_names(policy)
+        if blank is not None:
+            problems.append(blank)
     cols["policy"] = policy
     pt = cols["probability"].type
     roundoff = probability_roundoff(table) if table.schema.metadata else 0.0
@@ -158,6 +163,26 @@ def canonical_policy_table(
     if roundoff:
         out = out.replace_schema_metadata({ROUNDOFF_KEY: repr(roundoff).encode()})
     return out
+
+
+def _blank_policy_names(policy: pa.ChunkedArray) -> str | None:
+    """The problem of policy names that are empty or only whitespace (they cannot be selected,
+    nor told apart in a result), with the count and the first row; None when there are none."""
+    values = policy
+    if pa.types.is_dictionary(values.type):
+        names = [c.dictionary for c in values.chunks]
+        if not any(pc.any(pc.equal(pc.utf8_trim_whitespace(d), "")).as_py() for d in names):
+            return None  # only the dictionaries are read: no empty name is used
+        values = decode(values)
+    blank = pc.fill_null(pc.equal(pc.utf8_trim_whitespace(values), ""), False)
+    rows = np.flatnonzero(np.asarray(blank.to_numpy(zero_copy_only=False), dtype=bool))
+    if rows.size == 0:
+        return None
+    return (
+        f"`policy` is empty (or only whitespace) in {rows.size:,} rows (first at row "
+        f"{int(rows[0])}); give every row the name of its policy, which selects it (--policy "
+        "NAME) and labels its results"
+    )
 
 
 def whole_ids(col: pa.ChunkedArray | pa.Array, name: str) -> tuple[Any, str | None]:
@@ -265,9 +290,13 @@ def _read_csv(found: Any, source: str, mapping: Mapping[str, str]) -> pa.Table:
         return found.filesystem.open_input_stream(found.path)
 
     try:
-        return pacsv.read_csv(stream(), convert_options=options)
+        table = pacsv.read_csv(stream(), convert_options=options)
+        table.column_names  # noqa: B018 - decodes the header: binary bytes raise here
+        return table
     except (pa.ArrowInvalid, OSError) as exc:
         text = str(exc)
+    except UnicodeDecodeError:  # a header line that is not UTF-8 text
+        text = _HEADER_NOT_UTF8
     head = _head_bytes(found)
     if text.startswith("Empty CSV file"):
         raise DataFileError(f"policy table {source} is empty (0 bytes); was the write interrupted?")
@@ -276,7 +305,15 @@ def _read_csv(found: Any, source: str, mapping: Mapping[str, str]) -> pa.Table:
             f"policy table {source} is UTF-16 text; ope reads CSV policy tables as UTF-8. Re-save "
             "it as UTF-8, e.g. pandas.read_csv(path, encoding='utf-16').to_csv(path, index=False)"
         )
-    column = _csv_column(text, found, head)
+    binary = _binary_offset(found)
+    if binary is not None:
+        raise DataFileError(
+            f"policy table {source} is not a text file (a NUL or control byte at byte "
+            f"{binary}); a CSV policy table is UTF-8 text with the columns event_id, policy, "
+            "action, probability. Was a binary (e.g. parquet) file given a .csv name? Pass the "
+            "CSV, or name the parquet file .parquet"
+        )
+    column = "names" if text == _HEADER_NOT_UTF8 else _csv_column(text, found, head)
     if "invalid UTF8" in text:
         where = _first_undecodable_line(found)
         raise SchemaError(
@@ -291,7 +328,32 @@ def _read_csv(found: Any, source: str, mapping: Mapping[str, str]) -> pa.Table:
             f"policy table {source}: column {column} must hold numbers (probabilities), but holds "
             f"{value}; fix those rows, or write the column as numbers"
         )
-    raise DataFileError(f"policy table {source} could not be read: {text}")
+    raise DataFileError(f"policy table {source} could not be read: {_printable(text)}")
+
+
+#: the parse error of a header line that is not UTF-8 (pyarrow reads it, its names do not decode)
+_HEADER_NOT_UTF8: Final = "invalid UTF8 in the header line"
+#: bytes of the head of a CSV policy table inspected for binary content, and of a parse error
+#: quoted in a message
+_SNIFF_BYTES: Final = 1 << 16
+_MAX_QUOTED_CHARS: Final = 200
+
+
+def _binary_offset(found: Any) -> int | None:
+    """Offset of the first NUL or C0 control byte (other than tab, CR, LF, FF) in the head of
+    the file, None for text: what no CSV text file holds, and every binary format does."""
+    head = _head_bytes(found, _SNIFF_BYTES)
+    control = bytes(c for c in range(32) if c not in (9, 10, 12, 13))
+    hits = [i for i in (head.find(bytes([c])) for c in control) if i >= 0]
+    return min(hits) if hits else None
+
+
+def _printable(text: str) -> str:
+    """``text`` with non-printable characters escaped and cut to a message's length."""
+    safe = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if len(safe) > _MAX_QUOTED_CHARS:
+        safe = safe[:_MAX_QUOTED_CHARS] + " ..."
+    return safe
 
 
 def _head_bytes(found: Any, size: int = 4) -> bytes:
