@@ -37,6 +37,7 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
+from ope._format import safe_text
 from ope.exceptions import ParameterError
 from ope.report.views import (
     Truth,
@@ -155,8 +156,9 @@ def _axes(ax: Any, height: float, width: float = _WIDTH) -> Any:
 
 def _text(value: Any) -> str:
     """User text as a literal label: matplotlib reads ``$...$`` as mathematics and hides
-    legend entries that start with ``_``."""
-    text = str(value).replace("$", r"\$")
+    legend entries that start with ``_``; control and bidi characters are shown escaped
+    (:func:`ope._format.safe_text`: a NUL would make the SVG malformed XML)."""
+    text = safe_text(value).replace("$", r"\$")
     return " " + text if text.startswith("_") else text
 
 
@@ -261,7 +263,7 @@ def plot_evaluation(
             ax.errorbar(
                 [r["value"]], [y], xerr=xerr, fmt="o", color=color, ms=5, capsize=2.5,
                 lw=1.4, mfc="white" if clipped else color,
-                label=None if est in drawn else est,
+                label=None if est in drawn else _text(est),
             )
             drawn.add(est)
         if policy in truth.policies:

@@ -3,8 +3,9 @@
 :func:`render_report` assembles the page from the result objects (through
 :mod:`ope.report.views`) and the figures of :mod:`ope.plots`; :func:`write_report` writes it
 atomically. Every string that comes from the user or the data (policy names, segment labels,
-column values, paths, options) goes through :func:`_e` (``html.escape`` with quotes) or, inside
-a figure, through matplotlib's SVG writer, which escapes text content and attributes.
+column values, paths, options) goes through :func:`_e` (:func:`ope._format.safe_text`, then
+``html.escape`` with quotes) or, inside a figure, through :func:`ope.plots` labels (the same
+``safe_text``) and matplotlib's SVG writer, which escapes markup.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Final
 
 import pandas as pd
 
+from ope._format import safe_text
 from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.report.views import (
     ANSWERABLE,
@@ -122,8 +124,9 @@ pre { background: var(--bg-soft); padding: 8px 10px; white-space: pre-wrap;
 
 
 def _e(value: Any) -> str:
-    """HTML-escaped text (quotes too: safe in content and in attributes)."""
-    return html.escape(str(value), quote=True)
+    """HTML-escaped text (quotes too: safe in content and in attributes), control and bidi
+    characters shown escaped (:func:`ope._format.safe_text`)."""
+    return html.escape(safe_text(value), quote=True)
 
 
 def _answer_class(answer: str) -> str:
