@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         args.segments, args.candidates = 100, 10
     seg_run, seg_page = _case(args.rows, 2, args.segments)
     cand_run, cand_page = _case(args.rows, args.candidates, 0)
-    timings = interleaved({"segments": seg_run, "candidates": cand_run}, rounds=args.rounds, warmup=args.warmup)
+    timings = interleaved({"segments": seg_run, "candidates": cand_run}, rounds=args.rounds,
+                          warmup=args.warmup)
     result = {"rows": args.rows, "segments": args.segments, "candidates": args.candidates,
               "rounds": args.rounds, "cases": {}}
     for name, page in (("segments", seg_page), ("candidates", cand_page)):

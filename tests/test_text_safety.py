@@ -39,7 +39,8 @@ SEGMENTS = ("x\x1b[2J", "y\u202e\x00z")
     (RETITLE, r"\x1b]0;PWNED\x07\x1b[2J"),
     (BIDI, r"a\u202eb\u2066c\x00d\x9b"),
     ("del\x7f tab\t cr\r nl\n", r"del\x7f tab\x09 cr\x0d nl\x0a"),
-    ("lrm\u200e rlm\u200f alm\u061c pdi\u2069 lre\u202a ls\u2028", r"lrm\u200e rlm\u200f alm\u061c pdi\u2069 lre\u202a ls\u2028"),
+    ("lrm\u200e rlm\u200f alm\u061c pdi\u2069 lre\u202a ls\u2028",
+     r"lrm\u200e rlm\u200f alm\u061c pdi\u2069 lre\u202a ls\u2028"),
     ("surrogate\udc9b nonchar\uffff", r"surrogate\udc9b nonchar\uffff"),
     ("plain café – π/π₀ 日本", "plain café – π/π₀ 日本"),
 ])
