@@ -173,3 +173,19 @@ def test_every_inline_svg_is_well_formed_xml(evaluated: tuple[int, str, str, str
         labels += ["".join(t.itertext()) for t in root.iter("{http://www.w3.org/2000/svg}text")]
     shown = "\n".join(labels)
     assert r"\x1b]0;PWNED\x07\x1b[2J" in shown or r"\\x1b]0;PWNED" in shown
+
+
+# --------------------------------------------------------------------------------------------
+# the library's own views: summary() and the notebook HTML
+# --------------------------------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore::ope.OverlapWarning")
+def test_summaries_and_notebook_views_escape_names(hostile: Path) -> None:
+    import ope
+
+    table = pq.read_table(hostile)
+    ev = ope.evaluate(table, estimators=("ips",), reward_range=(0, 1), by=[SEGMENT_COLUMN])
+    d = ope.diagnose(table, reward_range=(0, 1), by=[SEGMENT_COLUMN])
+    for text in (ev.summary(), d.summary(), ev._repr_html_(), d._repr_html_()):
+        assert UNSAFE_BUT_NEWLINE.search(text) is None
+        assert r"\x1b]0;PWNED\x07\x1b[2J" in text
+    assert set(ev.table()["policy"]) == set(POLICIES)  # the data keep the names exact
