@@ -185,7 +185,8 @@ def test_summaries_and_notebook_views_escape_names(hostile: Path) -> None:
     table = pq.read_table(hostile)
     ev = ope.evaluate(table, estimators=("ips",), reward_range=(0, 1), by=[SEGMENT_COLUMN])
     d = ope.diagnose(table, reward_range=(0, 1), by=[SEGMENT_COLUMN])
-    for text in (ev.summary(), d.summary(), ev._repr_html_(), d._repr_html_()):
+    report = str(ope.read_logs(table).report)  # the validation report lists the columns
+    for text in (ev.summary(), d.summary(), ev._repr_html_(), d._repr_html_(), report):
         assert UNSAFE_BUT_NEWLINE.search(text) is None
         assert r"\x1b]0;PWNED\x07\x1b[2J" in text
     assert set(ev.table()["policy"]) == set(POLICIES)  # the data keep the names exact
