@@ -19,6 +19,12 @@ The rules
 - **Thousands separators** from :data:`THOUSANDS` on (``100,000`` rows, ``9999`` rows).
 - **Text** (titles, fields, notes, lists) is wrapped to :data:`TEXT_WIDTH` (88) characters;
   table columns are as wide as their widest cell, never truncated, so no cell runs into the next.
+- **Names are shown, never obeyed**: a column, policy, segment, estimator or file name comes
+  from the data, and a control character in it (an ESC sequence that retitles or clears the
+  terminal, a NUL that makes an SVG malformed XML, a right-to-left override that reorders what
+  the reader sees) is shown escaped, ``\\x1b`` or ``\\u202e`` (:func:`safe_text`). Every text
+  renderer (the functions here, the HTML report, its figures, the command line's output and
+  error lines) calls it; JSON keeps names exact (it escapes control characters itself).
 - **Notes** are stated once: two notes are the same when their :func:`note_key` is (the rule and
   subject a :class:`Note` carries, else the text up to case and spacing), numbered ``[1]``,
   ``[2]``, ... in order of first appearance and referenced from the table rows they concern
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 import textwrap
 from collections.abc import Hashable, Iterable, Sequence
 from typing import Any, Final
@@ -63,6 +70,8 @@ __all__ = [
     "format_list",
     "wrap_text",
     "format_table",
+    "UNSAFE_CHARACTERS",
+    "safe_text",
 ]
 
 #: Significant digits of a number shown without a standard error: four tell 0.004603 from
@@ -99,6 +108,59 @@ COLUMN_GAP: Final = 2
 #: A standard error below this share of its column's largest magnitude is rounding noise (an
 #: on-policy difference whose error is 1e-17), not a precision: it does not set the decimals.
 DEGENERATE_SE: Final = 1e-12
+
+#: Characters never written as they are to a terminal, an HTML page or an SVG figure: the C0
+#: controls (ESC starts terminal sequences, BEL ends them, NUL and most C0 are illegal in XML),
+#: DEL and the C1 controls (U+009B is a one-byte CSI on some terminals), the bidirectional
+#: embeddings, overrides, isolates and marks (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F,
+#: U+061C: they reorder the text around them), the line and paragraph separators, lone
+#: surrogates (an undecodable file name) and U+FFFE/U+FFFF (not characters; illegal in XML).
+UNSAFE_CHARACTERS: Final = (
+    "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
+    "\ud800-\udfff\ufffe\uffff"
+)
+
+_UNSAFE: Final = re.compile(f"[{UNSAFE_CHARACTERS}]")
+_UNSAFE_BUT_NEWLINE: Final = re.compile(f"(?!\n)[{UNSAFE_CHARACTERS}]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def safe_text(text: Any, *, keep_newlines: bool = False) -> str:
+    """``text`` with every character of :data:`UNSAFE_CHARACTERS` shown as an escape
+    (``\\x1b``, ``\\x9b``, ``\\u202e``): what a name from the data may be shown as on a
+    terminal, in HTML and in SVG.
+
+    The one escaping function of ope's renderers: the text formatters of this module, the HTML
+    report's escaping, the figures' labels and the command line's output and error lines call
+    it. The result is printable text without XML-illegal characters, and escaping it again
+    changes nothing (a backslash is kept as it is, so a name that spells ``\\x1b`` reads like
+    one that holds ESC; the JSON output tells them apart).
+
+    Parameters
+    ----------
+    text : object
+        A name, a cell or a whole output (``str(text)`` is escaped).
+    keep_newlines : bool, default False
+        Keep ``"\\n"`` as it is: for a whole multi-line output or message; a name's newline is
+        escaped (``\\x0a``), so it cannot start a line that looks like ope's own.
+
+    Examples
+    --------
+    >>> safe_text("target__\\x1b]0;PWNED\\x07\\x1b[2J")
+    'target__\\\\x1b]0;PWNED\\\\x07\\\\x1b[2J'
+    >>> print(safe_text("a\\u202eb\\x00c\\x9b"))
+    a\\u202eb\\x00c\\x9b
+    >>> safe_text("line 1\\nline 2", keep_newlines=True) == "line 1\\nline 2"
+    True
+    >>> safe_text(safe_text("\\x1b")) == safe_text("\\x1b")
+    True
+    """
+    text = str(text)
+    return (_UNSAFE_BUT_NEWLINE if keep_newlines else _UNSAFE).sub(_escaped, text)
 
 
 # --------------------------------------------------------------------------------------------
@@ -454,8 +516,9 @@ def format_estimate(value: Any, std_error: Any, low: Any = None, high: Any = Non
 
 
 def format_value_plain(x: Any) -> str:
-    """A cell that is not a number: None as empty, text as it is."""
-    return "" if x is None else str(x)
+    """A cell that is not a number: None as empty, text as it is but for the characters
+    :func:`safe_text` escapes."""
+    return "" if x is None else safe_text(x)
 
 
 # --------------------------------------------------------------------------------------------
@@ -466,13 +529,14 @@ def wrap_text(
 ) -> list[str]:
     """``text`` wrapped to ``width`` at spaces: the first line starts with ``initial``, the
     others with ``subsequent``. Words (names, paths) are never broken; one longer than the
-    width gets a line of its own.
+    width gets a line of its own. Control characters are escaped (:func:`safe_text`); a newline
+    reads as a space.
 
     >>> wrap_text("a bb ccc dddd", width=8, initial="- ", subsequent="  ")
     ['- a bb', '  ccc', '  dddd']
     """
     lines = textwrap.wrap(
-        str(text),
+        safe_text(text, keep_newlines=True),
         width=width,
         initial_indent=initial,
         subsequent_indent=subsequent,
@@ -511,7 +575,7 @@ def format_table(
     included), :data:`COLUMN_GAP` spaces between columns, a rule under the header.
 
     ``right[j]`` right-aligns column ``j`` (numbers); the others are left-aligned. Cells are
-    never truncated; trailing spaces are stripped.
+    never truncated (but escaped: :func:`safe_text`); trailing spaces are stripped.
 
     >>> print("\\n".join(format_table(["policy", "value"],
     ...                                [["a_rather_long_policy_name", "0.12"], ["b", "1.50"]],
@@ -522,6 +586,8 @@ def format_table(
     b                           1.50
     """
     ncol = len(header)
+    header = [safe_text(h) for h in header]
+    rows = [[safe_text(c) for c in row] for row in rows]
     right = list(right) if right is not None else [False] * ncol
     widths = [
         max([len(str(header[j]))] + [len(str(row[j])) for row in rows]) for j in range(ncol)

@@ -104,7 +104,9 @@ def progress(
         return _Silent(iterable)
     from tqdm.auto import tqdm  # deferred: only a drawn bar pays for the import
 
+    from ope._format import safe_text  # a file name in ``desc`` is shown, never obeyed
+
     return tqdm(
-        iterable, desc=desc, total=total, unit=unit, leave=leave, file=sys.stderr,
+        iterable, desc=safe_text(desc), total=total, unit=unit, leave=leave, file=sys.stderr,
         dynamic_ncols=True, mininterval=0.5,
     )

@@ -227,6 +227,14 @@ _PHRASES = tuple((re.compile(pattern), text) for pattern, text in CLI_PHRASES)
 _QUOTED = re.compile(rf"`({_NAMES})`")
 
 
+def _shown(text: str) -> str:
+    """``text`` as the terminal may show it: names from the data with control and bidi
+    characters escaped (:func:`ope._format.safe_text`), line breaks kept."""
+    from ope._format import safe_text  # imports numpy: not at ``ope --help``
+
+    return safe_text(text, keep_newlines=True)
+
+
 def _cli_text(text: str) -> str:
     """``text`` with the API's keywords spelled as flags: ```reward_range``` becomes
     ```--reward-range```, ``on_invalid='drop'`` becomes ``--on-invalid drop``,
@@ -1076,7 +1084,8 @@ class _Warnings:
         out = []
         for (category, text), places in grouped.items():
             where = ", ".join(dict.fromkeys(p for p in places if p))
-            out.append(f"warning ({category}): {where + ': ' if where else ''}{_cli_text(text)}")
+            out.append(_shown(f"warning ({category}): {where + ': ' if where else ''}"
+                              f"{_cli_text(text)}"))
         return out
 
     def messages(self) -> list[dict[str, str]]:
@@ -1123,7 +1132,7 @@ def _failure(
     else:
         unexpected = "unexpected " if (extra or {}).get("unexpected") else ""
         line = f"{head}: {unexpected}{kind}: {message}"
-    return document, line
+    return document, _shown(line)  # the JSON message stays exact
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1214,8 +1223,8 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
         _check_flags(args)
         _check_outputs(args)
         outcome = _COMMANDS[command](args)
-        return ({**_envelope(args, command, outcome.code), **outcome.document}, outcome.text,
-                outcome.code, "")
+        return ({**_envelope(args, command, outcome.code), **outcome.document},
+                _shown(outcome.text), outcome.code, "")
     except (_UsageError, ParameterError, MissingBoundsError) as exc:
         # a missing a priori bound is a missing flag (--reward-range, --weight-bound): usage
         raw = str(exc)
@@ -1230,9 +1239,9 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
         code, kind, message, flag = EXIT_DATAERR, type(exc).__name__, _cli_text(str(exc)), None
         if exc.report is not None:  # the report is the output: on stdout, its gist on stderr
             extra = {"valid": False, "report": exc.report.to_dict()}
-            report_text = message
+            report_text = _shown(message)
             document, _ = _failure(args, command, code, kind, message, extra=extra)
-            first = message.splitlines()[0].rstrip(":")
+            first = report_text.splitlines()[0].rstrip(":")
             return (document, report_text, code,
                     f"ope {command}: {kind}: {first} (the report is on stdout)\n")
     except (SchemaError, DataFileError, PolicyError) as exc:

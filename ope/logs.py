@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ope._format import safe_text
 from ope.exceptions import DroppedRowsWarning, ParameterError, ValidationError
 from ope.schema import REJECTION_REASONS, episode_bounds
 
@@ -489,7 +490,7 @@ class ValidationReport:
             label = f"  columns ({len(self.columns)}):"
             label = label.ljust(max(len(label) + 1, 17))
             lines += _wrapped(label, summarize_columns(self.columns), width)
-        return "\n".join(lines)
+        return safe_text("\n".join(lines), keep_newlines=True)  # column names from the data
 
 
 def _add_optional(a: int | None, b: int | None) -> int | None:

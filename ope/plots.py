@@ -37,6 +37,7 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
+from ope._format import safe_text
 from ope.exceptions import ParameterError
 from ope.report.views import (
     Truth,
@@ -155,8 +156,9 @@ def _axes(ax: Any, height: float, width: float = _WIDTH) -> Any:
 
 def _text(value: Any) -> str:
     """User text as a literal label: matplotlib reads ``$...$`` as mathematics and hides
-    legend entries that start with ``_``."""
-    text = str(value).replace("$", r"\$")
+    legend entries that start with ``_``; control and bidi characters are shown escaped
+    (:func:`ope._format.safe_text`: a NUL would make the SVG malformed XML)."""
+    text = safe_text(value).replace("$", r"\$")
     return " " + text if text.startswith("_") else text
 
 
@@ -177,6 +179,7 @@ def plot_evaluation(
     *,
     truth: Any = None,
     estimators: Sequence[str] | None = None,
+    policies: Sequence[str] | None = None,
 ) -> Any:
     """Forest plot of an :class:`ope.Evaluation`: every candidate x estimator with its interval.
 
@@ -191,6 +194,9 @@ def plot_evaluation(
         sample's ``truth``): drawn as black diamonds (a dotted line for the logging policy).
     estimators : sequence of str, optional
         Only these estimators (default all).
+    policies : sequence of str, optional
+        Only these candidates, in this order (default all; the report draws at most
+        :data:`ope.report.views.MAX_FIGURE_CANDIDATES`).
 
     Returns
     -------
@@ -225,7 +231,8 @@ def plot_evaluation(
             f"{', '.join(evaluation.estimators)}."
         )
     table = table[table["estimator"].isin(chosen)]
-    policies = list(evaluation.policies)
+    policies = list(evaluation.policies) if policies is None else [
+        p for p in policies if p in set(evaluation.policies)]
     k = len(chosen)
     ax = _axes(ax, 1.2 + _ROW_HEIGHT * len(policies) * (k + 0.6))
     ref = logging_reference(evaluation)
@@ -261,7 +268,7 @@ def plot_evaluation(
             ax.errorbar(
                 [r["value"]], [y], xerr=xerr, fmt="o", color=color, ms=5, capsize=2.5,
                 lw=1.4, mfc="white" if clipped else color,
-                label=None if est in drawn else est,
+                label=None if est in drawn else _text(est),
             )
             drawn.add(est)
         if policy in truth.policies:
@@ -503,7 +510,8 @@ def plot_weights(
 # --------------------------------------------------------------------------------------------
 # coverage heatmap
 # --------------------------------------------------------------------------------------------
-def plot_coverage(diagnostics: Any, policy: str, ax: Any = None, *, by: str | None = None) -> Any:
+def plot_coverage(diagnostics: Any, policy: str, ax: Any = None, *, by: str | None = None,
+                  segments: Sequence[Any] | None = None) -> Any:
     """Segment x action (or popularity bucket) heatmap of the candidate's and the logger's mass.
 
     Parameters
@@ -515,6 +523,9 @@ def plot_coverage(diagnostics: Any, policy: str, ax: Any = None, *, by: str | No
     by : str, optional
         The segment column of the rows (default: the diagnostics' first segment column; one
         row ``all`` without one).
+    segments : sequence, optional
+        Only these segments (rows) of ``by``, in the heatmap's order (default all; the report
+        shows at most :data:`ope.report.views.MAX_REPORT_SEGMENTS`).
 
     Returns
     -------
@@ -543,6 +554,10 @@ def plot_coverage(diagnostics: Any, policy: str, ax: Any = None, *, by: str | No
     """
     target = diagnostics.coverage_matrix(policy, by=by, value="target_mass")
     logged = diagnostics.coverage_matrix(policy, by=by, value="logging_mass")
+    if segments is not None:
+        wanted = {str(s) for s in segments}
+        keep = [i for i, s in enumerate(target.index) if str(s) in wanted]
+        target, logged = target.iloc[keep], logged.iloc[keep]
     column = target.index.name
     segments = diagnostics.segments()
     mine = segments[(segments["policy"] == policy) & segments["gap"]] if len(segments) else segments
@@ -602,7 +617,8 @@ def _frame(ax: Any, x: float, y: float, w: float, h: float) -> Any:
 # outer/inner split
 # --------------------------------------------------------------------------------------------
 def plot_interval_split(diagnostics: Any, ax: Any = None, *, truth: Any = None,
-                        logging_value: float | None = None) -> Any:
+                        logging_value: float | None = None,
+                        policies: Sequence[str] | None = None) -> Any:
     """Each candidate's outer/inner (Bottou) interval split into sampling and coverage parts.
 
     Parameters
@@ -614,6 +630,8 @@ def plot_interval_split(diagnostics: Any, ax: Any = None, *, truth: Any = None,
         Exact values, drawn as black diamonds.
     logging_value : float, optional
         The logging policy's value, drawn as a grey line.
+    policies : sequence of str, optional
+        Only these candidates (default all).
 
     Returns
     -------
@@ -640,7 +658,8 @@ def plot_interval_split(diagnostics: Any, ax: Any = None, *, truth: Any = None,
     4
     """
     truth = Truth.of(truth)
-    rows = [r for r in diagnostics.table().to_dict("records") if _finite(r["ci_low"], r["ci_high"])]
+    rows = [r for r in diagnostics.table().to_dict("records") if _finite(r["ci_low"], r["ci_high"])
+            and (policies is None or r["policy"] in set(policies))]
     ax = _axes(ax, 1.3 + 0.4 * max(len(rows), 1))
     if not rows:
         ax.text(0.5, 0.5, "no outer/inner interval: pass reward_range to diagnose",

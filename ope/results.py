@@ -51,6 +51,7 @@ from ope._format import (
     is_number,
     note_key,
     number_notes,
+    safe_text,
     se_decimals,
     unique_notes,
     wrap_text,
@@ -491,7 +492,9 @@ def render_html(
 ) -> str:
     """Escaped HTML of the same parts (no script, no external resource), with the same numbers
     as :func:`render_text`."""
-    esc = html.escape
+    def esc(text: str) -> str:  # names from the data: control and bidi characters escaped
+        return html.escape(safe_text(text))
+
     notes, refs = _notes_and_refs(parts)
     out = [f"<div class='{esc(css_class)}'><p><strong>{esc(parts.title)}</strong></p>"]
     if parts.fields:

@@ -16,6 +16,7 @@ from ope._format import (
     format_number,
     note_key,
     number_notes,
+    safe_text,
     wrap_text,
 )
 from ope._thresholds import (
@@ -749,7 +750,7 @@ class Diagnostics(Result):
             for i, note in enumerate(notes, 1):
                 head = f"  [{i}] "
                 lines.extend(wrap_text(note, initial=head, subsequent=" " * len(head)))
-        return "\n".join(lines)
+        return safe_text("\n".join(lines), keep_newlines=True)  # policy names from the data
 
     def __repr__(self) -> str:
         gaps = sum(r.gaps for r in self.rows)

@@ -3,8 +3,9 @@
 :func:`render_report` assembles the page from the result objects (through
 :mod:`ope.report.views`) and the figures of :mod:`ope.plots`; :func:`write_report` writes it
 atomically. Every string that comes from the user or the data (policy names, segment labels,
-column values, paths, options) goes through :func:`_e` (``html.escape`` with quotes) or, inside
-a figure, through matplotlib's SVG writer, which escapes text content and attributes.
+column values, paths, options) goes through :func:`_e` (:func:`ope._format.safe_text`, then
+``html.escape`` with quotes) or, inside a figure, through :func:`ope.plots` labels (the same
+``safe_text``) and matplotlib's SVG writer, which escapes markup.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any, Final
 
 import pandas as pd
 
+from ope._format import safe_text
 from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.report.views import (
     ANSWERABLE,
@@ -38,10 +40,12 @@ from ope.report.views import (
     fmt,
     fmt_share,
     fmt_signed,
+    figure_candidates,
     headline_estimator,
     logging_reference,
     overlap_verdicts,
     segment_estimates,
+    top_segments,
 )
 
 __all__ = ["REPORT_SECTIONS", "DEPENDENCIES", "render_report", "write_report",
@@ -122,8 +126,18 @@ pre { background: var(--bg-soft); padding: 8px 10px; white-space: pre-wrap;
 
 
 def _e(value: Any) -> str:
-    """HTML-escaped text (quotes too: safe in content and in attributes)."""
-    return html.escape(str(value), quote=True)
+    """HTML-escaped text (quotes too: safe in content and in attributes), control and bidi
+    characters shown escaped (:func:`ope._format.safe_text`)."""
+    return html.escape(safe_text(value), quote=True)
+
+
+def _more(summary: str) -> str:
+    """The line that stands for what the report's size bounds leave out
+    (:data:`ope.report.views.MAX_REPORT_SEGMENTS`, :data:`~ope.report.views.MAX_FIGURE_CANDIDATES`),
+    or nothing."""
+    if not summary:
+        return ""
+    return f'<p class="note more">{_e(summary)}</p>'
 
 
 def _answer_class(answer: str) -> str:
@@ -321,15 +335,16 @@ def _estimates(ctx: dict[str, Any], figures: _Figures) -> str:
     ref = ctx["reference"]
     table = ev.table()
     dec = column_decimals(list(table["std_error"]) + [ev.logging.std_error])
+    drawn, rest = figure_candidates(ev.policies)
     out = [figures.figure(
-        lambda: _plots().plot_evaluation(ev, truth=truth),
+        lambda: _plots().plot_evaluation(ev, truth=truth, policies=drawn),
         f"Each candidate × estimator: the point estimate and its {ctx['level']:.0%} "
         f"{_e(ev.ci_method)} interval. Grey line and band: the logging policy's value and "
         "interval on the same rows"
         + ("; black diamonds: the exact values" if truth else "")
         + ". An open marker covers the clipped value (clipped IPS), not the policy's value.",
         label="forest plot of the estimates",
-    )]
+    ), _more(rest)]
     header = ["policy", "estimator", "value", "std. error", f"{ctx['level']:.0%} interval",
               "covers", "ESS / n"]
     if truth:
@@ -372,9 +387,13 @@ def _comparisons(ctx: dict[str, Any], figures: _Figures) -> str:
            "intervals from the per-row terms of both estimates), ranked by the lower end of "
            "the interval: the top rows are the surest gains.</p>"]
     vs = comps[comps["baseline"] == "logging"]
+    drawn, rest = figure_candidates(ev.policies)
+    shown = comps[comps["policy"].isin(drawn)
+                  & (comps["baseline"].isin(drawn) | (comps["baseline"] == "logging"))]
     out.append("<h3>Against the logging policy</h3>")
+    out.append(_more(rest))
     out.append(figures.figure(
-        lambda: _plots().plot_comparisons(ev, truth=truth, comparisons=comps),
+        lambda: _plots().plot_comparisons(ev, truth=truth, comparisons=shown),
         "Green: the interval lies above 0; red: below; grey: it includes 0"
         + ("; black diamonds: the exact differences" if truth else "") + ".",
         label="paired differences with the logging policy",
@@ -384,7 +403,7 @@ def _comparisons(ctx: dict[str, Any], figures: _Figures) -> str:
     if len(between):
         out.append(f"<h3>Between candidates ({_e(headline_estimator(ev))})</h3>")
         out.append(figures.figure(
-            lambda: _plots().plot_comparisons(ev, between=True, truth=truth, comparisons=comps),
+            lambda: _plots().plot_comparisons(ev, between=True, truth=truth, comparisons=shown),
             "Each pair as higher-valued minus lower-valued candidate.",
             label="paired differences between candidates",
         ))
@@ -435,11 +454,14 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
             "effective sample size is Kish's of the sampling times the importance weights "
             "(compared with Kish's of the sampling weights alone), and the outer/inner "
             "intervals use linearized variances with normal margins.</p>")
+    drawn, rest = figure_candidates(d.policies)
+    out.append(_more(rest))
     if d.reward_range is not None:
         ref = ctx["reference"]
         out.append(figures.figure(
             lambda: _plots().plot_interval_split(
-                d, truth=truth, logging_value=None if ref is None else ref.value),
+                d, truth=truth, logging_value=None if ref is None else ref.value,
+                policies=drawn),
             "The outer/inner interval (Bottou et al. 2013) of each candidate at its clip level: "
             "the blue part is sampling error, which more logs of the same kind shrink; the "
             "orange part is coverage (clipped or unsupported mass), which only different "
@@ -480,6 +502,9 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
         facts.append(("verdict", f"{r['verdict']} ({r['verdict_reason']})"))
         out.append('<dl class="facts">' + "".join(
             f"<dt>{_e(k)}</dt><dd>{_e(val)}</dd>" for k, val in facts) + "</dl>")
+        if policy not in drawn:
+            out.append("</article>")
+            continue
         out.append(figures.figure(
             lambda policy=policy: _plots().plot_weights(d, policy),
             "Share of rows (bars) and of the candidate's probability mass (orange) per "
@@ -501,15 +526,26 @@ def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
         if est not in set(seg["estimator"]):
             est = str(seg["estimator"].iloc[0])
         out.append(f"<h3>Estimates per segment ({_e(est)})</h3>")
+        drawn, rest = figure_candidates(list(dict.fromkeys(seg["policy"])))
+        out.append(_more(rest))
+        kept_rows = []
         for column in dict.fromkeys(seg["column"]):
+            mine = seg[seg["column"] == column]
+            counts = mine["n"] if "n" in mine.columns else [1.0] * len(mine)
+            top, summary = top_segments(list(mine["segment"]), counts)
+            mine = mine[mine["segment"].isin(top)]
+            kept_rows.append(mine)
             out.append(figures.figure(
-                lambda column=column: _plots().plot_segments(
-                    seg, estimator=est, column=column, truth=truth),
+                lambda mine=mine, column=column: _plots().plot_segments(
+                    mine[mine["policy"].isin(drawn)], estimator=est, column=column,
+                    truth=truth),
                 f"Each candidate's {_e(est)} estimate and interval within each segment of "
                 f"<code>{_e(column)}</code>"
                 + ("; black diamonds: the exact values" if truth.by_segment else "") + ".",
                 label=f"per-segment estimates by {column}",
             ))
+            out.append(_more(f"{column}: {summary}" if summary else ""))
+        seg = pd.concat(kept_rows, ignore_index=True)
         cols = [c for c in ("policy", "estimator", "column", "segment", "value", "std_error",
                             "ci_low", "ci_high", "n", "ess") if c in seg.columns]
         dec = column_decimals(list(seg["std_error"])) if "std_error" in seg.columns else 3
@@ -549,16 +585,23 @@ def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
                        "<em>rows</em> counts the kept rows.</p>")
         for column in dict.fromkeys(table["column"]):
             out.append(_segment_matrix(table[table["column"] == column], column))
+        first = str(table["column"].iloc[0])
+        mine = table[table["column"] == first]
+        heat_segments, _ = top_segments(list(mine["segment"]), list(mine["rows"]))
     else:
         out.append('<p class="note">No segments were requested: pass <code>by=[...]</code> to '
                    "ope.diagnose (<code>--by COLUMN</code>) to look for gaps per segment. The "
                    "heatmaps below cover all rows.</p>")
+        first, heat_segments = None, None
     out.append("<h3>Coverage: where each candidate's mass lies</h3>")
+    drawn, rest = figure_candidates(d.policies)
+    out.append(_more(rest))
     for i, policy in enumerate(d.policies, 1):
         gaps = table[(table["policy"] == policy) & table["gap"]] if len(table) else table
         try:
-            fig = figures.figure(
-                lambda policy=policy: _plots().plot_coverage(d, policy),
+            fig = "" if policy not in drawn else figures.figure(
+                lambda policy=policy: _plots().plot_coverage(
+                    d, policy, by=first, segments=heat_segments),
                 "Colour: the candidate's mass in each cell (share of all rows); text: candidate "
                 "share / logger share. Red frames: segments with a gap.",
                 label=f"coverage heatmap of candidate {i}",
@@ -578,24 +621,26 @@ def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
 def _segment_matrix(rows: pd.DataFrame, column: str) -> str:
     """Segments of one column x candidates: ESS and mass share per cell, gaps marked."""
     policies = list(dict.fromkeys(rows["policy"]))
-    segments = list(dict.fromkeys(rows["segment"]))
-    first = rows[rows["policy"] == policies[0]].set_index("segment")
+    segments, summary = top_segments(list(rows["segment"]), list(rows["rows"]))
+    cells = {(r["policy"], r["segment"]): r for r in rows.to_dict("records")}
+    first = {seg: cells[(policies[0], seg)] for seg in segments if (policies[0], seg) in cells}
     header = [str(column), "rows"] + [str(p) for p in policies]
     body = []
     for seg in segments:
-        line = [_e(seg), _e(f"{fmt(first.loc[seg, 'rows'])} ({fmt_share(first.loc[seg, 'row_share'])})")]
+        head = first.get(seg) or next(cells[(p, seg)] for p in policies if (p, seg) in cells)
+        line = [_e(seg), _e(f"{fmt(head['rows'])} ({fmt_share(head['row_share'])})")]
         for p in policies:
-            r = rows[(rows["policy"] == p) & (rows["segment"] == seg)]
-            if not len(r):
+            r = cells.get((p, seg))
+            if r is None:
                 line.append("–")
                 continue
-            r = r.iloc[0]
             text = _e(f"ESS {fmt(r['ess'])} · {fmt_share(r['target_mass_share'])} of mass")
             if r["gap"]:
                 text += f' <span class="badge worse">{_e(r["gap_kind"] or "gap")} gap</span>'
             line.append(text)
         body.append(line)
-    return _table(header, body, numeric=(1,), raw=True)
+    return _table(header, body, numeric=(1,), raw=True) + _more(
+        f"{column}: {summary}" if summary else "")
 
 
 def _plan(ctx: dict[str, Any]) -> str:

@@ -5,7 +5,8 @@ matplotlib writes a standalone SVG document: an XML prolog and DOCTYPE (which th
 does not want inside a page), a metadata block with the date and a URL, and element ids
 (``patch_1``, clip paths, markers) that repeat from figure to figure. :func:`inline_svg` removes
 the prolog, the metadata and comments, and prefixes every id (and every reference to one) with a
-key unique to the figure, so many figures share one page without colliding. Text is kept as
+key unique to the figure, so many figures share one page without colliding. No control, bidi or
+XML-illegal character reaches the page (:func:`ope._format.safe_text`). Text is kept as
 text (``svg.fonttype = "none"``: small, selectable, printed sharply) and hashed ids use a fixed
 salt, so the output does not change between runs.
 """
@@ -16,6 +17,8 @@ import html
 import io
 import re
 from typing import Any, Final
+
+from ope._format import safe_text
 
 __all__ = ["REPORT_RC", "SVG_METADATA", "inline_svg", "clean_svg"]
 
@@ -65,8 +68,10 @@ def clean_svg(svg: str, key: str, *, label: str = "") -> str:
         return _URL.sub(lambda m: m.group(1) + key + m.group(2) + m.group(3), t)
 
     svg = _TAG.sub(prefix, svg)
-    attrs = f'<svg role="img" aria-label="{html.escape(label, quote=True)}"'
-    return _ROOT.sub(attrs, svg, count=1).strip()
+    attrs = f'<svg role="img" aria-label="{html.escape(safe_text(label), quote=True)}"'
+    # the labels are escaped before drawing; this keeps any other text (a tick label matplotlib
+    # formatted from data) from bringing an XML-illegal or bidi character into the page
+    return safe_text(_ROOT.sub(lambda _: attrs, svg, count=1).strip(), keep_newlines=True)
 
 
 def inline_svg(figure: Any, key: str, *, label: str = "") -> str:

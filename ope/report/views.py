@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import numpy as np
 import pandas as pd
 
 from ope._thresholds import ESS_RATIO_WARN
@@ -46,6 +47,11 @@ __all__ = [
     "candidate_verdicts",
     "overlap_verdicts",
     "segment_estimates",
+    "MAX_REPORT_SEGMENTS",
+    "MAX_FIGURE_CANDIDATES",
+    "MAX_LISTED_NAMES",
+    "top_segments",
+    "figure_candidates",
 ]
 
 #: The three answers of the headline for a candidate.
@@ -72,6 +78,25 @@ COMPARISON_COLUMNS: Final = (
 #: candidates (66 pairs); with more, each candidate is compared with the best one only, so the
 #: table stays readable and the cost linear in the number of candidates.
 MAX_PAIRWISE_POLICIES: Final = 12
+
+#: The report's size bounds. Each drawn segment or candidate costs matplotlib text layout
+#: (tens of milliseconds per label, more per figure), so without bounds a report of 500
+#: segments took over 20 s and one of 40 candidates 39 s with 84 figures, and nobody reads a
+#: 500-row chart. With them the render time is linear in candidates x segments up to the caps
+#: and constant beyond; nothing is dropped from the JSON output or the result objects.
+#:
+#: A segment chart, heatmap or table shows at most this many segments of one column: those
+#: with the most rows; the others are summarized in one line ("k more segments, x% of rows:
+#: ..."). Segments with a gap are still all listed under their candidate.
+MAX_REPORT_SEGMENTS: Final = 25
+
+#: At most this many candidates (the first, in the evaluation's order) get figures of their
+#: own (weight histogram, coverage heatmap) and rows in the summary figures (forest plot,
+#: outer/inner split, per-segment estimates); every candidate is in the tables.
+MAX_FIGURE_CANDIDATES: Final = 12
+
+#: A summary line names at most this many of the segments or candidates it stands for.
+MAX_LISTED_NAMES: Final = 10
 
 
 # --------------------------------------------------------------------------------------------
@@ -516,3 +541,56 @@ def segment_estimates(evaluation: Any) -> pd.DataFrame | None:
         rows = rows.assign(column="segment")
     needed = {"policy", "estimator", "value", "ci_low", "ci_high"}
     return rows if needed <= set(rows.columns) else None
+
+
+def _listed(names: Sequence[Any], limit: int = MAX_LISTED_NAMES) -> str:
+    shown = ", ".join(str(n) for n in names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def top_segments(
+    segments: Sequence[Any], rows: Sequence[float], *, limit: int = MAX_REPORT_SEGMENTS
+) -> tuple[list[Any], str]:
+    """The ``limit`` segments with the most rows (in their order of appearance) and the line
+    that summarizes the others ("" when none is left out).
+
+    ``segments[i]`` has ``rows[i]`` rows (a segment may appear more than once, one entry per
+    candidate: its largest count is used).
+
+    >>> top_segments(["a", "b", "c", "a"], [10, 80, 10, 10], limit=2)
+    (['a', 'b'], '1 more segment, 10% of rows: c')
+    >>> top_segments(["a"], [5])
+    (['a'], '')
+    """
+    counts = pd.Series(np.asarray(rows, dtype=np.float64), index=pd.Index(list(segments)))
+    counts = counts.groupby(level=0, sort=False).max()
+    if len(counts) <= limit:
+        return list(counts.index), ""
+    # stable sort: ties keep the order of appearance
+    order = np.argsort(-counts.to_numpy(), kind="stable")
+    kept = set(order[:limit].tolist())
+    shown = [s for i, s in enumerate(counts.index) if i in kept]
+    rest = counts.iloc[order[limit:]]
+    total = float(counts.sum())
+    share = float(rest.sum()) / total if total > 0 else math.nan
+    k = len(rest)
+    return shown, (f"{k} more segment{'s' if k != 1 else ''}, {fmt_share(share)} of rows: "
+                   f"{_listed(list(rest.index))}")
+
+
+def figure_candidates(
+    policies: Sequence[str], *, limit: int = MAX_FIGURE_CANDIDATES
+) -> tuple[list[str], str]:
+    """The candidates drawn in figures (the first ``limit``) and the line that names the
+    others ("" when all are drawn).
+
+    >>> figure_candidates(["a", "b", "c"], limit=2)
+    (['a', 'b'], '1 more candidate without figures (in the tables): c')
+    """
+    policies = list(policies)
+    rest = policies[limit:]
+    if not rest:
+        return policies, ""
+    k = len(rest)
+    return policies[:limit], (f"{k} more candidate{'s' if k != 1 else ''} without figures "
+                              f"(in the tables): {_listed(rest)}")
