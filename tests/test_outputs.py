@@ -445,3 +445,115 @@ def test_one_line_folding_keeps_sentences_and_drops_bullets():
     assert _one_line("2 problems:\n  - column a\n  - column b") == "2 problems: column a; column b"
     assert _one_line("First.\nSecond") == "First. Second"
     assert _one_line("one line") == "one line"
+
+
+# ---------------------------------------------------------------------------------------------
+# 6. remote URIs: an unreachable store fails within the bound
+# ---------------------------------------------------------------------------------------------
+#: a local address that never answers: a listener that never accepts, its backlog filled, so
+#: further connection attempts are dropped (as by a firewall); nothing leaves the machine
+BLACK_HOLE = """
+import socket, sys, time
+server = socket.socket(); server.bind(("127.0.0.1", 0)); server.listen(0)
+port = server.getsockname()[1]
+fillers = []
+for _ in range(4):
+    c = socket.socket(); c.setblocking(False)
+    try:
+        c.connect(("127.0.0.1", port))
+    except BlockingIOError:
+        pass
+    fillers.append(c)
+print(port, flush=True)
+sys.stdin.read()  # until the test closes it
+"""
+
+
+@pytest.fixture
+def black_hole():
+    proc = subprocess.Popen([sys.executable, "-c", BLACK_HOLE], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline())
+        yield port
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=WAIT)
+
+
+def _s3_env() -> dict[str, str]:
+    """Credentials that need no lookup (no instance metadata service is asked)."""
+    return {**_env(), "AWS_ACCESS_KEY_ID": "ope-test", "AWS_SECRET_ACCESS_KEY": "ope-test",
+            "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": os.devnull,
+            "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
+
+
+def test_an_s3_filesystem_gets_connect_and_request_timeouts(monkeypatch):
+    pafs = pytest.importorskip("pyarrow.fs")
+    if not hasattr(pafs, "S3FileSystem"):
+        pytest.skip("pyarrow without S3")
+    from ope.io import (
+        REMOTE_ATTEMPTS,
+        REMOTE_CONNECT_SECONDS,
+        REMOTE_REQUEST_SECONDS,
+        REMOTE_TIMEOUT_SECONDS,
+        filesystem_from_uri,
+    )
+
+    for key, value in _s3_env().items():
+        if key.startswith("AWS_"):
+            monkeypatch.setenv(key, value)
+    fs, path = filesystem_from_uri(
+        "s3://bucket/k.parquet?region=us-east-1&endpoint_override=127.0.0.1:9&scheme=http")
+    options = fs.__reduce__()[1][0]
+    assert (options["connect_timeout"], options["request_timeout"]) == (5.0, 10.0)
+    assert (REMOTE_CONNECT_SECONDS, REMOTE_REQUEST_SECONDS, REMOTE_ATTEMPTS) == (5.0, 10.0, 2)
+    # two requests (HeadObject, then a listing), each attempted twice, stay under the bound
+    assert 2 * REMOTE_ATTEMPTS * REMOTE_CONNECT_SECONDS < REMOTE_TIMEOUT_SECONDS == 30.0
+    assert path == "bucket/k.parquet" and options["endpoint_override"] == "127.0.0.1:9"
+
+
+@pytest.mark.slow
+def test_an_s3_endpoint_that_never_answers_fails_within_the_bound(black_hole):
+    """An S3 endpoint on 127.0.0.1 that drops connections: ``cannot reach`` (exit 65) before the
+    subprocess's timeout of twice the bound (pyarrow's defaults took over 100 s here)."""
+    pafs = pytest.importorskip("pyarrow.fs")
+    if not hasattr(pafs, "S3FileSystem"):
+        pytest.skip("pyarrow without S3")
+    from ope.io import REMOTE_TIMEOUT_SECONDS
+
+    uri = (f"s3://bucket/k.parquet?region=us-east-1&endpoint_override=127.0.0.1:{black_hole}"
+           "&scheme=http")
+    done = subprocess.run([sys.executable, "-m", "ope", "validate", uri, "--json"],
+                          capture_output=True, text=True, env=_s3_env(), cwd=ROOT,
+                          timeout=2 * REMOTE_TIMEOUT_SECONDS)
+    assert done.returncode == EXIT_DATAERR
+    error = json.loads(done.stdout)["error"]
+    assert error["type"] == "DataFileError"
+    assert error["message"].startswith(f"cannot reach logs {uri}: ")
+    assert len(_error_lines(done.stderr)) == 1
+
+
+def test_a_store_that_does_not_answer_within_the_bound_is_unreachable(monkeypatch):
+    """Whatever the client's own timeouts (GCS has only a retry limit), ope stops waiting after
+    ``REMOTE_TIMEOUT_SECONDS`` (shortened here)."""
+    import threading
+
+    import ope.io as io_module
+
+    release = threading.Event()
+
+    def hang(raw: str, what: str) -> None:
+        release.wait(WAIT)
+
+    monkeypatch.setattr(io_module, "_stat_remote", hang)
+    monkeypatch.setattr(io_module, "REMOTE_TIMEOUT_SECONDS", 0.2)
+    try:
+        code, stdout, err = _run("validate", "gs://bucket/logs.parquet", "--json")
+    finally:
+        release.set()
+    assert code == EXIT_DATAERR
+    assert json.loads(stdout)["error"]["message"].startswith(
+        "cannot reach logs gs://bucket/logs.parquet: no answer within 0.2 s (the network, the "
+        "bucket/host name or the endpoint). The gs:// filesystem needs pyarrow's GCS ")
+    assert len(_error_lines(err)) == 1
