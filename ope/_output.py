@@ -49,14 +49,14 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Final, Union
 
 from ope.exceptions import OutputError, ParameterError
 
 __all__ = ["PathArg", "CANNOT_WRITE_ERRNOS", "check_outputs", "atomic_path", "same_file",
-           "output_error"]
+           "output_error", "request_stop", "stop_requested", "clear_stop"]
 
 #: errno values that mean "the system will not let this file be written" (as opposed to a bug):
 #: no space, file too large, quota exceeded, no permission, read-only file system. A write
@@ -65,6 +65,12 @@ CANNOT_WRITE_ERRNOS: Final = frozenset(
     code for code in (getattr(errno, name, None) for name in
                       ("ENOSPC", "EFBIG", "EDQUOT", "EACCES", "EPERM", "EROFS"))
     if code is not None)
+
+#: Signals received while a command runs, recorded by the command line's handlers
+#: (:func:`request_stop`). Once one is pending no temporary file is moved to its destination,
+#: even when the exception the handler raised was lost (Python drops an exception raised while
+#: a ``__del__`` runs, e.g. a parquet writer's).
+_STOP: list[int] = []
 
 #: ``renameat2`` flag: fail with EEXIST rather than replace the destination (Linux >= 3.15)
 _RENAME_NOREPLACE: Final = 1
@@ -168,13 +174,11 @@ def _probe(flag: str, path: Path, parent: Path, *, replacing: bool) -> None:
     an existing file is to be replaced, that file not writable by the user (``os.access``)."""
     if replacing and not os.access(path, os.W_OK):
         raise output_error(path, PermissionError(errno.EACCES, "not writable"), flag=flag)
-    probe = parent / f".{path.name}.{secrets.token_hex(4)}.probe"
+    probe = parent / f".ope-probe-{secrets.token_hex(4)}"  # short: any folder can name it
     try:
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError as exc:
-        if exc.errno in CANNOT_WRITE_ERRNOS:
-            raise output_error(parent, exc, flag=flag) from None
-        raise
+    except OSError as exc:  # whatever the reason, nothing can be created there
+        raise output_error(parent, exc, flag=flag) from None
     os.close(fd)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(probe)
@@ -251,7 +255,22 @@ def _fsync(path: Path, *, directory: bool = False) -> None:
         os.close(fd)
 
 
-def _renameat2() -> object | None:
+def request_stop(signum: int) -> None:
+    """Record that signal ``signum`` asked the process to stop: no output is moved after."""
+    _STOP.append(signum)
+
+
+def stop_requested() -> int | None:
+    """The first signal recorded by :func:`request_stop` (None when none is pending)."""
+    return _STOP[0] if _STOP else None
+
+
+def clear_stop() -> None:
+    """Forget the recorded signals (a new command starts)."""
+    _STOP.clear()
+
+
+def _renameat2() -> Callable[..., int] | None:
     """libc's ``renameat2`` (glibc >= 2.28), or None where the platform lacks it."""
     if not hasattr(os, "link") or os.name != "posix":
         return None
@@ -333,6 +352,8 @@ def atomic_path(path: PathArg, *, force: bool = False, flag: str | None = None,
     try:
         yield tmp
         _fsync(tmp)
+        if _STOP:  # a signal asked to stop and its exception was lost: do not publish
+            raise KeyboardInterrupt
         if force:
             os.replace(tmp, dest)
         else:

@@ -1155,29 +1155,42 @@ class _Terminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def _sigterm_as_interrupt() -> Any:
-    """While the command runs, SIGTERM raises :class:`_Terminated` in this process (not in
-    forked workers, which keep the default action); the previous handler is restored after."""
+def _signals_as_interrupts() -> Any:
+    """While the command runs, SIGINT raises ``KeyboardInterrupt`` and SIGTERM
+    :class:`_Terminated` in this process, and both are recorded
+    (:func:`ope._output.request_stop`: no output is published after one, even if the exception
+    was lost). A signal the parent set to be ignored (``nohup``) stays ignored; forked workers
+    keep the default action; the previous handlers are restored after."""
     import signal
     import threading
 
+    from ope._output import clear_stop, request_stop
+
+    clear_stop()
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers can only be set from the main thread
         return
     pid = os.getpid()
 
     def handler(signum: int, frame: Any) -> None:
-        if os.getpid() != pid:  # a forked worker: die as SIGTERM says
+        if os.getpid() != pid:  # a forked worker: die as the signal says
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        raise _Terminated()
+        request_stop(signum)
+        raise _Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {}
+    for signum, default in ((signal.SIGINT, signal.default_int_handler),
+                            (signal.SIGTERM, signal.SIG_DFL)):
+        if signal.getsignal(signum) is default:
+            previous[signum] = signal.signal(signum, handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+        clear_stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1240,8 +1253,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             stack.enter_context(contextlib.redirect_stdout(sys.stderr))
         caught.caught = stack.enter_context(warnings.catch_warnings(record=True))
         warnings.simplefilter("always")
-        stack.enter_context(_sigterm_as_interrupt())
+        stack.enter_context(_signals_as_interrupts())
         document, text, code, failure = _run(args)
+        from ope._output import stop_requested
+
+        stopped = stop_requested()
+    if stopped is not None and code not in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+        # the signal's exception was lost (raised inside a __del__): the run is still stopped
+        code, kind, message, _ = _interrupted(stopped)
+        document, line = _failure(args, args.command, code, kind, message)
+        text, failure = "", line + "\n"
     if args.json:
         if caught.caught:
             document.setdefault("warnings", caught.messages())
@@ -1258,6 +1279,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), stdout.fileno())
     return code
+
+
+def _interrupted(signal_or_class: Any) -> tuple[int, str, str, None]:
+    """(code, kind, message, flag) of a run stopped by SIGTERM (``_Terminated`` or its
+    number) or by anything else (SIGINT, Ctrl-C)."""
+    import signal
+
+    if signal_or_class is _Terminated or signal_or_class == signal.SIGTERM:
+        return EXIT_TERMINATED, "Terminated", "terminated (SIGTERM)", None
+    return EXIT_INTERRUPTED, "KeyboardInterrupt", "interrupted", None
 
 
 def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
@@ -1301,10 +1332,11 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
         code, kind, message, flag = EXIT_DATAERR, type(exc).__name__, _cli_text(str(exc)), None
     except OPEError as exc:
         code, kind, message, flag = EXIT_FAILURE, type(exc).__name__, _cli_text(str(exc)), None
-    except _Terminated:
-        code, kind, message, flag = EXIT_TERMINATED, "Terminated", "terminated (SIGTERM)", None
-    except KeyboardInterrupt:
-        code, kind, message, flag = EXIT_INTERRUPTED, "KeyboardInterrupt", "interrupted", None
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (ope._output refuses to publish)
+        from ope._output import stop_requested
+
+        code, kind, message, flag = _interrupted(
+            _Terminated if isinstance(exc, _Terminated) else stop_requested())
     except Exception as exc:  # noqa: BLE001 - the CLI reports every failure as exit code 1
         code, kind, message, flag = EXIT_FAILURE, type(exc).__name__, str(exc), None
         extra = {"unexpected": True}

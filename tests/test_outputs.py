@@ -63,7 +63,7 @@ def _run(*argv: str) -> tuple[int, str, str]:
 
 
 def _temps(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir() if ".tmp" in p.name or ".probe" in p.name)
+    return sorted(p.name for p in folder.iterdir() if ".tmp" in p.name or ".ope-probe-" in p.name)
 
 
 def _error_lines(err: str) -> list[str]:
@@ -200,12 +200,13 @@ def test_two_plain_imports_racing_one_wins(tmp_path, dsjson):
 #: a CLI run in a subprocess that stops (sleeps) once its temporary file is written, before
 #: the move: the test signals it there
 STALL = """
-import sys, time
+import pathlib, sys, time
 import ope._output as o
 from ope.cli import main
 original = o._fsync
 def stall(path, *, directory=False):
     if not directory and ".tmp" in path.name:
+        (path.parent / "stalled").touch()
         time.sleep(120)
     return original(path, directory=directory)
 o._fsync = stall
@@ -225,7 +226,8 @@ def test_a_signal_mid_import_removes_the_temporary_file_and_prints_one_document(
          "--on-invalid", "drop", "--json"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
     deadline = time.monotonic() + WAIT
-    while not list(tmp_path.glob(".logs.parquet.*.tmp.parquet")):
+    while not (list(tmp_path.glob(".logs.parquet.*.tmp.parquet"))
+               and (tmp_path / "stalled").exists()):  # written, closed, not yet moved
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the temporary file never appeared"
         time.sleep(0.02)
@@ -236,6 +238,31 @@ def test_a_signal_mid_import_removes_the_temporary_file_and_prints_one_document(
     assert doc["ok"] is False and doc["exit_code"] == code and doc["error"]["type"] == kind
     assert _error_lines(stderr) == [f"ope import: {kind}: {doc['error']['message']}"]
     assert not out.exists() and _temps(tmp_path) == []
+
+
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, EXIT_TERMINATED),
+                                              (signal.SIGINT, EXIT_INTERRUPTED)])
+def test_a_signal_whose_exception_was_lost_still_stops_the_run(tmp_path, dsjson, monkeypatch,
+                                                                signum, code):
+    """Python drops an exception raised inside a ``__del__`` (a parquet writer's, say): the
+    signal is recorded, so the file is not published and the run still ends as stopped."""
+    out = tmp_path / "logs.parquet"
+    original = output._fsync
+
+    def swallowed(path: Path, *, directory: bool = False) -> None:
+        if not directory:
+            with contextlib.suppress(KeyboardInterrupt):  # as a __del__ would
+                os.kill(os.getpid(), signum)
+                time.sleep(5)  # the handler runs here, at the latest when the sleep ends
+        original(path, directory=directory)
+
+    monkeypatch.setattr(output, "_fsync", swallowed)
+    code_, stdout, err = _run("import", "dsjson", dsjson, "--out", out, "--on-invalid", "drop",
+                              "--json")
+    assert code_ == code and json.loads(stdout)["exit_code"] == code
+    assert len(_error_lines(err)) == 1
+    assert not out.exists() and _temps(tmp_path) == []
+    assert output.stop_requested() is None  # cleared for the next command
 
 
 # ---------------------------------------------------------------------------------------------
@@ -308,7 +335,7 @@ def test_an_unwritable_folder_is_refused_before_the_work(tmp_path, monkeypatch, 
     real_open = os.open
 
     def denied(path: object, flags: int, mode: int = 0o777) -> int:
-        if ".probe" in str(path):  # the folder refuses the probe file (as for another user's)
+        if ".ope-probe-" in str(path):  # the folder refuses the probe file (as for another user's)
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
         return real_open(path, flags, mode)
 
@@ -341,7 +368,7 @@ def test_a_read_only_file_system_is_refused_by_the_probe(tmp_path, monkeypatch):
     real_open = os.open
 
     def read_only(path: object, flags: int, mode: int = 0o777) -> int:
-        if ".probe" in str(path):
+        if ".ope-probe-" in str(path):
             raise OSError(errno.EROFS, os.strerror(errno.EROFS))
         return real_open(path, flags, mode)
 
@@ -479,6 +506,7 @@ def black_hole():
     finally:
         proc.stdin.close()
         proc.wait(timeout=WAIT)
+        proc.stdout.close()
 
 
 def _s3_env() -> dict[str, str]:
