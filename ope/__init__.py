@@ -22,6 +22,7 @@ _PUBLIC: dict[str, str] = {
     "SchemaError": "ope.exceptions",
     "ValidationError": "ope.exceptions",
     "DataFileError": "ope.exceptions",
+    "OutputError": "ope.exceptions",
     "PolicyError": "ope.exceptions",
     "MissingBoundsError": "ope.exceptions",
     "EstimationError": "ope.exceptions",

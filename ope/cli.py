@@ -15,9 +15,15 @@ logs; ``evaluate --report FILE.html`` writes it too) and ``demo`` (which ends by
 
 The contract (README, *Command line*):
 
-- Exit codes: 0 ok, 1 runtime failure, 2 usage (a bad flag, a bad flag value, an output that
-  cannot be written: the message names the flag), 65 invalid data (sysexits ``EX_DATAERR``:
-  schema, validation, policy and data-file errors, with the rejection report).
+- Exit codes: 0 ok, 1 runtime failure, 2 usage (a bad flag, a bad flag value, an empty output
+  name, an output that exists without ``--force`` -- also one another process created during
+  the work -- or is an input: the message names the flag), 65 invalid data (sysexits
+  ``EX_DATAERR``: schema, validation, policy and data-file errors, with the rejection report),
+  73 an output cannot be written (sysexits ``EX_CANTCREAT``: no space, quota, permission,
+  read-only file system; checked before the work where it can be), 130 interrupted (SIGINT),
+  143 terminated (SIGTERM). Interrupted or terminated, a run removes its temporary files and
+  still prints its one JSON document under ``--json``.
+- One error is one line on stderr (a message's line breaks are folded at this edge).
 - ``--json``: every run, failed or not (argparse's usage errors too), prints exactly one JSON
   document on stdout and nothing else there (anything a library prints goes to stderr). Every
   document records ``ok``, ``exit_code``, ``ope_version``, ``command``, ``options`` (every
@@ -56,6 +62,7 @@ from ope.exceptions import (
     MissingBoundsError,
     OPEError,
     OPEWarning,
+    OutputError,
     ParameterError,
     PolicyError,
     SchemaError,
@@ -68,7 +75,9 @@ EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
 EXIT_USAGE: Final = 2
 EXIT_DATAERR: Final = 65  # sysexits EX_DATAERR: the input data were incorrect
+EXIT_CANTCREAT: Final = 73  # sysexits EX_CANTCREAT: an output file cannot be created or written
 EXIT_INTERRUPTED: Final = 130  # 128 + SIGINT, as shells report an interrupted command
+EXIT_TERMINATED: Final = 143  # 128 + SIGTERM (kill, a container stop, a job scheduler)
 
 #: The seed of every random choice when ``--seed`` is not given (printed and recorded).
 DEFAULT_SEED: Final = 0
@@ -810,13 +819,13 @@ def _outputs_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[t
               (("logs", "LOGS"), ("src", "SRC"), ("policies", "--policies"))
               if getattr(args, dest, None)]
     inputs += [("--policy", spec.path) for spec in getattr(args, "_policy_specs", ()) if spec.path]
-    if args.command == "learn" and args.out:
+    if args.command == "learn" and args.out is not None:
         return [("--out", args.out)], inputs, POLICY_TABLE_SUFFIXES
     if args.command == "report":
         return [("--out", args.out)], inputs, REPORT_SUFFIXES
     if args.command == "action-table":
         return [("--out", args.out)], inputs, ACTION_TABLE_SUFFIXES
-    if args.command == "evaluate" and args.report:
+    if args.command == "evaluate" and args.report is not None:
         return [("--report", args.report)], inputs, REPORT_SUFFIXES
     if args.command == "demo":
         return [("report", DEMO_REPORT)], inputs, None
@@ -1127,12 +1136,70 @@ def _failure(
         error["flag"] = flag
     document = {**_envelope(args, command, code), "error": error, **(extra or {})}
     head = f"ope {command}" if command else "ope"
+    text = _one_line(message)
     if kind == "usage":
-        line = f"{head}: error: {message}"
+        line = f"{head}: error: {text}"
     else:
         unexpected = "unexpected " if (extra or {}).get("unexpected") else ""
-        line = f"{head}: {unexpected}{kind}: {message}"
+        line = f"{head}: {unexpected}{kind}: {text}"
     return document, _shown(line)  # the JSON message stays exact
+
+
+def _one_line(message: str) -> str:
+    """``message`` on one line: one error is one line on stderr (the JSON document keeps the
+    message as raised). A list's bullets (``- ``) are dropped; each line break becomes ``"; "``
+    unless the line ends a sentence or a clause already (``.:;,``), then a space."""
+    parts = [re.sub(r"^[-*] ", "", p.strip()) for p in message.splitlines() if p.strip()]
+    if not parts:
+        return message.strip()
+    out = parts[0]
+    for part in parts[1:]:
+        out += (" " if out[-1] in ".:;," else "; ") + part
+    return out
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised in the main thread like SIGINT's ``KeyboardInterrupt`` so that every
+    ``finally`` (temporary files, worker pools) runs and the run ends with its document."""
+
+
+@contextlib.contextmanager
+def _signals_as_interrupts() -> Any:
+    """While the command runs, SIGINT raises ``KeyboardInterrupt`` and SIGTERM
+    :class:`_Terminated` in this process, and both are recorded
+    (:func:`ope._output.request_stop`: no output is published after one, even if the exception
+    was lost). A signal the parent set to be ignored (``nohup``) stays ignored; forked workers
+    keep the default action; the previous handlers are restored after."""
+    import signal
+    import threading
+
+    from ope._output import clear_stop, request_stop
+
+    clear_stop()
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    pid = os.getpid()
+
+    def handler(signum: int, frame: Any) -> None:
+        if os.getpid() != pid:  # a forked worker: die as the signal says
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        request_stop(signum)
+        raise _Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+    previous = {}
+    for signum, default in ((signal.SIGINT, signal.default_int_handler),
+                            (signal.SIGTERM, signal.SIG_DFL)):
+        if signal.getsignal(signum) is default:
+            previous[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+        clear_stop()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1146,7 +1213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 ok, 1 runtime failure, 2 usage error (the flag named), 65 invalid data.
+        0 ok, 1 runtime failure, 2 usage error (the flag named), 65 invalid data, 73 an
+        output cannot be written, 130 interrupted (SIGINT), 143 terminated (SIGTERM).
 
     Examples
     --------
@@ -1194,7 +1262,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             stack.enter_context(contextlib.redirect_stdout(sys.stderr))
         caught.caught = stack.enter_context(warnings.catch_warnings(record=True))
         warnings.simplefilter("always")
+        stack.enter_context(_signals_as_interrupts())
         document, text, code, failure = _run(args)
+        from ope._output import stop_requested
+
+        stopped = stop_requested()
+    if stopped is not None and code not in (EXIT_INTERRUPTED, EXIT_TERMINATED):
+        # the signal's exception was lost (raised inside a __del__): the run is still stopped
+        code, kind, message, _ = _interrupted(stopped)
+        document, line = _failure(args, args.command, code, kind, message)
+        text, failure = "", line + "\n"
     if args.json:
         if caught.caught:
             document.setdefault("warnings", caught.messages())
@@ -1213,6 +1290,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def _interrupted(signal_or_class: Any) -> tuple[int, str, str, None]:
+    """(code, kind, message, flag) of a run stopped by SIGTERM (``_Terminated`` or its
+    number) or by anything else (SIGINT, Ctrl-C)."""
+    import signal
+
+    if signal_or_class is _Terminated or signal_or_class == signal.SIGTERM:
+        return EXIT_TERMINATED, "Terminated", "terminated (SIGTERM)", None
+    return EXIT_INTERRUPTED, "KeyboardInterrupt", "interrupted", None
+
+
 def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
     """Run the command: (the whole JSON document, the stdout text, the exit code, what to say
     on stderr about a failure: printed after the run's warnings, so it is the last line)."""
@@ -1228,8 +1315,10 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
     except (_UsageError, ParameterError, MissingBoundsError) as exc:
         # a missing a priori bound is a missing flag (--reward-range, --weight-bound): usage
         raw = str(exc)
+        named = re.match(r"argument (\S+): ", raw)  # ope._output names the flag so
         flag = (exc.flag if isinstance(exc, _UsageError)
-                else _bound_flag(raw) if isinstance(exc, MissingBoundsError) else _flag_of(raw))
+                else _bound_flag(raw) if isinstance(exc, MissingBoundsError)
+                else named.group(1) if named else _flag_of(raw))
         message = _cli_text(raw)
         if flag and not message.startswith("argument "):
             message = f"argument {flag}: {message}"
@@ -1244,12 +1333,19 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
             first = report_text.splitlines()[0].rstrip(":")
             return (document, report_text, code,
                     f"ope {command}: {kind}: {first} (the report is on stdout)\n")
+    except OutputError as exc:  # before DataFileError: both are OSErrors
+        code, kind, message = EXIT_CANTCREAT, type(exc).__name__, _cli_text(str(exc))
+        named = re.match(r"argument (\S+): ", message)
+        flag = named.group(1) if named else None
     except (SchemaError, DataFileError, PolicyError) as exc:
         code, kind, message, flag = EXIT_DATAERR, type(exc).__name__, _cli_text(str(exc)), None
     except OPEError as exc:
         code, kind, message, flag = EXIT_FAILURE, type(exc).__name__, _cli_text(str(exc)), None
-    except KeyboardInterrupt:
-        code, kind, message, flag = EXIT_INTERRUPTED, "KeyboardInterrupt", "interrupted", None
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (ope._output refuses to publish)
+        from ope._output import stop_requested
+
+        code, kind, message, flag = _interrupted(
+            _Terminated if isinstance(exc, _Terminated) else stop_requested())
     except Exception as exc:  # noqa: BLE001 - the CLI reports every failure as exit code 1
         code, kind, message, flag = EXIT_FAILURE, type(exc).__name__, str(exc), None
         extra = {"unexpected": True}
@@ -1951,7 +2047,7 @@ def _cmd_learn(args: argparse.Namespace) -> _Outcome:
     text = [str(cert)]
     policy_rows = None
     if args.out:  # written block by block: only each row's candidates, never held whole
-        with atomic_path(args.out) as tmp:
+        with atomic_path(args.out, force=args.force, flag="--out") as tmp:
             policy_rows = write_learner_policy_table(
                 learner, logs, tmp, context_columns=args.context_columns, name=args.name)
         text.append(f"learned policy written to {args.out}; score it with: "
@@ -1972,7 +2068,7 @@ def _cmd_action_table(args: argparse.Namespace) -> _Outcome:
 
     logs = _read(args)
     table = logged_action_table(logs)
-    with atomic_path(args.out) as tmp:
+    with atomic_path(args.out, force=args.force, flag="--out") as tmp:
         if args.out.lower().endswith(".csv"):
             import pyarrow.csv as pacsv
 
@@ -2010,7 +2106,7 @@ def _cmd_import(args: argparse.Namespace) -> _Outcome:
     side = _import_side_file(out)
     written = 0
     action_features = None
-    with atomic_path(out) as tmp:
+    with atomic_path(out, force=args.force, flag="--out") as tmp:
         if args.format == "dsjson":
             from ope.importers import import_dsjson
 

@@ -10,17 +10,19 @@ Exceptions::
     ├── SchemaError               columns missing, mistyped or not castable without loss
     ├── ValidationError           rows break a rule (carries the ValidationReport)
     ├── DataFileError             a path is missing, empty, corrupt or not parquet
+    ├── OutputError               a file ope writes cannot be created or written: CLI exit 73
     ├── PolicyError               a candidate policy is malformed (does not sum to 1, misses events)
     ├── MissingBoundsError        an interval method needs a priori bounds that were not given
     └── EstimationError           the data do not allow the value to be computed
 
-All of them also derive from ``ValueError`` (except ``DataFileError``, which derives from
-``OSError``), so callers that already catch the builtin keep working; ``ParameterError`` derives
+All of them also derive from ``ValueError`` (except ``DataFileError`` and ``OutputError``,
+which derive from ``OSError``), so callers that already catch the builtin keep working; ``ParameterError`` derives
 from ``TypeError`` too, as it also reports arguments of the wrong type.
 
 A bad argument (``confidence_level=1.5``, ``max_weight="10"``) is a ``ParameterError``; bad data
 (a propensity of 0 in row 17) is a ``ValidationError``. The command line maps the first to exit
-code 2 (usage) and the data errors to 65.
+code 2 (usage), the data errors to 65 and ``OutputError`` (no space left, no permission, a
+read-only file system) to 73, sysexits' ``EX_CANTCREAT``.
 
 Warnings::
 
@@ -40,6 +42,7 @@ __all__ = [
     "SchemaError",
     "ValidationError",
     "DataFileError",
+    "OutputError",
     "PolicyError",
     "MissingBoundsError",
     "EstimationError",
@@ -85,6 +88,16 @@ class ValidationError(OPEError, ValueError):
 
 class DataFileError(OPEError, OSError):
     """A path is missing, empty, corrupt, or not a parquet file."""
+
+
+class OutputError(OPEError, OSError):
+    """A file ope writes cannot be created or written: no space left on the device, the file is
+    too large for it, a quota is exceeded, no permission, or a read-only file system.
+
+    The message names the path and the system's reason. The command line answers it with exit
+    code 73 (sysexits ``EX_CANTCREAT``), before the work when the folder can be probed, after
+    it otherwise (the temporary file removed, the destination untouched).
+    """
 
 
 class PolicyError(OPEError, ValueError):

@@ -35,7 +35,7 @@ import stat
 import sys
 import warnings
 from dataclasses import dataclass, replace
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -120,10 +120,23 @@ URI_REQUIREMENTS: Final[Mapping[str, str]] = {
 
 _URI: Final = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
-#: Seconds a cloud store's client may spend retrying one request before ope reports it
-#: unreachable. Retries absorb brief outages; GCS's own default (15 minutes) makes a wrong
-#: bucket name or a machine without network look like a hang.
-REMOTE_RETRY_SECONDS: Final = 30.0
+#: Seconds within which a remote store (``s3://``, ``gs://``, ...) must answer ope's first
+#: look at a URI (opening the filesystem and stating the path), or ope reports it unreachable:
+#: a wrong bucket name or a machine without network fails in this bound, never a hang.
+REMOTE_TIMEOUT_SECONDS: Final = 30.0
+
+#: Seconds a cloud store's client may spend retrying one request before it gives up. Retries
+#: absorb brief outages; GCS's own default (15 minutes) makes a wrong bucket name or a machine
+#: without network look like a hang. Below :data:`REMOTE_TIMEOUT_SECONDS`, so the client itself
+#: has usually given up when the bound is reached.
+REMOTE_RETRY_SECONDS: Final = 20.0
+
+#: Seconds an S3 client waits for a TCP connection (the SDK's default waits far longer on an
+#: address that drops packets) and for a response, and how many attempts it makes per request:
+#: stating a key takes at most two requests, so 2 x 2 x 5 s stays under the bound.
+REMOTE_CONNECT_SECONDS: Final = 5.0
+REMOTE_REQUEST_SECONDS: Final = 10.0
+REMOTE_ATTEMPTS: Final = 2
 
 #: Fallbacks when the system does not say (``os.pathconf``): Linux's PATH_MAX and the NAME_MAX
 #: of ext4, xfs, btrfs, apfs and ntfs.
@@ -356,7 +369,8 @@ def filesystem_from_uri(uri: str, *, what: str = "logs") -> tuple[Any, str]:
 
     A ``gs://`` URI without its own ``retry_limit_seconds`` gets
     :data:`REMOTE_RETRY_SECONDS` (GCS retries an unreachable store for 15 minutes by default,
-    which looks like a hang).
+    which looks like a hang); an S3 filesystem gets :data:`REMOTE_CONNECT_SECONDS`,
+    :data:`REMOTE_REQUEST_SECONDS` and :data:`REMOTE_ATTEMPTS` unless it set its own timeouts.
     """
     m = _URI.match(uri)
     scheme = m.group(1) if m is not None else ""
@@ -365,7 +379,10 @@ def filesystem_from_uri(uri: str, *, what: str = "logs") -> tuple[Any, str]:
         request += ("&" if "?" in uri else "?") + f"retry_limit_seconds={REMOTE_RETRY_SECONDS:g}"
     need = URI_REQUIREMENTS.get(scheme.lower())
     try:
-        return pafs.FileSystem.from_uri(request)
+        fs, path = pafs.FileSystem.from_uri(request)
+        if isinstance(fs, getattr(pafs, "S3FileSystem", ())):
+            fs = _bounded_s3(fs)
+        return fs, path
     except (pa.ArrowException, OSError, ValueError) as exc:
         text = str(exc)
         if "Unrecognized filesystem type" in text or need is None:
@@ -388,6 +405,66 @@ def filesystem_from_uri(uri: str, *, what: str = "logs") -> tuple[Any, str]:
         ) from None
 
 
+def _bounded_s3(fs: Any) -> Any:
+    """The S3 filesystem ``fs`` with connect and request timeouts and few attempts."""
+    try:
+        rebuild, (options,) = fs.__reduce__()
+    except (TypeError, ValueError):  # a pyarrow that does not pickle it so: as it is
+        return fs
+    if options.get("connect_timeout", -1) > 0 or options.get("request_timeout", -1) > 0:
+        return fs  # the caller chose
+    options = {**options, "connect_timeout": REMOTE_CONNECT_SECONDS,
+               "request_timeout": REMOTE_REQUEST_SECONDS,
+               "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=REMOTE_ATTEMPTS)}
+    try:
+        return rebuild(options)
+    except TypeError:  # an older pyarrow without some option
+        return fs
+
+
+def _within(seconds: float, call: Callable[[], Any], uri: str, what: str) -> Any:
+    """``call()`` (a remote store's first answer), or a ``DataFileError`` when it has not
+    returned after ``seconds``: run in a daemon thread, left to the client's own timeouts."""
+    import threading
+
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name=f"ope-remote-{what}", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        m = _URI.match(uri)
+        scheme = m.group(1) if m is not None else "remote"
+        raise DataFileError(
+            f"cannot reach {what} {uri}: no answer within {seconds:g} s (the network, the "
+            f"bucket/host name or the endpoint). The {scheme}:// filesystem needs "
+            f"{URI_REQUIREMENTS.get(scheme.lower(), 'network access')}")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _stat_remote(raw: str, what: str) -> tuple[Any, str, Any]:
+    """(filesystem, path, file info) of a remote URI; a ``DataFileError`` when unreachable."""
+    fs, path = filesystem_from_uri(raw, what=what)
+    try:
+        return fs, path, fs.get_file_info(path)
+    except (pa.ArrowException, OSError) as exc:
+        scheme = raw.split("://", 1)[0]
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DataFileError(
+            f"cannot reach {what} {raw}: {first[:300]}. The {scheme}:// filesystem needs "
+            f"{URI_REQUIREMENTS.get(scheme.lower(), 'network access')}; check the "
+            "bucket/host name, the credentials and the network"
+        ) from None
+
+
 def locate_input(source: str | os.PathLike[str], *, what: str = "logs",
                  directories: bool = True) -> Located:
     """Resolve an input path or URI: stat it before anything opens it, list a directory's files.
@@ -398,7 +475,8 @@ def locate_input(source: str | os.PathLike[str], *, what: str = "logs",
     - ``file://`` URIs are local paths; other URIs (``s3://``, ``gs://``, ``hdfs://``,
       ``abfs://``) go through ``pyarrow.fs.FileSystem.from_uri``; a scheme it does not serve,
       or one whose filesystem this machine lacks, is a ``DataFileError`` naming the scheme and
-      what to install;
+      what to install; a store that has not answered after :data:`REMOTE_TIMEOUT_SECONDS` is
+      a ``DataFileError`` ("cannot reach ...: no answer within 30 s");
     - only regular files are read: a FIFO, socket or device given as the path is refused at
       once (it is never opened, so nothing blocks); inside a directory such entries are skipped
       and named in the report (``not_regular_file``);
@@ -445,16 +523,8 @@ def locate_input(source: str | os.PathLike[str], *, what: str = "logs",
         raise ParameterError(f"{what} path {raw!r} contains a NUL character")
     m = _URI.match(raw)
     if m is not None and m.group(1).lower() != "file":
-        fs, path = filesystem_from_uri(raw, what=what)
-        try:
-            info = fs.get_file_info(path)
-        except (pa.ArrowException, OSError) as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise DataFileError(
-                f"cannot reach {what} {raw}: {first[:300]}. The {m.group(1)}:// filesystem needs "
-                f"{URI_REQUIREMENTS.get(m.group(1).lower(), 'network access')}; check the "
-                "bucket/host name, the credentials and the network"
-            ) from None
+        fs, path, info = _within(REMOTE_TIMEOUT_SECONDS, lambda: _stat_remote(raw, what),
+                                 raw, what)
         if info.type == pafs.FileType.NotFound:
             raise DataFileError(f"{what} {raw} does not exist; check the URI")
         if info.type == pafs.FileType.Directory:

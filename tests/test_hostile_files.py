@@ -364,8 +364,8 @@ def test_gcs_uris_get_a_bounded_retry_time(monkeypatch: pytest.MonkeyPatch) -> N
     for uri in ("gs://b/x.parquet", "gs://b/x.parquet?project_id=p", "gs://b/x?retry_limit_seconds=5"):
         with pytest.raises(DataFileError):
             read_logs(uri)
-    assert seen == ["gs://b/x.parquet?retry_limit_seconds=30",
-                    "gs://b/x.parquet?project_id=p&retry_limit_seconds=30",
+    assert seen == ["gs://b/x.parquet?retry_limit_seconds=20",
+                    "gs://b/x.parquet?project_id=p&retry_limit_seconds=20",
                     "gs://b/x?retry_limit_seconds=5"]
 
 

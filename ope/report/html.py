@@ -10,14 +10,12 @@ column values, paths, options) goes through :func:`_e` (:func:`ope._format.safe_
 
 from __future__ import annotations
 
-import contextlib
 import html
 import importlib.metadata
 import math
 import os
 import platform
 import shlex
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -25,6 +23,7 @@ from typing import Any, Final
 import pandas as pd
 
 from ope._format import safe_text
+from ope._output import atomic_path
 from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.report.views import (
     ANSWERABLE,
@@ -1047,21 +1046,7 @@ def write_report(
         evaluation=evaluation, diagnostics=diagnostics, certificate=certificate, truth=truth,
         provenance=provenance, title=title, validation=validation,
     )
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes it private; a report is an ordinary file
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+    with atomic_path(target, force=overwrite, force_flag="overwrite=True (--force)") as tmp:
+        with open(tmp, "x", encoding="utf-8", newline="\n") as handle:
             handle.write(page)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if target.exists() and not overwrite:  # appeared while rendering
-            raise ParameterError(f"{str(target)!r} appeared while the report was rendered; "
-                                 "pass overwrite=True (--force) to replace it.")
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
     return target
