@@ -1,0 +1,55 @@
+"""The registry of public entry points is complete, and every entry keeps the hostile-input
+contract (:func:`ope.testing.check_entry_point_contract`).
+
+Completeness walks the ``__all__`` of ``ope`` and its public namespaces, the public methods of
+public classes, and the subcommands of the command line's parser: a public callable that is not
+in :data:`ope._entrypoints.REGISTERED` fails the test, by name.
+"""
+
+from __future__ import annotations
+
+import ope
+import ope.policies
+from ope import _entrypoints as registry
+
+
+def test_every_public_entry_point_is_registered():
+    assert registry.unregistered() == []
+
+
+def test_a_new_public_function_is_named_by_the_completeness_check(monkeypatch):
+    def rank_everything(logs, *, confidence_level=0.95):
+        return None
+
+    monkeypatch.setattr(ope.policies, "rank_everything", rank_everything, raising=False)
+    monkeypatch.setattr(ope.policies, "__all__", [*ope.policies.__all__, "rank_everything"])
+    assert registry.unregistered() == ["ope.policies.rank_everything"]
+
+
+def test_a_new_method_of_a_public_class_is_named(monkeypatch):
+    def shrink(self, factor):
+        return self
+
+    monkeypatch.setattr(ope.IPS, "shrink", shrink, raising=False)
+    assert registry.unregistered() == ["ope.IPS.shrink"]
+
+
+def test_a_new_cli_subcommand_is_named(monkeypatch):
+    monkeypatch.setattr(registry, "CLI_SUBCOMMANDS", registry.CLI_SUBCOMMANDS[:-1])
+    assert registry.unregistered() == ["ope demo"]
+
+
+def test_every_argument_has_a_glossary_term():
+    for entry in [*registry.entries(), *registry.cli_entries()]:
+        assert all(entry.terms.values()), entry.name
+    assert registry.term_of("confidence_level") == "confidence_level"
+    assert registry.term_of("n_resamples") == "count"
+    assert registry.term_of("weight_column") == "column"
+    assert registry.term_of("something_new") == "object"
+
+
+def test_each_minimal_valid_call_succeeds(tmp_path):
+    for entry in registry.entries():
+        if entry.valid is not None:
+            call = entry.valid(tmp_path)
+            call.target(*call.args, **call.kwargs)
