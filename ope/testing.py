@@ -946,6 +946,7 @@ class _FileCase:
             path.mkdir()
         elif self.label == "fifo":
             os.mkfifo(path)
+            _FifoWriter(path).start()
         elif self.label == "empty":
             path.write_bytes(b"")
         elif self.label in ("truncated parquet", "gzip parquet"):
@@ -960,6 +961,45 @@ class _FileCase:
         elif self.label == "bidi name":
             path = tmp / f"logs{_BIDI}.parquet"
         return path
+
+
+class _FifoWriter:
+    """Keeps a FIFO from hanging the harness: every 50 ms it opens and closes each end without
+    blocking, so a reader blocked in ``open`` gets end-of-file and a writer a broken pipe.
+
+    :meth:`release` stops the thread once the call has returned.
+    """
+
+    def __init__(self, path: Path) -> None:
+        import threading
+
+        self.path = path
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poke, daemon=True)
+        _FIFO_WRITERS.append(self)
+
+    def _poke(self) -> None:
+        import os
+
+        while not self.stop.wait(0.05):
+            for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
+                with contextlib.suppress(OSError):
+                    os.close(os.open(self.path, flags))
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def release(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+
+
+_FIFO_WRITERS: list[_FifoWriter] = []
+
+
+def _release_fifos() -> None:
+    while _FIFO_WRITERS:
+        _FIFO_WRITERS.pop().release()
 
 
 _FILE_CASES: Final = ("missing", "directory", "fifo", "empty", "truncated parquet",
@@ -1199,7 +1239,10 @@ def check_entry_point_contract(
     broken: list[str] = []
     for value in catalogue:
         with tempfile.TemporaryDirectory() as tmp:
-            problem = one(entry, argument, value, Path(tmp))
+            try:
+                problem = one(entry, argument, value, Path(tmp))
+            finally:
+                _release_fifos()
         if problem:
             broken.append(problem)
     if not entry.cli and max_examples > 0:
@@ -1210,7 +1253,10 @@ def check_entry_point_contract(
         @given(value=hostile_strategy(term))
         def run(value: Any) -> None:
             with tempfile.TemporaryDirectory() as tmp:
-                problem = one(entry, argument, value, Path(tmp))
+                try:
+                    problem = one(entry, argument, value, Path(tmp))
+                finally:
+                    _release_fifos()
             if problem and len(drawn) < 3:
                 drawn.append(problem)
 

@@ -58,6 +58,25 @@ def test_each_minimal_valid_call_succeeds(tmp_path):
             call.target(*call.args, **call.kwargs)
 
 
+def test_each_cli_valid_run_exits_0_with_one_document(tmp_path):
+    import contextlib
+    import io
+    import json
+
+    from ope.cli import main
+
+    ran = []
+    for entry in registry.cli_entries():
+        if entry.valid is None:
+            continue
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = main([*entry.valid(tmp_path), "--json"])
+        assert (code, json.loads(out.getvalue())["ok"]) == (0, True), entry.name
+        ran.append(entry.name)
+    assert ran == ["ope validate", "ope evaluate", "ope diagnose", "ope paired", "ope report"]
+
+
 # ============================================================================================
 # the harness over every registered entry point
 # ============================================================================================
