@@ -553,7 +553,8 @@ def resolve(name: str) -> Any:
         except ImportError:
             continue
         for attr in parts[cut:]:
-            obj = inspect.getattr_static(obj, attr) if isinstance(obj, type) else getattr(obj, attr)
+            obj = (inspect.getattr_static(obj, attr) if isinstance(obj, type)
+                   else getattr(obj, attr))
             if isinstance(obj, (classmethod, staticmethod)):
                 obj = obj.__func__
         return obj
@@ -595,7 +596,8 @@ def public_entry_points() -> dict[str, Any]:
                 if attr.startswith("_"):
                     continue
                 member = inspect.getattr_static(obj, attr)
-                func = member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
+                func = (member.__func__ if isinstance(member, (classmethod, staticmethod))
+                        else member)
                 if inspect.isfunction(func) and _arguments(func):
                     found[f"{qual}.{attr}"] = func
     return found
@@ -795,6 +797,18 @@ _VALID: Final[dict[str, Callable[[Path], Any]]] = {
     "ope.intervals.betting_interval": lambda tmp: _call(
         "ope.intervals.betting_interval", weight=np.ones(_N), reward=_arrays()["reward"],
         reward_range=(0.0, 1.0), confidence_level=0.95),
+    "ope.intervals.empirical_likelihood_interval": lambda tmp: _call(
+        "ope.intervals.empirical_likelihood_interval", weight=np.ones(_N),
+        reward=_arrays()["reward"], reward_range=(0.0, 1.0), weight_bound=10.0,
+        confidence_level=0.95),
+    "ope.intervals.betting_lower_bound": lambda tmp: _call(
+        "ope.intervals.betting_lower_bound", values=_arrays()["reward"], low=0.0, high=1.0,
+        confidence_level=0.95),
+    "ope.simulate.ContextualBandit": lambda tmp: _call(
+        "ope.simulate.ContextualBandit", n_actions=3, n_features=2, seed=0),
+    "ope.UniformPolicy.propensity": lambda tmp: Call(
+        resolve("ope.UniformPolicy")(actions=[0, 1, 2]).propensity,
+        {"logs": resolve("ope.read_logs")(_frame())}),
     "ope.selection_regret": lambda tmp: _call(
         "ope.selection_regret", true_values=np.array([1.0, 0.5]), scores=np.array([0.9, 0.2]), k=1),
     "ope.rank_correlation": lambda tmp: _call(

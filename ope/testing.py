@@ -1106,6 +1106,11 @@ def _materialize(value: Any, original: Any, tmp: Path) -> Any:
         base = original if original is not None else np.ones(3)
         if isinstance(base, (str, Path)) and str(base).endswith(".parquet"):
             base = pd.read_parquet(base)  # a log given as a file: vary its table
+        table = getattr(base, "table", None)  # a log object (BanditLogs): vary its table
+        if isinstance(table, pa.Table):
+            base = table.to_pandas()
+        elif isinstance(table, pd.DataFrame):
+            base = table
         return value.make(base if isinstance(base, pd.DataFrame) else np.asarray(base))
     return value
 
@@ -1132,7 +1137,7 @@ def _one_python_call(entry: Any, argument: str, value: Any, tmp: Path) -> str | 
     original = kwargs.get(argument)
     hostile = _materialize(value, original, tmp)
     kwargs[argument] = hostile
-    shown = f"{entry.name}({argument}={value!r:.80})"
+    shown = f"{entry.name}({argument}={repr(value)[:80]})".replace("\n", " ")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
