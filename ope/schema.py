@@ -522,6 +522,11 @@ def plan_columns(
             f"{source}: column name(s) {', '.join(map(repr, dupes))} appear more than once; "
             "rename or drop the repeats so that every column has one meaning"
         )
+    if mapping is not None and not isinstance(mapping, Mapping):
+        raise ParameterError(
+            f"mapping must be a dict {{ope_name: your_column}}, got {mapping!r} "
+            f"({type(mapping).__name__}); e.g. mapping={{'reward': 'click'}}"
+        )
     mapping = dict(mapping or {})
     for ours, theirs in mapping.items():
         if not isinstance(ours, str) or not isinstance(theirs, str):
@@ -576,6 +581,17 @@ def plan_columns(
     else:
         if isinstance(columns, str):
             raise ParameterError("columns must be a list of column names, not a single string")
+        if not hasattr(columns, "__iter__"):
+            raise ParameterError(
+                f"columns must be a list of column names, got {columns!r} "
+                f"({type(columns).__name__})"
+            )
+        named = [c for c in columns if not isinstance(c, str)]
+        if named:
+            raise ParameterError(
+                f"columns must be a list of column names (strings); got {named[0]!r} "
+                f"({type(named[0]).__name__}) among them"
+            )
         wanted = list(dict.fromkeys([*log_schema.required, *columns]))
         for c in columns:
             if c not in by_ours and c not in log_schema.required:

@@ -52,6 +52,25 @@ names: the arrays its ``estimate`` takes (``target_propensity``: it weights rows
 ``q_logged``/``q_target``: it uses a reward model), whether it has settings (dataclass fields
 such as the clip level ``max_weight``) and whether its ``name`` is in ``STREAMING_ESTIMATORS``.
 
+The hostile-input contract of every public entry point
+-------------------------------------------------------
+:func:`check_entry_point_contract` takes one entry of the registry :mod:`ope._entrypoints` (a
+public function, class, method or CLI subcommand, with the glossary term of each argument and
+a minimal valid call) and one argument, replaces that argument by hostile values of its term
+and asserts: the call returns finite results, or raises an error of ope's tree
+(:class:`ope.OPEError`) whose message names the argument; never a foreign exception (a
+``TypeError`` from numpy is foreign; ``ParameterError`` also derives from ``TypeError`` and
+``ValueError`` but is ope's). For a CLI subcommand, run with ``--json``: the exit code is 0, 2
+or 65 (1 is an unexpected failure), stdout is exactly one JSON document, and a failure names the
+flag. The hostile values of a term are its fixed catalogue (:data:`HOSTILE_VALUES`: wrong types,
+NaN, infinities, huge and tiny numbers, negative and zero, empty and wrong-shaped containers,
+control, bidi and unpaired-surrogate characters; for paths, files built in a temporary folder:
+missing, a directory, a FIFO, empty, truncated parquet, gzip-compressed, undecodable bytes, a
+dangling link) followed by ``max_examples`` values drawn by Hypothesis from the term's strategy
+(:func:`hostile_strategy`), derandomized, with a ``deadline`` of :data:`CONTRACT_DEADLINE_MS` ms
+per call; the default budget is :data:`CONTRACT_EXAMPLES` draws, the slow suite's
+:data:`CONTRACT_EXAMPLES_SLOW`.
+
 Examples
 --------
 >>> from ope.estimators import ClippedIPS
@@ -91,7 +110,17 @@ from ope.exceptions import EstimationError, OPEError, ParameterError
 from ope.io import scan_logs
 from ope.streaming import MomentStats
 
-__all__ = ["check_estimator", "estimator_checks", "parametrize_with_checks"]
+__all__ = [
+    "check_estimator",
+    "estimator_checks",
+    "parametrize_with_checks",
+    "check_entry_point_contract",
+    "hostile_strategy",
+    "HOSTILE_VALUES",
+    "CONTRACT_EXAMPLES",
+    "CONTRACT_EXAMPLES_SLOW",
+    "CONTRACT_DEADLINE_MS",
+]
 
 #: Relative tolerance of every comparison: the paths differ only in the order of float64 sums.
 RTOL: Final = 1e-12
@@ -841,3 +870,403 @@ def _importable(module: str) -> bool:
     except ImportError:
         return False
     return True
+
+
+# ============================================================================================
+# the hostile-input contract of every public entry point
+# ============================================================================================
+#: Hypothesis draws per (entry point, argument) after the fixed catalogue, in the default suite.
+CONTRACT_EXAMPLES: Final = 3
+
+#: The same in the slow suite.
+CONTRACT_EXAMPLES_SLOW: Final = 40
+
+#: Hypothesis deadline of one call (ms): generous, the planted logs have 60 rows.
+CONTRACT_DEADLINE_MS: Final = 5000
+
+#: Exit codes a CLI run may end with on hostile input: ok, usage error, invalid data.
+_CLI_CODES: Final = (0, 2, 65)
+
+_NAN, _INF = float("nan"), float("inf")
+_BIDI: Final = "\u202e"  # right-to-left override
+_SURROGATE: Final = "\udcff"  # an unpaired surrogate: not encodable as UTF-8
+
+
+class _Array:
+    """A hostile array derived from the valid one (same length unless said otherwise)."""
+
+    def __init__(self, label: str, make: Callable[[np.ndarray], Any]) -> None:
+        self.label, self.make = label, make
+
+    def __repr__(self) -> str:
+        return f"<{self.label}>"
+
+
+def _arrays_hostile() -> list[Any]:
+    return [
+        _Array("all NaN", lambda v: np.full(len(v), _NAN)),
+        _Array("all +inf", lambda v: np.full(len(v), _INF)),
+        _Array("all -1", lambda v: np.full(len(v), -1.0)),
+        _Array("all 1e308", lambda v: np.full(len(v), 1e308)),
+        _Array("all 0", lambda v: np.zeros(len(v))),
+        _Array("empty", lambda v: np.empty(0)),
+        _Array("one row short", lambda v: np.asarray(v)[:-1]),
+        _Array("2-d", lambda v: np.stack([np.asarray(v)] * 2, axis=1)),
+        _Array("strings", lambda v: np.array(["x"] * len(v))),
+        _Array("objects", lambda v: np.array([object()] * len(v), dtype=object)),
+        "0.5",
+        3,
+    ]
+
+
+_NUMBERS: Final = [_NAN, _INF, -_INF, -1.0, 0.0, 1e308, 5e-324, "0.5", True, [0.5],
+                   complex(1, 1), 10**400, np.float32(_NAN)]
+_TEXTS: Final = ["", "\x00", _BIDI + "ydeerg", _SURROGATE, "a" * 100_000, "\n\r\t", 3, b"greedy"]
+
+
+class _FileCase:
+    """A file-system case, built in a temporary folder when the call is made."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"<path: {self.label}>"
+
+    def build(self, tmp: Path) -> Path:
+        import gzip
+        import os
+
+        path = tmp / f"case-{self.label.replace(' ', '-')}.parquet"
+        valid = pa.table({"reward": [1.0, 0.0], "propensity": [0.5, 0.5], "action": [0, 1],
+                          "event_id": [0, 1]})
+        if self.label == "missing":
+            return path
+        if self.label == "directory":
+            path.mkdir()
+        elif self.label == "fifo":
+            os.mkfifo(path)
+            _FifoWriter(path).start()
+        elif self.label == "empty":
+            path.write_bytes(b"")
+        elif self.label in ("truncated parquet", "gzip parquet"):
+            pq.write_table(valid, path)
+            data = path.read_bytes()
+            path.write_bytes(data[: len(data) // 2] if self.label == "truncated parquet"
+                             else gzip.compress(data))
+        elif self.label == "undecodable bytes":
+            path.write_bytes(b"\xff\xfe\x00\x80garbage" * 10)
+        elif self.label == "dangling link":
+            path.symlink_to(tmp / "nowhere.parquet")
+        elif self.label == "bidi name":
+            path = tmp / f"logs{_BIDI}.parquet"
+        return path
+
+
+class _FifoWriter:
+    """Keeps a FIFO from hanging the harness: every 50 ms it opens and closes each end without
+    blocking, so a reader blocked in ``open`` gets end-of-file and a writer a broken pipe.
+
+    :meth:`release` stops the thread once the call has returned.
+    """
+
+    def __init__(self, path: Path) -> None:
+        import threading
+
+        self.path = path
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poke, daemon=True)
+        _FIFO_WRITERS.append(self)
+
+    def _poke(self) -> None:
+        import os
+
+        while not self.stop.wait(0.05):
+            for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
+                with contextlib.suppress(OSError):
+                    os.close(os.open(self.path, flags))
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def release(self) -> None:
+        self.stop.set()
+        self.thread.join(timeout=5)
+
+
+_FIFO_WRITERS: list[_FifoWriter] = []
+
+
+def _release_fifos() -> None:
+    while _FIFO_WRITERS:
+        _FIFO_WRITERS.pop().release()
+
+
+_FILE_CASES: Final = ("missing", "directory", "fifo", "empty", "truncated parquet",
+                      "gzip parquet", "undecodable bytes", "dangling link", "bidi name")
+
+#: The fixed catalogue of hostile values per glossary term (arrays are derived from the valid
+#: array of the call, paths built in a temporary folder).
+HOSTILE_VALUES: Final[dict[str, list[Any]]] = {
+    "reward": _arrays_hostile(),
+    "propensity": _arrays_hostile() + [_Array("above 1", lambda v: np.full(len(v), 1.5))],
+    "target_propensity": _arrays_hostile() + [_Array("above 1",
+                                                     lambda v: np.full(len(v), 1.5))],
+    "weight": _arrays_hostile(),
+    "confidence_level": _NUMBERS + [1.0, 95, 0.05 * 1j],
+    "max_weight": _NUMBERS,
+    "positive_real": _NUMBERS,
+    "real": _NUMBERS,
+    "fraction": _NUMBERS + [1.5],
+    "count": [0, -1, 2.5, _NAN, "3", True, 10**30, np.int64(-5)],
+    "rng": [-1, "0", 1.5, 2**200, object(), True, [_NAN]],
+    "reward_range": [(1.0, 0.0), (_NAN, 1.0), (0.0, _INF), "0,1", (0.0,), 5, (0.0, 1.0, 2.0),
+                     (0.0, 0.0), ("a", "b")],
+    "choice": ["", "\x00", _BIDI + "ips", "IPS ", 3, ["ips"], _SURROGATE],
+    "names": [[], ["\x00"], [3], ["no_such_policy"], [["a"]], 3.5, [_BIDI]],
+    "columns": [[], ["no_such_column"], [3], "\x00", [["a"]], 3.5],
+    "column": _TEXTS,
+    "policy_name": _TEXTS,
+    "text": _TEXTS,
+    "actions": [[], [_NAN], "abc", [[1]], [object()]],
+    "mapping": [{"reward": "no_such_column"}, {3: "x"}, "reward", {"reward": "\x00"}, [1]],
+    "flag": ["yes", 2, _NAN],
+    "logs": [pd.DataFrame(), pd.DataFrame({"x": [1.0]}), 3, ["a"], _FileCase("missing"),
+             _Array("propensity NaN", lambda v: v.assign(propensity=_NAN)),
+             _Array("reward strings", lambda v: v.assign(reward="x")),
+             _Array("no rows", lambda v: v.iloc[:0])],
+    "path": [_FileCase(label) for label in _FILE_CASES] + [3, ""],
+    "object": [object(), _NAN, "\x00"],
+}
+
+#: Hostile command-line values per term of a flag (strings, as typed).
+_CLI_VALUES: Final[dict[str, list[Any]]] = {
+    "real": ["nan", "inf", "-1", "0", "1e309", "abc", "", _BIDI + "1"],
+    "count": ["0", "-1", "2.5", "1e100", "abc", "99999999999999999999"],
+    "choice": ["", _BIDI + "raise", "RAISE"],
+    "text": ["", _BIDI + "greedy", "\n", "a" * 10_000],
+    "path": [_FileCase(label) for label in _FILE_CASES],
+}
+
+
+def hostile_strategy(term: str) -> Any:
+    """The Hypothesis strategy of hostile (and some valid) values of a glossary term.
+
+    Numbers draw from all floats (NaN, infinities, subnormals included) and huge integers, texts
+    from all of Unicode (control, bidi, surrogate characters), containers from empty to
+    oversized lists; ``path`` from the file-system cases; ``object`` from values of every type.
+    """
+    from hypothesis import strategies as st
+
+    floats = st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True)
+    ints = st.integers(min_value=-(2**70), max_value=2**70)
+    texts = st.text(st.characters(codec=None, categories=None), max_size=40)
+    anything = st.one_of(floats, ints, texts, st.none(), st.booleans(),
+                         st.lists(floats, max_size=5))
+    by_term = {
+        "count": st.one_of(ints, floats),
+        "rng": st.one_of(ints, floats, texts),
+        "reward_range": st.one_of(st.tuples(floats, floats), st.lists(floats, max_size=4)),
+        "choice": texts,
+        "column": texts,
+        "policy_name": texts,
+        "text": texts,
+        "names": st.lists(texts, max_size=5),
+        "columns": st.lists(texts, max_size=5),
+        "actions": st.lists(st.one_of(ints, floats), max_size=5),
+        "flag": anything,
+        "path": st.sampled_from([_FileCase(label) for label in _FILE_CASES]),
+    }
+    if term in by_term:
+        return by_term[term]
+    if term in ("confidence_level", "max_weight", "positive_real", "real", "fraction"):
+        return st.one_of(floats, ints)
+    if term in ("reward", "propensity", "target_propensity", "weight"):
+        return st.lists(floats, min_size=0, max_size=8).map(np.asarray)
+    return anything
+
+
+def _finite(result: Any) -> str | None:
+    """None when the numbers a result carries are finite, else what is not."""
+    if isinstance(result, (float, np.floating)):
+        return None if math.isfinite(result) else f"returned {result!r}"
+    if isinstance(result, np.ndarray) and result.dtype.kind == "f":
+        return None if np.isfinite(result).all() else "returned an array with non-finite entries"
+    for attr in ("value", "std_error"):
+        got = getattr(result, attr, None)
+        if isinstance(got, (float, np.floating)) and not math.isfinite(got):
+            return f"returned {attr}={got!r}"
+    return None
+
+
+def _materialize(value: Any, original: Any, tmp: Path) -> Any:
+    if isinstance(value, _FileCase):
+        return value.build(tmp)
+    if isinstance(value, _Array):
+        base = original if original is not None else np.ones(3)
+        if isinstance(base, (str, Path)) and str(base).endswith(".parquet"):
+            base = pd.read_parquet(base)  # a log given as a file: vary its table
+        table = getattr(base, "table", None)  # a log object (BanditLogs): vary its table
+        if isinstance(table, pa.Table):
+            base = table.to_pandas()
+        elif isinstance(table, pd.DataFrame):
+            base = table
+        return value.make(base if isinstance(base, pd.DataFrame) else np.asarray(base))
+    return value
+
+
+def _names_argument(exc: BaseException, names: Sequence[str]) -> bool:
+    text = str(exc)
+    return any(name and name in text for name in names)
+
+
+def _accepted_names(argument: str, term: str, value: Any) -> list[str]:
+    names = [argument, argument.lstrip("-"), argument.lstrip("-").replace("-", "_")]
+    if isinstance(value, Path):
+        names += [str(value), value.name]
+    if term == "logs":  # data errors name the column or the file
+        names += ["reward", "propensity", "action", "event_id", "target__", "logs", "column",
+                  "rows", "source"]
+    return names
+
+
+def _one_python_call(entry: Any, argument: str, value: Any, tmp: Path) -> str | None:
+    """Run the entry's valid call with ``argument`` replaced; None or what broke the contract."""
+    call = entry.valid(tmp)
+    kwargs = dict(call.kwargs)
+    original = kwargs.get(argument)
+    hostile = _materialize(value, original, tmp)
+    kwargs[argument] = hostile
+    shown = f"{entry.name}({argument}={repr(value)[:80]})".replace("\n", " ")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = call.target(*call.args, **kwargs)
+    except OPEError as exc:
+        if _names_argument(exc, _accepted_names(argument, entry.terms.get(argument, ""), hostile)):
+            return None
+        return (f"{shown} raised {type(exc).__name__} not naming `{argument}`: "
+                f"{str(exc)[:300]}")
+    except Exception as exc:  # noqa: BLE001 - any foreign exception breaks the contract
+        return (f"{shown} raised {type(exc).__name__} (not from ope's exception tree): "
+                f"{str(exc)[:300]}")
+    bad = _finite(result)
+    return None if bad is None else f"{shown} {bad}"
+
+
+def _cli_argv(valid: list[str], flag: str, value: str) -> list[str]:
+    argv = list(valid)
+    if not flag.startswith("-"):  # the positional after the subcommand
+        argv[1] = value
+        return argv
+    pair = [value, "1"] if flag == "--reward-range" else [value]
+    if flag in argv:
+        i = argv.index(flag)
+        argv[i + 1:i + 2] = pair[:1]
+        return argv
+    return argv + [flag, *pair]
+
+
+def _one_cli_call(entry: Any, flag: str, value: Any, tmp: Path) -> str | None:
+    """Run ``ope`` with the flag's value replaced, ``--json``; None or what broke."""
+    import contextlib
+    import io
+    import json
+
+    from ope.cli import main
+
+    hostile = _materialize(value, None, tmp)
+    argv = _cli_argv(entry.valid(tmp), flag, str(hostile)) + ["--json"]
+    shown = f"{entry.name} {flag} {value!r:.60}"
+    out, err = io.StringIO(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            code = main(argv)
+    except BaseException as exc:  # noqa: BLE001 - main must never raise
+        return f"{shown}: main raised {type(exc).__name__}: {str(exc)[:200]}"
+    try:
+        document = json.loads(out.getvalue())
+    except ValueError:
+        return f"{shown}: stdout is not one JSON document: {out.getvalue()[:200]!r}"
+    if code not in _CLI_CODES:
+        return f"{shown}: exit code {code}, error {document.get('error')}"
+    if code == 0:
+        return None
+    error = document.get("error") or {}
+    names = _accepted_names(flag, "path" if isinstance(hostile, Path) else "",
+                            hostile if isinstance(hostile, Path) else None)
+    if flag == "logs":
+        names += ["LOGS"]
+    if error.get("flag") == flag or any(n and n in str(error.get("message", "")) for n in names):
+        return None
+    return f"{shown}: exit {code} but the error does not name {flag}: {error}"
+
+
+def check_entry_point_contract(
+    entry: Any, argument: str, *, max_examples: int = CONTRACT_EXAMPLES
+) -> None:
+    """Feed hostile values to one argument of one registered entry point.
+
+    Parameters
+    ----------
+    entry : ope._entrypoints.Entry
+        A Python or CLI entry with a minimal valid call (``entry.valid`` not None).
+    argument : str
+        The argument (or CLI flag, or the positional ``logs``/``src``) to replace.
+    max_examples : int, default CONTRACT_EXAMPLES
+        Hypothesis draws after the fixed catalogue of the argument's term.
+
+    Raises
+    ------
+    AssertionError
+        Listing each hostile value that broke the contract: a foreign exception, an ope error
+        not naming the argument, a non-finite result; for the CLI an exit code outside 0, 2,
+        65, stdout that is not one JSON document, or a failure not naming the flag.
+    ope.ParameterError
+        The entry has no minimal valid call.
+
+    Examples
+    --------
+    >>> from ope import _entrypoints
+    >>> from ope.testing import check_entry_point_contract
+    >>> entry = next(e for e in _entrypoints.entries() if e.name == "ope.get_estimator")
+    >>> check_entry_point_contract(entry, "max_weight", max_examples=2)
+    """
+    from hypothesis import HealthCheck, given, settings
+
+    if entry.valid is None:
+        raise ParameterError(f"`entry` {entry.name} has no minimal valid call to vary.")
+    term = entry.terms[argument]
+    one = _one_cli_call if entry.cli else _one_python_call
+    catalogue = _CLI_VALUES.get(term, []) if entry.cli else HOSTILE_VALUES.get(term, [])
+    broken: list[str] = []
+    for value in catalogue:
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                problem = one(entry, argument, value, Path(tmp))
+            finally:
+                _release_fifos()
+        if problem:
+            broken.append(problem)
+    if not entry.cli and max_examples > 0:
+        drawn: list[str] = []
+
+        @settings(max_examples=max_examples, derandomize=True, database=None,
+                  deadline=CONTRACT_DEADLINE_MS, suppress_health_check=list(HealthCheck))
+        @given(value=hostile_strategy(term))
+        def run(value: Any) -> None:
+            with tempfile.TemporaryDirectory() as tmp:
+                try:
+                    problem = one(entry, argument, value, Path(tmp))
+                finally:
+                    _release_fifos()
+            if problem and len(drawn) < 3:
+                drawn.append(problem)
+
+        run()
+        broken += drawn
+    if broken:
+        raise AssertionError(f"{len(broken)} hostile value(s) broke the contract of "
+                             f"{entry.name} `{argument}`:\n" + "\n".join(broken))
