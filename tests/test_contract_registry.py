@@ -139,11 +139,6 @@ KNOWN_BROKEN: dict[str, str] = {
         "Error (not from ope's exception tree): 'object' object has no attribute 'verdict"
         "'"
     ),
-    'ope.Evaluation.write_report::title': (
-        "ope.Evaluation.write_report(title='\\udcff') raised UnicodeEncodeError (not from "
-        "ope's exception tree): 'utf-8' codec can't encode character '\\udcff' in position"
-        ' 184: surrogates not allowed'
-    ),
     'ope.IPS.estimate::reward': (
         'ope.IPS.estimate(reward=<empty>) raised ValidationError not naming `reward`: ips'
         ': need at least 2 rows for a value with a standard error; got 0.'
