@@ -159,6 +159,7 @@ def estimated_propensity_note(logs: Any) -> str | None:
         f"{info.get('propensity_floor', 'n/a')} on {info.get('propensity_floored_rows', 'n/a')} "
         f"rows), not logged: every weighting estimate assumes that the logger used {inputs} "
         "(no unlogged confounder) and that the model family contains the logger; otherwise "
-        "the weights are biased, and no interval shows it. The intervals treat the estimates "
-        "as known"
+        "the weights are biased, and no interval shows it. The intervals treat the estimated "
+        "propensities as known (with a well-specified model this makes the IPS interval "
+        "conservative)."
     )

@@ -608,7 +608,9 @@ def check_parquet_file(path: str, *, fs: Any = None, in_directory: bool = False,
     if head != _PARQUET_MAGIC:
         raise DataFileError(
             f"{path} is not a parquet file (it does not start with the parquet magic bytes "
-            f"'PAR1' but with {head!r}). ope reads parquet: convert CSV/JSON first, e.g. "
+            f"'PAR1' but with {head!r}). ope reads parquet; Vowpal Wabbit DSJSON and Open Bandit "
+            "Dataset folders have their importers (ope.read_dsjson / ope.read_obd, on the command "
+            "line --format dsjson|obd or ope import); convert other CSV/JSON first, e.g. "
             "pandas.read_csv(path).to_parquet('logs.parquet'), or pass a DataFrame" + stray
         )
     if size < 12 or tail != _PARQUET_MAGIC:

@@ -344,6 +344,23 @@ def test_missing_columns_and_files_name_the_spec(small, tmp_path):
     assert code == 65 and doc["error"]["message"].startswith("--policy t=table:")
 
 
+def test_a_table_choosing_actions_that_were_not_offered_is_refused(small, tmp_path):
+    """Rows offer actions 0..3: a table putting mass on action 7 would choose what no row
+    offered (IPS would read its reward as 0); refused with the row and the action."""
+    path, _ = small
+    table = tmp_path / "outside.csv"
+    table.write_text("action,probability\n0,0.5\n7,0.5\n")
+    code, doc = _run("evaluate", str(path), "--policy", f"x=table:{table}", "--estimator", "ips")
+    assert code == 65
+    message = doc["error"]["message"]
+    assert message.startswith(f"--policy x=table:{table}: the table gives probability to "
+                              "actions that were not offered")
+    assert "carry only 0.5 of the table's mass (first row 0: actions 7 are not among" in message
+    table.write_text("action,probability\n0,0.25\n1,0.25\n2,0.25\n3,0.25\n")
+    code, _ = _run("evaluate", str(path), "--policy", f"x=table:{table}", "--estimator", "ips")
+    assert code == 0
+
+
 def test_parse_examples():
     assert parse_policy_spec("x=softmax:s").number == 1.0
     assert parse_policy_spec("x=softmax:a:b").column == "a:b"  # no number last: all column

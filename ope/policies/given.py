@@ -33,6 +33,7 @@ from ope.policies._core import (
     PolicyDistribution,
     action_column,
     action_index,
+    candidate_sets,
     decode,
     examples,
     is_dataframe,
@@ -461,8 +462,11 @@ class ActionTablePolicy:
     This is the form of a policy whose choice does not depend on the context, e.g. the
     Bernoulli Thompson sampling policy of the Open Bandit Dataset, whose probability of putting
     item ``a`` at position ``k`` is the same for every user. An action absent from the table has
-    probability 0. The logs' ``candidates`` are not used. Its distribution stores one entry per
-    row and table action of that row's position.
+    probability 0. When the logs have ``candidates``, the table's mass at each row's position
+    must lie on that row's candidates (a policy cannot choose an action that was not offered):
+    a row where the candidates carry less than all of it is a ``PolicyError`` naming the row
+    and the actions outside. Its distribution stores one entry per row and table action of that
+    row's position.
 
     Examples
     --------
@@ -602,10 +606,37 @@ class ActionTablePolicy:
         m.eliminate_zeros()
         return m
 
+    def _check_offered(self, index: Any, m: sp.csr_array, level: npt.NDArray[np.int64]) -> None:
+        """Refuse rows whose ``candidates`` do not carry the table's whole mass at their
+        position (the table would choose actions that were not offered)."""
+        if index.candidates is None:
+            return
+        sets = candidate_sets(index, what=self.source)
+        row = np.repeat(np.arange(sets.lengths.size), sets.lengths)  # one per candidate entry
+        offered = np.asarray(m[level[row], sets.codes.astype(np.int64)], dtype=np.float64)
+        mass = np.bincount(row, weights=offered.ravel(), minlength=sets.lengths.size)
+        short = mass < 1.0 - PROBABILITY_TOLERANCE
+        if not short.any():
+            return
+        first = int(np.flatnonzero(short)[0])
+        table_codes = m.indices[m.indptr[level[first]]:m.indptr[level[first] + 1]]
+        row_codes = sets.codes[sets.indptr[first]:sets.indptr[first + 1]]
+        outside = np.setdiff1d(table_codes, row_codes)
+        labels = index.catalog.take(pa.array(outside)).to_pylist()
+        raise PolicyError(
+            f"{self.source}: the table gives probability to actions that were not offered: in "
+            f"{rows_text(short)} the row's `candidates` carry only "
+            f"{examples(np.unique(np.round(mass[short], 6)))} of the table's mass (first row "
+            f"{first}: actions {examples(labels)} are not among its candidates). Give "
+            "probabilities only to offered actions, or evaluate on logs without a `candidates` "
+            "column."
+        )
+
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """``T(a_i, k_i)`` for every row, shape (n,)."""
         index, codes, level = self._segments(logs)
         m = self._matrix(index, codes)
+        self._check_offered(index, m, level)
         out = np.zeros(logs.n, dtype=np.float64)
         ok = index.logged >= 0
         out[ok] = m[level[ok], index.logged[ok].astype(np.int64)]
@@ -615,6 +646,7 @@ class ActionTablePolicy:
         """Each row's distribution at its logged position (the table's entries, repeated)."""
         index, codes, level = self._segments(logs)
         m = self._matrix(index, codes)
+        self._check_offered(index, m, level)
         lengths = np.diff(m.indptr)[level]
         indptr = np.zeros(logs.n + 1, dtype=np.int64)
         np.cumsum(lengths, out=indptr[1:])
