@@ -55,6 +55,25 @@ VERDICT_MORE_DATA: Final = "collect more data under the same logging"
 VERDICT_EXPLORE: Final = "change the logging policy's exploration"
 VERDICT_NEEDS_RANGE: Final = "unknown: pass reward_range for the outer/inner split"
 
+
+def _unclipped() -> dict[str, Any]:
+    """The clipping fields of a policy row without a clip level (weighted or not)."""
+    return {"max_weight": math.nan, "clip_rule": "none", "clipped_share": 0.0,
+            "clipped_weight_share": 0.0}
+
+
+def _split_without_range() -> dict[str, Any]:
+    """The outer/inner split fields before (or without) a priori reward bounds."""
+    split: dict[str, Any] = dict.fromkeys(
+        ("clipped_value", "ci_low", "ci_high", "outer_low", "outer_high", "inner_low",
+         "inner_high", "sampling_width", "coverage_width", "coverage_share",
+         "verdict_max_weight", "verdict_coverage_share"), math.nan,
+    )
+    split["verdict"] = VERDICT_NEEDS_RANGE
+    split["verdict_reason"] = "the outer/inner split needs a priori reward bounds"
+    return split
+
+
 #: How the clip level of a row was set (column ``clip_rule``).
 CLIP_RULE_GIVEN: Final = "given"
 CLIP_RULE_NARROWEST: Final = "narrowest interval"
@@ -359,17 +378,10 @@ def policy_row(
             ),
         }
     else:
-        clipped = {"max_weight": math.nan, "clip_rule": "none", "clipped_share": 0.0,
-                   "clipped_weight_share": 0.0}
+        clipped = _unclipped()
     interval = None
     profile: list[dict[str, Any]] = []
-    split: dict[str, Any] = dict.fromkeys(
-        ("clipped_value", "ci_low", "ci_high", "outer_low", "outer_high", "inner_low",
-         "inner_high", "sampling_width", "coverage_width", "coverage_share",
-         "verdict_max_weight", "verdict_coverage_share"), math.nan,
-    )
-    split["verdict"] = VERDICT_NEEDS_RANGE
-    split["verdict_reason"] = "the outer/inner split needs a priori reward bounds"
+    split = _split_without_range()
     if reward_range is not None:
         lo, hi = reward_range
         assert profile_bins is not None
@@ -575,17 +587,10 @@ def weighted_policy_row(
             "clipped_weight_share": float(sw[above].sum()) / sum_w if sum_w > 0 else 0.0,
         }
     else:
-        clipped = {"max_weight": math.nan, "clip_rule": "none", "clipped_share": 0.0,
-                   "clipped_weight_share": 0.0}
+        clipped = _unclipped()
     interval = None
     profile: list[dict[str, Any]] = []
-    split: dict[str, Any] = dict.fromkeys(
-        ("clipped_value", "ci_low", "ci_high", "outer_low", "outer_high", "inner_low",
-         "inner_high", "sampling_width", "coverage_width", "coverage_share",
-         "verdict_max_weight", "verdict_coverage_share"), math.nan,
-    )
-    split["verdict"] = VERDICT_NEEDS_RANGE
-    split["verdict_reason"] = "the outer/inner split needs a priori reward bounds"
+    split = _split_without_range()
     if reward_range is not None:
         lo, hi = reward_range
         assert profile_bins is not None
