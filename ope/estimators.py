@@ -821,18 +821,7 @@ class Estimator(ABC):
             if isinstance(self, WeightingEstimator) and self.clip_level is not None and n_clipped:
                 notes.append(weighted_target_note(self, n_clipped, n, data.reward_range))
             notes.append(weighted_note)
-            rows = EstimatorRows(
-                self,
-                data.reward,
-                data.logging_propensity,
-                None if data.target_propensity is None else data.target_propensity[:, j],
-                data.q_logged,
-                None if data.q_target is None else data.q_target[:, j],
-                data.reward_range,
-                sampling_weight=s,
-                weight_name=data.weight_name,
-                clipped_rows=n_clipped,
-            )
+            rows = self._rows(data, j, None, sampling_weight=s, clipped_rows=n_clipped)
             out.append(
                 make_estimate(
                     estimator=self.name,
@@ -847,8 +836,16 @@ class Estimator(ABC):
             )
         return out
 
-    def _rows(self, data: _Inputs, j: int, moments: CenteredMoments | None) -> EstimatorRows:
-        """The row source of policy ``j``'s estimate (references, no copies)."""
+    def _rows(
+        self, data: _Inputs, j: int, moments: CenteredMoments | None, *,
+        sampling_weight: np.ndarray | None = None, clipped_rows: int = 0,
+    ) -> EstimatorRows:
+        """The row source of policy ``j``'s estimate (references, no copies); with
+        ``sampling_weight``, of the weighted estimate (``clipped_rows`` above the clip level)."""
+        weighted: dict[str, Any] = {} if sampling_weight is None else {
+            "sampling_weight": sampling_weight, "weight_name": data.weight_name,
+            "clipped_rows": clipped_rows,
+        }
         return EstimatorRows(
             self,
             data.reward,
@@ -858,6 +855,7 @@ class Estimator(ABC):
             None if data.q_target is None else data.q_target[:, j],
             data.reward_range,
             moments=moments,
+            **weighted,
         )
 
     def _blocks(self, data: _Inputs) -> Callable[[slice], tuple[Any, Any, Any]]:
