@@ -218,17 +218,30 @@ def mean_weight_note(
     )
 
 
-def small_sample_note(n: int, *, subject: Hashable = None) -> Note:
-    """The note for :func:`small_sample` (a Note of rule ``"small_sample"``).
+#: What the small-sample notes advise on rows with sampling weights, where no finite-sample
+#: interval applies (the bounded intervals refuse weighted rows).
+WEIGHTED_SMALL_SAMPLE_ADVICE: Final = (
+    "no finite-sample interval takes sampling weights: read the interval as approximate, or "
+    "log more rows."
+)
+
+
+def small_sample_note(n: int, *, subject: Hashable = None, weighted: bool = False) -> Note:
+    """The note for :func:`small_sample` (a Note of rule ``"small_sample"``); ``weighted``:
+    the rows carry sampling weights, so the finite-sample intervals are not offered.
 
     >>> note = small_sample_note(20)
     >>> note.startswith("only n=20 rows"), note.rule
     (True, 'small_sample')
+    >>> small_sample_note(20, weighted=True).endswith("log more rows.")
+    True
     """
+    advice = WEIGHTED_SMALL_SAMPLE_ADVICE if weighted else (
+        "prefer bernstein or betting intervals with an a priori reward_range."
+    )
     return Note(
         f"only n={n} rows (< {SMALL_SAMPLE_ROWS}): normal and t intervals rely on the central "
-        "limit theorem and may undercover; prefer bernstein or betting intervals with an a "
-        "priori reward_range.",
+        f"limit theorem and may undercover; {advice}",
         rule="small_sample",
         subject=subject,
     )
@@ -268,18 +281,22 @@ def few_effective_rows(ess: float) -> bool:
 
 
 def few_effective_rows_note(
-    ess: float, std_error: float, *, subject: Hashable = None
+    ess: float, std_error: float, *, subject: Hashable = None, weighted: bool = False
 ) -> Note:
-    """The note for :func:`few_effective_rows` (a Note of rule ``"few_effective_rows"``)."""
+    """The note for :func:`few_effective_rows` (a Note of rule ``"few_effective_rows"``);
+    ``weighted``: the rows carry sampling weights, so the finite-sample intervals are not
+    offered."""
+    advice = WEIGHTED_SMALL_SAMPLE_ADVICE[0].upper() + WEIGHTED_SMALL_SAMPLE_ADVICE[1:] \
+        if weighted else ("Use ci(method='betting') or ci(method='empirical_likelihood') with "
+                          "an a priori reward_range, which hold at any n.")
     return Note(
         f"the estimate rests on {ess:.3g} effective rows (< {MIN_EFFECTIVE_ROWS}) and its "
         f"standard error {std_error:.3g} may be near-degenerate (0 when those rows share one "
-        "reward): the normal, t and bootstrap intervals can collapse and undercover. Use "
-        "ci(method='betting') or ci(method='empirical_likelihood') with an a priori "
-        "reward_range, which hold at any n.",
+        f"reward): the normal, t and bootstrap intervals can collapse and undercover. {advice}",
         rule="few_effective_rows",
         subject=subject,
     )
 
 
-__all__ += ["MIN_EFFECTIVE_ROWS", "few_effective_rows", "few_effective_rows_note"]
+__all__ += ["MIN_EFFECTIVE_ROWS", "WEIGHTED_SMALL_SAMPLE_ADVICE", "few_effective_rows",
+            "few_effective_rows_note"]

@@ -814,7 +814,8 @@ class Estimator(ABC):
             summary = info.summaries[j] if self.uses_weights else None
             value = float(weighted_statistic(self, cm.means[:, j]))
             se = math.sqrt(cm.psi_var[j] / n)
-            notes = weight_notes(self, n, summary, label, std_error=se)  # raises on zero weights
+            notes = weight_notes(self, n, summary, label, std_error=se,  # raises on zero weights
+                                 weighted=True)
             if self.name == "dm":
                 notes.append(DM_NOTE)
             n_clipped = info.n_clipped[j] if info.n_clipped else 0
@@ -1072,9 +1073,12 @@ def weight_notes(
     label: str | None,
     *,
     std_error: float = math.nan,
+    weighted: bool = False,
 ) -> list[str]:
     """Notes (and warnings) about one policy's weights and ``n``; raises when the value is
     undefined (every weight zero for an estimator that cannot fall back on a model).
+    ``weighted``: the rows carry sampling weights (the small-sample notes then do not point to
+    the finite-sample intervals, which refuse such rows).
 
     Warnings about a policy's raw weights (mean weight; ESS when the estimator uses the raw
     weights) and about n do not depend on the estimator, so their text does not name it:
@@ -1117,13 +1121,13 @@ def weight_notes(
         elif not small_sample(n) and few_effective_rows(weights.ess):
             # the low-ESS note and, below SMALL_SAMPLE_ROWS rows, the small-sample note already
             # say that normal intervals may undercover
-            note(few_effective_rows_note(weights.ess, std_error), SmallSampleWarning,
-                 by_estimator)
+            note(few_effective_rows_note(weights.ess, std_error, weighted=weighted),
+                 SmallSampleWarning, by_estimator)
         status, z = mean_weight_check(n, weights.mean, weights.variance)
         if status != "ok":
             note(mean_weight_note(weights.mean, z), OverlapWarning, by_policy)
     if small_sample(n):
-        note(small_sample_note(n), SmallSampleWarning, "")
+        note(small_sample_note(n, weighted=weighted), SmallSampleWarning, "")
     return notes
 
 
@@ -1214,7 +1218,8 @@ def weighted_estimates_from_moments(
         value, sd = moments.estimate(kind, j, origin=origin)
         se = sd / math.sqrt(n)
         summary = moments.weight_summary(j, clipped=clipped) if estimator.uses_weights else None
-        notes = weight_notes(estimator, n, summary, label, std_error=se)  # raises on zero weights
+        notes = weight_notes(estimator, n, summary, label, std_error=se,  # raises on zero weights
+                             weighted=True)
         n_clipped = int(moments.n_clipped[j]) if clipped else 0
         if n_clipped:
             notes.append(weighted_target_note(estimator, n_clipped, n, reward_range))

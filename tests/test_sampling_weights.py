@@ -668,3 +668,25 @@ def test_evaluate_takes_the_weighted_logging_value_from_the_estimates_pass() -> 
     alone = oe.logging_value(df["reward"].to_numpy(), sampling_weight=df["weight"].to_numpy(),
                              weight_name="weight")
     _same(res.logging, alone, rel=0.0)
+
+
+def test_small_sample_notes_of_weighted_rows_do_not_point_to_refused_intervals():
+    """Weighted rows: the small-sample note must not recommend bernstein/betting intervals,
+    which refuse sampling-weighted rows."""
+    from ope import IPS
+
+    rng = np.random.default_rng(0)
+    n = 20
+    p = np.full(n, 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = IPS().estimate(reward=rng.random(n), logging_propensity=p,
+                             target_propensity=np.full(n, 0.5), reward_range=(0, 1),
+                             sampling_weight=np.where(np.arange(n) % 2, 1.0, 4.0))
+        plain = IPS().estimate(reward=rng.random(n), logging_propensity=p,
+                               target_propensity=np.full(n, 0.5), reward_range=(0, 1))
+    small = [note for note in est.notes if note.startswith("only n=20 rows")]
+    assert len(small) == 1 and "bernstein" not in small[0] and "betting" not in small[0]
+    assert small[0].endswith("no finite-sample interval takes sampling weights: read the "
+                             "interval as approximate, or log more rows.")
+    assert any("prefer bernstein or betting" in note for note in plain.notes)
