@@ -32,8 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import numpy as np
-import pandas as pd
 
 __all__ = [
     "PUBLIC_NAMESPACES",
@@ -657,207 +655,26 @@ def cli_flags(subcommand: str) -> dict[str, str]:
     return flags
 
 
-# ============================================================================================
-# minimal valid calls
-# ============================================================================================
-_N: Final = 60  # rows of the planted logs: enough for every estimator, fast
-
-
-def _frame(seed: int = 0, n: int = _N) -> pd.DataFrame:
-    """Bandit logs over 3 uniformly logged actions with one candidate ``target__greedy``."""
-    gen = np.random.default_rng(seed)
-    action = gen.integers(0, 3, n)
-    return pd.DataFrame({
-        "event_id": np.arange(n, dtype=np.int64),
-        "action": action,
-        "propensity": np.full(n, 1 / 3),
-        "reward": gen.binomial(1, 0.3 + 0.2 * (action == 1)).astype(np.float64),
-        "x0": gen.normal(size=n),
-        "target__greedy": np.where(action == 1, 0.8, 0.1),
-    })
-
-
-def _parquet(tmp: Path) -> Path:
-    path = tmp / "logs.parquet"
-    if not path.exists():
-        _frame().to_parquet(path)
-    return path
-
-
-def _paired_parquet(tmp: Path) -> Path:
-    path = tmp / "replays.parquet"
-    if not path.exists():
-        gen = np.random.default_rng(1)
-        pd.DataFrame({
-            "pair_id": np.repeat(np.arange(20), 2),
-            "arm": ["mem", "none"] * 20,
-            "outcome": gen.binomial(1, 0.5, 40).astype(np.float64),
-        }).to_parquet(path)
-    return path
-
-
-def _arrays() -> dict[str, np.ndarray]:
-    f = _frame()
-    return {
-        "reward": f["reward"].to_numpy(),
-        "logging_propensity": f["propensity"].to_numpy(),
-        "target_propensity": f["target__greedy"].to_numpy(),
-    }
-
-
-def _estimate() -> Any:
-    from ope.estimators import IPS
-
-    a = _arrays()
-    return IPS().estimate(a["reward"], a["logging_propensity"], a["target_propensity"])
-
-
-def _evaluation() -> Any:
-    from ope.evaluation import evaluate
-
-    return evaluate(_frame(), ["greedy"], estimators=("ips", "snips"))
-
-
-def _call(target: str | Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
-    func = resolve(target) if isinstance(target, str) else target
-    return Call(func, dict(kwargs), tuple(args))
-
-
-def _estimator_estimate(cls: str, **settings: Any) -> Callable[[Path], Call]:
-    def build(tmp: Path) -> Call:
-        a = _arrays()
-        est = resolve(cls)(**settings)
-        kwargs: dict[str, Any] = {"reward": a["reward"]}
-        params = inspect.signature(est.estimate).parameters
-        if "target_propensity" in params:
-            kwargs["logging_propensity"] = a["logging_propensity"]
-            kwargs["target_propensity"] = a["target_propensity"]
-        for q in ("q_logged", "q_target"):
-            if q in params:
-                kwargs[q] = np.full(_N, 0.4)
-        return Call(est.estimate, kwargs)
-    return build
-
-
-_VALID: Final[dict[str, Callable[[Path], Any]]] = {
-    "ope.read_logs": lambda tmp: _call("ope.read_logs", source=_parquet(tmp), on_invalid="raise"),
-    "ope.scan_logs": lambda tmp: _call("ope.scan_logs", source=_parquet(tmp), batch_size=32),
-    "ope.read_paired": lambda tmp: _call("ope.read_paired", source=_paired_parquet(tmp)),
-    "ope.evaluate": lambda tmp: _call(
-        "ope.evaluate", logs=_frame(), policies=["greedy"], estimators=("ips", "snips"),
-        ci="normal", confidence_level=0.95, reward_range=(0.0, 1.0), max_weight=None,
-        n_resamples=None, rng=0, by=None, weight_column=None),
-    "ope.diagnose": lambda tmp: _call(
-        "ope.diagnose", logs=_frame(), policies=["greedy"], max_weight=None,
-        reward_range=(0.0, 1.0), confidence_level=0.95),
-    "ope.diagnose_arrays": lambda tmp: _call(
-        "ope.diagnose_arrays", **_arrays(), policy_names=["greedy"], confidence_level=0.95,
-        reward_range=(0.0, 1.0)),
-    "ope.get_estimator": lambda tmp: _call("ope.get_estimator", name="clipped_ips",
-                                           max_weight=10.0),
-    "ope.importance_weights": lambda tmp: _call(
-        "ope.importance_weights", logging_propensity=_arrays()["logging_propensity"],
-        target_propensity=_arrays()["target_propensity"], max_weight=10.0),
-    "ope.logging_value": lambda tmp: _call("ope.logging_value", reward=_arrays()["reward"],
-                                           reward_range=(0.0, 1.0)),
-    "ope.ClippedIPS": lambda tmp: _call("ope.ClippedIPS", max_weight=10.0),
-    "ope.SwitchDR": lambda tmp: _call("ope.SwitchDR", tau=10.0),
-    "ope.DRos": lambda tmp: _call("ope.DRos", shrinkage=1.0),
-    "ope.IPS.estimate": _estimator_estimate("ope.IPS"),
-    "ope.SNIPS.estimate": _estimator_estimate("ope.SNIPS"),
-    "ope.ClippedIPS.estimate": _estimator_estimate("ope.ClippedIPS", max_weight=10.0),
-    "ope.DM.estimate": _estimator_estimate("ope.DM"),
-    "ope.DR.estimate": _estimator_estimate("ope.DR"),
-    "ope.SNDR.estimate": _estimator_estimate("ope.SNDR"),
-    "ope.Estimate.ci": lambda tmp: Call(_estimate().ci, {
-        "confidence_level": 0.9, "method": "normal"}),
-    "ope.Estimate.with_ci": lambda tmp: Call(_estimate().with_ci, {
-        "confidence_level": 0.9, "method": "normal"}),
-    "ope.Evaluation.table": lambda tmp: Call(_evaluation().table, {"by": None}),
-    "ope.Evaluation.compare": lambda tmp: Call(_evaluation().compare, {
-        "policy": "greedy", "estimator": "ips"}),
-    "ope.Evaluation.write_report": lambda tmp: Call(_evaluation().write_report, {
-        "path": tmp / "report.html", "title": "t", "overwrite": True}),
-    "ope.compare": lambda tmp: _call("ope.compare", a=_estimate(), b=_estimate(),
-                                     confidence_level=0.95),
-    "ope.intervals.normal_interval": lambda tmp: _call(
-        "ope.intervals.normal_interval", value=0.5, std_error=0.1, confidence_level=0.95),
-    "ope.intervals.t_interval": lambda tmp: _call(
-        "ope.intervals.t_interval", value=0.5, std_error=0.1, n=30, confidence_level=0.95),
-    "ope.intervals.hoeffding_interval": lambda tmp: _call(
-        "ope.intervals.hoeffding_interval", mean=0.5, n=30, low=0.0, high=1.0,
-        confidence_level=0.95),
-    "ope.intervals.bernstein_interval": lambda tmp: _call(
-        "ope.intervals.bernstein_interval", mean=0.5, variance=0.1, n=30, low=0.0, high=1.0,
-        confidence_level=0.95),
-    "ope.intervals.default_n_resamples": lambda tmp: _call(
-        "ope.intervals.default_n_resamples", confidence_level=0.95),
-    "ope.intervals.resample_counts": lambda tmp: _call(
-        "ope.intervals.resample_counts", n=20, n_resamples=5, rng=0),
-    "ope.intervals.betting_interval": lambda tmp: _call(
-        "ope.intervals.betting_interval", weight=np.ones(_N), reward=_arrays()["reward"],
-        reward_range=(0.0, 1.0), confidence_level=0.95),
-    "ope.intervals.empirical_likelihood_interval": lambda tmp: _call(
-        "ope.intervals.empirical_likelihood_interval", weight=np.ones(_N),
-        reward=_arrays()["reward"], reward_range=(0.0, 1.0), weight_bound=10.0,
-        confidence_level=0.95),
-    "ope.intervals.betting_lower_bound": lambda tmp: _call(
-        "ope.intervals.betting_lower_bound", values=_arrays()["reward"], low=0.0, high=1.0,
-        confidence_level=0.95),
-    "ope.simulate.ContextualBandit": lambda tmp: _call(
-        "ope.simulate.ContextualBandit", n_actions=3, n_features=2, seed=0),
-    "ope.UniformPolicy.propensity": lambda tmp: Call(
-        resolve("ope.UniformPolicy")(actions=[0, 1, 2]).propensity,
-        {"logs": resolve("ope.read_logs")(_frame())}),
-    "ope.selection_regret": lambda tmp: _call(
-        "ope.selection_regret", true_values=np.array([1.0, 0.5]), scores=np.array([0.9, 0.2]), k=1),
-    "ope.rank_correlation": lambda tmp: _call(
-        "ope.rank_correlation", true_values=np.array([1.0, 0.5, 0.1]),
-        scores=np.array([0.9, 0.2, 0.3])),
-    "ope.paired_effect": lambda tmp: _call(
-        "ope.paired_effect", replays=_paired_parquet(tmp), treated="mem", control="none",
-        confidence_level=0.95),
-    "ope.load_sample": lambda tmp: _call("ope.load_sample", columns=None),
-    "ope.UniformPolicy": lambda tmp: _call("ope.UniformPolicy", actions=[0, 1, 2]),
-    "ope.policies.is_policy_spec": lambda tmp: _call("ope.policies.is_policy_spec",
-                                                     text="greedy"),
-    "ope.policies.parse_policy_spec": lambda tmp: _call(
-        "ope.policies.parse_policy_spec", text="u=uniform"),
-    "ope.write_policy_table": lambda tmp: _call(
-        "ope.write_policy_table", table=pd.DataFrame({
-            "event_id": [0, 0], "policy": ["p", "p"], "action": [0, 1],
-            "probability": [0.5, 0.5]}), path=tmp / "policy.parquet"),
-    "ope.report.check_report_destination": lambda tmp: _call(
-        "ope.report.check_report_destination", path=tmp / "r.html", overwrite=True),
-}
-
-
 def entries() -> Iterator[Entry]:
-    """The Python entry points of :data:`REGISTERED`, each with its terms and valid call."""
+    """The Python entry points of :data:`REGISTERED`, each with its terms and valid call.
+
+    The minimal valid calls live in :mod:`ope._valid_calls`, one module per area.
+    """
+    from ope._valid_calls import valid_calls
+
+    valid = valid_calls()
     for name in REGISTERED:
         obj = resolve(name)
         terms = {arg: term_of(arg) for arg in _arguments(obj)}
-        yield Entry(name=name, terms=terms, valid=_VALID.get(name),
+        yield Entry(name=name, terms=terms, valid=valid.get(name),
                     skip=NOT_USER_INPUT.get(name))
 
 
 # ----------------------------- command line -------------------------------------------------
-def _cli_valid(sub: str) -> Callable[[Path], list[str]] | None:
-    common = {
-        "validate": lambda tmp: ["validate", str(_parquet(tmp))],
-        "evaluate": lambda tmp: ["evaluate", str(_parquet(tmp)), "--policy", "greedy",
-                                 "--estimator", "ips", "--confidence-level", "0.9"],
-        "diagnose": lambda tmp: ["diagnose", str(_parquet(tmp)), "--policy", "greedy"],
-        "paired": lambda tmp: ["paired", str(_paired_parquet(tmp)), "--treated", "mem",
-                               "--control", "none"],
-        "report": lambda tmp: ["report", str(_parquet(tmp)), "--policy", "greedy",
-                               "--estimator", "ips", "--out", str(tmp / "cli.html"),
-                               "--force"],
-    }
-    return common.get(sub)
-
-
 def cli_entries() -> Iterator[Entry]:
     """One entry per subcommand of :data:`CLI_SUBCOMMANDS`, its flags read from the parser."""
+    from ope._valid_calls import cli_runs
+
+    runs = cli_runs()
     for sub in CLI_SUBCOMMANDS:
-        yield Entry(name=f"ope {sub}", terms=cli_flags(sub), valid=_cli_valid(sub), cli=True)
+        yield Entry(name=f"ope {sub}", terms=cli_flags(sub), valid=runs.get(sub), cli=True)

@@ -1,0 +1,42 @@
+"""Minimal valid calls of ope's registered entry points, one module per area.
+
+Each area module (``estimators``, ``policies``, ``data``, ``results``, ``simulate``, ``cli``)
+holds ``VALID`` (name -> factory of a call that succeeds) and ``KNOWN_BROKEN`` (the contract
+violations still open there). :func:`valid_calls`, :func:`cli_runs` and :func:`known_broken`
+merge them; a name claimed by two areas is an error.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+AREAS: Final = ("estimators", "policies", "data", "results", "simulate")
+
+
+def _merged(modules: tuple[str, ...], attr: str) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for area in modules:
+        part = getattr(importlib.import_module(f"ope._valid_calls.{area}"), attr)
+        twice = sorted(set(merged) & set(part))
+        if twice:
+            raise LookupError(f"{attr} of {twice} written in two areas (one is {area})")
+        merged.update(part)
+    return merged
+
+
+def valid_calls() -> dict[str, Callable[[Path], Any]]:
+    """Registered Python name -> factory of its minimal valid call."""
+    return _merged(AREAS, "VALID")
+
+
+def cli_runs() -> dict[str, Callable[[Path], list[str]]]:
+    """Subcommand -> factory of the argv of a successful run."""
+    return _merged(("cli",), "VALID")
+
+
+def known_broken() -> dict[str, str]:
+    """``"<entry>::<argument>"`` -> the contract violation still open, over every area."""
+    return _merged((*AREAS, "cli"), "KNOWN_BROKEN")

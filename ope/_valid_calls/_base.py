@@ -1,0 +1,92 @@
+"""The planted inputs the minimal valid calls share: small bandit logs, a parquet file of them,
+paired replays, arrays, and the constructors of a :class:`~ope._entrypoints.Call`."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import pandas as pd
+
+from ope._entrypoints import Call, resolve
+
+N: Final = 60  # rows of the planted logs: enough for every estimator, fast
+
+
+def frame(seed: int = 0, n: int = N) -> pd.DataFrame:
+    """Bandit logs over 3 uniformly logged actions with one candidate ``target__greedy``."""
+    gen = np.random.default_rng(seed)
+    action = gen.integers(0, 3, n)
+    return pd.DataFrame({
+        "event_id": np.arange(n, dtype=np.int64),
+        "action": action,
+        "propensity": np.full(n, 1 / 3),
+        "reward": gen.binomial(1, 0.3 + 0.2 * (action == 1)).astype(np.float64),
+        "x0": gen.normal(size=n),
+        "target__greedy": np.where(action == 1, 0.8, 0.1),
+    })
+
+
+def parquet(tmp: Path) -> Path:
+    path = tmp / "logs.parquet"
+    if not path.exists():
+        frame().to_parquet(path)
+    return path
+
+
+def paired_parquet(tmp: Path) -> Path:
+    path = tmp / "replays.parquet"
+    if not path.exists():
+        gen = np.random.default_rng(1)
+        pd.DataFrame({
+            "pair_id": np.repeat(np.arange(20), 2),
+            "arm": ["mem", "none"] * 20,
+            "outcome": gen.binomial(1, 0.5, 40).astype(np.float64),
+        }).to_parquet(path)
+    return path
+
+
+def arrays() -> dict[str, np.ndarray]:
+    f = frame()
+    return {
+        "reward": f["reward"].to_numpy(),
+        "logging_propensity": f["propensity"].to_numpy(),
+        "target_propensity": f["target__greedy"].to_numpy(),
+    }
+
+
+def estimate() -> Any:
+    from ope.estimators import IPS
+
+    a = arrays()
+    return IPS().estimate(a["reward"], a["logging_propensity"], a["target_propensity"])
+
+
+def evaluation() -> Any:
+    from ope.evaluation import evaluate
+
+    return evaluate(frame(), ["greedy"], estimators=("ips", "snips"))
+
+
+def call(target: str | Callable[..., Any], *args: Any, **kwargs: Any) -> Call:
+    func = resolve(target) if isinstance(target, str) else target
+    return Call(func, dict(kwargs), tuple(args))
+
+
+def estimator_estimate(cls: str, **settings: Any) -> Callable[[Path], Call]:
+    def build(tmp: Path) -> Call:
+        a = arrays()
+        est = resolve(cls)(**settings)
+        kwargs: dict[str, Any] = {"reward": a["reward"]}
+        params = inspect.signature(est.estimate).parameters
+        if "target_propensity" in params:
+            kwargs["logging_propensity"] = a["logging_propensity"]
+            kwargs["target_propensity"] = a["target_propensity"]
+        for q in ("q_logged", "q_target"):
+            if q in params:
+                kwargs[q] = np.full(N, 0.4)
+        return Call(est.estimate, kwargs)
+    return build

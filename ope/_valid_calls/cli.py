@@ -1,0 +1,46 @@
+"""Minimal valid calls of the entry points of one area: the ``ope`` subcommands: the argv of one
+successful run each.
+
+``VALID`` maps each registered name to a factory ``valid(tmp) -> Call``; ``KNOWN_BROKEN`` maps
+``"<entry>::<argument>"`` to what breaks the hostile-input contract today (each a bug to fix at
+its root; the contract test marks it a strict xfail so that the fix asks for its removal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+
+from ope._valid_calls._base import (
+    paired_parquet, parquet,
+)
+
+#: Subcommand -> argv of a run that exits 0 (``ope`` and ``--json`` left out).
+VALID: Final[dict[str, Callable[[Path], list[str]]]] = {
+    "validate": lambda tmp: ["validate", str(parquet(tmp))],
+    "evaluate": lambda tmp: ["evaluate", str(parquet(tmp)), "--policy", "greedy",
+                             "--estimator", "ips", "--confidence-level", "0.9"],
+    "diagnose": lambda tmp: ["diagnose", str(parquet(tmp)), "--policy", "greedy"],
+    "paired": lambda tmp: ["paired", str(paired_parquet(tmp)), "--treated", "mem",
+                           "--control", "none"],
+    "report": lambda tmp: ["report", str(parquet(tmp)), "--policy", "greedy",
+                           "--estimator", "ips", "--out", str(tmp / "cli.html"), "--force"],
+}
+
+#: ``"<entry>::<argument>"`` -> how the contract breaks today.
+KNOWN_BROKEN: Final[dict[str, str]] = {
+    'ope evaluate::--policy': (
+        "ope evaluate --policy 'aaa…: exit 65 but the error does not name --policy: {'typ"
+        'e\': \'PolicyError\', \'message\': "unknown policies [\'aaa…'
+    ),
+    'ope diagnose::--policy': (
+        "ope diagnose --policy 'aaa…: exit 65 but the error does not name --policy: {'typ"
+        'e\': \'PolicyError\', \'message\': "unknown policies [\'aaa…'
+    ),
+    'ope report::--policy': (
+        "ope report --policy 'aaa…: exit 65 but the error does not name --policy: {'type'"
+        ': \'PolicyError\', \'message\': "unknown policies [\'aaa…'
+    ),
+}
