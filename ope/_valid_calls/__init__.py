@@ -1,8 +1,8 @@
 """Minimal valid calls of ope's registered entry points, one module per area.
 
-Each area module (``estimators``, ``policies``, ``data``, ``results``, ``simulate``, ``cli``)
-holds ``VALID`` (name -> factory of a call that succeeds) and ``KNOWN_BROKEN`` (the contract
-violations still open there). :func:`valid_calls`, :func:`cli_runs` and :func:`known_broken`
+Each area module (``estimators``, ``policies``, ``learning``, ``data``, ``results``,
+``simulate``, ``cli``) holds ``VALID`` (name -> factory of a call that succeeds) and
+``KNOWN_BROKEN`` (the contract violations still open there). :func:`valid_calls`, :func:`cli_runs` and :func:`known_broken`
 merge them; a name claimed by two areas is an error.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
-AREAS: Final = ("estimators", "policies", "data", "results", "simulate")
+AREAS: Final = ("estimators", "policies", "learning", "data", "results", "simulate")
 
 
 def _merged(modules: tuple[str, ...], attr: str) -> dict[str, Any]:

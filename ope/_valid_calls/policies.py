@@ -1,6 +1,5 @@
-"""Minimal valid calls of the entry points of one area: policies (``ope`` policy classes,
-``ope.policies``), the policy tables, propensity estimation and checks, the learners, the safety
-gate and its certificate, selection.
+"""Minimal valid calls of the entry points of one area: the policies (the policy
+classes of ``ope`` and ``ope.policies``, slate policies) and the policy tables.
 
 ``VALID`` maps each registered name to a factory ``valid(tmp) -> Call``; ``KNOWN_BROKEN`` maps
 ``"<entry>::<argument>"`` to what breaks the hostile-input contract today (each a bug to fix at
@@ -13,7 +12,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
-import numpy as np
 import pandas as pd
 
 from ope._entrypoints import Call, resolve
@@ -26,11 +24,6 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.UniformPolicy.propensity": lambda tmp: Call(
         resolve("ope.UniformPolicy")(actions=[0, 1, 2]).propensity,
         {"logs": resolve("ope.read_logs")(frame())}),
-    "ope.selection_regret": lambda tmp: call(
-        "ope.selection_regret", true_values=np.array([1.0, 0.5]), scores=np.array([0.9, 0.2]), k=1),
-    "ope.rank_correlation": lambda tmp: call(
-        "ope.rank_correlation", true_values=np.array([1.0, 0.5, 0.1]),
-        scores=np.array([0.9, 0.2, 0.3])),
     "ope.UniformPolicy": lambda tmp: call("ope.UniformPolicy", actions=[0, 1, 2]),
     "ope.policies.is_policy_spec": lambda tmp: call("ope.policies.is_policy_spec",
                                                      text="greedy"),
