@@ -14,7 +14,11 @@ import ope
 import ope.policies
 from ope import _entrypoints as registry
 from ope._valid_calls import known_broken
-from ope.testing import CONTRACT_EXAMPLES_SLOW, check_entry_point_contract
+from ope.testing import (
+    CONTRACT_EXAMPLES_SLOW,
+    CONTRACT_SAMPLE_FAST,
+    check_entry_point_contract,
+)
 
 
 def test_every_public_entry_point_is_registered():
@@ -111,7 +115,11 @@ def _cases(slow: bool) -> list:
 
 @pytest.mark.parametrize("entry, argument", _cases(slow=False))
 def test_hostile_values_keep_the_contract(entry, argument):
-    check_entry_point_contract(entry, argument)
+    """Every argument of every entry, a sample of its term's catalogue and a few draws; a known
+    violation runs the whole catalogue so that its strict xfail does not depend on the sample."""
+    known = f"{entry.name}::{argument}" in KNOWN_BROKEN
+    check_entry_point_contract(entry, argument,
+                               catalogue_sample=None if known else CONTRACT_SAMPLE_FAST)
 
 
 @pytest.mark.parametrize("entry, argument", _cases(slow=True))
