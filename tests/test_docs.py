@@ -29,7 +29,7 @@ _LINK: Final = re.compile(r"!?\[[^\]]*\]\((?![a-z][a-z0-9+.-]*:)([^)\s]+)\)")
 
 
 def _slug(heading: str) -> str:
-    """The anchor GitHub and MkDocs give a heading: lower case, punctuation dropped, - for spaces."""
+    """The anchor GitHub and MkDocs give a heading: lower case, no punctuation, - for spaces."""
     text = re.sub(r"[`*_]", "", heading.strip().lower())
     text = re.sub(r"[^\w\- ]", "", text)
     return re.sub(r" ", "-", text)
@@ -112,7 +112,8 @@ def test_readme_command_line_example_runs(tmp_path: Path) -> None:
     sample = str(REPO / "ope" / "data" / "sample_recommendation.parquet")
     commands = [shlex.split(line.split("#")[0])
                 for line in block.replace("\\\n", " ").splitlines() if line.strip()]
-    assert [c[:2] for c in commands] == [["ope", "validate"], ["ope", "evaluate"], ["ope", "report"]]
+    assert [c[:2] for c in commands] == [
+        ["ope", "validate"], ["ope", "evaluate"], ["ope", "report"]]
     for args in commands:
         args = [sample if a == "ope/data/sample_recommendation.parquet" else a for a in args[1:]]
         proc = subprocess.run([sys.executable, "-m", "ope", *args], cwd=tmp_path,
