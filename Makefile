@@ -1,9 +1,13 @@
 # Two commands do everything on a fresh machine with Python >= 3.11 and make:
 #   make demo   create .venv if missing, install from the lock file, run the main job on the bundled sample
-#   make test   same install, then the whole test suite (tests/ and the doctests of ope/)
+#   make test   same install, then the fast tests: tests/ and the doctests of ope/, without the
+#               tests marked slow (long statistical validation, installs, browser, notebooks)
 # Also:
+#   make test-all      every test, slow ones included (what CI runs)
+#   make docs          the documentation site into site/ (mkdocs build --strict: warnings are errors)
 #   make test-latest   the suite on the newest releases that pyproject.toml allows (own venv, no lock)
 #   make lock          regenerate requirements/dev.lock after changing dependencies in pyproject.toml
+#                      (needs the package index: uv resolves .[dev] for every platform)
 #   make wheel         build the wheel a user's `pip install ope-toolkit` installs (into build/wheel/;
 #                      the bundled sample is package data in it); tests/test_install.py installs it
 #                      into a fresh venv and runs `ope demo` from outside the repository
@@ -14,7 +18,7 @@ STAMP := $(VENV)/.installed-stamp
 LOCK := requirements/dev.lock
 LATEST_VENV ?= .venv-latest
 
-.PHONY: demo test test-latest install lock wheel bench clean
+.PHONY: demo test test-all docs test-latest install lock wheel bench clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ope needs Python >= 3.11; set PYTHON=python3.11 or newer")'
@@ -33,7 +37,13 @@ demo: install
 	$(VENV)/bin/ope demo
 
 test: install
+	$(PY) -m pytest -m "not slow"
+
+test-all: install
 	$(PY) -m pytest
+
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 test-latest:
 	@test -x $(LATEST_VENV)/bin/python || $(PYTHON) -m venv $(LATEST_VENV)
@@ -54,4 +64,4 @@ bench: install
 	$(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(LATEST_VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(LATEST_VENV) build site *.egg-info .pytest_cache

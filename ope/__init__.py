@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+# the one place the version is written: pyproject.toml reads it (a literal, read without import)
 __version__ = "0.1.0"
 
 # public name -> module that defines it

@@ -8,7 +8,7 @@ Arguments (the call) and data (the rows) fail differently:
 - **rows** that break a rule (a propensity of 0, a reward outside ``reward_range``, a NaN) raise
   :class:`ope.ValidationError`, with the count and the first offending row.
 
-The glossary (DESIGN.md §3): ``max_weight`` is only ever the clip level of a clipped estimator;
+The glossary (docs/design.md): ``max_weight`` is only ever the clip level of a clipped estimator;
 ``weight_bound`` is an a priori bound on the importance weights given to a bounded interval;
 ``reward_range`` is the a priori range of the rewards; ``confidence_level`` (never ``alpha``);
 ``rng`` for every random choice.

@@ -1,7 +1,7 @@
 """The ``ope`` command line: a thin edge over the public API.
 
-It parses arguments, calls public functions, prints, and sets exit codes (DESIGN.md §4). It does
-no statistics of its own.
+It parses arguments, calls public functions, prints, and sets exit codes (docs/guide/cli.md). It
+does no statistics of its own.
 
 Commands: ``validate``, ``evaluate`` (bandit logs, or trajectory logs -- one row per step with
 ``episode_id, step, done`` -- through :func:`ope.sequential.sequential_estimate`), ``diagnose``,
@@ -200,7 +200,7 @@ FORMATS: Final = ("parquet", "obd", "dsjson")
 IMPORT_FORMATS: Final = ("obd", "dsjson")
 
 #: Columns that mark trajectory logs (one row per step): ``ope evaluate`` then runs the
-#: sequential estimators (DESIGN.md §2, the step schema).
+#: sequential estimators (docs/guide/logs.md, the step schema).
 TRAJECTORY_MARKERS: Final = ("episode_id", "step", "done")
 
 #: Sequential estimators of ``ope evaluate`` on trajectories when ``--estimator`` is not given:

@@ -85,7 +85,7 @@ from ope.weights import (
 
 __all__ = ["evaluate", "Evaluation", "TABLE_COLUMNS", "SEGMENT_TABLE_COLUMNS"]
 
-#: Columns of :meth:`Evaluation.table`, in order (DESIGN.md §3).
+#: Columns of :meth:`Evaluation.table`, in order (docs/design.md).
 TABLE_COLUMNS: Final = (
     "policy",
     "estimator",

@@ -2,8 +2,8 @@
 
 A reader (``ope.read_logs``, ``ope.scan_logs``, ``ope.read_trajectories``, ``ope.read_paired``)
 returns one of these containers. Each holds an Arrow table whose columns carry ope's canonical
-names (DESIGN.md §2) and types, plus the ``ValidationReport`` of how it was read: rows read, used
-and rejected by reason. Nothing is ever dropped without being counted here.
+names (docs/guide/logs.md) and types, plus the ``ValidationReport`` of how it was read: rows read,
+used and rejected by reason. Nothing is ever dropped without being counted here.
 """
 
 from __future__ import annotations
@@ -545,7 +545,7 @@ class _TableLogs:
 
 
 class BanditLogs(_TableLogs):
-    """Validated bandit / recommendation events, one row per decision (DESIGN.md §2).
+    """Validated bandit / recommendation events, one row per decision (docs/guide/logs.md).
 
     Parameters
     ----------

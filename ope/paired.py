@@ -67,7 +67,7 @@ __all__ = [
     "CORRECTIONS",
 ]
 
-#: Outcome columns of the paired-replay schema (DESIGN.md §2); ``outcomes="all"`` takes those
+#: Outcome columns of the paired-replay schema (docs/guide/logs.md); ``outcomes="all"`` takes those
 #: present in the replays, in this order.
 PAIRED_OUTCOMES: Final = ("outcome", "cost", "tokens", "latency_ms")
 
@@ -285,7 +285,7 @@ def paired_effect(
     Parameters
     ----------
     replays : PairedReplays, pyarrow.Table or pandas.DataFrame
-        Paired replays (DESIGN.md §2: ``pair_id, arm, replicate, outcome``, optional
+        Paired replays (docs/guide/logs.md: ``pair_id, arm, replicate, outcome``, optional
         ``item_id, cost, tokens, latency_ms``). A table or data frame is first validated with
         :func:`ope.read_paired`.
     treated : arm or sequence of arms

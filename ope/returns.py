@@ -12,7 +12,7 @@ value per step, aligned with the rows:
 :func:`gae`
     generalized advantage estimates :math:`G^\lambda_t - V(s_t)` (Schulman et al. 2016).
 
-**What comes after an episode's last step** is decided by ``done`` (DESIGN.md §2): after a
+**What comes after an episode's last step** is decided by ``done`` (docs/guide/logs.md): after a
 step with ``done = True`` the episode terminated and the value of what follows is 0; after a
 last step with ``done = False`` the episode was *truncated* (the log ends, the episode did not)
 and what follows is worth :math:`V(s_L)`, the value of the state it was left in. That value is

@@ -1,6 +1,6 @@
 """Log schemas: required columns, canonical types, safe casts and the row rules.
 
-Three kinds of logs are described here (DESIGN.md §2): bandit / recommendation events
+Three kinds of logs are described here (docs/guide/logs.md): bandit / recommendation events
 (``BANDIT``), multi-step trajectories (``TRAJECTORY``) and paired replays (``PAIRED``). Each is a
 :class:`LogSchema`: the columns ope knows, whether each is required, and the *kind* of values it
 holds. Reading a source goes through two steps:
@@ -201,7 +201,7 @@ class ColumnSpec:
 
 @dataclass(frozen=True)
 class LogSchema:
-    """The columns of one kind of log (DESIGN.md §2).
+    """The columns of one kind of log (docs/guide/logs.md).
 
     Attributes
     ----------

@@ -546,6 +546,7 @@ def _diagnose_weighted(
                    sums.hist_counts, info=[note])
 
 
+@_fill_doc
 def diagnose(
     logs: Any,
     policies: Any = None,

@@ -262,10 +262,10 @@ def learner_policy_table(
 
     Columns ``event_id, policy, action, probability``, one row per (event, candidate) with
     probability > 0 (each event's probabilities sum to 1), action labels typed as in the logs,
-    ``policy`` dictionary-encoded: the format ``ope evaluate --policies FILE`` reads (DESIGN.md
-    §2). An event's candidates are its ``candidates`` list when the logs have one (so the table
-    has about ``n * mean candidate-set size`` rows, never ``n * n_actions``), else every action
-    of ``learner.classes_``. For millions of events write it with
+    ``policy`` dictionary-encoded: the format ``ope evaluate --policies FILE`` reads
+    (docs/guide/logs.md). An event's candidates are its ``candidates`` list when the logs have
+    one (so the table has about ``n * mean candidate-set size`` rows, never ``n * n_actions``),
+    else every action of ``learner.classes_``. For millions of events write it with
     :func:`write_learner_policy_table`, which streams.
 
     Examples

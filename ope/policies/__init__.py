@@ -3,7 +3,7 @@
 Off-policy estimators need, for each candidate policy ``p`` and each logged row ``i``, the
 probability ``pi_p(a_i | x_i)`` that the candidate gives to the action that was logged; the
 doubly robust family also needs each row's whole distribution over its support. This package
-turns the three ways a candidate can be given (DESIGN.md §2) into those numbers:
+turns the three ways a candidate can be given (docs/guide/logs.md) into those numbers:
 
 1. columns of the logs: ``target__<name>`` (the probability of the logged action) and optionally
    ``target_dist__<name>`` (the distribution over the row's ``candidates``);

@@ -1,6 +1,6 @@
 """Target propensities: each candidate policy's probability of each logged action.
 
-:func:`target_propensities` turns the three ways a candidate can be given (DESIGN.md §2) into
+:func:`target_propensities` turns the three ways a candidate can be given (docs/guide/logs.md) into
 an (n, P) matrix: ``target__<name>`` columns of the logs, a long-format policy table joined on
 ``event_id``, or policy objects; :func:`logging_distribution` reads the logging policy's logged
 distribution over each row's candidates.

@@ -6,7 +6,7 @@ interface:
 
 - a constructor with the settings (and a ``seed`` fixing the model);
 - ``sample(n, *, rng=None, ...)`` returning a ``pyarrow.Table`` in the canonical log schema
-  (DESIGN.md §2), with one ``target__<name>`` column per candidate policy;
+  (docs/guide/logs.md), with one ``target__<name>`` column per candidate policy;
 - ``candidate_policies`` (names) and ``true_value(name_or_table)``, exact, with ``"logging"``
   the logging policy's own value;
 - oracle accessors (``expected_reward``, ``policy_expected_reward``, ``oracle=True`` columns)

@@ -50,9 +50,9 @@ EPSILON_GREEDY_EPSILON: Final = 0.1
 #: reward distributions of the simulators: Bernoulli draws of the means, or Gaussian noise on them
 REWARD_KINDS: Final = ("bernoulli", "gaussian")
 
-#: prefix of the columns holding pi_name(action_i | x_i) (DESIGN.md §2)
+#: prefix of the columns holding pi_name(action_i | x_i) (docs/guide/logs.md)
 TARGET_PREFIX: Final = "target__"
-#: prefix of the list columns holding pi_name over ``candidates`` (DESIGN.md §2)
+#: prefix of the list columns holding pi_name over ``candidates`` (docs/guide/logs.md)
 TARGET_DIST_PREFIX: Final = "target_dist__"
 #: prefix of the oracle columns holding q(x_i, pi_name) = sum_a pi_name(a|x_i) q(x_i, a)
 Q_TARGET_PREFIX: Final = "q_target__"
@@ -377,7 +377,7 @@ class ContextTables(PolicyTables):
         oracle: bool = False,
         distributions: bool = False,
     ) -> pa.Table:
-        r"""Draw ``n`` logged decisions in the canonical bandit schema (DESIGN.md §2).
+        r"""Draw ``n`` logged decisions in the canonical bandit schema (docs/guide/logs.md).
 
         Parameters
         ----------

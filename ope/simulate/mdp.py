@@ -269,7 +269,7 @@ class TabularMDP(PolicyTables):
         logging_policy: str | npt.ArrayLike = "logging",
         oracle: bool = False,
     ) -> pa.Table:
-        r"""Draw ``n`` episodes in the canonical step schema (DESIGN.md §2), one row per step.
+        r"""Draw ``n`` episodes in the canonical step schema (docs/guide/logs.md), one row per step.
 
         Parameters
         ----------

@@ -306,7 +306,7 @@ class PairedReplaySimulator:
     def sample(
         self, n: int, *, rng: int | np.random.Generator | None = None, oracle: bool = False
     ) -> pa.Table:
-        """Draw ``n`` pairs in the paired-replay schema (DESIGN.md §2).
+        """Draw ``n`` pairs in the paired-replay schema (docs/guide/logs.md).
 
         Parameters
         ----------
