@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from ope._validation import check_flag
 from ope.exceptions import DataFileError, PolicyError, SchemaError
 from ope.io import locate_input
 from ope.logs import BanditLogs
@@ -38,6 +39,7 @@ from ope.policies._core import (
     examples,
     is_dataframe,
     is_label_type,
+    require_logs,
     rows_text,
     same_kind,
     to_float64,
@@ -146,12 +148,14 @@ class LoggingPolicy:
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """The logged ``propensity`` column, shape (n,)."""
+        logs = require_logs(logs, "LoggingPolicy.propensity")
         if "propensity" not in logs.table.column_names:
             raise PolicyError("LoggingPolicy needs the logs' `propensity` column, which is absent.")
         return to_float64(logs.table.column("propensity"))
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """The logged ``logging_distribution`` over each row's ``candidates``."""
+        logs = require_logs(logs, "LoggingPolicy.distribution")
         return logging_distribution(logs)
 
     def __repr__(self) -> str:
@@ -205,12 +209,14 @@ class ChosenActionPolicy:
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """1 where the logged action is the chosen one, else 0."""
+        logs = require_logs(logs, "ChosenActionPolicy.propensity")
         chosen = self._chosen(logs)
         same = pc.equal(action_column(logs), chosen)
         return np.asarray(same.to_numpy(), dtype=np.float64)
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """One entry (probability 1) per row, at the chosen action."""
+        logs = require_logs(logs, "ChosenActionPolicy.distribution")
         chosen = self._chosen(logs)
         index = action_index(logs, [chosen])
         n = logs.n
@@ -389,6 +395,7 @@ class ArrayPolicy:
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """``D[i, a_i]`` or ``D[i, a_i, k_i]`` for every row, shape (n,)."""
+        logs = require_logs(logs, "ArrayPolicy.propensity")
         a, pos = self._aligned(logs)
         rows = np.arange(logs.n)
         if pos is None:
@@ -397,6 +404,7 @@ class ArrayPolicy:
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """The nonzero entries of each row (at its logged position), as a sparse matrix."""
+        logs = require_logs(logs, "ArrayPolicy.distribution")
         a, pos = self._aligned(logs)
         arr = self._array
         k = arr.shape[1]
@@ -634,6 +642,7 @@ class ActionTablePolicy:
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """``T(a_i, k_i)`` for every row, shape (n,)."""
+        logs = require_logs(logs, "ActionTablePolicy.propensity")
         index, codes, level = self._segments(logs)
         m = self._matrix(index, codes)
         self._check_offered(index, m, level)
@@ -644,6 +653,7 @@ class ActionTablePolicy:
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """Each row's distribution at its logged position (the table's entries, repeated)."""
+        logs = require_logs(logs, "ActionTablePolicy.distribution")
         index, codes, level = self._segments(logs)
         m = self._matrix(index, codes)
         self._check_offered(index, m, level)
@@ -707,6 +717,8 @@ def logged_action_table(logs: BanditLogs, *, by_position: bool | None = None) ->
     >>> logged_action_table(logs).to_pydict()
     {'action': [0, 1, 0, 1], 'position': [0, 0, 1, 1], 'probability': [0.75, 0.25, 0.5, 0.5]}
     """
+    logs = require_logs(logs, "logged_action_table")
+    by_position = check_flag(by_position, "by_position", allow_none=True)
     names = logs.table.column_names
     if by_position is None:
         by_position = "position" in names

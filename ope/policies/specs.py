@@ -37,6 +37,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from ope._validation import check_names, describe
 from ope.exceptions import DataFileError, ParameterError, PolicyError, SchemaError
 from ope.logs import BanditLogs
 from ope.policies._core import (
@@ -44,11 +45,13 @@ from ope.policies._core import (
     action_column,
     action_index,
     is_numeric_list,
+    require_logs,
 )
 from ope.policies.join import target_propensities
 from ope.policies.given import (
     PICKLE_SUFFIXES,
     ActionTablePolicy,
+    _local_file,
     ArrayPolicy,
     ChosenActionPolicy,
     LoggingPolicy,
@@ -147,18 +150,37 @@ class PolicySpec:
     text: str = ""
 
 
+#: Characters of a spec quoted in a message; a longer one is cut (a 100,000-character value
+#: is not echoed).
+_MAX_SHOWN: Final = 120
+
+
 def _shown(text: str) -> str:
-    """``text`` quoted, with control characters escaped (safe to print)."""
-    return repr(text)
+    """``text`` quoted, with control characters escaped (safe to print), cut when long."""
+    shown = repr(text)
+    return shown if len(shown) <= _MAX_SHOWN else shown[: _MAX_SHOWN - 4] + "...'"
 
 
 def is_policy_spec(text: str) -> bool:
     """Whether ``text`` is a spec (it has ``NAME=``) rather than the name of a candidate."""
-    return "=" in text
+    return "=" in _spec_text(text)
+
+
+def _spec_text(text: Any) -> str:
+    if not isinstance(text, str):
+        raise ParameterError(
+            f"`text` must be a string, a candidate's name or a policy spec {SPEC_GRAMMAR}; got "
+            f"{describe(text)}."
+        )
+    return text
 
 
 def _bad(text: str, problem: str) -> ParameterError:
-    return ParameterError(f"policy spec {_shown(text)}: {problem}. A spec is {SPEC_GRAMMAR}.")
+    """A malformed spec: the spec text (the argument ``text`` of :func:`parse_policy_spec`,
+    the value of ``--policy``) quoted, what is wrong, and the grammar."""
+    return ParameterError(
+        f"policy spec text {_shown(text)}: {problem}. A spec is {SPEC_GRAMMAR}."
+    )
 
 
 def _number(text: str, value: str, what: str) -> float:
@@ -220,8 +242,7 @@ def parse_policy_spec(text: str) -> PolicySpec:
     >>> parse_policy_spec("bts=table:bts.csv").path
     'bts.csv'
     """
-    if not isinstance(text, str):
-        raise ParameterError(f"a policy spec must be a string, got {type(text).__name__}.")
+    text = _spec_text(text)
     if not text.strip():
         raise _bad(text, "it is empty")
     if not text.isprintable():
@@ -313,6 +334,7 @@ def load_classifier(path: str | os.PathLike[str]) -> Any:
     :data:`SKOPS_TRUSTED_TYPES`. The types a file names are listed first with
     ``skops.io.get_untrusted_types`` and any other one is refused by name.
     """
+    path = _local_file(path, "classifier")  # a str or path-like naming a regular local file
     refuse_pickle(path, what="a scikit-learn classifier saved with skops.io.dump (.skops)")
     try:
         import skops.io as sio
@@ -321,8 +343,6 @@ def load_classifier(path: str | os.PathLike[str]) -> Any:
             "reading a .skops classifier needs skops: pip install 'ope-toolkit[skops]' "
             "(or pip install skops)"
         ) from None
-    if not os.path.isfile(path):
-        raise DataFileError(f"{path}: no such file (a classifier saved with skops.io.dump).")
     try:
         untrusted = sio.get_untrusted_types(file=path)
     except Exception as exc:  # noqa: BLE001 - a corrupt or foreign file: skops' many errors
@@ -371,6 +391,7 @@ class _Labeled:
         self.path = path
 
     def _call(self, method: str, logs: BanditLogs) -> Any:
+        logs = require_logs(logs, f"{self.label}: {method}")
         try:
             return getattr(self.policy, method)(logs)
         except (PolicyError, SchemaError, DataFileError, ParameterError) as exc:
@@ -472,6 +493,7 @@ def policy_from_spec(spec: str | PolicySpec, logs: BanditLogs, *, label: str | N
     [0.9, 0.1]
     """
     parsed = spec if isinstance(spec, PolicySpec) else parse_policy_spec(spec)
+    logs = require_logs(logs, "policy_from_spec")
     label = label if label is not None else f"policy spec {_shown(parsed.text)}"
     try:
         policy = _build(parsed, logs)
@@ -532,8 +554,42 @@ def candidates_with_specs(
     PolicyError
         A name that neither the table nor the logs hold.
     """
-    parsed = [s if isinstance(s, PolicySpec) else parse_policy_spec(s) for s in specs]
-    labels = list(labels) if labels is not None else [None] * len(parsed)  # type: ignore[list-item]
+    logs = require_logs(logs, "candidates_with_specs")
+    if isinstance(specs, (str, PolicySpec)):
+        raise ParameterError(
+            f"`specs` must be a list of policy specs; got the single spec {describe(specs)}: "
+            "wrap it as [spec]."
+        )
+    try:
+        given = list(specs)
+    except TypeError:
+        raise ParameterError(
+            f"`specs` must be a list of policy specs ({SPEC_GRAMMAR}); got {describe(specs)}."
+        ) from None
+    parsed = []
+    for i, spec in enumerate(given):  # loop over the specs (a handful)
+        if isinstance(spec, PolicySpec):
+            parsed.append(spec)
+            continue
+        if not isinstance(spec, str):
+            raise ParameterError(
+                f"`specs` must hold policy specs (strings {SPEC_GRAMMAR}, or PolicySpec); its "
+                f"item {i} is {describe(spec)}."
+            )
+        try:
+            parsed.append(parse_policy_spec(spec))
+        except ParameterError as exc:
+            raise ParameterError(f"`specs` item {i}: {exc}") from None
+    names = check_names(names, "names", example="names=['greedy']")
+    if labels is None:
+        labels = [None] * len(parsed)  # type: ignore[list-item]
+    else:
+        labels = check_names(labels, "labels", example="labels=['--policy u=uniform']")
+        if len(labels) != len(parsed):
+            raise ParameterError(
+                f"`labels` must give one label per spec of `specs` ({len(parsed)}); got "
+                f"{len(labels)}."
+            )
     out: dict[str, Any] = {}
     if table is not None:
         tp = target_propensities(logs, table, with_distributions=True)
@@ -541,12 +597,20 @@ def candidates_with_specs(
         unknown = [n for n in names if n not in tp.names]
         if unknown:
             raise PolicyError(
-                f"unknown policies {unknown}: the policy table holds {', '.join(tp.names)}."
+                f"unknown policy names {unknown}: the policy table holds {', '.join(tp.names)}."
             )
         for n in names or tp.names:
             out[n] = tp.distributions[n]
     else:
-        if names:  # unknown names fail here, before any spec is built
+        available = logs.target_policies
+        unknown = [n for n in names if n not in available
+                   and not (n.startswith("target__") and n[len("target__"):] in available)]
+        if unknown:  # unknown names fail here, before any spec is built
+            raise PolicyError(
+                f"unknown policy names {unknown}: the logs have no column "
+                f"{', '.join('target__' + u for u in unknown)}. Available: {available or 'none'}."
+            )
+        if names:  # their columns are checked here too, before any spec is built
             target_propensities(logs, list(names))
         for n in names:
             out[n] = _TargetColumn(n[len("target__"):] if n.startswith("target__") else n)
