@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import numbers
 import os
 import re
 from dataclasses import dataclass
@@ -138,7 +139,15 @@ class PolicySpec:
     columns : tuple of str or None
         The classifier's feature columns, when given.
     text : str
-        The spec as written.
+        The spec as written (default: the spec the fields spell).
+
+    Notes
+    -----
+    :func:`parse_policy_spec` builds it from a spec's text. Built directly, its fields are
+    checked by the same grammar: they are spelled as a spec (``NAME=KIND:ARGS``) and parsed
+    back, and a field the spec does not read back unchanged (a column holding ``,`` in a
+    classifier's feature columns) or that the kind does not take is a ``ParameterError``
+    naming it.
     """
 
     name: str
@@ -148,6 +157,114 @@ class PolicySpec:
     path: str | None = None
     columns: tuple[str, ...] | None = None
     text: str = ""
+
+    def __post_init__(self) -> None:
+        spelled = _spelled(self)
+        try:
+            parsed = parse_policy_spec(spelled)
+        except ParameterError as exc:
+            raise ParameterError(f"{_fields(self)} is not a policy spec: {exc}") from None
+        for field in ("name", "kind", "column", "number", "path", "columns"):
+            given = _plain_field(field, getattr(self, field))
+            if field == "number" and given is None and self.kind == "softmax":
+                given = parsed.number  # the default temperature, 1
+            if getattr(parsed, field) != given:
+                raise ParameterError(
+                    f"{_fields(self)}: `{field}` does not survive as a spec: {spelled!r} reads "
+                    f"back {field}={getattr(parsed, field)!r}. Give the spec as text to "
+                    "parse_policy_spec, or a value without the separators ':' and ','."
+                )
+            object.__setattr__(self, field, getattr(parsed, field))
+        if not isinstance(self.text, str):
+            raise ParameterError(f"`text` must be the spec as written (a str); got "
+                                 f"{describe(self.text)}.")
+        if not self.text:
+            object.__setattr__(self, "text", spelled)
+
+
+#: What each kind takes besides its name: the fields a spelled spec carries.
+_KIND_FIELDS: Final = {
+    "uniform": (), "logging": (), "epsilon-greedy": ("column", "number"),
+    "softmax": ("column", "number"), "npy": ("path",), "table": ("path",),
+    "classifier": ("path", "columns"),
+}
+
+
+def _fields(spec: PolicySpec) -> str:
+    shown = ", ".join(f"{f}={describe(getattr(spec, f))}" for f in (
+        "name", "kind", "column", "number", "path", "columns") if getattr(spec, f) is not None)
+    return f"PolicySpec({shown})"
+
+
+def _plain_field(field: str, value: Any) -> Any:
+    """A field as the parser gives it back (a path as str, numbers as float, columns a tuple)."""
+    if value is None:
+        return None
+    if field == "path" and isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if field == "number" and isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    if field == "columns" and isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _spelled(spec: PolicySpec) -> str:
+    """The spec text a PolicySpec's fields spell (``NAME=KIND:ARGS``), its fields' types
+    checked first (a ParameterError naming the field)."""
+    kinds = {"name": str, "kind": str, "column": str, "number": numbers.Real,
+             "path": (str, os.PathLike), "columns": (tuple, list)}
+    for field, kind in kinds.items():
+        value = getattr(spec, field)
+        if (value is None and field not in ("name", "kind")) or (
+                isinstance(value, kind) and not isinstance(value, bool)):
+            continue
+        raise ParameterError(f"{_fields(spec)}: `{field}` must be a {_TYPE_WORDS[field]}; got "
+                             f"{describe(value)}.")
+    if spec.columns is not None:
+        check_names(spec.columns, "columns", example="columns=('x0', 'x1')")
+    takes = _KIND_FIELDS.get(spec.kind, ())
+    extra = [f for f in ("column", "number", "path", "columns")
+             if getattr(spec, f) is not None and f not in takes]
+    if spec.kind in _KIND_FIELDS and extra:
+        raise ParameterError(
+            f"{_fields(spec)}: kind {spec.kind!r} takes no {' or '.join(extra)} (it takes "
+            f"{', '.join(takes) or 'nothing'}: {spec.kind}{':' if POLICY_KINDS[spec.kind] else ''}"
+            f"{POLICY_KINDS[spec.kind]})."
+        )
+    needed = [f for f in _KIND_FIELDS.get(spec.kind, ()) if getattr(spec, f) is None
+              and (spec.kind, f) not in (("softmax", "number"), ("classifier", "columns"))]
+    if needed:
+        raise ParameterError(
+            f"{_fields(spec)}: kind {spec.kind!r} needs {' and '.join(needed)} "
+            f"({spec.kind}:{POLICY_KINDS[spec.kind]})."
+        )
+    args = []
+    if spec.column is not None:
+        args.append(spec.column)
+    if spec.number is not None:
+        args.append(repr(float(spec.number)))
+    if spec.path is not None:
+        args.append(os.fspath(spec.path))
+    if spec.columns is not None:
+        args.append(",".join(spec.columns))
+    return f"{spec.name}={spec.kind}" + "".join(f":{a}" for a in args)
+
+
+_TYPE_WORDS: Final = {"name": "str", "kind": "str (one of " + ", ".join(POLICY_KINDS) + ")",
+                      "column": "column name (str)", "number": "number",
+                      "path": "path (str or os.PathLike)", "columns": "tuple of column names"}
+
+
+def _parsed_spec(name: str, kind: str, **fields: Any) -> PolicySpec:
+    """A PolicySpec the parser built from a spec's text (already checked: not parsed again)."""
+    spec = object.__new__(PolicySpec)
+    for field in ("column", "number", "path", "columns"):
+        object.__setattr__(spec, field, fields.get(field))
+    object.__setattr__(spec, "name", name)
+    object.__setattr__(spec, "kind", kind)
+    object.__setattr__(spec, "text", fields.get("text", ""))
+    return spec
 
 
 #: Characters of a spec quoted in a message; a longer one is cut (a 100,000-character value
@@ -263,7 +380,7 @@ def parse_policy_spec(text: str) -> PolicySpec:
     if kind in ("uniform", "logging"):
         if ":" in rest:
             raise _bad(text, f"{kind} takes no arguments (write {name}={kind})")
-        return PolicySpec(name, kind, text=text)
+        return _parsed_spec(name, kind, text=text)
     if kind == "epsilon-greedy":
         column, sep, eps_text = args.rpartition(":")
         if not sep or not column or not eps_text:
@@ -271,7 +388,7 @@ def parse_policy_spec(text: str) -> PolicySpec:
         eps = _number(text, eps_text, "EPS")
         if not 0.0 <= eps <= 1.0:
             raise _bad(text, f"EPS must be in [0, 1] (the share spread uniformly), got {eps_text}")
-        return PolicySpec(name, kind, column=column, number=eps, text=text)
+        return _parsed_spec(name, kind, column=column, number=eps, text=text)
     if kind == "softmax":
         if not args:
             raise _bad(text, "softmax needs a score column: softmax:COLUMN[:TEMPERATURE]")
@@ -289,11 +406,12 @@ def parse_policy_spec(text: str) -> PolicySpec:
             column = args
         if not column:
             raise _bad(text, "softmax needs a score column: softmax:COLUMN[:TEMPERATURE]")
-        return PolicySpec(name, kind, column=column, number=temperature, text=text)
+        return _parsed_spec(name, kind, column=column, number=temperature, text=text)
     if kind == "npy":
-        return PolicySpec(name, kind, path=_file(text, kind, args, (".npy",)), text=text)
+        return _parsed_spec(name, kind, path=_file(text, kind, args, (".npy",)), text=text)
     if kind == "table":
-        return PolicySpec(name, kind, path=_file(text, kind, args, _TABLE_SUFFIXES), text=text)
+        return _parsed_spec(name, kind, path=_file(text, kind, args, _TABLE_SUFFIXES),
+                            text=text)
     # classifier
     path, columns = args, None
     if not args.lower().endswith(".skops") and ":" in args:
@@ -302,8 +420,8 @@ def parse_policy_spec(text: str) -> PolicySpec:
         if not all(columns):
             raise _bad(text, "the feature columns are a comma-separated list of names: "
                        "classifier:FILE.skops:COLUMN,COLUMN")
-    return PolicySpec(name, kind, path=_file(text, kind, path, (".skops",)), columns=columns,
-                      text=text)
+    return _parsed_spec(name, kind, path=_file(text, kind, path, (".skops",)), columns=columns,
+                        text=text)
 
 
 def load_classifier(path: str | os.PathLike[str]) -> Any:
