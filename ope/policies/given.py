@@ -50,6 +50,7 @@ from ope.policies.join import logging_distribution
 __all__ = [
     "PICKLE_SUFFIXES",
     "refuse_pickle",
+    "local_file",
     "LoggingPolicy",
     "ChosenActionPolicy",
     "ArrayPolicy",
@@ -101,7 +102,9 @@ def refuse_pickle(path: str | os.PathLike[str], *, what: str) -> None:
         )
 
 
-def _local_file(path: str | os.PathLike[str], what: str) -> Path:
+def local_file(path: str | os.PathLike[str], what: str) -> Path:
+    """The local regular file ``path`` names (:func:`ope.io.locate_input`: a str or path-like,
+    not empty, existing, not a directory or special file); a remote URI is a DataFileError."""
     found = locate_input(path, what=what, directories=False)
     if found.filesystem is not None:
         raise DataFileError(f"{path}: {what} is read from a local file; copy it locally first.")
@@ -289,7 +292,7 @@ class ArrayPolicy:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
-        local = _local_file(path, "a distribution array")
+        local = local_file(path, "a distribution array")
         refuse_pickle(local, what="a .npy array saved with numpy.save")
         try:
             arr = np.load(local, mmap_mode="r", allow_pickle=False)
@@ -434,7 +437,7 @@ _TABLE_COLUMNS: Final = ("action", "position", "probability")
 
 
 def _read_table(path: str | os.PathLike[str]) -> pa.Table:
-    local = _local_file(path, "a per-action policy table")
+    local = local_file(path, "a per-action policy table")
     refuse_pickle(local, what="a per-action table in CSV or parquet")
     name = local.name.lower()
     try:

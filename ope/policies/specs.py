@@ -52,10 +52,10 @@ from ope.policies.join import target_propensities
 from ope.policies.given import (
     PICKLE_SUFFIXES,
     ActionTablePolicy,
-    _local_file,
     ArrayPolicy,
     ChosenActionPolicy,
     LoggingPolicy,
+    local_file,
     refuse_pickle,
 )
 from ope.policies.objects import (
@@ -452,7 +452,7 @@ def load_classifier(path: str | os.PathLike[str]) -> Any:
     :data:`SKOPS_TRUSTED_TYPES`. The types a file names are listed first with
     ``skops.io.get_untrusted_types`` and any other one is refused by name.
     """
-    path = _local_file(path, "classifier")  # a str or path-like naming a regular local file
+    path = local_file(path, "classifier")  # a str or path-like naming a regular local file
     refuse_pickle(path, what="a scikit-learn classifier saved with skops.io.dump (.skops)")
     try:
         import skops.io as sio
