@@ -51,6 +51,9 @@ __all__ = [
     "check_positive_real",
     "check_positive_int",
     "check_choice",
+    "check_names",
+    "check_flag",
+    "check_mapping",
     "check_confidence_level",
     "check_max_weight",
     "check_weight_bound",
@@ -416,6 +419,85 @@ def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
         f"{name}={(near or list(choices))[0]!r}",
         hint=hint,
     )
+
+
+def check_names(value: Any, name: str, *, example: str | None = None) -> list[str]:
+    """A list of names (strings): a list, a tuple or any other iterable of ``str``, never a
+    single string (``"ab"`` is not ``["a", "b"]``), a mapping or a scalar.
+
+    Examples
+    --------
+    >>> from ope._validation import check_names
+    >>> check_names(("a", "b"), "names")
+    ['a', 'b']
+    >>> check_names("ab", "names")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ParameterError: `names` must be a list of names (strings); got 'ab' (str)...
+    """
+    ex = example or f"{name}=['a', 'b']"
+    need = "a list of names (strings)"
+    if isinstance(value, (str, bytes)):
+        raise parameter_error(
+            name, need, value, ex, hint=f" (a list, not the single string {value!r}: wrap it as "
+            f"[{value!r}])")
+    if isinstance(value, (Mapping, Set)) or not isinstance(value, Iterable):
+        hint = " (a set has no order)" if isinstance(value, Set) else ""
+        raise parameter_error(name, need, value, ex, hint=hint)
+    items = list(value)
+    for i, item in enumerate(items):  # loop over the names (a handful)
+        if not isinstance(item, str):
+            raise ParameterError(
+                f"`{name}` must be {need}; its item {i} is {describe(item)}. Pass e.g. {ex}."
+            )
+    return items
+
+
+def check_flag(value: Any, name: str, *, allow_none: bool = False) -> bool | None:
+    """A switch: ``True`` or ``False`` (a numpy bool too), or None when ``allow_none``; never
+    a string (``"no"`` is truthy), a number or NaN read as one.
+
+    Examples
+    --------
+    >>> from ope._validation import check_flag
+    >>> check_flag(False, "normalize"), check_flag(None, "by_position", allow_none=True)
+    (False, None)
+    >>> check_flag("no", "normalize")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ParameterError: `normalize` must be True or False; got 'no' (str)...
+    """
+    if value is None and allow_none:
+        return None
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    need = "True or False" + (" (or None)" if allow_none else "")
+    raise ParameterError(f"`{name}` must be {need}; got {describe(value)}. Pass e.g. {name}=True.")
+
+
+def check_mapping(mapping: Any, name: str = "mapping") -> dict[str, str]:
+    """A column mapping ``{ope_name: your_column}`` of strings (None: no mapping).
+
+    Examples
+    --------
+    >>> from ope._validation import check_mapping
+    >>> check_mapping({"reward": "click"}), check_mapping(None)
+    ({'reward': 'click'}, {})
+    """
+    if mapping is None:
+        return {}
+    if not isinstance(mapping, Mapping):
+        raise ParameterError(
+            f"{name} must be a dict {{ope_name: your_column}}, got {describe(mapping)}; e.g. "
+            f"{name}={{'reward': 'click'}}"
+        )
+    for ours, theirs in mapping.items():
+        if not isinstance(ours, str) or not isinstance(theirs, str):
+            raise ParameterError(
+                f"{name} must map ope's column names to yours as strings, got {ours!r}: "
+                f"{theirs!r}"
+            )
+    return dict(mapping)
 
 
 def check_confidence_level(confidence_level: Any) -> float:

@@ -50,7 +50,7 @@ from ope._dedup import SeenIds, mark_repeats
 from ope._progress import enabled as progress_enabled
 from ope._progress import progress
 from ope._provenance import PROVENANCE_PREFIX, propensity_metadata
-from ope._validation import check_choice, check_positive_int, repeated_names
+from ope._validation import check_choice, check_positive_int, describe, repeated_names
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
 from ope.logs import BanditLogs, PairedReplays, SkippedPath, Trajectories, ValidationReport
 from ope.schema import (
@@ -514,7 +514,13 @@ def locate_input(source: str | os.PathLike[str], *, what: str = "logs",
     ...
     ope.exceptions.ParameterError: the logs path is empty; give a file, a directory or a URI
     """
-    raw = os.fspath(source)
+    try:
+        raw = os.fspath(source)
+    except TypeError:  # an int would be read as a file descriptor by open(), a list fails
+        raise ParameterError(
+            f"the {what} path must be a str or os.PathLike (a file, a directory or a URI); got "
+            f"{describe(source)}"
+        ) from None
     if not isinstance(raw, str):
         raise ParameterError(f"{what} path must be a str or os.PathLike of str, got bytes {raw!r}")
     if not raw.strip():

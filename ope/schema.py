@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ope._dedup import BITMAP_FACTOR, BITMAP_MIN_BYTES
-from ope._validation import first_rows, repeated_names
+from ope._validation import check_mapping, first_rows, repeated_names
 from ope.exceptions import ParameterError, SchemaError
 
 __all__ = [
@@ -522,17 +522,7 @@ def plan_columns(
             f"{source}: column name(s) {', '.join(map(repr, dupes))} appear more than once; "
             "rename or drop the repeats so that every column has one meaning"
         )
-    if mapping is not None and not isinstance(mapping, Mapping):
-        raise ParameterError(
-            f"mapping must be a dict {{ope_name: your_column}}, got {mapping!r} "
-            f"({type(mapping).__name__}); e.g. mapping={{'reward': 'click'}}"
-        )
-    mapping = dict(mapping or {})
-    for ours, theirs in mapping.items():
-        if not isinstance(ours, str) or not isinstance(theirs, str):
-            raise ParameterError(
-                f"mapping must map ope's column names to yours as strings, got {ours!r}: {theirs!r}"
-            )
+    mapping = check_mapping(mapping)
     renames = {n: n for n in names}
     available = ", ".join(names) if names else "(no columns)"
     theirs_seen: dict[str, str] = {}

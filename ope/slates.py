@@ -558,8 +558,10 @@ class SlatePolicy:
         np.put_along_axis(onehot, slates[:, :, None], 1.0, axis=2)
         return np.einsum("cs,skm->ckm", prob, onehot)
 
-    def slate_probabilities(self, logs: SlateLogs) -> SlateProbabilities:
-        """Probabilities of the logged slates (needs ``logs.context``)."""
+    def slate_probabilities(self, logs: Any) -> SlateProbabilities:
+        """Probabilities of the logged slates (needs ``logs.context``); ``logs`` is
+        :class:`SlateLogs` or anything :func:`slate_logs` reads, as for the estimators."""
+        logs = slate_logs(logs)
         ctx = _logged_context(logs, self)
         slates, prob = self.distribution()
         out = []
@@ -574,6 +576,82 @@ class SlatePolicy:
         prefix = np.stack(out, axis=1)
         marg = self.marginals()[ctx[:, None], np.arange(self.slate_size), logs.item]
         return SlateProbabilities(slate=prefix[:, -1].copy(), marginal=marg, prefix=prefix)
+
+
+#: Share of a context's score mass below which the mass not yet shown is not taken as the total
+#: minus the shown mass (the subtraction would keep fewer than 26 of its 53 bits) but summed
+#: from the smallest weights up (:func:`_stable_prefix_factors`).
+_PREFIX_CANCELLATION: Final = 2.0 ** -26
+
+
+def _stable_prefix_factors(logits: np.ndarray, context: np.ndarray, item: np.ndarray
+                           ) -> np.ndarray:
+    """``log`` of each Plackett-Luce factor ``w(item_k) / sum of w over the items not in
+    item[:k]`` (``w = exp(logit)``), without cancellation or underflow: ``(n, L)``, each <= 0.
+
+    Per context the items are ranked by weight and ``tail[j]`` is the log of the weight of the
+    ranks ``>= j``, accumulated from the smallest (``logaddexp``). Before position ``k`` the
+    shown items take every rank below ``j*``, the first rank not shown (``j* <= k``), so the
+    mass not shown is ``tail[j*]`` less the shown items ranked beyond ``j*``; that difference
+    keeps at least the weight of rank ``j*``, a share >= 1/n_items of ``tail[j*]``, so it is
+    computed to a relative error of about ``n_items`` units in the last place.
+    """
+    n_ctx, m = logits.shape
+    order = np.argsort(-logits, axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(m), (n_ctx, m)), axis=1)
+    ranked = np.take_along_axis(logits, order, axis=1)
+    tail = np.full((n_ctx, m + 1), -np.inf)
+    tail[:, :m] = np.logaddexp.accumulate(ranked[:, ::-1], axis=1)[:, ::-1]
+    z = logits[context[:, None], item]
+    rk = rank[context[:, None], item]
+    out = np.empty(item.shape)
+    for k in range(item.shape[1]):  # loop over positions, not rows
+        before = np.sort(rk[:, :k], axis=1)
+        gap = before != np.arange(k)
+        first = np.where(gap.any(axis=1), gap.argmax(axis=1), k) if k else np.zeros(
+            len(rk), dtype=np.int64)
+        beyond = np.where(rk[:, :k] > first[:, None], z[:, :k], -np.inf)
+        removed = np.logaddexp.reduce(beyond, axis=1) if k else np.full(len(rk), -np.inf)
+        top = tail[context, first]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rest = top + np.log1p(-np.exp(removed - top))
+        out[:, k] = np.minimum(z[:, k] - rest, 0.0)
+    return out
+
+
+def _index_array(values: Any, name: str, size: int, what: str, *, ndim: int) -> np.ndarray:
+    """Whole numbers indexing ``size`` things (``0 .. size - 1``) as an int64 array of ``ndim``
+    dimensions, or a ValidationError naming ``name``, the count and the first row."""
+    arr = _as_int(values, name)
+    if arr.ndim != ndim:
+        shape = "(n,)" if ndim == 1 else "(n, L)"
+        raise ValidationError(f"`{name}` must have shape {shape}; got shape {arr.shape}.")
+    bad = (arr < 0) | (arr >= size)
+    if bad.any():
+        count, first = first_rows(bad)
+        raise ValidationError(
+            f"`{name}` must index the policy's {size} {what} (0..{size - 1}); {count} rows do "
+            f"not (first at row {first})."
+        )
+    return arr
+
+
+def _slate_rows_problem(slates: np.ndarray) -> str | None:
+    """What is wrong with an (S, L) array of slates (items 0 or more, no slate twice; an item
+    may fill two slots, for a logger that fills slots independently), for a message after the
+    argument's name; None when nothing is."""
+    negative = slates < 0
+    if negative.any():
+        count, first = first_rows(negative)
+        return (f"holds item indices, 0 or more; {count} slates hold a negative one (first at "
+                f"row {first}: {slates[first].tolist()})")
+    _, first_of, counts = np.unique(slates, axis=0, return_index=True, return_counts=True)
+    if (counts > 1).any():
+        row = int(first_of[np.argmax(counts > 1)])
+        return (f"must list each slate once (its probability is one column); slate "
+                f"{slates[row].tolist()} (row {row}) appears {int(counts.max())} times")
+    return None
 
 
 def _logged_context(logs: SlateLogs, policy: SlatePolicy) -> np.ndarray:
@@ -620,17 +698,35 @@ class EnumeratedSlatePolicy(SlatePolicy):
     def __init__(self, slates: npt.ArrayLike, probabilities: npt.ArrayLike, *,
                  n_items: int | None = None) -> None:
         s = _as_int(np.asarray(slates), "slates")
-        p = as_float_array(probabilities, "probabilities", ndim=(2,))
-        if s.ndim != 2 or p.shape[1] != s.shape[0]:
+        if s.ndim != 2 or 0 in s.shape:
             raise ParameterError(
-                f"`probabilities` must have one column per slate ({s.shape[0]}); got shape "
-                f"{p.shape}."
+                f"`slates` must be a non-empty (S, L) array: one row of L items per slate; got "
+                f"shape {s.shape}."
+            )
+        problem = _slate_rows_problem(s)
+        if problem:
+            raise ParameterError(f"`slates` {problem}.")
+        p = as_float_array(probabilities, "probabilities", ndim=(2,))
+        if p.shape[1] != s.shape[0] or p.shape[0] == 0:
+            raise ParameterError(
+                f"`probabilities` must have one row per context and one column per slate "
+                f"({s.shape[0]}); got shape {p.shape}."
             )
         check_target_propensity(p, "probabilities")
         if np.abs(p.sum(axis=1) - 1.0).max() > PROBABILITY_TOLERANCE:
             raise PolicyError("each row of `probabilities` must sum to 1 over the slates.")
-        self.n_items = int(s.max()) + 1 if n_items is None else check_positive_int(n_items,
-                                                                                    "n_items")
+        top = int(s.max()) + 1
+        self.n_items = top if n_items is None else check_positive_int(n_items, "n_items")
+        if self.n_items < top:
+            raise ParameterError(
+                f"`n_items`={self.n_items} must exceed every item of `slates` (items are "
+                f"0..n_items-1; the largest is {top - 1})."
+            )
+        if self.n_items ** int(s.shape[1]) >= 2**63:  # slates are coded in base n_items
+            raise ParameterError(
+                f"`n_items`={self.n_items} with slates of {s.shape[1]} items has more ordered "
+                "slates than int64 can code; number the items 0..n-1 with n the catalog size."
+            )
         self.slate_size = int(s.shape[1])
         self._slates, self._prob = s, p
 
@@ -694,11 +790,38 @@ class PlackettLuce(SlatePolicy):
         return math.perm(self.n_items, self.slate_size)
 
     def prefix_probabilities(self, context: np.ndarray, item: np.ndarray) -> np.ndarray:
-        """Exact ``(n, L)`` probabilities of the prefixes ``item[:, :k+1]`` in ``context``."""
+        """Exact ``(n, L)`` probabilities of the prefixes ``item[:, :k+1]`` in ``context``.
+
+        ``context`` holds one context index per slate (``0 .. n_contexts - 1``), ``item`` one
+        row of item indices (``0 .. n_items - 1``) per slate, at most ``slate_size`` of them.
+        Items are drawn without replacement, so a prefix that repeats an item has probability
+        0. Each factor's denominator is the score mass not yet shown: where taking the shown
+        mass off the total would lose it (the shown items hold all but a 2**-26 share of the
+        mass, or their weights underflow), it is summed from the smallest weights up, in log
+        space (:func:`_stable_prefix_factors`), so the result stays finite and exact.
+        """
+        context = _index_array(context, "context", self._logits.shape[0], "contexts", ndim=1)
+        item = _index_array(item, "item", self.n_items, "items", ndim=2)
+        if item.shape[0] != context.shape[0] or item.shape[1] > self.slate_size:
+            raise ValidationError(
+                f"`item` must have one row per context ({context.shape[0]}) of at most "
+                f"slate_size={self.slate_size} items; got shape {item.shape}."
+            )
+        blocked = np.zeros(item.shape, dtype=bool)
+        for k in range(1, item.shape[1]):  # loop over positions: an item shown before
+            blocked[:, k] = (item[:, :k] == item[:, k:k + 1]).any(axis=1)
+        blocked = np.logical_or.accumulate(blocked, axis=1)
         e = np.exp(self._logits)  # (n_contexts, m): never (n, m)
+        total = e.sum(axis=1)[context][:, None]
         shown = e[context[:, None], item]  # (n, L)
-        removed = np.cumsum(shown, axis=1) - shown
-        return np.cumprod(shown / (e.sum(axis=1)[context][:, None] - removed), axis=1)
+        rest = total - (np.cumsum(shown, axis=1) - shown)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            factor = np.where(blocked, 0.0, shown / rest)
+        lost = (~blocked & ~(rest > total * _PREFIX_CANCELLATION)).any(axis=1)
+        if lost.any():
+            stable = np.exp(_stable_prefix_factors(self._logits, context[lost], item[lost]))
+            factor[lost] = np.where(blocked[lost], 0.0, stable)
+        return np.cumprod(factor, axis=1)
 
     def distribution(self) -> tuple[np.ndarray, np.ndarray]:
         if "dist" not in self._cache:
@@ -742,11 +865,13 @@ class PlackettLuce(SlatePolicy):
     def sample(self, context: np.ndarray, *, rng: int | np.random.Generator | None = None
                ) -> np.ndarray:
         """Draw one slate per context index (Gumbel top-k), shape (n, L)."""
+        context = _index_array(context, "context", self._logits.shape[0], "contexts", ndim=1)
         g = check_rng(rng)
         z = self._logits[context] + g.gumbel(size=(len(context), self.n_items))
         return np.argsort(-z, axis=1)[:, : self.slate_size]
 
-    def slate_probabilities(self, logs: SlateLogs) -> SlateProbabilities:
+    def slate_probabilities(self, logs: Any) -> SlateProbabilities:
+        logs = slate_logs(logs)
         ctx = _logged_context(logs, self)
         prefix = self.prefix_probabilities(ctx, logs.item)
         marg = self.marginals()[ctx[:, None], np.arange(self.slate_size), logs.item]

@@ -28,8 +28,8 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from ope._thresholds import PROBABILITY_TOLERANCE
-from ope._validation import as_float_array
-from ope.exceptions import PolicyError, SchemaError, ValidationError
+from ope._validation import as_float_array, describe
+from ope.exceptions import ParameterError, PolicyError, SchemaError, ValidationError
 from ope.logs import BanditLogs
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "examples",
     "rows_text",
     "is_dataframe",
+    "require_logs",
     "decode",
     "is_label_type",
     "label_codes",
@@ -91,6 +92,29 @@ def rows_text(mask: npt.NDArray[np.bool_]) -> str:
 def is_dataframe(obj: Any) -> bool:
     pd = sys.modules.get("pandas")
     return pd is not None and isinstance(obj, pd.DataFrame)
+
+
+def require_logs(logs: Any, where: str) -> BanditLogs:
+    """``logs`` when it is :class:`~ope.logs.BanditLogs`, else a ParameterError naming ``logs``.
+
+    Policies read the validated logs only: a DataFrame read here would be validated with the
+    reader's defaults, and rows dropped there would shift every row a policy aligns by position
+    (an :class:`~ope.policies.ArrayPolicy`), so the reading is the caller's, once.
+
+    Examples
+    --------
+    >>> require_logs([1, 2], "UniformPolicy.propensity")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ParameterError: UniformPolicy.propensity: `logs` must be BanditLogs...
+    """
+    if isinstance(logs, BanditLogs):
+        return logs
+    raise ParameterError(
+        f"{where}: `logs` must be BanditLogs, the validated logs ope.read_logs returns; got "
+        f"{describe(logs)}. Read them first: logs = ope.read_logs(data) (a pandas DataFrame, "
+        "a pyarrow Table or a path), then pass logs."
+    )
 
 
 def decode(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
@@ -468,7 +492,14 @@ class PolicyDistribution:
             arr = np.asarray(action)
             if arr.ndim != 1:
                 raise PolicyError(f"action must be 1-D with one label per row, got shape {arr.shape}.")
-            values = pa.array(arr.tolist()) if arr.dtype == object else pa.array(arr)
+            try:
+                values = pa.array(arr.tolist()) if arr.dtype == object else pa.array(arr)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
+                    TypeError, OverflowError):
+                raise PolicyError(
+                    f"action must hold action labels (whole numbers or texts, one per row); "
+                    f"got {examples(arr.tolist())}."
+                ) from None
         if len(values) != self.n:
             raise PolicyError(f"action must have one label per row ({self.n:,}), got {len(values):,}.")
         if values.type != catalog.type and len(catalog):

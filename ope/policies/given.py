@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from ope._validation import check_flag
 from ope.exceptions import DataFileError, PolicyError, SchemaError
 from ope.io import locate_input
 from ope.logs import BanditLogs
@@ -38,6 +39,7 @@ from ope.policies._core import (
     examples,
     is_dataframe,
     is_label_type,
+    require_logs,
     rows_text,
     same_kind,
     to_float64,
@@ -48,6 +50,7 @@ from ope.policies.join import logging_distribution
 __all__ = [
     "PICKLE_SUFFIXES",
     "refuse_pickle",
+    "local_file",
     "LoggingPolicy",
     "ChosenActionPolicy",
     "ArrayPolicy",
@@ -99,7 +102,9 @@ def refuse_pickle(path: str | os.PathLike[str], *, what: str) -> None:
         )
 
 
-def _local_file(path: str | os.PathLike[str], what: str) -> Path:
+def local_file(path: str | os.PathLike[str], what: str) -> Path:
+    """The local regular file ``path`` names (:func:`ope.io.locate_input`: a str or path-like,
+    not empty, existing, not a directory or special file); a remote URI is a DataFileError."""
     found = locate_input(path, what=what, directories=False)
     if found.filesystem is not None:
         raise DataFileError(f"{path}: {what} is read from a local file; copy it locally first.")
@@ -146,12 +151,14 @@ class LoggingPolicy:
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """The logged ``propensity`` column, shape (n,)."""
+        logs = require_logs(logs, "LoggingPolicy.propensity")
         if "propensity" not in logs.table.column_names:
             raise PolicyError("LoggingPolicy needs the logs' `propensity` column, which is absent.")
         return to_float64(logs.table.column("propensity"))
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """The logged ``logging_distribution`` over each row's ``candidates``."""
+        logs = require_logs(logs, "LoggingPolicy.distribution")
         return logging_distribution(logs)
 
     def __repr__(self) -> str:
@@ -205,12 +212,14 @@ class ChosenActionPolicy:
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """1 where the logged action is the chosen one, else 0."""
+        logs = require_logs(logs, "ChosenActionPolicy.propensity")
         chosen = self._chosen(logs)
         same = pc.equal(action_column(logs), chosen)
         return np.asarray(same.to_numpy(), dtype=np.float64)
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """One entry (probability 1) per row, at the chosen action."""
+        logs = require_logs(logs, "ChosenActionPolicy.distribution")
         chosen = self._chosen(logs)
         index = action_index(logs, [chosen])
         n = logs.n
@@ -283,7 +292,7 @@ class ArrayPolicy:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = str(path)
-        local = _local_file(path, "a distribution array")
+        local = local_file(path, "a distribution array")
         refuse_pickle(local, what="a .npy array saved with numpy.save")
         try:
             arr = np.load(local, mmap_mode="r", allow_pickle=False)
@@ -389,6 +398,7 @@ class ArrayPolicy:
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """``D[i, a_i]`` or ``D[i, a_i, k_i]`` for every row, shape (n,)."""
+        logs = require_logs(logs, "ArrayPolicy.propensity")
         a, pos = self._aligned(logs)
         rows = np.arange(logs.n)
         if pos is None:
@@ -397,6 +407,7 @@ class ArrayPolicy:
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """The nonzero entries of each row (at its logged position), as a sparse matrix."""
+        logs = require_logs(logs, "ArrayPolicy.distribution")
         a, pos = self._aligned(logs)
         arr = self._array
         k = arr.shape[1]
@@ -426,7 +437,7 @@ _TABLE_COLUMNS: Final = ("action", "position", "probability")
 
 
 def _read_table(path: str | os.PathLike[str]) -> pa.Table:
-    local = _local_file(path, "a per-action policy table")
+    local = local_file(path, "a per-action policy table")
     refuse_pickle(local, what="a per-action table in CSV or parquet")
     name = local.name.lower()
     try:
@@ -634,6 +645,7 @@ class ActionTablePolicy:
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """``T(a_i, k_i)`` for every row, shape (n,)."""
+        logs = require_logs(logs, "ActionTablePolicy.propensity")
         index, codes, level = self._segments(logs)
         m = self._matrix(index, codes)
         self._check_offered(index, m, level)
@@ -644,6 +656,7 @@ class ActionTablePolicy:
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """Each row's distribution at its logged position (the table's entries, repeated)."""
+        logs = require_logs(logs, "ActionTablePolicy.distribution")
         index, codes, level = self._segments(logs)
         m = self._matrix(index, codes)
         self._check_offered(index, m, level)
@@ -707,6 +720,8 @@ def logged_action_table(logs: BanditLogs, *, by_position: bool | None = None) ->
     >>> logged_action_table(logs).to_pydict()
     {'action': [0, 1, 0, 1], 'position': [0, 0, 1, 1], 'probability': [0.75, 0.25, 0.5, 0.5]}
     """
+    logs = require_logs(logs, "logged_action_table")
+    by_position = check_flag(by_position, "by_position", allow_none=True)
     names = logs.table.column_names
     if by_position is None:
         by_position = "position" in names

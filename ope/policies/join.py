@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from ope._progress import progress
-from ope._validation import user_stacklevel
+from ope._validation import check_flag, user_stacklevel
 from ope.exceptions import DataFileError, DroppedRowsWarning, PolicyError, SchemaError
 from ope.logs import BanditLogs
 from ope.policies._core import (
@@ -43,6 +43,7 @@ from ope.policies._core import (
     label_codes,
     lookup,
     policy_distribution,
+    require_logs,
     rows_text,
     same_kind,
     to_float64,
@@ -112,6 +113,7 @@ def logging_distribution(logs: BanditLogs) -> PolicyDistribution:
     >>> logging_distribution(logs).matrix.toarray().tolist()
     [[0.8, 0.2, 0.0], [0.5, 0.0, 0.5]]
     """
+    logs = require_logs(logs, "logging_distribution")
     have = logs.table.column_names
     lacking = [c for c in ("candidates", "logging_distribution") if c not in have]
     if lacking:
@@ -646,6 +648,7 @@ def target_propensities(
         raise PolicyError(
             f"logs must be BanditLogs (from ope.read_logs), got {type(logs).__name__}."
         )
+    with_distributions = check_flag(with_distributions, "with_distributions")
     if policies is None:
         return _from_columns(logs, logs.target_policies, with_distributions)
     if isinstance(policies, (str, os.PathLike)):

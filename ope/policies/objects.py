@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
-from ope._validation import check_label_kinds, check_real
+from ope._validation import check_label_kinds, check_names, check_real, describe
 from ope.context import context_matrix
 from ope.exceptions import ParameterError, PolicyError, SchemaError, ValidationError
 from ope.logs import BanditLogs
@@ -41,6 +41,7 @@ from ope.policies._core import (
     labels_to_numpy,
     lookup,
     matrix_over,
+    require_logs,
     rows_of,
     rows_text,
 )
@@ -72,12 +73,14 @@ class _PolicyBase(ABC):
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """``pi(a_i | x_i)`` for the logged actions, shape (n,)."""
+        logs = require_logs(logs, f"{type(self).__name__}.propensity")
         index = action_index(logs, self._extra_labels(logs))
         dist = self._distribution(logs, index)
         return lookup(dist.matrix, index.logged)
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """The distribution over each row's support."""
+        logs = require_logs(logs, f"{type(self).__name__}.distribution")
         return self._distribution(logs, action_index(logs, self._extra_labels(logs)))
 
     def _extra_labels(self, logs: BanditLogs) -> list[pa.Array]:
@@ -90,24 +93,54 @@ class _PolicyBase(ABC):
 
 
 def _validate_actions(actions: Any, *, owner: str) -> tuple[Any, ...] | None:
+    """The action labels a policy was given: a flat list of distinct whole numbers or texts.
+
+    A label of another kind (a float, NaN, a list, an object) can never equal a logged action
+    (int64 or string), so it is refused here rather than when the policy is first used.
+    """
     if actions is None:
         return None
     if isinstance(actions, (str, bytes)):
         raise PolicyError(f"{owner}: actions must be a list of action labels, got the string {actions!r}.")
-    flat = np.asarray(actions, dtype=object).ravel()
-    values = tuple(v.item() if isinstance(v, np.generic) else v for v in flat)
+    arr = np.asarray(actions, dtype=object) if _iterable(actions) else None
+    if arr is None or arr.ndim != 1:
+        got = describe(actions) if arr is None else f"an array of shape {arr.shape}"
+        raise PolicyError(
+            f"{owner}: actions must be a flat list of action labels (whole numbers or texts, as "
+            f"in the logs' `action` column); got {got}."
+        )
+    values = tuple(v.item() if isinstance(v, np.generic) else v for v in arr)
     if not values:
         raise PolicyError(f"{owner}: actions must not be empty.")
+    for i, v in enumerate(values):  # loop over the K labels (a handful)
+        if isinstance(v, bool) or not isinstance(v, (int, str)):
+            raise PolicyError(
+                f"{owner}: actions must hold action labels (whole numbers or texts, as in the "
+                f"logs' `action` column); its item {i} is {describe(v)}."
+            )
+    check_label_kinds(np.asarray(values, dtype=object), "actions")
     if len(set(values)) != len(values):
         raise PolicyError(f"{owner}: actions must be distinct; got {examples(list(values))}.")
     return values
 
 
+def _iterable(value: Any) -> bool:
+    try:
+        iter(value)
+    except TypeError:
+        return False
+    return True
+
+
 def _validate_feature_columns(feature_columns: Any, *, owner: str) -> tuple[str, ...]:
     if isinstance(feature_columns, str):
         feature_columns = [feature_columns]
-    cols = tuple(feature_columns)
-    if not cols or not all(isinstance(c, str) for c in cols):
+    try:
+        cols = tuple(check_names(feature_columns, "feature_columns",
+                                 example="feature_columns=['x0', 'x1']"))
+    except ParameterError as exc:
+        raise ParameterError(f"{owner}: {exc}") from None
+    if not cols:
         raise PolicyError(f"{owner}: feature_columns must be a non-empty list of column names.")
     return cols
 
@@ -181,6 +214,7 @@ class UniformPolicy(_PolicyBase):
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """``pi(a_i | x_i)`` for the logged actions, without building the distribution."""
+        logs = require_logs(logs, "UniformPolicy.propensity")
         if "candidates" in logs.table.column_names:
             return super().propensity(logs)
         if self.actions is None:
@@ -277,6 +311,7 @@ class EpsilonGreedyPolicy:
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """``(1 - epsilon) * base.propensity(logs) + epsilon * uniform.propensity(logs)``."""
+        logs = require_logs(logs, "EpsilonGreedyPolicy.propensity")
         base = float_values(self.base.propensity(logs), f"{type(self.base).__name__}.propensity(logs)")
         if self.epsilon == 0.0:
             return base
@@ -284,6 +319,7 @@ class EpsilonGreedyPolicy:
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """The mixture, over the union of the two parts' action catalogs."""
+        logs = require_logs(logs, "EpsilonGreedyPolicy.distribution")
         base = self.base.distribution(logs)
         if self.epsilon == 0.0:
             return base

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import numbers
 import os
 import re
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from ope._validation import check_names, describe
 from ope.exceptions import DataFileError, ParameterError, PolicyError, SchemaError
 from ope.logs import BanditLogs
 from ope.policies._core import (
@@ -44,6 +46,7 @@ from ope.policies._core import (
     action_column,
     action_index,
     is_numeric_list,
+    require_logs,
 )
 from ope.policies.join import target_propensities
 from ope.policies.given import (
@@ -52,6 +55,7 @@ from ope.policies.given import (
     ArrayPolicy,
     ChosenActionPolicy,
     LoggingPolicy,
+    local_file,
     refuse_pickle,
 )
 from ope.policies.objects import (
@@ -135,7 +139,15 @@ class PolicySpec:
     columns : tuple of str or None
         The classifier's feature columns, when given.
     text : str
-        The spec as written.
+        The spec as written (default: the spec the fields spell).
+
+    Notes
+    -----
+    :func:`parse_policy_spec` builds it from a spec's text. Built directly, its fields are
+    checked by the same grammar: they are spelled as a spec (``NAME=KIND:ARGS``) and parsed
+    back, and a field the spec does not read back unchanged (a column holding ``,`` in a
+    classifier's feature columns) or that the kind does not take is a ``ParameterError``
+    naming it.
     """
 
     name: str
@@ -146,19 +158,146 @@ class PolicySpec:
     columns: tuple[str, ...] | None = None
     text: str = ""
 
+    def __post_init__(self) -> None:
+        spelled = _spelled(self)
+        try:
+            parsed = parse_policy_spec(spelled)
+        except ParameterError as exc:
+            raise ParameterError(f"{_fields(self)} is not a policy spec: {exc}") from None
+        for field in ("name", "kind", "column", "number", "path", "columns"):
+            given = _plain_field(field, getattr(self, field))
+            if field == "number" and given is None and self.kind == "softmax":
+                given = parsed.number  # the default temperature, 1
+            if getattr(parsed, field) != given:
+                raise ParameterError(
+                    f"{_fields(self)}: `{field}` does not survive as a spec: {spelled!r} reads "
+                    f"back {field}={getattr(parsed, field)!r}. Give the spec as text to "
+                    "parse_policy_spec, or a value without the separators ':' and ','."
+                )
+            object.__setattr__(self, field, getattr(parsed, field))
+        if not isinstance(self.text, str):
+            raise ParameterError(f"`text` must be the spec as written (a str); got "
+                                 f"{describe(self.text)}.")
+        if not self.text:
+            object.__setattr__(self, "text", spelled)
+
+
+#: What each kind takes besides its name: the fields a spelled spec carries.
+_KIND_FIELDS: Final = {
+    "uniform": (), "logging": (), "epsilon-greedy": ("column", "number"),
+    "softmax": ("column", "number"), "npy": ("path",), "table": ("path",),
+    "classifier": ("path", "columns"),
+}
+
+
+def _fields(spec: PolicySpec) -> str:
+    shown = ", ".join(f"{f}={describe(getattr(spec, f))}" for f in (
+        "name", "kind", "column", "number", "path", "columns") if getattr(spec, f) is not None)
+    return f"PolicySpec({shown})"
+
+
+def _plain_field(field: str, value: Any) -> Any:
+    """A field as the parser gives it back (a path as str, numbers as float, columns a tuple)."""
+    if value is None:
+        return None
+    if field == "path" and isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if field == "number" and isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return float(value)
+    if field == "columns" and isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def _spelled(spec: PolicySpec) -> str:
+    """The spec text a PolicySpec's fields spell (``NAME=KIND:ARGS``), its fields' types
+    checked first (a ParameterError naming the field)."""
+    kinds = {"name": str, "kind": str, "column": str, "number": numbers.Real,
+             "path": (str, os.PathLike), "columns": (tuple, list)}
+    for field, kind in kinds.items():
+        value = getattr(spec, field)
+        if (value is None and field not in ("name", "kind")) or (
+                isinstance(value, kind) and not isinstance(value, bool)):
+            continue
+        raise ParameterError(f"{_fields(spec)}: `{field}` must be a {_TYPE_WORDS[field]}; got "
+                             f"{describe(value)}.")
+    if spec.columns is not None:
+        check_names(spec.columns, "columns", example="columns=('x0', 'x1')")
+    takes = _KIND_FIELDS.get(spec.kind, ())
+    extra = [f for f in ("column", "number", "path", "columns")
+             if getattr(spec, f) is not None and f not in takes]
+    if spec.kind in _KIND_FIELDS and extra:
+        raise ParameterError(
+            f"{_fields(spec)}: kind {spec.kind!r} takes no {' or '.join(extra)} (it takes "
+            f"{', '.join(takes) or 'nothing'}: {spec.kind}{':' if POLICY_KINDS[spec.kind] else ''}"
+            f"{POLICY_KINDS[spec.kind]})."
+        )
+    needed = [f for f in _KIND_FIELDS.get(spec.kind, ()) if getattr(spec, f) is None
+              and (spec.kind, f) not in (("softmax", "number"), ("classifier", "columns"))]
+    if needed:
+        raise ParameterError(
+            f"{_fields(spec)}: kind {spec.kind!r} needs {' and '.join(needed)} "
+            f"({spec.kind}:{POLICY_KINDS[spec.kind]})."
+        )
+    args = []
+    if spec.column is not None:
+        args.append(spec.column)
+    if spec.number is not None:
+        args.append(repr(float(spec.number)))
+    if spec.path is not None:
+        args.append(os.fspath(spec.path))
+    if spec.columns is not None:
+        args.append(",".join(spec.columns))
+    return f"{spec.name}={spec.kind}" + "".join(f":{a}" for a in args)
+
+
+_TYPE_WORDS: Final = {"name": "str", "kind": "str (one of " + ", ".join(POLICY_KINDS) + ")",
+                      "column": "column name (str)", "number": "number",
+                      "path": "path (str or os.PathLike)", "columns": "tuple of column names"}
+
+
+def _parsed_spec(name: str, kind: str, **fields: Any) -> PolicySpec:
+    """A PolicySpec the parser built from a spec's text (already checked: not parsed again)."""
+    spec = object.__new__(PolicySpec)
+    for field in ("column", "number", "path", "columns"):
+        object.__setattr__(spec, field, fields.get(field))
+    object.__setattr__(spec, "name", name)
+    object.__setattr__(spec, "kind", kind)
+    object.__setattr__(spec, "text", fields.get("text", ""))
+    return spec
+
+
+#: Characters of a spec quoted in a message; a longer one is cut (a 100,000-character value
+#: is not echoed).
+_MAX_SHOWN: Final = 120
+
 
 def _shown(text: str) -> str:
-    """``text`` quoted, with control characters escaped (safe to print)."""
-    return repr(text)
+    """``text`` quoted, with control characters escaped (safe to print), cut when long."""
+    shown = repr(text)
+    return shown if len(shown) <= _MAX_SHOWN else shown[: _MAX_SHOWN - 4] + "...'"
 
 
 def is_policy_spec(text: str) -> bool:
     """Whether ``text`` is a spec (it has ``NAME=``) rather than the name of a candidate."""
-    return "=" in text
+    return "=" in _spec_text(text)
+
+
+def _spec_text(text: Any) -> str:
+    if not isinstance(text, str):
+        raise ParameterError(
+            f"`text` must be a string, a candidate's name or a policy spec {SPEC_GRAMMAR}; got "
+            f"{describe(text)}."
+        )
+    return text
 
 
 def _bad(text: str, problem: str) -> ParameterError:
-    return ParameterError(f"policy spec {_shown(text)}: {problem}. A spec is {SPEC_GRAMMAR}.")
+    """A malformed spec: the spec text (the argument ``text`` of :func:`parse_policy_spec`,
+    the value of ``--policy``) quoted, what is wrong, and the grammar."""
+    return ParameterError(
+        f"policy spec text {_shown(text)}: {problem}. A spec is {SPEC_GRAMMAR}."
+    )
 
 
 def _number(text: str, value: str, what: str) -> float:
@@ -220,8 +359,7 @@ def parse_policy_spec(text: str) -> PolicySpec:
     >>> parse_policy_spec("bts=table:bts.csv").path
     'bts.csv'
     """
-    if not isinstance(text, str):
-        raise ParameterError(f"a policy spec must be a string, got {type(text).__name__}.")
+    text = _spec_text(text)
     if not text.strip():
         raise _bad(text, "it is empty")
     if not text.isprintable():
@@ -242,7 +380,7 @@ def parse_policy_spec(text: str) -> PolicySpec:
     if kind in ("uniform", "logging"):
         if ":" in rest:
             raise _bad(text, f"{kind} takes no arguments (write {name}={kind})")
-        return PolicySpec(name, kind, text=text)
+        return _parsed_spec(name, kind, text=text)
     if kind == "epsilon-greedy":
         column, sep, eps_text = args.rpartition(":")
         if not sep or not column or not eps_text:
@@ -250,7 +388,7 @@ def parse_policy_spec(text: str) -> PolicySpec:
         eps = _number(text, eps_text, "EPS")
         if not 0.0 <= eps <= 1.0:
             raise _bad(text, f"EPS must be in [0, 1] (the share spread uniformly), got {eps_text}")
-        return PolicySpec(name, kind, column=column, number=eps, text=text)
+        return _parsed_spec(name, kind, column=column, number=eps, text=text)
     if kind == "softmax":
         if not args:
             raise _bad(text, "softmax needs a score column: softmax:COLUMN[:TEMPERATURE]")
@@ -268,11 +406,12 @@ def parse_policy_spec(text: str) -> PolicySpec:
             column = args
         if not column:
             raise _bad(text, "softmax needs a score column: softmax:COLUMN[:TEMPERATURE]")
-        return PolicySpec(name, kind, column=column, number=temperature, text=text)
+        return _parsed_spec(name, kind, column=column, number=temperature, text=text)
     if kind == "npy":
-        return PolicySpec(name, kind, path=_file(text, kind, args, (".npy",)), text=text)
+        return _parsed_spec(name, kind, path=_file(text, kind, args, (".npy",)), text=text)
     if kind == "table":
-        return PolicySpec(name, kind, path=_file(text, kind, args, _TABLE_SUFFIXES), text=text)
+        return _parsed_spec(name, kind, path=_file(text, kind, args, _TABLE_SUFFIXES),
+                            text=text)
     # classifier
     path, columns = args, None
     if not args.lower().endswith(".skops") and ":" in args:
@@ -281,8 +420,8 @@ def parse_policy_spec(text: str) -> PolicySpec:
         if not all(columns):
             raise _bad(text, "the feature columns are a comma-separated list of names: "
                        "classifier:FILE.skops:COLUMN,COLUMN")
-    return PolicySpec(name, kind, path=_file(text, kind, path, (".skops",)), columns=columns,
-                      text=text)
+    return _parsed_spec(name, kind, path=_file(text, kind, path, (".skops",)), columns=columns,
+                        text=text)
 
 
 def load_classifier(path: str | os.PathLike[str]) -> Any:
@@ -313,6 +452,7 @@ def load_classifier(path: str | os.PathLike[str]) -> Any:
     :data:`SKOPS_TRUSTED_TYPES`. The types a file names are listed first with
     ``skops.io.get_untrusted_types`` and any other one is refused by name.
     """
+    path = local_file(path, "classifier")  # a str or path-like naming a regular local file
     refuse_pickle(path, what="a scikit-learn classifier saved with skops.io.dump (.skops)")
     try:
         import skops.io as sio
@@ -321,8 +461,6 @@ def load_classifier(path: str | os.PathLike[str]) -> Any:
             "reading a .skops classifier needs skops: pip install 'ope-toolkit[skops]' "
             "(or pip install skops)"
         ) from None
-    if not os.path.isfile(path):
-        raise DataFileError(f"{path}: no such file (a classifier saved with skops.io.dump).")
     try:
         untrusted = sio.get_untrusted_types(file=path)
     except Exception as exc:  # noqa: BLE001 - a corrupt or foreign file: skops' many errors
@@ -371,6 +509,7 @@ class _Labeled:
         self.path = path
 
     def _call(self, method: str, logs: BanditLogs) -> Any:
+        logs = require_logs(logs, f"{self.label}: {method}")
         try:
             return getattr(self.policy, method)(logs)
         except (PolicyError, SchemaError, DataFileError, ParameterError) as exc:
@@ -472,6 +611,7 @@ def policy_from_spec(spec: str | PolicySpec, logs: BanditLogs, *, label: str | N
     [0.9, 0.1]
     """
     parsed = spec if isinstance(spec, PolicySpec) else parse_policy_spec(spec)
+    logs = require_logs(logs, "policy_from_spec")
     label = label if label is not None else f"policy spec {_shown(parsed.text)}"
     try:
         policy = _build(parsed, logs)
@@ -532,8 +672,42 @@ def candidates_with_specs(
     PolicyError
         A name that neither the table nor the logs hold.
     """
-    parsed = [s if isinstance(s, PolicySpec) else parse_policy_spec(s) for s in specs]
-    labels = list(labels) if labels is not None else [None] * len(parsed)  # type: ignore[list-item]
+    logs = require_logs(logs, "candidates_with_specs")
+    if isinstance(specs, (str, PolicySpec)):
+        raise ParameterError(
+            f"`specs` must be a list of policy specs; got the single spec {describe(specs)}: "
+            "wrap it as [spec]."
+        )
+    try:
+        given = list(specs)
+    except TypeError:
+        raise ParameterError(
+            f"`specs` must be a list of policy specs ({SPEC_GRAMMAR}); got {describe(specs)}."
+        ) from None
+    parsed = []
+    for i, spec in enumerate(given):  # loop over the specs (a handful)
+        if isinstance(spec, PolicySpec):
+            parsed.append(spec)
+            continue
+        if not isinstance(spec, str):
+            raise ParameterError(
+                f"`specs` must hold policy specs (strings {SPEC_GRAMMAR}, or PolicySpec); its "
+                f"item {i} is {describe(spec)}."
+            )
+        try:
+            parsed.append(parse_policy_spec(spec))
+        except ParameterError as exc:
+            raise ParameterError(f"`specs` item {i}: {exc}") from None
+    names = check_names(names, "names", example="names=['greedy']")
+    if labels is None:
+        labels = [None] * len(parsed)  # type: ignore[list-item]
+    else:
+        labels = check_names(labels, "labels", example="labels=['--policy u=uniform']")
+        if len(labels) != len(parsed):
+            raise ParameterError(
+                f"`labels` must give one label per spec of `specs` ({len(parsed)}); got "
+                f"{len(labels)}."
+            )
     out: dict[str, Any] = {}
     if table is not None:
         tp = target_propensities(logs, table, with_distributions=True)
@@ -541,12 +715,20 @@ def candidates_with_specs(
         unknown = [n for n in names if n not in tp.names]
         if unknown:
             raise PolicyError(
-                f"unknown policies {unknown}: the policy table holds {', '.join(tp.names)}."
+                f"unknown policy names {unknown}: the policy table holds {', '.join(tp.names)}."
             )
         for n in names or tp.names:
             out[n] = tp.distributions[n]
     else:
-        if names:  # unknown names fail here, before any spec is built
+        available = logs.target_policies
+        unknown = [n for n in names if n not in available
+                   and not (n.startswith("target__") and n[len("target__"):] in available)]
+        if unknown:  # unknown names fail here, before any spec is built
+            raise PolicyError(
+                f"unknown policy names {unknown}: the logs have no column "
+                f"{', '.join('target__' + u for u in unknown)}. Available: {available or 'none'}."
+            )
+        if names:  # their columns are checked here too, before any spec is built
             target_propensities(logs, list(names))
         for n in names:
             out[n] = _TargetColumn(n[len("target__"):] if n.startswith("target__") else n)

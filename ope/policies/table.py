@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ope._validation import repeated_names
-from ope.exceptions import DataFileError, PolicyError, SchemaError
+from ope._validation import check_mapping, describe, repeated_names
+from ope.exceptions import DataFileError, ParameterError, PolicyError, SchemaError
 from ope.io import check_parquet_file, locate_input
 from ope.logs import BanditLogs
 from ope.schema import storage_roundoff
@@ -29,6 +29,7 @@ from ope.policies._core import (
     is_dataframe,
     is_label_type,
     policy_distribution,
+    require_logs,
     rows_of,
 )
 from ope.policies.objects import Policy
@@ -101,6 +102,7 @@ def canonical_policy_table(
             "cannot be guessed)."
         )
     if mapping:
+        _check_table_mapping(mapping, table.column_names, source)
         rename = {theirs: ours for ours, theirs in mapping.items()}
         table = table.rename_columns([rename.get(c, c) for c in table.column_names])
         names = table.column_names
@@ -163,6 +165,24 @@ def canonical_policy_table(
     if roundoff:
         out = out.replace_schema_metadata({ROUNDOFF_KEY: repr(roundoff).encode()})
     return out
+
+
+def _check_table_mapping(mapping: Mapping[str, str], names: list[str], source: str) -> None:
+    """Each ``{ope_name: their_name}`` of a policy table's mapping renames a column the table
+    has to one of the four policy-table columns; any other entry would be ignored silently."""
+    unknown = [ours for ours in mapping if ours not in POLICY_TABLE_COLUMNS]
+    if unknown:
+        raise ParameterError(
+            f"mapping keys {unknown} are not policy-table columns: mapping is "
+            f"{{ope_name: their_name}} with ope_name one of {', '.join(POLICY_TABLE_COLUMNS)}; "
+            "e.g. mapping={'probability': 'prob'}."
+        )
+    absent = {ours: theirs for ours, theirs in mapping.items() if theirs not in names}
+    if absent:
+        raise SchemaError(
+            f"policy table {source}: mapping {absent} names columns the table does not have "
+            f"(it has {names}); map each policy-table column to one of them."
+        )
 
 
 def _blank_policy_names(policy: pa.ChunkedArray) -> str | None:
@@ -249,9 +269,9 @@ def read_policy_table(path: str | os.PathLike[str], *, mapping: Mapping[str, str
     >>> read_policy_table(path).num_rows
     2
     """
-    source = str(path)
+    mapping = check_mapping(mapping)
     found = locate_input(path, what="policy table")
-    mapping = dict(mapping or {})
+    source = str(path)
     name = found.path.lower()
     if not found.is_dir and (name.endswith(".csv") or name.endswith(".csv.gz")):
         table = _read_csv(found, source, mapping)
@@ -426,6 +446,11 @@ def write_policy_table(table: Any, path: str | os.PathLike[str]) -> None:
     >>> t = pa.table({"event_id": ["e1"], "policy": ["new"], "action": ["a"], "probability": [1.0]})
     >>> write_policy_table(t, pathlib.Path(tempfile.mkdtemp()) / "policy.csv")
     """
+    if not isinstance(path, (str, os.PathLike)) or not str(os.fspath(path)).strip():
+        raise ParameterError(
+            f"`path` must be the file to write (a str or os.PathLike ending in .parquet or "
+            f".csv); got {describe(path)}."
+        )
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in (".parquet", ".pq", ".csv"):
@@ -479,6 +504,7 @@ def to_policy_table(
     >>> to_policy_table(logs, {"u": UniformPolicy()}).to_pydict()
     {'event_id': [10, 10, 11], 'policy': ['u', 'u', 'u'], 'action': [1, 2, 2], 'probability': [0.5, 0.5, 1.0]}
     """
+    logs = require_logs(logs, "to_policy_table")
     if "event_id" not in logs.table.column_names:
         raise PolicyError(
             "to_policy_table needs an `event_id` column in the logs to key the table; map yours "
