@@ -390,6 +390,7 @@ NOT_USER_INPUT: Final[Mapping[str, str]] = {
     "ope.MomentStats.merge": "merges statistics ope computed",
     "ope.MomentStats.merge_all": "merges statistics ope computed",
     "ope.SNIPS.moment_statistic": "called by MomentStats on its own moments",
+    "ope.Policy": "a typing.Protocol: the interface a policy object follows, never called",
 }
 
 #: The subcommands of ``ope``; each is an entry point with the flags of its parser.

@@ -1141,7 +1141,10 @@ def _one_python_call(entry: Any, argument: str, value: Any, tmp: Path) -> str | 
     call = entry.valid(tmp)
     kwargs = dict(call.kwargs)
     original = kwargs.get(argument)
-    hostile = _materialize(value, original, tmp)
+    try:
+        hostile = _materialize(value, original, tmp)
+    except (AttributeError, TypeError, ValueError):  # a table case for a value with no table
+        return None
     kwargs[argument] = hostile
     shown = f"{entry.name}({argument}={repr(value)[:80]})".replace("\n", " ")
     try:
