@@ -50,7 +50,7 @@ from ope._dedup import SeenIds, mark_repeats
 from ope._progress import enabled as progress_enabled
 from ope._progress import progress
 from ope._provenance import PROVENANCE_PREFIX, propensity_metadata
-from ope._validation import check_choice, check_positive_int, repeated_names
+from ope._validation import check_choice, check_positive_int, describe, repeated_names
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
 from ope.logs import BanditLogs, PairedReplays, SkippedPath, Trajectories, ValidationReport
 from ope.schema import (
@@ -466,7 +466,7 @@ def _stat_remote(raw: str, what: str) -> tuple[Any, str, Any]:
 
 
 def locate_input(source: str | os.PathLike[str], *, what: str = "logs",
-                 directories: bool = True) -> Located:
+                 directories: bool = True, argument: str | None = None) -> Located:
     """Resolve an input path or URI: stat it before anything opens it, list a directory's files.
 
     The one policy for every path ope reads (logs, policy tables, importer inputs):
@@ -494,6 +494,9 @@ def locate_input(source: str | os.PathLike[str], *, what: str = "logs",
         What the path holds, for messages ("policy table", "DSJSON file", ...).
     directories : bool, default True
         Whether a directory is accepted (its data files are listed).
+    argument : str, optional
+        The caller's argument that holds the path (``"source"``, ``"src"``, ...): a path that is
+        not one (not a str or os.PathLike, empty, a NUL byte) is an error naming it.
 
     Returns
     -------
@@ -514,13 +517,19 @@ def locate_input(source: str | os.PathLike[str], *, what: str = "logs",
     ...
     ope.exceptions.ParameterError: the logs path is empty; give a file, a directory or a URI
     """
-    raw = os.fspath(source)
+    named = f"`{argument}`: " if argument else ""
+    try:
+        raw = os.fspath(source)
+    except TypeError:
+        raise ParameterError(f"{named}the {what} path must be a str or os.PathLike; got "
+                             f"{describe(source)}") from None
     if not isinstance(raw, str):
-        raise ParameterError(f"{what} path must be a str or os.PathLike of str, got bytes {raw!r}")
+        raise ParameterError(
+            f"{named}{what} path must be a str or os.PathLike of str, got bytes {raw!r}")
     if not raw.strip():
-        raise ParameterError(f"the {what} path is empty; give a file, a directory or a URI")
+        raise ParameterError(f"{named}the {what} path is empty; give a file, a directory or a URI")
     if "\x00" in raw:
-        raise ParameterError(f"{what} path {raw!r} contains a NUL character")
+        raise ParameterError(f"{named}{what} path {raw!r} contains a NUL character")
     m = _URI.match(raw)
     if m is not None and m.group(1).lower() != "file":
         fs, path, info = _within(REMOTE_TIMEOUT_SECONDS, lambda: _stat_remote(raw, what),
@@ -993,7 +1002,7 @@ def _repeated_name_error(found: Located) -> SchemaError | None:
 def _open(source: Source, log_schema: LogSchema | None = None) -> _Opened:
     required = log_schema.required if log_schema is not None else ()
     if isinstance(source, (str, os.PathLike)):
-        found = locate_input(source, what="logs")
+        found = locate_input(source, what="logs", argument="source")
         if found.is_dir:
             return _open_directory(found)
         check_parquet_file(found.path, fs=found.filesystem)
@@ -1492,6 +1501,10 @@ class LogScan:
 
         For code that validates the scan's rows its own way (``ope.distributed``).
         """
+        if not isinstance(report, ValidationReport):
+            raise ParameterError(
+                f"`report` must be an ope.ValidationReport (e.g. from "
+                f"ope.ValidationReport.from_masks); got {describe(report)}.")
         return _described(report, self._opened, self.columns)
 
     @property
