@@ -370,7 +370,7 @@ class ValidationReport:
 
         ``stacklevel`` counts this method as 1 (as ``warnings.warn`` does for its caller).
         """
-        check_positive_int(stacklevel, "stacklevel", example="stacklevel=2")
+        check_positive_int(stacklevel, "stacklevel", example="stacklevel=2", maximum=2**31 - 1)
         reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(self.rejected.items()))
         warnings.warn(
             f"dropped {self.rows_rejected:,} of {self.rows_read:,} rows of {self.source} "

@@ -322,19 +322,20 @@ def fitted_q_evaluation(
         c = np.zeros((n_actions, d))
         m = np.zeros((n_actions, d, d * n_actions))
         fit_rows = np.flatnonzero(fit)
-        for lo in range(0, fit_rows.size, _FQE_CHUNK_ROWS):  # chunks of rows
-            rows = fit_rows[lo : lo + _FQE_CHUNK_ROWS]
-            x = phi[rows]
-            nr = np.minimum(rows + 1, n - 1)
-            z = (phi[nr][:, :, None] * (pi_now[nr] * has_next[rows, None])[:, None, :])
-            z = z.reshape(rows.size, d * n_actions)
-            onehot = action[rows][:, None] == np.arange(n_actions)[None, :]
-            for a in range(n_actions):  # actions, not rows
-                xa = x[onehot[:, a]]
-                gram[a] += xa.T @ xa
-                c[a] += xa.T @ reward[rows][onehot[:, a]]
-                m[a] += xa.T @ z[onehot[:, a]]
-        gram += lam * np.eye(d)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+            for lo in range(0, fit_rows.size, _FQE_CHUNK_ROWS):  # chunks of rows
+                rows = fit_rows[lo : lo + _FQE_CHUNK_ROWS]
+                x = phi[rows]
+                nr = np.minimum(rows + 1, n - 1)
+                z = (phi[nr][:, :, None] * (pi_now[nr] * has_next[rows, None])[:, None, :])
+                z = z.reshape(rows.size, d * n_actions)
+                onehot = action[rows][:, None] == np.arange(n_actions)[None, :]
+                for a in range(n_actions):  # actions, not rows
+                    xa = x[onehot[:, a]]
+                    gram[a] += xa.T @ xa
+                    c[a] += xa.T @ reward[rows][onehot[:, a]]
+                    m[a] += xa.T @ z[onehot[:, a]]
+            gram += lam * np.eye(d)
         check_no_overflow(np.concatenate([gram.ravel(), c.ravel(), m.ravel()]),
                           "the sums of the FQE regression",
                           {"reward": reward, **{col: phi[:, j] for j, col in enumerate(cols)}},
