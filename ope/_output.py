@@ -220,6 +220,9 @@ def check_outputs(
         the existing file is not writable by the user.
     """
     for flag, raw in outputs:  # '' would mean the current folder, ' ' a file nobody sees
+        if not isinstance(raw, (str, os.PathLike)) or not isinstance(os.fspath(raw), str):
+            raise ParameterError(
+                f"argument {flag}: must be a file name (str or os.PathLike); got {raw!r:.80}.")
         if not os.fspath(raw).strip():
             raise ParameterError(f"argument {flag}: needs a file name; got {os.fspath(raw)!r}.")
     paths = [Path(os.fspath(p)) for _, p in outputs]

@@ -50,6 +50,7 @@ __all__ = [
     "check_real",
     "check_positive_real",
     "check_positive_int",
+    "check_name",
     "check_choice",
     "check_names",
     "check_flag",
@@ -389,11 +390,15 @@ def check_positive_real(
 
 
 def check_positive_int(
-    value: Any, name: str, *, minimum: int = 1, example: str | None = None
+    value: Any, name: str, *, minimum: int = 1, example: str | None = None,
+    maximum: int | None = None,
 ) -> int:
     """A whole number ``>= minimum`` (ints and numpy integers; never a bool, an array or a float,
-    even ``5.0``: a count is not rounded)."""
+    even ``5.0``: a count is not rounded), and ``<= maximum`` when one is given (a size that
+    would be allocated)."""
     what = "a positive integer" if minimum == 1 else f"a whole number >= {minimum}"
+    if maximum is not None:
+        what += f" and at most {maximum:,}"
     ex = example or f"{name}={max(minimum, 10)}"
     v = value
     if isinstance(v, (bool, np.bool_)) or not isinstance(v, numbers.Integral):
@@ -401,9 +406,38 @@ def check_positive_int(
         if isinstance(v, (float, np.floating)) and math.isfinite(v) and float(v).is_integer():
             hint = f" (an int, not the float {v!r})"
         raise parameter_error(name, what, value, ex, hint=hint)
-    if int(v) < minimum:
+    if int(v) < minimum or (maximum is not None and int(v) > maximum):
         raise parameter_error(name, what, value, ex)
     return int(v)
+
+
+def check_name(value: Any, name: str, *, what: str = "a name", example: str | None = None) -> str:
+    """A name that becomes part of a column name or a file (a policy's name, a label): a str
+    that is not blank, without NUL and writable as UTF-8 (no unpaired surrogate). Control and
+    bidi characters are kept: text output escapes them.
+
+    Examples
+    --------
+    >>> from ope._validation import check_name
+    >>> check_name("greedy", "policy_name")
+    'greedy'
+    >>> check_name("", "policy_name")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ParameterError: `policy_name` must be a non-blank str (a name); got '' (str)...
+    """
+    ex = example or f"{name}='new'"
+    requirement = f"a non-blank str ({what})"
+    if not isinstance(value, str) or not value.strip():
+        raise parameter_error(name, requirement, value, ex)
+    if "\x00" in value:
+        raise parameter_error(name, requirement + " without a NUL character", value, ex)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise parameter_error(name, requirement + " that can be written as UTF-8 (it holds "
+                              "an unpaired surrogate)", value, ex) from None
+    return value
 
 
 def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:

@@ -466,7 +466,7 @@ def _stat_remote(raw: str, what: str) -> tuple[Any, str, Any]:
 
 
 def locate_input(source: str | os.PathLike[str], *, what: str = "logs",
-                 directories: bool = True) -> Located:
+                 directories: bool = True, argument: str | None = None) -> Located:
     """Resolve an input path or URI: stat it before anything opens it, list a directory's files.
 
     The one policy for every path ope reads (logs, policy tables, importer inputs):
@@ -494,6 +494,9 @@ def locate_input(source: str | os.PathLike[str], *, what: str = "logs",
         What the path holds, for messages ("policy table", "DSJSON file", ...).
     directories : bool, default True
         Whether a directory is accepted (its data files are listed).
+    argument : str, optional
+        The caller's argument that holds the path (``"source"``, ``"src"``, ...): a path that is
+        not one (not a str or os.PathLike, empty, a NUL byte) is an error naming it.
 
     Returns
     -------
@@ -514,19 +517,21 @@ def locate_input(source: str | os.PathLike[str], *, what: str = "logs",
     ...
     ope.exceptions.ParameterError: the logs path is empty; give a file, a directory or a URI
     """
+    named = f"`{argument}`: " if argument else ""
     try:
         raw = os.fspath(source)
     except TypeError:  # an int would be read as a file descriptor by open(), a list fails
         raise ParameterError(
-            f"the {what} path must be a str or os.PathLike (a file, a directory or a URI); got "
-            f"{describe(source)}"
+            f"{named}the {what} path must be a str or os.PathLike (a file, a directory or a "
+            f"URI); got {describe(source)}"
         ) from None
     if not isinstance(raw, str):
-        raise ParameterError(f"{what} path must be a str or os.PathLike of str, got bytes {raw!r}")
+        raise ParameterError(
+            f"{named}{what} path must be a str or os.PathLike of str, got bytes {raw!r}")
     if not raw.strip():
-        raise ParameterError(f"the {what} path is empty; give a file, a directory or a URI")
+        raise ParameterError(f"{named}the {what} path is empty; give a file, a directory or a URI")
     if "\x00" in raw:
-        raise ParameterError(f"{what} path {raw!r} contains a NUL character")
+        raise ParameterError(f"{named}{what} path {raw!r} contains a NUL character")
     m = _URI.match(raw)
     if m is not None and m.group(1).lower() != "file":
         fs, path, info = _within(REMOTE_TIMEOUT_SECONDS, lambda: _stat_remote(raw, what),
@@ -999,7 +1004,7 @@ def _repeated_name_error(found: Located) -> SchemaError | None:
 def _open(source: Source, log_schema: LogSchema | None = None) -> _Opened:
     required = log_schema.required if log_schema is not None else ()
     if isinstance(source, (str, os.PathLike)):
-        found = locate_input(source, what="logs")
+        found = locate_input(source, what="logs", argument="source")
         if found.is_dir:
             return _open_directory(found)
         check_parquet_file(found.path, fs=found.filesystem)
@@ -1498,6 +1503,10 @@ class LogScan:
 
         For code that validates the scan's rows its own way (``ope.distributed``).
         """
+        if not isinstance(report, ValidationReport):
+            raise ParameterError(
+                f"`report` must be an ope.ValidationReport (e.g. from "
+                f"ope.ValidationReport.from_masks); got {describe(report)}.")
         return _described(report, self._opened, self.columns)
 
     @property

@@ -20,7 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ope._format import safe_text
-from ope.exceptions import DroppedRowsWarning, ParameterError, ValidationError
+from ope._validation import check_positive_int, describe
+from ope.exceptions import DroppedRowsWarning, ParameterError, SchemaError, ValidationError
 from ope.schema import REJECTION_REASONS, episode_bounds
 
 __all__ = ["ValidationReport", "SkippedPath", "BanditLogs", "Trajectories", "PairedReplays"]
@@ -340,6 +341,13 @@ class ValidationReport:
         >>> print(r.failure_message().splitlines()[0])
         1 of 3 rows of logs.parquet break bandit-log rules:
         """
+        for name, text in (("what", what), ("tail", tail)):
+            if not isinstance(text, str):
+                raise ParameterError(f"`{name}` must be a str; got {describe(text)}.")
+        if isinstance(caveats, str) or not isinstance(caveats, Sequence) \
+                or not all(isinstance(c, str) for c in caveats):
+            raise ParameterError(
+                f"`caveats` must be a sequence of lines (str); got {describe(caveats)}.")
         lines = [
             f"{self.rows_rejected:,} of {self.rows_read:,} rows of {self.source} break "
             f"{what} rules{tail}:",
@@ -362,6 +370,7 @@ class ValidationReport:
 
         ``stacklevel`` counts this method as 1 (as ``warnings.warn`` does for its caller).
         """
+        check_positive_int(stacklevel, "stacklevel", example="stacklevel=2", maximum=2**31 - 1)
         reasons = ", ".join(f"{k}: {v:,}" for k, v in sorted(self.rejected.items()))
         warnings.warn(
             f"dropped {self.rows_rejected:,} of {self.rows_read:,} rows of {self.source} "
@@ -451,6 +460,7 @@ class ValidationReport:
                          feature_8, feature_9, feature_10,
                          feature_11
         """
+        check_positive_int(width, "width", example="width=88")
         lines = [f"validation report for {self.source}"]
         if self.files_read is not None and (self.files_read > 1 or self.skipped):
             lines.append(f"  files read:    {self.files_read:,}")
@@ -520,9 +530,10 @@ class _TableLogs:
 
     def column(self, name: str) -> np.ndarray:
         """One column as a numpy array (zero-copy where Arrow allows; floats as float64)."""
-        if name not in self.table.column_names:
-            raise KeyError(
-                f"column {name!r} is not in these logs; they have: {', '.join(self.table.column_names)}"
+        if not isinstance(name, str) or name not in self.table.column_names:
+            raise SchemaError(
+                f"`name`: column {name!r:.80} is not in these logs; they have: "
+                f"{summarize_columns(self.table.column_names)}"
             )
         col = self.table.column(name)
         if pa.types.is_floating(col.type):

@@ -707,13 +707,16 @@ def _check_arms(treated: Any, control: Any, present: list[Any]) -> list[Any]:
         treated_list = list(treated)
     if not treated_list:
         raise ParameterError("`treated` must name at least one arm.")
-    unknown = [a for a in [*treated_list, control] if a not in present]
-    if unknown:
-        raise ParameterError(
-            f"arm{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-            f"{'are' if len(unknown) > 1 else 'is'} not in the replays; their arms are: "
-            f"{', '.join(map(repr, sorted(present, key=str)))}."
-        )
+    arms = ', '.join(map(repr, sorted(present, key=str)))
+    for name, given in (("treated", treated_list), ("control", [control])):
+        unknown = [a for a in given if a not in present]
+        if unknown:
+            raise ParameterError(
+                f"`{name}`: arm{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(repr(a)[:80] for a in unknown)} "
+                f"{'are' if len(unknown) > 1 else 'is'} not in the replays; their arms are: "
+                f"{arms}."
+            )
     if control in treated_list:
         raise ParameterError(
             f"the control arm {control!r} is also listed in `treated`; compare distinct arms."

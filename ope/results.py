@@ -679,6 +679,15 @@ class Result:
             raise ParameterError(
                 f"`provenance` must be an ope.results.Provenance; got {type(provenance).__name__}."
             )
+        known = {f.name for f in dataclasses.fields(Provenance)}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            hint = (" (`provenance` is positional: with_provenance(p))"
+                    if "provenance" in unknown else "")
+            raise ParameterError(
+                f"with_provenance() got {', '.join(f'`{u}`' for u in unknown)}, not a field of "
+                f"ope.results.Provenance{hint}; its fields are: {', '.join(sorted(known))}."
+            )
         if fields:
             provenance = (
                 Provenance(**fields) if provenance is None

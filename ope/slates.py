@@ -250,8 +250,17 @@ def _same_id_kind(values: np.ndarray, logged: np.ndarray, name: str) -> None:
         )
 
 
-def _lists(values: Any, name: str, size: int | None) -> np.ndarray:
-    """A list column (one list per slate) as an (n, L) array; every list of one length."""
+def _lists(values: Any, name: str, size: int | None, hint: str = "") -> np.ndarray:
+    """A list column (one list per slate) as an (n, L) array; every list of one length.
+
+    ``hint`` ends the message of a column whose cells are not lists."""
+    scalar = next((i for i, v in enumerate(values)
+                   if isinstance(v, (str, bytes)) or not hasattr(v, "__len__")), None)
+    if scalar is not None:
+        raise ValidationError(
+            f"list column `{name}` must hold one list per slate; row {scalar} holds "
+            f"{_plain(values[scalar])!r:.80}.{hint}"
+        )
     lens = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
     want = int(lens[0]) if size is None and lens.size else size
     bad = lens != want
@@ -327,6 +336,16 @@ def slate_logs(
     """
     if isinstance(data, SlateLogs):
         return data
+    names = {"slate_id": slate_id, "position": position, "item": item, "reward": reward,
+             "propensity": propensity, "slate_propensity": slate_propensity,
+             "prefix_propensity": prefix_propensity, "context": context}
+    for arg, column in names.items():  # loop over the 8 column-name arguments
+        optional = arg not in ("slate_id", "position", "item", "reward")
+        if not (isinstance(column, str) and column) and not (optional and column is None):
+            raise ParameterError(
+                f"`{arg}` names a column of the slate logs: a non-empty str"
+                f"{' or None' if optional else ''}; got {describe(column)}."
+            )
     base = check_positive_int(position_base, "position_base", minimum=0)
     cols = _columns(data)
     long = position in cols
@@ -360,7 +379,7 @@ def slate_logs(
         return _long_logs(cols, slate_id, position, item, reward, propensity, slate_propensity,
                           prefix_propensity, context, base, allow_repeats)
     return _list_logs(cols, slate_id, item, reward, propensity, slate_propensity,
-                      prefix_propensity, context, allow_repeats)
+                      prefix_propensity, context, allow_repeats, position)
 
 
 def _long_logs(cols, sid_c, pos_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, base, allow_repeats):
@@ -387,14 +406,14 @@ def _long_logs(cols, sid_c, pos_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, base, 
         raise ValidationError(
             f"`{pos_c}` must run {base}..L-1 without gaps in every slate; {count} rows break "
             f"this (first at row {first}: position {int(pos[first]) + base} in slate "
-            f"{sid[first]!r}). Pass position_base=1 for 1-based positions."
+            f"{_plain(sid[first])!r}). Pass position_base=1 for 1-based positions."
         )
     short = counts != size
     if short.any():
         count, first = first_rows(short)
         raise ValidationError(
             f"slates must all have {size} slots; {count} slates do not (first: slate "
-            f"{uniq[first]!r} with {int(counts[first])})."
+            f"{_plain(uniq[first])!r} with {int(counts[first])})."
         )
     n = uniq.size
     rows = order.reshape(n, size)
@@ -411,9 +430,11 @@ def _long_logs(cols, sid_c, pos_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, base, 
     return logs
 
 
-def _list_logs(cols, sid_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, allow_repeats):
+def _list_logs(cols, sid_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, allow_repeats, pos_c):
     sid = np.asarray(cols[sid_c])
-    items = _lists(cols[item_c], item_c, None)
+    items = _lists(cols[item_c], item_c, None, hint=(
+        f" Without a column {pos_c!r} (`position`) the logs are read in the list layout; for "
+        "one row per slot, name their position column with position=..."))
     size = items.shape[1]
     order = np.argsort(sid, kind="stable")
     if (sid[order][1:] == sid[order][:-1]).any():

@@ -12,7 +12,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from ope.exceptions import DroppedRowsWarning, ValidationError
+from ope.exceptions import DroppedRowsWarning, SchemaError, ValidationError
 from ope._dedup import SeenIds, merge_sorted
 from ope.io import LogScan, read_logs, read_paired, read_trajectories, scan_logs
 from ope.logs import BanditLogs, Trajectories, ValidationReport
@@ -160,7 +160,7 @@ def test_column_accessor_and_repr() -> None:
                                "reward": [1.0, 0.0]}))
     assert logs.column("propensity").dtype == np.float64
     assert logs.column("action").tolist() == ["x", "y"]
-    with pytest.raises(KeyError, match="column 'nope' is not in these logs; they have: action"):
+    with pytest.raises(SchemaError, match="`name`: column 'nope' is not in these logs; they have: action"):
         logs.column("nope")
     assert repr(logs) == "BanditLogs(n=2, columns=['action', 'propensity', 'reward'], rows_rejected=0)"
 

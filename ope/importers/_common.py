@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ope._dedup import SeenIds
-from ope.exceptions import DroppedRowsWarning, ValidationError
+from ope.exceptions import DroppedRowsWarning, SchemaError, ValidationError
 from ope.logs import EXAMPLE_ROWS, BanditLogs, ValidationReport
 from ope.schema import IMPORT_REASON_PREFIXES, REJECTION_REASONS, first_occurrence_duplicates
 
@@ -34,6 +34,8 @@ IMPORT_REJECTION_REASONS: Final[Mapping[str, str]] = {
 
 #: The column that carries each row's source row number through ``read_logs`` (then dropped).
 LINE_COLUMN: Final = "__ope_source_row"
+#: How ``read_logs`` names an in-memory table in its messages (a chunk, here).
+_CHUNK_NAME: Final = "<Table>"
 
 #: Reasons that exclude a row by the source's own rule rather than mark it invalid: they are
 #: counted in the report but never make ``on_invalid="raise"`` raise.
@@ -106,6 +108,12 @@ class ChunkValidator:
                     if exc.report is None:
                         raise
                     sub = exc.report
+                except SchemaError as exc:  # say where: the source, not the chunk's table
+                    text = str(exc)
+                    if not text.startswith(_CHUNK_NAME):
+                        raise
+                    raise SchemaError(f"{self.source} (its columns as imported under ope's "
+                                      f"names){text[len(_CHUNK_NAME):]}") from None
             for reason, count in sub.rejected.items():
                 counts[reason] = counts.get(reason, 0) + count
                 mapped = tuple(int(lines[r]) for r in sub.examples.get(reason, ()))

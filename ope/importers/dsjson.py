@@ -132,6 +132,7 @@ __all__ = [
     "DSJSON_METADATA",
     "DEFAULT_CHUNK_LINES",
     "DEFAULT_CHUNK_BYTES",
+    "MAX_CHUNK_BYTES",
     "MAX_LINE_BYTES",
     "DEFAULT_WORKERS",
 ]
@@ -143,6 +144,10 @@ DEFAULT_CHUNK_LINES: Final[int] = 50_000
 #: Bytes read per block (the other bound of a chunk): 16 MiB keeps a chunk's decoded columns
 #: within a few tens of MB whatever the line length.
 DEFAULT_CHUNK_BYTES: Final[int] = 16 * 1024 * 1024
+
+#: Largest ``chunk_bytes`` accepted: a block is read into one buffer of that size, so a larger
+#: one (``chunk_bytes=2**40``) would be a MemoryError, not a faster import.
+MAX_CHUNK_BYTES: Final[int] = 1024 * 1024 * 1024
 
 #: Worker processes that parse blocks in parallel (at most the CPUs this process may use). The
 #: first blocks, up to the one that sets the file's kind and columns, are parsed in this process;
@@ -384,7 +389,7 @@ _NEWLINE: Final = ord("\n")
 def _open(path: str | os.PathLike[str]) -> tuple[IO[bytes], int | None, str, str | None]:
     """(binary stream, byte size when known and uncompressed, display name, the local path of
     a plain file)."""
-    found = locate_input(path, what="DSJSON file", directories=False)
+    found = locate_input(path, what="DSJSON file", directories=False, argument="path")
     name = os.path.basename(str(found.name).rstrip("/")) or str(found.name)
     if found.filesystem is None:
         with open(found.path, "rb") as fh:
@@ -913,7 +918,7 @@ def _check_options(on_invalid: str, chunk_lines: int, chunk_bytes: int,
                    max_line_bytes: int) -> None:
     check_choice(on_invalid, "on_invalid", ("raise", "drop"))
     check_positive_int(chunk_lines, "chunk_lines")
-    check_positive_int(chunk_bytes, "chunk_bytes")
+    check_positive_int(chunk_bytes, "chunk_bytes", maximum=MAX_CHUNK_BYTES)
     check_positive_int(max_line_bytes, "max_line_bytes")
 
 
@@ -1058,7 +1063,8 @@ def read_dsjson(
     chunk_lines : int, default 50,000
         Lines parsed and validated at a time (at most).
     chunk_bytes : int, default 16 MiB
-        Bytes read at a time (at most, plus the rest of a line).
+        Bytes read at a time (at most, plus the rest of a line); at most
+        :data:`MAX_CHUNK_BYTES` (1 GiB).
     max_line_bytes : int, default 32 MiB
         Longer lines are rejected (``dsjson_line_too_long``) without being held in memory.
     features : bool, default False
@@ -1139,7 +1145,9 @@ def import_dsjson(
         The DSJSON file.
     out : str or os.PathLike
         The parquet file to write (overwritten; the CLI writes to a temporary name first and
-        renames it only on success: on an error ``out`` holds a partial file).
+        renames it only on success: on an error ``out`` holds a partial file). Checked before
+        the import starts: not empty, not ``path``, not a directory or a special file, in a
+        folder that exists and can be written.
     on_invalid, chunk_lines, chunk_bytes, max_line_bytes, features, workers
         As in :func:`read_dsjson`.
 
@@ -1152,6 +1160,10 @@ def import_dsjson(
     ------
     DataFileError, ValidationError
         As :func:`read_dsjson`.
+    ParameterError
+        ``out`` cannot be a destination (see above).
+    OutputError
+        ``out`` cannot be written: no permission, no space left, a read-only file system.
 
     Examples
     --------
@@ -1169,8 +1181,11 @@ def import_dsjson(
     """
     import pyarrow.parquet as pq
 
+    from ope._output import check_outputs, output_error
+
     _check_options(on_invalid, chunk_lines, chunk_bytes, max_line_bytes)
-    out = os.fspath(out)
+    inputs = [("path", path)] if isinstance(path, (str, os.PathLike)) else []
+    out = os.fspath(check_outputs([("out", out)], inputs=inputs, force=True)[0])
     written = 0
     validator = None
     writer = None
@@ -1180,13 +1195,16 @@ def import_dsjson(
                 max_line_bytes=max_line_bytes, features=features, workers=workers):
             if not table.num_rows:
                 continue
-            if writer is None:  # the file's kind (so its columns) is known at its first row
-                meta = {k.encode(): v.encode()
-                        for k, v in {**DSJSON_METADATA, **validator.source_metadata}.items()}
-                # no dictionary pages: 2.5x faster to write here, and no smaller
-                writer = pq.ParquetWriter(out, table.schema.with_metadata(meta),
-                                          use_dictionary=False)
-            writer.write_table(table)
+            try:  # an OSError here is the destination's (no space, no permission)
+                if writer is None:  # the file's kind (so its columns) is known at its first row
+                    meta = {k.encode(): v.encode()
+                            for k, v in {**DSJSON_METADATA, **validator.source_metadata}.items()}
+                    # no dictionary pages: 2.5x faster to write here, and no smaller
+                    writer = pq.ParquetWriter(out, table.schema.with_metadata(meta),
+                                              use_dictionary=False)
+                writer.write_table(table)
+            except OSError as exc:
+                raise output_error(out, exc, flag="out") from exc
             written += table.num_rows
     finally:
         if writer is not None:

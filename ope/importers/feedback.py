@@ -15,7 +15,10 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
-from ope._validation import check_choice, check_distribution_rows, check_positions
+from ope._validation import (
+    as_float_array, check_choice, check_distribution_rows, check_name, check_positions,
+    check_positive_int, describe,
+)
 from ope.exceptions import ParameterError
 from ope.importers._common import ChunkValidator
 from ope.logs import BanditLogs
@@ -83,20 +86,26 @@ def from_bandit_feedback(
     [0.5, 0.25]
     """
     check_choice(on_invalid, "on_invalid", ("raise", "drop"))
+    check_name(policy_name, "policy_name", what="the name of the candidate policy (its "
+               "column is target__<policy_name>)", example="policy_name='candidate'")
     if not isinstance(d, Mapping):
-        raise ParameterError(f"bandit_feedback must be a dict, got {type(d).__name__}")
+        raise ParameterError(
+            f"`d` must be obp's bandit_feedback dict; got {describe(d)}.")
     missing = [k for k in _REQUIRED if k not in d]
     if missing:
         raise ParameterError(f"bandit_feedback lacks the key(s) {', '.join(missing)}")
     action = _array(d, "action", None, 1)
     n = action.shape[0]
-    if d.get("n_rounds") is not None and int(d["n_rounds"]) != n:
+    counts = {k: check_positive_int(d[k], f"bandit_feedback[{k!r}]", minimum=0)
+              for k in ("n_rounds", "n_actions") if d.get(k) is not None}
+    if counts.get("n_rounds", n) != n:
         raise ParameterError(f"bandit_feedback['n_rounds'] is {d['n_rounds']} but 'action' has {n} rows")
     cols: dict[str, Any] = {
         "event_id": np.arange(n, dtype=np.int64),
         "action": action,
-        "reward": np.asarray(_array(d, "reward", n, 1), dtype=np.float64),
-        "propensity": np.asarray(_array(d, "pscore", n, 1), dtype=np.float64),
+        **{name: as_float_array(_array(d, key, n, 1), f"bandit_feedback[{key!r}]", ndim=(1,))
+           .astype(np.float64, copy=False) for name, key in (("reward", "reward"),
+                                                            ("propensity", "pscore"))},
     }
     dist = _array(d, "action_dist", n, 3)
     position = _array(d, "position", n, 1)
@@ -121,8 +130,8 @@ def from_bandit_feedback(
         "ope.context_columns": json.dumps([c for c in cols if c.startswith(CONTEXT_PREFIX)]),
     })
     action_context = _array(d, "action_context", None, 2)
-    if d.get("n_actions") is not None and action_context is not None \
-            and action_context.shape[0] != int(d["n_actions"]):
+    if "n_actions" in counts and action_context is not None \
+            and action_context.shape[0] != counts["n_actions"]:
         raise ParameterError(
             f"bandit_feedback['action_context'] has {action_context.shape[0]} rows but "
             f"n_actions is {d['n_actions']}")
@@ -130,7 +139,7 @@ def from_bandit_feedback(
         "action": np.arange(action_context.shape[0], dtype=np.int64),
         **{f"{ACTION_FEATURE_PREFIX}{j}": action_context[:, j] for j in range(action_context.shape[1])},
     })
-    logs.n_actions = int(d["n_actions"]) if d.get("n_actions") is not None else None
+    logs.n_actions = counts.get("n_actions")
     return logs
 
 
@@ -154,6 +163,10 @@ def to_bandit_feedback(logs: BanditLogs) -> dict[str, Any]:
     >>> bf["n_rounds"], bf["n_actions"], bf["position"], bf["context"]
     (2, 3, None, None)
     """
+    if not isinstance(logs, BanditLogs):
+        raise ParameterError(
+            f"`logs` must be ope.BanditLogs (read a table or file with ope.read_logs first); "
+            f"got {describe(logs)}.")
     t = logs.table
     action = logs.column("action")
     if not np.issubdtype(np.asarray(action).dtype, np.integer):

@@ -110,7 +110,7 @@ def _locate(src: str | os.PathLike[str]) -> tuple[Path, Path | None]:
     only (a FIFO or device is refused before anything opens it), links followed; the CSVs of
     a folder must be regular files too.
     """
-    found = locate_input(src, what="OBD campaign")
+    found = locate_input(src, what="OBD campaign", argument="src")
     if found.filesystem is not None:
         raise DataFileError(
             f"{found.name}: read_obd reads a local OBD campaign folder or log CSV; copy it "

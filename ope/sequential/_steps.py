@@ -286,7 +286,9 @@ def tail_per_episode(
     last = starts[1:] - 1
     if isinstance(tail_value, str):
         return float_column(traj, tail_value, "tail_value")[last]
-    arr = np.asarray(tail_value, dtype=np.float64)
+    if isinstance(tail_value, (bool, np.bool_)):
+        raise ParameterError(f"`tail_value` must be a number or an array; got {tail_value!r}.")
+    arr = as_float_array(tail_value, "tail_value", ndim=(0, 1)).astype(np.float64)
     if arr.ndim == 0:
         return np.full(n_ep, float(arr))
     if arr.shape == (n_ep,):

@@ -52,7 +52,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ope._thresholds import MIN_ROWS, SMALL_SAMPLE_ROWS, kish_ess, low_ess, small_sample
-from ope._validation import check_choice, check_reward_range, user_stacklevel
+from ope._validation import (
+    check_choice, check_no_overflow, check_reward_range, user_stacklevel,
+)
 from ope.exceptions import EstimationError, OverlapWarning, ParameterError, SmallSampleWarning
 from ope.logs import Trajectories
 from ope.moments import CenteredMoments, centered_moments
@@ -716,14 +718,18 @@ def sequential_estimate(
     source: _SequentialSource
     if estimator in ("wpdis", "wdr"):
         episode = np.repeat(np.arange(n_ep, dtype=np.int64), data.lengths)
-        value, psi, dense = _self_normalized(data, estimator, w, final_w, episode)
-        se = float(np.std(psi, ddof=1) / math.sqrt(n_ep))
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+            value, psi, dense = _self_normalized(data, estimator, w, final_w, episode)
+            se = float(np.std(psi, ddof=1) / math.sqrt(n_ep))
+        _check_finite_estimate(estimator, data, value, se)
         source = _SequentialSource(estimator, data.reward, n_ep, psi, dense=dense)
     else:
-        if estimator in ("is", "wis"):
-            value, se, psi, cols = _trajectory_wise(data, estimator, final_w)
-        else:
-            value, se, psi, cols = _per_decision(data, estimator, w)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+            if estimator in ("is", "wis"):
+                value, se, psi, cols = _trajectory_wise(data, estimator, final_w)
+            else:
+                value, se, psi, cols = _per_decision(data, estimator, w)
+        _check_finite_estimate(estimator, data, value, se)
         bounded = None
         if estimator in BOUNDED_ESTIMATORS:
             first = data.starts[:-1]
@@ -751,6 +757,21 @@ def sequential_estimate(
     if confidence_level != DEFAULT_CONFIDENCE_LEVEL or ci != "normal":
         result = result.with_ci(confidence_level, ci)
     return result
+
+
+def _check_finite_estimate(estimator: str, data: Steps, value: float, se: float) -> None:
+    """Refuse a value (or, from 2 episodes on, a standard error) that overflowed float64: the
+    inputs are finite, but sums of rewards near 1e308 are not (ValidationError naming the
+    input with the largest magnitude, as returns and paired effects do)."""
+    inputs = {"reward": data.reward}
+    tail = data.reward_tail != data.reward
+    if tail.any():
+        inputs["tail_value"] = data.reward_tail[tail]
+    if data.q_hat is not None and data.v_hat is not None:
+        inputs.update(q_hat=data.q_hat, v_hat=data.v_hat)
+    check_no_overflow(np.array([value, se] if data.n_episodes > 1 else [value]),
+                      f"the {estimator!r} estimate (its value or standard error)", inputs,
+                      row=None)
 
 
 def _clip_note(estimator: str, max_weight: float, n_clipped: int, n_steps: int) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ope._thresholds import PROBABILITY_TOLERANCE
-from ope._validation import check_finite, check_positive_int, check_real
+from ope._validation import check_finite, check_no_overflow, check_positive_int, check_real
 from ope.exceptions import OPEWarning, ParameterError, PolicyError
 from ope.logs import Trajectories
 from ope.sequential._steps import (
@@ -261,17 +261,18 @@ def fitted_q_evaluation(
         denom = np.bincount(idx[fit], minlength=n_states * n_actions) + lam
         q = np.zeros((n_states, n_actions))
         converged, it = False, 0
-        for it in range(1, max_iterations + 1):  # iterations, not rows
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+            for it in range(1, max_iterations + 1):  # iterations, not rows
+                v = np.einsum("sa,sa->s", pi, q)
+                y = reward + g * np.where(has_next, v[next_state], 0.0)
+                sums = np.bincount(idx[fit], weights=y[fit], minlength=denom.size)
+                new = (sums / denom).reshape(q.shape)
+                change = float(np.abs(new - q).max())
+                q = new
+                if change <= FQE_TOL * max(1.0, float(np.abs(q).max())):
+                    converged = True
+                    break
             v = np.einsum("sa,sa->s", pi, q)
-            y = reward + g * np.where(has_next, v[next_state], 0.0)
-            sums = np.bincount(idx[fit], weights=y[fit], minlength=denom.size)
-            new = (sums / denom).reshape(q.shape)
-            change = float(np.abs(new - q).max())
-            q = new
-            if change <= FQE_TOL * max(1.0, float(np.abs(q).max())):
-                converged = True
-                break
-        v = np.einsum("sa,sa->s", pi, q)
         q_hat, v_hat = q[state, action], v[state]
         tail = None
         if next_state_column is not None:
@@ -321,34 +322,48 @@ def fitted_q_evaluation(
         c = np.zeros((n_actions, d))
         m = np.zeros((n_actions, d, d * n_actions))
         fit_rows = np.flatnonzero(fit)
-        for lo in range(0, fit_rows.size, _FQE_CHUNK_ROWS):  # chunks of rows
-            rows = fit_rows[lo : lo + _FQE_CHUNK_ROWS]
-            x = phi[rows]
-            nr = np.minimum(rows + 1, n - 1)
-            z = (phi[nr][:, :, None] * (pi_now[nr] * has_next[rows, None])[:, None, :])
-            z = z.reshape(rows.size, d * n_actions)
-            onehot = action[rows][:, None] == np.arange(n_actions)[None, :]
-            for a in range(n_actions):  # actions, not rows
-                xa = x[onehot[:, a]]
-                gram[a] += xa.T @ xa
-                c[a] += xa.T @ reward[rows][onehot[:, a]]
-                m[a] += xa.T @ z[onehot[:, a]]
-        gram += lam * np.eye(d)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+            for lo in range(0, fit_rows.size, _FQE_CHUNK_ROWS):  # chunks of rows
+                rows = fit_rows[lo : lo + _FQE_CHUNK_ROWS]
+                x = phi[rows]
+                nr = np.minimum(rows + 1, n - 1)
+                z = (phi[nr][:, :, None] * (pi_now[nr] * has_next[rows, None])[:, None, :])
+                z = z.reshape(rows.size, d * n_actions)
+                onehot = action[rows][:, None] == np.arange(n_actions)[None, :]
+                for a in range(n_actions):  # actions, not rows
+                    xa = x[onehot[:, a]]
+                    gram[a] += xa.T @ xa
+                    c[a] += xa.T @ reward[rows][onehot[:, a]]
+                    m[a] += xa.T @ z[onehot[:, a]]
+            gram += lam * np.eye(d)
+        check_no_overflow(np.concatenate([gram.ravel(), c.ravel(), m.ravel()]),
+                          "the sums of the FQE regression",
+                          {"reward": reward, **{col: phi[:, j] for j, col in enumerate(cols)}},
+                          row=None)
         theta = np.zeros((d, n_actions))
         converged, it = False, 0
-        for it in range(1, max_iterations + 1):  # iterations, not rows
-            rhs = c + g * (m @ theta.ravel())
-            new = np.linalg.solve(gram, rhs[..., None])[..., 0].T
-            change = float(np.abs(new - theta).max())
-            theta = new
-            if change <= FQE_TOL * max(1.0, float(np.abs(theta).max())):
-                converged = True
-                break
-        q_all = phi @ theta
-        q_hat = q_all[np.arange(n), action]
-        v_hat = np.einsum("na,na->n", q_all, pi_now)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+            for it in range(1, max_iterations + 1):  # iterations, not rows
+                rhs = c + g * (m @ theta.ravel())
+                new = np.linalg.solve(gram, rhs[..., None])[..., 0].T
+                change = float(np.abs(new - theta).max())
+                theta = new
+                if change <= FQE_TOL * max(1.0, float(np.abs(theta).max())):
+                    converged = True
+                    break
+            q_all = phi @ theta
+            q_hat = q_all[np.arange(n), action]
+            v_hat = np.einsum("na,na->n", q_all, pi_now)
         tail = None
         coef = theta
+    with np.errstate(over="ignore", invalid="ignore"):
+        value = float(v_hat[starts[:-1]].mean())
+    inputs = {"reward": reward}
+    if state_column is None:
+        inputs.update({col: phi[:, j] for j, col in enumerate(cols)})
+    check_no_overflow(np.concatenate([q_hat, v_hat, [value], [] if tail is None else
+                                      tail[truncated]]),
+                      "fitted Q values", inputs, row=None)
     if not converged:
         warnings.warn(
             f"fitted_q_evaluation did not converge in {it} iterations (gamma={g}); raise "
@@ -361,7 +376,7 @@ def fitted_q_evaluation(
         q_hat=q_hat,
         v_hat=v_hat,
         tail_value=tail,
-        value=float(v_hat[starts[:-1]].mean()),
+        value=value,
         coef=coef,
         n_iterations=it,
         converged=converged,

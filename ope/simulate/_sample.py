@@ -11,6 +11,7 @@ from typing import Any, Final, NamedTuple
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ope._validation import describe
 from ope.exceptions import DataFileError, ParameterError, SchemaError
 
 __all__ = ["BundledSample", "load_sample", "SAMPLE_NAME"]
@@ -84,8 +85,11 @@ def load_sample(*, columns: Sequence[str] | None = None) -> BundledSample:
     >>> sorted(sample.truth["policies"])
     ['greedy', 'long_tail', 'personalized', 'popular', 'uniform']
     """
-    if isinstance(columns, str):  # an argument error, before any file is read
-        raise ParameterError(f"columns must be a list of column names; got the string {columns!r}.")
+    if columns is not None and (isinstance(columns, str) or not isinstance(columns, Sequence)
+                                or not all(isinstance(c, str) for c in columns)):
+        # an argument error, before any file is read
+        raise ParameterError(
+            f"columns must be a list of column names (str); got {describe(columns)}.")
     directory = _datasets_dir()
     path = directory / f"{SAMPLE_NAME}.parquet"
     truth_path = directory / f"{SAMPLE_NAME}.truth.json"
@@ -97,7 +101,8 @@ def load_sample(*, columns: Sequence[str] | None = None) -> BundledSample:
         missing = [c for c in columns or () if c not in names]
         if missing:
             raise SchemaError(
-                f"the bundled sample has no column(s) {missing}; it has: {', '.join(names)}."
+                f"`columns`: the bundled sample has no column(s) {missing}; it has: "
+                f"{', '.join(names)}."
             )
         table = pq.read_table(path, columns=None if columns is None else list(columns))
     except (pa.ArrowInvalid, OSError) as exc:
