@@ -105,7 +105,7 @@ def refuse_pickle(path: str | os.PathLike[str], *, what: str) -> None:
 def local_file(path: str | os.PathLike[str], what: str) -> Path:
     """The local regular file ``path`` names (:func:`ope.io.locate_input`: a str or path-like,
     not empty, existing, not a directory or special file); a remote URI is a DataFileError."""
-    found = locate_input(path, what=what, directories=False)
+    found = locate_input(path, what=what, directories=False, argument="path")
     if found.filesystem is not None:
         raise DataFileError(f"{path}: {what} is read from a local file; copy it locally first.")
     return Path(found.path)

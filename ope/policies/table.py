@@ -270,7 +270,7 @@ def read_policy_table(path: str | os.PathLike[str], *, mapping: Mapping[str, str
     2
     """
     mapping = check_mapping(mapping)
-    found = locate_input(path, what="policy table")
+    found = locate_input(path, what="policy table", argument="path")
     source = str(path)
     name = found.path.lower()
     if not found.is_dir and (name.endswith(".csv") or name.endswith(".csv.gz")):
