@@ -1040,7 +1040,8 @@ HOSTILE_VALUES: Final[dict[str, list[Any]]] = {
     "logs": [pd.DataFrame(), pd.DataFrame({"x": [1.0]}), 3, ["a"], _FileCase("missing"),
              _Array("propensity NaN", lambda v: v.assign(propensity=_NAN)),
              _Array("reward strings", lambda v: v.assign(reward="x")),
-             _Array("no rows", lambda v: v.iloc[:0])],
+             _Array("no rows", lambda v: v.iloc[:0]),
+             _Array("reward 1e308", lambda v: v.assign(reward=1e308))],
     "path": [_FileCase(label) for label in _FILE_CASES] + [3, ""],
     "object": [object(), _NAN, "\x00"],
 }
@@ -1122,8 +1123,16 @@ def _materialize(value: Any, original: Any, tmp: Path) -> Any:
 
 
 def _names_argument(exc: BaseException, names: Sequence[str]) -> bool:
+    """Whether the message names one of ``names``: as a whole word for names of four
+    characters or fewer (``d`` or ``name`` inside another word does not count)."""
+    import re
+
     text = str(exc)
-    return any(name and name in text for name in names)
+    return any(
+        name and (re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text)
+                  if len(name) <= 4 else name in text)
+        for name in names
+    )
 
 
 def _accepted_names(argument: str, term: str, value: Any) -> list[str]:
