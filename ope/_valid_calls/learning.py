@@ -207,8 +207,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.Certificate.from_json": lambda tmp: call(
         resolve("ope.Certificate").from_json, text=_certificate().to_json()),
     "ope.Certificate.to_json": lambda tmp: Call(_certificate().to_json, {"indent": 1}),
-    "ope.Certificate.with_provenance": lambda tmp: Call(
-        _certificate().with_provenance, {"provenance": None}),
+    "ope.Certificate.with_provenance": lambda tmp: Call(_certificate().with_provenance, {}),
     # learning from logs and the learned policy as a table
     "ope.learn_from_logs": lambda tmp: call(
         "ope.learn_from_logs", logs=_logs(), context_columns=["x0"],
@@ -245,7 +244,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         classifier=None, n_folds=None, rng=0, calibration="none", min_propensity=1e-3,
         ratio_tolerance=1.5, n_worst=5),
     "ope.PropensityCheck.with_provenance": lambda tmp: Call(
-        _propensity_check().with_provenance, {"provenance": None}),
+        _propensity_check().with_provenance, {}),
     "ope.propensity_source": lambda tmp: call("ope.propensity_source", logs=_logs()),
     "ope.balanced_propensities": lambda tmp: call(
         "ope.balanced_propensities", logs=_two_logger_logs(), long_table=None),

@@ -384,8 +384,8 @@ def _policy_propensity(
         ) from None
     if pe.shape != (n,):
         raise PolicyError(
-            f"`policy` must give one target propensity per certification row ({n}, the rows of "
-            f"`action`); got shape {pe.shape}."
+            f"`policy` must give its target propensities one per certification row ({n}), the "
+            f"rows of `action`; got shape {pe.shape}."
         )
     # probabilities a hair above 1 (float rounding of a policy object) count as 1
     pe = np.where((pe > 1.0) & (pe <= 1.0 + _PROBABILITY_SLACK), 1.0, pe)

@@ -157,7 +157,10 @@ def _validate_X(est: BaseEstimator, X: Any, *, reset: bool) -> npt.NDArray[np.fl
     except NotFittedError:
         raise
     except (ValueError, TypeError) as exc:
-        raise ValidationError(
+        # a value numpy cannot read as a number at all (a dict, an object) is a ParameterError,
+        # a TypeError as scikit-learn's estimators raise; a wrong shape or text a ValidationError
+        error = ParameterError if isinstance(exc, TypeError) else ValidationError
+        raise error(
             f"`X` must be a 2-D array of numeric context features, one row per logged row: "
             f"{exc}"
         ) from None
@@ -173,7 +176,7 @@ def _validate_y(y: Any, n: int) -> npt.NDArray[Any]:
     check_label_kinds(labels, "y")
     try:
         labels = column_or_1d(labels, warn=True)
-    except (ValueError, TypeError) as exc:
+    except ValueError as exc:
         raise ValidationError(
             f"`y` must hold one action label per row of X (shape (n,)): {exc}"
         ) from None
