@@ -31,7 +31,7 @@ Examples
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -40,7 +40,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ope._validation import first_rows
+from ope._validation import describe, first_rows
 from ope.exceptions import ParameterError, SchemaError, ValidationError
 
 __all__ = [
@@ -266,14 +266,24 @@ def context_matrix(
     ope.ValidationError
         A feature is NaN or infinite.
     """
-    names = [context_columns] if isinstance(context_columns, str) else list(context_columns)
+    # what messages call the columns: the argument for the context, the role otherwise (a
+    # policy's or an action table's columns come from arguments named by their callers)
+    arg = "`context_columns`" if role == "context" else f"the {role} columns"
+    names = ([context_columns] if isinstance(context_columns, str)
+             else None if isinstance(context_columns, (bytes, Mapping))
+             or not isinstance(context_columns, Iterable) else list(context_columns))
+    if names is None or not all(isinstance(c, str) for c in names):
+        raise ParameterError(
+            f"{arg} must be a column name or a list of column names (str); got "
+            f"{describe(context_columns)}. Pass e.g. ['x0', 'x1']."
+        )
     if not names:
-        raise SchemaError(f"{role}_columns is empty; name the {role} feature column(s).")
+        raise SchemaError(f"{arg} is empty; name the {role} feature column(s).")
     table: pa.Table = logs.table
     missing = [c for c in names if c not in table.column_names]
     if missing:
         raise SchemaError(
-            f"{role} column(s) {missing} are not in the logs; they have: "
+            f"{role} column(s) {missing} are not in the logs ({arg}); they have: "
             f"{', '.join(table.column_names)}."
         )
     blocks = []
@@ -307,7 +317,9 @@ def context_matrix(
         else:
             problems.append(f"column {name!r} has type {typ}, not numeric (encode it first)")
     if problems:
-        raise SchemaError(f"cannot build the {role} matrix: " + "; ".join(problems) + ".")
+        raise SchemaError(
+            f"cannot build the {role} matrix of {arg}: " + "; ".join(problems) + "."
+        )
     x = np.hstack(blocks) if len(blocks) > 1 else blocks[0]
     bad = ~np.isfinite(x).all(axis=1)
     if bad.any():

@@ -32,8 +32,8 @@ import pandas as pd
 import pyarrow as pa
 
 from ope._thresholds import PROPENSITY_TOLERANCE, kish_ess
-from ope._validation import check_choice, first_rows
-from ope.exceptions import SchemaError, ValidationError
+from ope._validation import check_choice, describe, first_rows
+from ope.exceptions import ParameterError, SchemaError, ValidationError
 from ope.logs import BanditLogs, as_log_table
 from ope.results import Result, ResultParts
 
@@ -190,11 +190,16 @@ def check_loggers(logs: Any) -> LoggerCheck:
 # --------------------------------------------------------------------------- propensities
 def _pivot_long(table: pa.Table, long: Any, names: np.ndarray) -> dict[str, np.ndarray]:
     """``propensity__<logger>`` arrays from a long table (event_id, logging_policy, propensity)."""
+    if not isinstance(long, (pd.DataFrame, pa.Table, BanditLogs)):
+        raise ParameterError(
+            f"`long_table` must be a pandas.DataFrame or a pyarrow.Table with the columns "
+            f"{', '.join(_LONG_COLUMNS)} (one row per event and logger); got {describe(long)}."
+        )
     frame = long if isinstance(long, pd.DataFrame) else as_log_table(long).to_pandas()
     missing = [c for c in _LONG_COLUMNS if c not in frame.columns]
     if missing:
         raise SchemaError(
-            f"the long propensity table lacks {missing}; it needs one row per event and logger "
+            f"`long_table` lacks the columns {missing}; it needs one row per event and logger "
             f"with columns {list(_LONG_COLUMNS)}."
         )
     if "event_id" not in table.column_names:
@@ -246,6 +251,11 @@ def logger_propensities(logs: Any, *, long_table: Any = None) -> dict[str, np.nd
         differs from its ``propensity``.
     """
     table = as_log_table(logs)
+    if table.num_rows == 0:
+        raise ValidationError(
+            "the logs have no rows: every logger's probability of each logged action needs "
+            "logged rows."
+        )
     names, codes, _ = _loggers(table)
     if long_table is not None:
         probs = _pivot_long(table, long_table, names)

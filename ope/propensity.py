@@ -66,7 +66,7 @@ from ope._provenance import (
     propensity_source,
 )
 from ope._thresholds import DISAGREEMENT_RATIO, DISAGREEMENT_Z, ESTIMATED_PROPENSITY_FLOOR
-from ope._validation import check_choice, check_positive_int, check_real, check_rng
+from ope._validation import check_choice, check_positive_int, check_real, check_rng, describe
 from ope.context import context_matrix
 from ope.exceptions import EstimationError, ParameterError, SchemaError
 from ope.logs import BanditLogs, as_log_table
@@ -248,6 +248,11 @@ def estimated_action_probabilities(
     if x.ndim != 2 or x.shape[0] != n:
         raise ParameterError(f"x must have shape (n, d) with n = {n}; got {x.shape}.")
     classes, codes = np.unique(a, return_inverse=True)
+    if classes.size == 0:
+        raise EstimationError(
+            "`action` has no rows (the logs are empty): a classifier of the logged action needs "
+            "rows with at least 2 distinct actions."
+        )
     if classes.size < 2:
         raise EstimationError(
             f"every logged action is {classes[0]!r}; a classifier needs at least 2 actions. "
@@ -654,6 +659,17 @@ def check_propensities(
         raise ParameterError(f"`ratio_tolerance` must be a factor > 1; got {ratio_tolerance!r}.")
     n_worst = check_positive_int(n_worst, "n_worst")
     table = as_log_table(logs)
+    if by is not None:  # checked before the classifier is fitted
+        if not isinstance(by, str):
+            raise ParameterError(
+                f"`by` must be the name of one segment column (a str) or None; got "
+                f"{describe(by)}."
+            )
+        if by not in table.column_names:
+            raise SchemaError(
+                f"`by` names the segment column {by!r}, which is not in the logs; they have: "
+                f"{', '.join(table.column_names)}."
+            )
     if "propensity" not in table.column_names:
         raise SchemaError(
             "the logs have no `propensity` column to check; to estimate one, call "
@@ -671,8 +687,6 @@ def check_propensities(
     by_action = _grouped(a, logged, est, tol).rename(columns={"key": "action"})
     by_segment = None
     if by is not None:
-        if by not in table.column_names:
-            raise SchemaError(f"segment column {by!r} is not in the logs.")
         seg = np.asarray(table.column(by).to_numpy(zero_copy_only=False)).astype(str)
         by_segment = _grouped(seg, logged, est, tol).rename(columns={"key": by})
     worst = np.argsort(-np.abs(lr), kind="stable")[:n_worst]

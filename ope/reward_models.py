@@ -73,6 +73,15 @@ MAX_CLASSIFIER_REWARD_VALUES: Final = 100
 #: a sparse-capable estimator or action features instead of silently exhausting memory.
 DENSE_DESIGN_MAX_BYTES: Final = 1 << 30
 
+#: Most columns a design (and so a fold model's coefficient vector) may have: one per action
+#: (one-hot) and per action x context feature. A fit touches every column at each solver step
+#: whatever the number of rows (the default Ridge of 4.8 million columns took 5.5 s on 24 rows
+#: of the 2-core test machine, and its solver holds several float64 vectors of that length), so
+#: 2**22 columns (32 MiB per vector) bounds the time and memory of a fit: a catalog of 10^5
+#: actions with up to 40 context features. Larger catalogs (or action codes that are ids, not
+#: codes) are refused up front, with action_features as the way out.
+MAX_DESIGN_COLUMNS: Final = 1 << 22
+
 #: Memory budget of one dense prediction chunk (bytes); the row count of a chunk is reduced to fit
 #: it when the design is wide, so prediction memory stays bounded whatever K and d are.
 PREDICT_CHUNK_MAX_BYTES: Final = 64 << 20
@@ -577,6 +586,12 @@ class RewardModel:
         n, d = x.shape
         if n_actions is not None:
             check_positive_int(n_actions, "n_actions")
+            if n_actions > MAX_DESIGN_COLUMNS:
+                raise ParameterError(
+                    f"`n_actions` must be at most {MAX_DESIGN_COLUMNS:,} (MAX_DESIGN_COLUMNS: "
+                    f"the design has a column per action); got {n_actions!r}. Pass the catalog "
+                    "size, with actions coded 0..n_actions-1, or action_features."
+                )
         feats = None if action_features is None else _as_action_features(action_features, n_actions)
         if n_actions is None and feats is not None:
             n_actions = feats.shape[0]
@@ -630,6 +645,16 @@ class RewardModel:
             d, k_actions, feats, bool(self.interactions), bool(use_sparse),
             intercepts=bool(self.action_intercepts) and feats is not None,
         )
+        if design.n_columns > MAX_DESIGN_COLUMNS:
+            source = ("n_actions" if n_actions is not None
+                      else "the largest `action` code + 1: pass n_actions, codes 0..K-1")
+            raise EstimationError(
+                f"the design would have {design.n_columns:,} columns (catalog of {k_actions:,} "
+                f"actions from {source}, {d} context features), more than MAX_DESIGN_COLUMNS = "
+                f"{MAX_DESIGN_COLUMNS:,}: every fold model would hold a coefficient per column. "
+                "Use action_features for a large catalog, interactions=False, or fewer context "
+                "features."
+            )
         if not design.sparse and n * design.n_columns * 8 > DENSE_DESIGN_MAX_BYTES:
             raise EstimationError(
                 f"the dense design matrix would be {n} x {design.n_columns} "

@@ -146,8 +146,8 @@ def test_weights_too_large_to_optimize_raise_a_specific_error():
     X, a, r, p = two_arms(4)
     p = p.copy()
     p[:3] = 1e-300  # unclipped weights up to 1e300
-    with pytest.raises(EstimationError, match=r"the policy optimizer diverged .* propensity "
-                       r"1e-300 at row 0\. Clip them"):
+    with pytest.raises(EstimationError, match=r"the policy optimizer diverged .* smallest "
+                       r"propensity is 1e-300, at row 0\) or the penalties .* Clip the weights"):
         IPSPolicyLearner().fit(X, a, r, p)
     # clipped (the conservative default), the same rows give a finite, bounded policy
     learner = ConservativePolicyLearner().fit(X, a, r, p)

@@ -378,7 +378,7 @@ def test_predict_with_actions_unseen_in_fit_and_bad_x():
     ("params", "match"),
     [
         ({"objective": "poem"}, r"objective must be 'clipped_ips' or 'self_normalized'"),
-        ({"variance_penalty": -1.0}, r"variance_penalty must be a number >= 0"),
+        ({"variance_penalty": -1.0}, r"`variance_penalty` must be a finite number >= 0"),
         ({"max_weight": 0.5}, r"max_weight must be a number >= 1"),
         ({"reward_range": (1.0, 0.0)}, r"`reward_range` must be finite with low < high"),
         ({"select": "cv"}, r"select must be None or 'validation'"),

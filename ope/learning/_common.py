@@ -56,8 +56,9 @@ def required_reward_range(reward_range: Any) -> tuple[float, float]:
     return rr
 
 
-def check_vector(values: Any, name: str, n: int) -> npt.NDArray[np.float64]:
-    """A 1-D float64 column with one finite entry per row (an (n, 1) column is flattened)."""
+def check_vector(values: Any, name: str, n: int, *, against: str = "X") -> npt.NDArray[np.float64]:
+    """A 1-D float64 column with one finite entry per row (an (n, 1) column is flattened);
+    ``against`` names the argument that fixed the row count ``n`` in messages."""
     arr = as_float_array(values, name, ndim=(1, 2)).astype(np.float64, copy=False)
     if arr.ndim == 2 and arr.shape[1] == 1:
         arr = arr[:, 0]
@@ -67,25 +68,25 @@ def check_vector(values: Any, name: str, n: int) -> npt.NDArray[np.float64]:
         )
     if arr.shape[0] != n:
         raise ValidationError(
-            f"`{name}` has {arr.shape[0]} rows but X has {n}; every argument needs exactly one "
-            "entry per logged row, in the same order."
+            f"`{name}` has {arr.shape[0]} rows but {against} has {n}; every argument needs "
+            "exactly one entry per logged row, in the same order."
         )
     check_finite(arr, name)
     return arr
 
 
 def check_reward(
-    reward: Any, n: int, reward_range: tuple[float, float]
+    reward: Any, n: int, reward_range: tuple[float, float], *, against: str = "X"
 ) -> npt.NDArray[np.float64]:
     """Rewards: finite, one per row, inside the a priori ``reward_range``."""
-    r = check_vector(reward, "reward", n)
+    r = check_vector(reward, "reward", n, against=against)
     check_rewards_in_range(r, reward_range)
     return r
 
 
-def check_propensity(propensity: Any, n: int) -> npt.NDArray[np.float64]:
+def check_propensity(propensity: Any, n: int, *, against: str = "X") -> npt.NDArray[np.float64]:
     """Logging propensities of the logged actions: finite, one per row, in (0, 1]."""
-    p = check_vector(propensity, "propensity", n)
+    p = check_vector(propensity, "propensity", n, against=against)
     check_logging_propensity(p, "propensity")
     return p
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Final, Literal, Mapping
 
@@ -15,9 +17,12 @@ from ope._thresholds import MIN_ROWS, small_sample, small_sample_note
 from ope._validation import (
     check_choice,
     check_confidence_level,
+    check_label_kinds,
     check_max_weight,
+    check_positive_int,
     check_real,
     check_target_propensity,
+    describe,
 )
 from ope.exceptions import (
     EstimationError,
@@ -79,6 +84,36 @@ _WEIGHTED_BET_TRUNCATION: Final = 0.5
 
 #: type of a gate mode (the ``method`` argument of SafetyGate, certify, rank_policies, ...)
 GateMethod = Literal["auto", "betting", "bernstein", "t"]
+
+
+#: fields of a certificate that are text, and those that are finite numbers (the improvement
+#: pair may also be None), as Certificate.from_dict checks them
+_CERTIFICATE_TEXTS: Final = ("policy", "reason", "baseline_source", "method")
+_CERTIFICATE_NUMBERS: Final = ("estimate", "lower_bound", "baseline_value", "confidence_level",
+                               "max_weight", "clipped_fraction", "improvement_estimate",
+                               "improvement_lower_bound")
+
+
+def _malformed(arg: str, key: str, value: Any, need: str) -> ValidationError:
+    """A certificate field (of the argument ``arg``) that :meth:`Certificate.to_dict` cannot
+    have written."""
+    return ValidationError(
+        f"`{arg}`: the certificate's {key!r} must be {need}; got {describe(value)}. Pass the "
+        "output of Certificate.to_dict() (or to_json()), unchanged."
+    )
+
+
+def _finite_field(arg: str, key: str, value: Any) -> float:
+    number = None if isinstance(value, (bool, np.bool_)) else value
+    if not isinstance(number, numbers.Real):
+        raise _malformed(arg, key, value, "a finite number")
+    try:
+        x = float(number)
+    except OverflowError:  # an int beyond float64
+        x = math.inf
+    if not math.isfinite(x):
+        raise _malformed(arg, key, value, "a finite number")
+    return x
 
 
 @dataclass(frozen=True)
@@ -205,28 +240,59 @@ class Certificate(Result):
     def from_dict(cls, data: Mapping[str, Any]) -> Certificate:
         """Rebuild a certificate from :meth:`to_dict` output (also of versions without
         ``notes``, ``seed``, ``sampling_weight``, ``value``, ``n``, ``ci_method`` and
-        ``weighted``; the last four are derived)."""
+        ``weighted``; the last four are derived). Every field is checked: a value
+        :meth:`to_dict` cannot have written (a NaN estimate, an unknown verdict) is a
+        ``ValidationError`` naming ``data`` and the field."""
+        return cls._from_mapping(data, "data")
+
+    @classmethod
+    def _from_mapping(cls, data: Any, arg: str) -> Certificate:
+        """:meth:`from_dict` of ``data``, the argument ``arg`` (or the JSON it holds)."""
         if not isinstance(data, Mapping):
             raise ValidationError(
-                f"a certificate must be a JSON object (a dict) of Certificate.to_dict() fields; "
-                f"got a {type(data).__name__}. Pass the output of Certificate.to_dict()."
+                f"`{arg}`: a certificate must be a JSON object (a dict) of Certificate.to_dict() "
+                f"fields; got a {type(data).__name__}. Pass the output of Certificate.to_dict()."
             )
         names = {f.name for f in fields(cls)}
         missing = sorted(names - set(data) - {"notes", "seed", "sampling_weight"})
         if missing:
-            raise ValidationError(f"certificate dict misses keys: {', '.join(missing)}.")
+            raise ValidationError(f"`{arg}`: certificate dict misses keys: {', '.join(missing)}.")
         values = {k: data[k] for k in names if k in data}
-        try:
-            values["reward_range"] = tuple(float(v) for v in values["reward_range"])
-            values["notes"] = tuple(str(v) for v in data.get("notes", ()))
-            values["seed"] = None if data.get("seed") is None else int(data["seed"])
-        except (TypeError, ValueError) as exc:
-            raise ValidationError(
-                f"the certificate's reward_range, notes or seed is malformed ({exc}); pass the "
-                "output of Certificate.to_dict(), unchanged."
-            ) from None
+        for key in _CERTIFICATE_TEXTS:
+            if not isinstance(values[key], str):
+                raise _malformed(arg, key, values[key], "a str")
+        for key, allowed in (("verdict", ("approve", "reject")),
+                             ("baseline", ("logging", "threshold"))):
+            if values[key] not in allowed:
+                raise _malformed(arg, key, values[key], f"one of {', '.join(map(repr, allowed))}")
+        for key in _CERTIFICATE_NUMBERS:
+            optional = key.startswith("improvement_")
+            if not (optional and values[key] is None):
+                values[key] = _finite_field(arg, key, values[key])
+        for key, optional in (("n_certify", False), ("n_train", True), ("seed", True)):
+            value = values.get(key)
+            if optional and value is None:
+                continue
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) \
+                    or value < 0:
+                raise _malformed(arg, key, value, "a whole number >= 0" + (" or None" * optional))
+            values[key] = int(value)
+        pair = values["reward_range"]
+        if isinstance(pair, (str, bytes, Mapping)) or not isinstance(pair, Iterable):
+            raise _malformed(arg, "reward_range", pair, "a pair [low, high]")
+        bounds = tuple(_finite_field(arg, "reward_range", v) for v in pair)
+        if len(bounds) != 2 or not bounds[0] < bounds[1]:
+            raise _malformed(arg, "reward_range", pair, "a pair [low, high] with low < high")
+        values["reward_range"] = bounds
+        notes = data.get("notes", ())
+        if isinstance(notes, (str, bytes)) or not isinstance(notes, Iterable) \
+                or not all(isinstance(v, str) for v in notes):
+            raise _malformed(arg, "notes", notes, "a list of str")
+        values["notes"] = tuple(notes)
         weight = data.get("sampling_weight")
-        values["sampling_weight"] = None if weight is None else str(weight)
+        if weight is not None and not isinstance(weight, str):
+            raise _malformed(arg, "sampling_weight", weight, "a str (a column name) or None")
+        values["sampling_weight"] = weight
         return cls(**values)
 
     @classmethod
@@ -243,11 +309,11 @@ class Certificate(Result):
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValidationError(
-                f"the certificate is not valid JSON: {exc.msg} at line {exc.lineno}, column "
-                f"{exc.colno} (character {exc.pos}). Pass the text Certificate.to_json() wrote, "
-                "unchanged."
+                f"`text`: the certificate is not valid JSON: {exc.msg} at line {exc.lineno}, "
+                f"column {exc.colno} (character {exc.pos}). Pass the text Certificate.to_json() "
+                "wrote, unchanged."
             ) from None
-        return cls.from_dict(data)
+        return cls._from_mapping(data, "text")
 
     def __str__(self) -> str:
         pct = f"{100 * self.confidence_level:g}%"
@@ -307,17 +373,24 @@ def _policy_propensity(
         proba = np.asarray(policy.predict_proba(X), dtype=np.float64)
         pe = proba[np.arange(proba.shape[0]), idx]
     else:
-        pe = np.asarray(policy, dtype=np.float64)
-    pe = np.asarray(pe, dtype=np.float64)
+        pe = policy
+    try:
+        pe = np.asarray(pe, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise PolicyError(
+            "`policy` must be a fitted learner (with target_propensity), a classifier (with "
+            "predict_proba and classes_), or the target propensities pi(action_i | x_i) of the "
+            f"certification rows as numbers; got {describe(policy)}."
+        ) from None
     if pe.shape != (n,):
         raise PolicyError(
-            f"the policy's target propensities must be one per certification row ({n}); got "
-            f"shape {pe.shape}."
+            f"`policy` must give its target propensities one per certification row ({n}), the "
+            f"rows of `action`; got shape {pe.shape}."
         )
     # probabilities a hair above 1 (float rounding of a policy object) count as 1
     pe = np.where((pe > 1.0) & (pe <= 1.0 + _PROBABILITY_SLACK), 1.0, pe)
     try:
-        check_target_propensity(pe, "target_propensity")
+        check_target_propensity(pe, "policy")
     except ValidationError as exc:  # the policy, not the logs, gives no probabilities
         raise PolicyError(str(exc)) from None
     return pe
@@ -654,13 +727,22 @@ class SafetyGate:
         if max_weight is None or max_weight < 1.0:
             raise ParameterError(f"max_weight must be a finite number >= 1, got {max_weight!r}.")
         a = np.asarray(action)
-        n = a.shape[0] if a.ndim else 0
+        if a.ndim != 1:
+            raise ValidationError(
+                f"`action` must hold the logged action of each certification row (shape (n,)); "
+                f"got shape {a.shape}."
+            )
+        check_label_kinds(a, "action")
+        n = a.shape[0]
         if n < MIN_CERTIFY_ROWS:
             raise EstimationError(
-                f"certification needs at least {MIN_CERTIFY_ROWS} held-out rows, got {n}."
+                f"`action` has {n} row(s): certification needs at least {MIN_CERTIFY_ROWS} "
+                "held-out rows."
             )
-        r = check_reward(reward, n, (low, high))
-        p = check_propensity(propensity, n)
+        if n_train is not None:
+            n_train = check_positive_int(n_train, "n_train", minimum=0, example="n_train=1000")
+        r = check_reward(reward, n, (low, high), against="`action`")
+        p = check_propensity(propensity, n, against="`action`")
         weight_name = "sampling_weight" if weight_name is None else str(weight_name)
         s = None
         if sampling_weight is not None:
@@ -973,6 +1055,12 @@ def rank_policies(
     """
     import pandas as pd
 
+    if not isinstance(policies, Mapping):
+        raise ParameterError(
+            "`policies` must be a mapping of policy name to policy (a fitted learner, a "
+            f"classifier or target propensities); got {describe(policies)}. Pass e.g. "
+            "policies={'learned': learner}."
+        )
     if not policies:
         raise PolicyError("`policies` is empty; pass a mapping of name to policy.")
     level = check_confidence_level(confidence_level)

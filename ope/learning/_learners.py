@@ -25,12 +25,20 @@ from scipy.optimize import minimize
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 from threadpoolctl import threadpool_limits
 
 from ope._progress import progress
 from ope._thresholds import MIN_ROWS
-from ope._validation import check_label_kinds, check_max_weight, resolve_seed
+from ope._validation import (
+    check_finite,
+    check_label_kinds,
+    check_max_weight,
+    check_positive_int,
+    check_positive_real,
+    check_real,
+    resolve_seed,
+)
 from ope.context import action_feature_matrix
 from ope.exceptions import (
     EstimationError,
@@ -140,17 +148,65 @@ class CandidateProbabilities(NamedTuple):
 # inputs
 # --------------------------------------------------------------------------------------------
 def _validate_X(est: BaseEstimator, X: Any, *, reset: bool) -> npt.NDArray[np.float64]:
-    """``validate_data`` with sklearn's messages kept, raised as ope's ``ValidationError``;
+    """``validate_data`` with sklearn's messages kept, raised as ope's ``ValidationError``
+    naming ``X`` (also for values numpy cannot convert at all, such as an arbitrary object);
     non-finite features are reported with their column and row."""
     try:
         X = validate_data(est, X, reset=reset, dtype=np.float64, accept_sparse=False,
                           ensure_all_finite=False)
     except NotFittedError:
         raise
-    except ValueError as exc:
-        raise ValidationError(f"X: {exc}") from exc
+    except (ValueError, TypeError) as exc:
+        # a value numpy cannot read as a number at all (a dict, an object) is a ParameterError,
+        # a TypeError as scikit-learn's estimators raise; a wrong shape or text a ValidationError
+        error = ParameterError if isinstance(exc, TypeError) else ValidationError
+        raise error(
+            f"`X` must be a 2-D array of numeric context features, one row per logged row: "
+            f"{exc}"
+        ) from None
     check_features(X)
     return X
+
+
+def _validate_y(y: Any, n: int) -> npt.NDArray[Any]:
+    """The action labels ``y``: one per row of ``X``, of one kind (numbers or text), finite,
+    and classification targets, else a ``ValidationError`` naming ``y``. An ``(n, 1)`` column
+    is flattened with scikit-learn's ``DataConversionWarning``, as its estimators do."""
+    labels = np.asarray(y)
+    check_label_kinds(labels, "y")
+    try:
+        labels = column_or_1d(labels, warn=True)
+    except ValueError as exc:
+        raise ValidationError(
+            f"`y` must hold one action label per row of X (shape (n,)): {exc}"
+        ) from None
+    if labels.shape[0] != n:
+        raise ValidationError(
+            f"`y` has {labels.shape[0]} labels but X has {n} rows; give one logged action per "
+            "row, in the same order."
+        )
+    if labels.dtype.kind == "c":
+        raise ValidationError("`y` holds complex numbers; action labels are integers or text.")
+    if labels.dtype.kind == "f":
+        check_finite(labels, "y")
+    try:
+        with warnings.catch_warnings():  # a catalog has more actions than a classifier classes
+            warnings.filterwarnings("ignore", message="The number of unique classes",
+                                    category=UserWarning)
+            check_classification_targets(labels)
+    except (ValueError, TypeError) as exc:
+        raise ValidationError(f"`y` must hold action labels (integers or text): {exc}") from None
+    return labels
+
+
+def _non_negative(value: Any, name: str, default: float) -> float:
+    """A finite number >= 0 (a penalty, a tolerance), else a ParameterError naming ``name``."""
+    x = check_real(value, name, finite=True, example=f"{name}={default!r}")
+    if x < 0.0:
+        raise ParameterError(
+            f"`{name}` must be a finite number >= 0; got {value!r}. Pass e.g. {name}={default!r}."
+        )
+    return x
 
 
 def _normal_candidates(candidates: Any, n: int) -> Any:
@@ -210,18 +266,9 @@ def _validate_fit_inputs(
     ``classes`` are the logged actions, the candidates' actions and the ``catalog`` (the
     actions of an action-feature table).
     """
-    check_label_kinds(np.asarray(y), "y")
-    try:
-        X, y = validate_data(est, X, y, dtype=np.float64, accept_sparse=False,
-                             ensure_all_finite=False)
-        with warnings.catch_warnings():  # a catalog has more actions than a classifier classes
-            warnings.filterwarnings("ignore", message="The number of unique classes",
-                                    category=UserWarning)
-            check_classification_targets(y)
-    except ValueError as exc:
-        raise ValidationError(f"{exc}") from exc
-    check_features(X)
+    X = _validate_X(est, X, reset=True)
     n = X.shape[0]
+    y = _validate_y(y, n)
     sw = _sample_weight(sample_weight, n)
     full_information = reward is None and propensity is None
     if full_information:
@@ -555,10 +602,16 @@ def _fit_softmax(
         )
     if not (np.isfinite(res.fun) and np.isfinite(res.x).all()):
         worst = int(np.argmin(problem.p))
+        settings = [f"l2_penalty={l2_penalty!r}"]
+        if variance_penalty > 0.0:
+            settings.append(f"variance_penalty={variance_penalty!r}")
+        settings.append(f"max_weight={max_weight!r}")
         raise EstimationError(
-            "the policy optimizer diverged (a non-finite objective): the importance weights are "
-            f"too large to optimize, e.g. propensity {float(problem.p[worst])!r} at row {worst}. "
-            "Clip them (max_weight='auto' or a number) or drop rows with such propensities."
+            f"the policy optimizer diverged (a non-finite objective) with "
+            f"{', '.join(settings)}: the importance weights (the smallest propensity is "
+            f"{float(problem.p[worst])!r}, at row {worst}) or the penalties are too large to "
+            "optimize. Clip the weights (max_weight='auto' or a number), drop rows with such "
+            "propensities, or use smaller penalties."
         )
     if res.nit >= max_iter and not _stalled(history, stats.get("std_error", np.inf)):
         warnings.warn(
@@ -627,9 +680,13 @@ class _LearnedPolicy(ClassifierMixin, BaseEstimator):
                                           np.zeros(0))
         return CandidateProbabilities(*(np.concatenate(c) for c in zip(*parts)))
 
-    def _dense_blocks(self, X: Any, candidates: Any) -> Iterator[tuple[slice, Support, Any]]:
+    def _dense_blocks(
+        self, X: Any, candidates: Any, *, checked: bool = False
+    ) -> Iterator[tuple[slice, Support, Any]]:
+        """The policy's values block by block of rows; ``checked``: X is already validated."""
         check_is_fitted(self, "classes_")
-        X = _validate_X(self, X, reset=False)
+        if not checked:
+            X = _validate_X(self, X, reset=False)
         n = X.shape[0]
         cand = _normal_candidates(candidates, n)
         unseen: list[Any] = []
@@ -652,18 +709,13 @@ class _LearnedPolicy(ClassifierMixin, BaseEstimator):
         :meth:`predict_candidates`.
         """
         check_is_fitted(self, "classes_")
+        X = _validate_X(self, X, reset=False)
         k = self.classes_.size
-        out: npt.NDArray[np.float64] | None = None
-        for sl, support, values in self._dense_blocks(X, candidates):
-            if out is None:
-                out = np.zeros((self._n_rows(X), k))
+        out = np.zeros((X.shape[0], k))
+        for sl, support, values in self._dense_blocks(X, candidates, checked=True):
             block = out[sl]
             block.reshape(-1)[support.rows * k + support.flat_cols()] = values
-        return out if out is not None else np.zeros((0, k))
-
-    @staticmethod
-    def _n_rows(X: Any) -> int:
-        return int(np.shape(X)[0])
+        return out
 
     def predict(self, X: Any, *, candidates: Any = None) -> npt.NDArray[Any]:
         """The most probable action of each row (the policy's greedy, deterministic version);
@@ -681,16 +733,58 @@ class _LearnedPolicy(ClassifierMixin, BaseEstimator):
         (0 where ``action_i`` is not among row ``i``'s candidates; for the greedy direct-method
         policy, 1 where its action equals ``action_i``, else 0)."""
         check_is_fitted(self, "classes_")
+        X = _validate_X(self, X, reset=False)
+        n = X.shape[0]
         labels = np.asarray(action)
+        if labels.shape != (n,):
+            raise ValidationError(
+                f"`action` must hold one action label per row of X ({n} rows, shape ({n},)); "
+                f"got shape {labels.shape}."
+            )
+        check_label_kinds(labels, "action")
         idx, known = encode_known(labels, self.classes_, what="action")
-        n = self._n_rows(X)
-        if idx.shape[0] != n:
-            raise ValidationError(f"`action` has {idx.shape[0]} rows but X has {n}.")
         out = np.zeros(n)
-        for sl, support, values in self._dense_blocks(X, candidates):
+        for sl, support, values in self._dense_blocks(X, candidates, checked=True):
             pos = np.where(known[sl], support.position(idx[sl]), -1)
             out[sl] = np.where(pos >= 0, values[np.maximum(pos, 0)], 0.0)
         return out
+
+
+    def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
+        """Accuracy of the greedy policy: the share of rows where :meth:`predict` equals the
+        label ``y`` (weighted by ``sample_weight``, sampling weights as in ``fit``), as
+        scikit-learn's ``ClassifierMixin.score``; for full-information labels (``y`` the one
+        rewarded action) the value of the greedy policy. Malformed ``X``, ``y`` or
+        ``sample_weight`` is a ``ValidationError`` naming it."""
+        check_is_fitted(self, "classes_")
+        X = _validate_X(self, X, reset=False)
+        n = X.shape[0]
+        labels = _validate_y(y, n)
+        if (labels.dtype.kind in "biuf") != (self.classes_.dtype.kind in "biuf"):
+            raise ValidationError(
+                f"`y` holds {'numbers' if labels.dtype.kind in 'biuf' else 'text'} but the "
+                f"actions seen in fit (classes_) are {self.classes_.dtype} labels; give the "
+                "labels in the type the learner was fitted with."
+            )
+        sw = _sample_weight(sample_weight, n)
+        hit = np.concatenate([
+            self.classes_[support.flat_cols()[_row_argmax(support, values)]]
+            for _, support, values in self._dense_blocks(X, None, checked=True)
+        ]) == labels
+        return float(np.average(hit, weights=sw))
+
+    def set_params(self, **params: Any) -> Self:
+        """Set hyperparameters, as scikit-learn's ``BaseEstimator.set_params``; a name that is
+        not a hyperparameter of this learner is a ``ParameterError`` (a ``ValueError``, as in
+        scikit-learn) naming it and listing the valid ones."""
+        valid = self.get_params(deep=False)
+        unknown = [key for key in params if key.partition("__")[0] not in valid]
+        if unknown:
+            raise ParameterError(
+                f"`{unknown[0]}` is not a parameter of {type(self).__name__}; its parameters "
+                f"are {', '.join(sorted(valid))}."
+            )
+        return super().set_params(**params)
 
 
 def _row_argmax(support: Support, values: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
@@ -766,10 +860,9 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
         self
         """
         reward_range = required_reward_range(self.reward_range)
-        if not (isinstance(self.l2_penalty, (int, float)) and self.l2_penalty >= 0):
-            raise ParameterError(f"l2_penalty must be a number >= 0, got {self.l2_penalty!r}.")
-        if not (isinstance(self.max_iter, (int, np.integer)) and self.max_iter >= 1):
-            raise ParameterError(f"max_iter must be an integer >= 1, got {self.max_iter!r}.")
+        l2_penalty = _non_negative(self.l2_penalty, "l2_penalty", DEFAULT_L2_PENALTY)
+        max_iter = check_positive_int(self.max_iter, "max_iter", example="max_iter=500")
+        tol = _non_negative(self.tol, "tol", 1e-6)
         kind = self._model_kind(action_features)
         objective, penalty, max_weight_spec, select = self._objective_settings()
         seed, gen = self._split_rng()
@@ -793,8 +886,8 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
                                                   data.p, features, data.s)
         theta, n_iter = _fit_softmax(
             problem, model, objective=objective, variance_penalty=penalty,
-            max_weight=max_weight, l2_penalty=float(self.l2_penalty), max_iter=int(self.max_iter),
-            tol=float(self.tol), desc=f"{type(self).__name__}: L-BFGS",
+            max_weight=max_weight, l2_penalty=l2_penalty, max_iter=max_iter, tol=tol,
+            desc=f"{type(self).__name__}: L-BFGS",
         )
         self._std = std
         self._W, self._b = model.full(theta)
@@ -890,9 +983,7 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
     ) -> tuple[float, float | None, list[dict[str, Any]]]:
         """Choose ``(variance_penalty, max_weight)`` by unclipped IPS on a held-out split."""
         n = data.X.shape[0]
-        fraction = float(self.validation_fraction)
-        if not 0.0 < fraction < 1.0:
-            raise ParameterError(f"validation_fraction must be in (0, 1), got {fraction!r}.")
+        fraction = float(self.validation_fraction)  # checked by _objective_settings
         n_val = int(round(n * fraction))
         if n_val < 1 or n - n_val < 2:
             raise ValidationError(
@@ -1157,12 +1248,17 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
             raise ParameterError(
                 f"objective must be 'clipped_ips' or 'self_normalized', got {self.objective!r}."
             )
-        penalty = self.variance_penalty
-        if not (isinstance(penalty, (int, float)) and np.isfinite(penalty) and penalty >= 0):
-            raise ParameterError(f"variance_penalty must be a number >= 0, got {penalty!r}.")
+        penalty = _non_negative(self.variance_penalty, "variance_penalty",
+                                DEFAULT_VARIANCE_PENALTY)
         if self.select not in (None, "validation"):
             raise ParameterError(f"select must be None or 'validation', got {self.select!r}.")
-        return self.objective, float(penalty), self.max_weight, self.select
+        fraction = check_real(self.validation_fraction, "validation_fraction",
+                              example="validation_fraction=0.25")
+        if not 0.0 < fraction < 1.0:
+            raise ParameterError(
+                f"`validation_fraction` must be in (0, 1), got {self.validation_fraction!r}."
+            )
+        return self.objective, penalty, self.max_weight, self.select
 
 
 class IPSPolicyLearner(_SoftmaxPolicyLearner):
@@ -1339,8 +1435,8 @@ class DirectMethodPolicyLearner(_LearnedPolicy):
         with ``sample_weight`` the ridge regressions and the standardization are weighted by
         the rows' sampling weights, see Notes)."""
         reward_range = required_reward_range(self.reward_range)
-        if not (isinstance(self.l2_penalty, (int, float)) and self.l2_penalty > 0):
-            raise ParameterError(f"l2_penalty must be a number > 0, got {self.l2_penalty!r}.")
+        check_positive_real(self.l2_penalty, "l2_penalty", example="l2_penalty=1.0",
+                            what="the ridge penalty")
         data = _validate_fit_inputs(self, X, y, reward, propensity, candidates, reward_range,
                                     sample_weight=sample_weight)
         X, action, r01, sw = data.X, data.action, data.r01, data.s

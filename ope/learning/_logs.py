@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final, Literal, Sequence
@@ -14,11 +16,12 @@ from sklearn.base import clone
 
 from ope._progress import progress
 from ope._provenance import estimated_propensity_note
-from ope._validation import resolve_seed
+from ope._validation import check_real, describe, parameter_error, resolve_seed
 from ope.context import context_matrix
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
 from ope.learning._columns import (
     feature_arguments,
+    learning_logs,
     log_columns,
     log_sampling_weight,
     weight_arguments,
@@ -138,11 +141,12 @@ def learn_from_logs(
     >>> cert.verdict, cert.seed
     ('approve', 0)
     """
-    fraction = float(certify_fraction)
+    logs = learning_logs(logs, "learn_from_logs")
+    fraction = check_real(certify_fraction, "certify_fraction", example="certify_fraction=0.5")
     if not 0.0 < fraction < 1.0:
-        raise ParameterError(f"certify_fraction must be in (0, 1), got {certify_fraction!r}.")
+        raise ParameterError(f"`certify_fraction` must be in (0, 1), got {certify_fraction!r}.")
     seed, gen = resolve_seed(rng)
-    est = clone(learner if learner is not None else ConservativePolicyLearner())
+    est = _unfitted_learner(learner)
     features = feature_arguments(est, logs, action_features)
     weight_name, s = log_sampling_weight(logs, weight_column)
     # refused up front, before any fitting: a learner without sample_weight, and a gate method
@@ -191,6 +195,64 @@ def learn_from_logs(
     return est, dataclasses.replace(certificate, seed=seed, notes=notes)
 
 
+def _unfitted_learner(learner: Any) -> Any:
+    """A fresh clone of ``learner`` (default ``ConservativePolicyLearner()``), which must be a
+    scikit-learn estimator whose ``fit`` takes ``(X, y, reward, propensity, *, candidates=)``
+    as the ope learners' does; else a ParameterError naming ``learner``."""
+    if learner is None:
+        return ConservativePolicyLearner()
+    fit = getattr(learner, "fit", None)
+    usable = callable(fit) and callable(getattr(learner, "get_params", None))
+    if usable:
+        try:
+            inspect.signature(fit).bind(None, None, None, None, candidates=None)
+        except (TypeError, ValueError):
+            usable = False
+    if usable:
+        try:
+            return clone(learner)
+        except (TypeError, RuntimeError, ValueError) as exc:
+            raise ParameterError(f"`learner` cannot be cloned: {exc}") from None
+    raise ParameterError(
+        "`learner` must be an unfitted policy learner whose fit takes (X, y, reward, "
+        "propensity, *, candidates=...), such as ope.ConservativePolicyLearner(), "
+        f"ope.IPSPolicyLearner() or ope.DirectMethodPolicyLearner(); got {describe(learner)}."
+    )
+
+
+def _fitted_policy(learner: Any) -> Any:
+    """``learner`` when it is a fitted policy learner (it has ``iter_candidates`` and
+    ``classes_``), else a ParameterError naming ``learner``."""
+    if not callable(getattr(learner, "iter_candidates", None)):
+        raise ParameterError(
+            "`learner` must be a fitted policy learner (an ope learner after fit or fit_logs, "
+            f"with iter_candidates); got {describe(learner)}."
+        )
+    if not hasattr(learner, "classes_"):
+        raise ParameterError(
+            f"`learner` ({type(learner).__name__}) is not fitted: call its fit or fit_logs "
+            "first, or pass the learner learn_from_logs returns."
+        )
+    return learner
+
+
+def _policy_name(name: Any) -> str:
+    """The learned policy's name in its table (the ``policy`` column): a non-blank str without
+    NUL, writable as UTF-8; else a ParameterError naming ``name``."""
+    ex = "name='learned'"
+    need = "a non-blank str (the policy's name in the table)"
+    if not isinstance(name, str) or not name.strip():
+        raise parameter_error("name", need, name, ex)
+    if "\x00" in name:
+        raise parameter_error("name", need + " without a NUL character", name, ex)
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise parameter_error("name", need + " writable as UTF-8 (it holds an unpaired "
+                              "surrogate)", name, ex) from None
+    return name
+
+
 def _release_arrow_memory() -> None:
     """Return the Arrow memory pool's freed blocks to the OS before the large allocations.
 
@@ -215,8 +277,12 @@ def learner_policy_batches(
     policy for millions of events is written without ever being held whole
     (:func:`write_learner_policy_table`). Each event gets one row per candidate with
     probability > 0: its ``candidates`` when the logs have that column, else every action of
-    ``learner.classes_``. Columns as in :func:`learner_policy_table`.
+    ``learner.classes_``. Columns as in :func:`learner_policy_table`. The arguments are checked
+    (and the context matrix built) when it is called, before the first batch.
     """
+    learner = _fitted_policy(learner)
+    logs = learning_logs(logs, "learner_policy_batches")
+    names = pa.array([_policy_name(name)], type=pa.string())
     if "event_id" not in logs.table.column_names:
         raise SchemaError(
             "the logs have no event_id column; a policy table is joined to the logs on event_id. "
@@ -224,10 +290,15 @@ def learner_policy_batches(
         )
     _release_arrow_memory()
     X = context_matrix(logs, context_columns)
+    return _policy_batches(learner, logs, X, names)
+
+
+def _policy_batches(
+    learner: Any, logs: Any, X: npt.NDArray[np.float64], names: pa.Array
+) -> Iterator[pa.RecordBatch]:
     cand = logs.table.column("candidates") if "candidates" in logs.table.column_names else None
     event_id = logs.table.column("event_id").combine_chunks()
     action_type = logs.table.schema.field("action").type
-    names = pa.array([str(name)], type=pa.string())
     with progress(desc="policy table", total=X.shape[0], unit="row") as bar:
         done = 0
         for block in learner.iter_candidates(X, candidates=cand):  # blocks of rows
@@ -308,6 +379,11 @@ def write_learner_policy_table(
     at one block whatever the number of events. It writes ``path`` itself: for an atomic
     replacement write through :func:`ope._output.atomic_path`, as ``ope learn --out`` does.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise ParameterError(
+            f"`path` must be the file to write (a str or os.PathLike ending in .parquet or "
+            f".csv); got {describe(path)}."
+        )
     dest = Path(path)
     suffix = dest.suffix.lower()
     if suffix not in _TABLE_SUFFIXES:
