@@ -24,7 +24,10 @@ from ope._validation import check_positive_int, describe
 from ope.exceptions import DroppedRowsWarning, ParameterError, SchemaError, ValidationError
 from ope.schema import REJECTION_REASONS, episode_bounds
 
-__all__ = ["ValidationReport", "SkippedPath", "BanditLogs", "Trajectories", "PairedReplays"]
+__all__ = [
+    "ValidationReport", "SkippedPath", "BanditLogs", "Trajectories", "PairedReplays",
+    "require_logs",
+]
 
 #: how many example row numbers a report keeps per rejection reason
 EXAMPLE_ROWS: int = 5
@@ -715,4 +718,29 @@ def as_log_table(logs: Any) -> pa.Table:
     raise ParameterError(
         f"logs must be BanditLogs, a pyarrow.Table or a pandas.DataFrame; got "
         f"{type(logs).__name__}. Read a file first with ope.read_logs(path)."
+    )
+
+def require_logs(logs: Any, where: str) -> BanditLogs:
+    """``logs`` when it is :class:`BanditLogs`, else a ParameterError naming ``logs`` and
+    ``where`` (the function called).
+
+    Policies and learners read validated logs only: a DataFrame read here would be validated with
+    the reader's defaults, and rows dropped there would shift every row a policy aligns by
+    position (an :class:`~ope.policies.ArrayPolicy`), so the reading is the caller's, once, with
+    :func:`ope.read_logs`, whose report says which rows it kept.
+
+    Examples
+    --------
+    >>> from ope.logs import require_logs
+    >>> require_logs([1, 2], "UniformPolicy.propensity")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ParameterError: UniformPolicy.propensity: `logs` must be BanditLogs...
+    """
+    if isinstance(logs, BanditLogs):
+        return logs
+    raise ParameterError(
+        f"{where}: `logs` must be BanditLogs, the validated logs ope.read_logs returns; got "
+        f"{describe(logs)}. Read them first: logs = ope.read_logs(data) (a pandas DataFrame, "
+        "a pyarrow Table or a path), then pass logs."
     )

@@ -173,7 +173,7 @@ CASES: list[Any] = [
                  ParameterError, r"`learner` must be a fitted policy learner", id="batches-float"),
     pytest.param(lambda: learner_policy_table(_fitted(IPSPolicyLearner), _logs(),
                                               context_columns=["x0"], name="\udcff"),
-                 ParameterError, r"`name` must be a non-blank str .* writable as UTF-8",
+                 ParameterError, r"`name` must be a non-blank str .* that can be written as UTF-8",
                  id="table-name-surrogate"),
     pytest.param(lambda: learner_policy_table(_fitted(IPSPolicyLearner), _logs(),
                                               context_columns=["x0"], name=" "),

@@ -15,27 +15,14 @@ import numpy.typing as npt
 
 from ope.context import context_matrix
 from ope.exceptions import EstimationError, ParameterError, SchemaError
-from ope.logs import BanditLogs
+from ope.logs import require_logs
 from ope.weights import check_sampling_weight, sampling_weight_column
 
 __all__ = [
     "log_columns", "log_sampling_weight", "weight_arguments", "fit_logs", "feature_arguments",
-    "learning_logs",
 ]
 
 
-def learning_logs(logs: Any, where: str) -> BanditLogs:
-    """``logs`` when they are :class:`~ope.logs.BanditLogs`, else a ParameterError naming
-    ``logs`` (and ``where``, the function called): learning reads validated rows only, so a
-    table or a path is read by the caller with :func:`ope.read_logs`, whose report says which
-    rows it kept."""
-    if isinstance(logs, BanditLogs):
-        return logs
-    raise ParameterError(
-        f"{where}: `logs` must be BanditLogs, the validated logs ope.read_logs returns; got a "
-        f"{type(logs).__name__}. Read them first: logs = ope.read_logs(data) (a pandas DataFrame, "
-        "a pyarrow Table or a path), then pass logs."
-    )
 
 
 def log_columns(
@@ -109,7 +96,7 @@ def fit_logs(
 ) -> Any:
     """``learner.fit`` on validated logs (actions, rewards, propensities, candidates, action
     features and sampling weights if present)."""
-    logs = learning_logs(logs, f"{type(learner).__name__}.fit_logs")
+    logs = require_logs(logs, f"{type(learner).__name__}.fit_logs")
     X = context_matrix(logs, context_columns)
     action, reward, propensity, cand = log_columns(logs)
     name, s = log_sampling_weight(logs, weight_column)

@@ -16,12 +16,12 @@ from sklearn.base import clone
 
 from ope._progress import progress
 from ope._provenance import estimated_propensity_note
-from ope._validation import check_real, describe, parameter_error, resolve_seed
+from ope._validation import check_name, check_real, describe, resolve_seed
 from ope.context import context_matrix
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
+from ope.logs import require_logs
 from ope.learning._columns import (
     feature_arguments,
-    learning_logs,
     log_columns,
     log_sampling_weight,
     weight_arguments,
@@ -141,7 +141,7 @@ def learn_from_logs(
     >>> cert.verdict, cert.seed
     ('approve', 0)
     """
-    logs = learning_logs(logs, "learn_from_logs")
+    logs = require_logs(logs, "learn_from_logs")
     fraction = check_real(certify_fraction, "certify_fraction", example="certify_fraction=0.5")
     if not 0.0 < fraction < 1.0:
         raise ParameterError(f"`certify_fraction` must be in (0, 1), got {certify_fraction!r}.")
@@ -236,21 +236,6 @@ def _fitted_policy(learner: Any) -> Any:
     return learner
 
 
-def _policy_name(name: Any) -> str:
-    """The learned policy's name in its table (the ``policy`` column): a non-blank str without
-    NUL, writable as UTF-8; else a ParameterError naming ``name``."""
-    ex = "name='learned'"
-    need = "a non-blank str (the policy's name in the table)"
-    if not isinstance(name, str) or not name.strip():
-        raise parameter_error("name", need, name, ex)
-    if "\x00" in name:
-        raise parameter_error("name", need + " without a NUL character", name, ex)
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise parameter_error("name", need + " writable as UTF-8 (it holds an unpaired "
-                              "surrogate)", name, ex) from None
-    return name
 
 
 def _release_arrow_memory() -> None:
@@ -281,8 +266,10 @@ def learner_policy_batches(
     (and the context matrix built) when it is called, before the first batch.
     """
     learner = _fitted_policy(learner)
-    logs = learning_logs(logs, "learner_policy_batches")
-    names = pa.array([_policy_name(name)], type=pa.string())
+    logs = require_logs(logs, "learner_policy_batches")
+    name = check_name(name, "name", what="the policy's name in the table",
+                      example="name='learned'")
+    names = pa.array([name], type=pa.string())
     if "event_id" not in logs.table.column_names:
         raise SchemaError(
             "the logs have no event_id column; a policy table is joined to the logs on event_id. "

@@ -28,9 +28,9 @@ import pyarrow.compute as pc
 import scipy.sparse as sp
 
 from ope._thresholds import PROBABILITY_TOLERANCE
-from ope._validation import as_float_array, describe
-from ope.exceptions import ParameterError, PolicyError, SchemaError, ValidationError
-from ope.logs import BanditLogs
+from ope._validation import as_float_array
+from ope.exceptions import PolicyError, SchemaError, ValidationError
+from ope.logs import BanditLogs, require_logs
 
 __all__ = [
     "PROBABILITY_TOLERANCE",
@@ -94,27 +94,6 @@ def is_dataframe(obj: Any) -> bool:
     return pd is not None and isinstance(obj, pd.DataFrame)
 
 
-def require_logs(logs: Any, where: str) -> BanditLogs:
-    """``logs`` when it is :class:`~ope.logs.BanditLogs`, else a ParameterError naming ``logs``.
-
-    Policies read the validated logs only: a DataFrame read here would be validated with the
-    reader's defaults, and rows dropped there would shift every row a policy aligns by position
-    (an :class:`~ope.policies.ArrayPolicy`), so the reading is the caller's, once.
-
-    Examples
-    --------
-    >>> require_logs([1, 2], "UniformPolicy.propensity")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ope.exceptions.ParameterError: UniformPolicy.propensity: `logs` must be BanditLogs...
-    """
-    if isinstance(logs, BanditLogs):
-        return logs
-    raise ParameterError(
-        f"{where}: `logs` must be BanditLogs, the validated logs ope.read_logs returns; got "
-        f"{describe(logs)}. Read them first: logs = ope.read_logs(data) (a pandas DataFrame, "
-        "a pyarrow Table or a path), then pass logs."
-    )
 
 
 def decode(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
