@@ -741,6 +741,6 @@ def require_logs(logs: Any, where: str) -> BanditLogs:
         return logs
     raise ParameterError(
         f"{where}: `logs` must be BanditLogs, the validated logs ope.read_logs returns; got "
-        f"{describe(logs)}. Read them first: logs = ope.read_logs(data) (a pandas DataFrame, "
+        f"a {type(logs).__name__}. Read them first: logs = ope.read_logs(data) (a pandas DataFrame, "
         "a pyarrow Table or a path), then pass logs."
     )
