@@ -259,20 +259,4 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
 }
 
 #: ``"<entry>::<argument>"`` -> how the contract breaks today.
-KNOWN_BROKEN: Final[dict[str, str]] = {
-    "ope.Certificate.with_provenance::provenance": (
-        "Result.with_provenance takes `provenance` positional-only, so the harness's "
-        "with_provenance(provenance=...) lands in **fields and Provenance(provenance=...) raises "
-        "TypeError; the root is ope/results.py (the results area's Result)"
-    ),
-    "ope.PropensityCheck.with_provenance::provenance": (
-        "the same root as ope.Certificate.with_provenance: Result.with_provenance's "
-        "positional-only `provenance` (ope/results.py)"
-    ),
-    "ope.Certificate.from_dict::data": (
-        "harness: the argument `data` has the glossary term `logs`, whose derived cases "
-        "(<propensity NaN>, <reward strings>, <no rows>) call DataFrame.assign on the valid "
-        "value, a dict here, and raise AttributeError inside ope.testing._materialize before "
-        "the call; every other `logs` value is refused by a ValidationError naming `data`"
-    ),
-}
+KNOWN_BROKEN: Final[dict[str, str]] = {}
