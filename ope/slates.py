@@ -899,12 +899,14 @@ class PlackettLuce(SlatePolicy):
         return SlateProbabilities(slate=prefix[:, -1].copy(), marginal=marg, prefix=prefix)
 
 
-def slate_probabilities(policy: Any, logs: SlateLogs) -> SlateProbabilities:
+def slate_probabilities(policy: Any, logs: SlateLogs, *,
+                        argument: str = "target") -> SlateProbabilities:
     """A candidate's probabilities of the logged slates, from any supported form.
 
     ``policy`` is a :class:`SlateProbabilities` (used as is), or any object with a
     ``slate_probabilities(logs)`` method returning one (:class:`SlatePolicy` and user
-    classes). Arrays are checked against the logs' shape and ranges.
+    classes). Arrays are checked against the logs' shape and ranges. ``argument`` is what
+    messages call the policy (``target``, the candidate, or ``logging``, the logger).
 
     Examples
     --------
@@ -913,19 +915,20 @@ def slate_probabilities(policy: Any, logs: SlateLogs) -> SlateProbabilities:
     >>> slate_probabilities(SlateProbabilities(marginal=[[1.0, 1.0]]), logs).marginal.tolist()
     [[1.0, 1.0]]
     """
+    who = "logger" if argument == "logging" else "candidate"
     if isinstance(policy, SlateProbabilities):
         probs = policy
-    elif hasattr(policy, "slate_probabilities"):
+    elif callable(getattr(policy, "slate_probabilities", None)):
         probs = policy.slate_probabilities(logs)
         if not isinstance(probs, SlateProbabilities):
             raise PolicyError(
-                f"{type(policy).__name__}.slate_probabilities(logs) must return "
+                f"`{argument}`: {type(policy).__name__}.slate_probabilities(logs) must return "
                 f"SlateProbabilities; got {type(probs).__name__}."
             )
     else:
         raise PolicyError(
-            "a slate candidate must be SlateProbabilities or have a slate_probabilities(logs) "
-            f"method; got {type(policy).__name__}."
+            f"`{argument}` (the slate {who}) must be SlateProbabilities or have a "
+            f"slate_probabilities(logs) method, e.g. a SlatePolicy; got {describe(policy)}."
         )
     shapes = {"slate": (logs.n,), "marginal": (logs.n, logs.slate_size),
               "prefix": (logs.n, logs.slate_size)}
@@ -935,13 +938,14 @@ def slate_probabilities(policy: Any, logs: SlateLogs) -> SlateProbabilities:
         if v is None:
             out[name] = None
             continue
-        arr = as_float_array(v, f"target {name} probability", ndim=(len(shape),))
+        label = f"`{argument}` {name} probability"
+        arr = as_float_array(v, label, ndim=(len(shape),))
         if arr.shape != shape:
             raise PolicyError(
-                f"the candidate's {name} probabilities have shape {arr.shape}; the logs need "
-                f"{shape}."
+                f"the {who}'s {name} probabilities (`{argument}`) have shape {arr.shape}; the "
+                f"logs need {shape}."
             )
-        check_target_propensity(arr, f"target {name} probability")
+        check_target_propensity(arr, label)
         out[name] = arr
     return SlateProbabilities(**out)
 
@@ -1108,7 +1112,7 @@ class SlateEstimator:
         logs = slate_logs(logs)
         tgt = slate_probabilities(target, logs)
         log_p = (logs.logging_probabilities() if logging is None
-                 else slate_probabilities(logging, logs))
+                 else slate_probabilities(logging, logs, argument="logging"))
         w = self._weights(logs, tgt, log_p)
         return _estimate(self, logs, w, policy)
 
@@ -1120,9 +1124,14 @@ class SlateEstimator:
 def _need(probs: SlateProbabilities, field_name: str, who: str, what: str) -> np.ndarray:
     v = getattr(probs, field_name)
     if v is None:
+        column = {"slate": "slate_propensity", "marginal": "propensity",
+                  "prefix": "prefix_propensity"}[field_name]
+        where = ("`target`: give a candidate that provides them (a SlatePolicy, or "
+                 f"SlateProbabilities with `{field_name}`)") if who == "candidate" else (
+                 f"give the logs' `{column}` column, or `logging` as a policy that provides them")
         raise PolicyError(
             f"{what} needs the {who}'s {field_name} probabilities of the logged slates; they "
-            f"are not available (give the `{field_name}` column or a policy that provides them)."
+            f"are not available ({where})."
         )
     return np.asarray(v, dtype=np.float64)
 
@@ -1262,7 +1271,7 @@ class IndependentIPS(SlateEstimator):
         keep = sorted({int(k) for k in self.positions})
         tgt = slate_probabilities(target, logs)
         log_p = (logs.logging_probabilities() if logging is None
-                 else slate_probabilities(logging, logs))
+                 else slate_probabilities(logging, logs, argument="logging"))
         w = self._weights(logs, tgt, log_p)
         sub = dataclasses.replace(logs, reward=logs.reward[:, keep])
         return _estimate(self, sub, w, policy)
@@ -1351,7 +1360,7 @@ class PseudoInverse(SlateEstimator):
         elif self.product_logging:
             tgt = slate_probabilities(target, logs)
             log_p = (logs.logging_probabilities() if logging is None
-                     else slate_probabilities(logging, logs))
+                     else slate_probabilities(logging, logs, argument="logging"))
             ratio = _need(tgt, "marginal", "candidate", "PI") / _need(
                 log_p, "marginal", "logger", "PI")
             w = ratio.sum(axis=1) - logs.slate_size + 1
@@ -1436,7 +1445,8 @@ def position_diagnostics(logs: Any, target: Any, *, logging: Any = None) -> pd.D
 
     logs = slate_logs(logs)
     tgt = slate_probabilities(target, logs)
-    log_p = logs.logging_probabilities() if logging is None else slate_probabilities(logging, logs)
+    log_p = (logs.logging_probabilities() if logging is None
+             else slate_probabilities(logging, logs, argument="logging"))
     t = _need(tgt, "marginal", "candidate", "position_diagnostics")
     p = _need(log_p, "marginal", "logger", "position_diagnostics")
     unsupported = np.full(logs.slate_size, np.nan)

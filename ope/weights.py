@@ -34,6 +34,7 @@ from ope._validation import (
     check_logging_propensity,
     check_max_weight,
     check_target_propensity,
+    describe,
     validated_pair,
 )
 from ope.exceptions import ParameterError, SchemaError, ValidationError
@@ -280,17 +281,24 @@ def factor_weights(
     >>> factor_weights(logged, {"retrieval": [1.0, 0.4], "ranking": [0.5, 0.5]})
     array([4., 1.])
     """
+    for arg, given in (("logging_factors", logging_factors), ("target_factors", target_factors)):
+        if not isinstance(given, Mapping):
+            raise ParameterError(
+                f"`{arg}` must be a mapping of factor name -> probabilities (one array per "
+                f"factor); got {describe(given)}. Pass e.g. {arg}={{'ranking': [0.5, 0.25]}}."
+            )
     if not target_factors:
         raise ValidationError(
             "`target_factors` is empty: give the candidate's probabilities for at least one "
             "changed factor (columns target__<policy>__<factor>)."
         )
-    unknown = sorted(set(target_factors) - set(logging_factors))
+    unknown = sorted(map(str, set(target_factors) - set(logging_factors)))
     if unknown:
         raise ValidationError(
-            f"changed factors {unknown} have no logged propensity; logged factors are "
-            f"{sorted(logging_factors)}. Log the column propensity__<factor> for every factor "
-            "a candidate changes."
+            f"changed factors {unknown} have no logged propensity (they are keys of "
+            f"`target_factors`, not of `logging_factors`); logged factors are "
+            f"{sorted(map(str, logging_factors))}. Log the column propensity__<factor> for "
+            "every factor a candidate changes."
         )
     weight: np.ndarray | None = None
     for factor in target_factors:  # loop over a handful of factors, not rows
