@@ -185,6 +185,8 @@ class _Inputs:
     #: the rows' sampling (Horvitz-Thompson) weights, and what messages call them
     sampling_weight: np.ndarray | None = None
     weight_name: str = "sampling_weight"
+    #: the largest magnitude of the rewards and model predictions when validation read it
+    peak: float | None = None
 
     @property
     def n(self) -> int:
@@ -243,8 +245,7 @@ def _validate(
     :func:`check_after_pass`, which reads what the moment kernel saw during its one pass."""
     rr = check_reward_range(reward_range)
     r = as_float_array(reward, "reward", ndim=(1,))
-    if not deferred:
-        check_finite(r, "reward")
+    peak = None if deferred else _finite_peak(r, "reward")
     n = r.shape[0]
     if n < MIN_ROWS:
         raise ValidationError(
@@ -298,11 +299,11 @@ def _validate(
             ql = as_float_array(q_logged, "q_logged", ndim=(1,))  # type: ignore[arg-type]
             if ql.shape[0] != n:
                 raise ValidationError(f"`q_logged` has {ql.shape[0]} rows but `reward` has {n}.")
-            check_finite(ql, "q_logged")
+            peak = max(peak or 0.0, _finite_peak(ql, "q_logged"))
         qt = as_float_array(q_target, "q_target", ndim=(1, 2))  # type: ignore[arg-type]
         if qt.shape[0] != n:
             raise ValidationError(f"`q_target` has {qt.shape[0]} rows but `reward` has {n}.")
-        check_finite(qt, "q_target")
+        peak = max(peak or 0.0, _finite_peak(qt, "q_target"))
         if qt.ndim == 1:
             qt = qt[:, None]
         if n_pol is not None and qt.shape[1] != n_pol:
@@ -316,7 +317,17 @@ def _validate(
     if not (rewards_checked or deferred):  # ope.evaluate checks them once for every estimator
         check_rewards_in_range(r, rr)
     labels = policy_labels(names, n_pol, "target_propensity" if t is not None else "q_target")
-    return _Inputs(r, p, t, ql, qt, rr, labels, s, weight_name)
+    return _Inputs(r, p, t, ql, qt, rr, labels, s, weight_name, peak)
+
+
+def _finite_peak(arr: np.ndarray, name: str) -> float:
+    """:func:`check_finite` of ``arr``, returning its largest magnitude (from the same pass)."""
+    if arr.size == 0:
+        return 0.0
+    low, high = value_range(arr)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        check_finite(arr, name)  # raises with the count and the first row
+    return max(abs(low), abs(high))
 
 
 def pair_arrays(logging_propensity: Any, target_propensity: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -741,11 +752,13 @@ _SCALED_FROM: Final = 2.0**64
 def _reward_scale(data: _Inputs) -> float:
     """A power of two to divide rewards and model predictions by, so that the largest is in
     [1, 2) when some reach :data:`_SCALED_FROM` (1.0 otherwise)."""
-    top = 0.0
-    for arr in (data.reward, data.q_logged, data.q_target):
-        if arr is not None and arr.size:
-            low, high = value_range(arr)
-            top = max(top, abs(low), abs(high))
+    top = data.peak
+    if top is None:
+        top = 0.0
+        for arr in (data.reward, data.q_logged, data.q_target):
+            if arr is not None and arr.size:
+                low, high = value_range(arr)
+                top = max(top, abs(low), abs(high))
     return power_of_two_scale(top) if top >= _SCALED_FROM else 1.0
 
 
