@@ -1314,6 +1314,8 @@ def weighted_estimates_from_moments(
         summary = moments.weight_summary(j, clipped=clipped) if estimator.uses_weights else None
         notes = weight_notes(estimator, n, summary, label, std_error=se,  # raises on zero weights
                              weighted=True)
+        if not (math.isfinite(value) and math.isfinite(se)):
+            raise ValidationError(_unrepresentable(estimator, label, value, se, source(j)))
         n_clipped = int(moments.n_clipped[j]) if clipped else 0
         if n_clipped:
             notes.append(weighted_target_note(estimator, n_clipped, n, reward_range))
@@ -1354,7 +1356,7 @@ def _weighted_pass(
     cm, wm = weighted_moments(reward, logging_propensity, target, s, max_weight=mw,
                               chunk_size=chunk_size, plain=False)
     assert cm.checks is not None
-    if not (wm.s_min > 0.0 and math.isfinite(wm.s_max) and cm.checks.finite):
+    if not (wm.s_min > 0.0 and wm.s_max <= MAX_FINITE_WEIGHT and cm.checks.finite):
         check_sampling_weight(s, s.shape[0], name=weight_name)  # raises on a bad weight
     check_after_pass(cm.checks, reward, None if logging else logging_propensity, target,
                      reward_range, rewards_checked=rewards_checked)

@@ -20,7 +20,6 @@ many rows, the first row, and how to fix it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -81,12 +80,15 @@ MOMENT_KEYS: Final = (
 def check_sampling_weight(
     weight: npt.ArrayLike, n: int, *, name: str = "sampling_weight", values: bool = True
 ) -> np.ndarray:
-    """Sampling (survey) weights of ``n`` rows as float64: finite and positive.
+    """Sampling (survey) weights of ``n`` rows as float64: positive and at most
+    :data:`ope._validation.MAX_FINITE_WEIGHT`.
 
     ``name`` is what the messages call them (the argument, or the log's column). A weight of 0
-    would drop a row that was kept; drop such rows instead. ``values=False`` checks the shape
-    only: the caller checks the values after the moment kernel's pass, which sees their range
-    (:func:`ope.estimators.check_after_pass`).
+    would drop a row that was kept; drop such rows instead. A weight above 1e150 (a row kept with
+    probability below 1e-150) has a square beyond 1e300, so the sums of squares behind the
+    standard errors and effective sample sizes would overflow float64. ``values=False`` checks
+    the shape only: the caller checks the values after the moment kernel's pass, which sees their
+    range (:func:`ope.estimators.check_after_pass`).
 
     Examples
     --------
@@ -97,12 +99,12 @@ def check_sampling_weight(
     s = as_float_array(weight, name, ndim=(1,)).astype(np.float64, copy=False)
     if s.shape[0] != n:
         raise ValidationError(
-            f"`{name}` has {s.shape[0]} rows but the logs have {n}; give one sampling weight "
-            "per logged row."
+            f"`{name}` has {s.shape[0]} rows but the logs have {n} (the rows of `reward`); give "
+            "one sampling weight per logged row."
         )
     if not values:
         return s
-    if s.size and float(np.min(s)) > 0.0 and math.isfinite(float(np.max(s))):
+    if s.size and float(np.min(s)) > 0.0 and float(np.max(s)) <= MAX_FINITE_WEIGHT:
         return s  # two reductions, no temporaries (NaN fails the test: the checks below)
     check_finite(s, name)
     bad = ~(s > 0)
@@ -113,6 +115,16 @@ def check_sampling_weight(
             f"at row {int(idx[0])}: {float(s[idx[0]])!r}). A sampling weight is 1 / the "
             "probability that the row was kept (DSJSON: 1 / (1 - pdrop)); drop rows that carry "
             "no weight."
+        )
+    big = s > MAX_FINITE_WEIGHT
+    if big.any():
+        idx = np.flatnonzero(big)
+        raise ValidationError(
+            f"`{name}` (the rows' sampling weights) must be at most {MAX_FINITE_WEIGHT:.0e}; "
+            f"{idx.size} rows are not (first at row {int(idx[0])}: {float(s[idx[0]])!r}). A "
+            "sampling weight is 1 / the probability that the row was kept; weights this large "
+            "have squares beyond float64. Check the weights (or divide them all by one power of "
+            "ten: the weighted estimates do not depend on their scale)."
         )
     return s
 

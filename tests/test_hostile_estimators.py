@@ -143,6 +143,24 @@ def test_weighted_rows_are_scaled_the_same_way():
     assert (large.value, large.std_error) == (small.value * big, small.std_error * big)
 
 
+def test_sampling_weights_are_bounded_and_their_length_names_reward():
+    s = np.full(N, 1e308)
+    for est in (IPS(), DR()):
+        with pytest.raises(ValidationError, match=r"`sampling_weight` \(the rows' sampling "
+                                                  r"weights\) must be at most 1e\+150; 60 rows"):
+            _estimate(est, sampling_weight=s)
+    with pytest.raises(ValidationError, match=r"`sampling_weight` has 59 rows but the logs have "
+                                              r"60 \(the rows of `reward`\)"):
+        _estimate(IPS(), sampling_weight=np.ones(N - 1))
+
+
+def test_a_weighted_weighting_estimate_float64_cannot_hold_is_refused_naming_reward():
+    with pytest.raises(ValidationError, match=r"clipped_ips: the estimate is not representable "
+                                              r"in float64 .*Rescale the `reward` column"):
+        _estimate(ClippedIPS(max_weight=10.0), reward=np.full(N, 1e308),
+                  sampling_weight=np.linspace(1.0, 3.0, N))
+
+
 # ---------------------------------------------------------------------------------------------
 # the moment statistics
 # ---------------------------------------------------------------------------------------------

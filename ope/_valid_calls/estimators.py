@@ -62,6 +62,14 @@ def _moment_statistic(cls: str, **settings: Any) -> Callable[[Path], Call]:
     return build
 
 
+def _sampling_weighted(factory: Callable[[Path], Call]) -> Callable[[Path], Call]:
+    """The same call on rows with sampling weights (the weighted path of the estimator)."""
+    def build(tmp: Path) -> Call:
+        base = factory(tmp)
+        return Call(base.target, {**base.kwargs, "sampling_weight": np.linspace(1.0, 3.0, N)})
+    return build
+
+
 def _ratio(means: np.ndarray) -> np.ndarray:
     return means[..., 0] / means[..., 1]
 
@@ -85,7 +93,8 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.DRos": lambda tmp: call("ope.DRos", shrinkage=1.0),
     "ope.IPS.estimate": estimator_estimate("ope.IPS"),
     "ope.SNIPS.estimate": estimator_estimate("ope.SNIPS"),
-    "ope.ClippedIPS.estimate": estimator_estimate("ope.ClippedIPS", max_weight=10.0),
+    "ope.ClippedIPS.estimate": _sampling_weighted(
+        estimator_estimate("ope.ClippedIPS", max_weight=10.0)),
     "ope.DM.estimate": estimator_estimate("ope.DM"),
     "ope.DR.estimate": estimator_estimate("ope.DR"),
     "ope.SNDR.estimate": estimator_estimate("ope.SNDR"),
@@ -119,7 +128,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     **{f"ope.{cls}": (lambda tmp, cls=cls: call(f"ope.{cls}"))
        for cls in ("IPS", "SNIPS", "DM", "DR", "SNDR")},
     "ope.SwitchDR.estimate": estimator_estimate("ope.SwitchDR", tau=10.0),
-    "ope.DRos.estimate": estimator_estimate("ope.DRos", shrinkage=1.0),
+    "ope.DRos.estimate": _sampling_weighted(estimator_estimate("ope.DRos", shrinkage=1.0)),
     "ope.IPS.reward_origin": lambda tmp: Call(resolve("ope.IPS")().reward_origin, {
         "reward_range": (0.0, 1.0)}),
     "ope.SNIPS.reward_origin": lambda tmp: Call(resolve("ope.SNIPS")().reward_origin, {
@@ -128,13 +137,15 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         resolve("ope.ClippedIPS")(max_weight=10.0).reward_origin, {"reward_range": (0.0, 1.0)}),
     "ope.IPS.moment_statistic": _moment_statistic("ope.IPS"),
     "ope.ClippedIPS.moment_statistic": _moment_statistic("ope.ClippedIPS", max_weight=10.0),
+    # the doubly robust path of several policies with sampling weights (IPS.estimate and the
+    # others vary the unweighted one)
     "ope.estimate_many": lambda tmp: call(
-        "ope.estimate_many", estimator="ips", reward=arrays()["reward"],
+        "ope.estimate_many", estimator="dr", reward=arrays()["reward"],
         logging_propensity=arrays()["logging_propensity"],
         target_propensity=np.column_stack([arrays()["target_propensity"]] * 2),
-        q_logged=None, q_target=None, reward_range=(0.0, 1.0), names=["a", "b"],
-        chunk_size=16, rewards_checked=False, sampling_weight=None,
-        weight_name="sampling_weight"),
+        q_logged=np.full(N, 0.4), q_target=np.full((N, 2), 0.4), reward_range=(0.0, 1.0),
+        names=["a", "b"], chunk_size=16, rewards_checked=False,
+        sampling_weight=np.linspace(1.0, 3.0, N), weight_name="sampling_weight"),
     "ope.factor_weights": lambda tmp: call(
         "ope.factor_weights",
         logging_factors={"retrieval": np.full(N, 0.5), "ranking": np.full(N, 0.25)},
@@ -153,7 +164,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     # the moment statistics of the streamed path
     "ope.MomentStats.from_arrays": lambda tmp: Call(resolve("ope.MomentStats").from_arrays, {
         **arrays(), "max_weight": 10.0, "names": ["greedy"], "chunk_size": 16,
-        "sampling_weight": None, "weight_name": "sampling_weight"}),
+        "sampling_weight": np.linspace(1.0, 3.0, N), "weight_name": "sampling_weight"}),
     "ope.MomentStats.estimates": _moment_method(
         "estimates", estimator="ips", reward_range=(0.0, 1.0), confidence_level=0.95),
     "ope.MomentStats.to_estimates": _moment_method(
