@@ -1085,6 +1085,15 @@ class SlateEstimator:
     _kind = "sips"
     _shared = True
 
+    def __post_init__(self) -> None:
+        for setting in ("self_normalized", "product_logging"):
+            value = getattr(self, setting, False)
+            if not isinstance(value, (bool, np.bool_)):
+                raise ParameterError(
+                    f"{type(self).__name__}: `{setting}` must be True or False; got "
+                    f"{describe(value)}. Pass e.g. {setting}=True."
+                )
+
     def _weights(self, logs: SlateLogs, target: SlateProbabilities,
                  logging: SlateProbabilities) -> np.ndarray:
         raise NotImplementedError  # pragma: no cover - subclasses supply it
@@ -1226,6 +1235,7 @@ class IndependentIPS(SlateEstimator):
     name = "iips"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.positions is None:
             return
         given = self.positions

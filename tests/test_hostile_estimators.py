@@ -256,6 +256,18 @@ def test_slate_policies_that_are_not_policies_are_named(est, argument, bad):
         est.estimate(logs, **kwargs)
 
 
+@pytest.mark.parametrize("cls", [SlateIPS, IndependentIPS, CascadeIPS, PseudoInverse])
+@pytest.mark.parametrize("bad", ["no", 2, math.nan])
+def test_slate_switches_are_booleans(cls, bad):
+    # "no" is truthy: it would silently self-normalize
+    with pytest.raises(ParameterError, match=rf"{cls.__name__}: `self_normalized` must be True "
+                                             r"or False"):
+        cls(self_normalized=bad)
+    if cls is PseudoInverse:
+        with pytest.raises(ParameterError, match=r"`product_logging` must be True or False"):
+            cls(product_logging=bad)
+
+
 def test_missing_slate_probabilities_name_where_to_give_them():
     from ope.slates import SlateProbabilities, slate_logs
 
