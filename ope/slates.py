@@ -53,6 +53,8 @@ from ope._thresholds import (
 from ope._validation import (
     as_float_array,
     check_finite,
+    check_flag,
+    check_no_overflow,
     check_label_kinds,
     check_logging_propensity,
     check_positive_int,
@@ -61,6 +63,7 @@ from ope._validation import (
     check_target_propensity,
     describe,
     first_rows,
+    power_of_two_scale,
     user_stacklevel,
 )
 from ope.exceptions import (
@@ -1025,14 +1028,19 @@ def slate_probabilities_from_table(
 # estimators
 # ============================================================================================
 class _SlateRows(RowSource):
-    """Per-slate rows of a slate estimate: ``sum_k w_ik r_ik`` (or its self-normalized form)."""
+    """Per-slate rows of a slate estimate: ``sum_k w_ik r_ik`` (or its self-normalized form).
+
+    The rewards are held in units of ``scale`` (a power of two, see :func:`_reward_scale`);
+    :meth:`statistic` and :meth:`gradient` give the estimate in reward units.
+    """
 
     methods = ("bootstrap",)
 
     def __init__(self, weight: np.ndarray, reward: np.ndarray, self_normalized: bool,
-                 shared: bool) -> None:
-        self.w, self.r = weight, reward
-        self.reward = reward.sum(axis=1)
+                 shared: bool, scale: float = 1.0) -> None:
+        self.w, self.r = weight, reward if scale == 1.0 else reward / scale
+        self.scale = scale
+        self.reward = self.r.sum(axis=1)  # identifies the rows (paired comparisons)
         self.n = int(weight.shape[0])
         self.sn = self_normalized
         self.shared = shared  # one weight for all slots (slate IPS, PI)
@@ -1052,17 +1060,30 @@ class _SlateRows(RowSource):
 
     def statistic(self, means: np.ndarray) -> np.ndarray:
         if not self.sn:
-            return means[..., 0]
+            return means[..., 0] * self.scale
         h = means.shape[-1] // 2
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (means[..., :h] / means[..., h:]).sum(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return (means[..., :h] / means[..., h:]).sum(axis=-1) * self.scale
 
     def gradient(self, means: np.ndarray) -> np.ndarray:
         if not self.sn:
-            return np.ones(1)
+            return np.full(1, self.scale)
         h = means.shape[-1] // 2
         num, den = means[:h], means[h:]
-        return np.concatenate([1.0 / den, -num / den**2])
+        return np.concatenate([1.0 / den, -num / den**2]) * self.scale
+
+
+#: Slate rewards from this magnitude on are held in units of a power of two (:class:`_SlateRows`):
+#: the weighted sums over slots and rows, and the squares behind the standard error, of rewards
+#: near 1e308 would overflow float64. Below it, in the rewards' own units (exact either way).
+_SCALED_FROM: Final = 2.0**64
+
+
+def _reward_scale(reward: np.ndarray) -> float:
+    """A power of two that brings the largest |reward| into [1, 2) when it reaches
+    :data:`_SCALED_FROM` (1.0 otherwise)."""
+    top = float(np.max(np.abs(reward))) if reward.size else 0.0
+    return power_of_two_scale(top) if top >= _SCALED_FROM else 1.0
 
 
 @dataclass(frozen=True)
@@ -1086,13 +1107,9 @@ class SlateEstimator:
     _shared = True
 
     def __post_init__(self) -> None:
-        for setting in ("self_normalized", "product_logging"):
-            value = getattr(self, setting, False)
-            if not isinstance(value, (bool, np.bool_)):
-                raise ParameterError(
-                    f"{type(self).__name__}: `{setting}` must be True or False; got "
-                    f"{describe(value)}. Pass e.g. {setting}=True."
-                )
+        for setting in ("self_normalized", "product_logging"):  # "no" would be truthy
+            if hasattr(self, setting):
+                check_flag(getattr(self, setting), setting)
 
     def _weights(self, logs: SlateLogs, target: SlateProbabilities,
                  logging: SlateProbabilities) -> np.ndarray:
@@ -1146,13 +1163,24 @@ def _need(probs: SlateProbabilities, field_name: str, who: str, what: str) -> np
 
 
 def _estimate(est: SlateEstimator, logs: SlateLogs, w: np.ndarray, policy: str | None) -> Estimate:
-    src = _SlateRows(w, logs.reward, est.self_normalized, est._shared)
+    scale = _reward_scale(logs.reward)
+    src = _SlateRows(w, logs.reward, est.self_normalized, est._shared, scale)
     comps = src.components()
     means = comps.mean(axis=0)
+    if est.self_normalized and not bool(np.all(means[means.shape[0] // 2:] != 0.0)):
+        raise EstimationError(
+            f"{est.estimator_name}: the importance weights of a slot sum to zero (`target` "
+            "gives the logged slates probability 0 there), so the self-normalized estimate is "
+            "0/0. Use the unnormalized estimator (self_normalized=False), or a candidate that "
+            "gives the logged slates some probability."
+        )
     value = float(src.statistic(means))
-    infl = (comps - means) @ src.gradient(means)
+    infl = (comps - means) @ (src.gradient(means) / scale)  # in units of the scale
     n = logs.n
-    se = float(infl.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    se = float(infl.std(ddof=1) / math.sqrt(n)) * scale if n > 1 else math.nan
+    if not math.isfinite(value) or (n > 1 and not math.isfinite(se)):
+        check_no_overflow(np.array([value, se]), f"{est.estimator_name}'s value and standard "
+                          "error", {"reward": logs.reward}, row=None)
     ess = min(kish_ess(float(w[:, k].sum()), float((w[:, k] ** 2).sum()))
               for k in range(w.shape[1]))  # loop over positions
     notes = [f"assumption: {_ASSUMPTIONS[est._kind]}"]

@@ -399,8 +399,8 @@ def test_estimate_many_accepts_names_and_checks_them():
                                               r"has 2 policy columns"):
         estimate_many("ips", reward=r, logging_propensity=p, target_propensity=t,
                       names=["a", "b", "c"])
-    with pytest.raises(ParameterError, match=r"`names` must be a sequence of labels .* not the "
-                                             r"string itself"):
+    with pytest.raises(ParameterError, match=r"`names` must be a list of names .* not the "
+                                             r"single string 'abc'"):
         estimate_many("ips", reward=r, logging_propensity=p, target_propensity=t, names="abc")
     with pytest.raises(TypeError, match=r"`estimator` must be an ope estimator"):
         estimate_many(42, reward=r, logging_propensity=p, target_propensity=t)  # type: ignore
