@@ -71,6 +71,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -99,15 +100,20 @@ from ope._validation import (
     MAX_FINITE_WEIGHT,
     as_float_array,
     check_finite,
+    check_names,
     check_max_weight,
+    check_no_overflow,
     check_real,
     check_reward_range,
     check_rewards_in_range,
     check_weight_bound,
     chunks,
+    describe,
+    power_of_two_scale,
     require_reward_range,
     user_stacklevel,
     validated_pair,
+    value_range,
 )
 from ope.exceptions import (
     EstimationError,
@@ -179,20 +185,26 @@ class _Inputs:
     #: the rows' sampling (Horvitz-Thompson) weights, and what messages call them
     sampling_weight: np.ndarray | None = None
     weight_name: str = "sampling_weight"
+    #: the largest magnitude of the rewards and model predictions when validation read it
+    peak: float | None = None
 
     @property
     def n(self) -> int:
         return int(self.reward.shape[0])
 
 
-def policy_labels(names: Sequence[str] | None, n_pol: int) -> tuple[str | None, ...]:
-    """One distinct label per policy column (``None`` for each when no names are given)."""
+def policy_labels(
+    names: Sequence[str] | None, n_pol: int, columns: str = "target_propensity"
+) -> tuple[str | None, ...]:
+    """One distinct label per policy column (``None`` for each when no names are given);
+    ``columns`` is the argument whose columns are the policies."""
     if names is None:
         return (None,) * n_pol
-    labels = tuple(str(x) for x in names)
+    labels = tuple(check_names(names, "names", example="names=['greedy']"))
     if len(labels) != n_pol:
         raise ValidationError(
-            f"`names` has {len(labels)} entries but there are {n_pol} policy columns."
+            f"`names` has {len(labels)} entries but `{columns}` has {n_pol} policy columns; "
+            "give one name per column."
         )
     if len(set(labels)) != len(labels):
         repeated = sorted({x for x in labels if labels.count(x) > 1})
@@ -233,13 +245,13 @@ def _validate(
     :func:`check_after_pass`, which reads what the moment kernel saw during its one pass."""
     rr = check_reward_range(reward_range)
     r = as_float_array(reward, "reward", ndim=(1,))
-    if not deferred:
-        check_finite(r, "reward")
+    peak = None if deferred else _finite_peak(r, "reward")
     n = r.shape[0]
     if n < MIN_ROWS:
         raise ValidationError(
             f"{estimator.name}: need at least {MIN_ROWS} rows for a value with a standard "
-            f"error; got {n}."
+            f"error; `reward` has {n}. Pass every logged row (reward, propensities and model "
+            "predictions of the same rows)."
         )
     s = None
     if sampling_weight is not None:  # deferred: the values are checked after the kernel's pass
@@ -287,11 +299,11 @@ def _validate(
             ql = as_float_array(q_logged, "q_logged", ndim=(1,))  # type: ignore[arg-type]
             if ql.shape[0] != n:
                 raise ValidationError(f"`q_logged` has {ql.shape[0]} rows but `reward` has {n}.")
-            check_finite(ql, "q_logged")
+            peak = max(peak or 0.0, _finite_peak(ql, "q_logged"))
         qt = as_float_array(q_target, "q_target", ndim=(1, 2))  # type: ignore[arg-type]
         if qt.shape[0] != n:
             raise ValidationError(f"`q_target` has {qt.shape[0]} rows but `reward` has {n}.")
-        check_finite(qt, "q_target")
+        peak = max(peak or 0.0, _finite_peak(qt, "q_target"))
         if qt.ndim == 1:
             qt = qt[:, None]
         if n_pol is not None and qt.shape[1] != n_pol:
@@ -304,7 +316,18 @@ def _validate(
         n_pol = 1
     if not (rewards_checked or deferred):  # ope.evaluate checks them once for every estimator
         check_rewards_in_range(r, rr)
-    return _Inputs(r, p, t, ql, qt, rr, policy_labels(names, n_pol), s, weight_name)
+    labels = policy_labels(names, n_pol, "target_propensity" if t is not None else "q_target")
+    return _Inputs(r, p, t, ql, qt, rr, labels, s, weight_name, peak)
+
+
+def _finite_peak(arr: np.ndarray, name: str) -> float:
+    """:func:`check_finite` of ``arr``, returning its largest magnitude (from the same pass)."""
+    if arr.size == 0:
+        return 0.0
+    low, high = value_range(arr)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        check_finite(arr, name)  # raises with the count and the first row
+    return max(abs(low), abs(high))
 
 
 def pair_arrays(logging_propensity: Any, target_propensity: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -719,6 +742,48 @@ class EstimatorRows(RowSource):
         return betting_interval(w, r, reward_range=rr, confidence_level=confidence_level)
 
 
+#: Rewards and model predictions from this magnitude on are computed in units of a power of two
+#: (:func:`_reward_scale`): the sums of components and of squared influence terms of rewards near
+#: 1e308 would overflow float64 (influence terms from about 1e154 on). Below it, in the inputs'
+#: own units; the scaling by a power of two is exact either way.
+_SCALED_FROM: Final = 2.0**64
+
+
+def _reward_scale(data: _Inputs) -> float:
+    """A power of two to divide rewards and model predictions by, so that the largest is in
+    [1, 2) when some reach :data:`_SCALED_FROM` (1.0 otherwise)."""
+    top = data.peak
+    if top is None:
+        top = 0.0
+        for arr in (data.reward, data.q_logged, data.q_target):
+            if arr is not None and arr.size:
+                low, high = value_range(arr)
+                top = max(top, abs(low), abs(high))
+    return power_of_two_scale(top) if top >= _SCALED_FROM else 1.0
+
+
+def _in_units(values: np.ndarray, scale: float) -> np.ndarray:
+    """float64 values divided by ``scale`` (no copy at scale 1)."""
+    out = values.astype(np.float64, copy=False)
+    return out if scale == 1.0 else out / scale
+
+
+def _from_units(
+    est: Estimator, data: _Inputs, value: float, se: float, scale: float
+) -> tuple[float, float]:
+    """A value and standard error computed in units of ``scale``, back in reward units; one
+    beyond float64 is refused with the input that makes it so (never returned as inf)."""
+    if scale != 1.0:
+        with np.errstate(over="ignore"):
+            value, se = float(np.float64(value) * scale), float(np.float64(se) * scale)
+    if not (math.isfinite(value) and math.isfinite(se)):
+        inputs = {k: v for k, v in (("reward", data.reward), ("q_logged", data.q_logged),
+                                    ("q_target", data.q_target)) if v is not None}
+        check_no_overflow(np.array([value, se]), f"{est.name}'s value and standard error",
+                          inputs, row=None)
+    return value, se
+
+
 class Estimator(ABC):
     """The shared template; subclasses supply the step that differs.
 
@@ -783,19 +848,20 @@ class Estimator(ABC):
             validated_pair(data.logging_propensity, data.target_propensity)
         if not rewards_checked:
             check_rewards_in_range(data.reward, data.reward_range)
+        scale = _reward_scale(data)
         origin = (
             self.reward_origin(data.reward_range) if isinstance(self, WeightingEstimator) else 0.0
-        )
+        ) / scale
         n_pol = len(data.names)
 
         def block(sl: slice) -> tuple[np.ndarray, None, None]:
-            r = data.reward[sl].astype(np.float64, copy=False)
+            r = _in_units(data.reward[sl], scale)
             w = None
             if self.uses_weights:
                 assert data.logging_propensity is not None and data.target_propensity is not None
                 w = self._transform(ratio(data.logging_propensity[sl], data.target_propensity[sl]))
-            ql = None if data.q_logged is None else data.q_logged[sl].astype(np.float64, copy=False)
-            qt = None if data.q_target is None else data.q_target[sl].astype(np.float64, copy=False)
+            ql = None if data.q_logged is None else _in_units(data.q_logged[sl], scale)
+            qt = None if data.q_target is None else _in_units(data.q_target[sl], scale)
             a = self._components(r - origin if origin else r, w, ql, qt)
             if origin:  # clipped IPS about r_lo: r_lo + min(w, R) (r - r_lo)
                 a = a + origin
@@ -814,8 +880,9 @@ class Estimator(ABC):
             summary = info.summaries[j] if self.uses_weights else None
             value = float(weighted_statistic(self, cm.means[:, j]))
             se = math.sqrt(cm.psi_var[j] / n)
-            notes = weight_notes(self, n, summary, label, std_error=se,  # raises on zero weights
-                                 weighted=True)
+            notes = weight_notes(self, n, summary, label,  # raises on zero weights
+                                 std_error=se * scale, weighted=True)
+            value, se = _from_units(self, data, value, se, scale)
             if self.name == "dm":
                 notes.append(DM_NOTE)
             n_clipped = info.n_clipped[j] if info.n_clipped else 0
@@ -859,18 +926,19 @@ class Estimator(ABC):
             **weighted,
         )
 
-    def _blocks(self, data: _Inputs) -> Callable[[slice], tuple[Any, Any, Any]]:
-        """Per block of rows: the components (c, k, P), the raw and the used weights (c, P)."""
+    def _blocks(self, data: _Inputs, scale: float = 1.0) -> Callable[[slice], tuple[Any, Any, Any]]:
+        """Per block of rows: the components (c, k, P), the raw and the used weights (c, P);
+        rewards and model predictions in units of ``scale`` (see :func:`_reward_scale`)."""
 
         def block(sl: slice) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-            r = data.reward[sl].astype(np.float64, copy=False)
+            r = _in_units(data.reward[sl], scale)
             raw = w = None
             if self.uses_weights:
                 assert data.logging_propensity is not None and data.target_propensity is not None
                 raw = ratio(data.logging_propensity[sl], data.target_propensity[sl])
                 w = self._transform(raw)
-            ql = None if data.q_logged is None else data.q_logged[sl].astype(np.float64, copy=False)
-            qt = None if data.q_target is None else data.q_target[sl].astype(np.float64, copy=False)
+            ql = None if data.q_logged is None else _in_units(data.q_logged[sl], scale)
+            qt = None if data.q_target is None else _in_units(data.q_target[sl], scale)
             return self._components(r, w, ql, qt), raw, w
 
         return block
@@ -879,18 +947,22 @@ class Estimator(ABC):
         if data.sampling_weight is not None:
             return self._run_weighted(data, chunk_size=chunk_size)
         n = data.n
-        cm = component_moments(self._blocks(data), n, self._gradient, chunk_size=chunk_size)
+        scale = _reward_scale(data)
+        cm = component_moments(self._blocks(data, scale), n, self._gradient,
+                               chunk_size=chunk_size)
         out = []
         for j, label in enumerate(data.names):  # loop over policies, not rows
             summary = cm.weight_summary(j) if self.uses_weights else None
             se = math.sqrt(cm.psi_var[j] / n)
-            notes = weight_notes(self, n, summary, label, std_error=se)
+            value = float(self._statistic(cm.means[:, j]))
+            notes = weight_notes(self, n, summary, label, std_error=se * scale)
+            value, se = _from_units(self, data, value, se, scale)
             if self.name == "dm":
                 notes.append(DM_NOTE)
             out.append(
                 make_estimate(
                     estimator=self.name,
-                    value=float(self._statistic(cm.means[:, j])),
+                    value=value,
                     std_error=se,
                     n=n,
                     ess=float(n) if summary is None else summary.ess,
@@ -919,6 +991,25 @@ class Estimator(ABC):
         return self._run(data)[0]
 
 
+def _moment_arguments(mom: Any, j: Any, origin: Any) -> tuple[int, float]:
+    """The arguments of :meth:`WeightingEstimator.moment_statistic`, checked: centred moments,
+    a policy column of theirs and a finite reward origin."""
+    if not isinstance(mom, CenteredMoments):
+        raise ParameterError(
+            f"`mom` must be the centred moments of the rows (ope.moments.CenteredMoments, e.g. "
+            f"MomentStats.centered); got {describe(mom)}."
+        )
+    n_pol = int(mom.max_w.shape[0])
+    if isinstance(j, (bool, np.bool_)) or not isinstance(j, numbers.Integral) or not (
+        0 <= int(j) < n_pol
+    ):
+        raise ParameterError(
+            f"`j` must be the index of a policy column of `mom`, a whole number in [0, {n_pol}); "
+            f"got {describe(j)}."
+        )
+    return int(j), check_real(origin, "origin", finite=True, example="origin=0.0")
+
+
 class WeightingEstimator(Estimator):
     """An estimator whose value and variance are read off the centred moments of the rows.
 
@@ -934,6 +1025,7 @@ class WeightingEstimator(Estimator):
 
     def reward_origin(self, reward_range: tuple[float, float] | None) -> float:
         """The reward level the weights act about (0; clipped IPS: the range's lower end)."""
+        check_reward_range(reward_range)
         return 0.0
 
     def moment_statistic(
@@ -945,6 +1037,7 @@ class WeightingEstimator(Estimator):
         The deviation is computed in the statistics' units: finite whenever it is
         representable, even where its square is not.
         """
+        j, origin = _moment_arguments(mom, j, origin)
         mean, sd = mom.product_mean_sd(j, clipped=self.clip_level is not None, about=origin)
         return origin + mean, sd
 
@@ -1097,7 +1190,8 @@ def weight_notes(
             if weights.raw_zero:
                 text = (
                     f"all {n} importance weights are zero: the candidate never chooses a logged "
-                    "action, so the logs carry no information about it by weighting."
+                    "action (`target_propensity` is 0 on every row), so the logs carry no "
+                    "information about it by weighting."
                 )
             else:  # e.g. SwitchDR with every weight above tau
                 text = (
@@ -1220,6 +1314,8 @@ def weighted_estimates_from_moments(
         summary = moments.weight_summary(j, clipped=clipped) if estimator.uses_weights else None
         notes = weight_notes(estimator, n, summary, label, std_error=se,  # raises on zero weights
                              weighted=True)
+        if not (math.isfinite(value) and math.isfinite(se)):
+            raise ValidationError(_unrepresentable(estimator, label, value, se, source(j)))
         n_clipped = int(moments.n_clipped[j]) if clipped else 0
         if n_clipped:
             notes.append(weighted_target_note(estimator, n_clipped, n, reward_range))
@@ -1260,7 +1356,7 @@ def _weighted_pass(
     cm, wm = weighted_moments(reward, logging_propensity, target, s, max_weight=mw,
                               chunk_size=chunk_size, plain=False)
     assert cm.checks is not None
-    if not (wm.s_min > 0.0 and math.isfinite(wm.s_max) and cm.checks.finite):
+    if not (wm.s_min > 0.0 and wm.s_max <= MAX_FINITE_WEIGHT and cm.checks.finite):
         check_sampling_weight(s, s.shape[0], name=weight_name)  # raises on a bad weight
     check_after_pass(cm.checks, reward, None if logging else logging_propensity, target,
                      reward_range, rewards_checked=rewards_checked)
@@ -1539,7 +1635,8 @@ class ClippedIPS(_ImportanceWeighting):
 
     def reward_origin(self, reward_range: tuple[float, float] | None) -> float:
         """The lower end of ``reward_range`` (0 when none is given)."""
-        return 0.0 if reward_range is None else float(reward_range[0])
+        rr = check_reward_range(reward_range)
+        return 0.0 if rr is None else rr[0]
 
     def _transform(self, w: np.ndarray) -> np.ndarray:
         return np.minimum(w, self.max_weight)
@@ -1600,6 +1697,7 @@ class SNIPS(_ImportanceWeighting):
         self, mom: CenteredMoments, j: int, origin: float = 0.0
     ) -> tuple[float, float]:
         """The ratio ``sum w r / sum w`` and the deviation of its delta-method influence terms."""
+        j, _ = _moment_arguments(mom, j, origin)
         return mom.ratio_mean_sd(j, clipped=False)
 
 
@@ -1998,6 +2096,13 @@ def estimator_settings(name: str) -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(ESTIMATORS[name]) if f.init)
 
 
+def unknown_estimator(value: Any, argument: str) -> ParameterError:
+    """The error for an estimator name that is not registered, naming the argument."""
+    return ParameterError(
+        f"`{argument}`: unknown estimator {value!r}; choose one of {', '.join(ESTIMATORS)}."
+    )
+
+
 def get_estimator(
     name: str,
     *,
@@ -2048,9 +2153,7 @@ def get_estimator(
     """
     key = str(name).lower()
     if key not in ESTIMATORS:
-        raise ParameterError(
-            f"unknown estimator {name!r}; choose one of {', '.join(ESTIMATORS)}."
-        )
+        raise unknown_estimator(name, "name")
     given = {
         k: v
         for k, v in (("max_weight", max_weight), ("tau", tau), ("shrinkage", shrinkage))
@@ -2254,6 +2357,8 @@ def estimate_many(
     >>> [(e.policy, e.value) for e in res]
     [('greedy', 1.0), ('logger', 0.6666666666666666)]
     """
+    if isinstance(estimator, str) and estimator.lower() not in ESTIMATORS:
+        raise unknown_estimator(estimator, "estimator")
     est = get_estimator(estimator) if isinstance(estimator, str) else estimator
     if not isinstance(est, Estimator) or isinstance(est, LoggingValue):
         raise ParameterError(

@@ -53,6 +53,8 @@ from ope._thresholds import (
 from ope._validation import (
     as_float_array,
     check_finite,
+    check_flag,
+    check_no_overflow,
     check_label_kinds,
     check_logging_propensity,
     check_positive_int,
@@ -61,6 +63,7 @@ from ope._validation import (
     check_target_propensity,
     describe,
     first_rows,
+    power_of_two_scale,
     user_stacklevel,
 )
 from ope.exceptions import (
@@ -899,12 +902,14 @@ class PlackettLuce(SlatePolicy):
         return SlateProbabilities(slate=prefix[:, -1].copy(), marginal=marg, prefix=prefix)
 
 
-def slate_probabilities(policy: Any, logs: SlateLogs) -> SlateProbabilities:
+def slate_probabilities(policy: Any, logs: SlateLogs, *,
+                        argument: str = "target") -> SlateProbabilities:
     """A candidate's probabilities of the logged slates, from any supported form.
 
     ``policy`` is a :class:`SlateProbabilities` (used as is), or any object with a
     ``slate_probabilities(logs)`` method returning one (:class:`SlatePolicy` and user
-    classes). Arrays are checked against the logs' shape and ranges.
+    classes). Arrays are checked against the logs' shape and ranges. ``argument`` is what
+    messages call the policy (``target``, the candidate, or ``logging``, the logger).
 
     Examples
     --------
@@ -913,19 +918,20 @@ def slate_probabilities(policy: Any, logs: SlateLogs) -> SlateProbabilities:
     >>> slate_probabilities(SlateProbabilities(marginal=[[1.0, 1.0]]), logs).marginal.tolist()
     [[1.0, 1.0]]
     """
+    who = "logger" if argument == "logging" else "candidate"
     if isinstance(policy, SlateProbabilities):
         probs = policy
-    elif hasattr(policy, "slate_probabilities"):
+    elif callable(getattr(policy, "slate_probabilities", None)):
         probs = policy.slate_probabilities(logs)
         if not isinstance(probs, SlateProbabilities):
             raise PolicyError(
-                f"{type(policy).__name__}.slate_probabilities(logs) must return "
+                f"`{argument}`: {type(policy).__name__}.slate_probabilities(logs) must return "
                 f"SlateProbabilities; got {type(probs).__name__}."
             )
     else:
         raise PolicyError(
-            "a slate candidate must be SlateProbabilities or have a slate_probabilities(logs) "
-            f"method; got {type(policy).__name__}."
+            f"`{argument}` (the slate {who}) must be SlateProbabilities or have a "
+            f"slate_probabilities(logs) method, e.g. a SlatePolicy; got {describe(policy)}."
         )
     shapes = {"slate": (logs.n,), "marginal": (logs.n, logs.slate_size),
               "prefix": (logs.n, logs.slate_size)}
@@ -935,13 +941,14 @@ def slate_probabilities(policy: Any, logs: SlateLogs) -> SlateProbabilities:
         if v is None:
             out[name] = None
             continue
-        arr = as_float_array(v, f"target {name} probability", ndim=(len(shape),))
+        label = f"`{argument}` {name} probability"
+        arr = as_float_array(v, label, ndim=(len(shape),))
         if arr.shape != shape:
             raise PolicyError(
-                f"the candidate's {name} probabilities have shape {arr.shape}; the logs need "
-                f"{shape}."
+                f"the {who}'s {name} probabilities (`{argument}`) have shape {arr.shape}; the "
+                f"logs need {shape}."
             )
-        check_target_propensity(arr, f"target {name} probability")
+        check_target_propensity(arr, label)
         out[name] = arr
     return SlateProbabilities(**out)
 
@@ -1021,14 +1028,19 @@ def slate_probabilities_from_table(
 # estimators
 # ============================================================================================
 class _SlateRows(RowSource):
-    """Per-slate rows of a slate estimate: ``sum_k w_ik r_ik`` (or its self-normalized form)."""
+    """Per-slate rows of a slate estimate: ``sum_k w_ik r_ik`` (or its self-normalized form).
+
+    The rewards are held in units of ``scale`` (a power of two, see :func:`_reward_scale`);
+    :meth:`statistic` and :meth:`gradient` give the estimate in reward units.
+    """
 
     methods = ("bootstrap",)
 
     def __init__(self, weight: np.ndarray, reward: np.ndarray, self_normalized: bool,
-                 shared: bool) -> None:
-        self.w, self.r = weight, reward
-        self.reward = reward.sum(axis=1)
+                 shared: bool, scale: float = 1.0) -> None:
+        self.w, self.r = weight, reward if scale == 1.0 else reward / scale
+        self.scale = scale
+        self.reward = self.r.sum(axis=1)  # identifies the rows (paired comparisons)
         self.n = int(weight.shape[0])
         self.sn = self_normalized
         self.shared = shared  # one weight for all slots (slate IPS, PI)
@@ -1048,17 +1060,30 @@ class _SlateRows(RowSource):
 
     def statistic(self, means: np.ndarray) -> np.ndarray:
         if not self.sn:
-            return means[..., 0]
+            return means[..., 0] * self.scale
         h = means.shape[-1] // 2
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (means[..., :h] / means[..., h:]).sum(axis=-1)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return (means[..., :h] / means[..., h:]).sum(axis=-1) * self.scale
 
     def gradient(self, means: np.ndarray) -> np.ndarray:
         if not self.sn:
-            return np.ones(1)
+            return np.full(1, self.scale)
         h = means.shape[-1] // 2
         num, den = means[:h], means[h:]
-        return np.concatenate([1.0 / den, -num / den**2])
+        return np.concatenate([1.0 / den, -num / den**2]) * self.scale
+
+
+#: Slate rewards from this magnitude on are held in units of a power of two (:class:`_SlateRows`):
+#: the weighted sums over slots and rows, and the squares behind the standard error, of rewards
+#: near 1e308 would overflow float64. Below it, in the rewards' own units (exact either way).
+_SCALED_FROM: Final = 2.0**64
+
+
+def _reward_scale(reward: np.ndarray) -> float:
+    """A power of two that brings the largest |reward| into [1, 2) when it reaches
+    :data:`_SCALED_FROM` (1.0 otherwise)."""
+    top = float(np.max(np.abs(reward))) if reward.size else 0.0
+    return power_of_two_scale(top) if top >= _SCALED_FROM else 1.0
 
 
 @dataclass(frozen=True)
@@ -1080,6 +1105,11 @@ class SlateEstimator:
     name = "slate"
     _kind = "sips"
     _shared = True
+
+    def __post_init__(self) -> None:
+        for setting in ("self_normalized", "product_logging"):  # "no" would be truthy
+            if hasattr(self, setting):
+                check_flag(getattr(self, setting), setting)
 
     def _weights(self, logs: SlateLogs, target: SlateProbabilities,
                  logging: SlateProbabilities) -> np.ndarray:
@@ -1108,7 +1138,7 @@ class SlateEstimator:
         logs = slate_logs(logs)
         tgt = slate_probabilities(target, logs)
         log_p = (logs.logging_probabilities() if logging is None
-                 else slate_probabilities(logging, logs))
+                 else slate_probabilities(logging, logs, argument="logging"))
         w = self._weights(logs, tgt, log_p)
         return _estimate(self, logs, w, policy)
 
@@ -1120,21 +1150,37 @@ class SlateEstimator:
 def _need(probs: SlateProbabilities, field_name: str, who: str, what: str) -> np.ndarray:
     v = getattr(probs, field_name)
     if v is None:
+        column = {"slate": "slate_propensity", "marginal": "propensity",
+                  "prefix": "prefix_propensity"}[field_name]
+        where = ("`target`: give a candidate that provides them (a SlatePolicy, or "
+                 f"SlateProbabilities with `{field_name}`)") if who == "candidate" else (
+                 f"give the logs' `{column}` column, or `logging` as a policy that provides them")
         raise PolicyError(
             f"{what} needs the {who}'s {field_name} probabilities of the logged slates; they "
-            f"are not available (give the `{field_name}` column or a policy that provides them)."
+            f"are not available ({where})."
         )
     return np.asarray(v, dtype=np.float64)
 
 
 def _estimate(est: SlateEstimator, logs: SlateLogs, w: np.ndarray, policy: str | None) -> Estimate:
-    src = _SlateRows(w, logs.reward, est.self_normalized, est._shared)
+    scale = _reward_scale(logs.reward)
+    src = _SlateRows(w, logs.reward, est.self_normalized, est._shared, scale)
     comps = src.components()
     means = comps.mean(axis=0)
+    if est.self_normalized and not bool(np.all(means[means.shape[0] // 2:] != 0.0)):
+        raise EstimationError(
+            f"{est.estimator_name}: the importance weights of a slot sum to zero (`target` "
+            "gives the logged slates probability 0 there), so the self-normalized estimate is "
+            "0/0. Use the unnormalized estimator (self_normalized=False), or a candidate that "
+            "gives the logged slates some probability."
+        )
     value = float(src.statistic(means))
-    infl = (comps - means) @ src.gradient(means)
+    infl = (comps - means) @ (src.gradient(means) / scale)  # in units of the scale
     n = logs.n
-    se = float(infl.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+    se = float(infl.std(ddof=1) / math.sqrt(n)) * scale if n > 1 else math.nan
+    if not math.isfinite(value) or (n > 1 and not math.isfinite(se)):
+        check_no_overflow(np.array([value, se]), f"{est.estimator_name}'s value and standard "
+                          "error", {"reward": logs.reward}, row=None)
     ess = min(kish_ess(float(w[:, k].sum()), float((w[:, k] ** 2).sum()))
               for k in range(w.shape[1]))  # loop over positions
     notes = [f"assumption: {_ASSUMPTIONS[est._kind]}"]
@@ -1217,6 +1263,7 @@ class IndependentIPS(SlateEstimator):
     name = "iips"
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.positions is None:
             return
         given = self.positions
@@ -1262,7 +1309,7 @@ class IndependentIPS(SlateEstimator):
         keep = sorted({int(k) for k in self.positions})
         tgt = slate_probabilities(target, logs)
         log_p = (logs.logging_probabilities() if logging is None
-                 else slate_probabilities(logging, logs))
+                 else slate_probabilities(logging, logs, argument="logging"))
         w = self._weights(logs, tgt, log_p)
         sub = dataclasses.replace(logs, reward=logs.reward[:, keep])
         return _estimate(self, sub, w, policy)
@@ -1351,7 +1398,7 @@ class PseudoInverse(SlateEstimator):
         elif self.product_logging:
             tgt = slate_probabilities(target, logs)
             log_p = (logs.logging_probabilities() if logging is None
-                     else slate_probabilities(logging, logs))
+                     else slate_probabilities(logging, logs, argument="logging"))
             ratio = _need(tgt, "marginal", "candidate", "PI") / _need(
                 log_p, "marginal", "logger", "PI")
             w = ratio.sum(axis=1) - logs.slate_size + 1
@@ -1436,7 +1483,8 @@ def position_diagnostics(logs: Any, target: Any, *, logging: Any = None) -> pd.D
 
     logs = slate_logs(logs)
     tgt = slate_probabilities(target, logs)
-    log_p = logs.logging_probabilities() if logging is None else slate_probabilities(logging, logs)
+    log_p = (logs.logging_probabilities() if logging is None
+             else slate_probabilities(logging, logs, argument="logging"))
     t = _need(tgt, "marginal", "candidate", "position_diagnostics")
     p = _need(log_p, "marginal", "logger", "position_diagnostics")
     unsupported = np.full(logs.slate_size, np.nan)

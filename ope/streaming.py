@@ -46,8 +46,10 @@ from ope._validation import (
     check_confidence_level,
     check_max_weight,
     check_reward_range,
+    describe,
 )
 from ope.estimators import (
+    ESTIMATORS,
     WEIGHTED_CI_METHODS,
     ClippedIPS,
     Estimator,
@@ -61,6 +63,7 @@ from ope.estimators import (
     get_estimator,
     moment_interval,
     policy_labels,
+    unknown_estimator,
     weighted_estimates_from_moments,
     weighted_refusal,
 )
@@ -462,27 +465,45 @@ class MomentStats:
                 "estimates use ope.estimators.estimate_many(..., sampling_weight=...)."
             )
         rr = check_reward_range(reward_range)
-        cols = (target_propensity if isinstance(target_propensity, (list, tuple))
-                and all(isinstance(c, np.ndarray) for c in target_propensity) else None)
+        if (isinstance(estimates, (str, bytes)) or not isinstance(estimates, Sequence)
+                or not all(isinstance(e, Estimate) and isinstance(e.source, _MomentSource)
+                           for e in estimates)):
+            raise ParameterError(
+                "`estimates` must be the list of Estimates of these statistics "
+                f"(self.estimates(...)), one per policy column; got {describe(estimates)}."
+            )
+        reward = self._rows_array(reward, "reward", ndim=(1,))
+        weighted = [e.source.estimator.uses_weights for e in estimates]  # type: ignore[union-attr]
+        cols: list[np.ndarray] | None = None
+        matrix: np.ndarray | None = None
+        if any(weighted):
+            logging_propensity = self._rows_array(logging_propensity, "logging_propensity",
+                                                  ndim=(1,))
+            if isinstance(target_propensity, (list, tuple)):
+                cols = [self._rows_array(c, "target_propensity", ndim=(1,))
+                        for c in target_propensity]
+                n_pol = len(cols)
+            else:
+                matrix = self._rows_array(target_propensity, "target_propensity", ndim=(1, 2))
+                matrix = matrix if matrix.ndim == 2 else matrix[:, None]
+                n_pol = matrix.shape[1]
+            if n_pol != len(estimates):
+                raise ValidationError(
+                    f"`target_propensity` has {n_pol} policy columns but `estimates` has "
+                    f"{len(estimates)} estimates; give the columns the statistics were computed "
+                    "from, one per estimate."
+                )
         out = []
         for j, est in enumerate(estimates):  # loop over policies, not rows
             src = est.source
-            weighted = isinstance(src, _MomentSource) and src.estimator.uses_weights
-            rows_given = int(reward.shape[0]) if cols is None and not weighted else (
-                int(cols[j].shape[0]) if cols is not None else int(target_propensity.shape[0])
-            )
-            if not isinstance(src, _MomentSource) or rows_given != self.n:
-                raise ValidationError(
-                    "with_rows takes the estimates of these statistics and the arrays they were "
-                    "computed from."
-                )
+            assert isinstance(src, _MomentSource)
             column = None
-            if weighted:
-                column = cols[j] if cols is not None else target_propensity[:, j]
+            if weighted[j]:
+                column = cols[j] if cols is not None else matrix[:, j]  # type: ignore[index]
             rows = EstimatorRows(
                 src.estimator,
                 reward,
-                logging_propensity if weighted else None,
+                logging_propensity if weighted[j] else None,
                 column,
                 None,
                 None,
@@ -491,6 +512,16 @@ class MomentStats:
             )
             out.append(est.with_source(rows))
         return out
+
+    def _rows_array(self, value: Any, name: str, *, ndim: tuple[int, ...]) -> np.ndarray:
+        """One of the arrays these statistics were computed from (shape checked, not copied)."""
+        arr = as_float_array(value, name, ndim=ndim)
+        if arr.shape[0] != self.n:
+            raise ValidationError(
+                f"`{name}` has {arr.shape[0]} rows but these statistics summarize {self.n}; "
+                "with_rows takes the arrays the statistics were computed from."
+            )
+        return arr
 
     def estimates(
         self,
@@ -532,6 +563,8 @@ class MomentStats:
         1.0
         """
         if isinstance(estimator, str):
+            if estimator.lower() not in ESTIMATORS:
+                raise unknown_estimator(estimator, "estimator")
             est = (
                 ClippedIPS(max_weight=self.max_weight)  # type: ignore[arg-type]
                 if estimator == "clipped_ips" and self.max_weight is not None

@@ -20,7 +20,6 @@ many rows, the first row, and how to fix it.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Final
 
@@ -34,6 +33,7 @@ from ope._validation import (
     check_logging_propensity,
     check_max_weight,
     check_target_propensity,
+    describe,
     validated_pair,
 )
 from ope.exceptions import ParameterError, SchemaError, ValidationError
@@ -80,12 +80,15 @@ MOMENT_KEYS: Final = (
 def check_sampling_weight(
     weight: npt.ArrayLike, n: int, *, name: str = "sampling_weight", values: bool = True
 ) -> np.ndarray:
-    """Sampling (survey) weights of ``n`` rows as float64: finite and positive.
+    """Sampling (survey) weights of ``n`` rows as float64: positive and at most
+    :data:`ope._validation.MAX_FINITE_WEIGHT`.
 
     ``name`` is what the messages call them (the argument, or the log's column). A weight of 0
-    would drop a row that was kept; drop such rows instead. ``values=False`` checks the shape
-    only: the caller checks the values after the moment kernel's pass, which sees their range
-    (:func:`ope.estimators.check_after_pass`).
+    would drop a row that was kept; drop such rows instead. A weight above 1e150 (a row kept with
+    probability below 1e-150) has a square beyond 1e300, so the sums of squares behind the
+    standard errors and effective sample sizes would overflow float64. ``values=False`` checks
+    the shape only: the caller checks the values after the moment kernel's pass, which sees their
+    range (:func:`ope.estimators.check_after_pass`).
 
     Examples
     --------
@@ -96,12 +99,12 @@ def check_sampling_weight(
     s = as_float_array(weight, name, ndim=(1,)).astype(np.float64, copy=False)
     if s.shape[0] != n:
         raise ValidationError(
-            f"`{name}` has {s.shape[0]} rows but the logs have {n}; give one sampling weight "
-            "per logged row."
+            f"`{name}` has {s.shape[0]} rows but the logs have {n} (the rows of `reward`); give "
+            "one sampling weight per logged row."
         )
     if not values:
         return s
-    if s.size and float(np.min(s)) > 0.0 and math.isfinite(float(np.max(s))):
+    if s.size and float(np.min(s)) > 0.0 and float(np.max(s)) <= MAX_FINITE_WEIGHT:
         return s  # two reductions, no temporaries (NaN fails the test: the checks below)
     check_finite(s, name)
     bad = ~(s > 0)
@@ -112,6 +115,16 @@ def check_sampling_weight(
             f"at row {int(idx[0])}: {float(s[idx[0]])!r}). A sampling weight is 1 / the "
             "probability that the row was kept (DSJSON: 1 / (1 - pdrop)); drop rows that carry "
             "no weight."
+        )
+    big = s > MAX_FINITE_WEIGHT
+    if big.any():
+        idx = np.flatnonzero(big)
+        raise ValidationError(
+            f"`{name}` (the rows' sampling weights) must be at most {MAX_FINITE_WEIGHT:.0e}; "
+            f"{idx.size} rows are not (first at row {int(idx[0])}: {float(s[idx[0]])!r}). A "
+            "sampling weight is 1 / the probability that the row was kept; weights this large "
+            "have squares beyond float64. Check the weights (or divide them all by one power of "
+            "ten: the weighted estimates do not depend on their scale)."
         )
     return s
 
@@ -280,17 +293,24 @@ def factor_weights(
     >>> factor_weights(logged, {"retrieval": [1.0, 0.4], "ranking": [0.5, 0.5]})
     array([4., 1.])
     """
+    for arg, given in (("logging_factors", logging_factors), ("target_factors", target_factors)):
+        if not isinstance(given, Mapping):
+            raise ParameterError(
+                f"`{arg}` must be a mapping of factor name -> probabilities (one array per "
+                f"factor); got {describe(given)}. Pass e.g. {arg}={{'ranking': [0.5, 0.25]}}."
+            )
     if not target_factors:
         raise ValidationError(
             "`target_factors` is empty: give the candidate's probabilities for at least one "
             "changed factor (columns target__<policy>__<factor>)."
         )
-    unknown = sorted(set(target_factors) - set(logging_factors))
+    unknown = sorted(map(str, set(target_factors) - set(logging_factors)))
     if unknown:
         raise ValidationError(
-            f"changed factors {unknown} have no logged propensity; logged factors are "
-            f"{sorted(logging_factors)}. Log the column propensity__<factor> for every factor "
-            "a candidate changes."
+            f"changed factors {unknown} have no logged propensity (they are keys of "
+            f"`target_factors`, not of `logging_factors`); logged factors are "
+            f"{sorted(map(str, logging_factors))}. Log the column propensity__<factor> for "
+            "every factor a candidate changes."
         )
     weight: np.ndarray | None = None
     for factor in target_factors:  # loop over a handful of factors, not rows

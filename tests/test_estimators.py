@@ -22,7 +22,9 @@ from ope.estimators import (
     get_estimator,
     logging_value,
 )
-from ope.exceptions import EstimationError, OverlapWarning, SmallSampleWarning, ValidationError
+from ope.exceptions import (
+    EstimationError, OverlapWarning, ParameterError, SmallSampleWarning, ValidationError,
+)
 
 # ---------------------------------------------------------------------------------------------
 # a tiny n = 5 example worked by hand
@@ -393,7 +395,12 @@ def test_float32_inputs_give_float64_results(est):
 @pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
 def test_estimate_many_accepts_names_and_checks_them():
     r, p, t, ql, qt = _many_policy_data(n=100, n_pol=2)
-    with pytest.raises(ValidationError, match=r"`names` has 3 entries but there are 2 policy"):
+    with pytest.raises(ValidationError, match=r"`names` has 3 entries but `target_propensity` "
+                                              r"has 2 policy columns"):
+        estimate_many("ips", reward=r, logging_propensity=p, target_propensity=t,
+                      names=["a", "b", "c"])
+    with pytest.raises(ParameterError, match=r"`names` must be a list of names .* not the "
+                                             r"single string 'abc'"):
         estimate_many("ips", reward=r, logging_propensity=p, target_propensity=t, names="abc")
     with pytest.raises(TypeError, match=r"`estimator` must be an ope estimator"):
         estimate_many(42, reward=r, logging_propensity=p, target_propensity=t)  # type: ignore

@@ -90,3 +90,31 @@ def estimator_estimate(cls: str, **settings: Any) -> Callable[[Path], Call]:
                 kwargs[q] = np.full(N, 0.4)
         return Call(est.estimate, kwargs)
     return build
+
+
+def slate_frame(n_slates: int = N) -> pd.DataFrame:
+    """Long slate logs (one row per slot): ``n_slates`` slates of 2 slots over 3 items, logged
+    uniformly at random without replacement (marginal 1/3, slate 1/6), in one context."""
+    gen = np.random.default_rng(2)
+    item = np.argsort(gen.random((n_slates, 3)), axis=1)[:, :2]
+    return pd.DataFrame({
+        "slate_id": np.repeat(np.arange(n_slates), 2),
+        "position": np.tile([0, 1], n_slates),
+        "item": item.ravel(),
+        "reward": gen.binomial(1, 0.4, 2 * n_slates).astype(np.float64),
+        "propensity": np.full(2 * n_slates, 1 / 3),
+        "slate_propensity": np.full(2 * n_slates, 1 / 6),
+        "prefix_propensity": np.tile([1 / 3, 1 / 6], n_slates),
+        "context": np.zeros(2 * n_slates, dtype=np.int64),
+    })
+
+
+def slate_policies() -> tuple[Any, Any]:
+    """A candidate and the uniform logger of :func:`slate_frame`, as slate policies over the 6
+    ordered slates of 2 of 3 items (one context)."""
+    from ope.slates import EnumeratedSlatePolicy
+
+    slates = [[0, 1], [0, 2], [1, 0], [1, 2], [2, 0], [2, 1]]
+    target = EnumeratedSlatePolicy(slates, [[0.2, 0.2, 0.15, 0.15, 0.15, 0.15]])
+    logging = EnumeratedSlatePolicy(slates, [[1 / 6] * 6])
+    return target, logging

@@ -10,14 +10,74 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
-from ope._entrypoints import Call
+from ope._entrypoints import Call, resolve
 from ope._valid_calls._base import (
-    N, arrays, call, estimate, estimator_estimate,
+    N, arrays, call, estimate, estimator_estimate, slate_frame, slate_policies,
 )
+
+
+def _moment_stats(max_weight: float | None = None) -> Any:
+    from ope.streaming import MomentStats
+
+    a = arrays()
+    return MomentStats.from_arrays(a["reward"], a["logging_propensity"],
+                                   a["target_propensity"], max_weight=max_weight)
+
+
+def _slate_estimate(cls: str, **settings: Any) -> Callable[[Path], Call]:
+    """The estimate of a slate estimator on :func:`slate_frame` against the candidate policy;
+    the logger's probabilities come from the logs, except for the exact pseudoinverse."""
+    def build(tmp: Path) -> Call:
+        target, logging = slate_policies()
+        est = resolve(cls)(**settings)
+        exact = cls == "ope.PseudoInverse" and not settings.get("product_logging")
+        return Call(est.estimate, {"logs": slate_frame(), "target": target,
+                                   "logging": logging if exact else None, "policy": "cand"})
+    return build
+
+
+def _moment_method(method: str, **kwargs: Any) -> Callable[[Path], Call]:
+    def build(tmp: Path) -> Call:
+        return Call(getattr(_moment_stats(), method), dict(kwargs))
+    return build
+
+
+def _with_rows(tmp: Path) -> Call:
+    stats, a = _moment_stats(), arrays()
+    return Call(stats.with_rows, {
+        "estimates": stats.estimates("ips"), "reward": a["reward"],
+        "logging_propensity": a["logging_propensity"],
+        "target_propensity": a["target_propensity"][:, None], "reward_range": (0.0, 1.0)})
+
+
+def _moment_statistic(cls: str, **settings: Any) -> Callable[[Path], Call]:
+    def build(tmp: Path) -> Call:
+        est = resolve(cls)(**settings)
+        stats = _moment_stats(max_weight=settings.get("max_weight"))
+        return Call(est.moment_statistic, {"mom": stats.centered, "j": 0, "origin": 0.0})
+    return build
+
+
+def _sampling_weighted(factory: Callable[[Path], Call]) -> Callable[[Path], Call]:
+    """The same call on rows with sampling weights (the weighted path of the estimator)."""
+    def build(tmp: Path) -> Call:
+        base = factory(tmp)
+        return Call(base.target, {**base.kwargs, "sampling_weight": np.linspace(1.0, 3.0, N)})
+    return build
+
+
+def _ratio(means: np.ndarray) -> np.ndarray:
+    return means[..., 0] / means[..., 1]
+
+
+def _components() -> np.ndarray:
+    a = arrays()
+    w = a["target_propensity"] / a["logging_propensity"]
+    return np.column_stack([w * a["reward"], w])
 
 #: Registered name -> a factory of its minimal valid call (see :class:`ope._entrypoints.Call`).
 VALID: Final[dict[str, Callable[[Path], Call]]] = {
@@ -33,7 +93,8 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.DRos": lambda tmp: call("ope.DRos", shrinkage=1.0),
     "ope.IPS.estimate": estimator_estimate("ope.IPS"),
     "ope.SNIPS.estimate": estimator_estimate("ope.SNIPS"),
-    "ope.ClippedIPS.estimate": estimator_estimate("ope.ClippedIPS", max_weight=10.0),
+    "ope.ClippedIPS.estimate": _sampling_weighted(
+        estimator_estimate("ope.ClippedIPS", max_weight=10.0)),
     "ope.DM.estimate": estimator_estimate("ope.DM"),
     "ope.DR.estimate": estimator_estimate("ope.DR"),
     "ope.SNDR.estimate": estimator_estimate("ope.SNDR"),
@@ -63,96 +124,81 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.intervals.betting_lower_bound": lambda tmp: call(
         "ope.intervals.betting_lower_bound", values=arrays()["reward"], low=0.0, high=1.0,
         confidence_level=0.95),
+    # estimators: constructors and the estimates they make
+    **{f"ope.{cls}": (lambda tmp, cls=cls: call(f"ope.{cls}"))
+       for cls in ("IPS", "SNIPS", "DM", "DR", "SNDR")},
+    "ope.SwitchDR.estimate": estimator_estimate("ope.SwitchDR", tau=10.0),
+    "ope.DRos.estimate": _sampling_weighted(estimator_estimate("ope.DRos", shrinkage=1.0)),
+    "ope.IPS.reward_origin": lambda tmp: Call(resolve("ope.IPS")().reward_origin, {
+        "reward_range": (0.0, 1.0)}),
+    "ope.SNIPS.reward_origin": lambda tmp: Call(resolve("ope.SNIPS")().reward_origin, {
+        "reward_range": (0.0, 1.0)}),
+    "ope.ClippedIPS.reward_origin": lambda tmp: Call(
+        resolve("ope.ClippedIPS")(max_weight=10.0).reward_origin, {"reward_range": (0.0, 1.0)}),
+    "ope.IPS.moment_statistic": _moment_statistic("ope.IPS"),
+    "ope.ClippedIPS.moment_statistic": _moment_statistic("ope.ClippedIPS", max_weight=10.0),
+    # the doubly robust path of several policies with sampling weights (IPS.estimate and the
+    # others vary the unweighted one)
+    "ope.estimate_many": lambda tmp: call(
+        "ope.estimate_many", estimator="dr", reward=arrays()["reward"],
+        logging_propensity=arrays()["logging_propensity"],
+        target_propensity=np.column_stack([arrays()["target_propensity"]] * 2),
+        q_logged=np.full(N, 0.4), q_target=np.full((N, 2), 0.4), reward_range=(0.0, 1.0),
+        names=["a", "b"], chunk_size=16, rewards_checked=False,
+        sampling_weight=np.linspace(1.0, 3.0, N), weight_name="sampling_weight"),
+    "ope.factor_weights": lambda tmp: call(
+        "ope.factor_weights",
+        logging_factors={"retrieval": np.full(N, 0.5), "ranking": np.full(N, 0.25)},
+        target_factors={"ranking": np.full(N, 0.5)}, max_weight=10.0),
+    # the slate estimators
+    "ope.SlateIPS": lambda tmp: call("ope.SlateIPS", self_normalized=False),
+    "ope.IndependentIPS": lambda tmp: call("ope.IndependentIPS", self_normalized=False,
+                                            positions=(0, 1)),
+    "ope.CascadeIPS": lambda tmp: call("ope.CascadeIPS", self_normalized=False),
+    "ope.PseudoInverse": lambda tmp: call("ope.PseudoInverse", self_normalized=False,
+                                           product_logging=False),
+    "ope.SlateIPS.estimate": _slate_estimate("ope.SlateIPS"),
+    "ope.IndependentIPS.estimate": _slate_estimate("ope.IndependentIPS"),
+    "ope.CascadeIPS.estimate": _slate_estimate("ope.CascadeIPS"),
+    "ope.PseudoInverse.estimate": _slate_estimate("ope.PseudoInverse"),
+    # the moment statistics of the streamed path
+    "ope.MomentStats.from_arrays": lambda tmp: Call(resolve("ope.MomentStats").from_arrays, {
+        **arrays(), "max_weight": 10.0, "names": ["greedy"], "chunk_size": 16,
+        "sampling_weight": np.linspace(1.0, 3.0, N), "weight_name": "sampling_weight"}),
+    "ope.MomentStats.estimates": _moment_method(
+        "estimates", estimator="ips", reward_range=(0.0, 1.0), confidence_level=0.95),
+    "ope.MomentStats.to_estimates": _moment_method(
+        "to_estimates", estimator="snips", reward_range=(0.0, 1.0), confidence_level=0.95),
+    "ope.MomentStats.logging_estimate": _moment_method(
+        "logging_estimate", reward_range=(0.0, 1.0), confidence_level=0.95),
+    "ope.MomentStats.paired_with_logging": _moment_method(
+        "paired_with_logging", estimator="ips", reward_range=(0.0, 1.0)),
+    "ope.MomentStats.with_rows": _with_rows,
+    # the intervals namespace
+    "ope.intervals.betting_confidence_sequence": lambda tmp: call(
+        "ope.intervals.betting_confidence_sequence", weight=np.ones(N),
+        reward=arrays()["reward"], reward_range=(0.0, 1.0), confidence_level=0.95),
+    "ope.intervals.empirical_likelihood_estimate": lambda tmp: call(
+        "ope.intervals.empirical_likelihood_estimate", weight=np.ones(N),
+        reward=arrays()["reward"], reward_range=(0.0, 1.0), weight_bound=10.0,
+        min_weight=0.0, max_weight=None),
+    "ope.intervals.bottou_interval": lambda tmp: call(
+        "ope.intervals.bottou_interval", weight_mean=1.0, weight_variance=0.5,
+        product_mean=0.4, product_variance=0.3, n=60, max_weight=10.0,
+        reward_range=(0.0, 1.0), confidence_level=0.95, outer="bernstein"),
+    "ope.intervals.bootstrap_replicates": lambda tmp: call(
+        "ope.intervals.bootstrap_replicates", components=_components(), statistic=_ratio,
+        n_resamples=50, rng=0),
+    "ope.intervals.bootstrap_interval": lambda tmp: call(
+        "ope.intervals.bootstrap_interval", components=_components(), statistic=_ratio,
+        confidence_level=0.9, n_resamples=50, bootstrap_method="percentile", rng=0),
+    "ope.intervals.shared_bootstrap": lambda tmp: call(
+        "ope.intervals.shared_bootstrap", reward=arrays()["reward"],
+        logging_propensity=arrays()["logging_propensity"],
+        target_propensity=arrays()["target_propensity"], names=["greedy"],
+        estimators=("ips", "snips"), sources=None, logging=True, reward_range=(0.0, 1.0),
+        confidence_level=0.9, n_resamples=50, bootstrap_method="percentile", rng=0),
 }
 
 #: ``"<entry>::<argument>"`` -> how the contract breaks today.
-KNOWN_BROKEN: Final[dict[str, str]] = {
-    'ope.ClippedIPS.estimate::reward': (
-        'ope.ClippedIPS.estimate(reward=<empty>) raised ValidationError not naming `rewar'
-        'd`: clipped_ips: need at least 2 rows for a value with a standard error; got 0.'
-    ),
-    'ope.ClippedIPS.estimate::target_propensity': (
-        'ope.ClippedIPS.estimate(target_propensity=<all 0>) raised EstimationError not na'
-        'ming `target_propensity`: clipped_ips: all 60 importance weights are zero: the c'
-        'andidate never chooses a logged action, so the logs carry no informati'
-    ),
-    'ope.DM.estimate::reward': (
-        'ope.DM.estimate(reward=<empty>) raised ValidationError not naming `reward`: dm: '
-        'need at least 2 rows for a value with a standard error; got 0.'
-    ),
-    'ope.DM.estimate::q_target': (
-        'ope.DM.estimate(q_target=<all 1e308>) returned value=inf'
-    ),
-    'ope.DR.estimate::reward': (
-        'ope.DR.estimate(reward=<all 1e308>) returned value=inf'
-    ),
-    'ope.DR.estimate::q_logged': (
-        'ope.DR.estimate(q_logged=<all 1e308>) returned value=-inf'
-    ),
-    'ope.DR.estimate::q_target': (
-        'ope.DR.estimate(q_target=<all 1e308>) returned value=inf'
-    ),
-    'ope.IPS.estimate::reward': (
-        'ope.IPS.estimate(reward=<empty>) raised ValidationError not naming `reward`: ips'
-        ': need at least 2 rows for a value with a standard error; got 0.'
-    ),
-    'ope.IPS.estimate::target_propensity': (
-        'ope.IPS.estimate(target_propensity=<all 0>) raised EstimationError not naming `t'
-        'arget_propensity`: ips: all 60 importance weights are zero: the candidate never '
-        'chooses a logged action, so the logs carry no information about it by '
-    ),
-    'ope.SNDR.estimate::reward': (
-        'ope.SNDR.estimate(reward=<all 1e308>) returned value=inf'
-    ),
-    'ope.SNDR.estimate::target_propensity': (
-        'ope.SNDR.estimate(target_propensity=<all 0>) raised EstimationError not naming `'
-        'target_propensity`: sndr: all 60 importance weights are zero: the candidate neve'
-        'r chooses a logged action, so the logs carry no information about it b'
-    ),
-    'ope.SNDR.estimate::q_logged': (
-        'ope.SNDR.estimate(q_logged=<all 1e308>) returned value=-inf'
-    ),
-    'ope.SNDR.estimate::q_target': (
-        'ope.SNDR.estimate(q_target=<all 1e308>) returned value=inf'
-    ),
-    'ope.SNIPS.estimate::reward': (
-        'ope.SNIPS.estimate(reward=<empty>) raised ValidationError not naming `reward`: s'
-        'nips: need at least 2 rows for a value with a standard error; got 0.'
-    ),
-    'ope.SNIPS.estimate::target_propensity': (
-        'ope.SNIPS.estimate(target_propensity=<all 0>) raised EstimationError not naming '
-        '`target_propensity`: snips: all 60 importance weights are zero: the candidate ne'
-        'ver chooses a logged action, so the logs carry no information about it'
-    ),
-    'ope.get_estimator::name': (
-        "ope.get_estimator(name='') raised ParameterError not naming `name`: unknown esti"
-        "mator ''; choose one of dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros."
-    ),
-    'ope.logging_value::reward': (
-        'ope.logging_value(reward=<empty>) raised ValidationError not naming `reward`: lo'
-        'gging: need at least 2 rows for a value with a standard error; got 0.'
-    ),
-    'ope.intervals.bernstein_interval::high': (
-        'ope.intervals.bernstein_interval(high=5e-324) raised ValidationError not naming '
-        '`high`: `mean`=0.5 lies outside its a priori range [0.0, 5e-324]: the values wer'
-        'e not within the bounds given. Check the bounds, or the values passed.'
-    ),
-    'ope.intervals.resample_counts::n': (
-        'ope.intervals.resample_counts(n=1000000000000000000000000000000) raised Overflow'
-        "Error (not from ope's exception tree): Python int too large to convert to C long"
-    ),
-    'ope.intervals.resample_counts::n_resamples': (
-        'ope.intervals.resample_counts(n_resamples=1000000000000000000000000000000) raise'
-        "d ValueError (not from ope's exception tree): Maximum allowed size exceeded"
-    ),
-    'ope.intervals.hoeffding_interval::high': (
-        'ope.intervals.hoeffding_interval(high=5e-324) raised ValidationError not naming '
-        '`high`: `mean`=0.5 lies outside its a priori range [0.0, 5e-324]: the values wer'
-        'e not within the bounds given. Check the bounds, or the values passed.'
-    ),
-    'ope.intervals.t_interval::n': (
-        'ope.intervals.t_interval(n=1000000000000000000000000000000) raised TypeError (no'
-        "t from ope's exception tree): ufunc 'stdtrit' not supported for the input types,"
-        ' and the inputs could not be safely coerced to any supported types acc'
-    ),
-}
+KNOWN_BROKEN: Final[dict[str, str]] = {}

@@ -134,7 +134,11 @@ def t_interval(
     """
     level = check_confidence_level(confidence_level)
     count = check_positive_int(n, "n", minimum=2)
-    return _wald(value, std_error, float(stats.t.ppf(0.5 + level / 2.0, df=count - 1)), "t")
+    try:
+        df = float(count - 1)
+    except OverflowError:  # more rows than float64 counts: the t quantile is the normal one
+        df = math.inf
+    return _wald(value, std_error, float(stats.t.ppf(0.5 + level / 2.0, df=df)), "t")
 
 
 fill_docstrings(

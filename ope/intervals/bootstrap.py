@@ -43,7 +43,7 @@ import math
 import statistics as _stats
 import sys
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Union
 
@@ -59,7 +59,9 @@ from ope._validation import (
     check_finite,
     check_positive_int,
     check_reward_range,
+    check_names,
     check_rewards_in_range,
+    describe,
     resolve_seed,
     user_stacklevel,
     validated_pair,
@@ -71,7 +73,9 @@ from ope.moments import ratio
 __all__ = [
     "DEFAULT_N_RESAMPLES",
     "EXACT_MAX_ROWS",
+    "MAX_DENSE_COUNTS",
     "MAX_DISTINCT_ROWS",
+    "MAX_N_RESAMPLES",
     "MIN_TAIL_REPLICATES",
     "POISSON_TABLE",
     "SharedBootstrap",
@@ -94,6 +98,17 @@ DEFAULT_N_RESAMPLES: Final = 2000
 #: ``numpy.quantile`` places the ``alpha`` quantile of ``B`` replicates at the 0-based order
 #: position ``alpha (B - 1)``, which must be at least ``MIN_TAIL_REPLICATES - 1``.
 MIN_TAIL_REPLICATES: Final = 3
+
+#: Most resamples of one call. The Monte-Carlo error of a tail quantile of ``B`` replicates
+#: shrinks as ``1 / sqrt(B)``; at a million it is far below any sampling error, and the resampled
+#: sums (``B`` x columns float64, 8 MB per column) and the time (about 1 s per million resamples
+#: of 60 rows) stay bounded. Levels needing more (:func:`min_resamples` above a million: levels
+#: above 0.999996) are refused.
+MAX_N_RESAMPLES: Final = 1_000_000
+
+#: Most entries of the dense (n_resamples, n) counts :func:`resample_counts` returns (80 MB of
+#: float64): it is meant for inspection and tests on small ``n``.
+MAX_DENSE_COUNTS: Final = 10_000_000
 
 #: Up to this many rows the counts are exact multinomial draws over the rows (the classical
 #: bootstrap); the count vector of a resample costs ``n`` draws and fits in cache. Above it,
@@ -376,7 +391,14 @@ def resample_counts(
     [5.0, 5.0, 5.0]
     """
     n = check_positive_int(n, "n")
-    n_res = check_positive_int(n_resamples, "n_resamples")
+    n_res = _resample_count(n_resamples)
+    if n * n_res > MAX_DENSE_COUNTS:
+        raise ParameterError(
+            f"`n`={n} rows times `n_resamples`={n_res} make {n * n_res:.3g} counts, more than "
+            f"the {MAX_DENSE_COUNTS:.0e} (80 MB) resample_counts returns as one dense array; it "
+            "is meant for inspection on small n. Pass a smaller n or n_resamples, or use "
+            "bootstrap_replicates, which never forms the counts."
+        )
     _, gen = resolve_seed(rng)
     key_p, key_m = _keys(gen)
     if n <= EXACT_MAX_ROWS:
@@ -508,6 +530,8 @@ class _Stat:
     function: Statistic
     value_range: tuple[float, float] | None = None
     where: str = ""
+    #: why a replicate can be undefined, for the message
+    cause: str = "e.g. all resampled weights are zero"
 
 
 def _replicates(stat: _Stat, res: _Sums) -> np.ndarray:
@@ -565,7 +589,7 @@ def _in_value_range(iv: ConfidenceInterval, vr: tuple[float, float] | None) -> C
 
 
 def _interval(reps: np.ndarray, theta_hat: float, accel: float | None, level: float,
-              where: str) -> ConfidenceInterval:
+              where: str, cause: str = "e.g. all resampled weights are zero") -> ConfidenceInterval:
     """Percentile (``accel`` None) or BCa interval of the replicates."""
     ok = np.isfinite(reps)
     n_bad = int(reps.size - ok.sum())
@@ -573,7 +597,7 @@ def _interval(reps: np.ndarray, theta_hat: float, accel: float | None, level: fl
         if n_bad > MAX_UNDEFINED_FRACTION * reps.size:
             raise EstimationError(
                 f"{where}{n_bad} of {reps.size} bootstrap resamples give an undefined estimate "
-                "(e.g. all resampled weights are zero); too few rows carry weight for a "
+                f"({cause}); too few rows carry weight for a "
                 "bootstrap. Use a bounded method (ci(method='betting' or 'bernstein')) or more "
                 "data."
             )
@@ -614,7 +638,8 @@ def _run(cols: _Columns, stats: Sequence[_Stat], *, level: float, n_resamples: i
         list(_accelerations(cols, stats, res, thetas)) if method == "bca" else [None] * len(stats)
     )
     out = [
-        _in_value_range(_interval(_replicates(s, res), t, a, level, s.where), s.value_range)
+        _in_value_range(_interval(_replicates(s, res), t, a, level, s.where, s.cause),
+                        s.value_range)
         for s, t, a in zip(stats, thetas, accels)  # a loop over statistics
     ]
     return out, res.resampling
@@ -634,6 +659,34 @@ def _components_2d(components: npt.ArrayLike) -> np.ndarray:
         )
     check_finite(a, "components")
     return a
+
+
+def _check_statistic(statistic: Any, components: np.ndarray) -> Statistic:
+    """The statistic of a bootstrap: a callable of the column means of ``components``,
+    vectorized over leading axes; tried once on two copies of the full-sample means."""
+    if not callable(statistic):
+        raise ParameterError(
+            f"`statistic` must be a function of the column means (shape (..., k) -> (...)); "
+            f"got {describe(statistic)}. Pass e.g. statistic=lambda m: m[..., 0] / m[..., 1]."
+        )
+    means = np.repeat(components.mean(axis=0)[None, :], 2, axis=0)  # (2, k)
+    try:
+        with np.errstate(all="ignore"):
+            got = np.asarray(statistic(means), dtype=np.float64)
+    except Exception as exc:  # noqa: BLE001 - the user's function, reported with its argument
+        raise ParameterError(
+            f"`statistic` failed on the column means of `components` (shape (2, "
+            f"{components.shape[1]}) for {components.shape[1]} columns): "
+            f"{type(exc).__name__}: {str(exc)[:200]}. It must map means of shape (..., k) to "
+            "values of shape (...), k the number of columns of components."
+        ) from exc
+    if got.shape != (2,):
+        raise ParameterError(
+            f"`statistic` must return one value per row of means (shape (...,) for means of "
+            f"shape (..., k)); on means of shape (2, {components.shape[1]}) it returned shape "
+            f"{got.shape}. Write it with m[..., i], vectorized over the leading axes."
+        )
+    return statistic
 
 
 def _matrix_columns(a: np.ndarray) -> _Columns:
@@ -683,11 +736,30 @@ def default_n_resamples(confidence_level: float) -> int:
     return max(DEFAULT_N_RESAMPLES, min_resamples(confidence_level))
 
 
+def _resample_count(n_resamples: Any) -> int:
+    """A number of resamples: a whole number in [1, MAX_N_RESAMPLES]."""
+    count = check_positive_int(n_resamples, "n_resamples", example="n_resamples=2000")
+    if count > MAX_N_RESAMPLES:
+        raise ParameterError(
+            f"`n_resamples` must be at most MAX_N_RESAMPLES={MAX_N_RESAMPLES:,}; got "
+            f"{n_resamples!r}. Beyond a million resamples the Monte-Carlo error of the interval "
+            "is negligible next to its sampling error. Pass e.g. n_resamples=2000."
+        )
+    return count
+
+
 def _checked_n_resamples(n_resamples: Any, level: float) -> int:
+    fewest = min_resamples(level)
+    if fewest > MAX_N_RESAMPLES:
+        raise ParameterError(
+            f"`confidence_level`={level!r} is too close to 1 for a bootstrap: each end of the "
+            f"interval would need {fewest:,} resamples or more (4 / (1 - confidence_level) + 1), "
+            f"above MAX_N_RESAMPLES={MAX_N_RESAMPLES:,}. Use a level of at most 0.99999, or a "
+            "bounded method (hoeffding, bernstein, betting)."
+        )
     if n_resamples is None:
         return default_n_resamples(level)
-    fewest = min_resamples(level)
-    if check_positive_int(n_resamples, "n_resamples") < fewest:
+    if _resample_count(n_resamples) < fewest:
         raise ParameterError(
             f"`n_resamples` must be at least {fewest} for a {level:g} interval (each end of the "
             f"interval must come from the third most extreme replicate of its tail or a less "
@@ -750,11 +822,12 @@ def bootstrap_replicates(
     (5,)
     """
     a = _components_2d(components)
-    n_res = check_positive_int(n_resamples, "n_resamples")
+    n_res = _resample_count(n_resamples)
+    stat = _check_statistic(statistic, a)
     _, gen = resolve_seed(rng)
     cols = _matrix_columns(a)
     res = _resample_sums(cols, n_res, gen)
-    return _replicates(_Stat(None, tuple(range(a.shape[1])), statistic), res)
+    return _replicates(_Stat(None, tuple(range(a.shape[1])), stat), res)
 
 
 def bootstrap_interval(
@@ -842,7 +915,7 @@ def bootstrap_interval(
     n_res = _checked_n_resamples(n_resamples, level)
     a = _components_2d(components)
     _, gen = resolve_seed(rng)
-    stat = _Stat(None, tuple(range(a.shape[1])), statistic)
+    stat = _Stat(None, tuple(range(a.shape[1])), _check_statistic(statistic, a))
     (iv,), _ = _run(_matrix_columns(a), [stat], level=level, n_resamples=n_res, method=method,
                     gen=gen)
     return iv
@@ -908,6 +981,12 @@ def _weighting_specs(
     """``(key, name, clip level, reward origin)`` of each weighting estimator asked for."""
     if isinstance(estimators, (str, bytes)):
         estimators = (estimators,)
+    if isinstance(estimators, (Mapping, Set)) or not isinstance(estimators, Iterable):
+        raise ParameterError(
+            f"`estimators` must be a sequence of estimators (names, estimator objects or (key, "
+            f"estimator) pairs); got {describe(estimators)}. Pass e.g. estimators=('ips', "
+            "'snips')."
+        )
     out: list[tuple[str, str, float | None, float]] = []
     for item in estimators:
         key, est = item if isinstance(item, tuple) and len(item) == 2 else (None, item)
@@ -1081,11 +1160,18 @@ def shared_bootstrap(
             "the weighting `estimators` need `logging_propensity` and `target_propensity`; "
             "pass them, or estimators=() for sources and the logging value only."
         )
-    labels = [str(j) for j in range(n_pol)] if names is None else [str(x) for x in names]
+    labels = ([str(j) for j in range(n_pol)] if names is None
+              else check_names(names, "names", example="names=['greedy']"))
     if len(labels) != n_pol or len(set(labels)) != len(labels):
         raise ParameterError(
-            f"`names` must give each of the {n_pol} candidates a distinct name; got "
-            f"{list(labels)!r}."
+            f"`names` must give each of the {n_pol} candidates (the columns of "
+            f"`target_propensity`) a distinct name; got {list(labels)!r}."
+        )
+    if sources is not None and not isinstance(sources, Mapping):
+        raise ParameterError(
+            f"`sources` must be a mapping key -> row-backed estimate source (an "
+            f"Estimate.source); got {describe(sources)}. Pass e.g. sources={{'dr': "
+            "estimate.source}, or leave it out."
         )
 
     # the columns: r, then w_j r, w_j and clipped terms as the estimators need them
@@ -1102,7 +1188,9 @@ def shared_bootstrap(
             where = f"policy {name!r}, {key}: "
             if kind == "snips":
                 cols_ = (column(("wr", j)), column(("w", j)))
-                stats.append(_Stat((name, key), cols_, _ratio_of_first_two, rr, where))
+                stats.append(_Stat((name, key), cols_, _ratio_of_first_two, rr, where,
+                                   f"all resampled weights are zero: column {j} of "
+                                   "`target_propensity` is 0 on nearly every row"))
             elif clip is None:
                 stats.append(_Stat((name, key), (column(("wr", j)),), _first, rr, where))
             else:
@@ -1115,6 +1203,12 @@ def shared_bootstrap(
             raise ParameterError(
                 f"`sources` key {key!r} is also a (policy, estimator) of `estimators`; give "
                 "the source another key."
+            )
+        if not (callable(getattr(src, "components", None))
+                and callable(getattr(src, "statistic", None))):
+            raise ParameterError(
+                f"`sources`[{key!r}] must be a row-backed estimate source with components() "
+                f"and statistic(means) (an Estimate.source); got {describe(src)}."
             )
         comps = _components_2d(src.components())
         if comps.shape[0] != n:

@@ -85,8 +85,9 @@ def _check_n(n: object, *, minimum: int) -> int:
 
 
 def _check_stat(value: object, name: str, *, low: float | None = None,
-                high: float | None = None) -> float:
-    """A finite mean, inside ``[low, high]`` up to :data:`RANGE_RTOL` (then clipped to it)."""
+                high: float | None = None, bounds: str = "[`low`, `high`]") -> float:
+    """A finite mean, inside ``[low, high]`` up to :data:`RANGE_RTOL` (then clipped to it);
+    ``bounds`` says which arguments set the range, for the message."""
     x = check_real(value, name)
     if not math.isfinite(x):
         raise ValidationError(f"`{name}` must be finite, got {value!r}.")
@@ -94,8 +95,9 @@ def _check_stat(value: object, name: str, *, low: float | None = None,
         slack = RANGE_RTOL * max(abs(low), abs(high))
         if x < low - slack or x > high + slack:
             raise ValidationError(
-                f"`{name}`={x!r} lies outside its a priori range [{low!r}, {high!r}]: the values "
-                "were not within the bounds given. Check the bounds, or the values passed."
+                f"`{name}`={x!r} lies outside its a priori range {bounds} = [{low!r}, "
+                f"{high!r}]: either the values were not within the bounds given or a bound is "
+                f"wrong. Check {bounds.strip('[]')}, or the values passed."
             )
         x = min(max(x, low), high)
     return x
@@ -421,7 +423,8 @@ def bottou_interval(
         )
     count = _check_n(n, minimum=2)
     span = r_max - r_min  # finite: check_reward_range refuses wider ranges
-    w_hat = _check_stat(weight_mean, "weight_mean", low=0.0, high=clip)
+    w_hat = _check_stat(weight_mean, "weight_mean", low=0.0, high=clip,
+                        bounds="[0, `max_weight`]")
     # the product wbar * (r - r_min) in units of the reward span, y01 in [0, R]: the margins
     # and pieces below are computed on this scale, so R * span never has to be a float64
     y01 = _check_stat(
@@ -429,6 +432,7 @@ def bottou_interval(
         "product_mean / (reward_range[1] - reward_range[0])",
         low=None if clip is None else 0.0,
         high=clip,
+        bounds="[0, `max_weight`]",
     )
     w_var = _check_variance(weight_variance, "weight_variance")
     y_sd01 = math.sqrt(_check_variance(product_variance, "product_variance")) / span
