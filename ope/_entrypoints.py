@@ -613,9 +613,9 @@ def unregistered() -> list[str]:
 # the command line, read from its parser
 # ============================================================================================
 def _parser() -> argparse.ArgumentParser:
-    cli = importlib.import_module("ope.cli")
-    # the parser is built by a function ope.cli keeps private; read, never modified
-    return getattr(cli, "_build_parser")()
+    from ope.cli import build_parser  # read, never modified
+
+    return build_parser()
 
 
 def _parser_subcommands() -> dict[str, argparse.ArgumentParser]:

@@ -69,7 +69,7 @@ from ope.exceptions import (
     ValidationError,
 )
 
-__all__ = ["main"]
+__all__ = ["main", "build_parser"]
 
 EXIT_OK: Final = 0
 EXIT_FAILURE: Final = 1
@@ -146,6 +146,7 @@ FLAGS: Final = {
     "workers": "--workers",
     "force": "--force",
     "policies": "--policy",
+    "names": "--policy",  # ope.policies.candidates_with_specs: the candidates' names
 }
 
 #: What an elided value of the API (``context_columns=[...]``, ``policies=...``) reads as on the
@@ -277,6 +278,13 @@ def _flag_of(message: str) -> str | None:
     return None
 
 
+def _flag_named(message: str) -> str | None:
+    """The flag an error message concerns: ``argument --flag: ...`` (the CLI's and
+    :mod:`ope._output`'s messages), else the first API keyword it names (:func:`_flag_of`)."""
+    named = re.match(r"argument (\S+): ", message)
+    return named.group(1) if named else _flag_of(message)
+
+
 #: The a priori bounds a MissingBoundsError asks for, by keyword: the flag to pass.
 _BOUNDS: Final = ("reward_range", "weight_bound", "horizon")
 
@@ -378,7 +386,20 @@ def _add_force(p: argparse.ArgumentParser, what: str) -> None:
                    help=f"overwrite {what} if it exists (never an input)")
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``ope``: every subcommand with its flags (a new one each call).
+
+    :func:`main` parses with it; the registry of entry points reads the subcommands and their
+    flags from it. Usage errors raise instead of exiting (:func:`main` turns them into exit 2
+    and, under ``--json``, the one document).
+
+    Examples
+    --------
+    >>> from ope.cli import build_parser
+    >>> args = build_parser().parse_args(["validate", "logs.parquet", "--json"])
+    >>> args.command, args.logs, args.json
+    ('validate', 'logs.parquet', True)
+    """
     from ope import __version__
 
     parser = _Parser(
@@ -506,8 +527,11 @@ def _build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="evaluate the bundled sample, show the true values beside, "
                        f"and write {DEMO_REPORT}")
+    p.add_argument("--out", default=DEMO_REPORT, metavar="FILE.html",
+                   help=f"the HTML report to write (default: {DEMO_REPORT} in the current "
+                   "folder); checked before the work like ope report --out")
     p.add_argument("--force", action="store_true",
-                   help=f"overwrite ./{DEMO_REPORT} even if it is not a report ope wrote "
+                   help="overwrite --out even if it is not a report ope wrote "
                    "(one it wrote is replaced without asking)")
     _add_output_flags(p)
     return parser
@@ -687,6 +711,13 @@ def _check_flags(args: argparse.Namespace) -> None:
         return getattr(args, dest, None) is not None
 
     _check_policy_specs(args)
+    _check_format_flags(args)
+    _check_path_names(args)
+    if args.command == "learn":  # the policy's name, checked before the fit
+        from ope._validation import check_name
+
+        _checked("--name", lambda: check_name(args.name, "name", example="--name learned",
+                                              what="the policy's name in the table"))
     if given("seed") and args.seed < 0:
         raise _UsageError(f"argument --seed: must be a whole number >= 0; got {args.seed}.",
                           flag="--seed")
@@ -726,6 +757,33 @@ def _check_flags(args: argparse.Namespace) -> None:
         raise _UsageError(f"argument {lack}: {have} needs {lack} too: the exploration plan "
                           "says how much of N new rows to explore to reach width W (pass "
                           "--target-width W --new-rows N, or neither).", flag=lack)
+
+
+#: Inputs and outputs named on the command line: (dest, how messages name it, is an output).
+_PATH_ARGUMENTS: Final = (
+    ("logs", "logs", False), ("src", "src", False), ("policies", "--policies", False),
+    ("out", "--out", True), ("report", "--report", True),
+)
+
+
+def _check_path_names(args: argparse.Namespace) -> None:
+    """File names that name no file: an empty input (it would read the current folder; an
+    empty output is refused by :func:`ope._output.check_outputs`) and ``-``, which other tools
+    read as standard input or output: ope reads and writes files only (``./-`` names a file
+    called ``-``)."""
+    for dest, name, output in _PATH_ARGUMENTS:
+        value = getattr(args, dest, None)
+        if value is None:
+            continue
+        flag = name if name.startswith("--") else None
+        if not output and not value.strip():
+            raise _UsageError(f"argument {name}: is empty ({value!r}); give a file, a folder "
+                              "or a URI.", flag=flag)
+        if value.strip() == "-":
+            stream, verb = ("output", "write to") if output else ("input", "read")
+            raise _UsageError(f"argument {name}: '-' (standard {stream}) is not a file; ope "
+                              f"does not {verb} standard {stream}: give a file name (./- for "
+                              "a file named '-').", flag=flag)
 
 
 def _check_policy_specs(args: argparse.Namespace) -> None:
@@ -828,7 +886,7 @@ def _outputs_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[t
     if args.command == "evaluate" and args.report is not None:
         return [("--report", args.report)], inputs, REPORT_SUFFIXES
     if args.command == "demo":
-        return [("report", DEMO_REPORT)], inputs, None
+        return [("--out", args.out)], inputs, REPORT_SUFFIXES
     if args.command == "import":  # OBD's item features are embedded in --out itself
         return [("--out", args.out)], inputs, None
     return [], inputs, None
@@ -875,12 +933,12 @@ def _check_outputs(args: argparse.Namespace) -> list[Path]:
         return []
     force = getattr(args, "force", False)
     if args.command == "demo" and not force:  # `make demo` reruns it: its own report is replaced
-        force = _is_ope_report(Path(DEMO_REPORT))
-        if not force and os.path.lexists(DEMO_REPORT):
+        force = _is_ope_report(Path(args.out))
+        if not force and os.path.lexists(args.out):
             raise _UsageError(
-                f"{DEMO_REPORT!r} exists and is not a report ope wrote; the demo writes its "
-                "report there: move the file, run the demo elsewhere, or pass --force to "
-                "overwrite it.", flag="--force")
+                f"argument --out: {args.out!r} exists and is not a report ope wrote; move the "
+                "file, give the demo another --out, or pass --force to overwrite it.",
+                flag="--out")
     try:
         return check_outputs(outputs, inputs=inputs, force=force, suffixes=suffixes)
     except ParameterError as exc:
@@ -919,8 +977,8 @@ def _policies_from_args(args: argparse.Namespace, logs: Any) -> Any:
             held = sorted(set(pc.unique(policies.column("policy")).cast(pa.string()).to_pylist()))
             unknown = [n for n in names if n not in held]
             if unknown:
-                raise PolicyError(f"unknown policies {unknown}: the policy table "
-                                  f"{args.policies} holds {', '.join(held)}.")
+                raise PolicyError(f"argument --policy: unknown policies {unknown}: the policy "
+                                  f"table {args.policies} holds {', '.join(held)}.")
             keep = pc.is_in(policies.column("policy").cast(pa.string()), value_set=pa.array(names))
             policies = policies.filter(keep).replace_schema_metadata(policies.schema.metadata)
     else:
@@ -945,7 +1003,6 @@ def _read(args: argparse.Namespace, reader: Any = None) -> Any:
 def _format_reader(args: argparse.Namespace) -> Any:
     """The importer of ``--format obd|dsjson`` as a reader (None for parquet)."""
     fmt = getattr(args, "format", "parquet")
-    _check_obd_context(args, fmt)
     if fmt == "parquet":
         return None
     if args.mapping:
@@ -960,13 +1017,21 @@ def _format_reader(args: argparse.Namespace) -> Any:
         src, on_invalid=on_invalid, **_chunk_option(args))
 
 
-def _check_obd_context(args: argparse.Namespace, fmt: str) -> None:
-    """``--obd-context`` applies to OBD sources only: given with another format, a usage error
-    (it would be ignored)."""
-    if fmt != "obd" and getattr(args, "obd_context", None) is not None:
-        what = "an OBD campaign" if args.command == "import" else "--format obd"
-        raise _UsageError(f"argument --obd-context: applies only to {what}; it does not "
-                          f"apply to {fmt} (drop the flag)", flag="--obd-context")
+def _check_format_flags(args: argparse.Namespace) -> None:
+    """The importers' flags apply to their format only: ``--obd-context`` to OBD sources,
+    ``--chunk-lines`` and ``--workers`` to DSJSON; given with another format, a usage error
+    (they would be ignored)."""
+    fmt = getattr(args, "format", None)
+    if fmt is None:
+        return
+    for dest, flag, applies in (("obd_context", "--obd-context", "obd"),
+                                ("chunk_lines", "--chunk-lines", "dsjson"),
+                                ("workers", "--workers", "dsjson")):
+        if fmt != applies and getattr(args, dest, None) is not None:
+            what = (("an OBD campaign" if applies == "obd" else "a DSJSON file")
+                    if args.command == "import" else f"--format {applies}")
+            raise _UsageError(f"argument {flag}: applies only to {what}; it does not "
+                              f"apply to {fmt} (drop the flag)", flag=flag)
 
 
 def _chunk_option(args: argparse.Namespace) -> dict[str, int]:
@@ -1238,7 +1303,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     stdout = sys.stdout
     as_json = _wants_json(argv)
-    parser = _build_parser()
+    parser = build_parser()
     try:
         args = parser.parse_args(argv)
         args._argv = list(argv)  # the report's provenance: the command as typed
@@ -1315,10 +1380,9 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
     except (_UsageError, ParameterError, MissingBoundsError) as exc:
         # a missing a priori bound is a missing flag (--reward-range, --weight-bound): usage
         raw = str(exc)
-        named = re.match(r"argument (\S+): ", raw)  # ope._output names the flag so
         flag = (exc.flag if isinstance(exc, _UsageError)
                 else _bound_flag(raw) if isinstance(exc, MissingBoundsError)
-                else named.group(1) if named else _flag_of(raw))
+                else _flag_named(raw))
         message = _cli_text(raw)
         if flag and not message.startswith("argument "):
             message = f"argument {flag}: {message}"
@@ -1335,10 +1399,10 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
                     f"ope {command}: {kind}: {first} (the report is on stdout)\n")
     except OutputError as exc:  # before DataFileError: both are OSErrors
         code, kind, message = EXIT_CANTCREAT, type(exc).__name__, _cli_text(str(exc))
-        named = re.match(r"argument (\S+): ", message)
-        flag = named.group(1) if named else None
+        flag = _flag_named(str(exc))
     except (SchemaError, DataFileError, PolicyError) as exc:
-        code, kind, message, flag = EXIT_DATAERR, type(exc).__name__, _cli_text(str(exc)), None
+        code, kind, message = EXIT_DATAERR, type(exc).__name__, _cli_text(str(exc))
+        flag = _flag_named(str(exc))
     except OPEError as exc:
         code, kind, message, flag = EXIT_FAILURE, type(exc).__name__, _cli_text(str(exc)), None
     except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (ope._output refuses to publish)
@@ -1714,7 +1778,6 @@ def _evaluate_streamed(args: argparse.Namespace, resolved: Sequence[tuple[str, A
     batch, merged statistics (the numbers of the whole read, in bounded memory)."""
     from ope.io import scan_logs
 
-    _check_obd_context(args, args.format)  # parquet is streamed without an importer
     policies = list(args.policy) if args.policy else None
     targets = ([f"target__{p}" for p in policies] if policies else
                sorted(c for c in names if c.startswith("target__")))
@@ -2102,7 +2165,6 @@ def _cmd_import(args: argparse.Namespace) -> _Outcome:
     from ope._output import atomic_path
 
     out = Path(args.out)
-    _check_obd_context(args, args.format)
     side = _import_side_file(out)
     written = 0
     action_features = None
@@ -2145,7 +2207,7 @@ def _cmd_import(args: argparse.Namespace) -> _Outcome:
 #: clip level of the demo's clipped IPS: an a priori choice, not read off the data
 DEMO_MAX_WEIGHT: Final = 50.0
 
-#: where ``ope demo`` writes its HTML report (in the current directory)
+#: where ``ope demo`` writes its HTML report by default (in the current directory; ``--out``)
 DEMO_REPORT: Final = "report.html"
 
 #: ``ope report``'s estimators when ``--max-weight`` is given without ``--estimator``: the clip
@@ -2203,7 +2265,7 @@ def _cmd_demo(args: argparse.Namespace) -> _Outcome:
         coverage, coverage_doc, d = _demo_coverage_gaps(logs, reward_range, ev)
         learning, learning_doc = _demo_learning(args.seed)
         report = str(write_report(
-            DEMO_REPORT, evaluation=ev, diagnostics=d, truth=sample.truth,
+            args.out, evaluation=ev, diagnostics=d, truth=sample.truth,
             provenance={"command": ["ope", *getattr(args, "_argv", ["demo"])],
                         "options": _options(args), "seed": args.seed,
                         "input": f"ope.load_sample() ({sample.path.name})",

@@ -1048,11 +1048,13 @@ HOSTILE_VALUES: Final[dict[str, list[Any]]] = {
 
 #: Hostile command-line values per term of a flag (strings, as typed).
 _CLI_VALUES: Final[dict[str, list[Any]]] = {
-    "real": ["nan", "inf", "-1", "0", "1e309", "abc", "", _BIDI + "1"],
-    "count": ["0", "-1", "2.5", "1e100", "abc", "99999999999999999999"],
-    "choice": ["", _BIDI + "raise", "RAISE"],
-    "text": ["", _BIDI + "greedy", "\n", "a" * 10_000],
-    "path": [_FileCase(label) for label in _FILE_CASES],
+    "real": ["nan", "inf", "-1", "0", "1e309", "abc", "", _BIDI + "1", "1e400", "-inf",
+             "--json"],
+    "count": ["0", "-1", "2.5", "1e100", "abc", "99999999999999999999", "--json"],
+    "choice": ["", _BIDI + "raise", "RAISE", "--json", _SURROGATE],
+    "text": ["", _BIDI + "greedy", "\n", "a" * 10_000, "\x1b]0;PWNED\x07\x1b[2J", "--json",
+             _SURROGATE, "\x00"],
+    "path": [_FileCase(label) for label in _FILE_CASES] + ["", "-", "--json"],
 }
 
 

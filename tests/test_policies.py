@@ -332,7 +332,8 @@ def test_columns_distributions_from_target_dist():
 @pytest.mark.parametrize(
     "kwargs, names, match",
     [
-        ({}, ["z"], r"unknown policies \['z'\]: the logs have no column target__z. Available: \['x', 'y'\]"),
+        ({}, ["z"], r"unknown policies \['z'\] in `policies`: the logs have no column "
+                    r"target__z. Available: \['x', 'y'\]"),
         ({}, ["x", "x"], r"policy names must be distinct"),
         ({"target__x": [0.3, 1.2, np.nan]}, ["x"], r"policy 'x': target propensities must be finite and in \[0, 1\]; they are not in 2 rows \(first at rows 1, 2\)"),
     ],

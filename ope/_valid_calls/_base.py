@@ -118,3 +118,40 @@ def slate_policies() -> tuple[Any, Any]:
     target = EnumeratedSlatePolicy(slates, [[0.2, 0.2, 0.15, 0.15, 0.15, 0.15]])
     logging = EnumeratedSlatePolicy(slates, [[1 / 6] * 6])
     return target, logging
+
+
+def dsjson_file(tmp: Path) -> Path:
+    """A DSJSON file of 12 valid contextual-bandit events over 3 actions (``ope import``)."""
+    import json
+
+    path = tmp / "events.json"
+    if not path.exists():
+        gen = np.random.default_rng(2)
+        lines = []
+        for i in range(12):
+            index = int(gen.integers(0, 3))
+            lines.append(json.dumps({
+                "_label_cost": -float(gen.binomial(1, 0.4)), "_label_probability": 1 / 3,
+                "_label_Action": index + 1, "_labelIndex": index, "EventId": f"e{i}",
+                "a": [1, 2, 3], "c": {"User": {"age": 20 + i}, "_multi": [{}, {}, {}]},
+                "p": [1 / 3] * 3,
+            }))
+        path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def obd_campaign(tmp: Path) -> Path:
+    """An Open Bandit Dataset campaign folder (``random/all``: ``all.csv`` and
+    ``item_context.csv``) of 9 events, 3 items at 3 positions (``ope import obd``)."""
+    folder = tmp / "random" / "all"
+    if not (folder / "all.csv").exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = [",timestamp,item_id,position,click,propensity_score,user_feature_0,"
+                "user_feature_1,user_feature_2,user_feature_3"]
+        for i in range(9):
+            rows.append(f"{i},2019-11-24 00:00:0{i}+00:00,{i % 3},{i // 3 + 1},{i % 2},"
+                        f"0.3333333333,u{i % 2},v{i % 3},w,z")
+        (folder / "all.csv").write_text("\n".join(rows) + "\n")
+        (folder / "item_context.csv").write_text(
+            ",item_id,item_feature_0\n0,0,-0.5\n1,1,0.1\n2,2,0.7\n")
+    return folder

@@ -14,7 +14,7 @@ from typing import Final
 
 
 from ope._valid_calls._base import (
-    paired_parquet, parquet,
+    dsjson_file, paired_parquet, parquet,
 )
 
 #: Subcommand -> argv of a run that exits 0 (``ope`` and ``--json`` left out).
@@ -27,20 +27,21 @@ VALID: Final[dict[str, Callable[[Path], list[str]]]] = {
                            "--control", "none"],
     "report": lambda tmp: ["report", str(parquet(tmp)), "--policy", "greedy",
                            "--estimator", "ips", "--out", str(tmp / "cli.html"), "--force"],
+    "learn": lambda tmp: ["learn", str(parquet(tmp)), "--context-columns", "x0",
+                          "--out", str(tmp / "policy.parquet")],
+    "import": lambda tmp: ["import", "dsjson", str(dsjson_file(tmp)),
+                           "--out", str(tmp / "imported.parquet")],
+    "action-table": lambda tmp: ["action-table", str(parquet(tmp)),
+                                 "--out", str(tmp / "table.csv")],
+    "demo": lambda tmp: ["demo", "--out", str(tmp / "demo.html")],
 }
 
 #: ``"<entry>::<argument>"`` -> how the contract breaks today.
 KNOWN_BROKEN: Final[dict[str, str]] = {
-    'ope evaluate::--policy': (
-        "ope evaluate --policy 'aaa…: exit 65 but the error does not name --policy: {'typ"
-        'e\': \'PolicyError\', \'message\': "unknown policies [\'aaa…'
-    ),
-    'ope diagnose::--policy': (
-        "ope diagnose --policy 'aaa…: exit 65 but the error does not name --policy: {'typ"
-        'e\': \'PolicyError\', \'message\': "unknown policies [\'aaa…'
-    ),
-    'ope report::--policy': (
-        "ope report --policy 'aaa…: exit 65 but the error does not name --policy: {'type'"
-        ': \'PolicyError\', \'message\': "unknown policies [\'aaa…'
+    "ope import::src": (
+        "a defect of the harness, not of ope import: ope.testing puts a positional's value at "
+        "argv[1], which for `ope import FORMAT SRC` is FORMAT, so SRC's cases end in "
+        "\"argument format: invalid choice\" (the bidi name escaped there); "
+        "tests/test_hostile_cli.py runs SRC's file cases in its place"
     ),
 }

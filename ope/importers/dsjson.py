@@ -392,12 +392,16 @@ def _open(path: str | os.PathLike[str]) -> tuple[IO[bytes], int | None, str, str
     found = locate_input(path, what="DSJSON file", directories=False, argument="path")
     name = os.path.basename(str(found.name).rstrip("/")) or str(found.name)
     if found.filesystem is None:
-        with open(found.path, "rb") as fh:
-            magic = fh.read(2)
-        if magic[:2] == b"\x1f\x8b":
-            return gzip.open(found.path, "rb"), None, name, None
-        return open(found.path, "rb"), os.path.getsize(found.path), name, \
-            str(found.path)  # noqa: SIM115
+        try:  # a file the system will not read (permissions, EIO): the path and the reason
+            with open(found.path, "rb") as fh:
+                magic = fh.read(2)
+            if magic[:2] == b"\x1f\x8b":
+                return gzip.open(found.path, "rb"), None, name, None
+            return open(found.path, "rb"), os.path.getsize(found.path), name, \
+                str(found.path)  # noqa: SIM115
+        except OSError as exc:
+            raise DataFileError(f"cannot read DSJSON file {found.path}: "
+                                f"{exc.strerror or exc}") from None
     fs = found.filesystem
     try:
         with fs.open_input_stream(found.path) as fh:

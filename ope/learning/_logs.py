@@ -142,6 +142,8 @@ def learn_from_logs(
     ('approve', 0)
     """
     logs = require_logs(logs, "learn_from_logs")
+    name = check_name(name, "name", what="the policy's name in the certificate",
+                      example="name='learned'")
     fraction = check_real(certify_fraction, "certify_fraction", example="certify_fraction=0.5")
     if not 0.0 < fraction < 1.0:
         raise ParameterError(f"`certify_fraction` must be in (0, 1), got {certify_fraction!r}.")

@@ -251,7 +251,7 @@ def _from_columns(logs: BanditLogs, names: Sequence[str], with_distributions: bo
     unknown = [nm for nm in names if nm not in available]
     if unknown:
         raise PolicyError(
-            f"unknown policies {unknown}: the logs have no column "
+            f"unknown policies {unknown} in `policies`: the logs have no column "
             f"{', '.join(_TARGET + u for u in unknown)}. Available: {available or 'none'}."
         )
     if len(set(names)) != len(names):

@@ -715,7 +715,8 @@ def candidates_with_specs(
         unknown = [n for n in names if n not in tp.names]
         if unknown:
             raise PolicyError(
-                f"unknown policy names {unknown}: the policy table holds {', '.join(tp.names)}."
+                f"unknown policy names {unknown} in `names`: the policy table holds "
+                f"{', '.join(tp.names)}."
             )
         for n in names or tp.names:
             out[n] = tp.distributions[n]
