@@ -147,8 +147,14 @@ def resolve_estimators(
     >>> resolve_estimators(("ips", "clipped_ips"), max_weight=10.0)
     [('ips', IPS()), ('clipped_ips', ClippedIPS(max_weight=10.0))]
     """
-    if isinstance(estimators, str):
-        estimators = (estimators,)
+    if isinstance(estimators, str) or callable(getattr(estimators, "estimate", None)):
+        estimators = (estimators,)  # one name, or one estimator object
+    if not isinstance(estimators, Iterable):
+        raise ParameterError(
+            f"`estimators` must be a list of estimator names or objects, e.g. ('ips', 'snips'); "
+            f"got {estimators!r} ({type(estimators).__name__})."
+        )
+    estimators = list(estimators)
     if not estimators:
         raise ParameterError(
             f"`estimators` is empty; pass e.g. ('ips', 'snips'). Known: {', '.join(ESTIMATORS)}."
@@ -709,7 +715,10 @@ class Evaluation(Result):
             raise EstimationError(
                 "paired comparisons need the rows; evaluate eagerly (read_logs) to compare."
             )
-        estimator = estimator or self.estimators[0]
+        policy = check_choice(policy, "policy", self.policies)
+        baseline = check_choice(baseline, "baseline", ["logging", *self.policies])
+        estimator = (self.estimators[0] if estimator is None
+                     else check_choice(estimator, "estimator", self.estimators))
         a = self[(policy, estimator)]
         b = self.logging if baseline == "logging" else self[(baseline, estimator)]
         return compare(a, b, confidence_level=self.confidence_level, method=method)
@@ -862,9 +871,12 @@ class Evaluation(Result):
         shown["covers"] = [str(x).split()[0] for x in t["target"]]
         shown["ess_ratio"] = t["ess_ratio"]
         if truth is not None:
-            shown["truth"] = [truth.get(p, math.nan) for p in t["policy"]]
+            from ope.report.views import Truth  # the one reader of `truth` (report, plots)
+
+            exact = Truth.of(truth).policies
+            shown["truth"] = [exact.get(p, math.nan) for p in t["policy"]]
             shown["in_ci"] = [
-                "" if p not in truth else ("yes" if lo <= truth[p] <= hi else "NO")
+                "" if p not in exact else ("yes" if lo <= exact[p] <= hi else "NO")
                 for p, lo, hi in zip(t["policy"], t["ci_low"], t["ci_high"])
             ]
         low, high = self._logging_interval()

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ope._validation import check_positive_int, check_real, check_rng
+from ope._validation import check_array_size, check_positive_int, check_real, check_rng
 from ope._thresholds import PROBABILITY_TOLERANCE
 from ope.exceptions import ParameterError, PolicyError
 
@@ -190,30 +190,41 @@ def resolve_policy(
     shape: tuple[int, int],
     rows: str,
     columns: str,
+    argument: str = "policy",
 ) -> npt.NDArray[np.float64]:
-    """A policy given by name (a key of ``tables``) or as a probability table."""
+    """A policy given by name (a key of ``tables``) or as a probability table; errors name the
+    ``argument`` it was passed as."""
     if isinstance(policy, str):
         try:
             return tables[policy]
         except KeyError:
             raise PolicyError(
-                f"unknown policy {policy!r}; known policies: {', '.join(sorted(tables))}. "
-                f"Or pass a probability table of shape {shape} ({rows} x {columns})."
+                f"`{argument}`: unknown policy {policy!r}; known policies: "
+                f"{', '.join(sorted(tables))}. Or pass a probability table of shape {shape} "
+                f"({rows} x {columns})."
             ) from None
-    return check_policy_table(policy, shape=shape, what="policy table", rows=rows, columns=columns)
+    return check_policy_table(
+        policy, shape=shape, what=f"`{argument}` (a policy table)", rows=rows, columns=columns
+    )
 
 
-def check_policy_names(names: Mapping[str, object], reserved: set[str]) -> None:
-    """Policy names become column suffixes: they must be non-empty identifiers, not reserved."""
+def check_policy_names(names: object, reserved: set[str]) -> None:
+    """``policies`` maps names to tables; the names become column suffixes: they must be
+    non-empty identifiers, not reserved."""
+    if not isinstance(names, Mapping):
+        raise ParameterError(
+            f"`policies` must be a mapping of policy names to probability tables, e.g. "
+            f"policies={{'mine': table}}; got {type(names).__name__}."
+        )
     for name in names:
         if not isinstance(name, str) or not name.isidentifier():
             raise PolicyError(
-                f"policy names must be Python identifiers (they become column names "
+                f"`policies`: policy names must be Python identifiers (they become column names "
                 f"'target__<name>'); got {name!r}."
             )
         if name in reserved:
             raise PolicyError(
-                f"policy name {name!r} is already used by a built-in policy "
+                f"`policies`: policy name {name!r} is already used by a built-in policy "
                 f"({', '.join(sorted(reserved))}); choose another name."
             )
 
@@ -272,8 +283,10 @@ class PolicyTables(ABC):
     def _shape_kw(self) -> dict[str, Any]:
         """``shape``, ``rows`` and ``columns`` of the tables (for :func:`resolve_policy`)."""
 
-    def _table(self, policy: str | npt.ArrayLike) -> npt.NDArray[np.float64]:
-        return resolve_policy(policy, self._tables, **self._shape_kw())
+    def _table(
+        self, policy: str | npt.ArrayLike, argument: str = "policy"
+    ) -> npt.NDArray[np.float64]:
+        return resolve_policy(policy, self._tables, argument=argument, **self._shape_kw())
 
     def _install_tables(
         self,
@@ -286,10 +299,12 @@ class PolicyTables(ABC):
         The ``model`` arrays (the simulator's parameters) are made read-only too, so that the
         exact truth cannot drift from the tables that :meth:`sample` draws from.
         """
-        if policies:
+        if policies is not None:
             check_policy_names(policies, set(tables))
             for name, table in policies.items():
-                tables[name] = check_policy_table(table, what=f"policy {name!r}", **self._shape_kw())
+                tables[name] = check_policy_table(
+                    table, what=f"`policies` entry {name!r}", **self._shape_kw()
+                )
         for arr in (*model, *tables.values()):
             arr.setflags(write=False)
         self._tables = tables
@@ -301,8 +316,10 @@ class PolicyTables(ABC):
         The rows and columns are those of :attr:`reward_means`.
         """
         if not isinstance(name, str):
-            raise ParameterError(f"name must be a policy name (str); got {type(name).__name__}.")
-        return self._table(name)
+            raise ParameterError(
+                f"`name` must be a policy name (str); got {type(name).__name__}."
+            )
+        return self._table(name, "name")
 
 
 class ContextTables(PolicyTables):
@@ -327,6 +344,10 @@ class ContextTables(PolicyTables):
     @abstractmethod
     def _n_context_types(self) -> int:
         """Number of context types (rows of the tables)."""
+
+    @abstractmethod
+    def _row_width(self) -> int:
+        """The most values one sampled row holds across its columns (features, lists)."""
 
     def _install_model(
         self,
@@ -406,8 +427,9 @@ class ContextTables(PolicyTables):
             candidate policy, then the optional columns.
         """
         n = check_int("n", n, minimum=1)
+        check_array_size([("n", n)], what="the sample", factor=self._row_width())
         g = check_rng(rng)
-        logging = self._table(logging_policy)
+        logging = self._table(logging_policy, "logging_policy")
         cdf = (
             self._logging_cdf
             if isinstance(logging_policy, str) and logging_policy == "logging"

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ope._validation import check_choice
+from ope._validation import check_array_size, check_choice
 from ope.simulate._common import (
     EPSILON_GREEDY_EPSILON,
     REWARD_KINDS,
@@ -159,6 +159,11 @@ class ContextualBandit(ContextTables):
         )
 
         M, K, d = self.n_contexts, self.n_actions, self.n_features
+        check_array_size([("n_contexts", M), ("n_actions", K)], what="the reward table")
+        check_array_size([("n_contexts", M), ("n_features", d)], what="the context features")
+        check_array_size([("n_features", d), ("n_actions", K)], what="the reward parameters")
+        check_array_size([("n_noise_features", self.n_noise_features)],
+                         what="the noise features of one row")
         g = np.random.default_rng(self.seed)
         features = g.standard_normal((M, d))
         probs = g.dirichlet(np.full(M, 2.0))
@@ -256,6 +261,9 @@ class ContextualBandit(ContextTables):
     # ------------------------------------------------------------------ helpers
     def _n_context_types(self) -> int:
         return self.n_contexts
+
+    def _row_width(self) -> int:
+        return max(self.n_actions, self.n_features, self.n_noise_features)
 
     def _shape_kw(self) -> dict[str, Any]:
         return {

@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ope._validation import check_choice, check_rng
+from ope._validation import check_array_size, check_choice, check_rng
 from ope.exceptions import ParameterError
 from ope.simulate._common import (
     EPSILON_GREEDY_EPSILON,
@@ -27,7 +27,7 @@ from ope.simulate._common import (
     softmax,
 )
 
-__all__ = ["TabularMDP"]
+__all__ = ["TabularMDP", "MAX_HORIZON"]
 
 #: temperature of the ``softmax`` candidate on the optimal action values (rewards lie in [0, 1],
 #: so action values differ by fractions of a unit: 0.5 keeps the policy clearly stochastic)
@@ -40,6 +40,9 @@ TERMINAL: Final = -1
 #: spectral radius of gamma * P_pi above which (I - gamma P_pi) counts as singular: the
 #: untruncated value would exceed 1e12 times the reward scale
 SPECTRAL_RADIUS_MAX: Final = 1.0 - 1e-12
+#: the longest episode: backward induction and sampling loop over the steps in Python (a
+#: hundred thousand steps of a small MDP take a second), and a horizon of 10**30 would never end
+MAX_HORIZON: Final = 100_000
 
 
 class TabularMDP(PolicyTables):
@@ -57,7 +60,7 @@ class TabularMDP(PolicyTables):
     n_actions : int, default 3
         Actions ``0 .. n_actions-1``.
     horizon : int, default 20
-        Episodes are truncated after this many steps.
+        Episodes are truncated after this many steps (at most ``MAX_HORIZON``, 100,000).
     gamma : float, default 0.95
         Discount factor in ``(0, 1]``.
     termination_probability : float, default 0.1
@@ -143,7 +146,7 @@ class TabularMDP(PolicyTables):
     ) -> None:
         self.n_states = check_int("n_states", n_states, minimum=1)
         self.n_actions = check_int("n_actions", n_actions, minimum=2)
-        self.horizon = check_int("horizon", horizon, minimum=1)
+        self.horizon = check_int("horizon", horizon, minimum=1, maximum=MAX_HORIZON)
         self.gamma = check_float("gamma", gamma, low=0.0, high=1.0, low_open=True)
         self.termination_probability = check_float(
             "termination_probability", termination_probability, low=0.0, high=0.5
@@ -163,6 +166,10 @@ class TabularMDP(PolicyTables):
         )
 
         S, A = self.n_states, self.n_actions
+        check_array_size([("n_states", S), ("n_actions", A), ("n_states + 1", S + 1)],
+                         what="the transition table")
+        check_array_size([("n_states", S), ("n_features", self.n_features or S)],
+                         what="the state features")
         g = np.random.default_rng(self.seed)
         term = g.uniform(0.0, 2.0 * self.termination_probability, size=(S, A))
         nxt = g.dirichlet(np.full(S, TRANSITION_CONCENTRATION), size=(S, A))
@@ -256,7 +263,8 @@ class TabularMDP(PolicyTables):
         table = self._table(policy)
         if isinstance(horizon, float) and math.isinf(horizon) and horizon > 0:
             return float(self._mu0 @ self._stationary_v(table))
-        h = self.horizon if horizon is None else check_int("horizon", horizon, minimum=1)
+        h = (self.horizon if horizon is None
+             else check_int("horizon", horizon, minimum=1, maximum=MAX_HORIZON))
         q = self._backward(table, h)
         return float(self._mu0 @ np.einsum("sa,sa->s", table, q[0]))
 
@@ -293,8 +301,10 @@ class TabularMDP(PolicyTables):
             truncation the state the episode was left in), ``target__<name>``.
         """
         n = check_int("n", n, minimum=1)
+        check_array_size([("n", n), ("horizon", self.horizon)], what="the sampled steps",
+                         factor=self._features.shape[1])
         g = check_rng(rng)
-        behaviour = self._table(logging_policy)
+        behaviour = self._table(logging_policy, "logging_policy")
         if isinstance(logging_policy, str):
             cdf = self._cdf.get(logging_policy)
             if cdf is None:
@@ -351,6 +361,8 @@ class TabularMDP(PolicyTables):
 
     # ------------------------------------------------------------------ helpers
     def _backward(self, table: npt.NDArray[np.float64], horizon: int) -> npt.NDArray[np.float64]:
+        check_array_size([("horizon", horizon), ("n_states", self.n_states),
+                          ("n_actions", self.n_actions)], what="the action values")
         S = self.n_states
         p = self._P[:, :, :S]
         q = np.empty((horizon, S, self.n_actions))
