@@ -448,11 +448,14 @@ def check_name(value: Any, name: str, *, what: str = "a name", example: str | No
                               "an unpaired surrogate)", value, ex) from None
     return value
 def check_array_size(
-    counts: Sequence[tuple[str, int]], *, what: str, factor: int = 1
+    counts: Sequence[tuple[str, int]], *, what: str, factor: int = 1,
+    limit: tuple[str, int, str] = (
+        "MAX_ARRAY_ELEMENTS", MAX_ARRAY_ELEMENTS, "ope allocates for one array"),
 ) -> None:
     """Refuse, before allocating, an array of ``factor * prod(counts)`` elements above
     :data:`MAX_ARRAY_ELEMENTS`; ``counts`` are ``(argument, value)`` pairs of validated counts
-    and the message names each of them (``what`` says which array).
+    and the message names each of them (``what`` says which array). ``limit`` is a tighter
+    bound of the caller: its name, its value and what it bounds, for the message.
 
     Examples
     --------
@@ -463,8 +466,9 @@ def check_array_size(
     ...
     ope.exceptions.ParameterError: the reward table of `n_contexts`=~1e30 x `n_actions`=10 would hold ~1e31 elements, more than the 134,217,728 (MAX_ARRAY_ELEMENTS) ope allocates for one array. Pass a smaller `n_contexts`.
     """
+    limit_name, most, bounded = limit
     size = factor * math.prod(value for _, value in counts)
-    if size <= MAX_ARRAY_ELEMENTS:
+    if size <= most:
         return
 
     def shown(count: int) -> str:  # exact below 10**12, the order of magnitude above
@@ -474,8 +478,8 @@ def check_array_size(
     largest = max(counts, key=lambda pair: pair[1])[0]
     raise ParameterError(
         f"{what} of {sizes}{f' (x {factor:,})' if factor != 1 else ''} would hold "
-        f"{shown(size)} elements, more than the {MAX_ARRAY_ELEMENTS:,} (MAX_ARRAY_ELEMENTS) "
-        f"ope allocates for one array. Pass a smaller `{largest}`."
+        f"{shown(size)} elements, more than the {most:,} ({limit_name}) {bounded}. Pass a "
+        f"smaller `{largest}`."
     )
 
 

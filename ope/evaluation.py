@@ -1237,17 +1237,6 @@ def evaluate(
     """
     from ope.io import LogScan, read_logs
 
-    options = {
-        "policies": policies if policies is None or isinstance(policies, (str, list, tuple))
-        else type(policies).__name__,
-        "estimators": [getattr(e, "name", e) if not isinstance(e, str) else e
-                       for e in ((estimators,) if isinstance(estimators, str) else estimators)],
-        "ci": ci, "confidence_level": confidence_level, "reward_range": reward_range,
-        "max_weight": max_weight, "weight_bound": weight_bound, "tau": tau,
-        "shrinkage": shrinkage, "context_columns": context_columns, "n_resamples": n_resamples,
-        "by": by, "ci_fallback": ci_fallback, "weight_column": weight_column,
-    }
-    options = {k: v for k, v in options.items() if v is not None}
     check_rng(rng)
     seed, generator = resolve_seed(rng)
     # every random step (cross-fitting folds, bootstrap) draws from `rand`: the recorded seed,
@@ -1263,6 +1252,19 @@ def evaluate(
         ci_fallback=ci_fallback,
     )
     resolved = resolve_estimators(estimators, max_weight=max_weight, tau=tau, shrinkage=shrinkage)
+    options = {
+        "policies": policies if policies is None or isinstance(policies, (str, list, tuple))
+        else type(policies).__name__,
+        "estimators": [getattr(e, "name", e) if not isinstance(e, str) else e
+                       for e in ((estimators,) if isinstance(estimators, str)
+                                 or callable(getattr(estimators, "estimate", None))
+                                 else estimators)],
+        "ci": ci, "confidence_level": confidence_level, "reward_range": reward_range,
+        "max_weight": max_weight, "weight_bound": weight_bound, "tau": tau,
+        "shrinkage": shrinkage, "context_columns": context_columns, "n_resamples": n_resamples,
+        "by": by, "ci_fallback": ci_fallback, "weight_column": weight_column,
+    }
+    options = {k: v for k, v in options.items() if v is not None}
     provenance = Provenance(options=options, seed=seed)
     if isinstance(logs, LogScan):
         settings = dataclasses.replace(

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ope._validation import check_array_size, check_choice
+from ope._validation import check_choice
 from ope.simulate._common import (
     EPSILON_GREEDY_EPSILON,
     REWARD_KINDS,
@@ -18,6 +18,7 @@ from ope.simulate._common import (
     check_float,
     check_id_pair,
     check_int,
+    check_model_size,
     list_column,
     model_array,
     softmax,
@@ -159,11 +160,12 @@ class ContextualBandit(ContextTables):
         )
 
         M, K, d = self.n_contexts, self.n_actions, self.n_features
-        check_array_size([("n_contexts", M), ("n_actions", K)], what="the reward table")
-        check_array_size([("n_contexts", M), ("n_features", d)], what="the context features")
-        check_array_size([("n_features", d), ("n_actions", K)], what="the reward parameters")
-        check_array_size([("n_noise_features", self.n_noise_features)],
+        check_model_size([("n_contexts", M), ("n_actions", K)], what="the reward table")
+        check_model_size([("n_contexts", M), ("n_features", d)], what="the context features")
+        check_model_size([("n_features", d), ("n_actions", K)], what="the reward parameters")
+        check_model_size([("n_noise_features", self.n_noise_features)],
                          what="the noise features of one row")
+        checked = self._checked_policies(policies, _BUILTIN)
         g = np.random.default_rng(self.seed)
         features = g.standard_normal((M, d))
         probs = g.dirichlet(np.full(M, 2.0))
@@ -202,7 +204,7 @@ class ContextualBandit(ContextTables):
             "mixture": (1.0 - MIXTURE_SHARE) * logging + MIXTURE_SHARE * optimal,
         }
         self._install_model(
-            tables, policies, probs=probs, q=q, seg=seg, support=support, model=(features,)
+            tables, checked, probs=probs, q=q, seg=seg, support=support, model=(features,)
         )
         self._features = features
 
@@ -270,6 +272,7 @@ class ContextualBandit(ContextTables):
             "shape": (self.n_contexts, self.n_actions),
             "rows": "contexts",
             "columns": "actions",
+            "sizes": ("n_contexts", "n_actions"),
         }
 
     def __repr__(self) -> str:

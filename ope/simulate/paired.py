@@ -11,7 +11,14 @@ import pyarrow as pa
 
 from ope._validation import check_array_size, check_choice, check_rng
 from ope.exceptions import ParameterError
-from ope.simulate._common import check_float, check_ids, check_int, model_array
+from ope.simulate._common import (
+    check_float,
+    check_ids,
+    check_int,
+    check_model_size,
+    check_sample_size,
+    model_array,
+)
 
 __all__ = ["PairedReplaySimulator"]
 
@@ -170,7 +177,7 @@ class PairedReplaySimulator:
         self.latency_sd = check_float("latency_sd", latency_sd, low=0.0, high=5.0)
         self.seed = check_int("seed", seed, minimum=0)
         self.outcome_range: tuple[float, float] = (0.0, 1.0)
-        check_array_size([("n_tasks", self.n_tasks), ("n_items", self.n_items)],
+        check_model_size([("n_tasks", self.n_tasks), ("n_items", self.n_items)],
                          what="the success table")
 
         g = np.random.default_rng(self.seed)
@@ -331,7 +338,7 @@ class PairedReplaySimulator:
             (int64), ``cost`` and ``latency_ms`` (float64). The columns up to ``tokens`` are
             drawn from ``rng`` itself, ``cost`` and ``latency_ms`` from a child stream.
         """
-        n = check_int("n", n, minimum=1)
+        n = check_sample_size(n, "pairs")
         check_array_size([("n", n), ("n_replicates", self.n_replicates)], what="the sample",
                          factor=2)
         g = check_rng(rng)

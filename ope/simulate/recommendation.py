@@ -17,6 +17,7 @@ from ope.simulate._common import (
     check_float,
     check_id_pair,
     check_int,
+    check_model_size,
     list_column,
     model_array,
     softmax,
@@ -41,6 +42,11 @@ PERSONALIZED_TEMPERATURE: Final = 0.5
 LONG_TAIL_TEMPERATURE: Final = 0.5
 #: rows of the (requests x catalog) Gumbel keys built at once when drawing candidate sets
 _GUMBEL_CHUNK: Final = 256
+#: the most Gumbel keys of the candidate draw (one per request and catalog item, drawn in
+#: blocks of _GUMBEL_CHUNK requests): 2**24 keep it near a second (the defaults draw 10**7)
+MAX_CANDIDATE_KEYS: Final = 1 << 24
+
+_BUILTIN: Final = ("popular", "personalized", "greedy", "long_tail", "uniform")
 
 _DEFAULT_SEGMENTS: Final = ("new", "casual", "regular", "loyal", "power")
 
@@ -193,11 +199,13 @@ class Recommendation(ContextTables):
         N, L, M, d, S = self.n_items, self.n_candidates, self.n_requests, self.n_features, len(
             self.segments
         )
-        check_array_size([("n_items", N), ("n_features", d)], what="the item factors")
-        check_array_size([("n_requests", M), ("n_candidates", L), ("n_features", d)],
+        check_model_size([("n_items", N), ("n_features", d)], what="the item factors")
+        check_model_size([("n_requests", M), ("n_candidates", L), ("n_features", d)],
                          what="the candidates' factors")
-        check_array_size([("n_items", N)], what="each block of the candidate draw",
-                         factor=min(M, _GUMBEL_CHUNK))
+        check_array_size([("n_requests", M), ("n_items", N)], what="the candidate draw (a key "
+                         "per request and item)", limit=(
+                             "MAX_CANDIDATE_KEYS", MAX_CANDIDATE_KEYS, "a catalog draws"))
+        checked = self._checked_policies(policies, _BUILTIN)
         g = np.random.default_rng(self.seed)
         # catalog: long-tail popularity over a random id order, item factors and quality
         rank = g.permutation(N)
@@ -254,7 +262,7 @@ class Recommendation(ContextTables):
         }
         self._install_model(
             tables,
-            policies,
+            checked,
             probs=probs,
             q=q,
             seg=seg,
@@ -338,6 +346,7 @@ class Recommendation(ContextTables):
             "shape": (self.n_requests, self.n_candidates),
             "rows": "requests",
             "columns": "candidates",
+            "sizes": ("n_requests", "n_candidates"),
         }
 
     def __repr__(self) -> str:

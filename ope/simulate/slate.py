@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from ope._validation import check_array_size, check_choice, check_positive_int, check_rng
 from ope.exceptions import ParameterError
-from ope.simulate._common import check_ids
+from ope.simulate._common import check_ids, check_model_size, check_sample_size
 from ope.slates import PlackettLuce, SlateLogs, pseudoinverse_table
 
 __all__ = [
@@ -81,7 +81,7 @@ class SlateEnvironment:
             raise ParameterError(f"`slate_size` {slate_size} exceeds `n_items` {n_items}.")
         self.n_contexts = check_positive_int(n_contexts, "n_contexts")
         self.click_model = check_choice(click_model, "click_model", CLICK_MODELS)
-        check_array_size([("n_contexts", self.n_contexts), ("n_items", self.n_items)],
+        check_model_size([("n_contexts", self.n_contexts), ("n_items", self.n_items)],
                          what="the attraction table")
         g = np.random.default_rng(check_positive_int(seed, "seed", minimum=0))
         c, m, L = self.n_contexts, self.n_items, self.slate_size
@@ -185,7 +185,7 @@ class SlateEnvironment:
 
     def sample_logs(self, n: int, *, rng: int | np.random.Generator | None = None) -> SlateLogs:
         """Log ``n`` slates as :class:`ope.slates.SlateLogs` (valid by construction)."""
-        n = check_positive_int(n, "n")
+        n = check_sample_size(n, "slates")
         check_array_size([("n", n), ("n_items", self.n_items)], what="the slate draw")
         g = check_rng(rng)
         ctx = g.choice(self.n_contexts, size=n, p=self.context_probability)
