@@ -136,23 +136,5 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.position_estimates": _position_call("ope.position_estimates", self_normalized=False),
 }
 
-#: ``"<entry>::<argument>"`` -> how the contract breaks today. The three left are fixed at their
-#: roots on other branches (ope.io.locate_input naming its argument; ope.loggers checking
-#: `long_table` and empty logs); strict, so that merging them asks for the removal.
-KNOWN_BROKEN: Final[dict[str, str]] = {
-    'ope.evaluate_distributed::source': (
-        "ope.evaluate_distributed(source='') raised ParameterError not naming `source`: the "
-        "logs path is empty; give a file, a directory or a URI (root: ope.io.locate_input, "
-        "fixed on branch h-data)"
-    ),
-    'ope.evaluate_loggers::logs': (
-        "ope.evaluate_loggers(logs=<no rows>) raised ValueError (not from ope's exception "
-        "tree): need at least one array to concatenate (root: ope.loggers.logger_propensities, "
-        "fixed on branch h-learn)"
-    ),
-    'ope.evaluate_loggers::long_table': (
-        "ope.evaluate_loggers(long_table=<object>) raised ParameterError not naming "
-        "`long_table`: logs must be BanditLogs, a pyarrow.Table or a pandas.DataFrame (root: "
-        "ope.loggers._pivot_long, fixed on branch h-learn)"
-    ),
-}
+#: ``"<entry>::<argument>"`` -> how the contract breaks today.
+KNOWN_BROKEN: Final[dict[str, str]] = {}
