@@ -51,6 +51,8 @@ __all__ = [
     "check_positive_real",
     "check_positive_int",
     "check_name",
+    "MAX_ARRAY_ELEMENTS",
+    "check_array_size",
     "check_choice",
     "check_names",
     "check_flag",
@@ -97,6 +99,13 @@ FLOAT64_MAX: Final = float(np.finfo(np.float64).max)
 
 #: A received value longer than this is cut in messages (a 10,000-element list is not echoed).
 _MAX_SHOWN_CHARS: Final = 80
+
+#: The most elements of one array that ope builds from counts the user gives (sizes of a
+#: simulator, rows to draw): 2**27, 1 GiB of float64. A larger request (``n_contexts=10**30``,
+#: ``n=2**40``) is refused before anything is allocated, naming the counts, instead of failing
+#: inside numpy ("Maximum allowed dimension exceeded", an OverflowError, a MemoryError) or
+#: exhausting the machine's memory.
+MAX_ARRAY_ELEMENTS: Final = 1 << 27
 
 
 # --------------------------------------------------------------------------------------------
@@ -438,6 +447,40 @@ def check_name(value: Any, name: str, *, what: str = "a name", example: str | No
         raise parameter_error(name, requirement + " that can be written as UTF-8 (it holds "
                               "an unpaired surrogate)", value, ex) from None
     return value
+def check_array_size(
+    counts: Sequence[tuple[str, int]], *, what: str, factor: int = 1,
+    limit: tuple[str, int, str] = (
+        "MAX_ARRAY_ELEMENTS", MAX_ARRAY_ELEMENTS, "ope allocates for one array"),
+) -> None:
+    """Refuse, before allocating, an array of ``factor * prod(counts)`` elements above
+    :data:`MAX_ARRAY_ELEMENTS`; ``counts`` are ``(argument, value)`` pairs of validated counts
+    and the message names each of them (``what`` says which array). ``limit`` is a tighter
+    bound of the caller: its name, its value and what it bounds, for the message.
+
+    Examples
+    --------
+    >>> from ope._validation import check_array_size
+    >>> check_array_size([("n_contexts", 200), ("n_actions", 10)], what="the reward table")
+    >>> check_array_size([("n_contexts", 10**30), ("n_actions", 10)], what="the reward table")
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ParameterError: the reward table of `n_contexts`=~1e30 x `n_actions`=10 would hold ~1e31 elements, more than the 134,217,728 (MAX_ARRAY_ELEMENTS) ope allocates for one array. Pass a smaller `n_contexts`.
+    """
+    limit_name, most, bounded = limit
+    size = factor * math.prod(value for _, value in counts)
+    if size <= most:
+        return
+
+    def shown(count: int) -> str:  # exact below 10**12, the order of magnitude above
+        return f"{count:,}" if count < 10**12 else f"~1e{len(str(count)) - 1}"
+
+    sizes = " x ".join(f"`{name}`={shown(value)}" for name, value in counts)
+    largest = max(counts, key=lambda pair: pair[1])[0]
+    raise ParameterError(
+        f"{what} of {sizes}{f' (x {factor:,})' if factor != 1 else ''} would hold "
+        f"{shown(size)} elements, more than the {most:,} ({limit_name}) {bounded}. Pass a "
+        f"smaller `{largest}`."
+    )
 
 
 def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:
@@ -606,7 +649,10 @@ def deprecated_weight_bound(weight_bound: Any, max_weight: Any, *, where: str) -
         DeprecationWarning,
         stacklevel=user_stacklevel(),
     )
-    return max_weight
+    return check_positive_real(  # checked under the name it was given by
+        max_weight, "max_weight", example="weight_bound=100.0",
+        what="the deprecated spelling of weight_bound, an a priori bound on the weights",
+    )
 
 
 def _finite_pair(pair: Any, name: str, example: str) -> tuple[float, float]:

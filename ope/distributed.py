@@ -568,8 +568,8 @@ def evaluate_distributed(
         missing = [c for c in wanted if c not in have]
         if missing:
             raise PolicyError(
-                f"policy column(s) {', '.join(missing)} is not among the columns read from "
-                f"{scan.source}; its candidate columns are: {', '.join(have) or 'none'}."
+                f"`policies`: policy column(s) {', '.join(missing)} is not among the columns read "
+                f"from {scan.source}; its candidate columns are: {', '.join(have) or 'none'}."
             )
     parts = _partitions(dataset, scan.source, int(batch_size))
     if not parts:

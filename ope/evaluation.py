@@ -147,8 +147,14 @@ def resolve_estimators(
     >>> resolve_estimators(("ips", "clipped_ips"), max_weight=10.0)
     [('ips', IPS()), ('clipped_ips', ClippedIPS(max_weight=10.0))]
     """
-    if isinstance(estimators, str):
-        estimators = (estimators,)
+    if isinstance(estimators, str) or callable(getattr(estimators, "estimate", None)):
+        estimators = (estimators,)  # one name, or one estimator object
+    if not isinstance(estimators, Iterable):
+        raise ParameterError(
+            f"`estimators` must be a list of estimator names or objects, e.g. ('ips', 'snips'); "
+            f"got {estimators!r} ({type(estimators).__name__})."
+        )
+    estimators = list(estimators)
     if not estimators:
         raise ParameterError(
             f"`estimators` is empty; pass e.g. ('ips', 'snips'). Known: {', '.join(ESTIMATORS)}."
@@ -709,7 +715,10 @@ class Evaluation(Result):
             raise EstimationError(
                 "paired comparisons need the rows; evaluate eagerly (read_logs) to compare."
             )
-        estimator = estimator or self.estimators[0]
+        policy = check_choice(policy, "policy", self.policies)
+        baseline = check_choice(baseline, "baseline", ["logging", *self.policies])
+        estimator = (self.estimators[0] if estimator is None
+                     else check_choice(estimator, "estimator", self.estimators))
         a = self[(policy, estimator)]
         b = self.logging if baseline == "logging" else self[(baseline, estimator)]
         return compare(a, b, confidence_level=self.confidence_level, method=method)
@@ -862,9 +871,12 @@ class Evaluation(Result):
         shown["covers"] = [str(x).split()[0] for x in t["target"]]
         shown["ess_ratio"] = t["ess_ratio"]
         if truth is not None:
-            shown["truth"] = [truth.get(p, math.nan) for p in t["policy"]]
+            from ope.report.views import Truth  # the one reader of `truth` (report, plots)
+
+            exact = Truth.of(truth).policies
+            shown["truth"] = [exact.get(p, math.nan) for p in t["policy"]]
             shown["in_ci"] = [
-                "" if p not in truth else ("yes" if lo <= truth[p] <= hi else "NO")
+                "" if p not in exact else ("yes" if lo <= exact[p] <= hi else "NO")
                 for p, lo, hi in zip(t["policy"], t["ci_low"], t["ci_high"])
             ]
         low, high = self._logging_interval()
@@ -1225,17 +1237,6 @@ def evaluate(
     """
     from ope.io import LogScan, read_logs
 
-    options = {
-        "policies": policies if policies is None or isinstance(policies, (str, list, tuple))
-        else type(policies).__name__,
-        "estimators": [getattr(e, "name", e) if not isinstance(e, str) else e
-                       for e in ((estimators,) if isinstance(estimators, str) else estimators)],
-        "ci": ci, "confidence_level": confidence_level, "reward_range": reward_range,
-        "max_weight": max_weight, "weight_bound": weight_bound, "tau": tau,
-        "shrinkage": shrinkage, "context_columns": context_columns, "n_resamples": n_resamples,
-        "by": by, "ci_fallback": ci_fallback, "weight_column": weight_column,
-    }
-    options = {k: v for k, v in options.items() if v is not None}
     check_rng(rng)
     seed, generator = resolve_seed(rng)
     # every random step (cross-fitting folds, bootstrap) draws from `rand`: the recorded seed,
@@ -1251,6 +1252,19 @@ def evaluate(
         ci_fallback=ci_fallback,
     )
     resolved = resolve_estimators(estimators, max_weight=max_weight, tau=tau, shrinkage=shrinkage)
+    options = {
+        "policies": policies if policies is None or isinstance(policies, (str, list, tuple))
+        else type(policies).__name__,
+        "estimators": [getattr(e, "name", e) if not isinstance(e, str) else e
+                       for e in ((estimators,) if isinstance(estimators, str)
+                                 or callable(getattr(estimators, "estimate", None))
+                                 else estimators)],
+        "ci": ci, "confidence_level": confidence_level, "reward_range": reward_range,
+        "max_weight": max_weight, "weight_bound": weight_bound, "tau": tau,
+        "shrinkage": shrinkage, "context_columns": context_columns, "n_resamples": n_resamples,
+        "by": by, "ci_fallback": ci_fallback, "weight_column": weight_column,
+    }
+    options = {k: v for k, v in options.items() if v is not None}
     provenance = Provenance(options=options, seed=seed)
     if isinstance(logs, LogScan):
         settings = dataclasses.replace(

@@ -1009,6 +1009,7 @@ class Estimate(Result):
         >>> bool(lo < res.value < hi)
         True
         """
+        bound_name = "weight_bound" if max_weight is None else "max_weight"  # as given
         weight_bound = deprecated_weight_bound(weight_bound, max_weight, where="Estimate.ci/with_ci")
         level = check_confidence_level(confidence_level)
         if method not in CI_METHODS:
@@ -1029,7 +1030,7 @@ class Estimate(Result):
             raise ParameterError(f"`outer` applies only to method='bottou'; got {method!r}.")
         if weight_bound is not None and method in ("normal", "t", "bootstrap"):
             raise ParameterError(
-                f"`weight_bound` is an a priori weight bound for the bounded methods (hoeffding, "
+                f"`{bound_name}` is an a priori weight bound for the bounded methods (hoeffding, "
                 f"bernstein, empirical_likelihood); method {method!r} does not use it."
             )
         src = self._source
@@ -1122,7 +1123,8 @@ class Estimate(Result):
             n_resamples=n_resamples,
             bootstrap_method=bootstrap_method,
             rng=rng,
-            weight_bound=deprecated_weight_bound(weight_bound, max_weight, where="Estimate.ci/with_ci"),
+            weight_bound=weight_bound,
+            max_weight=max_weight,  # ci warns of the deprecated spelling and names it
             outer=outer,
         )
         return dataclasses.replace(
@@ -1161,6 +1163,11 @@ class Estimate(Result):
     def with_source(self, source: Source) -> Estimate:
         """The same estimate backed by another description of the same data (e.g. streamed
         statistics given their rows back, ``ope.MomentStats.with_rows``)."""
+        if not isinstance(source, Source):
+            raise ParameterError(
+                "`source` must describe the estimate's data (an ope.results.Source, such as "
+                f"another estimate's .source); got {type(source).__name__}."
+            )
         return dataclasses.replace(self, _source=source)
 
     def influence(self) -> np.ndarray:

@@ -155,3 +155,47 @@ def obd_campaign(tmp: Path) -> Path:
         (folder / "item_context.csv").write_text(
             ",item_id,item_feature_0\n0,0,-0.5\n1,1,0.1\n2,2,0.7\n")
     return folder
+def logger_frame() -> pd.DataFrame:
+    """:func:`frame` logged by two loggers ``A`` and ``B`` (alternate rows), with each logger's
+    probability of every logged action (``propensity__A``, ``propensity__B``: both uniform)."""
+    f = frame()
+    return f.assign(logging_policy=np.where(np.arange(len(f)) % 2 == 0, "A", "B"),
+                    propensity__A=f["propensity"], propensity__B=f["propensity"])
+
+
+def diagnostics() -> Any:
+    """Diagnostics of :func:`frame` with everything its methods read: a segment ``seg``, the
+    actions, both full distributions (so per-row support), reward bounds and a plan."""
+    import scipy.sparse as sp
+
+    from ope.diagnostics import diagnose_arrays
+
+    f = frame()
+    n = len(f)
+    target = np.tile([0.1, 0.8, 0.1], (n, 1))
+    return diagnose_arrays(
+        f["reward"].to_numpy(), f["propensity"].to_numpy(), f["target__greedy"].to_numpy(),
+        policy_names=["greedy"], segments={"seg": np.where(f["x0"] > 0, "hi", "lo")},
+        action=f["action"].to_numpy(), target_distributions={"greedy": sp.csr_matrix(target)},
+        logging_distribution=sp.csr_matrix(np.full((n, 3), 1 / 3)), reward_range=(0.0, 1.0),
+        target_width=0.2, new_rows=100)
+
+
+def closing_figures(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` (a plotting method) drawing with matplotlib's Agg backend, every figure closed
+    after the call (the harness calls it hundreds of times)."""
+    import functools
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+
+    @functools.wraps(method)
+    def draw(*args: Any, **kwargs: Any) -> Any:
+        import matplotlib.pyplot as plt
+
+        try:
+            return method(*args, **kwargs)
+        finally:
+            plt.close("all")
+    return draw

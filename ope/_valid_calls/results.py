@@ -11,13 +11,49 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 
-from ope._entrypoints import Call
+from ope._entrypoints import Call, resolve
 from ope._valid_calls._base import (
-    arrays, call, estimate, evaluation, frame,
+    arrays, call, closing_figures, diagnostics, estimate, evaluation, frame, logger_frame,
+    parquet,
 )
+
+
+def _slates() -> tuple[Any, Any]:
+    """60 slates of 2 slots over 4 items (a long table, one row per slot: the harness varies
+    its columns), and the environment they were logged in."""
+    from ope.simulate import SlateEnvironment
+
+    env = SlateEnvironment(n_items=4, slate_size=2, n_contexts=2, seed=0)
+    return env, env.sample(60, rng=0).to_pandas()
+
+
+def _position_call(name: str, **extra: Any) -> Callable[[Path], Call]:
+    def build(tmp: Path) -> Call:
+        env, logs = _slates()
+        return Call(resolve(name), dict(logs=logs, target=env.policy("greedy"),
+                                        logging=env.policy("logging"), **extra))
+    return build
+
+
+def _report_diagnostics() -> Any:
+    """Diagnostics without segments or bounds: the report draws its fewest figures (two), the
+    cost of every report call (matplotlib's layout, about a second on a busy machine)."""
+    from ope.diagnostics import diagnose
+
+    return diagnose(frame(), ["greedy"])
+
+
+def _distributed(**kwargs: Any) -> Any:
+    """:func:`ope.evaluate_distributed` on Dask's synchronous scheduler (one thread, cheap)."""
+    import dask
+
+    from ope.distributed import evaluate_distributed
+
+    with dask.config.set(scheduler="synchronous"):
+        return evaluate_distributed(**kwargs)
 
 #: Registered name -> a factory of its minimal valid call (see :class:`ope._entrypoints.Call`).
 VALID: Final[dict[str, Callable[[Path], Call]]] = {
@@ -42,59 +78,63 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         "path": tmp / "report.html", "title": "t", "overwrite": True}),
     "ope.report.check_report_destination": lambda tmp: call(
         "ope.report.check_report_destination", path=tmp / "r.html", overwrite=True),
+    "ope.report.render_report": lambda tmp: call(
+        "ope.report.render_report", evaluation=evaluation(), diagnostics=None,
+        certificate=None, truth={"greedy": 0.4}, provenance={"seed": 0}, title="t",
+        validation=None),
+    "ope.report.write_report": lambda tmp: call(
+        "ope.report.write_report", path=tmp / "report.html", evaluation=evaluation(),
+        diagnostics=None, certificate=None, truth={"greedy": 0.4}, provenance={"seed": 0},
+        title="t", validation=None, overwrite=True),
+    "ope.Diagnostics.clip_profile": lambda tmp: Call(diagnostics().clip_profile, {
+        "policy": "greedy"}),
+    "ope.Diagnostics.coverage_matrix": lambda tmp: Call(diagnostics().coverage_matrix, {
+        "policy": "greedy", "by": "seg", "value": "target_mass"}),
+    "ope.Diagnostics.interval": lambda tmp: Call(diagnostics().interval, {"policy": "greedy"}),
+    "ope.Diagnostics.plan": lambda tmp: Call(diagnostics().plan, {
+        "target_width": 0.2, "new_rows": 100}),
+    "ope.Diagnostics.plan_actions": lambda tmp: Call(diagnostics().plan_actions, {
+        "target_width": 0.2, "new_rows": 100}),
+    "ope.Diagnostics.plot_coverage": lambda tmp: Call(
+        closing_figures(diagnostics().plot_coverage), {"policy": "greedy", "ax": None,
+                                                       "by": "seg"}),
+    "ope.Diagnostics.plot_weights": lambda tmp: Call(
+        closing_figures(diagnostics().plot_weights), {"policy": "greedy", "ax": None}),
+    "ope.Diagnostics.report": lambda tmp: Call(_report_diagnostics().report, {
+        "path": tmp / "report.html", "evaluation": None, "certificate": None, "truth": None,
+        "provenance": {"seed": 0}, "title": "t", "validation": None, "overwrite": True}),
+    "ope.Diagnostics.unsupported_mass": lambda tmp: Call(diagnostics().unsupported_mass, {
+        "policy": "greedy"}),
+    "ope.Diagnostics.weight_histogram": lambda tmp: Call(diagnostics().weight_histogram, {
+        "policy": "greedy"}),
+    "ope.Diagnostics.with_provenance": lambda tmp: Call(diagnostics().with_provenance, {}),
+    "ope.Estimate.target_of": lambda tmp: Call(estimate().target_of, {"method": "normal"}),
+    "ope.Estimate.with_provenance": lambda tmp: Call(estimate().with_provenance, {}),
+    "ope.Estimate.with_source": lambda tmp: (lambda est: Call(est.with_source, {
+        "source": est.source}))(estimate()),
+    "ope.Evaluation.comparisons": lambda tmp: Call(evaluation().comparisons, {
+        "method": "normal"}),
+    "ope.Evaluation.plot": lambda tmp: Call(closing_figures(evaluation().plot), {
+        "ax": None, "truth": {"greedy": 0.4}}),
+    "ope.Evaluation.summary": lambda tmp: Call(evaluation().summary, {
+        "truth": {"greedy": 0.4}}),
+    "ope.Evaluation.with_provenance": lambda tmp: Call(evaluation().with_provenance, {}),
+    "ope.LoggerCheck.with_provenance": lambda tmp: Call(
+        resolve("ope.check_loggers")(logger_frame()).with_provenance, {}),
+    "ope.check_loggers": lambda tmp: call("ope.check_loggers", logs=logger_frame()),
+    "ope.evaluate_loggers": lambda tmp: call(
+        "ope.evaluate_loggers", logs=logger_frame(), policies=["greedy"],
+        weighting="balanced", long_table=None, estimators=("ips", "snips"), ci="normal",
+        confidence_level=0.95, reward_range=(0.0, 1.0), max_weight=None,
+        context_columns=None, rng=0),
+    "ope.evaluate_distributed": lambda tmp: Call(_distributed, dict(
+        source=parquet(tmp), policies=["greedy"], estimators=("ips", "snips"), ci="normal",
+        confidence_level=0.95, reward_range=(0.0, 1.0), max_weight=None, client=None,
+        mapping=None, on_invalid="raise", columns=None, batch_size=1000,
+        check_duplicates="global", weight_column=None)),
+    "ope.position_diagnostics": _position_call("ope.position_diagnostics"),
+    "ope.position_estimates": _position_call("ope.position_estimates", self_normalized=False),
 }
 
 #: ``"<entry>::<argument>"`` -> how the contract breaks today.
-KNOWN_BROKEN: Final[dict[str, str]] = {
-    'ope.Estimate.ci::max_weight': (
-        'ope.Estimate.ci(max_weight=nan) raised ParameterError not naming `max_weight`: `'
-        'weight_bound` is an a priori weight bound for the bounded methods (hoeffding, be'
-        "rnstein, empirical_likelihood); method 'normal' does not use it."
-    ),
-    'ope.Estimate.with_ci::max_weight': (
-        'ope.Estimate.with_ci(max_weight=nan) raised ParameterError not naming `max_weigh'
-        't`: `weight_bound` is an a priori weight bound for the bounded methods (hoeffdin'
-        "g, bernstein, empirical_likelihood); method 'normal' does not use it."
-    ),
-    'ope.Evaluation.compare::policy': (
-        "ope.Evaluation.compare(policy='') raised KeyError (not from ope's exception tree"
-        '): "no estimate for (\'\', \'ips\'); policies: [\'greedy\'], estimators: [\'ips\', \'snip'
-        's\']"'
-    ),
-    'ope.Evaluation.compare::baseline': (
-        'ope.Evaluation.compare(baseline=<object object at 0x…>) raised KeyError (not fro'
-        'm ope\'s exception tree): "no estimate for (<object object at 0x…>, \'ips\'); polic'
-        'ies: [\'greedy\'], estimators: [\'ips\', \'snips\']"'
-    ),
-    'ope.Evaluation.compare::estimator': (
-        "ope.Evaluation.compare(estimator='\\x00') raised KeyError (not from ope's excepti"
-        'on tree): "no estimate for (\'greedy\', \'\\\\x00\'); policies: [\'greedy\'], estimators'
-        ': [\'ips\', \'snips\']"'
-    ),
-    'ope.Evaluation.write_report::certificate': (
-        'ope.Evaluation.write_report(certificate=<object object at 0x…>) raised Attribute'
-        "Error (not from ope's exception tree): 'object' object has no attribute 'verdict"
-        "'"
-    ),
-    'ope.diagnose_arrays::logging_propensity': (
-        'ope.diagnose_arrays(logging_propensity=<empty>) raised ValidationError not namin'
-        'g `logging_propensity`: diagnostics need at least 2 logged rows; got 0. Pass the'
-        ' whole log, not a row.'
-    ),
-    'ope.diagnose_arrays::policy_names': (
-        "ope.diagnose_arrays(policy_names=3.5) raised TypeError (not from ope's exception"
-        " tree): 'float' object is not iterable"
-    ),
-    'ope.diagnose_arrays::segments': (
-        'ope.diagnose_arrays(segments=<object object at 0x…>) raised AttributeError (not '
-        "from ope's exception tree): 'object' object has no attribute 'items'"
-    ),
-    'ope.evaluate::estimators': (
-        "ope.evaluate(estimators=3.5) raised TypeError (not from ope's exception tree): '"
-        "float' object is not iterable"
-    ),
-    'ope.report.check_report_destination::inputs': (
-        'ope.report.check_report_destination(inputs=<object object at 0x…>) raised TypeEr'
-        "ror (not from ope's exception tree): 'object' object is not iterable"
-    ),
-}
+KNOWN_BROKEN: Final[dict[str, str]] = {}

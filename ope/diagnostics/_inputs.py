@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +18,7 @@ from ope._validation import (
     check_logging_propensity,
     check_rewards_in_range,
     check_target_propensity,
+    describe,
     first_rows,
 )
 from ope.diagnostics.segments import (
@@ -29,7 +30,7 @@ from ope.diagnostics.segments import (
     segment_codes,
 )
 from ope.diagnostics.support import as_csr, deficiency, propensity_consistency
-from ope.exceptions import PolicyError, ValidationError
+from ope.exceptions import ParameterError, PolicyError, ValidationError
 from ope.weights import check_sampling_weight
 
 __all__ = ["Inputs", "validated_inputs"]
@@ -126,17 +127,18 @@ def _arrays(
     if t.ndim == 1:
         t = t[:, None]
     n = p.shape[0]
-    if n < MIN_ROWS:
-        raise ValidationError(
-            f"diagnostics need at least {MIN_ROWS} logged rows; got {n}. Pass the whole log, "
-            "not a row."
-        )
     for name, arr in (("reward", r), ("target_propensity", t)):
         if arr.shape[0] != n:
             raise ValidationError(
                 f"`{name}` has {arr.shape[0]} rows but `logging_propensity` has {n}; all "
                 "arrays must describe the same logged rows."
             )
+    if n < MIN_ROWS:
+        raise ValidationError(
+            f"diagnostics need at least {MIN_ROWS} logged rows; `reward`, "
+            f"`logging_propensity` and `target_propensity` have {n}. Pass the whole log, not a "
+            "row."
+        )
     check_finite(r, "reward")
     check_logging_propensity(p)
     check_target_propensity(t)
@@ -170,6 +172,18 @@ def validated_inputs(
         sampling = check_sampling_weight(sampling_weight, n, name=weight_name)
         if bool(np.all(sampling == 1.0)):
             sampling = None
+    if policy_names is not None and (
+        isinstance(policy_names, (str, bytes)) or not isinstance(policy_names, Iterable)
+    ):
+        raise ParameterError(
+            f"`policy_names` must be a list of names, one per column of target_propensity "
+            f"(e.g. policy_names=['greedy']); got {describe(policy_names)}."
+        )
+    if segments is not None and not isinstance(segments, Mapping):
+        raise ParameterError(
+            "`segments` must map each segment column's name to its values (one per row), e.g. "
+            f"segments={{'country': country}}; got {describe(segments)}."
+        )
     names = (
         [f"policy_{j}" for j in range(t.shape[1])] if policy_names is None
         else [str(x) for x in policy_names]

@@ -23,7 +23,7 @@ from scipy import stats
 
 from ope.diagnostics._inputs import Inputs
 from ope.diagnostics.segments import SegmentRow
-from ope.exceptions import ValidationError
+from ope.exceptions import ParameterError, ValidationError
 
 __all__ = [
     "PLAN_COLUMNS", "ACTION_PLAN_COLUMNS", "UNLOGGED_ACTIONS", "exploration_plan", "action_plan",
@@ -46,6 +46,26 @@ ACTION_PLAN_COLUMNS: Final = (
 
 #: Label of the action-plan row for the candidate's mass on actions the logs never show.
 UNLOGGED_ACTIONS: Final = "(actions never logged)"
+
+#: The most new rows a plan states (the int64 maximum of its ``rows_needed`` column): a
+#: ``target_width`` that needs more is refused as unreachable rather than overflowing.
+_MAX_PLAN_ROWS: Final = 2**63 - 1
+
+
+def _rows_for(variance: float, width: float, z: float) -> int:
+    """``ceil(variance (2 z / width)^2)``: the new rows whose normal interval of IPS terms of
+    this variance has this width."""
+    if variance <= 0.0:
+        return 0
+    scale = 2.0 * z / width  # inf for a subnormal width: then the rows overflow below
+    rows = variance * scale * scale
+    if not rows <= _MAX_PLAN_ROWS:
+        raise ParameterError(
+            f"`target_width`={width:g} cannot be planned: an interval that narrow needs more "
+            f"than {_MAX_PLAN_ROWS:.3g} new rows. Pass a width on the scale of the rewards "
+            "(e.g. 0.05 for rewards in [0, 1])."
+        )
+    return int(math.ceil(rows))
 
 
 def percent(share: float) -> str:
@@ -185,7 +205,7 @@ def _scope_row(
         same = (
             f" (under the current logging alone: width about "
             f"{2.0 * z * math.sqrt(max(var0, 0.0) / m_rows):.3g}, or about "
-            f"{int(math.ceil(var0 * (2.0 * z / tw) ** 2)):,} new rows for width {tw:g})"
+            f"{_rows_for(var0, tw, z):,} new rows for width {tw:g})"
         )
     else:
         same = " (the current logging alone never reaches it: it leaves mass unsupported)"
@@ -225,7 +245,7 @@ def _scope_row(
             ),
         )
     else:
-        need = int(math.ceil(var * (2.0 * z / tw) ** 2))
+        need = _rows_for(var, tw, z)
         entry.update(
             exploration_share=best,
             exploration_rows=int(math.ceil(best * m_rows * scope_size / size)),
@@ -278,7 +298,8 @@ def exploration_plan(
     n = data.total()
     sampling = data.sampling
     z = float(stats.norm.ppf(0.5 + confidence_level / 2.0))
-    target_var = new_rows * (target_width / (2.0 * z)) ** 2
+    half = target_width / (2.0 * z)
+    target_var = new_rows * half * half  # inf for a width near the float64 maximum: no limit
     r2 = data.reward * data.reward
     rows: list[dict[str, Any]] = []
     for j, name in enumerate(data.names):

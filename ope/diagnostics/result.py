@@ -30,7 +30,7 @@ from ope._thresholds import (
     SUPPORT_FLOOR,
     UNSUPPORTED_MASS_WARN,
 )
-from ope._validation import check_choice, check_positive_int, check_real
+from ope._validation import check_choice, check_positive_int, check_real, describe
 from ope.diagnostics._inputs import Inputs
 from ope.diagnostics._pass import MANTISSA_BITS, octave_mass
 from ope.diagnostics.overlap import PROFILE_COLUMNS, PolicyRow
@@ -775,10 +775,10 @@ class Diagnostics(Result):
             if context:
                 return context[0]
             return Segmentation("segment", np.zeros(self.n, dtype=np.intp), ["all"])
-        seg = self._data.segmentation(column)
+        seg = self._data.segmentation(column) if isinstance(column, str) else None
         if seg is None:
             raise ParameterError(
-                f"unknown segment column {column!r}; these diagnostics have: "
+                f"`by`: unknown segment column {describe(column)}; these diagnostics have: "
                 f"{', '.join(s.column for s in segs) or '(none)'}"
             )
         return seg

@@ -16,7 +16,7 @@ import math
 import os
 import platform
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -204,7 +204,13 @@ class _Figures:
 # --------------------------------------------------------------------------------------------
 # inputs
 # --------------------------------------------------------------------------------------------
-def _checked(evaluation: Any, diagnostics: Any) -> None:
+#: What the report reads of a certificate and of a validation report (their duck types).
+_CERTIFICATE_FIELDS: Final = ("verdict", "reason", "policy", "lower_bound", "confidence_level")
+_VALIDATION_FIELDS: Final = ("source", "rows_read", "rows_used", "rejected", "examples")
+
+
+def _checked(evaluation: Any, diagnostics: Any, certificate: Any = None,
+             validation: Any = None) -> None:
     if evaluation is None and diagnostics is None:
         raise ParameterError(
             "a report needs an evaluation (ope.evaluate(...)) or diagnostics "
@@ -223,6 +229,16 @@ def _checked(evaluation: Any, diagnostics: Any) -> None:
         raise ParameterError(
             "`diagnostics` must be the result of ope.diagnose (an ope.Diagnostics); got "
             f"{type(diagnostics).__name__}."
+        )
+    if certificate is not None and not all(hasattr(certificate, a) for a in _CERTIFICATE_FIELDS):
+        raise ParameterError(
+            "`certificate` must be the safety gate's certificate (an ope.Certificate, from "
+            f"ope.learn_from_logs or ope.certify); got {type(certificate).__name__}."
+        )
+    if validation is not None and not all(hasattr(validation, a) for a in _VALIDATION_FIELDS):
+        raise ParameterError(
+            "`validation` must be the logs' validation report (an ope.ValidationReport, e.g. "
+            f"logs.report); got {type(validation).__name__}."
         )
 
 
@@ -899,7 +915,7 @@ def render_report(
     >>> page.startswith("<!DOCTYPE html>"), "Better than the logging policy" in page
     (True, True)
     """
-    _checked(evaluation, diagnostics)
+    _checked(evaluation, diagnostics, certificate, validation)
     prov: Mapping[str, Any] = provenance if provenance is not None else {}
     if not isinstance(prov, Mapping):
         raise ParameterError(f"`provenance` must be a mapping; got {type(prov).__name__}.")
@@ -994,6 +1010,11 @@ def check_report_destination(
     if not target.parent.is_dir():
         raise DataFileError(f"cannot write the report to {str(target)!r}: the directory "
                             f"{str(target.parent)!r} does not exist.")
+    if isinstance(inputs, (str, bytes, os.PathLike)) or not isinstance(inputs, Iterable):
+        raise ParameterError(
+            "`inputs` must be a list of the report's input paths (None entries are skipped), "
+            f"e.g. inputs=['logs.parquet']; got {type(inputs).__name__}."
+        )
     for source in inputs:
         if source is None:
             continue

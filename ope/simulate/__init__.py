@@ -16,6 +16,12 @@ Environments: :class:`ContextualBandit`, :class:`Recommendation` (long-tail cata
 candidate sets), :class:`TabularMDP` (trajectories that terminate or are truncated),
 :class:`PairedReplaySimulator` (paired counterfactual replays). :func:`load_sample` reads the
 bundled sample (package data ``ope/data/sample_recommendation.parquet``) with its exact truth.
+
+Sizes are bounded so that every call stays near a second of work: a model table holds at most
+``MAX_MODEL_CELLS`` (2**20) cells, one ``sample`` call draws at most ``MAX_SAMPLE_SIZE`` (2**20)
+rows, episodes, pairs or slates (draw more as several samples with different ``rng``), an
+episode lasts at most ``MAX_HORIZON`` (10,000) steps. Larger sizes raise
+:class:`ope.ParameterError` naming them, before anything is allocated.
 """
 
 from __future__ import annotations

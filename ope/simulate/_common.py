@@ -15,12 +15,16 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ope._validation import check_positive_int, check_real, check_rng
+from ope._validation import check_array_size, check_positive_int, check_real, check_rng
 from ope._thresholds import PROBABILITY_TOLERANCE
 from ope.exceptions import ParameterError, PolicyError
 
 __all__ = [
     "EPSILON_GREEDY_EPSILON",
+    "MAX_MODEL_CELLS",
+    "MAX_SAMPLE_SIZE",
+    "check_model_size",
+    "check_sample_size",
     "REWARD_KINDS",
     "TARGET_PREFIX",
     "TARGET_DIST_PREFIX",
@@ -56,6 +60,34 @@ TARGET_PREFIX: Final = "target__"
 TARGET_DIST_PREFIX: Final = "target_dist__"
 #: prefix of the oracle columns holding q(x_i, pi_name) = sum_a pi_name(a|x_i) q(x_i, a)
 Q_TARGET_PREFIX: Final = "q_target__"
+
+#: the most cells of one model table of a simulator (context types x actions, tasks x items,
+#: states x actions x next states, ...): the exact truth sums over every cell, and 2**20 cells
+#: keep a simulator building in about a second; larger sizes are refused before allocating
+MAX_MODEL_CELLS: Final = 1 << 20
+#: the most rows (episodes for the MDP, pairs for paired replays, slates) one ``sample`` call
+#: draws, about a second of work; draw more as several samples with different ``rng``
+MAX_SAMPLE_SIZE: Final = 1 << 20
+
+
+def check_model_size(counts: Sequence[tuple[str, int]], *, what: str) -> None:
+    """Refuse a model table of more than :data:`MAX_MODEL_CELLS` cells, naming the sizes."""
+    check_array_size(counts, what=what, limit=(
+        "MAX_MODEL_CELLS", MAX_MODEL_CELLS, "a simulator builds in one model table"))
+
+
+def check_sample_size(n: object, unit: str = "rows") -> int:
+    """``n`` of ``sample``: a whole number in ``[1, MAX_SAMPLE_SIZE]``."""
+    v = check_int("n", n, minimum=1)
+    if v > MAX_SAMPLE_SIZE:
+        shown = f"{v:,}" if v < 10**12 else f"~1e{len(str(v)) - 1}"
+        raise ParameterError(
+            f"`n`={shown} {unit} is more than one sample() call draws (MAX_SAMPLE_SIZE = "
+            f"{MAX_SAMPLE_SIZE:,}); draw several samples with different rng and concatenate "
+            "them."
+        )
+    return v
+
 
 def check_int(name: str, value: object, *, minimum: int, maximum: int | None = None) -> int:
     """:func:`ope._validation.check_positive_int` with an optional upper bound.
@@ -110,7 +142,8 @@ def argmax_table(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 
 
 def check_policy_table(
-    table: npt.ArrayLike, *, shape: tuple[int, int], what: str, rows: str, columns: str
+    table: npt.ArrayLike, *, shape: tuple[int, int], what: str, rows: str, columns: str,
+    sizes: tuple[str, str] = ("rows", "columns"),
 ) -> npt.NDArray[np.float64]:
     """Validate a policy table ``pi[row, column]``: shape, finite, in [0, 1], rows sum to one.
 
@@ -126,7 +159,8 @@ def check_policy_table(
         ) from None
     if arr.shape != shape:
         raise PolicyError(
-            f"{what} must have shape {shape} ({rows} x {columns}); got shape {arr.shape}."
+            f"{what} must have shape {shape} ({rows} x {columns}); got shape {arr.shape}. "
+            f"The shape is the simulator's ({', '.join(f'`{s}`' for s in sizes)})."
         )
     bad = ~np.isfinite(arr).all(axis=1) | (arr < 0).any(axis=1) | (arr > 1).any(axis=1)
     if bad.any():
@@ -190,30 +224,43 @@ def resolve_policy(
     shape: tuple[int, int],
     rows: str,
     columns: str,
+    sizes: tuple[str, str] = ("rows", "columns"),
+    argument: str = "policy",
 ) -> npt.NDArray[np.float64]:
-    """A policy given by name (a key of ``tables``) or as a probability table."""
+    """A policy given by name (a key of ``tables``) or as a probability table; errors name the
+    ``argument`` it was passed as."""
     if isinstance(policy, str):
         try:
             return tables[policy]
         except KeyError:
             raise PolicyError(
-                f"unknown policy {policy!r}; known policies: {', '.join(sorted(tables))}. "
-                f"Or pass a probability table of shape {shape} ({rows} x {columns})."
+                f"`{argument}`: unknown policy {policy!r}; known policies: "
+                f"{', '.join(sorted(tables))}. Or pass a probability table of shape {shape} "
+                f"({rows} x {columns})."
             ) from None
-    return check_policy_table(policy, shape=shape, what="policy table", rows=rows, columns=columns)
+    return check_policy_table(
+        policy, shape=shape, what=f"`{argument}` (a policy table)", rows=rows, columns=columns,
+        sizes=sizes,
+    )
 
 
-def check_policy_names(names: Mapping[str, object], reserved: set[str]) -> None:
-    """Policy names become column suffixes: they must be non-empty identifiers, not reserved."""
+def check_policy_names(names: object, reserved: set[str]) -> None:
+    """``policies`` maps names to tables; the names become column suffixes: they must be
+    non-empty identifiers, not reserved."""
+    if not isinstance(names, Mapping):
+        raise ParameterError(
+            f"`policies` must be a mapping of policy names to probability tables, e.g. "
+            f"policies={{'mine': table}}; got {type(names).__name__}."
+        )
     for name in names:
         if not isinstance(name, str) or not name.isidentifier():
             raise PolicyError(
-                f"policy names must be Python identifiers (they become column names "
+                f"`policies`: policy names must be Python identifiers (they become column names "
                 f"'target__<name>'); got {name!r}."
             )
         if name in reserved:
             raise PolicyError(
-                f"policy name {name!r} is already used by a built-in policy "
+                f"`policies`: policy name {name!r} is already used by a built-in policy "
                 f"({', '.join(sorted(reserved))}); choose another name."
             )
 
@@ -272,24 +319,39 @@ class PolicyTables(ABC):
     def _shape_kw(self) -> dict[str, Any]:
         """``shape``, ``rows`` and ``columns`` of the tables (for :func:`resolve_policy`)."""
 
-    def _table(self, policy: str | npt.ArrayLike) -> npt.NDArray[np.float64]:
-        return resolve_policy(policy, self._tables, **self._shape_kw())
+    def _table(
+        self, policy: str | npt.ArrayLike, argument: str = "policy"
+    ) -> npt.NDArray[np.float64]:
+        return resolve_policy(policy, self._tables, argument=argument, **self._shape_kw())
+
+    def _checked_policies(
+        self, policies: object, builtin: Sequence[str]
+    ) -> dict[str, npt.NDArray[np.float64]]:
+        """The user's ``policies`` (names and tables) checked before the model is built, so that
+        a wrong one fails at once; ``builtin`` are the simulator's own candidate names."""
+        if policies is None:
+            return {}
+        check_policy_names(policies, {"logging", *builtin})
+        assert isinstance(policies, Mapping)
+        return {
+            name: check_policy_table(table, what=f"`policies` entry {name!r}", **self._shape_kw())
+            for name, table in policies.items()
+        }
 
     def _install_tables(
         self,
         tables: dict[str, npt.NDArray[np.float64]],
-        policies: Mapping[str, npt.ArrayLike] | None,
+        policies: Mapping[str, npt.NDArray[np.float64]],
         model: Sequence[npt.NDArray[Any]],
     ) -> None:
-        """Add the user's ``policies`` to the built-in ``tables`` and store them read-only.
+        """Add the user's ``policies`` (from :meth:`_checked_policies`) to the built-in
+        ``tables`` and store them read-only.
 
         The ``model`` arrays (the simulator's parameters) are made read-only too, so that the
         exact truth cannot drift from the tables that :meth:`sample` draws from.
         """
-        if policies:
-            check_policy_names(policies, set(tables))
-            for name, table in policies.items():
-                tables[name] = check_policy_table(table, what=f"policy {name!r}", **self._shape_kw())
+        assert not set(policies) & set(tables), "a built-in name is missing from `builtin`"
+        tables.update(policies)
         for arr in (*model, *tables.values()):
             arr.setflags(write=False)
         self._tables = tables
@@ -301,8 +363,10 @@ class PolicyTables(ABC):
         The rows and columns are those of :attr:`reward_means`.
         """
         if not isinstance(name, str):
-            raise ParameterError(f"name must be a policy name (str); got {type(name).__name__}.")
-        return self._table(name)
+            raise ParameterError(
+                f"`name` must be a policy name (str); got {type(name).__name__}."
+            )
+        return self._table(name, "name")
 
 
 class ContextTables(PolicyTables):
@@ -328,10 +392,14 @@ class ContextTables(PolicyTables):
     def _n_context_types(self) -> int:
         """Number of context types (rows of the tables)."""
 
+    @abstractmethod
+    def _row_width(self) -> int:
+        """The most values one sampled row holds across its columns (features, lists)."""
+
     def _install_model(
         self,
         tables: dict[str, npt.NDArray[np.float64]],
-        policies: Mapping[str, npt.ArrayLike] | None,
+        policies: Mapping[str, npt.NDArray[np.float64]],
         *,
         probs: npt.NDArray[np.float64],
         q: npt.NDArray[np.float64],
@@ -405,9 +473,10 @@ class ContextTables(PolicyTables):
             (float64), ``segment`` (string), the list columns, ``target__<name>`` per
             candidate policy, then the optional columns.
         """
-        n = check_int("n", n, minimum=1)
+        n = check_sample_size(n)
+        check_array_size([("n", n)], what="the sample", factor=self._row_width())
         g = check_rng(rng)
-        logging = self._table(logging_policy)
+        logging = self._table(logging_policy, "logging_policy")
         cdf = (
             self._logging_cdf
             if isinstance(logging_policy, str) and logging_policy == "logging"

@@ -18,6 +18,7 @@ from ope.simulate._common import (
     check_float,
     check_id_pair,
     check_int,
+    check_model_size,
     list_column,
     model_array,
     softmax,
@@ -159,6 +160,12 @@ class ContextualBandit(ContextTables):
         )
 
         M, K, d = self.n_contexts, self.n_actions, self.n_features
+        check_model_size([("n_contexts", M), ("n_actions", K)], what="the reward table")
+        check_model_size([("n_contexts", M), ("n_features", d)], what="the context features")
+        check_model_size([("n_features", d), ("n_actions", K)], what="the reward parameters")
+        check_model_size([("n_noise_features", self.n_noise_features)],
+                         what="the noise features of one row")
+        checked = self._checked_policies(policies, _BUILTIN)
         g = np.random.default_rng(self.seed)
         features = g.standard_normal((M, d))
         probs = g.dirichlet(np.full(M, 2.0))
@@ -197,7 +204,7 @@ class ContextualBandit(ContextTables):
             "mixture": (1.0 - MIXTURE_SHARE) * logging + MIXTURE_SHARE * optimal,
         }
         self._install_model(
-            tables, policies, probs=probs, q=q, seg=seg, support=support, model=(features,)
+            tables, checked, probs=probs, q=q, seg=seg, support=support, model=(features,)
         )
         self._features = features
 
@@ -257,11 +264,15 @@ class ContextualBandit(ContextTables):
     def _n_context_types(self) -> int:
         return self.n_contexts
 
+    def _row_width(self) -> int:
+        return max(self.n_actions, self.n_features, self.n_noise_features)
+
     def _shape_kw(self) -> dict[str, Any]:
         return {
             "shape": (self.n_contexts, self.n_actions),
             "rows": "contexts",
             "columns": "actions",
+            "sizes": ("n_contexts", "n_actions"),
         }
 
     def __repr__(self) -> str:

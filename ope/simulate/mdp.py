@@ -10,7 +10,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ope._validation import check_choice, check_rng
+from ope._validation import check_array_size, check_choice, check_rng
 from ope.exceptions import ParameterError
 from ope.simulate._common import (
     EPSILON_GREEDY_EPSILON,
@@ -22,12 +22,14 @@ from ope.simulate._common import (
     check_float,
     check_id_pair,
     check_int,
+    check_model_size,
+    check_sample_size,
     draw_rows,
     model_array,
     softmax,
 )
 
-__all__ = ["TabularMDP"]
+__all__ = ["TabularMDP", "MAX_HORIZON", "MAX_SAMPLED_STEPS"]
 
 #: temperature of the ``softmax`` candidate on the optimal action values (rewards lie in [0, 1],
 #: so action values differ by fractions of a unit: 0.5 keeps the policy clearly stochastic)
@@ -40,6 +42,15 @@ TERMINAL: Final = -1
 #: spectral radius of gamma * P_pi above which (I - gamma P_pi) counts as singular: the
 #: untruncated value would exceed 1e12 times the reward scale
 SPECTRAL_RADIUS_MAX: Final = 1.0 - 1e-12
+#: the longest episode: backward induction and sampling loop over the steps in Python (ten
+#: thousand steps of a small MDP take a fraction of a second), and a horizon of 10**30 would
+#: never end
+MAX_HORIZON: Final = 10_000
+#: the most steps one ``sample`` call may draw (episodes x horizon, the rows if no episode
+#: terminates): a few seconds of work
+MAX_SAMPLED_STEPS: Final = 1 << 23
+
+_BUILTIN: Final = ("uniform", "greedy", "epsilon_greedy", "softmax")
 
 
 class TabularMDP(PolicyTables):
@@ -57,7 +68,7 @@ class TabularMDP(PolicyTables):
     n_actions : int, default 3
         Actions ``0 .. n_actions-1``.
     horizon : int, default 20
-        Episodes are truncated after this many steps.
+        Episodes are truncated after this many steps (at most ``MAX_HORIZON``, 10,000).
     gamma : float, default 0.95
         Discount factor in ``(0, 1]``.
     termination_probability : float, default 0.1
@@ -143,7 +154,7 @@ class TabularMDP(PolicyTables):
     ) -> None:
         self.n_states = check_int("n_states", n_states, minimum=1)
         self.n_actions = check_int("n_actions", n_actions, minimum=2)
-        self.horizon = check_int("horizon", horizon, minimum=1)
+        self.horizon = check_int("horizon", horizon, minimum=1, maximum=MAX_HORIZON)
         self.gamma = check_float("gamma", gamma, low=0.0, high=1.0, low_open=True)
         self.termination_probability = check_float(
             "termination_probability", termination_probability, low=0.0, high=0.5
@@ -163,6 +174,11 @@ class TabularMDP(PolicyTables):
         )
 
         S, A = self.n_states, self.n_actions
+        check_model_size([("n_states", S), ("n_actions", A), ("n_states + 1", S + 1)],
+                         what="the transition table")
+        check_model_size([("n_states", S), ("n_features", self.n_features or S)],
+                         what="the state features")
+        checked = self._checked_policies(policies, _BUILTIN)
         g = np.random.default_rng(self.seed)
         term = g.uniform(0.0, 2.0 * self.termination_probability, size=(S, A))
         nxt = g.dirichlet(np.full(S, TRANSITION_CONCENTRATION), size=(S, A))
@@ -196,7 +212,7 @@ class TabularMDP(PolicyTables):
             + EPSILON_GREEDY_EPSILON * uniform,
             "softmax": softmax(q_star, SOFTMAX_TEMPERATURE),
         }
-        self._install_tables(tables, policies, (transitions, rewards, initial, features))
+        self._install_tables(tables, checked, (transitions, rewards, initial, features))
         self._cdf = {"logging": cdf_table(tables["logging"])}
         self._transition_cdf = cdf_table(transitions.reshape(S * A, S + 1))
         self._initial_cdf = cdf_table(initial[None, :])
@@ -256,7 +272,8 @@ class TabularMDP(PolicyTables):
         table = self._table(policy)
         if isinstance(horizon, float) and math.isinf(horizon) and horizon > 0:
             return float(self._mu0 @ self._stationary_v(table))
-        h = self.horizon if horizon is None else check_int("horizon", horizon, minimum=1)
+        h = (self.horizon if horizon is None
+             else check_int("horizon", horizon, minimum=1, maximum=MAX_HORIZON))
         q = self._backward(table, h)
         return float(self._mu0 @ np.einsum("sa,sa->s", table, q[0]))
 
@@ -292,9 +309,13 @@ class TabularMDP(PolicyTables):
             where the episode terminated), ``next_state`` (-1 after termination; after a
             truncation the state the episode was left in), ``target__<name>``.
         """
-        n = check_int("n", n, minimum=1)
+        n = check_sample_size(n, "episodes")
+        check_array_size([("n", n), ("horizon", self.horizon)], what="the sampled steps",
+                         limit=("MAX_SAMPLED_STEPS", MAX_SAMPLED_STEPS, "one sample() draws"))
+        check_array_size([("n", n), ("horizon", self.horizon)], what="the sampled features",
+                         factor=self._features.shape[1])
         g = check_rng(rng)
-        behaviour = self._table(logging_policy)
+        behaviour = self._table(logging_policy, "logging_policy")
         if isinstance(logging_policy, str):
             cdf = self._cdf.get(logging_policy)
             if cdf is None:
@@ -351,6 +372,8 @@ class TabularMDP(PolicyTables):
 
     # ------------------------------------------------------------------ helpers
     def _backward(self, table: npt.NDArray[np.float64], horizon: int) -> npt.NDArray[np.float64]:
+        check_model_size([("horizon", horizon), ("n_states", self.n_states),
+                          ("n_actions", self.n_actions)], what="the action values")
         S = self.n_states
         p = self._P[:, :, :S]
         q = np.empty((horizon, S, self.n_actions))
@@ -375,7 +398,8 @@ class TabularMDP(PolicyTables):
         return np.linalg.solve(system, r_pi)
 
     def _shape_kw(self) -> dict[str, Any]:
-        return {"shape": (self.n_states, self.n_actions), "rows": "states", "columns": "actions"}
+        return {"shape": (self.n_states, self.n_actions), "rows": "states", "columns": "actions",
+                "sizes": ("n_states", "n_actions")}
 
     def __repr__(self) -> str:
         return (

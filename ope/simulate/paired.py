@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final, Literal
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ope._validation import check_choice, check_rng
+from ope._validation import check_array_size, check_choice, check_rng
 from ope.exceptions import ParameterError
-from ope.simulate._common import check_float, check_ids, check_int, model_array
+from ope.simulate._common import (
+    check_float,
+    check_ids,
+    check_int,
+    check_model_size,
+    check_sample_size,
+    model_array,
+)
 
 __all__ = ["PairedReplaySimulator"]
 
@@ -155,6 +163,7 @@ class PairedReplaySimulator:
         self.effect_sd = check_float("effect_sd", effect_sd, low=0.0, high=10.0)
         if (
             isinstance(arms, str)
+            or not isinstance(arms, (Sequence, np.ndarray))
             or len(arms) != 2
             or not all(isinstance(a, str) and a for a in arms)
             or arms[0] == arms[1]
@@ -168,6 +177,8 @@ class PairedReplaySimulator:
         self.latency_sd = check_float("latency_sd", latency_sd, low=0.0, high=5.0)
         self.seed = check_int("seed", seed, minimum=0)
         self.outcome_range: tuple[float, float] = (0.0, 1.0)
+        check_model_size([("n_tasks", self.n_tasks), ("n_items", self.n_items)],
+                         what="the success table")
 
         g = np.random.default_rng(self.seed)
         self._task_probs = g.dirichlet(np.full(self.n_tasks, 2.0))
@@ -327,7 +338,9 @@ class PairedReplaySimulator:
             (int64), ``cost`` and ``latency_ms`` (float64). The columns up to ``tokens`` are
             drawn from ``rng`` itself, ``cost`` and ``latency_ms`` from a child stream.
         """
-        n = check_int("n", n, minimum=1)
+        n = check_sample_size(n, "pairs")
+        check_array_size([("n", n), ("n_replicates", self.n_replicates)], what="the sample",
+                         factor=2)
         g = check_rng(rng)
         R = self.n_replicates
         task = g.choice(self.n_tasks, size=n, p=self._task_probs)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from ope._validation import check_array_size, describe
 from ope.exceptions import ParameterError
 from ope.simulate._common import (
     ContextTables,
@@ -16,6 +17,7 @@ from ope.simulate._common import (
     check_float,
     check_id_pair,
     check_int,
+    check_model_size,
     list_column,
     model_array,
     softmax,
@@ -40,6 +42,11 @@ PERSONALIZED_TEMPERATURE: Final = 0.5
 LONG_TAIL_TEMPERATURE: Final = 0.5
 #: rows of the (requests x catalog) Gumbel keys built at once when drawing candidate sets
 _GUMBEL_CHUNK: Final = 256
+#: the most Gumbel keys of the candidate draw (one per request and catalog item, drawn in
+#: blocks of _GUMBEL_CHUNK requests): 2**24 keep it near a second (the defaults draw 10**7)
+MAX_CANDIDATE_KEYS: Final = 1 << 24
+
+_BUILTIN: Final = ("popular", "personalized", "greedy", "long_tail", "uniform")
 
 _DEFAULT_SEGMENTS: Final = ("new", "casual", "regular", "loyal", "power")
 
@@ -148,11 +155,16 @@ class Recommendation(ContextTables):
         self.n_candidates = check_int("n_candidates", n_candidates, minimum=2, maximum=self.n_items)
         self.n_requests = check_int("n_requests", n_requests, minimum=1)
         self.n_features = check_int("n_features", n_features, minimum=1)
-        if isinstance(segments, str) or not all(isinstance(s, str) for s in segments):
-            raise ParameterError(f"segments must be a sequence of str labels; got {segments!r}.")
+        if (isinstance(segments, (str, bytes)) or not isinstance(segments, Iterable)
+                or not all(isinstance(s, str) for s in segments)):
+            raise ParameterError(
+                f"segments must be a sequence of str labels, e.g. segments=('new', 'loyal'); "
+                f"got {describe(segments)}."
+            )
+        segments = tuple(segments)
         if len(segments) == 0 or len(set(segments)) != len(segments):
             raise ParameterError(f"segments must be non-empty and distinct; got {list(segments)}.")
-        self.segments: tuple[str, ...] = tuple(segments)
+        self.segments: tuple[str, ...] = segments
         self.zipf_exponent = check_float("zipf_exponent", zipf_exponent, low=0.0, high=10.0)
         self.logging_temperature = check_float(
             "logging_temperature", logging_temperature, low=0.0, high=np.inf, low_open=True
@@ -164,11 +176,19 @@ class Recommendation(ContextTables):
             else check_int("logging_top_k", logging_top_k, minimum=1, maximum=self.n_candidates)
         )
         if restricted_segments is not None:
-            unknown = [s for s in restricted_segments if s not in self.segments]
-            if unknown or isinstance(restricted_segments, str):
+            if isinstance(restricted_segments, (str, bytes)) or not isinstance(
+                restricted_segments, Iterable
+            ):
                 raise ParameterError(
                     f"restricted_segments must be a list of labels from segments "
-                    f"{list(self.segments)}; unknown: {unknown or restricted_segments!r}."
+                    f"{list(self.segments)}; got {describe(restricted_segments)}."
+                )
+            restricted_segments = tuple(restricted_segments)
+            unknown = [s for s in restricted_segments if s not in self.segments]
+            if unknown:
+                raise ParameterError(
+                    f"restricted_segments must be a list of labels from segments "
+                    f"{list(self.segments)}; unknown: {unknown!r}."
                 )
         self.restricted_segments = (
             self.segments if restricted_segments is None else tuple(restricted_segments)
@@ -179,6 +199,13 @@ class Recommendation(ContextTables):
         N, L, M, d, S = self.n_items, self.n_candidates, self.n_requests, self.n_features, len(
             self.segments
         )
+        check_model_size([("n_items", N), ("n_features", d)], what="the item factors")
+        check_model_size([("n_requests", M), ("n_candidates", L), ("n_features", d)],
+                         what="the candidates' factors")
+        check_array_size([("n_requests", M), ("n_items", N)], what="the candidate draw (a key "
+                         "per request and item)", limit=(
+                             "MAX_CANDIDATE_KEYS", MAX_CANDIDATE_KEYS, "a catalog draws"))
+        checked = self._checked_policies(policies, _BUILTIN)
         g = np.random.default_rng(self.seed)
         # catalog: long-tail popularity over a random id order, item factors and quality
         rank = g.permutation(N)
@@ -235,7 +262,7 @@ class Recommendation(ContextTables):
         }
         self._install_model(
             tables,
-            policies,
+            checked,
             probs=probs,
             q=q,
             seg=seg,
@@ -286,6 +313,9 @@ class Recommendation(ContextTables):
     def _n_context_types(self) -> int:
         return self.n_requests
 
+    def _row_width(self) -> int:
+        return max(self.n_candidates, self.n_features)
+
     # ------------------------------------------------------------------ steps of sample()
     def _action_ids(
         self, ctx: npt.NDArray[np.int64], col: npt.NDArray[np.int64]
@@ -316,6 +346,7 @@ class Recommendation(ContextTables):
             "shape": (self.n_requests, self.n_candidates),
             "rows": "requests",
             "columns": "candidates",
+            "sizes": ("n_requests", "n_candidates"),
         }
 
     def __repr__(self) -> str:

@@ -7,8 +7,9 @@ from typing import Final
 import numpy as np
 import pyarrow as pa
 
-from ope._validation import check_choice, check_positive_int, check_rng
+from ope._validation import check_array_size, check_choice, check_positive_int, check_rng
 from ope.exceptions import ParameterError
+from ope.simulate._common import check_ids, check_model_size, check_sample_size
 from ope.slates import PlackettLuce, SlateLogs, pseudoinverse_table
 
 __all__ = [
@@ -80,6 +81,8 @@ class SlateEnvironment:
             raise ParameterError(f"`slate_size` {slate_size} exceeds `n_items` {n_items}.")
         self.n_contexts = check_positive_int(n_contexts, "n_contexts")
         self.click_model = check_choice(click_model, "click_model", CLICK_MODELS)
+        check_model_size([("n_contexts", self.n_contexts), ("n_items", self.n_items)],
+                         what="the attraction table")
         g = np.random.default_rng(check_positive_int(seed, "seed", minimum=0))
         c, m, L = self.n_contexts, self.n_items, self.slate_size
         self.context_probability = g.dirichlet(np.full(c, 5.0))
@@ -105,7 +108,21 @@ class SlateEnvironment:
         return self._policies[name]
 
     def click_probability(self, context: np.ndarray, item: np.ndarray) -> np.ndarray:
-        """Exact ``E[r(k) | context, slate]``, shape (n, L)."""
+        """Exact ``E[r(k) | context, slate]``, shape (n, L): ``context`` holds n context ids,
+        ``item`` the (n, L) item ids of each slate."""
+        context = check_ids(context, self.n_contexts, "context")
+        item = np.asarray(item)
+        if item.ndim != 2 or not np.issubdtype(item.dtype, np.integer):
+            raise ParameterError(
+                f"`item` must be a 2-d integer array of item ids, one row per slate; got dtype "
+                f"{item.dtype}, shape {item.shape}."
+            )
+        if item.shape[0] != context.shape[0] or item.shape[1] > self.n_items:
+            raise ParameterError(
+                f"`item` must have one row per entry of `context` ({context.shape[0]}) and at "
+                f"most n_items={self.n_items} columns; got shape {item.shape}."
+            )
+        item = check_ids(item.ravel(), self.n_items, "item").reshape(item.shape)
         th = np.take_along_axis(self.attraction[context], item, axis=1)
         if self.click_model == "additive":
             return th * self.position_bias
@@ -168,7 +185,8 @@ class SlateEnvironment:
 
     def sample_logs(self, n: int, *, rng: int | np.random.Generator | None = None) -> SlateLogs:
         """Log ``n`` slates as :class:`ope.slates.SlateLogs` (valid by construction)."""
-        n = check_positive_int(n, "n")
+        n = check_sample_size(n, "slates")
+        check_array_size([("n", n), ("n_items", self.n_items)], what="the slate draw")
         g = check_rng(rng)
         ctx = g.choice(self.n_contexts, size=n, p=self.context_probability)
         log = self._policies["logging"]
