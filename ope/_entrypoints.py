@@ -47,6 +47,7 @@ __all__ = [
     "entries",
     "cli_entries",
     "cli_flags",
+    "cli_positionals",
     "resolve",
 ]
 
@@ -623,6 +624,12 @@ def _parser_subcommands() -> dict[str, argparse.ArgumentParser]:
         if isinstance(action, argparse._SubParsersAction):
             return dict(action.choices)
     return {}
+
+
+def cli_positionals(subcommand: str) -> list[str]:
+    """The positionals of a subcommand, in the order argv gives them (their ``dest``)."""
+    parser = _parser_subcommands()[subcommand]
+    return [a.dest for a in parser._actions if not a.option_strings]
 
 
 def cli_flags(subcommand: str) -> dict[str, str]:

@@ -60,8 +60,8 @@ a minimal valid call) and one argument, replaces that argument by hostile values
 and asserts: the call returns finite results, or raises an error of ope's tree
 (:class:`ope.OPEError`) whose message names the argument; never a foreign exception (a
 ``TypeError`` from numpy is foreign; ``ParameterError`` also derives from ``TypeError`` and
-``ValueError`` but is ope's). For a CLI subcommand, run with ``--json``: the exit code is 0, 2
-or 65 (1 is an unexpected failure), stdout is exactly one JSON document, and a failure names the
+``ValueError`` but is ope's). For a CLI subcommand, run with ``--json``: the exit code is 0, 2,
+65 or 73 (1 is an unexpected failure), stdout is exactly one JSON document, and a failure names the
 flag. The hostile values of a term are its fixed catalogue (:data:`HOSTILE_VALUES`: wrong types,
 NaN, infinities, huge and tiny numbers, negative and zero, empty and wrong-shaped containers,
 control, bidi and unpaired-surrogate characters; for paths, files built in a temporary folder:
@@ -890,8 +890,9 @@ CONTRACT_SAMPLE_FAST: Final = 3
 #: Hypothesis deadline of one call (ms): generous, the planted logs have 60 rows.
 CONTRACT_DEADLINE_MS: Final = 5000
 
-#: Exit codes a CLI run may end with on hostile input: ok, usage error, invalid data.
-_CLI_CODES: Final = (0, 2, 65)
+#: Exit codes a CLI run may end with on hostile input: ok, usage error, invalid data, an output
+#: that cannot be written.
+_CLI_CODES: Final = (0, 2, 65, 73)
 
 _NAN, _INF = float("nan"), float("inf")
 _BIDI: Final = "\u202e"  # right-to-left override
@@ -1175,9 +1176,13 @@ def _one_python_call(entry: Any, argument: str, value: Any, tmp: Path) -> str | 
 
 
 def _cli_argv(valid: list[str], flag: str, value: str) -> list[str]:
+    """The valid argv with ``flag``'s value replaced (a positional at its place after the
+    subcommand, in the parser's order: ``ope import FORMAT SRC`` has SRC at argv[2])."""
+    from ope._entrypoints import cli_positionals
+
     argv = list(valid)
-    if not flag.startswith("-"):  # the positional after the subcommand
-        argv[1] = value
+    if not flag.startswith("-"):
+        argv[1 + cli_positionals(argv[0]).index(flag)] = value
         return argv
     pair = [value, "1"] if flag == "--reward-range" else [value]
     if flag in argv:
@@ -1257,7 +1262,7 @@ def check_entry_point_contract(
     AssertionError
         Listing each hostile value that broke the contract: a foreign exception, an ope error
         not naming the argument, a non-finite result; for the CLI an exit code outside 0, 2,
-        65, stdout that is not one JSON document, or a failure not naming the flag.
+        65, 73, stdout that is not one JSON document, or a failure not naming the flag.
     ope.ParameterError
         The entry has no minimal valid call.
 

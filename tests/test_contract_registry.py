@@ -56,6 +56,24 @@ def test_every_argument_has_a_glossary_term():
     assert registry.term_of("something_new") == "object"
 
 
+def test_every_entry_taking_input_has_a_minimal_valid_call():
+    """Without one the harness cannot vary its arguments: a new entry point writes its call in
+    its area of ope._valid_calls (or says in NOT_USER_INPUT why it takes no input)."""
+    missing = [e.name for e in registry.entries() if e.valid is None and e.skip is None]
+    missing += [e.name for e in registry.cli_entries() if e.valid is None]
+    assert missing == []
+
+
+def test_valid_calls_and_known_violations_name_registered_entries():
+    from ope._valid_calls import cli_runs, valid_calls
+
+    assert set(valid_calls()) <= set(registry.REGISTERED)
+    assert set(cli_runs()) <= set(registry.CLI_SUBCOMMANDS)
+    arguments = {f"{e.name}::{a}" for e in [*registry.entries(), *registry.cli_entries()]
+                 for a in e.terms}
+    assert set(KNOWN_BROKEN) <= arguments
+
+
 def test_each_minimal_valid_call_succeeds(tmp_path):
     for entry in registry.entries():
         if entry.valid is not None:

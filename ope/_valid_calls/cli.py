@@ -37,11 +37,4 @@ VALID: Final[dict[str, Callable[[Path], list[str]]]] = {
 }
 
 #: ``"<entry>::<argument>"`` -> how the contract breaks today.
-KNOWN_BROKEN: Final[dict[str, str]] = {
-    "ope import::src": (
-        "a defect of the harness, not of ope import: ope.testing puts a positional's value at "
-        "argv[1], which for `ope import FORMAT SRC` is FORMAT, so SRC's cases end in "
-        "\"argument format: invalid choice\" (the bidi name escaped there); "
-        "tests/test_hostile_cli.py runs SRC's file cases in its place"
-    ),
-}
+KNOWN_BROKEN: Final[dict[str, str]] = {}
