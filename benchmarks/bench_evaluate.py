@@ -427,8 +427,8 @@ def bench_scaling(sizes: list[int], *, rounds: int) -> dict[str, Any]:
         data = make_data(n)
         logs = build_logs(data)
         del data
-        times = interleaved({"floor": lambda: floor_pass(logs),
-                             "evaluate": lambda: run_evaluate(logs)}, rounds=rounds)
+        times = interleaved({"floor": lambda logs=logs: floor_pass(logs),
+                             "evaluate": lambda logs=logs: run_evaluate(logs)}, rounds=rounds)
         ev = summarize(times.wall["evaluate"])["median_s"]
         fl = summarize(times.wall["floor"])["median_s"]
         out["evaluate_s"][n] = ev
@@ -956,13 +956,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     checks = check_values(data, logs)
 
     cases = {
-        "numpy_baseline": lambda: numpy_baseline(data),
-        "numpy_chunked": lambda: numpy_chunked(data),
-        "numpy_fused": lambda: numpy_fused(data),
-        "evaluate": lambda: run_evaluate(logs),
-        "estimate_many": lambda: run_estimate_many(data),
-        "moment_stats": lambda: run_moment_stats(data),
-        "estimate_many_dr": lambda: run_dr(data),
+        "numpy_baseline": lambda data=data: numpy_baseline(data),
+        "numpy_chunked": lambda data=data: numpy_chunked(data),
+        "numpy_fused": lambda data=data: numpy_fused(data),
+        "evaluate": lambda logs=logs: run_evaluate(logs),
+        "estimate_many": lambda data=data: run_estimate_many(data),
+        "moment_stats": lambda data=data: run_moment_stats(data),
+        "estimate_many_dr": lambda data=data: run_dr(data),
     }
     times = interleaved(cases, rounds=args.rounds)
     pairs = {

@@ -296,7 +296,6 @@ class Cell:
 
 
 def run_cell(design: Design, n: int, reps: int, rng: np.random.Generator) -> list[Cell]:
-    truth = design.truth
     parts: dict[str, list[np.ndarray]] = {m: [] for m in METHODS}
     done = 0
     while done < reps:

@@ -131,8 +131,8 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("give DIR or --git REPO")
         refs = vw_reference(train_sets)
         files = sorted(p for p in train_sets.iterdir() if p.suffix in (".json", ".dsjson"))
-        print(f"| file | ope kind | lines | rows | rejected (ope) | VW examples (weight) | "
-              f"ope events (weight) | as VW reads it |")
+        print("| file | ope kind | lines | rows | rejected (ope) | VW examples (weight) | "
+              "ope events (weight) | as VW reads it |")
         print("|---|---|---|---|---|---|---|---|")
         agree = judged = 0
         for path in files:

@@ -33,7 +33,6 @@ import os
 import re
 import stat
 import sys
-import warnings
 from dataclasses import dataclass, replace
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path

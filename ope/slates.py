@@ -32,7 +32,7 @@ import itertools
 import math
 import numbers
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 

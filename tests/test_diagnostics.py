@@ -369,7 +369,7 @@ def test_divergences_and_ess_match_exact_values_on_synthetic_data():
     # over contexts of sums over actions, and the estimates must sit within a few standard
     # errors of them
     rng = np.random.default_rng(31)
-    n, k = 200_000, 4
+    n = 200_000
     x = rng.integers(0, 3, n)
     logger = np.array([[0.4, 0.3, 0.2, 0.1], [0.25] * 4, [0.1, 0.1, 0.1, 0.7]])
     cand = np.array([[0.1, 0.2, 0.3, 0.4], [0.7, 0.1, 0.1, 0.1], [0.25] * 4])

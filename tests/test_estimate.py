@@ -10,7 +10,7 @@ import warnings
 import numpy as np
 import pytest
 
-from ope.estimate import CI_METHODS, Estimate, compare
+from ope.results import CI_METHODS, Estimate, compare
 from ope.estimators import DM, DR, IPS, SNIPS, ClippedIPS, logging_value
 from ope.exceptions import (
     EstimationError,

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import math
 import os
-import shutil
-import stat
 import subprocess
 import sys
 import warnings

@@ -16,8 +16,6 @@ import pytest
 
 import ope.estimators as oe
 from ope._thresholds import MEAN_WEIGHT_TOLERANCE, mean_weight_note
-from ope.estimate import Estimate as OldEstimate
-from ope.estimate import _make_estimate, _RowSource, _Source
 from ope.estimators import (
     DM,
     DR,
@@ -36,10 +34,7 @@ from ope.moments import centered_moments, component_moments
 from ope.results import (
     DEFAULT_CI_METHOD,
     DEFAULT_CONFIDENCE_LEVEL,
-    Estimate,
     Result,
-    RowSource,
-    Source,
     make_estimate,
 )
 from ope.streaming import MomentStats
@@ -288,7 +283,5 @@ def test_estimate_is_a_result_rendered_by_the_one_renderer():
          "ci_method", "n", "ess", "target", "notes"])
 
 
-def test_old_import_paths_keep_working():
-    assert OldEstimate is Estimate
-    assert _make_estimate is make_estimate and _RowSource is RowSource and _Source is Source
+def test_result_defaults():
     assert (DEFAULT_CONFIDENCE_LEVEL, DEFAULT_CI_METHOD) == (0.95, "normal")

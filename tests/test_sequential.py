@@ -10,7 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from ope.estimate import compare
+from ope.results import compare
 from ope.exceptions import (
     EstimationError,
     OPEWarning,
@@ -184,7 +184,6 @@ def _reference(df: pd.DataFrame, estimator: str, gamma: float) -> float:
         q[i, :k] = g["q"].to_numpy()
         v[i, :k] = g["v"].to_numpy()
     w = np.cumprod(rho, axis=1)
-    w_prev = np.hstack([np.ones((n, 1)), w[:, :-1]])
     disc = gamma ** np.arange(horizon)
     if estimator == "is":
         return float(np.mean(w[:, -1] * (r @ disc)))

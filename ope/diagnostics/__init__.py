@@ -115,7 +115,6 @@ from ope.exceptions import (
     MissingBoundsError,
     OverlapWarning,
     ParameterError,
-    SchemaError,
 )
 from ope.propensity import estimated_propensity_note
 from ope.weights import sampling_weight_column

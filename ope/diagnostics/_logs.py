@@ -13,13 +13,13 @@ from scipy import sparse
 
 from ope.io import read_logs
 from ope.logs import BanditLogs
-from ope.policies import (
+from ope.policies._core import (
     action_index,
     aligned_list,
     candidate_sets,
     matrix_over,
-    target_propensities,
 )
+from ope.policies.join import target_propensities
 from ope.schema import check_segment_columns
 
 __all__ = ["logs_to_diagnose", "segment_columns", "segment_values", "target_from_logs"]

@@ -47,7 +47,6 @@ from ope.exceptions import (
     EstimationError,
     MissingBoundsError,
     OverlapWarning,
-    ParameterError,
     ValidationError,
 )
 from ope.intervals._shared import in_reward_units

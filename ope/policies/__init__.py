@@ -29,18 +29,10 @@ Modules, by concept:
 
 from __future__ import annotations
 
-# action_index, aligned_list, candidate_sets, matrix_over, ActionIndex and CandidateSets are the
-# building blocks ope.diagnostics shares (public names, outside __all__)
 from ope.policies._core import (
     PROBABILITY_TOLERANCE,
-    ActionIndex,
-    CandidateSets,
     PolicyDistribution,
     TargetPropensities,
-    action_index,
-    aligned_list,
-    candidate_sets,
-    matrix_over,
 )
 from ope.policies.join import logging_distribution, target_propensities
 from ope.policies.objects import (

@@ -281,8 +281,12 @@ def _headline(ctx: dict[str, Any]) -> str:
     worse = sorted((v for v in verdicts if v.answer == WORSE), key=lambda v: v.upper_bound)
     unclear = [v for v in verdicts if v.answer == UNCLEAR]
     dec = column_decimals([ev.logging.std_error])
-    rel = (lambda x: f", {fmt_signed(100 * x / ref.value, 2)}% of its value"
-           if ref.value > 0 and math.isfinite(x) else "")
+
+    def rel(x: float) -> str:
+        if ref.value > 0 and math.isfinite(x):
+            return f", {fmt_signed(100 * x / ref.value, 2)}% of its value"
+        return ""
+
     items = []
     if better:
         items.append(

@@ -518,7 +518,7 @@ def sequential_estimate(
         estimators renormalized in each resample), and for ``is``/``pdis`` ``hoeffding``,
         ``bernstein`` and ``betting`` (finite-sample, from the a priori bounds). Two
         estimates on the same trajectories can be compared with
-        :func:`ope.estimate.compare` (paired by episode).
+        :func:`ope.results.compare` (paired by episode).
 
     Raises
     ------
