@@ -5,6 +5,7 @@
 # Also:
 #   make test-all      every test, slow ones included (what CI runs)
 #   make docs          the documentation site into site/ (mkdocs build --strict: warnings are errors)
+#   make lint          ruff check (pyflakes and pycodestyle errors; config in pyproject.toml)
 #   make test-latest   the suite on the newest releases that pyproject.toml allows (own venv, no lock)
 #   make lock          regenerate requirements/dev.lock after changing dependencies in pyproject.toml
 #                      (needs the package index: uv resolves .[dev] for every platform)
@@ -18,7 +19,7 @@ STAMP := $(VENV)/.installed-stamp
 LOCK := requirements/dev.lock
 LATEST_VENV ?= .venv-latest
 
-.PHONY: demo test test-all docs test-latest install lock wheel bench clean
+.PHONY: demo test test-all docs lint test-latest install lock wheel bench clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ope needs Python >= 3.11; set PYTHON=python3.11 or newer")'
@@ -55,6 +56,9 @@ test-latest:
 lock: | $(PY)
 	$(PY) -m pip install --quiet uv
 	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 --no-emit-package ope-toolkit -o $(LOCK)
+
+lint: install
+	$(VENV)/bin/ruff check ope tests benchmarks docs
 
 wheel: | $(PY)
 	$(PY) -m pip wheel --no-deps --quiet -w build/wheel .
