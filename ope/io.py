@@ -76,6 +76,9 @@ __all__ = [
     "ACTION_FEATURES_KEY",
     "with_action_features",
     "embedded_action_features",
+    "locate_input",
+    "check_regular_file",
+    "check_parquet_file",
 ]
 
 #: Default rows per batch of :func:`scan_logs`: about 10 MB per float64 column, large enough

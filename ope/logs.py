@@ -27,6 +27,8 @@ from ope.schema import REJECTION_REASONS, episode_bounds
 __all__ = [
     "ValidationReport", "SkippedPath", "BanditLogs", "Trajectories", "PairedReplays",
     "require_logs",
+    "as_log_table",
+    "EXAMPLE_ROWS",
 ]
 
 #: how many example row numbers a report keeps per rejection reason

@@ -71,6 +71,10 @@ __all__ = [
     "check_paired_rows",
     "first_occurrence_duplicates",
     "episode_bounds",
+    "IMPORT_REASON_PREFIXES",
+    "column_problem",
+    "id_type_of",
+    "storage_roundoff",
 ]
 
 #: Allowed |Σ logging_distribution − 1| per row. A distribution stored as float32 carries a

@@ -50,6 +50,7 @@ __all__ = [
     "check_sampling_weight",
     "sampling_weight_note",
     "sampling_weight_column",
+    "moment_sums",
 ]
 
 #: The column that carries each row's sampling (Horvitz-Thompson) weight: the DSJSON importer

@@ -52,7 +52,10 @@ from ope.exceptions import (
 from ope.intervals._shared import in_reward_units
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 
-__all__ = ["hoeffding_interval", "bernstein_interval", "bottou_interval"]
+__all__ = [
+    "hoeffding_interval", "bernstein_interval", "bottou_interval",
+    "RANGE_RTOL",
+]
 
 #: relative tolerance (of the larger end's magnitude) when checking that a mean lies in its a
 #: priori range: sums of float32 inputs accumulated in float64 can overshoot an exact bound by
