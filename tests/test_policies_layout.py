@@ -14,8 +14,8 @@ from ope.policies import (
     DeterministicPolicy,
     EpsilonGreedyPolicy,
     PolicyDistribution,
-    matrix_over,
 )
+from ope.policies._core import matrix_over
 from ope.simulate import ContextualBandit, PairedReplaySimulator, Recommendation, TabularMDP
 
 PUBLIC = (
