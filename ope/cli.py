@@ -58,7 +58,6 @@ from typing import Any, Final
 
 from ope.exceptions import (
     DataFileError,
-    EstimationError,
     MissingBoundsError,
     OPEError,
     OPEWarning,
@@ -1593,38 +1592,13 @@ def _streaming_plan(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]
     return None
 
 
-def _applies(estimate: Any, method: str) -> bool:
-    """Whether ``method`` gives an interval for ``estimate`` (``Estimate.ci``'s own test)."""
-    source = estimate.source
-    return method in ("normal", "t") or (source is not None and method in source.methods)
-
-
-@dataclasses.dataclass
-class _Evaluated:
-    """The evaluation of ``ope evaluate``: one Evaluation, or, when ``--ci`` does not apply to
-    some estimators, one with the method and one with the fallback interval."""
-
-    main: Any
-    fallback: Any = None
-    fallback_estimators: tuple[str, ...] = ()
-
-    def note(self, method: str) -> str | None:
-        if not self.fallback_estimators:
-            return None
-        names = ", ".join(self.fallback_estimators)
-        return (f"--ci {method} does not apply to {names}: "
-                f"{'its' if len(self.fallback_estimators) == 1 else 'their'} intervals are "
-                f"{FALLBACK_CI} (--ci {FALLBACK_CI}) instead")
-
-
 def _evaluate(args: argparse.Namespace, logs: Any, resolved: Sequence[tuple[str, Any]],
-              policies: Any) -> _Evaluated:
-    """``ope.evaluate`` with ``--ci``; an estimator the method does not apply to falls back to
-    the normal interval (with a note) instead of failing the run."""
+              policies: Any) -> Any:
+    """``ope.evaluate`` with ``--ci``: one run; an estimator the method does not apply to
+    gets the normal interval and a note (the library's ``ci_fallback``), not a failed run."""
     from ope.evaluation import evaluate
 
-    objects = [est for _, est in resolved]
-    common = dict(
+    common: dict[str, Any] = dict(
         confidence_level=args.confidence_level,
         reward_range=tuple(args.reward_range) if args.reward_range else None,
         weight_bound=args.weight_bound, context_columns=args.context_columns, rng=args.seed,
@@ -1632,55 +1606,20 @@ def _evaluate(args: argparse.Namespace, logs: Any, resolved: Sequence[tuple[str,
     )
     if args.context_columns is None:
         del common["context_columns"]
-    bootstrap = {"n_resamples": args.n_resamples} if args.ci == "bootstrap" else {}
-    try:
-        return _Evaluated(evaluate(logs, policies, estimators=objects, ci=args.ci, **common,
-                                   **bootstrap))
-    except EstimationError as exc:
-        if args.ci == FALLBACK_CI:
-            raise
-        failure = exc
-    # which estimators the method does not apply to: their estimates (normal intervals) say
-    base = evaluate(logs, policies, estimators=objects, ci=FALLBACK_CI, **common)
-    rest = [e for e in base.estimators
-            if not all(_applies(base.estimates[(p, e)], args.ci) for p in base.policies)]
-    if not rest:
-        raise failure
-    keep = [(k, est) for k, est in resolved if k not in rest]
-    main = (evaluate(logs, policies, estimators=[est for _, est in keep], ci=args.ci, **common,
-                     **bootstrap) if keep else None)
-    subset = dataclasses.replace(
-        base, estimators=rest,
-        estimates={key: est for key, est in base.estimates.items() if key[1] in rest},
-    )
-    if main is None:
-        return _Evaluated(subset, None, tuple(rest))
-    return _Evaluated(main, subset, tuple(rest))
+    if args.ci == "bootstrap":
+        common["n_resamples"] = args.n_resamples
+    if args.ci != FALLBACK_CI:
+        common["ci_fallback"] = FALLBACK_CI
+    return evaluate(logs, policies, estimators=[est for _, est in resolved], ci=args.ci,
+                    **common)
 
 
-def _order_rows(rows: list[dict[str, Any]], policies: Sequence[str],
-                estimators: Sequence[str]) -> list[dict[str, Any]]:
-    rank_p = {p: i for i, p in enumerate(policies)}
-    rank_e = {e: i for i, e in enumerate(estimators)}
-    return sorted(rows, key=lambda r: (rank_p.get(r["policy"], 0), rank_e.get(r["estimator"], 0)))
-
-
-def _evaluation_document(args: argparse.Namespace, result: _Evaluated,
-                         order: Sequence[str]) -> dict[str, Any]:
-    document = result.main.to_dict()
-    note = result.note(args.ci)
-    if result.fallback is not None:
-        extra = result.fallback.to_dict()
-        policies = result.main.policies
-        document["estimates"] = _order_rows(document["estimates"] + extra["estimates"],
-                                            policies, order)
-        if "comparisons_with_logging" in document:
-            document["comparisons_with_logging"] = _order_rows(
-                document["comparisons_with_logging"] + extra.get("comparisons_with_logging", []),
-                policies, order)
-    document["ci_fallback"] = {e: FALLBACK_CI for e in result.fallback_estimators}
-    if note:
-        document["notes"] = [*document["notes"], note]
+def _evaluation_document(evaluation: Any) -> dict[str, Any]:
+    """The evaluation's JSON, with ``ci_fallback``: the estimators whose intervals are the
+    fallback method, each to that method."""
+    document = evaluation.to_dict()
+    document["ci_fallback"] = {e: evaluation.ci_fallback
+                               for e in evaluation.fallback_estimators}
     return document
 
 
@@ -1709,40 +1648,33 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
                           "--streaming auto or off.", flag="--streaming")
     if why_not is None:
         return _evaluate_streamed(args, resolved, names)
-    logs, result, d, outcome = _evaluate_in_memory(args, resolved)
+    logs, evaluation, d, outcome = _evaluate_in_memory(args, resolved)
     if args.report:
-        path = _write_report(args, args.report, logs, result.main, d)
+        path = _write_report(args, args.report, logs, evaluation, d)
         outcome.document["report"] = path
         outcome.text += f"\n\nreport written to {path}"
     return outcome
 
 
 def _evaluate_in_memory(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]]
-                        ) -> tuple[Any, _Evaluated, Any, _Outcome]:
+                        ) -> tuple[Any, Any, Any, _Outcome]:
     """Read every row, evaluate and diagnose: (logs, evaluation, diagnostics, outcome)."""
     logs = _read(args)
     _require_columns(logs, args, "by", "context_columns")
-    order = [k for k, _ in resolved]
-    result = _evaluate(args, logs, resolved, _policies_from_args(args, logs))
+    evaluation = _evaluate(args, logs, resolved, _policies_from_args(args, logs))
     d = _diagnose_from_args(args, logs)  # weighted as the estimates when rows carry weights
-    texts = [result.main.summary()]
-    if getattr(result.main, "by", None):
-        texts.append(result.main.segment_summary())
-    if result.fallback is not None:
-        texts.append(result.fallback.summary())
-    note = result.note(args.ci)
-    if note:
-        texts.append(f"note: {note}")
-    model = result.main.model_columns or (result.fallback.model_columns
-                                          if result.fallback is not None else None)
+    texts = [evaluation.summary()]
+    if evaluation.by:
+        texts.append(evaluation.segment_summary())
+    model = evaluation.model_columns
     if model is not None:
         texts.append(
             f"reward model columns: context {', '.join(model['context']) or 'none'}; "
             f"action features {', '.join(model['action_features']) or 'none'}"
         )
     texts += [d.summary(), _seed_line(args)]
-    document = {**_evaluation_document(args, result, order), "diagnostics": d.to_dict()}
-    return logs, result, d, _Outcome(document, "\n\n".join(texts))
+    document = {**_evaluation_document(evaluation), "diagnostics": d.to_dict()}
+    return logs, evaluation, d, _Outcome(document, "\n\n".join(texts))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1767,8 +1699,8 @@ def _cmd_report(args: argparse.Namespace) -> _Outcome:
     resolved = _bandit_estimators(args)
     _evaluation_settings(args, args.ci)
     _check_bounds(args, resolved)
-    logs, result, d, outcome = _evaluate_in_memory(args, resolved)
-    path = _write_report(args, args.out, logs, result.main, d, title=args.title)
+    logs, evaluation, d, outcome = _evaluate_in_memory(args, resolved)
+    path = _write_report(args, args.out, logs, evaluation, d, title=args.title)
     return _Outcome({**outcome.document, "report": path}, f"report written to {path}")
 
 
@@ -1788,18 +1720,13 @@ def _evaluate_streamed(args: argparse.Namespace, resolved: Sequence[tuple[str, A
     # (batches of 1M rows: 0.83 GB; 64k rows: 0.46 GB), about as fast
     scan = scan_logs(args.logs, mapping=_parse_mapping(args.mapping), on_invalid=args.on_invalid,
                      columns=columns)
-    result = _evaluate(args, scan, resolved, policies)
-    order = [k for k, _ in resolved]
-    document = {**_evaluation_document(args, result, order), "diagnostics": None}
+    evaluation = _evaluate(args, scan, resolved, policies)
+    document = {**_evaluation_document(evaluation), "diagnostics": None}
     streamed = (f"streamed batch by batch in bounded memory (--streaming "
                 f"{args.streaming}): the overlap diagnostics and the paired comparisons need "
                 f"every row; run `ope diagnose {args.logs}`, or pass --streaming off")
     document["notes"] = [*document["notes"], streamed]
-    texts = [result.main.summary()]
-    if result.fallback is not None:
-        texts.append(result.fallback.summary())
-    texts += [f"note: {n}" for n in (result.note(args.ci), streamed) if n]
-    texts.append(_seed_line(args))
+    texts = [evaluation.summary(), f"note: {streamed}", _seed_line(args)]
     return _Outcome(document, "\n\n".join(texts))
 
 

@@ -560,14 +560,11 @@ class Evaluation(Result):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by", tuple(self.by))
-        fell_back = [] if self.ci_fallback is None else [
-            e for e in self.estimators
-            if any(self._method_of(est) != self.ci_method
-                   for (_, key), est in self.estimates.items() if key == e)
-        ]
-        fallback_notes = [
-            f"ci={self.ci_method!r} does not apply to {e}: its interval is {self.ci_fallback}"
-            for e in fell_back
+        fell_back = self.fallback_estimators
+        fallback_notes = [] if not fell_back else [
+            f"ci={self.ci_method!r} does not apply to {', '.join(fell_back)}: "
+            + (f"its interval is {self.ci_fallback}" if len(fell_back) == 1
+               else f"their intervals are {self.ci_fallback}")
         ]
         notes = tuple(self.notes)
         object.__setattr__(self, "notes", (*notes, *(n for n in fallback_notes if n not in notes)))
@@ -585,6 +582,18 @@ class Evaluation(Result):
             key: self._compute_interval(est) for key, est in self.segment_estimates.items()
         }
         object.__setattr__(self, "_segment_intervals", segment_intervals)
+
+    @property
+    def fallback_estimators(self) -> list[str]:
+        """The estimators whose intervals are ``ci_fallback`` (``ci_method`` does not apply
+        to them), in the order of :attr:`estimators`; empty without a fallback."""
+        if self.ci_fallback is None:
+            return []
+        return [
+            e for e in self.estimators
+            if any(self._method_of(est) != self.ci_method
+                   for (_, key), est in self.estimates.items() if key == e)
+        ]
 
     @property
     def n(self) -> int:

@@ -389,10 +389,50 @@ def test_an_interval_method_falls_back_per_estimator(files):
     assert {e: m for (_, e), m in methods.items()} == {"ips": "hoeffding", "snips": "normal"}
     assert [r["estimator"] for r in doc["estimates"]] == ["ips", "snips"] * 2  # requested order
     assert doc["ci_fallback"] == {"snips": "normal"}
-    assert any("--ci hoeffding does not apply to snips" in n for n in doc["notes"])
+    assert "ci='hoeffding' does not apply to snips: its interval is normal" in doc["notes"]
     code, stdout, _ = run("evaluate", files["logs"], "--estimator", "ips", "snips",
                           "--ci", "hoeffding", "--reward-range", "0", "1", "--weight-bound", "10")
     assert code == EXIT_OK and "does not apply to snips" in stdout
+    assert stdout.count("candidate policies x") == 1  # one table, not one per interval method
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_a_fallback_run_fits_the_reward_model_once_with_the_numbers_of_each_method(
+        files, monkeypatch):
+    """--ci bottou with DR (which bottou does not apply to): one evaluation, so one
+    cross-fitted reward model; each row's numbers are those of its own method's evaluation."""
+    import ope
+    import ope.evaluation as evaluation
+
+    fits = []
+    predictions = evaluation._model_predictions
+
+    def counted(*args, **kwargs):
+        fits.append(1)
+        return predictions(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "_model_predictions", counted)
+    code, stdout, err = run("evaluate", files["logs"], "--estimator", "clipped_ips", "dr",
+                            "--max-weight", "20", "--ci", "bottou", "--reward-range", "0", "1",
+                            "--seed", "3", "--json")
+    assert code == EXIT_OK, err
+    assert len(fits) == 1
+    doc = one_document(stdout)
+    assert doc["ci_method"] == "bottou" and doc["ci_fallback"] == {"dr": "normal"}
+    assert doc["model_columns"] == {"context": ["x0", "x1"], "action_features": []}
+    assert "ci='bottou' does not apply to dr: its interval is normal" in doc["notes"]
+    rows = {(r["policy"], r["estimator"]): r for r in doc["estimates"]}
+    common = dict(reward_range=(0, 1), rng=3)
+    bottou = ope.evaluate(ope.read_logs(files["logs"]), estimators=[
+        ope.get_estimator("clipped_ips", max_weight=20)], ci="bottou", **common).table()
+    normal = ope.evaluate(ope.read_logs(files["logs"]), estimators=["dr"], ci="normal",
+                          **common).table()
+    for t, method in ((bottou, "bottou"), (normal, "normal")):
+        for r in t.to_dict(orient="records"):
+            got = rows[(r["policy"], r["estimator"])]
+            assert got["ci_method"] == method
+            for f in ("value", "std_error", "ci_low", "ci_high"):
+                assert got[f] == pytest.approx(r[f], rel=1e-12), (r["estimator"], f)
 
 
 @pytest.mark.filterwarnings("ignore")

@@ -606,6 +606,7 @@ def test_ci_fallback_gives_the_estimators_the_method_does_not_apply_to_its_inter
     for key in [("a", "ips"), ("b", "snips")]:
         np.testing.assert_allclose(t.loc[key, ["ci_low", "ci_high"]].to_numpy(float),
                                    n.loc[key, ["ci_low", "ci_high"]].to_numpy(float), rtol=1e-12)
-    assert "ci='bottou' does not apply to snips: its interval is normal" in ev.notes
+    assert ev.fallback_estimators == ["ips", "snips"]
+    assert "ci='bottou' does not apply to ips, snips: their intervals are normal" in ev.notes
     with pytest.raises(ope.ParameterError, match="ci_fallback"):
         ope.evaluate(df, ci_fallback="bootstrap", **kwargs)
