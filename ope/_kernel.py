@@ -52,7 +52,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -75,6 +75,7 @@ __all__ = [
     "backend",
     "set_backend",
     "numba_available",
+    "compiled_loops",
 ]
 
 #: Rows per block of the compiled kernel: the (P, rows) float64 weight block of 8 candidates is
@@ -370,19 +371,54 @@ def _jit(numba: Any) -> dict[str, Any]:
             "error_model": "numpy",  # x / 0 is inf, not an exception: lets the division vectorize
             "fastmath": True if name in _FAST_FUNCTIONS else exact,
         }
-        py = getattr(g[name], "py_func", g[name])  # the Python function, even if compiled
-        try:
-            jitted = numba.njit(cache=True, **opts)(py)
-            # a locator may be chosen without checking that its folder can be created (a
-            # zipped install): check it now rather than fail at the first call
-            locator = getattr(getattr(jitted._cache, "_impl", None), "locator", None)
-            if locator is not None:
-                locator.ensure_cache_path()
-        except (RuntimeError, OSError):  # no writable cache location (read-only install)
-            jitted = numba.njit(cache=False, **opts)(py)
+        jitted = _njit(numba, g[name], opts)
         g[name] = jitted
         out[name] = jitted
     return out
+
+
+def _njit(numba: Any, function: Callable[..., Any], opts: dict[str, Any]) -> Any:
+    """``numba.njit(**opts)`` of a loop with the one cache policy: cached on disk next to its
+    module (or in numba's user cache), compiled per process when no cache folder is writable."""
+    py = getattr(function, "py_func", function)  # the Python function, even if compiled
+    try:
+        jitted = numba.njit(cache=True, **opts)(py)
+        # a locator may be chosen without checking that its folder can be created (a
+        # zipped install): check it now rather than fail at the first call
+        locator = getattr(getattr(jitted._cache, "_impl", None), "locator", None)
+        if locator is not None:
+            locator.ensure_cache_path()
+    except (RuntimeError, OSError):  # no writable cache location (read-only install)
+        jitted = numba.njit(cache=False, **opts)(py)
+    return jitted
+
+
+#: The compiled loops of other modules (:func:`compiled_loops`), by owner.
+_LOOPS: dict[str, dict[str, Any]] = {}
+
+
+def compiled_loops(owner: str, functions: Sequence[Callable[..., Any]]) -> dict[str, Any] | None:
+    """The compiled twins of another module's loops, by function name, or None when the
+    :func:`backend` is numpy.
+
+    The one registry of compiled code: the loops of ``owner`` (a module name) are compiled once
+    per process, under the lock that serializes the kernel's own compilation (threads that ask
+    at once wait for the first), with the kernel's cache policy and the options ``nogil``,
+    ``error_model="numpy"`` and every fast-math flag (the loops must take finite inputs only).
+    """
+    if backend() != "numba":
+        return None
+    done = _LOOPS.get(owner)
+    if done is not None:
+        return done
+    with _COMPILE_LOCK:
+        done = _LOOPS.get(owner)
+        if done is None:
+            numba = _import_numba()  # backend() compiled the kernel, so numba imports
+            opts = {"nogil": True, "fastmath": True, "error_model": "numpy"}
+            done = {f.__name__: _njit(numba, f, opts) for f in functions}
+            _LOOPS[owner] = done
+    return done
 
 
 # ============================================================================================

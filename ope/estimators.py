@@ -1041,6 +1041,16 @@ class WeightingEstimator(Estimator):
         mean, sd = mom.product_mean_sd(j, clipped=self.clip_level is not None, about=origin)
         return origin + mean, sd
 
+    def paired_logging_sd(self, mom: CenteredMoments, j: int, origin: float = 0.0) -> float:
+        """Standard deviation of policy ``j``'s influence terms minus the reward's (the paired
+        difference of this estimate and the logging value), from the cross-moments of ``mom``.
+
+        ``origin`` is :meth:`reward_origin`: the terms are ``w (r - origin)`` with the weights
+        this estimator uses (SNIPS: the delta-method terms of its ratio).
+        """
+        j, origin = _moment_arguments(mom, j, origin)
+        return mom.paired_sd(j, kind="product", clipped=self.clip_level is not None, about=origin)
+
     def _run(
         self,
         data: _Inputs,
@@ -1692,6 +1702,12 @@ class SNIPS(_ImportanceWeighting):
 
     def _gradient(self, m: np.ndarray) -> np.ndarray:
         return np.array([1.0 / m[1], -m[0] / m[1] ** 2])
+
+    def paired_logging_sd(self, mom: CenteredMoments, j: int, origin: float = 0.0) -> float:
+        """The paired deviation of the delta-method influence terms of the ratio minus the
+        reward's (``origin`` is checked and unused: the ratio is shift-equivariant)."""
+        j, _ = _moment_arguments(mom, j, origin)
+        return mom.paired_sd(j, kind="ratio", clipped=False)
 
     def moment_statistic(
         self, mom: CenteredMoments, j: int, origin: float = 0.0

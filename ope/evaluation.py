@@ -820,19 +820,12 @@ class Evaluation(Result):
                 continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the estimates already carry these notes
-                pairs = stats.paired_with_logging(
-                    self._estimator_object(key, stats), reward_range=reward_range
-                )
+                # a name: the statistics resolve it (clipped IPS at their own clip level)
+                pairs = stats.paired_with_logging(key, reward_range=reward_range)
             for name, pair in zip(stats.names, pairs):
                 if (name, key) in self.estimates:
                     out[(name, key)] = pair
         return out
-
-    @staticmethod
-    def _estimator_object(key: str, stats: Any) -> Any:
-        if key == "clipped_ips":
-            return get_estimator(key, max_weight=stats.max_weight)
-        return get_estimator(key)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with stable keys."""

@@ -57,6 +57,7 @@ from ope.estimators import (
     LoggingValue,
     WeightingEstimator,
     check_after_pass,
+    estimator_settings,
     estimates_from_moments,
     pair_arrays,
     interval_target,
@@ -321,13 +322,8 @@ class MomentStats:
         out = []
         mom = self.centered
         for j, e in enumerate(ests):  # loop over policies, not rows
-            if isinstance(est, ClippedIPS) or (est is not None and est.clip_level is not None):
-                sd = mom.paired_sd(j, kind="product", clipped=True,
-                                   about=est.reward_origin(rr))  # type: ignore[union-attr]
-            elif est is not None and est.name == "snips":
-                sd = mom.paired_sd(j, kind="ratio", clipped=False)
-            else:
-                sd = mom.paired_sd(j, kind="product", clipped=False, about=0.0)
+            assert isinstance(est, WeightingEstimator)  # estimates() takes no other
+            sd = est.paired_logging_sd(mom, j, est.reward_origin(rr))
             out.append((float(e.value - base.value), sd / math.sqrt(self.n)))
         return out
 
@@ -565,11 +561,11 @@ class MomentStats:
         if isinstance(estimator, str):
             if estimator.lower() not in ESTIMATORS:
                 raise unknown_estimator(estimator, "estimator")
-            est = (
-                ClippedIPS(max_weight=self.max_weight)  # type: ignore[arg-type]
-                if estimator == "clipped_ips" and self.max_weight is not None
-                else get_estimator(estimator)
-            )
+            key = estimator.lower()
+            # an estimator that takes a clip level gets the statistics' own
+            takes_clip = "max_weight" in estimator_settings(key) and self.max_weight is not None
+            est = (get_estimator(key, max_weight=self.max_weight) if takes_clip
+                   else get_estimator(key))
         else:
             est = estimator
         if not isinstance(est, WeightingEstimator) or not est.uses_weights:

@@ -120,6 +120,39 @@ def test_compiled_and_numpy_backends_give_the_same_replicates(n):
     np.testing.assert_allclose(fast, slow, rtol=1e-12)
 
 
+def test_the_bootstrap_loops_compile_once_through_the_kernel_registry(monkeypatch):
+    """One compile registry: the bootstrap has no numba.njit of its own, and threads asking for
+    its loops at once (Dask's threaded workers) get one compilation, under the kernel's lock."""
+    import inspect
+    import threading
+
+    assert "njit" not in inspect.getsource(bs)
+    if not kernel.numba_available():
+        pytest.skip("numba is not installed (the optional extra 'fast')")
+    monkeypatch.setattr(kernel, "_LOOPS", {})  # as in a fresh process
+    calls = []
+    real = kernel._njit
+    monkeypatch.setattr(kernel, "_njit", lambda *a: calls.append(a[1].__name__) or real(*a))
+    got, start = [], threading.Barrier(4)
+
+    def ask():
+        start.wait()
+        got.append(bs._compiled())
+
+    try:
+        kernel.set_backend("numba")
+        workers = [threading.Thread(target=ask) for _ in range(4)]
+        for t in workers:
+            t.start()
+        for t in workers:
+            t.join()
+    finally:
+        kernel.set_backend(None)
+    assert len(got) == 4 and all(g is got[0] for g in got)
+    assert sorted(calls) == ["_nb_multinomial_sums", "_nb_poisson_sums"]
+    assert kernel._LOOPS[bs.__name__] is got[0]
+
+
 @pytest.mark.parametrize("backend", ["numpy", None])
 def test_counts_do_not_depend_on_the_block_sizes(monkeypatch, backend):
     a = np.random.default_rng(2).uniform(size=(N_POISSON, 2))

@@ -62,6 +62,14 @@ def _moment_statistic(cls: str, **settings: Any) -> Callable[[Path], Call]:
     return build
 
 
+def _paired_logging_sd(cls: str, **settings: Any) -> Callable[[Path], Call]:
+    def build(tmp: Path) -> Call:
+        est = resolve(cls)(**settings)
+        stats = _moment_stats(max_weight=settings.get("max_weight"))
+        return Call(est.paired_logging_sd, {"mom": stats.centered, "j": 0, "origin": 0.0})
+    return build
+
+
 def _sampling_weighted(factory: Callable[[Path], Call]) -> Callable[[Path], Call]:
     """The same call on rows with sampling weights (the weighted path of the estimator)."""
     def build(tmp: Path) -> Call:
@@ -137,6 +145,9 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         resolve("ope.ClippedIPS")(max_weight=10.0).reward_origin, {"reward_range": (0.0, 1.0)}),
     "ope.IPS.moment_statistic": _moment_statistic("ope.IPS"),
     "ope.ClippedIPS.moment_statistic": _moment_statistic("ope.ClippedIPS", max_weight=10.0),
+    "ope.IPS.paired_logging_sd": _paired_logging_sd("ope.IPS"),
+    "ope.ClippedIPS.paired_logging_sd": _paired_logging_sd("ope.ClippedIPS", max_weight=10.0),
+    "ope.SNIPS.paired_logging_sd": _paired_logging_sd("ope.SNIPS"),
     # the doubly robust path of several policies with sampling weights (IPS.estimate and the
     # others vary the unweighted one)
     "ope.estimate_many": lambda tmp: call(

@@ -50,7 +50,7 @@ from typing import Any, Final, Literal, Union
 import numpy as np
 import numpy.typing as npt
 
-from ope._kernel import backend
+from ope._kernel import compiled_loops
 from ope._progress import progress
 from ope._validation import (
     as_float_array,
@@ -261,30 +261,9 @@ def _nb_multinomial_sums(key, at, sums, cnt):  # type: ignore[no-untyped-def]
     return sums
 
 
-_COMPILED: dict[str, Any] = {"functions": None, "failed": None}
-
-
 def _compiled() -> dict[str, Any] | None:
     """The compiled loops when the numba backend is in use (compiled on first use), else None."""
-    if backend() != "numba":
-        return None
-    if _COMPILED["functions"] is None and _COMPILED["failed"] is None:
-        try:
-            import numba
-        except ImportError as exc:  # pragma: no cover - backend() said numba imports
-            _COMPILED["failed"] = str(exc)
-            return None
-        # fast-math lets the dot products vectorize; every input is finite (checked)
-        opts = {"nogil": True, "fastmath": True, "error_model": "numpy"}
-        out = {}
-        for name in ("_nb_poisson_sums", "_nb_multinomial_sums"):
-            py = globals()[name]
-            try:
-                out[name] = numba.njit(cache=True, **opts)(py)
-            except RuntimeError:  # no writable cache location (read-only install, no home)
-                out[name] = numba.njit(cache=False, **opts)(py)
-        _COMPILED["functions"] = out
-    return _COMPILED["functions"]
+    return compiled_loops(__name__, (_nb_poisson_sums, _nb_multinomial_sums))
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
