@@ -165,6 +165,14 @@ __all__ = [
     "ESS_RATIO_WARN",
     "MEAN_WEIGHT_Z",
     "SMALL_SAMPLE_ROWS",
+    "Estimator",
+    "EstimatorRows",
+    "WeightingEstimator",
+    "estimates_from_moments",
+    "interval_target",
+    "moment_interval",
+    "policy_labels",
+    "unknown_estimator",
 ]
 
 _BOUNDED_BY_MOMENTS: Final = ("hoeffding", "bernstein", "bottou")

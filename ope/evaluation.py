@@ -83,7 +83,20 @@ from ope.weights import (
     sampling_weight_note,
 )
 
-__all__ = ["evaluate", "Evaluation", "TABLE_COLUMNS", "SEGMENT_TABLE_COLUMNS"]
+__all__ = [
+    "evaluate",
+    "Evaluation",
+    "TABLE_COLUMNS",
+    "SEGMENT_TABLE_COLUMNS",
+    "EvaluationSettings",
+    "STREAMING_ESTIMATORS",
+    "WEIGHT_BOUND_ESTIMATORS",
+    "WEIGHT_BOUND_METHODS",
+    "batch_statistics",
+    "check_streamable",
+    "clip_level",
+    "resolve_estimators",
+]
 
 #: Columns of :meth:`Evaluation.table`, in order (docs/design.md).
 TABLE_COLUMNS: Final = (

@@ -79,6 +79,7 @@ __all__ = [
     "locate_input",
     "check_regular_file",
     "check_parquet_file",
+    "check_on_invalid",
 ]
 
 #: Default rows per batch of :func:`scan_logs`: about 10 MB per float64 column, large enough

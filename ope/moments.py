@@ -818,7 +818,7 @@ class WeightedMoments:
         n = float(self.n)
         m, c = self.mean[:, j], self.com[:, :, j]
         s1, s2 = n * m[0], c[0, 0] + n * m[0] * m[0]
-        raw1, raw2 = n * m[3], c[3, 3] + n * m[3] * m[3]
+        raw2 = c[3, 3] + n * m[3] * m[3]
         u = 5 if clipped else 3
         used1, used2 = n * m[u], c[u, u] + n * m[u] * m[u]
         mean_w = m[3] / m[0]

@@ -75,6 +75,7 @@ __all__ = [
     "column_problem",
     "id_type_of",
     "storage_roundoff",
+    "TARGET_PREFIX",
 ]
 
 #: Allowed |Σ logging_distribution − 1| per row. A distribution stored as float32 carries a

@@ -51,7 +51,6 @@ from ope._validation import (
 from ope.estimators import (
     ESTIMATORS,
     WEIGHTED_CI_METHODS,
-    ClippedIPS,
     Estimator,
     EstimatorRows,
     LoggingValue,

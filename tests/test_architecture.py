@@ -4,6 +4,8 @@ These tests read ope's source (they import nothing from it) and fail on
 
 - an import of another module's private name (``from ope.x import _y``), including imports inside
   functions: what several modules share gets a public name;
+- an import of a name outside the target module's ``__all__`` (unless the target is an
+  underscore module, where shared internals live);
 - an import cycle between ope modules, counting imports inside functions (a package's
   ``__init__`` importing its own submodules, and a submodule importing its package, are fine);
 - a second definition of a named threshold of ``ope._thresholds`` or of a validator of
@@ -203,3 +205,44 @@ def test_errors_come_from_the_exception_tree():
         "raise ParameterError (bad arguments) or a data error from ope.exceptions instead of a "
         "bare ValueError/TypeError at:\n" + "\n".join(bare)
     )
+
+
+def _literal_all(module: str) -> set[str] | None:
+    for node in TREES[module].body:
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            try:
+                return set(ast.literal_eval(node.value))
+            except ValueError:
+                return None
+    return None
+
+
+def _public_all(module: str) -> set[str]:
+    """A module's ``__all__``: read from the source, or (when it is computed, as ``ope``'s is
+    from its table of lazy names) from the imported module."""
+    found = _literal_all(module)
+    if found is None:
+        import importlib
+
+        found = set(importlib.import_module(module).__all__)
+    return found
+
+
+def test_modules_import_only_the_public_names_of_public_modules():
+    """What one module takes from another is in that module's ``__all__``, unless the other is
+    an underscore module (``ope._validation``, ``ope.policies._core``): shared internals live
+    there, and everything else another module needs is public in its home."""
+    offending = []
+    for module in MODULES:
+        for target, name, line in _imports(module):
+            if (name is None or target == module or target not in MODULES
+                    or f"{target}.{name}" in MODULES or name.startswith("__")):
+                continue
+            if any(part.startswith("_") for part in target.split(".")):
+                continue
+            if name not in _public_all(target):
+                offending.append(f"{MODULES[module].relative_to(PACKAGE.parent)}:{line} imports "
+                                 f"{name}, not in {target}.__all__")
+    assert not offending, "imports of names outside __all__:\n" + "\n".join(offending)

@@ -83,7 +83,15 @@ from ope.sequential._steps import (
     validated_steps,
 )
 
-__all__ = ["SEQUENTIAL_ESTIMATORS", "MAX_BOOTSTRAP_CELLS", "MIN_EPISODES", "sequential_estimate"]
+__all__ = [
+    "SEQUENTIAL_ESTIMATORS",
+    "MAX_BOOTSTRAP_CELLS",
+    "MIN_EPISODES",
+    "sequential_estimate",
+    "BOUNDED_ESTIMATORS",
+    "BOUNDED_METHODS",
+    "MODEL_BASED",
+]
 
 #: Largest (episodes x components) array built for a bootstrap of ``wpdis``/``wdr``: their
 #: per-episode components have one column per step and statistic (3 x horizon). 2**25 float64
