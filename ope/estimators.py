@@ -519,7 +519,7 @@ def weighted_statistic(estimator: Estimator, means: np.ndarray) -> np.ndarray:
     >>> m = np.array([3.0, 7.0, 8.0]) / 4   # means of (s w r, s w, s) over 4 rows
     >>> float(weighted_statistic(SNIPS(), m))   # sum s w r / sum s w
     0.42857142857142855
-    >>> weighted_gradient(SNIPS(), m).round(8)  # d/dm_s = 0: SNIPS does not use sum s
+    >>> weighted_gradient(SNIPS(), m).round(8) + 0.0  # d/dm_s = 0: SNIPS does not use sum s
     array([ 0.57142857, -0.24489796,  0.        ])
     """
     return estimator._statistic(means[..., :-1] / means[..., -1:])
