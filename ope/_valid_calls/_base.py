@@ -30,11 +30,16 @@ def frame(seed: int = 0, n: int = N) -> pd.DataFrame:
     })
 
 
-def parquet(tmp: Path) -> Path:
-    path = tmp / "logs.parquet"
+def written(tmp: Path, name: str, make: Callable[[], pd.DataFrame]) -> Path:
+    """``tmp / name``, written from ``make()`` as parquet the first time it is asked for."""
+    path = tmp / name
     if not path.exists():
-        frame().to_parquet(path)
+        make().to_parquet(path)
     return path
+
+
+def parquet(tmp: Path) -> Path:
+    return written(tmp, "logs.parquet", frame)
 
 
 def paired_parquet(tmp: Path) -> Path:

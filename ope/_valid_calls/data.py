@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ope._entrypoints import Call, resolve as resolve_call
-from ope._valid_calls._base import call, frame, paired_parquet, parquet
+from ope._valid_calls._base import call, frame, paired_parquet, parquet, written
 
 
 # --------------------------------------------------------------------- planted inputs
@@ -43,10 +43,7 @@ def trajectories():  # validated trajectories of the planted frame
 
 
 def trajectories_parquet(tmp: Path) -> Path:
-    path = tmp / "trajectories.parquet"
-    if not path.exists():
-        _trajectory_frame().to_parquet(path)
-    return path
+    return written(tmp, "trajectories.parquet", _trajectory_frame)
 
 
 def obd_folder(tmp: Path) -> Path:

@@ -54,19 +54,12 @@ def _with_rows(tmp: Path) -> Call:
         "target_propensity": a["target_propensity"][:, None], "reward_range": (0.0, 1.0)})
 
 
-def _moment_statistic(cls: str, **settings: Any) -> Callable[[Path], Call]:
+def _on_moments(cls: str, method: str, **settings: Any) -> Callable[[Path], Call]:
+    """A call of ``cls(**settings).<method>(mom, j, origin)`` on the planted moment statistics."""
     def build(tmp: Path) -> Call:
         est = resolve(cls)(**settings)
         stats = _moment_stats(max_weight=settings.get("max_weight"))
-        return Call(est.moment_statistic, {"mom": stats.centered, "j": 0, "origin": 0.0})
-    return build
-
-
-def _paired_logging_sd(cls: str, **settings: Any) -> Callable[[Path], Call]:
-    def build(tmp: Path) -> Call:
-        est = resolve(cls)(**settings)
-        stats = _moment_stats(max_weight=settings.get("max_weight"))
-        return Call(est.paired_logging_sd, {"mom": stats.centered, "j": 0, "origin": 0.0})
+        return Call(getattr(est, method), {"mom": stats.centered, "j": 0, "origin": 0.0})
     return build
 
 
@@ -143,11 +136,11 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         "reward_range": (0.0, 1.0)}),
     "ope.ClippedIPS.reward_origin": lambda tmp: Call(
         resolve("ope.ClippedIPS")(max_weight=10.0).reward_origin, {"reward_range": (0.0, 1.0)}),
-    "ope.IPS.moment_statistic": _moment_statistic("ope.IPS"),
-    "ope.ClippedIPS.moment_statistic": _moment_statistic("ope.ClippedIPS", max_weight=10.0),
-    "ope.IPS.paired_logging_sd": _paired_logging_sd("ope.IPS"),
-    "ope.ClippedIPS.paired_logging_sd": _paired_logging_sd("ope.ClippedIPS", max_weight=10.0),
-    "ope.SNIPS.paired_logging_sd": _paired_logging_sd("ope.SNIPS"),
+    "ope.IPS.moment_statistic": _on_moments("ope.IPS", "moment_statistic"),
+    "ope.ClippedIPS.moment_statistic": _on_moments("ope.ClippedIPS", "moment_statistic", max_weight=10.0),
+    "ope.IPS.paired_logging_sd": _on_moments("ope.IPS", "paired_logging_sd"),
+    "ope.ClippedIPS.paired_logging_sd": _on_moments("ope.ClippedIPS", "paired_logging_sd", max_weight=10.0),
+    "ope.SNIPS.paired_logging_sd": _on_moments("ope.SNIPS", "paired_logging_sd"),
     # the doubly robust path of several policies with sampling weights (IPS.estimate and the
     # others vary the unweighted one)
     "ope.estimate_many": lambda tmp: call(
