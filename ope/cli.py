@@ -181,6 +181,7 @@ CLI_PHRASES: Final = (
      "distributions are then known)"),
     (r"Rename yours with mapping=\{'event_id': \.\.\.\}", "Rename the table's columns"),
     (r"ope\.diagnostics\.", "`ope diagnose`."),
+    (r", or an estimator object that holds it instead of the name", ""),
 )
 
 #: ``--policy`` of evaluate / diagnose / report: a candidate's name, or a spec that builds one.
@@ -720,10 +721,43 @@ def _check_flags(args: argparse.Namespace) -> None:
     if given("seed") and args.seed < 0:
         raise _UsageError(f"argument --seed: must be a whole number >= 0; got {args.seed}.",
                           flag="--seed")
-    if not any(given(d) for d in ("confidence_level", "reward_range", "max_weight",
-                                  "weight_bound", "target_width", "new_rows", "n_resamples",
-                                  "chunk_lines", "workers", "certify_fraction", "tau",
-                                  "shrinkage")):
+    _check_settings(args, _OTHER_SETTINGS if args.command in _PLANNED
+                    else (*_PLAN_SETTINGS, *_OTHER_SETTINGS))
+    if given("certify_fraction") and not (0.0 < args.certify_fraction < 1.0):
+        raise _UsageError("argument --certify-fraction: must be in (0, 1) (the share of rows "
+                          f"held out to certify the policy); got {args.certify_fraction!r}.",
+                          flag="--certify-fraction")
+    if given("target_width") != given("new_rows"):
+        have, lack = (("--target-width", "--new-rows") if given("target_width")
+                      else ("--new-rows", "--target-width"))
+        raise _UsageError(f"argument {lack}: {have} needs {lack} too: the exploration plan "
+                          "says how much of N new rows to explore to reach width W (pass "
+                          "--target-width W --new-rows N, or neither).", flag=lack)
+
+
+#: Commands whose interval and estimator flags the evaluation plan checks
+#: (:meth:`ope.evaluation.EvaluationPlan.build`) before any row is read; for the others
+#: :func:`_check_settings` checks them.
+_PLANNED: Final = ("evaluate", "report")
+
+
+#: Flags the evaluation plan checks (the keywords of ``EvaluationPlan.build``).
+_PLAN_SETTINGS: Final = ("confidence_level", "reward_range", "max_weight", "weight_bound",
+                         "n_resamples", "tau", "shrinkage")
+
+
+#: The other setting flags, checked by :func:`_check_flags` for every command.
+_OTHER_SETTINGS: Final = ("target_width", "new_rows", "chunk_lines", "workers")
+
+
+def _check_settings(args: argparse.Namespace, dests: Sequence[str]) -> None:
+    """The setting flags among ``dests``, before any row is read: evaluate and report on bandit
+    logs leave :data:`_PLAN_SETTINGS` to their evaluation plan, evaluate on trajectory logs
+    checks them here."""
+    def given(dest: str) -> bool:
+        return dest in dests and getattr(args, dest, None) is not None
+
+    if not any(given(d) for d in dests):
         return
     from ope import _validation as v
 
@@ -742,20 +776,10 @@ def _check_flags(args: argparse.Namespace) -> None:
     for dest, flag, what in (("tau", "--tau", "the switching threshold of switch_dr"),
                              ("shrinkage", "--shrinkage", "the shrinkage of dros"),
                              ("target_width", "--target-width", "an interval width")):
-        value = getattr(args, dest, None)
+        value = getattr(args, dest) if given(dest) else None
         if value is not None and not (math.isfinite(value) and value > 0):
             raise _UsageError(f"argument {flag}: must be a positive finite number ({what}); "
                               f"got {value!r}.", flag=flag)
-    if given("certify_fraction") and not (0.0 < args.certify_fraction < 1.0):
-        raise _UsageError("argument --certify-fraction: must be in (0, 1) (the share of rows "
-                          f"held out to certify the policy); got {args.certify_fraction!r}.",
-                          flag="--certify-fraction")
-    if given("target_width") != given("new_rows"):
-        have, lack = (("--target-width", "--new-rows") if given("target_width")
-                      else ("--new-rows", "--target-width"))
-        raise _UsageError(f"argument {lack}: {have} needs {lack} too: the exploration plan "
-                          "says how much of N new rows to explore to reach width W (pass "
-                          "--target-width W --new-rows N, or neither).", flag=lack)
 
 
 #: Inputs and outputs named on the command line: (dest, how messages name it, is an output).
@@ -1442,8 +1466,10 @@ def _cmd_validate(args: argparse.Namespace) -> _Outcome:
     return _Outcome(document, "\n".join(lines))
 
 
-def _diagnose_from_args(args: argparse.Namespace, logs: Any) -> Any:
-    """The diagnostics of ``ope diagnose`` and of ``ope evaluate`` (which has no plan options)."""
+def _diagnose_from_args(args: argparse.Namespace, logs: Any, plan: Any = None) -> Any:
+    """The diagnostics of ``ope diagnose``, and of ``ope evaluate`` and ``ope report`` under
+    their evaluation ``plan`` (its candidates, clip level, reward range, level, segments and
+    sampling weights: :meth:`ope.evaluation.EvaluationPlan.diagnose`)."""
     from ope.diagnostics import diagnose
 
     policies = _policies_from_args(args, logs)
@@ -1463,6 +1489,11 @@ def _diagnose_from_args(args: argparse.Namespace, logs: Any) -> Any:
         logs = BanditLogs(logs.table.drop_columns(["logging_distribution"]), logs.report,
                           dropped_event_ids=logs.dropped_event_ids,
                           unit_roundoff=logs.unit_roundoff)
+    if plan is not None:
+        return plan.with_policies(policies).diagnose(
+            logs, target_width=getattr(args, "target_width", None),
+            new_rows=getattr(args, "new_rows", None),
+        )
     return diagnose(
         logs,
         policies,
@@ -1487,98 +1518,50 @@ def _cmd_diagnose(args: argparse.Namespace) -> _Outcome:
 # ---------------------------------------------------------------------------------------------
 # evaluate (bandit logs)
 # ---------------------------------------------------------------------------------------------
-def _bandit_estimators(args: argparse.Namespace) -> list[tuple[str, Any]]:
-    """The estimators of ``--estimator`` with their settings flags, checked before any row is
-    read: a setting an estimator needs and lacks, or one given that no estimator uses, names
-    its flag."""
-    from ope.estimators import ESTIMATORS, estimator_settings
-    from ope.evaluation import resolve_estimators
+def _plan(args: argparse.Namespace) -> Any:
+    """The evaluation plan of the flags (:meth:`ope.evaluation.EvaluationPlan.build`): every
+    setting is checked there, once, before any row is read, and a bad value's ParameterError
+    names its flag (:func:`_run`). An estimator ``--ci`` does not apply to gets the
+    :data:`FALLBACK_CI` interval and a note (the library's ``ci_fallback``), not a failed run.
+    The candidates are added when the rows are read (``--policy`` specs need them)."""
+    from ope.evaluation import EvaluationPlan
 
-    names = list(args.estimator) if args.estimator else list(DEFAULT_BANDIT_ESTIMATORS)
-    known = [n.lower() for n in names if n.lower() in ESTIMATORS]
-    for setting, flag, example in (("max_weight", "--max-weight", "the clip level, e.g. 50"),
-                                   ("tau", "--tau", "the switching threshold, e.g. 20"),
-                                   ("shrinkage", "--shrinkage", "lambda, e.g. 10")):
-        users = [n for n in known if setting in estimator_settings(n)]
-        value = getattr(args, setting)
-        if users and value is None:
-            raise _UsageError(f"argument {flag}: --estimator {users[0]} needs {flag} "
-                              f"({example}).", flag=flag)
-        if value is not None and not users and len(known) == len(names):
-            owner = next(n for n in ESTIMATORS if setting in estimator_settings(n))
-            raise _UsageError(f"argument {flag}: is a setting of {owner}, which --estimator "
-                              f"({' '.join(names)}) does not include; add {owner} or drop "
-                              f"{flag}.", flag=flag)
-    return _checked("--estimator", lambda: resolve_estimators(
-        names, max_weight=args.max_weight, tau=args.tau, shrinkage=args.shrinkage))
-
-
-#: Interval methods that need no a priori bound (every other method needs ``--reward-range``).
-_UNBOUNDED_CI: Final = ("normal", "t", "bootstrap")
+    return EvaluationPlan.build(
+        estimators=list(args.estimator) if args.estimator else list(DEFAULT_BANDIT_ESTIMATORS),
+        ci=args.ci,
+        confidence_level=args.confidence_level,
+        reward_range=tuple(args.reward_range) if args.reward_range else None,
+        max_weight=args.max_weight,
+        weight_bound=args.weight_bound,
+        tau=args.tau,
+        shrinkage=args.shrinkage,
+        context_columns=getattr(args, "context_columns", None),
+        n_resamples=args.n_resamples,
+        rng=args.seed,
+        by=getattr(args, "by", None),
+        ci_fallback=None if args.ci == FALLBACK_CI else FALLBACK_CI,
+        weight_column=getattr(args, "weight_column", None),
+    )
 
 
-def _check_bounds(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]]) -> None:
-    """The a priori bounds ``--ci`` needs, before any row is read: ``--reward-range`` for every
-    bounded method, ``--weight-bound`` for those of ips/snips that use it (the estimators the
-    method does not apply to fall back and need neither)."""
-    from ope.evaluation import WEIGHT_BOUND_ESTIMATORS, WEIGHT_BOUND_METHODS
-
-    takes = [k for k, est in resolved if args.ci in type(est).interval_methods]
-    if args.ci in _UNBOUNDED_CI or not takes:
-        return
-    if args.reward_range is None:
-        raise _UsageError(
-            f"argument --reward-range: --ci {args.ci} needs the a priori range of the rewards "
-            f"(of {', '.join(takes)}): pass --reward-range LO HI (e.g. 0 1 for clicks). The "
-            "observed minimum and maximum are not bounds.", flag="--reward-range")
-    bounded = [k for k in takes if k in WEIGHT_BOUND_ESTIMATORS]
-    if args.ci in WEIGHT_BOUND_METHODS and bounded and args.weight_bound is None:
-        raise _UsageError(
-            f"argument --weight-bound: --ci {args.ci} of {', '.join(bounded)} needs an a priori "
-            "bound on the importance weights: pass --weight-bound M with M >= pi(a|x)/pi_0(a|x) "
-            "for every context and action (e.g. 1 / the smallest logging probability), or use "
-            "clipped_ips with --max-weight. The largest observed weight is not a bound.",
-            flag="--weight-bound")
-
-
-def _evaluation_settings(args: argparse.Namespace, ci: str) -> Any:
-    from ope.evaluation import EvaluationSettings
-
-    try:
-        return EvaluationSettings.checked(
-            ci=ci, confidence_level=args.confidence_level,
-            reward_range=tuple(args.reward_range) if args.reward_range else None,
-            weight_bound=args.weight_bound,
-            n_resamples=args.n_resamples,
-            rng=args.seed,
-        )
-    except ParameterError as exc:
-        flag = _flag_of(str(exc))
-        raise _UsageError(f"argument {flag}: {_cli_text(str(exc))}" if flag
-                          else _cli_text(str(exc)), flag=flag) from None
-
-
-def _streaming_plan(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]],
-                    names: set[str], rows: int | None) -> str | None:
-    """Why the evaluation cannot stream (None: it can), given ``--streaming``."""
-    from ope.evaluation import STREAMING_ESTIMATORS
-
+def _streaming_plan(args: argparse.Namespace, plan: Any, names: set[str], rows: int | None
+                    ) -> str | None:
+    """Why the evaluation cannot stream (None: it can), given ``--streaming``: the plan's own
+    obstacles (:meth:`ope.evaluation.EvaluationPlan.stream_obstacles`) under their flags, and
+    those of the command line's inputs."""
     blockers = []
     if args.format != "parquet":
         blockers.append(f"--format {args.format}")
-    others = [k for k, _ in resolved if k not in STREAMING_ESTIMATORS]
-    if others:
-        blockers.append(f"--estimator {' '.join(others)} (a reward model needs every row)")
+    for argument, reason in plan.stream_obstacles():  # loop over the plan's obstacles
+        if argument == "ci" and args.streaming == "on":
+            continue  # streamed anyway: the fallback interval, with a note
+        blockers.append(f"{FLAGS.get(argument, argument)} ({reason})")
     if args.policies:
         blockers.append("--policies (a policy table is joined on every event)")
     if getattr(args, "_policy_specs", None):
         blockers.append("--policy NAME=KIND:ARGS (a candidate computed on every row)")
-    if args.by:
-        blockers.append("--by (the segment report needs every row)")
     if getattr(args, "report", None):
         blockers.append("--report (the report's overlap diagnostics need every row)")
-    if args.ci not in STREAM_CI_METHODS and args.streaming != "on":
-        blockers.append(f"--ci {args.ci}")
     if any(c.startswith("propensity__") for c in names):
         blockers.append("candidates given by factor (propensity__<factor> columns)")
     if not names:
@@ -1590,28 +1573,6 @@ def _streaming_plan(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]
     if args.streaming == "auto" and (rows is None or rows < STREAM_MIN_ROWS):
         return f"fewer than {STREAM_MIN_ROWS:,} rows"
     return None
-
-
-def _evaluate(args: argparse.Namespace, logs: Any, resolved: Sequence[tuple[str, Any]],
-              policies: Any) -> Any:
-    """``ope.evaluate`` with ``--ci``: one run; an estimator the method does not apply to
-    gets the normal interval and a note (the library's ``ci_fallback``), not a failed run."""
-    from ope.evaluation import evaluate
-
-    common: dict[str, Any] = dict(
-        confidence_level=args.confidence_level,
-        reward_range=tuple(args.reward_range) if args.reward_range else None,
-        weight_bound=args.weight_bound, context_columns=args.context_columns, rng=args.seed,
-        by=getattr(args, "by", None), weight_column=getattr(args, "weight_column", None),
-    )
-    if args.context_columns is None:
-        del common["context_columns"]
-    if args.ci == "bootstrap":
-        common["n_resamples"] = args.n_resamples
-    if args.ci != FALLBACK_CI:
-        common["ci_fallback"] = FALLBACK_CI
-    return evaluate(logs, policies, estimators=[est for _, est in resolved], ci=args.ci,
-                    **common)
 
 
 def _evaluation_document(evaluation: Any) -> dict[str, Any]:
@@ -1639,16 +1600,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
             f"only (columns {', '.join(TRAJECTORY_MARKERS)}), and {args.logs} holds bandit "
             "logs; pass --trajectories if it holds steps.", flag=given[0],
         )
-    resolved = _bandit_estimators(args)
-    _evaluation_settings(args, args.ci)
-    _check_bounds(args, resolved)
-    why_not = _streaming_plan(args, resolved, names, rows)
+    plan = _plan(args)
+    why_not = _streaming_plan(args, plan, names, rows)
     if args.streaming == "on" and why_not:
         raise _UsageError(f"argument --streaming: cannot stream with {why_not}; use "
                           "--streaming auto or off.", flag="--streaming")
     if why_not is None:
-        return _evaluate_streamed(args, resolved, names)
-    logs, evaluation, d, outcome = _evaluate_in_memory(args, resolved)
+        return _evaluate_streamed(args, plan, names)
+    logs, evaluation, d, outcome = _evaluate_in_memory(args, plan)
     if args.report:
         path = _write_report(args, args.report, logs, evaluation, d)
         outcome.document["report"] = path
@@ -1656,13 +1615,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
     return outcome
 
 
-def _evaluate_in_memory(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]]
-                        ) -> tuple[Any, Any, Any, _Outcome]:
-    """Read every row, evaluate and diagnose: (logs, evaluation, diagnostics, outcome)."""
+def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, Any, _Outcome]:
+    """Read every row, evaluate and diagnose under ``plan``: (logs, evaluation, diagnostics,
+    outcome)."""
     logs = _read(args)
     _require_columns(logs, args, "by", "context_columns")
-    evaluation = _evaluate(args, logs, resolved, _policies_from_args(args, logs))
-    d = _diagnose_from_args(args, logs)  # weighted as the estimates when rows carry weights
+    plan = plan.with_policies(_policies_from_args(args, logs))
+    evaluation = plan.run(logs)
+    d = _diagnose_from_args(args, logs, plan)  # weighted as the estimates when rows carry weights
     texts = [evaluation.summary()]
     if evaluation.by:
         texts.append(evaluation.segment_summary())
@@ -1696,16 +1656,12 @@ def _cmd_report(args: argparse.Namespace) -> _Outcome:
                           "row; drop --streaming on.", flag="--streaming")
     if args.estimator is None and args.max_weight is not None:  # --max-weight clips too
         args.estimator = list(REPORT_CLIPPED_ESTIMATORS)
-    resolved = _bandit_estimators(args)
-    _evaluation_settings(args, args.ci)
-    _check_bounds(args, resolved)
-    logs, evaluation, d, outcome = _evaluate_in_memory(args, resolved)
+    logs, evaluation, d, outcome = _evaluate_in_memory(args, _plan(args))
     path = _write_report(args, args.out, logs, evaluation, d, title=args.title)
     return _Outcome({**outcome.document, "report": path}, f"report written to {path}")
 
 
-def _evaluate_streamed(args: argparse.Namespace, resolved: Sequence[tuple[str, Any]],
-                       names: set[str]) -> _Outcome:
+def _evaluate_streamed(args: argparse.Namespace, plan: Any, names: set[str]) -> _Outcome:
     """``ope evaluate`` over ``ope.scan_logs``: only the columns the estimators need, batch by
     batch, merged statistics (the numbers of the whole read, in bounded memory)."""
     from ope.io import scan_logs
@@ -1720,7 +1676,7 @@ def _evaluate_streamed(args: argparse.Namespace, resolved: Sequence[tuple[str, A
     # (batches of 1M rows: 0.83 GB; 64k rows: 0.46 GB), about as fast
     scan = scan_logs(args.logs, mapping=_parse_mapping(args.mapping), on_invalid=args.on_invalid,
                      columns=columns)
-    evaluation = _evaluate(args, scan, resolved, policies)
+    evaluation = plan.with_policies(policies).run(scan)
     document = {**_evaluation_document(evaluation), "diagnostics": None}
     streamed = (f"streamed batch by batch in bounded memory (--streaming "
                 f"{args.streaming}): the overlap diagnostics and the paired comparisons need "

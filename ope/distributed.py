@@ -12,6 +12,7 @@ pass through the client. Dask is an optional dependency: ``pip install 'ope-tool
 
 from __future__ import annotations
 
+
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,11 +27,8 @@ from ope._dedup import mark_known
 from ope._validation import check_choice, check_positive_int
 from ope.evaluation import (
     Evaluation,
-    EvaluationSettings,
+    EvaluationPlan,
     batch_statistics,
-    check_streamable,
-    clip_level,
-    resolve_estimators,
 )
 from ope.exceptions import DataFileError, ParameterError, PolicyError, SchemaError, ValidationError
 from ope.io import check_on_invalid, scan_logs
@@ -107,7 +105,7 @@ class _Kernel:
     id_plan: ColumnPlan | None  # reads the event_id column alone
     source: str
     policies: Any
-    max_weight: float | None
+    estimators: tuple[Any, ...]  # the plan's weighting estimators (the clip level inside)
     dropped: bool
     weight_column: str | None = None
 
@@ -233,7 +231,7 @@ def _partition_stats(kernel: _Kernel, part: _Partition, earlier_ids: Any) -> _Pa
         if bad is not None:
             table = table.filter(pa.array(~bad))
         logs = BanditLogs.from_validated(table, report, unit_roundoff=kernel.plan.unit_roundoff)
-        stats = batch_statistics(logs, kernel.policies, kernel.max_weight, kernel.weight_column)
+        stats = batch_statistics(logs, kernel.policies, kernel.estimators, kernel.weight_column)
     return _Partial(stats, report, id_ranges)
 
 
@@ -540,11 +538,11 @@ def evaluate_distributed(
             f"workers; got a {type(source).__name__} in memory. Use ope.evaluate(...) for data "
             "that fits in memory, or write it to parquet first."
         )
-    settings = EvaluationSettings.checked(
-        ci=ci, confidence_level=confidence_level, reward_range=reward_range
+    plan = EvaluationPlan.build(
+        policies, estimators=estimators, ci=ci, confidence_level=confidence_level,
+        reward_range=reward_range, max_weight=max_weight, weight_column=weight_column,
     )
-    resolved = resolve_estimators(estimators, max_weight=max_weight)
-    check_streamable(resolved, policies, "distributed (evaluate_distributed)")
+    plan.check_streamable("distributed (evaluate_distributed)")
 
     # names, types and file schemas are checked here, before any task runs
     scan = scan_logs(source, mapping=mapping, on_invalid=on_invalid, columns=columns,
@@ -584,7 +582,7 @@ def evaluate_distributed(
         id_plan=_id_plan(scan.plan) if "event_id" in scan.columns else None,
         source=scan.source,
         policies=policies,
-        max_weight=clip_level(resolved),
+        estimators=tuple(plan.weighting),
         dropped=on_invalid == "drop",
         weight_column=sampling_weight_column(scan.columns, weight_column),
     )
@@ -670,5 +668,6 @@ def evaluate_distributed(
     estimated = estimated_propensity_note(scan)  # the provenance of the files' metadata
     if estimated is not None:
         notes.append(estimated)
-    return Evaluation.from_statistics(merged.stats, resolved, settings, report=report, notes=notes,
-                                      propensity_source=propensity_source(scan))
+    settings = replace(plan.settings, weight_column=kernel.weight_column)
+    return Evaluation.from_statistics(merged.stats, plan.resolved, settings, report=report,
+                                      notes=notes, propensity_source=propensity_source(scan))

@@ -88,13 +88,12 @@ __all__ = [
     "Evaluation",
     "TABLE_COLUMNS",
     "SEGMENT_TABLE_COLUMNS",
+    "EvaluationPlan",
     "EvaluationSettings",
     "STREAMING_ESTIMATORS",
     "WEIGHT_BOUND_ESTIMATORS",
     "WEIGHT_BOUND_METHODS",
     "batch_statistics",
-    "check_streamable",
-    "clip_level",
     "resolve_estimators",
 ]
 
@@ -133,6 +132,10 @@ WEIGHT_BOUND_METHODS: Final = frozenset({"hoeffding", "bernstein", "empirical_li
 CI_FALLBACKS: Final = ("normal", "t")
 #: Estimators computable from mergeable sums over batches (the moment kernel).
 STREAMING_ESTIMATORS: Final = frozenset({"ips", "clipped_ips", "snips"})
+
+
+#: An example value of each estimator setting, for messages.
+_SETTING_EXAMPLES: Final = {"max_weight": "10.0", "tau": "20.0", "shrinkage": "10.0"}
 
 
 def resolve_estimators(
@@ -187,9 +190,9 @@ def resolve_estimators(
             for name in takes:
                 if settings.get(name) is None:
                     raise ParameterError(
-                        f"estimator {key!r} needs {name}=... (`{name}`); pass it to evaluate (e.g. "
-                        f"evaluate(..., {name}=10.0)) or pass an estimator object instead of "
-                        "the name."
+                        f"estimator {key!r} needs its setting `{name}`: pass {name}=... (e.g. "
+                        f"{name}={_SETTING_EXAMPLES.get(name, '10.0')}), or an estimator object "
+                        "that holds it instead of the name."
                     )
             used.update(takes)
             obj = get_estimator(key, **{name: settings[name] for name in takes})
@@ -205,38 +208,18 @@ def resolve_estimators(
         resolved.append((key, obj))
     unused = [k for k, v in settings.items() if v is not None and k not in used]
     if unused:
+        name = unused[0]
+        owner = next(k for k in ESTIMATORS if name in estimator_settings(k))
+        listed = ", ".join(k for k, _ in resolved)
         raise ParameterError(
-            f"{', '.join(unused)} was given but no estimator named in `estimators` uses it "
-            f"(max_weight → 'clipped_ips', tau → 'switch_dr', shrinkage → 'dros')."
+            f"`{name}` is a setting of {owner}, which `estimators` ({listed}) does not "
+            f"include; add {owner} to `estimators` or drop `{name}`."
         )
     names = [k for k, _ in resolved]
     dup = sorted({k for k in names if names.count(k) > 1})
     if dup:
         raise ParameterError(f"estimator {', '.join(dup)} is listed twice in `estimators`.")
     return resolved
-
-
-def clip_level(resolved: Sequence[tuple[str, Any]]) -> float | None:
-    """The clip level of the clipped IPS among ``resolved`` (None without one)."""
-    return next((est.max_weight for key, est in resolved if key == "clipped_ips"), None)
-
-
-def check_streamable(resolved: Sequence[tuple[str, Any]], policies: Any, where: str) -> None:
-    """Refuse what merged statistics cannot compute: estimators with a reward model, and a
-    long-format policy table (it needs the whole log). ``where`` names the entry point."""
-    unsupported = [k for k, _ in resolved if k not in STREAMING_ESTIMATORS]
-    if unsupported:
-        raise EstimationError(
-            f"estimator(s) {', '.join(unsupported)} cannot run {where}; merged statistics "
-            f"support {', '.join(sorted(STREAMING_ESTIMATORS))}. Read the logs eagerly "
-            "(ope.evaluate(ope.read_logs(...))) for the others."
-        )
-    if policies is not None and not isinstance(policies, (list, tuple, Mapping)):
-        raise PolicyError(
-            f"{where}, policies must be target__<name> column names or a dict of policy "
-            "objects; a long-format policy table needs the whole log (use "
-            "ope.evaluate(ope.read_logs(...)))."
-        )
 
 
 @dataclass(frozen=True)
@@ -290,6 +273,287 @@ class EvaluationSettings:
             ci_fallback=None if ci_fallback is None else check_choice(
                 ci_fallback, "ci_fallback", CI_FALLBACKS
             ),
+        )
+
+
+#: Interval methods that need no a priori bound; every other method needs ``reward_range``.
+UNBOUNDED_CI_METHODS: Final = ("normal", "t", "bootstrap")
+
+
+@dataclass(frozen=True, eq=False)
+class EvaluationPlan:
+    """Everything one evaluation needs besides the rows, checked once.
+
+    A plan is built by :meth:`build` from the options of :func:`evaluate` (which builds one and
+    runs it); every driver runs the same plan: eager logs (:meth:`run`), a lazy
+    :func:`ope.scan_logs` source (the moment kernel batch by batch), Dask partitions
+    (``ope.distributed.evaluate_distributed``) and the command line. Each setting is validated
+    where it enters: the interval settings in :class:`EvaluationSettings`, each estimator's
+    own setting (the clip level of clipped IPS, Switch-DR's τ, DRos's λ) by the estimator
+    object that keeps it; the drivers read the estimator, never a copy of the number.
+
+    Attributes
+    ----------
+    estimators : tuple of (str, Estimator)
+        The registry name and the estimator object (with its settings inside), in order.
+    settings : EvaluationSettings
+        The interval method, level, a priori bounds, bootstrap options and fallback.
+    policies : object
+        The candidates as given (None, names, a long-format table or policy objects); they
+        are resolved against the rows when the plan runs.
+    by : str, sequence of str or None
+        Segment columns as given (checked against the logs' schema when the plan runs).
+    model : dict
+        ``reward_model``, ``context_columns``, ``action_features`` of DM and the DR family,
+        and ``rng``, the randomness of cross-fitting and the bootstrap.
+    weight_column : str or None
+        The sampling-weight column asked for (the ``weight`` column is used by default when
+        the rows have one).
+    seed : int or None
+        The recorded seed (None when the caller passed a ``numpy.random.Generator``).
+    options : dict
+        The options as given, recorded in the evaluation's provenance.
+
+    Examples
+    --------
+    >>> from ope.evaluation import EvaluationPlan
+    >>> plan = EvaluationPlan.build(estimators=("ips", "clipped_ips", "dr"), max_weight=20.0,
+    ...                             ci="t", rng=0)
+    >>> [key for key, _ in plan.estimators], plan.clipped
+    (['ips', 'clipped_ips', 'dr'], ClippedIPS(max_weight=20.0))
+    >>> plan.stream_obstacles()
+    (('estimators', 'dr needs a reward model fitted on every row'),)
+    """
+
+    estimators: tuple[tuple[str, Any], ...]
+    settings: EvaluationSettings
+    policies: Any = None
+    by: str | Sequence[str] | None = None
+    model: Mapping[str, Any] = field(default_factory=dict)
+    weight_column: str | None = None
+    seed: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        policies: Any = None,
+        *,
+        estimators: Sequence[Any] | str = ("ips", "snips", "dr"),
+        ci: str = "normal",
+        confidence_level: float = 0.95,
+        reward_range: tuple[float, float] | None = None,
+        max_weight: float | None = None,
+        weight_bound: float | None = None,
+        tau: float | None = None,
+        shrinkage: float | None = None,
+        reward_model: Any = None,
+        context_columns: Sequence[str] | None = None,
+        n_resamples: int | None = None,
+        rng: int | np.random.Generator | None = None,
+        action_features: Any = None,
+        by: str | Sequence[str] | None = None,
+        ci_fallback: str | None = None,
+        weight_column: str | None = None,
+    ) -> EvaluationPlan:
+        """The plan of :func:`evaluate` with these options (the same arguments, without the
+        logs), every argument checked before any row is read.
+
+        Raises
+        ------
+        ope.ParameterError
+            A malformed argument: an unknown ``ci`` or estimator, a ``confidence_level``
+            outside (0, 1), a setting an estimator needs and lacks or one no estimator uses, a
+            malformed ``by``, ``context_columns`` or ``weight_column`` name.
+        ope.MissingBoundsError
+            ``ci`` needs an a priori bound that was not given: ``reward_range`` for every
+            method but normal, t and bootstrap; ``weight_bound`` for the hoeffding, bernstein
+            and empirical-likelihood intervals of IPS and SNIPS.
+        """
+        check_rng(rng)
+        seed, generator = resolve_seed(rng)
+        # every random step (cross-fitting folds, bootstrap) draws from `rand`: the recorded
+        # seed, or the caller's Generator
+        rand: int | np.random.Generator = seed if seed is not None else generator
+        settings = EvaluationSettings.checked(
+            ci=ci, confidence_level=confidence_level, reward_range=reward_range,
+            weight_bound=weight_bound, n_resamples=n_resamples, rng=rand,
+            ci_fallback=ci_fallback,
+        )
+        resolved = resolve_estimators(
+            estimators, max_weight=max_weight, tau=tau, shrinkage=shrinkage
+        )
+        _check_bounds(resolved, settings)
+        given = {
+            "policies": policies if policies is None or isinstance(policies, (str, list, tuple))
+            else type(policies).__name__,
+            "estimators": [getattr(e, "name", e) if not isinstance(e, str) else e
+                           for e in ((estimators,) if isinstance(estimators, str)
+                                     or callable(getattr(estimators, "estimate", None))
+                                     else estimators)],
+            "ci": ci, "confidence_level": confidence_level, "reward_range": reward_range,
+            "max_weight": max_weight, "weight_bound": weight_bound, "tau": tau,
+            "shrinkage": shrinkage, "context_columns": context_columns,
+            "n_resamples": n_resamples, "by": by, "ci_fallback": ci_fallback,
+            "weight_column": weight_column,
+        }
+        return cls(
+            estimators=tuple(resolved),
+            settings=settings,
+            policies=policies,
+            by=by,
+            model={"reward_model": reward_model, "context_columns": context_columns,
+                   "action_features": action_features, "rng": rand},
+            weight_column=weight_column,
+            seed=seed,
+            options={k: v for k, v in given.items() if v is not None},
+        )
+
+    @property
+    def resolved(self) -> list[tuple[str, Any]]:
+        """The (name, estimator) pairs as a list (what the row passes take)."""
+        return list(self.estimators)
+
+    @property
+    def clipped(self) -> Any:
+        """The clipped estimator of the plan (its ``max_weight`` is the clip level of the
+        moment statistics), None without one."""
+        return next((est for key, est in self.estimators if key == "clipped_ips"), None)
+
+    @property
+    def weighting(self) -> list[Any]:
+        """The estimator objects the moment kernel computes (IPS, clipped IPS, SNIPS)."""
+        return [est for key, est in self.estimators if key in STREAMING_ESTIMATORS]
+
+    def stream_obstacles(self) -> tuple[tuple[str, str], ...]:
+        """Why the plan cannot run on merged statistics (a scan or Dask partitions): one
+        ``(argument, reason)`` pair per obstacle; empty when it can.
+
+        Merged statistics give IPS, clipped IPS and SNIPS with the normal or t interval
+        (every other interval method reads the rows) for candidates named by their
+        ``target__`` columns or given as policy objects.
+        """
+        obstacles: list[tuple[str, str]] = []
+        for key, _ in self.estimators:  # loop over estimators
+            if key not in STREAMING_ESTIMATORS:
+                why = ("needs a reward model fitted on every row" if key in MODEL_ESTIMATORS
+                       else "needs every row")
+                obstacles.append(("estimators", f"{key} {why}"))
+        if self.policies is not None and not isinstance(self.policies, (list, tuple, Mapping)):
+            obstacles.append(("policies", "a long-format policy table is joined on every event"))
+        if self.by is not None:
+            obstacles.append(("by", "per-segment estimates need every row"))
+        if self.settings.ci not in CI_FALLBACKS:
+            obstacles.append(("ci", f"the {self.settings.ci} interval reads every row"))
+        return tuple(obstacles)
+
+    def check_streamable(self, where: str) -> None:
+        """Refuse a plan merged statistics cannot compute (``where`` names the driver).
+
+        Raises
+        ------
+        ope.EstimationError
+            An estimator that needs the rows.
+        ope.PolicyError
+            A long-format policy table.
+        """
+        found = dict(self.stream_obstacles())
+        if "estimators" in found:
+            unsupported = [k for k, _ in self.estimators if k not in STREAMING_ESTIMATORS]
+            raise EstimationError(
+                f"estimator(s) {', '.join(unsupported)} cannot run {where}; merged statistics "
+                f"support {', '.join(sorted(STREAMING_ESTIMATORS))}. Read the logs eagerly "
+                "(ope.evaluate(ope.read_logs(...))) for the others."
+            )
+        if "policies" in found:
+            raise PolicyError(
+                f"{where}, policies must be target__<name> column names or a dict of policy "
+                "objects; a long-format policy table needs the whole log (use "
+                "ope.evaluate(ope.read_logs(...)))."
+            )
+        if "by" in found:
+            raise EstimationError(
+                f"per-segment estimates (by=...) cannot run {where}: they need the rows; read "
+                "the logs eagerly (ope.evaluate(ope.read_logs(...), by=...))."
+            )
+
+    def with_policies(self, policies: Any) -> EvaluationPlan:
+        """The same plan for other candidates (e.g. those a command line builds once the rows
+        are read); nothing is checked again."""
+        options = dict(self.options)
+        options.pop("policies", None)
+        if policies is not None:
+            options["policies"] = (policies if isinstance(policies, (str, list, tuple))
+                                   else type(policies).__name__)
+        return dataclasses.replace(self, policies=policies, options=options)
+
+    def run(self, logs: Any) -> Evaluation:
+        """The evaluation of ``logs`` under this plan.
+
+        ``logs`` are validated logs, a lazy :func:`ope.scan_logs` source (its plan must have
+        no :meth:`stream_obstacles`) or anything :func:`ope.read_logs` accepts. The warnings
+        of the run are re-emitted once each (the estimates also carry them as notes).
+        """
+        from ope.io import LogScan, read_logs
+
+        provenance = Provenance(options=dict(self.options), seed=self.seed)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if isinstance(logs, LogScan):
+                self.check_streamable("over a lazy scan")
+                evaluation = _evaluate_streaming(logs, self).with_provenance(provenance)
+            else:
+                if not isinstance(logs, BanditLogs):
+                    logs = read_logs(logs)
+                evaluation = _evaluate_eager(logs, self, provenance)
+        for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
+            warnings.warn(message, category, stacklevel=3)
+        return evaluation
+
+    def diagnose(self, logs: Any, *, target_width: float | None = None,
+                 new_rows: int | None = None, statistics: Any = None) -> Any:
+        """The overlap diagnostics (:func:`ope.diagnose`) of the plan's candidates on
+        ``logs``, with its clip level (read from its clipped estimator), reward range,
+        confidence level, segments and sampling weights; ``statistics`` of an evaluation under
+        this plan are reused."""
+        from ope.diagnostics import diagnose
+
+        clipped = self.clipped
+        return diagnose(
+            logs, self.policies, by=self.by,
+            max_weight=None if clipped is None else clipped.max_weight,
+            reward_range=self.settings.reward_range,
+            confidence_level=self.settings.confidence_level,
+            target_width=target_width, new_rows=new_rows, statistics=statistics,
+            weight_column=self.weight_column,
+        )
+
+
+def _check_bounds(resolved: Sequence[tuple[str, Any]], settings: EvaluationSettings) -> None:
+    """The a priori bounds ``settings.ci`` needs for the estimators it applies to, before any
+    row is read: ``reward_range`` for every bounded method, ``weight_bound`` for the methods of
+    IPS and SNIPS that use one (an estimator the method does not apply to falls back, or is
+    refused when the evaluation is built, and needs neither)."""
+    from ope.exceptions import MissingBoundsError
+
+    ci = settings.ci
+    takes = [k for k, est in resolved if ci in type(est).interval_methods]
+    if ci in UNBOUNDED_CI_METHODS or not takes:
+        return
+    if settings.reward_range is None:
+        raise MissingBoundsError(
+            f"ci={ci!r} needs the a priori range of the rewards (of {', '.join(takes)}): pass "
+            "reward_range=(low, high) (e.g. (0, 1) for clicks). The observed minimum and "
+            "maximum reward are not bounds."
+        )
+    bounded = [k for k in takes if k in WEIGHT_BOUND_ESTIMATORS]
+    if ci in WEIGHT_BOUND_METHODS and bounded and settings.weight_bound is None:
+        raise MissingBoundsError(
+            f"ci={ci!r} of {', '.join(bounded)} needs an a priori bound on the "
+            "importance weights: pass weight_bound=M with M >= pi(a|x)/pi_0(a|x) for every "
+            "context and action (e.g. 1 / the smallest logging probability), or use "
+            "ClippedIPS(max_weight=M), whose weights are bounded by construction. The largest "
+            "observed weight is not a bound."
         )
 
 
@@ -1040,7 +1304,8 @@ def _row_estimates(
     stats = None
     if sampling_weight is None and any(key in STREAMING_ESTIMATORS for key, _ in resolved):
         stats = MomentStats.from_arrays(
-            reward, propensity, target, max_weight=clip_level(resolved), names=names
+            reward, propensity, target, names=names,
+            estimators=[e for k, e in resolved if k in STREAMING_ESTIMATORS],
         )
     out: dict[tuple[str, str], Estimate] = {}
     one_pass = [(k, e) for k, e in resolved if k in STREAMING_ESTIMATORS]
@@ -1250,60 +1515,24 @@ def evaluate(
     >>> ev.table()[["policy", "estimator", "value"]].to_dict(orient="records")
     [{'policy': 'always_1', 'estimator': 'ips', 'value': 0.5}, {'policy': 'always_1', 'estimator': 'snips', 'value': 0.5}]
     """
-    from ope.io import LogScan, read_logs
+    plan = EvaluationPlan.build(
+        policies, estimators=estimators, ci=ci, confidence_level=confidence_level,
+        reward_range=reward_range, max_weight=max_weight, weight_bound=weight_bound, tau=tau,
+        shrinkage=shrinkage, reward_model=reward_model, context_columns=context_columns,
+        n_resamples=n_resamples, rng=rng, action_features=action_features, by=by,
+        ci_fallback=ci_fallback, weight_column=weight_column,
+    )
+    return plan.run(logs)
 
-    check_rng(rng)
-    seed, generator = resolve_seed(rng)
-    # every random step (cross-fitting folds, bootstrap) draws from `rand`: the recorded seed,
-    # or the caller's Generator
-    rand: int | np.random.Generator = seed if seed is not None else generator
-    settings = EvaluationSettings.checked(
-        ci=ci,
-        confidence_level=confidence_level,
-        reward_range=reward_range,
-        weight_bound=weight_bound,
-        n_resamples=n_resamples,
-        rng=rand,
-        ci_fallback=ci_fallback,
-    )
-    resolved = resolve_estimators(estimators, max_weight=max_weight, tau=tau, shrinkage=shrinkage)
-    options = {
-        "policies": policies if policies is None or isinstance(policies, (str, list, tuple))
-        else type(policies).__name__,
-        "estimators": [getattr(e, "name", e) if not isinstance(e, str) else e
-                       for e in ((estimators,) if isinstance(estimators, str)
-                                 or callable(getattr(estimators, "estimate", None))
-                                 else estimators)],
-        "ci": ci, "confidence_level": confidence_level, "reward_range": reward_range,
-        "max_weight": max_weight, "weight_bound": weight_bound, "tau": tau,
-        "shrinkage": shrinkage, "context_columns": context_columns, "n_resamples": n_resamples,
-        "by": by, "ci_fallback": ci_fallback, "weight_column": weight_column,
-    }
-    options = {k: v for k, v in options.items() if v is not None}
-    provenance = Provenance(options=options, seed=seed)
-    if isinstance(logs, LogScan):
-        settings = dataclasses.replace(
-            settings, weight_column=sampling_weight_column(logs.columns, weight_column)
-        )
-        if by is not None:
-            raise EstimationError(
-                "per-segment estimates (by=...) need the rows; read the logs eagerly "
-                "(ope.evaluate(ope.read_logs(...), by=...))."
-            )
-        return _evaluate_streaming(logs, policies, resolved, settings).with_provenance(
-            provenance
-        )
-    if not isinstance(logs, BanditLogs):
-        logs = read_logs(logs)
+
+def _evaluate_eager(logs: BanditLogs, plan: EvaluationPlan, provenance: Provenance) -> Evaluation:
+    """The evaluation of validated logs under ``plan`` (the eager driver)."""
+    policies, resolved, model = plan.policies, plan.resolved, plan.model
     settings = dataclasses.replace(
-        settings, weight_column=sampling_weight_column(logs.columns, weight_column)
+        plan.settings, weight_column=sampling_weight_column(logs.columns, plan.weight_column)
     )
-    segment_columns = check_segment_columns(logs.table.schema, by, source=logs.report.source)
-    model = {"reward_model": reward_model, "context_columns": context_columns,
-             "action_features": action_features, "rng": rand}
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        run = _eager_run(logs, policies, resolved, settings, model)
+    segment_columns = check_segment_columns(logs.table.schema, plan.by, source=logs.report.source)
+    run = _eager_run(logs, policies, resolved, settings, model)
     segments: dict[tuple[str, str, str, str], Estimate] = {}
     segment_notes: list[str] = []
     if segment_columns:
@@ -1312,9 +1541,6 @@ def evaluate(
             segments, segment_notes = _segment_estimates(
                 logs, segment_columns, policies, resolved, settings, model, run
             )
-    # the estimates carry these as notes; re-emit each distinct warning once
-    for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
-        warnings.warn(message, category, stacklevel=2)
     interval_values = None
     if settings.ci == "bootstrap":
         interval_values = _shared_bootstrap_intervals(run, resolved, settings)
@@ -1534,7 +1760,8 @@ def _segment_estimates(
     weighting = [(k, e) for k, e in resolved if k in STREAMING_ESTIMATORS]
     modelled = [(k, e) for k, e in resolved if k not in STREAMING_ESTIMATORS]
     order_keys = [k for k, _ in resolved]
-    mw = clip_level(resolved)
+    clipped = next((e for k, e in weighting if k == "clipped_ips"), None)
+    mw = None if clipped is None else clipped.max_weight  # read from its estimator
     rr, level = settings.reward_range, settings.confidence_level
     out: dict[tuple[str, str, str, str], Estimate] = {}
     skipped: list[str] = []
@@ -1642,12 +1869,13 @@ def _row_positions(idx: np.ndarray) -> Any:
 
 
 def batch_statistics(
-    logs: BanditLogs, policies: Any, max_weight: float | None, weight_column: str | None = None
+    logs: BanditLogs, policies: Any, estimators: Sequence[Any], weight_column: str | None = None
 ) -> Any:
-    """The moment statistics (:class:`ope.streaming.MomentStats`) of one validated batch: the
-    per-batch step shared by the scan and the Dask partitions, merged by the same kernel. The
-    batch's ``target__`` columns are read as they are (no (n, P) copy) when the reader
-    validated them. With ``weight_column`` the statistics are of the sampling-weighted rows."""
+    """The moment statistics (:class:`ope.streaming.MomentStats`) of one validated batch for
+    the weighting ``estimators`` of a plan: the per-batch step shared by the scan and the Dask
+    partitions, merged by the same kernel. The batch's ``target__`` columns are read as they
+    are (no (n, P) copy) when the reader validated them. With ``weight_column`` the statistics
+    are of the sampling-weighted rows."""
     from ope.policies import target_propensities
     from ope.streaming import MomentStats
 
@@ -1661,29 +1889,27 @@ def batch_statistics(
         logs.column("reward"),
         logs.column("propensity"),
         target,
-        max_weight=max_weight,
+        estimators=estimators,
         names=names,
         sampling_weight=None if weight_column is None else logs.column(weight_column),
         weight_name=weight_column or "sampling_weight",
     )
 
 
-def _evaluate_streaming(
-    scan: Any,
-    policies: Any,
-    resolved: list[tuple[str, Any]],
-    settings: EvaluationSettings,
-) -> Evaluation:
-    """The evaluation of a lazy scan: the moment kernel per batch, merged."""
-    check_streamable(resolved, policies, "over a lazy scan")
+def _evaluate_streaming(scan: Any, plan: EvaluationPlan) -> Evaluation:
+    """The evaluation of a lazy scan under ``plan``: the moment kernel per batch, merged."""
+    settings = dataclasses.replace(
+        plan.settings, weight_column=sampling_weight_column(scan.columns, plan.weight_column)
+    )
     stats = None
     for batch in scan.to_batches():  # loop over batches
-        part = batch_statistics(batch, policies, clip_level(resolved), settings.weight_column)
+        part = batch_statistics(batch, plan.policies, plan.weighting, settings.weight_column)
         stats = part if stats is None else stats.merge(part)
     if stats is None:
         raise EstimationError(f"the scan of {scan.source} yielded no rows.")
     estimated = estimated_propensity_note(scan)
     return Evaluation.from_statistics(
-        stats, resolved, settings, report=scan.report, notes=[estimated] if estimated else [],
+        stats, plan.resolved, settings, report=scan.report,
+        notes=[estimated] if estimated else [],
         propensity_source=propensity_info(scan)["propensity_source"],
     )

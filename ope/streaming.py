@@ -150,6 +150,35 @@ class _WeightedMomentSource(Source):
         raise EstimationError(weighted_refusal(request.method, self.weight_name))
 
 
+def _clip_of(estimators: Sequence[Any], max_weight: Any) -> float | None:
+    """The clip level of the statistics of ``estimators``: that of their clipped estimator
+    (None without one)."""
+    if max_weight is not None:
+        raise ParameterError(
+            "pass the clip level either as max_weight=... or inside a clipped estimator of "
+            "`estimators`, not both."
+        )
+    if isinstance(estimators, (str, bytes)) or not isinstance(estimators, Sequence):
+        raise ParameterError(
+            f"`estimators` must be a list of ope weighting estimators; got {describe(estimators)}."
+        )
+    levels: set[float] = set()
+    for est in estimators:  # loop over estimators
+        if not isinstance(est, WeightingEstimator):
+            raise ParameterError(
+                f"`estimators` must hold ope weighting estimators (IPS, ClippedIPS, SNIPS); got "
+                f"{describe(est)}."
+            )
+        if est.clip_level is not None:
+            levels.add(float(est.clip_level))
+    if len(levels) > 1:
+        raise ParameterError(
+            f"`estimators` holds clipped estimators at {len(levels)} clip levels "
+            f"({', '.join(f'{v:g}' for v in sorted(levels))}); one pass of statistics has one."
+        )
+    return levels.pop() if levels else None
+
+
 @dataclass(frozen=True, eq=False)
 class MomentStats:
     r"""Per-policy weight statistics over a set of logged rows; merge by :meth:`merge`.
@@ -218,6 +247,7 @@ class MomentStats:
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         sampling_weight: npt.ArrayLike | None = None,
         weight_name: str = "sampling_weight",
+        estimators: Sequence[Any] | None = None,
     ) -> MomentStats:
         """Statistics of one batch of rows.
 
@@ -244,6 +274,10 @@ class MomentStats:
             and only statistics of weighted rows merge with these.
         weight_name : str, default "sampling_weight"
             What notes and messages call the sampling weights (e.g. the log's column).
+        estimators : sequence of weighting estimators, optional
+            The estimators the statistics are for, instead of ``max_weight``: the clip level
+            is that of the clipped estimator among them (read from the object that keeps and
+            validated it; the drivers pass their estimators, never a copy of the number).
 
         Returns
         -------
@@ -258,7 +292,8 @@ class MomentStats:
         (2, array([2.]))
         """
         r = as_float_array(reward, "reward", ndim=(1,))
-        mw = check_max_weight(max_weight)
+        mw = (check_max_weight(max_weight) if estimators is None
+              else _clip_of(estimators, max_weight))
         columns = isinstance(target_propensity, (list, tuple)) and len(target_propensity) > 0 and all(
             isinstance(c, np.ndarray) and c.ndim == 1 for c in target_propensity
         )

@@ -205,7 +205,7 @@ def test_evaluate_json_carries_diagnostics(sample_path, capsys):
         (["--confidence-level", "1.5"], "--confidence-level", "`--confidence-level` must be in (0, 1)"),
         (["--reward-range", "1", "0"], "--reward-range", "low < high"),
         (["--estimator", "ipz"], "--estimator", "unknown estimator 'ipz'"),
-        (["--estimator", "clipped_ips"], "--max-weight", "needs --max-weight"),
+        (["--estimator", "clipped_ips"], "--max-weight", "needs its setting `--max-weight`"),
     ],
 )
 def test_bad_argument_values_exit_2_naming_the_flag(sample_path, capsys, extra, flag, phrase):

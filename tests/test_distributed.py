@@ -442,7 +442,7 @@ def test_missing_dask_names_the_extra(clean_dir: Path, monkeypatch: pytest.Monke
         ({"batch_size": 0}, ParameterError, "`batch_size` must be a positive integer"),
         ({"check_duplicates": "none"}, ParameterError, "`check_duplicates` must be one of"),
         ({"client": "tcp://127.0.0.1:8786"}, ParameterError, "client must be a dask.distributed.Client"),
-        ({"estimators": ("clipped_ips",)}, ParameterError, "needs max_weight"),
+        ({"estimators": ("clipped_ips",)}, ParameterError, "needs its setting `max_weight`"),
         ({"ci": "bogus"}, ParameterError, "`ci` must be one of"),
         ({"confidence_level": 1.5}, ParameterError, r"`confidence_level` must be in \(0, 1\)"),
         ({"policies": ["nope"]}, PolicyError, r"target__nope is not among .* target__greedy"),

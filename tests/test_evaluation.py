@@ -151,8 +151,8 @@ def test_bounded_interval_without_range_refuses():
     ("kwargs", "error", "match"),
     [
         ({"estimators": ("ipss",)}, ValueError, "unknown estimator 'ipss'"),
-        ({"estimators": ("clipped_ips",)}, ValueError, "needs max_weight"),
-        ({"estimators": ("ips",), "max_weight": 5.0}, ValueError, "no estimator named"),
+        ({"estimators": ("clipped_ips",)}, ValueError, "needs its setting `max_weight`"),
+        ({"estimators": ("ips",), "max_weight": 5.0}, ValueError, "`max_weight` is a setting of clipped_ips"),
         ({"estimators": ("ips", "ips")}, ValueError, "listed twice"),
         ({"estimators": ()}, ValueError, "is empty"),
         ({"estimators": ("ips",), "n_resamples": 10}, ValueError, "only to ci='bootstrap'"),
@@ -397,7 +397,7 @@ def test_resolve_estimators_takes_settings_from_the_estimator_fields():
     from ope.exceptions import ParameterError
 
     assert [k for k, _ in resolve_estimators(("switch_dr", "ips"), tau=2.0)] == ["switch_dr", "ips"]
-    with pytest.raises(ParameterError, match="tau was given but no estimator"):
+    with pytest.raises(ParameterError, match=r"`tau` is a setting of switch_dr, which `estimators` \(ips\) does not include"):
         resolve_estimators(("ips",), tau=2.0)
 
 
