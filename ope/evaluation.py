@@ -1083,6 +1083,11 @@ class Evaluation(Result):
             truth=truth, provenance=provenance, title=title, overwrite=overwrite,
         )
 
+    def _estimator_of(self, key: str) -> Any:
+        """The estimator object behind the estimates of ``key`` (the name when none keeps it)."""
+        return next((est.source.estimator for (_, k), est in self.estimates.items()
+                     if k == key and est.source is not None), key)
+
     def _paired_from_moments(self, method: str) -> dict[tuple[str, str], tuple[float, float]]:
         """(policy, estimator) -> (difference, paired standard error) from the statistics."""
         stats = self.statistics
@@ -1097,8 +1102,10 @@ class Evaluation(Result):
                 continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the estimates already carry these notes
-                # a name: the statistics resolve it (clipped IPS at their own clip level)
-                pairs = stats.paired_with_logging(key, reward_range=reward_range)
+                # the estimator object of the estimates (with its setting inside)
+                pairs = stats.paired_with_logging(
+                    self._estimator_of(key), reward_range=reward_range
+                )
             for name, pair in zip(stats.names, pairs):
                 if (name, key) in self.estimates:
                     out[(name, key)] = pair
