@@ -542,21 +542,6 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 _R = TypeVar("_R", bound="Result")
 
 
-def _in_module_of(wrapper: _F, method: _F) -> _F:
-    """``wrapper`` as a function of ``method``'s module, named and documented as ``method``.
-
-    doctest collects a class's methods only when their globals are their module's, so a
-    wrapper defined here would hide a subclass's doctests; ``wrapper`` refers only to its
-    closure, so it runs the same under the other module's globals.
-    """
-    rebound = types.FunctionType(
-        wrapper.__code__, method.__globals__, method.__name__, wrapper.__defaults__,
-        wrapper.__closure__,
-    )
-    rebound.__kwdefaults__ = wrapper.__kwdefaults__
-    return functools.update_wrapper(rebound, method)  # type: ignore[return-value]
-
-
 #: How deep the current thread is in a result's to_dict/summary/_repr_html_: only the outermost
 #: call adds the provenance (a summary() that calls the base summary(), or a _parts() that calls
 #: to_dict(), states it once, at the end).
@@ -592,19 +577,22 @@ def _add_provenance_to_text(self: Result, text: Any) -> Any:
 def _dict_with_provenance(method: _F) -> _F:
     call, add = _call_outermost, _add_provenance_to_dict
 
+    @functools.wraps(method)
     def to_dict(self: Any, *args: Any, **kwargs: Any) -> Any:
         return call(self, method, args, kwargs, add)
 
-    return _in_module_of(to_dict, method)  # type: ignore[arg-type]
+    # functools.wraps keeps the method's __module__ and docstring: doctest finds its examples
+    return to_dict  # type: ignore[return-value]
 
 
 def _text_with_provenance(method: _F) -> _F:
     call, add = _call_outermost, _add_provenance_to_text
 
+    @functools.wraps(method)
     def summary(self: Any, *args: Any, **kwargs: Any) -> Any:
         return call(self, method, args, kwargs, add)
 
-    return _in_module_of(summary, method)  # type: ignore[arg-type]
+    return summary  # type: ignore[return-value]
 
 
 class Result:

@@ -246,3 +246,17 @@ def test_modules_import_only_the_public_names_of_public_modules():
                 offending.append(f"{MODULES[module].relative_to(PACKAGE.parent)}:{line} imports "
                                  f"{name}, not in {target}.__all__")
     assert not offending, "imports of names outside __all__:\n" + "\n".join(offending)
+
+
+def test_no_function_is_rebound_into_another_modules_globals():
+    # building a function with another module's globals (a call of types.FunctionType) or
+    # reading a function's __globals__ couples modules behind the import graph's back
+    found = []
+    for module, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            reads_globals = isinstance(node, ast.Attribute) and node.attr == "__globals__"
+            builds = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                      and node.func.attr == "FunctionType")
+            if reads_globals or builds:
+                found.append(f"{module}:{node.lineno}")
+    assert not found, found

@@ -9,6 +9,7 @@ import json
 import math
 import pathlib
 import pickle
+import sys
 import types
 
 import numpy as np
@@ -352,8 +353,9 @@ def test_any_result_carries_provenance_into_to_dict_summary_and_html():
     assert pickle.loads(pickle.dumps(rec)).provenance == p
 
 
-def test_a_subclass_keeps_its_doctests_under_the_provenance_wrapper():
+def test_a_subclass_keeps_its_doctests_under_the_provenance_wrapper(monkeypatch):
     module = types.ModuleType("toy_results")
+    monkeypatch.setitem(sys.modules, "toy_results", module)  # as an imported module is
     exec(
         "from ope.results import Result\n"
         "class Toy(Result):\n"
@@ -366,7 +368,8 @@ def test_a_subclass_keeps_its_doctests_under_the_provenance_wrapper():
         "        return {}\n",
         module.__dict__,
     )
-    assert module.Toy.to_dict.__globals__ is module.__dict__  # wrapped, in its own module
+    wrapped = module.Toy.to_dict
+    assert wrapped.__module__ == "toy_results" and wrapped.__wrapped__.__doc__ == wrapped.__doc__
     tests = [t for t in doctest.DocTestFinder().find(module) if t.examples]
     assert [t.name for t in tests] == ["toy_results.Toy.to_dict"]
     runner = doctest.DocTestRunner()
