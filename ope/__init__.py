@@ -96,6 +96,8 @@ _PUBLIC: dict[str, str] = {
     "CandidateProbabilities": "ope.learning",
     # multi-step trajectories
     "sequential_estimate": "ope.sequential",
+    "evaluate_trajectories": "ope.sequential",
+    "TrajectoryEvaluation": "ope.sequential",
     "fitted_q_evaluation": "ope.sequential",
     "FittedQ": "ope.sequential",
     # returns and advantages over episodes (truncation handled, never a silent zero)

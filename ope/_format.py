@@ -68,6 +68,7 @@ __all__ = [
     "format_estimate",
     "format_value_plain",
     "format_list",
+    "plural",
     "wrap_text",
     "format_table",
     "UNSAFE_CHARACTERS",
@@ -603,3 +604,15 @@ def format_table(
     return [line(header), (indent + gap.join("-" * w for w in widths)).rstrip()] + [
         line(row) for row in rows
     ]
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``count`` with its noun in the right number: ``1 episode``, ``1,200 episodes``.
+
+    Examples
+    --------
+    >>> from ope._format import plural
+    >>> plural(1, "candidate policy", "candidate policies"), plural(1200, "episode")
+    ('1 candidate policy', '1,200 episodes')
+    """
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"

@@ -204,10 +204,6 @@ IMPORT_FORMATS: Final = ("obd", "dsjson")
 #: sequential estimators (docs/guide/logs.md, the step schema).
 TRAJECTORY_MARKERS: Final = ("episode_id", "step", "done")
 
-#: Sequential estimators of ``ope evaluate`` on trajectories when ``--estimator`` is not given:
-#: the per-decision pair, as ips/snips are for bandit logs.
-DEFAULT_SEQUENTIAL_ESTIMATORS: Final = ("pdis", "wpdis")
-
 #: The placeholder a --q-column/--v-column/--tail-column template replaces by the policy name.
 POLICY_PLACEHOLDER: Final = "{policy}"
 
@@ -1689,22 +1685,6 @@ def _evaluate_streamed(args: argparse.Namespace, plan: Any, names: set[str]) -> 
 # ---------------------------------------------------------------------------------------------
 # evaluate (trajectory logs)
 # ---------------------------------------------------------------------------------------------
-def _per_policy(template: str | None, policy: str, flag: str, n_policies: int) -> str | None:
-    """A column name for one policy: ``{policy}`` replaced, or the same column for one policy."""
-    if template is None:
-        return None
-    if POLICY_PLACEHOLDER in template:
-        return template.replace(POLICY_PLACEHOLDER, policy)
-    if n_policies > 1:
-        raise _UsageError(
-            f"argument {flag}: {template!r} would serve {n_policies} candidate policies, but a "
-            f"model's values depend on the policy: put {POLICY_PLACEHOLDER} in the name "
-            f"(e.g. {flag} '{'q' if flag == '--q-column' else 'v'}_target__{POLICY_PLACEHOLDER}') "
-            "or select one with --policy.", flag=flag,
-        )
-    return template
-
-
 def _horizon_arg(value: str | None) -> int | str | None:
     if value is None:
         return None
@@ -1714,11 +1694,9 @@ def _horizon_arg(value: str | None) -> int | str | None:
         return value  # "logged", or a bad value that sequential_estimate names
 
 
-def _trajectory_usage(args: argparse.Namespace, estimators: Sequence[str]) -> None:
-    """Refuse the bandit-only flags, a model given or missing, and bounds no estimator uses
-    (exit 2, naming the flag)."""
-    from ope.sequential.estimators import BOUNDED_ESTIMATORS, MODEL_BASED
-
+def _trajectory_usage(args: argparse.Namespace) -> None:
+    """Refuse the flags of bandit logs on trajectory logs (exit 2, naming the flag); the
+    settings themselves are checked by :func:`ope.sequential.evaluate_trajectories`."""
     if getattr(args, "_policy_specs", None):
         raise _UsageError(
             f"argument --policy: {args._policy_specs[0].text!r}: a spec (NAME=KIND:ARGS) "
@@ -1743,179 +1721,56 @@ def _trajectory_usage(args: argparse.Namespace, estimators: Sequence[str]) -> No
             f"argument --tail-value: must be a finite number (the value of the state a truncated "
             f"episode was left in); got {args.tail_value!r}.", flag="--tail-value",
         )
-    model = [e for e in estimators if e in MODEL_BASED]
-    lacking = [f for f, v in (("--q-column", args.q_column), ("--v-column", args.v_column))
-               if not v]
-    if model and lacking:
-        raise _UsageError(
-            f"argument --estimator: {' and '.join(map(repr, model))} "
-            f"need{'s' if len(model) == 1 else ''} a model's values per "
-            f"step: pass {' and '.join(lacking)} (Q(s_t, a_t) of the logged action and V(s_t) "
-            "under the candidate, e.g. from ope.sequential.fitted_q_evaluation; "
-            f"'{POLICY_PLACEHOLDER}' in the name is replaced by each policy), or use pdis/wpdis.",
-            flag="--estimator",
-        )
-    given = [f for f, v in (("--q-column", args.q_column), ("--v-column", args.v_column)) if v]
-    if given and not model:
-        raise _UsageError(
-            f"{' and '.join(given)} serve{'s' if len(given) == 1 else ''} the model-based "
-            "estimators dr and wdr only; add them to --estimator.", flag=given[0],
-        )
-    bounds = [f for f, v in (("--weight-bound", args.weight_bound), ("--horizon", args.horizon))
-              if v is not None]
-    if bounds and not any(e in BOUNDED_ESTIMATORS for e in estimators):
-        raise _UsageError(
-            f"{' and '.join(bounds)} serve{'s' if len(bounds) == 1 else ''} the bounded "
-            f"intervals of {' and '.join(BOUNDED_ESTIMATORS)} only, and --estimator "
-            f"{' '.join(estimators)} has neither; add is or pdis.", flag=bounds[0],
-        )
 
 
-def _estimand(gamma: float, n_truncated: int, n_episodes: int, args: argparse.Namespace) -> str:
-    """What the trajectory estimates estimate, in words (truncation stated, never implied)."""
-    head = f"expected discounted return (gamma={gamma:g}) of each candidate"
-    if n_truncated == 0:
-        return f"{head}; every one of the {n_episodes} episodes terminated (done at its end)"
-    if args.tail_value == 0.0:
-        return (f"{head} within the logged steps, stated as the target by --tail-value 0: "
-                f"{n_truncated} of {n_episodes} episodes were truncated and contribute nothing "
-                "after their last logged step")
-    if args.tail_value is not None or args.tail_column:
-        tail = (f"--tail-value {args.tail_value:g}" if args.tail_value is not None
-                else f"--tail-column {args.tail_column}")
-        return (f"{head}; {n_truncated} of {n_episodes} episodes were truncated and their tail "
-                f"(after the last logged step) is bootstrapped with {tail}")
-    return (f"{head} accumulated within the logged steps: {n_truncated} of {n_episodes} "
-            "episodes were truncated and contribute nothing after their last logged step (pass "
-            "--tail-value or --tail-column to bootstrap their tails)")
-
-
-def _trajectory_rows(
-    args: argparse.Namespace, traj: Any, policies: list[str], estimators: Sequence[str],
-    rows: list[dict[str, Any]],
-) -> tuple[Any, list[str]]:
-    """Append one row per policy x estimator to ``rows``; return the logging policy's value
-    (None when the tail column depends on the candidate) and the estimators whose interval fell
-    back to the normal one (``--ci`` does not apply to them)."""
-    import numpy as np
-
-    from ope._progress import progress
-    from ope.sequential import sequential_estimate
-    from ope.sequential.estimators import BOUNDED_ESTIMATORS, BOUNDED_METHODS, MODEL_BASED
-
-    gamma = 1.0 if args.gamma is None else args.gamma
-    common = {"gamma": gamma, "confidence_level": args.confidence_level,
-              "reward_range": tuple(args.reward_range) if args.reward_range else None}
-    horizon = _horizon_arg(args.horizon)
-    fallback: list[str] = []
-    cells = [(p, e) for p in policies for e in estimators]
-    # candidates x estimators: a handful of calls, each one pass over the steps (no row loop)
-    for policy, estimator in progress(cells, desc="sequential estimates", total=len(cells),
-                                      unit="estimate"):
-        tail: Any = args.tail_value
-        if args.tail_column:
-            tail = _per_policy(args.tail_column, policy, "--tail-column", len(policies))
-        options: dict[str, Any] = {"tail_value": tail, "max_weight": args.max_weight}
-        if estimator in MODEL_BASED:
-            options["q_hat"] = _per_policy(args.q_column, policy, "--q-column", len(policies))
-            options["v_hat"] = _per_policy(args.v_column, policy, "--v-column", len(policies))
-        ci = args.ci
-        if ci in BOUNDED_METHODS and estimator not in BOUNDED_ESTIMATORS:
-            ci = FALLBACK_CI  # a bounded interval of is/pdis only: the others fall back
-            if estimator not in fallback:
-                fallback.append(estimator)
-        if estimator in BOUNDED_ESTIMATORS:
-            options.update(weight_bound=args.weight_bound, horizon=horizon)
-        est = sequential_estimate(traj, policy, estimator=estimator, ci=ci, **common, **options)
-        rows.append({
-            "policy": policy, "estimator": estimator, "value": est.value,
-            "std_error": est.std_error, "ci_low": est.ci_low, "ci_high": est.ci_high,
-            "confidence_level": est.confidence_level, "ci_method": est.ci_method,
-            "n": est.n, "ess": est.ess, "ess_ratio": est.ess / est.n,
-            "notes": "; ".join(est.notes), "note_list": est.notes,
-        })
-    # the logging policy's value: its own mean discounted return (unit weights), same tail
-    # (unknown when the tail column depends on the candidate policy)
-    logging_tail: Any = args.tail_value
-    if args.tail_column:
-        logging_tail = None if POLICY_PLACEHOLDER in args.tail_column else args.tail_column
-    logging = None
-    if not (args.tail_column and logging_tail is None):
-        own = traj.table.column("propensity").to_numpy(zero_copy_only=False).astype(np.float64)
-        logging = sequential_estimate(traj, own, estimator="is", tail_value=logging_tail,
-                                      **common)
-    return logging, fallback
+def _per_policy_columns(template: str | None, policies: Sequence[str], flag: str) -> Any:
+    """A ``--q-column``/``--v-column``/``--tail-column`` name: a mapping of each policy to its
+    column when it holds :data:`POLICY_PLACEHOLDER`, else the one column (for one policy)."""
+    if template is None or POLICY_PLACEHOLDER not in template:
+        if template is not None and len(policies) > 1:
+            raise _UsageError(
+                f"argument {flag}: {template!r} would serve {len(policies)} candidate policies, "
+                f"but a model's values depend on the policy: put {POLICY_PLACEHOLDER} in the "
+                f"name (e.g. {flag} '{'q' if flag == '--q-column' else 'v'}_target__"
+                f"{POLICY_PLACEHOLDER}') or select one with --policy.", flag=flag,
+            )
+        return template
+    return {p: template.replace(POLICY_PLACEHOLDER, p) for p in policies}
 
 
 def _evaluate_trajectories(args: argparse.Namespace) -> _Outcome:
-    """``ope evaluate`` on trajectory logs: the sequential estimators, one row per policy x
-    estimator, in the output style of bandit logs."""
-    import numpy as np
-    import pandas as pd
-
-    from ope.evaluation import TABLE_COLUMNS
+    """``ope evaluate`` on trajectory logs: :func:`ope.sequential.evaluate_trajectories` with
+    the flags, in the output style of bandit logs."""
     from ope.io import read_trajectories
-    from ope.results import ResultParts, render_text
+    from ope.sequential import evaluate_trajectories
 
-    estimators = tuple(args.estimator) if args.estimator else DEFAULT_SEQUENTIAL_ESTIMATORS
-    _trajectory_usage(args, estimators)
+    _check_settings(args, _PLAN_SETTINGS)  # no evaluation plan checks them on this path
+    _trajectory_usage(args)
     traj = _read(args, read_trajectories)
     policies = list(args.policy) if args.policy else traj.target_policies
-    if not policies:
-        raise SchemaError(
-            f"{args.logs} has no target__<name> column: trajectory candidates are the per-step "
-            "target probabilities of the logged actions, one target__<name> column per policy."
-        )
-    gamma = 1.0 if args.gamma is None else args.gamma
-    rows: list[dict[str, Any]] = []
-    logging, fallback = _trajectory_rows(args, traj, policies, estimators, rows)
-    table = pd.DataFrame(rows, columns=list(TABLE_COLUMNS))
-    n_truncated = int(np.count_nonzero(traj.truncated))
-    estimand = _estimand(gamma, n_truncated, traj.n_episodes, args)
-    grouped: dict[tuple[str, str], list[str]] = {}  # each note once, with the estimates
-    for row in rows:
-        for note in row["note_list"]:
-            grouped.setdefault((row["policy"], note), []).append(row["estimator"])
-    notes = [f"{p} ({', '.join(es)}): {note}" for (p, note), es in grouped.items()]
-    if fallback:
-        notes.append(f"--ci {args.ci} applies to is and pdis only: the intervals of "
-                     f"{', '.join(fallback)} are {FALLBACK_CI} (--ci {FALLBACK_CI}) instead")
-    document = dict(
-        kind="trajectories",
-        logs=args.logs,
+    tail: Any = args.tail_value
+    if args.tail_column:
+        tail = _per_policy_columns(args.tail_column, policies or [""], "--tail-column")
+        if not isinstance(tail, str) and len(policies) == 1:
+            tail = next(iter(tail.values()))  # one policy: its column, the logging value too
+    ev = evaluate_trajectories(
+        traj, policies or None,
+        **({"estimators": tuple(args.estimator)} if args.estimator else {}),
+        ci=args.ci, ci_fallback=None if args.ci == FALLBACK_CI else FALLBACK_CI,
         confidence_level=args.confidence_level,
-        ci_method=args.ci,
-        ci_fallback={e: FALLBACK_CI for e in fallback},
-        gamma=gamma,
-        estimand=estimand,
-        episodes=traj.n_episodes,
-        truncated_episodes=n_truncated,
-        validation=traj.report.to_dict(),
-        logging_policy=None if logging is None else {
-            "value": logging.value, "std_error": logging.std_error,
-            "ci_low": logging.ci_low, "ci_high": logging.ci_high,
-            "ci_method": logging.ci_method, "n": logging.n,
-        },
-        estimates=table.to_dict(orient="records"),
-        notes=notes,
+        gamma=1.0 if args.gamma is None else args.gamma,
+        reward_range=tuple(args.reward_range) if args.reward_range else None,
+        max_weight=args.max_weight, weight_bound=args.weight_bound,
+        horizon=_horizon_arg(args.horizon), tail_value=tail,
+        q_hat=_per_policy_columns(args.q_column, policies, "--q-column"),
+        v_hat=_per_policy_columns(args.v_column, policies, "--v-column"),
     )
-    parts = ResultParts(
-        title=(f"{len(policies)} candidate policies x {len(estimators)} sequential estimators on "
-               f"{traj.n_episodes:,} episodes ({traj.n:,} steps); {args.ci} intervals at "
-               f"{args.confidence_level:.0%}"),
-        fields=(
-            ("estimand", estimand),
-            *(() if logging is None else (
-                ("logging policy value (mean discounted return)", logging.value),
-                (f"logging policy interval ({logging.ci_method})",
-                 (logging.ci_low, logging.ci_high)),
-            )),
-            ("rows rejected", traj.report.rows_rejected),
-        ),
-        table=table.drop(columns=["notes", "confidence_level"]),
-        notes=tuple(notes),
-    )
-    return _Outcome(document, "\n\n".join([str(traj.report), render_text(parts)]))
+    document = ev.to_dict()
+    document = {"kind": document.pop("kind"), "logs": args.logs, **document}
+    document["estimand"] = _cli_text(document["estimand"])
+    document["notes"] = [_cli_text(n) for n in document["notes"]]
+    text = _cli_text(ev.summary())
+    return _Outcome(document, "\n\n".join([str(traj.report), text]))
 
 
 # ---------------------------------------------------------------------------------------------

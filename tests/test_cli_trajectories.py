@@ -118,7 +118,7 @@ def test_text_output_states_the_estimand(steps, capsys):
     path, traj = steps
     assert main(["evaluate", path, "--policy", "softmax"]) == EXIT_OK
     out = capsys.readouterr().out
-    assert "1 candidate policies x 2 sequential estimators on 400 episodes" in out
+    assert "1 candidate policy x 2 sequential estimators on 400 episodes" in out
     assert "within the logged steps" in out
     want = _expected(traj, "softmax", "pdis")
     assert f"{want.value:.4g}" in out
@@ -143,7 +143,7 @@ def test_forced_and_mapped_trajectories(steps, tmp_path, capsys):
     [
         (["--gamma", "1.5"], "--gamma", "`--gamma` (discount factor) must be in [0, 1]"),
         (["--estimator", "ips"], "--estimator", "`--estimator` must be one of 'is'"),
-        (["--estimator", "dr"], "--estimator", "pass --q-column and --v-column"),
+        (["--estimator", "dr"], "--estimator", "pass `--q-column` and `--v-column`"),
         (["--estimator", "dr", "--q-column", "q", "--v-column", "v"], "--q-column",
          "depend on the policy"),
         (["--q-column", "q_target__{policy}"], None, "serves the model-based estimators"),

@@ -772,6 +772,26 @@ def test_sequential_names_stay_importable():
     assert ope.sequential_estimate is seq.sequential_estimate
     assert ope.fitted_q_evaluation is seq.fitted_q_evaluation and ope.FittedQ is seq.FittedQ
     assert set(seq.__all__) == {"SEQUENTIAL_ESTIMATORS", "sequential_estimate",
+                                "evaluate_trajectories", "TrajectoryEvaluation",
                                 "fitted_q_evaluation", "FittedQ"}
+    assert ope.evaluate_trajectories is seq.evaluate_trajectories
     assert seq.MAX_BOOTSTRAP_CELLS == 1 << 25 and seq.MIN_EPISODES == 2
     assert seq.FQE_TOL > 0 and seq.POLICY_SUM_TOL > 0 and seq.FQE_MAX_ITERATIONS >= 1
+
+
+@pytest.mark.parametrize("estimator", ["wpdis", "wis"])
+def test_a_tiny_clip_level_gives_the_self_normalized_value_not_an_overflow(estimator):
+    # every weight clipped to the same level: the self-normalized value is the same whether
+    # the level is 1e-9 or 5e-324 (where 1 / sum of weights would overflow unscaled)
+    steps = pd.DataFrame({
+        "episode_id": [0, 0, 1, 1, 2, 2], "step": [0, 1] * 3, "action": [0, 1, 1, 0, 0, 0],
+        "propensity": 0.5, "reward": [1.0, 0.0, 0.5, 1.0, 0.0, 1.0],
+        "done": [False, True] * 3, "target__pi": 0.5,
+    })
+    traj = read_trajectories(steps)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        small = sequential_estimate(traj, "pi", estimator=estimator, max_weight=1e-9)
+        tiny = sequential_estimate(traj, "pi", estimator=estimator, max_weight=5e-324)
+    assert math.isclose(tiny.value, small.value, rel_tol=1e-12)
+    assert math.isclose(tiny.std_error, small.std_error, rel_tol=1e-9)

@@ -184,6 +184,13 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         "q_hat": None, "v_hat": None, "tail_value": None, "reward_range": None,
         "max_weight": None, "confidence_level": 0.95, "ci": "normal", "weight_bound": None,
         "horizon": None}),
+    "ope.evaluate_trajectories": lambda tmp: call(
+        "ope.evaluate_trajectories", trajectories=trajectories(), policies=["pi"],
+        estimators=("pdis", "wpdis"), ci="normal", ci_fallback=None, confidence_level=0.95,
+        gamma=0.9, reward_range=None, max_weight=None, weight_bound=None, horizon=None,
+        tail_value=None, q_hat=None, v_hat=None),
+    "ope.TrajectoryEvaluation.with_provenance": lambda tmp: Call(
+        resolve_call("ope.evaluate_trajectories")(trajectories()).with_provenance, {}),
     "ope.fitted_q_evaluation": lambda tmp: call(
         "ope.fitted_q_evaluation", trajectories=trajectories(),
         target_policy=[[0.5, 0.5], [0.5, 0.5]], gamma=0.9, state_column="state",

@@ -11,6 +11,9 @@ Modules:
 
 ``estimators``
     the six estimators, their standard errors and bootstrap sources;
+``evaluation``
+    :func:`evaluate_trajectories`: many candidates × many estimators, with the interval
+    fallback, the logging policy's value and the estimand in words;
 ``fqe``
     fitted Q evaluation (tabular or linear on state features);
 ``_steps``
@@ -30,6 +33,7 @@ from ope.sequential.estimators import (  # noqa: F401
     SEQUENTIAL_ESTIMATORS,
     sequential_estimate,
 )
+from ope.sequential.evaluation import TrajectoryEvaluation, evaluate_trajectories
 from ope.sequential.fqe import (  # noqa: F401
     FQE_MAX_ITERATIONS,
     FQE_TOL,
@@ -38,5 +42,12 @@ from ope.sequential.fqe import (  # noqa: F401
     fitted_q_evaluation,
 )
 
-__all__ = ["SEQUENTIAL_ESTIMATORS", "sequential_estimate", "fitted_q_evaluation", "FittedQ"]
+__all__ = [
+    "SEQUENTIAL_ESTIMATORS",
+    "sequential_estimate",
+    "evaluate_trajectories",
+    "TrajectoryEvaluation",
+    "fitted_q_evaluation",
+    "FittedQ",
+]
 

@@ -715,7 +715,13 @@ def sequential_estimate(
     w = _cumulative_weights(data)
     final_w = w[data.starts[1:] - 1]
     n_ep = data.n_episodes
-    ess = kish_ess(float(final_w.sum()), float(final_w @ final_w))
+    # the self-normalized estimators, their influence terms and the Kish ESS do not change when
+    # every weight is scaled by one constant (w_{-1} = 1 of wdr's y-terms stays): weights so
+    # small that their squares or 1 / their sums leave float64 (a clip level like 5e-324) are
+    # scaled to a largest weight of 1 for them
+    top = float(w.max(initial=0.0))
+    w_sn, final_sn = (w / top, final_w / top) if 0.0 < top < 2.0 ** -500 else (w, final_w)
+    ess = kish_ess(float(final_sn.sum()), float(final_sn @ final_sn))
     rho_max = float(data.rho.max())
     if wb is not None:
         check_weights_within(wb, rho_max, w, data.step)
@@ -727,14 +733,15 @@ def sequential_estimate(
     if estimator in ("wpdis", "wdr"):
         episode = np.repeat(np.arange(n_ep, dtype=np.int64), data.lengths)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
-            value, psi, dense = _self_normalized(data, estimator, w, final_w, episode)
+            value, psi, dense = _self_normalized(data, estimator, w_sn, final_sn, episode)
             se = float(np.std(psi, ddof=1) / math.sqrt(n_ep))
         _check_finite_estimate(estimator, data, value, se)
         source = _SequentialSource(estimator, data.reward, n_ep, psi, dense=dense)
     else:
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
             if estimator in ("is", "wis"):
-                value, se, psi, cols = _trajectory_wise(data, estimator, final_w)
+                value, se, psi, cols = _trajectory_wise(
+                    data, estimator, final_sn if estimator == "wis" else final_w)
             else:
                 value, se, psi, cols = _per_decision(data, estimator, w)
         _check_finite_estimate(estimator, data, value, se)
