@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import ope
+import ope._paths
 import ope.io
 from ope.exceptions import DataFileError, ParameterError
 from ope.importers import read_dsjson, read_obd
@@ -343,7 +344,7 @@ def _stub_pafs(error: Exception) -> Any:
 def test_an_unavailable_filesystem_names_the_scheme_and_what_to_install(
     monkeypatch: pytest.MonkeyPatch, uri: str, error: Exception, match: str
 ) -> None:
-    monkeypatch.setattr(ope.io, "pafs", _stub_pafs(error))
+    monkeypatch.setattr(ope._paths, "pafs", _stub_pafs(error))
     with pytest.raises(DataFileError, match=match) as info:
         read_logs(uri)
     assert "missing" not in str(info.value) and "does not exist" not in str(info.value)
@@ -360,7 +361,7 @@ def test_gcs_uris_get_a_bounded_retry_time(monkeypatch: pytest.MonkeyPatch) -> N
 
     stub = _stub_pafs(OSError())
     stub.FileSystem = FileSystem
-    monkeypatch.setattr(ope.io, "pafs", stub)
+    monkeypatch.setattr(ope._paths, "pafs", stub)
     for uri in ("gs://b/x.parquet", "gs://b/x.parquet?project_id=p", "gs://b/x?retry_limit_seconds=5"):
         with pytest.raises(DataFileError):
             read_logs(uri)
@@ -380,7 +381,7 @@ def fake_bucket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         assert uri.startswith("s3://")
         return fs, uri[len("s3://"):]
 
-    monkeypatch.setattr(ope.io, "filesystem_from_uri", from_uri)
+    monkeypatch.setattr(ope._paths, "filesystem_from_uri", from_uri)
     return root / "bucket"
 
 

@@ -520,7 +520,7 @@ def test_an_s3_filesystem_gets_connect_and_request_timeouts(monkeypatch):
     pafs = pytest.importorskip("pyarrow.fs")
     if not hasattr(pafs, "S3FileSystem"):
         pytest.skip("pyarrow without S3")
-    from ope.io import (
+    from ope._paths import (
         REMOTE_ATTEMPTS,
         REMOTE_CONNECT_SECONDS,
         REMOTE_REQUEST_SECONDS,
@@ -567,7 +567,7 @@ def test_a_store_that_does_not_answer_within_the_bound_is_unreachable(monkeypatc
     ``REMOTE_TIMEOUT_SECONDS`` (shortened here)."""
     import threading
 
-    import ope.io as io_module
+    import ope._paths as io_module
 
     release = threading.Event()
 

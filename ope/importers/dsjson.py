@@ -121,7 +121,7 @@ from ope._progress import progress
 from ope._validation import check_choice, check_positive_int
 from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.importers._common import ChunkValidator
-from ope.io import locate_input
+from ope._paths import locate_input
 from ope.logs import BanditLogs, ValidationReport
 
 __all__ = [

@@ -62,7 +62,8 @@ import pyarrow.csv as pacsv
 from ope._validation import check_choice
 from ope.exceptions import DataFileError, ParameterError, SchemaError
 from ope.importers._common import ChunkValidator
-from ope.io import check_regular_file, locate_input, with_action_features
+from ope._paths import check_regular_file, locate_input
+from ope.io import with_action_features
 from ope.logs import EXAMPLE_ROWS, BanditLogs
 
 __all__ = [

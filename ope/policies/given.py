@@ -26,7 +26,7 @@ import scipy.sparse as sp
 
 from ope._validation import check_flag
 from ope.exceptions import DataFileError, PolicyError, SchemaError
-from ope.io import locate_input
+from ope._paths import locate_input
 from ope.logs import BanditLogs
 from ope.policies._core import (
     EXAMPLES,

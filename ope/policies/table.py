@@ -18,7 +18,8 @@ import pyarrow.compute as pc
 
 from ope._validation import check_mapping, describe, repeated_names
 from ope.exceptions import DataFileError, ParameterError, PolicyError, SchemaError
-from ope.io import check_parquet_file, locate_input
+from ope._paths import locate_input
+from ope.io import check_parquet_file
 from ope.logs import BanditLogs
 from ope.schema import storage_roundoff
 from ope.policies._core import (
