@@ -279,7 +279,10 @@ def test_the_headline_answers_for_the_bundled_sample(sample, sample_results, sam
     # long_tail and uniform (new users never see the tail) make them unanswerable
     assert verdicts["personalized"].answer == views.BETTER
     assert verdicts["personalized"].lower_bound > 0.05
-    assert f"by at least {_signed(verdicts['personalized'].lower_bound)}" in head
+    comps = views.comparison_table(ev)  # the bound at the precision of the differences' errors
+    bound = _signed(verdicts["personalized"].lower_bound,
+                    decimals=_decimals(comps["std_error"], comps["difference"]))
+    assert f"by at least {bound}" in head and bound == "+0.0771"
     for policy in ("long_tail", "uniform"):
         assert verdicts[policy].answer == views.UNCLEAR
         assert "segment=new" in verdicts[policy].summary

@@ -30,6 +30,7 @@ from ope._format import (
     format_share,
     format_signed,
     is_number,
+    note_key,
     safe_text,
     se_decimals,
 )
@@ -339,6 +340,10 @@ def _headline(ctx: dict[str, Any]) -> str:
     worse = sorted((v for v in verdicts if v.answer == WORSE), key=lambda v: v.upper_bound)
     unclear = [v for v in verdicts if v.answer == UNCLEAR]
     dec = _decimals([ev.logging.std_error], [ref.value])
+    comps: pd.DataFrame = ctx["comparisons"]
+    # the differences, their bounds and the exact differences: at the precision of the paired
+    # differences' standard errors, as in the comparisons' tables
+    ddec = _decimals(comps["std_error"], comps["difference"]) if len(comps) else None
 
     def rel(x: float) -> str:
         if ref.value > 0 and math.isfinite(x):
@@ -349,7 +354,7 @@ def _headline(ctx: dict[str, Any]) -> str:
     if better:
         items.append(
             '<li><span class="better">Better than the logging policy</span>: '
-            + _names(better, lambda v: f"by at least {_e(_signed(v.lower_bound))}"
+            + _names(better, lambda v: f"by at least {_e(_signed(v.lower_bound, decimals=ddec))}"
                      f"{_e(rel(v.lower_bound))}")
             + ".</li>"
         )
@@ -358,7 +363,7 @@ def _headline(ctx: dict[str, Any]) -> str:
     if worse:
         items.append(
             '<li><span class="worse">Worse</span>: '
-            + _names(worse, lambda v: f"by at least {_e(_signed(-v.upper_bound))}")
+            + _names(worse, lambda v: f"by at least {_e(_signed(-v.upper_bound, decimals=ddec))}")
             + ".</li>"
         )
     if unclear:
@@ -383,15 +388,16 @@ def _headline(ctx: dict[str, Any]) -> str:
     header += ["why / what to watch"]
     rows = []
     for v in verdicts:
-        est = ("–" if not math.isfinite(v.low) else _signed(v.low) if v.low == v.high
-               else f"{_signed(v.low)} to {_signed(v.high)}")
+        est = ("–" if not math.isfinite(v.low) else _signed(v.low, decimals=ddec)
+               if v.low == v.high
+               else f"{_signed(v.low, decimals=ddec)} to {_signed(v.high, decimals=ddec)}")
         row = [
             f"<strong>{_e(v.policy)}</strong>", _badge(v.answer), _e(est),
-            (f"{_e(_signed(v.lower_bound))}<br><span class=\"muted\">"
+            (f"{_e(_signed(v.lower_bound, decimals=ddec))}<br><span class=\"muted\">"
              f"{_e(v.bound_estimator)}</span>" if v.bound_estimator else "–"),
         ]
         if has_truth:
-            row.append(_e(_signed(v.true_difference)) if v.true_difference is not None else "–")
+            row.append(_e(_signed(v.true_difference, decimals=ddec)) if v.true_difference is not None else "–")
         row.append(_e("; ".join(v.reasons)) or "–")
         rows.append(row)
     out.append(_table(header, rows, numeric=(2, 3) + ((4,) if has_truth else ()), raw=True,
@@ -922,13 +928,41 @@ def _plots() -> Any:
 # --------------------------------------------------------------------------------------------
 # the page
 # --------------------------------------------------------------------------------------------
+def _plain(text: str) -> str:
+    return " ".join(str(text).split()).rstrip(".").casefold()
+
+
 def _all_notes(evaluation: Any, diagnostics: Any, extra: Sequence[str]) -> list[str]:
-    notes: list[str] = list(extra)
+    """One list of the page's notes, each warning once: the evaluation's own notes, each
+    estimate note once per candidate with the estimators it concerns, then the diagnostics'.
+
+    A warning about one candidate is the same when its text after the candidate's name is
+    (up to case and spacing): the estimators and the diagnostics word a low effective sample
+    size and a mean weight off 1 alike (:mod:`ope._thresholds`), so the diagnostics' copy of a
+    warning the estimates already gave is dropped. Other notes are the same when their
+    :func:`ope._format.note_key` is.
+    """
+    keyed: dict[Any, str] = {}
+    for note in extra:
+        keyed.setdefault(note_key(note), note)
     if evaluation is not None:
-        notes += list(evaluation.all_notes())
+        for note in evaluation.notes:
+            keyed.setdefault(note_key(note), note)
+        grouped: dict[tuple[str, str], tuple[str, list[str]]] = {}
+        for (policy, estimator), estimate in evaluation.estimates.items():
+            for note in estimate.notes:
+                grouped.setdefault((policy, _plain(note)), (note, []))[1].append(estimator)
+        for (policy, plain), (note, estimators) in grouped.items():
+            keyed.setdefault(("about", policy, plain),
+                             f"{policy} ({', '.join(estimators)}): {note}")
     if diagnostics is not None:
-        notes += list(diagnostics.notes)
-    return list(dict.fromkeys(notes))
+        policies = set(diagnostics.policies)
+        for note in diagnostics.notes:
+            head, sep, rest = str(note).partition(": ")
+            key = (("about", head, _plain(rest)) if sep and head in policies
+                   else note_key(note))
+            keyed.setdefault(key, note)
+    return list(keyed.values())
 
 
 def render_report(
