@@ -672,9 +672,18 @@ def plot_interval_split(diagnostics: Any, ax: Any = None, *, truth: Any = None,
     if logging_value is not None:
         ax.axvline(logging_value, color=_LOGGING_COLOR, lw=1.2,
                    label=f"logging policy {_number(logging_value)}")
+    # the axis fits what is estimated: the clipped values, the sampling parts, the exact and
+    # logging values; a coverage part (set by the a priori reward range: up to 0.165 for a
+    # click rate of 0.005) may run past it and is cut at the edge, its end written there
+    core = [float(v) for r in rows for v in (
+        r["ci_low"], float(r["ci_low"]) + _sampling_part(r), r["clipped_value"],
+        truth.policies.get(r["policy"])) if v is not None and _finite(float(v))]
+    if logging_value is not None and _finite(logging_value):
+        core.append(float(logging_value))
+    low, high = _fitted_range(core, [float(r["ci_high"]) for r in rows])
     for i, r in enumerate(rows):
         y = -i
-        sampling = float(r["sampling_width"]) if _finite(r["sampling_width"]) else r["ci_high"] - r["ci_low"]
+        sampling = _sampling_part(r)
         coverage = max(float(r["ci_high"]) - float(r["ci_low"]) - sampling, 0.0)
         ax.barh(y, sampling, left=r["ci_low"], height=0.5, color=_SAMPLING_COLOR,
                 label="sampling part" if i == 0 else None)
@@ -685,6 +694,12 @@ def plot_interval_split(diagnostics: Any, ax: Any = None, *, truth: Any = None,
         if r["policy"] in truth.policies:
             ax.plot([truth.policies[r["policy"]]], [y], "D", color="black", mfc="white", ms=5,
                     label="exact value" if i == 0 else None)
+    ax.set_xlim(low, high)
+    for i, r in enumerate(rows):
+        if float(r["ci_high"]) > high:
+            ax.text(high, -i, f"to {_number(r['ci_high'])} \u2192", ha="right", va="center",
+                    fontsize=7, color="black",
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
     ax.set_yticks([-i for i in range(len(rows))],
                   labels=[f"{_text(r['policy'])}  (clip {_number(r['max_weight'])}, "
                           f"{format_share(r['coverage_share'])} coverage)" for r in rows])
@@ -696,6 +711,36 @@ def plot_interval_split(diagnostics: Any, ax: Any = None, *, truth: Any = None,
     ax.set_title("What more of the same logs would shrink (blue) and would not (orange)",
                  loc="left", fontsize=10)
     return ax
+
+
+def _sampling_part(row: dict[str, Any]) -> float:
+    """The sampling part's width of an outer/inner interval (the whole width without one)."""
+    width = row["sampling_width"]
+    return float(width) if _finite(width) else float(row["ci_high"]) - float(row["ci_low"])
+
+
+#: The outer/inner chart's axis: past what it fits, at most this share of its span more for
+#: the coverage parts, and this share of padding on either side.
+_REACH: Final = 0.5
+_PAD: Final = 0.06
+
+
+def _fitted_range(core: Sequence[float], ends: Sequence[float]) -> tuple[float, float]:
+    """An axis range that fits the values of ``core`` with padding, and reaches the interval
+    ends of ``ends`` past them by at most :data:`_REACH` of the span.
+
+    >>> _fitted_range([0.0, 0.012, 0.0046], [0.165])
+    (-0.00108, 0.01908)
+    >>> _fitted_range([0.2, 0.3], [0.32])
+    (0.1928, 0.3272)
+    """
+    low, high = min(core), max(core)
+    span = high - low
+    if not span > 0:
+        span = abs(high) * 0.1 or 1.0
+    high = max(high, min(max(ends, default=high), high + _REACH * span))
+    span = high - low
+    return round(low - _PAD * span, 15), round(high + _PAD * span, 15)
 
 
 # --------------------------------------------------------------------------------------------
