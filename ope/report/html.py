@@ -559,9 +559,9 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
         v = verdicts.get(policy)
         out.append(f'<article class="candidate" id="candidate-{i}"><h3>{_e(policy)} '
                    + (_badge(v.answer) if v is not None else "") + "</h3>")
-        of_what = (f"{_num(r['n'])} rows" if weighted is None else
+        of_what = (_count(r["n"], "row") if weighted is None else
                    f"the sampling weights' own ESS {_num(r['ess_reference'])}, from "
-                   f"{_num(r['n'])} kept rows")
+                   f"{_count(r['n'], 'kept row')}")
         facts = [
             ("effective sample size", f"{_num(r['ess'])} ({_share(r['ess_ratio'])} of "
                                       f"{of_what})"),
@@ -745,7 +745,7 @@ def _plan(ctx: dict[str, Any]) -> str:
                 "--reward-range LO HI</code>).</p>")
     plan = d.plan()
     out = [f"<p>The smallest share of traffic on which to play each candidate's own choice so "
-           f"that {_e(_num(d.new_rows))} new logged rows give an IPS interval narrower than "
+           f"that {_e(_count(d.new_rows, 'new logged row'))} give an IPS interval narrower than "
            f"{_num(d.target_width)}.</p>"]
     body = [[r.policy, "all traffic" if r.column == "all" else f"{r.column}={r.segment}",
              _share(r.exploration_share), _num(r.exploration_rows), _num(r.predicted_width),
@@ -891,7 +891,7 @@ def _reproduce(ctx: dict[str, Any]) -> str:
         ]
         if d.target_width is not None:
             facts.append(("plan", f"target width {_num(d.target_width)}, "
-                                  f"{_num(d.new_rows)} new rows"))
+                                  f"{_count(d.new_rows, 'new row')}"))
     out.append('<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>"
                                                for k, v in facts) + "</dl>")
     options = prov.get("options")
@@ -1036,8 +1036,8 @@ def render_report(
         verdicts = overlap_verdicts(diagnostics)
     if evaluation is not None and diagnostics is not None and diagnostics.n != evaluation.n:
         extra_notes.append(
-            f"the diagnostics were computed on {diagnostics.n:,} rows and the evaluation on "
-            f"{evaluation.n:,}: they describe different logs."
+            f"the diagnostics were computed on {_count(diagnostics.n, 'row')} and the evaluation "
+            f"on {_num(evaluation.n)}: they describe different logs."
         )
     level = (evaluation.confidence_level if evaluation is not None
              else diagnostics.confidence_level)
