@@ -154,3 +154,11 @@ def test_the_outer_inner_chart_keeps_intervals_within_reach():
     low, high = ax.get_xlim()
     table = d.table()
     assert low < table["ci_low"].min() and high > table["ci_high"].max() and not ax.texts
+
+
+def test_an_interval_without_a_standard_error_keeps_both_ends_at_one_precision():
+    from ope.report.html import _interval
+
+    assert _interval(0.11621, 0.14) == "[0.1162, 0.1400]"
+    assert _interval(-0.0003, 0.004, signed=True) == "[−0.0003000, +0.004000]"
+    assert _interval(0.0, 0.6984, 4) == "[0.0000, 0.6984]"

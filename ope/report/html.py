@@ -183,23 +183,25 @@ def _missing(x: Any) -> bool:
     return x is None or (is_number(x) and math.isnan(float(x)))
 
 
-def _num(x: Any, sig: int = SIG_DIGITS, *, decimals: int | None = None) -> str:
+def _num(x: Any, sig: int = SIG_DIGITS, *, decimals: int | None = None, trim: bool = True) -> str:
     """A number of the page by :mod:`ope._format`: ``decimals`` (a column's, from its standard
-    errors: :func:`_decimals`) or, without, ``sig`` significant digits; missing as ``–``."""
+    errors: :func:`_decimals`) or, without, ``sig`` significant digits (trailing zeros dropped
+    unless ``trim`` is False); missing as ``–``."""
     if _missing(x):
         return "–"
     if not is_number(x):
         return safe_text(x)
     if decimals is not None:
         return _minus(format_fixed(x, decimals))
-    return _minus(format_number(x, sig, trim=True))
+    return _minus(format_number(x, sig, trim=trim))
 
 
-def _signed(x: Any, sig: int = SIG_DIGITS, *, decimals: int | None = None) -> str:
+def _signed(x: Any, sig: int = SIG_DIGITS, *, decimals: int | None = None,
+            trim: bool = True) -> str:
     """:func:`_num` of a difference, with its sign (:func:`ope._format.format_signed`)."""
     if _missing(x):
         return "–"
-    return _minus(format_signed(x, decimals=decimals, sig=sig, trim=decimals is None))
+    return _minus(format_signed(x, decimals=decimals, sig=sig, trim=trim and decimals is None))
 
 
 def _share(x: Any) -> str:
@@ -228,7 +230,8 @@ def _interval(low: float, high: float, decimals: int | None = None, *, signed: b
     f = _signed if signed else _num
     if not (math.isfinite(low) and math.isfinite(high)):
         return "–"
-    return f"[{f(low, decimals=decimals)}, {f(high, decimals=decimals)}]"
+    # both ends keep their trailing zeros: [0.1162, 0.1400], not [0.1162, 0.14]
+    return f"[{f(low, decimals=decimals, trim=False)}, {f(high, decimals=decimals, trim=False)}]"
 
 
 class _Figures:
