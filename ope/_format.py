@@ -1,8 +1,9 @@
 """Numbers, lists, tables and notes as text: the one home of ope's formatting rules.
 
-Every result renders through :mod:`ope.results` (``render_text``, ``render_html``,
-``format_value``), which formats with the functions here, so the same number reads the same in
-every summary, notebook view and report.
+Every result renders through :mod:`ope.results` (``render_text``, ``render_html``), the HTML
+report (:mod:`ope.report`) and the figures (:mod:`ope.plots`) format with the functions here,
+so the same number reads the same in every summary, notebook view, report and figure; no other
+module has a rule of its own.
 
 The rules
 ---------
@@ -17,6 +18,9 @@ The rules
 - **Scientific notation** only below :data:`SCI_SMALL` or from :data:`SCI_LARGE` on in
   magnitude, or when a standard error would need more than :data:`MAX_DECIMALS` decimals.
 - **Thousands separators** from :data:`THOUSANDS` on (``100,000`` rows, ``9999`` rows).
+- **A difference** carries its sign (``+0.0941``, ``-0.0705``, ``0``: :func:`format_signed`);
+  **a share** reads as a percentage, two significant digits below 10% and none above, never a
+  positive share as ``0%`` (``36%``, ``0.55%``, ``<0.01%``: :func:`format_share`).
 - **Text** (titles, fields, notes, lists) is wrapped to :data:`TEXT_WIDTH` (88) characters;
   table columns are as wide as their widest cell, never truncated, so no cell runs into the next.
 - **Names are shown, never obeyed**: a column, policy, segment, estimator or file name comes
@@ -66,6 +70,9 @@ __all__ = [
     "format_column",
     "format_interval",
     "format_estimate",
+    "format_signed",
+    "format_share",
+    "format_value",
     "format_value_plain",
     "format_list",
     "plural",
@@ -514,6 +521,66 @@ def format_estimate(value: Any, std_error: Any, low: Any = None, high: Any = Non
     decimals = se_decimals([std_error], scale=max(finite) if finite else None)
     text = format_column(cells, decimals=decimals)
     return text[0] if len(text) == 1 else f"{text[0]} [{text[1]}, {text[2]}]"
+
+
+def format_signed(
+    x: Any, *, decimals: int | None = None, sig: int = SIG_DIGITS, trim: bool = False
+) -> str:
+    """A difference with its sign: :func:`format_fixed` with ``decimals``, else
+    :func:`format_number` with ``sig`` and ``trim``; ``+`` before a positive number, none
+    before one that rounds to zero.
+
+    >>> format_signed(0.0941, trim=True), format_signed(-0.07051, decimals=4), format_signed(0.0)
+    ('+0.0941', '-0.0705', '0')
+    >>> format_signed(0.00001, decimals=3), format_signed(float("nan"))
+    ('0.000', 'nan')
+    """
+    text = format_fixed(x, decimals) if decimals is not None else format_number(
+        x, sig, trim=trim)
+    if text.startswith("-") or not any(c in "123456789" for c in text.split("e")[0]):
+        return text
+    return text if text in ("nan", "inf") else "+" + text
+
+
+def format_share(share: Any) -> str:
+    """A share (of rows, of mass, of a width) as a percentage: no decimals from 10% on, two
+    significant digits below, ``<0.01%`` for a positive share below 0.01% (never ``0%``);
+    ``nan`` for a missing one.
+
+    >>> format_share(0.3632), format_share(0.0055), format_share(0.00031), format_share(3e-8)
+    ('36%', '0.55%', '0.031%', '<0.01%')
+    >>> format_share(0.0), format_share(1.0), format_share(None)
+    ('0%', '100%', 'nan')
+    """
+    if not is_number(share) or math.isnan(float(share)):
+        return "nan"
+    pct = 100.0 * float(share)
+    if pct == 0:
+        return "0%"
+    if abs(pct) < 0.01:
+        return "<0.01%" if pct > 0 else "-<0.01%"
+    if abs(pct) >= 10:
+        return f"{pct:.0f}%"
+    return f"{pct:.2g}%"
+
+
+def format_value(x: Any, digits: int = SIG_DIGITS) -> str:
+    """A value on its own as text: a number to ``digits`` significant digits without trailing
+    zeros (integers in full, separators from 10,000 on), ``nan`` for missing, None as empty, a
+    tuple or list as ``(a, b)``, text as it is.
+
+    >>> format_value(0.0046031), format_value(0.95), format_value(100000), format_value((0, 1.5))
+    ('0.004603', '0.95', '100,000', '(0, 1.5)')
+    """
+    if x is None:
+        return ""
+    if isinstance(x, (tuple, list)):
+        return "(" + ", ".join(format_value(v, digits) for v in x) + ")"
+    if isinstance(x, (bool, np.bool_)):
+        return str(bool(x))
+    if is_number(x):
+        return format_number(x, digits, trim=True)
+    return str(x)
 
 
 def format_value_plain(x: Any) -> str:

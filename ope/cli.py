@@ -382,6 +382,16 @@ def _add_force(p: argparse.ArgumentParser, what: str) -> None:
                    help=f"overwrite {what} if it exists (never an input)")
 
 
+def _add_truth(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    p.add_argument(
+        "--truth", metavar="FILE.json",
+        help=f"{prefix}known true values to draw beside the estimates (simulations): a JSON "
+        "object {policy: value} (the key 'logging' for the logging policy), or the bundled "
+        "sample's truth file (keys policies, logging, by_segment); every name must be a "
+        "candidate, every value finite",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``ope``: every subcommand with its flags (a new one each call).
 
@@ -423,6 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "diagnostics need every row, so the run is never streamed (--streaming on "
                    "with --report is a usage error)")
     _add_force(p, "--report")
+    _add_truth(p, "with --report: ")
     _add_output_flags(p)
 
     p = sub.add_parser(
@@ -519,6 +530,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the HTML file to write (atomically; checked before any row is read)")
     _add_force(p, "--out")
     p.add_argument("--title", help="the report's title (default: Off-policy evaluation of LOGS)")
+    _add_truth(p)
     _add_output_flags(p)
 
     p = sub.add_parser("demo", help="evaluate the bundled sample, show the true values beside, "
@@ -935,13 +947,57 @@ def _report_provenance(args: argparse.Namespace, logs: Any) -> dict[str, Any]:
     }
 
 
+def _read_truth(args: argparse.Namespace) -> Any:
+    """The ``--truth`` file read and checked as a document (None without the flag): a usage
+    error naming the flag when it cannot be read, is not JSON, or is not the truth of
+    :class:`ope.report.views.Truth` with finite values. Read once per run."""
+    if getattr(args, "_truth", None) is not None or getattr(args, "truth", None) is None:
+        return getattr(args, "_truth", None)
+    from ope.report.views import Truth
+
+    path = args.truth
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _UsageError(f"argument --truth: cannot read {path!r}: "
+                          f"{getattr(exc, 'strerror', None) or exc}.", flag="--truth") from None
+    except json.JSONDecodeError as exc:
+        raise _UsageError(f"argument --truth: {path!r} is not JSON ({exc}); give an object "
+                          '{"policy": value, ...}.', flag="--truth") from None
+    try:
+        truth = Truth.of(document)
+    except ParameterError as exc:
+        raise _UsageError(f"argument --truth: {path!r}: {exc}", flag="--truth") from None
+    values = [("logging", truth.logging), *truth.policies.items(),
+              *((f"{p}[{s}]", v) for p, seg in truth.by_segment.items() for s, v in seg.items())]
+    bad = [name for name, value in values if value is not None and not math.isfinite(value)]
+    if bad:
+        raise _UsageError(f"argument --truth: {path!r}: the true value of {', '.join(bad)} is "
+                          "not a finite number; give each value as a finite number.",
+                          flag="--truth")
+    args._truth = truth
+    return truth
+
+
 def _write_report(args: argparse.Namespace, path: str, logs: Any, evaluation: Any,
                   diagnostics: Any, title: str | None = None) -> str:
-    """Write the HTML report (destination already checked by :func:`_check_outputs`)."""
+    """Write the HTML report (destination already checked by :func:`_check_outputs`), with
+    the known truth of ``--truth`` when given (its names checked against the candidates)."""
     from ope.report import write_report
 
+    truth = _read_truth(args)
+    if truth is not None:
+        candidates = set(evaluation.policies if evaluation is not None else diagnostics.policies)
+        unknown = sorted((set(truth.policies) | set(truth.by_segment)) - candidates - {"logging"})
+        if unknown:
+            raise _UsageError(
+                f"argument --truth: {args.truth!r} names {', '.join(map(repr, unknown))}, not "
+                f"among the candidates ({', '.join(sorted(candidates))}); give true values of "
+                "the evaluated candidates only (and 'logging').", flag="--truth")
     return str(write_report(path, evaluation=evaluation, diagnostics=diagnostics, title=title,
-                            provenance=_report_provenance(args, logs), overwrite=args.force))
+                            truth=truth, provenance=_report_provenance(args, logs),
+                            overwrite=args.force))
 
 
 def _check_outputs(args: argparse.Namespace) -> list[Path]:
@@ -1639,6 +1695,7 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
 def _cmd_report(args: argparse.Namespace) -> _Outcome:
     """Evaluate and diagnose every row, then write the HTML report to ``--out`` (checked, like
     every destination, before any row is read)."""
+    _read_truth(args)  # a malformed --truth fails before any row is read
     names, _ = _source_schema(args)
     given = [flag for dest, flag in (("trajectories", "--trajectories"), *_TRAJECTORY_ONLY)
              if getattr(args, dest) not in (None, False)]

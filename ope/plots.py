@@ -37,14 +37,12 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
-from ope._format import safe_text
+from ope._format import format_number, format_share, safe_text
 from ope.exceptions import ParameterError
 from ope.report.views import (
     Truth,
     comparison_method,
     comparison_table,
-    fmt,
-    fmt_share,
     headline_estimator,
     logging_reference,
 )
@@ -162,6 +160,11 @@ def _text(value: Any) -> str:
     return " " + text if text.startswith("_") else text
 
 
+def _number(x: Any) -> str:
+    """A number of a label, by the rules of :mod:`ope._format` (4 significant digits)."""
+    return format_number(x, trim=True)
+
+
 def _color(estimator: str, index: int) -> str:
     return ESTIMATOR_COLORS.get(estimator, _CYCLE[index % len(_CYCLE)])
 
@@ -239,10 +242,10 @@ def plot_evaluation(
     if _finite(ref.ci_low, ref.ci_high):
         ax.axvspan(ref.ci_low, ref.ci_high, color=_LOGGING_COLOR, alpha=0.12, lw=0)
     ax.axvline(ref.value, color=_LOGGING_COLOR, lw=1.2,
-               label=f"logging policy {fmt(ref.value)}")
+               label=f"logging policy {_number(ref.value)}")
     if truth.logging is not None:
         ax.axvline(truth.logging, color="black", lw=1.0, ls=":",
-                   label=f"logging policy, exact {fmt(truth.logging)}")
+                   label=f"logging policy, exact {_number(truth.logging)}")
     band = k + 0.6
     centers = []
     drawn: set[str] = set()
@@ -482,27 +485,27 @@ def plot_weights(
         ax.set_xlim(lows[0], highs[-1])
         _plain_log_ticks(ax)
     if max_weight is not None and _finite(max_weight) and max_weight > 0:
-        where = f"clip level {max_weight:g}"
+        where = f"clip level {_number(max_weight)}"
         if info and _finite(info.get("clipped_share", math.nan)):
-            where += (f":\n{fmt_share(info['clipped_share'])} of rows, "
-                      f"{fmt_share(info['clipped_weight_share'])} of the weight")
+            where += (f":\n{format_share(info['clipped_share'])} of rows, "
+                      f"{format_share(info['clipped_weight_share'])} of the weight")
         ax.axvline(max_weight, color=_GAP_COLOR, ls="--", lw=1.2, label=where)
     ax.set_ylim(0, 1.05 * max(float(bins["row_share"].max()), float(bins["target_mass"].max()),
                               1e-12))
     ax.set_xlabel("importance weight π/π₀ (log scale; bins of a factor of two)")
     ax.set_ylabel("share")
     zero_share = float(zero["row_share"].sum()) if len(zero) else 0.0
-    ax.plot([], [], ls="none", label=f"weight 0: {fmt_share(zero_share)} of {rows_word}\n(never the "
+    ax.plot([], [], ls="none", label=f"weight 0: {format_share(zero_share)} of {rows_word}\n(never the "
                                      "candidate's action)")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     name = _text(policy) if policy is not None else "weights"
     if info:
         base = "rows" if rows_word == "rows" else "the sampling weights' ESS"
-        title = (f"{name}: ESS {fmt(info['ess'])} ({fmt_share(info['ess_ratio'])} of {base}), "
-                 f"largest weight {fmt(info['weight_max'])}")
+        title = (f"{name}: ESS {_number(info['ess'])} ({format_share(info['ess_ratio'])} of {base}), "
+                 f"largest weight {_number(info['weight_max'])}")
     else:
         w = bins["target_mass"].sum()
-        title = f"{name}: mean weight {fmt(w)}"
+        title = f"{name}: mean weight {_number(w)}"
     ax.set_title(title, loc="left", fontsize=10)
     return ax
 
@@ -572,7 +575,7 @@ def plot_coverage(diagnostics: Any, policy: str, ax: Any = None, *, by: str | No
     for i in range(n_rows):
         for j in range(n_cols):
             c, lg = values[i, j], float(logged.iat[i, j])
-            text = f"{fmt_share(c)} / {fmt_share(lg)}" if n_cols <= 8 else fmt_share(c)
+            text = f"{format_share(c)} / {format_share(lg)}" if n_cols <= 8 else format_share(c)
             ax.text(j, i, text, ha="center", va="center", fontsize=fontsize,
                     color="white" if c > 0.6 * top else "black")
     row_labels = [_text(s) + ("  (gap)" if str(s) in gap_rows else "") for s in target.index]
@@ -668,10 +671,19 @@ def plot_interval_split(diagnostics: Any, ax: Any = None, *, truth: Any = None,
         return ax
     if logging_value is not None:
         ax.axvline(logging_value, color=_LOGGING_COLOR, lw=1.2,
-                   label=f"logging policy {fmt(logging_value)}")
+                   label=f"logging policy {_number(logging_value)}")
+    # the axis fits what is estimated: the clipped values, the sampling parts, the exact and
+    # logging values; a coverage part (set by the a priori reward range: up to 0.165 for a
+    # click rate of 0.005) may run past it and is cut at the edge, its end written there
+    core = [float(v) for r in rows for v in (
+        r["ci_low"], float(r["ci_low"]) + _sampling_part(r), r["clipped_value"],
+        truth.policies.get(r["policy"])) if v is not None and _finite(float(v))]
+    if logging_value is not None and _finite(logging_value):
+        core.append(float(logging_value))
+    low, high = _fitted_range(core, [float(r["ci_high"]) for r in rows])
     for i, r in enumerate(rows):
         y = -i
-        sampling = float(r["sampling_width"]) if _finite(r["sampling_width"]) else r["ci_high"] - r["ci_low"]
+        sampling = _sampling_part(r)
         coverage = max(float(r["ci_high"]) - float(r["ci_low"]) - sampling, 0.0)
         ax.barh(y, sampling, left=r["ci_low"], height=0.5, color=_SAMPLING_COLOR,
                 label="sampling part" if i == 0 else None)
@@ -682,9 +694,15 @@ def plot_interval_split(diagnostics: Any, ax: Any = None, *, truth: Any = None,
         if r["policy"] in truth.policies:
             ax.plot([truth.policies[r["policy"]]], [y], "D", color="black", mfc="white", ms=5,
                     label="exact value" if i == 0 else None)
+    ax.set_xlim(low, high)
+    for i, r in enumerate(rows):
+        if float(r["ci_high"]) > high:
+            ax.text(high, -i, f"to {_number(r['ci_high'])} \u2192", ha="right", va="center",
+                    fontsize=7, color="black",
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
     ax.set_yticks([-i for i in range(len(rows))],
-                  labels=[f"{_text(r['policy'])}  (clip {r['max_weight']:g}, "
-                          f"{fmt_share(r['coverage_share'])} coverage)" for r in rows])
+                  labels=[f"{_text(r['policy'])}  (clip {_number(r['max_weight'])}, "
+                          f"{format_share(r['coverage_share'])} coverage)" for r in rows])
     ax.set_ylim(-len(rows) + 0.4, 0.6)
     ax.set_xlabel(f"value, {diagnostics.confidence_level:.0%} outer/inner interval (Bottou)")
     ax.grid(axis="x", color="#eeeeee", lw=0.6)
@@ -693,6 +711,36 @@ def plot_interval_split(diagnostics: Any, ax: Any = None, *, truth: Any = None,
     ax.set_title("What more of the same logs would shrink (blue) and would not (orange)",
                  loc="left", fontsize=10)
     return ax
+
+
+def _sampling_part(row: dict[str, Any]) -> float:
+    """The sampling part's width of an outer/inner interval (the whole width without one)."""
+    width = row["sampling_width"]
+    return float(width) if _finite(width) else float(row["ci_high"]) - float(row["ci_low"])
+
+
+#: The outer/inner chart's axis: past what it fits, at most this share of its span more for
+#: the coverage parts, and this share of padding on either side.
+_REACH: Final = 0.5
+_PAD: Final = 0.06
+
+
+def _fitted_range(core: Sequence[float], ends: Sequence[float]) -> tuple[float, float]:
+    """An axis range that fits the values of ``core`` with padding, and reaches the interval
+    ends of ``ends`` past them by at most :data:`_REACH` of the span.
+
+    >>> _fitted_range([0.0, 0.012, 0.0046], [0.165])
+    (-0.00108, 0.01908)
+    >>> _fitted_range([0.2, 0.3], [0.32])
+    (0.1928, 0.3272)
+    """
+    low, high = min(core), max(core)
+    span = high - low
+    if not span > 0:
+        span = abs(high) * 0.1 or 1.0
+    high = max(high, min(max(ends, default=high), high + _REACH * span))
+    span = high - low
+    return round(low - _PAD * span, 15), round(high + _PAD * span, 15)
 
 
 # --------------------------------------------------------------------------------------------

@@ -46,8 +46,8 @@ from ope._format import (
     Note,
     format_column,
     format_interval,
-    format_number,
     format_table,
+    format_value,
     is_number,
     note_key,
     number_notes,
@@ -103,25 +103,6 @@ VALUE_COLUMNS: Final = (
     "true_value",
     "unpaired_std_error",
 )
-
-
-def format_value(x: Any, digits: int = SIG_DIGITS) -> str:
-    """A value on its own as text: a number to ``digits`` significant digits without trailing
-    zeros (integers in full, separators from 10,000 on), ``nan`` for missing, None as empty, a
-    tuple or list as ``(a, b)``, text as it is.
-
-    >>> format_value(0.0046031), format_value(0.95), format_value(100000), format_value((0, 1.5))
-    ('0.004603', '0.95', '100,000', '(0, 1.5)')
-    """
-    if x is None:
-        return ""
-    if isinstance(x, (tuple, list)):
-        return "(" + ", ".join(format_value(v, digits) for v in x) + ")"
-    if isinstance(x, (bool, np.bool_)):
-        return str(bool(x))
-    if is_number(x):
-        return format_number(x, digits, trim=True)
-    return str(x)
 
 
 # --------------------------------------------------------------------------------------------

@@ -102,3 +102,59 @@ def test_demo_writes_report_html_and_replaces_only_its_own(tmp_path, monkeypatch
     assert main(["demo"]) == EXIT_USAGE  # refused before the work
     assert "--force" in capsys.readouterr().err
     assert (tmp_path / "report.html").read_text(encoding="utf-8") == "my notes"
+
+
+# ---------------------------------------------------------------------------------------------
+# --truth: the known truth from a file, as Python's truth=
+# ---------------------------------------------------------------------------------------------
+TRUTH = SAMPLE.with_name("sample_recommendation.truth.json")
+SMALL = ["--policy", "greedy", "--estimator", "ips"]
+
+
+def test_report_draws_the_bundled_truth_file(tmp_path, capsys):
+    out = tmp_path / "r.html"
+    assert _report(out, "--truth", str(TRUTH)) == EXIT_OK
+    page = out.read_text(encoding="utf-8")
+    truth = json.loads(TRUTH.read_text(encoding="utf-8"))
+    assert "exact value" in page and "black diamonds: the exact values" in page
+    assert f"its exact value is {truth['logging']:.4f}" in page  # the logging policy's, 4 decimals
+    without = tmp_path / "plain.html"
+    assert _report(without) == EXIT_OK
+    assert "exact value" not in without.read_text(encoding="utf-8")
+
+
+def test_evaluate_report_takes_a_flat_truth_file(tmp_path, capsys):
+    truth = tmp_path / "truth.json"
+    truth.write_text(json.dumps({"greedy": 0.2408, "logging": 0.1198}), encoding="utf-8")
+    out = tmp_path / "r.html"
+    code = main(["evaluate", str(SAMPLE), *SMALL, "--report", str(out), "--truth", str(truth)])
+    assert code == EXIT_OK, capsys.readouterr().err
+    page = out.read_text(encoding="utf-8")
+    assert "exact difference" in page and "its exact value is 0.1198" in page
+
+
+@pytest.mark.parametrize("content, words", [
+    ({"greedy": 0.24, "nobody": 0.1}, ["'nobody'", "not among the candidates", "greedy"]),
+    ({"greedy": float("nan")}, ["greedy", "not a finite number"]),
+    ({"greedy": float("inf")}, ["greedy", "not a finite number"]),
+    ({"greedy": "high"}, ["must be a number"]),
+    ([0.24], ["must be a mapping"]),
+    (None, ["is not JSON"]),
+])
+def test_a_bad_truth_file_is_a_usage_error_naming_the_flag(tmp_path, capsys, content, words):
+    truth = tmp_path / "truth.json"
+    truth.write_text("{greedy" if content is None else json.dumps(content), encoding="utf-8")
+    out = tmp_path / "r.html"
+    code = main(["report", str(SAMPLE), *SMALL, "--truth", str(truth), "--out", str(out),
+                 "--json"])
+    document = json.loads(capsys.readouterr().out)
+    assert code == EXIT_USAGE and not out.exists()
+    assert document["ok"] is False and document["error"]["flag"] == "--truth", document
+    assert all(w in document["error"]["message"] for w in words), document["error"]["message"]
+
+
+def test_a_missing_truth_file_fails_before_any_row_is_read(tmp_path, capsys):
+    code = main(["report", str(tmp_path / "nope.parquet"), "--truth", str(tmp_path / "t.json"),
+                 "--out", str(tmp_path / "r.html")])
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE and "argument --truth: cannot read" in err and "nope" not in err

@@ -26,6 +26,8 @@ pytest.importorskip("matplotlib", reason="the report's figures need the plot ext
 import ope  # noqa: E402
 from ope.report import REPORT_SECTIONS, check_report_destination, render_report, write_report  # noqa: E402
 from ope.report import views  # noqa: E402
+from ope._format import format_estimate  # noqa: E402
+from ope.report.html import _decimals, _num, _share, _signed  # noqa: E402
 from ope.simulate import ContextualBandit  # noqa: E402
 
 #: the bundled sample's settings (those of ``ope demo``)
@@ -277,7 +279,10 @@ def test_the_headline_answers_for_the_bundled_sample(sample, sample_results, sam
     # long_tail and uniform (new users never see the tail) make them unanswerable
     assert verdicts["personalized"].answer == views.BETTER
     assert verdicts["personalized"].lower_bound > 0.05
-    assert f"by at least {views.fmt_signed(verdicts['personalized'].lower_bound)}" in head
+    comps = views.comparison_table(ev)  # the bound at the precision of the differences' errors
+    bound = _signed(verdicts["personalized"].lower_bound,
+                    decimals=_decimals(comps["std_error"], comps["difference"]))
+    assert f"by at least {bound}" in head and re.fullmatch(r"\+0\.\d{4}", bound)
     for policy in ("long_tail", "uniform"):
         assert verdicts[policy].answer == views.UNCLEAR
         assert "segment=new" in verdicts[policy].summary
@@ -305,9 +310,10 @@ def test_the_headline_never_claims_what_the_truth_denies(which, request, sample_
 def test_the_report_shows_every_estimate_and_comparison(sample_results, sample_page):
     _, ev, _ = sample_results
     table = ev.table()
-    dec = views.column_decimals(list(table["std_error"]) + [ev.logging.std_error])
+    dec = _decimals([*table["std_error"], ev.logging.std_error],
+                    [*table["value"], ev.logging.value])
     for r in table.itertuples(index=False):
-        assert f"[{views.fmt(r.ci_low, decimals=dec)}, {views.fmt(r.ci_high, decimals=dec)}]" in sample_page
+        assert f"[{_num(r.ci_low, decimals=dec)}, {_num(r.ci_high, decimals=dec)}]" in sample_page
     comps = views.comparison_table(ev)
     assert len(comps) == len(ev.policies) * len(ev.estimators) + 10  # + the 10 candidate pairs
     vs = comps[comps["baseline"] == "logging"]
@@ -378,7 +384,7 @@ def test_a_certificate_is_shown(sample, sample_results):
     page = render_report(evaluation=ev, certificate=cert)
     section = page[page.index('<section id="certificate"'):page.index('<section id="notes"')]
     assert "learned &lt;script&gt;" in section and HOSTILE not in page
-    assert f"{cert.verdict}: " in section and views.fmt(cert.lower_bound) in section
+    assert f"{cert.verdict}: " in section and _num(cert.lower_bound) in section
 
 
 def test_per_segment_estimates_are_rendered_when_the_evaluation_has_them(sample, sample_results):
@@ -415,9 +421,9 @@ def test_per_segment_estimates_are_rendered_when_the_evaluation_has_them(sample,
     section = page[page.index('<section id="segments"'):page.index('<section id="plan"')]
     assert "Estimates per segment (snips)" in section
     assert "per-segment estimates by segment" in section
-    dec = views.column_decimals(list(per_segment["std_error"]))
+    dec = _decimals(per_segment["std_error"], per_segment["value"])
     for r in per_segment.itertuples(index=False):
-        assert f"<td>segment={r.segment}</td><td class=\"num\">{views.fmt(r.value, decimals=dec)}</td>" in section
+        assert f"<td>segment={r.segment}</td><td class=\"num\">{_num(r.value, decimals=dec)}</td>" in section
     assert views.segment_estimates(ev) is None  # today's Evaluation: the diagnostics' rows
 
 
@@ -510,9 +516,16 @@ def test_truth_comes_in_either_shape(sample):
 
 
 def test_numbers_read_at_their_scale():
-    assert views.fmt(0.0046) == "0.00460" and views.fmt(0.0048) == "0.00480"
-    assert views.fmt(0.0001234) == "0.000123"
-    assert views.fmt_signed(-0.000286) == "−0.000286"
-    assert views.fmt(1234567) == "1,234,567"
-    assert views.column_decimals([0.0001, 0.002]) == 5
-    assert views.fmt_share(0.0043) == "0.43%" and views.fmt_share(0.77) == "77%"
+    """The report's numbers follow ope._format: a number alone to 4 significant digits
+    (trailing zeros dropped), a column of estimates to 2 significant digits of its smallest
+    standard error, a difference signed, a share as a percentage; missing as a dash."""
+    assert _num(0.0046) == "0.0046" and _num(0.0048214) == "0.004821"
+    assert _num(19.5984) == "19.6" and _num(50.0) == "50" and _num(0.95) == "0.95"
+    assert _signed(-0.000286) == "−0.000286" and _signed(0.0941) == "+0.0941"
+    assert _num(1234567) == "1,234,567" and _num(9999) == "9999" and _num(None) == "–"
+    assert _decimals([0.0001, 0.002]) == 5 and _decimals([float("nan")]) is None
+    assert _num(0.119812, decimals=_decimals([0.001027])) == "0.1198"
+    assert _share(0.0043) == "0.43%" and _share(0.77) == "77%" and _share(3e-8) == "<0.01%"
+    assert _num(0.0046031, decimals=5) == format_estimate(0.0046031, 0.000121)
+
+

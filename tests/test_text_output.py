@@ -166,9 +166,9 @@ uniform                        9,578    0.07758       0.9909          50        
 logging_copy                 123,457      1.000        1.000           1  0.003642  0.005108               0  collect more data under the same logging
 
 Notes:
-  [1] greedy_on_the_rarest_action: effective sample size 593 is 0.48% of the 123,457
-      rows (below 1%): the logger rarely takes this candidate's actions; expect wide
-      intervals, or log with more exploration."""
+  [1] greedy_on_the_rarest_action: effective sample size 593.0 is 0.48% of n=123457: the
+      estimate rests on a few heavily weighted rows and normal intervals may undercover.
+      Consider clipping, a doubly robust estimator, or a bounded interval method."""
 
 
 def test_diagnostics_text(click_logs):

@@ -102,7 +102,8 @@ def _action_codes(action: Any, n: int, *, n_columns: int | None) -> tuple[np.nda
             count, first = first_rows(bad)
             raise ValidationError(
                 f"with distributions, `action` must hold integer column codes in [0, "
-                f"{n_columns}); {count} rows do not (first at row {first}: {arr[first]!r})."
+                f"{n_columns}); {count} row{' does' if count == 1 else 's do'} not (first at row "
+                f"{first}: {arr[first]!r})."
             )
         return arr.astype(np.intp, copy=False), list(range(n_columns))
     codes, uniques = pd.factorize(arr, sort=True)

@@ -20,9 +20,11 @@ from ope._thresholds import (
     COVERAGE_VERDICT_SHARE,
     ESS_RATIO_WARN,
     UNSUPPORTED_MASS_WARN,
+    ess_note,
     kish_ess,
     low_ess,
     mean_weight_check,
+    mean_weight_note,
 )
 from ope.diagnostics.segments import SegmentRow, unsupported_text
 from ope.intervals import BottouInterval
@@ -458,25 +460,6 @@ def policy_row(
     return row, interval, profile
 
 
-def _mean_weight_message(r: PolicyRow) -> str:
-    if r.propensity_check == "high":
-        cause = (
-            "the logged propensities look too small (or belong to another action), or the "
-            "candidate probabilities are not aligned with the logged actions"
-        )
-    else:
-        cause = (
-            "the candidate takes actions the logger never plays (a support gap: see the "
-            "segments), or the logged propensities are too large or belong to another action"
-        )
-    return (
-        f"{r.policy}: mean importance weight {r.mean_weight:.3f} +/- "
-        f"{r.mean_weight_se:.3f}, expected {r.mean_weight_expected:.3f} "
-        f"(z = {r.mean_weight_z:.1f}): {cause}. Check how propensities are logged before "
-        "trusting any estimate."
-    )
-
-
 def overlap_notes(
     rows: Sequence[PolicyRow], segments: Sequence[Sequence[SegmentRow]], *,
     weighted: bool = False,
@@ -497,12 +480,8 @@ def overlap_notes(
                     "logger rarely takes this candidate's actions; expect wide intervals, or "
                     "log with more exploration."
                 )
-        elif low_ess(r.ess, r.n):
-            notes.append(
-                f"{r.policy}: effective sample size {r.ess:,.0f} is {r.ess_ratio:.2%} of the "
-                f"{r.n:,} rows (below {ESS_RATIO_WARN:.0%}): the logger rarely takes this "
-                "candidate's actions; expect wide intervals, or log with more exploration."
-            )
+        elif low_ess(r.ess, r.n):  # the estimators' wording: the report states it once
+            notes.append(f"{r.policy}: {ess_note(r.ess, r.n)}")
         if r.unsupported_mass > UNSUPPORTED_MASS_WARN:  # False when NaN (no distributions)
             notes.append(
                 f"{r.policy}: {unsupported_text(r.unsupported_mass, '.1%')}; no weighting "
@@ -510,7 +489,8 @@ def overlap_notes(
                 "(reward_range) instead of a point estimate."
             )
         if r.propensity_check != "ok":
-            notes.append(_mean_weight_message(r))
+            notes.append(f"{r.policy}: " + mean_weight_note(
+                r.mean_weight, r.mean_weight_z, expected=r.mean_weight_expected))
         gaps = [s for s in segs if s.gap]
         if gaps:
             notes.append(

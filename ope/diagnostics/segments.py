@@ -524,7 +524,8 @@ def segment_gap(e: SegmentRow) -> tuple[bool, str, str]:
     head = f"candidate {e.policy} puts {mass:.0%} of its mass on {where}"
     if e.ess < GAP_MIN_ESS:
         sample.append(
-            f"where the logs give an effective sample of {e.ess:,.0f} of its {e.rows:,} rows "
+            f"where the logs give an effective sample of {e.ess:,.0f} of its {e.rows:,} "
+            f"row{'' if e.rows == 1 else 's'} "
             f"(max weight {e.weight_max:.3g})"
         )
     if e.variance_share >= SEGMENT_VARIANCE_MIN_SHARE and (

@@ -22,7 +22,18 @@ from typing import Any, Final
 
 import pandas as pd
 
-from ope._format import safe_text
+from ope._format import (
+    SIG_DIGITS,
+    format_estimate,
+    format_fixed,
+    format_number,
+    format_share,
+    format_signed,
+    is_number,
+    note_key,
+    safe_text,
+    se_decimals,
+)
 from ope._output import atomic_path
 from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.report.views import (
@@ -33,12 +44,8 @@ from ope.report.views import (
     CandidateVerdict,
     Truth,
     candidate_verdicts,
-    column_decimals,
     comparison_method,
     comparison_table,
-    fmt,
-    fmt_share,
-    fmt_signed,
     figure_candidates,
     headline_estimator,
     logging_reference,
@@ -165,11 +172,66 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Seq
             "</table></div>")
 
 
+# --------------------------------------------------------------------------------------------
+# numbers: the rules of ope._format, with a dash for a missing value and a typographic minus
+# --------------------------------------------------------------------------------------------
+def _minus(text: str) -> str:
+    return "−" + text[1:] if text.startswith("-") else text
+
+
+def _missing(x: Any) -> bool:
+    return x is None or (is_number(x) and math.isnan(float(x)))
+
+
+def _num(x: Any, sig: int = SIG_DIGITS, *, decimals: int | None = None, trim: bool = True) -> str:
+    """A number of the page by :mod:`ope._format`: ``decimals`` (a column's, from its standard
+    errors: :func:`_decimals`) or, without, ``sig`` significant digits (trailing zeros dropped
+    unless ``trim`` is False); missing as ``–``."""
+    if _missing(x):
+        return "–"
+    if not is_number(x):
+        return safe_text(x)
+    if decimals is not None:
+        return _minus(format_fixed(x, decimals))
+    return _minus(format_number(x, sig, trim=trim))
+
+
+def _signed(x: Any, sig: int = SIG_DIGITS, *, decimals: int | None = None,
+            trim: bool = True) -> str:
+    """:func:`_num` of a difference, with its sign (:func:`ope._format.format_signed`)."""
+    if _missing(x):
+        return "–"
+    return _minus(format_signed(x, decimals=decimals, sig=sig, trim=trim and decimals is None))
+
+
+def _share(x: Any) -> str:
+    """A share as a percentage (:func:`ope._format.format_share`); missing as ``–``."""
+    return "–" if _missing(x) else _minus(format_share(x))
+
+
+def _decimals(std_errors: Iterable[Any], values: Iterable[Any] = ()) -> int | None:
+    """The decimals of a column of estimates: two significant digits of its smallest usable
+    standard error (:func:`ope._format.se_decimals`), None when none is usable (each number
+    then gets :data:`~ope._format.SIG_DIGITS` significant digits)."""
+    finite = [abs(float(v)) for v in values if is_number(v) and math.isfinite(float(v))]
+    return se_decimals(list(std_errors), scale=max(finite) if finite else None)
+
+
+def _count(n: int, singular: str, plural: str | None = None) -> str:
+    """``n`` and the noun it counts, singular for one: ``1 candidate``, ``5 candidates``.
+
+    >>> _count(1, "candidate"), _count(100000, "logged row"), _count(2, "policy", "policies")
+    ('1 candidate', '100,000 logged rows', '2 policies')
+    """
+    return f"{_num(n)} {singular if n == 1 else plural or singular + 's'}"
+
+
 def _interval(low: float, high: float, decimals: int | None = None, *, signed: bool = False) -> str:
-    f = fmt_signed if signed else fmt
+    f = _signed if signed else _num
     if not (math.isfinite(low) and math.isfinite(high)):
         return "–"
-    return f"[{f(low, decimals=decimals)}, {f(high, decimals=decimals)}]"
+    # both ends keep their trailing zeros: [0.1162, 0.1400], not [0.1162, 0.14]
+    return f"[{f(low, decimals=decimals, trim=False)}, {f(high, decimals=decimals, trim=False)}]"
 
 
 class _Figures:
@@ -280,18 +342,22 @@ def _headline(ctx: dict[str, Any]) -> str:
     better = sorted((v for v in verdicts if v.answer == BETTER), key=lambda v: -v.lower_bound)
     worse = sorted((v for v in verdicts if v.answer == WORSE), key=lambda v: v.upper_bound)
     unclear = [v for v in verdicts if v.answer == UNCLEAR]
-    dec = column_decimals([ev.logging.std_error])
+    dec = _decimals([ev.logging.std_error], [ref.value])
+    comps: pd.DataFrame = ctx["comparisons"]
+    # the differences, their bounds and the exact differences: at the precision of the paired
+    # differences' standard errors, as in the comparisons' tables
+    ddec = _decimals(comps["std_error"], comps["difference"]) if len(comps) else None
 
     def rel(x: float) -> str:
         if ref.value > 0 and math.isfinite(x):
-            return f", {fmt_signed(100 * x / ref.value, 2)}% of its value"
+            return f", {_signed(100 * x / ref.value, 2)}% of its value"
         return ""
 
     items = []
     if better:
         items.append(
             '<li><span class="better">Better than the logging policy</span>: '
-            + _names(better, lambda v: f"by at least {_e(fmt_signed(v.lower_bound))}"
+            + _names(better, lambda v: f"by at least {_e(_signed(v.lower_bound, decimals=ddec))}"
                      f"{_e(rel(v.lower_bound))}")
             + ".</li>"
         )
@@ -300,7 +366,7 @@ def _headline(ctx: dict[str, Any]) -> str:
     if worse:
         items.append(
             '<li><span class="worse">Worse</span>: '
-            + _names(worse, lambda v: f"by at least {_e(fmt_signed(-v.upper_bound))}")
+            + _names(worse, lambda v: f"by at least {_e(_signed(-v.upper_bound, decimals=ddec))}")
             + ".</li>"
         )
     if unclear:
@@ -314,8 +380,8 @@ def _headline(ctx: dict[str, Any]) -> str:
         f"<p>“By at least” is the lower end of the {level:.0%} interval of the paired "
         "difference with the logging policy (the same logged rows), the smallest over the "
         f"estimators. The logging policy's value on these rows is <strong>"
-        f"{_e(fmt(ref.value, decimals=dec))}</strong> {_e(_interval(ref.ci_low, ref.ci_high, dec))}"
-        + (f"; its exact value is {_e(fmt(truth.logging, decimals=dec))}"
+        f"{_e(_num(ref.value, decimals=dec))}</strong> {_e(_interval(ref.ci_low, ref.ci_high, dec))}"
+        + (f"; its exact value is {_e(_num(truth.logging, decimals=dec))}"
            if truth.logging is not None else "")
         + ".</p>"
     )
@@ -325,21 +391,22 @@ def _headline(ctx: dict[str, Any]) -> str:
     header += ["why / what to watch"]
     rows = []
     for v in verdicts:
-        est = ("–" if not math.isfinite(v.low) else fmt_signed(v.low) if v.low == v.high
-               else f"{fmt_signed(v.low)} to {fmt_signed(v.high)}")
+        est = ("–" if not math.isfinite(v.low) else _signed(v.low, decimals=ddec)
+               if v.low == v.high
+               else f"{_signed(v.low, decimals=ddec)} to {_signed(v.high, decimals=ddec)}")
         row = [
             f"<strong>{_e(v.policy)}</strong>", _badge(v.answer), _e(est),
-            (f"{_e(fmt_signed(v.lower_bound))}<br><span class=\"muted\">"
+            (f"{_e(_signed(v.lower_bound, decimals=ddec))}<br><span class=\"muted\">"
              f"{_e(v.bound_estimator)}</span>" if v.bound_estimator else "–"),
         ]
         if has_truth:
-            row.append(_e(fmt_signed(v.true_difference)) if v.true_difference is not None else "–")
+            row.append(_e(_signed(v.true_difference, decimals=ddec)) if v.true_difference is not None else "–")
         row.append(_e("; ".join(v.reasons)) or "–")
         rows.append(row)
     out.append(_table(header, rows, numeric=(2, 3) + ((4,) if has_truth else ()), raw=True,
                       wide=len(header) - 1))
     out.append('<p class="muted">Intervals are per comparison, not adjusted for looking at '
-               f"{len(verdicts)} candidates at once. Details: <a href=\"#comparisons\">paired "
+               f"{_count(len(verdicts), 'candidate')} at once. Details: <a href=\"#comparisons\">paired "
                'differences</a>, <a href="#candidates">overlap</a>, <a href="#segments">'
                "segments</a>.</p>")
     return "".join(out)
@@ -353,7 +420,7 @@ def _estimates(ctx: dict[str, Any], figures: _Figures) -> str:
                 "<code>ope.evaluate(...)</code> (or <code>ope report LOGS</code>) adds them.</p>")
     ref = ctx["reference"]
     table = ev.table()
-    dec = column_decimals(list(table["std_error"]) + [ev.logging.std_error])
+    dec = _decimals([*table["std_error"], ev.logging.std_error], [*table["value"], ref.value])
     drawn, rest = figure_candidates(ev.policies)
     out = [figures.figure(
         lambda: _plots().plot_evaluation(ev, truth=truth, policies=drawn),
@@ -368,17 +435,17 @@ def _estimates(ctx: dict[str, Any], figures: _Figures) -> str:
               "covers", "ESS / n"]
     if truth:
         header += ["exact value", "in interval"]
-    rows = [["logging policy", "mean reward", fmt(ref.value, decimals=dec),
-             fmt(ev.logging.std_error, decimals=dec), _interval(ref.ci_low, ref.ci_high, dec),
+    rows = [["logging policy", "mean reward", _num(ref.value, decimals=dec),
+             _num(ev.logging.std_error, decimals=dec), _interval(ref.ci_low, ref.ci_high, dec),
              "policy value", "100%"]
-            + ([fmt(truth.logging, decimals=dec) if truth.logging is not None else "–",
+            + ([_num(truth.logging, decimals=dec) if truth.logging is not None else "–",
                 _in(truth.logging, ref.ci_low, ref.ci_high)] if truth else [])]
     for r in table.itertuples(index=False):
         exact = truth.policies.get(r.policy)
-        rows.append([r.policy, r.estimator, fmt(r.value, decimals=dec),
-                     fmt(r.std_error, decimals=dec), _interval(r.ci_low, r.ci_high, dec),
-                     str(r.target), fmt_share(r.ess_ratio)]
-                    + ([fmt(exact, decimals=dec) if exact is not None else "–",
+        rows.append([r.policy, r.estimator, _num(r.value, decimals=dec),
+                     _num(r.std_error, decimals=dec), _interval(r.ci_low, r.ci_high, dec),
+                     str(r.target), _share(r.ess_ratio)]
+                    + ([_num(exact, decimals=dec) if exact is not None else "–",
                         _in(exact, r.ci_low, r.ci_high)] if truth else []))
     out.append(_table(header, rows, numeric=(2, 3, 4, 6, 7)))
     return "".join(out)
@@ -401,7 +468,7 @@ def _comparisons(ctx: dict[str, Any], figures: _Figures) -> str:
                 "(<code>ope.evaluate(ope.read_logs(...))</code>) to compare.</p>")
     truth: Truth = ctx["truth"]
     method = comparison_method(ev)
-    dec = column_decimals(list(comps["std_error"]))
+    dec = _decimals(comps["std_error"], comps["difference"])
     out = [f"<p>Differences in value on the same logged rows ({ctx['level']:.0%} {_e(method)} "
            "intervals from the per-row terms of both estimates), ranked by the lower end of "
            "the interval: the top rows are the surest gains.</p>"]
@@ -437,11 +504,11 @@ def _comparison_table(rows: pd.DataFrame, truth: Truth, dec: int) -> str:
     body = []
     for r in rows.itertuples(index=False):
         line = [f"{r.policy} − {r.baseline}", r.estimator,
-                fmt_signed(r.difference, decimals=dec), fmt(r.std_error, decimals=dec),
+                _signed(r.difference, decimals=dec), _num(r.std_error, decimals=dec),
                 _interval(r.ci_low, r.ci_high, dec, signed=True), r.answer]
         if truth:
             exact = truth.difference(r.policy, r.baseline)
-            line.append("–" if exact is None else fmt_signed(exact, decimals=dec))
+            line.append("–" if exact is None else _signed(exact, decimals=dec))
         body.append(line)
     return _table(header, body, numeric=(2, 3, 4, 6))
 
@@ -458,7 +525,7 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
                    "the estimates:</p>")
         t = ev.table()
         out.append(_table(["policy", "estimator", "ESS", "ESS / n"],
-                          [[r.policy, r.estimator, fmt(r.ess), fmt_share(r.ess_ratio)]
+                          [[r.policy, r.estimator, _num(r.ess), _share(r.ess_ratio)]
                            for r in t.itertuples(index=False)], numeric=(2, 3)))
         return "".join(out)
     rows = {r["policy"]: r for r in d.table().to_dict("records")}
@@ -495,29 +562,36 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
         v = verdicts.get(policy)
         out.append(f'<article class="candidate" id="candidate-{i}"><h3>{_e(policy)} '
                    + (_badge(v.answer) if v is not None else "") + "</h3>")
-        of_what = (f"{fmt(r['n'])} rows" if weighted is None else
-                   f"the sampling weights' own ESS {fmt(r['ess_reference'])}, from "
-                   f"{fmt(r['n'])} kept rows")
+        of_what = (_count(r["n"], "row") if weighted is None else
+                   f"the sampling weights' own ESS {_num(r['ess_reference'])}, from "
+                   f"{_count(r['n'], 'kept row')}")
         facts = [
-            ("effective sample size", f"{fmt(r['ess'])} ({fmt_share(r['ess_ratio'])} of "
+            ("effective sample size", f"{_num(r['ess'])} ({_share(r['ess_ratio'])} of "
                                       f"{of_what})"),
-            ("largest weight", f"{fmt(r['weight_max'])} (99.9th percentile "
-                               f"{fmt(r['weight_q999'])})"),
-            ("mean weight", f"{fmt(r['mean_weight'])} ± {fmt(r['mean_weight_se'], 2)} "
-                            f"(expected {fmt(r['mean_weight_expected'])}: "
+            ("largest weight", f"{_num(r['weight_max'])} (99.9th percentile "
+                               f"{_num(r['weight_q999'])})"),
+            ("mean weight", f"{_minus(format_estimate(r['mean_weight'], r['mean_weight_se']))} ± "
+                            f"{format_estimate(r['mean_weight_se'], r['mean_weight_se'])} "
+                            f"(expected {_num(r['mean_weight_expected'])}: "
                             f"{r['propensity_check']})"),
         ]
         if _finite(r["unsupported_mass"]):
-            facts.append(("mass where the logger never goes", fmt_share(r["unsupported_mass"])))
+            facts.append(("mass where the logger never goes", _share(r["unsupported_mass"])))
         if _finite(r["ci_low"]):
+            rule = "given" if r["clip_rule"] == "given" else "the narrowest interval"
             facts.append((
-                "outer/inner interval",
-                f"{_interval(r['ci_low'], r['ci_high'])} at clip level {r['max_weight']:g} "
-                f"({r['clip_rule']}; {fmt_share(r['clipped_share'])} of rows and "
-                f"{fmt_share(r['clipped_weight_share'])} of the weight clipped): sampling "
-                f"{fmt(r['sampling_width'])}, coverage {fmt(r['coverage_width'])} "
-                f"({fmt_share(r['coverage_share'])})",
+                f"outer/inner interval at clip level {_num(r['max_weight'])}",
+                f"{_interval(r['ci_low'], r['ci_high'])} ({rule}; {_share(r['clipped_share'])} "
+                f"of rows and {_share(r['clipped_weight_share'])} of the weight clipped): "
+                f"sampling {_num(r['sampling_width'])}, coverage {_num(r['coverage_width'])} "
+                f"({_share(r['coverage_share'])} of this interval)",
             ))
+            if _finite(r["verdict_max_weight"]) and r["verdict_max_weight"] != r["max_weight"]:
+                facts.append((
+                    f"narrowest interval: clip level {_num(r['verdict_max_weight'])}",
+                    f"coverage {_share(r['verdict_coverage_share'])} of that interval (the "
+                    "verdict below reads this one)",
+                ))
         facts.append(("verdict", f"{r['verdict']} ({r['verdict_reason']})"))
         out.append('<dl class="facts">' + "".join(
             f"<dt>{_e(k)}</dt><dd>{_e(val)}</dd>" for k, val in facts) + "</dl>")
@@ -567,15 +641,16 @@ def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
         seg = pd.concat(kept_rows, ignore_index=True)
         cols = [c for c in ("policy", "estimator", "column", "segment", "value", "std_error",
                             "ci_low", "ci_high", "n", "ess") if c in seg.columns]
-        dec = column_decimals(list(seg["std_error"])) if "std_error" in seg.columns else 3
+        dec = (_decimals(seg["std_error"], seg["value"]) if "std_error" in seg.columns
+               else None)
         body = []
         for r in seg[cols].to_dict("records"):
             line = [str(r["policy"]), str(r["estimator"]), f"{r['column']}={r['segment']}",
-                    fmt(r["value"], decimals=dec)]
+                    _num(r["value"], decimals=dec)]
             if "std_error" in r:
-                line.append(fmt(r["std_error"], decimals=dec))
+                line.append(_num(r["std_error"], decimals=dec))
             line.append(_interval(r["ci_low"], r["ci_high"], dec))
-            line += [fmt(r[c]) for c in ("n", "ess") if c in r]
+            line += [_num(r[c]) for c in ("n", "ess") if c in r]
             body.append(line)
         header = (["policy", "estimator", "segment", "value"]
                   + (["std. error"] if "std_error" in cols else []) + ["interval"]
@@ -647,13 +722,13 @@ def _segment_matrix(rows: pd.DataFrame, column: str) -> str:
     body = []
     for seg in segments:
         head = first.get(seg) or next(cells[(p, seg)] for p in policies if (p, seg) in cells)
-        line = [_e(seg), _e(f"{fmt(head['rows'])} ({fmt_share(head['row_share'])})")]
+        line = [_e(seg), _e(f"{_num(head['rows'])} ({_share(head['row_share'])})")]
         for p in policies:
             r = cells.get((p, seg))
             if r is None:
                 line.append("–")
                 continue
-            text = _e(f"ESS {fmt(r['ess'])} · {fmt_share(r['target_mass_share'])} of mass")
+            text = _e(f"ESS {_num(r['ess'])} · {_share(r['target_mass_share'])} of mass")
             if r["gap"]:
                 text += f' <span class="badge worse">{_e(r["gap_kind"] or "gap")} gap</span>'
             line.append(text)
@@ -673,11 +748,11 @@ def _plan(ctx: dict[str, Any]) -> str:
                 "--reward-range LO HI</code>).</p>")
     plan = d.plan()
     out = [f"<p>The smallest share of traffic on which to play each candidate's own choice so "
-           f"that {_e(fmt(d.new_rows))} new logged rows give an IPS interval narrower than "
-           f"{d.target_width:g}.</p>"]
+           f"that {_e(_count(d.new_rows, 'new logged row'))} give an IPS interval narrower than "
+           f"{_num(d.target_width)}.</p>"]
     body = [[r.policy, "all traffic" if r.column == "all" else f"{r.column}={r.segment}",
-             fmt_share(r.exploration_share), fmt(r.exploration_rows), fmt(r.predicted_width),
-             "yes" if r.feasible else "no", fmt(r.rows_needed), r.reason]
+             _share(r.exploration_share), _num(r.exploration_rows), _num(r.predicted_width),
+             "yes" if r.feasible else "no", _num(r.rows_needed), r.reason]
             for r in plan.itertuples(index=False)]
     out.append(_table(["policy", "scope", "explore", "rows explored", "predicted width",
                        "reaches the width", "rows needed", "plan"], body, numeric=(2, 3, 4, 6)))
@@ -692,10 +767,11 @@ def _plan(ctx: dict[str, Any]) -> str:
                 ["policy", "column", "segment"], sort=False):
             for r in group.head(_PLAN_ACTIONS).itertuples(index=False):
                 body.append([policy, "all traffic" if column == "all" else f"{column}={segment}",
-                             str(r.action), fmt_share(r.logging_share),
-                             fmt_share(r.planned_share), fmt_share(r.extra_share)])
+                             str(r.action), _share(r.logging_share),
+                             _share(r.planned_share), _share(r.extra_share)])
             if len(group) > _PLAN_ACTIONS:
-                body.append([policy, "", f"… {len(group) - _PLAN_ACTIONS} more actions", "", "", ""])
+                body.append([policy, "", f"… {_count(len(group) - _PLAN_ACTIONS, 'more action')}",
+                             "", "", ""])
         out.append(_table(["policy", "scope", "action", "logged share", "planned share",
                            "extra traffic"], body, numeric=(3, 4, 5)))
     return "".join(out)
@@ -706,16 +782,16 @@ def _validation(ctx: dict[str, Any]) -> str:
     if report is None:
         return ("<p>No validation report was given (diagnostics do not carry one): pass "
                 "<code>validation=logs.report</code>.</p>")
-    facts = [("source", report.source), ("rows read", fmt(report.rows_read)),
-             ("rows used", fmt(report.rows_used)),
-             ("rows rejected", fmt(report.rows_read - report.rows_used))]
+    facts = [("source", report.source), ("rows read", _num(report.rows_read)),
+             ("rows used", _num(report.rows_used)),
+             ("rows rejected", _num(report.rows_read - report.rows_used))]
     if getattr(report, "episodes_read", None) is not None:
-        facts += [("episodes read", fmt(report.episodes_read)),
-                  ("episodes used", fmt(report.episodes_used))]
+        facts += [("episodes read", _num(report.episodes_read)),
+                  ("episodes used", _num(report.episodes_used))]
     out = ['<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts)
            + "</dl>"]
     if report.rejected:
-        body = [[reason, fmt(count), ", ".join(str(x) for x in report.examples.get(reason, ()))]
+        body = [[reason, _num(count), ", ".join(str(x) for x in report.examples.get(reason, ()))]
                 for reason, count in report.rejected.items()]
         out.append(_table(["reason", "rows", "first rows (0-based)"], body, numeric=(1,)))
         out.append("<p>" + ("The rejected rows were dropped (<code>on_invalid=\"drop\"</code>)."
@@ -735,21 +811,21 @@ def _certificate(ctx: dict[str, Any]) -> str:
     level = f"{cert.confidence_level:.0%}"
     facts = [
         ("verdict", f"{cert.verdict}: {cert.reason}"),
-        ("estimate (clipped IPS)", fmt(cert.estimate)),
-        (f"one-sided {level} lower bound", fmt(cert.lower_bound)),
-        ("baseline", f"{cert.baseline} = {fmt(cert.baseline_value)} ({cert.baseline_source})"),
+        ("estimate (clipped IPS)", _num(cert.estimate)),
+        (f"one-sided {level} lower bound", _num(cert.lower_bound)),
+        ("baseline", f"{cert.baseline} = {_num(cert.baseline_value)} ({cert.baseline_source})"),
     ]
     if cert.improvement_estimate is not None:
         facts.append(("improvement over logging",
-                      f"{fmt_signed(cert.improvement_estimate)}, lower bound "
-                      f"{fmt_signed(cert.improvement_lower_bound)}"))
+                      f"{_signed(cert.improvement_estimate)}, lower bound "
+                      f"{_signed(cert.improvement_lower_bound)}"))
     facts += [
         ("bound", f"{cert.method} at {level} (one-sided)"),
-        ("clip level", f"{cert.max_weight:g}"),
-        ("reward range", f"[{cert.reward_range[0]:g}, {cert.reward_range[1]:g}]"),
-        ("rows", f"{fmt(cert.n_train) if cert.n_train is not None else '–'} to train, "
-                 f"{fmt(cert.n_certify)} to certify"),
-        ("clipped rows", fmt_share(cert.clipped_fraction)),
+        ("clip level", _num(cert.max_weight)),
+        ("reward range", f"[{_num(cert.reward_range[0])}, {_num(cert.reward_range[1])}]"),
+        ("rows", f"{_num(cert.n_train) if cert.n_train is not None else '–'} to train, "
+                 f"{_num(cert.n_certify)} to certify"),
+        ("clipped rows", _share(cert.clipped_fraction)),
     ]
     out = [f"<h3>{_e(cert.policy)} {_badge(answer if cert.verdict == 'approve' else 'rejected')}</h3>",
            '<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts)
@@ -793,13 +869,13 @@ def _reproduce(ctx: dict[str, Any]) -> str:
     if seed is None and ev is not None:
         seed = getattr(ev, "ci_options", {}).get("rng")
     facts = [("input", ctx["source"] or "–"),
-             ("rows", fmt(ctx["rows"]) if ctx["rows"] is not None else "–"),
+             ("rows", _num(ctx["rows"]) if ctx["rows"] is not None else "–"),
              ("seed", "none (no randomness used, or not recorded)" if seed is None else str(seed))]
     if ev is not None:
         facts += [
             ("estimators", ", ".join(ev.estimators)),
-            ("interval", f"{ev.ci_method} at {ev.confidence_level:g}"),
-            ("weight bound", f"{ev.weight_bound:g}" if ev.weight_bound is not None else "none"),
+            ("interval", f"{ev.ci_method} at {_num(ev.confidence_level)}"),
+            ("weight bound", _num(ev.weight_bound) if ev.weight_bound is not None else "none"),
             ("propensities", getattr(ev, "propensity_source", "logged")),
         ]
         options = {k: v for k, v in getattr(ev, "ci_options", {}).items() if v is not None}
@@ -812,13 +888,13 @@ def _reproduce(ctx: dict[str, Any]) -> str:
     if d is not None:
         rr = d.reward_range
         facts += [
-            ("diagnostics clip level", f"{d.max_weight:g}" if d.max_weight is not None
+            ("diagnostics clip level", _num(d.max_weight) if d.max_weight is not None
              else "narrowest interval"),
-            ("reward range", "none" if rr is None else f"[{rr[0]:g}, {rr[1]:g}]"),
+            ("reward range", "none" if rr is None else f"[{_num(rr[0])}, {_num(rr[1])}]"),
         ]
         if d.target_width is not None:
-            facts.append(("plan", f"target width {d.target_width:g}, "
-                                  f"{fmt(d.new_rows)} new rows"))
+            facts.append(("plan", f"target width {_num(d.target_width)}, "
+                                  f"{_count(d.new_rows, 'new row')}"))
     out.append('<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>"
                                                for k, v in facts) + "</dl>")
     options = prov.get("options")
@@ -855,13 +931,41 @@ def _plots() -> Any:
 # --------------------------------------------------------------------------------------------
 # the page
 # --------------------------------------------------------------------------------------------
+def _plain(text: str) -> str:
+    return " ".join(str(text).split()).rstrip(".").casefold()
+
+
 def _all_notes(evaluation: Any, diagnostics: Any, extra: Sequence[str]) -> list[str]:
-    notes: list[str] = list(extra)
+    """One list of the page's notes, each warning once: the evaluation's own notes, each
+    estimate note once per candidate with the estimators it concerns, then the diagnostics'.
+
+    A warning about one candidate is the same when its text after the candidate's name is
+    (up to case and spacing): the estimators and the diagnostics word a low effective sample
+    size and a mean weight off 1 alike (:mod:`ope._thresholds`), so the diagnostics' copy of a
+    warning the estimates already gave is dropped. Other notes are the same when their
+    :func:`ope._format.note_key` is.
+    """
+    keyed: dict[Any, str] = {}
+    for note in extra:
+        keyed.setdefault(note_key(note), note)
     if evaluation is not None:
-        notes += list(evaluation.all_notes())
+        for note in evaluation.notes:
+            keyed.setdefault(note_key(note), note)
+        grouped: dict[tuple[str, str], tuple[str, list[str]]] = {}
+        for (policy, estimator), estimate in evaluation.estimates.items():
+            for note in estimate.notes:
+                grouped.setdefault((policy, _plain(note)), (note, []))[1].append(estimator)
+        for (policy, plain), (note, estimators) in grouped.items():
+            keyed.setdefault(("about", policy, plain),
+                             f"{policy} ({', '.join(estimators)}): {note}")
     if diagnostics is not None:
-        notes += list(diagnostics.notes)
-    return list(dict.fromkeys(notes))
+        policies = set(diagnostics.policies)
+        for note in diagnostics.notes:
+            head, sep, rest = str(note).partition(": ")
+            key = (("about", head, _plain(rest)) if sep and head in policies
+                   else note_key(note))
+            keyed.setdefault(key, note)
+    return list(keyed.values())
 
 
 def render_report(
@@ -935,8 +1039,8 @@ def render_report(
         verdicts = overlap_verdicts(diagnostics)
     if evaluation is not None and diagnostics is not None and diagnostics.n != evaluation.n:
         extra_notes.append(
-            f"the diagnostics were computed on {diagnostics.n:,} rows and the evaluation on "
-            f"{evaluation.n:,}: they describe different logs."
+            f"the diagnostics were computed on {_count(diagnostics.n, 'row')} and the evaluation "
+            f"on {_num(evaluation.n)}: they describe different logs."
         )
     level = (evaluation.confidence_level if evaluation is not None
              else diagnostics.confidence_level)
@@ -964,10 +1068,10 @@ def render_report(
     name = Path(source).name if source and not source.startswith("<") else (source or "logs")
     page_title = title if title is not None else f"Off-policy evaluation of {name}"
     n_policies = len(evaluation.policies) if evaluation is not None else len(diagnostics.policies)
-    sub = [f"{fmt(rows)} logged rows" if rows is not None else "",
-           f"{n_policies} candidate polic{'y' if n_policies == 1 else 'ies'}"]
+    sub = [_count(rows, "logged row") if rows is not None else "",
+           _count(n_policies, "candidate policy", "candidate policies")]
     if evaluation is not None:
-        sub.append(f"{len(evaluation.estimators)} estimators, {level:.0%} "
+        sub.append(f"{_count(len(evaluation.estimators), 'estimator')}, {level:.0%} "
                    f"{evaluation.ci_method} intervals")
     if source:
         sub.append(f"source: {source}")

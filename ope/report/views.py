@@ -21,6 +21,7 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
+from ope._format import format_number, format_share
 from ope._thresholds import ESS_RATIO_WARN
 from ope.diagnostics.overlap import VERDICT_EXPLORE
 from ope.exceptions import OPEError, ParameterError
@@ -36,10 +37,6 @@ __all__ = [
     "Truth",
     "Reference",
     "CandidateVerdict",
-    "fmt",
-    "fmt_signed",
-    "fmt_share",
-    "column_decimals",
     "logging_reference",
     "comparison_method",
     "headline_estimator",
@@ -97,87 +94,6 @@ MAX_FIGURE_CANDIDATES: Final = 12
 
 #: A summary line names at most this many of the segments or candidates it stands for.
 MAX_LISTED_NAMES: Final = 10
-
-
-# --------------------------------------------------------------------------------------------
-# numbers as a person reads them
-# --------------------------------------------------------------------------------------------
-def fmt(x: Any, digits: int = 3, *, decimals: int | None = None) -> str:
-    """A number for a person: ``digits`` significant digits in fixed point (``0.000047``,
-    ``0.120``, ``12.3``, ``36,321``), scientific only outside [1e-6, 1e9); ``decimals`` fixes
-    the decimals instead (to align a column). Missing values are ``–``.
-
-    >>> fmt(0.000047), fmt(0.12204), fmt(0.1198), fmt(36320.9), fmt(2.5e-9), fmt(float("nan"))
-    ('0.0000470', '0.122', '0.120', '36,321', '2.50e-09', '–')
-    >>> fmt(0.12204, decimals=4), fmt(100000), fmt(True)
-    ('0.1220', '100,000', 'True')
-    """
-    if x is None:
-        return "–"
-    if isinstance(x, bool):
-        return str(x)
-    if isinstance(x, numbers.Integral):
-        return f"{int(x):,}"
-    if not isinstance(x, numbers.Real):
-        return str(x)
-    v = float(x)
-    if not math.isfinite(v):
-        return "–" if math.isnan(v) else ("∞" if v > 0 else "−∞")
-    if decimals is not None:
-        return f"{v:,.{decimals}f}"
-    if v == 0:
-        return "0"
-    a = abs(v)
-    if a < 1e-6 or a >= 1e9:
-        return f"{v:.{max(digits - 1, 0)}e}"
-    places = max(digits - 1 - math.floor(math.log10(a)), 0)
-    return f"{v:,.{places}f}"
-
-
-def fmt_signed(x: Any, digits: int = 3, *, decimals: int | None = None) -> str:
-    """:func:`fmt` with an explicit sign for differences (``+0.094``, ``−0.070``, ``0``).
-
-    >>> fmt_signed(0.0941), fmt_signed(-0.0705), fmt_signed(0.0)
-    ('+0.0941', '−0.0705', '0')
-    """
-    text = fmt(x, digits, decimals=decimals)
-    if text.startswith("-"):
-        return "−" + text[1:]
-    if text in ("0", "–") or set(text) <= {"0", ".", ","}:
-        return text
-    return "+" + text
-
-
-def fmt_share(share: Any) -> str:
-    """A share of rows or mass as a percentage that never prints a positive share as 0%
-    (below 0.01%: ``<0.01%``).
-
-    >>> fmt_share(0.3632), fmt_share(0.0055), fmt_share(0.00031), fmt_share(3e-8), fmt_share(0.0)
-    ('36%', '0.55%', '0.031%', '<0.01%', '0%')
-    """
-    if share is None or not isinstance(share, numbers.Real) or math.isnan(float(share)):
-        return "–"
-    pct = 100.0 * float(share)
-    if pct == 0:
-        return "0%"
-    if 0 < abs(pct) < 0.01:
-        return "<0.01%" if pct > 0 else "−<0.01%"
-    if abs(pct) >= 10:
-        return f"{pct:.0f}%"
-    return f"{pct:.2g}%"
-
-
-def column_decimals(std_errors: Sequence[float], *, significant: int = 2, most: int = 8) -> int:
-    """Decimals that give the smallest positive standard error ``significant`` digits: the
-    precision at which values and interval ends of one table are worth printing.
-
-    >>> column_decimals([0.0015, 0.0103]), column_decimals([0.21]), column_decimals([])
-    (4, 2, 3)
-    """
-    finite = [abs(float(s)) for s in std_errors if s is not None and math.isfinite(s) and s > 0]
-    if not finite:
-        return 3
-    return int(min(max(significant - 1 - math.floor(math.log10(min(finite))), 0), most))
 
 
 # --------------------------------------------------------------------------------------------
@@ -401,21 +317,21 @@ def _diagnostic_reasons(row: Mapping[str, Any], segments: pd.DataFrame | None) -
     if row.get("propensity_check", "ok") != "ok":
         blocking.append("its mean importance weight is off (a support gap or wrong propensities)")
         reasons.append(
-            f"mean importance weight {fmt(row['mean_weight'])} (expected "
-            f"{fmt(row['mean_weight_expected'])})"
+            f"mean importance weight {format_number(row['mean_weight'], trim=True)} (expected "
+            f"{format_number(row['mean_weight_expected'], trim=True)})"
         )
     if row.get("verdict") == VERDICT_EXPLORE:
         blocking.append("more of the same logs would not settle it")
         share = row.get("verdict_coverage_share", math.nan)
         if isinstance(share, float) and math.isfinite(share):
-            reasons.append(f"{fmt_share(share)} of its narrowest interval is coverage, which "
+            reasons.append(f"{format_share(share)} of its narrowest interval is coverage, which "
                            "more of the same logs do not shrink")
         ratio = row.get("ess_ratio", math.nan)
         if isinstance(ratio, float) and ratio < ESS_RATIO_WARN:
-            reasons.append(f"its effective sample is {fmt_share(ratio)} of the rows")
+            reasons.append(f"its effective sample is {format_share(ratio)} of the rows")
     unsupported = row.get("unsupported_mass", math.nan)
     if isinstance(unsupported, float) and math.isfinite(unsupported) and unsupported > 0:
-        reasons.append(f"{fmt_share(unsupported)} of its mass is on actions the logger never plays")
+        reasons.append(f"{format_share(unsupported)} of its mass is on actions the logger never plays")
     return (blocking[0] if blocking else ""), reasons
 
 
@@ -480,7 +396,7 @@ def candidate_verdicts(
         else:
             ratios = table.loc[table["policy"] == policy, "ess_ratio"]
             low_ess = bool(len(ratios)) and bool((ratios < ESS_RATIO_WARN).all())
-            blocking = f"its effective sample is {fmt_share(ratios.max())} of the rows" if low_ess else ""
+            blocking = f"its effective sample is {format_share(ratios.max())} of the rows" if low_ess else ""
             why = [blocking] if low_ess else []
         if blocking and answer != UNCLEAR:
             summary = f"the estimates say {answer.split()[0]}, but {blocking}"
@@ -574,7 +490,7 @@ def top_segments(
     total = float(counts.sum())
     share = float(rest.sum()) / total if total > 0 else math.nan
     k = len(rest)
-    return shown, (f"{k} more segment{'s' if k != 1 else ''}, {fmt_share(share)} of rows: "
+    return shown, (f"{k} more segment{'s' if k != 1 else ''}, {format_share(share)} of rows: "
                    f"{_listed(list(rest.index))}")
 
 
