@@ -1637,6 +1637,10 @@ def _evaluation_document(evaluation: Any) -> dict[str, Any]:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
+    if getattr(args, "truth", None) and not args.report:
+        raise _UsageError("argument --truth: the known true values are drawn in the report; "
+                          "pass --report FILE.html too, or drop --truth.", flag="--truth")
+    _read_truth(args)  # a malformed --truth fails before any row is read
     names, rows = _source_schema(args)
     if args.trajectories or (names and all(c in names for c in TRAJECTORY_MARKERS)):
         if getattr(args, "weight_column", None):

@@ -158,3 +158,11 @@ def test_a_missing_truth_file_fails_before_any_row_is_read(tmp_path, capsys):
                  "--out", str(tmp_path / "r.html")])
     err = capsys.readouterr().err
     assert code == EXIT_USAGE and "argument --truth: cannot read" in err and "nope" not in err
+
+
+def test_evaluate_truth_without_a_report_is_a_usage_error(tmp_path, capsys):
+    truth = tmp_path / "t.json"
+    truth.write_text('{"a": 0.5}')
+    code = main(["evaluate", str(tmp_path / "nope.parquet"), "--truth", str(truth)])
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE and "argument --truth: the known true values are drawn in the report" in err
