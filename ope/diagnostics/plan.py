@@ -13,6 +13,8 @@ the traffic. The mathematics is in :meth:`ope.Diagnostics.plan`.
 
 from __future__ import annotations
 
+from ope._format import format_share
+
 import math
 from collections.abc import Sequence
 from typing import Any, Final
@@ -27,7 +29,6 @@ from ope.exceptions import ParameterError, ValidationError
 
 __all__ = [
     "PLAN_COLUMNS", "ACTION_PLAN_COLUMNS", "UNLOGGED_ACTIONS", "exploration_plan", "action_plan",
-    "percent",
 ]
 
 #: Iterations of the golden-section and bisection searches (the bracket shrinks to 1e-12 of its
@@ -66,19 +67,6 @@ def _rows_for(variance: float, width: float, z: float) -> int:
             "(e.g. 0.05 for rewards in [0, 1])."
         )
     return int(math.ceil(rows))
-
-
-def percent(share: float) -> str:
-    """A traffic share as a percentage with enough digits never to print a positive share as 0.
-
-    >>> percent(0.25), percent(0.00031), percent(0.0)
-    ('25.0%', '0.031%', '0%')
-    """
-    if share == 0:
-        return "0%"
-    if share >= 0.001:
-        return f"{share:.1%}"
-    return f"{100.0 * share:.2g}%"
 
 
 def _plan_for_scope(
@@ -226,7 +214,7 @@ def _scope_row(
                 f"logging give {name} an IPS interval of width about {width:.3g} <= {tw:g} "
                 f"({where})"
                 if eps == 0
-                else f"on {where}, play {name}'s own choice on {percent(eps)} of the "
+                else f"on {where}, play {name}'s own choice on {format_share(eps)} of the "
                 f"traffic (every action it takes then has logging propensity >= "
                 f"{eps:.3g} x its probability); {m_rows:,} new rows then give an IPS "
                 f"interval of width about {width:.3g} <= {tw:g}{same}"
@@ -254,7 +242,7 @@ def _scope_row(
             rows_needed=need,
             reason=(
                 f"no exploration share reaches width {tw:g} with {m_rows:,} new rows "
-                f"for {name} ({where}); at the best share {percent(best)} it needs about "
+                f"for {name} ({where}); at the best share {format_share(best)} it needs about "
                 f"{need:,} new rows"
             ),
         )

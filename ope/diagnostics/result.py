@@ -14,6 +14,7 @@ from ope._format import (
     format_estimate,
     format_interval,
     format_number,
+    format_share,
     note_key,
     number_notes,
     safe_text,
@@ -34,7 +35,7 @@ from ope._validation import check_choice, check_positive_int, check_real, descri
 from ope.diagnostics._inputs import Inputs
 from ope.diagnostics._pass import MANTISSA_BITS, octave_mass
 from ope.diagnostics.overlap import PROFILE_COLUMNS, PolicyRow
-from ope.diagnostics.plan import UNLOGGED_ACTIONS, action_plan, exploration_plan, percent
+from ope.diagnostics.plan import UNLOGGED_ACTIONS, action_plan, exploration_plan
 from ope.diagnostics.segments import (
     MAX_MATRIX_ACTIONS,
     POPULARITY_LABELS,
@@ -69,8 +70,9 @@ def _action_lines(actions: pd.DataFrame) -> list[str]:
             what = "the actions never logged" if a["action"] == UNLOGGED_ACTIONS else (
                 f"action {a['action']}")
             lines.append(
-                f"    on {where}: play {what} on {percent(a['extra_share'])} more of the "
-                f"traffic (from {percent(a['logging_share'])} to {percent(a['planned_share'])})"
+                f"    on {where}: play {what} on {format_share(a['extra_share'])} more of the "
+                f"traffic (from {format_share(a['logging_share'])} to "
+                f"{format_share(a['planned_share'])})"
             )
         if len(group) > _PLAN_ACTION_LINES:
             lines.append(f"    ... {len(group) - _PLAN_ACTION_LINES} more actions "
@@ -689,7 +691,7 @@ class Diagnostics(Result):
             body: list[str] = []
             ess_ref = _note_number(notes, r.policy, "low_ess")
             body.append(
-                f"  ESS {format_number(r.ess)} ({percent(r.ess_ratio)} of "
+                f"  ESS {format_number(r.ess)} ({format_share(r.ess_ratio)} of "
                 + ("rows" if self.sampling_weight is None else
                    f"the sampling weights' ESS {format_number(r.ess_reference)}")
                 + (f", see note [{ess_ref}]" if ess_ref is not None else "")
@@ -710,16 +712,17 @@ class Diagnostics(Result):
             if not math.isnan(r.unsupported_mass):
                 body.append(
                     "  candidate mass on actions the logger (almost) never plays: "
-                    f"{percent(r.unsupported_mass)}"
+                    f"{format_share(r.unsupported_mass)}"
                 )
             if self._intervals[r.policy] is not None:
                 how = "given" if r.clip_rule == "given" else "narrowest interval"
                 body.append(
                     f"  interval {format_interval(r.ci_low, r.ci_high)} at clip level "
                     f"{format_number(r.max_weight, trim=True)} ({how}; "
-                    f"{percent(r.clipped_share)} of rows, {percent(r.clipped_weight_share)} of "
+                    f"{format_share(r.clipped_share)} of rows, "
+                    f"{format_share(r.clipped_weight_share)} of "
                     f"the weight clipped): sampling {format_number(r.sampling_width, 3)}, "
-                    f"coverage {format_number(r.coverage_width, 3)} ({r.coverage_share:.0%})"
+                    f"coverage {format_number(r.coverage_width, 3)} ({format_share(r.coverage_share)})"
                 )
                 if r.clip_rule == "given" and r.verdict_max_weight != r.max_weight:
                     body.append(
