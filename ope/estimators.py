@@ -124,9 +124,9 @@ from ope.exceptions import (
 )
 from ope.intervals._rows import RowColumn, WeightingRows
 from ope.intervals._types import BottouInterval, ConfidenceInterval
+from ope._centered import CenteredMoments
 from ope.moments import (
     DEFAULT_CHUNK_SIZE,
-    CenteredMoments,
     Checks,
     WeightedMoments,
     WeightSummary,
@@ -411,7 +411,7 @@ def moment_interval(
     """Hoeffding / Bernstein / Bottou intervals of policy ``j`` from centred moments.
 
     ``estimator`` is IPS, clipped IPS or the logging value. Means and variances come from
-    shifted, centred statistics (:class:`ope.moments.CenteredMoments`), so the intervals are
+    shifted, centred statistics (``MomentStats.centered``), so the intervals are
     equivariant to shifting the rewards and ``reward_range`` together, to rounding, even for
     rewards far from zero.
     """
@@ -1005,8 +1005,9 @@ def _moment_arguments(mom: Any, j: Any, origin: Any) -> tuple[int, float]:
     a policy column of theirs and a finite reward origin."""
     if not isinstance(mom, CenteredMoments):
         raise ParameterError(
-            f"`mom` must be the centred moments of the rows (ope.moments.CenteredMoments, e.g. "
-            f"MomentStats.centered); got {describe(mom)}."
+            f"`mom` must be the centred moments of the rows (the `centered` field of an "
+            f"ope.streaming.MomentStats, e.g. MomentStats.from_arrays(...).centered); got "
+            f"{describe(mom)}."
         )
     n_pol = int(mom.max_w.shape[0])
     if isinstance(j, (bool, np.bool_)) or not isinstance(j, numbers.Integral) or not (

@@ -69,15 +69,15 @@ from ope.estimators import (
 )
 from ope.exceptions import EstimationError, ParameterError, ValidationError
 from ope.intervals._types import BottouInterval, ConfidenceInterval
+from ope._centered import CenteredMoments
 from ope.moments import (
     DEFAULT_CHUNK_SIZE,
-    CenteredMoments,
     WeightedMoments,
     centered_moments,
     weighted_moments,
 )
 from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, IntervalRequest, Source
-from ope.weights import check_sampling_weight, moment_sums
+from ope.weights import check_sampling_weight
 
 __all__ = ["MomentStats"]
 
@@ -329,7 +329,7 @@ class MomentStats:
     @property
     def moments(self) -> dict[str, np.ndarray]:
         """Raw per-policy sums keyed by :data:`ope.weights.MOMENT_KEYS`, shape (P,) each."""
-        return moment_sums(self.centered)
+        return self.centered.policy_sums()
 
     @property
     def sum_r(self) -> float:

@@ -118,7 +118,8 @@ from ope.exceptions import (
 )
 from ope.propensity import estimated_propensity_note
 from ope.weights import sampling_weight_column
-from ope.moments import CenteredMoments, centered_moments
+from ope._centered import CenteredMoments
+from ope.moments import centered_moments
 
 __all__ = [
     "Diagnostics",

@@ -31,7 +31,8 @@ from ope._thresholds import (
     kish_ess,
 )
 from ope.exceptions import ValidationError
-from ope.moments import DEFAULT_CHUNK_SIZE, CenteredMoments, centered_moments
+from ope._centered import CenteredMoments
+from ope.moments import DEFAULT_CHUNK_SIZE, centered_moments
 
 __all__ = [
     "MAX_CATEGORIES",

@@ -57,7 +57,8 @@ from ope._validation import (
 )
 from ope.exceptions import EstimationError, OverlapWarning, ParameterError, SmallSampleWarning
 from ope.logs import Trajectories
-from ope.moments import CenteredMoments, centered_moments
+from ope._centered import CenteredMoments
+from ope.moments import centered_moments
 from ope.results import (
     DEFAULT_CONFIDENCE_LEVEL,
     Estimate,
