@@ -622,7 +622,11 @@ def _row_sources(
         )
     out: list[tuple[str, WeightingRows]] = []
     for item in estimators:
-        key, est = item if isinstance(item, tuple) and len(item) == 2 else (None, item)
+        pair: tuple[Any, Any] = (
+            item if isinstance(item, tuple) and len(item) == 2 else (None, item)
+        )
+        key, est = pair
+        rows: Any
         if isinstance(est, WeightingRows):
             rows = est
         elif callable(getattr(est, "row_source", None)):
