@@ -831,7 +831,8 @@ def shared_bootstrap(
         return columns.setdefault(spec, len(columns))
 
     def indices(rows: WeightingRows, j: int | None) -> tuple[int, ...]:
-        return tuple(column((c, j) if c.uses_weights else (c,)) for c in rows.columns)
+        """The columns of a row source for candidate ``j`` (a column of no weights: shared)."""
+        return tuple(column(("rows", c, j if c.uses_weights else None)) for c in rows.columns)
 
     stats: list[_Stat] = []
     if logging:
@@ -896,11 +897,11 @@ def shared_bootstrap(
             assert p is not None
             return ratio(p[rows], targets[j][rows])
 
-        for i, spec in enumerate(order):  # a loop over columns
-            if spec[0] == "src":
-                out[i] = extra[spec[1]][rows, spec[2]]
-            else:
-                spec[0].fill(rb, weights(spec[1]) if len(spec) == 2 else None, out[i])
+        for i, (kind, what, j) in enumerate(order):  # a loop over columns
+            if kind == "src":  # column j of the source's components
+                out[i] = extra[what][rows, j]
+            else:  # a row source's column of candidate j
+                what.fill(rb, None if j is None else weights(j), out[i])
         return out
 
     cols = Columns(n, len(order), build)
