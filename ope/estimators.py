@@ -81,6 +81,7 @@ from typing import Any, ClassVar, Final
 import numpy as np
 import numpy.typing as npt
 
+from ope._centered import CenteredMoments
 from ope._thresholds import (
     ESS_RATIO_WARN,
     MEAN_WEIGHT_Z,
@@ -124,7 +125,6 @@ from ope.exceptions import (
 )
 from ope.intervals._rows import RowColumn, WeightingRows
 from ope.intervals._types import BottouInterval, ConfidenceInterval
-from ope._centered import CenteredMoments
 from ope.moments import (
     DEFAULT_CHUNK_SIZE,
     Checks,

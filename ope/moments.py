@@ -24,8 +24,8 @@ from typing import Final
 
 import numpy as np
 
-from ope._kernel import N_COMOMENTS, Checks, Moments, accumulate
 from ope._centered import CenteredMoments, WeightSummary
+from ope._kernel import N_COMOMENTS, Checks, Moments, accumulate
 from ope._thresholds import kish_ess
 from ope._validation import check_positive_int, chunks
 

@@ -40,6 +40,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from ope._centered import CenteredMoments
 from ope._thresholds import MIN_ROWS
 from ope._validation import (
     as_float_array,
@@ -69,7 +70,6 @@ from ope.estimators import (
 )
 from ope.exceptions import EstimationError, ParameterError, ValidationError
 from ope.intervals._types import BottouInterval, ConfidenceInterval
-from ope._centered import CenteredMoments
 from ope.moments import (
     DEFAULT_CHUNK_SIZE,
     WeightedMoments,

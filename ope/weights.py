@@ -26,6 +26,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from ope._centered import MOMENT_KEYS
 from ope._validation import (
     MAX_FINITE_WEIGHT,
     as_float_array,
@@ -37,7 +38,6 @@ from ope._validation import (
     validated_pair,
 )
 from ope.exceptions import ParameterError, SchemaError, ValidationError
-from ope._centered import MOMENT_KEYS
 from ope.moments import DEFAULT_CHUNK_SIZE, ratio
 
 __all__ = [

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from ope._centered import CenteredMoments
 from ope._thresholds import (
     COVERAGE_VERDICT_SHARE,
     ESS_RATIO_WARN,
@@ -27,7 +28,6 @@ from ope._thresholds import (
 from ope.diagnostics.segments import SegmentRow, unsupported_text
 from ope.intervals import BottouInterval
 from ope.intervals.bounded import bottou_interval
-from ope._centered import CenteredMoments
 
 __all__ = [
     "WEIGHT_QUANTILES",
