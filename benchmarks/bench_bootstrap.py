@@ -5,8 +5,8 @@ Cases (interleaved rounds, medians; ``n`` rows, ``B`` resamples, 8 candidates):
 
 * ``normal evaluate``: ``ope.evaluate(logs, estimators=("ips", "snips"), ci="normal")`` on the
   same logs, the reference a user compares with;
-* ``shared``: ``shared_bootstrap(reward, propensity, target (n, 8), estimators=("ips",
-  "snips"))``: all 16 intervals and the logging value's from one set of counts (the call
+* ``shared``: ``shared_bootstrap(reward, propensity, target (n, 8), estimators=(IPS(),
+  SNIPS()))``: all 16 intervals and the logging value's from one set of counts (the call
   ``evaluate(..., ci="bootstrap")`` makes once it is wired to it), with the compiled loop and
   with the numpy fallback (``OPE_KERNEL=numpy``);
 * ``one IPS`` / ``one SNIPS``: ``Estimate.ci(method="bootstrap")`` of one candidate;
@@ -150,13 +150,14 @@ def build_logs(data: dict[str, Any]) -> Any:
 # --------------------------------------------------------------------------------------------
 def _shared(data: dict[str, Any], b: int, numpy_backend: bool = False) -> Any:
     import ope._kernel as kernel
+    from ope.estimators import IPS, SNIPS
     from ope.intervals.bootstrap import shared_bootstrap
 
     if numpy_backend:
         kernel.set_backend("numpy")
     try:
         return shared_bootstrap(data["reward"], data["propensity"], data["target"],
-                                names=data["names"], estimators=("ips", "snips"),
+                                names=data["names"], estimators=(IPS(), SNIPS()),
                                 n_resamples=b, rng=0)
     finally:
         kernel.set_backend(None)
@@ -235,9 +236,10 @@ def cold(n: int, b: int, fresh_cache: bool) -> dict[str, Any]:
         f"data = continuous_data({n})\n"
     )
     work = (
+        "from ope.estimators import IPS, SNIPS\n"
         "from ope.intervals.bootstrap import shared_bootstrap\n"
         "shared_bootstrap(data['reward'], data['propensity'], data['target'], "
-        f"n_resamples={b}, rng=0)\n"
+        f"estimators=(IPS(), SNIPS()), n_resamples={b}, rng=0)\n"
     )
     saved = os.environ.get("NUMBA_CACHE_DIR")
     with tempfile.TemporaryDirectory() as tmp:
@@ -304,6 +306,7 @@ MU: Final = np.array([0.2, 0.5, 0.7])
 def coverage(sizes: list[int], reps: int, b: int, before: Any | None) -> list[dict[str, Any]]:
     """Coverage of the percentile IPS and SNIPS intervals of the exact value ``pi @ mu``, with
     rewards ``mu_a + U(-0.1, 0.1)`` (continuous: every row distinct), old vs new code."""
+    from ope.estimators import IPS, SNIPS
     from ope.intervals.bootstrap import EXACT_MAX_ROWS, shared_bootstrap
 
     truth = float(PI @ MU)
@@ -316,7 +319,8 @@ def coverage(sizes: list[int], reps: int, b: int, before: Any | None) -> list[di
             a = rng.choice(3, size=n, p=PI0)
             r = MU[a] + rng.uniform(-0.1, 0.1, size=n)
             w = PI[a] / PI0[a]
-            res = shared_bootstrap(r, PI0[a], PI[a][:, None], n_resamples=b, rng=i)
+            res = shared_bootstrap(r, PI0[a], PI[a][:, None], estimators=(IPS(), SNIPS()),
+                                   n_resamples=b, rng=i)
             for key in ("ips", "snips"):
                 lo, hi = res.intervals[("0", key)]
                 hits.setdefault(("new", key), []).append(float(lo <= truth <= hi))

@@ -81,6 +81,7 @@ from typing import Any, ClassVar, Final
 import numpy as np
 import numpy.typing as npt
 
+from ope._centered import CenteredMoments
 from ope._thresholds import (
     ESS_RATIO_WARN,
     MEAN_WEIGHT_Z,
@@ -122,10 +123,10 @@ from ope.exceptions import (
     SmallSampleWarning,
     ValidationError,
 )
+from ope.intervals._rows import RowColumn, WeightingRows
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 from ope.moments import (
     DEFAULT_CHUNK_SIZE,
-    CenteredMoments,
     Checks,
     WeightedMoments,
     WeightSummary,
@@ -410,7 +411,7 @@ def moment_interval(
     """Hoeffding / Bernstein / Bottou intervals of policy ``j`` from centred moments.
 
     ``estimator`` is IPS, clipped IPS or the logging value. Means and variances come from
-    shifted, centred statistics (:class:`ope.moments.CenteredMoments`), so the intervals are
+    shifted, centred statistics (``MomentStats.centered``), so the intervals are
     equivariant to shifting the rewards and ``reward_range`` together, to rounding, even for
     rewards far from zero.
     """
@@ -1004,8 +1005,9 @@ def _moment_arguments(mom: Any, j: Any, origin: Any) -> tuple[int, float]:
     a policy column of theirs and a finite reward origin."""
     if not isinstance(mom, CenteredMoments):
         raise ParameterError(
-            f"`mom` must be the centred moments of the rows (ope.moments.CenteredMoments, e.g. "
-            f"MomentStats.centered); got {describe(mom)}."
+            f"`mom` must be the centred moments of the rows (the `centered` field of an "
+            f"ope.streaming.MomentStats, e.g. MomentStats.from_arrays(...).centered); got "
+            f"{describe(mom)}."
         )
     n_pol = int(mom.max_w.shape[0])
     if isinstance(j, (bool, np.bool_)) or not isinstance(j, numbers.Integral) or not (
@@ -1016,6 +1018,17 @@ def _moment_arguments(mom: Any, j: Any, origin: Any) -> tuple[int, float]:
             f"got {describe(j)}."
         )
     return int(j), check_real(origin, "origin", finite=True, example="origin=0.0")
+
+
+@dataclass(frozen=True)
+class _AboutOrigin:
+    """A statistic of column means taken about a reward origin: ``origin + statistic(m)``."""
+
+    origin: float
+    statistic: Callable[[np.ndarray], np.ndarray]
+
+    def __call__(self, means: np.ndarray) -> np.ndarray:
+        return self.origin + self.statistic(means)
 
 
 class WeightingEstimator(Estimator):
@@ -1035,6 +1048,37 @@ class WeightingEstimator(Estimator):
         """The reward level the weights act about (0; clipped IPS: the range's lower end)."""
         check_reward_range(reward_range)
         return 0.0
+
+    def row_source(self, reward_range: Sequence[float] | None = None) -> WeightingRows:
+        """The per-row columns of this estimate and the statistic of their means, for a
+        bootstrap that resamples every candidate with one set of counts
+        (:func:`ope.intervals.bootstrap.shared_bootstrap`).
+
+        The column is ``w r`` with the weights this estimator uses, about
+        :meth:`reward_origin` of ``reward_range`` (clipped IPS:
+        ``min(w, R) (r - r_lo)``, whose mean plus ``r_lo`` is the value); the logging value's
+        column is ``r``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ope.estimators import ClippedIPS
+        >>> rows = ClippedIPS(max_weight=2.0).row_source((1.0, 3.0))
+        >>> r, w = np.array([1.0, 3.0]), np.array([0.5, 4.0])
+        >>> col = np.empty(2)
+        >>> rows.columns[0].fill(r, w, col)
+        >>> col.tolist()                        # min(w, 2) (r - 1)
+        [0.0, 4.0]
+        >>> float(rows.statistic(col.mean(keepdims=True)))   # 1 + mean
+        3.0
+        """
+        origin = self.reward_origin(check_reward_range(reward_range))
+        if not self.uses_weights:
+            return WeightingRows(self.name, (RowColumn("reward"),), self._statistic)
+        column = RowColumn("weighted_reward", clip=self.clip_level, origin=origin)
+        if self.clip_level is None and origin == 0.0:
+            return WeightingRows(self.name, (column,), self._statistic)
+        return WeightingRows(self.name, (column,), _AboutOrigin(origin, self._statistic))
 
     def moment_statistic(
         self, mom: CenteredMoments, j: int, origin: float = 0.0
@@ -1710,6 +1754,14 @@ class SNIPS(_ImportanceWeighting):
 
     def _gradient(self, m: np.ndarray) -> np.ndarray:
         return np.array([1.0 / m[1], -m[0] / m[1] ** 2])
+
+    def row_source(self, reward_range: Sequence[float] | None = None) -> WeightingRows:
+        """The columns ``w r`` and ``w`` and their ratio of means, renormalized inside each
+        resample (undefined when a resample's weights are all zero); ``reward_range`` is
+        checked and unused (the ratio is shift-equivariant)."""
+        check_reward_range(reward_range)
+        columns = (RowColumn("weighted_reward"), RowColumn("weight"))
+        return WeightingRows(self.name, columns, self._statistic, undefined_without_weight=True)
 
     def paired_logging_sd(self, mom: CenteredMoments, j: int, origin: float = 0.0) -> float:
         """The paired deviation of the delta-method influence terms of the ratio minus the

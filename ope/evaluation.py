@@ -1680,17 +1680,22 @@ def _shared_bootstrap_intervals(
 ) -> dict[Any, tuple[float, float]]:
     """Every bootstrap interval of the run from one set of resamples
     (:func:`ope.intervals.bootstrap.shared_bootstrap`): each equals the estimate's own
-    ``ci(method="bootstrap", rng=seed, n_resamples=B)``. DM has none (its ``ci`` is NaN)."""
+    ``ci(method="bootstrap", rng=seed, n_resamples=B)``. DM has none (its ``ci`` is NaN).
+
+    The weighting estimators enter through their row sources (``row_source``: per-row columns
+    built from the shared weights, block by block); the others through their estimates'
+    sources."""
+    from ope.estimators import WeightingEstimator
     from ope.intervals.bootstrap import shared_bootstrap
 
     if run.sampling_weight is not None:
         return _weighted_shared_bootstrap(run, resolved, settings)
-    weighting = [(k, e) for k, e in resolved if k in STREAMING_ESTIMATORS]
+    weighting = [(k, e) for k, e in resolved if isinstance(e, WeightingEstimator)]
     sources = {
         (p, k): run.estimates[(p, k)].source
         for p in [*run.names, *run.factored]
-        for k, _ in resolved
-        if k not in STREAMING_ESTIMATORS and k != "dm"
+        for k, e in resolved
+        if not isinstance(e, WeightingEstimator) and k != "dm"
     }
     sources.update({(p, k): run.estimates[(p, k)].source for p in run.factored for k, _ in weighting})
     shared = shared_bootstrap(

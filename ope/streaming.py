@@ -40,6 +40,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from ope._centered import CenteredMoments
 from ope._thresholds import MIN_ROWS
 from ope._validation import (
     as_float_array,
@@ -71,13 +72,12 @@ from ope.exceptions import EstimationError, ParameterError, ValidationError
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 from ope.moments import (
     DEFAULT_CHUNK_SIZE,
-    CenteredMoments,
     WeightedMoments,
     centered_moments,
     weighted_moments,
 )
 from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, IntervalRequest, Source
-from ope.weights import check_sampling_weight, moment_sums
+from ope.weights import check_sampling_weight
 
 __all__ = ["MomentStats"]
 
@@ -364,7 +364,7 @@ class MomentStats:
     @property
     def moments(self) -> dict[str, np.ndarray]:
         """Raw per-policy sums keyed by :data:`ope.weights.MOMENT_KEYS`, shape (P,) each."""
-        return moment_sums(self.centered)
+        return self.centered.policy_sums()
 
     @property
     def sum_r(self) -> float:

@@ -7,8 +7,8 @@ The importance weight of logged row ``i`` for a candidate policy ``pi`` is
 the ratio of the candidate's probability of the logged action to the logging propensity. This
 module computes weights for ``P`` candidate policies at once (target propensities of shape
 ``(n,)`` or ``(n, P)``), accumulates in float64 whatever the input dtype, optionally clips them at
-an a priori level ``max_weight``, and reports the per-policy raw sums of the moment kernel
-(:func:`weight_moments`, derived from :func:`ope.moments.centered_moments`).
+an a priori level ``max_weight``. The per-policy raw sums of the moment kernel (named by
+:data:`MOMENT_KEYS`) are :attr:`ope.streaming.MomentStats.moments`.
 
 :func:`factor_weights` implements Bottou et al.'s *Markov factor replacement*: when a decision is
 made by several randomized stages (e.g. retrieval then ranking) and a candidate changes only some
@@ -26,6 +26,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
+from ope._centered import MOMENT_KEYS
 from ope._validation import (
     MAX_FINITE_WEIGHT,
     as_float_array,
@@ -37,42 +38,24 @@ from ope._validation import (
     validated_pair,
 )
 from ope.exceptions import ParameterError, SchemaError, ValidationError
-from ope.moments import DEFAULT_CHUNK_SIZE, CenteredMoments, centered_moments, ratio
+from ope.moments import DEFAULT_CHUNK_SIZE, ratio
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
     "importance_weights",
     "factor_weights",
-    "weight_moments",
     "MOMENT_KEYS",
     "MAX_FINITE_WEIGHT",
     "SAMPLING_WEIGHT_COLUMN",
     "check_sampling_weight",
     "sampling_weight_note",
     "sampling_weight_column",
-    "moment_sums",
 ]
 
 #: The column that carries each row's sampling (Horvitz-Thompson) weight: the DSJSON importer
 #: writes ``1 / (1 - pdrop)`` there, and ``ope.evaluate`` uses it whenever it is present (another
 #: column can be named with ``weight_column=``).
 SAMPLING_WEIGHT_COLUMN: Final = "weight"
-
-#: Names of the per-policy sums returned by :func:`weight_moments` (each a float64 array (P,)).
-MOMENT_KEYS: Final = (
-    "sum_w",  # sum of raw weights
-    "sum_w2",  # sum of squared raw weights
-    "sum_wr",  # sum of w * r
-    "sum_w2r",  # sum of w^2 * r
-    "sum_w2r2",  # sum of w^2 * r^2
-    "max_w",  # largest raw weight
-    "sum_cw",  # the same five sums for the clipped weight min(w, max_weight) ...
-    "sum_cw2",
-    "sum_cwr",
-    "sum_cw2r",
-    "sum_cw2r2",
-    "n_clipped",  # ... and the number of rows whose weight exceeded max_weight
-)
 
 
 # --------------------------------------------------------------------------------------------
@@ -339,84 +322,3 @@ def factor_weights(
     if mw is not None:
         np.minimum(weight, mw, out=weight)
     return weight
-
-
-def weight_moments(
-    reward: npt.ArrayLike,
-    logging_propensity: npt.ArrayLike,
-    target_propensity: npt.ArrayLike,
-    *,
-    max_weight: float | None = None,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
-) -> dict[str, np.ndarray]:
-    """The per-policy weight sums of :data:`MOMENT_KEYS`, from one pass of the moment kernel.
-
-    Parameters
-    ----------
-    reward : array_like, shape (n,)
-        Observed rewards (finite).
-    logging_propensity : array_like, shape (n,)
-        Logging propensities, in (0, 1].
-    target_propensity : array_like, shape (n,) or (n, P)
-        Candidate propensities of the logged actions, in [0, 1].
-    max_weight : float, optional
-        A priori clipping level; when None the ``sum_c*`` entries equal the raw sums and
-        ``n_clipped`` is zero.
-    chunk_size : int, default DEFAULT_CHUNK_SIZE
-        Largest number of rows per block; blocks are also kept within 2**18 entries (rows x
-        P) so that they stay in cache. Memory is O(min(chunk_size * P, 2**18)).
-
-    Returns
-    -------
-    dict of str to numpy.ndarray
-        ``"n"`` (int) plus the float64 arrays of shape (P,) named in :data:`MOMENT_KEYS`
-        (shape (1,) for a 1-D ``target_propensity``). ``"sum_r"`` and ``"sum_r2"`` (scalars)
-        hold the reward sums used by the on-policy (logging) value.
-
-    Notes
-    -----
-    The sums are derived from the shifted, centred moments of
-    :func:`ope.moments.centered_moments` (the kernel of every weighting estimate), e.g.
-    :math:`\\sum w^2 r = C_{ab} + n\\bar a\\bar b + c\\sum w^2` about the shift :math:`c`. Raw
-    sums merge by addition (``max_w`` by maximum), but variances formed from them lose about
-    :math:`\\log_{10}(\\mathbb E[x^2]/\\mathrm{Var}\\,x)` digits to cancellation (12 digits for
-    rewards of mean :math:`10^6` and standard deviation 1); :class:`ope.streaming.MomentStats`
-    therefore merges the centred statistics instead.
-
-    The sums are raw, not estimates: clipped IPS (:class:`ope.estimators.ClippedIPS`) clips about
-    the lower end ``r_lo`` of ``reward_range``, so its value from these sums is
-    ``r_lo + (sum_cwr - r_lo * sum_cw) / n`` (``sum_cwr / n`` only when ``r_lo = 0``).
-
-    References
-    ----------
-    .. [1] L. Bottou et al., "Counterfactual reasoning and learning systems", JMLR 14, 2013.
-
-    Examples
-    --------
-    >>> from ope.weights import weight_moments
-    >>> m = weight_moments([1.0, 0.0], [0.5, 0.5], [[1.0, 0.5], [0.0, 0.5]])
-    >>> m["sum_w"], m["sum_wr"]
-    (array([2., 2.]), array([2., 1.]))
-    """
-    r = as_float_array(reward, "reward", ndim=(1,))
-    p, t = validated_pair(logging_propensity, target_propensity)
-    if r.shape[0] != p.shape[0]:
-        raise ValidationError(
-            f"`reward` has {r.shape[0]} rows but `logging_propensity` has {p.shape[0]}."
-        )
-    check_finite(r, "reward")
-    mw = check_max_weight(max_weight)
-    t2 = t if t.ndim == 2 else t[:, None]
-    mom = centered_moments(r, p, t2, max_weight=mw, chunk_size=chunk_size)
-    result = moment_sums(mom)
-    sum_r, sum_r2 = mom.reward_sums()
-    result["n"] = np.asarray(mom.n)
-    result["sum_r"] = np.asarray(sum_r)
-    result["sum_r2"] = np.asarray(sum_r2)
-    return result
-
-
-def moment_sums(moments: CenteredMoments) -> dict[str, np.ndarray]:
-    """The raw per-policy sums of :data:`MOMENT_KEYS` (arrays of shape (P,)) of ``moments``."""
-    per = [moments.raw_sums(j) for j in range(moments.max_w.shape[0])]  # loop over policies
-    return {key: np.array([d[key] for d in per], dtype=np.float64) for key in MOMENT_KEYS}

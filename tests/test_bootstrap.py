@@ -15,6 +15,7 @@ import pytest
 from scipy import stats
 
 import ope._kernel as kernel
+import ope.intervals._resampling as rs
 import ope.intervals.bootstrap as bs
 from ope.estimators import IPS, SNIPS
 from ope.exceptions import EstimationError, ParameterError, SmallSampleWarning
@@ -126,7 +127,7 @@ def test_the_bootstrap_loops_compile_once_through_the_kernel_registry(monkeypatc
     import inspect
     import threading
 
-    assert "njit" not in inspect.getsource(bs)
+    assert "njit" not in inspect.getsource(bs) and "njit" not in inspect.getsource(rs)
     if not kernel.numba_available():
         pytest.skip("numba is not installed (the optional extra 'fast')")
     monkeypatch.setattr(kernel, "_LOOPS", {})  # as in a fresh process
@@ -137,7 +138,7 @@ def test_the_bootstrap_loops_compile_once_through_the_kernel_registry(monkeypatc
 
     def ask():
         start.wait()
-        got.append(bs._compiled())
+        got.append(rs.compiled_sums())
 
     try:
         kernel.set_backend("numba")
@@ -150,17 +151,17 @@ def test_the_bootstrap_loops_compile_once_through_the_kernel_registry(monkeypatc
         kernel.set_backend(None)
     assert len(got) == 4 and all(g is got[0] for g in got)
     assert sorted(calls) == ["_nb_multinomial_sums", "_nb_poisson_sums"]
-    assert kernel._LOOPS[bs.__name__] is got[0]
+    assert kernel._LOOPS[rs.__name__] is got[0]
 
 
 @pytest.mark.parametrize("backend", ["numpy", None])
 def test_counts_do_not_depend_on_the_block_sizes(monkeypatch, backend):
     a = np.random.default_rng(2).uniform(size=(N_POISSON, 2))
     ref = bootstrap_replicates(a, _ratio, n_resamples=101, rng=0)
-    monkeypatch.setattr(bs, "BLOCK_ROWS", 4 * 1001)  # many blocks, the last one padded
-    monkeypatch.setattr(bs, "SUB_BLOCK_ROWS", 4 * 13)
-    monkeypatch.setattr(bs, "NUMPY_SUB_BLOCK_ROWS", 4 * 77)
-    monkeypatch.setattr(bs, "NUMPY_COUNT_ELEMENTS", 5_000)
+    monkeypatch.setattr(rs, "BLOCK_ROWS", 4 * 1001)  # many blocks, the last one padded
+    monkeypatch.setattr(rs, "SUB_BLOCK_ROWS", 4 * 13)
+    monkeypatch.setattr(rs, "NUMPY_SUB_BLOCK_ROWS", 4 * 77)
+    monkeypatch.setattr(rs, "NUMPY_COUNT_ELEMENTS", 5_000)
     try:
         kernel.set_backend(backend)
         again = bootstrap_replicates(a, _ratio, n_resamples=101, rng=0)
@@ -259,7 +260,7 @@ def test_poisson_intervals_match_the_multinomial_ones_within_monte_carlo_error(
     poisson = bootstrap_interval(comps, statistic, n_resamples=b, rng=1,
                                  bootstrap_method=method)
     reps = bootstrap_replicates(comps, statistic, n_resamples=b, rng=1)
-    monkeypatch.setattr(bs, "EXACT_MAX_ROWS", n)
+    monkeypatch.setattr(rs, "EXACT_MAX_ROWS", n)
     multinomial = bootstrap_interval(comps, statistic, n_resamples=b, rng=2,
                                      bootstrap_method=method)
     tol = 4 * math.sqrt(2) * np.std(reps) * math.sqrt(0.025 * 0.975 / b) / stats.norm.pdf(1.96)
@@ -356,12 +357,12 @@ def test_a_progress_bar_over_row_blocks_for_long_bootstraps(monkeypatch):
         calls.append(kw)
         return iterable
 
-    monkeypatch.setattr(bs, "progress", fake)
+    monkeypatch.setattr(rs, "progress", fake)
     a = np.random.default_rng(0).uniform(size=N_POISSON)
     bootstrap_replicates(a, _mean, n_resamples=100, rng=0)
     assert calls == []  # short: no bar
-    monkeypatch.setattr(bs, "PROGRESS_MIN_COUNTS", 1000)
-    monkeypatch.setattr(bs, "BLOCK_ROWS", 4096)
+    monkeypatch.setattr(rs, "PROGRESS_MIN_COUNTS", 1000)
+    monkeypatch.setattr(rs, "BLOCK_ROWS", 4096)
     bootstrap_replicates(a, _mean, n_resamples=100, rng=0)
     assert calls == [{"desc": "bootstrap", "total": -(-N_POISSON // 4096), "unit": "block"}]
 

@@ -208,9 +208,9 @@ def test_dr_normal_interval_is_intersected_with_the_reward_range():
 
 
 def test_raw_weight_sums_give_the_clipped_estimate_about_r_lo():
-    from ope.weights import weight_moments
+    from ope.streaming import MomentStats
 
-    m = weight_moments(R_HAND, P_HAND, T_HAND, max_weight=2.0)
+    m = MomentStats.from_arrays(R_HAND, P_HAND, T_HAND, max_weight=2.0).moments
     value = 10.0 + (m["sum_cwr"][0] - 10.0 * m["sum_cw"][0]) / 3.0
     res = _quiet(oe.ClippedIPS(max_weight=2.0).estimate, R_HAND, P_HAND, T_HAND,
                  reward_range=(10.0, 11.0))

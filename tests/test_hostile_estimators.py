@@ -384,7 +384,7 @@ def test_undefined_snips_resamples_name_target_propensity():
     with pytest.raises(EstimationError, match=r"policy '0', snips: 100 of 100 bootstrap "
                                               r"resamples .*column 0 of `target_propensity` "
                                               r"is 0 on nearly every row"):
-        shared_bootstrap(R, P, np.zeros(N), n_resamples=100, rng=0)
+        shared_bootstrap(R, P, np.zeros(N), estimators=(IPS(), SNIPS()), n_resamples=100, rng=0)
 
 
 @pytest.mark.parametrize("n", [10**30, 10**400])

@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pytest
 
+import ope.intervals._resampling as rs
 import ope.intervals.bootstrap as bs
 from ope.estimators import DR, IPS, SNIPS, ClippedIPS, logging_value
 from ope.exceptions import EstimationError, ParameterError, ValidationError
@@ -37,6 +38,7 @@ def _data(n: int, p_count: int = 3, seed: int = 0):
 
 
 ESTIMATORS = [("ips", IPS()), ("snips", SNIPS()), ("clipped_ips", ClippedIPS(max_weight=2.0))]
+IPS_SNIPS = (IPS(), SNIPS())
 
 
 @pytest.fixture(autouse=True)
@@ -78,7 +80,7 @@ def test_every_interval_equals_its_own_bootstrap_with_the_same_seed(n, method):
 @pytest.mark.parametrize("n", [1_500, N_POISSON], ids=["multinomial", "poisson"])
 def test_intervals_are_the_quantiles_of_replicates_from_the_documented_counts(n):
     r, p, t = _data(n, p_count=2, seed=1)
-    res = shared_bootstrap(r, p, t, estimators=("ips", "snips"), n_resamples=250, rng=3,
+    res = shared_bootstrap(r, p, t, estimators=IPS_SNIPS, n_resamples=250, rng=3,
                            confidence_level=0.9)
     c = resample_counts(n, 250, rng=3)
     w = t / p[:, None]
@@ -95,15 +97,18 @@ def test_intervals_are_the_quantiles_of_replicates_from_the_documented_counts(n)
 
 def test_the_candidates_in_any_form_give_the_same_intervals():
     r, p, t = _data(N_POISSON, p_count=4, seed=2)
-    ref = shared_bootstrap(r, p, t, n_resamples=200, rng=5)
+    ref = shared_bootstrap(r, p, t, estimators=IPS_SNIPS, n_resamples=200, rng=5)
     names = [str(j) for j in range(4)]
-    as_list = shared_bootstrap(r, p, [t[:, j] for j in range(4)], n_resamples=200, rng=5)
-    fortran = shared_bootstrap(r, p, np.asfortranarray(t), n_resamples=200, rng=5)
+    as_list = shared_bootstrap(r, p, [t[:, j] for j in range(4)], estimators=IPS_SNIPS,
+                               n_resamples=200, rng=5)
+    fortran = shared_bootstrap(r, p, np.asfortranarray(t), estimators=IPS_SNIPS,
+                               n_resamples=200, rng=5)
     wide = np.zeros((t.shape[0], 8))
     wide[:, ::2] = t
-    strided = shared_bootstrap(r, p, wide[:, ::2], n_resamples=200, rng=5)  # a view, not copied
+    strided = shared_bootstrap(r, p, wide[:, ::2], estimators=IPS_SNIPS, n_resamples=200,
+                               rng=5)  # a view, not copied
     f32 = shared_bootstrap(r.astype(np.float32), p.astype(np.float32), t.astype(np.float32),
-                           n_resamples=200, rng=5)
+                           estimators=IPS_SNIPS, n_resamples=200, rng=5)
     for other in (as_list, fortran, strided):
         for key in ((nm, e) for nm in names for e in ("ips", "snips")):
             np.testing.assert_allclose(tuple(other.intervals[key]), tuple(ref.intervals[key]),
@@ -117,13 +122,14 @@ def test_the_candidates_in_any_form_give_the_same_intervals():
 
 def test_the_seed_is_drawn_recorded_and_reproduces_the_intervals():
     r, p, t = _data(3_000, p_count=2, seed=3)
-    drawn = shared_bootstrap(r, p, t, n_resamples=200)
+    drawn = shared_bootstrap(r, p, t, estimators=IPS_SNIPS, n_resamples=200)
     assert isinstance(drawn.seed, int) and 0 <= drawn.seed < 2**63
-    again = shared_bootstrap(r, p, t, n_resamples=200, rng=drawn.seed)
+    again = shared_bootstrap(r, p, t, estimators=IPS_SNIPS, n_resamples=200, rng=drawn.seed)
     assert again.intervals == drawn.intervals and again.logging == drawn.logging
-    other = shared_bootstrap(r, p, t, n_resamples=200, rng=drawn.seed + 1)
+    other = shared_bootstrap(r, p, t, estimators=IPS_SNIPS, n_resamples=200, rng=drawn.seed + 1)
     assert other.intervals != drawn.intervals
-    gen = shared_bootstrap(r, p, t, n_resamples=200, rng=np.random.default_rng(drawn.seed))
+    gen = shared_bootstrap(r, p, t, estimators=IPS_SNIPS, n_resamples=200,
+                           rng=np.random.default_rng(drawn.seed))
     assert gen.seed is None and gen.intervals == drawn.intervals
     doc = drawn.to_dict()
     assert doc["seed"] == drawn.seed and doc["resampling"] == "multinomial"
@@ -135,12 +141,12 @@ def test_intervals_are_intersected_with_the_reward_range():
     r = np.r_[np.ones(60), np.zeros(2)]  # a mean near the top of [0, 1]
     p = np.full(r.size, 0.5)
     t = np.c_[np.full(r.size, 0.5)]
-    wide = shared_bootstrap(r, p, t, n_resamples=200, rng=0, estimators=("ips",))
+    wide = shared_bootstrap(r, p, t, n_resamples=200, rng=0, estimators=(IPS(),))
     assert wide.logging.high <= 1.0  # a mean of values in [0, 1] stays in it
     # IPS with weights 1: the same as the logging value, so weights 2 give values above 1
     t2 = np.c_[np.ones(r.size)]
-    raw = shared_bootstrap(r, p, t2, n_resamples=200, rng=0, estimators=("ips",))
-    cut = shared_bootstrap(r, p, t2, n_resamples=200, rng=0, estimators=("ips",),
+    raw = shared_bootstrap(r, p, t2, n_resamples=200, rng=0, estimators=(IPS(),))
+    cut = shared_bootstrap(r, p, t2, n_resamples=200, rng=0, estimators=(IPS(),),
                            reward_range=(0, 1))
     assert raw.intervals[("0", "ips")].high > 1.0
     assert cut.intervals[("0", "ips")].high == 1.0
@@ -153,10 +159,10 @@ def test_few_distinct_rows_take_the_exact_multinomial_over_distinct_rows(monkeyp
     p = rng.choice([0.25, 0.5], size=n)
     t = np.c_[rng.choice([0.0, 0.5, 1.0], size=n), rng.choice([0.2, 0.8], size=n)]
     r = rng.integers(0, 2, size=n).astype(float)
-    grouped = shared_bootstrap(r, p, t, n_resamples=2000, rng=1)
+    grouped = shared_bootstrap(r, p, t, estimators=IPS_SNIPS, n_resamples=2000, rng=1)
     assert grouped.resampling == "multinomial over distinct rows"
-    monkeypatch.setattr(bs, "MAX_DISTINCT_ROWS", 0)  # the same data through Poisson counts
-    poisson = shared_bootstrap(r, p, t, n_resamples=2000, rng=2)
+    monkeypatch.setattr(rs, "MAX_DISTINCT_ROWS", 0)  # the same data through Poisson counts
+    poisson = shared_bootstrap(r, p, t, estimators=IPS_SNIPS, n_resamples=2000, rng=2)
     assert poisson.resampling == "poisson"
     # Monte Carlo agreement: 4 sqrt(2) x the sd of an end at B = 2000 (0.054 sd of the replicates
     # each), with the replicate sd read off the normal interval's half width / 1.96
@@ -173,7 +179,8 @@ def test_an_undefined_statistic_is_named_in_the_error():
     p = np.full(n, 0.5)
     t = np.c_[np.full(n, 0.5), np.r_[0.5, np.zeros(n - 1)]]  # 'lone': one row carries weight
     with pytest.raises(EstimationError, match=r"policy 'lone', snips: \d+ of 200 bootstrap"):
-        shared_bootstrap(r, p, t, names=["fine", "lone"], n_resamples=200, rng=0)
+        shared_bootstrap(r, p, t, names=["fine", "lone"], estimators=IPS_SNIPS, n_resamples=200,
+                         rng=0)
 
 
 @pytest.mark.parametrize(
@@ -181,9 +188,10 @@ def test_an_undefined_statistic_is_named_in_the_error():
     [
         ({"n_resamples": 1}, ParameterError, r"`n_resamples` must be at least 81 for a 0.95 interval"),
         ({"n_resamples": 100, "confidence_level": 0.99}, ParameterError, r"at least 401"),
-        ({"estimators": ("dr",)}, ParameterError, r"are IPS, clipped IPS and SNIPS .*got 'dr'.*`sources`"),
-        ({"estimators": ("clipped_ips",)}, ParameterError, r"'clipped_ips' needs its clip level; pass ope.ClippedIPS"),
-        ({"estimators": ("ips", IPS())}, ParameterError, r"names 'ips' twice"),
+        ({"estimators": (DR(),)}, ParameterError, r"are weighting estimators, objects with a row source .*got DR\(.*`sources`"),
+        ({"estimators": ("ips",)}, ParameterError, r"with a row source .*got 'ips'"),
+        ({"estimators": (IPS(), ("ips", IPS()))}, ParameterError, r"names 'ips' twice"),
+        ({"estimators": ()}, ParameterError, r"`estimators` is empty: pass the weighting estimators"),
         ({"names": ["a"]}, ParameterError, r"distinct name; got \['a'\]"),
         ({"names": ["a", "a"]}, ParameterError, r"distinct name"),
         ({"bootstrap_method": "basic"}, ParameterError, r"`bootstrap_method` must be one of"),
@@ -194,7 +202,7 @@ def test_an_undefined_statistic_is_named_in_the_error():
 def test_argument_errors(kwargs, error, match):
     r, p, t = _data(100, p_count=2)
     with pytest.raises(error, match=match):
-        shared_bootstrap(r, p, t, **kwargs)
+        shared_bootstrap(r, p, t, **{"estimators": IPS_SNIPS, **kwargs})
 
 
 def test_data_errors():
@@ -202,7 +210,7 @@ def test_data_errors():
     with pytest.raises(ParameterError, match=r"go together"):
         shared_bootstrap(r, p, None)
     with pytest.raises(ParameterError, match=r"need `logging_propensity` and `target_propensity`"):
-        shared_bootstrap(r)
+        shared_bootstrap(r, estimators=IPS_SNIPS)
     with pytest.raises(ParameterError, match=r"nothing to bootstrap"):
         shared_bootstrap(r, estimators=(), logging=False)
     with pytest.raises(ValidationError, match=r"`target_propensity` must be in \[0, 1\]"):
@@ -213,7 +221,8 @@ def test_data_errors():
     with pytest.raises(ValidationError, match=r"source 'x' has 50 rows but `reward` has 100"):
         shared_bootstrap(r, estimators=(), sources={"x": src})
     with pytest.raises(ParameterError, match=r"`sources` key \('0', 'ips'\) is also"):
-        shared_bootstrap(r, p, t, sources={("0", "ips"): IPS().estimate(r, p, t[:, 0]).source})
+        shared_bootstrap(r, p, t, estimators=IPS_SNIPS,
+                         sources={("0", "ips"): IPS().estimate(r, p, t[:, 0]).source})
     with pytest.raises(ValidationError, match=r"n >= 2 rows"):
         shared_bootstrap(r[:1], estimators=())
 
@@ -227,6 +236,56 @@ def test_sources_and_the_logging_value_alone():
                                tuple(est.ci(method="bootstrap", n_resamples=200, rng=2)),
                                rtol=1e-12)
     assert res.logging is not None
+
+
+def test_the_bootstrap_names_no_estimator_and_reads_no_estimator_setting():
+    """The weighting estimators enter through their row sources: no string of the bootstrap's
+    code is an estimator's name, and it reads no clip level or reward origin (as an attribute
+    or through getattr)."""
+    import ast
+    import inspect
+
+    from ope.estimators import ESTIMATORS as REGISTRY
+
+    tree = ast.parse(inspect.getsource(bs))
+    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
+               and isinstance(n.value, str)}
+    attributes = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    assert not strings & set(REGISTRY), strings & set(REGISTRY)
+    settings = {"clip_level", "reward_origin", "max_weight"}
+    assert not (strings | attributes) & settings, (strings | attributes) & settings
+
+
+@pytest.mark.parametrize("rr", [None, (0.25, 1.0)])
+def test_each_row_source_gives_the_estimate_and_its_intervals(rr):
+    """An estimator's row source: its columns' means through its statistic are the estimate's
+    value, and a row source passed as is gives the same intervals as its estimator."""
+    r, p, t = _data(400, p_count=1, seed=7)
+    r = 0.25 + 0.75 * r
+    w = t[:, 0] / p
+    for key, est in ESTIMATORS:
+        rows = est.row_source(rr)
+        assert rows.name == key
+        cols = np.empty((len(rows.columns), r.size))
+        for col, out in zip(rows.columns, cols):
+            col.fill(r, w, out)
+        value = est.estimate(r, p, t[:, 0], reward_range=rr).value
+        assert float(rows.statistic(cols.mean(axis=1))) == pytest.approx(value, rel=1e-12)
+        by_estimator = shared_bootstrap(r, p, t, estimators=(est,), reward_range=rr,
+                                        n_resamples=200, rng=1)
+        by_rows = shared_bootstrap(r, p, t, estimators=(rows,), reward_range=rr,
+                                   n_resamples=200, rng=1)
+        assert by_rows.intervals == by_estimator.intervals
+
+
+def test_a_row_source_of_the_wrong_type_is_refused():
+    class Odd:
+        def row_source(self, reward_range):
+            return ("w r",)
+
+    r, p, t = _data(100, p_count=1)
+    with pytest.raises(ParameterError, match=r"gave a row source of type tuple, not WeightingRows"):
+        shared_bootstrap(r, p, t, estimators=(Odd(),))
 
 
 # ------------------------------------------------------------------------------- coverage

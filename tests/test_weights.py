@@ -7,12 +7,19 @@ import pytest
 
 from ope.exceptions import ValidationError
 from ope.moments import centered_moments
+from ope.streaming import MomentStats
 from ope.weights import (
     MOMENT_KEYS,
     factor_weights,
     importance_weights,
-    weight_moments,
 )
+
+
+def _moment_sums(reward, logging_propensity, target_propensity, **kwargs):
+    """The kernel's raw per-policy sums (``MomentStats.moments``) with ``n``, ``sum_r`` and
+    ``sum_r2``."""
+    stats = MomentStats.from_arrays(reward, logging_propensity, target_propensity, **kwargs)
+    return {**stats.moments, "n": stats.n, "sum_r": stats.sum_r, "sum_r2": stats.sum_r2}
 
 
 def test_importance_weights_by_hand():
@@ -55,7 +62,7 @@ def test_max_weight_must_be_positive():
         importance_weights([0.5], [0.5], max_weight=0.0)
 
 
-def test_weight_moments_equal_direct_sums_and_chunking_invariant():
+def test_moment_sums_equal_direct_sums_and_chunking_invariant():
     rng = np.random.default_rng(2)
     n = 1001
     r = rng.normal(size=n)
@@ -63,7 +70,7 @@ def test_weight_moments_equal_direct_sums_and_chunking_invariant():
     t = rng.uniform(size=(n, 3))
     w = t / p[:, None]
     cw = np.minimum(w, 2.0)
-    whole = weight_moments(r, p, t, max_weight=2.0)
+    whole = _moment_sums(r, p, t, max_weight=2.0)
     np.testing.assert_allclose(whole["sum_w"], w.sum(0))
     np.testing.assert_allclose(whole["sum_w2r2"], ((w * r[:, None]) ** 2).sum(0))
     np.testing.assert_allclose(whole["sum_cwr"], (cw * r[:, None]).sum(0))
@@ -71,11 +78,11 @@ def test_weight_moments_equal_direct_sums_and_chunking_invariant():
     np.testing.assert_allclose(whole["max_w"], w.max(0))
     np.testing.assert_array_equal(whole["n_clipped"], (w > 2.0).sum(0))
     assert int(whole["n"]) == n
-    chunked = weight_moments(r, p, t, max_weight=2.0, chunk_size=7)
+    chunked = _moment_sums(r, p, t, max_weight=2.0, chunk_size=7)
     for key in MOMENT_KEYS:
         np.testing.assert_allclose(chunked[key], whole[key], rtol=1e-12)
-    f32 = weight_moments(r.astype(np.float32), p.astype(np.float32), t.astype(np.float32))
-    f64 = weight_moments(
+    f32 = _moment_sums(r.astype(np.float32), p.astype(np.float32), t.astype(np.float32))
+    f64 = _moment_sums(
         r.astype(np.float32).astype(np.float64),
         p.astype(np.float32).astype(np.float64),
         t.astype(np.float32).astype(np.float64),
@@ -85,8 +92,8 @@ def test_weight_moments_equal_direct_sums_and_chunking_invariant():
         np.testing.assert_allclose(f32[key], f64[key], rtol=1e-6)
 
 
-def test_weight_moments_without_clipping_copies_raw_sums():
-    m = weight_moments([1.0, 0.0], [0.5, 0.5], [1.0, 0.5])
+def test_moment_sums_without_clipping_copy_raw_sums():
+    m = _moment_sums([1.0, 0.0], [0.5, 0.5], [1.0, 0.5])
     # w = [2, 1]: sum 3, sum w^2 5, sum w r = 2
     assert m["sum_w"][0] == 3.0 and m["sum_w2"][0] == 5.0 and m["sum_wr"][0] == 2.0
     assert m["sum_cw"][0] == 3.0 and m["n_clipped"][0] == 0.0
@@ -235,13 +242,13 @@ def test_centered_kernel_refuses_bad_chunk_size():
     with pytest.raises(ValueError, match=r"`chunk_size` must be a positive integer; got 0"):
         centered_moments(r, p, t, max_weight=None, chunk_size=0)
     with pytest.raises(ValueError, match=r"`chunk_size` must be a positive integer; got 0"):
-        weight_moments(r, p, t, chunk_size=0)
+        _moment_sums(r, p, t, chunk_size=0)
 
 
-def test_weight_moments_partial_blocks_and_single_policy():
+def test_moment_sums_partial_blocks_and_single_policy():
     r, p, t = _kernel_data()
     w = t[:, 2] / p
-    m = weight_moments(r, p, t[:, 2], max_weight=2.0, chunk_size=10)
+    m = _moment_sums(r, p, t[:, 2], max_weight=2.0, chunk_size=10)
     assert m["sum_w"].shape == (1,)
     np.testing.assert_allclose(m["sum_w2r"], [(w**2 * r).sum()], rtol=1e-12)
     np.testing.assert_allclose(m["sum_cw2"], [(np.minimum(w, 2.0) ** 2).sum()], rtol=1e-12)

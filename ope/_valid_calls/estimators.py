@@ -136,6 +136,12 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         "reward_range": (0.0, 1.0)}),
     "ope.ClippedIPS.reward_origin": lambda tmp: Call(
         resolve("ope.ClippedIPS")(max_weight=10.0).reward_origin, {"reward_range": (0.0, 1.0)}),
+    "ope.IPS.row_source": lambda tmp: Call(resolve("ope.IPS")().row_source, {
+        "reward_range": (0.0, 1.0)}),
+    "ope.SNIPS.row_source": lambda tmp: Call(resolve("ope.SNIPS")().row_source, {
+        "reward_range": (0.0, 1.0)}),
+    "ope.ClippedIPS.row_source": lambda tmp: Call(
+        resolve("ope.ClippedIPS")(max_weight=10.0).row_source, {"reward_range": (0.0, 1.0)}),
     "ope.IPS.moment_statistic": _on_moments("ope.IPS", "moment_statistic"),
     "ope.ClippedIPS.moment_statistic": _on_moments("ope.ClippedIPS", "moment_statistic", max_weight=10.0),
     "ope.IPS.paired_logging_sd": _on_moments("ope.IPS", "paired_logging_sd"),
@@ -200,7 +206,8 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         "ope.intervals.shared_bootstrap", reward=arrays()["reward"],
         logging_propensity=arrays()["logging_propensity"],
         target_propensity=arrays()["target_propensity"], names=["greedy"],
-        estimators=("ips", "snips"), sources=None, logging=True, reward_range=(0.0, 1.0),
+        estimators=(resolve("ope.IPS")(), resolve("ope.SNIPS")()), sources=None, logging=True,
+        reward_range=(0.0, 1.0),
         confidence_level=0.9, n_resamples=50, bootstrap_method="percentile", rng=0),
 }
 

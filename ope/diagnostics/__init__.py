@@ -54,6 +54,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ope._centered import CenteredMoments
 from ope._thresholds import (
     COVERAGE_VERDICT_SHARE,
     ESS_RATIO_WARN,
@@ -118,7 +119,7 @@ from ope.exceptions import (
 )
 from ope.propensity import estimated_propensity_note
 from ope.weights import sampling_weight_column
-from ope.moments import CenteredMoments, centered_moments
+from ope.moments import centered_moments
 
 __all__ = [
     "Diagnostics",

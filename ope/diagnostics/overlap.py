@@ -1,6 +1,6 @@
 """One candidate's overlap with the logger: the per-policy row, its verdict and its notes.
 
-The row reads the moment kernel's statistics (:class:`ope.moments.CenteredMoments`) for the
+The row reads the moment kernel's statistics (``ope.streaming.MomentStats.centered``) for the
 ESS, the mean weight and its check, the clipped share and the inputs of the outer/inner split
 (Bottou et al., 2013), and the diagnostics' own pass for the weight quantiles and the KL sum.
 Its rules are the ones every entry point of ope applies (:mod:`ope._thresholds`).
@@ -16,6 +16,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from ope._centered import CenteredMoments
 from ope._thresholds import (
     COVERAGE_VERDICT_SHARE,
     ESS_RATIO_WARN,
@@ -29,7 +30,6 @@ from ope._thresholds import (
 from ope.diagnostics.segments import SegmentRow, unsupported_text
 from ope.intervals import BottouInterval
 from ope.intervals.bounded import bottou_interval
-from ope.moments import CenteredMoments
 
 __all__ = [
     "WEIGHT_QUANTILES",

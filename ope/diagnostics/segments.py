@@ -19,6 +19,7 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
+from ope._centered import CenteredMoments
 from ope._thresholds import (
     GAP_MASS_DEFICIT,
     GAP_MIN_ESS,
@@ -31,7 +32,7 @@ from ope._thresholds import (
     kish_ess,
 )
 from ope.exceptions import ValidationError
-from ope.moments import DEFAULT_CHUNK_SIZE, CenteredMoments, centered_moments
+from ope.moments import DEFAULT_CHUNK_SIZE, centered_moments
 
 __all__ = [
     "MAX_CATEGORIES",

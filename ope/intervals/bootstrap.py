@@ -4,54 +4,35 @@ of resample weights shared by every statistic of a call.
 Every estimator in :mod:`ope.estimators` is ``g(mean of per-row components)``: IPS is the mean of
 ``w*r``; SNIPS is ``mean(w*r) / mean(w)``; SNDR is ``mean(q_target) + mean(w*(r-q)) / mean(w)``.
 A bootstrap replicate therefore needs only the resampled column means
-``sum_i c_i a_i / sum_i c_i``, where ``c_i`` is how often row ``i`` is drawn in the resample:
-for ``B`` resamples and ``m`` columns that is one product ``counts (B, n) @ columns (n, m)``,
-computed in row blocks ``(B, block) @ (block, m)`` with float64 accumulation, never with a Python
-loop over resamples or rows. Self-normalized estimators are renormalized **inside each resample**
-because ``g`` is applied to the resampled means of numerator and denominator together; keeping
-the full-sample denominator would miss the denominator's variance.
+``sum_i c_i a_i / sum_i c_i``, where ``c_i`` is how often row ``i`` is drawn in the resample;
+the resampling engine :mod:`ope.intervals._resampling` computes them for every column at once
+from counter-based counts (multinomial over the rows up to ``EXACT_MAX_ROWS`` rows, multinomial
+over few distinct rows, Poisson(1) otherwise; see its notes). Self-normalized estimators are
+renormalized **inside each resample** because ``g`` is applied to the resampled means of
+numerator and denominator together; keeping the full-sample denominator would miss the
+denominator's variance.
 
-The resample weights (counts) ``c[b, i]`` of resample ``b`` and row ``i``:
-
-* **multinomial over the rows** when ``n <= EXACT_MAX_ROWS``: resample ``b`` draws ``n`` row
-  numbers uniformly with replacement (the classical bootstrap), draw ``j`` being
-  ``h(key, b n + j) mod n`` for a 64-bit counter-based hash ``h`` (SplitMix64's finalizer);
-* **multinomial over distinct rows** when larger samples hold at most
-  ``MAX_DISTINCT_ROWS`` distinct rows of columns (binary rewards, a few propensity values): the
-  counts of the ``d`` distinct rows are one exact ``multinomial(n, multiplicity / n)`` draw per
-  resample (the same distribution as resampling the rows, at the cost of ``B d`` draws);
-* **Poisson(1)** otherwise: ``c[b, i]`` is the entry ``u`` of :data:`POISSON_TABLE`, a lookup
-  table of the Poisson(1) quantiles at ``(u + 1/2) / 2**16``, with ``u`` the 16-bit lane
-  ``i mod 4`` of ``h(key, b ceil(n/4) + i // 4)``. Each probability ``P(c = k)`` is within
-  ``2**-16`` of ``e**-1 / k!`` (mean 1, variance 0.99997). Independent counts need no pass over
-  all ``n`` rows per resample, so a block of rows is resampled for every resample at once while
-  it is in cache; the replicate ``sum c a / sum c`` is the Poisson bootstrap, which differs from
-  the multinomial one by ``O(1/n)`` (here ``n > EXACT_MAX_ROWS``).
-
-The counts are a function of the seed, the resample and the row alone, so the same seed gives the
-same counts whatever the block size, the number of statistics resampled together and the backend:
-a compiled loop (numba, the optional extra ``fast``; the backend switch of :mod:`ope._kernel`,
-environment variable ``OPE_KERNEL``) or the numpy fallback, whose sums agree to about 1e-13
-relative (summation order differs). :func:`shared_bootstrap` resamples every candidate and
-estimator of an evaluation with one set of counts; :func:`bootstrap_interval` is the one-interval
-case of the same machinery.
+This module turns the replicates into intervals (percentile or BCa):
+:func:`bootstrap_interval` for one statistic of a components matrix, :func:`shared_bootstrap`
+for every candidate and estimator of an evaluation with one set of counts. The weighting
+estimators enter :func:`shared_bootstrap` through their row sources
+(:class:`ope.intervals._rows.WeightingRows`: their per-row columns and the statistic of the
+columns' means), the others through their estimates' sources; the bootstrap knows no estimator
+by name.
 """
 
 from __future__ import annotations
 
 import math
 import statistics as _stats
-import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Union
+from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from ope._kernel import compiled_loops
-from ope._progress import progress
 from ope._validation import (
     as_float_array,
     check_choice,
@@ -67,6 +48,17 @@ from ope._validation import (
     validated_pair,
 )
 from ope.exceptions import EstimationError, ParameterError, SmallSampleWarning, ValidationError
+from ope.intervals._resampling import (
+    EXACT_MAX_ROWS,
+    MAX_DISTINCT_ROWS,
+    POISSON_TABLE,
+    Columns,
+    Rows,
+    Sums,
+    dense_counts,
+    resample_sums,
+)
+from ope.intervals._rows import RowColumn, WeightingRows, first_mean
 from ope.intervals._types import ConfidenceInterval
 from ope.moments import ratio
 
@@ -110,233 +102,12 @@ MAX_N_RESAMPLES: Final = 1_000_000
 #: float64): it is meant for inspection and tests on small ``n``.
 MAX_DENSE_COUNTS: Final = 10_000_000
 
-#: Up to this many rows the counts are exact multinomial draws over the rows (the classical
-#: bootstrap); the count vector of a resample costs ``n`` draws and fits in cache. Above it,
-#: Poisson(1) counts (or multinomial counts over few distinct rows).
-EXACT_MAX_ROWS: Final = 1 << 14
-
-#: Largest number of distinct rows resampled as exact multinomial counts over distinct rows: one
-#: multinomial draw costs about 55 ns per category and resample, the Poisson path about 0.5 ns
-#: per row and resample, so grouping pays when the rows take at most a few thousand distinct
-#: values (and at n = 1M, far below n / 100).
-MAX_DISTINCT_ROWS: Final = 4096
-
-#: Rows read to decide cheaply that the rows are not few distinct ones (evenly spaced rows).
-DISTINCT_SAMPLE_ROWS: Final = 8 * MAX_DISTINCT_ROWS
-
-#: Rows per block of columns resampled at once: an (m, 65536) float64 block is 9 MB at m = 18
-#: columns (8 candidates x IPS + SNIPS and the logging value), read in sub-blocks of
-#: :data:`SUB_BLOCK_ROWS` that stay in the L2 cache while every resample uses them.
-BLOCK_ROWS: Final = 1 << 16
-
-#: Rows of one sub-block of the compiled loop. Measured at n = 1M, B = 1000 (CPU seconds):
-#: 256 rows 0.50 / 1.05 s (3 / 18 columns), 512: 0.53 / 1.21, 1024: 0.52 / 1.14,
-#: 2048: 0.59 / 1.71, 4096: 0.58 / 1.83.
-SUB_BLOCK_ROWS: Final = 512
-
-#: Entries of one block of counts of the numpy fallback (float64: 8 MB), and its rows. The
-#: fallback multiplies counts and columns with ``numpy.einsum`` (one thread, float64), not BLAS:
-#: on a loaded 2-core machine OpenBLAS's threads waited for each other on these skinny products
-#: (n = 1M, B = 100, 18 columns: 3.9 s CPU / 13.9 s wall for ``columns @ counts.T``, 2.0 / 6.2 s
-#: for ``counts @ columns.T``, 0.74 / 2.2 s for einsum).
-NUMPY_COUNT_ELEMENTS: Final = 1 << 20
-NUMPY_SUB_BLOCK_ROWS: Final = 1 << 12
-
-#: Resample x row counts from which a progress bar is shown (about a second with numba, a few
-#: without).
-PROGRESS_MIN_COUNTS: Final = 1 << 29
-
 #: Largest fraction of replicates allowed to be undefined (e.g. a SNIPS resample whose weights
 #: are all zero, 0/0) before the interval is refused: past this the bootstrap distribution is
 #: mostly about which rows were drawn, not about the estimate.
 MAX_UNDEFINED_FRACTION: Final = 0.01
 
 Statistic = Callable[[np.ndarray], np.ndarray]
-
-#: How the counts were drawn (``SharedBootstrap.resampling``).
-RESAMPLING_KINDS: Final = ("multinomial", "multinomial over distinct rows", "poisson")
-
-# SplitMix64 (Steele, Lea & Flood 2014): golden-ratio increment and finalizer constants
-_GOLDEN: Final = 0x9E3779B97F4A7C15
-_MIX1: Final = 0xBF58476D1CE4E5B9
-_MIX2: Final = 0x94D049BB133111EB
-_LANE_BITS: Final = 16
-
-
-def _poisson_table() -> np.ndarray:
-    """Entry u: the Poisson(1) quantile at (u + 1/2) / 2**16, as uint8 (at most 8)."""
-    size = 1 << _LANE_BITS
-    pmf = [math.exp(-1.0) / math.factorial(k) for k in range(20)]
-    cdf = np.cumsum(pmf)
-    thresholds = np.round(cdf * size)
-    thresholds = thresholds[thresholds < size]
-    return np.searchsorted(thresholds, np.arange(size), side="right").astype(np.uint8)
-
-
-#: Poisson(1) count of each 16-bit uniform lane: ``P(count = k)`` is the number of entries equal
-#: to ``k`` over 65536, within ``2**-16`` of ``e**-1 / k!``; its mean is 1 and its variance
-#: 0.99997.
-POISSON_TABLE: Final = _poisson_table()
-_POISSON_TABLE_F64: Final = POISSON_TABLE.astype(np.float64)
-
-
-# ============================================================================================
-# resample counts: the compiled loops and their numpy twins (the same counts)
-# ============================================================================================
-def _nb_poisson_sums(key, hashes_per_resample, h0, at, sums, table, sub):  # type: ignore[no-untyped-def]
-    """sums[b, k] += sum_i c[b, i] at[k, i] for the rows 4 h0 .. 4 h0 + L of one block.
-
-    ``at`` is (m, L) with L a multiple of 4 (zero-padded), ``sums`` (B4, m) with B4 a multiple
-    of 4; c[b, i] = table[lane (i mod 4) of mix(key + (b H + h0 + i // 4 + 1) GOLDEN)].
-    """
-    m, L = at.shape
-    n_tiles = sums.shape[0] // 4
-    c = np.empty((4, sub))
-    g = np.uint64(0x9E3779B97F4A7C15)
-    m1 = np.uint64(0xBF58476D1CE4E5B9)
-    m2 = np.uint64(0x94D049BB133111EB)
-    mask = np.uint64(0xFFFF)
-    s16, s27, s30, s31 = np.uint64(16), np.uint64(27), np.uint64(30), np.uint64(31)
-    s32, s48 = np.uint64(32), np.uint64(48)
-    k64 = np.uint64(key)
-    for j0 in range(0, L, sub):  # sub-blocks of rows, in cache for every resample
-        ln = min(sub, L - j0)
-        nh = ln // 4
-        for t in range(n_tiles):  # tiles of 4 resamples share each read of a column
-            for r in range(4):
-                base = (np.uint64(4 * t + r) * np.uint64(hashes_per_resample)
-                        + np.uint64(h0 + j0 // 4) + np.uint64(1))
-                for h in range(nh):
-                    z = k64 + (base + np.uint64(h)) * g
-                    z = (z ^ (z >> s30)) * m1
-                    z = (z ^ (z >> s27)) * m2
-                    z = z ^ (z >> s31)
-                    c[r, 4 * h] = table[z & mask]
-                    c[r, 4 * h + 1] = table[(z >> s16) & mask]
-                    c[r, 4 * h + 2] = table[(z >> s32) & mask]
-                    c[r, 4 * h + 3] = table[z >> s48]
-            for k in range(m):
-                a0 = 0.0
-                a1 = 0.0
-                a2 = 0.0
-                a3 = 0.0
-                for i in range(ln):
-                    v = at[k, j0 + i]
-                    a0 += c[0, i] * v
-                    a1 += c[1, i] * v
-                    a2 += c[2, i] * v
-                    a3 += c[3, i] * v
-                sums[4 * t, k] += a0
-                sums[4 * t + 1, k] += a1
-                sums[4 * t + 2, k] += a2
-                sums[4 * t + 3, k] += a3
-    return sums
-
-
-def _nb_multinomial_sums(key, at, sums, cnt):  # type: ignore[no-untyped-def]
-    """sums[b, k] = sum_i c[b, i] at[k, i], c[b] the counts of n uniform draws of a row:
-    draw j of resample b is mix(key + (b n + j + 1) GOLDEN) mod n."""
-    m, n = at.shape
-    g = np.uint64(0x9E3779B97F4A7C15)
-    m1 = np.uint64(0xBF58476D1CE4E5B9)
-    m2 = np.uint64(0x94D049BB133111EB)
-    s27, s30, s31 = np.uint64(27), np.uint64(30), np.uint64(31)
-    k64 = np.uint64(key)
-    nn = np.uint64(n)
-    for b in range(sums.shape[0]):  # resamples: each needs all n of its draws
-        for i in range(n):
-            cnt[i] = 0.0
-        base = np.uint64(b) * nn + np.uint64(1)
-        for j in range(n):
-            z = k64 + (base + np.uint64(j)) * g
-            z = (z ^ (z >> s30)) * m1
-            z = (z ^ (z >> s27)) * m2
-            z = z ^ (z >> s31)
-            cnt[z % nn] += 1.0
-        for k in range(m):
-            s = 0.0
-            for i in range(n):
-                s += cnt[i] * at[k, i]
-            sums[b, k] = s
-    return sums
-
-
-def _compiled() -> dict[str, Any] | None:
-    """The compiled loops when the numba backend is in use (compiled on first use), else None."""
-    return compiled_loops(__name__, (_nb_poisson_sums, _nb_multinomial_sums))
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finalizer of a uint64 array, in place (numpy wraps uint64 arithmetic)."""
-    x ^= x >> np.uint64(30)
-    x *= np.uint64(_MIX1)
-    x ^= x >> np.uint64(27)
-    x *= np.uint64(_MIX2)
-    x ^= x >> np.uint64(31)
-    return x
-
-
-def _counter_hash(key: int, index: np.ndarray) -> np.ndarray:
-    """mix(key + index * GOLDEN) for a uint64 array of counters (overwritten)."""
-    index *= np.uint64(_GOLDEN)
-    index += np.uint64(key)
-    return _mix(index)
-
-
-def _lanes(z: np.ndarray) -> np.ndarray:
-    """The four 16-bit lanes of each uint64 of a (b, h) array, low lane first: (b, 4 h)."""
-    if sys.byteorder == "little":
-        return z.view(np.uint16).reshape(z.shape[0], 4 * z.shape[1])
-    shifts = np.arange(4, dtype=np.uint64) * np.uint64(_LANE_BITS)
-    lanes = (z[:, :, None] >> shifts) & np.uint64(0xFFFF)
-    return lanes.reshape(z.shape[0], 4 * z.shape[1]).astype(np.uint16)
-
-
-def _np_poisson_counts(key: int, hashes_per_resample: int, h0: int, b0: int, b1: int,
-                       n_hashes: int) -> np.ndarray:
-    """Poisson counts (b1 - b0, 4 n_hashes) of resamples b0..b1 at rows 4 h0 .. (the loop's)."""
-    b = np.arange(b0, b1, dtype=np.uint64)[:, None] * np.uint64(hashes_per_resample)
-    idx = b + (np.arange(n_hashes, dtype=np.uint64) + np.uint64(h0 + 1))[None, :]
-    return _POISSON_TABLE_F64[_lanes(_counter_hash(key, idx))]
-
-
-def _np_poisson_sums(key: int, hashes_per_resample: int, h0: int, at: np.ndarray,
-                     sums: np.ndarray) -> None:
-    """The numpy twin of :func:`_nb_poisson_sums` (the same counts; einsum sums)."""
-    length = at.shape[1]
-    sub = min(length, NUMPY_SUB_BLOCK_ROWS)
-    step = max(1, NUMPY_COUNT_ELEMENTS // sub)
-    for j0 in range(0, length, sub):  # sub-blocks of rows (a multiple of 4 each)
-        part = at[:, j0 : j0 + sub]
-        for b0 in range(0, sums.shape[0], step):  # blocks of resamples
-            b1 = min(b0 + step, sums.shape[0])
-            counts = _np_poisson_counts(key, hashes_per_resample, h0 + j0 // 4, b0, b1,
-                                        part.shape[1] // 4)
-            sums[b0:b1] += np.einsum("ki,bi->bk", part, counts)
-
-
-def _np_multinomial_counts(key: int, n: int, b0: int, b1: int) -> np.ndarray:
-    """Multinomial counts (b1 - b0, n) of resamples b0..b1 (the loop's draws)."""
-    nb = b1 - b0
-    idx = (np.arange(b0, b1, dtype=np.uint64)[:, None] * np.uint64(n)
-           + (np.arange(n, dtype=np.uint64) + np.uint64(1))[None, :])
-    rows = _counter_hash(key, idx) % np.uint64(n)
-    rows = rows.astype(np.int64) + (np.arange(nb, dtype=np.int64) * n)[:, None]
-    return np.bincount(rows.ravel(), minlength=nb * n).reshape(nb, n).astype(np.float64)
-
-
-def _np_multinomial_sums(key: int, at: np.ndarray, sums: np.ndarray) -> None:
-    n = at.shape[1]
-    step = max(1, NUMPY_COUNT_ELEMENTS // n)
-    for b0 in range(0, sums.shape[0], step):  # blocks of resamples
-        b1 = min(b0 + step, sums.shape[0])
-        sums[b0:b1] = np.einsum("ki,bi->bk", at, _np_multinomial_counts(key, n, b0, b1))
-
-
-def _keys(gen: np.random.Generator) -> tuple[int, int]:
-    """The hash keys of the Poisson and the multinomial counts, drawn from the generator."""
-    k = gen.integers(0, np.iinfo(np.int64).max, size=2, dtype=np.int64)
-    return int(k[0]), int(k[1])
 
 
 def resample_counts(
@@ -379,126 +150,12 @@ def resample_counts(
             "bootstrap_replicates, which never forms the counts."
         )
     _, gen = resolve_seed(rng)
-    key_p, key_m = _keys(gen)
-    if n <= EXACT_MAX_ROWS:
-        return _np_multinomial_counts(key_m, n, 0, n_res)
-    n_h = -(-n // 4)
-    return _np_poisson_counts(key_p, n_h, 0, 0, n_res, n_h)[:, :n]
+    return dense_counts(n, n_res, gen)
 
 
 # ============================================================================================
-# the engine: columns built block by block, resampled sums, statistics
+# statistics of the resampled sums and their intervals
 # ============================================================================================
-Rows = Union[slice, np.ndarray]
-
-
-@dataclass(frozen=True)
-class _Columns:
-    """``m`` per-row columns, built for any rows on request (never as one (n, m) matrix)."""
-
-    n: int
-    m: int
-    build: Callable[[Rows], np.ndarray]  # rows -> (m, len(rows)) float64
-
-    def block(self, rows: Rows) -> np.ndarray:
-        """The columns of ``rows`` plus a last row of ones (the resample size), (m + 1, L)."""
-        data = self.build(rows)
-        out = np.empty((self.m + 1, data.shape[1]), dtype=np.float64)
-        out[: self.m] = data
-        out[self.m] = 1.0
-        return out
-
-
-@dataclass(frozen=True)
-class _Sums:
-    """Resampled column sums ``(B, m + 1)`` (the last column: sum of counts), full-sample
-    column sums ``(m,)`` and how the counts were drawn."""
-
-    sums: np.ndarray
-    totals: np.ndarray
-    resampling: str
-
-
-def _blocks(n: int, step: int) -> Iterable[slice]:
-    for start in range(0, n, step):  # a loop over blocks of rows, not rows
-        yield slice(start, min(start + step, n))
-
-
-def _row_hash(block: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each column of an (m, L) block (equal rows hash equally)."""
-    bits = np.ascontiguousarray(block + 0.0).view(np.uint64)  # + 0.0: -0.0 becomes 0.0
-    h = np.zeros(block.shape[1], dtype=np.uint64)
-    for k in range(block.shape[0]):  # a loop over columns
-        x = bits[k] ^ np.uint64((k + 1) * _GOLDEN % (1 << 64))
-        h ^= _mix(x)
-        h = _mix(h)
-    return h
-
-
-def _distinct_rows(cols: _Columns) -> tuple[np.ndarray, np.ndarray] | None:
-    """``(rows (m + 1, d), multiplicities (d,))`` when the rows take at most MAX_DISTINCT_ROWS
-    distinct values, else None; exact (a hash collision is detected, then None)."""
-    n = cols.n
-    sample = np.unique(np.linspace(0, n - 1, min(n, DISTINCT_SAMPLE_ROWS)).astype(np.int64))
-    if np.unique(_row_hash(cols.block(sample))).size > MAX_DISTINCT_ROWS:
-        return None
-    hashes = np.empty(n, dtype=np.uint64)
-    for sl in _blocks(n, BLOCK_ROWS):
-        hashes[sl] = _row_hash(cols.block(sl))
-    uniq, first, inverse, mult = np.unique(
-        hashes, return_index=True, return_inverse=True, return_counts=True
-    )
-    if uniq.size > MAX_DISTINCT_ROWS:
-        return None
-    rep = cols.block(first)
-    for sl in _blocks(n, BLOCK_ROWS):  # every row equals its group's representative
-        if not np.array_equal(cols.block(sl), rep[:, inverse[sl]]):
-            return None
-    return rep, mult
-
-
-def _resample_sums(cols: _Columns, n_resamples: int, gen: np.random.Generator) -> _Sums:
-    """Resampled sums of every column with one set of counts (see the module notes)."""
-    n, m1 = cols.n, cols.m + 1
-    key_p, key_m = _keys(gen)
-    fns = _compiled()
-    if n <= EXACT_MAX_ROWS:
-        at = np.ascontiguousarray(cols.block(slice(0, n)))
-        sums = np.zeros((n_resamples, m1))
-        if fns is not None:
-            fns["_nb_multinomial_sums"](key_m, at, sums, np.empty(n))
-        else:
-            _np_multinomial_sums(key_m, at, sums)
-        return _Sums(sums, at[: cols.m].sum(axis=1), RESAMPLING_KINDS[0])
-    grouped = _distinct_rows(cols)
-    if grouped is not None:
-        rep, mult = grouped
-        counts = gen.multinomial(n, mult / n, size=n_resamples).astype(np.float64)
-        sums = np.einsum("ki,bi->bk", rep, counts)
-        return _Sums(sums, rep[: cols.m] @ mult.astype(np.float64), RESAMPLING_KINDS[1])
-    b4 = -(-n_resamples // 4) * 4  # tiles of 4 resamples; the extra ones are dropped
-    sums = np.zeros((b4, m1))
-    totals = np.zeros(cols.m)
-    n_h = -(-n // 4)
-    starts = range(0, n, BLOCK_ROWS)
-    if n_resamples * n >= PROGRESS_MIN_COUNTS:
-        starts = progress(starts, desc="bootstrap", total=len(starts), unit="block")
-    for start in starts:  # blocks of rows; every resample and column at once
-        stop = min(start + BLOCK_ROWS, n)
-        data = cols.block(slice(start, stop))
-        totals += data[: cols.m].sum(axis=1)
-        if data.shape[1] % 4:  # the last block: zero rows up to a multiple of 4
-            pad = np.zeros((m1, -(-data.shape[1] // 4) * 4))
-            pad[:, : data.shape[1]] = data
-            data = pad
-        if fns is not None:
-            fns["_nb_poisson_sums"](key_p, n_h, start // 4, data, sums, POISSON_TABLE,
-                                    SUB_BLOCK_ROWS)
-        else:
-            _np_poisson_sums(key_p, n_h, start // 4, data, sums)
-    return _Sums(sums[:n_resamples], totals, RESAMPLING_KINDS[2])
-
-
 @dataclass(frozen=True)
 class _Stat:
     """One statistic of the call: its label, its columns, ``g`` of their means, and the range
@@ -513,18 +170,18 @@ class _Stat:
     cause: str = "e.g. all resampled weights are zero"
 
 
-def _replicates(stat: _Stat, res: _Sums) -> np.ndarray:
+def _replicates(stat: _Stat, res: Sums) -> np.ndarray:
     means = res.sums[:, list(stat.columns)] / res.sums[:, -1:]
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(stat.function(means), dtype=np.float64).reshape(-1)
 
 
-def _theta_hat(stat: _Stat, res: _Sums, n: int) -> float:
+def _theta_hat(stat: _Stat, res: Sums, n: int) -> float:
     with np.errstate(divide="ignore", invalid="ignore"):
         return float(stat.function(res.totals[list(stat.columns)] / n))
 
 
-def _accelerations(cols: _Columns, stats: Sequence[_Stat], res: _Sums,
+def _accelerations(cols: Columns, stats: Sequence[_Stat], res: Sums,
                    thetas: Sequence[float]) -> list[float]:
     """BCa's jackknife acceleration of each statistic from leave-one-out column means, one pass
     over blocks of rows for all statistics.
@@ -535,8 +192,7 @@ def _accelerations(cols: _Columns, stats: Sequence[_Stat], res: _Sums,
     """
     n = cols.n
     acc = np.zeros((len(stats), 4))  # count, sum e, sum e^2, sum e^3
-    for sl in _blocks(n, BLOCK_ROWS):
-        data = cols.block(sl)
+    for _, data in cols.blocks():
         for s, (stat, theta) in enumerate(zip(stats, thetas)):  # a loop over statistics
             idx = list(stat.columns)
             loo = (res.totals[idx][:, None] - data[idx]) / (n - 1)
@@ -609,9 +265,9 @@ def _interval(reps: np.ndarray, theta_hat: float, accel: float | None, level: fl
     return ConfidenceInterval(float(lo), float(hi))
 
 
-def _run(cols: _Columns, stats: Sequence[_Stat], *, level: float, n_resamples: int,
+def _run(cols: Columns, stats: Sequence[_Stat], *, level: float, n_resamples: int,
          method: str, gen: np.random.Generator) -> tuple[list[ConfidenceInterval], str]:
-    res = _resample_sums(cols, n_resamples, gen)
+    res = resample_sums(cols, n_resamples, gen)
     thetas = [_theta_hat(s, res, cols.n) for s in stats]
     accels: list[float | None] = (
         list(_accelerations(cols, stats, res, thetas)) if method == "bca" else [None] * len(stats)
@@ -668,8 +324,8 @@ def _check_statistic(statistic: Any, components: np.ndarray) -> Statistic:
     return statistic
 
 
-def _matrix_columns(a: np.ndarray) -> _Columns:
-    return _Columns(a.shape[0], a.shape[1], lambda rows: a[rows].T)
+def _matrix_columns(a: np.ndarray) -> Columns:
+    return Columns(a.shape[0], a.shape[1], lambda rows: a[rows].T)
 
 
 def min_resamples(confidence_level: float) -> int:
@@ -805,7 +461,7 @@ def bootstrap_replicates(
     stat = _check_statistic(statistic, a)
     _, gen = resolve_seed(rng)
     cols = _matrix_columns(a)
-    res = _resample_sums(cols, n_res, gen)
+    res = resample_sums(cols, n_res, gen)
     return _replicates(_Stat(None, tuple(range(a.shape[1])), stat), res)
 
 
@@ -951,47 +607,55 @@ class SharedBootstrap:
         }
 
 
-_WEIGHTING: Final = ("ips", "clipped_ips", "snips")
-
-
-def _weighting_specs(
+def _row_sources(
     estimators: Sequence[Any], reward_range: tuple[float, float] | None
-) -> list[tuple[str, str, float | None, float]]:
-    """``(key, name, clip level, reward origin)`` of each weighting estimator asked for."""
+) -> list[tuple[str, WeightingRows]]:
+    """``(key, row source)`` of each weighting estimator asked for: the estimator's own
+    ``row_source(reward_range)`` (or a row source given as is)."""
     if isinstance(estimators, (str, bytes)):
         estimators = (estimators,)
     if isinstance(estimators, (Mapping, Set)) or not isinstance(estimators, Iterable):
         raise ParameterError(
-            f"`estimators` must be a sequence of estimators (names, estimator objects or (key, "
-            f"estimator) pairs); got {describe(estimators)}. Pass e.g. estimators=('ips', "
-            "'snips')."
+            f"`estimators` must be a sequence of estimators (estimator objects or (key, "
+            f"estimator) pairs); got {describe(estimators)}. Pass e.g. estimators=(ope.IPS(), "
+            "ope.SNIPS())."
         )
-    out: list[tuple[str, str, float | None, float]] = []
+    out: list[tuple[str, WeightingRows]] = []
     for item in estimators:
-        key, est = item if isinstance(item, tuple) and len(item) == 2 else (None, item)
-        name = est if isinstance(est, str) else getattr(est, "name", None)
-        if name == "clipped_ips" and isinstance(est, str):
+        pair: tuple[Any, Any] = (
+            item if isinstance(item, tuple) and len(item) == 2 else (None, item)
+        )
+        key, est = pair
+        rows: Any
+        if isinstance(est, WeightingRows):
+            rows = est
+        elif callable(getattr(est, "row_source", None)):
+            rows = est.row_source(reward_range)
+        else:
             raise ParameterError(
-                "`estimators`: 'clipped_ips' needs its clip level; pass "
-                "ope.ClippedIPS(max_weight=...) (or a (key, ClippedIPS(...)) pair) instead of "
-                "the name."
-            )
-        if name not in _WEIGHTING:
-            raise ParameterError(
-                f"`estimators` of shared_bootstrap are IPS, clipped IPS and SNIPS (names 'ips', "
-                f"'snips', or estimator objects); got {item!r}. Pass other row-backed estimates "
+                f"`estimators` of shared_bootstrap are weighting estimators, objects with a row "
+                f"source (row_source(reward_range)) such as ope.IPS(), ope.SNIPS() or "
+                f"ope.ClippedIPS(max_weight=...); got {item!r}. Pass other row-backed estimates "
                 "(DR, SNDR, paired differences) through `sources` (their Estimate.source)."
             )
-        clip = None if isinstance(est, str) else getattr(est, "clip_level", None)
-        origin = est.reward_origin(reward_range) if hasattr(est, "reward_origin") else 0.0
-        label = str(key if key is not None else name)
-        if label in (k for k, *_ in out):
+        if not isinstance(rows, WeightingRows):
+            raise ParameterError(
+                f"`estimators`: {item!r} gave a row source of type {type(rows).__name__}, not "
+                "WeightingRows; its row_source(reward_range) must return the per-row columns "
+                "and their statistic (ope.intervals._rows.WeightingRows)."
+            )
+        label = str(key if key is not None else rows.name)
+        if label in (k for k, _ in out):
             raise ParameterError(
                 f"`estimators` names {label!r} twice; give each a distinct key with "
                 "(key, estimator) pairs."
             )
-        out.append((label, str(name), None if clip is None else float(clip), float(origin)))
+        out.append((label, rows))
     return out
+
+
+#: The logging value: the mean logged reward.
+_MEAN_REWARD: Final = WeightingRows("logging", (RowColumn("reward"),), first_mean)
 
 
 def shared_bootstrap(
@@ -1000,7 +664,7 @@ def shared_bootstrap(
     target_propensity: npt.ArrayLike | Sequence[npt.ArrayLike] | None = None,
     *,
     names: Sequence[str] | None = None,
-    estimators: Sequence[Any] = ("ips", "snips"),
+    estimators: Sequence[Any] = (),
     sources: Mapping[Any, Any] | None = None,
     logging: bool = True,
     reward_range: Sequence[float] | None = None,
@@ -1024,11 +688,13 @@ def shared_bootstrap(
         copied whole; float32 is accumulated in float64.
     names : sequence of str, optional
         The P candidates' names (default ``"0"``, ``"1"``, ...).
-    estimators : sequence, default ("ips", "snips")
-        Weighting estimators, each a name (``"ips"``, ``"snips"``), an estimator object
-        (``ope.IPS()``, ``ope.SNIPS()``, ``ope.ClippedIPS(max_weight=R)``) or a
-        ``(key, estimator)`` pair such as ``ope.evaluation.resolve_estimators`` returns; its
-        intervals are ``intervals[(name, key)]``.
+    estimators : sequence, default ()
+        Weighting estimators, each an estimator object with a row source (``ope.IPS()``,
+        ``ope.SNIPS()``, ``ope.ClippedIPS(max_weight=R)``: their
+        ``row_source(reward_range)``, the per-row columns and the statistic of their means), a
+        ``(key, estimator)`` pair such as ``ope.evaluation.resolve_estimators`` returns, or a
+        row source itself; its intervals are ``intervals[(name, key)]``, the key defaulting to
+        the row source's name. Needed when ``target_propensity`` is given.
     sources : mapping, optional
         Other row-backed estimates resampled with the same counts: ``key -> source`` where the
         source has ``components()`` (per-row components, (n, k)), ``statistic(means)`` and
@@ -1054,8 +720,9 @@ def shared_bootstrap(
     Raises
     ------
     ope.ParameterError
-        A bad setting, an estimator other than IPS, clipped IPS or SNIPS, names that do not
-        match the candidates, ``n_resamples`` below :func:`min_resamples`.
+        A bad setting, an estimator without a row source (DR and the other estimates go
+        through ``sources``), candidates without estimators, names that do not match the
+        candidates, ``n_resamples`` below :func:`min_resamples`.
     ope.ValidationError
         Arrays of the wrong shape, non-finite, propensities out of range, rewards outside
         ``reward_range``, fewer than 2 rows.
@@ -1065,11 +732,13 @@ def shared_bootstrap(
 
     Notes
     -----
-    The columns resampled are ``r`` (the logging value), ``w_j r`` (IPS and SNIPS numerators),
-    ``w_j`` (SNIPS denominators) and ``min(w_j, R)(r - r_lo)`` (clipped IPS) for
-    ``w_j = t_j / p``, each built once per block of rows, plus the components of ``sources``;
-    the replicates are IPS ``S(w r)/S(1)``, SNIPS ``S(w r)/S(w)``, clipped IPS
-    ``r_lo + S(min(w, R)(r - r_lo))/S(1)`` and the logging value ``S(r)/S(1)``, with
+    The columns resampled are ``r`` (the logging value) and, for each candidate ``j`` with
+    weights ``w_j = t_j / p``, the columns the estimators' row sources name (IPS and SNIPS
+    numerators ``w_j r``, SNIPS denominators ``w_j``, clipped IPS ``min(w_j, R)(r - r_lo)``),
+    each distinct column built once per block of rows, plus the components of ``sources``;
+    replicate ``b`` of an estimator is its row source's statistic at the resampled means
+    ``S(x)/S(1)`` of its columns (IPS ``S(w r)/S(1)``, SNIPS ``S(w r)/S(w)``, clipped IPS
+    ``r_lo + S(min(w, R)(r - r_lo))/S(1)``; the logging value ``S(r)/S(1)``), with
     ``S(x) = sum_i c[b, i] x_i``. With the same seed and rows every interval equals
     ``Estimate.ci(method="bootstrap", rng=seed)`` of the same estimate, to rounding (the counts
     are the same unless few distinct rows are grouped, whose grouping depends on the columns).
@@ -1077,13 +746,15 @@ def shared_bootstrap(
     Examples
     --------
     >>> import numpy as np
+    >>> import ope
     >>> from ope.intervals.bootstrap import shared_bootstrap
     >>> rng = np.random.default_rng(0)
     >>> n = 1000
     >>> r = rng.uniform(size=n)
     >>> p = np.full(n, 0.5)
     >>> t = rng.uniform(size=(n, 3))
-    >>> res = shared_bootstrap(r, p, t, names=["a", "b", "c"], rng=1, reward_range=(0, 1))
+    >>> res = shared_bootstrap(r, p, t, names=["a", "b", "c"], rng=1, reward_range=(0, 1),
+    ...                        estimators=(ope.IPS(), ope.SNIPS()))
     >>> sorted(res.intervals)[:2], res.seed
     ([('a', 'ips'), ('a', 'snips')], 1)
     >>> lo, hi = res.intervals[("b", "snips")]
@@ -1095,7 +766,7 @@ def shared_bootstrap(
     n_res = _checked_n_resamples(n_resamples, level)
     rr = check_reward_range(reward_range)
     seed, gen = resolve_seed(rng)
-    specs = _weighting_specs(estimators, rr)
+    specs = _row_sources(estimators, rr)
     r = as_float_array(reward, "reward", ndim=(1,))
     check_finite(r, "reward")
     check_rewards_in_range(r, rr)
@@ -1153,28 +824,29 @@ def shared_bootstrap(
             "estimate.source}, or leave it out."
         )
 
-    # the columns: r, then w_j r, w_j and clipped terms as the estimators need them
+    # the columns: each row source's columns of each candidate, each distinct one built once
     columns: dict[tuple[Any, ...], int] = {}
 
     def column(spec: tuple[Any, ...]) -> int:
         return columns.setdefault(spec, len(columns))
 
+    def indices(rows: WeightingRows, j: int | None) -> tuple[int, ...]:
+        """The columns of a row source for candidate ``j`` (a column of no weights: shared)."""
+        return tuple(column(("rows", c, j if c.uses_weights else None)) for c in rows.columns)
+
     stats: list[_Stat] = []
     if logging:
-        stats.append(_Stat(None, (column(("r",)),), _first, rr, "logging value: "))
+        stats.append(_Stat(None, indices(_MEAN_REWARD, None), _MEAN_REWARD.statistic, rr,
+                           "logging value: "))
     for j, name in enumerate(labels):  # loop over candidates
-        for key, kind, clip, origin in specs:  # and estimators
+        for key, rows in specs:  # and estimators
             where = f"policy {name!r}, {key}: "
-            if kind == "snips":
-                cols_ = (column(("wr", j)), column(("w", j)))
-                stats.append(_Stat((name, key), cols_, _ratio_of_first_two, rr, where,
+            if rows.undefined_without_weight:
+                stats.append(_Stat((name, key), indices(rows, j), rows.statistic, rr, where,
                                    f"all resampled weights are zero: column {j} of "
                                    "`target_propensity` is 0 on nearly every row"))
-            elif clip is None:
-                stats.append(_Stat((name, key), (column(("wr", j)),), _first, rr, where))
             else:
-                idx = column(("clip", j, clip, origin))
-                stats.append(_Stat((name, key), (idx,), _Shifted(origin), rr, where))
+                stats.append(_Stat((name, key), indices(rows, j), rows.statistic, rr, where))
     extra: dict[Any, np.ndarray] = {}
     taken = {s.label for s in stats}
     for key, src in (sources or {}).items():  # loop over sources
@@ -1199,6 +871,12 @@ def shared_bootstrap(
         idx_ = tuple(column(("src", key, k)) for k in range(comps.shape[1]))
         stats.append(_Stat(key, idx_, src.statistic, getattr(src, "value_range", None),
                            f"{key}: "))
+    if n_pol and not specs:
+        raise ParameterError(
+            "`target_propensity` gives candidates but `estimators` is empty: pass the weighting "
+            "estimators to resample them with, e.g. estimators=(ope.IPS(), ope.SNIPS()), or "
+            "leave out the propensities."
+        )
     if not stats:
         raise ParameterError(
             "nothing to bootstrap: pass candidates with `estimators`, `sources`, or "
@@ -1212,25 +890,21 @@ def shared_bootstrap(
         w_block: np.ndarray | None = None
         if t2 is not None and p is not None:
             w_block = ratio(p[rows], t2[rows])  # (L, P), float64
-        for i, spec in enumerate(order):  # a loop over columns
-            kind = spec[0]
-            if kind == "r":
-                out[i] = rb
-            elif kind == "src":
-                out[i] = extra[spec[1]][rows, spec[2]]
-            else:
-                j = spec[1]
-                assert p is not None
-                w = w_block[:, j] if w_block is not None else ratio(p[rows], targets[j][rows])
-                if kind == "wr":
-                    np.multiply(w, rb, out=out[i])
-                elif kind == "w":
-                    out[i] = w
-                else:
-                    np.multiply(np.minimum(w, spec[2]), rb - spec[3], out=out[i])
+
+        def weights(j: int) -> np.ndarray:
+            if w_block is not None:
+                return w_block[:, j]
+            assert p is not None
+            return ratio(p[rows], targets[j][rows])
+
+        for i, (kind, what, j) in enumerate(order):  # a loop over columns
+            if kind == "src":  # column j of the source's components
+                out[i] = extra[what][rows, j]
+            else:  # a row source's column of candidate j
+                what.fill(rb, None if j is None else weights(j), out[i])
         return out
 
-    cols = _Columns(n, len(order), build)
+    cols = Columns(n, len(order), build)
     ivs, resampling = _run(cols, stats, level=level, n_resamples=n_res, method=method, gen=gen)
     first = 1 if logging else 0  # the logging value is the first statistic when asked for
     intervals = {s.label: iv for s, iv in zip(stats[first:], ivs[first:])}
@@ -1244,23 +918,3 @@ def shared_bootstrap(
         resampling=resampling,
         n=n,
     )
-
-
-def _first(means: np.ndarray) -> np.ndarray:
-    """The mean of the one column (IPS, the logging value)."""
-    return means[..., 0]
-
-
-def _ratio_of_first_two(means: np.ndarray) -> np.ndarray:
-    """SNIPS: mean(w r) / mean(w)."""
-    return means[..., 0] / means[..., 1]
-
-
-@dataclass(frozen=True)
-class _Shifted:
-    """Clipped IPS: ``origin + mean(min(w, R)(r - origin))``."""
-
-    origin: float
-
-    def __call__(self, means: np.ndarray) -> np.ndarray:
-        return self.origin + means[..., 0]

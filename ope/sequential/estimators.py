@@ -51,13 +51,14 @@ from typing import Final, Literal
 import numpy as np
 import numpy.typing as npt
 
+from ope._centered import CenteredMoments
 from ope._thresholds import MIN_ROWS, SMALL_SAMPLE_ROWS, kish_ess, low_ess, small_sample
 from ope._validation import (
     check_choice, check_no_overflow, check_reward_range, user_stacklevel,
 )
 from ope.exceptions import EstimationError, OverlapWarning, ParameterError, SmallSampleWarning
 from ope.logs import Trajectories
-from ope.moments import CenteredMoments, centered_moments
+from ope.moments import centered_moments
 from ope.results import (
     DEFAULT_CONFIDENCE_LEVEL,
     Estimate,
