@@ -52,8 +52,8 @@ def test_betting_mode_bounds_are_the_betting_bounds_of_the_gate_terms():
     w = np.minimum(target / propensity, max_weight)
     z = 1.0 + (reward - 1.0) * w                         # in [1, 1 + 2.5 * 2]
     d = z - reward                                       # in [-2, (2.5 - 1) * 2]
-    assert cert.method == "betting"
-    assert cert.estimate == pytest.approx(z.mean(), rel=1e-12)
+    assert cert.ci_method == "betting"
+    assert cert.value == pytest.approx(z.mean(), rel=1e-12)
     assert cert.lower_bound == betting_lower_bound(z, low=1.0, high=6.0)
     assert cert.improvement_lower_bound == betting_lower_bound(d, low=-2.0, high=3.0)
     assert cert.approved == (cert.improvement_lower_bound > 0)
@@ -68,10 +68,10 @@ def test_the_finite_sample_betting_mode_is_the_default_everywhere():
     reward = rng.binomial(1, 0.5, size=400) * 1.0
     cert = SafetyGate(reward_range=(0, 1), max_weight=2.0).certify(
         (action == 1) * 1.0, None, action, reward, np.full(400, 0.5))
-    assert cert.method == cert.ci_method == "betting" and cert.notes == ()
+    assert cert.ci_method == "betting" and cert.notes == ()
     table = rank_policies({"a1": (action == 1) * 1.0}, None, action, reward, np.full(400, 0.5),
                           reward_range=(0, 1), max_weight=2.0)
-    assert table["method"].tolist() == ["betting"]
+    assert table["ci_method"].tolist() == ["betting"]
 
 
 def test_betting_mode_approves_a_better_policy_more_often_than_bernstein():

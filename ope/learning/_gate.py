@@ -88,8 +88,8 @@ GateMethod = Literal["auto", "betting", "bernstein", "t"]
 
 #: fields of a certificate that are text, and those that are finite numbers (the improvement
 #: pair may also be None), as Certificate.from_dict checks them
-_CERTIFICATE_TEXTS: Final = ("policy", "reason", "baseline_source", "method")
-_CERTIFICATE_NUMBERS: Final = ("estimate", "lower_bound", "baseline_value", "confidence_level",
+_CERTIFICATE_TEXTS: Final = ("policy", "reason", "baseline_source", "ci_method")
+_CERTIFICATE_NUMBERS: Final = ("value", "lower_bound", "baseline_value", "confidence_level",
                                "max_weight", "clipped_fraction", "improvement_estimate",
                                "improvement_lower_bound")
 
@@ -121,9 +121,9 @@ class Certificate(Result):
     """The verdict of :class:`SafetyGate` on one policy, with everything needed to audit it.
 
     A result object like every other of ope (:class:`ope.results.Result`): ``to_dict()``,
-    ``summary()``, an escaped ``_repr_html_()``, and the shared vocabulary ``value`` (the
-    estimate), ``n`` (certification rows), ``ci_method`` (the bound's method),
-    ``confidence_level`` and ``notes``.
+    ``summary()``, an escaped ``_repr_html_()``, and the field names every result of ope uses
+    (:class:`ope.results.Estimate`): ``value`` (the estimate), ``n`` (certification rows),
+    ``ci_method`` (the bound's method), ``confidence_level`` and ``notes``.
 
     Attributes
     ----------
@@ -133,7 +133,7 @@ class Certificate(Result):
         ``"approve"`` only if the one-sided lower confidence bound beats the baseline.
     reason : str
         One sentence saying why.
-    estimate : float
+    value : float
         Pessimistic clipped-IPS estimate of the policy's value on the certification rows,
         :math:`r_{lo} + \\frac1n\\sum_i (r_i - r_{lo})\\min(w_i, M)`.
     lower_bound : float
@@ -150,7 +150,7 @@ class Certificate(Result):
         Its one-sided lower confidence bound; the policy is approved when it is > 0.
     confidence_level : float
         One-sided confidence level of the bounds.
-    method : {"betting", "bernstein", "t"}
+    ci_method : {"betting", "bernstein", "t"}
         ``"betting"``: Waudby-Smith & Ramdas betting bound and ``"bernstein"``: Maurer-Pontil
         empirical Bernstein, both valid at every sample size (safe); ``"t"``: Student-t,
         asymptotic (semi-safe, as HCPI's TT; it can exceed the nominal false-approval rate).
@@ -160,7 +160,7 @@ class Certificate(Result):
         A priori reward range.
     n_train : int or None
         Rows the policy was trained on (disjoint from the certification rows).
-    n_certify : int
+    n : int
         Certification rows.
     clipped_fraction : float
         Share of certification rows whose weight was clipped at ``max_weight``.
@@ -172,7 +172,7 @@ class Certificate(Result):
         ``rng`` reproduces the split, the fit and this certificate. None otherwise.
     sampling_weight : str or None
         The column (or argument) of the certification rows' sampling (Horvitz-Thompson)
-        weights when the certificate is weighted: ``estimate``, ``baseline_value`` and the
+        weights when the certificate is weighted: ``value``, ``baseline_value`` and the
         improvement are then Hajek ratios on the logged population (see :class:`SafetyGate`).
         None for unweighted rows (also when every weight is 1). ``weighted`` says the same as
         a bool (in ``to_dict()`` too).
@@ -181,7 +181,7 @@ class Certificate(Result):
     policy: str
     verdict: Literal["approve", "reject"]
     reason: str
-    estimate: float
+    value: float
     lower_bound: float
     baseline: Literal["logging", "threshold"]
     baseline_value: float
@@ -189,11 +189,11 @@ class Certificate(Result):
     improvement_estimate: float | None
     improvement_lower_bound: float | None
     confidence_level: float
-    method: str
+    ci_method: str
     max_weight: float
     reward_range: tuple[float, float]
     n_train: int | None
-    n_certify: int
+    n: int
     clipped_fraction: float
     notes: tuple[str, ...] = ()
     seed: int | None = None
@@ -209,27 +209,12 @@ class Certificate(Result):
         """True when the verdict is ``"approve"``."""
         return self.verdict == "approve"
 
-    @property
-    def value(self) -> float:
-        """The estimate (shared vocabulary; same as :attr:`estimate`)."""
-        return self.estimate
-
-    @property
-    def n(self) -> int:
-        """Certification rows (shared vocabulary; same as :attr:`n_certify`)."""
-        return self.n_certify
-
-    @property
-    def ci_method(self) -> str:
-        """Method of the lower bound (shared vocabulary; same as :attr:`method`)."""
-        return self.method
-
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict with stable keys (the fields, and ``value``, ``n``, ``ci_method``)."""
+        """A JSON-ready dict with stable keys: the fields, and ``weighted``."""
         d = asdict(self)
         d["reward_range"] = list(self.reward_range)
         d["notes"] = list(self.notes)
-        d.update(value=self.value, n=self.n, ci_method=self.ci_method, weighted=self.weighted)
+        d["weighted"] = self.weighted
         return d
 
     def to_json(self, **json_options: Any) -> str:
@@ -238,9 +223,8 @@ class Certificate(Result):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Certificate:
-        """Rebuild a certificate from :meth:`to_dict` output (also of versions without
-        ``notes``, ``seed``, ``sampling_weight``, ``value``, ``n``, ``ci_method`` and
-        ``weighted``; the last four are derived). Every field is checked: a value
+        """Rebuild a certificate from :meth:`to_dict` output (also without ``notes``,
+        ``seed``, ``sampling_weight`` and ``weighted``; the last is derived). Every field is checked: a value
         :meth:`to_dict` cannot have written (a NaN estimate, an unknown verdict) is a
         ``ValidationError`` naming ``data`` and the field."""
         return cls._from_mapping(data, "data")
@@ -269,7 +253,7 @@ class Certificate(Result):
             optional = key.startswith("improvement_")
             if not (optional and values[key] is None):
                 values[key] = _finite_field(arg, key, values[key])
-        for key, optional in (("n_certify", False), ("n_train", True), ("seed", True)):
+        for key, optional in (("n", False), ("n_train", True), ("seed", True)):
             value = values.get(key)
             if optional and value is None:
                 continue
@@ -322,9 +306,9 @@ class Certificate(Result):
         lines = [
             f"certificate for policy {self.policy!r}: {self.verdict.upper()}",
             f"  reason:            {self.reason}",
-            f"  estimate:          {self.estimate:.6g} "
+            f"  estimate:          {self.value:.6g} "
             f"({kind}, max_weight={self.max_weight:g})",
-            f"  lower bound:       {self.lower_bound:.6g} (one-sided {pct}, {self.method})",
+            f"  lower bound:       {self.lower_bound:.6g} (one-sided {pct}, {self.ci_method})",
             f"  baseline:          {self.baseline_value:.6g} ({self.baseline_source})",
         ]
         if self.improvement_lower_bound is not None:
@@ -334,12 +318,12 @@ class Certificate(Result):
             )
         train = "unknown" if self.n_train is None else f"{self.n_train:,}"
         lines.append(
-            f"  rows:              {train} train, {self.n_certify:,} certify; "
+            f"  rows:              {train} train, {self.n:,} certify; "
             f"{100 * self.clipped_fraction:.3g}% of weights clipped"
         )
         if self.sampling_weight is not None:
-            bound = ("finite-sample weighted betting bound" if self.method == "betting" else
-                     f"{self.method} bound of the linearized Hajek ratio, asymptotic")
+            bound = ("finite-sample weighted betting bound" if self.ci_method == "betting" else
+                     f"{self.ci_method} bound of the linearized Hajek ratio, asymptotic")
             lines.append(f"  sampling weights:  column `{self.sampling_weight}` (Horvitz-Thompson: "
                          f"values for the logged population; {bound})")
         if self.seed is not None:
@@ -348,7 +332,7 @@ class Certificate(Result):
 
     def _parts(self) -> ResultParts:
         d = self.to_dict()
-        shown = [(k, v) for k, v in d.items() if k not in ("notes", "value", "n", "ci_method")]
+        shown = [(k, v) for k, v in d.items() if k != "notes"]
         return ResultParts(
             title=f"certificate for policy {self.policy!r}: {self.verdict.upper()}",
             fields=shown,
@@ -825,7 +809,7 @@ class SafetyGate:
             policy=str(name),
             verdict="approve" if approve else "reject",
             reason=reason,
-            estimate=estimate,
+            value=estimate,
             lower_bound=lower,
             baseline=baseline_kind,
             baseline_value=baseline_value,
@@ -833,11 +817,11 @@ class SafetyGate:
             improvement_estimate=improvement,
             improvement_lower_bound=improvement_lower,
             confidence_level=level,
-            method=method,
+            ci_method=method,
             max_weight=max_weight,
             reward_range=(low, high),
             n_train=None if n_train is None else int(n_train),
-            n_certify=int(n),
+            n=int(n),
             clipped_fraction=n_clipped / n,
             # the t bound rests on the central limit theorem; betting and Bernstein hold at any n
             notes=((small_sample_note(n),) if method == "t" and small_sample(n) else ())
@@ -1026,8 +1010,8 @@ def rank_policies(
     Returns
     -------
     pandas.DataFrame
-        One row per policy, best lower bound first: ``rank, policy, estimate, lower_bound,
-        improvement_estimate, improvement_lower_bound, confidence_level, method, n``.
+        One row per policy, best lower bound first: ``rank, policy, value, lower_bound,
+        improvement_estimate, improvement_lower_bound, confidence_level, ci_method, n``.
         ``improvement_*`` are paired against the logging policy (as in :class:`SafetyGate`).
 
     Notes
@@ -1083,13 +1067,13 @@ def rank_policies(
         rows.append(
             {
                 "policy": cert.policy,
-                "estimate": cert.estimate,
+                "value": cert.value,
                 "lower_bound": cert.lower_bound,
                 "improvement_estimate": cert.improvement_estimate,
                 "improvement_lower_bound": cert.improvement_lower_bound,
                 "confidence_level": per_policy,
-                "method": cert.method,
-                "n": cert.n_certify,
+                "ci_method": cert.ci_method,
+                "n": cert.n,
             }
         )
     table = pd.DataFrame(rows).sort_values("lower_bound", ascending=False, kind="stable")

@@ -735,7 +735,7 @@ def _certificate(ctx: dict[str, Any]) -> str:
     level = f"{cert.confidence_level:.0%}"
     facts = [
         ("verdict", f"{cert.verdict}: {cert.reason}"),
-        ("estimate (clipped IPS)", fmt(cert.estimate)),
+        ("estimate (clipped IPS)", fmt(cert.value)),
         (f"one-sided {level} lower bound", fmt(cert.lower_bound)),
         ("baseline", f"{cert.baseline} = {fmt(cert.baseline_value)} ({cert.baseline_source})"),
     ]
@@ -744,11 +744,11 @@ def _certificate(ctx: dict[str, Any]) -> str:
                       f"{fmt_signed(cert.improvement_estimate)}, lower bound "
                       f"{fmt_signed(cert.improvement_lower_bound)}"))
     facts += [
-        ("bound", f"{cert.method} at {level} (one-sided)"),
+        ("bound", f"{cert.ci_method} at {level} (one-sided)"),
         ("clip level", f"{cert.max_weight:g}"),
         ("reward range", f"[{cert.reward_range[0]:g}, {cert.reward_range[1]:g}]"),
         ("rows", f"{fmt(cert.n_train) if cert.n_train is not None else '–'} to train, "
-                 f"{fmt(cert.n_certify)} to certify"),
+                 f"{fmt(cert.n)} to certify"),
         ("clipped rows", fmt_share(cert.clipped_fraction)),
     ]
     out = [f"<h3>{_e(cert.policy)} {_badge(answer if cert.verdict == 'approve' else 'rejected')}</h3>",
