@@ -86,7 +86,7 @@ def approval_rates(design: str, n: int, reps: int, seed: int) -> dict[str, dict[
         for k in range(reps):  # one certification per replication (not a loop over rows)
             cert = certify(target[k], None, action[k], reward[k], propensity[k],
                            reward_range=(0.0, 1.0), max_weight=MAX_WEIGHT,
-                           confidence_level=CONFIDENCE, method=mode)
+                           confidence_level=CONFIDENCE, ci=mode)
             approved[k] = cert.approved
             bounds[k] = cert.improvement_lower_bound
         rate = float(approved.mean())

@@ -181,6 +181,10 @@ CLI_PHRASES: Final = (
      "distributions are then known)"),
     (r"Rename yours with mapping=\{'event_id': \.\.\.\}", "Rename the table's columns"),
     (r"ope\.diagnostics\.", "`ope diagnose`."),
+    # the safety gate's bound method is ``ci=`` in Python and ``--gate`` on ``ope learn``
+    (r"the gate's ci='(\w+)'", r"--gate \1"),
+    (r"Use ci='t' \(the asymptotic", "Use --gate t (the asymptotic"),
+    (r"ci='auto' cho", "--gate auto cho"),
 )
 
 #: ``--policy`` of evaluate / diagnose / report: a candidate's name, or a spec that builds one.
@@ -2028,7 +2032,7 @@ def _cmd_learn(args: argparse.Namespace) -> _Outcome:
                                           **_with_rng(ConservativePolicyLearner, args.seed)),
         certify_fraction=args.certify_fraction,
         confidence_level=args.confidence_level,
-        method=args.gate,
+        ci=args.gate,
         name=args.name,
         rng=args.seed,
         weight_column=args.weight_column,

@@ -125,7 +125,7 @@ def test_rows_with_equal_clipped_terms_above_the_range_give_a_bound_at_its_top()
 def test_the_gate_bound_never_exceeds_the_top_of_the_range():
     # three rows with the same clipped term 3 (> high = 1): the t bound of their mean was 3
     cert = certify(np.ones(3), None, np.zeros(3, dtype=int), np.ones(3), np.full(3, 1 / 3),
-                   reward_range=(0.0, 1.0), max_weight=3.0, method="t")
+                   reward_range=(0.0, 1.0), max_weight=3.0, ci="t")
     assert cert.value == pytest.approx(3.0)
     assert cert.lower_bound == 1.0
     assert cert.improvement_lower_bound == 1.0

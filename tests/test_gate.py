@@ -30,7 +30,7 @@ def test_t_mode_approves_a_worse_policy_far_above_nominal_while_safe_modes_do_no
     for method in ("t", "bernstein", "betting"):
         rates[method] = np.mean([
             certify(target[k], None, action[k], reward[k], propensity[k], reward_range=(0, 1),
-                    max_weight=3.0, method=method).approved
+                    max_weight=3.0, ci=method).approved
             for k in range(reps)  # one certification per replication
         ])
     # the sure-win arm is absent from 0.998**1000 = 13.5% of the logs; then the t bound of the
@@ -48,7 +48,7 @@ def test_betting_mode_bounds_are_the_betting_bounds_of_the_gate_terms():
     propensity = np.where(action == 1, 0.4, 0.6)
     target = np.where(action == 1, 0.9, 0.1)             # weights 2.25 and 1/6
     cert = certify(target, None, action, reward, propensity, reward_range=(1.0, 3.0),
-                   max_weight=max_weight, method="betting")
+                   max_weight=max_weight, ci="betting")
     w = np.minimum(target / propensity, max_weight)
     z = 1.0 + (reward - 1.0) * w                         # in [1, 1 + 2.5 * 2]
     d = z - reward                                       # in [-2, (2.5 - 1) * 2]
@@ -62,7 +62,7 @@ def test_betting_mode_bounds_are_the_betting_bounds_of_the_gate_terms():
 def test_the_finite_sample_betting_mode_is_the_default_everywhere():
     for func in (SafetyGate, certify, rank_policies, learn_from_logs):
         # "auto": betting on unweighted rows (t on rows with sampling weights)
-        assert inspect.signature(func).parameters["method"].default == "auto", func
+        assert inspect.signature(func).parameters["ci"].default == "auto", func
     rng = np.random.default_rng(4)
     action = rng.integers(0, 2, size=400)
     reward = rng.binomial(1, 0.5, size=400) * 1.0
@@ -82,6 +82,6 @@ def test_betting_mode_approves_a_better_policy_more_often_than_bernstein():
     reward = (rng.random((reps, n)) < np.where(action == 1, 0.55, 0.5)) * 1.0
     lower = {m: np.array([
         certify((action[k] == 1) * 1.0, None, action[k], reward[k], np.full(n, 0.5),
-                reward_range=(0, 1), max_weight=3.0, method=m).improvement_lower_bound
+                reward_range=(0, 1), max_weight=3.0, ci=m).improvement_lower_bound
         for k in range(reps)]) for m in ("bernstein", "betting")}
     assert np.all(lower["betting"] > lower["bernstein"])

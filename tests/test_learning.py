@@ -433,7 +433,7 @@ def test_gate_false_approval_rate_at_most_one_minus_confidence(method):
     for seed in range(reps):  # loop over replications, not rows
         action, reward, propensity = two_arm_logs(seed, 300, p1=0.3, v0=0.5, v1=0.5)
         cert = certify((action == 1) * 1.0, None, action, reward, propensity,
-                       reward_range=(0, 1), max_weight=1 / 0.3, method=method)
+                       reward_range=(0, 1), max_weight=1 / 0.3, ci=method)
         approvals += cert.approved
     rate = approvals / reps
     # binomial upper margin: 0.05 + 3 * sqrt(0.05 * 0.95 / 1000) = 0.071
@@ -449,7 +449,7 @@ def test_lower_bound_exceeds_true_value_at_most_one_minus_confidence(method):
     for seed in range(reps):  # loop over replications, not rows
         action, reward, propensity = two_arm_logs(10_000 + seed, 400, p1=0.3, v1=0.6)
         cert = certify((action == 1) * 1.0, None, action, reward, propensity,
-                       reward_range=(0, 1), max_weight=1 / 0.3, method=method, baseline=0.6)
+                       reward_range=(0, 1), max_weight=1 / 0.3, ci=method, baseline=0.6)
         misses += cert.approved
     assert misses / reps <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
 
@@ -647,7 +647,7 @@ def test_gate_numbers_match_the_pessimistic_estimate_by_hand():
     action, reward, propensity = two_arm_logs(7, 3000, p1=0.3)
     pe = (action == 1) * 0.9 + (action == 0) * 0.1
     cert = certify(pe, None, action, reward, propensity, reward_range=(0.0, 1.0),
-                   max_weight=2.5, method="t")
+                   max_weight=2.5, ci="t")
     w = pe / propensity
     z = reward * np.minimum(w, 2.5)
     assert cert.value == pytest.approx(z.mean(), rel=1e-12)
@@ -665,7 +665,7 @@ def test_certificate_follows_the_result_contract():
 
     action, reward, propensity = two_arm_logs(4, 20)
     cert = certify((action == 1) * 1.0, None, action, reward, propensity,
-                   reward_range=(0, 1), max_weight=2.0, method="t",
+                   reward_range=(0, 1), max_weight=2.0, ci="t",
                    name="<script>alert(1)</script>")
     assert isinstance(cert, Result)
     assert cert.n == 20 and cert.ci_method == "t"
@@ -695,7 +695,7 @@ def test_certificate_follows_the_result_contract():
     ("gate", "match"),
     [
         ({"confidence_level": 1.5}, r"`confidence_level` must be in \(0, 1\)"),
-        ({"method": "hoeffding"}, r"`method` must be one of 'auto', 'betting', 'bernstein', 't'"),
+        ({"ci": "hoeffding"}, r"`ci` must be one of 'auto', 'betting', 'bernstein', 't'"),
         ({"max_weight": "2"}, r"`max_weight` must be a number"),
         ({"max_weight": 0.5}, r"max_weight must be a finite number >= 1"),
         ({"baseline": "median"}, r"baseline must be 'logging' or a number"),

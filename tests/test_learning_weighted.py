@@ -2,7 +2,7 @@
 
 Unit weights are the unweighted fit and certificate exactly; integer weights equal repeated
 rows for the fitted policy and the gate's point estimates; the gate's finite-sample modes refuse
-weighted rows and ``method="auto"`` takes the t bound; on logs whose drop rate depends on the
+weighted rows and ``ci="auto"`` takes the t bound; on logs whose drop rate depends on the
 segment the weighted learner finds the population's best policy where the unweighted one does
 not, and the weighted t bound covers the exact value (``ope.simulate``) at its nominal rate.
 """
@@ -133,7 +133,7 @@ def test_integer_weights_equal_repeated_rows_for_the_gates_point_estimate() -> N
     weighted = certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=2.0,
                        sampling_weight=s, weight_name="weight")
     repeated = certify(pe[rep], None, action[rep], reward[rep], p[rep], reward_range=(0, 1),
-                       max_weight=2.0, method="t")
+                       max_weight=2.0, ci="t")
     for field in ("value", "improvement_estimate", "baseline_value"):
         assert getattr(weighted, field) == pytest.approx(getattr(repeated, field), rel=1e-12)
     # the bound is the t bound of the linearized Hajek ratio over the n kept rows, by hand
@@ -156,17 +156,17 @@ def test_finite_sample_modes_refuse_weighted_rows_and_auto_takes_t() -> None:
     pe = (action == 1) * 1.0
     for method, extra in [("betting", {}), ("bernstein", {}),
                           ("bernstein", {"max_sampling_weight": 3.0})]:
-        with pytest.raises(EstimationError, match=rf"method='{method}' does not take sampling "
-                           r"weights.*column `w8`.*Use method='t'"):
+        with pytest.raises(EstimationError, match=rf"ci='{method}' does not take sampling "
+                           r"weights.*column `w8`.*Use ci='t'"):
             certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
-                    method=method, sampling_weight=s, weight_name="w8", **extra)
+                    ci=method, sampling_weight=s, weight_name="w8", **extra)
     with pytest.raises(EstimationError, match=r"give max_sampling_weight="):
         certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
-                method="betting", sampling_weight=s)
+                ci="betting", sampling_weight=s)
     cert = certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
                    sampling_weight=s, weight_name="w8")
     assert cert.ci_method == "t" and cert.weighted and cert.sampling_weight == "w8"
-    assert any("method='auto' chose the t bound" in note and "`w8`" in note
+    assert any("ci='auto' chose the t bound" in note and "`w8`" in note
                for note in cert.notes)
     assert "Hajek-weighted clipped IPS, sampling weights `w8`" in str(cert)
     assert "sampling weights:  column `w8` (Horvitz-Thompson: values for the logged population; " \
@@ -203,7 +203,7 @@ def test_weighted_betting_bound() -> None:
     assert any("weighted betting bounds" in note and "max_sampling_weight = 3" in note
                for note in cert.notes)
     t_cert = certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
-                     sampling_weight=s, method="t")
+                     sampling_weight=s, ci="t")
     assert cert.value == t_cert.value   # the same Hajek estimate, another bound
     # another bound of the same estimate (pinned: the betting bound exploits that the terms
     # are >= 0, and is the tighter one on these skewed rows)
@@ -224,9 +224,9 @@ def test_learn_from_logs_reads_the_weight_column_and_refuses_betting_up_front() 
     learner, cert = learn_from_logs(logs, context_columns=["x0", "x1"], weight_column="keep_w",
                                     rng=0)
     assert cert.weighted and cert.sampling_weight == "keep_w" and cert.ci_method == "t"
-    with pytest.raises(EstimationError, match="method='bernstein' does not take"):
+    with pytest.raises(EstimationError, match="ci='bernstein' does not take"):
         learn_from_logs(logs, context_columns=["x0", "x1"], weight_column="keep_w",
-                        method="bernstein", rng=0)
+                        ci="bernstein", rng=0)
     _, cert = learn_from_logs(logs, context_columns=["x0", "x1"], weight_column="keep_w",
                               max_sampling_weight=3.0, rng=0)
     assert cert.ci_method == "betting" and cert.weighted
@@ -295,7 +295,7 @@ def test_weighted_t_and_betting_bounds_cover_the_exact_value_at_their_nominal_ra
             # clipping at M = 40 (above every weight of "mixture", whose logger puts at least
             # 0.05 / 3 on each action): the bound's target is the value itself
             cert = certify(args[0], None, *args[1:], reward_range=(0, 1), max_weight=40.0,
-                           method=method, sampling_weight=weight,
+                           ci=method, sampling_weight=weight,
                            max_sampling_weight=1.0 / (1.0 - DROP_SEGMENT_1))
             missed[kind] += [cert.lower_bound > truth,
                              cert.improvement_lower_bound > improvement]
@@ -331,7 +331,7 @@ def test_cli_learn_on_weighted_logs(tmp_path) -> None:
     assert cert["weighted"] is True and cert["sampling_weight"] == "weight"
     assert cert["ci_method"] == "t"
     code, out, err = _cli("learn", str(path), "--context-columns", "x0", "x1", "--gate", "betting")
-    assert code != 0 and "method='betting' does not take sampling weights" in err
+    assert code != 0 and "--gate betting does not take sampling weights" in err
     code, out, err = _cli("learn", str(path), "--context-columns", "x0", "x1", "--json",
                           "--seed", "0", "--max-sampling-weight", "3")
     assert code == 0 and json.loads(out)["certificate"]["ci_method"] == "betting"

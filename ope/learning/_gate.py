@@ -68,7 +68,7 @@ _METHODS: Final = ("auto", "betting", "bernstein", "t")
 #: weights are refused by them
 _UNWEIGHTED_METHODS: Final = ("betting", "bernstein")
 
-#: what ``method="auto"`` chooses on unweighted rows and on rows with sampling weights
+#: what ``ci="auto"`` chooses on unweighted rows and on rows with sampling weights
 AUTO_METHOD: Final = "betting"
 AUTO_WEIGHTED_METHOD: Final = "t"
 
@@ -82,7 +82,7 @@ _WEIGHTED_BISECTION_STEPS: Final = 50
 _SAMPLING_WEIGHT_SLACK: Final = 1e-12
 _WEIGHTED_BET_TRUNCATION: Final = 0.5
 
-#: type of a gate mode (the ``method`` argument of SafetyGate, certify, rank_policies, ...)
+#: type of a gate mode (the ``ci`` argument of SafetyGate, certify, rank_policies, ...)
 GateMethod = Literal["auto", "betting", "bernstein", "t"]
 
 
@@ -526,10 +526,14 @@ class SafetyGate:
         One-sided level of the lower bound; the chance of approving a policy that is truly no
         better than the baseline is at most ``1 - confidence_level`` for the finite-sample modes
         (``"betting"``, ``"bernstein"``) only.
-    method : {"auto", "betting", "bernstein", "t"}, default="auto"
-        ``"auto"``: ``"betting"`` on unweighted rows, and on rows with sampling weights when
-        ``max_sampling_weight`` is given; ``"t"`` on rows with sampling weights otherwise (see
-        Notes). The certificate's ``method`` is the mode used. ``"betting"``: one-sided
+    ci : {"auto", "betting", "bernstein", "t"}, default="auto"
+        The method of the one-sided bound. ``"auto"``: ``"betting"`` on unweighted rows, and on
+        rows with sampling weights when ``max_sampling_weight`` is given; ``"t"`` on rows with
+        sampling weights otherwise (see Notes). The certificate's ``ci_method`` is the mode
+        used. The default differs from the ``"normal"`` of ope's two-sided intervals on
+        purpose: an approval is a decision whose error rate the gate promises to keep below
+        ``1 - confidence_level``, which an asymptotic bound (normal or t) does not do at
+        finite ``n``, so the default is a bound valid at every sample size. ``"betting"``: one-sided
         betting bound of Waudby-Smith & Ramdas
         (:func:`ope.intervals.betting.betting_lower_bound`), valid at every sample size and the
         tightest safe mode. ``"bernstein"``: Maurer-Pontil empirical Bernstein bound, also valid
@@ -575,13 +579,13 @@ class SafetyGate:
 
     The bounds of :math:`\mathbb E Z` and :math:`\mathbb E D` use the a priori ranges above
     (:math:`D_i` is smallest when :math:`\bar w_i = 0` and :math:`\ell_i = \Delta`, largest when
-    :math:`\bar w_i = M` and :math:`\ell_i = \Delta`). ``method="betting"`` (default) bets on the
+    :math:`\bar w_i = M` and :math:`\ell_i = \Delta`). ``ci="betting"`` (default) bets on the
     rows in their given order (:func:`ope.intervals.betting.betting_lower_bound`; the order
     must not be chosen from the rewards or weights, e.g. sorted by reward);
-    ``method="bernstein"`` uses :func:`ope.intervals.bounded.bernstein_interval`; both hold for
-    every :math:`n`. ``method="t"`` uses :math:`\bar D - t_{c, n-1}s/\sqrt n`, which rests on
+    ``ci="bernstein"`` uses :func:`ope.intervals.bounded.bernstein_interval`; both hold for
+    every :math:`n`. ``ci="t"`` uses :math:`\bar D - t_{c, n-1}s/\sqrt n`, which rests on
     the central limit theorem and is not safe for skewed terms at moderate :math:`n` (see
-    ``method``). The guarantee needs i.i.d. rows, correct logging propensities, and
+    ``ci``). The guarantee needs i.i.d. rows, correct logging propensities, and
     certification rows independent of the training (and selection) rows.
 
     **Sampling weights.** When the certification rows carry sampling (Horvitz-Thompson) weights
@@ -597,7 +601,7 @@ class SafetyGate:
     with the linearized standard error :math:`\hat\sigma/\sqrt n`, :math:`\hat\sigma^2` the
     sample variance of :math:`\psi_i = s_i(T_i - \hat T_s)/\bar s` (:math:`T = Z` or
     :math:`D`; :meth:`ope.moments.WeightedMoments.estimate`), and the one-sided bound
-    :math:`\hat T_s - t_{c,n-1}\hat\sigma/\sqrt n` (``method="t"``; asymptotic, as
+    :math:`\hat T_s - t_{c,n-1}\hat\sigma/\sqrt n` (``ci="t"``; asymptotic, as
     unweighted). With an a priori bound :math:`s_i\le S` (``max_sampling_weight``)
     ``"betting"`` is finite-sample on weighted rows too: given the number of kept rows they are
     i.i.d. from the kept distribution :math:`Q`, under which :math:`\mathbb E_Q[s(T - m)]` has
@@ -608,8 +612,9 @@ class SafetyGate:
     :math:`S = 1` give the unweighted betting bound exactly. Without :math:`S` the terms
     :math:`s_iT_i` have no a priori range and ``"betting"`` refuses weighted rows;
     ``"bernstein"`` always does (its bound is for the unweighted mean of i.i.d. terms).
-    ``method="auto"`` (the default) is ``"betting"`` on weighted rows when :math:`S` is given,
-    else ``"t"``, and the certificate says which (``method``, ``sampling_weight`` and a note).
+    ``ci="auto"`` (the default) is ``"betting"`` on weighted rows when :math:`S` is given,
+    else ``"t"``, and the certificate says which (``ci_method``, ``sampling_weight`` and a
+    note).
     Unit weights are the unweighted rows: the certificate is then exactly the unweighted one.
 
     References
@@ -638,7 +643,7 @@ class SafetyGate:
 
     reward_range: tuple[float, float] | None = None
     confidence_level: float = 0.95
-    method: GateMethod = "auto"
+    ci: GateMethod = "auto"
     baseline: Literal["logging"] | float = "logging"
     max_weight: float | None = None
     max_sampling_weight: float | None = None
@@ -736,7 +741,7 @@ class SafetyGate:
         s_max = None
         if s is not None:
             s_max = check_max_sampling_weight(self.max_sampling_weight, s, weight_name)
-        method = resolve_gate_method(self.method, None if s is None else weight_name,
+        method = resolve_gate_method(self.ci, None if s is None else weight_name,
                                      max_sampling_weight=s_max)
         bet_weights = None if s is None or s_max is None else (s, s_max)
         pe = _policy_propensity(policy, X, a, candidates, n)
@@ -825,21 +830,21 @@ class SafetyGate:
             clipped_fraction=n_clipped / n,
             # the t bound rests on the central limit theorem; betting and Bernstein hold at any n
             notes=((small_sample_note(n),) if method == "t" and small_sample(n) else ())
-            + (() if s is None else (_weighted_note(weight_name, s, self.method, method,
+            + (() if s is None else (_weighted_note(weight_name, s, self.ci, method,
                                                     s_max),)),
             sampling_weight=None if s is None else weight_name,
         )
 
 
 def resolve_gate_method(
-    method: Any, weight_name: str | None, *, max_sampling_weight: float | None = None
+    ci: Any, weight_name: str | None, *, max_sampling_weight: float | None = None
 ) -> str:
     """The gate mode used. Unweighted rows (``weight_name`` None): ``"auto"`` is
     :data:`AUTO_METHOD`. Rows with sampling weights: ``"auto"`` is ``"betting"`` (the weighted
     betting bound, finite-sample) when ``max_sampling_weight`` bounds the weights a priori, else
     :data:`AUTO_WEIGHTED_METHOD` (``"t"``); ``"betting"`` without that bound and
     ``"bernstein"`` refuse them."""
-    chosen = check_choice(method, "method", _METHODS)
+    chosen = check_choice(ci, "ci", _METHODS)
     if weight_name is None:
         return AUTO_METHOD if chosen == "auto" else chosen
     if chosen == "auto":
@@ -855,10 +860,10 @@ def resolve_gate_method(
             "logger uses))"
         )
         raise EstimationError(
-            f"the gate's method={chosen!r} does not take sampling weights as given, and the "
+            f"the gate's ci={chosen!r} does not take sampling weights as given, and the "
             f"certification rows carry them (column `{weight_name}`, not all 1, e.g. from "
-            f"DSJSON pdrop): {how}. Use method='t' (the asymptotic bound of the linearized "
-            "ratio; method='auto' chooses it for weighted rows without max_sampling_weight), "
+            f"DSJSON pdrop): {how}. Use ci='t' (the asymptotic bound of the linearized "
+            "ratio; ci='auto' chooses it for weighted rows without max_sampling_weight), "
             f"or drop the `{weight_name}` column to certify on the kept rows as they are."
         )
     return chosen
@@ -906,7 +911,7 @@ def _weighted_note(
         bound = (f"the bounds are the weighted betting bounds of the population means "
                  f"(finite-sample; sampling weights <= max_sampling_weight = {s_max:g})")
     else:
-        chose = ("method='auto' chose the t bound (no max_sampling_weight was given for the "
+        chose = ("ci='auto' chose the t bound (no max_sampling_weight was given for the "
                  "weighted betting bound), " if requested == "auto" else "")
         bound = (f"{chose}the bounds are t bounds of the linearized ratios (asymptotic): "
                  "betting needs max_sampling_weight and bernstein is for unweighted rows")
@@ -928,7 +933,7 @@ def certify(
     name: str | None = None,
     n_train: int | None = None,
     confidence_level: float = 0.95,
-    method: GateMethod = "auto",
+    ci: GateMethod = "auto",
     baseline: Literal["logging"] | float = "logging",
     max_weight: float | None = None,
     sampling_weight: Any = None,
@@ -952,7 +957,7 @@ def certify(
     'reject'
     """
     gate = SafetyGate(
-        reward_range=reward_range, confidence_level=confidence_level, method=method,
+        reward_range=reward_range, confidence_level=confidence_level, ci=ci,
         baseline=baseline, max_weight=max_weight, max_sampling_weight=max_sampling_weight,
     )
     return gate.certify(
@@ -972,7 +977,7 @@ def rank_policies(
     max_weight: float | None,
     candidates: Any = None,
     confidence_level: float = 0.95,
-    method: GateMethod = "auto",
+    ci: GateMethod = "auto",
     simultaneous: bool = True,
     sampling_weight: Any = None,
     weight_name: str | None = None,
@@ -996,7 +1001,7 @@ def rank_policies(
         Candidate sets of the rows.
     confidence_level : float, default=0.95
         One-sided level.
-    method : {"auto", "betting", "bernstein", "t"}, default="auto"
+    ci : {"auto", "betting", "bernstein", "t"}, default="auto"
         As in :class:`SafetyGate` (``"t"`` is asymptotic and not safe; ``"auto"`` is betting,
         or ``"t"`` on rows with sampling weights).
     simultaneous : bool, default=True
@@ -1050,7 +1055,7 @@ def rank_policies(
     level = check_confidence_level(confidence_level)
     per_policy = 1.0 - (1.0 - level) / len(policies) if simultaneous else level
     gate = SafetyGate(
-        reward_range=reward_range, confidence_level=per_policy, method=method,
+        reward_range=reward_range, confidence_level=per_policy, ci=ci,
         baseline="logging", max_weight=max_weight, max_sampling_weight=max_sampling_weight,
     )
     if max_weight is None:
