@@ -667,8 +667,8 @@ def _add_paired_options(p: argparse.ArgumentParser) -> None:
         help="'all': every one of outcome, cost, tokens, latency_ms present",
     )
     p.add_argument("--ratio", action="store_true", help="also the ratio treated/control means")
-    p.add_argument("--ci", default="t", metavar="METHOD",
-                   help="t normal hoeffding bernstein betting (default t)")
+    p.add_argument("--ci", default="normal", metavar="METHOD",
+                   help="normal t hoeffding bernstein betting (default normal)")
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"),
                    help="a priori range of every outcome (needed by the finite-sample methods)")
     p.add_argument("--correction", default="holm", metavar="METHOD",

@@ -329,7 +329,7 @@ def comparison_table(evaluation: Any, *, between: bool = True) -> pd.DataFrame:
     method = comparison_method(evaluation)
     level = evaluation.confidence_level
     rows = []
-    vs = evaluation.comparisons(method=method)
+    vs = evaluation.comparisons(ci=method)
     for r in vs.itertuples(index=False):
         rows.append({
             "policy": r.policy, "baseline": "logging", "estimator": r.estimator,
@@ -346,7 +346,7 @@ def comparison_table(evaluation: Any, *, between: bool = True) -> pd.DataFrame:
         else:
             pairs = [(order[0], b) for b in order[1:]]
         for a, b in pairs:  # loop over candidate pairs (a few dozen at most)
-            d = evaluation.compare(a, b, estimator=est, method=method)
+            d = evaluation.compare(a, b, estimator=est, ci=method)
             ci = d.ci(level, method)
             rows.append({
                 "policy": a, "baseline": b, "estimator": est, "difference": float(d.value),
