@@ -15,7 +15,7 @@ split. The gate certifies, on a separate certification split, (a) the conservati
 (b) a policy built to be slightly worse than logging, ``0.9 pi_0 + 0.1 uniform``; approving a
 policy whose exact value is below logging's is a false approval.
 
-Catalog targets (issue 14), ``--catalog``, in one run: the Python path of ``ope learn`` (read the
+Catalog targets, ``--catalog``, in one run: the Python path of ``ope learn`` (read the
 logs, ``learn_from_logs`` with the CLI's defaults, ``write_learner_policy_table``) on
 
 * the bundled sample (``ope.load_sample()``: 100,000 events, 20 candidates each, 4,283 actions

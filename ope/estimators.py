@@ -19,7 +19,7 @@ variants via :func:`dataclasses.replace`), validated when it is built, and runs 
 3. notes and warnings (Kish ESS, mean weight far from 1, small n) by the rules of
    :mod:`ope._thresholds`, the same from every entry point.
 
-What each result covers (``Estimate.target``, issue 10): every estimate targets the policy's
+What each result covers (``Estimate.target``): every estimate targets the policy's
 value, except clipped IPS whose clip binds, whose value and normal, t, bootstrap, hoeffding and
 bernstein intervals target the clipped value ``r_lo + E[min(w, R) (r - r_lo)]`` (``r_lo`` the lower
 end of ``reward_range``, 0 without one) while its bottou interval covers the policy's value.

@@ -132,7 +132,7 @@ RTOL: Final = 1e-12
 N_ROWS: Final = 3000
 
 #: Rows of the planted mean-weight cases: a deviation of 1.1 % of weights with standard
-#: deviation 0.7 is z ~ 7 standard errors at 200,000 rows (the case of issue 8).
+#: deviation 0.7 is z ~ 7 standard errors at 200,000 rows (logged propensities 1.1 % too small).
 N_MEAN_WEIGHT_ROWS: Final = 200_000
 
 #: Value given to each required setting of a registered estimator class (every setting of the
@@ -648,7 +648,7 @@ def _check_low_ess_notes(estimator: Any, *, rng: Any = 0) -> None:
 def _check_mean_weight_notes(estimator: Any, *, rng: Any = 0) -> None:
     """A mean weight of 1.011 at z ~ 7 is flagged everywhere; 1.005 at z ~ 11 nowhere.
 
-    The first is the case of issue 8 (logged propensities 1.1 % too small); the second is
+    The first is a logger whose propensities are 1.1 % too small; the second is
     statistically clear but below MEAN_WEIGHT_TOLERANCE. Every weighting estimate's notes, the
     notes of ``ope.evaluate`` and of the streamed path, and ``ope.diagnose_arrays``'
     ``propensity_check`` must agree with :func:`ope._thresholds.mean_weight_check`.

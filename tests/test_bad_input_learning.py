@@ -1,4 +1,4 @@
-"""Hostile input to the learners and the gate (issue 9, class 3 and neighbours): every case
+"""Hostile input to the learners and the gate (extreme numbers, wrong types and shapes): every case
 ends in a checked finite result or a specific error, pinned to its type and message."""
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ def test_fields_and_default_interval(hand):
     assert hand.value == pytest.approx(0.55)
     assert hand.ci_method == "normal" and hand.confidence_level == 0.95
     half = 1.959963984540054 * math.sqrt(0.14)
-    # intersected with reward_range=(0, 1), where the policy value lies (issue 10, item 4)
+    # intersected with reward_range=(0, 1), where the policy value lies
     assert hand.ci_low == pytest.approx(max(0.0, 0.55 - half))
     assert hand.ci_high == pytest.approx(min(1.0, 0.55 + half))
     assert hand.ci() == ConfidenceInterval(hand.ci_low, hand.ci_high)

@@ -1,5 +1,5 @@
 """The safety gate's modes: the betting mode's bounds by hand, the finite-sample default
-everywhere a mode is chosen, and the t mode's false approvals on a rare sure-win arm (issue 10)."""
+everywhere a mode is chosen, and the t mode's false approvals on a rare sure-win arm."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from ope.learning import SafetyGate, certify, learn_from_logs, rank_policies
 
 
 def sure_win_logs(reps: int, n: int, seed: int):
-    """Issue 10's design: logging plays a sure-win arm (reward 1) with probability 0.002 and an
-    arm paying Bernoulli(0.5) otherwise; the candidate always plays the second arm, so
+    """The rare sure-win design: logging plays a sure-win arm (reward 1) with probability
+    0.002 and an arm paying Bernoulli(0.5) otherwise; the candidate always plays the second arm, so
     V(pi) - V(pi_0) = 0.5 - (0.002 + 0.998 * 0.5) = -0.001 and every approval is false."""
     rng = np.random.default_rng(seed)
     action = (rng.random((reps, n)) >= 0.002).astype(int)

@@ -1,4 +1,4 @@
-"""Issue 10, items 1-4: every interval says what it covers, and none collapses silently.
+"""Every interval says what it covers, and none collapses silently.
 
 1. clipped IPS clips on the shifted scale ``r_lo + min(w, R) (r - r_lo)`` everywhere;
 2. each estimate states its target (``Estimate.target``: "policy value" or "clipped value");
