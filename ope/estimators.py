@@ -81,6 +81,7 @@ from typing import Any, ClassVar, Final
 import numpy as np
 import numpy.typing as npt
 
+from ope._docstrings import fill_doc
 from ope._thresholds import (
     ESS_RATIO_WARN,
     MEAN_WEIGHT_Z,
@@ -1489,15 +1490,6 @@ _DOC_RETURNS: Final = """
 """
 
 
-def _estimate_doc(args: str) -> str:
-    return f"""Estimate the candidate's value from logged rows.
-
-        Parameters
-        ----------
-        {args}
-        {_DOC_RETURNS}"""
-
-
 # ============================================================================================
 # the estimators
 # ============================================================================================
@@ -1511,6 +1503,7 @@ class _ImportanceWeighting(WeightingEstimator):
     def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
         return (w * r[:, None])[:, None, :]
 
+    @fill_doc({"args": _DOC_IPS_ARGS, "returns": _DOC_RETURNS})
     def estimate(
         self,
         reward: npt.ArrayLike,
@@ -1520,6 +1513,12 @@ class _ImportanceWeighting(WeightingEstimator):
         reward_range: Sequence[float] | None = None,
         sampling_weight: npt.ArrayLike | None = None,
     ) -> Estimate:
+        """Estimate the candidate's value from logged rows.
+
+        Parameters
+        ----------
+        <args>
+        <returns>"""
         return self._estimate_one(
             reward=reward,
             logging_propensity=logging_propensity,
@@ -1529,8 +1528,6 @@ class _ImportanceWeighting(WeightingEstimator):
             reward_range=reward_range,
             sampling_weight=sampling_weight,
         )
-
-    estimate.__doc__ = _estimate_doc(_DOC_IPS_ARGS)
 
 
 @dataclass(frozen=True)
@@ -1811,6 +1808,7 @@ class _DRFamily(Estimator):
     def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
         return (q_target + w * (r - q_logged)[:, None])[:, None, :]
 
+    @fill_doc({"args": _DOC_DR_ARGS, "returns": _DOC_RETURNS})
     def estimate(
         self,
         reward: npt.ArrayLike,
@@ -1822,6 +1820,12 @@ class _DRFamily(Estimator):
         reward_range: Sequence[float] | None = None,
         sampling_weight: npt.ArrayLike | None = None,
     ) -> Estimate:
+        """Estimate the candidate's value from logged rows.
+
+        Parameters
+        ----------
+        <args>
+        <returns>"""
         return self._estimate_one(
             reward=reward,
             logging_propensity=logging_propensity,
@@ -1831,8 +1835,6 @@ class _DRFamily(Estimator):
             reward_range=reward_range,
             sampling_weight=sampling_weight,
         )
-
-    estimate.__doc__ = _estimate_doc(_DOC_DR_ARGS)
 
 
 @dataclass(frozen=True)

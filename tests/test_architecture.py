@@ -301,3 +301,28 @@ def test_no_comment_docstring_or_test_points_outside_the_repository():
             offending += [f"{path.relative_to(ROOT)}:{i}: {line}"
                           for i, line in _outside_references(text)]
     assert not offending, "references outside the repository:\n" + "\n".join(offending)
+
+
+def _docstring_writes(tree: ast.AST) -> list[int]:
+    """Lines that assign a ``__doc__`` (``f.__doc__ = ...``, ``f.__doc__ += ...``)."""
+    lines = []
+    for node in ast.walk(tree):
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+                   else [])
+        lines += [node.lineno for t in targets
+                  if isinstance(t, ast.Attribute) and t.attr == "__doc__"]
+    return lines
+
+
+def test_docstring_writer_finds_a_planted_write():
+    assert _docstring_writes(ast.parse("def f(): pass\nf.__doc__ = 'x' % {}\n")) == [2]
+
+
+def test_one_helper_fills_docstrings_from_templates():
+    """Shared docstring text goes in through ``ope._docstrings.fill_doc`` only (``<key>``
+    placeholders), not through a module's own ``__doc__`` substitution."""
+    offending = [f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}"
+                 for m, tree in TREES.items() if m != "ope._docstrings"
+                 for line in _docstring_writes(tree)]
+    assert not offending, "docstrings written outside ope._docstrings:\n" + "\n".join(offending)
