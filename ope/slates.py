@@ -90,6 +90,7 @@ __all__ = [
     "slate_probabilities",
     "slate_probabilities_from_table",
     "SlateEstimator",
+    "SLATE_ESTIMATORS",
     "SlateIPS",
     "IndependentIPS",
     "CascadeIPS",
@@ -1446,6 +1447,14 @@ class PseudoInverse(SlateEstimator):
             )
         w = np.repeat(np.asarray(w, dtype=np.float64)[:, None], logs.slate_size, axis=1)
         return _estimate(self, logs, w, policy)
+
+
+#: The slate estimators by name (``SlateEstimator.name``; ``self_normalized=True`` gives each
+#: one's self-normalized version). :func:`ope.testing.check_slate_estimator` and the test suite
+#: run the slate estimator contract over every class listed here.
+SLATE_ESTIMATORS: Final[dict[str, type[SlateEstimator]]] = {
+    cls.name: cls for cls in (SlateIPS, IndependentIPS, CascadeIPS, PseudoInverse)
+}
 
 
 def _slate_index(policy: SlatePolicy, logs: SlateLogs) -> np.ndarray:
