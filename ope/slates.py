@@ -53,12 +53,12 @@ from ope._thresholds import (
 )
 from ope._validation import (
     as_float_array,
-    check_mapping,
     check_finite,
     check_flag,
     check_no_overflow,
     check_label_kinds,
     check_logging_propensity,
+    check_mapping,
     check_positive_int,
     check_positive_real,
     check_rng,
@@ -314,6 +314,12 @@ def _slate_columns(mapping: Any, cols: Mapping[str, Any]) -> dict[str, str]:
                 f"mapping sends column {theirs!r} to both {seen[theirs]!r} and {ours!r}"
             )
         seen.setdefault(theirs, ours)
+    for ours, theirs in mapping.items():  # a column keeping a name a mapped one now takes
+        if ours != theirs and ours in cols and ours not in mapping.values():
+            problems.append(
+                f"mapping reads {ours!r} from {theirs!r}, but the slate logs also have a column "
+                f"{ours!r}; map that one to another name or drop it"
+            )
     if problems:
         raise SchemaError("; ".join(problems) + ".")
     return {name: mapping.get(name, name) for name in SLATE_COLUMNS}

@@ -237,6 +237,9 @@ def test_slate_mapping_renames_columns_and_names_its_mistakes():
     with pytest.raises(SchemaError, match=r"mapping 'reward': 'clicks' names a column that is "
                                           r"not in the slate logs \(available: click, item"):
         slate_logs(theirs, mapping={"slate_id": "sid", "position": "pos", "reward": "clicks"})
+    with pytest.raises(SchemaError, match=r"mapping reads 'item' from 'sid', but the slate "
+                                          r"logs also have a column 'item'"):
+        slate_logs(theirs, mapping={"slate_id": "sid", "item": "sid"})
     with pytest.raises(SchemaError, match=r"mapping sends column 'sid' to both"):
         slate_logs(theirs, mapping={"slate_id": "sid", "context": "sid"})
     with pytest.raises(SchemaError, match=r"slate logs are missing columns: 'slate_id', "
