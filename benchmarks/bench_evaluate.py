@@ -24,7 +24,7 @@ logs with exact ground truth (16 context groups, 10 actions, Bernoulli rewards):
    vectors), values and times, interleaved with a persistent obp child process; and the two
    bootstraps at a small number of resamples.
 
-5. Issue 14's ratios (``floor`` in the result): ``evaluate`` against the memory floor (``np.sum``
+5. The speed targets' ratios (``floor`` in the result): ``evaluate`` against the memory floor (``np.sum``
    over every column it reads: one read of the input bytes), the numpy baseline cold (a fresh
    (n, P) temporary per call) and warm (reused blocks) against the same floor, ``estimate_many``
    x 3 and the 24 single ``.estimate`` calls against ``evaluate`` (the same estimates), SNIPS
@@ -312,9 +312,9 @@ def run_dr(data: dict[str, Any]) -> list[Any]:
 
 
 # --------------------------------------------------------------------------------------------
-# against the memory floor (issue 14): one read of the input bytes
+# against the memory floor: one read of the input bytes
 # --------------------------------------------------------------------------------------------
-#: Targets of issue 14: evaluate within 4x the memory floor; estimate_many and the single
+#: Speed targets: evaluate within 4x the memory floor; estimate_many and the single
 #: estimators within 1.2x of evaluate for the same estimates; SNIPS within 1.3x of IPS.
 TARGET_FLOOR: Final = 4.0
 TARGET_SAME_ESTIMATES: Final = 1.2

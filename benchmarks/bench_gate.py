@@ -10,7 +10,7 @@ level ``M = 3`` is above every weight of the designs, so the gate's clipped esti
 * ``boundary, uniform``: two arms both paying 0.5, uniform logging: V(pi) = V(pi_0);
 * ``boundary, rare sure-win``: logging plays a sure-win arm with probability 0.002 and two arms
   with 0.499 each; the candidate plays the third arm, whose mean is set so that V(pi) = V(pi_0);
-* ``worse by 0.001`` (issue 10): logging plays a sure-win arm with probability 0.002 and an arm
+* ``worse by 0.001`` (the case the t mode fails): logging plays a sure-win arm with probability 0.002 and an arm
   paying 0.5 otherwise; the candidate never plays the sure-win arm: V(pi) - V(pi_0) = -0.001.
   With n rows, the sure-win arm is absent from the logs with probability 0.998**n (0.135 at
   n = 1,000), and then every paired difference is >= 0 with a tiny variance;
@@ -86,7 +86,7 @@ def approval_rates(design: str, n: int, reps: int, seed: int) -> dict[str, dict[
         for k in range(reps):  # one certification per replication (not a loop over rows)
             cert = certify(target[k], None, action[k], reward[k], propensity[k],
                            reward_range=(0.0, 1.0), max_weight=MAX_WEIGHT,
-                           confidence_level=CONFIDENCE, method=mode)
+                           confidence_level=CONFIDENCE, ci=mode)
             approved[k] = cert.approved
             bounds[k] = cert.improvement_lower_bound
         rate = float(approved.mean())

@@ -15,7 +15,7 @@ split. The gate certifies, on a separate certification split, (a) the conservati
 (b) a policy built to be slightly worse than logging, ``0.9 pi_0 + 0.1 uniform``; approving a
 policy whose exact value is below logging's is a false approval.
 
-Catalog targets (issue 14), ``--catalog``, in one run: the Python path of ``ope learn`` (read the
+Catalog targets, ``--catalog``, in one run: the Python path of ``ope learn`` (read the
 logs, ``learn_from_logs`` with the CLI's defaults, ``write_learner_policy_table``) on
 
 * the bundled sample (``ope.load_sample()``: 100,000 events, 20 candidates each, 4,283 actions
@@ -159,7 +159,7 @@ def one_run(name: str, mix: float, seed: int, passes: int) -> dict[str, float]:
     pe_worse = 0.9 * pce + 0.1 / k
     v_worse = 0.9 * out["logging"] + 0.1 * exact_value(np.full((yte.size, k), 1.0 / k), yte, noisy)
     for method in ("bernstein", "t"):
-        c = SafetyGate(reward_range=(0.0, 1.0), confidence_level=CONFIDENCE, method=method,
+        c = SafetyGate(reward_range=(0.0, 1.0), confidence_level=CONFIDENCE, ci=method,
                        max_weight=worse_w).certify(pe_worse, None, ace, rce, pce)
         out[f"worse_approved_{method}"] = float(c.approved)
     out["worse_truly_worse"] = float(v_worse < out["logging"])
@@ -212,7 +212,7 @@ def boundary_false_approvals(reps: int, sizes: list[int]) -> None:
     for n in sizes:
         rates = {}
         for method in ("bernstein", "t"):
-            gate = SafetyGate(reward_range=(0.0, 1.0), confidence_level=CONFIDENCE, method=method,
+            gate = SafetyGate(reward_range=(0.0, 1.0), confidence_level=CONFIDENCE, ci=method,
                               max_weight=1 / 0.3)
             rng = np.random.default_rng(n)
             approved = 0
@@ -275,7 +275,7 @@ columns = [c for c in logs.columns if c.startswith("x")]
 learner, cert = learn_from_logs(
     logs, context_columns=columns,
     learner=ConservativePolicyLearner(reward_range=(0.0, 1.0), rng=0),
-    certify_fraction=0.5, confidence_level=0.95, method="betting", name="learned", rng=0)
+    certify_fraction=0.5, confidence_level=0.95, ci="betting", name="learned", rng=0)
 rows = write_learner_policy_table(learner, logs, out, context_columns=columns, name="learned")
 usage1 = resource.getrusage(resource.RUSAGE_SELF)
 cpu = (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime)

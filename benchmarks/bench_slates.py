@@ -1,4 +1,4 @@
-"""Bias and interval coverage of the slate estimators against exact truth (issue 11 item 2).
+"""Bias and interval coverage of the slate estimators against exact truth.
 
 For each click model of ``ope.simulate.SlateEnvironment`` (additive, cascade; 5 items, 3 slots,
 4 contexts, Plackett-Luce logger) and each candidate, every slate estimator of ``ope.slates``

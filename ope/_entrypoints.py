@@ -116,7 +116,7 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.Diagnostics.plan_actions",
     "ope.Diagnostics.plot_coverage",
     "ope.Diagnostics.plot_weights",
-    "ope.Diagnostics.report",
+    "ope.Diagnostics.write_report",
     "ope.Diagnostics.unsupported_mass",
     "ope.Diagnostics.weight_histogram",
     "ope.Diagnostics.with_provenance",

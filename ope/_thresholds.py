@@ -50,8 +50,8 @@ __all__ = [
 # --------------------------------------------------------------------------------------------
 #: Kish ESS below 1% of n: fewer than one row in a hundred effectively informs the estimate, so
 #: its standard error is at least ten times that of an on-policy A/B test of the same size and
-#: its normal interval is unreliable (cf. the 0.39 coverage of Wald intervals at ESS/n ~ 1% in
-#: the KLM benchmark, notes/theory.md 3.5).
+#: its normal interval is unreliable (in the KLM benchmark, Wald intervals covered 0.39 of the
+#: time at ESS/n ~ 1%).
 ESS_RATIO_WARN: Final = 0.01
 
 #: Under correct propensities and full support E[w] = 1 exactly. A sample mean more than 4
@@ -248,7 +248,7 @@ def small_sample_note(n: int, *, subject: Hashable = None, weighted: bool = Fals
 
 
 # --------------------------------------------------------------------------------------------
-# segments with too small an effective sample for their mass (diagnostics, issue 10 item 8)
+# segments with too small an effective sample for their mass (diagnostics)
 # --------------------------------------------------------------------------------------------
 #: A segment whose share of the estimate's variance is at least 4 times its share of the
 #: candidate's mass: per unit of mass its rows inform the estimate four times less than the
@@ -265,7 +265,7 @@ __all__ += ["SEGMENT_VARIANCE_EXCESS", "SEGMENT_VARIANCE_MIN_SHARE"]
 
 
 # --------------------------------------------------------------------------------------------
-# intervals that collapse on a few effective rows (estimators, issue 10 item 4)
+# intervals that collapse on a few effective rows (estimators)
 # --------------------------------------------------------------------------------------------
 #: Kish effective rows below which the normal, t and bootstrap intervals are not trusted, at any
 #: n: the same rule of thumb as SMALL_SAMPLE_ROWS, counted in effective rows, since a weighted

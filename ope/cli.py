@@ -182,6 +182,10 @@ CLI_PHRASES: Final = (
     (r"Rename yours with mapping=\{'event_id': \.\.\.\}", "Rename the table's columns"),
     (r"ope\.diagnostics\.", "`ope diagnose`."),
     (r", or an estimator object that holds it instead of the name", ""),
+    # the safety gate's bound method is ``ci=`` in Python and ``--gate`` on ``ope learn``
+    (r"the gate's ci='(\w+)'", r"--gate \1"),
+    (r"Use ci='t' \(the asymptotic", "Use --gate t (the asymptotic"),
+    (r"ci='auto' cho", "--gate auto cho"),
 )
 
 #: ``--policy`` of evaluate / diagnose / report: a candidate's name, or a spec that builds one.
@@ -672,8 +676,8 @@ def _add_paired_options(p: argparse.ArgumentParser) -> None:
         help="'all': every one of outcome, cost, tokens, latency_ms present",
     )
     p.add_argument("--ratio", action="store_true", help="also the ratio treated/control means")
-    p.add_argument("--ci", default="t", metavar="METHOD",
-                   help="t normal hoeffding bernstein betting (default t)")
+    p.add_argument("--ci", default="normal", metavar="METHOD",
+                   help="normal t hoeffding bernstein betting (default normal)")
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"),
                    help="a priori range of every outcome (needed by the finite-sample methods)")
     p.add_argument("--correction", default="holm", metavar="METHOD",
@@ -1900,7 +1904,7 @@ def _cmd_learn(args: argparse.Namespace) -> _Outcome:
                                           **_with_rng(ConservativePolicyLearner, args.seed)),
         certify_fraction=args.certify_fraction,
         confidence_level=args.confidence_level,
-        method=args.gate,
+        ci=args.gate,
         name=args.name,
         rng=args.seed,
         weight_column=args.weight_column,

@@ -19,7 +19,7 @@ variants via :func:`dataclasses.replace`), validated when it is built, and runs 
 3. notes and warnings (Kish ESS, mean weight far from 1, small n) by the rules of
    :mod:`ope._thresholds`, the same from every entry point.
 
-What each result covers (``Estimate.target``, issue 10): every estimate targets the policy's
+What each result covers (``Estimate.target``): every estimate targets the policy's
 value, except clipped IPS whose clip binds, whose value and normal, t, bootstrap, hoeffding and
 bernstein intervals target the clipped value ``r_lo + E[min(w, R) (r - r_lo)]`` (``r_lo`` the lower
 end of ``reward_range``, 0 without one) while its bottou interval covers the policy's value.
@@ -82,6 +82,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ope._centered import CenteredMoments
+from ope._docstrings import fill_doc
 from ope._thresholds import (
     ESS_RATIO_WARN,
     MEAN_WEIGHT_Z,
@@ -1533,15 +1534,6 @@ _DOC_RETURNS: Final = """
 """
 
 
-def _estimate_doc(args: str) -> str:
-    return f"""Estimate the candidate's value from logged rows.
-
-        Parameters
-        ----------
-        {args}
-        {_DOC_RETURNS}"""
-
-
 # ============================================================================================
 # the estimators
 # ============================================================================================
@@ -1555,6 +1547,7 @@ class _ImportanceWeighting(WeightingEstimator):
     def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
         return (w * r[:, None])[:, None, :]
 
+    @fill_doc({"args": _DOC_IPS_ARGS, "returns": _DOC_RETURNS})
     def estimate(
         self,
         reward: npt.ArrayLike,
@@ -1564,6 +1557,12 @@ class _ImportanceWeighting(WeightingEstimator):
         reward_range: Sequence[float] | None = None,
         sampling_weight: npt.ArrayLike | None = None,
     ) -> Estimate:
+        """Estimate the candidate's value from logged rows.
+
+        Parameters
+        ----------
+        <args>
+        <returns>"""
         return self._estimate_one(
             reward=reward,
             logging_propensity=logging_propensity,
@@ -1573,8 +1572,6 @@ class _ImportanceWeighting(WeightingEstimator):
             reward_range=reward_range,
             sampling_weight=sampling_weight,
         )
-
-    estimate.__doc__ = _estimate_doc(_DOC_IPS_ARGS)
 
 
 @dataclass(frozen=True)
@@ -1863,6 +1860,7 @@ class _DRFamily(Estimator):
     def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
         return (q_target + w * (r - q_logged)[:, None])[:, None, :]
 
+    @fill_doc({"args": _DOC_DR_ARGS, "returns": _DOC_RETURNS})
     def estimate(
         self,
         reward: npt.ArrayLike,
@@ -1874,6 +1872,12 @@ class _DRFamily(Estimator):
         reward_range: Sequence[float] | None = None,
         sampling_weight: npt.ArrayLike | None = None,
     ) -> Estimate:
+        """Estimate the candidate's value from logged rows.
+
+        Parameters
+        ----------
+        <args>
+        <returns>"""
         return self._estimate_one(
             reward=reward,
             logging_propensity=logging_propensity,
@@ -1883,8 +1887,6 @@ class _DRFamily(Estimator):
             reward_range=reward_range,
             sampling_weight=sampling_weight,
         )
-
-    estimate.__doc__ = _estimate_doc(_DOC_DR_ARGS)
 
 
 @dataclass(frozen=True)

@@ -991,11 +991,12 @@ class Evaluation(Result):
         baseline: str = "logging",
         *,
         estimator: str | None = None,
-        method: str = "normal",
+        ci: str = "normal",
     ) -> Estimate:
         """Paired difference ``policy − baseline`` on the same rows, with its interval.
 
-        ``baseline="logging"`` compares with the logging policy's on-policy mean reward.
+        ``baseline="logging"`` compares with the logging policy's on-policy mean reward;
+        ``ci`` is the interval method, as in :func:`ope.results.compare`.
         """
         if self.streaming:
             raise EstimationError(
@@ -1007,9 +1008,9 @@ class Evaluation(Result):
                      else check_choice(estimator, "estimator", self.estimators))
         a = self[(policy, estimator)]
         b = self.logging if baseline == "logging" else self[(baseline, estimator)]
-        return compare(a, b, confidence_level=self.confidence_level, method=method)
+        return compare(a, b, confidence_level=self.confidence_level, ci=ci)
 
-    def comparisons(self, *, method: str = "normal") -> pd.DataFrame:
+    def comparisons(self, *, ci: str = "normal") -> pd.DataFrame:
         """Every candidate against the logging policy, per estimator (paired on the same rows).
 
         For IPS, clipped IPS and SNIPS with ``normal`` or ``t`` intervals the paired standard
@@ -1021,6 +1022,7 @@ class Evaluation(Result):
             raise EstimationError(
                 "paired comparisons need the rows; evaluate eagerly (read_logs) to compare."
             )
+        method = check_choice(ci, "ci", CI_METHODS)
         from_moments = self._paired_from_moments(method)
         rows = []
         for p in self.policies:
@@ -1033,9 +1035,9 @@ class Evaluation(Result):
                           t_interval(value, se, n, confidence_level=self.confidence_level))
                     low, high = float(iv.low), float(iv.high)
                 else:
-                    d = self.compare(p, "logging", estimator=e, method=method)
-                    ci = d.ci(self.confidence_level, method)
-                    value, se, low, high = d.value, d.std_error, float(ci.low), float(ci.high)
+                    d = self.compare(p, "logging", estimator=e, ci=method)
+                    iv = d.ci(self.confidence_level, method)
+                    value, se, low, high = d.value, d.std_error, float(iv.low), float(iv.high)
                 rows.append(
                     {
                         "policy": p,

@@ -276,7 +276,7 @@ def paired_effect(
     by: str | None = None,
     ratio: bool = False,
     confidence_level: float = 0.95,
-    ci: str = "t",
+    ci: str = "normal",
     reward_range: tuple[float, float] | Mapping[str, tuple[float, float]] | None = None,
     correction: str = "holm",
 ) -> PairedEffect:
@@ -303,8 +303,9 @@ def paired_effect(
     confidence_level : float, default 0.95
         Nominal coverage of the intervals; rows with ``p_adjusted <= 1 - confidence_level`` are
         flagged ``significant``.
-    ci : {"t", "normal", "hoeffding", "bernstein", "betting"}, default "t"
-        Interval of the difference. ``t`` uses :math:`t_{n-1}` quantiles; the finite-sample
+    ci : {"normal", "t", "hoeffding", "bernstein", "betting"}, default "normal"
+        Interval of the difference (the default of every interval of ope). ``t`` uses
+        :math:`t_{n-1}` quantiles and its p-values, a little wider on few pairs; the finite-sample
         methods apply to the pair differences, which lie in ``[low - high, high - low]`` for
         outcomes in ``reward_range``.
     reward_range : (low, high) or dict, optional
@@ -694,7 +695,7 @@ def _check_ranges(
                 f"ci={method!r} needs the a priori range of every outcome, and "
                 f"{', '.join(map(repr, lacking))} has none: pass reward_range=(low, high), or "
                 "reward_range={outcome: (low, high), ...} per outcome (e.g. (0, 1) for task "
-                "success). Observed minima and maxima are not bounds; use ci='t' for unbounded "
+                "success). Observed minima and maxima are not bounds; use ci='normal' for unbounded "
                 "outcomes."
             )
     return ranges

@@ -57,6 +57,7 @@ from ope._format import (
     wrap_text,
 )
 from ope._validation import (
+    check_choice,
     check_confidence_level,
     check_positive_int,
     deprecated_weight_bound,
@@ -847,7 +848,7 @@ class Estimate(Result):
         ``max_weight``): its value and its normal, t, bootstrap, hoeffding and bernstein
         intervals cover the clipped value ``r_lo + E[min(w, R) (r - r_lo)]`` (below the policy's
         value for rewards above ``r_lo``), and only ``ci(method="bottou")`` covers the policy's
-        value (``with_ci(method="bottou")`` sets ``target="policy value"``). Switch-DR and DRos
+        value (``with_ci(ci="bottou")`` sets ``target="policy value"``). Switch-DR and DRos
         are biased estimators of the policy value, not estimators of another named quantity, so
         their target is the policy value. DM carries no interval (NaN): see :class:`ope.DM`.
     provenance : Provenance or None
@@ -1042,7 +1043,7 @@ class Estimate(Result):
     def with_ci(
         self,
         confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
-        method: str = DEFAULT_CI_METHOD,
+        ci: str = DEFAULT_CI_METHOD,
         *,
         n_resamples: int | None = None,
         bootstrap_method: str | None = None,
@@ -1053,6 +1054,7 @@ class Estimate(Result):
     ) -> Estimate:
         """A copy whose ``ci_low``/``ci_high`` come from :meth:`ci` with these arguments.
 
+        ``ci`` is the interval method (``method`` of :meth:`ci`, one of :data:`CI_METHODS`).
         ``max_weight`` is the deprecated spelling of ``weight_bound``, as in :meth:`ci`.
 
         A bootstrap interval is reproducible: the copy's :attr:`provenance` records the seed of
@@ -1075,6 +1077,7 @@ class Estimate(Result):
         >>> (again.ci_low, again.ci_high) == (boot.ci_low, boot.ci_high)
         True
         """
+        method = check_choice(ci, "ci", CI_METHODS)
         provenance = self._provenance
         if method == "bootstrap":
             seed, rng = resolve_seed(rng)
@@ -1106,8 +1109,8 @@ class Estimate(Result):
             _provenance=provenance,
         )
 
-    def target_of(self, method: str) -> str:
-        """What ``ci(method=method)`` covers: ``"policy value"`` or ``"clipped value"``.
+    def target_of(self, ci: str) -> str:
+        """What ``ci(method=ci)`` covers: ``"policy value"`` or ``"clipped value"``.
 
         Examples
         --------
@@ -1119,6 +1122,7 @@ class Estimate(Result):
         >>> res.target, res.target_of("bernstein"), res.target_of("bottou")
         ('clipped value', 'clipped value', 'policy value')
         """
+        method = check_choice(ci, "ci", CI_METHODS)
         src = self._source
         known = None if src is None else src.target_of(method)
         return self.target if known is None else known
@@ -1292,7 +1296,7 @@ def compare(
     b: Estimate,
     *,
     confidence_level: float = DEFAULT_CONFIDENCE_LEVEL,
-    method: str = DEFAULT_CI_METHOD,
+    ci: str = DEFAULT_CI_METHOD,
     n_resamples: int | None = None,
     bootstrap_method: str | None = None,
     rng: int | np.random.Generator | None = None,
@@ -1306,7 +1310,7 @@ def compare(
         candidates, or a candidate and :func:`ope.estimators.logging_value`.
     confidence_level : float, default 0.95
         Nominal coverage of the interval stored on the result.
-    method : {"normal", "t", "bootstrap"}, default "normal"
+    ci : {"normal", "t", "bootstrap"}, default "normal"
         Interval method for the difference.
     n_resamples, bootstrap_method, rng
         Bootstrap options (see :meth:`Estimate.ci`).
@@ -1354,6 +1358,7 @@ def compare(
     >>> abs(d.value) < 1e-12, d.std_error < 1e-12
     (True, True)
     """
+    ci = check_choice(ci, "ci", CI_METHODS)
     for name, est in (("a", a), ("b", b)):
         if not isinstance(est, Estimate):
             raise ParameterError(
@@ -1394,11 +1399,11 @@ def compare(
         policy=policy,
         source=source,
     )
-    if method == DEFAULT_CI_METHOD and confidence_level == DEFAULT_CONFIDENCE_LEVEL:
+    if ci == DEFAULT_CI_METHOD and confidence_level == DEFAULT_CONFIDENCE_LEVEL:
         return diff
     return diff.with_ci(
         confidence_level,
-        method,
+        ci,
         n_resamples=n_resamples,
         bootstrap_method=bootstrap_method,
         rng=rng,

@@ -52,14 +52,14 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from ope._docstrings import fill_doc
 from ope._validation import (
     as_float_array,
     check_finite,
@@ -74,7 +74,6 @@ __all__ = ["discounted_returns", "td_errors", "lambda_returns", "gae"]
 
 PerStep = str | npt.ArrayLike
 TailValue = float | str | npt.ArrayLike
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 # --------------------------------------------------------------------------------------------
 # shared docstring text (written once, substituted into each function's docstring)
@@ -150,10 +149,6 @@ ParameterError
 }
 
 
-def _doc(func: _F) -> _F:
-    """Fill the shared parameter text (``%(name)s``) into a docstring."""
-    func.__doc__ = (func.__doc__ or "") % _DOC
-    return func
 
 
 # --------------------------------------------------------------------------------------------
@@ -584,7 +579,7 @@ def _values_and_advantages(
 # --------------------------------------------------------------------------------------------
 # public functions
 # --------------------------------------------------------------------------------------------
-@_doc
+@fill_doc(_DOC)
 def discounted_returns(
     data: Trajectories | npt.ArrayLike,
     *,
@@ -601,19 +596,19 @@ def discounted_returns(
 
     Parameters
     ----------
-    %(data)s
-    %(gamma)s
-    %(structure)s
-    %(tail_value)s
-    %(ratios)s
+    <data>
+    <gamma>
+    <structure>
+    <tail_value>
+    <ratios>
 
     Returns
     -------
-    %(returns)s
+    <returns>
 
     Raises
     ------
-    %(raises)s
+    <raises>
 
     See Also
     --------
@@ -677,7 +672,7 @@ def discounted_returns(
                    ratios=None if clipped is None else clipped[1])
 
 
-@_doc
+@fill_doc(_DOC)
 def td_errors(
     data: Trajectories | npt.ArrayLike,
     *,
@@ -692,19 +687,19 @@ def td_errors(
 
     Parameters
     ----------
-    %(data)s
-    %(values)s
-    %(gamma)s
-    %(structure)s
-    %(tail_value)s
+    <data>
+    <values>
+    <gamma>
+    <structure>
+    <tail_value>
 
     Returns
     -------
-    %(returns)s
+    <returns>
 
     Raises
     ------
-    %(raises)s
+    <raises>
 
     Notes
     -----
@@ -748,7 +743,7 @@ def td_errors(
     return _finite(out, "TD errors", ep, values=v, tail_value=tail)
 
 
-@_doc
+@fill_doc(_DOC)
 def gae(
     data: Trajectories | npt.ArrayLike,
     *,
@@ -767,21 +762,21 @@ def gae(
 
     Parameters
     ----------
-    %(data)s
-    %(values)s
-    %(gamma)s
-    %(lam)s
-    %(structure)s
-    %(tail_value)s
-    %(ratios)s
+    <data>
+    <values>
+    <gamma>
+    <lam>
+    <structure>
+    <tail_value>
+    <ratios>
 
     Returns
     -------
-    %(returns)s
+    <returns>
 
     Raises
     ------
-    %(raises)s
+    <raises>
 
     See Also
     --------
@@ -848,7 +843,7 @@ def gae(
     )[1]
 
 
-@_doc
+@fill_doc(_DOC)
 def lambda_returns(
     data: Trajectories | npt.ArrayLike,
     *,
@@ -867,21 +862,21 @@ def lambda_returns(
 
     Parameters
     ----------
-    %(data)s
-    %(values)s
-    %(gamma)s
-    %(lam)s
-    %(structure)s
-    %(tail_value)s
-    %(ratios)s
+    <data>
+    <values>
+    <gamma>
+    <lam>
+    <structure>
+    <tail_value>
+    <ratios>
 
     Returns
     -------
-    %(returns)s
+    <returns>
 
     Raises
     ------
-    %(raises)s
+    <raises>
 
     See Also
     --------

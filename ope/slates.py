@@ -28,6 +28,7 @@ slot through :func:`ope.diagnostics.diagnose_arrays`.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import itertools
 import math
 import numbers
@@ -57,6 +58,7 @@ from ope._validation import (
     check_no_overflow,
     check_label_kinds,
     check_logging_propensity,
+    check_mapping,
     check_positive_int,
     check_positive_real,
     check_rng,
@@ -79,6 +81,7 @@ from ope.results import Estimate, RowSource, make_estimate
 
 __all__ = [
     "SlateLogs",
+    "SLATE_COLUMNS",
     "slate_logs",
     "SlateProbabilities",
     "SlatePolicy",
@@ -87,6 +90,7 @@ __all__ = [
     "slate_probabilities",
     "slate_probabilities_from_table",
     "SlateEstimator",
+    "SLATE_ESTIMATORS",
     "SlateIPS",
     "IndependentIPS",
     "CascadeIPS",
@@ -276,17 +280,55 @@ def _lists(values: Any, name: str, size: int | None, hint: str = "") -> np.ndarr
     return np.asarray([list(v) for v in values], dtype=object).reshape(len(values), want)
 
 
+#: The columns of slate logs, by their ope name (what ``mapping`` of :func:`slate_logs` maps
+#: to the data's columns): the first four are required (``position`` in the long layout only),
+#: the others are read when present.
+SLATE_COLUMNS: Final = ("slate_id", "position", "item", "reward", "propensity",
+                        "slate_propensity", "prefix_propensity", "context")
+
+
+def _slate_columns(mapping: Any, cols: Mapping[str, Any]) -> dict[str, str]:
+    """The data's column of each of :data:`SLATE_COLUMNS` under ``mapping`` (checked as the
+    ``mapping`` of :func:`ope.read_logs`: ``{ope_name: your_column}`` of strings)."""
+    mapping = check_mapping(mapping)
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+    for ours, theirs in mapping.items():
+        if ours not in SLATE_COLUMNS:
+            near = difflib.get_close_matches(ours, SLATE_COLUMNS, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            if not near and theirs in SLATE_COLUMNS:
+                hint = (f"; mapping is {{ope_name: your_column}}, so you probably meant "
+                        f"{{{theirs!r}: {ours!r}}}")
+            raise ParameterError(
+                f"mapping key {ours!r} is not one of the slate log columns "
+                f"({', '.join(SLATE_COLUMNS)}){hint}"
+            )
+        if theirs not in cols:
+            problems.append(
+                f"mapping {ours!r}: {theirs!r} names a column that is not in the slate logs "
+                f"(available: {', '.join(sorted(cols)) or '(no columns)'})"
+            )
+        elif theirs in seen:
+            problems.append(
+                f"mapping sends column {theirs!r} to both {seen[theirs]!r} and {ours!r}"
+            )
+        seen.setdefault(theirs, ours)
+    for ours, theirs in mapping.items():  # a column keeping a name a mapped one now takes
+        if ours != theirs and ours in cols and ours not in mapping.values():
+            problems.append(
+                f"mapping reads {ours!r} from {theirs!r}, but the slate logs also have a column "
+                f"{ours!r}; map that one to another name or drop it"
+            )
+    if problems:
+        raise SchemaError("; ".join(problems) + ".")
+    return {name: mapping.get(name, name) for name in SLATE_COLUMNS}
+
+
 def slate_logs(
     data: Any,
     *,
-    slate_id: str = "slate_id",
-    position: str = "position",
-    item: str = "item",
-    reward: str = "reward",
-    propensity: str | None = "propensity",
-    slate_propensity: str | None = "slate_propensity",
-    prefix_propensity: str | None = "prefix_propensity",
-    context: str | None = "context",
+    mapping: Mapping[str, str] | None = None,
     position_base: int = 0,
     allow_repeats: bool = False,
 ) -> SlateLogs:
@@ -297,12 +339,14 @@ def slate_logs(
     data : pyarrow.Table, pandas.DataFrame, mapping of arrays, or SlateLogs
         Long layout (one row per slot, with a ``position`` column) or list layout (no
         ``position`` column; ``item``, ``reward`` and per-slot probabilities as lists).
-    slate_id, position, item, reward : str
-        Column names. ``position`` counts from ``position_base``.
-    propensity, slate_propensity, prefix_propensity, context : str or None
-        Optional columns (used when present): the logger's per-slot marginal, whole-slate and
-        top-k prefix probabilities, and an integer context index. At least one probability
-        column must be present.
+    mapping : dict, optional
+        ``{"ope_name": "your_column"}``, as in :func:`ope.read_logs`: which of your columns
+        hold ope's ``slate_id``, ``position``, ``item``, ``reward`` (required; ``position``
+        counts from ``position_base``) and the optional ``propensity``, ``slate_propensity``,
+        ``prefix_propensity``, ``context`` (used when present: the logger's per-slot
+        marginal, whole-slate and top-k prefix probabilities, and an integer context index;
+        at least one probability column must be present). A column not mapped is looked up
+        under its ope name (:data:`SLATE_COLUMNS`).
     position_base : int, default 0
         First position in the data (1 for 1-based logs such as the Open Bandit Dataset).
     allow_repeats : bool, default False
@@ -315,8 +359,10 @@ def slate_logs(
 
     Raises
     ------
+    ope.ParameterError
+        ``mapping`` is not a dict of strings, or a key is not one of :data:`SLATE_COLUMNS`.
     ope.SchemaError
-        Missing columns (all listed at once).
+        Missing columns (all listed at once), or a mapped column that is not in ``data``.
     ope.ValidationError
         Positions not contiguous from ``position_base``, a slot given twice, slates of
         different lengths, an item repeated in a slate, probabilities outside (0, 1], a slate
@@ -332,6 +378,9 @@ def slate_logs(
     >>> logs = slate_logs(t)
     >>> logs.slate_id.tolist(), logs.item.tolist(), logs.slate_size
     ([3, 7], [[1, 2], [0, 2]], 2)
+    >>> theirs = t.rename(columns={"slate_id": "sid", "reward": "click"})
+    >>> slate_logs(theirs, mapping={"slate_id": "sid", "reward": "click"}).item.tolist()
+    [[1, 2], [0, 2]]
     >>> slate_logs(t.assign(position=[2, 0, 0, 1]))
     Traceback (most recent call last):
     ...
@@ -339,22 +388,16 @@ def slate_logs(
     """
     if isinstance(data, SlateLogs):
         return data
-    names = {"slate_id": slate_id, "position": position, "item": item, "reward": reward,
-             "propensity": propensity, "slate_propensity": slate_propensity,
-             "prefix_propensity": prefix_propensity, "context": context}
-    for arg, column in names.items():  # loop over the 8 column-name arguments
-        optional = arg not in ("slate_id", "position", "item", "reward")
-        if not (isinstance(column, str) and column) and not (optional and column is None):
-            raise ParameterError(
-                f"`{arg}` names a column of the slate logs: a non-empty str"
-                f"{' or None' if optional else ''}; got {describe(column)}."
-            )
     base = check_positive_int(position_base, "position_base", minimum=0)
     cols = _columns(data)
+    names = _slate_columns(mapping, cols)
+    slate_id, position, item, reward = (names[k] for k in SLATE_COLUMNS[:4])
+    propensity, slate_propensity, prefix_propensity, context = (
+        names[k] for k in SLATE_COLUMNS[4:])
     long = position in cols
     required = [slate_id, item, reward] + ([position] if long else [])
     missing = [c for c in required if c not in cols]
-    probs = [c for c in (propensity, slate_propensity, prefix_propensity) if c and c in cols]
+    probs = [c for c in (propensity, slate_propensity, prefix_propensity) if c in cols]
     if missing or not probs:
         need = "" if probs else (
             f"; and no probability column (one of {propensity!r}, {slate_propensity!r}, "
@@ -362,7 +405,8 @@ def slate_logs(
         )
         raise SchemaError(
             f"slate logs are missing columns: {', '.join(map(repr, missing)) or 'none'}{need}. "
-            f"Present: {', '.join(sorted(cols))}. Name them with the keyword arguments."
+            f"Present: {', '.join(sorted(cols))}. Name yours with mapping={{ope_name: "
+            "your_column}, e.g. mapping={'slate_id': 'session'}."
         )
     if len(cols[slate_id]) == 0:
         raise ValidationError(
@@ -437,7 +481,7 @@ def _list_logs(cols, sid_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, allow_repeats
     sid = np.asarray(cols[sid_c])
     items = _lists(cols[item_c], item_c, None, hint=(
         f" Without a column {pos_c!r} (`position`) the logs are read in the list layout; for "
-        "one row per slot, name their position column with position=..."))
+        "one row per slot, name their position column with mapping={'position': ...}"))
     size = items.shape[1]
     order = np.argsort(sid, kind="stable")
     if (sid[order][1:] == sid[order][:-1]).any():
@@ -1409,6 +1453,14 @@ class PseudoInverse(SlateEstimator):
             )
         w = np.repeat(np.asarray(w, dtype=np.float64)[:, None], logs.slate_size, axis=1)
         return _estimate(self, logs, w, policy)
+
+
+#: The slate estimators by name (``SlateEstimator.name``; ``self_normalized=True`` gives each
+#: one's self-normalized version). :func:`ope.testing.check_slate_estimator` and the test suite
+#: run the slate estimator contract over every class listed here.
+SLATE_ESTIMATORS: Final[dict[str, type[SlateEstimator]]] = {
+    cls.name: cls for cls in (SlateIPS, IndependentIPS, CascadeIPS, PseudoInverse)
+}
 
 
 def _slate_index(policy: SlatePolicy, logs: SlateLogs) -> np.ndarray:

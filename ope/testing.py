@@ -52,6 +52,20 @@ names: the arrays its ``estimate`` takes (``target_propensity``: it weights rows
 ``q_logged``/``q_target``: it uses a reward model), whether it has settings (dataclass fields
 such as the clip level ``max_weight``) and whether its ``name`` is in ``STREAMING_ESTIMATORS``.
 
+The slate and sequential contracts
+----------------------------------
+:func:`check_slate_estimator` runs a slate estimator (:data:`ope.slates.SLATE_ESTIMATORS`,
+plain or self-normalized) and :func:`check_sequential_estimator` a sequential one (a name of
+:data:`ope.sequential.SEQUENTIAL_ESTIMATORS`) through planted data of their own input kind:
+slate logs with the logger and a candidate as policies, and terminating trajectories. The
+checks (:func:`slate_estimator_checks`, :func:`sequential_estimator_checks`): a finite value
+and standard error on valid input; the stored, normal, t and bootstrap intervals contain the
+estimate; the logger as candidate gives the mean slate reward (summed over the positions the
+estimator reads) or the mean discounted return; relabelling slates or episodes changes
+nothing; scaling the rewards (and the model) scales the value and the standard error; for
+slates, a reward shift adds the shift times the value of the constant reward 1; and bad input
+is refused with an error of :mod:`ope.exceptions`.
+
 The hostile-input contract of every public entry point
 -------------------------------------------------------
 :func:`check_entry_point_contract` takes one entry of the registry :mod:`ope._entrypoints` (a
@@ -89,6 +103,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import itertools
 import math
 import tempfile
 import warnings
@@ -116,6 +131,10 @@ __all__ = [
     "check_estimator",
     "estimator_checks",
     "parametrize_with_checks",
+    "check_slate_estimator",
+    "slate_estimator_checks",
+    "check_sequential_estimator",
+    "sequential_estimator_checks",
     "check_entry_point_contract",
     "hostile_strategy",
     "HOSTILE_VALUES",
@@ -132,7 +151,7 @@ RTOL: Final = 1e-12
 N_ROWS: Final = 3000
 
 #: Rows of the planted mean-weight cases: a deviation of 1.1 % of weights with standard
-#: deviation 0.7 is z ~ 7 standard errors at 200,000 rows (the case of issue 8).
+#: deviation 0.7 is z ~ 7 standard errors at 200,000 rows (logged propensities 1.1 % too small).
 N_MEAN_WEIGHT_ROWS: Final = 200_000
 
 #: Value given to each required setting of a registered estimator class (every setting of the
@@ -648,7 +667,7 @@ def _check_low_ess_notes(estimator: Any, *, rng: Any = 0) -> None:
 def _check_mean_weight_notes(estimator: Any, *, rng: Any = 0) -> None:
     """A mean weight of 1.011 at z ~ 7 is flagged everywhere; 1.005 at z ~ 11 nowhere.
 
-    The first is the case of issue 8 (logged propensities 1.1 % too small); the second is
+    The first is a logger whose propensities are 1.1 % too small; the second is
     statistically clear but below MEAN_WEIGHT_TOLERANCE. Every weighting estimate's notes, the
     notes of ``ope.evaluate`` and of the streamed path, and ``ope.diagnose_arrays``'
     ``propensity_check`` must agree with :func:`ope._thresholds.mean_weight_check`.
@@ -865,6 +884,519 @@ def parametrize_with_checks(estimators: Sequence[Any] | None = None) -> Callable
                     not _importable(_NEEDS[name]), reason=f"needs {_NEEDS[name]}"))
             params.append(pytest.param(est, check, id=f"{_label(est)}-{name}", marks=marks))
     return pytest.mark.parametrize("estimator, check", params)
+
+
+# ============================================================================================
+# the slate and sequential estimator contracts
+# ============================================================================================
+#: Relative tolerance of the slate and sequential checks: the pseudoinverse's weights come
+#: from a least-squares solve, exact to about 1e-12 of the largest weight, not to the last bit.
+RTOL_STRUCTURED: Final = 1e-9
+
+#: The planted slate logs: slates of 2 of 4 items (12 ordered slates) in 2 contexts.
+N_SLATES: Final = 600
+_SLATE_ITEMS: Final = 4
+_SLATE_SIZE: Final = 2
+_SLATE_CONTEXTS: Final = 2
+
+#: The planted trajectories: episodes of 1 to 4 steps, 3 actions, discount 0.9.
+N_EPISODES: Final = 400
+_GAMMA: Final = 0.9
+
+#: Resamples of the bootstrap intervals the contracts check (enough for a stable interval).
+_CONTRACT_RESAMPLES: Final = 200
+
+
+def _close(check: str, estimator: Any, what: str, got: float, want: float) -> None:
+    if not math.isclose(got, want, rel_tol=RTOL_STRUCTURED, abs_tol=RTOL_STRUCTURED * 1e-3):
+        raise _fail(check, estimator, f"{what} is {got!r}, expected {want!r} (relative "
+                    f"difference {abs(got - want) / max(abs(want), 1e-300):.3g} > "
+                    f"{RTOL_STRUCTURED:g}).")
+
+
+def _quiet(run: Callable[[], Any]) -> Any:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return run()
+
+
+def _finite_result(check: str, estimator: Any, res: Any) -> None:
+    for what in ("value", "std_error"):
+        got = getattr(res, what)
+        if not math.isfinite(got):
+            raise _fail(check, estimator, f"{what} is {got!r} on valid input, expected finite.")
+
+
+def _interval_holds(check: str, estimator: Any, res: Any) -> None:
+    """The stored interval and the normal, t and bootstrap intervals contain the value."""
+    tol = RTOL_STRUCTURED * max(1.0, abs(res.value))
+    intervals = [("the stored interval", (res.ci_low, res.ci_high))]
+    for method in ("normal", "t", "bootstrap"):
+        opts = {"rng": 0, "n_resamples": _CONTRACT_RESAMPLES} if method == "bootstrap" else {}
+        iv = _quiet(lambda m=method, o=opts: res.ci(0.95, m, **o))
+        intervals.append((f"the {method} interval", (iv.low, iv.high)))
+    for what, (low, high) in intervals:
+        if not (low - tol <= res.value <= high + tol):
+            raise _fail(check, estimator, f"{what} [{low!r}, {high!r}] does not contain the "
+                        f"value {res.value!r}.")
+
+
+def _refuses(check: str, estimator: Any, what: str, run: Callable[[], Any]) -> None:
+    """``run`` raises an error of ope's tree (not a foreign one, and does not succeed)."""
+    try:
+        _quiet(run)
+    except OPEError:
+        return
+    except Exception as exc:  # noqa: BLE001 - the check reports any foreign exception
+        raise _fail(check, estimator, f"{what} raised {type(exc).__name__}: {exc} (not an "
+                    "error of ope.exceptions).") from exc
+    raise _fail(check, estimator, f"{what} was accepted; expected an ope error.")
+
+
+# ------------------------------------------------------------------------------- slates
+@dataclass(frozen=True)
+class _Slates:
+    """Planted slate logs (long layout) with the logger and a candidate as policies."""
+
+    frame: pd.DataFrame
+    logging: Any
+    target: Any
+
+    def replace(self, **columns: Any) -> _Slates:
+        return dataclasses.replace(self, frame=self.frame.assign(**columns))
+
+
+def _slate_instance(estimator: Any) -> Any:
+    """A slate estimator object from an object, a class or a name of ``SLATE_ESTIMATORS``."""
+    from ope.slates import SLATE_ESTIMATORS
+
+    if isinstance(estimator, str):
+        estimator = SLATE_ESTIMATORS[check_choice(estimator, "estimator", list(SLATE_ESTIMATORS))]
+    if not callable(getattr(estimator, "estimate", None)):
+        raise ParameterError(
+            "`estimator` must be a slate estimator object (e.g. ope.SlateIPS()), its class, "
+            f"or a name among {', '.join(SLATE_ESTIMATORS)}; got {estimator!r} "
+            f"({type(estimator).__name__}), which has no estimate method."
+        )
+    return estimator() if isinstance(estimator, type) else estimator
+
+
+def _planted_slates(gen: np.random.Generator, n: int = N_SLATES) -> _Slates:
+    """Contexts drawn uniformly, slates from a logger that gives every slate at least half
+    the uniform probability, clicks that depend on item and position, plus noise."""
+    from ope.slates import EnumeratedSlatePolicy
+
+    slates = np.array(list(itertools.permutations(range(_SLATE_ITEMS), _SLATE_SIZE)))
+    k = slates.shape[0]
+
+    def policy() -> Any:
+        prob = 0.5 / k + 0.5 * gen.dirichlet(np.ones(k), _SLATE_CONTEXTS)
+        return EnumeratedSlatePolicy(slates, prob / prob.sum(axis=1, keepdims=True),
+                                     n_items=_SLATE_ITEMS)
+
+    logging, target = policy(), policy()
+    prob = logging.distribution()[1]
+    ctx = gen.integers(0, _SLATE_CONTEXTS, n)
+    cdf = np.cumsum(prob[ctx], axis=1)
+    shown = np.minimum((gen.random(n)[:, None] > cdf).sum(axis=1), k - 1)
+    items = slates[shown]
+    click = 0.2 + 0.1 * items - 0.05 * np.arange(_SLATE_SIZE)
+    reward = (gen.random(items.shape) < click) + gen.normal(0.0, 0.1, items.shape)
+    frame = pd.DataFrame({
+        "slate_id": np.repeat(np.arange(n), _SLATE_SIZE),
+        "position": np.tile(np.arange(_SLATE_SIZE), n),
+        "item": items.ravel(),
+        "reward": reward.ravel(),
+        "slate_propensity": np.repeat(prob[ctx, shown], _SLATE_SIZE),
+        "context": np.repeat(ctx, _SLATE_SIZE),
+    })
+    return _Slates(frame, logging, target)
+
+
+def _slate_estimate(estimator: Any, data: _Slates, *, target: Any = None) -> Any:
+    return _quiet(lambda: estimator.estimate(
+        data.frame, data.target if target is None else target, logging=data.logging,
+        policy=_POLICY))
+
+
+def _check_slate_finite_value(estimator: Any, *, rng: Any = 0) -> None:
+    """Valid logs give a finite value and standard error, on every planted slate."""
+    check = "finite_value"
+    res = _slate_estimate(estimator, _planted_slates(check_rng(rng)))
+    _finite_result(check, estimator, res)
+    if res.n != N_SLATES:
+        raise _fail(check, estimator, f"n is {res.n!r}, expected {N_SLATES} slates.")
+
+
+def _check_slate_interval(estimator: Any, *, rng: Any = 0) -> None:
+    """The stored, normal, t and bootstrap intervals contain the estimate."""
+    res = _slate_estimate(estimator, _planted_slates(check_rng(rng)))
+    _interval_holds("interval_contains_estimate", estimator, res)
+
+
+def _check_slate_on_policy(estimator: Any, *, rng: Any = 0) -> None:
+    """The candidate equal to the logger makes every weight 1: the value is the mean slate
+    reward (summed over the positions the estimator reads)."""
+    check = "on_policy_value"
+    data = _planted_slates(check_rng(rng))
+    positions = getattr(estimator, "positions", None)
+    reward = data.frame.pivot(index="slate_id", columns="position", values="reward").to_numpy()
+    chosen = list(range(_SLATE_SIZE)) if positions is None else list(positions)
+    want = float(reward[:, chosen].sum(axis=1).mean())
+    got = _slate_estimate(estimator, data, target=data.logging).value
+    _close(check, estimator, "on-policy value", got, want)
+
+
+def _check_slate_permutation(estimator: Any, *, rng: Any = 0) -> None:
+    """Relabelling the slates (a new order after sorting by id) changes neither value nor
+    standard error."""
+    check = "slate_permutation"
+    gen = check_rng(rng)
+    data = _planted_slates(gen)
+    base = _slate_estimate(estimator, data)
+    order = gen.permutation(N_SLATES)
+    moved = _slate_estimate(estimator, data.replace(slate_id=order[data.frame["slate_id"]]))
+    _close(check, estimator, "value after relabelling the slates", moved.value, base.value)
+    _close(check, estimator, "std_error after relabelling the slates", moved.std_error,
+           base.std_error)
+
+
+def _check_slate_reward_scaling(estimator: Any, *, rng: Any = 0) -> None:
+    """``r -> a r`` scales the value by ``a`` and the standard error by ``|a|``."""
+    check = "reward_scaling"
+    data = _planted_slates(check_rng(rng))
+    base = _slate_estimate(estimator, data)
+    for a in (2.5, -1.5):
+        scaled = _slate_estimate(estimator, data.replace(reward=a * data.frame["reward"]))
+        _close(check, estimator, f"value for rewards x {a}", scaled.value, a * base.value)
+        _close(check, estimator, f"std_error for rewards x {a}", scaled.std_error,
+               abs(a) * base.std_error)
+
+
+def _check_slate_reward_shift(estimator: Any, *, rng: Any = 0) -> None:
+    """``r -> r + c`` shifts the value by ``c`` times the estimator's value of the constant
+    reward 1 (the number of positions read, for the self-normalized ones)."""
+    check = "reward_shift"
+    data = _planted_slates(check_rng(rng))
+    base = _slate_estimate(estimator, data).value
+    unit = _slate_estimate(estimator, data.replace(reward=1.0)).value
+    if getattr(estimator, "self_normalized", False):
+        positions = getattr(estimator, "positions", None)
+        _close(check, estimator, "self-normalized value of the constant reward 1", unit,
+               float(_SLATE_SIZE if positions is None else len(positions)))
+    c = 0.75
+    shifted = _slate_estimate(estimator, data.replace(reward=data.frame["reward"] + c)).value
+    _close(check, estimator, f"value for rewards + {c}", shifted, base + c * unit)
+
+
+def _check_slate_refuses_bad_input(estimator: Any, *, rng: Any = 0) -> None:
+    """A NaN reward, a slate probability above 1, a candidate that is no policy and logs that
+    are no table are refused with an error of ope's tree."""
+    check = "refuses_bad_input"
+    data = _planted_slates(check_rng(rng))
+    reward = data.frame["reward"].to_numpy().copy()
+    reward[3] = np.nan
+    prob = data.frame["slate_propensity"].to_numpy().copy()
+    prob[:2] = 1.5
+    cases = [
+        ("a NaN reward", lambda: _slate_estimate(estimator, data.replace(reward=reward))),
+        ("a slate probability of 1.5",
+         lambda: _slate_estimate(estimator, data.replace(slate_propensity=prob))),
+        ("target='greedy' (a string, not a policy)",
+         lambda: _slate_estimate(estimator, data, target="greedy")),
+        ("logs given as a number", lambda: estimator.estimate(3, data.target,
+                                                              logging=data.logging)),
+    ]
+    for what, run in cases:
+        _refuses(check, estimator, what, run)
+
+
+_SLATE_CHECKS: Final[tuple[tuple[str, _Check], ...]] = (
+    ("finite_value", _check_slate_finite_value),
+    ("interval_contains_estimate", _check_slate_interval),
+    ("on_policy_value", _check_slate_on_policy),
+    ("slate_permutation", _check_slate_permutation),
+    ("reward_scaling", _check_slate_reward_scaling),
+    ("reward_shift", _check_slate_reward_shift),
+    ("refuses_bad_input", _check_slate_refuses_bad_input),
+)
+
+
+def slate_estimator_checks(estimator: Any) -> Iterator[tuple[str, Callable[..., None]]]:
+    """The slate estimator contract's checks for one estimator, as ``(check_name, check)``.
+
+    Parameters
+    ----------
+    estimator : slate estimator object, class or name
+        E.g. ``SlateIPS()``, ``IndependentIPS(self_normalized=True)``, or a key of
+        :data:`ope.slates.SLATE_ESTIMATORS` (a class or name is built with its defaults).
+
+    Returns
+    -------
+    iterator of (str, callable)
+        In this order: ``finite_value`` (finite value and standard error on valid logs),
+        ``interval_contains_estimate`` (stored, normal, t and bootstrap intervals),
+        ``on_policy_value`` (the logger as candidate gives the mean slate reward),
+        ``slate_permutation`` (relabelled slates change nothing), ``reward_scaling``
+        (value x ``a``, standard error x ``|a|``), ``reward_shift`` (value + ``c`` times the
+        value of the constant reward 1, the number of positions when self-normalized) and
+        ``refuses_bad_input`` (NaN rewards, probabilities above 1, a candidate that is no
+        policy, logs that are no table: errors of :mod:`ope.exceptions`). ``check(rng=0)``
+        returns None or raises ``AssertionError`` naming the check and the numbers.
+
+    Raises
+    ------
+    ope.ParameterError
+        ``estimator`` is an unknown name or has no ``estimate`` method.
+
+    Examples
+    --------
+    >>> from ope.slates import CascadeIPS
+    >>> from ope.testing import slate_estimator_checks
+    >>> checks = dict(slate_estimator_checks(CascadeIPS(self_normalized=True)))
+    >>> list(checks)[:3]
+    ['finite_value', 'interval_contains_estimate', 'on_policy_value']
+    >>> checks["reward_shift"](rng=1)   # passes: returns None
+    """
+    est = _slate_instance(estimator)
+    return iter([(name, functools.partial(check, est)) for name, check in _SLATE_CHECKS])
+
+
+def check_slate_estimator(estimator: Any, *, rng: Any = 0) -> None:
+    """Run every check of the slate estimator contract; raise on the first that fails.
+
+    Parameters
+    ----------
+    estimator : slate estimator object, class or name
+        A slate estimator of :mod:`ope.slates` (or any object with the same ``estimate(logs,
+        target, *, logging=None, policy=None)``), with its settings; see
+        :func:`slate_estimator_checks` for the checks.
+    rng : int, numpy.random.Generator or None, default 0
+        Randomness of the planted logs and policies.
+
+    Raises
+    ------
+    AssertionError
+        ``"<check> failed for <estimator>: ..."`` with the numbers.
+    ope.ParameterError
+        ``estimator`` is an unknown name or has no ``estimate`` method.
+
+    Examples
+    --------
+    A broken estimator (slate IPS that drops the last slot's reward) fails on-policy:
+
+    >>> import dataclasses
+    >>> from ope.slates import SlateIPS
+    >>> from ope.testing import check_slate_estimator
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class FirstSlot(SlateIPS):
+    ...     def _weights(self, logs, target, logging):
+    ...         w = super()._weights(logs, target, logging)
+    ...         w[:, -1] = 0.0
+    ...         return w
+    >>> check_slate_estimator(FirstSlot())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    AssertionError: on_policy_value failed for FirstSlot(self_normalized=False): ...
+    """
+    for _, check in slate_estimator_checks(estimator):
+        check(rng=rng)
+
+
+# --------------------------------------------------------------------------- sequential
+def _sequential_name(estimator: Any) -> str:
+    from ope.sequential import SEQUENTIAL_ESTIMATORS
+
+    return check_choice(estimator, "estimator", SEQUENTIAL_ESTIMATORS)
+
+
+def _planted_episodes(gen: np.random.Generator, n: int = N_EPISODES) -> pd.DataFrame:
+    """Episodes of 1 to 4 steps that all terminate, 3 actions logged with (0.2, 0.3, 0.5), a
+    random stochastic candidate, and per-step model values ``q`` and ``v``."""
+    lengths = gen.integers(1, 5, n)
+    steps = int(lengths.sum())
+    episode = np.repeat(np.arange(n), lengths)
+    step = np.arange(steps) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    logging_dist = np.array([0.2, 0.3, 0.5])
+    action = gen.choice(3, steps, p=logging_dist)
+    target = gen.dirichlet(np.ones(3), steps)[np.arange(steps), action]
+    return pd.DataFrame({
+        "episode_id": episode,
+        "step": step,
+        "action": action,
+        "propensity": logging_dist[action],
+        "reward": 0.5 + 0.2 * action + gen.normal(0.0, 0.5, steps),
+        "done": step == np.repeat(lengths - 1, lengths),
+        "target__planted": target,
+        "q": gen.normal(1.0, 0.3, steps),
+        "v": gen.normal(1.0, 0.3, steps),
+    })
+
+
+def _sequential_estimate(estimator: str, frame: pd.DataFrame, **options: Any) -> Any:
+    from ope.io import read_trajectories
+    from ope.sequential import sequential_estimate
+    from ope.sequential._steps import MODEL_BASED
+
+    model = {"q_hat": "q", "v_hat": "v"} if estimator in MODEL_BASED else {}
+    return _quiet(lambda: sequential_estimate(
+        read_trajectories(frame), _POLICY, estimator=estimator,
+        **{"gamma": _GAMMA, **model, **options}))
+
+
+def _check_sequential_finite_value(estimator: str, *, rng: Any = 0) -> None:
+    """Valid trajectories give a finite value and standard error, one row per episode."""
+    check = "finite_value"
+    res = _sequential_estimate(estimator, _planted_episodes(check_rng(rng)))
+    _finite_result(check, estimator, res)
+    if res.n != N_EPISODES:
+        raise _fail(check, estimator, f"n is {res.n!r}, expected {N_EPISODES} episodes.")
+
+
+def _check_sequential_interval(estimator: str, *, rng: Any = 0) -> None:
+    """The stored, normal, t and bootstrap intervals contain the estimate."""
+    res = _sequential_estimate(estimator, _planted_episodes(check_rng(rng)))
+    _interval_holds("interval_contains_estimate", estimator, res)
+
+
+def _check_sequential_on_policy(estimator: str, *, rng: Any = 0) -> None:
+    """The candidate equal to the logger makes every ratio 1: the value is the mean discounted
+    return (with ``q_hat == v_hat`` the doubly robust corrections cancel)."""
+    check = "on_policy_value"
+    frame = _planted_episodes(check_rng(rng))
+    frame = frame.assign(target__planted=frame["propensity"], q=frame["v"])
+    discounted = frame["reward"] * _GAMMA ** frame["step"]
+    want = float(discounted.groupby(frame["episode_id"]).sum().mean())
+    _close(check, estimator, "on-policy value", _sequential_estimate(estimator, frame).value,
+           want)
+
+
+def _check_episode_permutation(estimator: str, *, rng: Any = 0) -> None:
+    """Relabelling the episodes (a new order after sorting by id) changes neither value nor
+    standard error."""
+    check = "episode_permutation"
+    gen = check_rng(rng)
+    frame = _planted_episodes(gen)
+    base = _sequential_estimate(estimator, frame)
+    order = gen.permutation(N_EPISODES)
+    moved = _sequential_estimate(estimator, frame.assign(episode_id=order[frame["episode_id"]]))
+    _close(check, estimator, "value after relabelling the episodes", moved.value, base.value)
+    _close(check, estimator, "std_error after relabelling the episodes", moved.std_error,
+           base.std_error)
+
+
+def _check_sequential_reward_scaling(estimator: str, *, rng: Any = 0) -> None:
+    """``r -> a r`` (with the model scaled too) scales the value by ``a`` and the standard
+    error by ``|a|``."""
+    check = "reward_scaling"
+    frame = _planted_episodes(check_rng(rng))
+    base = _sequential_estimate(estimator, frame)
+    for a in (2.5, -1.5):
+        scaled = _sequential_estimate(estimator, frame.assign(
+            reward=a * frame["reward"], q=a * frame["q"], v=a * frame["v"]))
+        _close(check, estimator, f"value for rewards x {a}", scaled.value, a * base.value)
+        _close(check, estimator, f"std_error for rewards x {a}", scaled.std_error,
+               abs(a) * base.std_error)
+
+
+def _check_sequential_refuses_bad_input(estimator: str, *, rng: Any = 0) -> None:
+    """A NaN reward, a negative candidate probability, a discount above 1 and an unknown
+    candidate are refused with an error of ope's tree."""
+    check = "refuses_bad_input"
+    frame = _planted_episodes(check_rng(rng))
+    reward = frame["reward"].to_numpy().copy()
+    reward[5] = np.nan
+    target = frame["target__planted"].to_numpy().copy()
+    target[2] = -0.5
+    cases = [
+        ("a NaN reward", lambda: _sequential_estimate(estimator, frame.assign(reward=reward))),
+        ("a candidate probability of -0.5",
+         lambda: _sequential_estimate(estimator, frame.assign(target__planted=target))),
+        ("gamma=1.5", lambda: _sequential_estimate(estimator, frame, gamma=1.5)),
+        ("confidence_level=95", lambda: _sequential_estimate(estimator, frame,
+                                                             confidence_level=95)),
+    ]
+    for what, run in cases:
+        _refuses(check, estimator, what, run)
+
+
+_SEQUENTIAL_CHECKS: Final[tuple[tuple[str, _Check], ...]] = (
+    ("finite_value", _check_sequential_finite_value),
+    ("interval_contains_estimate", _check_sequential_interval),
+    ("on_policy_value", _check_sequential_on_policy),
+    ("episode_permutation", _check_episode_permutation),
+    ("reward_scaling", _check_sequential_reward_scaling),
+    ("refuses_bad_input", _check_sequential_refuses_bad_input),
+)
+
+
+def sequential_estimator_checks(estimator: str) -> Iterator[tuple[str, Callable[..., None]]]:
+    """The sequential estimator contract's checks for one estimator, as ``(check_name, check)``.
+
+    Parameters
+    ----------
+    estimator : str
+        One of :data:`ope.sequential.SEQUENTIAL_ESTIMATORS` (the ``estimator`` argument of
+        :func:`ope.sequential.sequential_estimate`); the doubly robust ones get the planted
+        ``q_hat`` and ``v_hat``.
+
+    Returns
+    -------
+    iterator of (str, callable)
+        In this order: ``finite_value``, ``interval_contains_estimate`` (stored, normal, t and
+        bootstrap intervals), ``on_policy_value`` (the logger as candidate gives the mean
+        discounted return), ``episode_permutation``, ``reward_scaling`` and
+        ``refuses_bad_input`` (NaN rewards, negative probabilities, ``gamma`` above 1, a
+        confidence level of 95: errors of :mod:`ope.exceptions`). ``check(rng=0)`` returns
+        None or raises ``AssertionError`` naming the check and the numbers.
+
+    Raises
+    ------
+    ope.ParameterError
+        ``estimator`` is not one of :data:`ope.sequential.SEQUENTIAL_ESTIMATORS`.
+
+    Examples
+    --------
+    >>> from ope.testing import sequential_estimator_checks
+    >>> checks = dict(sequential_estimator_checks("wpdis"))
+    >>> list(checks)[2:4]
+    ['on_policy_value', 'episode_permutation']
+    >>> checks["on_policy_value"](rng=2)   # passes: returns None
+    """
+    name = _sequential_name(estimator)
+    return iter([(check_name, functools.partial(check, name))
+                 for check_name, check in _SEQUENTIAL_CHECKS])
+
+
+def check_sequential_estimator(estimator: str, *, rng: Any = 0) -> None:
+    """Run every check of the sequential estimator contract; raise on the first that fails.
+
+    Parameters
+    ----------
+    estimator : str
+        One of :data:`ope.sequential.SEQUENTIAL_ESTIMATORS`; see
+        :func:`sequential_estimator_checks` for the checks.
+    rng : int, numpy.random.Generator or None, default 0
+        Randomness of the planted trajectories.
+
+    Raises
+    ------
+    AssertionError
+        ``"<check> failed for '<estimator>': ..."`` with the numbers.
+    ope.ParameterError
+        ``estimator`` is not a sequential estimator's name.
+
+    Examples
+    --------
+    >>> from ope.testing import check_sequential_estimator
+    >>> check_sequential_estimator("dr")
+    >>> check_sequential_estimator("q_learning")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ParameterError: `estimator` must be one of 'is', 'pdis', ...
+    """
+    for _, check in sequential_estimator_checks(estimator):
+        check(rng=rng)
 
 
 def _importable(module: str) -> bool:

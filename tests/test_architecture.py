@@ -11,12 +11,16 @@ These tests read ope's source (they import nothing from it) and fail on
 - a second definition of a named threshold of ``ope._thresholds`` or of a validator of
   ``ope._validation`` anywhere else;
 - a bare ``raise ValueError`` / ``raise TypeError``: every error ope raises on purpose comes from
-  the exception tree (``ope.exceptions``), so callers and the CLI can tell arguments from data.
+  the exception tree (``ope.exceptions``), so callers and the CLI can tell arguments from data;
+- a comment, docstring or test (in ``ope``, ``tests`` or ``benchmarks``) that points at an
+  issue number or at a document outside the repository instead of saying the fact itself: the
+  design lives in ``docs/``, the history in the CHANGELOG and the commits.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -260,3 +264,77 @@ def test_no_function_is_rebound_into_another_modules_globals():
             if reads_globals or builds:
                 found.append(f"{module}:{node.lineno}")
     assert not found, found
+# ---------------------------------------------------------------------------------------------
+# the repository explains itself
+# ---------------------------------------------------------------------------------------------
+ROOT = PACKAGE.parent
+#: Where references may not point outside the repository.
+SELF_EXPLAINED = ("ope", "tests", "benchmarks")
+#: Pointers at an issue number or at notes kept outside the repository, built from pieces so
+#: that this file does not match itself.
+_ISSUE = "iss" + "ue"
+OUTSIDE_REFERENCES = re.compile(
+    rf"\b{_ISSUE}s? ?#? ?[0-9]"
+    rf"|\b{_ISSUE} #"
+    r"|\b(?-i:DESIGN|STYLE|LAYOUT|PREAMBLE)" r"\.md\b"
+    r"|(?<![\w/.])notes" r"/"
+    r"|(?<![\w/])theory" r"\.md\b",
+    re.IGNORECASE,
+)
+
+
+def _outside_references(text: str) -> list[tuple[int, str]]:
+    """(line number, line) of each line of ``text`` pointing at an issue or an outside note."""
+    return [(i, line.strip()) for i, line in enumerate(text.splitlines(), 1)
+            if OUTSIDE_REFERENCES.search(line)]
+
+
+def test_the_reference_finder_finds_planted_references():
+    planted = [f"# see {_ISSUE} 10, item 4", f"(per {_ISSUE.title()} #12)", "STYLE" ".md §17",
+               "DESIGN" ".md", "notes" "/theory.md 3.5", "theory" ".md §3.8"]
+    for line in planted:
+        assert _outside_references(line) == [(1, line)], line
+    fine = ["the clip level (docs/guide/estimators.md)", "benchmarks/pdrop.md", "t" + _ISSUE + " 10",
+            "an issue with the data", "README.md", "docs/design.md"]
+    for line in fine:
+        assert _outside_references(line) == [], line
+
+
+def test_no_comment_docstring_or_test_points_outside_the_repository():
+    """Each comment, docstring and test says the fact itself (or points at ``docs/``): never
+    at an issue number or at design notes kept elsewhere, which a reader of the repository
+    cannot open."""
+    offending = []
+    for top in SELF_EXPLAINED:
+        for path in sorted((ROOT / top).rglob("*")):
+            if path.suffix not in (".py", ".md", ".txt", ".toml", ".cfg") or not path.is_file():
+                continue
+            text = path.read_text(encoding="utf-8", errors="replace")
+            offending += [f"{path.relative_to(ROOT)}:{i}: {line}"
+                          for i, line in _outside_references(text)]
+    assert not offending, "references outside the repository:\n" + "\n".join(offending)
+
+
+def _docstring_writes(tree: ast.AST) -> list[int]:
+    """Lines that assign a ``__doc__`` (``f.__doc__ = ...``, ``f.__doc__ += ...``)."""
+    lines = []
+    for node in ast.walk(tree):
+        targets = (node.targets if isinstance(node, ast.Assign)
+                   else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+                   else [])
+        lines += [node.lineno for t in targets
+                  if isinstance(t, ast.Attribute) and t.attr == "__doc__"]
+    return lines
+
+
+def test_docstring_writer_finds_a_planted_write():
+    assert _docstring_writes(ast.parse("def f(): pass\nf.__doc__ = 'x' % {}\n")) == [2]
+
+
+def test_one_helper_fills_docstrings_from_templates():
+    """Shared docstring text goes in through ``ope._docstrings.fill_doc`` only (``<key>``
+    placeholders), not through a module's own ``__doc__`` substitution."""
+    offending = [f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}"
+                 for m, tree in TREES.items() if m != "ope._docstrings"
+                 for line in _docstring_writes(tree)]
+    assert not offending, "docstrings written outside ope._docstrings:\n" + "\n".join(offending)

@@ -384,8 +384,8 @@ CASES: list[Case] = [
 
 
 # --------------------------------------------------------------------------------------------
-# issue 9, class 1 (directories and special files), class 4 (odd columns and metadata) and
-# class 7 (messages that name the culprit)
+# directories and special files, odd columns and metadata, and messages that name the
+# culprit
 # --------------------------------------------------------------------------------------------
 
 

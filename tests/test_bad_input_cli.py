@@ -2,7 +2,7 @@
 that names the culprit (the flag, the column, the file), never a traceback.
 
 Each case is pinned to the exit code (2 usage, 65 data), the error type of the ``--json``
-document and a message pattern. The classes: flag values (issue 9 class 6), outputs (class 2),
+document and a message pattern. The classes: flag values, outputs,
 data problems named by a flag (columns of --by/--context-columns/--policy, policy tables), and
 repeated flags.
 """

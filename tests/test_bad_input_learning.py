@@ -1,4 +1,4 @@
-"""Hostile input to the learners and the gate (issue 9, class 3 and neighbours): every case
+"""Hostile input to the learners and the gate (extreme numbers, wrong types and shapes): every case
 ends in a checked finite result or a specific error, pinned to its type and message."""
 
 from __future__ import annotations
@@ -125,8 +125,8 @@ def test_rows_with_equal_clipped_terms_above_the_range_give_a_bound_at_its_top()
 def test_the_gate_bound_never_exceeds_the_top_of_the_range():
     # three rows with the same clipped term 3 (> high = 1): the t bound of their mean was 3
     cert = certify(np.ones(3), None, np.zeros(3, dtype=int), np.ones(3), np.full(3, 1 / 3),
-                   reward_range=(0.0, 1.0), max_weight=3.0, method="t")
-    assert cert.estimate == pytest.approx(3.0)
+                   reward_range=(0.0, 1.0), max_weight=3.0, ci="t")
+    assert cert.value == pytest.approx(3.0)
     assert cert.lower_bound == 1.0
     assert cert.improvement_lower_bound == 1.0
 

@@ -1,5 +1,5 @@
 """A catalogue of large (and tiny) finite numbers: every estimate is finite and correct, or a
-specific ValidationError/ParameterError names the column and the row (issue 9, class 3).
+specific ValidationError/ParameterError names the column and the row.
 
 Rewards near 1.8e308, rewards of +-1e160 (whose squares overflow), a propensity of 1e-149 under
 a reward of 1e6 (a weighted reward of 1e155, whose square overflows), subnormal rewards. Every

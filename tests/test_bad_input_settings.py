@@ -1,4 +1,4 @@
-"""A catalogue of wrong-typed settings (issue 9, class 5): each is refused when the object is
+"""A catalogue of wrong-typed settings: each is refused when the object is
 built or the call is made, by the shared checkers of ``ope._validation``, with a ParameterError
 that names the parameter, shows what was received (value and type) and gives a right value.
 

@@ -938,8 +938,8 @@ def test_docstring_examples_run():
 
 
 def test_mean_weight_rule_is_the_estimators_rule():
-    # issue 8: mean weight 1.011 at z ~ 7: IPS().estimate warns that weighting estimates are
-    # biased; diagnostics applied its own 0.02 tolerance and said 'ok'. One rule now.
+    # mean weight 1.011 at z ~ 7: IPS().estimate warns that weighting estimates are biased,
+    # and the diagnostics say the same (one rule, not a tolerance of their own)
     from ope.estimators import IPS
 
     rng = np.random.default_rng(8)

@@ -1,4 +1,4 @@
-"""Issue 10, items 6-8: the plan predicts ope's own interval, and the diagnostics tell one story.
+"""The plan predicts ope's own interval, and the diagnostics tell one story.
 
 Each test builds the case the issue measured (a shifted reward range, a uniform logger over 80
 items, ESS 2 with a weight of 21,739, a segment where the logger gives the candidate's action

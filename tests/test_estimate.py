@@ -69,7 +69,7 @@ def test_fields_and_default_interval(hand):
     assert hand.value == pytest.approx(0.55)
     assert hand.ci_method == "normal" and hand.confidence_level == 0.95
     half = 1.959963984540054 * math.sqrt(0.14)
-    # intersected with reward_range=(0, 1), where the policy value lies (issue 10, item 4)
+    # intersected with reward_range=(0, 1), where the policy value lies
     assert hand.ci_low == pytest.approx(max(0.0, 0.55 - half))
     assert hand.ci_high == pytest.approx(min(1.0, 0.55 + half))
     assert hand.ci() == ConfidenceInterval(hand.ci_low, hand.ci_high)
@@ -223,7 +223,7 @@ def test_paired_se_is_smaller_than_unpaired_for_correlated_candidates():
     t2 = np.clip(t * 1.1, 0, 1)  # a close variant: strongly positively correlated estimates
     a = SNIPS().estimate(r, p, t)
     b = SNIPS().estimate(r, p, t2)
-    d = compare(a, b, method="t", confidence_level=0.9)
+    d = compare(a, b, ci="t", confidence_level=0.9)
     assert d.std_error < 0.5 * math.hypot(a.std_error, b.std_error)
     assert d.ci_method == "t" and d.confidence_level == 0.9
     assert d.value == pytest.approx(a.value - b.value)
@@ -235,7 +235,7 @@ def test_paired_bootstrap_shares_resample_indices():
     same = compare(a, SNIPS().estimate(r, p, t))
     # identical estimates differ by exactly 0 in every jointly drawn resample
     assert tuple(same.ci(method="bootstrap", rng=0)) == (0.0, 0.0)
-    d = compare(a, logging_value(r), method="bootstrap", rng=3)
+    d = compare(a, logging_value(r), ci="bootstrap", rng=3)
     normal = compare(a, logging_value(r))
     assert d.ci_method == "bootstrap"
     assert d.ci_high - d.ci_low == pytest.approx(normal.ci_high - normal.ci_low, rel=0.25)
@@ -267,7 +267,7 @@ def test_estimates_pickle():
     res = IPS().estimate(r, p, t)
     back = pickle.loads(pickle.dumps(res))
     assert back.to_dict() == res.to_dict()
-    seeded = res.with_ci(method="bootstrap", rng=5, n_resamples=200)
+    seeded = res.with_ci(ci="bootstrap", rng=5, n_resamples=200)
     assert pickle.loads(pickle.dumps(seeded)).provenance == seeded.provenance
 
 
@@ -318,11 +318,11 @@ def test_other_intervals_keep_the_recorded_provenance():
     boot = SNIPS().estimate(r, p, t).with_provenance(options={"by": "segment"}, seed=11)
     assert boot.with_ci(0.8, "t").provenance == boot.provenance
     assert boot.with_source(boot.source).provenance == boot.provenance
-    rebooted = boot.with_ci(method="bootstrap", rng=3, n_resamples=100)
+    rebooted = boot.with_ci(ci="bootstrap", rng=3, n_resamples=100)
     assert rebooted.provenance.seed == 3 and rebooted.provenance.options["by"] == "segment"
     with pytest.raises(ParameterError, match=r"rng must be an int seed"):
-        boot.with_ci(method="bootstrap", rng="seven")
-    paired = compare(boot, logging_value(r), method="bootstrap", rng=9, n_resamples=100)
+        boot.with_ci(ci="bootstrap", rng="seven")
+    paired = compare(boot, logging_value(r), ci="bootstrap", rng=9, n_resamples=100)
     assert paired.provenance.seed == 9
 
 
@@ -394,7 +394,7 @@ def test_moment_based_intervals_reuse_the_moments_of_the_rows(monkeypatch):
     first = res.ci(method="bernstein")
     assert res.ci(method="bernstein") == first
     res.ci(0.9, method="hoeffding")
-    res.with_ci(method="bottou")
+    res.with_ci(ci="bottou")
     assert len(calls) == 1
     x = np.minimum(t / p, 2.0) * r
     expected = bernstein_interval(x.mean(), x.var(ddof=1), x.size, low=0.0, high=2.0)

@@ -472,10 +472,10 @@ def test_comparisons_from_the_passes_cross_moments_equal_the_row_pairing(method)
         ev = ope.evaluate(table, estimators=("ips", "clipped_ips", "snips"), max_weight=2.0,
                           reward_range=(0.0, 1.0))
     assert ev.statistics is not None and ev.statistics.n == 4000
-    comp = ev.comparisons(method=method).set_index(["policy", "estimator"])
+    comp = ev.comparisons(ci=method).set_index(["policy", "estimator"])
     for name in ev.policies:
         for key in ("ips", "clipped_ips", "snips"):
-            d = ope.results.compare(ev[(name, key)], ev.logging, method=method)
+            d = ope.results.compare(ev[(name, key)], ev.logging, ci=method)
             ci = d.ci(ev.confidence_level, method)
             row = comp.loc[(name, key)]
             assert row.difference == pytest.approx(d.value, rel=1e-12, abs=1e-15)

@@ -1,5 +1,5 @@
 """The safety gate's modes: the betting mode's bounds by hand, the finite-sample default
-everywhere a mode is chosen, and the t mode's false approvals on a rare sure-win arm (issue 10)."""
+everywhere a mode is chosen, and the t mode's false approvals on a rare sure-win arm."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from ope.learning import SafetyGate, certify, learn_from_logs, rank_policies
 
 
 def sure_win_logs(reps: int, n: int, seed: int):
-    """Issue 10's design: logging plays a sure-win arm (reward 1) with probability 0.002 and an
-    arm paying Bernoulli(0.5) otherwise; the candidate always plays the second arm, so
+    """The rare sure-win design: logging plays a sure-win arm (reward 1) with probability
+    0.002 and an arm paying Bernoulli(0.5) otherwise; the candidate always plays the second arm, so
     V(pi) - V(pi_0) = 0.5 - (0.002 + 0.998 * 0.5) = -0.001 and every approval is false."""
     rng = np.random.default_rng(seed)
     action = (rng.random((reps, n)) >= 0.002).astype(int)
@@ -30,7 +30,7 @@ def test_t_mode_approves_a_worse_policy_far_above_nominal_while_safe_modes_do_no
     for method in ("t", "bernstein", "betting"):
         rates[method] = np.mean([
             certify(target[k], None, action[k], reward[k], propensity[k], reward_range=(0, 1),
-                    max_weight=3.0, method=method).approved
+                    max_weight=3.0, ci=method).approved
             for k in range(reps)  # one certification per replication
         ])
     # the sure-win arm is absent from 0.998**1000 = 13.5% of the logs; then the t bound of the
@@ -48,12 +48,12 @@ def test_betting_mode_bounds_are_the_betting_bounds_of_the_gate_terms():
     propensity = np.where(action == 1, 0.4, 0.6)
     target = np.where(action == 1, 0.9, 0.1)             # weights 2.25 and 1/6
     cert = certify(target, None, action, reward, propensity, reward_range=(1.0, 3.0),
-                   max_weight=max_weight, method="betting")
+                   max_weight=max_weight, ci="betting")
     w = np.minimum(target / propensity, max_weight)
     z = 1.0 + (reward - 1.0) * w                         # in [1, 1 + 2.5 * 2]
     d = z - reward                                       # in [-2, (2.5 - 1) * 2]
-    assert cert.method == "betting"
-    assert cert.estimate == pytest.approx(z.mean(), rel=1e-12)
+    assert cert.ci_method == "betting"
+    assert cert.value == pytest.approx(z.mean(), rel=1e-12)
     assert cert.lower_bound == betting_lower_bound(z, low=1.0, high=6.0)
     assert cert.improvement_lower_bound == betting_lower_bound(d, low=-2.0, high=3.0)
     assert cert.approved == (cert.improvement_lower_bound > 0)
@@ -62,16 +62,16 @@ def test_betting_mode_bounds_are_the_betting_bounds_of_the_gate_terms():
 def test_the_finite_sample_betting_mode_is_the_default_everywhere():
     for func in (SafetyGate, certify, rank_policies, learn_from_logs):
         # "auto": betting on unweighted rows (t on rows with sampling weights)
-        assert inspect.signature(func).parameters["method"].default == "auto", func
+        assert inspect.signature(func).parameters["ci"].default == "auto", func
     rng = np.random.default_rng(4)
     action = rng.integers(0, 2, size=400)
     reward = rng.binomial(1, 0.5, size=400) * 1.0
     cert = SafetyGate(reward_range=(0, 1), max_weight=2.0).certify(
         (action == 1) * 1.0, None, action, reward, np.full(400, 0.5))
-    assert cert.method == cert.ci_method == "betting" and cert.notes == ()
+    assert cert.ci_method == "betting" and cert.notes == ()
     table = rank_policies({"a1": (action == 1) * 1.0}, None, action, reward, np.full(400, 0.5),
                           reward_range=(0, 1), max_weight=2.0)
-    assert table["method"].tolist() == ["betting"]
+    assert table["ci_method"].tolist() == ["betting"]
 
 
 def test_betting_mode_approves_a_better_policy_more_often_than_bernstein():
@@ -82,6 +82,6 @@ def test_betting_mode_approves_a_better_policy_more_often_than_bernstein():
     reward = (rng.random((reps, n)) < np.where(action == 1, 0.55, 0.5)) * 1.0
     lower = {m: np.array([
         certify((action[k] == 1) * 1.0, None, action[k], reward[k], np.full(n, 0.5),
-                reward_range=(0, 1), max_weight=3.0, method=m).improvement_lower_bound
+                reward_range=(0, 1), max_weight=3.0, ci=m).improvement_lower_bound
         for k in range(reps)]) for m in ("bernstein", "betting")}
     assert np.all(lower["betting"] > lower["bernstein"])

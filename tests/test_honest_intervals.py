@@ -1,4 +1,4 @@
-"""Issue 10, items 1-4: every interval says what it covers, and none collapses silently.
+"""Every interval says what it covers, and none collapses silently.
 
 1. clipped IPS clips on the shifted scale ``r_lo + min(w, R) (r - r_lo)`` everywhere;
 2. each estimate states its target (``Estimate.target``: "policy value" or "clipped value");
@@ -113,8 +113,8 @@ def test_target_field_says_what_the_interval_covers():
     assert res.target == "clipped value" and res.to_dict()["target"] == "clipped value"
     for method in ("normal", "t", "bootstrap", "hoeffding", "bernstein"):
         assert res.target_of(method) == "clipped value"
-    assert res.with_ci(method="bottou").target == "policy value"
-    assert res.with_ci(method="bernstein").target == "clipped value"
+    assert res.with_ci(ci="bottou").target == "policy value"
+    assert res.with_ci(ci="bernstein").target == "clipped value"
     assert "covers: " in res.summary() and any("ci(method='bottou')" in x for x in res.notes)
     # a clip that binds on no row: clipped IPS is IPS, and its target the policy value
     loose = _quiet(oe.ClippedIPS(max_weight=5.0).estimate, r, p, t, reward_range=(10.0, 11.0))

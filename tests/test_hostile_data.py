@@ -211,24 +211,50 @@ def test_a_column_type_error_of_an_import_names_the_file(tmp_path):
 
 
 # ------------------------------------------------------------------------- slates and arms
-@pytest.mark.parametrize("argument", ["slate_id", "position", "item", "reward", "propensity",
-                                      "context"])
-@pytest.mark.parametrize("value", [3, "", np.ones(4), object()])
-def test_slate_column_arguments_must_be_names(argument, value):
+def _slates_frame(**renamed: str) -> pd.DataFrame:
     data = pd.DataFrame({"slate_id": [7, 7, 3, 3], "position": [1, 0, 0, 1],
                          "item": [2, 0, 1, 2], "reward": [0.0, 1.0, 0.0, 1.0],
                          "propensity": [0.5, 0.5, 0.25, 0.5]})
-    with pytest.raises(ParameterError, match=rf"^`{argument}` names a column of the slate logs"):
-        slate_logs(data, **{argument: value})
+    return data.rename(columns={v: k for k, v in renamed.items()})
+
+
+@pytest.mark.parametrize("mapping", [3, ["slate_id"], {"slate_id": 3}, {3: "slate_id"},
+                                     {"slate_id": np.ones(4)}, {"slate_id": object()}])
+def test_slate_mapping_is_checked_as_read_logs_mapping(mapping):
+    with pytest.raises(ParameterError, match=r"^mapping must (be a dict|map ope's column)"):
+        slate_logs(_slates_frame(), mapping=mapping)
+
+
+def test_slate_mapping_renames_columns_and_names_its_mistakes():
+    theirs = _slates_frame(sid="slate_id", pos="position", click="reward")
+    got = slate_logs(theirs, mapping={"slate_id": "sid", "position": "pos", "reward": "click"})
+    assert got.item.tolist() == slate_logs(_slates_frame()).item.tolist()
+    with pytest.raises(ParameterError, match=r"mapping key 'slate' is not one of the slate log "
+                                             r"columns .*did you mean 'slate_id'\?"):
+        slate_logs(theirs, mapping={"slate": "sid"})
+    with pytest.raises(ParameterError, match=r"you probably meant \{'slate_id': 'sid'\}"):
+        slate_logs(theirs, mapping={"sid": "slate_id"})
+    with pytest.raises(SchemaError, match=r"mapping 'reward': 'clicks' names a column that is "
+                                          r"not in the slate logs \(available: click, item"):
+        slate_logs(theirs, mapping={"slate_id": "sid", "position": "pos", "reward": "clicks"})
+    with pytest.raises(SchemaError, match=r"mapping reads 'item' from 'sid', but the slate "
+                                          r"logs also have a column 'item'"):
+        slate_logs(theirs, mapping={"slate_id": "sid", "item": "sid"})
+    with pytest.raises(SchemaError, match=r"mapping sends column 'sid' to both"):
+        slate_logs(theirs, mapping={"slate_id": "sid", "context": "sid"})
+    with pytest.raises(SchemaError, match=r"slate logs are missing columns: 'slate_id', "
+                                          r"'reward'.*mapping=\{'slate_id': 'session'\}"):
+        slate_logs(theirs, mapping={"position": "pos"})
 
 
 def test_a_long_layout_without_its_position_column_says_so():
     data = pd.DataFrame({"slate_id": [7, 7], "pos": [0, 1], "item": [2, 0],
                          "reward": [0.0, 1.0], "propensity": [0.5, 0.5]})
     with pytest.raises(ValidationError, match=r"list column `item` must hold one list per slate; "
-                                              r"row 0 holds 2\. Without a column 'position'"):
+                                              r"row 0 holds 2\. Without a column 'position'.*"
+                                              r"mapping=\{'position': \.\.\.\}"):
         slate_logs(data)
-    assert slate_logs(data, position="pos").item.tolist() == [[2, 0]]
+    assert slate_logs(data, mapping={"position": "pos"}).item.tolist() == [[2, 0]]
 
 
 def test_an_unknown_arm_names_treated_or_control():

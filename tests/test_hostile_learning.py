@@ -202,9 +202,9 @@ CASES: list[Any] = [
                  ParameterError, r"`policies` must be a mapping of policy name to policy",
                  id="rank-policies-list"),
     # the certificate
-    pytest.param(lambda: Certificate.from_dict({**_certificate_dict(), "estimate": float("nan")}),
+    pytest.param(lambda: Certificate.from_dict({**_certificate_dict(), "value": float("nan")}),
                  ValidationError,
-                 r"`data`: the certificate's 'estimate' must be a finite number; got nan",
+                 r"`data`: the certificate's 'value' must be a finite number; got nan",
                  id="from-dict-nan"),
     pytest.param(lambda: Certificate.from_dict({**_certificate_dict(), "verdict": "maybe"}),
                  ValidationError,

@@ -1,4 +1,4 @@
-"""Finite inputs of extreme magnitude (issue 9, class 3) in the interval methods: a finite,
+"""Finite inputs of extreme magnitude in the interval methods: a finite,
 correct interval, or a specific error naming the input; never NaN, inf or an internal
 "must be finite".
 

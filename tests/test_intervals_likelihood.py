@@ -19,7 +19,7 @@ def _expand(groups: list[tuple[int, float, float]]) -> tuple[np.ndarray, np.ndar
 
 
 # (count, weight, reward) groups with w_min = 0, w_max = 2000, alpha = 0.05, rewards in [0, 1],
-# and the interval the authors' reference implementation returns (theory.md §3.8)
+# and the interval the authors' reference implementation returns for them
 REFERENCE_VECTORS = [
     ([(2, 1.0101, 1.0), (8, 0.0, 0.0)], (0.025502, 1.0)),
     ([(9, 1.0101, 0.0), (1, 1.0101, 1.0)], (0.003083, 0.422993)),
@@ -168,7 +168,7 @@ def test_data_errors() -> None:
 
 @pytest.mark.slow
 def test_coverage_heavy_tailed_weights() -> None:
-    # the authors' design: w in {0, 2, 1000} with E w = 1 and E w^2 = 100 (theory.md §3.5)
+    # the authors' heavy-tailed design: w in {0, 2, 1000} with E w = 1 and E w^2 = 100
     rng = np.random.default_rng(11)
     p1000 = 98 / (1000 * 998)  # E w^2 = 2 * 2 * p2 + 1e6 * p1000 with 2 p2 + 1000 p1000 = 1
     p2 = (1 - 1000 * p1000) / 2

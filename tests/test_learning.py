@@ -410,7 +410,7 @@ def test_gate_approves_clearly_better_and_rejects_truly_worse():
     assert better.verdict == "approve" and better.improvement_lower_bound > 0
     assert worse.verdict == "reject" and worse.improvement_lower_bound <= 0
     # true values: logging 0.5, arm1 0.6, arm0 0.4
-    assert better.lower_bound < 0.6 < better.estimate + 0.02
+    assert better.lower_bound < 0.6 < better.value + 0.02
     assert better.baseline_value == pytest.approx(0.5, abs=0.02)
     assert "improvement over the logging policy" in better.reason
 
@@ -433,7 +433,7 @@ def test_gate_false_approval_rate_at_most_one_minus_confidence(method):
     for seed in range(reps):  # loop over replications, not rows
         action, reward, propensity = two_arm_logs(seed, 300, p1=0.3, v0=0.5, v1=0.5)
         cert = certify((action == 1) * 1.0, None, action, reward, propensity,
-                       reward_range=(0, 1), max_weight=1 / 0.3, method=method)
+                       reward_range=(0, 1), max_weight=1 / 0.3, ci=method)
         approvals += cert.approved
     rate = approvals / reps
     # binomial upper margin: 0.05 + 3 * sqrt(0.05 * 0.95 / 1000) = 0.071
@@ -449,7 +449,7 @@ def test_lower_bound_exceeds_true_value_at_most_one_minus_confidence(method):
     for seed in range(reps):  # loop over replications, not rows
         action, reward, propensity = two_arm_logs(10_000 + seed, 400, p1=0.3, v1=0.6)
         cert = certify((action == 1) * 1.0, None, action, reward, propensity,
-                       reward_range=(0, 1), max_weight=1 / 0.3, method=method, baseline=0.6)
+                       reward_range=(0, 1), max_weight=1 / 0.3, ci=method, baseline=0.6)
         misses += cert.approved
     assert misses / reps <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
 
@@ -492,7 +492,7 @@ def test_certificate_json_round_trip_and_text():
     back = Certificate.from_json(cert.to_json())
     assert back == cert
     d = json.loads(cert.to_json())
-    assert d["verdict"] == cert.verdict and d["n_train"] == 1234 and d["n_certify"] == 5000
+    assert d["verdict"] == cert.verdict and d["n_train"] == 1234 and d["n"] == 5000
     text = str(cert)
     assert "certificate for policy 'arm1'" in text and "one-sided 95%" in text
     assert "<table>" in cert._repr_html_()
@@ -509,9 +509,9 @@ def test_rank_policies_orders_by_lower_bound_with_bonferroni_levels():
     assert table["policy"].tolist() == ["arm1", "logging", "arm0"]
     assert table["rank"].tolist() == [1, 2, 3]
     assert np.allclose(table["confidence_level"], 1 - 0.05 / 3)
-    assert list(table.columns) == ["rank", "policy", "estimate", "lower_bound",
+    assert list(table.columns) == ["rank", "policy", "value", "lower_bound",
                                    "improvement_estimate", "improvement_lower_bound",
-                                   "confidence_level", "method", "n"]
+                                   "confidence_level", "ci_method", "n"]
     single = rank_policies(policies, None, action, reward, propensity, reward_range=(0, 1),
                            max_weight=2.0, simultaneous=False)
     assert np.all(single["lower_bound"].to_numpy() >= table["lower_bound"].to_numpy())
@@ -557,7 +557,7 @@ def _string_logs(n: int = 3000, seed: int = 12) -> BanditLogs:
 def test_learn_from_logs_splits_fits_and_certifies():
     logs = _string_logs()
     learner, cert = learn_from_logs(logs, context_columns="x", rng=0)
-    assert cert.n_train == 1500 and cert.n_certify == 1500
+    assert cert.n_train == 1500 and cert.n == 1500
     assert cert.verdict == "approve" and cert.policy == "learned"
     assert cert.max_weight == learner.max_weight_
     assert learner.classes_.tolist() == ["egg", "ham", "spam"]
@@ -569,7 +569,7 @@ def test_learn_from_logs_with_an_unclipped_learner_needs_max_weight():
         learn_from_logs(logs, context_columns="x", learner=IPSPolicyLearner(), rng=0)
     learner, cert = learn_from_logs(logs, context_columns="x", learner=IPSPolicyLearner(),
                                     max_weight=3.0, certify_fraction=0.25, rng=0)
-    assert cert.max_weight == 3.0 and cert.n_certify == 100 and cert.n_train == 300
+    assert cert.max_weight == 3.0 and cert.n == 100 and cert.n_train == 300
     assert learner.max_weight_ is None
 
 
@@ -647,12 +647,12 @@ def test_gate_numbers_match_the_pessimistic_estimate_by_hand():
     action, reward, propensity = two_arm_logs(7, 3000, p1=0.3)
     pe = (action == 1) * 0.9 + (action == 0) * 0.1
     cert = certify(pe, None, action, reward, propensity, reward_range=(0.0, 1.0),
-                   max_weight=2.5, method="t")
+                   max_weight=2.5, ci="t")
     w = pe / propensity
     z = reward * np.minimum(w, 2.5)
-    assert cert.estimate == pytest.approx(z.mean(), rel=1e-12)
+    assert cert.value == pytest.approx(z.mean(), rel=1e-12)
     assert cert.clipped_fraction == pytest.approx(np.mean(w > 2.5))
-    half = cert.estimate - cert.lower_bound
+    half = cert.value - cert.lower_bound
     from scipy import stats
 
     assert half == pytest.approx(stats.t.ppf(0.95, 2999) * z.std(ddof=1) / np.sqrt(3000), rel=1e-9)
@@ -665,11 +665,12 @@ def test_certificate_follows_the_result_contract():
 
     action, reward, propensity = two_arm_logs(4, 20)
     cert = certify((action == 1) * 1.0, None, action, reward, propensity,
-                   reward_range=(0, 1), max_weight=2.0, method="t",
+                   reward_range=(0, 1), max_weight=2.0, ci="t",
                    name="<script>alert(1)</script>")
     assert isinstance(cert, Result)
-    assert cert.value == cert.estimate and cert.n == cert.n_certify == 20
-    assert cert.ci_method == cert.method == "t"
+    assert cert.n == 20 and cert.ci_method == "t"
+    for renamed in ("estimate", "n_certify", "method"):  # one name per field, no aliases
+        assert not hasattr(cert, renamed), renamed
     assert isinstance(cert.notes, tuple) and any("only n=20 rows" in t for t in cert.notes)
     html = cert._repr_html_()
     assert "<script>" not in html and "&lt;script&gt;" in html
@@ -677,13 +678,14 @@ def test_certificate_follows_the_result_contract():
     assert "certificate for policy '<script>alert(1)</script>': " in summary
     assert "[1] only n=20 rows" in summary
     d = cert.to_dict()
-    assert {d["value"], d["n"], d["ci_method"]} == {cert.estimate, 20, "t"}
+    assert (d["value"], d["n"], d["ci_method"]) == (cert.value, 20, "t")
+    assert not {"estimate", "n_certify", "method"} & set(d)
     assert d["notes"] == list(cert.notes)
     assert Certificate.from_dict(d) == cert
     assert Certificate.from_json(cert.to_json()) == cert
-    old = {k: v for k, v in d.items() if k not in ("value", "n", "ci_method", "notes")}
-    back = Certificate.from_dict(old)  # a dict written before the shared vocabulary
-    assert back.notes == () and back.estimate == cert.estimate and back.n == 20
+    short = {k: v for k, v in d.items() if k not in ("notes", "weighted")}
+    back = Certificate.from_dict(short)  # the optional keys may be left out
+    assert back.notes == () and back.value == cert.value and back.n == 20
     bernstein = certify((action == 1) * 1.0, None, action, reward, propensity,
                         reward_range=(0, 1), max_weight=2.0)
     assert bernstein.notes == ()  # valid at every sample size: no small-sample caveat
@@ -693,7 +695,7 @@ def test_certificate_follows_the_result_contract():
     ("gate", "match"),
     [
         ({"confidence_level": 1.5}, r"`confidence_level` must be in \(0, 1\)"),
-        ({"method": "hoeffding"}, r"`method` must be one of 'auto', 'betting', 'bernstein', 't'"),
+        ({"ci": "hoeffding"}, r"`ci` must be one of 'auto', 'betting', 'bernstein', 't'"),
         ({"max_weight": "2"}, r"`max_weight` must be a number"),
         ({"max_weight": 0.5}, r"max_weight must be a finite number >= 1"),
         ({"baseline": "median"}, r"baseline must be 'logging' or a number"),

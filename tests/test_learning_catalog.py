@@ -206,7 +206,7 @@ def test_learn_from_logs_records_its_seed_and_reproduces_the_certificate():
     assert isinstance(cert.seed, int)
     _, again = learn_from_logs(logs, context_columns=["x0", "x1", "x2"], rng=cert.seed)
     assert again.seed == cert.seed
-    assert again.estimate == pytest.approx(cert.estimate, rel=0, abs=1e-12)
+    assert again.value == pytest.approx(cert.value, rel=0, abs=1e-12)
     assert again.lower_bound == pytest.approx(cert.lower_bound, rel=0, abs=1e-12)
     assert f"split seed:        {cert.seed}" in str(cert)
     assert type(cert).from_dict(cert.to_dict()) == cert

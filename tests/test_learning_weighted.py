@@ -2,7 +2,7 @@
 
 Unit weights are the unweighted fit and certificate exactly; integer weights equal repeated
 rows for the fitted policy and the gate's point estimates; the gate's finite-sample modes refuse
-weighted rows and ``method="auto"`` takes the t bound; on logs whose drop rate depends on the
+weighted rows and ``ci="auto"`` takes the t bound; on logs whose drop rate depends on the
 segment the weighted learner finds the population's best policy where the unweighted one does
 not, and the weighted t bound covers the exact value (``ope.simulate``) at its nominal rate.
 """
@@ -67,7 +67,7 @@ def test_unit_weights_give_exactly_the_unweighted_policy_and_certificate() -> No
     lb, cb = learn_from_logs(ones, context_columns=["x0", "x1"], rng=3)
     assert np.array_equal(la.predict_proba(X), lb.predict_proba(X))
     assert ca.to_dict() == cb.to_dict()
-    assert cb.method == "betting" and not cb.weighted and cb.sampling_weight is None
+    assert cb.ci_method == "betting" and not cb.weighted and cb.sampling_weight is None
     for learner in (ConservativePolicyLearner(), DirectMethodPolicyLearner()):
         a = learner.fit(X, action, reward, p).predict_proba(X)
         b = type(learner)(**learner.get_params()).fit(
@@ -133,15 +133,15 @@ def test_integer_weights_equal_repeated_rows_for_the_gates_point_estimate() -> N
     weighted = certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=2.0,
                        sampling_weight=s, weight_name="weight")
     repeated = certify(pe[rep], None, action[rep], reward[rep], p[rep], reward_range=(0, 1),
-                       max_weight=2.0, method="t")
-    for field in ("estimate", "improvement_estimate", "baseline_value"):
+                       max_weight=2.0, ci="t")
+    for field in ("value", "improvement_estimate", "baseline_value"):
         assert getattr(weighted, field) == pytest.approx(getattr(repeated, field), rel=1e-12)
     # the bound is the t bound of the linearized Hajek ratio over the n kept rows, by hand
     n = len(action)
     z = np.minimum(pe / p, 2.0) * reward
     d = z - reward
     q = stats.t.ppf(0.95, n - 1)
-    for value, lower, terms in [(weighted.estimate, weighted.lower_bound, z),
+    for value, lower, terms in [(weighted.value, weighted.lower_bound, z),
                                 (weighted.improvement_estimate,
                                  weighted.improvement_lower_bound, d)]:
         hajek = np.sum(s * terms) / np.sum(s)
@@ -156,17 +156,17 @@ def test_finite_sample_modes_refuse_weighted_rows_and_auto_takes_t() -> None:
     pe = (action == 1) * 1.0
     for method, extra in [("betting", {}), ("bernstein", {}),
                           ("bernstein", {"max_sampling_weight": 3.0})]:
-        with pytest.raises(EstimationError, match=rf"method='{method}' does not take sampling "
-                           r"weights.*column `w8`.*Use method='t'"):
+        with pytest.raises(EstimationError, match=rf"ci='{method}' does not take sampling "
+                           r"weights.*column `w8`.*Use ci='t'"):
             certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
-                    method=method, sampling_weight=s, weight_name="w8", **extra)
+                    ci=method, sampling_weight=s, weight_name="w8", **extra)
     with pytest.raises(EstimationError, match=r"give max_sampling_weight="):
         certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
-                method="betting", sampling_weight=s)
+                ci="betting", sampling_weight=s)
     cert = certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
                    sampling_weight=s, weight_name="w8")
-    assert cert.method == "t" and cert.weighted and cert.sampling_weight == "w8"
-    assert any("method='auto' chose the t bound" in note and "`w8`" in note
+    assert cert.ci_method == "t" and cert.weighted and cert.sampling_weight == "w8"
+    assert any("ci='auto' chose the t bound" in note and "`w8`" in note
                for note in cert.notes)
     assert "Hajek-weighted clipped IPS, sampling weights `w8`" in str(cert)
     assert "sampling weights:  column `w8` (Horvitz-Thompson: values for the logged population; " \
@@ -176,8 +176,8 @@ def test_finite_sample_modes_refuse_weighted_rows_and_auto_takes_t() -> None:
     assert Certificate.from_json(cert.to_json()) == cert
     table = rank_policies({"a1": pe}, None, action, reward, p, reward_range=(0, 1),
                           max_weight=3.0, sampling_weight=s)
-    assert table["method"].tolist() == ["t"]
-    assert table["estimate"].iloc[0] == pytest.approx(cert.estimate, rel=1e-12)
+    assert table["ci_method"].tolist() == ["t"]
+    assert table["value"].iloc[0] == pytest.approx(cert.value, rel=1e-12)
     with pytest.raises(ValidationError, match=r"`w8` \(the rows' sampling weights\) must be > 0"):
         certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
                 sampling_weight=np.where(action == 0, -1.0, 1.0), weight_name="w8")
@@ -199,12 +199,12 @@ def test_weighted_betting_bound() -> None:
     pe = np.where(action == 1, 0.8, 0.1)
     cert = certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
                    sampling_weight=s, weight_name="w8", max_sampling_weight=3.0)
-    assert cert.method == "betting" and cert.weighted   # "auto" with S: finite-sample betting
+    assert cert.ci_method == "betting" and cert.weighted   # "auto" with S: finite-sample betting
     assert any("weighted betting bounds" in note and "max_sampling_weight = 3" in note
                for note in cert.notes)
     t_cert = certify(pe, None, action, reward, p, reward_range=(0, 1), max_weight=3.0,
-                     sampling_weight=s, method="t")
-    assert cert.estimate == t_cert.estimate   # the same Hajek estimate, another bound
+                     sampling_weight=s, ci="t")
+    assert cert.value == t_cert.value   # the same Hajek estimate, another bound
     # another bound of the same estimate (pinned: the betting bound exploits that the terms
     # are >= 0, and is the tighter one on these skewed rows)
     assert cert.lower_bound == pytest.approx(0.5140509307244319, abs=1e-12)
@@ -223,13 +223,13 @@ def test_learn_from_logs_reads_the_weight_column_and_refuses_betting_up_front() 
         ["event_id", "x0", "x1", "action", "reward", "propensity", "keep_w"]))
     learner, cert = learn_from_logs(logs, context_columns=["x0", "x1"], weight_column="keep_w",
                                     rng=0)
-    assert cert.weighted and cert.sampling_weight == "keep_w" and cert.method == "t"
-    with pytest.raises(EstimationError, match="method='bernstein' does not take"):
+    assert cert.weighted and cert.sampling_weight == "keep_w" and cert.ci_method == "t"
+    with pytest.raises(EstimationError, match="ci='bernstein' does not take"):
         learn_from_logs(logs, context_columns=["x0", "x1"], weight_column="keep_w",
-                        method="bernstein", rng=0)
+                        ci="bernstein", rng=0)
     _, cert = learn_from_logs(logs, context_columns=["x0", "x1"], weight_column="keep_w",
                               max_sampling_weight=3.0, rng=0)
-    assert cert.method == "betting" and cert.weighted
+    assert cert.ci_method == "betting" and cert.weighted
     # fit_logs takes the same column
     fitted = ConservativePolicyLearner(rng=0).fit_logs(logs, context_columns=["x0", "x1"],
                                                        weight_column="keep_w")
@@ -274,7 +274,7 @@ def test_weighted_learner_finds_the_populations_best_policy_on_segment_dropped_l
     v_weighted = env.true_value(weighted.predict_proba(zero))
     v_plain = env.true_value(plain.predict_proba(zero))
     assert v_weighted - v_plain > 0.05   # exact values: 0.513 against 0.437
-    assert cert.weighted and cert.method == "t"
+    assert cert.weighted and cert.ci_method == "t"
 
 
 @pytest.mark.slow
@@ -295,7 +295,7 @@ def test_weighted_t_and_betting_bounds_cover_the_exact_value_at_their_nominal_ra
             # clipping at M = 40 (above every weight of "mixture", whose logger puts at least
             # 0.05 / 3 on each action): the bound's target is the value itself
             cert = certify(args[0], None, *args[1:], reward_range=(0, 1), max_weight=40.0,
-                           method=method, sampling_weight=weight,
+                           ci=method, sampling_weight=weight,
                            max_sampling_weight=1.0 / (1.0 - DROP_SEGMENT_1))
             missed[kind] += [cert.lower_bound > truth,
                              cert.improvement_lower_bound > improvement]
@@ -329,12 +329,12 @@ def test_cli_learn_on_weighted_logs(tmp_path) -> None:
     assert doc["weight_column"] == "weight"
     cert = doc["certificate"]
     assert cert["weighted"] is True and cert["sampling_weight"] == "weight"
-    assert cert["method"] == "t"
+    assert cert["ci_method"] == "t"
     code, out, err = _cli("learn", str(path), "--context-columns", "x0", "x1", "--gate", "betting")
-    assert code != 0 and "method='betting' does not take sampling weights" in err
+    assert code != 0 and "--gate betting does not take sampling weights" in err
     code, out, err = _cli("learn", str(path), "--context-columns", "x0", "x1", "--json",
                           "--seed", "0", "--max-sampling-weight", "3")
-    assert code == 0 and json.loads(out)["certificate"]["method"] == "betting"
+    assert code == 0 and json.loads(out)["certificate"]["ci_method"] == "betting"
     renamed = tmp_path / "renamed.parquet"
     pq.write_table(_table(X, action, reward, p, s).rename_columns(
         ["event_id", "x0", "x1", "action", "reward", "propensity", "keep_w"]), renamed)

@@ -260,7 +260,7 @@ def test_ci_max_weight_is_a_deprecated_alias_of_weight_bound():
         old = res.ci(method="bernstein", max_weight=20.0)
     assert old == new
     with pytest.warns(DeprecationWarning, match=r"use|weight_bound"):
-        moved = res.with_ci(method="hoeffding", max_weight=20.0)
+        moved = res.with_ci(ci="hoeffding", max_weight=20.0)
     assert (moved.ci_low, moved.ci_high) == tuple(res.ci(method="hoeffding", weight_bound=20.0))
     with pytest.raises(ParameterError, match=r"pass the a priori weight bound once"):
         _quiet(res.ci, method="bernstein", weight_bound=20.0, max_weight=20.0)

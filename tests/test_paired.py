@@ -29,7 +29,6 @@ from ope.intervals import (
     betting_interval,
     hoeffding_interval,
     normal_interval,
-    t_interval,
 )
 from ope.io import read_paired
 from ope.logs import PairedReplays, ValidationReport
@@ -58,7 +57,7 @@ def hand_replays() -> pd.DataFrame:
 
 
 def test_hand_computed_effect_standard_errors_interval_and_spread():
-    res = paired_effect(hand_replays(), treated="mem", control="none", ratio=True)
+    res = paired_effect(hand_replays(), treated="mem", control="none", ratio=True, ci="t")
     row = res.table().iloc[0]
     # d = (0.5, 0.5, 0): mean 1/3, sd sqrt(1/12), se 1/6
     assert row["n"] == 3 and row["n_dropped"] == 0
@@ -196,7 +195,7 @@ def test_by_groups_with_holm_and_bh():
     assert tab["p_adjusted"].to_numpy() == pytest.approx(expected)
     assert tab["significant"].tolist() == (expected <= 0.05).tolist()
     for k in range(6):  # the vectorized intervals equal ope.intervals' row by row
-        iv = t_interval(tab.loc[k, "value"], tab.loc[k, "std_error"], int(tab.loc[k, "n"]))
+        iv = normal_interval(tab.loc[k, "value"], tab.loc[k, "std_error"])
         assert (tab.loc[k, "ci_low"], tab.loc[k, "ci_high"]) == pytest.approx(
             (iv.low, iv.high), abs=1e-14)
     bh = paired_effect(df, treated="t", control="c", by="item_id", correction="bh").table()

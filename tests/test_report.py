@@ -429,7 +429,7 @@ def test_per_segment_estimates_are_rendered_when_the_evaluation_has_them(sample,
 
 def test_a_report_of_diagnostics_alone(sample_results, tmp_path):
     logs, _, d = sample_results
-    path = d.report(tmp_path / "overlap.html", validation=logs.report)
+    path = d.write_report(tmp_path / "overlap.html", validation=logs.report)
     page = path.read_text(encoding="utf-8")
     assert "overlap diagnostics only" in page
     checker = _check(page)

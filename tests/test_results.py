@@ -84,7 +84,7 @@ def test_format_value_trims_what_format_number_keeps():
 
 
 def test_a_standard_error_sets_the_precision_of_its_value_and_interval():
-    # click rates 0.0046 vs 0.0048 (issue 12): readable, and an error of 0.00012 is not 0.0001
+    # click rates 0.0046 vs 0.0048: readable, and an error of 0.00012 is not 0.0001
     assert format_column([0.0046031, 0.0048214, 0.00012], [0.00012] * 3) == [
         "0.00460", "0.00482", "0.00012"]
     assert format_interval(0.0043659, 0.0048403, 0.000121) == "[0.00437, 0.00484]"

@@ -1,4 +1,4 @@
-"""Reward models see what users have (issue 11, item 5): action features joined on the action,
+"""Reward models see what users have: action features joined on the action,
 the columns a model used in the result and the CLI, and default context columns that leave
 outcome-like columns out."""
 

@@ -530,9 +530,9 @@ def test_the_gates_finite_sample_bounds_refuse_weighted_rows() -> None:
     # the learners take the weights (tests/test_learning_weighted.py); betting does not
     df = _frame().assign(x0=np.linspace(0, 1, 1200))
     logs = ope.read_logs(df)
-    with pytest.raises(EstimationError, match=r"method='betting' does not take sampling weights"
-                       r".*column `weight`.*Use method='t'"):
-        ope.learn_from_logs(logs, context_columns=["x0"], method="betting", rng=0)
+    with pytest.raises(EstimationError, match=r"ci='betting' does not take sampling weights"
+                       r".*column `weight`.*Use ci='t'"):
+        ope.learn_from_logs(logs, context_columns=["x0"], ci="betting", rng=0)
 
 
 def test_slate_logs_refuse_sampling_weights() -> None:

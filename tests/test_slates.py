@@ -1,4 +1,4 @@
-"""Slate logs, ranking policies, slate estimators and per-position diagnostics (issue 11 item 2)."""
+"""Slate logs, ranking policies, slate estimators and per-position diagnostics."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Golden tests of the text output: fixed inputs, exact expected text (issue 12, item 4).
+"""Golden tests of the text output: fixed inputs, exact expected text.
 
 Widths (columns as wide as their widest cell), digits (a value to two significant digits of its
 standard error, other numbers to four), each warning stated once, numbered and referenced from

@@ -175,10 +175,9 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.to_bandit_feedback": lambda tmp: call(
         "ope.to_bandit_feedback", logs=resolve_call("ope.from_bandit_feedback")(
             bandit_feedback())),
-    # reward and the probability columns keep their defaults: a column name, not an array
     "ope.slate_logs": lambda tmp: call(
-        "ope.slate_logs", data=slate_frame(), slate_id="slate_id", position="position",
-        item="item", context="context", position_base=0, allow_repeats=False),
+        "ope.slate_logs", data=slate_frame(), mapping={"slate_id": "slate_id"},
+        position_base=0, allow_repeats=False),
     "ope.sequential_estimate": lambda tmp: Call(resolve_call("ope.sequential_estimate"), {
         "trajectories": trajectories(), "target": "pi", "estimator": "pdis", "gamma": 0.9,
         "q_hat": None, "v_hat": None, "tail_value": None, "reward_range": None,

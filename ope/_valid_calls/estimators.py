@@ -100,7 +100,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.DR.estimate": estimator_estimate("ope.DR"),
     "ope.SNDR.estimate": estimator_estimate("ope.SNDR"),
     "ope.compare": lambda tmp: call("ope.compare", a=estimate(), b=estimate(),
-                                     confidence_level=0.95),
+                                     confidence_level=0.95, ci="normal"),
     "ope.intervals.normal_interval": lambda tmp: call(
         "ope.intervals.normal_interval", value=0.5, std_error=0.1, confidence_level=0.95),
     "ope.intervals.t_interval": lambda tmp: call(

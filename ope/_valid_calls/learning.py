@@ -119,7 +119,7 @@ def _learner_calls(cls: str) -> dict[str, Callable[[Path], Call]]:
 
 # ----------------------------------------------------------------------------- the gate
 def _gate_settings() -> dict[str, Any]:
-    return dict(reward_range=(0.0, 1.0), confidence_level=0.95, method="auto",
+    return dict(reward_range=(0.0, 1.0), confidence_level=0.95, ci="auto",
                 baseline="logging", max_weight=3.0, max_sampling_weight=None)
 
 
@@ -201,7 +201,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         "policies": {"ips": _fitted("IPSPolicyLearner"),
                      "dm": _fitted("DirectMethodPolicyLearner")},
         "reward_range": (0.0, 1.0), "max_weight": 3.0, "confidence_level": 0.95,
-        "method": "auto", "simultaneous": True, "max_sampling_weight": None}),
+        "ci": "auto", "simultaneous": True, "max_sampling_weight": None}),
     "ope.Certificate.from_dict": lambda tmp: call(
         resolve("ope.Certificate").from_dict, data=_certificate().to_dict()),
     "ope.Certificate.from_json": lambda tmp: call(
@@ -212,7 +212,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.learn_from_logs": lambda tmp: call(
         "ope.learn_from_logs", logs=_logs(), context_columns=["x0"],
         learner=_learner("IPSPolicyLearner"), action_features=None, certify_fraction=0.5,
-        confidence_level=0.95, method="auto", baseline="logging", max_weight=3.0,
+        confidence_level=0.95, ci="auto", baseline="logging", max_weight=3.0,
         name="learned", rng=0, weight_column=None, max_sampling_weight=None),
     "ope.learner_policy_batches": lambda tmp: Call(
         _consumed(resolve("ope.learner_policy_batches")), {

@@ -70,10 +70,10 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.Estimate.ci": lambda tmp: Call(estimate().ci, {
         "confidence_level": 0.9, "method": "normal"}),
     "ope.Estimate.with_ci": lambda tmp: Call(estimate().with_ci, {
-        "confidence_level": 0.9, "method": "normal"}),
+        "confidence_level": 0.9, "ci": "normal"}),
     "ope.Evaluation.table": lambda tmp: Call(evaluation().table, {"by": None}),
     "ope.Evaluation.compare": lambda tmp: Call(evaluation().compare, {
-        "policy": "greedy", "estimator": "ips"}),
+        "policy": "greedy", "estimator": "ips", "ci": "normal"}),
     "ope.Evaluation.write_report": lambda tmp: Call(evaluation().write_report, {
         "path": tmp / "report.html", "title": "t", "overwrite": True}),
     "ope.report.check_report_destination": lambda tmp: call(
@@ -100,7 +100,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
                                                        "by": "seg"}),
     "ope.Diagnostics.plot_weights": lambda tmp: Call(
         closing_figures(diagnostics().plot_weights), {"policy": "greedy", "ax": None}),
-    "ope.Diagnostics.report": lambda tmp: Call(_report_diagnostics().report, {
+    "ope.Diagnostics.write_report": lambda tmp: Call(_report_diagnostics().write_report, {
         "path": tmp / "report.html", "evaluation": None, "certificate": None, "truth": None,
         "provenance": {"seed": 0}, "title": "t", "validation": None, "overwrite": True}),
     "ope.Diagnostics.unsupported_mass": lambda tmp: Call(diagnostics().unsupported_mass, {
@@ -108,12 +108,12 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.Diagnostics.weight_histogram": lambda tmp: Call(diagnostics().weight_histogram, {
         "policy": "greedy"}),
     "ope.Diagnostics.with_provenance": lambda tmp: Call(diagnostics().with_provenance, {}),
-    "ope.Estimate.target_of": lambda tmp: Call(estimate().target_of, {"method": "normal"}),
+    "ope.Estimate.target_of": lambda tmp: Call(estimate().target_of, {"ci": "normal"}),
     "ope.Estimate.with_provenance": lambda tmp: Call(estimate().with_provenance, {}),
     "ope.Estimate.with_source": lambda tmp: (lambda est: Call(est.with_source, {
         "source": est.source}))(estimate()),
     "ope.Evaluation.comparisons": lambda tmp: Call(evaluation().comparisons, {
-        "method": "normal"}),
+        "ci": "normal"}),
     "ope.Evaluation.plot": lambda tmp: Call(closing_figures(evaluation().plot), {
         "ax": None, "truth": {"greedy": 0.4}}),
     "ope.Evaluation.summary": lambda tmp: Call(evaluation().summary, {

@@ -55,6 +55,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ope._centered import CenteredMoments
+from ope._docstrings import fill_doc
 from ope._thresholds import (
     COVERAGE_VERDICT_SHARE,
     ESS_RATIO_WARN,
@@ -169,13 +170,7 @@ _SHARED_PARAMS = """
 """
 
 
-def _fill_doc(func: Any) -> Any:
-    """Insert the shared parameter text (written once) into a docstring."""
-    func.__doc__ = func.__doc__.replace("    <shared parameters>\n", _SHARED_PARAMS.lstrip("\n"))
-    return func
-
-
-@_fill_doc
+@fill_doc({"shared parameters": _SHARED_PARAMS.strip() + "\n"})
 def diagnose_arrays(
     reward: npt.ArrayLike,
     logging_propensity: npt.ArrayLike,
@@ -546,7 +541,7 @@ def _diagnose_weighted(
                    sums.hist_counts, info=[note])
 
 
-@_fill_doc
+@fill_doc({"shared parameters": _SHARED_PARAMS.strip() + "\n"})
 def diagnose(
     logs: Any,
     policies: Any = None,

@@ -574,7 +574,7 @@ class Diagnostics(Result):
 
         return plot_coverage(self, policy, ax=ax, by=by)
 
-    def report(
+    def write_report(
         self,
         path: Any,
         *,

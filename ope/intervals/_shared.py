@@ -1,14 +1,13 @@
-"""What the interval methods share: the check of logged rows, and docstring text written once.
+"""What the interval methods share: the check of logged rows and the reward units.
 
 Arguments and arrays go through :mod:`ope._validation` (one checker per glossary term); what is
 specific to the methods that read the rows (betting, empirical likelihood), per-row importance
-weights paired with rewards, is checked here once. :func:`fill_docstrings` puts the numpydoc
-text that several functions share (parameters, errors) into their docstrings.
+weights paired with rewards, is checked here once. The numpydoc text that several interval
+functions share is filled in by :func:`ope._docstrings.fill_doc`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ from ope._validation import (
 )
 from ope.exceptions import EstimationError, ValidationError
 
-__all__ = ["fill_docstrings", "in_reward_units", "weight_reward_rows"]
+__all__ = ["in_reward_units", "weight_reward_rows"]
 
 
 def weight_reward_rows(
@@ -113,27 +112,3 @@ def in_reward_units(x01: Any, r_min: float, r_max: float) -> Any:
     unit = np.clip(np.asarray(x01, dtype=np.float64), 0.0, 1.0)
     value = np.clip(r_min + (r_max - r_min) * unit, r_min, r_max)
     return float(value) if value.ndim == 0 else value
-
-
-def fill_docstrings(functions: tuple[Callable[..., Any], ...], parts: Mapping[str, str]) -> None:
-    """Replace each ``<key>`` placeholder in the docstrings of ``functions`` by ``parts[key]``.
-
-    The shared text is written once, indented as a numpydoc section body (continuation lines
-    indented by four spaces); a docstring is None under ``python -OO`` and then left alone.
-
-    Examples
-    --------
-    >>> from ope.intervals._shared import fill_docstrings
-    >>> def f():
-    ...     "Doc: <x>."
-    >>> fill_docstrings((f,), {"x": "filled"})
-    >>> f.__doc__
-    'Doc: filled.'
-    """
-    for function in functions:
-        doc = function.__doc__
-        if doc is None:
-            continue
-        for key, text in parts.items():
-            doc = doc.replace(f"<{key}>", text)
-        function.__doc__ = doc

@@ -20,7 +20,7 @@ from ope._validation import (
     parameter_error,
 )
 from ope.exceptions import EstimationError
-from ope.intervals._shared import fill_docstrings
+from ope._docstrings import fill_doc
 from ope.intervals._types import ConfidenceInterval
 
 __all__ = ["normal_interval", "t_interval"]
@@ -141,7 +141,6 @@ def t_interval(
     return _wald(value, std_error, float(stats.t.ppf(0.5 + level / 2.0, df=df)), "t")
 
 
-fill_docstrings(
-    (normal_interval, t_interval),
-    {"Wald parameters": _WALD_PARAMETERS, "Wald level and returns": _WALD_LEVEL_RETURNS},
-)
+for _function in (normal_interval, t_interval):
+    fill_doc({"Wald parameters": _WALD_PARAMETERS, "Wald level and returns": _WALD_LEVEL_RETURNS})(
+        _function)

@@ -37,7 +37,8 @@ from ope._validation import (
     user_stacklevel,
 )
 from ope.exceptions import EstimationError, MissingBoundsError, OverlapWarning, ValidationError
-from ope.intervals._shared import fill_docstrings, in_reward_units, weight_reward_rows
+from ope._docstrings import fill_doc
+from ope.intervals._shared import in_reward_units, weight_reward_rows
 from ope.intervals._types import ConfidenceInterval
 
 __all__ = ["betting_interval", "betting_confidence_sequence", "betting_lower_bound"]
@@ -541,6 +542,5 @@ def betting_lower_bound(
     return float(bound) if x.ndim == 1 else bound
 
 
-fill_docstrings(
-    (betting_interval, betting_confidence_sequence), {"raises and warns": _RAISES_AND_WARNS}
-)
+for _function in (betting_interval, betting_confidence_sequence):
+    fill_doc({"raises and warns": _RAISES_AND_WARNS})(_function)

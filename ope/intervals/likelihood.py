@@ -35,7 +35,8 @@ from ope._validation import (
     first_rows,
 )
 from ope.exceptions import EstimationError, ParameterError, ValidationError
-from ope.intervals._shared import fill_docstrings, weight_reward_rows
+from ope._docstrings import fill_doc
+from ope.intervals._shared import weight_reward_rows
 from ope.intervals._types import ConfidenceInterval
 
 __all__ = ["empirical_likelihood_estimate", "empirical_likelihood_interval"]
@@ -397,7 +398,6 @@ def empirical_likelihood_interval(
     return ConfidenceInterval(r_min + span * low01, r_min + span * high01)
 
 
-fill_docstrings(
-    (empirical_likelihood_estimate, empirical_likelihood_interval),
-    {"shared parameters": _SHARED_PARAMETERS, "shared raises": _SHARED_RAISES},
-)
+for _function in (empirical_likelihood_estimate, empirical_likelihood_interval):
+    fill_doc({"shared parameters": _SHARED_PARAMETERS, "shared raises": _SHARED_RAISES})(
+        _function)

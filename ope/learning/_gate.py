@@ -68,7 +68,7 @@ _METHODS: Final = ("auto", "betting", "bernstein", "t")
 #: weights are refused by them
 _UNWEIGHTED_METHODS: Final = ("betting", "bernstein")
 
-#: what ``method="auto"`` chooses on unweighted rows and on rows with sampling weights
+#: what ``ci="auto"`` chooses on unweighted rows and on rows with sampling weights
 AUTO_METHOD: Final = "betting"
 AUTO_WEIGHTED_METHOD: Final = "t"
 
@@ -82,14 +82,14 @@ _WEIGHTED_BISECTION_STEPS: Final = 50
 _SAMPLING_WEIGHT_SLACK: Final = 1e-12
 _WEIGHTED_BET_TRUNCATION: Final = 0.5
 
-#: type of a gate mode (the ``method`` argument of SafetyGate, certify, rank_policies, ...)
+#: type of a gate mode (the ``ci`` argument of SafetyGate, certify, rank_policies, ...)
 GateMethod = Literal["auto", "betting", "bernstein", "t"]
 
 
 #: fields of a certificate that are text, and those that are finite numbers (the improvement
 #: pair may also be None), as Certificate.from_dict checks them
-_CERTIFICATE_TEXTS: Final = ("policy", "reason", "baseline_source", "method")
-_CERTIFICATE_NUMBERS: Final = ("estimate", "lower_bound", "baseline_value", "confidence_level",
+_CERTIFICATE_TEXTS: Final = ("policy", "reason", "baseline_source", "ci_method")
+_CERTIFICATE_NUMBERS: Final = ("value", "lower_bound", "baseline_value", "confidence_level",
                                "max_weight", "clipped_fraction", "improvement_estimate",
                                "improvement_lower_bound")
 
@@ -121,9 +121,9 @@ class Certificate(Result):
     """The verdict of :class:`SafetyGate` on one policy, with everything needed to audit it.
 
     A result object like every other of ope (:class:`ope.results.Result`): ``to_dict()``,
-    ``summary()``, an escaped ``_repr_html_()``, and the shared vocabulary ``value`` (the
-    estimate), ``n`` (certification rows), ``ci_method`` (the bound's method),
-    ``confidence_level`` and ``notes``.
+    ``summary()``, an escaped ``_repr_html_()``, and the field names every result of ope uses
+    (:class:`ope.results.Estimate`): ``value`` (the estimate), ``n`` (certification rows),
+    ``ci_method`` (the bound's method), ``confidence_level`` and ``notes``.
 
     Attributes
     ----------
@@ -133,7 +133,7 @@ class Certificate(Result):
         ``"approve"`` only if the one-sided lower confidence bound beats the baseline.
     reason : str
         One sentence saying why.
-    estimate : float
+    value : float
         Pessimistic clipped-IPS estimate of the policy's value on the certification rows,
         :math:`r_{lo} + \\frac1n\\sum_i (r_i - r_{lo})\\min(w_i, M)`.
     lower_bound : float
@@ -150,7 +150,7 @@ class Certificate(Result):
         Its one-sided lower confidence bound; the policy is approved when it is > 0.
     confidence_level : float
         One-sided confidence level of the bounds.
-    method : {"betting", "bernstein", "t"}
+    ci_method : {"betting", "bernstein", "t"}
         ``"betting"``: Waudby-Smith & Ramdas betting bound and ``"bernstein"``: Maurer-Pontil
         empirical Bernstein, both valid at every sample size (safe); ``"t"``: Student-t,
         asymptotic (semi-safe, as HCPI's TT; it can exceed the nominal false-approval rate).
@@ -160,7 +160,7 @@ class Certificate(Result):
         A priori reward range.
     n_train : int or None
         Rows the policy was trained on (disjoint from the certification rows).
-    n_certify : int
+    n : int
         Certification rows.
     clipped_fraction : float
         Share of certification rows whose weight was clipped at ``max_weight``.
@@ -172,7 +172,7 @@ class Certificate(Result):
         ``rng`` reproduces the split, the fit and this certificate. None otherwise.
     sampling_weight : str or None
         The column (or argument) of the certification rows' sampling (Horvitz-Thompson)
-        weights when the certificate is weighted: ``estimate``, ``baseline_value`` and the
+        weights when the certificate is weighted: ``value``, ``baseline_value`` and the
         improvement are then Hajek ratios on the logged population (see :class:`SafetyGate`).
         None for unweighted rows (also when every weight is 1). ``weighted`` says the same as
         a bool (in ``to_dict()`` too).
@@ -181,7 +181,7 @@ class Certificate(Result):
     policy: str
     verdict: Literal["approve", "reject"]
     reason: str
-    estimate: float
+    value: float
     lower_bound: float
     baseline: Literal["logging", "threshold"]
     baseline_value: float
@@ -189,11 +189,11 @@ class Certificate(Result):
     improvement_estimate: float | None
     improvement_lower_bound: float | None
     confidence_level: float
-    method: str
+    ci_method: str
     max_weight: float
     reward_range: tuple[float, float]
     n_train: int | None
-    n_certify: int
+    n: int
     clipped_fraction: float
     notes: tuple[str, ...] = ()
     seed: int | None = None
@@ -209,27 +209,12 @@ class Certificate(Result):
         """True when the verdict is ``"approve"``."""
         return self.verdict == "approve"
 
-    @property
-    def value(self) -> float:
-        """The estimate (shared vocabulary; same as :attr:`estimate`)."""
-        return self.estimate
-
-    @property
-    def n(self) -> int:
-        """Certification rows (shared vocabulary; same as :attr:`n_certify`)."""
-        return self.n_certify
-
-    @property
-    def ci_method(self) -> str:
-        """Method of the lower bound (shared vocabulary; same as :attr:`method`)."""
-        return self.method
-
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict with stable keys (the fields, and ``value``, ``n``, ``ci_method``)."""
+        """A JSON-ready dict with stable keys: the fields, and ``weighted``."""
         d = asdict(self)
         d["reward_range"] = list(self.reward_range)
         d["notes"] = list(self.notes)
-        d.update(value=self.value, n=self.n, ci_method=self.ci_method, weighted=self.weighted)
+        d["weighted"] = self.weighted
         return d
 
     def to_json(self, **json_options: Any) -> str:
@@ -238,9 +223,8 @@ class Certificate(Result):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Certificate:
-        """Rebuild a certificate from :meth:`to_dict` output (also of versions without
-        ``notes``, ``seed``, ``sampling_weight``, ``value``, ``n``, ``ci_method`` and
-        ``weighted``; the last four are derived). Every field is checked: a value
+        """Rebuild a certificate from :meth:`to_dict` output (also without ``notes``,
+        ``seed``, ``sampling_weight`` and ``weighted``; the last is derived). Every field is checked: a value
         :meth:`to_dict` cannot have written (a NaN estimate, an unknown verdict) is a
         ``ValidationError`` naming ``data`` and the field."""
         return cls._from_mapping(data, "data")
@@ -269,7 +253,7 @@ class Certificate(Result):
             optional = key.startswith("improvement_")
             if not (optional and values[key] is None):
                 values[key] = _finite_field(arg, key, values[key])
-        for key, optional in (("n_certify", False), ("n_train", True), ("seed", True)):
+        for key, optional in (("n", False), ("n_train", True), ("seed", True)):
             value = values.get(key)
             if optional and value is None:
                 continue
@@ -322,9 +306,9 @@ class Certificate(Result):
         lines = [
             f"certificate for policy {self.policy!r}: {self.verdict.upper()}",
             f"  reason:            {self.reason}",
-            f"  estimate:          {self.estimate:.6g} "
+            f"  estimate:          {self.value:.6g} "
             f"({kind}, max_weight={self.max_weight:g})",
-            f"  lower bound:       {self.lower_bound:.6g} (one-sided {pct}, {self.method})",
+            f"  lower bound:       {self.lower_bound:.6g} (one-sided {pct}, {self.ci_method})",
             f"  baseline:          {self.baseline_value:.6g} ({self.baseline_source})",
         ]
         if self.improvement_lower_bound is not None:
@@ -334,12 +318,12 @@ class Certificate(Result):
             )
         train = "unknown" if self.n_train is None else f"{self.n_train:,}"
         lines.append(
-            f"  rows:              {train} train, {self.n_certify:,} certify; "
+            f"  rows:              {train} train, {self.n:,} certify; "
             f"{100 * self.clipped_fraction:.3g}% of weights clipped"
         )
         if self.sampling_weight is not None:
-            bound = ("finite-sample weighted betting bound" if self.method == "betting" else
-                     f"{self.method} bound of the linearized Hajek ratio, asymptotic")
+            bound = ("finite-sample weighted betting bound" if self.ci_method == "betting" else
+                     f"{self.ci_method} bound of the linearized Hajek ratio, asymptotic")
             lines.append(f"  sampling weights:  column `{self.sampling_weight}` (Horvitz-Thompson: "
                          f"values for the logged population; {bound})")
         if self.seed is not None:
@@ -348,7 +332,7 @@ class Certificate(Result):
 
     def _parts(self) -> ResultParts:
         d = self.to_dict()
-        shown = [(k, v) for k, v in d.items() if k not in ("notes", "value", "n", "ci_method")]
+        shown = [(k, v) for k, v in d.items() if k != "notes"]
         return ResultParts(
             title=f"certificate for policy {self.policy!r}: {self.verdict.upper()}",
             fields=shown,
@@ -542,10 +526,14 @@ class SafetyGate:
         One-sided level of the lower bound; the chance of approving a policy that is truly no
         better than the baseline is at most ``1 - confidence_level`` for the finite-sample modes
         (``"betting"``, ``"bernstein"``) only.
-    method : {"auto", "betting", "bernstein", "t"}, default="auto"
-        ``"auto"``: ``"betting"`` on unweighted rows, and on rows with sampling weights when
-        ``max_sampling_weight`` is given; ``"t"`` on rows with sampling weights otherwise (see
-        Notes). The certificate's ``method`` is the mode used. ``"betting"``: one-sided
+    ci : {"auto", "betting", "bernstein", "t"}, default="auto"
+        The method of the one-sided bound. ``"auto"``: ``"betting"`` on unweighted rows, and on
+        rows with sampling weights when ``max_sampling_weight`` is given; ``"t"`` on rows with
+        sampling weights otherwise (see Notes). The certificate's ``ci_method`` is the mode
+        used. The default differs from the ``"normal"`` of ope's two-sided intervals on
+        purpose: an approval is a decision whose error rate the gate promises to keep below
+        ``1 - confidence_level``, which an asymptotic bound (normal or t) does not do at
+        finite ``n``, so the default is a bound valid at every sample size. ``"betting"``: one-sided
         betting bound of Waudby-Smith & Ramdas
         (:func:`ope.intervals.betting.betting_lower_bound`), valid at every sample size and the
         tightest safe mode. ``"bernstein"``: Maurer-Pontil empirical Bernstein bound, also valid
@@ -591,13 +579,13 @@ class SafetyGate:
 
     The bounds of :math:`\mathbb E Z` and :math:`\mathbb E D` use the a priori ranges above
     (:math:`D_i` is smallest when :math:`\bar w_i = 0` and :math:`\ell_i = \Delta`, largest when
-    :math:`\bar w_i = M` and :math:`\ell_i = \Delta`). ``method="betting"`` (default) bets on the
+    :math:`\bar w_i = M` and :math:`\ell_i = \Delta`). ``ci="betting"`` (default) bets on the
     rows in their given order (:func:`ope.intervals.betting.betting_lower_bound`; the order
     must not be chosen from the rewards or weights, e.g. sorted by reward);
-    ``method="bernstein"`` uses :func:`ope.intervals.bounded.bernstein_interval`; both hold for
-    every :math:`n`. ``method="t"`` uses :math:`\bar D - t_{c, n-1}s/\sqrt n`, which rests on
+    ``ci="bernstein"`` uses :func:`ope.intervals.bounded.bernstein_interval`; both hold for
+    every :math:`n`. ``ci="t"`` uses :math:`\bar D - t_{c, n-1}s/\sqrt n`, which rests on
     the central limit theorem and is not safe for skewed terms at moderate :math:`n` (see
-    ``method``). The guarantee needs i.i.d. rows, correct logging propensities, and
+    ``ci``). The guarantee needs i.i.d. rows, correct logging propensities, and
     certification rows independent of the training (and selection) rows.
 
     **Sampling weights.** When the certification rows carry sampling (Horvitz-Thompson) weights
@@ -613,7 +601,7 @@ class SafetyGate:
     with the linearized standard error :math:`\hat\sigma/\sqrt n`, :math:`\hat\sigma^2` the
     sample variance of :math:`\psi_i = s_i(T_i - \hat T_s)/\bar s` (:math:`T = Z` or
     :math:`D`; :meth:`ope.moments.WeightedMoments.estimate`), and the one-sided bound
-    :math:`\hat T_s - t_{c,n-1}\hat\sigma/\sqrt n` (``method="t"``; asymptotic, as
+    :math:`\hat T_s - t_{c,n-1}\hat\sigma/\sqrt n` (``ci="t"``; asymptotic, as
     unweighted). With an a priori bound :math:`s_i\le S` (``max_sampling_weight``)
     ``"betting"`` is finite-sample on weighted rows too: given the number of kept rows they are
     i.i.d. from the kept distribution :math:`Q`, under which :math:`\mathbb E_Q[s(T - m)]` has
@@ -624,8 +612,9 @@ class SafetyGate:
     :math:`S = 1` give the unweighted betting bound exactly. Without :math:`S` the terms
     :math:`s_iT_i` have no a priori range and ``"betting"`` refuses weighted rows;
     ``"bernstein"`` always does (its bound is for the unweighted mean of i.i.d. terms).
-    ``method="auto"`` (the default) is ``"betting"`` on weighted rows when :math:`S` is given,
-    else ``"t"``, and the certificate says which (``method``, ``sampling_weight`` and a note).
+    ``ci="auto"`` (the default) is ``"betting"`` on weighted rows when :math:`S` is given,
+    else ``"t"``, and the certificate says which (``ci_method``, ``sampling_weight`` and a
+    note).
     Unit weights are the unweighted rows: the certificate is then exactly the unweighted one.
 
     References
@@ -654,7 +643,7 @@ class SafetyGate:
 
     reward_range: tuple[float, float] | None = None
     confidence_level: float = 0.95
-    method: GateMethod = "auto"
+    ci: GateMethod = "auto"
     baseline: Literal["logging"] | float = "logging"
     max_weight: float | None = None
     max_sampling_weight: float | None = None
@@ -752,7 +741,7 @@ class SafetyGate:
         s_max = None
         if s is not None:
             s_max = check_max_sampling_weight(self.max_sampling_weight, s, weight_name)
-        method = resolve_gate_method(self.method, None if s is None else weight_name,
+        method = resolve_gate_method(self.ci, None if s is None else weight_name,
                                      max_sampling_weight=s_max)
         bet_weights = None if s is None or s_max is None else (s, s_max)
         pe = _policy_propensity(policy, X, a, candidates, n)
@@ -825,7 +814,7 @@ class SafetyGate:
             policy=str(name),
             verdict="approve" if approve else "reject",
             reason=reason,
-            estimate=estimate,
+            value=estimate,
             lower_bound=lower,
             baseline=baseline_kind,
             baseline_value=baseline_value,
@@ -833,29 +822,29 @@ class SafetyGate:
             improvement_estimate=improvement,
             improvement_lower_bound=improvement_lower,
             confidence_level=level,
-            method=method,
+            ci_method=method,
             max_weight=max_weight,
             reward_range=(low, high),
             n_train=None if n_train is None else int(n_train),
-            n_certify=int(n),
+            n=int(n),
             clipped_fraction=n_clipped / n,
             # the t bound rests on the central limit theorem; betting and Bernstein hold at any n
             notes=((small_sample_note(n),) if method == "t" and small_sample(n) else ())
-            + (() if s is None else (_weighted_note(weight_name, s, self.method, method,
+            + (() if s is None else (_weighted_note(weight_name, s, self.ci, method,
                                                     s_max),)),
             sampling_weight=None if s is None else weight_name,
         )
 
 
 def resolve_gate_method(
-    method: Any, weight_name: str | None, *, max_sampling_weight: float | None = None
+    ci: Any, weight_name: str | None, *, max_sampling_weight: float | None = None
 ) -> str:
     """The gate mode used. Unweighted rows (``weight_name`` None): ``"auto"`` is
     :data:`AUTO_METHOD`. Rows with sampling weights: ``"auto"`` is ``"betting"`` (the weighted
     betting bound, finite-sample) when ``max_sampling_weight`` bounds the weights a priori, else
     :data:`AUTO_WEIGHTED_METHOD` (``"t"``); ``"betting"`` without that bound and
     ``"bernstein"`` refuse them."""
-    chosen = check_choice(method, "method", _METHODS)
+    chosen = check_choice(ci, "ci", _METHODS)
     if weight_name is None:
         return AUTO_METHOD if chosen == "auto" else chosen
     if chosen == "auto":
@@ -871,10 +860,10 @@ def resolve_gate_method(
             "logger uses))"
         )
         raise EstimationError(
-            f"the gate's method={chosen!r} does not take sampling weights as given, and the "
+            f"the gate's ci={chosen!r} does not take sampling weights as given, and the "
             f"certification rows carry them (column `{weight_name}`, not all 1, e.g. from "
-            f"DSJSON pdrop): {how}. Use method='t' (the asymptotic bound of the linearized "
-            "ratio; method='auto' chooses it for weighted rows without max_sampling_weight), "
+            f"DSJSON pdrop): {how}. Use ci='t' (the asymptotic bound of the linearized "
+            "ratio; ci='auto' chooses it for weighted rows without max_sampling_weight), "
             f"or drop the `{weight_name}` column to certify on the kept rows as they are."
         )
     return chosen
@@ -922,7 +911,7 @@ def _weighted_note(
         bound = (f"the bounds are the weighted betting bounds of the population means "
                  f"(finite-sample; sampling weights <= max_sampling_weight = {s_max:g})")
     else:
-        chose = ("method='auto' chose the t bound (no max_sampling_weight was given for the "
+        chose = ("ci='auto' chose the t bound (no max_sampling_weight was given for the "
                  "weighted betting bound), " if requested == "auto" else "")
         bound = (f"{chose}the bounds are t bounds of the linearized ratios (asymptotic): "
                  "betting needs max_sampling_weight and bernstein is for unweighted rows")
@@ -944,7 +933,7 @@ def certify(
     name: str | None = None,
     n_train: int | None = None,
     confidence_level: float = 0.95,
-    method: GateMethod = "auto",
+    ci: GateMethod = "auto",
     baseline: Literal["logging"] | float = "logging",
     max_weight: float | None = None,
     sampling_weight: Any = None,
@@ -968,7 +957,7 @@ def certify(
     'reject'
     """
     gate = SafetyGate(
-        reward_range=reward_range, confidence_level=confidence_level, method=method,
+        reward_range=reward_range, confidence_level=confidence_level, ci=ci,
         baseline=baseline, max_weight=max_weight, max_sampling_weight=max_sampling_weight,
     )
     return gate.certify(
@@ -988,7 +977,7 @@ def rank_policies(
     max_weight: float | None,
     candidates: Any = None,
     confidence_level: float = 0.95,
-    method: GateMethod = "auto",
+    ci: GateMethod = "auto",
     simultaneous: bool = True,
     sampling_weight: Any = None,
     weight_name: str | None = None,
@@ -1012,7 +1001,7 @@ def rank_policies(
         Candidate sets of the rows.
     confidence_level : float, default=0.95
         One-sided level.
-    method : {"auto", "betting", "bernstein", "t"}, default="auto"
+    ci : {"auto", "betting", "bernstein", "t"}, default="auto"
         As in :class:`SafetyGate` (``"t"`` is asymptotic and not safe; ``"auto"`` is betting,
         or ``"t"`` on rows with sampling weights).
     simultaneous : bool, default=True
@@ -1026,8 +1015,8 @@ def rank_policies(
     Returns
     -------
     pandas.DataFrame
-        One row per policy, best lower bound first: ``rank, policy, estimate, lower_bound,
-        improvement_estimate, improvement_lower_bound, confidence_level, method, n``.
+        One row per policy, best lower bound first: ``rank, policy, value, lower_bound,
+        improvement_estimate, improvement_lower_bound, confidence_level, ci_method, n``.
         ``improvement_*`` are paired against the logging policy (as in :class:`SafetyGate`).
 
     Notes
@@ -1066,7 +1055,7 @@ def rank_policies(
     level = check_confidence_level(confidence_level)
     per_policy = 1.0 - (1.0 - level) / len(policies) if simultaneous else level
     gate = SafetyGate(
-        reward_range=reward_range, confidence_level=per_policy, method=method,
+        reward_range=reward_range, confidence_level=per_policy, ci=ci,
         baseline="logging", max_weight=max_weight, max_sampling_weight=max_sampling_weight,
     )
     if max_weight is None:
@@ -1083,13 +1072,13 @@ def rank_policies(
         rows.append(
             {
                 "policy": cert.policy,
-                "estimate": cert.estimate,
+                "value": cert.value,
                 "lower_bound": cert.lower_bound,
                 "improvement_estimate": cert.improvement_estimate,
                 "improvement_lower_bound": cert.improvement_lower_bound,
                 "confidence_level": per_policy,
-                "method": cert.method,
-                "n": cert.n_certify,
+                "ci_method": cert.ci_method,
+                "n": cert.n,
             }
         )
     table = pd.DataFrame(rows).sort_values("lower_bound", ascending=False, kind="stable")

@@ -60,7 +60,7 @@ def learn_from_logs(
     action_features: Any = None,
     certify_fraction: float = DEFAULT_CERTIFY_FRACTION,
     confidence_level: float = 0.95,
-    method: GateMethod = "auto",
+    ci: GateMethod = "auto",
     baseline: Literal["logging"] | float = "logging",
     max_weight: float | None = None,
     name: str = "learned",
@@ -85,7 +85,7 @@ def learn_from_logs(
         (the importers attach it) and the learner is not set to ``action_model="per_action"``.
     certify_fraction : float, default=0.5
         Share of rows held out for certification (drawn at random with ``rng``).
-    confidence_level, method, baseline, max_weight
+    confidence_level, ci, baseline, max_weight
         As in :class:`SafetyGate`; ``reward_range`` is the learner's, and ``max_weight`` defaults
         to the learner's ``max_weight_`` (chosen on the training split).
     name : str, default="learned"
@@ -120,7 +120,7 @@ def learn_from_logs(
     fitted with ``sample_weight`` = the training rows' :math:`s_i` (its objective is then the
     Hajek-weighted estimate of the value, see :class:`ConservativePolicyLearner`), and the gate
     certifies with the certification rows' :math:`s_i` (:class:`SafetyGate`, "Sampling
-    weights"): with ``method="auto"`` (default) by the weighted betting bound when
+    weights"): with ``ci="auto"`` (default) by the weighted betting bound when
     ``max_sampling_weight`` is given, else by the t bound of the linearized Hajek ratio.
     The certificate names the weight column (``sampling_weight``, ``weighted``), the method
     used, and says so in a note.
@@ -156,10 +156,10 @@ def learn_from_logs(
     weight_arguments(est, weight_name, s)
     s_max = None if s is None else check_max_sampling_weight(max_sampling_weight, s,
                                                                str(weight_name))
-    resolve_gate_method(method, weight_name, max_sampling_weight=s_max)
+    resolve_gate_method(ci, weight_name, max_sampling_weight=s_max)
     gate = SafetyGate(
         reward_range=getattr(est, "reward_range", None), confidence_level=confidence_level,
-        method=method, baseline=baseline, max_weight=max_weight,
+        ci=ci, baseline=baseline, max_weight=max_weight,
         max_sampling_weight=max_sampling_weight,
     )
     _release_arrow_memory()

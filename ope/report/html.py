@@ -811,7 +811,7 @@ def _certificate(ctx: dict[str, Any]) -> str:
     level = f"{cert.confidence_level:.0%}"
     facts = [
         ("verdict", f"{cert.verdict}: {cert.reason}"),
-        ("estimate (clipped IPS)", _num(cert.estimate)),
+        ("estimate (clipped IPS)", _num(cert.value)),
         (f"one-sided {level} lower bound", _num(cert.lower_bound)),
         ("baseline", f"{cert.baseline} = {_num(cert.baseline_value)} ({cert.baseline_source})"),
     ]
@@ -820,11 +820,11 @@ def _certificate(ctx: dict[str, Any]) -> str:
                       f"{_signed(cert.improvement_estimate)}, lower bound "
                       f"{_signed(cert.improvement_lower_bound)}"))
     facts += [
-        ("bound", f"{cert.method} at {level} (one-sided)"),
+        ("bound", f"{cert.ci_method} at {level} (one-sided)"),
         ("clip level", _num(cert.max_weight)),
         ("reward range", f"[{_num(cert.reward_range[0])}, {_num(cert.reward_range[1])}]"),
         ("rows", f"{_num(cert.n_train) if cert.n_train is not None else '–'} to train, "
-                 f"{_num(cert.n_certify)} to certify"),
+                 f"{_num(cert.n)} to certify"),
         ("clipped rows", _share(cert.clipped_fraction)),
     ]
     out = [f"<h3>{_e(cert.policy)} {_badge(answer if cert.verdict == 'approve' else 'rejected')}</h3>",

@@ -1,10 +1,10 @@
 """What the report and the plots read from result objects: plain rows, computed once.
 
 The HTML report and :mod:`ope.plots` render result objects and do no statistics of their own
-(STYLE.md, thin edges). This module turns an :class:`ope.Evaluation`, an :class:`ope.Diagnostics`
-and the known truth into the rows they show: the logging policy's value as a reference, the
-paired differences ranked by their lower bound, one verdict per candidate for the headline, and
-the per-segment estimates when the evaluation has them. The result objects are read through
+(the edges stay thin: every number they show is computed here or in the results). This module
+turns an :class:`ope.Evaluation`, an :class:`ope.Diagnostics` and the known truth into the
+rows they show: the logging policy's value as a reference, the paired differences ranked by
+their lower bound, one verdict per candidate for the headline, and the per-segment estimates when the evaluation has them. The result objects are read through
 their public methods only (duck-typed, so this module imports neither ``ope.evaluation`` nor
 ``ope.diagnostics.result``, which call into the report).
 """
@@ -245,7 +245,7 @@ def comparison_table(evaluation: Any, *, between: bool = True) -> pd.DataFrame:
     method = comparison_method(evaluation)
     level = evaluation.confidence_level
     rows = []
-    vs = evaluation.comparisons(method=method)
+    vs = evaluation.comparisons(ci=method)
     for r in vs.itertuples(index=False):
         rows.append({
             "policy": r.policy, "baseline": "logging", "estimator": r.estimator,
@@ -262,7 +262,7 @@ def comparison_table(evaluation: Any, *, between: bool = True) -> pd.DataFrame:
         else:
             pairs = [(order[0], b) for b in order[1:]]
         for a, b in pairs:  # loop over candidate pairs (a few dozen at most)
-            d = evaluation.compare(a, b, estimator=est, method=method)
+            d = evaluation.compare(a, b, estimator=est, ci=method)
             ci = d.ci(level, method)
             rows.append({
                 "policy": a, "baseline": b, "estimator": est, "difference": float(d.value),
