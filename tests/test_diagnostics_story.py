@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from ope.diagnostics import VERDICT_EXPLORE, VERDICT_MORE_DATA, Diagnostics, diagnose_arrays
-from ope.diagnostics.plan import percent
+from ope._format import format_share
 from ope.estimators import IPS
 from ope.exceptions import OverlapWarning
 
@@ -142,7 +142,7 @@ def test_plan_lines_agree_with_the_interval_and_never_print_zero_percent():
     tiny = d.plan(target_width=wide * (1 - 1e-5), new_rows=10_000)
     eps = tiny.exploration_share.iloc[0]
     assert 0 < eps < 5e-4
-    assert "0.0%" not in tiny.reason.iloc[0] and percent(eps) in tiny.reason.iloc[0]
+    assert "0.0%" not in tiny.reason.iloc[0] and format_share(eps) in tiny.reason.iloc[0]
     assert re.search(r"on 0\.0\d*[1-9]\d*% of the", tiny.reason.iloc[0])
 
 
