@@ -346,7 +346,7 @@ def _as_real(value: Any) -> float | None:
     try:
         return float(value)
     except OverflowError:  # an int beyond float64 (10**400): infinite for the range checks
-        return math.inf if value > 0 else -math.inf
+        return -math.inf if value < 0 else math.inf
 
 
 def check_real(value: Any, name: str, *, finite: bool = False, example: str | None = None) -> float:

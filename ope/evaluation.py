@@ -351,7 +351,7 @@ def _model_predictions(
 
     notes: list[str] = []
     if action_features is None:
-        action_features = getattr(logs, "action_features", None)
+        action_features = logs.action_features
     if context_columns is not None:
         columns = list(context_columns)
     else:
@@ -1598,7 +1598,7 @@ def _segment_estimates(
                     sub, logs.report, dropped_event_ids=logs.dropped_event_ids,
                     unit_roundoff=logs.unit_roundoff,
                 )
-                part.action_features = getattr(logs, "action_features", None)
+                part.action_features = logs.action_features
                 found.update(_eager_run(
                     part, policies, modelled, settings, model,
                     candidates=_candidate_rows(run, idx),

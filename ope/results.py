@@ -542,7 +542,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 _R = TypeVar("_R", bound="Result")
 
 
-def _in_module_of(wrapper: _F, method: _F) -> _F:
+def _in_module_of(wrapper: Callable[..., Any], method: _F) -> _F:
     """``wrapper`` as a function of ``method``'s module, named and documented as ``method``.
 
     doctest collects a class's methods only when their globals are their module's, so a
@@ -595,7 +595,7 @@ def _dict_with_provenance(method: _F) -> _F:
     def to_dict(self: Any, *args: Any, **kwargs: Any) -> Any:
         return call(self, method, args, kwargs, add)
 
-    return _in_module_of(to_dict, method)  # type: ignore[arg-type]
+    return _in_module_of(to_dict, method)
 
 
 def _text_with_provenance(method: _F) -> _F:
@@ -604,7 +604,7 @@ def _text_with_provenance(method: _F) -> _F:
     def summary(self: Any, *args: Any, **kwargs: Any) -> Any:
         return call(self, method, args, kwargs, add)
 
-    return _in_module_of(summary, method)  # type: ignore[arg-type]
+    return _in_module_of(summary, method)
 
 
 class Result:
@@ -1061,8 +1061,9 @@ class Estimate(Result):
                     src.statistic,
                     confidence_level=level,
                     n_resamples=n_resamples,  # None: default_n_resamples(level)
-                    bootstrap_method=(  # type: ignore[arg-type]
-                        "percentile" if bootstrap_method is None else bootstrap_method
+                    bootstrap_method=(
+                        "percentile" if bootstrap_method is None
+                        else bootstrap_method  # type: ignore[arg-type]  # checked by the callee
                     ),
                     rng=rng,
                 ),

@@ -900,9 +900,10 @@ _SURROGATE: Final = "\udcff"  # an unpaired surrogate: not encodable as UTF-8
 
 
 class _Array:
-    """A hostile array derived from the valid one (same length unless said otherwise)."""
+    """A hostile value derived from the valid one (an array; a DataFrame for logs), of the same
+    length unless said otherwise."""
 
-    def __init__(self, label: str, make: Callable[[np.ndarray], Any]) -> None:
+    def __init__(self, label: str, make: Callable[[Any], Any]) -> None:
         self.label, self.make = label, make
 
     def __repr__(self) -> str:

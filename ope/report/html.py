@@ -185,7 +185,7 @@ class _Figures:
         except ImportError as exc:
             self.missing = str(exc)
 
-    def figure(self, draw: Callable[[], Any], caption: str, *, label: str) -> str:
+    def figure(self, draw: Callable[..., Any], caption: str, *, label: str) -> str:
         """``draw()`` (a plot of :mod:`ope.plots` with ``ax=None``) as a ``<figure>``."""
         if self.missing is not None:
             return f'<p class="note">Figure omitted: {_e(self.missing)}</p>'
@@ -821,11 +821,11 @@ def _reproduce(ctx: dict[str, Any]) -> str:
                                   f"{fmt(d.new_rows)} new rows"))
     out.append('<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>"
                                                for k, v in facts) + "</dl>")
-    options = prov.get("options")
-    if isinstance(options, Mapping) and options:
+    run_options = prov.get("options")
+    if isinstance(run_options, Mapping) and run_options:
         out.append("<h3>Options</h3>")
         out.append(_table(["option", "value"], [[str(k), _option(v)]
-                                                 for k, v in options.items()]))
+                                                 for k, v in run_options.items()]))
     extra = {k: v for k, v in prov.items() if k not in ("command", "options", "seed", "input",
                                                           "rows")}
     if extra:
