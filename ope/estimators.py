@@ -962,8 +962,9 @@ class Estimator(ABC):
         for j, label in enumerate(data.names):  # loop over policies, not rows
             summary = cm.weight_summary(j) if self.uses_weights else None
             se = math.sqrt(cm.psi_var[j] / n)
-            value = float(self._statistic(cm.means[:, j]))
+            # the notes first: all-zero weights are an EstimationError there, before a 0 / 0
             notes = weight_notes(self, n, summary, label, std_error=se * scale)
+            value = float(self._statistic(cm.means[:, j]))
             value, se = _from_units(self, data, value, se, scale)
             if self.name == "dm":
                 notes.append(DM_NOTE)

@@ -663,12 +663,20 @@ class BanditLogs(_TableLogs):
 
         Parameters
         ----------
-        action_features : pyarrow.Table or None
-            One row per action: an ``action`` column and its feature columns; None drops them.
+        action_features : pyarrow.Table, pandas.DataFrame or None
+            One row per action: an ``action`` column and its feature columns (a DataFrame is
+            converted to a table); None drops them.
 
         Returns
         -------
         BanditLogs
+
+        Raises
+        ------
+        ParameterError
+            When ``action_features`` is neither a table, a DataFrame nor None.
+        SchemaError
+            When it has no ``action`` column.
 
         Examples
         --------
@@ -681,6 +689,22 @@ class BanditLogs(_TableLogs):
         >>> with_items.action_features.num_rows, logs.action_features
         (2, None)
         """
+        if action_features is not None and not isinstance(action_features, pa.Table):
+            import pandas as pd  # a core dependency
+
+            if not isinstance(action_features, pd.DataFrame):
+                raise ParameterError(
+                    "`action_features` must be a pyarrow.Table or pandas.DataFrame with one row "
+                    f"per action (an `action` column and feature columns), or None; got "
+                    f"{describe(action_features)}."
+                )
+            action_features = pa.Table.from_pandas(action_features, preserve_index=False)
+        if action_features is not None and "action" not in action_features.column_names:
+            raise SchemaError(
+                "`action_features` has no `action` column; it has "
+                f"{summarize_columns(action_features.column_names)}. Name the column of action "
+                "ids `action`."
+            )
         out = copy.copy(self)
         out.action_features = action_features
         return out
