@@ -1,11 +1,13 @@
 # Two commands do everything on a fresh machine with Python >= 3.11 and make:
 #   make demo   create .venv if missing, install from the lock file, run the main job on the bundled sample
 #   make test   same install, then the fast tests: tests/ and the doctests of ope/, without the
-#               tests marked slow (long statistical validation, installs, browser, notebooks)
+#               tests marked slow (long statistical validation, installs, browser, notebooks),
+#               on every core (pytest-xdist: -n auto); warnings are errors (pyproject.toml)
 # Also:
 #   make test-all      every test, slow ones included (what CI runs)
 #   make docs          the documentation site into site/ (mkdocs build --strict: warnings are errors)
 #   make lint          ruff check (pyflakes and pycodestyle errors; config in pyproject.toml)
+#   make typecheck     mypy on ope/ at the strictness of [tool.mypy] in pyproject.toml (must be clean)
 #   make test-latest   the suite on the newest releases that pyproject.toml allows (own venv, no lock)
 #   make lock          regenerate requirements/dev.lock after changing dependencies in pyproject.toml
 #                      (needs the package index: uv resolves .[dev] for every platform)
@@ -19,7 +21,7 @@ STAMP := $(VENV)/.installed-stamp
 LOCK := requirements/dev.lock
 LATEST_VENV ?= .venv-latest
 
-.PHONY: demo test test-all docs lint test-latest install lock wheel bench clean
+.PHONY: demo test test-all docs lint typecheck test-latest install lock wheel bench clean
 
 $(PY):
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "ope needs Python >= 3.11; set PYTHON=python3.11 or newer")'
@@ -38,7 +40,7 @@ demo: install
 	$(VENV)/bin/ope demo
 
 test: install
-	$(PY) -m pytest -m "not slow"
+	$(PY) -m pytest -m "not slow" -n auto
 
 test-all: install
 	$(PY) -m pytest
@@ -59,6 +61,9 @@ lock: | $(PY)
 
 lint: install
 	$(VENV)/bin/ruff check ope tests benchmarks docs
+
+typecheck: install
+	$(PY) -m mypy
 
 wheel: | $(PY)
 	$(PY) -m pip wheel --no-deps --quiet -w build/wheel .

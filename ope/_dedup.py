@@ -121,7 +121,7 @@ class SeenIds:
         if x.dtype.kind == "S":
             return self._contains_strings(x)
         if x.dtype.kind == "i":
-            if int(x.min()) > self._max:
+            if self._max is not None and int(x.min()) > self._max:
                 return np.zeros(x.size, dtype=bool)  # ids increasing across batches
             if self._map is not None:
                 rel = x - self._lo

@@ -37,7 +37,8 @@ def run_demo(*, seed: int, out: str, seed_line: str, provenance: Mapping[str, An
 
     sample = load_sample()
     truth = {str(k): float(v) for k, v in sample.truth["policies"].items()}
-    reward_range = tuple(float(v) for v in sample.truth["reward_range"])
+    low, high = (float(v) for v in sample.truth["reward_range"])
+    reward_range = (low, high)
     logs = read_logs(sample.table)
     plan = EvaluationPlan.build(
         estimators=("ips", "clipped_ips", "snips"), ci="normal", reward_range=reward_range,

@@ -69,6 +69,7 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.BanditLogs",
     "ope.BanditLogs.column",
     "ope.BanditLogs.from_validated",
+    "ope.BanditLogs.with_action_features",
     "ope.BottouInterval",
     "ope.CandidateProbabilities",
     "ope.CascadeIPS",

@@ -221,7 +221,7 @@ def _rebuild_note(text: str, rule: str | None, subject: Hashable) -> Note:
     return Note(text, rule=rule, subject=subject)
 
 
-def note_key(note: str) -> Hashable:
+def note_key(note: str) -> tuple[Any, ...]:
     """What makes two notes the same: ``(rule, subject)`` of a :class:`Note` with a rule, else
     its text with case, runs of spaces and a final period ignored.
 
@@ -366,8 +366,8 @@ def format_number(
     if isinstance(x, (bool, np.bool_)):
         return str(bool(x))
     if isinstance(x, numbers.Integral):  # counts are shown in full
-        v = int(x)
-        return f"{v:,}" if _grouped(v, grouping) else str(v)
+        count = int(x)
+        return f"{count:,}" if _grouped(count, grouping) else str(count)
     v = float(x)
     special = _special(v)
     if special is not None:

@@ -424,7 +424,7 @@ def compiled_loops(owner: str, functions: Sequence[Callable[..., Any]]) -> dict[
 # ============================================================================================
 # the compiled loops (plain Python until _jit compiles them; never run uncompiled)
 # ============================================================================================
-def _nb_scale_exponent(x):  # type: ignore[no-untyped-def]
+def _nb_scale_exponent(x):
     """0 when x (>= 0) needs no scaling, else the exponent e with x / 2**e in [0.5, 1)."""
     if x == 0.0 or (x >= _SAFE_LOW and x <= _SAFE_HIGH) or not (x <= _FLOAT_MAX):
         return 0
@@ -432,7 +432,7 @@ def _nb_scale_exponent(x):  # type: ignore[no-untyped-def]
     return max(min(e, _EXP_MAX), _EXP_MIN)
 
 
-def _nb_prepare(r, p, start, k, rb, drb, pb, hdr, chk, bits, fbits):  # type: ignore[no-untyped-def]
+def _nb_prepare(r, p, start, k, rb, drb, pb, hdr, chk, bits, fbits):
     """Pass over the block's rewards and propensities: scales, shift, reward deviations.
 
     Writes rb = r / u_r - c', drb = rb - mean(rb), pb = p * 2**kp and hdr = [c (real), e_r,
@@ -503,7 +503,7 @@ def _nb_prepare(r, p, start, k, rb, drb, pb, hdr, chk, bits, fbits):  # type: ig
     hdr[4] = kp
 
 
-def _nb_load(ts, ti, k, row, pb, j, tlo, thi):  # type: ignore[no-untyped-def]
+def _nb_load(ts, ti, k, row, pb, j, tlo, thi):
     """row = ts / pb (the block's scaled weights of one policy); the range of ts's order keys."""
     lo = tlo[j]
     hi = thi[j]
@@ -517,7 +517,7 @@ def _nb_load(ts, ti, k, row, pb, j, tlo, thi):  # type: ignore[no-untyped-def]
     thi[j] = hi
 
 
-def _nb_transpose(mat, start, k, wb):  # type: ignore[no-untyped-def]
+def _nb_transpose(mat, start, k, wb):
     """wb[j, i] = mat[start + i, j]: the block of a C-ordered (n, P) matrix, one policy per
     row (strided reads, contiguous writes: faster than the other way round)."""
     blk = mat[start:start + k]
@@ -528,7 +528,7 @@ def _nb_transpose(mat, start, k, wb):  # type: ignore[no-untyped-def]
             row[i] = col[i]
 
 
-def _nb_sums(row, rowi, k, rb, mw):  # type: ignore[no-untyped-def]
+def _nb_sums(row, rowi, k, rb, mw):
     """sum w rb, sum w, the largest w (from its bits: w >= 0) and the count above mw."""
     sa = 0.0
     sb = 0.0
@@ -543,7 +543,7 @@ def _nb_sums(row, rowi, k, rb, mw):  # type: ignore[no-untyped-def]
     return sa, sb, mx, cnt
 
 
-def _nb_clipped_sums(row, k, rb, mw):  # type: ignore[no-untyped-def]
+def _nb_clipped_sums(row, k, rb, mw):
     """sum min(w, mw) rb and sum min(w, mw)."""
     sa = 0.0
     sb = 0.0
@@ -554,7 +554,7 @@ def _nb_clipped_sums(row, k, rb, mw):  # type: ignore[no-untyped-def]
     return sa, sb
 
 
-def _nb_centre(row, k, rb, drb, mw, ma, mb, scale, out, s, j):  # type: ignore[no-untyped-def]
+def _nb_centre(row, k, rb, drb, mw, ma, mb, scale, out, s, j):
     """Centred co-moments of (min(w, mw) rb, min(w, mw)) over the block (pass 2)."""
     caa = 0.0
     cab = 0.0
@@ -590,7 +590,7 @@ def _nb_centre(row, k, rb, drb, mw, ma, mb, scale, out, s, j):  # type: ignore[n
     out[s, 4, j] = cbr
 
 
-def _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, fbits, bits,  # type: ignore[no-untyped-def]
+def _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, fbits, bits,
               plain):
     """Means and centred co-moments of every policy's raw and clipped weights in one block.
 
@@ -643,7 +643,7 @@ def _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, 
                 bc[1, q, j] = bc[0, q, j]
 
 
-def _nb_merge(an, ahdr, aexp, am, ac, amax, aclip, g, bn, bhdr, bexp, bm, bc, bmax, bclip):  # type: ignore[no-untyped-def]
+def _nb_merge(an, ahdr, aexp, am, ac, amax, aclip, g, bn, bhdr, bexp, bm, bc, bmax, bclip):
     """Merge one block's (or group's) statistics into group ``g`` of the accumulator.
 
     ``ahdr[g]``/``bhdr`` = [shift (real), r_exp, r_mean, r_m2]. Both sides are brought to the
@@ -729,7 +729,7 @@ def _nb_merge(an, ahdr, aexp, am, ac, amax, aclip, g, bn, bhdr, bexp, bm, bc, bm
     an[g] = n
 
 
-def _nb_grouped_block(wb, k, codes, start, rb, kp, mw, has_clip, present,  # type: ignore[no-untyped-def]
+def _nb_grouped_block(wb, k, codes, start, rb, kp, mw, has_clip, present,
                       gcnt, gsr, gm2, gsa, gsb, gmx, gcsa, gcsb, gcnt_clip, gcom, drb,
                       an, ahdr, aexp, am, ac, amax, aclip, c_real, er, bm, bc, bexp, bmax,
                       bclip, bhdr):
@@ -837,7 +837,7 @@ def _nb_grouped_block(wb, k, codes, start, rb, kp, mw, has_clip, present,  # typ
                     gcom[g, s, c, j] = 0.0
 
 
-def _nb_wcentre(row, k, sr, ssw, dsb, mw, ma, mb, out, s, j):  # type: ignore[no-untyped-def]
+def _nb_wcentre(row, k, sr, ssw, dsb, mw, ma, mb, out, s, j):
     """Centred co-moments of the weighted components ``a = min(w, mw) sr`` and
     ``b = min(w, mw) ssw`` with each other and with ``s`` (deviations ``dsb``)."""
     caa = 0.0
@@ -862,7 +862,7 @@ def _nb_wcentre(row, k, sr, ssw, dsb, mw, ma, mb, out, s, j):  # type: ignore[no
     out[s, 4, j] = cbs
 
 
-def _nb_wsums(row, rowi, k, sr, ssw, mw):  # type: ignore[no-untyped-def]
+def _nb_wsums(row, rowi, k, sr, ssw, mw):
     """sum w sr, sum w ssw, the largest w (from its bits, ``rowi``: w >= 0, as in
     :func:`_nb_sums`, which vectorizes) and the count above mw."""
     sa = 0.0
@@ -878,7 +878,7 @@ def _nb_wsums(row, rowi, k, sr, ssw, mw):  # type: ignore[no-untyped-def]
     return sa, sb, mx, cnt
 
 
-def _nb_wclipped_sums(row, k, sr, ssw, mw):  # type: ignore[no-untyped-def]
+def _nb_wclipped_sums(row, k, sr, ssw, mw):
     """sum min(w, mw) sr and sum min(w, mw) ssw."""
     sa = 0.0
     sb = 0.0
@@ -889,7 +889,7 @@ def _nb_wclipped_sums(row, k, sr, ssw, mw):  # type: ignore[no-untyped-def]
     return sa, sb
 
 
-def _nb_wstats(s, rb, fr, w2d, k, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, bwc, bsr,  # type: ignore[no-untyped-def]
+def _nb_wstats(s, rb, fr, w2d, k, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, bwc, bsr,
                bwx):
     """The sampling-weighted statistics of ``k`` rows (real units, about the block's shift).
 
@@ -959,7 +959,7 @@ def _nb_wstats(s, rb, fr, w2d, k, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, 
                 bwc[1, q, j] = bwc[0, q, j]
 
 
-def _nb_wmerge(an, ahdr, g, bn, bshift, bwh, bwm, bwc, bsr, awh, awm, awc, asr):  # type: ignore[no-untyped-def]
+def _nb_wmerge(an, ahdr, g, bn, bshift, bwh, bwm, bwc, bsr, awh, awm, awc, asr):
     """Merge a block's sampling-weighted statistics into group ``g`` (call it before
     :func:`_nb_merge`, which updates ``an`` and the shift): the block is re-expressed about the
     group's shift (``u1 -> u1 + d u0``, ``a -> a + d b``), then Chan et al.'s update."""
@@ -1018,7 +1018,7 @@ def _nb_wmerge(an, ahdr, g, bn, bshift, bwh, bwm, bwc, bsr, awh, awm, awc, asr):
             awc[g, s, 4, j] += cbs + db * d0 * cross
 
 
-def _nb_grouped_wblock(wb, k, codes, start, s, rb, fr, fw, mw, has_clip, bshift, an, ahdr,  # type: ignore[no-untyped-def]
+def _nb_grouped_wblock(wb, k, codes, start, s, rb, fr, fw, mw, has_clip, bshift, an, ahdr,
                        awh, awm, awc, asr, gcount, goff, perm, gs, grb, gw, su, sr, ssw, dsb,
                        bwh, bwm, bwc, bsr, bwx):
     """The sampling-weighted statistics of one block with a group code per row: the rows are
@@ -1060,7 +1060,7 @@ def _nb_grouped_wblock(wb, k, codes, start, s, rb, fr, fw, mw, has_clip, bshift,
         gcount[g] = 0
 
 
-def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, block,  # type: ignore[no-untyped-def]
+def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, block,
             an, ahdr, aexp, am, ac, amax, aclip, tlo, thi, chk, sw, awh, awm, awc, asr, plain):
     """The pass: blocks of ``block`` rows, each prepared, weighted, centred and merged.
 
@@ -1554,7 +1554,7 @@ def accumulate(
     tlo, thi = np.full(n_pol, np.inf), np.full(n_pol, -np.inf)
     if n and (n_pol or s is not None):  # no policies: the sampling-weighted head alone
         has_clip = max_weight is not None
-        mw = float(max_weight) if has_clip else 1.0
+        mw = float(max_weight) if max_weight is not None else 1.0
         if backend() == "numba":
             fns = _compiled()
             from numba.typed import List
@@ -1587,9 +1587,12 @@ def accumulate(
             step = int(min(NUMPY_BLOCK_ROWS, block_rows or NUMPY_BLOCK_ROWS))
             for start in range(0, n, step):  # a loop over blocks, not rows
                 sl = slice(start, min(start + step, n))
-                t_block = (np.column_stack([c[sl] for c in cols]) if cols
-                           else np.empty((sl.stop - sl.start, 0)) if cols is not None
-                           else mat[sl])
+                if cols is not None:
+                    t_block = (np.column_stack([c[sl] for c in cols]) if cols
+                               else np.empty((sl.stop - sl.start, 0)))
+                else:
+                    assert mat is not None  # _columns returns the columns or the matrix
+                    t_block = mat[sl]
                 with np.errstate(all="ignore"):
                     part = _np_block(
                         r[sl], p[sl], t_block, max_weight if has_clip else None, chk, tlo, thi,

@@ -346,7 +346,7 @@ def _as_real(value: Any) -> float | None:
     try:
         return float(value)
     except OverflowError:  # an int beyond float64 (10**400): infinite for the range checks
-        return math.inf if value > 0 else -math.inf
+        return -math.inf if value < 0 else math.inf
 
 
 def check_real(value: Any, name: str, *, finite: bool = False, example: str | None = None) -> float:
@@ -817,7 +817,9 @@ def check_no_overflow(
     >>> import numpy as np
     >>> from ope._validation import check_no_overflow
     >>> r = np.array([1e308, 1e308])
-    >>> check_no_overflow(r + r[::-1], "discounted returns", {"reward": r})
+    >>> with np.errstate(over="ignore"):  # the sums overflow: what is checked
+    ...     sums = r + r[::-1]
+    >>> check_no_overflow(sums, "discounted returns", {"reward": r})
     Traceback (most recent call last):
     ...
     ope.exceptions.ValidationError: discounted returns overflow float64 (2 rows are infinite or NaN, first at row 0): `reward` reaches |value| 1e+308, too large for its sums. Rescale `reward` (e.g. divide by 1e+300) and scale the results back.

@@ -1113,7 +1113,7 @@ def _check_format_flags(args: argparse.Namespace) -> None:
                               f"apply to {fmt} (drop the flag)", flag=flag)
 
 
-def _chunk_option(args: argparse.Namespace) -> dict[str, int]:
+def _chunk_option(args: argparse.Namespace) -> dict[str, Any]:
     return {k: getattr(args, k) for k in ("chunk_lines", "workers")
             if getattr(args, k, None) is not None}
 
@@ -1852,7 +1852,7 @@ def _arm_of(value: str, arms: Sequence[Any], flag: str) -> Any:
     return by_text[value]
 
 
-def _with_rng(func: Callable[..., Any], seed: int) -> dict[str, int]:
+def _with_rng(func: Callable[..., Any], seed: int) -> dict[str, Any]:
     """``{"rng": seed}`` when ``func`` takes an ``rng`` (everything random gets the seed)."""
     import inspect
 

@@ -191,7 +191,8 @@ def _bucketed_id_sets(ids: Any, index: int, n_buckets: int) -> list[_IdSet]:
     bits = n_buckets.bit_length() - 1
     if isinstance(ids, np.ndarray):
         ids = np.sort(_keys(ids))
-        starts = np.arange(1, n_buckets, dtype=np.uint64) << np.uint64(64 - bits) if bits else []
+        starts = (np.arange(1, n_buckets, dtype=np.uint64) << np.uint64(64 - bits) if bits
+                  else np.zeros(0, dtype=np.uint64))
         bounds = np.concatenate(([0], np.searchsorted(ids, starts), [ids.size])).astype(np.intp)
     else:
         ids = ids.take(pc.sort_indices(ids))
@@ -237,6 +238,7 @@ def _partition_stats(kernel: _Kernel, part: _Partition, earlier_ids: Any) -> _Pa
 
 def _partition_ids(kernel: _Kernel, part: _Partition, n_buckets: int) -> list[_IdSet]:
     """The distinct event ids of one partition (read alone), split into hash buckets."""
+    assert kernel.id_plan is not None  # ids are gathered only when the logs have event_id
     table = _read(part, kernel, kernel.id_plan)
     ids = pc.unique(pc.drop_null(table.column("event_id").combine_chunks()))
     return _bucketed_id_sets(_id_values(ids), part.index, n_buckets)

@@ -436,7 +436,7 @@ def moment_interval(
             max_weight=clip_level,
             reward_range=(low_r, high_r),
             confidence_level=confidence_level,
-            outer="bernstein" if outer is None else outer,
+            outer="bernstein" if outer is None else outer,  # type: ignore[arg-type]  # checked there
         )
     if outer is not None:
         raise ParameterError(f"`outer` applies only to method='bottou'; got {method!r}.")
@@ -964,8 +964,9 @@ class Estimator(ABC):
         for j, label in enumerate(data.names):  # loop over policies, not rows
             summary = cm.weight_summary(j) if self.uses_weights else None
             se = math.sqrt(cm.psi_var[j] / n)
-            value = float(self._statistic(cm.means[:, j]))
+            # the notes first: all-zero weights are an EstimationError there, before a 0 / 0
             notes = weight_notes(self, n, summary, label, std_error=se * scale)
+            value = float(self._statistic(cm.means[:, j]))
             value, se = _from_units(self, data, value, se, scale)
             if self.name == "dm":
                 notes.append(DM_NOTE)
@@ -1112,7 +1113,8 @@ class WeightingEstimator(Estimator):
         rewards_checked: bool = False,
     ) -> list[Estimate]:
         if data.sampling_weight is not None:  # the kernel's sampling-weighted statistics
-            p, t = data.logging_propensity, data.target_propensity
+            p = data.logging_propensity
+            t: np.ndarray | Sequence[np.ndarray] | None = data.target_propensity
             if not self.uses_weights:  # the logging value: a pass with no policy at all
                 p, t = data.sampling_weight, []
             assert p is not None and t is not None
@@ -1370,6 +1372,7 @@ def weighted_estimates_from_moments(
     origin = estimator.reward_origin(reward_range)
     note = sampling_weight_note(weight_name, moments.sum_weights(), n)
     ess_s = moments.weight_summary(0, clipped=False).reference
+    assert ess_s is not None  # a weighted summary always has the Kish ESS of the weights
     out = []
     for j, label in enumerate(names):  # loop over policies, not rows
         value, sd = moments.estimate(kind, j, origin=origin)
@@ -1544,7 +1547,7 @@ class _ImportanceWeighting(WeightingEstimator):
     subclass says otherwise.
     """
 
-    def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
+    def _components(self, r, w, q_logged, q_target):
         return (w * r[:, None])[:, None, :]
 
     @fill_doc({"args": _DOC_IPS_ARGS, "returns": _DOC_RETURNS})
@@ -1743,7 +1746,7 @@ class SNIPS(_ImportanceWeighting):
     n_components: ClassVar[int] = 2
     interval_methods: ClassVar[tuple[str, ...]] = ("empirical_likelihood", "betting")
 
-    def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
+    def _components(self, r, w, q_logged, q_target):
         return np.stack([w * r[:, None], w], axis=1)
 
     def _statistic(self, m: np.ndarray) -> np.ndarray:
@@ -1811,7 +1814,7 @@ class DM(Estimator):
     needs: ClassVar[tuple[str, ...]] = ("q_target",)
     zero_weights_fatal: ClassVar[bool] = False
 
-    def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
+    def _components(self, r, w, q_logged, q_target):
         return q_target[:, None, :]
 
     def estimate(
@@ -1857,7 +1860,7 @@ class _DRFamily(Estimator):
     needs: ClassVar[tuple[str, ...]] = ("q_logged", "q_target")
     zero_weights_fatal: ClassVar[bool] = False
 
-    def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
+    def _components(self, r, w, q_logged, q_target):
         return (q_target + w * (r - q_logged)[:, None])[:, None, :]
 
     @fill_doc({"args": _DOC_DR_ARGS, "returns": _DOC_RETURNS})
@@ -2054,7 +2057,7 @@ class SNDR(_DRFamily):
     n_components: ClassVar[int] = 3
     zero_weights_fatal: ClassVar[bool] = True
 
-    def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
+    def _components(self, r, w, q_logged, q_target):
         return np.stack([q_target, w * (r - q_logged)[:, None], w], axis=1)
 
     def _statistic(self, m: np.ndarray) -> np.ndarray:
@@ -2072,7 +2075,7 @@ class LoggingValue(WeightingEstimator):
     uses_weights: ClassVar[bool] = False
     interval_methods: ClassVar[tuple[str, ...]] = ("hoeffding", "bernstein", "betting")
 
-    def _components(self, r, w, q_logged, q_target):  # type: ignore[no-untyped-def]
+    def _components(self, r, w, q_logged, q_target):
         return r[:, None, None]
 
     def moment_statistic(
@@ -2171,7 +2174,8 @@ def estimator_settings(name: str) -> tuple[str, ...]:
     >>> estimator_settings("clipped_ips"), estimator_settings("ips")
     (('max_weight',), ())
     """
-    return tuple(f.name for f in dataclasses.fields(ESTIMATORS[name]) if f.init)
+    cls: Any = ESTIMATORS[name]  # every registered estimator is a dataclass
+    return tuple(f.name for f in dataclasses.fields(cls) if f.init)
 
 
 def unknown_estimator(value: Any, argument: str) -> ParameterError:
@@ -2318,13 +2322,13 @@ def estimate_weighted_many(
             f"LoggingValue); got {bad[0]!r}. Use estimate_many(..., sampling_weight=...) for the "
             "others."
         )
-    columns = isinstance(target_propensity, (list, tuple)) and len(target_propensity) > 0 and all(
-        isinstance(c, np.ndarray) and c.ndim == 1 for c in target_propensity
-    )
+    weighting = [e for e in ests if isinstance(e, WeightingEstimator)]
+    given = list(target_propensity) if isinstance(target_propensity, (list, tuple)) else []
+    columns = len(given) > 0 and all(isinstance(c, np.ndarray) and c.ndim == 1 for c in given)
     data = _validate(
-        next((e for e in ests if e.uses_weights), IPS()), reward=reward,  # type: ignore[arg-type]
+        next((e for e in weighting if e.uses_weights), IPS()), reward=reward,
         logging_propensity=logging_propensity,
-        target_propensity=target_propensity[0] if columns else target_propensity,
+        target_propensity=given[0] if columns else target_propensity,
         q_logged=None, q_target=None, reward_range=reward_range,
         names=None, rewards_checked=rewards_checked, deferred=True,
         sampling_weight=sampling_weight, weight_name=weight_name,
@@ -2332,7 +2336,7 @@ def estimate_weighted_many(
     assert data.logging_propensity is not None and data.sampling_weight is not None
     target: np.ndarray | list[np.ndarray]
     if columns:
-        target = [as_float_array(c, "target_propensity", ndim=(1,)) for c in target_propensity]
+        target = [as_float_array(c, "target_propensity", ndim=(1,)) for c in given]
         if any(c.shape[0] != data.n for c in target):
             raise ValidationError(
                 f"every target_propensity column must have as many rows as `reward` ({data.n})."
@@ -2340,25 +2344,25 @@ def estimate_weighted_many(
     else:
         assert data.target_propensity is not None
         target = data.target_propensity
-    n_pol = len(target) if columns else target.shape[1]  # type: ignore[union-attr]
+    n_pol = len(target) if isinstance(target, list) else target.shape[1]
     labels = policy_labels(names, n_pol)
     out: dict[int, list[Estimate]] = {}
     by_level: dict[float | None, list[int]] = {}
-    for i, est in enumerate(ests):  # loop over estimators: one pass per clip level
-        by_level.setdefault(est.clip_level, []).append(i)  # type: ignore[union-attr]
+    for i, est in enumerate(weighting):  # loop over estimators: one pass per clip level
+        by_level.setdefault(est.clip_level, []).append(i)
     clipped = [lv for lv in by_level if lv is not None]
     if clipped and None in by_level:  # the unclipped ones ride on a clipped pass
         by_level[clipped[0]] += by_level.pop(None)
     for idx in by_level.values():
-        group = [ests[i] for i in idx]
+        group = [weighting[i] for i in idx]
         for i, res in zip(idx, _weighted_pass(
-            group, data.reward, data.logging_propensity, target,  # type: ignore[arg-type]
+            group, data.reward, data.logging_propensity, target,
             data.sampling_weight,
             labels=labels, reward_range=data.reward_range, weight_name=weight_name,
             rewards_checked=rewards_checked, chunk_size=chunk_size,
         )):
             out[i] = res
-    return [out[i] for i in range(len(ests))]
+    return [out[i] for i in range(len(weighting))]
 
 
 def estimate_many(

@@ -615,7 +615,7 @@ def _model_predictions(
 
     notes: list[str] = []
     if action_features is None:
-        action_features = getattr(logs, "action_features", None)
+        action_features = logs.action_features
     if context_columns is not None:
         columns = list(context_columns)
     else:
@@ -642,7 +642,8 @@ def _model_predictions(
         m = dist.matrix
         new_code = np.searchsorted(catalog, np.asarray(dist.actions)).astype(np.int64)
         mats.append(sp.csr_array((m.data, new_code[m.indices], m.indptr), shape=(m.shape[0], len(catalog))))
-    feats, feat_names = None, []
+    feats = None
+    feat_names: list[str] = []
     if action_features is not None:
         feats, feat_names = action_feature_matrix(action_features, catalog)
     if reward_model is None:
@@ -1030,14 +1031,15 @@ class Evaluation(Result):
                 if (p, e) in from_moments:
                     value, se = from_moments[(p, e)]
                     n = self.logging.n
-                    iv = (normal_interval(value, se, confidence_level=self.confidence_level)
-                          if method == "normal" else
-                          t_interval(value, se, n, confidence_level=self.confidence_level))
-                    low, high = float(iv.low), float(iv.high)
+                    asymptotic = (normal_interval(value, se, confidence_level=self.confidence_level)
+                                  if method == "normal" else
+                                  t_interval(value, se, n, confidence_level=self.confidence_level))
+                    low, high = float(asymptotic.low), float(asymptotic.high)
                 else:
                     d = self.compare(p, "logging", estimator=e, ci=method)
-                    iv = d.ci(self.confidence_level, method)
-                    value, se, low, high = d.value, d.std_error, float(iv.low), float(iv.high)
+                    paired = d.ci(self.confidence_level, method)
+                    value, se = d.value, d.std_error
+                    low, high = float(paired.low), float(paired.high)
                 rows.append(
                     {
                         "policy": p,
@@ -1087,8 +1089,10 @@ class Evaluation(Result):
 
     def _estimator_of(self, key: str) -> Any:
         """The estimator object behind the estimates of ``key`` (the name when none keeps it)."""
+        from ope.estimators import EstimatorRows
+
         return next((est.source.estimator for (_, k), est in self.estimates.items()
-                     if k == key and est.source is not None), key)
+                     if k == key and isinstance(est.source, EstimatorRows)), key)
 
     def _paired_from_moments(self, method: str) -> dict[tuple[str, str], tuple[float, float]]:
         """(policy, estimator) -> (difference, paired standard error) from the statistics."""
@@ -1717,6 +1721,7 @@ def _shared_bootstrap_intervals(
     out: dict[Any, tuple[float, float]] = {
         key: (float(iv.low), float(iv.high)) for key, iv in shared.intervals.items()
     }
+    assert shared.logging is not None  # asked for with logging=True
     out["logging"] = (float(shared.logging.low), float(shared.logging.high))
     return out
 
@@ -1790,6 +1795,7 @@ def _segment_estimates(
                 run.reward, run.propensity, run.target, seg.codes, seg.size, max_weight=mw
             )
         elif weighting and run.names:  # one grouped pass of the weighted statistics
+            assert run.sampling_weight is not None
             wgroups, _ = grouped_weighted_moments(
                 run.reward, run.propensity, run.target, run.sampling_weight, seg.codes,
                 seg.size, max_weight=mw,
@@ -1816,9 +1822,11 @@ def _segment_estimates(
             if groups is not None:
                 t_g = ([c[idx] for c in run.target] if isinstance(run.target, (list, tuple))
                        else run.target[idx])
+                centered = groups[g]
+                assert centered is not None  # the segment has rows
                 stats = MomentStats(
                     n=int(counts[g]), min_r=float(r_g.min()), max_r=float(r_g.max()),
-                    centered=groups[g], max_weight=mw, names=tuple(run.names),
+                    centered=centered, max_weight=mw, names=tuple(run.names),
                 )
                 for key, est in weighting:  # loop over estimators
                     results = stats.with_rows(
@@ -1839,7 +1847,7 @@ def _segment_estimates(
                     sub, logs.report, dropped_event_ids=logs.dropped_event_ids,
                     unit_roundoff=logs.unit_roundoff,
                 )
-                part.action_features = getattr(logs, "action_features", None)
+                part.action_features = logs.action_features
                 found.update(_eager_run(
                     part, policies, modelled, settings, model,
                     candidates=_candidate_rows(run, idx),
@@ -1866,6 +1874,7 @@ def _candidate_rows(run: _EagerRun, idx: np.ndarray) -> Any:
     from ope.policies import PolicyDistribution, TargetPropensities
 
     dists = {}
+    assert run.distributions is not None  # a run with a reward model keeps them
     for name in run.names:  # loop over policies
         full = run.distributions[name]
         m = full.matrix[idx]
@@ -1894,6 +1903,7 @@ def batch_statistics(
     from ope.streaming import MomentStats
 
     direct = _target_columns(logs, policies)
+    target: Any
     if direct is not None:
         names, target = direct
     else:

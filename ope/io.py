@@ -198,7 +198,8 @@ class _Opened:
         skipped: Sequence[SkippedPath] = (),
     ) -> None:
         self.name = name
-        self.dataset = dataset
+        # exactly one of the two is set; pyarrow is untyped, so the dataset's methods are Any
+        self.dataset: Any = dataset
         self.table = table
         self.file = file
         self.filesystem = filesystem
@@ -790,12 +791,9 @@ def read_logs(
     kept = {**_ope_metadata(opened.schema), **opened.provenance}
     if kept:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **kept})
-    logs = BanditLogs.from_validated(table, report, dropped_event_ids=dropped_ids,
-                                     unit_roundoff=plan.unit_roundoff)
-    features = embedded_action_features(table.schema)
-    if features is not None:
-        logs.action_features = features
-    return logs
+    return BanditLogs.from_validated(table, report, dropped_event_ids=dropped_ids,
+                                     unit_roundoff=plan.unit_roundoff,
+                                     action_features=embedded_action_features(table.schema))
 
 
 def read_trajectories(

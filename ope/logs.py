@@ -8,6 +8,7 @@ used and rejected by reason. Nothing is ever dropped without being counted here.
 
 from __future__ import annotations
 
+import copy
 import re
 import warnings
 from collections.abc import Mapping, Sequence
@@ -579,6 +580,21 @@ class BanditLogs(_TableLogs):
         2**-11, float32: 2**-24; absent for float64). Checks that compare two stored
         probabilities (a ``target__`` value with its ``target_dist__`` entry, a distribution's
         row sum with 1) widen their tolerance by it.
+    action_features : pyarrow.Table, optional
+        One row per action: an ``action`` column and the action's feature columns (an OBD
+        campaign's ``item_context.csv``, obp's ``action_context``, a table embedded in the
+        file's metadata). DM/DR reward models and policies with action features use it when
+        they are given none of their own. None (the default): the logs carry none.
+    n_actions : int, optional
+        The number of actions the source declares (obp's ``n_actions``), when it declares one;
+        it may exceed the number of actions logged.
+
+    Attributes
+    ----------
+    action_features : pyarrow.Table or None
+        As given (see :meth:`with_action_features`).
+    n_actions : int or None
+        As given.
 
     Examples
     --------
@@ -588,8 +604,8 @@ class BanditLogs(_TableLogs):
     ...               "reward": [1.0, 0.0]})
     >>> logs = BanditLogs(t, ValidationReport("<Table>", 3, 2, {"reward_missing": 1}, {"reward_missing": (1,)},
     ...                   dropped=True), dropped_event_ids=pa.array([2]))
-    >>> logs.n, logs.dropped_event_ids.to_pylist()
-    (2, [2])
+    >>> logs.n, logs.dropped_event_ids.to_pylist(), logs.action_features
+    (2, [2], None)
     """
 
     def __init__(
@@ -599,9 +615,13 @@ class BanditLogs(_TableLogs):
         *,
         dropped_event_ids: pa.Array | None = None,
         unit_roundoff: Mapping[str, float] | None = None,
+        action_features: pa.Table | None = None,
+        n_actions: int | None = None,
     ) -> None:
         super().__init__(table, report)
         self.unit_roundoff = dict(unit_roundoff or {})
+        self.action_features: pa.Table | None = action_features
+        self.n_actions: int | None = n_actions
         if dropped_event_ids is not None and not isinstance(dropped_event_ids, pa.Array):
             dropped_event_ids = pa.array(dropped_event_ids)
         self.dropped_event_ids = dropped_event_ids
@@ -611,6 +631,7 @@ class BanditLogs(_TableLogs):
     def from_validated(
         cls, table: pa.Table, report: ValidationReport, *,
         dropped_event_ids: pa.Array | None = None, unit_roundoff: Mapping[str, float] | None = None,
+        action_features: pa.Table | None = None, n_actions: int | None = None,
     ) -> BanditLogs:
         """Logs whose ``table`` has just passed every row rule of ``ope.schema`` (for readers).
 
@@ -629,9 +650,64 @@ class BanditLogs(_TableLogs):
         >>> BanditLogs(t, ValidationReport("<Table>", 1, 1)).targets_validated()
         False
         """
-        logs = cls(table, report, dropped_event_ids=dropped_event_ids, unit_roundoff=unit_roundoff)
+        logs = cls(table, report, dropped_event_ids=dropped_event_ids, unit_roundoff=unit_roundoff,
+                   action_features=action_features, n_actions=n_actions)
         logs._validated_table = table
         return logs
+
+    def with_action_features(self, action_features: pa.Table | None) -> BanditLogs:
+        """A copy of these logs whose ``action_features`` is ``action_features``.
+
+        The copy shares the rows (Arrow tables are immutable), the report and the record of
+        validation (:meth:`targets_validated`); these logs are left as they are.
+
+        Parameters
+        ----------
+        action_features : pyarrow.Table, pandas.DataFrame or None
+            One row per action: an ``action`` column and its feature columns (a DataFrame is
+            converted to a table); None drops them.
+
+        Returns
+        -------
+        BanditLogs
+
+        Raises
+        ------
+        ParameterError
+            When ``action_features`` is neither a table, a DataFrame nor None.
+        SchemaError
+            When it has no ``action`` column.
+
+        Examples
+        --------
+        >>> import pyarrow as pa
+        >>> from ope.logs import BanditLogs, ValidationReport
+        >>> t = pa.table({"action": [0, 1], "propensity": [0.5, 0.5], "reward": [1.0, 0.0]})
+        >>> logs = BanditLogs(t, ValidationReport("<Table>", 2, 2))
+        >>> items = pa.table({"action": [0, 1], "af_0": [0.1, 0.9]})
+        >>> with_items = logs.with_action_features(items)
+        >>> with_items.action_features.num_rows, logs.action_features
+        (2, None)
+        """
+        if action_features is not None and not isinstance(action_features, pa.Table):
+            import pandas as pd  # a core dependency
+
+            if not isinstance(action_features, pd.DataFrame):
+                raise ParameterError(
+                    "`action_features` must be a pyarrow.Table or pandas.DataFrame with one row "
+                    f"per action (an `action` column and feature columns), or None; got "
+                    f"{describe(action_features)}."
+                )
+            action_features = pa.Table.from_pandas(action_features, preserve_index=False)
+        if action_features is not None and "action" not in action_features.column_names:
+            raise SchemaError(
+                "`action_features` has no `action` column; it has "
+                f"{summarize_columns(action_features.column_names)}. Name the column of action "
+                "ids `action`."
+            )
+        out = copy.copy(self)
+        out.action_features = action_features
+        return out
 
     def targets_validated(self) -> bool:
         """True when ``table`` is the table a reader validated (see :meth:`from_validated`)."""

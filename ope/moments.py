@@ -141,9 +141,9 @@ def weighted_moments(
         sampling_weight=sampling_weight, plain=plain,
     )
     weighted = WeightedMoments.from_kernel(moments)
-    plain = Moments(*(getattr(moments, f) for f in (
+    unweighted = Moments(*(getattr(moments, f) for f in (
         "n", "shift", "r_exp", "r_mean", "r_m2", "w_exp", "mean", "com", "max_w", "n_clipped")))
-    mom = CenteredMoments(plain, checks)
+    mom = CenteredMoments(unweighted, checks)
     return (mom.about_mean() if checks.finite else mom), weighted
 
 

@@ -562,8 +562,8 @@ def plot_coverage(diagnostics: Any, policy: str, ax: Any = None, *, by: str | No
         keep = [i for i, s in enumerate(target.index) if str(s) in wanted]
         target, logged = target.iloc[keep], logged.iloc[keep]
     column = target.index.name
-    segments = diagnostics.segments()
-    mine = segments[(segments["policy"] == policy) & segments["gap"]] if len(segments) else segments
+    seg_table = diagnostics.segments()
+    mine = seg_table[(seg_table["policy"] == policy) & seg_table["gap"]] if len(seg_table) else seg_table
     gap_rows = set(mine.loc[mine["column"] == column, "segment"].astype(str)) if len(mine) else set()
     gap_cols = set(mine.loc[mine["column"] == target.columns.name, "segment"].astype(str)) if len(mine) else set()
     n_rows, n_cols = target.shape

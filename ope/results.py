@@ -1031,8 +1031,9 @@ class Estimate(Result):
                     src.statistic,
                     confidence_level=level,
                     n_resamples=n_resamples,  # None: default_n_resamples(level)
-                    bootstrap_method=(  # type: ignore[arg-type]
-                        "percentile" if bootstrap_method is None else bootstrap_method
+                    bootstrap_method=(
+                        "percentile" if bootstrap_method is None
+                        else bootstrap_method  # type: ignore[arg-type]  # checked by the callee
                     ),
                     rng=rng,
                 ),

@@ -628,7 +628,7 @@ class RewardModel:
         else:
             fold = np.empty(n, dtype=np.int64)
             if classifier:  # stratify: every fold sees each reward value in its share
-                order = np.lexsort((gen.random(n), target))
+                order = np.lexsort((gen.random(int(n)), target))
             else:
                 order = gen.permutation(n)
             fold[order] = np.arange(n) % n_folds

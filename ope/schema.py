@@ -984,7 +984,7 @@ def _all_within(
     return True
 
 
-class RowMasks(dict):  # type: ignore[type-arg]
+class RowMasks(dict[str, np.ndarray]):
     """Reason -> boolean mask over rows, as a dict, plus the culprit columns of per-column rules.
 
     ``by_column[reason][column]`` is the mask of the rows that ``column`` alone breaks

@@ -110,7 +110,7 @@ def _check_k(k: Any, n_candidates: int) -> int:
     return k
 
 
-def _log_comb(a: np.ndarray, b: float) -> np.ndarray:
+def _log_comb(a: np.ndarray | float, b: float) -> np.ndarray:
     """log of the binomial coefficient C(a, b) for a >= b >= 0 (floats, via log-gamma)."""
     from scipy.special import gammaln
 

@@ -269,7 +269,7 @@ def _lists(values: Any, name: str, size: int | None, hint: str = "") -> np.ndarr
             f"{_plain(values[scalar])!r:.80}.{hint}"
         )
     lens = np.fromiter((len(v) for v in values), dtype=np.int64, count=len(values))
-    want = int(lens[0]) if size is None and lens.size else size
+    want = size if size is not None else int(lens[0]) if lens.size else 0
     bad = lens != want
     if bad.any():
         count, first = first_rows(bad)
@@ -637,7 +637,7 @@ class SlatePolicy:
             codes = _codes(slates[:, :k], self.n_items)
             uniq, inv = np.unique(codes, return_inverse=True)
             table = np.zeros((prob.shape[0], uniq.size))
-            np.add.at(table, (slice(None), inv), prob)
+            np.add.at(table, (slice(None), inv), prob)  # type: ignore[arg-type]  # stubs: no slices
             logged = _codes(logs.item[:, :k], self.n_items)
             j = np.clip(np.searchsorted(uniq, logged), 0, uniq.size - 1)
             out.append(np.where(uniq[j] == logged, table[ctx, j], 0.0))
@@ -979,7 +979,7 @@ def slate_probabilities(policy: Any, logs: SlateLogs, *,
         )
     shapes = {"slate": (logs.n,), "marginal": (logs.n, logs.slate_size),
               "prefix": (logs.n, logs.slate_size)}
-    out = {}
+    out: dict[str, np.ndarray | None] = {}
     for name, shape in shapes.items():
         v = getattr(probs, name)
         if v is None:
@@ -1061,9 +1061,9 @@ def slate_probabilities_from_table(
     out: dict[str, np.ndarray | None] = {"marginal": marg.reshape(logs.n, logs.slate_size)}
     for name, col in (("prefix", prefix_probability), ("slate", slate_probability)):
         if col and col in cols:
-            v = np.zeros(logs.n * logs.slate_size)
-            v[key] = as_float_array(cols[col], col, ndim=(1,))[hit]
-            v = v.reshape(logs.n, logs.slate_size)
+            flat = np.zeros(logs.n * logs.slate_size)
+            flat[key] = as_float_array(cols[col], col, ndim=(1,))[hit]
+            v = flat.reshape(logs.n, logs.slate_size)
             out[name] = v if name == "prefix" else v[:, 0]
     return slate_probabilities(SlateProbabilities(**out), logs)
 

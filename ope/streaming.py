@@ -294,11 +294,10 @@ class MomentStats:
         r = as_float_array(reward, "reward", ndim=(1,))
         mw = (check_max_weight(max_weight) if estimators is None
               else _clip_of(estimators, max_weight))
-        columns = isinstance(target_propensity, (list, tuple)) and len(target_propensity) > 0 and all(
-            isinstance(c, np.ndarray) and c.ndim == 1 for c in target_propensity
-        )
+        given = list(target_propensity) if isinstance(target_propensity, (list, tuple)) else []
+        columns = len(given) > 0 and all(isinstance(c, np.ndarray) and c.ndim == 1 for c in given)
         if columns:  # P columns (e.g. zero-copy views of Arrow columns), each (n,)
-            cols = [as_float_array(c, "target_propensity", ndim=(1,)) for c in target_propensity]
+            cols = [as_float_array(c, "target_propensity", ndim=(1,)) for c in given]
             p = as_float_array(logging_propensity, "logging_propensity", ndim=(1,))
             if any(c.shape[0] != p.shape[0] for c in cols):
                 raise ValidationError(
@@ -315,7 +314,8 @@ class MomentStats:
             raise ValidationError(
                 f"`reward` has {r.shape[0]} rows but `logging_propensity` has {p.shape[0]}."
             )
-        labels = None if names is None else policy_labels(names, n_pol)
+        # with names given, every label is a str
+        labels = None if names is None else tuple(map(str, policy_labels(names, n_pol)))
         n = int(r.shape[0])
         weighted = None
         if sampling_weight is None:
@@ -438,7 +438,7 @@ class MomentStats:
     def __radd__(self, other: object) -> MomentStats:
         if isinstance(other, int) and other == 0:  # builtin sum() starts from 0
             return self
-        return NotImplemented  # type: ignore[return-value]
+        return NotImplemented
 
     @staticmethod
     def merge_all(parts: Iterable[MomentStats]) -> MomentStats:

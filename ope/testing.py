@@ -933,7 +933,7 @@ def _interval_holds(check: str, estimator: Any, res: Any) -> None:
     intervals = [("the stored interval", (res.ci_low, res.ci_high))]
     for method in ("normal", "t", "bootstrap"):
         opts = {"rng": 0, "n_resamples": _CONTRACT_RESAMPLES} if method == "bootstrap" else {}
-        iv = _quiet(lambda m=method, o=opts: res.ci(0.95, m, **o))
+        iv = _quiet(functools.partial(res.ci, 0.95, method, **opts))
         intervals.append((f"the {method} interval", (iv.low, iv.high)))
     for what, (low, high) in intervals:
         if not (low - tol <= res.value <= high + tol):
@@ -1239,9 +1239,9 @@ def _sequential_estimate(estimator: str, frame: pd.DataFrame, **options: Any) ->
     from ope.sequential._steps import MODEL_BASED
 
     model = {"q_hat": "q", "v_hat": "v"} if estimator in MODEL_BASED else {}
-    return _quiet(lambda: sequential_estimate(
-        read_trajectories(frame), _POLICY, estimator=estimator,
-        **{"gamma": _GAMMA, **model, **options}))
+    # the estimator's name is one of SEQUENTIAL_ESTIMATORS, checked by sequential_estimate
+    kwargs: dict[str, Any] = {"gamma": _GAMMA, "estimator": estimator, **model, **options}
+    return _quiet(lambda: sequential_estimate(read_trajectories(frame), _POLICY, **kwargs))
 
 
 def _check_sequential_finite_value(estimator: str, *, rng: Any = 0) -> None:
@@ -1432,9 +1432,10 @@ _SURROGATE: Final = "\udcff"  # an unpaired surrogate: not encodable as UTF-8
 
 
 class _Array:
-    """A hostile array derived from the valid one (same length unless said otherwise)."""
+    """A hostile value derived from the valid one (an array; a DataFrame for logs), of the same
+    length unless said otherwise."""
 
-    def __init__(self, label: str, make: Callable[[np.ndarray], Any]) -> None:
+    def __init__(self, label: str, make: Callable[[Any], Any]) -> None:
         self.label, self.make = label, make
 
     def __repr__(self) -> str:

@@ -133,7 +133,7 @@ def _clipped(r, p, t, m, **kw):
 
 
 def _logging(r):
-    e = logging_value(r)
+    e = _quiet(logging_value, r)
     return e.value, e.std_error
 
 

@@ -56,3 +56,18 @@ def test_bad_feedback_is_reported():
     bad = {**bf, "pscore": np.where(np.arange(50) == 7, 0.0, bf["pscore"])}
     with pytest.raises(ValidationError, match=r"propensity_out_of_range: 1 \(rows 7\)"):
         from_bandit_feedback(bad)
+    for key in ("action", "reward", "pscore"):  # present but None: named, not an AttributeError
+        with pytest.raises(ParameterError, match=rf"bandit_feedback\['{key}'\] is None"):
+            from_bandit_feedback({**bf, key: None})
+
+
+def test_action_features_are_an_attribute_of_the_logs():
+    bf = _feedback()
+    logs = from_bandit_feedback(bf)
+    assert logs.action_features.num_rows == bf["action_context"].shape[0]
+    assert logs.n_actions == bf["n_actions"]
+    bare = logs.with_action_features(None)
+    assert bare.action_features is None and logs.action_features is not None
+    assert bare.table is logs.table and bare.n_actions == logs.n_actions
+    assert from_bandit_feedback({k: v for k, v in bf.items() if k != "action_context"}
+                                ).action_features is None

@@ -74,6 +74,9 @@ def test_valid_calls_and_known_violations_name_registered_entries():
     assert set(KNOWN_BROKEN) <= arguments
 
 
+# the valid calls run on a few dozen planted rows: ope's small-sample and overlap warnings are
+# expected there; what this test checks is that each call succeeds
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OPEWarning")
 def test_each_minimal_valid_call_succeeds(tmp_path):
     for entry in registry.entries():
         if entry.valid is not None:

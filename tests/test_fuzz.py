@@ -319,6 +319,9 @@ def logs_with_context(draw: Any) -> pa.Table:
     })
 
 
+# hostile features (up to 1e100) overflow inside scikit-learn's sparse solver; the test checks
+# the outcome (a value or an ope error), not the solver's floating-point warnings
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @settings(FUZZ, max_examples=MAX_EXAMPLES // 5)
 @given(table=logs_with_context(), estimator=st.sampled_from(["dm", "dr", "sndr"]))
 def test_reward_model_estimators_end_in_a_value_or_an_ope_error(table: pa.Table, estimator: str) -> None:

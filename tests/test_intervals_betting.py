@@ -204,6 +204,7 @@ def _ever_miss_fractions(paths: int, n: int, seed: int, level: float) -> tuple[f
     return misses / paths, rejections / paths
 
 
+@pytest.mark.slow  # statistical validation: 150 paths of 1,500 steps
 def test_time_uniform_validity_small() -> None:
     # 1 - confidence = 0.2; slack 3 Monte Carlo standard errors
     paths, level = 150, 0.8

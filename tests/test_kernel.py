@@ -188,6 +188,8 @@ def test_grouped_accumulation_equals_each_group_alone(backend):
     assert overall.checks is not None and overall.checks.r_max == r.max()
 
 
+# the planted weights average far from 1 (an overlap warning); the test compares the numbers
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
 def test_merging_in_any_split_equals_the_whole():
     r, p, t = _data(n=6_000, n_pol=2, seed=3)
     r[:2000] += 1e6  # batches with very different shifts

@@ -290,6 +290,7 @@ def _coverage(env, methods, reps, n, outcome="outcome", reward_range=(0.0, 1.0))
     return {m: h / reps for m, h in hits.items()}
 
 
+@pytest.mark.slow  # statistical validation: 300 replications
 def test_interval_coverage_over_300_replications():
     env = PairedReplaySimulator(n_replicates=2, seed=3)
     reps = 300

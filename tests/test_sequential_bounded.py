@@ -265,6 +265,7 @@ def _coverage(
     return {key: tuple(np.mean(v, axis=0)) for key, v in hits.items()}
 
 
+@pytest.mark.slow  # statistical validation: coverage over hundreds of replications
 @pytest.mark.parametrize(("n_episodes", "reps", "seed"), [(30, 1000, 11), (1000, 300, 12)])
 def test_bounded_coverage_at_least_nominal(n_episodes, reps, seed):
     # 95% intervals: every one of the 12 (estimator x clipping x method) at or above nominal

@@ -307,11 +307,11 @@ def test_unbiasedness_bias_and_coverage_over_200_replications(click_model):
 
 
 def test_small_samples_warn_and_note():
-    from ope.exceptions import SmallSampleWarning
+    from ope.exceptions import OverlapWarning, SmallSampleWarning
 
     env = SlateEnvironment(seed=0)
     logs = env.sample_logs(10, rng=0)
-    with pytest.warns(SmallSampleWarning):
+    with pytest.warns(SmallSampleWarning), pytest.warns(OverlapWarning):  # n=10, ESS 4.6
         res = S.CascadeIPS().estimate(logs, env.policy("greedy"), logging=env.policy("logging"))
     assert any("only n=10 rows" in note for note in res.notes)
 

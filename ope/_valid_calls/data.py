@@ -16,6 +16,7 @@ from typing import Final
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ope._entrypoints import Call, resolve as resolve_call
 from ope._valid_calls._base import call, frame, paired_parquet, parquet, written
@@ -140,6 +141,9 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         confidence_level=0.95),
     "ope.load_sample": lambda tmp: call("ope.load_sample", columns=None),
     "ope.BanditLogs.column": lambda tmp: Call(_logs(tmp).column, {"name": "reward"}),
+    "ope.BanditLogs.with_action_features": lambda tmp: Call(
+        _logs(tmp).with_action_features,
+        {"action_features": pa.table({"action": [0, 1, 2], "af_0": [0.1, 0.2, 0.3]})}),
     "ope.Trajectories.column": lambda tmp: Call(trajectories().column, {"name": "reward"}),
     "ope.PairedReplays.column": lambda tmp: Call(
         resolve_call("ope.read_paired")(paired_parquet(tmp)).column, {"name": "outcome"}),

@@ -63,6 +63,11 @@ def _on_moments(cls: str, method: str, **settings: Any) -> Callable[[Path], Call
     return build
 
 
+def _constructor(name: str) -> Callable[[Path], Call]:
+    """The call of the constructor ``name`` with its defaults."""
+    return lambda tmp: call(name)
+
+
 def _sampling_weighted(factory: Callable[[Path], Call]) -> Callable[[Path], Call]:
     """The same call on rows with sampling weights (the weighted path of the estimator)."""
     def build(tmp: Path) -> Call:
@@ -126,8 +131,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         "ope.intervals.betting_lower_bound", values=arrays()["reward"], low=0.0, high=1.0,
         confidence_level=0.95),
     # estimators: constructors and the estimates they make
-    **{f"ope.{cls}": (lambda tmp, cls=cls: call(f"ope.{cls}"))
-       for cls in ("IPS", "SNIPS", "DM", "DR", "SNDR")},
+    **{f"ope.{cls}": _constructor(f"ope.{cls}") for cls in ("IPS", "SNIPS", "DM", "DR", "SNDR")},
     "ope.SwitchDR.estimate": estimator_estimate("ope.SwitchDR", tau=10.0),
     "ope.DRos.estimate": _sampling_weighted(estimator_estimate("ope.DRos", shrinkage=1.0)),
     "ope.IPS.reward_origin": lambda tmp: Call(resolve("ope.IPS")().reward_origin, {

@@ -648,5 +648,5 @@ def diagnose(
         action=action, action_labels=labels, target_distributions=tdists,
         logging_distribution=ldist,
         sampling_weight=None if weight_name is None else logs.column(weight_name),
-        weight_name=weight_name)
+        weight_name=weight_name or "sampling_weight")
     return _diagnose(data, settings, extra_notes, statistics)

@@ -175,7 +175,7 @@ def fused_pass(
         )
         codes += bin_offset
         counts += np.bincount(codes.reshape(-1), minlength=2 * n_pol * N_BINS)
-        if profile is not None:
+        if profile is not None and ell is not None:
             ell_block = ell[sl]
             for j in range(n_pol):  # a loop over policies
                 profile[j] += profile_bin_sums(w[j], ell_block)
@@ -289,7 +289,7 @@ def weighted_pass(
         codes = _hist_codes(w)
         for j in range(n_pol):  # a loop over policies
             counts[j] += np.bincount(codes[j], weights=s_block, minlength=N_BINS)
-            if profile is not None:
+            if profile is not None and ell is not None:
                 profile[j, :_PROFILE_SUMS] += profile_bin_sums(w[j], ell[sl], s_block)
                 profile[j, _PROFILE_SUMS:] += profile_bin_sums(w[j], ell[sl], s2[sl])
     return PassSums(

@@ -346,7 +346,7 @@ def policy_row(
     *,
     profile_bins: np.ndarray | None,
     sum_wlogw: float,
-    quantiles: Sequence[float],
+    quantiles: Sequence[float] | np.ndarray,
     expected: float,
     unsupported_mass: float,
     segments: Sequence[SegmentRow],
@@ -370,7 +370,7 @@ def policy_row(
     if max_weight is not None:
         n_above = float(moments.n_clipped[j])
         sum_wc, _ = moments.weight_sums(j, clipped=True)
-        clipped = {
+        clipped: dict[str, Any] = {
             "max_weight": max_weight,
             "clip_rule": CLIP_RULE_GIVEN,
             "clipped_share": n_above / n,
@@ -435,7 +435,8 @@ def policy_row(
             "verdict": text,
             "verdict_reason": why,
         }
-    q = dict(zip(("weight_q50", "weight_q90", "weight_q99", "weight_q999"), map(float, quantiles)))
+    q: dict[str, Any] = dict(zip(("weight_q50", "weight_q90", "weight_q99", "weight_q999"),
+                                 map(float, quantiles)))
     row = PolicyRow(
         policy=name,
         n=n,
@@ -519,7 +520,7 @@ def weighted_policy_row(
     *,
     profile_bins: np.ndarray | None,
     sum_wlogw: float,
-    quantiles: Sequence[float],
+    quantiles: Sequence[float] | np.ndarray,
     expected: float,
     unsupported_mass: float,
     segments: Sequence[SegmentRow],
@@ -611,7 +612,8 @@ def weighted_policy_row(
             interval, coverage, clipped_value, profile, best, ess=ess, n=n,
             unsupported_mass=unsupported_mass, segments=segments, reference=reference,
         )
-    q = dict(zip(("weight_q50", "weight_q90", "weight_q99", "weight_q999"), map(float, quantiles)))
+    q: dict[str, Any] = dict(zip(("weight_q50", "weight_q90", "weight_q99", "weight_q999"),
+                                 map(float, quantiles)))
     row = PolicyRow(
         policy=name, n=n, ess=ess, ess_ratio=ess / reference if reference > 0 else 0.0,
         mean_weight=mean_w, mean_weight_se=math.sqrt(max(var_w, 0.0) / n),

@@ -107,10 +107,10 @@ import itertools
 import multiprocessing
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import IO, Annotated, Any, Final
+from typing import IO, Annotated, Any, Final, cast
 
 import msgspec
 import numpy as np
@@ -351,13 +351,13 @@ class _Block:
     """Whole lines from line ``start`` on: a list, or (the fast path) their bytes joined."""
 
     start: int                  # line number of the first line
-    lines: list[bytes | None] | None = None   # None entries: a line over the size limit
+    lines: Sequence[bytes | None] | None = None   # None entries: a line over the size limit
     data: bytes | None = None   # when ``lines`` is None: the lines joined by b"\n"
     path: str | None = None     # when ``data`` is None too: ``nbytes`` bytes of this plain
     offset: int = 0             # file from ``offset`` (a worker reads them itself: no copy
     nbytes: int = 0             # through the pipe); 0 for ``lines``
 
-    def split(self) -> list[bytes | None]:
+    def split(self) -> Sequence[bytes | None]:
         if self.lines is not None:
             return self.lines
         data = self.data
@@ -369,7 +369,7 @@ class _Block:
             if len(data) != self.nbytes:
                 raise DataFileError(f"{self.path} changed while it was being read (line "
                                     f"{self.start}); import it again once it is complete")
-        return data.split(b"\n")  # type: ignore[return-value]
+        return data.split(b"\n")
 
 
 def _count_lines(data: bytes, end: int) -> int:
@@ -396,7 +396,7 @@ def _open(path: str | os.PathLike[str]) -> tuple[IO[bytes], int | None, str, str
             with open(found.path, "rb") as fh:
                 magic = fh.read(2)
             if magic[:2] == b"\x1f\x8b":
-                return gzip.open(found.path, "rb"), None, name, None
+                return cast(IO[bytes], gzip.open(found.path, "rb")), None, name, None
             return open(found.path, "rb"), os.path.getsize(found.path), name, \
                 str(found.path)  # noqa: SIM115
         except OSError as exc:
@@ -469,8 +469,7 @@ def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_li
                 continue
             n = _count_lines(data, end)   # the tail holds no newline
             if n > chunk_lines:
-                lines = (tail + data[:end]).split(b"\n")
-                yield from _split(line, lines, chunk_lines)  # type: ignore[arg-type]
+                yield from _split(line, (tail + data[:end]).split(b"\n"), chunk_lines)
             elif path is not None:
                 yield _Block(line, path=path, offset=at - len(tail), nbytes=len(tail) + end)
             else:
@@ -479,7 +478,7 @@ def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_li
             tail = data[end + 1:]
             line += n
             continue
-        lines: list[bytes | None] = data.split(b"\n")   # type: ignore[assignment]
+        lines = data.split(b"\n")
         if skipping:  # the first piece ends the line over the limit
             if len(lines) == 1:
                 continue
@@ -488,19 +487,20 @@ def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_li
             skipping = False
             del lines[0]
         elif tail:
-            lines[0] = tail + lines[0]  # type: ignore[operator]
-        tail = lines.pop()  # type: ignore[assignment]  # the unfinished last line (b"" at "\n")
+            lines[0] = tail + lines[0]
+        tail = lines.pop()  # the unfinished last line (b"" at "\n")
         if len(tail) > max_line:
             skipping, tail = True, b""
+        kept: Sequence[bytes | None] = lines  # None: a line over the limit
         if lines and (len(data) > max_line or len(lines[0]) > max_line) \
-                and max(map(len, lines)) > max_line:  # type: ignore[arg-type]
-            lines = [None if len(x) > max_line else x for x in lines]  # type: ignore[arg-type]
-        if lines:
-            yield from _split(line, lines, chunk_lines)
-            line += len(lines)
+                and max(map(len, lines)) > max_line:
+            kept = [None if len(x) > max_line else x for x in lines]
+        if kept:
+            yield from _split(line, kept, chunk_lines)
+            line += len(kept)
 
 
-def _split(start: int, lines: list[bytes | None], chunk_lines: int) -> Iterator[_Block]:
+def _split(start: int, lines: Sequence[bytes | None], chunk_lines: int) -> Iterator[_Block]:
     for i in range(0, len(lines), chunk_lines):
         yield _Block(start + i, lines=lines[i:i + chunk_lines])
 
@@ -602,7 +602,8 @@ def _parse_block_rows(block: _Block, state: _State, parts: _Parts) -> None:
             # decode lines i.. as plain CB in one C loop; it stops at the first other line
             before = len(fast)
             try:
-                fast.extend(map(_FAST, itertools.islice(lines, i, stop)))
+                # lines i..stop-1 are not None (a None line is one of `others`)
+                fast.extend(map(_FAST, itertools.islice(lines, i, stop)))  # type: ignore[arg-type]
             except (msgspec.DecodeError, RecursionError):
                 failed = True
             else:
@@ -623,7 +624,7 @@ def _parse_block_rows(block: _Block, state: _State, parts: _Parts) -> None:
         rows = list(map(_CB_GET, fast)) + slow
         at = np.concatenate([at, np.asarray(slow_at, dtype=np.int64)])
         order = np.argsort(at, kind="stable")
-        cols = list(zip(*[rows[j] for j in order.tolist()]))
+        cols: list[Sequence[Any]] = list(zip(*[rows[j] for j in order.tolist()]))
         at = at[order]
     else:
         cols = [list(map(getter, fast)) for getter in _CB_FIELDS]

@@ -44,6 +44,13 @@ def _array(d: Mapping[str, Any], key: str, n: int | None, ndim: int) -> np.ndarr
     return a
 
 
+def _required_array(d: Mapping[str, Any], key: str, n: int | None, ndim: int) -> np.ndarray:
+    a = _array(d, key, n, ndim)
+    if a is None:
+        raise ParameterError(f"bandit_feedback[{key!r}] is None; it must be an array of shape (n_rounds,)")
+    return a
+
+
 def from_bandit_feedback(
     d: Mapping[str, Any], *, policy_name: str = "candidate", on_invalid: str = "raise",
 ) -> BanditLogs:
@@ -94,7 +101,7 @@ def from_bandit_feedback(
     missing = [k for k in _REQUIRED if k not in d]
     if missing:
         raise ParameterError(f"bandit_feedback lacks the key(s) {', '.join(missing)}")
-    action = _array(d, "action", None, 1)
+    action = _required_array(d, "action", None, 1)
     n = action.shape[0]
     counts = {k: check_positive_int(d[k], f"bandit_feedback[{k!r}]", minimum=0)
               for k in ("n_rounds", "n_actions") if d.get(k) is not None}
@@ -103,7 +110,7 @@ def from_bandit_feedback(
     cols: dict[str, Any] = {
         "event_id": np.arange(n, dtype=np.int64),
         "action": action,
-        **{name: as_float_array(_array(d, key, n, 1), f"bandit_feedback[{key!r}]", ndim=(1,))
+        **{name: as_float_array(_required_array(d, key, n, 1), f"bandit_feedback[{key!r}]", ndim=(1,))
            .astype(np.float64, copy=False) for name, key in (("reward", "reward"),
                                                             ("propensity", "pscore"))},
     }
@@ -135,10 +142,10 @@ def from_bandit_feedback(
         raise ParameterError(
             f"bandit_feedback['action_context'] has {action_context.shape[0]} rows but "
             f"n_actions is {d['n_actions']}")
-    logs.action_features = None if action_context is None else pa.table({
+    logs = logs.with_action_features(None if action_context is None else pa.table({
         "action": np.arange(action_context.shape[0], dtype=np.int64),
         **{f"{ACTION_FEATURE_PREFIX}{j}": action_context[:, j] for j in range(action_context.shape[1])},
-    })
+    }))
     logs.n_actions = counts.get("n_actions")
     return logs
 
@@ -177,13 +184,13 @@ def to_bandit_feedback(logs: BanditLogs) -> dict[str, Any]:
         numeric = {f.name for f in t.schema
                    if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)}
         ctx = [c for c in json.loads(meta) if c in numeric]
-    af = getattr(logs, "action_features", None)
+    af = logs.action_features
     action_context = None
     if af is not None:
         af = af.sort_by("action")
         action_context = np.column_stack([np.asarray(af.column(c).to_numpy(zero_copy_only=False))
                                           for c in af.column_names if c != "action"])
-    n_actions = getattr(logs, "n_actions", None) or (
+    n_actions = logs.n_actions or (
         af.num_rows if af is not None else int(action.max(initial=-1)) + 1)
     return {
         "n_rounds": logs.n,

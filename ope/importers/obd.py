@@ -346,8 +346,8 @@ def read_obd(
         logs = BanditLogs.from_validated(
             with_action_features(logs.table, items), logs.report,
             dropped_event_ids=logs.dropped_event_ids, unit_roundoff=logs.unit_roundoff,
+            action_features=items,
         )
-    logs.action_features = items
     return logs
 
 

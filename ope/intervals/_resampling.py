@@ -133,7 +133,7 @@ _POISSON_TABLE_F64: Final = POISSON_TABLE.astype(np.float64)
 # ============================================================================================
 # resample counts: the compiled loops and their numpy twins (the same counts)
 # ============================================================================================
-def _nb_poisson_sums(key, hashes_per_resample, h0, at, sums, table, sub):  # type: ignore[no-untyped-def]
+def _nb_poisson_sums(key, hashes_per_resample, h0, at, sums, table, sub):
     """sums[b, k] += sum_i c[b, i] at[k, i] for the rows 4 h0 .. 4 h0 + L of one block.
 
     ``at`` is (m, L) with L a multiple of 4 (zero-padded), ``sums`` (B4, m) with B4 a multiple
@@ -183,7 +183,7 @@ def _nb_poisson_sums(key, hashes_per_resample, h0, at, sums, table, sub):  # typ
     return sums
 
 
-def _nb_multinomial_sums(key, at, sums, cnt):  # type: ignore[no-untyped-def]
+def _nb_multinomial_sums(key, at, sums, cnt):
     """sums[b, k] = sum_i c[b, i] at[k, i], c[b] the counts of n uniform draws of a row:
     draw j of resample b is mix(key + (b n + j + 1) GOLDEN) mod n."""
     m, n = at.shape
@@ -270,8 +270,8 @@ def _np_multinomial_counts(key: int, n: int, b0: int, b1: int) -> np.ndarray:
     nb = b1 - b0
     idx = (np.arange(b0, b1, dtype=np.uint64)[:, None] * np.uint64(n)
            + (np.arange(n, dtype=np.uint64) + np.uint64(1))[None, :])
-    rows = _counter_hash(key, idx) % np.uint64(n)
-    rows = rows.astype(np.int64) + (np.arange(nb, dtype=np.int64) * n)[:, None]
+    drawn = _counter_hash(key, idx) % np.uint64(n)
+    rows = drawn.astype(np.int64) + (np.arange(nb, dtype=np.int64) * n)[:, None]
     return np.bincount(rows.ravel(), minlength=nb * n).reshape(nb, n).astype(np.float64)
 
 

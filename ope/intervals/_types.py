@@ -38,8 +38,14 @@ class ConfidenceInterval(NamedTuple):
     low: float
     high: float
 
-    width = property(_width)
-    to_dict = _to_dict
+    @property
+    def width(self) -> float:
+        """``high - low``."""
+        return _width(self)
+
+    def to_dict(self) -> dict[str, float]:
+        """The fields as plain floats (JSON-ready), keys in field order."""
+        return _to_dict(self)
 
 
 class BottouInterval(NamedTuple):
@@ -64,5 +70,11 @@ class BottouInterval(NamedTuple):
     inner_low: float
     inner_high: float
 
-    width = property(_width)
-    to_dict = _to_dict
+    @property
+    def width(self) -> float:
+        """``high - low``."""
+        return _width(self)
+
+    def to_dict(self) -> dict[str, float]:
+        """The fields as plain floats (JSON-ready), keys in field order."""
+        return _to_dict(self)

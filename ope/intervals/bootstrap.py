@@ -795,7 +795,8 @@ def shared_bootstrap(
                 targets.append(tj)
             n_pol = len(targets)
         else:
-            p, t2 = validated_pair(logging_propensity, target_propensity)
+            # any other sequence is array-like: validated_pair reads it as an array
+            p, t2 = validated_pair(logging_propensity, target_propensity)  # type: ignore[arg-type]
             if t2.ndim == 1:
                 t2 = t2[:, None]
             n_pol = int(t2.shape[1])

@@ -768,6 +768,8 @@ class SafetyGate:
         ))
         baseline_value = float(r.mean()) if s is None else _hajek(r, s)[0]
         pct = f"{100 * level:g}%"
+        improvement: float | None
+        improvement_lower: float | None
         if isinstance(self.baseline, str):
             if self.baseline != "logging":
                 raise ParameterError(

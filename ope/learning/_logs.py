@@ -205,7 +205,7 @@ def _unfitted_learner(learner: Any) -> Any:
         return ConservativePolicyLearner()
     fit = getattr(learner, "fit", None)
     usable = callable(fit) and callable(getattr(learner, "get_params", None))
-    if usable:
+    if usable and callable(fit):
         try:
             inspect.signature(fit).bind(None, None, None, None, candidates=None)
         except (TypeError, ValueError):

@@ -290,7 +290,10 @@ class DenseLayout:
         Wb = np.empty((self.k, self.d + 1))
         Wb[:, : self.d] = W
         Wb[:, self.d] = b
-        return Wb @ self.X1
+        # an action never logged has the intercept -inf, so its scores are -inf; the BLAS
+        # product may still raise the invalid flag (0 x -inf in its padding), not a NaN result
+        with np.errstate(invalid="ignore"):
+            return Wb @ self.X1
 
     def row_max(self, z: Any) -> npt.NDArray[np.float64]:
         return np.maximum.reduce(z, axis=0)
@@ -396,7 +399,8 @@ class ScatterLayout(_RaggedLayout):
         Wb = np.empty((self.d + 1, self.k))
         Wb[: self.d] = W.T
         Wb[self.d] = b
-        return (self.X1.T @ Wb).ravel().take(self.flat)
+        with np.errstate(invalid="ignore"):  # -inf intercepts: see DenseLayout.scores
+            return (self.X1.T @ Wb).ravel().take(self.flat)
 
     def grad(self, R: npt.NDArray[np.float64]) -> tuple[Any, Any]:
         dense = np.zeros((self.n, self.k))

@@ -648,7 +648,7 @@ def target_propensities(
         raise PolicyError(
             f"logs must be BanditLogs (from ope.read_logs), got {type(logs).__name__}."
         )
-    with_distributions = check_flag(with_distributions, "with_distributions")
+    with_distributions = bool(check_flag(with_distributions, "with_distributions"))
     if policies is None:
         return _from_columns(logs, logs.target_policies, with_distributions)
     if isinstance(policies, (str, os.PathLike)):

@@ -383,6 +383,7 @@ class _ScorePolicy(_PolicyBase):
             labels = as_label_array(self.actions, index.catalog.type, f"{owner} actions")
             action_codes = index.codes(labels)
             k = action_codes.size
+            assert self.feature_columns is not None  # __post_init__ requires it with a callable
             X = _context_matrix(logs, self.feature_columns, owner=owner)
             S = float_values(self.scores(X), f"{owner}: scores(X)")
             if S.shape != (n, k):

@@ -212,7 +212,8 @@ def _plain_field(field: str, value: Any) -> Any:
 def _spelled(spec: PolicySpec) -> str:
     """The spec text a PolicySpec's fields spell (``NAME=KIND:ARGS``), its fields' types
     checked first (a ParameterError naming the field)."""
-    kinds = {"name": str, "kind": str, "column": str, "number": numbers.Real,
+    kinds: dict[str, type | tuple[type, ...]] = {
+             "name": str, "kind": str, "column": str, "number": numbers.Real,
              "path": (str, os.PathLike), "columns": (tuple, list)}
     for field, kind in kinds.items():
         value = getattr(spec, field)
@@ -483,7 +484,7 @@ def load_classifier(path: str | os.PathLike[str]) -> Any:
 def _catalog(logs: BanditLogs) -> list[Any]:
     """The logged actions and those of the logs' action-feature table, sorted."""
     extra = []
-    features = getattr(logs, "action_features", None)
+    features = logs.action_features
     if isinstance(features, pa.Table) and "action" in features.column_names:
         col = features.column("action")
         action_type = action_column(logs).type

@@ -247,7 +247,7 @@ class _Figures:
         except ImportError as exc:
             self.missing = str(exc)
 
-    def figure(self, draw: Callable[[], Any], caption: str, *, label: str) -> str:
+    def figure(self, draw: Callable[..., Any], caption: str, *, label: str) -> str:
         """``draw()`` (a plot of :mod:`ope.plots` with ``ax=None``) as a ``<figure>``."""
         if self.missing is not None:
             return f'<p class="note">Figure omitted: {_e(self.missing)}</p>'
@@ -497,7 +497,7 @@ def _comparisons(ctx: dict[str, Any], figures: _Figures) -> str:
     return "".join(out)
 
 
-def _comparison_table(rows: pd.DataFrame, truth: Truth, dec: int) -> str:
+def _comparison_table(rows: pd.DataFrame, truth: Truth, dec: int | None) -> str:
     header = ["difference", "estimator", "estimate", "std. error", "interval", "answer"]
     if truth:
         header.append("exact")
@@ -897,11 +897,11 @@ def _reproduce(ctx: dict[str, Any]) -> str:
                                   f"{_count(d.new_rows, 'new row')}"))
     out.append('<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>"
                                                for k, v in facts) + "</dl>")
-    options = prov.get("options")
-    if isinstance(options, Mapping) and options:
+    run_options = prov.get("options")
+    if isinstance(run_options, Mapping) and run_options:
         out.append("<h3>Options</h3>")
         out.append(_table(["option", "value"], [[str(k), _option(v)]
-                                                 for k, v in options.items()]))
+                                                 for k, v in run_options.items()]))
     extra = {k: v for k, v in prov.items() if k not in ("command", "options", "seed", "input",
                                                           "rows")}
     if extra:

@@ -16,7 +16,10 @@ from __future__ import annotations
 import html
 import io
 import re
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:  # matplotlib is optional (the plot extra)
+    from matplotlib.typing import RcKeyType
 
 from ope._format import safe_text
 
@@ -24,7 +27,7 @@ __all__ = ["REPORT_RC", "SVG_METADATA", "inline_svg", "clean_svg"]
 
 #: matplotlib settings of the report's figures: deterministic ids, text as text, a font list
 #: that browsers have, and a white background.
-REPORT_RC: Final = {
+REPORT_RC: Final[dict[RcKeyType, Any]] = {
     "svg.hashsalt": "ope-report",
     "svg.fonttype": "none",
     "svg.image_inline": True,

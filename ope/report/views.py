@@ -441,6 +441,8 @@ def segment_estimates(evaluation: Any) -> pd.DataFrame | None:
     without segments answers None, as does one whose ``table`` has no ``by``.
     """
     table = getattr(evaluation, "table", None)
+    if not callable(table):
+        return None
     try:
         takes_by = "by" in inspect.signature(table).parameters
     except (TypeError, ValueError):

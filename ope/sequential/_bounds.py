@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -217,7 +217,7 @@ def check_weights_within(
         )
 
 
-def checked_weight_bound(weight_bound: object, horizon: int | None) -> float | np.ndarray | None:
+def checked_weight_bound(weight_bound: Any, horizon: int | None) -> float | np.ndarray | None:
     """A scalar per-step bound (positive, finite) or ``horizon`` cumulative bounds."""
     if weight_bound is None:
         return None

@@ -311,7 +311,8 @@ def evaluate_trajectories(
             "are the per-step target probabilities of the logged actions, one target__<name> "
             "column per policy."
         )
-    common = {"gamma": gamma, "confidence_level": confidence_level, "reward_range": reward_range}
+    common: dict[str, Any] = {"gamma": gamma, "confidence_level": confidence_level,
+                              "reward_range": reward_range}
     estimates: dict[tuple[str, str], Estimate] = {}
     fallback: list[str] = []
     cells = [(p, e) for p in candidates for e in names]

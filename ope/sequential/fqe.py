@@ -81,7 +81,7 @@ class FittedQ:
     converged: bool
 
 
-def _check_policy_table(table: npt.ArrayLike, n_states: int | None) -> np.ndarray:
+def _check_policy_table(table: object, n_states: int | None) -> np.ndarray:
     try:
         pi = np.array(table, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -340,7 +340,7 @@ def fitted_q_evaluation(
                           "the sums of the FQE regression",
                           {"reward": reward, **{col: phi[:, j] for j, col in enumerate(cols)}},
                           row=None)
-        theta = np.zeros((d, n_actions))
+        theta: np.ndarray = np.zeros((d, n_actions))
         converged, it = False, 0
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
             for it in range(1, max_iterations + 1):  # iterations, not rows

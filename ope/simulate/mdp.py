@@ -342,11 +342,9 @@ class TabularMDP(PolicyTables):
             parts.append((alive, np.full(alive.size, t), s, a, r, done, next_id))
             state[alive] = nxt
             alive = alive[~done]
-        episode, step, s, a, r, done, nxt = (np.concatenate(c) for c in zip(*parts))
-        order = np.lexsort((step, episode))
-        episode, step, s, a, r, done, nxt = (
-            x[order] for x in (episode, step, s, a, r, done, nxt)
-        )
+        merged = [np.concatenate(c) for c in zip(*parts)]  # episode, step, s, a, r, done, nxt
+        order = np.lexsort((merged[1], merged[0]))
+        episode, step, s, a, r, done, nxt = (x[order] for x in merged)
         cols: dict[str, pa.Array] = {
             "episode_id": pa.array(episode.astype(np.int64)),
             "step": pa.array(step.astype(np.int64)),

@@ -171,6 +171,9 @@ class SlateEnvironment:
         logger's marginal), ``slate_propensity``, ``prefix_propensity``. Read it with
         :func:`ope.slates.slate_logs`."""
         logs = self.sample_logs(n, rng=rng)
+        # the simulator fills every optional field
+        assert logs.context is not None and logs.propensity is not None
+        assert logs.slate_propensity is not None and logs.prefix_propensity is not None
         L = self.slate_size
         return pa.table({
             "slate_id": np.repeat(logs.slate_id, L),
