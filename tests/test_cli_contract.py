@@ -402,7 +402,7 @@ def test_a_fallback_run_fits_the_reward_model_once_with_the_numbers_of_each_meth
     """--ci bottou with DR (which bottou does not apply to): one evaluation, so one
     cross-fitted reward model; each row's numbers are those of its own method's evaluation."""
     import ope
-    import ope.evaluation as evaluation
+    import ope.evaluation._driver as evaluation
 
     fits = []
     predictions = evaluation._model_predictions

@@ -436,7 +436,7 @@ def test_rewards_are_checked_against_the_range_once_per_evaluate(monkeypatch):
     # ips + snips + dr: the rewards are scanned against reward_range once, not per estimator
     import ope._validation as validation
     import ope.estimators as estimators_module
-    import ope.evaluation as evaluation_module
+    import ope.evaluation._driver as evaluation_module
 
     calls = []
     real = validation.check_rewards_in_range

@@ -1,0 +1,745 @@
+"""The passes an evaluation plan runs: eager logs (:func:`evaluate_eager`: one pass of the moment
+kernel for IPS, clipped IPS and SNIPS, one chunked pass per other estimator, segments, the
+shared bootstrap) and a lazy scan (:func:`evaluate_scan`: :func:`batch_statistics` per batch,
+merged). :mod:`ope.evaluation.plan` calls them; they read the plan, never import it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ope._validation import (
+    check_rewards_in_range,
+)
+from ope._thresholds import MIN_ROWS
+from ope.context import action_feature_matrix, context_matrix, feature_labels
+from ope.estimators import (
+    LoggingValue,
+    estimate_many,
+    estimate_weighted_many,
+    logging_value,
+)
+from ope.exceptions import (
+    EstimationError,
+    PolicyError,
+    SchemaError,
+    ValidationError,
+)
+from ope.logs import BanditLogs
+from ope.propensity import estimated_propensity_note, propensity_info
+from ope.results import (
+    Estimate,
+    Provenance,
+)
+from ope.schema import check_segment_columns
+from ope.weights import (
+    check_sampling_weight,
+    sampling_weight_column,
+    sampling_weight_note,
+)
+from ope.evaluation._settings import (
+    MODEL_ESTIMATORS,
+    STREAMING_ESTIMATORS,
+    EvaluationSettings,
+)
+from ope.evaluation.result import (
+    Evaluation,
+)
+
+__all__ = [
+    "evaluate_eager",
+    "evaluate_scan",
+    "batch_statistics",
+]
+
+
+def _factored_candidates(logs: BanditLogs) -> dict[str, dict[str, str]]:
+    """Candidates given by factor: ``target__<policy>__<factor>`` beside ``propensity__<factor>``.
+
+    Returns policy -> {factor: target column}. Columns whose suffix names no logged factor are
+    ordinary candidates (a policy name may itself contain ``__``).
+    """
+    factors = {c[len("propensity__"):] for c in logs.columns if c.startswith("propensity__")}
+    out: dict[str, dict[str, str]] = {}
+    if not factors:
+        return out
+    for name in logs.target_policies:
+        base, sep, factor = name.rpartition("__")
+        if sep and base and factor in factors:
+            out.setdefault(base, {})[factor] = f"target__{name}"
+    return out
+
+
+def _factored_arrays(logs: BanditLogs, changed: Mapping[str, str]) -> tuple[np.ndarray, np.ndarray]:
+    """Logging and target probabilities of the changed factors only (the others cancel).
+
+    The weight is prod_{k in C} q*_k / q_k (Markov factor replacement, Bottou et al. 2013);
+    returning both products keeps every estimator and interval unchanged.
+    """
+    from ope.weights import factor_weights
+
+    logged = {f: logs.column(f"propensity__{f}") for f in changed}
+    target = {f: logs.column(col) for f, col in changed.items()}
+    factor_weights(logged, target)  # validates ranges and lengths with helpful errors
+    p = np.ones(logs.n, dtype=np.float64)
+    t = np.ones(logs.n, dtype=np.float64)
+    for f in changed:
+        p *= logged[f]
+        t *= target[f]
+    return p, t
+
+
+def _model_predictions(
+    logs: BanditLogs,
+    distributions: Mapping[str, Any],
+    names: Sequence[str],
+    *,
+    reward_model: Any,
+    context_columns: Sequence[str] | None,
+    action_features: Any = None,
+    rng: int | np.random.Generator | None,
+) -> tuple[np.ndarray, np.ndarray, dict[str, list[str]], list[str]]:
+    """Cross-fitted q̂(x_i, a_i) and q̂(x_i, π_p) for every policy p, over one action catalog.
+
+    Returns ``(q_logged, q_target, model_columns, notes)``: ``model_columns`` has the context
+    columns (``"context"``) and action-feature columns (``"action_features"``) the model used.
+    """
+    import scipy.sparse as sp
+
+    from ope.context import context_column_choice
+    from ope.reward_models import RewardModel
+
+    notes: list[str] = []
+    if action_features is None:
+        action_features = logs.action_features
+    if context_columns is not None:
+        columns = list(context_columns)
+    else:
+        choice = context_column_choice(logs)
+        columns = choice.columns
+        notes += choice.notes
+    if not columns and action_features is None:
+        raise SchemaError(
+            "DM/DR estimators need context features for the reward model, and these logs have "
+            "no numeric feature columns (outcome-, id- and time-like names are left out by "
+            "default: ope.context.OUTCOME_LIKE_NAMES); pass context_columns=[...], "
+            "action_features=..., or use ips/snips."
+        )
+    x = context_matrix(logs, columns) if columns else np.empty((logs.n, 0), dtype=np.float64)
+    # one catalog: the logged actions and every policy's support
+    logged = logs.table.column("action").combine_chunks()
+    pieces = [np.asarray(logged.to_numpy(zero_copy_only=False))]
+    pieces += [np.asarray(distributions[p].actions) for p in names]
+    catalog = np.unique(np.concatenate(pieces))
+    codes = np.searchsorted(catalog, pieces[0])
+    mats = []
+    for p in names:
+        dist = distributions[p]
+        m = dist.matrix
+        new_code = np.searchsorted(catalog, np.asarray(dist.actions)).astype(np.int64)
+        mats.append(sp.csr_array((m.data, new_code[m.indices], m.indptr), shape=(m.shape[0], len(catalog))))
+    feats = None
+    feat_names: list[str] = []
+    if action_features is not None:
+        feats, feat_names = action_feature_matrix(action_features, catalog)
+    if reward_model is None:
+        # with action features: shared feature effects, context x feature interactions, and an
+        # intercept per action (RewardModel.action_intercepts)
+        model = RewardModel(rng=rng, action_intercepts=feats is not None)
+    elif isinstance(reward_model, RewardModel):
+        model = reward_model
+    else:
+        model = RewardModel(estimator=reward_model, rng=rng)
+    fitted = model.fit(
+        x, codes, logs.column("reward"), n_actions=len(catalog), action_features=feats
+    )
+    q_logged = fitted.predict_logged()
+    q_target = fitted.predict_policy(mats)
+    q_target = np.asarray(q_target, dtype=np.float64).reshape(len(q_logged), len(names))
+    if not (np.isfinite(q_logged).all() and np.isfinite(q_target).all()) and x.shape[1]:
+        _name_unfit_features(logs, columns, x)
+    return q_logged, q_target, {"context": columns, "action_features": feat_names}, notes
+
+
+def _name_unfit_features(logs: BanditLogs, columns: Sequence[str], x: np.ndarray) -> None:
+    """A reward model whose predictions are not finite: name the context column(s) whose
+    magnitudes overflow its fit (squares beyond float64), rather than a derived quantity."""
+    labels = feature_labels(logs, columns)
+    with np.errstate(all="ignore"):
+        peak = np.nanmax(np.abs(np.where(np.isfinite(x), x, 0.0)), axis=0)
+    worst = [j for j in np.argsort(-peak) if peak[j] > 1e150] or [int(np.argmax(peak))]
+    named = ", ".join(f"{labels[j]!r} (max |value| {peak[j]:.3g})" for j in worst[:5])
+    raise ValidationError(
+        f"the reward model of DM/DR gave non-finite predictions: context column(s) {named} are "
+        "too large for its fit (their squares overflow float64). Rescale them (e.g. divide by "
+        "a power of ten or standardize), or leave them out with context_columns=[...]."
+    )
+
+
+def _candidates(logs: BanditLogs, policies: Any, needs_model: bool) -> tuple[Any, dict[str, dict[str, str]]]:
+    """The target propensities of the candidates, and the candidates given by factor.
+
+    Returns ``(TargetPropensities, {policy: {factor: target column}})``.
+    """
+    from ope.policies import TargetPropensities, target_propensities
+
+    factored = _factored_candidates(logs) if policies is None or isinstance(policies, (list, tuple)) else {}
+    if factored:
+        factor_cols = {col[len("target__"):] for cols in factored.values() for col in cols.values()}
+        if policies is None:
+            plain = [p for p in logs.target_policies if p not in factor_cols]
+            factored_names = list(factored)
+        else:
+            plain = [p for p in policies if p not in factored]
+            factored_names = [p for p in policies if p in factored]
+        factored = {p: factored[p] for p in factored_names}
+        if factored and needs_model:
+            raise EstimationError(
+                f"candidates {', '.join(factored)} are given by factor (target__<policy>__<factor>); "
+                "DM/DR need each candidate's whole distribution. Use ips, clipped_ips or snips."
+            )
+        policies = plain
+    if factored and not policies:
+        return TargetPropensities([], np.empty((logs.n, 0))), factored
+    try:
+        tp = target_propensities(logs, policies, with_distributions=needs_model)
+    except PolicyError as exc:
+        if needs_model and "distribution" in str(exc).lower():
+            raise PolicyError(
+                f"{exc}\nDM/DR need each candidate's whole distribution; evaluate with "
+                "estimators=('ips', 'snips', 'clipped_ips') or provide the distributions."
+            ) from None
+        raise
+    if not tp.names and not factored:
+        raise PolicyError(
+            "no candidate policies to evaluate: the logs have no target__<name> columns and "
+            "`policies` is None. Pass policies=... (names, a long-format table, or objects)."
+        )
+    return tp, factored
+
+
+def _row_estimates(
+    resolved: Sequence[tuple[str, Any]],
+    settings: EvaluationSettings,
+    reward: np.ndarray,
+    propensity: np.ndarray,
+    target: np.ndarray | Sequence[np.ndarray],
+    names: Sequence[str],
+    q_logged: np.ndarray | None = None,
+    q_target: np.ndarray | None = None,
+    sampling_weight: np.ndarray | None = None,
+    logging_out: list[Estimate] | None = None,
+) -> tuple[dict[tuple[str, str], Estimate], Any]:
+    """Every estimate of the candidates ``names`` on these rows, and the pass's statistics.
+
+    IPS, clipped IPS and SNIPS always come from one pass of the moment kernel (so their numbers
+    do not depend on which other estimators are asked for), backed by the rows for row-level
+    intervals and paired comparisons; the others from one ``estimate_many`` pass each.
+    ``target`` is the (n, P) matrix or the P columns (zero-copy views of the log's columns).
+    Returns ``(estimates, MomentStats or None)``. With ``sampling_weight`` every estimator runs
+    its Horvitz-Thompson weighted form (``estimate_many(..., sampling_weight=...)``) and no
+    moment statistics are formed; the weighted logging value then comes from the same pass,
+    appended to ``logging_out`` when it is given.
+    """
+    from ope.streaming import MomentStats
+
+    if not len(names):
+        return {}, None
+    rr = settings.reward_range
+    stats = None
+    if sampling_weight is None and any(key in STREAMING_ESTIMATORS for key, _ in resolved):
+        stats = MomentStats.from_arrays(
+            reward, propensity, target, names=names,
+            estimators=[e for k, e in resolved if k in STREAMING_ESTIMATORS],
+        )
+    out: dict[tuple[str, str], Estimate] = {}
+    one_pass = [(k, e) for k, e in resolved if k in STREAMING_ESTIMATORS]
+    weighted: dict[str, list[Estimate]] = {}
+    if sampling_weight is not None and one_pass:  # one kernel pass for IPS, SNIPS, clipped IPS
+        with_logging = logging_out is not None  # and the logging value
+        found = estimate_weighted_many(
+            [e for _, e in one_pass] + ([LoggingValue()] if with_logging else []),
+            reward=reward, logging_propensity=propensity,
+            target_propensity=target, sampling_weight=sampling_weight,
+            weight_name=settings.weight_column or "sampling_weight", reward_range=rr,
+            names=names, rewards_checked=True,
+        )
+        if logging_out is not None:
+            logging_out.extend(found.pop())
+        weighted = dict(zip([k for k, _ in one_pass], found))
+    for key, est in resolved:  # loop over estimators
+        if key in weighted:
+            results = weighted[key]
+        elif stats is not None and key in STREAMING_ESTIMATORS:
+            results = stats.with_rows(
+                stats.estimates(est, reward_range=rr, confidence_level=settings.confidence_level),
+                reward=reward,
+                logging_propensity=propensity,
+                target_propensity=target,
+                reward_range=rr,
+            )
+        else:
+            matrix = target if isinstance(target, np.ndarray) else np.column_stack(list(target))
+            results = estimate_many(
+                est,
+                reward=reward,
+                logging_propensity=propensity,
+                target_propensity=matrix,
+                q_logged=q_logged,
+                q_target=q_target,
+                reward_range=rr,
+                names=names,
+                rewards_checked=True,  # checked once, in evaluate
+                sampling_weight=sampling_weight,
+                weight_name=settings.weight_column or "sampling_weight",
+            )
+        out.update({(name, key): res for name, res in zip(names, results)})
+    return out, stats
+
+
+def _target_columns(logs: BanditLogs, policies: Any) -> tuple[list[str], list[np.ndarray]] | None:
+    """The ``target__<name>`` columns of validated logs as zero-copy float64 views, or None
+    when the candidates need the general path (a policy table, policy objects, factored
+    candidates, targets the reader did not validate, or names to be checked there)."""
+    if not logs.targets_validated():
+        return None
+    available = logs.target_policies
+    if policies is None:
+        names = list(available)
+    elif isinstance(policies, (list, tuple)) and all(isinstance(x, str) for x in policies):
+        names = [x[len("target__"):] if x not in available and x.startswith("target__") else x
+                 for x in policies]
+    else:
+        return None
+    if not names or len(set(names)) != len(names) or any(x not in available for x in names):
+        return None  # target_propensities raises the precise error
+    if _factored_candidates(logs):
+        return None
+    return names, [logs.column(f"target__{x}") for x in names]
+
+
+def _logging_estimate(
+    stats: Any, reward: np.ndarray, settings: EvaluationSettings,
+    sampling_weight: np.ndarray | None = None,
+) -> Estimate:
+    """The logging value from the pass's statistics (backed by the rows), or on its own."""
+    if stats is None:
+        return logging_value(
+            reward, reward_range=settings.reward_range, rewards_checked=True,
+            sampling_weight=sampling_weight,
+            weight_name=settings.weight_column or "sampling_weight",
+        )
+    (base,) = stats.with_rows(
+        [stats.logging_estimate(reward_range=settings.reward_range)],
+        reward=reward, logging_propensity=None, target_propensity=None,
+        reward_range=settings.reward_range,
+    )
+    return base
+
+
+def evaluate_eager(logs: BanditLogs, plan: Any, provenance: Provenance) -> Evaluation:
+    """The evaluation of validated logs under ``plan`` (an
+    :class:`ope.evaluation.plan.EvaluationPlan`, read here, not imported): the eager driver."""
+    policies, resolved, model = plan.policies, plan.resolved, plan.model
+    settings = dataclasses.replace(
+        plan.settings, weight_column=sampling_weight_column(logs.columns, plan.weight_column)
+    )
+    segment_columns = check_segment_columns(logs.table.schema, plan.by, source=logs.report.source)
+    run = _eager_run(logs, policies, resolved, settings, model)
+    segments: dict[tuple[str, str, str, str], Estimate] = {}
+    segment_notes: list[str] = []
+    if segment_columns:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # each segment's estimates carry their own notes
+            segments, segment_notes = _segment_estimates(
+                logs, segment_columns, policies, resolved, settings, model, run
+            )
+    interval_values = None
+    if settings.ci == "bootstrap":
+        interval_values = _shared_bootstrap_intervals(run, resolved, settings)
+    notes = logs.report.dropped_notes()
+    if run.sampling_weight is not None:
+        notes.append(sampling_weight_note(
+            settings.weight_column or "", float(np.sum(run.sampling_weight)), logs.n
+        ))
+    notes += run.model_notes
+    source = propensity_info(logs)
+    estimated = estimated_propensity_note(logs)
+    if estimated is not None:
+        notes.append(estimated)
+    if run.rows_ignored:
+        notes.append(
+            f"{run.rows_ignored:,} policy-table rows for events dropped from the logs were "
+            "ignored"
+        )
+    notes += segment_notes
+    return Evaluation(
+        estimates=run.estimates,
+        logging=run.logging,
+        policies=[*run.names, *run.factored],
+        estimators=[k for k, _ in resolved],
+        report=logs.report,
+        confidence_level=settings.confidence_level,
+        ci_method=settings.ci,
+        notes=tuple(notes),
+        ci_options=settings.ci_options,
+        weight_bound=settings.weight_bound,
+        propensity_source=source["propensity_source"],
+        model_columns=run.model_columns,
+        statistics=run.stats,
+        by=tuple(segment_columns),
+        segment_estimates=segments,
+        interval_values=interval_values,
+        ci_fallback=settings.ci_fallback,
+        weight_column=None if run.sampling_weight is None else settings.weight_column,
+        _provenance=provenance,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class _EagerRun:
+    """What one eager pass over validated logs computed (the inputs kept for the intervals)."""
+
+    names: list[str]
+    target: Any  # (n, P) matrix or P column views
+    factored: dict[str, dict[str, str]]
+    rows_ignored: int
+    reward: np.ndarray
+    propensity: np.ndarray
+    sampling_weight: np.ndarray | None
+    estimates: dict[tuple[str, str], Estimate]
+    logging: Estimate
+    stats: Any
+    model_columns: dict[str, list[str]] | None
+    model_notes: list[str]
+    distributions: Mapping[str, Any] | None = None  # each candidate's, when DM/DR asked
+
+
+def _eager_run(
+    logs: BanditLogs,
+    policies: Any,
+    resolved: Sequence[tuple[str, Any]],
+    settings: EvaluationSettings,
+    model: Mapping[str, Any],
+    *,
+    candidates: Any = None,
+) -> _EagerRun:
+    """Every estimate of ``resolved`` on the rows of ``logs`` (the body of :func:`evaluate`).
+
+    ``candidates`` (a ``TargetPropensities`` with distributions, one row per row of ``logs``)
+    are the candidates already resolved, used in place of ``policies``: a segment's rows
+    take their rows of the candidates resolved once on the whole logs.
+    """
+    needs_model = any(k in MODEL_ESTIMATORS for k, _ in resolved)
+    direct = None if needs_model or candidates is not None else _target_columns(logs, policies)
+    factored: dict[str, dict[str, str]] = {}
+    if direct is not None:  # the log's own columns: no (n, P) copy
+        names, target = direct
+        rows_ignored = 0
+    else:
+        if candidates is not None:
+            tp = candidates
+        else:
+            tp, factored = _candidates(logs, policies, needs_model)
+        names, target, rows_ignored = tp.names, tp.values, tp.table_rows_ignored
+    reward = logs.column("reward")
+    # the one check of the rewards against reward_range for every estimator of this call
+    check_rewards_in_range(reward, settings.reward_range)
+    propensity = logs.column("propensity")
+    weight = None
+    if settings.weight_column is not None:
+        weight = check_sampling_weight(
+            logs.column(settings.weight_column), logs.n, name=settings.weight_column
+        )
+        if bool(np.all(weight == 1.0)):  # every row kept for sure: the unweighted numbers
+            weight = None
+    q_logged = q_target = None
+    model_columns = None
+    model_notes: list[str] = []
+    if needs_model:
+        q_logged, q_target, model_columns, model_notes = _model_predictions(
+            logs, tp.distributions, tp.names, **model
+        )
+    logging_out: list[Estimate] = []
+    estimates, stats = _row_estimates(
+        resolved, settings, reward, propensity, target, names, q_logged, q_target, weight,
+        logging_out=logging_out,
+    )
+    for name, changed in factored.items():  # loop over factored candidates
+        p_c, t_c = _factored_arrays(logs, changed)
+        estimates.update(_row_estimates(
+            resolved, settings, reward, p_c, t_c[:, None], [name], sampling_weight=weight
+        )[0])
+    base = (logging_out[0] if logging_out
+            else _logging_estimate(stats, reward, settings, weight))
+    return _EagerRun(
+        names=list(names), target=target, factored=factored, rows_ignored=rows_ignored,
+        reward=reward, propensity=propensity, sampling_weight=weight, estimates=estimates,
+        logging=base, stats=stats,
+        model_columns=model_columns, model_notes=model_notes,
+        distributions=tp.distributions if needs_model else None,
+    )
+
+
+def _shared_bootstrap_intervals(
+    run: _EagerRun, resolved: Sequence[tuple[str, Any]], settings: EvaluationSettings
+) -> dict[Any, tuple[float, float]]:
+    """Every bootstrap interval of the run from one set of resamples
+    (:func:`ope.intervals.bootstrap.shared_bootstrap`): each equals the estimate's own
+    ``ci(method="bootstrap", rng=seed, n_resamples=B)``. DM has none (its ``ci`` is NaN).
+
+    The weighting estimators enter through their row sources (``row_source``: per-row columns
+    built from the shared weights, block by block); the others through their estimates'
+    sources."""
+    from ope.estimators import WeightingEstimator
+    from ope.intervals.bootstrap import shared_bootstrap
+
+    if run.sampling_weight is not None:
+        return _weighted_shared_bootstrap(run, resolved, settings)
+    weighting = [(k, e) for k, e in resolved if isinstance(e, WeightingEstimator)]
+    sources = {
+        (p, k): run.estimates[(p, k)].source
+        for p in [*run.names, *run.factored]
+        for k, e in resolved
+        if not isinstance(e, WeightingEstimator) and k != "dm"
+    }
+    sources.update({(p, k): run.estimates[(p, k)].source for p in run.factored for k, _ in weighting})
+    shared = shared_bootstrap(
+        run.reward,
+        run.propensity if weighting and run.names else None,
+        run.target if weighting and run.names else None,
+        names=run.names if weighting and run.names else None,
+        estimators=weighting if run.names else (),
+        sources=sources,
+        logging=True,
+        reward_range=settings.reward_range,
+        confidence_level=settings.confidence_level,
+        n_resamples=settings.ci_options.get("n_resamples"),
+        bootstrap_method="percentile",
+        rng=settings.ci_options.get("rng"),
+    )
+    out: dict[Any, tuple[float, float]] = {
+        key: (float(iv.low), float(iv.high)) for key, iv in shared.intervals.items()
+    }
+    assert shared.logging is not None  # asked for with logging=True
+    out["logging"] = (float(shared.logging.low), float(shared.logging.high))
+    return out
+
+
+def _weighted_shared_bootstrap(
+    run: _EagerRun, resolved: Sequence[tuple[str, Any]], settings: EvaluationSettings
+) -> dict[Any, tuple[float, float]]:
+    """:func:`_shared_bootstrap_intervals` of sampling-weighted rows: every estimate (and the
+    logging value) is resampled through its row source, whose components carry the sampling
+    weights, so each resample's weights are its Poisson counts times ``s_i``."""
+    from ope.intervals.bootstrap import shared_bootstrap
+
+    sources: dict[Any, Any] = {
+        (p, k): run.estimates[(p, k)].source
+        for p in [*run.names, *run.factored]
+        for k, _ in resolved
+        if k != "dm"
+    }
+    sources["logging"] = run.logging.source
+    shared = shared_bootstrap(
+        run.reward,
+        sources=sources,
+        logging=False,
+        estimators=(),
+        reward_range=settings.reward_range,
+        confidence_level=settings.confidence_level,
+        n_resamples=settings.ci_options.get("n_resamples"),
+        bootstrap_method="percentile",
+        rng=settings.ci_options.get("rng"),
+    )
+    return {key: (float(iv.low), float(iv.high)) for key, iv in shared.intervals.items()}
+
+
+def _segment_estimates(
+    logs: BanditLogs,
+    columns: Sequence[str],
+    policies: Any,
+    resolved: Sequence[tuple[str, Any]],
+    settings: EvaluationSettings,
+    model: Mapping[str, Any],
+    run: _EagerRun,
+) -> tuple[dict[tuple[str, str, str, str], Estimate], list[str]]:
+    """(column, segment, policy, estimator) -> the estimate on that segment's rows alone.
+
+    IPS, clipped IPS and SNIPS of every segment of a column come from one grouped pass of the
+    moment kernel (:func:`ope.moments.grouped_moments`), backed by the segment's rows for the
+    row-level intervals; factored candidates and the reward-model estimators (refitted on each
+    segment, as ``evaluate`` on those rows would) run per segment (a loop over segments).
+    """
+    from ope.diagnostics.segments import segment_codes
+    from ope.estimators import weighted_estimates
+    from ope.moments import grouped_moments, grouped_weighted_moments
+    from ope.streaming import MomentStats
+
+    weighting = [(k, e) for k, e in resolved if k in STREAMING_ESTIMATORS]
+    modelled = [(k, e) for k, e in resolved if k not in STREAMING_ESTIMATORS]
+    order_keys = [k for k, _ in resolved]
+    clipped = next((e for k, e in weighting if k == "clipped_ips"), None)
+    mw = None if clipped is None else clipped.max_weight  # read from its estimator
+    rr, level = settings.reward_range, settings.confidence_level
+    out: dict[tuple[str, str, str, str], Estimate] = {}
+    skipped: list[str] = []
+    for col in columns:  # loop over segment columns
+        seg = segment_codes(col, logs.table.column(col).to_pandas(), logs.n)
+        counts = np.bincount(seg.codes, minlength=seg.size)
+        order = np.argsort(seg.codes, kind="stable")  # rows of each segment, in log order
+        bounds = np.concatenate(([0], np.cumsum(counts)))
+        groups = wgroups = None
+        if weighting and run.names and run.sampling_weight is None:
+            groups, _ = grouped_moments(
+                run.reward, run.propensity, run.target, seg.codes, seg.size, max_weight=mw
+            )
+        elif weighting and run.names:  # one grouped pass of the weighted statistics
+            assert run.sampling_weight is not None
+            wgroups, _ = grouped_weighted_moments(
+                run.reward, run.propensity, run.target, run.sampling_weight, seg.codes,
+                seg.size, max_weight=mw,
+            )
+        for g, label in enumerate(seg.labels):  # loop over segments, not rows
+            if counts[g] < MIN_ROWS:
+                skipped.append(f"{col}={label} ({int(counts[g])} row)")
+                continue
+            idx = order[bounds[g]:bounds[g + 1]]
+            r_g, p_g = run.reward[idx], run.propensity[idx]
+            found: dict[tuple[str, str], Estimate] = {}
+            s_g = None if run.sampling_weight is None else run.sampling_weight[idx]
+            if wgroups is not None and s_g is not None:
+                t_g = ([c[idx] for c in run.target] if isinstance(run.target, (list, tuple))
+                       else run.target[idx])
+                wm_g = wgroups[g]
+                assert wm_g is not None
+                for (key, _), results in zip(weighting, weighted_estimates(
+                    [e for _, e in weighting], wm_g, reward=r_g, logging_propensity=p_g,
+                    target=t_g, sampling_weight=s_g, labels=run.names, reward_range=rr,
+                    weight_name=settings.weight_column or "sampling_weight",
+                )):
+                    found.update({(p, key): res for p, res in zip(run.names, results)})
+            if groups is not None:
+                t_g = ([c[idx] for c in run.target] if isinstance(run.target, (list, tuple))
+                       else run.target[idx])
+                centered = groups[g]
+                assert centered is not None  # the segment has rows
+                stats = MomentStats(
+                    n=int(counts[g]), min_r=float(r_g.min()), max_r=float(r_g.max()),
+                    centered=centered, max_weight=mw, names=tuple(run.names),
+                )
+                for key, est in weighting:  # loop over estimators
+                    results = stats.with_rows(
+                        stats.estimates(est, reward_range=rr, confidence_level=level),
+                        reward=r_g, logging_propensity=p_g, target_propensity=t_g,
+                        reward_range=rr,
+                    )
+                    found.update({(p, key): res for p, res in zip(run.names, results)})
+            for name, changed in run.factored.items():  # loop over factored candidates
+                p_c, t_c = _factored_arrays(logs, changed)
+                found.update(_row_estimates(
+                    weighting, settings, r_g, p_c[idx], t_c[idx, None], [name],
+                    sampling_weight=s_g,
+                )[0])
+            if modelled:
+                sub = logs.table.take(_row_positions(idx))
+                part = (BanditLogs.from_validated if logs.targets_validated() else BanditLogs)(
+                    sub, logs.report, dropped_event_ids=logs.dropped_event_ids,
+                    unit_roundoff=logs.unit_roundoff,
+                )
+                part.action_features = logs.action_features
+                found.update(_eager_run(
+                    part, policies, modelled, settings, model,
+                    candidates=_candidate_rows(run, idx),
+                ).estimates)
+            for p in [*run.names, *run.factored]:  # loop over policies
+                for key in order_keys:
+                    out[(col, label, p, key)] = found[(p, key)]
+    notes = []
+    if skipped:
+        notes.append(
+            f"segments with fewer than {MIN_ROWS} rows have no estimate: {', '.join(skipped)}"
+        )
+    return out, notes
+
+
+def _candidate_rows(run: _EagerRun, idx: np.ndarray) -> Any:
+    """The rows ``idx`` of the candidates the whole-log run resolved (a ``TargetPropensities``
+    with distributions), each distribution over the actions those rows give probability.
+
+    The candidates are resolved once, on the logs they were written for (a policy table joins
+    on every logged event), and a segment takes its rows: its DM and DR equal those of
+    ``evaluate`` on the segment's rows with the candidates' rows for them.
+    """
+    from ope.policies import PolicyDistribution, TargetPropensities
+
+    dists = {}
+    assert run.distributions is not None  # a run with a reward model keeps them
+    for name in run.names:  # loop over policies
+        full = run.distributions[name]
+        m = full.matrix[idx]
+        used, codes = np.unique(m.indices, return_inverse=True)
+        m = type(m)((m.data, codes.reshape(-1), m.indptr), shape=(m.shape[0], used.size))
+        dists[name] = PolicyDistribution(m, np.asarray(full.actions)[used])
+    return TargetPropensities(run.names, np.asarray(run.target)[idx], dists)
+
+
+def _row_positions(idx: np.ndarray) -> Any:
+    """Row positions as a pyarrow array (for ``pyarrow.Table.take``)."""
+    import pyarrow as pa
+
+    return pa.array(idx, type=pa.int64())
+
+
+def batch_statistics(
+    logs: BanditLogs, policies: Any, estimators: Sequence[Any], weight_column: str | None = None
+) -> Any:
+    """The moment statistics (:class:`ope.streaming.MomentStats`) of one validated batch for
+    the weighting ``estimators`` of a plan: the per-batch step shared by the scan and the Dask
+    partitions, merged by the same kernel. The batch's ``target__`` columns are read as they
+    are (no (n, P) copy) when the reader validated them. With ``weight_column`` the statistics
+    are of the sampling-weighted rows."""
+    from ope.policies import target_propensities
+    from ope.streaming import MomentStats
+
+    direct = _target_columns(logs, policies)
+    target: Any
+    if direct is not None:
+        names, target = direct
+    else:
+        tp = target_propensities(logs, policies)
+        names, target = tp.names, tp.values
+    return MomentStats.from_arrays(
+        logs.column("reward"),
+        logs.column("propensity"),
+        target,
+        estimators=estimators,
+        names=names,
+        sampling_weight=None if weight_column is None else logs.column(weight_column),
+        weight_name=weight_column or "sampling_weight",
+    )
+
+
+def evaluate_scan(scan: Any, plan: Any) -> Evaluation:
+    """The evaluation of a lazy scan under ``plan``: the moment kernel per batch, merged."""
+    settings = dataclasses.replace(
+        plan.settings, weight_column=sampling_weight_column(scan.columns, plan.weight_column)
+    )
+    stats = None
+    for batch in scan.to_batches():  # loop over batches
+        part = batch_statistics(batch, plan.policies, plan.weighting, settings.weight_column)
+        stats = part if stats is None else stats.merge(part)
+    if stats is None:
+        raise EstimationError(f"the scan of {scan.source} yielded no rows.")
+    estimated = estimated_propensity_note(scan)
+    return Evaluation.from_statistics(
+        stats, plan.resolved, settings, report=scan.report,
+        notes=[estimated] if estimated else [],
+        propensity_source=propensity_info(scan)["propensity_source"],
+    )

@@ -1,0 +1,428 @@
+"""The evaluation plan (:class:`EvaluationPlan`): built once from the options, checked once, run
+by every driver; and :func:`evaluate`, which builds one and runs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ope._validation import (
+    check_rng,
+    resolve_seed,
+)
+from ope.exceptions import (
+    EstimationError,
+    PolicyError,
+)
+from ope.logs import BanditLogs
+from ope.results import (
+    Provenance,
+)
+from ope.evaluation._settings import (
+    MODEL_ESTIMATORS,
+    CI_FALLBACKS,
+    STREAMING_ESTIMATORS,
+    resolve_estimators,
+    EvaluationSettings,
+    check_bounds,
+)
+from ope.evaluation.result import (
+    Evaluation,
+)
+from ope.evaluation._driver import (
+    evaluate_eager,
+    evaluate_scan,
+)
+
+__all__ = [
+    "EvaluationPlan",
+    "evaluate",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class EvaluationPlan:
+    """Everything one evaluation needs besides the rows, checked once.
+
+    A plan is built by :meth:`build` from the options of :func:`evaluate` (which builds one and
+    runs it); every driver runs the same plan: eager logs (:meth:`run`), a lazy
+    :func:`ope.scan_logs` source (the moment kernel batch by batch), Dask partitions
+    (``ope.distributed.evaluate_distributed``) and the command line. Each setting is validated
+    where it enters: the interval settings in :class:`EvaluationSettings`, each estimator's
+    own setting (the clip level of clipped IPS, Switch-DR's τ, DRos's λ) by the estimator
+    object that keeps it; the drivers read the estimator, never a copy of the number.
+
+    Attributes
+    ----------
+    estimators : tuple of (str, Estimator)
+        The registry name and the estimator object (with its settings inside), in order.
+    settings : EvaluationSettings
+        The interval method, level, a priori bounds, bootstrap options and fallback.
+    policies : object
+        The candidates as given (None, names, a long-format table or policy objects); they
+        are resolved against the rows when the plan runs.
+    by : str, sequence of str or None
+        Segment columns as given (checked against the logs' schema when the plan runs).
+    model : dict
+        ``reward_model``, ``context_columns``, ``action_features`` of DM and the DR family,
+        and ``rng``, the randomness of cross-fitting and the bootstrap.
+    weight_column : str or None
+        The sampling-weight column asked for (the ``weight`` column is used by default when
+        the rows have one).
+    seed : int or None
+        The recorded seed (None when the caller passed a ``numpy.random.Generator``).
+    options : dict
+        The options as given, recorded in the evaluation's provenance.
+
+    Examples
+    --------
+    >>> from ope.evaluation import EvaluationPlan
+    >>> plan = EvaluationPlan.build(estimators=("ips", "clipped_ips", "dr"), max_weight=20.0,
+    ...                             ci="t", rng=0)
+    >>> [key for key, _ in plan.estimators], plan.clipped
+    (['ips', 'clipped_ips', 'dr'], ClippedIPS(max_weight=20.0))
+    >>> plan.stream_obstacles()
+    (('estimators', 'dr needs a reward model fitted on every row'),)
+    """
+
+    estimators: tuple[tuple[str, Any], ...]
+    settings: EvaluationSettings
+    policies: Any = None
+    by: str | Sequence[str] | None = None
+    model: Mapping[str, Any] = field(default_factory=dict)
+    weight_column: str | None = None
+    seed: int | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        policies: Any = None,
+        *,
+        estimators: Sequence[Any] | str = ("ips", "snips", "dr"),
+        ci: str = "normal",
+        confidence_level: float = 0.95,
+        reward_range: tuple[float, float] | None = None,
+        max_weight: float | None = None,
+        weight_bound: float | None = None,
+        tau: float | None = None,
+        shrinkage: float | None = None,
+        reward_model: Any = None,
+        context_columns: Sequence[str] | None = None,
+        n_resamples: int | None = None,
+        rng: int | np.random.Generator | None = None,
+        action_features: Any = None,
+        by: str | Sequence[str] | None = None,
+        ci_fallback: str | None = None,
+        weight_column: str | None = None,
+    ) -> EvaluationPlan:
+        """The plan of :func:`evaluate` with these options (the same arguments, without the
+        logs), every argument checked before any row is read.
+
+        Raises
+        ------
+        ope.ParameterError
+            A malformed argument: an unknown ``ci`` or estimator, a ``confidence_level``
+            outside (0, 1), a setting an estimator needs and lacks or one no estimator uses, a
+            malformed ``by``, ``context_columns`` or ``weight_column`` name.
+        ope.MissingBoundsError
+            ``ci`` needs an a priori bound that was not given: ``reward_range`` for every
+            method but normal, t and bootstrap; ``weight_bound`` for the hoeffding, bernstein
+            and empirical-likelihood intervals of IPS and SNIPS.
+        """
+        check_rng(rng)
+        seed, generator = resolve_seed(rng)
+        # every random step (cross-fitting folds, bootstrap) draws from `rand`: the recorded
+        # seed, or the caller's Generator
+        rand: int | np.random.Generator = seed if seed is not None else generator
+        settings = EvaluationSettings.checked(
+            ci=ci, confidence_level=confidence_level, reward_range=reward_range,
+            weight_bound=weight_bound, n_resamples=n_resamples, rng=rand,
+            ci_fallback=ci_fallback,
+        )
+        resolved = resolve_estimators(
+            estimators, max_weight=max_weight, tau=tau, shrinkage=shrinkage
+        )
+        check_bounds(resolved, settings)
+        given = {
+            "policies": policies if policies is None or isinstance(policies, (str, list, tuple))
+            else type(policies).__name__,
+            "estimators": [getattr(e, "name", e) if not isinstance(e, str) else e
+                           for e in ((estimators,) if isinstance(estimators, str)
+                                     or callable(getattr(estimators, "estimate", None))
+                                     else estimators)],
+            "ci": ci, "confidence_level": confidence_level, "reward_range": reward_range,
+            "max_weight": max_weight, "weight_bound": weight_bound, "tau": tau,
+            "shrinkage": shrinkage, "context_columns": context_columns,
+            "n_resamples": n_resamples, "by": by, "ci_fallback": ci_fallback,
+            "weight_column": weight_column,
+        }
+        return cls(
+            estimators=tuple(resolved),
+            settings=settings,
+            policies=policies,
+            by=by,
+            model={"reward_model": reward_model, "context_columns": context_columns,
+                   "action_features": action_features, "rng": rand},
+            weight_column=weight_column,
+            seed=seed,
+            options={k: v for k, v in given.items() if v is not None},
+        )
+
+    @property
+    def resolved(self) -> list[tuple[str, Any]]:
+        """The (name, estimator) pairs as a list (what the row passes take)."""
+        return list(self.estimators)
+
+    @property
+    def clipped(self) -> Any:
+        """The clipped estimator of the plan (its ``max_weight`` is the clip level of the
+        moment statistics), None without one."""
+        return next((est for key, est in self.estimators if key == "clipped_ips"), None)
+
+    @property
+    def weighting(self) -> list[Any]:
+        """The estimator objects the moment kernel computes (IPS, clipped IPS, SNIPS)."""
+        return [est for key, est in self.estimators if key in STREAMING_ESTIMATORS]
+
+    def stream_obstacles(self) -> tuple[tuple[str, str], ...]:
+        """Why the plan cannot run on merged statistics (a scan or Dask partitions): one
+        ``(argument, reason)`` pair per obstacle; empty when it can.
+
+        Merged statistics give IPS, clipped IPS and SNIPS with the normal or t interval
+        (every other interval method reads the rows) for candidates named by their
+        ``target__`` columns or given as policy objects.
+        """
+        obstacles: list[tuple[str, str]] = []
+        for key, _ in self.estimators:  # loop over estimators
+            if key not in STREAMING_ESTIMATORS:
+                why = ("needs a reward model fitted on every row" if key in MODEL_ESTIMATORS
+                       else "needs every row")
+                obstacles.append(("estimators", f"{key} {why}"))
+        if self.policies is not None and not isinstance(self.policies, (list, tuple, Mapping)):
+            obstacles.append(("policies", "a long-format policy table is joined on every event"))
+        if self.by is not None:
+            obstacles.append(("by", "per-segment estimates need every row"))
+        if self.settings.ci not in CI_FALLBACKS:
+            obstacles.append(("ci", f"the {self.settings.ci} interval reads every row"))
+        return tuple(obstacles)
+
+    def check_streamable(self, where: str) -> None:
+        """Refuse a plan merged statistics cannot compute (``where`` names the driver).
+
+        Raises
+        ------
+        ope.EstimationError
+            An estimator that needs the rows.
+        ope.PolicyError
+            A long-format policy table.
+        """
+        found = dict(self.stream_obstacles())
+        if "estimators" in found:
+            unsupported = [k for k, _ in self.estimators if k not in STREAMING_ESTIMATORS]
+            raise EstimationError(
+                f"estimator(s) {', '.join(unsupported)} cannot run {where}; merged statistics "
+                f"support {', '.join(sorted(STREAMING_ESTIMATORS))}. Read the logs eagerly "
+                "(ope.evaluate(ope.read_logs(...))) for the others."
+            )
+        if "policies" in found:
+            raise PolicyError(
+                f"{where}, policies must be target__<name> column names or a dict of policy "
+                "objects; a long-format policy table needs the whole log (use "
+                "ope.evaluate(ope.read_logs(...)))."
+            )
+        if "by" in found:
+            raise EstimationError(
+                f"per-segment estimates (by=...) cannot run {where}: they need the rows; read "
+                "the logs eagerly (ope.evaluate(ope.read_logs(...), by=...))."
+            )
+
+    def with_policies(self, policies: Any) -> EvaluationPlan:
+        """The same plan for other candidates (e.g. those a command line builds once the rows
+        are read); nothing is checked again."""
+        options = dict(self.options)
+        options.pop("policies", None)
+        if policies is not None:
+            options["policies"] = (policies if isinstance(policies, (str, list, tuple))
+                                   else type(policies).__name__)
+        return dataclasses.replace(self, policies=policies, options=options)
+
+    def run(self, logs: Any) -> Evaluation:
+        """The evaluation of ``logs`` under this plan.
+
+        ``logs`` are validated logs, a lazy :func:`ope.scan_logs` source (its plan must have
+        no :meth:`stream_obstacles`) or anything :func:`ope.read_logs` accepts. The warnings
+        of the run are re-emitted once each (the estimates also carry them as notes).
+        """
+        from ope.io import LogScan, read_logs
+
+        provenance = Provenance(options=dict(self.options), seed=self.seed)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if isinstance(logs, LogScan):
+                self.check_streamable("over a lazy scan")
+                evaluation = evaluate_scan(logs, self).with_provenance(provenance)
+            else:
+                if not isinstance(logs, BanditLogs):
+                    logs = read_logs(logs)
+                evaluation = evaluate_eager(logs, self, provenance)
+        for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
+            warnings.warn(message, category, stacklevel=3)
+        return evaluation
+
+    def diagnose(self, logs: Any, *, target_width: float | None = None,
+                 new_rows: int | None = None, statistics: Any = None) -> Any:
+        """The overlap diagnostics (:func:`ope.diagnose`) of the plan's candidates on
+        ``logs``, with its clip level (read from its clipped estimator), reward range,
+        confidence level, segments and sampling weights; ``statistics`` of an evaluation under
+        this plan are reused."""
+        from ope.diagnostics import diagnose
+
+        clipped = self.clipped
+        return diagnose(
+            logs, self.policies, by=self.by,
+            max_weight=None if clipped is None else clipped.max_weight,
+            reward_range=self.settings.reward_range,
+            confidence_level=self.settings.confidence_level,
+            target_width=target_width, new_rows=new_rows, statistics=statistics,
+            weight_column=self.weight_column,
+        )
+
+
+def evaluate(
+    logs: Any,
+    policies: Any = None,
+    *,
+    estimators: Sequence[Any] | str = ("ips", "snips", "dr"),
+    ci: str = "normal",
+    confidence_level: float = 0.95,
+    reward_range: tuple[float, float] | None = None,
+    max_weight: float | None = None,
+    weight_bound: float | None = None,
+    tau: float | None = None,
+    shrinkage: float | None = None,
+    reward_model: Any = None,
+    context_columns: Sequence[str] | None = None,
+    n_resamples: int | None = None,
+    rng: int | np.random.Generator | None = None,
+    action_features: Any = None,
+    by: str | Sequence[str] | None = None,
+    ci_fallback: str | None = None,
+    weight_column: str | None = None,
+) -> Evaluation:
+    """Estimate the value of P candidate policies with several estimators and intervals.
+
+    Parameters
+    ----------
+    logs : BanditLogs, LogScan, path, pandas.DataFrame or pyarrow.Table
+        Validated logs (``ope.read_logs``), a lazy scan (``ope.scan_logs``: IPS, clipped IPS
+        and SNIPS only, computed from merged sums in bounded memory), or anything
+        ``ope.read_logs`` accepts.
+    policies : None, list of str, long-format policy table, or dict of name to policy object
+        ``None`` evaluates every ``target__<name>`` column (see ``ope.policies``).
+    estimators : sequence of str or estimator objects
+        Names among ``dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros``.
+    ci : str, default "normal"
+        Interval method for ``ci_low``/``ci_high`` (``normal, t, bootstrap, hoeffding,
+        bernstein, bottou, empirical_likelihood, betting``). Bounded methods need
+        ``reward_range``; a method that does not apply to one of the estimators is an error.
+    confidence_level : float, default 0.95
+    reward_range : (float, float), optional
+        A priori range of the rewards (clicks: (0, 1)). Never taken from the data.
+    max_weight, tau, shrinkage : float, optional
+        Settings of ``clipped_ips``, ``switch_dr`` and ``dros`` when those are named.
+    weight_bound : float, optional
+        A priori bound on the importance weights π_e/π_b of every context and action (e.g.
+        1 / the smallest probability the logger can give), used by the ``hoeffding``,
+        ``bernstein`` and ``empirical_likelihood`` intervals of IPS and SNIPS. The largest
+        observed weight is not a bound.
+    reward_model : scikit-learn estimator or ope.reward_models.RewardModel, optional
+        Reward model for DM and the DR family, cross-fitted (default: ``RewardModel()``).
+    context_columns : sequence of str, optional
+        Context features of the reward model. Default: every numeric column outside the log
+        schema whose name is not outcome-, id- or time-like (``cost``, ``latency_ms``,
+        ``tokens``, ``click``, ``conversion``, ``revenue``, ``weight``, ``reward*``,
+        ``outcome*``, ``timestamp*``, ``*_id``, ``*_time``, ``*_at``, and the Open Bandit
+        Dataset's ``user-item_affinity_*``; see ``ope.context``); past 20 columns a note lists
+        them. Named columns are always used. The columns used are in
+        :attr:`Evaluation.model_columns`.
+    action_features : pyarrow.Table or pandas.DataFrame, optional
+        Features of the actions (items) for the reward model: an ``action`` column with one row
+        per action (every logged action and every action in a candidate's support) and numeric
+        feature columns (other columns are left out). Default: ``logs.action_features`` when an
+        importer attached them (``ope.read_obd``, ``ope.from_bandit_feedback``), else none.
+        They are joined on the action, for the logged action (``q_logged``) and for each action
+        in a row's support (``q_target``); the default model then fits Ridge on
+        ``[x, e(a), x ⊗ e(a), one-hot(a)]``: the context, the action's features, their
+        products (the effect of a feature may depend on the context) and one intercept per
+        action (``RewardModel(action_intercepts=True)``). A ``RewardModel`` passed as
+        ``reward_model`` keeps its own settings.
+    n_resamples : int, optional
+        Bootstrap resamples when ``ci="bootstrap"``.
+    rng : int, numpy.random.Generator or None
+        Randomness of cross-fitting folds and the bootstrap. ``None`` draws a seed and records
+        it (``ev.provenance.seed``): ``rng=ev.provenance.seed`` gives the same numbers again.
+    by : str or sequence of str, optional
+        Segment columns of the logs (one scalar label per row; numeric columns with many
+        values are cut into quantile bins as in ``ope.diagnose``): every estimator's value and
+        interval is also computed on each segment's rows alone (``ev.table(by="segment")``).
+        IPS, clipped IPS and SNIPS of every segment come from one grouped pass of the moment
+        kernel; DM and the DR family fit their reward model on each segment's rows. The
+        candidates are resolved once on all rows (a policy table or distributions cover
+        every logged event) and each segment takes its rows of them: each segment's numbers
+        equal those of ``evaluate`` on that segment's rows with the candidates' rows for them.
+    ci_fallback : {"normal", "t"}, optional
+        Interval of the estimators ``ci`` does not apply to (e.g. ``ci="hoeffding"`` with
+        SNIPS): their rows' ``ci_method`` says so and a note names them. Without it such an
+        estimator is an error.
+    weight_column : str, optional
+        Column of the rows' sampling (Horvitz-Thompson) weights, ``1 / P(row kept)``. By
+        default the ``weight`` column when the logs have one (the DSJSON importer writes
+        ``1 / (1 - pdrop)`` there), else none. With weights every estimate, interval, segment
+        and the shared bootstrap are weighted (e.g. IPS: ``sum s w r / sum s``; see
+        :mod:`ope.estimators`), a note gives the estimated population size ``sum s``, and the
+        interval methods that cannot take weights (hoeffding, bernstein, bottou,
+        empirical_likelihood, betting) refuse.
+
+    Returns
+    -------
+    Evaluation
+
+    Raises
+    ------
+    ope.ParameterError
+        A bad argument (unknown ``ci`` or estimator, ``confidence_level`` outside (0, 1), ...),
+        found before any row is read.
+
+    Notes
+    -----
+    IPS, clipped IPS and SNIPS share one pass of the moment kernel over an (n, P) block of
+    target propensities, and every other estimator runs one chunked pass, so P candidates cost
+    about one pass, not P; the IPS numbers are the same whatever else is asked for. DM/DR need each candidate's full distribution over
+    every row's support (``target_dist__<name>`` columns, a long-format policy table, or policy
+    objects); the reward model is evaluated only on those (row, action) pairs.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd
+    >>> import ope
+    >>> df = pd.DataFrame({"action": [0, 1, 1, 0], "propensity": [0.5] * 4,
+    ...                    "reward": [1.0, 0.0, 1.0, 0.0], "target__always_1": [0.0, 1.0, 1.0, 0.0]})
+    >>> ev = ope.evaluate(df, estimators=("ips", "snips"))
+    >>> ev.table()[["policy", "estimator", "value"]].to_dict(orient="records")
+    [{'policy': 'always_1', 'estimator': 'ips', 'value': 0.5}, {'policy': 'always_1', 'estimator': 'snips', 'value': 0.5}]
+    """
+    plan = EvaluationPlan.build(
+        policies, estimators=estimators, ci=ci, confidence_level=confidence_level,
+        reward_range=reward_range, max_weight=max_weight, weight_bound=weight_bound, tau=tau,
+        shrinkage=shrinkage, reward_model=reward_model, context_columns=context_columns,
+        n_resamples=n_resamples, rng=rng, action_features=action_features, by=by,
+        ci_fallback=ci_fallback, weight_column=weight_column,
+    )
+    return plan.run(logs)
