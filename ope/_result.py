@@ -533,25 +533,17 @@ def _add_provenance_to_text(self: Result, text: Any) -> Any:
     return text + "\n\n" + "\n".join(p.text_lines())
 
 
-def _dict_with_provenance(method: _F) -> _F:
-    call, add = _call_outermost, _add_provenance_to_dict
+def _with_provenance(method: _F, add: Callable[[Result, Any], Any]) -> _F:
+    """``method`` (a result's ``to_dict`` or ``summary``) adding the provenance with ``add``
+    when it is the outermost such call; functools.wraps keeps the method's name, docstring and
+    ``__module__``, so doctest finds its examples in the subclass's module."""
+    call = _call_outermost
 
     @functools.wraps(method)
-    def to_dict(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
         return call(self, method, args, kwargs, add)
 
-    # functools.wraps keeps the method's __module__ and docstring: doctest finds its examples
-    return to_dict  # type: ignore[return-value]
-
-
-def _text_with_provenance(method: _F) -> _F:
-    call, add = _call_outermost, _add_provenance_to_text
-
-    @functools.wraps(method)
-    def summary(self: Any, *args: Any, **kwargs: Any) -> Any:
-        return call(self, method, args, kwargs, add)
-
-    return summary  # type: ignore[return-value]
+    return wrapper  # type: ignore[return-value]
 
 
 class Result:
@@ -598,10 +590,11 @@ class Result:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for name, wrap in (("to_dict", _dict_with_provenance), ("summary", _text_with_provenance)):
+        for name, add in (("to_dict", _add_provenance_to_dict),
+                          ("summary", _add_provenance_to_text)):
             method = cls.__dict__.get(name)
             if isinstance(method, types.FunctionType):
-                setattr(cls, name, wrap(method))
+                setattr(cls, name, _with_provenance(method, add))
 
     def to_dict(self) -> dict[str, Any]:  # pragma: no cover - every subclass overrides
         raise NotImplementedError
@@ -659,4 +652,6 @@ class Result:
         return render_html(parts)
 
 
-Result.summary = _text_with_provenance(Result.summary)  # type: ignore[method-assign]
+Result.summary = _with_provenance(  # type: ignore[method-assign]
+    Result.summary, _add_provenance_to_text
+)

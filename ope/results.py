@@ -31,7 +31,7 @@ from ope._validation import (
     resolve_seed,
 )
 from ope.exceptions import EstimationError, ParameterError
-from ope.intervals._types import BottouInterval, ConfidenceInterval
+from ope.intervals._types import BottouInterval, ConfidenceInterval, within_range
 from ope.intervals.asymptotic import normal_interval, t_interval
 from ope.intervals.bootstrap import bootstrap_interval, default_n_resamples
 from ope._result import (
@@ -660,19 +660,10 @@ def make_estimate(
 
 
 def _in_range(iv: ConfidenceInterval, source: Source | None) -> ConfidenceInterval:
-    """``iv`` intersected with the range the estimand lies in (``source.value_range``).
-
-    An interval entirely outside the range (an event of probability at most 1 - level when the
-    interval is valid, since it then misses the value) becomes the nearer end point, never an
-    inverted interval.
-    """
-    vr = None if source is None else source.value_range
-    if vr is None or not (math.isfinite(iv.low) and math.isfinite(iv.high)):
-        return iv
-    low, high = max(iv.low, vr[0]), min(iv.high, vr[1])
-    if low > high:
-        low = high = vr[1] if iv.low > vr[1] else vr[0]
-    return ConfidenceInterval(float(low), float(high))
+    """``iv`` intersected with the range the estimand lies in (``source.value_range``): an
+    interval entirely outside it (an event of probability at most 1 - level when the interval
+    is valid) becomes the nearer end point (:func:`ope.intervals._types.within_range`)."""
+    return within_range(iv, None if source is None else source.value_range)
 
 
 def compare(

@@ -8,9 +8,11 @@ this module cannot import the renderer back).
 
 from __future__ import annotations
 
+import math
+
 from typing import NamedTuple
 
-__all__ = ["ConfidenceInterval", "BottouInterval"]
+__all__ = ["ConfidenceInterval", "BottouInterval", "within_range"]
 
 
 def _width(self: ConfidenceInterval | BottouInterval) -> float:
@@ -78,3 +80,25 @@ class BottouInterval(NamedTuple):
     def to_dict(self) -> dict[str, float]:
         """The fields as plain floats (JSON-ready), keys in field order."""
         return _to_dict(self)
+
+
+def within_range(iv: ConfidenceInterval, value_range: tuple[float, float] | None
+                 ) -> ConfidenceInterval:
+    """``iv`` intersected with the range the estimand lies in (the a priori reward range): an
+    interval entirely outside becomes the nearer end point, never an inverted interval; an
+    interval with an infinite end, or no range, is returned as it is.
+
+    Examples
+    --------
+    >>> from ope.intervals._types import ConfidenceInterval, within_range
+    >>> within_range(ConfidenceInterval(-0.2, 0.5), (0.0, 1.0))
+    ConfidenceInterval(low=0.0, high=0.5)
+    >>> within_range(ConfidenceInterval(1.2, 1.5), (0.0, 1.0))
+    ConfidenceInterval(low=1.0, high=1.0)
+    """
+    if value_range is None or not (math.isfinite(iv.low) and math.isfinite(iv.high)):
+        return iv
+    low, high = max(iv.low, value_range[0]), min(iv.high, value_range[1])
+    if low > high:
+        low = high = value_range[1] if iv.low > value_range[1] else value_range[0]
+    return ConfidenceInterval(float(low), float(high))

@@ -59,7 +59,7 @@ from ope.intervals._resampling import (
     resample_sums,
 )
 from ope.intervals._rows import RowColumn, WeightingRows, first_mean
-from ope.intervals._types import ConfidenceInterval
+from ope.intervals._types import ConfidenceInterval, within_range
 from ope.moments import ratio
 
 __all__ = [
@@ -212,17 +212,6 @@ def _accelerations(cols: Columns, stats: Sequence[_Stat], res: Sums,
     return out
 
 
-def _in_value_range(iv: ConfidenceInterval, vr: tuple[float, float] | None) -> ConfidenceInterval:
-    """``iv`` intersected with the range the estimand lies in, as ``Estimate.ci`` does: an
-    interval entirely outside becomes the nearer end point, never an inverted interval."""
-    if vr is None or not (math.isfinite(iv.low) and math.isfinite(iv.high)):
-        return iv
-    low, high = max(iv.low, vr[0]), min(iv.high, vr[1])
-    if low > high:
-        low = high = vr[1] if iv.low > vr[1] else vr[0]
-    return ConfidenceInterval(float(low), float(high))
-
-
 def _interval(reps: np.ndarray, theta_hat: float, accel: float | None, level: float,
               where: str, cause: str = "e.g. all resampled weights are zero") -> ConfidenceInterval:
     """Percentile (``accel`` None) or BCa interval of the replicates."""
@@ -273,7 +262,7 @@ def _run(cols: Columns, stats: Sequence[_Stat], *, level: float, n_resamples: in
         list(_accelerations(cols, stats, res, thetas)) if method == "bca" else [None] * len(stats)
     )
     out = [
-        _in_value_range(_interval(_replicates(s, res), t, a, level, s.where, s.cause),
+        within_range(_interval(_replicates(s, res), t, a, level, s.where, s.cause),
                         s.value_range)
         for s, t, a in zip(stats, thetas, accels)  # a loop over statistics
     ]
