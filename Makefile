@@ -6,7 +6,8 @@
 # Also:
 #   make test-all      every test, slow ones included (what CI runs)
 #   make docs          the documentation site into site/ (mkdocs build --strict: warnings are errors)
-#   make lint          ruff check (pyflakes and pycodestyle errors; config in pyproject.toml)
+#   make lint          ruff check (pyflakes and pycodestyle errors) and ruff format --check (the
+#                      layout); config in pyproject.toml; `ruff format ope tests benchmarks docs` fixes it
 #   make typecheck     mypy on ope/ at the strictness of [tool.mypy] in pyproject.toml (must be clean)
 #   make test-latest   the suite on the newest releases that pyproject.toml allows (own venv, no lock)
 #   make lock          regenerate requirements/dev.lock after changing dependencies in pyproject.toml
@@ -61,6 +62,7 @@ lock: | $(PY)
 
 lint: install
 	$(VENV)/bin/ruff check ope tests benchmarks docs
+	$(VENV)/bin/ruff format --check ope tests benchmarks docs
 
 typecheck: install
 	$(PY) -m mypy

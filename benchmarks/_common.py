@@ -218,7 +218,7 @@ def peak_rss(setup: str, workload: str, *, timeout: float | None = None) -> dict
         )
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("__RSS__"):
-            return json.loads(line[len("__RSS__"):])
+            return json.loads(line[len("__RSS__") :])
     raise RuntimeError(f"peak_rss child printed no result:\n{proc.stdout[-2000:]}")
 
 

@@ -50,7 +50,6 @@ from typing import Any, Final
 import numpy as np
 
 
-
 def _import_numba_first() -> None:
     """Import numba (when installed) with this directory off ``sys.path``: numba imports the
     ``coverage`` package when it can, and ``benchmarks/coverage.py`` would shadow it."""
@@ -97,7 +96,10 @@ def load_before(rev: str, path: str, name: str) -> Any:
     """The module at ``path`` as of git revision ``rev`` (read with ``git show``), imported
     under ``name``; it imports the rest of ope from the working tree."""
     source = subprocess.run(
-        ["git", "show", f"{rev}:{path}"], cwd=HERE.parent, capture_output=True, text=True,
+        ["git", "show", f"{rev}:{path}"],
+        cwd=HERE.parent,
+        capture_output=True,
+        text=True,
         check=True,
     ).stdout
     file = data_path(f"{name}.py")
@@ -117,16 +119,25 @@ def continuous_data(n: int, seed: int = 0) -> dict[str, Any]:
     p = rng.uniform(0.05, 1.0, size=n)
     t = np.minimum(1.0, p[:, None] * rng.uniform(0.0, 2.0, size=(n, N_POLICIES)))
     r = (rng.random(n) < 0.3).astype(np.float64)
-    return {"reward": r, "propensity": p, "target": t,
-            "names": [f"policy_{j}" for j in range(N_POLICIES)]}
+    return {
+        "reward": r,
+        "propensity": p,
+        "target": t,
+        "names": [f"policy_{j}" for j in range(N_POLICIES)],
+    }
 
 
 def discrete_data(n: int) -> dict[str, Any]:
     import bench_evaluate
 
     d = bench_evaluate.make_data(n, n_policies=N_POLICIES, seed=1)
-    return {"reward": d["reward"], "propensity": d["propensity"], "target": d["target"],
-            "names": d["names"], "action": d["action"]}
+    return {
+        "reward": d["reward"],
+        "propensity": d["propensity"],
+        "target": d["target"],
+        "names": d["names"],
+        "action": d["action"],
+    }
 
 
 def build_logs(data: dict[str, Any]) -> Any:
@@ -156,9 +167,15 @@ def _shared(data: dict[str, Any], b: int, numpy_backend: bool = False) -> Any:
     if numpy_backend:
         kernel.set_backend("numpy")
     try:
-        return shared_bootstrap(data["reward"], data["propensity"], data["target"],
-                                names=data["names"], estimators=(IPS(), SNIPS()),
-                                n_resamples=b, rng=0)
+        return shared_bootstrap(
+            data["reward"],
+            data["propensity"],
+            data["target"],
+            names=data["names"],
+            estimators=(IPS(), SNIPS()),
+            n_resamples=b,
+            rng=0,
+        )
     finally:
         kernel.set_backend(None)
 
@@ -182,24 +199,31 @@ def timings(data: dict[str, Any], b: int, rounds: int, before: Any | None) -> di
     }
     if before is not None:
         cases["before: one IPS"] = lambda: before.bootstrap_interval(
-            wr, lambda m: m[..., 0], n_resamples=b, rng=0)
+            wr, lambda m: m[..., 0], n_resamples=b, rng=0
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         times = interleaved(cases, rounds=rounds, warmup=1)
     ref = "normal evaluate"
     out: dict[str, Any] = {
-        "cases": {k: {**summarize(v), "cpu_median_s": statistics.median(times.cpu[k])}
-                  for k, v in times.wall.items()},
-        "ratios_vs_normal_evaluate": {k: ratio(times.wall[k], times.wall[ref])
-                                      for k in cases if k != ref},
+        "cases": {
+            k: {**summarize(v), "cpu_median_s": statistics.median(times.cpu[k])}
+            for k, v in times.wall.items()
+        },
+        "ratios_vs_normal_evaluate": {
+            k: ratio(times.wall[k], times.wall[ref]) for k in cases if k != ref
+        },
         "resampling": _shared(data, b).resampling,
     }
     if before is not None:
-        out["before_one_ips_vs_one_ips_ratio"] = ratio(times.wall["before: one IPS"],
-                                                       times.wall["one IPS"])
+        out["before_one_ips_vs_one_ips_ratio"] = ratio(
+            times.wall["before: one IPS"], times.wall["one IPS"]
+        )
         out["before_one_ips_x16_vs_shared_ratio"] = {
-            "ratio": 16 * statistics.median(times.wall["before: one IPS"])
-            / statistics.median(times.wall["shared (16 + logging)"])}
+            "ratio": 16
+            * statistics.median(times.wall["before: one IPS"])
+            / statistics.median(times.wall["shared (16 + logging)"])
+        }
     return out
 
 
@@ -220,8 +244,9 @@ def before_full(data: dict[str, Any], b: int, before: Any) -> dict[str, Any]:
         for j in range(t.shape[1]):  # the old per-interval bootstraps, one per estimate
             w = t[:, j] / p
             before.bootstrap_interval((w * r)[:, None], lambda m: m[..., 0], n_resamples=b, rng=0)
-            before.bootstrap_interval(np.c_[w * r, w], lambda m: m[..., 0] / m[..., 1],
-                                      n_resamples=b, rng=0)
+            before.bootstrap_interval(
+                np.c_[w * r, w], lambda m: m[..., 0] / m[..., 1], n_resamples=b, rng=0
+            )
         before.bootstrap_interval(r, lambda m: m[..., 0], n_resamples=b, rng=0)
         old = time.perf_counter() - t0
     return {"evaluate_bootstrap_s": wired, "before_17_intervals_s": old}
@@ -271,14 +296,19 @@ def agreement(data: dict[str, Any], b: int, before: Any) -> dict[str, Any]:
     r, p, t = data["reward"], data["propensity"], data["target"][:, 0]
     w = t / p
     out = {}
-    for name, comps, stat in (("ips", (w * r)[:, None], lambda m: m[..., 0]),
-                              ("snips", np.c_[w * r, w], lambda m: m[..., 0] / m[..., 1])):
+    for name, comps, stat in (
+        ("ips", (w * r)[:, None], lambda m: m[..., 0]),
+        ("snips", np.c_[w * r, w], lambda m: m[..., 0] / m[..., 1]),
+    ):
         new = bootstrap_interval(comps, stat, n_resamples=b, rng=0)
         old = before.bootstrap_interval(comps, stat, n_resamples=b, rng=0)
         sd = math.sqrt(2) * _end_sd(bootstrap_replicates(comps, stat, n_resamples=b, rng=0), b)
-        out[name] = {"new": list(new), "old": list(old),
-                     "low_diff_in_mc_sd": (new.low - old.low) / sd,
-                     "high_diff_in_mc_sd": (new.high - old.high) / sd}
+        out[name] = {
+            "new": list(new),
+            "old": list(old),
+            "low_diff_in_mc_sd": (new.low - old.low) / sd,
+            "high_diff_in_mc_sd": (new.high - old.high) / sd,
+        }
     # the spread of the IPS replicates against the analytical sd(w r) / sqrt(n) of the mean,
     # over several seeds (the sd of one B-replicate sd is about 1 / sqrt(2 B) relative)
     x = w * r
@@ -286,11 +316,14 @@ def agreement(data: dict[str, Any], b: int, before: Any) -> dict[str, Any]:
     spread = {}
     for code, module, seeds in (("new", None, SD_SEEDS_NEW), ("old", before, SD_SEEDS_OLD)):
         fn = bootstrap_replicates if module is None else module.bootstrap_replicates
-        sds = [float(np.std(fn(x, lambda m: m[..., 0], n_resamples=1000, rng=s)))
-               for s in range(seeds)]  # a loop over seeds
-        spread[code] = {"mean_sd_over_analytic": float(np.mean(sds)) / analytic,
-                        "se": float(np.std(sds, ddof=1) / math.sqrt(seeds)) / analytic,
-                        "seeds": seeds}
+        sds = [
+            float(np.std(fn(x, lambda m: m[..., 0], n_resamples=1000, rng=s))) for s in range(seeds)
+        ]  # a loop over seeds
+        spread[code] = {
+            "mean_sd_over_analytic": float(np.mean(sds)) / analytic,
+            "se": float(np.std(sds, ddof=1) / math.sqrt(seeds)) / analytic,
+            "seeds": seeds,
+        }
     out["ips_replicate_sd"] = spread
     return out
 
@@ -319,8 +352,9 @@ def coverage(sizes: list[int], reps: int, b: int, before: Any | None) -> list[di
             a = rng.choice(3, size=n, p=PI0)
             r = MU[a] + rng.uniform(-0.1, 0.1, size=n)
             w = PI[a] / PI0[a]
-            res = shared_bootstrap(r, PI0[a], PI[a][:, None], estimators=(IPS(), SNIPS()),
-                                   n_resamples=b, rng=i)
+            res = shared_bootstrap(
+                r, PI0[a], PI[a][:, None], estimators=(IPS(), SNIPS()), n_resamples=b, rng=i
+            )
             for key in ("ips", "snips"):
                 lo, hi = res.intervals[("0", key)]
                 hits.setdefault(("new", key), []).append(float(lo <= truth <= hi))
@@ -336,11 +370,18 @@ def coverage(sizes: list[int], reps: int, b: int, before: Any | None) -> list[di
                 if (code, key) not in hits:
                     continue
                 cov = float(np.mean(hits[(code, key)]))
-                rows.append({"n": n, "code": code, "estimator": key,
-                             "resampling": path if code == "new" else "multinomial",
-                             "coverage": cov, "mc_se": math.sqrt(cov * (1 - cov) / reps),
-                             "mean_width": float(np.mean(hits[(f"{code} width", key)])),
-                             "replications": reps})
+                rows.append(
+                    {
+                        "n": n,
+                        "code": code,
+                        "estimator": key,
+                        "resampling": path if code == "new" else "multinomial",
+                        "coverage": cov,
+                        "mc_se": math.sqrt(cov * (1 - cov) / reps),
+                        "mean_width": float(np.mean(hits[(f"{code} width", key)])),
+                        "replications": reps,
+                    }
+                )
     return rows
 
 
@@ -348,51 +389,80 @@ def coverage(sizes: list[int], reps: int, b: int, before: Any | None) -> list[di
 # report
 # --------------------------------------------------------------------------------------------
 def markdown(result: dict[str, Any]) -> str:
-    lines = [f"n = {result['rows']:,}, B = {result['resamples']}, {N_POLICIES} candidates, "
-             f"{result['rounds']} interleaved rounds (medians; wall s, CPU s)", ""]
+    lines = [
+        f"n = {result['rows']:,}, B = {result['resamples']}, {N_POLICIES} candidates, "
+        f"{result['rounds']} interleaved rounds (medians; wall s, CPU s)",
+        "",
+    ]
     for name, block in result["timings"].items():
-        lines += [f"**{name} data** (counts: {block['resampling']})", "",
-                  "| case | wall s | CPU s | x normal evaluate |", "|---|---:|---:|---:|"]
+        lines += [
+            f"**{name} data** (counts: {block['resampling']})",
+            "",
+            "| case | wall s | CPU s | x normal evaluate |",
+            "|---|---:|---:|---:|",
+        ]
         for case, s in block["cases"].items():
             rr = block["ratios_vs_normal_evaluate"].get(case)
-            lines.append(f"| {case} | {s['median_s']:.3f} | {s['cpu_median_s']:.3f} | "
-                         f"{'1' if rr is None else format(rr['ratio'], '.1f')} |")
+            lines.append(
+                f"| {case} | {s['median_s']:.3f} | {s['cpu_median_s']:.3f} | "
+                f"{'1' if rr is None else format(rr['ratio'], '.1f')} |"
+            )
         if "before_one_ips_vs_one_ips_ratio" in block:
             lines.append("")
-            lines.append(f"before / new, one IPS interval: "
-                         f"{block['before_one_ips_vs_one_ips_ratio']['ratio']:.1f}x; 16 old "
-                         f"intervals / the shared call: "
-                         f"{block['before_one_ips_x16_vs_shared_ratio']['ratio']:.0f}x")
+            lines.append(
+                f"before / new, one IPS interval: "
+                f"{block['before_one_ips_vs_one_ips_ratio']['ratio']:.1f}x; 16 old "
+                f"intervals / the shared call: "
+                f"{block['before_one_ips_x16_vs_shared_ratio']['ratio']:.0f}x"
+            )
         lines.append("")
     for key, c in result.get("cold", {}).items():
-        lines.append(f"first call in a fresh interpreter ({key}): {c['seconds']:.2f} s, "
-                     f"extra peak {c['extra_peak_mb']:.0f} MB")
+        lines.append(
+            f"first call in a fresh interpreter ({key}): {c['seconds']:.2f} s, "
+            f"extra peak {c['extra_peak_mb']:.0f} MB"
+        )
     if "before_full" in result:
         bf = result["before_full"]
-        lines.append(f"ope.evaluate(..., ci='bootstrap') in this tree: "
-                     f"{bf['evaluate_bootstrap_s']:.1f} s; the 17 intervals of the old code: "
-                     f"{bf['before_17_intervals_s']:.1f} s")
+        lines.append(
+            f"ope.evaluate(..., ci='bootstrap') in this tree: "
+            f"{bf['evaluate_bootstrap_s']:.1f} s; the 17 intervals of the old code: "
+            f"{bf['before_17_intervals_s']:.1f} s"
+        )
     if "agreement" in result:
-        lines += ["", "| interval (candidate 0) | new | before | low diff / MC sd | "
-                      "high diff / MC sd |", "|---|---|---|---:|---:|"]
+        lines += [
+            "",
+            "| interval (candidate 0) | new | before | low diff / MC sd | high diff / MC sd |",
+            "|---|---|---|---:|---:|",
+        ]
         for k, v in result["agreement"].items():
             if k == "ips_replicate_sd":
                 continue
-            lines.append(f"| {k} | [{v['new'][0]:.5f}, {v['new'][1]:.5f}] | "
-                         f"[{v['old'][0]:.5f}, {v['old'][1]:.5f}] | "
-                         f"{v['low_diff_in_mc_sd']:+.2f} | {v['high_diff_in_mc_sd']:+.2f} |")
+            lines.append(
+                f"| {k} | [{v['new'][0]:.5f}, {v['new'][1]:.5f}] | "
+                f"[{v['old'][0]:.5f}, {v['old'][1]:.5f}] | "
+                f"{v['low_diff_in_mc_sd']:+.2f} | {v['high_diff_in_mc_sd']:+.2f} |"
+            )
         sd = result["agreement"]["ips_replicate_sd"]
         lines.append("")
-        lines.append("IPS replicate sd / analytical sd(w r)/sqrt(n) (B = 1000): " + "; ".join(
-            f"{code} {v['mean_sd_over_analytic']:.3f} +- {v['se']:.3f} ({v['seeds']} seeds)"
-            for code, v in sd.items()))
+        lines.append(
+            "IPS replicate sd / analytical sd(w r)/sqrt(n) (B = 1000): "
+            + "; ".join(
+                f"{code} {v['mean_sd_over_analytic']:.3f} +- {v['se']:.3f} ({v['seeds']} seeds)"
+                for code, v in sd.items()
+            )
+        )
     if result.get("coverage"):
-        lines += ["", "| n | code | counts | estimator | coverage (MC se) | mean width |",
-                  "|---:|---|---|---|---|---:|"]
+        lines += [
+            "",
+            "| n | code | counts | estimator | coverage (MC se) | mean width |",
+            "|---:|---|---|---|---|---:|",
+        ]
         for row in result["coverage"]:
-            lines.append(f"| {row['n']:,} | {row['code']} | {row['resampling']} | "
-                         f"{row['estimator']} | {row['coverage']:.3f} ({row['mc_se']:.3f}) | "
-                         f"{row['mean_width']:.4f} |")
+            lines.append(
+                f"| {row['n']:,} | {row['code']} | {row['resampling']} | "
+                f"{row['estimator']} | {row['coverage']:.3f} ({row['mc_se']:.3f}) | "
+                f"{row['mean_width']:.4f} |"
+            )
     return "\n".join(lines)
 
 
@@ -402,11 +472,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rows", type=int, default=None)
     parser.add_argument("--resamples", type=int, default=None)
     parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--before-rev", default=DEFAULT_BEFORE_REV,
-                        help="git revision of the code before (default %(default)s)")
+    parser.add_argument(
+        "--before-rev",
+        default=DEFAULT_BEFORE_REV,
+        help="git revision of the code before (default %(default)s)",
+    )
     parser.add_argument("--no-before", action="store_true", help="skip the old code")
-    parser.add_argument("--before-full", action="store_true",
-                        help="also time the 17 old intervals and today's evaluate once")
+    parser.add_argument(
+        "--before-full",
+        action="store_true",
+        help="also time the 17 old intervals and today's evaluate once",
+    )
     parser.add_argument("--coverage", action="store_true", help="run the coverage study")
     parser.add_argument("--coverage-reps", type=int, default=None)
     parser.add_argument("--skip-cold", action="store_true")
@@ -416,18 +492,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     n = args.rows or sizes["rows"]
     b = args.resamples or sizes["resamples"]
     rounds = args.rounds or sizes["rounds"]
-    before = None if args.no_before else load_before(
-        args.before_rev, "ope/intervals/bootstrap.py", "ope_bootstrap_before")
+    before = (
+        None
+        if args.no_before
+        else load_before(args.before_rev, "ope/intervals/bootstrap.py", "ope_bootstrap_before")
+    )
     started = time.perf_counter()
     cont = continuous_data(n)
-    result: dict[str, Any] = {"quick": args.quick, "rows": n, "resamples": b, "rounds": rounds,
-                              "before_rev": None if before is None else args.before_rev,
-                              "timings": {}}
+    result: dict[str, Any] = {
+        "quick": args.quick,
+        "rows": n,
+        "resamples": b,
+        "rounds": rounds,
+        "before_rev": None if before is None else args.before_rev,
+        "timings": {},
+    }
     result["timings"]["continuous"] = timings(cont, b, rounds, before)
     result["timings"]["discrete"] = timings(discrete_data(n), b, rounds, None)
     if not args.skip_cold:
-        result["cold"] = {"numba cache on disk": cold(n, b, fresh_cache=False),
-                          "empty numba cache (compiles)": cold(n, b, fresh_cache=True)}
+        result["cold"] = {
+            "numba cache on disk": cold(n, b, fresh_cache=False),
+            "empty numba cache (compiles)": cold(n, b, fresh_cache=True),
+        }
     if before is not None:
         result["agreement"] = agreement(cont, max(b, 2000), before)
         if args.before_full:

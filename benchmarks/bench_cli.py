@@ -83,8 +83,13 @@ def make_file(rows: int, candidates: int) -> Path:
 
 
 def columns_of(candidates: int) -> list[str]:
-    return ["event_id", "action", "propensity", "reward",
-            *(f"target__p{c}" for c in range(candidates))]
+    return [
+        "event_id",
+        "action",
+        "propensity",
+        "reward",
+        *(f"target__p{c}" for c in range(candidates)),
+    ]
 
 
 def child(argv: list[str]) -> tuple[float, float, float]:
@@ -96,8 +101,9 @@ def child(argv: list[str]) -> tuple[float, float, float]:
     """
     env = {**os.environ, "OPE_PROGRESS": "0"}
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT,
-                            env=env)
+    proc = subprocess.Popen(
+        argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env
+    )
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
@@ -111,18 +117,30 @@ def cases(path: Path, candidates: int, eager: bool) -> dict[str, list[str]]:
     py = sys.executable
     cols = columns_of(candidates)
     out = {
-        "read_table": [py, "-c", "import sys, pyarrow.parquet as pq; "
-                       f"pq.read_table(sys.argv[1], columns={cols!r})", str(path)],
+        "read_table": [
+            py,
+            "-c",
+            f"import sys, pyarrow.parquet as pq; pq.read_table(sys.argv[1], columns={cols!r})",
+            str(path),
+        ],
         "ope evaluate --json": [py, "-m", "ope", "evaluate", str(path), "--json"],
         "import pyarrow.parquet": [py, "-c", "import pyarrow.parquet"],
         "import ope (evaluate's)": [py, "-c", "import ope.cli, ope.io, ope.evaluation"],
-        "scan_logs pass": [py, "-c", "import sys, ope; s = ope.scan_logs(sys.argv[1], columns="
-                           f"{cols[:1] + cols[4:]!r}, batch_size=1 << 20)\n"
-                           "for b in s: pass", str(path)],
+        "scan_logs pass": [
+            py,
+            "-c",
+            "import sys, ope; s = ope.scan_logs(sys.argv[1], columns="
+            f"{cols[:1] + cols[4:]!r}, batch_size=1 << 20)\n"
+            "for b in s: pass",
+            str(path),
+        ],
     }
     if eager:
-        out["ope evaluate --json --streaming off"] = [*out["ope evaluate --json"], "--streaming",
-                                                      "off"]
+        out["ope evaluate --json --streaming off"] = [
+            *out["ope evaluate --json"],
+            "--streaming",
+            "off",
+        ]
     return out
 
 
@@ -130,16 +148,27 @@ def startup(rounds: int) -> dict:
     """Start-up of the lean commands: each a fresh process, interleaved rounds, medians."""
     py = sys.executable
     sample = subprocess.run(
-        [py, "-c", "from ope.simulate import load_sample; print(load_sample(columns=['action'])"
-         ".path)"], capture_output=True, text=True, check=True, cwd=ROOT).stdout.strip()
+        [
+            py,
+            "-c",
+            "from ope.simulate import load_sample; print(load_sample(columns=['action']).path)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    ).stdout.strip()
     runs = {
         "python -c pass": [py, "-c", "pass"],
         "ope --version": [py, "-m", "ope", "--version"],
         "ope evaluate --help": [py, "-m", "ope", "evaluate", "--help"],
         "import pyarrow.parquet": [py, "-c", "import pyarrow.parquet"],
         "ope validate SAMPLE": [py, "-m", "ope", "validate", sample],
-        "import ope.cli, ope.io, ope.evaluation": [py, "-c",
-                                                   "import ope.cli, ope.io, ope.evaluation"],
+        "import ope.cli, ope.io, ope.evaluation": [
+            py,
+            "-c",
+            "import ope.cli, ope.io, ope.evaluation",
+        ],
         "import scipy.stats": [py, "-c", "import scipy.stats"],
         "ope evaluate SAMPLE --json": [py, "-m", "ope", "evaluate", sample, "--json"],
     }
@@ -152,11 +181,16 @@ def startup(rounds: int) -> dict:
         for name in names[shift:] + names[:shift]:
             wall[name].append(child(runs[name])[0])
     med = {n: statistics.median(wall[n]) for n in names}
-    print(f"start-up, {rounds} interleaved rounds, each a fresh process (SAMPLE: the bundled "
-          "100,000-row sample)")
-    print(format_table(["command", "wall s (median)", "range"],
-                       [[n, f"{med[n]:.3f}", f"{min(wall[n]):.3f}-{max(wall[n]):.3f}"]
-                        for n in names]))
+    print(
+        f"start-up, {rounds} interleaved rounds, each a fresh process (SAMPLE: the bundled "
+        "100,000-row sample)"
+    )
+    print(
+        format_table(
+            ["command", "wall s (median)", "range"],
+            [[n, f"{med[n]:.3f}", f"{min(wall[n]):.3f}-{max(wall[n]):.3f}"] for n in names],
+        )
+    )
     result = {"startup_wall_s": wall, "startup_median_s": med, "rounds": rounds}
     write_result("bench_cli_startup", result)
     return result
@@ -167,10 +201,14 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--candidates", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=MIN_ROUNDS)
-    parser.add_argument("--eager", action="store_true",
-                        help="also time the whole-read path (--streaming off)")
-    parser.add_argument("--startup", action="store_true",
-                        help="time the commands' start-up (imports) on the bundled sample instead")
+    parser.add_argument(
+        "--eager", action="store_true", help="also time the whole-read path (--streaming off)"
+    )
+    parser.add_argument(
+        "--startup",
+        action="store_true",
+        help="time the commands' start-up (imports) on the bundled sample instead",
+    )
     parser.add_argument("--make", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.make:  # the child that writes the data file
@@ -178,9 +216,20 @@ def main(argv: list[str] | None = None) -> dict:
         return {}
     if args.startup:
         return startup(args.rounds)
-    made = subprocess.run([sys.executable, __file__, "--make", "--rows", str(args.rows),
-                           "--candidates", str(args.candidates)], capture_output=True, text=True,
-                          check=True)
+    made = subprocess.run(
+        [
+            sys.executable,
+            __file__,
+            "--make",
+            "--rows",
+            str(args.rows),
+            "--candidates",
+            str(args.candidates),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     path = Path(made.stdout.strip().splitlines()[-1])
     runs = cases(path, args.candidates, args.eager)
     names = list(runs)
@@ -210,26 +259,41 @@ def main(argv: list[str] | None = None) -> dict:
         "cpu_s": cpu,
         "median_wall_s": med,
         "median_cpu_s": med_cpu,
-        "ratio_cpu_evaluate_vs_read_table": med_cpu["ope evaluate --json"]
-        / med_cpu["read_table"],
+        "ratio_cpu_evaluate_vs_read_table": med_cpu["ope evaluate --json"] / med_cpu["read_table"],
         "peak_rss_mb": peak,
         "ratio_wall_evaluate_vs_read_table": med["ope evaluate --json"] / base_w,
         "ratio_wall_paired_range": [min(paired), max(paired)],
         "ratio_rss_evaluate_vs_read_table": peak["ope evaluate --json"] / base_r,
     }
     base_c = med_cpu["read_table"]
-    rows = [[n, f"{med[n]:.2f}", f"{min(wall[n]):.2f}-{max(wall[n]):.2f}",
-             f"{med[n] / base_w:.2f}", f"{med_cpu[n]:.2f}", f"{med_cpu[n] / base_c:.2f}",
-             f"{peak[n]:.0f}", f"{peak[n] / base_r:.2f}"]
-            for n in names]
-    print(f"{args.rows:,} rows x {args.candidates} candidates ({result['file_mb']:.0f} MB "
-          f"parquet), {args.rounds} interleaved rounds, each case a fresh process")
-    print(format_table(["case", "wall s", "range", "x read", "CPU s", "x read",
-                        "peak RSS MB", "x read"], rows))
-    print(f"ope evaluate --json: {result['ratio_wall_evaluate_vs_read_table']:.2f}x the bare "
-          f"read's wall time (paired rounds {min(paired):.2f}-{max(paired):.2f}), "
-          f"{result['ratio_cpu_evaluate_vs_read_table']:.2f}x its CPU time, "
-          f"{result['ratio_rss_evaluate_vs_read_table']:.2f}x its peak RSS")
+    rows = [
+        [
+            n,
+            f"{med[n]:.2f}",
+            f"{min(wall[n]):.2f}-{max(wall[n]):.2f}",
+            f"{med[n] / base_w:.2f}",
+            f"{med_cpu[n]:.2f}",
+            f"{med_cpu[n] / base_c:.2f}",
+            f"{peak[n]:.0f}",
+            f"{peak[n] / base_r:.2f}",
+        ]
+        for n in names
+    ]
+    print(
+        f"{args.rows:,} rows x {args.candidates} candidates ({result['file_mb']:.0f} MB "
+        f"parquet), {args.rounds} interleaved rounds, each case a fresh process"
+    )
+    print(
+        format_table(
+            ["case", "wall s", "range", "x read", "CPU s", "x read", "peak RSS MB", "x read"], rows
+        )
+    )
+    print(
+        f"ope evaluate --json: {result['ratio_wall_evaluate_vs_read_table']:.2f}x the bare "
+        f"read's wall time (paired rounds {min(paired):.2f}-{max(paired):.2f}), "
+        f"{result['ratio_cpu_evaluate_vs_read_table']:.2f}x its CPU time, "
+        f"{result['ratio_rss_evaluate_vs_read_table']:.2f}x its peak RSS"
+    )
     write_result("bench_cli", result)
     return result
 

@@ -28,20 +28,34 @@ def main() -> None:
     df = pd.DataFrame(rng.random((n, 80)), columns=[f"user-item_affinity_{j}" for j in range(80)])
     for j in range(27):
         df[f"u{j}"] = rng.random(n)
-    df = df.assign(event_id=np.arange(n), action=rng.integers(0, n_items, n),
-                   propensity=1 / n_items, reward=(rng.random(n) < 0.05).astype(float))
+    df = df.assign(
+        event_id=np.arange(n),
+        action=rng.integers(0, n_items, n),
+        propensity=1 / n_items,
+        reward=(rng.random(n) < 0.05).astype(float),
+    )
     items = pd.DataFrame({"action": np.arange(n_items), "item_feature_0": rng.normal(size=n_items)})
-    table = pd.DataFrame({"event_id": np.repeat(np.arange(n), top), "policy": "p",
-                          "action": np.tile(np.arange(top), n), "probability": 1 / top})
+    table = pd.DataFrame(
+        {
+            "event_id": np.repeat(np.arange(n), top),
+            "policy": "p",
+            "action": np.tile(np.arange(top), n),
+            "probability": 1 / top,
+        }
+    )
     logs = ope.read_logs(df)
     old = [c for c in df.columns if c.startswith(("user-item", "u"))]
-    for label, kw in (("old default (every numeric column)", {"context_columns": old}),
-                      ("new default", {"action_features": items})):
+    for label, kw in (
+        ("old default (every numeric column)", {"context_columns": old}),
+        ("new default", {"action_features": items}),
+    ):
         start = time.perf_counter()
         ev = ope.evaluate(logs, table, estimators=("dr",), rng=0, **kw)
         cols = ev.model_columns
-        print(f"{label}: {time.perf_counter() - start:.2f} s, {len(cols['context'])} context "
-              f"columns, action features {cols['action_features']}")
+        print(
+            f"{label}: {time.perf_counter() - start:.2f} s, {len(cols['context'])} context "
+            f"columns, action features {cols['action_features']}"
+        )
 
 
 if __name__ == "__main__":

@@ -86,8 +86,9 @@ def make_data(n: int, n_policies: int, n_actions: int, seed: int) -> dict[str, A
     rng = np.random.default_rng(seed)
     region = rng.integers(0, 12, n).astype(np.int64)
     age = rng.gamma(3.0, 12.0, n)
-    device = pd.Categorical.from_codes(rng.integers(0, 3, n),
-                                       categories=["desktop", "phone", "tablet"])
+    device = pd.Categorical.from_codes(
+        rng.integers(0, 3, n), categories=["desktop", "phone", "tablet"]
+    )
     # logging propensity of the logged action and target propensities (n, P)
     p = rng.uniform(0.5 / n_actions, 2.0 / n_actions, n)
     target = np.empty((n, n_policies))
@@ -97,8 +98,12 @@ def make_data(n: int, n_policies: int, n_actions: int, seed: int) -> dict[str, A
         else:
             target[:, j] = rng.uniform(0.0, 2.0 / n_actions, n)
     reward = (rng.random(n) < 0.1).astype(np.float64)
-    return {"reward": reward, "p": p, "target": target,
-            "segments": {"region": region, "age": age, "device": device}}
+    return {
+        "reward": reward,
+        "p": p,
+        "target": target,
+        "segments": {"region": region, "age": age, "device": device},
+    }
 
 
 def numpy_minimal(reward: np.ndarray, p: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -116,17 +121,26 @@ def numpy_minimal_noalloc(
 def run_diagnostics(data: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OPEWarning)
-        d = diagnose_arrays(data["reward"], data["p"], data["target"],
-                            segments=data["segments"], max_weight=MAX_WEIGHT,
-                            reward_range=REWARD_RANGE)
+        d = diagnose_arrays(
+            data["reward"],
+            data["p"],
+            data["target"],
+            segments=data["segments"],
+            max_weight=MAX_WEIGHT,
+            reward_range=REWARD_RANGE,
+        )
         return d.table(), d.segments()
 
 
 def run_estimator(name: str, data: dict[str, Any]) -> list[Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OPEWarning)
-        return estimate_many(name, reward=data["reward"], logging_propensity=data["p"],
-                             target_propensity=data["target"])
+        return estimate_many(
+            name,
+            reward=data["reward"],
+            logging_propensity=data["p"],
+            target_propensity=data["target"],
+        )
 
 
 def stage_times(data: dict[str, Any]) -> dict[str, float]:
@@ -141,6 +155,7 @@ def stage_times(data: dict[str, Any]) -> dict[str, float]:
                 return fn(*args, **kwargs)
             finally:
                 spent[label] += time.process_time() - c0
+
         return wrapper
 
     for label, attr in STAGES:
@@ -163,18 +178,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--policies", type=int, default=8)
     parser.add_argument("--actions", type=int, default=10)
-    parser.add_argument("--rounds", "--repeat", dest="rounds", type=int, default=MIN_ROUNDS,
-                        help=f"timed rounds (median reported; at least {MIN_ROUNDS} for a "
-                        "number worth quoting)")
+    parser.add_argument(
+        "--rounds",
+        "--repeat",
+        dest="rounds",
+        type=int,
+        default=MIN_ROUNDS,
+        help=f"timed rounds (median reported; at least {MIN_ROUNDS} for a number worth quoting)",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--blas-threads", type=int, default=1,
-                        help="BLAS threads while timing (default 1: idle BLAS threads spin and "
-                        "charge CPU time to whatever case runs next; 0 leaves BLAS as it is)")
+    parser.add_argument(
+        "--blas-threads",
+        type=int,
+        default=1,
+        help="BLAS threads while timing (default 1: idle BLAS threads spin and "
+        "charge CPU time to whatever case runs next; 0 leaves BLAS as it is)",
+    )
     parser.add_argument("--quick", action="store_true", help="200,000 rows, 3 rounds")
-    parser.add_argument("--no-stages", dest="stages", action="store_false",
-                        help="skip the per-stage breakdown")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="result file (default benchmarks/results/bench_diagnostics.json)")
+    parser.add_argument(
+        "--no-stages", dest="stages", action="store_false", help="skip the per-stage breakdown"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="result file (default benchmarks/results/bench_diagnostics.json)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.rows, args.rounds = 200_000, 3
@@ -195,8 +224,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     else:
         times = interleaved(cases, rounds=args.rounds)
     for clock in (times.wall, times.cpu):  # the evaluation pass: both estimators, per round
-        clock["evaluation"] = [a + b for a, b in zip(clock["estimate_many_ips"],
-                                                     clock["estimate_many_snips"])]
+        clock["evaluation"] = [
+            a + b for a, b in zip(clock["estimate_many_ips"], clock["estimate_many_snips"])
+        ]
     table, segments = run_diagnostics(data)
     # the benchmark checks itself: the IPS values of the three paths agree
     ips = np.array([e.value for e in run_estimator("ips", data)])
@@ -217,35 +247,58 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "cpu_ratio_vs_evaluation": ratio(times.cpu["diagnostics"], times.cpu["evaluation"]),
         "wall_ratio_vs_evaluation": ratio(times.wall["diagnostics"], times.wall["evaluation"]),
         "cpu_ratio_vs_numpy_minimal": ratio(times.cpu["diagnostics"], times.cpu["numpy_minimal"]),
-        "wall_ratio_vs_numpy_minimal": ratio(times.wall["diagnostics"],
-                                             times.wall["numpy_minimal"]),
-        "cpu_ratio_vs_numpy_minimal_noalloc": ratio(times.cpu["diagnostics"],
-                                                    times.cpu["numpy_minimal_noalloc"]),
-        "wall_ratio_vs_numpy_minimal_noalloc": ratio(times.wall["diagnostics"],
-                                                     times.wall["numpy_minimal_noalloc"]),
+        "wall_ratio_vs_numpy_minimal": ratio(
+            times.wall["diagnostics"], times.wall["numpy_minimal"]
+        ),
+        "cpu_ratio_vs_numpy_minimal_noalloc": ratio(
+            times.cpu["diagnostics"], times.cpu["numpy_minimal_noalloc"]
+        ),
+        "wall_ratio_vs_numpy_minimal_noalloc": ratio(
+            times.wall["diagnostics"], times.wall["numpy_minimal_noalloc"]
+        ),
     }
     rows = [
-        [name, result["seconds_cpu"][name]["median_s"], result["seconds_wall"][name]["median_s"],
-         result["seconds_wall"][name]["spread"]]
-        for name in ("diagnostics", "evaluation", "estimate_many_ips", "estimate_many_snips",
-                     "numpy_minimal", "numpy_minimal_noalloc")
+        [
+            name,
+            result["seconds_cpu"][name]["median_s"],
+            result["seconds_wall"][name]["median_s"],
+            result["seconds_wall"][name]["spread"],
+        ]
+        for name in (
+            "diagnostics",
+            "evaluation",
+            "estimate_many_ips",
+            "estimate_many_snips",
+            "numpy_minimal",
+            "numpy_minimal_noalloc",
+        )
     ]
-    print(f"{args.rows:,} rows, {args.policies} policies, {len(data['segments'])} segment "
-          f"columns; median of {args.rounds} interleaved rounds")
+    print(
+        f"{args.rows:,} rows, {args.policies} policies, {len(data['segments'])} segment "
+        f"columns; median of {args.rounds} interleaved rounds"
+    )
     print(format_table(["case", "cpu s", "wall s", "wall spread"], rows))
     for base in ("evaluation", "numpy_minimal", "numpy_minimal_noalloc"):
         c, w = result[f"cpu_ratio_vs_{base}"], result[f"wall_ratio_vs_{base}"]
-        print(f"diagnostics / {base}: {c['ratio']:.2f}x cpu (paired {c['paired_min']:.2f}-"
-              f"{c['paired_max']:.2f}), {w['ratio']:.2f}x wall (paired {w['paired_min']:.2f}-"
-              f"{w['paired_max']:.2f})")
-    print(f"target diagnostics / evaluation <= {TARGET_RATIO:g}: "
-          f"{'met' if result['cpu_ratio_vs_evaluation']['ratio'] <= TARGET_RATIO else 'MISSED'}"
-          " (cpu)")
+        print(
+            f"diagnostics / {base}: {c['ratio']:.2f}x cpu (paired {c['paired_min']:.2f}-"
+            f"{c['paired_max']:.2f}), {w['ratio']:.2f}x wall (paired {w['paired_min']:.2f}-"
+            f"{w['paired_max']:.2f})"
+        )
+    print(
+        f"target diagnostics / evaluation <= {TARGET_RATIO:g}: "
+        f"{'met' if result['cpu_ratio_vs_evaluation']['ratio'] <= TARGET_RATIO else 'MISSED'}"
+        " (cpu)"
+    )
     if args.stages:
         stages = stage_times(data)
         result["stages_cpu_s"] = stages
-        print(format_table(["diagnostics stage", "cpu s", "share"],
-                           [[k, v, v / stages["total"]] for k, v in stages.items()]))
+        print(
+            format_table(
+                ["diagnostics stage", "cpu s", "share"],
+                [[k, v, v / stages["total"]] for k, v in stages.items()],
+            )
+        )
     path = write_result("bench_diagnostics", result, out=args.out)
     print(f"written to {path}")
     return result

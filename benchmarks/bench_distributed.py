@@ -152,14 +152,18 @@ def main(argv: list[str] | None = None) -> dict:
     )
     for kind, processes, config in variants:
         t0 = time.perf_counter()
-        with dask.config.set(config), LocalCluster(
-            n_workers=WORKERS,
-            threads_per_worker=1,
-            processes=processes,
-            dashboard_address=None,
-            memory_limit="3GiB",
-            silence_logs=logging.ERROR,
-        ) as cluster, Client(cluster) as client:
+        with (
+            dask.config.set(config),
+            LocalCluster(
+                n_workers=WORKERS,
+                threads_per_worker=1,
+                processes=processes,
+                dashboard_address=None,
+                memory_limit="3GiB",
+                silence_logs=logging.ERROR,
+            ) as cluster,
+            Client(cluster) as client,
+        ):
             startup[kind] = time.perf_counter() - t0
             name = f"dask_{kind}"
             times[name], ev = timed(
@@ -171,7 +175,10 @@ def main(argv: list[str] | None = None) -> dict:
             name = f"dask_{kind}_partition_ids"
             times[name], ev = timed(
                 lambda: evaluate_distributed(
-                    folder, client=client, estimators=ESTIMATORS, check_duplicates="partition",
+                    folder,
+                    client=client,
+                    estimators=ESTIMATORS,
+                    check_duplicates="partition",
                 ),
                 repeat,
             )

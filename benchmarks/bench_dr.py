@@ -60,8 +60,10 @@ def make_data(n: int, seed: int = 0) -> dict[str, Any]:
     cols = blocks * SUPPORT + rng.integers(0, SUPPORT, size=(n, SUPPORT))
     probs = np.exp(rng.normal(size=(n, SUPPORT)))
     probs /= probs.sum(axis=1, keepdims=True)
-    dist = sp.csr_array((probs.ravel(), cols.ravel().astype(np.int64),
-                         np.arange(n + 1, dtype=np.int64) * SUPPORT), shape=(n, N_ITEMS))
+    dist = sp.csr_array(
+        (probs.ravel(), cols.ravel().astype(np.int64), np.arange(n + 1, dtype=np.int64) * SUPPORT),
+        shape=(n, N_ITEMS),
+    )
     return {"x": x, "action": a, "reward": r, "dist": dist}
 
 
@@ -90,8 +92,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         fold=fitted.fold_,
         n_actions=N_ITEMS,
         reward_values=None,
-        design=old._Design(design.n_context, design.n_actions, None, design.interactions,
-                           design.sparse, intercepts=False),
+        design=old._Design(
+            design.n_context,
+            design.n_actions,
+            None,
+            design.interactions,
+            design.sparse,
+            intercepts=False,
+        ),
         context=fitted._context,
         q_logged=fitted.predict_logged(),
     )
@@ -113,22 +121,31 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "before_rev": args.before_rev,
         "fit_seconds": fit_s,
         "max_abs_difference": float(np.abs(q_new - q_old).max()),
-        "cases": {k: {**summarize(v), "cpu_median_s": statistics.median(times.cpu[k])}
-                  for k, v in times.wall.items()},
+        "cases": {
+            k: {**summarize(v), "cpu_median_s": statistics.median(times.cpu[k])}
+            for k, v in times.wall.items()
+        },
         "design_vs_gather_ratio": ratio(times.wall["design"], times.wall["gather"]),
         "design_vs_gather_cpu_ratio": ratio(times.cpu["design"], times.cpu["gather"]),
     }
-    lines = [f"DR predictions, {n:,} events x {SUPPORT} candidates ({dist.nnz:,} pairs), "
-             f"{N_ITEMS:,} items, {N_CONTEXT} context features; {rounds} interleaved rounds",
-             "", "| case | wall s | CPU s |", "|---|---:|---:|"]
+    lines = [
+        f"DR predictions, {n:,} events x {SUPPORT} candidates ({dist.nnz:,} pairs), "
+        f"{N_ITEMS:,} items, {N_CONTEXT} context features; {rounds} interleaved rounds",
+        "",
+        "| case | wall s | CPU s |",
+        "|---|---:|---:|",
+    ]
     for k, s in result["cases"].items():
         lines.append(f"| {k} | {s['median_s']:.2f} | {s['cpu_median_s']:.2f} |")
-    lines += ["", f"design / gather: {result['design_vs_gather_ratio']['ratio']:.2f}x wall "
-                  f"(paired {result['design_vs_gather_ratio']['paired_min']:.2f}-"
-                  f"{result['design_vs_gather_ratio']['paired_max']:.2f}), "
-                  f"{result['design_vs_gather_cpu_ratio']['ratio']:.2f}x CPU; largest "
-                  f"difference {result['max_abs_difference']:.1e}; the fit (5 folds): "
-                  f"{fit_s:.1f} s"]
+    lines += [
+        "",
+        f"design / gather: {result['design_vs_gather_ratio']['ratio']:.2f}x wall "
+        f"(paired {result['design_vs_gather_ratio']['paired_min']:.2f}-"
+        f"{result['design_vs_gather_ratio']['paired_max']:.2f}), "
+        f"{result['design_vs_gather_cpu_ratio']['ratio']:.2f}x CPU; largest "
+        f"difference {result['max_abs_difference']:.1e}; the fit (5 folds): "
+        f"{fit_s:.1f} s",
+    ]
     result["markdown"] = "\n".join(lines)
     print(result["markdown"])
     write_result(NAME, result, out=args.out)

@@ -380,10 +380,10 @@ def bench_floor(data: dict[str, Any], logs: Any, *, rounds: int) -> dict[str, An
         "evaluate_vs_floor": ratio(times.wall["evaluate"], times.wall["floor"]),
         "numpy_cold_vs_floor": ratio(times.wall["numpy_cold"], times.wall["floor"]),
         "numpy_warm_vs_floor": ratio(times.wall["numpy_warm"], times.wall["floor"]),
-        "estimate_many_vs_evaluate": ratio(times.wall["estimate_many_x3"],
-                                           times.wall["evaluate"]),
-        "single_estimates_vs_evaluate": ratio(times.wall["single_estimates_x3P"],
-                                              times.wall["evaluate"]),
+        "estimate_many_vs_evaluate": ratio(times.wall["estimate_many_x3"], times.wall["evaluate"]),
+        "single_estimates_vs_evaluate": ratio(
+            times.wall["single_estimates_x3P"], times.wall["evaluate"]
+        ),
         "snips_vs_ips": ratio(times.wall["snips_single"], times.wall["ips_single"]),
         "ips_single_vs_floor": ratio(times.wall["ips_single"], times.wall["floor"]),
     }
@@ -421,14 +421,24 @@ def _backend() -> str:
 
 def bench_scaling(sizes: list[int], *, rounds: int) -> dict[str, Any]:
     """evaluate and the memory floor from 1M to 16M rows (P = 8): seconds and ns per row."""
-    out: dict[str, Any] = {"sizes": sizes, "evaluate_ns_per_row": {}, "floor_ns_per_row": {},
-                           "evaluate_vs_floor": {}, "evaluate_s": {}}
+    out: dict[str, Any] = {
+        "sizes": sizes,
+        "evaluate_ns_per_row": {},
+        "floor_ns_per_row": {},
+        "evaluate_vs_floor": {},
+        "evaluate_s": {},
+    }
     for n in sizes:  # a loop over sizes
         data = make_data(n)
         logs = build_logs(data)
         del data
-        times = interleaved({"floor": lambda logs=logs: floor_pass(logs),
-                             "evaluate": lambda logs=logs: run_evaluate(logs)}, rounds=rounds)
+        times = interleaved(
+            {
+                "floor": lambda logs=logs: floor_pass(logs),
+                "evaluate": lambda logs=logs: run_evaluate(logs),
+            },
+            rounds=rounds,
+        )
         ev = summarize(times.wall["evaluate"])["median_s"]
         fl = summarize(times.wall["floor"])["median_s"]
         out["evaluate_s"][n] = ev
@@ -470,14 +480,21 @@ def bench_jit(n: int) -> dict[str, Any]:
 
     out: dict[str, Any] = {"rows": n}
     with tempfile.TemporaryDirectory() as cache:
-        runs = {"cold_compile": {"NUMBA_CACHE_DIR": cache},
-                "warm_cache": {"NUMBA_CACHE_DIR": cache},
-                "numpy_fallback": {"OPE_KERNEL": "numpy"}}
+        runs = {
+            "cold_compile": {"NUMBA_CACHE_DIR": cache},
+            "warm_cache": {"NUMBA_CACHE_DIR": cache},
+            "numpy_fallback": {"OPE_KERNEL": "numpy"},
+        }
         for name, extra in runs.items():  # in this order: cold fills the cache warm reads
             env = dict(os.environ, **extra)
-            proc = subprocess.run([sys.executable, "-c", _JIT_CHILD, str(n)], env=env,
-                                  capture_output=True, text=True, timeout=900,
-                                  cwd=str(Path(__file__).resolve().parents[1]))
+            proc = subprocess.run(
+                [sys.executable, "-c", _JIT_CHILD, str(n)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                cwd=str(Path(__file__).resolve().parents[1]),
+            )
             if proc.returncode != 0:
                 out[name] = {"failed": proc.stderr[-2000:]}
             else:
@@ -781,9 +798,7 @@ class _ObpChild:
         self.proc.wait(timeout=60)
 
 
-def bench_obp(
-    python: str, n: int, *, rounds: int, n_resamples: int
-) -> dict[str, Any]:
+def bench_obp(python: str, n: int, *, rounds: int, n_resamples: int) -> dict[str, Any]:
     """obp vs ope on identical inputs: values, interleaved times, and both bootstraps."""
     from ope.estimators import DR, IPS, SNIPS
 
@@ -937,8 +952,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--skip-memory", action="store_true")
     parser.add_argument("--skip-scaling", action="store_true")
     parser.add_argument("--skip-jit", action="store_true")
-    parser.add_argument("--scaling-sizes", type=int, nargs="+", default=None,
-                        help="rows for the linear-scaling run (default 1M 2M 4M 8M 16M)")
+    parser.add_argument(
+        "--scaling-sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="rows for the linear-scaling run (default 1M 2M 4M 8M 16M)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="result file")
     args = parser.parse_args(argv)
     if args.rounds < MIN_ROUNDS:
@@ -1003,9 +1023,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "targets": {"evaluate_vs_numpy": TARGET_EVALUATE, "dr_estimate_many_vs_numpy": TARGET_DR},
         "checks": checks,
     }
-    result["targets_met"] = {
-        k: result["ratios"][k] <= v for k, v in result["targets"].items()
-    }
+    result["targets_met"] = {k: result["ratios"][k] <= v for k, v in result["targets"].items()}
     result["profile"] = profile_evaluate(data, logs, rounds=3)
     result["floor"] = bench_floor(data, logs, rounds=args.rounds)
     del logs, data, cases
@@ -1013,12 +1031,15 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         result["scaling"] = {"skipped": "--skip-scaling"}
     else:
         sizes_n = args.scaling_sizes or (
-            [50_000, 100_000, 200_000] if args.quick
+            [50_000, 100_000, 200_000]
+            if args.quick
             else [1_000_000, 2_000_000, 4_000_000, 8_000_000, 16_000_000]
         )
         result["scaling"] = bench_scaling(sizes_n, rounds=MIN_ROUNDS if args.quick else 3)
-    result["jit"] = {"skipped": "--skip-jit"} if args.skip_jit else bench_jit(
-        10_000 if args.quick else 1_000_000
+    result["jit"] = (
+        {"skipped": "--skip-jit"}
+        if args.skip_jit
+        else bench_jit(10_000 if args.quick else 1_000_000)
     )
 
     result["bootstrap"] = bench_bootstrap(
@@ -1073,8 +1094,10 @@ def report(res: dict[str, Any]) -> str:
         else:
             d = det[key]
             target = res["targets"].get(key)
-            verdict = "" if target is None else (
-                f"<= {target:g}: {'yes' if d['ratio'] <= target else 'NO'}"
+            verdict = (
+                ""
+                if target is None
+                else (f"<= {target:g}: {'yes' if d['ratio'] <= target else 'NO'}")
             )
             rows.append(
                 [
@@ -1091,8 +1114,17 @@ def report(res: dict[str, Any]) -> str:
             )
     lines.append(
         format_table(
-            ["case", "wall s", "spread", "ratio", "paired range", "cpu s", "cpu ratio",
-             "vs chunked", "target (wall)"],
+            [
+                "case",
+                "wall s",
+                "spread",
+                "ratio",
+                "paired range",
+                "cpu s",
+                "cpu ratio",
+                "vs chunked",
+                "target (wall)",
+            ],
             rows,
         )
     )
@@ -1119,25 +1151,39 @@ def report(res: dict[str, Any]) -> str:
     frows = []
     for key, d in f["ratio_details"].items():
         target = f["targets"].get(key)
-        frows.append([key, d["ratio"], f"{d['paired_min']:.2f}-{d['paired_max']:.2f}",
-                      "" if target is None else f"<= {target:g}: "
-                      f"{'yes' if d['ratio'] <= target else 'NO'}"])
+        frows.append(
+            [
+                key,
+                d["ratio"],
+                f"{d['paired_min']:.2f}-{d['paired_max']:.2f}",
+                ""
+                if target is None
+                else f"<= {target:g}: {'yes' if d['ratio'] <= target else 'NO'}",
+            ]
+        )
     lines.append(format_table(["ratio", "median", "paired range", "target"], frows))
-    lines.append("  seconds: " + ", ".join(
-        f"{k} {v['median_s']:.4f}" for k, v in f["timings"].items()))
+    lines.append(
+        "  seconds: " + ", ".join(f"{k} {v['median_s']:.4f}" for k, v in f["timings"].items())
+    )
     sc = res.get("scaling", {})
     if "skipped" not in sc and sc:
-        lines.append("linear in n (evaluate, P = 8): " + ", ".join(
-            f"{int(k):,}: {v:.1f} ns/row ({sc['evaluate_vs_floor'][k]:.2f}x floor)"
-            for k, v in sc["evaluate_ns_per_row"].items()))
+        lines.append(
+            "linear in n (evaluate, P = 8): "
+            + ", ".join(
+                f"{int(k):,}: {v:.1f} ns/row ({sc['evaluate_vs_floor'][k]:.2f}x floor)"
+                for k, v in sc["evaluate_ns_per_row"].items()
+            )
+        )
     jit = res.get("jit", {})
     if "skipped" not in jit and jit:
         for key in ("cold_compile", "warm_cache", "numpy_fallback"):
             j = jit.get(key, {})
             if "first_call_s" in j:
-                lines.append(f"  first call, {key}: {j['first_call_s']:.2f} s (second call "
-                             f"{j['second_call_s'] * 1e3:.1f} ms, import {j['import_s']:.2f} s, "
-                             f"{jit['rows']:,} rows, backend {j['backend']})")
+                lines.append(
+                    f"  first call, {key}: {j['first_call_s']:.2f} s (second call "
+                    f"{j['second_call_s'] * 1e3:.1f} ms, import {j['import_s']:.2f} s, "
+                    f"{jit['rows']:,} rows, backend {j['backend']})"
+                )
     b = res["bootstrap"]
     lines += ["", f"bootstrap: n = {b['rows']:,}, B = {b['n_resamples']}"]
     for key in ("ips", "snips"):

@@ -84,9 +84,17 @@ def approval_rates(design: str, n: int, reps: int, seed: int) -> dict[str, dict[
         approved = np.zeros(reps, dtype=bool)
         bounds = np.zeros(reps)
         for k in range(reps):  # one certification per replication (not a loop over rows)
-            cert = certify(target[k], None, action[k], reward[k], propensity[k],
-                           reward_range=(0.0, 1.0), max_weight=MAX_WEIGHT,
-                           confidence_level=CONFIDENCE, ci=mode)
+            cert = certify(
+                target[k],
+                None,
+                action[k],
+                reward[k],
+                propensity[k],
+                reward_range=(0.0, 1.0),
+                max_weight=MAX_WEIGHT,
+                confidence_level=CONFIDENCE,
+                ci=mode,
+            )
             approved[k] = cert.approved
             bounds[k] = cert.improvement_lower_bound
         rate = float(approved.mean())
@@ -110,24 +118,35 @@ def main() -> None:
     for d_index, design in enumerate(DESIGNS):
         for n in SIZES:
             rates = approval_rates(design, n, reps, seed=1000 * d_index + n)
-            results.append({"design": design, "n": n, "true_gap": true_gap(design),
-                            "modes": rates})
-            print(f"{design} n={n}: "
-                  + ", ".join(f"{m} {r['approval_rate']:.4f}" for m, r in rates.items()),
-                  flush=True)
-    headers = ["design", "V(pi)-V(pi_0)", "n"] + [f"{m} approval" for m in MODES] + [
-        f"{m} mean LB" for m in MODES]
+            results.append({"design": design, "n": n, "true_gap": true_gap(design), "modes": rates})
+            print(
+                f"{design} n={n}: "
+                + ", ".join(f"{m} {r['approval_rate']:.4f}" for m, r in rates.items()),
+                flush=True,
+            )
+    headers = (
+        ["design", "V(pi)-V(pi_0)", "n"]
+        + [f"{m} approval" for m in MODES]
+        + [f"{m} mean LB" for m in MODES]
+    )
     rows = [
         [r["design"], f"{r['true_gap']:+.4f}", f"{r['n']:,}"]
         + [f"{r['modes'][m]['approval_rate']:.4f}" for m in MODES]
         + [f"{r['modes'][m]['mean_improvement_lower_bound']:.4f}" for m in MODES]
         for r in results
     ]
-    print(f"\n{reps} replications per cell, confidence_level={CONFIDENCE}, "
-          f"max_weight={MAX_WEIGHT}")
+    print(f"\n{reps} replications per cell, confidence_level={CONFIDENCE}, max_weight={MAX_WEIGHT}")
     print(format_table(headers, rows))
-    write_result("bench_gate", {"replications": reps, "confidence_level": CONFIDENCE,
-                                "max_weight": MAX_WEIGHT, "results": results}, out=args.out)
+    write_result(
+        "bench_gate",
+        {
+            "replications": reps,
+            "confidence_level": CONFIDENCE,
+            "max_weight": MAX_WEIGHT,
+            "results": results,
+        },
+        out=args.out,
+    )
 
 
 if __name__ == "__main__":

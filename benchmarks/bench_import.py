@@ -52,19 +52,46 @@ def _line_block(rng: np.random.Generator, start: int, n: int, k: int = 10) -> st
     probs = rng.dirichlet(np.ones(k), size=n)
     order = np.argsort(-probs, axis=1)
     cost = -(rng.random(n) < 0.1).astype(float)
-    multi = json.dumps([{"TAction": {"id": f"item{j}", "cat": f"c{j % 3}", "price": 1.5 * j,
-                                      "tags": ["x", "y"]}} for j in range(k)])
+    multi = json.dumps(
+        [
+            {
+                "TAction": {
+                    "id": f"item{j}",
+                    "cat": f"c{j % 3}",
+                    "price": 1.5 * j,
+                    "tags": ["x", "y"],
+                }
+            }
+            for j in range(k)
+        ]
+    )
     lines = []
     for i in range(n):
         a = (order[i] + 1).tolist()
         p = np.round(probs[i, order[i]], 6)
         p[0] += 1.0 - p.sum()
-        lines.append(json.dumps({
-            "_label_cost": cost[i], "_label_probability": float(p[0]), "_label_Action": a[0],
-            "_labelIndex": a[0] - 1, "Timestamp": "2020-01-01T00:00:00.000Z", "Version": "1",
-            "EventId": f"ev{start + i}", "a": a, "p": p.tolist(),
-        })[:-1] + ', "c": {"User": {"age": ' + str(20 + i % 50) + ', "city": "c' + str(i % 97)
-            + '"}, "_multi": ' + multi + '}}')
+        lines.append(
+            json.dumps(
+                {
+                    "_label_cost": cost[i],
+                    "_label_probability": float(p[0]),
+                    "_label_Action": a[0],
+                    "_labelIndex": a[0] - 1,
+                    "Timestamp": "2020-01-01T00:00:00.000Z",
+                    "Version": "1",
+                    "EventId": f"ev{start + i}",
+                    "a": a,
+                    "p": p.tolist(),
+                }
+            )[:-1]
+            + ', "c": {"User": {"age": '
+            + str(20 + i % 50)
+            + ', "city": "c'
+            + str(i % 97)
+            + '"}, "_multi": '
+            + multi
+            + "}}"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -135,14 +162,22 @@ def measure(src: str, mode: str) -> dict:
     else:
         rows = read_dsjson(src, workers=1 if mode == "read1" else None).n
     seconds = time.perf_counter() - t0
-    return {"mode": mode, "rows": rows, "seconds": seconds, "rows_per_s": rows / seconds,
-            "cpu_seconds": _cpu_seconds() - cpu0, "peak_rss_mb": _peak_mb()}
+    return {
+        "mode": mode,
+        "rows": rows,
+        "seconds": seconds,
+        "rows_per_s": rows / seconds,
+        "cpu_seconds": _cpu_seconds() - cpu0,
+        "peak_rss_mb": _peak_mb(),
+    }
 
 
 def _cpu_seconds() -> float:
     """User + system time of this process and its (ended) worker processes."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), \
-        resource.getrusage(resource.RUSAGE_CHILDREN)
+    own, children = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
@@ -164,15 +199,18 @@ def main(argv: list[str] | None = None) -> int:
     results = {"file_mb": size_mb, "load_average": os.getloadavg(), "runs": []}
     env = {**os.environ, "OPE_PROGRESS": "0"}
     reference = reference_cpu = None
-    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on "
-          f"{os.cpu_count()} CPUs")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
     for mode in args.modes:
         src = path
         if mode == "longline":
             src = tmp / "longline.json"
             generate_long_line(src)
-        proc = subprocess.run([sys.executable, __file__, "--measure", str(src), mode],
-                              capture_output=True, text=True, env=env)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--measure", str(src), mode],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         if proc.returncode:
             print(f"{mode}: failed\n{proc.stderr[-2000:]}")
             continue
@@ -183,14 +221,22 @@ def main(argv: list[str] | None = None) -> int:
             reference = r["rows_per_s"]
             reference_cpu = r["cpu_seconds"] / r["rows"]
         r["vs_json"] = r["rows_per_s"] / reference if reference and mode != "longline" else None
-        r["cpu_vs_json"] = (reference_cpu * r["rows"] / r["cpu_seconds"]
-                            if reference_cpu and mode != "longline" else None)
+        r["cpu_vs_json"] = (
+            reference_cpu * r["rows"] / r["cpu_seconds"]
+            if reference_cpu and mode != "longline"
+            else None
+        )
         results["runs"].append(r)
-        rel = (f"  {r['vs_json']:5.2f}x json.loads (CPU {r['cpu_vs_json']:4.2f}x)"
-               if r["vs_json"] else "")
-        print(f"{mode:8s} {mb:8.1f} MB  {r['rows']:>10,} events  {r['seconds']:7.1f} s  "
-              f"{r['rows_per_s']:>9,.0f} events/s  {r['mb_per_s']:6.1f} MB/s  "
-              f"CPU {r['cpu_seconds']:6.1f} s  peak RSS {r['peak_rss_mb']:7.0f} MB{rel}")
+        rel = (
+            f"  {r['vs_json']:5.2f}x json.loads (CPU {r['cpu_vs_json']:4.2f}x)"
+            if r["vs_json"]
+            else ""
+        )
+        print(
+            f"{mode:8s} {mb:8.1f} MB  {r['rows']:>10,} events  {r['seconds']:7.1f} s  "
+            f"{r['rows_per_s']:>9,.0f} events/s  {r['mb_per_s']:6.1f} MB/s  "
+            f"CPU {r['cpu_seconds']:6.1f} s  peak RSS {r['peak_rss_mb']:7.0f} MB{rel}"
+        )
         if mode == "longline":
             src.unlink()
     RESULTS.mkdir(exist_ok=True)

@@ -100,7 +100,9 @@ print(json.dumps({"rows": n, "seconds": seconds, "peak_rss_mb": peak_kb / 1024})
 def run_child(path: Path, mode: str) -> dict:
     out = subprocess.run(
         [sys.executable, "-c", _CHILD, str(path), mode, ",".join(COLUMNS)],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return json.loads(out.stdout)
 
@@ -144,10 +146,17 @@ def make_directory(files: int) -> Path:
         folder = root / f"day={i % 10}"
         folder.mkdir(parents=True, exist_ok=True)
         ids = np.arange(100 * i, 100 * i + 100, dtype=np.int64)
-        pq.write_table(pa.table({
-            "event_id": ids, "action": rng.integers(0, 10, 100),
-            "propensity": np.full(100, 0.1), "reward": rng.binomial(1, 0.1, 100).astype(float),
-        }), folder / f"part-{i:05d}.parquet")
+        pq.write_table(
+            pa.table(
+                {
+                    "event_id": ids,
+                    "action": rng.integers(0, 10, 100),
+                    "propensity": np.full(100, 0.1),
+                    "reward": rng.binomial(1, 0.1, 100).astype(float),
+                }
+            ),
+            folder / f"part-{i:05d}.parquet",
+        )
     done.write_text("")
     return root
 
@@ -163,10 +172,16 @@ def time_directory(root: Path, rounds: int) -> dict:
 
     def arrow_list() -> list[str]:
         infos = pafs.LocalFileSystem().get_file_info(pafs.FileSelector(str(root), recursive=True))
-        return sorted(i.path for i in infos if i.type == pafs.FileType.File
-                      and not any(p.startswith((".", "_")) for p in Path(i.path).relative_to(root).parts))
+        return sorted(
+            i.path
+            for i in infos
+            if i.type == pafs.FileType.File
+            and not any(p.startswith((".", "_")) for p in Path(i.path).relative_to(root).parts)
+        )
 
-    times: dict[str, list[float]] = {k: [] for k in ("arrow_list", "ope_list", "arrow_read", "ope_read")}
+    times: dict[str, list[float]] = {
+        k: [] for k in ("arrow_list", "ope_list", "arrow_read", "ope_read")
+    }
     n_files = rows = 0
     for _ in range(rounds):
         t0 = time.perf_counter()
@@ -178,15 +193,19 @@ def time_directory(root: Path, rounds: int) -> dict:
         n_files = len(found.files)
         assert list(found.files) == listed  # the same files, in the same order
         t0 = time.perf_counter()
-        ds.dataset(listed, format="parquet", partitioning="hive",
-                   partition_base_dir=str(root)).to_table()
+        ds.dataset(
+            listed, format="parquet", partitioning="hive", partition_base_dir=str(root)
+        ).to_table()
         times["arrow_read"].append(time.perf_counter() - t0)
         t0 = time.perf_counter()
         rows = read_logs(root).n
         times["ope_read"].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
-        "files": n_files, "rows": rows, "median_s": med, "all_s": times,
+        "files": n_files,
+        "rows": rows,
+        "median_s": med,
+        "all_s": times,
         "list_ratio_ope_vs_arrow": med["ope_list"] / med["arrow_list"],
         "read_ratio_ope_vs_arrow": med["ope_read"] / med["arrow_read"],
     }
@@ -196,11 +215,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--files", type=int, default=2000,
-                        help="files in the directory benchmark (0 skips it)")
+    parser.add_argument(
+        "--files", type=int, default=2000, help="files in the directory benchmark (0 skips it)"
+    )
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--only-directory", action="store_true",
-                        help="run the directory benchmark alone")
+    parser.add_argument(
+        "--only-directory", action="store_true", help="run the directory benchmark alone"
+    )
     args = parser.parse_args(argv)
     if args.only_directory:
         return directory_report(args)
@@ -255,10 +276,14 @@ def directory_report(args: argparse.Namespace, *, write: bool = True) -> dict:
     m = d["median_s"]
     print(f"directory: {d['files']:,} files, {d['rows']:,} rows, median of {args.rounds} rounds")
     print(f"{'measure':<34}{'pyarrow':>12}{'ope':>12}{'ratio':>8}")
-    print(f"{'list the files (s)':<34}{m['arrow_list']:>12.4f}{m['ope_list']:>12.4f}"
-          f"{d['list_ratio_ope_vs_arrow']:>8.2f}")
-    print(f"{'read the directory (s)':<34}{m['arrow_read']:>12.3f}{m['ope_read']:>12.3f}"
-          f"{d['read_ratio_ope_vs_arrow']:>8.2f}")
+    print(
+        f"{'list the files (s)':<34}{m['arrow_list']:>12.4f}{m['ope_list']:>12.4f}"
+        f"{d['list_ratio_ope_vs_arrow']:>8.2f}"
+    )
+    print(
+        f"{'read the directory (s)':<34}{m['arrow_read']:>12.3f}{m['ope_read']:>12.3f}"
+        f"{d['read_ratio_ope_vs_arrow']:>8.2f}"
+    )
     if write:
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "bench_io_directory.json").write_text(json.dumps(d, indent=2) + "\n")

@@ -159,8 +159,9 @@ def one_run(name: str, mix: float, seed: int, passes: int) -> dict[str, float]:
     pe_worse = 0.9 * pce + 0.1 / k
     v_worse = 0.9 * out["logging"] + 0.1 * exact_value(np.full((yte.size, k), 1.0 / k), yte, noisy)
     for method in ("bernstein", "t"):
-        c = SafetyGate(reward_range=(0.0, 1.0), confidence_level=CONFIDENCE, ci=method,
-                       max_weight=worse_w).certify(pe_worse, None, ace, rce, pce)
+        c = SafetyGate(
+            reward_range=(0.0, 1.0), confidence_level=CONFIDENCE, ci=method, max_weight=worse_w
+        ).certify(pe_worse, None, ace, rce, pce)
         out[f"worse_approved_{method}"] = float(c.approved)
     out["worse_truly_worse"] = float(v_worse < out["logging"])
     out["n_train"] = float(atr.size)
@@ -170,9 +171,11 @@ def one_run(name: str, mix: float, seed: int, passes: int) -> dict[str, float]:
 
 def quality_table(seeds: int, passes: int, datasets: list[str], mixes: list[float]) -> None:
     print(f"\n## Exact value on held-out rows (mean ± s.e. over {seeds} seeds)\n")
-    print("| data set (+noise: Bernoulli rewards) | mix (overlap) | n train / certify | "
-          "logging | IPS max | DM greedy | "
-          "conservative | cons. approved | worse-policy false approvals: Bernstein / t |")
+    print(
+        "| data set (+noise: Bernoulli rewards) | mix (overlap) | n train / certify | "
+        "logging | IPS max | DM greedy | "
+        "conservative | cons. approved | worse-policy false approvals: Bernstein / t |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for name in datasets:
         for mix in mixes:
@@ -205,15 +208,18 @@ def boundary_false_approvals(reps: int, sizes: list[int]) -> None:
     candidate always plays arm 1, so V(pi) = V(pi_0) and every approval is a false approval.
     The clip level 1 / 0.3 is known a priori from the logging design.
     """
-    print(f"\n## Gate at the boundary V(pi) = V(pi_0): approval rate over {reps} replications "
-          f"(nominal bound {1 - CONFIDENCE:.2f})\n")
+    print(
+        f"\n## Gate at the boundary V(pi) = V(pi_0): approval rate over {reps} replications "
+        f"(nominal bound {1 - CONFIDENCE:.2f})\n"
+    )
     print("| n certify | Bernstein (safe) | t (semi-safe) |")
     print("|---|---|---|")
     for n in sizes:
         rates = {}
         for method in ("bernstein", "t"):
-            gate = SafetyGate(reward_range=(0.0, 1.0), confidence_level=CONFIDENCE, ci=method,
-                              max_weight=1 / 0.3)
+            gate = SafetyGate(
+                reward_range=(0.0, 1.0), confidence_level=CONFIDENCE, ci=method, max_weight=1 / 0.3
+            )
             rng = np.random.default_rng(n)
             approved = 0
             for _ in range(reps):  # loop over replications, not rows
@@ -246,8 +252,15 @@ def timing(n: int, d: int, k: int, max_iter: int) -> None:
     model = _PerAction(k, d, True)
     t0 = time.perf_counter()
     for _ in range(3):
-        policy_objective(theta, problem, model, objective="clipped_ips", variance_penalty=1.645,
-                         max_weight=float(k), l2_penalty=1e-3)
+        policy_objective(
+            theta,
+            problem,
+            model,
+            objective="clipped_ips",
+            variance_penalty=1.645,
+            max_weight=float(k),
+            l2_penalty=1e-3,
+        )
     evaluation = (time.perf_counter() - t0) / 3
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -259,8 +272,10 @@ def timing(n: int, d: int, k: int, max_iter: int) -> None:
     print("|---|---|---|")
     print(f"| one `X @ W.T` (baseline, same run) | {matmul:.3f} | 1.0 |")
     print(f"| one objective + gradient evaluation | {evaluation:.3f} | {evaluation / matmul:.1f} |")
-    print(f"| `ConservativePolicyLearner(max_iter={max_iter}).fit` ({est.n_iter_} L-BFGS "
-          f"iterations) | {fit:.1f} | {fit / matmul:.0f} |")
+    print(
+        f"| `ConservativePolicyLearner(max_iter={max_iter}).fit` ({est.n_iter_} L-BFGS "
+        f"iterations) | {fit:.1f} | {fit / matmul:.0f} |"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -343,8 +358,9 @@ def catalog_targets(rounds: int, quick: bool) -> dict:
             order = ("learn", "read") if k % 2 == 0 else ("read", "learn")
             for case in order:
                 if case == "learn":
-                    res = peak_rss(LEARN_SETUP.format(path=path, out=out, info=info),
-                                   LEARN_WORKLOAD)
+                    res = peak_rss(
+                        LEARN_SETUP.format(path=path, out=out, info=info), LEARN_WORKLOAD
+                    )
                     res.update(json.loads(Path(info).read_text()))
                 else:
                     res = peak_rss(READ_SETUP.format(path=path), READ_WORKLOAD)
@@ -353,23 +369,57 @@ def catalog_targets(rounds: int, quick: bool) -> dict:
         read_s = sorted(r["seconds"] for r in runs["read"])
         med = lambda v: float(np.median(v))  # noqa: E731
         results[name] = {
-            "learn_seconds": learn_s, "read_seconds": read_s,
+            "learn_seconds": learn_s,
+            "read_seconds": read_s,
             "learn_cpu_seconds": sorted(r["cpu_seconds"] for r in runs["learn"]),
             "learn_peak_mb": max(r["peak_mb"] for r in runs["learn"]),
             "read_peak_mb": max(r["peak_mb"] for r in runs["read"]),
             "ratio_to_read": med(learn_s) / med(read_s),
-            **{key: runs["learn"][-1][key] for key in
-               ("rows_written", "n_iter", "n_actions", "verdict", "lower_bound",
-                "improvement_lower_bound")},
+            **{
+                key: runs["learn"][-1][key]
+                for key in (
+                    "rows_written",
+                    "n_iter",
+                    "n_actions",
+                    "verdict",
+                    "lower_bound",
+                    "improvement_lower_bound",
+                )
+            },
         }
     print(f"\n## `ope learn` (Python path), {rounds} interleaved round(s), medians\n")
-    rows = [[name, f"{med(r['learn_seconds']):.1f}", f"{med(r['learn_cpu_seconds']):.1f}",
-             f"{r['learn_peak_mb']:,.0f}",
-             f"{med(r['read_seconds']):.2f}", f"{r['ratio_to_read']:.0f}x", r["n_actions"],
-             r["n_iter"], f"{r['rows_written']:,}", r["verdict"]]
-            for name, r in results.items()]
-    print(format_table(["logs", "learn s", "learn CPU s", "peak MB", "bare read s",
-                        "learn / read", "actions", "L-BFGS its", "policy rows", "verdict"], rows))
+    rows = [
+        [
+            name,
+            f"{med(r['learn_seconds']):.1f}",
+            f"{med(r['learn_cpu_seconds']):.1f}",
+            f"{r['learn_peak_mb']:,.0f}",
+            f"{med(r['read_seconds']):.2f}",
+            f"{r['ratio_to_read']:.0f}x",
+            r["n_actions"],
+            r["n_iter"],
+            f"{r['rows_written']:,}",
+            r["verdict"],
+        ]
+        for name, r in results.items()
+    ]
+    print(
+        format_table(
+            [
+                "logs",
+                "learn s",
+                "learn CPU s",
+                "peak MB",
+                "bare read s",
+                "learn / read",
+                "actions",
+                "L-BFGS its",
+                "policy rows",
+                "verdict",
+            ],
+            rows,
+        )
+    )
     return results
 
 
@@ -381,8 +431,13 @@ def layouts(rounds: int) -> dict:
     kw = dict(objective="clipped_ips", variance_penalty=1.645, max_weight=10.0, l2_penalty=1e-3)
     out = []
     with threadpool_limits(limits=1, user_api="blas"):
-        for n, d, K, L in [(100_000, 50, 50, 50), (100_000, 50, 800, 50), (100_000, 4, 400, 20),
-                           (100_000, 4, 80, 20), (100_000, 10, 400, 20)]:
+        for n, d, K, L in [
+            (100_000, 50, 50, 50),
+            (100_000, 50, 800, 50),
+            (100_000, 4, 400, 20),
+            (100_000, 4, 80, 20),
+            (100_000, 10, 400, 20),
+        ]:
             X = rng.normal(size=(n, d))
             X1 = Standardizer.fit(X, center=True).transform_t(X)
             cand = np.sort(rng.integers(0, K - L + 1, size=(n, L)), axis=1) + np.arange(L)
@@ -404,10 +459,23 @@ def layouts(rounds: int) -> dict:
                 times[cls.__name__] = float(np.median(ts))
             out.append({"n": n, "d": d, "K": K, "L": L, **times})
     print("\n## One objective evaluation per layout (seconds, one BLAS thread, medians)\n")
-    print(format_table(["n", "d", "K", "K / L", "scatter (BLAS)", "gather", "gather / scatter"],
-                       [[o["n"], o["d"], o["K"], o["K"] / o["L"], o["ScatterLayout"],
-                         o["GatherLayout"], o["GatherLayout"] / o["ScatterLayout"]]
-                        for o in out]))
+    print(
+        format_table(
+            ["n", "d", "K", "K / L", "scatter (BLAS)", "gather", "gather / scatter"],
+            [
+                [
+                    o["n"],
+                    o["d"],
+                    o["K"],
+                    o["K"] / o["L"],
+                    o["ScatterLayout"],
+                    o["GatherLayout"],
+                    o["GatherLayout"] / o["ScatterLayout"],
+                ]
+                for o in out
+            ],
+        )
+    )
     return {"layouts": out}
 
 
@@ -416,8 +484,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="few seeds, small timing run")
     parser.add_argument("--seeds", type=int, default=None)
     parser.add_argument("--skip-timing", action="store_true")
-    parser.add_argument("--catalog", action="store_true",
-                        help="only the catalog targets (`ope learn` on the sample and on 1M rows)")
+    parser.add_argument(
+        "--catalog",
+        action="store_true",
+        help="only the catalog targets (`ope learn` on the sample and on 1M rows)",
+    )
     parser.add_argument("--layouts", action="store_true", help="only the layout comparison")
     parser.add_argument("--rounds", type=int, default=None, help="interleaved rounds")
     args = parser.parse_args(argv)
@@ -426,13 +497,15 @@ def main(argv: list[str] | None = None) -> None:
         if args.layouts:
             result.update(layouts(args.rounds or 3))
         if args.catalog:
-            result["catalog"] = catalog_targets(args.rounds or (1 if args.quick else 3),
-                                                args.quick)
+            result["catalog"] = catalog_targets(args.rounds or (1 if args.quick else 3), args.quick)
         print(f"\nwrote {write_result('bench_learning_catalog', result)}")
         return
     seeds = args.seeds or (3 if args.quick else 20)
-    datasets = ["synthetic", "synthetic+noise", "digits"] if args.quick else [
-        "synthetic", "synthetic+noise", "digits", "digits+noise", "wine", "breast_cancer"]
+    datasets = (
+        ["synthetic", "synthetic+noise", "digits"]
+        if args.quick
+        else ["synthetic", "synthetic+noise", "digits", "digits+noise", "wine", "breast_cancer"]
+    )
     quality_table(seeds, passes=4, datasets=datasets, mixes=[0.5, 0.95])
     boundary_false_approvals(200 if args.quick else 2000, [100, 1000, 10_000])
     if not args.skip_timing:

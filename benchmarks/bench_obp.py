@@ -88,14 +88,22 @@ def _rows(tabs: dict[str, np.ndarray], n: int, seed: int) -> dict[str, np.ndarra
     cum = np.cumsum(tabs["logging"], axis=1)[group]
     action = np.minimum((rng.random(n)[:, None] > cum).sum(axis=1), k - 1)
     reward = (rng.random(n) < tabs["mu"][group, action]).astype(np.float64)
-    return {"group": group, "action": action.astype(np.int64), "reward": reward,
-            "pscore": tabs["logging"][group, action]}
+    return {
+        "group": group,
+        "action": action.astype(np.int64),
+        "reward": reward,
+        "pscore": tabs["logging"][group, action],
+    }
 
 
 def bench_k1000(n_ope: int, n_obp: int, python: str, k: int = 1000) -> dict[str, Any]:
     """Memory (and time) of the K = 1000 case: ope per-row vectors vs obp's dense tensors."""
-    out: dict[str, Any] = {"actions": k, "ope_rows": n_ope, "obp_rows": n_obp,
-                           "obp_dense_input_gb_at_ope_rows": 2 * n_ope * k * 8 / 1e9}
+    out: dict[str, Any] = {
+        "actions": k,
+        "ope_rows": n_ope,
+        "obp_rows": n_obp,
+        "obp_dense_input_gb_at_ope_rows": 2 * n_ope * k * 8 / 1e9,
+    }
     setup = (
         "import numpy as np, warnings\n"
         "warnings.filterwarnings('ignore')\n"
@@ -122,11 +130,17 @@ def bench_k1000(n_ope: int, n_obp: int, python: str, k: int = 1000) -> dict[str,
     tabs = _tables(k, 3)
     rows = _rows(tabs, n_obp, 3)
     path = data_path(f"obp_k{k}_{n_obp}.npz")
-    np.savez(path, reward=rows["reward"], action=rows["action"], pscore=rows["pscore"],
-             action_dist=tabs["target"][rows["group"]][:, :, None],
-             q_hat=tabs["q_hat"][rows["group"]][:, :, None])
-    proc = subprocess.run([python, "-c", _OBP_MEMORY_CHILD, str(path)], capture_output=True,
-                          text=True, timeout=1800)
+    np.savez(
+        path,
+        reward=rows["reward"],
+        action=rows["action"],
+        pscore=rows["pscore"],
+        action_dist=tabs["target"][rows["group"]][:, :, None],
+        q_hat=tabs["q_hat"][rows["group"]][:, :, None],
+    )
+    proc = subprocess.run(
+        [python, "-c", _OBP_MEMORY_CHILD, str(path)], capture_output=True, text=True, timeout=1800
+    )
     path.unlink(missing_ok=True)
     if proc.returncode != 0:
         out["obp"] = {"failed": proc.stderr[-2000:]}
@@ -150,16 +164,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     result: dict[str, Any] = {"quick": args.quick, "rows": n, "target_speedup": TARGET_SPEEDUP}
     try:
-        result["k10"] = be.bench_obp(args.obp_python, n, rounds=args.rounds,
-                                     n_resamples=100 if args.quick else args.bootstrap_resamples)
+        result["k10"] = be.bench_obp(
+            args.obp_python,
+            n,
+            rounds=args.rounds,
+            n_resamples=100 if args.quick else args.bootstrap_resamples,
+        )
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
         result["k10"] = {"skipped": f"obp run failed: {exc}"}
     k10 = result["k10"]
     if "estimators" in k10:
         result["speedup"] = {k: e["obp_vs_ope_ratio"] for k, e in k10["estimators"].items()}
         result["target_met"] = {k: v >= TARGET_SPEEDUP for k, v in result["speedup"].items()}
-    result["k1000"] = bench_k1000(n, 10_000 if args.quick else args.k1000_obp_rows,
-                                  args.obp_python)
+    result["k1000"] = bench_k1000(n, 10_000 if args.quick else args.k1000_obp_rows, args.obp_python)
     result["total_seconds"] = time.perf_counter() - started
     path = write_result(NAME, result, out=args.out)
     print(report(result))
@@ -184,8 +201,10 @@ def report(res: dict[str, Any]) -> str:
             )
         for key in ("ips", "snips"):
             b = k10["bootstrap"][key]
-            lines.append(f"  bootstrap {key} B={k10['bootstrap']['n_resamples']}: obp "
-                         f"{b['obp_seconds']:.2f} s, ope {b['ope_seconds']:.2f} s")
+            lines.append(
+                f"  bootstrap {key} B={k10['bootstrap']['n_resamples']}: obp "
+                f"{b['obp_seconds']:.2f} s, ope {b['ope_seconds']:.2f} s"
+            )
     k = res["k1000"]
     lines.append(
         f"K = {k['actions']}: ope at n = {k['ope_rows']:,}: extra peak RSS "

@@ -80,8 +80,9 @@ class Tally:
         }
 
 
-def _vw_interval(p: np.ndarray, r: np.ndarray, t: np.ndarray, pdrop: np.ndarray
-                 ) -> tuple[float, float, float, str]:
+def _vw_interval(
+    p: np.ndarray, r: np.ndarray, t: np.ndarray, pdrop: np.ndarray
+) -> tuple[float, float, float, str]:
     """VW's Gaussian interval of IPS with p_drop: (estimate, low, high, source)."""
     try:
         from estimators.bandits import gaussian  # the vw-estimators package
@@ -100,8 +101,15 @@ def _vw_interval(p: np.ndarray, r: np.ndarray, t: np.ndarray, pdrop: np.ndarray
     return (low + high) / 2, low, high, "vw-estimators"
 
 
-def replicate(env: ContextualBandit, n: int, rng: np.random.Generator,
-              tallies: dict[str, Tally], truth: float, *, vw: bool = True) -> int:
+def replicate(
+    env: ContextualBandit,
+    n: int,
+    rng: np.random.Generator,
+    tallies: dict[str, Tally],
+    truth: float,
+    *,
+    vw: bool = True,
+) -> int:
     """One replication: draw, thin, estimate; returns the number of kept rows."""
     table = env.sample(n, rng=rng, oracle=True)
     seg = np.asarray(table.column("segment").to_pylist())
@@ -116,8 +124,7 @@ def replicate(env: ContextualBandit, n: int, rng: np.random.Generator,
     for label, weight in (("weighted", s), ("unweighted", None)):
         ips = oe.IPS().estimate(r, p, t, sampling_weight=weight)
         snips = oe.SNIPS().estimate(r, p, t, sampling_weight=weight)
-        dr = oe.DR().estimate(r, p, t, q_logged=q_logged, q_target=q_target,
-                              sampling_weight=weight)
+        dr = oe.DR().estimate(r, p, t, q_logged=q_logged, q_target=q_target, sampling_weight=weight)
         for name, est in (("IPS", ips), ("SNIPS", snips), ("DR", dr)):
             tallies[f"{name} normal, {label}"].add(est.value, est.ci_low, est.ci_high, truth)
         boot = ips.ci(CONFIDENCE_LEVEL, "bootstrap", rng=rng, n_resamples=N_RESAMPLES)
@@ -140,6 +147,7 @@ def run(reps: int, n: int, *, seed: int = 0, vw: bool = True) -> tuple[dict[str,
     if vw:
         try:
             import estimators.bandits.gaussian  # noqa: F401
+
             tallies["VW gaussian (p_drop), vw-estimators"] = Tally()
         except ImportError:
             tallies["VW gaussian (p_drop), formula"] = Tally()
@@ -149,8 +157,14 @@ def run(reps: int, n: int, *, seed: int = 0, vw: bool = True) -> tuple[dict[str,
         warnings.simplefilter("ignore")  # per-replication notes are not the subject here
         for _ in range(reps):  # loop over replications
             kept.append(replicate(env, n, rng, tallies, truth, vw=vw))
-    info = {"truth": truth, "reps": reps, "n": n, "mean_kept": float(np.mean(kept)),
-            "seconds": time.perf_counter() - start, "seed": seed}
+    info = {
+        "truth": truth,
+        "reps": reps,
+        "n": n,
+        "mean_kept": float(np.mean(kept)),
+        "seconds": time.perf_counter() - start,
+        "seed": seed,
+    }
     return {k: v.row(truth) for k, v in tallies.items() if v.values}, info
 
 

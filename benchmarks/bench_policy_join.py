@@ -129,7 +129,9 @@ def measure(directory: Path, repeats: int) -> dict[str, Any]:
 
     logs_table = pq.read_table(directory / "logs.parquet")
     table = pq.read_table(directory / "policy.parquet")  # chunked by row group, as users get it
-    logs = BanditLogs(logs_table, ValidationReport("<bench>", logs_table.num_rows, logs_table.num_rows))
+    logs = BanditLogs(
+        logs_table, ValidationReport("<bench>", logs_table.num_rows, logs_table.num_rows)
+    )
     input_bytes = table.nbytes
     gc.collect()
     pa.default_memory_pool().release_unused()  # do not count the reader's freed buffers
@@ -243,17 +245,43 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return {}
 
     with tempfile.TemporaryDirectory() as tmp:
-        _run(["--_make", tmp, "--events", str(args.events), "--support", str(args.support),
-              "--catalog", str(args.catalog)])
+        _run(
+            [
+                "--_make",
+                tmp,
+                "--events",
+                str(args.events),
+                "--support",
+                str(args.support),
+                "--catalog",
+                str(args.catalog),
+            ]
+        )
         result = json.loads(_run(["--_measure", tmp, "--repeats", str(args.repeats)]))
-    result["machine"] = {"python": platform.python_version(), "cpus": _cpus(), "numpy": np.__version__}
+    result["machine"] = {
+        "python": platform.python_version(),
+        "cpus": _cpus(),
+        "numpy": np.__version__,
+    }
 
     mb = 1e6
     rows = [
-        ("events x support", f"{result['n_events']:,} x {args.support} = {result['table_rows']:,} rows"),
-        ("join + validate + CSR (median)", f"{result['join_seconds']:.2f} s  ({result['rows_per_second'] / 1e6:.1f} M rows/s)"),
-        ("numpy scan of same columns", f"{result['numpy_scan_seconds']:.3f} s  -> join is {result['ratio_to_numpy_scan']:.0f}x"),
-        ("pyarrow hash join (no checks)", f"{result['arrow_join_seconds']:.2f} s  -> join is {result['ratio_to_arrow_join']:.2f}x"),
+        (
+            "events x support",
+            f"{result['n_events']:,} x {args.support} = {result['table_rows']:,} rows",
+        ),
+        (
+            "join + validate + CSR (median)",
+            f"{result['join_seconds']:.2f} s  ({result['rows_per_second'] / 1e6:.1f} M rows/s)",
+        ),
+        (
+            "numpy scan of same columns",
+            f"{result['numpy_scan_seconds']:.3f} s  -> join is {result['ratio_to_numpy_scan']:.0f}x",
+        ),
+        (
+            "pyarrow hash join (no checks)",
+            f"{result['arrow_join_seconds']:.2f} s  -> join is {result['ratio_to_arrow_join']:.2f}x",
+        ),
         ("input policy table", f"{result['input_table_bytes'] / mb:,.0f} MB"),
         ("RSS before join", f"{result['rss_before_join_bytes'] / mb:,.0f} MB"),
         ("peak RSS after join", f"{result['peak_rss_after_join_bytes'] / mb:,.0f} MB"),
@@ -261,11 +289,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         (
             "join's extra peak (ru_maxrss)",
             f"{result['join_extra_peak_bytes'] / mb:,.0f} MB = {result['join_extra_peak_over_input']:.2f}x input"
-            + ("  (peak set while reading: an upper bound)" if result["peak_rss_after_join_bytes"]
-               <= result["peak_rss_before_join_bytes"] else ""),
+            + (
+                "  (peak set while reading: an upper bound)"
+                if result["peak_rss_after_join_bytes"] <= result["peak_rss_before_join_bytes"]
+                else ""
+            ),
         ),
-        ("join's extra peak (sampled)", f"{result['sampled_join_extra_bytes'] / mb:,.0f} MB = {result['sampled_join_extra_over_input']:.2f}x input"),
-        ("traced numpy/scipy peak", f"{result['traced_numpy_peak_bytes'] / mb:,.0f} MB = {result['traced_numpy_peak_over_input']:.2f}x input"),
+        (
+            "join's extra peak (sampled)",
+            f"{result['sampled_join_extra_bytes'] / mb:,.0f} MB = {result['sampled_join_extra_over_input']:.2f}x input",
+        ),
+        (
+            "traced numpy/scipy peak",
+            f"{result['traced_numpy_peak_bytes'] / mb:,.0f} MB = {result['traced_numpy_peak_over_input']:.2f}x input",
+        ),
         ("result (CSR + values)", f"{result['result_bytes'] / mb:,.0f} MB"),
     ]
     width = max(len(r[0]) for r in rows)
@@ -280,7 +317,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 def _cpus() -> int:
     import os
 
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return (
+        len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    )
 
 
 if __name__ == "__main__":

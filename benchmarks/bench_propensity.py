@@ -145,7 +145,9 @@ def run(
                 variants = {"true propensities": (t.column("propensity").to_numpy(), 0)}
                 for name in settings:
                     kw: dict[str, Any] = SETTINGS[name]
-                    logs = estimate_propensities(raw, context_columns=list(FEATURES), rng=seed, **kw)
+                    logs = estimate_propensities(
+                        raw, context_columns=list(FEATURES), rng=seed, **kw
+                    )
                     info = logs.table.schema.metadata or {}
                     variants[name] = (
                         logs.column("propensity"),
@@ -166,9 +168,14 @@ def run(
                 e = np.asarray(c.errors)
                 rows.append(
                     {
-                        "design": design, "n": n, "propensities": name, "estimator": est_name,
-                        "truth": truth, "true_max_weight": true_max_w,
-                        "bias": float(e.mean()), "bias_se": float(e.std(ddof=1) / math.sqrt(e.size)),
+                        "design": design,
+                        "n": n,
+                        "propensities": name,
+                        "estimator": est_name,
+                        "truth": truth,
+                        "true_max_weight": true_max_w,
+                        "bias": float(e.mean()),
+                        "bias_se": float(e.std(ddof=1) / math.sqrt(e.size)),
                         "rmse": float(np.sqrt((e**2).mean())),
                         "cover_normal": float(np.mean(c.covered_normal)),
                         "cover_boot": float(np.mean(c.covered_boot)) if boot else math.nan,
@@ -234,27 +241,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=300)
     parser.add_argument("--sizes", default="2000,10000", help="comma-separated sample sizes")
     parser.add_argument("--no-bootstrap", action="store_true", help="normal intervals only")
-    parser.add_argument("--settings", default=";".join(SETTINGS),
-                        help=f"semicolon-separated, of: {'; '.join(SETTINGS)}")
-    parser.add_argument("--designs", default=",".join(designs()),
-                        help="comma-separated, of: " + ", ".join(designs()))
+    parser.add_argument(
+        "--settings",
+        default=";".join(SETTINGS),
+        help=f"semicolon-separated, of: {'; '.join(SETTINGS)}",
+    )
+    parser.add_argument(
+        "--designs",
+        default=",".join(designs()),
+        help="comma-separated, of: " + ", ".join(designs()),
+    )
     parser.add_argument("--quick", action="store_true", help="40 replications at n = 2,000")
     parser.add_argument("--out", type=Path, help="also write the markdown table here")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
-    parser.add_argument("--merge", type=Path, nargs="+", metavar="JSON",
-                        help="render the rows of earlier --json runs as one table (no new run)")
+    parser.add_argument(
+        "--merge",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="render the rows of earlier --json runs as one table (no new run)",
+    )
     args = parser.parse_args(argv)
-    command = shlex.join(["python", "benchmarks/bench_propensity.py",
-                          *(argv if argv is not None else sys.argv[1:])])
+    command = shlex.join(
+        ["python", "benchmarks/bench_propensity.py", *(argv if argv is not None else sys.argv[1:])]
+    )
     if args.merge:
         runs = [json.loads(path.read_text()) for path in args.merge]
         rows = [row for r in runs for row in r["rows"]]
         order = list(designs())
-        rows.sort(key=lambda row: (order.index(row["design"]), row["n"]))  # stable: settings keep order
+        rows.sort(
+            key=lambda row: (order.index(row["design"]), row["n"])
+        )  # stable: settings keep order
         commands = [r["command"] for r in runs] + [command]
         text = markdown(rows, rows[0]["reps"], runs[0]["bootstrap"], commands)
     else:
-        reps, sizes = (40, [2000]) if args.quick else (args.reps, [int(s) for s in args.sizes.split(",")])
+        reps, sizes = (
+            (40, [2000]) if args.quick else (args.reps, [int(s) for s in args.sizes.split(",")])
+        )
         boot = not args.no_bootstrap
         settings = tuple(s for s in args.settings.split(";") if s)
         unknown = [s for s in settings if s not in SETTINGS]
@@ -262,12 +285,15 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"unknown setting(s) {unknown}; choose from: {'; '.join(SETTINGS)}")
         only = tuple(d for d in args.designs.split(",") if d)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # small-sample and weight warnings of single replications
+            warnings.simplefilter(
+                "ignore"
+            )  # small-sample and weight warnings of single replications
             rows = run(reps, sizes, boot, settings, only=only)
         text = markdown(rows, reps, boot, [command])
         if args.json is not None:
-            args.json.write_text(json.dumps({"command": command, "bootstrap": boot,
-                                             "rows": rows}, indent=1))
+            args.json.write_text(
+                json.dumps({"command": command, "bootstrap": boot, "rows": rows}, indent=1)
+            )
     print(text)
     if args.out is not None:
         args.out.write_text(text)

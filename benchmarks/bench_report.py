@@ -47,7 +47,8 @@ def _table(rows: int, candidates: int, segments: int, seed: int = 0) -> pa.Table
         cols[f"target__c{j:02d}"] = np.where(action == j % 4, share, (1 - share) / 3)
     if segments:
         cols["seg"] = np.array([f"s{k:03d}" for k in range(segments)])[
-            rng.integers(0, segments, rows)]
+            rng.integers(0, segments, rows)
+        ]
     return pa.table(cols)
 
 
@@ -80,16 +81,27 @@ def main(argv: list[str] | None = None) -> int:
         args.segments, args.candidates = 100, 10
     seg_run, seg_page = _case(args.rows, 2, args.segments)
     cand_run, cand_page = _case(args.rows, args.candidates, 0)
-    timings = interleaved({"segments": seg_run, "candidates": cand_run}, rounds=args.rounds,
-                          warmup=args.warmup)
-    result = {"rows": args.rows, "segments": args.segments, "candidates": args.candidates,
-              "rounds": args.rounds, "cases": {}}
+    timings = interleaved(
+        {"segments": seg_run, "candidates": cand_run}, rounds=args.rounds, warmup=args.warmup
+    )
+    result = {
+        "rows": args.rows,
+        "segments": args.segments,
+        "candidates": args.candidates,
+        "rounds": args.rounds,
+        "cases": {},
+    }
     for name, page in (("segments", seg_page), ("candidates", cand_page)):
         wall = summarize(timings.wall[name])
-        result["cases"][name] = {"wall_s": wall, "figures": page[0].count("<svg"),
-                                 "html_bytes": len(page[0].encode())}
-        print(f"{name:>10}: median {wall['median_s']:.2f} s wall over {args.rounds} rounds, "
-              f"{page[0].count('<svg')} figures, {len(page[0].encode()) / 1e3:,.0f} kB")
+        result["cases"][name] = {
+            "wall_s": wall,
+            "figures": page[0].count("<svg"),
+            "html_bytes": len(page[0].encode()),
+        }
+        print(
+            f"{name:>10}: median {wall['median_s']:.2f} s wall over {args.rounds} rounds, "
+            f"{page[0].count('<svg')} figures, {len(page[0].encode()) / 1e3:,.0f} kB"
+        )
     print(f"load average: {machine_info().get('load_average_1_5_15')}")
     print(f"written to {write_result('bench_report', result)}")
     return 0

@@ -81,7 +81,8 @@ def environments() -> dict[str, tuple[object, list[str]]]:
     base = ContextualBandit(n_actions=10, n_contexts=200, seed=0)
     tables = candidate_tables(base.reward_means, base.policy_table("logging"), seed=1)
     out["bandit"] = (
-        ContextualBandit(n_actions=10, n_contexts=200, seed=0, policies=tables), list(tables)
+        ContextualBandit(n_actions=10, n_contexts=200, seed=0, policies=tables),
+        list(tables),
     )
     base = Recommendation(n_items=2000, n_candidates=20, n_requests=500, seed=0)
     tables = candidate_tables(base.reward_means, base.policy_table("logging"), seed=2)
@@ -103,19 +104,26 @@ def one_replication(env, names: list[str], n: int, rng: np.random.Generator) -> 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # weak-overlap notes of the deliberately poor candidates
         ev = ope.evaluate(
-            logs, names, estimators=ESTIMATORS, max_weight=MAX_WEIGHT,
-            confidence_level=CONFIDENCE, rng=rng,
+            logs,
+            names,
+            estimators=ESTIMATORS,
+            max_weight=MAX_WEIGHT,
+            confidence_level=CONFIDENCE,
+            rng=rng,
         )
         columns = {name: logs.column(f"target__{name}").to_numpy() for name in names}
         gate = rank_policies(
-            columns, None, logs.column("action").to_numpy(), logs.column("reward").to_numpy(),
-            logs.column("propensity").to_numpy(), reward_range=(0.0, 1.0),
-            max_weight=MAX_WEIGHT, confidence_level=CONFIDENCE,
+            columns,
+            None,
+            logs.column("action").to_numpy(),
+            logs.column("reward").to_numpy(),
+            logs.column("propensity").to_numpy(),
+            reward_range=(0.0, 1.0),
+            max_weight=MAX_WEIGHT,
+            confidence_level=CONFIDENCE,
         )
     truth = {name: env.true_value(name) for name in names}
-    return selection_report(
-        ev, truth, logging_value=env.true_value("logging"), gate=gate, k=K
-    )
+    return selection_report(ev, truth, logging_value=env.true_value("logging"), gate=gate, k=K)
 
 
 def main() -> None:
@@ -139,13 +147,17 @@ def main() -> None:
         }
         for n in ROWS[env_name]:
             for r in range(reps):  # loop over replications; each is one vectorized evaluation
-                frames.append(
-                    one_replication(env, names, n, rng).assign(env=env_name, n=n, rep=r)
-                )
+                frames.append(one_replication(env, names, n, rng).assign(env=env_name, n=n, rep=r))
     raw = pd.concat(frames, ignore_index=True)
     metrics = [
-        "regret_top1", "regret_topk", "spearman", "kendall", "n_approved",
-        "approve_worse_rate", "reject_better_rate", "deployed_improvement",
+        "regret_top1",
+        "regret_topk",
+        "spearman",
+        "kendall",
+        "n_approved",
+        "approve_worse_rate",
+        "reject_better_rate",
+        "deployed_improvement",
     ]
     grouped = raw.groupby(["env", "n", "estimator", "rule"], sort=False)
     table = grouped[metrics].mean()
@@ -153,13 +165,34 @@ def main() -> None:
     table = table.reset_index()
     elapsed = time.perf_counter() - start
     headers = [
-        "env", "n", "estimator", "rule", "regret@1", "(se)", f"regret@{K}", "spearman", "kendall",
-        "approved", "approve worse", "reject better", "shipped gain",
+        "env",
+        "n",
+        "estimator",
+        "rule",
+        "regret@1",
+        "(se)",
+        f"regret@{K}",
+        "spearman",
+        "kendall",
+        "approved",
+        "approve worse",
+        "reject better",
+        "shipped gain",
     ]
     rows = [
         [
-            t.env, t.n, t.estimator, t.rule, t.regret_top1, t.regret_top1_se, t.regret_topk,
-            t.spearman, t.kendall, t.n_approved, t.approve_worse_rate, t.reject_better_rate,
+            t.env,
+            t.n,
+            t.estimator,
+            t.rule,
+            t.regret_top1,
+            t.regret_top1_se,
+            t.regret_topk,
+            t.spearman,
+            t.kendall,
+            t.n_approved,
+            t.approve_worse_rate,
+            t.reject_better_rate,
             t.deployed_improvement,
         ]
         for t in table.itertuples(index=False)

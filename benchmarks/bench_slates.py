@@ -47,11 +47,15 @@ def cell_rows(click_model: str, candidate: str, n: int, reps: int, seed: int) ->
         warnings.simplefilter("ignore")
         for r in range(reps):  # loop over replications; each estimate is vectorized
             sl = slice(r * n, (r + 1) * n)
-            logs = S.SlateLogs(slate_id=big.slate_id[sl], item=big.item[sl],
-                               reward=big.reward[sl], propensity=big.propensity[sl],
-                               slate_propensity=big.slate_propensity[sl],
-                               prefix_propensity=big.prefix_propensity[sl],
-                               context=big.context[sl])
+            logs = S.SlateLogs(
+                slate_id=big.slate_id[sl],
+                item=big.item[sl],
+                reward=big.reward[sl],
+                propensity=big.propensity[sl],
+                slate_propensity=big.slate_propensity[sl],
+                prefix_propensity=big.prefix_propensity[sl],
+                context=big.context[sl],
+            )
             for j, est in enumerate(ESTIMATORS):
                 res = est.estimate(logs, tp, logging=lg)
                 vals[j, r], lo[j, r], hi[j, r] = res.value, res.ci_low, res.ci_high
@@ -59,16 +63,24 @@ def cell_rows(click_model: str, candidate: str, n: int, reps: int, seed: int) ->
     for j, est in enumerate(ESTIMATORS):
         v = vals[j]
         mc_se = v.std(ddof=1) / math.sqrt(reps)
-        exact = (math.nan if est.self_normalized
-                 else env.expected_estimate(est.name, candidate) - truth)
-        rows.append({
-            "click_model": click_model, "candidate": candidate, "n": n,
-            "estimator": est.estimator_name, "truth": truth,
-            "bias": float(v.mean() - truth), "bias_z": float((v.mean() - truth) / mc_se),
-            "exact_bias": exact, "rmse": float(np.sqrt(np.mean((v - truth) ** 2))),
-            "coverage": float(np.mean((lo[j] <= truth) & (truth <= hi[j]))),
-            "mean_width": float(np.mean(hi[j] - lo[j])),
-        })
+        exact = (
+            math.nan if est.self_normalized else env.expected_estimate(est.name, candidate) - truth
+        )
+        rows.append(
+            {
+                "click_model": click_model,
+                "candidate": candidate,
+                "n": n,
+                "estimator": est.estimator_name,
+                "truth": truth,
+                "bias": float(v.mean() - truth),
+                "bias_z": float((v.mean() - truth) / mc_se),
+                "exact_bias": exact,
+                "rmse": float(np.sqrt(np.mean((v - truth) ** 2))),
+                "coverage": float(np.mean((lo[j] <= truth) & (truth <= hi[j]))),
+                "mean_width": float(np.mean(hi[j] - lo[j])),
+            }
+        )
     return rows
 
 
@@ -85,12 +97,24 @@ def main() -> None:
         for cand in ("greedy", "similar"):
             for k, n in enumerate(ns):
                 rows += cell_rows(cm, cand, n, reps, seed=1000 + 10 * k + len(rows))
-    headers = ("click_model", "candidate", "n", "estimator", "bias", "bias_z", "exact_bias",
-               "rmse", "coverage", "mean_width")
+    headers = (
+        "click_model",
+        "candidate",
+        "n",
+        "estimator",
+        "bias",
+        "bias_z",
+        "exact_bias",
+        "rmse",
+        "coverage",
+        "mean_width",
+    )
     print(f"slate estimators, {reps} replications, 95% normal intervals")
     print(format_table(headers, [[r[h] for h in headers] for r in rows]))
-    path = write_result("bench_slates", {"replications": reps, "n": list(ns), "rows": rows,
-                                         "seconds": time.perf_counter() - t0})
+    path = write_result(
+        "bench_slates",
+        {"replications": reps, "n": list(ns), "rows": rows, "seconds": time.perf_counter() - t0},
+    )
     print(f"saved {path}")
 
 

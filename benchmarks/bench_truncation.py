@@ -23,8 +23,9 @@ from ope.simulate import TabularMDP
 
 
 def main() -> None:
-    env = TabularMDP(n_states=6, n_actions=3, horizon=20, gamma=0.95,
-                     termination_probability=0.03, seed=1)
+    env = TabularMDP(
+        n_states=6, n_actions=3, horizon=20, gamma=0.95, termination_probability=0.03, seed=1
+    )
     traj = read_trajectories(env.sample(4000, rng=11))
     pi = env.policy_table("logging")
     v_true = np.einsum("sa,sa->s", pi, env.discounted_q_function("logging"))
@@ -33,15 +34,19 @@ def main() -> None:
     v_next = np.where(nxt >= 0, v_true[np.maximum(nxt, 0)], 0.0)
     first = traj.episode_starts[:-1]
     last = traj.column("step") == env.horizon - 1
-    print(f"{traj.n_episodes} episodes, {traj.truncated.mean():.0%} truncated; exact value "
-          f"{env.true_value('logging', horizon=math.inf):.3f} (untruncated), "
-          f"{env.true_value('logging'):.3f} ({env.horizon} steps)")
+    print(
+        f"{traj.n_episodes} episodes, {traj.truncated.mean():.0%} truncated; exact value "
+        f"{env.true_value('logging', horizon=math.inf):.3f} (untruncated), "
+        f"{env.true_value('logging'):.3f} ({env.horizon} steps)"
+    )
     for label, tail in (("tail = exact V(s_L)", v_next), ("truncation as termination", 0.0)):
         g = discounted_returns(traj, gamma=env.gamma, tail_value=tail)[first]
         d = td_errors(traj, values=v, gamma=env.gamma, tail_value=tail)[last]
-        print(f"  {label:<26} mean return at t=0 {g.mean():.3f} ± {g.std(ddof=1) / math.sqrt(g.size):.3f}"
-              f"   mean TD error at the last step {d.mean():+.3f} ± "
-              f"{d.std(ddof=1) / math.sqrt(d.size):.3f}")
+        print(
+            f"  {label:<26} mean return at t=0 {g.mean():.3f} ± {g.std(ddof=1) / math.sqrt(g.size):.3f}"
+            f"   mean TD error at the last step {d.mean():+.3f} ± "
+            f"{d.std(ddof=1) / math.sqrt(d.size):.3f}"
+        )
     rng = np.random.default_rng(0)
     lengths = rng.integers(1, 200, 20_000)
     lengths = lengths[: np.searchsorted(np.cumsum(lengths), 2_000_000)]

@@ -73,8 +73,12 @@ def weighted_logs(data: dict[str, Any], seed: int = 1) -> tuple[Any, Any, np.nda
 
 def floor(logs: Any, extra: tuple[str, ...] = ()) -> list[float]:
     """``np.sum`` over reward, propensity, every ``target__`` column and ``extra``."""
-    names = ["reward", "propensity", *[c for c in logs.table.column_names
-                                       if c.startswith("target__")], *extra]
+    names = [
+        "reward",
+        "propensity",
+        *[c for c in logs.table.column_names if c.startswith("target__")],
+        *extra,
+    ]
     return [float(np.sum(logs.column(c))) for c in names]
 
 
@@ -90,8 +94,9 @@ def run_stats(data: dict[str, Any], columns: list[np.ndarray], weight: np.ndarra
     from ope.streaming import MomentStats
 
     kw = {} if weight is None else {"sampling_weight": weight}
-    return MomentStats.from_arrays(data["reward"], data["propensity"], columns,
-                                   max_weight=MAX_WEIGHT, **kw)
+    return MomentStats.from_arrays(
+        data["reward"], data["propensity"], columns, max_weight=MAX_WEIGHT, **kw
+    )
 
 
 def bench(n: int, rounds: int) -> dict[str, Any]:
@@ -121,8 +126,9 @@ def bench(n: int, rounds: int) -> dict[str, Any]:
         "evaluate_vs_floor": ratio(w["evaluate"], w["floor"]),
         "evaluate_weighted_vs_floor": ratio(w["evaluate_weighted"], w["floor_weighted"]),
         "weighted_vs_unweighted_stats": ratio(w["stats_weighted"], w["stats"]),
-        "cpu_weighted_vs_unweighted_evaluate": ratio(times.cpu["evaluate_weighted"],
-                                                     times.cpu["evaluate"]),
+        "cpu_weighted_vs_unweighted_evaluate": ratio(
+            times.cpu["evaluate_weighted"], times.cpu["evaluate"]
+        ),
         "load_average_before_after": [load_before, load_after],
         "values": {"/".join(k): e.value for k, e in list(ev_w.estimates.items())[:3]},
     }
@@ -138,27 +144,46 @@ def main(argv: list[str] | None = None) -> None:
     rounds = 3 if args.quick else args.rounds
     import ope
 
-    results = {"ope": str(Path(ope.__file__).resolve().parent), "target": TARGET_WEIGHTED,
-               "runs": [bench(n, rounds) for n in sizes], "machine": machine_info()}
+    results = {
+        "ope": str(Path(ope.__file__).resolve().parent),
+        "target": TARGET_WEIGHTED,
+        "runs": [bench(n, rounds) for n in sizes],
+        "machine": machine_info(),
+    }
     rows = []
     for r in results["runs"]:
         med = r["median_s"]
         wv = r["weighted_vs_unweighted_evaluate"]
-        rows.append([
-            f"{r['n']:,}", f"{med['floor']:.3f}", f"{med['evaluate']:.3f}",
-            f"{med['evaluate_weighted']:.3f}",
-            f"{wv['ratio']:.2f} ({wv['paired_min']:.2f}-{wv['paired_max']:.2f})",
-            f"{r['evaluate_vs_floor']['ratio']:.2f}",
-            f"{r['evaluate_weighted_vs_floor']['ratio']:.2f}",
-            f"{r['weighted_vs_unweighted_stats']['ratio']:.2f}",
-            " / ".join(f"{x[0]:.1f}" for x in r["load_average_before_after"]),
-        ])
+        rows.append(
+            [
+                f"{r['n']:,}",
+                f"{med['floor']:.3f}",
+                f"{med['evaluate']:.3f}",
+                f"{med['evaluate_weighted']:.3f}",
+                f"{wv['ratio']:.2f} ({wv['paired_min']:.2f}-{wv['paired_max']:.2f})",
+                f"{r['evaluate_vs_floor']['ratio']:.2f}",
+                f"{r['evaluate_weighted_vs_floor']['ratio']:.2f}",
+                f"{r['weighted_vs_unweighted_stats']['ratio']:.2f}",
+                " / ".join(f"{x[0]:.1f}" for x in r["load_average_before_after"]),
+            ]
+        )
     print(f"ope from {results['ope']}")
-    print(format_table(
-        ["n", "floor s", "evaluate s", "weighted s", "weighted / unweighted (paired)",
-         "eval / floor", "weighted / its floor", "stats w / u", "load 1-min before / after"],
-        rows,
-    ))
+    print(
+        format_table(
+            [
+                "n",
+                "floor s",
+                "evaluate s",
+                "weighted s",
+                "weighted / unweighted (paired)",
+                "eval / floor",
+                "weighted / its floor",
+                "stats w / u",
+                "load 1-min before / after",
+            ],
+            rows,
+        )
+    )
     path = write_result("bench_weighted", results)
     print(f"written to {path}")
 

@@ -190,18 +190,47 @@ def make_designs(seed: int = 2024, *, extended: bool = True) -> list[Design]:
     designs = [mild, heavy]
     if not extended:
         return designs
-    shifted = Design("shifted [10, 11]", p_x, mild_logging, mild_target, q, noisy(q), clip=3.0,
-                     reward_range=(10.0, 11.0))
-    across = Design("shifted [-1, 3]", p_x, heavy_logging, heavy_target, q_heavy,
-                    noisy(q_heavy), clip=20.0, reward_range=(-1.0, 3.0))
+    shifted = Design(
+        "shifted [10, 11]",
+        p_x,
+        mild_logging,
+        mild_target,
+        q,
+        noisy(q),
+        clip=3.0,
+        reward_range=(10.0, 11.0),
+    )
+    across = Design(
+        "shifted [-1, 3]",
+        p_x,
+        heavy_logging,
+        heavy_target,
+        q_heavy,
+        noisy(q_heavy),
+        clip=20.0,
+        reward_range=(-1.0, 3.0),
+    )
     q_rare = rng.uniform(0.002, 0.02, size=(n_x, n_a))
-    rare = Design("rare large", p_x, mild_logging, mild_target, q_rare,
-                  np.clip(q_rare + rng.normal(0.0, 0.005, size=q_rare.shape), 0.0, 1.0),
-                  clip=3.0, reward_range=(0.0, 100.0))
+    rare = Design(
+        "rare large",
+        p_x,
+        mild_logging,
+        mild_target,
+        q_rare,
+        np.clip(q_rare + rng.normal(0.0, 0.005, size=q_rare.shape), 0.0, 1.0),
+        clip=3.0,
+        reward_range=(0.0, 100.0),
+    )
     q_edge = rng.uniform(0.95, 0.995, size=(n_x, n_a))
-    edge = Design("edge", p_x, heavy_logging, heavy_target, q_edge,
-                  np.clip(q_edge + rng.normal(0.0, 0.03, size=q_edge.shape), 0.0, 1.0),
-                  clip=20.0)
+    edge = Design(
+        "edge",
+        p_x,
+        heavy_logging,
+        heavy_target,
+        q_edge,
+        np.clip(q_edge + rng.normal(0.0, 0.03, size=q_edge.shape), 0.0, 1.0),
+        clip=20.0,
+    )
     return designs + [shifted, across, rare, edge]
 
 
@@ -214,8 +243,9 @@ def _mean_var(counts: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarra
     return mean, var
 
 
-def _block_intervals(design: Design, counts: np.ndarray, n: int,
-                     rng: np.random.Generator) -> dict[str, np.ndarray]:
+def _block_intervals(
+    design: Design, counts: np.ndarray, n: int, rng: np.random.Generator
+) -> dict[str, np.ndarray]:
     """(low, high) of every method for each replication of a block, shape (reps, 2).
 
     As ``Estimate.ci`` does, every interval is intersected with the reward range, where the
@@ -247,20 +277,33 @@ def _block_intervals(design: Design, counts: np.ndarray, n: int,
         out["IPS t"][i] = rng_clip(t_interval(ips_m[i], se, n, confidence_level=level))
         # the terms w*r lie in [min(0, bound lo), max(0, bound hi)], the value in [lo, hi]
         out["IPS hoeffding"][i] = rng_clip(
-            hoeffding_interval(ips_m[i], n, low=ips_low, high=ips_high, confidence_level=level))
+            hoeffding_interval(ips_m[i], n, low=ips_low, high=ips_high, confidence_level=level)
+        )
         out["IPS bernstein"][i] = rng_clip(
-            bernstein_interval(ips_m[i], ips_v[i], n, low=ips_low, high=ips_high,
-                               confidence_level=level))
+            bernstein_interval(
+                ips_m[i], ips_v[i], n, low=ips_low, high=ips_high, confidence_level=level
+            )
+        )
         out["clipped IPS bottou"][i] = bottou_interval(
-            cw_m[i], cw_v[i], cwr_m[i], cwr_v[i], n, max_weight=design.clip,
-            reward_range=(lo, hi), confidence_level=level)[:2]
-        out["clipped IPS normal"][i] = rng_clip(normal_interval(
-            lo + cwr_m[i], math.sqrt(cwr_v[i] / n), confidence_level=level))
-        b_lo, b_hi = bernstein_interval(cwr_m[i], cwr_v[i], n, low=0.0,
-                                        high=design.clip * (hi - lo), confidence_level=level)
+            cw_m[i],
+            cw_v[i],
+            cwr_m[i],
+            cwr_v[i],
+            n,
+            max_weight=design.clip,
+            reward_range=(lo, hi),
+            confidence_level=level,
+        )[:2]
+        out["clipped IPS normal"][i] = rng_clip(
+            normal_interval(lo + cwr_m[i], math.sqrt(cwr_v[i] / n), confidence_level=level)
+        )
+        b_lo, b_hi = bernstein_interval(
+            cwr_m[i], cwr_v[i], n, low=0.0, high=design.clip * (hi - lo), confidence_level=level
+        )
         out["clipped IPS bernstein"][i] = rng_clip((lo + b_lo, lo + b_hi))
-        out["DR normal"][i] = rng_clip(normal_interval(dr_m[i], math.sqrt(dr_v[i] / n),
-                                                       confidence_level=level))
+        out["DR normal"][i] = rng_clip(
+            normal_interval(dr_m[i], math.sqrt(dr_v[i] / n), confidence_level=level)
+        )
         if sum_w[i] > 0:
             sn = sum_wr[i] / sum_w[i]
             sn_se = math.sqrt(n / (n - 1) * float(k @ (w * w * (r - sn) ** 2))) / sum_w[i]
@@ -269,10 +312,12 @@ def _block_intervals(design: Design, counts: np.ndarray, n: int,
             out["SNIPS normal"][i] = (lo, hi)
         rows = np.repeat(np.arange(k.size), k)
         out["IPS empirical_likelihood"][i] = empirical_likelihood_interval(
-            w[rows], r[rows], reward_range=(lo, hi), weight_bound=bound, confidence_level=level)
+            w[rows], r[rows], reward_range=(lo, hi), weight_bound=bound, confidence_level=level
+        )
         order = rng.permutation(rows)
-        out["IPS betting"][i] = betting_interval(w[order], r[order], reward_range=(lo, hi),
-                                                 confidence_level=level)
+        out["IPS betting"][i] = betting_interval(
+            w[order], r[order], reward_range=(lo, hi), confidence_level=level
+        )
         # percentile bootstrap: resample cells multinomially (= resampling rows)
         nz = np.flatnonzero(k)
         boot = rng.multinomial(n, k[nz] / n, size=N_RESAMPLES)
@@ -280,8 +325,9 @@ def _block_intervals(design: Design, counts: np.ndarray, n: int,
         q = [alpha / 2, 1 - alpha / 2]
         out["IPS bootstrap"][i] = rng_clip(np.quantile(b_wr / n, q))
         ok = b_w > 0
-        out["SNIPS bootstrap"][i] = (rng_clip(np.quantile(b_wr[ok] / b_w[ok], q)) if ok.any()
-                                     else (lo, hi))
+        out["SNIPS bootstrap"][i] = (
+            rng_clip(np.quantile(b_wr[ok] / b_w[ok], q)) if ok.any() else (lo, hi)
+        )
     return out
 
 
@@ -309,8 +355,16 @@ def run_cell(design: Design, n: int, reps: int, rng: np.random.Generator) -> lis
         iv = np.concatenate(parts[method])
         hit = (iv[:, 0] <= value) & (value <= iv[:, 1])
         cov = float(hit.mean())
-        cells.append(Cell(design.name, n, label, cov, math.sqrt(cov * (1 - cov) / reps),
-                          float(np.mean(iv[:, 1] - iv[:, 0]))))
+        cells.append(
+            Cell(
+                design.name,
+                n,
+                label,
+                cov,
+                math.sqrt(cov * (1 - cov) / reps),
+                float(np.mean(iv[:, 1] - iv[:, 0])),
+            )
+        )
     return cells
 
 
@@ -349,9 +403,12 @@ def _api_checks(designs: list[Design], rng: np.random.Generator, oe: ModuleType)
                 rows = np.repeat(np.arange(k.size), k)
                 order = np.random.default_rng(0).permutation(rows)
                 rr = design.reward_range
-                args = dict(reward=c["r"][rows], logging_propensity=c["propensity"][rows],
-                            target_propensity=c["target_propensity"][rows],
-                            reward_range=rr)
+                args = dict(
+                    reward=c["r"][rows],
+                    logging_propensity=c["propensity"][rows],
+                    target_propensity=c["target_propensity"][rows],
+                    reward_range=rr,
+                )
                 ips = oe.IPS().estimate(**args)
                 clipped = oe.ClippedIPS(max_weight=design.clip).estimate(**args)
                 api = {
@@ -359,41 +416,56 @@ def _api_checks(designs: list[Design], rng: np.random.Generator, oe: ModuleType)
                     "IPS t": ips.ci(level, "t"),
                     "IPS hoeffding": ips.ci(level, "hoeffding", weight_bound=design.max_weight),
                     "IPS bernstein": ips.ci(level, "bernstein", weight_bound=design.max_weight),
-                    "IPS empirical_likelihood": ips.ci(level, "empirical_likelihood",
-                                                       weight_bound=design.max_weight),
+                    "IPS empirical_likelihood": ips.ci(
+                        level, "empirical_likelihood", weight_bound=design.max_weight
+                    ),
                     "clipped IPS bottou": clipped.ci(level, "bottou")[:2],
                     "clipped IPS normal": clipped.ci(level, "normal"),
                     "clipped IPS bernstein": clipped.ci(level, "bernstein"),
                     "SNIPS normal": oe.SNIPS().estimate(**args).ci(level, "normal"),
-                    "DR normal": oe.DR().estimate(q_logged=c["q_logged"][rows],
-                                                  q_target=c["q_target"][rows],
-                                                  **args).ci(level, "normal"),
+                    "DR normal": oe.DR()
+                    .estimate(q_logged=c["q_logged"][rows], q_target=c["q_target"][rows], **args)
+                    .ci(level, "normal"),
                 }
                 for method, (lo, hi) in api.items():
                     f_lo, f_hi = fast[method][i]
-                    if not (np.isclose(lo, f_lo, rtol=1e-8, atol=1e-10)
-                            and np.isclose(hi, f_hi, rtol=1e-8, atol=1e-10)):
+                    if not (
+                        np.isclose(lo, f_lo, rtol=1e-8, atol=1e-10)
+                        and np.isclose(hi, f_hi, rtol=1e-8, atol=1e-10)
+                    ):
                         raise AssertionError(
                             f"{design.name} n={n} {method}: API ({lo}, {hi}) != fast path "
                             f"({f_lo}, {f_hi})"
                         )
                     checks += 1
                 # betting: same rows in the same order through the API
-                lo, hi = oe.IPS().estimate(
-                    reward=c["r"][order], logging_propensity=c["propensity"][order],
-                    target_propensity=c["target_propensity"][order], reward_range=rr
-                ).ci(level, "betting")
+                lo, hi = (
+                    oe.IPS()
+                    .estimate(
+                        reward=c["r"][order],
+                        logging_propensity=c["propensity"][order],
+                        target_propensity=c["target_propensity"][order],
+                        reward_range=rr,
+                    )
+                    .ci(level, "betting")
+                )
                 ref = betting_interval(c["w"][order], c["r"][order], reward_range=rr)
-                if not (np.isclose(lo, ref.low, atol=1e-10) and np.isclose(hi, ref.high,
-                                                                              atol=1e-10)):
+                if not (
+                    np.isclose(lo, ref.low, atol=1e-10) and np.isclose(hi, ref.high, atol=1e-10)
+                ):
                     raise AssertionError(f"{design.name} n={n} betting: API != direct")
                 checks += 1
     return checks
 
 
-def run(quick: bool = False, seed: int = 12345, reps: int | None = None,
-        sizes: tuple[int, ...] | None = None, check_api: bool = True,
-        log=print) -> list[Cell]:
+def run(
+    quick: bool = False,
+    seed: int = 12345,
+    reps: int | None = None,
+    sizes: tuple[int, ...] | None = None,
+    check_api: bool = True,
+    log=print,
+) -> list[Cell]:
     """Run the study; returns one :class:`Cell` per design, size and method."""
     designs = make_designs()
     rng = np.random.default_rng(seed)
@@ -407,9 +479,11 @@ def run(quick: bool = False, seed: int = 12345, reps: int | None = None,
             log(f"API agreement skipped: {exc}")
     results: list[Cell] = []
     for design in designs:
-        log(f"design {design.name}: truth {design.truth:.6f}, clipped value "
+        log(
+            f"design {design.name}: truth {design.truth:.6f}, clipped value "
             f"{design.clipped_truth:.6f}, reward_range {design.reward_range}, a priori weight "
-            f"bound {design.max_weight:.1f}, clip {design.clip:g}")
+            f"bound {design.max_weight:.1f}, clip {design.clip:g}"
+        )
         for n in sizes:
             t0 = time.perf_counter()
             results.extend(run_cell(design, n, reps, rng))
@@ -421,23 +495,28 @@ def markdown(results: list[Cell], reps: int) -> str:
     sizes = sorted({c.n for c in results})
     lines = []
     for design in dict.fromkeys(c.design for c in results):
-        lines.append(f"**{design}** — coverage (± Monte Carlo s.e.) / mean width, nominal 95%, "
-                     f"{reps} replications\n")
+        lines.append(
+            f"**{design}** — coverage (± Monte Carlo s.e.) / mean width, nominal 95%, "
+            f"{reps} replications\n"
+        )
         lines.append("| method | " + " | ".join(f"n = {n:,}" for n in sizes) + " |")
         lines.append("|---|" + "---|" * len(sizes))
         for method in row_labels():
             row = []
             for n in sizes:
-                (cell,) = [c for c in results
-                           if c.design == design and c.n == n and c.method == method]
+                (cell,) = [
+                    c for c in results if c.design == design and c.n == n and c.method == method
+                ]
                 row.append(f"{cell.coverage:.3f} ± {cell.mc_se:.3f} / {cell.mean_width:.3g}")
             base = method.split(" -> ")[0]
             covers_target = (base in CLIPPED_TARGET) == method.endswith("clipped value")
             tag = " *" if base in FINITE_SAMPLE and covers_target else ""
             lines.append(f"| {method}{tag} | " + " | ".join(row) + " |")
         lines.append("")
-    lines.append("`*` finite-sample guarantee for the row's value (given the a priori bounds). "
-                 "Rows without `-> clipped value` are coverage of the policy's value.")
+    lines.append(
+        "`*` finite-sample guarantee for the row's value (given the a priori bounds). "
+        "Rows without `-> clipped value` are coverage of the policy's value."
+    )
     return "\n".join(lines)
 
 
@@ -446,8 +525,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="200 replications, n <= 1000")
     parser.add_argument("--reps", type=int, default=None, help="replications per design and n")
     parser.add_argument("--seed", type=int, default=12345)
-    parser.add_argument("--sizes", type=str, default=None,
-                        help="comma-separated sample sizes (default 100,1000,10000,100000)")
+    parser.add_argument(
+        "--sizes",
+        type=str,
+        default=None,
+        help="comma-separated sample sizes (default 100,1000,10000,100000)",
+    )
     args = parser.parse_args(argv)
     t0 = time.perf_counter()
     log = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
@@ -455,10 +538,12 @@ def main(argv: list[str] | None = None) -> int:
     results = run(quick=args.quick, seed=args.seed, reps=args.reps, sizes=sizes, log=log)
     reps = args.reps or (QUICK_REPS if args.quick else FULL_REPS)
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    print(f"<!-- python benchmarks/coverage_bandit.py{' --quick' if args.quick else ''}"
-          f"{f' --reps {args.reps}' if args.reps else ''}"
-          f"{f' --sizes {args.sizes}' if args.sizes else ''} ({stamp}, "
-          f"{time.perf_counter() - t0:.0f} s) -->")
+    print(
+        f"<!-- python benchmarks/coverage_bandit.py{' --quick' if args.quick else ''}"
+        f"{f' --reps {args.reps}' if args.reps else ''}"
+        f"{f' --sizes {args.sizes}' if args.sizes else ''} ({stamp}, "
+        f"{time.perf_counter() - t0:.0f} s) -->"
+    )
     print(markdown(results, reps))
     return 0
 

@@ -249,8 +249,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         records.append(rec)
 
     rows = [
-        [r["script"], r["status"], r["seconds"], headline(r) if r["status"] == "ok" else
-         r.get("error", "").splitlines()[0]]
+        [
+            r["script"],
+            r["status"],
+            r["seconds"],
+            headline(r) if r["status"] == "ok" else r.get("error", "").splitlines()[0],
+        ]
         for r in records
     ]
     print()
@@ -261,9 +265,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     summary = {
         "quick": args.quick,
         "machine": machine_info(),
-        "scripts": [
-            {k: v for k, v in r.items() if k != "stdout"} for r in records
-        ],
+        "scripts": [{k: v for k, v in r.items() if k != "stdout"} for r in records],
         "failed": [r["script"] for r in failed],
     }
     out = RESULTS_DIR / ("quick" if args.quick else "") / "run_all.json"

@@ -36,11 +36,20 @@ from ope.importers import read_dsjson
 #: Reasons of lines VW's --dsjson reader refuses or skips (it does not count them as examples).
 #: ``dsjson_pdrop_out_of_range`` is VW's pdrop == 1; ``dsjson_unlabeled``, the schema rules and
 #: ``event_id_duplicate`` are ope's own rules on events VW does count.
-VW_SKIPS = frozenset({
-    "dsjson_bad_json", "dsjson_field_type", "dsjson_line_too_long", "dsjson_not_object",
-    "dsjson_pdrop_out_of_range", "dsjson_skip_learn", "dsjson_no_actions",
-    "dsjson_label_index_out_of_range", "dsjson_outcome_malformed", "dsjson_kind_mismatch",
-})
+VW_SKIPS = frozenset(
+    {
+        "dsjson_bad_json",
+        "dsjson_field_type",
+        "dsjson_line_too_long",
+        "dsjson_not_object",
+        "dsjson_pdrop_out_of_range",
+        "dsjson_skip_learn",
+        "dsjson_no_actions",
+        "dsjson_label_index_out_of_range",
+        "dsjson_outcome_malformed",
+        "dsjson_kind_mismatch",
+    }
+)
 
 _EXAMPLES = re.compile(r"number of examples = (\d+)")
 _WEIGHT = re.compile(r"weighted example sum = ([0-9.]+)")
@@ -48,13 +57,24 @@ _WEIGHT = re.compile(r"weighted example sum = ([0-9.]+)")
 
 def _extract(repo: str, into: Path) -> Path:
     """The test files of a bare VW clone, written under ``into`` (``test/...``)."""
-    names = subprocess.run(["git", "-C", repo, "ls-tree", "-r", "--name-only", "HEAD", "test/"],
-                           check=True, capture_output=True, text=True).stdout.split()
-    wanted = [n for n in names if re.fullmatch(r"test/train-sets/[^/]+\.(json|dsjson)", n)
-              or n.endswith(".stderr") and "/ref/" in n or n == "test/core.vwtest.json"]
+    names = subprocess.run(
+        ["git", "-C", repo, "ls-tree", "-r", "--name-only", "HEAD", "test/"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.split()
+    wanted = [
+        n
+        for n in names
+        if re.fullmatch(r"test/train-sets/[^/]+\.(json|dsjson)", n)
+        or n.endswith(".stderr")
+        and "/ref/" in n
+        or n == "test/core.vwtest.json"
+    ]
     for n in wanted:
-        data = subprocess.run(["git", "-C", repo, "show", f"HEAD:{n}"], check=True,
-                              capture_output=True).stdout
+        data = subprocess.run(
+            ["git", "-C", repo, "show", f"HEAD:{n}"], check=True, capture_output=True
+        ).stdout
         (into / n).parent.mkdir(parents=True, exist_ok=True)
         (into / n).write_bytes(data)
     return into / "test" / "train-sets"
@@ -80,8 +100,9 @@ def vw_reference(train_sets: Path) -> dict[tuple[str, ...], list[tuple[int, floa
             text = path.read_text(errors="replace")
             n, w = _EXAMPLES.search(text), _WEIGHT.search(text)
             if n and w:
-                out.setdefault(tuple(sorted(set(files))), []).append((int(n.group(1)), float(w.group(1)),
-                                                     str(test.get("id"))))
+                out.setdefault(tuple(sorted(set(files))), []).append(
+                    (int(n.group(1)), float(w.group(1)), str(test.get("id")))
+                )
     return out
 
 
@@ -95,26 +116,51 @@ def one_file(path: Path) -> dict[str, object]:
         report = getattr(exc, "report", None)
         if report is not None:  # every row rejected: the report still counts them
             refused = sum(v for k, v in report.rejected.items() if k in VW_SKIPS)
-            return {"kind": "- (no row left)", "lines": nonblank, "rows": 0,
-                    "rejected": dict(report.rejected), "events": nonblank - refused,
-                    "weight": 0.0, "own": 0}
+            return {
+                "kind": "- (no row left)",
+                "lines": nonblank,
+                "rows": 0,
+                "rejected": dict(report.rejected),
+                "events": nonblank - refused,
+                "weight": 0.0,
+                "own": 0,
+            }
         kind = str(exc).split(" (line")[0].split(":")[0]
-        refused = {"continuous": "continuous (refused)", "slates": "slates (refused)",
-                   "plain JSON": "VW --json (refused)"}
+        refused = {
+            "continuous": "continuous (refused)",
+            "slates": "slates (refused)",
+            "plain JSON": "VW --json (refused)",
+        }
         label = next((v for k, v in refused.items() if k in kind), type(exc).__name__)
-        return {"kind": label, "lines": nonblank, "rows": 0, "rejected": {}, "events": 0,
-                "weight": 0.0, "own": 0}
+        return {
+            "kind": label,
+            "lines": nonblank,
+            "rows": 0,
+            "rejected": {},
+            "events": 0,
+            "weight": 0.0,
+            "own": 0,
+        }
     r = logs.report
     kind = logs.table.schema.metadata.get(b"ope.dsjson_kind", b"").decode()
     refused = sum(v for k, v in r.rejected.items() if k in VW_SKIPS)
     t = logs.table
     # one weight per event: CB rows are events, CCB rows share their line's weight
-    ids = t.column("slate_id").to_pylist() if "slate_id" in t.column_names else \
-        t.column("event_id").to_pylist()
+    ids = (
+        t.column("slate_id").to_pylist()
+        if "slate_id" in t.column_names
+        else t.column("event_id").to_pylist()
+    )
     weights = dict(zip(ids, t.column("weight").to_pylist()))
-    return {"kind": kind, "lines": nonblank, "rows": logs.n, "rejected": dict(r.rejected),
-            "events": nonblank - refused, "weight": float(np.sum(list(weights.values()))),
-            "own": sum(v for k, v in r.rejected.items() if k not in VW_SKIPS)}
+    return {
+        "kind": kind,
+        "lines": nonblank,
+        "rows": logs.n,
+        "rejected": dict(r.rejected),
+        "events": nonblank - refused,
+        "weight": float(np.sum(list(weights.values()))),
+        "own": sum(v for k, v in r.rejected.items() if k not in VW_SKIPS),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,8 +177,10 @@ def main(argv: list[str] | None = None) -> int:
             ap.error("give DIR or --git REPO")
         refs = vw_reference(train_sets)
         files = sorted(p for p in train_sets.iterdir() if p.suffix in (".json", ".dsjson"))
-        print("| file | ope kind | lines | rows | rejected (ope) | VW examples (weight) | "
-              "ope events (weight) | as VW reads it |")
+        print(
+            "| file | ope kind | lines | rows | rejected (ope) | VW examples (weight) | "
+            "ope events (weight) | as VW reads it |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         agree = judged = 0
         for path in files:
@@ -153,8 +201,10 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 verdict, vw_text = "n/a (no single-file --dsjson run)", "-"
             rejected = ", ".join(f"{k} {v}" for k, v in sorted(row["rejected"].items())) or "-"
-            print(f"| {path.name} | {row['kind']} | {row['lines']} | {row['rows']} | {rejected} "
-                  f"| {vw_text} | {row['events']} ({row['weight']:g}) | {verdict} |")
+            print(
+                f"| {path.name} | {row['kind']} | {row['lines']} | {row['rows']} | {rejected} "
+                f"| {vw_text} | {row['events']} ({row['weight']:g}) | {verdict} |"
+            )
         print(f"\n{agree} of {judged} files with a VW --dsjson reference read as VW reads them.")
     return 0
 

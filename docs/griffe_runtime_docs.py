@@ -40,9 +40,12 @@ def markdown(text: str) -> str:
         indent = len(block["indent"])
         body = [block["first"].strip()] if block["first"].strip() else []
         i += 1
-        while i < len(lines) and (not lines[i].strip() and not body
-                                  or lines[i].strip() and len(lines[i]) - len(lines[i].lstrip())
-                                  > indent):
+        while i < len(lines) and (
+            not lines[i].strip()
+            and not body
+            or lines[i].strip()
+            and len(lines[i]) - len(lines[i].lstrip()) > indent
+        ):
             if lines[i].strip():
                 body.append(lines[i].strip())
             i += 1

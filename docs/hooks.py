@@ -28,8 +28,13 @@ def public_names(source: str) -> list[tuple[str, list[tuple[str, str]]]]:
     tree = ast.parse(source)
     mapping: dict[str, str] | None = None
     for node in tree.body:
-        target = node.target if isinstance(node, ast.AnnAssign) else (
-            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        target = (
+            node.target
+            if isinstance(node, ast.AnnAssign)
+            else (
+                node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+            )
+        )
         if isinstance(target, ast.Name) and target.id == "_PUBLIC" and node.value is not None:
             mapping = ast.literal_eval(node.value)
             start, end = node.lineno, node.end_lineno
@@ -39,7 +44,7 @@ def public_names(source: str) -> list[tuple[str, list[tuple[str, str]]]]:
     groups: list[tuple[str, list[tuple[str, str]]]] = []
     title = "Public names"
     seen: set[str] = set()
-    for line in source.splitlines()[start - 1:end]:
+    for line in source.splitlines()[start - 1 : end]:
         group = _GROUP.match(line)
         if group:
             title = group["title"]
@@ -61,8 +66,10 @@ def render(groups: list[tuple[str, list[tuple[str, str]]]]) -> str:
     for title, entries in groups:
         out.append(f"## {title[0].upper()}{title[1:]}\n")
         for name, module in entries:
-            out.append(f"::: {module}.{name}\n    options:\n      heading_level: 3\n"
-                       f"      show_root_full_path: false\n")
+            out.append(
+                f"::: {module}.{name}\n    options:\n      heading_level: 3\n"
+                f"      show_root_full_path: false\n"
+            )
     return "\n".join(out)
 
 

@@ -41,26 +41,48 @@ def main(argv: list[str] | None = None) -> int:
     logs = ope.read_logs(sample.path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ope.OPEWarning)
-        ev = ope.evaluate(logs, estimators=("ips", "clipped_ips", "snips"), max_weight=50.0,
-                          reward_range=(0, 1))
+        ev = ope.evaluate(
+            logs, estimators=("ips", "clipped_ips", "snips"), max_weight=50.0, reward_range=(0, 1)
+        )
         d = ope.diagnose(logs, by=["segment"], max_weight=50.0, reward_range=(0, 1))
     # the input as a path relative to the repository, not this machine's absolute path
     source = os.path.relpath(sample.path, Path(__file__).resolve().parents[1])
     with tempfile.TemporaryDirectory() as tmp:
-        page = write_report(Path(tmp) / "report.html", evaluation=ev, diagnostics=d,
-                            truth=sample.truth, title="Off-policy evaluation of the bundled sample",
-                            provenance={"input": source,
-                                        "command": f"ope report {source} --by segment "
-                                                   "--max-weight 50 --reward-range 0 1 "
-                                                   "--out report.html"})
+        page = write_report(
+            Path(tmp) / "report.html",
+            evaluation=ev,
+            diagnostics=d,
+            truth=sample.truth,
+            title="Off-policy evaluation of the bundled sample",
+            provenance={
+                "input": source,
+                "command": f"ope report {source} --by segment "
+                "--max-weight 50 --reward-range 0 1 "
+                "--out report.html",
+            },
+        )
         shot = Path(tmp) / "shot.png"
         subprocess.run(
-            [args.browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             "--hide-scrollbars", "--force-device-scale-factor=1",
-             "--host-resolver-rules=MAP * ~NOTFOUND", f"--user-data-dir={Path(tmp) / 'profile'}",
-             f"--screenshot={shot}", f"--window-size={WINDOW[0]},{WINDOW[1]}", page.as_uri()],
-            check=True, capture_output=True, timeout=120,
+            [
+                args.browser,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--hide-scrollbars",
+                "--force-device-scale-factor=1",
+                "--host-resolver-rules=MAP * ~NOTFOUND",
+                f"--user-data-dir={Path(tmp) / 'profile'}",
+                f"--screenshot={shot}",
+                f"--window-size={WINDOW[0]},{WINDOW[1]}",
+                page.as_uri(),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
         image = Image.open(shot).convert("RGB").crop((0, 0, WINDOW[0], KEEP_HEIGHT))
     height = round(KEEP_HEIGHT * WIDTH / WINDOW[0])
@@ -70,7 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     size = Path(args.out).stat().st_size
     print(f"wrote {args.out}: {WIDTH}x{height}, {size:,} bytes")
     if size >= MAX_BYTES:
-        print(f"too large: the README's screenshot must stay under {MAX_BYTES:,} bytes", file=sys.stderr)
+        print(
+            f"too large: the README's screenshot must stay under {MAX_BYTES:,} bytes",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

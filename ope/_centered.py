@@ -55,7 +55,6 @@ def _quadratic(caa: float, cab: float, cbb: float, x: float) -> float:
     return float(q) if q > _ROUNDING_FLOOR * (caa + 2.0 * abs(x * cab) + x * x * cbb) else 0.0
 
 
-
 # --------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class WeightSummary:
@@ -99,7 +98,6 @@ def _units(exponent: Any) -> Any:
 def _floored(q: float, scale: float) -> float:
     """``q`` floored at 0 below the rounding floor of its terms (``scale``: their magnitude)."""
     return float(q) if q > _ROUNDING_FLOOR * scale else 0.0
-
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,16 +171,27 @@ class CenteredMoments:
             return c[:, :3]
         uw, ur = self.w_unit, self.r_unit
         with np.errstate(over="ignore"):
-            return np.stack([c[:, 0] * (uw * ur) ** 2, c[:, 1] * uw * uw * ur,
-                             c[:, 2] * uw * uw], axis=1)
+            return np.stack(
+                [c[:, 0] * (uw * ur) ** 2, c[:, 1] * uw * uw * ur, c[:, 2] * uw * uw], axis=1
+            )
 
     def column(self, j: int) -> CenteredMoments:
         """The statistics of policy ``j`` alone (views, no copies)."""
         m, sl = self.raw, slice(j, j + 1)
-        return CenteredMoments(Moments(
-            m.n, m.shift, m.r_exp, m.r_mean, m.r_m2, m.w_exp[..., sl], m.mean[..., sl],
-            m.com[..., sl], m.max_w[..., sl], m.n_clipped[..., sl],
-        ))
+        return CenteredMoments(
+            Moments(
+                m.n,
+                m.shift,
+                m.r_exp,
+                m.r_mean,
+                m.r_m2,
+                m.w_exp[..., sl],
+                m.mean[..., sl],
+                m.com[..., sl],
+                m.max_w[..., sl],
+                m.n_clipped[..., sl],
+            )
+        )
 
     @property
     def r_mean(self) -> float:
@@ -207,21 +216,48 @@ class CenteredMoments:
         ur = self.r_unit
         d = self.shift / ur - float(shift) / ur
         if d == 0.0 or self.n == 0:
-            return CenteredMoments(Moments(
-                m.n, np.array([float(shift)]), m.r_exp, m.r_mean + d if self.n else m.r_mean,
-                m.r_m2, m.w_exp, m.mean, m.com, m.max_w, m.n_clipped,
-            ))
+            return CenteredMoments(
+                Moments(
+                    m.n,
+                    np.array([float(shift)]),
+                    m.r_exp,
+                    m.r_mean + d if self.n else m.r_mean,
+                    m.r_m2,
+                    m.w_exp,
+                    m.mean,
+                    m.com,
+                    m.max_w,
+                    m.n_clipped,
+                )
+            )
         # a' = w (r - shift') = a + d b: means move by d * mean b, co-moments by T C T^T
         mean = m.mean.copy()
         mean[:, :, 0] += d * m.mean[:, :, 1]
         c = m.com
-        com = np.stack([c[:, :, 0] + 2.0 * d * c[:, :, 1] + d * d * c[:, :, 2],
-                        c[:, :, 1] + d * c[:, :, 2], c[:, :, 2],
-                        c[:, :, 3] + d * c[:, :, 4], c[:, :, 4]], axis=2)
-        return CenteredMoments(Moments(
-            m.n, np.array([float(shift)]), m.r_exp, m.r_mean + d, m.r_m2, m.w_exp, mean, com,
-            m.max_w, m.n_clipped,
-        ))
+        com = np.stack(
+            [
+                c[:, :, 0] + 2.0 * d * c[:, :, 1] + d * d * c[:, :, 2],
+                c[:, :, 1] + d * c[:, :, 2],
+                c[:, :, 2],
+                c[:, :, 3] + d * c[:, :, 4],
+                c[:, :, 4],
+            ],
+            axis=2,
+        )
+        return CenteredMoments(
+            Moments(
+                m.n,
+                np.array([float(shift)]),
+                m.r_exp,
+                m.r_mean + d,
+                m.r_m2,
+                m.w_exp,
+                mean,
+                com,
+                m.max_w,
+                m.n_clipped,
+            )
+        )
 
     def merge(self, other: CenteredMoments) -> CenteredMoments:
         """Moments of the union of two disjoint sets of rows (Chan et al.'s pairwise update)."""
@@ -261,8 +297,10 @@ class CenteredMoments:
         s = int(clipped)
         m = self.raw
         uw = math.ldexp(1.0, int(m.w_exp[0, s, j]))
-        return (float(m.mean[0, s, 1, j]) * uw,
-                _square(math.sqrt(float(m.com[0, s, 2, j]) / (self.n - 1.0)) * uw))
+        return (
+            float(m.mean[0, s, 1, j]) * uw,
+            _square(math.sqrt(float(m.com[0, s, 2, j]) / (self.n - 1.0)) * uw),
+        )
 
     def ratio_mean_sd(self, j: int, *, clipped: bool) -> tuple[float, float]:
         """Self-normalized mean ``sum w r / sum w`` and the standard deviation of its
@@ -304,8 +342,10 @@ class CenteredMoments:
         mean = self.reward_mean_sd()[0] if self.n else 0.0
         ur = self.r_unit
         with np.errstate(over="ignore"):
-            return (float(self.n * mean),
-                    float(float(self.raw.r_m2[0]) * ur * ur + self.n * mean * mean))
+            return (
+                float(self.n * mean),
+                float(float(self.raw.r_m2[0]) * ur * ur + self.n * mean * mean),
+            )
 
     def weight_sums(self, j: int, *, clipped: bool) -> tuple[float, float]:
         """``sum w`` and ``sum w^2`` (for the Kish ESS and the mean-weight check)."""
@@ -313,8 +353,10 @@ class CenteredMoments:
         m = self.raw
         uw = math.ldexp(1.0, int(m.w_exp[0, s, j]))
         mb = float(m.mean[0, s, 1, j])
-        return (float(self.n * mb * uw),
-                float((float(m.com[0, s, 2, j]) + self.n * mb * mb) * uw * uw))
+        return (
+            float(self.n * mb * uw),
+            float((float(m.com[0, s, 2, j]) + self.n * mb * mb) * uw * uw),
+        )
 
     def ess(self, j: int, *, clipped: bool) -> float:
         """Kish's effective sample size of the (raw or clipped) weights (unit-free)."""
@@ -411,4 +453,3 @@ def _times(x: float, u: float, v: float) -> float:
 def _square(x: float) -> float:
     with np.errstate(over="ignore"):
         return float(np.float64(x) * np.float64(x))
-

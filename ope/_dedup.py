@@ -28,7 +28,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["BITMAP_FACTOR", "BITMAP_MIN_BYTES", "SeenIds", "mark_repeats", "mark_known", "merge_sorted"]
+__all__ = [
+    "BITMAP_FACTOR",
+    "BITMAP_MIN_BYTES",
+    "SeenIds",
+    "mark_repeats",
+    "mark_known",
+    "merge_sorted",
+]
 
 #: Dense integer ids (max - min < this × n) are checked for duplicates with a byte map of
 #: (max - min + 1) bytes, which is O(n) and costs at most 8 bytes per row; sparser ids fall
@@ -222,7 +229,9 @@ class SeenIds:
                         # grow with head room so that increasing ids reallocate rarely
                         grown = np.zeros(span + span // 2, dtype=np.bool_)
                         if self._map is not None:
-                            grown[self._lo - new_lo : self._lo - new_lo + self._map.size] = self._map
+                            grown[self._lo - new_lo : self._lo - new_lo + self._map.size] = (
+                                self._map
+                            )
                         self._map, self._lo = grown, new_lo
                     self._map[x - self._lo] = True
                     return

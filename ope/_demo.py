@@ -21,8 +21,9 @@ DEMO_MAX_WEIGHT: Final = 50.0
 DEMO_LEARN_ROWS: Final = 20_000
 
 
-def run_demo(*, seed: int, out: str, seed_line: str, provenance: Mapping[str, Any]
-             ) -> tuple[dict[str, Any], str]:
+def run_demo(
+    *, seed: int, out: str, seed_line: str, provenance: Mapping[str, Any]
+) -> tuple[dict[str, Any], str]:
     """The demo on the bundled sample: (the JSON document, the text).
 
     One evaluation plan (IPS, clipped IPS at :data:`DEMO_MAX_WEIGHT`, SNIPS; normal intervals
@@ -41,8 +42,11 @@ def run_demo(*, seed: int, out: str, seed_line: str, provenance: Mapping[str, An
     reward_range = (low, high)
     logs = read_logs(sample.table)
     plan = EvaluationPlan.build(
-        estimators=("ips", "clipped_ips", "snips"), ci="normal", reward_range=reward_range,
-        max_weight=DEMO_MAX_WEIGHT, rng=seed,
+        estimators=("ips", "clipped_ips", "snips"),
+        ci="normal",
+        reward_range=reward_range,
+        max_weight=DEMO_MAX_WEIGHT,
+        rng=seed,
     )
     with warnings.catch_warnings():  # every warning is one of the numbered notes below
         warnings.simplefilter("ignore")
@@ -50,11 +54,20 @@ def run_demo(*, seed: int, out: str, seed_line: str, provenance: Mapping[str, An
         summary = ev.summary(truth=truth)
         coverage, coverage_doc, d = _coverage_gaps(logs, plan, ev)
         learning, learning_doc = _learning(seed)
-        report = str(write_report(
-            out, evaluation=ev, diagnostics=d, truth=sample.truth,
-            provenance={**provenance, "input": f"ope.load_sample() ({sample.path.name})",
-                        "rows": logs.report.rows_read},
-            overwrite=True))  # checked before the work: absent, ope's own, or --force
+        report = str(
+            write_report(
+                out,
+                evaluation=ev,
+                diagnostics=d,
+                truth=sample.truth,
+                provenance={
+                    **provenance,
+                    "input": f"ope.load_sample() ({sample.path.name})",
+                    "rows": logs.report.rows_read,
+                },
+                overwrite=True,
+            )
+        )  # checked before the work: absent, ope's own, or --force
     table = ev.table()
     table["true_value"] = table["policy"].map(truth)
     document = {
@@ -66,25 +79,27 @@ def run_demo(*, seed: int, out: str, seed_line: str, provenance: Mapping[str, An
         "learning": learning_doc,
         "report": report,
     }
-    text = "\n".join([
-        f"ope demo: bundled sample {sample.path.name} (exact truth from datasets/README.md)",
-        str(logs.report),
-        "",
-        summary,
-        f"\ntrue value of the logging policy: {sample.truth['logging']:.4f}",
-        "",
-        coverage,
-        "",
-        learning,
-        "",
-        seed_line,
-        "",
-        f"report written to {report} \u2014 open it in a browser",
-        "next, on your own logs (LOGS: a parquet file or folder):",
-        "  ope report LOGS --by segment --reward-range 0 1 --out report.html",
-        "  ope evaluate LOGS --reward-range 0 1 --report report.html --force",
-        "  ope diagnose LOGS --by segment --max-weight 50",
-    ])
+    text = "\n".join(
+        [
+            f"ope demo: bundled sample {sample.path.name} (exact truth from datasets/README.md)",
+            str(logs.report),
+            "",
+            summary,
+            f"\ntrue value of the logging policy: {sample.truth['logging']:.4f}",
+            "",
+            coverage,
+            "",
+            learning,
+            "",
+            seed_line,
+            "",
+            f"report written to {report} \u2014 open it in a browser",
+            "next, on your own logs (LOGS: a parquet file or folder):",
+            "  ope report LOGS --by segment --reward-range 0 1 --out report.html",
+            "  ope evaluate LOGS --reward-range 0 1 --report report.html --force",
+            "  ope diagnose LOGS --by segment --max-weight 50",
+        ]
+    )
     return document, text
 
 
@@ -138,9 +153,15 @@ def _coverage_gaps(logs: Any, plan: Any, ev: Any) -> tuple[str, list[dict[str, A
             f"{row.verdict_max_weight:g}) is coverage, not sampling -> {row.verdict}"
             f"{notes.refs(refs)}"
         )
-        rows.append({"policy": row.policy, "ess_ratio": row.ess_ratio, "verdict": row.verdict,
-                     "coverage_share": row.verdict_coverage_share,
-                     "gaps": [g.reason for g in gaps.itertuples(index=False)]})
+        rows.append(
+            {
+                "policy": row.policy,
+                "ess_ratio": row.ess_ratio,
+                "verdict": row.verdict,
+                "coverage_share": row.verdict_coverage_share,
+                "gaps": [g.reason for g in gaps.itertuples(index=False)],
+            }
+        )
     # the diagnostics' own caveats (not about one policy's weights, which the notes above state)
     policies = set(d.policies)
     for note in d.notes:
@@ -165,12 +186,17 @@ def _learning(seed: int) -> tuple[str, dict[str, Any]]:
     learner, cert = learn_from_logs(logs, context_columns=columns, rng=seed)
     true_value = env.true_value(learner.predict_proba(np.asarray(env.context_features)))
     logging_value = env.true_value("logging")
-    text = "\n".join([
-        f"policy learning: a conservative policy learned on {DEMO_LEARN_ROWS:,} simulated bandit "
-        "logs (ope.simulate.ContextualBandit), certified on held-out rows",
-        str(cert),
-        f"  exact value of the learned policy: {true_value:.4f}; "
-        f"of the logging policy: {logging_value:.4f}",
-    ])
-    return text, {"certificate": cert.to_dict(), "true_value": float(true_value),
-                  "true_logging_value": float(logging_value)}
+    text = "\n".join(
+        [
+            f"policy learning: a conservative policy learned on {DEMO_LEARN_ROWS:,} simulated bandit "
+            "logs (ope.simulate.ContextualBandit), certified on held-out rows",
+            str(cert),
+            f"  exact value of the learned policy: {true_value:.4f}; "
+            f"of the logging policy: {logging_value:.4f}",
+        ]
+    )
+    return text, {
+        "certificate": cert.to_dict(),
+        "true_value": float(true_value),
+        "true_logging_value": float(logging_value),
+    }

@@ -375,7 +375,8 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.simulate.TabularMDP.policy_table",
     "ope.simulate.TabularMDP.q_function",
     "ope.simulate.TabularMDP.sample",
-    "ope.simulate.TabularMDP.true_value",)
+    "ope.simulate.TabularMDP.true_value",
+)
 
 #: Registered entry points that take no user input although public: result objects that ope
 #: builds (the user reads them) and constructors ope calls on validated parts.
@@ -383,11 +384,28 @@ NOT_USER_INPUT: Final[Mapping[str, str]] = {
     **{
         f"ope.{name}": "a result ope builds and the user reads"
         for name in (
-            "BanditLogs", "Trajectories", "PairedReplays", "ValidationReport", "LogScan",
-            "ConfidenceInterval", "BottouInterval", "TargetPropensities", "Estimate",
-            "MomentStats", "FittedRewardModel", "Certificate", "CandidateProbabilities",
-            "FittedQ", "PropensityCheck", "LoggerCheck", "SlateProbabilities", "PairedEffect",
-            "Diagnostics", "Evaluation", "SlateLogs", "TrajectoryEvaluation",
+            "BanditLogs",
+            "Trajectories",
+            "PairedReplays",
+            "ValidationReport",
+            "LogScan",
+            "ConfidenceInterval",
+            "BottouInterval",
+            "TargetPropensities",
+            "Estimate",
+            "MomentStats",
+            "FittedRewardModel",
+            "Certificate",
+            "CandidateProbabilities",
+            "FittedQ",
+            "PropensityCheck",
+            "LoggerCheck",
+            "SlateProbabilities",
+            "PairedEffect",
+            "Diagnostics",
+            "Evaluation",
+            "SlateLogs",
+            "TrajectoryEvaluation",
         )
     },
     "ope.intervals.SharedBootstrap": "a result ope builds and the user reads",
@@ -406,7 +424,14 @@ NOT_USER_INPUT: Final[Mapping[str, str]] = {
 
 #: The subcommands of ``ope``; each is an entry point with the flags of its parser.
 CLI_SUBCOMMANDS: Final = (
-    "validate", "evaluate", "diagnose", "learn", "paired", "import", "action-table", "report",
+    "validate",
+    "evaluate",
+    "diagnose",
+    "learn",
+    "paired",
+    "import",
+    "action-table",
+    "report",
     "demo",
 )
 
@@ -522,7 +547,7 @@ def term_of(argument: str) -> str:
     if argument in TERMS:
         return TERMS[argument]
     for kind, text, term in _RULES:
-        if (argument.startswith(text) if kind == "prefix" else argument.endswith(text)):
+        if argument.startswith(text) if kind == "prefix" else argument.endswith(text):
             return term
     return "object"
 
@@ -563,8 +588,7 @@ def resolve(name: str) -> Any:
         except ImportError:
             continue
         for attr in parts[cut:]:
-            obj = (inspect.getattr_static(obj, attr) if isinstance(obj, type)
-                   else getattr(obj, attr))
+            obj = inspect.getattr_static(obj, attr) if isinstance(obj, type) else getattr(obj, attr)
             if isinstance(obj, (classmethod, staticmethod)):
                 obj = obj.__func__
         return obj
@@ -577,7 +601,8 @@ def _arguments(obj: Any) -> tuple[str, ...]:
     except (TypeError, ValueError):
         return ()
     return tuple(
-        p for p, par in params.items()
+        p
+        for p, par in params.items()
         if p not in ("self", "cls") and par.kind not in (par.VAR_POSITIONAL, par.VAR_KEYWORD)
     )
 
@@ -606,8 +631,9 @@ def public_entry_points() -> dict[str, Any]:
                 if attr.startswith("_"):
                     continue
                 member = inspect.getattr_static(obj, attr)
-                func = (member.__func__ if isinstance(member, (classmethod, staticmethod))
-                        else member)
+                func = (
+                    member.__func__ if isinstance(member, (classmethod, staticmethod)) else member
+                )
                 if inspect.isfunction(func) and _arguments(func):
                     found[f"{qual}.{attr}"] = func
     return found
@@ -664,8 +690,11 @@ def cli_flags(subcommand: str) -> dict[str, str]:
             term = "real"
         elif action.type is int:
             term = "count"
-        elif (key in ("--out", "--report", "--policies", "logs", "src", "replays")
-              or "FILE" in metavar or metavar.endswith((".parquet", ".csv", ".html"))):
+        elif (
+            key in ("--out", "--report", "--policies", "logs", "src", "replays")
+            or "FILE" in metavar
+            or metavar.endswith((".parquet", ".csv", ".html"))
+        ):
             term = "path"
         else:
             term = "text"
@@ -684,8 +713,7 @@ def entries() -> Iterator[Entry]:
     for name in REGISTERED:
         obj = resolve(name)
         terms = {arg: term_of(arg) for arg in _arguments(obj)}
-        yield Entry(name=name, terms=terms, valid=valid.get(name),
-                    skip=NOT_USER_INPUT.get(name))
+        yield Entry(name=name, terms=terms, valid=valid.get(name), skip=NOT_USER_INPUT.get(name))
 
 
 # ----------------------------- command line -------------------------------------------------

@@ -427,7 +427,8 @@ def se_decimals(
     """
     floor = 0.0 if scale is None or not math.isfinite(scale) else DEGENERATE_SE * abs(scale)
     usable = [
-        float(s) for s in std_errors
+        float(s)
+        for s in std_errors
         if is_number(s) and math.isfinite(float(s)) and float(s) > 0 and float(s) >= floor
     ]
     if not usable:
@@ -535,8 +536,7 @@ def format_signed(
     >>> format_signed(0.00001, decimals=3), format_signed(float("nan"))
     ('0.000', 'nan')
     """
-    text = format_fixed(x, decimals) if decimals is not None else format_number(
-        x, sig, trim=trim)
+    text = format_fixed(x, decimals) if decimals is not None else format_number(x, sig, trim=trim)
     if text.startswith("-") or not any(c in "123456789" for c in text.split("e")[0]):
         return text
     return text if text in ("nan", "inf") else "+" + text
@@ -657,15 +657,11 @@ def format_table(
     header = [safe_text(h) for h in header]
     rows = [[safe_text(c) for c in row] for row in rows]
     right = list(right) if right is not None else [False] * ncol
-    widths = [
-        max([len(str(header[j]))] + [len(str(row[j])) for row in rows]) for j in range(ncol)
-    ]
+    widths = [max([len(str(header[j]))] + [len(str(row[j])) for row in rows]) for j in range(ncol)]
     gap = " " * COLUMN_GAP
 
     def line(cells: Sequence[str]) -> str:
-        parts = [
-            str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right)
-        ]
+        parts = [str(c).rjust(w) if r else str(c).ljust(w) for c, w, r in zip(cells, widths, right)]
         return (indent + gap.join(parts)).rstrip()
 
     return [line(header), (indent + gap.join("-" * w for w in widths)).rstrip()] + [

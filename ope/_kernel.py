@@ -178,10 +178,17 @@ class Moments:
         sl = slice(g, g + 1)
         wt = self.weighted
         return Moments(
-            self.n[sl], self.shift[sl], self.r_exp[sl], self.r_mean[sl], self.r_m2[sl],
-            self.w_exp[sl], self.mean[sl], self.com[sl], self.max_w[sl], self.n_clipped[sl],
-            None if wt is None else Weighted(wt.head[sl], wt.mean[sl], wt.com[sl],
-                                             wt.s_range[sl]),
+            self.n[sl],
+            self.shift[sl],
+            self.r_exp[sl],
+            self.r_mean[sl],
+            self.r_m2[sl],
+            self.w_exp[sl],
+            self.mean[sl],
+            self.com[sl],
+            self.max_w[sl],
+            self.n_clipped[sl],
+            None if wt is None else Weighted(wt.head[sl], wt.mean[sl], wt.com[sl], wt.s_range[sl]),
         )
 
 
@@ -215,9 +222,12 @@ class Weighted:
 def empty_weighted(n_pol: int, n_groups: int = 1) -> Weighted:
     """Sampling-weighted statistics of no rows."""
     g, p = n_groups, n_pol
-    return Weighted(np.zeros((g, N_WHEAD)), np.zeros((g, 2, 2, p)),
-                    np.zeros((g, 2, N_COMOMENTS, p)),
-                    np.column_stack([np.full(g, np.inf), np.full(g, -np.inf)]))
+    return Weighted(
+        np.zeros((g, N_WHEAD)),
+        np.zeros((g, 2, 2, p)),
+        np.zeros((g, 2, N_COMOMENTS, p)),
+        np.column_stack([np.full(g, np.inf), np.full(g, -np.inf)]),
+    )
 
 
 @dataclass(frozen=True)
@@ -243,9 +253,17 @@ def empty(n_pol: int, n_groups: int = 1, *, weighted: bool = False) -> Moments:
     """Statistics of no rows (with empty sampling-weighted ones when ``weighted``)."""
     g, p = n_groups, n_pol
     return Moments(
-        np.zeros(g), np.zeros(g), np.zeros(g), np.zeros(g), np.zeros(g), np.zeros((g, 2, p)),
-        np.zeros((g, 2, 2, p)), np.zeros((g, 2, N_COMOMENTS, p)), np.full((g, p), -np.inf),
-        np.zeros((g, p)), empty_weighted(p, g) if weighted else None,
+        np.zeros(g),
+        np.zeros(g),
+        np.zeros(g),
+        np.zeros(g),
+        np.zeros(g),
+        np.zeros((g, 2, p)),
+        np.zeros((g, 2, 2, p)),
+        np.zeros((g, 2, N_COMOMENTS, p)),
+        np.full((g, p), -np.inf),
+        np.zeros((g, p)),
+        empty_weighted(p, g) if weighted else None,
     )
 
 
@@ -278,9 +296,7 @@ def set_backend(name: str | None) -> None:
     if name not in (None, "numba", "numpy"):
         raise ParameterError(f"kernel backend must be 'numba', 'numpy' or None; got {name!r}.")
     if name == "numba" and not numba_available():
-        raise ParameterError(
-            "the numba backend needs numba: pip install 'ope-toolkit[fast]'."
-        )
+        raise ParameterError("the numba backend needs numba: pip install 'ope-toolkit[fast]'.")
     _state["forced"] = name
 
 
@@ -443,8 +459,8 @@ def _nb_prepare(r, p, start, k, rb, drb, pb, hdr, chk, bits, fbits):
     the floats (-0.0 just below +0.0), NaN beyond the infinities.
     ``bits``/``fbits`` are an int64 scratch array and its float64 view.
     """
-    rs_ = r[start:start + k]
-    ps_ = p[start:start + k]
+    rs_ = r[start : start + k]
+    ps_ = p[start : start + k]
     ri = rs_.view(np.int64)
     pi = ps_.view(np.int64)
     amax = np.int64(0)
@@ -520,7 +536,7 @@ def _nb_load(ts, ti, k, row, pb, j, tlo, thi):
 def _nb_transpose(mat, start, k, wb):
     """wb[j, i] = mat[start + i, j]: the block of a C-ordered (n, P) matrix, one policy per
     row (strided reads, contiguous writes: faster than the other way round)."""
-    blk = mat[start:start + k]
+    blk = mat[start : start + k]
     for j in range(blk.shape[1]):
         row = wb[j]
         col = blk[:, j]
@@ -590,8 +606,7 @@ def _nb_centre(row, k, rb, drb, mw, ma, mb, scale, out, s, j):
     out[s, 4, j] = cbr
 
 
-def _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, fbits, bits,
-              plain):
+def _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, fbits, bits, plain):
     """Means and centred co-moments of every policy's raw and clipped weights in one block.
 
     ``wb`` holds the block's scaled weights t / (p 2**kp), one policy per row (``wbi``: its
@@ -729,10 +744,43 @@ def _nb_merge(an, ahdr, aexp, am, ac, amax, aclip, g, bn, bhdr, bexp, bm, bc, bm
     an[g] = n
 
 
-def _nb_grouped_block(wb, k, codes, start, rb, kp, mw, has_clip, present,
-                      gcnt, gsr, gm2, gsa, gsb, gmx, gcsa, gcsb, gcnt_clip, gcom, drb,
-                      an, ahdr, aexp, am, ac, amax, aclip, c_real, er, bm, bc, bexp, bmax,
-                      bclip, bhdr):
+def _nb_grouped_block(
+    wb,
+    k,
+    codes,
+    start,
+    rb,
+    kp,
+    mw,
+    has_clip,
+    present,
+    gcnt,
+    gsr,
+    gm2,
+    gsa,
+    gsb,
+    gmx,
+    gcsa,
+    gcsb,
+    gcnt_clip,
+    gcom,
+    drb,
+    an,
+    ahdr,
+    aexp,
+    am,
+    ac,
+    amax,
+    aclip,
+    c_real,
+    er,
+    bm,
+    bc,
+    bexp,
+    bmax,
+    bclip,
+    bhdr,
+):
     """One block with a group code per row: per-group means, centred sums, merged per group."""
     n_pol = wb.shape[0]
     n_present = 0
@@ -889,8 +937,7 @@ def _nb_wclipped_sums(row, k, sr, ssw, mw):
     return sa, sb
 
 
-def _nb_wstats(s, rb, fr, w2d, k, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, bwc, bsr,
-               bwx):
+def _nb_wstats(s, rb, fr, w2d, k, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, bwc, bsr, bwx):
     """The sampling-weighted statistics of ``k`` rows (real units, about the block's shift).
 
     ``s`` the sampling weights, ``rb`` the reward deviations in units ``fr = 2**e_r``, ``w2d``
@@ -1018,9 +1065,40 @@ def _nb_wmerge(an, ahdr, g, bn, bshift, bwh, bwm, bwc, bsr, awh, awm, awc, asr):
             awc[g, s, 4, j] += cbs + db * d0 * cross
 
 
-def _nb_grouped_wblock(wb, k, codes, start, s, rb, fr, fw, mw, has_clip, bshift, an, ahdr,
-                       awh, awm, awc, asr, gcount, goff, perm, gs, grb, gw, su, sr, ssw, dsb,
-                       bwh, bwm, bwc, bsr, bwx):
+def _nb_grouped_wblock(
+    wb,
+    k,
+    codes,
+    start,
+    s,
+    rb,
+    fr,
+    fw,
+    mw,
+    has_clip,
+    bshift,
+    an,
+    ahdr,
+    awh,
+    awm,
+    awc,
+    asr,
+    gcount,
+    goff,
+    perm,
+    gs,
+    grb,
+    gw,
+    su,
+    sr,
+    ssw,
+    dsb,
+    bwh,
+    bwm,
+    bwc,
+    bsr,
+    bwx,
+):
     """The sampling-weighted statistics of one block with a group code per row: the rows are
     sorted by group (a counting sort in the block), each group's gathered and merged into it
     (before :func:`_nb_grouped_block` merges the unweighted ones)."""
@@ -1054,14 +1132,39 @@ def _nb_grouped_wblock(wb, k, codes, start, s, rb, fr, fw, mw, has_clip, bshift,
         for j in range(n_pol):
             for i in range(kg):
                 gw[j, i] = wb[j, perm[lo + i]]
-        _nb_wstats(gs, grb, fr, gw, kg, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, bwc, bsr,
-                   bwx)
+        _nb_wstats(gs, grb, fr, gw, kg, fw, mw, has_clip, su, sr, ssw, dsb, bwh, bwm, bwc, bsr, bwx)
         _nb_wmerge(an, ahdr, g, float(kg), bshift, bwh, bwm, bwc, bsr, awh, awm, awc, asr)
         gcount[g] = 0
 
 
-def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, block,
-            an, ahdr, aexp, am, ac, amax, aclip, tlo, thi, chk, sw, awh, awm, awc, asr, plain):
+def _nb_run(
+    r,
+    p,
+    cols,
+    mat,
+    use_mat,
+    codes,
+    n_groups,
+    max_weight,
+    has_clip,
+    block,
+    an,
+    ahdr,
+    aexp,
+    am,
+    ac,
+    amax,
+    aclip,
+    tlo,
+    thi,
+    chk,
+    sw,
+    awh,
+    awm,
+    awc,
+    asr,
+    plain,
+):
     """The pass: blocks of ``block`` rows, each prepared, weighted, centred and merged.
 
     ``cols`` (a typed list of contiguous float64 columns) or ``mat`` (a C-ordered (n, P)
@@ -1133,29 +1236,125 @@ def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, blo
         else:
             for j in range(n_pol):
                 col = cols[j]
-                ts = col[start:start + k]
+                ts = col[start : start + k]
                 _nb_load(ts, ts.view(np.int64), k, wb[j], pb, j, tlo, thi)
         if weighted:
             fr = math.ldexp(1.0, int(hdr[1]))
             fw = math.ldexp(1.0, kp)
             if grouped:
-                _nb_grouped_wblock(wb, k, codes, start, sw, rb, fr, fw, mw, has_clip, hdr[0],
-                                   an, ahdr, awh, awm, awc, asr, gcount, goff, perm, gs, grb,
-                                   gw, su, sr, ssw, dsb, bwh, bwm, bwc, bsr, bwx)
+                _nb_grouped_wblock(
+                    wb,
+                    k,
+                    codes,
+                    start,
+                    sw,
+                    rb,
+                    fr,
+                    fw,
+                    mw,
+                    has_clip,
+                    hdr[0],
+                    an,
+                    ahdr,
+                    awh,
+                    awm,
+                    awc,
+                    asr,
+                    gcount,
+                    goff,
+                    perm,
+                    gs,
+                    grb,
+                    gw,
+                    su,
+                    sr,
+                    ssw,
+                    dsb,
+                    bwh,
+                    bwm,
+                    bwc,
+                    bsr,
+                    bwx,
+                )
             else:
-                _nb_wstats(sw[start:start + k], rb, fr, wb, k, fw, mw, has_clip, su, sr, ssw,
-                           dsb, bwh, bwm, bwc, bsr, bwx)
-                _nb_wmerge(an, ahdr, 0, float(k), hdr[0], bwh, bwm, bwc, bsr, awh, awm, awc,
-                           asr)
+                _nb_wstats(
+                    sw[start : start + k],
+                    rb,
+                    fr,
+                    wb,
+                    k,
+                    fw,
+                    mw,
+                    has_clip,
+                    su,
+                    sr,
+                    ssw,
+                    dsb,
+                    bwh,
+                    bwm,
+                    bwc,
+                    bsr,
+                    bwx,
+                )
+                _nb_wmerge(an, ahdr, 0, float(k), hdr[0], bwh, bwm, bwc, bsr, awh, awm, awc, asr)
         if grouped:
-            _nb_grouped_block(wb, k, codes, start, rb, kp, mw, has_clip, present,
-                              gcnt, gsr, gm2, gsa, gsb, gmx, gcsa, gcsb, gcc, gcom, gdrb,
-                              an, ahdr, aexp, am, ac, amax, aclip, hdr[0], hdr[1], bm, bc,
-                              bexp, bmax, bclip, bhdr)
+            _nb_grouped_block(
+                wb,
+                k,
+                codes,
+                start,
+                rb,
+                kp,
+                mw,
+                has_clip,
+                present,
+                gcnt,
+                gsr,
+                gm2,
+                gsa,
+                gsb,
+                gmx,
+                gcsa,
+                gcsb,
+                gcc,
+                gcom,
+                gdrb,
+                an,
+                ahdr,
+                aexp,
+                am,
+                ac,
+                amax,
+                aclip,
+                hdr[0],
+                hdr[1],
+                bm,
+                bc,
+                bexp,
+                bmax,
+                bclip,
+                bhdr,
+            )
         else:
             if plain:
-                _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip,
-                          fbits, bits, plain)
+                _nb_block(
+                    wb,
+                    wbi,
+                    k,
+                    rb,
+                    drb,
+                    kp,
+                    mw,
+                    has_clip,
+                    bm,
+                    bc,
+                    bexp,
+                    bmax,
+                    bclip,
+                    fbits,
+                    bits,
+                    plain,
+                )
             else:  # the weighted pass found the largest weights and the clipped counts
                 for j in range(n_pol):
                     bmax[j] = math.ldexp(bwx[0, j], kp)
@@ -1168,8 +1367,9 @@ def _nb_run(r, p, cols, mat, use_mat, codes, n_groups, max_weight, has_clip, blo
                             bc[s, q, j] = 0.0
             for q in range(4):
                 bhdr[q] = hdr[q]
-            _nb_merge(an, ahdr, aexp, am, ac, amax, aclip, 0, float(k), bhdr, bexp, bm, bc,
-                      bmax, bclip)
+            _nb_merge(
+                an, ahdr, aexp, am, ac, amax, aclip, 0, float(k), bhdr, bexp, bm, bc, bmax, bclip
+            )
 
 
 _NUMBA_FUNCTIONS: Final = (
@@ -1193,8 +1393,18 @@ _NUMBA_FUNCTIONS: Final = (
 )
 #: The row loops, compiled with every fast-math flag (see _jit).
 _FAST_FUNCTIONS: Final = frozenset(
-    {"_nb_prepare", "_nb_load", "_nb_transpose", "_nb_sums", "_nb_clipped_sums", "_nb_centre",
-     "_nb_wcentre", "_nb_wsums", "_nb_wclipped_sums", "_nb_wstats"}
+    {
+        "_nb_prepare",
+        "_nb_load",
+        "_nb_transpose",
+        "_nb_sums",
+        "_nb_clipped_sums",
+        "_nb_centre",
+        "_nb_wcentre",
+        "_nb_wsums",
+        "_nb_wclipped_sums",
+        "_nb_wstats",
+    }
 )
 
 
@@ -1210,8 +1420,15 @@ def _np_scale_exponents(x: np.ndarray) -> np.ndarray:
 
 
 def _np_block(
-    r: np.ndarray, p: np.ndarray, t: np.ndarray, max_weight: float | None, chk: np.ndarray,
-    tlo: np.ndarray, thi: np.ndarray, codes: np.ndarray | None, n_groups: int,
+    r: np.ndarray,
+    p: np.ndarray,
+    t: np.ndarray,
+    max_weight: float | None,
+    chk: np.ndarray,
+    tlo: np.ndarray,
+    thi: np.ndarray,
+    codes: np.ndarray | None,
+    n_groups: int,
     s: np.ndarray | None = None,
     plain: bool = True,
 ) -> Moments:
@@ -1248,24 +1465,44 @@ def _np_block(
     counts = np.bincount(codes, minlength=n_groups)
     ends = np.cumsum(counts)
     for g in np.flatnonzero(counts).tolist():  # a loop over groups, not rows
-        idx = order[ends[g] - counts[g]:ends[g]]
-        part = _np_stats(w[:, idx], rs[idx], mw, max_weight is not None, kp, er, c_real, chk,
-                         None if s is None else s[idx])
+        idx = order[ends[g] - counts[g] : ends[g]]
+        part = _np_stats(
+            w[:, idx],
+            rs[idx],
+            mw,
+            max_weight is not None,
+            kp,
+            er,
+            c_real,
+            chk,
+            None if s is None else s[idx],
+        )
         _np_assign(out, g, part)
     return out
 
 
 def _np_assign(out: Moments, g: int, part: Moments) -> None:
-    for name in ("n", "shift", "r_exp", "r_mean", "r_m2", "w_exp", "mean", "com", "max_w",
-                 "n_clipped"):
+    for name in (
+        "n",
+        "shift",
+        "r_exp",
+        "r_mean",
+        "r_m2",
+        "w_exp",
+        "mean",
+        "com",
+        "max_w",
+        "n_clipped",
+    ):
         getattr(out, name)[g] = getattr(part, name)[0]
     if out.weighted is not None and part.weighted is not None:
         for name in ("head", "mean", "com", "s_range"):
             getattr(out.weighted, name)[g] = getattr(part.weighted, name)[0]
 
 
-def _np_weighted(w: np.ndarray, rs: np.ndarray, s: np.ndarray, mw: float, has_clip: bool,
-                 kp: int, er: int) -> Weighted:
+def _np_weighted(
+    w: np.ndarray, rs: np.ndarray, s: np.ndarray, mw: float, has_clip: bool, kp: int, er: int
+) -> Weighted:
     """The sampling-weighted statistics (one group) of :func:`_nb_wstats`, vectorized."""
     n_pol, k = w.shape
     fr, fw = math.ldexp(1.0, er), math.ldexp(1.0, kp)
@@ -1274,8 +1511,15 @@ def _np_weighted(w: np.ndarray, rs: np.ndarray, s: np.ndarray, mw: float, has_cl
     ssw = s * fw
     m0, m1 = float(np.add.reduce(s)) / k, float(np.add.reduce(su)) / k
     d0, d1 = s - m0, su - m1
-    head = np.array([m0, m1, float(np.add.reduce(d0 * d0)), float(np.add.reduce(d0 * d1)),
-                     float(np.add.reduce(d1 * d1))])
+    head = np.array(
+        [
+            m0,
+            m1,
+            float(np.add.reduce(d0 * d0)),
+            float(np.add.reduce(d0 * d1)),
+            float(np.add.reduce(d1 * d1)),
+        ]
+    )
     mean = np.empty((2, 2, n_pol))
     com = np.empty((2, N_COMOMENTS, n_pol))
 
@@ -1283,8 +1527,19 @@ def _np_weighted(w: np.ndarray, rs: np.ndarray, s: np.ndarray, mw: float, has_cl
         a, b = wk * sr, wk * ssw
         ma, mb = _row_sums(a) / k, _row_sums(b) / k
         da, db = a - ma[:, None], b - mb[:, None]
-        return ma, mb, np.stack([_row_sums(da * da), _row_sums(da * db), _row_sums(db * db),
-                                 _row_sums(da * d0), _row_sums(db * d0)])
+        return (
+            ma,
+            mb,
+            np.stack(
+                [
+                    _row_sums(da * da),
+                    _row_sums(da * db),
+                    _row_sums(db * db),
+                    _row_sums(da * d0),
+                    _row_sums(db * d0),
+                ]
+            ),
+        )
 
     mean[0, 0], mean[0, 1], com[0] = stats(w)
     mean[1], com[1] = mean[0], com[0]
@@ -1294,29 +1549,43 @@ def _np_weighted(w: np.ndarray, rs: np.ndarray, s: np.ndarray, mw: float, has_cl
             cma, cmb, ccom = stats(np.minimum(w[over], mw))
             mean[1, 0, over], mean[1, 1, over] = cma, cmb
             com[1][:, over] = ccom
-    return Weighted(head[None], mean[None], com[None],
-                    np.array([[float(s.min()), float(s.max())]]))
+    return Weighted(head[None], mean[None], com[None], np.array([[float(s.min()), float(s.max())]]))
 
 
-def _np_centre(w: np.ndarray, rs: np.ndarray, dr: np.ndarray, ma: np.ndarray, mb: np.ndarray,
-               scale: np.ndarray) -> np.ndarray:
+def _np_centre(
+    w: np.ndarray, rs: np.ndarray, dr: np.ndarray, ma: np.ndarray, mb: np.ndarray, scale: np.ndarray
+) -> np.ndarray:
     """(5, P) centred sums aa, ab, bb, ar, br of (w rs, w) about (ma, mb), scaled per policy."""
     da = (w * rs - ma[:, None]) * scale[:, None]
     db = (w - mb[:, None]) * scale[:, None]
     # row reductions (pairwise sums of each policy's row): the same numbers whatever P is
-    return np.stack([
-        _row_sums(da * da), _row_sums(da * db), _row_sums(db * db), _row_sums(da * dr),
-        _row_sums(db * dr),
-    ])
+    return np.stack(
+        [
+            _row_sums(da * da),
+            _row_sums(da * db),
+            _row_sums(db * db),
+            _row_sums(da * dr),
+            _row_sums(db * dr),
+        ]
+    )
 
 
 def _row_sums(x: np.ndarray) -> np.ndarray:
     return np.add.reduce(x, axis=1)
 
 
-def _np_stats(w: np.ndarray, rs: np.ndarray, mw: float, has_clip: bool, kp: int, er: int,
-              c_real: float, chk: np.ndarray, s: np.ndarray | None = None,
-              plain: bool = True) -> Moments:
+def _np_stats(
+    w: np.ndarray,
+    rs: np.ndarray,
+    mw: float,
+    has_clip: bool,
+    kp: int,
+    er: int,
+    c_real: float,
+    chk: np.ndarray,
+    s: np.ndarray | None = None,
+    plain: bool = True,
+) -> Moments:
     """Moments (one group) of the scaled weights ``w`` (P, k) and reward deviations ``rs``."""
     n_pol, k = w.shape
     rm = float(np.add.reduce(rs)) / k
@@ -1326,8 +1595,12 @@ def _np_stats(w: np.ndarray, rs: np.ndarray, mw: float, has_clip: bool, kp: int,
     # BLAS on many small products is slow on a busy machine)
     sa = _row_sums(w * rs)
     sb = np.add.reduce(w, axis=1)
-    if not (np.all(np.abs(sa) <= _FLOAT_MAX) and np.all(np.abs(sb) <= _FLOAT_MAX)
-            and abs(m2) <= _FLOAT_MAX and abs(c_real) <= _FLOAT_MAX):
+    if not (
+        np.all(np.abs(sa) <= _FLOAT_MAX)
+        and np.all(np.abs(sb) <= _FLOAT_MAX)
+        and abs(m2) <= _FLOAT_MAX
+        and abs(c_real) <= _FLOAT_MAX
+    ):
         chk[0] = 0.0
     mx = np.maximum.reduce(w, axis=1) if k else np.zeros(n_pol)
     mx = np.maximum(mx, 0.0)
@@ -1360,8 +1633,16 @@ def _np_stats(w: np.ndarray, rs: np.ndarray, mw: float, has_clip: bool, kp: int,
     with np.errstate(over="ignore"):
         max_w = np.ldexp(mx, kp)
     return Moments(
-        np.array([float(k)]), np.array([c_real]), np.array([float(er)]), np.array([rm]),
-        np.array([m2]), wexp[None], mean[None], com[None], max_w[None], n_clip[None],
+        np.array([float(k)]),
+        np.array([c_real]),
+        np.array([float(er)]),
+        np.array([rm]),
+        np.array([m2]),
+        wexp[None],
+        mean[None],
+        com[None],
+        max_w[None],
+        n_clip[None],
         None if s is None else _np_weighted(w, rs, s, mw, has_clip, kp, er),
     )
 
@@ -1396,10 +1677,20 @@ def merge(a: Moments, b: Moments) -> Moments:
     xa, xb = fa3 * ga, fb3 * gb
     ma_a, mb_a = a.mean[:, :, 0] * xa, a.mean[:, :, 1] * ga
     ma_b, mb_b = b.mean[:, :, 0] * xb, b.mean[:, :, 1] * gb
-    ca = [a.com[:, :, 0] * xa * xa, a.com[:, :, 1] * xa * ga, a.com[:, :, 2] * ga * ga,
-          a.com[:, :, 3] * xa * fa3, a.com[:, :, 4] * ga * fa3]
-    cb = [b.com[:, :, 0] * xb * xb, b.com[:, :, 1] * xb * gb, b.com[:, :, 2] * gb * gb,
-          b.com[:, :, 3] * xb * fb3, b.com[:, :, 4] * gb * fb3]
+    ca = [
+        a.com[:, :, 0] * xa * xa,
+        a.com[:, :, 1] * xa * ga,
+        a.com[:, :, 2] * ga * ga,
+        a.com[:, :, 3] * xa * fa3,
+        a.com[:, :, 4] * ga * fa3,
+    ]
+    cb = [
+        b.com[:, :, 0] * xb * xb,
+        b.com[:, :, 1] * xb * gb,
+        b.com[:, :, 2] * gb * gb,
+        b.com[:, :, 3] * xb * fb3,
+        b.com[:, :, 4] * gb * fb3,
+    ]
     d3 = d[:, None, None]
     ma_b = ma_b + d3 * mb_b
     cb[0] = cb[0] + 2.0 * d3 * cb[1] + d3 * d3 * cb[2]
@@ -1408,24 +1699,48 @@ def merge(a: Moments, b: Moments) -> Moments:
     da, db = ma_b - ma_a, mb_b - mb_a
     frac3, cross3, dr3 = frac[:, None, None], cross[:, None, None], dr[:, None, None]
     mean = np.stack([ma_a + da * frac3, mb_a + db * frac3], axis=2)
-    com = np.stack([
-        ca[0] + cb[0] + da * da * cross3, ca[1] + cb[1] + da * db * cross3,
-        ca[2] + cb[2] + db * db * cross3, ca[3] + cb[3] + da * dr3 * cross3,
-        ca[4] + cb[4] + db * dr3 * cross3,
-    ], axis=2)
+    com = np.stack(
+        [
+            ca[0] + cb[0] + da * da * cross3,
+            ca[1] + cb[1] + da * db * cross3,
+            ca[2] + cb[2] + db * db * cross3,
+            ca[3] + cb[3] + da * dr3 * cross3,
+            ca[4] + cb[4] + db * dr3 * cross3,
+        ],
+        axis=2,
+    )
     weighted = None
     if a.weighted is not None and b.weighted is not None:
         weighted = _merge_weighted(a.weighted, b.weighted, b.shift - a.shift, frac, cross)
     out = Moments(
-        n, a.shift.copy(), e.astype(np.float64), r_mean, r_m2, w.astype(np.float64), mean, com,
-        np.maximum(a.max_w, b.max_w), a.n_clipped + b.n_clipped, weighted,
+        n,
+        a.shift.copy(),
+        e.astype(np.float64),
+        r_mean,
+        r_m2,
+        w.astype(np.float64),
+        mean,
+        com,
+        np.maximum(a.max_w, b.max_w),
+        a.n_clipped + b.n_clipped,
+        weighted,
     )
     # a group empty on one side is the other side's, exactly
     only_b, only_a = na == 0, nb == 0
     if only_b.any() or only_a.any():
         for src, mask in ((b, only_b), (a, only_a)):
-            for name in ("n", "shift", "r_exp", "r_mean", "r_m2", "w_exp", "mean", "com",
-                         "max_w", "n_clipped"):
+            for name in (
+                "n",
+                "shift",
+                "r_exp",
+                "r_mean",
+                "r_m2",
+                "w_exp",
+                "mean",
+                "com",
+                "max_w",
+                "n_clipped",
+            ):
                 getattr(out, name)[mask] = getattr(src, name)[mask]
             if weighted is not None:
                 assert src.weighted is not None
@@ -1434,8 +1749,9 @@ def merge(a: Moments, b: Moments) -> Moments:
     return out
 
 
-def _merge_weighted(a: Weighted, b: Weighted, d: np.ndarray, frac: np.ndarray,
-                    cross: np.ndarray) -> Weighted:
+def _merge_weighted(
+    a: Weighted, b: Weighted, d: np.ndarray, frac: np.ndarray, cross: np.ndarray
+) -> Weighted:
     """:func:`_nb_wmerge` for every group at once: ``b`` re-expressed about ``a``'s shift
     (``d`` = b's shift minus a's, real units), then Chan et al.'s update."""
     ha, hb = a.head, b.head
@@ -1445,10 +1761,15 @@ def _merge_weighted(a: Weighted, b: Weighted, d: np.ndarray, frac: np.ndarray,
     c01 = hb[:, 3] + d * c00
     c11 = hb[:, 4] + 2.0 * d * hb[:, 3] + d * d * c00
     d0, d1 = m0 - ha[:, 0], m1 - ha[:, 1]
-    head = np.column_stack([
-        ha[:, 0] + d0 * frac, ha[:, 1] + d1 * frac, ha[:, 2] + (c00 + d0 * d0 * cross),
-        ha[:, 3] + (c01 + d0 * d1 * cross), ha[:, 4] + (c11 + d1 * d1 * cross),
-    ])
+    head = np.column_stack(
+        [
+            ha[:, 0] + d0 * frac,
+            ha[:, 1] + d1 * frac,
+            ha[:, 2] + (c00 + d0 * d0 * cross),
+            ha[:, 3] + (c01 + d0 * d1 * cross),
+            ha[:, 4] + (c11 + d1 * d1 * cross),
+        ]
+    )
     d3, f3, x3, e3 = d[:, None, None], frac[:, None, None], cross[:, None, None], d0[:, None, None]
     mb = b.mean[:, :, 1]
     ma = b.mean[:, :, 0] + d3 * mb
@@ -1459,20 +1780,28 @@ def _merge_weighted(a: Weighted, b: Weighted, d: np.ndarray, frac: np.ndarray,
     da, db = ma - a.mean[:, :, 0], mb - a.mean[:, :, 1]
     ca = a.com
     mean = np.stack([a.mean[:, :, 0] + da * f3, a.mean[:, :, 1] + db * f3], axis=2)
-    com = np.stack([
-        ca[:, :, 0] + (caa + da * da * x3), ca[:, :, 1] + (cab + da * db * x3),
-        ca[:, :, 2] + (cb[:, :, 2] + db * db * x3), ca[:, :, 3] + (cas + da * e3 * x3),
-        ca[:, :, 4] + (cb[:, :, 4] + db * e3 * x3),
-    ], axis=2)
-    s_range = np.column_stack([np.minimum(a.s_range[:, 0], b.s_range[:, 0]),
-                               np.maximum(a.s_range[:, 1], b.s_range[:, 1])])
+    com = np.stack(
+        [
+            ca[:, :, 0] + (caa + da * da * x3),
+            ca[:, :, 1] + (cab + da * db * x3),
+            ca[:, :, 2] + (cb[:, :, 2] + db * db * x3),
+            ca[:, :, 3] + (cas + da * e3 * x3),
+            ca[:, :, 4] + (cb[:, :, 4] + db * e3 * x3),
+        ],
+        axis=2,
+    )
+    s_range = np.column_stack(
+        [np.minimum(a.s_range[:, 0], b.s_range[:, 0]), np.maximum(a.s_range[:, 1], b.s_range[:, 1])]
+    )
     return Weighted(head, mean, com, s_range)
 
 
 # ============================================================================================
 # the entry point
 # ============================================================================================
-def _columns(target: np.ndarray | Sequence[np.ndarray]) -> tuple[list[np.ndarray] | None, np.ndarray | None, int, int]:
+def _columns(
+    target: np.ndarray | Sequence[np.ndarray],
+) -> tuple[list[np.ndarray] | None, np.ndarray | None, int, int]:
     """``(columns, matrix, n, P)``: contiguous float64 columns when they can be had without
     copying the (n, P) block, else the matrix itself."""
     if isinstance(target, np.ndarray):
@@ -1547,8 +1876,7 @@ def accumulate(
         n_groups = int(n_groups)
     g_count = n_groups if codes is not None else 1
     plain = bool(plain) or sampling_weight is None or codes is not None
-    s = None if sampling_weight is None else np.ascontiguousarray(sampling_weight,
-                                                                   dtype=np.float64)
+    s = None if sampling_weight is None else np.ascontiguousarray(sampling_weight, dtype=np.float64)
     acc = empty(n_pol, g_count, weighted=s is not None)
     chk = np.array([1.0, np.inf, -np.inf, np.inf, -np.inf])
     tlo, thi = np.full(n_pol, np.inf), np.full(n_pol, -np.inf)
@@ -1568,19 +1896,52 @@ def accumulate(
             hdr = np.column_stack([acc.shift, acc.r_exp, acc.r_mean, acc.r_m2])
             big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
             keys = np.array([big, small, big, small], dtype=np.int64)
-            tlo_k, thi_k = np.full(n_pol, big, dtype=np.int64), np.full(n_pol, small, dtype=np.int64)
+            tlo_k, thi_k = (
+                np.full(n_pol, big, dtype=np.int64),
+                np.full(n_pol, small, dtype=np.int64),
+            )
             wt = acc.weighted if acc.weighted is not None else empty_weighted(n_pol, 0)
             fns["_nb_run"](
-                r, p, typed, m_arg, mat is not None,
-                codes if codes is not None else np.empty(0, dtype=np.int64), g_count, mw,
-                has_clip, int(min(BLOCK_ROWS, block_rows or BLOCK_ROWS)), acc.n, hdr,
-                acc.w_exp, acc.mean,
-                acc.com, acc.max_w, acc.n_clipped, tlo_k, thi_k, keys,
-                np.empty(0) if s is None else s, wt.head, wt.mean, wt.com, wt.s_range, plain,
+                r,
+                p,
+                typed,
+                m_arg,
+                mat is not None,
+                codes if codes is not None else np.empty(0, dtype=np.int64),
+                g_count,
+                mw,
+                has_clip,
+                int(min(BLOCK_ROWS, block_rows or BLOCK_ROWS)),
+                acc.n,
+                hdr,
+                acc.w_exp,
+                acc.mean,
+                acc.com,
+                acc.max_w,
+                acc.n_clipped,
+                tlo_k,
+                thi_k,
+                keys,
+                np.empty(0) if s is None else s,
+                wt.head,
+                wt.mean,
+                wt.com,
+                wt.s_range,
+                plain,
             )
-            acc = Moments(acc.n, hdr[:, 0].copy(), hdr[:, 1].copy(), hdr[:, 2].copy(),
-                          hdr[:, 3].copy(), acc.w_exp, acc.mean, acc.com, acc.max_w,
-                          acc.n_clipped, acc.weighted)
+            acc = Moments(
+                acc.n,
+                hdr[:, 0].copy(),
+                hdr[:, 1].copy(),
+                hdr[:, 2].copy(),
+                hdr[:, 3].copy(),
+                acc.w_exp,
+                acc.mean,
+                acc.com,
+                acc.max_w,
+                acc.n_clipped,
+                acc.weighted,
+            )
             chk[1:] = _key_floats(keys)
             tlo, thi = _key_floats(tlo_k), _key_floats(thi_k)
         else:
@@ -1588,27 +1949,39 @@ def accumulate(
             for start in range(0, n, step):  # a loop over blocks, not rows
                 sl = slice(start, min(start + step, n))
                 if cols is not None:
-                    t_block = (np.column_stack([c[sl] for c in cols]) if cols
-                               else np.empty((sl.stop - sl.start, 0)))
+                    t_block = (
+                        np.column_stack([c[sl] for c in cols])
+                        if cols
+                        else np.empty((sl.stop - sl.start, 0))
+                    )
                 else:
                     assert mat is not None  # _columns returns the columns or the matrix
                     t_block = mat[sl]
                 with np.errstate(all="ignore"):
                     part = _np_block(
-                        r[sl], p[sl], t_block, max_weight if has_clip else None, chk, tlo, thi,
-                        None if codes is None else codes[sl], g_count,
-                        None if s is None else s[sl], plain,
+                        r[sl],
+                        p[sl],
+                        t_block,
+                        max_weight if has_clip else None,
+                        chk,
+                        tlo,
+                        thi,
+                        None if codes is None else codes[sl],
+                        g_count,
+                        None if s is None else s[sl],
+                        plain,
                     )
                     acc = merge(acc, part)
     if not plain:  # not formed: NaN, so that nothing reads them as statistics
         acc.mean[...] = np.nan
         acc.com[...] = np.nan
     finite = not (n and (n_pol or s is not None)) or (
-        bool(chk[0] == 1.0) and math.isfinite(chk[1]) and math.isfinite(chk[2])
+        bool(chk[0] == 1.0)
+        and math.isfinite(chk[1])
+        and math.isfinite(chk[2])
         and _all_finite(acc, plain=plain)
     )
-    checks = Checks(finite, float(chk[1]), float(chk[2]), float(chk[3]), float(chk[4]), tlo,
-                    thi)
+    checks = Checks(finite, float(chk[1]), float(chk[2]), float(chk[3]), float(chk[4]), tlo, thi)
     return acc, checks
 
 
@@ -1622,11 +1995,17 @@ def _all_finite(m: Moments, *, plain: bool = True) -> bool:
     with np.errstate(invalid="ignore"):
         return bool(
             (not plain or (np.isfinite(m.mean).all() and np.isfinite(m.com).all()))
-            and np.isfinite(m.r_mean).all() and np.isfinite(m.r_m2).all()
+            and np.isfinite(m.r_mean).all()
+            and np.isfinite(m.r_m2).all()
             and np.isfinite(m.shift).all()
-            and (m.weighted is None or (np.isfinite(m.weighted.head).all()
-                                        and np.isfinite(m.weighted.mean).all()
-                                        and np.isfinite(m.weighted.com).all()))
+            and (
+                m.weighted is None
+                or (
+                    np.isfinite(m.weighted.head).all()
+                    and np.isfinite(m.weighted.mean).all()
+                    and np.isfinite(m.weighted.com).all()
+                )
+            )
         )
 
 

@@ -55,16 +55,29 @@ from typing import Final, Union
 
 from ope.exceptions import OutputError, ParameterError
 
-__all__ = ["PathArg", "CANNOT_WRITE_ERRNOS", "check_outputs", "atomic_path", "same_file",
-           "output_error", "request_stop", "stop_requested", "clear_stop"]
+__all__ = [
+    "PathArg",
+    "CANNOT_WRITE_ERRNOS",
+    "check_outputs",
+    "atomic_path",
+    "same_file",
+    "output_error",
+    "request_stop",
+    "stop_requested",
+    "clear_stop",
+]
 
 #: errno values that mean "the system will not let this file be written" (as opposed to a bug):
 #: no space, file too large, quota exceeded, no permission, read-only file system. A write
 #: failing with one of them is an ``ope.OutputError`` (command line: exit 73).
 CANNOT_WRITE_ERRNOS: Final = frozenset(
-    code for code in (getattr(errno, name, None) for name in
-                      ("ENOSPC", "EFBIG", "EDQUOT", "EACCES", "EPERM", "EROFS"))
-    if code is not None)
+    code
+    for code in (
+        getattr(errno, name, None)
+        for name in ("ENOSPC", "EFBIG", "EDQUOT", "EACCES", "EPERM", "EROFS")
+    )
+    if code is not None
+)
 
 #: Signals received while a command runs, recorded by the command line's handlers
 #: (:func:`request_stop`). Once one is pending no temporary file is moved to its destination,
@@ -158,13 +171,17 @@ def output_error(path: PathArg, exc: OSError, *, flag: str | None = None) -> Out
     reason = os.strerror(code) if code else (exc.strerror or str(exc))
     name = errno.errorcode.get(code, "") if code else ""
     head = f"argument {flag}: " if flag else ""
-    fix = ("free space (or the quota) or write elsewhere"
-           if code in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", -1))
-           else "write elsewhere" if code == errno.EROFS
-           else "fix the permissions or write elsewhere")
+    fix = (
+        "free space (or the quota) or write elsewhere"
+        if code in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", -1))
+        else "write elsewhere"
+        if code == errno.EROFS
+        else "fix the permissions or write elsewhere"
+    )
     return OutputError(
         f"{head}cannot write {str(os.fspath(path))!r}: {reason}"
-        f"{f' ({name})' if name else ''}; {fix}.")
+        f"{f' ({name})' if name else ''}; {fix}."
+    )
 
 
 def _probe(flag: str, path: Path, parent: Path, *, replacing: bool) -> None:
@@ -222,7 +239,8 @@ def check_outputs(
     for flag, raw in outputs:  # '' would mean the current folder, ' ' a file nobody sees
         if not isinstance(raw, (str, os.PathLike)) or not isinstance(os.fspath(raw), str):
             raise ParameterError(
-                f"argument {flag}: must be a file name (str or os.PathLike); got {raw!r:.80}.")
+                f"argument {flag}: must be a file name (str or os.PathLike); got {raw!r:.80}."
+            )
         if not os.fspath(raw).strip():
             raise ParameterError(f"argument {flag}: needs a file name; got {os.fspath(raw)!r}.")
     paths = [Path(os.fspath(p)) for _, p in outputs]
@@ -326,8 +344,9 @@ def _cause(exc: BaseException) -> OSError | None:
 
 
 @contextlib.contextmanager
-def atomic_path(path: PathArg, *, force: bool = False, flag: str | None = None,
-                force_flag: str = "--force") -> Iterator[Path]:
+def atomic_path(
+    path: PathArg, *, force: bool = False, flag: str | None = None, force_flag: str = "--force"
+) -> Iterator[Path]:
     """The temporary file to write ``path`` through; moved to ``path`` on success.
 
     The temporary file is in the same folder (``.<name>.<random>.tmp<suffix>``: hidden, and

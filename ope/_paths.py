@@ -53,13 +53,13 @@ SKIP_REASONS: Final[Mapping[str, str]] = {
 #: URI schemes served by ``pyarrow.fs.FileSystem.from_uri`` and what a machine needs for each.
 URI_REQUIREMENTS: Final[Mapping[str, str]] = {
     "s3": "pyarrow's S3 filesystem (in the pyarrow wheels from PyPI; a conda pyarrow needs "
-          "libarrow built with S3) and AWS credentials (AWS_* variables or ~/.aws)",
+    "libarrow built with S3) and AWS credentials (AWS_* variables or ~/.aws)",
     "gs": "pyarrow's GCS filesystem (in the pyarrow wheels from PyPI) and Google credentials",
     "gcs": "pyarrow's GCS filesystem (in the pyarrow wheels from PyPI) and Google credentials",
     "hdfs": "a Java runtime and Hadoop's libhdfs (set JAVA_HOME, HADOOP_HOME and "
-            "CLASSPATH=$(hadoop classpath --glob)); see pyarrow.fs.HadoopFileSystem",
+    "CLASSPATH=$(hadoop classpath --glob)); see pyarrow.fs.HadoopFileSystem",
     "viewfs": "a Java runtime and Hadoop's libhdfs (set JAVA_HOME, HADOOP_HOME and "
-              "CLASSPATH=$(hadoop classpath --glob)); see pyarrow.fs.HadoopFileSystem",
+    "CLASSPATH=$(hadoop classpath --glob)); see pyarrow.fs.HadoopFileSystem",
     "abfs": "pyarrow's Azure filesystem (pyarrow >= 16 wheels from PyPI) and Azure credentials",
     "abfss": "pyarrow's Azure filesystem (pyarrow >= 16 wheels from PyPI) and Azure credentials",
 }
@@ -154,8 +154,10 @@ def _too_long(path: str, what: str) -> DataFileError:
     path_max, name_max = _name_limits(path)
     shown = path if len(path) <= 120 else f"{path[:60]}...{path[-40:]}"
     if longest > name_max:
-        why = (f"one of its components is {longest:,} bytes long and this filesystem allows "
-               f"{name_max:,} per file or folder name")
+        why = (
+            f"one of its components is {longest:,} bytes long and this filesystem allows "
+            f"{name_max:,} per file or folder name"
+        )
     else:
         why = f"it is {total:,} bytes long and this system allows {path_max:,}"
     return DataFileError(
@@ -230,8 +232,11 @@ def _walk_local(root: str, what: str) -> tuple[list[str], list[SkippedPath]]:
     def add_file(path: str, st: os.stat_result, via: str | None) -> None:
         key = (st.st_dev, st.st_ino)
         if key in seen_files:
-            detail = f"the same file as {seen_files[key]}" if via is None else (
-                f"a link to {via}, the same file as {seen_files[key]}")
+            detail = (
+                f"the same file as {seen_files[key]}"
+                if via is None
+                else (f"a link to {via}, the same file as {seen_files[key]}")
+            )
             skipped.append(SkippedPath(path, "already_read", detail))
             return
         seen_files[key] = path
@@ -260,16 +265,18 @@ def _walk_local(root: str, what: str) -> tuple[list[str], list[SkippedPath]]:
                 if stat.S_ISDIR(st.st_mode):
                     key = (st.st_dev, st.st_ino)
                     if key in seen_dirs:  # a bind mount of a folder already read
-                        skipped.append(SkippedPath(entry.path, "already_read",
-                                                   "a folder already read"))
+                        skipped.append(
+                            SkippedPath(entry.path, "already_read", "a folder already read")
+                        )
                         continue
                     seen_dirs.add(key)
                     subdirs.append(entry.path)
                 elif stat.S_ISREG(st.st_mode):
                     add_file(entry.path, st, None)
                 else:
-                    skipped.append(SkippedPath(entry.path, "not_regular_file",
-                                               _kind_of_mode(st.st_mode)))
+                    skipped.append(
+                        SkippedPath(entry.path, "not_regular_file", _kind_of_mode(st.st_mode))
+                    )
             stack.extend(reversed(subdirs))
 
     scan(root)
@@ -280,16 +287,20 @@ def _walk_local(root: str, what: str) -> tuple[list[str], list[SkippedPath]]:
         key = (st.st_dev, st.st_ino)
         if stat.S_ISDIR(st.st_mode):
             if key in seen_dirs:
-                skipped.append(SkippedPath(link, "already_read",
-                                           f"a link to {target}, a folder already read"))
+                skipped.append(
+                    SkippedPath(link, "already_read", f"a link to {target}, a folder already read")
+                )
                 continue
             seen_dirs.add(key)
             scan(link)
         elif stat.S_ISREG(st.st_mode):
             add_file(link, st, target)
         else:
-            skipped.append(SkippedPath(link, "not_regular_file",
-                                       f"a link to {target}, {_kind_of_mode(st.st_mode)}"))
+            skipped.append(
+                SkippedPath(
+                    link, "not_regular_file", f"a link to {target}, {_kind_of_mode(st.st_mode)}"
+                )
+            )
     return sorted(files), sorted(skipped, key=lambda s: s.path)
 
 
@@ -303,7 +314,7 @@ def _walk_remote(fs: Any, root: str, name: str) -> list[str]:
     for info in infos:
         if info.type != pafs.FileType.File:
             continue
-        rel = info.path[len(root):].lstrip("/") if info.path.startswith(root) else info.path
+        rel = info.path[len(root) :].lstrip("/") if info.path.startswith(root) else info.path
         if any(part.startswith((".", "_")) for part in rel.split("/")):
             continue
         files.append(info.path)
@@ -337,9 +348,18 @@ def filesystem_from_uri(uri: str, *, what: str = "logs") -> tuple[Any, str]:
                 f"that pyarrow.fs serves ({', '.join(s + '://' for s in URI_REQUIREMENTS)}); "
                 f"{scheme}:// is not one of them. Download the file first"
             ) from None
-        unavailable = any(s in text.lower() for s in (
-            "not enabled", "support", "libjvm", "libhdfs", "java", "not implemented",
-            "unable to load"))
+        unavailable = any(
+            s in text.lower()
+            for s in (
+                "not enabled",
+                "support",
+                "libjvm",
+                "libhdfs",
+                "java",
+                "not implemented",
+                "unable to load",
+            )
+        )
         if unavailable:
             raise DataFileError(
                 f"cannot read {what} {uri}: the {scheme}:// filesystem is not available on this "
@@ -359,9 +379,12 @@ def _bounded_s3(fs: Any) -> Any:
         return fs
     if options.get("connect_timeout", -1) > 0 or options.get("request_timeout", -1) > 0:
         return fs  # the caller chose
-    options = {**options, "connect_timeout": REMOTE_CONNECT_SECONDS,
-               "request_timeout": REMOTE_REQUEST_SECONDS,
-               "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=REMOTE_ATTEMPTS)}
+    options = {
+        **options,
+        "connect_timeout": REMOTE_CONNECT_SECONDS,
+        "request_timeout": REMOTE_REQUEST_SECONDS,
+        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=REMOTE_ATTEMPTS),
+    }
     try:
         return rebuild(options)
     except TypeError:  # an older pyarrow without some option
@@ -390,7 +413,8 @@ def _within(seconds: float, call: Callable[[], Any], uri: str, what: str) -> Any
         raise DataFileError(
             f"cannot reach {what} {uri}: no answer within {seconds:g} s (the network, the "
             f"bucket/host name or the endpoint). The {scheme}:// filesystem needs "
-            f"{URI_REQUIREMENTS.get(scheme.lower(), 'network access')}")
+            f"{URI_REQUIREMENTS.get(scheme.lower(), 'network access')}"
+        )
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -411,8 +435,13 @@ def _stat_remote(raw: str, what: str) -> tuple[Any, str, Any]:
         ) from None
 
 
-def locate_input(source: str | os.PathLike[str], *, what: str = "logs",
-                 directories: bool = True, argument: str | None = None) -> Located:
+def locate_input(
+    source: str | os.PathLike[str],
+    *,
+    what: str = "logs",
+    directories: bool = True,
+    argument: str | None = None,
+) -> Located:
     """Resolve an input path or URI: stat it before anything opens it, list a directory's files.
 
     The one policy for every path ope reads (logs, policy tables, importer inputs):
@@ -473,15 +502,15 @@ def locate_input(source: str | os.PathLike[str], *, what: str = "logs",
         ) from None
     if not isinstance(raw, str):
         raise ParameterError(
-            f"{named}{what} path must be a str or os.PathLike of str, got bytes {raw!r}")
+            f"{named}{what} path must be a str or os.PathLike of str, got bytes {raw!r}"
+        )
     if not raw.strip():
         raise ParameterError(f"{named}the {what} path is empty; give a file, a directory or a URI")
     if "\x00" in raw:
         raise ParameterError(f"{named}{what} path {raw!r} contains a NUL character")
     m = _URI.match(raw)
     if m is not None and m.group(1).lower() != "file":
-        fs, path, info = _within(REMOTE_TIMEOUT_SECONDS, lambda: _stat_remote(raw, what),
-                                 raw, what)
+        fs, path, info = _within(REMOTE_TIMEOUT_SECONDS, lambda: _stat_remote(raw, what), raw, what)
         if info.type == pafs.FileType.NotFound:
             raise DataFileError(f"{what} {raw} does not exist; check the URI")
         if info.type == pafs.FileType.Directory:

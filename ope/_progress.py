@@ -107,6 +107,12 @@ def progress(
     from ope._format import safe_text  # a file name in ``desc`` is shown, never obeyed
 
     return tqdm(
-        iterable, desc=safe_text(desc), total=total, unit=unit, leave=leave, file=sys.stderr,
-        dynamic_ncols=True, mininterval=0.5,
+        iterable,
+        desc=safe_text(desc),
+        total=total,
+        unit=unit,
+        leave=leave,
+        file=sys.stderr,
+        dynamic_ncols=True,
+        mininterval=0.5,
     )

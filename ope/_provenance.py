@@ -151,8 +151,10 @@ def estimated_propensity_note(logs: Any) -> str | None:
     if info["propensity_source"] != "estimated":
         return None
     columns = info.get("propensity_context_columns")
-    inputs = "the context columns given to the model" if columns is None else (
-        f"only {', '.join(map(str, columns))}"
+    inputs = (
+        "the context columns given to the model"
+        if columns is None
+        else (f"only {', '.join(map(str, columns))}")
     )
     return (
         f"propensities are estimated ({info.get('propensity_model', 'a classifier')}, floored at "

@@ -268,9 +268,7 @@ class Provenance:
             where = self.input or ""
             out.append(("input", f"{where} ({rows})" if where and rows else where or rows))
         if self.dependencies:
-            out.append(
-                ("versions", ", ".join(f"{k} {v}" for k, v in self.dependencies.items()))
-            )
+            out.append(("versions", ", ".join(f"{k} {v}" for k, v in self.dependencies.items())))
         return tuple(out)
 
     def text_lines(self, *, width: int = TEXT_WIDTH) -> list[str]:
@@ -357,7 +355,9 @@ def _table_cells(parts: ResultParts, digits: int) -> tuple[list[str], list[list[
     for se_column in set(precision.values()):
         shared = [c for c, s in precision.items() if s == se_column]
         magnitudes = [
-            abs(float(v)) for c in shared for v in values[by_name[c]]
+            abs(float(v))
+            for c in shared
+            for v in values[by_name[c]]
             if is_number(v) and math.isfinite(float(v))
         ]
         decimals[se_column] = se_decimals(
@@ -451,6 +451,7 @@ def render_html(
 ) -> str:
     """Escaped HTML of the same parts (no script, no external resource), with the same numbers
     as :func:`render_text`."""
+
     def esc(text: str) -> str:  # names from the data: control and bidi characters escaped
         return html.escape(safe_text(text))
 
@@ -508,7 +509,10 @@ _DEPTH: contextvars.ContextVar[int] = contextvars.ContextVar("ope_result_depth",
 
 
 def _call_outermost(
-    self: Result, method: Callable[..., Any], args: Any, kwargs: Any,
+    self: Result,
+    method: Callable[..., Any],
+    args: Any,
+    kwargs: Any,
     add: Callable[[Result, Any], Any],
 ) -> Any:
     token = _DEPTH.set(_DEPTH.get() + 1)
@@ -590,8 +594,10 @@ class Result:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for name, add in (("to_dict", _add_provenance_to_dict),
-                          ("summary", _add_provenance_to_text)):
+        for name, add in (
+            ("to_dict", _add_provenance_to_dict),
+            ("summary", _add_provenance_to_text),
+        ):
             method = cls.__dict__.get(name)
             if isinstance(method, types.FunctionType):
                 setattr(cls, name, _with_provenance(method, add))
@@ -607,9 +613,7 @@ class Result:
         """What produced this result (ope's version, options, seed, ...), or None."""
         return self._provenance
 
-    def with_provenance(
-        self: _R, provenance: Provenance | None = None, /, **fields: Any
-    ) -> _R:
+    def with_provenance(self: _R, provenance: Provenance | None = None, /, **fields: Any) -> _R:
         """A copy of this result carrying ``provenance``, or one built from ``fields`` (the
         arguments of :class:`Provenance`), or ``provenance`` with ``fields`` replaced.
 
@@ -622,15 +626,19 @@ class Result:
         known = {f.name for f in dataclasses.fields(Provenance)}
         unknown = sorted(set(fields) - known)
         if unknown:
-            hint = (" (`provenance` is positional: with_provenance(p))"
-                    if "provenance" in unknown else "")
+            hint = (
+                " (`provenance` is positional: with_provenance(p))"
+                if "provenance" in unknown
+                else ""
+            )
             raise ParameterError(
                 f"with_provenance() got {', '.join(f'`{u}`' for u in unknown)}, not a field of "
                 f"ope.results.Provenance{hint}; its fields are: {', '.join(sorted(known))}."
             )
         if fields:
             provenance = (
-                Provenance(**fields) if provenance is None
+                Provenance(**fields)
+                if provenance is None
                 else dataclasses.replace(provenance, **fields)
             )
         new = copy.copy(self)

@@ -236,8 +236,10 @@ def small_sample_note(n: int, *, subject: Hashable = None, weighted: bool = Fals
     >>> small_sample_note(20, weighted=True).endswith("log more rows.")
     True
     """
-    advice = WEIGHTED_SMALL_SAMPLE_ADVICE if weighted else (
-        "prefer bernstein or betting intervals with an a priori reward_range."
+    advice = (
+        WEIGHTED_SMALL_SAMPLE_ADVICE
+        if weighted
+        else ("prefer bernstein or betting intervals with an a priori reward_range.")
     )
     return Note(
         f"only n={n} rows (< {SMALL_SAMPLE_ROWS}): normal and t intervals rely on the central "
@@ -286,9 +288,14 @@ def few_effective_rows_note(
     """The note for :func:`few_effective_rows` (a Note of rule ``"few_effective_rows"``);
     ``weighted``: the rows carry sampling weights, so the finite-sample intervals are not
     offered."""
-    advice = WEIGHTED_SMALL_SAMPLE_ADVICE[0].upper() + WEIGHTED_SMALL_SAMPLE_ADVICE[1:] \
-        if weighted else ("Use ci(method='betting') or ci(method='empirical_likelihood') with "
-                          "an a priori reward_range, which hold at any n.")
+    advice = (
+        WEIGHTED_SMALL_SAMPLE_ADVICE[0].upper() + WEIGHTED_SMALL_SAMPLE_ADVICE[1:]
+        if weighted
+        else (
+            "Use ci(method='betting') or ci(method='empirical_likelihood') with "
+            "an a priori reward_range, which hold at any n."
+        )
+    )
     return Note(
         f"the estimate rests on {ess:.3g} effective rows (< {MIN_EFFECTIVE_ROWS}) and its "
         f"standard error {std_error:.3g} may be near-degenerate (0 when those rows share one "
@@ -298,5 +305,9 @@ def few_effective_rows_note(
     )
 
 
-__all__ += ["MIN_EFFECTIVE_ROWS", "WEIGHTED_SMALL_SAMPLE_ADVICE", "few_effective_rows",
-            "few_effective_rows_note"]
+__all__ += [
+    "MIN_EFFECTIVE_ROWS",
+    "WEIGHTED_SMALL_SAMPLE_ADVICE",
+    "few_effective_rows",
+    "few_effective_rows_note",
+]

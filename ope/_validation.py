@@ -399,7 +399,11 @@ def check_positive_real(
 
 
 def check_positive_int(
-    value: Any, name: str, *, minimum: int = 1, example: str | None = None,
+    value: Any,
+    name: str,
+    *,
+    minimum: int = 1,
+    example: str | None = None,
     maximum: int | None = None,
 ) -> int:
     """A whole number ``>= minimum`` (ints and numpy integers; never a bool, an array or a float,
@@ -444,13 +448,25 @@ def check_name(value: Any, name: str, *, what: str = "a name", example: str | No
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise parameter_error(name, requirement + " that can be written as UTF-8 (it holds "
-                              "an unpaired surrogate)", value, ex) from None
+        raise parameter_error(
+            name,
+            requirement + " that can be written as UTF-8 (it holds an unpaired surrogate)",
+            value,
+            ex,
+        ) from None
     return value
+
+
 def check_array_size(
-    counts: Sequence[tuple[str, int]], *, what: str, factor: int = 1,
+    counts: Sequence[tuple[str, int]],
+    *,
+    what: str,
+    factor: int = 1,
     limit: tuple[str, int, str] = (
-        "MAX_ARRAY_ELEMENTS", MAX_ARRAY_ELEMENTS, "ope allocates for one array"),
+        "MAX_ARRAY_ELEMENTS",
+        MAX_ARRAY_ELEMENTS,
+        "ope allocates for one array",
+    ),
 ) -> None:
     """Refuse, before allocating, an array of ``factor * prod(counts)`` elements above
     :data:`MAX_ARRAY_ELEMENTS`; ``counts`` are ``(argument, value)`` pairs of validated counts
@@ -516,8 +532,12 @@ def check_names(value: Any, name: str, *, example: str | None = None) -> list[st
     need = "a list of names (strings)"
     if isinstance(value, (str, bytes)):
         raise parameter_error(
-            name, need, value, ex, hint=f" (a list, not the single string {value!r}: wrap it as "
-            f"[{value!r}])")
+            name,
+            need,
+            value,
+            ex,
+            hint=f" (a list, not the single string {value!r}: wrap it as [{value!r}])",
+        )
     if isinstance(value, (Mapping, Set)) or not isinstance(value, Iterable):
         hint = " (a set has no order)" if isinstance(value, Set) else ""
         raise parameter_error(name, need, value, ex, hint=hint)
@@ -571,8 +591,7 @@ def check_mapping(mapping: Any, name: str = "mapping") -> dict[str, str]:
     for ours, theirs in mapping.items():
         if not isinstance(ours, str) or not isinstance(theirs, str):
             raise ParameterError(
-                f"{name} must map ope's column names to yours as strings, got {ours!r}: "
-                f"{theirs!r}"
+                f"{name} must map ope's column names to yours as strings, got {ours!r}: {theirs!r}"
             )
     return dict(mapping)
 
@@ -585,7 +604,10 @@ def check_confidence_level(confidence_level: Any) -> float:
         raise parameter_error("confidence_level", "a number in (0, 1)", confidence_level, ex)
     if not (0.0 < level < 1.0):
         raise parameter_error(
-            "confidence_level", "in (0, 1)", confidence_level, ex,
+            "confidence_level",
+            "in (0, 1)",
+            confidence_level,
+            ex,
             hint=" for a 95% interval (not 95, and not alpha=0.05)",
         )
     return level
@@ -650,7 +672,9 @@ def deprecated_weight_bound(weight_bound: Any, max_weight: Any, *, where: str) -
         stacklevel=user_stacklevel(),
     )
     return check_positive_real(  # checked under the name it was given by
-        max_weight, "max_weight", example="weight_bound=100.0",
+        max_weight,
+        "max_weight",
+        example="weight_bound=100.0",
         what="the deprecated spelling of weight_bound, an a priori bound on the weights",
     )
 
@@ -677,7 +701,10 @@ def _finite_pair(pair: Any, name: str, example: str) -> tuple[float, float]:
     for i, (x, v) in enumerate(zip(ends, pair)):
         if x is None:
             raise parameter_error(
-                name, "a pair (low, high) of numbers", pair, example,
+                name,
+                "a pair (low, high) of numbers",
+                pair,
+                example,
                 hint=f" (its {('low', 'high')[i]} end, {describe(v)}, is not a number)",
             )
     low, high = ends
@@ -839,8 +866,8 @@ def check_no_overflow(
             peaks[name] = max(abs(lo), abs(hi))
     name, peak = max(peaks.items(), key=lambda kv: kv[1]) if peaks else ("input", math.nan)
     divisor = 10.0 ** max(1, math.floor(math.log10(peak)) - 8) if peak > 0 else 1e10
-    where = "" if row is None else (
-        f" ({count} {row}s are infinite or NaN, first at {row} {first})"
+    where = (
+        "" if row is None else (f" ({count} {row}s are infinite or NaN, first at {row} {first})")
     )
     raise ValidationError(
         f"{what} overflow float64{where}: `{name}` reaches |value| {peak:.4g}, too large for "
@@ -886,7 +913,11 @@ def check_label_kinds(labels: np.ndarray, name: str) -> None:
 
 
 def check_positions(
-    values: npt.ArrayLike, name: str = "position", *, base: int = 0, n_slots: int | None = None,
+    values: npt.ArrayLike,
+    name: str = "position",
+    *,
+    base: int = 0,
+    n_slots: int | None = None,
     what: str = "slots",
 ) -> np.ndarray:
     """Slot positions (or other indices, ``what``) as int64: whole numbers from ``base`` (0, or

@@ -102,8 +102,13 @@ FALLBACK_CI: Final = "normal"
 class _UsageError(Exception):
     """A command-line usage problem (exit code 2), with the flag it concerns when known."""
 
-    def __init__(self, message: str, *, flag: str | None = None,
-                 parser: argparse.ArgumentParser | None = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        flag: str | None = None,
+        parser: argparse.ArgumentParser | None = None,
+    ) -> None:
         super().__init__(message)
         self.flag = flag
         self.parser = parser
@@ -166,19 +171,30 @@ FLAG_VALUES: Final = {
 #: they read as there (applied before the keywords are translated).
 CLI_PHRASES: Final = (
     (r"ope\.read_logs\(\.\.\., on_invalid='drop'\)", "--on-invalid drop"),
-    (r"with_distributions=True needs", "the reward-model estimators (dm, dr, sndr, switch_dr, "
-     "dros) need"),
-    (r"and `policies` is None\. Pass policies=\.\.\. \(names, a long-format table, or "
-     r"objects\)\.", "and neither --policy nor --policies was given: pass --policy "
-     "NAME=KIND:ARGS (e.g. u=uniform) or --policies FILE (a long-format policy table)."),
-    (r"pass policies= \(a list of names, a policy table, or a dict of policy objects\)",
-     "pass --policy NAME=KIND:ARGS (e.g. u=uniform) or --policies FILE (a long-format policy "
-     "table)"),
-    (r"action_features=\.\.\.", "action features (--format obd reads an OBD campaign's item "
-     "table)"),
-    (r"or pass the policies as a long-format policy table or as policy objects",
-     "or give the candidates with --policies FILE or --policy NAME=KIND:ARGS (their whole "
-     "distributions are then known)"),
+    (
+        r"with_distributions=True needs",
+        "the reward-model estimators (dm, dr, sndr, switch_dr, dros) need",
+    ),
+    (
+        r"and `policies` is None\. Pass policies=\.\.\. \(names, a long-format table, or "
+        r"objects\)\.",
+        "and neither --policy nor --policies was given: pass --policy "
+        "NAME=KIND:ARGS (e.g. u=uniform) or --policies FILE (a long-format policy table).",
+    ),
+    (
+        r"pass policies= \(a list of names, a policy table, or a dict of policy objects\)",
+        "pass --policy NAME=KIND:ARGS (e.g. u=uniform) or --policies FILE (a long-format policy "
+        "table)",
+    ),
+    (
+        r"action_features=\.\.\.",
+        "action features (--format obd reads an OBD campaign's item table)",
+    ),
+    (
+        r"or pass the policies as a long-format policy table or as policy objects",
+        "or give the candidates with --policies FILE or --policy NAME=KIND:ARGS (their whole "
+        "distributions are then known)",
+    ),
     (r"Rename yours with mapping=\{'event_id': \.\.\.\}", "Rename the table's columns"),
     (r"ope\.diagnostics\.", "`ope diagnose`."),
     (r", or an estimator object that holds it instead of the name", ""),
@@ -219,9 +235,13 @@ POLICY_TABLE_SUFFIXES: Final = (".parquet", ".pq", ".csv")
 
 #: Flags of ``ope evaluate`` that only trajectory logs use (dest, flag).
 _TRAJECTORY_ONLY: Final = (
-    ("trajectories", "--trajectories"), ("gamma", "--gamma"), ("horizon", "--horizon"),
-    ("tail_value", "--tail-value"), ("tail_column", "--tail-column"),
-    ("q_column", "--q-column"), ("v_column", "--v-column"),
+    ("trajectories", "--trajectories"),
+    ("gamma", "--gamma"),
+    ("horizon", "--horizon"),
+    ("tail_value", "--tail-value"),
+    ("tail_column", "--tail-column"),
+    ("q_column", "--q-column"),
+    ("v_column", "--v-column"),
 )
 
 
@@ -316,14 +336,20 @@ class _Parser(argparse.ArgumentParser):
 class _Once(argparse.Action):
     """Store a flag's value; the same flag twice is a usage error, not a silent override."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         given: set[str] = namespace.__dict__.setdefault("_given", set())
         if self.dest in given:
             shown = " ".join(values) if isinstance(values, list) else values
             raise argparse.ArgumentError(
-                self, f"given twice (last: {shown}); pass it once (list flags such as "
-                "--estimator and --mapping accumulate)"
+                self,
+                f"given twice (last: {shown}); pass it once (list flags such as "
+                "--estimator and --mapping accumulate)",
             )
         given.add(self.dest)
         setattr(namespace, self.dest, values)
@@ -333,15 +359,24 @@ def _add_output_flags(p: argparse.ArgumentParser, *, seed: bool = True) -> None:
     """``--json``, ``--quiet`` and ``--seed``: on every subcommand (called last, so the
     parser it records for usage messages is complete)."""
     p.set_defaults(_parser=p)
-    p.add_argument("--json", action="store_true",
-                   help="print exactly one JSON document on stdout (also on failure)")
-    p.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS,
-                   help="no progress bars on stderr")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print exactly one JSON document on stdout (also on failure)",
+    )
+    p.add_argument(
+        "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars on stderr"
+    )
     if seed:
-        p.add_argument("--seed", type=int, default=DEFAULT_SEED, metavar="N",
-                       help=f"seed of every random choice: bootstrap resamples, cross-fitting "
-                       f"folds, train/certify splits (default {DEFAULT_SEED}; recorded in the "
-                       "output)")
+        p.add_argument(
+            "--seed",
+            type=int,
+            default=DEFAULT_SEED,
+            metavar="N",
+            help=f"seed of every random choice: bootstrap resamples, cross-fitting "
+            f"folds, train/certify splits (default {DEFAULT_SEED}; recorded in the "
+            "output)",
+        )
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -354,13 +389,19 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         help="rename your columns to ope's names, e.g. --mapping propensity=pscore reward=click "
         "(repeat the flag to add more)",
     )
-    p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise",
-                   help="invalid rows: fail with the report (default), or drop them and say so")
+    p.add_argument(
+        "--on-invalid",
+        choices=("raise", "drop"),
+        default="raise",
+        help="invalid rows: fail with the report (default), or drop them and say so",
+    )
 
 
 def _add_format(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--format", choices=FORMATS, default="parquet",
+        "--format",
+        choices=FORMATS,
+        default="parquet",
         help="what LOGS is: parquet logs (default), an OBD campaign folder/CSV, or a DSJSON file",
     )
     _add_import_options(p)
@@ -368,27 +409,39 @@ def _add_format(p: argparse.ArgumentParser) -> None:
 
 def _add_import_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--obd-context", choices=("user", "user+affinity", "none"), default=None,
+        "--obd-context",
+        choices=("user", "user+affinity", "none"),
+        default=None,
         help="OBD only: the reward model's context: one-hot user_feature_0..3 and position "
         "(user, the default), also the 80 affinity columns (user+affinity), or the position "
         "alone (none)",
     )
-    p.add_argument("--chunk-lines", type=int, metavar="N",
-                   help="DSJSON: lines parsed per chunk (bounds memory; default "
-                   "ope.importers.dsjson.DEFAULT_CHUNK_LINES)")
-    p.add_argument("--workers", type=int, metavar="N",
-                   help="DSJSON: processes that parse blocks (default "
-                   "ope.importers.dsjson.DEFAULT_WORKERS, at most the CPUs; 1 on a busy machine)")
+    p.add_argument(
+        "--chunk-lines",
+        type=int,
+        metavar="N",
+        help="DSJSON: lines parsed per chunk (bounds memory; default "
+        "ope.importers.dsjson.DEFAULT_CHUNK_LINES)",
+    )
+    p.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="DSJSON: processes that parse blocks (default "
+        "ope.importers.dsjson.DEFAULT_WORKERS, at most the CPUs; 1 on a busy machine)",
+    )
 
 
 def _add_force(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--force", action="store_true",
-                   help=f"overwrite {what} if it exists (never an input)")
+    p.add_argument(
+        "--force", action="store_true", help=f"overwrite {what} if it exists (never an input)"
+    )
 
 
 def _add_truth(p: argparse.ArgumentParser, prefix: str = "") -> None:
     p.add_argument(
-        "--truth", metavar="FILE.json",
+        "--truth",
+        metavar="FILE.json",
         help=f"{prefix}known true values to draw beside the estimates (simulations): a JSON "
         "object {policy: value} (the key 'logging' for the logging policy), or the bundled "
         "sample's truth file (keys policies, logging, by_segment); every name must be a "
@@ -432,10 +485,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(p)
     _add_format(p)
     _add_evaluate_options(p)
-    p.add_argument("--report", metavar="FILE.html",
-                   help="also write the HTML report (estimates and overlap diagnostics); the "
-                   "diagnostics need every row, so the run is never streamed (--streaming on "
-                   "with --report is a usage error)")
+    p.add_argument(
+        "--report",
+        metavar="FILE.html",
+        help="also write the HTML report (estimates and overlap diagnostics); the "
+        "diagnostics need every row, so the run is never streamed (--streaming on "
+        "with --report is a usage error)",
+    )
     _add_force(p, "--report")
     _add_truth(p, "with --report: ")
     _add_output_flags(p)
@@ -453,29 +509,41 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_common(p)
     p.add_argument(
-        "--context-columns", action="extend", nargs="+", required=True, metavar="COLUMN",
+        "--context-columns",
+        action="extend",
+        nargs="+",
+        required=True,
+        metavar="COLUMN",
         help="context features",
     )
-    p.add_argument("--out", metavar="POLICY.parquet",
-                   help="write the learned policy (long format; .parquet or .csv), atomically")
+    p.add_argument(
+        "--out",
+        metavar="POLICY.parquet",
+        help="write the learned policy (long format; .parquet or .csv), atomically",
+    )
     _add_force(p, "--out")
     p.add_argument("--name", default="learned", help="policy name in the table and certificate")
     p.add_argument("--confidence-level", type=float, default=0.95)
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"), default=(0.0, 1.0))
     p.add_argument("--certify-fraction", type=float, default=0.5)
     p.add_argument(
-        "--gate", choices=("auto", "betting", "bernstein", "t"), default="auto",
+        "--gate",
+        choices=("auto", "betting", "bernstein", "t"),
+        default="auto",
         help="bound of the safety gate: 'auto' (default) is betting, or t when the rows carry "
         "sampling weights and --max-sampling-weight is not given (bernstein refuses them)",
     )
     p.add_argument(
-        "--weight-column", metavar="COLUMN",
+        "--weight-column",
+        metavar="COLUMN",
         help="column of each row's sampling weight, 1 / P(row kept) (default: 'weight' when "
         "the logs have it, e.g. 1/(1-pdrop) from --format dsjson): the learner and the "
         "certificate are then Horvitz-Thompson weighted",
     )
     p.add_argument(
-        "--max-sampling-weight", type=float, metavar="S",
+        "--max-sampling-weight",
+        type=float,
+        metavar="S",
         help="a priori bound of the sampling weights (1/(1-p) for the largest drop rate p): "
         "the gate then certifies weighted rows with the finite-sample weighted betting bound",
     )
@@ -493,58 +561,87 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("format", choices=IMPORT_FORMATS, help="the source format")
     p.add_argument("src", help="OBD: a campaign folder (random/all) or its CSV; dsjson: the file")
-    p.add_argument("--out", required=True, metavar="LOGS.parquet",
-                   help="the parquet file to write (atomically)")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="LOGS.parquet",
+        help="the parquet file to write (atomically)",
+    )
     _add_force(p, "--out")
     p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
     _add_import_options(p)
     _add_output_flags(p, seed=False)
 
     p = sub.add_parser(
-        "action-table", help="write the logging policy of logs that do not depend on the "
+        "action-table",
+        help="write the logging policy of logs that do not depend on the "
         "context (e.g. an OBD Bernoulli TS campaign) as a per-(action, position) table: a "
         "candidate for other logs (--policy NAME=table:FILE)",
         description="Read the logged propensity of each (action, position) -- of each action "
         "when the logs have no position column -- and write the table action[, position], "
         "probability. Fails (exit 65) when a pair's logged propensity varies (the logger "
         "depends on the context or changed over time) or a position's probabilities do not sum "
-        "to 1 (an action was never logged there).")
+        "to 1 (an action was never logged there).",
+    )
     _add_common(p)
     _add_format(p)
-    p.add_argument("--out", required=True, metavar="TABLE.csv",
-                   help="the table to write (.csv or .parquet; atomically)")
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="TABLE.csv",
+        help="the table to write (.csv or .parquet; atomically)",
+    )
     _add_force(p, "--out")
     _add_output_flags(p, seed=False)
 
     p = sub.add_parser(
-        "report", help="write a self-contained HTML report: the answer, estimates, paired "
+        "report",
+        help="write a self-contained HTML report: the answer, estimates, paired "
         "differences, weights, per-segment gaps, exploration plan (bandit logs)",
         description="Evaluate and diagnose every row of bandit logs and write one HTML file. "
         "--max-weight without --estimator evaluates ips clipped_ips snips. --out is checked "
         "before any row is read: an existing file needs --force, a missing folder or a "
-        "non-.html name is a usage error (exit 2); the logs are never overwritten.")
+        "non-.html name is a usage error (exit 2); the logs are never overwritten.",
+    )
     _add_common(p)
     _add_format(p)
     _add_evaluate_options(p)
-    p.add_argument("--target-width", type=float,
-                   help="interval width the exploration plan should reach (with --new-rows)")
-    p.add_argument("--new-rows", type=int,
-                   help="volume of new logs the plan may assume (with --target-width)")
-    p.add_argument("--out", required=True, metavar="FILE.html",
-                   help="the HTML file to write (atomically; checked before any row is read)")
+    p.add_argument(
+        "--target-width",
+        type=float,
+        help="interval width the exploration plan should reach (with --new-rows)",
+    )
+    p.add_argument(
+        "--new-rows", type=int, help="volume of new logs the plan may assume (with --target-width)"
+    )
+    p.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE.html",
+        help="the HTML file to write (atomically; checked before any row is read)",
+    )
     _add_force(p, "--out")
     p.add_argument("--title", help="the report's title (default: Off-policy evaluation of LOGS)")
     _add_truth(p)
     _add_output_flags(p)
 
-    p = sub.add_parser("demo", help="evaluate the bundled sample, show the true values beside, "
-                       f"and write {DEMO_REPORT}")
-    p.add_argument("--out", default=DEMO_REPORT, metavar="FILE.html",
-                   help=f"the HTML report to write (default: {DEMO_REPORT} in the current "
-                   "folder); checked before the work like ope report --out")
-    p.add_argument("--force", action="store_true",
-                   help="overwrite --out even if it is not a report ope wrote "
-                   "(one it wrote is replaced without asking)")
+    p = sub.add_parser(
+        "demo",
+        help=f"evaluate the bundled sample, show the true values beside, and write {DEMO_REPORT}",
+    )
+    p.add_argument(
+        "--out",
+        default=DEMO_REPORT,
+        metavar="FILE.html",
+        help=f"the HTML report to write (default: {DEMO_REPORT} in the current "
+        "folder); checked before the work like ope report --out",
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite --out even if it is not a report ope wrote "
+        "(one it wrote is replaced without asking)",
+    )
     _add_output_flags(p)
     return parser
 
@@ -556,8 +653,9 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         help="long-format policy table (event_id, policy, action, probability); "
         "default: every target__<name> column in the logs",
     )
-    p.add_argument("--policy", action="extend", nargs="+", metavar="NAME|NAME=KIND:ARGS",
-                   help=POLICY_HELP)
+    p.add_argument(
+        "--policy", action="extend", nargs="+", metavar="NAME|NAME=KIND:ARGS", help=POLICY_HELP
+    )
     p.add_argument(
         "--estimator",
         action="extend",
@@ -567,7 +665,9 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         "trajectories: is pdis wis wpdis dr wdr (default: pdis wpdis); repeat to add more",
     )
     p.add_argument(
-        "--ci", default="normal", metavar="METHOD",
+        "--ci",
+        default="normal",
+        metavar="METHOD",
         help="interval method: normal t bootstrap hoeffding bernstein bottou "
         "empirical_likelihood betting (default normal); an estimator it does not apply to gets "
         f"a {FALLBACK_CI} interval and a note",
@@ -575,16 +675,27 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--confidence-level", type=float, default=0.95)
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
     p.add_argument(
-        "--max-weight", type=float,
+        "--max-weight",
+        type=float,
         help="clip level for clipped_ips; trajectories: of every cumulative "
         "weight, for every estimator (the estimate is then of the clipped value)",
     )
-    p.add_argument("--tau", type=float, help="switching threshold of switch_dr (weights above it "
-                   "use the reward model only)")
-    p.add_argument("--shrinkage", type=float, help="shrinkage lambda > 0 of dros (small: towards "
-                   "dm; large: towards dr)")
-    p.add_argument("--n-resamples", type=int, metavar="B",
-                   help="bootstrap resamples for --ci bootstrap (default 2000)")
+    p.add_argument(
+        "--tau",
+        type=float,
+        help="switching threshold of switch_dr (weights above it use the reward model only)",
+    )
+    p.add_argument(
+        "--shrinkage",
+        type=float,
+        help="shrinkage lambda > 0 of dros (small: towards dm; large: towards dr)",
+    )
+    p.add_argument(
+        "--n-resamples",
+        type=int,
+        metavar="B",
+        help="bootstrap resamples for --ci bootstrap (default 2000)",
+    )
     p.add_argument(
         "--weight-bound",
         type=float,
@@ -611,13 +722,16 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         help="segment columns for the coverage-gap report (numeric ones are binned)",
     )
     p.add_argument(
-        "--weight-column", metavar="COLUMN",
+        "--weight-column",
+        metavar="COLUMN",
         help="column of each row's sampling weight, 1 / P(row kept) (default: 'weight' when "
         "the logs have it, e.g. 1/(1-pdrop) from --format dsjson): every estimate is then "
         "Horvitz-Thompson weighted; bounded --ci methods refuse weighted rows",
     )
     p.add_argument(
-        "--streaming", choices=("auto", "on", "off"), default="auto",
+        "--streaming",
+        choices=("auto", "on", "off"),
+        default="auto",
         help=f"read a parquet source batch by batch in bounded memory: 'auto' (default) from "
         f"{STREAM_MIN_ROWS:,} rows on when the estimators are ips/clipped_ips/snips, the "
         f"interval {'/'.join(STREAM_CI_METHODS)}, and neither --policies nor --by is given "
@@ -640,70 +754,107 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     )
     tail = t.add_mutually_exclusive_group()
     tail.add_argument(
-        "--tail-value", type=float, metavar="X",
+        "--tail-value",
+        type=float,
+        metavar="X",
         help="value of the state each truncated episode was left in (0 states that the "
         "return within the logged steps is the target)",
     )
     tail.add_argument(
-        "--tail-column", metavar="COLUMN",
+        "--tail-column",
+        metavar="COLUMN",
         help="per-step column of tail values (the last step of each episode is read); "
         "'{policy}' in the name is replaced by the policy",
     )
     t.add_argument(
-        "--q-column", metavar="COLUMN",
+        "--q-column",
+        metavar="COLUMN",
         help="dr/wdr: the model's Q(s_t, a_t) per step, e.g. 'q_target__{policy}'",
     )
     t.add_argument(
-        "--v-column", metavar="COLUMN",
+        "--v-column",
+        metavar="COLUMN",
         help="dr/wdr: the model's V(s_t) under the candidate per step, e.g. 'v_target__{policy}'",
     )
 
 
 def _add_paired_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--treated", action="extend", nargs="+", required=True, metavar="ARM",
+        "--treated",
+        action="extend",
+        nargs="+",
+        required=True,
+        metavar="ARM",
         help="treated arm(s) (repeat the flag or list several)",
     )
     p.add_argument("--control", required=True, metavar="ARM", help="the control arm")
     p.add_argument("--by", metavar="COLUMN", help="one effect per value (e.g. item_id)")
     outcomes = p.add_mutually_exclusive_group()
     outcomes.add_argument(
-        "--outcome", action="extend", nargs="+", metavar="COLUMN",
+        "--outcome",
+        action="extend",
+        nargs="+",
+        metavar="COLUMN",
         help="outcome column(s) (repeat for several; default: outcome)",
     )
     outcomes.add_argument(
-        "--outcomes", choices=("all",),
+        "--outcomes",
+        choices=("all",),
         help="'all': every one of outcome, cost, tokens, latency_ms present",
     )
     p.add_argument("--ratio", action="store_true", help="also the ratio treated/control means")
-    p.add_argument("--ci", default="normal", metavar="METHOD",
-                   help="normal t hoeffding bernstein betting (default normal)")
-    p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"),
-                   help="a priori range of every outcome (needed by the finite-sample methods)")
-    p.add_argument("--correction", default="holm", metavar="METHOD",
-                   help="multiplicity correction: holm bh none (default holm)")
+    p.add_argument(
+        "--ci",
+        default="normal",
+        metavar="METHOD",
+        help="normal t hoeffding bernstein betting (default normal)",
+    )
+    p.add_argument(
+        "--reward-range",
+        nargs=2,
+        type=float,
+        metavar=("LO", "HI"),
+        help="a priori range of every outcome (needed by the finite-sample methods)",
+    )
+    p.add_argument(
+        "--correction",
+        default="holm",
+        metavar="METHOD",
+        help="multiplicity correction: holm bh none (default holm)",
+    )
     p.add_argument("--confidence-level", type=float, default=0.95)
 
 
 def _add_diagnose_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--policies", metavar="FILE", help="long-format policy table")
-    p.add_argument("--policy", action="extend", nargs="+", metavar="NAME|NAME=KIND:ARGS",
-                   help=POLICY_HELP)
-    p.add_argument("--by", action="extend", nargs="+", metavar="COLUMN",
-                   help="segment columns (numeric: binned)")
+    p.add_argument(
+        "--policy", action="extend", nargs="+", metavar="NAME|NAME=KIND:ARGS", help=POLICY_HELP
+    )
+    p.add_argument(
+        "--by",
+        action="extend",
+        nargs="+",
+        metavar="COLUMN",
+        help="segment columns (numeric: binned)",
+    )
     p.add_argument("--max-weight", type=float, help="clip level for the outer/inner split")
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
     p.add_argument("--confidence-level", type=float, default=0.95)
     p.add_argument(
-        "--target-width", type=float, help="interval width the exploration plan should reach "
-        "(with --new-rows)"
+        "--target-width",
+        type=float,
+        help="interval width the exploration plan should reach (with --new-rows)",
     )
-    p.add_argument("--new-rows", type=int, help="volume of new logs the plan may assume "
-                   "(with --target-width)")
-    p.add_argument("--weight-column", metavar="COLUMN",
-                   help="column of each row's sampling weight, 1 / P(row kept) (default: "
-                   "'weight' when the logs have it): the diagnostics are then "
-                   "Horvitz-Thompson weighted")
+    p.add_argument(
+        "--new-rows", type=int, help="volume of new logs the plan may assume (with --target-width)"
+    )
+    p.add_argument(
+        "--weight-column",
+        metavar="COLUMN",
+        help="column of each row's sampling weight, 1 / P(row kept) (default: "
+        "'weight' when the logs have it): the diagnostics are then "
+        "Horvitz-Thompson weighted",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -719,6 +870,7 @@ def _checked(flag: str, check: Callable[[], Any]) -> Any:
 
 def _check_flags(args: argparse.Namespace) -> None:
     """Every flag value that can be checked without the data, before any is read."""
+
     def given(dest: str) -> bool:
         return getattr(args, dest, None) is not None
 
@@ -728,23 +880,37 @@ def _check_flags(args: argparse.Namespace) -> None:
     if args.command == "learn":  # the policy's name, checked before the fit
         from ope._validation import check_name
 
-        _checked("--name", lambda: check_name(args.name, "name", example="--name learned",
-                                              what="the policy's name in the table"))
+        _checked(
+            "--name",
+            lambda: check_name(
+                args.name, "name", example="--name learned", what="the policy's name in the table"
+            ),
+        )
     if given("seed") and args.seed < 0:
-        raise _UsageError(f"argument --seed: must be a whole number >= 0; got {args.seed}.",
-                          flag="--seed")
-    _check_settings(args, _OTHER_SETTINGS if args.command in _PLANNED
-                    else (*_PLAN_SETTINGS, *_OTHER_SETTINGS))
+        raise _UsageError(
+            f"argument --seed: must be a whole number >= 0; got {args.seed}.", flag="--seed"
+        )
+    _check_settings(
+        args, _OTHER_SETTINGS if args.command in _PLANNED else (*_PLAN_SETTINGS, *_OTHER_SETTINGS)
+    )
     if given("certify_fraction") and not (0.0 < args.certify_fraction < 1.0):
-        raise _UsageError("argument --certify-fraction: must be in (0, 1) (the share of rows "
-                          f"held out to certify the policy); got {args.certify_fraction!r}.",
-                          flag="--certify-fraction")
+        raise _UsageError(
+            "argument --certify-fraction: must be in (0, 1) (the share of rows "
+            f"held out to certify the policy); got {args.certify_fraction!r}.",
+            flag="--certify-fraction",
+        )
     if given("target_width") != given("new_rows"):
-        have, lack = (("--target-width", "--new-rows") if given("target_width")
-                      else ("--new-rows", "--target-width"))
-        raise _UsageError(f"argument {lack}: {have} needs {lack} too: the exploration plan "
-                          "says how much of N new rows to explore to reach width W (pass "
-                          "--target-width W --new-rows N, or neither).", flag=lack)
+        have, lack = (
+            ("--target-width", "--new-rows")
+            if given("target_width")
+            else ("--new-rows", "--target-width")
+        )
+        raise _UsageError(
+            f"argument {lack}: {have} needs {lack} too: the exploration plan "
+            "says how much of N new rows to explore to reach width W (pass "
+            "--target-width W --new-rows N, or neither).",
+            flag=lack,
+        )
 
 
 #: Commands whose interval and estimator flags the evaluation plan checks
@@ -754,8 +920,15 @@ _PLANNED: Final = ("evaluate", "report")
 
 
 #: Flags the evaluation plan checks (the keywords of ``EvaluationPlan.build``).
-_PLAN_SETTINGS: Final = ("confidence_level", "reward_range", "max_weight", "weight_bound",
-                         "n_resamples", "tau", "shrinkage")
+_PLAN_SETTINGS: Final = (
+    "confidence_level",
+    "reward_range",
+    "max_weight",
+    "weight_bound",
+    "n_resamples",
+    "tau",
+    "shrinkage",
+)
 
 
 #: The other setting flags, checked by :func:`_check_flags` for every command.
@@ -766,6 +939,7 @@ def _check_settings(args: argparse.Namespace, dests: Sequence[str]) -> None:
     """The setting flags among ``dests``, before any row is read: evaluate and report on bandit
     logs leave :data:`_PLAN_SETTINGS` to their evaluation plan, evaluate on trajectory logs
     checks them here."""
+
     def given(dest: str) -> bool:
         return dest in dests and getattr(args, dest, None) is not None
 
@@ -781,23 +955,34 @@ def _check_settings(args: argparse.Namespace, dests: Sequence[str]) -> None:
         _checked("--max-weight", lambda: v.check_max_weight(args.max_weight))
     if given("weight_bound"):
         _checked("--weight-bound", lambda: v.check_weight_bound(args.weight_bound))
-    for dest, flag in (("n_resamples", "--n-resamples"), ("new_rows", "--new-rows"),
-                       ("chunk_lines", "--chunk-lines"), ("workers", "--workers")):
+    for dest, flag in (
+        ("n_resamples", "--n-resamples"),
+        ("new_rows", "--new-rows"),
+        ("chunk_lines", "--chunk-lines"),
+        ("workers", "--workers"),
+    ):
         if given(dest):
             _checked(flag, lambda: v.check_positive_int(getattr(args, dest), dest))
-    for dest, flag, what in (("tau", "--tau", "the switching threshold of switch_dr"),
-                             ("shrinkage", "--shrinkage", "the shrinkage of dros"),
-                             ("target_width", "--target-width", "an interval width")):
+    for dest, flag, what in (
+        ("tau", "--tau", "the switching threshold of switch_dr"),
+        ("shrinkage", "--shrinkage", "the shrinkage of dros"),
+        ("target_width", "--target-width", "an interval width"),
+    ):
         value = getattr(args, dest) if given(dest) else None
         if value is not None and not (math.isfinite(value) and value > 0):
-            raise _UsageError(f"argument {flag}: must be a positive finite number ({what}); "
-                              f"got {value!r}.", flag=flag)
+            raise _UsageError(
+                f"argument {flag}: must be a positive finite number ({what}); got {value!r}.",
+                flag=flag,
+            )
 
 
 #: Inputs and outputs named on the command line: (dest, how messages name it, is an output).
 _PATH_ARGUMENTS: Final = (
-    ("logs", "logs", False), ("src", "src", False), ("policies", "--policies", False),
-    ("out", "--out", True), ("report", "--report", True),
+    ("logs", "logs", False),
+    ("src", "src", False),
+    ("policies", "--policies", False),
+    ("out", "--out", True),
+    ("report", "--report", True),
 )
 
 
@@ -812,13 +997,17 @@ def _check_path_names(args: argparse.Namespace) -> None:
             continue
         flag = name if name.startswith("--") else None
         if not output and not value.strip():
-            raise _UsageError(f"argument {name}: is empty ({value!r}); give a file, a folder "
-                              "or a URI.", flag=flag)
+            raise _UsageError(
+                f"argument {name}: is empty ({value!r}); give a file, a folder or a URI.", flag=flag
+            )
         if value.strip() == "-":
             stream, verb = ("output", "write to") if output else ("input", "read")
-            raise _UsageError(f"argument {name}: '-' (standard {stream}) is not a file; ope "
-                              f"does not {verb} standard {stream}: give a file name (./- for "
-                              "a file named '-').", flag=flag)
+            raise _UsageError(
+                f"argument {name}: '-' (standard {stream}) is not a file; ope "
+                f"does not {verb} standard {stream}: give a file name (./- for "
+                "a file named '-').",
+                flag=flag,
+            )
 
 
 def _check_policy_specs(args: argparse.Namespace) -> None:
@@ -831,7 +1020,9 @@ def _check_policy_specs(args: argparse.Namespace) -> None:
             what = "empty" if not value.strip() else "not printable (control characters)"
             raise _UsageError(
                 f"argument --policy: {value!r} is {what}; give a candidate's NAME or a spec "
-                "NAME=KIND[:ARGS] (e.g. u=uniform).", flag="--policy")
+                "NAME=KIND[:ARGS] (e.g. u=uniform).",
+                flag="--policy",
+            )
     if not any("=" in v for v in values):
         args._policy_names = values
         return
@@ -850,14 +1041,17 @@ def _check_policy_specs(args: argparse.Namespace) -> None:
                 except ImportError:
                     raise _UsageError(
                         f"argument --policy: {value!r}: a .skops classifier needs skops: pip "
-                        "install 'ope-toolkit[skops]' (or pip install skops)", flag="--policy",
+                        "install 'ope-toolkit[skops]' (or pip install skops)",
+                        flag="--policy",
                     ) from None
             args._policy_specs.append(spec)
             name = spec.name
         if name in seen:
             raise _UsageError(
                 f"argument --policy: the name {name!r} is given twice ({seen[name]!r} and "
-                f"{value!r}); give each candidate its own name.", flag="--policy")
+                f"{value!r}); give each candidate its own name.",
+                flag="--policy",
+            )
         seen[name] = value
 
 
@@ -870,7 +1064,8 @@ def _parse_mapping(items: Sequence[str] | None) -> dict[str, str] | None:
         if not sep or not ours or not theirs:
             raise _UsageError(
                 f"argument --mapping: expects OUR_NAME=THEIR_NAME (e.g. propensity=pscore), "
-                f"got {item!r}", flag="--mapping",
+                f"got {item!r}",
+                flag="--mapping",
             )
         if ours in mapping and mapping[ours] != theirs:
             raise _UsageError(
@@ -905,12 +1100,15 @@ def _is_import_side_table(path: Path) -> bool:
     return "action" in names and all(c == "action" or c.startswith("item_feature_") for c in names)
 
 
-def _outputs_of(args: argparse.Namespace) -> tuple[list[tuple[str, str]], list[tuple[str, str]],
-                                                    Sequence[str] | None]:
+def _outputs_of(
+    args: argparse.Namespace,
+) -> tuple[list[tuple[str, str]], list[tuple[str, str]], Sequence[str] | None]:
     """(the files the command will write, the inputs it reads, the accepted suffixes)."""
-    inputs = [(label, getattr(args, dest)) for dest, label in
-              (("logs", "LOGS"), ("src", "SRC"), ("policies", "--policies"))
-              if getattr(args, dest, None)]
+    inputs = [
+        (label, getattr(args, dest))
+        for dest, label in (("logs", "LOGS"), ("src", "SRC"), ("policies", "--policies"))
+        if getattr(args, dest, None)
+    ]
     inputs += [("--policy", spec.path) for spec in getattr(args, "_policy_specs", ()) if spec.path]
     if args.command == "learn" and args.out is not None:
         return [("--out", args.out)], inputs, POLICY_TABLE_SUFFIXES
@@ -964,28 +1162,44 @@ def _read_truth(args: argparse.Namespace) -> Any:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
     except (OSError, UnicodeDecodeError) as exc:
-        raise _UsageError(f"argument --truth: cannot read {path!r}: "
-                          f"{getattr(exc, 'strerror', None) or exc}.", flag="--truth") from None
+        raise _UsageError(
+            f"argument --truth: cannot read {path!r}: {getattr(exc, 'strerror', None) or exc}.",
+            flag="--truth",
+        ) from None
     except json.JSONDecodeError as exc:
-        raise _UsageError(f"argument --truth: {path!r} is not JSON ({exc}); give an object "
-                          '{"policy": value, ...}.', flag="--truth") from None
+        raise _UsageError(
+            f"argument --truth: {path!r} is not JSON ({exc}); give an object "
+            '{"policy": value, ...}.',
+            flag="--truth",
+        ) from None
     try:
         truth = Truth.of(document)
     except ParameterError as exc:
         raise _UsageError(f"argument --truth: {path!r}: {exc}", flag="--truth") from None
-    values = [("logging", truth.logging), *truth.policies.items(),
-              *((f"{p}[{s}]", v) for p, seg in truth.by_segment.items() for s, v in seg.items())]
+    values = [
+        ("logging", truth.logging),
+        *truth.policies.items(),
+        *((f"{p}[{s}]", v) for p, seg in truth.by_segment.items() for s, v in seg.items()),
+    ]
     bad = [name for name, value in values if value is not None and not math.isfinite(value)]
     if bad:
-        raise _UsageError(f"argument --truth: {path!r}: the true value of {', '.join(bad)} is "
-                          "not a finite number; give each value as a finite number.",
-                          flag="--truth")
+        raise _UsageError(
+            f"argument --truth: {path!r}: the true value of {', '.join(bad)} is "
+            "not a finite number; give each value as a finite number.",
+            flag="--truth",
+        )
     args._truth = truth
     return truth
 
 
-def _write_report(args: argparse.Namespace, path: str, logs: Any, evaluation: Any,
-                  diagnostics: Any, title: str | None = None) -> str:
+def _write_report(
+    args: argparse.Namespace,
+    path: str,
+    logs: Any,
+    evaluation: Any,
+    diagnostics: Any,
+    title: str | None = None,
+) -> str:
     """Write the HTML report (destination already checked by :func:`_check_outputs`), with
     the known truth of ``--truth`` when given (its names checked against the candidates)."""
     from ope.report import write_report
@@ -998,10 +1212,20 @@ def _write_report(args: argparse.Namespace, path: str, logs: Any, evaluation: An
             raise _UsageError(
                 f"argument --truth: {args.truth!r} names {', '.join(map(repr, unknown))}, not "
                 f"among the candidates ({', '.join(sorted(candidates))}); give true values of "
-                "the evaluated candidates only (and 'logging').", flag="--truth")
-    return str(write_report(path, evaluation=evaluation, diagnostics=diagnostics, title=title,
-                            truth=truth, provenance=_report_provenance(args, logs),
-                            overwrite=args.force))
+                "the evaluated candidates only (and 'logging').",
+                flag="--truth",
+            )
+    return str(
+        write_report(
+            path,
+            evaluation=evaluation,
+            diagnostics=diagnostics,
+            title=title,
+            truth=truth,
+            provenance=_report_provenance(args, logs),
+            overwrite=args.force,
+        )
+    )
 
 
 def _check_outputs(args: argparse.Namespace) -> list[Path]:
@@ -1017,7 +1241,8 @@ def _check_outputs(args: argparse.Namespace) -> list[Path]:
             raise _UsageError(
                 f"argument --out: {args.out!r} exists and is not a report ope wrote; move the "
                 "file, give the demo another --out, or pass --force to overwrite it.",
-                flag="--out")
+                flag="--out",
+            )
     try:
         return check_outputs(outputs, inputs=inputs, force=force, suffixes=suffixes)
     except ParameterError as exc:
@@ -1043,8 +1268,12 @@ def _policies_from_args(args: argparse.Namespace, logs: Any) -> Any:
         from ope.policies import candidates_with_specs
 
         policies: Any = candidates_with_specs(
-            logs, specs, names=names, table=getattr(args, "policies", None),
-            labels=[f"--policy {spec.text}" for spec in specs])
+            logs,
+            specs,
+            names=names,
+            table=getattr(args, "policies", None),
+            labels=[f"--policy {spec.text}" for spec in specs],
+        )
     elif getattr(args, "policies", None):
         from ope.policies import read_policy_table
 
@@ -1056,8 +1285,10 @@ def _policies_from_args(args: argparse.Namespace, logs: Any) -> Any:
             held = sorted(set(pc.unique(policies.column("policy")).cast(pa.string()).to_pylist()))
             unknown = [n for n in names if n not in held]
             if unknown:
-                raise PolicyError(f"argument --policy: unknown policies {unknown}: the policy "
-                                  f"table {args.policies} holds {', '.join(held)}.")
+                raise PolicyError(
+                    f"argument --policy: unknown policies {unknown}: the policy "
+                    f"table {args.policies} holds {', '.join(held)}."
+                )
             keep = pc.is_in(policies.column("policy").cast(pa.string()), value_set=pa.array(names))
             policies = policies.filter(keep).replace_schema_metadata(policies.schema.metadata)
     else:
@@ -1085,15 +1316,19 @@ def _format_reader(args: argparse.Namespace) -> Any:
     if fmt == "parquet":
         return None
     if args.mapping:
-        raise _UsageError(f"argument --mapping: does not apply to --format {fmt}: its field "
-                          "names are fixed", flag="--mapping")
+        raise _UsageError(
+            f"argument --mapping: does not apply to --format {fmt}: its field names are fixed",
+            flag="--mapping",
+        )
     from ope.importers import read_dsjson, read_obd
 
     if fmt == "obd":
         return lambda src, *, mapping, on_invalid: read_obd(
-            src, context=args.obd_context or "user", on_invalid=on_invalid)
+            src, context=args.obd_context or "user", on_invalid=on_invalid
+        )
     return lambda src, *, mapping, on_invalid: read_dsjson(
-        src, on_invalid=on_invalid, **_chunk_option(args))
+        src, on_invalid=on_invalid, **_chunk_option(args)
+    )
 
 
 def _check_format_flags(args: argparse.Namespace) -> None:
@@ -1103,19 +1338,30 @@ def _check_format_flags(args: argparse.Namespace) -> None:
     fmt = getattr(args, "format", None)
     if fmt is None:
         return
-    for dest, flag, applies in (("obd_context", "--obd-context", "obd"),
-                                ("chunk_lines", "--chunk-lines", "dsjson"),
-                                ("workers", "--workers", "dsjson")):
+    for dest, flag, applies in (
+        ("obd_context", "--obd-context", "obd"),
+        ("chunk_lines", "--chunk-lines", "dsjson"),
+        ("workers", "--workers", "dsjson"),
+    ):
         if fmt != applies and getattr(args, dest, None) is not None:
-            what = (("an OBD campaign" if applies == "obd" else "a DSJSON file")
-                    if args.command == "import" else f"--format {applies}")
-            raise _UsageError(f"argument {flag}: applies only to {what}; it does not "
-                              f"apply to {fmt} (drop the flag)", flag=flag)
+            what = (
+                ("an OBD campaign" if applies == "obd" else "a DSJSON file")
+                if args.command == "import"
+                else f"--format {applies}"
+            )
+            raise _UsageError(
+                f"argument {flag}: applies only to {what}; it does not "
+                f"apply to {fmt} (drop the flag)",
+                flag=flag,
+            )
 
 
 def _chunk_option(args: argparse.Namespace) -> dict[str, Any]:
-    return {k: getattr(args, k) for k in ("chunk_lines", "workers")
-            if getattr(args, k, None) is not None}
+    return {
+        k: getattr(args, k)
+        for k in ("chunk_lines", "workers")
+        if getattr(args, k, None) is not None
+    }
 
 
 def _require_columns(logs: Any, args: argparse.Namespace, *dests: str) -> None:
@@ -1130,9 +1376,7 @@ def _require_columns(logs: Any, args: argparse.Namespace, *dests: str) -> None:
             flag = "--" + dest.replace("_", "-")
             problems.append(f"{flag} {' '.join(missing)}: not in the logs")
     if problems:
-        raise SchemaError(
-            f"{'; '.join(problems)}. The logs have: {', '.join(logs.columns)}."
-        )
+        raise SchemaError(f"{'; '.join(problems)}. The logs have: {', '.join(logs.columns)}.")
 
 
 def _source_schema(args: argparse.Namespace) -> tuple[set[str], int | None]:
@@ -1166,8 +1410,11 @@ class _Outcome:
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
     """Every parsed flag and argument, defaults filled in, JSON-ready (the record of the run)."""
-    return {k: (list(v) if isinstance(v, tuple) else v)
-            for k, v in vars(args).items() if k != "command" and not k.startswith("_")}
+    return {
+        k: (list(v) if isinstance(v, tuple) else v)
+        for k, v in vars(args).items()
+        if k != "command" and not k.startswith("_")
+    }
 
 
 def _envelope(args: argparse.Namespace | None, command: str | None, code: int) -> dict[str, Any]:
@@ -1237,14 +1484,16 @@ class _Warnings:
         out = []
         for (category, text), places in grouped.items():
             where = ", ".join(dict.fromkeys(p for p in places if p))
-            out.append(_shown(f"warning ({category}): {where + ': ' if where else ''}"
-                              f"{_cli_text(text)}"))
+            out.append(
+                _shown(f"warning ({category}): {where + ': ' if where else ''}{_cli_text(text)}")
+            )
         return out
 
     def messages(self) -> list[dict[str, str]]:
         """Each distinct warning once, for the JSON document (in the order raised)."""
         seen = dict.fromkeys(
-            (w.category.__name__, str(w.message)) for w in self.caught
+            (w.category.__name__, str(w.message))
+            for w in self.caught
             if issubclass(w.category, (OPEWarning, UserWarning, RuntimeWarning))
         )
         return [{"category": c, "message": m} for c, m in seen]
@@ -1271,8 +1520,14 @@ def _wants_json(argv: Sequence[str]) -> bool:
 
 
 def _failure(
-    args: argparse.Namespace | None, command: str | None, code: int, kind: str, message: str,
-    *, flag: str | None = None, extra: dict[str, Any] | None = None,
+    args: argparse.Namespace | None,
+    command: str | None,
+    code: int,
+    kind: str,
+    message: str,
+    *,
+    flag: str | None = None,
+    extra: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], str]:
     """The error document and the stderr line of a failed run."""
     error: dict[str, Any] = {"type": kind, "message": message}
@@ -1334,8 +1589,10 @@ def _signals_as_interrupts() -> Any:
         raise _Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
     previous = {}
-    for signum, default in ((signal.SIGINT, signal.default_int_handler),
-                            (signal.SIGTERM, signal.SIG_DFL)):
+    for signum, default in (
+        (signal.SIGINT, signal.default_int_handler),
+        (signal.SIGTERM, signal.SIG_DFL),
+    ):
         if signal.getsignal(signum) is default:
             previous[signum] = signal.signal(signum, handler)
     try:
@@ -1387,8 +1644,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
         args._argv = list(argv)  # the report's provenance: the command as typed
     except _UsageError as exc:  # argparse's usage errors (bad flags, missing arguments)
-        document, line = _failure(None, _command_of(argv), EXIT_USAGE, "usage", str(exc),
-                                  flag=exc.flag)
+        document, line = _failure(
+            None, _command_of(argv), EXIT_USAGE, "usage", str(exc), flag=exc.flag
+        )
         (exc.parser or parser).print_usage(sys.stderr)
         print(line, file=sys.stderr)
         if as_json:
@@ -1454,14 +1712,22 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
         _check_flags(args)
         _check_outputs(args)
         outcome = _COMMANDS[command](args)
-        return ({**_envelope(args, command, outcome.code), **outcome.document},
-                _shown(outcome.text), outcome.code, "")
+        return (
+            {**_envelope(args, command, outcome.code), **outcome.document},
+            _shown(outcome.text),
+            outcome.code,
+            "",
+        )
     except (_UsageError, ParameterError, MissingBoundsError) as exc:
         # a missing a priori bound is a missing flag (--reward-range, --weight-bound): usage
         raw = str(exc)
-        flag = (exc.flag if isinstance(exc, _UsageError)
-                else _bound_flag(raw) if isinstance(exc, MissingBoundsError)
-                else _flag_named(raw))
+        flag = (
+            exc.flag
+            if isinstance(exc, _UsageError)
+            else _bound_flag(raw)
+            if isinstance(exc, MissingBoundsError)
+            else _flag_named(raw)
+        )
         message = _cli_text(raw)
         if flag and not message.startswith("argument "):
             message = f"argument {flag}: {message}"
@@ -1474,8 +1740,12 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
             report_text = _shown(message)
             document, _ = _failure(args, command, code, kind, message, extra=extra)
             first = report_text.splitlines()[0].rstrip(":")
-            return (document, report_text, code,
-                    f"ope {command}: {kind}: {first} (the report is on stdout)\n")
+            return (
+                document,
+                report_text,
+                code,
+                f"ope {command}: {kind}: {first} (the report is on stdout)\n",
+            )
     except OutputError as exc:  # before DataFileError: both are OSErrors
         code, kind, message = EXIT_CANTCREAT, type(exc).__name__, _cli_text(str(exc))
         flag = _flag_named(str(exc))
@@ -1488,7 +1758,8 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
         from ope._output import stop_requested
 
         code, kind, message, flag = _interrupted(
-            _Terminated if isinstance(exc, _Terminated) else stop_requested())
+            _Terminated if isinstance(exc, _Terminated) else stop_requested()
+        )
     except Exception as exc:  # noqa: BLE001 - the CLI reports every failure as exit code 1
         code, kind, message, flag = EXIT_FAILURE, type(exc).__name__, str(exc), None
         extra = {"unexpected": True}
@@ -1514,8 +1785,11 @@ def _cmd_validate(args: argparse.Namespace) -> _Outcome:
     }
     lines = [str(report)]  # the report lists the columns itself (wrapped, by family past 30)
     if logs.target_policies:
-        lines += format_list(logs.target_policies, subsequent="    ",
-                             initial="  candidate policies (target__ columns): ")
+        lines += format_list(
+            logs.target_policies,
+            subsequent="    ",
+            initial="  candidate policies (target__ columns): ",
+        )
     estimated = estimated_propensity_note(logs)
     if estimated is not None:
         lines += wrap_text(estimated, initial="  note: ", subsequent="    ")
@@ -1530,8 +1804,11 @@ def _diagnose_from_args(args: argparse.Namespace, logs: Any, plan: Any = None) -
 
     policies = _policies_from_args(args, logs)
     names = getattr(args, "_policy_names", None) or []
-    lacking = [f"target_dist__{n}" for n in names
-               if not args.policies and f"target_dist__{n}" not in logs.columns]
+    lacking = [
+        f"target_dist__{n}"
+        for n in names
+        if not args.policies and f"target_dist__{n}" not in logs.columns
+    ]
     if getattr(args, "_policy_specs", None) and lacking and "logging_distribution" in logs.columns:
         # the support check needs every candidate's full distribution: the target__ columns
         # named beside a spec have none, so the check is left out (as diagnose does for them)
@@ -1541,13 +1818,19 @@ def _diagnose_from_args(args: argparse.Namespace, logs: Any, plan: Any = None) -
         warnings.warn(
             "support deficiency not computed: the logs have a logging_distribution but not "
             f"{', '.join(lacking)} (each candidate's distribution over the candidates)",
-            OPEWarning, stacklevel=2)
-        logs = BanditLogs(logs.table.drop_columns(["logging_distribution"]), logs.report,
-                          dropped_event_ids=logs.dropped_event_ids,
-                          unit_roundoff=logs.unit_roundoff)
+            OPEWarning,
+            stacklevel=2,
+        )
+        logs = BanditLogs(
+            logs.table.drop_columns(["logging_distribution"]),
+            logs.report,
+            dropped_event_ids=logs.dropped_event_ids,
+            unit_roundoff=logs.unit_roundoff,
+        )
     if plan is not None:
         return plan.with_policies(policies).diagnose(
-            logs, target_width=getattr(args, "target_width", None),
+            logs,
+            target_width=getattr(args, "target_width", None),
             new_rows=getattr(args, "new_rows", None),
         )
     return diagnose(
@@ -1567,8 +1850,10 @@ def _cmd_diagnose(args: argparse.Namespace) -> _Outcome:
     logs = _read(args)
     _require_columns(logs, args, "by")
     d = _diagnose_from_args(args, logs)
-    return _Outcome({"validation": logs.report.to_dict(), "diagnostics": d.to_dict()},
-                    "\n\n".join([str(logs.report), d.summary(), _seed_line(args)]))
+    return _Outcome(
+        {"validation": logs.report.to_dict(), "diagnostics": d.to_dict()},
+        "\n\n".join([str(logs.report), d.summary(), _seed_line(args)]),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1600,8 +1885,9 @@ def _plan(args: argparse.Namespace) -> Any:
     )
 
 
-def _streaming_plan(args: argparse.Namespace, plan: Any, names: set[str], rows: int | None
-                    ) -> str | None:
+def _streaming_plan(
+    args: argparse.Namespace, plan: Any, names: set[str], rows: int | None
+) -> str | None:
     """Why the evaluation cannot stream (None: it can), given ``--streaming``: the plan's own
     obstacles (:meth:`ope.evaluation.EvaluationPlan.stream_obstacles`) under their flags, and
     those of the command line's inputs."""
@@ -1635,15 +1921,17 @@ def _evaluation_document(evaluation: Any) -> dict[str, Any]:
     """The evaluation's JSON, with ``ci_fallback``: the estimators whose intervals are the
     fallback method, each to that method."""
     document = evaluation.to_dict()
-    document["ci_fallback"] = {e: evaluation.ci_fallback
-                               for e in evaluation.fallback_estimators}
+    document["ci_fallback"] = {e: evaluation.ci_fallback for e in evaluation.fallback_estimators}
     return document
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
     if getattr(args, "truth", None) and not args.report:
-        raise _UsageError("argument --truth: the known true values are drawn in the report; "
-                          "pass --report FILE.html too, or drop --truth.", flag="--truth")
+        raise _UsageError(
+            "argument --truth: the known true values are drawn in the report; "
+            "pass --report FILE.html too, or drop --truth.",
+            flag="--truth",
+        )
     _read_truth(args)  # a malformed --truth fails before any row is read
     names, rows = _source_schema(args)
     if args.trajectories or (names and all(c in names for c in TRAJECTORY_MARKERS)):
@@ -1651,20 +1939,25 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
             raise _UsageError(
                 "argument --weight-column: the sequential estimators of trajectories do not "
                 "take sampling weights; evaluate bandit logs, or drop the flag to estimate the "
-                "value on the episodes as logged.", flag="--weight-column")
+                "value on the episodes as logged.",
+                flag="--weight-column",
+            )
         return _evaluate_trajectories(args)
     given = [flag for dest, flag in _TRAJECTORY_ONLY if getattr(args, dest) not in (None, False)]
     if given:
         raise _UsageError(
             f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to trajectory logs "
             f"only (columns {', '.join(TRAJECTORY_MARKERS)}), and {args.logs} holds bandit "
-            "logs; pass --trajectories if it holds steps.", flag=given[0],
+            "logs; pass --trajectories if it holds steps.",
+            flag=given[0],
         )
     plan = _plan(args)
     why_not = _streaming_plan(args, plan, names, rows)
     if args.streaming == "on" and why_not:
-        raise _UsageError(f"argument --streaming: cannot stream with {why_not}; use "
-                          "--streaming auto or off.", flag="--streaming")
+        raise _UsageError(
+            f"argument --streaming: cannot stream with {why_not}; use --streaming auto or off.",
+            flag="--streaming",
+        )
     if why_not is None:
         return _evaluate_streamed(args, plan, names)
     logs, evaluation, d, outcome = _evaluate_in_memory(args, plan)
@@ -1705,16 +1998,23 @@ def _cmd_report(args: argparse.Namespace) -> _Outcome:
     every destination, before any row is read)."""
     _read_truth(args)  # a malformed --truth fails before any row is read
     names, _ = _source_schema(args)
-    given = [flag for dest, flag in (("trajectories", "--trajectories"), *_TRAJECTORY_ONLY)
-             if getattr(args, dest) not in (None, False)]
+    given = [
+        flag
+        for dest, flag in (("trajectories", "--trajectories"), *_TRAJECTORY_ONLY)
+        if getattr(args, dest) not in (None, False)
+    ]
     if given or (names and all(c in names for c in TRAJECTORY_MARKERS)):
         raise _UsageError(
             "ope report takes bandit logs; trajectory logs (columns "
             f"{', '.join(TRAJECTORY_MARKERS)}) are not supported yet: use ope evaluate.",
-            flag=given[0] if given else None)
+            flag=given[0] if given else None,
+        )
     if args.streaming == "on":
-        raise _UsageError("argument --streaming: the report's overlap diagnostics need every "
-                          "row; drop --streaming on.", flag="--streaming")
+        raise _UsageError(
+            "argument --streaming: the report's overlap diagnostics need every "
+            "row; drop --streaming on.",
+            flag="--streaming",
+        )
     if args.estimator is None and args.max_weight is not None:  # --max-weight clips too
         args.estimator = list(REPORT_CLIPPED_ESTIMATORS)
     logs, evaluation, d, outcome = _evaluate_in_memory(args, _plan(args))
@@ -1728,20 +2028,29 @@ def _evaluate_streamed(args: argparse.Namespace, plan: Any, names: set[str]) -> 
     from ope.io import scan_logs
 
     policies = list(args.policy) if args.policy else None
-    targets = ([f"target__{p}" for p in policies] if policies else
-               sorted(c for c in names if c.startswith("target__")))
+    targets = (
+        [f"target__{p}" for p in policies]
+        if policies
+        else sorted(c for c in names if c.startswith("target__"))
+    )
     weight = args.weight_column or ("weight" if "weight" in names else None)
-    columns = [*(["event_id"] if "event_id" in names else []), *targets,
-               *([weight] if weight else [])]
+    columns = [
+        *(["event_id"] if "event_id" in names else []),
+        *targets,
+        *([weight] if weight else []),
+    ]
     # io's default batch size: at 10M rows x 8 candidates the pass peaks at about 0.55 GB
     # (batches of 1M rows: 0.83 GB; 64k rows: 0.46 GB), about as fast
-    scan = scan_logs(args.logs, mapping=_parse_mapping(args.mapping), on_invalid=args.on_invalid,
-                     columns=columns)
+    scan = scan_logs(
+        args.logs, mapping=_parse_mapping(args.mapping), on_invalid=args.on_invalid, columns=columns
+    )
     evaluation = plan.with_policies(policies).run(scan)
     document = {**_evaluation_document(evaluation), "diagnostics": None}
-    streamed = (f"streamed batch by batch in bounded memory (--streaming "
-                f"{args.streaming}): the overlap diagnostics and the paired comparisons need "
-                f"every row; run `ope diagnose {args.logs}`, or pass --streaming off")
+    streamed = (
+        f"streamed batch by batch in bounded memory (--streaming "
+        f"{args.streaming}): the overlap diagnostics and the paired comparisons need "
+        f"every row; run `ope diagnose {args.logs}`, or pass --streaming off"
+    )
     document["notes"] = [*document["notes"], streamed]
     texts = [evaluation.summary(), f"note: {streamed}", _seed_line(args)]
     return _Outcome(document, "\n\n".join(texts))
@@ -1767,24 +2076,32 @@ def _trajectory_usage(args: argparse.Namespace) -> None:
             f"argument --policy: {args._policy_specs[0].text!r}: a spec (NAME=KIND:ARGS) "
             "builds a candidate for bandit logs only; trajectory candidates are the "
             "target__<name> columns of the steps (select them with --policy NAME).",
-            flag="--policy")
-    bandit_only = [flag for flag, value in (("--policies", args.policies),
-                                            ("--by", args.by),
-                                            ("--context-columns", args.context_columns),
-                                            ("--tau", args.tau),
-                                            ("--shrinkage", args.shrinkage),
-                                            ("--n-resamples", args.n_resamples))
-                   if value]
+            flag="--policy",
+        )
+    bandit_only = [
+        flag
+        for flag, value in (
+            ("--policies", args.policies),
+            ("--by", args.by),
+            ("--context-columns", args.context_columns),
+            ("--tau", args.tau),
+            ("--shrinkage", args.shrinkage),
+            ("--n-resamples", args.n_resamples),
+        )
+        if value
+    ]
     if bandit_only:
         raise _UsageError(
             f"{', '.join(bandit_only)} appl{'y' if len(bandit_only) > 1 else 'ies'} to bandit "
             "logs only; trajectory candidates are the target__<name> columns of the steps "
-            "(select them with --policy).", flag=bandit_only[0],
+            "(select them with --policy).",
+            flag=bandit_only[0],
         )
     if args.tail_value is not None and not math.isfinite(args.tail_value):
         raise _UsageError(
             f"argument --tail-value: must be a finite number (the value of the state a truncated "
-            f"episode was left in); got {args.tail_value!r}.", flag="--tail-value",
+            f"episode was left in); got {args.tail_value!r}.",
+            flag="--tail-value",
         )
 
 
@@ -1797,7 +2114,8 @@ def _per_policy_columns(template: str | None, policies: Sequence[str], flag: str
                 f"argument {flag}: {template!r} would serve {len(policies)} candidate policies, "
                 f"but a model's values depend on the policy: put {POLICY_PLACEHOLDER} in the "
                 f"name (e.g. {flag} '{'q' if flag == '--q-column' else 'v'}_target__"
-                f"{POLICY_PLACEHOLDER}') or select one with --policy.", flag=flag,
+                f"{POLICY_PLACEHOLDER}') or select one with --policy.",
+                flag=flag,
             )
         return template
     return {p: template.replace(POLICY_PLACEHOLDER, p) for p in policies}
@@ -1819,14 +2137,18 @@ def _evaluate_trajectories(args: argparse.Namespace) -> _Outcome:
         if not isinstance(tail, str) and len(policies) == 1:
             tail = next(iter(tail.values()))  # one policy: its column, the logging value too
     ev = evaluate_trajectories(
-        traj, policies or None,
+        traj,
+        policies or None,
         **({"estimators": tuple(args.estimator)} if args.estimator else {}),
-        ci=args.ci, ci_fallback=None if args.ci == FALLBACK_CI else FALLBACK_CI,
+        ci=args.ci,
+        ci_fallback=None if args.ci == FALLBACK_CI else FALLBACK_CI,
         confidence_level=args.confidence_level,
         gamma=1.0 if args.gamma is None else args.gamma,
         reward_range=tuple(args.reward_range) if args.reward_range else None,
-        max_weight=args.max_weight, weight_bound=args.weight_bound,
-        horizon=_horizon_arg(args.horizon), tail_value=tail,
+        max_weight=args.max_weight,
+        weight_bound=args.weight_bound,
+        horizon=_horizon_arg(args.horizon),
+        tail_value=tail,
         q_hat=_per_policy_columns(args.q_column, policies, "--q-column"),
         v_hat=_per_policy_columns(args.v_column, policies, "--v-column"),
     )
@@ -1847,7 +2169,8 @@ def _arm_of(value: str, arms: Sequence[Any], flag: str) -> Any:
     if value not in by_text:
         raise _UsageError(
             f"argument {flag}: arm {value!r} is not in the replays; their arms are: "
-            f"{', '.join(map(repr, by_text))}.", flag=flag,
+            f"{', '.join(map(repr, by_text))}.",
+            flag=flag,
         )
     return by_text[value]
 
@@ -1900,8 +2223,9 @@ def _cmd_learn(args: argparse.Namespace) -> _Outcome:
     learner, cert = learn_from_logs(
         logs,
         context_columns=args.context_columns,
-        learner=ConservativePolicyLearner(reward_range=tuple(args.reward_range),
-                                          **_with_rng(ConservativePolicyLearner, args.seed)),
+        learner=ConservativePolicyLearner(
+            reward_range=tuple(args.reward_range), **_with_rng(ConservativePolicyLearner, args.seed)
+        ),
         certify_fraction=args.certify_fraction,
         confidence_level=args.confidence_level,
         ci=args.gate,
@@ -1915,13 +2239,20 @@ def _cmd_learn(args: argparse.Namespace) -> _Outcome:
     if args.out:  # written block by block: only each row's candidates, never held whole
         with atomic_path(args.out, force=args.force, flag="--out") as tmp:
             policy_rows = write_learner_policy_table(
-                learner, logs, tmp, context_columns=args.context_columns, name=args.name)
-        text.append(f"learned policy written to {args.out}; score it with: "
-                    f"ope evaluate LOGS --policies {args.out}")
+                learner, logs, tmp, context_columns=args.context_columns, name=args.name
+            )
+        text.append(
+            f"learned policy written to {args.out}; score it with: "
+            f"ope evaluate LOGS --policies {args.out}"
+        )
     text.append(_seed_line(args))
-    document = {"validation": logs.report.to_dict(), "certificate": cert.to_dict(),
-                "weight_column": cert.sampling_weight,
-                "policy_table": args.out, "policy_rows": policy_rows}
+    document = {
+        "validation": logs.report.to_dict(),
+        "certificate": cert.to_dict(),
+        "weight_column": cert.sampling_weight,
+        "policy_table": args.out,
+        "policy_rows": policy_rows,
+    }
     return _Outcome(document, "\n".join(text))
 
 
@@ -1944,13 +2275,23 @@ def _cmd_action_table(args: argparse.Namespace) -> _Outcome:
 
             pq.write_table(table, tmp)
     n_actions = pc.count_distinct(table.column("action")).as_py()
-    positions = (sorted(pc.unique(table.column("position")).to_pylist())
-                 if "position" in table.column_names else None)
+    positions = (
+        sorted(pc.unique(table.column("position")).to_pylist())
+        if "position" in table.column_names
+        else None
+    )
     shape = f"{n_actions} actions" + (f" x {len(positions)} positions" if positions else "")
-    text = (f"{str(logs.report)}\n\nwrote {table.num_rows:,} rows ({shape}) to {args.out}; "
-            f"evaluate it on other logs with: ope evaluate LOGS --policy NAME=table:{args.out}")
-    document = {"validation": logs.report.to_dict(), "out": args.out, "rows": table.num_rows,
-                "actions": n_actions, "positions": positions}
+    text = (
+        f"{str(logs.report)}\n\nwrote {table.num_rows:,} rows ({shape}) to {args.out}; "
+        f"evaluate it on other logs with: ope evaluate LOGS --policy NAME=table:{args.out}"
+    )
+    document = {
+        "validation": logs.report.to_dict(),
+        "out": args.out,
+        "rows": table.num_rows,
+        "actions": n_actions,
+        "positions": positions,
+    }
     return _Outcome(document, text)
 
 
@@ -1975,13 +2316,15 @@ def _cmd_import(args: argparse.Namespace) -> _Outcome:
         if args.format == "dsjson":
             from ope.importers import import_dsjson
 
-            written, report = import_dsjson(args.src, tmp, on_invalid=args.on_invalid,
-                                            **_chunk_option(args))
+            written, report = import_dsjson(
+                args.src, tmp, on_invalid=args.on_invalid, **_chunk_option(args)
+            )
         else:
             from ope.importers import read_obd
 
-            logs = read_obd(args.src, context=args.obd_context or "user",
-                            on_invalid=args.on_invalid)
+            logs = read_obd(
+                args.src, context=args.obd_context or "user", on_invalid=args.on_invalid
+            )
             # the item table travels in the schema metadata (ope.io.ACTION_FEATURES_KEY)
             pq.write_table(logs.table, tmp)
             written, report, action_features = logs.n, logs.report, logs.action_features
@@ -1989,16 +2332,26 @@ def _cmd_import(args: argparse.Namespace) -> _Outcome:
     removed = args.format == "obd" and args.force and _is_import_side_table(side)
     if removed:
         side.unlink()
-    document = {"format": args.format, "src": args.src,
-                "out": str(out), "rows_written": written, "report": report.to_dict(),
-                "action_features": None if action_features is None else {
-                    "items": action_features.num_rows,
-                    "columns": [c for c in action_features.column_names if c != "action"]},
-                "removed": str(side) if removed else None}
+    document = {
+        "format": args.format,
+        "src": args.src,
+        "out": str(out),
+        "rows_written": written,
+        "report": report.to_dict(),
+        "action_features": None
+        if action_features is None
+        else {
+            "items": action_features.num_rows,
+            "columns": [c for c in action_features.column_names if c != "action"],
+        },
+        "removed": str(side) if removed else None,
+    }
     text = f"wrote {written:,} rows to {out}"
     if action_features is not None:
-        text += (f"\nwith the action features of {action_features.num_rows:,} items "
-                 "(item_context.csv) embedded in the file: ope.read_logs reads them back")
+        text += (
+            f"\nwith the action features of {action_features.num_rows:,} items "
+            "(item_context.csv) embedded in the file: ope.read_logs reads them back"
+        )
     if removed:
         text += f"\nremoved {side}: the item table an earlier import wrote beside the file"
     return _Outcome(document, "\n\n".join([str(report), text]))
@@ -2020,15 +2373,21 @@ REPORT_SUFFIXES: Final = (".html", ".htm")
 #: what identifies a page ope.report wrote (in its head, after the doctype)
 REPORT_MARKER: Final = b'<meta name="generator" content="ope report">'
 
+
 def _cmd_demo(args: argparse.Namespace) -> _Outcome:
     """``ope demo``: the bundled sample's story (:func:`ope._demo.run_demo`), its report at
     ``--out`` (checked before the work: absent, ope's own, or ``--force``)."""
     from ope._demo import run_demo
 
     document, text = run_demo(
-        seed=args.seed, out=args.out, seed_line=_seed_line(args),
-        provenance={"command": ["ope", *getattr(args, "_argv", ["demo"])],
-                    "options": _options(args), "seed": args.seed},
+        seed=args.seed,
+        out=args.out,
+        seed_line=_seed_line(args),
+        provenance={
+            "command": ["ope", *getattr(args, "_argv", ["demo"])],
+            "options": _options(args),
+            "seed": args.seed,
+        },
     )
     return _Outcome(document, text)
 

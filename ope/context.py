@@ -269,9 +269,14 @@ def context_matrix(
     # what messages call the columns: the argument for the context, the role otherwise (a
     # policy's or an action table's columns come from arguments named by their callers)
     arg = "`context_columns`" if role == "context" else f"the {role} columns"
-    names = ([context_columns] if isinstance(context_columns, str)
-             else None if isinstance(context_columns, (bytes, Mapping))
-             or not isinstance(context_columns, Iterable) else list(context_columns))
+    names = (
+        [context_columns]
+        if isinstance(context_columns, str)
+        else None
+        if isinstance(context_columns, (bytes, Mapping))
+        or not isinstance(context_columns, Iterable)
+        else list(context_columns)
+    )
     if names is None or not all(isinstance(c, str) for c in names):
         raise ParameterError(
             f"{arg} must be a column name or a list of column names (str); got "
@@ -317,9 +322,7 @@ def context_matrix(
         else:
             problems.append(f"column {name!r} has type {typ}, not numeric (encode it first)")
     if problems:
-        raise SchemaError(
-            f"cannot build the {role} matrix of {arg}: " + "; ".join(problems) + "."
-        )
+        raise SchemaError(f"cannot build the {role} matrix of {arg}: " + "; ".join(problems) + ".")
     x = np.hstack(blocks) if len(blocks) > 1 else blocks[0]
     bad = ~np.isfinite(x).all(axis=1)
     if bad.any():
@@ -358,7 +361,11 @@ def feature_labels(logs: Any, context_columns: str | Sequence[str]) -> list[str]
             labels += [f"{name}[{k}]" for k in range(typ.list_size)]
         elif pa.types.is_list(typ) or pa.types.is_large_list(typ):
             col = table.column(name)
-            width = int(pc.list_value_length(col.chunk(0))[0].as_py() or 0) if col.num_chunks and len(col.chunk(0)) else 0
+            width = (
+                int(pc.list_value_length(col.chunk(0))[0].as_py() or 0)
+                if col.num_chunks and len(col.chunk(0))
+                else 0
+            )
             labels += [f"{name}[{k}]" for k in range(width)]
         else:
             labels.append(name)
@@ -400,7 +407,11 @@ def action_feature_matrix(
         f.name
         for f in table.schema
         if f.name != "action"
-        and (pa.types.is_integer(f.type) or pa.types.is_floating(f.type) or pa.types.is_boolean(f.type))
+        and (
+            pa.types.is_integer(f.type)
+            or pa.types.is_floating(f.type)
+            or pa.types.is_boolean(f.type)
+        )
     ]
     if not names:
         raise SchemaError(

@@ -191,8 +191,11 @@ def _bucketed_id_sets(ids: Any, index: int, n_buckets: int) -> list[_IdSet]:
     bits = n_buckets.bit_length() - 1
     if isinstance(ids, np.ndarray):
         ids = np.sort(_keys(ids))
-        starts = (np.arange(1, n_buckets, dtype=np.uint64) << np.uint64(64 - bits) if bits
-                  else np.zeros(0, dtype=np.uint64))
+        starts = (
+            np.arange(1, n_buckets, dtype=np.uint64) << np.uint64(64 - bits)
+            if bits
+            else np.zeros(0, dtype=np.uint64)
+        )
         bounds = np.concatenate(([0], np.searchsorted(ids, starts), [ids.size])).astype(np.intp)
     else:
         ids = ids.take(pc.sort_indices(ids))
@@ -375,8 +378,15 @@ def _partitions(dataset: ds.Dataset, source: str, batch_size: int) -> list[_Part
         for i, size in enumerate(sizes):  # loop over row groups
             if group and rows + size > batch_size:
                 parts.append(
-                    _Partition(len(parts), fragment.path, fragment.filesystem,
-                               fragment.partition_expression, tuple(group), offset, rows)
+                    _Partition(
+                        len(parts),
+                        fragment.path,
+                        fragment.filesystem,
+                        fragment.partition_expression,
+                        tuple(group),
+                        offset,
+                        rows,
+                    )
                 )
                 offset += rows
                 group, rows = [], 0
@@ -385,8 +395,15 @@ def _partitions(dataset: ds.Dataset, source: str, batch_size: int) -> list[_Part
                 rows += size
         if group:
             parts.append(
-                _Partition(len(parts), fragment.path, fragment.filesystem,
-                           fragment.partition_expression, tuple(group), offset, rows)
+                _Partition(
+                    len(parts),
+                    fragment.path,
+                    fragment.filesystem,
+                    fragment.partition_expression,
+                    tuple(group),
+                    offset,
+                    rows,
+                )
             )
             offset += rows
     return parts
@@ -541,14 +558,20 @@ def evaluate_distributed(
             "that fits in memory, or write it to parquet first."
         )
     plan = EvaluationPlan.build(
-        policies, estimators=estimators, ci=ci, confidence_level=confidence_level,
-        reward_range=reward_range, max_weight=max_weight, weight_column=weight_column,
+        policies,
+        estimators=estimators,
+        ci=ci,
+        confidence_level=confidence_level,
+        reward_range=reward_range,
+        max_weight=max_weight,
+        weight_column=weight_column,
     )
     plan.check_streamable("distributed (evaluate_distributed)")
 
     # names, types and file schemas are checked here, before any task runs
-    scan = scan_logs(source, mapping=mapping, on_invalid=on_invalid, columns=columns,
-                     batch_size=batch_size)
+    scan = scan_logs(
+        source, mapping=mapping, on_invalid=on_invalid, columns=columns, batch_size=batch_size
+    )
     dataset = scan.dataset  # the reconciled dataset (widest type per column)
     if dataset is None:
         raise ParameterError(
@@ -599,7 +622,9 @@ def evaluate_distributed(
         phase = "a" if done is None else "b"
         leaves = [
             dask.delayed(_partition_stats, pure=False)(
-                kernel_d, part, exclusions.get(part.index),
+                kernel_d,
+                part,
+                exclusions.get(part.index),
                 dask_key_name=f"ope-partition-{phase}-{part.index}-{token}",
             )
             if done is None or part.index in exclusions
@@ -642,7 +667,8 @@ def evaluate_distributed(
                 for tag in np.unique(dup_tags):  # loop over affected partitions
                     sel = np.flatnonzero(dup_tags == tag)
                     exclusions[int(tag)] = (
-                        dup_ids[sel] if isinstance(dup_ids, np.ndarray)
+                        dup_ids[sel]
+                        if isinstance(dup_ids, np.ndarray)
                         else dup_ids.take(pa.array(sel))
                     )
                 merged, _ = statistics(exclusions, each)
@@ -671,5 +697,11 @@ def evaluate_distributed(
     if estimated is not None:
         notes.append(estimated)
     settings = replace(plan.settings, weight_column=kernel.weight_column)
-    return Evaluation.from_statistics(merged.stats, plan.resolved, settings, report=report,
-                                      notes=notes, propensity_source=propensity_source(scan))
+    return Evaluation.from_statistics(
+        merged.stats,
+        plan.resolved,
+        settings,
+        report=report,
+        notes=notes,
+        propensity_source=propensity_source(scan),
+    )

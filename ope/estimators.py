@@ -566,9 +566,7 @@ class _WeightedRows:
     n_clipped: tuple[int, ...]
 
 
-def _weighted_rows(
-    estimator: Estimator, data: _Inputs, chunk_size: int
-) -> _WeightedRows:
+def _weighted_rows(estimator: Estimator, data: _Inputs, chunk_size: int) -> _WeightedRows:
     """Sums of the sampling weights and of their products with each policy's weights.
 
     Per policy: the Hajek mean of the raw weights ``m = sum s w / sum s`` (1 in expectation
@@ -592,8 +590,14 @@ def _weighted_rows(
         raw = ratio(data.logging_propensity[sl], data.target_propensity[sl])
         sw = s[sl, None] * raw
         su = s[sl, None] * estimator._transform(raw)
-        acc += np.stack([sw.sum(axis=0), np.einsum("ip,ip->p", su, su), su.sum(axis=0),
-                         np.einsum("ip,ip->p", sw, sw)])
+        acc += np.stack(
+            [
+                sw.sum(axis=0),
+                np.einsum("ip,ip->p", su, su),
+                su.sum(axis=0),
+                np.einsum("ip,ip->p", sw, sw),
+            ]
+        )
         if clip is not None:
             clipped += np.count_nonzero(raw > clip, axis=0)
     mean = acc[0] / total
@@ -670,8 +674,11 @@ class EstimatorRows(RowSource):
         est = self.estimator
         if self.sampling_weight is not None:
             clipped = isinstance(est, WeightingEstimator) and est.clip_level is not None
-            return ("clipped value" if clipped and self.clipped_rows > 0 and method != "bottou"
-                    else "policy value")
+            return (
+                "clipped value"
+                if clipped and self.clipped_rows > 0 and method != "bottou"
+                else "policy value"
+            )
         return interval_target(est, self.moments, 0, method)
 
     def raw_weights(self) -> np.ndarray:
@@ -787,10 +794,18 @@ def _from_units(
         with np.errstate(over="ignore"):
             value, se = float(np.float64(value) * scale), float(np.float64(se) * scale)
     if not (math.isfinite(value) and math.isfinite(se)):
-        inputs = {k: v for k, v in (("reward", data.reward), ("q_logged", data.q_logged),
-                                    ("q_target", data.q_target)) if v is not None}
-        check_no_overflow(np.array([value, se]), f"{est.name}'s value and standard error",
-                          inputs, row=None)
+        inputs = {
+            k: v
+            for k, v in (
+                ("reward", data.reward),
+                ("q_logged", data.q_logged),
+                ("q_target", data.q_target),
+            )
+            if v is not None
+        }
+        check_no_overflow(
+            np.array([value, se]), f"{est.name}'s value and standard error", inputs, row=None
+        )
     return value, se
 
 
@@ -890,8 +905,14 @@ class Estimator(ABC):
             summary = info.summaries[j] if self.uses_weights else None
             value = float(weighted_statistic(self, cm.means[:, j]))
             se = math.sqrt(cm.psi_var[j] / n)
-            notes = weight_notes(self, n, summary, label,  # raises on zero weights
-                                 std_error=se * scale, weighted=True)
+            notes = weight_notes(
+                self,
+                n,
+                summary,
+                label,  # raises on zero weights
+                std_error=se * scale,
+                weighted=True,
+            )
             value, se = _from_units(self, data, value, se, scale)
             if self.name == "dm":
                 notes.append(DM_NOTE)
@@ -915,15 +936,25 @@ class Estimator(ABC):
         return out
 
     def _rows(
-        self, data: _Inputs, j: int, moments: CenteredMoments | None, *,
-        sampling_weight: np.ndarray | None = None, clipped_rows: int = 0,
+        self,
+        data: _Inputs,
+        j: int,
+        moments: CenteredMoments | None,
+        *,
+        sampling_weight: np.ndarray | None = None,
+        clipped_rows: int = 0,
     ) -> EstimatorRows:
         """The row source of policy ``j``'s estimate (references, no copies); with
         ``sampling_weight``, of the weighted estimate (``clipped_rows`` above the clip level)."""
-        weighted: dict[str, Any] = {} if sampling_weight is None else {
-            "sampling_weight": sampling_weight, "weight_name": data.weight_name,
-            "clipped_rows": clipped_rows,
-        }
+        weighted: dict[str, Any] = (
+            {}
+            if sampling_weight is None
+            else {
+                "sampling_weight": sampling_weight,
+                "weight_name": data.weight_name,
+                "clipped_rows": clipped_rows,
+            }
+        )
         return EstimatorRows(
             self,
             data.reward,
@@ -958,8 +989,7 @@ class Estimator(ABC):
             return self._run_weighted(data, chunk_size=chunk_size)
         n = data.n
         scale = _reward_scale(data)
-        cm = component_moments(self._blocks(data, scale), n, self._gradient,
-                               chunk_size=chunk_size)
+        cm = component_moments(self._blocks(data, scale), n, self._gradient, chunk_size=chunk_size)
         out = []
         for j, label in enumerate(data.names):  # loop over policies, not rows
             summary = cm.weight_summary(j) if self.uses_weights else None
@@ -985,9 +1015,7 @@ class Estimator(ABC):
         return out
 
     def _estimate_one(self, **arrays: Any) -> Estimate:
-        data = _validate(
-            self, names=None, deferred=isinstance(self, WeightingEstimator), **arrays
-        )
+        data = _validate(self, names=None, deferred=isinstance(self, WeightingEstimator), **arrays)
         if data.target_propensity is not None and data.target_propensity.shape[1] != 1:
             raise ValidationError(
                 f"{self.name}.estimate takes one candidate policy (target_propensity of shape "
@@ -1012,8 +1040,10 @@ def _moment_arguments(mom: Any, j: Any, origin: Any) -> tuple[int, float]:
             f"{describe(mom)}."
         )
     n_pol = int(mom.max_w.shape[0])
-    if isinstance(j, (bool, np.bool_)) or not isinstance(j, numbers.Integral) or not (
-        0 <= int(j) < n_pol
+    if (
+        isinstance(j, (bool, np.bool_))
+        or not isinstance(j, numbers.Integral)
+        or not (0 <= int(j) < n_pol)
     ):
         raise ParameterError(
             f"`j` must be the index of a policy column of `mom`, a whole number in [0, {n_pol}); "
@@ -1119,9 +1149,16 @@ class WeightingEstimator(Estimator):
                 p, t = data.sampling_weight, []
             assert p is not None and t is not None
             (out,) = _weighted_pass(
-                [self], data.reward, p, t, data.sampling_weight, labels=data.names,
-                reward_range=data.reward_range, weight_name=data.weight_name,
-                rewards_checked=rewards_checked, chunk_size=chunk_size,
+                [self],
+                data.reward,
+                p,
+                t,
+                data.sampling_weight,
+                labels=data.names,
+                reward_range=data.reward_range,
+                weight_name=data.weight_name,
+                rewards_checked=rewards_checked,
+                chunk_size=chunk_size,
                 logging=not self.uses_weights,
             )
             return out
@@ -1130,13 +1167,15 @@ class WeightingEstimator(Estimator):
             p, t = data.logging_propensity, data.target_propensity
         else:  # the logging value: every weight is one
             p, t = np.ones(data.n), np.ones((data.n, 1))
-        mom = centered_moments(
-            data.reward, p, t, max_weight=self.clip_level, chunk_size=chunk_size
-        )
+        mom = centered_moments(data.reward, p, t, max_weight=self.clip_level, chunk_size=chunk_size)
         assert mom.checks is not None
         check_after_pass(
-            mom.checks, data.reward, data.logging_propensity if self.uses_weights else None, t,
-            data.reward_range, rewards_checked=rewards_checked,
+            mom.checks,
+            data.reward,
+            data.logging_propensity if self.uses_weights else None,
+            t,
+            data.reward_range,
+            rewards_checked=rewards_checked,
         )
         return estimates_from_moments(
             self,
@@ -1197,7 +1236,9 @@ def clipped_target_note(
 
 
 def weighted_target_note(
-    estimator: WeightingEstimator, n_clipped: int, n: int,
+    estimator: WeightingEstimator,
+    n_clipped: int,
+    n: int,
     reward_range: tuple[float, float] | None,
 ) -> str:
     """:func:`clipped_target_note` for sampling-weighted rows (the weighted mean)."""
@@ -1269,19 +1310,31 @@ def weight_notes(
                     f"{by_estimator}{text} Use DM or DR with a reward model, or collect logs "
                     "with more exploration."
                 )
-            note(text + " The estimate reduces to the reward model (DM).", OverlapWarning,
-                 by_estimator)
+            note(
+                text + " The estimate reduces to the reward model (DM).",
+                OverlapWarning,
+                by_estimator,
+            )
         elif weights.reference is None and low_ess(weights.ess, n):
-            note(ess_note(weights.ess, n), OverlapWarning,
-                 by_estimator if weights.changed else by_policy)
+            note(
+                ess_note(weights.ess, n),
+                OverlapWarning,
+                by_estimator if weights.changed else by_policy,
+            )
         elif weights.reference is not None and weights.ess < ESS_RATIO_WARN * weights.reference:
-            note(_weighted_ess_note(weights.ess, weights.reference, n), OverlapWarning,
-                 by_estimator if weights.changed else by_policy)
+            note(
+                _weighted_ess_note(weights.ess, weights.reference, n),
+                OverlapWarning,
+                by_estimator if weights.changed else by_policy,
+            )
         elif not small_sample(n) and few_effective_rows(weights.ess):
             # the low-ESS note and, below SMALL_SAMPLE_ROWS rows, the small-sample note already
             # say that normal intervals may undercover
-            note(few_effective_rows_note(weights.ess, std_error, weighted=weighted),
-                 SmallSampleWarning, by_estimator)
+            note(
+                few_effective_rows_note(weights.ess, std_error, weighted=weighted),
+                SmallSampleWarning,
+                by_estimator,
+            )
         status, z = mean_weight_check(n, weights.mean, weights.variance)
         if status != "ok":
             note(mean_weight_note(weights.mean, z), OverlapWarning, by_policy)
@@ -1378,19 +1431,32 @@ def weighted_estimates_from_moments(
         value, sd = moments.estimate(kind, j, origin=origin)
         se = sd / math.sqrt(n)
         summary = moments.weight_summary(j, clipped=clipped) if estimator.uses_weights else None
-        notes = weight_notes(estimator, n, summary, label, std_error=se,  # raises on zero weights
-                             weighted=True)
+        notes = weight_notes(
+            estimator,
+            n,
+            summary,
+            label,
+            std_error=se,  # raises on zero weights
+            weighted=True,
+        )
         if not (math.isfinite(value) and math.isfinite(se)):
             raise ValidationError(_unrepresentable(estimator, label, value, se, source(j)))
         n_clipped = int(moments.n_clipped[j]) if clipped else 0
         if n_clipped:
             notes.append(weighted_target_note(estimator, n_clipped, n, reward_range))
         notes.append(note)
-        out.append(make_estimate(
-            estimator=estimator.name, value=value, std_error=se, n=n,
-            ess=float(ess_s if summary is None else summary.ess), notes=tuple(notes),
-            policy=label, source=source(j),
-        ))
+        out.append(
+            make_estimate(
+                estimator=estimator.name,
+                value=value,
+                std_error=se,
+                n=n,
+                ess=float(ess_s if summary is None else summary.ess),
+                notes=tuple(notes),
+                policy=label,
+                source=source(j),
+            )
+        )
     return out
 
 
@@ -1419,16 +1485,30 @@ def _weighted_pass(
     mw = levels.pop() if levels else None
     s = sampling_weight
     # only the weighted statistics are read (and the pass's checks): plain=False
-    cm, wm = weighted_moments(reward, logging_propensity, target, s, max_weight=mw,
-                              chunk_size=chunk_size, plain=False)
+    cm, wm = weighted_moments(
+        reward, logging_propensity, target, s, max_weight=mw, chunk_size=chunk_size, plain=False
+    )
     assert cm.checks is not None
     if not (wm.s_min > 0.0 and wm.s_max <= MAX_FINITE_WEIGHT and cm.checks.finite):
         check_sampling_weight(s, s.shape[0], name=weight_name)  # raises on a bad weight
-    check_after_pass(cm.checks, reward, None if logging else logging_propensity, target,
-                     reward_range, rewards_checked=rewards_checked)
+    check_after_pass(
+        cm.checks,
+        reward,
+        None if logging else logging_propensity,
+        target,
+        reward_range,
+        rewards_checked=rewards_checked,
+    )
     return weighted_estimates(
-        estimators, wm, reward=reward, logging_propensity=logging_propensity, target=target,
-        sampling_weight=s, labels=labels, reward_range=reward_range, weight_name=weight_name,
+        estimators,
+        wm,
+        reward=reward,
+        logging_propensity=logging_propensity,
+        target=target,
+        sampling_weight=s,
+        labels=labels,
+        reward_range=reward_range,
+        weight_name=weight_name,
     )
 
 
@@ -1455,21 +1535,35 @@ def weighted_estimates(
         clip = est.clip_level is not None
         rows_of_logging = not est.uses_weights  # the logging value: the rewards alone
 
-        def source(j: int, est: WeightingEstimator = est, clip: bool = clip,
-                   alone: bool = rows_of_logging) -> Source:
+        def source(
+            j: int, est: WeightingEstimator = est, clip: bool = clip, alone: bool = rows_of_logging
+        ) -> Source:
             column = None
             if not alone:
                 column = cols[j] if cols is not None else target[:, j]  # type: ignore[call-overload]
             return EstimatorRows(
-                est, reward, None if alone else logging_propensity, column, None, None,
-                reward_range, sampling_weight=s, weight_name=weight_name,
+                est,
+                reward,
+                None if alone else logging_propensity,
+                column,
+                None,
+                None,
+                reward_range,
+                sampling_weight=s,
+                weight_name=weight_name,
                 clipped_rows=int(wm.n_clipped[j]) if clip else 0,
             )
 
-        out.append(weighted_estimates_from_moments(
-            est, wm, names=(None,) if rows_of_logging else labels, source=source,
-            reward_range=reward_range, weight_name=weight_name,
-        ))
+        out.append(
+            weighted_estimates_from_moments(
+                est,
+                wm,
+                names=(None,) if rows_of_logging else labels,
+                source=source,
+                reward_range=reward_range,
+                weight_name=weight_name,
+            )
+        )
     return out
 
 
@@ -1484,8 +1578,10 @@ def _unrepresentable(
             w = source.raw_weights() if source.target_propensity is not None else np.ones(r.size)
             size = np.abs(w * r)
         i = int(np.argmax(np.where(np.isnan(size), np.inf, size)))
-        where = (f" The largest |weight x reward| is at row {i} (weight {float(w[i]):.3g}, "
-                 f"reward {float(r[i]):.3g}).")
+        where = (
+            f" The largest |weight x reward| is at row {i} (weight {float(w[i]):.3g}, "
+            f"reward {float(r[i]):.3g})."
+        )
     name = estimator.name + (f" (policy {label!r})" if label else "")
     return (
         f"{name}: the estimate is not representable in float64 (value {value:.3g}, standard "
@@ -2163,7 +2259,6 @@ ESTIMATORS: Final[dict[str, type[Estimator]]] = {
 }
 
 
-
 def estimator_settings(name: str) -> tuple[str, ...]:
     """The settings (dataclass fields) of the registered estimator ``name``, e.g.
     ``("max_weight",)`` for ``"clipped_ips"``: the one description of what a name needs.
@@ -2326,12 +2421,18 @@ def estimate_weighted_many(
     given = list(target_propensity) if isinstance(target_propensity, (list, tuple)) else []
     columns = len(given) > 0 and all(isinstance(c, np.ndarray) and c.ndim == 1 for c in given)
     data = _validate(
-        next((e for e in weighting if e.uses_weights), IPS()), reward=reward,
+        next((e for e in weighting if e.uses_weights), IPS()),
+        reward=reward,
         logging_propensity=logging_propensity,
         target_propensity=given[0] if columns else target_propensity,
-        q_logged=None, q_target=None, reward_range=reward_range,
-        names=None, rewards_checked=rewards_checked, deferred=True,
-        sampling_weight=sampling_weight, weight_name=weight_name,
+        q_logged=None,
+        q_target=None,
+        reward_range=reward_range,
+        names=None,
+        rewards_checked=rewards_checked,
+        deferred=True,
+        sampling_weight=sampling_weight,
+        weight_name=weight_name,
     )
     assert data.logging_propensity is not None and data.sampling_weight is not None
     target: np.ndarray | list[np.ndarray]
@@ -2355,12 +2456,21 @@ def estimate_weighted_many(
         by_level[clipped[0]] += by_level.pop(None)
     for idx in by_level.values():
         group = [weighting[i] for i in idx]
-        for i, res in zip(idx, _weighted_pass(
-            group, data.reward, data.logging_propensity, target,
-            data.sampling_weight,
-            labels=labels, reward_range=data.reward_range, weight_name=weight_name,
-            rewards_checked=rewards_checked, chunk_size=chunk_size,
-        )):
+        for i, res in zip(
+            idx,
+            _weighted_pass(
+                group,
+                data.reward,
+                data.logging_propensity,
+                target,
+                data.sampling_weight,
+                labels=labels,
+                reward_range=data.reward_range,
+                weight_name=weight_name,
+                rewards_checked=rewards_checked,
+                chunk_size=chunk_size,
+            ),
+        ):
             out[i] = res
     return [out[i] for i in range(len(weighting))]
 

@@ -105,8 +105,9 @@ Source = Any  # str | os.PathLike | pandas.DataFrame | pyarrow.Table | pyarrow.d
 # --------------------------------------------------------------------------------------------
 
 
-def check_parquet_file(path: str, *, fs: Any = None, in_directory: bool = False,
-                       what: str = "logs") -> None:
+def check_parquet_file(
+    path: str, *, fs: Any = None, in_directory: bool = False, what: str = "logs"
+) -> None:
     """Raise a DataFileError unless ``path`` (local, or on the filesystem ``fs``) looks like a
     complete parquet file: the magic bytes at both ends, at least 12 bytes."""
     parent = str(Path(path).parent) if fs is None else path.rsplit("/", 1)[0]
@@ -148,8 +149,7 @@ def check_parquet_file(path: str, *, fs: Any = None, in_directory: bool = False,
     if size < 12 or tail != _PARQUET_MAGIC:
         raise DataFileError(
             f"{path} is a truncated parquet file (it has no parquet footer; {size:,} bytes). "
-            "It was probably cut short while being written or copied; rewrite or re-copy it"
-            + stray
+            "It was probably cut short while being written or copied; rewrite or re-copy it" + stray
         )
 
 
@@ -188,7 +188,10 @@ class _Opened:
     """A source resolved to a name, an Arrow schema, and ways to read it."""
 
     def __init__(
-        self, name: str, dataset: ds.Dataset | None, table: pa.Table | None,
+        self,
+        name: str,
+        dataset: ds.Dataset | None,
+        table: pa.Table | None,
         file: str | None = None,
         file_schemas: dict[str, pa.Schema] | None = None,
         *,
@@ -272,13 +275,20 @@ class _Opened:
                 problems.append(
                     f"column {name!r} is missing from {len(missing)} of {len(self.file_schemas)} "
                     f"files (e.g. {missing[0]}); add it to every file"
-                    + ("" if ours in log_schema.required else
-                       f", or leave {ours!r} out of columns=[...] to read the others")
+                    + (
+                        ""
+                        if ours in log_schema.required
+                        else f", or leave {ours!r} out of columns=[...] to read the others"
+                    )
                 )
             if kind is not None:
                 for path, t in types.items():
                     problem = column_problem(t, kind, plan.id_types.get("action"))
-                    if problem is None and kind == "int64 or string" and id_type_of(t) != plan.id_types[ours]:
+                    if (
+                        problem is None
+                        and kind == "int64 or string"
+                        and id_type_of(t) != plan.id_types[ours]
+                    ):
                         problem = f"has type {t} but {plan.id_types[ours]} in other files"
                     if problem is not None:
                         problems.append(f"column {name!r} in {path} {problem}")
@@ -329,7 +339,9 @@ class _Opened:
         index = self.range_index.name if self.range_index is not None else None
         return [c for c in columns if c != index]
 
-    def _with_index(self, part: pa.Table | pa.RecordBatch, columns: Sequence[str], offset: int) -> Any:
+    def _with_index(
+        self, part: pa.Table | pa.RecordBatch, columns: Sequence[str], offset: int
+    ) -> Any:
         """Insert the RangeIndex column (rows ``offset ...``) where ``columns`` puts it."""
         if self.range_index is None or self.range_index.name not in columns:
             return part
@@ -356,8 +368,11 @@ class _Opened:
                     for batch in self.dataset.to_batches(columns=physical):
                         parts.append(batch)
                         bar.update(batch.num_rows)
-                table = (pa.Table.from_batches(parts) if parts
-                         else self.dataset.to_table(columns=physical))
+                table = (
+                    pa.Table.from_batches(parts)
+                    if parts
+                    else self.dataset.to_table(columns=physical)
+                )
             else:
                 table = self.dataset.to_table(columns=physical)
         except (pa.ArrowException, OSError) as exc:
@@ -374,13 +389,16 @@ class _Opened:
                 # the peak memory at about one row group (Dataset.to_batches buffers ahead)
                 reader = pq.ParquetFile(self.file, filesystem=self.filesystem)
                 offset = 0
-                for batch in reader.iter_batches(columns=self._physical(columns),
-                                                 batch_size=batch_size):
+                for batch in reader.iter_batches(
+                    columns=self._physical(columns), batch_size=batch_size
+                ):
                     yield self._with_index(batch, columns, offset)
                     offset += batch.num_rows
             else:
                 yield from self.dataset.to_batches(
-                    columns=list(columns), batch_size=batch_size, batch_readahead=1,
+                    columns=list(columns),
+                    batch_size=batch_size,
+                    batch_readahead=1,
                     fragment_readahead=1,
                 )
         except (pa.ArrowException, OSError) as exc:
@@ -403,8 +421,11 @@ def _pandas_range_index(schema: pa.Schema) -> _RangeIndex | None:
         index_columns = json.loads(raw).get("index_columns", [])
     except (ValueError, AttributeError):
         return None
-    if not isinstance(index_columns, list) or len(index_columns) != 1 \
-            or not isinstance(index_columns[0], dict):
+    if (
+        not isinstance(index_columns, list)
+        or len(index_columns) != 1
+        or not isinstance(index_columns[0], dict)
+    ):
         return None
     info = index_columns[0]
     name = info.get("name")
@@ -451,7 +472,8 @@ def _from_pandas(df: Any) -> pa.Table:
                 f"that Arrow cannot store in one column ({exc})"
             )
     raise SchemaError(
-        "the DataFrame cannot be converted to Arrow:\n  - " + "\n  - ".join(problems)
+        "the DataFrame cannot be converted to Arrow:\n  - "
+        + "\n  - ".join(problems)
         + "\nConvert each column to one type (e.g. pandas.to_numeric or .astype(str))"
     )
 
@@ -470,29 +492,41 @@ def _open_directory(found: Located) -> _Opened:
         check_parquet_file(f, fs=fs, in_directory=True)
     partitioning = ds.partitioning(flavor="hive")
     try:
-        dataset = ds.dataset(files, format="parquet", partitioning=partitioning,
-                             partition_base_dir=path, filesystem=fs)
+        dataset = ds.dataset(
+            files,
+            format="parquet",
+            partitioning=partitioning,
+            partition_base_dir=path,
+            filesystem=fs,
+        )
     except (pa.ArrowException, OSError) as exc:
-        raise (_repeated_name_error(found) or DataFileError(
-            f"cannot open the parquet files in {found.name}: {exc}")) from None
+        raise (
+            _repeated_name_error(found)
+            or DataFileError(f"cannot open the parquet files in {found.name}: {exc}")
+        ) from None
     file_schemas = {}
     for fragment in dataset.get_fragments():
         try:
             file_schemas[fragment.path] = fragment.physical_schema
         except (pa.ArrowException, OSError) as exc:
-            raise DataFileError(
-                f"{fragment.path} is not a readable parquet file: {exc}"
-            ) from None
+            raise DataFileError(f"{fragment.path} is not a readable parquet file: {exc}") from None
 
     def reopen(schema: pa.Schema) -> ds.Dataset:
-        return ds.dataset(files, schema=schema, format="parquet", partitioning=partitioning,
-                          partition_base_dir=path, filesystem=fs)
+        return ds.dataset(
+            files,
+            schema=schema,
+            format="parquet",
+            partitioning=partitioning,
+            partition_base_dir=path,
+            filesystem=fs,
+        )
 
     # every column of every file (a dataset's schema is its first file's): a column that only
     # later files have is read too, instead of being left out without a word
     try:
-        union = pa.unify_schemas([dataset.schema, *file_schemas.values()],
-                                 promote_options="permissive")
+        union = pa.unify_schemas(
+            [dataset.schema, *file_schemas.values()], promote_options="permissive"
+        )
     except (pa.ArrowException, TypeError):
         union = None  # reconcile() names the column whose types disagree
     if union is not None and not union.equals(dataset.schema):
@@ -500,8 +534,15 @@ def _open_directory(found: Located) -> _Opened:
             dataset = reopen(union)
         except (pa.ArrowException, OSError) as exc:
             raise DataFileError(f"cannot open the parquet files in {found.name}: {exc}") from None
-    opened = _Opened(found.name, dataset, None, file_schemas=file_schemas, filesystem=fs,
-                     files=len(files), skipped=found.skipped)
+    opened = _Opened(
+        found.name,
+        dataset,
+        None,
+        file_schemas=file_schemas,
+        filesystem=fs,
+        files=len(files),
+        skipped=found.skipped,
+    )
     opened.reopen = reopen
     return opened
 
@@ -534,10 +575,19 @@ def _open(source: Source, log_schema: LogSchema | None = None) -> _Opened:
             dataset = ds.dataset(found.path, format="parquet", filesystem=found.filesystem)
             dataset.schema  # noqa: B018 - forces the footer to be read
         except (pa.ArrowException, OSError) as exc:
-            raise (_repeated_name_error(found) or DataFileError(
-                f"{found.name} is not a readable parquet file: {exc}")) from None
-        return _Opened(found.name, dataset, None, file=found.path, filesystem=found.filesystem,
-                       required=required, files=1)
+            raise (
+                _repeated_name_error(found)
+                or DataFileError(f"{found.name} is not a readable parquet file: {exc}")
+            ) from None
+        return _Opened(
+            found.name,
+            dataset,
+            None,
+            file=found.path,
+            filesystem=found.filesystem,
+            required=required,
+            files=1,
+        )
     if isinstance(source, ds.Dataset):
         return _Opened("<Dataset>", source, None)
     if isinstance(source, pa.Table):
@@ -563,13 +613,21 @@ def _open(source: Source, log_schema: LogSchema | None = None) -> _Opened:
 
 
 def _open_and_plan(
-    source: Source, log_schema: LogSchema, mapping: Mapping[str, str] | None,
+    source: Source,
+    log_schema: LogSchema,
+    mapping: Mapping[str, str] | None,
     columns: Sequence[str] | None,
 ) -> tuple[_Opened, ColumnPlan]:
     """Open a source and plan its columns (names and types checked before any row is read)."""
     opened = _open(source, log_schema)
-    plan = plan_columns(opened.schema, log_schema, mapping=mapping, columns=columns,
-                        source=opened.name, missing_hints=opened.hints)
+    plan = plan_columns(
+        opened.schema,
+        log_schema,
+        mapping=mapping,
+        columns=columns,
+        source=opened.name,
+        missing_hints=opened.hints,
+    )
     opened.reconcile(plan, log_schema)
     return opened, plan
 
@@ -597,10 +655,11 @@ def _dropped_event_ids(table: pa.Table, masks: dict[str, np.ndarray]) -> pa.Arra
     return pc.drop_null(ids.filter(pa.array(bad))).combine_chunks()
 
 
-def _described(report: ValidationReport, opened: _Opened, columns: Sequence[str]) -> ValidationReport:
+def _described(
+    report: ValidationReport, opened: _Opened, columns: Sequence[str]
+) -> ValidationReport:
     """``report`` with what it describes: the columns read, the files, the entries skipped."""
-    return replace(report, columns=tuple(columns), files_read=opened.files,
-                   skipped=opened.skipped)
+    return replace(report, columns=tuple(columns), files_read=opened.files, skipped=opened.skipped)
 
 
 def _finish(
@@ -685,13 +744,17 @@ def _ope_metadata(schema: pa.Schema) -> dict[bytes, bytes]:
     """ope's own entries of a source's schema metadata (other entries, e.g. pandas', describe
     the source's columns, not the validated table), less the propensity provenance, which
     :attr:`provenance` reads from every file of the source."""
-    return {k: v for k, v in (schema.metadata or {}).items()
-            if k.startswith(_OPE_METADATA_PREFIX) and not k.startswith(PROVENANCE_PREFIX)}
+    return {
+        k: v
+        for k, v in (schema.metadata or {}).items()
+        if k.startswith(_OPE_METADATA_PREFIX) and not k.startswith(PROVENANCE_PREFIX)
+    }
 
 
 # --------------------------------------------------------------------------------------------
 # eager readers
 # --------------------------------------------------------------------------------------------
+
 
 def read_logs(
     source: Source,
@@ -791,9 +854,13 @@ def read_logs(
     kept = {**_ope_metadata(opened.schema), **opened.provenance}
     if kept:
         table = table.replace_schema_metadata({**(table.schema.metadata or {}), **kept})
-    return BanditLogs.from_validated(table, report, dropped_event_ids=dropped_ids,
-                                     unit_roundoff=plan.unit_roundoff,
-                                     action_features=embedded_action_features(table.schema))
+    return BanditLogs.from_validated(
+        table,
+        report,
+        dropped_event_ids=dropped_ids,
+        unit_roundoff=plan.unit_roundoff,
+        action_features=embedded_action_features(table.schema),
+    )
 
 
 def read_trajectories(
@@ -859,7 +926,8 @@ def read_trajectories(
     kept_eid = eid.filter(pa.array(~bad)) if bad is not None else valid_eid
     report = replace(
         _described(report, opened, table.column_names),
-        episodes_read=len(pc.unique(valid_eid)), episodes_used=len(pc.unique(kept_eid)),
+        episodes_read=len(pc.unique(valid_eid)),
+        episodes_used=len(pc.unique(kept_eid)),
     )
     # report row numbers are source positions; the result is sorted by (episode_id, step)
     table = table.take(pa.array(order))
@@ -981,9 +1049,7 @@ class LogScan:
     ([2, 1], {'event_id_duplicate': 1}, {'event_id_duplicate': (3,)})
     """
 
-    def __init__(
-        self, opened: _Opened, plan: ColumnPlan, on_invalid: str, batch_size: int
-    ) -> None:
+    def __init__(self, opened: _Opened, plan: ColumnPlan, on_invalid: str, batch_size: int) -> None:
         self._opened = opened
         self.plan = plan
         self.on_invalid = on_invalid
@@ -1025,7 +1091,8 @@ class LogScan:
         if not isinstance(report, ValidationReport):
             raise ParameterError(
                 f"`report` must be an ope.ValidationReport (e.g. from "
-                f"ope.ValidationReport.from_masks); got {describe(report)}.")
+                f"ope.ValidationReport.from_masks); got {describe(report)}."
+            )
         return _described(report, self._opened, self.columns)
 
     @property
@@ -1055,12 +1122,16 @@ class LogScan:
         """
         source = self.source
         drop = self.on_invalid == "drop"
-        total = _described(ValidationReport(source, 0, 0, dropped=False), self._opened,
-                           self.columns)
+        total = _described(
+            ValidationReport(source, 0, 0, dropped=False), self._opened, self.columns
+        )
         seen = SeenIds() if "event_id" in self.plan.output_columns else None
         # a bar over rows (its total from the parquet footers, read only when it is drawn)
-        bar = progress(desc=f"scan {source}", total=self.count_rows() if progress_enabled()
-                       else None, unit="row")
+        bar = progress(
+            desc=f"scan {source}",
+            total=self.count_rows() if progress_enabled() else None,
+            unit="row",
+        )
         with bar:
             yield from self._pass(source, drop, total, seen, bar)
 
@@ -1079,7 +1150,9 @@ class LogScan:
             masks = check_bandit_rows(table, unit_roundoff=self.plan.unit_roundoff)
             if seen is not None:
                 mark_repeats(table, masks, seen)
-            part, bad = ValidationReport.from_masks(masks, n, source, dropped=drop, row_offset=offset)
+            part, bad = ValidationReport.from_masks(
+                masks, n, source, dropped=drop, row_offset=offset
+            )
             total = total.merge(part)
             offset += n
             dropped_ids = None
@@ -1096,8 +1169,12 @@ class LogScan:
                 dropped_ids = _dropped_event_ids(table, masks)
                 table = table.filter(pa.array(~bad))
             if table.num_rows:
-                yield BanditLogs.from_validated(table, part, dropped_event_ids=dropped_ids,
-                                                unit_roundoff=self.plan.unit_roundoff)
+                yield BanditLogs.from_validated(
+                    table,
+                    part,
+                    dropped_event_ids=dropped_ids,
+                    unit_roundoff=self.plan.unit_roundoff,
+                )
         self.seen_id_bytes = seen.nbytes if seen is not None else 0
         self._report = total
         if total.rows_used == 0:

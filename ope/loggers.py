@@ -169,7 +169,7 @@ def check_loggers(logs: Any) -> LoggerCheck:
         s1 = np.bincount(codes, weights=w, minlength=names.size)
         s2 = np.bincount(codes, weights=w * w, minlength=names.size)
         ess = np.array([kish_ess(a, b) for a, b in zip(s1, s2)])  # loop over loggers
-        out[f"ess_share__{col[len('target__'):]}"] = ess / counts
+        out[f"ess_share__{col[len('target__') :]}"] = ess / counts
     present = [f"{LOGGER_PROPENSITY_PREFIX}{n}" in table.column_names for n in names]
     if not all(present):
         missing = [str(n) for n, ok in zip(names, present) if not ok]
@@ -184,7 +184,9 @@ def check_loggers(logs: Any) -> LoggerCheck:
             f"logger(s) {few} logged fewer distinct actions than the others: their support is "
             "narrower; per-logger weights on their rows cannot reach the missing actions."
         )
-    return LoggerCheck(table=out, n=len(frame), has_all_propensities=all(present), notes=tuple(notes))
+    return LoggerCheck(
+        table=out, n=len(frame), has_all_propensities=all(present), notes=tuple(notes)
+    )
 
 
 # --------------------------------------------------------------------------- propensities
@@ -260,16 +262,21 @@ def logger_propensities(logs: Any, *, long_table: Any = None) -> dict[str, np.nd
     if long_table is not None:
         probs = _pivot_long(table, long_table, names)
     else:
-        missing = [str(n) for n in names if f"{LOGGER_PROPENSITY_PREFIX}{n}" not in table.column_names]
+        missing = [
+            str(n) for n in names if f"{LOGGER_PROPENSITY_PREFIX}{n}" not in table.column_names
+        ]
         if missing:
             raise SchemaError(
                 f"balanced weighting needs every logger's probability of each logged action; "
                 f"columns {[LOGGER_PROPENSITY_PREFIX + m for m in missing]} are missing. Add "
-                "them, pass long_table=, or use weighting=\"per_logger\"."
+                'them, pass long_table=, or use weighting="per_logger".'
             )
         probs = {str(n): _float_column(table, f"{LOGGER_PROPENSITY_PREFIX}{n}") for n in names}
     clash = [
-        c for c in table.column_names for n in names if c.startswith("target__") and c.endswith(f"__{n}")
+        c
+        for c in table.column_names
+        for n in names
+        if c.startswith("target__") and c.endswith(f"__{n}")
     ]
     if clash:
         raise SchemaError(
@@ -416,12 +423,9 @@ def evaluate_loggers(
         rng=rng,
     )
     mix = ", ".join(f"{n}: {c:,}" for n, c in zip(names, counts))
-    note = (
-        f"pooled rows of {names.size} loggers ({mix}) weighted "
-        + (
-            "by the mixture of all loggers (balanced, Agarwal et al. 2017)"
-            if how == "balanced"
-            else "by each row's own logger"
-        )
+    note = f"pooled rows of {names.size} loggers ({mix}) weighted " + (
+        "by the mixture of all loggers (balanced, Agarwal et al. 2017)"
+        if how == "balanced"
+        else "by each row's own logger"
     )
     return dataclasses.replace(result, notes=(*result.notes, note))

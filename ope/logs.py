@@ -26,7 +26,11 @@ from ope.exceptions import DroppedRowsWarning, ParameterError, SchemaError, Vali
 from ope.schema import REJECTION_REASONS, episode_bounds
 
 __all__ = [
-    "ValidationReport", "SkippedPath", "BanditLogs", "Trajectories", "PairedReplays",
+    "ValidationReport",
+    "SkippedPath",
+    "BanditLogs",
+    "Trajectories",
+    "PairedReplays",
     "require_logs",
     "as_log_table",
     "EXAMPLE_ROWS",
@@ -50,8 +54,19 @@ REPORT_NAMES_PER_FAMILY: int = 3
 
 #: Columns that the text report names one by one even in the summary (ope's log schemas).
 _SCHEMA_COLUMNS: tuple[str, ...] = (
-    "event_id", "action", "propensity", "reward", "candidates", "logging_distribution",
-    "episode_id", "step", "done", "pair_id", "arm", "outcome", "replicate",
+    "event_id",
+    "action",
+    "propensity",
+    "reward",
+    "candidates",
+    "logging_distribution",
+    "episode_id",
+    "step",
+    "done",
+    "pair_id",
+    "arm",
+    "outcome",
+    "replicate",
 )
 
 
@@ -274,8 +289,16 @@ class ValidationReport:
                 c: tuple(int(r) + row_offset for r in np.flatnonzero(m)[:EXAMPLE_ROWS])
                 for c, m in cols.items()
             }
-        return cls(source, n, used, rejected, examples, dropped=dropped,
-                   rejected_by_column=by_column, examples_by_column=examples_by_column), bad
+        return cls(
+            source,
+            n,
+            used,
+            rejected,
+            examples,
+            dropped=dropped,
+            rejected_by_column=by_column,
+            examples_by_column=examples_by_column,
+        ), bad
 
     @property
     def rows_rejected(self) -> int:
@@ -306,8 +329,7 @@ class ValidationReport:
             for column, count in cols.items():
                 counts[column] = counts.get(column, 0) + count
                 shifted = tuple(
-                    r + row_offset
-                    for r in other.examples_by_column.get(reason, {}).get(column, ())
+                    r + row_offset for r in other.examples_by_column.get(reason, {}).get(column, ())
                 )
                 first[column] = (first.get(column, ()) + shifted)[:EXAMPLE_ROWS]
         return ValidationReport(
@@ -350,10 +372,14 @@ class ValidationReport:
         for name, text in (("what", what), ("tail", tail)):
             if not isinstance(text, str):
                 raise ParameterError(f"`{name}` must be a str; got {describe(text)}.")
-        if isinstance(caveats, str) or not isinstance(caveats, Sequence) \
-                or not all(isinstance(c, str) for c in caveats):
+        if (
+            isinstance(caveats, str)
+            or not isinstance(caveats, Sequence)
+            or not all(isinstance(c, str) for c in caveats)
+        ):
             raise ParameterError(
-                f"`caveats` must be a sequence of lines (str); got {describe(caveats)}.")
+                f"`caveats` must be a sequence of lines (str); got {describe(caveats)}."
+            )
         lines = [
             f"{self.rows_rejected:,} of {self.rows_read:,} rows of {self.source} break "
             f"{what} rules{tail}:",
@@ -412,7 +438,11 @@ class ValidationReport:
 
     def _skipped_text(self) -> str:
         shown = "; ".join(s.text() for s in self.skipped[:EXAMPLE_ROWS])
-        more = f"; and {len(self.skipped) - EXAMPLE_ROWS} more" if len(self.skipped) > EXAMPLE_ROWS else ""
+        more = (
+            f"; and {len(self.skipped) - EXAMPLE_ROWS} more"
+            if len(self.skipped) > EXAMPLE_ROWS
+            else ""
+        )
         return (
             f"{len(self.skipped)} entr{'y' if len(self.skipped) == 1 else 'ies'} of "
             f"{self.source} {'was' if len(self.skipped) == 1 else 'were'} not read: "
@@ -476,9 +506,7 @@ class ValidationReport:
             f"  rows rejected: {self.rows_rejected:,}" + (" (dropped)" if self.dropped else ""),
         ]
         if self.episodes_read is not None:
-            lines.append(
-                f"  episodes:      {self.episodes_used:,} of {self.episodes_read:,} used"
-            )
+            lines.append(f"  episodes:      {self.episodes_used:,} of {self.episodes_read:,} used")
         for reason, count in sorted(self.rejected.items(), key=lambda kv: (-kv[1], kv[0])):
             rows = ", ".join(str(r) for r in self.examples.get(reason, ()))
             more = ", ..." if count > len(self.examples.get(reason, ())) else ""
@@ -549,7 +577,7 @@ class _TableLogs:
     @property
     def target_policies(self) -> list[str]:
         """Names of the candidate policies stored as ``target__<name>`` columns."""
-        return [c[len("target__"):] for c in self.table.column_names if c.startswith("target__")]
+        return [c[len("target__") :] for c in self.table.column_names if c.startswith("target__")]
 
     def to_pandas(self) -> Any:
         return self.table.to_pandas()
@@ -629,9 +657,14 @@ class BanditLogs(_TableLogs):
 
     @classmethod
     def from_validated(
-        cls, table: pa.Table, report: ValidationReport, *,
-        dropped_event_ids: pa.Array | None = None, unit_roundoff: Mapping[str, float] | None = None,
-        action_features: pa.Table | None = None, n_actions: int | None = None,
+        cls,
+        table: pa.Table,
+        report: ValidationReport,
+        *,
+        dropped_event_ids: pa.Array | None = None,
+        unit_roundoff: Mapping[str, float] | None = None,
+        action_features: pa.Table | None = None,
+        n_actions: int | None = None,
     ) -> BanditLogs:
         """Logs whose ``table`` has just passed every row rule of ``ope.schema`` (for readers).
 
@@ -650,8 +683,14 @@ class BanditLogs(_TableLogs):
         >>> BanditLogs(t, ValidationReport("<Table>", 1, 1)).targets_validated()
         False
         """
-        logs = cls(table, report, dropped_event_ids=dropped_event_ids, unit_roundoff=unit_roundoff,
-                   action_features=action_features, n_actions=n_actions)
+        logs = cls(
+            table,
+            report,
+            dropped_event_ids=dropped_event_ids,
+            unit_roundoff=unit_roundoff,
+            action_features=action_features,
+            n_actions=n_actions,
+        )
         logs._validated_table = table
         return logs
 
@@ -797,6 +836,7 @@ def as_log_table(logs: Any) -> pa.Table:
         f"logs must be BanditLogs, a pyarrow.Table or a pandas.DataFrame; got "
         f"{type(logs).__name__}. Read a file first with ope.read_logs(path)."
     )
+
 
 def require_logs(logs: Any, where: str) -> BanditLogs:
     """``logs`` when it is :class:`BanditLogs`, else a ParameterError naming ``logs`` and

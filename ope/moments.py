@@ -102,8 +102,13 @@ def grouped_moments(
     """
     size = check_positive_int(chunk_size, "chunk_size")
     moments, checks = accumulate(
-        reward, logging_propensity, target_propensity, max_weight=max_weight, block_rows=size,
-        codes=codes, n_groups=n_groups,
+        reward,
+        logging_propensity,
+        target_propensity,
+        max_weight=max_weight,
+        block_rows=size,
+        codes=codes,
+        n_groups=n_groups,
     )
     groups: list[CenteredMoments | None] = [
         CenteredMoments(moments.group(g)) if moments.n[g] > 0 else None for g in range(n_groups)
@@ -137,12 +142,32 @@ def weighted_moments(
     """
     size = check_positive_int(chunk_size, "chunk_size")
     moments, checks = accumulate(
-        reward, logging_propensity, target_propensity, max_weight=max_weight, block_rows=size,
-        sampling_weight=sampling_weight, plain=plain,
+        reward,
+        logging_propensity,
+        target_propensity,
+        max_weight=max_weight,
+        block_rows=size,
+        sampling_weight=sampling_weight,
+        plain=plain,
     )
     weighted = WeightedMoments.from_kernel(moments)
-    unweighted = Moments(*(getattr(moments, f) for f in (
-        "n", "shift", "r_exp", "r_mean", "r_m2", "w_exp", "mean", "com", "max_w", "n_clipped")))
+    unweighted = Moments(
+        *(
+            getattr(moments, f)
+            for f in (
+                "n",
+                "shift",
+                "r_exp",
+                "r_mean",
+                "r_m2",
+                "w_exp",
+                "mean",
+                "com",
+                "max_w",
+                "n_clipped",
+            )
+        )
+    )
     mom = CenteredMoments(unweighted, checks)
     return (mom.about_mean() if checks.finite else mom), weighted
 
@@ -163,11 +188,19 @@ def grouped_weighted_moments(
     checks. ``sampling_weight`` must be checked already."""
     size = check_positive_int(chunk_size, "chunk_size")
     moments, checks = accumulate(
-        reward, logging_propensity, target_propensity, max_weight=max_weight, block_rows=size,
-        codes=codes, n_groups=n_groups, sampling_weight=sampling_weight,
+        reward,
+        logging_propensity,
+        target_propensity,
+        max_weight=max_weight,
+        block_rows=size,
+        codes=codes,
+        n_groups=n_groups,
+        sampling_weight=sampling_weight,
     )
-    groups = [WeightedMoments.from_kernel(moments, g) if moments.n[g] > 0 else None
-              for g in range(n_groups)]  # a loop over groups, not rows
+    groups = [
+        WeightedMoments.from_kernel(moments, g) if moments.n[g] > 0 else None
+        for g in range(n_groups)
+    ]  # a loop over groups, not rows
     return groups, checks
 
 
@@ -231,12 +264,14 @@ def component_moments(
         part = np.einsum("ckp->kp", a)
         s1 = part if s1 is None else s1 + part
         if raw is not None and used is not None:
-            sums = np.stack([
-                np.einsum("ip->p", raw),
-                np.einsum("ip,ip->p", raw, raw),
-                np.einsum("ip->p", used),
-                np.einsum("ip,ip->p", used, used),
-            ])
+            sums = np.stack(
+                [
+                    np.einsum("ip->p", raw),
+                    np.einsum("ip,ip->p", raw, raw),
+                    np.einsum("ip->p", used),
+                    np.einsum("ip,ip->p", used, used),
+                ]
+            )
             wsum = sums if wsum is None else wsum + sums
     assert s1 is not None
     means = s1 / n
@@ -343,7 +378,11 @@ class WeightedMoments:
         targets over logging propensities of 1)."""
         n = int(reward.shape[0])
         moments, _ = accumulate(
-            reward, np.ones(n), weight, max_weight=max_weight, sampling_weight=sampling_weight,
+            reward,
+            np.ones(n),
+            weight,
+            max_weight=max_weight,
+            sampling_weight=sampling_weight,
             block_rows=check_positive_int(chunk_size, "chunk_size"),
         )
         return cls.from_kernel(moments)
@@ -364,10 +403,15 @@ class WeightedMoments:
         pairs = [((0, 0), h[2]), ((0, 1), h[3]), ((1, 1), h[4])]
         for k, (a, b) in enumerate(((2, 3), (4, 5))):  # raw, then clipped components
             c = wt.com[g, k] if p0 else np.zeros((N_COMOMENTS, 1))
-            pairs += [((a, a), c[0]), ((a, b), c[1]), ((b, b), c[2]), ((0, a), c[3]),
-                      ((0, b), c[4])]
+            pairs += [
+                ((a, a), c[0]),
+                ((a, b), c[1]),
+                ((b, b), c[2]),
+                ((0, a), c[3]),
+                ((0, b), c[4]),
+            ]
             if p0:
-                mean[a:b + 1] = wt.mean[g, k]
+                mean[a : b + 1] = wt.mean[g, k]
         for (a, b), v in pairs:  # a loop over the 13 accumulated entries
             com[a, b] = com[b, a] = v
         n = int(moments.n[g])
@@ -386,8 +430,16 @@ class WeightedMoments:
         mean = np.einsum("kl,lp->kp", t, self.mean)
         # T keeps the accumulated entries among themselves (each needs only accumulated ones)
         com = np.einsum("ka,abp,lb->klp", t, np.where(_ACCUMULATED, self.com, 0.0), t)
-        return WeightedMoments(self.n, float(shift), mean, _masked(com), self.max_w,
-                               self.n_clipped, self.s_min, self.s_max)
+        return WeightedMoments(
+            self.n,
+            float(shift),
+            mean,
+            _masked(com),
+            self.max_w,
+            self.n_clipped,
+            self.s_min,
+            self.s_max,
+        )
 
     def merge(self, other: WeightedMoments) -> WeightedMoments:
         """Statistics of the union of two disjoint sets of rows."""
@@ -400,9 +452,16 @@ class WeightedMoments:
         delta = b.mean - self.mean
         mean = self.mean + delta * (b.n / n)
         com = self.com + b.com + np.einsum("kp,lp->klp", delta, delta) * (self.n * b.n / n)
-        return WeightedMoments(n, self.shift, mean, _masked(com), np.maximum(self.max_w, b.max_w),
-                               self.n_clipped + b.n_clipped, min(self.s_min, b.s_min),
-                               max(self.s_max, b.s_max))
+        return WeightedMoments(
+            n,
+            self.shift,
+            mean,
+            _masked(com),
+            np.maximum(self.max_w, b.max_w),
+            self.n_clipped + b.n_clipped,
+            min(self.s_min, b.s_min),
+            max(self.s_max, b.s_max),
+        )
 
     @property
     def n_policies(self) -> int:

@@ -226,8 +226,19 @@ class PairedEffect(Result):
         }
 
     def _parts(self) -> ResultParts:
-        shown = ["treated", "outcome", "group", "n", "value", "std_error", "unpaired_std_error",
-                 "ci_low", "ci_high", "p_adjusted", "significant"]
+        shown = [
+            "treated",
+            "outcome",
+            "group",
+            "n",
+            "value",
+            "std_error",
+            "unpaired_std_error",
+            "ci_low",
+            "ci_high",
+            "p_adjusted",
+            "significant",
+        ]
         if self.ratio:
             shown += ["ratio", "ratio_ci_low", "ratio_ci_high"]
         if self.by is None:
@@ -479,7 +490,9 @@ def paired_effect(
             usable = stats_["n"] >= 2
             check_no_overflow(
                 np.column_stack([stats_["value"], np.where(usable, stats_["std_error"], 0.0)]),
-                f"{what}: the value or its standard error", {outcome: y[valid]}, row="group",
+                f"{what}: the value or its standard error",
+                {outcome: y[valid]},
+                row="group",
             )
             n_used = stats_["n"]
             n_dropped = pairs_in_group - n_used
@@ -497,8 +510,8 @@ def paired_effect(
             if np.isnan(spread["treated"][1]).all() and np.isnan(spread["control"][1]).all():
                 no_spread.append(f"{arm!r} vs {control!r} on {outcome!r}")
             low_high = ranges.get(outcome)
-            dlow_dhigh = None if low_high is None else (
-                low_high[0] - low_high[1], low_high[1] - low_high[0]
+            dlow_dhigh = (
+                None if low_high is None else (low_high[0] - low_high[1], low_high[1] - low_high[0])
             )
             n_k = n_used
             ok = n_k >= 2
@@ -514,24 +527,38 @@ def paired_effect(
                 )
             if ratio:
                 r_low, r_high, _ = _wald_rows(
-                    "t" if method == "t" else "normal", level, stats_["ratio"],
-                    stats_["ratio_std_error"], n_k,
+                    "t" if method == "t" else "normal",
+                    level,
+                    stats_["ratio"],
+                    stats_["ratio_std_error"],
+                    n_k,
                 )
             else:
                 r_low = r_high = np.full(n_groups, np.nan)
             nan = np.full(n_groups, np.nan)
             block = {
-                "treated": [arm] * n_groups, "control": [control] * n_groups,
-                "outcome": [outcome] * n_groups, "group": list(group_labels),
-                "n": n_k, "n_dropped": n_dropped.astype(np.int64),
-                "value": stats_["value"], "std_error": stats_["std_error"],
-                "ci_low": ci_low, "ci_high": ci_high,
-                "ci_method": [method] * n_groups, "confidence_level": np.full(n_groups, level),
-                "p_value": p, "p_adjusted": nan, "significant": np.zeros(n_groups, dtype=bool),
+                "treated": [arm] * n_groups,
+                "control": [control] * n_groups,
+                "outcome": [outcome] * n_groups,
+                "group": list(group_labels),
+                "n": n_k,
+                "n_dropped": n_dropped.astype(np.int64),
+                "value": stats_["value"],
+                "std_error": stats_["std_error"],
+                "ci_low": ci_low,
+                "ci_high": ci_high,
+                "ci_method": [method] * n_groups,
+                "confidence_level": np.full(n_groups, level),
+                "p_value": p,
+                "p_adjusted": nan,
+                "significant": np.zeros(n_groups, dtype=bool),
                 "unpaired_std_error": stats_["unpaired_std_error"],
-                "treated_mean": stats_["treated_mean"], "control_mean": stats_["control_mean"],
-                "ratio": stats_["ratio"], "ratio_std_error": stats_["ratio_std_error"],
-                "ratio_ci_low": r_low, "ratio_ci_high": r_high,
+                "treated_mean": stats_["treated_mean"],
+                "control_mean": stats_["control_mean"],
+                "ratio": stats_["ratio"],
+                "ratio_std_error": stats_["ratio_std_error"],
+                "ratio_ci_low": r_low,
+                "ratio_ci_high": r_high,
                 "treated_replicates": spread["treated"][0],
                 "control_replicates": spread["control"][0],
                 "treated_replicate_sd": spread["treated"][1],
@@ -708,7 +735,7 @@ def _check_arms(treated: Any, control: Any, present: list[Any]) -> list[Any]:
         treated_list = list(treated)
     if not treated_list:
         raise ParameterError("`treated` must name at least one arm.")
-    arms = ', '.join(map(repr, sorted(present, key=str)))
+    arms = ", ".join(map(repr, sorted(present, key=str)))
     for name, given in (("treated", treated_list), ("control", [control])):
         unknown = [a for a in given if a not in present]
         if unknown:
@@ -923,8 +950,9 @@ def _bounded_rows(
             # the interval excludes 0 iff |mean| > width sqrt(ln(2 / alpha) / (2 n))
             p = 2.0 * math.exp(-2.0 * n * value * value / (width * width))
         elif method == "bernstein":
-            iv = bernstein_interval(value, variance, n, low=low_b, high=high_b,
-                                    confidence_level=level)
+            iv = bernstein_interval(
+                value, variance, n, low=low_b, high=high_b, confidence_level=level
+            )
             # |mean| = sqrt(2 s^2 L / n) + 7 width L / (3 (n - 1)), L = ln(4 / alpha): a
             # quadratic in u = sqrt(L)
             a = 7.0 * width / (3.0 * (n - 1))
@@ -932,7 +960,7 @@ def _bounded_rows(
             u = (-b + math.sqrt(b * b + 4.0 * a * abs(value))) / (2.0 * a)
             p = 4.0 * math.exp(-u * u)
         else:
-            diffs = d[order[edges[k]:edges[k + 1]]]
+            diffs = d[order[edges[k] : edges[k + 1]]]
             ones = np.ones(diffs.size)
             iv = betting_interval(ones, diffs, reward_range=bounds, confidence_level=level)
             p = _betting_p_value(ones, diffs, bounds)

@@ -79,7 +79,9 @@ _CYCLE: Final = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9
 
 #: Colours of an answer (better / worse / no clear difference) and of the two interval parts.
 _ANSWER_COLORS: Final = {
-    "better": "#1a7f37", "worse": "#c62828", "no clear difference": "#6e7781",
+    "better": "#1a7f37",
+    "worse": "#c62828",
+    "no clear difference": "#6e7781",
     "no interval": "#6e7781",
 }
 _SAMPLING_COLOR: Final = "#4C78A8"
@@ -234,18 +236,27 @@ def plot_evaluation(
             f"{', '.join(evaluation.estimators)}."
         )
     table = table[table["estimator"].isin(chosen)]
-    policies = list(evaluation.policies) if policies is None else [
-        p for p in policies if p in set(evaluation.policies)]
+    policies = (
+        list(evaluation.policies)
+        if policies is None
+        else [p for p in policies if p in set(evaluation.policies)]
+    )
     k = len(chosen)
     ax = _axes(ax, 1.2 + _ROW_HEIGHT * len(policies) * (k + 0.6))
     ref = logging_reference(evaluation)
     if _finite(ref.ci_low, ref.ci_high):
         ax.axvspan(ref.ci_low, ref.ci_high, color=_LOGGING_COLOR, alpha=0.12, lw=0)
-    ax.axvline(ref.value, color=_LOGGING_COLOR, lw=1.2,
-               label=f"logging policy {_number(ref.value)}")
+    ax.axvline(
+        ref.value, color=_LOGGING_COLOR, lw=1.2, label=f"logging policy {_number(ref.value)}"
+    )
     if truth.logging is not None:
-        ax.axvline(truth.logging, color="black", lw=1.0, ls=":",
-                   label=f"logging policy, exact {_number(truth.logging)}")
+        ax.axvline(
+            truth.logging,
+            color="black",
+            lw=1.0,
+            ls=":",
+            label=f"logging policy, exact {_number(truth.logging)}",
+        )
     band = k + 0.6
     centers = []
     drawn: set[str] = set()
@@ -269,14 +280,28 @@ def plot_evaluation(
             if has_ci:
                 xerr = [[max(r["value"] - r["ci_low"], 0.0)], [max(r["ci_high"] - r["value"], 0.0)]]
             ax.errorbar(
-                [r["value"]], [y], xerr=xerr, fmt="o", color=color, ms=5, capsize=2.5,
-                lw=1.4, mfc="white" if clipped else color,
+                [r["value"]],
+                [y],
+                xerr=xerr,
+                fmt="o",
+                color=color,
+                ms=5,
+                capsize=2.5,
+                lw=1.4,
+                mfc="white" if clipped else color,
                 label=None if est in drawn else _text(est),
             )
             drawn.add(est)
         if policy in truth.policies:
-            ax.plot([truth.policies[policy]], [centers[-1]], marker="D", color="black", ms=5,
-                    ls="none", label=None if "exact" in drawn else "exact value")
+            ax.plot(
+                [truth.policies[policy]],
+                [centers[-1]],
+                marker="D",
+                color="black",
+                ms=5,
+                ls="none",
+                label=None if "exact" in drawn else "exact value",
+            )
             drawn.add("exact")
     ax.set_yticks(centers, labels=[_text(p) for p in policies])
     ax.set_ylim(-(len(policies) - 1) * band - k + 0.2, 0.8)
@@ -286,8 +311,15 @@ def plot_evaluation(
     ax.grid(axis="x", color="#eeeeee", lw=0.6)
     ax.set_axisbelow(True)
     if clipped_drawn:
-        ax.plot([], [], "o", mfc="white", color="#333333", ls="none",
-                label="open: covers the clipped value")
+        ax.plot(
+            [],
+            [],
+            "o",
+            mfc="white",
+            color="#333333",
+            ls="none",
+            label="open: covers the clipped value",
+        )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_title("Estimates beside the logging policy", loc="left", fontsize=11)
     return ax
@@ -347,9 +379,17 @@ def plot_comparisons(
     ax = _axes(ax, 1.3 + _ROW_HEIGHT * max(n, 1))
     ax.axvline(0.0, color="black", lw=1.0)
     if not n:
-        ax.text(0.5, 0.5, "no paired differences (a streamed evaluation has no rows to pair)"
-                if getattr(evaluation, "streaming", False) else "no other candidate to compare",
-                ha="center", va="center", transform=ax.transAxes, fontsize=9)
+        ax.text(
+            0.5,
+            0.5,
+            "no paired differences (a streamed evaluation has no rows to pair)"
+            if getattr(evaluation, "streaming", False)
+            else "no other candidate to compare",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=9,
+        )
         ax.set_yticks([])
         return ax
     labels = []
@@ -364,8 +404,15 @@ def plot_comparisons(
         labels.append(f"{_text(r.policy)} − {_text(r.baseline)}  ({r.estimator})")
         exact = truth.difference(r.policy, r.baseline)
         if exact is not None:
-            ax.plot([exact], [y], marker="D", color="black", ms=4.5, ls="none",
-                    label=None if exact_drawn else "exact difference")
+            ax.plot(
+                [exact],
+                [y],
+                marker="D",
+                color="black",
+                ms=4.5,
+                ls="none",
+                label=None if exact_drawn else "exact difference",
+            )
             exact_drawn = True
     ax.set_yticks([-i for i in range(n)], labels=labels)
     ax.set_ylim(-n + 0.4, 0.6)
@@ -379,8 +426,11 @@ def plot_comparisons(
         if (table["answer"] == answer).any():
             ax.plot([], [], "o", color=_ANSWER_COLORS[answer], label=answer)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    title = (f"Between candidates ({headline_estimator(evaluation)}), ranked by lower bound"
-             if between else "Against the logging policy, ranked by lower bound")
+    title = (
+        f"Between candidates ({headline_estimator(evaluation)}), ranked by lower bound"
+        if between
+        else "Against the logging policy, ranked by lower bound"
+    )
     ax.set_title(title, loc="left", fontsize=11)
     return ax
 
@@ -397,8 +447,15 @@ def _weight_bins(weights: np.ndarray) -> pd.DataFrame:
         )
     n = w.size
     positive = w[w > 0]
-    rows = [{"weight_low": 0.0, "weight_high": 0.0, "rows": int(n - positive.size),
-             "row_share": (n - positive.size) / n, "target_mass": 0.0}]
+    rows = [
+        {
+            "weight_low": 0.0,
+            "weight_high": 0.0,
+            "rows": int(n - positive.size),
+            "row_share": (n - positive.size) / n,
+            "target_mass": 0.0,
+        }
+    ]
     if positive.size:
         _, exponents = np.frexp(positive)  # w in [2**(e-1), 2**e)
         lo, hi = int(exponents.min()), int(exponents.max())
@@ -406,9 +463,15 @@ def _weight_bins(weights: np.ndarray) -> pd.DataFrame:
         mass = np.bincount(exponents - lo, weights=positive, minlength=hi - lo + 1)
         for k in range(hi - lo + 1):
             e = lo + k
-            rows.append({"weight_low": math.ldexp(1.0, e - 1), "weight_high": math.ldexp(1.0, e),
-                         "rows": int(counts[k]), "row_share": counts[k] / n,
-                         "target_mass": mass[k] / n})
+            rows.append(
+                {
+                    "weight_low": math.ldexp(1.0, e - 1),
+                    "weight_high": math.ldexp(1.0, e),
+                    "rows": int(counts[k]),
+                    "row_share": counts[k] / n,
+                    "target_mass": mass[k] / n,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -476,33 +539,57 @@ def plot_weights(
     if len(pos):
         lows = pos["weight_low"].to_numpy()
         highs = pos["weight_high"].to_numpy()
-        ax.bar(lows, pos["row_share"], width=highs - lows, align="edge", color=_SAMPLING_COLOR,
-               alpha=0.75, label=f"share of {rows_word}", edgecolor="white", lw=0.4)
+        ax.bar(
+            lows,
+            pos["row_share"],
+            width=highs - lows,
+            align="edge",
+            color=_SAMPLING_COLOR,
+            alpha=0.75,
+            label=f"share of {rows_word}",
+            edgecolor="white",
+            lw=0.4,
+        )
         edges = np.append(lows, highs[-1])
-        ax.stairs(pos["target_mass"].to_numpy(), edges, color=_COVERAGE_COLOR, lw=1.8,
-                  label="share of the candidate's mass")
+        ax.stairs(
+            pos["target_mass"].to_numpy(),
+            edges,
+            color=_COVERAGE_COLOR,
+            lw=1.8,
+            label="share of the candidate's mass",
+        )
         ax.set_xscale("log")
         ax.set_xlim(lows[0], highs[-1])
         _plain_log_ticks(ax)
     if max_weight is not None and _finite(max_weight) and max_weight > 0:
         where = f"clip level {_number(max_weight)}"
         if info and _finite(info.get("clipped_share", math.nan)):
-            where += (f":\n{format_share(info['clipped_share'])} of rows, "
-                      f"{format_share(info['clipped_weight_share'])} of the weight")
+            where += (
+                f":\n{format_share(info['clipped_share'])} of rows, "
+                f"{format_share(info['clipped_weight_share'])} of the weight"
+            )
         ax.axvline(max_weight, color=_GAP_COLOR, ls="--", lw=1.2, label=where)
-    ax.set_ylim(0, 1.05 * max(float(bins["row_share"].max()), float(bins["target_mass"].max()),
-                              1e-12))
+    ax.set_ylim(
+        0, 1.05 * max(float(bins["row_share"].max()), float(bins["target_mass"].max()), 1e-12)
+    )
     ax.set_xlabel("importance weight π/π₀ (log scale; bins of a factor of two)")
     ax.set_ylabel("share")
     zero_share = float(zero["row_share"].sum()) if len(zero) else 0.0
-    ax.plot([], [], ls="none", label=f"weight 0: {format_share(zero_share)} of {rows_word}\n(never the "
-                                     "candidate's action)")
+    ax.plot(
+        [],
+        [],
+        ls="none",
+        label=f"weight 0: {format_share(zero_share)} of {rows_word}\n(never the "
+        "candidate's action)",
+    )
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     name = _text(policy) if policy is not None else "weights"
     if info:
         base = "rows" if rows_word == "rows" else "the sampling weights' ESS"
-        title = (f"{name}: ESS {_number(info['ess'])} ({format_share(info['ess_ratio'])} of {base}), "
-                 f"largest weight {_number(info['weight_max'])}")
+        title = (
+            f"{name}: ESS {_number(info['ess'])} ({format_share(info['ess_ratio'])} of {base}), "
+            f"largest weight {_number(info['weight_max'])}"
+        )
     else:
         w = bins["target_mass"].sum()
         title = f"{name}: mean weight {_number(w)}"
@@ -513,8 +600,14 @@ def plot_weights(
 # --------------------------------------------------------------------------------------------
 # coverage heatmap
 # --------------------------------------------------------------------------------------------
-def plot_coverage(diagnostics: Any, policy: str, ax: Any = None, *, by: str | None = None,
-                  segments: Sequence[Any] | None = None) -> Any:
+def plot_coverage(
+    diagnostics: Any,
+    policy: str,
+    ax: Any = None,
+    *,
+    by: str | None = None,
+    segments: Sequence[Any] | None = None,
+) -> Any:
     """Segment x action (or popularity bucket) heatmap of the candidate's and the logger's mass.
 
     Parameters
@@ -563,9 +656,19 @@ def plot_coverage(diagnostics: Any, policy: str, ax: Any = None, *, by: str | No
         target, logged = target.iloc[keep], logged.iloc[keep]
     column = target.index.name
     seg_table = diagnostics.segments()
-    mine = seg_table[(seg_table["policy"] == policy) & seg_table["gap"]] if len(seg_table) else seg_table
-    gap_rows = set(mine.loc[mine["column"] == column, "segment"].astype(str)) if len(mine) else set()
-    gap_cols = set(mine.loc[mine["column"] == target.columns.name, "segment"].astype(str)) if len(mine) else set()
+    mine = (
+        seg_table[(seg_table["policy"] == policy) & seg_table["gap"]]
+        if len(seg_table)
+        else seg_table
+    )
+    gap_rows = (
+        set(mine.loc[mine["column"] == column, "segment"].astype(str)) if len(mine) else set()
+    )
+    gap_cols = (
+        set(mine.loc[mine["column"] == target.columns.name, "segment"].astype(str))
+        if len(mine)
+        else set()
+    )
     n_rows, n_cols = target.shape
     ax = _axes(ax, 1.4 + 0.42 * n_rows, min(2.6 + 0.85 * n_cols, 11.0))
     values = target.to_numpy(dtype=np.float64)
@@ -576,8 +679,15 @@ def plot_coverage(diagnostics: Any, policy: str, ax: Any = None, *, by: str | No
         for j in range(n_cols):
             c, lg = values[i, j], float(logged.iat[i, j])
             text = f"{format_share(c)} / {format_share(lg)}" if n_cols <= 8 else format_share(c)
-            ax.text(j, i, text, ha="center", va="center", fontsize=fontsize,
-                    color="white" if c > 0.6 * top else "black")
+            ax.text(
+                j,
+                i,
+                text,
+                ha="center",
+                va="center",
+                fontsize=fontsize,
+                color="white" if c > 0.6 * top else "black",
+            )
     row_labels = [_text(s) + ("  (gap)" if str(s) in gap_rows else "") for s in target.index]
     col_labels = [_text(a) + ("\n(gap)" if str(a) in gap_cols else "") for a in target.columns]
     ax.set_yticks(range(n_rows), labels=row_labels)
@@ -619,9 +729,14 @@ def _frame(ax: Any, x: float, y: float, w: float, h: float) -> Any:
 # --------------------------------------------------------------------------------------------
 # outer/inner split
 # --------------------------------------------------------------------------------------------
-def plot_interval_split(diagnostics: Any, ax: Any = None, *, truth: Any = None,
-                        logging_value: float | None = None,
-                        policies: Sequence[str] | None = None) -> Any:
+def plot_interval_split(
+    diagnostics: Any,
+    ax: Any = None,
+    *,
+    truth: Any = None,
+    logging_value: float | None = None,
+    policies: Sequence[str] | None = None,
+) -> Any:
     """Each candidate's outer/inner (Bottou) interval split into sampling and coverage parts.
 
     Parameters
@@ -661,23 +776,45 @@ def plot_interval_split(diagnostics: Any, ax: Any = None, *, truth: Any = None,
     4
     """
     truth = Truth.of(truth)
-    rows = [r for r in diagnostics.table().to_dict("records") if _finite(r["ci_low"], r["ci_high"])
-            and (policies is None or r["policy"] in set(policies))]
+    rows = [
+        r
+        for r in diagnostics.table().to_dict("records")
+        if _finite(r["ci_low"], r["ci_high"]) and (policies is None or r["policy"] in set(policies))
+    ]
     ax = _axes(ax, 1.3 + 0.4 * max(len(rows), 1))
     if not rows:
-        ax.text(0.5, 0.5, "no outer/inner interval: pass reward_range to diagnose",
-                ha="center", va="center", transform=ax.transAxes, fontsize=9)
+        ax.text(
+            0.5,
+            0.5,
+            "no outer/inner interval: pass reward_range to diagnose",
+            ha="center",
+            va="center",
+            transform=ax.transAxes,
+            fontsize=9,
+        )
         ax.set_yticks([])
         return ax
     if logging_value is not None:
-        ax.axvline(logging_value, color=_LOGGING_COLOR, lw=1.2,
-                   label=f"logging policy {_number(logging_value)}")
+        ax.axvline(
+            logging_value,
+            color=_LOGGING_COLOR,
+            lw=1.2,
+            label=f"logging policy {_number(logging_value)}",
+        )
     # the axis fits what is estimated: the clipped values, the sampling parts, the exact and
     # logging values; a coverage part (set by the a priori reward range: up to 0.165 for a
     # click rate of 0.005) may run past it and is cut at the edge, its end written there
-    core = [float(v) for r in rows for v in (
-        r["ci_low"], float(r["ci_low"]) + _sampling_part(r), r["clipped_value"],
-        truth.policies.get(r["policy"])) if v is not None and _finite(float(v))]
+    core = [
+        float(v)
+        for r in rows
+        for v in (
+            r["ci_low"],
+            float(r["ci_low"]) + _sampling_part(r),
+            r["clipped_value"],
+            truth.policies.get(r["policy"]),
+        )
+        if v is not None and _finite(float(v))
+    ]
     if logging_value is not None and _finite(logging_value):
         core.append(float(logging_value))
     low, high = _fitted_range(core, [float(r["ci_high"]) for r in rows])
@@ -685,31 +822,71 @@ def plot_interval_split(diagnostics: Any, ax: Any = None, *, truth: Any = None,
         y = -i
         sampling = _sampling_part(r)
         coverage = max(float(r["ci_high"]) - float(r["ci_low"]) - sampling, 0.0)
-        ax.barh(y, sampling, left=r["ci_low"], height=0.5, color=_SAMPLING_COLOR,
-                label="sampling part" if i == 0 else None)
-        ax.barh(y, coverage, left=r["ci_low"] + sampling, height=0.5, color=_COVERAGE_COLOR,
-                label="coverage part" if i == 0 else None)
-        ax.plot([r["clipped_value"]], [y], "o", color="black", ms=3.5,
-                label="clipped value" if i == 0 else None)
+        ax.barh(
+            y,
+            sampling,
+            left=r["ci_low"],
+            height=0.5,
+            color=_SAMPLING_COLOR,
+            label="sampling part" if i == 0 else None,
+        )
+        ax.barh(
+            y,
+            coverage,
+            left=r["ci_low"] + sampling,
+            height=0.5,
+            color=_COVERAGE_COLOR,
+            label="coverage part" if i == 0 else None,
+        )
+        ax.plot(
+            [r["clipped_value"]],
+            [y],
+            "o",
+            color="black",
+            ms=3.5,
+            label="clipped value" if i == 0 else None,
+        )
         if r["policy"] in truth.policies:
-            ax.plot([truth.policies[r["policy"]]], [y], "D", color="black", mfc="white", ms=5,
-                    label="exact value" if i == 0 else None)
+            ax.plot(
+                [truth.policies[r["policy"]]],
+                [y],
+                "D",
+                color="black",
+                mfc="white",
+                ms=5,
+                label="exact value" if i == 0 else None,
+            )
     ax.set_xlim(low, high)
     for i, r in enumerate(rows):
         if float(r["ci_high"]) > high:
-            ax.text(high, -i, f"to {_number(r['ci_high'])} \u2192", ha="right", va="center",
-                    fontsize=7, color="black",
-                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8})
-    ax.set_yticks([-i for i in range(len(rows))],
-                  labels=[f"{_text(r['policy'])}  (clip {_number(r['max_weight'])}, "
-                          f"{format_share(r['coverage_share'])} coverage)" for r in rows])
+            ax.text(
+                high,
+                -i,
+                f"to {_number(r['ci_high'])} \u2192",
+                ha="right",
+                va="center",
+                fontsize=7,
+                color="black",
+                bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.8},
+            )
+    ax.set_yticks(
+        [-i for i in range(len(rows))],
+        labels=[
+            f"{_text(r['policy'])}  (clip {_number(r['max_weight'])}, "
+            f"{format_share(r['coverage_share'])} coverage)"
+            for r in rows
+        ],
+    )
     ax.set_ylim(-len(rows) + 0.4, 0.6)
     ax.set_xlabel(f"value, {diagnostics.confidence_level:.0%} outer/inner interval (Bottou)")
     ax.grid(axis="x", color="#eeeeee", lw=0.6)
     ax.set_axisbelow(True)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    ax.set_title("What more of the same logs would shrink (blue) and would not (orange)",
-                 loc="left", fontsize=10)
+    ax.set_title(
+        "What more of the same logs would shrink (blue) and would not (orange)",
+        loc="left",
+        fontsize=10,
+    )
     return ax
 
 
@@ -786,8 +963,9 @@ def plot_segments(
     ['new', 'old']
     """
     truth = Truth.of(truth)
-    rows = segment_table[(segment_table["estimator"] == estimator)
-                         & (segment_table["column"] == column)]
+    rows = segment_table[
+        (segment_table["estimator"] == estimator) & (segment_table["column"] == column)
+    ]
     segments = list(dict.fromkeys(rows["segment"].astype(str)))
     policies = list(dict.fromkeys(rows["policy"]))
     k = max(len(policies), 1)
@@ -810,12 +988,32 @@ def plot_segments(
             xerr = None
             if _finite(float(r["ci_low"]), float(r["ci_high"])):
                 xerr = [[max(r["value"] - r["ci_low"], 0.0)], [max(r["ci_high"] - r["value"], 0.0)]]
-            ax.errorbar([r["value"]], [y], xerr=xerr, fmt="o", ms=4.5, capsize=2, lw=1.3,
-                        color=_CYCLE[j % len(_CYCLE)], label=_text(policy) if i == 0 else None)
-            exact = truth.by_segment.get(policy, {}).get(seg) if truth.column in (None, column) else None
+            ax.errorbar(
+                [r["value"]],
+                [y],
+                xerr=xerr,
+                fmt="o",
+                ms=4.5,
+                capsize=2,
+                lw=1.3,
+                color=_CYCLE[j % len(_CYCLE)],
+                label=_text(policy) if i == 0 else None,
+            )
+            exact = (
+                truth.by_segment.get(policy, {}).get(seg)
+                if truth.column in (None, column)
+                else None
+            )
             if exact is not None:
-                ax.plot([exact], [y], "D", color="black", ms=4, ls="none",
-                        label=None if exact_drawn else "exact value")
+                ax.plot(
+                    [exact],
+                    [y],
+                    "D",
+                    color="black",
+                    ms=4,
+                    ls="none",
+                    label=None if exact_drawn else "exact value",
+                )
                 exact_drawn = True
     ax.set_yticks(centers, labels=[_text(s) for s in segments])
     if segments:

@@ -271,7 +271,10 @@ def estimated_action_probabilities(
         test = fold == k
         train = ~test if folds > 1 else test  # one fold: fitted on every row, in-sample
         _check_calibration_counts(
-            codes, classes, train, cal,
+            codes,
+            classes,
+            train,
+            cal,
             "the data" if folds == 1 else f"the training set of fold {k} (of {folds})",
         )
         model = _calibrated(base, cal)
@@ -478,9 +481,7 @@ def estimate_propensities(
 
     folds, cal, floor = _check_settings(classifier, n_folds, calibration, min_propensity)
     table = as_log_table(logs)
-    p, dist, n_floored = _row_estimates(
-        table, context_columns, classifier, folds, rng, cal, floor
-    )
+    p, dist, n_floored = _row_estimates(table, context_columns, classifier, folds, rng, cal, floor)
     if "propensity" in table.column_names:
         table = table.drop_columns(["propensity"])
     if dist is not None and "logging_distribution" in table.column_names:
@@ -662,8 +663,7 @@ def check_propensities(
     if by is not None:  # checked before the classifier is fitted
         if not isinstance(by, str):
             raise ParameterError(
-                f"`by` must be the name of one segment column (a str) or None; got "
-                f"{describe(by)}."
+                f"`by` must be the name of one segment column (a str) or None; got {describe(by)}."
             )
         if by not in table.column_names:
             raise SchemaError(

@@ -67,7 +67,6 @@ __all__ = [
 ]
 
 
-
 #: Every interval method name known to :meth:`Estimate.ci`.
 CI_METHODS: Final = (
     "normal",
@@ -363,7 +362,9 @@ class Estimate(Result):
         True
         """
         bound_name = "weight_bound" if max_weight is None else "max_weight"  # as given
-        weight_bound = deprecated_weight_bound(weight_bound, max_weight, where="Estimate.ci/with_ci")
+        weight_bound = deprecated_weight_bound(
+            weight_bound, max_weight, where="Estimate.ci/with_ci"
+        )
         level = check_confidence_level(confidence_level)
         if method not in CI_METHODS:
             raise ParameterError(
@@ -415,8 +416,7 @@ class Estimate(Result):
                     confidence_level=level,
                     n_resamples=n_resamples,  # None: default_n_resamples(level)
                     bootstrap_method=(
-                        "percentile" if bootstrap_method is None
-                        else bootstrap_method  # type: ignore[arg-type]  # checked by the callee
+                        "percentile" if bootstrap_method is None else bootstrap_method  # type: ignore[arg-type]  # checked by the callee
                     ),
                     rng=rng,
                 ),
@@ -468,8 +468,11 @@ class Estimate(Result):
             provenance = (provenance or Provenance()).with_options(
                 ci_method=method,
                 confidence_level=float(confidence_level),
-                n_resamples=(default_n_resamples(float(confidence_level)) if n_resamples is None
-                             else n_resamples),
+                n_resamples=(
+                    default_n_resamples(float(confidence_level))
+                    if n_resamples is None
+                    else n_resamples
+                ),
                 bootstrap_method="percentile" if bootstrap_method is None else bootstrap_method,
             )
             provenance = dataclasses.replace(provenance, seed=seed)
@@ -736,9 +739,7 @@ def compare(
     ci = check_choice(ci, "ci", CI_METHODS)
     for name, est in (("a", a), ("b", b)):
         if not isinstance(est, Estimate):
-            raise ParameterError(
-                f"`{name}` must be an ope Estimate; got {type(est).__name__}."
-            )
+            raise ParameterError(f"`{name}` must be an ope Estimate; got {type(est).__name__}.")
         if not isinstance(est._source, RowSource):
             hint = est._source.rows_hint if est._source is not None else "it has no data"
             raise EstimationError(
@@ -804,10 +805,12 @@ def _paired_notes(a: Estimate, b: Estimate) -> tuple[str, ...]:
                 continue  # stated with a's
             prefix = f"{la} and {lb}" if note_key(x) in other else who
             out.append(
-                Note(f"{prefix}: {x}", rule=getattr(x, "rule", None),
-                     subject=getattr(x, "subject", None))
+                Note(
+                    f"{prefix}: {x}",
+                    rule=getattr(x, "rule", None),
+                    subject=getattr(x, "subject", None),
+                )
                 if getattr(x, "rule", None) is not None
                 else f"{prefix}: {x}"
             )
     return tuple(out)
-

@@ -149,8 +149,6 @@ ParameterError
 }
 
 
-
-
 # --------------------------------------------------------------------------------------------
 # validation
 # --------------------------------------------------------------------------------------------
@@ -195,15 +193,12 @@ def _clip_level(value: Any, name: str, what: str) -> float:
     x = check_real(value, name)
     if not x > 0.0:  # False for NaN
         raise ParameterError(
-            f"`{name}` ({what}) must be a positive number, or None for no clipping; got "
-            f"{value!r}."
+            f"`{name}` ({what}) must be a positive number, or None for no clipping; got {value!r}."
         )
     return x
 
 
-def _column(
-    traj: Trajectories, name: str, role: str, rows: np.ndarray | None = None
-) -> np.ndarray:
+def _column(traj: Trajectories, name: str, role: str, rows: np.ndarray | None = None) -> np.ndarray:
     """A numeric column as float64, without missing values (only ``rows`` of it, if given)."""
     if name not in traj.table.column_names:
         raise SchemaError(
@@ -534,9 +529,7 @@ def _corrected(
         return _backward_scan(gamma * lam * trace * cont, td * delta, ep.max_length)
 
 
-def _finite(
-    out: np.ndarray, what: str, ep: _Episodes, **inputs: np.ndarray | None
-) -> np.ndarray:
+def _finite(out: np.ndarray, what: str, ep: _Episodes, **inputs: np.ndarray | None) -> np.ndarray:
     """``out``, refused (ValidationError naming the largest input) if a sum overflowed."""
     named = {"reward": ep.reward, **{k: v for k, v in inputs.items() if v is not None}}
     check_no_overflow(out, what, named)
@@ -668,8 +661,13 @@ def discounted_returns(
         return np.zeros(0)
     with np.errstate(over="ignore", invalid="ignore"):
         out = _corrected(ep, ep.reward + g * tail, g, 1.0, clipped)
-    return _finite(out, "discounted returns", ep, tail_value=tail,
-                   ratios=None if clipped is None else clipped[1])
+    return _finite(
+        out,
+        "discounted returns",
+        ep,
+        tail_value=tail,
+        ratios=None if clipped is None else clipped[1],
+    )
 
 
 @fill_doc(_DOC)
@@ -838,8 +836,17 @@ def gae(
     array([-0.25, -0.5 ,  0.  , -1.  ,  0.  ])
     """
     return _values_and_advantages(
-        data, values, gamma, lam, done, episode_starts, episode_id, tail_value, ratios,
-        max_ratio, max_td_ratio,
+        data,
+        values,
+        gamma,
+        lam,
+        done,
+        episode_starts,
+        episode_id,
+        tail_value,
+        ratios,
+        max_ratio,
+        max_td_ratio,
     )[1]
 
 
@@ -916,7 +923,16 @@ def lambda_returns(
     array([1.75, 1.  , 2.  , 3.  , 4.  ])
     """
     v, adv = _values_and_advantages(
-        data, values, gamma, lam, done, episode_starts, episode_id, tail_value, ratios,
-        max_ratio, max_td_ratio,
+        data,
+        values,
+        gamma,
+        lam,
+        done,
+        episode_starts,
+        episode_id,
+        tail_value,
+        ratios,
+        max_ratio,
+        max_td_ratio,
     )
     return v + adv

@@ -367,9 +367,7 @@ class _Design:
             indices[:, d + 1 :] = d + k + a[:, None] * d + np.arange(d)
             data[:, d + 1 :] = x
         indptr = np.arange(m + 1, dtype=itype) * per_row
-        return sp.csr_matrix(
-            (data.ravel(), indices.ravel(), indptr), shape=(m, self.n_columns)
-        )
+        return sp.csr_matrix((data.ravel(), indices.ravel(), indptr), shape=(m, self.n_columns))
 
 
 def _is_classifier(estimator: Any) -> bool:
@@ -642,12 +640,19 @@ class RewardModel:
         if use_sparse is None:
             use_sparse = (feats is None or self.action_intercepts) and _accepts_sparse(template)
         design = _Design(
-            d, k_actions, feats, bool(self.interactions), bool(use_sparse),
+            d,
+            k_actions,
+            feats,
+            bool(self.interactions),
+            bool(use_sparse),
             intercepts=bool(self.action_intercepts) and feats is not None,
         )
         if design.n_columns > MAX_DESIGN_COLUMNS:
-            source = ("n_actions" if n_actions is not None
-                      else "the largest `action` code + 1: pass n_actions, codes 0..K-1")
+            source = (
+                "n_actions"
+                if n_actions is not None
+                else "the largest `action` code + 1: pass n_actions, codes 0..K-1"
+            )
             raise EstimationError(
                 f"the design would have {design.n_columns:,} columns (catalog of {k_actions:,} "
                 f"actions from {source}, {d} context features), more than MAX_DESIGN_COLUMNS = "

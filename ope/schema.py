@@ -164,7 +164,7 @@ REJECTION_REASONS: Final[Mapping[str, str]] = {
     ),
     "dsjson_label_index_out_of_range": "_labelIndex must be below len(c._multi)",
     "dsjson_cost_not_numeric": (
-        "_label_cost/_label_probability must be numbers or \"NaN\" (reward = -_label_cost)"
+        '_label_cost/_label_probability must be numbers or "NaN" (reward = -_label_cost)'
     ),
     "dsjson_a_p_mismatch": (
         "in a file with logging_distribution (its first row has one), `a` and `p` must have one "
@@ -274,13 +274,20 @@ BANDIT: Final[LogSchema] = LogSchema(
     name="bandit",
     columns=(
         ColumnSpec("action", _ID, True, "the logged action (item id)"),
-        ColumnSpec("propensity", _FLOAT, True, "logging probability of the logged action, in (0, 1]"),
+        ColumnSpec(
+            "propensity", _FLOAT, True, "logging probability of the logged action, in (0, 1]"
+        ),
         ColumnSpec("reward", _FLOAT, True, "observed outcome (reward, not cost)"),
         ColumnSpec("event_id", _ID, False, "unique per row; joins policy tables"),
         ColumnSpec("candidates", _LIST_ACTION, False, "the candidate set the logger chose from"),
         ColumnSpec("logging_distribution", _LIST_FLOAT, False, "logging policy over candidates"),
-        ColumnSpec("weight", _FLOAT, False, "sampling weight 1 / P(row kept), e.g. "
-                   "1 / (1 - pdrop): estimates are Horvitz-Thompson weighted by it"),
+        ColumnSpec(
+            "weight",
+            _FLOAT,
+            False,
+            "sampling weight 1 / P(row kept), e.g. "
+            "1 / (1 - pdrop): estimates are Horvitz-Thompson weighted by it",
+        ),
     ),
     prefixed=((TARGET_PREFIX, _FLOAT), (TARGET_DIST_PREFIX, _LIST_FLOAT)),
     reasons=tuple(list(REJECTION_REASONS)[:17]),
@@ -451,7 +458,9 @@ def column_problem(t: pa.DataType, kind: str, action_type: pa.DataType | None) -
         if not _is_list(t):
             hint = (
                 "; it holds text: parse each row into a list of numbers first (e.g. "
-                "df[col].map(json.loads) for '[0.5, 0.5]')" if _is_string(_base(t)) else ""
+                "df[col].map(json.loads) for '[0.5, 0.5]')"
+                if _is_string(_base(t))
+                else ""
             )
             return f"has type {t}; expected a list column ({kind}){hint}"
         value_type = t.value_type
@@ -563,7 +572,12 @@ def plan_columns(
         renames[theirs] = ours
     # a source column keeping a name that a mapped column now takes is ambiguous
     for ours, theirs in mapping.items():
-        if ours != theirs and ours in renames and ours not in mapping.values() and theirs in theirs_seen:
+        if (
+            ours != theirs
+            and ours in renames
+            and ours not in mapping.values()
+            and theirs in theirs_seen
+        ):
             problems.append(
                 f"mapping renames {theirs!r} to {ours!r}, but the source already has a column "
                 f"{ours!r}; map that one to another name or drop it"
@@ -726,7 +740,11 @@ def check_segment_columns(
     for name in names:  # a loop over column names
         if name not in schema.names:
             close = difflib.get_close_matches(name, schema.names, n=1, cutoff=MAPPING_TYPO_CUTOFF)
-            hint = f"; did you mean {close[0]!r}?" if close else f" (available: {', '.join(schema.names)})"
+            hint = (
+                f"; did you mean {close[0]!r}?"
+                if close
+                else f" (available: {', '.join(schema.names)})"
+            )
             problems.append(f"column {name!r} is not in {source}{hint}")
             continue
         t = _base(schema.field(name).type)
@@ -738,7 +756,9 @@ def check_segment_columns(
                 "Pick one element (pyarrow.compute.list_element(col, 0)), join them into one "
                 "string, or explode the rows first"
             )
-        elif pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        elif (
+            pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)
+        ):
             problems.append(
                 f"column {name!r} holds raw bytes ({t}); decode it to strings first "
                 "(e.g. pyarrow.compute.cast(col, pyarrow.string()))"
@@ -789,7 +809,9 @@ def _to_whole(arr: pa.ChunkedArray, label: str, row_offset: int) -> pa.ChunkedAr
     return pa.chunked_array([out])
 
 
-def _cast_scalar(arr: pa.ChunkedArray, kind: str, target: pa.DataType, label: str, row_offset: int) -> pa.ChunkedArray:
+def _cast_scalar(
+    arr: pa.ChunkedArray, kind: str, target: pa.DataType, label: str, row_offset: int
+) -> pa.ChunkedArray:
     arr = _decode(arr)
     t = arr.type
     if t == target:
@@ -862,7 +884,9 @@ def _lossy_cast_message(
     )
 
 
-def _cast_list(arr: pa.ChunkedArray, value_kind: str, target_value: pa.DataType, label: str, row_offset: int) -> pa.ChunkedArray:
+def _cast_list(
+    arr: pa.ChunkedArray, value_kind: str, target_value: pa.DataType, label: str, row_offset: int
+) -> pa.ChunkedArray:
     target = pa.list_(target_value)
     t = arr.type
     if t == target:
@@ -884,9 +908,13 @@ def _cast_list(arr: pa.ChunkedArray, value_kind: str, target_value: pa.DataType,
             chunk = chunk.cast(pa.list_(chunk.type.value_type))
         values = pa.chunked_array([chunk.values], type=chunk.type.value_type)
         cast_values = _cast_scalar(values, value_kind, target_value, f"{label} (list entries)", 0)
-        cast_values = cast_values.combine_chunks() if cast_values.num_chunks != 1 else cast_values.chunk(0)
+        cast_values = (
+            cast_values.combine_chunks() if cast_values.num_chunks != 1 else cast_values.chunk(0)
+        )
         chunks.append(
-            pa.ListArray.from_arrays(chunk.offsets, cast_values, mask=chunk.is_null() if chunk.null_count else None)
+            pa.ListArray.from_arrays(
+                chunk.offsets, cast_values, mask=chunk.is_null() if chunk.null_count else None
+            )
         )
     return pa.chunked_array(chunks, type=target)
 
@@ -1015,7 +1043,9 @@ class RowMasks(dict[str, np.ndarray]):
             cols[column] = cols[column] | mask if column in cols else mask
 
 
-def _add(masks: dict[str, np.ndarray], reason: str, mask: np.ndarray, column: str | None = None) -> None:
+def _add(
+    masks: dict[str, np.ndarray], reason: str, mask: np.ndarray, column: str | None = None
+) -> None:
     if isinstance(masks, RowMasks):
         masks.add(reason, mask, column=column)
     elif mask.any():
@@ -1048,7 +1078,9 @@ def _check_targets(table: pa.Table, masks: dict[str, np.ndarray]) -> None:
                 _add(masks, "target_probability_out_of_range", ~((t >= 0.0) & (t <= 1.0)), name)
 
 
-def first_occurrence_duplicates(values: pa.ChunkedArray | pa.Array, valid: np.ndarray) -> np.ndarray:
+def first_occurrence_duplicates(
+    values: pa.ChunkedArray | pa.Array, valid: np.ndarray
+) -> np.ndarray:
     """Mark every occurrence of a value after its first (among ``valid`` rows).
 
     Uses a monotone check (ids written in increasing order), then a bitmap when integer ids are
@@ -1110,14 +1142,14 @@ def _no_int_duplicates(views: list[np.ndarray], n: int) -> bool:
     return not bool((np.diff(np.sort(np.concatenate(views))) == 0).any())
 
 
-
-
 def _list_parts(arr: pa.ChunkedArray) -> tuple[pa.Array, pa.Array, np.ndarray, np.ndarray]:
     """(list array, flattened values, parent row of each value, length per row with null=-1)."""
     a = arr.combine_chunks() if arr.num_chunks != 1 else arr.chunk(0)
     flat = a.flatten()
     parent = pc.list_parent_indices(a).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    lengths = pc.fill_null(pc.list_value_length(a), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    lengths = (
+        pc.fill_null(pc.list_value_length(a), -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    )
     return a, flat, parent, lengths
 
 
@@ -1186,8 +1218,7 @@ def check_bandit_rows(
         codes = flat.to_numpy(zero_copy_only=False)
     # rows listed in increasing order (as importers build them) have none: no sort needed
     increasing = len(codes) < 2 or (
-        bool(usable.all())
-        and bool(((codes[1:] > codes[:-1]) | (parent[1:] != parent[:-1])).all())
+        bool(usable.all()) and bool(((codes[1:] > codes[:-1]) | (parent[1:] != parent[:-1])).all())
     )
     if not increasing:
         keyed = np.flatnonzero(usable)
@@ -1195,7 +1226,11 @@ def check_bandit_rows(
         same = (parent[order][1:] == parent[order][:-1]) & (codes[order][1:] == codes[order][:-1])
         _add(masks, "candidates_duplicate", _any_by_row(parent[order][1:], same, n))
     # logged action among the candidates, and the position of its first match
-    act_rep = action.combine_chunks().take(pa.array(parent)) if len(parent) else action.combine_chunks()[:0]
+    act_rep = (
+        action.combine_chunks().take(pa.array(parent))
+        if len(parent)
+        else action.combine_chunks()[:0]
+    )
     eq = pc.fill_null(pc.equal(flat, act_rep), False).to_numpy(zero_copy_only=False)
     match_idx = np.flatnonzero(eq)
     match_rows = parent[match_idx]
@@ -1212,7 +1247,9 @@ def check_bandit_rows(
         mismatch = ~cand_null & (ld_null | (ld_len != lengths))
         _add(masks, "candidates_length_mismatch", mismatch & ~ld_null)
         ld_vals = np.asarray(ld_flat.to_numpy(zero_copy_only=False), dtype=np.float64)
-        ld_parent = pc.list_parent_indices(ld).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        ld_parent = (
+            pc.list_parent_indices(ld).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        )
         bad_entry = ~((ld_vals >= 0.0) & (ld_vals <= 1.0))
         out_of_range = ld_null | _any_by_row(ld_parent, bad_entry, n)
         _add(masks, "logging_distribution_out_of_range", out_of_range)
@@ -1248,8 +1285,12 @@ def check_bandit_rows(
         if name.startswith(TARGET_DIST_PREFIX):
             td, td_flat, td_parent, td_len = _list_parts(table.column(name))
             vals = np.asarray(td_flat.to_numpy(zero_copy_only=False), dtype=np.float64)
-            _add(masks, "target_distribution_length_mismatch",
-                 ~cand_null & (td_len >= 0) & (td_len != lengths), name)
+            _add(
+                masks,
+                "target_distribution_length_mismatch",
+                ~cand_null & (td_len >= 0) & (td_len != lengths),
+                name,
+            )
             _add(
                 masks,
                 "target_distribution_out_of_range",

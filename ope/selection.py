@@ -297,9 +297,7 @@ def approval_error_rates(
     better = v > v0
     n_better = int(np.count_nonzero(better))
     n_worse = int(v.size - n_better)
-    approve_worse = (
-        float(np.count_nonzero(a & ~better)) / n_worse if n_worse else math.nan
-    )
+    approve_worse = float(np.count_nonzero(a & ~better)) / n_worse if n_worse else math.nan
     reject_better = float(np.count_nonzero(~a & better)) / n_better if n_better else math.nan
     return ApprovalErrorRates(approve_worse, reject_better, n_worse, n_better)
 
@@ -323,7 +321,8 @@ def _gate_verdicts(gate: Any, policies: list[str]) -> np.ndarray:
         mapping = dict(zip(gate["policy"].astype(str), flags))
     elif isinstance(gate, Mapping):
         mapping = {
-            str(p): (getattr(x, "verdict", x) == "approve") if not isinstance(x, (bool, np.bool_))
+            str(p): (getattr(x, "verdict", x) == "approve")
+            if not isinstance(x, (bool, np.bool_))
             else bool(x)
             for p, x in gate.items()
         }

@@ -182,8 +182,12 @@ def _columns(data: Any) -> dict[str, Any]:
     if isinstance(data, pd.DataFrame):
         return {str(c): data[c].to_numpy() for c in data.columns}
     if hasattr(data, "column_names") and hasattr(data, "column"):  # pyarrow Table
-        return {c: data.column(c).to_pylist() if _is_list_type(data.column(c).type)
-                else data.column(c).to_numpy() for c in data.column_names}
+        return {
+            c: data.column(c).to_pylist()
+            if _is_list_type(data.column(c).type)
+            else data.column(c).to_numpy()
+            for c in data.column_names
+        }
     if isinstance(data, Mapping):
         return dict(data)
     raise ParameterError(
@@ -241,6 +245,7 @@ def _plain(value: Any) -> Any:
 def _same_id_kind(values: np.ndarray, logged: np.ndarray, name: str) -> None:
     """Ids of a table of the same kind (numbers or text) as the logs': a text id never equals
     an integer one, so a mismatch would silently match nothing."""
+
     def kind(a: np.ndarray) -> str:
         if a.dtype.kind in "iufb":
             return "numbers"
@@ -261,8 +266,14 @@ def _lists(values: Any, name: str, size: int | None, hint: str = "") -> np.ndarr
     """A list column (one list per slate) as an (n, L) array; every list of one length.
 
     ``hint`` ends the message of a column whose cells are not lists."""
-    scalar = next((i for i, v in enumerate(values)
-                   if isinstance(v, (str, bytes)) or not hasattr(v, "__len__")), None)
+    scalar = next(
+        (
+            i
+            for i, v in enumerate(values)
+            if isinstance(v, (str, bytes)) or not hasattr(v, "__len__")
+        ),
+        None,
+    )
     if scalar is not None:
         raise ValidationError(
             f"list column `{name}` must hold one list per slate; row {scalar} holds "
@@ -283,8 +294,16 @@ def _lists(values: Any, name: str, size: int | None, hint: str = "") -> np.ndarr
 #: The columns of slate logs, by their ope name (what ``mapping`` of :func:`slate_logs` maps
 #: to the data's columns): the first four are required (``position`` in the long layout only),
 #: the others are read when present.
-SLATE_COLUMNS: Final = ("slate_id", "position", "item", "reward", "propensity",
-                        "slate_propensity", "prefix_propensity", "context")
+SLATE_COLUMNS: Final = (
+    "slate_id",
+    "position",
+    "item",
+    "reward",
+    "propensity",
+    "slate_propensity",
+    "prefix_propensity",
+    "context",
+)
 
 
 def _slate_columns(mapping: Any, cols: Mapping[str, Any]) -> dict[str, str]:
@@ -298,8 +317,10 @@ def _slate_columns(mapping: Any, cols: Mapping[str, Any]) -> dict[str, str]:
             near = difflib.get_close_matches(ours, SLATE_COLUMNS, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
             if not near and theirs in SLATE_COLUMNS:
-                hint = (f"; mapping is {{ope_name: your_column}}, so you probably meant "
-                        f"{{{theirs!r}: {ours!r}}}")
+                hint = (
+                    f"; mapping is {{ope_name: your_column}}, so you probably meant "
+                    f"{{{theirs!r}: {ours!r}}}"
+                )
             raise ParameterError(
                 f"mapping key {ours!r} is not one of the slate log columns "
                 f"({', '.join(SLATE_COLUMNS)}){hint}"
@@ -392,16 +413,19 @@ def slate_logs(
     cols = _columns(data)
     names = _slate_columns(mapping, cols)
     slate_id, position, item, reward = (names[k] for k in SLATE_COLUMNS[:4])
-    propensity, slate_propensity, prefix_propensity, context = (
-        names[k] for k in SLATE_COLUMNS[4:])
+    propensity, slate_propensity, prefix_propensity, context = (names[k] for k in SLATE_COLUMNS[4:])
     long = position in cols
     required = [slate_id, item, reward] + ([position] if long else [])
     missing = [c for c in required if c not in cols]
     probs = [c for c in (propensity, slate_propensity, prefix_propensity) if c in cols]
     if missing or not probs:
-        need = "" if probs else (
-            f"; and no probability column (one of {propensity!r}, {slate_propensity!r}, "
-            f"{prefix_propensity!r})"
+        need = (
+            ""
+            if probs
+            else (
+                f"; and no probability column (one of {propensity!r}, {slate_propensity!r}, "
+                f"{prefix_propensity!r})"
+            )
         )
         raise SchemaError(
             f"slate logs are missing columns: {', '.join(map(repr, missing)) or 'none'}{need}. "
@@ -423,10 +447,31 @@ def slate_logs(
             "slates as they are."
         )
     if long:
-        return _long_logs(cols, slate_id, position, item, reward, propensity, slate_propensity,
-                          prefix_propensity, context, base, allow_repeats)
-    return _list_logs(cols, slate_id, item, reward, propensity, slate_propensity,
-                      prefix_propensity, context, allow_repeats, position)
+        return _long_logs(
+            cols,
+            slate_id,
+            position,
+            item,
+            reward,
+            propensity,
+            slate_propensity,
+            prefix_propensity,
+            context,
+            base,
+            allow_repeats,
+        )
+    return _list_logs(
+        cols,
+        slate_id,
+        item,
+        reward,
+        propensity,
+        slate_propensity,
+        prefix_propensity,
+        context,
+        allow_repeats,
+        position,
+    )
 
 
 def _long_logs(cols, sid_c, pos_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, base, allow_repeats):
@@ -471,17 +516,32 @@ def _long_logs(cols, sid_c, pos_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, base, 
         v = np.asarray(cols[name])[rows]
         return _as_int(v, name) if kind == "int" else as_float_array(v, name, ndim=(2,))
 
-    logs = _finish(uniq, grid(item_c, "int"), grid(rew_c, "float"), grid(p_c, "float"),
-                   grid(sp_c, "float"), grid(pp_c, "float"), grid(ctx_c, "int"), rows,
-                   names=(item_c, rew_c, p_c, sp_c, pp_c, ctx_c), allow_repeats=allow_repeats)
+    logs = _finish(
+        uniq,
+        grid(item_c, "int"),
+        grid(rew_c, "float"),
+        grid(p_c, "float"),
+        grid(sp_c, "float"),
+        grid(pp_c, "float"),
+        grid(ctx_c, "int"),
+        rows,
+        names=(item_c, rew_c, p_c, sp_c, pp_c, ctx_c),
+        allow_repeats=allow_repeats,
+    )
     return logs
 
 
 def _list_logs(cols, sid_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, allow_repeats, pos_c):
     sid = np.asarray(cols[sid_c])
-    items = _lists(cols[item_c], item_c, None, hint=(
-        f" Without a column {pos_c!r} (`position`) the logs are read in the list layout; for "
-        "one row per slot, name their position column with mapping={'position': ...}"))
+    items = _lists(
+        cols[item_c],
+        item_c,
+        None,
+        hint=(
+            f" Without a column {pos_c!r} (`position`) the logs are read in the list layout; for "
+            "one row per slot, name their position column with mapping={'position': ...}"
+        ),
+    )
     size = items.shape[1]
     order = np.argsort(sid, kind="stable")
     if (sid[order][1:] == sid[order][:-1]).any():
@@ -495,8 +555,11 @@ def _list_logs(cols, sid_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, allow_repeats
         if not name or name not in cols:
             return None
         v = _lists(cols[name], name, size)[order]
-        return _as_int(v, name) if kind == "int" else as_float_array(
-            _numbers(v, name), name, ndim=(2,))
+        return (
+            _as_int(v, name)
+            if kind == "int"
+            else as_float_array(_numbers(v, name), name, ndim=(2,))
+        )
 
     def scalar(name: str | None, kind: str) -> np.ndarray | None:
         if not name or name not in cols:
@@ -506,9 +569,18 @@ def _list_logs(cols, sid_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, allow_repeats
         return _as_int(col, name) if kind == "int" else as_float_array(col, name, ndim=(2,))
 
     rows = np.repeat(order[:, None], size, axis=1)
-    return _finish(sid[order], lst(item_c, "int"), lst(rew_c, "float"), lst(p_c, "float"),
-                   scalar(sp_c, "float"), lst(pp_c, "float"), scalar(ctx_c, "int"), rows,
-                   names=(item_c, rew_c, p_c, sp_c, pp_c, ctx_c), allow_repeats=allow_repeats)
+    return _finish(
+        sid[order],
+        lst(item_c, "int"),
+        lst(rew_c, "float"),
+        lst(p_c, "float"),
+        scalar(sp_c, "float"),
+        lst(pp_c, "float"),
+        scalar(ctx_c, "int"),
+        rows,
+        names=(item_c, rew_c, p_c, sp_c, pp_c, ctx_c),
+        allow_repeats=allow_repeats,
+    )
 
 
 def _constant(arr: np.ndarray, name: str, rows: np.ndarray) -> np.ndarray:
@@ -572,8 +644,16 @@ def _finish(sid, item, reward, p, sp, pp, ctx, rows, *, names, allow_repeats) ->
             )
     if ctx is not None:
         ctx = _constant(ctx, ctx_c, rows)
-    return SlateLogs(slate_id=sid, item=item, reward=reward, propensity=p, slate_propensity=sp,
-                     prefix_propensity=pp, context=ctx, rows=rows)
+    return SlateLogs(
+        slate_id=sid,
+        item=item,
+        reward=reward,
+        propensity=p,
+        slate_propensity=sp,
+        prefix_propensity=pp,
+        context=ctx,
+        rows=rows,
+    )
 
 
 # ============================================================================================
@@ -649,11 +729,10 @@ class SlatePolicy:
 #: Share of a context's score mass below which the mass not yet shown is not taken as the total
 #: minus the shown mass (the subtraction would keep fewer than 26 of its 53 bits) but summed
 #: from the smallest weights up (:func:`_stable_prefix_factors`).
-_PREFIX_CANCELLATION: Final = 2.0 ** -26
+_PREFIX_CANCELLATION: Final = 2.0**-26
 
 
-def _stable_prefix_factors(logits: np.ndarray, context: np.ndarray, item: np.ndarray
-                           ) -> np.ndarray:
+def _stable_prefix_factors(logits: np.ndarray, context: np.ndarray, item: np.ndarray) -> np.ndarray:
     """``log`` of each Plackett-Luce factor ``w(item_k) / sum of w over the items not in
     item[:k]`` (``w = exp(logit)``), without cancellation or underflow: ``(n, L)``, each <= 0.
 
@@ -677,8 +756,11 @@ def _stable_prefix_factors(logits: np.ndarray, context: np.ndarray, item: np.nda
     for k in range(item.shape[1]):  # loop over positions, not rows
         before = np.sort(rk[:, :k], axis=1)
         gap = before != np.arange(k)
-        first = np.where(gap.any(axis=1), gap.argmax(axis=1), k) if k else np.zeros(
-            len(rk), dtype=np.int64)
+        first = (
+            np.where(gap.any(axis=1), gap.argmax(axis=1), k)
+            if k
+            else np.zeros(len(rk), dtype=np.int64)
+        )
         beyond = np.where(rk[:, :k] > first[:, None], z[:, :k], -np.inf)
         removed = np.logaddexp.reduce(beyond, axis=1) if k else np.full(len(rk), -np.inf)
         top = tail[context, first]
@@ -712,13 +794,17 @@ def _slate_rows_problem(slates: np.ndarray) -> str | None:
     negative = slates < 0
     if negative.any():
         count, first = first_rows(negative)
-        return (f"holds item indices, 0 or more; {count} slates hold a negative one (first at "
-                f"row {first}: {slates[first].tolist()})")
+        return (
+            f"holds item indices, 0 or more; {count} slates hold a negative one (first at "
+            f"row {first}: {slates[first].tolist()})"
+        )
     _, first_of, counts = np.unique(slates, axis=0, return_index=True, return_counts=True)
     if (counts > 1).any():
         row = int(first_of[np.argmax(counts > 1)])
-        return (f"must list each slate once (its probability is one column); slate "
-                f"{slates[row].tolist()} (row {row}) appears {int(counts.max())} times")
+        return (
+            f"must list each slate once (its probability is one column); slate "
+            f"{slates[row].tolist()} (row {row}) appears {int(counts.max())} times"
+        )
     return None
 
 
@@ -763,8 +849,9 @@ class EnumeratedSlatePolicy(SlatePolicy):
     [[0.75, 0.25], [0.25, 0.75]]
     """
 
-    def __init__(self, slates: npt.ArrayLike, probabilities: npt.ArrayLike, *,
-                 n_items: int | None = None) -> None:
+    def __init__(
+        self, slates: npt.ArrayLike, probabilities: npt.ArrayLike, *, n_items: int | None = None
+    ) -> None:
         s = _as_int(np.asarray(slates), "slates")
         if s.ndim != 2 or 0 in s.shape:
             raise ParameterError(
@@ -835,8 +922,15 @@ class PlackettLuce(SlatePolicy):
     0.333333
     """
 
-    def __init__(self, scores: npt.ArrayLike, slate_size: int, *, temperature: float = 1.0,
-                 n_samples: int = 200_000, rng: int | np.random.Generator | None = None) -> None:
+    def __init__(
+        self,
+        scores: npt.ArrayLike,
+        slate_size: int,
+        *,
+        temperature: float = 1.0,
+        n_samples: int = 200_000,
+        rng: int | np.random.Generator | None = None,
+    ) -> None:
         f = as_float_array(scores, "scores", ndim=(2,))
         check_finite(f, "scores")
         tau = check_positive_real(temperature, "temperature", example="temperature=1.0")
@@ -877,7 +971,7 @@ class PlackettLuce(SlatePolicy):
             )
         blocked = np.zeros(item.shape, dtype=bool)
         for k in range(1, item.shape[1]):  # loop over positions: an item shown before
-            blocked[:, k] = (item[:, :k] == item[:, k:k + 1]).any(axis=1)
+            blocked[:, k] = (item[:, :k] == item[:, k : k + 1]).any(axis=1)
         blocked = np.logical_or.accumulate(blocked, axis=1)
         e = np.exp(self._logits)  # (n_contexts, m): never (n, m)
         total = e.sum(axis=1)[context][:, None]
@@ -899,8 +993,9 @@ class PlackettLuce(SlatePolicy):
                     f"{MAX_ENUMERATED_SLATES}; use prefix/slate probabilities or Monte-Carlo "
                     "marginals instead of the full distribution."
                 )
-            slates = np.array(list(itertools.permutations(range(self.n_items),
-                                                          self.slate_size)), dtype=np.int64)
+            slates = np.array(
+                list(itertools.permutations(range(self.n_items), self.slate_size)), dtype=np.int64
+            )
             n_ctx = self._logits.shape[0]
             ctx = np.repeat(np.arange(n_ctx), slates.shape[0])
             pre = self.prefix_probabilities(ctx, np.tile(slates, (n_ctx, 1)))
@@ -930,8 +1025,9 @@ class PlackettLuce(SlatePolicy):
                 done += b
         return counts / self._n_samples
 
-    def sample(self, context: np.ndarray, *, rng: int | np.random.Generator | None = None
-               ) -> np.ndarray:
+    def sample(
+        self, context: np.ndarray, *, rng: int | np.random.Generator | None = None
+    ) -> np.ndarray:
         """Draw one slate per context index (Gumbel top-k), shape (n, L)."""
         context = _index_array(context, "context", self._logits.shape[0], "contexts", ndim=1)
         g = check_rng(rng)
@@ -946,8 +1042,9 @@ class PlackettLuce(SlatePolicy):
         return SlateProbabilities(slate=prefix[:, -1].copy(), marginal=marg, prefix=prefix)
 
 
-def slate_probabilities(policy: Any, logs: SlateLogs, *,
-                        argument: str = "target") -> SlateProbabilities:
+def slate_probabilities(
+    policy: Any, logs: SlateLogs, *, argument: str = "target"
+) -> SlateProbabilities:
     """A candidate's probabilities of the logged slates, from any supported form.
 
     ``policy`` is a :class:`SlateProbabilities` (used as is), or any object with a
@@ -977,8 +1074,11 @@ def slate_probabilities(policy: Any, logs: SlateLogs, *,
             f"`{argument}` (the slate {who}) must be SlateProbabilities or have a "
             f"slate_probabilities(logs) method, e.g. a SlatePolicy; got {describe(policy)}."
         )
-    shapes = {"slate": (logs.n,), "marginal": (logs.n, logs.slate_size),
-              "prefix": (logs.n, logs.slate_size)}
+    shapes = {
+        "slate": (logs.n,),
+        "marginal": (logs.n, logs.slate_size),
+        "prefix": (logs.n, logs.slate_size),
+    }
     out: dict[str, np.ndarray | None] = {}
     for name, shape in shapes.items():
         v = getattr(probs, name)
@@ -1080,8 +1180,14 @@ class _SlateRows(RowSource):
 
     methods = ("bootstrap",)
 
-    def __init__(self, weight: np.ndarray, reward: np.ndarray, self_normalized: bool,
-                 shared: bool, scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        weight: np.ndarray,
+        reward: np.ndarray,
+        self_normalized: bool,
+        shared: bool,
+        scale: float = 1.0,
+    ) -> None:
         self.w, self.r = weight, reward if scale == 1.0 else reward / scale
         self.scale = scale
         self.reward = self.r.sum(axis=1)  # identifies the rows (paired comparisons)
@@ -1155,12 +1261,14 @@ class SlateEstimator:
             if hasattr(self, setting):
                 check_flag(getattr(self, setting), setting)
 
-    def _weights(self, logs: SlateLogs, target: SlateProbabilities,
-                 logging: SlateProbabilities) -> np.ndarray:
+    def _weights(
+        self, logs: SlateLogs, target: SlateProbabilities, logging: SlateProbabilities
+    ) -> np.ndarray:
         raise NotImplementedError  # pragma: no cover - subclasses supply it
 
-    def estimate(self, logs: Any, target: Any, *, logging: Any = None,
-                 policy: str | None = None) -> Estimate:
+    def estimate(
+        self, logs: Any, target: Any, *, logging: Any = None, policy: str | None = None
+    ) -> Estimate:
         """Estimate the candidate's expected slate reward (sum over slots).
 
         Parameters
@@ -1181,8 +1289,11 @@ class SlateEstimator:
         """
         logs = slate_logs(logs)
         tgt = slate_probabilities(target, logs)
-        log_p = (logs.logging_probabilities() if logging is None
-                 else slate_probabilities(logging, logs, argument="logging"))
+        log_p = (
+            logs.logging_probabilities()
+            if logging is None
+            else slate_probabilities(logging, logs, argument="logging")
+        )
         w = self._weights(logs, tgt, log_p)
         return _estimate(self, logs, w, policy)
 
@@ -1194,11 +1305,19 @@ class SlateEstimator:
 def _need(probs: SlateProbabilities, field_name: str, who: str, what: str) -> np.ndarray:
     v = getattr(probs, field_name)
     if v is None:
-        column = {"slate": "slate_propensity", "marginal": "propensity",
-                  "prefix": "prefix_propensity"}[field_name]
-        where = ("`target`: give a candidate that provides them (a SlatePolicy, or "
-                 f"SlateProbabilities with `{field_name}`)") if who == "candidate" else (
-                 f"give the logs' `{column}` column, or `logging` as a policy that provides them")
+        column = {
+            "slate": "slate_propensity",
+            "marginal": "propensity",
+            "prefix": "prefix_propensity",
+        }[field_name]
+        where = (
+            (
+                "`target`: give a candidate that provides them (a SlatePolicy, or "
+                f"SlateProbabilities with `{field_name}`)"
+            )
+            if who == "candidate"
+            else (f"give the logs' `{column}` column, or `logging` as a policy that provides them")
+        )
         raise PolicyError(
             f"{what} needs the {who}'s {field_name} probabilities of the logged slates; they "
             f"are not available ({where})."
@@ -1211,7 +1330,7 @@ def _estimate(est: SlateEstimator, logs: SlateLogs, w: np.ndarray, policy: str |
     src = _SlateRows(w, logs.reward, est.self_normalized, est._shared, scale)
     comps = src.components()
     means = comps.mean(axis=0)
-    if est.self_normalized and not bool(np.all(means[means.shape[0] // 2:] != 0.0)):
+    if est.self_normalized and not bool(np.all(means[means.shape[0] // 2 :] != 0.0)):
         raise EstimationError(
             f"{est.estimator_name}: the importance weights of a slot sum to zero (`target` "
             "gives the logged slates probability 0 there), so the self-normalized estimate is "
@@ -1223,10 +1342,15 @@ def _estimate(est: SlateEstimator, logs: SlateLogs, w: np.ndarray, policy: str |
     n = logs.n
     se = float(infl.std(ddof=1) / math.sqrt(n)) * scale if n > 1 else math.nan
     if not math.isfinite(value) or (n > 1 and not math.isfinite(se)):
-        check_no_overflow(np.array([value, se]), f"{est.estimator_name}'s value and standard "
-                          "error", {"reward": logs.reward}, row=None)
-    ess = min(kish_ess(float(w[:, k].sum()), float((w[:, k] ** 2).sum()))
-              for k in range(w.shape[1]))  # loop over positions
+        check_no_overflow(
+            np.array([value, se]),
+            f"{est.estimator_name}'s value and standard error",
+            {"reward": logs.reward},
+            row=None,
+        )
+    ess = min(
+        kish_ess(float(w[:, k].sum()), float((w[:, k] ** 2).sum())) for k in range(w.shape[1])
+    )  # loop over positions
     notes = [f"assumption: {_ASSUMPTIONS[est._kind]}"]
     flagged: list[tuple[str, type[Warning]]] = []
     if low_ess(ess, n):
@@ -1238,8 +1362,16 @@ def _estimate(est: SlateEstimator, logs: SlateLogs, w: np.ndarray, policy: str |
     for text, cls in flagged:
         warnings.warn(text, cls, stacklevel=user_stacklevel())
         notes.append(text)
-    return make_estimate(estimator=est.estimator_name, value=value, std_error=se, n=n, ess=ess,
-                         notes=tuple(notes), policy=policy, source=src)
+    return make_estimate(
+        estimator=est.estimator_name,
+        value=value,
+        std_error=se,
+        n=n,
+        ess=ess,
+        notes=tuple(notes),
+        policy=policy,
+        source=src,
+    )
 
 
 @dataclass(frozen=True)
@@ -1268,7 +1400,8 @@ class SlateIPS(SlateEstimator):
 
     def _weights(self, logs, target, logging):
         w = _need(target, "slate", "candidate", "slate IPS") / _need(
-            logging, "slate", "logger", "slate IPS")
+            logging, "slate", "logger", "slate IPS"
+        )
         return np.repeat(w[:, None], logs.slate_size, axis=1)
 
 
@@ -1326,12 +1459,14 @@ class IndependentIPS(SlateEstimator):
                 "the slots to sum over, e.g. positions=[0], or leave it out (None) for all slots."
             )
         object.__setattr__(self, "positions", keep)
+
     _kind = "iips"
     _shared = False
 
     def _weights(self, logs, target, logging):
         w = _need(target, "marginal", "candidate", "independent IPS") / _need(
-            logging, "marginal", "logger", "independent IPS")
+            logging, "marginal", "logger", "independent IPS"
+        )
         if self.positions is not None:
             keep = np.zeros(logs.slate_size, dtype=bool)
             for k in self.positions:
@@ -1345,15 +1480,19 @@ class IndependentIPS(SlateEstimator):
             return w
         return w
 
-    def estimate(self, logs: Any, target: Any, *, logging: Any = None,
-                 policy: str | None = None) -> Estimate:
+    def estimate(
+        self, logs: Any, target: Any, *, logging: Any = None, policy: str | None = None
+    ) -> Estimate:
         logs = slate_logs(logs)
         if self.positions is None:
             return super().estimate(logs, target, logging=logging, policy=policy)
         keep = sorted({int(k) for k in self.positions})
         tgt = slate_probabilities(target, logs)
-        log_p = (logs.logging_probabilities() if logging is None
-                 else slate_probabilities(logging, logs, argument="logging"))
+        log_p = (
+            logs.logging_probabilities()
+            if logging is None
+            else slate_probabilities(logging, logs, argument="logging")
+        )
         w = self._weights(logs, tgt, log_p)
         sub = dataclasses.replace(logs, reward=logs.reward[:, keep])
         return _estimate(self, sub, w, policy)
@@ -1387,7 +1526,8 @@ class CascadeIPS(SlateEstimator):
 
     def _weights(self, logs, target, logging):
         return _need(target, "prefix", "candidate", "cascade IPS") / _need(
-            logging, "prefix", "logger", "cascade IPS")
+            logging, "prefix", "logger", "cascade IPS"
+        )
 
 
 @dataclass(frozen=True)
@@ -1433,18 +1573,23 @@ class PseudoInverse(SlateEstimator):
     _kind = "pi"
     _shared = True
 
-    def estimate(self, logs: Any, target: Any, *, logging: Any = None,
-                 policy: str | None = None) -> Estimate:
+    def estimate(
+        self, logs: Any, target: Any, *, logging: Any = None, policy: str | None = None
+    ) -> Estimate:
         logs = slate_logs(logs)
         if isinstance(target, SlatePolicy) and isinstance(logging, SlatePolicy):
             ctx = _logged_context(logs, logging)
             w = pseudoinverse_table(target, logging)[ctx, _slate_index(logging, logs)]
         elif self.product_logging:
             tgt = slate_probabilities(target, logs)
-            log_p = (logs.logging_probabilities() if logging is None
-                     else slate_probabilities(logging, logs, argument="logging"))
+            log_p = (
+                logs.logging_probabilities()
+                if logging is None
+                else slate_probabilities(logging, logs, argument="logging")
+            )
             ratio = _need(tgt, "marginal", "candidate", "PI") / _need(
-                log_p, "marginal", "logger", "PI")
+                log_p, "marginal", "logger", "PI"
+            )
             w = ratio.sum(axis=1) - logs.slate_size + 1
         else:
             raise ParameterError(
@@ -1492,8 +1637,9 @@ def pseudoinverse_table(target: SlatePolicy, logging: SlatePolicy) -> np.ndarray
     return coef @ ind.T
 
 
-def position_estimates(logs: Any, target: Any, *, logging: Any = None,
-                       self_normalized: bool = False) -> dict[int, Estimate]:
+def position_estimates(
+    logs: Any, target: Any, *, logging: Any = None, self_normalized: bool = False
+) -> dict[int, Estimate]:
     """Per-position (item-position) IPS of the expected reward at each slot.
 
     Examples
@@ -1506,8 +1652,12 @@ def position_estimates(logs: Any, target: Any, *, logging: Any = None,
     [1.0, 0.0]
     """
     logs = slate_logs(logs)
-    return {k: IndependentIPS(self_normalized=self_normalized, positions=(k,)).estimate(
-        logs, target, logging=logging) for k in range(logs.slate_size)}
+    return {
+        k: IndependentIPS(self_normalized=self_normalized, positions=(k,)).estimate(
+            logs, target, logging=logging
+        )
+        for k in range(logs.slate_size)
+    }
 
 
 # ============================================================================================
@@ -1535,8 +1685,11 @@ def position_diagnostics(logs: Any, target: Any, *, logging: Any = None) -> pd.D
 
     logs = slate_logs(logs)
     tgt = slate_probabilities(target, logs)
-    log_p = (logs.logging_probabilities() if logging is None
-             else slate_probabilities(logging, logs, argument="logging"))
+    log_p = (
+        logs.logging_probabilities()
+        if logging is None
+        else slate_probabilities(logging, logs, argument="logging")
+    )
     t = _need(tgt, "marginal", "candidate", "position_diagnostics")
     p = _need(log_p, "marginal", "logger", "position_diagnostics")
     unsupported = np.full(logs.slate_size, np.nan)
@@ -1550,12 +1703,18 @@ def position_diagnostics(logs: Any, target: Any, *, logging: Any = None) -> pd.D
         for k in range(logs.slate_size):  # loop over positions, not rows
             d = diagnose_arrays(logs.reward[:, k], p[:, k], t[:, k], policy_names=[f"slot_{k}"])
             row = d.table().iloc[0]
-            records.append({"position": k, "ess": float(row["ess"]),
-                            "ess_ratio": float(row["ess_ratio"]),
-                            "mean_weight": float(row["mean_weight"]),
-                            "propensity_check": row["propensity_check"],
-                            "weight_max": float(row["weight_max"]), "gaps": int(row["gaps"]),
-                            "unsupported_mass": float(unsupported[k])})
+            records.append(
+                {
+                    "position": k,
+                    "ess": float(row["ess"]),
+                    "ess_ratio": float(row["ess_ratio"]),
+                    "mean_weight": float(row["mean_weight"]),
+                    "propensity_check": row["propensity_check"],
+                    "weight_max": float(row["weight_max"]),
+                    "gaps": int(row["gaps"]),
+                    "unsupported_mass": float(unsupported[k]),
+                }
+            )
     out = pd.DataFrame.from_records(records)
     if tgt.prefix is not None and log_p.prefix is not None:
         wp = tgt.prefix / log_p.prefix

@@ -134,13 +134,16 @@ class _WeightedMomentSource(Source):
     has_rows = False
     rows_hint = _ROWS_HINT
 
-    def __init__(self, estimator: WeightingEstimator, weight_name: str, clipped: bool,
-                 reward_range: tuple[float, float] | None) -> None:
+    def __init__(
+        self,
+        estimator: WeightingEstimator,
+        weight_name: str,
+        clipped: bool,
+        reward_range: tuple[float, float] | None,
+    ) -> None:
         self.weight_name = weight_name
         self.clipped = clipped
-        self.methods = tuple(
-            m for m in estimator.interval_methods if m not in WEIGHTED_CI_METHODS
-        )
+        self.methods = tuple(m for m in estimator.interval_methods if m not in WEIGHTED_CI_METHODS)
         self.value_range = reward_range
 
     def target_of(self, method: str) -> str:
@@ -292,8 +295,9 @@ class MomentStats:
         (2, array([2.]))
         """
         r = as_float_array(reward, "reward", ndim=(1,))
-        mw = (check_max_weight(max_weight) if estimators is None
-              else _clip_of(estimators, max_weight))
+        mw = (
+            check_max_weight(max_weight) if estimators is None else _clip_of(estimators, max_weight)
+        )
         given = list(target_propensity) if isinstance(target_propensity, (list, tuple)) else []
         columns = len(given) > 0 and all(isinstance(c, np.ndarray) and c.ndim == 1 for c in given)
         if columns:  # P columns (e.g. zero-copy views of Arrow columns), each (n,)
@@ -322,16 +326,25 @@ class MomentStats:
             centered = centered_moments(r, p, t_arg, max_weight=mw, chunk_size=chunk_size)
         else:  # one pass: the unweighted and the sampling-weighted statistics
             sw = check_sampling_weight(sampling_weight, n, name=weight_name)
-            centered, weighted = weighted_moments(r, p, t_arg, sw, max_weight=mw,
-                                                  chunk_size=chunk_size)
+            centered, weighted = weighted_moments(
+                r, p, t_arg, sw, max_weight=mw, chunk_size=chunk_size
+            )
         checks = centered.checks
         assert checks is not None
         # one pass both computes the statistics and sees the ranges: the validators run only
         # when something is out of range (and then report the column and row)
         check_after_pass(checks, r, p, t_arg, None)
         low, high = (checks.r_min, checks.r_max) if n else (math.inf, -math.inf)
-        return cls(n=n, min_r=low, max_r=high, centered=centered, max_weight=mw, names=labels,
-                   weighted=weighted, weight_name=weight_name)
+        return cls(
+            n=n,
+            min_r=low,
+            max_r=high,
+            centered=centered,
+            max_weight=mw,
+            names=labels,
+            weighted=weighted,
+            weight_name=weight_name,
+        )
 
     def paired_with_logging(
         self, estimator: Estimator | str, *, reward_range: Sequence[float] | None = None
@@ -495,9 +508,13 @@ class MomentStats:
                 "estimates use ope.estimators.estimate_many(..., sampling_weight=...)."
             )
         rr = check_reward_range(reward_range)
-        if (isinstance(estimates, (str, bytes)) or not isinstance(estimates, Sequence)
-                or not all(isinstance(e, Estimate) and isinstance(e.source, _MomentSource)
-                           for e in estimates)):
+        if (
+            isinstance(estimates, (str, bytes))
+            or not isinstance(estimates, Sequence)
+            or not all(
+                isinstance(e, Estimate) and isinstance(e.source, _MomentSource) for e in estimates
+            )
+        ):
             raise ParameterError(
                 "`estimates` must be the list of Estimates of these statistics "
                 f"(self.estimates(...)), one per policy column; got {describe(estimates)}."
@@ -507,11 +524,13 @@ class MomentStats:
         cols: list[np.ndarray] | None = None
         matrix: np.ndarray | None = None
         if any(weighted):
-            logging_propensity = self._rows_array(logging_propensity, "logging_propensity",
-                                                  ndim=(1,))
+            logging_propensity = self._rows_array(
+                logging_propensity, "logging_propensity", ndim=(1,)
+            )
             if isinstance(target_propensity, (list, tuple)):
-                cols = [self._rows_array(c, "target_propensity", ndim=(1,))
-                        for c in target_propensity]
+                cols = [
+                    self._rows_array(c, "target_propensity", ndim=(1,)) for c in target_propensity
+                ]
                 n_pol = len(cols)
             else:
                 matrix = self._rows_array(target_propensity, "target_propensity", ndim=(1, 2))
@@ -598,8 +617,9 @@ class MomentStats:
             key = estimator.lower()
             # an estimator that takes a clip level gets the statistics' own
             takes_clip = "max_weight" in estimator_settings(key) and self.max_weight is not None
-            est = (get_estimator(key, max_weight=self.max_weight) if takes_clip
-                   else get_estimator(key))
+            est = (
+                get_estimator(key, max_weight=self.max_weight) if takes_clip else get_estimator(key)
+            )
         else:
             est = estimator
         if not isinstance(est, WeightingEstimator) or not est.uses_weights:
@@ -672,7 +692,10 @@ class MomentStats:
         if not est.uses_weights:  # the logging value: one "policy", the rewards
             labels = (None,)
         out = estimates_from_moments(
-            est, mom, names=labels, source=lambda j: _MomentSource(est, mom, j, rr),
+            est,
+            mom,
+            names=labels,
+            source=lambda j: _MomentSource(est, mom, j, rr),
             reward_range=rr,
         )
         if level != DEFAULT_CONFIDENCE_LEVEL:
@@ -691,7 +714,11 @@ class MomentStats:
         if not est.uses_weights:
             labels = (None,)
         return weighted_estimates_from_moments(
-            est, wm, names=labels, reward_range=rr, weight_name=self.weight_name,
+            est,
+            wm,
+            names=labels,
+            reward_range=rr,
+            weight_name=self.weight_name,
             source=lambda j: _WeightedMomentSource(
                 est, self.weight_name, clipped and bool(wm.n_clipped[j] > 0), rr
             ),

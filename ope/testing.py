@@ -410,8 +410,13 @@ def _check_on_policy_value(estimator: Any, *, rng: Any = 0) -> None:
     logs = _random_logs(check_rng(rng))
     logs = logs.replace(target_propensity=logs.logging_propensity.copy(), q_target=logs.q_logged)
     if not prof.weights:
-        _assert_close(check, estimator, "value", _estimate(estimator, logs).value,
-                      float(np.mean(logs.q_target)))
+        _assert_close(
+            check,
+            estimator,
+            "value",
+            _estimate(estimator, logs).value,
+            float(np.mean(logs.q_target)),
+        )
         return
     ones = np.ones(len(logs))
     k = _estimate(estimator, logs.replace(reward=ones, q_logged=0 * ones, q_target=0 * ones)).value
@@ -422,12 +427,22 @@ def _check_on_policy_value(estimator: Any, *, rng: Any = 0) -> None:
         raise _fail(check, estimator, f"a unit weight becomes {k!r}, outside [0, 1].")
     mean_r = float(np.mean(logs.reward))
     mean_q = float(np.mean(logs.q_logged)) if prof.model else 0.0
-    _assert_close(check, estimator, "on-policy value", _estimate(estimator, logs).value,
-                  mean_q + k * (mean_r - mean_q))
+    _assert_close(
+        check,
+        estimator,
+        "on-policy value",
+        _estimate(estimator, logs).value,
+        mean_q + k * (mean_r - mean_q),
+    )
     if prof.model:  # a perfect model: every doubly robust estimator gives the mean reward
         perfect = logs.replace(q_logged=logs.reward, q_target=logs.reward)
-        _assert_close(check, estimator, "on-policy value with q = r",
-                      _estimate(estimator, perfect).value, mean_r)
+        _assert_close(
+            check,
+            estimator,
+            "on-policy value with q = r",
+            _estimate(estimator, perfect).value,
+            mean_r,
+        )
 
 
 def _check_row_permutation(estimator: Any, *, rng: Any = 0) -> None:
@@ -438,8 +453,9 @@ def _check_row_permutation(estimator: Any, *, rng: Any = 0) -> None:
     base = _estimate(estimator, logs)
     moved = _estimate(estimator, logs.rows(gen.permutation(len(logs))))
     _assert_close(check, estimator, "value after permuting the rows", moved.value, base.value)
-    _assert_close(check, estimator, "std_error after permuting the rows", moved.std_error,
-                  base.std_error)
+    _assert_close(
+        check, estimator, "std_error after permuting the rows", moved.std_error, base.std_error
+    )
 
 
 def _check_reward_scaling(estimator: Any, *, rng: Any = 0) -> None:
@@ -450,12 +466,18 @@ def _check_reward_scaling(estimator: Any, *, rng: Any = 0) -> None:
     for a in (2.5, -1.5):
         scaled = _estimate(
             estimator,
-            logs.replace(reward=a * logs.reward, q_logged=a * logs.q_logged,
-                         q_target=a * logs.q_target),
+            logs.replace(
+                reward=a * logs.reward, q_logged=a * logs.q_logged, q_target=a * logs.q_target
+            ),
         )
         _assert_close(check, estimator, f"value for rewards x {a}", scaled.value, a * base.value)
-        _assert_close(check, estimator, f"std_error for rewards x {a}", scaled.std_error,
-                      abs(a) * base.std_error)
+        _assert_close(
+            check,
+            estimator,
+            f"std_error for rewards x {a}",
+            scaled.std_error,
+            abs(a) * base.std_error,
+        )
 
 
 def _check_reward_shift(estimator: Any, *, rng: Any = 0) -> None:
@@ -475,24 +497,40 @@ def _check_reward_shift(estimator: Any, *, rng: Any = 0) -> None:
     unit = _estimate(estimator, logs.replace(reward=ones, q_logged=ones, q_target=ones)).value
     shifted = _estimate(
         estimator,
-        logs.replace(reward=logs.reward + c, q_logged=logs.q_logged + c,
-                     q_target=logs.q_target + c),
+        logs.replace(
+            reward=logs.reward + c, q_logged=logs.q_logged + c, q_target=logs.q_target + c
+        ),
     )
-    _assert_close(check, estimator, f"value for rewards + {c} (value + {c} x value of r = 1)",
-                  shifted.value, base.value + c * unit)
+    _assert_close(
+        check,
+        estimator,
+        f"value for rewards + {c} (value + {c} x value of r = 1)",
+        shifted.value,
+        base.value + c * unit,
+    )
     mean_w = float(np.mean(logs.weight))
     if prof.model or not prof.weights:
-        _assert_close(check, estimator, "value of the constant reward 1 (shift-equivariant)",
-                      unit, 1.0)
+        _assert_close(
+            check, estimator, "value of the constant reward 1 (shift-equivariant)", unit, 1.0
+        )
     elif not prof.settings and not math.isclose(unit, 1.0, rel_tol=RTOL):
-        _assert_close(check, estimator, "value of the constant reward 1 (IPS: mean weight)",
-                      unit, mean_w)
+        _assert_close(
+            check, estimator, "value of the constant reward 1 (IPS: mean weight)", unit, mean_w
+        )
     elif unit > mean_w * (1 + RTOL) and not math.isclose(unit, 1.0, rel_tol=RTOL):
-        raise _fail(check, estimator, f"value of the constant reward 1 is {unit!r}, more than "
-                    f"the mean weight {mean_w!r}.")
+        raise _fail(
+            check,
+            estimator,
+            f"value of the constant reward 1 is {unit!r}, more than the mean weight {mean_w!r}.",
+        )
     if math.isclose(unit, 1.0, rel_tol=RTOL):
-        _assert_close(check, estimator, f"std_error for rewards + {c} (shift-equivariant)",
-                      shifted.std_error, base.std_error)
+        _assert_close(
+            check,
+            estimator,
+            f"std_error for rewards + {c} (shift-equivariant)",
+            shifted.std_error,
+            base.std_error,
+        )
 
 
 def _assert_same_estimate(check: str, estimator: Any, path: str, got: Any, want: Any) -> None:
@@ -544,13 +582,20 @@ def _check_streamed_equals_eager(estimator: Any, *, rng: Any = 0) -> None:
             _streamed(estimator, logs)
         except EstimationError:
             return
-        raise _fail(check, estimator, f"{prof.name!r} is not in STREAMING_ESTIMATORS, yet "
-                    "MomentStats.estimates accepted it.")
+        raise _fail(
+            check,
+            estimator,
+            f"{prof.name!r} is not in STREAMING_ESTIMATORS, yet MomentStats.estimates accepted it.",
+        )
     try:
         streamed = _streamed(estimator, logs)
     except EstimationError as exc:
-        raise _fail(check, estimator, f"{prof.name!r} is in STREAMING_ESTIMATORS, yet "
-                    f"MomentStats.estimates refused it: {exc}") from exc
+        raise _fail(
+            check,
+            estimator,
+            f"{prof.name!r} is in STREAMING_ESTIMATORS, yet "
+            f"MomentStats.estimates refused it: {exc}",
+        ) from exc
     eager = _estimate(estimator, logs)
     _assert_same_estimate(check, estimator, "streamed", streamed, eager)
 
@@ -562,13 +607,15 @@ def _parquet_dir(logs: _Logs) -> Iterator[str]:
         table = pa.Table.from_pandas(logs.frame(), preserve_index=False)
         bounds = np.linspace(0, len(logs), 4).astype(int)
         for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
-            pq.write_table(table.slice(a, b - a), Path(tmp) / f"part-{i}.parquet",
-                           row_group_size=500)
+            pq.write_table(
+                table.slice(a, b - a), Path(tmp) / f"part-{i}.parquet", row_group_size=500
+            )
         yield tmp
 
 
-def _compare_evaluation(check: str, estimator: Any, path: str, run: Callable[[], Any],
-                        logs: _Logs) -> None:
+def _compare_evaluation(
+    check: str, estimator: Any, path: str, run: Callable[[], Any], logs: _Logs
+) -> None:
     """``run()`` evaluates the candidate on ``logs``' rows as ``path``; compare with eager.
 
     Estimators outside ``STREAMING_ESTIMATORS`` must be refused with ``EstimationError``.
@@ -583,8 +630,11 @@ def _compare_evaluation(check: str, estimator: Any, path: str, run: Callable[[],
                 raise
             return
     if not prof.streams:
-        raise _fail(check, estimator, f"{prof.name!r} is not in STREAMING_ESTIMATORS, yet "
-                    f"{path} accepted it.")
+        raise _fail(
+            check,
+            estimator,
+            f"{prof.name!r} is not in STREAMING_ESTIMATORS, yet {path} accepted it.",
+        )
     eager = _estimate(estimator, logs)
     _assert_same_estimate(check, estimator, path, ev[(_POLICY, prof.name)], eager)
     row = ev.table().iloc[0]
@@ -601,8 +651,11 @@ def _check_scan_equals_eager(estimator: Any, *, rng: Any = 0) -> None:
     logs = _random_logs(check_rng(rng))
     with _parquet_dir(logs) as folder:
         _compare_evaluation(
-            "scan_equals_eager", estimator, "ope.evaluate(ope.scan_logs(...))",
-            lambda: evaluate(scan_logs(folder), [_POLICY], estimators=(estimator,)), logs,
+            "scan_equals_eager",
+            estimator,
+            "ope.evaluate(ope.scan_logs(...))",
+            lambda: evaluate(scan_logs(folder), [_POLICY], estimators=(estimator,)),
+            logs,
         )
 
 
@@ -617,15 +670,22 @@ def _check_distributed_equals_eager(estimator: Any, *, rng: Any = 0) -> None:
     logs = _random_logs(check_rng(rng))
     with _parquet_dir(logs) as folder, dask.config.set(scheduler="synchronous"):
         _compare_evaluation(
-            "distributed_equals_eager", estimator, "ope.evaluate_distributed",
-            lambda: evaluate_distributed(folder, [_POLICY], estimators=(estimator,)), logs,
+            "distributed_equals_eager",
+            estimator,
+            "ope.evaluate_distributed",
+            lambda: evaluate_distributed(folder, [_POLICY], estimators=(estimator,)),
+            logs,
         )
 
 
 def _assert_same_notes(check: str, estimator: Any, path: str, got: Any, want: Any) -> None:
     if tuple(got.notes) != tuple(want.notes):
-        raise _fail(check, estimator, f"the {path} notes {list(got.notes)} differ from the "
-                    f"notes of .estimate {list(want.notes)}.")
+        raise _fail(
+            check,
+            estimator,
+            f"the {path} notes {list(got.notes)} differ from the "
+            f"notes of .estimate {list(want.notes)}.",
+        )
 
 
 def _same_notes_everywhere(check: str, estimator: Any, logs: _Logs, eager: Any) -> None:
@@ -634,8 +694,9 @@ def _same_notes_everywhere(check: str, estimator: Any, logs: _Logs, eager: Any) 
     if prof.streams:
         _assert_same_notes(check, estimator, "streamed", _streamed(estimator, logs), eager)
     if not prof.model:
-        _assert_same_notes(check, estimator, "ope.evaluate",
-                           _evaluated(check, estimator, logs), eager)
+        _assert_same_notes(
+            check, estimator, "ope.evaluate", _evaluated(check, estimator, logs), eager
+        )
 
 
 def _check_low_ess_notes(estimator: Any, *, rng: Any = 0) -> None:
@@ -651,16 +712,24 @@ def _check_low_ess_notes(estimator: Any, *, rng: Any = 0) -> None:
     w = logs.weight
     raw_ess = kish_ess(float(w.sum()), float(w @ w))
     if not low_ess(raw_ess, len(logs)):
-        raise _fail(check, estimator, f"the planted weights have ESS {raw_ess:.1f} of "
-                    f"n={len(logs)}, not low by ope._thresholds.low_ess; the rule changed.")
+        raise _fail(
+            check,
+            estimator,
+            f"the planted weights have ESS {raw_ess:.1f} of "
+            f"n={len(logs)}, not low by ope._thresholds.low_ess; the rule changed.",
+        )
     eager = _estimate(estimator, logs)
     if prof.weights and not prof.settings:
         _assert_close(check, estimator, "ess (Kish ESS of the weights)", eager.ess, raw_ess)
     flagged = bool(_notes_with(eager.notes, _ESS_PHRASE))
     if flagged != low_ess(eager.ess, eager.n):
-        raise _fail(check, estimator, f"ess={eager.ess:.1f} of n={eager.n} but its notes "
-                    f"{'mention' if flagged else 'do not mention'} the effective sample size: "
-                    f"{list(eager.notes)}.")
+        raise _fail(
+            check,
+            estimator,
+            f"ess={eager.ess:.1f} of n={eager.n} but its notes "
+            f"{'mention' if flagged else 'do not mention'} the effective sample size: "
+            f"{list(eager.notes)}.",
+        )
     _same_notes_everywhere(check, estimator, logs, eager)
 
 
@@ -681,22 +750,36 @@ def _check_mean_weight_notes(estimator: Any, *, rng: Any = 0) -> None:
         status, z = mean_weight_check(len(logs), float(w.mean()), float(w.var(ddof=1)))
         case = f"mean weight {w.mean():.4f} (z = {z:.1f}, rule says {status!r})"
         if status != planted:
-            raise _fail(check, estimator, f"{case}: the planted case should be {planted!r} by "
-                        "ope._thresholds.mean_weight_check; the rule or its thresholds changed.")
+            raise _fail(
+                check,
+                estimator,
+                f"{case}: the planted case should be {planted!r} by "
+                "ope._thresholds.mean_weight_check; the rule or its thresholds changed.",
+            )
         eager = _estimate(estimator, logs)
         noted = bool(_notes_with(eager.notes, _MEAN_WEIGHT_PHRASE))
         if noted != (prof.weights and status != "ok"):
-            raise _fail(check, estimator, f"{case}: its notes {'flag' if noted else 'miss'} "
-                        f"it: {list(eager.notes)}.")
+            raise _fail(
+                check,
+                estimator,
+                f"{case}: its notes {'flag' if noted else 'miss'} it: {list(eager.notes)}.",
+            )
         if prof.weights:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                diag = diagnose_arrays(logs.reward, logs.logging_propensity,
-                                       logs.target_propensity, policy_names=[_POLICY])
+                diag = diagnose_arrays(
+                    logs.reward,
+                    logs.logging_propensity,
+                    logs.target_propensity,
+                    policy_names=[_POLICY],
+                )
             verdict = str(diag.table()["propensity_check"].iloc[0])
             if verdict != status:
-                raise _fail(check, estimator, f"{case}: ope.diagnose_arrays says "
-                            f"propensity_check={verdict!r}.")
+                raise _fail(
+                    check,
+                    estimator,
+                    f"{case}: ope.diagnose_arrays says propensity_check={verdict!r}.",
+                )
         _same_notes_everywhere(check, estimator, logs, eager)
 
 
@@ -706,29 +789,43 @@ def _check_sampling_weights(estimator: Any, *, rng: Any = 0) -> None:
     check = "sampling_weights"
     prof = _profile(estimator)
     if "sampling_weight" not in inspect.signature(estimator.estimate).parameters:
-        raise _fail(check, estimator, "estimate takes no `sampling_weight`: rows kept with "
-                    "different probabilities would be averaged as if each stood for one row.")
+        raise _fail(
+            check,
+            estimator,
+            "estimate takes no `sampling_weight`: rows kept with "
+            "different probabilities would be averaged as if each stood for one row.",
+        )
     gen = check_rng(rng)
     logs = _random_logs(gen, 600)
     s = gen.integers(1, 4, len(logs)).astype(np.float64)
     weighted = _estimate(estimator, logs, sampling_weight=s)
     repeated = _estimate(estimator, logs.rows(np.repeat(np.arange(len(logs)), s.astype(int))))
-    _assert_close(check, estimator, "value with integer sampling weights (rows repeated)",
-                  weighted.value, repeated.value)
+    _assert_close(
+        check,
+        estimator,
+        "value with integer sampling weights (rows repeated)",
+        weighted.value,
+        repeated.value,
+    )
     ones = _estimate(estimator, logs, sampling_weight=np.ones(len(logs)))
     plain = _estimate(estimator, logs)
     _assert_close(check, estimator, "value with unit sampling weights", ones.value, plain.value)
     if not math.isclose(ones.std_error, plain.std_error, rel_tol=1e-10):
-        raise _fail(check, estimator, f"std_error with unit sampling weights is "
-                    f"{ones.std_error!r}, expected {plain.std_error!r}.")
+        raise _fail(
+            check,
+            estimator,
+            f"std_error with unit sampling weights is "
+            f"{ones.std_error!r}, expected {plain.std_error!r}.",
+        )
     if prof.model:
         return
     frame = logs.frame().assign(weight=s)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ev = evaluate(frame, policies=[_POLICY], estimators=[estimator])
-    _assert_same_estimate(check, estimator, "ope.evaluate with a weight column",
-                          ev[(_POLICY, prof.name)], weighted)
+    _assert_same_estimate(
+        check, estimator, "ope.evaluate with a weight column", ev[(_POLICY, prof.name)], weighted
+    )
 
 
 _CHECKS: Final[tuple[tuple[str, _Check], ...]] = (
@@ -839,8 +936,12 @@ def check_estimator(estimator: Any, *, rng: Any = 0) -> None:
     """
     for name, check in estimator_checks(estimator):
         if name in _NEEDS and not _importable(_NEEDS[name]):
-            warnings.warn(f"ope.testing: {name} skipped, it needs {_NEEDS[name]} (pip install "
-                          "'ope-toolkit[dask]').", UserWarning, stacklevel=2)
+            warnings.warn(
+                f"ope.testing: {name} skipped, it needs {_NEEDS[name]} (pip install "
+                "'ope-toolkit[dask]').",
+                UserWarning,
+                stacklevel=2,
+            )
             continue
         check(rng=rng)
 
@@ -880,8 +981,11 @@ def parametrize_with_checks(estimators: Sequence[Any] | None = None) -> Callable
         for name, check in estimator_checks(est):
             marks = []
             if name in _NEEDS:
-                marks.append(pytest.mark.skipif(
-                    not _importable(_NEEDS[name]), reason=f"needs {_NEEDS[name]}"))
+                marks.append(
+                    pytest.mark.skipif(
+                        not _importable(_NEEDS[name]), reason=f"needs {_NEEDS[name]}"
+                    )
+                )
             params.append(pytest.param(est, check, id=f"{_label(est)}-{name}", marks=marks))
     return pytest.mark.parametrize("estimator, check", params)
 
@@ -909,9 +1013,13 @@ _CONTRACT_RESAMPLES: Final = 200
 
 def _close(check: str, estimator: Any, what: str, got: float, want: float) -> None:
     if not math.isclose(got, want, rel_tol=RTOL_STRUCTURED, abs_tol=RTOL_STRUCTURED * 1e-3):
-        raise _fail(check, estimator, f"{what} is {got!r}, expected {want!r} (relative "
-                    f"difference {abs(got - want) / max(abs(want), 1e-300):.3g} > "
-                    f"{RTOL_STRUCTURED:g}).")
+        raise _fail(
+            check,
+            estimator,
+            f"{what} is {got!r}, expected {want!r} (relative "
+            f"difference {abs(got - want) / max(abs(want), 1e-300):.3g} > "
+            f"{RTOL_STRUCTURED:g}).",
+        )
 
 
 def _quiet(run: Callable[[], Any]) -> Any:
@@ -937,8 +1045,11 @@ def _interval_holds(check: str, estimator: Any, res: Any) -> None:
         intervals.append((f"the {method} interval", (iv.low, iv.high)))
     for what, (low, high) in intervals:
         if not (low - tol <= res.value <= high + tol):
-            raise _fail(check, estimator, f"{what} [{low!r}, {high!r}] does not contain the "
-                        f"value {res.value!r}.")
+            raise _fail(
+                check,
+                estimator,
+                f"{what} [{low!r}, {high!r}] does not contain the value {res.value!r}.",
+            )
 
 
 def _refuses(check: str, estimator: Any, what: str, run: Callable[[], Any]) -> None:
@@ -948,8 +1059,11 @@ def _refuses(check: str, estimator: Any, what: str, run: Callable[[], Any]) -> N
     except OPEError:
         return
     except Exception as exc:  # noqa: BLE001 - the check reports any foreign exception
-        raise _fail(check, estimator, f"{what} raised {type(exc).__name__}: {exc} (not an "
-                    "error of ope.exceptions).") from exc
+        raise _fail(
+            check,
+            estimator,
+            f"{what} raised {type(exc).__name__}: {exc} (not an error of ope.exceptions).",
+        ) from exc
     raise _fail(check, estimator, f"{what} was accepted; expected an ope error.")
 
 
@@ -991,8 +1105,9 @@ def _planted_slates(gen: np.random.Generator, n: int = N_SLATES) -> _Slates:
 
     def policy() -> Any:
         prob = 0.5 / k + 0.5 * gen.dirichlet(np.ones(k), _SLATE_CONTEXTS)
-        return EnumeratedSlatePolicy(slates, prob / prob.sum(axis=1, keepdims=True),
-                                     n_items=_SLATE_ITEMS)
+        return EnumeratedSlatePolicy(
+            slates, prob / prob.sum(axis=1, keepdims=True), n_items=_SLATE_ITEMS
+        )
 
     logging, target = policy(), policy()
     prob = logging.distribution()[1]
@@ -1002,21 +1117,28 @@ def _planted_slates(gen: np.random.Generator, n: int = N_SLATES) -> _Slates:
     items = slates[shown]
     click = 0.2 + 0.1 * items - 0.05 * np.arange(_SLATE_SIZE)
     reward = (gen.random(items.shape) < click) + gen.normal(0.0, 0.1, items.shape)
-    frame = pd.DataFrame({
-        "slate_id": np.repeat(np.arange(n), _SLATE_SIZE),
-        "position": np.tile(np.arange(_SLATE_SIZE), n),
-        "item": items.ravel(),
-        "reward": reward.ravel(),
-        "slate_propensity": np.repeat(prob[ctx, shown], _SLATE_SIZE),
-        "context": np.repeat(ctx, _SLATE_SIZE),
-    })
+    frame = pd.DataFrame(
+        {
+            "slate_id": np.repeat(np.arange(n), _SLATE_SIZE),
+            "position": np.tile(np.arange(_SLATE_SIZE), n),
+            "item": items.ravel(),
+            "reward": reward.ravel(),
+            "slate_propensity": np.repeat(prob[ctx, shown], _SLATE_SIZE),
+            "context": np.repeat(ctx, _SLATE_SIZE),
+        }
+    )
     return _Slates(frame, logging, target)
 
 
 def _slate_estimate(estimator: Any, data: _Slates, *, target: Any = None) -> Any:
-    return _quiet(lambda: estimator.estimate(
-        data.frame, data.target if target is None else target, logging=data.logging,
-        policy=_POLICY))
+    return _quiet(
+        lambda: estimator.estimate(
+            data.frame,
+            data.target if target is None else target,
+            logging=data.logging,
+            policy=_POLICY,
+        )
+    )
 
 
 def _check_slate_finite_value(estimator: Any, *, rng: Any = 0) -> None:
@@ -1057,8 +1179,9 @@ def _check_slate_permutation(estimator: Any, *, rng: Any = 0) -> None:
     order = gen.permutation(N_SLATES)
     moved = _slate_estimate(estimator, data.replace(slate_id=order[data.frame["slate_id"]]))
     _close(check, estimator, "value after relabelling the slates", moved.value, base.value)
-    _close(check, estimator, "std_error after relabelling the slates", moved.std_error,
-           base.std_error)
+    _close(
+        check, estimator, "std_error after relabelling the slates", moved.std_error, base.std_error
+    )
 
 
 def _check_slate_reward_scaling(estimator: Any, *, rng: Any = 0) -> None:
@@ -1069,8 +1192,13 @@ def _check_slate_reward_scaling(estimator: Any, *, rng: Any = 0) -> None:
     for a in (2.5, -1.5):
         scaled = _slate_estimate(estimator, data.replace(reward=a * data.frame["reward"]))
         _close(check, estimator, f"value for rewards x {a}", scaled.value, a * base.value)
-        _close(check, estimator, f"std_error for rewards x {a}", scaled.std_error,
-               abs(a) * base.std_error)
+        _close(
+            check,
+            estimator,
+            f"std_error for rewards x {a}",
+            scaled.std_error,
+            abs(a) * base.std_error,
+        )
 
 
 def _check_slate_reward_shift(estimator: Any, *, rng: Any = 0) -> None:
@@ -1082,8 +1210,13 @@ def _check_slate_reward_shift(estimator: Any, *, rng: Any = 0) -> None:
     unit = _slate_estimate(estimator, data.replace(reward=1.0)).value
     if getattr(estimator, "self_normalized", False):
         positions = getattr(estimator, "positions", None)
-        _close(check, estimator, "self-normalized value of the constant reward 1", unit,
-               float(_SLATE_SIZE if positions is None else len(positions)))
+        _close(
+            check,
+            estimator,
+            "self-normalized value of the constant reward 1",
+            unit,
+            float(_SLATE_SIZE if positions is None else len(positions)),
+        )
     c = 0.75
     shifted = _slate_estimate(estimator, data.replace(reward=data.frame["reward"] + c)).value
     _close(check, estimator, f"value for rewards + {c}", shifted, base + c * unit)
@@ -1100,12 +1233,18 @@ def _check_slate_refuses_bad_input(estimator: Any, *, rng: Any = 0) -> None:
     prob[:2] = 1.5
     cases = [
         ("a NaN reward", lambda: _slate_estimate(estimator, data.replace(reward=reward))),
-        ("a slate probability of 1.5",
-         lambda: _slate_estimate(estimator, data.replace(slate_propensity=prob))),
-        ("target='greedy' (a string, not a policy)",
-         lambda: _slate_estimate(estimator, data, target="greedy")),
-        ("logs given as a number", lambda: estimator.estimate(3, data.target,
-                                                              logging=data.logging)),
+        (
+            "a slate probability of 1.5",
+            lambda: _slate_estimate(estimator, data.replace(slate_propensity=prob)),
+        ),
+        (
+            "target='greedy' (a string, not a policy)",
+            lambda: _slate_estimate(estimator, data, target="greedy"),
+        ),
+        (
+            "logs given as a number",
+            lambda: estimator.estimate(3, data.target, logging=data.logging),
+        ),
     ]
     for what, run in cases:
         _refuses(check, estimator, what, run)
@@ -1220,17 +1359,19 @@ def _planted_episodes(gen: np.random.Generator, n: int = N_EPISODES) -> pd.DataF
     logging_dist = np.array([0.2, 0.3, 0.5])
     action = gen.choice(3, steps, p=logging_dist)
     target = gen.dirichlet(np.ones(3), steps)[np.arange(steps), action]
-    return pd.DataFrame({
-        "episode_id": episode,
-        "step": step,
-        "action": action,
-        "propensity": logging_dist[action],
-        "reward": 0.5 + 0.2 * action + gen.normal(0.0, 0.5, steps),
-        "done": step == np.repeat(lengths - 1, lengths),
-        "target__planted": target,
-        "q": gen.normal(1.0, 0.3, steps),
-        "v": gen.normal(1.0, 0.3, steps),
-    })
+    return pd.DataFrame(
+        {
+            "episode_id": episode,
+            "step": step,
+            "action": action,
+            "propensity": logging_dist[action],
+            "reward": 0.5 + 0.2 * action + gen.normal(0.0, 0.5, steps),
+            "done": step == np.repeat(lengths - 1, lengths),
+            "target__planted": target,
+            "q": gen.normal(1.0, 0.3, steps),
+            "v": gen.normal(1.0, 0.3, steps),
+        }
+    )
 
 
 def _sequential_estimate(estimator: str, frame: pd.DataFrame, **options: Any) -> Any:
@@ -1267,8 +1408,7 @@ def _check_sequential_on_policy(estimator: str, *, rng: Any = 0) -> None:
     frame = frame.assign(target__planted=frame["propensity"], q=frame["v"])
     discounted = frame["reward"] * _GAMMA ** frame["step"]
     want = float(discounted.groupby(frame["episode_id"]).sum().mean())
-    _close(check, estimator, "on-policy value", _sequential_estimate(estimator, frame).value,
-           want)
+    _close(check, estimator, "on-policy value", _sequential_estimate(estimator, frame).value, want)
 
 
 def _check_episode_permutation(estimator: str, *, rng: Any = 0) -> None:
@@ -1281,8 +1421,13 @@ def _check_episode_permutation(estimator: str, *, rng: Any = 0) -> None:
     order = gen.permutation(N_EPISODES)
     moved = _sequential_estimate(estimator, frame.assign(episode_id=order[frame["episode_id"]]))
     _close(check, estimator, "value after relabelling the episodes", moved.value, base.value)
-    _close(check, estimator, "std_error after relabelling the episodes", moved.std_error,
-           base.std_error)
+    _close(
+        check,
+        estimator,
+        "std_error after relabelling the episodes",
+        moved.std_error,
+        base.std_error,
+    )
 
 
 def _check_sequential_reward_scaling(estimator: str, *, rng: Any = 0) -> None:
@@ -1292,11 +1437,17 @@ def _check_sequential_reward_scaling(estimator: str, *, rng: Any = 0) -> None:
     frame = _planted_episodes(check_rng(rng))
     base = _sequential_estimate(estimator, frame)
     for a in (2.5, -1.5):
-        scaled = _sequential_estimate(estimator, frame.assign(
-            reward=a * frame["reward"], q=a * frame["q"], v=a * frame["v"]))
+        scaled = _sequential_estimate(
+            estimator, frame.assign(reward=a * frame["reward"], q=a * frame["q"], v=a * frame["v"])
+        )
         _close(check, estimator, f"value for rewards x {a}", scaled.value, a * base.value)
-        _close(check, estimator, f"std_error for rewards x {a}", scaled.std_error,
-               abs(a) * base.std_error)
+        _close(
+            check,
+            estimator,
+            f"std_error for rewards x {a}",
+            scaled.std_error,
+            abs(a) * base.std_error,
+        )
 
 
 def _check_sequential_refuses_bad_input(estimator: str, *, rng: Any = 0) -> None:
@@ -1310,11 +1461,15 @@ def _check_sequential_refuses_bad_input(estimator: str, *, rng: Any = 0) -> None
     target[2] = -0.5
     cases = [
         ("a NaN reward", lambda: _sequential_estimate(estimator, frame.assign(reward=reward))),
-        ("a candidate probability of -0.5",
-         lambda: _sequential_estimate(estimator, frame.assign(target__planted=target))),
+        (
+            "a candidate probability of -0.5",
+            lambda: _sequential_estimate(estimator, frame.assign(target__planted=target)),
+        ),
         ("gamma=1.5", lambda: _sequential_estimate(estimator, frame, gamma=1.5)),
-        ("confidence_level=95", lambda: _sequential_estimate(estimator, frame,
-                                                             confidence_level=95)),
+        (
+            "confidence_level=95",
+            lambda: _sequential_estimate(estimator, frame, confidence_level=95),
+        ),
     ]
     for what, run in cases:
         _refuses(check, estimator, what, run)
@@ -1364,8 +1519,9 @@ def sequential_estimator_checks(estimator: str) -> Iterator[tuple[str, Callable[
     >>> checks["on_policy_value"](rng=2)   # passes: returns None
     """
     name = _sequential_name(estimator)
-    return iter([(check_name, functools.partial(check, name))
-                 for check_name, check in _SEQUENTIAL_CHECKS])
+    return iter(
+        [(check_name, functools.partial(check, name)) for check_name, check in _SEQUENTIAL_CHECKS]
+    )
 
 
 def check_sequential_estimator(estimator: str, *, rng: Any = 0) -> None:
@@ -1459,8 +1615,21 @@ def _arrays_hostile() -> list[Any]:
     ]
 
 
-_NUMBERS: Final = [_NAN, _INF, -_INF, -1.0, 0.0, 1e308, 5e-324, "0.5", True, [0.5],
-                   complex(1, 1), 10**400, np.float32(_NAN)]
+_NUMBERS: Final = [
+    _NAN,
+    _INF,
+    -_INF,
+    -1.0,
+    0.0,
+    1e308,
+    5e-324,
+    "0.5",
+    True,
+    [0.5],
+    complex(1, 1),
+    10**400,
+    np.float32(_NAN),
+]
 _TEXTS: Final = ["", "\x00", _BIDI + "ydeerg", _SURROGATE, "a" * 100_000, "\n\r\t", 3, b"greedy"]
 
 
@@ -1478,8 +1647,9 @@ class _FileCase:
         import os
 
         path = tmp / f"case-{self.label.replace(' ', '-')}.parquet"
-        valid = pa.table({"reward": [1.0, 0.0], "propensity": [0.5, 0.5], "action": [0, 1],
-                          "event_id": [0, 1]})
+        valid = pa.table(
+            {"reward": [1.0, 0.0], "propensity": [0.5, 0.5], "action": [0, 1], "event_id": [0, 1]}
+        )
         if self.label == "missing":
             return path
         if self.label == "directory":
@@ -1492,8 +1662,9 @@ class _FileCase:
         elif self.label in ("truncated parquet", "gzip parquet"):
             pq.write_table(valid, path)
             data = path.read_bytes()
-            path.write_bytes(data[: len(data) // 2] if self.label == "truncated parquet"
-                             else gzip.compress(data))
+            path.write_bytes(
+                data[: len(data) // 2] if self.label == "truncated parquet" else gzip.compress(data)
+            )
         elif self.label == "undecodable bytes":
             path.write_bytes(b"\xff\xfe\x00\x80garbage" * 10)
         elif self.label == "dangling link":
@@ -1542,16 +1713,24 @@ def _release_fifos() -> None:
         _FIFO_WRITERS.pop().release()
 
 
-_FILE_CASES: Final = ("missing", "directory", "fifo", "empty", "truncated parquet",
-                      "gzip parquet", "undecodable bytes", "dangling link", "bidi name")
+_FILE_CASES: Final = (
+    "missing",
+    "directory",
+    "fifo",
+    "empty",
+    "truncated parquet",
+    "gzip parquet",
+    "undecodable bytes",
+    "dangling link",
+    "bidi name",
+)
 
 #: The fixed catalogue of hostile values per glossary term (arrays are derived from the valid
 #: array of the call, paths built in a temporary folder).
 HOSTILE_VALUES: Final[dict[str, list[Any]]] = {
     "reward": _arrays_hostile(),
     "propensity": _arrays_hostile() + [_Array("above 1", lambda v: np.full(len(v), 1.5))],
-    "target_propensity": _arrays_hostile() + [_Array("above 1",
-                                                     lambda v: np.full(len(v), 1.5))],
+    "target_propensity": _arrays_hostile() + [_Array("above 1", lambda v: np.full(len(v), 1.5))],
     "weight": _arrays_hostile(),
     "confidence_level": _NUMBERS + [1.0, 95, 0.05 * 1j],
     "max_weight": _NUMBERS,
@@ -1560,8 +1739,17 @@ HOSTILE_VALUES: Final[dict[str, list[Any]]] = {
     "fraction": _NUMBERS + [1.5],
     "count": [0, -1, 2.5, _NAN, "3", True, 10**30, np.int64(-5)],
     "rng": [-1, "0", 1.5, 2**200, object(), True, [_NAN]],
-    "reward_range": [(1.0, 0.0), (_NAN, 1.0), (0.0, _INF), "0,1", (0.0,), 5, (0.0, 1.0, 2.0),
-                     (0.0, 0.0), ("a", "b")],
+    "reward_range": [
+        (1.0, 0.0),
+        (_NAN, 1.0),
+        (0.0, _INF),
+        "0,1",
+        (0.0,),
+        5,
+        (0.0, 1.0, 2.0),
+        (0.0, 0.0),
+        ("a", "b"),
+    ],
     "choice": ["", "\x00", _BIDI + "ips", "IPS ", 3, ["ips"], _SURROGATE],
     "names": [[], ["\x00"], [3], ["no_such_policy"], [["a"]], 3.5, [_BIDI]],
     "columns": [[], ["no_such_column"], [3], "\x00", [["a"]], 3.5],
@@ -1571,23 +1759,36 @@ HOSTILE_VALUES: Final[dict[str, list[Any]]] = {
     "actions": [[], [_NAN], "abc", [[1]], [object()]],
     "mapping": [{"reward": "no_such_column"}, {3: "x"}, "reward", {"reward": "\x00"}, [1]],
     "flag": ["yes", 2, _NAN],
-    "logs": [pd.DataFrame(), pd.DataFrame({"x": [1.0]}), 3, ["a"], _FileCase("missing"),
-             _Array("propensity NaN", lambda v: v.assign(propensity=_NAN)),
-             _Array("reward strings", lambda v: v.assign(reward="x")),
-             _Array("no rows", lambda v: v.iloc[:0]),
-             _Array("reward 1e308", lambda v: v.assign(reward=1e308))],
+    "logs": [
+        pd.DataFrame(),
+        pd.DataFrame({"x": [1.0]}),
+        3,
+        ["a"],
+        _FileCase("missing"),
+        _Array("propensity NaN", lambda v: v.assign(propensity=_NAN)),
+        _Array("reward strings", lambda v: v.assign(reward="x")),
+        _Array("no rows", lambda v: v.iloc[:0]),
+        _Array("reward 1e308", lambda v: v.assign(reward=1e308)),
+    ],
     "path": [_FileCase(label) for label in _FILE_CASES] + [3, ""],
     "object": [object(), _NAN, "\x00"],
 }
 
 #: Hostile command-line values per term of a flag (strings, as typed).
 _CLI_VALUES: Final[dict[str, list[Any]]] = {
-    "real": ["nan", "inf", "-1", "0", "1e309", "abc", "", _BIDI + "1", "1e400", "-inf",
-             "--json"],
+    "real": ["nan", "inf", "-1", "0", "1e309", "abc", "", _BIDI + "1", "1e400", "-inf", "--json"],
     "count": ["0", "-1", "2.5", "1e100", "abc", "99999999999999999999", "--json"],
     "choice": ["", _BIDI + "raise", "RAISE", "--json", _SURROGATE],
-    "text": ["", _BIDI + "greedy", "\n", "a" * 10_000, "\x1b]0;PWNED\x07\x1b[2J", "--json",
-             _SURROGATE, "\x00"],
+    "text": [
+        "",
+        _BIDI + "greedy",
+        "\n",
+        "a" * 10_000,
+        "\x1b]0;PWNED\x07\x1b[2J",
+        "--json",
+        _SURROGATE,
+        "\x00",
+    ],
     "path": [_FileCase(label) for label in _FILE_CASES] + ["", "-", "--json"],
 }
 
@@ -1604,8 +1805,9 @@ def hostile_strategy(term: str) -> Any:
     floats = st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True)
     ints = st.integers(min_value=-(2**70), max_value=2**70)
     texts = st.text(st.characters(codec=None, categories=None), max_size=40)
-    anything = st.one_of(floats, ints, texts, st.none(), st.booleans(),
-                         st.lists(floats, max_size=5))
+    anything = st.one_of(
+        floats, ints, texts, st.none(), st.booleans(), st.lists(floats, max_size=5)
+    )
     by_term = {
         "count": st.one_of(ints, floats),
         "rng": st.one_of(ints, floats, texts),
@@ -1665,8 +1867,12 @@ def _names_argument(exc: BaseException, names: Sequence[str]) -> bool:
 
     text = str(exc)
     return any(
-        name and (re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text)
-                  if len(name) <= 4 else name in text)
+        name
+        and (
+            re.search(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", text)
+            if len(name) <= 4
+            else name in text
+        )
         for name in names
     )
 
@@ -1676,8 +1882,17 @@ def _accepted_names(argument: str, term: str, value: Any) -> list[str]:
     if isinstance(value, Path):
         names += [str(value), value.name]
     if term == "logs":  # data errors name the column or the file
-        names += ["reward", "propensity", "action", "event_id", "target__", "logs", "column",
-                  "rows", "source"]
+        names += [
+            "reward",
+            "propensity",
+            "action",
+            "event_id",
+            "target__",
+            "logs",
+            "column",
+            "rows",
+            "source",
+        ]
     return names
 
 
@@ -1699,11 +1914,11 @@ def _one_python_call(entry: Any, argument: str, value: Any, tmp: Path) -> str | 
     except OPEError as exc:
         if _names_argument(exc, _accepted_names(argument, entry.terms.get(argument, ""), hostile)):
             return None
-        return (f"{shown} raised {type(exc).__name__} not naming `{argument}`: "
-                f"{str(exc)[:300]}")
+        return f"{shown} raised {type(exc).__name__} not naming `{argument}`: {str(exc)[:300]}"
     except Exception as exc:  # noqa: BLE001 - any foreign exception breaks the contract
-        return (f"{shown} raised {type(exc).__name__} (not from ope's exception tree): "
-                f"{str(exc)[:300]}")
+        return (
+            f"{shown} raised {type(exc).__name__} (not from ope's exception tree): {str(exc)[:300]}"
+        )
     bad = _finite(result)
     return None if bad is None else f"{shown} {bad}"
 
@@ -1720,7 +1935,7 @@ def _cli_argv(valid: list[str], flag: str, value: str) -> list[str]:
     pair = [value, "1"] if flag == "--reward-range" else [value]
     if flag in argv:
         i = argv.index(flag)
-        argv[i + 1:i + 2] = pair[:1]
+        argv[i + 1 : i + 2] = pair[:1]
         return argv
     return argv + [flag, *pair]
 
@@ -1738,8 +1953,11 @@ def _one_cli_call(entry: Any, flag: str, value: Any, tmp: Path) -> str | None:
     shown = f"{entry.name} {flag} {value!r:.60}"
     out, err = io.StringIO(), io.StringIO()
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
-                warnings.catch_warnings():
+        with (
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            warnings.catch_warnings(),
+        ):
             warnings.simplefilter("ignore")
             code = main(argv)
     except BaseException as exc:  # noqa: BLE001 - main must never raise
@@ -1753,8 +1971,11 @@ def _one_cli_call(entry: Any, flag: str, value: Any, tmp: Path) -> str | None:
     if code == 0:
         return None
     error = document.get("error") or {}
-    names = _accepted_names(flag, "path" if isinstance(hostile, Path) else "",
-                            hostile if isinstance(hostile, Path) else None)
+    names = _accepted_names(
+        flag,
+        "path" if isinstance(hostile, Path) else "",
+        hostile if isinstance(hostile, Path) else None,
+    )
     if flag == "logs":
         names += ["LOGS"]
     if error.get("flag") == flag or any(n and n in str(error.get("message", "")) for n in names):
@@ -1773,7 +1994,10 @@ def _sampled(values: list[Any], key: str, k: int | None) -> list[Any]:
 
 
 def check_entry_point_contract(
-    entry: Any, argument: str, *, max_examples: int = CONTRACT_EXAMPLES,
+    entry: Any,
+    argument: str,
+    *,
+    max_examples: int = CONTRACT_EXAMPLES,
     catalogue_sample: int | None = None,
 ) -> None:
     """Feed hostile values to one argument of one registered entry point.
@@ -1826,8 +2050,13 @@ def check_entry_point_contract(
     if not entry.cli and max_examples > 0:
         drawn: list[str] = []
 
-        @settings(max_examples=max_examples, derandomize=True, database=None,
-                  deadline=CONTRACT_DEADLINE_MS, suppress_health_check=list(HealthCheck))
+        @settings(
+            max_examples=max_examples,
+            derandomize=True,
+            database=None,
+            deadline=CONTRACT_DEADLINE_MS,
+            suppress_health_check=list(HealthCheck),
+        )
         @given(value=hostile_strategy(term))
         def run(value: Any) -> None:
             with tempfile.TemporaryDirectory() as tmp:
@@ -1841,5 +2070,7 @@ def check_entry_point_contract(
         run()
         broken += drawn
     if broken:
-        raise AssertionError(f"{len(broken)} hostile value(s) broke the contract of "
-                             f"{entry.name} `{argument}`:\n" + "\n".join(broken))
+        raise AssertionError(
+            f"{len(broken)} hostile value(s) broke the contract of "
+            f"{entry.name} `{argument}`:\n" + "\n".join(broken)
+        )

@@ -126,9 +126,7 @@ def sampling_weight_column(columns: Sequence[str], weight_column: str | None) ->
     if weight_column is None:
         return SAMPLING_WEIGHT_COLUMN if SAMPLING_WEIGHT_COLUMN in columns else None
     if not isinstance(weight_column, str) or not weight_column:
-        raise ParameterError(
-            f"`weight_column` must be a column name (str); got {weight_column!r}."
-        )
+        raise ParameterError(f"`weight_column` must be a column name (str); got {weight_column!r}.")
     if weight_column not in columns:
         raise SchemaError(
             f"weight_column={weight_column!r} is not a column of the logs; they have: "

@@ -87,8 +87,10 @@ def test_no_module_imports_another_modules_private_names():
             if f"{target}.{name}" in MODULES:  # a private submodule, imported as a module
                 continue
             if target != module:
-                offending.append(f"{MODULES[module].relative_to(PACKAGE.parent)}:{line} imports "
-                                 f"{name} from {target}")
+                offending.append(
+                    f"{MODULES[module].relative_to(PACKAGE.parent)}:{line} imports "
+                    f"{name} from {target}"
+                )
     assert not offending, "cross-module private imports:\n" + "\n".join(offending)
 
 
@@ -213,8 +215,13 @@ def test_errors_come_from_the_exception_tree():
 
 def _literal_all(module: str) -> set[str] | None:
     for node in TREES[module].body:
-        targets = (node.targets if isinstance(node, ast.Assign)
-                   else [node.target] if isinstance(node, ast.AnnAssign) else [])
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, ast.AnnAssign)
+            else []
+        )
         if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
             try:
                 return set(ast.literal_eval(node.value))
@@ -241,14 +248,21 @@ def test_modules_import_only_the_public_names_of_public_modules():
     offending = []
     for module in MODULES:
         for target, name, line in _imports(module):
-            if (name is None or target == module or target not in MODULES
-                    or f"{target}.{name}" in MODULES or name.startswith("__")):
+            if (
+                name is None
+                or target == module
+                or target not in MODULES
+                or f"{target}.{name}" in MODULES
+                or name.startswith("__")
+            ):
                 continue
             if any(part.startswith("_") for part in target.split(".")):
                 continue
             if name not in _public_all(target):
-                offending.append(f"{MODULES[module].relative_to(PACKAGE.parent)}:{line} imports "
-                                 f"{name}, not in {target}.__all__")
+                offending.append(
+                    f"{MODULES[module].relative_to(PACKAGE.parent)}:{line} imports "
+                    f"{name}, not in {target}.__all__"
+                )
     assert not offending, "imports of names outside __all__:\n" + "\n".join(offending)
 
 
@@ -259,11 +273,16 @@ def test_no_function_is_rebound_into_another_modules_globals():
     for module, path in _modules().items():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             reads_globals = isinstance(node, ast.Attribute) and node.attr == "__globals__"
-            builds = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-                      and node.func.attr == "FunctionType")
+            builds = (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "FunctionType"
+            )
             if reads_globals or builds:
                 found.append(f"{module}:{node.lineno}")
     assert not found, found
+
+
 # ---------------------------------------------------------------------------------------------
 # the repository explains itself
 # ---------------------------------------------------------------------------------------------
@@ -276,26 +295,45 @@ _ISSUE = "iss" + "ue"
 OUTSIDE_REFERENCES = re.compile(
     rf"\b{_ISSUE}s? ?#? ?[0-9]"
     rf"|\b{_ISSUE} #"
-    r"|\b(?-i:DESIGN|STYLE|LAYOUT|PREAMBLE)" r"\.md\b"
-    r"|(?<![\w/.])notes" r"/"
-    r"|(?<![\w/])theory" r"\.md\b",
+    r"|\b(?-i:DESIGN|STYLE|LAYOUT|PREAMBLE)"
+    r"\.md\b"
+    r"|(?<![\w/.])notes"
+    r"/"
+    r"|(?<![\w/])theory"
+    r"\.md\b",
     re.IGNORECASE,
 )
 
 
 def _outside_references(text: str) -> list[tuple[int, str]]:
     """(line number, line) of each line of ``text`` pointing at an issue or an outside note."""
-    return [(i, line.strip()) for i, line in enumerate(text.splitlines(), 1)
-            if OUTSIDE_REFERENCES.search(line)]
+    return [
+        (i, line.strip())
+        for i, line in enumerate(text.splitlines(), 1)
+        if OUTSIDE_REFERENCES.search(line)
+    ]
 
 
 def test_the_reference_finder_finds_planted_references():
-    planted = [f"# see {_ISSUE} 10, item 4", f"(per {_ISSUE.title()} #12)", "STYLE" ".md §17",
-               "DESIGN" ".md", "notes" "/theory.md 3.5", "theory" ".md §3.8"]
+    planted = [
+        f"# see {_ISSUE} 10, item 4",
+        f"(per {_ISSUE.title()} #12)",
+        # built with +, so that neither this file nor the formatter joins them into a match
+        "STYLE" + ".md §17",
+        "DESIGN" + ".md",
+        "notes" + "/theory.md 3.5",
+        "theory" + ".md §3.8",
+    ]
     for line in planted:
         assert _outside_references(line) == [(1, line)], line
-    fine = ["the clip level (docs/guide/estimators.md)", "benchmarks/pdrop.md", "t" + _ISSUE + " 10",
-            "an issue with the data", "README.md", "docs/design.md"]
+    fine = [
+        "the clip level (docs/guide/estimators.md)",
+        "benchmarks/pdrop.md",
+        "t" + _ISSUE + " 10",
+        "an issue with the data",
+        "README.md",
+        "docs/design.md",
+    ]
     for line in fine:
         assert _outside_references(line) == [], line
 
@@ -310,8 +348,9 @@ def test_no_comment_docstring_or_test_points_outside_the_repository():
             if path.suffix not in (".py", ".md", ".txt", ".toml", ".cfg") or not path.is_file():
                 continue
             text = path.read_text(encoding="utf-8", errors="replace")
-            offending += [f"{path.relative_to(ROOT)}:{i}: {line}"
-                          for i, line in _outside_references(text)]
+            offending += [
+                f"{path.relative_to(ROOT)}:{i}: {line}" for i, line in _outside_references(text)
+            ]
     assert not offending, "references outside the repository:\n" + "\n".join(offending)
 
 
@@ -319,11 +358,16 @@ def _docstring_writes(tree: ast.AST) -> list[int]:
     """Lines that assign a ``__doc__`` (``f.__doc__ = ...``, ``f.__doc__ += ...``)."""
     lines = []
     for node in ast.walk(tree):
-        targets = (node.targets if isinstance(node, ast.Assign)
-                   else [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign))
-                   else [])
-        lines += [node.lineno for t in targets
-                  if isinstance(t, ast.Attribute) and t.attr == "__doc__"]
+        targets = (
+            node.targets
+            if isinstance(node, ast.Assign)
+            else [node.target]
+            if isinstance(node, (ast.AugAssign, ast.AnnAssign))
+            else []
+        )
+        lines += [
+            node.lineno for t in targets if isinstance(t, ast.Attribute) and t.attr == "__doc__"
+        ]
     return lines
 
 
@@ -334,7 +378,10 @@ def test_docstring_writer_finds_a_planted_write():
 def test_one_helper_fills_docstrings_from_templates():
     """Shared docstring text goes in through ``ope._docstrings.fill_doc`` only (``<key>``
     placeholders), not through a module's own ``__doc__`` substitution."""
-    offending = [f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}"
-                 for m, tree in TREES.items() if m != "ope._docstrings"
-                 for line in _docstring_writes(tree)]
+    offending = [
+        f"{MODULES[m].relative_to(PACKAGE.parent)}:{line}"
+        for m, tree in TREES.items()
+        if m != "ope._docstrings"
+        for line in _docstring_writes(tree)
+    ]
     assert not offending, "docstrings written outside ope._docstrings:\n" + "\n".join(offending)

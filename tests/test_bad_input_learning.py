@@ -60,12 +60,18 @@ def test_features_of_1e308_give_finite_probabilities_that_follow_the_feature():
 def test_non_finite_features_name_their_column_and_row(bad):
     X, a, r, p = two_arms()
     X[7, 2] = bad
-    with pytest.raises(ValidationError, match=r"`X` must be finite \(no NaN or inf\): feature "
-                       r"column 2 has 1 NaN or infinite values \(first at row 7: "):
+    with pytest.raises(
+        ValidationError,
+        match=r"`X` must be finite \(no NaN or inf\): feature "
+        r"column 2 has 1 NaN or infinite values \(first at row 7: ",
+    ):
         ConservativePolicyLearner().fit(X, a, r, p)
     learner = ConservativePolicyLearner().fit(two_arms()[0], a, r, p)
-    with pytest.raises(ValidationError, match=r"feature column 2 has 1 NaN or infinite values "
-                       r"\(first at row 7"):
+    with pytest.raises(
+        ValidationError,
+        match=r"feature column 2 has 1 NaN or infinite values "
+        r"\(first at row 7",
+    ):
         learner.predict_proba(X)
 
 
@@ -80,8 +86,11 @@ def test_action_features_of_1e308_are_standardized_too():
 def test_non_finite_action_features_name_the_column_and_action():
     X, a, r, p = two_arms()
     F = np.array([[1.0, 2.0], [np.nan, 0.5]])
-    with pytest.raises(ValidationError, match=r"`action_features` must be finite: feature column "
-                       r"0 of action 1 is nan \(1 entries are NaN or infinite\)"):
+    with pytest.raises(
+        ValidationError,
+        match=r"`action_features` must be finite: feature column "
+        r"0 of action 1 is nan \(1 entries are NaN or infinite\)",
+    ):
         ConservativePolicyLearner().fit(X, a, r, p, action_features=F)
     table = pa.table({"action": [0, 1], "f": [1.0, float("inf")]})
     with pytest.raises(ValidationError, match=r"action feature features must be finite"):
@@ -90,10 +99,14 @@ def test_non_finite_action_features_name_the_column_and_action():
 
 def test_an_action_feature_table_must_cover_every_action():
     X, a, r, p = two_arms()
-    with pytest.raises(SchemaError, match=r"action_features has no row for 1 action\(s\) logged "
-                       r"or among the candidates \(e\.g\. 1\)"):
-        ConservativePolicyLearner().fit(X, a, r, p,
-                                        action_features=pa.table({"action": [0], "f": [1.0]}))
+    with pytest.raises(
+        SchemaError,
+        match=r"action_features has no row for 1 action\(s\) logged "
+        r"or among the candidates \(e\.g\. 1\)",
+    ):
+        ConservativePolicyLearner().fit(
+            X, a, r, p, action_features=pa.table({"action": [0], "f": [1.0]})
+        )
     with pytest.raises(SchemaError, match=r"action_features has no `action` column"):
         ConservativePolicyLearner().fit(X, a, r, p, action_features=pa.table({"f": [1.0, 2.0]}))
 
@@ -105,8 +118,11 @@ def test_a_one_row_fit_reports_the_bottom_of_the_range_as_its_lower_bound():
     """The issue's case: rewards in (0, 1), one row with p = 0.25 and reward 0.5. The clipped
     estimate is 0.5 * 4 = 2.0; with one row there is no standard error, so the only bound the
     data support is the bottom of the range (it was reported as 2.0)."""
-    with pytest.warns(SmallSampleWarning, match=r"fitted on 1 row\(s\): fewer than 2 rows give no "
-                      r"standard error"):
+    with pytest.warns(
+        SmallSampleWarning,
+        match=r"fitted on 1 row\(s\): fewer than 2 rows give no "
+        r"standard error",
+    ):
         learner = ConservativePolicyLearner().fit(np.array([[0.3, 1.0]]), [1], [0.5], [0.25])
     assert learner.value_estimate_ == pytest.approx(2.0)
     assert learner.value_std_error_ == np.inf
@@ -115,8 +131,9 @@ def test_a_one_row_fit_reports_the_bottom_of_the_range_as_its_lower_bound():
 
 def test_rows_with_equal_clipped_terms_above_the_range_give_a_bound_at_its_top():
     # two rows, both paid 1 at p = 0.25: u_i = 4 and 4, no spread, "bound" 4 for rewards in [0, 1]
-    learner = ConservativePolicyLearner().fit(np.array([[1.0], [2.0]]), [0, 0], [1.0, 1.0],
-                                              [0.25, 0.25], candidates=[[0, 1], [0, 1]])
+    learner = ConservativePolicyLearner().fit(
+        np.array([[1.0], [2.0]]), [0, 0], [1.0, 1.0], [0.25, 0.25], candidates=[[0, 1], [0, 1]]
+    )
     assert learner.value_estimate_ == pytest.approx(4.0, rel=1e-6)
     assert learner.value_std_error_ == 0.0
     assert learner.value_lower_bound_ == 1.0
@@ -124,8 +141,16 @@ def test_rows_with_equal_clipped_terms_above_the_range_give_a_bound_at_its_top()
 
 def test_the_gate_bound_never_exceeds_the_top_of_the_range():
     # three rows with the same clipped term 3 (> high = 1): the t bound of their mean was 3
-    cert = certify(np.ones(3), None, np.zeros(3, dtype=int), np.ones(3), np.full(3, 1 / 3),
-                   reward_range=(0.0, 1.0), max_weight=3.0, ci="t")
+    cert = certify(
+        np.ones(3),
+        None,
+        np.zeros(3, dtype=int),
+        np.ones(3),
+        np.full(3, 1 / 3),
+        reward_range=(0.0, 1.0),
+        max_weight=3.0,
+        ci="t",
+    )
     assert cert.value == pytest.approx(3.0)
     assert cert.lower_bound == 1.0
     assert cert.improvement_lower_bound == 1.0
@@ -146,8 +171,11 @@ def test_weights_too_large_to_optimize_raise_a_specific_error():
     X, a, r, p = two_arms(4)
     p = p.copy()
     p[:3] = 1e-300  # unclipped weights up to 1e300
-    with pytest.raises(EstimationError, match=r"the policy optimizer diverged .* smallest "
-                       r"propensity is 1e-300, at row 0\) or the penalties .* Clip the weights"):
+    with pytest.raises(
+        EstimationError,
+        match=r"the policy optimizer diverged .* smallest "
+        r"propensity is 1e-300, at row 0\) or the penalties .* Clip the weights",
+    ):
         IPSPolicyLearner().fit(X, a, r, p)
     # clipped (the conservative default), the same rows give a finite, bounded policy
     learner = ConservativePolicyLearner().fit(X, a, r, p)
@@ -161,22 +189,35 @@ def test_weights_too_large_to_optimize_raise_a_specific_error():
 def test_a_candidate_listed_twice_is_refused_with_its_rows():
     X, a, r, p = two_arms(n=6)
     cands = [[0, 1], [0, 0, 1], [1, 0], [0, 1], [1, 1], [0, 1]]
-    with pytest.raises(ValidationError, match=r"`candidates` list the same action twice in 2 rows "
-                       r"\(first at rows 1, 4\)"):
+    with pytest.raises(
+        ValidationError,
+        match=r"`candidates` list the same action twice in 2 rows "
+        r"\(first at rows 1, 4\)",
+    ):
         ConservativePolicyLearner().fit(X, a, r, p, candidates=cands)
 
 
 def test_action_model_settings_are_checked():
     X, a, r, p = two_arms()
-    with pytest.raises(ParameterError, match=r"action_model='features' scores actions through "
-                       r"their features: pass fit\(\.\.\., action_features=\.\.\.\)"):
+    with pytest.raises(
+        ParameterError,
+        match=r"action_model='features' scores actions through "
+        r"their features: pass fit\(\.\.\., action_features=\.\.\.\)",
+    ):
         ConservativePolicyLearner(action_model="features").fit(X, a, r, p)
-    with pytest.raises(ParameterError, match=r"action_model='per_action' .* does not use "
-                       r"action_features"):
+    with pytest.raises(
+        ParameterError,
+        match=r"action_model='per_action' .* does not use "
+        r"action_features",
+    ):
         ConservativePolicyLearner(action_model="per_action").fit(
-            X, a, r, p, action_features=np.eye(2))
-    with pytest.raises(ParameterError, match=r"action_model must be one of 'auto', "
-                       r"'per_action', 'features'; got 'items'"):
+            X, a, r, p, action_features=np.eye(2)
+        )
+    with pytest.raises(
+        ParameterError,
+        match=r"action_model must be one of 'auto', "
+        r"'per_action', 'features'; got 'items'",
+    ):
         ConservativePolicyLearner(action_model="items").fit(X, a, r, p)
     with pytest.raises(ParameterError, match=r"rng must be an int seed"):
         ConservativePolicyLearner(select="validation", rng="7").fit(X, a, r, p)

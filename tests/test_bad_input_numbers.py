@@ -138,21 +138,29 @@ def _logging(r):
 
 
 def _streamed(r, p, t, cut):
-    parts = [MomentStats.from_arrays(r[:cut], p[:cut], t[:cut]),
-             MomentStats.from_arrays(r[cut:], p[cut:], t[cut:])]
+    parts = [
+        MomentStats.from_arrays(r[:cut], p[:cut], t[:cut]),
+        MomentStats.from_arrays(r[cut:], p[cut:], t[cut:]),
+    ]
     (e,) = _quiet(MomentStats.merge_all(parts).estimates, "ips")
     return e.value, e.std_error
 
 
 def _many(r, p, t, j):
-    e = _quiet(estimate_many, "ips", reward=r, logging_propensity=p,
-               target_propensity=np.column_stack([t, HALF]))[j]
+    e = _quiet(
+        estimate_many,
+        "ips",
+        reward=r,
+        logging_propensity=p,
+        target_propensity=np.column_stack([t, HALF]),
+    )[j]
     return e.value, e.std_error
 
 
 def _evaluate(r, p, t, estimator):
-    df = pd.DataFrame({"action": np.zeros(N, dtype=int), "propensity": p, "reward": r,
-                       "target__a": t})
+    df = pd.DataFrame(
+        {"action": np.zeros(N, dtype=int), "propensity": p, "reward": r, "target__a": t}
+    )
     ev = _quiet(ope.evaluate, df, estimators=("ips", "snips"))
     row = ev.table().set_index("estimator").loc[estimator]
     assert math.isfinite(row.ci_low) and math.isfinite(row.ci_high)
@@ -160,8 +168,9 @@ def _evaluate(r, p, t, estimator):
 
 
 def _comparison(r, p, t):
-    df = pd.DataFrame({"action": np.zeros(N, dtype=int), "propensity": p, "reward": r,
-                       "target__a": t})
+    df = pd.DataFrame(
+        {"action": np.zeros(N, dtype=int), "propensity": p, "reward": r, "target__a": t}
+    )
     ev = _quiet(ope.evaluate, df, estimators=("ips",))
     row = ev.comparisons().iloc[0]
     assert math.isfinite(row.ci_low) and math.isfinite(row.ci_high)
@@ -169,56 +178,108 @@ def _comparison(r, p, t):
 
 
 FINITE = [
-    Finite("ips rewards +-1e160", lambda: _ips(BIG160, HALF, ALT),
-           lambda: ref_ips(BIG160, HALF, ALT)),
-    Finite("snips rewards +-1e160", lambda: _snips(BIG160, HALF, ALT),
-           lambda: ref_snips(BIG160, HALF, ALT)),
-    Finite("clipped ips rewards +-1e160", lambda: _clipped(BIG160, HALF, ALT, 1.5),
-           lambda: ref_ips(BIG160, HALF, ALT, clip=1.5)),
-    Finite("clipped ips about r_lo = -1e160",
-           lambda: _clipped(BIG160, HALF, ALT, 1.5, reward_range=(-1e160, 1e160)),
-           lambda: ref_ips(BIG160, HALF, ALT, clip=1.5, origin=-1e160)),
-    Finite("ips rewards 1.7e308 on-policy", lambda: _ips(BIG308, HALF, HALF),
-           lambda: ref_ips(BIG308, HALF, HALF)),
-    Finite("logging value rewards +-1.7e308", lambda: _logging(PM308),
-           lambda: mean_se([_f(x) for x in PM308])),
-    Finite("snips rewards +-1.7e308", lambda: _snips(PM308, HALF, ALT),
-           lambda: ref_snips(PM308, HALF, ALT)),
-    Finite("ips propensity 1e-149 x reward 1e6", lambda: _ips(REWARD_1E6, TINY_P, TARGET_TINY_P),
-           lambda: ref_ips(REWARD_1E6, TINY_P, TARGET_TINY_P)),
+    Finite(
+        "ips rewards +-1e160", lambda: _ips(BIG160, HALF, ALT), lambda: ref_ips(BIG160, HALF, ALT)
+    ),
+    Finite(
+        "snips rewards +-1e160",
+        lambda: _snips(BIG160, HALF, ALT),
+        lambda: ref_snips(BIG160, HALF, ALT),
+    ),
+    Finite(
+        "clipped ips rewards +-1e160",
+        lambda: _clipped(BIG160, HALF, ALT, 1.5),
+        lambda: ref_ips(BIG160, HALF, ALT, clip=1.5),
+    ),
+    Finite(
+        "clipped ips about r_lo = -1e160",
+        lambda: _clipped(BIG160, HALF, ALT, 1.5, reward_range=(-1e160, 1e160)),
+        lambda: ref_ips(BIG160, HALF, ALT, clip=1.5, origin=-1e160),
+    ),
+    Finite(
+        "ips rewards 1.7e308 on-policy",
+        lambda: _ips(BIG308, HALF, HALF),
+        lambda: ref_ips(BIG308, HALF, HALF),
+    ),
+    Finite(
+        "logging value rewards +-1.7e308",
+        lambda: _logging(PM308),
+        lambda: mean_se([_f(x) for x in PM308]),
+    ),
+    Finite(
+        "snips rewards +-1.7e308",
+        lambda: _snips(PM308, HALF, ALT),
+        lambda: ref_snips(PM308, HALF, ALT),
+    ),
+    Finite(
+        "ips propensity 1e-149 x reward 1e6",
+        lambda: _ips(REWARD_1E6, TINY_P, TARGET_TINY_P),
+        lambda: ref_ips(REWARD_1E6, TINY_P, TARGET_TINY_P),
+    ),
     # one weight of 1e149 carries the ratio: its influence terms cancel to 3e-143, far below the
     # rounding of rewards of 1e6 (1e-10), so the standard error is 0 to that resolution
-    Finite("snips propensity 1e-149 x reward 1e6",
-           lambda: _snips(REWARD_1E6, TINY_P, TARGET_TINY_P),
-           lambda: ref_snips(REWARD_1E6, TINY_P, TARGET_TINY_P), se_abs=1e6 * RTOL),
-    Finite("snips weights 1e10 x rewards 1.7e308 (the ratio is representable)",
-           lambda: _snips(BIG308, np.full(N, 1e-10), np.ones(N)),
-           lambda: ref_snips(BIG308, np.full(N, 1e-10), np.ones(N))),
-    Finite("clipped ips propensity 1e-149 (clip binds)",
-           lambda: _clipped(REWARD_1E6, TINY_P, TARGET_TINY_P, 10.0),
-           lambda: ref_ips(REWARD_1E6, TINY_P, TARGET_TINY_P, clip=10.0)),
-    Finite("ips subnormal rewards", lambda: _ips(SUBNORMAL, HALF, ALT),
-           lambda: ref_ips(SUBNORMAL, HALF, ALT)),
-    Finite("ips rewards 1e-300 (squares underflow)", lambda: _ips(TINY, HALF, ALT),
-           lambda: ref_ips(TINY, HALF, ALT)),
-    Finite("merged batches: rewards 1e308 and 1", lambda: _streamed(
-        np.r_[np.full(6, 1e308), np.ones(6)], HALF, ALT, 6),
-        lambda: ref_ips(np.r_[np.full(6, 1e308), np.ones(6)], HALF, ALT)),
-    Finite("merged batches: propensity 1e-149 in the second", lambda: _streamed(
-        REWARD_1E6, TINY_P, TARGET_TINY_P, 2),
-        lambda: ref_ips(REWARD_1E6, TINY_P, TARGET_TINY_P)),
-    Finite("estimate_many rewards +-1e160", lambda: _many(BIG160, HALF, ALT, 0),
-           lambda: ref_ips(BIG160, HALF, ALT)),
-    Finite("evaluate ips rewards +-1e160", lambda: _evaluate(BIG160, HALF, ALT, "ips"),
-           lambda: ref_ips(BIG160, HALF, ALT)),
-    Finite("evaluate snips propensity 1e-149", lambda: _evaluate(
-        REWARD_1E6, TINY_P, TARGET_TINY_P, "snips"),
-        lambda: ref_snips(REWARD_1E6, TINY_P, TARGET_TINY_P), se_abs=1e6 * RTOL),
-    Finite("paired comparison rewards +-1e160", lambda: _comparison(BIG160, HALF, ALT),
-           lambda: ref_paired(BIG160, HALF, ALT)),
-    Finite("paired comparison propensity 1e-149",
-           lambda: _comparison(REWARD_1E6, TINY_P, TARGET_TINY_P),
-           lambda: ref_paired(REWARD_1E6, TINY_P, TARGET_TINY_P)),
+    Finite(
+        "snips propensity 1e-149 x reward 1e6",
+        lambda: _snips(REWARD_1E6, TINY_P, TARGET_TINY_P),
+        lambda: ref_snips(REWARD_1E6, TINY_P, TARGET_TINY_P),
+        se_abs=1e6 * RTOL,
+    ),
+    Finite(
+        "snips weights 1e10 x rewards 1.7e308 (the ratio is representable)",
+        lambda: _snips(BIG308, np.full(N, 1e-10), np.ones(N)),
+        lambda: ref_snips(BIG308, np.full(N, 1e-10), np.ones(N)),
+    ),
+    Finite(
+        "clipped ips propensity 1e-149 (clip binds)",
+        lambda: _clipped(REWARD_1E6, TINY_P, TARGET_TINY_P, 10.0),
+        lambda: ref_ips(REWARD_1E6, TINY_P, TARGET_TINY_P, clip=10.0),
+    ),
+    Finite(
+        "ips subnormal rewards",
+        lambda: _ips(SUBNORMAL, HALF, ALT),
+        lambda: ref_ips(SUBNORMAL, HALF, ALT),
+    ),
+    Finite(
+        "ips rewards 1e-300 (squares underflow)",
+        lambda: _ips(TINY, HALF, ALT),
+        lambda: ref_ips(TINY, HALF, ALT),
+    ),
+    Finite(
+        "merged batches: rewards 1e308 and 1",
+        lambda: _streamed(np.r_[np.full(6, 1e308), np.ones(6)], HALF, ALT, 6),
+        lambda: ref_ips(np.r_[np.full(6, 1e308), np.ones(6)], HALF, ALT),
+    ),
+    Finite(
+        "merged batches: propensity 1e-149 in the second",
+        lambda: _streamed(REWARD_1E6, TINY_P, TARGET_TINY_P, 2),
+        lambda: ref_ips(REWARD_1E6, TINY_P, TARGET_TINY_P),
+    ),
+    Finite(
+        "estimate_many rewards +-1e160",
+        lambda: _many(BIG160, HALF, ALT, 0),
+        lambda: ref_ips(BIG160, HALF, ALT),
+    ),
+    Finite(
+        "evaluate ips rewards +-1e160",
+        lambda: _evaluate(BIG160, HALF, ALT, "ips"),
+        lambda: ref_ips(BIG160, HALF, ALT),
+    ),
+    Finite(
+        "evaluate snips propensity 1e-149",
+        lambda: _evaluate(REWARD_1E6, TINY_P, TARGET_TINY_P, "snips"),
+        lambda: ref_snips(REWARD_1E6, TINY_P, TARGET_TINY_P),
+        se_abs=1e6 * RTOL,
+    ),
+    Finite(
+        "paired comparison rewards +-1e160",
+        lambda: _comparison(BIG160, HALF, ALT),
+        lambda: ref_paired(BIG160, HALF, ALT),
+    ),
+    Finite(
+        "paired comparison propensity 1e-149",
+        lambda: _comparison(REWARD_1E6, TINY_P, TARGET_TINY_P),
+        lambda: ref_paired(REWARD_1E6, TINY_P, TARGET_TINY_P),
+    ),
 ]
 
 
@@ -250,45 +311,83 @@ def _nan_at(arr: np.ndarray, i: int, value: float = math.nan) -> np.ndarray:
 
 
 ERRORS = [
-    ("weighted rewards above 1.8e308",
-     lambda: IPS().estimate(BIG308, np.full(N, 1e-10), np.ones(N)),
-     ValidationError,
-     r"ips: the estimate is not representable in float64 .* largest \|weight x reward\| is at "
-     r"row 0 \(weight 1e\+10, reward 1\.7e\+308\)\. Rescale the `reward` column"),
-    ("weighted rewards above 1.8e308 in estimate_many",
-     lambda: estimate_many("ips", reward=BIG308, logging_propensity=np.full(N, 1e-10),
-                           target_propensity=np.ones((N, 1)), names=["big"]),
-     ValidationError,
-     r"ips \(policy 'big'\): the estimate is not representable"),
-    ("a weight above 1e150 (propensity 1e-200)",
-     lambda: IPS().estimate(np.ones(N), _nan_at(HALF, 5, 1e-200), np.ones(N)),
-     ValidationError,
-     r"importance weights overflow float64: 1 rows \(first at row 5: logging propensity "
-     r"1e-200\)"),
-    ("a NaN reward", lambda: SNIPS().estimate(_nan_at(BIG160, 4), HALF, ALT), ValidationError,
-     r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 4\)"),
-    ("an infinite reward", lambda: IPS().estimate(_nan_at(BIG308, 7, math.inf), HALF, ALT),
-     ValidationError, r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 7\)"),
-    ("a NaN target propensity", lambda: IPS().estimate(BIG160, HALF, _nan_at(ALT, 2)),
-     ValidationError, r"`target_propensity` must be finite; 1 rows are NaN or infinite "
-     r"\(first at row 2\)"),
-    ("a negative zero and a negative target propensity",
-     lambda: IPS().estimate(BIG160, HALF, _nan_at(_nan_at(ALT, 1, -0.0), 9, -1e-300)),
-     ValidationError, r"`target_propensity` must be in \[0, 1\] .* 1 rows are not \(first at "
-     r"row 9\)"),
-    ("a subnormal logging propensity (weight 1/5e-324 overflows)",
-     lambda: IPS().estimate(np.ones(N), _nan_at(HALF, 6, 5e-324), np.ones(N)),
-     ValidationError, r"importance weights overflow float64: 1 rows \(first at row 6"),
-    ("rewards outside reward_range", lambda: IPS().estimate(
-        BIG160, HALF, ALT, reward_range=(-1e159, 1e160)), ValidationError,
-     r"`reward` has 4 rows outside reward_range=\(-1e\+159, 1e\+160\) \(first at row 1: "
-     r"-1e\+160\)"),
-    ("an infinite reward_range", lambda: IPS().estimate(
-        BIG160, HALF, ALT, reward_range=(-math.inf, 1e160)), ParameterError,
-     r"`reward_range` must be finite"),
-    ("streamed statistics with a NaN reward", lambda: MomentStats.from_arrays(
-        _nan_at(BIG308, 3), HALF, ALT), ValidationError,
-     r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 3\)"),
+    (
+        "weighted rewards above 1.8e308",
+        lambda: IPS().estimate(BIG308, np.full(N, 1e-10), np.ones(N)),
+        ValidationError,
+        r"ips: the estimate is not representable in float64 .* largest \|weight x reward\| is at "
+        r"row 0 \(weight 1e\+10, reward 1\.7e\+308\)\. Rescale the `reward` column",
+    ),
+    (
+        "weighted rewards above 1.8e308 in estimate_many",
+        lambda: estimate_many(
+            "ips",
+            reward=BIG308,
+            logging_propensity=np.full(N, 1e-10),
+            target_propensity=np.ones((N, 1)),
+            names=["big"],
+        ),
+        ValidationError,
+        r"ips \(policy 'big'\): the estimate is not representable",
+    ),
+    (
+        "a weight above 1e150 (propensity 1e-200)",
+        lambda: IPS().estimate(np.ones(N), _nan_at(HALF, 5, 1e-200), np.ones(N)),
+        ValidationError,
+        r"importance weights overflow float64: 1 rows \(first at row 5: logging propensity "
+        r"1e-200\)",
+    ),
+    (
+        "a NaN reward",
+        lambda: SNIPS().estimate(_nan_at(BIG160, 4), HALF, ALT),
+        ValidationError,
+        r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 4\)",
+    ),
+    (
+        "an infinite reward",
+        lambda: IPS().estimate(_nan_at(BIG308, 7, math.inf), HALF, ALT),
+        ValidationError,
+        r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 7\)",
+    ),
+    (
+        "a NaN target propensity",
+        lambda: IPS().estimate(BIG160, HALF, _nan_at(ALT, 2)),
+        ValidationError,
+        r"`target_propensity` must be finite; 1 rows are NaN or infinite "
+        r"\(first at row 2\)",
+    ),
+    (
+        "a negative zero and a negative target propensity",
+        lambda: IPS().estimate(BIG160, HALF, _nan_at(_nan_at(ALT, 1, -0.0), 9, -1e-300)),
+        ValidationError,
+        r"`target_propensity` must be in \[0, 1\] .* 1 rows are not \(first at "
+        r"row 9\)",
+    ),
+    (
+        "a subnormal logging propensity (weight 1/5e-324 overflows)",
+        lambda: IPS().estimate(np.ones(N), _nan_at(HALF, 6, 5e-324), np.ones(N)),
+        ValidationError,
+        r"importance weights overflow float64: 1 rows \(first at row 6",
+    ),
+    (
+        "rewards outside reward_range",
+        lambda: IPS().estimate(BIG160, HALF, ALT, reward_range=(-1e159, 1e160)),
+        ValidationError,
+        r"`reward` has 4 rows outside reward_range=\(-1e\+159, 1e\+160\) \(first at row 1: "
+        r"-1e\+160\)",
+    ),
+    (
+        "an infinite reward_range",
+        lambda: IPS().estimate(BIG160, HALF, ALT, reward_range=(-math.inf, 1e160)),
+        ParameterError,
+        r"`reward_range` must be finite",
+    ),
+    (
+        "streamed statistics with a NaN reward",
+        lambda: MomentStats.from_arrays(_nan_at(BIG308, 3), HALF, ALT),
+        ValidationError,
+        r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 3\)",
+    ),
 ]
 
 

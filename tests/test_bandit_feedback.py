@@ -13,10 +13,14 @@ def _feedback(n=50, n_actions=4, len_list=3, seed=0):
     rng = np.random.default_rng(seed)
     dist = rng.dirichlet(np.ones(n_actions), size=(n, len_list)).transpose(0, 2, 1)
     return {
-        "n_rounds": n, "n_actions": n_actions,
-        "action": rng.integers(0, n_actions, n), "position": rng.integers(0, len_list, n),
-        "reward": rng.integers(0, 2, n), "pscore": rng.uniform(0.05, 1.0, n),
-        "context": rng.normal(size=(n, 3)), "action_context": rng.normal(size=(n_actions, 2)),
+        "n_rounds": n,
+        "n_actions": n_actions,
+        "action": rng.integers(0, n_actions, n),
+        "position": rng.integers(0, len_list, n),
+        "reward": rng.integers(0, 2, n),
+        "pscore": rng.uniform(0.05, 1.0, n),
+        "context": rng.normal(size=(n, 3)),
+        "action_context": rng.normal(size=(n_actions, 2)),
         "action_dist": dist,
     }
 
@@ -40,8 +44,9 @@ def test_action_dist_gives_the_per_position_target():
     # without positions: slot 0
     bf.pop("position")
     logs = from_bandit_feedback(bf)
-    np.testing.assert_array_equal(logs.column("target__candidate"),
-                                  bf["action_dist"][np.arange(50), bf["action"], 0])
+    np.testing.assert_array_equal(
+        logs.column("target__candidate"), bf["action_dist"][np.arange(50), bf["action"], 0]
+    )
     assert to_bandit_feedback(logs)["position"] is None
 
 
@@ -69,5 +74,7 @@ def test_action_features_are_an_attribute_of_the_logs():
     bare = logs.with_action_features(None)
     assert bare.action_features is None and logs.action_features is not None
     assert bare.table is logs.table and bare.n_actions == logs.n_actions
-    assert from_bandit_feedback({k: v for k, v in bf.items() if k != "action_context"}
-                                ).action_features is None
+    assert (
+        from_bandit_feedback({k: v for k, v in bf.items() if k != "action_context"}).action_features
+        is None
+    )

@@ -73,8 +73,10 @@ def test_make_data_truth_matches_a_large_sample_and_columns_are_consistent():
     data = bench_evaluate.make_data(400_000, n_policies=3, seed=5)
     n = data["n"]
     assert data["target"].shape == (n, 3) and data["q_target"].shape == (n, 3)
-    assert np.all((data["propensity"] >= bench_evaluate.LOGGING_FLOOR / bench_evaluate.N_ACTIONS)
-                  & (data["propensity"] <= 1))
+    assert np.all(
+        (data["propensity"] >= bench_evaluate.LOGGING_FLOOR / bench_evaluate.N_ACTIONS)
+        & (data["propensity"] <= 1)
+    )
     # the exact value against the on-policy mean reward of a policy is not available, but IPS
     # is unbiased: it must sit within a few standard errors of the exact value
     w = data["target"] / data["propensity"][:, None]
@@ -138,8 +140,19 @@ def test_bench_evaluate_quick_writes_finite_positive_ratios(tmp_path):
     returned = bench_evaluate.main(["--quick", "--out", str(out)])
     doc = json.loads(out.read_text())
     expected = {
-        "rows", "policies", "timings", "ratios", "ratio_details", "targets", "targets_met",
-        "checks", "profile", "bootstrap", "obp", "memory", "machine",
+        "rows",
+        "policies",
+        "timings",
+        "ratios",
+        "ratio_details",
+        "targets",
+        "targets_met",
+        "checks",
+        "profile",
+        "bootstrap",
+        "obp",
+        "memory",
+        "machine",
     }
     assert expected <= set(doc)
     assert set(doc["ratios"]) == {

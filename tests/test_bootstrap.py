@@ -55,9 +55,10 @@ def test_replicates_match_a_hand_resampling_with_renormalization():
     assert not np.allclose(reps, (counts @ (W * R)) / 5.5)
     # percentile interval = the empirical quantiles of the replicates
     ci = bootstrap_interval(comps, _ratio, n_resamples=200, rng=7, confidence_level=0.5)
-    ref = (resample_counts(5, 200, rng=7) @ comps)
-    np.testing.assert_allclose(tuple(ci), np.quantile(ref[:, 0] / ref[:, 1], [0.25, 0.75]),
-                               rtol=1e-12)
+    ref = resample_counts(5, 200, rng=7) @ comps
+    np.testing.assert_allclose(
+        tuple(ci), np.quantile(ref[:, 0] / ref[:, 1], [0.25, 0.75]), rtol=1e-12
+    )
 
 
 def test_multinomial_counts_have_the_multinomial_moments():
@@ -111,11 +112,13 @@ def test_compiled_and_numpy_backends_give_the_same_replicates(n):
     a = np.random.default_rng(1).exponential(size=(n, 3))
     try:
         kernel.set_backend("numba")
-        fast = bootstrap_replicates(a, lambda m: m[..., 0] / m[..., 1] + m[..., 2], rng=4,
-                                    n_resamples=203)
+        fast = bootstrap_replicates(
+            a, lambda m: m[..., 0] / m[..., 1] + m[..., 2], rng=4, n_resamples=203
+        )
         kernel.set_backend("numpy")
-        slow = bootstrap_replicates(a, lambda m: m[..., 0] / m[..., 1] + m[..., 2], rng=4,
-                                    n_resamples=203)
+        slow = bootstrap_replicates(
+            a, lambda m: m[..., 0] / m[..., 1] + m[..., 2], rng=4, n_resamples=203
+        )
     finally:
         kernel.set_backend(None)
     np.testing.assert_allclose(fast, slow, rtol=1e-12)
@@ -213,7 +216,9 @@ def test_bca_agrees_with_scipy():
     rng = np.random.default_rng(5)
     x = rng.exponential(size=150)
     ours = bootstrap_interval(x, _mean, n_resamples=20000, rng=6, bootstrap_method="bca")
-    ref = stats.bootstrap((x,), np.mean, n_resamples=20000, method="BCa", rng=np.random.default_rng(8))
+    ref = stats.bootstrap(
+        (x,), np.mean, n_resamples=20000, method="BCa", rng=np.random.default_rng(8)
+    )
     width = ref.confidence_interval.high - ref.confidence_interval.low
     assert ours.low == pytest.approx(ref.confidence_interval.low, abs=0.05 * width)
     assert ours.high == pytest.approx(ref.confidence_interval.high, abs=0.05 * width)
@@ -229,8 +234,13 @@ def test_bca_agrees_with_scipy_on_a_ratio_of_means():
     comps = np.c_[y * z, z]
     ours = bootstrap_interval(comps, _ratio, n_resamples=20000, rng=12, bootstrap_method="bca")
     ref = stats.bootstrap(
-        (y * z, z), lambda a, b, axis=-1: a.mean(axis=axis) / b.mean(axis=axis), paired=True,
-        vectorized=True, n_resamples=20000, method="BCa", rng=np.random.default_rng(13),
+        (y * z, z),
+        lambda a, b, axis=-1: a.mean(axis=axis) / b.mean(axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=20000,
+        method="BCa",
+        rng=np.random.default_rng(13),
     ).confidence_interval
     width = ref.high - ref.low
     assert ours.low == pytest.approx(ref.low, abs=0.03 * width)
@@ -257,12 +267,12 @@ def test_poisson_intervals_match_the_multinomial_ones_within_monte_carlo_error(
     r = 2.0 + rng.uniform(size=n) * w
     comps = np.c_[w * r, w]
     b = 4000
-    poisson = bootstrap_interval(comps, statistic, n_resamples=b, rng=1,
-                                 bootstrap_method=method)
+    poisson = bootstrap_interval(comps, statistic, n_resamples=b, rng=1, bootstrap_method=method)
     reps = bootstrap_replicates(comps, statistic, n_resamples=b, rng=1)
     monkeypatch.setattr(rs, "EXACT_MAX_ROWS", n)
-    multinomial = bootstrap_interval(comps, statistic, n_resamples=b, rng=2,
-                                     bootstrap_method=method)
+    multinomial = bootstrap_interval(
+        comps, statistic, n_resamples=b, rng=2, bootstrap_method=method
+    )
     tol = 4 * math.sqrt(2) * np.std(reps) * math.sqrt(0.025 * 0.975 / b) / stats.norm.pdf(1.96)
     assert poisson.low == pytest.approx(multinomial.low, abs=tol)
     assert poisson.high == pytest.approx(multinomial.high, abs=tol)
@@ -298,8 +308,9 @@ def test_undefined_replicates_are_refused_or_warned():
 
 
 # ------------------------------------------------------------------------------- arguments
-@pytest.mark.parametrize(("level", "fewest"), [(0.95, 81), (0.99, 401), (0.9, 41), (0.5, 9),
-                                               (0.999, 4001)])
+@pytest.mark.parametrize(
+    ("level", "fewest"), [(0.95, 81), (0.99, 401), (0.9, 41), (0.5, 9), (0.999, 4001)]
+)
 def test_min_resamples_keeps_the_two_most_extreme_replicates_out_of_the_ends(level, fewest):
     assert min_resamples(level) == fewest
     alpha = (1 - level) / 2
@@ -319,9 +330,15 @@ def test_the_position_of_the_ends_with_the_fewest_resamples():
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"bootstrap_method": "studentized"}, r"`bootstrap_method` must be one of 'percentile', 'bca'; got 'studentized'"),
+        (
+            {"bootstrap_method": "studentized"},
+            r"`bootstrap_method` must be one of 'percentile', 'bca'; got 'studentized'",
+        ),
         ({"n_resamples": 0}, r"`n_resamples` must be a positive integer; got 0"),
-        ({"n_resamples": 1}, r"`n_resamples` must be at least 81 for a 0.95 interval .*got 1\. Pass n_resamples=2000"),
+        (
+            {"n_resamples": 1},
+            r"`n_resamples` must be at least 81 for a 0.95 interval .*got 1\. Pass n_resamples=2000",
+        ),
         ({"n_resamples": 80}, r"`n_resamples` must be at least 81 for a 0.95 interval"),
         ({"n_resamples": 400, "confidence_level": 0.99}, r"at least 401 for a 0.99 interval"),
         ({"n_resamples": 40, "bootstrap_method": "bca"}, r"at least 81"),

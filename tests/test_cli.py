@@ -40,7 +40,13 @@ def test_validate_ok_json(sample_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["valid"] is True
     assert doc["report"]["rows_read"] == doc["report"]["rows_used"] == 100_000
-    assert set(doc["target_policies"]) == {"popular", "personalized", "greedy", "long_tail", "uniform"}
+    assert set(doc["target_policies"]) == {
+        "popular",
+        "personalized",
+        "greedy",
+        "long_tail",
+        "uniform",
+    }
 
 
 def test_validate_invalid_exits_65_with_report(bad_logs, capsys):
@@ -63,7 +69,15 @@ def test_mapping_renames_columns(tmp_path, capsys):
     df = pd.DataFrame({"item": [0, 1], "pscore": [0.5, 0.5], "click": [1.0, 0.0]})
     path = tmp_path / "theirs.parquet"
     df.to_parquet(path)
-    argv = ["validate", str(path), "--mapping", "action=item", "propensity=pscore", "reward=click", "--json"]
+    argv = [
+        "validate",
+        str(path),
+        "--mapping",
+        "action=item",
+        "propensity=pscore",
+        "reward=click",
+        "--json",
+    ]
     assert main(argv) == EXIT_OK
     assert json.loads(capsys.readouterr().out)["report"]["rows_used"] == 2
 
@@ -94,8 +108,18 @@ def test_missing_file_is_reported(tmp_path, capsys):
 
 def test_evaluate_json_is_one_document(sample_path, capsys):
     argv = [
-        "evaluate", sample_path, "--estimator", "ips", "snips", "clipped_ips",
-        "--max-weight", "50", "--reward-range", "0", "1", "--json",
+        "evaluate",
+        sample_path,
+        "--estimator",
+        "ips",
+        "snips",
+        "clipped_ips",
+        "--max-weight",
+        "50",
+        "--reward-range",
+        "0",
+        "1",
+        "--json",
     ]
     assert main(argv) == EXIT_OK
     doc = json.loads(capsys.readouterr().out)
@@ -113,7 +137,12 @@ def test_evaluate_bounded_ci_without_range_fails_clearly(sample_path, capsys):
 
 def test_evaluate_policy_table(tmp_path, capsys):
     df = pd.DataFrame(
-        {"event_id": [0, 1, 2], "action": [0, 1, 1], "propensity": [0.5] * 3, "reward": [1.0, 0.0, 1.0]}
+        {
+            "event_id": [0, 1, 2],
+            "action": [0, 1, 1],
+            "propensity": [0.5] * 3,
+            "reward": [1.0, 0.0, 1.0],
+        }
     )
     logs = tmp_path / "logs.parquet"
     df.to_parquet(logs)
@@ -127,7 +156,10 @@ def test_evaluate_policy_table(tmp_path, capsys):
     )
     pol = tmp_path / "policies.parquet"
     table.to_parquet(pol)
-    assert main(["evaluate", str(logs), "--policies", str(pol), "--estimator", "ips", "--json"]) == EXIT_OK
+    assert (
+        main(["evaluate", str(logs), "--policies", str(pol), "--estimator", "ips", "--json"])
+        == EXIT_OK
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["estimates"][0]["policy"] == "half"
     assert doc["estimates"][0]["value"] == pytest.approx(2 / 3)
@@ -144,7 +176,10 @@ def test_demo_json_shows_truth(capsys, tmp_path, monkeypatch):
 
 def test_console_entry_point_runs(tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "ope", "demo"], capture_output=True, text=True, timeout=300,
+        [sys.executable, "-m", "ope", "demo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
         cwd=tmp_path,
     )
     assert out.returncode == 0, out.stderr
@@ -164,7 +199,10 @@ def test_learn_writes_a_policy_that_evaluate_scores(tmp_path, capsys):
     cert = doc["certificate"]
     assert cert["verdict"] in ("approve", "reject")
     assert cert["confidence_level"] == 0.95
-    assert main(["evaluate", str(logs), "--policies", str(out), "--estimator", "snips", "--json"]) == EXIT_OK
+    assert (
+        main(["evaluate", str(logs), "--policies", str(out), "--estimator", "snips", "--json"])
+        == EXIT_OK
+    )
     ev = json.loads(capsys.readouterr().out)
     assert [r["policy"] for r in ev["estimates"]] == ["learned"]
 
@@ -174,8 +212,18 @@ def test_learn_requires_context_columns(sample_path, capsys):
 
 
 def test_diagnose_json_reports_the_planted_gap(sample_path, capsys):
-    argv = ["diagnose", sample_path, "--by", "segment", "--max-weight", "50",
-            "--reward-range", "0", "1", "--json"]
+    argv = [
+        "diagnose",
+        sample_path,
+        "--by",
+        "segment",
+        "--max-weight",
+        "50",
+        "--reward-range",
+        "0",
+        "1",
+        "--json",
+    ]
     assert main(argv) == EXIT_OK
     doc = json.loads(capsys.readouterr().out)
     policies = {p["policy"]: p for p in doc["diagnostics"]["policies"]}
@@ -192,8 +240,12 @@ def test_evaluate_json_carries_diagnostics(sample_path, capsys):
     assert main(argv) == EXIT_OK
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
-    assert {p["policy"] for p in doc["diagnostics"]["policies"]} == {r["policy"] for r in doc["estimates"]}
-    assert all("gap" in s and "reason" in s for p in doc["diagnostics"]["policies"] for s in p["segments"])
+    assert {p["policy"] for p in doc["diagnostics"]["policies"]} == {
+        r["policy"] for r in doc["estimates"]
+    }
+    assert all(
+        "gap" in s and "reason" in s for p in doc["diagnostics"]["policies"] for s in p["segments"]
+    )
     # weak overlap is also said on stderr, one line per warning
     assert "warning (OverlapWarning)" in captured.err
 
@@ -202,7 +254,11 @@ def test_evaluate_json_carries_diagnostics(sample_path, capsys):
     ("extra", "flag", "phrase"),
     [
         (["--ci", "bogus"], "--ci", "`--ci` must be one of"),
-        (["--confidence-level", "1.5"], "--confidence-level", "`--confidence-level` must be in (0, 1)"),
+        (
+            ["--confidence-level", "1.5"],
+            "--confidence-level",
+            "`--confidence-level` must be in (0, 1)",
+        ),
         (["--reward-range", "1", "0"], "--reward-range", "low < high"),
         (["--estimator", "ipz"], "--estimator", "unknown estimator 'ipz'"),
         (["--estimator", "clipped_ips"], "--max-weight", "needs its setting `--max-weight`"),
@@ -224,12 +280,21 @@ def test_bad_argument_value_with_json_prints_one_error_document(sample_path, cap
 
 def test_rewards_outside_the_range_are_a_data_error(tmp_path, capsys):
     path = tmp_path / "logs.parquet"
-    pd.DataFrame({"action": [0, 1, 1], "propensity": [0.5] * 3, "reward": [1.0, 5.0, 0.0],
-                  "target__a": [0.5, 0.5, 0.5]}).to_parquet(path)
+    pd.DataFrame(
+        {
+            "action": [0, 1, 1],
+            "propensity": [0.5] * 3,
+            "reward": [1.0, 5.0, 0.0],
+            "target__a": [0.5, 0.5, 0.5],
+        }
+    ).to_parquet(path)
     argv = ["evaluate", str(path), "--estimator", "ips", "--reward-range", "0", "1", "--json"]
     assert main(argv) == EXIT_DATAERR
     doc = json.loads(capsys.readouterr().out)
-    assert doc["error"]["type"] == "ValidationError" and "outside --reward-range 0 1" in doc["error"]["message"]
+    assert (
+        doc["error"]["type"] == "ValidationError"
+        and "outside --reward-range 0 1" in doc["error"]["message"]
+    )
 
 
 def test_demo_states_each_warning_once(capsys, tmp_path, monkeypatch):
@@ -258,8 +323,9 @@ def test_demo_states_each_warning_once(capsys, tmp_path, monkeypatch):
     assert numbers == list(range(1, len(numbers) + 1))  # numbered once, in order
     texts = [t for _, t in notes]
     assert len(set(texts)) == len(texts)
-    assert not any(t.split(":")[0].strip() == "long_tail" and "effective sample size" in t
-                   for t in texts)  # diagnose's own wording of note about long_tail's ESS
+    assert not any(
+        t.split(":")[0].strip() == "long_tail" and "effective sample size" in t for t in texts
+    )  # diagnose's own wording of note about long_tail's ESS
     assert sum("effective sample size 553" in t for t in texts) == 1
     refs = re.findall(r"long_tail .*\[see ([\d, ]+)\]", captured.out)
     assert refs and all(int(n) <= len(texts) for n in refs[0].split(", "))

@@ -54,20 +54,22 @@ def bandit_frame(n: int = 400, seed: int = 0) -> pd.DataFrame:
     reward = rng.binomial(1, 0.2 + 0.2 * (action == 1) + 0.1 * (x0 > 0)).astype(float)
     greedy = np.array([0.1, 0.8, 0.1])
     soft = np.array([0.3, 0.4, 0.3])
-    return pd.DataFrame({
-        "event_id": np.arange(n),
-        "action": action,
-        "propensity": np.full(n, 1 / 3),
-        "reward": reward,
-        "x0": x0,
-        "x1": x1,
-        "segment": np.where(x1 > 0, "a", "b"),
-        "candidates": [[0, 1, 2]] * n,
-        "target__greedy": greedy[action],
-        "target__soft": soft[action],
-        "target_dist__greedy": [greedy.tolist()] * n,
-        "target_dist__soft": [soft.tolist()] * n,
-    })
+    return pd.DataFrame(
+        {
+            "event_id": np.arange(n),
+            "action": action,
+            "propensity": np.full(n, 1 / 3),
+            "reward": reward,
+            "x0": x0,
+            "x1": x1,
+            "segment": np.where(x1 > 0, "a", "b"),
+            "candidates": [[0, 1, 2]] * n,
+            "target__greedy": greedy[action],
+            "target__soft": soft[action],
+            "target_dist__greedy": [greedy.tolist()] * n,
+            "target_dist__soft": [soft.tolist()] * n,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -84,15 +86,25 @@ def files(tmp_path_factory):
     bad.loc[[3, 7], "propensity"] = 0.0
     f["bad_rows"] = root / "bad_rows.parquet"
     bad.to_parquet(f["bad_rows"])
-    table = pd.DataFrame({"event_id": np.repeat(df["event_id"].to_numpy(), 2),
-                          "policy": "half", "action": np.tile([0, 1], len(df)),
-                          "probability": 0.45})  # sums to 0.9, not 1
+    table = pd.DataFrame(
+        {
+            "event_id": np.repeat(df["event_id"].to_numpy(), 2),
+            "policy": "half",
+            "action": np.tile([0, 1], len(df)),
+            "probability": 0.45,
+        }
+    )  # sums to 0.9, not 1
     f["policy_not_1"] = root / "policy_not_1.parquet"
     table.to_parquet(f["policy_not_1"])
     f["policy_no_id"] = root / "policy_no_id.parquet"
     table.drop(columns=["event_id"]).to_parquet(f["policy_no_id"])
-    pairs = pd.DataFrame({"pair_id": np.repeat(np.arange(30), 2), "arm": ["t", "c"] * 30,
-                          "outcome": np.tile([1.0, 0.0], 30)})
+    pairs = pd.DataFrame(
+        {
+            "pair_id": np.repeat(np.arange(30), 2),
+            "arm": ["t", "c"] * 30,
+            "outcome": np.tile([1.0, 0.0], 30),
+        }
+    )
     f["pairs"] = root / "pairs.parquet"
     pairs.to_parquet(f["pairs"])
     f["pairs_dup"] = root / "pairs_dup.parquet"
@@ -115,99 +127,263 @@ PAIRED = ("--treated", "t", "--control", "c")
 
 # (command, failure kind) -> (argv builder over the files, exit code, error type, phrase)
 CASES = {
-    ("validate", "bad flag value"): (lambda f: ["validate", f["logs"], "--mapping", "reward"],
-                                     EXIT_USAGE, "usage", "--mapping"),
-    ("validate", "missing file"): (lambda f: ["validate", f["missing"]],
-                                   EXIT_DATAERR, "DataFileError", "nope.parquet"),
-    ("validate", "schema error"): (lambda f: ["validate", f["no_reward"]],
-                                   EXIT_DATAERR, "SchemaError", "reward"),
-    ("validate", "validation error"): (lambda f: ["validate", f["bad_rows"]],
-                                       EXIT_DATAERR, "ValidationError", "propensity_out_of_range"),
-    ("validate", "usage error"): (lambda f: ["validate", f["logs"], "--frobnicate"],
-                                  EXIT_USAGE, "usage", "--frobnicate"),
-    ("evaluate", "bad flag value"): (lambda f: ["evaluate", f["logs"], "--confidence-level", "1.5"],
-                                     EXIT_USAGE, "usage", "--confidence-level"),
-    ("evaluate", "missing file"): (lambda f: ["evaluate", f["missing"]],
-                                   EXIT_DATAERR, "DataFileError", "nope.parquet"),
-    ("evaluate", "schema error"): (lambda f: ["evaluate", f["no_reward"]],
-                                   EXIT_DATAERR, "SchemaError", "reward"),
-    ("evaluate", "validation error"): (lambda f: ["evaluate", f["bad_rows"]],
-                                       EXIT_DATAERR, "ValidationError", "propensity_out_of_range"),
-    ("evaluate", "policy error"): (lambda f: ["evaluate", f["logs"], "--policies",
-                                              f["policy_not_1"]],
-                                   EXIT_DATAERR, "PolicyError", "half"),
+    ("validate", "bad flag value"): (
+        lambda f: ["validate", f["logs"], "--mapping", "reward"],
+        EXIT_USAGE,
+        "usage",
+        "--mapping",
+    ),
+    ("validate", "missing file"): (
+        lambda f: ["validate", f["missing"]],
+        EXIT_DATAERR,
+        "DataFileError",
+        "nope.parquet",
+    ),
+    ("validate", "schema error"): (
+        lambda f: ["validate", f["no_reward"]],
+        EXIT_DATAERR,
+        "SchemaError",
+        "reward",
+    ),
+    ("validate", "validation error"): (
+        lambda f: ["validate", f["bad_rows"]],
+        EXIT_DATAERR,
+        "ValidationError",
+        "propensity_out_of_range",
+    ),
+    ("validate", "usage error"): (
+        lambda f: ["validate", f["logs"], "--frobnicate"],
+        EXIT_USAGE,
+        "usage",
+        "--frobnicate",
+    ),
+    ("evaluate", "bad flag value"): (
+        lambda f: ["evaluate", f["logs"], "--confidence-level", "1.5"],
+        EXIT_USAGE,
+        "usage",
+        "--confidence-level",
+    ),
+    ("evaluate", "missing file"): (
+        lambda f: ["evaluate", f["missing"]],
+        EXIT_DATAERR,
+        "DataFileError",
+        "nope.parquet",
+    ),
+    ("evaluate", "schema error"): (
+        lambda f: ["evaluate", f["no_reward"]],
+        EXIT_DATAERR,
+        "SchemaError",
+        "reward",
+    ),
+    ("evaluate", "validation error"): (
+        lambda f: ["evaluate", f["bad_rows"]],
+        EXIT_DATAERR,
+        "ValidationError",
+        "propensity_out_of_range",
+    ),
+    ("evaluate", "policy error"): (
+        lambda f: ["evaluate", f["logs"], "--policies", f["policy_not_1"]],
+        EXIT_DATAERR,
+        "PolicyError",
+        "half",
+    ),
     ("evaluate", "usage error"): (lambda f: ["evaluate"], EXIT_USAGE, "usage", "logs"),
-    ("diagnose", "bad flag value"): (lambda f: ["diagnose", f["logs"], "--target-width", "0.1"],
-                                     EXIT_USAGE, "usage", "--new-rows"),
-    ("diagnose", "missing file"): (lambda f: ["diagnose", f["missing"]],
-                                   EXIT_DATAERR, "DataFileError", "nope.parquet"),
-    ("diagnose", "schema error"): (lambda f: ["diagnose", f["logs"], "--by", "nope"],
-                                   EXIT_DATAERR, "SchemaError", "--by nope"),
-    ("diagnose", "validation error"): (lambda f: ["diagnose", f["bad_rows"]],
-                                       EXIT_DATAERR, "ValidationError", "propensity_out_of_range"),
-    ("diagnose", "policy error"): (lambda f: ["diagnose", f["logs"], "--policy", "nope"],
-                                   EXIT_DATAERR, "PolicyError", "nope"),
-    ("diagnose", "usage error"): (lambda f: ["diagnose", f["logs"], "--max-weight"],
-                                  EXIT_USAGE, "usage", "--max-weight"),
-    ("learn", "bad flag value"): (lambda f: ["learn", f["logs"], *LEARN, "--certify-fraction", "2"],
-                                  EXIT_USAGE, "usage", "--certify-fraction"),
-    ("learn", "missing file"): (lambda f: ["learn", f["missing"], *LEARN],
-                                EXIT_DATAERR, "DataFileError", "nope.parquet"),
-    ("learn", "schema error"): (lambda f: ["learn", f["logs"], "--context-columns", "nope"],
-                                EXIT_DATAERR, "SchemaError", "--context-columns nope"),
-    ("learn", "validation error"): (lambda f: ["learn", f["bad_rows"], *LEARN],
-                                    EXIT_DATAERR, "ValidationError", "propensity_out_of_range"),
-    ("learn", "output conflict"): (lambda f: ["learn", f["logs"], *LEARN, "--out", f["logs"]],
-                                   EXIT_USAGE, "usage", "is the input LOGS"),
-    ("learn", "usage error"): (lambda f: ["learn", f["logs"]], EXIT_USAGE, "usage",
-                               "--context-columns"),
-    ("paired", "bad flag value"): (lambda f: ["paired", f["pairs"], *PAIRED, "--ci", "bogus"],
-                                   EXIT_USAGE, "usage", "--ci"),
-    ("paired", "missing file"): (lambda f: ["paired", f["missing"], *PAIRED],
-                                 EXIT_DATAERR, "DataFileError", "nope.parquet"),
-    ("paired", "schema error"): (lambda f: ["paired", f["no_pair_id"], *PAIRED],
-                                 EXIT_DATAERR, "SchemaError", "pair_id"),
-    ("paired", "validation error"): (lambda f: ["paired", f["pairs_dup"], *PAIRED],
-                                     EXIT_DATAERR, "ValidationError", "pair_duplicate"),
-    ("paired", "usage error"): (lambda f: ["paired", f["pairs"], "--control", "c"],
-                                EXIT_USAGE, "usage", "--treated"),
-    ("import", "bad flag value"): (lambda f: ["import", "dsjson", f["dsjson"], "--out",
-                                              f["root"] / "a.parquet", "--chunk-lines", "0"],
-                                   EXIT_USAGE, "usage", "--chunk-lines"),
-    ("import", "missing file"): (lambda f: ["import", "dsjson", f["root"] / "nope.json", "--out",
-                                            f["root"] / "b.parquet"],
-                                 EXIT_DATAERR, "DataFileError", "nope.json"),
-    ("import", "validation error"): (lambda f: ["import", "dsjson", f["dsjson"], "--out",
-                                                f["root"] / "c.parquet"],
-                                     EXIT_DATAERR, "ValidationError", "dsjson_bad_json"),
-    ("import", "output conflict"): (lambda f: ["import", "dsjson", f["dsjson"], "--out",
-                                               f["exists"], "--on-invalid", "drop"],
-                                    EXIT_USAGE, "usage", "--force"),
-    ("import", "usage error"): (lambda f: ["import", "csv", f["dsjson"], "--out", "x.parquet"],
-                                EXIT_USAGE, "usage", "csv"),
-    ("report", "bad flag value"): (lambda f: ["report", f["logs"], "--out", f["root"] / "r1.html",
-                                              "--confidence-level", "1.5"],
-                                   EXIT_USAGE, "usage", "--confidence-level"),
-    ("report", "missing file"): (lambda f: ["report", f["missing"], "--out", f["root"] / "r2.html"],
-                                 EXIT_DATAERR, "DataFileError", "nope.parquet"),
-    ("report", "validation error"): (lambda f: ["report", f["bad_rows"], "--out",
-                                                f["root"] / "r3.html"],
-                                     EXIT_DATAERR, "ValidationError", "propensity_out_of_range"),
-    ("report", "output conflict"): (lambda f: ["report", f["logs"], "--out",
-                                               f["root"] / "missing_dir" / "r.html"],
-                                    EXIT_USAGE, "usage", "does not exist"),
+    ("diagnose", "bad flag value"): (
+        lambda f: ["diagnose", f["logs"], "--target-width", "0.1"],
+        EXIT_USAGE,
+        "usage",
+        "--new-rows",
+    ),
+    ("diagnose", "missing file"): (
+        lambda f: ["diagnose", f["missing"]],
+        EXIT_DATAERR,
+        "DataFileError",
+        "nope.parquet",
+    ),
+    ("diagnose", "schema error"): (
+        lambda f: ["diagnose", f["logs"], "--by", "nope"],
+        EXIT_DATAERR,
+        "SchemaError",
+        "--by nope",
+    ),
+    ("diagnose", "validation error"): (
+        lambda f: ["diagnose", f["bad_rows"]],
+        EXIT_DATAERR,
+        "ValidationError",
+        "propensity_out_of_range",
+    ),
+    ("diagnose", "policy error"): (
+        lambda f: ["diagnose", f["logs"], "--policy", "nope"],
+        EXIT_DATAERR,
+        "PolicyError",
+        "nope",
+    ),
+    ("diagnose", "usage error"): (
+        lambda f: ["diagnose", f["logs"], "--max-weight"],
+        EXIT_USAGE,
+        "usage",
+        "--max-weight",
+    ),
+    ("learn", "bad flag value"): (
+        lambda f: ["learn", f["logs"], *LEARN, "--certify-fraction", "2"],
+        EXIT_USAGE,
+        "usage",
+        "--certify-fraction",
+    ),
+    ("learn", "missing file"): (
+        lambda f: ["learn", f["missing"], *LEARN],
+        EXIT_DATAERR,
+        "DataFileError",
+        "nope.parquet",
+    ),
+    ("learn", "schema error"): (
+        lambda f: ["learn", f["logs"], "--context-columns", "nope"],
+        EXIT_DATAERR,
+        "SchemaError",
+        "--context-columns nope",
+    ),
+    ("learn", "validation error"): (
+        lambda f: ["learn", f["bad_rows"], *LEARN],
+        EXIT_DATAERR,
+        "ValidationError",
+        "propensity_out_of_range",
+    ),
+    ("learn", "output conflict"): (
+        lambda f: ["learn", f["logs"], *LEARN, "--out", f["logs"]],
+        EXIT_USAGE,
+        "usage",
+        "is the input LOGS",
+    ),
+    ("learn", "usage error"): (
+        lambda f: ["learn", f["logs"]],
+        EXIT_USAGE,
+        "usage",
+        "--context-columns",
+    ),
+    ("paired", "bad flag value"): (
+        lambda f: ["paired", f["pairs"], *PAIRED, "--ci", "bogus"],
+        EXIT_USAGE,
+        "usage",
+        "--ci",
+    ),
+    ("paired", "missing file"): (
+        lambda f: ["paired", f["missing"], *PAIRED],
+        EXIT_DATAERR,
+        "DataFileError",
+        "nope.parquet",
+    ),
+    ("paired", "schema error"): (
+        lambda f: ["paired", f["no_pair_id"], *PAIRED],
+        EXIT_DATAERR,
+        "SchemaError",
+        "pair_id",
+    ),
+    ("paired", "validation error"): (
+        lambda f: ["paired", f["pairs_dup"], *PAIRED],
+        EXIT_DATAERR,
+        "ValidationError",
+        "pair_duplicate",
+    ),
+    ("paired", "usage error"): (
+        lambda f: ["paired", f["pairs"], "--control", "c"],
+        EXIT_USAGE,
+        "usage",
+        "--treated",
+    ),
+    ("import", "bad flag value"): (
+        lambda f: [
+            "import",
+            "dsjson",
+            f["dsjson"],
+            "--out",
+            f["root"] / "a.parquet",
+            "--chunk-lines",
+            "0",
+        ],
+        EXIT_USAGE,
+        "usage",
+        "--chunk-lines",
+    ),
+    ("import", "missing file"): (
+        lambda f: ["import", "dsjson", f["root"] / "nope.json", "--out", f["root"] / "b.parquet"],
+        EXIT_DATAERR,
+        "DataFileError",
+        "nope.json",
+    ),
+    ("import", "validation error"): (
+        lambda f: ["import", "dsjson", f["dsjson"], "--out", f["root"] / "c.parquet"],
+        EXIT_DATAERR,
+        "ValidationError",
+        "dsjson_bad_json",
+    ),
+    ("import", "output conflict"): (
+        lambda f: ["import", "dsjson", f["dsjson"], "--out", f["exists"], "--on-invalid", "drop"],
+        EXIT_USAGE,
+        "usage",
+        "--force",
+    ),
+    ("import", "usage error"): (
+        lambda f: ["import", "csv", f["dsjson"], "--out", "x.parquet"],
+        EXIT_USAGE,
+        "usage",
+        "csv",
+    ),
+    ("report", "bad flag value"): (
+        lambda f: [
+            "report",
+            f["logs"],
+            "--out",
+            f["root"] / "r1.html",
+            "--confidence-level",
+            "1.5",
+        ],
+        EXIT_USAGE,
+        "usage",
+        "--confidence-level",
+    ),
+    ("report", "missing file"): (
+        lambda f: ["report", f["missing"], "--out", f["root"] / "r2.html"],
+        EXIT_DATAERR,
+        "DataFileError",
+        "nope.parquet",
+    ),
+    ("report", "validation error"): (
+        lambda f: ["report", f["bad_rows"], "--out", f["root"] / "r3.html"],
+        EXIT_DATAERR,
+        "ValidationError",
+        "propensity_out_of_range",
+    ),
+    ("report", "output conflict"): (
+        lambda f: ["report", f["logs"], "--out", f["root"] / "missing_dir" / "r.html"],
+        EXIT_USAGE,
+        "usage",
+        "does not exist",
+    ),
     ("report", "usage error"): (lambda f: ["report", f["logs"]], EXIT_USAGE, "usage", "--out"),
-    ("action-table", "missing file"): (lambda f: ["action-table", f["missing"], "--out",
-                                                  f["root"] / "t.csv"],
-                                       EXIT_DATAERR, "DataFileError", "nope.parquet"),
-    ("action-table", "schema error"): (lambda f: ["action-table", f["no_reward"], "--out",
-                                                  f["root"] / "t.csv"],
-                                       EXIT_DATAERR, "SchemaError", "reward"),
-    ("action-table", "output conflict"): (lambda f: ["action-table", f["logs"], "--out",
-                                                     f["exists"]],
-                                          EXIT_USAGE, "usage", "exists"),
-    ("action-table", "usage error"): (lambda f: ["action-table", f["logs"]], EXIT_USAGE, "usage",
-                                      "--out"),
+    ("action-table", "missing file"): (
+        lambda f: ["action-table", f["missing"], "--out", f["root"] / "t.csv"],
+        EXIT_DATAERR,
+        "DataFileError",
+        "nope.parquet",
+    ),
+    ("action-table", "schema error"): (
+        lambda f: ["action-table", f["no_reward"], "--out", f["root"] / "t.csv"],
+        EXIT_DATAERR,
+        "SchemaError",
+        "reward",
+    ),
+    ("action-table", "output conflict"): (
+        lambda f: ["action-table", f["logs"], "--out", f["exists"]],
+        EXIT_USAGE,
+        "usage",
+        "exists",
+    ),
+    ("action-table", "usage error"): (
+        lambda f: ["action-table", f["logs"]],
+        EXIT_USAGE,
+        "usage",
+        "--out",
+    ),
     ("demo", "bad flag value"): (lambda f: ["demo", "--seed", "-1"], EXIT_USAGE, "usage", "--seed"),
     ("demo", "usage error"): (lambda f: ["demo", "extra"], EXIT_USAGE, "usage", "extra"),
 }
@@ -218,8 +394,15 @@ def test_every_subcommand_is_covered():
 
     assert {command for command, _ in CASES} == set(_COMMANDS)
     kinds = {kind for _, kind in CASES}
-    assert kinds == {"bad flag value", "missing file", "schema error", "validation error",
-                     "policy error", "output conflict", "usage error"}
+    assert kinds == {
+        "bad flag value",
+        "missing file",
+        "schema error",
+        "validation error",
+        "policy error",
+        "output conflict",
+        "usage error",
+    }
 
 
 @pytest.mark.filterwarnings("ignore")
@@ -293,8 +476,12 @@ def test_learn_writes_atomically_and_refuses_to_overwrite(files, tmp_path):
 
 @pytest.mark.filterwarnings("ignore")
 def test_success_documents_carry_the_envelope(files):
-    for argv in (["validate", files["logs"]], ["evaluate", files["logs"]],
-                 ["diagnose", files["logs"]], ["paired", files["pairs"], *PAIRED]):
+    for argv in (
+        ["validate", files["logs"]],
+        ["evaluate", files["logs"]],
+        ["diagnose", files["logs"]],
+        ["paired", files["pairs"], *PAIRED],
+    ):
         code, stdout, _ = run(*argv, "--json")
         assert code == EXIT_OK
         doc = one_document(stdout)
@@ -314,13 +501,20 @@ def test_text_output_prints_the_seed(files):
 
 def _cli(*argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "OPE_PROGRESS": "0"}
-    return subprocess.run([sys.executable, "-m", "ope", *map(str, argv)], capture_output=True,
-                          cwd=ROOT, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ope", *map(str, argv)],
+        capture_output=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_same_command_twice_gives_byte_identical_json(files):
-    for extra in (["--estimator", "dm", "dr"],
-                  ["--estimator", "ips", "snips", "--ci", "bootstrap", "--n-resamples", "200"]):
+    for extra in (
+        ["--estimator", "dm", "dr"],
+        ["--estimator", "ips", "snips", "--ci", "bootstrap", "--n-resamples", "200"],
+    ):
         first = _cli("evaluate", files["logs"], *extra, "--json")
         second = _cli("evaluate", files["logs"], *extra, "--json")
         assert first.returncode == 0, first.stderr.decode()
@@ -331,8 +525,17 @@ def test_same_command_twice_gives_byte_identical_json(files):
 
 
 def test_the_seed_reproduces_and_changes_the_bootstrap(files):
-    argv = ["evaluate", files["logs"], "--estimator", "ips", "--ci", "bootstrap",
-            "--n-resamples", "200", "--json"]
+    argv = [
+        "evaluate",
+        files["logs"],
+        "--estimator",
+        "ips",
+        "--ci",
+        "bootstrap",
+        "--n-resamples",
+        "200",
+        "--json",
+    ]
     a = one_document(run(*argv)[1])
     b = one_document(run(*argv, "--seed", "1")[1])
     c = one_document(run(*argv, "--seed", "1")[1])
@@ -343,10 +546,12 @@ def test_the_seed_reproduces_and_changes_the_bootstrap(files):
 
 
 def test_json_stdout_is_nothing_but_the_document_in_a_real_process(files):
-    for argv in (["evaluate", files["logs"], "--ci", "bogus"],   # a ParameterError
-                 ["evaluate", files["no_reward"]],               # a SchemaError
-                 ["evaluate", "--confidence-level"],             # argparse's usage error
-                 ["evaluate", files["logs"]]):                    # success, with warnings
+    for argv in (
+        ["evaluate", files["logs"], "--ci", "bogus"],  # a ParameterError
+        ["evaluate", files["no_reward"]],  # a SchemaError
+        ["evaluate", "--confidence-level"],  # argparse's usage error
+        ["evaluate", files["logs"]],
+    ):  # success, with warnings
         proc = _cli(*argv, "--json")
         doc = json.loads(proc.stdout)  # the whole of stdout is one document
         assert doc["exit_code"] == proc.returncode
@@ -363,12 +568,14 @@ def test_repeated_list_flags_accumulate_and_scalars_refuse(files, tmp_path):
     df = bandit_frame().rename(columns={"propensity": "pscore", "reward": "click"})
     theirs = tmp_path / "theirs.parquet"
     df.to_parquet(theirs)
-    code, stdout, err = run("validate", theirs, "--mapping", "propensity=pscore",
-                            "--mapping", "reward=click", "--json")
+    code, stdout, err = run(
+        "validate", theirs, "--mapping", "propensity=pscore", "--mapping", "reward=click", "--json"
+    )
     assert code == EXIT_OK, err
     assert one_document(stdout)["options"]["mapping"] == ["propensity=pscore", "reward=click"]
-    code, stdout, _ = run("evaluate", files["logs"], "--estimator", "ips", "--estimator", "snips",
-                          "--json")
+    code, stdout, _ = run(
+        "evaluate", files["logs"], "--estimator", "ips", "--estimator", "snips", "--json"
+    )
     assert code == EXIT_OK
     assert {r["estimator"] for r in one_document(stdout)["estimates"]} == {"ips", "snips"}
     code, _, err = run("evaluate", files["logs"], "--ci", "t", "--ci", "normal")
@@ -379,9 +586,21 @@ def test_repeated_list_flags_accumulate_and_scalars_refuse(files, tmp_path):
 
 @pytest.mark.filterwarnings("ignore")
 def test_an_interval_method_falls_back_per_estimator(files):
-    code, stdout, err = run("evaluate", files["logs"], "--estimator", "ips", "snips",
-                            "--ci", "hoeffding", "--reward-range", "0", "1",
-                            "--weight-bound", "10", "--json")
+    code, stdout, err = run(
+        "evaluate",
+        files["logs"],
+        "--estimator",
+        "ips",
+        "snips",
+        "--ci",
+        "hoeffding",
+        "--reward-range",
+        "0",
+        "1",
+        "--weight-bound",
+        "10",
+        "--json",
+    )
     assert code == EXIT_OK, err
     doc = one_document(stdout)
     methods = {(r["policy"], r["estimator"]): r["ci_method"] for r in doc["estimates"]}
@@ -390,15 +609,28 @@ def test_an_interval_method_falls_back_per_estimator(files):
     assert [r["estimator"] for r in doc["estimates"]] == ["ips", "snips"] * 2  # requested order
     assert doc["ci_fallback"] == {"snips": "normal"}
     assert "ci='hoeffding' does not apply to snips: its interval is normal" in doc["notes"]
-    code, stdout, _ = run("evaluate", files["logs"], "--estimator", "ips", "snips",
-                          "--ci", "hoeffding", "--reward-range", "0", "1", "--weight-bound", "10")
+    code, stdout, _ = run(
+        "evaluate",
+        files["logs"],
+        "--estimator",
+        "ips",
+        "snips",
+        "--ci",
+        "hoeffding",
+        "--reward-range",
+        "0",
+        "1",
+        "--weight-bound",
+        "10",
+    )
     assert code == EXIT_OK and "does not apply to snips" in stdout
     assert stdout.count("candidate policies x") == 1  # one table, not one per interval method
 
 
 @pytest.mark.filterwarnings("ignore")
 def test_a_fallback_run_fits_the_reward_model_once_with_the_numbers_of_each_method(
-        files, monkeypatch):
+    files, monkeypatch
+):
     """--ci bottou with DR (which bottou does not apply to): one evaluation, so one
     cross-fitted reward model; each row's numbers are those of its own method's evaluation."""
     import ope
@@ -412,9 +644,23 @@ def test_a_fallback_run_fits_the_reward_model_once_with_the_numbers_of_each_meth
         return predictions(*args, **kwargs)
 
     monkeypatch.setattr(evaluation, "_model_predictions", counted)
-    code, stdout, err = run("evaluate", files["logs"], "--estimator", "clipped_ips", "dr",
-                            "--max-weight", "20", "--ci", "bottou", "--reward-range", "0", "1",
-                            "--seed", "3", "--json")
+    code, stdout, err = run(
+        "evaluate",
+        files["logs"],
+        "--estimator",
+        "clipped_ips",
+        "dr",
+        "--max-weight",
+        "20",
+        "--ci",
+        "bottou",
+        "--reward-range",
+        "0",
+        "1",
+        "--seed",
+        "3",
+        "--json",
+    )
     assert code == EXIT_OK, err
     assert len(fits) == 1
     doc = one_document(stdout)
@@ -423,10 +669,15 @@ def test_a_fallback_run_fits_the_reward_model_once_with_the_numbers_of_each_meth
     assert "ci='bottou' does not apply to dr: its interval is normal" in doc["notes"]
     rows = {(r["policy"], r["estimator"]): r for r in doc["estimates"]}
     common = dict(reward_range=(0, 1), rng=3)
-    bottou = ope.evaluate(ope.read_logs(files["logs"]), estimators=[
-        ope.get_estimator("clipped_ips", max_weight=20)], ci="bottou", **common).table()
-    normal = ope.evaluate(ope.read_logs(files["logs"]), estimators=["dr"], ci="normal",
-                          **common).table()
+    bottou = ope.evaluate(
+        ope.read_logs(files["logs"]),
+        estimators=[ope.get_estimator("clipped_ips", max_weight=20)],
+        ci="bottou",
+        **common,
+    ).table()
+    normal = ope.evaluate(
+        ope.read_logs(files["logs"]), estimators=["dr"], ci="normal", **common
+    ).table()
     for t, method in ((bottou, "bottou"), (normal, "normal")):
         for r in t.to_dict(orient="records"):
             got = rows[(r["policy"], r["estimator"])]
@@ -437,8 +688,18 @@ def test_a_fallback_run_fits_the_reward_model_once_with_the_numbers_of_each_meth
 
 @pytest.mark.filterwarnings("ignore")
 def test_estimator_settings_flags(files):
-    code, stdout, err = run("evaluate", files["logs"], "--estimator", "switch_dr", "dros",
-                            "--tau", "5", "--shrinkage", "10", "--json")
+    code, stdout, err = run(
+        "evaluate",
+        files["logs"],
+        "--estimator",
+        "switch_dr",
+        "dros",
+        "--tau",
+        "5",
+        "--shrinkage",
+        "10",
+        "--json",
+    )
     assert code == EXIT_OK, err
     assert {r["estimator"] for r in one_document(stdout)["estimates"]} == {"switch_dr", "dros"}
     code, _, err = run("evaluate", files["logs"], "--estimator", "switch_dr")
@@ -452,14 +713,17 @@ HEAVY = ("numpy", "pandas", "pyarrow", "scipy", "sklearn", "numba")
 
 def _modules_after(argv: list[str]) -> set[str]:
     """Top-level packages imported by ``main(argv)`` in a fresh interpreter."""
-    code = ("import contextlib, io, json, sys\n"
-            "from ope.cli import main\n"
-            "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
-            f"    main({argv!r})\n"
-            "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} | "
-            "{m for m in sys.modules if m.startswith('scipy.')})))")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from ope.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        f"    main({argv!r})\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} | "
+        "{m for m in sys.modules if m.startswith('scipy.')})))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     return set(json.loads(proc.stdout))
 

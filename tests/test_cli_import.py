@@ -33,8 +33,18 @@ def dsjson(tmp_path):
 
 def test_import_dsjson_streams_and_reads_back(dsjson, tmp_path):
     out = tmp_path / "logs.parquet"
-    code, stdout, _ = _run("import", "dsjson", str(dsjson), "--out", str(out), "--json",
-                           "--on-invalid", "drop", "--chunk-lines", "3")
+    code, stdout, _ = _run(
+        "import",
+        "dsjson",
+        str(dsjson),
+        "--out",
+        str(out),
+        "--json",
+        "--on-invalid",
+        "drop",
+        "--chunk-lines",
+        "3",
+    )
     assert code == 0
     doc = json.loads(stdout)
     assert doc["rows_written"] == 4 and doc["report"]["rows_read"] == 18
@@ -54,8 +64,9 @@ def test_import_refuses_to_overwrite_and_leaves_no_file_on_invalid_data(dsjson, 
     out.write_bytes(b"keep me")
     code, _, err = _run("import", "dsjson", str(dsjson), "--out", str(out), "--on-invalid", "drop")
     assert code == 2 and "--force" in err and out.read_bytes() == b"keep me"
-    code, _, _ = _run("import", "dsjson", str(dsjson), "--out", str(out), "--on-invalid", "drop",
-                      "--force")
+    code, _, _ = _run(
+        "import", "dsjson", str(dsjson), "--out", str(out), "--on-invalid", "drop", "--force"
+    )
     assert code == 0 and read_logs(out).n == 4
 
 
@@ -82,18 +93,38 @@ def test_format_flag_on_validate_evaluate_diagnose(tmp_path, dsjson):
     assert code == 65
     # a per-position candidate as a policy table joined on event_id
     pol = tmp_path / "policy.parquet"
-    pq.write_table(pa.table({"event_id": np.repeat(np.arange(6), 3), "policy": ["cand"] * 18,
-                             "action": np.tile(np.arange(3), 6),
-                             "probability": [1 / 3] * 18}), pol)
+    pq.write_table(
+        pa.table(
+            {
+                "event_id": np.repeat(np.arange(6), 3),
+                "policy": ["cand"] * 18,
+                "action": np.tile(np.arange(3), 6),
+                "probability": [1 / 3] * 18,
+            }
+        ),
+        pol,
+    )
     for cmd in ("evaluate", "diagnose"):
-        code, stdout, err = _run(cmd, str(folder), "--format", "obd", "--policies", str(pol),
-                                 "--reward-range", "0", "1", "--json")
+        code, stdout, err = _run(
+            cmd,
+            str(folder),
+            "--format",
+            "obd",
+            "--policies",
+            str(pol),
+            "--reward-range",
+            "0",
+            "1",
+            "--json",
+        )
         assert code == 0, err
         doc = json.loads(stdout)
         if cmd == "evaluate":
             ips = next(e for e in doc["estimates"] if e["estimator"] == "ips")
             # rows: click / propensity over the CSV rows, target 1/3 everywhere
-            hand = np.mean(np.array([1, 0, 1, 0, 1, 1]) / 3 / np.array([.3, .25, .5, .4, .2, .1]))
+            hand = np.mean(
+                np.array([1, 0, 1, 0, 1, 1]) / 3 / np.array([0.3, 0.25, 0.5, 0.4, 0.2, 0.1])
+            )
             assert abs(ips["value"] - hand) < 1e-12
     code, _, err = _run("validate", str(folder), "--format", "obd", "--mapping", "reward=click")
     assert code == 2 and "--mapping" in err
@@ -102,10 +133,20 @@ def test_format_flag_on_validate_evaluate_diagnose(tmp_path, dsjson):
 def test_import_dsjson_workers_flag(dsjson, tmp_path):
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     for out, n in ((a, "1"), (b, "2")):
-        code, _, err = _run("import", "dsjson", str(dsjson), "--out", str(out),
-                            "--on-invalid", "drop", "--workers", n)
+        code, _, err = _run(
+            "import",
+            "dsjson",
+            str(dsjson),
+            "--out",
+            str(out),
+            "--on-invalid",
+            "drop",
+            "--workers",
+            n,
+        )
         assert code == 0, err
     assert pq.read_table(a).equals(pq.read_table(b))
-    code, _, err = _run("import", "dsjson", str(dsjson), "--out", str(tmp_path / "c.parquet"),
-                        "--workers", "0")
+    code, _, err = _run(
+        "import", "dsjson", str(dsjson), "--out", str(tmp_path / "c.parquet"), "--workers", "0"
+    )
     assert code == 2 and "--workers" in err

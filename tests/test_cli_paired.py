@@ -48,23 +48,48 @@ def _run_json(argv, capsys):
     ("extra", "kwargs"),
     [
         ([], {}),
-        (["--outcomes", "all", "--ratio", "--ci", "normal"],
-         {"outcomes": "all", "ratio": True, "ci": "normal"}),
-        (["--outcome", "outcome", "--outcome", "cost", "--correction", "bh",
-          "--confidence-level", "0.9"],
-         {"outcomes": ["outcome", "cost"], "correction": "bh", "confidence_level": 0.9}),
-        (["--by", "task_id", "--ci", "bernstein", "--reward-range", "0", "1"],
-         {"by": "task_id", "ci": "bernstein", "reward_range": (0.0, 1.0)}),
+        (
+            ["--outcomes", "all", "--ratio", "--ci", "normal"],
+            {"outcomes": "all", "ratio": True, "ci": "normal"},
+        ),
+        (
+            [
+                "--outcome",
+                "outcome",
+                "--outcome",
+                "cost",
+                "--correction",
+                "bh",
+                "--confidence-level",
+                "0.9",
+            ],
+            {"outcomes": ["outcome", "cost"], "correction": "bh", "confidence_level": 0.9},
+        ),
+        (
+            ["--by", "task_id", "--ci", "bernstein", "--reward-range", "0", "1"],
+            {"by": "task_id", "ci": "bernstein", "reward_range": (0.0, 1.0)},
+        ),
     ],
 )
 def test_paired_json_equals_the_python_api(replays, capsys, extra, kwargs):
     path, table = replays
-    argv = ["paired", path, "--treated", "with_memory", "--treated", "other",
-            "--control", "no_memory", *extra, "--json"]
+    argv = [
+        "paired",
+        path,
+        "--treated",
+        "with_memory",
+        "--treated",
+        "other",
+        "--control",
+        "no_memory",
+        *extra,
+        "--json",
+    ]
     code, doc = _run_json(argv, capsys)
     assert code == EXIT_OK
-    expected = paired_effect(read_paired(table), treated=["with_memory", "other"],
-                             control="no_memory", **kwargs).to_dict()
+    expected = paired_effect(
+        read_paired(table), treated=["with_memory", "other"], control="no_memory", **kwargs
+    ).to_dict()
     assert doc["ok"] is True and doc["command"] == "paired" and "ope_version" in doc
     assert doc["options"]["treated"] == ["with_memory", "other"]
     assert doc["validation"]["rows_used"] == table.num_rows
@@ -87,10 +112,16 @@ def test_paired_text_prints_the_summary(replays, capsys):
 
 def test_integer_arms_are_matched_from_the_command_line(tmp_path, capsys):
     path = tmp_path / "int_arms.parquet"
-    pd.DataFrame({"pair_id": [0, 0, 1, 1, 2, 2], "arm": [1, 0] * 3,
-                  "outcome": [1.0, 0.0, 1.0, 1.0, 1.0, 0.0]}).to_parquet(path)
-    code, doc = _run_json(["paired", str(path), "--treated", "1", "--control", "0", "--json"],
-                          capsys)
+    pd.DataFrame(
+        {
+            "pair_id": [0, 0, 1, 1, 2, 2],
+            "arm": [1, 0] * 3,
+            "outcome": [1.0, 0.0, 1.0, 1.0, 1.0, 0.0],
+        }
+    ).to_parquet(path)
+    code, doc = _run_json(
+        ["paired", str(path), "--treated", "1", "--control", "0", "--json"], capsys
+    )
     assert code == EXIT_OK
     assert doc["rows"][0]["value"] == pytest.approx(2 / 3, abs=1e-15)
 
@@ -101,16 +132,31 @@ def test_integer_arms_are_matched_from_the_command_line(tmp_path, capsys):
         (["--treated", "nope", "--control", "no_memory"], "--treated", "arm 'nope' is not in"),
         (["--treated", "other", "--control", "nope"], "--control", "arm 'nope' is not in"),
         (["--treated", "no_memory", "--control", "no_memory"], "--treated", "also listed"),
-        (["--treated", "other", "--treated", "other", "--control", "no_memory"], "--treated",
-         "twice"),
-        (["--treated", "other", "--control", "no_memory", "--ci", "bogus"], "--ci",
-         "`--ci` must be one of"),
-        (["--treated", "other", "--control", "no_memory", "--correction", "bonf"],
-         "--correction", "`--correction` must be one of"),
-        (["--treated", "other", "--control", "no_memory", "--confidence-level", "95"],
-         "--confidence-level", "(0, 1)"),
-        (["--treated", "other", "--control", "no_memory", "--reward-range", "1", "0"],
-         "--reward-range", "low < high"),
+        (
+            ["--treated", "other", "--treated", "other", "--control", "no_memory"],
+            "--treated",
+            "twice",
+        ),
+        (
+            ["--treated", "other", "--control", "no_memory", "--ci", "bogus"],
+            "--ci",
+            "`--ci` must be one of",
+        ),
+        (
+            ["--treated", "other", "--control", "no_memory", "--correction", "bonf"],
+            "--correction",
+            "`--correction` must be one of",
+        ),
+        (
+            ["--treated", "other", "--control", "no_memory", "--confidence-level", "95"],
+            "--confidence-level",
+            "(0, 1)",
+        ),
+        (
+            ["--treated", "other", "--control", "no_memory", "--reward-range", "1", "0"],
+            "--reward-range",
+            "low < high",
+        ),
     ],
 )
 def test_bad_values_exit_2_naming_the_flag(replays, capsys, extra, flag, phrase):
@@ -134,10 +180,16 @@ def test_missing_column_exits_65_with_one_document(replays, capsys, extra):
 
 def test_invalid_replays_print_the_report(tmp_path, capsys):
     path = tmp_path / "dup.parquet"
-    pd.DataFrame({"pair_id": [0, 0, 0, 1, 1], "arm": ["a", "a", "b", "a", "b"],
-                  "outcome": [1.0, 1.0, 0.0, 1.0, 0.0]}).to_parquet(path)
-    code, doc = _run_json(["paired", str(path), "--treated", "a", "--control", "b", "--json"],
-                          capsys)
+    pd.DataFrame(
+        {
+            "pair_id": [0, 0, 0, 1, 1],
+            "arm": ["a", "a", "b", "a", "b"],
+            "outcome": [1.0, 1.0, 0.0, 1.0, 0.0],
+        }
+    ).to_parquet(path)
+    code, doc = _run_json(
+        ["paired", str(path), "--treated", "a", "--control", "b", "--json"], capsys
+    )
     assert code == EXIT_DATAERR and doc["valid"] is False
     assert doc["report"]["rejected"] == {"pair_duplicate": 1}
 

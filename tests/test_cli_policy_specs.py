@@ -68,27 +68,34 @@ def small(tmp_path_factory):
     action = cand[np.arange(N), pick]
     x = rng.normal(size=(N, 2))
     scores = rng.normal(size=(N, K))
-    t = pa.table({
-        "event_id": np.arange(N),
-        "action": action,
-        "propensity": np.full(N, 1.0 / K),
-        "reward": (rng.random(N) < 0.2 + 0.15 * action).astype(float),
-        "x0": x[:, 0], "x1": x[:, 1],
-        "candidates": pa.array(cand.tolist(), type=pa.list_(pa.int64())),
-        "logging_distribution": pa.array(np.full((N, K), 1.0 / K).tolist()),
-        "scores": pa.array(scores.tolist()),
-        "greedy": rng.integers(0, K, N),
-    })
+    t = pa.table(
+        {
+            "event_id": np.arange(N),
+            "action": action,
+            "propensity": np.full(N, 1.0 / K),
+            "reward": (rng.random(N) < 0.2 + 0.15 * action).astype(float),
+            "x0": x[:, 0],
+            "x1": x[:, 1],
+            "candidates": pa.array(cand.tolist(), type=pa.list_(pa.int64())),
+            "logging_distribution": pa.array(np.full((N, K), 1.0 / K).tolist()),
+            "scores": pa.array(scores.tolist()),
+            "greedy": rng.integers(0, K, N),
+        }
+    )
     path = tmp_path_factory.mktemp("small") / "logs.parquet"
     pq.write_table(t, path)
     return path, read_logs(str(path))
 
 
 def _obd(folder, rows):
-    header = (",timestamp,item_id,position,click,propensity_score,"
-              "user_feature_0,user_feature_1,user_feature_2,user_feature_3")
-    lines = [header] + [f"{i},2019-11-24 00:00:{i:02d}+00:00,{it},{pos},{c},{p},a,b,c,d"
-                        for i, (it, pos, c, p) in enumerate(rows)]
+    header = (
+        ",timestamp,item_id,position,click,propensity_score,"
+        "user_feature_0,user_feature_1,user_feature_2,user_feature_3"
+    )
+    lines = [header] + [
+        f"{i},2019-11-24 00:00:{i:02d}+00:00,{it},{pos},{c},{p},a,b,c,d"
+        for i, (it, pos, c, p) in enumerate(rows)
+    ]
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "all.csv").write_text("\n".join(lines) + "\n")
     return folder
@@ -104,15 +111,24 @@ def obd(tmp_path_factory):
     """An OBD campaign imported with `ope import obd`, and the BTS table beside it."""
     base = tmp_path_factory.mktemp("obd")
     rng = np.random.default_rng(5)
-    rows = [(int(rng.integers(3)), int(rng.integers(1, 4)), int(rng.random() < 0.3),
-             float(rng.choice([0.2, 0.25, 0.4, 0.5]))) for _ in range(60)]
+    rows = [
+        (
+            int(rng.integers(3)),
+            int(rng.integers(1, 4)),
+            int(rng.random() < 0.3),
+            float(rng.choice([0.2, 0.25, 0.4, 0.5])),
+        )
+        for _ in range(60)
+    ]
     folder = _obd(base / "bts" / "all", rows)
     out = base / "obd.parquet"
     code, _ = _run("import", "obd", str(folder), "--out", str(out))
     assert code == 0
     table = base / "bts.csv"
-    table.write_text("action,position,probability\n" + "".join(
-        f"{i},{k},{float(PI[i, k])!r}\n" for i in range(3) for k in range(3)))
+    table.write_text(
+        "action,position,probability\n"
+        + "".join(f"{i},{k},{float(PI[i, k])!r}\n" for i in range(3) for k in range(3))
+    )
     return out, table, read_logs(str(out))
 
 
@@ -121,8 +137,9 @@ def obd(tmp_path_factory):
 # ---------------------------------------------------------------------------------------------
 def test_obd_bernoulli_ts_table_equals_a_hand_built_target_column(obd):
     out, table, logs = obd
-    code, doc = _run("evaluate", str(out), "--policy", f"bts=table:{table}",
-                     "--estimator", "ips", "snips")
+    code, doc = _run(
+        "evaluate", str(out), "--policy", f"bts=table:{table}", "--estimator", "ips", "snips"
+    )
     assert code == 0, doc.get("error")
     a, k = logs.column("action"), logs.column("position")
     hand = read_logs(logs.table.append_column("target__bts", pa.array(PI[a, k])))
@@ -152,12 +169,16 @@ def test_obd_npy_with_positions_equals_a_hand_built_target_column(obd, tmp_path)
 
 def test_obd_uniform_and_logging(obd):
     out, _, logs = obd
-    code, doc = _run("evaluate", str(out), "--policy", "u=uniform", "lg=logging",
-                     "--estimator", "ips")
+    code, doc = _run(
+        "evaluate", str(out), "--policy", "u=uniform", "lg=logging", "--estimator", "ips"
+    )
     assert code == 0, doc.get("error")
     got = _values(doc)
     # no candidates: uniform over the 3 logged items; logging: weights 1, the mean reward
-    assert abs(got[("u", "ips")] - np.mean(logs.column("reward") / 3 / logs.column("propensity"))) < TOL
+    assert (
+        abs(got[("u", "ips")] - np.mean(logs.column("reward") / 3 / logs.column("propensity")))
+        < TOL
+    )
     assert abs(got[("lg", "ips")] - logs.column("reward").mean()) < TOL
 
 
@@ -168,23 +189,37 @@ def test_small_uniform_npy_epsilon_greedy_softmax_equal_the_python_objects(small
     npy = tmp_path / "d.npy"
     np.save(npy, dist)
     code, doc = _run(
-        "evaluate", str(path), "--policy", "u=uniform", f"d=npy:{npy}",
-        "eg=epsilon-greedy:scores:0.1", "ea=epsilon-greedy:greedy:0.3", "sm=softmax:scores:0.5",
-        "--estimator", "ips", "snips", "dr",
+        "evaluate",
+        str(path),
+        "--policy",
+        "u=uniform",
+        f"d=npy:{npy}",
+        "eg=epsilon-greedy:scores:0.1",
+        "ea=epsilon-greedy:greedy:0.3",
+        "sm=softmax:scores:0.5",
+        "--estimator",
+        "ips",
+        "snips",
+        "dr",
     )
     assert code == 0, doc.get("error")
     got = _values(doc)
     from ope.policies import ChosenActionPolicy
 
-    expected = _python(logs, {
-        "u": UniformPolicy(),
-        "eg": EpsilonGreedyPolicy(DeterministicPolicy("scores"), 0.1),
-        "ea": EpsilonGreedyPolicy(ChosenActionPolicy("greedy"), 0.3),
-        "sm": SoftmaxPolicy("scores", 0.5),
-        "d": ArrayPolicy(npy),
-    }, ["ips", "snips", "dr"])
-    hand = read_logs(logs.table.append_column(
-        "target__d", pa.array(dist[np.arange(N), logs.column("action")])))
+    expected = _python(
+        logs,
+        {
+            "u": UniformPolicy(),
+            "eg": EpsilonGreedyPolicy(DeterministicPolicy("scores"), 0.1),
+            "ea": EpsilonGreedyPolicy(ChosenActionPolicy("greedy"), 0.3),
+            "sm": SoftmaxPolicy("scores", 0.5),
+            "d": ArrayPolicy(npy),
+        },
+        ["ips", "snips", "dr"],
+    )
+    hand = read_logs(
+        logs.table.append_column("target__d", pa.array(dist[np.arange(N), logs.column("action")]))
+    )
     expected.update(_python(hand, ["d"], ["ips", "snips"]))
     for key, value in expected.items():
         assert abs(got[key] - value) < TOL, key
@@ -214,8 +249,9 @@ def test_diagnose_and_report_take_specs(small, tmp_path):
     code, doc = _run("diagnose", str(path), "--policy", "sm=softmax:scores")
     assert code == 0, doc.get("error")
     assert [r["policy"] for r in doc["diagnostics"]["policies"]] == ["sm"]
-    code, doc = _run("report", str(path), "--policy", "sm=softmax:scores",
-                     "--out", str(tmp_path / "r.html"))
+    code, doc = _run(
+        "report", str(path), "--policy", "sm=softmax:scores", "--out", str(tmp_path / "r.html")
+    )
     assert code == 0, doc.get("error")
     assert (tmp_path / "r.html").read_text().count("sm") > 0
 
@@ -268,14 +304,19 @@ def test_the_same_name_twice_is_a_usage_error(small):
     assert code == 2 and "the name 'u' is given twice" in doc["error"]["message"]
 
 
-@pytest.mark.parametrize("shape, message", [
-    ((N,), "must be (n, K)"),
-    ((N, K, 2, 2), "must be (n, K)"),
-    ((N + 1, K), f"the array has {N + 1:,} rows but the logs have {N:,}"),
-    ((N, 2), "the logged action is outside them"),
-    ((N, K, 3), "needs the logs' `position` column"),
-])
-def test_wrong_shaped_or_misaligned_npy_is_a_data_error_naming_the_spec(small, tmp_path, shape, message):
+@pytest.mark.parametrize(
+    "shape, message",
+    [
+        ((N,), "must be (n, K)"),
+        ((N, K, 2, 2), "must be (n, K)"),
+        ((N + 1, K), f"the array has {N + 1:,} rows but the logs have {N:,}"),
+        ((N, 2), "the logged action is outside them"),
+        ((N, K, 3), "needs the logs' `position` column"),
+    ],
+)
+def test_wrong_shaped_or_misaligned_npy_is_a_data_error_naming_the_spec(
+    small, tmp_path, shape, message
+):
     path, _ = small
     arr = np.zeros(shape)
     if len(shape) in (2, 3):
@@ -316,14 +357,20 @@ def test_a_pickle_is_refused_whatever_its_name(small, tmp_path):
     assert code == 65 and "ope never loads pickles" in doc["error"]["message"]
 
 
-@pytest.mark.parametrize("body, message", [
-    ("action,probability\n0,0.5\n1,0.6\n", "must sum to 1"),
-    ("action,position,probability\n0,0,1.0\n0,0,0.0\n", "appears more than once at the same position"),
-    ("action,prob\n0,1.0\n", "missing ['probability']"),
-    ("event_id,policy,action,probability\n0,p,0,1.0\n", "long-format policy table"),
-    ("action,probability\n0,-0.5\n1,1.5\n", "must be finite and in [0, 1]"),
-    ("action,position,probability\n0,7,1.0\n", "no probabilities for the logged position"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("action,probability\n0,0.5\n1,0.6\n", "must sum to 1"),
+        (
+            "action,position,probability\n0,0,1.0\n0,0,0.0\n",
+            "appears more than once at the same position",
+        ),
+        ("action,prob\n0,1.0\n", "missing ['probability']"),
+        ("event_id,policy,action,probability\n0,p,0,1.0\n", "long-format policy table"),
+        ("action,probability\n0,-0.5\n1,1.5\n", "must be finite and in [0, 1]"),
+        ("action,position,probability\n0,7,1.0\n", "no probabilities for the logged position"),
+    ],
+)
 def test_bad_per_action_tables(obd, tmp_path, body, message):
     out, _, _ = obd
     table = tmp_path / "t.csv"
@@ -337,7 +384,10 @@ def test_bad_per_action_tables(obd, tmp_path, body, message):
 def test_missing_columns_and_files_name_the_spec(small, tmp_path):
     path, _ = small
     code, doc = _run("evaluate", str(path), "--policy", "s=softmax:nope")
-    assert code == 65 and "--policy s=softmax:nope: the logs have no column 'nope'" in doc["error"]["message"]
+    assert (
+        code == 65
+        and "--policy s=softmax:nope: the logs have no column 'nope'" in doc["error"]["message"]
+    )
     code, doc = _run("evaluate", str(path), "--policy", "s=softmax:x0")
     assert code == 65 and "softmax needs a list column of scores" in doc["error"]["message"]
     code, doc = _run("evaluate", str(path), "--policy", f"t=table:{tmp_path / 'none.csv'}")
@@ -353,8 +403,9 @@ def test_a_table_choosing_actions_that_were_not_offered_is_refused(small, tmp_pa
     code, doc = _run("evaluate", str(path), "--policy", f"x=table:{table}", "--estimator", "ips")
     assert code == 65
     message = doc["error"]["message"]
-    assert message.startswith(f"--policy x=table:{table}: the table gives probability to "
-                              "actions that were not offered")
+    assert message.startswith(
+        f"--policy x=table:{table}: the table gives probability to actions that were not offered"
+    )
     assert "carry only 0.5 of the table's mass (first row 0: actions 7 are not among" in message
     table.write_text("action,probability\n0,0.25\n1,0.25\n2,0.25\n3,0.25\n")
     code, _ = _run("evaluate", str(path), "--policy", f"x=table:{table}", "--estimator", "ips")
@@ -383,21 +434,34 @@ def test_skops_classifier_equals_the_classifier_policy(small, tmp_path):
     X = pd.DataFrame({"x0": logs.column("x0"), "x1": logs.column("x1")})
     named = LogisticRegression().fit(X, logs.column("action"))  # feature_names_in_ = x0, x1
     forest = RandomForestClassifier(n_estimators=5, random_state=0).fit(
-        X.to_numpy(), logs.column("action"))  # no names; holds sklearn.tree._tree.Tree
+        X.to_numpy(), logs.column("action")
+    )  # no names; holds sklearn.tree._tree.Tree
     sio.dump(named, tmp_path / "named.skops")
     sio.dump(forest, tmp_path / "forest.skops")
-    code, doc = _run("evaluate", str(path), "--policy",
-                     f"lr=classifier:{tmp_path / 'named.skops'}",
-                     f"rf=classifier:{tmp_path / 'forest.skops'}:x0,x1",
-                     "--estimator", "ips", "snips", "dr")
+    code, doc = _run(
+        "evaluate",
+        str(path),
+        "--policy",
+        f"lr=classifier:{tmp_path / 'named.skops'}",
+        f"rf=classifier:{tmp_path / 'forest.skops'}:x0,x1",
+        "--estimator",
+        "ips",
+        "snips",
+        "dr",
+    )
     assert code == 0, doc.get("error")
-    expected = _python(logs, {"lr": ClassifierPolicy(named, ["x0", "x1"]),
-                              "rf": ClassifierPolicy(forest, ["x0", "x1"])}, ["ips", "snips", "dr"])
+    expected = _python(
+        logs,
+        {"lr": ClassifierPolicy(named, ["x0", "x1"]), "rf": ClassifierPolicy(forest, ["x0", "x1"])},
+        ["ips", "snips", "dr"],
+    )
     got = _values(doc)
     for key, value in expected.items():
         assert abs(got[key] - value) < TOL, key
     # without names in the model and none in the spec: the message says how to give them
-    code, doc = _run("evaluate", str(path), "--policy", f"rf=classifier:{tmp_path / 'forest.skops'}")
+    code, doc = _run(
+        "evaluate", str(path), "--policy", f"rf=classifier:{tmp_path / 'forest.skops'}"
+    )
     assert code == 65
     assert "fitted without column names" in doc["error"]["message"]
     assert f"rf=classifier:{tmp_path / 'forest.skops'}:COLUMN,COLUMN" in doc["error"]["message"]
@@ -416,11 +480,14 @@ def test_skops_file_with_an_untrusted_type_is_refused_by_name(small, tmp_path):
     model = Pipeline([("f", FunctionTransformer(os.system)), ("lr", LogisticRegression())])
     model.steps[1][1].fit(X, logs.column("action"))
     sio.dump(model, tmp_path / "hostile.skops")
-    code, doc = _run("evaluate", str(path), "--policy",
-                     f"h=classifier:{tmp_path / 'hostile.skops'}:x0,x1")
+    code, doc = _run(
+        "evaluate", str(path), "--policy", f"h=classifier:{tmp_path / 'hostile.skops'}:x0,x1"
+    )
     assert code == 65
-    assert "holds types ope does not load: posix.system" in doc["error"]["message"] or \
-        "holds types ope does not load: nt.system" in doc["error"]["message"]
+    assert (
+        "holds types ope does not load: posix.system" in doc["error"]["message"]
+        or "holds types ope does not load: nt.system" in doc["error"]["message"]
+    )
 
 
 def test_not_a_skops_file_is_a_data_error(small, tmp_path):
@@ -435,8 +502,15 @@ def test_not_a_skops_file_is_a_data_error(small, tmp_path):
 # ---------------------------------------------------------------------------------------------
 # messages that reach the command line name flags, not Python arguments
 # ---------------------------------------------------------------------------------------------
-PYTHON_SPEAK = ("policies=", "context_columns=", "mapping=", "with_distributions",
-                "action_features=", "policy objects", "ope.read_logs(")
+PYTHON_SPEAK = (
+    "policies=",
+    "context_columns=",
+    "mapping=",
+    "with_distributions",
+    "action_features=",
+    "policy objects",
+    "ope.read_logs(",
+)
 
 
 @pytest.fixture(scope="module")
@@ -452,31 +526,67 @@ def variants(small, tmp_path_factory):
     out["noid"] = base / "noid.parquet"
     pq.write_table(t.drop_columns(["event_id"]), out["noid"])
     out["table"] = base / "table.parquet"
-    pq.write_table(pa.table({"event_id": t["event_id"], "policy": ["p"] * N,
-                             "action": t["action"], "probability": [1.0] * N}), out["table"])
+    pq.write_table(
+        pa.table(
+            {
+                "event_id": t["event_id"],
+                "policy": ["p"] * N,
+                "action": t["action"],
+                "probability": [1.0] * N,
+            }
+        ),
+        out["table"],
+    )
     out["badtable"] = base / "badtable.parquet"
-    pq.write_table(pa.table({"event_id": [0], "policy": ["p"], "act": [1],
-                             "probability": [1.0]}), out["badtable"])
+    pq.write_table(
+        pa.table({"event_id": [0], "policy": ["p"], "act": [1], "probability": [1.0]}),
+        out["badtable"],
+    )
     out["wrongp"] = base / "wrongp.parquet"  # propensities twice too large: mean weight 1/2
-    pq.write_table(t.drop_columns(["logging_distribution"]).set_column(2, "propensity",
-                                pa.array(np.full(N, 2.0 / K))), out["wrongp"])
+    pq.write_table(
+        t.drop_columns(["logging_distribution"]).set_column(
+            2, "propensity", pa.array(np.full(N, 2.0 / K))
+        ),
+        out["wrongp"],
+    )
     return out
 
 
-@pytest.mark.parametrize("case, argv, says", [
-    ("no candidates", ("bare",),
-     "pass --policy NAME=KIND:ARGS (e.g. u=uniform) or --policies FILE"),
-    ("dr without numeric context", ("bare", "--policy", "u=uniform", "--estimator", "dr"),
-     "pass --context-columns COLUMN ..., action features (--format obd"),
-    ("dr without target_dist__", ("targets", "--policy", "old", "--estimator", "dr"),
-     "the reward-model estimators (dm, dr, sndr, switch_dr, dros) need each policy's full"),
-    ("dr without target_dist__, the fix", ("targets", "--policy", "old", "--estimator", "dr"),
-     "or give the candidates with --policies FILE or --policy NAME=KIND:ARGS"),
-    ("a table without event_id in the logs", ("noid", "--policies", "table"),
-     "map yours with --mapping event_id=THEIRS"),
-    ("a table missing a column", ("targets", "--policies", "badtable"),
-     "Rename the table's columns."),
-])
+@pytest.mark.parametrize(
+    "case, argv, says",
+    [
+        (
+            "no candidates",
+            ("bare",),
+            "pass --policy NAME=KIND:ARGS (e.g. u=uniform) or --policies FILE",
+        ),
+        (
+            "dr without numeric context",
+            ("bare", "--policy", "u=uniform", "--estimator", "dr"),
+            "pass --context-columns COLUMN ..., action features (--format obd",
+        ),
+        (
+            "dr without target_dist__",
+            ("targets", "--policy", "old", "--estimator", "dr"),
+            "the reward-model estimators (dm, dr, sndr, switch_dr, dros) need each policy's full",
+        ),
+        (
+            "dr without target_dist__, the fix",
+            ("targets", "--policy", "old", "--estimator", "dr"),
+            "or give the candidates with --policies FILE or --policy NAME=KIND:ARGS",
+        ),
+        (
+            "a table without event_id in the logs",
+            ("noid", "--policies", "table"),
+            "map yours with --mapping event_id=THEIRS",
+        ),
+        (
+            "a table missing a column",
+            ("targets", "--policies", "badtable"),
+            "Rename the table's columns.",
+        ),
+    ],
+)
 def test_library_messages_reach_the_cli_as_flags(variants, case, argv, says):
     argv = [str(variants[a]) if a in variants else a for a in argv]
     code, doc = _run("evaluate", *argv)
@@ -489,8 +599,9 @@ def test_library_messages_reach_the_cli_as_flags(variants, case, argv, says):
 def test_overlap_warning_on_stderr_names_the_command(variants):
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
-        code = main(["evaluate", str(variants["wrongp"]), "--policy", "u=uniform", "--quiet",
-                     "--json"])  # with --json every warning goes to stderr
+        code = main(
+            ["evaluate", str(variants["wrongp"]), "--policy", "u=uniform", "--quiet", "--json"]
+        )  # with --json every warning goes to stderr
     assert code == 0
     text = err.getvalue()
     assert "Check overlap with `ope diagnose`." in text and "ope.diagnostics" not in text
@@ -518,8 +629,9 @@ def test_action_table_from_bts_logs_then_evaluate_on_random_logs(obd, tmp_path):
     assert written.actions.to_pylist() == [0, 1, 2] * 3
     assert written.positions.tolist() == [0, 0, 0, 1, 1, 1, 2, 2, 2]
     assert np.array_equal(written.probabilities, PI.T.ravel())
-    code, doc = _run("evaluate", str(random_logs), "--policy", f"bts=table:{out}",
-                     "--estimator", "ips")
+    code, doc = _run(
+        "evaluate", str(random_logs), "--policy", f"bts=table:{out}", "--estimator", "ips"
+    )
     assert code == 0, doc.get("error")
     a, k = logs.column("action"), logs.column("position")
     hand = read_logs(logs.table.append_column("target__bts", pa.array(PI[a, k])))
@@ -529,16 +641,25 @@ def test_action_table_from_bts_logs_then_evaluate_on_random_logs(obd, tmp_path):
     assert code == 2 and doc["error"]["flag"] == "--out"
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda rows: rows[:1] + [(rows[0][0], rows[0][1], 0, rows[0][3] / 2)] + rows[1:],
-     "the logged propensity is not one number per action and position: it varies in 1 of 9"),
-    (lambda rows: [r for r in rows if (r[0], r[1]) != (2, 3)],
-     "sum to 0.5 at positions 2, not 1"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (
+            lambda rows: rows[:1] + [(rows[0][0], rows[0][1], 0, rows[0][3] / 2)] + rows[1:],
+            "the logged propensity is not one number per action and position: it varies in 1 of 9",
+        ),
+        (
+            lambda rows: [r for r in rows if (r[0], r[1]) != (2, 3)],
+            "sum to 0.5 at positions 2, not 1",
+        ),
+    ],
+)
 def test_action_table_refuses_what_is_not_one_table(tmp_path, change, message):
     rows = change(_bts_rows(np.random.default_rng(9)))
     folder = _obd(tmp_path / "bts" / "all", rows)
-    code, doc = _run("action-table", str(folder), "--format", "obd", "--out", str(tmp_path / "t.csv"))
+    code, doc = _run(
+        "action-table", str(folder), "--format", "obd", "--out", str(tmp_path / "t.csv")
+    )
     assert code == 65
     assert message in doc["error"]["message"]
     assert not (tmp_path / "t.csv").exists()
@@ -549,14 +670,39 @@ def test_policy_names_select_from_a_policies_table(variants):
     two = pa.concat_tables([table, table.set_column(1, "policy", pa.array(["q"] * N))])
     path = variants["table"].parent / "two.parquet"
     pq.write_table(two, path)
-    code, doc = _run("evaluate", str(variants["targets"]), "--policies", str(path),
-                     "--policy", "q", "--estimator", "ips")
+    code, doc = _run(
+        "evaluate",
+        str(variants["targets"]),
+        "--policies",
+        str(path),
+        "--policy",
+        "q",
+        "--estimator",
+        "ips",
+    )
     assert code == 0 and set(_values(doc)) == {("q", "ips")}
-    code, doc = _run("evaluate", str(variants["targets"]), "--policies", str(path),
-                     "--policy", "q", "u=uniform", "--estimator", "ips")
+    code, doc = _run(
+        "evaluate",
+        str(variants["targets"]),
+        "--policies",
+        str(path),
+        "--policy",
+        "q",
+        "u=uniform",
+        "--estimator",
+        "ips",
+    )
     assert code == 0 and set(_values(doc)) == {("q", "ips"), ("u", "ips")}
-    code, doc = _run("evaluate", str(variants["targets"]), "--policies", str(path),
-                     "--policy", "nope", "--estimator", "ips")
+    code, doc = _run(
+        "evaluate",
+        str(variants["targets"]),
+        "--policies",
+        str(path),
+        "--policy",
+        "nope",
+        "--estimator",
+        "ips",
+    )
     assert code == 65 and "unknown policies ['nope']" in doc["error"]["message"]
 
 
@@ -578,9 +724,20 @@ def test_specs_are_refused_where_they_cannot_apply(small, tmp_path):
     assert code == 2 and doc["error"]["flag"] == "--streaming"
     assert "--policy NAME=KIND:ARGS (a candidate computed on every row)" in doc["error"]["message"]
     steps = tmp_path / "steps.parquet"
-    pq.write_table(pa.table({"episode_id": [0, 0], "step": [0, 1], "done": [False, True],
-                             "action": [0, 1], "propensity": [0.5, 0.5], "reward": [1.0, 0.0],
-                             "target__a": [0.5, 0.5]}), steps)
+    pq.write_table(
+        pa.table(
+            {
+                "episode_id": [0, 0],
+                "step": [0, 1],
+                "done": [False, True],
+                "action": [0, 1],
+                "propensity": [0.5, 0.5],
+                "reward": [1.0, 0.0],
+                "target__a": [0.5, 0.5],
+            }
+        ),
+        steps,
+    )
     code, doc = _run("evaluate", str(steps), "--policy", "u=uniform")
     assert code == 2 and doc["error"]["flag"] == "--policy"
     assert "builds a candidate for bandit logs only" in doc["error"]["message"]

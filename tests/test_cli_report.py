@@ -18,8 +18,9 @@ REPORT = ["--by", "segment", "--max-weight", "50", "--reward-range", "0", "1"]
 
 @pytest.fixture(scope="module")
 def policies():
-    return sorted(c[len("target__"):] for c in ope.read_logs(SAMPLE).columns
-                  if c.startswith("target__"))
+    return sorted(
+        c[len("target__") :] for c in ope.read_logs(SAMPLE).columns if c.startswith("target__")
+    )
 
 
 def _report(out, *extra):
@@ -133,20 +134,22 @@ def test_evaluate_report_takes_a_flat_truth_file(tmp_path, capsys):
     assert "exact difference" in page and "its exact value is 0.1198" in page
 
 
-@pytest.mark.parametrize("content, words", [
-    ({"greedy": 0.24, "nobody": 0.1}, ["'nobody'", "not among the candidates", "greedy"]),
-    ({"greedy": float("nan")}, ["greedy", "not a finite number"]),
-    ({"greedy": float("inf")}, ["greedy", "not a finite number"]),
-    ({"greedy": "high"}, ["must be a number"]),
-    ([0.24], ["must be a mapping"]),
-    (None, ["is not JSON"]),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ({"greedy": 0.24, "nobody": 0.1}, ["'nobody'", "not among the candidates", "greedy"]),
+        ({"greedy": float("nan")}, ["greedy", "not a finite number"]),
+        ({"greedy": float("inf")}, ["greedy", "not a finite number"]),
+        ({"greedy": "high"}, ["must be a number"]),
+        ([0.24], ["must be a mapping"]),
+        (None, ["is not JSON"]),
+    ],
+)
 def test_a_bad_truth_file_is_a_usage_error_naming_the_flag(tmp_path, capsys, content, words):
     truth = tmp_path / "truth.json"
     truth.write_text("{greedy" if content is None else json.dumps(content), encoding="utf-8")
     out = tmp_path / "r.html"
-    code = main(["report", str(SAMPLE), *SMALL, "--truth", str(truth), "--out", str(out),
-                 "--json"])
+    code = main(["report", str(SAMPLE), *SMALL, "--truth", str(truth), "--out", str(out), "--json"])
     document = json.loads(capsys.readouterr().out)
     assert code == EXIT_USAGE and not out.exists()
     assert document["ok"] is False and document["error"]["flag"] == "--truth", document
@@ -154,8 +157,16 @@ def test_a_bad_truth_file_is_a_usage_error_naming_the_flag(tmp_path, capsys, con
 
 
 def test_a_missing_truth_file_fails_before_any_row_is_read(tmp_path, capsys):
-    code = main(["report", str(tmp_path / "nope.parquet"), "--truth", str(tmp_path / "t.json"),
-                 "--out", str(tmp_path / "r.html")])
+    code = main(
+        [
+            "report",
+            str(tmp_path / "nope.parquet"),
+            "--truth",
+            str(tmp_path / "t.json"),
+            "--out",
+            str(tmp_path / "r.html"),
+        ]
+    )
     err = capsys.readouterr().err
     assert code == EXIT_USAGE and "argument --truth: cannot read" in err and "nope" not in err
 
@@ -165,4 +176,7 @@ def test_evaluate_truth_without_a_report_is_a_usage_error(tmp_path, capsys):
     truth.write_text('{"a": 0.5}')
     code = main(["evaluate", str(tmp_path / "nope.parquet"), "--truth", str(truth)])
     err = capsys.readouterr().err
-    assert code == EXIT_USAGE and "argument --truth: the known true values are drawn in the report" in err
+    assert (
+        code == EXIT_USAGE
+        and "argument --truth: the known true values are drawn in the report" in err
+    )

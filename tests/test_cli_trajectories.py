@@ -57,8 +57,21 @@ def _check_rows(doc, traj, estimators, kwargs_of):
 
 def test_trajectory_logs_are_recognised_and_match_the_api(steps, capsys):
     path, traj = steps
-    code, doc, err = _run_json(["evaluate", path, "--estimator", "is", "pdis", "wis", "wpdis",
-                                "--gamma", "0.95", "--json"], capsys)
+    code, doc, err = _run_json(
+        [
+            "evaluate",
+            path,
+            "--estimator",
+            "is",
+            "pdis",
+            "wis",
+            "wpdis",
+            "--gamma",
+            "0.95",
+            "--json",
+        ],
+        capsys,
+    )
     assert code == EXIT_OK and doc["kind"] == "trajectories" and doc["ok"] is True
     assert doc["episodes"] == 400 and doc["truncated_episodes"] == int(traj.truncated.sum()) > 0
     assert "within the logged steps" in doc["estimand"]
@@ -74,15 +87,40 @@ def test_trajectory_logs_are_recognised_and_match_the_api(steps, capsys):
 
 def test_model_based_estimators_with_tail_and_clipping(steps, capsys):
     path, traj = steps
-    argv = ["evaluate", path, "--estimator", "dr", "wdr", "pdis", "--q-column", "q_target__{policy}",
-            "--v-column", "v_target__{policy}", "--tail-value", "0.5", "--max-weight", "20",
-            "--gamma", "0.9", "--confidence-level", "0.9", "--ci", "t", "--json"]
+    argv = [
+        "evaluate",
+        path,
+        "--estimator",
+        "dr",
+        "wdr",
+        "pdis",
+        "--q-column",
+        "q_target__{policy}",
+        "--v-column",
+        "v_target__{policy}",
+        "--tail-value",
+        "0.5",
+        "--max-weight",
+        "20",
+        "--gamma",
+        "0.9",
+        "--confidence-level",
+        "0.9",
+        "--ci",
+        "t",
+        "--json",
+    ]
     code, doc, _ = _run_json(argv, capsys)
     assert code == EXIT_OK and "bootstrapped with --tail-value 0.5" in doc["estimand"]
 
     def kwargs_of(row):
-        kw = {"gamma": 0.9, "tail_value": 0.5, "max_weight": 20.0, "confidence_level": 0.9,
-              "ci": "t"}
+        kw = {
+            "gamma": 0.9,
+            "tail_value": 0.5,
+            "max_weight": 20.0,
+            "confidence_level": 0.9,
+            "ci": "t",
+        }
         if row["estimator"] != "pdis":
             p = row["policy"]
             kw.update(q_hat=f"q_target__{p}", v_hat=f"v_target__{p}")
@@ -93,8 +131,15 @@ def test_model_based_estimators_with_tail_and_clipping(steps, capsys):
 
 def test_tail_column_per_policy(steps, capsys):
     path, traj = steps
-    argv = ["evaluate", path, "--estimator", "wpdis", "--tail-column", "v_target__{policy}",
-            "--json"]
+    argv = [
+        "evaluate",
+        path,
+        "--estimator",
+        "wpdis",
+        "--tail-column",
+        "v_target__{policy}",
+        "--json",
+    ]
     code, doc, _ = _run_json(argv, capsys)
     assert code == EXIT_OK and doc["logging_policy"] is None
     _check_rows(doc, traj, ("wpdis",), lambda r: {"tail_value": f"v_target__{r['policy']}"})
@@ -103,14 +148,42 @@ def test_tail_column_per_policy(steps, capsys):
 @pytest.mark.parametrize("ci", ["hoeffding", "bernstein", "betting"])
 def test_bounded_intervals(steps, capsys, ci):
     path, traj = steps
-    argv = ["evaluate", path, "--estimator", "is", "pdis", "--ci", ci, "--reward-range", "0", "1",
-            "--horizon", "10", "--weight-bound", "20", "--gamma", "0.95", "--tail-value", "0",
-            "--json"]
+    argv = [
+        "evaluate",
+        path,
+        "--estimator",
+        "is",
+        "pdis",
+        "--ci",
+        ci,
+        "--reward-range",
+        "0",
+        "1",
+        "--horizon",
+        "10",
+        "--weight-bound",
+        "20",
+        "--gamma",
+        "0.95",
+        "--tail-value",
+        "0",
+        "--json",
+    ]
     code, doc, _ = _run_json(argv, capsys)
     assert code == EXIT_OK
-    _check_rows(doc, traj, ("is", "pdis"), lambda r: {
-        "gamma": 0.95, "tail_value": 0.0, "ci": ci, "reward_range": (0.0, 1.0), "horizon": 10,
-        "weight_bound": 20.0})
+    _check_rows(
+        doc,
+        traj,
+        ("is", "pdis"),
+        lambda r: {
+            "gamma": 0.95,
+            "tail_value": 0.0,
+            "ci": ci,
+            "reward_range": (0.0, 1.0),
+            "horizon": 10,
+            "weight_bound": 20.0,
+        },
+    )
     assert {r["ci_method"] for r in doc["estimates"]} == {ci}
 
 
@@ -131,8 +204,9 @@ def test_forced_and_mapped_trajectories(steps, tmp_path, capsys):
     df.to_parquet(path)
     mapping = ["--mapping", "episode_id=ep", "done=terminal"]
     for extra in ([], ["--trajectories"]):
-        code, doc, _ = _run_json(["evaluate", str(path), *mapping, *extra, "--policy", "greedy",
-                                  "--json"], capsys)
+        code, doc, _ = _run_json(
+            ["evaluate", str(path), *mapping, *extra, "--policy", "greedy", "--json"], capsys
+        )
         assert code == EXIT_OK and doc["kind"] == "trajectories"
         want = _expected(traj, "greedy", "pdis")
         assert math.isclose(doc["estimates"][0]["value"], want.value, rel_tol=1e-12)
@@ -144,14 +218,34 @@ def test_forced_and_mapped_trajectories(steps, tmp_path, capsys):
         (["--gamma", "1.5"], "--gamma", "`--gamma` (discount factor) must be in [0, 1]"),
         (["--estimator", "ips"], "--estimator", "`--estimator` must be one of 'is'"),
         (["--estimator", "dr"], "--estimator", "pass `--q-column` and `--v-column`"),
-        (["--estimator", "dr", "--q-column", "q", "--v-column", "v"], "--q-column",
-         "depend on the policy"),
+        (
+            ["--estimator", "dr", "--q-column", "q", "--v-column", "v"],
+            "--q-column",
+            "depend on the policy",
+        ),
         (["--q-column", "q_target__{policy}"], None, "serves the model-based estimators"),
         (["--ci", "bogus"], "--ci", "`--ci` must be one of"),
         (["--confidence-level", "0"], "--confidence-level", "(0, 1)"),
-        (["--estimator", "pdis", "--ci", "hoeffding", "--reward-range", "0", "1", "--horizon",
-          "ten"], "--horizon", "`--horizon` must be a positive integer"),
-        (["--estimator", "pdis", "--weight-bound", "-2"], "--weight-bound", "`--weight-bound` must be"),
+        (
+            [
+                "--estimator",
+                "pdis",
+                "--ci",
+                "hoeffding",
+                "--reward-range",
+                "0",
+                "1",
+                "--horizon",
+                "ten",
+            ],
+            "--horizon",
+            "`--horizon` must be a positive integer",
+        ),
+        (
+            ["--estimator", "pdis", "--weight-bound", "-2"],
+            "--weight-bound",
+            "`--weight-bound` must be",
+        ),
         (["--by", "state"], None, "--by applies to bandit logs only"),
         (["--tail-value", "nan"], "--tail-value", "must be a finite number"),
         (["--tail-column", "v"], "--tail-column", "depend on the policy"),
@@ -170,8 +264,9 @@ def test_bad_values_exit_2_naming_the_flag(steps, capsys, extra, flag, phrase):
 
 def test_trajectory_flags_on_bandit_logs_are_refused(tmp_path, capsys):
     path = tmp_path / "bandit.parquet"
-    pd.DataFrame({"action": [0, 1], "propensity": [0.5, 0.5], "reward": [1.0, 0.0],
-                  "target__a": [1.0, 0.0]}).to_parquet(path)
+    pd.DataFrame(
+        {"action": [0, 1], "propensity": [0.5, 0.5], "reward": [1.0, 0.0], "target__a": [1.0, 0.0]}
+    ).to_parquet(path)
     assert main(["evaluate", str(path), "--gamma", "0.9"]) == EXIT_USAGE
     assert "--gamma applies to trajectory logs only" in capsys.readouterr().err
 
@@ -181,10 +276,28 @@ def test_trajectory_flags_on_bandit_logs_are_refused(tmp_path, capsys):
     [
         ("reward", [], "SchemaError"),
         (None, ["--policy", "nope"], "SchemaError"),
-        (None, ["--estimator", "dr", "--q-column", "q_target__{policy}", "--v-column",
-                "v_{policy}"], "SchemaError"),
-        (None, ["--ci", "hoeffding", "--estimator", "pdis", "--reward-range", "0", "0.5",
-                "--horizon", "10", "--weight-bound", "20"], "ValidationError"),
+        (
+            None,
+            ["--estimator", "dr", "--q-column", "q_target__{policy}", "--v-column", "v_{policy}"],
+            "SchemaError",
+        ),
+        (
+            None,
+            [
+                "--ci",
+                "hoeffding",
+                "--estimator",
+                "pdis",
+                "--reward-range",
+                "0",
+                "0.5",
+                "--horizon",
+                "10",
+                "--weight-bound",
+                "20",
+            ],
+            "ValidationError",
+        ),
     ],
 )
 def test_data_errors_exit_65_with_one_document(steps, tmp_path, capsys, drop, extra, kind):
@@ -198,9 +311,17 @@ def test_data_errors_exit_65_with_one_document(steps, tmp_path, capsys, drop, ex
 
 def test_invalid_steps_print_the_report(tmp_path, capsys):
     path = tmp_path / "bad_steps.parquet"
-    pd.DataFrame({"episode_id": [0, 0, 1], "step": [0, 1, 0], "action": [0, 1, 0],
-                  "propensity": [0.5, 0.0, 0.5], "reward": [1.0, 0.0, 1.0],
-                  "done": [False, True, True], "target__a": [1.0, 0.0, 1.0]}).to_parquet(path)
+    pd.DataFrame(
+        {
+            "episode_id": [0, 0, 1],
+            "step": [0, 1, 0],
+            "action": [0, 1, 0],
+            "propensity": [0.5, 0.0, 0.5],
+            "reward": [1.0, 0.0, 1.0],
+            "done": [False, True, True],
+            "target__a": [1.0, 0.0, 1.0],
+        }
+    ).to_parquet(path)
     code, doc, _ = _run_json(["evaluate", str(path), "--json"], capsys)
     assert code == EXIT_DATAERR and doc["valid"] is False
     # the bad row, and the other step of its episode (an episode is used whole or not at all)
@@ -217,10 +338,35 @@ def test_bounds_no_estimator_uses_are_refused(steps, capsys, extra):
 
 def test_logged_horizon_and_zero_tail_state_the_estimand(steps, capsys):
     path, traj = steps
-    argv = ["evaluate", path, "--estimator", "pdis", "--ci", "bernstein", "--reward-range", "0",
-            "1", "--horizon", "logged", "--weight-bound", "20", "--tail-value", "0", "--json"]
+    argv = [
+        "evaluate",
+        path,
+        "--estimator",
+        "pdis",
+        "--ci",
+        "bernstein",
+        "--reward-range",
+        "0",
+        "1",
+        "--horizon",
+        "logged",
+        "--weight-bound",
+        "20",
+        "--tail-value",
+        "0",
+        "--json",
+    ]
     code, doc, _ = _run_json(argv, capsys)
     assert code == EXIT_OK and "stated as the target by --tail-value 0" in doc["estimand"]
-    _check_rows(doc, traj, ("pdis",), lambda r: {
-        "tail_value": 0.0, "ci": "bernstein", "reward_range": (0.0, 1.0), "horizon": "logged",
-        "weight_bound": 20.0})
+    _check_rows(
+        doc,
+        traj,
+        ("pdis",),
+        lambda r: {
+            "tail_value": 0.0,
+            "ci": "bernstein",
+            "reward_range": (0.0, 1.0),
+            "horizon": "logged",
+            "weight_bound": 20.0,
+        },
+    )

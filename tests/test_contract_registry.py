@@ -69,8 +69,9 @@ def test_valid_calls_and_known_violations_name_registered_entries():
 
     assert set(valid_calls()) <= set(registry.REGISTERED)
     assert set(cli_runs()) <= set(registry.CLI_SUBCOMMANDS)
-    arguments = {f"{e.name}::{a}" for e in [*registry.entries(), *registry.cli_entries()]
-                 for a in e.terms}
+    arguments = {
+        f"{e.name}::{a}" for e in [*registry.entries(), *registry.cli_entries()] for a in e.terms
+    }
     assert set(KNOWN_BROKEN) <= arguments
 
 
@@ -139,8 +140,9 @@ def test_hostile_values_keep_the_contract(entry, argument):
     """Every argument of every entry, a sample of its term's catalogue and one draw; a known
     violation runs the whole catalogue so that its strict xfail does not depend on the sample."""
     known = f"{entry.name}::{argument}" in KNOWN_BROKEN
-    check_entry_point_contract(entry, argument, max_examples=1,
-                               catalogue_sample=None if known else CONTRACT_SAMPLE_FAST)
+    check_entry_point_contract(
+        entry, argument, max_examples=1, catalogue_sample=None if known else CONTRACT_SAMPLE_FAST
+    )
 
 
 @pytest.mark.parametrize("entry, argument", _cases(slow=True))

@@ -58,9 +58,13 @@ def test_quick_study_finite_sample_methods_cover() -> None:
     n_designs = len(cov.make_designs())
     # finite-sample methods cover their stated target: the policy's value, or the clipped
     # value for clipped IPS bernstein
-    finite = [c for c in results
-              if c.method in cov.FINITE_SAMPLE and c.method not in cov.CLIPPED_TARGET
-              or c.method == "clipped IPS bernstein -> clipped value"]
+    finite = [
+        c
+        for c in results
+        if c.method in cov.FINITE_SAMPLE
+        and c.method not in cov.CLIPPED_TARGET
+        or c.method == "clipped IPS bernstein -> clipped value"
+    ]
     assert len(finite) == len(cov.FINITE_SAMPLE) * n_designs * len(cov.QUICK_SIZES)
     for cell in finite:
         assert cell.coverage >= level - slack, cell
@@ -68,6 +72,7 @@ def test_quick_study_finite_sample_methods_cover() -> None:
     assert len(results) == len(cov.row_labels()) * n_designs * len(cov.QUICK_SIZES)
     assert all(c.mean_width > 0 for c in results)
     # the study is informative: the Wald interval visibly fails on heavy weights at n = 100
-    (wald,) = [c for c in results
-               if c.design == "heavy" and c.n == 100 and c.method == "IPS normal"]
+    (wald,) = [
+        c for c in results if c.design == "heavy" and c.n == 100 and c.method == "IPS normal"
+    ]
     assert wald.coverage < level - slack

@@ -91,8 +91,14 @@ def bandit(
     rows = np.arange(n)
     r = (rng.random(n) < mu[rows, a]).astype(float)
     return {
-        "x": x, "user": np.where(new, "new", "old"), "action": a, "p": pb[rows, a],
-        "pe": pe[rows, a], "reward": r, "pb": pb, "pe_table": pe,
+        "x": x,
+        "user": np.where(new, "new", "old"),
+        "action": a,
+        "p": pb[rows, a],
+        "pe": pe[rows, a],
+        "reward": r,
+        "pb": pb,
+        "pe_table": pe,
         "truth": np.float64(0.2 * 0.6 + 0.8 * 0.3),
     }
 
@@ -212,17 +218,23 @@ def test_results_do_not_depend_on_chunking(monkeypatch):
     data = bandit(3001, rng, logger="tiny")
     t = np.column_stack([data["pe"], rng.uniform(0, 1, 3001) * data["p"]])
     args = (data["reward"], data["p"], t)
-    kwargs = {"segments": {"user": data["user"], "x": data["x"]}, "action": data["action"],
-              "max_weight": 30.0, "reward_range": (0, 1)}
+    kwargs = {
+        "segments": {"user": data["user"], "x": data["x"]},
+        "action": data["action"],
+        "max_weight": 30.0,
+        "reward_range": (0, 1),
+    }
     whole = quiet(*args, **kwargs)
     monkeypatch.setattr("ope.diagnostics._pass.CHUNK_ROWS", 100)
     monkeypatch.setattr("ope.diagnostics.segments.SEGMENT_ROWS", 100)
     chunked = quiet(*args, **kwargs)
     pd.testing.assert_frame_equal(whole.table(), chunked.table(), check_exact=False, rtol=1e-10)
-    pd.testing.assert_frame_equal(whole.segments(), chunked.segments(), check_exact=False,
-                                  rtol=1e-10, atol=1e-12)
-    pd.testing.assert_frame_equal(whole.weight_histogram("policy_1"),
-                                  chunked.weight_histogram("policy_1"))
+    pd.testing.assert_frame_equal(
+        whole.segments(), chunked.segments(), check_exact=False, rtol=1e-10, atol=1e-12
+    )
+    pd.testing.assert_frame_equal(
+        whole.weight_histogram("policy_1"), chunked.weight_histogram("policy_1")
+    )
 
 
 def pinned_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
@@ -231,8 +243,11 @@ def pinned_data() -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndar
     p = rng.uniform(0.05, 0.2, n)
     t = np.column_stack([(rng.random(n) < 0.1).astype(float), rng.uniform(0.0, 0.2, n)])
     r = (rng.random(n) < 0.3).astype(float)
-    segs = {"region": rng.integers(0, 5, n), "age": rng.gamma(3.0, 12.0, n),
-            "device": rng.choice(["desktop", "phone", "tablet"], n)}
+    segs = {
+        "region": rng.integers(0, 5, n),
+        "age": rng.gamma(3.0, 12.0, n),
+        "device": rng.choice(["desktop", "phone", "tablet"], n),
+    }
     return r, p, t, segs
 
 
@@ -240,45 +255,114 @@ def test_outputs_pinned_on_a_fixed_seed():
     # computed by the first implementation (one bincount per statistic, masked logarithm,
     # weighted histogram); the fused, cell-sorted pass must reproduce them up to rounding
     r, p, t, segs = pinned_data()
-    d = quiet(r, p, t, policy_names=["greedy", "soft"], segments=segs, max_weight=12.0,
-              reward_range=(0, 1))
+    d = quiet(
+        r,
+        p,
+        t,
+        policy_names=["greedy", "soft"],
+        segments=segs,
+        max_weight=12.0,
+        reward_range=(0, 1),
+    )
     tab = d.table().set_index("policy")
     expected = {
-        "greedy": {"ess": 1657.4713097266495, "kl_divergence": 2.0708578945397944,
-                   "weight_q50": 0.0, "weight_q90": 0.0, "weight_q99": 15.32509872283602,
-                   "weight_q999": 19.512579008573837, "weight_max": 19.979680470438456,
-                   "clipped_weight_share": 0.335483567264486 / 0.8987404377009045,
-                   "ci_low": 0.2100738386700126,
-                   "ci_high": 0.5284129300553841},
-        "soft": {"ess": 12761.297738855656, "kl_divergence": 0.1727504600183439,
-                 "weight_q50": 0.7920899237029788, "weight_q90": 1.8757931626299382,
-                 "weight_q99": 3.1017464867630937, "weight_q999": 3.694547386101026,
-                 "weight_max": 3.9295493701406246, "clipped_weight_share": 0.0,
-                 "ci_low": 0.2567301945848923, "ci_high": 0.40015076181000586},
+        "greedy": {
+            "ess": 1657.4713097266495,
+            "kl_divergence": 2.0708578945397944,
+            "weight_q50": 0.0,
+            "weight_q90": 0.0,
+            "weight_q99": 15.32509872283602,
+            "weight_q999": 19.512579008573837,
+            "weight_max": 19.979680470438456,
+            "clipped_weight_share": 0.335483567264486 / 0.8987404377009045,
+            "ci_low": 0.2100738386700126,
+            "ci_high": 0.5284129300553841,
+        },
+        "soft": {
+            "ess": 12761.297738855656,
+            "kl_divergence": 0.1727504600183439,
+            "weight_q50": 0.7920899237029788,
+            "weight_q90": 1.8757931626299382,
+            "weight_q99": 3.1017464867630937,
+            "weight_q999": 3.694547386101026,
+            "weight_max": 3.9295493701406246,
+            "clipped_weight_share": 0.0,
+            "ci_low": 0.2567301945848923,
+            "ci_high": 0.40015076181000586,
+        },
     }
     for policy, values in expected.items():
         for column, value in values.items():
             assert tab.loc[policy, column] == pytest.approx(value, rel=1e-12, abs=0), column
     age = d.segments().query("column == 'age'")
-    assert list(age.segment[:5]) == ["[0.9724, 18.28)", "[18.28, 27.4)", "[27.4, 37.35)",
-                                     "[37.35, 51.59)", "[51.59, 155]"]
-    np.testing.assert_allclose(age.ess, [
-        326.9524771356425, 344.61786156509726, 322.9252456432739, 312.6348549384818,
-        352.1293513345857, 2567.5190462771184, 2542.870699781225, 2553.269549377571,
-        2571.368842005881, 2526.7445619305245], rtol=1e-12)
-    np.testing.assert_allclose(age.variance_share, [
-        0.20095910869229058, 0.20858192499711467, 0.17585435276126193, 0.20844072966783728,
-        0.20616388388149548, 0.2087941898164438, 0.19569396780377138, 0.20570664836642313,
-        0.20236089088375495, 0.1874443031296069], rtol=1e-12)
-    np.testing.assert_array_equal(age.weight_max, [  # maxima are exact
-        19.86626899987104, 19.95272512767397, 19.979680470438456, 19.974601335905948,
-        19.92217113599255, 3.9295493701406246, 3.799850933697261, 3.9124562256963373,
-        3.8190671740291164, 3.7799828179659576])
+    assert list(age.segment[:5]) == [
+        "[0.9724, 18.28)",
+        "[18.28, 27.4)",
+        "[27.4, 37.35)",
+        "[37.35, 51.59)",
+        "[51.59, 155]",
+    ]
+    np.testing.assert_allclose(
+        age.ess,
+        [
+            326.9524771356425,
+            344.61786156509726,
+            322.9252456432739,
+            312.6348549384818,
+            352.1293513345857,
+            2567.5190462771184,
+            2542.870699781225,
+            2553.269549377571,
+            2571.368842005881,
+            2526.7445619305245,
+        ],
+        rtol=1e-12,
+    )
+    np.testing.assert_allclose(
+        age.variance_share,
+        [
+            0.20095910869229058,
+            0.20858192499711467,
+            0.17585435276126193,
+            0.20844072966783728,
+            0.20616388388149548,
+            0.2087941898164438,
+            0.19569396780377138,
+            0.20570664836642313,
+            0.20236089088375495,
+            0.1874443031296069,
+        ],
+        rtol=1e-12,
+    )
+    np.testing.assert_array_equal(
+        age.weight_max,
+        [  # maxima are exact
+            19.86626899987104,
+            19.95272512767397,
+            19.979680470438456,
+            19.974601335905948,
+            19.92217113599255,
+            3.9295493701406246,
+            3.799850933697261,
+            3.9124562256963373,
+            3.8190671740291164,
+            3.7799828179659576,
+        ],
+    )
     hist = d.weight_histogram("soft").head(6)
     assert list(hist.rows) == [0, 1, 1, 1, 1, 4]
-    np.testing.assert_allclose(hist.target_mass, [
-        0.0, 2.85114479319989e-09, 4.597559272516614e-09, 9.262890026386064e-09,
-        1.861159051166133e-08, 1.5141271683346055e-07], rtol=1e-12)
+    np.testing.assert_allclose(
+        hist.target_mass,
+        [
+            0.0,
+            2.85114479319989e-09,
+            4.597559272516614e-09,
+            9.262890026386064e-09,
+            1.861159051166133e-08,
+            1.5141271683346055e-07,
+        ],
+        rtol=1e-12,
+    )
 
 
 @pytest.mark.parametrize("joint_cells", [12, 1 << 16])
@@ -299,9 +383,18 @@ def test_segment_rows_match_direct_computation(joint_cells, monkeypatch):
     rows = np.arange(n)
     cols = {"c1": rng.integers(0, 3, n), "c2": rng.choice(list("wxyz"), n), "c3": rng.random(n)}
     reward = rng.random(n)
-    d = quiet(reward, pb[rows, a], pe[rows, a], policy_names=["pi"], segments=cols, action=a,
-              target_distributions={"pi": sp.csr_array(pe)},
-              logging_distribution=sp.csr_array(pb), max_weight=clip, reward_range=(0, 1))
+    d = quiet(
+        reward,
+        pb[rows, a],
+        pe[rows, a],
+        policy_names=["pi"],
+        segments=cols,
+        action=a,
+        target_distributions={"pi": sp.csr_array(pe)},
+        logging_distribution=sp.csr_array(pb),
+        max_weight=clip,
+        reward_range=(0, 1),
+    )
     w = pe[rows, a] / pb[rows, a]
     terms = np.minimum(w, clip) * reward
     dev2 = (terms - terms.mean()) ** 2
@@ -408,9 +501,17 @@ def test_without_clip_level_the_narrowest_level_of_the_profile_is_used():
     for _, level in prof.iterrows():
         wc = np.minimum(w, level.max_weight)
         prod = wc * (r - lo)
-        iv = bottou_interval(wc.mean(), wc.var(ddof=1), prod.mean(), prod.var(ddof=1), n,
-                             max_weight=level.max_weight, reward_range=(lo, hi),
-                             confidence_level=0.9, outer="bernstein")
+        iv = bottou_interval(
+            wc.mean(),
+            wc.var(ddof=1),
+            prod.mean(),
+            prod.var(ddof=1),
+            n,
+            max_weight=level.max_weight,
+            reward_range=(lo, hi),
+            confidence_level=0.9,
+            outer="bernstein",
+        )
         assert (level.ci_low, level.ci_high) == pytest.approx((iv.low, iv.high), rel=1e-9)
         assert level.clipped_share == pytest.approx((w > level.max_weight).mean())
         assert level.clipped_weight_share == pytest.approx(w[w > level.max_weight].sum() / w.sum())
@@ -430,13 +531,27 @@ def test_outer_inner_split_with_clip_level_uses_bottou_interval():
     rng = np.random.default_rng(5)
     n = 4000
     data = bandit(n, rng, logger="tiny")
-    d = quiet(data["reward"], data["p"], data["pe"], policy_names=["greedy"],
-              reward_range=(0, 1), max_weight=20.0)
+    d = quiet(
+        data["reward"],
+        data["p"],
+        data["pe"],
+        policy_names=["greedy"],
+        reward_range=(0, 1),
+        max_weight=20.0,
+    )
     row = d.table().iloc[0]
     wc = np.minimum(data["pe"] / data["p"], 20.0)
     prod = wc * data["reward"]
-    iv = bottou_interval(wc.mean(), wc.var(ddof=1), prod.mean(), prod.var(ddof=1), n,
-                         max_weight=20.0, reward_range=(0, 1), outer="bernstein")
+    iv = bottou_interval(
+        wc.mean(),
+        wc.var(ddof=1),
+        prod.mean(),
+        prod.var(ddof=1),
+        n,
+        max_weight=20.0,
+        reward_range=(0, 1),
+        outer="bernstein",
+    )
     assert d.interval("greedy") == pytest.approx(iv)
     # clipped and unsupported mass: 1 - mean(min(w, R)) in reward units (M = 1)
     assert row["coverage_width"] == pytest.approx(min(1 - wc.mean(), iv.high - iv.low))
@@ -465,12 +580,19 @@ def test_outer_inner_interval_covers_the_true_value():
     reps, hits_clip, hits_free = 300, 0, 0
     for _ in range(reps):
         data = bandit(3000, rng, logger="tiny")
-        d = quiet(data["reward"], data["p"], data["pe"], policy_names=["g"],
-                  reward_range=(0, 1), max_weight=50.0)
+        d = quiet(
+            data["reward"],
+            data["p"],
+            data["pe"],
+            policy_names=["g"],
+            reward_range=(0, 1),
+            max_weight=50.0,
+        )
         iv = d.interval("g")
         hits_clip += iv.low <= data["truth"] <= iv.high
-        free = quiet(data["reward"], data["p"], data["pe"], policy_names=["g"],
-                     reward_range=(0, 1)).interval("g")
+        free = quiet(
+            data["reward"], data["p"], data["pe"], policy_names=["g"], reward_range=(0, 1)
+        ).interval("g")
         hits_free += free.low <= data["truth"] <= free.high
     assert hits_clip / reps >= 0.95
     # normal margins: asymptotic; allow three binomial standard errors below 0.95
@@ -486,8 +608,13 @@ def test_planted_gap_is_reported(logger):
     data = bandit(20_000, rng, logger=logger)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        d = diagnose_arrays(data["reward"], data["p"], data["pe"], policy_names=["greedy"],
-                            segments={"user": data["user"], "x": data["x"]})
+        d = diagnose_arrays(
+            data["reward"],
+            data["p"],
+            data["pe"],
+            policy_names=["greedy"],
+            segments={"user": data["user"], "x": data["x"]},
+        )
     messages = [str(c.message) for c in caught if issubclass(c.category, OverlapWarning)]
     assert any("2 segment gaps" in m for m in messages)
     assert tuple(messages) == d.notes
@@ -508,9 +635,15 @@ def test_no_gap_and_no_warning_under_uniform_full_support():
     t = np.column_stack([data["pe"], np.full(len(data["p"]), 0.2)])  # greedy and uniform targets
     with warnings.catch_warnings():
         warnings.simplefilter("error", OverlapWarning)
-        d = diagnose_arrays(data["reward"], data["p"], t, policy_names=["greedy", "uniform"],
-                            segments={"user": data["user"], "x": data["x"]},
-                            action=data["action"], reward_range=(0, 1))
+        d = diagnose_arrays(
+            data["reward"],
+            data["p"],
+            t,
+            policy_names=["greedy", "uniform"],
+            segments={"user": data["user"], "x": data["x"]},
+            action=data["action"],
+            reward_range=(0, 1),
+        )
     assert not d.segments().gap.any()
     assert (d.table().propensity_check == "ok").all()
     assert d.notes == ()
@@ -565,9 +698,15 @@ def test_support_deficiency_from_distributions_by_hand():
     p = logging.toarray()[np.arange(3), action]
     t = target.toarray()[np.arange(3), action]
     with pytest.warns(OverlapWarning, match="on actions the logger plays with probability"):
-        d = diagnose_arrays(np.array([1.0, 0.0, 1.0]), p, t, policy_names=["pi"],
-                            action=action, target_distributions={"pi": target},
-                            logging_distribution=logging)
+        d = diagnose_arrays(
+            np.array([1.0, 0.0, 1.0]),
+            p,
+            t,
+            policy_names=["pi"],
+            action=action,
+            target_distributions={"pi": target},
+            logging_distribution=logging,
+        )
     row = d.table().iloc[0]
     # per-row deficiency (floor 1e-4): 0.5, 1.0, 0 -> mean 0.5
     np.testing.assert_allclose(d.unsupported_mass("pi"), [0.5, 1.0, 0.0])
@@ -588,9 +727,16 @@ def test_support_deficiency_flags_segment():
     logging = sp.csr_array(data["pb"])
     target = sp.csr_array(data["pe_table"])
     with pytest.warns(OverlapWarning):
-        d = diagnose_arrays(data["reward"], data["p"], data["pe"], policy_names=["g"],
-                            segments={"user": data["user"]}, action=data["action"],
-                            target_distributions={"g": target}, logging_distribution=logging)
+        d = diagnose_arrays(
+            data["reward"],
+            data["p"],
+            data["pe"],
+            policy_names=["g"],
+            segments={"user": data["user"]},
+            action=data["action"],
+            target_distributions={"g": target},
+            logging_distribution=logging,
+        )
     row = d.table().iloc[0]
     assert row["unsupported_mass"] == pytest.approx((data["user"] == "new").mean())
     # with the unsupported mass known, the mean weight is as expected: no propensity alarm
@@ -621,9 +767,16 @@ def test_exploration_plan_reaches_width_in_simulation():
     rng = np.random.default_rng(21)
     data = bandit(50_000, rng, logger="gap")
     target_width, new_rows = 0.06, 10_000
-    d = quiet(data["reward"], data["p"], data["pe"], policy_names=["greedy"],
-              segments={"user": data["user"]}, reward_range=(0, 1),
-              target_width=target_width, new_rows=new_rows)
+    d = quiet(
+        data["reward"],
+        data["p"],
+        data["pe"],
+        policy_names=["greedy"],
+        segments={"user": data["user"]},
+        reward_range=(0, 1),
+        target_width=target_width,
+        new_rows=new_rows,
+    )
     plan = d.plan()
     assert list(plan.column) == ["all", "user"]
     assert list(plan.segment) == ["all", "new"]
@@ -674,8 +827,12 @@ def test_numeric_columns_are_binned_and_missing_values_kept():
     x = rng.normal(size=n)
     x[:7] = np.nan
     small_int = rng.integers(10, 13, n)
-    d = quiet(rng.random(n), np.full(n, 0.5), np.full(n, 0.5),
-              segments={"x": x, "k": small_int, "flag": rng.random(n) < 0.5})
+    d = quiet(
+        rng.random(n),
+        np.full(n, 0.5),
+        np.full(n, 0.5),
+        segments={"x": x, "k": small_int, "flag": rng.random(n) < 0.5},
+    )
     seg = d.segments()
     xs = seg[seg.column == "x"]
     assert len(xs) == N_QUANTILE_BINS + 1
@@ -705,8 +862,9 @@ def test_popularity_buckets_for_large_catalogs():
 
 
 def test_coverage_matrix_without_distributions_uses_weights():
-    d = quiet(R, P, T, policy_names=["u", "v"], segments={"seg": SEG},
-              action=np.array([0, 1, 0, 1, 2, 2]))
+    d = quiet(
+        R, P, T, policy_names=["u", "v"], segments={"seg": SEG}, action=np.array([0, 1, 0, 1, 2, 2])
+    )
     w = hand_weights()[:, 0]
     cm = d.coverage_matrix("u")
     assert cm.loc["a", 0] == pytest.approx(w[0] / 6)
@@ -725,9 +883,16 @@ def test_coverage_matrix_without_distributions_uses_weights():
 def test_to_dict_is_json_ready_and_carries_gaps():
     rng = np.random.default_rng(15)
     data = bandit(6000, rng, logger="gap")
-    d = quiet(data["reward"], data["p"], data["pe"], policy_names=["g"],
-              segments={"user": data["user"]}, reward_range=(0, 1), target_width=0.1,
-              new_rows=5000)
+    d = quiet(
+        data["reward"],
+        data["p"],
+        data["pe"],
+        policy_names=["g"],
+        segments={"user": data["user"]},
+        reward_range=(0, 1),
+        target_width=0.1,
+        new_rows=5000,
+    )
     doc = json.loads(json.dumps(d.to_dict(), allow_nan=False))
     pol = doc["policies"][0]
     assert pol["policy"] == "g" and pol["verdict"] == VERDICT_EXPLORE
@@ -779,31 +944,60 @@ def test_properties_ess_bounds_and_permutation_invariance(w_p, w_t, seed):
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"logging_propensity": np.array([0.5, 0.0, 0.5])}, ValidationError,
-         r"`logging_propensity` must be in \(0, 1\]; 1 rows are not \(first at row 1"),
-        ({"target_propensity": np.array([0.5, 1.5, 0.5])}, ValidationError,
-         r"`target_propensity` must be in \[0, 1\].*1 rows are not \(first at row 1\)"),
-        ({"reward": np.array([1.0, np.nan, 0.0])}, ValidationError,
-         r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 1\)"),
-        ({"reward": np.array([1.0, 0.0])}, ValidationError,
-         r"`reward` has 2 rows but `logging_propensity` has 3"),
-        ({"reward": np.array([1.0, 2.0, 0.0]), "reward_range": (0, 1)}, ValidationError,
-         r"1 rows outside reward_range=\(0, 1\) \(first at row 1: 2.0\)"),
-        ({"segments": {"s": [1, 2]}}, ValidationError,
-         r"segment column 's' must be one value per logged row: expected shape \(3,\)"),
+        (
+            {"logging_propensity": np.array([0.5, 0.0, 0.5])},
+            ValidationError,
+            r"`logging_propensity` must be in \(0, 1\]; 1 rows are not \(first at row 1",
+        ),
+        (
+            {"target_propensity": np.array([0.5, 1.5, 0.5])},
+            ValidationError,
+            r"`target_propensity` must be in \[0, 1\].*1 rows are not \(first at row 1\)",
+        ),
+        (
+            {"reward": np.array([1.0, np.nan, 0.0])},
+            ValidationError,
+            r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 1\)",
+        ),
+        (
+            {"reward": np.array([1.0, 0.0])},
+            ValidationError,
+            r"`reward` has 2 rows but `logging_propensity` has 3",
+        ),
+        (
+            {"reward": np.array([1.0, 2.0, 0.0]), "reward_range": (0, 1)},
+            ValidationError,
+            r"1 rows outside reward_range=\(0, 1\) \(first at row 1: 2.0\)",
+        ),
+        (
+            {"segments": {"s": [1, 2]}},
+            ValidationError,
+            r"segment column 's' must be one value per logged row: expected shape \(3,\)",
+        ),
         ({"policy_names": ["a", "b"]}, PolicyError, r"`policy_names` must give 1 distinct"),
-        ({"segments": {"id": np.array(["u1", "u2", "u3"])}, "n_max": 2}, ValidationError,
-         r"segment column 'id' has 3 distinct values; a segment column may have at most 2"),
+        (
+            {"segments": {"id": np.array(["u1", "u2", "u3"])}, "n_max": 2},
+            ValidationError,
+            r"segment column 'id' has 3 distinct values; a segment column may have at most 2",
+        ),
         ({"confidence_level": 95}, ParameterError, r"`confidence_level` must be in \(0, 1\)"),
         ({"max_weight": 0}, ParameterError, r"`max_weight` must be a positive finite number"),
         ({"reward_range": (1, 0)}, ParameterError, r"finite with low < high"),
         ({"target_width": 0.1}, ParameterError, r"pass both `target_width` and `new_rows`"),
         ({"target_width": 0.1, "new_rows": 100}, MissingBoundsError, r"reward_range=\(low, high\)"),
-        ({"target_distributions": {"policy_0": sp.csr_array(np.eye(3))}}, ValidationError,
-         r"need both `target_distributions` and `logging_distribution`"),
-        ({"target_distributions": {"x": sp.csr_array(np.eye(3))},
-          "logging_distribution": sp.csr_array(np.eye(3))}, PolicyError,
-         r"no distribution for \['policy_0'\]"),
+        (
+            {"target_distributions": {"policy_0": sp.csr_array(np.eye(3))}},
+            ValidationError,
+            r"need both `target_distributions` and `logging_distribution`",
+        ),
+        (
+            {
+                "target_distributions": {"x": sp.csr_array(np.eye(3))},
+                "logging_distribution": sp.csr_array(np.eye(3)),
+            },
+            PolicyError,
+            r"no distribution for \['policy_0'\]",
+        ),
     ],
 )
 def test_errors_say_what_where_and_how(kwargs, error, match):
@@ -818,8 +1012,7 @@ def test_errors_say_what_where_and_how(kwargs, error, match):
         if "n_max" in kwargs:
             mp.setattr("ope.diagnostics.segments.MAX_SEGMENTS", kwargs["n_max"])
         with pytest.raises(error, match=match):
-            quiet(args["reward"], args["logging_propensity"], args["target_propensity"],
-                  **options)
+            quiet(args["reward"], args["logging_propensity"], args["target_propensity"], **options)
 
 
 def test_result_errors():
@@ -850,22 +1043,35 @@ def make_logs(table: pa.Table) -> BanditLogs:
 def test_diagnose_on_logs_matches_arrays():
     rng = np.random.default_rng(17)
     data = bandit(5000, rng, logger="gap")
-    table = pa.table({
-        "action": data["action"].astype(np.int64), "propensity": data["p"],
-        "reward": data["reward"], "target__greedy": data["pe"],
-        "target__uniform": np.full(5000, 0.2), "user": data["user"], "x": data["x"],
-    })
+    table = pa.table(
+        {
+            "action": data["action"].astype(np.int64),
+            "propensity": data["p"],
+            "reward": data["reward"],
+            "target__greedy": data["pe"],
+            "target__uniform": np.full(5000, 0.2),
+            "user": data["user"],
+            "x": data["x"],
+        }
+    )
     with pytest.warns(OverlapWarning):
         d = diagnose(make_logs(table), by=["user", "x"], reward_range=(0, 1))
     assert d.policies == ["greedy", "uniform"]
     both = np.column_stack([data["pe"], np.full(5000, 0.2)])
-    arrays_version = quiet(data["reward"], data["p"], both,
-                           policy_names=["greedy", "uniform"],
-                           segments={"user": data["user"], "x": data["x"]},
-                           action=data["action"], reward_range=(0, 1))
+    arrays_version = quiet(
+        data["reward"],
+        data["p"],
+        both,
+        policy_names=["greedy", "uniform"],
+        segments={"user": data["user"], "x": data["x"]},
+        action=data["action"],
+        reward_range=(0, 1),
+    )
     pd.testing.assert_frame_equal(d.table(), arrays_version.table())
     pd.testing.assert_frame_equal(d.segments(), arrays_version.segments())
-    with pytest.raises(SchemaError, match=r"cannot segment .* by \['country'\]: column 'country' is not in"):
+    with pytest.raises(
+        SchemaError, match=r"cannot segment .* by \['country'\]: column 'country' is not in"
+    ):
         diagnose(make_logs(table), by="country")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OverlapWarning)
@@ -876,19 +1082,25 @@ def test_diagnose_on_logs_matches_arrays():
 def test_diagnose_with_policy_objects_and_inconsistent_propensity():
     from ope.policies import UniformPolicy
 
-    table = pa.table({
-        "action": [1, 2, 1, 3],
-        "propensity": [0.5, 0.5, 0.9, 1.0],  # row 2 disagrees with its logging distribution
-        "reward": [1.0, 0.0, 1.0, 0.0],
-        "candidates": [[1, 2], [1, 2], [1, 2, 3], [3]],
-        "logging_distribution": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5, 0.0], [1.0]],
-    })
+    table = pa.table(
+        {
+            "action": [1, 2, 1, 3],
+            "propensity": [0.5, 0.5, 0.9, 1.0],  # row 2 disagrees with its logging distribution
+            "reward": [1.0, 0.0, 1.0, 0.0],
+            "candidates": [[1, 2], [1, 2], [1, 2, 3], [3]],
+            "logging_distribution": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5, 0.0], [1.0]],
+        }
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         d = diagnose(make_logs(table), {"uniform": UniformPolicy()})
     assert any(
-        re.search(r"disagrees with `logging_distribution` .* 1 rows \(first at row 2: 0.9 vs "
-                  r"0.5\)", str(c.message)) for c in caught
+        re.search(
+            r"disagrees with `logging_distribution` .* 1 rows \(first at row 2: 0.9 vs "
+            r"0.5\)",
+            str(c.message),
+        )
+        for c in caught
     )
     # row 2: the uniform candidate puts 1/3 on action 3, which the logger never plays
     np.testing.assert_allclose(d.unsupported_mass("uniform"), [0, 0, 1 / 3, 0])
@@ -896,16 +1108,18 @@ def test_diagnose_with_policy_objects_and_inconsistent_propensity():
 
 def test_diagnose_reads_logged_distributions():
     # string actions, candidate sets and distributions logged per row
-    table = pa.table({
-        "action": ["a", "b", "a", "c"],
-        "propensity": [0.5, 0.5, 0.5, 1.0],
-        "reward": [1.0, 0.0, 1.0, 0.0],
-        "candidates": [["a", "b"], ["a", "b"], ["a", "b"], ["c"]],
-        "logging_distribution": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5], [1.0]],
-        "target__pi": [1.0, 0.0, 1.0, 1.0],
-        "target_dist__pi": [[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [1.0]],
-        "user": ["x", "x", "y", "y"],
-    })
+    table = pa.table(
+        {
+            "action": ["a", "b", "a", "c"],
+            "propensity": [0.5, 0.5, 0.5, 1.0],
+            "reward": [1.0, 0.0, 1.0, 0.0],
+            "candidates": [["a", "b"], ["a", "b"], ["a", "b"], ["c"]],
+            "logging_distribution": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.5], [1.0]],
+            "target__pi": [1.0, 0.0, 1.0, 1.0],
+            "target_dist__pi": [[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [1.0]],
+            "user": ["x", "x", "y", "y"],
+        }
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OverlapWarning)
         d = diagnose(make_logs(table), by="user")
@@ -968,14 +1182,22 @@ def test_mean_weight_rule_is_the_estimators_rule():
 def test_diagnostics_follow_the_result_contract():
     from ope.results import Result
 
-    d = quiet(R, P, T, policy_names=["<b>u</b>", "v"], segments={"seg": SEG}, max_weight=2.5,
-              reward_range=(0, 1))
+    d = quiet(
+        R,
+        P,
+        T,
+        policy_names=["<b>u</b>", "v"],
+        segments={"seg": SEG},
+        max_weight=2.5,
+        reward_range=(0, 1),
+    )
     assert isinstance(d, Result)
     assert isinstance(d.notes, tuple)
     assert [r.policy for r in d.rows] == ["<b>u</b>", "v"]
     assert list(d.table().columns) == [f.name for f in dataclasses.fields(PolicyRow)]
     assert list(d.segments().columns) == [
-        f.name for f in dataclasses.fields(SegmentRow) if f.metadata.get("column", True)]
+        f.name for f in dataclasses.fields(SegmentRow) if f.metadata.get("column", True)
+    ]
     assert "clip_level" not in d.table().columns
     assert d.to_dict()["policies"][0]["max_weight"] == 2.5
     html = d._repr_html_()
@@ -989,8 +1211,10 @@ def test_diagnostics_follow_the_result_contract():
         ({"confidence_level": "0.95"}, "`confidence_level` must be a number"),
         ({"max_weight": "10"}, "`max_weight` must be a number"),
         ({"reward_range": "01"}, "`reward_range` must be a pair"),
-        ({"target_width": 0.1, "new_rows": 10.5, "reward_range": (0, 1)},
-         "`new_rows` must be a whole number >= 2"),
+        (
+            {"target_width": 0.1, "new_rows": 10.5, "reward_range": (0, 1)},
+            "`new_rows` must be a whole number >= 2",
+        ),
     ],
 )
 def test_bad_arguments_raise_parameter_error(kwargs, match):
@@ -1031,16 +1255,20 @@ def test_summary_refers_to_each_warning_note_instead_of_restating_it():
     assert "weighting estimates are biased" in running
     # every line fits the text width, the notes are numbered in order
     assert max(len(line) for line in text.splitlines()) <= 88
-    assert re.findall(r"^  \[(\d+)\] ", text, flags=re.M) == [str(i) for i in
-                                                             range(1, len(notes) + 1)]
+    assert re.findall(r"^  \[(\d+)\] ", text, flags=re.M) == [
+        str(i) for i in range(1, len(notes) + 1)
+    ]
 
 
 def test_summary_formats_numbers_like_the_other_results():
     reward, p, target = _miscalibrated()
     d = quiet(reward, p, target, policy_names=["greedy", "rare"], reward_range=(0, 1))
     row = d.table().set_index("policy").loc["greedy"]
-    line = next(x for x in d.summary().splitlines() if x.startswith("  ESS ") and "1,000" not
-                in x and "mean weight" in x)
+    line = next(
+        x
+        for x in d.summary().splitlines()
+        if x.startswith("  ESS ") and "1,000" not in x and "mean weight" in x
+    )
     # the mean weight to the precision of its standard error (2 significant digits of it)
     se = row["mean_weight_se"]
     decimals = max(0, 1 - math.floor(math.log10(se)))
@@ -1050,9 +1278,16 @@ def test_summary_formats_numbers_like_the_other_results():
 
 # ---- diagnose accepts what evaluate accepts; segment columns are checked first --------------
 def _frame(n=100):
-    return pd.DataFrame({"action": [0, 1] * (n // 2), "propensity": [0.5] * n,
-                         "reward": [1.0, 0.0] * (n // 2), "target__a": [1.0, 0.0] * (n // 2),
-                         "tags": [[1, 2], [3]] * (n // 2), "country": ["fr", "de"] * (n // 2)})
+    return pd.DataFrame(
+        {
+            "action": [0, 1] * (n // 2),
+            "propensity": [0.5] * n,
+            "reward": [1.0, 0.0] * (n // 2),
+            "target__a": [1.0, 0.0] * (n // 2),
+            "tags": [[1, 2], [3]] * (n // 2),
+            "country": ["fr", "de"] * (n // 2),
+        }
+    )
 
 
 def test_logs_to_diagnose_reads_a_dataframe_as_evaluate_does():
@@ -1110,8 +1345,11 @@ def test_threshold_notes_name_their_rule_and_subject():
     # another wording of the same warning about the same weights is stated once ...
     from ope._format import Note
 
-    b = Note("effective sample size 553 is 0.55% of the 100,000 rows", rule="low_ess",
-             subject=("long_tail", "raw weights"))
+    b = Note(
+        "effective sample size 553 is 0.55% of the 100,000 rows",
+        rule="low_ess",
+        subject=("long_tail", "raw weights"),
+    )
     assert note_key(a) == note_key(b)
     assert number_notes([a, b])[0] == (a,)
     # ... and the clipped weights' note (another subject) is not

@@ -26,8 +26,14 @@ def quiet(*args, **kwargs) -> Diagnostics:
         return diagnose_arrays(*args, **kwargs)
 
 
-def uniform_logs(n: int, rng: np.random.Generator, *, k: int = 5, eps: float = 0.0,
-                 reward_range: tuple[float, float] = (0.0, 1.0)) -> dict[str, np.ndarray]:
+def uniform_logs(
+    n: int,
+    rng: np.random.Generator,
+    *,
+    k: int = 5,
+    eps: float = 0.0,
+    reward_range: tuple[float, float] = (0.0, 1.0),
+) -> dict[str, np.ndarray]:
     """Uniform logger over k actions mixed with the greedy candidate (plays action 0) at eps;
     reward lo + (hi - lo) * Bernoulli(mu[a])."""
     lo, hi = reward_range
@@ -47,8 +53,14 @@ def test_plan_predicts_the_reported_ips_width_for_shifted_rewards(reward_range):
     rng = np.random.default_rng(60)
     logs = uniform_logs(20_000, rng, reward_range=reward_range)
     new_rows = 5_000
-    d = quiet(logs["reward"], logs["p"], logs["pe"], policy_names=["g"], action=logs["action"],
-              reward_range=reward_range)
+    d = quiet(
+        logs["reward"],
+        logs["p"],
+        logs["pe"],
+        policy_names=["g"],
+        action=logs["action"],
+        reward_range=reward_range,
+    )
     at_zero = d.plan(target_width=1e6, new_rows=new_rows).predicted_width.iloc[0]
     target_width = 0.6 * at_zero  # needs exploration: 0 < eps < 1
     plan = d.plan(target_width=target_width, new_rows=new_rows)
@@ -75,8 +87,15 @@ def test_verdict_does_not_depend_on_the_clip_level_uniform_logger_80_items():
     r = (rng.random(n) < np.where(a == 3, 0.2, 0.05)).astype(float)
     verdicts, shares = [], []
     for clip in (10.0, 20.0, None):
-        d = quiet(r, np.full(n, 1.0 / k), pe_table[a], policy_names=["c"], action=a,
-                  max_weight=clip, reward_range=(0, 1))
+        d = quiet(
+            r,
+            np.full(n, 1.0 / k),
+            pe_table[a],
+            policy_names=["c"],
+            action=a,
+            max_weight=clip,
+            reward_range=(0, 1),
+        )
         row = d.table().iloc[0]
         verdicts.append(row["verdict"])
         shares.append(row["verdict_coverage_share"])
@@ -106,9 +125,17 @@ def ess_two_logs() -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("clip", [10.0, None])
 def test_gaps_verdict_and_shares_tell_one_story_with_ess_two(clip):
     logs = ess_two_logs()
-    d = quiet(logs["reward"], logs["p"], logs["pe"], policy_names=["c"],
-              segments={"seg": logs["seg"]}, max_weight=clip, reward_range=(0, 1),
-              target_width=0.05, new_rows=10_000)
+    d = quiet(
+        logs["reward"],
+        logs["p"],
+        logs["pe"],
+        policy_names=["c"],
+        segments={"seg": logs["seg"]},
+        max_weight=clip,
+        reward_range=(0, 1),
+        target_width=0.05,
+        new_rows=10_000,
+    )
     row = d.table().iloc[0]
     assert row["ess"] < 3 and row["weight_max"] == pytest.approx(21_739.0)
     # gap lines say "explore the candidate's actions there": so does the verdict
@@ -128,8 +155,14 @@ def test_gaps_verdict_and_shares_tell_one_story_with_ess_two(clip):
 def test_plan_lines_agree_with_the_interval_and_never_print_zero_percent():
     rng = np.random.default_rng(72)
     logs = uniform_logs(1_000, rng)
-    d = quiet(logs["reward"], logs["p"], logs["pe"], policy_names=["g"], action=logs["action"],
-              reward_range=(0, 1))
+    d = quiet(
+        logs["reward"],
+        logs["p"],
+        logs["pe"],
+        policy_names=["g"],
+        action=logs["action"],
+        reward_range=(0, 1),
+    )
     iv = d.interval("g")
     assert iv.high - iv.low > 0.05
     # the current 1,000 rows give a wide interval; a million new rows of the same logging do
@@ -167,16 +200,29 @@ def tiny_propensity_logs() -> dict[str, np.ndarray]:
     a = np.minimum((pb.cumsum(axis=1) < rng.random(n)[:, None]).sum(axis=1), k - 1)
     pe = np.where(a <= 1, 0.5, 0.0)
     r = (rng.random(n) < np.where(a == 0, 0.7, 0.3)).astype(float)
-    return {"reward": r, "p": pb[np.arange(n), a], "pe": pe, "action": a,
-            "seg": np.where(rare, "rare", "common")}
+    return {
+        "reward": r,
+        "p": pb[np.arange(n), a],
+        "pe": pe,
+        "action": a,
+        "seg": np.where(rare, "rare", "common"),
+    }
 
 
 def test_segment_with_tiny_propensities_is_flagged_as_low_effective_sample():
     logs = tiny_propensity_logs()
     with pytest.warns(OverlapWarning, match="low effective sample"):
-        d = diagnose_arrays(logs["reward"], logs["p"], logs["pe"], policy_names=["c"],
-                            segments={"seg": logs["seg"]}, action=logs["action"],
-                            reward_range=(0, 1), target_width=0.02, new_rows=40_000)
+        d = diagnose_arrays(
+            logs["reward"],
+            logs["p"],
+            logs["pe"],
+            policy_names=["c"],
+            segments={"seg": logs["seg"]},
+            action=logs["action"],
+            reward_range=(0, 1),
+            target_width=0.02,
+            new_rows=40_000,
+        )
     seg = d.segments().set_index("segment")
     rare = seg.loc["rare"]
     assert rare["rows"] == 3_967 and rare["weight_max"] == pytest.approx(250.0)
@@ -208,8 +254,14 @@ def test_support_gap_and_effective_sample_are_told_apart():
     a = np.minimum((pb.cumsum(axis=1) < rng.random(n)[:, None]).sum(axis=1), k - 1)
     pe = (a == 0).astype(float)
     r = (rng.random(n) < 0.5).astype(float)
-    d = quiet(r, pb[np.arange(n), a], pe, policy_names=["g"],
-              segments={"user": np.where(new, "new", "old")}, reward_range=(0, 1))
+    d = quiet(
+        r,
+        pb[np.arange(n), a],
+        pe,
+        policy_names=["g"],
+        segments={"user": np.where(new, "new", "old")},
+        reward_range=(0, 1),
+    )
     seg = d.segments().set_index("segment")
     assert seg.loc["new", "gap_kind"].startswith("support")
     assert "support gap: where the weights recover only 0%" in seg.loc["new", "reason"]

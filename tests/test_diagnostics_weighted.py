@@ -28,13 +28,29 @@ TOL = 1e-12
 
 #: Point quantities of the policy table that must equal those of the repeated rows.
 POINT_COLUMNS = (
-    "mean_weight", "mean_weight_expected", "weight_max", "weight_q50", "weight_q90",
-    "weight_q99", "weight_q999", "max_weight", "clipped_share", "clipped_weight_share",
-    "kl_divergence", "chi2_divergence", "renyi2_divergence", "unsupported_mass",
+    "mean_weight",
+    "mean_weight_expected",
+    "weight_max",
+    "weight_q50",
+    "weight_q90",
+    "weight_q99",
+    "weight_q999",
+    "max_weight",
+    "clipped_share",
+    "clipped_weight_share",
+    "kl_divergence",
+    "chi2_divergence",
+    "renyi2_divergence",
+    "unsupported_mass",
     "clipped_value",
 )
-SEGMENT_POINT_COLUMNS = ("row_share", "target_mass_share", "mean_weight", "weight_max",
-                         "unsupported_share")
+SEGMENT_POINT_COLUMNS = (
+    "row_share",
+    "target_mass_share",
+    "mean_weight",
+    "weight_max",
+    "unsupported_share",
+)
 
 
 def _case(n: int = 600, seed: int = 3) -> dict:
@@ -47,9 +63,11 @@ def _case(n: int = 600, seed: int = 3) -> dict:
     reward = rng.binomial(1, 0.2 + 0.25 * action).astype(float)
     rows = np.arange(n)
     return dict(
-        reward=reward, propensity=logging[rows, action],
+        reward=reward,
+        propensity=logging[rows, action],
         target=np.c_[target[rows, action], logging[rows, action]],
-        segments={"seg": np.array(["a", "b"])[seg]}, action=action,
+        segments={"seg": np.array(["a", "b"])[seg]},
+        action=action,
         tdist={"new": sparse.csr_array(target), "same": sparse.csr_array(logging)},
         ldist=sparse.csr_array(logging),
     )
@@ -60,10 +78,16 @@ def _diagnose(c: dict, idx: np.ndarray | None = None, s: np.ndarray | None = Non
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OverlapWarning)
         return diagnose_arrays(
-            c["reward"][sel], c["propensity"][sel], c["target"][sel], policy_names=["new", "same"],
-            segments={"seg": c["segments"]["seg"][sel]}, action=c["action"][sel],
+            c["reward"][sel],
+            c["propensity"][sel],
+            c["target"][sel],
+            policy_names=["new", "same"],
+            segments={"seg": c["segments"]["seg"][sel]},
+            action=c["action"][sel],
             target_distributions={k: v[sel] for k, v in c["tdist"].items()},
-            logging_distribution=c["ldist"][sel], sampling_weight=s, **kw,
+            logging_distribution=c["ldist"][sel],
+            sampling_weight=s,
+            **kw,
         )
 
 
@@ -130,7 +154,10 @@ def test_integer_weights_equal_repeated_rows_for_every_point_quantity(kw) -> Non
         for value in ("target_mass", "logging_mass", "rows"):
             np.testing.assert_allclose(
                 weighted.coverage_matrix(p, value=value),
-                repeated.coverage_matrix(p, value=value), rtol=TOL, atol=TOL)
+                repeated.coverage_matrix(p, value=value),
+                rtol=TOL,
+                atol=TOL,
+            )
         pa, pb = weighted.clip_profile(p), repeated.clip_profile(p)
         for col in ("max_weight", "clipped_share", "clipped_weight_share", "clipped_value"):
             np.testing.assert_allclose(pa[col], pb[col], rtol=TOL, atol=TOL, err_msg=col)
@@ -147,13 +174,15 @@ def test_integer_weights_equal_repeated_rows_in_the_plan_under_full_support() ->
     seg = rng.integers(0, 3, n)
     action = rng.integers(0, 3, n)
     target = np.where(seg[:, None] == 2, [0.9, 0.05, 0.05], [0.4, 0.3, 0.3])
-    c = dict(reward=rng.binomial(1, 0.3 + 0.2 * (action == 0)).astype(float),
-             propensity=np.full(n, 1 / 3), target=np.c_[target[np.arange(n), action],
-                                                          np.full(n, 1 / 3)],
-             segments={"seg": seg}, action=action,
-             tdist={"new": sparse.csr_array(target),
-                    "same": sparse.csr_array(np.full((n, 3), 1 / 3))},
-             ldist=sparse.csr_array(np.full((n, 3), 1 / 3)))
+    c = dict(
+        reward=rng.binomial(1, 0.3 + 0.2 * (action == 0)).astype(float),
+        propensity=np.full(n, 1 / 3),
+        target=np.c_[target[np.arange(n), action], np.full(n, 1 / 3)],
+        segments={"seg": seg},
+        action=action,
+        tdist={"new": sparse.csr_array(target), "same": sparse.csr_array(np.full((n, 3), 1 / 3))},
+        ldist=sparse.csr_array(np.full((n, 3), 1 / 3)),
+    )
     s = rng.integers(1, 4, n).astype(float)
     kw = dict(reward_range=(0.0, 1.0), target_width=0.02, new_rows=20_000)
     weighted = _diagnose(c, s=s, **kw)
@@ -164,8 +193,7 @@ def test_integer_weights_equal_repeated_rows_in_the_plan_under_full_support() ->
         np.testing.assert_allclose(qa[col], qb[col], rtol=1e-9, err_msg=col)
     xa, xb = weighted.plan_actions(), repeated.plan_actions()
     assert len(xa) > 0
-    for col in ("target_mass", "logging_share", "planned_share", "extra_share",
-                "variance_share"):
+    for col in ("target_mass", "logging_share", "planned_share", "extra_share", "variance_share"):
         np.testing.assert_allclose(xa[col], xb[col], rtol=1e-9, atol=1e-12, err_msg=col)
 
 
@@ -173,10 +201,16 @@ def test_a_four_row_case_by_hand() -> None:
     # w = t / p = (2, 0, 2, 1), s = (1, 2, 3, 4): S = 10, sum s w = 12, sum (s w)^2 = 56
     reward = np.array([1.0, 0.0, 1.0, 0.0])
     with pytest.warns(OverlapWarning, match="segment gaps"):  # ESS 1 and 1.9: tiny segments
-        d = diagnose_arrays(reward, np.full(4, 0.5), np.array([1.0, 0.0, 1.0, 0.5]),
-                            policy_names=["c"], segments={"g": np.array([0, 0, 1, 1])},
-                            sampling_weight=np.array([1.0, 2.0, 3.0, 4.0]),
-                            max_weight=1.5, reward_range=(0.0, 1.0))
+        d = diagnose_arrays(
+            reward,
+            np.full(4, 0.5),
+            np.array([1.0, 0.0, 1.0, 0.5]),
+            policy_names=["c"],
+            segments={"g": np.array([0, 0, 1, 1])},
+            sampling_weight=np.array([1.0, 2.0, 3.0, 4.0]),
+            max_weight=1.5,
+            reward_range=(0.0, 1.0),
+        )
     r = d.table().iloc[0]
     assert r["ess"] == pytest.approx(144 / 56, rel=TOL)
     assert r["ess_reference"] == pytest.approx(100 / 30, rel=TOL)  # Kish ESS of s
@@ -186,7 +220,7 @@ def test_a_four_row_case_by_hand() -> None:
     assert r["mean_weight_se"] == pytest.approx(math.sqrt(4 / 3 * 12.8) / 10, rel=TOL)
     # sorted w with cumulative s: 0 (2), 1 (6), 2 (10): the population [0,0,1,1,1,1,2,2,2,2]
     assert (r["weight_q50"], r["weight_q90"]) == (1.0, 2.0)
-    assert r["clipped_share"] == pytest.approx(0.4, rel=TOL)            # (1 + 3) / 10
+    assert r["clipped_share"] == pytest.approx(0.4, rel=TOL)  # (1 + 3) / 10
     assert r["clipped_weight_share"] == pytest.approx(8 / 12, rel=TOL)  # (2 + 6) / 12
     assert r["chi2_divergence"] == pytest.approx(20 / 10 - 1, rel=TOL)  # sum s w^2 = 20
     assert r["kl_divergence"] == pytest.approx(0.8 * math.log(2), rel=TOL)
@@ -207,8 +241,9 @@ def test_a_four_row_case_by_hand() -> None:
 
 def test_bad_sampling_weights_are_refused_by_row() -> None:
     with pytest.raises(ValidationError, match=r"must be > 0; 1 rows are not \(first at row 1"):
-        diagnose_arrays(np.ones(3), np.full(3, 0.5), np.full(3, 0.5),
-                        sampling_weight=np.array([1.0, 0.0, 2.0]))
+        diagnose_arrays(
+            np.ones(3), np.full(3, 0.5), np.full(3, 0.5), sampling_weight=np.array([1.0, 0.0, 2.0])
+        )
 
 
 def _cli(*argv: str) -> tuple[int, str]:
@@ -228,12 +263,18 @@ def weighted_logs(tmp_path):
     action = rng.integers(0, 2, n)
     seg = rng.integers(0, 2, n)
     pdrop = np.where(seg == 1, 0.75, 0.0)
-    df = pd.DataFrame({
-        "event_id": [f"e{i}" for i in range(n)], "action": action, "propensity": 0.5,
-        "reward": rng.binomial(1, np.where(seg == 1, 0.6, 0.2)).astype(float), "seg": seg,
-        "target__a": (action == 1).astype(float),
-        "target__b": np.where(action == 1, 0.3, 0.7), "weight": 1.0 / (1.0 - pdrop),
-    })
+    df = pd.DataFrame(
+        {
+            "event_id": [f"e{i}" for i in range(n)],
+            "action": action,
+            "propensity": 0.5,
+            "reward": rng.binomial(1, np.where(seg == 1, 0.6, 0.2)).astype(float),
+            "seg": seg,
+            "target__a": (action == 1).astype(float),
+            "target__b": np.where(action == 1, 0.3, 0.7),
+            "weight": 1.0 / (1.0 - pdrop),
+        }
+    )
     path = tmp_path / "logs.parquet"
     df.to_parquet(path)
     return path, df
@@ -245,7 +286,10 @@ def test_cli_evaluate_and_diagnose_show_weighted_diagnostics(weighted_logs) -> N
     for cmd in ("evaluate", "diagnose"):
         code, text = _cli(cmd, str(path), "--by", "seg", "--reward-range", "0", "1")
         assert code == 0, text
-        assert "Overlap diagnostics: 1,000 kept rows weighted by `weight` (a population of about " in text
+        assert (
+            "Overlap diagnostics: 1,000 kept rows weighted by `weight` (a population of about "
+            in text
+        )
         assert "of the sampling weights' ESS" in text
         assert "the diagnostics are Horvitz-Thompson weighted" in " ".join(text.split())
         code, out = _cli(cmd, str(path), "--by", "seg", "--reward-range", "0", "1", "--json")
@@ -262,12 +306,25 @@ def test_cli_evaluate_and_diagnose_show_weighted_diagnostics(weighted_logs) -> N
 def test_cli_report_html_has_the_weighted_diagnostics_section(weighted_logs, tmp_path) -> None:
     path, _ = weighted_logs
     out = tmp_path / "report.html"
-    code, text = _cli("report", str(path), "--by", "seg", "--reward-range", "0", "1",
-                      "--out", str(out), "--seed", "0")
+    code, text = _cli(
+        "report",
+        str(path),
+        "--by",
+        "seg",
+        "--reward-range",
+        "0",
+        "1",
+        "--out",
+        str(out),
+        "--seed",
+        "0",
+    )
     assert code == 0, text
     html = out.read_text(encoding="utf-8")
     assert 'id="weighted-diagnostics"' in html
-    assert "Weighted diagnostics: the rows carry sampling weights (column <code>weight</code>" in html
+    assert (
+        "Weighted diagnostics: the rows carry sampling weights (column <code>weight</code>" in html
+    )
     assert "Sampling-weighted (column <code>weight</code>)" in html
     assert "the sampling weights&#x27; own ESS" in html
 
@@ -280,17 +337,34 @@ def test_cli_diagnose_reads_pdrop_from_dsjson(tmp_path) -> None:
     lines, total = [], 0.0
     for i in range(300):  # a loop writing a test file
         k = int(rng.choice(3, p=p))
-        event = {"_label_cost": -float(rng.random() < 0.3), "_label_probability": p[k],
-                 "_label_Action": k + 1, "_labelIndex": k, "EventId": f"e{i}",
-                 "a": [1, 2, 3], "p": p, "c": {"_multi": [{"x": 1}, {"x": 2}, {"x": 3}]}}
+        event = {
+            "_label_cost": -float(rng.random() < 0.3),
+            "_label_probability": p[k],
+            "_label_Action": k + 1,
+            "_labelIndex": k,
+            "EventId": f"e{i}",
+            "a": [1, 2, 3],
+            "p": p,
+            "c": {"_multi": [{"x": 1}, {"x": 2}, {"x": 3}]},
+        }
         if i % 3 == 0:
             event["pdrop"] = 0.5
         total += 1.0 / (1.0 - event.get("pdrop", 0.0))
         lines.append(json.dumps(event))
     path = tmp_path / "events.json"
     path.write_text("\n".join(lines) + "\n")
-    code, out = _cli("diagnose", str(path), "--format", "dsjson", "--policy", "u=uniform",
-                     "--reward-range", "0", "1", "--json")
+    code, out = _cli(
+        "diagnose",
+        str(path),
+        "--format",
+        "dsjson",
+        "--policy",
+        "u=uniform",
+        "--reward-range",
+        "0",
+        "1",
+        "--json",
+    )
     assert code == 0, out
     doc = json.loads(out)["diagnostics"]
     assert doc["sampling_weight"] == "weight" and doc["population_rows"] == total == 400.0

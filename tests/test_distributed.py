@@ -41,14 +41,16 @@ def make_table(n: int, *, seed: int, first_id: int, float32: bool = False) -> pa
     greedy = np.where(action == K - 1, 0.85, 0.05)
     soft = rng.dirichlet(np.ones(K), n)[np.arange(n), action]
     p_type = pa.float32() if float32 else pa.float64()
-    return pa.table({
-        "event_id": pa.array(np.arange(first_id, first_id + n), pa.int64()),
-        "action": action,
-        "propensity": pa.array(propensity, p_type),
-        "reward": reward,
-        "target__greedy": greedy,
-        "target__soft": soft,
-    })
+    return pa.table(
+        {
+            "event_id": pa.array(np.arange(first_id, first_id + n), pa.int64()),
+            "action": action,
+            "propensity": pa.array(propensity, p_type),
+            "reward": reward,
+            "target__greedy": greedy,
+            "target__soft": soft,
+        }
+    )
 
 
 def write_dir(folder: Path, tables: list[pa.Table]) -> Path:
@@ -181,8 +183,9 @@ def test_hive_partitions_and_mapping(tmp_path: Path) -> None:
     mapping = {"event_id": "id", "action": "item", "propensity": "pscore", "reward": "click"}
     cols = ["event_id", "day", "target__greedy", "target__soft"]
     dist = quiet(evaluate_distributed, tmp_path, mapping=mapping, columns=cols)
-    stream = quiet(evaluate, scan_logs(tmp_path, mapping=mapping, columns=cols),
-                   estimators=("ips", "snips"))
+    stream = quiet(
+        evaluate, scan_logs(tmp_path, mapping=mapping, columns=cols), estimators=("ips", "snips")
+    )
     assert_same(dist, stream)
     assert dist.report.rows_used == sum(FILE_ROWS)
 
@@ -212,8 +215,10 @@ def test_no_candidate_columns_is_found_before_any_task(clean_dir: Path) -> None:
 def test_estimates_cover_the_exact_policy_values(clean_dir: Path) -> None:
     # E[r | a] = 0.2 + 0.15 a / K; the candidates' values are exact expectations
     mean_reward = 0.2 + 0.15 * np.arange(K) / K
-    truth = {"greedy": float(np.r_[0.05, 0.05, 0.05, 0.85] @ mean_reward),
-             "soft": float(mean_reward.mean())}  # Dirichlet(1) rows: E[pi(a|x)] = 1/K
+    truth = {
+        "greedy": float(np.r_[0.05, 0.05, 0.05, 0.85] @ mean_reward),
+        "soft": float(mean_reward.mean()),
+    }  # Dirichlet(1) rows: E[pi(a|x)] = 1/K
     ev = quiet(evaluate_distributed, clean_dir, batch_size=1500)
     for row in ev.table().itertuples():
         assert abs(row.value - truth[row.policy]) < 4 * row.std_error, row
@@ -317,7 +322,10 @@ def test_cross_partition_duplicates_match_the_scan(tmp_path: Path, string_ids: b
     start3 = sum(FILE_ROWS[:3])
     assert dist.report.rejected == {"event_id_duplicate": 4}
     assert dist.report.examples["event_id_duplicate"] == (
-        FILE_ROWS[0] + 1500, start3 + 4, start3 + 900, start3 + 1200,
+        FILE_ROWS[0] + 1500,
+        start3 + 4,
+        start3 + 900,
+        start3 + 1200,
     )
     with pytest.raises(ValidationError, match="event_id_duplicate: 4") as info:
         evaluate_distributed(folder, batch_size=1000)
@@ -441,14 +449,21 @@ def test_missing_dask_names_the_extra(clean_dir: Path, monkeypatch: pytest.Monke
         ({"on_invalid": "skip"}, ParameterError, "`on_invalid` must be one of 'raise', 'drop'"),
         ({"batch_size": 0}, ParameterError, "`batch_size` must be a positive integer"),
         ({"check_duplicates": "none"}, ParameterError, "`check_duplicates` must be one of"),
-        ({"client": "tcp://127.0.0.1:8786"}, ParameterError, "client must be a dask.distributed.Client"),
+        (
+            {"client": "tcp://127.0.0.1:8786"},
+            ParameterError,
+            "client must be a dask.distributed.Client",
+        ),
         ({"estimators": ("clipped_ips",)}, ParameterError, "needs its setting `max_weight`"),
         ({"ci": "bogus"}, ParameterError, "`ci` must be one of"),
         ({"confidence_level": 1.5}, ParameterError, r"`confidence_level` must be in \(0, 1\)"),
         ({"policies": ["nope"]}, PolicyError, r"target__nope is not among .* target__greedy"),
         (
-            {"policies": pd.DataFrame({"event_id": [0], "policy": ["x"], "action": [0],
-                                       "probability": [1.0]})},
+            {
+                "policies": pd.DataFrame(
+                    {"event_id": [0], "policy": ["x"], "action": [0], "probability": [1.0]}
+                )
+            },
             PolicyError,
             "long-format policy table needs the whole log",
         ),

@@ -92,8 +92,9 @@ def test_the_api_page_hook_documents_every_public_name() -> None:
 
 
 @pytest.mark.slow
-def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_readme_python_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = _section(README.read_text(encoding="utf-8"), "Ten lines", "python")
     assert len(code.strip().splitlines()) <= 12, "the README promises about ten lines"
     monkeypatch.chdir(tmp_path)
@@ -110,14 +111,25 @@ def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 def test_readme_command_line_example_runs(tmp_path: Path) -> None:
     block = _section(README.read_text(encoding="utf-8"), "The command line", "sh")
     sample = str(REPO / "ope" / "data" / "sample_recommendation.parquet")
-    commands = [shlex.split(line.split("#")[0])
-                for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+    commands = [
+        shlex.split(line.split("#")[0])
+        for line in block.replace("\\\n", " ").splitlines()
+        if line.strip()
+    ]
     assert [c[:2] for c in commands] == [
-        ["ope", "validate"], ["ope", "evaluate"], ["ope", "report"]]
+        ["ope", "validate"],
+        ["ope", "evaluate"],
+        ["ope", "report"],
+    ]
     for args in commands:
         args = [sample if a == "ope/data/sample_recommendation.parquet" else a for a in args[1:]]
-        proc = subprocess.run([sys.executable, "-m", "ope", *args], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            [sys.executable, "-m", "ope", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert proc.returncode == 0, f"ope {' '.join(args)}: {proc.stderr[-2000:]}"
         if "--json" in args:
             assert json.loads(proc.stdout)["ok"] is True

@@ -82,7 +82,9 @@ def test_to_dict_names_never_depend_on_arguments(hand):
     d80 = hand.with_ci(0.8, "t").to_dict()
     assert list(d95) == FIELDS and list(d80) == FIELDS
     assert d80["confidence_level"] == 0.8 and d80["ci_method"] == "t"
-    assert d80["ci_high"] - d80["ci_low"] <= d95["ci_high"] - d95["ci_low"]  # both clipped to [0, 1]
+    assert (
+        d80["ci_high"] - d80["ci_low"] <= d95["ci_high"] - d95["ci_low"]
+    )  # both clipped to [0, 1]
     import json
 
     json.dumps(d95)
@@ -111,15 +113,51 @@ def test_influence(hand):
 @pytest.mark.parametrize(
     ("kwargs", "exc", "match"),
     [
-        ({"method": "wald"}, ValueError, r"unknown interval method 'wald'; choose one of normal, t, bootstrap, hoeffding"),
-        ({"method": "normal", "rng": 1}, ValueError, r"`rng` applies only to method='bootstrap'; got 'normal'"),
-        ({"method": "t", "n_resamples": 10}, ValueError, r"`n_resamples` applies only to method='bootstrap'"),
-        ({"method": "normal", "weight_bound": 2.0}, ParameterError, r"`weight_bound` is an a priori weight bound for the bounded methods"),
-        ({"method": "bernstein", "outer": "normal"}, ValueError, r"`outer` applies only to method='bottou'"),
-        ({"method": "bottou"}, EstimationError, r"'bottou' does not apply to the 'ips' estimate; available methods: normal, t, bootstrap, hoeffding, bernstein, empirical_likelihood, betting\."),
-        ({"method": "hoeffding"}, MissingBoundsError, r"needs an a priori bound on the importance weights: pass weight_bound=M"),
-        ({"method": "hoeffding", "weight_bound": 1.5}, ValidationError, r"weight_bound=1.5 is not a bound on these weights: the largest observed weight is 2"),
-        ({"method": "betting", "weight_bound": 2.0}, ParameterError, r"method 'betting' needs no weight bound"),
+        (
+            {"method": "wald"},
+            ValueError,
+            r"unknown interval method 'wald'; choose one of normal, t, bootstrap, hoeffding",
+        ),
+        (
+            {"method": "normal", "rng": 1},
+            ValueError,
+            r"`rng` applies only to method='bootstrap'; got 'normal'",
+        ),
+        (
+            {"method": "t", "n_resamples": 10},
+            ValueError,
+            r"`n_resamples` applies only to method='bootstrap'",
+        ),
+        (
+            {"method": "normal", "weight_bound": 2.0},
+            ParameterError,
+            r"`weight_bound` is an a priori weight bound for the bounded methods",
+        ),
+        (
+            {"method": "bernstein", "outer": "normal"},
+            ValueError,
+            r"`outer` applies only to method='bottou'",
+        ),
+        (
+            {"method": "bottou"},
+            EstimationError,
+            r"'bottou' does not apply to the 'ips' estimate; available methods: normal, t, bootstrap, hoeffding, bernstein, empirical_likelihood, betting\.",
+        ),
+        (
+            {"method": "hoeffding"},
+            MissingBoundsError,
+            r"needs an a priori bound on the importance weights: pass weight_bound=M",
+        ),
+        (
+            {"method": "hoeffding", "weight_bound": 1.5},
+            ValidationError,
+            r"weight_bound=1.5 is not a bound on these weights: the largest observed weight is 2",
+        ),
+        (
+            {"method": "betting", "weight_bound": 2.0},
+            ParameterError,
+            r"method 'betting' needs no weight bound",
+        ),
         ({"confidence_level": 95}, ParameterError, r"`confidence_level` must be in \(0, 1\)"),
     ],
 )
@@ -131,7 +169,10 @@ def test_ci_errors(hand, kwargs, exc, match):
 def test_bounded_methods_need_reward_range():
     res = IPS().estimate(R, P, T)
     for method in ("hoeffding", "bernstein", "empirical_likelihood", "betting"):
-        with pytest.raises(MissingBoundsError, match=rf"'{method}' needs the a priori reward range: pass reward_range=\(low, high\)"):
+        with pytest.raises(
+            MissingBoundsError,
+            match=rf"'{method}' needs the a priori reward range: pass reward_range=\(low, high\)",
+        ):
             res.ci(method=method, weight_bound=2.0 if method != "betting" else None)
     with pytest.raises(MissingBoundsError, match=r"needs the a priori reward range"):
         ClippedIPS(max_weight=2.0).estimate(R, P, T).ci(method="bottou")
@@ -139,16 +180,29 @@ def test_bounded_methods_need_reward_range():
 
 def test_methods_that_do_not_apply_list_the_ones_that_do():
     dr = DR().estimate(R, P, T, q_logged=R, q_target=R)
-    with pytest.raises(EstimationError, match=r"'betting' does not apply to the 'dr' estimate; available methods: normal, t, bootstrap\.$"):
+    with pytest.raises(
+        EstimationError,
+        match=r"'betting' does not apply to the 'dr' estimate; available methods: normal, t, bootstrap\.$",
+    ):
         dr.ci(method="betting")
     sn = SNIPS().estimate(R, P, T, reward_range=(0, 1))
-    with pytest.raises(EstimationError, match=r"available methods: normal, t, bootstrap, empirical_likelihood, betting"):
+    with pytest.raises(
+        EstimationError,
+        match=r"available methods: normal, t, bootstrap, empirical_likelihood, betting",
+    ):
         sn.ci(method="hoeffding")
     bare = Estimate("ips", 0.5, 0.1, 0.3, 0.7, n=10, ess=5.0)
     with pytest.raises(EstimationError, match=r"available methods: normal, t\.$"):
         bare.ci(method="bootstrap")
     assert set(CI_METHODS) == {
-        "normal", "t", "bootstrap", "hoeffding", "bernstein", "bottou", "empirical_likelihood", "betting"
+        "normal",
+        "t",
+        "bootstrap",
+        "hoeffding",
+        "bernstein",
+        "bottou",
+        "empirical_likelihood",
+        "betting",
     }
 
 
@@ -177,8 +231,14 @@ def test_clipped_ips_bounded_methods_use_its_max_weight():
     bottou = res.ci(method="bottou", outer="normal")
     assert isinstance(bottou, BottouInterval)
     assert bottou == bottou_interval(
-        cw.mean(), cw.var(ddof=1), (cw * R).mean(), (cw * R).var(ddof=1), 5,
-        max_weight=1.5, reward_range=(0.0, 1.0), outer="normal",
+        cw.mean(),
+        cw.var(ddof=1),
+        (cw * R).mean(),
+        (cw * R).var(ddof=1),
+        5,
+        max_weight=1.5,
+        reward_range=(0.0, 1.0),
+        outer="normal",
     )
 
 
@@ -277,7 +337,9 @@ def test_compare_states_a_note_both_estimates_carry_once():
     assert len(a.notes) == 1 and d.notes == (f"ips and logging: {a.notes[0]}",)
     pa = dataclasses.replace(a, policy="greedy", notes=(*a.notes, "weights are heavy"))
     assert compare(pa, logging_value(R)).notes == (
-        f"ips (greedy) and logging: {a.notes[0]}", "ips (greedy): weights are heavy")
+        f"ips (greedy) and logging: {a.notes[0]}",
+        "ips (greedy): weights are heavy",
+    )
     assert compare(a, a).notes == (f"a and b: {a.notes[0]}",)  # two estimates of one label
 
 
@@ -292,8 +354,11 @@ def test_a_bootstrap_interval_records_the_seed_that_reproduces_it():
     seed = drawn.provenance.seed
     assert isinstance(seed, int) and seed >= 0
     assert drawn.provenance.options == {
-        "ci_method": "bootstrap", "confidence_level": 0.9, "n_resamples": 300,
-        "bootstrap_method": "percentile"}
+        "ci_method": "bootstrap",
+        "confidence_level": 0.9,
+        "n_resamples": 300,
+        "bootstrap_method": "percentile",
+    }
     again = res.with_ci(0.9, "bootstrap", n_resamples=300, rng=seed)
     assert (again.ci_low, again.ci_high) == (drawn.ci_low, drawn.ci_high)
     assert again.provenance.seed == seed
@@ -398,8 +463,7 @@ def test_moment_based_intervals_reuse_the_moments_of_the_rows(monkeypatch):
     assert len(calls) == 1
     x = np.minimum(t / p, 2.0) * r
     expected = bernstein_interval(x.mean(), x.var(ddof=1), x.size, low=0.0, high=2.0)
-    np.testing.assert_allclose(first, (max(expected.low, 0.0), min(expected.high, 1.0)),
-                               rtol=1e-13)
+    np.testing.assert_allclose(first, (max(expected.low, 0.0), min(expected.high, 1.0)), rtol=1e-13)
 
 
 def _improper_rows(n=20_000, seed=0):
@@ -415,8 +479,11 @@ def test_bounded_interval_outside_the_value_range_warns_and_is_never_inverted(me
     with pytest.warns(OverlapWarning):
         ips = IPS().estimate(r, p, t, reward_range=(0.0, 1.0))
     # the interval for E[w r] misses [0, 1] entirely: reduced to the end point, with a warning
-    with pytest.warns(OverlapWarning, match=rf"{method} interval .* lies entirely above the "
-                      r"range \[0, 1\] .*mean importance weight is 3\b"):
+    with pytest.warns(
+        OverlapWarning,
+        match=rf"{method} interval .* lies entirely above the "
+        r"range \[0, 1\] .*mean importance weight is 3\b",
+    ):
         ci = ips.ci(method=method, weight_bound=4.0)
     assert ci == (1.0, 1.0)
     with pytest.warns(OverlapWarning):

@@ -73,8 +73,13 @@ def test_what_is_not_an_estimator_is_a_parameter_error(estimator, match) -> None
 def test_settings_that_shrink_unit_weights_are_accepted(estimator) -> None:
     # clipping below 1 or switching off every weight is biased on-policy, by the measured factor
     checks = dict(estimator_checks(estimator))
-    for name in ("on_policy_value", "row_permutation", "reward_scaling", "reward_shift",
-                 "streamed_equals_eager"):
+    for name in (
+        "on_policy_value",
+        "row_permutation",
+        "reward_scaling",
+        "reward_shift",
+        "streamed_equals_eager",
+    ):
         checks[name](rng=2)
 
 
@@ -83,8 +88,13 @@ def test_settings_that_shrink_unit_weights_are_accepted(estimator) -> None:
 # ------------------------------------------------------------------------------------------
 def _result(contrib: np.ndarray, se: float, *, ess: float | None = None):
     n = contrib.shape[0]
-    return SimpleNamespace(value=float(contrib.mean()), std_error=se, n=n,
-                           ess=float(n if ess is None else ess), notes=())
+    return SimpleNamespace(
+        value=float(contrib.mean()),
+        std_error=se,
+        n=n,
+        ess=float(n if ess is None else ess),
+        notes=(),
+    )
 
 
 class _FakeIPS:
@@ -125,8 +135,9 @@ class _WrongShiftIPS(_FakeIPS):
 class _SkewedScaleIPS(_FakeIPS):
     def contributions(self, reward, logging_propensity, target_propensity):
         r = np.asarray(reward)
-        return super().contributions(np.where(r < 0, 0.5 * r, r), logging_propensity,
-                                     target_propensity)
+        return super().contributions(
+            np.where(r < 0, 0.5 * r, r), logging_propensity, target_propensity
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,8 +145,12 @@ class _DropsARowIPS(IPS):
     """A registered-looking IPS (name 'ips', streams) whose eager path loses the first row."""
 
     def estimate(self, reward, logging_propensity, target_propensity, *, reward_range=None):
-        return super().estimate(np.asarray(reward)[1:], np.asarray(logging_propensity)[1:],
-                                np.asarray(target_propensity)[1:], reward_range=reward_range)
+        return super().estimate(
+            np.asarray(reward)[1:],
+            np.asarray(logging_propensity)[1:],
+            np.asarray(target_propensity)[1:],
+            reward_range=reward_range,
+        )
 
 
 @pytest.mark.parametrize(
@@ -154,14 +169,18 @@ def test_a_broken_estimator_fails_the_check_that_it_breaks(estimator, failed) ->
 
 
 def test_check_estimator_names_the_first_failed_check_and_the_numbers() -> None:
-    with pytest.raises(AssertionError, match=r"on_policy_value failed .* is [-0-9.e]+, "
-                       r"expected [-0-9.e]+ \(relative difference"):
+    with pytest.raises(
+        AssertionError,
+        match=r"on_policy_value failed .* is [-0-9.e]+, "
+        r"expected [-0-9.e]+ \(relative difference",
+    ):
         check_estimator(_BiasedIPS())
 
 
 def test_the_eager_path_must_match_the_streamed_one() -> None:
-    with pytest.raises(AssertionError,
-                       match=r"^streamed_equals_eager failed .*streamed n is 3000, expected 2999"):
+    with pytest.raises(
+        AssertionError, match=r"^streamed_equals_eager failed .*streamed n is 3000, expected 2999"
+    ):
         dict(estimator_checks(_DropsARowIPS()))["streamed_equals_eager"]()
 
 
@@ -193,8 +212,9 @@ class _QuietIPS(IPS):
     """IPS whose eager estimate drops its notes: the streamed and evaluate paths keep theirs."""
 
     def estimate(self, reward, logging_propensity, target_propensity, *, reward_range=None):
-        res = super().estimate(reward, logging_propensity, target_propensity,
-                               reward_range=reward_range)
+        res = super().estimate(
+            reward, logging_propensity, target_propensity, reward_range=reward_range
+        )
         return dataclasses.replace(res, notes=())
 
 
@@ -215,22 +235,26 @@ class _ChattyIPS(IPS):
     """IPS whose eager estimate adds a note that no other path gives."""
 
     def estimate(self, reward, logging_propensity, target_propensity, *, reward_range=None):
-        res = super().estimate(reward, logging_propensity, target_propensity,
-                               reward_range=reward_range)
+        res = super().estimate(
+            reward, logging_propensity, target_propensity, reward_range=reward_range
+        )
         return dataclasses.replace(res, notes=(*res.notes, "only eager says this"))
 
 
 def test_notes_that_differ_between_paths_fail() -> None:
-    with pytest.raises(AssertionError, match=r"^mean_weight_notes failed .*the streamed "
-                       r"notes .* differ from the notes of \.estimate .*only eager says this"):
+    with pytest.raises(
+        AssertionError,
+        match=r"^mean_weight_notes failed .*the streamed "
+        r"notes .* differ from the notes of \.estimate .*only eager says this",
+    ):
         dict(estimator_checks(_ChattyIPS()))["mean_weight_notes"]()
 
 
 def test_import_does_not_need_pytest() -> None:
-    code = ("import sys; sys.modules['pytest'] = None; import ope.testing; "
-            "print(ope.testing.__all__)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True)
+    code = (
+        "import sys; sys.modules['pytest'] = None; import ope.testing; print(ope.testing.__all__)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "check_estimator" in out.stdout
 
 
@@ -243,6 +267,9 @@ def test_check_estimator_runs_every_check_and_skips_one_whose_extra_is_missing(
 
 
 def test_an_estimator_that_evaluate_refuses_fails_the_evaluate_check() -> None:
-    with pytest.raises(AssertionError, match=r"^evaluate_equals_eager failed .*ope\.evaluate "
-                       r"refused it"):
+    with pytest.raises(
+        AssertionError,
+        match=r"^evaluate_equals_eager failed .*ope\.evaluate "
+        r"refused it",
+    ):
         dict(estimator_checks(_FakeIPS()))["evaluate_equals_eager"]()

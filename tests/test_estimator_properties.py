@@ -40,7 +40,16 @@ def _run(est, r, p, t, ql, qt):
     return est.estimate(r, p, t, q_logged=ql, q_target=qt)
 
 
-ALL = [IPS(), ClippedIPS(max_weight=3.0), SNIPS(), DM(), DR(), SNDR(), SwitchDR(tau=5.0), DRos(shrinkage=2.0)]
+ALL = [
+    IPS(),
+    ClippedIPS(max_weight=3.0),
+    SNIPS(),
+    DM(),
+    DR(),
+    SNDR(),
+    SwitchDR(tau=5.0),
+    DRos(shrinkage=2.0),
+]
 
 
 @SETTINGS

@@ -23,7 +23,11 @@ from ope.estimators import (
     logging_value,
 )
 from ope.exceptions import (
-    EstimationError, OverlapWarning, ParameterError, SmallSampleWarning, ValidationError,
+    EstimationError,
+    OverlapWarning,
+    ParameterError,
+    SmallSampleWarning,
+    ValidationError,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -153,9 +157,17 @@ def test_registry_builds_every_estimator():
     ("name", "settings", "match"),
     [
         ("ipw", {}, r"unknown estimator 'ipw'; choose one of dm, ips, clipped_ips"),
-        ("ips", {"max_weight": 3.0}, r"estimator 'ips' does not take max_weight; its settings: none"),
+        (
+            "ips",
+            {"max_weight": 3.0},
+            r"estimator 'ips' does not take max_weight; its settings: none",
+        ),
         ("clipped_ips", {}, r"estimator 'clipped_ips' needs max_weight=\.\.\."),
-        ("dros", {"tau": 1.0, "shrinkage": 1.0}, r"'dros' does not take tau; its settings: shrinkage"),
+        (
+            "dros",
+            {"tau": 1.0, "shrinkage": 1.0},
+            r"'dros' does not take tau; its settings: shrinkage",
+        ),
     ],
 )
 def test_registry_errors(name, settings, match):
@@ -166,7 +178,10 @@ def test_registry_errors(name, settings, match):
 @pytest.mark.parametrize(
     ("factory", "match"),
     [
-        (lambda: ClippedIPS(max_weight=0), r"`max_weight` must be a positive finite number \(the clip level\)"),
+        (
+            lambda: ClippedIPS(max_weight=0),
+            r"`max_weight` must be a positive finite number \(the clip level\)",
+        ),
         (lambda: SwitchDR(tau=-1.0), r"SwitchDR: `tau` must be a positive finite number; got -1.0"),
         (lambda: DRos(shrinkage=float("nan")), r"DRos: `shrinkage` must be a positive finite"),
     ],
@@ -193,16 +208,40 @@ def test_estimators_are_frozen_settings_only():
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: DR().estimate(**IPS_ARGS), r"dr needs a reward model's predictions: pass q_logged= and q_target=.*reward_model="),
-        (lambda: SNDR().estimate(**IPS_ARGS, q_target=QT), r"sndr needs a reward model's predictions: pass q_logged= \("),
+        (
+            lambda: DR().estimate(**IPS_ARGS),
+            r"dr needs a reward model's predictions: pass q_logged= and q_target=.*reward_model=",
+        ),
+        (
+            lambda: SNDR().estimate(**IPS_ARGS, q_target=QT),
+            r"sndr needs a reward model's predictions: pass q_logged= \(",
+        ),
         (lambda: DM().estimate(R), r"dm needs a reward model's predictions: pass q_target="),
-        (lambda: IPS().estimate(R, P[:4], T[:4]), r"`logging_propensity` has 4 rows but `reward` has 5"),
-        (lambda: IPS().estimate(R, np.r_[P[:4], 0.0], T), r"`logging_propensity` must be in \(0, 1\]; 1 rows are not \(first at row 4: 0.0\)"),
-        (lambda: IPS().estimate(np.r_[R[:4], np.inf], P, T), r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 4\)"),
-        (lambda: IPS().estimate(R, P, T, reward_range=(0.0, 0.5)), r"`reward` has 2 rows outside reward_range=\(0, 0.5\) \(first at row 0: 1.0\)"),
-        (lambda: IPS().estimate(R, P, np.c_[T, T]), r"ips.estimate takes one candidate policy.*estimate_many"),
+        (
+            lambda: IPS().estimate(R, P[:4], T[:4]),
+            r"`logging_propensity` has 4 rows but `reward` has 5",
+        ),
+        (
+            lambda: IPS().estimate(R, np.r_[P[:4], 0.0], T),
+            r"`logging_propensity` must be in \(0, 1\]; 1 rows are not \(first at row 4: 0.0\)",
+        ),
+        (
+            lambda: IPS().estimate(np.r_[R[:4], np.inf], P, T),
+            r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 4\)",
+        ),
+        (
+            lambda: IPS().estimate(R, P, T, reward_range=(0.0, 0.5)),
+            r"`reward` has 2 rows outside reward_range=\(0, 0.5\) \(first at row 0: 1.0\)",
+        ),
+        (
+            lambda: IPS().estimate(R, P, np.c_[T, T]),
+            r"ips.estimate takes one candidate policy.*estimate_many",
+        ),
         (lambda: IPS().estimate(R[:1], P[:1], T[:1]), r"ips: need at least 2 rows"),
-        (lambda: DR().estimate(**IPS_ARGS, q_logged=QL, q_target=np.c_[QT, QT]), r"`q_target` has 2 policy columns but `target_propensity` has 1"),
+        (
+            lambda: DR().estimate(**IPS_ARGS, q_logged=QL, q_target=np.c_[QT, QT]),
+            r"`q_target` has 2 policy columns but `target_propensity` has 1",
+        ),
     ],
 )
 def test_validation_errors(call, match):
@@ -224,8 +263,11 @@ def test_weights_that_overflow_float64_are_an_error_not_nan(est):
     p = np.array([0.5, 1e-320, 0.5, 1e-200])
     r = np.array([1.0, 1.0, 0.0, 1.0])
     t = np.array([0.5, 1.0, 0.5, 1.0])
-    with pytest.raises(ValidationError, match=r"importance weights overflow float64: 2 rows "
-                       r"\(first at row 1: logging propensity 1e-320\)"):
+    with pytest.raises(
+        ValidationError,
+        match=r"importance weights overflow float64: 2 rows "
+        r"\(first at row 1: logging propensity 1e-320\)",
+    ):
         est.estimate(r, p, t)
     from ope.streaming import MomentStats
 
@@ -287,8 +329,15 @@ def test_weight_warnings_do_not_depend_on_the_estimator():
     seen = {}
     for est in (IPS(), SNIPS(), DR(), ClippedIPS(max_weight=10.0)):
         with pytest.warns(OverlapWarning) as record:
-            estimate_many(est, reward=r, logging_propensity=p, target_propensity=t,
-                          q_logged=q[:, 0], q_target=q, names=["a", "b"])
+            estimate_many(
+                est,
+                reward=r,
+                logging_propensity=p,
+                target_propensity=t,
+                q_logged=q[:, 0],
+                q_target=q,
+                names=["a", "b"],
+            )
         seen[est.name] = {str(w.message) for w in record}
     assert len(seen["ips"]) == 4  # ESS and mean weight, for each of the two policies
     assert seen["ips"] == seen["snips"] == seen["dr"]
@@ -298,8 +347,13 @@ def test_weight_warnings_do_not_depend_on_the_estimator():
     # clipping that changes the weights changes the ESS, so that warning names the estimator
     t[0, 0], t[2:5, 1] = 0.5, 1e-3  # policy a: weights 0 and 1, none clipped
     with pytest.warns(OverlapWarning) as record:
-        estimate_many(ClippedIPS(max_weight=1.5), reward=r, logging_propensity=p,
-                      target_propensity=t, names=["a", "b"])
+        estimate_many(
+            ClippedIPS(max_weight=1.5),
+            reward=r,
+            logging_propensity=p,
+            target_propensity=t,
+            names=["a", "b"],
+        )
     messages = {str(w.message) for w in record}
     assert any(m.startswith("clipped_ips (policy 'b'): effective sample size") for m in messages)
     assert any(m.startswith("policy 'a': effective sample size") for m in messages)
@@ -395,12 +449,19 @@ def test_float32_inputs_give_float64_results(est):
 @pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
 def test_estimate_many_accepts_names_and_checks_them():
     r, p, t, ql, qt = _many_policy_data(n=100, n_pol=2)
-    with pytest.raises(ValidationError, match=r"`names` has 3 entries but `target_propensity` "
-                                              r"has 2 policy columns"):
-        estimate_many("ips", reward=r, logging_propensity=p, target_propensity=t,
-                      names=["a", "b", "c"])
-    with pytest.raises(ParameterError, match=r"`names` must be a list of names .* not the "
-                                             r"single string 'abc'"):
+    with pytest.raises(
+        ValidationError,
+        match=r"`names` has 3 entries but `target_propensity` "
+        r"has 2 policy columns",
+    ):
+        estimate_many(
+            "ips", reward=r, logging_propensity=p, target_propensity=t, names=["a", "b", "c"]
+        )
+    with pytest.raises(
+        ParameterError,
+        match=r"`names` must be a list of names .* not the "
+        r"single string 'abc'",
+    ):
         estimate_many("ips", reward=r, logging_propensity=p, target_propensity=t, names="abc")
     with pytest.raises(TypeError, match=r"`estimator` must be an ope estimator"):
         estimate_many(42, reward=r, logging_propensity=p, target_propensity=t)  # type: ignore
@@ -481,7 +542,9 @@ def _simulate(rng, reps, n):
 
 
 @pytest.mark.parametrize(
-    "est", [IPS(), DR(), DM(), DRos(shrinkage=1e9)], ids=["ips", "dr", "dm_true_model", "dros_large"]
+    "est",
+    [IPS(), DR(), DM(), DRos(shrinkage=1e9)],
+    ids=["ips", "dr", "dm_true_model", "dros_large"],
 )
 def test_unbiased_estimators_over_replications(est):
     rng = np.random.default_rng(11)
@@ -493,7 +556,9 @@ def test_unbiased_estimators_over_replications(est):
         elif isinstance(est, IPS):
             res = est.estimate(d["reward"][i], d["p"][i], d["t"][i])
         else:
-            res = est.estimate(d["reward"][i], d["p"][i], d["t"][i], q_logged=d["ql"][i], q_target=d["qt"][i])
+            res = est.estimate(
+                d["reward"][i], d["p"][i], d["t"][i], q_logged=d["ql"][i], q_target=d["qt"][i]
+            )
         values.append(res.value)
     values = np.array(values)
     se = values.std(ddof=1) / math.sqrt(values.size)
@@ -504,7 +569,9 @@ def test_dm_with_biased_model_is_biased_but_dr_corrects_it():
     rng = np.random.default_rng(12)
     truth, d = _simulate(rng, reps=1, n=20000)
     dm = DM().estimate(d["reward"][0], q_target=d["qt"][0])
-    dr = DR().estimate(d["reward"][0], d["p"][0], d["t"][0], q_logged=d["ql"][0], q_target=d["qt"][0])
+    dr = DR().estimate(
+        d["reward"][0], d["p"][0], d["t"][0], q_logged=d["ql"][0], q_target=d["qt"][0]
+    )
     assert abs(dm.value - truth) > 10 * dm.std_error
     assert abs(dr.value - truth) < 4 * dr.std_error
 

@@ -110,7 +110,9 @@ def test_streaming_equals_eager(tmp_path):
         lazy = ope.evaluate(ope.scan_logs(path, batch_size=5_000), ci=ci, **kwargs_ci)
         assert lazy.streaming
         cols = ["value", "std_error", "ci_low", "ci_high", "ess"]
-        np.testing.assert_allclose(lazy.table()[cols].to_numpy(), eager[cols].to_numpy(), rtol=1e-10)
+        np.testing.assert_allclose(
+            lazy.table()[cols].to_numpy(), eager[cols].to_numpy(), rtol=1e-10
+        )
 
 
 def test_streaming_refuses_row_estimators(tmp_path):
@@ -152,7 +154,11 @@ def test_bounded_interval_without_range_refuses():
     [
         ({"estimators": ("ipss",)}, ValueError, "unknown estimator 'ipss'"),
         ({"estimators": ("clipped_ips",)}, ValueError, "needs its setting `max_weight`"),
-        ({"estimators": ("ips",), "max_weight": 5.0}, ValueError, "`max_weight` is a setting of clipped_ips"),
+        (
+            {"estimators": ("ips",), "max_weight": 5.0},
+            ValueError,
+            "`max_weight` is a setting of clipped_ips",
+        ),
         ({"estimators": ("ips", "ips")}, ValueError, "listed twice"),
         ({"estimators": ()}, ValueError, "is empty"),
         ({"estimators": ("ips",), "n_resamples": 10}, ValueError, "only to ci='bootstrap'"),
@@ -176,7 +182,9 @@ def test_to_dict_is_json_ready():
     doc = json.loads(json.dumps(ev.to_dict()))
     assert doc["validation"]["rows_used"] == 6
     assert len(doc["estimates"]) == 4
-    assert {"policy", "estimator", "value", "ci_low", "ci_high", "n", "ess"} <= set(doc["estimates"][0])
+    assert {"policy", "estimator", "value", "ci_low", "ci_high", "n", "ess"} <= set(
+        doc["estimates"][0]
+    )
     assert len(doc["comparisons_with_logging"]) == 4
     text = ev.summary(truth={"always_1": 1.0})
     assert "always_1" in text and "truth" in text
@@ -200,9 +208,9 @@ def _factored_logs(n: int, rng: np.random.Generator) -> tuple[pd.DataFrame, floa
     The candidate changes only the ranking factor; its exact value is
     sum_g q1(g) sum_a q2*(a|g) mu(g, a).
     """
-    q1 = np.array([0.7, 0.3])                      # retrieval: P(group)
-    q2 = np.array([[0.8, 0.2], [0.5, 0.5]])        # ranking: P(item | group), logged
-    q2_new = np.array([[0.1, 0.9], [0.6, 0.4]])    # ranking under the candidate
+    q1 = np.array([0.7, 0.3])  # retrieval: P(group)
+    q2 = np.array([[0.8, 0.2], [0.5, 0.5]])  # ranking: P(item | group), logged
+    q2_new = np.array([[0.1, 0.9], [0.6, 0.4]])  # ranking under the candidate
     mu = np.array([[0.2, 0.6], [0.4, 0.3]])
     g = (rng.random(n) < q1[1]).astype(int)
     a = (rng.random(n) < q2[g, 1]).astype(int)
@@ -228,7 +236,9 @@ def test_markov_factor_replacement_in_evaluate():
     assert ev.policies == ["new_ranker"]
     # the weight is the ranking ratio only: the retrieval factor cancels
     w = df["target__new_ranker__ranking"] / df["propensity__ranking"]
-    assert ev[("new_ranker", "ips")].value == pytest.approx(float((w * df.reward).mean()), rel=1e-12)
+    assert ev[("new_ranker", "ips")].value == pytest.approx(
+        float((w * df.reward).mean()), rel=1e-12
+    )
     # unbiased over replications
     values = [
         ope.evaluate(_factored_logs(400, rng)[0], estimators=("ips",))[("new_ranker", "ips")].value
@@ -265,10 +275,18 @@ def test_one_pass_moment_estimates_equal_estimate_many_and_keep_their_rows():
     r = table.column("reward").to_numpy()
     p = table.column("propensity").to_numpy()
     pe = np.column_stack([table.column(f"target__{n}").to_numpy() for n in ev.policies])
-    for key, est in (("ips", ope.IPS()), ("clipped_ips", ope.ClippedIPS(max_weight=8.0)), ("snips", ope.SNIPS())):
+    for key, est in (
+        ("ips", ope.IPS()),
+        ("clipped_ips", ope.ClippedIPS(max_weight=8.0)),
+        ("snips", ope.SNIPS()),
+    ):
         direct = ope.estimate_many(
-            est, reward=r, logging_propensity=p, target_propensity=pe,
-            reward_range=(0.0, 1.0), names=ev.policies,
+            est,
+            reward=r,
+            logging_propensity=p,
+            target_propensity=pe,
+            reward_range=(0.0, 1.0),
+            names=ev.policies,
         )
         for d in direct:
             e = ev[(d.policy, key)]
@@ -282,7 +300,9 @@ def test_one_pass_moment_estimates_equal_estimate_many_and_keep_their_rows():
                 methods["bottou"] = {}
             for method, opts in methods.items():
                 np.testing.assert_allclose(
-                    tuple(e.ci(0.9, method, **opts))[:2], tuple(d.ci(0.9, method, **opts))[:2], rtol=1e-9
+                    tuple(e.ci(0.9, method, **opts))[:2],
+                    tuple(d.ci(0.9, method, **opts))[:2],
+                    rtol=1e-9,
                 )
     name = ev.policies[0]
     d = ev.compare(name, "logging", estimator="snips")
@@ -292,7 +312,9 @@ def test_one_pass_moment_estimates_equal_estimate_many_and_keep_their_rows():
 def test_intervals_are_computed_once_and_reused():
     # a bootstrap without a seed must not be redrawn by every table(), summary() or to_dict()
     env = ope.simulate.ContextualBandit(n_actions=4, seed=4)
-    ev = ope.evaluate(env.sample(2000, rng=1), estimators=("snips",), ci="bootstrap", n_resamples=200)
+    ev = ope.evaluate(
+        env.sample(2000, rng=1), estimators=("snips",), ci="bootstrap", n_resamples=200
+    )
     first = ev.table()[["ci_low", "ci_high"]].to_numpy()
     np.testing.assert_array_equal(ev.table()[["ci_low", "ci_high"]].to_numpy(), first)
     doc = pd.DataFrame(ev.to_dict()["estimates"])
@@ -325,8 +347,7 @@ def test_ips_rows_do_not_depend_on_the_other_estimators(others):
     df = _weighted_logs()
     df["s"] = df["x0"]
     logs = ope.read_logs(df)
-    policies = {"uniform": UniformPolicy(actions=[0, 1, 2]),
-                "pair": UniformPolicy(actions=[0, 1])}
+    policies = {"uniform": UniformPolicy(actions=[0, 1, 2]), "pair": UniformPolicy(actions=[0, 1])}
     extra = {"max_weight": 5.0} if "clipped_ips" in others else {}
     with _no_check():
         alone = ope.evaluate(logs, policies, estimators=("ips",), rng=0).table()
@@ -387,7 +408,9 @@ def test_scan_and_eager_give_the_same_moment_estimates():
     df = _weighted_logs(3000)
     with _no_check():
         eager = ope.evaluate(df, estimators=("ips", "snips")).table()
-        streamed = ope.evaluate(ope.scan_logs(df, batch_size=700), estimators=("ips", "snips")).table()
+        streamed = ope.evaluate(
+            ope.scan_logs(df, batch_size=700), estimators=("ips", "snips")
+        ).table()
     np.testing.assert_allclose(streamed["value"], eager["value"], rtol=1e-12)
     np.testing.assert_allclose(streamed["std_error"], eager["std_error"], rtol=1e-10)
 
@@ -397,7 +420,10 @@ def test_resolve_estimators_takes_settings_from_the_estimator_fields():
     from ope.exceptions import ParameterError
 
     assert [k for k, _ in resolve_estimators(("switch_dr", "ips"), tau=2.0)] == ["switch_dr", "ips"]
-    with pytest.raises(ParameterError, match=r"`tau` is a setting of switch_dr, which `estimators` \(ips\) does not include"):
+    with pytest.raises(
+        ParameterError,
+        match=r"`tau` is a setting of switch_dr, which `estimators` \(ips\) does not include",
+    ):
         resolve_estimators(("ips",), tau=2.0)
 
 
@@ -406,13 +432,18 @@ def test_model_estimators_without_context_features_are_refused():
     # NameError before SchemaError was imported in ope.evaluation)
     rng = np.random.default_rng(0)
     n = 50
-    df = pd.DataFrame({
-        "event_id": np.arange(n), "action": rng.integers(0, 2, n), "propensity": np.full(n, 0.5),
-        "reward": rng.binomial(1, 0.5, n).astype(float),
-    })
+    df = pd.DataFrame(
+        {
+            "event_id": np.arange(n),
+            "action": rng.integers(0, 2, n),
+            "propensity": np.full(n, 0.5),
+            "reward": rng.binomial(1, 0.5, n).astype(float),
+        }
+    )
     with pytest.raises(ope.SchemaError, match=r"need context features for the reward model"):
-        ope.evaluate(ope.read_logs(df), {"u": ope.UniformPolicy(actions=[0, 1])},
-                     estimators=("dr",))
+        ope.evaluate(
+            ope.read_logs(df), {"u": ope.UniformPolicy(actions=[0, 1])}, estimators=("dr",)
+        )
 
 
 def test_subclasses_of_ope_estimators_are_accepted_under_their_registry_name():
@@ -421,10 +452,15 @@ def test_subclasses_of_ope_estimators_are_accepted_under_their_registry_name():
 
     rng = np.random.default_rng(1)
     n = 200
-    df = pd.DataFrame({
-        "event_id": np.arange(n), "action": rng.integers(0, 2, n), "propensity": np.full(n, 0.5),
-        "reward": rng.binomial(1, 0.5, n).astype(float), "target__a": np.full(n, 0.5),
-    })
+    df = pd.DataFrame(
+        {
+            "event_id": np.arange(n),
+            "action": rng.integers(0, 2, n),
+            "propensity": np.full(n, 0.5),
+            "reward": rng.binomial(1, 0.5, n).astype(float),
+            "target__a": np.full(n, 0.5),
+        }
+    )
     logs = ope.read_logs(df)
     mine = ope.evaluate(logs, estimators=(MyIPS(),)).table()
     theirs = ope.evaluate(logs, estimators=("ips",)).table()
@@ -450,10 +486,15 @@ def test_rewards_are_checked_against_the_range_once_per_evaluate(monkeypatch):
     monkeypatch.setattr(estimators_module, "check_rewards_in_range", counting)
     rng = np.random.default_rng(3)
     n = 2000
-    df = pd.DataFrame({
-        "event_id": np.arange(n), "action": rng.integers(0, 2, n), "propensity": np.full(n, 0.5),
-        "reward": rng.binomial(1, 0.5, n).astype(float), "x": rng.normal(size=n),
-    })
+    df = pd.DataFrame(
+        {
+            "event_id": np.arange(n),
+            "action": rng.integers(0, 2, n),
+            "propensity": np.full(n, 0.5),
+            "reward": rng.binomial(1, 0.5, n).astype(float),
+            "x": rng.normal(size=n),
+        }
+    )
     logs = ope.read_logs(df)
     pols = {"u": ope.UniformPolicy(actions=[0, 1])}
     ope.evaluate(logs, pols, estimators=("ips", "snips", "dr"), reward_range=(0, 1), rng=0)
@@ -469,8 +510,12 @@ def test_comparisons_from_the_passes_cross_moments_equal_the_row_pairing(method)
     env = ope.simulate.ContextualBandit(n_actions=4, seed=5)
     table = env.sample(4000, rng=3)
     with _no_warning_check():
-        ev = ope.evaluate(table, estimators=("ips", "clipped_ips", "snips"), max_weight=2.0,
-                          reward_range=(0.0, 1.0))
+        ev = ope.evaluate(
+            table,
+            estimators=("ips", "clipped_ips", "snips"),
+            max_weight=2.0,
+            reward_range=(0.0, 1.0),
+        )
     assert ev.statistics is not None and ev.statistics.n == 4000
     comp = ev.comparisons(ci=method).set_index(["policy", "estimator"])
     for name in ev.policies:
@@ -511,7 +556,8 @@ def test_evaluate_reads_the_target_columns_without_an_n_by_p_copy(monkeypatch):
     assert ev[("always_1", "ips")].value == pytest.approx((2 * 0 + 4 * 1 + 2 * 1) / 6)
     assert ev[("half", "snips")].value == pytest.approx(
         np.sum(0.5 / _hand_logs().propensity * _hand_logs().reward)
-        / np.sum(0.5 / _hand_logs().propensity))
+        / np.sum(0.5 / _hand_logs().propensity)
+    )
 
 
 def test_diagnose_reuses_the_evaluations_statistics():
@@ -540,8 +586,15 @@ def test_bootstrap_intervals_come_from_one_shared_call_and_equal_each_estimates_
     calls = []
     real = boot.shared_bootstrap
     monkeypatch.setattr(boot, "shared_bootstrap", lambda *a, **k: calls.append(1) or real(*a, **k))
-    ev = ope.evaluate(table, pol, estimators=("ips", "snips", "clipped_ips", "dr", "dm"),
-                      max_weight=5.0, ci="bootstrap", n_resamples=300, rng=11)
+    ev = ope.evaluate(
+        table,
+        pol,
+        estimators=("ips", "snips", "clipped_ips", "dr", "dm"),
+        max_weight=5.0,
+        ci="bootstrap",
+        n_resamples=300,
+        rng=11,
+    )
     assert calls == [1]
     for (p, e), est in ev.estimates.items():
         low, high = ev.table().set_index(["policy", "estimator"]).loc[(p, e), ["ci_low", "ci_high"]]
@@ -565,8 +618,12 @@ def test_a_drawn_seed_is_recorded_and_reproduces_the_evaluation():
     assert isinstance(seed, int)
     again = ope.evaluate(table, pol, rng=seed, **kwargs)
     cols = ["value", "ci_low", "ci_high"]
-    np.testing.assert_allclose(again.table()[cols].to_numpy(float),
-                               ev.table()[cols].to_numpy(float), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        again.table()[cols].to_numpy(float),
+        ev.table()[cols].to_numpy(float),
+        rtol=1e-12,
+        atol=1e-12,
+    )
     assert ev.provenance.options["ci"] == "bootstrap"
     assert ev.to_dict()["provenance"]["seed"] == seed
     assert f"seed:    {seed}" in ev.summary()
@@ -596,8 +653,12 @@ def test_summary_numbers_each_estimate_note_once_and_plots(tmp_path):
 @pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
 def test_ci_fallback_gives_the_estimators_the_method_does_not_apply_to_its_interval():
     df = _weighted_logs()
-    kwargs = dict(estimators=("ips", "snips", "clipped_ips"), max_weight=5.0, ci="bottou",
-                  reward_range=(0.0, 1.0))
+    kwargs = dict(
+        estimators=("ips", "snips", "clipped_ips"),
+        max_weight=5.0,
+        ci="bottou",
+        reward_range=(0.0, 1.0),
+    )
     with pytest.raises(ope.EstimationError):
         ope.evaluate(df, **kwargs)
     ev = ope.evaluate(df, ci_fallback="normal", **kwargs)
@@ -607,8 +668,11 @@ def test_ci_fallback_gives_the_estimators_the_method_does_not_apply_to_its_inter
     normal = ope.evaluate(df, ci="normal", **{k: v for k, v in kwargs.items() if k != "ci"})
     n = normal.table().set_index(["policy", "estimator"])
     for key in [("a", "ips"), ("b", "snips")]:
-        np.testing.assert_allclose(t.loc[key, ["ci_low", "ci_high"]].to_numpy(float),
-                                   n.loc[key, ["ci_low", "ci_high"]].to_numpy(float), rtol=1e-12)
+        np.testing.assert_allclose(
+            t.loc[key, ["ci_low", "ci_high"]].to_numpy(float),
+            n.loc[key, ["ci_low", "ci_high"]].to_numpy(float),
+            rtol=1e-12,
+        )
     assert ev.fallback_estimators == ["ips", "snips"]
     assert "ci='bottou' does not apply to ips, snips: their intervals are normal" in ev.notes
     with pytest.raises(ope.ParameterError, match="ci_fallback"):

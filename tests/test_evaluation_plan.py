@@ -17,11 +17,15 @@ from ope.streaming import MomentStats
 def _frame(n: int = 400, seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     action = rng.integers(0, 2, n)
-    return pd.DataFrame({
-        "event_id": np.arange(n), "action": action, "propensity": np.full(n, 0.5),
-        "reward": rng.binomial(1, 0.3 + 0.2 * action).astype(float),
-        "target__always_1": (action == 1).astype(float),
-    })
+    return pd.DataFrame(
+        {
+            "event_id": np.arange(n),
+            "action": action,
+            "propensity": np.full(n, 0.5),
+            "reward": rng.binomial(1, 0.3 + 0.2 * action).astype(float),
+            "target__always_1": (action == 1).astype(float),
+        }
+    )
 
 
 def test_the_plan_holds_estimator_objects_with_their_settings():
@@ -31,11 +35,14 @@ def test_the_plan_holds_estimator_objects_with_their_settings():
     assert plan.seed == 0 and plan.options["max_weight"] == 20.0
 
 
-@pytest.mark.parametrize("kwargs, argument", [
-    ({"estimators": ("ips", "dr")}, "estimators"),
-    ({"estimators": ("ips",), "by": "segment"}, "by"),
-    ({"estimators": ("ips",), "ci": "bootstrap"}, "ci"),
-])
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [
+        ({"estimators": ("ips", "dr")}, "estimators"),
+        ({"estimators": ("ips",), "by": "segment"}, "by"),
+        ({"estimators": ("ips",), "ci": "bootstrap"}, "ci"),
+    ],
+)
 def test_stream_obstacles_name_the_argument(kwargs, argument):
     plan = EvaluationPlan.build(**kwargs)
     assert [arg for arg, _ in plan.stream_obstacles()] == [argument]
@@ -52,11 +59,16 @@ def test_a_long_format_policy_table_cannot_stream():
         EvaluationPlan.build(estimators=("dr",)).check_streamable("over a lazy scan")
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"ci": "hoeffding", "estimators": ("ips",)}, "needs the a priori range of the rewards"),
-    ({"ci": "bernstein", "estimators": ("ips",), "reward_range": (0, 1)},
-     "needs an a priori bound on the importance weights"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"ci": "hoeffding", "estimators": ("ips",)}, "needs the a priori range of the rewards"),
+        (
+            {"ci": "bernstein", "estimators": ("ips",), "reward_range": (0, 1)},
+            "needs an a priori bound on the importance weights",
+        ),
+    ],
+)
 def test_missing_bounds_are_refused_before_any_row_is_read(tmp_path, kwargs, match):
     missing = tmp_path / "absent.parquet"  # reading it would be a DataFileError
     with pytest.raises(MissingBoundsError, match=match):
@@ -85,13 +97,25 @@ def test_the_clip_level_is_validated_once_from_the_cli(tmp_path, monkeypatch):
     import ope.diagnostics  # noqa: F401 - loaded before the patch, whatever ran earlier
 
     for module in list(sys.modules.values()):  # every module holding the validator
-        if getattr(module, "__name__", "").startswith("ope") and getattr(
-                module, "check_max_weight", None) is original:
+        if (
+            getattr(module, "__name__", "").startswith("ope")
+            and getattr(module, "check_max_weight", None) is original
+        ):
             monkeypatch.setattr(module, "check_max_weight", counting)
-    code = ope.cli.main([
-        "evaluate", str(path), "--estimator", "clipped_ips", "--max-weight", "20", "--json",
-        "--quiet", "--streaming", "off",
-    ])
+    code = ope.cli.main(
+        [
+            "evaluate",
+            str(path),
+            "--estimator",
+            "clipped_ips",
+            "--max-weight",
+            "20",
+            "--json",
+            "--quiet",
+            "--streaming",
+            "off",
+        ]
+    )
     assert code == 0
     # once where it enters (the estimator's constructor), once by the diagnostics' own entry
     assert calls == [20.0, 20.0]
@@ -103,8 +127,9 @@ def test_moment_stats_read_the_clip_level_from_the_clipped_estimator():
     by_number = MomentStats.from_arrays(r, p, t, max_weight=1.5)
     by_object = MomentStats.from_arrays(r, p, t, estimators=[ope.IPS(), ope.ClippedIPS(1.5)])
     assert by_object.max_weight == 1.5
-    np.testing.assert_allclose(by_object.moments["sum_cwr"], by_number.moments["sum_cwr"],
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        by_object.moments["sum_cwr"], by_number.moments["sum_cwr"], rtol=1e-12
+    )
     with pytest.raises(ParameterError, match="not both"):
         MomentStats.from_arrays(r, p, t, max_weight=1.5, estimators=[ope.ClippedIPS(1.5)])
     with pytest.raises(ParameterError, match="2 clip levels"):
@@ -116,8 +141,7 @@ def test_moment_stats_read_the_clip_level_from_the_clipped_estimator():
 def test_the_scan_and_the_eager_run_of_one_plan_agree(tmp_path):
     path = tmp_path / "logs.parquet"
     _frame(2_000, seed=3).to_parquet(path)
-    plan = EvaluationPlan.build(estimators=("ips", "clipped_ips", "snips"), max_weight=1.5,
-                                rng=0)
+    plan = EvaluationPlan.build(estimators=("ips", "clipped_ips", "snips"), max_weight=1.5, rng=0)
     eager = plan.run(ope.read_logs(path)).table()
     streamed = plan.run(ope.scan_logs(path)).table()
     np.testing.assert_allclose(streamed["value"], eager["value"], rtol=1e-12)

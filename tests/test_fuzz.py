@@ -56,12 +56,32 @@ FUZZ = settings(
     derandomize=True,
     database=None,
     deadline=DEADLINE,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.filter_too_much],
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.filter_too_much,
+    ],
 )
 
-EXTREMES = [0.0, -0.0, 1.0, 0.5, 1e-308, 5e-324, 2.2250738585072014e-308, 1e-149, 1e308,
-            -1e308, 1.7976931348623157e308, 1e160, -1e160, 1e6, math.nan, math.inf, -math.inf]
+EXTREMES = [
+    0.0,
+    -0.0,
+    1.0,
+    0.5,
+    1e-308,
+    5e-324,
+    2.2250738585072014e-308,
+    1e-149,
+    1e308,
+    -1e308,
+    1.7976931348623157e308,
+    1e160,
+    -1e160,
+    1e6,
+    math.nan,
+    math.inf,
+    -math.inf,
+]
 
 
 @contextlib.contextmanager
@@ -90,33 +110,49 @@ def watchdog(seconds: int = WATCHDOG_SECONDS) -> Iterator[None]:
 
 def floats(*, valid: tuple[float, float] | None = None) -> st.SearchStrategy[float]:
     """Floats with extremes; mostly in ``valid`` when given (so that many rows pass)."""
-    wild = st.one_of(st.sampled_from(EXTREMES),
-                     st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True))
+    wild = st.one_of(
+        st.sampled_from(EXTREMES),
+        st.floats(allow_nan=True, allow_infinity=True, allow_subnormal=True),
+    )
     if valid is None:
         return wild
     lo, hi = valid
-    return st.one_of(st.floats(min_value=lo, max_value=hi), st.floats(min_value=lo, max_value=hi),
-                     wild)
+    return st.one_of(
+        st.floats(min_value=lo, max_value=hi), st.floats(min_value=lo, max_value=hi), wild
+    )
 
 
 @st.composite
 def column(draw: Any, n: int, kind: str) -> pa.Array:
     """One column of ``n`` values of a drawn type, for a column of role ``kind``."""
-    dtype = draw(st.sampled_from(
-        ["float64"] * 6 + ["float32", "float16", "int64", "string", "bool", "list", "null"]))
+    dtype = draw(
+        st.sampled_from(
+            ["float64"] * 6 + ["float32", "float16", "int64", "string", "bool", "list", "null"]
+        )
+    )
     if dtype == "null":
         return pa.nulls(n)
     if dtype == "list":
         items = draw(st.lists(st.lists(floats(), max_size=3), min_size=n, max_size=n))
         return pa.array(items, type=pa.list_(pa.float64()))
     if dtype == "string":
-        return pa.array(draw(st.lists(st.sampled_from(["0", "1", "0.5", "", "x", "1e308"]),
-                                      min_size=n, max_size=n)))
+        return pa.array(
+            draw(
+                st.lists(
+                    st.sampled_from(["0", "1", "0.5", "", "x", "1e308"]), min_size=n, max_size=n
+                )
+            )
+        )
     if dtype == "bool":
         return pa.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
     if dtype == "int64" or kind in ("action", "event_id"):
-        values = draw(st.lists(st.integers(-3, 5) if kind != "event_id" else st.integers(0, n + 2),
-                               min_size=n, max_size=n))
+        values = draw(
+            st.lists(
+                st.integers(-3, 5) if kind != "event_id" else st.integers(0, n + 2),
+                min_size=n,
+                max_size=n,
+            )
+        )
         return pa.array(values, type=pa.int64())
     valid = {"propensity": (1e-6, 1.0), "target": (0.0, 1.0), "reward": (-1.0, 1.0)}.get(kind)
     values = np.array(draw(st.lists(floats(valid=valid), min_size=n, max_size=n)), dtype=np.float64)
@@ -137,17 +173,26 @@ def log_tables(draw: Any) -> pa.Table:
         if draw(st.integers(0, 19)) == 0:
             continue  # a required column missing
         names.append(name)
-        arrays.append(draw(column(n, role)) if draw(st.integers(0, 5)) == 0 else
-                      _typical(draw, n, role))
+        arrays.append(
+            draw(column(n, role)) if draw(st.integers(0, 5)) == 0 else _typical(draw, n, role)
+        )
     if draw(st.booleans()):
         names.append("event_id")
         arrays.append(draw(column(n, "event_id")))
     for k in range(draw(st.integers(0, 2))):
         names.append(draw(st.sampled_from([f"target__p{k}"] * 8 + ["target__", "target__p0"])))
-        arrays.append(_typical(draw, n, "target") if draw(st.booleans()) else draw(column(n, "target")))
+        arrays.append(
+            _typical(draw, n, "target") if draw(st.booleans()) else draw(column(n, "target"))
+        )
     for k in range(draw(st.integers(0, 2))):
-        names.append(draw(st.sampled_from([f"x{k}"] * 6 + ["segment", "reward", "target_dist__p0",
-                                                           "", "__index_level_0__"])))
+        names.append(
+            draw(
+                st.sampled_from(
+                    [f"x{k}"] * 6
+                    + ["segment", "reward", "target_dist__p0", "", "__index_level_0__"]
+                )
+            )
+        )
         arrays.append(draw(column(n, "other")))
     return pa.Table.from_arrays(arrays, names=names) if names else pa.table({})
 
@@ -204,8 +249,11 @@ def check_evaluation(logs: BanditLogs, ev: Any, max_weight: float) -> None:
     for row in table.itertuples():
         assert math.isfinite(row.value), f"{row.estimator} on {row.policy}: value {row.value}"
         assert row.std_error is None or not math.isnan(row.std_error) or row.n < 2, row
-        t = logs.column("target__" + row.policy) if "target__" + row.policy in logs.columns \
+        t = (
+            logs.column("target__" + row.policy)
+            if "target__" + row.policy in logs.columns
             else None
+        )
         if t is None:
             continue
         w = t / p
@@ -236,8 +284,11 @@ def outcome(call: Any) -> Any:
 
 
 @FUZZ
-@given(table=log_tables(), how=st.sampled_from(["table", "dataframe", "parquet"]),
-       on_invalid=st.sampled_from(["raise", "drop"]))
+@given(
+    table=log_tables(),
+    how=st.sampled_from(["table", "dataframe", "parquet"]),
+    on_invalid=st.sampled_from(["raise", "drop"]),
+)
 def test_readers_end_in_logs_or_an_ope_error(table: pa.Table, how: str, on_invalid: str) -> None:
     with watchdog(), tempfile.TemporaryDirectory() as tmp:
         try:
@@ -257,25 +308,49 @@ def test_readers_end_in_logs_or_an_ope_error(table: pa.Table, how: str, on_inval
 def valid_logs(draw: Any) -> pa.Table:
     """Logs that read (perhaps after dropping rows), with extreme but finite rewards."""
     n = draw(st.integers(1, 12))
-    reward = draw(st.lists(st.one_of(st.floats(-1.0, 1.0), st.sampled_from(
-        [0.0, 1.0, 5e-324, 1e-308, 1e308, -1e308, 1e160, -1e160, 1e6, math.nan])), min_size=n,
-        max_size=n))
-    propensity = draw(st.lists(st.one_of(st.floats(1e-6, 1.0), st.sampled_from(
-        [1e-149, 1e-300, 5e-324, 1.0, 0.0])), min_size=n, max_size=n))
-    target = draw(st.lists(st.one_of(st.floats(0.0, 1.0), st.sampled_from([0.0, 1.0, 5e-324])),
-                           min_size=n, max_size=n))
-    return pa.table({
-        "event_id": np.arange(n),
-        "action": draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)),
-        "propensity": propensity,
-        "reward": reward,
-        "target__new": target,
-    })
+    reward = draw(
+        st.lists(
+            st.one_of(
+                st.floats(-1.0, 1.0),
+                st.sampled_from(
+                    [0.0, 1.0, 5e-324, 1e-308, 1e308, -1e308, 1e160, -1e160, 1e6, math.nan]
+                ),
+            ),
+            min_size=n,
+            max_size=n,
+        )
+    )
+    propensity = draw(
+        st.lists(
+            st.one_of(st.floats(1e-6, 1.0), st.sampled_from([1e-149, 1e-300, 5e-324, 1.0, 0.0])),
+            min_size=n,
+            max_size=n,
+        )
+    )
+    target = draw(
+        st.lists(
+            st.one_of(st.floats(0.0, 1.0), st.sampled_from([0.0, 1.0, 5e-324])),
+            min_size=n,
+            max_size=n,
+        )
+    )
+    return pa.table(
+        {
+            "event_id": np.arange(n),
+            "action": draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)),
+            "propensity": propensity,
+            "reward": reward,
+            "target__new": target,
+        }
+    )
 
 
 @FUZZ
-@given(table=valid_logs(), max_weight=st.sampled_from([1.0, 10.0, 1e6]),
-       ci=st.sampled_from(["normal", "t"]))
+@given(
+    table=valid_logs(),
+    max_weight=st.sampled_from([1.0, 10.0, 1e6]),
+    ci=st.sampled_from(["normal", "t"]),
+)
 def test_evaluate_on_what_reads_is_finite_and_plausible(
     table: pa.Table, max_weight: float, ci: str
 ) -> None:
@@ -284,8 +359,11 @@ def test_evaluate_on_what_reads_is_finite_and_plausible(
         if isinstance(logs, OPEError):
             return
         check_read(logs, table.num_rows)
-        ev = outcome(lambda: ope.evaluate(logs, None, estimators=("ips", "snips", "clipped_ips"),
-                                          ci=ci, max_weight=max_weight))
+        ev = outcome(
+            lambda: ope.evaluate(
+                logs, None, estimators=("ips", "snips", "clipped_ips"), ci=ci, max_weight=max_weight
+            )
+        )
         if not isinstance(ev, OPEError):
             check_evaluation(logs, ev, max_weight)
 
@@ -308,15 +386,17 @@ def logs_with_context(draw: Any) -> pa.Table:
     n = draw(st.integers(4, 30))
     scale = draw(st.sampled_from([1.0, 1e-300, 5e-324, 1e6, 1e100]))
     x = np.array(draw(st.lists(st.floats(-1.0, 1.0), min_size=n, max_size=n))) * scale
-    return pa.table({
-        "event_id": np.arange(n),
-        "action": draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)),
-        "propensity": np.full(n, 1 / 3),
-        "reward": draw(st.lists(st.floats(0.0, 1.0), min_size=n, max_size=n)),
-        "candidates": [[0, 1, 2]] * n,
-        "logging_distribution": [[1 / 3] * 3] * n,
-        "x0": x,
-    })
+    return pa.table(
+        {
+            "event_id": np.arange(n),
+            "action": draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)),
+            "propensity": np.full(n, 1 / 3),
+            "reward": draw(st.lists(st.floats(0.0, 1.0), min_size=n, max_size=n)),
+            "candidates": [[0, 1, 2]] * n,
+            "logging_distribution": [[1 / 3] * 3] * n,
+            "x0": x,
+        }
+    )
 
 
 # hostile features (up to 1e100) overflow inside scikit-learn's sparse solver; the test checks
@@ -324,11 +404,16 @@ def logs_with_context(draw: Any) -> pa.Table:
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @settings(FUZZ, max_examples=MAX_EXAMPLES // 5)
 @given(table=logs_with_context(), estimator=st.sampled_from(["dm", "dr", "sndr"]))
-def test_reward_model_estimators_end_in_a_value_or_an_ope_error(table: pa.Table, estimator: str) -> None:
+def test_reward_model_estimators_end_in_a_value_or_an_ope_error(
+    table: pa.Table, estimator: str
+) -> None:
     with watchdog():
         logs = read_logs(table)
-        ev = outcome(lambda: ope.evaluate(logs, {"u": ope.policies.UniformPolicy()},
-                                          estimators=(estimator,), rng=0))
+        ev = outcome(
+            lambda: ope.evaluate(
+                logs, {"u": ope.policies.UniformPolicy()}, estimators=(estimator,), rng=0
+            )
+        )
         if not isinstance(ev, OPEError):
             check_evaluation(logs, ev, math.inf)
 
@@ -337,11 +422,17 @@ def test_reward_model_estimators_end_in_a_value_or_an_ope_error(table: pa.Table,
 def test_a_reward_model_failure_names_the_context_column() -> None:
     n = 40
     rng = np.random.default_rng(0)
-    table = pa.table({
-        "event_id": np.arange(n), "action": rng.integers(0, 3, n), "propensity": np.full(n, 1 / 3),
-        "reward": rng.uniform(size=n), "candidates": [[0, 1, 2]] * n,
-        "logging_distribution": [[1 / 3] * 3] * n, "x0": rng.uniform(size=n) * 1e160,
-    })
+    table = pa.table(
+        {
+            "event_id": np.arange(n),
+            "action": rng.integers(0, 3, n),
+            "propensity": np.full(n, 1 / 3),
+            "reward": rng.uniform(size=n),
+            "candidates": [[0, 1, 2]] * n,
+            "logging_distribution": [[1 / 3] * 3] * n,
+            "x0": rng.uniform(size=n) * 1e160,
+        }
+    )
     logs = read_logs(table)
     try:
         ev = ope.evaluate(logs, {"u": ope.policies.UniformPolicy()}, estimators=("dr",), rng=0)

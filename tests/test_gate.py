@@ -28,11 +28,21 @@ def test_t_mode_approves_a_worse_policy_far_above_nominal_while_safe_modes_do_no
     action, reward, propensity, target = sure_win_logs(reps, 1000, seed=7)
     rates = {}
     for method in ("t", "bernstein", "betting"):
-        rates[method] = np.mean([
-            certify(target[k], None, action[k], reward[k], propensity[k], reward_range=(0, 1),
-                    max_weight=3.0, ci=method).approved
-            for k in range(reps)  # one certification per replication
-        ])
+        rates[method] = np.mean(
+            [
+                certify(
+                    target[k],
+                    None,
+                    action[k],
+                    reward[k],
+                    propensity[k],
+                    reward_range=(0, 1),
+                    max_weight=3.0,
+                    ci=method,
+                ).approved
+                for k in range(reps)  # one certification per replication
+            ]
+        )
     # the sure-win arm is absent from 0.998**1000 = 13.5% of the logs; then the t bound of the
     # non-negative, nearly constant differences is > 0. 0.08 is 3 standard errors below 0.135
     assert rates["t"] > 0.08
@@ -44,14 +54,22 @@ def test_betting_mode_bounds_are_the_betting_bounds_of_the_gate_terms():
     rng = np.random.default_rng(3)
     n, max_weight = 500, 2.5
     action = (rng.random(n) < 0.4).astype(int)
-    reward = 1.0 + 2.0 * rng.random(n)                   # rewards in [1, 3], a priori
+    reward = 1.0 + 2.0 * rng.random(n)  # rewards in [1, 3], a priori
     propensity = np.where(action == 1, 0.4, 0.6)
-    target = np.where(action == 1, 0.9, 0.1)             # weights 2.25 and 1/6
-    cert = certify(target, None, action, reward, propensity, reward_range=(1.0, 3.0),
-                   max_weight=max_weight, ci="betting")
+    target = np.where(action == 1, 0.9, 0.1)  # weights 2.25 and 1/6
+    cert = certify(
+        target,
+        None,
+        action,
+        reward,
+        propensity,
+        reward_range=(1.0, 3.0),
+        max_weight=max_weight,
+        ci="betting",
+    )
     w = np.minimum(target / propensity, max_weight)
-    z = 1.0 + (reward - 1.0) * w                         # in [1, 1 + 2.5 * 2]
-    d = z - reward                                       # in [-2, (2.5 - 1) * 2]
+    z = 1.0 + (reward - 1.0) * w  # in [1, 1 + 2.5 * 2]
+    d = z - reward  # in [-2, (2.5 - 1) * 2]
     assert cert.ci_method == "betting"
     assert cert.value == pytest.approx(z.mean(), rel=1e-12)
     assert cert.lower_bound == betting_lower_bound(z, low=1.0, high=6.0)
@@ -67,10 +85,18 @@ def test_the_finite_sample_betting_mode_is_the_default_everywhere():
     action = rng.integers(0, 2, size=400)
     reward = rng.binomial(1, 0.5, size=400) * 1.0
     cert = SafetyGate(reward_range=(0, 1), max_weight=2.0).certify(
-        (action == 1) * 1.0, None, action, reward, np.full(400, 0.5))
+        (action == 1) * 1.0, None, action, reward, np.full(400, 0.5)
+    )
     assert cert.ci_method == "betting" and cert.notes == ()
-    table = rank_policies({"a1": (action == 1) * 1.0}, None, action, reward, np.full(400, 0.5),
-                          reward_range=(0, 1), max_weight=2.0)
+    table = rank_policies(
+        {"a1": (action == 1) * 1.0},
+        None,
+        action,
+        reward,
+        np.full(400, 0.5),
+        reward_range=(0, 1),
+        max_weight=2.0,
+    )
     assert table["ci_method"].tolist() == ["betting"]
 
 
@@ -80,8 +106,22 @@ def test_betting_mode_approves_a_better_policy_more_often_than_bernstein():
     reps, n = 60, 10_000
     action = rng.integers(0, 2, size=(reps, n))
     reward = (rng.random((reps, n)) < np.where(action == 1, 0.55, 0.5)) * 1.0
-    lower = {m: np.array([
-        certify((action[k] == 1) * 1.0, None, action[k], reward[k], np.full(n, 0.5),
-                reward_range=(0, 1), max_weight=3.0, ci=m).improvement_lower_bound
-        for k in range(reps)]) for m in ("bernstein", "betting")}
+    lower = {
+        m: np.array(
+            [
+                certify(
+                    (action[k] == 1) * 1.0,
+                    None,
+                    action[k],
+                    reward[k],
+                    np.full(n, 0.5),
+                    reward_range=(0, 1),
+                    max_weight=3.0,
+                    ci=m,
+                ).improvement_lower_bound
+                for k in range(reps)
+            ]
+        )
+        for m in ("bernstein", "betting")
+    }
     assert np.all(lower["betting"] > lower["bernstein"])

@@ -39,8 +39,9 @@ T_HAND = np.array([1.0, 0.5, 1.0])  # weights 4, 1, 10 -> clipped 2, 1, 2
 
 
 def test_clipped_ips_by_hand_about_the_lower_end_of_the_reward_range():
-    res = _quiet(oe.ClippedIPS(max_weight=2.0).estimate, R_HAND, P_HAND, T_HAND,
-                 reward_range=(10.0, 11.0))
+    res = _quiet(
+        oe.ClippedIPS(max_weight=2.0).estimate, R_HAND, P_HAND, T_HAND, reward_range=(10.0, 11.0)
+    )
     # 10 + (2 * 1 + 1 * 1 + 2 * 0) / 3 (on main: (2 * 11 + 11 + 2 * 10) / 3 = 17.67)
     assert res.value == pytest.approx(11.0, abs=1e-12)
     # sd of the shifted terms (2, 1, 0) is 1
@@ -81,11 +82,19 @@ def test_the_issue_example_stays_in_the_range_and_agrees_with_bottou():
         # every interval of the clipped value overlaps Bottou's outer interval of it
         assert lo <= bottou.outer_high and bottou.outer_low <= hi, method
     # the streamed statistics and estimate_many give the same estimate and intervals
-    (streamed,) = _quiet(MomentStats.from_arrays(r, p, t, max_weight=2.0).estimates,
-                         "clipped_ips", reward_range=(10.0, 11.0))
-    (many,) = _quiet(oe.estimate_many, oe.ClippedIPS(max_weight=2.0), reward=r,
-                     logging_propensity=p, target_propensity=t[:, None],
-                     reward_range=(10.0, 11.0))
+    (streamed,) = _quiet(
+        MomentStats.from_arrays(r, p, t, max_weight=2.0).estimates,
+        "clipped_ips",
+        reward_range=(10.0, 11.0),
+    )
+    (many,) = _quiet(
+        oe.estimate_many,
+        oe.ClippedIPS(max_weight=2.0),
+        reward=r,
+        logging_propensity=p,
+        target_propensity=t[:, None],
+        reward_range=(10.0, 11.0),
+    )
     for other in (streamed, many):
         assert other.value == pytest.approx(res.value, rel=1e-12)
         assert other.std_error == pytest.approx(res.std_error, rel=1e-9)
@@ -120,13 +129,23 @@ def test_target_field_says_what_the_interval_covers():
     loose = _quiet(oe.ClippedIPS(max_weight=5.0).estimate, r, p, t, reward_range=(10.0, 11.0))
     assert loose.target == "policy value"
     q = np.full(r.size, 10.5)
-    for est in (oe.IPS(), oe.SNIPS(), oe.DR(), oe.SNDR(), oe.SwitchDR(tau=3.0),
-                oe.DRos(shrinkage=2.0)):
+    for est in (
+        oe.IPS(),
+        oe.SNIPS(),
+        oe.DR(),
+        oe.SNDR(),
+        oe.SwitchDR(tau=3.0),
+        oe.DRos(shrinkage=2.0),
+    ):
         kw = {"q_logged": q, "q_target": q} if "q_target" in est.needs else {}
         assert _quiet(est.estimate, r, p, t, reward_range=(10.0, 11.0), **kw).target == (
-            "policy value")
-    (streamed,) = _quiet(MomentStats.from_arrays(r, p, t, max_weight=2.0).estimates,
-                         "clipped_ips", reward_range=(10.0, 11.0))
+            "policy value"
+        )
+    (streamed,) = _quiet(
+        MomentStats.from_arrays(r, p, t, max_weight=2.0).estimates,
+        "clipped_ips",
+        reward_range=(10.0, 11.0),
+    )
     assert streamed.target == "clipped value"
     assert streamed.target_of("bottou") == "policy value"
 
@@ -146,8 +165,9 @@ def test_dm_gives_no_interval_where_its_model_conditional_one_undercovered():
     m = played.astype(float)
     k = m.sum(axis=1)
     mx, mr = (m * x).sum(axis=1) / k, (m * r).sum(axis=1) / k
-    slope = ((m * (x - mx[:, None]) * (r - mr[:, None])).sum(axis=1)
-             / (m * (x - mx[:, None]) ** 2).sum(axis=1))
+    slope = (m * (x - mx[:, None]) * (r - mr[:, None])).sum(axis=1) / (
+        m * (x - mx[:, None]) ** 2
+    ).sum(axis=1)
     q_target = mr[:, None] + slope[:, None] * (x - mx[:, None])  # (reps, n)
     value = q_target.mean(axis=1)
     se = q_target.std(axis=1, ddof=1) / math.sqrt(n)
@@ -212,6 +232,7 @@ def test_raw_weight_sums_give_the_clipped_estimate_about_r_lo():
 
     m = MomentStats.from_arrays(R_HAND, P_HAND, T_HAND, max_weight=2.0).moments
     value = 10.0 + (m["sum_cwr"][0] - 10.0 * m["sum_cw"][0]) / 3.0
-    res = _quiet(oe.ClippedIPS(max_weight=2.0).estimate, R_HAND, P_HAND, T_HAND,
-                 reward_range=(10.0, 11.0))
+    res = _quiet(
+        oe.ClippedIPS(max_weight=2.0).estimate, R_HAND, P_HAND, T_HAND, reward_range=(10.0, 11.0)
+    )
     assert value == pytest.approx(res.value, rel=1e-12)

@@ -45,19 +45,29 @@ def logs(tmp_path):
 def policy_table(tmp_path):
     ids = frame()["event_id"].to_numpy()
     path = tmp_path / "policies.parquet"
-    pd.DataFrame({"event_id": np.repeat(ids, 3), "policy": "p",
-                  "action": np.tile([0, 1, 2], len(ids)), "probability": 1 / 3}).to_parquet(path)
+    pd.DataFrame(
+        {
+            "event_id": np.repeat(ids, 3),
+            "policy": "p",
+            "action": np.tile([0, 1, 2], len(ids)),
+            "probability": 1 / 3,
+        }
+    ).to_parquet(path)
     return path
 
 
 # ---------------------------------------------------------------------------------------------
 # an unknown candidate: a data error (65) of --policy
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("extra", [
-    ["evaluate", "--estimator", "ips"],
-    ["diagnose"],
-    ["report", "--estimator", "ips", "--out", "{tmp}/r.html"],
-], ids=["evaluate", "diagnose", "report"])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ["evaluate", "--estimator", "ips"],
+        ["diagnose"],
+        ["report", "--estimator", "ips", "--out", "{tmp}/r.html"],
+    ],
+    ids=["evaluate", "diagnose", "report"],
+)
 @pytest.mark.parametrize("source", ["columns", "table", "table and spec"])
 def test_an_unknown_candidate_names_the_policy_flag(tmp_path, logs, policy_table, extra, source):
     command, *options = [e.replace("{tmp}", str(tmp_path)) for e in extra]
@@ -75,18 +85,28 @@ def test_an_unknown_candidate_names_the_policy_flag(tmp_path, logs, policy_table
 # ---------------------------------------------------------------------------------------------
 # importer flags given with another format: refused, not ignored
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("argv, flag", [
-    (["validate", "{logs}", "--chunk-lines", "5"], "--chunk-lines"),
-    (["evaluate", "{logs}", "--workers", "2"], "--workers"),
-    (["validate", "{obd}", "--format", "obd", "--chunk-lines", "5"], "--chunk-lines"),
-    (["import", "obd", "{obd}", "--out", "{out}", "--workers", "1"], "--workers"),
-    (["import", "dsjson", "{dsjson}", "--out", "{out}", "--obd-context", "user"],
-     "--obd-context"),
-    (["action-table", "{logs}", "--out", "{tmp}/t.csv", "--chunk-lines", "9"], "--chunk-lines"),
-])
+@pytest.mark.parametrize(
+    "argv, flag",
+    [
+        (["validate", "{logs}", "--chunk-lines", "5"], "--chunk-lines"),
+        (["evaluate", "{logs}", "--workers", "2"], "--workers"),
+        (["validate", "{obd}", "--format", "obd", "--chunk-lines", "5"], "--chunk-lines"),
+        (["import", "obd", "{obd}", "--out", "{out}", "--workers", "1"], "--workers"),
+        (
+            ["import", "dsjson", "{dsjson}", "--out", "{out}", "--obd-context", "user"],
+            "--obd-context",
+        ),
+        (["action-table", "{logs}", "--out", "{tmp}/t.csv", "--chunk-lines", "9"], "--chunk-lines"),
+    ],
+)
 def test_a_flag_of_another_format_is_a_usage_error(tmp_path, argv, flag):
-    files = {"logs": parquet(tmp_path), "obd": obd_campaign(tmp_path),
-             "dsjson": dsjson_file(tmp_path), "out": tmp_path / "o.parquet", "tmp": tmp_path}
+    files = {
+        "logs": parquet(tmp_path),
+        "obd": obd_campaign(tmp_path),
+        "dsjson": dsjson_file(tmp_path),
+        "out": tmp_path / "o.parquet",
+        "tmp": tmp_path,
+    }
     code, doc = run(*[a.format(**files) for a in argv])
     assert code == EXIT_USAGE and doc["error"]["flag"] == flag
     assert "applies only to" in doc["error"]["message"]
@@ -96,19 +116,22 @@ def test_a_flag_of_another_format_is_a_usage_error(tmp_path, argv, flag):
 # ---------------------------------------------------------------------------------------------
 # names that are not files: empty inputs, '-' (no standard input or output)
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("argv, named", [
-    (["validate", ""], "argument logs: is empty"),
-    (["learn", "  ", "--context-columns", "x0"], "argument logs: is empty"),
-    (["import", "dsjson", "", "--out", "o.parquet"], "argument src: is empty"),
-    (["evaluate", "{logs}", "--policies", " "], "argument --policies: is empty"),
-    (["validate", "-"], "argument logs: '-' (standard input)"),
-    (["import", "obd", "-", "--out", "o.parquet"], "argument src: '-' (standard input)"),
-    (["import", "dsjson", "{dsjson}", "--out", "-"], "argument --out: '-' (standard output)"),
-    (["learn", "{logs}", "--context-columns", "x0", "--out", "-"], "argument --out: '-'"),
-    (["action-table", "{logs}", "--out", "-"], "argument --out: '-'"),
-    (["evaluate", "{logs}", "--policy", "greedy", "--report", "-"], "argument --report: '-'"),
-    (["demo", "--out", "-"], "argument --out: '-' (standard output)"),
-])
+@pytest.mark.parametrize(
+    "argv, named",
+    [
+        (["validate", ""], "argument logs: is empty"),
+        (["learn", "  ", "--context-columns", "x0"], "argument logs: is empty"),
+        (["import", "dsjson", "", "--out", "o.parquet"], "argument src: is empty"),
+        (["evaluate", "{logs}", "--policies", " "], "argument --policies: is empty"),
+        (["validate", "-"], "argument logs: '-' (standard input)"),
+        (["import", "obd", "-", "--out", "o.parquet"], "argument src: '-' (standard input)"),
+        (["import", "dsjson", "{dsjson}", "--out", "-"], "argument --out: '-' (standard output)"),
+        (["learn", "{logs}", "--context-columns", "x0", "--out", "-"], "argument --out: '-'"),
+        (["action-table", "{logs}", "--out", "-"], "argument --out: '-'"),
+        (["evaluate", "{logs}", "--policy", "greedy", "--report", "-"], "argument --report: '-'"),
+        (["demo", "--out", "-"], "argument --out: '-' (standard output)"),
+    ],
+)
 def test_a_name_that_is_not_a_file_is_a_usage_error(tmp_path, monkeypatch, argv, named):
     files = {"logs": parquet(tmp_path), "dsjson": dsjson_file(tmp_path)}
     work = tmp_path / "cwd"
@@ -194,8 +217,19 @@ def _src_case(tmp_path, label):
 
 
 @pytest.mark.parametrize("fmt", ["dsjson", "obd"])
-@pytest.mark.parametrize("label", ["missing", "directory", "fifo", "empty", "undecodable",
-                                   "binary", "dangling link", "bidi name"])
+@pytest.mark.parametrize(
+    "label",
+    [
+        "missing",
+        "directory",
+        "fifo",
+        "empty",
+        "undecodable",
+        "binary",
+        "dangling link",
+        "bidi name",
+    ],
+)
 def test_import_src_keeps_the_contract(tmp_path, fmt, label):
     src = _src_case(tmp_path, label)
     code, doc = run("import", fmt, src, "--out", tmp_path / "o.parquet")

@@ -65,15 +65,17 @@ def _estimate(est, **changes):
 # ---------------------------------------------------------------------------------------------
 # the shared validation of the estimators names the argument
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize("est", [IPS(), SNIPS(), ClippedIPS(max_weight=10.0), *MODEL_BASED],
-                         ids=lambda e: e.name)
+@pytest.mark.parametrize(
+    "est", [IPS(), SNIPS(), ClippedIPS(max_weight=10.0), *MODEL_BASED], ids=lambda e: e.name
+)
 def test_too_few_rows_name_reward(est):
     with pytest.raises(ValidationError, match=r"need at least 2 rows .*; `reward` has 0"):
         _estimate(est, reward=np.empty(0))
 
 
-@pytest.mark.parametrize("est", [IPS(), SNIPS(), ClippedIPS(max_weight=10.0), SNDR()],
-                         ids=lambda e: e.name)
+@pytest.mark.parametrize(
+    "est", [IPS(), SNIPS(), ClippedIPS(max_weight=10.0), SNDR()], ids=lambda e: e.name
+)
 def test_all_zero_weights_name_target_propensity(est):
     with pytest.raises(EstimationError, match=r"`target_propensity` is 0 on every row"):
         _estimate(est, target_propensity=np.zeros(N))
@@ -81,11 +83,17 @@ def test_all_zero_weights_name_target_propensity(est):
 
 def test_names_must_be_a_sequence_and_match_the_named_columns():
     t2 = np.column_stack([T, T])
-    with pytest.raises(ParameterError, match=r"`names` must be a list of names \(strings\); "
-                                             r"got 3.5"):
+    with pytest.raises(
+        ParameterError,
+        match=r"`names` must be a list of names \(strings\); "
+        r"got 3.5",
+    ):
         estimate_many("ips", reward=R, logging_propensity=P, target_propensity=t2, names=3.5)
-    with pytest.raises(ValidationError, match=r"`names` has 1 entries but `target_propensity` "
-                                              r"has 2 policy columns"):
+    with pytest.raises(
+        ValidationError,
+        match=r"`names` has 1 entries but `target_propensity` "
+        r"has 2 policy columns",
+    ):
         _quiet(MomentStats.from_arrays, R, P, t2, names=["a"])
     with pytest.raises(ValidationError, match=r"`names` has 2 entries but `q_target` has 1"):
         estimate_many("dm", reward=R, q_target=QT, names=["a", "b"])
@@ -115,10 +123,14 @@ def test_model_based_estimates_scale_exactly_up_to_the_float64_limit(est):
     assert math.isfinite(large.value) and math.isfinite(large.std_error)
 
 
-@pytest.mark.parametrize("est, column", [
-    pytest.param(est, column, id=f"{est.name}-{column}")
-    for est in MODEL_BASED for column in ("reward", *est.needs)
-])
+@pytest.mark.parametrize(
+    "est, column",
+    [
+        pytest.param(est, column, id=f"{est.name}-{column}")
+        for est in MODEL_BASED
+        for column in ("reward", *est.needs)
+    ],
+)
 def test_one_input_at_1e308_gives_a_finite_estimate(est, column):
     res = _estimate(est, **{column: np.full(N, 1e308)})
     assert math.isfinite(res.value) and math.isfinite(res.std_error)
@@ -127,15 +139,24 @@ def test_one_input_at_1e308_gives_a_finite_estimate(est, column):
 
 
 def test_a_value_float64_cannot_hold_is_refused_naming_the_input():
-    with pytest.raises(ValidationError, match=r"dr's value and standard error overflow float64: "
-                                              r"`reward` reaches \|value\| 1\.7e\+308"):
+    with pytest.raises(
+        ValidationError,
+        match=r"dr's value and standard error overflow float64: "
+        r"`reward` reaches \|value\| 1\.7e\+308",
+    ):
         _estimate(DR(), reward=np.full(N, 1.7e308), q_logged=np.full(N, -1.7e308))
 
 
 def test_weighted_rows_are_scaled_the_same_way():
     s = GEN.uniform(1.0, 3.0, N)
-    kwargs = dict(reward=R, logging_propensity=P, target_propensity=T, q_logged=QL,
-                  q_target=QT, sampling_weight=s)
+    kwargs = dict(
+        reward=R,
+        logging_propensity=P,
+        target_propensity=T,
+        q_logged=QL,
+        q_target=QT,
+        sampling_weight=s,
+    )
     (small,) = _quiet(estimate_many, "dr", **kwargs)
     big = 2.0**1000
     kwargs.update(reward=R * big, q_logged=QL * big, q_target=QT * big)
@@ -146,19 +167,31 @@ def test_weighted_rows_are_scaled_the_same_way():
 def test_sampling_weights_are_bounded_and_their_length_names_reward():
     s = np.full(N, 1e308)
     for est in (IPS(), DR()):
-        with pytest.raises(ValidationError, match=r"`sampling_weight` \(the rows' sampling "
-                                                  r"weights\) must be at most 1e\+150; 60 rows"):
+        with pytest.raises(
+            ValidationError,
+            match=r"`sampling_weight` \(the rows' sampling "
+            r"weights\) must be at most 1e\+150; 60 rows",
+        ):
             _estimate(est, sampling_weight=s)
-    with pytest.raises(ValidationError, match=r"`sampling_weight` has 59 rows but the logs have "
-                                              r"60 \(the rows of `reward`\)"):
+    with pytest.raises(
+        ValidationError,
+        match=r"`sampling_weight` has 59 rows but the logs have "
+        r"60 \(the rows of `reward`\)",
+    ):
         _estimate(IPS(), sampling_weight=np.ones(N - 1))
 
 
 def test_a_weighted_weighting_estimate_float64_cannot_hold_is_refused_naming_reward():
-    with pytest.raises(ValidationError, match=r"clipped_ips: the estimate is not representable "
-                                              r"in float64 .*Rescale the `reward` column"):
-        _estimate(ClippedIPS(max_weight=10.0), reward=np.full(N, 1e308),
-                  sampling_weight=np.linspace(1.0, 3.0, N))
+    with pytest.raises(
+        ValidationError,
+        match=r"clipped_ips: the estimate is not representable "
+        r"in float64 .*Rescale the `reward` column",
+    ):
+        _estimate(
+            ClippedIPS(max_weight=10.0),
+            reward=np.full(N, 1e308),
+            sampling_weight=np.linspace(1.0, 3.0, N),
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -175,8 +208,7 @@ def test_a_weighted_weighting_estimate_float64_cannot_hold_is_refused_naming_rew
         ({"origin": math.inf}, r"`origin` must be a finite number"),
     ],
 )
-@pytest.mark.parametrize("est", [IPS(), ClippedIPS(max_weight=10.0), SNIPS()],
-                         ids=lambda e: e.name)
+@pytest.mark.parametrize("est", [IPS(), ClippedIPS(max_weight=10.0), SNIPS()], ids=lambda e: e.name)
 def test_moment_statistic_checks_its_arguments(est, change, match):
     stats = _quiet(MomentStats.from_arrays, R, P, T, max_weight=est.clip_level)
     kwargs = {"mom": stats.centered, "j": 0, "origin": 0.0, **change}
@@ -191,8 +223,7 @@ def test_moment_statistic_of_good_arguments_is_unchanged():
     assert sd == pytest.approx(float(np.std(T / P * R, ddof=1)), rel=1e-12)
 
 
-@pytest.mark.parametrize("est", [IPS(), SNIPS(), ClippedIPS(max_weight=10.0)],
-                         ids=lambda e: e.name)
+@pytest.mark.parametrize("est", [IPS(), SNIPS(), ClippedIPS(max_weight=10.0)], ids=lambda e: e.name)
 @pytest.mark.parametrize("bad", [(math.nan, 1.0), 5, ("a", "b"), []])
 def test_reward_origin_checks_the_range(est, bad):
     with pytest.raises(ParameterError, match=r"`reward_range`"):
@@ -209,17 +240,24 @@ def test_with_rows_checks_the_estimates_and_the_arrays():
         stats.with_rows(ests, **{**good, "reward": "0.5"})
     with pytest.raises(ValidationError, match=r"`reward` must have shape \(n,\)"):
         stats.with_rows(ests, **{**good, "reward": 3})
-    with pytest.raises(ValidationError, match=r"`target_propensity` has 59 rows but these "
-                                              r"statistics summarize 60"):
+    with pytest.raises(
+        ValidationError,
+        match=r"`target_propensity` has 59 rows but these "
+        r"statistics summarize 60",
+    ):
         stats.with_rows(ests, **{**good, "target_propensity": T[:-1]})
-    with pytest.raises(ValidationError, match=r"`target_propensity` has 2 policy columns but "
-                                              r"`estimates` has 1"):
+    with pytest.raises(
+        ValidationError,
+        match=r"`target_propensity` has 2 policy columns but "
+        r"`estimates` has 1",
+    ):
         stats.with_rows(ests, **{**good, "target_propensity": np.column_stack([T, T])})
     one_column = stats.with_rows(ests, **{**good, "target_propensity": T})
     (two_d,) = stats.with_rows(ests, **good)
     assert one_column[0].value == two_d.value
-    assert (one_column[0].ci(0.9, "bootstrap", rng=0, n_resamples=200)
-            == two_d.ci(0.9, "bootstrap", rng=0, n_resamples=200))
+    assert one_column[0].ci(0.9, "bootstrap", rng=0, n_resamples=200) == two_d.ci(
+        0.9, "bootstrap", rng=0, n_resamples=200
+    )
 
 
 def test_factor_weights_checks_its_mappings():
@@ -228,8 +266,11 @@ def test_factor_weights_checks_its_mappings():
         factor_weights(3.5, {"ranking": np.full(4, 0.5)})
     with pytest.raises(ParameterError, match=r"`target_factors` must be a mapping"):
         factor_weights(logged, "\x00")
-    with pytest.raises(ValidationError, match=r"keys of `target_factors`, not of "
-                                              r"`logging_factors`"):
+    with pytest.raises(
+        ValidationError,
+        match=r"keys of `target_factors`, not of "
+        r"`logging_factors`",
+    ):
         factor_weights({}, {"ranking": np.full(4, 0.5)})
 
 
@@ -243,16 +284,22 @@ def _slates():
     return slate_frame(), target, logging
 
 
-@pytest.mark.parametrize("est", [SlateIPS(), IndependentIPS(), CascadeIPS(),
-                                 PseudoInverse(product_logging=True)], ids=lambda e: e.name)
+@pytest.mark.parametrize(
+    "est",
+    [SlateIPS(), IndependentIPS(), CascadeIPS(), PseudoInverse(product_logging=True)],
+    ids=lambda e: e.name,
+)
 @pytest.mark.parametrize("argument", ["target", "logging"])
 @pytest.mark.parametrize("bad", [object(), math.nan, "\x00"])
 def test_slate_policies_that_are_not_policies_are_named(est, argument, bad):
     logs, target, _ = _slates()
     kwargs = {"target": target, "logging": None, argument: bad}
-    with pytest.raises(PolicyError, match=rf"^`{argument}` \(the slate "
-                                          rf"{'logger' if argument == 'logging' else 'candidate'}"
-                                          r"\) must be SlateProbabilities"):
+    with pytest.raises(
+        PolicyError,
+        match=rf"^`{argument}` \(the slate "
+        rf"{'logger' if argument == 'logging' else 'candidate'}"
+        r"\) must be SlateProbabilities",
+    ):
         est.estimate(logs, **kwargs)
 
 
@@ -267,9 +314,14 @@ def test_slate_switches_are_booleans(cls, bad):
             cls(product_logging=bad)
 
 
-SLATE_ESTIMATORS = [SlateIPS(), SlateIPS(self_normalized=True), IndependentIPS(),
-                    IndependentIPS(self_normalized=True), CascadeIPS(),
-                    PseudoInverse(product_logging=True)]
+SLATE_ESTIMATORS = [
+    SlateIPS(),
+    SlateIPS(self_normalized=True),
+    IndependentIPS(),
+    IndependentIPS(self_normalized=True),
+    CascadeIPS(),
+    PseudoInverse(product_logging=True),
+]
 
 
 @pytest.mark.parametrize("est", SLATE_ESTIMATORS, ids=lambda e: e.estimator_name)
@@ -286,8 +338,11 @@ def test_slate_estimates_scale_exactly_up_to_the_float64_limit(est):
 @pytest.mark.parametrize("est", SLATE_ESTIMATORS, ids=lambda e: e.estimator_name)
 def test_a_slate_value_float64_cannot_hold_is_refused_naming_reward(est):
     logs, target, _ = _slates()  # 1e308 on both slots: the slate reward is 2e308
-    with pytest.raises(ValidationError, match=rf"{est.estimator_name}'s value and standard error "
-                                              r"overflow float64: `reward` reaches"):
+    with pytest.raises(
+        ValidationError,
+        match=rf"{est.estimator_name}'s value and standard error "
+        r"overflow float64: `reward` reaches",
+    ):
         _quiet(est.estimate, logs.assign(reward=1e308), target)
 
 
@@ -298,8 +353,11 @@ def test_self_normalized_slate_estimates_of_zero_weights_are_refused(cls):
     logs = slate_logs(_slates()[0])
     zero = np.zeros((logs.n, 2))
     target = SlateProbabilities(slate=zero[:, 0], marginal=zero, prefix=zero)
-    with pytest.raises(EstimationError, match=r"the importance weights of a slot sum to zero "
-                                              r"\(`target` gives"):
+    with pytest.raises(
+        EstimationError,
+        match=r"the importance weights of a slot sum to zero "
+        r"\(`target` gives",
+    ):
         _quiet(cls(self_normalized=True).estimate, logs, target)
     assert _quiet(cls().estimate, logs, target).value == 0.0
 
@@ -309,12 +367,18 @@ def test_missing_slate_probabilities_name_where_to_give_them():
 
     logs = slate_logs(_slates()[0].drop(columns=["slate_propensity", "prefix_propensity"]))
     marginal_only = SlateProbabilities(marginal=np.full((logs.n, 2), 0.5))
-    with pytest.raises(PolicyError, match=r"slate IPS needs the candidate's slate probabilities"
-                                          r".*`target`"):
+    with pytest.raises(
+        PolicyError,
+        match=r"slate IPS needs the candidate's slate probabilities"
+        r".*`target`",
+    ):
         SlateIPS().estimate(logs, marginal_only)
     _, target, _ = _slates()
-    with pytest.raises(PolicyError, match=r"slate IPS needs the logger's slate probabilities.*"
-                                          r"`slate_propensity` column, or `logging`"):
+    with pytest.raises(
+        PolicyError,
+        match=r"slate IPS needs the logger's slate probabilities.*"
+        r"`slate_propensity` column, or `logging`",
+    ):
         SlateIPS().estimate(logs, target)
 
 
@@ -330,32 +394,48 @@ def _ratio(m):
 
 @pytest.mark.parametrize("fn", [bootstrap_interval, bootstrap_replicates])
 def test_bootstrap_statistic_must_be_a_vectorized_function_of_the_columns(fn):
-    with pytest.raises(ParameterError, match=r"`statistic` must be a function of the column "
-                                             r"means.*got 3 \(int\)"):
+    with pytest.raises(
+        ParameterError,
+        match=r"`statistic` must be a function of the column "
+        r"means.*got 3 \(int\)",
+    ):
         fn(COMPONENTS, 3, n_resamples=100, rng=0)
-    with pytest.raises(ParameterError, match=r"`statistic` failed on the column means of "
-                                             r"`components` \(shape \(2, 1\) .*IndexError"):
+    with pytest.raises(
+        ParameterError,
+        match=r"`statistic` failed on the column means of "
+        r"`components` \(shape \(2, 1\) .*IndexError",
+    ):
         fn(COMPONENTS[:, 0], _ratio, n_resamples=100, rng=0)
     with pytest.raises(ParameterError, match=r"`statistic` must return one value per row"):
         fn(COMPONENTS, lambda m: float(m.sum()), n_resamples=100, rng=0)
 
 
-@pytest.mark.parametrize("call", [
-    lambda n: bootstrap_interval(COMPONENTS, _ratio, n_resamples=n, rng=0),
-    lambda n: bootstrap_replicates(COMPONENTS, _ratio, n_resamples=n, rng=0),
-    lambda n: shared_bootstrap(R, P, T, n_resamples=n, rng=0),
-    lambda n: resample_counts(2, n, rng=0),
-], ids=["interval", "replicates", "shared", "counts"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda n: bootstrap_interval(COMPONENTS, _ratio, n_resamples=n, rng=0),
+        lambda n: bootstrap_replicates(COMPONENTS, _ratio, n_resamples=n, rng=0),
+        lambda n: shared_bootstrap(R, P, T, n_resamples=n, rng=0),
+        lambda n: resample_counts(2, n, rng=0),
+    ],
+    ids=["interval", "replicates", "shared", "counts"],
+)
 def test_resamples_are_bounded(call):
     for n in (10**30, 2**70, 1_000_001):
-        with pytest.raises(ParameterError, match=r"`n_resamples` must be at most "
-                                                 r"MAX_N_RESAMPLES=1,000,000"):
+        with pytest.raises(
+            ParameterError,
+            match=r"`n_resamples` must be at most "
+            r"MAX_N_RESAMPLES=1,000,000",
+        ):
             call(n)
 
 
 def test_a_level_needing_more_resamples_than_the_bound_names_the_level():
-    with pytest.raises(ParameterError, match=r"`confidence_level`=0.9999999 is too close to 1 "
-                                             r"for a bootstrap"):
+    with pytest.raises(
+        ParameterError,
+        match=r"`confidence_level`=0.9999999 is too close to 1 "
+        r"for a bootstrap",
+    ):
         bootstrap_interval(COMPONENTS, _ratio, confidence_level=0.9999999, rng=0)
 
 
@@ -375,15 +455,21 @@ def test_shared_bootstrap_checks_names_estimators_and_sources():
         shared_bootstrap(R, P, T, sources=3.5, n_resamples=100, rng=0)
     with pytest.raises(ParameterError, match=r"`sources`\['x'\] must be a row-backed"):
         shared_bootstrap(R, P, T, sources={"x": 3.5}, n_resamples=100, rng=0)
-    with pytest.raises(ParameterError, match=r"2 candidates \(the columns of "
-                                             r"`target_propensity`\)"):
+    with pytest.raises(
+        ParameterError,
+        match=r"2 candidates \(the columns of "
+        r"`target_propensity`\)",
+    ):
         shared_bootstrap(R, P, np.column_stack([T, T]), names=["a"], n_resamples=100, rng=0)
 
 
 def test_undefined_snips_resamples_name_target_propensity():
-    with pytest.raises(EstimationError, match=r"policy '0', snips: 100 of 100 bootstrap "
-                                              r"resamples .*column 0 of `target_propensity` "
-                                              r"is 0 on nearly every row"):
+    with pytest.raises(
+        EstimationError,
+        match=r"policy '0', snips: 100 of 100 bootstrap "
+        r"resamples .*column 0 of `target_propensity` "
+        r"is 0 on nearly every row",
+    ):
         shared_bootstrap(R, P, np.zeros(N), estimators=(IPS(), SNIPS()), n_resamples=100, rng=0)
 
 
@@ -394,12 +480,18 @@ def test_t_interval_of_more_rows_than_int64_is_the_normal_interval(n):
 
 
 def test_bounds_that_exclude_the_mean_are_named():
-    with pytest.raises(ValidationError, match=r"`mean`=0.5 lies outside its a priori range "
-                                              r"\[`low`, `high`\] = \[0.0, 5e-324\].*Check "
-                                              r"`low`, `high`"):
+    with pytest.raises(
+        ValidationError,
+        match=r"`mean`=0.5 lies outside its a priori range "
+        r"\[`low`, `high`\] = \[0.0, 5e-324\].*Check "
+        r"`low`, `high`",
+    ):
         hoeffding_interval(0.5, 30, low=0.0, high=5e-324)
     with pytest.raises(ValidationError, match=r"range \[`low`, `high`\]"):
         bernstein_interval(0.5, 0.1, 30, low=0.0, high=5e-324)
-    with pytest.raises(ValidationError, match=r"`weight_mean`=1.0 lies outside its a priori "
-                                              r"range \[0, `max_weight`\]"):
+    with pytest.raises(
+        ValidationError,
+        match=r"`weight_mean`=1.0 lies outside its a priori "
+        r"range \[0, `max_weight`\]",
+    ):
         bottou_interval(1.0, 0.5, 0.4, 0.3, 60, max_weight=5e-324, reward_range=(0.0, 1.0))

@@ -41,13 +41,15 @@ needs_fifo = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no os.mkfifo"
 
 
 def bandit(start: int = 0, n: int = N) -> pa.Table:
-    return pa.table({
-        "event_id": np.arange(start, start + n),
-        "action": np.arange(n) % 2,
-        "propensity": np.full(n, 0.5),
-        "reward": (np.arange(n) % 3 == 0).astype(np.float64),
-        "target__new": np.full(n, 0.5),
-    })
+    return pa.table(
+        {
+            "event_id": np.arange(start, start + n),
+            "action": np.arange(n) % 2,
+            "propensity": np.full(n, 0.5),
+            "reward": (np.arange(n) % 3 == 0).astype(np.float64),
+            "target__new": np.full(n, 0.5),
+        }
+    )
 
 
 def within_timeout(fn: Callable[[], Any], *, fifos: tuple[Path, ...] = ()) -> Any:
@@ -131,7 +133,9 @@ def test_a_link_to_a_file_already_listed_is_skipped(tmp_path: Path) -> None:
     assert logs.n == N
     (entry,) = logs.report.skipped
     assert entry.reason == "already_read"
-    assert entry.detail == f"a link to {d / 'part-0.parquet'}, the same file as {d / 'part-0.parquet'}"
+    assert (
+        entry.detail == f"a link to {d / 'part-0.parquet'}, the same file as {d / 'part-0.parquet'}"
+    )
 
 
 def test_a_hard_link_is_the_same_file(tmp_path: Path) -> None:
@@ -163,8 +167,11 @@ def test_a_link_to_a_folder_elsewhere_is_followed_once(tmp_path: Path) -> None:
 def test_dangling_link_and_link_loop_are_errors_naming_the_link(tmp_path: Path) -> None:
     d = logs_dir(tmp_path, parts=1)
     os.symlink(tmp_path / "gone", d / "day=3")
-    with pytest.raises(DataFileError, match=r"day=3 is a symbolic link to .*gone, which does "
-                                            r"not exist \(a dangling link\)"):
+    with pytest.raises(
+        DataFileError,
+        match=r"day=3 is a symbolic link to .*gone, which does "
+        r"not exist \(a dangling link\)",
+    ):
         read_logs(d)
     os.remove(d / "day=3")
     os.symlink(d / "loop-b", d / "loop-a")
@@ -196,8 +203,11 @@ def test_a_fifo_given_as_the_file_is_refused_without_opening_it(tmp_path: Path) 
     fifo = tmp_path / "logs.parquet"
     os.mkfifo(fifo)
     for reader in (read_logs, scan_logs, read_trajectories):
-        with pytest.raises(DataFileError, match=r"logs\.parquet is a FIFO \(named pipe\), not a "
-                                                r"regular file"):
+        with pytest.raises(
+            DataFileError,
+            match=r"logs\.parquet is a FIFO \(named pipe\), not a "
+            r"regular file",
+        ):
             within_timeout(lambda: reader(fifo), fifos=(fifo,))
 
 
@@ -217,8 +227,11 @@ def test_a_directory_holding_only_a_fifo_says_so(tmp_path: Path) -> None:
     d = tmp_path / "logs"
     d.mkdir()
     os.mkfifo(d / "part-0.parquet")
-    with pytest.raises(DataFileError, match=r"directory without parquet files .*skipped: "
-                                            r".*part-0\.parquet \(a FIFO \(named pipe\)\)"):
+    with pytest.raises(
+        DataFileError,
+        match=r"directory without parquet files .*skipped: "
+        r".*part-0\.parquet \(a FIFO \(named pipe\)\)",
+    ):
         within_timeout(lambda: read_logs(d), fifos=(d / "part-0.parquet",))
 
 
@@ -247,7 +260,9 @@ def test_the_cli_refuses_a_fifo_with_exit_65_instead_of_hanging(tmp_path: Path) 
     try:
         done = subprocess.run(
             [sys.executable, "-m", "ope", "validate", str(fifo)],
-            capture_output=True, text=True, timeout=TIMEOUT * 3,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT * 3,
         )
     except subprocess.TimeoutExpired:
         pytest.fail("ope validate blocked on a FIFO")
@@ -263,10 +278,19 @@ def test_the_cli_refuses_a_fifo_with_exit_65_instead_of_hanging(tmp_path: Path) 
 @pytest.mark.parametrize("path", ["", "   "])
 def test_an_empty_path_is_a_parameter_error_not_the_current_directory(path: str) -> None:
     logs = read_logs(bandit())
-    calls = [read_logs, scan_logs, read_trajectories, read_policy_table, read_dsjson, read_obd,
-             lambda p: target_propensities(logs, p)]
+    calls = [
+        read_logs,
+        scan_logs,
+        read_trajectories,
+        read_policy_table,
+        read_dsjson,
+        read_obd,
+        lambda p: target_propensities(logs, p),
+    ]
     for call in calls:
-        with pytest.raises(ParameterError, match=r"path is empty; give a file, a directory or a URI"):
+        with pytest.raises(
+            ParameterError, match=r"path is empty; give a file, a directory or a URI"
+        ):
             call(path)
 
 
@@ -275,17 +299,27 @@ def test_a_nul_character_is_a_parameter_error() -> None:
         read_logs("logs\x00.parquet")
 
 
-@pytest.mark.parametrize("make", [
-    lambda tmp: "a" * 5000,
-    lambda tmp: str(tmp / ("b" * 300)),
-    lambda tmp: str(tmp / "/".join(["c" * 200] * 30)),
-], ids=["5000_characters", "component_300", "30_components_of_200"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda tmp: "a" * 5000,
+        lambda tmp: str(tmp / ("b" * 300)),
+        lambda tmp: str(tmp / "/".join(["c" * 200] * 30)),
+    ],
+    ids=["5000_characters", "component_300", "30_components_of_200"],
+)
 def test_a_path_too_long_gives_its_length_not_a_raw_oserror(tmp_path: Path, make: Any) -> None:
     path = make(tmp_path)
-    for call, what in [(read_logs, "logs"), (read_policy_table, "policy table"),
-                       (read_dsjson, "DSJSON file")]:
-        with pytest.raises(DataFileError, match=rf"{what} path .* \({len(path):,} characters\) "
-                                                r"is too long: .*\(ENAMETOOLONG\)") as info:
+    for call, what in [
+        (read_logs, "logs"),
+        (read_policy_table, "policy table"),
+        (read_dsjson, "DSJSON file"),
+    ]:
+        with pytest.raises(
+            DataFileError,
+            match=rf"{what} path .* \({len(path):,} characters\) "
+            r"is too long: .*\(ENAMETOOLONG\)",
+        ) as info:
             call(path)
         assert type(info.value) is DataFileError
 
@@ -306,16 +340,22 @@ def test_file_uris_are_local_paths(tmp_path: Path) -> None:
     assert sum(b.n for b in scan_logs(uri)) == N
     with pytest.raises(DataFileError, match=r"does not exist"):
         read_logs((d / "nope.parquet").as_uri())
-    with pytest.raises(DataFileError, match=r"cannot read logs file://otherhost/x\.parquet: "
-                                            r".*hostname"):
+    with pytest.raises(
+        DataFileError,
+        match=r"cannot read logs file://otherhost/x\.parquet: "
+        r".*hostname",
+    ):
         read_logs("file://otherhost/x.parquet")
 
 
 @pytest.mark.parametrize("uri", ["http://example.com/logs.parquet", "ftp://host/logs.parquet"])
 def test_an_unserved_scheme_is_named(uri: str) -> None:
     scheme = uri.split(":")[0]
-    with pytest.raises(DataFileError, match=rf"{scheme}:// is not one of them\. Download the file "
-                                            r"first"):
+    with pytest.raises(
+        DataFileError,
+        match=rf"{scheme}:// is not one of them\. Download the file "
+        r"first",
+    ):
         read_logs(uri)
 
 
@@ -327,20 +367,34 @@ def _stub_pafs(error: Exception) -> Any:
         def from_uri(uri: str) -> Any:
             raise error
 
-    stub = types.SimpleNamespace(**{k: getattr(pafs, k) for k in dir(pafs) if not k.startswith("__")})
+    stub = types.SimpleNamespace(
+        **{k: getattr(pafs, k) for k in dir(pafs) if not k.startswith("__")}
+    )
     stub.FileSystem = FileSystem
     return stub
 
 
-@pytest.mark.parametrize("uri,error,match", [
-    ("s3://bucket/logs.parquet", pa.ArrowNotImplementedError("Got S3 URI but Arrow compiled "
-                                                              "without S3 support"),
-     r"the s3:// filesystem is not available on this machine .*It needs pyarrow's S3 filesystem"),
-    ("hdfs://namenode/logs", OSError("Unable to load libjvm"),
-     r"the hdfs:// filesystem is not available .*Java runtime and Hadoop's libhdfs"),
-    ("gs://bucket/logs.parquet", OSError("Could not resolve host: storage.googleapis.com"),
-     r"cannot reach logs gs://bucket/logs\.parquet: Could not resolve host.*GCS filesystem"),
-], ids=["s3_not_built", "hdfs_no_java", "gs_unreachable"])
+@pytest.mark.parametrize(
+    "uri,error,match",
+    [
+        (
+            "s3://bucket/logs.parquet",
+            pa.ArrowNotImplementedError("Got S3 URI but Arrow compiled without S3 support"),
+            r"the s3:// filesystem is not available on this machine .*It needs pyarrow's S3 filesystem",
+        ),
+        (
+            "hdfs://namenode/logs",
+            OSError("Unable to load libjvm"),
+            r"the hdfs:// filesystem is not available .*Java runtime and Hadoop's libhdfs",
+        ),
+        (
+            "gs://bucket/logs.parquet",
+            OSError("Could not resolve host: storage.googleapis.com"),
+            r"cannot reach logs gs://bucket/logs\.parquet: Could not resolve host.*GCS filesystem",
+        ),
+    ],
+    ids=["s3_not_built", "hdfs_no_java", "gs_unreachable"],
+)
 def test_an_unavailable_filesystem_names_the_scheme_and_what_to_install(
     monkeypatch: pytest.MonkeyPatch, uri: str, error: Exception, match: str
 ) -> None:
@@ -362,12 +416,18 @@ def test_gcs_uris_get_a_bounded_retry_time(monkeypatch: pytest.MonkeyPatch) -> N
     stub = _stub_pafs(OSError())
     stub.FileSystem = FileSystem
     monkeypatch.setattr(ope._paths, "pafs", stub)
-    for uri in ("gs://b/x.parquet", "gs://b/x.parquet?project_id=p", "gs://b/x?retry_limit_seconds=5"):
+    for uri in (
+        "gs://b/x.parquet",
+        "gs://b/x.parquet?project_id=p",
+        "gs://b/x?retry_limit_seconds=5",
+    ):
         with pytest.raises(DataFileError):
             read_logs(uri)
-    assert seen == ["gs://b/x.parquet?retry_limit_seconds=20",
-                    "gs://b/x.parquet?project_id=p&retry_limit_seconds=20",
-                    "gs://b/x?retry_limit_seconds=5"]
+    assert seen == [
+        "gs://b/x.parquet?retry_limit_seconds=20",
+        "gs://b/x.parquet?project_id=p&retry_limit_seconds=20",
+        "gs://b/x?retry_limit_seconds=5",
+    ]
 
 
 @pytest.fixture
@@ -379,7 +439,7 @@ def fake_bucket(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
     def from_uri(uri: str, *, what: str = "logs") -> tuple[Any, str]:
         assert uri.startswith("s3://")
-        return fs, uri[len("s3://"):]
+        return fs, uri[len("s3://") :]
 
     monkeypatch.setattr(ope._paths, "filesystem_from_uri", from_uri)
     return root / "bucket"
@@ -406,17 +466,25 @@ def test_remote_files_and_directories_read_through_pyarrow_fs(fake_bucket: Path)
 
 def test_remote_policy_tables_and_dsjson(fake_bucket: Path) -> None:
     logs = read_logs(bandit())
-    table = pa.table({"event_id": np.arange(N), "policy": ["p"] * N,
-                      "action": np.arange(N) % 2, "probability": np.ones(N)})
+    table = pa.table(
+        {
+            "event_id": np.arange(N),
+            "policy": ["p"] * N,
+            "action": np.arange(N) % 2,
+            "probability": np.ones(N),
+        }
+    )
     pq.write_table(table, fake_bucket / "policy.parquet")
     (fake_bucket / "policy.csv").write_text(
-        "event_id,policy,action,probability\n" + "".join(f"{i},p,{i % 2},1.0\n" for i in range(N)))
+        "event_id,policy,action,probability\n" + "".join(f"{i},p,{i % 2},1.0\n" for i in range(N))
+    )
     for uri in ("s3://bucket/policy.parquet", "s3://bucket/policy.csv"):
         tp = target_propensities(logs, uri)
         assert tp.names == ["p"] and np.allclose(tp.values[:, 0], 1.0, atol=0)
     (fake_bucket / "x.json").write_text(
         '{"EventId": "0", "_label_cost": -1.0, "_label_probability": 0.5, "_labelIndex": 0, '
-        '"a": [1, 2], "p": [0.5, 0.5], "c": {"_multi": [{"x": 1}, {"x": 2}]}}\n')
+        '"a": [1, 2], "p": [0.5, 0.5], "c": {"_multi": [{"x": 1}, {"x": 2}]}}\n'
+    )
     assert read_dsjson("s3://bucket/x.json").n == 1
 
 
@@ -428,9 +496,12 @@ def test_remote_policy_tables_and_dsjson(fake_bucket: Path) -> None:
 @needs_fifo
 def test_policy_tables_and_importers_refuse_fifos(tmp_path: Path) -> None:
     logs = read_logs(bandit())
-    for name, call in [("policy.csv", read_policy_table), ("policy.parquet",
-                                                            lambda p: target_propensities(logs, p)),
-                       ("x.json", read_dsjson), ("all.csv", read_obd)]:
+    for name, call in [
+        ("policy.csv", read_policy_table),
+        ("policy.parquet", lambda p: target_propensities(logs, p)),
+        ("x.json", read_dsjson),
+        ("all.csv", read_obd),
+    ]:
         fifo = tmp_path / name
         os.mkfifo(fifo)
         with pytest.raises(DataFileError, match=r"is a FIFO \(named pipe\), not a regular file"):
@@ -442,7 +513,8 @@ def test_an_obd_campaign_whose_item_context_is_a_fifo_is_refused(tmp_path: Path)
     d = tmp_path / "random" / "all"
     d.mkdir(parents=True)
     (d / "all.csv").write_text(
-        ",timestamp,item_id,position,click,propensity_score\n0,2019-11-24,3,1,0,0.5\n")
+        ",timestamp,item_id,position,click,propensity_score\n0,2019-11-24,3,1,0,0.5\n"
+    )
     os.mkfifo(d / "item_context.csv")
     with pytest.raises(DataFileError, match=r"item_context\.csv .*is a FIFO"):
         within_timeout(lambda: read_obd(d), fifos=(d / "item_context.csv",))
@@ -458,8 +530,14 @@ def test_a_policy_table_directory_with_a_self_link_is_read_once(tmp_path: Path) 
     logs = read_logs(bandit())
     d = tmp_path / "policy"
     d.mkdir()
-    table = pa.table({"event_id": np.arange(N), "policy": ["p"] * N,
-                      "action": np.arange(N) % 2, "probability": np.ones(N)})
+    table = pa.table(
+        {
+            "event_id": np.arange(N),
+            "policy": ["p"] * N,
+            "action": np.arange(N) % 2,
+            "probability": np.ones(N),
+        }
+    )
     pq.write_table(table, d / "part-0.parquet")
     os.symlink(d, d / "again")
     tp = target_propensities(logs, d)  # read twice, every row would be a duplicate
@@ -475,7 +553,10 @@ def test_locate_input_lists_regular_files_in_sorted_order(tmp_path: Path) -> Non
     found = locate_input(d)
     assert found.is_dir and found.filesystem is None
     assert [Path(f).relative_to(d).as_posix() for f in found.files] == [
-        "a.parquet", "b/1.parquet", "b/2.parquet"]
+        "a.parquet",
+        "b/1.parquet",
+        "b/2.parquet",
+    ]
     assert found.skipped == ()
 
 

@@ -82,8 +82,14 @@ def test_policy_methods_refuse_logs_that_are_not_bandit_logs(tmp_path, method):
             assert "ope.read_logs" in message
 
 
-@pytest.mark.parametrize("call", [logging_distribution, logged_action_table,
-                                  lambda logs: to_policy_table(logs, {"u": LoggingPolicy()})])
+@pytest.mark.parametrize(
+    "call",
+    [
+        logging_distribution,
+        logged_action_table,
+        lambda logs: to_policy_table(logs, {"u": LoggingPolicy()}),
+    ],
+)
 def test_functions_of_the_logs_refuse_a_dataframe(call):
     _raises(ParameterError, "`logs`", call, pd.DataFrame({"x": [1.0]}))
 
@@ -92,10 +98,16 @@ def test_functions_of_the_logs_refuse_a_dataframe(call):
 @pytest.mark.parametrize("cls", [DeterministicPolicy, SoftmaxPolicy])
 def test_feature_columns_must_be_a_list_of_names(cls):
     for bad in (3.5, [3], [["a"]], {"x0": 1}):
-        _raises(ParameterError, "feature_columns", cls, _scores, actions=[0, 1, 2],
-                feature_columns=bad)
-    _raises(ParameterError, "feature_columns", ope.ClassifierPolicy,
-            _ClassifierStub(), feature_columns=3.5)
+        _raises(
+            ParameterError, "feature_columns", cls, _scores, actions=[0, 1, 2], feature_columns=bad
+        )
+    _raises(
+        ParameterError,
+        "feature_columns",
+        ope.ClassifierPolicy,
+        _ClassifierStub(),
+        feature_columns=3.5,
+    )
     cls(_scores, actions=[0, 1, 2], feature_columns="x0")  # one column by its name: fine
 
 
@@ -116,8 +128,14 @@ def test_actions_must_be_a_flat_list_of_labels():
 def test_flags_are_true_or_false():
     logs = policy_logs()
     for bad in ("yes", 2, np.nan):
-        _raises(ParameterError, "with_distributions", target_propensities, logs, ["greedy"],
-                with_distributions=bad)
+        _raises(
+            ParameterError,
+            "with_distributions",
+            target_propensities,
+            logs,
+            ["greedy"],
+            with_distributions=bad,
+        )
         _raises(ParameterError, "by_position", logged_action_table, logs, by_position=bad)
     assert logged_action_table(logs, by_position=np.False_).num_rows == 3
 
@@ -147,15 +165,18 @@ def test_load_classifier_names_a_missing_file_and_a_directory(tmp_path):
 
 def test_read_policy_table_checks_its_mapping(tmp_path):
     path = tmp_path / "t.parquet"
-    pd.DataFrame({"event_id": [0, 0], "policy": ["p", "p"], "action": [0, 1],
-                  "prob": [0.5, 0.5]}).to_parquet(path)
+    pd.DataFrame(
+        {"event_id": [0, 0], "policy": ["p", "p"], "action": [0, 1], "prob": [0.5, 0.5]}
+    ).to_parquet(path)
     assert read_policy_table(path, mapping={"probability": "prob"}).num_rows == 2
     for bad in ("reward", [1], 6.0, True, {3: "x"}):
         _raises(ParameterError, "mapping", read_policy_table, path, mapping=bad)
-    _raises(ParameterError, "mapping", read_policy_table, path,
-            mapping={"reward": "prob"})  # not a policy-table column
-    _raises(SchemaError, "mapping", read_policy_table, path,
-            mapping={"probability": "no_such_column"})
+    _raises(
+        ParameterError, "mapping", read_policy_table, path, mapping={"reward": "prob"}
+    )  # not a policy-table column
+    _raises(
+        SchemaError, "mapping", read_policy_table, path, mapping={"probability": "no_such_column"}
+    )
 
 
 # ---------------------------------------------------------------------------- specs
@@ -187,15 +208,17 @@ def test_candidates_with_specs_checks_specs_names_and_labels():
 
 def test_a_policy_spec_built_by_hand_is_checked_by_the_grammar():
     assert PolicySpec("e", "epsilon-greedy", column="s", number=0.1) == parse_policy_spec(
-        "e=epsilon-greedy:s:0.1")
+        "e=epsilon-greedy:s:0.1"
+    )
     assert PolicySpec("s", "softmax", column="s").number == 1.0
     _raises(ParameterError, "kind", PolicySpec, "a", "weird")
     _raises(ParameterError, "number", PolicySpec, "e", "epsilon-greedy", column="s")
     _raises(ParameterError, "number", PolicySpec, "e", "epsilon-greedy", column="s", number=1.5)
     _raises(ParameterError, "`name`", PolicySpec, 3, "uniform")
     _raises(ParameterError, "column", PolicySpec, "u", "uniform", column="s")
-    _raises(ParameterError, "`columns`", PolicySpec, "c", "classifier", path="m.skops",
-            columns=["a,b"])
+    _raises(
+        ParameterError, "`columns`", PolicySpec, "c", "classifier", path="m.skops", columns=["a,b"]
+    )
     _raises(ParameterError, "path", PolicySpec, "n", "npy")
     _raises(ParameterError, "`text`", PolicySpec, "u", "uniform", text=3)
 
@@ -212,17 +235,21 @@ def _slate_frame():
     return VALID["ope.SlatePolicy.slate_probabilities"](None).kwargs["logs"]
 
 
-@pytest.mark.parametrize("policy", [
-    EnumeratedSlatePolicy([[0, 1], [1, 0], [0, 2]], [[0.5, 0.25, 0.25]], n_items=3),
-    PlackettLuce([[0.0, 0.5, 1.0]], slate_size=2),
-])
+@pytest.mark.parametrize(
+    "policy",
+    [
+        EnumeratedSlatePolicy([[0, 1], [1, 0], [0, 2]], [[0.5, 0.25, 0.25]], n_items=3),
+        PlackettLuce([[0.0, 0.5, 1.0]], slate_size=2),
+    ],
+)
 def test_slate_policies_read_their_logs_as_the_estimators_do(policy):
     frame = _slate_frame()
     from_frame = policy.slate_probabilities(frame)
     from_logs = policy.slate_probabilities(slate_logs(frame))
     np.testing.assert_array_equal(from_frame.prefix, from_logs.prefix)
-    _raises(ValidationError, "propensity", policy.slate_probabilities,
-            frame.assign(propensity=np.nan))
+    _raises(
+        ValidationError, "propensity", policy.slate_probabilities, frame.assign(propensity=np.nan)
+    )
     _raises(ParameterError, "slate logs", policy.slate_probabilities, 3)
 
 
@@ -242,10 +269,13 @@ def test_plackett_luce_prefix_of_a_repeated_item_is_zero():
     assert p[0, 1] == 0.0 and 0.0 < p[0, 0] < 1.0
 
 
-@pytest.mark.parametrize("scores, expected", [
-    ([[0.0, -40.0, -40.0]], [1.0, 0.5]),   # the shown item holds all but 4e-18 of the mass
-    ([[0.0, -800.0, -800.0]], [1.0, 0.5]),  # the other weights underflow to 0
-])
+@pytest.mark.parametrize(
+    "scores, expected",
+    [
+        ([[0.0, -40.0, -40.0]], [1.0, 0.5]),  # the shown item holds all but 4e-18 of the mass
+        ([[0.0, -800.0, -800.0]], [1.0, 0.5]),  # the other weights underflow to 0
+    ],
+)
 def test_plackett_luce_prefixes_stay_finite_when_one_item_holds_the_mass(scores, expected):
     pol = PlackettLuce(scores, slate_size=2)
     p = pol.prefix_probabilities(np.array([0]), np.array([[0, 1]]))
@@ -261,8 +291,9 @@ def test_plackett_luce_prefixes_are_unchanged_on_ordinary_scores():
     items = np.tile(slates, (2, 1))
     e = np.exp(logits - logits.max(axis=1, keepdims=True))
     shown = e[ctx[:, None], items]
-    naive = np.cumprod(shown / (e.sum(axis=1)[ctx][:, None]
-                                - (np.cumsum(shown, axis=1) - shown)), axis=1)
+    naive = np.cumprod(
+        shown / (e.sum(axis=1)[ctx][:, None] - (np.cumsum(shown, axis=1) - shown)), axis=1
+    )
     np.testing.assert_array_equal(pol.prefix_probabilities(ctx, items), naive)
     _, prob = pol.distribution()
     np.testing.assert_allclose(prob.sum(axis=1), 1.0, atol=1e-12)
@@ -272,11 +303,12 @@ def test_enumerated_slate_policy_checks_its_slates():
     probs = [[0.5, 0.5]]
     for bad in (0, [], [[-1, 0], [1, 0]], [[0, 1], [0, 1]]):
         _raises(ParameterError, "`slates`", EnumeratedSlatePolicy, bad, probs)
-    _raises(ParameterError, "`n_items`", EnumeratedSlatePolicy, [[0, 1], [1, 0]], probs,
-            n_items=1)
-    _raises(ParameterError, "`n_items`", EnumeratedSlatePolicy, [[0, 1], [1, 0]], probs,
-            n_items=2**40)
-    _raises(ParameterError, "`probabilities`", EnumeratedSlatePolicy, [[0, 1], [1, 0]],
-            np.empty((0, 2)))
+    _raises(ParameterError, "`n_items`", EnumeratedSlatePolicy, [[0, 1], [1, 0]], probs, n_items=1)
+    _raises(
+        ParameterError, "`n_items`", EnumeratedSlatePolicy, [[0, 1], [1, 0]], probs, n_items=2**40
+    )
+    _raises(
+        ParameterError, "`probabilities`", EnumeratedSlatePolicy, [[0, 1], [1, 0]], np.empty((0, 2))
+    )
     # an item may fill two slots (a logger filling slots independently)
     assert EnumeratedSlatePolicy([[0, 0], [1, 0]], probs).n_items == 2

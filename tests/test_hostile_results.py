@@ -33,28 +33,34 @@ pytestmark = pytest.mark.filterwarnings("ignore::ope.OPEWarning")
 # ---------------------------------------------------------------------------- sizes
 def test_array_size_guard_names_every_count_and_the_largest():
     check_array_size([("n_contexts", 200), ("n_actions", 10)], what="the reward table")
-    with pytest.raises(ParameterError, match=r"`n_contexts`=~1e30 x `n_actions`=10 .* Pass a "
-                                             r"smaller `n_contexts`"):
+    with pytest.raises(
+        ParameterError,
+        match=r"`n_contexts`=~1e30 x `n_actions`=10 .* Pass a "
+        r"smaller `n_contexts`",
+    ):
         check_array_size([("n_contexts", 10**30), ("n_actions", 10)], what="the reward table")
     with pytest.raises(ParameterError, match="MAX_ARRAY_ELEMENTS"):
         check_array_size([("n", MAX_ARRAY_ELEMENTS + 1)], what="x")
 
 
-@pytest.mark.parametrize(("make", "argument"), [
-    (lambda v: ContextualBandit(n_actions=v), "n_actions"),
-    (lambda v: ContextualBandit(n_features=v), "n_features"),
-    (lambda v: ContextualBandit(n_contexts=v, n_segments=1), "n_contexts"),
-    (lambda v: ContextualBandit(n_noise_features=v), "n_noise_features"),
-    (lambda v: Recommendation(n_items=v), "n_items"),
-    (lambda v: Recommendation(n_requests=v), "n_requests"),
-    (lambda v: Recommendation(n_features=v), "n_features"),
-    (lambda v: TabularMDP(n_states=v), "n_states"),
-    (lambda v: TabularMDP(n_actions=v), "n_actions"),
-    (lambda v: PairedReplaySimulator(n_tasks=v), "n_tasks"),
-    (lambda v: PairedReplaySimulator(n_items=v), "n_items"),
-    (lambda v: SlateEnvironment(n_items=v), "n_items"),
-    (lambda v: SlateEnvironment(n_contexts=v), "n_contexts"),
-])
+@pytest.mark.parametrize(
+    ("make", "argument"),
+    [
+        (lambda v: ContextualBandit(n_actions=v), "n_actions"),
+        (lambda v: ContextualBandit(n_features=v), "n_features"),
+        (lambda v: ContextualBandit(n_contexts=v, n_segments=1), "n_contexts"),
+        (lambda v: ContextualBandit(n_noise_features=v), "n_noise_features"),
+        (lambda v: Recommendation(n_items=v), "n_items"),
+        (lambda v: Recommendation(n_requests=v), "n_requests"),
+        (lambda v: Recommendation(n_features=v), "n_features"),
+        (lambda v: TabularMDP(n_states=v), "n_states"),
+        (lambda v: TabularMDP(n_actions=v), "n_actions"),
+        (lambda v: PairedReplaySimulator(n_tasks=v), "n_tasks"),
+        (lambda v: PairedReplaySimulator(n_items=v), "n_items"),
+        (lambda v: SlateEnvironment(n_items=v), "n_items"),
+        (lambda v: SlateEnvironment(n_contexts=v), "n_contexts"),
+    ],
+)
 @pytest.mark.parametrize("huge", [10**30, 2**21 + 1])
 def test_simulator_sizes_are_refused_before_allocating(make, argument, huge):
     # 10**30 failed inside numpy ("Maximum allowed dimension exceeded"); 2**21 + 1 is
@@ -65,22 +71,26 @@ def test_simulator_sizes_are_refused_before_allocating(make, argument, huge):
 
 
 def test_model_tables_at_the_bound_still_build():
-    env = ContextualBandit(n_contexts=MAX_MODEL_CELLS // 4, n_actions=4, n_features=1,
-                           n_segments=1)
+    env = ContextualBandit(n_contexts=MAX_MODEL_CELLS // 4, n_actions=4, n_features=1, n_segments=1)
     assert env.reward_means.shape == (MAX_MODEL_CELLS // 4, 4)
 
 
-@pytest.mark.parametrize("env", [
-    ContextualBandit(n_actions=3, n_features=2, n_contexts=8),
-    Recommendation(n_items=20, n_candidates=3, n_requests=8, n_features=2),
-    TabularMDP(n_states=3, n_actions=2, horizon=2),
-    PairedReplaySimulator(n_tasks=4, n_items=5),
-    SlateEnvironment(n_items=4, slate_size=2, n_contexts=2),
-], ids=type)
+@pytest.mark.parametrize(
+    "env",
+    [
+        ContextualBandit(n_actions=3, n_features=2, n_contexts=8),
+        Recommendation(n_items=20, n_candidates=3, n_requests=8, n_features=2),
+        TabularMDP(n_states=3, n_actions=2, horizon=2),
+        PairedReplaySimulator(n_tasks=4, n_items=5),
+        SlateEnvironment(n_items=4, slate_size=2, n_contexts=2),
+    ],
+    ids=type,
+)
 @pytest.mark.parametrize("n", [10**30, MAX_SAMPLE_SIZE + 1])
 def test_sample_sizes_are_bounded(env, n):
-    with pytest.raises(ParameterError,
-                       match=r"`n`=.* is more than one sample\(\) call draws \(MAX_SAMPLE_SIZE"):
+    with pytest.raises(
+        ParameterError, match=r"`n`=.* is more than one sample\(\) call draws \(MAX_SAMPLE_SIZE"
+    ):
         env.sample(n, rng=0)
 
 
@@ -106,8 +116,9 @@ def test_bad_policy_names_and_shapes_name_the_arguments():
         TabularMDP(policies={"\x00": np.full((8, 3), 1 / 3)})
     # the user's table is checked before the model is built; its shape follows the sizes
     with pytest.raises(PolicyError, match=r"shape \(8, 4\) .*`n_contexts`, `n_actions`"):
-        ContextualBandit(n_actions=4, n_contexts=8, n_segments=2,
-                         policies={"mine": np.full((8, 3), 1 / 3)})
+        ContextualBandit(
+            n_actions=4, n_contexts=8, n_segments=2, policies={"mine": np.full((8, 3), 1 / 3)}
+        )
 
 
 def test_unknown_policies_name_the_argument_they_were_passed_as():
@@ -122,11 +133,14 @@ def test_unknown_policies_name_the_argument_they_were_passed_as():
         env.true_value("nope")
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"segments": 3.5}, "segments must be a sequence of str labels"),
-    ({"restricted_segments": 3.5}, "restricted_segments must be a list of labels"),
-    ({"restricted_segments": ["nowhere"]}, r"unknown: \['nowhere'\]"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"segments": 3.5}, "segments must be a sequence of str labels"),
+        ({"restricted_segments": 3.5}, "restricted_segments must be a list of labels"),
+        ({"restricted_segments": ["nowhere"]}, r"unknown: \['nowhere'\]"),
+    ],
+)
 def test_recommendation_segment_arguments(kwargs, match):
     with pytest.raises(ParameterError, match=match):
         Recommendation(n_items=20, n_candidates=3, n_requests=8, **kwargs)
@@ -142,13 +156,16 @@ def test_paired_arms_as_a_list_still_work():
     assert PairedReplaySimulator(arms=["a", "b"]).arms == ("a", "b")
 
 
-@pytest.mark.parametrize(("context", "item", "argument"), [
-    (3.5, np.array([[0, 1]]), "context"),
-    (np.array([5]), np.array([[0, 1]]), "context"),
-    (np.array([0]), 3.5, "item"),
-    (np.array([0]), np.array([[0, 9]]), "item"),
-    (np.array([0, 1]), np.array([[0, 1]]), "item"),
-])
+@pytest.mark.parametrize(
+    ("context", "item", "argument"),
+    [
+        (3.5, np.array([[0, 1]]), "context"),
+        (np.array([5]), np.array([[0, 1]]), "context"),
+        (np.array([0]), 3.5, "item"),
+        (np.array([0]), np.array([[0, 9]]), "item"),
+        (np.array([0, 1]), np.array([[0, 1]]), "item"),
+    ],
+)
 def test_click_probability_checks_its_ids(context, item, argument):
     env = SlateEnvironment(n_items=4, slate_size=2, n_contexts=2)
     with pytest.raises(ParameterError, match=argument):
@@ -163,11 +180,14 @@ def test_click_probability_on_valid_ids_is_unchanged():
 
 
 # ---------------------------------------------------------------------------- results
-@pytest.mark.parametrize(("kwargs", "argument"), [
-    ({"policy": ""}, "policy"),
-    ({"policy": "greedy", "baseline": object()}, "baseline"),
-    ({"policy": "greedy", "estimator": "\x00"}, "estimator"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        ({"policy": ""}, "policy"),
+        ({"policy": "greedy", "baseline": object()}, "baseline"),
+        ({"policy": "greedy", "estimator": "\x00"}, "estimator"),
+    ],
+)
 def test_compare_names_an_unknown_policy_baseline_or_estimator(kwargs, argument):
     with pytest.raises(ParameterError, match=f"`{argument}` must be one of"):
         evaluation().compare(**kwargs)
@@ -191,8 +211,7 @@ def test_summary_truth_reads_the_bundled_form_too():
     assert "truth" in flat
 
 
-@pytest.mark.parametrize(("argument", "value"), [("certificate", object()),
-                                                 ("validation", 3.5)])
+@pytest.mark.parametrize(("argument", "value"), [("certificate", object()), ("validation", 3.5)])
 def test_report_refuses_a_foreign_certificate_or_validation(argument, value):
     with pytest.raises(ParameterError, match=f"`{argument}` must be"):
         render_report(evaluation=evaluation(), **{argument: value})
@@ -248,11 +267,14 @@ def _arrays():
     return f["reward"].to_numpy(), f["propensity"].to_numpy(), f["target__greedy"].to_numpy()
 
 
-@pytest.mark.parametrize(("kwargs", "match"), [
-    ({"policy_names": 3.5}, "`policy_names` must be a list of names"),
-    ({"policy_names": "greedy"}, "`policy_names` must be a list of names"),
-    ({"segments": object()}, "`segments` must map each segment column"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"policy_names": 3.5}, "`policy_names` must be a list of names"),
+        ({"policy_names": "greedy"}, "`policy_names` must be a list of names"),
+        ({"segments": object()}, "`segments` must map each segment column"),
+    ],
+)
 def test_diagnose_arrays_checks_names_and_segments(kwargs, match):
     with pytest.raises(ParameterError, match=match):
         diagnose_arrays(*_arrays(), **kwargs)
@@ -278,8 +300,7 @@ def test_distributed_unknown_policy_names_the_argument(tmp_path):
     dask = pytest.importorskip("dask")
     path = tmp_path / "logs.parquet"
     frame().to_parquet(path)
-    with dask.config.set(scheduler="synchronous"), pytest.raises(PolicyError,
-                                                                 match="`policies`"):
+    with dask.config.set(scheduler="synchronous"), pytest.raises(PolicyError, match="`policies`"):
         ope.evaluate_distributed(path, ["nope"])
 
 

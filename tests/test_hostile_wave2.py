@@ -38,10 +38,14 @@ _DONE4 = [False, False, False, True]
 
 
 def _paired(outcome: list[float]) -> pa.Table:
-    return pa.table({
-        "pair_id": [0, 0, 1, 1, 2, 2], "arm": ["a", "b"] * 3, "replicate": [0] * 6,
-        "outcome": outcome,
-    })
+    return pa.table(
+        {
+            "pair_id": [0, 0, 1, 1, 2, 2],
+            "arm": ["a", "b"] * 3,
+            "replicate": [0] * 6,
+            "outcome": outcome,
+        }
+    )
 
 
 def _gate_with_unseen_action() -> Any:
@@ -66,10 +70,13 @@ def _gate_with_unseen_action() -> Any:
 def _rare_action_logs() -> pa.Table:
     """100 rows, action 2 logged once."""
     rng = np.random.default_rng(0)
-    return pa.table({
-        "action": np.r_[np.zeros(50, int), np.ones(49, int), [2]],
-        "reward": rng.random(100), "x0": rng.random(100),
-    })
+    return pa.table(
+        {
+            "action": np.r_[np.zeros(50, int), np.ones(49, int), [2]],
+            "reward": rng.random(100),
+            "x0": rng.random(100),
+        }
+    )
 
 
 def _fit_mixed_labels() -> Any:
@@ -85,19 +92,34 @@ def _fit_mixed_labels() -> Any:
 def _feedback(**changes: Any) -> Any:
     from ope.importers import from_bandit_feedback
 
-    d = {"n_rounds": 2, "n_actions": 2, "action": np.array([0, 1]),
-         "reward": np.array([1.0, 0.0]), "pscore": np.array([0.5, 0.5])}
+    d = {
+        "n_rounds": 2,
+        "n_actions": 2,
+        "action": np.array([0, 1]),
+        "reward": np.array([1.0, 0.0]),
+        "pscore": np.array([0.5, 0.5]),
+    }
     return from_bandit_feedback({**d, **changes})
 
 
 def _two_slates() -> Any:
-    return slate_logs({"slate_id": [5, 6], "item": [[1, 0], [0, 1]],
-                       "reward": [[1.0, 0.0], [0.0, 1.0]], "propensity": [[0.5, 0.5]] * 2})
+    return slate_logs(
+        {
+            "slate_id": [5, 6],
+            "item": [[1, 0], [0, 1]],
+            "reward": [[1.0, 0.0], [0.0, 1.0]],
+            "propensity": [[0.5, 0.5]] * 2,
+        }
+    )
 
 
 def _candidate_table(**changes: list[Any]) -> Any:
-    table = {"slate_id": [5, 5, 6, 6], "position": [0, 1, 0, 1], "item": [1, 0, 0, 1],
-             "probability": [0.9] * 4}
+    table = {
+        "slate_id": [5, 5, 6, 6],
+        "position": [0, 1, 0, 1],
+        "item": [1, 0, 0, 1],
+        "probability": [0.9] * 4,
+    }
     return slate_probabilities_from_table({**table, **changes}, _two_slates())
 
 
@@ -113,8 +135,16 @@ class _RepeatedClasses:
 def _classifier_policy_with_repeated_classes() -> Any:
     from ope.policies import ClassifierPolicy
 
-    logs = ope.read_logs(pa.table({"action": [0, 1, 1], "propensity": [0.5] * 3,
-                                   "reward": [1.0, 0.0, 1.0], "x": [0.1, 0.2, 0.3]}))
+    logs = ope.read_logs(
+        pa.table(
+            {
+                "action": [0, 1, 1],
+                "propensity": [0.5] * 3,
+                "reward": [1.0, 0.0, 1.0],
+                "x": [0.1, 0.2, 0.3],
+            }
+        )
+    )
     return ClassifierPolicy(_RepeatedClasses(), ["x"]).propensity(logs)
 
 
@@ -136,17 +166,33 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name, content in HOSTILE_FILES.items():
         (folder / name).write_bytes(content)
     rng = np.random.default_rng(0)
-    pa.parquet.write_table(pa.table({
-        "event_id": np.arange(40), "action": rng.integers(0, 2, 40),
-        "propensity": np.full(40, 0.5), "reward": rng.random(40),
-    }), folder / "logs.parquet")
-    pa.parquet.write_table(pa.table({
-        "event_id": np.arange(200), "action": rng.integers(0, 2, 200),
-        "propensity": np.full(200, 0.5), "reward": 1e300 * rng.choice([-1.0, 1.0], 200),
-        "target__p": rng.integers(0, 2, 200).astype(float), "seg": rng.integers(0, 3, 200),
-    }), folder / "huge-rewards.parquet")
-    pa.parquet.write_table(_paired([1e308, -1e308, -1e308, 1e308, 1.0, 2.0]),
-                           folder / "huge-paired.parquet")
+    pa.parquet.write_table(
+        pa.table(
+            {
+                "event_id": np.arange(40),
+                "action": rng.integers(0, 2, 40),
+                "propensity": np.full(40, 0.5),
+                "reward": rng.random(40),
+            }
+        ),
+        folder / "logs.parquet",
+    )
+    pa.parquet.write_table(
+        pa.table(
+            {
+                "event_id": np.arange(200),
+                "action": rng.integers(0, 2, 200),
+                "propensity": np.full(200, 0.5),
+                "reward": 1e300 * rng.choice([-1.0, 1.0], 200),
+                "target__p": rng.integers(0, 2, 200).astype(float),
+                "seg": rng.integers(0, 3, 200),
+            }
+        ),
+        folder / "huge-rewards.parquet",
+    )
+    pa.parquet.write_table(
+        _paired([1e308, -1e308, -1e308, 1e308, 1.0, 2.0]), folder / "huge-paired.parquet"
+    )
     return folder
 
 
@@ -161,19 +207,27 @@ CASES: list[Any] = [
         id="returns-1e308",
     ),
     pytest.param(
-        lambda: gae([1e308] * 4, values=[0.0] * 4, gamma=1.0, lam=1.0, done=_DONE4,
-                    episode_starts=[0]),
-        ValidationError, r"advantages \(GAE\) overflow float64 .*`reward` reaches", id="gae-1e308",
+        lambda: gae(
+            [1e308] * 4, values=[0.0] * 4, gamma=1.0, lam=1.0, done=_DONE4, episode_starts=[0]
+        ),
+        ValidationError,
+        r"advantages \(GAE\) overflow float64 .*`reward` reaches",
+        id="gae-1e308",
     ),
     pytest.param(
-        lambda: lambda_returns([1e308] * 4, values=[1e308] * 4, gamma=1.0, lam=0.0,
-                               done=_DONE4, episode_starts=[0]),
-        ValidationError, r"overflow float64 .*reaches \|value\| 1e\+308", id="lambda-returns-1e308",
+        lambda: lambda_returns(
+            [1e308] * 4, values=[1e308] * 4, gamma=1.0, lam=0.0, done=_DONE4, episode_starts=[0]
+        ),
+        ValidationError,
+        r"overflow float64 .*reaches \|value\| 1e\+308",
+        id="lambda-returns-1e308",
     ),
     pytest.param(
-        lambda: td_errors([1e308] * 4, values=[-1e308] * 4, gamma=1.0, done=_DONE4,
-                          episode_starts=[0]),
-        ValidationError, r"TD errors overflow float64 \(1 rows .* first at row 3\)",
+        lambda: td_errors(
+            [1e308] * 4, values=[-1e308] * 4, gamma=1.0, done=_DONE4, episode_starts=[0]
+        ),
+        ValidationError,
+        r"TD errors overflow float64 \(1 rows .* first at row 3\)",
         id="td-errors-1e308",
     ),
     pytest.param(
@@ -185,12 +239,14 @@ CASES: list[Any] = [
     ),
     pytest.param(
         lambda: _paired_effect([1e200, -1e200, -1e200, 1e200, 1.0, 2.0]),
-        ValidationError, r"the value or its standard error overflow float64 .*1e\+200",
+        ValidationError,
+        r"the value or its standard error overflow float64 .*1e\+200",
         id="paired-se-1e200",
     ),
     # D. a certificate on actions the policy never saw
     pytest.param(
-        _gate_with_unseen_action, ValidationError,
+        _gate_with_unseen_action,
+        ValidationError,
         r"`action` has 1 label\(s\) the policy never saw in fit \(7\) in 2000 rows \(first at "
         r"rows 0, 1, 2, 3, 4, \.\.\.\).*cannot be certified",
         id="gate-unseen-action",
@@ -198,108 +254,151 @@ CASES: list[Any] = [
     # B. raw foreign exceptions
     pytest.param(
         lambda: slate_logs({"slate_id": [], "item": [], "reward": [], "slate_propensity": []}),
-        ValidationError, r"slate logs have no rows \(column 'slate_id' is empty\)",
+        ValidationError,
+        r"slate logs have no rows \(column 'slate_id' is empty\)",
         id="slates-empty",
     ),
     pytest.param(
-        lambda: IndependentIPS(positions=()), ParameterError,
-        r"`positions` is empty: .* e\.g\. positions=\[0\]", id="iips-positions-empty",
+        lambda: IndependentIPS(positions=()),
+        ParameterError,
+        r"`positions` is empty: .* e\.g\. positions=\[0\]",
+        id="iips-positions-empty",
     ),
     pytest.param(
-        lambda: IndependentIPS(positions="01"), ParameterError,
-        r"`positions` must be a sequence of slot indices", id="iips-positions-str",
+        lambda: IndependentIPS(positions="01"),
+        ParameterError,
+        r"`positions` must be a sequence of slot indices",
+        id="iips-positions-str",
     ),
     pytest.param(
-        lambda: estimate_propensities(_rare_action_logs(), context_columns=["x0"],
-                                      calibration="isotonic"),
+        lambda: estimate_propensities(
+            _rare_action_logs(), context_columns=["x0"], calibration="isotonic"
+        ),
         EstimationError,
         r"calibration='isotonic' .* at least 3 rows .* the data logs action\(s\) 2 \(1x\)",
         id="propensity-action-logged-once",
     ),
     pytest.param(
-        lambda: estimate_propensities(_rare_action_logs(), context_columns=["x0"],
-                                      calibration="sigmoid", n_folds=2, rng=0),
-        EstimationError, r"the training set of fold \d \(of 2\) logs action\(s\) 2 \(1x\)",
+        lambda: estimate_propensities(
+            _rare_action_logs(), context_columns=["x0"], calibration="sigmoid", n_folds=2, rng=0
+        ),
+        EstimationError,
+        r"the training set of fold \d \(of 2\) logs action\(s\) 2 \(1x\)",
         id="propensity-action-logged-once-folds",
     ),
     pytest.param(
-        _fit_mixed_labels, ValidationError,
+        _fit_mixed_labels,
+        ValidationError,
         r"`y` mixes label kinds: 50 rows hold numbers and 50 rows text \(first text at row 1: "
-        r"'a'\)", id="learner-labels-int-and-str",
+        r"'a'\)",
+        id="learner-labels-int-and-str",
     ),
     # C. invalid or contradictory input accepted silently
     pytest.param(
-        lambda: _feedback(position=np.array([-1, 0])), ValidationError,
+        lambda: _feedback(position=np.array([-1, 0])),
+        ValidationError,
         r"`bandit_feedback\['position'\]` must be whole numbers >= 0; 1 rows are not \(first "
-        r"at row 0: -1\)", id="feedback-position-negative",
+        r"at row 0: -1\)",
+        id="feedback-position-negative",
     ),
     pytest.param(
-        lambda: _feedback(position=np.array([0.0, 0.5])), ValidationError,
+        lambda: _feedback(position=np.array([0.0, 0.5])),
+        ValidationError,
         r"`bandit_feedback\['position'\]` must be whole numbers >= 0; .*first at row 1: 0\.5",
         id="feedback-position-fractional",
     ),
     pytest.param(
         lambda: _feedback(position=np.array([0, 2]), action_dist=np.full((2, 2, 2), 0.5)),
-        ValidationError, r"`bandit_feedback\['position'\]` must be whole numbers >= 0 and < 2",
+        ValidationError,
+        r"`bandit_feedback\['position'\]` must be whole numbers >= 0 and < 2",
         id="feedback-position-beyond-len-list",
     ),
     pytest.param(
-        lambda: _feedback(action_dist=np.full((2, 3, 1), 0.9)), ValidationError,
+        lambda: _feedback(action_dist=np.full((2, 3, 1), 0.9)),
+        ValidationError,
         r"`bandit_feedback\['action_dist'\]` must hold probability distributions: .* summing to "
         r"1 over axis 1; 2 rows do not \(first at row 0, which sums to 2\.7\)",
         id="feedback-action-dist-sums-2.7",
     ),
     pytest.param(
         lambda: _feedback(action=np.array([0, 5]), action_dist=np.full((2, 2, 1), 0.5)),
-        ValidationError, r"`bandit_feedback\['action'\]` must be whole numbers >= 0 and < 2; .*"
-        r"first at row 1: 5", id="feedback-action-beyond-action-dist",
+        ValidationError,
+        r"`bandit_feedback\['action'\]` must be whole numbers >= 0 and < 2; .*"
+        r"first at row 1: 5",
+        id="feedback-action-beyond-action-dist",
     ),
     pytest.param(
-        lambda: _candidate_table(slate_id=["5", "5", "6", "6"]), ValidationError,
+        lambda: _candidate_table(slate_id=["5", "5", "6", "6"]),
+        ValidationError,
         r"`slate_id` holds text \(row 0: '5'\) but the logs' `slate_id` holds numbers \(e\.g\. "
-        r"5\)", id="slate-table-text-slate-ids",
+        r"5\)",
+        id="slate-table-text-slate-ids",
     ),
     pytest.param(
-        lambda: _candidate_table(item=["1", "0", "0", "1"]), ValidationError,
-        r"`item` must hold integer ids; it holds text \(row 0: '1'\)", id="slate-table-text-items",
+        lambda: _candidate_table(item=["1", "0", "0", "1"]),
+        ValidationError,
+        r"`item` must hold integer ids; it holds text \(row 0: '1'\)",
+        id="slate-table-text-items",
     ),
     pytest.param(
-        lambda: _candidate_table(slate_id=[7, 7, 8, 8]), ValidationError,
+        lambda: _candidate_table(slate_id=[7, 7, 8, 8]),
+        ValidationError,
         r"none of the candidate table's 4 rows has a `slate_id` of the logs",
         id="slate-table-no-logged-slate",
     ),
     pytest.param(
-        lambda: slate_logs({"slate_id": [0], "item": [["a", "b"]], "reward": [[1.0, 0.0]],
-                            "propensity": [[0.5, 0.5]]}),
-        ValidationError, r"`item` must hold integer ids; it holds text \(row 0: 'a'\)",
+        lambda: slate_logs(
+            {
+                "slate_id": [0],
+                "item": [["a", "b"]],
+                "reward": [[1.0, 0.0]],
+                "propensity": [[0.5, 0.5]],
+            }
+        ),
+        ValidationError,
+        r"`item` must hold integer ids; it holds text \(row 0: 'a'\)",
         id="slate-logs-text-items",
     ),
     pytest.param(
-        lambda: slate_logs({"slate_id": [0], "item": [[0, 1]], "reward": [[1.0, "x"]],
-                            "propensity": [[0.5, 0.5]]}),
-        ValidationError, r"`reward` must hold numbers in every list", id="slate-logs-text-reward",
+        lambda: slate_logs(
+            {"slate_id": [0], "item": [[0, 1]], "reward": [[1.0, "x"]], "propensity": [[0.5, 0.5]]}
+        ),
+        ValidationError,
+        r"`reward` must hold numbers in every list",
+        id="slate-logs-text-reward",
     ),
     pytest.param(
-        lambda: slate_logs({"slate_id": [3, 4], "item": [[0, 1]] * 2, "reward": [[1.0, 0.0]] * 2,
-                            "slate_propensity": [0.5, 0.5],
-                            "prefix_propensity": [[0.9, 0.5], [0.9, 0.2]]}),
+        lambda: slate_logs(
+            {
+                "slate_id": [3, 4],
+                "item": [[0, 1]] * 2,
+                "reward": [[1.0, 0.0]] * 2,
+                "slate_propensity": [0.5, 0.5],
+                "prefix_propensity": [[0.9, 0.5], [0.9, 0.2]],
+            }
+        ),
         ValidationError,
         r"`prefix_propensity` at the last position \(the whole slate\) contradicts "
         r"`slate_propensity` in 1 slates \(first at row 1: 0\.2 vs 0\.5\)",
         id="slate-prefix-contradicts-slate",
     ),
     pytest.param(
-        _classifier_policy_with_repeated_classes, PolicyError,
+        _classifier_policy_with_repeated_classes,
+        PolicyError,
         r"classes_ of _RepeatedClasses repeats the label\(s\) 1 \(first at columns 1, 2\)",
         id="classifier-policy-repeated-classes",
     ),
     pytest.param(
-        lambda: Certificate.from_json('{"policy": '), ValidationError,
-        r"certificate is not valid JSON: Expecting value at line 1, column 12", id="cert-json",
+        lambda: Certificate.from_json('{"policy": '),
+        ValidationError,
+        r"certificate is not valid JSON: Expecting value at line 1, column 12",
+        id="cert-json",
     ),
     pytest.param(
-        lambda: Certificate.from_json("[1, 2]"), ValidationError,
-        r"certificate must be a JSON object .* got a list", id="cert-json-list",
+        lambda: Certificate.from_json("[1, 2]"),
+        ValidationError,
+        r"certificate must be a JSON object .* got a list",
+        id="cert-json-list",
     ),
 ]
 
@@ -307,12 +406,15 @@ CASES: list[Any] = [
 #: hostile files through their reader: file name -> expected ope exception type, message regex
 FILE_CASES: list[Any] = [
     pytest.param(
-        "binary.csv", DataFileError,
+        "binary.csv",
+        DataFileError,
         r"binary\.csv is not a text file \(a NUL or control byte at byte 6\); a CSV policy "
-        r"table is UTF-8 text", id="policy-csv-binary",
+        r"table is UTF-8 text",
+        id="policy-csv-binary",
     ),
     pytest.param(
-        "blank-name.csv", SchemaError,
+        "blank-name.csv",
+        SchemaError,
         r"`policy` is empty \(or only whitespace\) in 1 rows \(first at row 1\)",
         id="policy-csv-blank-name",
     ),
@@ -357,8 +459,9 @@ HUGE_REWARDS = (
 def test_report_of_rewards_near_1e300_exits_65_with_one_json_document(
     files: Path, tmp_path: Path, extra: tuple[str, ...]
 ) -> None:
-    code, document = _cli("report", str(files / "huge-rewards.parquet"), "--out",
-                          str(tmp_path / "r.html"), *extra)
+    code, document = _cli(
+        "report", str(files / "huge-rewards.parquet"), "--out", str(tmp_path / "r.html"), *extra
+    )
     assert code == 65
     assert document["error"]["type"] == "ValidationError"
     assert re.search(HUGE_REWARDS, document["error"]["message"])
@@ -367,12 +470,14 @@ def test_report_of_rewards_near_1e300_exits_65_with_one_json_document(
 def test_paired_effect_of_1e308_outcomes_on_the_cli_exits_65_with_one_json_document(
     files: Path,
 ) -> None:
-    code, document = _cli("paired", str(files / "huge-paired.parquet"), "--treated", "b",
-                          "--control", "a")
+    code, document = _cli(
+        "paired", str(files / "huge-paired.parquet"), "--treated", "b", "--control", "a"
+    )
     assert code == 65
     assert document["error"]["type"] == "ValidationError"
-    assert re.search(r"the pair differences overflow float64 \(2 pairs .*1e\+308",
-                     document["error"]["message"])
+    assert re.search(
+        r"the pair differences overflow float64 \(2 pairs .*1e\+308", document["error"]["message"]
+    )
 
 
 def test_diagnose_of_rewards_near_1e300_names_the_reward_magnitude(files: Path) -> None:
@@ -396,8 +501,9 @@ def test_hostile_input_raises_a_specific_ope_error(
 
 
 def test_overflow_guard_keeps_finite_results_unchanged() -> None:
-    r = discounted_returns([1e300, 1e300, 0.0], gamma=0.5, done=[False, False, True],
-                           episode_starts=[0])
+    r = discounted_returns(
+        [1e300, 1e300, 0.0], gamma=0.5, done=[False, False, True], episode_starts=[0]
+    )
     np.testing.assert_allclose(r, [1.5e300, 1e300, 0.0], rtol=1e-12)
     table = _paired_effect([1.0, 0.0, 0.0, 1.0, 1.0, 2.0])
     np.testing.assert_allclose(table["value"], [1 / 3], rtol=1e-12)

@@ -27,26 +27,34 @@ DATA = Path(__file__).parent / "data" / "dsjson"
 LINES = (DATA / "cb.json").read_text().splitlines()
 
 CB_REJECTED = {
-    "dsjson_pdrop_out_of_range": 1,        # line 3: pdrop == 1
-    "dsjson_skip_learn": 1,                # line 4
-    "dsjson_no_actions": 1,                # line 5: no `a` (VW skips the event)
-    "dsjson_unlabeled": 1,                 # line 6: no _label_*
-    "dsjson_label_index_missing": 1,       # line 7: _label_Action without _labelIndex
+    "dsjson_pdrop_out_of_range": 1,  # line 3: pdrop == 1
+    "dsjson_skip_learn": 1,  # line 4
+    "dsjson_no_actions": 1,  # line 5: no `a` (VW skips the event)
+    "dsjson_unlabeled": 1,  # line 6: no _label_*
+    "dsjson_label_index_missing": 1,  # line 7: _label_Action without _labelIndex
     "dsjson_label_index_out_of_range": 1,  # line 8: _labelIndex 3 of 3 actions
-    "dsjson_bad_json": 1,                  # line 9: truncated
-    "dsjson_field_type": 1,                # line 10: numeric EventId
-    "dsjson_not_object": 2,                # line 12 (leading spaces), line 18 (an array)
-    "reward_missing": 1,                   # line 14: _label_cost "NaN"
-    "dsjson_a_p_mismatch": 1,              # line 15: an id twice in `a`
-    "event_id_duplicate": 1,               # line 16: EventId e0 again
-    "dsjson_kind_mismatch": 1,             # line 17: a CCB line in a CB file
+    "dsjson_bad_json": 1,  # line 9: truncated
+    "dsjson_field_type": 1,  # line 10: numeric EventId
+    "dsjson_not_object": 2,  # line 12 (leading spaces), line 18 (an array)
+    "reward_missing": 1,  # line 14: _label_cost "NaN"
+    "dsjson_a_p_mismatch": 1,  # line 15: an id twice in `a`
+    "event_id_duplicate": 1,  # line 16: EventId e0 again
+    "dsjson_kind_mismatch": 1,  # line 17: a CCB line in a CB file
 }
 CB_EXAMPLES = {
-    "dsjson_pdrop_out_of_range": (3,), "dsjson_skip_learn": (4,), "dsjson_no_actions": (5,),
-    "dsjson_unlabeled": (6,), "dsjson_label_index_missing": (7,),
-    "dsjson_label_index_out_of_range": (8,), "dsjson_bad_json": (9,), "dsjson_field_type": (10,),
-    "dsjson_not_object": (12, 18), "reward_missing": (14,), "dsjson_a_p_mismatch": (15,),
-    "event_id_duplicate": (16,), "dsjson_kind_mismatch": (17,),
+    "dsjson_pdrop_out_of_range": (3,),
+    "dsjson_skip_learn": (4,),
+    "dsjson_no_actions": (5,),
+    "dsjson_unlabeled": (6,),
+    "dsjson_label_index_missing": (7,),
+    "dsjson_label_index_out_of_range": (8,),
+    "dsjson_bad_json": (9,),
+    "dsjson_field_type": (10,),
+    "dsjson_not_object": (12, 18),
+    "reward_missing": (14,),
+    "dsjson_a_p_mismatch": (15,),
+    "event_id_duplicate": (16,),
+    "dsjson_kind_mismatch": (17,),
 }
 
 
@@ -59,24 +67,36 @@ def _drop(path, **kw):
 def test_cb_rows_and_rejections_are_exact_at_any_chunk_size(chunk_lines):
     logs = _drop(DATA / "cb.json", chunk_lines=chunk_lines)
     r = logs.report
-    assert (r.rows_read, r.rows_used) == (18, 4)    # 19 lines, one blank
+    assert (r.rows_read, r.rows_used) == (18, 4)  # 19 lines, one blank
     assert r.rejected == CB_REJECTED
     assert r.examples == CB_EXAMPLES
     t = logs.table.to_pydict()
-    assert logs.columns == ["event_id", "timestamp", "action", "propensity", "reward", "weight",
-                            "candidates", "logging_distribution"]
+    assert logs.columns == [
+        "event_id",
+        "timestamp",
+        "action",
+        "propensity",
+        "reward",
+        "weight",
+        "candidates",
+        "logging_distribution",
+    ]
     # line 1 has no EventId: "<file name>:<0-based line>"
     assert t["event_id"] == ["e0", "cb.json:1", "e2", "e13"]
     assert t["timestamp"] == ["2024-01-01T00:00:00Z", None, None, None]
     # _labelIndex wins over _label_Action (line 2: index 2, _label_Action 1)
     assert t["action"] == [1, 0, 2, 2]
     assert t["propensity"] == [0.6, 0.5, 0.2, 0.25]
-    assert t["reward"] == [1.0, -0.0, 0.5, 2.0]          # _label_Cost spelling on line 13
-    assert t["weight"] == [1.0, 1.0, 2.0, 1.0]           # pdrop 0.5 on line 2
+    assert t["reward"] == [1.0, -0.0, 0.5, 2.0]  # _label_Cost spelling on line 13
+    assert t["weight"] == [1.0, 1.0, 2.0, 1.0]  # pdrop 0.5 on line 2
     assert t["candidates"] == [[0, 1, 2]] * 4
     # p[i] lands at a[i] - 1; line 13 has p then _p: the later one (_p) wins
-    assert t["logging_distribution"] == [[0.3, 0.6, 0.1], [0.5, 0.25, 0.25], [0.4, 0.4, 0.2],
-                                         [0.5, 0.25, 0.25]]
+    assert t["logging_distribution"] == [
+        [0.3, 0.6, 0.1],
+        [0.5, 0.25, 0.25],
+        [0.4, 0.4, 0.2],
+        [0.5, 0.25, 0.25],
+    ]
     meta = logs.table.schema.metadata
     assert meta[b"ope.source_format"] == b"dsjson" and meta[b"ope.dsjson_kind"] == b"cb"
 
@@ -86,13 +106,29 @@ def test_ccb_one_row_per_labeled_slot():
         logs = read_dsjson(DATA / "ccb.json", on_invalid="drop", chunk_lines=2)
     r = logs.report
     assert (r.rows_read, r.rows_used) == (13, 6)
-    assert r.rejected == {"dsjson_unlabeled": 2, "dsjson_outcome_malformed": 3,
-                          "dsjson_skip_learn": 1, "dsjson_pdrop_out_of_range": 1}
-    assert r.examples == {"dsjson_unlabeled": (2, 8), "dsjson_outcome_malformed": (4, 5, 6),
-                          "dsjson_skip_learn": (7,), "dsjson_pdrop_out_of_range": (9,)}
+    assert r.rejected == {
+        "dsjson_unlabeled": 2,
+        "dsjson_outcome_malformed": 3,
+        "dsjson_skip_learn": 1,
+        "dsjson_pdrop_out_of_range": 1,
+    }
+    assert r.examples == {
+        "dsjson_unlabeled": (2, 8),
+        "dsjson_outcome_malformed": (4, 5, 6),
+        "dsjson_skip_learn": (7,),
+        "dsjson_pdrop_out_of_range": (9,),
+    }
     t = logs.table.to_pydict()
-    assert logs.columns == ["event_id", "timestamp", "action", "propensity", "reward", "weight",
-                            "slate_id", "position"]
+    assert logs.columns == [
+        "event_id",
+        "timestamp",
+        "action",
+        "propensity",
+        "reward",
+        "weight",
+        "slate_id",
+        "position",
+    ]
     assert t["event_id"] == ["s0/0", "s0/1", "ccb.json:1/0", "ccb.json:1/1", "s2/0", "s3/0"]
     assert t["slate_id"] == ["s0", "s0", "ccb.json:1", "ccb.json:1", "s2", "s3"]
     assert t["position"] == [0, 1, 0, 1, 0, 0]
@@ -110,18 +146,28 @@ def test_igl_file_reads_as_its_cb_events_without_a_distribution():
     # distribution over c._multi and the file carries none (every row kept, as VW learns them)
     logs = read_dsjson(DATA / "igl.json")
     t = logs.table.to_pydict()
-    assert logs.columns == ["event_id", "timestamp", "action", "propensity", "reward", "weight",
-                            "candidates"]
+    assert logs.columns == [
+        "event_id",
+        "timestamp",
+        "action",
+        "propensity",
+        "reward",
+        "weight",
+        "candidates",
+    ]
     assert t["event_id"] == ["igl.json:0", "igl.json:1"]
     assert t["action"] == [3, 1] and t["reward"] == [-0.0, 1.0]
     assert t["candidates"] == [[0, 1, 2, 3]] * 2
 
 
-@pytest.mark.parametrize("name, kind", [
-    ("continuous.json", "continuous-action DSJSON (`_label_ca`/`pdf`) is not supported"),
-    ("slates.json", "slates DSJSON (`_slot_id` in `c._multi`) is not supported"),
-    ("plain_json.json", "Vowpal Wabbit's plain JSON example format (`--json`"),
-])
+@pytest.mark.parametrize(
+    "name, kind",
+    [
+        ("continuous.json", "continuous-action DSJSON (`_label_ca`/`pdf`) is not supported"),
+        ("slates.json", "slates DSJSON (`_slot_id` in `c._multi`) is not supported"),
+        ("plain_json.json", "Vowpal Wabbit's plain JSON example format (`--json`"),
+    ],
+)
 def test_other_kinds_are_one_error_naming_the_kind(name, kind, tmp_path):
     with pytest.raises(DataFileError) as info:
         read_dsjson(DATA / name)
@@ -154,18 +200,34 @@ def test_excluded_lines_alone_do_not_raise(tmp_path):
     p.write_text("\n".join([LINES[0], LINES[4], LINES[5], LINES[6], LINES[18]]) + "\n")
     logs = read_dsjson(p)
     assert logs.n == 1
-    assert logs.report.rejected == {"dsjson_skip_learn": 1, "dsjson_no_actions": 1,
-                                    "dsjson_unlabeled": 1, "dsjson_not_object": 1}
+    assert logs.report.rejected == {
+        "dsjson_skip_learn": 1,
+        "dsjson_no_actions": 1,
+        "dsjson_unlabeled": 1,
+        "dsjson_not_object": 1,
+    }
 
 
 def test_cli_and_api_give_the_same_table(tmp_path):
     from tests.test_cli_import import _run
 
-    for name, kw in (("cb.json", ["--on-invalid", "drop"]), ("ccb.json", ["--on-invalid", "drop"]),
-                     ("igl.json", [])):
+    for name, kw in (
+        ("cb.json", ["--on-invalid", "drop"]),
+        ("ccb.json", ["--on-invalid", "drop"]),
+        ("igl.json", []),
+    ):
         out = tmp_path / f"{name}.parquet"
-        code, stdout, err = _run("import", "dsjson", str(DATA / name), "--out", str(out),
-                                 "--json", "--chunk-lines", "2", *kw)
+        code, stdout, err = _run(
+            "import",
+            "dsjson",
+            str(DATA / name),
+            "--out",
+            str(out),
+            "--json",
+            "--chunk-lines",
+            "2",
+            *kw,
+        )
         assert code == 0, err
         with pytest.warns(DroppedRowsWarning) if kw else _no_warning():
             api = read_dsjson(DATA / name, on_invalid="drop" if kw else "raise")
@@ -198,9 +260,16 @@ def test_gzip_and_crlf_give_the_same_logs(tmp_path):
 
 
 def _cb_line(i, **extra):
-    obj = {"_label_cost": -float(i % 2), "_label_probability": 0.5, "_label_Action": 1,
-           "_labelIndex": 0, "EventId": f"x{i}", "a": [1, 2], "p": [0.5, 0.5],
-           "c": {"u": {"f": i}, "_multi": [{"k": 1}, {"k": 2}]}}
+    obj = {
+        "_label_cost": -float(i % 2),
+        "_label_probability": 0.5,
+        "_label_Action": 1,
+        "_labelIndex": 0,
+        "EventId": f"x{i}",
+        "a": [1, 2],
+        "p": [0.5, 0.5],
+        "c": {"u": {"f": i}, "_multi": [{"k": 1}, {"k": 2}]},
+    }
     obj.update(extra)
     return json.dumps(obj)
 
@@ -216,12 +285,15 @@ def test_columnar_and_line_by_line_paths_agree(tmp_path, monkeypatch):
     lines[22] = _cb_line(22, pdrop=0.75)
     lines[23] = _cb_line(23, a=[])
     lines[24] = json.dumps({k: v for k, v in json.loads(_cb_line(24)).items() if k != "EventId"})
-    lines[35] = _cb_line(35, _labelIndex=2**70)          # too big for int64: line by line
+    lines[35] = _cb_line(35, _labelIndex=2**70)  # too big for int64: line by line
     p = tmp_path / "x.json"
     p.write_text("\n".join(lines) + "\n")
-    calls = []   # the lines not decoded as plain CB: only the one with the huge integer
-    monkeypatch.setattr(dsjson_module, "_slow_line",
-                        lambda raw, ln, *a: calls.append(ln) or _real_slow_line(raw, ln, *a))
+    calls = []  # the lines not decoded as plain CB: only the one with the huge integer
+    monkeypatch.setattr(
+        dsjson_module,
+        "_slow_line",
+        lambda raw, ln, *a: calls.append(ln) or _real_slow_line(raw, ln, *a),
+    )
     fast = _drop(p, chunk_lines=16)
     assert calls == [35]
 
@@ -232,11 +304,20 @@ def test_columnar_and_line_by_line_paths_agree(tmp_path, monkeypatch):
     slow = _drop(p, chunk_lines=16)
     assert len(calls) == 41
     assert fast.table.equals(slow.table)
-    assert fast.report.rejected == slow.report.rejected == {
-        "dsjson_label_index_out_of_range": 1, "dsjson_a_p_mismatch": 1, "dsjson_skip_learn": 1,
-        "dsjson_no_actions": 1, "dsjson_field_type": 1}
-    rows = dict(zip(fast.table.column("event_id").to_pylist(),
-                    fast.table.column("weight").to_pylist()))
+    assert (
+        fast.report.rejected
+        == slow.report.rejected
+        == {
+            "dsjson_label_index_out_of_range": 1,
+            "dsjson_a_p_mismatch": 1,
+            "dsjson_skip_learn": 1,
+            "dsjson_no_actions": 1,
+            "dsjson_field_type": 1,
+        }
+    )
+    rows = dict(
+        zip(fast.table.column("event_id").to_pylist(), fast.table.column("weight").to_pylist())
+    )
     assert rows["x22"] == 4.0 and rows["x.json:24"] == 1.0 and len(rows) == 35
 
 
@@ -277,8 +358,9 @@ def test_utf16_file_and_truncated_gzip_are_data_file_errors(tmp_path):
 def test_a_line_over_the_limit_is_rejected_without_holding_it(tmp_path):
     big = b'{"EventId": "big", "pad": "' + b"x" * 5000 + b'"}'
     p = tmp_path / "long.json"
-    p.write_bytes(_cb_line(0).encode() + b"\n" + big + b"\n" + _cb_line(2).encode() + b"\n"
-                  + big)    # the last line has no newline
+    p.write_bytes(
+        _cb_line(0).encode() + b"\n" + big + b"\n" + _cb_line(2).encode() + b"\n" + big
+    )  # the last line has no newline
     for chunk_bytes in (64, 1000, 1 << 20):
         logs = _drop(p, max_line_bytes=1000, chunk_bytes=chunk_bytes)
         assert logs.column("event_id").tolist() == ["x0", "x2"]
@@ -318,8 +400,9 @@ def test_importer_reasons_live_in_the_one_registry():
     message = logs.report.failure_message()
     for reason in logs.report.rejected:
         assert f"{reason}: {REJECTION_REASONS[reason]}" in message
-    assert f"{dsjson_module.MAX_LINE_BYTES // 2**20} MiB" in REJECTION_REASONS[
-        "dsjson_line_too_long"]
+    assert (
+        f"{dsjson_module.MAX_LINE_BYTES // 2**20} MiB" in REJECTION_REASONS["dsjson_line_too_long"]
+    )
 
 
 def test_nan_probability_string_is_read_as_nan(tmp_path):
@@ -366,11 +449,12 @@ def test_worker_processes_give_the_same_logs_and_file(tmp_path, monkeypatch, nam
     assert parallel.table.schema.metadata == serial.table.schema.metadata
     assert parallel.report == serial.report
     # without EventId (IGL) an id is the line's own: no repeats
-    assert serial.report.rejected.get("event_id_duplicate", 0) == (0 if name == "igl.json" else
-                                                                    {"cb.json": 196,
-                                                                     "ccb.json": 156}[name])
-    n, report = import_dsjson(src, tmp_path / "x.parquet", on_invalid="drop", workers=2,
-                              chunk_bytes=2048)
+    assert serial.report.rejected.get("event_id_duplicate", 0) == (
+        0 if name == "igl.json" else {"cb.json": 196, "ccb.json": 156}[name]
+    )
+    n, report = import_dsjson(
+        src, tmp_path / "x.parquet", on_invalid="drop", workers=2, chunk_bytes=2048
+    )
     assert len(used) == 2 and report == serial.report and n == serial.n
     written = pq.read_table(tmp_path / "x.parquet")
     assert written.cast(serial.table.schema).equals(serial.table)

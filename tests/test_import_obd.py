@@ -17,9 +17,11 @@ from ope.exceptions import DroppedRowsWarning, ParameterError, SchemaError, Vali
 from ope.importers import read_obd
 from ope.io import embedded_action_features
 
-HEADER = (",timestamp,item_id,position,click,propensity_score,"
-          "user_feature_0,user_feature_1,user_feature_2,user_feature_3,"
-          "user-item_affinity_0,user-item_affinity_1,user-item_affinity_2")
+HEADER = (
+    ",timestamp,item_id,position,click,propensity_score,"
+    "user_feature_0,user_feature_1,user_feature_2,user_feature_3,"
+    "user-item_affinity_0,user-item_affinity_1,user-item_affinity_2"
+)
 # index, timestamp, item, position (1-based), click, propensity (position-wise)
 ROWS = [
     (0, "2019-11-24 00:00:03.5+00:00", 2, 1, 1, 0.3),
@@ -41,7 +43,8 @@ def _write(folder, rows=ROWS, items=True):
     if items:
         (folder / "item_context.csv").write_text(
             ",item_id,item_feature_0,item_feature_1,item_feature_2,item_feature_3\n"
-            "0,0,-0.5,f1a,f2a,f3a\n1,1,0.1,f1b,f2b,f3b\n2,2,0.7,f1c,f2c,f3c\n")
+            "0,0,-0.5,f1a,f2a,f3a\n1,1,0.1,f1b,f2b,f3b\n2,2,0.7,f1c,f2c,f3c\n"
+        )
     return folder
 
 
@@ -55,8 +58,16 @@ def test_columns_order_positions_and_side_table(tmp_path):
     assert logs.column("reward").tolist() == [1.0, 0.0, 1.0, 0.0, 1.0, 1.0]
     assert logs.column("propensity").tolist() == [0.2, 0.25, 0.5, 0.4, 0.3, 0.1]
     users = [f"user_feature_{j}" for j in range(4)]
-    assert logs.columns == ["event_id", "timestamp", "action", "position", "reward",
-                            "propensity", *users, "context"]
+    assert logs.columns == [
+        "event_id",
+        "timestamp",
+        "action",
+        "position",
+        "reward",
+        "propensity",
+        *users,
+        "context",
+    ]
     # user features are categorical; `context` is their one-hot, then the position's
     assert all(pa.types.is_dictionary(logs.table.schema.field(c).type) for c in users)
     assert logs.table.schema.field("context").type == pa.list_(pa.int8(), 4 * 6 + 3)
@@ -66,13 +77,20 @@ def test_columns_order_positions_and_side_table(tmp_path):
     assert labels[-3:] == ["position=0", "position=1", "position=2"]
     first = np.array(logs.table.column("context")[0].as_py())  # event 4: h4a..h4d, position 1
     assert [labels[j] for j in np.flatnonzero(first)] == [
-        "user_feature_0=h4a", "user_feature_1=h4b", "user_feature_2=h4c", "user_feature_3=h4d",
-        "position=1"]
+        "user_feature_0=h4a",
+        "user_feature_1=h4b",
+        "user_feature_2=h4c",
+        "user_feature_3=h4d",
+        "position=1",
+    ]
     assert json.loads(meta[b"ope.context_columns"]) == ["context"]
     assert b"position-wise" in meta[b"ope.propensity"]
     af = logs.action_features
-    assert af.column_names == ["action", "item_feature_0",
-                               *[f"item_feature_{j}=f{j}{c}" for j in (1, 2, 3) for c in "abc"]]
+    assert af.column_names == [
+        "action",
+        "item_feature_0",
+        *[f"item_feature_{j}=f{j}{c}" for j in (1, 2, 3) for c in "abc"],
+    ]
     assert af.column("item_feature_0").to_pylist() == [-0.5, 0.1, 0.7]
     assert af.column("item_feature_2=f2b").to_pylist() == [0, 1, 0]
     # the item table travels in the schema metadata
@@ -86,7 +104,10 @@ def test_affinity_columns_only_on_request(tmp_path):
     folder = _write(tmp_path / "bts" / "men", items=False)
     logs = read_obd(folder, context="user+affinity")
     assert [c for c in logs.columns if c.startswith("user-item")] == [
-        "user-item_affinity_0", "user-item_affinity_1", "user-item_affinity_2"]
+        "user-item_affinity_0",
+        "user-item_affinity_1",
+        "user-item_affinity_2",
+    ]
     assert logs.action_features is None
     assert "user_feature_0" not in read_obd(folder, context="none").columns
     with pytest.raises(ParameterError):
@@ -94,9 +115,11 @@ def test_affinity_columns_only_on_request(tmp_path):
 
 
 def test_bad_rows_are_rejected_with_csv_row_numbers(tmp_path):
-    rows = ROWS + [(6, "2019-11-24 00:00:05+00:00", 1, 0, 1, 0.2),    # position 0: not 1-based
-                   (7, "2019-11-24 00:00:06+00:00", 1, 2, 1, 0.0),    # propensity 0
-                   (8, "2019-11-24 00:00:07+00:00", 1, 2, 1, 1.5)]    # propensity > 1
+    rows = ROWS + [
+        (6, "2019-11-24 00:00:05+00:00", 1, 0, 1, 0.2),  # position 0: not 1-based
+        (7, "2019-11-24 00:00:06+00:00", 1, 2, 1, 0.0),  # propensity 0
+        (8, "2019-11-24 00:00:07+00:00", 1, 2, 1, 1.5),
+    ]  # propensity > 1
     folder = _write(tmp_path / "random" / "women", rows)
     with pytest.raises(ValidationError) as info:
         read_obd(folder)
@@ -144,22 +167,31 @@ def _campaign(folder, n=300, seed=0):
     pos = rng.integers(1, 4, n)
     click = (rng.random(n) < 0.1 + 0.05 * pos + 0.04 * item + 0.05 * (users[:, 0] == 1)).astype(int)
     lines = [HEADER.rsplit(",user-item", 3)[0]]
-    lines += [f"{i},2019-11-24 0{i // 3600}:{i // 60 % 60:02d}:{i % 60:02d}+00:00,{item[i]},"
-              f"{pos[i]},{click[i]},{1 / N_ITEMS:.12g},"
-              + ",".join(f"u{j}v{users[i, j]}" for j in range(4)) for i in range(n)]
+    lines += [
+        f"{i},2019-11-24 0{i // 3600}:{i // 60 % 60:02d}:{i % 60:02d}+00:00,{item[i]},"
+        f"{pos[i]},{click[i]},{1 / N_ITEMS:.12g},"
+        + ",".join(f"u{j}v{users[i, j]}" for j in range(4))
+        for i in range(n)
+    ]
     (folder / "all.csv").write_text("\n".join(lines) + "\n")
     (folder / "item_context.csv").write_text(
         ",item_id,item_feature_0,item_feature_1,item_feature_2,item_feature_3\n"
-        + "".join(f"{k},{k},{0.3 * k - 0.7:.3f},c{k % 2},d{k % 3},e{k % 4}\n"
-                  for k in range(N_ITEMS)))
+        + "".join(
+            f"{k},{k},{0.3 * k - 0.7:.3f},c{k % 2},d{k % 3},e{k % 4}\n" for k in range(N_ITEMS)
+        )
+    )
     return folder
 
 
 def _uniform_policy(n):
-    return pa.table({"event_id": np.repeat(np.arange(n), N_ITEMS),
-                     "policy": pa.array(["uniform"] * (n * N_ITEMS)),
-                     "action": np.tile(np.arange(N_ITEMS), n),
-                     "probability": np.full(n * N_ITEMS, 1.0 / N_ITEMS)})
+    return pa.table(
+        {
+            "event_id": np.repeat(np.arange(n), N_ITEMS),
+            "policy": pa.array(["uniform"] * (n * N_ITEMS)),
+            "action": np.tile(np.arange(N_ITEMS), n),
+            "probability": np.full(n * N_ITEMS, 1.0 / N_ITEMS),
+        }
+    )
 
 
 def _cli(*argv):
@@ -203,8 +235,15 @@ def test_dm_and_dr_on_the_imported_file_equal_the_raw_folder(imported):
     kwargs = dict(estimators=("dm", "dr"), reward_range=(0.0, 1.0), rng=7)
     raw = evaluate(read_obd(folder), policy, **kwargs)
     back = evaluate(read_logs(out), policy, **kwargs)
-    items = ["item_feature_0", "item_feature_1=c0", "item_feature_1=c1", "item_feature_2=d0",
-             "item_feature_2=d1", "item_feature_2=d2", *[f"item_feature_3=e{k}" for k in range(4)]]
+    items = [
+        "item_feature_0",
+        "item_feature_1=c0",
+        "item_feature_1=c1",
+        "item_feature_2=d0",
+        "item_feature_2=d1",
+        "item_feature_2=d2",
+        *[f"item_feature_3=e{k}" for k in range(4)],
+    ]
     assert back.model_columns == {"context": ["context"], "action_features": items}
     assert raw.model_columns == back.model_columns
     for key in (("uniform", "dm"), ("uniform", "dr")):
@@ -212,11 +251,15 @@ def test_dm_and_dr_on_the_imported_file_equal_the_raw_folder(imported):
         assert abs(a.value - b.value) <= 1e-12 and abs(a.std_error - b.std_error) <= 1e-12
     # the reward model uses the user features and the position: not the item table alone
     items_only = evaluate(read_logs(out), policy, context_columns=[], **kwargs)
-    assert abs(items_only.estimates[("uniform", "dm")].value
-               - back.estimates[("uniform", "dm")].value) > 1e-4
+    assert (
+        abs(items_only.estimates[("uniform", "dm")].value - back.estimates[("uniform", "dm")].value)
+        > 1e-4
+    )
     # a table in memory with the schema metadata carries the item table too
-    assert evaluate(read_logs(out).table, policy, **kwargs).estimates[("uniform", "dr")].value \
+    assert (
+        evaluate(read_logs(out).table, policy, **kwargs).estimates[("uniform", "dr")].value
         == back.estimates[("uniform", "dr")].value
+    )
 
 
 def test_cli_dr_on_the_imported_file_equals_the_raw_folder(imported, tmp_path):
@@ -225,8 +268,18 @@ def test_cli_dr_on_the_imported_file_equals_the_raw_folder(imported, tmp_path):
     folder, out = imported
     pol = tmp_path / "uniform.parquet"
     pq.write_table(_uniform_policy(300), pol)
-    common = ["--policies", str(pol), "--estimator", "dr", "--reward-range", "0", "1",
-              "--seed", "3", "--json"]
+    common = [
+        "--policies",
+        str(pol),
+        "--estimator",
+        "dr",
+        "--reward-range",
+        "0",
+        "1",
+        "--seed",
+        "3",
+        "--json",
+    ]
     values = []
     for source in ([str(out)], [str(folder), "--format", "obd"]):
         code, stdout, err = _cli("evaluate", *source, *common)
@@ -261,22 +314,31 @@ def test_force_reimport_removes_the_side_table_of_an_earlier_import(tmp_path):
     assert code == 0 and json.loads(stdout)["removed"] is None and side.exists()
 
 
-@pytest.mark.parametrize("argv", [
-    ["validate", "{dsjson}", "--format", "dsjson"],
-    ["validate", "{parquet}"],
-    ["evaluate", "{parquet}", "--streaming", "on"],
-    ["import", "dsjson", "{dsjson}", "--out", "{out}"],
-], ids=["dsjson", "parquet", "parquet-streamed", "import-dsjson"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["validate", "{dsjson}", "--format", "dsjson"],
+        ["validate", "{parquet}"],
+        ["evaluate", "{parquet}", "--streaming", "on"],
+        ["import", "dsjson", "{dsjson}", "--out", "{out}"],
+    ],
+    ids=["dsjson", "parquet", "parquet-streamed", "import-dsjson"],
+)
 def test_obd_context_with_another_format_is_a_usage_error(tmp_path, argv):
     import pyarrow.parquet as pq
 
     from tests.test_import_dsjson import LINES
 
-    paths = {"dsjson": tmp_path / "e.json", "parquet": tmp_path / "logs.parquet",
-             "out": tmp_path / "out.parquet"}
+    paths = {
+        "dsjson": tmp_path / "e.json",
+        "parquet": tmp_path / "logs.parquet",
+        "out": tmp_path / "out.parquet",
+    }
     paths["dsjson"].write_text("\n".join(LINES) + "\n")
-    pq.write_table(pa.table({"action": [0], "propensity": [0.5], "reward": [1.0],
-                             "target__a": [1.0]}), paths["parquet"])
+    pq.write_table(
+        pa.table({"action": [0], "propensity": [0.5], "reward": [1.0], "target__a": [1.0]}),
+        paths["parquet"],
+    )
     code, _, err = _cli(*[a.format(**paths) for a in argv], "--obd-context", "none")
     assert code == 2
     assert "argument --obd-context: applies only to" in err and "drop the flag" in err
@@ -295,13 +357,17 @@ def _with(rows, row, **changes):
     return out
 
 
-@pytest.mark.parametrize("rows, reason, shown", [
-    (_with(_with(ROWS, 1, index=0), 2, index=0), "event_id_duplicate", "2 (rows 1, 2)"),
-    (_with(ROWS, 3, pos="left"), "obd_position_missing", "1 (rows 3)"),
-    (_with(ROWS, 4, pos=1.5), "obd_position_missing", "1 (rows 4)"),
-    (_with(ROWS, 2, pos=99), "obd_position_out_of_range", "1 (rows 2)"),
-    (_with(ROWS, 5, item=7), "obd_item_unknown", "1 (rows 5)"),
-], ids=["duplicate-index", "text-position", "fractional-position", "position-99", "unknown-item"])
+@pytest.mark.parametrize(
+    "rows, reason, shown",
+    [
+        (_with(_with(ROWS, 1, index=0), 2, index=0), "event_id_duplicate", "2 (rows 1, 2)"),
+        (_with(ROWS, 3, pos="left"), "obd_position_missing", "1 (rows 3)"),
+        (_with(ROWS, 4, pos=1.5), "obd_position_missing", "1 (rows 4)"),
+        (_with(ROWS, 2, pos=99), "obd_position_out_of_range", "1 (rows 2)"),
+        (_with(ROWS, 5, item=7), "obd_item_unknown", "1 (rows 5)"),
+    ],
+    ids=["duplicate-index", "text-position", "fractional-position", "position-99", "unknown-item"],
+)
 def test_hostile_rows_name_the_rule_and_the_csv_rows(tmp_path, rows, reason, shown):
     from ope.schema import REJECTION_REASONS
 
@@ -324,16 +390,25 @@ def test_position_rules_say_what_obd_positions_are():
     assert "item_context.csv" in REJECTION_REASONS["obd_item_unknown"]
 
 
-@pytest.mark.parametrize("items, match", [
-    ("0,0,-0.5,a,b,c\n1,1,0.1,a,b,c\n2,1,0.7,a,b,c\n3,2,0.2,a,b,c\n",
-     r"item_id must be unique .*1 item_id value repeat \(item_id 1\) at rows 1, 2 "),
-    ("0,0,-0.5,a,b,c\n1,one,0.1,a,b,c\n2,2,0.7,a,b,c\n",
-     r"item_id must be a whole number on every row .* at row 1 "),
-], ids=["duplicate-item", "text-item-id"])
+@pytest.mark.parametrize(
+    "items, match",
+    [
+        (
+            "0,0,-0.5,a,b,c\n1,1,0.1,a,b,c\n2,1,0.7,a,b,c\n3,2,0.2,a,b,c\n",
+            r"item_id must be unique .*1 item_id value repeat \(item_id 1\) at rows 1, 2 ",
+        ),
+        (
+            "0,0,-0.5,a,b,c\n1,one,0.1,a,b,c\n2,2,0.7,a,b,c\n",
+            r"item_id must be a whole number on every row .* at row 1 ",
+        ),
+    ],
+    ids=["duplicate-item", "text-item-id"],
+)
 def test_a_broken_item_context_names_the_field_and_rows(tmp_path, items, match):
     folder = _write(tmp_path / "random" / "all", items=False)
     (folder / "item_context.csv").write_text(
-        ",item_id,item_feature_0,item_feature_1,item_feature_2,item_feature_3\n" + items)
+        ",item_id,item_feature_0,item_feature_1,item_feature_2,item_feature_3\n" + items
+    )
     with pytest.raises(SchemaError, match=match) as info:
         read_obd(folder)
     assert "item_context.csv" in str(info.value)

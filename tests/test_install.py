@@ -76,8 +76,7 @@ class Installed:
         self.outside = root / "elsewhere"  # a working directory outside the repository
 
     def python_json(self, code: str) -> dict:
-        return json.loads(_run([str(self.python), "-c", code], cwd=self.outside,
-                               env=_clean_env()))
+        return json.loads(_run([str(self.python), "-c", code], cwd=self.outside, env=_clean_env()))
 
 
 @pytest.fixture(scope="module")
@@ -93,9 +92,20 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
             shutil.copy2(path, src / name)
     # the wheel `pip install .` builds, in an isolated build environment
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", "-w",
-         str(root / "wheel"), str(src)],
-        capture_output=True, text=True, timeout=STEP_TIMEOUT,
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--quiet",
+            "-w",
+            str(root / "wheel"),
+            str(src),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=STEP_TIMEOUT,
     )
     if build.returncode != 0:
         if "No matching distribution found for setuptools" in build.stderr:
@@ -103,15 +113,30 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         raise AssertionError(f"pip wheel failed:\n{build.stdout}\n{build.stderr}")
     _run([sys.executable, "-m", "venv", "--without-pip", str(root / "env")], cwd=root)
     inst = Installed(root)
-    purelib = _run([str(inst.python), "-c",
-                    "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                   cwd=root, env=_clean_env()).strip()
+    purelib = _run(
+        [str(inst.python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        cwd=root,
+        env=_clean_env(),
+    ).strip()
     # the dependencies (numpy, pyarrow, ...) from the test interpreter, not ope itself
     (Path(purelib) / "_borrowed_dependencies.pth").write_text(
         sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8"
     )
-    _run([sys.executable, "-m", "pip", "--python", str(inst.python), "install", "--no-deps",
-          "--no-index", "--quiet", str(inst.wheel)], cwd=root)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(inst.python),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--quiet",
+            str(inst.wheel),
+        ],
+        cwd=root,
+    )
     inst.outside.mkdir()
     return inst
 
@@ -178,7 +203,7 @@ from ipykernel.kernelspec import write_kernel_spec
 from jupyter_client.kernelspec import KernelSpecManager
 from jupyter_client.manager import KernelManager
 
-kernels = Path({str(installed.root / 'kernels')!r})
+kernels = Path({str(installed.root / "kernels")!r})
 write_kernel_spec(path=kernels / "python3")  # runs this environment's interpreter
 specs = KernelSpecManager(kernel_dirs=[str(kernels)], ensure_native_kernel=False)
 nb = nbformat.read({str(notebook)!r}, as_version=4)
@@ -212,8 +237,10 @@ def test_make_sample_writes_the_bundled_files(tmp_path: Path) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    _run([sys.executable, str(REPO / "datasets" / "make_sample.py"), "--out-dir",
-          str(tmp_path)], cwd=tmp_path)
+    _run(
+        [sys.executable, str(REPO / "datasets" / "make_sample.py"), "--out-dir", str(tmp_path)],
+        cwd=tmp_path,
+    )
     bundled = REPO / "ope" / "data"
     name = "sample_recommendation"
     fresh_table = pq.read_table(tmp_path / f"{name}.parquet")
@@ -228,8 +255,7 @@ def test_make_sample_writes_the_bundled_files(tmp_path: Path) -> None:
             assert pc.list_value_length(got).equals(pc.list_value_length(want)), column
             got, want = pc.list_flatten(got), pc.list_flatten(want)
         if pa.types.is_floating(want.type):
-            np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), rtol=1e-12,
-                                       err_msg=column)
+            np.testing.assert_allclose(got.to_numpy(), want.to_numpy(), rtol=1e-12, err_msg=column)
         else:
             assert got.equals(want), column
     fresh = json.loads((tmp_path / f"{name}.truth.json").read_text(encoding="utf-8"))

@@ -29,7 +29,9 @@ def test_t_interval_by_hand():
     assert ci.low == pytest.approx(0.55 - 2.7764451051977987 * math.sqrt(0.14), rel=1e-12)
     # t is wider than normal and converges to it
     assert t_interval(0.0, 1.0, 5).width > normal_interval(0.0, 1.0).width
-    assert t_interval(0.0, 1.0, 10**7).width == pytest.approx(normal_interval(0.0, 1.0).width, rel=1e-6)
+    assert t_interval(0.0, 1.0, 10**7).width == pytest.approx(
+        normal_interval(0.0, 1.0).width, rel=1e-6
+    )
 
 
 def test_zero_standard_error_gives_a_point():
@@ -39,8 +41,14 @@ def test_zero_standard_error_gives_a_point():
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: normal_interval(0.0, 1.0, confidence_level=95), r"`confidence_level` must be in \(0, 1\); got 95"),
-        (lambda: normal_interval(0.0, 1.0, confidence_level=0.0), r"`confidence_level` must be in \(0, 1\)"),
+        (
+            lambda: normal_interval(0.0, 1.0, confidence_level=95),
+            r"`confidence_level` must be in \(0, 1\); got 95",
+        ),
+        (
+            lambda: normal_interval(0.0, 1.0, confidence_level=0.0),
+            r"`confidence_level` must be in \(0, 1\)",
+        ),
         (lambda: normal_interval(0.0, -1.0), r"`std_error` must be finite and >= 0; got -1.0"),
         (lambda: normal_interval(float("nan"), 1.0), r"`value` must be finite; got nan"),
         (lambda: t_interval(0.0, 1.0, 1), r"`n` must be a whole number >= 2; got 1"),

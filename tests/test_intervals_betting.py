@@ -53,15 +53,32 @@ def _log_mixture_by_quadrature(s: float, v: float) -> float:
     width = (1.0 - peak) / math.sqrt(v + 1.0)
     lo, hi = max(0.0, peak - 40.0 * width), min(1.0, peak + 40.0 * width)
     top = log_integrand(peak)
-    value, _ = integrate.quad(lambda t: math.exp(log_integrand(lo + t * (hi - lo)) - top),
-                              0.0, 1.0, epsabs=0, epsrel=1e-13, limit=200)
+    value, _ = integrate.quad(
+        lambda t: math.exp(log_integrand(lo + t * (hi - lo)) - top),
+        0.0,
+        1.0,
+        epsabs=0,
+        epsrel=1e-13,
+        limit=200,
+    )
     return top + math.log(value) + math.log(hi - lo) - math.log(-math.expm1(-1.0))
 
 
 @pytest.mark.parametrize(
     "s, v",
-    [(3.0, 2.0), (30.0, 100.0), (1e3, 1e5), (1e5, 1e9), (1e6, 1e11), (1e6, 1e12), (1e7, 1e13),
-     (1e8, 1e15), (1e10, 1e20), (0.0, 1e200), (3e149, 1e298)],
+    [
+        (3.0, 2.0),
+        (30.0, 100.0),
+        (1e3, 1e5),
+        (1e5, 1e9),
+        (1e6, 1e11),
+        (1e6, 1e12),
+        (1e7, 1e13),
+        (1e8, 1e15),
+        (1e10, 1e20),
+        (0.0, 1e200),
+        (3e149, 1e298),
+    ],
 )
 def test_log_wealth_stays_accurate_for_huge_variances(s: float, v: float) -> None:
     # huge importance weights make V ~ w^2 huge; the closed form, written the direct way, lost
@@ -81,12 +98,14 @@ def test_final_bound_solves_the_wealth_equation() -> None:
     ci = betting_interval(w, r, reward_range=(0.0, 1.0), confidence_level=0.9)
     n = w.size
     for x, end in ((w * r, ci.low), (w * (1 - r), 1.0 - ci.high)):
-        pred = np.minimum(1.0, (np.concatenate([[0.0], np.cumsum(x)[:-1]]) + 0.5)
-                          / np.arange(1, n + 1))
+        pred = np.minimum(
+            1.0, (np.concatenate([[0.0], np.cumsum(x)[:-1]]) + 0.5) / np.arange(1, n + 1)
+        )
         v = np.sum((x - pred) ** 2)
         assert 0.0 < end < x.mean() == 0.5
         assert float(betting._log_wealth(x.sum() - n * end, v)) == pytest.approx(
-            math.log(20.0), abs=1e-8)
+            math.log(20.0), abs=1e-8
+        )
 
 
 def test_mean_above_one_on_the_normalized_scale_gives_the_top() -> None:
@@ -99,7 +118,7 @@ def test_mean_above_one_on_the_normalized_scale_gives_the_top() -> None:
 
 def test_interval_is_the_last_element_of_the_sequence() -> None:
     rng = np.random.default_rng(0)
-    w = rng.exponential(1.0, size=3000)   # unbounded weights with mean one
+    w = rng.exponential(1.0, size=3000)  # unbounded weights with mean one
     r = rng.uniform(-2.0, 5.0, size=3000)
     lower, upper = betting_confidence_sequence(w, r, reward_range=(-2.0, 5.0))
     ci = betting_interval(w, r, reward_range=(-2.0, 5.0))
@@ -141,8 +160,10 @@ def test_monotone_in_level_and_float32_input() -> None:
     rng = np.random.default_rng(2)
     w = rng.choice([0.0, 2.0], size=5000)
     r = rng.binomial(1, 0.6, size=5000).astype(float)
-    widths = [betting_interval(w, r, reward_range=(0, 1), confidence_level=lv).width
-              for lv in (0.5, 0.8, 0.95, 0.99)]
+    widths = [
+        betting_interval(w, r, reward_range=(0, 1), confidence_level=lv).width
+        for lv in (0.5, 0.8, 0.95, 0.99)
+    ]
     assert np.all(np.diff(widths) > 0)
     ci32 = betting_interval(w.astype(np.float32), r.astype(np.float32), reward_range=(0, 1))
     assert ci32 == pytest.approx(betting_interval(w, r, reward_range=(0, 1)), abs=1e-9)
@@ -159,8 +180,11 @@ def test_needs_no_weight_bound() -> None:
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        (dict(reward_range=None), MissingBoundsError,
-         r"needs the a priori reward range: pass reward_range=\(low, high\)"),
+        (
+            dict(reward_range=None),
+            MissingBoundsError,
+            r"needs the a priori reward range: pass reward_range=\(low, high\)",
+        ),
         (dict(reward_range=(1.0, 1.0)), ParameterError, r"must be finite with low < high"),
         (dict(confidence_level=1.5), ParameterError, r"in \(0, 1\); got 1.5"),
     ],
@@ -176,7 +200,9 @@ def test_argument_errors(kwargs: dict, error: type, match: str) -> None:
 def test_data_errors() -> None:
     with pytest.raises(ValidationError, match=r"non-negative; 2 rows are < 0 \(first at row 1\)"):
         betting_interval([1.0, -0.5, -1.0], [0.0, 1.0, 1.0], reward_range=(0, 1))
-    with pytest.raises(ValidationError, match=r"outside reward_range=\(0, 1\) \(first at row 0: 2.0\)"):
+    with pytest.raises(
+        ValidationError, match=r"outside reward_range=\(0, 1\) \(first at row 0: 2.0\)"
+    ):
         betting_confidence_sequence([1.0], [2.0], reward_range=(0, 1))
     with pytest.raises(ValidationError, match=r"`weight` must be finite; 1 rows are NaN"):
         betting_interval([np.inf], [0.0], reward_range=(0, 1))
@@ -197,8 +223,9 @@ def _ever_miss_fractions(paths: int, n: int, seed: int, level: float) -> tuple[f
         played = rng.random(n) < 0.25
         w = np.where(played, 4.0, 0.0)
         r = np.where(played, rng.binomial(1, truth, n), rng.binomial(1, 0.2, n)).astype(float)
-        lower, upper = betting_confidence_sequence(w, r, reward_range=(0.0, 1.0),
-                                                   confidence_level=level)
+        lower, upper = betting_confidence_sequence(
+            w, r, reward_range=(0.0, 1.0), confidence_level=level
+        )
         misses += bool(np.any((lower > truth) | (upper < truth)))
         rejections += bool(np.any((lower > wrong) | (upper < wrong)))
     return misses / paths, rejections / paths
@@ -264,8 +291,12 @@ def test_betting_lower_bound_vectorizes_over_samples_and_is_shift_scale_equivari
         # rare large values: Bernoulli(0.002), and a mixture of 0.3 * Bernoulli(0.5) and a sure 1
         # with probability 0.002 (the safety gate's sure-win arm)
         (lambda rng, shape: (rng.random(shape) < 0.002) * 1.0, 0.002),
-        (lambda rng, shape: np.where(rng.random(shape) < 0.002, 1.0,
-                                     0.3 * (rng.random(shape) < 0.5)), 0.002 + 0.998 * 0.15),
+        (
+            lambda rng, shape: np.where(
+                rng.random(shape) < 0.002, 1.0, 0.3 * (rng.random(shape) < 0.5)
+            ),
+            0.002 + 0.998 * 0.15,
+        ),
         # skewed continuous values (miss rate 0.043 with this seed)
         (lambda rng, shape: rng.beta(0.2, 2.0, size=shape), 0.2 / 2.2),
         # uniform values: the miss rate is close to nominal here (0.058 with this seed)
@@ -283,11 +314,20 @@ def test_betting_lower_bound_is_tighter_than_empirical_bernstein():
     from ope.intervals.bounded import bernstein_interval
 
     rng = np.random.default_rng(2)
-    for x in (rng.binomial(1, 0.3, (200, 1000)) * 1.0, rng.beta(2.0, 5.0, (200, 1000)),
-              rng.binomial(1, 0.02, (200, 1000)) * 1.0):
+    for x in (
+        rng.binomial(1, 0.3, (200, 1000)) * 1.0,
+        rng.beta(2.0, 5.0, (200, 1000)),
+        rng.binomial(1, 0.02, (200, 1000)) * 1.0,
+    ):
         bet = betting_lower_bound(x, low=0.0, high=1.0)
-        eb = np.array([bernstein_interval(v.mean(), v.var(ddof=1), v.size, low=0.0, high=1.0,
-                                          confidence_level=0.9).low for v in x])
+        eb = np.array(
+            [
+                bernstein_interval(
+                    v.mean(), v.var(ddof=1), v.size, low=0.0, high=1.0, confidence_level=0.9
+                ).low
+                for v in x
+            ]
+        )
         assert np.mean(bet > eb) >= 0.95  # one-sided 95% both
         assert np.mean(x.mean(axis=1) - bet) < 0.8 * np.mean(x.mean(axis=1) - eb)
 
@@ -297,8 +337,12 @@ def test_betting_lower_bound_is_tighter_than_empirical_bernstein():
     [
         ([0.5], {"low": None, "high": 1.0}, MissingBoundsError, "a priori bounds"),
         ([0.5], {"low": 1.0, "high": 0.0}, ParameterError, "low < high"),
-        ([0.5], {"low": 0.0, "high": 1.0, "confidence_level": 5}, ParameterError,
-         "confidence_level"),
+        (
+            [0.5],
+            {"low": 0.0, "high": 1.0, "confidence_level": 5},
+            ParameterError,
+            "confidence_level",
+        ),
         ([0.5, 1.5], {"low": 0.0, "high": 1.0}, ValidationError, r"1 entries outside"),
         ([0.5, np.nan], {"low": 0.0, "high": 1.0}, ValidationError, "finite"),
         ([], {"low": 0.0, "high": 1.0}, EstimationError, "empty"),

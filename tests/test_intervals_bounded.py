@@ -13,6 +13,7 @@ from ope.exceptions import EstimationError, MissingBoundsError, ParameterError, 
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 from ope.intervals.bounded import bernstein_interval, bottou_interval, hoeffding_interval
 
+
 # Monte Carlo slack for coverage checks: 3 standard errors of a proportion near 0.95
 def _slack(reps: int, level: float = 0.95) -> float:
     return 3.0 * math.sqrt(level * (1.0 - level) / reps)
@@ -149,12 +150,20 @@ def test_bottou_hand_example_bernstein() -> None:
     w_mean, w_var, y_mean, y_var, n = _summaries(clipped, reward, -1.0)
     assert w_mean == pytest.approx(9.5 / 6)
     assert y_mean == pytest.approx((0 + 3 + 0 + 1 + 1 + 3.75) / 6)
-    iv = bottou_interval(w_mean, w_var, y_mean, y_var, n, max_weight=3.0,
-                         reward_range=(-1.0, 1.0), confidence_level=0.9)
+    iv = bottou_interval(
+        w_mean,
+        w_var,
+        y_mean,
+        y_var,
+        n,
+        max_weight=3.0,
+        reward_range=(-1.0, 1.0),
+        confidence_level=0.9,
+    )
     assert isinstance(iv, BottouInterval)
     alpha = 0.1
-    eps = _mp(y_var, n, 3.0 * 2.0, alpha / 4)   # two-sided at 1 - alpha/2 on range R*M
-    xi = _mp(w_var, n, 3.0, alpha / 2)          # one-sided at 1 - alpha/2 on range R
+    eps = _mp(y_var, n, 3.0 * 2.0, alpha / 4)  # two-sided at 1 - alpha/2 on range R*M
+    xi = _mp(w_var, n, 3.0, alpha / 2)  # one-sided at 1 - alpha/2 on range R
     centre = -1.0 + y_mean
     # with n = 6 the margins are huge: everything is clipped to the reward range
     assert iv.outer_low == max(-1.0, centre - eps) == -1.0
@@ -174,8 +183,17 @@ def test_bottou_pieces_by_definition_normal_outer() -> None:
     clipped = np.minimum(weight, 5.0)
     w_mean, w_var, y_mean, y_var, _ = _summaries(clipped, reward, 2.0)
     level = 0.95
-    iv = bottou_interval(w_mean, w_var, y_mean, y_var, n, max_weight=5.0,
-                         reward_range=(2.0, 4.0), confidence_level=level, outer="normal")
+    iv = bottou_interval(
+        w_mean,
+        w_var,
+        y_mean,
+        y_var,
+        n,
+        max_weight=5.0,
+        reward_range=(2.0, 4.0),
+        confidence_level=level,
+        outer="normal",
+    )
     eps = stats.norm.ppf(1 - 0.05 / 4) * math.sqrt(y_var / n)
     xi = stats.norm.ppf(1 - 0.05 / 2) * math.sqrt(w_var / n)
     centre = 2.0 + y_mean
@@ -185,8 +203,16 @@ def test_bottou_pieces_by_definition_normal_outer() -> None:
     assert iv.inner_high == pytest.approx(centre + 2.0 * (1.0 - (w_mean - xi)))
     assert iv.low == pytest.approx(iv.outer_low)
     assert iv.high == pytest.approx(iv.inner_high + eps)
-    bern = bottou_interval(w_mean, w_var, y_mean, y_var, n, max_weight=5.0,
-                           reward_range=(2.0, 4.0), confidence_level=level)
+    bern = bottou_interval(
+        w_mean,
+        w_var,
+        y_mean,
+        y_var,
+        n,
+        max_weight=5.0,
+        reward_range=(2.0, 4.0),
+        confidence_level=level,
+    )
     assert bern.outer_high - bern.outer_low > iv.outer_high - iv.outer_low
 
 
@@ -221,11 +247,13 @@ def test_bottou_inner_interval_holds_in_population(seed: int) -> None:
         y_bar = float(np.sum(p_x[:, None] * logging * wc * (q - r_min)))
         assert w_bar < 1.0
         # population limit: huge n makes the margins vanish
-        iv = bottou_interval(w_bar, 1.0, y_bar, 1.0, 10**22, max_weight=clip,
-                             reward_range=(r_min, r_max))
+        iv = bottou_interval(
+            w_bar, 1.0, y_bar, 1.0, 10**22, max_weight=clip, reward_range=(r_min, r_max)
+        )
         assert iv.inner_low - 1e-6 <= truth <= iv.inner_high + 1e-6
-        assert iv.inner_high == pytest.approx(r_min + y_bar + (r_max - r_min) * (1 - w_bar),
-                                              abs=1e-6)
+        assert iv.inner_high == pytest.approx(
+            r_min + y_bar + (r_max - r_min) * (1 - w_bar), abs=1e-6
+        )
 
 
 def test_bottou_zero_weight_mass_gives_whole_range() -> None:
@@ -239,10 +267,18 @@ def test_bottou_zero_weight_mass_gives_whole_range() -> None:
     [
         (dict(max_weight=None), MissingBoundsError, r"`max_weight` is required.*clip level"),
         (dict(reward_range=None), MissingBoundsError, r"needs the a priori reward range"),
-        (dict(outer="t"), ParameterError, r"`outer` must be one of 'bernstein', 'normal'; got 't' \(str\)"),
+        (
+            dict(outer="t"),
+            ParameterError,
+            r"`outer` must be one of 'bernstein', 'normal'; got 't' \(str\)",
+        ),
         (dict(n=1), EstimationError, r"at least 2 rows"),
         (dict(max_weight=0.5), ValidationError, r"`weight_mean`=0.8 lies outside"),
-        (dict(reward_range=(1.0, 0.0)), ParameterError, r"`reward_range` must be finite with low < high"),
+        (
+            dict(reward_range=(1.0, 0.0)),
+            ParameterError,
+            r"`reward_range` must be finite with low < high",
+        ),
         (dict(confidence_level=1.0), ParameterError, r"confidence_level"),
     ],
 )
@@ -268,7 +304,14 @@ def test_bottou_coverage_small_n_heavy_weights() -> None:
     prod = wc * reward
     hits = 0
     for i in range(reps):
-        iv = bottou_interval(wc[i].mean(), wc[i].var(ddof=1), prod[i].mean(),
-                             prod[i].var(ddof=1), n, max_weight=clip, reward_range=(0.0, 1.0))
+        iv = bottou_interval(
+            wc[i].mean(),
+            wc[i].var(ddof=1),
+            prod[i].mean(),
+            prod[i].var(ddof=1),
+            n,
+            max_weight=clip,
+            reward_range=(0.0, 1.0),
+        )
         hits += iv.low <= truth <= iv.high
     assert hits / reps >= 0.95 - _slack(reps)

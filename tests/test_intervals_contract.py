@@ -72,8 +72,11 @@ CALLS_WITH_LEVEL = {
 @pytest.mark.parametrize("method", sorted(CALLS_WITH_LEVEL))
 @pytest.mark.parametrize("level", [95, 1.0, 0.0, -0.5, "0.95", None, True])
 def test_every_method_refuses_a_bad_confidence_level_the_same_way(method, level):
-    with pytest.raises(ParameterError, match=r"`confidence_level` must be a number in \(0, 1\)|"
-                                             r"`confidence_level` must be in \(0, 1\)"):
+    with pytest.raises(
+        ParameterError,
+        match=r"`confidence_level` must be a number in \(0, 1\)|"
+        r"`confidence_level` must be in \(0, 1\)",
+    ):
         CALLS_WITH_LEVEL[method](level)
 
 
@@ -89,19 +92,31 @@ def test_every_method_accepts_a_good_level(method):
         (lambda: hoeffding_interval(0.5, 10, low=0, high=math.inf), r"both finite"),
         (lambda: bernstein_interval(0.5, 0.1, 10.0, low=0, high=1), r"`n` must be a whole"),
         (lambda: bernstein_interval(0.5, "0.1", 10, low=0, high=1), r"`variance` must be a num"),
-        (lambda: bottou_interval(0.9, 0.5, 0.4, 0.3, 100, max_weight=-1.0, reward_range=(0, 1)),
-         r"`max_weight` must be a positive finite number \(the clip level\)"),
-        (lambda: bottou_interval(0.9, 0.5, 0.4, 0.3, 100, max_weight=10.0, reward_range="01"),
-         r"`reward_range` must be a pair"),
+        (
+            lambda: bottou_interval(0.9, 0.5, 0.4, 0.3, 100, max_weight=-1.0, reward_range=(0, 1)),
+            r"`max_weight` must be a positive finite number \(the clip level\)",
+        ),
+        (
+            lambda: bottou_interval(0.9, 0.5, 0.4, 0.3, 100, max_weight=10.0, reward_range="01"),
+            r"`reward_range` must be a pair",
+        ),
         (lambda: normal_interval("0.5", 0.1), r"`value` must be a number"),
         (lambda: t_interval(0.5, 0.1, True), r"`n` must be a whole number >= 2"),
         (lambda: betting_interval(W, R, reward_range=(0, 1, 2)), r"got 3 values"),
-        (lambda: empirical_likelihood_interval(W, R, reward_range=(0, 1), weight_bound="10"),
-         r"`weight_bound` must be a number"),
-        (lambda: empirical_likelihood_interval(W, R, reward_range=(0, 1), weight_bound=0.5),
-         r"`weight_bound` must exceed 1"),
-        (lambda: empirical_likelihood_estimate(W, R, reward_range=(0, 1), weight_bound=10,
-                                               min_weight="0"), r"`min_weight` must be a number"),
+        (
+            lambda: empirical_likelihood_interval(W, R, reward_range=(0, 1), weight_bound="10"),
+            r"`weight_bound` must be a number",
+        ),
+        (
+            lambda: empirical_likelihood_interval(W, R, reward_range=(0, 1), weight_bound=0.5),
+            r"`weight_bound` must exceed 1",
+        ),
+        (
+            lambda: empirical_likelihood_estimate(
+                W, R, reward_range=(0, 1), weight_bound=10, min_weight="0"
+            ),
+            r"`min_weight` must be a number",
+        ),
         (lambda: bootstrap_replicates(R, _mean, rng=3.5), r"rng must be an int seed"),
         (lambda: bootstrap_replicates(R, _mean, n_resamples=10.0), r"positive integer"),
         (lambda: bootstrap_interval(R, _mean, bootstrap_method="BCa"), r"'percentile', 'bca'"),
@@ -134,8 +149,10 @@ def test_missing_bounds_name_the_method_and_the_argument():
         betting_interval(W, R, reward_range=None)
     with pytest.raises(MissingBoundsError, match=r"'bottou' needs the a priori reward range"):
         bottou_interval(0.9, 0.5, 0.4, 0.3, 100, max_weight=10.0, reward_range=None)
-    with pytest.raises(MissingBoundsError,
-                       match=r"'empirical_likelihood' needs an a priori bound .* weight_bound=M"):
+    with pytest.raises(
+        MissingBoundsError,
+        match=r"'empirical_likelihood' needs an a priori bound .* weight_bound=M",
+    ):
         empirical_likelihood_interval(W, R, reward_range=(0, 1))
 
 
@@ -161,8 +178,11 @@ def test_the_deprecation_points_at_the_caller():
 
 
 def test_weights_above_the_bound_are_reported_as_weight_bound():
-    with pytest.raises(ValidationError, match=r"1 weights are above weight_bound=1.75 \(first at "
-                                              r"row 1, weight 2.0\)"):
+    with pytest.raises(
+        ValidationError,
+        match=r"1 weights are above weight_bound=1.75 \(first at "
+        r"row 1, weight 2.0\)",
+    ):
         empirical_likelihood_interval(W, R, reward_range=(0, 1), weight_bound=1.75)
 
 
@@ -175,8 +195,17 @@ def test_bottou_max_weight_stays_the_clip_level():
 def test_bottou_without_clipping_uses_normal_margins_by_hand():
     # no clip level: wbar = w; the normal margins need no weight bound
     w_hat, w_var, y_hat, y_var, n, level = 0.97, 2.5, 0.41, 1.2, 5000, 0.9
-    iv = bottou_interval(w_hat, w_var, y_hat, y_var, n, max_weight=None, reward_range=(-1, 1),
-                         confidence_level=level, outer="normal")
+    iv = bottou_interval(
+        w_hat,
+        w_var,
+        y_hat,
+        y_var,
+        n,
+        max_weight=None,
+        reward_range=(-1, 1),
+        confidence_level=level,
+        outer="normal",
+    )
     alpha = 1 - level
     eps = stats.norm.isf(alpha / 4) * math.sqrt(y_var / n)
     xi = stats.norm.isf(alpha / 2) * math.sqrt(w_var / n)
@@ -188,16 +217,26 @@ def test_bottou_without_clipping_uses_normal_margins_by_hand():
     assert iv.inner_high == pytest.approx(inner_high, rel=1e-12)
     assert iv.high == pytest.approx(min(1.0, inner_high + eps), rel=1e-12)
     # with a clip level large enough not to bind, the normal interval is the same
-    clipped = bottou_interval(w_hat, w_var, y_hat, y_var, n, max_weight=1e6,
-                              reward_range=(-1, 1), confidence_level=level, outer="normal")
+    clipped = bottou_interval(
+        w_hat,
+        w_var,
+        y_hat,
+        y_var,
+        n,
+        max_weight=1e6,
+        reward_range=(-1, 1),
+        confidence_level=level,
+        outer="normal",
+    )
     assert tuple(clipped) == tuple(iv)
 
 
 # ---------------------------------------------------------------------------------------------
 # the bootstrap's resample count
 # ---------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("level", "fewest"), [(0.95, 81), (0.99, 401), (0.9, 41), (0.5, 9),
-                                               (0.8, 21), (0.999, 4001)])
+@pytest.mark.parametrize(
+    ("level", "fewest"), [(0.95, 81), (0.99, 401), (0.9, 41), (0.5, 9), (0.8, 21), (0.999, 4001)]
+)
 def test_min_resamples_keeps_each_end_off_the_two_most_extreme_replicates(level, fewest):
     # numpy.quantile puts the alpha quantile of B replicates at 0-based position alpha (B - 1);
     # the rule asks for position >= 2 (the third most extreme replicate or a less extreme one)
@@ -210,8 +249,11 @@ def test_min_resamples_keeps_each_end_off_the_two_most_extreme_replicates(level,
 def test_bootstrap_refuses_too_few_resamples_for_the_level():
     comps = np.linspace(0.0, 1.0, 50)
     bootstrap_interval(comps, _mean, n_resamples=81, rng=0)  # just enough at 0.95
-    with pytest.raises(ParameterError, match=r"`n_resamples` must be at least 81 for a 0.95 "
-                                             r"interval .*got 80"):
+    with pytest.raises(
+        ParameterError,
+        match=r"`n_resamples` must be at least 81 for a 0.95 "
+        r"interval .*got 80",
+    ):
         bootstrap_interval(comps, _mean, n_resamples=80, rng=0)
     with pytest.raises(ParameterError, match=r"at least 401 for a 0.99 interval"):
         bootstrap_interval(comps, _mean, n_resamples=400, confidence_level=0.99, rng=0)
@@ -256,9 +298,9 @@ def test_intervals_import_no_estimator_and_no_private_name(path):
             f"{path.name} imports {target}: intervals must not depend on the estimators"
         )
         if name and name.startswith("_") and target != module:
-            assert f"{target}.{name}" in {f"ope.intervals.{p.stem}" for p in INTERVALS.glob("_*.py")}, (
-                f"{path.name} imports the private name {name} from {target}"
-            )
+            assert f"{target}.{name}" in {
+                f"ope.intervals.{p.stem}" for p in INTERVALS.glob("_*.py")
+            }, f"{path.name} imports the private name {name} from {target}"
 
 
 # ---------------------------------------------------------------------------------------------

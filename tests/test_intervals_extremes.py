@@ -36,8 +36,24 @@ from ope.intervals import (
 )
 
 #: scales over the whole float64 range (powers of ten and of two, whose scaling is exact)
-SCALES: Final = (1e-300, 2.0**-900, 1e-200, 1e-150, 1e-100, 1e-30, 1e-5, 1.0, 3.0, 1e5, 1e30,
-                 1e100, 1e150, 1e200, 2.0**900, 1e300)
+SCALES: Final = (
+    1e-300,
+    2.0**-900,
+    1e-200,
+    1e-150,
+    1e-100,
+    1e-30,
+    1e-5,
+    1.0,
+    3.0,
+    1e5,
+    1e30,
+    1e100,
+    1e150,
+    1e200,
+    2.0**900,
+    1e300,
+)
 #: scales whose squares (variances) are normal float64 numbers
 SQUARE_SCALES: Final = tuple(c for c in SCALES if 1e-150 <= c <= 1e150)
 #: relative tolerance, of the width of the a priori range, for interval(c x) vs c interval(x)
@@ -74,31 +90,41 @@ def test_wald_intervals_are_scale_equivariant(c: float) -> None:
 def test_hoeffding_and_zero_variance_bernstein_are_scale_equivariant(c: float) -> None:
     ref_h = hoeffding_interval(0.3, 50, low=-1.0, high=1.0)
     ref_b = bernstein_interval(0.3, 0.0, 50, low=-1.0, high=1.0)
-    _close(hoeffding_interval(0.3 * c, 50, low=-c, high=c), [c * ref_h.low, c * ref_h.high],
-           2 * c)
-    _close(bernstein_interval(0.3 * c, 0.0, 50, low=-c, high=c),
-           [c * ref_b.low, c * ref_b.high], 2 * c)
+    _close(hoeffding_interval(0.3 * c, 50, low=-c, high=c), [c * ref_h.low, c * ref_h.high], 2 * c)
+    _close(
+        bernstein_interval(0.3 * c, 0.0, 50, low=-c, high=c), [c * ref_b.low, c * ref_b.high], 2 * c
+    )
 
 
 @pytest.mark.parametrize("c", SQUARE_SCALES, ids=_ids(SQUARE_SCALES))
 def test_bernstein_and_bottou_are_scale_equivariant_with_their_variances(c: float) -> None:
     ref = bernstein_interval(0.1, 0.04, 400, low=-1.0, high=1.0)
-    _close(bernstein_interval(0.1 * c, 0.04 * c * c, 400, low=-c, high=c),
-           [c * ref.low, c * ref.high], 2 * c)
+    _close(
+        bernstein_interval(0.1 * c, 0.04 * c * c, 400, low=-c, high=c),
+        [c * ref.low, c * ref.high],
+        2 * c,
+    )
     # Bottou: rewards in [c, 3c]; the weight statistics are unitless, the product's scale by c
     args = dict(weight_mean=0.9, weight_variance=0.5, n=5_000, max_weight=10.0)
     for outer in ("bernstein", "normal"):
-        unit = bottou_interval(product_mean=0.4, product_variance=0.3, reward_range=(1.0, 3.0),
-                               outer=outer, **args)
-        big = bottou_interval(product_mean=0.4 * c, product_variance=0.3 * c * c,
-                              reward_range=(c, 3.0 * c), outer=outer, **args)
+        unit = bottou_interval(
+            product_mean=0.4, product_variance=0.3, reward_range=(1.0, 3.0), outer=outer, **args
+        )
+        big = bottou_interval(
+            product_mean=0.4 * c,
+            product_variance=0.3 * c * c,
+            reward_range=(c, 3.0 * c),
+            outer=outer,
+            **args,
+        )
         _close(big, [c * x for x in unit], 2 * c)
 
 
 @pytest.mark.parametrize("c", SCALES, ids=_ids(SCALES))
 def test_bottou_with_zero_product_variance_is_scale_equivariant(c: float) -> None:
-    args = dict(weight_mean=0.8, weight_variance=0.2, product_variance=0.0, n=1_000,
-                max_weight=20.0)
+    args = dict(
+        weight_mean=0.8, weight_variance=0.2, product_variance=0.0, n=1_000, max_weight=20.0
+    )
     unit = bottou_interval(product_mean=0.5, reward_range=(-1.0, 1.0), **args)
     big = bottou_interval(product_mean=0.5 * c, reward_range=(-c, c), **args)
     _close(big, [c * x for x in unit], 2 * c)
@@ -107,8 +133,11 @@ def test_bottou_with_zero_product_variance_is_scale_equivariant(c: float) -> Non
 @pytest.mark.parametrize("c", SCALES, ids=_ids(SCALES))
 def test_betting_is_scale_equivariant(c: float) -> None:
     unit = betting_interval(WEIGHT, UNIT_REWARD, reward_range=(-1.0, 1.0))
-    _close(betting_interval(WEIGHT, c * UNIT_REWARD, reward_range=(-c, c)),
-           [c * unit.low, c * unit.high], 2 * c)
+    _close(
+        betting_interval(WEIGHT, c * UNIT_REWARD, reward_range=(-c, c)),
+        [c * unit.low, c * unit.high],
+        2 * c,
+    )
     lo, hi = betting_confidence_sequence(WEIGHT, UNIT_REWARD, reward_range=(-1.0, 1.0))
     big_lo, big_hi = betting_confidence_sequence(WEIGHT, c * UNIT_REWARD, reward_range=(-c, c))
     _close(big_lo, c * lo, 2 * c)
@@ -129,8 +158,11 @@ def test_empirical_likelihood_is_scale_equivariant(c: float) -> None:
     big = empirical_likelihood_interval(w, c * r, reward_range=(-c, c), weight_bound=50.0)
     _close(big, [c * unit.low, c * unit.high], 2 * c)
     est = empirical_likelihood_estimate(w, r, reward_range=(-1.0, 1.0), weight_bound=50.0)
-    _close(empirical_likelihood_estimate(w, c * r, reward_range=(-c, c), weight_bound=50.0),
-           c * est, 2 * c)
+    _close(
+        empirical_likelihood_estimate(w, c * r, reward_range=(-c, c), weight_bound=50.0),
+        c * est,
+        2 * c,
+    )
 
 
 @pytest.mark.parametrize("c", (1.0, 1e150, 1e300), ids=_ids((1.0, 1e150, 1e300)))
@@ -139,8 +171,9 @@ def test_a_reflection_swaps_the_ends(c: float) -> None:
     r = c * (UNIT_REWARD + 1.0) / 2.0  # in [0, c]
     for method in (
         lambda rr, rng: betting_interval(WEIGHT, rr, reward_range=rng),
-        lambda rr, rng: empirical_likelihood_interval(WEIGHT[:120], rr[:120], reward_range=rng,
-                                                      weight_bound=50.0),
+        lambda rr, rng: empirical_likelihood_interval(
+            WEIGHT[:120], rr[:120], reward_range=rng, weight_bound=50.0
+        ),
     ):
         up = method(r, (0.0, c))
         down = method(-r, (-c, 0.0))
@@ -157,8 +190,11 @@ def test_rewards_up_to_1e308_give_finite_correct_intervals() -> None:
     u = (UNIT_REWARD + 1.0) / 2.0  # in [0, 1]
     r = 1e308 * u
     unit = betting_interval(WEIGHT, u, reward_range=(0.0, 1.0))
-    _close(betting_interval(WEIGHT, r, reward_range=(0.0, 1e308)),
-           [1e308 * unit.low, 1e308 * unit.high], 1e308)
+    _close(
+        betting_interval(WEIGHT, r, reward_range=(0.0, 1e308)),
+        [1e308 * unit.low, 1e308 * unit.high],
+        1e308,
+    )
     # a range ending at the largest float64: the upper end is finite, not rounded to inf
     top = betting_interval(np.ones(N), np.full(N, TOP), reward_range=(0.0, TOP))
     assert top.high == TOP and math.isfinite(top.low)
@@ -171,20 +207,29 @@ def test_rewards_up_to_1e308_give_finite_correct_intervals() -> None:
 def test_value_bounds_whose_width_overflows_are_handled_in_scaled_units() -> None:
     # low=-1e308, high=1e308: high - low is not a float64, but the interval is
     unit_h = hoeffding_interval(0.25, 40, low=-1.0, high=1.0)
-    _close(hoeffding_interval(0.25e308, 40, low=-1e308, high=1e308),
-           [1e308 * unit_h.low, 1e308 * unit_h.high], 1e308)
+    _close(
+        hoeffding_interval(0.25e308, 40, low=-1e308, high=1e308),
+        [1e308 * unit_h.low, 1e308 * unit_h.high],
+        1e308,
+    )
     unit_b = bernstein_interval(0.25, 0.0, 40, low=-1.0, high=1.0)
-    _close(bernstein_interval(0.25e308, 0.0, 40, low=-1e308, high=1e308),
-           [1e308 * unit_b.low, 1e308 * unit_b.high], 1e308)
+    _close(
+        bernstein_interval(0.25e308, 0.0, 40, low=-1e308, high=1e308),
+        [1e308 * unit_b.low, 1e308 * unit_b.high],
+        1e308,
+    )
     values = UNIT_REWARD  # in [-1, 1]
     unit = betting_lower_bound(values, low=-1.0, high=1.0)
     _close(betting_lower_bound(1e308 * values, low=-1e308, high=1e308), 1e308 * unit, 1e308)
 
 
 def test_a_wald_end_beyond_float64_is_refused_by_name() -> None:
-    with pytest.raises(EstimationError, match=r"the normal interval value -/\+ 1\.96 \* std_error "
-                                              r"\(value=1e\+308, std_error=1e\+308\) has an end "
-                                              r"beyond the float64 range.*scale-equivariant"):
+    with pytest.raises(
+        EstimationError,
+        match=r"the normal interval value -/\+ 1\.96 \* std_error "
+        r"\(value=1e\+308, std_error=1e\+308\) has an end "
+        r"beyond the float64 range.*scale-equivariant",
+    ):
         normal_interval(1e308, 1e308)
     with pytest.raises(EstimationError, match=r"the t interval .* beyond the float64 range"):
         t_interval(-1.5e308, 1e308, 5)
@@ -195,8 +240,11 @@ def test_a_wald_end_beyond_float64_is_refused_by_name() -> None:
 
 def test_a_variance_that_overflowed_is_refused_by_name() -> None:
     # values of 1e160 have squares of 1e320: a caller's variance of them is inf
-    with pytest.raises(ValidationError, match=r"`variance` is inf: the squares of values this "
-                                              r"large .* Divide the values and their bounds"):
+    with pytest.raises(
+        ValidationError,
+        match=r"`variance` is inf: the squares of values this "
+        r"large .* Divide the values and their bounds",
+    ):
         bernstein_interval(1e160, math.inf, 100, low=0.0, high=2e160)
     with pytest.raises(ValidationError, match=r"`product_variance` is inf"):
         bottou_interval(0.9, 0.1, 1e160, math.inf, 100, max_weight=5.0, reward_range=(0, 1e160))
@@ -205,10 +253,12 @@ def test_a_variance_that_overflowed_is_refused_by_name() -> None:
 def test_a_reward_range_wider_than_float64_is_refused_by_name() -> None:
     for call in (
         lambda: betting_interval(WEIGHT, UNIT_REWARD, reward_range=(-1e308, 1e308)),
-        lambda: empirical_likelihood_interval(WEIGHT, UNIT_REWARD, reward_range=(-TOP, TOP),
-                                              weight_bound=50.0),
-        lambda: bottou_interval(0.9, 0.1, 0.4, 0.1, 100, max_weight=5.0,
-                                reward_range=(-1e308, 1e308)),
+        lambda: empirical_likelihood_interval(
+            WEIGHT, UNIT_REWARD, reward_range=(-TOP, TOP), weight_bound=50.0
+        ),
+        lambda: bottou_interval(
+            0.9, 0.1, 0.4, 0.1, 100, max_weight=5.0, reward_range=(-1e308, 1e308)
+        ),
     ):
         with pytest.raises(ParameterError, match=r"`reward_range`=.* is wider than float64"):
             call()
@@ -221,24 +271,36 @@ def test_a_reward_range_wider_than_float64_is_refused_by_name() -> None:
 def test_bottou_with_a_huge_clip_level_and_wide_rewards(clip: float) -> None:
     # R * (r_max - r_min) = 1e300 * 1e150 is no float64; the interval is computed in span units
     span = 1e150  # its square, the scale of the product variance, is still a float64
-    unit = bottou_interval(0.9, 0.5, 0.4, 0.3, 1_000, max_weight=clip, reward_range=(0.0, 1.0),
-                           outer="normal")
-    big = bottou_interval(0.9, 0.5, 0.4 * span, 0.3 * span * span, 1_000,
-                          max_weight=clip, reward_range=(0.0, span), outer="normal")
+    unit = bottou_interval(
+        0.9, 0.5, 0.4, 0.3, 1_000, max_weight=clip, reward_range=(0.0, 1.0), outer="normal"
+    )
+    big = bottou_interval(
+        0.9,
+        0.5,
+        0.4 * span,
+        0.3 * span * span,
+        1_000,
+        max_weight=clip,
+        reward_range=(0.0, span),
+        outer="normal",
+    )
     _close(big, [span * x for x in unit], span)
     bern = bottou_interval(0.9, 0.5, 0.4, 0.3, 1_000, max_weight=clip, reward_range=(0.0, 1.0))
     assert all(math.isfinite(x) for x in bern) and bern.low == 0.0 and bern.high == 1.0
 
 
-@pytest.mark.parametrize("bound", (1e61, 1e100, 1e149, 1e200, 1e300),
-                         ids=_ids((1e61, 1e100, 1e149, 1e200, 1e300)))
+@pytest.mark.parametrize(
+    "bound", (1e61, 1e100, 1e149, 1e200, 1e300), ids=_ids((1e61, 1e100, 1e149, 1e200, 1e300))
+)
 def test_empirical_likelihood_with_a_huge_weight_bound(bound: float) -> None:
     # the interval converges as the a priori weight bound grows (its effect is O(1 / bound));
     # bounds beyond 1e60 used to stop the dual's bracket search ("did not converge") on the
     # second sample (weights 0 or 2, clicks)
     rng = np.random.default_rng(0)
-    samples = [(WEIGHT[:200], (UNIT_REWARD[:200] + 1.0) / 2.0),
-               (rng.choice([0.0, 2.0], 200), rng.binomial(1, 0.4, 200).astype(float))]
+    samples = [
+        (WEIGHT[:200], (UNIT_REWARD[:200] + 1.0) / 2.0),
+        (rng.choice([0.0, 2.0], 200), rng.binomial(1, 0.4, 200).astype(float)),
+    ]
     for w, r in samples:
         limit = empirical_likelihood_interval(w, r, reward_range=(0.0, 1.0), weight_bound=1e30)
         got = empirical_likelihood_interval(w, r, reward_range=(0.0, 1.0), weight_bound=bound)
@@ -261,11 +323,15 @@ def test_weights_above_1e150_are_refused_by_name() -> None:
     for call in (
         lambda: betting_interval(w, UNIT_REWARD, reward_range=(-1.0, 1.0)),
         lambda: betting_confidence_sequence(w, UNIT_REWARD, reward_range=(-1.0, 1.0)),
-        lambda: empirical_likelihood_interval(w, UNIT_REWARD, reward_range=(-1.0, 1.0),
-                                              weight_bound=1e300),
+        lambda: empirical_likelihood_interval(
+            w, UNIT_REWARD, reward_range=(-1.0, 1.0), weight_bound=1e300
+        ),
     ):
-        with pytest.raises(ValidationError, match=r"`weight` has 1 rows above 1e\+150 \(first at "
-                                                  r"row 9: 1e\+200\)"):
+        with pytest.raises(
+            ValidationError,
+            match=r"`weight` has 1 rows above 1e\+150 \(first at "
+            r"row 9: 1e\+200\)",
+        ):
             call()
 
 

@@ -32,8 +32,9 @@ REFERENCE_VECTORS = [
 @pytest.mark.parametrize("groups, expected", REFERENCE_VECTORS)
 def test_reference_vectors(groups: list, expected: tuple[float, float]) -> None:
     w, r = _expand(groups)
-    ci = empirical_likelihood_interval(w, r, reward_range=(0.0, 1.0), weight_bound=2000.0,
-                                       confidence_level=0.95)
+    ci = empirical_likelihood_interval(
+        w, r, reward_range=(0.0, 1.0), weight_bound=2000.0, confidence_level=0.95
+    )
     assert isinstance(ci, ConfidenceInterval)
     assert ci.low == pytest.approx(expected[0], abs=1e-4)
     assert ci.high == pytest.approx(expected[1], abs=1e-4)
@@ -43,8 +44,9 @@ def test_reference_vectors(groups: list, expected: tuple[float, float]) -> None:
 def test_reference_vectors_after_affine_reward_map(groups: list, expected: tuple) -> None:
     # rewards r -> 5 - 2 r with range [3, 5]: the interval maps and flips accordingly
     w, r = _expand(groups)
-    ci = empirical_likelihood_interval(w, 5.0 - 2.0 * r, reward_range=(3.0, 5.0),
-                                       weight_bound=2000.0)
+    ci = empirical_likelihood_interval(
+        w, 5.0 - 2.0 * r, reward_range=(3.0, 5.0), weight_bound=2000.0
+    )
     assert ci.low == pytest.approx(5.0 - 2.0 * expected[1], abs=2e-4)
     assert ci.high == pytest.approx(5.0 - 2.0 * expected[0], abs=2e-4)
 
@@ -93,10 +95,12 @@ def test_permutation_invariance_and_float32() -> None:
     r = rng.binomial(1, 0.4, size=300).astype(float)
     ci = empirical_likelihood_interval(w, r, reward_range=(0, 1), weight_bound=10.0)
     perm = rng.permutation(300)
-    assert empirical_likelihood_interval(w[perm], r[perm], reward_range=(0, 1),
-                                         weight_bound=10.0) == pytest.approx(ci, abs=1e-12)
-    ci32 = empirical_likelihood_interval(w.astype(np.float32), r.astype(np.float32),
-                                         reward_range=(0, 1), weight_bound=10.0)
+    assert empirical_likelihood_interval(
+        w[perm], r[perm], reward_range=(0, 1), weight_bound=10.0
+    ) == pytest.approx(ci, abs=1e-12)
+    ci32 = empirical_likelihood_interval(
+        w.astype(np.float32), r.astype(np.float32), reward_range=(0, 1), weight_bound=10.0
+    )
     assert ci32 == pytest.approx(ci, abs=1e-6)
 
 
@@ -105,15 +109,17 @@ def test_wider_at_higher_level_and_narrower_with_more_data() -> None:
     w = rng.choice([0.0, 2.0, 10.0], p=[0.55, 0.4, 0.05], size=200)
     r = rng.binomial(1, 0.5, size=200).astype(float)
     widths = [
-        empirical_likelihood_interval(w, r, reward_range=(0, 1), weight_bound=50.0,
-                                      confidence_level=level).width
+        empirical_likelihood_interval(
+            w, r, reward_range=(0, 1), weight_bound=50.0, confidence_level=level
+        ).width
         for level in (0.5, 0.8, 0.95, 0.99)
     ]
     assert np.all(np.diff(widths) > 0)
     # the same sample repeated: more data of the same kind
     widths = [
-        empirical_likelihood_interval(np.tile(w, k), np.tile(r, k), reward_range=(0, 1),
-                                      weight_bound=50.0).width
+        empirical_likelihood_interval(
+            np.tile(w, k), np.tile(r, k), reward_range=(0, 1), weight_bound=50.0
+        ).width
         for k in (1, 4, 16)
     ]
     assert np.all(np.diff(widths) < 0)
@@ -131,16 +137,26 @@ def test_unseen_large_weight_mass_widens_the_upper_end() -> None:
 @pytest.mark.parametrize(
     "kwargs, error, match",
     [
-        (dict(weight_bound=None), MissingBoundsError, r"needs an a priori bound on the importance weights"),
+        (
+            dict(weight_bound=None),
+            MissingBoundsError,
+            r"needs an a priori bound on the importance weights",
+        ),
         (dict(reward_range=None), MissingBoundsError, r"needs the a priori reward range"),
         (dict(weight_bound=1.0), ParameterError, r"`weight_bound` must exceed 1"),
-        (dict(weight_bound=3.0), ValidationError,
-         r"1 weights are above weight_bound=3.0 \(first at row 2, weight 4.0\)"),
+        (
+            dict(weight_bound=3.0),
+            ValidationError,
+            r"1 weights are above weight_bound=3.0 \(first at row 2, weight 4.0\)",
+        ),
         (dict(min_weight=1.0), ParameterError, r"`min_weight` must be in \[0, 1\)"),
         (dict(min_weight=0.5), ValidationError, r"1 weights are below min_weight=0.5"),
         (dict(confidence_level=0.0), ParameterError, r"confidence_level"),
-        (dict(reward_range=(0.0, 0.5)), ValidationError,
-         r"1 rows outside reward_range=\(0, 0.5\) \(first at row 1: 1.0\)"),
+        (
+            dict(reward_range=(0.0, 0.5)),
+            ValidationError,
+            r"1 rows outside reward_range=\(0, 0.5\) \(first at row 1: 1.0\)",
+        ),
     ],
 )
 def test_errors(kwargs: dict, error: type, match: str) -> None:
@@ -153,13 +169,18 @@ def test_errors(kwargs: dict, error: type, match: str) -> None:
 
 
 def test_data_errors() -> None:
-    with pytest.raises(ValidationError, match=r"`weight` must be non-negative; 1 rows are < 0 "
-                                              r"\(first at row 1\)"):
-        empirical_likelihood_interval([1.0, -1.0], [0.0, 1.0], reward_range=(0, 1),
-                                      weight_bound=10.0)
+    with pytest.raises(
+        ValidationError,
+        match=r"`weight` must be non-negative; 1 rows are < 0 "
+        r"\(first at row 1\)",
+    ):
+        empirical_likelihood_interval(
+            [1.0, -1.0], [0.0, 1.0], reward_range=(0, 1), weight_bound=10.0
+        )
     with pytest.raises(ValidationError, match=r"`reward` must be finite; 1 rows are NaN"):
-        empirical_likelihood_estimate([1.0, 1.0], [0.0, np.nan], reward_range=(0, 1),
-                                      weight_bound=10.0)
+        empirical_likelihood_estimate(
+            [1.0, 1.0], [0.0, np.nan], reward_range=(0, 1), weight_bound=10.0
+        )
     with pytest.raises(ValidationError, match="same length"):
         empirical_likelihood_estimate([1.0, 1.0], [0.0], reward_range=(0, 1), weight_bound=10.0)
     with pytest.raises(EstimationError, match="at least 2 rows"):
@@ -211,9 +232,14 @@ def test_interval_matches_a_direct_primal_solve() -> None:
     # one BLAS thread whatever the machine has, and only the points they return are checked
     # (feasible; their values within 1e-6 of the dual solution's end points)
     with threadpool_limits(limits=1):
-        mle = optimize.minimize(lambda x: -np.mean(np.log(x[:n])), np.full(n + 4, 1 / (n + 4)),
-                                constraints=linear, bounds=bounds, method="SLSQP",
-                                options={"maxiter": 1000, "ftol": 1e-15})
+        mle = optimize.minimize(
+            lambda x: -np.mean(np.log(x[:n])),
+            np.full(n + 4, 1 / (n + 4)),
+            constraints=linear,
+            bounds=bounds,
+            method="SLSQP",
+            options={"maxiter": 1000, "ftol": 1e-15},
+        )
     assert abs(mle.x.sum() - 1.0) < 1e-8 and abs(mle.x @ all_w - 1.0) < 1e-8
     mle_loglik = n * -mle.fun
     floor = mle_loglik - 0.5 * stats.f.isf(0.05, 1, n - 1)
@@ -221,9 +247,14 @@ def test_interval_matches_a_direct_primal_solve() -> None:
     ends = []
     for sign in (1.0, -1.0):
         with threadpool_limits(limits=1):
-            res = optimize.minimize(lambda x: sign * (x @ (all_w * all_r)), mle.x,
-                                    constraints=[*linear, likelihood], bounds=bounds,
-                                    method="SLSQP", options={"maxiter": 1000, "ftol": 1e-14})
+            res = optimize.minimize(
+                lambda x: sign * (x @ (all_w * all_r)),
+                mle.x,
+                constraints=[*linear, likelihood],
+                bounds=bounds,
+                method="SLSQP",
+                options={"maxiter": 1000, "ftol": 1e-14},
+            )
         # a feasible point: its value bounds the optimum (line-search warnings near the optimum
         # are harmless); weak duality puts the dual value on the other side
         x = res.x

@@ -40,16 +40,18 @@ def make_logs(n: int, *, seed: int = 0, bad: bool = True, ids: str = "int") -> p
         eid = pa.array(event_id * 1_000_003 + (1 << 50))
     else:
         eid = pa.array(event_id)
-    return pa.table({
-        "event_id": eid,
-        "action": action,
-        "propensity": propensity,
-        "reward": reward,
-        "target__uniform": np.full(n, 1.0 / k),
-        "candidates": pa.array([list(range(k))] * n),
-        "logging_distribution": pa.array([list(dist)] * n),
-        "segment": rng.choice(["a", "b"], n),
-    })
+    return pa.table(
+        {
+            "event_id": eid,
+            "action": action,
+            "propensity": propensity,
+            "reward": reward,
+            "target__uniform": np.full(n, 1.0 / k),
+            "candidates": pa.array([list(range(k))] * n),
+            "logging_distribution": pa.array([list(dist)] * n),
+            "segment": rng.choice(["a", "b"], n),
+        }
+    )
 
 
 def quiet_read(source, **kw) -> BanditLogs:
@@ -77,7 +79,6 @@ class ArrowStream:
 
     def __arrow_c_stream__(self, requested_schema=None):  # noqa: ANN001, ANN204
         return self.table.__arrow_c_stream__(requested_schema)
-
 
 
 def test_all_source_types_agree(tmp_path: Path) -> None:
@@ -122,11 +123,20 @@ def test_hive_partitions_become_columns(tmp_path: Path) -> None:
 
 
 def test_files_with_different_widths_read_in_the_widest(tmp_path: Path) -> None:
-    pq.write_table(pa.table({"action": pa.array([1], pa.int32()),
-                             "propensity": pa.array([0.5], pa.float32()), "reward": [1.0]}),
-                   tmp_path / "a.parquet")
-    pq.write_table(pa.table({"action": [2], "propensity": [0.1234567890123], "reward": [0]}),
-                   tmp_path / "b.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "action": pa.array([1], pa.int32()),
+                "propensity": pa.array([0.5], pa.float32()),
+                "reward": [1.0],
+            }
+        ),
+        tmp_path / "a.parquet",
+    )
+    pq.write_table(
+        pa.table({"action": [2], "propensity": [0.1234567890123], "reward": [0]}),
+        tmp_path / "b.parquet",
+    )
     logs = read_logs(tmp_path)
     assert logs.column("propensity").tolist() == [0.5, 0.1234567890123]  # not narrowed to float32
     assert logs.column("action").tolist() == [1, 2]
@@ -145,10 +155,23 @@ def test_projection_reads_only_needed_columns(tmp_path: Path) -> None:
 
 
 def test_mapping_from_user_names() -> None:
-    df = pd.DataFrame({"item": np.array([1, 2, 3], np.int32), "pscore": np.float32(0.5),
-                       "click": [1, 0, 1], "pi_new": [0.0, 1.0, 0.5]})
-    logs = read_logs(df, mapping={"action": "item", "propensity": "pscore", "reward": "click",
-                                  "target__new": "pi_new"})
+    df = pd.DataFrame(
+        {
+            "item": np.array([1, 2, 3], np.int32),
+            "pscore": np.float32(0.5),
+            "click": [1, 0, 1],
+            "pi_new": [0.0, 1.0, 0.5],
+        }
+    )
+    logs = read_logs(
+        df,
+        mapping={
+            "action": "item",
+            "propensity": "pscore",
+            "reward": "click",
+            "target__new": "pi_new",
+        },
+    )
     assert logs.columns == ["action", "propensity", "reward", "target__new"]
     assert logs.table.schema.field("propensity").type == pa.float64()
     assert logs.column("action").dtype == np.int64
@@ -156,13 +179,24 @@ def test_mapping_from_user_names() -> None:
 
 
 def test_column_accessor_and_repr() -> None:
-    logs = read_logs(pa.table({"action": ["x", "y"], "propensity": pa.array([0.5, 0.25], pa.float32()),
-                               "reward": [1.0, 0.0]}))
+    logs = read_logs(
+        pa.table(
+            {
+                "action": ["x", "y"],
+                "propensity": pa.array([0.5, 0.25], pa.float32()),
+                "reward": [1.0, 0.0],
+            }
+        )
+    )
     assert logs.column("propensity").dtype == np.float64
     assert logs.column("action").tolist() == ["x", "y"]
-    with pytest.raises(SchemaError, match="`name`: column 'nope' is not in these logs; they have: action"):
+    with pytest.raises(
+        SchemaError, match="`name`: column 'nope' is not in these logs; they have: action"
+    ):
         logs.column("nope")
-    assert repr(logs) == "BanditLogs(n=2, columns=['action', 'propensity', 'reward'], rows_rejected=0)"
+    assert (
+        repr(logs) == "BanditLogs(n=2, columns=['action', 'propensity', 'reward'], rows_rejected=0)"
+    )
 
 
 # ---------------------------------------------------------------- eager vs streamed
@@ -178,7 +212,9 @@ def test_scan_matches_read_across_batches_and_files(tmp_path: Path, ids: str) ->
         pq.write_table(table.slice(a, b - a), d / f"part-{i}.parquet", row_group_size=300)
     eager = quiet_read(d, on_invalid="drop")
     assert eager.report.rejected.keys() == {
-        "propensity_out_of_range", "reward_missing", "event_id_duplicate",
+        "propensity_out_of_range",
+        "reward_missing",
+        "event_id_duplicate",
     }
     for batch_size in (128, 1_000, 10_000):
         scan, streamed = quiet_scan(d, on_invalid="drop", batch_size=batch_size)
@@ -229,8 +265,14 @@ def test_scan_is_repeatable_and_reports_need_a_full_pass() -> None:
 
 
 def test_duplicate_across_batches_is_flagged_in_the_later_batch() -> None:
-    t = pa.table({"event_id": [5, 6, 7, 6, 8, 5], "action": [1] * 6, "propensity": [0.5] * 6,
-                  "reward": [1.0] * 6})
+    t = pa.table(
+        {
+            "event_id": [5, 6, 7, 6, 8, 5],
+            "action": [1] * 6,
+            "propensity": [0.5] * 6,
+            "reward": [1.0] * 6,
+        }
+    )
     with pytest.raises(ValidationError) as info:
         read_logs(t)
     assert info.value.report.examples == {"event_id_duplicate": (3, 5)}
@@ -292,8 +334,12 @@ def test_float32_inputs_are_read_as_float64(tmp_path: Path) -> None:
     n = 1_000
     p = np.full(n, 0.1, np.float32)
     path = tmp_path / "f32.parquet"
-    pq.write_table(pa.table({"action": np.zeros(n, np.int16), "propensity": p,
-                             "reward": np.ones(n, np.float32)}), path)
+    pq.write_table(
+        pa.table(
+            {"action": np.zeros(n, np.int16), "propensity": p, "reward": np.ones(n, np.float32)}
+        ),
+        path,
+    )
     logs = read_logs(path)
     assert logs.column("propensity").dtype == np.float64
     assert logs.column("propensity")[0] == np.float64(np.float32(0.1))
@@ -303,15 +349,17 @@ def test_float32_inputs_are_read_as_float64(tmp_path: Path) -> None:
 
 
 def test_trajectories_sorted_with_offsets_and_truncation() -> None:
-    df = pd.DataFrame({
-        "episode_id": ["b", "a", "b", "c", "a", "b"],
-        "step": [2, 1, 0, 0, 0, 1],
-        "action": [0, 1, 1, 0, 0, 1],
-        "propensity": 0.5,
-        "reward": [1.0, 0.0, 0.5, 1.0, 0.0, 0.0],
-        "done": [True, False, False, True, False, False],
-        "tool": ["x", "y", "z", "w", "v", "u"],
-    })
+    df = pd.DataFrame(
+        {
+            "episode_id": ["b", "a", "b", "c", "a", "b"],
+            "step": [2, 1, 0, 0, 0, 1],
+            "action": [0, 1, 1, 0, 0, 1],
+            "propensity": 0.5,
+            "reward": [1.0, 0.0, 0.5, 1.0, 0.0, 0.0],
+            "done": [True, False, False, True, False, False],
+            "tool": ["x", "y", "z", "w", "v", "u"],
+        }
+    )
     traj = read_trajectories(df)
     assert isinstance(traj, Trajectories)
     assert traj.column("episode_id").tolist() == ["a", "a", "b", "b", "b", "c"]
@@ -327,14 +375,16 @@ def test_trajectories_sorted_with_offsets_and_truncation() -> None:
 
 
 def test_trajectory_drop_removes_whole_episodes() -> None:
-    df = pd.DataFrame({
-        "episode_id": [1, 1, 1, 2, 2, 3],
-        "step": [0, 1, 2, 0, 1, 0],
-        "action": [0] * 6,
-        "propensity": [0.5, 0.5, 0.0, 0.5, 0.5, 0.5],
-        "reward": 1.0,
-        "done": [False, False, True, False, True, True],
-    })
+    df = pd.DataFrame(
+        {
+            "episode_id": [1, 1, 1, 2, 2, 3],
+            "step": [0, 1, 2, 0, 1, 0],
+            "action": [0] * 6,
+            "propensity": [0.5, 0.5, 0.0, 0.5, 0.5, 0.5],
+            "reward": 1.0,
+            "done": [False, False, True, False, True, True],
+        }
+    )
     with pytest.warns(DroppedRowsWarning, match=r"dropped 3 of 6 rows"):
         traj = read_trajectories(df, on_invalid="drop")
     assert traj.column("episode_id").tolist() == [2, 2, 3]
@@ -349,13 +399,15 @@ def test_trajectory_drop_removes_whole_episodes() -> None:
 
 
 def test_paired_replays(tmp_path: Path) -> None:
-    df = pd.DataFrame({
-        "prefix": [0, 0, 0, 0, 1, 1, 2],
-        "branch": ["mem", "none", "mem", "none", "mem", "none", "mem"],
-        "seed": [0, 0, 1, 1, 0, 0, 0],
-        "score": [1.0, 0.0, 1.0, 1.0, 0.5, 0.0, 1.0],
-        "tokens": [10, 12, 11, 9, 20, 21, 5],
-    })
+    df = pd.DataFrame(
+        {
+            "prefix": [0, 0, 0, 0, 1, 1, 2],
+            "branch": ["mem", "none", "mem", "none", "mem", "none", "mem"],
+            "seed": [0, 0, 1, 1, 0, 0, 0],
+            "score": [1.0, 0.0, 1.0, 1.0, 0.5, 0.0, 1.0],
+            "tokens": [10, 12, 11, 9, 20, 21, 5],
+        }
+    )
     path = tmp_path / "pairs.parquet"
     df.to_parquet(path)
     mapping = {"pair_id": "prefix", "arm": "branch", "replicate": "seed", "outcome": "score"}
@@ -374,8 +426,12 @@ def test_paired_replays(tmp_path: Path) -> None:
 
 
 def _small(**more) -> dict:
-    cols = {"event_id": [1, 2, 3, 4], "action": [0, 1, 2, 1],
-            "propensity": [0.5, 0.25, 0.25, 0.25], "reward": [1.0, 0.0, 1.0, 0.0]}
+    cols = {
+        "event_id": [1, 2, 3, 4],
+        "action": [0, 1, 2, 1],
+        "propensity": [0.5, 0.25, 0.25, 0.25],
+        "reward": [1.0, 0.0, 1.0, 0.0],
+    }
     cols.update(more)
     return cols
 
@@ -384,12 +440,16 @@ def test_decimal_columns_from_a_warehouse_are_accepted() -> None:
     import decimal
 
     D = decimal.Decimal
-    table = pa.table({
-        "event_id": pa.array([D(1), D(2), D(3), D(2**62)], pa.decimal128(38, 0)),
-        "action": pa.array([D(0), D(1), D(2), D(1)], pa.decimal128(10, 0)),
-        "propensity": pa.array([D("0.5"), D("0.25"), D("0.25"), D("0.25")], pa.decimal128(5, 4)),
-        "reward": pa.array([D("1.5"), D("0"), D("-2.25"), D("0")], pa.decimal128(6, 2)),
-    })
+    table = pa.table(
+        {
+            "event_id": pa.array([D(1), D(2), D(3), D(2**62)], pa.decimal128(38, 0)),
+            "action": pa.array([D(0), D(1), D(2), D(1)], pa.decimal128(10, 0)),
+            "propensity": pa.array(
+                [D("0.5"), D("0.25"), D("0.25"), D("0.25")], pa.decimal128(5, 4)
+            ),
+            "reward": pa.array([D("1.5"), D("0"), D("-2.25"), D("0")], pa.decimal128(6, 2)),
+        }
+    )
     logs = read_logs(table)
     assert logs.table.schema.types == [pa.int64(), pa.int64(), pa.float64(), pa.float64()]
     assert logs.column("event_id").tolist() == [1, 2, 3, 2**62]  # exact beyond 2**53
@@ -398,12 +458,16 @@ def test_decimal_columns_from_a_warehouse_are_accepted() -> None:
 
 
 def test_list_view_candidates_are_cast_not_crashed() -> None:
-    table = pa.table(_small(
-        action=["a", "b", "a", "b"],
-        propensity=[0.5] * 4,
-        candidates=pa.array([["a", "b"], ["a", "b"], None, ["b", "a"]], pa.list_view(pa.string())),
-        logging_distribution=pa.array([[0.5, 0.5]] * 4, pa.list_view(pa.float32())),
-    ))
+    table = pa.table(
+        _small(
+            action=["a", "b", "a", "b"],
+            propensity=[0.5] * 4,
+            candidates=pa.array(
+                [["a", "b"], ["a", "b"], None, ["b", "a"]], pa.list_view(pa.string())
+            ),
+            logging_distribution=pa.array([[0.5, 0.5]] * 4, pa.list_view(pa.float32())),
+        )
+    )
     with pytest.warns(DroppedRowsWarning, match=r"candidates_missing: 1"):
         logs = read_logs(table, on_invalid="drop")
     assert logs.table.column("candidates").type == pa.list_(pa.string())
@@ -417,8 +481,12 @@ def test_named_dataframe_index_is_read_as_a_column() -> None:
     assert logs.columns[0] == "event_id"
     assert logs.column("event_id").tolist() == [1, 2, 3, 4]
     # an unnamed index is row labels, not data
-    assert "event_id" not in read_logs(pd.DataFrame(_small(event_id=None)).drop(columns="event_id")
-                                       .set_axis([9, 8, 7, 6])).columns
+    assert (
+        "event_id"
+        not in read_logs(
+            pd.DataFrame(_small(event_id=None)).drop(columns="event_id").set_axis([9, 8, 7, 6])
+        ).columns
+    )
 
 
 def test_pandas_range_index_kept_only_as_parquet_metadata_is_read(tmp_path: Path) -> None:
@@ -439,15 +507,20 @@ def test_pandas_range_index_kept_only_as_parquet_metadata_is_read(tmp_path: Path
 def test_directory_reads_the_union_of_its_files_columns(tmp_path: Path, extra_first: bool) -> None:
     """A pass-through column only some files have is read (null elsewhere), whatever the order."""
     a = pa.table(_small())
-    b = pa.table(_small(event_id=[5, 6, 7, 8])).select(["reward", "action", "event_id", "propensity"])
+    b = pa.table(_small(event_id=[5, 6, 7, 8])).select(
+        ["reward", "action", "event_id", "propensity"]
+    )
     b = b.append_column("segment", pa.array(["x", "y", "x", "y"]))
     first, second = (b, a) if extra_first else (a, b)
     pq.write_table(first, tmp_path / "part-0.parquet")
     pq.write_table(second, tmp_path / "part-1.parquet")
     logs = read_logs(tmp_path)
     seg = logs.table.column("segment").to_pylist()
-    assert seg == (["x", "y", "x", "y", None, None, None, None] if extra_first
-                   else [None, None, None, None, "x", "y", "x", "y"])
+    assert seg == (
+        ["x", "y", "x", "y", None, None, None, None]
+        if extra_first
+        else [None, None, None, None, "x", "y", "x", "y"]
+    )
     streamed = pa.concat_tables(b.table for b in scan_logs(tmp_path, batch_size=3))
     assert streamed.column("segment").to_pylist() == seg
     assert sorted(logs.column("event_id").tolist()) == [1, 2, 3, 4, 5, 6, 7, 8]
@@ -482,14 +555,17 @@ def test_drop_records_the_dropped_event_ids(tmp_path: Path) -> None:
 @pytest.mark.parametrize("dist_type", [pa.float16(), pa.float32(), pa.float64()])
 def test_float16_probabilities_are_compared_within_their_storage_precision(dist_type) -> None:
     p = np.array([0.3, 0.3, 0.4, 0.7])  # not representable in float16: stored 2.4e-4 off
-    table = pa.table({
-        "action": [0, 1, 2, 0],
-        "propensity": pa.array(p.astype(np.float16)),
-        "reward": [1.0, 0.0, 1.0, 0.0],
-        "candidates": [[0, 1, 2]] * 3 + [[0, 1]],
-        "logging_distribution": pa.array([[0.3, 0.3, 0.4]] * 3 + [[0.7, 0.3]],
-                                         pa.list_(dist_type)),
-    })
+    table = pa.table(
+        {
+            "action": [0, 1, 2, 0],
+            "propensity": pa.array(p.astype(np.float16)),
+            "reward": [1.0, 0.0, 1.0, 0.0],
+            "candidates": [[0, 1, 2]] * 3 + [[0, 1]],
+            "logging_distribution": pa.array(
+                [[0.3, 0.3, 0.4]] * 3 + [[0.7, 0.3]], pa.list_(dist_type)
+            ),
+        }
+    )
     logs = read_logs(table)
     assert logs.n == 4 and logs.report.ok
     assert logs.unit_roundoff["propensity"] == 2.0**-11
@@ -526,8 +602,9 @@ def test_seen_string_ids_are_exact_even_when_hashes_collide(monkeypatch, collide
     odd = SeenIds.as_numpy(pa.array(["id", "id\x00", "id\x00\x00", "\u00e9", "e"]))
     fresh = SeenIds()
     np.testing.assert_array_equal(fresh.add_new(odd), [False] * 5)
-    np.testing.assert_array_equal(fresh.contains(SeenIds.as_numpy(pa.array(["id\x00", "x"]))),
-                                  [True, False])
+    np.testing.assert_array_equal(
+        fresh.contains(SeenIds.as_numpy(pa.array(["id\x00", "x"]))), [True, False]
+    )
 
 
 def test_log_scan_public_surface(tmp_path) -> None:
@@ -536,15 +613,27 @@ def test_log_scan_public_surface(tmp_path) -> None:
     from ope.schema import ColumnPlan
 
     path = tmp_path / "logs.parquet"
-    pq.write_table(pa.table({"event_id": [1, 2, 3], "action": [0, 1, 0], "propensity": [0.5] * 3,
-                             "reward": [1.0, 0.0, 1.0]}), path, row_group_size=2)
+    pq.write_table(
+        pa.table(
+            {
+                "event_id": [1, 2, 3],
+                "action": [0, 1, 0],
+                "propensity": [0.5] * 3,
+                "reward": [1.0, 0.0, 1.0],
+            }
+        ),
+        path,
+        row_group_size=2,
+    )
     scan = scan_logs(path, batch_size=2)
     assert isinstance(scan.dataset, ds.Dataset) and isinstance(scan.plan, ColumnPlan)
     assert scan.count_rows() == 3 and scan.on_invalid == "raise"
     assert [b.n for b in scan.to_batches()] == [2, 1]
     assert all(b.targets_validated() for b in scan.to_batches())
     assert scan.report.rows_used == 3
-    assert scan_logs(pa.table({"action": [0], "propensity": [0.5], "reward": [1.0]})).dataset is None
+    assert (
+        scan_logs(pa.table({"action": [0], "propensity": [0.5], "reward": [1.0]})).dataset is None
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -556,8 +645,9 @@ def _partitioned(tmp_path: Path, parts: int = 3) -> Path:
     d = tmp_path / "logs"
     d.mkdir()
     for i in range(parts):
-        pq.write_table(make_logs(50, seed=i, bad=False).drop_columns(["event_id"]),
-                       d / f"part-{i}.parquet")
+        pq.write_table(
+            make_logs(50, seed=i, bad=False).drop_columns(["event_id"]), d / f"part-{i}.parquet"
+        )
     return d
 
 
@@ -586,10 +676,14 @@ def test_policy_table_joins_show_progress_per_policy(
 
     logs = quiet_read(make_logs(20, bad=False))
     ids = logs.column("event_id")
-    table = pd.DataFrame({
-        "event_id": np.concatenate([ids, ids]), "policy": ["a"] * 20 + ["b"] * 20,
-        "action": np.concatenate([logs.column("action")] * 2), "probability": 1.0,
-    })
+    table = pd.DataFrame(
+        {
+            "event_id": np.concatenate([ids, ids]),
+            "policy": ["a"] * 20 + ["b"] * 20,
+            "action": np.concatenate([logs.column("action")] * 2),
+            "probability": 1.0,
+        }
+    )
     monkeypatch.setenv("OPE_PROGRESS", "1")
     tp = target_propensities(logs, table)
     assert tp.names == ["a", "b"] and np.all(tp.values == 1.0)

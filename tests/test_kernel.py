@@ -42,8 +42,16 @@ def _real(m: _kernel.Moments, g: int = 0):
     uw = 2.0 ** m.w_exp[g]
     mean = np.stack([m.mean[g, :, 0] * uw * ur, m.mean[g, :, 1] * uw], axis=1)
     c = m.com[g]
-    com = np.stack([c[:, 0] * (uw * ur) ** 2, c[:, 1] * uw * uw * ur, c[:, 2] * uw * uw,
-                    c[:, 3] * uw * ur * ur, c[:, 4] * uw * ur], axis=1)
+    com = np.stack(
+        [
+            c[:, 0] * (uw * ur) ** 2,
+            c[:, 1] * uw * uw * ur,
+            c[:, 2] * uw * uw,
+            c[:, 3] * uw * ur * ur,
+            c[:, 4] * uw * ur,
+        ],
+        axis=1,
+    )
     return mean, com
 
 
@@ -56,8 +64,9 @@ def _direct(r, p, t, max_weight, shift):
         a, b = ws * (r - shift)[:, None], ws
         da, db, dr = a - a.mean(0), b - b.mean(0), r - r.mean()
         out_m.append(np.stack([a.mean(0), b.mean(0)]))
-        out_c.append(np.stack([(da * da).sum(0), (da * db).sum(0), (db * db).sum(0),
-                               da.T @ dr, db.T @ dr]))
+        out_c.append(
+            np.stack([(da * da).sum(0), (da * db).sum(0), (db * db).sum(0), da.T @ dr, db.T @ dr])
+        )
     return np.stack(out_m), np.stack(out_c)
 
 
@@ -120,13 +129,18 @@ def test_numba_and_numpy_backends_agree_to_1e_12(layout):
     np.testing.assert_array_equal(a.n_clipped, b.n_clipped)
     for j in range(5):
         for clipped in (False, True):
-            for x, y in zip(a.product_mean_sd(j, clipped=clipped, about=0.0),
-                            b.product_mean_sd(j, clipped=clipped, about=0.0)):
+            for x, y in zip(
+                a.product_mean_sd(j, clipped=clipped, about=0.0),
+                b.product_mean_sd(j, clipped=clipped, about=0.0),
+            ):
                 assert x == pytest.approx(y, rel=RTOL)
-            for x, y in zip(a.ratio_mean_sd(j, clipped=clipped), b.ratio_mean_sd(j, clipped=clipped)):
+            for x, y in zip(
+                a.ratio_mean_sd(j, clipped=clipped), b.ratio_mean_sd(j, clipped=clipped)
+            ):
                 assert x == pytest.approx(y, rel=RTOL)
             assert a.paired_sd(j, kind="ratio", clipped=clipped) == pytest.approx(
-                b.paired_sd(j, kind="ratio", clipped=clipped), rel=RTOL)
+                b.paired_sd(j, kind="ratio", clipped=clipped), rel=RTOL
+            )
 
 
 def test_the_environment_variable_forces_the_numpy_fallback():
@@ -139,8 +153,15 @@ def test_the_environment_variable_forces_the_numpy_fallback():
         "print(repr(e.value), 'numba' in sys.modules)\n"
     )
     env = dict(os.environ, OPE_KERNEL="numpy")
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True,
-                         text=True, timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     value, imported = out.stdout.split()
     assert float(value) == pytest.approx((2.0 * 1.0 + 1.0 * 0.0 + 0.0) / 3)
     assert imported == "False"  # the fallback never imports numba
@@ -162,8 +183,12 @@ def test_grouped_accumulation_equals_each_group_alone(backend):
     _kernel.set_backend(backend)
     try:
         groups, overall = grouped_moments(r, p, t, codes, 7, max_weight=1.2, chunk_size=1000)
-        alone = [centered_moments(r[codes == g], p[codes == g], t[codes == g], max_weight=1.2)
-                 if (codes == g).any() else None for g in range(7)]
+        alone = [
+            centered_moments(r[codes == g], p[codes == g], t[codes == g], max_weight=1.2)
+            if (codes == g).any()
+            else None
+            for g in range(7)
+        ]
         whole = centered_moments(r, p, t, max_weight=1.2)
     finally:
         _kernel.set_backend(None)
@@ -174,17 +199,21 @@ def test_grouped_accumulation_equals_each_group_alone(backend):
         assert g_mom.n == a_mom.n
         for j in range(3):
             for clipped in (False, True):
-                for x, y in zip(g_mom.product_mean_sd(j, clipped=clipped, about=0.0),
-                                a_mom.product_mean_sd(j, clipped=clipped, about=0.0)):
+                for x, y in zip(
+                    g_mom.product_mean_sd(j, clipped=clipped, about=0.0),
+                    a_mom.product_mean_sd(j, clipped=clipped, about=0.0),
+                ):
                     assert x == pytest.approx(y, rel=RTOL)
                 assert g_mom.weight_sums(j, clipped=clipped) == pytest.approx(
-                    a_mom.weight_sums(j, clipped=clipped), rel=RTOL)
+                    a_mom.weight_sums(j, clipped=clipped), rel=RTOL
+                )
             assert g_mom.max_w[j] == a_mom.max_w[j]
             assert g_mom.n_clipped[j] == a_mom.n_clipped[j]
         assert g_mom.reward_mean_sd() == pytest.approx(a_mom.reward_mean_sd(), rel=RTOL)
     for j in range(3):
         assert overall.ratio_mean_sd(j, clipped=True) == pytest.approx(
-            whole.ratio_mean_sd(j, clipped=True), rel=RTOL)
+            whole.ratio_mean_sd(j, clipped=True), rel=RTOL
+        )
     assert overall.checks is not None and overall.checks.r_max == r.max()
 
 
@@ -195,8 +224,10 @@ def test_merging_in_any_split_equals_the_whole():
     r[:2000] += 1e6  # batches with very different shifts
     whole = MomentStats.from_arrays(r, p, t, max_weight=2.0)
     cuts = [0, 7, 2000, 2001, 4500, 6000]
-    parts = [MomentStats.from_arrays(r[a:b], p[a:b], t[a:b], max_weight=2.0)
-             for a, b in zip(cuts[:-1], cuts[1:])]
+    parts = [
+        MomentStats.from_arrays(r[a:b], p[a:b], t[a:b], max_weight=2.0)
+        for a, b in zip(cuts[:-1], cuts[1:])
+    ]
     merged = MomentStats.merge_all(parts[::-1])
     for est in (IPS(), SNIPS(), ClippedIPS(max_weight=2.0)):
         for x, y in zip(merged.estimates(est), whole.estimates(est)):
@@ -212,8 +243,9 @@ def test_paired_standard_errors_from_the_cross_moments_equal_the_row_pairing():
     for est in (IPS(), SNIPS(), ClippedIPS(max_weight=2.0)):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            rows = estimate_many(est, reward=r, logging_propensity=p, target_propensity=t,
-                                 reward_range=(0.0, 1.0))
+            rows = estimate_many(
+                est, reward=r, logging_propensity=p, target_propensity=t, reward_range=(0.0, 1.0)
+            )
             pairs = stats.paired_with_logging(est, reward_range=(0.0, 1.0))
         for row_est, (diff, se) in zip(rows, pairs):
             d = compare(row_est, base)
@@ -231,17 +263,29 @@ def test_on_policy_paired_difference_has_standard_error_zero():
 
 @pytest.mark.parametrize(
     ("column", "row", "value"),
-    [("reward", 4000, math.nan), ("reward", 10, -math.inf), ("propensity", 3, math.inf),
-     ("propensity", 4999, -0.5), ("target", 2500, -1e-300), ("target", 0, math.nan),
-     ("target", 7, 1.0 + 1e-15)],
+    [
+        ("reward", 4000, math.nan),
+        ("reward", 10, -math.inf),
+        ("propensity", 3, math.inf),
+        ("propensity", 4999, -0.5),
+        ("target", 2500, -1e-300),
+        ("target", 0, math.nan),
+        ("target", 7, 1.0 + 1e-15),
+    ],
 )
 def test_checks_see_nan_signs_and_ranges_through_the_fast_loops(column, row, value):
     r, p, t = _data(n=5000, n_pol=2, seed=6)
     {"reward": r, "propensity": p, "target": t[:, 1]}[column][row] = value
     _, checks = _kernel.accumulate(r, p, np.ascontiguousarray(t), max_weight=None)
-    ok = (math.isfinite(checks.r_min) and math.isfinite(checks.r_max) and checks.finite
-          and checks.p_min > 0 and checks.p_max <= 1 and bool((checks.t_min >= 0).all())
-          and bool((checks.t_max <= 1).all()))
+    ok = (
+        math.isfinite(checks.r_min)
+        and math.isfinite(checks.r_max)
+        and checks.finite
+        and checks.p_min > 0
+        and checks.p_max <= 1
+        and bool((checks.t_min >= 0).all())
+        and bool((checks.t_max <= 1).all())
+    )
     assert not ok
 
 
@@ -274,10 +318,20 @@ def test_a_read_only_install_runs_without_a_writable_cache(tmp_path):
         "print(_kernel.__file__, repr(e.value))\n"
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NUMBA_", "OPE_"))}
-    env.update(HOME="/dev/null/home", XDG_CACHE_HOME="/dev/null/cache",
-               PYTHONPATH=str(archive), PYTHONDONTWRITEBYTECODE="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=str(tmp_path),
-                         capture_output=True, text=True, timeout=300)
+    env.update(
+        HOME="/dev/null/home",
+        XDG_CACHE_HOME="/dev/null/cache",
+        PYTHONPATH=str(archive),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=str(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     where, value = out.stdout.split()[-2:]
     assert where.startswith(str(archive))
@@ -304,8 +358,9 @@ def _direct_weighted(r, p, t, s, max_weight, shift):
         a, b = (s * (r - shift))[:, None] * ws, s[:, None] * ws
         da, db = a - a.mean(0), b - b.mean(0)
         means.append(np.stack([a.mean(0), b.mean(0)]))
-        coms.append(np.stack([(da * da).sum(0), (da * db).sum(0), (db * db).sum(0), da.T @ ds,
-                              db.T @ ds]))
+        coms.append(
+            np.stack([(da * da).sum(0), (da * db).sum(0), (db * db).sum(0), da.T @ ds, db.T @ ds])
+        )
     return head, np.stack(means), np.stack(coms)
 
 
@@ -343,9 +398,14 @@ def test_weighted_statistics_equal_a_direct_numpy_computation(backend, max_weigh
         if not rows.any():
             assert m.n[g] == 0 and np.all(m.weighted.head[g] == 0.0)
             continue
-        head, means, coms = _direct_weighted(r[rows], p[rows], t[rows], s[rows],
-                                             np.inf if max_weight is None else max_weight,
-                                             m.shift[g])
+        head, means, coms = _direct_weighted(
+            r[rows],
+            p[rows],
+            t[rows],
+            s[rows],
+            np.inf if max_weight is None else max_weight,
+            m.shift[g],
+        )
         _assert_weighted_close(m.weighted, g, head, means, coms)
         np.testing.assert_array_equal(m.weighted.s_range[g], [s[rows].min(), s[rows].max()])
 
@@ -407,15 +467,18 @@ def test_weighted_statistics_merge_in_any_split_to_the_whole(backend):
     _kernel.set_backend(backend)
     try:
         whole = WeightedMoments.from_kernel(
-            _kernel.accumulate(r, p, t, max_weight=1.5, sampling_weight=s)[0])
-        parts = [_kernel.accumulate(r[a:b], p[a:b], t[a:b], max_weight=1.5,
-                                    sampling_weight=s[a:b])[0]
-                 for a, b in ((0, 17), (17, 5000), (5000, 9001))]
+            _kernel.accumulate(r, p, t, max_weight=1.5, sampling_weight=s)[0]
+        )
+        parts = [
+            _kernel.accumulate(r[a:b], p[a:b], t[a:b], max_weight=1.5, sampling_weight=s[a:b])[0]
+            for a, b in ((0, 17), (17, 5000), (5000, 9001))
+        ]
     finally:
         _kernel.set_backend(None)
     merged = WeightedMoments.from_kernel(_kernel.merge(_kernel.merge(parts[0], parts[1]), parts[2]))
     pairwise = WeightedMoments.from_kernel(parts[2]).merge(
-        WeightedMoments.from_kernel(parts[0]).merge(WeightedMoments.from_kernel(parts[1])))
+        WeightedMoments.from_kernel(parts[0]).merge(WeightedMoments.from_kernel(parts[1]))
+    )
     for other in (merged, pairwise):
         for kind in ("ips", "snips", "clipped_ips", "logging"):
             for j in range(4):
@@ -442,14 +505,19 @@ def test_a_weighted_only_pass_skips_the_unweighted_moments_and_keeps_the_rest(ba
     np.testing.assert_array_equal(only.max_w, full.max_w)
     np.testing.assert_array_equal(only.n_clipped, (t / p[:, None] > 2.0).sum(0)[None])
     assert c_only.finite and (c_only.r_min, c_only.r_max, c_only.p_min, c_only.p_max) == (
-        c_full.r_min, c_full.r_max, c_full.p_min, c_full.p_max)
+        c_full.r_min,
+        c_full.r_max,
+        c_full.p_min,
+        c_full.p_max,
+    )
     np.testing.assert_array_equal(c_only.t_max, c_full.t_max)
     # a NaN reward still shows: the pass is then not finite
     bad = r.copy()
     bad[123] = np.nan
     _kernel.set_backend(backend)
     try:
-        assert not _kernel.accumulate(bad, p, t, max_weight=2.0, sampling_weight=s,
-                                      plain=False)[1].finite
+        assert not _kernel.accumulate(bad, p, t, max_weight=2.0, sampling_weight=s, plain=False)[
+            1
+        ].finite
     finally:
         _kernel.set_backend(None)

@@ -40,8 +40,15 @@ from ope.logs import BanditLogs, ValidationReport
 # ------------------------------------------------------------------------------------------
 # a synthetic environment with exact ground truth
 # ------------------------------------------------------------------------------------------
-def make_env(seed: int, *, n_actions: int = 5, d: int = 10, eps: float = 0.05,
-             base: float = 0.2, lift: float = 0.6):
+def make_env(
+    seed: int,
+    *,
+    n_actions: int = 5,
+    d: int = 10,
+    eps: float = 0.05,
+    base: float = 0.2,
+    lift: float = 0.6,
+):
     """Supervised-to-bandit: label y(x), reward ~ Bernoulli(base + lift 1[a = y]).
 
     Logging: (1 - eps) on a weak linear classifier + eps uniform. The true value of a policy on
@@ -191,8 +198,9 @@ def test_reward_translation_reports_values_in_reward_units():
 def test_float32_inputs_give_float64_results():
     X, action, reward, p = uniform_logs(3, 500)
     a = ConservativePolicyLearner().fit(X, action, reward, p)
-    b = ConservativePolicyLearner().fit(X.astype(np.float32), action, reward.astype(np.float32),
-                                        p.astype(np.float32))
+    b = ConservativePolicyLearner().fit(
+        X.astype(np.float32), action, reward.astype(np.float32), p.astype(np.float32)
+    )
     assert b.coef_.dtype == np.float64
     np.testing.assert_allclose(a.predict_proba(X), b.predict_proba(X), atol=1e-4)
 
@@ -244,9 +252,12 @@ def test_select_validation_searches_the_grid_and_refits():
     chosen = [(d["variance_penalty"], d["max_weight"]) for d in learner.selection_results_]
     assert (learner.variance_penalty_, learner.max_weight_) in chosen
     best = max(d["validation_ips"] for d in learner.selection_results_)
-    picked = [d["validation_ips"] for d in learner.selection_results_
-              if (d["variance_penalty"], d["max_weight"]) ==
-              (learner.variance_penalty_, learner.max_weight_)]
+    picked = [
+        d["validation_ips"]
+        for d in learner.selection_results_
+        if (d["variance_penalty"], d["max_weight"])
+        == (learner.variance_penalty_, learner.max_weight_)
+    ]
     assert picked[0] == best
 
 
@@ -270,8 +281,9 @@ def test_candidate_masking_gives_zero_probability_outside_candidates():
     assert np.all(proba[allowed] > 0.0)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     # a null candidate list means "every action"
-    proba_null = learner.predict_proba(X[:2], candidates=pa.array([None, ["c"]],
-                                                                   pa.list_(pa.string())))
+    proba_null = learner.predict_proba(
+        X[:2], candidates=pa.array([None, ["c"]], pa.list_(pa.string()))
+    )
     assert np.all(proba_null[0] > 0) and proba_null[1].tolist() == [0.0, 0.0, 1.0]
 
 
@@ -307,8 +319,9 @@ def test_sklearn_estimator_checks(estimator, check):
 
 def test_fit_logs_matches_fit_on_arrays():
     X, action, reward, p = uniform_logs(8, 400, d=2)
-    table = pa.table({"x0": X[:, 0], "x1": X[:, 1], "action": action, "reward": reward,
-                      "propensity": p})
+    table = pa.table(
+        {"x0": X[:, 0], "x1": X[:, 1], "action": action, "reward": reward, "propensity": p}
+    )
     logs = BanditLogs(table, ValidationReport("<Table>", 400, 400))
     a = ConservativePolicyLearner().fit_logs(logs, context_columns=["x0", "x1"])
     b = ConservativePolicyLearner().fit(X, action, reward, p)
@@ -331,19 +344,36 @@ def _xy(n=10):
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"reward": np.ones(9), "propensity": np.full(10, 0.5)}, ValidationError,
-         r"`reward` has 9 rows but X has 10"),
-        ({"reward": np.ones(10), "propensity": np.r_[np.full(8, 0.5), 0.0, 1.5]},
-         ValidationError, r"`propensity` must be in \(0, 1\]; 2 rows are not \(first at row 8"),
-        ({"reward": np.r_[np.ones(9), np.nan], "propensity": np.full(10, 0.5)},
-         ValidationError, r"`reward` must be finite; 1 rows .*\(first at row 9\)"),
-        ({"reward": np.r_[np.ones(9), 5.0], "propensity": np.full(10, 0.5)},
-         ValidationError,
-         r"`reward` has 1 rows outside reward_range=\(0, 1\).*widen it or fix the rewards"),
+        (
+            {"reward": np.ones(9), "propensity": np.full(10, 0.5)},
+            ValidationError,
+            r"`reward` has 9 rows but X has 10",
+        ),
+        (
+            {"reward": np.ones(10), "propensity": np.r_[np.full(8, 0.5), 0.0, 1.5]},
+            ValidationError,
+            r"`propensity` must be in \(0, 1\]; 2 rows are not \(first at row 8",
+        ),
+        (
+            {"reward": np.r_[np.ones(9), np.nan], "propensity": np.full(10, 0.5)},
+            ValidationError,
+            r"`reward` must be finite; 1 rows .*\(first at row 9\)",
+        ),
+        (
+            {"reward": np.r_[np.ones(9), 5.0], "propensity": np.full(10, 0.5)},
+            ValidationError,
+            r"`reward` has 1 rows outside reward_range=\(0, 1\).*widen it or fix the rewards",
+        ),
         ({"reward": np.ones(10)}, ValidationError, r"`propensity` is missing"),
-        ({"reward": np.ones(10), "propensity": np.full(10, 0.5),
-          "candidates": [[0]] * 9 + [[0]]}, ValidationError,
-         r"logged action is not among the row's `candidates` in 5 rows \(first at rows 1, 3"),
+        (
+            {
+                "reward": np.ones(10),
+                "propensity": np.full(10, 0.5),
+                "candidates": [[0]] * 9 + [[0]],
+            },
+            ValidationError,
+            r"logged action is not among the row's `candidates` in 5 rows \(first at rows 1, 3",
+        ),
     ],
 )
 def test_fit_errors_say_what_where_and_how_to_fix(kwargs, error, match):
@@ -358,19 +388,26 @@ def test_predict_with_actions_unseen_in_fit_and_bad_x():
     X, action, reward, p = uniform_logs(9, 100)
     learner = ConservativePolicyLearner().fit(X, action, reward, p)
     # an action the learner never saw has no parameters: probability 0, said once per call
-    with pytest.warns(OPEWarning, match=r"^1 \(row, candidate\) pairs name 1 actions not seen in "
-                      r"fit \(e\.g\. \[7\]\); the policy has no parameters for them"):
+    with pytest.warns(
+        OPEWarning,
+        match=r"^1 \(row, candidate\) pairs name 1 actions not seen in "
+        r"fit \(e\.g\. \[7\]\); the policy has no parameters for them",
+    ):
         proba = learner.predict_proba(X[:3], candidates=[[0, 7], [1], [0]])
     np.testing.assert_array_equal(proba, [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
     pi = learner.target_propensity(X[:2], [0, 5])
     assert pi[1] == 0.0 and 0.0 < pi[0] < 1.0
-    with pytest.raises(ValidationError, match=r"at least one candidate action the learner knows; "
-                       r"1 row \(first at row 1\) have none"):
+    with pytest.raises(
+        ValidationError,
+        match=r"at least one candidate action the learner knows; "
+        r"1 row \(first at row 1\) have none",
+    ):
         learner.predict_proba(X[:2], candidates=[[0], [9]])
     with pytest.raises(ValidationError, match=r"X has 2 features, but .* expecting 3"):
         learner.predict(X[:, :2])
-    with pytest.raises(ValidationError,
-                       match=r"at least one candidate action the learner knows; 1 row"):
+    with pytest.raises(
+        ValidationError, match=r"at least one candidate action the learner knows; 1 row"
+    ):
         learner.predict_proba(X[:2], candidates=[[0], []])
 
 
@@ -418,10 +455,12 @@ def test_gate_approves_clearly_better_and_rejects_truly_worse():
 def test_gate_with_threshold_baseline():
     action, reward, propensity = two_arm_logs(1, 20_000)
     pe = (action == 1) * 1.0
-    assert certify(pe, None, action, reward, propensity, reward_range=(0, 1), max_weight=2.0,
-                   baseline=0.5).approved
-    assert not certify(pe, None, action, reward, propensity, reward_range=(0, 1),
-                       max_weight=2.0, baseline=0.65).approved
+    assert certify(
+        pe, None, action, reward, propensity, reward_range=(0, 1), max_weight=2.0, baseline=0.5
+    ).approved
+    assert not certify(
+        pe, None, action, reward, propensity, reward_range=(0, 1), max_weight=2.0, baseline=0.65
+    ).approved
 
 
 @pytest.mark.slow
@@ -432,8 +471,16 @@ def test_gate_false_approval_rate_at_most_one_minus_confidence(method):
     reps = 1000
     for seed in range(reps):  # loop over replications, not rows
         action, reward, propensity = two_arm_logs(seed, 300, p1=0.3, v0=0.5, v1=0.5)
-        cert = certify((action == 1) * 1.0, None, action, reward, propensity,
-                       reward_range=(0, 1), max_weight=1 / 0.3, ci=method)
+        cert = certify(
+            (action == 1) * 1.0,
+            None,
+            action,
+            reward,
+            propensity,
+            reward_range=(0, 1),
+            max_weight=1 / 0.3,
+            ci=method,
+        )
         approvals += cert.approved
     rate = approvals / reps
     # binomial upper margin: 0.05 + 3 * sqrt(0.05 * 0.95 / 1000) = 0.071
@@ -448,8 +495,17 @@ def test_lower_bound_exceeds_true_value_at_most_one_minus_confidence(method):
     reps = 1000
     for seed in range(reps):  # loop over replications, not rows
         action, reward, propensity = two_arm_logs(10_000 + seed, 400, p1=0.3, v1=0.6)
-        cert = certify((action == 1) * 1.0, None, action, reward, propensity,
-                       reward_range=(0, 1), max_weight=1 / 0.3, ci=method, baseline=0.6)
+        cert = certify(
+            (action == 1) * 1.0,
+            None,
+            action,
+            reward,
+            propensity,
+            reward_range=(0, 1),
+            max_weight=1 / 0.3,
+            ci=method,
+            baseline=0.6,
+        )
         misses += cert.approved
     assert misses / reps <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / reps)
 
@@ -467,8 +523,9 @@ def test_gate_requires_a_priori_bounds():
     with pytest.raises(MissingBoundsError, match=r"needs max_weight"):
         SafetyGate(reward_range=(0, 1)).certify(ips, X, action, reward, propensity)
     with pytest.raises(MissingBoundsError, match=r"max_weight"):
-        rank_policies({"a": pe}, None, action, reward, propensity, reward_range=(0, 1),
-                      max_weight=None)
+        rank_policies(
+            {"a": pe}, None, action, reward, propensity, reward_range=(0, 1), max_weight=None
+        )
 
 
 def test_gate_input_errors():
@@ -482,13 +539,23 @@ def test_gate_input_errors():
         gate.certify(np.ones(1), None, action[:1], reward[:1], propensity[:1])
     with pytest.raises(ValueError, match=r"confidence_level must be in \(0.5, 1\)"):
         SafetyGate(reward_range=(0, 1), max_weight=2.0, confidence_level=0.3).certify(
-            np.ones(100), None, action, reward, propensity)
+            np.ones(100), None, action, reward, propensity
+        )
 
 
 def test_certificate_json_round_trip_and_text():
     action, reward, propensity = two_arm_logs(4, 5000)
-    cert = certify((action == 1) * 1.0, None, action, reward, propensity, reward_range=(0, 1),
-                   max_weight=2.0, name="arm1", n_train=1234)
+    cert = certify(
+        (action == 1) * 1.0,
+        None,
+        action,
+        reward,
+        propensity,
+        reward_range=(0, 1),
+        max_weight=2.0,
+        name="arm1",
+        n_train=1234,
+    )
     back = Certificate.from_json(cert.to_json())
     assert back == cert
     d = json.loads(cert.to_json())
@@ -502,18 +569,38 @@ def test_certificate_json_round_trip_and_text():
 
 def test_rank_policies_orders_by_lower_bound_with_bonferroni_levels():
     action, reward, propensity = two_arm_logs(5, 10_000)
-    policies = {"arm0": (action == 0) * 1.0, "arm1": (action == 1) * 1.0,
-                "logging": np.where(action == 1, 0.5, 0.5)}
-    table = rank_policies(policies, None, action, reward, propensity, reward_range=(0, 1),
-                          max_weight=2.0)
+    policies = {
+        "arm0": (action == 0) * 1.0,
+        "arm1": (action == 1) * 1.0,
+        "logging": np.where(action == 1, 0.5, 0.5),
+    }
+    table = rank_policies(
+        policies, None, action, reward, propensity, reward_range=(0, 1), max_weight=2.0
+    )
     assert table["policy"].tolist() == ["arm1", "logging", "arm0"]
     assert table["rank"].tolist() == [1, 2, 3]
     assert np.allclose(table["confidence_level"], 1 - 0.05 / 3)
-    assert list(table.columns) == ["rank", "policy", "value", "lower_bound",
-                                   "improvement_estimate", "improvement_lower_bound",
-                                   "confidence_level", "ci_method", "n"]
-    single = rank_policies(policies, None, action, reward, propensity, reward_range=(0, 1),
-                           max_weight=2.0, simultaneous=False)
+    assert list(table.columns) == [
+        "rank",
+        "policy",
+        "value",
+        "lower_bound",
+        "improvement_estimate",
+        "improvement_lower_bound",
+        "confidence_level",
+        "ci_method",
+        "n",
+    ]
+    single = rank_policies(
+        policies,
+        None,
+        action,
+        reward,
+        propensity,
+        reward_range=(0, 1),
+        max_weight=2.0,
+        simultaneous=False,
+    )
     assert np.all(single["lower_bound"].to_numpy() >= table["lower_bound"].to_numpy())
 
 
@@ -523,11 +610,13 @@ def test_gate_scores_a_fitted_learner_and_a_sklearn_classifier():
     X, action, reward, p = uniform_logs(11, 4000)
     learner = ConservativePolicyLearner().fit(X[:2000], action[:2000], reward[:2000], p[:2000])
     cert = SafetyGate(reward_range=(0, 1)).certify(
-        learner, X[2000:], action[2000:], reward[2000:], p[2000:], name="cons")
+        learner, X[2000:], action[2000:], reward[2000:], p[2000:], name="cons"
+    )
     assert cert.max_weight == learner.max_weight_ and cert.approved
     clf = LogisticRegression().fit(X[:2000], (X[:2000, 0] > 0).astype(int))
-    cert2 = certify(clf, X[2000:], action[2000:], reward[2000:], p[2000:],
-                    reward_range=(0, 1), max_weight=2.0)
+    cert2 = certify(
+        clf, X[2000:], action[2000:], reward[2000:], p[2000:], reward_range=(0, 1), max_weight=2.0
+    )
     assert cert2.approved and cert2.policy == "LogisticRegression"
 
 
@@ -543,14 +632,16 @@ def _string_logs(n: int = 3000, seed: int = 12) -> BanditLogs:
     pick = (rng.uniform(size=n) * k).astype(int)
     action = np.array([c[j] for c, j in zip(row_cands, pick)])
     reward = (action == np.where(x > 0, "egg", "ham")).astype(float)
-    table = pa.table({
-        "event_id": pa.array([f"e{i}" for i in range(n)]),
-        "x": x,
-        "action": pa.array(action, pa.string()),
-        "reward": reward,
-        "propensity": 1.0 / k,
-        "candidates": pa.array(row_cands, pa.list_(pa.string())),
-    })
+    table = pa.table(
+        {
+            "event_id": pa.array([f"e{i}" for i in range(n)]),
+            "x": x,
+            "action": pa.array(action, pa.string()),
+            "reward": reward,
+            "propensity": 1.0 / k,
+            "candidates": pa.array(row_cands, pa.list_(pa.string())),
+        }
+    )
     return BanditLogs(table, ValidationReport("<Table>", n, n))
 
 
@@ -567,8 +658,14 @@ def test_learn_from_logs_with_an_unclipped_learner_needs_max_weight():
     logs = _string_logs(400)
     with pytest.raises(MissingBoundsError, match=r"needs max_weight"):
         learn_from_logs(logs, context_columns="x", learner=IPSPolicyLearner(), rng=0)
-    learner, cert = learn_from_logs(logs, context_columns="x", learner=IPSPolicyLearner(),
-                                    max_weight=3.0, certify_fraction=0.25, rng=0)
+    learner, cert = learn_from_logs(
+        logs,
+        context_columns="x",
+        learner=IPSPolicyLearner(),
+        max_weight=3.0,
+        certify_fraction=0.25,
+        rng=0,
+    )
     assert cert.max_weight == 3.0 and cert.n == 100 and cert.n_train == 300
     assert learner.max_weight_ is None
 
@@ -615,15 +712,21 @@ def test_objective_value_agrees_with_the_clipped_ips_estimator(max_weight):
     XsT = Standardizer.fit(X, center=True).transform_t(X)
     problem = _problem(XsT, Support(X.shape[0], n_actions), action, reward, p)
     f, _ = policy_objective(
-        theta, problem, _PerAction(n_actions, d, True), objective="clipped_ips",
-        variance_penalty=1.5, max_weight=max_weight, l2_penalty=0.1,
+        theta,
+        problem,
+        _PerAction(n_actions, d, True),
+        objective="clipped_ips",
+        variance_penalty=1.5,
+        max_weight=max_weight,
+        l2_penalty=0.1,
     )
     W = theta[: n_actions * d].reshape(n_actions, d)
-    z = W @ XsT[:d] + theta[n_actions * d:][:, None]  # (actions, rows), by hand
+    z = W @ XsT[:d] + theta[n_actions * d :][:, None]  # (actions, rows), by hand
     P = np.exp(z - z.max(axis=0))
     pi = (P / P.sum(axis=0))[action, np.arange(X.shape[0])]
     est = (ope.IPS() if max_weight is None else ope.ClippedIPS(max_weight=max_weight)).estimate(
-        reward=reward, logging_propensity=p, target_propensity=pi)
+        reward=reward, logging_propensity=p, target_propensity=pi
+    )
     expected = -(est.value - 1.5 * est.std_error) + 0.05 * float(np.sum(W**2))
     assert f == pytest.approx(expected, rel=1e-12)
 
@@ -646,8 +749,9 @@ def test_self_normalized_objective_agrees_with_snips():
 def test_gate_numbers_match_the_pessimistic_estimate_by_hand():
     action, reward, propensity = two_arm_logs(7, 3000, p1=0.3)
     pe = (action == 1) * 0.9 + (action == 0) * 0.1
-    cert = certify(pe, None, action, reward, propensity, reward_range=(0.0, 1.0),
-                   max_weight=2.5, ci="t")
+    cert = certify(
+        pe, None, action, reward, propensity, reward_range=(0.0, 1.0), max_weight=2.5, ci="t"
+    )
     w = pe / propensity
     z = reward * np.minimum(w, 2.5)
     assert cert.value == pytest.approx(z.mean(), rel=1e-12)
@@ -664,9 +768,17 @@ def test_certificate_follows_the_result_contract():
     from ope.results import Result
 
     action, reward, propensity = two_arm_logs(4, 20)
-    cert = certify((action == 1) * 1.0, None, action, reward, propensity,
-                   reward_range=(0, 1), max_weight=2.0, ci="t",
-                   name="<script>alert(1)</script>")
+    cert = certify(
+        (action == 1) * 1.0,
+        None,
+        action,
+        reward,
+        propensity,
+        reward_range=(0, 1),
+        max_weight=2.0,
+        ci="t",
+        name="<script>alert(1)</script>",
+    )
     assert isinstance(cert, Result)
     assert cert.n == 20 and cert.ci_method == "t"
     for renamed in ("estimate", "n_certify", "method"):  # one name per field, no aliases
@@ -686,8 +798,9 @@ def test_certificate_follows_the_result_contract():
     short = {k: v for k, v in d.items() if k not in ("notes", "weighted")}
     back = Certificate.from_dict(short)  # the optional keys may be left out
     assert back.notes == () and back.value == cert.value and back.n == 20
-    bernstein = certify((action == 1) * 1.0, None, action, reward, propensity,
-                        reward_range=(0, 1), max_weight=2.0)
+    bernstein = certify(
+        (action == 1) * 1.0, None, action, reward, propensity, reward_range=(0, 1), max_weight=2.0
+    )
     assert bernstein.notes == ()  # valid at every sample size: no small-sample caveat
 
 
@@ -711,9 +824,13 @@ def test_gate_bad_arguments_raise_parameter_error(gate, match):
 
 def test_learner_bad_hyperparameters_raise_parameter_error():
     X, action, reward, p = uniform_logs(10, 50)
-    for params in ({"l2_penalty": -1.0}, {"max_iter": 0}, {"max_weight": float("nan")},
-                   {"select": "validation", "validation_fraction": 2.0},
-                   {"select": "validation", "rng": -1}):
+    for params in (
+        {"l2_penalty": -1.0},
+        {"max_iter": 0},
+        {"max_weight": float("nan")},
+        {"select": "validation", "validation_fraction": 2.0},
+        {"select": "validation", "rng": -1},
+    ):
         with pytest.raises(ParameterError):
             ConservativePolicyLearner(**params).fit(X, action, reward, p)
     with pytest.raises(MissingBoundsError, match=r"need reward_range=\(low, high\)"):
@@ -731,8 +848,10 @@ def test_learning_modules_import_without_a_cycle():
     imports = {}
     for name in ("_columns", "_common", "_learners", "_gate", "_logs"):
         tree = ast.parse((root / f"{name}.py").read_text())
-        imports[name] = {n.module.rsplit(".", 1)[-1] for n in ast.walk(tree)
-                         if isinstance(n, ast.ImportFrom) and n.module
-                         and n.module.startswith("ope.learning.")}
+        imports[name] = {
+            n.module.rsplit(".", 1)[-1]
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("ope.learning.")
+        }
     assert imports["_columns"] <= {"_common"} and imports["_common"] == set()
     assert "_logs" not in imports["_learners"] | imports["_gate"]

@@ -63,8 +63,9 @@ def test_a_large_catalog_is_learned_without_a_dense_block():
     X, a, r, p, cands, q, _ = catalog_logs(0, n=4000, n_items=5000, n_candidates=20)
     cand = pa.array(cands.tolist())
     # warm up first, so that imports and compiled kernels are not counted as the fit's memory
-    ConservativePolicyLearner(max_iter=2).fit(X[:100], a[:100], r[:100], p[:100],
-                                              candidates=cand[:100])
+    ConservativePolicyLearner(max_iter=2).fit(
+        X[:100], a[:100], r[:100], p[:100], candidates=cand[:100]
+    )
     tracemalloc.start()
     learner = ConservativePolicyLearner(max_iter=50).fit(X, a, r, p, candidates=cand)
     out = learner.predict_candidates(X, candidates=cand)
@@ -84,8 +85,7 @@ def test_action_features_share_parameters_across_a_catalog():
     X, a, r, p, cands, q, F = catalog_logs(1, n=6000, n_items=2000, n_candidates=10)
     features = pa.table({"action": np.arange(2000), **{f"f{j}": F[:, j] for j in range(4)}})
     cand = pa.array(cands.tolist())
-    learner = ConservativePolicyLearner().fit(X, a, r, p, candidates=cand,
-                                              action_features=features)
+    learner = ConservativePolicyLearner().fit(X, a, r, p, candidates=cand, action_features=features)
     assert learner.action_model_ == "features"
     assert learner.action_coef_.shape == (3 + 1, 4)  # independent of the catalog's size
     logging_value = float(q.mean())  # uniform over the candidates
@@ -107,12 +107,17 @@ def test_action_features_as_an_array_and_as_a_dataframe_agree():
     cand = cands.tolist()
     one = IPSPolicyLearner().fit(X, a, r, p, candidates=cand, action_features=F)
     two = IPSPolicyLearner().fit(X, a, r, p, candidates=cand, action_features=frame)
-    np.testing.assert_allclose(one.predict_proba(X[:50], candidates=cand[:50]),
-                               two.predict_proba(X[:50], candidates=cand[:50]), atol=1e-12)
+    np.testing.assert_allclose(
+        one.predict_proba(X[:50], candidates=cand[:50]),
+        two.predict_proba(X[:50], candidates=cand[:50]),
+        atol=1e-12,
+    )
 
 
-@pytest.mark.parametrize(("n_actions", "lengths", "kind"), [
-    (6, None, DenseLayout), (6, 3, ScatterLayout), (400, 3, GatherLayout)])
+@pytest.mark.parametrize(
+    ("n_actions", "lengths", "kind"),
+    [(6, None, DenseLayout), (6, 3, ScatterLayout), (400, 3, GatherLayout)],
+)
 def test_the_layout_follows_the_support(n_actions, lengths, kind):
     n = 50
     X1 = np.vstack([np.random.default_rng(0).normal(size=(2, n)), np.ones(n)])
@@ -127,8 +132,11 @@ def test_the_layout_follows_the_support(n_actions, lengths, kind):
 def test_a_dense_fit_beyond_the_limit_asks_for_candidate_sets(monkeypatch):
     monkeypatch.setattr(_support, "DENSE_PAIRS_LIMIT", 1000)
     X, a, r, p, *_ = catalog_logs(4, n=300, n_items=30, n_candidates=5)
-    with pytest.raises(ValidationError, match=r"without candidate sets every one of the 300 rows "
-                       r"may take each of the \d+ actions: .* Give each row its candidate set"):
+    with pytest.raises(
+        ValidationError,
+        match=r"without candidate sets every one of the 300 rows "
+        r"may take each of the \d+ actions: .* Give each row its candidate set",
+    ):
         ConservativePolicyLearner().fit(X, a, r, p)
     # the same rows with their candidate sets fit
     ConservativePolicyLearner(max_iter=20).fit(X, a, r, p, candidates=cands_of(4))
@@ -143,11 +151,18 @@ def cands_of(seed: int) -> list[list[int]]:
 # ------------------------------------------------------------------------------------------
 def _catalog_bandit_logs(n: int = 2000) -> BanditLogs:
     X, a, r, p, cands, _, _ = catalog_logs(5, n=n, n_items=300, n_candidates=6)
-    table = pa.table({
-        "event_id": np.arange(n) + 100, "x0": X[:, 0], "x1": X[:, 1], "x2": X[:, 2],
-        "action": a, "reward": r, "propensity": p,
-        "candidates": pa.array(cands.tolist(), pa.list_(pa.int64())),
-    })
+    table = pa.table(
+        {
+            "event_id": np.arange(n) + 100,
+            "x0": X[:, 0],
+            "x1": X[:, 1],
+            "x2": X[:, 2],
+            "action": a,
+            "reward": r,
+            "propensity": p,
+            "candidates": pa.array(cands.tolist(), pa.list_(pa.int64())),
+        }
+    )
     return BanditLogs(table, ValidationReport("<Table>", n, n))
 
 
@@ -160,8 +175,13 @@ def test_the_policy_table_lists_each_rows_candidates_only(tmp_path, monkeypatch)
     assert table.num_rows <= 6 * 2000 and learner.classes_.size == 300
     df = table.to_pandas()
     np.testing.assert_allclose(df.groupby("event_id")["probability"].sum(), 1.0, atol=1e-12)
-    listed = {(e, c) for e, cs in zip(logs.table.column("event_id").to_pylist(),
-                                      logs.table.column("candidates").to_pylist()) for c in cs}
+    listed = {
+        (e, c)
+        for e, cs in zip(
+            logs.table.column("event_id").to_pylist(), logs.table.column("candidates").to_pylist()
+        )
+        for c in cs
+    }
     assert set(zip(df["event_id"], df["action"])) <= listed
     # streamed in small blocks, the file holds the same rows
     monkeypatch.setattr(_support, "PREDICT_BLOCK_PAIRS", 1000)
@@ -190,13 +210,15 @@ def test_a_drawn_seed_is_recorded_and_reproduces_the_fit():
     X, a, r, p, *_ = catalog_logs(7, n=800, n_items=5, n_candidates=5)
     first = ConservativePolicyLearner(select="validation", max_iter=60).fit(X, a, r, p)
     assert isinstance(first.seed_, int) and 0 <= first.seed_ < 2**63
-    again = ConservativePolicyLearner(select="validation", max_iter=60,
-                                      rng=first.seed_).fit(X, a, r, p)
+    again = ConservativePolicyLearner(select="validation", max_iter=60, rng=first.seed_).fit(
+        X, a, r, p
+    )
     assert again.seed_ == first.seed_
     np.testing.assert_allclose(again.coef_, first.coef_, rtol=0, atol=1e-12)
     assert again.selection_results_ == first.selection_results_
-    other = ConservativePolicyLearner(select="validation", max_iter=60,
-                                      rng=first.seed_ + 1).fit(X, a, r, p)
+    other = ConservativePolicyLearner(select="validation", max_iter=60, rng=first.seed_ + 1).fit(
+        X, a, r, p
+    )
     assert other.selection_results_ != first.selection_results_  # the seed matters
 
 
@@ -257,8 +279,9 @@ def test_values_equal_the_old_dense_learner_within_a_hundredth_of_a_standard_err
         X, a, r, p = _supervised_env(0, 2000)
     if case.endswith("self_normalized"):
         learner = ConservativePolicyLearner(
-            objective="self_normalized", max_weight=None if case == "supervised_self_normalized"
-            else "auto")
+            objective="self_normalized",
+            max_weight=None if case == "supervised_self_normalized" else "auto",
+        )
     else:
         learner = ConservativePolicyLearner()
     learner.fit(X, a, r, p)
@@ -271,12 +294,16 @@ def test_values_equal_the_old_dense_learner_within_a_hundredth_of_a_standard_err
 def test_learn_from_logs_uses_the_logs_action_features_unless_told_per_action():
     logs = _catalog_bandit_logs(1500)
     F = np.random.default_rng(98).normal(size=(300, 4))  # the catalog of catalog_logs
-    logs.action_features = pa.table({"action": np.arange(300),
-                                     **{f"f{j}": F[:, j] for j in range(4)}})
+    logs.action_features = pa.table(
+        {"action": np.arange(300), **{f"f{j}": F[:, j] for j in range(4)}}
+    )
     cols = ["x0", "x1", "x2"]
     learner, _ = learn_from_logs(logs, context_columns=cols, rng=0)
     assert learner.action_model_ == "features" and learner.action_coef_.shape == (4, 4)
     per_action, _ = learn_from_logs(
-        logs, context_columns=cols, learner=ConservativePolicyLearner(action_model="per_action"),
-        rng=0)
+        logs,
+        context_columns=cols,
+        learner=ConservativePolicyLearner(action_model="per_action"),
+        rng=0,
+    )
     assert per_action.action_model_ == "per_action"

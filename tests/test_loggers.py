@@ -49,8 +49,14 @@ def test_unequal_shares_by_hand():
     t = _small(logging_policy=["A", "A", "A", "B"], propensity=[0.5, 0.5, 0.5, 0.1])
     np.testing.assert_allclose(
         balanced_propensities(t).column("propensity"),
-        [0.75 * 0.5 + 0.25 * 0.9, 0.75 * 0.5 + 0.25 * 0.1, 0.75 * 0.5 + 0.25 * 0.9, 0.75 * 0.5 + 0.25 * 0.1],
-        rtol=0, atol=1e-15,
+        [
+            0.75 * 0.5 + 0.25 * 0.9,
+            0.75 * 0.5 + 0.25 * 0.1,
+            0.75 * 0.5 + 0.25 * 0.9,
+            0.75 * 0.5 + 0.25 * 0.1,
+        ],
+        rtol=0,
+        atol=1e-15,
     )
 
 
@@ -60,8 +66,12 @@ def test_evaluate_loggers_by_hand():
         bal = evaluate_loggers(_small(), weighting="balanced", estimators=["ips"])
         per = evaluate_loggers(_small(), weighting="per_logger", estimators=["ips"])
     r, t = np.array([1.0, 0.0, 1.0, 1.0]), np.array([0.2, 0.8, 0.2, 0.8])
-    assert bal["new", "ips"].value == pytest.approx(np.mean(r * t / [0.7, 0.3, 0.7, 0.3]), abs=1e-15)
-    assert per["new", "ips"].value == pytest.approx(np.mean(r * t / [0.5, 0.5, 0.9, 0.1]), abs=1e-15)
+    assert bal["new", "ips"].value == pytest.approx(
+        np.mean(r * t / [0.7, 0.3, 0.7, 0.3]), abs=1e-15
+    )
+    assert per["new", "ips"].value == pytest.approx(
+        np.mean(r * t / [0.5, 0.5, 0.9, 0.1]), abs=1e-15
+    )
     assert "balanced, Agarwal" in bal.notes[-1] and "own logger" in per.notes[-1]
 
 
@@ -81,7 +91,9 @@ def test_long_table_equals_wide_columns():
         }
     )
     wide = balanced_propensities(_small()).column("propensity")
-    narrow = balanced_propensities(_small(**{"propensity__A": None, "propensity__B": None}), long_table=long)
+    narrow = balanced_propensities(
+        _small(**{"propensity__A": None, "propensity__B": None}), long_table=long
+    )
     np.testing.assert_array_equal(narrow.column("propensity"), wide)
     with pytest.raises(ValidationError, match="lacks some logger"):
         logger_propensities(_small(), long_table=long.iloc[:-1])
@@ -95,8 +107,16 @@ def test_long_table_equals_wide_columns():
         ({"propensity__B": None}, SchemaError, r"propensity__B'\] are missing"),
         ({"logging_policy": None}, SchemaError, "no `logging_policy` column"),
         ({"logging_policy": ["A", None, "B", "B"]}, ValidationError, "missing on 1 rows"),
-        ({"propensity__A": [0.5, 0.5, 1.5, 0.5]}, ValidationError, r"propensity__A must be .* \(first at row 2"),
-        ({"propensity__B": [0.9, 0.1, 0.8, 0.1]}, ValidationError, "differs from their `propensity` \\(first at row 2"),
+        (
+            {"propensity__A": [0.5, 0.5, 1.5, 0.5]},
+            ValidationError,
+            r"propensity__A must be .* \(first at row 2",
+        ),
+        (
+            {"propensity__B": [0.9, 0.1, 0.8, 0.1]},
+            ValidationError,
+            "differs from their `propensity` \\(first at row 2",
+        ),
         ({"target__new__A": [0.5] * 4}, SchemaError, "factored candidates"),
     ],
 )

@@ -95,10 +95,13 @@ def test_evaluate_gives_identical_ips_whatever_else_is_requested():
     import ope
 
     r, p, t = _rows(n=3000, n_pol=1)
-    df = pd.DataFrame({"action": np.zeros(r.size, dtype=int), "reward": r, "propensity": p,
-                       "target__a": t[:, 0]})
+    df = pd.DataFrame(
+        {"action": np.zeros(r.size, dtype=int), "reward": r, "propensity": p, "target__a": t[:, 0]}
+    )
     one = _quiet(ope.evaluate, df, estimators=("ips",)).table()
-    many = _quiet(ope.evaluate, df, estimators=("ips", "snips", "clipped_ips"), max_weight=2.0).table()
+    many = _quiet(
+        ope.evaluate, df, estimators=("ips", "snips", "clipped_ips"), max_weight=2.0
+    ).table()
     a, b = one[one.estimator == "ips"].iloc[0], many[many.estimator == "ips"].iloc[0]
     assert (a.value, a.std_error, a.ess) == (b.value, b.std_error, b.ess)
 
@@ -124,14 +127,18 @@ def test_model_based_estimators_accumulate_through_component_moments(est):
     r, p, t = _rows(n=500, n_pol=1)
     rng = np.random.default_rng(3)
     ql, qt = rng.normal(3.0, 1.0, r.size), rng.normal(3.0, 1.0, r.size)
-    args = {"q_target": qt} if isinstance(est, DM) else {
-        "logging_propensity": p, "target_propensity": t[:, 0], "q_logged": ql, "q_target": qt}
+    args = (
+        {"q_target": qt}
+        if isinstance(est, DM)
+        else {"logging_propensity": p, "target_propensity": t[:, 0], "q_logged": ql, "q_target": qt}
+    )
     res = _quiet(est.estimate, r, **args)
     psi = res.influence()
     assert res.std_error == pytest.approx(np.std(psi, ddof=1) / math.sqrt(r.size), rel=1e-12)
     a = res._source.components()
-    cm = component_moments(lambda sl: (a[sl, :, None], None, None), r.size, est._gradient,
-                           chunk_size=64)
+    cm = component_moments(
+        lambda sl: (a[sl, :, None], None, None), r.size, est._gradient, chunk_size=64
+    )
     assert float(est._statistic(cm.means[:, 0])) == pytest.approx(res.value, rel=1e-12)
 
 
@@ -165,8 +172,11 @@ def test_the_planted_mean_weight_case_gets_the_same_note_from_every_entry_point(
     for est in (IPS(), SNIPS(), ClippedIPS(max_weight=10.0)):
         with pytest.warns(OverlapWarning, match=r"mean importance weight is 1.011, 7"):
             notes.append(est.estimate(r, p, t).notes)
-        notes.append(_quiet(estimate_many, est, reward=r, logging_propensity=p,
-                            target_propensity=t[:, None])[0].notes)
+        notes.append(
+            _quiet(
+                estimate_many, est, reward=r, logging_propensity=p, target_propensity=t[:, None]
+            )[0].notes
+        )
         stats = MomentStats.from_arrays(r, p, t, max_weight=est.clip_level)
         notes.append(_quiet(stats.estimates, est)[0].notes)
     assert all(got == (expected,) for got in notes), notes
@@ -201,7 +211,10 @@ def test_thresholds_are_defined_once_and_reexported():
         (lambda: SwitchDR(tau=0.0), r"SwitchDR: `tau` must be a positive finite number"),
         (lambda: DRos(shrinkage=False), r"`shrinkage` must be a number; got False"),
         (lambda: DRos(shrinkage=-2), r"DRos: `shrinkage` must be a positive finite number"),
-        (lambda: get_estimator("ipw"), r"unknown estimator 'ipw'; choose one of dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros"),
+        (
+            lambda: get_estimator("ipw"),
+            r"unknown estimator 'ipw'; choose one of dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros",
+        ),
         (lambda: get_estimator("switch_dr"), r"estimator 'switch_dr' needs tau="),
         (lambda: estimate_many(42, reward=np.ones(3)), r"`estimator` must be an ope estimator"),
     ],
@@ -213,7 +226,9 @@ def test_bad_arguments_are_parameter_errors(factory, match):
 
 def test_policy_names_must_be_distinct():
     r, p, t = _rows(n=100, n_pol=2)
-    with pytest.raises(ParameterError, match=r"`names` must be distinct.*'a' appears more than once"):
+    with pytest.raises(
+        ParameterError, match=r"`names` must be distinct.*'a' appears more than once"
+    ):
         estimate_many("ips", reward=r, logging_propensity=p, target_propensity=t, names=["a", "a"])
     with pytest.raises(ParameterError, match=r"`names` must be distinct"):
         MomentStats.from_arrays(r, p, t, names=["a", "a"])
@@ -221,9 +236,11 @@ def test_policy_names_must_be_distinct():
 
 @pytest.mark.parametrize(
     ("reward_range", "match"),
-    [((1.0, 0.0), r"`reward_range` must be finite with low < high"),
-     ("01", r"`reward_range` must be a pair"),
-     ((0.0, 1.0, 2.0), r"got 3 values")],
+    [
+        ((1.0, 0.0), r"`reward_range` must be finite with low < high"),
+        ("01", r"`reward_range` must be a pair"),
+        ((0.0, 1.0, 2.0), r"got 3 values"),
+    ],
 )
 def test_reward_range_is_checked_as_an_argument_everywhere(reward_range, match):
     r, p, t = _rows(n=50, n_pol=1)
@@ -256,7 +273,10 @@ def test_ci_max_weight_is_a_deprecated_alias_of_weight_bound():
     r = (r > 3.0).astype(float)
     res = _quiet(IPS().estimate, r, p, t[:, 0], reward_range=(0.0, 1.0))
     new = res.ci(method="bernstein", weight_bound=20.0)
-    with pytest.warns(DeprecationWarning, match=r"`max_weight=` of Estimate.ci/with_ci is deprecated.*weight_bound="):
+    with pytest.warns(
+        DeprecationWarning,
+        match=r"`max_weight=` of Estimate.ci/with_ci is deprecated.*weight_bound=",
+    ):
         old = res.ci(method="bernstein", max_weight=20.0)
     assert old == new
     with pytest.warns(DeprecationWarning, match=r"use|weight_bound"):
@@ -270,18 +290,39 @@ def test_ci_max_weight_is_a_deprecated_alias_of_weight_bound():
 # 5. the result contract
 # --------------------------------------------------------------------------------------------
 def test_estimate_is_a_result_rendered_by_the_one_renderer():
-    res = _quiet(IPS().estimate, np.array([1.0, 0.0, 1.0]), np.full(3, 0.5),
-                 np.array([0.5, 0.5, 1.0]))
-    res = make_estimate(estimator="ips", value=res.value, std_error=res.std_error, n=res.n,
-                        ess=res.ess, notes=("<script>x</script>",), policy="<b>p</b>")
+    res = _quiet(
+        IPS().estimate, np.array([1.0, 0.0, 1.0]), np.full(3, 0.5), np.array([0.5, 0.5, 1.0])
+    )
+    res = make_estimate(
+        estimator="ips",
+        value=res.value,
+        std_error=res.std_error,
+        n=res.n,
+        ess=res.ess,
+        notes=("<script>x</script>",),
+        policy="<b>p</b>",
+    )
     assert isinstance(res, Result) and isinstance(res.notes, tuple)
     page = res._repr_html_()
     assert "<script>" not in page and "&lt;script&gt;" in page and "&lt;b&gt;p&lt;/b&gt;" in page
     text = res.summary()
     assert text.startswith("Estimate (ips)") and "[1] <script>x</script>" in text
     assert sorted(res.to_dict()) == sorted(
-        ["estimator", "policy", "value", "std_error", "ci_low", "ci_high", "confidence_level",
-         "ci_method", "n", "ess", "target", "notes"])
+        [
+            "estimator",
+            "policy",
+            "value",
+            "std_error",
+            "ci_low",
+            "ci_high",
+            "confidence_level",
+            "ci_method",
+            "n",
+            "ess",
+            "target",
+            "notes",
+        ]
+    )
 
 
 def test_result_defaults():

@@ -18,7 +18,9 @@ from typing import Final
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat", reason="install the notebooks extra: pip install 'ope-toolkit[notebooks]'")
+nbformat = pytest.importorskip(
+    "nbformat", reason="install the notebooks extra: pip install 'ope-toolkit[notebooks]'"
+)
 
 NOTEBOOK_DIR: Final = Path(__file__).resolve().parents[1] / "notebooks"
 

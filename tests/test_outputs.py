@@ -69,8 +69,9 @@ def _temps(folder: Path) -> list[str]:
 def _error_lines(err: str) -> list[str]:
     """stderr without argparse's usage block and without warnings: the error itself."""
     lines = err.splitlines()
-    return [line for line in lines
-            if line.strip() and not line.startswith(("usage:", " ", "warning ("))]
+    return [
+        line for line in lines if line.strip() and not line.startswith(("usage:", " ", "warning ("))
+    ]
 
 
 @pytest.fixture
@@ -111,8 +112,11 @@ MOVES = {"renameat2": lambda mp: None, "hard link": _no_renameat2, "exclusive cr
 def test_a_file_that_appears_during_the_work_is_kept(tmp_path, monkeypatch, move):
     MOVES[move](monkeypatch)
     dest = tmp_path / "out.csv"
-    with pytest.raises(ParameterError, match=r"^argument --out: '.*out\.csv' exists: another "
-                       r"process created it while ope was writing it; pass --force to "):
+    with pytest.raises(
+        ParameterError,
+        match=r"^argument --out: '.*out\.csv' exists: another "
+        r"process created it while ope was writing it; pass --force to ",
+    ):
         with atomic_path(dest, flag="--out") as tmp:
             tmp.write_text("ours\n")
             dest.write_text("theirs\n")  # another process finished first
@@ -155,8 +159,12 @@ def _env() -> dict[str, str]:
 
 
 def _race(commands: list[list[str]]) -> list[tuple[int, str, str]]:
-    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=_env(), cwd=ROOT) for cmd in commands]
+    procs = [
+        subprocess.Popen(
+            cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT
+        )
+        for cmd in commands
+    ]
     results = []
     for proc in procs:
         out, err = proc.communicate(timeout=WAIT)
@@ -176,8 +184,7 @@ def test_two_imports_racing_at_the_move_one_wins_the_file_is_whole(tmp_path, dsj
     loser = next(r for r in results if r[0] == EXIT_USAGE)
     doc = json.loads(loser[1])
     assert doc["error"]["flag"] == "--out"
-    assert "exists: another process created it while ope was writing it" in doc["error"][
-        "message"]
+    assert "exists: another process created it while ope was writing it" in doc["error"]["message"]
     assert len(_error_lines(loser[2])) == 1
     assert ope.read_logs(out).column("event_id").tolist() == ["e0", "events.json:1", "e2", "e13"]
     assert _temps(tmp_path) == []
@@ -214,20 +221,41 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-@pytest.mark.parametrize(("signum", "code", "kind"), [
-    (signal.SIGTERM, EXIT_TERMINATED, "Terminated"),
-    (signal.SIGINT, EXIT_INTERRUPTED, "KeyboardInterrupt"),
-])
+@pytest.mark.parametrize(
+    ("signum", "code", "kind"),
+    [
+        (signal.SIGTERM, EXIT_TERMINATED, "Terminated"),
+        (signal.SIGINT, EXIT_INTERRUPTED, "KeyboardInterrupt"),
+    ],
+)
 def test_a_signal_mid_import_removes_the_temporary_file_and_prints_one_document(
-        tmp_path, dsjson, signum, code, kind):
+    tmp_path, dsjson, signum, code, kind
+):
     out = tmp_path / "logs.parquet"
     proc = subprocess.Popen(
-        [sys.executable, "-c", STALL, "import", "dsjson", str(dsjson), "--out", str(out),
-         "--on-invalid", "drop", "--json"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=ROOT)
+        [
+            sys.executable,
+            "-c",
+            STALL,
+            "import",
+            "dsjson",
+            str(dsjson),
+            "--out",
+            str(out),
+            "--on-invalid",
+            "drop",
+            "--json",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=ROOT,
+    )
     deadline = time.monotonic() + WAIT
-    while not (list(tmp_path.glob(".logs.parquet.*.tmp.parquet"))
-               and (tmp_path / "stalled").exists()):  # written, closed, not yet moved
+    while not (
+        list(tmp_path.glob(".logs.parquet.*.tmp.parquet")) and (tmp_path / "stalled").exists()
+    ):  # written, closed, not yet moved
         assert proc.poll() is None, proc.communicate()
         assert time.monotonic() < deadline, "the temporary file never appeared"
         time.sleep(0.02)
@@ -240,10 +268,12 @@ def test_a_signal_mid_import_removes_the_temporary_file_and_prints_one_document(
     assert not out.exists() and _temps(tmp_path) == []
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGTERM, EXIT_TERMINATED),
-                                              (signal.SIGINT, EXIT_INTERRUPTED)])
-def test_a_signal_whose_exception_was_lost_still_stops_the_run(tmp_path, dsjson, monkeypatch,
-                                                                signum, code):
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGTERM, EXIT_TERMINATED), (signal.SIGINT, EXIT_INTERRUPTED)]
+)
+def test_a_signal_whose_exception_was_lost_still_stops_the_run(
+    tmp_path, dsjson, monkeypatch, signum, code
+):
     """Python drops an exception raised inside a ``__del__`` (a parquet writer's, say): the
     signal is recorded, so the file is not published and the run still ends as stopped."""
     out = tmp_path / "logs.parquet"
@@ -257,8 +287,9 @@ def test_a_signal_whose_exception_was_lost_still_stops_the_run(tmp_path, dsjson,
         original(path, directory=directory)
 
     monkeypatch.setattr(output, "_fsync", swallowed)
-    code_, stdout, err = _run("import", "dsjson", dsjson, "--out", out, "--on-invalid", "drop",
-                              "--json")
+    code_, stdout, err = _run(
+        "import", "dsjson", dsjson, "--out", out, "--on-invalid", "drop", "--json"
+    )
     assert code_ == code and json.loads(stdout)["exit_code"] == code
     assert len(_error_lines(err)) == 1
     assert not out.exists() and _temps(tmp_path) == []
@@ -272,16 +303,31 @@ def _commands(tmp_path: Path, logs: Path, dsjson: Path) -> dict[str, tuple[list[
     out = tmp_path / "out"
     out.mkdir(exist_ok=True)
     return {
-        "import": (["import", "dsjson", str(dsjson), "--on-invalid", "drop", "--out",
-                    str(out / "logs.parquet")], out / "logs.parquet"),
-        "learn": (["learn", str(logs), *LEARN, "--out", str(out / "policy.csv")],
-                  out / "policy.csv"),
-        "report": (["report", str(logs), *REPORT, "--out", str(out / "r.html")],
-                   out / "r.html"),
-        "evaluate --report": (["evaluate", str(logs), *REPORT, "--report",
-                               str(out / "e.html")], out / "e.html"),
-        "action-table": (["action-table", str(logs), "--out", str(out / "t.parquet")],
-                         out / "t.parquet"),
+        "import": (
+            [
+                "import",
+                "dsjson",
+                str(dsjson),
+                "--on-invalid",
+                "drop",
+                "--out",
+                str(out / "logs.parquet"),
+            ],
+            out / "logs.parquet",
+        ),
+        "learn": (
+            ["learn", str(logs), *LEARN, "--out", str(out / "policy.csv")],
+            out / "policy.csv",
+        ),
+        "report": (["report", str(logs), *REPORT, "--out", str(out / "r.html")], out / "r.html"),
+        "evaluate --report": (
+            ["evaluate", str(logs), *REPORT, "--report", str(out / "e.html")],
+            out / "e.html",
+        ),
+        "action-table": (
+            ["action-table", str(logs), "--out", str(out / "t.parquet")],
+            out / "t.parquet",
+        ),
     }
 
 
@@ -289,8 +335,9 @@ COMMANDS = ("import", "learn", "report", "evaluate --report", "action-table")
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_no_space_while_writing_is_exit_73_and_leaves_nothing(tmp_path, monkeypatch, logs,
-                                                              dsjson, command):
+def test_no_space_while_writing_is_exit_73_and_leaves_nothing(
+    tmp_path, monkeypatch, logs, dsjson, command
+):
     argv, dest = _commands(tmp_path, logs, dsjson)[command]
 
     def full(path: Path, *, directory: bool = False) -> None:
@@ -323,7 +370,8 @@ def test_a_writer_that_wraps_the_system_error_is_still_exit_73(tmp_path, monkeyp
     assert code == EXIT_CANTCREAT
     assert _error_lines(err) == [
         f"ope learn: OutputError: argument --out: cannot write {str(dest)!r}: "
-        f"{os.strerror(errno.EDQUOT)} (EDQUOT); free space (or the quota) or write elsewhere."]
+        f"{os.strerror(errno.EDQUOT)} (EDQUOT); free space (or the quota) or write elsewhere."
+    ]
     assert _temps(tmp_path) == []
 
 
@@ -340,25 +388,29 @@ def test_an_unwritable_folder_is_refused_before_the_work(tmp_path, monkeypatch, 
         return real_open(path, flags, mode)
 
     monkeypatch.setattr(output.os, "open", denied)
-    code, stdout, err = _run("learn", str(logs), *LEARN, "--out", str(tmp_path / "p.csv"),
-                             "--json")
+    code, stdout, err = _run("learn", str(logs), *LEARN, "--out", str(tmp_path / "p.csv"), "--json")
     assert code == EXIT_CANTCREAT
     assert json.loads(stdout)["error"] == {
-        "type": "OutputError", "flag": "--out",
+        "type": "OutputError",
+        "flag": "--out",
         "message": f"argument --out: cannot write {str(tmp_path)!r}: Permission denied "
-                   "(EACCES); fix the permissions or write elsewhere."}
+        "(EACCES); fix the permissions or write elsewhere.",
+    }
     assert len(_error_lines(err)) == 1
 
 
-def test_force_over_a_file_the_user_cannot_write_is_refused_before_the_work(tmp_path,
-                                                                             monkeypatch):
+def test_force_over_a_file_the_user_cannot_write_is_refused_before_the_work(tmp_path, monkeypatch):
     dest = tmp_path / "theirs.csv"
     dest.write_text("another user's\n")
     real_access = os.access
-    monkeypatch.setattr(output.os, "access",
-                        lambda p, mode: False if Path(p) == dest else real_access(p, mode))
-    with pytest.raises(OutputError, match=r"^argument --out: cannot write '.*theirs\.csv': "
-                       r"Permission denied \(EACCES\)"):
+    monkeypatch.setattr(
+        output.os, "access", lambda p, mode: False if Path(p) == dest else real_access(p, mode)
+    )
+    with pytest.raises(
+        OutputError,
+        match=r"^argument --out: cannot write '.*theirs\.csv': "
+        r"Permission denied \(EACCES\)",
+    ):
         check_outputs([("--out", dest)], force=True)
     assert dest.read_text() == "another user's\n"
     check_outputs([("--out", tmp_path / "free.csv")], force=True)  # the folder is fine
@@ -385,8 +437,12 @@ def tiny_tmpfs(tmp_path: Path):
         pytest.skip("mounting a tmpfs needs root")
     point = tmp_path / "tiny"
     point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(point)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(point)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
@@ -410,8 +466,7 @@ def test_a_real_full_disk_and_a_real_read_only_one(tiny_tmpfs, tmp_path, logs):
     assert len(_error_lines(err)) == 1
     assert sorted(os.listdir(tiny_tmpfs)) == []
     subprocess.run(["mount", "-o", "remount,ro", str(tiny_tmpfs)], check=True)
-    code, stdout, _ = _run("learn", str(logs), *LEARN, "--out", str(tiny_tmpfs / "p.csv"),
-                           "--json")
+    code, stdout, _ = _run("learn", str(logs), *LEARN, "--out", str(tiny_tmpfs / "p.csv"), "--json")
     assert code == EXIT_CANTCREAT
     assert "Read-only file system (EROFS)" in json.loads(stdout)["error"]["message"]
     assert "certificate" not in json.loads(stdout)  # refused before the work
@@ -429,9 +484,11 @@ def test_an_empty_or_blank_output_name_is_a_usage_error(tmp_path, logs, dsjson, 
     code, stdout, err = _run(*argv, "--json")
     assert code == EXIT_USAGE
     assert json.loads(stdout)["error"]["message"] == (
-        f"argument {flag}: needs a file name; got {name!r}.")
-    assert _error_lines(err) == [f"ope {argv[0]}: error: argument {flag}: needs a file name; "
-                                 f"got {name!r}."]
+        f"argument {flag}: needs a file name; got {name!r}."
+    )
+    assert _error_lines(err) == [
+        f"ope {argv[0]}: error: argument {flag}: needs a file name; got {name!r}."
+    ]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == []
 
 
@@ -439,8 +496,14 @@ def test_an_empty_or_blank_output_name_is_a_usage_error(tmp_path, logs, dsjson, 
 # 5. one error, one line
 # ---------------------------------------------------------------------------------------------
 def test_a_multi_line_message_is_one_line_on_stderr(tmp_path):
-    frame = pd.DataFrame({"event_id": ["a", "b"], "action": ["x", "y"],
-                          "propensity": ["0.5", "p"], "reward": [1.0, 0.0]})
+    frame = pd.DataFrame(
+        {
+            "event_id": ["a", "b"],
+            "action": ["x", "y"],
+            "propensity": ["0.5", "p"],
+            "reward": [1.0, 0.0],
+        }
+    )
     path = tmp_path / "bad.parquet"
     frame.to_parquet(path)
     code, stdout, err = _run("evaluate", str(path), "--reward-range", "0", "1", "--json")
@@ -453,15 +516,23 @@ def test_a_multi_line_message_is_one_line_on_stderr(tmp_path):
     assert " - " not in lines[0]
 
 
-@pytest.mark.parametrize("argv", [
-    ["evaluate", "{missing}", "--reward-range", "0", "1"],
-    ["import", "dsjson", "{dsjson}", "--out", "{out}"],
-    ["learn", "{logs}", *LEARN, "--out", "{out_dir}/p.txt"],
-    ["report", "{logs}", *REPORT, "--out", "{logs}"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["evaluate", "{missing}", "--reward-range", "0", "1"],
+        ["import", "dsjson", "{dsjson}", "--out", "{out}"],
+        ["learn", "{logs}", *LEARN, "--out", "{out_dir}/p.txt"],
+        ["report", "{logs}", *REPORT, "--out", "{logs}"],
+    ],
+)
 def test_one_error_is_one_line_across_commands(tmp_path, logs, dsjson, argv):
-    names = {"missing": tmp_path / "nope.parquet", "dsjson": dsjson,
-             "out": tmp_path / "o.parquet", "logs": logs, "out_dir": tmp_path}
+    names = {
+        "missing": tmp_path / "nope.parquet",
+        "dsjson": dsjson,
+        "out": tmp_path / "o.parquet",
+        "logs": logs,
+        "out_dir": tmp_path,
+    }
     code, _, err = _run(*[a.format(**names) for a in argv])
     assert code in (EXIT_USAGE, EXIT_DATAERR)
     lines = _error_lines(err)
@@ -498,8 +569,9 @@ sys.stdin.read()  # until the test closes it
 
 @pytest.fixture
 def black_hole():
-    proc = subprocess.Popen([sys.executable, "-c", BLACK_HOLE], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BLACK_HOLE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         port = int(proc.stdout.readline())
         yield port
@@ -511,9 +583,14 @@ def black_hole():
 
 def _s3_env() -> dict[str, str]:
     """Credentials that need no lookup (no instance metadata service is asked)."""
-    return {**_env(), "AWS_ACCESS_KEY_ID": "ope-test", "AWS_SECRET_ACCESS_KEY": "ope-test",
-            "AWS_EC2_METADATA_DISABLED": "true", "AWS_CONFIG_FILE": os.devnull,
-            "AWS_SHARED_CREDENTIALS_FILE": os.devnull}
+    return {
+        **_env(),
+        "AWS_ACCESS_KEY_ID": "ope-test",
+        "AWS_SECRET_ACCESS_KEY": "ope-test",
+        "AWS_EC2_METADATA_DISABLED": "true",
+        "AWS_CONFIG_FILE": os.devnull,
+        "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    }
 
 
 def test_an_s3_filesystem_gets_connect_and_request_timeouts(monkeypatch):
@@ -532,7 +609,8 @@ def test_an_s3_filesystem_gets_connect_and_request_timeouts(monkeypatch):
         if key.startswith("AWS_"):
             monkeypatch.setenv(key, value)
     fs, path = filesystem_from_uri(
-        "s3://bucket/k.parquet?region=us-east-1&endpoint_override=127.0.0.1:9&scheme=http")
+        "s3://bucket/k.parquet?region=us-east-1&endpoint_override=127.0.0.1:9&scheme=http"
+    )
     options = fs.__reduce__()[1][0]
     assert (options["connect_timeout"], options["request_timeout"]) == (5.0, 10.0)
     assert (REMOTE_CONNECT_SECONDS, REMOTE_REQUEST_SECONDS, REMOTE_ATTEMPTS) == (5.0, 10.0, 2)
@@ -550,11 +628,18 @@ def test_an_s3_endpoint_that_never_answers_fails_within_the_bound(black_hole):
         pytest.skip("pyarrow without S3")
     from ope.io import REMOTE_TIMEOUT_SECONDS
 
-    uri = (f"s3://bucket/k.parquet?region=us-east-1&endpoint_override=127.0.0.1:{black_hole}"
-           "&scheme=http")
-    done = subprocess.run([sys.executable, "-m", "ope", "validate", uri, "--json"],
-                          capture_output=True, text=True, env=_s3_env(), cwd=ROOT,
-                          timeout=2 * REMOTE_TIMEOUT_SECONDS)
+    uri = (
+        f"s3://bucket/k.parquet?region=us-east-1&endpoint_override=127.0.0.1:{black_hole}"
+        "&scheme=http"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "ope", "validate", uri, "--json"],
+        capture_output=True,
+        text=True,
+        env=_s3_env(),
+        cwd=ROOT,
+        timeout=2 * REMOTE_TIMEOUT_SECONDS,
+    )
     assert done.returncode == EXIT_DATAERR
     error = json.loads(done.stdout)["error"]
     assert error["type"] == "DataFileError"
@@ -583,5 +668,6 @@ def test_a_store_that_does_not_answer_within_the_bound_is_unreachable(monkeypatc
     assert code == EXIT_DATAERR
     assert json.loads(stdout)["error"]["message"].startswith(
         "cannot reach logs gs://bucket/logs.parquet: no answer within 0.2 s (the network, the "
-        "bucket/host name or the endpoint). The gs:// filesystem needs pyarrow's GCS ")
+        "bucket/host name or the endpoint). The gs:// filesystem needs pyarrow's GCS "
+    )
     assert len(_error_lines(err)) == 1

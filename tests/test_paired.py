@@ -40,15 +40,28 @@ T, C = "with_memory", "no_memory"
 
 def hand_replays() -> pd.DataFrame:
     """3 pairs x 2 arms x 2 replicates; pair differences 0.5, 0.5, 0."""
-    return pd.DataFrame({
-        "pair_id": np.repeat([0, 1, 2], 4),
-        "arm": ["mem", "mem", "none", "none"] * 3,
-        "replicate": [0, 1, 0, 1] * 3,
-        "outcome": [1.0, 1.0, 0.0, 1.0,   # pair 0: mem 1.0, none 0.5
-                    1.0, 0.0, 0.0, 0.0,   # pair 1: mem 0.5, none 0.0
-                    1.0, 1.0, 1.0, 1.0],  # pair 2: mem 1.0, none 1.0
-        "cost": [2.0, 4.0, 1.0, 1.0, 3.0, 3.0, 2.0, 2.0, 1.0, 1.0, 1.0, 3.0],
-    })
+    return pd.DataFrame(
+        {
+            "pair_id": np.repeat([0, 1, 2], 4),
+            "arm": ["mem", "mem", "none", "none"] * 3,
+            "replicate": [0, 1, 0, 1] * 3,
+            "outcome": [
+                1.0,
+                1.0,
+                0.0,
+                1.0,  # pair 0: mem 1.0, none 0.5
+                1.0,
+                0.0,
+                0.0,
+                0.0,  # pair 1: mem 0.5, none 0.0
+                1.0,
+                1.0,
+                1.0,
+                1.0,
+            ],  # pair 2: mem 1.0, none 1.0
+            "cost": [2.0, 4.0, 1.0, 1.0, 3.0, 3.0, 2.0, 2.0, 1.0, 1.0, 1.0, 3.0],
+        }
+    )
 
 
 # ------------------------------------------------------------------------------------------
@@ -92,12 +105,16 @@ def test_hand_computed_normal_and_finite_sample_intervals():
     assert normal["p_value"] == pytest.approx(2 * stats.norm.sf(2.0))
     iv = normal_interval(1 / 3, 1 / 6)
     assert (normal["ci_low"], normal["ci_high"]) == pytest.approx((iv.low, iv.high), abs=1e-15)
-    hoeff = paired_effect(df, treated="mem", control="none", ci="hoeffding",
-                          reward_range=(0.0, 1.0)).table().iloc[0]
+    hoeff = (
+        paired_effect(df, treated="mem", control="none", ci="hoeffding", reward_range=(0.0, 1.0))
+        .table()
+        .iloc[0]
+    )
     # differences lie in [-1, 1] (width 2): half-width 2 sqrt(ln(40) / 6), clipped to [-1, 1]
     half = 2 * math.sqrt(math.log(40) / 6)
     assert (hoeff["ci_low"], hoeff["ci_high"]) == pytest.approx(
-        (max(-1, 1 / 3 - half), min(1, 1 / 3 + half)))
+        (max(-1, 1 / 3 - half), min(1, 1 / 3 + half))
+    )
     assert hoeff["p_value"] == 1.0  # 2 exp(-2 * 3 * (1/9) / 4) > 1
 
 
@@ -109,8 +126,10 @@ def test_several_outcomes_and_all():
     # cost pair means: mem (3, 3, 1), none (1, 2, 2): d = (2, 1, -1), mean 2/3
     assert tab.loc[1, "value"] == pytest.approx(2 / 3)
     assert tab.loc[1, "std_error"] == pytest.approx(np.std([2, 1, -1], ddof=1) / math.sqrt(3))
-    assert paired_effect(df, treated="mem", control="none",
-                         outcomes="all").outcomes == ("outcome", "cost")
+    assert paired_effect(df, treated="mem", control="none", outcomes="all").outcomes == (
+        "outcome",
+        "cost",
+    )
     # a single-outcome call gives the same row
     one = paired_effect(df, treated="mem", control="none", outcomes="cost").table().iloc[0]
     assert one["value"] == tab.loc[1, "value"] and one["p_value"] == tab.loc[1, "p_value"]
@@ -122,8 +141,15 @@ def test_several_treated_arms_against_one_control():
     base = rng.normal(size=n)
     frames = []
     for arm, shift in (("ctl", 0.0), ("a", 0.5), ("b", -0.2)):
-        frames.append(pd.DataFrame({"pair_id": np.arange(n), "arm": arm,
-                                    "outcome": base + shift + 0.1 * rng.normal(size=n)}))
+        frames.append(
+            pd.DataFrame(
+                {
+                    "pair_id": np.arange(n),
+                    "arm": arm,
+                    "outcome": base + shift + 0.1 * rng.normal(size=n),
+                }
+            )
+        )
     df = pd.concat(frames, ignore_index=True)
     res = paired_effect(df, treated=["a", "b"], control="ctl")
     tab = res.table()
@@ -135,7 +161,8 @@ def test_several_treated_arms_against_one_control():
         assert row["p_value"] == pytest.approx(alone.table().iloc[0]["p_value"], abs=1e-14)
     # Holm over the two rows
     assert tab["p_adjusted"].to_numpy() == pytest.approx(
-        adjust_p_values(tab["p_value"].to_numpy(), correction="holm"))
+        adjust_p_values(tab["p_value"].to_numpy(), correction="holm")
+    )
     # single replicate: no replicate spread, and a note says why
     assert tab["treated_replicate_sd"].isna().all()
     assert any("replicate spread is NaN" in note for note in res.notes)
@@ -172,12 +199,16 @@ def test_by_groups_with_holm_and_bh():
     item = rng.integers(0, 6, n)
     effect = np.where(item < 3, 0.0, 0.4)
     base = rng.normal(size=n)
-    df = pd.DataFrame({
-        "pair_id": np.tile(np.arange(n), 2),
-        "arm": np.repeat(["t", "c"], n),
-        "item_id": np.tile(item, 2),
-        "outcome": np.concatenate([base + effect + rng.normal(size=n), base + rng.normal(size=n)]),
-    })
+    df = pd.DataFrame(
+        {
+            "pair_id": np.tile(np.arange(n), 2),
+            "arm": np.repeat(["t", "c"], n),
+            "item_id": np.tile(item, 2),
+            "outcome": np.concatenate(
+                [base + effect + rng.normal(size=n), base + rng.normal(size=n)]
+            ),
+        }
+    )
     res = paired_effect(df, treated="t", control="c", by="item_id")
     tab = res.table()
     assert tab["group"].tolist() == list(range(6))
@@ -197,7 +228,8 @@ def test_by_groups_with_holm_and_bh():
     for k in range(6):  # the vectorized intervals equal ope.intervals' row by row
         iv = normal_interval(tab.loc[k, "value"], tab.loc[k, "std_error"])
         assert (tab.loc[k, "ci_low"], tab.loc[k, "ci_high"]) == pytest.approx(
-            (iv.low, iv.high), abs=1e-14)
+            (iv.low, iv.high), abs=1e-14
+        )
     bh = paired_effect(df, treated="t", control="c", by="item_id", correction="bh").table()
     assert bh["p_adjusted"].to_numpy() == pytest.approx(adjust_p_values(p, correction="bh"))
     assert (bh["p_adjusted"] <= tab["p_adjusted"] + 1e-15).all()  # BH never stricter than Holm
@@ -209,10 +241,12 @@ def test_adjust_p_values_hand_values_and_nan():
     p = np.array([0.01, 0.04, np.nan, 0.03, 0.5])
     # Holm over the 4 finite values: sorted .01 .03 .04 .5 -> .04 .09 .09 .5
     assert adjust_p_values(p, correction="holm")[[0, 1, 3, 4]] == pytest.approx(
-        [0.04, 0.09, 0.09, 0.5])
+        [0.04, 0.09, 0.09, 0.5]
+    )
     # BH: m p / rank = .04 .06 .0533 .5 -> running min from the top: .04 .0533 .0533 .5
     assert adjust_p_values(p, correction="bh")[[0, 1, 3, 4]] == pytest.approx(
-        [0.04, 0.16 / 3, 0.16 / 3, 0.5])
+        [0.04, 0.16 / 3, 0.16 / 3, 0.5]
+    )
     assert np.isnan(adjust_p_values(p)[2])
 
 
@@ -221,14 +255,23 @@ def test_finite_sample_p_value_is_where_the_interval_reaches_zero(method):
     rng = np.random.default_rng(11)
     n = 60
     base = rng.uniform(0.2, 0.8, n)
-    df = pd.DataFrame({
-        "pair_id": np.tile(np.arange(n), 2),
-        "arm": np.repeat(["t", "c"], n),
-        "outcome": np.concatenate([np.clip(base + 0.25 + 0.1 * rng.normal(size=n), 0, 1),
-                                   np.clip(base + 0.1 * rng.normal(size=n), 0, 1)]),
-    })
-    row = paired_effect(df, treated="t", control="c", ci=method,
-                        reward_range=(0.0, 1.0)).table().iloc[0]
+    df = pd.DataFrame(
+        {
+            "pair_id": np.tile(np.arange(n), 2),
+            "arm": np.repeat(["t", "c"], n),
+            "outcome": np.concatenate(
+                [
+                    np.clip(base + 0.25 + 0.1 * rng.normal(size=n), 0, 1),
+                    np.clip(base + 0.1 * rng.normal(size=n), 0, 1),
+                ]
+            ),
+        }
+    )
+    row = (
+        paired_effect(df, treated="t", control="c", ci=method, reward_range=(0.0, 1.0))
+        .table()
+        .iloc[0]
+    )
     d = df.outcome.to_numpy()[:n] - df.outcome.to_numpy()[n:]
     p = row["p_value"]
     assert 1e-12 < p < 0.5  # strictly inside (0, 1): the interval really reaches 0 there
@@ -237,8 +280,9 @@ def test_finite_sample_p_value_is_where_the_interval_reaches_zero(method):
         if method == "hoeffding":
             return hoeffding_interval(d.mean(), n, low=-1, high=1, confidence_level=level)
         if method == "bernstein":
-            return bernstein_interval(d.mean(), d.var(ddof=1), n, low=-1, high=1,
-                                      confidence_level=level)
+            return bernstein_interval(
+                d.mean(), d.var(ddof=1), n, low=-1, high=1, confidence_level=level
+            )
         return betting_interval(np.ones(n), d, reward_range=(-1, 1), confidence_level=level)
 
     iv = interval(0.95)
@@ -257,8 +301,9 @@ def test_simulator_effects_recovered_within_a_few_standard_errors():
     reps = 100
     values = {"outcome": [], "tokens": []}
     for s in range(reps):
-        tab = paired_effect(env.sample(400, rng=s), treated=T, control=C,
-                            outcomes=["outcome", "tokens"]).table()
+        tab = paired_effect(
+            env.sample(400, rng=s), treated=T, control=C, outcomes=["outcome", "tokens"]
+        ).table()
         for o in values:
             values[o].append(float(tab.loc[tab.outcome == o, "value"].iloc[0]))
     for o, v in values.items():
@@ -274,7 +319,7 @@ def test_simulator_item_effects_recovered():
     z = (tab["value"].to_numpy() - truth) / tab["std_error"].to_numpy()
     assert (tab["n"] > 300).all()
     assert np.abs(z).max() < 4.0
-    assert 0.2 < np.mean(z ** 2) < 2.5  # z-scores of the right size, not just small
+    assert 0.2 < np.mean(z**2) < 2.5  # z-scores of the right size, not just small
 
 
 def _coverage(env, methods, reps, n, outcome="outcome", reward_range=(0.0, 1.0)):
@@ -283,9 +328,18 @@ def _coverage(env, methods, reps, n, outcome="outcome", reward_range=(0.0, 1.0))
     for s in range(reps):
         replays = read_paired(env.sample(n, rng=1000 + s))
         for m in methods:
-            row = paired_effect(replays, treated=T, control=C, outcomes=outcome, ci=m,
-                                reward_range=reward_range if m not in ("t", "normal") else None
-                                ).table().iloc[0]
+            row = (
+                paired_effect(
+                    replays,
+                    treated=T,
+                    control=C,
+                    outcomes=outcome,
+                    ci=m,
+                    reward_range=reward_range if m not in ("t", "normal") else None,
+                )
+                .table()
+                .iloc[0]
+            )
             hits[m] += row["ci_low"] <= truth <= row["ci_high"]
     return {m: h / reps for m, h in hits.items()}
 
@@ -309,8 +363,12 @@ def test_interval_coverage_over_300_replications():
 def test_pairing_reduces_the_standard_error_on_the_simulator():
     env = PairedReplaySimulator(n_replicates=3, seed=0)
     reps = 150
-    rows = [paired_effect(env.sample(300, rng=s), treated=T, control=C,
-                          outcomes=["outcome", "tokens"]).table() for s in range(reps)]
+    rows = [
+        paired_effect(
+            env.sample(300, rng=s), treated=T, control=C, outcomes=["outcome", "tokens"]
+        ).table()
+        for s in range(reps)
+    ]
     for o in ("outcome", "tokens"):
         sel = [t[t.outcome == o].iloc[0] for t in rows]
         values = np.array([r["value"] for r in sel])
@@ -329,8 +387,7 @@ def test_pairing_reduces_the_standard_error_on_the_simulator():
 
 
 def test_holm_controls_the_family_wise_error_on_null_items():
-    env = PairedReplaySimulator(n_items=10, n_replicates=2, effect_mean=0.0, effect_sd=0.0,
-                                seed=4)
+    env = PairedReplaySimulator(n_items=10, n_replicates=2, effect_mean=0.0, effect_sd=0.0, seed=4)
     assert np.abs(env.true_item_effects()).max() < 1e-15
     reps = 300
     any_holm = any_raw = 0
@@ -352,14 +409,20 @@ def test_benjamini_hochberg_controls_the_false_discovery_rate():
         item = rng.integers(0, n_items, n)
         base = rng.normal(size=n)
         treated = base + np.where(null[item], 0.0, 0.3) + rng.normal(size=n)
-        df = pa.table({"pair_id": np.tile(np.arange(n), 2),
-                       "arm": np.repeat(["t", "c"], n),
-                       "item_id": np.tile(item, 2),
-                       "outcome": np.concatenate([treated, base + rng.normal(size=n)])})
+        df = pa.table(
+            {
+                "pair_id": np.tile(np.arange(n), 2),
+                "arm": np.repeat(["t", "c"], n),
+                "item_id": np.tile(item, 2),
+                "outcome": np.concatenate([treated, base + rng.normal(size=n)]),
+            }
+        )
         tab = paired_effect(df, treated="t", control="c", by="item_id", correction="bh").table()
         is_null = null[tab["group"].astype(int).to_numpy()]
-        for flags, out in ((tab["significant"].to_numpy(), fdp_bh),
-                           (tab["p_value"].to_numpy() <= 0.05, fdp_raw)):
+        for flags, out in (
+            (tab["significant"].to_numpy(), fdp_bh),
+            (tab["p_value"].to_numpy() <= 0.05, fdp_raw),
+        ):
             out.append((flags & is_null).sum() / max(1, flags.sum()))
     fdr = np.mean(fdp_bh)
     assert fdr <= 0.05 + 3 * np.std(fdp_bh, ddof=1) / math.sqrt(reps), fdr
@@ -375,8 +438,9 @@ def test_result_renders_and_serializes():
     env = PairedReplaySimulator(n_replicates=2, seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SmallSampleWarning)
-        res = paired_effect(env.sample(200, rng=0), treated=T, control=C, by="item_id",
-                            outcomes="all", ratio=True)
+        res = paired_effect(
+            env.sample(200, rng=0), treated=T, control=C, by="item_id", outcomes="all", ratio=True
+        )
     d = res.to_dict()
     assert len(d["rows"]) == res.n_rows == len(res.table())
     assert set(d) >= {"treated", "control", "outcomes", "by", "rows", "notes", "ci_method"}
@@ -395,22 +459,49 @@ def test_result_renders_and_serializes():
         ({"treated": "with_memroy", "control": C}, ParameterError, "'with_memroy' is not in"),
         ({"treated": T, "control": "nothing"}, ParameterError, "arms are: 'no_memory'"),
         ({"treated": [T, C], "control": C}, ParameterError, "also listed in `treated`"),
-        ({"treated": T, "control": C, "outcomes": ["latency_ms"]}, SchemaError,
-         "'latency_ms' is not in the replays"),
-        ({"treated": T, "control": C, "outcomes": ["cost"], "by": "task"}, SchemaError,
-         "columns 'cost', 'task' are not"),
-        ({"treated": T, "control": C, "confidence_level": 1.5}, ParameterError,
-         r"confidence_level. must be in \(0, 1\)"),
+        (
+            {"treated": T, "control": C, "outcomes": ["latency_ms"]},
+            SchemaError,
+            "'latency_ms' is not in the replays",
+        ),
+        (
+            {"treated": T, "control": C, "outcomes": ["cost"], "by": "task"},
+            SchemaError,
+            "columns 'cost', 'task' are not",
+        ),
+        (
+            {"treated": T, "control": C, "confidence_level": 1.5},
+            ParameterError,
+            r"confidence_level. must be in \(0, 1\)",
+        ),
         ({"treated": T, "control": C, "ci": "bootstrap"}, ParameterError, "`ci` must be one of"),
-        ({"treated": T, "control": C, "correction": "bonferroni"}, ParameterError,
-         "`correction` must be one of"),
-        ({"treated": T, "control": C, "ci": "hoeffding"}, MissingBoundsError,
-         "a priori range of every outcome"),
-        ({"treated": T, "control": C, "ci": "betting", "outcomes": ["outcome", "tokens"],
-          "reward_range": {"outcome": (0, 1)}}, MissingBoundsError, "'tokens' has none"),
+        (
+            {"treated": T, "control": C, "correction": "bonferroni"},
+            ParameterError,
+            "`correction` must be one of",
+        ),
+        (
+            {"treated": T, "control": C, "ci": "hoeffding"},
+            MissingBoundsError,
+            "a priori range of every outcome",
+        ),
+        (
+            {
+                "treated": T,
+                "control": C,
+                "ci": "betting",
+                "outcomes": ["outcome", "tokens"],
+                "reward_range": {"outcome": (0, 1)},
+            },
+            MissingBoundsError,
+            "'tokens' has none",
+        ),
         ({"treated": T, "control": C, "reward_range": "01"}, ParameterError, "reward_range"),
-        ({"treated": T, "control": C, "outcomes": "tokens", "reward_range": (0, 1)},
-         ValidationError, "outside reward_range"),
+        (
+            {"treated": T, "control": C, "outcomes": "tokens", "reward_range": (0, 1)},
+            ValidationError,
+            "outside reward_range",
+        ),
         ({"treated": T, "control": C, "ratio": "yes"}, ParameterError, "`ratio`"),
     ],
 )

@@ -76,14 +76,19 @@ def test_forest_plot_draws_every_estimate_its_interval_and_the_references(ev, sa
     expected = sorted(zip(table["ci_low"], table["ci_high"]))
     np.testing.assert_allclose(spans, expected, rtol=1e-12)
     # the logging policy's value and its exact value are vertical lines
-    xs = {round(float(line.get_xdata()[0]), 12) for line in ax.get_lines()
-          if len(line.get_xdata()) == 2 and line.get_xdata()[0] == line.get_xdata()[1]}
+    xs = {
+        round(float(line.get_xdata()[0]), 12)
+        for line in ax.get_lines()
+        if len(line.get_xdata()) == 2 and line.get_xdata()[0] == line.get_xdata()[1]
+    }
     assert round(ev.logging.value, 12) in xs
     assert round(sample.truth["logging"], 12) in xs
     # one diamond per candidate at its exact value
     diamonds = [line for line in ax.get_lines() if line.get_marker() == "D"]
-    np.testing.assert_allclose(sorted(float(d.get_xdata()[0]) for d in diamonds),
-                               sorted(sample.truth["policies"][p] for p in ev.policies))
+    np.testing.assert_allclose(
+        sorted(float(d.get_xdata()[0]) for d in diamonds),
+        sorted(sample.truth["policies"][p] for p in ev.policies),
+    )
 
 
 def test_forest_plot_marks_clipped_value_intervals_open(ev):
@@ -179,13 +184,24 @@ def test_interval_split_adds_up_to_the_outer_inner_interval(diag):
 def test_segment_plot_draws_one_point_per_policy_and_segment():
     import pandas as pd
 
-    t = pd.DataFrame({
-        "policy": ["a", "a", "b", "b"], "estimator": "ips", "column": "segment",
-        "segment": ["new", "old", "new", "old"], "value": [0.1, 0.2, 0.3, 0.4],
-        "ci_low": [0.05, 0.15, 0.25, 0.35], "ci_high": [0.15, 0.25, 0.35, 0.45],
-    })
-    ax = plots.plot_segments(t, _axes(), estimator="ips", column="segment",
-                             truth={"policies": {}, "by_segment": {"a": {"new": 0.12}}})
+    t = pd.DataFrame(
+        {
+            "policy": ["a", "a", "b", "b"],
+            "estimator": "ips",
+            "column": "segment",
+            "segment": ["new", "old", "new", "old"],
+            "value": [0.1, 0.2, 0.3, 0.4],
+            "ci_low": [0.05, 0.15, 0.25, 0.35],
+            "ci_high": [0.15, 0.25, 0.35, 0.45],
+        }
+    )
+    ax = plots.plot_segments(
+        t,
+        _axes(),
+        estimator="ips",
+        column="segment",
+        truth={"policies": {}, "by_segment": {"a": {"new": 0.12}}},
+    )
     assert _labels(ax.get_yticklabels()) == ["new", "old"]
     assert sorted(float(b.lines[0].get_xdata()[0]) for b in ax.containers) == [0.1, 0.2, 0.3, 0.4]
     assert [float(d.get_xdata()[0]) for d in ax.get_lines() if d.get_marker() == "D"] == [0.12]
@@ -196,9 +212,17 @@ def test_user_text_is_drawn_literally():
     keeps its legend entry."""
     import pandas as pd
 
-    t = pd.DataFrame({"policy": ["$x$ & <b>", "_hidden"], "estimator": "ips",
-                      "column": "segment", "segment": ["a$b", "a$b"], "value": [0.1, 0.2],
-                      "ci_low": [0.0, 0.1], "ci_high": [0.2, 0.3]})
+    t = pd.DataFrame(
+        {
+            "policy": ["$x$ & <b>", "_hidden"],
+            "estimator": "ips",
+            "column": "segment",
+            "segment": ["a$b", "a$b"],
+            "value": [0.1, 0.2],
+            "ci_low": [0.0, 0.1],
+            "ci_high": [0.2, 0.3],
+        }
+    )
     ax = plots.plot_segments(t, _axes(), estimator="ips", column="segment")
     buffer = io.StringIO()
     ax.figure.savefig(buffer, format="svg")
@@ -228,14 +252,28 @@ def test_a_new_figure_uses_agg_when_no_backend_is_chosen(tmp_path):
         "ax = plot_weights(np.array([0.5, 1.0, 4.0]), 'w')\n"
         "print(matplotlib.get_backend().lower(), chosen or ['none'])\n"
     )
-    env = {k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "DISPLAY", "WAYLAND_DISPLAY")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("MPLBACKEND", "DISPLAY", "WAYLAND_DISPLAY")
+    }
     env["MPLCONFIGDIR"] = str(tmp_path)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert out.stdout.split() == ["agg", "['Agg']"]
     env["MPLBACKEND"] = "svg"
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     assert out.stdout.split() == ["svg", "['none']"]
 
 

@@ -104,7 +104,9 @@ def test_table_join_distributions_hand_computed():
     assert new.actions.tolist() == [7, 8, 9]
     np.testing.assert_array_equal(new.matrix.toarray(), [[0.25, 0.75, 0], [0, 0, 1], [0.5, 0, 0.5]])
     assert new.nnz == 5
-    np.testing.assert_array_equal(tp.distributions["old"].matrix.toarray(), [[1, 0, 0], [0, 1, 0], [0.5, 0.5, 0]])
+    np.testing.assert_array_equal(
+        tp.distributions["old"].matrix.toarray(), [[1, 0, 0], [0, 1, 0], [0.5, 0.5, 0]]
+    )
 
 
 def test_table_join_string_ids_and_actions():
@@ -121,7 +123,9 @@ def test_table_join_string_ids_and_actions():
     np.testing.assert_allclose(tp["p"], [np.float32(0.1), np.float32(0.6)], rtol=0, atol=0)
     d = tp.distributions["p"]
     assert d.actions.tolist() == ["a", "b", "c", "zz"]
-    np.testing.assert_allclose(dense(d, ["a", "b", "c", "zz"]), [[0.9, 0.1, 0, 0], [0, 0, 0.6, 0.4]], atol=1e-7)
+    np.testing.assert_allclose(
+        dense(d, ["a", "b", "c", "zz"]), [[0.9, 0.1, 0, 0], [0, 0, 0.6, 0.4]], atol=1e-7
+    )
 
 
 def test_table_join_chunked_logs_and_dictionary_columns():
@@ -141,7 +145,9 @@ def test_table_join_chunked_logs_and_dictionary_columns():
 
 def test_table_join_integer_policy_names_and_zero_rows_not_stored():
     logs = make_logs(base_cols(1, [1], event_id=[5]))
-    df = pd.DataFrame({"event_id": [5, 5], "policy": [3, 3], "action": [1, 2], "probability": [1.0, 0.0]})
+    df = pd.DataFrame(
+        {"event_id": [5, 5], "policy": [3, 3], "action": [1, 2], "probability": [1.0, 0.0]}
+    )
     tp = target_propensities(logs, df, with_distributions=True)
     assert tp.names == ["3"]
     assert tp.distributions["3"].nnz == 1
@@ -162,7 +168,9 @@ def test_policy_table_parquet_and_csv_round_trip(tmp_path):
 def test_read_policy_table_mapping(tmp_path):
     path = tmp_path / "theirs.parquet"
     pq.write_table(pa.table({"id": [1], "pol": ["x"], "item": [4], "p": [1.0]}), path)
-    t = read_policy_table(path, mapping={"event_id": "id", "policy": "pol", "action": "item", "probability": "p"})
+    t = read_policy_table(
+        path, mapping={"event_id": "id", "policy": "pol", "action": "item", "probability": "p"}
+    )
     assert t.to_pydict() == {"event_id": [1], "policy": ["x"], "action": [4], "probability": [1.0]}
 
 
@@ -174,7 +182,11 @@ def test_to_policy_table_round_trip_through_join():
             "s": [[0.0, 1.0], [2.0, 0.5, -1.0], [3.0]],
         }
     )
-    pols = {"soft": SoftmaxPolicy("s", 0.7), "unif": UniformPolicy(), "greedy": DeterministicPolicy("s")}
+    pols = {
+        "soft": SoftmaxPolicy("s", 0.7),
+        "unif": UniformPolicy(),
+        "greedy": DeterministicPolicy("s"),
+    }
     direct = target_propensities(logs, pols)
     table = to_policy_table(logs, pols)
     assert table.num_rows == 6 + 6 + 3
@@ -202,7 +214,9 @@ def test_property_table_join_recovers_random_sparse_policy(n, k, seed):
     probs /= probs.sum(axis=1, keepdims=True)
     actions = np.array([f"a{j}" for j in range(k)], dtype=object)
     logged = rng.integers(0, k, n)
-    logs = make_logs(base_cols(n, actions[logged].tolist(), event_id=(np.arange(n) * 7 + 3).tolist()))
+    logs = make_logs(
+        base_cols(n, actions[logged].tolist(), event_id=(np.arange(n) * 7 + 3).tolist())
+    )
     ii, jj = np.nonzero(probs)
     perm = rng.permutation(ii.size)
     table = pa.table(
@@ -215,7 +229,9 @@ def test_property_table_join_recovers_random_sparse_policy(n, k, seed):
     )
     tp = target_propensities(logs, table, with_distributions=True)
     np.testing.assert_allclose(tp["p"], probs[np.arange(n), logged], rtol=0, atol=0)
-    np.testing.assert_allclose(dense(tp.distributions["p"], actions.tolist()), probs, rtol=0, atol=0)
+    np.testing.assert_allclose(
+        dense(tp.distributions["p"], actions.tolist()), probs, rtol=0, atol=0
+    )
 
 
 # validation errors of the join ------------------------------------------------------------------
@@ -231,13 +247,31 @@ GOOD = [(1, "p", 1, 0.5), (1, "p", 2, 0.5), (2, "p", 2, 1.0)]
 @pytest.mark.parametrize(
     "rows, match",
     [
-        ([(1, "p", 1, 1.5), (1, "p", 2, -0.5), (2, "p", 2, 1.0)], r"finite and in \[0, 1\]; they are not in 2 rows \(first at rows 0, 1\)"),
-        ([(1, "p", 1, np.inf), (2, "p", 2, 1.0)], r"finite and in \[0, 1\].*first at row 0\) of the table \(values inf\)"),
-        ([(1, "p", 1, 0.5), (1, "p", 2, 0.4), (2, "p", 2, 1.0)], r"policy 'p'.*sum to 1 \(within 1e-06\).*1 events do not \(first event_id 1, sums 0.9\); renormalize"),
+        (
+            [(1, "p", 1, 1.5), (1, "p", 2, -0.5), (2, "p", 2, 1.0)],
+            r"finite and in \[0, 1\]; they are not in 2 rows \(first at rows 0, 1\)",
+        ),
+        (
+            [(1, "p", 1, np.inf), (2, "p", 2, 1.0)],
+            r"finite and in \[0, 1\].*first at row 0\) of the table \(values inf\)",
+        ),
+        (
+            [(1, "p", 1, 0.5), (1, "p", 2, 0.4), (2, "p", 2, 1.0)],
+            r"policy 'p'.*sum to 1 \(within 1e-06\).*1 events do not \(first event_id 1, sums 0.9\); renormalize",
+        ),
         ([(1, "p", 1, 1.0)], r"1 of the 2 logged events have no rows \(first event_id 2\)"),
-        (GOOD + [(1, "p", 1, 0.5)], r"1 duplicate \(event_id, policy, action\) rows \(first at table rows 3\)"),
-        (GOOD + [(9, "p", 1, 1.0), (8, "p", 1, 1.0)], r"2 events in the table are not in the logs \(2 rows \(first at rows 3, 4\) of the table; first event_id 9, 8\)"),
-        (GOOD + [(1, "q", 1, 1.0)], r"policy 'q': 1 of the 2 logged events have no rows \(first event_id 2\)"),
+        (
+            GOOD + [(1, "p", 1, 0.5)],
+            r"1 duplicate \(event_id, policy, action\) rows \(first at table rows 3\)",
+        ),
+        (
+            GOOD + [(9, "p", 1, 1.0), (8, "p", 1, 1.0)],
+            r"2 events in the table are not in the logs \(2 rows \(first at rows 3, 4\) of the table; first event_id 9, 8\)",
+        ),
+        (
+            GOOD + [(1, "q", 1, 1.0)],
+            r"policy 'q': 1 of the 2 logged events have no rows \(first event_id 2\)",
+        ),
     ],
 )
 def test_table_join_validation_errors(rows, match):
@@ -248,16 +282,26 @@ def test_table_join_validation_errors(rows, match):
 
 def test_table_join_reports_dropped_rows_hint():
     logs = make_logs(base_cols(2, [1, 2], event_id=[1, 2]), rejected=1)
-    with pytest.raises(PolicyError, match=r"the logs dropped 1 invalid rows but do not record their event ids"):
+    with pytest.raises(
+        PolicyError, match=r"the logs dropped 1 invalid rows but do not record their event ids"
+    ):
         target_propensities(logs, _table(GOOD + [(3, "p", 1, 1.0)]))
 
 
 def test_table_join_null_cells():
     logs = make_logs(base_cols(2, [1, 2], event_id=[1, 2]))
     t = pa.table(
-        {"event_id": [1, None, 2], "policy": ["p", "p", None], "action": [1, 2, 2], "probability": [1.0, 1.0, 1.0]}
+        {
+            "event_id": [1, None, 2],
+            "policy": ["p", "p", None],
+            "action": [1, 2, 2],
+            "probability": [1.0, 1.0, 1.0],
+        }
     )
-    with pytest.raises(PolicyError, match=r"`event_id` is null in 1 row \(first at row 1\).*`policy` is null in 1 row \(first at row 2\)"):
+    with pytest.raises(
+        PolicyError,
+        match=r"`event_id` is null in 1 row \(first at row 1\).*`policy` is null in 1 row \(first at row 2\)",
+    ):
         target_propensities(logs, t)
 
 
@@ -266,10 +310,16 @@ def test_table_join_schema_errors():
     with pytest.raises(SchemaError, match=r"missing columns \['policy', 'probability'\]"):
         target_propensities(logs, pd.DataFrame({"event_id": [1], "action": [1]}))
     bad = pa.table({"event_id": [1.5], "policy": ["p"], "action": [1], "probability": ["x"]})
-    with pytest.raises(SchemaError, match=r"`event_id` is double and holds 1 values that are not whole numbers \(first at row 0: 1\.5\); ids must be int64 or string; `probability` must be float64, got string"):
+    with pytest.raises(
+        SchemaError,
+        match=r"`event_id` is double and holds 1 values that are not whole numbers \(first at row 0: 1\.5\); ids must be int64 or string; `probability` must be float64, got string",
+    ):
         target_propensities(logs, bad)
     ids = _table([("one", "p", 1, 1.0)])
-    with pytest.raises(SchemaError, match=r"`event_id` is (large_)?string but the logs' `event_id` is int64, and the values do not convert"):
+    with pytest.raises(
+        SchemaError,
+        match=r"`event_id` is (large_)?string but the logs' `event_id` is int64, and the values do not convert",
+    ):
         target_propensities(logs, ids)
 
 
@@ -281,14 +331,28 @@ def test_table_join_needs_unique_event_ids_in_logs():
         target_propensities(logs, _table([(1, "p", 1, 1.0)]))
     logs = make_logs(base_cols(1, [1], event_id=[1]))
     with pytest.raises(PolicyError, match=r"has no rows"):
-        target_propensities(logs, _table([]).astype({"event_id": "int64", "action": "int64", "probability": "float64", "policy": "str"}))
+        target_propensities(
+            logs,
+            _table([]).astype(
+                {"event_id": "int64", "action": "int64", "probability": "float64", "policy": "str"}
+            ),
+        )
 
 
 def test_policy_table_file_errors(tmp_path):
-    logs = make_logs(base_cols(1, [1], event_id=[1], ) | {"target__new": [1.0]})
+    logs = make_logs(
+        base_cols(
+            1,
+            [1],
+            event_id=[1],
+        )
+        | {"target__new": [1.0]}
+    )
     with pytest.raises(DataFileError, match=r"does not exist"):
         read_policy_table(tmp_path / "nope.parquet")
-    with pytest.raises(DataFileError, match=r"to use the column target__new pass policies=\['new'\]"):
+    with pytest.raises(
+        DataFileError, match=r"to use the column target__new pass policies=\['new'\]"
+    ):
         target_propensities(logs, "new")
     garbage = tmp_path / "bad.parquet"
     garbage.write_bytes(b"not parquet at all")
@@ -332,10 +396,18 @@ def test_columns_distributions_from_target_dist():
 @pytest.mark.parametrize(
     "kwargs, names, match",
     [
-        ({}, ["z"], r"unknown policies \['z'\] in `policies`: the logs have no column "
-                    r"target__z. Available: \['x', 'y'\]"),
+        (
+            {},
+            ["z"],
+            r"unknown policies \['z'\] in `policies`: the logs have no column "
+            r"target__z. Available: \['x', 'y'\]",
+        ),
         ({}, ["x", "x"], r"policy names must be distinct"),
-        ({"target__x": [0.3, 1.2, np.nan]}, ["x"], r"policy 'x': target propensities must be finite and in \[0, 1\]; they are not in 2 rows \(first at rows 1, 2\)"),
+        (
+            {"target__x": [0.3, 1.2, np.nan]},
+            ["x"],
+            r"policy 'x': target propensities must be finite and in \[0, 1\]; they are not in 2 rows \(first at rows 1, 2\)",
+        ),
     ],
 )
 def test_columns_errors(kwargs, names, match):
@@ -351,11 +423,23 @@ def test_columns_none_without_target_columns():
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"target_dist__x": [[0.3, 0.7], [0.4, 0.5], [1.0]]}, r"\(target_dist__x\): each row's probabilities must sum to 1.*1 row \(first at row 1\)"),
-        ({"target_dist__x": [[0.3, 0.7], [0.6], [1.0]]}, r"one entry per candidate.*1 row \(first at row 1\)"),
-        ({"target_dist__x": [[0.7, 0.3], [0.4, 0.6], [1.0]]}, r"target__x disagrees with target_dist__x at the logged action in 1 row \(first at row 0\)"),
+        (
+            {"target_dist__x": [[0.3, 0.7], [0.4, 0.5], [1.0]]},
+            r"\(target_dist__x\): each row's probabilities must sum to 1.*1 row \(first at row 1\)",
+        ),
+        (
+            {"target_dist__x": [[0.3, 0.7], [0.6], [1.0]]},
+            r"one entry per candidate.*1 row \(first at row 1\)",
+        ),
+        (
+            {"target_dist__x": [[0.7, 0.3], [0.4, 0.6], [1.0]]},
+            r"target__x disagrees with target_dist__x at the logged action in 1 row \(first at row 0\)",
+        ),
         ({"target_dist__x": [[0.3, 0.7], [0.4, 0.6], [1.5]]}, r"finite and in \[0, 1\]"),
-        ({"candidates": [["a", "a"], ["c", "b"], ["c"]]}, r"lists the same action more than once in 1 row \(first at row 0\)"),
+        (
+            {"candidates": [["a", "a"], ["c", "b"], ["c"]]},
+            r"lists the same action more than once in 1 row \(first at row 0\)",
+        ),
     ],
 )
 def test_columns_distribution_errors(kwargs, match):
@@ -397,7 +481,9 @@ def test_uniform_over_candidates_hand_computed():
     u = UniformPolicy()
     np.testing.assert_array_equal(u.propensity(logs), [0.5, 0.25, 1.0])
     d = u.distribution(logs)
-    np.testing.assert_array_equal(dense(d, [10, 20, 30, 40]), [[0.5, 0.5, 0, 0], [0.25] * 4, [0, 0, 0, 1]])
+    np.testing.assert_array_equal(
+        dense(d, [10, 20, 30, 40]), [[0.5, 0.5, 0, 0], [0.25] * 4, [0, 0, 0, 1]]
+    )
     assert isinstance(u, Policy)
 
 
@@ -413,10 +499,26 @@ def test_uniform_over_actions_list():
 @pytest.mark.parametrize(
     "logs_cols, policy, match",
     [
-        (base_cols(1, [1]), UniformPolicy(), r"UniformPolicy needs a support.*pass UniformPolicy\(actions=\[...\]\)"),
-        (base_cols(2, [1, 2]) | {"candidates": [[1], []]}, UniformPolicy(), r"candidate set is empty in 1 row \(first at row 1\)"),
-        (base_cols(2, [1, 2]) | {"candidates": pa.array([[1], None], type=pa.list_(pa.int64()))}, UniformPolicy(), r"`candidates` is missing \(null\) in 1 row \(first at row 1\)"),
-        (base_cols(1, [1]), UniformPolicy(actions=["a"]), r"UniformPolicy actions must be labels of the same type as the logged actions \(int64\)"),
+        (
+            base_cols(1, [1]),
+            UniformPolicy(),
+            r"UniformPolicy needs a support.*pass UniformPolicy\(actions=\[...\]\)",
+        ),
+        (
+            base_cols(2, [1, 2]) | {"candidates": [[1], []]},
+            UniformPolicy(),
+            r"candidate set is empty in 1 row \(first at row 1\)",
+        ),
+        (
+            base_cols(2, [1, 2]) | {"candidates": pa.array([[1], None], type=pa.list_(pa.int64()))},
+            UniformPolicy(),
+            r"`candidates` is missing \(null\) in 1 row \(first at row 1\)",
+        ),
+        (
+            base_cols(1, [1]),
+            UniformPolicy(actions=["a"]),
+            r"UniformPolicy actions must be labels of the same type as the logged actions \(int64\)",
+        ),
     ],
 )
 def test_uniform_errors(logs_cols, policy, match):
@@ -440,7 +542,9 @@ def test_deterministic_column_scores_and_ties():
     logs = cand_logs()
     d = DeterministicPolicy("s").distribution(logs)
     # row 1: tie between 20 and 10 at 3.0 -> first listed (20) wins
-    np.testing.assert_array_equal(dense(d, [10, 20, 30, 40]), [[0, 1, 0, 0], [0, 1, 0, 0], [0, 0, 0, 1]])
+    np.testing.assert_array_equal(
+        dense(d, [10, 20, 30, 40]), [[0, 1, 0, 0], [0, 1, 0, 0], [0, 0, 0, 1]]
+    )
     np.testing.assert_array_equal(DeterministicPolicy("s").propensity(logs), [0.0, 1.0, 1.0])
     assert d.nnz == 3
 
@@ -453,35 +557,68 @@ def test_deterministic_callable_ties_and_candidate_mask():
 
     pol = DeterministicPolicy(scores, actions=["a", "b", "c"], feature_columns=["x1"])
     # row 0: max 1.5 -> c; row 1: 1, 1, 1.5 -> c; row 2: a (2.0)
-    np.testing.assert_array_equal(dense(pol.distribution(logs), ["a", "b", "c"]), [[0, 0, 1], [0, 0, 1], [1, 0, 0]])
-    tie = DeterministicPolicy(lambda X: np.zeros((len(X), 3)), actions=["c", "b", "a"], feature_columns=["x1"])
-    np.testing.assert_array_equal(dense(tie.distribution(logs), ["a", "b", "c"])[:, 2], [1, 1, 1])  # first of actions
-    masked_logs = make_logs({**base_cols(3, ["a", "b", "c"]), "x1": [0.0, 1.0, 2.0], "candidates": [["a", "b"], ["b"], ["c", "a"]]})
-    np.testing.assert_array_equal(dense(pol.distribution(masked_logs), ["a", "b", "c"]), [[0, 1, 0], [0, 1, 0], [1, 0, 0]])
+    np.testing.assert_array_equal(
+        dense(pol.distribution(logs), ["a", "b", "c"]), [[0, 0, 1], [0, 0, 1], [1, 0, 0]]
+    )
+    tie = DeterministicPolicy(
+        lambda X: np.zeros((len(X), 3)), actions=["c", "b", "a"], feature_columns=["x1"]
+    )
+    np.testing.assert_array_equal(
+        dense(tie.distribution(logs), ["a", "b", "c"])[:, 2], [1, 1, 1]
+    )  # first of actions
+    masked_logs = make_logs(
+        {
+            **base_cols(3, ["a", "b", "c"]),
+            "x1": [0.0, 1.0, 2.0],
+            "candidates": [["a", "b"], ["b"], ["c", "a"]],
+        }
+    )
+    np.testing.assert_array_equal(
+        dense(pol.distribution(masked_logs), ["a", "b", "c"]), [[0, 1, 0], [0, 1, 0], [1, 0, 0]]
+    )
 
 
 def test_deterministic_score_errors():
     logs = cand_logs()
     with pytest.raises(PolicyError, match=r"scores are NaN or \+inf in 1 row \(first at row 1\)"):
-        DeterministicPolicy("s").distribution(make_logs(logs.table.set_column(5, "s", pa.array([[1.0, 2.0], [np.nan, 0, 0, 0], [1.0]]))))
+        DeterministicPolicy("s").distribution(
+            make_logs(
+                logs.table.set_column(5, "s", pa.array([[1.0, 2.0], [np.nan, 0, 0, 0], [1.0]]))
+            )
+        )
     with pytest.raises(PolicyError, match=r"every score is -inf.*1 row \(first at row 2\)"):
-        DeterministicPolicy("s").distribution(make_logs(logs.table.set_column(5, "s", pa.array([[1.0, 2.0], [0.0, 0, 0, 0], [-np.inf]]))))
+        DeterministicPolicy("s").distribution(
+            make_logs(
+                logs.table.set_column(5, "s", pa.array([[1.0, 2.0], [0.0, 0, 0, 0], [-np.inf]]))
+            )
+        )
     with pytest.raises(PolicyError, match=r"column 's' must have one entry per candidate"):
-        DeterministicPolicy("s").distribution(make_logs(logs.table.set_column(5, "s", pa.array([[1.0], [0.0, 0, 0, 0], [1.0]]))))
+        DeterministicPolicy("s").distribution(
+            make_logs(logs.table.set_column(5, "s", pa.array([[1.0], [0.0, 0, 0, 0], [1.0]])))
+        )
     with pytest.raises(PolicyError, match=r"the logs have no column 'nope'"):
         DeterministicPolicy("nope").distribution(logs)
-    bad_shape = DeterministicPolicy(lambda X: np.zeros((len(X), 2)), actions=[10, 20, 30], feature_columns=["x1"])
-    with pytest.raises(PolicyError, match=r"must return an array of shape \(n, len\(actions\)\) = \(3, 3\); got \(3, 2\)"):
+    bad_shape = DeterministicPolicy(
+        lambda X: np.zeros((len(X), 2)), actions=[10, 20, 30], feature_columns=["x1"]
+    )
+    with pytest.raises(
+        PolicyError,
+        match=r"must return an array of shape \(n, len\(actions\)\) = \(3, 3\); got \(3, 2\)",
+    ):
         bad_shape.distribution(logs)
     missing = DeterministicPolicy(lambda X: X, actions=[10], feature_columns=["x1", "nope", "gone"])
-    with pytest.raises(SchemaError, match=r"policy column\(s\) \['nope', 'gone'\] are not in the logs"):
+    with pytest.raises(
+        SchemaError, match=r"policy column\(s\) \['nope', 'gone'\] are not in the logs"
+    ):
         missing.distribution(logs)
 
 
 def test_score_policy_constructor_errors():
     with pytest.raises(PolicyError, match=r"a callable scores needs actions=\[...\]"):
         DeterministicPolicy(lambda X: X)
-    with pytest.raises(PolicyError, match=r"actions= and feature_columns= are only used with a callable"):
+    with pytest.raises(
+        PolicyError, match=r"actions= and feature_columns= are only used with a callable"
+    ):
         SoftmaxPolicy("s", actions=[1])
     with pytest.raises(PolicyError, match=r"scores must be the name of a list<float64> column"):
         DeterministicPolicy(3)
@@ -498,20 +635,39 @@ def test_softmax_matches_direct_formula():
     S = rng.normal(scale=3.0, size=(n, k))
     labels = np.array([f"item{j}" for j in range(k)], dtype=object)
     logged = rng.integers(0, k, n)
-    logs = make_logs({**base_cols(n, labels[logged].tolist()), "candidates": [labels.tolist()] * n, "s": S.tolist(), "x": np.arange(n, dtype=float)})
+    logs = make_logs(
+        {
+            **base_cols(n, labels[logged].tolist()),
+            "candidates": [labels.tolist()] * n,
+            "s": S.tolist(),
+            "x": np.arange(n, dtype=float),
+        }
+    )
     for tau in (0.3, 1.0, 4.0):
         expected = np.exp(S / tau) / np.exp(S / tau).sum(axis=1, keepdims=True)
         pol = SoftmaxPolicy("s", tau)
-        np.testing.assert_allclose(dense(pol.distribution(logs), labels.tolist()), expected, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(
+            dense(pol.distribution(logs), labels.tolist()), expected, rtol=1e-12, atol=0
+        )
         np.testing.assert_allclose(pol.propensity(logs), expected[np.arange(n), logged], rtol=1e-12)
         by_callable = SoftmaxPolicy(lambda X: S, tau, actions=labels, feature_columns=["x"])
-        np.testing.assert_allclose(by_callable.propensity(logs), expected[np.arange(n), logged], rtol=1e-12)
+        np.testing.assert_allclose(
+            by_callable.propensity(logs), expected[np.arange(n), logged], rtol=1e-12
+        )
 
 
 def test_softmax_stable_for_huge_scores_and_minus_inf():
-    logs = make_logs({**base_cols(2, [1, 2]), "candidates": [[1, 2, 3], [1, 2]], "s": [[1000.0, 1000.0 + np.log(3.0), -np.inf], [-1e308, -1e308]]})
+    logs = make_logs(
+        {
+            **base_cols(2, [1, 2]),
+            "candidates": [[1, 2, 3], [1, 2]],
+            "s": [[1000.0, 1000.0 + np.log(3.0), -np.inf], [-1e308, -1e308]],
+        }
+    )
     d = SoftmaxPolicy("s").distribution(logs)
-    np.testing.assert_allclose(dense(d, [1, 2, 3]), [[0.25, 0.75, 0.0], [0.5, 0.5, 0.0]], rtol=1e-12)
+    np.testing.assert_allclose(
+        dense(d, [1, 2, 3]), [[0.25, 0.75, 0.0], [0.5, 0.5, 0.0]], rtol=1e-12
+    )
     assert d.nnz == 4  # the -inf entry is not stored
 
 
@@ -521,19 +677,37 @@ def test_epsilon_greedy_algebra():
     for eps in (0.0, 0.1, 0.5, 1.0):
         pol = EpsilonGreedyPolicy(base, eps)
         labels = [10, 20, 30, 40]
-        expected = (1 - eps) * dense(base.distribution(logs), labels) + eps * dense(UniformPolicy().distribution(logs), labels)
-        np.testing.assert_allclose(dense(pol.distribution(logs), labels), expected, rtol=1e-15, atol=1e-15)
-        np.testing.assert_allclose(pol.propensity(logs), (1 - eps) * base.propensity(logs) + eps * UniformPolicy().propensity(logs), rtol=1e-15)
-        np.testing.assert_allclose(pol.distribution(logs).probability(logs.column("action")), pol.propensity(logs), rtol=1e-15)
+        expected = (1 - eps) * dense(base.distribution(logs), labels) + eps * dense(
+            UniformPolicy().distribution(logs), labels
+        )
+        np.testing.assert_allclose(
+            dense(pol.distribution(logs), labels), expected, rtol=1e-15, atol=1e-15
+        )
+        np.testing.assert_allclose(
+            pol.propensity(logs),
+            (1 - eps) * base.propensity(logs) + eps * UniformPolicy().propensity(logs),
+            rtol=1e-15,
+        )
+        np.testing.assert_allclose(
+            pol.distribution(logs).probability(logs.column("action")),
+            pol.propensity(logs),
+            rtol=1e-15,
+        )
 
 
 def test_epsilon_greedy_hand_computed_with_actions_list():
     logs = make_logs({**base_cols(2, [1, 3]), "x": [0.0, 1.0]})
-    greedy = DeterministicPolicy(lambda X: np.column_stack([1 - X[:, 0], X[:, 0], 0 * X[:, 0]]), actions=[1, 2, 3], feature_columns=["x"])
+    greedy = DeterministicPolicy(
+        lambda X: np.column_stack([1 - X[:, 0], X[:, 0], 0 * X[:, 0]]),
+        actions=[1, 2, 3],
+        feature_columns=["x"],
+    )
     pol = EpsilonGreedyPolicy(greedy, 0.3)
     # row 0 picks 1: 0.7 + 0.1; row 1 picks 2; logged 3 gets 0.1
     np.testing.assert_allclose(pol.propensity(logs), [0.8, 0.1])
-    np.testing.assert_allclose(dense(pol.distribution(logs), [1, 2, 3]), [[0.8, 0.1, 0.1], [0.1, 0.8, 0.1]])
+    np.testing.assert_allclose(
+        dense(pol.distribution(logs), [1, 2, 3]), [[0.8, 0.1, 0.1], [0.1, 0.8, 0.1]]
+    )
 
 
 def test_epsilon_greedy_constructor_errors():
@@ -552,7 +726,9 @@ def test_classifier_policy_matches_predict_proba():
     X = rng.normal(size=(n, 3))
     y = np.array(["ad", "news", "video"], dtype=object)[rng.integers(0, 3, n)]
     clf = LogisticRegression().fit(X, y)
-    logged = np.where(np.arange(n) % 10 == 0, "unseen", y).astype(object)  # "unseen" not in classes_
+    logged = np.where(np.arange(n) % 10 == 0, "unseen", y).astype(
+        object
+    )  # "unseen" not in classes_
     logs = make_logs({**base_cols(n, logged.tolist()), "f0": X[:, 0], "ctx": X[:, 1:].tolist()})
     pol = ClassifierPolicy(clf, ["f0", "ctx"])
     proba = clf.predict_proba(X)
@@ -572,16 +748,26 @@ def test_classifier_policy_errors():
     with pytest.raises(PolicyError, match=r"LogisticRegression is not fitted"):
         ClassifierPolicy(LogisticRegression(), ["x"]).propensity(logs)
     clf = LogisticRegression().fit([[0.0], [1.0]], [0, 1])
-    with pytest.raises(PolicyError, match=r"policy features must be finite; 1 row \(first at row 1\) have NaN or infinite"):
+    with pytest.raises(
+        PolicyError,
+        match=r"policy features must be finite; 1 row \(first at row 1\) have NaN or infinite",
+    ):
         ClassifierPolicy(clf, ["x"]).propensity(logs)
     str_clf = LogisticRegression().fit([[0.0], [1.0]], ["a", "b"])
-    with pytest.raises(PolicyError, match=r"classes_ must be labels of the same type as the logged actions \(int64\)"):
+    with pytest.raises(
+        PolicyError,
+        match=r"classes_ must be labels of the same type as the logged actions \(int64\)",
+    ):
         ClassifierPolicy(str_clf, ["x"]).propensity(logs)
 
 
 def test_policy_objects_via_target_propensities():
     logs = cand_logs()
-    pols = {"u": UniformPolicy(), "d": DeterministicPolicy("s"), "e": EpsilonGreedyPolicy(DeterministicPolicy("s"), 0.2)}
+    pols = {
+        "u": UniformPolicy(),
+        "d": DeterministicPolicy("s"),
+        "e": EpsilonGreedyPolicy(DeterministicPolicy("s"), 0.2),
+    }
     tp = target_propensities(logs, pols, with_distributions=True)
     assert tp.names == ["u", "d", "e"]
     np.testing.assert_allclose(tp.values[:, 0], [0.5, 0.25, 1.0])
@@ -607,7 +793,10 @@ def test_user_policy_object_checked():
         def propensity(self, logs):
             return np.array([0.5, 2.0, 0.1])
 
-    with pytest.raises(PolicyError, match=r"policy 'b': target propensities must be finite and in \[0, 1\]; they are not in 1 row \(first at row 1\)"):
+    with pytest.raises(
+        PolicyError,
+        match=r"policy 'b': target propensities must be finite and in \[0, 1\]; they are not in 1 row \(first at row 1\)",
+    ):
         target_propensities(logs, {"b": Broken()})
 
 
@@ -618,9 +807,14 @@ def test_user_policy_object_checked():
 
 def test_policy_distribution_validation():
     acts = np.array([1, 2])
-    with pytest.raises(PolicyError, match=r"each row's probabilities must sum to 1.*1 row \(first at row 1\)"):
+    with pytest.raises(
+        PolicyError, match=r"each row's probabilities must sum to 1.*1 row \(first at row 1\)"
+    ):
         PolicyDistribution(sp.csr_array(np.array([[0.5, 0.5], [0.5, 0.0]])), acts)
-    with pytest.raises(PolicyError, match=r"finite and in \[0, 1\]; 2 entries are not \(first values 1.5, -0.5 in rows 0, 0\)"):
+    with pytest.raises(
+        PolicyError,
+        match=r"finite and in \[0, 1\]; 2 entries are not \(first values 1.5, -0.5 in rows 0, 0\)",
+    ):
         PolicyDistribution(sp.csr_array(np.array([[1.5, -0.5]])), acts)
     with pytest.raises(PolicyError, match=r"one label per matrix column \(2\)"):
         PolicyDistribution(sp.csr_array(np.array([[1.0, 0.0]])), np.array([1]))
@@ -662,14 +856,20 @@ def test_large_catalog_never_dense():
             "candidates": pa.ListArray.from_arrays(np.arange(0, n * k + 1, k), cand.ravel()),
             "s": pa.ListArray.from_arrays(np.arange(0, n * k + 1, k), rng.normal(size=n * k)),
             "target__u": np.full(n, 1.0 / k),
-            "target_dist__u": pa.ListArray.from_arrays(np.arange(0, n * k + 1, k), np.full(n * k, 1.0 / k)),
+            "target_dist__u": pa.ListArray.from_arrays(
+                np.arange(0, n * k + 1, k), np.full(n * k, 1.0 / k)
+            ),
         }
     )
     logs = make_logs(table)
     dense_bytes = n * 200_000 * 8  # 32 GB: any dense (n, K) array would fail loudly
     tracemalloc.start()
     try:
-        for pol in (UniformPolicy(), SoftmaxPolicy("s", 0.5), EpsilonGreedyPolicy(DeterministicPolicy("s"), 0.1)):
+        for pol in (
+            UniformPolicy(),
+            SoftmaxPolicy("s", 0.5),
+            EpsilonGreedyPolicy(DeterministicPolicy("s"), 0.1),
+        ):
             d = pol.distribution(logs)
             assert d.nnz == k * n
             assert d.n_actions == K
@@ -684,7 +884,9 @@ def test_large_catalog_never_dense():
     finally:
         tracemalloc.stop()
     assert peak < 200e6 < dense_bytes  # numpy/scipy allocations stay O(nnz)
-    np.testing.assert_allclose(tp.values[:, 0], SoftmaxPolicy("s", 0.5).propensity(logs), rtol=1e-14)
+    np.testing.assert_allclose(
+        tp.values[:, 0], SoftmaxPolicy("s", 0.5).propensity(logs), rtol=1e-14
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -695,7 +897,9 @@ def test_large_catalog_never_dense():
 def test_docstring_examples_run():
     attempted = 0
     for module in (policies_core, policies_objects, policies_table, policies_join):
-        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+        result = doctest.testmod(
+            module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
+        )
         assert result.failed == 0, module.__name__
         attempted += result.attempted
     assert attempted >= 10
@@ -704,7 +908,10 @@ def test_docstring_examples_run():
 def test_table_join_duplicates_detected_in_sorted_and_shuffled_tables():
     logs = make_logs(base_cols(2, [1, 2], event_id=[1, 2]))
     rows = [(1, "p", 1, 0.5), (1, "p", 1, 0.5), (2, "p", 2, 1.0)]  # grouped by event: fast path
-    with pytest.raises(PolicyError, match=r"1 duplicate \(event_id, policy, action\) rows \(first at table rows 1\)"):
+    with pytest.raises(
+        PolicyError,
+        match=r"1 duplicate \(event_id, policy, action\) rows \(first at table rows 1\)",
+    ):
         target_propensities(logs, _table(rows))
     with pytest.raises(PolicyError, match=r"1 duplicate \(event_id, policy, action\) rows"):
         target_propensities(logs, _table(rows[::-1]))
@@ -759,7 +966,9 @@ def test_ips_with_policy_propensities_recovers_exact_value():
 def test_table_sum_tolerance_boundary():
     logs = make_logs(base_cols(1, [1], event_id=[1]))
     inside = 1.0 - 0.5 * PROBABILITY_TOLERANCE
-    np.testing.assert_array_equal(target_propensities(logs, _table([(1, "p", 1, inside)])).values, [[inside]])
+    np.testing.assert_array_equal(
+        target_propensities(logs, _table([(1, "p", 1, inside)])).values, [[inside]]
+    )
     with pytest.raises(PolicyError, match=r"sum to 1 \(within 1e-06\)"):
         target_propensities(logs, _table([(1, "p", 1, 1.0 - 2 * PROBABILITY_TOLERANCE)]))
 
@@ -775,20 +984,35 @@ def test_logging_distribution_hand_computed_and_errors():
     d = logging_distribution(make_logs(cols))
     assert d.actions.tolist() == ["x", "y", "z"]
     np.testing.assert_array_equal(d.matrix.toarray(), [[0.5, 0.5, 0], [0.5, 0, 0.5]])
-    with pytest.raises(PolicyError, match=r"disagrees with `propensity` at the logged action in 1 row \(first at row 1\)"):
+    with pytest.raises(
+        PolicyError,
+        match=r"disagrees with `propensity` at the logged action in 1 row \(first at row 1\)",
+    ):
         logging_distribution(make_logs(cols | {"logging_distribution": [[0.5, 0.5], [0.3, 0.7]]}))
     with pytest.raises(PolicyError, match=r"needs the columns \['logging_distribution'\]"):
-        logging_distribution(make_logs({k: v for k, v in cols.items() if k != "logging_distribution"}))
-    with pytest.raises(PolicyError, match=r"logging_distribution: each row's probabilities must sum to 1"):
+        logging_distribution(
+            make_logs({k: v for k, v in cols.items() if k != "logging_distribution"})
+        )
+    with pytest.raises(
+        PolicyError, match=r"logging_distribution: each row's probabilities must sum to 1"
+    ):
         logging_distribution(make_logs(cols | {"logging_distribution": [[0.5, 0.5], [0.5, 0.4]]}))
 
 
 def test_reindex_to_a_larger_and_smaller_catalog():
-    d = PolicyDistribution(sp.csr_array(np.array([[0.25, 0.0, 0.75], [0.0, 1.0, 0.0]])), np.array(["a", "b", "c"], dtype=object))
+    d = PolicyDistribution(
+        sp.csr_array(np.array([[0.25, 0.0, 0.75], [0.0, 1.0, 0.0]])),
+        np.array(["a", "b", "c"], dtype=object),
+    )
     wider = d.reindex(np.array(["z", "c", "b", "a"], dtype=object))
-    np.testing.assert_array_equal(dense(wider, ["a", "b", "c", "z"]), [[0.25, 0, 0.75, 0], [0, 1, 0, 0]])
+    np.testing.assert_array_equal(
+        dense(wider, ["a", "b", "c", "z"]), [[0.25, 0, 0.75, 0], [0, 1, 0, 0]]
+    )
     assert wider.matrix.has_canonical_format
-    with pytest.raises(PolicyError, match=r"1 entries with positive probability have actions missing from the new catalog \(first 'b'\)"):
+    with pytest.raises(
+        PolicyError,
+        match=r"1 entries with positive probability have actions missing from the new catalog \(first 'b'\)",
+    ):
         d.reindex(["a", "c"])
     with pytest.raises(PolicyError, match=r"reindex actions must be labels of the same type"):
         d.reindex([1, 2, 3])
@@ -799,10 +1023,17 @@ def test_table_join_sparse_integer_ids_use_the_hash_path():
     ids = [10**15, 3, 10**12]
     logs = make_logs(base_cols(3, [5 * 10**14, 1, 1], event_id=ids))
     table = _table(
-        [(10**12, "p", 1, 1.0), (3, "p", 1, 0.5), (3, "p", 5 * 10**14, 0.5), (10**15, "p", 5 * 10**14, 1.0)]
+        [
+            (10**12, "p", 1, 1.0),
+            (3, "p", 1, 0.5),
+            (3, "p", 5 * 10**14, 0.5),
+            (10**15, "p", 5 * 10**14, 1.0),
+        ]
     )
     np.testing.assert_array_equal(target_propensities(logs, table).values[:, 0], [1.0, 0.5, 1.0])
-    with pytest.raises(PolicyError, match=r"1 event in the table is not in the logs .*first event_id 7\)"):
+    with pytest.raises(
+        PolicyError, match=r"1 event in the table is not in the logs .*first event_id 7\)"
+    ):
         target_propensities(logs, _table(table.values.tolist() + [(7, "p", 1, 1.0)]))
 
 
@@ -816,7 +1047,9 @@ def test_target_dist_columns_with_zeros_do_not_share_row_pointers():
     for name in tp.names:
         m = tp.distributions[name].matrix
         np.testing.assert_allclose(m.sum(axis=1), 1.0, atol=1e-9)
-        np.testing.assert_allclose(tp.distributions[name].probability(table.column("action")), tp[name])
+        np.testing.assert_allclose(
+            tp.distributions[name].probability(table.column("action")), tp[name]
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -829,8 +1062,14 @@ def _dropped_logs():
     from ope.io import read_logs
     from ope.exceptions import DroppedRowsWarning
 
-    t = pa.table({"event_id": [1, 2, 3, 4, 5], "action": [1, 2, 1, 2, 1],
-                  "propensity": [0.5, 0.0, 0.5, 1.5, 0.5], "reward": [1.0, 0.0, 1.0, 0.0, 1.0]})
+    t = pa.table(
+        {
+            "event_id": [1, 2, 3, 4, 5],
+            "action": [1, 2, 1, 2, 1],
+            "propensity": [0.5, 0.0, 0.5, 1.5, 0.5],
+            "reward": [1.0, 0.0, 1.0, 0.0, 1.0],
+        }
+    )
     with pytest.warns(DroppedRowsWarning):
         return read_logs(t, on_invalid="drop")
 
@@ -839,11 +1078,16 @@ def test_table_rows_of_dropped_events_are_ignored_and_counted():
     from ope.exceptions import DroppedRowsWarning
 
     logs = _dropped_logs()
-    table = _table([(e, "p", a, pr) for e in (1, 2, 3, 4, 5) for a, pr in ((1, 0.25), (2, 0.75))]
-                   + [(2, "q", 1, 1.0), (4, "q", 1, 1.0)]
-                   + [(e, "q", 2, 1.0) for e in (1, 3, 5)])
-    with pytest.warns(DroppedRowsWarning, match=r"ignored 6 rows for 2 events that the logs "
-                                                r"dropped as invalid \(2 rows dropped"):
+    table = _table(
+        [(e, "p", a, pr) for e in (1, 2, 3, 4, 5) for a, pr in ((1, 0.25), (2, 0.75))]
+        + [(2, "q", 1, 1.0), (4, "q", 1, 1.0)]
+        + [(e, "q", 2, 1.0) for e in (1, 3, 5)]
+    )
+    with pytest.warns(
+        DroppedRowsWarning,
+        match=r"ignored 6 rows for 2 events that the logs "
+        r"dropped as invalid \(2 rows dropped",
+    ):
         tp = target_propensities(logs, table, with_distributions=True)
     assert tp.names == ["p", "q"]
     assert tp.table_rows_ignored == 6
@@ -854,10 +1098,21 @@ def test_table_rows_of_dropped_events_are_ignored_and_counted():
 
 def test_table_rows_of_never_logged_events_still_fail_after_a_drop():
     logs = _dropped_logs()
-    table = _table([(1, "p", 1, 1.0), (2, "p", 1, 1.0), (3, "p", 1, 1.0), (5, "p", 1, 1.0),
-                    (99, "p", 1, 1.0), (2, "p", 7, 1.5)])  # a bad row of a dropped event: ignored
-    with pytest.raises(PolicyError, match=r"1 event in the table is not in the logs \(1 row "
-                                          r"\(first at row 4\) of the table; first event_id 99\)") as info:
+    table = _table(
+        [
+            (1, "p", 1, 1.0),
+            (2, "p", 1, 1.0),
+            (3, "p", 1, 1.0),
+            (5, "p", 1, 1.0),
+            (99, "p", 1, 1.0),
+            (2, "p", 7, 1.5),
+        ]
+    )  # a bad row of a dropped event: ignored
+    with pytest.raises(
+        PolicyError,
+        match=r"1 event in the table is not in the logs \(1 row "
+        r"\(first at row 4\) of the table; first event_id 99\)",
+    ) as info:
         target_propensities(logs, table)
     assert "finite" not in str(info.value)
 
@@ -883,21 +1138,32 @@ def test_table_ids_written_as_floats_or_decimals_join_and_fractions_fail():
     logs = make_logs(base_cols(2, [1, 2], event_id=[1, 2]))
     floats = _table(GOOD).astype({"event_id": "float64", "action": "float64"})
     np.testing.assert_array_equal(target_propensities(logs, floats).values[:, 0], [0.5, 1.0])
-    dec = pa.table({"event_id": pa.array([decimal.Decimal(e) for e, *_ in GOOD]),
-                    "policy": ["p"] * 3, "action": [a for _, _, a, _ in GOOD],
-                    "probability": pa.array([decimal.Decimal(str(p)) for *_, p in GOOD])})
+    dec = pa.table(
+        {
+            "event_id": pa.array([decimal.Decimal(e) for e, *_ in GOOD]),
+            "policy": ["p"] * 3,
+            "action": [a for _, _, a, _ in GOOD],
+            "probability": pa.array([decimal.Decimal(str(p)) for *_, p in GOOD]),
+        }
+    )
     np.testing.assert_array_equal(target_propensities(logs, dec).values[:, 0], [0.5, 1.0])
     frac = _table([(1.5, "p", 1, 1.0)])
-    with pytest.raises(SchemaError, match=r"`event_id` is double and holds 1 values that are not "
-                                          r"whole numbers \(first at row 0: 1\.5\)"):
+    with pytest.raises(
+        SchemaError,
+        match=r"`event_id` is double and holds 1 values that are not "
+        r"whole numbers \(first at row 0: 1\.5\)",
+    ):
         target_propensities(logs, frac)
 
 
 def test_table_join_names_an_id_conversion_that_finds_nothing():
     logs = make_logs(base_cols(2, [1, 2], event_id=["001", "002"]) | {"action": ["1", "2"]})
-    with pytest.raises(PolicyError, match=r"2 events in the table are not in the logs .*the table's "
-                                          r"event_id was int64 and was converted to the logs' string to "
-                                          r"join, so check that the ids are written the same way in both"):
+    with pytest.raises(
+        PolicyError,
+        match=r"2 events in the table are not in the logs .*the table's "
+        r"event_id was int64 and was converted to the logs' string to "
+        r"join, so check that the ids are written the same way in both",
+    ):
         target_propensities(logs, _table([(1, "p", "1", 1.0), (2, "p", "1", 1.0)]))
 
 
@@ -905,14 +1171,19 @@ def test_float16_target_columns_agree_with_their_distributions_within_storage_pr
     from ope.io import read_logs
     from ope.policies import logging_distribution
 
-    t = pa.table({
-        "action": ["x", "y", "z"], "propensity": pa.array(np.float16([0.3, 0.3, 0.4])),
-        "reward": [1.0, 0.0, 1.0], "candidates": [["x", "y", "z"]] * 3,
-        "logging_distribution": pa.array([[0.3, 0.3, 0.4]] * 3, pa.list_(pa.float16())),
-        "target__new": pa.array(np.float16([0.1, 0.2, 0.3])),
-        "target_dist__new": pa.array([[0.1, 0.2, 0.7], [0.6, 0.2, 0.2], [0.4, 0.3, 0.3]],
-                                     pa.list_(pa.float32())),
-    })
+    t = pa.table(
+        {
+            "action": ["x", "y", "z"],
+            "propensity": pa.array(np.float16([0.3, 0.3, 0.4])),
+            "reward": [1.0, 0.0, 1.0],
+            "candidates": [["x", "y", "z"]] * 3,
+            "logging_distribution": pa.array([[0.3, 0.3, 0.4]] * 3, pa.list_(pa.float16())),
+            "target__new": pa.array(np.float16([0.1, 0.2, 0.3])),
+            "target_dist__new": pa.array(
+                [[0.1, 0.2, 0.7], [0.6, 0.2, 0.2], [0.4, 0.3, 0.3]], pa.list_(pa.float32())
+            ),
+        }
+    )
     logs = read_logs(t)
     tp = target_propensities(logs, None, with_distributions=True)
     np.testing.assert_allclose(tp.values[:, 0], [0.1, 0.2, 0.3], atol=2e-4)
@@ -923,14 +1194,19 @@ def test_target_columns_may_be_named_with_their_prefix():
     logs = make_logs(base_cols(2, [1, 2], event_id=[1, 2]) | {"target__new": [0.25, 1.0]})
     tp = target_propensities(logs, ["target__new"])
     assert tp.names == ["new"] and tp.values[:, 0].tolist() == [0.25, 1.0]
-    with pytest.raises(DataFileError, match=r"policy table 'target__new' does not exist; to use the "
-                                            r"column target__new pass policies=\['new'\]"):
+    with pytest.raises(
+        DataFileError,
+        match=r"policy table 'target__new' does not exist; to use the "
+        r"column target__new pass policies=\['new'\]",
+    ):
         target_propensities(logs, "target__new")
 
 
 def test_csv_policy_table_keeps_ids_as_written(tmp_path):
     path = tmp_path / "p.csv"
-    path.write_text("event_id,policy,action,probability\n001,new,07,1\n002,new,07,0.5\n002,new,08,0.5\n")
+    path.write_text(
+        "event_id,policy,action,probability\n001,new,07,1\n002,new,07,0.5\n002,new,08,0.5\n"
+    )
     zero_padded = make_logs(base_cols(2, ["07", "08"], event_id=["001", "002"]))
     assert target_propensities(zero_padded, path).values[:, 0].tolist() == [1.0, 0.5]
     numeric = make_logs(base_cols(2, [7, 8], event_id=[1, 2]))
@@ -945,12 +1221,16 @@ def test_csv_policy_table_keeps_ids_as_written(tmp_path):
 # ---------------------------------------------------------------------------------------------
 
 
-def _chunked(values: np.ndarray, sizes: list[int], type_: pa.DataType | None = None) -> pa.ChunkedArray:
+def _chunked(
+    values: np.ndarray, sizes: list[int], type_: pa.DataType | None = None
+) -> pa.ChunkedArray:
     """``values`` split into chunks of the given sizes (empty chunks included)."""
     cuts = np.cumsum([0, *sizes])
     assert cuts[-1] == values.size
-    return pa.chunked_array([pa.array(values[a:b], type=type_) for a, b in zip(cuts[:-1], cuts[1:])],
-                            type=type_ or pa.from_numpy_dtype(values.dtype))
+    return pa.chunked_array(
+        [pa.array(values[a:b], type=type_) for a, b in zip(cuts[:-1], cuts[1:])],
+        type=type_ or pa.from_numpy_dtype(values.dtype),
+    )
 
 
 @settings(max_examples=40, deadline=None)
@@ -982,14 +1262,17 @@ def test_target_matrix_equals_stacked_columns_for_any_chunking_and_block(n, p, b
 
 def test_target_columns_of_other_numeric_types_are_cast_exactly():
     vals = [0.5, 0.25, 1.0, 0.0]
-    logs = make_logs(base_cols(4, [1, 2, 3, 4]) | {
-        "target__f32": pa.array(vals, pa.float32()),
-        "target__f16": pa.array(np.float16(vals)),
-        "target__int": pa.array([1, 0, 1, 0], pa.int8()),
-        "target__bool": pa.array([True, False, True, True]),
-        "target__dec": pa.array([Decimal(str(v)) for v in vals], pa.decimal128(4, 2)),
-        "target__dict": pa.array(vals).dictionary_encode(),
-    })
+    logs = make_logs(
+        base_cols(4, [1, 2, 3, 4])
+        | {
+            "target__f32": pa.array(vals, pa.float32()),
+            "target__f16": pa.array(np.float16(vals)),
+            "target__int": pa.array([1, 0, 1, 0], pa.int8()),
+            "target__bool": pa.array([True, False, True, True]),
+            "target__dec": pa.array([Decimal(str(v)) for v in vals], pa.decimal128(4, 2)),
+            "target__dict": pa.array(vals).dictionary_encode(),
+        }
+    )
     tp = target_propensities(logs)
     assert tp.names == ["f32", "f16", "int", "bool", "dec", "dict"]
     np.testing.assert_array_equal(
@@ -1002,12 +1285,21 @@ def test_target_columns_of_other_numeric_types_are_cast_exactly():
     [
         # a violation far past the first block, in the second column: the message names that
         # column and the right row numbers (the blocked check falls back to the full mask)
-        ("late", r"policy 'late': target propensities must be finite and in \[0, 1\]; they are not "
-                 r"in 2 rows \(first at rows 4998, 4999\) \(values -0.5, 2.0\)"),
-        ("null", r"policy 'null': target propensities must be finite and in \[0, 1\]; they are not "
-                 r"in 1 row \(first at row 3\) \(values nan\)"),
+        (
+            "late",
+            r"policy 'late': target propensities must be finite and in \[0, 1\]; they are not "
+            r"in 2 rows \(first at rows 4998, 4999\) \(values -0.5, 2.0\)",
+        ),
+        (
+            "null",
+            r"policy 'null': target propensities must be finite and in \[0, 1\]; they are not "
+            r"in 1 row \(first at row 3\) \(values nan\)",
+        ),
         ("intnull", r"policy 'intnull': .* not in 1 row \(first at row 1\) \(values nan\)"),
-        ("allnull", r"policy 'allnull': .* not in 5,000 rows \(first at rows 0, 1, 2, 3, 4, \.\.\.\)"),
+        (
+            "allnull",
+            r"policy 'allnull': .* not in 5,000 rows \(first at rows 0, 1, 2, 3, 4, \.\.\.\)",
+        ),
         ("big", r"policy 'big': .* not in 1 row \(first at row 0\) \(values 2.0\)"),
     ],
 )
@@ -1031,8 +1323,11 @@ def test_target_range_errors_name_column_and_rows(column, match):
 
 def test_target_column_of_non_numbers_is_a_policy_error():
     logs = make_logs(base_cols(2, [1, 2]) | {"target__s": ["0.5", "1"]})
-    with pytest.raises(PolicyError, match=r"policy 's': column target__s must hold probabilities as "
-                                          r"numbers \(float64\), got string\. Convert it to floats"):
+    with pytest.raises(
+        PolicyError,
+        match=r"policy 's': column target__s must hold probabilities as "
+        r"numbers \(float64\), got string\. Convert it to floats",
+    ):
         target_propensities(logs)
 
 
@@ -1040,7 +1335,9 @@ def test_readers_mark_their_logs_validated_and_the_mark_cannot_be_set_by_acciden
     from ope.io import read_logs, scan_logs
 
     n = 50
-    t = pa.table(base_cols(n, list(range(n)), event_id=list(range(n))) | {"target__new": np.full(n, 0.2)})
+    t = pa.table(
+        base_cols(n, list(range(n)), event_id=list(range(n))) | {"target__new": np.full(n, 0.2)}
+    )
     eager = read_logs(t)
     assert eager.targets_validated()
     pq.write_table(t, tmp_path / "logs.parquet")
@@ -1075,8 +1372,10 @@ def test_validated_logs_skip_the_range_check_and_unvalidated_logs_keep_it():
 def test_target_matrix_allocates_only_the_matrix_for_float32_chunked_columns():
     n, p = 200_000, 4
     rng = np.random.default_rng(3)
-    cols = {f"target__c{j}": _chunked(rng.random(n).astype(np.float32), [70_000, 60_000, 70_000])
-            for j in range(p)}
+    cols = {
+        f"target__c{j}": _chunked(rng.random(n).astype(np.float32), [70_000, 60_000, 70_000])
+        for j in range(p)
+    }
     logs = make_logs(pa.table({**base_cols(n, [1] * n), **cols}))
     target_propensities(logs)  # warm up (imports, caches)
     tracemalloc.start()

@@ -40,21 +40,41 @@ def test_matrix_over_moves_columns_to_a_larger_catalog():
     dist = PolicyDistribution(sp.csr_array(np.array([[0.25, 0.75], [1.0, 0.0]])), np.array([2, 5]))
     m = matrix_over(dist, pa.array([1, 2, 3, 5]))
     assert m.toarray().tolist() == [[0.0, 0.25, 0.0, 0.75], [0.0, 1.0, 0.0, 0.0]]
-    assert m.data is dist.matrix.data or np.shares_memory(m.data, dist.matrix.data)  # entries shared
+    assert m.data is dist.matrix.data or np.shares_memory(
+        m.data, dist.matrix.data
+    )  # entries shared
 
 
 @pytest.mark.parametrize(
     ("build", "match"),
     [
-        (lambda: EpsilonGreedyPolicy(DeterministicPolicy("s"), 1.5), r"epsilon must be a number in \[0, 1\]"),
-        (lambda: EpsilonGreedyPolicy(DeterministicPolicy("s"), "0.1"), r"`epsilon` must be a number"),
+        (
+            lambda: EpsilonGreedyPolicy(DeterministicPolicy("s"), 1.5),
+            r"epsilon must be a number in \[0, 1\]",
+        ),
+        (
+            lambda: EpsilonGreedyPolicy(DeterministicPolicy("s"), "0.1"),
+            r"`epsilon` must be a number",
+        ),
         (lambda: ContextualBandit().sample(10, rng=-1), r"rng must be an int seed"),
-        (lambda: ContextualBandit(reward="poisson"), r"`reward` must be one of 'bernoulli', 'gaussian'"),
+        (
+            lambda: ContextualBandit(reward="poisson"),
+            r"`reward` must be one of 'bernoulli', 'gaussian'",
+        ),
         (lambda: TabularMDP(reward="poisson"), r"`reward` must be one of 'bernoulli', 'gaussian'"),
-        (lambda: Recommendation(n_items=50, n_candidates=5).expected_reward([0, 1], [0]), "same length"),
-        (lambda: TabularMDP().expected_reward([0], [0, 1]), "states and actions must have the same length"),
+        (
+            lambda: Recommendation(n_items=50, n_candidates=5).expected_reward([0, 1], [0]),
+            "same length",
+        ),
+        (
+            lambda: TabularMDP().expected_reward([0], [0, 1]),
+            "states and actions must have the same length",
+        ),
         (lambda: PairedReplaySimulator().true_value("memory"), r"`arm` must be one of"),
-        (lambda: PairedReplaySimulator().true_value("no_memory", outcome="both"), r"`outcome` must be one of"),
+        (
+            lambda: PairedReplaySimulator().true_value("no_memory", outcome="both"),
+            r"`outcome` must be one of",
+        ),
         (lambda: ContextualBandit().policy_table(3), "`name` must be a policy name"),
     ],
 )
@@ -65,18 +85,34 @@ def test_bad_arguments_raise_parameter_error(build, match):
 
 
 def test_shared_truth_of_the_one_step_simulators_adds_up():
-    for env, name in ((ContextualBandit(unsupported_actions=2, seed=1), "optimal"), (Recommendation(seed=2), "long_tail")):
+    for env, name in (
+        (ContextualBandit(unsupported_actions=2, seed=1), "optimal"),
+        (Recommendation(seed=2), "long_tail"),
+    ):
         by_segment = env.true_value_by_segment(name)
-        mass = {s: env.context_probabilities[env.context_segments == k].sum() for k, s in enumerate(env.segments)}
-        assert sum(mass[s] * v for s, v in by_segment.items()) == pytest.approx(env.true_value(name), rel=1e-12)
+        mass = {
+            s: env.context_probabilities[env.context_segments == k].sum()
+            for k, s in enumerate(env.segments)
+        }
+        assert sum(mass[s] * v for s, v in by_segment.items()) == pytest.approx(
+            env.true_value(name), rel=1e-12
+        )
         assert env.supported_value(name) <= env.true_value(name) + 1e-12
-        assert (env.unsupported_mass(name) > 0) == (env.supported_value(name) < env.true_value(name))
+        assert (env.unsupported_mass(name) > 0) == (
+            env.supported_value(name) < env.true_value(name)
+        )
         assert np.array_equal(env.policy_table(name), env.policy_table(name))
 
 
 def test_model_arrays_are_read_only_views_with_their_docs():
     env = ContextualBandit(n_contexts=20, seed=0)
-    for name in ("context_probabilities", "context_segments", "logging_support", "reward_means", "context_features"):
+    for name in (
+        "context_probabilities",
+        "context_segments",
+        "logging_support",
+        "reward_means",
+        "context_features",
+    ):
         arr = getattr(env, name)
         assert not arr.flags.writeable, name
         with pytest.raises(AttributeError):

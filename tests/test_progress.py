@@ -60,8 +60,14 @@ def _on_a_terminal(*argv: str) -> tuple[int, bytes, bytes]:
     reader = threading.Thread(target=drain, daemon=True)
     reader.start()
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "ope", *argv], stdout=subprocess.PIPE,
-                                stderr=slave, stdin=subprocess.DEVNULL, cwd=ROOT, env=_env())
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ope", *argv],
+            stdout=subprocess.PIPE,
+            stderr=slave,
+            stdin=subprocess.DEVNULL,
+            cwd=ROOT,
+            env=_env(),
+        )
         os.close(slave)
         slave = -1
         stdout, _ = proc.communicate(timeout=300)
@@ -74,8 +80,9 @@ def _on_a_terminal(*argv: str) -> tuple[int, bytes, bytes]:
 
 
 def _piped(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ope", *argv], capture_output=True, cwd=ROOT,
-                          env=_env(), timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "ope", *argv], capture_output=True, cwd=ROOT, env=_env(), timeout=300
+    )
 
 
 def test_bar_on_a_terminal(steps):

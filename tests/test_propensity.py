@@ -101,7 +101,8 @@ def test_the_defaults_an_in_sample_multinomial_logit_without_calibration():
     want = np.maximum(_hand_fitted(x, a, 1, default), 1e-3)
     np.testing.assert_allclose(logs.column("propensity"), want, rtol=1e-9, atol=0)
     np.testing.assert_allclose(  # the same numbers, pinned (measured with scikit-learn 1.9)
-        logs.column("propensity")[:3], [0.6303724790697283, 0.1168759198096614, 0.5478963248093647],
+        logs.column("propensity")[:3],
+        [0.6303724790697283, 0.1168759198096614, 0.5478963248093647],
         rtol=1e-6,
     )
     assert propensity_info(logs) == {
@@ -113,7 +114,9 @@ def test_the_defaults_an_in_sample_multinomial_logit_without_calibration():
     }
     sig = inspect.signature(estimate_propensities).parameters
     assert (sig["calibration"].default, sig["n_folds"].default, sig["min_propensity"].default) == (
-        "none", None, 1e-3,
+        "none",
+        None,
+        1e-3,
     )
     assert inspect.signature(check_propensities).parameters["calibration"].default == "none"
 
@@ -131,10 +134,17 @@ def test_floor_and_an_action_absent_from_the_training_folds():
     # 39 rows of action 0 and one of action 1: the action-1 row's fold never saw action 1,
     # so its prior-classifier probability is 0 and is raised to the floor
     n = 40
-    t = pa.table({"action": [0] * (n - 1) + [1], "reward": [1.0] * n, "x0": np.arange(n, dtype=float)})
+    t = pa.table(
+        {"action": [0] * (n - 1) + [1], "reward": [1.0] * n, "x0": np.arange(n, dtype=float)}
+    )
     logs = estimate_propensities(
-        t, context_columns=["x0"], classifier=DummyClassifier(strategy="prior"),
-        calibration="none", n_folds=4, rng=0, min_propensity=0.01,
+        t,
+        context_columns=["x0"],
+        classifier=DummyClassifier(strategy="prior"),
+        calibration="none",
+        n_folds=4,
+        rng=0,
+        min_propensity=0.01,
     )
     p = logs.column("propensity")
     assert p[-1] == 0.01
@@ -150,7 +160,9 @@ def test_estimated_distribution_over_candidates():
     logs = estimate_propensities(
         t.drop_columns(["propensity"]), context_columns=["x0", "x1"], calibration="sigmoid", rng=0
     )
-    dist = np.asarray(logs.table.column("logging_distribution").combine_chunks().flatten()).reshape(-1, 3)
+    dist = np.asarray(logs.table.column("logging_distribution").combine_chunks().flatten()).reshape(
+        -1, 3
+    )
     np.testing.assert_allclose(dist.sum(axis=1), 1.0, rtol=0, atol=1e-12)
     a = logs.column("action")
     np.testing.assert_array_equal(logs.column("propensity"), dist[np.arange(a.size), a])
@@ -310,8 +322,13 @@ def test_provenance_reaches_the_distributed_evaluation(estimated_files):
     from ope.distributed import evaluate_distributed
 
     with dask.config.set(scheduler="threads"):
-        ev = _quiet(evaluate_distributed, estimated_files / "dir", policies=["uniform"],
-                    estimators=("ips",), batch_size=500)
+        ev = _quiet(
+            evaluate_distributed,
+            estimated_files / "dir",
+            policies=["uniform"],
+            estimators=("ips",),
+            batch_size=500,
+        )
     assert ev.propensity_source == "estimated"
     assert sum(ESTIMATED_NOTE in n for n in ev.notes) == 1
 
@@ -335,7 +352,10 @@ def test_provenance_in_the_cli_json_text_and_report(estimated_files, capsys, str
         assert main(["validate", path, "--quiet"]) == EXIT_OK
         assert "note: " + ESTIMATED_NOTE in capsys.readouterr().out
         out = estimated_files / "r.html"
-        assert _quiet(main, ["report", path, "--policy", "uniform", "--quiet", "--out", str(out)]) == EXIT_OK
+        assert (
+            _quiet(main, ["report", path, "--policy", "uniform", "--quiet", "--out", str(out)])
+            == EXIT_OK
+        )
         page = out.read_text()
         assert ESTIMATED_NOTE in page and "LogisticRegression" in page
 
@@ -346,8 +366,9 @@ def test_check_end_to_end_from_parquet(tmp_path, design):
     import ope
 
     pq.write_table(_with_bug(design[1].slice(0, 8000), 1), tmp_path / "bug.parquet")
-    res = check_propensities(ope.read_logs(tmp_path / "bug.parquet"), context_columns=FEATURES,
-                             by="segment", rng=0)
+    res = check_propensities(
+        ope.read_logs(tmp_path / "bug.parquet"), context_columns=FEATURES, by="segment", rng=0
+    )
     assert res.verdict == "disagree" and res.flagged_actions == [1]
     assert res.model == DEFAULT_MODEL
     doc = json.loads(json.dumps(res.to_dict()))

@@ -48,14 +48,24 @@ def _dsjson(path: Path, n: int = 3000, seed: int = 0) -> dict[str, np.ndarray]:
     lines = []
     for i in np.flatnonzero(keep):  # test fixture writer: one JSON line per kept event
         order = [int(action[i])] + [a for a in range(K) if a != action[i]]
-        lines.append(json.dumps({
-            "EventId": f"e{i}", "_label_cost": -reward[i],
-            "_label_probability": float(probs[i, action[i]]), "_label_Action": int(action[i]) + 1,
-            "_labelIndex": int(action[i]), "a": [a + 1 for a in order],
-            "p": [float(probs[i, a]) for a in order],
-            "c": {"user": {"heavy": bool(heavy[i])}, "_multi": [{"id": a} for a in range(K)]},
-            **({"pdrop": 0.75} if heavy[i] else {}),
-        }))
+        lines.append(
+            json.dumps(
+                {
+                    "EventId": f"e{i}",
+                    "_label_cost": -reward[i],
+                    "_label_probability": float(probs[i, action[i]]),
+                    "_label_Action": int(action[i]) + 1,
+                    "_labelIndex": int(action[i]),
+                    "a": [a + 1 for a in order],
+                    "p": [float(probs[i, a]) for a in order],
+                    "c": {
+                        "user": {"heavy": bool(heavy[i])},
+                        "_multi": [{"id": a} for a in range(K)],
+                    },
+                    **({"pdrop": 0.75} if heavy[i] else {}),
+                }
+            )
+        )
     path.write_text("\n".join(lines) + "\n")
     s = np.where(heavy, 4.0, 1.0)[keep]
     w = (1.0 / K) / probs[keep, action[keep]]
@@ -68,8 +78,18 @@ def test_dsjson_export_to_report_for_a_named_candidate(tmp_path):
     code, doc = _run("import", "dsjson", str(tmp_path / "export.json"), "--out", str(logs))
     assert code == 0 and doc["rows_written"] == rows["r"].size
 
-    code, doc = _run("evaluate", str(logs), "--policy", "u=uniform", "--estimator", "ips",
-                     "snips", "--reward-range", "0", "1")
+    code, doc = _run(
+        "evaluate",
+        str(logs),
+        "--policy",
+        "u=uniform",
+        "--estimator",
+        "ips",
+        "snips",
+        "--reward-range",
+        "0",
+        "1",
+    )
     assert code == 0
     values = {r["estimator"]: r["value"] for r in doc["estimates"] if r["policy"] == "u"}
     s, w, r = rows["s"], rows["w"], rows["r"]
@@ -78,12 +98,23 @@ def test_dsjson_export_to_report_for_a_named_candidate(tmp_path):
     unweighted = np.mean(w * r)
     assert abs(values["ips"] - unweighted) > 0.05  # the weights matter on this export
     assert doc["weight_column"] == "weight"
-    assert any(n.startswith("rows carry sampling weights (column `weight`, from pdrop)")
-               for n in doc["notes"])
+    assert any(
+        n.startswith("rows carry sampling weights (column `weight`, from pdrop)")
+        for n in doc["notes"]
+    )
 
     report = tmp_path / "report.html"
-    code, doc = _run("report", str(logs), "--policy", "u=uniform", "--reward-range", "0", "1",
-                     "--out", str(report))
+    code, doc = _run(
+        "report",
+        str(logs),
+        "--policy",
+        "u=uniform",
+        "--reward-range",
+        "0",
+        "1",
+        "--out",
+        str(report),
+    )
     assert code == 0
     html = report.read_text()
     assert "sampling weights" in html and ">u<" in html
@@ -100,13 +131,36 @@ def test_obd_folder_to_report_for_the_bernoulli_ts_candidate(tmp_path, monkeypat
     table = (tmp_path / "bts.csv").read_text().splitlines()
     assert table[0].replace('"', "") == "action,position,probability"
 
-    code, doc = _run("evaluate", "random/all", "--format", "obd", "--policy",
-                     "bts=table:bts.csv", "--estimator", "ips", "dr", "--reward-range", "0", "1")
+    code, doc = _run(
+        "evaluate",
+        "random/all",
+        "--format",
+        "obd",
+        "--policy",
+        "bts=table:bts.csv",
+        "--estimator",
+        "ips",
+        "dr",
+        "--reward-range",
+        "0",
+        "1",
+    )
     assert code == 0
     estimators = {r["estimator"] for r in doc["estimates"] if r["policy"] == "bts"}
     assert estimators == {"ips", "dr"}
 
-    code, doc = _run("report", "random/all", "--format", "obd", "--policy", "bts=table:bts.csv",
-                     "--reward-range", "0", "1", "--out", "report.html")
+    code, doc = _run(
+        "report",
+        "random/all",
+        "--format",
+        "obd",
+        "--policy",
+        "bts=table:bts.csv",
+        "--reward-range",
+        "0",
+        "1",
+        "--out",
+        "report.html",
+    )
     assert code == 0
     assert ">bts<" in (tmp_path / "report.html").read_text()

@@ -35,8 +35,23 @@ ESTIMATORS = ("ips", "clipped_ips", "snips")
 MAX_WEIGHT = 50.0
 
 #: elements without an end tag
-VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
-                  "source", "track", "wbr"})
+VOID = frozenset(
+    {
+        "area",
+        "base",
+        "br",
+        "col",
+        "embed",
+        "hr",
+        "img",
+        "input",
+        "link",
+        "meta",
+        "source",
+        "track",
+        "wbr",
+    }
+)
 
 #: the only URLs a report may contain: the SVG namespace declarations
 NAMESPACES = ('xmlns="http://www.w3.org/2000/svg"', 'xmlns:xlink="http://www.w3.org/1999/xlink"')
@@ -110,27 +125,42 @@ def sample():
 @pytest.fixture(scope="module")
 def sample_results(sample):
     logs = ope.read_logs(sample.path)
-    ev = _quiet(ope.evaluate, logs, estimators=ESTIMATORS, max_weight=MAX_WEIGHT,
-                reward_range=(0, 1))
-    d = _quiet(ope.diagnose, logs, by=["segment"], max_weight=MAX_WEIGHT, reward_range=(0, 1),
-               target_width=0.02, new_rows=100_000)
+    ev = _quiet(
+        ope.evaluate, logs, estimators=ESTIMATORS, max_weight=MAX_WEIGHT, reward_range=(0, 1)
+    )
+    d = _quiet(
+        ope.diagnose,
+        logs,
+        by=["segment"],
+        max_weight=MAX_WEIGHT,
+        reward_range=(0, 1),
+        target_width=0.02,
+        new_rows=100_000,
+    )
     return logs, ev, d
 
 
 @pytest.fixture(scope="module")
 def sample_page(sample, sample_results):
     _, ev, d = sample_results
-    return render_report(evaluation=ev, diagnostics=d, truth=sample.truth,
-                         provenance={"command": ["ope", "report", str(sample.path), "--out",
-                                                 "report.html"], "seed": 0})
+    return render_report(
+        evaluation=ev,
+        diagnostics=d,
+        truth=sample.truth,
+        provenance={
+            "command": ["ope", "report", str(sample.path), "--out", "report.html"],
+            "seed": 0,
+        },
+    )
 
 
 @pytest.fixture(scope="module")
 def simulation():
     env = ContextualBandit(n_actions=6, unsupported_actions=1, seed=0)
     logs = ope.read_logs(env.sample(20_000, rng=1, distributions=True))
-    ev = _quiet(ope.evaluate, logs, estimators=("dm", "ips", "snips", "dr"), reward_range=(0, 1),
-                rng=0)
+    ev = _quiet(
+        ope.evaluate, logs, estimators=("dm", "ips", "snips", "dr"), reward_range=(0, 1), rng=0
+    )
     d = _quiet(ope.diagnose, logs, by=["segment"], reward_range=(0, 1))
     truth = {p: env.true_value(p) for p in env.candidate_policies}
     truth["logging"] = env.true_value("logging")
@@ -150,20 +180,33 @@ def hostile():
     n = 4000
     action = rng.integers(0, 3, n)
     reward = rng.binomial(1, np.where(action == 0, 0.6, 0.3)).astype(float)
-    df = pd.DataFrame({
-        "action": action, "propensity": np.full(n, 1 / 3), "reward": reward,
-        "segment": np.where(rng.random(n) < 0.5, "<b>seg</b>", "a&b \"'"),
-        f"target__{HOSTILE}": (action == 0).astype(float),
-        f"target__{QUOTES}": np.full(n, 1 / 3),
-        "target__$x$": np.where(action == 1, 0.8, 0.1),
-    })
+    df = pd.DataFrame(
+        {
+            "action": action,
+            "propensity": np.full(n, 1 / 3),
+            "reward": reward,
+            "segment": np.where(rng.random(n) < 0.5, "<b>seg</b>", "a&b \"'"),
+            f"target__{HOSTILE}": (action == 0).astype(float),
+            f"target__{QUOTES}": np.full(n, 1 / 3),
+            "target__$x$": np.where(action == 1, 0.8, 0.1),
+        }
+    )
     logs = ope.read_logs(df)
     ev = _quiet(ope.evaluate, logs, estimators=("ips", "snips"), reward_range=(0, 1))
-    d = _quiet(ope.diagnose, logs, by=["segment"], reward_range=(0, 1), target_width=0.05,
-               new_rows=10_000)
-    page = render_report(evaluation=ev, diagnostics=d, title=f"title {HOSTILE}",
-                         provenance={"command": f"ope report {HOSTILE}", "input": f"{QUOTES}.parquet",
-                                     "options": {"by": [HOSTILE]}, HOSTILE: QUOTES})
+    d = _quiet(
+        ope.diagnose, logs, by=["segment"], reward_range=(0, 1), target_width=0.05, new_rows=10_000
+    )
+    page = render_report(
+        evaluation=ev,
+        diagnostics=d,
+        title=f"title {HOSTILE}",
+        provenance={
+            "command": f"ope report {HOSTILE}",
+            "input": f"{QUOTES}.parquet",
+            "options": {"by": [HOSTILE]},
+            HOSTILE: QUOTES,
+        },
+    )
     return ev, d, page
 
 
@@ -173,7 +216,7 @@ def hostile():
 @pytest.mark.parametrize("which", ["sample_page", "simulation_page"])
 def test_the_report_is_well_formed(which, request):
     page = request.getfixturevalue(which)
-    assert page.startswith("<!DOCTYPE html>\n<html lang=\"en\">")
+    assert page.startswith('<!DOCTYPE html>\n<html lang="en">')
     checker = _check(page)
     assert not checker.errors, checker.errors[:5]
     assert not checker.stack, f"unclosed: {checker.stack[:5]}"
@@ -207,10 +250,14 @@ def test_the_report_is_self_contained(which, request):
     stripped = page
     for ns in NAMESPACES:
         stripped = stripped.replace(ns, "")
-    assert not re.search(r"(?i)(https?|ftp|wss?):", stripped), re.findall(r".{40}https?:.{40}", stripped)[:3]
+    assert not re.search(r"(?i)(https?|ftp|wss?):", stripped), re.findall(
+        r".{40}https?:.{40}", stripped
+    )[:3]
     assert "//" not in re.sub(r"<svg\b.*?</svg>", "", stripped, flags=re.S).replace("<!DOCTYPE", "")
     checker = _check(page)
-    assert not {"script", "link", "img", "iframe", "object", "embed", "base", "form"} & set(checker.tags)
+    assert not {"script", "link", "img", "iframe", "object", "embed", "base", "form"} & set(
+        checker.tags
+    )
     assert not [a for a in checker.attrs if a[1].lower().startswith("on")], "event handlers"
     for tag, key, value in checker.attrs:
         if key in ("href", "xlink:href", "src"):
@@ -222,16 +269,29 @@ def test_the_report_is_self_contained(which, request):
 
 def test_the_report_is_deterministic(sample, sample_results, sample_page):
     logs, ev, d = sample_results
-    again = render_report(evaluation=ev, diagnostics=d, truth=sample.truth,
-                          provenance={"command": ["ope", "report", str(sample.path), "--out",
-                                                  "report.html"], "seed": 0})
+    again = render_report(
+        evaluation=ev,
+        diagnostics=d,
+        truth=sample.truth,
+        provenance={
+            "command": ["ope", "report", str(sample.path), "--out", "report.html"],
+            "seed": 0,
+        },
+    )
     assert again == sample_page
     # recomputed from scratch (a bootstrap with a seed), twice: the same bytes
     part = ope.read_logs(sample.table.slice(0, 20_000))
     pages = []
     for _ in range(2):
-        ev2 = _quiet(ope.evaluate, part, estimators=("ips", "snips"), ci="bootstrap",
-                     n_resamples=200, rng=5, reward_range=(0, 1))
+        ev2 = _quiet(
+            ope.evaluate,
+            part,
+            estimators=("ips", "snips"),
+            ci="bootstrap",
+            n_resamples=200,
+            rng=5,
+            reward_range=(0, 1),
+        )
         pages.append(render_report(evaluation=ev2, truth=sample.truth))
     assert pages[0] == pages[1]
     assert not re.search(r"\b(19|20)\d\d-\d\d-\d\d", sample_page)  # no date stamp
@@ -271,17 +331,25 @@ def test_user_text_in_attributes_is_quoted(hostile):
 # --------------------------------------------------------------------------------------------
 def test_the_headline_answers_for_the_bundled_sample(sample, sample_results, sample_page):
     logs, ev, d = sample_results
-    head = sample_page[sample_page.index('<section id="headline"'):sample_page.index('<section id="estimates"')]
+    head = sample_page[
+        sample_page.index('<section id="headline"') : sample_page.index('<section id="estimates"')
+    ]
     assert "Better than the logging policy" in head and "The logs cannot tell" in head
-    verdicts = {v.policy: v for v in views.candidate_verdicts(ev, views.comparison_table(ev), d,
-                                                              views.Truth.of(sample.truth))}
+    verdicts = {
+        v.policy: v
+        for v in views.candidate_verdicts(
+            ev, views.comparison_table(ev), d, views.Truth.of(sample.truth)
+        )
+    }
     # personalized is better on every estimator, with a clear margin; the support gaps of
     # long_tail and uniform (new users never see the tail) make them unanswerable
     assert verdicts["personalized"].answer == views.BETTER
     assert verdicts["personalized"].lower_bound > 0.05
     comps = views.comparison_table(ev)  # the bound at the precision of the differences' errors
-    bound = _signed(verdicts["personalized"].lower_bound,
-                    decimals=_decimals(comps["std_error"], comps["difference"]))
+    bound = _signed(
+        verdicts["personalized"].lower_bound,
+        decimals=_decimals(comps["std_error"], comps["difference"]),
+    )
     assert f"by at least {bound}" in head and re.fullmatch(r"\+0\.\d{4}", bound)
     for policy in ("long_tail", "uniform"):
         assert verdicts[policy].answer == views.UNCLEAR
@@ -310,8 +378,9 @@ def test_the_headline_never_claims_what_the_truth_denies(which, request, sample_
 def test_the_report_shows_every_estimate_and_comparison(sample_results, sample_page):
     _, ev, _ = sample_results
     table = ev.table()
-    dec = _decimals([*table["std_error"], ev.logging.std_error],
-                    [*table["value"], ev.logging.value])
+    dec = _decimals(
+        [*table["std_error"], ev.logging.std_error], [*table["value"], ev.logging.value]
+    )
     for r in table.itertuples(index=False):
         assert f"[{_num(r.ci_low, decimals=dec)}, {_num(r.ci_high, decimals=dec)}]" in sample_page
     comps = views.comparison_table(ev)
@@ -319,8 +388,12 @@ def test_the_report_shows_every_estimate_and_comparison(sample_results, sample_p
     vs = comps[comps["baseline"] == "logging"]
     expected = ev.comparisons().set_index(["policy", "estimator"])
     for r in vs.itertuples(index=False):
-        assert r.difference == pytest.approx(expected.loc[(r.policy, r.estimator), "difference"], rel=1e-12)
-    assert list(comps["ci_low"].fillna(-math.inf)) == sorted(comps["ci_low"].fillna(-math.inf), reverse=True)
+        assert r.difference == pytest.approx(
+            expected.loc[(r.policy, r.estimator), "difference"], rel=1e-12
+        )
+    assert list(comps["ci_low"].fillna(-math.inf)) == sorted(
+        comps["ci_low"].fillna(-math.inf), reverse=True
+    )
 
 
 def test_pairs_of_candidates_are_oriented_and_paired(sample_results):
@@ -366,23 +439,34 @@ def test_the_simulation_report_handles_dm_and_unsupported_mass(simulation_page, 
 
 
 def test_rejected_rows_are_reported(sample):
-    df = sample.table.slice(0, 2000).select(["action", "propensity", "reward", "target__greedy"]).to_pandas()
+    df = (
+        sample.table.slice(0, 2000)
+        .select(["action", "propensity", "reward", "target__greedy"])
+        .to_pandas()
+    )
     df.loc[[3, 17], "propensity"] = 0.0
     logs = _quiet(ope.read_logs, df, on_invalid="drop")
     ev = _quiet(ope.evaluate, logs, estimators=("ips",), reward_range=(0, 1))
     page = render_report(evaluation=ev)
     assert "<dt>rows rejected</dt><dd>2</dd>" in page
-    assert "<td>propensity_out_of_range</td><td class=\"num\">2</td><td>3, 17</td>" in page
+    assert '<td>propensity_out_of_range</td><td class="num">2</td><td>3, 17</td>' in page
     assert "were dropped" in page
 
 
 def test_a_certificate_is_shown(sample, sample_results):
     logs, ev, _ = sample_results
-    cert = ope.certify(logs.column("target__personalized"), None, logs.column("action"),
-                       logs.column("reward"), logs.column("propensity"), reward_range=(0, 1),
-                       max_weight=MAX_WEIGHT, name=f"learned {HOSTILE}")
+    cert = ope.certify(
+        logs.column("target__personalized"),
+        None,
+        logs.column("action"),
+        logs.column("reward"),
+        logs.column("propensity"),
+        reward_range=(0, 1),
+        max_weight=MAX_WEIGHT,
+        name=f"learned {HOSTILE}",
+    )
     page = render_report(evaluation=ev, certificate=cert)
-    section = page[page.index('<section id="certificate"'):page.index('<section id="notes"')]
+    section = page[page.index('<section id="certificate"') : page.index('<section id="notes"')]
     assert "learned &lt;script&gt;" in section and HOSTILE not in page
     assert f"{cert.verdict}: " in section and _num(cert.lower_bound) in section
 
@@ -397,8 +481,13 @@ def test_per_segment_estimates_are_rendered_when_the_evaluation_has_them(sample,
     frames = []
     for label in sorted(set(labels.tolist())):
         part = logs.table.filter(pa.array(labels == label))
-        sub = _quiet(ope.evaluate, ope.read_logs(part), estimators=ESTIMATORS,
-                     max_weight=MAX_WEIGHT, reward_range=(0, 1))
+        sub = _quiet(
+            ope.evaluate,
+            ope.read_logs(part),
+            estimators=ESTIMATORS,
+            max_weight=MAX_WEIGHT,
+            reward_range=(0, 1),
+        )
         frames.append(sub.table().assign(column="segment", segment=label))
     per_segment = pd.concat(frames, ignore_index=True)
 
@@ -418,12 +507,15 @@ def test_per_segment_estimates_are_rendered_when_the_evaluation_has_them(sample,
             return self._base.table() if by is None else per_segment
 
     page = render_report(evaluation=Segmented(ev), diagnostics=d, truth=sample.truth)
-    section = page[page.index('<section id="segments"'):page.index('<section id="plan"')]
+    section = page[page.index('<section id="segments"') : page.index('<section id="plan"')]
     assert "Estimates per segment (snips)" in section
     assert "per-segment estimates by segment" in section
     dec = _decimals(per_segment["std_error"], per_segment["value"])
     for r in per_segment.itertuples(index=False):
-        assert f"<td>segment={r.segment}</td><td class=\"num\">{_num(r.value, decimals=dec)}</td>" in section
+        assert (
+            f'<td>segment={r.segment}</td><td class="num">{_num(r.value, decimals=dec)}</td>'
+            in section
+        )
     assert views.segment_estimates(ev) is None  # today's Evaluation: the diagnostics' rows
 
 
@@ -482,8 +574,12 @@ def test_the_destination_is_checked(sample, tmp_path):
     # never the logs it describes, even with overwrite=True (a copy: the bundled file is safe)
     logs_path = tmp_path / "logs.parquet"
     logs_path.write_bytes(sample.path.read_bytes())
-    ev = _quiet(ope.evaluate, ope.read_logs(logs_path, columns=["target__greedy"]),
-                estimators=("ips",), reward_range=(0, 1))
+    ev = _quiet(
+        ope.evaluate,
+        ope.read_logs(logs_path, columns=["target__greedy"]),
+        estimators=("ips",),
+        reward_range=(0, 1),
+    )
     with pytest.raises(ope.ParameterError, match="is an input of the report"):
         write_report(logs_path, evaluation=ev, overwrite=True)
     assert logs_path.read_bytes() == sample.path.read_bytes()
@@ -496,7 +592,9 @@ def test_bad_arguments_are_refused(sample_results):
         render_report()
     with pytest.raises(ope.ParameterError, match="`evaluation` must be the result of ope.evaluate"):
         render_report(evaluation=d)
-    with pytest.raises(ope.ParameterError, match="`diagnostics` must be the result of ope.diagnose"):
+    with pytest.raises(
+        ope.ParameterError, match="`diagnostics` must be the result of ope.diagnose"
+    ):
         render_report(diagnostics=ev)
     with pytest.raises(ope.ParameterError, match="`truth` must be a mapping"):
         render_report(evaluation=ev, truth=0.5)
@@ -527,5 +625,3 @@ def test_numbers_read_at_their_scale():
     assert _num(0.119812, decimals=_decimals([0.001027])) == "0.1198"
     assert _share(0.0043) == "0.43%" and _share(0.77) == "77%" and _share(3e-8) == "<0.01%"
     assert _num(0.0046031, decimals=5) == format_estimate(0.0046031, 0.000121)
-
-

@@ -56,7 +56,9 @@ def test_top_segments_keeps_the_largest_and_summarizes_the_rest() -> None:
 def test_figure_candidates_are_the_first_ones() -> None:
     assert figure_candidates(["a", "b"], limit=2) == (["a", "b"], "")
     assert figure_candidates(list("abcd"), limit=1) == (
-        ["a"], "3 more candidates without figures (in the tables): b, c, d")
+        ["a"],
+        "3 more candidates without figures (in the tables): b, c, d",
+    )
 
 
 def test_many_segments_are_capped_with_one_summary_line() -> None:
@@ -65,8 +67,9 @@ def test_many_segments_are_capped_with_one_summary_line() -> None:
     ev = ope.evaluate(table, estimators=("ips",), reward_range=(0, 1), by=["seg"])
     d = ope.diagnose(table, reward_range=(0, 1), by=["seg"])
     page = render_report(evaluation=ev, diagnostics=d)
-    summaries = re.findall(r'<p class="note more">seg: (\d+) more segments, ([^<]*?) of rows: ',
-                           page)
+    summaries = re.findall(
+        r'<p class="note more">seg: (\d+) more segments, ([^<]*?) of rows: ', page
+    )
     # the estimates' chart and the overlap table each summarize the 35 smallest segments
     assert len(summaries) == 2 and {k for k, _ in summaries} == {"35"}
     shown = set(re.findall(r"<td>seg=(s\d{3})</td>", page))  # the per-segment estimates
@@ -87,6 +90,6 @@ def test_many_candidates_get_figures_up_to_the_cap() -> None:
     assert page.count('aria-label="coverage heatmap of candidate') == MAX_FIGURE_CANDIDATES
     # forest, differences with logging and between, split; one weights and one heatmap each
     assert page.count("<svg") <= 4 + 2 * MAX_FIGURE_CANDIDATES
-    assert ("3 more candidates without figures (in the tables): c12, c13, c14" in page)
+    assert "3 more candidates without figures (in the tables): c12, c13, c14" in page
     for name in names:  # every candidate is in the tables
         assert f"<td>{name}</td>" in page

@@ -44,9 +44,17 @@ BROWSER_TIMEOUT: Final = 120
 #: flags of every run: headless, no sandbox (containers), nothing started in the background,
 #: and no host name resolves, so even a request the page made could not leave the machine
 FLAGS: Final = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--disable-extensions", "--hide-scrollbars", "--force-device-scale-factor=1",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-extensions",
+    "--hide-scrollbars",
+    "--force-device-scale-factor=1",
     "--host-resolver-rules=MAP * ~NOTFOUND",
 )
 
@@ -77,8 +85,9 @@ def _run(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
     """Run the browser in its own process group; on timeout stop that group (the browser and
     the helpers it started) and fail."""
     command = [str(BROWSER), *FLAGS, f"--user-data-dir={profile}", *args]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=BROWSER_TIMEOUT)
     except subprocess.TimeoutExpired:
@@ -110,8 +119,9 @@ def page_requests(netlog: Path) -> list[str]:
         params = event.get("params") or {}
         if event["type_name"] != "URL_REQUEST_START_JOB" or "url" not in params:
             continue
-        by_page = (params.get("initiator", "not an origin") != "not an origin"
-                   or "file://" in str(params.get("network_isolation_key", "")))
+        by_page = params.get("initiator", "not an origin") != "not an origin" or "file://" in str(
+            params.get("network_isolation_key", "")
+        )
         if by_page:
             urls.append(params["url"])
     return urls
@@ -120,8 +130,15 @@ def page_requests(netlog: Path) -> list[str]:
 def _load(page: Path, tmp: Path, name: str) -> tuple[np.ndarray, list[str], str]:
     """(screenshot pixels, URLs the page requested, the DOM) of ``page`` in the browser."""
     png, netlog = tmp / f"{name}.png", tmp / f"{name}.netlog.json"
-    shot = _run([f"--screenshot={png}", "--window-size=1280,2400", f"--log-net-log={netlog}",
-                 page.as_uri()], tmp / f"{name}-profile")
+    shot = _run(
+        [
+            f"--screenshot={png}",
+            "--window-size=1280,2400",
+            f"--log-net-log={netlog}",
+            page.as_uri(),
+        ],
+        tmp / f"{name}-profile",
+    )
     assert png.is_file(), f"no screenshot: exit {shot.returncode}\n{shot.stderr[-2000:]}"
     dom = _run(["--dump-dom", page.as_uri()], tmp / f"{name}-profile-dom")
     assert dom.returncode == 0 and "</html>" in dom.stdout, dom.stderr[-2000:]
@@ -172,8 +189,15 @@ def test_the_control_page_shows_that_page_requests_are_seen(tmp_path):
         encoding="utf-8",
     )
     netlog = tmp_path / "control.netlog.json"
-    _run([f"--screenshot={tmp_path / 'control.png'}", "--window-size=400,300",
-          f"--log-net-log={netlog}", page.as_uri()], tmp_path / "control-profile")
+    _run(
+        [
+            f"--screenshot={tmp_path / 'control.png'}",
+            "--window-size=400,300",
+            f"--log-net-log={netlog}",
+            page.as_uri(),
+        ],
+        tmp_path / "control-profile",
+    )
     leaving = [u for u in page_requests(netlog) if not u.startswith(LOCAL_SCHEMES)]
     assert sorted(leaving) == ["http://example.invalid/pixel.png", "https://cdn.example.com/x.css"]
 
@@ -181,10 +205,22 @@ def test_the_control_page_shows_that_page_requests_are_seen(tmp_path):
 def test_the_bundled_sample_report_renders(tmp_path):
     sample = ope.load_sample()
     logs = ope.read_logs(sample.path)
-    ev = _quiet(ope.evaluate, logs, estimators=("ips", "clipped_ips", "snips"), max_weight=50.0,
-                reward_range=(0, 1))
-    d = _quiet(ope.diagnose, logs, by=["segment"], max_weight=50.0, reward_range=(0, 1),
-               target_width=0.02, new_rows=100_000)
+    ev = _quiet(
+        ope.evaluate,
+        logs,
+        estimators=("ips", "clipped_ips", "snips"),
+        max_weight=50.0,
+        reward_range=(0, 1),
+    )
+    d = _quiet(
+        ope.diagnose,
+        logs,
+        by=["segment"],
+        max_weight=50.0,
+        reward_range=(0, 1),
+        target_width=0.02,
+        new_rows=100_000,
+    )
     path = write_report(tmp_path / "sample.html", evaluation=ev, diagnostics=d, truth=sample.truth)
     n_figures = path.read_text(encoding="utf-8").count("<svg")
     _check_rendered(*_load(path, tmp_path, "sample"), n_figures)
@@ -193,8 +229,9 @@ def test_the_bundled_sample_report_renders(tmp_path):
 def test_a_simulation_report_renders(tmp_path):
     env = ContextualBandit(n_actions=6, unsupported_actions=1, seed=0)
     logs = ope.read_logs(env.sample(20_000, rng=1, distributions=True))
-    ev = _quiet(ope.evaluate, logs, estimators=("dm", "ips", "snips", "dr"), reward_range=(0, 1),
-                rng=0)
+    ev = _quiet(
+        ope.evaluate, logs, estimators=("dm", "ips", "snips", "dr"), reward_range=(0, 1), rng=0
+    )
     d = _quiet(ope.diagnose, logs, by=["segment"], reward_range=(0, 1))
     truth = {p: env.true_value(p) for p in env.candidate_policies}
     truth["logging"] = env.true_value("logging")

@@ -37,7 +37,7 @@ def _text(page: str) -> str:
 
 def _section(page: str, sid: str) -> str:
     start = page.index(f'<section id="{sid}"')
-    return page[start:page.index("</section>", start)]
+    return page[start : page.index("</section>", start)]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +45,13 @@ def demo_like():
     """The demo's report: the bundled sample with a given clip level, with its truth."""
     sample = ope.load_sample()
     logs = ope.read_logs(sample.path)
-    ev = _quiet(ope.evaluate, logs, estimators=("ips", "clipped_ips", "snips"), max_weight=50,
-                reward_range=(0, 1))
+    ev = _quiet(
+        ope.evaluate,
+        logs,
+        estimators=("ips", "clipped_ips", "snips"),
+        max_weight=50,
+        reward_range=(0, 1),
+    )
     d = _quiet(ope.diagnose, logs, by=["segment"], max_weight=50, reward_range=(0, 1))
     return ev, d, render_report(evaluation=ev, diagnostics=d, truth=sample.truth)
 
@@ -67,8 +72,9 @@ def test_each_warning_is_stated_once(demo_like):
     assert sum("mean importance weight" in t for t in about["long_tail"]) == 1
     assert sum("mean importance weight" in t for t in about["uniform"]) == 1
     # the diagnostics still word them as the estimators do
-    assert any(n.startswith("long_tail: effective sample size 553.2 is 0.55% of n=100000")
-               for n in d.notes)
+    assert any(
+        n.startswith("long_tail: effective sample size 553.2 is 0.55% of n=100000") for n in d.notes
+    )
 
 
 def test_coverage_shares_say_which_interval_they_are_of(demo_like):
@@ -77,14 +83,16 @@ def test_coverage_shares_say_which_interval_they_are_of(demo_like):
     assert row["max_weight"] == 50 and row["verdict_max_weight"] != 50
     text = _text(_section(page, "candidates"))
     start = text.index("long_tail the logs cannot tell")
-    block = text[start:text.index("uniform", start + 30)]
+    block = text[start : text.index("uniform", start + 30)]
     given = f"{row['coverage_share']:.0%}"
     narrowest = f"{row['verdict_coverage_share']:.0%}"
     assert given != narrowest  # two different intervals ...
     assert "outer/inner interval at clip level 50" in block
     assert f"({given} of this interval)" in block  # ... each labelled with its own
-    assert (f"narrowest interval: clip level {row['verdict_max_weight']:.0f} coverage "
-            f"{narrowest} of that interval") in block
+    assert (
+        f"narrowest interval: clip level {row['verdict_max_weight']:.0f} coverage "
+        f"{narrowest} of that interval"
+    ) in block
     assert f"coverage is {narrowest} of the narrowest interval" in block  # the verdict's
 
 
@@ -119,11 +127,14 @@ def _tiny_click_rate_diagnostics():
     rng = np.random.default_rng(0)
     n, k = 50_000, 80
     action = rng.integers(0, k, n)
-    table = pd.DataFrame({
-        "action": action, "propensity": np.full(n, 1 / k),
-        "reward": (rng.random(n) < 0.0046).astype(float),
-        "target__favourite": np.where(action < 8, 0.9 / 8, 0.1 / (k - 8)),
-    })
+    table = pd.DataFrame(
+        {
+            "action": action,
+            "propensity": np.full(n, 1 / k),
+            "reward": (rng.random(n) < 0.0046).astype(float),
+            "target__favourite": np.where(action < 8, 0.9 / 8, 0.1 / (k - 8)),
+        }
+    )
     return _quiet(ope.diagnose, ope.read_logs(table), reward_range=(0, 1), max_weight=5)
 
 

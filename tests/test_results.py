@@ -86,10 +86,14 @@ def test_format_value_trims_what_format_number_keeps():
 def test_a_standard_error_sets_the_precision_of_its_value_and_interval():
     # click rates 0.0046 vs 0.0048: readable, and an error of 0.00012 is not 0.0001
     assert format_column([0.0046031, 0.0048214, 0.00012], [0.00012] * 3) == [
-        "0.00460", "0.00482", "0.00012"]
+        "0.00460",
+        "0.00482",
+        "0.00012",
+    ]
     assert format_interval(0.0043659, 0.0048403, 0.000121) == "[0.00437, 0.00484]"
     assert format_estimate(0.0046031, 0.000121, 0.0043659, 0.0048403) == (
-        "0.00460 [0.00437, 0.00484]")
+        "0.00460 [0.00437, 0.00484]"
+    )
     # the column's smallest error decides: every row shows the digits that differ
     assert se_decimals([0.0103, 0.0054, 0.0015]) == 4
     assert se_decimals([35.0, 120.0]) == 0 and se_decimals([0.099]) == 3  # 0.099: 2 digits
@@ -132,8 +136,7 @@ def _spans(rule: str) -> list[tuple[int, int]]:
     return spans
 
 
-_names = st.text(st.characters(codec="ascii", categories=("L", "N", "P")), min_size=1,
-                 max_size=60)
+_names = st.text(st.characters(codec="ascii", categories=("L", "N", "P")), min_size=1, max_size=60)
 
 
 @settings(max_examples=40, deadline=None)
@@ -143,13 +146,18 @@ _names = st.text(st.characters(codec="ascii", categories=("L", "N", "P")), min_s
 )
 def test_no_cell_runs_into_the_next_column(names, values):
     n = len(names)
-    table = pd.DataFrame({"policy": names, "estimator": ["ips"] * n, "value": values[:n],
-                          "std_error": [abs(v) / 7 + 1e-3 for v in values[:n]]})
+    table = pd.DataFrame(
+        {
+            "policy": names,
+            "estimator": ["ips"] * n,
+            "value": values[:n],
+            "std_error": [abs(v) / 7 + 1e-3 for v in values[:n]],
+        }
+    )
     lines = render_text(ResultParts("t", table=table)).splitlines()
     header, rule, rows = lines[2], lines[3], lines[4:]
     spans = _spans(rule)
-    assert [header[a:b].strip() for a, b in spans] == ["policy", "estimator", "value",
-                                                       "std_error"]
+    assert [header[a:b].strip() for a, b in spans] == ["policy", "estimator", "value", "std_error"]
     for name, line in zip(names, rows):
         cells = [line[a:b].strip() for a, b in spans]
         assert cells[0] == name and cells[1] == "ips"
@@ -159,8 +167,9 @@ def test_no_cell_runs_into_the_next_column(names, values):
 
 
 def test_a_policy_name_longer_than_18_characters_keeps_its_column():
-    table = pd.DataFrame({"policy": ["personalized_ranking_v2_holdout", "b"],
-                          "value": [0.12345, 0.2]})
+    table = pd.DataFrame(
+        {"policy": ["personalized_ranking_v2_holdout", "b"], "value": [0.12345, 0.2]}
+    )
     text = render_text(ResultParts("t", table=table))
     assert text.splitlines()[2:] == [
         "policy                            value",
@@ -175,8 +184,9 @@ def test_long_lists_and_notes_are_wrapped_to_88_characters():
     lines = format_list(columns, initial="  columns: ", subsequent="    ")
     assert len(lines) > 10 and max(map(len, lines)) <= TEXT_WIDTH
     assert " ".join(line.strip() for line in lines) == "columns: " + ", ".join(columns)
-    parts = ResultParts("t", fields=(("columns", ", ".join(columns)),),
-                        notes=("a long note " * 30,))
+    parts = ResultParts(
+        "t", fields=(("columns", ", ".join(columns)),), notes=("a long note " * 30,)
+    )
     text = render_text(parts)
     assert max(map(len, text.splitlines())) <= TEXT_WIDTH
     assert text.count("feature_") == 120 and "  [1] a long note a long note" in text
@@ -195,10 +205,14 @@ def test_notes_are_the_same_up_to_case_spacing_and_a_final_period():
 
 def test_a_note_rule_and_subject_make_two_wordings_one_note():
     a = Note("ESS 553 is 0.55% of the 100,000 rows", rule="low_ess", subject="long_tail")
-    b = Note("effective sample size 553.2 is 0.55% of n=100000", rule="low_ess",
-             subject="long_tail")
-    c = Note("effective sample size 954.8 is 0.95% of n=100000", rule="low_ess",
-             subject=("long_tail", "clipped"))
+    b = Note(
+        "effective sample size 553.2 is 0.55% of n=100000", rule="low_ess", subject="long_tail"
+    )
+    c = Note(
+        "effective sample size 954.8 is 0.95% of n=100000",
+        rule="low_ess",
+        subject=("long_tail", "clipped"),
+    )
     assert unique_notes([a], [b, c]) == (a, c)
     assert isinstance(a, str) and json.dumps([a]) == json.dumps([str(a)])
     back = pickle.loads(pickle.dumps(a))
@@ -207,8 +221,12 @@ def test_a_note_rule_and_subject_make_two_wordings_one_note():
 
 def test_rows_reference_their_notes_and_each_note_is_stated_once():
     table = pd.DataFrame({"policy": ["a", "b", "c"], "value": [0.1, 0.2, 0.3]})
-    parts = ResultParts("t", table=table, notes=("3 rows were dropped",),
-                        row_notes=[["heavy weights"], [], ["heavy weights.", "few rows"]])
+    parts = ResultParts(
+        "t",
+        table=table,
+        notes=("3 rows were dropped",),
+        row_notes=[["heavy weights"], [], ["heavy weights.", "few rows"]],
+    )
     text = render_text(parts)
     assert text.count("heavy weights") == 1
     assert text.splitlines()[2:] == [
@@ -230,14 +248,18 @@ def test_row_notes_must_match_the_table():
     table = pd.DataFrame({"policy": ["a", "b"]})
     with pytest.raises(ParameterError, match=r"row_notes has 1 entries for a table of 2 rows"):
         render_text(ResultParts("t", table=table, row_notes=[["x"]]))
-    with pytest.raises(ParameterError, match=r"precision names columns the table does not "
-                                             r"have: se; its columns are policy"):
+    with pytest.raises(
+        ParameterError,
+        match=r"precision names columns the table does not "
+        r"have: se; its columns are policy",
+    ):
         render_text(ResultParts("t", table=table, precision={"policy": "se"}))
 
 
 def test_precision_follows_the_std_error_column_unless_told_otherwise():
-    table = pd.DataFrame({"value": [0.0046031, 0.0048214], "std_error": [0.00012, 0.00013],
-                          "ratio": [1.04748, 0.95]})
+    table = pd.DataFrame(
+        {"value": [0.0046031, 0.0048214], "std_error": [0.00012, 0.00013], "ratio": [1.04748, 0.95]}
+    )
     rows = render_text(ResultParts("t", table=table)).splitlines()[4:]
     assert rows == ["0.00460    0.00012   1.047", "0.00482    0.00013  0.9500"]
     rows = render_text(ResultParts("t", table=table, precision={})).splitlines()[4:]
@@ -249,9 +271,13 @@ def test_precision_follows_the_std_error_column_unless_told_otherwise():
 
 def test_html_shows_the_same_numbers_and_escapes_every_user_string():
     table = pd.DataFrame({"policy": ["<b>p</b>"], "value": [0.0046031], "std_error": [0.00012]})
-    parts = ResultParts("<i>title</i>", fields=(("<f>", "<v>"),), table=table,
-                        row_notes=[["<script>x</script>"]],
-                        provenance=Provenance(options={"by": "<seg>"}, ope_version="0.1.0"))
+    parts = ResultParts(
+        "<i>title</i>",
+        fields=(("<f>", "<v>"),),
+        table=table,
+        row_notes=[["<script>x</script>"]],
+        provenance=Provenance(options={"by": "<seg>"}, ope_version="0.1.0"),
+    )
     page = render_html(parts)
     assert "<script>" not in page and "<b>p</b>" not in page and "<i>" not in page
     assert "&lt;script&gt;x&lt;/script&gt;" in page and "&lt;b&gt;p&lt;/b&gt;" in page
@@ -265,15 +291,23 @@ def test_html_shows_the_same_numbers_and_escapes_every_user_string():
 # --------------------------------------------------------------------------------------------
 def test_provenance_to_dict_is_json_ready_with_stable_keys():
     p = Provenance(
-        options={"reward_range": (0, 1), "n_resamples": np.int64(2000), "level": np.float64(0.9),
-                 "out": pathlib.Path("r.html"), "rng": np.random.default_rng(0),
-                 "by": ["segment"], "nested": {"a": (1, 2)}},
-        seed=12, input=pathlib.Path("logs.parquet"), rows=100_000, command="ope evaluate x",
+        options={
+            "reward_range": (0, 1),
+            "n_resamples": np.int64(2000),
+            "level": np.float64(0.9),
+            "out": pathlib.Path("r.html"),
+            "rng": np.random.default_rng(0),
+            "by": ["segment"],
+            "nested": {"a": (1, 2)},
+        },
+        seed=12,
+        input=pathlib.Path("logs.parquet"),
+        rows=100_000,
+        command="ope evaluate x",
         ope_version="0.1.0",
     )
     d = p.to_dict()
-    assert list(d) == ["ope_version", "seed", "options", "command", "input", "rows",
-                       "dependencies"]
+    assert list(d) == ["ope_version", "seed", "options", "command", "input", "rows", "dependencies"]
     assert d["options"]["reward_range"] == [0, 1] and d["options"]["n_resamples"] == 2000
     assert d["options"]["out"] == "r.html" and d["options"]["rng"] == "<PCG64 Generator>"
     assert d["options"]["nested"] == {"a": [1, 2]} and d["input"] == "logs.parquet"
@@ -292,8 +326,11 @@ def test_provenance_to_dict_is_json_ready_with_stable_keys():
         ({"seed": True}, r"`seed` must be a whole number >= 0; got True"),
         ({"seed": 1.5}, r"`seed` must be a whole number >= 0; got 1.5"),
         ({"rows": -3}, r"`rows` must be a whole number >= 0"),
-        ({"options": ["ci"]}, r"Provenance `options` must be a mapping of names to values; "
-                              r"got list"),
+        (
+            {"options": ["ci"]},
+            r"Provenance `options` must be a mapping of names to values; "
+            r"got list",
+        ),
         ({"command": ["ope", "evaluate"]}, r"Provenance `command` must be text"),
     ],
 )
@@ -303,9 +340,15 @@ def test_provenance_checks_its_fields(kwargs, match):
 
 
 def test_provenance_text_says_what_is_known():
-    p = Provenance(options={"ci": "bootstrap", "reward_range": (0, 1)}, seed=None,
-                   command="ope evaluate logs.parquet --ci bootstrap", input="logs.parquet",
-                   rows=123_457, ope_version="0.1.0", dependencies={"numpy": "2.0.0"})
+    p = Provenance(
+        options={"ci": "bootstrap", "reward_range": (0, 1)},
+        seed=None,
+        command="ope evaluate logs.parquet --ci bootstrap",
+        input="logs.parquet",
+        rows=123_457,
+        ope_version="0.1.0",
+        dependencies={"numpy": "2.0.0"},
+    )
     assert p.text_lines() == [
         "Provenance:",
         "  ope:      0.1.0",
@@ -380,7 +423,10 @@ def test_a_subclass_keeps_its_doctests_under_the_provenance_wrapper(monkeypatch)
 def test_estimate_summary_renders_value_error_and_interval_at_one_precision():
     est = Estimate("snips", 0.0046031, 0.000121, 0.0043659, 0.0048403, n=120_000, ess=8.05e4)
     fields = est.summary().splitlines()[3:6]
-    assert fields == ["  value:           0.00460", "  std_error:       0.00012",
-                      "  95% CI (normal): [0.00437, 0.00484]"]
+    assert fields == [
+        "  value:           0.00460",
+        "  std_error:       0.00012",
+        "  95% CI (normal): [0.00437, 0.00484]",
+    ]
     nan = Estimate("dm", 0.25, 0.01, math.nan, math.nan, n=10, ess=10.0)
     assert "  95% CI (normal): [nan, nan]" in nan.summary()

@@ -118,7 +118,9 @@ def random_episodes(rng, n_episodes=25, max_len=30, p_trunc=0.5):
 
 @pytest.fixture(scope="module")
 def eps():
-    return random_episodes(np.random.default_rng(20260),)
+    return random_episodes(
+        np.random.default_rng(20260),
+    )
 
 
 def _kw(d):
@@ -170,9 +172,7 @@ def test_limits_in_lambda(eps, gamma):
     np.testing.assert_allclose(gae(d["reward"], lam=1.0, **kw), ret - d["values"], **TOL)
     np.testing.assert_allclose(gae(d["reward"], lam=0.0, **kw), td, **TOL)
     np.testing.assert_allclose(lambda_returns(d["reward"], lam=1.0, **kw), ret, **TOL)
-    np.testing.assert_allclose(
-        lambda_returns(d["reward"], lam=0.0, **kw), td + d["values"], **TOL
-    )
+    np.testing.assert_allclose(lambda_returns(d["reward"], lam=0.0, **kw), td + d["values"], **TOL)
 
 
 @pytest.mark.parametrize("gamma", [0.0, 0.9, 1.0])
@@ -181,23 +181,48 @@ def test_limits_in_lambda(eps, gamma):
 def test_off_policy_targets_equal_the_vtrace_loop(eps, gamma, lam, c_bar, rho_bar):
     d = eps
     ref = ref_vtrace_adv(
-        d["reward"], d["values"], d["ratios"], d["starts"], d["truncated"], d["tail"], gamma,
-        lam, math.inf if c_bar is None else c_bar, math.inf if rho_bar is None else rho_bar,
+        d["reward"],
+        d["values"],
+        d["ratios"],
+        d["starts"],
+        d["truncated"],
+        d["tail"],
+        gamma,
+        lam,
+        math.inf if c_bar is None else c_bar,
+        math.inf if rho_bar is None else rho_bar,
     )
     kw = {
-        "values": d["values"], "gamma": gamma, "lam": lam, "ratios": d["ratios"],
-        "max_ratio": c_bar, "max_td_ratio": rho_bar, **_kw(d),
+        "values": d["values"],
+        "gamma": gamma,
+        "lam": lam,
+        "ratios": d["ratios"],
+        "max_ratio": c_bar,
+        "max_td_ratio": rho_bar,
+        **_kw(d),
     }
     np.testing.assert_allclose(gae(d["reward"], **kw), ref, **TOL)
     np.testing.assert_allclose(lambda_returns(d["reward"], **kw), d["values"] + ref, **TOL)
     # discounted_returns with ratios: the same with V = 0 and lam = 1
     zero = np.zeros_like(d["values"])
     ref0 = ref_vtrace_adv(
-        d["reward"], zero, d["ratios"], d["starts"], d["truncated"], d["tail"], gamma, 1.0,
-        math.inf if c_bar is None else c_bar, math.inf if rho_bar is None else rho_bar,
+        d["reward"],
+        zero,
+        d["ratios"],
+        d["starts"],
+        d["truncated"],
+        d["tail"],
+        gamma,
+        1.0,
+        math.inf if c_bar is None else c_bar,
+        math.inf if rho_bar is None else rho_bar,
     )
     got0 = discounted_returns(
-        d["reward"], gamma=gamma, ratios=d["ratios"], max_ratio=c_bar, max_td_ratio=rho_bar,
+        d["reward"],
+        gamma=gamma,
+        ratios=d["ratios"],
+        max_ratio=c_bar,
+        max_td_ratio=rho_bar,
         **_kw(d),
     )
     np.testing.assert_allclose(got0, ref0, **TOL)
@@ -214,8 +239,13 @@ def test_episode_id_and_trajectories_give_the_same_values(eps):
     d = eps
     by_starts = gae(d["reward"], values=d["values"], gamma=0.9, lam=0.8, **_kw(d))
     by_id = gae(
-        d["reward"], values=d["values"], gamma=0.9, lam=0.8, done=d["done"],
-        episode_id=d["episode_id"], tail_value=d["tail"],
+        d["reward"],
+        values=d["values"],
+        gamma=0.9,
+        lam=0.8,
+        done=d["done"],
+        episode_id=d["episode_id"],
+        tail_value=d["tail"],
     )
     np.testing.assert_array_equal(by_id, by_starts)
     # ope.Trajectories: read_trajectories sorts by (episode_id, step), so shuffle the rows
@@ -225,8 +255,14 @@ def test_episode_id_and_trajectories_give_the_same_values(eps):
     tail_next = np.where(last, np.repeat(d["tail"], d["lengths"]), np.nan)
     frame = pd.DataFrame(
         {
-            "episode_id": d["episode_id"], "step": step, "action": 0, "propensity": 1.0,
-            "reward": d["reward"], "done": d["done"], "v": d["values"], "v_next": tail_next,
+            "episode_id": d["episode_id"],
+            "step": step,
+            "action": 0,
+            "propensity": 1.0,
+            "reward": d["reward"],
+            "done": d["done"],
+            "v": d["values"],
+            "v_next": tail_next,
         }
     )
     traj = read_trajectories(frame.sample(frac=1.0, random_state=0))
@@ -239,20 +275,25 @@ def test_episode_id_and_trajectories_give_the_same_values(eps):
 
 def test_every_form_of_tail_value_gives_the_same_values(eps):
     d = eps
-    kw = {"values": d["values"], "gamma": 0.9, "lam": 0.5, "done": d["done"],
-          "episode_starts": d["starts"]}  # the (E + 1,) offsets form, as Trajectories have
+    kw = {
+        "values": d["values"],
+        "gamma": 0.9,
+        "lam": 0.5,
+        "done": d["done"],
+        "episode_starts": d["starts"],
+    }  # the (E + 1,) offsets form, as Trajectories have
     per_episode = np.where(d["truncated"], d["tail"], np.nan)  # terminated: ignored
     per_truncated = d["tail"][d["truncated"]]
     per_step = np.repeat(d["tail"], d["lengths"])  # V(s_{t+1}); only last rows are read
-    per_step[:-1] += 1000.0 * (np.diff(np.repeat(np.arange(d["lengths"].size),
-                                                 d["lengths"])) == 0)
+    per_step[:-1] += 1000.0 * (np.diff(np.repeat(np.arange(d["lengths"].size), d["lengths"])) == 0)
     base = gae(d["reward"], tail_value=d["tail"], **kw)
     for form in (per_episode, per_truncated, per_step):
         np.testing.assert_array_equal(gae(d["reward"], tail_value=form, **kw), base)
     # a scalar is the same value for every truncated episode
     const = gae(d["reward"], tail_value=2.5, **kw)
-    np.testing.assert_array_equal(const, gae(d["reward"], tail_value=np.full(d["tail"].size,
-                                                                             2.5), **kw))
+    np.testing.assert_array_equal(
+        const, gae(d["reward"], tail_value=np.full(d["tail"].size, 2.5), **kw)
+    )
 
 
 def test_tail_value_is_not_used_after_termination():
@@ -300,14 +341,21 @@ def test_no_cancellation_between_episodes_of_different_scale():
 
 
 def test_empty_and_single_step_episodes():
-    empty = discounted_returns(np.zeros(0), done=np.zeros(0, bool), episode_starts=[0],
-                               gamma=0.9)
+    empty = discounted_returns(np.zeros(0), done=np.zeros(0, bool), episode_starts=[0], gamma=0.9)
     assert empty.shape == (0,) and empty.dtype == np.float64
-    assert gae(np.zeros(0), values=np.zeros(0), done=np.zeros(0, bool), episode_id=[],
-               gamma=0.9, lam=0.9).shape == (0,)
+    assert gae(
+        np.zeros(0), values=np.zeros(0), done=np.zeros(0, bool), episode_id=[], gamma=0.9, lam=0.9
+    ).shape == (0,)
     r = np.array([1.0, 2.0, 3.0])
-    got = gae(r, values=[0.5, 0.5, 0.5], done=[True, False, True], episode_starts=[0, 1, 2],
-              gamma=0.5, lam=1.0, tail_value=10.0)
+    got = gae(
+        r,
+        values=[0.5, 0.5, 0.5],
+        done=[True, False, True],
+        episode_starts=[0, 1, 2],
+        gamma=0.5,
+        lam=1.0,
+        tail_value=10.0,
+    )
     np.testing.assert_allclose(got, [0.5, 2.0 + 5.0 - 0.5, 2.5])
 
 
@@ -337,15 +385,15 @@ def test_property_random_structures_match_the_loop(lengths, seed, gamma, lam, of
     kw = {"done": done, "episode_starts": starts[:-1], "tail_value": tail}
     off = {"ratios": rho, "max_ratio": c_bar, "max_td_ratio": rho_bar} if off_policy else {}
     ref = ref_vtrace_adv(r, v, rho, starts, truncated, tail, gamma, lam, c_bar, rho_bar)
+    np.testing.assert_allclose(gae(r, values=v, gamma=gamma, lam=lam, **kw, **off), ref, **TOL)
     np.testing.assert_allclose(
-        gae(r, values=v, gamma=gamma, lam=lam, **kw, **off), ref, **TOL
-    )
-    np.testing.assert_allclose(
-        td_errors(r, values=v, gamma=gamma, **kw), ref_td(r, v, starts, truncated, tail, gamma),
+        td_errors(r, values=v, gamma=gamma, **kw),
+        ref_td(r, v, starts, truncated, tail, gamma),
         **TOL,
     )
     np.testing.assert_allclose(
-        discounted_returns(r, gamma=gamma, **kw), ref_returns(r, starts, truncated, tail, gamma),
+        discounted_returns(r, gamma=gamma, **kw),
+        ref_returns(r, starts, truncated, tail, gamma),
         **TOL,
     )
 
@@ -361,8 +409,9 @@ Z = 4.0  # standard errors allowed; the seeds are fixed, so these tests are dete
 def mdp():
     """On-policy episodes, truncated at the horizon, and the exact untruncated V of the
     behaviour policy (so that V(next_state) is the right tail after a truncation)."""
-    env = TabularMDP(n_states=6, n_actions=3, horizon=20, gamma=0.95,
-                     termination_probability=0.03, seed=1)
+    env = TabularMDP(
+        n_states=6, n_actions=3, horizon=20, gamma=0.95, termination_probability=0.03, seed=1
+    )
     traj = read_trajectories(env.sample(N_EPISODES, rng=11))
     pi = env.policy_table("logging")
     v_true = np.einsum("sa,sa->s", pi, env.discounted_q_function("logging"))
@@ -429,8 +478,9 @@ def test_gae_under_the_true_values_has_mean_zero(mdp, lam):
 @pytest.fixture(scope="module")
 def off_policy_mdp():
     """Behaviour-policy episodes with the ratios and exact untruncated V of a target."""
-    env = TabularMDP(n_states=5, n_actions=3, horizon=10, gamma=0.9,
-                     termination_probability=0.05, seed=4)
+    env = TabularMDP(
+        n_states=5, n_actions=3, horizon=10, gamma=0.9, termination_probability=0.05, seed=4
+    )
     traj = read_trajectories(env.sample(N_EPISODES, rng=5))
     target = "epsilon_greedy"
     rho = traj.column("target__" + target) / traj.column("propensity")
@@ -451,8 +501,7 @@ def test_importance_weighted_returns_are_unbiased_for_the_target(off_policy_mdp)
     assert abs(mean - truth) < Z * se
     # the on-policy return of the same logs estimates the behaviour policy instead
     # (its tail is the behaviour policy's value of the state left in)
-    v_mu = np.einsum("sa,sa->s", env.policy_table("logging"),
-                     env.discounted_q_function("logging"))
+    v_mu = np.einsum("sa,sa->s", env.policy_table("logging"), env.discounted_q_function("logging"))
     nxt = traj.column("next_state")
     tail_mu = np.where(nxt >= 0, v_mu[np.maximum(nxt, 0)], 0.0)
     on_mean, on_se = _mean_and_se(
@@ -468,8 +517,9 @@ def test_vtrace_targets_with_the_true_values_are_unbiased(off_policy_mdp, lam, c
     # targets are unbiased for any lambda and any trace clip level (Retrace-style cutting)
     env, traj, target, rho, v, v_next = off_policy_mdp
     first = traj.episode_starts[:-1]
-    adv = gae(traj, values=v, gamma=env.gamma, lam=lam, tail_value=v_next, ratios=rho,
-              max_ratio=c_bar)
+    adv = gae(
+        traj, values=v, gamma=env.gamma, lam=lam, tail_value=v_next, ratios=rho, max_ratio=c_bar
+    )
     mean, se = _mean_and_se(adv[first])
     assert abs(mean) < Z * se
 
@@ -492,8 +542,9 @@ def test_truncation_without_tail_value_is_refused(mdp):
 
 
 def test_terminated_episodes_need_no_tail_value():
-    got = td_errors([1.0, 1.0], values=[0.0, 0.0], done=[True, True], episode_starts=[0, 1],
-                    gamma=0.9)
+    got = td_errors(
+        [1.0, 1.0], values=[0.0, 0.0], done=[True, True], episode_starts=[0, 1], gamma=0.9
+    )
     np.testing.assert_array_equal(got, [1.0, 1.0])
 
 
@@ -508,43 +559,61 @@ BASE = {"done": DONE, "episode_starts": [0, 2]}
 @pytest.mark.parametrize(
     "kwargs,error,match",
     [
-        ({"gamma": 1.5}, ParameterError,
+        (
+            {"gamma": 1.5},
+            ParameterError,
             r"`gamma` \(discount factor\) must be in \[0, 1\]; got 1.5",
         ),
         ({"gamma": -0.1}, ParameterError, r"`gamma` .* must be in \[0, 1\]"),
         ({"gamma": float("nan")}, ParameterError, r"`gamma` .* must be in \[0, 1\]; got nan"),
         ({"gamma": "0.9"}, ParameterError, r"`gamma` must be a number; got '0.9'"),
-        ({"lam": -0.1}, ParameterError,
+        (
+            {"lam": -0.1},
+            ParameterError,
             r"`lam` \(the lambda of TD\(lambda\)\) must be in \[0, 1\]; got -0.1",
         ),
         ({"lam": 2}, ParameterError, r"`lam` .* got 2"),
-        ({"values": [1.0, 2.0, 3.0]}, ValidationError,
+        (
+            {"values": [1.0, 2.0, 3.0]},
+            ValidationError,
             r"`values` has 3 rows but the data have 4 steps",
         ),
-        ({"values": [1.0, np.nan, 2.0, 0.0]}, ValidationError,
+        (
+            {"values": [1.0, np.nan, 2.0, 0.0]},
+            ValidationError,
             r"`values` must be finite; 1 rows .* row 1",
         ),
         ({"done": DONE[:3]}, ValidationError, r"`done` must have shape \(4,\)"),
         ({"done": [0, 2, 0, 1]}, ValidationError, r"`done` must be boolean \(or 0/1\)"),
-        ({"done": [True, True, False, True]}, ValidationError,
+        (
+            {"done": [True, True, False, True]},
+            ValidationError,
             r"`done` may be true only at the last step .*first at row 0",
         ),
         ({"episode_starts": [1, 2]}, ValidationError, r"`episode_starts` must begin with 0"),
         ({"episode_starts": [0, 2, 2]}, ValidationError, r"strictly increasing"),
         ({"episode_starts": [0, 0.5]}, ValidationError, r"integer row offsets"),
-        ({"episode_starts": None}, ParameterError,
+        (
+            {"episode_starts": None},
+            ParameterError,
             r"exactly one of `episode_starts` .* got neither",
         ),
         ({"episode_id": [1, 1, 2, 2]}, ParameterError, r"exactly one of .* got both"),
         ({"done": None}, ParameterError, r"with array data pass `done`"),
-        ({"ratios": [1.0, -1.0, 1.0, 1.0]}, ValidationError,
+        (
+            {"ratios": [1.0, -1.0, 1.0, 1.0]},
+            ValidationError,
             r"`ratios` must be >= 0 .*; 1 rows are negative \(first at row 1: -1.0\)",
         ),
         ({"ratios": [1.0, 1.0]}, ValidationError, r"`ratios` has 2 rows"),
-        ({"max_ratio": 1.0}, ParameterError,
+        (
+            {"max_ratio": 1.0},
+            ParameterError,
             r"`max_ratio` clip importance ratios, but no `ratios`",
         ),
-        ({"ratios": np.ones(4), "max_ratio": 0.0}, ParameterError,
+        (
+            {"ratios": np.ones(4), "max_ratio": 0.0},
+            ParameterError,
             r"`max_ratio` \(clip level of the trace coefficients\) must be a positive number",
         ),
         ({"ratios": np.ones(4), "max_td_ratio": -1}, ParameterError, r"`max_td_ratio` .* positive"),
@@ -560,7 +629,8 @@ def test_bad_arguments_and_data(kwargs, error, match):
 @pytest.mark.parametrize(
     "reward,match",
     [
-        ([1.0, np.nan, 2.0, 1.0],
+        (
+            [1.0, np.nan, 2.0, 1.0],
             r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 1\)",
         ),
         ([1.0, np.inf, 2.0, 1.0], r"`reward` must be finite"),
@@ -575,12 +645,18 @@ def test_bad_rewards(reward, match):
 
 def test_bad_tail_values():
     kw = {"done": [False, True, False, False], "episode_starts": [0, 2, 3], "gamma": 0.9}
-    with pytest.raises(ValidationError, match=r"`tail_value` has 5 entries; pass a float, one "
-                       r"value per truncated episode \(2\), one per episode \(3\) or one per "
-                       r"step \(4"):
+    with pytest.raises(
+        ValidationError,
+        match=r"`tail_value` has 5 entries; pass a float, one "
+        r"value per truncated episode \(2\), one per episode \(3\) or one per "
+        r"step \(4",
+    ):
         discounted_returns(R, tail_value=np.zeros(5), **kw)
-    with pytest.raises(ValidationError, match=r"`tail_value` must be finite for truncated "
-                       r"episodes; 1 are not \(first: the episode ending at row 3\)"):
+    with pytest.raises(
+        ValidationError,
+        match=r"`tail_value` must be finite for truncated "
+        r"episodes; 1 are not \(first: the episode ending at row 3\)",
+    ):
         discounted_returns(R, tail_value=[0.0, np.nan], **kw)
     with pytest.raises(ParameterError, match=r"tail_value='v' names a column"):
         discounted_returns(R, tail_value="v", **kw)
@@ -590,18 +666,26 @@ def test_bad_tail_values():
 
 def test_episode_ids_must_be_contiguous():
     with pytest.raises(ValidationError, match=r"3 runs of equal ids and only 2 distinct ids"):
-        discounted_returns(R, gamma=0.9, done=[False, True, True, True], episode_id=[1, 1, 2, 1],
-                           tail_value=0.0)
+        discounted_returns(
+            R, gamma=0.9, done=[False, True, True, True], episode_id=[1, 1, 2, 1], tail_value=0.0
+        )
 
 
 def test_trajectories_reject_array_structure_arguments_and_bad_columns(mdp):
     env, traj, v, v_next = mdp
-    with pytest.raises(ParameterError, match=r"`done`, `episode_starts` cannot be given with "
-                       r"ope.Trajectories"):
-        discounted_returns(traj, gamma=0.9, done=np.zeros(traj.n, bool),
-                           episode_starts=[0], tail_value=0.0)
-    with pytest.raises(SchemaError, match=r"`values` names column 'nope', which is not in the "
-                       r"trajectories"):
+    with pytest.raises(
+        ParameterError,
+        match=r"`done`, `episode_starts` cannot be given with "
+        r"ope.Trajectories",
+    ):
+        discounted_returns(
+            traj, gamma=0.9, done=np.zeros(traj.n, bool), episode_starts=[0], tail_value=0.0
+        )
+    with pytest.raises(
+        SchemaError,
+        match=r"`values` names column 'nope', which is not in the "
+        r"trajectories",
+    ):
         td_errors(traj, values="nope", gamma=0.9, tail_value=0.0)
     with pytest.raises(ValidationError, match=r"`values` has 3 rows"):
         td_errors(traj, values=np.zeros(3), gamma=0.9, tail_value=0.0)
@@ -623,8 +707,12 @@ def test_column_names_for_values_ratios_and_tail(off_policy_mdp):
 
 def test_float32_and_integer_inputs_give_float64():
     got = lambda_returns(
-        np.array([1, 2, 3], dtype=np.int32), values=np.array([0.5, 0.25, 0.125], np.float32),
-        done=np.array([0, 0, 1]), episode_starts=np.array([0], np.int32), gamma=0.5, lam=0.5,
+        np.array([1, 2, 3], dtype=np.int32),
+        values=np.array([0.5, 0.25, 0.125], np.float32),
+        done=np.array([0, 0, 1]),
+        episode_starts=np.array([0], np.int32),
+        gamma=0.5,
+        lam=0.5,
     )
     assert got.dtype == np.float64
     # G2 = 3; G1 = 2 + 0.5 (0.5 * 0.125 + 0.5 * 3); G0 = 1 + 0.5 (0.5 * 0.25 + 0.5 * G1)

@@ -29,8 +29,14 @@ K, TOP = 100, 5
 
 def _items(seed: int = 7) -> pd.DataFrame:
     f = np.random.default_rng(seed).normal(size=(K, 2))
-    return pd.DataFrame({"action": np.arange(K), "f0": f[:, 0], "f1": f[:, 1],
-                         "name": [f"item{a}" for a in range(K)]})  # a string column: left out
+    return pd.DataFrame(
+        {
+            "action": np.arange(K),
+            "f0": f[:, 0],
+            "f1": f[:, 1],
+            "name": [f"item{a}" for a in range(K)],
+        }
+    )  # a string column: left out
 
 
 def _world(n: int, seed: int, items: pd.DataFrame):
@@ -47,10 +53,23 @@ def _world(n: int, seed: int, items: pd.DataFrame):
     score = 0.3 * f0 - 0.2 * f1
     top = np.argsort(-score)[:TOP]
     truth = float(np.mean(0.5 + score[top]))
-    logs = pd.DataFrame({"event_id": np.arange(n), "action": a, "propensity": np.full(n, 1 / K),
-                         "reward": r, "x": x})
-    table = pd.DataFrame({"event_id": np.repeat(np.arange(n), TOP), "policy": "top",
-                          "action": np.tile(top, n), "probability": 1.0 / TOP})
+    logs = pd.DataFrame(
+        {
+            "event_id": np.arange(n),
+            "action": a,
+            "propensity": np.full(n, 1 / K),
+            "reward": r,
+            "x": x,
+        }
+    )
+    table = pd.DataFrame(
+        {
+            "event_id": np.repeat(np.arange(n), TOP),
+            "policy": "top",
+            "action": np.tile(top, n),
+            "probability": 1.0 / TOP,
+        }
+    )
     return logs, table, truth
 
 
@@ -120,7 +139,9 @@ def test_action_intercepts_separate_actions_with_equal_features():
     assert q_shared[0] == pytest.approx(q_shared[1])
     np.testing.assert_allclose(q_own, [1.0, 0.0, 0.5], atol=0.02)
     assert own.n_design_columns_ == 0 + 1 + 0 + 3
-    sparse = RewardModel(rng=0, action_intercepts=True, sparse=True).fit(x, a, r, action_features=feats)
+    sparse = RewardModel(rng=0, action_intercepts=True, sparse=True).fit(
+        x, a, r, action_features=feats
+    )
     np.testing.assert_allclose(sparse.predict_logged(), own.predict_logged(), atol=1e-10)
 
 
@@ -129,11 +150,32 @@ def _report(n: int) -> ValidationReport:
 
 
 def test_outcome_like_columns_are_not_default_context():
-    cols = {"action": [0, 1], "propensity": [0.5, 0.5], "reward": [1.0, 0.0],
-            "x0": [0.1, 0.2], "Age": [30, 40]}
-    for name in ("cost", "latency_ms", "tokens", "click", "conversion", "revenue", "Revenue",
-                 "reward_raw", "outcome_7d", "user_id", "slate_id", "timestamp", "timestamp_ms",
-                 "event_time", "created_at", "user-item_affinity_3", "weight"):
+    cols = {
+        "action": [0, 1],
+        "propensity": [0.5, 0.5],
+        "reward": [1.0, 0.0],
+        "x0": [0.1, 0.2],
+        "Age": [30, 40],
+    }
+    for name in (
+        "cost",
+        "latency_ms",
+        "tokens",
+        "click",
+        "conversion",
+        "revenue",
+        "Revenue",
+        "reward_raw",
+        "outcome_7d",
+        "user_id",
+        "slate_id",
+        "timestamp",
+        "timestamp_ms",
+        "event_time",
+        "created_at",
+        "user-item_affinity_3",
+        "weight",
+    ):
         cols[name] = [1.0, 2.0]
     cols["target__p"] = cols["propensity__ranker"] = [0.0, 1.0]
     cols["flag"] = [True, False]
@@ -145,9 +187,13 @@ def test_outcome_like_columns_are_not_default_context():
     assert "revenue" in choice.excluded and "user-item_affinity_3" in choice.excluded
     assert "target__p" not in choice.excluded and choice.notes == ()
     # named explicitly, an excluded column is used
-    ev = ope.evaluate(logs.table.to_pandas(), pd.DataFrame(
-        {"event_id": range(10), "policy": "p", "action": 1, "probability": 1.0}),
-        estimators=("dm",), context_columns=["x0", "user_id"], rng=0)
+    ev = ope.evaluate(
+        logs.table.to_pandas(),
+        pd.DataFrame({"event_id": range(10), "policy": "p", "action": 1, "probability": 1.0}),
+        estimators=("dm",),
+        context_columns=["x0", "user_id"],
+        rng=0,
+    )
     assert ev.model_columns["context"] == ["x0", "user_id"]
 
 
@@ -155,9 +201,14 @@ def test_many_default_columns_get_a_note():
     n, d = 60, MANY_DEFAULT_CONTEXT_COLUMNS + 3
     rng = np.random.default_rng(0)
     df = pd.DataFrame(rng.normal(size=(n, d)), columns=[f"e{j}" for j in range(d)])
-    df = df.assign(action=rng.integers(0, 2, n), propensity=0.5, reward=rng.random(n),
-                   target__one=lambda t: (t["action"] == 1).astype(float),
-                   target_dist__one=[[0.0, 1.0]] * n, candidates=[[0, 1]] * n)
+    df = df.assign(
+        action=rng.integers(0, 2, n),
+        propensity=0.5,
+        reward=rng.random(n),
+        target__one=lambda t: (t["action"] == 1).astype(float),
+        target_dist__one=[[0.0, 1.0]] * n,
+        candidates=[[0, 1]] * n,
+    )
     ev = ope.evaluate(df, estimators=("dr",), rng=0)
     (note,) = [t for t in ev.notes if "context columns by default" in t]
     assert note.startswith(f"the reward model took {d} context columns by default")
@@ -165,7 +216,9 @@ def test_many_default_columns_get_a_note():
     assert len(ev.model_columns["context"]) == d
     few = ope.evaluate(df, estimators=("dr",), rng=0, context_columns=["e0"])
     assert not [t for t in few.notes if "by default" in t]
-    few_default = ope.evaluate(df.drop(columns=[f"e{j}" for j in range(4)]), estimators=("dr",), rng=0)
+    few_default = ope.evaluate(
+        df.drop(columns=[f"e{j}" for j in range(4)]), estimators=("dr",), rng=0
+    )
     assert not [t for t in few_default.notes if "by default" in t]
 
 
@@ -185,8 +238,10 @@ def test_model_columns_in_to_dict_summary_and_cli_json(tmp_path, capsys):
     pol = tmp_path / "policy.parquet"
     pq.write_table(pa.Table.from_pandas(df, preserve_index=False), path)
     pq.write_table(pa.Table.from_pandas(table, preserve_index=False), pol)
-    assert main(["evaluate", str(path), "--policies", str(pol), "--estimator", "dr",
-                 "--json"]) == EXIT_OK
+    assert (
+        main(["evaluate", str(path), "--policies", str(pol), "--estimator", "dr", "--json"])
+        == EXIT_OK
+    )
     doc = json.loads(capsys.readouterr().out)
     assert doc["model_columns"] == {"context": ["x"], "action_features": []}
     assert main(["evaluate", str(path), "--policies", str(pol), "--estimator", "dr"]) == EXIT_OK
@@ -198,20 +253,27 @@ def _obd_folder(folder, n=20):
     """An Open-Bandit-format campaign folder: n rows over 3 items, 2 affinity columns."""
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(0)
-    lines = [",timestamp,item_id,position,click,propensity_score,user_feature_0,"
-             "user-item_affinity_0,user-item_affinity_1"]
-    lines += [f"{i},2019-11-24 00:00:{i:02d}+00:00,{i % 3},{1 + i % 3},{int(rng.random() < 0.4)},"
-              f"0.3,h{i % 2},{rng.random():.3f},{rng.random():.3f}" for i in range(n)]
+    lines = [
+        ",timestamp,item_id,position,click,propensity_score,user_feature_0,"
+        "user-item_affinity_0,user-item_affinity_1"
+    ]
+    lines += [
+        f"{i},2019-11-24 00:00:{i:02d}+00:00,{i % 3},{1 + i % 3},{int(rng.random() < 0.4)},"
+        f"0.3,h{i % 2},{rng.random():.3f},{rng.random():.3f}"
+        for i in range(n)
+    ]
     (folder / "all.csv").write_text("\n".join(lines) + "\n")
     (folder / "item_context.csv").write_text(
-        ",item_id,item_feature_0,item_feature_1\n0,0,-0.5,f1a\n1,1,0.1,f1b\n2,2,0.7,f1c\n")
+        ",item_id,item_feature_0,item_feature_1\n0,0,-0.5,f1a\n1,1,0.1,f1b\n2,2,0.7,f1c\n"
+    )
     return folder
 
 
 def test_obd_import_feeds_item_features_and_not_affinity(tmp_path):
     folder = _obd_folder(tmp_path / "random" / "all")
-    policy = pd.DataFrame({"event_id": np.arange(20), "policy": "item2", "action": 2,
-                           "probability": 1.0})
+    policy = pd.DataFrame(
+        {"event_id": np.arange(20), "policy": "item2", "action": 2, "probability": 1.0}
+    )
     logs = ope.read_obd(folder, context="user+affinity")
     ev = ope.evaluate(logs, policy, estimators=("dm",), rng=0)
     # the affinity columns were asked for at import; the user feature and position are
@@ -219,13 +281,16 @@ def test_obd_import_feeds_item_features_and_not_affinity(tmp_path):
     items = ["item_feature_0", "item_feature_1=f1a", "item_feature_1=f1b", "item_feature_1=f1c"]
     assert ev.model_columns == {
         "context": ["context", "user-item_affinity_0", "user-item_affinity_1"],
-        "action_features": items}
+        "action_features": items,
+    }
     assert not any("not numeric" in t for t in ev.notes)
     plain = ope.read_obd(folder)  # default: user features and position, never the affinities
     ev = ope.evaluate(plain, policy, estimators=("dm",), rng=0)
     assert ev.model_columns == {"context": ["context"], "action_features": items}
     # a table with the affinity columns but no importer metadata: not taken by default
-    assert context_column_choice(ope.read_logs(logs.table.replace_schema_metadata(None))).columns == []
+    assert (
+        context_column_choice(ope.read_logs(logs.table.replace_schema_metadata(None))).columns == []
+    )
 
 
 class _DesignRidge(Ridge):
@@ -235,9 +300,16 @@ class _DesignRidge(Ridge):
         return super().predict(X)
 
 
-@pytest.mark.parametrize("settings", [{}, {"action_intercepts": True}, {"interactions": False},
-                                      {"action_intercepts": True, "sparse": False}],
-                         ids=["features", "intercepts", "additive", "dense-intercepts"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"action_intercepts": True},
+        {"interactions": False},
+        {"action_intercepts": True, "sparse": False},
+    ],
+    ids=["features", "intercepts", "additive", "dense-intercepts"],
+)
 def test_action_feature_predictions_by_gather_equal_the_design_predictions(settings):
     rng = np.random.default_rng(50)
     n, k, d, da = 500, 9, 2, 3
@@ -246,15 +318,19 @@ def test_action_feature_predictions_by_gather_equal_the_design_predictions(setti
     a = rng.integers(0, k, size=n)
     r = e[a] @ np.array([0.3, -0.2, 0.1]) + x[:, 0] * e[a, 0] + 0.1 * a + rng.normal(size=n)
     gathered = RewardModel(Ridge(alpha=0.5), n_folds=3, rng=4, **settings).fit(
-        x, a, r, action_features=e)
+        x, a, r, action_features=e
+    )
     designed = RewardModel(_DesignRidge(alpha=0.5), n_folds=3, rng=4, **settings).fit(
-        x, a, r, action_features=e)
+        x, a, r, action_features=e
+    )
     cols = np.argsort(rng.random((n, k)), axis=1)[:, :4]
     cols.sort(axis=1)
     probs = rng.random((n, 4))
     probs /= probs.sum(axis=1, keepdims=True)
     dist = sp.csr_array((probs.ravel(), cols.ravel(), np.arange(n + 1) * 4), shape=(n, k))
-    np.testing.assert_allclose(gathered.predict_policy(dist), designed.predict_policy(dist),
-                               rtol=1e-10, atol=1e-10)
-    np.testing.assert_allclose(gathered.predict(x[:20], a[:20]), designed.predict(x[:20], a[:20]),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        gathered.predict_policy(dist), designed.predict_policy(dist), rtol=1e-10, atol=1e-10
+    )
+    np.testing.assert_allclose(
+        gathered.predict(x[:20], a[:20]), designed.predict(x[:20], a[:20]), rtol=1e-10, atol=1e-10
+    )

@@ -125,9 +125,7 @@ def test_oof_matches_each_fold_model_on_hand_built_design():
     x = rng.normal(size=(n, d))
     a = rng.integers(0, k, size=n)
     r = x[:, 0] * (a == 2) + rng.normal(size=n)
-    fitted = RewardModel(Ridge(alpha=0.5), n_folds=3, sparse=False, rng=1).fit(
-        x, a, r, n_actions=k
-    )
+    fitted = RewardModel(Ridge(alpha=0.5), n_folds=3, sparse=False, rng=1).fit(x, a, r, n_actions=k)
     dist = _random_policy(rng, n, k, support=3)
     dense = dist.toarray()
     q_oof = np.zeros((n, k))
@@ -137,9 +135,7 @@ def test_oof_matches_each_fold_model_on_hand_built_design():
             rows = fitted.fold_ == f
             q_oof[rows, act] = fitted.estimators_[f].predict(design[rows])
     np.testing.assert_allclose(fitted.predict_policy(dist), (dense * q_oof).sum(axis=1), atol=1e-12)
-    np.testing.assert_allclose(
-        fitted.predict_logged(), q_oof[np.arange(n), a], rtol=0, atol=1e-12
-    )
+    np.testing.assert_allclose(fitted.predict_logged(), q_oof[np.arange(n), a], rtol=0, atol=1e-12)
 
 
 # --------------------------------------------------------------------------------------------
@@ -719,16 +715,21 @@ def test_linear_predictions_by_gather_equal_the_design_predictions(linear, by_de
     designed = RewardModel(by_design, n_folds=3, rng=2, **settings).fit(x, a, r, n_actions=k)
     np.testing.assert_allclose(gathered.predict_logged(), designed.predict_logged(), atol=1e-10)
     dists = [_random_policy(rng, n, k, s) for s in (1, 4)]
-    np.testing.assert_allclose(gathered.predict_policy(dists), designed.predict_policy(dists),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        gathered.predict_policy(dists), designed.predict_policy(dists), rtol=1e-10, atol=1e-10
+    )
     x_new = rng.normal(size=(50, d))
     a_new = rng.integers(0, k, size=50)
-    np.testing.assert_allclose(gathered.predict(x_new, a_new), designed.predict(x_new, a_new),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        gathered.predict(x_new, a_new), designed.predict(x_new, a_new), rtol=1e-10, atol=1e-10
+    )
     new_dist = _random_policy(rng, 50, k, 3)
-    np.testing.assert_allclose(gathered.predict_policy(new_dist, context=x_new),
-                               designed.predict_policy(new_dist, context=x_new),
-                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(
+        gathered.predict_policy(new_dist, context=x_new),
+        designed.predict_policy(new_dist, context=x_new),
+        rtol=1e-10,
+        atol=1e-10,
+    )
 
 
 def test_the_default_model_predicts_pairs_without_building_design_rows(monkeypatch):
@@ -758,8 +759,9 @@ def test_the_default_model_predicts_pairs_without_building_design_rows(monkeypat
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("estimator", [None, RandomForestRegressor(n_estimators=5, max_depth=3)],
-                         ids=["ridge", "forest"])
+@pytest.mark.parametrize(
+    "estimator", [None, RandomForestRegressor(n_estimators=5, max_depth=3)], ids=["ridge", "forest"]
+)
 def test_a_seed_reproduces_the_folds_and_the_predictions(estimator):
     rng = np.random.default_rng(42)
     n, k = 400, 4
@@ -780,8 +782,7 @@ def test_a_seed_reproduces_the_folds_and_the_predictions(estimator):
     again = RewardModel(estimator, rng=drawn.seed_).fit(x, a, r, n_actions=k)
     np.testing.assert_array_equal(drawn.fold_, again.fold_)
     np.testing.assert_allclose(drawn.predict_logged(), again.predict_logged(), rtol=1e-12)
-    np.testing.assert_allclose(drawn.predict_policy(dist), again.predict_policy(dist),
-                               rtol=1e-12)
+    np.testing.assert_allclose(drawn.predict_policy(dist), again.predict_policy(dist), rtol=1e-12)
     # a Generator is used as given: its state is the caller's, nothing to record
     gen = RewardModel(estimator, rng=np.random.default_rng(11)).fit(x, a, r, n_actions=k)
     assert gen.seed_ is None

@@ -106,8 +106,16 @@ def test_clipped_ips_about_the_lower_end_of_the_reward_range() -> None:
 
 
 # ---------------------------------------------------------------- identities
-ALL = [("ips", {}), ("snips", {}), ("clipped_ips", {"max_weight": 1.5}), ("dm", {}),
-       ("dr", {}), ("sndr", {}), ("switch_dr", {"tau": 1.5}), ("dros", {"shrinkage": 4.0})]
+ALL = [
+    ("ips", {}),
+    ("snips", {}),
+    ("clipped_ips", {"max_weight": 1.5}),
+    ("dm", {}),
+    ("dr", {}),
+    ("sndr", {}),
+    ("switch_dr", {"tau": 1.5}),
+    ("dros", {"shrinkage": 4.0}),
+]
 
 
 def _data(n: int = 300, seed: int = 3):
@@ -198,9 +206,12 @@ def test_low_ess_note_is_relative_to_the_ess_of_the_sampling_weights() -> None:
     t[:3] = 1.0  # three rows carry the candidate
     s = 1.0 + np.arange(n) % 2  # sum s = 3000, sum s^2 = 5000: Kish ESS 1800; s w of the
     # three rows (2, 4, 2): Kish ESS 64 / 24 = 2.7
-    with pytest.warns(ope.OverlapWarning, match=r"effective sample size 2\.7 \(Kish, of the "
-                      r"sampling weights times the importance weights\) is 0\.15% of 1800\.0, "
-                      r"the effective sample size of the sampling weights alone \(n=2000\)"):
+    with pytest.warns(
+        ope.OverlapWarning,
+        match=r"effective sample size 2\.7 \(Kish, of the "
+        r"sampling weights times the importance weights\) is 0\.15% of 1800\.0, "
+        r"the effective sample size of the sampling weights alone \(n=2000\)",
+    ):
         oe.IPS().estimate(r, p, t, sampling_weight=s)
 
 
@@ -221,8 +232,11 @@ def test_bounded_intervals_refuse_sampling_weights(
 ) -> None:
     est = oe.get_estimator(name, **({"max_weight": 1.5} if name == "clipped_ips" else {}))
     res = est.estimate(R, P, T, reward_range=(0, 1), sampling_weight=S)
-    with pytest.raises(EstimationError, match=rf"{method}.*{why}.*column `sampling_weight`.*"
-                       r"ci='normal', 't' or 'bootstrap'"):
+    with pytest.raises(
+        EstimationError,
+        match=rf"{method}.*{why}.*column `sampling_weight`.*"
+        r"ci='normal', 't' or 'bootstrap'",
+    ):
         res.ci(method=method, **kwargs)
 
 
@@ -262,19 +276,26 @@ def _frame(n: int = 1200, seed: int = 0) -> pd.DataFrame:
 def test_evaluate_reads_the_weight_column_and_says_so() -> None:
     df = _frame()
     ev = ope.evaluate(df, estimators=("ips", "snips", "clipped_ips"), max_weight=1.5)
-    many = oe.estimate_many("ips", reward=df.reward, logging_propensity=df.propensity,
-                            target_propensity=df[["target__a", "target__b"]].to_numpy(),
-                            sampling_weight=df.weight)
+    many = oe.estimate_many(
+        "ips",
+        reward=df.reward,
+        logging_propensity=df.propensity,
+        target_propensity=df[["target__a", "target__b"]].to_numpy(),
+        sampling_weight=df.weight,
+    )
     assert ev[("a", "ips")].value == pytest.approx(many[0].value, abs=1e-15)
     assert ev[("b", "ips")].std_error == pytest.approx(many[1].std_error, abs=1e-15)
     total = df.weight.sum()
-    note = (f"rows carry sampling weights (column `weight`, from pdrop): estimates are "
-            f"Horvitz-Thompson weighted; the population size is estimated as the sum of weights "
-            f"= {total:,.6g}")
+    note = (
+        f"rows carry sampling weights (column `weight`, from pdrop): estimates are "
+        f"Horvitz-Thompson weighted; the population size is estimated as the sum of weights "
+        f"= {total:,.6g}"
+    )
     assert any(n.startswith(note) for n in ev.notes)
     assert note.split(":")[0] in ev.summary().replace("\n      ", " ")
     assert "sampling weights:" in ev.summary() and "logging policy (weighted mean reward)" in (
-        ev.summary())
+        ev.summary()
+    )
     assert any(n.startswith(note) for n in ev.to_dict()["notes"])
     lv = ev.logging
     assert lv.value == pytest.approx(np.sum(df.weight * df.reward) / total, abs=1e-14)
@@ -305,8 +326,11 @@ def test_evaluate_segments_equal_evaluate_on_the_segment_rows() -> None:
     for label in (0, 1):
         part = ope.evaluate(df[df.seg == label].reset_index(drop=True), estimators=("ips", "snips"))
         for (policy, key), est in part.estimates.items():
-            row = seg[(seg.segment.astype(str) == str(label)) & (seg.policy == policy)
-                      & (seg.estimator == key)]
+            row = seg[
+                (seg.segment.astype(str) == str(label))
+                & (seg.policy == policy)
+                & (seg.estimator == key)
+            ]
             assert float(row.value.iloc[0]) == pytest.approx(est.value, abs=1e-14)
             assert float(row.std_error.iloc[0]) == pytest.approx(est.std_error, abs=1e-14)
 
@@ -325,16 +349,21 @@ def test_evaluate_shared_bootstrap_equals_each_estimates_own_bootstrap() -> None
 
 def test_evaluate_refuses_bounded_intervals_on_weighted_rows() -> None:
     df = _frame()
-    with pytest.raises(EstimationError, match="'hoeffding' does not take sampling weights.*"
-                       "column `weight`"):
-        ope.evaluate(df, estimators=("ips",), ci="hoeffding", reward_range=(0, 1),
-                     weight_bound=2.0)
+    with pytest.raises(
+        EstimationError, match="'hoeffding' does not take sampling weights.*column `weight`"
+    ):
+        ope.evaluate(df, estimators=("ips",), ci="hoeffding", reward_range=(0, 1), weight_bound=2.0)
 
 
 def _same(got, want, rel: float = 1e-12) -> None:
     assert got.n == want.n
-    for a, b in ((got.value, want.value), (got.std_error, want.std_error),
-                 (got.ci_low, want.ci_low), (got.ci_high, want.ci_high), (got.ess, want.ess)):
+    for a, b in (
+        (got.value, want.value),
+        (got.std_error, want.std_error),
+        (got.ci_low, want.ci_low),
+        (got.ci_high, want.ci_high),
+        (got.ess, want.ess),
+    ):
         assert a == pytest.approx(b, rel=rel, abs=1e-13)
     assert got.notes == want.notes
 
@@ -348,20 +377,34 @@ def test_streamed_statistics_equal_the_eager_weighted_estimates() -> None:
     p = rng.uniform(0.1, 0.9, n)
     t = rng.uniform(0.0, 1.0, (n, 2))
     s = rng.uniform(1.0, 4.0, n)
-    parts = [MomentStats.from_arrays(r[a:a + 700], p[a:a + 700], t[a:a + 700],
-                                     sampling_weight=s[a:a + 700], max_weight=1.5)
-             for a in range(0, n, 700)]
+    parts = [
+        MomentStats.from_arrays(
+            r[a : a + 700],
+            p[a : a + 700],
+            t[a : a + 700],
+            sampling_weight=s[a : a + 700],
+            max_weight=1.5,
+        )
+        for a in range(0, n, 700)
+    ]
     merged = MomentStats.merge_all(parts)
     for est in (oe.IPS(), oe.SNIPS(), oe.ClippedIPS(max_weight=1.5)):
         streamed = merged.estimates(est, reward_range=(-5.0, 15.0))
-        eager = oe.estimate_many(est, reward=r, logging_propensity=p, target_propensity=t,
-                                 reward_range=(-5.0, 15.0), sampling_weight=s)
+        eager = oe.estimate_many(
+            est,
+            reward=r,
+            logging_propensity=p,
+            target_propensity=t,
+            reward_range=(-5.0, 15.0),
+            sampling_weight=s,
+        )
         for a, b in zip(streamed, eager):
             _same(a, b)
     _same(merged.logging_estimate(), oe.logging_value(r, sampling_weight=s))
     with pytest.raises(EstimationError, match="'bernstein' does not take sampling weights"):
-        merged.estimates("ips", reward_range=(-5.0, 15.0))[0].ci(method="bernstein",
-                                                                weight_bound=10.0)
+        merged.estimates("ips", reward_range=(-5.0, 15.0))[0].ci(
+            method="bernstein", weight_bound=10.0
+        )
     unweighted = MomentStats.from_arrays(r[:10], p[:10], t[:10], max_weight=1.5)
     with pytest.raises(ValidationError, match="rows with sampling weights and of rows without"):
         merged.merge(unweighted)
@@ -389,7 +432,7 @@ def test_dask_equals_eager_on_weighted_rows(tmp_path) -> None:
     pytest.importorskip("dask")
     df = _frame()
     for k, start in enumerate(range(0, len(df), 400)):
-        df.iloc[start:start + 400].to_parquet(tmp_path / f"part-{k}.parquet")
+        df.iloc[start : start + 400].to_parquet(tmp_path / f"part-{k}.parquet")
     dist = ope.evaluate_distributed(tmp_path, batch_size=500, estimators=("ips", "snips"))
     eager = ope.evaluate(ope.read_logs(tmp_path), estimators=("ips", "snips"))
     _same_evaluations(dist, eager)
@@ -404,9 +447,16 @@ def test_weighting_corrects_the_bias_of_a_dropped_segment() -> None:
     action = rng.integers(0, 2, n)
     reward = rng.binomial(1, np.where(seg == 1, 0.2, 0.6)).astype(float)
     kept = (seg == 0) | (rng.uniform(size=n) < 0.25)
-    df = pd.DataFrame({"action": action, "propensity": 0.5, "reward": reward, "seg": seg,
-                       "target__a": (action == 1).astype(float),
-                       "weight": np.where(seg == 1, 4.0, 1.0)})[kept]
+    df = pd.DataFrame(
+        {
+            "action": action,
+            "propensity": 0.5,
+            "reward": reward,
+            "seg": seg,
+            "target__a": (action == 1).astype(float),
+            "weight": np.where(seg == 1, 4.0, 1.0),
+        }
+    )[kept]
     truth = 0.4  # mean reward of the population, whichever action
     ev = ope.evaluate(df, estimators=("ips", "snips"))
     plain = ope.evaluate(df.drop(columns="weight"), estimators=("ips", "snips"))
@@ -420,18 +470,27 @@ def test_weighting_corrects_the_bias_of_a_dropped_segment() -> None:
 class _IgnoresWeights(oe.IPS):
     """Takes sampling_weight and drops it: the silent bias the contract must catch."""
 
-    def estimate(self, reward, logging_propensity, target_propensity, *, reward_range=None,
-                 sampling_weight=None):
-        return super().estimate(reward, logging_propensity, target_propensity,
-                                reward_range=reward_range)
+    def estimate(
+        self,
+        reward,
+        logging_propensity,
+        target_propensity,
+        *,
+        reward_range=None,
+        sampling_weight=None,
+    ):
+        return super().estimate(
+            reward, logging_propensity, target_propensity, reward_range=reward_range
+        )
 
 
 def test_the_contract_catches_an_estimator_that_ignores_sampling_weights() -> None:
     from ope.testing import estimator_checks
 
     check = dict(estimator_checks(_IgnoresWeights()))["sampling_weights"]
-    with pytest.raises(AssertionError, match="sampling_weights failed .* value with integer "
-                       "sampling weights"):
+    with pytest.raises(
+        AssertionError, match="sampling_weights failed .* value with integer sampling weights"
+    ):
         check(rng=0)
     dict(estimator_checks(oe.IPS()))["sampling_weights"](rng=0)  # passes
 
@@ -521,8 +580,20 @@ def test_cli_weight_column_flag(tmp_path) -> None:
     assert code == 0 and doc["weight_column"] == "keep_w"
     code, out = _cli("evaluate", str(path), "--json", "--weight-column", "nope")
     assert code == 65 and "weight_column='nope' is not a column" in out
-    code, out = _cli("evaluate", str(path), "--json", "--ci", "bernstein", "--reward-range",
-                     "0", "1", "--weight-bound", "2", "--weight-column", "keep_w")
+    code, out = _cli(
+        "evaluate",
+        str(path),
+        "--json",
+        "--ci",
+        "bernstein",
+        "--reward-range",
+        "0",
+        "1",
+        "--weight-bound",
+        "2",
+        "--weight-column",
+        "keep_w",
+    )
     assert code != 0 and "does not take sampling weights" in out
 
 
@@ -530,16 +601,26 @@ def test_the_gates_finite_sample_bounds_refuse_weighted_rows() -> None:
     # the learners take the weights (tests/test_learning_weighted.py); betting does not
     df = _frame().assign(x0=np.linspace(0, 1, 1200))
     logs = ope.read_logs(df)
-    with pytest.raises(EstimationError, match=r"ci='betting' does not take sampling weights"
-                       r".*column `weight`.*Use ci='t'"):
+    with pytest.raises(
+        EstimationError,
+        match=r"ci='betting' does not take sampling weights"
+        r".*column `weight`.*Use ci='t'",
+    ):
         ope.learn_from_logs(logs, context_columns=["x0"], ci="betting", rng=0)
 
 
 def test_slate_logs_refuse_sampling_weights() -> None:
     from ope.slates import slate_logs
 
-    t = pd.DataFrame({"slate_id": [7, 7, 3, 3], "position": [1, 0, 0, 1], "item": [2, 0, 1, 2],
-                      "reward": [0.0, 1.0, 0.0, 0.0], "propensity": [0.5, 0.5, 0.25, 0.5]})
+    t = pd.DataFrame(
+        {
+            "slate_id": [7, 7, 3, 3],
+            "position": [1, 0, 0, 1],
+            "item": [2, 0, 1, 2],
+            "reward": [0.0, 1.0, 0.0, 0.0],
+            "propensity": [0.5, 0.5, 0.25, 0.5],
+        }
+    )
     assert slate_logs(t.assign(weight=1.0)).slate_size == 2
     with pytest.raises(EstimationError, match=r"slates carry sampling weights \(column `weight`"):
         slate_logs(t.assign(weight=[2.0, 2.0, 1.0, 1.0]))
@@ -560,8 +641,9 @@ def test_lazy_scan_with_unit_weights_is_bit_for_bit_unweighted(tmp_path) -> None
     path = tmp_path / "logs.parquet"
     df.to_parquet(path)
     with_w = ope.evaluate(ope.scan_logs(path, batch_size=300), estimators=("ips", "snips"))
-    plain = ope.evaluate(ope.scan_logs(df.drop(columns="weight"), batch_size=300),
-                         estimators=("ips", "snips"))
+    plain = ope.evaluate(
+        ope.scan_logs(df.drop(columns="weight"), batch_size=300), estimators=("ips", "snips")
+    )
     pd.testing.assert_frame_equal(with_w.table(), plain.table())
     assert with_w.weight_column is None
 
@@ -575,8 +657,11 @@ def _straightforward(r, p, t, s, kind, max_weight=None, origin=0.0):
     if kind == "snips":
         num, den = s * w * r, s * w
     else:
-        a = {"ips": w * r, "clipped_ips": origin + np.minimum(w, max_weight) * (r - origin),
-             "logging": r}[kind]
+        a = {
+            "ips": w * r,
+            "clipped_ips": origin + np.minimum(w, max_weight) * (r - origin),
+            "logging": r,
+        }[kind]
         num, den = s * a, s
     v = num.sum() / den.sum()
     n = r.size
@@ -602,11 +687,24 @@ def test_weighted_estimates_equal_a_straightforward_numpy_computation(backend: s
     _kernel.set_backend(backend)
     try:
         one_pass = oe.estimate_weighted_many(
-            ests, reward=r, logging_propensity=p,
+            ests,
+            reward=r,
+            logging_propensity=p,
             target_propensity=[np.ascontiguousarray(t[:, j]) for j in range(3)],
-            sampling_weight=s, reward_range=rr)
-        eager = [oe.estimate_many(e, reward=r, logging_propensity=p, target_propensity=t,
-                                  sampling_weight=s, reward_range=rr) for e in ests[:3]]
+            sampling_weight=s,
+            reward_range=rr,
+        )
+        eager = [
+            oe.estimate_many(
+                e,
+                reward=r,
+                logging_propensity=p,
+                target_propensity=t,
+                sampling_weight=s,
+                reward_range=rr,
+            )
+            for e in ests[:3]
+        ]
         eager.append([oe.logging_value(r, sampling_weight=s, reward_range=rr)])
         stats = MomentStats.from_arrays(r, p, t, max_weight=4.0, sampling_weight=s)
         streamed = [stats.estimates(e, reward_range=rr) for e in ests[:3]]
@@ -628,11 +726,23 @@ def test_estimate_weighted_many_equals_estimate_many_per_estimator() -> None:
     r, p, t, _, _, s = _data(n=2000)
     t2 = np.column_stack([t, 1.0 - t])
     ests = [oe.ClippedIPS(max_weight=1.5), oe.IPS(), oe.ClippedIPS(max_weight=3.0), oe.SNIPS()]
-    got = oe.estimate_weighted_many(ests, reward=r, logging_propensity=p, target_propensity=t2,
-                                    sampling_weight=s, names=["a", "b"])
+    got = oe.estimate_weighted_many(
+        ests,
+        reward=r,
+        logging_propensity=p,
+        target_propensity=t2,
+        sampling_weight=s,
+        names=["a", "b"],
+    )
     for est, results in zip(ests, got):  # two clip levels: two passes
-        want = oe.estimate_many(est, reward=r, logging_propensity=p, target_propensity=t2,
-                                sampling_weight=s, names=["a", "b"])
+        want = oe.estimate_many(
+            est,
+            reward=r,
+            logging_propensity=p,
+            target_propensity=t2,
+            sampling_weight=s,
+            names=["a", "b"],
+        )
         assert [x.policy for x in results] == ["a", "b"]
         for x, y in zip(results, want):
             _same(x, y)
@@ -640,8 +750,9 @@ def test_estimate_weighted_many_equals_estimate_many_per_estimator() -> None:
             b2 = y.ci(method="bootstrap", rng=2, n_resamples=200)
             assert (b1.low, b1.high) == pytest.approx((b2.low, b2.high), abs=1e-12)
     with pytest.raises(ope.ParameterError, match="takes weighting estimators"):
-        oe.estimate_weighted_many([oe.DM()], reward=r, logging_propensity=p,
-                                  target_propensity=t2, sampling_weight=s)
+        oe.estimate_weighted_many(
+            [oe.DM()], reward=r, logging_propensity=p, target_propensity=t2, sampling_weight=s
+        )
 
 
 @pytest.mark.parametrize(
@@ -653,11 +764,13 @@ def test_estimate_weighted_many_equals_estimate_many_per_estimator() -> None:
         (np.array([1.0, np.inf, 1.0, 1.0]), r"must be finite"),
     ],
 )
-def test_bad_sampling_weights_are_refused_after_the_one_pass(weight: np.ndarray,
-                                                             match: str) -> None:
+def test_bad_sampling_weights_are_refused_after_the_one_pass(
+    weight: np.ndarray, match: str
+) -> None:
     with pytest.raises(ValidationError, match=match):
-        oe.estimate_weighted_many(["ips"], reward=R, logging_propensity=P, target_propensity=T,
-                                  sampling_weight=weight)
+        oe.estimate_weighted_many(
+            ["ips"], reward=R, logging_propensity=P, target_propensity=T, sampling_weight=weight
+        )
     with pytest.raises(ValidationError, match=match):
         oe.logging_value(R, sampling_weight=weight)
 
@@ -665,8 +778,9 @@ def test_bad_sampling_weights_are_refused_after_the_one_pass(weight: np.ndarray,
 def test_evaluate_takes_the_weighted_logging_value_from_the_estimates_pass() -> None:
     df = _frame()
     res = ope.evaluate(df, estimators=("ips", "snips"))
-    alone = oe.logging_value(df["reward"].to_numpy(), sampling_weight=df["weight"].to_numpy(),
-                             weight_name="weight")
+    alone = oe.logging_value(
+        df["reward"].to_numpy(), sampling_weight=df["weight"].to_numpy(), weight_name="weight"
+    )
     _same(res.logging, alone, rel=0.0)
 
 
@@ -680,13 +794,23 @@ def test_small_sample_notes_of_weighted_rows_do_not_point_to_refused_intervals()
     p = np.full(n, 0.5)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = IPS().estimate(reward=rng.random(n), logging_propensity=p,
-                             target_propensity=np.full(n, 0.5), reward_range=(0, 1),
-                             sampling_weight=np.where(np.arange(n) % 2, 1.0, 4.0))
-        plain = IPS().estimate(reward=rng.random(n), logging_propensity=p,
-                               target_propensity=np.full(n, 0.5), reward_range=(0, 1))
+        est = IPS().estimate(
+            reward=rng.random(n),
+            logging_propensity=p,
+            target_propensity=np.full(n, 0.5),
+            reward_range=(0, 1),
+            sampling_weight=np.where(np.arange(n) % 2, 1.0, 4.0),
+        )
+        plain = IPS().estimate(
+            reward=rng.random(n),
+            logging_propensity=p,
+            target_propensity=np.full(n, 0.5),
+            reward_range=(0, 1),
+        )
     small = [note for note in est.notes if note.startswith("only n=20 rows")]
     assert len(small) == 1 and "bernstein" not in small[0] and "betting" not in small[0]
-    assert small[0].endswith("no finite-sample interval takes sampling weights: read the "
-                             "interval as approximate, or log more rows.")
+    assert small[0].endswith(
+        "no finite-sample interval takes sampling weights: read the "
+        "interval as approximate, or log more rows."
+    )
     assert any("prefer bernstein or betting" in note for note in plain.notes)

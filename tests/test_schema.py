@@ -68,7 +68,9 @@ def test_safe_widening_casts() -> None:
             "event_id": pa.array(["a", "b"], pa.large_string()),
             "target__x": pa.array([0.5, 1.0], pa.float16()),
             "candidates": pa.array([[1, 2], [2, 3]], pa.list_(pa.int16(), 2)),
-            "logging_distribution": pa.array([[0.5, 0.5], [0.25, 0.75]], pa.large_list(pa.float32())),
+            "logging_distribution": pa.array(
+                [[0.5, 0.5], [0.25, 0.75]], pa.large_list(pa.float32())
+            ),
         }
     )
     out = conformed(t)
@@ -101,8 +103,16 @@ def test_dictionary_columns_are_decoded() -> None:
 def test_pass_through_columns_are_unchanged() -> None:
     seg = pa.array(["a", "b"]).dictionary_encode()
     ctx = pa.array([[0.1, 0.2], [0.3, 0.4]], pa.list_(pa.float32(), 2))
-    t = pa.table({"action": [1, 2], "propensity": [0.5, 0.5], "reward": [1.0, 0.0],
-                  "segment": seg, "context": ctx, "cost": pa.array([1, 2], pa.int8())})
+    t = pa.table(
+        {
+            "action": [1, 2],
+            "propensity": [0.5, 0.5],
+            "reward": [1.0, 0.0],
+            "segment": seg,
+            "context": ctx,
+            "cost": pa.array([1, 2], pa.int8()),
+        }
+    )
     out = conformed(t)
     assert out.column("segment").type == seg.type
     assert out.column("context").type == ctx.type
@@ -117,17 +127,25 @@ def test_float_ids_cast_only_when_whole() -> None:
     assert {k: v.nonzero()[0].tolist() for k, v in check_bandit_rows(out).items()} == {
         "action_missing": [1]
     }
-    bad = pa.table({"action": [1.0, 2.0, float("inf")], "propensity": [0.5] * 3, "reward": [1.0] * 3})
+    bad = pa.table(
+        {"action": [1.0, 2.0, float("inf")], "propensity": [0.5] * 3, "reward": [1.0] * 3}
+    )
     with pytest.raises(SchemaError, match=r"not whole numbers \(first at row 2: inf\)"):
         conformed(bad)
 
 
 def test_lossy_integer_casts_are_schema_errors() -> None:
-    big = pa.table({"action": pa.array([2**64 - 1], pa.uint64()), "propensity": [0.5], "reward": [1.0]})
-    with pytest.raises(SchemaError, match=r"column 'action' of type uint64 cannot be cast to int64"):
+    big = pa.table(
+        {"action": pa.array([2**64 - 1], pa.uint64()), "propensity": [0.5], "reward": [1.0]}
+    )
+    with pytest.raises(
+        SchemaError, match=r"column 'action' of type uint64 cannot be cast to int64"
+    ):
         conformed(big)
     huge = pa.table({"action": [1], "propensity": [0.5], "reward": pa.array([2**60], pa.int64())})
-    with pytest.raises(SchemaError, match=r"column 'reward' of type int64 cannot be cast to double"):
+    with pytest.raises(
+        SchemaError, match=r"column 'reward' of type int64 cannot be cast to double"
+    ):
         conformed(huge)
 
 
@@ -139,8 +157,16 @@ def test_row_offset_in_value_errors() -> None:
 
 
 def test_bool_done_from_01_integers() -> None:
-    t = pa.table({"episode_id": [1, 1], "step": [0, 1], "action": [0, 1], "propensity": [0.5] * 2,
-                  "reward": [0.0, 1.0], "done": pa.array([0, 1], pa.int8())})
+    t = pa.table(
+        {
+            "episode_id": [1, 1],
+            "step": [0, 1],
+            "action": [0, 1],
+            "propensity": [0.5] * 2,
+            "reward": [0.0, 1.0],
+            "done": pa.array([0, 1], pa.int8()),
+        }
+    )
     out = conformed(t, TRAJECTORY)
     assert out.column("done").to_pylist() == [False, True]
 
@@ -149,18 +175,39 @@ def test_bool_done_from_01_integers() -> None:
 
 
 def test_mapping_renames_and_projects() -> None:
-    s = pa.schema([("item", pa.int32()), ("pscore", pa.float32()), ("click", pa.int8()),
-                   ("pi_new", pa.float64()), ("junk", pa.string())])
-    plan = plan_columns(s, BANDIT, mapping={"action": "item", "propensity": "pscore",
-                                            "reward": "click", "target__new": "pi_new"},
-                        columns=["target__new"])
+    s = pa.schema(
+        [
+            ("item", pa.int32()),
+            ("pscore", pa.float32()),
+            ("click", pa.int8()),
+            ("pi_new", pa.float64()),
+            ("junk", pa.string()),
+        ]
+    )
+    plan = plan_columns(
+        s,
+        BANDIT,
+        mapping={
+            "action": "item",
+            "propensity": "pscore",
+            "reward": "click",
+            "target__new": "pi_new",
+        },
+        columns=["target__new"],
+    )
     assert plan.source_columns == ("item", "pscore", "click", "pi_new")
     assert plan.output_columns == ["action", "propensity", "reward", "target__new"]
 
 
 def test_all_problems_listed_at_once() -> None:
-    s = pa.schema([("action", pa.string()), ("propensity", pa.string()),
-                   ("candidates", pa.list_(pa.int64())), ("target__a", pa.string())])
+    s = pa.schema(
+        [
+            ("action", pa.string()),
+            ("propensity", pa.string()),
+            ("candidates", pa.list_(pa.int64())),
+            ("target__a", pa.string()),
+        ]
+    )
     with pytest.raises(SchemaError) as info:
         plan_columns(s, BANDIT, mapping={"event_id": "id"}, source="x.parquet")
     msg = str(info.value)
@@ -178,16 +225,26 @@ def test_all_problems_listed_at_once() -> None:
 
 def test_mapping_problems() -> None:
     s = pa.schema([("a", pa.int64()), ("p", pa.float64()), ("r", pa.float64())])
-    with pytest.raises(SchemaError, match=r"mapping sends column 'a' to both 'action' and 'event_id'"):
-        plan_columns(s, BANDIT, mapping={"action": "a", "event_id": "a", "propensity": "p",
-                                         "reward": "r"})
+    with pytest.raises(
+        SchemaError, match=r"mapping sends column 'a' to both 'action' and 'event_id'"
+    ):
+        plan_columns(
+            s, BANDIT, mapping={"action": "a", "event_id": "a", "propensity": "p", "reward": "r"}
+        )
     with pytest.raises(TypeError, match="mapping must map ope's column names"):
         plan_columns(s, BANDIT, mapping={"action": 3})  # type: ignore[dict-item]
     with pytest.raises(TypeError, match="columns must be a list"):
-        plan_columns(s, BANDIT, mapping={"action": "a", "propensity": "p", "reward": "r"},
-                     columns="a")
-    dup = pa.schema([("action", pa.int64()), ("action", pa.int64()), ("propensity", pa.float64()),
-                     ("reward", pa.float64())])
+        plan_columns(
+            s, BANDIT, mapping={"action": "a", "propensity": "p", "reward": "r"}, columns="a"
+        )
+    dup = pa.schema(
+        [
+            ("action", pa.int64()),
+            ("action", pa.int64()),
+            ("propensity", pa.float64()),
+            ("reward", pa.float64()),
+        ]
+    )
     with pytest.raises(SchemaError, match=r"column name\(s\) 'action' appear more than once"):
         plan_columns(dup, BANDIT)
 
@@ -197,13 +254,19 @@ def test_mapping_problems() -> None:
 
 def test_tolerances_at_their_boundaries() -> None:
     eps = DISTRIBUTION_SUM_ATOL
-    t = pa.table({
-        "action": [0, 0, 0],
-        "propensity": [0.5, 0.5 * (1 + 0.5 * PROPENSITY_MATCH_RTOL), 0.5 * (1 + 2 * PROPENSITY_MATCH_RTOL)],
-        "reward": [1.0] * 3,
-        "candidates": [[0, 1]] * 3,
-        "logging_distribution": [[0.5, 0.5 + 0.5 * eps], [0.5, 0.5], [0.5, 0.5 - 2 * eps]],
-    })
+    t = pa.table(
+        {
+            "action": [0, 0, 0],
+            "propensity": [
+                0.5,
+                0.5 * (1 + 0.5 * PROPENSITY_MATCH_RTOL),
+                0.5 * (1 + 2 * PROPENSITY_MATCH_RTOL),
+            ],
+            "reward": [1.0] * 3,
+            "candidates": [[0, 1]] * 3,
+            "logging_distribution": [[0.5, 0.5 + 0.5 * eps], [0.5, 0.5], [0.5, 0.5 - 2 * eps]],
+        }
+    )
     masks = {k: v.nonzero()[0].tolist() for k, v in check_bandit_rows(conformed(t)).items()}
     assert masks == {"logging_distribution_not_normalized": [2], "logged_propensity_mismatch": [2]}
 
@@ -214,25 +277,29 @@ def test_float32_distributions_pass() -> None:
     raw = rng.dirichlet(np.ones(k), size=50).astype(np.float32)
     raw /= raw.sum(axis=1, keepdims=True, dtype=np.float32)
     action = rng.integers(0, k, 50)
-    t = pa.table({
-        "action": action,
-        "propensity": raw[np.arange(50), action],  # float32
-        "reward": np.ones(50),
-        "candidates": pa.array([list(range(k))] * 50),
-        "logging_distribution": pa.array(list(raw), pa.list_(pa.float32())),
-    })
+    t = pa.table(
+        {
+            "action": action,
+            "propensity": raw[np.arange(50), action],  # float32
+            "reward": np.ones(50),
+            "candidates": pa.array([list(range(k))] * 50),
+            "logging_distribution": pa.array(list(raw), pa.list_(pa.float32())),
+        }
+    )
     assert check_bandit_rows(conformed(t)) == {}
 
 
 def test_string_actions_and_candidates() -> None:
-    t = pa.table({
-        "action": ["b", "z", "a"],
-        "propensity": [0.5, 0.5, 0.25],
-        "reward": [1.0, 0.0, 1.0],
-        "candidates": [["a", "b"], ["a", "b"], ["c", "a", "d"]],
-        "logging_distribution": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.25, 0.25]],
-        "target_dist__new": [[1.0, 0.0], [0.5, 0.5, 0.0], [0.2, 1.1, 0.0]],
-    })
+    t = pa.table(
+        {
+            "action": ["b", "z", "a"],
+            "propensity": [0.5, 0.5, 0.25],
+            "reward": [1.0, 0.0, 1.0],
+            "candidates": [["a", "b"], ["a", "b"], ["c", "a", "d"]],
+            "logging_distribution": [[0.5, 0.5], [0.5, 0.5], [0.5, 0.25, 0.25]],
+            "target_dist__new": [[1.0, 0.0], [0.5, 0.5, 0.0], [0.2, 1.1, 0.0]],
+        }
+    )
     masks = {k: v.nonzero()[0].tolist() for k, v in check_bandit_rows(conformed(t)).items()}
     assert masks == {
         "action_not_in_candidates": [1],
@@ -242,13 +309,15 @@ def test_string_actions_and_candidates() -> None:
 
 
 def test_sliced_and_chunked_lists() -> None:
-    full = pa.table({
-        "action": [9, 1, 2, 1],
-        "propensity": [1.0, 0.5, 0.5, 0.5],
-        "reward": [1.0] * 4,
-        "candidates": [[9], [1, 2], [2, 3], [5, 6]],
-        "logging_distribution": [[1.0], [0.5, 0.5], [0.5, 0.5], [0.5, 0.5]],
-    })
+    full = pa.table(
+        {
+            "action": [9, 1, 2, 1],
+            "propensity": [1.0, 0.5, 0.5, 0.5],
+            "reward": [1.0] * 4,
+            "candidates": [[9], [1, 2], [2, 3], [5, 6]],
+            "logging_distribution": [[1.0], [0.5, 0.5], [0.5, 0.5], [0.5, 0.5]],
+        }
+    )
     sliced = full.slice(1)  # offsets no longer start at 0
     chunked = pa.concat_tables([full.slice(0, 2), full.slice(2)])
     for t, expected in ((sliced, [2]), (chunked, [3])):
@@ -335,8 +404,13 @@ def reference_bandit(rows: list[dict]) -> dict[str, list[int]]:
         elif abs(sum(d) - 1) > DISTRIBUTION_SUM_ATOL:
             flag("logging_distribution_not_normalized", i)
         if (
-            c is not None and d is not None and len(d) == len(c) and not d_bad and p_ok
-            and a is not None and a in c
+            c is not None
+            and d is not None
+            and len(d) == len(c)
+            and not d_bad
+            and p_ok
+            and a is not None
+            and a in c
         ):
             dv = d[c.index(a)]
             if abs(p - dv) > PROPENSITY_MATCH_RTOL * max(p, dv):
@@ -345,17 +419,23 @@ def reference_bandit(rows: list[dict]) -> dict[str, list[int]]:
 
 
 maybe_float = st.one_of(
-    st.none(), st.just(float("nan")), st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.5, -0.5, float("inf")])
+    st.none(),
+    st.just(float("nan")),
+    st.sampled_from([0.0, 0.25, 0.5, 1.0, 1.5, -0.5, float("inf")]),
 )
-row = st.fixed_dictionaries({
-    "event_id": st.one_of(st.none(), st.integers(0, 12)),
-    "action": st.one_of(st.none(), st.integers(0, 4)),
-    "propensity": maybe_float,
-    "reward": maybe_float,
-    "target__x": maybe_float,
-    "candidates": st.one_of(st.none(), st.lists(st.one_of(st.integers(0, 4), st.none()), max_size=4)),
-    "logging_distribution": st.one_of(st.none(), st.lists(maybe_float, max_size=4)),
-})
+row = st.fixed_dictionaries(
+    {
+        "event_id": st.one_of(st.none(), st.integers(0, 12)),
+        "action": st.one_of(st.none(), st.integers(0, 4)),
+        "propensity": maybe_float,
+        "reward": maybe_float,
+        "target__x": maybe_float,
+        "candidates": st.one_of(
+            st.none(), st.lists(st.one_of(st.integers(0, 4), st.none()), max_size=4)
+        ),
+        "logging_distribution": st.one_of(st.none(), st.lists(maybe_float, max_size=4)),
+    }
+)
 
 
 @settings(max_examples=150, deadline=None)
@@ -366,11 +446,17 @@ def test_rules_match_brute_force(rows: list[dict], n_chunks: int) -> None:
         c = r["candidates"]
         if r["logging_distribution"] == [] and c:
             r["logging_distribution"] = [1.0 / len(c)] * len(c)
-    schema = pa.schema([
-        ("event_id", pa.int64()), ("action", pa.int64()), ("propensity", pa.float64()),
-        ("reward", pa.float64()), ("target__x", pa.float64()),
-        ("candidates", pa.list_(pa.int64())), ("logging_distribution", pa.list_(pa.float64())),
-    ])
+    schema = pa.schema(
+        [
+            ("event_id", pa.int64()),
+            ("action", pa.int64()),
+            ("propensity", pa.float64()),
+            ("reward", pa.float64()),
+            ("target__x", pa.float64()),
+            ("candidates", pa.list_(pa.int64())),
+            ("logging_distribution", pa.list_(pa.float64())),
+        ]
+    )
     table = pa.Table.from_pylist(rows, schema=schema)
     bounds = np.linspace(0, len(rows), n_chunks + 1).astype(int)
     table = pa.concat_tables([table.slice(a, b - a) for a, b in zip(bounds[:-1], bounds[1:])])

@@ -37,8 +37,9 @@ def sample() -> pa.Table:
 
 
 def test_weighting_estimates_per_segment_equal_evaluate_on_the_segment_alone(sample):
-    kwargs = dict(estimators=("ips", "snips", "clipped_ips"), max_weight=50.0,
-                  reward_range=(0.0, 1.0), rng=3)
+    kwargs = dict(
+        estimators=("ips", "snips", "clipped_ips"), max_weight=50.0, reward_range=(0.0, 1.0), rng=3
+    )
     ev = ope.evaluate(sample, by=["segment"], **kwargs)
     seg = ev.table(by="segment")
     assert tuple(seg.columns) == SEGMENT_TABLE_COLUMNS
@@ -51,8 +52,9 @@ def test_weighting_estimates_per_segment_equal_evaluate_on_the_segment_alone(sam
         _compare(seg, label, alone.table())
     # the overall table is unchanged by by=
     plain = ope.evaluate(sample, **kwargs).table()
-    np.testing.assert_allclose(ev.table()[COLUMNS].to_numpy(float),
-                               plain[COLUMNS].to_numpy(float), rtol=TOL, atol=TOL)
+    np.testing.assert_allclose(
+        ev.table()[COLUMNS].to_numpy(float), plain[COLUMNS].to_numpy(float), rtol=TOL, atol=TOL
+    )
     # by=<column> is that column's rows; to_dict carries them
     assert len(ev.table(by="segment")) == len(seg)
     assert ev.to_dict()["segments"] == seg.to_dict(orient="records")
@@ -95,9 +97,15 @@ def test_without_segments_the_segment_table_is_empty(sample):
 
 
 def test_a_list_column_in_by_is_a_schema_error():
-    df = pd.DataFrame({"action": [0, 1, 1, 0], "propensity": [0.5] * 4,
-                       "reward": [1.0, 0.0, 1.0, 0.0], "target__a": [0.0, 1.0, 1.0, 0.0],
-                       "tags": [["x"], ["y", "z"], [], ["x"]]})
+    df = pd.DataFrame(
+        {
+            "action": [0, 1, 1, 0],
+            "propensity": [0.5] * 4,
+            "reward": [1.0, 0.0, 1.0, 0.0],
+            "target__a": [0.0, 1.0, 1.0, 0.0],
+            "tags": [["x"], ["y", "z"], [], ["x"]],
+        }
+    )
     with pytest.raises(SchemaError, match="tags"):
         ope.evaluate(df, estimators=("ips",), by=["tags"])
     with pytest.raises(SchemaError, match="not in"):
@@ -112,7 +120,7 @@ def test_segment_estimates_survive_replace_and_render_in_the_report(sample, tmp_
     assert rows is not None and len(rows) == len(ev.table(by="segment"))
     again = dataclasses.replace(ev, notes=("x",))
     assert again.provenance == ev.provenance and len(again.table(by="segment")) == len(rows)
-    page = (tmp_path / "ev.html")
+    page = tmp_path / "ev.html"
     ev.write_report(page)
     assert "<h3>Estimates per segment (" in page.read_text(encoding="utf-8")
 
@@ -131,12 +139,14 @@ def test_segment_summary_lists_every_segment_row(sample):
 def _uniform_table(logs: pa.Table) -> pa.Table:
     """A long-format policy table, uniform over each event's candidate set."""
     lengths = pc.list_value_length(logs["candidates"]).to_numpy()
-    return pa.table({
-        "event_id": np.repeat(logs["event_id"].to_numpy(), lengths),
-        "policy": pa.array(["uniform"] * int(lengths.sum())),
-        "action": pc.list_flatten(logs["candidates"]),
-        "probability": np.repeat(1.0 / lengths, lengths),
-    })
+    return pa.table(
+        {
+            "event_id": np.repeat(logs["event_id"].to_numpy(), lengths),
+            "policy": pa.array(["uniform"] * int(lengths.sum())),
+            "action": pc.list_flatten(logs["candidates"]),
+            "probability": np.repeat(1.0 / lengths, lengths),
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -158,8 +168,9 @@ def test_model_estimates_with_a_policy_table_per_segment_equal_the_segment_alone
         own = table.filter(pc.is_in(table["event_id"], value_set=rows["event_id"]))
         _compare(seg, label, ope.evaluate(rows, own, **kwargs).table())
     plain = ope.evaluate(small, table, **kwargs).table()
-    np.testing.assert_allclose(ev.table()[COLUMNS].to_numpy(float),
-                               plain[COLUMNS].to_numpy(float), rtol=TOL, atol=TOL)
+    np.testing.assert_allclose(
+        ev.table()[COLUMNS].to_numpy(float), plain[COLUMNS].to_numpy(float), rtol=TOL, atol=TOL
+    )
 
 
 def test_model_estimates_with_distributions_per_segment(small):
@@ -168,10 +179,15 @@ def test_model_estimates_with_distributions_per_segment(small):
     dist = UniformPolicy(actions=sorted(set(small["action"].to_pylist()))).distribution(logs)
     kwargs = dict(estimators=("dr",), reward_range=(0.0, 1.0), rng=2)
     by_dist = ope.evaluate(logs, {"u": dist}, by="segment", **kwargs).table(by="segment")
-    by_obj = ope.evaluate(logs, {"u": UniformPolicy(actions=sorted(set(
-        small["action"].to_pylist())))}, by="segment", **kwargs).table(by="segment")
-    np.testing.assert_allclose(by_dist[COLUMNS].to_numpy(float), by_obj[COLUMNS].to_numpy(float),
-                               rtol=TOL, atol=TOL)
+    by_obj = ope.evaluate(
+        logs,
+        {"u": UniformPolicy(actions=sorted(set(small["action"].to_pylist())))},
+        by="segment",
+        **kwargs,
+    ).table(by="segment")
+    np.testing.assert_allclose(
+        by_dist[COLUMNS].to_numpy(float), by_obj[COLUMNS].to_numpy(float), rtol=TOL, atol=TOL
+    )
 
 
 def test_cli_evaluate_and_report_with_a_policy_table_and_by(small, tmp_path, capsys):
@@ -184,13 +200,30 @@ def test_cli_evaluate_and_report_with_a_policy_table_and_by(small, tmp_path, cap
     logs, pols = tmp_path / "logs.parquet", tmp_path / "uni.parquet"
     pq.write_table(small, logs)
     pq.write_table(_uniform_table(small), pols)
-    common = ["--policies", str(pols), "--estimator", "dr", "--reward-range", "0", "1",
-              "--by", "segment", "--seed", "4"]
+    common = [
+        "--policies",
+        str(pols),
+        "--estimator",
+        "dr",
+        "--reward-range",
+        "0",
+        "1",
+        "--by",
+        "segment",
+        "--seed",
+        "4",
+    ]
     assert main(["evaluate", str(logs), *common, "--json"]) == EXIT_OK
     doc = json.loads(capsys.readouterr().out)
     got = {r["segment"]: r["value"] for r in doc["segments"]}
-    ev = ope.evaluate(small, _uniform_table(small), estimators=("dr",), reward_range=(0.0, 1.0),
-                      by="segment", rng=4)
+    ev = ope.evaluate(
+        small,
+        _uniform_table(small),
+        estimators=("dr",),
+        reward_range=(0.0, 1.0),
+        by="segment",
+        rng=4,
+    )
     want = ev.table(by="segment").set_index("segment")["value"].to_dict()
     assert got.keys() == want.keys()
     np.testing.assert_allclose([got[k] for k in want], list(want.values()), rtol=TOL, atol=TOL)

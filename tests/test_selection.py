@@ -217,7 +217,9 @@ def test_selection_report_refuses(kwargs, match):
     args.update({k: v for k, v in kwargs.items() if k in args})
     with pytest.raises(ParameterError, match=match):
         selection_report(
-            kwargs.get("evaluation", _table()), kwargs.get("true", TRUTH), logging_value=0.3,
+            kwargs.get("evaluation", _table()),
+            kwargs.get("true", TRUTH),
+            logging_value=0.3,
             **args,
         )
 
@@ -249,9 +251,13 @@ def test_selection_report_of_an_evaluation_on_the_simulator():
     names = list(env.candidate_policies)
     truth = {p: env.true_value(p) for p in names}
     gate = ope.learning.rank_policies(
-        {p: logs.column(f"target__{p}").to_numpy() for p in names}, None,
-        logs.column("action").to_numpy(), logs.column("reward").to_numpy(),
-        logs.column("propensity").to_numpy(), reward_range=(0.0, 1.0), max_weight=20.0,
+        {p: logs.column(f"target__{p}").to_numpy() for p in names},
+        None,
+        logs.column("action").to_numpy(),
+        logs.column("reward").to_numpy(),
+        logs.column("propensity").to_numpy(),
+        reward_range=(0.0, 1.0),
+        max_weight=20.0,
     )
     rep = selection_report(ev, truth, logging_value=env.true_value("logging"), gate=gate, k=2)
     assert len(rep) == 2 * 3
@@ -264,8 +270,12 @@ def test_selection_report_of_an_evaluation_on_the_simulator():
     )
     # the baseline defaults to the evaluation's logging estimate
     explicit = selection_report(
-        ev.table(), truth, logging_value=env.true_value("logging"), baseline=ev.logging.value,
-        gate=gate, k=2,
+        ev.table(),
+        truth,
+        logging_value=env.true_value("logging"),
+        baseline=ev.logging.value,
+        gate=gate,
+        k=2,
     )
     pd.testing.assert_frame_equal(rep, explicit)
     assert (rep["spearman"] > 0.8).all()

@@ -99,8 +99,9 @@ def test_hand_standard_errors(hand):
     # two per-episode terms a, b: sd = |a - b| / sqrt(2), se = |a - b| / 2
     pdis = sequential_estimate(hand, "pi", estimator="pdis", gamma=GAMMA, tail_value=0.0)
     assert pdis.std_error == pytest.approx(abs(6 - 0.5) / 2)
-    dr = sequential_estimate(hand, "pi", estimator="dr", gamma=GAMMA, tail_value=0.0,
-                             q_hat="q", v_hat="v")
+    dr = sequential_estimate(
+        hand, "pi", estimator="dr", gamma=GAMMA, tail_value=0.0, q_hat="q", v_hat="v"
+    )
     assert dr.std_error == pytest.approx(abs(4.4 - 0.75) / 2)
     # WIS, delta method: psi_i = (W_i R_i - V W_i) / mean(W) = (8 - 7)/2.5, (0.75 - 1.75)/2.5
     wis = sequential_estimate(hand, "pi", estimator="wis", gamma=GAMMA, tail_value=0.0)
@@ -116,16 +117,18 @@ def test_hand_tail_value(hand):
         assert pdis.value == pytest.approx((6 + 0.5 + 0.25) / 2)
     is_ = sequential_estimate(hand, "pi", estimator="is", gamma=GAMMA, tail_value=per_episode)
     assert is_.value == pytest.approx((8 + 1 * (0.75 + 0.25)) / 2)
-    wdr = sequential_estimate(hand, "pi", estimator="wdr", gamma=GAMMA, tail_value=per_episode,
-                              q_hat="q", v_hat="v")
+    wdr = sequential_estimate(
+        hand, "pi", estimator="wdr", gamma=GAMMA, tail_value=per_episode, q_hat="q", v_hat="v"
+    )
     # the tail joins the last step's reward: 0.25 * (1 * 0.5 * 2) / D_2 with D_2 = 5
     assert wdr.value == pytest.approx(HAND_VALUES["wdr"] + 0.25 * 1.0 / 5)
 
 
 def test_hand_clipping(hand):
     # max_weight=3 clips episode 10's w = [2, 4] to [2, 3]: PDIS term 2 + 0.5*3*2 = 5
-    res = sequential_estimate(hand, "pi", estimator="pdis", gamma=GAMMA, tail_value=0.0,
-                              max_weight=3.0)
+    res = sequential_estimate(
+        hand, "pi", estimator="pdis", gamma=GAMMA, tail_value=0.0, max_weight=3.0
+    )
     assert res.value == pytest.approx((5 + 0.5) / 2)
     assert res.ess == pytest.approx(16 / 10)
 
@@ -146,17 +149,24 @@ def test_truncation_without_tail_warns(hand):
 
 def test_array_target_and_float32(hand):
     target = hand.column("target__pi")
-    a = sequential_estimate(hand, target.astype(np.float32), estimator="wdr", gamma=GAMMA,
-                            tail_value=0.0, q_hat=hand.column("q").astype(np.float32),
-                            v_hat="v")
+    a = sequential_estimate(
+        hand,
+        target.astype(np.float32),
+        estimator="wdr",
+        gamma=GAMMA,
+        tail_value=0.0,
+        q_hat=hand.column("q").astype(np.float32),
+        v_hat="v",
+    )
     # float32 storage rounds q = 0.2, 0.3, ... at ~1e-8; accumulation is float64
     assert a.value == pytest.approx(HAND_VALUES["wdr"], rel=1e-7)
     assert a.policy is None
 
 
 def test_confidence_level_and_intervals(hand):
-    res = sequential_estimate(hand, "pi", estimator="pdis", gamma=GAMMA, tail_value=0.0,
-                              confidence_level=0.9)
+    res = sequential_estimate(
+        hand, "pi", estimator="pdis", gamma=GAMMA, tail_value=0.0, confidence_level=0.9
+    )
     lo, hi = res.ci(0.9, "normal")
     assert (res.ci_low, res.ci_high, res.confidence_level) == (lo, hi, 0.9)
     assert hi - lo == pytest.approx(2 * 1.6448536269514722 * res.std_error)
@@ -236,16 +246,18 @@ def _random_trajectories(seed: int, n_episodes: int = 40) -> pd.DataFrame:
 def test_matches_loop_reference(seed, estimator):
     df = _random_trajectories(seed)
     traj = read_trajectories(df.sample(frac=1.0, random_state=seed))  # shuffled rows
-    res = sequential_estimate(traj, "pi", estimator=estimator, gamma=0.8, tail_value=0.0,
-                              **_model(estimator))
+    res = sequential_estimate(
+        traj, "pi", estimator=estimator, gamma=0.8, tail_value=0.0, **_model(estimator)
+    )
     assert res.value == pytest.approx(_reference(df, estimator, 0.8), rel=1e-10, abs=1e-12)
 
 
 @pytest.mark.parametrize("estimator", SEQUENTIAL_ESTIMATORS)
 def test_influence_and_bootstrap_components_agree(estimator):
     traj = read_trajectories(_random_trajectories(7, n_episodes=60))
-    res = sequential_estimate(traj, "pi", estimator=estimator, gamma=0.9, tail_value=0.0,
-                              **_model(estimator))
+    res = sequential_estimate(
+        traj, "pi", estimator=estimator, gamma=0.9, tail_value=0.0, **_model(estimator)
+    )
     src = res._source
     comps = src.components()
     means = comps.mean(axis=0)
@@ -261,12 +273,26 @@ def test_influence_and_bootstrap_components_agree(estimator):
 
 def test_episode_order_and_ids_do_not_matter():
     df = _random_trajectories(3)
-    a = sequential_estimate(read_trajectories(df), "pi", estimator="wdr", gamma=0.7,
-                            tail_value=0.0, q_hat="q", v_hat="v")
+    a = sequential_estimate(
+        read_trajectories(df),
+        "pi",
+        estimator="wdr",
+        gamma=0.7,
+        tail_value=0.0,
+        q_hat="q",
+        v_hat="v",
+    )
     relabelled = df.assign(episode_id=(-df["episode_id"]).astype(str))
     relabelled = relabelled.sample(frac=1.0, random_state=1)
-    b = sequential_estimate(read_trajectories(relabelled), "pi", estimator="wdr", gamma=0.7,
-                            tail_value=0.0, q_hat="q", v_hat="v")
+    b = sequential_estimate(
+        read_trajectories(relabelled),
+        "pi",
+        estimator="wdr",
+        gamma=0.7,
+        tail_value=0.0,
+        q_hat="q",
+        v_hat="v",
+    )
     assert b.value == pytest.approx(a.value, rel=1e-12)
     assert b.std_error == pytest.approx(a.std_error, rel=1e-12)
 
@@ -302,22 +328,43 @@ def test_on_policy_gives_average_discounted_return():
     df = table.to_pandas()
     returns = (df["reward"] * 0.8 ** df["step"]).groupby(df["episode_id"]).sum()
     for estimator in ("is", "pdis", "wis", "wpdis"):
-        res = sequential_estimate(traj, "softmax", estimator=estimator, gamma=0.8,
-                                  tail_value=0.0)
+        res = sequential_estimate(traj, "softmax", estimator=estimator, gamma=0.8, tail_value=0.0)
         assert res.value == pytest.approx(returns.mean(), rel=1e-12)
         assert res.std_error == pytest.approx(returns.std(ddof=1) / math.sqrt(300), rel=1e-9)
         assert res.ess == pytest.approx(300)
 
 
 def test_oracle_dr_has_much_smaller_variance_than_pdis():
-    env = TabularMDP(n_states=5, n_actions=3, horizon=6, gamma=0.9, reward="gaussian",
-                     reward_noise=0.05, termination_probability=0.05, seed=4)
+    env = TabularMDP(
+        n_states=5,
+        n_actions=3,
+        horizon=6,
+        gamma=0.9,
+        reward="gaussian",
+        reward_noise=0.05,
+        termination_probability=0.05,
+        seed=4,
+    )
     traj = read_trajectories(env.sample(3000, rng=5, oracle=True))
     pdis = sequential_estimate(traj, "softmax", estimator="pdis", gamma=0.9, tail_value=0.0)
-    dr = sequential_estimate(traj, "softmax", estimator="dr", gamma=0.9, tail_value=0.0,
-                             q_hat="q_target__softmax", v_hat="v_target__softmax")
-    wdr = sequential_estimate(traj, "softmax", estimator="wdr", gamma=0.9, tail_value=0.0,
-                              q_hat="q_target__softmax", v_hat="v_target__softmax")
+    dr = sequential_estimate(
+        traj,
+        "softmax",
+        estimator="dr",
+        gamma=0.9,
+        tail_value=0.0,
+        q_hat="q_target__softmax",
+        v_hat="v_target__softmax",
+    )
+    wdr = sequential_estimate(
+        traj,
+        "softmax",
+        estimator="wdr",
+        gamma=0.9,
+        tail_value=0.0,
+        q_hat="q_target__softmax",
+        v_hat="v_target__softmax",
+    )
     truth = env.true_value("softmax")
     assert dr.std_error < 0.5 * pdis.std_error
     assert wdr.std_error < 0.5 * pdis.std_error
@@ -346,8 +393,9 @@ def test_truncated_value_and_tail_bootstrap_single_sample():
     s, a = table.column("state").to_numpy(), table.column("action").to_numpy()
     for estimator in SEQUENTIAL_ESTIMATORS:
         model = {"q_hat": q_inf[s, a], "v_hat": v_inf[s]} if estimator in ("dr", "wdr") else {}
-        res = sequential_estimate(traj, "mix", estimator=estimator, gamma=0.8,
-                                  tail_value=tail, **model)
+        res = sequential_estimate(
+            traj, "mix", estimator=estimator, gamma=0.8, tail_value=tail, **model
+        )
         assert abs(res.value - full_truth) < 4 * res.std_error, estimator
 
 
@@ -370,13 +418,12 @@ def _replicated(env, policy, estimator, *, size, reps, rng, gamma, tail="zero", 
     for k, block in enumerate(_blocks(traj, size)):
         rows = slice(traj.episode_starts[k * size], traj.episode_starts[(k + 1) * size])
         tv = tail_value if np.isscalar(tail_value) else tail_value[rows]
-        model = (
-            {"q_hat": q_hat[rows], "v_hat": v_hat[rows]} if estimator in ("dr", "wdr") else {}
-        )
+        model = {"q_hat": q_hat[rows], "v_hat": v_hat[rows]} if estimator in ("dr", "wdr") else {}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", OverlapWarning)
-            res = sequential_estimate(block, policy, estimator=estimator, gamma=gamma,
-                                      tail_value=tv, **model)
+            res = sequential_estimate(
+                block, policy, estimator=estimator, gamma=gamma, tail_value=tv, **model
+            )
         values.append(res.value)
     return np.asarray(values)
 
@@ -392,8 +439,7 @@ def test_unbiased_over_replications_truncated_value(estimator):
 @pytest.mark.parametrize("estimator", ["is", "pdis", "dr"])
 def test_unbiased_over_replications_with_tail(estimator):
     env = _mixed_env(n_states=4, n_actions=2, horizon=4, gamma=0.8, seed=8)
-    values = _replicated(env, "mix", estimator, size=50, reps=300, rng=12, gamma=0.8,
-                         tail="oracle")
+    values = _replicated(env, "mix", estimator, size=50, reps=300, rng=12, gamma=0.8, tail="oracle")
     se = values.std(ddof=1) / math.sqrt(values.size)
     assert abs(values.mean() - env.true_value("mix", horizon=math.inf)) < 3 * se
 
@@ -408,10 +454,12 @@ def test_self_normalized_bias_shrinks_with_n(estimator):
     env = TabularMDP(n_states=4, n_actions=2, horizon=5, gamma=0.9, seed=3)
     truth = env.true_value("epsilon_greedy")
     assert truth - env.true_value("logging") > 0.2
-    small = _replicated(env, "epsilon_greedy", estimator, size=5, reps=3000, rng=21,
-                        gamma=0.9, model_scale=0.5)
-    large = _replicated(env, "epsilon_greedy", estimator, size=1000, reps=40, rng=22,
-                        gamma=0.9, model_scale=0.5)
+    small = _replicated(
+        env, "epsilon_greedy", estimator, size=5, reps=3000, rng=21, gamma=0.9, model_scale=0.5
+    )
+    large = _replicated(
+        env, "epsilon_greedy", estimator, size=1000, reps=40, rng=22, gamma=0.9, model_scale=0.5
+    )
     bias_small = small.mean() - truth
     se_small = small.std(ddof=1) / math.sqrt(small.size)
     bias_large = large.mean() - truth
@@ -431,14 +479,17 @@ def test_normal_interval_coverage(estimator):
     truth = env.true_value("mix")
     table = env.sample(200 * 400, rng=31, oracle=True)
     traj = read_trajectories(table)
-    model = {"q_hat": 0.5 * table.column("q_target__mix").to_numpy(),
-             "v_hat": 0.5 * table.column("v_target__mix").to_numpy()}
+    model = {
+        "q_hat": 0.5 * table.column("q_target__mix").to_numpy(),
+        "v_hat": 0.5 * table.column("v_target__mix").to_numpy(),
+    }
     covered = []
     for k, block in enumerate(_blocks(traj, 200)):
         rows = slice(traj.episode_starts[k * 200], traj.episode_starts[(k + 1) * 200])
         kw = {key: val[rows] for key, val in model.items()} if estimator in ("dr", "wdr") else {}
-        res = sequential_estimate(block, "mix", estimator=estimator, gamma=0.9, tail_value=0.0,
-                                  **kw)
+        res = sequential_estimate(
+            block, "mix", estimator=estimator, gamma=0.9, tail_value=0.0, **kw
+        )
         covered.append(res.ci_low <= truth <= res.ci_high)
     assert 0.92 <= np.mean(covered) <= 0.98
 
@@ -452,14 +503,17 @@ def test_bootstrap_interval_coverage(estimator):
     truth = env.true_value("mix")
     table = env.sample(200 * 200, rng=32, oracle=True)
     traj = read_trajectories(table)
-    model = {"q_hat": 0.5 * table.column("q_target__mix").to_numpy(),
-             "v_hat": 0.5 * table.column("v_target__mix").to_numpy()}
+    model = {
+        "q_hat": 0.5 * table.column("q_target__mix").to_numpy(),
+        "v_hat": 0.5 * table.column("v_target__mix").to_numpy(),
+    }
     covered = []
     for k, block in enumerate(_blocks(traj, 200)):
         rows = slice(traj.episode_starts[k * 200], traj.episode_starts[(k + 1) * 200])
         kw = {key: val[rows] for key, val in model.items()} if estimator == "wdr" else {}
-        res = sequential_estimate(block, "mix", estimator=estimator, gamma=0.9, tail_value=0.0,
-                                  **kw)
+        res = sequential_estimate(
+            block, "mix", estimator=estimator, gamma=0.9, tail_value=0.0, **kw
+        )
         lo, hi = res.ci(0.95, "bootstrap", rng=k, n_resamples=1000)
         covered.append(lo <= truth <= hi)
     assert 0.90 <= np.mean(covered) <= 0.99
@@ -478,8 +532,9 @@ def test_low_ess_warns():
 
 def test_compare_pairs_by_episode(hand):
     traj = read_trajectories(_random_trajectories(4, n_episodes=80))
-    a = sequential_estimate(traj, "pi", estimator="dr", gamma=0.9, tail_value=0.0,
-                            q_hat="q", v_hat="v")
+    a = sequential_estimate(
+        traj, "pi", estimator="dr", gamma=0.9, tail_value=0.0, q_hat="q", v_hat="v"
+    )
     b = sequential_estimate(traj, "pi", estimator="pdis", gamma=0.9, tail_value=0.0)
     d = compare(a, b)
     assert d.value == pytest.approx(a.value - b.value)
@@ -499,18 +554,22 @@ def _table_with(**changes) -> Trajectories:
 
 def test_unsorted_steps_are_rejected():
     df = HAND.copy()  # rows in their original (unsorted) order, wrapped without reading
-    traj = Trajectories(pa.Table.from_pandas(df, preserve_index=False),
-                        read_trajectories(HAND).report)
-    with pytest.raises(ValidationError,
-                       match=r"sorted by \(episode_id, step\).*first at row \d+ \(episode_id "
-                             r"\d+, step \d+\).*ope.read_trajectories"):
+    traj = Trajectories(
+        pa.Table.from_pandas(df, preserve_index=False), read_trajectories(HAND).report
+    )
+    with pytest.raises(
+        ValidationError,
+        match=r"sorted by \(episode_id, step\).*first at row \d+ \(episode_id "
+        r"\d+, step \d+\).*ope.read_trajectories",
+    ):
         sequential_estimate(traj, "pi", tail_value=0.0)
 
 
 def test_split_episode_is_rejected():
     df = pd.concat([HAND.iloc[[3, 1]], HAND.iloc[[0, 2, 4]], HAND.iloc[[3, 1]]])
-    traj = Trajectories(pa.Table.from_pandas(df, preserve_index=False),
-                        read_trajectories(HAND).report)
+    traj = Trajectories(
+        pa.Table.from_pandas(df, preserve_index=False), read_trajectories(HAND).report
+    )
     with pytest.raises(ValidationError, match=r"contiguous.*separate runs.*\(e.g. 10\)"):
         sequential_estimate(traj, "pi", tail_value=0.0)
 
@@ -518,35 +577,59 @@ def test_split_episode_is_rejected():
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"target": "nope"}, SchemaError,
-         r"no column 'nope' or 'target__nope'.*candidate policies .*'pi'"),
-        ({"target": np.array([0.5, 1.2, 1.0, 1.0, 1.0])}, PolicyError,
-         r"`target` must be in \[0, 1\].*1 row\(s\) break this, first at row 1 \(episode_id 10, "
-         r"step 1\)"),
-        ({"target": np.array([0.5, np.nan, 1.0, 1.0, 1.0])}, PolicyError,
-         r"`target` must be finite"),
+        (
+            {"target": "nope"},
+            SchemaError,
+            r"no column 'nope' or 'target__nope'.*candidate policies .*'pi'",
+        ),
+        (
+            {"target": np.array([0.5, 1.2, 1.0, 1.0, 1.0])},
+            PolicyError,
+            r"`target` must be in \[0, 1\].*1 row\(s\) break this, first at row 1 \(episode_id 10, "
+            r"step 1\)",
+        ),
+        (
+            {"target": np.array([0.5, np.nan, 1.0, 1.0, 1.0])},
+            PolicyError,
+            r"`target` must be finite",
+        ),
         ({"target": np.ones(4)}, ValidationError, r"one value per step: shape \(5,\).*\(4,\)"),
         ({"estimator": "dr"}, ValueError, r"needs a model's values per step: pass q_hat and v_hat"),
         ({"estimator": "dr", "q_hat": "q"}, ValueError, r"pass v_hat"),
         ({"q_hat": "q"}, ValueError, r"'pdis' does not use a model, but q_hat"),
-        ({"estimator": "dr", "q_hat": "q", "v_hat": "missing"}, SchemaError,
-         r"`v_hat` names column 'missing'"),
-        ({"estimator": "dr", "q_hat": np.array([0.0, 1.0, np.inf, 0.0, 0.0]), "v_hat": "v"},
-         ValidationError, r"`q_hat` must be finite; 1 row\(s\) break this, first at row 2 "
-         r"\(episode_id"),
+        (
+            {"estimator": "dr", "q_hat": "q", "v_hat": "missing"},
+            SchemaError,
+            r"`v_hat` names column 'missing'",
+        ),
+        (
+            {"estimator": "dr", "q_hat": np.array([0.0, 1.0, np.inf, 0.0, 0.0]), "v_hat": "v"},
+            ValidationError,
+            r"`q_hat` must be finite; 1 row\(s\) break this, first at row 2 "
+            r"\(episode_id",
+        ),
         ({"estimator": "ips"}, ParameterError, r"`estimator` must be one of 'is'.*got 'ips'"),
         ({"gamma": 1.5}, ValueError, r"`gamma` \(discount factor\) must be in \[0, 1\]"),
         ({"max_weight": 0.0}, ValueError, r"`max_weight`.*positive"),
-        ({"reward_range": (0.0, 1.0)}, ValidationError,
-         r"`reward` has values outside reward_range=\(0, 1\); 1 row\(s\) break this, "
-         r"first at row \d+ \(episode_id"),
+        (
+            {"reward_range": (0.0, 1.0)},
+            ValidationError,
+            r"`reward` has values outside reward_range=\(0, 1\); 1 row\(s\) break this, "
+            r"first at row \d+ \(episode_id",
+        ),
         ({"reward_range": (1.0, 0.0)}, ValueError, r"low < high"),
         ({"confidence_level": 95}, ValueError, r"confidence_level"),
-        ({"tail_value": np.ones(3)}, ValidationError,
-         r"`tail_value` must be a scalar, a column name, an array with one value per episode "
-         r"\(shape \(2,\)\)"),
-        ({"tail_value": np.array([1.0, np.nan])}, ValidationError,
-         r"finite for truncated episodes"),
+        (
+            {"tail_value": np.ones(3)},
+            ValidationError,
+            r"`tail_value` must be a scalar, a column name, an array with one value per episode "
+            r"\(shape \(2,\)\)",
+        ),
+        (
+            {"tail_value": np.array([1.0, np.nan])},
+            ValidationError,
+            r"finite for truncated episodes",
+        ),
     ],
 )
 def test_bad_arguments(hand, kwargs, error, match):
@@ -565,8 +648,10 @@ def test_nan_tail_of_terminated_episode_is_ignored(hand):
     ("changes", "match"),
     [
         ({"propensity": [0.5, 0.0, 0.5, 1.0, 0.5]}, r"`propensity` must be in \(0, 1\]; 1 row"),
-        ({"done": [True, True, False, False, False]},
-         r"`done` may be true only at the last step.*row 0 \(episode_id 10, step 0\)"),
+        (
+            {"done": [True, True, False, False, False]},
+            r"`done` may be true only at the last step.*row 0 \(episode_id 10, step 0\)",
+        ),
         ({"reward": [1.0, np.inf, 0.0, 1.0, 1.0]}, r"`reward` must be finite"),
     ],
 )
@@ -595,17 +680,25 @@ def test_too_few_episodes_and_no_weight():
     with pytest.raises(EstimationError, match=r"every importance weight is zero.*'dr' or 'wdr'"):
         sequential_estimate(traj, "pi", estimator="wpdis", tail_value=0.0)
     with pytest.warns(OverlapWarning, match="reduces to the model"):
-        res = sequential_estimate(traj, "pi", estimator="wdr", gamma=GAMMA, tail_value=0.0,
-                                  q_hat="q", v_hat="v")
+        res = sequential_estimate(
+            traj, "pi", estimator="wdr", gamma=GAMMA, tail_value=0.0, q_hat="q", v_hat="v"
+        )
     assert res.value == pytest.approx((0.6 + 0.4) / 2)  # the model's V(s_0)
 
 
 def test_weight_overflow_needs_clipping():
     n = 400
-    df = pd.DataFrame({"episode_id": np.repeat([0, 1], n // 2),
-                       "step": np.tile(np.arange(n // 2), 2),
-                       "action": 0, "propensity": 1e-4, "reward": 1.0,
-                       "done": False, "target__pi": 1.0})
+    df = pd.DataFrame(
+        {
+            "episode_id": np.repeat([0, 1], n // 2),
+            "step": np.tile(np.arange(n // 2), 2),
+            "action": 0,
+            "propensity": 1e-4,
+            "reward": 1.0,
+            "done": False,
+            "target__pi": 1.0,
+        }
+    )
     traj = read_trajectories(df)
     with pytest.raises(EstimationError, match=r"overflow float64.*max_weight="):
         sequential_estimate(traj, "pi", tail_value=0.0)
@@ -626,8 +719,9 @@ def test_fqe_tabular_recovers_q_and_feeds_dr(fqe_env):
     env, table = fqe_env
     traj = read_trajectories(table)
     pi = env.policy_table("mix")
-    fq = fitted_q_evaluation(traj, pi, gamma=0.8, state_column="state",
-                             next_state_column="next_state")
+    fq = fitted_q_evaluation(
+        traj, pi, gamma=0.8, state_column="state", next_state_column="next_state"
+    )
     q_true = env.discounted_q_function("mix")
     assert fq.converged
     np.testing.assert_allclose(fq.coef, q_true, atol=0.05)
@@ -635,10 +729,16 @@ def test_fqe_tabular_recovers_q_and_feeds_dr(fqe_env):
     assert fq.value == pytest.approx(full_truth, abs=0.05)
     assert np.isnan(fq.tail_value[~traj.truncated]).all()
     assert np.isfinite(fq.tail_value[traj.truncated]).all()
-    dr = sequential_estimate(traj, "mix", estimator="dr", gamma=0.8, q_hat=fq.q_hat,
-                             v_hat=fq.v_hat, tail_value=fq.tail_value)
-    pdis = sequential_estimate(traj, "mix", estimator="pdis", gamma=0.8,
-                               tail_value=fq.tail_value)
+    dr = sequential_estimate(
+        traj,
+        "mix",
+        estimator="dr",
+        gamma=0.8,
+        q_hat=fq.q_hat,
+        v_hat=fq.v_hat,
+        tail_value=fq.tail_value,
+    )
+    pdis = sequential_estimate(traj, "mix", estimator="pdis", gamma=0.8, tail_value=fq.tail_value)
     assert abs(dr.value - full_truth) < 4 * dr.std_error
     # Bernoulli rewards dominate the variance here; the model still removes some of it
     assert dr.std_error < pdis.std_error
@@ -649,8 +749,7 @@ def test_fqe_features_match_tabular_on_one_hot(fqe_env):
     traj = read_trajectories(table)
     pi = env.policy_table("mix")
     features = [f"x{k}" for k in range(env.n_states)]  # one-hot states
-    by_features = fitted_q_evaluation(traj, lambda x: x @ pi, gamma=0.8,
-                                      feature_columns=features)
+    by_features = fitted_q_evaluation(traj, lambda x: x @ pi, gamma=0.8, feature_columns=features)
     # without next_state, both leave the truncated last steps out of the regression
     tabular = fitted_q_evaluation(traj, pi, gamma=0.8, state_column="state")
     np.testing.assert_allclose(by_features.coef, tabular.coef, rtol=1e-8, atol=1e-10)
@@ -661,9 +760,17 @@ def test_fqe_features_match_tabular_on_one_hot(fqe_env):
 
 def test_fqe_hand_two_steps():
     # one state, one action, gamma 0.5: episode (r=1, r=2, terminal) and (r=3, terminal)
-    df = pd.DataFrame({"episode_id": [0, 0, 1], "step": [0, 1, 0], "action": 0,
-                       "propensity": 1.0, "reward": [1.0, 2.0, 3.0],
-                       "done": [False, True, True], "state": 0})
+    df = pd.DataFrame(
+        {
+            "episode_id": [0, 0, 1],
+            "step": [0, 1, 0],
+            "action": 0,
+            "propensity": 1.0,
+            "reward": [1.0, 2.0, 3.0],
+            "done": [False, True, True],
+            "state": 0,
+        }
+    )
     traj = read_trajectories(df)
     fq = fitted_q_evaluation(traj, [[1.0]], gamma=0.5, state_column="state", ridge=1e-12)
     # fixed point: Q = (1 + 0.5 Q + 2 + 3) / 3  ->  Q = 6 / 2.5
@@ -676,16 +783,28 @@ def test_fqe_hand_two_steps():
     [
         ({}, ValueError, r"exactly one of `state_column`"),
         ({"state_column": "state", "feature_columns": ["x0"]}, ValueError, r"exactly one of"),
-        ({"feature_columns": ["x0"], "next_state_column": "next_state"}, ValueError,
-         r"applies to tabular FQE"),
-        ({"state_column": "state", "target_policy": [[0.5, 0.4]] * 4}, PolicyError,
-         r"must be a probability distribution.*first: state 0"),
-        ({"state_column": "state", "target_policy": [[1.0]] * 4}, ValidationError,
-         r"`action` ids must be < 1"),
+        (
+            {"feature_columns": ["x0"], "next_state_column": "next_state"},
+            ValueError,
+            r"applies to tabular FQE",
+        ),
+        (
+            {"state_column": "state", "target_policy": [[0.5, 0.4]] * 4},
+            PolicyError,
+            r"must be a probability distribution.*first: state 0",
+        ),
+        (
+            {"state_column": "state", "target_policy": [[1.0]] * 4},
+            ValidationError,
+            r"`action` ids must be < 1",
+        ),
         ({"state_column": "nope"}, SchemaError, r"`state_column` names column 'nope'"),
         ({"state_column": "state", "ridge": 0.0}, ValueError, r"`ridge` must be a positive"),
-        ({"feature_columns": ["x0"], "target_policy": [[0.5, 0.5]]}, PolicyError,
-         r"must be a function"),
+        (
+            {"feature_columns": ["x0"], "target_policy": [[0.5, 0.5]]},
+            PolicyError,
+            r"must be a function",
+        ),
     ],
 )
 def test_fqe_bad_arguments(fqe_env, kwargs, error, match):
@@ -700,8 +819,13 @@ def test_fqe_bad_arguments(fqe_env, kwargs, error, match):
 def test_fqe_warns_when_not_converged(fqe_env):
     env, table = fqe_env
     with pytest.warns(OPEWarning, match=r"did not converge in 2 iterations"):
-        fq = fitted_q_evaluation(read_trajectories(table), env.policy_table("mix"), gamma=0.8,
-                                 state_column="state", n_iterations=2)
+        fq = fitted_q_evaluation(
+            read_trajectories(table),
+            env.policy_table("mix"),
+            gamma=0.8,
+            state_column="state",
+            n_iterations=2,
+        )
     assert not fq.converged and fq.n_iterations == 2
 
 
@@ -723,8 +847,11 @@ def test_trajectory_wise_estimators_are_ips_and_snips_over_episodes():
     big_w = np.exp(np.bincount(episode, weights=np.log(rho)))  # rho > 0 in this environment
     ret = np.bincount(episode, weights=0.9**steps * tab.column("reward").to_numpy())
     scale = big_w.max()  # SNIPS is invariant to the scale of the weights; IPS is linear in it
-    args = {"reward": ret, "logging_propensity": np.ones(ret.size),
-            "target_propensity": big_w / scale}
+    args = {
+        "reward": ret,
+        "logging_propensity": np.ones(ret.size),
+        "target_propensity": big_w / scale,
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", OverlapWarning)
         wis = sequential_estimate(traj, "mix", estimator="wis", gamma=0.9, tail_value=0.0)
@@ -771,9 +898,14 @@ def test_sequential_names_stay_importable():
 
     assert ope.sequential_estimate is seq.sequential_estimate
     assert ope.fitted_q_evaluation is seq.fitted_q_evaluation and ope.FittedQ is seq.FittedQ
-    assert set(seq.__all__) == {"SEQUENTIAL_ESTIMATORS", "sequential_estimate",
-                                "evaluate_trajectories", "TrajectoryEvaluation",
-                                "fitted_q_evaluation", "FittedQ"}
+    assert set(seq.__all__) == {
+        "SEQUENTIAL_ESTIMATORS",
+        "sequential_estimate",
+        "evaluate_trajectories",
+        "TrajectoryEvaluation",
+        "fitted_q_evaluation",
+        "FittedQ",
+    }
     assert ope.evaluate_trajectories is seq.evaluate_trajectories
     assert seq.MAX_BOOTSTRAP_CELLS == 1 << 25 and seq.MIN_EPISODES == 2
     assert seq.FQE_TOL > 0 and seq.POLICY_SUM_TOL > 0 and seq.FQE_MAX_ITERATIONS >= 1
@@ -783,11 +915,17 @@ def test_sequential_names_stay_importable():
 def test_a_tiny_clip_level_gives_the_self_normalized_value_not_an_overflow(estimator):
     # every weight clipped to the same level: the self-normalized value is the same whether
     # the level is 1e-9 or 5e-324 (where 1 / sum of weights would overflow unscaled)
-    steps = pd.DataFrame({
-        "episode_id": [0, 0, 1, 1, 2, 2], "step": [0, 1] * 3, "action": [0, 1, 1, 0, 0, 0],
-        "propensity": 0.5, "reward": [1.0, 0.0, 0.5, 1.0, 0.0, 1.0],
-        "done": [False, True] * 3, "target__pi": 0.5,
-    })
+    steps = pd.DataFrame(
+        {
+            "episode_id": [0, 0, 1, 1, 2, 2],
+            "step": [0, 1] * 3,
+            "action": [0, 1, 1, 0, 0, 0],
+            "propensity": 0.5,
+            "reward": [1.0, 0.0, 0.5, 1.0, 0.0, 1.0],
+            "done": [False, True] * 3,
+            "target__pi": 0.5,
+        }
+    )
     traj = read_trajectories(steps)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -72,35 +72,37 @@ def test_hand_pdis_intervals(hand):
     assert res.value == pytest.approx(terms.mean())
     hi = hoeffding_interval(terms.mean(), 2, low=PDIS_RANGE[0], high=PDIS_RANGE[1])
     assert tuple(res.ci(method="hoeffding")) == pytest.approx(
-        (max(hi.low, VALUE_RANGE[0]), min(hi.high, VALUE_RANGE[1])))
-    be = bernstein_interval(terms.mean(), terms.var(ddof=1), 2, low=0.0, high=12.0,
-                            confidence_level=0.8)
+        (max(hi.low, VALUE_RANGE[0]), min(hi.high, VALUE_RANGE[1]))
+    )
+    be = bernstein_interval(
+        terms.mean(), terms.var(ddof=1), 2, low=0.0, high=12.0, confidence_level=0.8
+    )
     assert tuple(res.ci(0.8, method="bernstein")) == pytest.approx(
-        (max(be.low, 0.0), min(be.high, 3.5)))
+        (max(be.low, 0.0), min(be.high, 3.5))
+    )
     bt = betting_interval(np.ones(2), terms, reward_range=PDIS_RANGE)
-    assert tuple(res.ci(method="betting")) == pytest.approx((max(bt.low, 0.0),
-                                                             min(bt.high, 3.5)))
+    assert tuple(res.ci(method="betting")) == pytest.approx((max(bt.low, 0.0), min(bt.high, 3.5)))
 
 
 def test_hand_is_intervals(hand):
     res = sequential_estimate(hand, "pi", estimator="is", **KW)
     terms = np.array([8.0, 0.75])
-    h = hoeffding_interval(terms.mean(), 2, low=IS_RANGE[0], high=IS_RANGE[1],
-                           confidence_level=0.5)
+    h = hoeffding_interval(terms.mean(), 2, low=IS_RANGE[0], high=IS_RANGE[1], confidence_level=0.5)
     assert tuple(res.ci(0.5, method="hoeffding")) == pytest.approx(
-        (max(h.low, 0.0), min(h.high, 3.5)))
+        (max(h.low, 0.0), min(h.high, 3.5))
+    )
     # betting for IS: weights W_i and returns G_i in [0, 3.5], no weight bound needed
     bt = betting_interval([4.0, 1.0], [2.0, 0.75], reward_range=VALUE_RANGE)
-    free = sequential_estimate(hand, "pi", estimator="is", gamma=G, tail_value=0.0,
-                               reward_range=RR, horizon=3)
+    free = sequential_estimate(
+        hand, "pi", estimator="is", gamma=G, tail_value=0.0, reward_range=RR, horizon=3
+    )
     assert tuple(free.ci(method="betting")) == pytest.approx(tuple(bt))
 
 
 def test_stored_interval_and_clipped_ranges(hand):
     # clip level 3 caps W_t = [2, 4, 8] at [2, 3, 3]: PDIS range 2 * (2 + 1.5 + 0.75) = 8.5;
     # clipped episode-10 term 2 + 0.5 * 3 * 2 = 5; clipped values lie in [0, 3.5] as well
-    res = sequential_estimate(hand, "pi", estimator="pdis", ci="hoeffding", max_weight=3.0,
-                              **KW)
+    res = sequential_estimate(hand, "pi", estimator="pdis", ci="hoeffding", max_weight=3.0, **KW)
     h = hoeffding_interval(2.75, 2, low=0.0, high=8.5)
     assert res.ci_method == "hoeffding"
     assert (res.ci_low, res.ci_high) == pytest.approx((max(h.low, 0.0), min(h.high, 3.5)))
@@ -128,23 +130,27 @@ def test_missing_bounds_are_named(hand):
     est = sequential_estimate(hand, "pi", estimator="pdis", gamma=G, tail_value=0.0)
     with pytest.raises(MissingBoundsError, match="reward_range"):
         est.ci(method="hoeffding")
-    no_h = sequential_estimate(hand, "pi", estimator="pdis", gamma=G, tail_value=0.0,
-                               reward_range=RR)
+    no_h = sequential_estimate(
+        hand, "pi", estimator="pdis", gamma=G, tail_value=0.0, reward_range=RR
+    )
     with pytest.raises(MissingBoundsError, match="horizon="):
         no_h.ci(method="bernstein")
-    no_w = sequential_estimate(hand, "pi", estimator="pdis", gamma=G, tail_value=0.0,
-                               reward_range=RR, horizon=3)
+    no_w = sequential_estimate(
+        hand, "pi", estimator="pdis", gamma=G, tail_value=0.0, reward_range=RR, horizon=3
+    )
     for method in ("hoeffding", "bernstein", "betting"):
         with pytest.raises(MissingBoundsError, match="weight_bound="):
             no_w.ci(method=method)
     # the bound can come later, to ci(); it is checked against the data there too
     assert no_w.ci(method="hoeffding", weight_bound=2.0) == sequential_estimate(
-        hand, "pi", estimator="pdis", **KW).ci(method="hoeffding")
+        hand, "pi", estimator="pdis", **KW
+    ).ci(method="hoeffding")
     with pytest.raises(ValidationError, match="not a bound"):
         no_w.ci(method="hoeffding", weight_bound=1.5)
     with pytest.raises(MissingBoundsError, match="reward range"):
-        sequential_estimate(hand, "pi", estimator="is", gamma=G, ci="betting", horizon=3,
-                            tail_value=0.0)
+        sequential_estimate(
+            hand, "pi", estimator="is", gamma=G, ci="betting", horizon=3, tail_value=0.0
+        )
 
 
 def test_bounds_broken_by_the_data(hand):
@@ -157,13 +163,15 @@ def test_bounds_broken_by_the_data(hand):
     # "logged": the caller states the longest logged episode (3 steps) is the horizon
     logged = sequential_estimate(hand, "pi", estimator="pdis", **dict(KW, horizon="logged"))
     assert logged.ci(method="hoeffding") == sequential_estimate(
-        hand, "pi", estimator="pdis", **KW).ci(method="hoeffding")
+        hand, "pi", estimator="pdis", **KW
+    ).ci(method="hoeffding")
 
 
 def test_refusals(hand):
     for estimator in ("wis", "wpdis"):
-        res = sequential_estimate(hand, "pi", estimator=estimator, gamma=G, tail_value=0.0,
-                                  reward_range=RR)
+        res = sequential_estimate(
+            hand, "pi", estimator=estimator, gamma=G, tail_value=0.0, reward_range=RR
+        )
         with pytest.raises(EstimationError, match="does not apply"):
             res.ci(method="hoeffding")
         with pytest.raises(ParameterError, match="'is' and 'pdis' only"):
@@ -181,9 +189,9 @@ def test_refusals(hand):
     with pytest.raises(ParameterError, match="needs no weight bound"):
         res.ci(method="betting", weight_bound=2.0)
     with pytest.raises(EstimationError, match="overflows"):
-        sequential_estimate(hand, "pi", estimator="pdis", **dict(KW, weight_bound=1e200,
-                                                                 horizon=3)).ci(
-            method="hoeffding")
+        sequential_estimate(
+            hand, "pi", estimator="pdis", **dict(KW, weight_bound=1e200, horizon=3)
+        ).ci(method="hoeffding")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -249,8 +257,14 @@ def _coverage(
         for estimator in ("is", "pdis"):
             for clipped in (False, True):
                 res = sequential_estimate(
-                    block, "mix", estimator=estimator, gamma=env.gamma, tail_value=0.0,
-                    reward_range=env.reward_range, horizon=env.horizon, weight_bound=bound,
+                    block,
+                    "mix",
+                    estimator=estimator,
+                    gamma=env.gamma,
+                    tail_value=0.0,
+                    reward_range=env.reward_range,
+                    horizon=env.horizon,
+                    weight_bound=bound,
                     max_weight=CLIP if clipped else None,
                 )
                 for method in METHODS:
@@ -261,7 +275,8 @@ def _coverage(
                         target = clipped_truth[estimator]
                     c_lo, c_hi = res.ci(0.95, method)
                     hits.setdefault((estimator, clipped, method), []).append(
-                        (c_lo <= target <= c_hi, c_hi - c_lo))
+                        (c_lo <= target <= c_hi, c_hi - c_lo)
+                    )
     return {key: tuple(np.mean(v, axis=0)) for key, v in hits.items()}
 
 
@@ -279,6 +294,5 @@ def test_bounded_coverage_at_least_nominal(n_episodes, reps, seed):
     else:
         # and informative: the value can lie anywhere in [0, S_4] = [0, 3.44]; Bernstein and
         # betting narrow that to well under a third (a coverage of 1 is no free pass)
-        wide = {key: w for key, (_, w) in coverage.items()
-                if key[2] != "hoeffding" and w > 1.0}
+        wide = {key: w for key, (_, w) in coverage.items() if key[2] != "hoeffding" and w > 1.0}
         assert not wide, wide

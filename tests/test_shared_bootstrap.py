@@ -54,69 +54,102 @@ def test_every_interval_equals_its_own_bootstrap_with_the_same_seed(n, method):
     r, p, t = _data(n)
     q = np.clip(r + 0.1, 0, 1)
     dr = DR().estimate(r, p, t[:, 0], q_logged=q, q_target=q * 0.9, reward_range=RR)
-    res = shared_bootstrap(r, p, t, names=["a", "b", "c"], estimators=ESTIMATORS,
-                           sources={"dr a": dr.source}, reward_range=RR, n_resamples=300,
-                           bootstrap_method=method, rng=17)
+    res = shared_bootstrap(
+        r,
+        p,
+        t,
+        names=["a", "b", "c"],
+        estimators=ESTIMATORS,
+        sources={"dr a": dr.source},
+        reward_range=RR,
+        n_resamples=300,
+        bootstrap_method=method,
+        rng=17,
+    )
     assert res.resampling == ("multinomial" if n <= bs.EXACT_MAX_ROWS else "poisson")
     assert res.seed == 17 and res.n == n and res.n_resamples == 300
     opts = {"n_resamples": 300, "bootstrap_method": method, "rng": 17}
     for j, name in enumerate("abc"):
         for key, est in ESTIMATORS:
             single = est.estimate(r, p, t[:, j], reward_range=RR).ci(method="bootstrap", **opts)
-            np.testing.assert_allclose(tuple(res.intervals[(name, key)]), tuple(single),
-                                       rtol=1e-12, atol=1e-14)
-    np.testing.assert_allclose(tuple(res.logging),
-                               tuple(logging_value(r, reward_range=RR).ci(method="bootstrap",
-                                                                          **opts)),
-                               rtol=1e-12)
-    np.testing.assert_allclose(tuple(res.intervals["dr a"]),
-                               tuple(dr.ci(method="bootstrap", **opts)), rtol=1e-12)
+            np.testing.assert_allclose(
+                tuple(res.intervals[(name, key)]), tuple(single), rtol=1e-12, atol=1e-14
+            )
+    np.testing.assert_allclose(
+        tuple(res.logging),
+        tuple(logging_value(r, reward_range=RR).ci(method="bootstrap", **opts)),
+        rtol=1e-12,
+    )
+    np.testing.assert_allclose(
+        tuple(res.intervals["dr a"]), tuple(dr.ci(method="bootstrap", **opts)), rtol=1e-12
+    )
     # bootstrap_interval on the IPS components: the same counts as well
-    direct = bootstrap_interval((t[:, 1] / p * r)[:, None], lambda m: m[..., 0],
-                                n_resamples=300, bootstrap_method=method, rng=17)
+    direct = bootstrap_interval(
+        (t[:, 1] / p * r)[:, None],
+        lambda m: m[..., 0],
+        n_resamples=300,
+        bootstrap_method=method,
+        rng=17,
+    )
     np.testing.assert_allclose(tuple(res.intervals[("b", "ips")]), tuple(direct), rtol=1e-12)
 
 
 @pytest.mark.parametrize("n", [1_500, N_POISSON], ids=["multinomial", "poisson"])
 def test_intervals_are_the_quantiles_of_replicates_from_the_documented_counts(n):
     r, p, t = _data(n, p_count=2, seed=1)
-    res = shared_bootstrap(r, p, t, estimators=IPS_SNIPS, n_resamples=250, rng=3,
-                           confidence_level=0.9)
+    res = shared_bootstrap(
+        r, p, t, estimators=IPS_SNIPS, n_resamples=250, rng=3, confidence_level=0.9
+    )
     c = resample_counts(n, 250, rng=3)
     w = t / p[:, None]
     size = c.sum(axis=1)
     for j in range(2):
         swr, sw = c @ (w[:, j] * r), c @ w[:, j]
-        np.testing.assert_allclose(tuple(res.intervals[(str(j), "ips")]),
-                                   np.quantile(swr / size, [0.05, 0.95]), rtol=1e-12)
-        np.testing.assert_allclose(tuple(res.intervals[(str(j), "snips")]),
-                                   np.quantile(swr / sw, [0.05, 0.95]), rtol=1e-12)
-    np.testing.assert_allclose(tuple(res.logging), np.quantile(c @ r / size, [0.05, 0.95]),
-                               rtol=1e-12)
+        np.testing.assert_allclose(
+            tuple(res.intervals[(str(j), "ips")]), np.quantile(swr / size, [0.05, 0.95]), rtol=1e-12
+        )
+        np.testing.assert_allclose(
+            tuple(res.intervals[(str(j), "snips")]), np.quantile(swr / sw, [0.05, 0.95]), rtol=1e-12
+        )
+    np.testing.assert_allclose(
+        tuple(res.logging), np.quantile(c @ r / size, [0.05, 0.95]), rtol=1e-12
+    )
 
 
 def test_the_candidates_in_any_form_give_the_same_intervals():
     r, p, t = _data(N_POISSON, p_count=4, seed=2)
     ref = shared_bootstrap(r, p, t, estimators=IPS_SNIPS, n_resamples=200, rng=5)
     names = [str(j) for j in range(4)]
-    as_list = shared_bootstrap(r, p, [t[:, j] for j in range(4)], estimators=IPS_SNIPS,
-                               n_resamples=200, rng=5)
-    fortran = shared_bootstrap(r, p, np.asfortranarray(t), estimators=IPS_SNIPS,
-                               n_resamples=200, rng=5)
+    as_list = shared_bootstrap(
+        r, p, [t[:, j] for j in range(4)], estimators=IPS_SNIPS, n_resamples=200, rng=5
+    )
+    fortran = shared_bootstrap(
+        r, p, np.asfortranarray(t), estimators=IPS_SNIPS, n_resamples=200, rng=5
+    )
     wide = np.zeros((t.shape[0], 8))
     wide[:, ::2] = t
-    strided = shared_bootstrap(r, p, wide[:, ::2], estimators=IPS_SNIPS, n_resamples=200,
-                               rng=5)  # a view, not copied
-    f32 = shared_bootstrap(r.astype(np.float32), p.astype(np.float32), t.astype(np.float32),
-                           estimators=IPS_SNIPS, n_resamples=200, rng=5)
+    strided = shared_bootstrap(
+        r, p, wide[:, ::2], estimators=IPS_SNIPS, n_resamples=200, rng=5
+    )  # a view, not copied
+    f32 = shared_bootstrap(
+        r.astype(np.float32),
+        p.astype(np.float32),
+        t.astype(np.float32),
+        estimators=IPS_SNIPS,
+        n_resamples=200,
+        rng=5,
+    )
     for other in (as_list, fortran, strided):
         for key in ((nm, e) for nm in names for e in ("ips", "snips")):
-            np.testing.assert_allclose(tuple(other.intervals[key]), tuple(ref.intervals[key]),
-                                       rtol=1e-12)
+            np.testing.assert_allclose(
+                tuple(other.intervals[key]), tuple(ref.intervals[key]), rtol=1e-12
+            )
     # float32 inputs are accumulated in float64: equal to the float32 values' own intervals
-    single = IPS().estimate(r.astype(np.float32), p.astype(np.float32),
-                            t[:, 0].astype(np.float32)).ci(method="bootstrap", n_resamples=200,
-                                                           rng=5)
+    single = (
+        IPS()
+        .estimate(r.astype(np.float32), p.astype(np.float32), t[:, 0].astype(np.float32))
+        .ci(method="bootstrap", n_resamples=200, rng=5)
+    )
     np.testing.assert_allclose(tuple(f32.intervals[("0", "ips")]), tuple(single), rtol=1e-12)
 
 
@@ -128,8 +161,9 @@ def test_the_seed_is_drawn_recorded_and_reproduces_the_intervals():
     assert again.intervals == drawn.intervals and again.logging == drawn.logging
     other = shared_bootstrap(r, p, t, estimators=IPS_SNIPS, n_resamples=200, rng=drawn.seed + 1)
     assert other.intervals != drawn.intervals
-    gen = shared_bootstrap(r, p, t, estimators=IPS_SNIPS, n_resamples=200,
-                           rng=np.random.default_rng(drawn.seed))
+    gen = shared_bootstrap(
+        r, p, t, estimators=IPS_SNIPS, n_resamples=200, rng=np.random.default_rng(drawn.seed)
+    )
     assert gen.seed is None and gen.intervals == drawn.intervals
     doc = drawn.to_dict()
     assert doc["seed"] == drawn.seed and doc["resampling"] == "multinomial"
@@ -146,8 +180,9 @@ def test_intervals_are_intersected_with_the_reward_range():
     # IPS with weights 1: the same as the logging value, so weights 2 give values above 1
     t2 = np.c_[np.ones(r.size)]
     raw = shared_bootstrap(r, p, t2, n_resamples=200, rng=0, estimators=(IPS(),))
-    cut = shared_bootstrap(r, p, t2, n_resamples=200, rng=0, estimators=(IPS(),),
-                           reward_range=(0, 1))
+    cut = shared_bootstrap(
+        r, p, t2, n_resamples=200, rng=0, estimators=(IPS(),), reward_range=(0, 1)
+    )
     assert raw.intervals[("0", "ips")].high > 1.0
     assert cut.intervals[("0", "ips")].high == 1.0
     assert cut.intervals[("0", "ips")].low == min(raw.intervals[("0", "ips")].low, 1.0)
@@ -179,19 +214,32 @@ def test_an_undefined_statistic_is_named_in_the_error():
     p = np.full(n, 0.5)
     t = np.c_[np.full(n, 0.5), np.r_[0.5, np.zeros(n - 1)]]  # 'lone': one row carries weight
     with pytest.raises(EstimationError, match=r"policy 'lone', snips: \d+ of 200 bootstrap"):
-        shared_bootstrap(r, p, t, names=["fine", "lone"], estimators=IPS_SNIPS, n_resamples=200,
-                         rng=0)
+        shared_bootstrap(
+            r, p, t, names=["fine", "lone"], estimators=IPS_SNIPS, n_resamples=200, rng=0
+        )
 
 
 @pytest.mark.parametrize(
     ("kwargs", "error", "match"),
     [
-        ({"n_resamples": 1}, ParameterError, r"`n_resamples` must be at least 81 for a 0.95 interval"),
+        (
+            {"n_resamples": 1},
+            ParameterError,
+            r"`n_resamples` must be at least 81 for a 0.95 interval",
+        ),
         ({"n_resamples": 100, "confidence_level": 0.99}, ParameterError, r"at least 401"),
-        ({"estimators": (DR(),)}, ParameterError, r"are weighting estimators, objects with a row source .*got DR\(.*`sources`"),
+        (
+            {"estimators": (DR(),)},
+            ParameterError,
+            r"are weighting estimators, objects with a row source .*got DR\(.*`sources`",
+        ),
         ({"estimators": ("ips",)}, ParameterError, r"with a row source .*got 'ips'"),
         ({"estimators": (IPS(), ("ips", IPS()))}, ParameterError, r"names 'ips' twice"),
-        ({"estimators": ()}, ParameterError, r"`estimators` is empty: pass the weighting estimators"),
+        (
+            {"estimators": ()},
+            ParameterError,
+            r"`estimators` is empty: pass the weighting estimators",
+        ),
         ({"names": ["a"]}, ParameterError, r"distinct name; got \['a'\]"),
         ({"names": ["a", "a"]}, ParameterError, r"distinct name"),
         ({"bootstrap_method": "basic"}, ParameterError, r"`bootstrap_method` must be one of"),
@@ -221,8 +269,13 @@ def test_data_errors():
     with pytest.raises(ValidationError, match=r"source 'x' has 50 rows but `reward` has 100"):
         shared_bootstrap(r, estimators=(), sources={"x": src})
     with pytest.raises(ParameterError, match=r"`sources` key \('0', 'ips'\) is also"):
-        shared_bootstrap(r, p, t, estimators=IPS_SNIPS,
-                         sources={("0", "ips"): IPS().estimate(r, p, t[:, 0]).source})
+        shared_bootstrap(
+            r,
+            p,
+            t,
+            estimators=IPS_SNIPS,
+            sources={("0", "ips"): IPS().estimate(r, p, t[:, 0]).source},
+        )
     with pytest.raises(ValidationError, match=r"n >= 2 rows"):
         shared_bootstrap(r[:1], estimators=())
 
@@ -232,9 +285,11 @@ def test_sources_and_the_logging_value_alone():
     est = SNIPS().estimate(r, p, t[:, 0])
     res = shared_bootstrap(r, estimators=(), sources={"s": est.source}, n_resamples=200, rng=2)
     assert list(res.intervals) == ["s"] and isinstance(res, SharedBootstrap)
-    np.testing.assert_allclose(tuple(res.intervals["s"]),
-                               tuple(est.ci(method="bootstrap", n_resamples=200, rng=2)),
-                               rtol=1e-12)
+    np.testing.assert_allclose(
+        tuple(res.intervals["s"]),
+        tuple(est.ci(method="bootstrap", n_resamples=200, rng=2)),
+        rtol=1e-12,
+    )
     assert res.logging is not None
 
 
@@ -248,8 +303,9 @@ def test_the_bootstrap_names_no_estimator_and_reads_no_estimator_setting():
     from ope.estimators import ESTIMATORS as REGISTRY
 
     tree = ast.parse(inspect.getsource(bs))
-    strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)
-               and isinstance(n.value, str)}
+    strings = {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
     attributes = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
     assert not strings & set(REGISTRY), strings & set(REGISTRY)
     settings = {"clip_level", "reward_origin", "max_weight"}
@@ -271,10 +327,12 @@ def test_each_row_source_gives_the_estimate_and_its_intervals(rr):
             col.fill(r, w, out)
         value = est.estimate(r, p, t[:, 0], reward_range=rr).value
         assert float(rows.statistic(cols.mean(axis=1))) == pytest.approx(value, rel=1e-12)
-        by_estimator = shared_bootstrap(r, p, t, estimators=(est,), reward_range=rr,
-                                        n_resamples=200, rng=1)
-        by_rows = shared_bootstrap(r, p, t, estimators=(rows,), reward_range=rr,
-                                   n_resamples=200, rng=1)
+        by_estimator = shared_bootstrap(
+            r, p, t, estimators=(est,), reward_range=rr, n_resamples=200, rng=1
+        )
+        by_rows = shared_bootstrap(
+            r, p, t, estimators=(rows,), reward_range=rr, n_resamples=200, rng=1
+        )
         assert by_rows.intervals == by_estimator.intervals
 
 

@@ -81,7 +81,7 @@ def test_bandit_schema_is_canonical(bandit):
     for name, typ in expected.items():
         assert t.schema.field(name).type == typ, name
     assert t.column_names[:4] == ["event_id", "action", "propensity", "reward"]
-    targets = [c[len("target__"):] for c in t.column_names if c.startswith("target__")]
+    targets = [c[len("target__") :] for c in t.column_names if c.startswith("target__")]
     assert tuple(targets) == bandit.candidate_policies
     plain = bandit.sample(10, rng=0)
     assert not {"candidates", "context_id", "q_logged"} & set(plain.column_names)
@@ -156,8 +156,10 @@ def test_bandit_gaussian_rewards_have_the_stated_means():
     residual = col(t, "reward") - col(t, "q_logged")
     assert abs(residual.mean()) < Z_TOL * 0.3 / math.sqrt(t.num_rows)
     assert residual.std() == pytest.approx(0.3, rel=0.02)
-    assert_mc_close(col(env.sample(50_000, rng=1, logging_policy="softmax"), "reward"),
-                    env.true_value("softmax"))
+    assert_mc_close(
+        col(env.sample(50_000, rng=1, logging_policy="softmax"), "reward"),
+        env.true_value("softmax"),
+    )
 
 
 def test_bandit_deficient_support():
@@ -191,8 +193,12 @@ def test_bandit_noise_features_and_custom_policies():
     table = np.zeros((30, 4))
     table[:, 2] = 1.0
     env = ContextualBandit(
-        n_actions=4, n_features=2, n_contexts=30, n_noise_features=2,
-        policies={"always_two": table}, seed=2,
+        n_actions=4,
+        n_features=2,
+        n_contexts=30,
+        n_noise_features=2,
+        policies={"always_two": table},
+        seed=2,
     )
     t = env.sample(1000, rng=0, oracle=True)
     assert {"x0", "x1", "x2", "x3"} <= set(t.column_names)
@@ -224,7 +230,11 @@ def test_bandit_bad_policies_raise_policy_error(bandit, policy, match):
     ("kwargs", "error", "match"),
     [
         ({"n_actions": 1}, ParameterError, "`n_actions` must be a whole number >= 2; got 1"),
-        ({"unsupported_actions": 10}, ParameterError, r"`unsupported_actions` must be a whole number >= 0 and <= 9"),
+        (
+            {"unsupported_actions": 10},
+            ParameterError,
+            r"`unsupported_actions` must be a whole number >= 0 and <= 9",
+        ),
         ({"reward": "poisson"}, ParameterError, "`reward` must be one of 'bernoulli', 'gaussian'"),
         ({"logging_temperature": 0.0}, ParameterError, r"logging_temperature must be in \(0.0"),
         ({"n_features": 2.5}, ParameterError, "`n_features` must be a positive integer"),
@@ -255,8 +265,12 @@ def test_bandit_sampling_is_reproducible(bandit):
 @pytest.fixture(scope="module")
 def reco() -> Recommendation:
     return Recommendation(
-        n_items=2000, n_candidates=12, n_requests=400, logging_top_k=9,
-        restricted_segments=["new", "power"], seed=1,
+        n_items=2000,
+        n_candidates=12,
+        n_requests=400,
+        logging_top_k=9,
+        restricted_segments=["new", "power"],
+        seed=1,
     )
 
 
@@ -264,10 +278,16 @@ def test_recommendation_schema_and_candidates(reco):
     L = reco.n_candidates
     t = reco.sample(3000, rng=0, oracle=True, distributions=True)
     for name, typ in {
-        "event_id": pa.int64(), "action": pa.int64(), "propensity": pa.float64(),
-        "reward": pa.float64(), "x0": pa.float64(), "segment": pa.string(),
-        "candidates": pa.list_(pa.int64()), "logging_distribution": pa.list_(pa.float64()),
-        "target__long_tail": pa.float64(), "target_dist__greedy": pa.list_(pa.float64()),
+        "event_id": pa.int64(),
+        "action": pa.int64(),
+        "propensity": pa.float64(),
+        "reward": pa.float64(),
+        "x0": pa.float64(),
+        "segment": pa.string(),
+        "candidates": pa.list_(pa.int64()),
+        "logging_distribution": pa.list_(pa.float64()),
+        "target__long_tail": pa.float64(),
+        "target_dist__greedy": pa.list_(pa.float64()),
     }.items():
         assert t.schema.field(name).type == typ, name
     cands = list_values(t, "candidates", L)
@@ -344,7 +364,9 @@ def test_recommendation_by_segment_and_reproducibility(reco):
     assert not reco.sample(200, rng=1).equals(reco.sample(200, rng=2))
     with pytest.raises(ParameterError, match=r"restricted_segments must be a list of labels"):
         Recommendation(n_items=100, n_candidates=5, n_requests=10, restricted_segments=["vip"])
-    with pytest.raises(ParameterError, match=r"`n_candidates` must be a whole number >= 2 and <= 100"):
+    with pytest.raises(
+        ParameterError, match=r"`n_candidates` must be a whole number >= 2 and <= 100"
+    ):
         Recommendation(n_items=100, n_candidates=500)
 
 
@@ -362,10 +384,18 @@ def returns(t: pa.Table, gamma: float) -> np.ndarray:
 def test_mdp_schema_and_episode_structure(mdp):
     t = mdp.sample(4000, rng=0, oracle=True)
     for name, typ in {
-        "episode_id": pa.int64(), "step": pa.int64(), "state": pa.int64(), "action": pa.int64(),
-        "propensity": pa.float64(), "reward": pa.float64(), "done": pa.bool_(),
-        "next_state": pa.int64(), "x0": pa.float64(), "target__greedy": pa.float64(),
-        "q_target__softmax": pa.float64(), "v_target__softmax": pa.float64(),
+        "episode_id": pa.int64(),
+        "step": pa.int64(),
+        "state": pa.int64(),
+        "action": pa.int64(),
+        "propensity": pa.float64(),
+        "reward": pa.float64(),
+        "done": pa.bool_(),
+        "next_state": pa.int64(),
+        "x0": pa.float64(),
+        "target__greedy": pa.float64(),
+        "q_target__softmax": pa.float64(),
+        "v_target__softmax": pa.float64(),
     }.items():
         assert t.schema.field(name).type == typ, name
     ep, step, done = col(t, "episode_id"), col(t, "step"), col(t, "done")
@@ -474,8 +504,12 @@ def test_paired_schema_and_pairing():
     t = env.sample(300, rng=0, oracle=True)
     assert t.num_rows == 300 * 2 * 2
     for name, typ in {
-        "pair_id": pa.int64(), "arm": pa.string(), "replicate": pa.int64(),
-        "outcome": pa.float64(), "item_id": pa.int64(), "task_id": pa.int64(),
+        "pair_id": pa.int64(),
+        "arm": pa.string(),
+        "replicate": pa.int64(),
+        "outcome": pa.float64(),
+        "item_id": pa.int64(),
+        "task_id": pa.int64(),
         "tokens": pa.int64(),
     }.items():
         assert t.schema.field(name).type == typ, name
@@ -512,7 +546,9 @@ def test_paired_true_effects_by_hand_and_against_monte_carlo():
         diff = np.bincount(df.pair_id, weights=sign * df[outcome].to_numpy())
         assert_mc_close(diff, env.true_effect(outcome=outcome))
     assert_mc_close(df.outcome[df.arm == "no_memory"].to_numpy(), env.true_value("no_memory"), z=6)
-    with pytest.raises(ParameterError, match="`arm` must be one of 'with_memory', 'no_memory'; got 'memory'"):
+    with pytest.raises(
+        ParameterError, match="`arm` must be one of 'with_memory', 'no_memory'; got 'memory'"
+    ):
         env.true_value("memory")
     with pytest.raises(ValueError, match="arms must be two distinct"):
         PairedReplaySimulator(arms=("a", "a"))
@@ -525,7 +561,7 @@ def test_bundled_sample_matches_its_truth():
     t, truth = sample.table, sample.truth
     assert sample.path.stat().st_size < 5e6
     assert t.num_rows == truth["n_events"] >= 50_000
-    targets = sorted(c[len("target__"):] for c in t.column_names if c.startswith("target__"))
+    targets = sorted(c[len("target__") :] for c in t.column_names if c.startswith("target__"))
     assert targets == sorted(truth["policies"]) and 3 <= len(targets) <= 5
     assert {"candidates", "logging_distribution", "segment", "propensity"} <= set(t.column_names)
     env = Recommendation(**truth["settings"])
@@ -571,8 +607,13 @@ def test_load_sample_column_selection():
 # --------------------------------------------------------------------------- docstrings
 @pytest.mark.parametrize(
     "module",
-    ["ope.simulate.bandit", "ope.simulate.recommendation", "ope.simulate.mdp",
-     "ope.simulate.paired", "ope.simulate._sample"],
+    [
+        "ope.simulate.bandit",
+        "ope.simulate.recommendation",
+        "ope.simulate.mdp",
+        "ope.simulate.paired",
+        "ope.simulate._sample",
+    ],
 )
 def test_docstring_examples_run(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)

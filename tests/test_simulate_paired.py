@@ -57,15 +57,17 @@ def test_rows_follow_the_documented_formulas():
     np.testing.assert_array_equal(df.cost, 1e-5 * df.tokens)  # no fee: the token bill
     # no noise: latency = fixed time (task + item delay) + 5 ms per token, row by row
     np.testing.assert_allclose(
-        df.latency_ms - 5.0 * df.tokens, df.expected_latency_ms - 5.0 * df.expected_tokens,
+        df.latency_ms - 5.0 * df.tokens,
+        df.expected_latency_ms - 5.0 * df.expected_tokens,
         rtol=1e-12,
     )
     treated = (df.arm == T).to_numpy()
     for outcome in NEW:
         np.testing.assert_allclose(
             df[f"expected_{outcome}"],
-            env.expected_outcome(df.task_id.to_numpy(), df.item_id.to_numpy(), treated,
-                                 outcome=outcome),
+            env.expected_outcome(
+                df.task_id.to_numpy(), df.item_id.to_numpy(), treated, outcome=outcome
+            ),
         )
 
 
@@ -96,8 +98,9 @@ def test_paired_effect_recovers_cost_and_latency_effects():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SmallSampleWarning)
         for s in range(reps):
-            res = ope.paired_effect(env.sample(300, rng=100 + s), treated=T, control=C,
-                                    outcomes="all")
+            res = ope.paired_effect(
+                env.sample(300, rng=100 + s), treated=T, control=C, outcomes="all"
+            )
             table = res.table().set_index("outcome")
             assert set(NEW) <= set(table.index)
             for o in NEW:
@@ -120,8 +123,15 @@ def test_determinism_and_the_old_draws_are_kept():
     assert int(df.tokens.sum()) == 208634 and df.outcome.sum() == 63.0
     assert df.tokens.iloc[:4].tolist() == [898, 936, 714, 684]
     # ... and do not depend on the new settings
-    other = PairedReplaySimulator(n_tasks=6, n_items=9, n_replicates=2, price_per_token=1.0,
-                                  tool_fee=0.5, latency_sd=1.5, seed=7).sample(25, rng=11)
+    other = PairedReplaySimulator(
+        n_tasks=6,
+        n_items=9,
+        n_replicates=2,
+        price_per_token=1.0,
+        tool_fee=0.5,
+        latency_sd=1.5,
+        seed=7,
+    ).sample(25, rng=11)
     for name in ("outcome", "tokens", "item_id", "task_id"):
         assert other.column(name).equals(a.column(name)), name
     assert not other.column("cost").equals(a.column("cost"))

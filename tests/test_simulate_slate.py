@@ -17,8 +17,7 @@ def test_table_reads_back_to_the_same_logs():
     env = SlateEnvironment(click_model="cascade", seed=4)
     a = env.sample_logs(300, rng=5)
     b = S.slate_logs(env.sample(300, rng=5))
-    for f in ("item", "reward", "propensity", "slate_propensity", "prefix_propensity",
-              "context"):
+    for f in ("item", "reward", "propensity", "slate_propensity", "prefix_propensity", "context"):
         np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
 
 
@@ -45,8 +44,9 @@ def test_recorded_propensities_are_the_logger_frequencies():
     freq = np.stack([np.bincount(logs.item[c, k], minlength=env.n_items) for k in range(3)])
     freq = freq / c.sum()
     np.testing.assert_allclose(freq, marg[0], atol=4 * 0.5 / math.sqrt(c.sum()))
-    np.testing.assert_allclose(logs.propensity,
-                               marg[logs.context[:, None], np.arange(3), logs.item])
+    np.testing.assert_allclose(
+        logs.propensity, marg[logs.context[:, None], np.arange(3), logs.item]
+    )
 
 
 def test_true_value_is_the_enumerated_sum():

@@ -32,16 +32,18 @@ def _quiet(fn, *args, **kwargs):
 
 # ---------------------------------------------------------------------------- reading logs
 def _long():
-    return pd.DataFrame({
-        "slate_id": [7, 7, 3, 3],
-        "position": [1, 0, 0, 1],
-        "item": [2, 0, 1, 2],
-        "reward": [0.0, 1.0, 0.0, 1.0],
-        "propensity": [0.5, 0.5, 0.25, 0.5],
-        "slate_propensity": [0.2, 0.2, 0.125, 0.125],
-        "prefix_propensity": [0.2, 0.5, 0.25, 0.125],
-        "context": [1, 1, 0, 0],
-    })
+    return pd.DataFrame(
+        {
+            "slate_id": [7, 7, 3, 3],
+            "position": [1, 0, 0, 1],
+            "item": [2, 0, 1, 2],
+            "reward": [0.0, 1.0, 0.0, 1.0],
+            "propensity": [0.5, 0.5, 0.25, 0.5],
+            "slate_propensity": [0.2, 0.2, 0.125, 0.125],
+            "prefix_propensity": [0.2, 0.5, 0.25, 0.125],
+            "context": [1, 1, 0, 0],
+        }
+    )
 
 
 def test_long_layout_is_sorted_into_slates():
@@ -57,36 +59,65 @@ def test_long_layout_is_sorted_into_slates():
 
 def test_list_layout_and_pyarrow_and_one_based_positions_agree():
     a = S.slate_logs(_long())
-    lists = pa.table({
-        "slate_id": [7, 3], "item": [[0, 2], [1, 2]], "reward": [[1.0, 0.0], [0.0, 1.0]],
-        "propensity": [[0.5, 0.5], [0.25, 0.5]], "slate_propensity": [0.2, 0.125],
-        "prefix_propensity": [[0.5, 0.2], [0.25, 0.125]], "context": [1, 0],
-    })
+    lists = pa.table(
+        {
+            "slate_id": [7, 3],
+            "item": [[0, 2], [1, 2]],
+            "reward": [[1.0, 0.0], [0.0, 1.0]],
+            "propensity": [[0.5, 0.5], [0.25, 0.5]],
+            "slate_propensity": [0.2, 0.125],
+            "prefix_propensity": [[0.5, 0.2], [0.25, 0.125]],
+            "context": [1, 0],
+        }
+    )
     b = S.slate_logs(lists)
-    c = S.slate_logs(pa.Table.from_pandas(_long().assign(position=_long().position + 1)),
-                     position_base=1)
+    c = S.slate_logs(
+        pa.Table.from_pandas(_long().assign(position=_long().position + 1)), position_base=1
+    )
     for other in (b, c):
-        for f in ("slate_id", "item", "reward", "propensity", "slate_propensity",
-                  "prefix_propensity", "context"):
+        for f in (
+            "slate_id",
+            "item",
+            "reward",
+            "propensity",
+            "slate_propensity",
+            "prefix_propensity",
+            "context",
+        ):
             np.testing.assert_array_equal(getattr(a, f), getattr(other, f))
 
 
 BAD = [
     (lambda t: t.drop(columns=["reward"]), SchemaError, "missing columns: 'reward'"),
-    (lambda t: t.drop(columns=["propensity", "slate_propensity", "prefix_propensity"]),
-     SchemaError, "no probability column"),
+    (
+        lambda t: t.drop(columns=["propensity", "slate_propensity", "prefix_propensity"]),
+        SchemaError,
+        "no probability column",
+    ),
     (lambda t: t.assign(position=[2, 0, 0, 1]), ValidationError, "without gaps.*first at row 0"),
     (lambda t: t.assign(position=[0, 0, 0, 1]), ValidationError, "slot given twice"),
     (lambda t: t.iloc[:3], ValidationError, "slates must all have 2 slots"),
     (lambda t: t.assign(item=[0, 0, 1, 2]), ValidationError, "an item appears twice in 1 slates"),
-    (lambda t: t.assign(propensity=[0.5, 0.5, 0.0, 0.5]), ValidationError,
-     r"`propensity` must be in \(0, 1\]; 1 rows"),
-    (lambda t: t.assign(slate_propensity=[0.9, 0.9, 0.125, 0.125]), ValidationError,
-     "exceeds a slot's marginal"),
-    (lambda t: t.assign(slate_propensity=[0.2, 0.1, 0.125, 0.125]), ValidationError,
-     "same on every slot"),
-    (lambda t: t.assign(prefix_propensity=[0.6, 0.5, 0.25, 0.125]), ValidationError,
-     "must not increase"),
+    (
+        lambda t: t.assign(propensity=[0.5, 0.5, 0.0, 0.5]),
+        ValidationError,
+        r"`propensity` must be in \(0, 1\]; 1 rows",
+    ),
+    (
+        lambda t: t.assign(slate_propensity=[0.9, 0.9, 0.125, 0.125]),
+        ValidationError,
+        "exceeds a slot's marginal",
+    ),
+    (
+        lambda t: t.assign(slate_propensity=[0.2, 0.1, 0.125, 0.125]),
+        ValidationError,
+        "same on every slot",
+    ),
+    (
+        lambda t: t.assign(prefix_propensity=[0.6, 0.5, 0.25, 0.125]),
+        ValidationError,
+        "must not increase",
+    ),
     (lambda t: t.assign(context=[1, 2, 0, 0]), ValidationError, "`context` must be the same"),
     (lambda t: t.assign(reward=[np.nan, 1.0, 0.0, 1.0]), ValidationError, "must be finite"),
     (lambda t: t.assign(position=[1.5, 0, 0, 1]), ValidationError, "whole numbers"),
@@ -101,27 +132,42 @@ def test_bad_slate_logs_raise_specific_errors(edit, exc, match):
 
 def test_ragged_list_columns_are_refused():
     with pytest.raises(ValidationError, match="lists of one length"):
-        S.slate_logs({"slate_id": [0, 1], "item": [[0, 1], [1]], "reward": [[0, 0], [0]],
-                      "propensity": [[1, 1], [1]]})
+        S.slate_logs(
+            {
+                "slate_id": [0, 1],
+                "item": [[0, 1], [1]],
+                "reward": [[0, 0], [0]],
+                "propensity": [[1, 1], [1]],
+            }
+        )
 
 
 # ---------------------------------------------------------------------------- estimators by hand
 def _hand():
     # two slates of two slots; logger: slate probs, marginals, prefixes; candidate: the same
-    logs = S.slate_logs({
-        "slate_id": [0, 1], "item": [[0, 1], [1, 0]], "reward": [[1.0, 0.0], [1.0, 1.0]],
-        "propensity": [[0.5, 0.5], [0.5, 0.5]], "slate_propensity": [0.5, 0.5],
-        "prefix_propensity": [[0.5, 0.5], [0.5, 0.5]],
-    })
-    tgt = S.SlateProbabilities(slate=[0.8, 0.2], marginal=[[0.8, 0.8], [0.2, 0.2]],
-                               prefix=[[0.8, 0.8], [0.2, 0.2]])
+    logs = S.slate_logs(
+        {
+            "slate_id": [0, 1],
+            "item": [[0, 1], [1, 0]],
+            "reward": [[1.0, 0.0], [1.0, 1.0]],
+            "propensity": [[0.5, 0.5], [0.5, 0.5]],
+            "slate_propensity": [0.5, 0.5],
+            "prefix_propensity": [[0.5, 0.5], [0.5, 0.5]],
+        }
+    )
+    tgt = S.SlateProbabilities(
+        slate=[0.8, 0.2], marginal=[[0.8, 0.8], [0.2, 0.2]], prefix=[[0.8, 0.8], [0.2, 0.2]]
+    )
     return logs, tgt
 
 
 def test_estimators_equal_hand_computations():
     logs, tgt = _hand()
-    got = {e.estimator_name: _quiet(e.estimate, logs, tgt).value for e in ALL
-           if not isinstance(e, S.PseudoInverse)}
+    got = {
+        e.estimator_name: _quiet(e.estimate, logs, tgt).value
+        for e in ALL
+        if not isinstance(e, S.PseudoInverse)
+    }
     got["pi"] = _quiet(S.PseudoInverse(product_logging=True).estimate, logs, tgt).value
     got["snpi"] = _quiet(S.PseudoInverse(True, product_logging=True).estimate, logs, tgt).value
     # weights: slate 1.6 and 0.4; slot rewards (1, 0) and (1, 1)
@@ -149,14 +195,16 @@ def test_every_result_states_its_assumption_and_interval_methods_work():
         tlo, thi = res.ci(method="t")
         assert thi - tlo > res.ci_high - res.ci_low
     assert len(seen) == 4  # one statement per estimator family
-    d = compare(S.CascadeIPS().estimate(logs, tp, logging=lg),
-                S.SlateIPS().estimate(logs, tp, logging=lg))
+    d = compare(
+        S.CascadeIPS().estimate(logs, tp, logging=lg), S.SlateIPS().estimate(logs, tp, logging=lg)
+    )
     assert math.isfinite(d.value) and d.std_error > 0
 
 
 def test_missing_probabilities_name_what_is_needed():
-    logs = S.slate_logs({"slate_id": [0], "item": [[0, 1]], "reward": [[1.0, 0.0]],
-                         "propensity": [[0.5, 0.5]]})
+    logs = S.slate_logs(
+        {"slate_id": [0], "item": [[0, 1]], "reward": [[1.0, 0.0]], "propensity": [[0.5, 0.5]]}
+    )
     with pytest.raises(PolicyError, match="slate IPS needs the logger's slate probabilities"):
         S.SlateIPS().estimate(logs, S.SlateProbabilities(slate=[1.0]))
     with pytest.raises(ParameterError, match="product_logging=True"):
@@ -192,12 +240,14 @@ def test_table_object_and_policy_candidates_agree():
     # long table: every (slate, position, item) with the candidate's marginal
     m = env.n_items
     marg = tp.marginals()[logs.context]  # (n, L, m)
-    table = pd.DataFrame({
-        "slate_id": np.repeat(logs.slate_id, L * m),
-        "position": np.tile(np.repeat(np.arange(L), m), n),
-        "item": np.tile(np.arange(m), n * L),
-        "probability": marg.ravel(),
-    })
+    table = pd.DataFrame(
+        {
+            "slate_id": np.repeat(logs.slate_id, L * m),
+            "position": np.tile(np.repeat(np.arange(L), m), n),
+            "item": np.tile(np.arange(m), n * L),
+            "probability": marg.ravel(),
+        }
+    )
     from_table = S.slate_probabilities_from_table(table, logs)
     np.testing.assert_allclose(from_table.marginal, direct.marginal, atol=1e-15)
 
@@ -224,12 +274,19 @@ def test_per_position_estimates_sum_to_independent_ips():
 
 def test_position_diagnostics_ess_and_unsupported_mass():
     # logger never shows item 2 at slot 0; candidate puts 0.5 there
-    lg = S.EnumeratedSlatePolicy([[0, 1], [1, 0], [0, 2], [1, 2]], [[0.25, 0.25, 0.25, 0.25]],
-                                 n_items=3)
+    lg = S.EnumeratedSlatePolicy(
+        [[0, 1], [1, 0], [0, 2], [1, 2]], [[0.25, 0.25, 0.25, 0.25]], n_items=3
+    )
     tp = S.EnumeratedSlatePolicy([[2, 0], [0, 1]], [[0.5, 0.5]], n_items=3)
-    logs = S.slate_logs({"slate_id": [0, 1, 2, 3], "item": [[0, 1], [1, 0], [0, 2], [1, 2]],
-                         "reward": [[1, 0], [0, 1], [1, 0], [0, 0]], "context": [0, 0, 0, 0],
-                         "propensity": [[0.5, 0.25], [0.5, 0.25], [0.5, 0.5], [0.5, 0.5]]})
+    logs = S.slate_logs(
+        {
+            "slate_id": [0, 1, 2, 3],
+            "item": [[0, 1], [1, 0], [0, 2], [1, 2]],
+            "reward": [[1, 0], [0, 1], [1, 0], [0, 0]],
+            "context": [0, 0, 0, 0],
+            "propensity": [[0.5, 0.25], [0.5, 0.25], [0.5, 0.5], [0.5, 0.5]],
+        }
+    )
     d = _quiet(S.position_diagnostics, logs, tp, logging=lg)
     assert d["unsupported_mass"].tolist() == [0.5, 0.0]
     # slot 0 weights: 0.5/0.5=1 (item 0, twice), 0 (item 1, twice) -> ESS 2
@@ -269,10 +326,15 @@ def _replications(env, seed):
     big = env.sample_logs(REPLICATIONS * N_PER_REP, rng=seed)
     for r in range(REPLICATIONS):  # loop over replications (each a vectorized estimate)
         sl = slice(r * N_PER_REP, (r + 1) * N_PER_REP)
-        yield S.SlateLogs(slate_id=big.slate_id[sl], item=big.item[sl], reward=big.reward[sl],
-                          propensity=big.propensity[sl],
-                          slate_propensity=big.slate_propensity[sl],
-                          prefix_propensity=big.prefix_propensity[sl], context=big.context[sl])
+        yield S.SlateLogs(
+            slate_id=big.slate_id[sl],
+            item=big.item[sl],
+            reward=big.reward[sl],
+            propensity=big.propensity[sl],
+            slate_propensity=big.slate_propensity[sl],
+            prefix_propensity=big.prefix_propensity[sl],
+            context=big.context[sl],
+        )
 
 
 @pytest.mark.parametrize("click_model", ["additive", "cascade"])
@@ -319,7 +381,14 @@ def test_small_samples_warn_and_note():
 def test_pseudoinverse_refuses_slates_outside_the_logger_support():
     lg = S.EnumeratedSlatePolicy([[0, 1], [1, 0]], [[0.5, 0.5]], n_items=3)
     tp = S.EnumeratedSlatePolicy([[0, 1], [1, 0]], [[0.9, 0.1]], n_items=3)
-    logs = S.slate_logs({"slate_id": [0, 1], "item": [[0, 1], [2, 0]], "context": [0, 0],
-                         "reward": [[1, 0], [0, 1]], "propensity": [[0.5, 0.5], [0.5, 0.5]]})
+    logs = S.slate_logs(
+        {
+            "slate_id": [0, 1],
+            "item": [[0, 1], [2, 0]],
+            "context": [0, 0],
+            "reward": [[1, 0], [0, 1]],
+            "propensity": [[0.5, 0.5], [0.5, 0.5]],
+        }
+    )
     with pytest.raises(PolicyError, match="outside the logger's support"):
         S.PseudoInverse().estimate(logs, tp, logging=lg)

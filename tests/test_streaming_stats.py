@@ -64,10 +64,15 @@ def test_streamed_estimates_equal_eager(data, est):
         assert res.notes == eager.notes
         for method in ("normal", "t"):
             np.testing.assert_allclose(res.ci(0.9, method), eager.ci(0.9, method), rtol=1e-12)
-        bounded = {"ips": {"hoeffding": 1.9, "bernstein": 1.9}, "clipped_ips": {"hoeffding": None, "bernstein": None, "bottou": None}}
+        bounded = {
+            "ips": {"hoeffding": 1.9, "bernstein": 1.9},
+            "clipped_ips": {"hoeffding": None, "bernstein": None, "bottou": None},
+        }
         for method, bound in bounded.get(est.name, {}).items():
             np.testing.assert_allclose(
-                res.ci(method=method, weight_bound=bound), eager.ci(method=method, weight_bound=bound), rtol=1e-12
+                res.ci(method=method, weight_bound=bound),
+                eager.ci(method=method, weight_bound=bound),
+                rtol=1e-12,
             )
 
 
@@ -88,17 +93,30 @@ def test_refusals(data):
     r, p, t = data
     stats = MomentStats.from_arrays(r, p, t, max_weight=2.0)
     res = stats.estimates("ips", reward_range=(0, 1))[0]
-    with pytest.raises(EstimationError, match=r"'bootstrap' does not apply to the 'ips' estimate \(this estimate has no rows: it was computed from merged summary statistics"):
+    with pytest.raises(
+        EstimationError,
+        match=r"'bootstrap' does not apply to the 'ips' estimate \(this estimate has no rows: it was computed from merged summary statistics",
+    ):
         res.ci(method="bootstrap")
-    with pytest.raises(EstimationError, match=r"available methods: normal, t, hoeffding, bernstein\."):
+    with pytest.raises(
+        EstimationError, match=r"available methods: normal, t, hoeffding, bernstein\."
+    ):
         res.ci(method="betting")
     with pytest.raises(EstimationError, match=r"per-row influence terms need the rows"):
         res.influence()
-    with pytest.raises(EstimationError, match=r"merged statistics support the ips, clipped_ips and snips estimators; got 'dr'"):
+    with pytest.raises(
+        EstimationError,
+        match=r"merged statistics support the ips, clipped_ips and snips estimators; got 'dr'",
+    ):
         stats.estimates(DR())
-    with pytest.raises(ParameterError, match=r"ClippedIPS\(max_weight=3.0\) needs statistics accumulated with the same clip level; these have max_weight=2.0"):
+    with pytest.raises(
+        ParameterError,
+        match=r"ClippedIPS\(max_weight=3.0\) needs statistics accumulated with the same clip level; these have max_weight=2.0",
+    ):
         stats.estimates(ClippedIPS(max_weight=3.0))
-    with pytest.raises(ValidationError, match=r"rewards span \[0, 1\], outside reward_range=\(0, 0.5\)"):
+    with pytest.raises(
+        ValidationError, match=r"rewards span \[0, 1\], outside reward_range=\(0, 0.5\)"
+    ):
         stats.estimates("ips", reward_range=(0.0, 0.5))
     with pytest.raises(ValidationError, match=r"weight_bound=1 is not a bound on these weights"):
         res.ci(method="hoeffding", weight_bound=1.0)
@@ -109,7 +127,9 @@ def test_merge_refusals(data):
     a = MomentStats.from_arrays(r[:10], p[:10], t[:10])
     with pytest.raises(ValidationError, match=r"cannot merge statistics of 3 and 1 policies"):
         a.merge(MomentStats.from_arrays(r[:10], p[:10], t[:10, 0]))
-    with pytest.raises(ValidationError, match=r"clipped at different levels: max_weight=None vs 2.0"):
+    with pytest.raises(
+        ValidationError, match=r"clipped at different levels: max_weight=None vs 2.0"
+    ):
         a.merge(MomentStats.from_arrays(r[:10], p[:10], t[:10], max_weight=2.0))
     named = MomentStats.from_arrays(r[:10], p[:10], t[:10], names=["a", "b", "c"])
     with pytest.raises(ValidationError, match=r"cannot merge statistics of different policies"):
@@ -147,7 +167,9 @@ def test_logging_estimate_equals_eager(data):
     assert res.std_error == pytest.approx(eager.std_error, rel=1e-12)
     for method in ("hoeffding", "bernstein"):
         np.testing.assert_allclose(res.ci(method=method), eager.ci(method=method), rtol=1e-12)
-    with pytest.raises(EstimationError, match=r"available methods: normal, t, hoeffding, bernstein\."):
+    with pytest.raises(
+        EstimationError, match=r"available methods: normal, t, hoeffding, bernstein\."
+    ):
         res.ci(method="betting")
 
 
@@ -229,11 +251,36 @@ def test_float32_logs_give_the_float64_statistics_of_their_values(data):
 @pytest.mark.parametrize(
     ("column", "row", "value", "match"),
     [
-        ("reward", 4321, np.nan, r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 4321\)"),
-        ("reward", 17, -np.inf, r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 17\)"),
-        ("target", 9000, np.nan, r"`target_propensity` must be finite; 1 rows are NaN or infinite \(first at row 9000\)"),
-        ("target", 2, 1.0 + 1e-12, r"`target_propensity` must be in \[0, 1\].*1 rows are not \(first at row 2\)"),
-        ("propensity", 5000, -0.5, r"`logging_propensity` must be in \(0, 1\]; 1 rows are not \(first at row 5000: -0\.5\)"),
+        (
+            "reward",
+            4321,
+            np.nan,
+            r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 4321\)",
+        ),
+        (
+            "reward",
+            17,
+            -np.inf,
+            r"`reward` must be finite; 1 rows are NaN or infinite \(first at row 17\)",
+        ),
+        (
+            "target",
+            9000,
+            np.nan,
+            r"`target_propensity` must be finite; 1 rows are NaN or infinite \(first at row 9000\)",
+        ),
+        (
+            "target",
+            2,
+            1.0 + 1e-12,
+            r"`target_propensity` must be in \[0, 1\].*1 rows are not \(first at row 2\)",
+        ),
+        (
+            "propensity",
+            5000,
+            -0.5,
+            r"`logging_propensity` must be in \(0, 1\]; 1 rows are not \(first at row 5000: -0\.5\)",
+        ),
     ],
 )
 def test_from_arrays_validation_messages(data, column, row, value, match):

@@ -52,11 +52,23 @@ def test_the_registries_are_covered_without_a_hand_kept_list() -> None:
     assert len(ids) == len(set(ids)) == 2 * len(SLATE_ESTIMATORS) * len(SLATE_CHECKS)
     assert {cls.name for cls in SLATE_ESTIMATORS.values()} == set(SLATE_ESTIMATORS)
     assert set(SEQUENTIAL_ESTIMATORS) == {"is", "pdis", "wis", "wpdis", "dr", "wdr"}
-    assert SLATE_CHECKS == ["finite_value", "interval_contains_estimate", "on_policy_value",
-                            "slate_permutation", "reward_scaling", "reward_shift",
-                            "refuses_bad_input"]
-    assert SEQUENTIAL_CHECKS == ["finite_value", "interval_contains_estimate", "on_policy_value",
-                                 "episode_permutation", "reward_scaling", "refuses_bad_input"]
+    assert SLATE_CHECKS == [
+        "finite_value",
+        "interval_contains_estimate",
+        "on_policy_value",
+        "slate_permutation",
+        "reward_scaling",
+        "reward_shift",
+        "refuses_bad_input",
+    ]
+    assert SEQUENTIAL_CHECKS == [
+        "finite_value",
+        "interval_contains_estimate",
+        "on_policy_value",
+        "episode_permutation",
+        "reward_scaling",
+        "refuses_bad_input",
+    ]
 
 
 def test_an_estimator_reading_some_positions_is_checked_on_those() -> None:
@@ -92,8 +104,9 @@ class _Offset(SlateIPS):
 
     def estimate(self, logs, target, *, logging=None, policy=None):  # type: ignore[no-untyped-def]
         res = super().estimate(logs, target, logging=logging, policy=policy)
-        return dataclasses.replace(res, value=res.value + 0.1, ci_low=res.ci_low + 0.1,
-                                   ci_high=res.ci_high + 0.1)
+        return dataclasses.replace(
+            res, value=res.value + 0.1, ci_low=res.ci_low + 0.1, ci_high=res.ci_high + 0.1
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -135,14 +148,17 @@ class _OrderDependent(SlateIPS):
         return w
 
 
-@pytest.mark.parametrize(("estimator", "failed", "match"), [
-    (_LastSlotDropped(), "on_policy_value", "on-policy value is"),
-    (_Offset(), "reward_scaling", r"value for rewards x 2\.5 is"),
-    (_IntervalBelow(), "interval_contains_estimate", "the stored interval"),
-    (_NaNAsZero(), "refuses_bad_input", "a NaN reward was accepted"),
-    (_ForeignError(), "refuses_bad_input", r"raised KeyError: 'greedy' \(not an error"),
-    (_OrderDependent(), "slate_permutation", "value after relabelling the slates is"),
-])
+@pytest.mark.parametrize(
+    ("estimator", "failed", "match"),
+    [
+        (_LastSlotDropped(), "on_policy_value", "on-policy value is"),
+        (_Offset(), "reward_scaling", r"value for rewards x 2\.5 is"),
+        (_IntervalBelow(), "interval_contains_estimate", "the stored interval"),
+        (_NaNAsZero(), "refuses_bad_input", "a NaN reward was accepted"),
+        (_ForeignError(), "refuses_bad_input", r"raised KeyError: 'greedy' \(not an error"),
+        (_OrderDependent(), "slate_permutation", "value after relabelling the slates is"),
+    ],
+)
 def test_a_broken_slate_estimator_fails_the_check_it_breaks(estimator, failed, match) -> None:
     with pytest.raises(AssertionError, match=rf"^{failed} failed for .*{match}"):
         dict(slate_estimator_checks(estimator))[failed]()
@@ -158,8 +174,11 @@ def test_a_broken_sequential_estimator_fails(monkeypatch) -> None:
         return dataclasses.replace(res, value=res.value * 1.01)
 
     monkeypatch.setattr(ope.sequential, "sequential_estimate", inflated)
-    with pytest.raises(AssertionError, match=r"^on_policy_value failed for 'pdis': on-policy "
-                                             r"value is"):
+    with pytest.raises(
+        AssertionError,
+        match=r"^on_policy_value failed for 'pdis': on-policy "
+        r"value is",
+    ):
         dict(sequential_estimator_checks("pdis"))["on_policy_value"]()
 
     def gamma_clamped(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -167,7 +186,9 @@ def test_a_broken_sequential_estimator_fails(monkeypatch) -> None:
         return real(*args, **kwargs)
 
     monkeypatch.setattr(ope.sequential, "sequential_estimate", gamma_clamped)
-    with pytest.raises(AssertionError, match=r"^refuses_bad_input failed for 'wis': gamma=1\.5 "
-                                             r"was accepted"):
+    with pytest.raises(
+        AssertionError,
+        match=r"^refuses_bad_input failed for 'wis': gamma=1\.5 "
+        r"was accepted",
+    ):
         dict(sequential_estimator_checks("wis"))["refuses_bad_input"]()
-

@@ -35,14 +35,16 @@ def click_logs() -> pd.DataFrame:
     ctr = np.array([0.0040, 0.0045, 0.0050, 0.0060])
     action = rng.choice(4, size=n, p=p_log)
     reward = (rng.random(n) < ctr[action]).astype(float)
-    return pd.DataFrame({
-        "action": action,
-        "propensity": p_log[action],
-        "reward": reward,
-        "target__greedy_on_the_rarest_action": (action == 3).astype(float),
-        "target__uniform": np.full(n, 0.25),
-        "target__logging_copy": p_log[action],
-    })
+    return pd.DataFrame(
+        {
+            "action": action,
+            "propensity": p_log[action],
+            "reward": reward,
+            "target__greedy_on_the_rarest_action": (action == 3).astype(float),
+            "target__uniform": np.full(n, 0.25),
+            "target__logging_copy": p_log[action],
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +81,12 @@ def _stable_estimate(est: Estimate) -> str:
     text = est.summary()
     for factor in (1 - NUDGE, 1 + NUDGE):
         moved = dataclasses.replace(
-            est, **{k: _nudge(getattr(est, k), factor)
-                    for k in ("value", "std_error", "ci_low", "ci_high", "ess")})
+            est,
+            **{
+                k: _nudge(getattr(est, k), factor)
+                for k in ("value", "std_error", "ci_low", "ci_high", "ess")
+            },
+        )
         assert moved.summary() == text, "a printed digit sits on a rounding boundary"
     return text
 
@@ -91,10 +97,16 @@ def _evaluation_parts(ev) -> ResultParts:
     t = ev.table()
     low, high = ev.logging.ci(ev.confidence_level, ev.logging_ci_method)
     return ResultParts(
-        title=(f"{len(ev.policies)} candidate policies x {len(ev.estimators)} estimators on "
-               f"{ev.n:,} rows; {ev.ci_method} intervals at {ev.confidence_level:.0%}"),
-        fields=(("logging policy (mean logged reward)",
-                 format_estimate(ev.logging.value, ev.logging.std_error, low, high)),),
+        title=(
+            f"{len(ev.policies)} candidate policies x {len(ev.estimators)} estimators on "
+            f"{ev.n:,} rows; {ev.ci_method} intervals at {ev.confidence_level:.0%}"
+        ),
+        fields=(
+            (
+                "logging policy (mean logged reward)",
+                format_estimate(ev.logging.value, ev.logging.std_error, low, high),
+            ),
+        ),
         table=t[["policy", "estimator", "value", "std_error", "ci_low", "ci_high", "ess_ratio"]],
         notes=ev.notes,
         row_notes=[ev[(p, e)].notes for p, e in zip(t["policy"], t["estimator"])],
@@ -175,11 +187,21 @@ def test_diagnostics_text(click_logs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         d = diagnose(ope.read_logs(click_logs), reward_range=(0, 1))
-    columns = ["policy", "ess", "ess_ratio", "mean_weight", "weight_max", "ci_low", "ci_high",
-               "coverage_share", "verdict"]
+    columns = [
+        "policy",
+        "ess",
+        "ess_ratio",
+        "mean_weight",
+        "weight_max",
+        "ci_low",
+        "ci_high",
+        "coverage_share",
+        "verdict",
+    ]
     # no std_error column: each number to four significant digits, whole numbers whole
     assert _stable(ResultParts(d._title(), table=d.table()[columns], notes=d.notes)) == (
-        DIAGNOSTICS)
+        DIAGNOSTICS
+    )
 
 
 ESTIMATE = """\
@@ -208,7 +230,11 @@ Provenance:
 
 def _click_estimate() -> Estimate:
     return make_estimate(
-        estimator="snips", value=0.0046031, std_error=0.000121, n=120_000, ess=80512.3,
+        estimator="snips",
+        value=0.0046031,
+        std_error=0.000121,
+        n=120_000,
+        ess=80512.3,
         policy="a_policy_with_a_rather_long_name",
         # one warning in two wordings: stated once
         notes=("weights are heavy: consider clipping.", "Weights are  heavy: consider clipping"),
@@ -226,15 +252,23 @@ def test_estimate_text():
 
 
 def test_provenance_ends_the_text():
-    est = _click_estimate().with_provenance(Provenance(
-        options={"ci": "normal", "reward_range": (0, 1)}, seed=2024,
-        command="ope evaluate logs.parquet --seed 2024", input="logs.parquet", rows=120_000,
-        ope_version="0.1.0",
-    ))
+    est = _click_estimate().with_provenance(
+        Provenance(
+            options={"ci": "normal", "reward_range": (0, 1)},
+            seed=2024,
+            command="ope evaluate logs.parquet --seed 2024",
+            input="logs.parquet",
+            rows=120_000,
+            ope_version="0.1.0",
+        )
+    )
     assert est.summary() == ESTIMATE + PROVENANCE
     assert est.to_dict()["provenance"] == {
-        "ope_version": "0.1.0", "seed": 2024,
+        "ope_version": "0.1.0",
+        "seed": 2024,
         "options": {"ci": "normal", "reward_range": [0, 1]},
-        "command": "ope evaluate logs.parquet --seed 2024", "input": "logs.parquet",
-        "rows": 120_000, "dependencies": {},
+        "command": "ope evaluate logs.parquet --seed 2024",
+        "input": "logs.parquet",
+        "rows": 120_000,
+        "dependencies": {},
     }

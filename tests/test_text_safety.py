@@ -35,15 +35,20 @@ SEGMENTS = ("x\x1b[2J", "y\u202e\x00z")
 # --------------------------------------------------------------------------------------------
 # the one escaping function
 # --------------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("raw", "shown"), [
-    (RETITLE, r"\x1b]0;PWNED\x07\x1b[2J"),
-    (BIDI, r"a\u202eb\u2066c\x00d\x9b"),
-    ("del\x7f tab\t cr\r nl\n", r"del\x7f tab\x09 cr\x0d nl\x0a"),
-    ("lrm\u200e rlm\u200f alm\u061c pdi\u2069 lre\u202a ls\u2028",
-     r"lrm\u200e rlm\u200f alm\u061c pdi\u2069 lre\u202a ls\u2028"),
-    ("surrogate\udc9b nonchar\uffff", r"surrogate\udc9b nonchar\uffff"),
-    ("plain café – π/π₀ 日本", "plain café – π/π₀ 日本"),
-])
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [
+        (RETITLE, r"\x1b]0;PWNED\x07\x1b[2J"),
+        (BIDI, r"a\u202eb\u2066c\x00d\x9b"),
+        ("del\x7f tab\t cr\r nl\n", r"del\x7f tab\x09 cr\x0d nl\x0a"),
+        (
+            "lrm\u200e rlm\u200f alm\u061c pdi\u2069 lre\u202a ls\u2028",
+            r"lrm\u200e rlm\u200f alm\u061c pdi\u2069 lre\u202a ls\u2028",
+        ),
+        ("surrogate\udc9b nonchar\uffff", r"surrogate\udc9b nonchar\uffff"),
+        ("plain café – π/π₀ 日本", "plain café – π/π₀ 日本"),
+    ],
+)
 def test_safe_text_escapes_every_unsafe_character_visibly(raw: str, shown: str) -> None:
     assert safe_text(raw) == shown
     assert safe_text(safe_text(raw)) == shown  # escaping twice changes nothing
@@ -97,8 +102,18 @@ def _run(*argv: str) -> tuple[int, str, str]:
 @pytest.fixture(scope="module")
 def evaluated(hostile: Path) -> tuple[int, str, str, str]:
     report = hostile.with_name("report.html")
-    code, out, err = _run("evaluate", str(hostile), "--reward-range", "0", "1", "--by",
-                          SEGMENT_COLUMN, "--report", str(report), "--force")
+    code, out, err = _run(
+        "evaluate",
+        str(hostile),
+        "--reward-range",
+        "0",
+        "1",
+        "--by",
+        SEGMENT_COLUMN,
+        "--report",
+        str(report),
+        "--force",
+    )
     return code, out, err, report.read_text(encoding="utf-8")
 
 
@@ -113,26 +128,28 @@ def test_evaluate_text_shows_names_escaped(evaluated: tuple[int, str, str, str])
 
 
 def test_json_keeps_names_exact(hostile: Path) -> None:
-    code, out, err = _run("evaluate", str(hostile), "--reward-range", "0", "1", "--by",
-                          SEGMENT_COLUMN, "--json")
+    code, out, err = _run(
+        "evaluate", str(hostile), "--reward-range", "0", "1", "--by", SEGMENT_COLUMN, "--json"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert {e["policy"] for e in doc["estimates"]} == set(POLICIES)
     assert doc["by"] == [SEGMENT_COLUMN]
     assert {(s["column"], s["segment"]) for s in doc["segments"]} == {
-        (SEGMENT_COLUMN, s) for s in SEGMENTS}
+        (SEGMENT_COLUMN, s) for s in SEGMENTS
+    }
 
 
 def test_an_error_message_escapes_the_name_it_quotes(hostile: Path) -> None:
     missing = "no\x1b]0;X\x07col\u202e"
-    code, out, err = _run("evaluate", str(hostile), "--reward-range", "0", "1",
-                          "--by", missing)
+    code, out, err = _run("evaluate", str(hostile), "--reward-range", "0", "1", "--by", missing)
     assert code == 65 and out == ""
     assert UNSAFE_BUT_NEWLINE.search(err) is None
     assert r"--by no\x1b]0;X\x07col\u202e: not in the logs" in err
     assert r"target__\x1b]0;PWNED\x07\x1b[2J" in err  # the columns it lists, escaped too
-    code, out, _ = _run("evaluate", str(hostile), "--reward-range", "0", "1",
-                        "--by", missing, "--json")
+    code, out, _ = _run(
+        "evaluate", str(hostile), "--reward-range", "0", "1", "--by", missing, "--json"
+    )
     assert code == 65 and missing in json.loads(out)["error"]["message"]  # exact in JSON
 
 
@@ -152,7 +169,8 @@ class _Text(HTMLParser):
 
 
 def test_the_report_has_no_raw_control_or_bidi_character(
-        evaluated: tuple[int, str, str, str]) -> None:
+    evaluated: tuple[int, str, str, str],
+) -> None:
     page = evaluated[3]
     parser = _Text()
     parser.feed(page)

@@ -43,11 +43,27 @@ def test_importance_weights_float32_accumulates_in_float64():
 @pytest.mark.parametrize(
     ("p", "t", "match"),
     [
-        ([0.5, 0.0, 0.0], [0.5, 0.5, 0.5], r"`logging_propensity` must be in \(0, 1\]; 2 rows are not \(first at row 1"),
+        (
+            [0.5, 0.0, 0.0],
+            [0.5, 0.5, 0.5],
+            r"`logging_propensity` must be in \(0, 1\]; 2 rows are not \(first at row 1",
+        ),
         ([0.5, 1.5, 0.5], [0.5, 0.5, 0.5], r"must be in \(0, 1\].*on_invalid='drop'"),
-        ([0.5, 0.5, np.nan], [0.5, 0.5, 0.5], r"`logging_propensity` must be finite; 1 rows are NaN or infinite \(first at row 2\)"),
-        ([0.5, 0.5, 0.5], [0.5, -0.1, 0.5], r"`target_propensity` must be in \[0, 1\].*first at row 1.*not scores"),
-        ([0.5, 0.5], [0.5, 0.5, 0.5], r"`target_propensity` has 3 rows but `logging_propensity` has 2"),
+        (
+            [0.5, 0.5, np.nan],
+            [0.5, 0.5, 0.5],
+            r"`logging_propensity` must be finite; 1 rows are NaN or infinite \(first at row 2\)",
+        ),
+        (
+            [0.5, 0.5, 0.5],
+            [0.5, -0.1, 0.5],
+            r"`target_propensity` must be in \[0, 1\].*first at row 1.*not scores",
+        ),
+        (
+            [0.5, 0.5],
+            [0.5, 0.5, 0.5],
+            r"`target_propensity` has 3 rows but `logging_propensity` has 2",
+        ),
         ([[0.5]], [0.5], r"`logging_propensity` must have shape \(n,\); got shape \(1, 1\)"),
         (["a", "b"], [0.5, 0.5], r"`logging_propensity` must be numeric; got dtype"),
     ],
@@ -229,8 +245,11 @@ def test_centered_kernel_float32_divides_in_float64():
     r32, p32, t32 = r.astype(np.float32), p.astype(np.float32), t.astype(np.float32)
     a = centered_moments(r32, p32, t32, max_weight=2.0, chunk_size=64)
     b = centered_moments(
-        r32.astype(np.float64), p32.astype(np.float64), t32.astype(np.float64),
-        max_weight=2.0, chunk_size=64,
+        r32.astype(np.float64),
+        p32.astype(np.float64),
+        t32.astype(np.float64),
+        max_weight=2.0,
+        chunk_size=64,
     )
     for attr in ("mean", "comoment", "max_w", "n_clipped"):
         np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
@@ -264,11 +283,27 @@ _BIG_N: int = 3 * (1 << 18)  # 2 blocks of the (n,) propensities, 5 of the (n, 3
 @pytest.mark.parametrize(
     ("where", "value", "match"),
     [
-        ("target", np.nan, r"`target_propensity` must be finite; 1 rows are NaN or infinite \(first at row 700000\)"),
-        ("target", 1.5, r"`target_propensity` must be in \[0, 1\].*; 2 rows are not \(first at row 300000\)"),
+        (
+            "target",
+            np.nan,
+            r"`target_propensity` must be finite; 1 rows are NaN or infinite \(first at row 700000\)",
+        ),
+        (
+            "target",
+            1.5,
+            r"`target_propensity` must be in \[0, 1\].*; 2 rows are not \(first at row 300000\)",
+        ),
         ("target", -np.inf, r"`target_propensity` must be finite; 2 rows"),
-        ("logging", 0.0, r"`logging_propensity` must be in \(0, 1\]; 2 rows are not \(first at row 300000: 0\.0\)"),
-        ("logging", np.inf, r"`logging_propensity` must be finite; 2 rows are NaN or infinite \(first at row 300000\)"),
+        (
+            "logging",
+            0.0,
+            r"`logging_propensity` must be in \(0, 1\]; 2 rows are not \(first at row 300000: 0\.0\)",
+        ),
+        (
+            "logging",
+            np.inf,
+            r"`logging_propensity` must be finite; 2 rows are NaN or infinite \(first at row 300000\)",
+        ),
     ],
 )
 def test_blockwise_validation_reports_global_rows(where, value, match):

@@ -20,14 +20,16 @@ def frame(seed: int = 0, n: int = N) -> pd.DataFrame:
     """Bandit logs over 3 uniformly logged actions with one candidate ``target__greedy``."""
     gen = np.random.default_rng(seed)
     action = gen.integers(0, 3, n)
-    return pd.DataFrame({
-        "event_id": np.arange(n, dtype=np.int64),
-        "action": action,
-        "propensity": np.full(n, 1 / 3),
-        "reward": gen.binomial(1, 0.3 + 0.2 * (action == 1)).astype(np.float64),
-        "x0": gen.normal(size=n),
-        "target__greedy": np.where(action == 1, 0.8, 0.1),
-    })
+    return pd.DataFrame(
+        {
+            "event_id": np.arange(n, dtype=np.int64),
+            "action": action,
+            "propensity": np.full(n, 1 / 3),
+            "reward": gen.binomial(1, 0.3 + 0.2 * (action == 1)).astype(np.float64),
+            "x0": gen.normal(size=n),
+            "target__greedy": np.where(action == 1, 0.8, 0.1),
+        }
+    )
 
 
 def written(tmp: Path, name: str, make: Callable[[], pd.DataFrame]) -> Path:
@@ -46,11 +48,13 @@ def paired_parquet(tmp: Path) -> Path:
     path = tmp / "replays.parquet"
     if not path.exists():
         gen = np.random.default_rng(1)
-        pd.DataFrame({
-            "pair_id": np.repeat(np.arange(20), 2),
-            "arm": ["mem", "none"] * 20,
-            "outcome": gen.binomial(1, 0.5, 40).astype(np.float64),
-        }).to_parquet(path)
+        pd.DataFrame(
+            {
+                "pair_id": np.repeat(np.arange(20), 2),
+                "arm": ["mem", "none"] * 20,
+                "outcome": gen.binomial(1, 0.5, 40).astype(np.float64),
+            }
+        ).to_parquet(path)
     return path
 
 
@@ -94,6 +98,7 @@ def estimator_estimate(cls: str, **settings: Any) -> Callable[[Path], Call]:
             if q in params:
                 kwargs[q] = np.full(N, 0.4)
         return Call(est.estimate, kwargs)
+
     return build
 
 
@@ -102,16 +107,18 @@ def slate_frame(n_slates: int = N) -> pd.DataFrame:
     uniformly at random without replacement (marginal 1/3, slate 1/6), in one context."""
     gen = np.random.default_rng(2)
     item = np.argsort(gen.random((n_slates, 3)), axis=1)[:, :2]
-    return pd.DataFrame({
-        "slate_id": np.repeat(np.arange(n_slates), 2),
-        "position": np.tile([0, 1], n_slates),
-        "item": item.ravel(),
-        "reward": gen.binomial(1, 0.4, 2 * n_slates).astype(np.float64),
-        "propensity": np.full(2 * n_slates, 1 / 3),
-        "slate_propensity": np.full(2 * n_slates, 1 / 6),
-        "prefix_propensity": np.tile([1 / 3, 1 / 6], n_slates),
-        "context": np.zeros(2 * n_slates, dtype=np.int64),
-    })
+    return pd.DataFrame(
+        {
+            "slate_id": np.repeat(np.arange(n_slates), 2),
+            "position": np.tile([0, 1], n_slates),
+            "item": item.ravel(),
+            "reward": gen.binomial(1, 0.4, 2 * n_slates).astype(np.float64),
+            "propensity": np.full(2 * n_slates, 1 / 3),
+            "slate_propensity": np.full(2 * n_slates, 1 / 6),
+            "prefix_propensity": np.tile([1 / 3, 1 / 6], n_slates),
+            "context": np.zeros(2 * n_slates, dtype=np.int64),
+        }
+    )
 
 
 def slate_policies() -> tuple[Any, Any]:
@@ -135,12 +142,20 @@ def dsjson_file(tmp: Path) -> Path:
         lines = []
         for i in range(12):
             index = int(gen.integers(0, 3))
-            lines.append(json.dumps({
-                "_label_cost": -float(gen.binomial(1, 0.4)), "_label_probability": 1 / 3,
-                "_label_Action": index + 1, "_labelIndex": index, "EventId": f"e{i}",
-                "a": [1, 2, 3], "c": {"User": {"age": 20 + i}, "_multi": [{}, {}, {}]},
-                "p": [1 / 3] * 3,
-            }))
+            lines.append(
+                json.dumps(
+                    {
+                        "_label_cost": -float(gen.binomial(1, 0.4)),
+                        "_label_probability": 1 / 3,
+                        "_label_Action": index + 1,
+                        "_labelIndex": index,
+                        "EventId": f"e{i}",
+                        "a": [1, 2, 3],
+                        "c": {"User": {"age": 20 + i}, "_multi": [{}, {}, {}]},
+                        "p": [1 / 3] * 3,
+                    }
+                )
+            )
         path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -151,21 +166,31 @@ def obd_campaign(tmp: Path) -> Path:
     folder = tmp / "random" / "all"
     if not (folder / "all.csv").exists():
         folder.mkdir(parents=True, exist_ok=True)
-        rows = [",timestamp,item_id,position,click,propensity_score,user_feature_0,"
-                "user_feature_1,user_feature_2,user_feature_3"]
+        rows = [
+            ",timestamp,item_id,position,click,propensity_score,user_feature_0,"
+            "user_feature_1,user_feature_2,user_feature_3"
+        ]
         for i in range(9):
-            rows.append(f"{i},2019-11-24 00:00:0{i}+00:00,{i % 3},{i // 3 + 1},{i % 2},"
-                        f"0.3333333333,u{i % 2},v{i % 3},w,z")
+            rows.append(
+                f"{i},2019-11-24 00:00:0{i}+00:00,{i % 3},{i // 3 + 1},{i % 2},"
+                f"0.3333333333,u{i % 2},v{i % 3},w,z"
+            )
         (folder / "all.csv").write_text("\n".join(rows) + "\n")
         (folder / "item_context.csv").write_text(
-            ",item_id,item_feature_0\n0,0,-0.5\n1,1,0.1\n2,2,0.7\n")
+            ",item_id,item_feature_0\n0,0,-0.5\n1,1,0.1\n2,2,0.7\n"
+        )
     return folder
+
+
 def logger_frame() -> pd.DataFrame:
     """:func:`frame` logged by two loggers ``A`` and ``B`` (alternate rows), with each logger's
     probability of every logged action (``propensity__A``, ``propensity__B``: both uniform)."""
     f = frame()
-    return f.assign(logging_policy=np.where(np.arange(len(f)) % 2 == 0, "A", "B"),
-                    propensity__A=f["propensity"], propensity__B=f["propensity"])
+    return f.assign(
+        logging_policy=np.where(np.arange(len(f)) % 2 == 0, "A", "B"),
+        propensity__A=f["propensity"],
+        propensity__B=f["propensity"],
+    )
 
 
 def diagnostics() -> Any:
@@ -184,11 +209,18 @@ def diagnostics() -> Any:
     with warnings.catch_warnings():  # segment gaps in seg=hi, as planted: the calls read them
         warnings.simplefilter("ignore", OverlapWarning)
         return diagnose_arrays(
-            f["reward"].to_numpy(), f["propensity"].to_numpy(), f["target__greedy"].to_numpy(),
-            policy_names=["greedy"], segments={"seg": np.where(f["x0"] > 0, "hi", "lo")},
-            action=f["action"].to_numpy(), target_distributions={"greedy": sp.csr_matrix(target)},
-            logging_distribution=sp.csr_matrix(np.full((n, 3), 1 / 3)), reward_range=(0.0, 1.0),
-            target_width=0.2, new_rows=100)
+            f["reward"].to_numpy(),
+            f["propensity"].to_numpy(),
+            f["target__greedy"].to_numpy(),
+            policy_names=["greedy"],
+            segments={"seg": np.where(f["x0"] > 0, "hi", "lo")},
+            action=f["action"].to_numpy(),
+            target_distributions={"greedy": sp.csr_matrix(target)},
+            logging_distribution=sp.csr_matrix(np.full((n, 3), 1 / 3)),
+            reward_range=(0.0, 1.0),
+            target_width=0.2,
+            new_rows=100,
+        )
 
 
 def closing_figures(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -208,4 +240,5 @@ def closing_figures(method: Callable[..., Any]) -> Callable[..., Any]:
             return method(*args, **kwargs)
         finally:
             plt.close("all")
+
     return draw

@@ -14,25 +14,65 @@ from typing import Final
 
 
 from ope._valid_calls._base import (
-    dsjson_file, paired_parquet, parquet,
+    dsjson_file,
+    paired_parquet,
+    parquet,
 )
 
 #: Subcommand -> argv of a run that exits 0 (``ope`` and ``--json`` left out).
 VALID: Final[dict[str, Callable[[Path], list[str]]]] = {
     "validate": lambda tmp: ["validate", str(parquet(tmp))],
-    "evaluate": lambda tmp: ["evaluate", str(parquet(tmp)), "--policy", "greedy",
-                             "--estimator", "ips", "--confidence-level", "0.9"],
+    "evaluate": lambda tmp: [
+        "evaluate",
+        str(parquet(tmp)),
+        "--policy",
+        "greedy",
+        "--estimator",
+        "ips",
+        "--confidence-level",
+        "0.9",
+    ],
     "diagnose": lambda tmp: ["diagnose", str(parquet(tmp)), "--policy", "greedy"],
-    "paired": lambda tmp: ["paired", str(paired_parquet(tmp)), "--treated", "mem",
-                           "--control", "none"],
-    "report": lambda tmp: ["report", str(parquet(tmp)), "--policy", "greedy",
-                           "--estimator", "ips", "--out", str(tmp / "cli.html"), "--force"],
-    "learn": lambda tmp: ["learn", str(parquet(tmp)), "--context-columns", "x0",
-                          "--out", str(tmp / "policy.parquet")],
-    "import": lambda tmp: ["import", "dsjson", str(dsjson_file(tmp)),
-                           "--out", str(tmp / "imported.parquet")],
-    "action-table": lambda tmp: ["action-table", str(parquet(tmp)),
-                                 "--out", str(tmp / "table.csv")],
+    "paired": lambda tmp: [
+        "paired",
+        str(paired_parquet(tmp)),
+        "--treated",
+        "mem",
+        "--control",
+        "none",
+    ],
+    "report": lambda tmp: [
+        "report",
+        str(parquet(tmp)),
+        "--policy",
+        "greedy",
+        "--estimator",
+        "ips",
+        "--out",
+        str(tmp / "cli.html"),
+        "--force",
+    ],
+    "learn": lambda tmp: [
+        "learn",
+        str(parquet(tmp)),
+        "--context-columns",
+        "x0",
+        "--out",
+        str(tmp / "policy.parquet"),
+    ],
+    "import": lambda tmp: [
+        "import",
+        "dsjson",
+        str(dsjson_file(tmp)),
+        "--out",
+        str(tmp / "imported.parquet"),
+    ],
+    "action-table": lambda tmp: [
+        "action-table",
+        str(parquet(tmp)),
+        "--out",
+        str(tmp / "table.csv"),
+    ],
     "demo": lambda tmp: ["demo", "--out", str(tmp / "demo.html")],
 }
 

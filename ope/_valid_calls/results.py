@@ -16,7 +16,14 @@ from typing import Any, Final
 
 from ope._entrypoints import Call, resolve
 from ope._valid_calls._base import (
-    arrays, call, closing_figures, diagnostics, estimate, evaluation, frame, logger_frame,
+    arrays,
+    call,
+    closing_figures,
+    diagnostics,
+    estimate,
+    evaluation,
+    frame,
+    logger_frame,
     parquet,
 )
 
@@ -33,8 +40,11 @@ def _slates() -> tuple[Any, Any]:
 def _position_call(name: str, **extra: Any) -> Callable[[Path], Call]:
     def build(tmp: Path) -> Call:
         env, logs = _slates()
-        return Call(resolve(name), dict(logs=logs, target=env.policy("greedy"),
-                                        logging=env.policy("logging"), **extra))
+        return Call(
+            resolve(name),
+            dict(logs=logs, target=env.policy("greedy"), logging=env.policy("logging"), **extra),
+        )
+
     return build
 
 
@@ -55,83 +65,163 @@ def _distributed(**kwargs: Any) -> Any:
     with dask.config.set(scheduler="synchronous"):
         return evaluate_distributed(**kwargs)
 
+
 #: Registered name -> a factory of its minimal valid call (see :class:`ope._entrypoints.Call`).
 VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.evaluate": lambda tmp: call(
-        "ope.evaluate", logs=frame(), policies=["greedy"], estimators=("ips", "snips"),
-        ci="normal", confidence_level=0.95, reward_range=(0.0, 1.0), max_weight=None,
-        n_resamples=None, rng=0, by=None, weight_column=None),
+        "ope.evaluate",
+        logs=frame(),
+        policies=["greedy"],
+        estimators=("ips", "snips"),
+        ci="normal",
+        confidence_level=0.95,
+        reward_range=(0.0, 1.0),
+        max_weight=None,
+        n_resamples=None,
+        rng=0,
+        by=None,
+        weight_column=None,
+    ),
     "ope.diagnose": lambda tmp: call(
-        "ope.diagnose", logs=frame(), policies=["greedy"], max_weight=None,
-        reward_range=(0.0, 1.0), confidence_level=0.95),
+        "ope.diagnose",
+        logs=frame(),
+        policies=["greedy"],
+        max_weight=None,
+        reward_range=(0.0, 1.0),
+        confidence_level=0.95,
+    ),
     "ope.diagnose_arrays": lambda tmp: call(
-        "ope.diagnose_arrays", **arrays(), policy_names=["greedy"], confidence_level=0.95,
-        reward_range=(0.0, 1.0)),
-    "ope.Estimate.ci": lambda tmp: Call(estimate().ci, {
-        "confidence_level": 0.9, "method": "normal"}),
-    "ope.Estimate.with_ci": lambda tmp: Call(estimate().with_ci, {
-        "confidence_level": 0.9, "ci": "normal"}),
+        "ope.diagnose_arrays",
+        **arrays(),
+        policy_names=["greedy"],
+        confidence_level=0.95,
+        reward_range=(0.0, 1.0),
+    ),
+    "ope.Estimate.ci": lambda tmp: Call(
+        estimate().ci, {"confidence_level": 0.9, "method": "normal"}
+    ),
+    "ope.Estimate.with_ci": lambda tmp: Call(
+        estimate().with_ci, {"confidence_level": 0.9, "ci": "normal"}
+    ),
     "ope.Evaluation.table": lambda tmp: Call(evaluation().table, {"by": None}),
-    "ope.Evaluation.compare": lambda tmp: Call(evaluation().compare, {
-        "policy": "greedy", "estimator": "ips", "ci": "normal"}),
-    "ope.Evaluation.write_report": lambda tmp: Call(evaluation().write_report, {
-        "path": tmp / "report.html", "title": "t", "overwrite": True}),
+    "ope.Evaluation.compare": lambda tmp: Call(
+        evaluation().compare, {"policy": "greedy", "estimator": "ips", "ci": "normal"}
+    ),
+    "ope.Evaluation.write_report": lambda tmp: Call(
+        evaluation().write_report, {"path": tmp / "report.html", "title": "t", "overwrite": True}
+    ),
     "ope.report.check_report_destination": lambda tmp: call(
-        "ope.report.check_report_destination", path=tmp / "r.html", overwrite=True),
+        "ope.report.check_report_destination", path=tmp / "r.html", overwrite=True
+    ),
     "ope.report.render_report": lambda tmp: call(
-        "ope.report.render_report", evaluation=evaluation(), diagnostics=None,
-        certificate=None, truth={"greedy": 0.4}, provenance={"seed": 0}, title="t",
-        validation=None),
+        "ope.report.render_report",
+        evaluation=evaluation(),
+        diagnostics=None,
+        certificate=None,
+        truth={"greedy": 0.4},
+        provenance={"seed": 0},
+        title="t",
+        validation=None,
+    ),
     "ope.report.write_report": lambda tmp: call(
-        "ope.report.write_report", path=tmp / "report.html", evaluation=evaluation(),
-        diagnostics=None, certificate=None, truth={"greedy": 0.4}, provenance={"seed": 0},
-        title="t", validation=None, overwrite=True),
-    "ope.Diagnostics.clip_profile": lambda tmp: Call(diagnostics().clip_profile, {
-        "policy": "greedy"}),
-    "ope.Diagnostics.coverage_matrix": lambda tmp: Call(diagnostics().coverage_matrix, {
-        "policy": "greedy", "by": "seg", "value": "target_mass"}),
+        "ope.report.write_report",
+        path=tmp / "report.html",
+        evaluation=evaluation(),
+        diagnostics=None,
+        certificate=None,
+        truth={"greedy": 0.4},
+        provenance={"seed": 0},
+        title="t",
+        validation=None,
+        overwrite=True,
+    ),
+    "ope.Diagnostics.clip_profile": lambda tmp: Call(
+        diagnostics().clip_profile, {"policy": "greedy"}
+    ),
+    "ope.Diagnostics.coverage_matrix": lambda tmp: Call(
+        diagnostics().coverage_matrix, {"policy": "greedy", "by": "seg", "value": "target_mass"}
+    ),
     "ope.Diagnostics.interval": lambda tmp: Call(diagnostics().interval, {"policy": "greedy"}),
-    "ope.Diagnostics.plan": lambda tmp: Call(diagnostics().plan, {
-        "target_width": 0.2, "new_rows": 100}),
-    "ope.Diagnostics.plan_actions": lambda tmp: Call(diagnostics().plan_actions, {
-        "target_width": 0.2, "new_rows": 100}),
+    "ope.Diagnostics.plan": lambda tmp: Call(
+        diagnostics().plan, {"target_width": 0.2, "new_rows": 100}
+    ),
+    "ope.Diagnostics.plan_actions": lambda tmp: Call(
+        diagnostics().plan_actions, {"target_width": 0.2, "new_rows": 100}
+    ),
     "ope.Diagnostics.plot_coverage": lambda tmp: Call(
-        closing_figures(diagnostics().plot_coverage), {"policy": "greedy", "ax": None,
-                                                       "by": "seg"}),
+        closing_figures(diagnostics().plot_coverage), {"policy": "greedy", "ax": None, "by": "seg"}
+    ),
     "ope.Diagnostics.plot_weights": lambda tmp: Call(
-        closing_figures(diagnostics().plot_weights), {"policy": "greedy", "ax": None}),
-    "ope.Diagnostics.write_report": lambda tmp: Call(_report_diagnostics().write_report, {
-        "path": tmp / "report.html", "evaluation": None, "certificate": None, "truth": None,
-        "provenance": {"seed": 0}, "title": "t", "validation": None, "overwrite": True}),
-    "ope.Diagnostics.unsupported_mass": lambda tmp: Call(diagnostics().unsupported_mass, {
-        "policy": "greedy"}),
-    "ope.Diagnostics.weight_histogram": lambda tmp: Call(diagnostics().weight_histogram, {
-        "policy": "greedy"}),
+        closing_figures(diagnostics().plot_weights), {"policy": "greedy", "ax": None}
+    ),
+    "ope.Diagnostics.write_report": lambda tmp: Call(
+        _report_diagnostics().write_report,
+        {
+            "path": tmp / "report.html",
+            "evaluation": None,
+            "certificate": None,
+            "truth": None,
+            "provenance": {"seed": 0},
+            "title": "t",
+            "validation": None,
+            "overwrite": True,
+        },
+    ),
+    "ope.Diagnostics.unsupported_mass": lambda tmp: Call(
+        diagnostics().unsupported_mass, {"policy": "greedy"}
+    ),
+    "ope.Diagnostics.weight_histogram": lambda tmp: Call(
+        diagnostics().weight_histogram, {"policy": "greedy"}
+    ),
     "ope.Diagnostics.with_provenance": lambda tmp: Call(diagnostics().with_provenance, {}),
     "ope.Estimate.target_of": lambda tmp: Call(estimate().target_of, {"ci": "normal"}),
     "ope.Estimate.with_provenance": lambda tmp: Call(estimate().with_provenance, {}),
-    "ope.Estimate.with_source": lambda tmp: (lambda est: Call(est.with_source, {
-        "source": est.source}))(estimate()),
-    "ope.Evaluation.comparisons": lambda tmp: Call(evaluation().comparisons, {
-        "ci": "normal"}),
-    "ope.Evaluation.plot": lambda tmp: Call(closing_figures(evaluation().plot), {
-        "ax": None, "truth": {"greedy": 0.4}}),
-    "ope.Evaluation.summary": lambda tmp: Call(evaluation().summary, {
-        "truth": {"greedy": 0.4}}),
+    "ope.Estimate.with_source": lambda tmp: (
+        lambda est: Call(est.with_source, {"source": est.source})
+    )(estimate()),
+    "ope.Evaluation.comparisons": lambda tmp: Call(evaluation().comparisons, {"ci": "normal"}),
+    "ope.Evaluation.plot": lambda tmp: Call(
+        closing_figures(evaluation().plot), {"ax": None, "truth": {"greedy": 0.4}}
+    ),
+    "ope.Evaluation.summary": lambda tmp: Call(evaluation().summary, {"truth": {"greedy": 0.4}}),
     "ope.Evaluation.with_provenance": lambda tmp: Call(evaluation().with_provenance, {}),
     "ope.LoggerCheck.with_provenance": lambda tmp: Call(
-        resolve("ope.check_loggers")(logger_frame()).with_provenance, {}),
+        resolve("ope.check_loggers")(logger_frame()).with_provenance, {}
+    ),
     "ope.check_loggers": lambda tmp: call("ope.check_loggers", logs=logger_frame()),
     "ope.evaluate_loggers": lambda tmp: call(
-        "ope.evaluate_loggers", logs=logger_frame(), policies=["greedy"],
-        weighting="balanced", long_table=None, estimators=("ips", "snips"), ci="normal",
-        confidence_level=0.95, reward_range=(0.0, 1.0), max_weight=None,
-        context_columns=None, rng=0),
-    "ope.evaluate_distributed": lambda tmp: Call(_distributed, dict(
-        source=parquet(tmp), policies=["greedy"], estimators=("ips", "snips"), ci="normal",
-        confidence_level=0.95, reward_range=(0.0, 1.0), max_weight=None, client=None,
-        mapping=None, on_invalid="raise", columns=None, batch_size=1000,
-        check_duplicates="global", weight_column=None)),
+        "ope.evaluate_loggers",
+        logs=logger_frame(),
+        policies=["greedy"],
+        weighting="balanced",
+        long_table=None,
+        estimators=("ips", "snips"),
+        ci="normal",
+        confidence_level=0.95,
+        reward_range=(0.0, 1.0),
+        max_weight=None,
+        context_columns=None,
+        rng=0,
+    ),
+    "ope.evaluate_distributed": lambda tmp: Call(
+        _distributed,
+        dict(
+            source=parquet(tmp),
+            policies=["greedy"],
+            estimators=("ips", "snips"),
+            ci="normal",
+            confidence_level=0.95,
+            reward_range=(0.0, 1.0),
+            max_weight=None,
+            client=None,
+            mapping=None,
+            on_invalid="raise",
+            columns=None,
+            batch_size=1000,
+            check_duplicates="global",
+            weight_column=None,
+        ),
+    ),
     "ope.position_diagnostics": _position_call("ope.position_diagnostics"),
     "ope.position_estimates": _position_call("ope.position_estimates", self_normalized=False),
 }

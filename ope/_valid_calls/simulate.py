@@ -24,10 +24,12 @@ from ope._valid_calls._base import (
 #: two-step horizon and one replicate keep the largest sample a hostile `n` may ask for
 #: (MAX_SAMPLE_SIZE episodes or pairs) near a second.
 _SMALL: Final[dict[str, dict[str, Any]]] = {
-    "ope.simulate.ContextualBandit": dict(n_actions=3, n_features=2, n_contexts=8, n_segments=2,
-                                          seed=0),
-    "ope.simulate.Recommendation": dict(n_items=20, n_candidates=3, n_requests=8, n_features=2,
-                                        segments=("a", "b"), seed=0),
+    "ope.simulate.ContextualBandit": dict(
+        n_actions=3, n_features=2, n_contexts=8, n_segments=2, seed=0
+    ),
+    "ope.simulate.Recommendation": dict(
+        n_items=20, n_candidates=3, n_requests=8, n_features=2, segments=("a", "b"), seed=0
+    ),
     "ope.simulate.SlateEnvironment": dict(n_items=4, slate_size=2, n_contexts=2, seed=0),
     "ope.simulate.TabularMDP": dict(n_states=3, n_actions=2, horizon=2, seed=0),
     "ope.simulate.PairedReplaySimulator": dict(n_tasks=4, n_items=5, n_replicates=1, seed=0),
@@ -36,9 +38,11 @@ _SMALL: Final[dict[str, dict[str, Any]]] = {
 
 def _method(cls: str, method: str, **kwargs: Any) -> Callable[[Path], Call]:
     """The bound ``method`` of a small simulator ``cls`` called with ``kwargs``."""
+
     def build(tmp: Path) -> Call:
         env = resolve(cls)(**_SMALL[cls])
         return Call(getattr(env, method), dict(kwargs))
+
     return build
 
 
@@ -56,66 +60,123 @@ _PAIRED = "ope.simulate.PairedReplaySimulator"
 #: a stand-in and would fail on the string "bernoulli"; it is still varied.
 VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.simulate.ContextualBandit": lambda tmp: call(
-        "ope.simulate.ContextualBandit", n_actions=3, n_features=2, n_contexts=8, n_segments=2,
-        n_noise_features=0, reward_noise=0.1, logging_temperature=1.0,
-        logging_epsilon=0.05, unsupported_actions=0,
-        policies={"mine": np.full((8, 3), 1 / 3)}, seed=0),
+        "ope.simulate.ContextualBandit",
+        n_actions=3,
+        n_features=2,
+        n_contexts=8,
+        n_segments=2,
+        n_noise_features=0,
+        reward_noise=0.1,
+        logging_temperature=1.0,
+        logging_epsilon=0.05,
+        unsupported_actions=0,
+        policies={"mine": np.full((8, 3), 1 / 3)},
+        seed=0,
+    ),
     "ope.simulate.Recommendation": lambda tmp: call(
-        "ope.simulate.Recommendation", n_items=20, n_candidates=3, n_requests=8, n_features=2,
-        segments=("a", "b"), zipf_exponent=1.0, logging_temperature=1.0, logging_epsilon=0.05,
-        logging_top_k=None, restricted_segments=None,
-        policies={"mine": np.full((8, 3), 1 / 3)}, seed=0),
+        "ope.simulate.Recommendation",
+        n_items=20,
+        n_candidates=3,
+        n_requests=8,
+        n_features=2,
+        segments=("a", "b"),
+        zipf_exponent=1.0,
+        logging_temperature=1.0,
+        logging_epsilon=0.05,
+        logging_top_k=None,
+        restricted_segments=None,
+        policies={"mine": np.full((8, 3), 1 / 3)},
+        seed=0,
+    ),
     "ope.simulate.SlateEnvironment": lambda tmp: call(
-        "ope.simulate.SlateEnvironment", n_items=4, slate_size=2, n_contexts=2,
-        click_model="additive", seed=0),
+        "ope.simulate.SlateEnvironment",
+        n_items=4,
+        slate_size=2,
+        n_contexts=2,
+        click_model="additive",
+        seed=0,
+    ),
     "ope.simulate.TabularMDP": lambda tmp: call(
-        "ope.simulate.TabularMDP", n_states=3, n_actions=2, horizon=4, gamma=0.9,
-        termination_probability=0.1, reward_noise=0.1, n_features=None,
-        logging_temperature=1.0, logging_epsilon=0.1, policies={"mine": np.full((3, 2), 0.5)},
-        seed=0),
+        "ope.simulate.TabularMDP",
+        n_states=3,
+        n_actions=2,
+        horizon=4,
+        gamma=0.9,
+        termination_probability=0.1,
+        reward_noise=0.1,
+        n_features=None,
+        logging_temperature=1.0,
+        logging_epsilon=0.1,
+        policies={"mine": np.full((3, 2), 0.5)},
+        seed=0,
+    ),
     "ope.simulate.PairedReplaySimulator": lambda tmp: call(
-        "ope.simulate.PairedReplaySimulator", n_tasks=4, n_items=5, n_replicates=2,
-        effect_mean=0.3, effect_sd=0.6, arms=("with_memory", "no_memory"),
-        price_per_token=1e-5, tool_fee=1e-3, latency_sd=0.4, seed=0),
-    **{f"{cls}.{method}": _method(cls, method, **kwargs) for cls in (_CB, _REC)
-       for method, kwargs in (
-           ("policy_expected_reward", dict(policy="uniform", context_ids=_ids(0, 1, 2))),
-           ("policy_table", dict(name="uniform")),
-           ("sample", dict(n=20, rng=0, logging_policy="logging", oracle=True,
-                           distributions=True)),
-           ("supported_value", dict(policy="uniform")),
-           ("true_value", dict(policy="uniform")),
-           ("true_value_by_segment", dict(policy="uniform")),
-           ("unsupported_mass", dict(policy="uniform")),
-       )},
-    f"{_CB}.expected_reward": _method(_CB, "expected_reward", context_ids=_ids(0, 1, 2),
-                                      actions=_ids(2, 1, 0)),
-    f"{_REC}.expected_reward": _method(_REC, "expected_reward", context_ids=_ids(0, 1, 2),
-                                       items=_ids(2, 1, 0)),
-    f"{_SLATE}.click_probability": _method(_SLATE, "click_probability", context=_ids(0, 1),
-                                           item=np.array([[0, 1], [3, 2]])),
-    f"{_SLATE}.expected_estimate": _method(_SLATE, "expected_estimate", estimator="iips",
-                                           name="greedy"),
+        "ope.simulate.PairedReplaySimulator",
+        n_tasks=4,
+        n_items=5,
+        n_replicates=2,
+        effect_mean=0.3,
+        effect_sd=0.6,
+        arms=("with_memory", "no_memory"),
+        price_per_token=1e-5,
+        tool_fee=1e-3,
+        latency_sd=0.4,
+        seed=0,
+    ),
+    **{
+        f"{cls}.{method}": _method(cls, method, **kwargs)
+        for cls in (_CB, _REC)
+        for method, kwargs in (
+            ("policy_expected_reward", dict(policy="uniform", context_ids=_ids(0, 1, 2))),
+            ("policy_table", dict(name="uniform")),
+            (
+                "sample",
+                dict(n=20, rng=0, logging_policy="logging", oracle=True, distributions=True),
+            ),
+            ("supported_value", dict(policy="uniform")),
+            ("true_value", dict(policy="uniform")),
+            ("true_value_by_segment", dict(policy="uniform")),
+            ("unsupported_mass", dict(policy="uniform")),
+        )
+    },
+    f"{_CB}.expected_reward": _method(
+        _CB, "expected_reward", context_ids=_ids(0, 1, 2), actions=_ids(2, 1, 0)
+    ),
+    f"{_REC}.expected_reward": _method(
+        _REC, "expected_reward", context_ids=_ids(0, 1, 2), items=_ids(2, 1, 0)
+    ),
+    f"{_SLATE}.click_probability": _method(
+        _SLATE, "click_probability", context=_ids(0, 1), item=np.array([[0, 1], [3, 2]])
+    ),
+    f"{_SLATE}.expected_estimate": _method(
+        _SLATE, "expected_estimate", estimator="iips", name="greedy"
+    ),
     f"{_SLATE}.policy": _method(_SLATE, "policy", name="greedy"),
     f"{_SLATE}.sample": _method(_SLATE, "sample", n=20, rng=0),
     f"{_SLATE}.sample_logs": _method(_SLATE, "sample_logs", n=20, rng=0),
     f"{_SLATE}.true_value": _method(_SLATE, "true_value", name="greedy"),
     f"{_MDP}.discounted_q_function": _method(_MDP, "discounted_q_function", policy="uniform"),
-    f"{_MDP}.expected_reward": _method(_MDP, "expected_reward", states=_ids(0, 1, 2),
-                                       actions=_ids(1, 0, 1)),
+    f"{_MDP}.expected_reward": _method(
+        _MDP, "expected_reward", states=_ids(0, 1, 2), actions=_ids(1, 0, 1)
+    ),
     f"{_MDP}.policy_table": _method(_MDP, "policy_table", name="uniform"),
     f"{_MDP}.q_function": _method(_MDP, "q_function", policy="uniform"),
-    f"{_MDP}.sample": _method(_MDP, "sample", n=10, rng=0, logging_policy="logging",
-                              oracle=True),
+    f"{_MDP}.sample": _method(_MDP, "sample", n=10, rng=0, logging_policy="logging", oracle=True),
     f"{_MDP}.true_value": _method(_MDP, "true_value", policy="uniform", horizon=2),
-    f"{_PAIRED}.expected_outcome": _method(_PAIRED, "expected_outcome", task_ids=_ids(0, 3),
-                                           item_ids=_ids(4, 1),
-                                           treated=np.array([True, False]), outcome="cost"),
+    f"{_PAIRED}.expected_outcome": _method(
+        _PAIRED,
+        "expected_outcome",
+        task_ids=_ids(0, 3),
+        item_ids=_ids(4, 1),
+        treated=np.array([True, False]),
+        outcome="cost",
+    ),
     f"{_PAIRED}.sample": _method(_PAIRED, "sample", n=10, rng=0, oracle=True),
     f"{_PAIRED}.true_effect": _method(_PAIRED, "true_effect", outcome="outcome", item=2),
     f"{_PAIRED}.true_item_effects": _method(_PAIRED, "true_item_effects", outcome="tokens"),
-    f"{_PAIRED}.true_value": _method(_PAIRED, "true_value", arm="with_memory",
-                                     outcome="latency_ms"),
+    f"{_PAIRED}.true_value": _method(
+        _PAIRED, "true_value", arm="with_memory", outcome="latency_ms"
+    ),
 }
 
 #: ``"<entry>::<argument>"`` -> how the contract breaks today.

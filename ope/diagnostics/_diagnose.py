@@ -265,10 +265,18 @@ def diagnose_arrays(
     """
     settings = _settings(max_weight, reward_range, confidence_level, target_width, new_rows)
     data = validated_inputs(
-        reward, logging_propensity, target_propensity, reward_range=settings.reward_range,
-        policy_names=policy_names, segments=segments, action=action, action_labels=None,
-        target_distributions=target_distributions, logging_distribution=logging_distribution,
-        sampling_weight=sampling_weight)
+        reward,
+        logging_propensity,
+        target_propensity,
+        reward_range=settings.reward_range,
+        policy_names=policy_names,
+        segments=segments,
+        action=action,
+        action_labels=None,
+        target_distributions=target_distributions,
+        logging_distribution=logging_distribution,
+        sampling_weight=sampling_weight,
+    )
     return _diagnose(data, settings, [])
 
 
@@ -284,7 +292,11 @@ class _Settings:
 
 
 def _settings(
-    max_weight: Any, reward_range: Any, confidence_level: Any, target_width: Any, new_rows: Any,
+    max_weight: Any,
+    reward_range: Any,
+    confidence_level: Any,
+    target_width: Any,
+    new_rows: Any,
 ) -> _Settings:
     """The settings of :func:`diagnose` and :func:`diagnose_arrays`, checked (ParameterError)."""
     rr = check_reward_range(reward_range)
@@ -301,8 +313,11 @@ def _settings(
                 "reward_range=(low, high), e.g. (0, 1) for clicks."
             )
     return _Settings(
-        check_max_weight(max_weight), rr, check_confidence_level(confidence_level),
-        target_width, new_rows,
+        check_max_weight(max_weight),
+        rr,
+        check_confidence_level(confidence_level),
+        target_width,
+        new_rows,
     )
 
 
@@ -317,8 +332,11 @@ def _reusable(statistics: Any, data: Inputs, max_weight: float | None) -> Center
             "`statistics` must be the moment statistics of an evaluation of the same logs "
             f"(Evaluation.statistics, an ope.MomentStats); got {type(statistics).__name__}."
         )
-    if (list(names) != list(data.names) or centered.n != data.n
-            or getattr(statistics, "max_weight", None) != max_weight):
+    if (
+        list(names) != list(data.names)
+        or centered.n != data.n
+        or getattr(statistics, "max_weight", None) != max_weight
+    ):
         raise ParameterError(
             "`statistics` describe other rows or settings: they cover policies "
             f"{list(names)} on {centered.n:,} rows with max_weight="
@@ -353,9 +371,12 @@ def _diagnose(
     for j, name in enumerate(data.names):  # a loop over policies
         # the variance shares square the weighted rewards: refuse magnitudes whose squares
         # overflow rather than report inf/NaN shares (the numeric-range guard of returns/paired)
-        check_no_overflow(np.array([moments.product_mean_var(j, clipped=True, about=lo)[1]]),
-                          f"the diagnostics of policy {name!r} (variance of w (r - {lo:g}))",
-                          {"reward": r}, row=None)
+        check_no_overflow(
+            np.array([moments.product_mean_var(j, clipped=True, about=lo)[1]]),
+            f"the diagnostics of policy {name!r} (variance of w (r - {lo:g}))",
+            {"reward": r},
+            row=None,
+        )
         deficient = None
         if data.deficiency is not None and segs:
             deficient = segment_sums(segs, data.deficiency[name])
@@ -367,37 +388,60 @@ def _diagnose(
             expected = 1.0 - float(data.deficiency_zero[name].mean())
             unsupported = float(data.deficiency[name].mean())
         row, interval, profile = policy_row(
-            j, name, moments,
+            j,
+            name,
+            moments,
             profile_bins=None if sums.profile_bins is None else sums.profile_bins[j],
-            sum_wlogw=float(sums.sum_wlogw[j]), quantiles=quantiles[j],
-            expected=expected, unsupported_mass=unsupported, segments=s_rows, max_weight=mw,
-            reward_range=rr, confidence_level=level,
+            sum_wlogw=float(sums.sum_wlogw[j]),
+            quantiles=quantiles[j],
+            expected=expected,
+            unsupported_mass=unsupported,
+            segments=s_rows,
+            max_weight=mw,
+            reward_range=rr,
+            confidence_level=level,
         )
         rows.append(row)
         seg_rows.append(s_rows)
         intervals.append(interval)
         profiles.append(profile)
-    return _finish(data, settings, extra_notes, rows, seg_rows, intervals, profiles,
-                   sums.hist_counts)
+    return _finish(
+        data, settings, extra_notes, rows, seg_rows, intervals, profiles, sums.hist_counts
+    )
 
 
 def _finish(
-    data: Inputs, settings: _Settings, extra_notes: list[str], rows: list[PolicyRow],
-    seg_rows: list[list[SegmentRow]], intervals: list[Any], profiles: list[Any],
-    hist_counts: np.ndarray, info: Sequence[str] = (),
+    data: Inputs,
+    settings: _Settings,
+    extra_notes: list[str],
+    rows: list[PolicyRow],
+    seg_rows: list[list[SegmentRow]],
+    intervals: list[Any],
+    profiles: list[Any],
+    hist_counts: np.ndarray,
+    info: Sequence[str] = (),
 ) -> Diagnostics:
     """Warn the notes and build the :class:`Diagnostics` (``info``: notes that are stated
     first and not warned, as the sampling-weight note of every estimate)."""
-    notes = extra_notes + data.notes + overlap_notes(
-        rows, seg_rows, weighted=data.sampling is not None)
+    notes = (
+        extra_notes + data.notes + overlap_notes(rows, seg_rows, weighted=data.sampling is not None)
+    )
     for note in notes:
         warnings.warn(note, OverlapWarning, stacklevel=user_stacklevel())
     notes = [*info, *notes]
     return Diagnostics(
-        data, rows, seg_rows, intervals, profiles, hist_counts,
-        max_weight=settings.max_weight, reward_range=settings.reward_range,
-        confidence_level=settings.confidence_level, target_width=settings.target_width,
-        new_rows=settings.new_rows, notes=notes,
+        data,
+        rows,
+        seg_rows,
+        intervals,
+        profiles,
+        hist_counts,
+        max_weight=settings.max_weight,
+        reward_range=settings.reward_range,
+        confidence_level=settings.confidence_level,
+        target_width=settings.target_width,
+        new_rows=settings.new_rows,
+        notes=notes,
     )
 
 
@@ -443,20 +487,36 @@ def _diagnose_weighted(
             expected = 1.0 - float(np.dot(s, data.deficiency_zero[name])) / total
             unsupported = float(np.dot(s, data.deficiency[name])) / total
         row, interval, profile = weighted_policy_row(
-            name, w, s, r,
+            name,
+            w,
+            s,
+            r,
             profile_bins=None if sums.profile_bins is None else sums.profile_bins[j],
             sum_wlogw=float(sums.sum_wlogw[j]),
             quantiles=weighted_quantiles(w, s, WEIGHT_QUANTILES),
-            expected=expected, unsupported_mass=unsupported, segments=s_rows, max_weight=mw,
-            reward_range=rr, confidence_level=level,
+            expected=expected,
+            unsupported_mass=unsupported,
+            segments=s_rows,
+            max_weight=mw,
+            reward_range=rr,
+            confidence_level=level,
         )
         rows.append(row)
         seg_rows.append(s_rows)
         intervals.append(interval)
         profiles.append(profile)
     note = weighted_note(data.sampling_name or "sampling_weight", total, data.n)
-    return _finish(data, settings, extra_notes, rows, seg_rows, intervals, profiles,
-                   sums.hist_counts, info=[note])
+    return _finish(
+        data,
+        settings,
+        extra_notes,
+        rows,
+        seg_rows,
+        intervals,
+        profiles,
+        sums.hist_counts,
+        info=[note],
+    )
 
 
 @fill_doc({"shared parameters": _SHARED_PARAMS.strip() + "\n"})
@@ -561,10 +621,17 @@ def diagnose(
     segments = {c: segment_values(logs.table.column(c)) for c in cols}
     action: Any = codes if codes is not None else segment_values(logs.table.column("action"))
     data = validated_inputs(
-        logs.column("reward"), logs.column("propensity"), target,
-        reward_range=settings.reward_range, policy_names=names, segments=segments,
-        action=action, action_labels=labels, target_distributions=tdists,
+        logs.column("reward"),
+        logs.column("propensity"),
+        target,
+        reward_range=settings.reward_range,
+        policy_names=names,
+        segments=segments,
+        action=action,
+        action_labels=labels,
+        target_distributions=tdists,
         logging_distribution=ldist,
         sampling_weight=None if weight_name is None else logs.column(weight_name),
-        weight_name=weight_name or "sampling_weight")
+        weight_name=weight_name or "sampling_weight",
+    )
     return _diagnose(data, settings, extra_notes, statistics)

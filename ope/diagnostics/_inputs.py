@@ -95,8 +95,7 @@ def _action_codes(action: Any, n: int, *, n_columns: int | None) -> tuple[np.nda
         )
     if n_columns is not None:
         bad = (
-            np.ones(n, dtype=bool) if arr.dtype.kind not in "iu"
-            else (arr < 0) | (arr >= n_columns)
+            np.ones(n, dtype=bool) if arr.dtype.kind not in "iu" else (arr < 0) | (arr >= n_columns)
         )
         if bad.any():
             count, first = first_rows(bad)
@@ -117,7 +116,9 @@ def _action_codes(action: Any, n: int, *, n_columns: int | None) -> tuple[np.nda
 
 
 def _arrays(
-    reward: npt.ArrayLike, logging_propensity: npt.ArrayLike, target_propensity: npt.ArrayLike,
+    reward: npt.ArrayLike,
+    logging_propensity: npt.ArrayLike,
+    target_propensity: npt.ArrayLike,
     rr: tuple[float, float] | None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r = as_float_array(reward, "reward", ndim=(1,)).astype(np.float64, copy=False)
@@ -186,7 +187,8 @@ def validated_inputs(
             f"segments={{'country': country}}; got {describe(segments)}."
         )
     names = (
-        [f"policy_{j}" for j in range(t.shape[1])] if policy_names is None
+        [f"policy_{j}" for j in range(t.shape[1])]
+        if policy_names is None
         else [str(x) for x in policy_names]
     )
     if len(names) != t.shape[1] or len(set(names)) != len(names):
@@ -208,9 +210,7 @@ def validated_inputs(
             labels = list(action_labels)
         if len(labels) > MAX_MATRIX_ACTIONS:
             _, row_bucket = popularity_buckets(codes, len(labels))
-            segs.append(
-                Segmentation(POPULARITY_COLUMN, row_bucket, list(POPULARITY_LABELS), False)
-            )
+            segs.append(Segmentation(POPULARITY_COLUMN, row_bucket, list(POPULARITY_LABELS), False))
     if (target_distributions is None) != (logging_distribution is None):
         raise ValidationError(
             "support checks need both `target_distributions` and `logging_distribution` "
@@ -226,15 +226,26 @@ def validated_inputs(
                 f"`target_distributions` has no distribution for {missing}; give one per "
                 "policy name."
             )
-        tdist = {nm: as_csr(target_distributions[nm], f"target_distributions[{nm!r}]", n)
-                 for nm in names}
+        tdist = {
+            nm: as_csr(target_distributions[nm], f"target_distributions[{nm!r}]", n) for nm in names
+        }
         if codes is not None:
             notes = propensity_consistency(ldist, codes, p)
         deficient = {nm: deficiency(tdist[nm], ldist, SUPPORT_FLOOR) for nm in names}
         deficient_zero = {nm: deficiency(tdist[nm], ldist, 0.0) for nm in names}
     return Inputs(
-        reward=r, propensity=p, target=t, names=names, segmentations=segs, action=codes,
-        action_labels=labels, deficiency=deficient, deficiency_zero=deficient_zero,
-        target_distributions=tdist, logging_distribution=ldist, notes=notes,
-        sampling=sampling, sampling_name=None if sampling is None else weight_name,
+        reward=r,
+        propensity=p,
+        target=t,
+        names=names,
+        segmentations=segs,
+        action=codes,
+        action_labels=labels,
+        deficiency=deficient,
+        deficiency_zero=deficient_zero,
+        target_distributions=tdist,
+        logging_distribution=ldist,
+        notes=notes,
+        sampling=sampling,
+        sampling_name=None if sampling is None else weight_name,
     )

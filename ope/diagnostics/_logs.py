@@ -58,8 +58,10 @@ def segment_values(col: Any) -> Any:
     """A segment column as numpy (numeric) or a pandas Categorical (dictionary-encoded)."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks()
-    if pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_boolean(
-        col.type
+    if (
+        pa.types.is_integer(col.type)
+        or pa.types.is_floating(col.type)
+        or pa.types.is_boolean(col.type)
     ):
         if col.null_count:
             return np.asarray(col.to_pandas())

@@ -257,12 +257,15 @@ def octave_mass(w: np.ndarray, sampling: np.ndarray | None = None) -> np.ndarray
     (indexed by the biased exponent)."""
     return np.bincount(
         np.right_shift(w.view(np.int64), HIST_SHIFT + MANTISSA_BITS),
-        weights=w if sampling is None else sampling * w, minlength=N_BINS >> MANTISSA_BITS,
+        weights=w if sampling is None else sampling * w,
+        minlength=N_BINS >> MANTISSA_BITS,
     )
 
 
 def weighted_pass(
-    propensity: np.ndarray, target: np.ndarray, sampling: np.ndarray,
+    propensity: np.ndarray,
+    target: np.ndarray,
+    sampling: np.ndarray,
     ell: np.ndarray | None = None,
 ) -> PassSums:
     """The pass of :func:`fused_pass` for rows with sampling weights ``s`` (n,).
@@ -293,7 +296,9 @@ def weighted_pass(
                 profile[j, :_PROFILE_SUMS] += profile_bin_sums(w[j], ell[sl], s_block)
                 profile[j, _PROFILE_SUMS:] += profile_bin_sums(w[j], ell[sl], s2[sl])
     return PassSums(
-        sum_wlogw=sum_wlogw, hist_counts=counts, hist_above_edge=np.zeros((n_pol, 0)),
+        sum_wlogw=sum_wlogw,
+        hist_counts=counts,
+        hist_above_edge=np.zeros((n_pol, 0)),
         profile_bins=profile,
     )
 

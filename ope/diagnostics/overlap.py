@@ -60,16 +60,32 @@ VERDICT_NEEDS_RANGE: Final = "unknown: pass reward_range for the outer/inner spl
 
 def _unclipped() -> dict[str, Any]:
     """The clipping fields of a policy row without a clip level (weighted or not)."""
-    return {"max_weight": math.nan, "clip_rule": "none", "clipped_share": 0.0,
-            "clipped_weight_share": 0.0}
+    return {
+        "max_weight": math.nan,
+        "clip_rule": "none",
+        "clipped_share": 0.0,
+        "clipped_weight_share": 0.0,
+    }
 
 
 def _split_without_range() -> dict[str, Any]:
     """The outer/inner split fields before (or without) a priori reward bounds."""
     split: dict[str, Any] = dict.fromkeys(
-        ("clipped_value", "ci_low", "ci_high", "outer_low", "outer_high", "inner_low",
-         "inner_high", "sampling_width", "coverage_width", "coverage_share",
-         "verdict_max_weight", "verdict_coverage_share"), math.nan,
+        (
+            "clipped_value",
+            "ci_low",
+            "ci_high",
+            "outer_low",
+            "outer_high",
+            "inner_low",
+            "inner_high",
+            "sampling_width",
+            "coverage_width",
+            "coverage_share",
+            "verdict_max_weight",
+            "verdict_coverage_share",
+        ),
+        math.nan,
     )
     split["verdict"] = VERDICT_NEEDS_RANGE
     split["verdict_reason"] = "the outer/inner split needs a priori reward bounds"
@@ -85,8 +101,17 @@ _PROFILE_ROWS: Final = 7
 
 #: Columns of :meth:`ope.Diagnostics.clip_profile`.
 PROFILE_COLUMNS: Final = (
-    "max_weight", "clipped_share", "clipped_weight_share", "clipped_value", "ci_low", "ci_high",
-    "width", "sampling_width", "coverage_width", "coverage_share", "narrowest",
+    "max_weight",
+    "clipped_share",
+    "clipped_weight_share",
+    "clipped_value",
+    "ci_low",
+    "ci_high",
+    "width",
+    "sampling_width",
+    "coverage_width",
+    "coverage_share",
+    "narrowest",
 )
 
 
@@ -171,8 +196,13 @@ def clip_levels(max_w: float) -> np.ndarray:
 
 
 def clip_profile(
-    bins: np.ndarray, totals: tuple[float, ...], n: int,
-    levels: np.ndarray, *, reward_range: tuple[float, float], confidence_level: float,
+    bins: np.ndarray,
+    totals: tuple[float, ...],
+    n: int,
+    levels: np.ndarray,
+    *,
+    reward_range: tuple[float, float],
+    confidence_level: float,
     squares: tuple[float, ...] | None = None,
 ) -> tuple[list[dict[str, Any]], list[BottouInterval]]:
     """The Bottou interval and its split at every clip level, from per-bin sums.
@@ -241,26 +271,37 @@ def clip_profile(
         warnings.simplefilter("ignore")
         for k in range(g):  # a loop over clip levels
             iv = bottou_interval(
-                float(min(w_hat[k], levels[k])), float(var_w[k]),
-                float(min(y_hat[k], levels[k] * (hi - lo))), float(var_y[k]), n,
-                max_weight=float(levels[k]), reward_range=(lo, hi),
-                confidence_level=confidence_level, outer="normal" if weighted else "bernstein",
+                float(min(w_hat[k], levels[k])),
+                float(var_w[k]),
+                float(min(y_hat[k], levels[k] * (hi - lo))),
+                float(var_y[k]),
+                n,
+                max_weight=float(levels[k]),
+                reward_range=(lo, hi),
+                confidence_level=confidence_level,
+                outer="normal" if weighted else "bernstein",
             )
             width = iv.high - iv.low
             coverage = min((hi - lo) * max(0.0, 1.0 - float(w_hat[k])), width)
-            rows.append({
-                "max_weight": float(levels[k]),
-                "clipped_share": float(above[k]) / size,
-                "clipped_weight_share": (
-                    min(max((total_w - float(s_w[k])) / total_w, 0.0), 1.0)
-                    if total_w > 0 and above[k] > 0 else 0.0
-                ),
-                "clipped_value": lo + float(y_hat[k]),
-                "ci_low": iv.low, "ci_high": iv.high, "width": width,
-                "sampling_width": width - coverage, "coverage_width": coverage,
-                "coverage_share": coverage / width if width > 0 else 0.0,
-                "narrowest": False,
-            })
+            rows.append(
+                {
+                    "max_weight": float(levels[k]),
+                    "clipped_share": float(above[k]) / size,
+                    "clipped_weight_share": (
+                        min(max((total_w - float(s_w[k])) / total_w, 0.0), 1.0)
+                        if total_w > 0 and above[k] > 0
+                        else 0.0
+                    ),
+                    "clipped_value": lo + float(y_hat[k]),
+                    "ci_low": iv.low,
+                    "ci_high": iv.high,
+                    "width": width,
+                    "sampling_width": width - coverage,
+                    "coverage_width": coverage,
+                    "coverage_share": coverage / width if width > 0 else 0.0,
+                    "narrowest": False,
+                }
+            )
             intervals.append(iv)
     if rows:
         widths = np.array([r["width"] for r in rows])
@@ -270,7 +311,12 @@ def clip_profile(
 
 
 def _bottou_split(
-    moments: CenteredMoments, j: int, *, lo: float, hi: float, max_weight: float | None,
+    moments: CenteredMoments,
+    j: int,
+    *,
+    lo: float,
+    hi: float,
+    max_weight: float | None,
     confidence_level: float,
 ) -> tuple[BottouInterval, float]:
     """Bottou outer/inner interval of clipped IPS (capped weights) and its coverage width.
@@ -283,7 +329,13 @@ def _bottou_split(
     w_hat, var_w = moments.weight_mean_var(j, clipped=True)
     y_hat, var_y = moments.product_mean_var(j, clipped=True, about=lo)
     interval = bottou_interval(
-        w_hat, var_w, y_hat, var_y, moments.n, max_weight=max_weight, reward_range=(lo, hi),
+        w_hat,
+        var_w,
+        y_hat,
+        var_y,
+        moments.n,
+        max_weight=max_weight,
+        reward_range=(lo, hi),
         confidence_level=confidence_level,
         outer="bernstein" if max_weight is not None else "normal",
     )
@@ -292,8 +344,13 @@ def _bottou_split(
 
 
 def verdict(
-    *, coverage_share: float, ess: float, n: int, unsupported_mass: float,
-    segments: Sequence[SegmentRow], reference: float | None = None,
+    *,
+    coverage_share: float,
+    ess: float,
+    n: int,
+    unsupported_mass: float,
+    segments: Sequence[SegmentRow],
+    reference: float | None = None,
 ) -> tuple[str, str]:
     """The verdict and its reason: one story with the gaps, the notes and the plan.
 
@@ -390,17 +447,29 @@ def policy_row(
         y_mean, y_var = moments.product_mean_var(j, clipped=False, about=lo)
         r_sum, r_sum2 = moments.reward_sums()
         totals = (
-            sum_w, sum_w2, n * y_mean, (n - 1) * y_var + n * y_mean * y_mean,
-            r_sum - n * lo, r_sum2 - 2.0 * lo * r_sum + n * lo * lo,
+            sum_w,
+            sum_w2,
+            n * y_mean,
+            (n - 1) * y_var + n * y_mean * y_mean,
+            r_sum - n * lo,
+            r_sum2 - 2.0 * lo * r_sum + n * lo * lo,
         )
         profile, profile_intervals = clip_profile(
-            profile_bins, totals, n, clip_levels(float(moments.max_w[j])),
-            reward_range=reward_range, confidence_level=confidence_level,
+            profile_bins,
+            totals,
+            n,
+            clip_levels(float(moments.max_w[j])),
+            reward_range=reward_range,
+            confidence_level=confidence_level,
         )
         best = next((k for k, p in enumerate(profile) if p["narrowest"]), None)
         if max_weight is not None or best is None:
             interval, coverage = _bottou_split(
-                moments, j, lo=lo, hi=hi, max_weight=max_weight,
+                moments,
+                j,
+                lo=lo,
+                hi=hi,
+                max_weight=max_weight,
                 confidence_level=confidence_level,
             )
             clipped_value = lo + moments.product_mean_var(j, clipped=True, about=lo)[0]
@@ -408,15 +477,19 @@ def policy_row(
             chosen = profile[best]
             interval, coverage = profile_intervals[best], chosen["coverage_width"]
             clipped_value = chosen["clipped_value"]
-            clipped = {k: chosen[k] for k in ("max_weight", "clipped_share",
-                                               "clipped_weight_share")}
+            clipped = {
+                k: chosen[k] for k in ("max_weight", "clipped_share", "clipped_weight_share")
+            }
             clipped["clip_rule"] = CLIP_RULE_NARROWEST
         width = interval.high - interval.low
         share = coverage / width if width > 0 else 0.0
         v_level = profile[best]["max_weight"] if best is not None else math.nan
         v_share = profile[best]["coverage_share"] if best is not None else share
         text, why = verdict(
-            coverage_share=v_share, ess=ess, n=n, unsupported_mass=unsupported_mass,
+            coverage_share=v_share,
+            ess=ess,
+            n=n,
+            unsupported_mass=unsupported_mass,
             segments=segments,
         )
         split = {
@@ -435,8 +508,9 @@ def policy_row(
             "verdict": text,
             "verdict_reason": why,
         }
-    q: dict[str, Any] = dict(zip(("weight_q50", "weight_q90", "weight_q99", "weight_q999"),
-                                 map(float, quantiles)))
+    q: dict[str, Any] = dict(
+        zip(("weight_q50", "weight_q90", "weight_q99", "weight_q999"), map(float, quantiles))
+    )
     row = PolicyRow(
         policy=name,
         n=n,
@@ -462,7 +536,9 @@ def policy_row(
 
 
 def overlap_notes(
-    rows: Sequence[PolicyRow], segments: Sequence[Sequence[SegmentRow]], *,
+    rows: Sequence[PolicyRow],
+    segments: Sequence[Sequence[SegmentRow]],
+    *,
     weighted: bool = False,
 ) -> list[str]:
     """The notes (and warnings) of each policy: low ESS, unsupported mass, mean weight, gaps.
@@ -490,8 +566,10 @@ def overlap_notes(
                 "(reward_range) instead of a point estimate."
             )
         if r.propensity_check != "ok":
-            notes.append(f"{r.policy}: " + mean_weight_note(
-                r.mean_weight, r.mean_weight_z, expected=r.mean_weight_expected))
+            notes.append(
+                f"{r.policy}: "
+                + mean_weight_note(r.mean_weight, r.mean_weight_z, expected=r.mean_weight_expected)
+            )
         gaps = [s for s in segs if s.gap]
         if gaps:
             notes.append(
@@ -563,7 +641,8 @@ def weighted_policy_row(
     if max_weight is not None:
         above = w > max_weight
         clipped: dict[str, Any] = {
-            "max_weight": max_weight, "clip_rule": CLIP_RULE_GIVEN,
+            "max_weight": max_weight,
+            "clip_rule": CLIP_RULE_GIVEN,
             "clipped_share": float(s[above].sum()) / total,
             "clipped_weight_share": float(sw[above].sum()) / sum_w if sum_w > 0 else 0.0,
         }
@@ -580,13 +659,24 @@ def weighted_policy_row(
         s2 = s * s
 
         def sums(v: np.ndarray) -> tuple[float, ...]:
-            return (float(v.sum()), float(np.dot(v, w)), float(np.dot(v, w * w)),
-                    float(np.dot(v, y)), float(np.dot(v, y * y)), float(np.dot(v, ell)),
-                    float(np.dot(v, ell * ell)))
+            return (
+                float(v.sum()),
+                float(np.dot(v, w)),
+                float(np.dot(v, w * w)),
+                float(np.dot(v, y)),
+                float(np.dot(v, y * y)),
+                float(np.dot(v, ell)),
+                float(np.dot(v, ell * ell)),
+            )
 
         profile, profile_intervals = clip_profile(
-            profile_bins, sums(s), n, clip_levels(float(w.max())), reward_range=reward_range,
-            confidence_level=confidence_level, squares=sums(s2),
+            profile_bins,
+            sums(s),
+            n,
+            clip_levels(float(w.max())),
+            reward_range=reward_range,
+            confidence_level=confidence_level,
+            squares=sums(s2),
         )
         best = next((k for k, p in enumerate(profile) if p["narrowest"]), None)
         if max_weight is not None or best is None:
@@ -596,8 +686,15 @@ def weighted_policy_row(
             if max_weight is not None:
                 w_hat, y_hat = min(w_hat, max_weight), min(y_hat, max_weight * (hi - lo))
             interval = bottou_interval(
-                w_hat, var_wc, y_hat, var_y, n, max_weight=max_weight, reward_range=(lo, hi),
-                confidence_level=confidence_level, outer="normal",
+                w_hat,
+                var_wc,
+                y_hat,
+                var_y,
+                n,
+                max_weight=max_weight,
+                reward_range=(lo, hi),
+                confidence_level=confidence_level,
+                outer="normal",
             )
             coverage = min((hi - lo) * max(0.0, 1.0 - w_hat), interval.high - interval.low)
             clipped_value = lo + y_hat
@@ -605,32 +702,61 @@ def weighted_policy_row(
             chosen = profile[best]
             interval, coverage = profile_intervals[best], chosen["coverage_width"]
             clipped_value = chosen["clipped_value"]
-            clipped = {k: chosen[k] for k in ("max_weight", "clipped_share",
-                                               "clipped_weight_share")}
+            clipped = {
+                k: chosen[k] for k in ("max_weight", "clipped_share", "clipped_weight_share")
+            }
             clipped["clip_rule"] = CLIP_RULE_NARROWEST
         split = _split_columns(
-            interval, coverage, clipped_value, profile, best, ess=ess, n=n,
-            unsupported_mass=unsupported_mass, segments=segments, reference=reference,
+            interval,
+            coverage,
+            clipped_value,
+            profile,
+            best,
+            ess=ess,
+            n=n,
+            unsupported_mass=unsupported_mass,
+            segments=segments,
+            reference=reference,
         )
-    q: dict[str, Any] = dict(zip(("weight_q50", "weight_q90", "weight_q99", "weight_q999"),
-                                 map(float, quantiles)))
+    q: dict[str, Any] = dict(
+        zip(("weight_q50", "weight_q90", "weight_q99", "weight_q999"), map(float, quantiles))
+    )
     row = PolicyRow(
-        policy=name, n=n, ess=ess, ess_ratio=ess / reference if reference > 0 else 0.0,
-        mean_weight=mean_w, mean_weight_se=math.sqrt(max(var_w, 0.0) / n),
-        mean_weight_expected=expected, mean_weight_z=z, propensity_check=check,
-        weight_max=float(w.max()), **q, **clipped,
-        kl_divergence=sum_wlogw / total, chi2_divergence=second - 1.0,
+        policy=name,
+        n=n,
+        ess=ess,
+        ess_ratio=ess / reference if reference > 0 else 0.0,
+        mean_weight=mean_w,
+        mean_weight_se=math.sqrt(max(var_w, 0.0) / n),
+        mean_weight_expected=expected,
+        mean_weight_z=z,
+        propensity_check=check,
+        weight_max=float(w.max()),
+        **q,
+        **clipped,
+        kl_divergence=sum_wlogw / total,
+        chi2_divergence=second - 1.0,
         renyi2_divergence=math.log(second) if second > 0 else -math.inf,
-        unsupported_mass=unsupported_mass, **split,
-        gaps=int(sum(g.gap for g in segments)), ess_reference=reference,
+        unsupported_mass=unsupported_mass,
+        **split,
+        gaps=int(sum(g.gap for g in segments)),
+        ess_reference=reference,
     )
     return row, interval, profile
 
 
 def _split_columns(
-    interval: BottouInterval, coverage: float, clipped_value: float,
-    profile: Sequence[dict[str, Any]], best: int | None, *, ess: float, n: int,
-    unsupported_mass: float, segments: Sequence[SegmentRow], reference: float | None,
+    interval: BottouInterval,
+    coverage: float,
+    clipped_value: float,
+    profile: Sequence[dict[str, Any]],
+    best: int | None,
+    *,
+    ess: float,
+    n: int,
+    unsupported_mass: float,
+    segments: Sequence[SegmentRow],
+    reference: float | None,
 ) -> dict[str, Any]:
     """The interval, split and verdict columns of a policy row."""
     width = interval.high - interval.low
@@ -638,14 +764,26 @@ def _split_columns(
     v_level = profile[best]["max_weight"] if best is not None else math.nan
     v_share = profile[best]["coverage_share"] if best is not None else share
     text, why = verdict(
-        coverage_share=v_share, ess=ess, n=n, unsupported_mass=unsupported_mass,
-        segments=segments, reference=reference,
+        coverage_share=v_share,
+        ess=ess,
+        n=n,
+        unsupported_mass=unsupported_mass,
+        segments=segments,
+        reference=reference,
     )
     return {
-        "clipped_value": clipped_value, "ci_low": interval.low, "ci_high": interval.high,
-        "outer_low": interval.outer_low, "outer_high": interval.outer_high,
-        "inner_low": interval.inner_low, "inner_high": interval.inner_high,
-        "sampling_width": width - coverage, "coverage_width": coverage,
-        "coverage_share": share, "verdict_max_weight": v_level,
-        "verdict_coverage_share": v_share, "verdict": text, "verdict_reason": why,
+        "clipped_value": clipped_value,
+        "ci_low": interval.low,
+        "ci_high": interval.high,
+        "outer_low": interval.outer_low,
+        "outer_high": interval.outer_high,
+        "inner_low": interval.inner_low,
+        "inner_high": interval.inner_high,
+        "sampling_width": width - coverage,
+        "coverage_width": coverage,
+        "coverage_share": share,
+        "verdict_max_weight": v_level,
+        "verdict_coverage_share": v_share,
+        "verdict": text,
+        "verdict_reason": why,
     }

@@ -28,7 +28,11 @@ from ope.diagnostics.segments import SegmentRow
 from ope.exceptions import ParameterError, ValidationError
 
 __all__ = [
-    "PLAN_COLUMNS", "ACTION_PLAN_COLUMNS", "UNLOGGED_ACTIONS", "exploration_plan", "action_plan",
+    "PLAN_COLUMNS",
+    "ACTION_PLAN_COLUMNS",
+    "UNLOGGED_ACTIONS",
+    "exploration_plan",
+    "action_plan",
 ]
 
 #: Iterations of the golden-section and bisection searches (the bracket shrinks to 1e-12 of its
@@ -36,13 +40,30 @@ __all__ = [
 _SEARCH_ITERATIONS: Final = 60
 
 PLAN_COLUMNS: Final = (
-    "policy", "column", "segment", "rows_in_scope", "exploration_share", "exploration_rows",
-    "predicted_width", "target_width", "new_rows", "feasible", "rows_needed", "reason",
+    "policy",
+    "column",
+    "segment",
+    "rows_in_scope",
+    "exploration_share",
+    "exploration_rows",
+    "predicted_width",
+    "target_width",
+    "new_rows",
+    "feasible",
+    "rows_needed",
+    "reason",
 )
 
 ACTION_PLAN_COLUMNS: Final = (
-    "policy", "column", "segment", "action", "target_mass", "logging_share", "planned_share",
-    "extra_share", "variance_share",
+    "policy",
+    "column",
+    "segment",
+    "action",
+    "target_mass",
+    "logging_share",
+    "planned_share",
+    "extra_share",
+    "variance_share",
 )
 
 #: Label of the action-plan row for the candidate's mass on actions the logs never show.
@@ -144,7 +165,10 @@ def _plan_for_scope(
 
 
 def _unsupported(
-    w: np.ndarray, d_row: np.ndarray | None, mask: np.ndarray | None, n: float,
+    w: np.ndarray,
+    d_row: np.ndarray | None,
+    mask: np.ndarray | None,
+    n: float,
     sampling: np.ndarray | None = None,
 ) -> tuple[float, float]:
     """Unsupported candidate mass (per logged row, i.e. divided by n) in and out of scope.
@@ -180,9 +204,22 @@ def _unsupported(
 
 
 def _scope_row(
-    name: str, column: str, label: str, in_scope_rows: int, n: int, where: str, *,
-    eps: float | None, var: float, best: float, var0: float, tw: float, m_rows: int, z: float,
-    scope_size: float | None = None, size: float | None = None,
+    name: str,
+    column: str,
+    label: str,
+    in_scope_rows: int,
+    n: int,
+    where: str,
+    *,
+    eps: float | None,
+    var: float,
+    best: float,
+    var0: float,
+    tw: float,
+    m_rows: int,
+    z: float,
+    scope_size: float | None = None,
+    size: float | None = None,
 ) -> dict[str, Any]:
     """One plan row. ``scope_size / size`` (default ``in_scope_rows / n``) is the scope's
     share of the traffic (of ``sum s`` with sampling weights)."""
@@ -198,8 +235,12 @@ def _scope_row(
     else:
         same = " (the current logging alone never reaches it: it leaves mass unsupported)"
     entry: dict[str, Any] = {
-        "policy": name, "column": column, "segment": label, "rows_in_scope": in_scope_rows,
-        "target_width": tw, "new_rows": m_rows,
+        "policy": name,
+        "column": column,
+        "segment": label,
+        "rows_in_scope": in_scope_rows,
+        "target_width": tw,
+        "new_rows": m_rows,
     }
     if eps is not None:
         width = 2.0 * z * math.sqrt(max(var, 0.0) / m_rows)
@@ -304,19 +345,42 @@ def exploration_plan(
             d_scope, d_out = _unsupported(w, d_row, mask, n, sampling)
             v_sq = _plan_value_sq(ips, *value_bounds[j], unsupported=d_scope + d_out > 0)
             eps, var, best, var0 = _plan_for_scope(
-                w=w, pe=pe, p=data.propensity, r2=r2, in_scope=mask, d_scope=d_scope,
-                d_out=d_out, r2_max=r2_max, v_sq=v_sq, n=n, target_var=target_var,
+                w=w,
+                pe=pe,
+                p=data.propensity,
+                r2=r2,
+                in_scope=mask,
+                d_scope=d_scope,
+                d_out=d_out,
+                r2_max=r2_max,
+                v_sq=v_sq,
+                n=n,
+                target_var=target_var,
                 sampling=sampling,
             )
             rows_in = data.n if mask is None else int(mask.sum())
-            scope_size = (None if sampling is None
-                          else n if mask is None else float(sampling[mask].sum()))
-            rows.append(_scope_row(
-                name, column, label, rows_in, data.n,
-                "all traffic" if mask is None else f"segment {column}={label}",
-                eps=eps, var=var, best=best, var0=var0, tw=target_width, m_rows=new_rows, z=z,
-                scope_size=scope_size, size=None if sampling is None else n,
-            ))
+            scope_size = (
+                None if sampling is None else n if mask is None else float(sampling[mask].sum())
+            )
+            rows.append(
+                _scope_row(
+                    name,
+                    column,
+                    label,
+                    rows_in,
+                    data.n,
+                    "all traffic" if mask is None else f"segment {column}={label}",
+                    eps=eps,
+                    var=var,
+                    best=best,
+                    var0=var0,
+                    tw=target_width,
+                    m_rows=new_rows,
+                    z=z,
+                    scope_size=scope_size,
+                    size=None if sampling is None else n,
+                )
+            )
     return pd.DataFrame(rows, columns=list(PLAN_COLUMNS))
 
 
@@ -363,8 +427,11 @@ def action_plan(data: Inputs, plan: pd.DataFrame) -> pd.DataFrame:
         act = data.action if mask is None else data.action[mask]
         ws = w if mask is None else w[mask]
         rs = data.reward if mask is None else data.reward[mask]
-        ss = None if data.sampling is None else (
-            data.sampling if mask is None else data.sampling[mask])
+        ss = (
+            None
+            if data.sampling is None
+            else (data.sampling if mask is None else data.sampling[mask])
+        )
         size = act.size if ss is None else float(ss.sum())
         logging_share = np.bincount(act, weights=ss, minlength=k) / size
         sws = ws if ss is None else ss * ws
@@ -377,20 +444,41 @@ def action_plan(data: Inputs, plan: pd.DataFrame) -> pd.DataFrame:
         planned = (1.0 - eps) * logging_share + eps * target_mass
         extra = planned - logging_share
         keep = np.flatnonzero(extra > 0)
-        table = pd.DataFrame({
-            "policy": row.policy, "column": row.column, "segment": row.segment,
-            "action": [labels[a] for a in keep], "target_mass": target_mass[keep],
-            "logging_share": logging_share[keep], "planned_share": planned[keep],
-            "extra_share": extra[keep],
-            "variance_share": second[keep] / total if total > 0 else 0.0,
-        })
+        table = pd.DataFrame(
+            {
+                "policy": row.policy,
+                "column": row.column,
+                "segment": row.segment,
+                "action": [labels[a] for a in keep],
+                "target_mass": target_mass[keep],
+                "logging_share": logging_share[keep],
+                "planned_share": planned[keep],
+                "extra_share": extra[keep],
+                "variance_share": second[keep] / total if total > 0 else 0.0,
+            }
+        )
         if unlogged > 0:
-            table = pd.concat([table, pd.DataFrame([{
-                "policy": row.policy, "column": row.column, "segment": row.segment,
-                "action": UNLOGGED_ACTIONS, "target_mass": unlogged, "logging_share": 0.0,
-                "planned_share": eps * unlogged, "extra_share": eps * unlogged,
-                "variance_share": math.nan,
-            }])], ignore_index=True)
+            table = pd.concat(
+                [
+                    table,
+                    pd.DataFrame(
+                        [
+                            {
+                                "policy": row.policy,
+                                "column": row.column,
+                                "segment": row.segment,
+                                "action": UNLOGGED_ACTIONS,
+                                "target_mass": unlogged,
+                                "logging_share": 0.0,
+                                "planned_share": eps * unlogged,
+                                "extra_share": eps * unlogged,
+                                "variance_share": math.nan,
+                            }
+                        ]
+                    ),
+                ],
+                ignore_index=True,
+            )
         out.append(table.sort_values("extra_share", ascending=False, kind="stable"))
     if not out:
         return pd.DataFrame(columns=list(ACTION_PLAN_COLUMNS))

@@ -52,8 +52,17 @@ __all__ = ["Diagnostics"]
 
 #: The table columns the notebook view (``_repr_html_``) shows; ``table()`` has them all.
 _HTML_COLUMNS: Final = (
-    "policy", "ess", "ess_ratio", "mean_weight", "propensity_check", "weight_max", "ci_low",
-    "ci_high", "coverage_share", "verdict", "gaps",
+    "policy",
+    "ess",
+    "ess_ratio",
+    "mean_weight",
+    "propensity_check",
+    "weight_max",
+    "ci_low",
+    "ci_high",
+    "coverage_share",
+    "verdict",
+    "gaps",
 )
 
 
@@ -67,16 +76,21 @@ def _action_lines(actions: pd.DataFrame) -> list[str]:
     for (column, segment), group in actions.groupby(["column", "segment"], sort=False):
         where = "all traffic" if column == "all" else f"{column}={segment}"
         for a in group.head(_PLAN_ACTION_LINES).to_dict("records"):
-            what = "the actions never logged" if a["action"] == UNLOGGED_ACTIONS else (
-                f"action {a['action']}")
+            what = (
+                "the actions never logged"
+                if a["action"] == UNLOGGED_ACTIONS
+                else (f"action {a['action']}")
+            )
             lines.append(
                 f"    on {where}: play {what} on {format_share(a['extra_share'])} more of the "
                 f"traffic (from {format_share(a['logging_share'])} to "
                 f"{format_share(a['planned_share'])})"
             )
         if len(group) > _PLAN_ACTION_LINES:
-            lines.append(f"    ... {len(group) - _PLAN_ACTION_LINES} more actions "
-                         "(Diagnostics.plan_actions())")
+            lines.append(
+                f"    ... {len(group) - _PLAN_ACTION_LINES} more actions "
+                "(Diagnostics.plan_actions())"
+            )
     return lines
 
 
@@ -258,8 +272,7 @@ class Diagnostics(Result):
         counts = self._hist_counts[j]
         octave_counts = np.bincount(np.arange(counts.size) >> MANTISSA_BITS, weights=counts)
         if policy not in self._octave_mass:  # one pass over this policy's weights, on request
-            self._octave_mass[policy] = octave_mass(
-                self._data.weights(j), self._data.sampling)
+            self._octave_mass[policy] = octave_mass(self._data.weights(j), self._data.sampling)
         mass = self._octave_mass[policy]
         total = self._data.total()
         weighted = self._data.sampling is not None
@@ -327,9 +340,11 @@ class Diagnostics(Result):
         k = len(labels)
         cell = seg.codes * k + action_col
         size = seg.size * k
-        if value in ("rows", "ess") or (
-            value == "target_mass" and data.target_distributions is None
-        ) or (value == "logging_mass" and data.logging_distribution is None):
+        if (
+            value in ("rows", "ess")
+            or (value == "target_mass" and data.target_distributions is None)
+            or (value == "logging_mass" and data.logging_distribution is None)
+        ):
             w = data.sampled(data.weights(j))  # s w
             if value == "rows" or value == "logging_mass":
                 table = np.bincount(cell, weights=s, minlength=size).astype(np.float64)
@@ -361,10 +376,14 @@ class Diagnostics(Result):
                     k = csr.shape[1]
                     size = seg.size * k
             rows_of = np.repeat(np.arange(data.n), np.diff(csr.indptr))
-            table = np.bincount(
-                seg.codes[rows_of] * k + col,
-                weights=csr.data if s is None else csr.data * s[rows_of], minlength=size,
-            ) / n
+            table = (
+                np.bincount(
+                    seg.codes[rows_of] * k + col,
+                    weights=csr.data if s is None else csr.data * s[rows_of],
+                    minlength=size,
+                )
+                / n
+            )
         return pd.DataFrame(
             table.reshape(seg.size, k),
             index=pd.Index(seg.labels, name=seg.column),
@@ -466,9 +485,13 @@ class Diagnostics(Result):
             assert interval is not None  # reward_range given: every policy has its interval
             bounds.append((interval.low, interval.high))
         return exploration_plan(
-            self._data, [self._segments[name] for name in self.policies], bounds,
-            reward_range=self.reward_range, confidence_level=self.confidence_level,
-            target_width=tw, new_rows=m_rows,
+            self._data,
+            [self._segments[name] for name in self.policies],
+            bounds,
+            reward_range=self.reward_range,
+            confidence_level=self.confidence_level,
+            target_width=tw,
+            new_rows=m_rows,
         )
 
     def plan_actions(
@@ -595,8 +618,15 @@ class Diagnostics(Result):
         from ope.report import write_report
 
         return write_report(
-            path, evaluation=evaluation, diagnostics=self, certificate=certificate, truth=truth,
-            provenance=provenance, title=title, validation=validation, overwrite=overwrite,
+            path,
+            evaluation=evaluation,
+            diagnostics=self,
+            certificate=certificate,
+            truth=truth,
+            provenance=provenance,
+            title=title,
+            validation=validation,
+            overwrite=overwrite,
         )
 
     # ---- export -----------------------------------------------------------------------------
@@ -653,8 +683,10 @@ class Diagnostics(Result):
     def _title(self) -> str:
         rows = f"{self.n:,} logged rows"
         if self.sampling_weight is not None:
-            rows = (f"{self.n:,} kept rows weighted by `{self.sampling_weight}` (a population "
-                    f"of about {self._data.total():,.6g} rows)")
+            rows = (
+                f"{self.n:,} kept rows weighted by `{self.sampling_weight}` (a population "
+                f"of about {self._data.total():,.6g} rows)"
+            )
         return (
             f"Overlap diagnostics: {rows}, {len(self.policies)} candidate "
             f"polic{'y' if len(self.policies) == 1 else 'ies'}"
@@ -666,8 +698,11 @@ class Diagnostics(Result):
             title=self._title(),
             fields=(
                 ("n", self.n),
-                *((("sampling_weight", self.sampling_weight),)
-                  if self.sampling_weight is not None else ()),
+                *(
+                    (("sampling_weight", self.sampling_weight),)
+                    if self.sampling_weight is not None
+                    else ()
+                ),
                 ("max_weight", self.max_weight),
                 ("reward_range", self.reward_range),
                 ("confidence_level", self.confidence_level),
@@ -692,8 +727,11 @@ class Diagnostics(Result):
             ess_ref = _note_number(notes, r.policy, "low_ess")
             body.append(
                 f"  ESS {format_number(r.ess)} ({format_share(r.ess_ratio)} of "
-                + ("rows" if self.sampling_weight is None else
-                   f"the sampling weights' ESS {format_number(r.ess_reference)}")
+                + (
+                    "rows"
+                    if self.sampling_weight is None
+                    else f"the sampling weights' ESS {format_number(r.ess_reference)}"
+                )
                 + (f", see note [{ess_ref}]" if ess_ref is not None else "")
                 + f"); max weight {format_number(r.weight_max, trim=True)}; mean weight "
                 f"{format_estimate(r.mean_weight, r.mean_weight_se)} +/- "

@@ -143,9 +143,7 @@ class SegmentRow:
         return {k: getattr(self, k) for k in SEGMENT_COLUMNS}
 
 
-SEGMENT_COLUMNS: Final = tuple(
-    f.name for f in fields(SegmentRow) if f.metadata.get("column", True)
-)
+SEGMENT_COLUMNS: Final = tuple(f.name for f in fields(SegmentRow) if f.metadata.get("column", True))
 
 
 # --------------------------------------------------------------------------------------------
@@ -185,8 +183,8 @@ def segment_codes(name: str, values: Any, n: int) -> Segmentation:
     if arr.dtype.kind in "iu":
         lo, hi = (int(arr.min()), int(arr.max())) if n else (0, 0)
         if hi - lo < MAX_CATEGORIES:
-            codes = arr if (lo == 0 and arr.dtype == np.intp) else np.subtract(
-                arr, lo, dtype=np.intp
+            codes = (
+                arr if (lo == 0 and arr.dtype == np.intp) else np.subtract(arr, lo, dtype=np.intp)
             )
             present = np.bincount(codes, minlength=hi - lo + 1) > 0
             labels = [str(lo + k) for k in np.flatnonzero(present)]
@@ -291,9 +289,11 @@ def _cell_moments(
         start, stop = int(ends[c] - counts[c]), int(ends[c])
         acc: CenteredMoments | None = None
         for lo in range(start, stop, SEGMENT_ROWS):
-            idx = order[lo:min(lo + SEGMENT_ROWS, stop)]
+            idx = order[lo : min(lo + SEGMENT_ROWS, stop)]
             part = centered_moments(
-                np.take(reward, idx), np.take(propensity, idx), np.take(target, idx, axis=0),
+                np.take(reward, idx),
+                np.take(propensity, idx),
+                np.take(target, idx, axis=0),
                 max_weight=max_weight,
             )
             acc = part if acc is None else acc.merge(part)
@@ -372,10 +372,26 @@ def segment_rows(
         for g, label in enumerate(seg.labels):
             m = moments[k][g]
             if m is None:
-                rows.append(SegmentRow(
-                    name, seg.column, label, 0, 0.0, 0.0, 0.0, math.nan, 0.0, 0.0,
-                    math.nan, False, "", "", math.inf, seg.context,
-                ))
+                rows.append(
+                    SegmentRow(
+                        name,
+                        seg.column,
+                        label,
+                        0,
+                        0.0,
+                        0.0,
+                        0.0,
+                        math.nan,
+                        0.0,
+                        0.0,
+                        math.nan,
+                        False,
+                        "",
+                        "",
+                        math.inf,
+                        seg.context,
+                    )
+                )
                 continue
             rows_g = m.n
             sw, sw2 = m.weight_sums(j, clipped=False)
@@ -388,7 +404,8 @@ def segment_rows(
             # the kernel's unbiased weight variance, as for the overall row
             se = (
                 math.sqrt(max(0.0, m.weight_mean_var(j, clipped=False)[1]) / rows_g)
-                if rows_g > 1 else math.inf
+                if rows_g > 1
+                else math.inf
             )
             d_sum = None if deficiency is None else float(deficiency[k][g])
             row = SegmentRow(
@@ -458,30 +475,59 @@ def weighted_segment_rows(
         var_g = np.bincount(seg.codes, weights=e * e, minlength=k)
         max_g = np.full(k, -np.inf)
         np.maximum.at(max_g, seg.codes, w)
-        d_g = (None if deficiency is None
-               else np.bincount(seg.codes, weights=s * deficiency, minlength=k))
+        d_g = (
+            None
+            if deficiency is None
+            else np.bincount(seg.codes, weights=s * deficiency, minlength=k)
+        )
         for g, label in enumerate(seg.labels):  # a loop over segments
             rows_g = int(cnt[g])
             if rows_g == 0:
-                rows.append(SegmentRow(
-                    name, seg.column, label, 0, 0.0, 0.0, 0.0, math.nan, 0.0, 0.0,
-                    math.nan, False, "", "", math.inf, seg.context,
-                ))
+                rows.append(
+                    SegmentRow(
+                        name,
+                        seg.column,
+                        label,
+                        0,
+                        0.0,
+                        0.0,
+                        0.0,
+                        math.nan,
+                        0.0,
+                        0.0,
+                        math.nan,
+                        False,
+                        "",
+                        "",
+                        math.inf,
+                        seg.context,
+                    )
+                )
                 continue
-            se = (math.sqrt(float(dev2_g[g]) * rows_g / (rows_g - 1.0)) / float(s_g[g])
-                  if rows_g > 1 else math.inf)
+            se = (
+                math.sqrt(float(dev2_g[g]) * rows_g / (rows_g - 1.0)) / float(s_g[g])
+                if rows_g > 1
+                else math.inf
+            )
             row = SegmentRow(
-                policy=name, column=seg.column, segment=label, rows=rows_g,
+                policy=name,
+                column=seg.column,
+                segment=label,
+                rows=rows_g,
                 row_share=float(s_g[g]) / total,
                 target_mass_share=float(sw_g[g]) / sum_w if sum_w > 0 else 0.0,
                 ess=kish_ess(float(sw_g[g]), float(sw2_g[g])),
-                mean_weight=float(mean_g[g]), weight_max=float(max_g[g]),
+                mean_weight=float(mean_g[g]),
+                weight_max=float(max_g[g]),
                 variance_share=float(var_g[g]) / total_dev2 if total_dev2 > 0 else 0.0,
                 unsupported_share=(
-                    float(d_g[g]) / float(s_g[g]) if (d_g is not None and seg.context)
-                    else math.nan
+                    float(d_g[g]) / float(s_g[g]) if (d_g is not None and seg.context) else math.nan
                 ),
-                gap=False, gap_kind="", reason="", mean_weight_se=se, context=seg.context,
+                gap=False,
+                gap_kind="",
+                reason="",
+                mean_weight_se=se,
+                context=seg.context,
             )
             gap, kind, reason = segment_gap(row)
             rows.append(replace(row, gap=gap, gap_kind=kind, reason=reason))

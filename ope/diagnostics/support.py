@@ -32,9 +32,7 @@ def as_csr(x: Any, name: str, n: int) -> sparse.csr_array:
     return m
 
 
-def deficiency(
-    target: sparse.csr_array, logging: sparse.csr_array, floor: float
-) -> np.ndarray:
+def deficiency(target: sparse.csr_array, logging: sparse.csr_array, floor: float) -> np.ndarray:
     """Per-row candidate mass on actions whose logging probability is <= floor."""
     k = max(target.shape[1], logging.shape[1])
     t = sparse.csr_array(target, shape=(target.shape[0], k)) if target.shape[1] < k else target

@@ -65,7 +65,7 @@ def _factored_candidates(logs: BanditLogs) -> dict[str, dict[str, str]]:
     Returns policy -> {factor: target column}. Columns whose suffix names no logged factor are
     ordinary candidates (a policy name may itself contain ``__``).
     """
-    factors = {c[len("propensity__"):] for c in logs.columns if c.startswith("propensity__")}
+    factors = {c[len("propensity__") :] for c in logs.columns if c.startswith("propensity__")}
     out: dict[str, dict[str, str]] = {}
     if not factors:
         return out
@@ -143,7 +143,9 @@ def _model_predictions(
         dist = distributions[p]
         m = dist.matrix
         new_code = np.searchsorted(catalog, np.asarray(dist.actions)).astype(np.int64)
-        mats.append(sp.csr_array((m.data, new_code[m.indices], m.indptr), shape=(m.shape[0], len(catalog))))
+        mats.append(
+            sp.csr_array((m.data, new_code[m.indices], m.indptr), shape=(m.shape[0], len(catalog)))
+        )
     feats = None
     feat_names: list[str] = []
     if action_features is not None:
@@ -182,16 +184,24 @@ def _name_unfit_features(logs: BanditLogs, columns: Sequence[str], x: np.ndarray
     )
 
 
-def _candidates(logs: BanditLogs, policies: Any, needs_model: bool) -> tuple[Any, dict[str, dict[str, str]]]:
+def _candidates(
+    logs: BanditLogs, policies: Any, needs_model: bool
+) -> tuple[Any, dict[str, dict[str, str]]]:
     """The target propensities of the candidates, and the candidates given by factor.
 
     Returns ``(TargetPropensities, {policy: {factor: target column}})``.
     """
     from ope.policies import TargetPropensities, target_propensities
 
-    factored = _factored_candidates(logs) if policies is None or isinstance(policies, (list, tuple)) else {}
+    factored = (
+        _factored_candidates(logs)
+        if policies is None or isinstance(policies, (list, tuple))
+        else {}
+    )
     if factored:
-        factor_cols = {col[len("target__"):] for cols in factored.values() for col in cols.values()}
+        factor_cols = {
+            col[len("target__") :] for cols in factored.values() for col in cols.values()
+        }
         if policies is None:
             plain = [p for p in logs.target_policies if p not in factor_cols]
             factored_names = list(factored)
@@ -255,7 +265,10 @@ def _row_estimates(
     stats = None
     if sampling_weight is None and any(key in STREAMING_ESTIMATORS for key, _ in resolved):
         stats = MomentStats.from_arrays(
-            reward, propensity, target, names=names,
+            reward,
+            propensity,
+            target,
+            names=names,
             estimators=[e for k, e in resolved if k in STREAMING_ESTIMATORS],
         )
     out: dict[tuple[str, str], Estimate] = {}
@@ -265,10 +278,14 @@ def _row_estimates(
         with_logging = logging_out is not None  # and the logging value
         found = estimate_weighted_many(
             [e for _, e in one_pass] + ([LoggingValue()] if with_logging else []),
-            reward=reward, logging_propensity=propensity,
-            target_propensity=target, sampling_weight=sampling_weight,
-            weight_name=settings.weight_column or "sampling_weight", reward_range=rr,
-            names=names, rewards_checked=True,
+            reward=reward,
+            logging_propensity=propensity,
+            target_propensity=target,
+            sampling_weight=sampling_weight,
+            weight_name=settings.weight_column or "sampling_weight",
+            reward_range=rr,
+            names=names,
+            rewards_checked=True,
         )
         if logging_out is not None:
             logging_out.extend(found.pop())
@@ -313,8 +330,10 @@ def _target_columns(logs: BanditLogs, policies: Any) -> tuple[list[str], list[np
     if policies is None:
         names = list(available)
     elif isinstance(policies, (list, tuple)) and all(isinstance(x, str) for x in policies):
-        names = [x[len("target__"):] if x not in available and x.startswith("target__") else x
-                 for x in policies]
+        names = [
+            x[len("target__") :] if x not in available and x.startswith("target__") else x
+            for x in policies
+        ]
     else:
         return None
     if not names or len(set(names)) != len(names) or any(x not in available for x in names):
@@ -325,19 +344,25 @@ def _target_columns(logs: BanditLogs, policies: Any) -> tuple[list[str], list[np
 
 
 def _logging_estimate(
-    stats: Any, reward: np.ndarray, settings: EvaluationSettings,
+    stats: Any,
+    reward: np.ndarray,
+    settings: EvaluationSettings,
     sampling_weight: np.ndarray | None = None,
 ) -> Estimate:
     """The logging value from the pass's statistics (backed by the rows), or on its own."""
     if stats is None:
         return logging_value(
-            reward, reward_range=settings.reward_range, rewards_checked=True,
+            reward,
+            reward_range=settings.reward_range,
+            rewards_checked=True,
             sampling_weight=sampling_weight,
             weight_name=settings.weight_column or "sampling_weight",
         )
     (base,) = stats.with_rows(
         [stats.logging_estimate(reward_range=settings.reward_range)],
-        reward=reward, logging_propensity=None, target_propensity=None,
+        reward=reward,
+        logging_propensity=None,
+        target_propensity=None,
         reward_range=settings.reward_range,
     )
     return base
@@ -365,9 +390,11 @@ def evaluate_eager(logs: BanditLogs, plan: Any, provenance: Provenance) -> Evalu
         interval_values = _shared_bootstrap_intervals(run, resolved, settings)
     notes = logs.report.dropped_notes()
     if run.sampling_weight is not None:
-        notes.append(sampling_weight_note(
-            settings.weight_column or "", float(np.sum(run.sampling_weight)), logs.n
-        ))
+        notes.append(
+            sampling_weight_note(
+                settings.weight_column or "", float(np.sum(run.sampling_weight)), logs.n
+            )
+        )
     notes += run.model_notes
     source = propensity_info(logs)
     estimated = estimated_propensity_note(logs)
@@ -375,8 +402,7 @@ def evaluate_eager(logs: BanditLogs, plan: Any, provenance: Provenance) -> Evalu
         notes.append(estimated)
     if run.rows_ignored:
         notes.append(
-            f"{run.rows_ignored:,} policy-table rows for events dropped from the logs were "
-            "ignored"
+            f"{run.rows_ignored:,} policy-table rows for events dropped from the logs were ignored"
         )
     notes += segment_notes
     return Evaluation(
@@ -468,21 +494,38 @@ def _eager_run(
         )
     logging_out: list[Estimate] = []
     estimates, stats = _row_estimates(
-        resolved, settings, reward, propensity, target, names, q_logged, q_target, weight,
+        resolved,
+        settings,
+        reward,
+        propensity,
+        target,
+        names,
+        q_logged,
+        q_target,
+        weight,
         logging_out=logging_out,
     )
     for name, changed in factored.items():  # loop over factored candidates
         p_c, t_c = _factored_arrays(logs, changed)
-        estimates.update(_row_estimates(
-            resolved, settings, reward, p_c, t_c[:, None], [name], sampling_weight=weight
-        )[0])
-    base = (logging_out[0] if logging_out
-            else _logging_estimate(stats, reward, settings, weight))
+        estimates.update(
+            _row_estimates(
+                resolved, settings, reward, p_c, t_c[:, None], [name], sampling_weight=weight
+            )[0]
+        )
+    base = logging_out[0] if logging_out else _logging_estimate(stats, reward, settings, weight)
     return _EagerRun(
-        names=list(names), target=target, factored=factored, rows_ignored=rows_ignored,
-        reward=reward, propensity=propensity, sampling_weight=weight, estimates=estimates,
-        logging=base, stats=stats,
-        model_columns=model_columns, model_notes=model_notes,
+        names=list(names),
+        target=target,
+        factored=factored,
+        rows_ignored=rows_ignored,
+        reward=reward,
+        propensity=propensity,
+        sampling_weight=weight,
+        estimates=estimates,
+        logging=base,
+        stats=stats,
+        model_columns=model_columns,
+        model_notes=model_notes,
         distributions=tp.distributions if needs_model else None,
     )
 
@@ -509,7 +552,9 @@ def _shared_bootstrap_intervals(
         for k, e in resolved
         if not isinstance(e, WeightingEstimator) and k != "dm"
     }
-    sources.update({(p, k): run.estimates[(p, k)].source for p in run.factored for k, _ in weighting})
+    sources.update(
+        {(p, k): run.estimates[(p, k)].source for p in run.factored for k, _ in weighting}
+    )
     shared = shared_bootstrap(
         run.reward,
         run.propensity if weighting and run.names else None,
@@ -603,61 +648,102 @@ def _segment_estimates(
         elif weighting and run.names:  # one grouped pass of the weighted statistics
             assert run.sampling_weight is not None
             wgroups, _ = grouped_weighted_moments(
-                run.reward, run.propensity, run.target, run.sampling_weight, seg.codes,
-                seg.size, max_weight=mw,
+                run.reward,
+                run.propensity,
+                run.target,
+                run.sampling_weight,
+                seg.codes,
+                seg.size,
+                max_weight=mw,
             )
         for g, label in enumerate(seg.labels):  # loop over segments, not rows
             if counts[g] < MIN_ROWS:
                 skipped.append(f"{col}={label} ({int(counts[g])} row)")
                 continue
-            idx = order[bounds[g]:bounds[g + 1]]
+            idx = order[bounds[g] : bounds[g + 1]]
             r_g, p_g = run.reward[idx], run.propensity[idx]
             found: dict[tuple[str, str], Estimate] = {}
             s_g = None if run.sampling_weight is None else run.sampling_weight[idx]
             if wgroups is not None and s_g is not None:
-                t_g = ([c[idx] for c in run.target] if isinstance(run.target, (list, tuple))
-                       else run.target[idx])
+                t_g = (
+                    [c[idx] for c in run.target]
+                    if isinstance(run.target, (list, tuple))
+                    else run.target[idx]
+                )
                 wm_g = wgroups[g]
                 assert wm_g is not None
-                for (key, _), results in zip(weighting, weighted_estimates(
-                    [e for _, e in weighting], wm_g, reward=r_g, logging_propensity=p_g,
-                    target=t_g, sampling_weight=s_g, labels=run.names, reward_range=rr,
-                    weight_name=settings.weight_column or "sampling_weight",
-                )):
+                for (key, _), results in zip(
+                    weighting,
+                    weighted_estimates(
+                        [e for _, e in weighting],
+                        wm_g,
+                        reward=r_g,
+                        logging_propensity=p_g,
+                        target=t_g,
+                        sampling_weight=s_g,
+                        labels=run.names,
+                        reward_range=rr,
+                        weight_name=settings.weight_column or "sampling_weight",
+                    ),
+                ):
                     found.update({(p, key): res for p, res in zip(run.names, results)})
             if groups is not None:
-                t_g = ([c[idx] for c in run.target] if isinstance(run.target, (list, tuple))
-                       else run.target[idx])
+                t_g = (
+                    [c[idx] for c in run.target]
+                    if isinstance(run.target, (list, tuple))
+                    else run.target[idx]
+                )
                 centered = groups[g]
                 assert centered is not None  # the segment has rows
                 stats = MomentStats(
-                    n=int(counts[g]), min_r=float(r_g.min()), max_r=float(r_g.max()),
-                    centered=centered, max_weight=mw, names=tuple(run.names),
+                    n=int(counts[g]),
+                    min_r=float(r_g.min()),
+                    max_r=float(r_g.max()),
+                    centered=centered,
+                    max_weight=mw,
+                    names=tuple(run.names),
                 )
                 for key, est in weighting:  # loop over estimators
                     results = stats.with_rows(
                         stats.estimates(est, reward_range=rr, confidence_level=level),
-                        reward=r_g, logging_propensity=p_g, target_propensity=t_g,
+                        reward=r_g,
+                        logging_propensity=p_g,
+                        target_propensity=t_g,
                         reward_range=rr,
                     )
                     found.update({(p, key): res for p, res in zip(run.names, results)})
             for name, changed in run.factored.items():  # loop over factored candidates
                 p_c, t_c = _factored_arrays(logs, changed)
-                found.update(_row_estimates(
-                    weighting, settings, r_g, p_c[idx], t_c[idx, None], [name],
-                    sampling_weight=s_g,
-                )[0])
+                found.update(
+                    _row_estimates(
+                        weighting,
+                        settings,
+                        r_g,
+                        p_c[idx],
+                        t_c[idx, None],
+                        [name],
+                        sampling_weight=s_g,
+                    )[0]
+                )
             if modelled:
                 sub = logs.table.take(_row_positions(idx))
                 part = (BanditLogs.from_validated if logs.targets_validated() else BanditLogs)(
-                    sub, logs.report, dropped_event_ids=logs.dropped_event_ids,
+                    sub,
+                    logs.report,
+                    dropped_event_ids=logs.dropped_event_ids,
                     unit_roundoff=logs.unit_roundoff,
                 )
                 part.action_features = logs.action_features
-                found.update(_eager_run(
-                    part, policies, modelled, settings, model,
-                    candidates=_candidate_rows(run, idx),
-                ).estimates)
+                found.update(
+                    _eager_run(
+                        part,
+                        policies,
+                        modelled,
+                        settings,
+                        model,
+                        candidates=_candidate_rows(run, idx),
+                    ).estimates
+                )
             for p in [*run.names, *run.factored]:  # loop over policies
                 for key in order_keys:
                     out[(col, label, p, key)] = found[(p, key)]
@@ -739,7 +825,10 @@ def evaluate_scan(scan: Any, plan: Any) -> Evaluation:
         raise EstimationError(f"the scan of {scan.source} yielded no rows.")
     estimated = estimated_propensity_note(scan)
     return Evaluation.from_statistics(
-        stats, plan.resolved, settings, report=scan.report,
+        stats,
+        plan.resolved,
+        settings,
+        report=scan.report,
         notes=[estimated] if estimated else [],
         propensity_source=propensity_info(scan)["propensity_source"],
     )

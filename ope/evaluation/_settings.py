@@ -180,8 +180,15 @@ class EvaluationSettings:
 
     @classmethod
     def checked(
-        cls, *, ci: Any, confidence_level: Any, reward_range: Any, weight_bound: Any = None,
-        n_resamples: Any = None, rng: Any = None, ci_fallback: Any = None,
+        cls,
+        *,
+        ci: Any,
+        confidence_level: Any,
+        reward_range: Any,
+        weight_bound: Any = None,
+        n_resamples: Any = None,
+        rng: Any = None,
+        ci_fallback: Any = None,
     ) -> EvaluationSettings:
         """Validate the arguments of ``evaluate`` that every entry point shares, once.
 
@@ -213,9 +220,9 @@ class EvaluationSettings:
             reward_range=check_reward_range(reward_range),
             weight_bound=check_weight_bound(weight_bound),
             ci_options=options,
-            ci_fallback=None if ci_fallback is None else check_choice(
-                ci_fallback, "ci_fallback", CI_FALLBACKS
-            ),
+            ci_fallback=None
+            if ci_fallback is None
+            else check_choice(ci_fallback, "ci_fallback", CI_FALLBACKS),
         )
 
 

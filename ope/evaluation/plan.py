@@ -142,8 +142,12 @@ class EvaluationPlan:
         # seed, or the caller's Generator
         rand: int | np.random.Generator = seed if seed is not None else generator
         settings = EvaluationSettings.checked(
-            ci=ci, confidence_level=confidence_level, reward_range=reward_range,
-            weight_bound=weight_bound, n_resamples=n_resamples, rng=rand,
+            ci=ci,
+            confidence_level=confidence_level,
+            reward_range=reward_range,
+            weight_bound=weight_bound,
+            n_resamples=n_resamples,
+            rng=rand,
             ci_fallback=ci_fallback,
         )
         resolved = resolve_estimators(
@@ -151,16 +155,29 @@ class EvaluationPlan:
         )
         check_bounds(resolved, settings)
         given = {
-            "policies": policies if policies is None or isinstance(policies, (str, list, tuple))
+            "policies": policies
+            if policies is None or isinstance(policies, (str, list, tuple))
             else type(policies).__name__,
-            "estimators": [getattr(e, "name", e) if not isinstance(e, str) else e
-                           for e in ((estimators,) if isinstance(estimators, str)
-                                     or callable(getattr(estimators, "estimate", None))
-                                     else estimators)],
-            "ci": ci, "confidence_level": confidence_level, "reward_range": reward_range,
-            "max_weight": max_weight, "weight_bound": weight_bound, "tau": tau,
-            "shrinkage": shrinkage, "context_columns": context_columns,
-            "n_resamples": n_resamples, "by": by, "ci_fallback": ci_fallback,
+            "estimators": [
+                getattr(e, "name", e) if not isinstance(e, str) else e
+                for e in (
+                    (estimators,)
+                    if isinstance(estimators, str)
+                    or callable(getattr(estimators, "estimate", None))
+                    else estimators
+                )
+            ],
+            "ci": ci,
+            "confidence_level": confidence_level,
+            "reward_range": reward_range,
+            "max_weight": max_weight,
+            "weight_bound": weight_bound,
+            "tau": tau,
+            "shrinkage": shrinkage,
+            "context_columns": context_columns,
+            "n_resamples": n_resamples,
+            "by": by,
+            "ci_fallback": ci_fallback,
             "weight_column": weight_column,
         }
         return cls(
@@ -168,8 +185,12 @@ class EvaluationPlan:
             settings=settings,
             policies=policies,
             by=by,
-            model={"reward_model": reward_model, "context_columns": context_columns,
-                   "action_features": action_features, "rng": rand},
+            model={
+                "reward_model": reward_model,
+                "context_columns": context_columns,
+                "action_features": action_features,
+                "rng": rand,
+            },
             weight_column=weight_column,
             seed=seed,
             options={k: v for k, v in given.items() if v is not None},
@@ -202,8 +223,11 @@ class EvaluationPlan:
         obstacles: list[tuple[str, str]] = []
         for key, _ in self.estimators:  # loop over estimators
             if key not in STREAMING_ESTIMATORS:
-                why = ("needs a reward model fitted on every row" if key in MODEL_ESTIMATORS
-                       else "needs every row")
+                why = (
+                    "needs a reward model fitted on every row"
+                    if key in MODEL_ESTIMATORS
+                    else "needs every row"
+                )
                 obstacles.append(("estimators", f"{key} {why}"))
         if self.policies is not None and not isinstance(self.policies, (list, tuple, Mapping)):
             obstacles.append(("policies", "a long-format policy table is joined on every event"))
@@ -249,8 +273,9 @@ class EvaluationPlan:
         options = dict(self.options)
         options.pop("policies", None)
         if policies is not None:
-            options["policies"] = (policies if isinstance(policies, (str, list, tuple))
-                                   else type(policies).__name__)
+            options["policies"] = (
+                policies if isinstance(policies, (str, list, tuple)) else type(policies).__name__
+            )
         return dataclasses.replace(self, policies=policies, options=options)
 
     def run(self, logs: Any) -> Evaluation:
@@ -276,8 +301,14 @@ class EvaluationPlan:
             warnings.warn(message, category, stacklevel=3)
         return evaluation
 
-    def diagnose(self, logs: Any, *, target_width: float | None = None,
-                 new_rows: int | None = None, statistics: Any = None) -> Any:
+    def diagnose(
+        self,
+        logs: Any,
+        *,
+        target_width: float | None = None,
+        new_rows: int | None = None,
+        statistics: Any = None,
+    ) -> Any:
         """The overlap diagnostics (:func:`ope.diagnose`) of the plan's candidates on
         ``logs``, with its clip level (read from its clipped estimator), reward range,
         confidence level, segments and sampling weights; ``statistics`` of an evaluation under
@@ -286,11 +317,15 @@ class EvaluationPlan:
 
         clipped = self.clipped
         return diagnose(
-            logs, self.policies, by=self.by,
+            logs,
+            self.policies,
+            by=self.by,
             max_weight=None if clipped is None else clipped.max_weight,
             reward_range=self.settings.reward_range,
             confidence_level=self.settings.confidence_level,
-            target_width=target_width, new_rows=new_rows, statistics=statistics,
+            target_width=target_width,
+            new_rows=new_rows,
+            statistics=statistics,
             weight_column=self.weight_column,
         )
 
@@ -419,10 +454,22 @@ def evaluate(
     [{'policy': 'always_1', 'estimator': 'ips', 'value': 0.5}, {'policy': 'always_1', 'estimator': 'snips', 'value': 0.5}]
     """
     plan = EvaluationPlan.build(
-        policies, estimators=estimators, ci=ci, confidence_level=confidence_level,
-        reward_range=reward_range, max_weight=max_weight, weight_bound=weight_bound, tau=tau,
-        shrinkage=shrinkage, reward_model=reward_model, context_columns=context_columns,
-        n_resamples=n_resamples, rng=rng, action_features=action_features, by=by,
-        ci_fallback=ci_fallback, weight_column=weight_column,
+        policies,
+        estimators=estimators,
+        ci=ci,
+        confidence_level=confidence_level,
+        reward_range=reward_range,
+        max_weight=max_weight,
+        weight_bound=weight_bound,
+        tau=tau,
+        shrinkage=shrinkage,
+        reward_model=reward_model,
+        context_columns=context_columns,
+        n_resamples=n_resamples,
+        rng=rng,
+        action_features=action_features,
+        by=by,
+        ci_fallback=ci_fallback,
+        weight_column=weight_column,
     )
     return plan.run(logs)

@@ -196,12 +196,16 @@ class Evaluation(Result):
         """
         rr, level = settings.reward_range, settings.confidence_level
         unweighted = stats.weighted is None or stats.weighted.unit
-        weighted = [] if unweighted else [
-            sampling_weight_note(stats.weight_name, stats.weighted.sum_weights(), stats.n)
-        ]
+        weighted = (
+            []
+            if unweighted
+            else [sampling_weight_note(stats.weight_name, stats.weighted.sum_weights(), stats.n)]
+        )
         estimates: dict[tuple[str, str], Estimate] = {}
         for key, est in resolved:  # loop over estimators
-            for name, res in zip(stats.names, stats.estimates(est, reward_range=rr, confidence_level=level)):
+            for name, res in zip(
+                stats.names, stats.estimates(est, reward_range=rr, confidence_level=level)
+            ):
                 estimates[(name, key)] = res
         return cls(
             estimates=estimates,
@@ -232,11 +236,18 @@ class Evaluation(Result):
     def __post_init__(self) -> None:
         object.__setattr__(self, "by", tuple(self.by))
         fell_back = self.fallback_estimators
-        fallback_notes = [] if not fell_back else [
-            f"ci={self.ci_method!r} does not apply to {', '.join(fell_back)}: "
-            + (f"its interval is {self.ci_fallback}" if len(fell_back) == 1
-               else f"their intervals are {self.ci_fallback}")
-        ]
+        fallback_notes = (
+            []
+            if not fell_back
+            else [
+                f"ci={self.ci_method!r} does not apply to {', '.join(fell_back)}: "
+                + (
+                    f"its interval is {self.ci_fallback}"
+                    if len(fell_back) == 1
+                    else f"their intervals are {self.ci_fallback}"
+                )
+            ]
+        )
         notes = tuple(self.notes)
         object.__setattr__(self, "notes", (*notes, *(n for n in fallback_notes if n not in notes)))
         # every interval once, at construction: a method that does not apply fails here, and
@@ -261,9 +272,13 @@ class Evaluation(Result):
         if self.ci_fallback is None:
             return []
         return [
-            e for e in self.estimators
-            if any(self._method_of(est) != self.ci_method
-                   for (_, key), est in self.estimates.items() if key == e)
+            e
+            for e in self.estimators
+            if any(
+                self._method_of(est) != self.ci_method
+                for (_, key), est in self.estimates.items()
+                if key == e
+            )
         ]
 
     @property
@@ -280,8 +295,10 @@ class Evaluation(Result):
         if self.ci_fallback is None or self.ci_method in CI_FALLBACKS:
             return self.ci_method
         source = est.source
-        return self.ci_method if source is not None and self.ci_method in source.methods else (
-            self.ci_fallback
+        return (
+            self.ci_method
+            if source is not None and self.ci_method in source.methods
+            else (self.ci_fallback)
         )
 
     def _compute_interval(self, est: Estimate) -> tuple[float, float]:
@@ -376,8 +393,10 @@ class Evaluation(Result):
         for (p, e), est in self.estimates.items():
             for note in est.notes:
                 grouped.setdefault((p, note), []).append(e)
-        return (*self.notes, *(f"{p} ({', '.join(es)}): {note}" for (p, note), es in grouped.items()))
-
+        return (
+            *self.notes,
+            *(f"{p} ({', '.join(es)}): {note}" for (p, note), es in grouped.items()),
+        )
 
     def compare(
         self,
@@ -398,8 +417,11 @@ class Evaluation(Result):
             )
         policy = check_choice(policy, "policy", self.policies)
         baseline = check_choice(baseline, "baseline", ["logging", *self.policies])
-        estimator = (self.estimators[0] if estimator is None
-                     else check_choice(estimator, "estimator", self.estimators))
+        estimator = (
+            self.estimators[0]
+            if estimator is None
+            else check_choice(estimator, "estimator", self.estimators)
+        )
         a = self[(policy, estimator)]
         b = self.logging if baseline == "logging" else self[(baseline, estimator)]
         return compare(a, b, confidence_level=self.confidence_level, ci=ci)
@@ -424,9 +446,11 @@ class Evaluation(Result):
                 if (p, e) in from_moments:
                     value, se = from_moments[(p, e)]
                     n = self.logging.n
-                    asymptotic = (normal_interval(value, se, confidence_level=self.confidence_level)
-                                  if method == "normal" else
-                                  t_interval(value, se, n, confidence_level=self.confidence_level))
+                    asymptotic = (
+                        normal_interval(value, se, confidence_level=self.confidence_level)
+                        if method == "normal"
+                        else t_interval(value, se, n, confidence_level=self.confidence_level)
+                    )
                     low, high = float(asymptotic.low), float(asymptotic.high)
                 else:
                     d = self.compare(p, "logging", estimator=e, ci=method)
@@ -476,16 +500,28 @@ class Evaluation(Result):
         if provenance is None and self.provenance is not None:
             provenance = self.provenance.to_dict()
         return write_report(
-            path, evaluation=self, diagnostics=diagnostics, certificate=certificate,
-            truth=truth, provenance=provenance, title=title, overwrite=overwrite,
+            path,
+            evaluation=self,
+            diagnostics=diagnostics,
+            certificate=certificate,
+            truth=truth,
+            provenance=provenance,
+            title=title,
+            overwrite=overwrite,
         )
 
     def _estimator_of(self, key: str) -> Any:
         """The estimator object behind the estimates of ``key`` (the name when none keeps it)."""
         from ope.estimators import EstimatorRows
 
-        return next((est.source.estimator for (_, k), est in self.estimates.items()
-                     if k == key and isinstance(est.source, EstimatorRows)), key)
+        return next(
+            (
+                est.source.estimator
+                for (_, k), est in self.estimates.items()
+                if k == key and isinstance(est.source, EstimatorRows)
+            ),
+            key,
+        )
 
     def _paired_from_moments(self, method: str) -> dict[tuple[str, str], tuple[float, float]]:
         """(policy, estimator) -> (difference, paired standard error) from the statistics."""
@@ -570,25 +606,46 @@ class Evaluation(Result):
             logging += f" ({self.logging_ci_method})"
         rejected = self.report.rows_rejected
         fields: list[tuple[str, Any]] = [
-            ("logging policy (mean logged reward)" if self.weight_column is None
-             else "logging policy (weighted mean reward)", logging),
-            ("rows", f"{self.logging.n:,} used" + (
-                f", {rejected:,} of {self.report.rows_read:,} rejected and dropped"
-                if rejected else "")),
+            (
+                "logging policy (mean logged reward)"
+                if self.weight_column is None
+                else "logging policy (weighted mean reward)",
+                logging,
+            ),
+            (
+                "rows",
+                f"{self.logging.n:,} used"
+                + (
+                    f", {rejected:,} of {self.report.rows_read:,} rejected and dropped"
+                    if rejected
+                    else ""
+                ),
+            ),
             ("propensities", self.propensity_source),
         ]
         if self.weight_column is not None:
-            fields.append(("sampling weights", f"column `{self.weight_column}` "
-                           "(Horvitz-Thompson weighted estimates)"))
+            fields.append(
+                (
+                    "sampling weights",
+                    f"column `{self.weight_column}` (Horvitz-Thompson weighted estimates)",
+                )
+            )
         if self.model_columns is not None:
             fields += [
                 ("reward model context columns", _column_list(self.model_columns["context"])),
-                ("reward model action features",
-                 _column_list(self.model_columns["action_features"])),
+                (
+                    "reward model action features",
+                    _column_list(self.model_columns["action_features"]),
+                ),
             ]
         if self.by:
-            fields.append(("segments", f"{len(self.segment_estimates):,} estimates by "
-                           f"{', '.join(self.by)} (table(by='segment'))"))
+            fields.append(
+                (
+                    "segments",
+                    f"{len(self.segment_estimates):,} estimates by "
+                    f"{', '.join(self.by)} (table(by='segment'))",
+                )
+            )
         return ResultParts(
             title=self._title(),
             fields=tuple(fields),
@@ -617,13 +674,29 @@ class Evaluation(Result):
         t = self.table(by="segment")
         if t.empty:
             return ""
-        shown = t[["column", "segment", "policy", "estimator", "value", "std_error", "ci_low",
-                   "ci_high", "n", "ess_ratio"]]
-        return render_text(ResultParts(
-            title=(f"per-segment estimates by {', '.join(self.by)}: {self.ci_method} intervals "
-                   f"at {self.confidence_level:.0%}, each on the segment's rows alone"),
-            table=shown,
-        ))
+        shown = t[
+            [
+                "column",
+                "segment",
+                "policy",
+                "estimator",
+                "value",
+                "std_error",
+                "ci_low",
+                "ci_high",
+                "n",
+                "ess_ratio",
+            ]
+        ]
+        return render_text(
+            ResultParts(
+                title=(
+                    f"per-segment estimates by {', '.join(self.by)}: {self.ci_method} intervals "
+                    f"at {self.confidence_level:.0%}, each on the segment's rows alone"
+                ),
+                table=shown,
+            )
+        )
 
     def __repr__(self) -> str:
         return (

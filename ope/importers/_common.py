@@ -39,8 +39,9 @@ _CHUNK_NAME: Final = "<Table>"
 
 #: Reasons that exclude a row by the source's own rule rather than mark it invalid: they are
 #: counted in the report but never make ``on_invalid="raise"`` raise.
-EXCLUDED_REASONS: Final = frozenset({"dsjson_skip_learn", "dsjson_not_object", "dsjson_no_actions",
-                                      "dsjson_unlabeled"})
+EXCLUDED_REASONS: Final = frozenset(
+    {"dsjson_skip_learn", "dsjson_not_object", "dsjson_no_actions", "dsjson_unlabeled"}
+)
 
 
 def reason_text(reason: str) -> str:
@@ -112,17 +113,21 @@ class ChunkValidator:
                     text = str(exc)
                     if not text.startswith(_CHUNK_NAME):
                         raise
-                    raise SchemaError(f"{self.source} (its columns as imported under ope's "
-                                      f"names){text[len(_CHUNK_NAME):]}") from None
+                    raise SchemaError(
+                        f"{self.source} (its columns as imported under ope's "
+                        f"names){text[len(_CHUNK_NAME) :]}"
+                    ) from None
             for reason, count in sub.rejected.items():
                 counts[reason] = counts.get(reason, 0) + count
                 mapped = tuple(int(lines[r]) for r in sub.examples.get(reason, ()))
                 examples[reason] = tuple(sorted(examples.get(reason, ()) + mapped))[:EXAMPLE_ROWS]
             if repeats.size:  # ids of earlier chunks: rejected as read_logs rejects repeats
                 counts["event_id_duplicate"] = counts.get("event_id_duplicate", 0) + repeats.size
-                examples["event_id_duplicate"] = tuple(sorted(
-                    examples.get("event_id_duplicate", ()) + _examples(np.sort(lines[repeats]))
-                ))[:EXAMPLE_ROWS]
+                examples["event_id_duplicate"] = tuple(
+                    sorted(
+                        examples.get("event_id_duplicate", ()) + _examples(np.sort(lines[repeats]))
+                    )
+                )[:EXAMPLE_ROWS]
                 ids = table.column("event_id").take(pa.array(repeats))
                 hit = pc.is_in(used.column("event_id"), value_set=ids.combine_chunks())
                 if pc.any(hit).as_py():
@@ -131,7 +136,11 @@ class ChunkValidator:
             if LINE_COLUMN in used.column_names:
                 used = used.drop_columns([LINE_COLUMN])
         part = ValidationReport(
-            self.source, n_source, used.num_rows, counts, examples,
+            self.source,
+            n_source,
+            used.num_rows,
+            counts,
+            examples,
             dropped=bool(counts) and self.on_invalid == "drop",
         )
         self.report = self.report.merge(part)
@@ -188,12 +197,17 @@ class ChunkValidator:
         if r.rows_used == 0:
             raise r.no_rows_error()
         table = pa.concat_tables([t for t in tables if t.num_rows] or list(tables[:1]))
-        table = table.replace_schema_metadata({**(table.schema.metadata or {}), **_encode(metadata),
-                                               **_encode(self.source_metadata)})
-        dropped = pa.concat_arrays([d.cast(table.column("event_id").type) for d in self._dropped]) \
-            if self._dropped and "event_id" in table.column_names else None
-        return BanditLogs.from_validated(table, r, dropped_event_ids=dropped,
-                                         unit_roundoff=self.unit_roundoff)
+        table = table.replace_schema_metadata(
+            {**(table.schema.metadata or {}), **_encode(metadata), **_encode(self.source_metadata)}
+        )
+        dropped = (
+            pa.concat_arrays([d.cast(table.column("event_id").type) for d in self._dropped])
+            if self._dropped and "event_id" in table.column_names
+            else None
+        )
+        return BanditLogs.from_validated(
+            table, r, dropped_event_ids=dropped, unit_roundoff=self.unit_roundoff
+        )
 
 
 def _encode(metadata: Mapping[str, Any]) -> dict[bytes, bytes]:

@@ -170,19 +170,21 @@ MAX_LINE_BYTES: Final[int] = 32 * 1024 * 1024
 #: ``candidates`` (and ``logging_distribution`` when its first row has a usable ``a``/``p``);
 #: a CCB file has ``slate_id`` and ``position`` instead; ``features_json`` only with
 #: ``features=True``. ``timestamp`` is null where a line has none.
-DSJSON_SCHEMA: Final[pa.Schema] = pa.schema([
-    ("event_id", pa.string()),
-    ("timestamp", pa.string()),
-    ("action", pa.int64()),
-    ("propensity", pa.float64()),
-    ("reward", pa.float64()),
-    ("weight", pa.float64()),
-    ("candidates", pa.list_(pa.int64())),
-    ("logging_distribution", pa.list_(pa.float64())),
-    ("slate_id", pa.string()),
-    ("position", pa.int64()),
-    ("features_json", pa.string()),
-])
+DSJSON_SCHEMA: Final[pa.Schema] = pa.schema(
+    [
+        ("event_id", pa.string()),
+        ("timestamp", pa.string()),
+        ("action", pa.int64()),
+        ("propensity", pa.float64()),
+        ("reward", pa.float64()),
+        ("weight", pa.float64()),
+        ("candidates", pa.list_(pa.int64())),
+        ("logging_distribution", pa.list_(pa.float64())),
+        ("slate_id", pa.string()),
+        ("position", pa.int64()),
+        ("features_json", pa.string()),
+    ]
+)
 
 _KIND_COLUMNS: Final = {
     "cb": ("candidates", "logging_distribution"),
@@ -304,8 +306,18 @@ _DECODE = msgspec.json.Decoder(_Line).decode
 _FAST = msgspec.json.Decoder(_FastLine).decode
 
 #: The CB fields the columnar path reads, in this order.
-_CB_NAMES: Final = ("event_id", "timestamp", "cost", "prob", "index", "a", "p", "pdrop", "skip",
-                    "c")
+_CB_NAMES: Final = (
+    "event_id",
+    "timestamp",
+    "cost",
+    "prob",
+    "index",
+    "a",
+    "p",
+    "pdrop",
+    "skip",
+    "c",
+)
 _CB_GET: Final = attrgetter(*_CB_NAMES)
 _CB_FIELDS: Final = tuple(attrgetter(f) for f in _CB_NAMES)
 _MULTI: Final = attrgetter("multi")
@@ -325,8 +337,10 @@ def _kind_error(kind: str, name: str, line: int) -> DataFileError:
         "json": "this is Vowpal Wabbit's plain JSON example format (`--json`: `_label`/`_multi` "
         "at the top level, no `c`), not DSJSON (`--dsjson`)",
     }[kind]
-    return DataFileError(f"{what} (line {line} of {name}, the first event, sets the file's kind). "
-                         "ope imports CB and CCB DSJSON.")
+    return DataFileError(
+        f"{what} (line {line} of {name}, the first event, sets the file's kind). "
+        "ope imports CB and CCB DSJSON."
+    )
 
 
 def _line_kind(obj: _Line) -> str:
@@ -350,12 +364,12 @@ def _line_kind(obj: _Line) -> str:
 class _Block:
     """Whole lines from line ``start`` on: a list, or (the fast path) their bytes joined."""
 
-    start: int                  # line number of the first line
-    lines: Sequence[bytes | None] | None = None   # None entries: a line over the size limit
-    data: bytes | None = None   # when ``lines`` is None: the lines joined by b"\n"
-    path: str | None = None     # when ``data`` is None too: ``nbytes`` bytes of this plain
-    offset: int = 0             # file from ``offset`` (a worker reads them itself: no copy
-    nbytes: int = 0             # through the pipe); 0 for ``lines``
+    start: int  # line number of the first line
+    lines: Sequence[bytes | None] | None = None  # None entries: a line over the size limit
+    data: bytes | None = None  # when ``lines`` is None: the lines joined by b"\n"
+    path: str | None = None  # when ``data`` is None too: ``nbytes`` bytes of this plain
+    offset: int = 0  # file from ``offset`` (a worker reads them itself: no copy
+    nbytes: int = 0  # through the pipe); 0 for ``lines``
 
     def split(self) -> Sequence[bytes | None]:
         if self.lines is not None:
@@ -367,8 +381,10 @@ class _Block:
                 fh.seek(self.offset)
                 data = fh.read(self.nbytes)
             if len(data) != self.nbytes:
-                raise DataFileError(f"{self.path} changed while it was being read (line "
-                                    f"{self.start}); import it again once it is complete")
+                raise DataFileError(
+                    f"{self.path} changed while it was being read (line "
+                    f"{self.start}); import it again once it is complete"
+                )
         return data.split(b"\n")
 
 
@@ -376,8 +392,13 @@ def _count_lines(data: bytes, end: int) -> int:
     """Lines in ``data[:end]`` (newlines + 1), counted with numpy (3x faster than
     bytes.count) in pieces of :data:`_COUNT_PIECE` bytes (no block-sized temporary to page in)."""
     view = np.frombuffer(data, dtype=np.uint8, count=end)
-    return sum(int(np.count_nonzero(view[i:i + _COUNT_PIECE] == _NEWLINE))
-               for i in range(0, end, _COUNT_PIECE)) + 1
+    return (
+        sum(
+            int(np.count_nonzero(view[i : i + _COUNT_PIECE] == _NEWLINE))
+            for i in range(0, end, _COUNT_PIECE)
+        )
+        + 1
+    )
 
 
 _COUNT_PIECE: Final = 1 << 16
@@ -397,18 +418,22 @@ def _open(path: str | os.PathLike[str]) -> tuple[IO[bytes], int | None, str, str
                 magic = fh.read(2)
             if magic[:2] == b"\x1f\x8b":
                 return cast(IO[bytes], gzip.open(found.path, "rb")), None, name, None
-            return open(found.path, "rb"), os.path.getsize(found.path), name, \
-                str(found.path)  # noqa: SIM115
+            return open(found.path, "rb"), os.path.getsize(found.path), name, str(found.path)  # noqa: SIM115
         except OSError as exc:
-            raise DataFileError(f"cannot read DSJSON file {found.path}: "
-                                f"{exc.strerror or exc}") from None
+            raise DataFileError(
+                f"cannot read DSJSON file {found.path}: {exc.strerror or exc}"
+            ) from None
     fs = found.filesystem
     try:
         with fs.open_input_stream(found.path) as fh:
             magic = bytes(fh.read(2))
         compression = "gzip" if magic[:2] == b"\x1f\x8b" else None
-        return io.BufferedReader(fs.open_input_stream(found.path, compression=compression)), \
-            None, name, None
+        return (
+            io.BufferedReader(fs.open_input_stream(found.path, compression=compression)),
+            None,
+            name,
+            None,
+        )
     except (pa.ArrowException, OSError) as exc:
         if isinstance(exc, DataFileError):
             raise
@@ -420,22 +445,34 @@ def _check_encoding(magic: bytes, name: str) -> None:
     if magic[:2] in (b"\xff\xfe", b"\xfe\xff") or (len(magic) >= 2 and b"\x00" in magic[:4]):
         raise DataFileError(
             f"{name} is UTF-16 or UTF-32 encoded (it starts with {magic[:4]!r}); DSJSON is "
-            "UTF-8, one JSON object per line. Convert it, e.g. `iconv -f UTF-16 -t UTF-8`.")
+            "UTF-8, one JSON object per line. Convert it, e.g. `iconv -f UTF-16 -t UTF-8`."
+        )
 
 
 def _read(fh: IO[bytes], n: int, name: str, line: int) -> bytes:
     try:
         return fh.read(n)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise DataFileError(f"{name} is a damaged or truncated gzip stream (after line {line}): "
-                            f"{exc}. Re-export or re-download the file.") from None
+        raise DataFileError(
+            f"{name} is a damaged or truncated gzip stream (after line {line}): "
+            f"{exc}. Re-export or re-download the file."
+        ) from None
     except (pa.ArrowException, OSError) as exc:
         raise DataFileError(f"cannot read {name} (after line {line}): {exc}") from None
 
 
-def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_line: int,
-            bar: Any, path: str | None = None, *, unsplit: bool = False,
-            first_bytes: int | None = None) -> Iterator[_Block]:
+def _blocks(
+    fh: IO[bytes],
+    name: str,
+    chunk_lines: int,
+    chunk_bytes: int,
+    max_line: int,
+    bar: Any,
+    path: str | None = None,
+    *,
+    unsplit: bool = False,
+    first_bytes: int | None = None,
+) -> Iterator[_Block]:
     """Whole lines in blocks of at most ``chunk_bytes`` (plus one line) and ``chunk_lines``.
 
     With ``unsplit``, a block of whole lines is yielded as one bytes object for its parser (a
@@ -445,9 +482,9 @@ def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_li
     """
     line = 0
     tail = b""
-    skipping = False            # inside a line over the limit: drop bytes until its newline
+    skipping = False  # inside a line over the limit: drop bytes until its newline
     first = True
-    pos = 0                     # the file offset after data
+    pos = 0  # the file offset after data
     while True:
         data = _read(fh, chunk_bytes if pos or first_bytes is None else first_bytes, name, line)
         at, pos = pos, pos + len(data)
@@ -467,15 +504,16 @@ def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_li
             if end < 0:
                 tail += data
                 continue
-            n = _count_lines(data, end)   # the tail holds no newline
+            n = _count_lines(data, end)  # the tail holds no newline
             if n > chunk_lines:
                 yield from _split(line, (tail + data[:end]).split(b"\n"), chunk_lines)
             elif path is not None:
                 yield _Block(line, path=path, offset=at - len(tail), nbytes=len(tail) + end)
             else:
-                yield _Block(line, data=tail + data[:end] if tail else data[:end],
-                             nbytes=len(tail) + end)
-            tail = data[end + 1:]
+                yield _Block(
+                    line, data=tail + data[:end] if tail else data[:end], nbytes=len(tail) + end
+                )
+            tail = data[end + 1 :]
             line += n
             continue
         lines = data.split(b"\n")
@@ -492,8 +530,11 @@ def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_li
         if len(tail) > max_line:
             skipping, tail = True, b""
         kept: Sequence[bytes | None] = lines  # None: a line over the limit
-        if lines and (len(data) > max_line or len(lines[0]) > max_line) \
-                and max(map(len, lines)) > max_line:
+        if (
+            lines
+            and (len(data) > max_line or len(lines[0]) > max_line)
+            and max(map(len, lines)) > max_line
+        ):
             kept = [None if len(x) > max_line else x for x in lines]
         if kept:
             yield from _split(line, kept, chunk_lines)
@@ -502,7 +543,7 @@ def _blocks(fh: IO[bytes], name: str, chunk_lines: int, chunk_bytes: int, max_li
 
 def _split(start: int, lines: Sequence[bytes | None], chunk_lines: int) -> Iterator[_Block]:
     for i in range(0, len(lines), chunk_lines):
-        yield _Block(start + i, lines=lines[i:i + chunk_lines])
+        yield _Block(start + i, lines=lines[i : i + chunk_lines])
 
 
 # ------------------------------------------------------------------------------------------
@@ -515,7 +556,7 @@ class _State:
     name: str
     features: bool
     kind: str | None = None
-    distribution: bool | None = None   # CB: whether the file carries logging_distribution
+    distribution: bool | None = None  # CB: whether the file carries logging_distribution
 
     @property
     def schema(self) -> pa.Schema:
@@ -535,7 +576,7 @@ class _Parts:
     tables: list[pa.Table] = field(default_factory=list)
     lines: list[np.ndarray] = field(default_factory=list)
     rejected: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    n_lines: int = 0            # source rows covered: lines, plus one per extra CCB slot row
+    n_lines: int = 0  # source rows covered: lines, plus one per extra CCB slot row
 
     def reject(self, reason: str, lines: Any) -> None:
         arr = np.asarray(lines, dtype=np.int64).reshape(-1)
@@ -595,7 +636,7 @@ def _parse_block_rows(block: _Block, state: _State, parts: _Parts) -> None:
     i = 0
     for stop in [*others, len(lines)]:
         while i < stop:
-            if state.kind == _Kind.CCB:   # in a CCB file every line goes through _Line
+            if state.kind == _Kind.CCB:  # in a CCB file every line goes through _Line
                 one(i)
                 i += 1
                 continue
@@ -608,7 +649,7 @@ def _parse_block_rows(block: _Block, state: _State, parts: _Parts) -> None:
                 failed = True
             else:
                 failed = False
-            got = len(fast) - before   # extend keeps the lines decoded before a failure
+            got = len(fast) - before  # extend keeps the lines decoded before a failure
             if got:
                 state.kind = _Kind.CB  # a plain CB line sets or keeps the kind CB
                 fast_at.append(np.arange(i, i + got))
@@ -635,8 +676,9 @@ def _parse_block_rows(block: _Block, state: _State, parts: _Parts) -> None:
     ccb.finish(parts)
 
 
-def _slow_line(raw: bytes | None, ln: int, state: _State, parts: _Parts,
-               ccb: _CcbRows) -> tuple[Any, ...] | None:
+def _slow_line(
+    raw: bytes | None, ln: int, state: _State, parts: _Parts, ccb: _CcbRows
+) -> tuple[Any, ...] | None:
     """One line that is not plain CB: its CB row (normalized), or None (rejected, CCB, blank)."""
     if raw is None:
         parts.reject("dsjson_line_too_long", ln)
@@ -724,28 +766,39 @@ def _event_ids(ids: pa.Array, lines: np.ndarray, name: str) -> pa.Array:
     if not ids.null_count:
         return ids
     derived = pc.binary_join_element_wise(
-        pa.scalar(name + ":"), pa.array(lines).cast(pa.string()), "")
+        pa.scalar(name + ":"), pa.array(lines).cast(pa.string()), ""
+    )
     return pc.coalesce(ids, derived)
 
 
-def _cb_rows(cols: list[Any], lines: np.ndarray, state: _State, parts: _Parts,
-             raws: list[bytes] | None = None) -> None:
+def _cb_rows(
+    cols: list[Any],
+    lines: np.ndarray,
+    state: _State,
+    parts: _Parts,
+    raws: list[bytes] | None = None,
+) -> None:
     """CB rows of one chunk, built and checked column-wise (reasons in VW's order)."""
     eid, ts, cost, prob, index, a, p, pdrop, skip, c = cols
     n = lines.size
     try:  # the number of actions (c._multi's entries); -1 for a line without them
         k = np.fromiter(map(len, map(_MULTI, c)), dtype=np.int64, count=n)
     except (AttributeError, TypeError):  # no c, or no c._multi
-        k = np.fromiter((-1 if x is None or x.multi is None else len(x.multi) for x in c),
-                        dtype=np.int64, count=n)
+        k = np.fromiter(
+            (-1 if x is None or x.multi is None else len(x.multi) for x in c),
+            dtype=np.int64,
+            count=n,
+        )
     a_arr = pa.array(a, type=pa.list_(pa.int64()))
     p_arr = pa.array(p, type=pa.list_(pa.float64()))
     idx = pc.fill_null(pa.array(index, type=pa.int64()), -1).to_numpy(zero_copy_only=False)
     pd = pc.fill_null(pa.array(pdrop, type=pa.float64()), 0.0).to_numpy(zero_copy_only=False)
     cost_a, prob_a = pa.array(cost, type=pa.float64()), pa.array(prob, type=pa.float64())
     cost_v, prob_v = _floats(cost_a), _floats(prob_a)
-    labeled = ~(pc.is_null(cost_a).to_numpy(zero_copy_only=False)
-                & pc.is_null(prob_a).to_numpy(zero_copy_only=False))
+    labeled = ~(
+        pc.is_null(cost_a).to_numpy(zero_copy_only=False)
+        & pc.is_null(prob_a).to_numpy(zero_copy_only=False)
+    )
     a_len = pc.fill_null(pc.list_value_length(a_arr), 0).to_numpy(zero_copy_only=False)
 
     # a: ids 1..K, each once; p: one per id. Entry (row, id) has the slot off[row] + id - 1 of
@@ -764,7 +817,7 @@ def _cb_rows(cols: list[Any], lines: np.ndarray, state: _State, parts: _Parts,
     has_p = ~pc.is_null(p_arr).to_numpy(zero_copy_only=False)
     p_len = pc.fill_null(pc.list_value_length(p_arr), 0).to_numpy(zero_copy_only=False)
     bad_a |= has_p & (p_len != a_len)
-    usable = has_p & ~bad_a & (k >= 0)    # a/p form a distribution over c._multi
+    usable = has_p & ~bad_a & (k >= 0)  # a/p form a distribution over c._multi
     reasons = (
         ("dsjson_pdrop_out_of_range", ~((pd >= 0.0) & (pd < 1.0))),
         ("dsjson_skip_learn", _flag(skip, False)),
@@ -868,10 +921,17 @@ class _CcbRows:
             if action is None:
                 parts.reject("dsjson_unlabeled", ln)
                 continue
-            row = {"event_id": f"{sid}/{slot}", "timestamp": obj.timestamp, "action": action,
-                   "propensity": prob, "reward": None if cost is None else -cost,
-                   "weight": weight, "slate_id": sid,
-                   "position": slot, "features_json": text}
+            row = {
+                "event_id": f"{sid}/{slot}",
+                "timestamp": obj.timestamp,
+                "action": action,
+                "propensity": prob,
+                "reward": None if cost is None else -cost,
+                "weight": weight,
+                "slate_id": sid,
+                "position": slot,
+                "features_json": text,
+            }
             self.rows.append(row)
             self.lines.append(ln)
 
@@ -919,8 +979,9 @@ def _ccb_slots(obj: _Line, k: int) -> list[tuple[Any, Any, Any]] | str | None:
 # ------------------------------------------------------------------------------------------
 # public API
 # ------------------------------------------------------------------------------------------
-def _check_options(on_invalid: str, chunk_lines: int, chunk_bytes: int,
-                   max_line_bytes: int) -> None:
+def _check_options(
+    on_invalid: str, chunk_lines: int, chunk_bytes: int, max_line_bytes: int
+) -> None:
     check_choice(on_invalid, "on_invalid", ("raise", "drop"))
     check_positive_int(chunk_lines, "chunk_lines")
     check_positive_int(chunk_bytes, "chunk_bytes", maximum=MAX_CHUNK_BYTES)
@@ -928,9 +989,14 @@ def _check_options(on_invalid: str, chunk_lines: int, chunk_bytes: int,
 
 
 def iter_dsjson(
-    path: str | os.PathLike[str], *, on_invalid: str = "raise",
-    chunk_lines: int = DEFAULT_CHUNK_LINES, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    max_line_bytes: int = MAX_LINE_BYTES, features: bool = False, workers: int | None = None,
+    path: str | os.PathLike[str],
+    *,
+    on_invalid: str = "raise",
+    chunk_lines: int = DEFAULT_CHUNK_LINES,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    features: bool = False,
+    workers: int | None = None,
 ) -> Iterator[tuple[pa.Table, ChunkValidator]]:
     """Parse and validate a DSJSON file chunk by chunk (bounded memory).
 
@@ -968,9 +1034,17 @@ def iter_dsjson(
         pending: collections.deque[Any] = collections.deque()
         # with workers, a block goes to its parser unsplit (a plain file's as its place in it)
         parallel = n_workers > 1
-        for block in _blocks(fh, name, chunk_lines, chunk_bytes, max_line_bytes, bar,
-                             local if parallel else None, unsplit=parallel,
-                             first_bytes=min(_FIRST_BYTES, chunk_bytes) if parallel else None):
+        for block in _blocks(
+            fh,
+            name,
+            chunk_lines,
+            chunk_bytes,
+            max_line_bytes,
+            bar,
+            local if parallel else None,
+            unsplit=parallel,
+            first_bytes=min(_FIRST_BYTES, chunk_bytes) if parallel else None,
+        ):
             # a worker parses a large block of whole lines once the file's kind and columns
             # are known; anything else is parsed here, in order after the blocks in flight
             if n_workers > 1 and state.settled and block.nbytes >= _POOL_MIN_BYTES:
@@ -1051,9 +1125,14 @@ def _concat(parts: _Parts, state: _State) -> tuple[pa.Table, np.ndarray]:
 
 
 def read_dsjson(
-    path: str | os.PathLike[str], *, on_invalid: str = "raise",
-    chunk_lines: int = DEFAULT_CHUNK_LINES, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    max_line_bytes: int = MAX_LINE_BYTES, features: bool = False, mapping: Any = None,
+    path: str | os.PathLike[str],
+    *,
+    on_invalid: str = "raise",
+    chunk_lines: int = DEFAULT_CHUNK_LINES,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    features: bool = False,
+    mapping: Any = None,
     workers: int | None = None,
 ) -> BanditLogs:
     """Read a Vowpal Wabbit DSJSON file (plain or gzip) into validated ``BanditLogs``.
@@ -1123,21 +1202,34 @@ def read_dsjson(
         raise ParameterError("`mapping` does not apply to DSJSON: its field names are fixed")
     tables = []
     validator = None
-    for table, validator in iter_dsjson(path, on_invalid=on_invalid, chunk_lines=chunk_lines,
-                                        chunk_bytes=chunk_bytes, max_line_bytes=max_line_bytes,
-                                        features=features, workers=workers):
+    for table, validator in iter_dsjson(
+        path,
+        on_invalid=on_invalid,
+        chunk_lines=chunk_lines,
+        chunk_bytes=chunk_bytes,
+        max_line_bytes=max_line_bytes,
+        features=features,
+        workers=workers,
+    ):
         if table.num_rows:
             tables.append(table)
     if validator is None:  # an empty file
         validator = ChunkValidator(str(path), on_invalid)
-    return validator.finish(tables or [_schema(None, features, None).empty_table()],
-                            DSJSON_METADATA)
+    return validator.finish(
+        tables or [_schema(None, features, None).empty_table()], DSJSON_METADATA
+    )
 
 
 def import_dsjson(
-    path: str | os.PathLike[str], out: str | os.PathLike[str], *, on_invalid: str = "raise",
-    chunk_lines: int = DEFAULT_CHUNK_LINES, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-    max_line_bytes: int = MAX_LINE_BYTES, features: bool = False, workers: int | None = None,
+    path: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    *,
+    on_invalid: str = "raise",
+    chunk_lines: int = DEFAULT_CHUNK_LINES,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    max_line_bytes: int = MAX_LINE_BYTES,
+    features: bool = False,
+    workers: int | None = None,
 ) -> tuple[int, ValidationReport]:
     """Stream a DSJSON file into a parquet file (``ope import dsjson``), chunk by chunk.
 
@@ -1196,17 +1288,26 @@ def import_dsjson(
     writer = None
     try:
         for table, validator in iter_dsjson(
-                path, on_invalid=on_invalid, chunk_lines=chunk_lines, chunk_bytes=chunk_bytes,
-                max_line_bytes=max_line_bytes, features=features, workers=workers):
+            path,
+            on_invalid=on_invalid,
+            chunk_lines=chunk_lines,
+            chunk_bytes=chunk_bytes,
+            max_line_bytes=max_line_bytes,
+            features=features,
+            workers=workers,
+        ):
             if not table.num_rows:
                 continue
             try:  # an OSError here is the destination's (no space, no permission)
                 if writer is None:  # the file's kind (so its columns) is known at its first row
-                    meta = {k.encode(): v.encode()
-                            for k, v in {**DSJSON_METADATA, **validator.source_metadata}.items()}
+                    meta = {
+                        k.encode(): v.encode()
+                        for k, v in {**DSJSON_METADATA, **validator.source_metadata}.items()
+                    }
                     # no dictionary pages: 2.5x faster to write here, and no smaller
-                    writer = pq.ParquetWriter(out, table.schema.with_metadata(meta),
-                                              use_dictionary=False)
+                    writer = pq.ParquetWriter(
+                        out, table.schema.with_metadata(meta), use_dictionary=False
+                    )
                 writer.write_table(table)
             except OSError as exc:
                 raise output_error(out, exc, flag="out") from exc

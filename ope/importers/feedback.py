@@ -16,8 +16,13 @@ import numpy as np
 import pyarrow as pa
 
 from ope._validation import (
-    as_float_array, check_choice, check_distribution_rows, check_name, check_positions,
-    check_positive_int, describe,
+    as_float_array,
+    check_choice,
+    check_distribution_rows,
+    check_name,
+    check_positions,
+    check_positive_int,
+    describe,
 )
 from ope.exceptions import ParameterError
 from ope.importers._common import ChunkValidator
@@ -47,12 +52,17 @@ def _array(d: Mapping[str, Any], key: str, n: int | None, ndim: int) -> np.ndarr
 def _required_array(d: Mapping[str, Any], key: str, n: int | None, ndim: int) -> np.ndarray:
     a = _array(d, key, n, ndim)
     if a is None:
-        raise ParameterError(f"bandit_feedback[{key!r}] is None; it must be an array of shape (n_rounds,)")
+        raise ParameterError(
+            f"bandit_feedback[{key!r}] is None; it must be an array of shape (n_rounds,)"
+        )
     return a
 
 
 def from_bandit_feedback(
-    d: Mapping[str, Any], *, policy_name: str = "candidate", on_invalid: str = "raise",
+    d: Mapping[str, Any],
+    *,
+    policy_name: str = "candidate",
+    on_invalid: str = "raise",
 ) -> BanditLogs:
     """Validated ``BanditLogs`` from obp's ``bandit_feedback`` dict.
 
@@ -93,32 +103,44 @@ def from_bandit_feedback(
     [0.5, 0.25]
     """
     check_choice(on_invalid, "on_invalid", ("raise", "drop"))
-    check_name(policy_name, "policy_name", what="the name of the candidate policy (its "
-               "column is target__<policy_name>)", example="policy_name='candidate'")
+    check_name(
+        policy_name,
+        "policy_name",
+        what="the name of the candidate policy (its column is target__<policy_name>)",
+        example="policy_name='candidate'",
+    )
     if not isinstance(d, Mapping):
-        raise ParameterError(
-            f"`d` must be obp's bandit_feedback dict; got {describe(d)}.")
+        raise ParameterError(f"`d` must be obp's bandit_feedback dict; got {describe(d)}.")
     missing = [k for k in _REQUIRED if k not in d]
     if missing:
         raise ParameterError(f"bandit_feedback lacks the key(s) {', '.join(missing)}")
     action = _required_array(d, "action", None, 1)
     n = action.shape[0]
-    counts = {k: check_positive_int(d[k], f"bandit_feedback[{k!r}]", minimum=0)
-              for k in ("n_rounds", "n_actions") if d.get(k) is not None}
+    counts = {
+        k: check_positive_int(d[k], f"bandit_feedback[{k!r}]", minimum=0)
+        for k in ("n_rounds", "n_actions")
+        if d.get(k) is not None
+    }
     if counts.get("n_rounds", n) != n:
-        raise ParameterError(f"bandit_feedback['n_rounds'] is {d['n_rounds']} but 'action' has {n} rows")
+        raise ParameterError(
+            f"bandit_feedback['n_rounds'] is {d['n_rounds']} but 'action' has {n} rows"
+        )
     cols: dict[str, Any] = {
         "event_id": np.arange(n, dtype=np.int64),
         "action": action,
-        **{name: as_float_array(_required_array(d, key, n, 1), f"bandit_feedback[{key!r}]", ndim=(1,))
-           .astype(np.float64, copy=False) for name, key in (("reward", "reward"),
-                                                            ("propensity", "pscore"))},
+        **{
+            name: as_float_array(
+                _required_array(d, key, n, 1), f"bandit_feedback[{key!r}]", ndim=(1,)
+            ).astype(np.float64, copy=False)
+            for name, key in (("reward", "reward"), ("propensity", "pscore"))
+        },
     }
     dist = _array(d, "action_dist", n, 3)
     position = _array(d, "position", n, 1)
     if position is not None:
-        position = check_positions(position, "bandit_feedback['position']",
-                                   n_slots=None if dist is None else dist.shape[2])
+        position = check_positions(
+            position, "bandit_feedback['position']", n_slots=None if dist is None else dist.shape[2]
+        )
         cols["position"] = position
     context = _array(d, "context", n, 2)
     if context is not None:
@@ -126,26 +148,46 @@ def from_bandit_feedback(
     if dist is not None:
         check_distribution_rows(dist, "bandit_feedback['action_dist']", axis=1)
         slot = position if position is not None else np.zeros(n, dtype=np.int64)
-        a = check_positions(action, "bandit_feedback['action']", n_slots=dist.shape[1],
-                            what="the actions of action_dist")
+        a = check_positions(
+            action,
+            "bandit_feedback['action']",
+            n_slots=dist.shape[1],
+            what="the actions of action_dist",
+        )
         cols[f"target__{policy_name}"] = dist[np.arange(n), a, slot].astype(np.float64)
     table = pa.table(cols)
     validator = ChunkValidator("<bandit_feedback>", on_invalid)
     used = validator.add(table, np.arange(n, dtype=np.int64), {}, n_source=n)
-    logs = validator.finish([used], {
-        "ope.source_format": "bandit_feedback",
-        "ope.context_columns": json.dumps([c for c in cols if c.startswith(CONTEXT_PREFIX)]),
-    })
+    logs = validator.finish(
+        [used],
+        {
+            "ope.source_format": "bandit_feedback",
+            "ope.context_columns": json.dumps([c for c in cols if c.startswith(CONTEXT_PREFIX)]),
+        },
+    )
     action_context = _array(d, "action_context", None, 2)
-    if "n_actions" in counts and action_context is not None \
-            and action_context.shape[0] != counts["n_actions"]:
+    if (
+        "n_actions" in counts
+        and action_context is not None
+        and action_context.shape[0] != counts["n_actions"]
+    ):
         raise ParameterError(
             f"bandit_feedback['action_context'] has {action_context.shape[0]} rows but "
-            f"n_actions is {d['n_actions']}")
-    logs = logs.with_action_features(None if action_context is None else pa.table({
-        "action": np.arange(action_context.shape[0], dtype=np.int64),
-        **{f"{ACTION_FEATURE_PREFIX}{j}": action_context[:, j] for j in range(action_context.shape[1])},
-    }))
+            f"n_actions is {d['n_actions']}"
+        )
+    logs = logs.with_action_features(
+        None
+        if action_context is None
+        else pa.table(
+            {
+                "action": np.arange(action_context.shape[0], dtype=np.int64),
+                **{
+                    f"{ACTION_FEATURE_PREFIX}{j}": action_context[:, j]
+                    for j in range(action_context.shape[1])
+                },
+            }
+        )
+    )
     logs.n_actions = counts.get("n_actions")
     return logs
 
@@ -173,25 +215,35 @@ def to_bandit_feedback(logs: BanditLogs) -> dict[str, Any]:
     if not isinstance(logs, BanditLogs):
         raise ParameterError(
             f"`logs` must be ope.BanditLogs (read a table or file with ope.read_logs first); "
-            f"got {describe(logs)}.")
+            f"got {describe(logs)}."
+        )
     t = logs.table
     action = logs.column("action")
     if not np.issubdtype(np.asarray(action).dtype, np.integer):
-        raise ParameterError("to_bandit_feedback needs integer actions (obp's actions are 0..n_actions-1)")
+        raise ParameterError(
+            "to_bandit_feedback needs integer actions (obp's actions are 0..n_actions-1)"
+        )
     meta = (t.schema.metadata or {}).get(b"ope.context_columns")
     ctx = [c for c in t.column_names if c.startswith(CONTEXT_PREFIX)]
     if not ctx and meta:
-        numeric = {f.name for f in t.schema
-                   if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)}
+        numeric = {
+            f.name for f in t.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)
+        }
         ctx = [c for c in json.loads(meta) if c in numeric]
     af = logs.action_features
     action_context = None
     if af is not None:
         af = af.sort_by("action")
-        action_context = np.column_stack([np.asarray(af.column(c).to_numpy(zero_copy_only=False))
-                                          for c in af.column_names if c != "action"])
+        action_context = np.column_stack(
+            [
+                np.asarray(af.column(c).to_numpy(zero_copy_only=False))
+                for c in af.column_names
+                if c != "action"
+            ]
+        )
     n_actions = logs.n_actions or (
-        af.num_rows if af is not None else int(action.max(initial=-1)) + 1)
+        af.num_rows if af is not None else int(action.max(initial=-1)) + 1
+    )
     return {
         "n_rounds": logs.n,
         "n_actions": n_actions,

@@ -181,8 +181,9 @@ def _categories(column: pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
     values = pc.drop_null(pc.unique(column))
     labels = values.take(pc.sort_indices(values))
     codes = pc.fill_null(pc.index_in(column, value_set=labels), -1)
-    return [str(v) for v in labels.to_pylist()], np.asarray(codes.to_numpy(zero_copy_only=False),
-                                                            dtype=np.int64)
+    return [str(v) for v in labels.to_pylist()], np.asarray(
+        codes.to_numpy(zero_copy_only=False), dtype=np.int64
+    )
 
 
 def _one_hot(blocks: list[tuple[np.ndarray, int]], n: int) -> pa.FixedSizeListArray:
@@ -199,7 +200,10 @@ def _one_hot(blocks: list[tuple[np.ndarray, int]], n: int) -> pa.FixedSizeListAr
 
 
 def read_obd(
-    src: str | os.PathLike[str], *, context: str = "user", on_invalid: str = "raise",
+    src: str | os.PathLike[str],
+    *,
+    context: str = "user",
+    on_invalid: str = "raise",
     mapping: Any = None,
 ) -> BanditLogs:
     """Read an Open Bandit Dataset campaign (folder or log CSV) into validated ``BanditLogs``.
@@ -276,7 +280,11 @@ def read_obd(
         return True
 
     raw = _read_csv(log_csv, keep, strings=lambda c: c.startswith(_USER_PREFIX))
-    index_col = raw.column_names[0] if raw.column_names and raw.column_names[0] in ("", "Unnamed: 0") else None
+    index_col = (
+        raw.column_names[0]
+        if raw.column_names and raw.column_names[0] in ("", "Unnamed: 0")
+        else None
+    )
     missing = [c for c in _REQUIRED if c not in raw.column_names]
     if missing:
         raise SchemaError(f"{log_csv}: not an OBD log CSV; missing column(s) {', '.join(missing)}")
@@ -292,8 +300,9 @@ def read_obd(
         if pa.types.is_integer(logged.type):
             known = pc.is_in(logged, value_set=items.column("action").cast(logged.type))
         else:  # text or fractional ids never equal a whole-number item_id
-            known = pc.is_in(logged.cast(pa.string()),
-                             value_set=items.column("action").cast(pa.string()))
+            known = pc.is_in(
+                logged.cast(pa.string()), value_set=items.column("action").cast(pa.string())
+            )
         unknown = ~np.asarray(pc.fill_null(known, False).to_numpy(zero_copy_only=False), dtype=bool)
     blocks, labels, user = [], [], {}
     for c in user_cols:  # a loop over the user feature columns
@@ -306,17 +315,19 @@ def read_obd(
         )
     blocks.append((np.where(pos_missing | pos_out, -1, position), OBD_POSITIONS))
     labels += [f"position={k}" for k in range(OBD_POSITIONS)]
-    table = pa.table({
-        "event_id": event_id.cast(pa.int64()),
-        "timestamp": _timestamps(raw.column("timestamp")),
-        "action": raw.column("item_id"),
-        "position": pa.array(position),
-        "reward": raw.column("click"),
-        "propensity": raw.column("propensity_score"),
-        **user,
-        OBD_CONTEXT_COLUMN: _one_hot(blocks, n),
-        **{c: raw.column(c) for c in affinity_cols},
-    })
+    table = pa.table(
+        {
+            "event_id": event_id.cast(pa.int64()),
+            "timestamp": _timestamps(raw.column("timestamp")),
+            "action": raw.column("item_id"),
+            "position": pa.array(position),
+            "reward": raw.column("click"),
+            "propensity": raw.column("propensity_score"),
+            **user,
+            OBD_CONTEXT_COLUMN: _one_hot(blocks, n),
+            **{c: raw.column(c) for c in affinity_cols},
+        }
+    )
     # validated in CSV order, so that report rows are the CSV's data rows (0-based) whatever
     # its index column holds, and a repeated index is rejected after its first CSV row
     rejected = {
@@ -328,24 +339,35 @@ def read_obd(
     for mask in rejected.values():
         bad |= mask
     validator = ChunkValidator(str(log_csv), on_invalid)
-    used = validator.add(table.filter(pa.array(~bad)), np.flatnonzero(~bad),
-                         {k: np.flatnonzero(v) for k, v in rejected.items()}, n_source=n)
+    used = validator.add(
+        table.filter(pa.array(~bad)),
+        np.flatnonzero(~bad),
+        {k: np.flatnonzero(v) for k, v in rejected.items()},
+        n_source=n,
+    )
     # sorted by time; ties keep the CSV order (the rows kept are in CSV order)
-    used = used.take(pc.sort_indices(
-        pa.table({"t": used.column("timestamp"), "i": pa.array(np.arange(used.num_rows))}),
-        sort_keys=[("t", "ascending"), ("i", "ascending")],
-    ))
-    logs = validator.finish([used], {
-        "ope.source_format": "obd",
-        "ope.propensity": OBD_PROPENSITY_MEANING,
-        "ope.context_columns": json.dumps([OBD_CONTEXT_COLUMN, *affinity_cols]),
-        OBD_CONTEXT_LABELS_KEY: json.dumps({OBD_CONTEXT_COLUMN: labels}),
-        "ope.position": "0-based: 0 = left, 1 = centre, 2 = right (OBD position - 1)",
-    })
+    used = used.take(
+        pc.sort_indices(
+            pa.table({"t": used.column("timestamp"), "i": pa.array(np.arange(used.num_rows))}),
+            sort_keys=[("t", "ascending"), ("i", "ascending")],
+        )
+    )
+    logs = validator.finish(
+        [used],
+        {
+            "ope.source_format": "obd",
+            "ope.propensity": OBD_PROPENSITY_MEANING,
+            "ope.context_columns": json.dumps([OBD_CONTEXT_COLUMN, *affinity_cols]),
+            OBD_CONTEXT_LABELS_KEY: json.dumps({OBD_CONTEXT_COLUMN: labels}),
+            "ope.position": "0-based: 0 = left, 1 = centre, 2 = right (OBD position - 1)",
+        },
+    )
     if items is not None:
         logs = BanditLogs.from_validated(
-            with_action_features(logs.table, items), logs.report,
-            dropped_event_ids=logs.dropped_event_ids, unit_roundoff=logs.unit_roundoff,
+            with_action_features(logs.table, items),
+            logs.report,
+            dropped_event_ids=logs.dropped_event_ids,
+            unit_roundoff=logs.unit_roundoff,
             action_features=items,
         )
     return logs
@@ -371,9 +393,13 @@ def _item_table(path: Path) -> pa.Table:
             raise pa.ArrowInvalid("missing values")
         action = ids.cast(pa.int64())  # safe cast: fractions and text raise
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        as_float = pc.cast(ids, pa.float64(), safe=False) if not pa.types.is_string(ids.type) \
-            else pc.cast(pc.if_else(pc.match_substring_regex(ids, _WHOLE_NUMBER), ids, None),
-                         pa.float64())
+        as_float = (
+            pc.cast(ids, pa.float64(), safe=False)
+            if not pa.types.is_string(ids.type)
+            else pc.cast(
+                pc.if_else(pc.match_substring_regex(ids, _WHOLE_NUMBER), ids, None), pa.float64()
+            )
+        )
         vals = np.asarray(pc.fill_null(as_float, np.nan).to_numpy(zero_copy_only=False))
         with np.errstate(invalid="ignore"):
             bad = ~(np.isfinite(vals) & (vals == np.round(vals)))

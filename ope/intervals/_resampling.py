@@ -129,7 +129,6 @@ POISSON_TABLE: Final = _poisson_table()
 _POISSON_TABLE_F64: Final = POISSON_TABLE.astype(np.float64)
 
 
-
 # ============================================================================================
 # resample counts: the compiled loops and their numpy twins (the same counts)
 # ============================================================================================
@@ -154,8 +153,11 @@ def _nb_poisson_sums(key, hashes_per_resample, h0, at, sums, table, sub):
         nh = ln // 4
         for t in range(n_tiles):  # tiles of 4 resamples share each read of a column
             for r in range(4):
-                base = (np.uint64(4 * t + r) * np.uint64(hashes_per_resample)
-                        + np.uint64(h0 + j0 // 4) + np.uint64(1))
+                base = (
+                    np.uint64(4 * t + r) * np.uint64(hashes_per_resample)
+                    + np.uint64(h0 + j0 // 4)
+                    + np.uint64(1)
+                )
                 for h in range(nh):
                     z = k64 + (base + np.uint64(h)) * g
                     z = (z ^ (z >> s30)) * m1
@@ -242,16 +244,18 @@ def _lanes(z: np.ndarray) -> np.ndarray:
     return lanes.reshape(z.shape[0], 4 * z.shape[1]).astype(np.uint16)
 
 
-def _np_poisson_counts(key: int, hashes_per_resample: int, h0: int, b0: int, b1: int,
-                       n_hashes: int) -> np.ndarray:
+def _np_poisson_counts(
+    key: int, hashes_per_resample: int, h0: int, b0: int, b1: int, n_hashes: int
+) -> np.ndarray:
     """Poisson counts (b1 - b0, 4 n_hashes) of resamples b0..b1 at rows 4 h0 .. (the loop's)."""
     b = np.arange(b0, b1, dtype=np.uint64)[:, None] * np.uint64(hashes_per_resample)
     idx = b + (np.arange(n_hashes, dtype=np.uint64) + np.uint64(h0 + 1))[None, :]
     return _POISSON_TABLE_F64[_lanes(_counter_hash(key, idx))]
 
 
-def _np_poisson_sums(key: int, hashes_per_resample: int, h0: int, at: np.ndarray,
-                     sums: np.ndarray) -> None:
+def _np_poisson_sums(
+    key: int, hashes_per_resample: int, h0: int, at: np.ndarray, sums: np.ndarray
+) -> None:
     """The numpy twin of :func:`_nb_poisson_sums` (the same counts; einsum sums)."""
     length = at.shape[1]
     sub = min(length, NUMPY_SUB_BLOCK_ROWS)
@@ -260,16 +264,19 @@ def _np_poisson_sums(key: int, hashes_per_resample: int, h0: int, at: np.ndarray
         part = at[:, j0 : j0 + sub]
         for b0 in range(0, sums.shape[0], step):  # blocks of resamples
             b1 = min(b0 + step, sums.shape[0])
-            counts = _np_poisson_counts(key, hashes_per_resample, h0 + j0 // 4, b0, b1,
-                                        part.shape[1] // 4)
+            counts = _np_poisson_counts(
+                key, hashes_per_resample, h0 + j0 // 4, b0, b1, part.shape[1] // 4
+            )
             sums[b0:b1] += np.einsum("ki,bi->bk", part, counts)
 
 
 def _np_multinomial_counts(key: int, n: int, b0: int, b1: int) -> np.ndarray:
     """Multinomial counts (b1 - b0, n) of resamples b0..b1 (the loop's draws)."""
     nb = b1 - b0
-    idx = (np.arange(b0, b1, dtype=np.uint64)[:, None] * np.uint64(n)
-           + (np.arange(n, dtype=np.uint64) + np.uint64(1))[None, :])
+    idx = (
+        np.arange(b0, b1, dtype=np.uint64)[:, None] * np.uint64(n)
+        + (np.arange(n, dtype=np.uint64) + np.uint64(1))[None, :]
+    )
     drawn = _counter_hash(key, idx) % np.uint64(n)
     rows = drawn.astype(np.int64) + (np.arange(nb, dtype=np.int64) * n)[:, None]
     return np.bincount(rows.ravel(), minlength=nb * n).reshape(nb, n).astype(np.float64)
@@ -411,9 +418,9 @@ def resample_sums(cols: Columns, n_resamples: int, gen: np.random.Generator) -> 
             pad[:, : data.shape[1]] = data
             data = pad
         if fns is not None:
-            fns["_nb_poisson_sums"](key_p, n_h, start // 4, data, sums, POISSON_TABLE,
-                                    SUB_BLOCK_ROWS)
+            fns["_nb_poisson_sums"](
+                key_p, n_h, start // 4, data, sums, POISSON_TABLE, SUB_BLOCK_ROWS
+            )
         else:
             _np_poisson_sums(key_p, n_h, start // 4, data, sums)
     return Sums(sums[:n_resamples], totals, RESAMPLING_KINDS[2])
-

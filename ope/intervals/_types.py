@@ -82,8 +82,9 @@ class BottouInterval(NamedTuple):
         return _to_dict(self)
 
 
-def within_range(iv: ConfidenceInterval, value_range: tuple[float, float] | None
-                 ) -> ConfidenceInterval:
+def within_range(
+    iv: ConfidenceInterval, value_range: tuple[float, float] | None
+) -> ConfidenceInterval:
     """``iv`` intersected with the range the estimand lies in (the a priori reward range): an
     interval entirely outside becomes the nearer end point, never an inverted interval; an
     interval with an infinite end, or no range, is returned as it is.

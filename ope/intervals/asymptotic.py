@@ -143,4 +143,5 @@ def t_interval(
 
 for _function in (normal_interval, t_interval):
     fill_doc({"Wald parameters": _WALD_PARAMETERS, "Wald level and returns": _WALD_LEVEL_RETURNS})(
-        _function)
+        _function
+    )

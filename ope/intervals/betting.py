@@ -79,9 +79,11 @@ _RAISES_AND_WARNS = """Raises
         mean one); it is then reduced to the midpoint of the two bounds."""
 
 # log of the normalizing constant gamma_lower(rho, rho) / rho**rho of the mixing distribution
-_LOG_NORMALIZER: Final = math.log(special.gammainc(MIXTURE_RHO, MIXTURE_RHO)) + special.gammaln(
-    MIXTURE_RHO
-) - MIXTURE_RHO * math.log(MIXTURE_RHO)
+_LOG_NORMALIZER: Final = (
+    math.log(special.gammainc(MIXTURE_RHO, MIXTURE_RHO))
+    + special.gammaln(MIXTURE_RHO)
+    - MIXTURE_RHO * math.log(MIXTURE_RHO)
+)
 
 
 #: from this mixing shape a = V + rho on, ln Gamma(a) - a ln a + a is taken from Stirling's series
@@ -290,16 +292,19 @@ def betting_interval(
     >>> bool(ci.low < 0.3 < ci.high), bool(ci.high - ci.low < 0.15)
     (True, True)
     """
-    x_low, x_high, r_min, r_max, threshold = _prepare(weight, reward, reward_range,
-                                                      confidence_level)
+    x_low, x_high, r_min, r_max, threshold = _prepare(
+        weight, reward, reward_range, confidence_level
+    )
     low = _lower_last(x_low, threshold)
     high = 1.0 - _lower_last(x_high, threshold)
     if low > high:
-        _warn_empty(weight, in_reward_units(low, r_min, r_max),
-                    in_reward_units(high, r_min, r_max), None)
+        _warn_empty(
+            weight, in_reward_units(low, r_min, r_max), in_reward_units(high, r_min, r_max), None
+        )
         low = high = 0.5 * (low + high)
-    return ConfidenceInterval(in_reward_units(low, r_min, r_max),
-                              in_reward_units(high, r_min, r_max))
+    return ConfidenceInterval(
+        in_reward_units(low, r_min, r_max), in_reward_units(high, r_min, r_max)
+    )
 
 
 def betting_confidence_sequence(
@@ -396,15 +401,20 @@ def betting_confidence_sequence(
     >>> lower.shape, bool(np.all(lower <= upper)), bool(width[-1] < width[99])
     ((2000,), True, True)
     """
-    x_low, x_high, r_min, r_max, threshold = _prepare(weight, reward, reward_range,
-                                                      confidence_level)
+    x_low, x_high, r_min, r_max, threshold = _prepare(
+        weight, reward, reward_range, confidence_level
+    )
     lower = _lower_sequence(x_low, threshold)
     upper = 1.0 - _lower_sequence(x_high, threshold)
     crossed = lower > upper
     if crossed.any():
         first = int(np.flatnonzero(crossed)[0])
-        _warn_empty(weight, in_reward_units(lower[first], r_min, r_max),
-                    in_reward_units(upper[first], r_min, r_max), first)
+        _warn_empty(
+            weight,
+            in_reward_units(lower[first], r_min, r_max),
+            in_reward_units(upper[first], r_min, r_max),
+            first,
+        )
         middle = 0.5 * (lower + upper)
         lower = np.where(crossed, middle, lower)
         upper = np.where(crossed, middle, upper)

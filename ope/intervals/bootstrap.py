@@ -181,8 +181,9 @@ def _theta_hat(stat: _Stat, res: Sums, n: int) -> float:
         return float(stat.function(res.totals[list(stat.columns)] / n))
 
 
-def _accelerations(cols: Columns, stats: Sequence[_Stat], res: Sums,
-                   thetas: Sequence[float]) -> list[float]:
+def _accelerations(
+    cols: Columns, stats: Sequence[_Stat], res: Sums, thetas: Sequence[float]
+) -> list[float]:
     """BCa's jackknife acceleration of each statistic from leave-one-out column means, one pass
     over blocks of rows for all statistics.
 
@@ -212,8 +213,14 @@ def _accelerations(cols: Columns, stats: Sequence[_Stat], res: Sums,
     return out
 
 
-def _interval(reps: np.ndarray, theta_hat: float, accel: float | None, level: float,
-              where: str, cause: str = "e.g. all resampled weights are zero") -> ConfidenceInterval:
+def _interval(
+    reps: np.ndarray,
+    theta_hat: float,
+    accel: float | None,
+    level: float,
+    where: str,
+    cause: str = "e.g. all resampled weights are zero",
+) -> ConfidenceInterval:
     """Percentile (``accel`` None) or BCa interval of the replicates."""
     ok = np.isfinite(reps)
     n_bad = int(reps.size - ok.sum())
@@ -254,16 +261,22 @@ def _interval(reps: np.ndarray, theta_hat: float, accel: float | None, level: fl
     return ConfidenceInterval(float(lo), float(hi))
 
 
-def _run(cols: Columns, stats: Sequence[_Stat], *, level: float, n_resamples: int,
-         method: str, gen: np.random.Generator) -> tuple[list[ConfidenceInterval], str]:
+def _run(
+    cols: Columns,
+    stats: Sequence[_Stat],
+    *,
+    level: float,
+    n_resamples: int,
+    method: str,
+    gen: np.random.Generator,
+) -> tuple[list[ConfidenceInterval], str]:
     res = resample_sums(cols, n_resamples, gen)
     thetas = [_theta_hat(s, res, cols.n) for s in stats]
     accels: list[float | None] = (
         list(_accelerations(cols, stats, res, thetas)) if method == "bca" else [None] * len(stats)
     )
     out = [
-        within_range(_interval(_replicates(s, res), t, a, level, s.where, s.cause),
-                        s.value_range)
+        within_range(_interval(_replicates(s, res), t, a, level, s.where, s.cause), s.value_range)
         for s, t, a in zip(stats, thetas, accels)  # a loop over statistics
     ]
     return out, res.resampling
@@ -540,8 +553,9 @@ def bootstrap_interval(
     a = _components_2d(components)
     _, gen = resolve_seed(rng)
     stat = _Stat(None, tuple(range(a.shape[1])), _check_statistic(statistic, a))
-    (iv,), _ = _run(_matrix_columns(a), [stat], level=level, n_resamples=n_res, method=method,
-                    gen=gen)
+    (iv,), _ = _run(
+        _matrix_columns(a), [stat], level=level, n_resamples=n_res, method=method, gen=gen
+    )
     return iv
 
 
@@ -611,9 +625,7 @@ def _row_sources(
         )
     out: list[tuple[str, WeightingRows]] = []
     for item in estimators:
-        pair: tuple[Any, Any] = (
-            item if isinstance(item, tuple) and len(item) == 2 else (None, item)
-        )
+        pair: tuple[Any, Any] = item if isinstance(item, tuple) and len(item) == 2 else (None, item)
         key, est = pair
         rows: Any
         if isinstance(est, WeightingRows):
@@ -800,8 +812,11 @@ def shared_bootstrap(
             "the weighting `estimators` need `logging_propensity` and `target_propensity`; "
             "pass them, or estimators=() for sources and the logging value only."
         )
-    labels = ([str(j) for j in range(n_pol)] if names is None
-              else check_names(names, "names", example="names=['greedy']"))
+    labels = (
+        [str(j) for j in range(n_pol)]
+        if names is None
+        else check_names(names, "names", example="names=['greedy']")
+    )
     if len(labels) != n_pol or len(set(labels)) != len(labels):
         raise ParameterError(
             f"`names` must give each of the {n_pol} candidates (the columns of "
@@ -826,15 +841,24 @@ def shared_bootstrap(
 
     stats: list[_Stat] = []
     if logging:
-        stats.append(_Stat(None, indices(_MEAN_REWARD, None), _MEAN_REWARD.statistic, rr,
-                           "logging value: "))
+        stats.append(
+            _Stat(None, indices(_MEAN_REWARD, None), _MEAN_REWARD.statistic, rr, "logging value: ")
+        )
     for j, name in enumerate(labels):  # loop over candidates
         for key, rows in specs:  # and estimators
             where = f"policy {name!r}, {key}: "
             if rows.undefined_without_weight:
-                stats.append(_Stat((name, key), indices(rows, j), rows.statistic, rr, where,
-                                   f"all resampled weights are zero: column {j} of "
-                                   "`target_propensity` is 0 on nearly every row"))
+                stats.append(
+                    _Stat(
+                        (name, key),
+                        indices(rows, j),
+                        rows.statistic,
+                        rr,
+                        where,
+                        f"all resampled weights are zero: column {j} of "
+                        "`target_propensity` is 0 on nearly every row",
+                    )
+                )
             else:
                 stats.append(_Stat((name, key), indices(rows, j), rows.statistic, rr, where))
     extra: dict[Any, np.ndarray] = {}
@@ -845,8 +869,9 @@ def shared_bootstrap(
                 f"`sources` key {key!r} is also a (policy, estimator) of `estimators`; give "
                 "the source another key."
             )
-        if not (callable(getattr(src, "components", None))
-                and callable(getattr(src, "statistic", None))):
+        if not (
+            callable(getattr(src, "components", None)) and callable(getattr(src, "statistic", None))
+        ):
             raise ParameterError(
                 f"`sources`[{key!r}] must be a row-backed estimate source with components() "
                 f"and statistic(means) (an Estimate.source); got {describe(src)}."
@@ -859,8 +884,7 @@ def shared_bootstrap(
             )
         extra[key] = comps
         idx_ = tuple(column(("src", key, k)) for k in range(comps.shape[1]))
-        stats.append(_Stat(key, idx_, src.statistic, getattr(src, "value_range", None),
-                           f"{key}: "))
+        stats.append(_Stat(key, idx_, src.statistic, getattr(src, "value_range", None), f"{key}: "))
     if n_pol and not specs:
         raise ParameterError(
             "`target_propensity` gives candidates but `estimators` is empty: pass the weighting "
@@ -869,8 +893,7 @@ def shared_bootstrap(
         )
     if not stats:
         raise ParameterError(
-            "nothing to bootstrap: pass candidates with `estimators`, `sources`, or "
-            "logging=True."
+            "nothing to bootstrap: pass candidates with `estimators`, `sources`, or logging=True."
         )
     order = list(columns)
 

@@ -53,7 +53,9 @@ from ope.intervals._shared import in_reward_units
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 
 __all__ = [
-    "hoeffding_interval", "bernstein_interval", "bottou_interval",
+    "hoeffding_interval",
+    "bernstein_interval",
+    "bottou_interval",
     "RANGE_RTOL",
 ]
 
@@ -86,8 +88,14 @@ def _check_n(n: object, *, minimum: int) -> int:
     return count
 
 
-def _check_stat(value: object, name: str, *, low: float | None = None,
-                high: float | None = None, bounds: str = "[`low`, `high`]") -> float:
+def _check_stat(
+    value: object,
+    name: str,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    bounds: str = "[`low`, `high`]",
+) -> float:
     """A finite mean, inside ``[low, high]`` up to :data:`RANGE_RTOL` (then clipped to it);
     ``bounds`` says which arguments set the range, for the message."""
     x = check_real(value, name)
@@ -425,8 +433,7 @@ def bottou_interval(
         )
     count = _check_n(n, minimum=2)
     span = r_max - r_min  # finite: check_reward_range refuses wider ranges
-    w_hat = _check_stat(weight_mean, "weight_mean", low=0.0, high=clip,
-                        bounds="[0, `max_weight`]")
+    w_hat = _check_stat(weight_mean, "weight_mean", low=0.0, high=clip, bounds="[0, `max_weight`]")
     # the product wbar * (r - r_min) in units of the reward span, y01 in [0, R]: the margins
     # and pieces below are computed on this scale, so R * span never has to be a float64
     y01 = _check_stat(

@@ -126,9 +126,7 @@ def _prepare(
                 "propensities."
             )
     if w.size < 2:
-        raise EstimationError(
-            f"empirical likelihood needs at least 2 rows, got {w.size}."
-        )
+        raise EstimationError(f"empirical likelihood needs at least 2 rows, got {w.size}.")
     return _Pairs(w, (r - r_min) / (r_max - r_min)), r_min, r_max, w_min, w_max  # type: ignore[return-value]
 
 
@@ -175,8 +173,9 @@ def _mle(p: _Pairs, w_min: float, w_max: float) -> tuple[float, np.ndarray, floa
     return beta, q, value, leftover
 
 
-def _min_value(p: _Pairs, r01: np.ndarray, q_mle: np.ndarray, delta: float, w_min: float,
-               w_max: float) -> float:
+def _min_value(
+    p: _Pairs, r01: np.ndarray, q_mle: np.ndarray, delta: float, w_min: float, w_max: float
+) -> float:
     """Lower end of the profile-likelihood set for ``E_Q[w r]`` with rewards ``r01 >= 0``.
 
     Maximizes the concave dual ``h(u, v) = G(u, v) - a u - b v`` over ``u, v >= 0`` (see the
@@ -399,5 +398,4 @@ def empirical_likelihood_interval(
 
 
 for _function in (empirical_likelihood_estimate, empirical_likelihood_interval):
-    fill_doc({"shared parameters": _SHARED_PARAMETERS, "shared raises": _SHARED_RAISES})(
-        _function)
+    fill_doc({"shared parameters": _SHARED_PARAMETERS, "shared raises": _SHARED_RAISES})(_function)

@@ -19,10 +19,12 @@ from ope.logs import require_logs
 from ope.weights import check_sampling_weight, sampling_weight_column
 
 __all__ = [
-    "log_columns", "log_sampling_weight", "weight_arguments", "fit_logs", "feature_arguments",
+    "log_columns",
+    "log_sampling_weight",
+    "weight_arguments",
+    "fit_logs",
+    "feature_arguments",
 ]
-
-
 
 
 def log_columns(
@@ -91,7 +93,11 @@ def feature_arguments(learner: Any, logs: Any, action_features: Any) -> dict[str
 
 
 def fit_logs(
-    learner: Any, logs: Any, *, context_columns: str | Sequence[str], action_features: Any = None,
+    learner: Any,
+    logs: Any,
+    *,
+    context_columns: str | Sequence[str],
+    action_features: Any = None,
     weight_column: str | None = None,
 ) -> Any:
     """``learner.fit`` on validated logs (actions, rewards, propensities, candidates, action
@@ -100,6 +106,12 @@ def fit_logs(
     X = context_matrix(logs, context_columns)
     action, reward, propensity, cand = log_columns(logs)
     name, s = log_sampling_weight(logs, weight_column)
-    return learner.fit(X, action, reward, propensity, candidates=cand,
-                       **feature_arguments(learner, logs, action_features),
-                       **weight_arguments(learner, name, s))
+    return learner.fit(
+        X,
+        action,
+        reward,
+        propensity,
+        candidates=cand,
+        **feature_arguments(learner, logs, action_features),
+        **weight_arguments(learner, name, s),
+    )

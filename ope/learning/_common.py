@@ -182,8 +182,11 @@ def as_list_array(candidates: Any, n: int) -> pa.Array:
                 "`candidates` must be one list of action labels per row (an Arrow list column or "
                 f"a sequence of sequences), or a boolean mask of shape (n, n_actions): {exc}"
             ) from None
-    if not (pa.types.is_list(candidates.type) or pa.types.is_large_list(candidates.type)
-            or pa.types.is_fixed_size_list(candidates.type)):
+    if not (
+        pa.types.is_list(candidates.type)
+        or pa.types.is_large_list(candidates.type)
+        or pa.types.is_fixed_size_list(candidates.type)
+    ):
         raise ValidationError(
             f"`candidates` must be a list column (one list of actions per row); got Arrow type "
             f"{candidates.type}."
@@ -209,9 +212,7 @@ def candidate_lists(
     lengths = lengths.astype(np.intp, copy=False)
     values = candidates.flatten()
     if values.null_count:
-        nulls = np.repeat(np.arange(n), lengths)[
-            values.is_null().to_numpy(zero_copy_only=False)
-        ]
+        nulls = np.repeat(np.arange(n), lengths)[values.is_null().to_numpy(zero_copy_only=False)]
         bad = np.zeros(n, dtype=bool)
         bad[nulls] = True
         raise ValidationError(
@@ -243,7 +244,10 @@ class Standardizer:
 
     @classmethod
     def fit(
-        cls, X: npt.NDArray[np.float64], *, center: bool,
+        cls,
+        X: npt.NDArray[np.float64],
+        *,
+        center: bool,
         sample_weight: npt.NDArray[np.float64] | None = None,
     ) -> Standardizer:
         """Center and scale by the standard deviation (``center=True``), or only scale by the
@@ -328,8 +332,9 @@ def penalized_value(
     the bottom of the range, see :func:`reported_bound`).
     """
     if sampling_weight is not None:
-        return weighted_penalized_value(wbar, reward01, objective, variance_penalty,
-                                        sampling_weight)
+        return weighted_penalized_value(
+            wbar, reward01, objective, variance_penalty, sampling_weight
+        )
     n = wbar.shape[0]
     s = power_of_two_scale(float(wbar.max())) if n else 1.0
     ws = wbar / s
@@ -392,7 +397,7 @@ def weighted_penalized_value(
       :math:`\partial\hat V/\partialar w_i = s_i	ilde r_i/\sum s` and, with
       :math:`\sigma^2 = \widehat{\mathrm{Var}}(\psi)`,
       :math:`\partial\sigma^2/\partial u_i = rac{2}{n-1}rac{s_i}{ar s}(\psi_i -
-      rac1n\sum_j rac{s_j}{ar s}\psi_j)`.
+      rac1n\sum_j rac{s_j}{ar s}\psi_j)`.
     * ``objective="self_normalized"``: the unweighted self-normalized value of the products
       :math:`v_i = s_iar w_i`, :math:`\sum sar w	ilde r/\sum sar w`, whose Norm-POEM
       spread :math:`\sqrt{\sum(	ilde r_i-\hat V)^2 v_i^2}/\sum v_i` is the linearized standard

@@ -46,9 +46,15 @@ from ope.results import Result, ResultParts
 from ope.weights import check_sampling_weight, sampling_weight_note
 
 __all__ = [
-    "Certificate", "SafetyGate", "certify", "rank_policies", "resolve_gate_method",
-    "check_max_sampling_weight", "weighted_betting_lower_bound",
-    "AUTO_METHOD", "AUTO_WEIGHTED_METHOD",
+    "Certificate",
+    "SafetyGate",
+    "certify",
+    "rank_policies",
+    "resolve_gate_method",
+    "check_max_sampling_weight",
+    "weighted_betting_lower_bound",
+    "AUTO_METHOD",
+    "AUTO_WEIGHTED_METHOD",
 ]
 
 #: probabilities a policy object returns may exceed 1 by float rounding; more than this is an error
@@ -89,9 +95,16 @@ GateMethod = Literal["auto", "betting", "bernstein", "t"]
 #: fields of a certificate that are text, and those that are finite numbers (the improvement
 #: pair may also be None), as Certificate.from_dict checks them
 _CERTIFICATE_TEXTS: Final = ("policy", "reason", "baseline_source", "ci_method")
-_CERTIFICATE_NUMBERS: Final = ("value", "lower_bound", "baseline_value", "confidence_level",
-                               "max_weight", "clipped_fraction", "improvement_estimate",
-                               "improvement_lower_bound")
+_CERTIFICATE_NUMBERS: Final = (
+    "value",
+    "lower_bound",
+    "baseline_value",
+    "confidence_level",
+    "max_weight",
+    "clipped_fraction",
+    "improvement_estimate",
+    "improvement_lower_bound",
+)
 
 
 def _malformed(arg: str, key: str, value: Any, need: str) -> ValidationError:
@@ -245,8 +258,10 @@ class Certificate(Result):
         for key in _CERTIFICATE_TEXTS:
             if not isinstance(values[key], str):
                 raise _malformed(arg, key, values[key], "a str")
-        for key, allowed in (("verdict", ("approve", "reject")),
-                             ("baseline", ("logging", "threshold"))):
+        for key, allowed in (
+            ("verdict", ("approve", "reject")),
+            ("baseline", ("logging", "threshold")),
+        ):
             if values[key] not in allowed:
                 raise _malformed(arg, key, values[key], f"one of {', '.join(map(repr, allowed))}")
         for key in _CERTIFICATE_NUMBERS:
@@ -257,8 +272,11 @@ class Certificate(Result):
             value = values.get(key)
             if optional and value is None:
                 continue
-            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) \
-                    or value < 0:
+            if (
+                isinstance(value, (bool, np.bool_))
+                or not isinstance(value, numbers.Integral)
+                or value < 0
+            ):
                 raise _malformed(arg, key, value, "a whole number >= 0" + (" or None" * optional))
             values[key] = int(value)
         pair = values["reward_range"]
@@ -269,8 +287,11 @@ class Certificate(Result):
             raise _malformed(arg, "reward_range", pair, "a pair [low, high] with low < high")
         values["reward_range"] = bounds
         notes = data.get("notes", ())
-        if isinstance(notes, (str, bytes)) or not isinstance(notes, Iterable) \
-                or not all(isinstance(v, str) for v in notes):
+        if (
+            isinstance(notes, (str, bytes))
+            or not isinstance(notes, Iterable)
+            or not all(isinstance(v, str) for v in notes)
+        ):
             raise _malformed(arg, "notes", notes, "a list of str")
         values["notes"] = tuple(notes)
         weight = data.get("sampling_weight")
@@ -301,13 +322,15 @@ class Certificate(Result):
 
     def __str__(self) -> str:
         pct = f"{100 * self.confidence_level:g}%"
-        kind = ("clipped IPS" if self.sampling_weight is None else
-                f"Hajek-weighted clipped IPS, sampling weights `{self.sampling_weight}`")
+        kind = (
+            "clipped IPS"
+            if self.sampling_weight is None
+            else f"Hajek-weighted clipped IPS, sampling weights `{self.sampling_weight}`"
+        )
         lines = [
             f"certificate for policy {self.policy!r}: {self.verdict.upper()}",
             f"  reason:            {self.reason}",
-            f"  estimate:          {self.value:.6g} "
-            f"({kind}, max_weight={self.max_weight:g})",
+            f"  estimate:          {self.value:.6g} ({kind}, max_weight={self.max_weight:g})",
             f"  lower bound:       {self.lower_bound:.6g} (one-sided {pct}, {self.ci_method})",
             f"  baseline:          {self.baseline_value:.6g} ({self.baseline_source})",
         ]
@@ -322,10 +345,15 @@ class Certificate(Result):
             f"{100 * self.clipped_fraction:.3g}% of weights clipped"
         )
         if self.sampling_weight is not None:
-            bound = ("finite-sample weighted betting bound" if self.ci_method == "betting" else
-                     f"{self.ci_method} bound of the linearized Hajek ratio, asymptotic")
-            lines.append(f"  sampling weights:  column `{self.sampling_weight}` (Horvitz-Thompson: "
-                         f"values for the logged population; {bound})")
+            bound = (
+                "finite-sample weighted betting bound"
+                if self.ci_method == "betting"
+                else f"{self.ci_method} bound of the linearized Hajek ratio, asymptotic"
+            )
+            lines.append(
+                f"  sampling weights:  column `{self.sampling_weight}` (Horvitz-Thompson: "
+                f"values for the logged population; {bound})"
+            )
         if self.seed is not None:
             lines.append(f"  split seed:        {self.seed} (rng={self.seed} reproduces it)")
         return "\n".join(lines)
@@ -380,9 +408,7 @@ def _policy_propensity(
     return pe
 
 
-def _known_actions(
-    classes: npt.NDArray[Any], action: npt.NDArray[Any]
-) -> npt.NDArray[np.intp]:
+def _known_actions(classes: npt.NDArray[Any], action: npt.NDArray[Any]) -> npt.NDArray[np.intp]:
     """Index of each logged action in the policy's ``classes_``; an action the policy never saw
     in ``fit`` is refused: its probability is not known (reading it as 0 would credit the policy
     with avoiding actions it was never offered, and a gate could approve on that)."""
@@ -402,8 +428,14 @@ def _known_actions(
 
 
 def _one_sided_lower(
-    mean: float, var: float, rows: npt.NDArray[np.float64], *, low: float, high: float,
-    confidence_level: float, method: str,
+    mean: float,
+    var: float,
+    rows: npt.NDArray[np.float64],
+    *,
+    low: float,
+    high: float,
+    confidence_level: float,
+    method: str,
     weights: tuple[npt.NDArray[np.float64], float] | None = None,
 ) -> float:
     """One-sided lower confidence bound of a mean in ``[low, high]`` from the ``rows`` (betting)
@@ -413,11 +445,17 @@ def _one_sided_lower(
     n = rows.shape[0]
     if method == "betting" and weights is not None:
         return weighted_betting_lower_bound(
-            rows, weights[0], low=low, high=high, max_sampling_weight=weights[1],
-            confidence_level=confidence_level)
+            rows,
+            weights[0],
+            low=low,
+            high=high,
+            max_sampling_weight=weights[1],
+            confidence_level=confidence_level,
+        )
     if method == "betting":
-        return float(betting_lower_bound(rows, low=low, high=high,
-                                         confidence_level=confidence_level))
+        return float(
+            betting_lower_bound(rows, low=low, high=high, confidence_level=confidence_level)
+        )
     if method == "bernstein":
         # the two-sided interval at level 2c - 1 spends (1 - c) on each side, so its lower end
         # alone is a one-sided bound at level c
@@ -460,7 +498,7 @@ def weighted_betting_lower_bound(
 
     .. math:: K_t(m) = \prod_{i\le t}igl(1 + \lambda_i(m)\,s_i(Y_i - m)igr),\qquad
               \lambda_i(m) = \min\Bigl(\sqrt{rac{2\ln(1/lpha)}{n\hat\sigma^2_{i-1}}},
-              rac{c}{Sm}\Bigr),
+              rac{c}{Sm}\Bigr),
 
     with every factor :math:`\ge 1 - c` (:math:`c = 1/2`), is a non-negative supermartingale
     at :math:`m = \mu'` for bets predictable from the earlier kept rows (and :math:`n`), and
@@ -741,8 +779,9 @@ class SafetyGate:
         s_max = None
         if s is not None:
             s_max = check_max_sampling_weight(self.max_sampling_weight, s, weight_name)
-        method = resolve_gate_method(self.ci, None if s is None else weight_name,
-                                     max_sampling_weight=s_max)
+        method = resolve_gate_method(
+            self.ci, None if s is None else weight_name, max_sampling_weight=s_max
+        )
         bet_weights = None if s is None or s_max is None else (s, s_max)
         pe = _policy_propensity(policy, X, a, candidates, n)
         span = high - low
@@ -762,10 +801,19 @@ class SafetyGate:
         z = low + ell * clipped_weight
         # no value lies outside the reward range, so neither does a bound of it (a few rows
         # with equal clipped terms above high would otherwise give a "lower bound" above high)
-        lower = min(high, _one_sided_lower(
-            estimate, z_var, z, low=low, high=low + max_weight * span, confidence_level=level,
-            method=method, weights=bet_weights,
-        ))
+        lower = min(
+            high,
+            _one_sided_lower(
+                estimate,
+                z_var,
+                z,
+                low=low,
+                high=low + max_weight * span,
+                confidence_level=level,
+                method=method,
+                weights=bet_weights,
+            ),
+        )
         baseline_value = float(r.mean()) if s is None else _hajek(r, s)[0]
         pct = f"{100 * level:g}%"
         improvement: float | None
@@ -782,15 +830,25 @@ class SafetyGate:
                 improvement, diff_var = float(diff.mean()), float(diff.var(ddof=1))
             else:
                 improvement, diff_var = _hajek(diff, s)
-            improvement_lower = min(span, _one_sided_lower(
-                improvement, diff_var, diff, low=-span,
-                high=(max_weight - 1.0) * span, confidence_level=level, method=method,
-                weights=bet_weights,
-            ))
+            improvement_lower = min(
+                span,
+                _one_sided_lower(
+                    improvement,
+                    diff_var,
+                    diff,
+                    low=-span,
+                    high=(max_weight - 1.0) * span,
+                    confidence_level=level,
+                    method=method,
+                    weights=bet_weights,
+                ),
+            )
             source = f"on-policy mean reward of the logging policy on the {n:,} certification rows"
             if s is not None:
-                source = (f"Hajek-weighted {source[:-len(' rows')]} rows (sampling weights "
-                          f"`{weight_name}`)")
+                source = (
+                    f"Hajek-weighted {source[: -len(' rows')]} rows (sampling weights "
+                    f"`{weight_name}`)"
+                )
             approve = improvement_lower > 0.0
             reason = (
                 f"the {pct} lower bound of the improvement over the logging policy is "
@@ -832,8 +890,7 @@ class SafetyGate:
             clipped_fraction=n_clipped / n,
             # the t bound rests on the central limit theorem; betting and Bernstein hold at any n
             notes=((small_sample_note(n),) if method == "t" and small_sample(n) else ())
-            + (() if s is None else (_weighted_note(weight_name, s, self.ci, method,
-                                                    s_max),)),
+            + (() if s is None else (_weighted_note(weight_name, s, self.ci, method, s_max),)),
             sampling_weight=None if s is None else weight_name,
         )
 
@@ -856,8 +913,9 @@ def resolve_gate_method(
     if chosen in _UNWEIGHTED_METHODS:
         how = (
             "its bound holds for the unweighted mean of i.i.d. rows in a known range, while "
-            "the weighted value is a Hajek ratio" if chosen == "bernstein" else
-            "its weighted version bets on s_i (x_i - m), whose range needs an a priori bound "
+            "the weighted value is a Hajek ratio"
+            if chosen == "bernstein"
+            else "its weighted version bets on s_i (x_i - m), whose range needs an a priori bound "
             "of the weights: give max_sampling_weight= (e.g. 1 / (1 - the largest pdrop the "
             "logger uses))"
         )
@@ -898,25 +956,35 @@ def _hajek(values: npt.NDArray[np.float64], s: npt.NDArray[np.float64]) -> tuple
     """``(sum s x / sum s, var(psi))``: the Hajek mean of per-row terms ``x`` and the sample
     variance of its linearized terms ``psi_i = s_i (x_i - mean) / mean(s)``, from the weighted
     moment kernel (:meth:`ope.moments.WeightedMoments.estimate`, kind ``"logging"``)."""
-    moments = WeightedMoments.from_arrays(values, np.ones((values.shape[0], 1)), s,
-                                          max_weight=None)
+    moments = WeightedMoments.from_arrays(values, np.ones((values.shape[0], 1)), s, max_weight=None)
     mean, sd = moments.estimate("logging", 0)
     return mean, sd * sd
 
 
 def _weighted_note(
-    weight_name: str, s: npt.NDArray[np.float64], requested: Any, method: str,
+    weight_name: str,
+    s: npt.NDArray[np.float64],
+    requested: Any,
+    method: str,
     s_max: float | None,
 ) -> str:
     """The note of a certificate on rows with sampling weights."""
     if method == "betting":
-        bound = (f"the bounds are the weighted betting bounds of the population means "
-                 f"(finite-sample; sampling weights <= max_sampling_weight = {s_max:g})")
+        bound = (
+            f"the bounds are the weighted betting bounds of the population means "
+            f"(finite-sample; sampling weights <= max_sampling_weight = {s_max:g})"
+        )
     else:
-        chose = ("ci='auto' chose the t bound (no max_sampling_weight was given for the "
-                 "weighted betting bound), " if requested == "auto" else "")
-        bound = (f"{chose}the bounds are t bounds of the linearized ratios (asymptotic): "
-                 "betting needs max_sampling_weight and bernstein is for unweighted rows")
+        chose = (
+            "ci='auto' chose the t bound (no max_sampling_weight was given for the "
+            "weighted betting bound), "
+            if requested == "auto"
+            else ""
+        )
+        bound = (
+            f"{chose}the bounds are t bounds of the linearized ratios (asymptotic): "
+            "betting needs max_sampling_weight and bernstein is for unweighted rows"
+        )
     return (
         sampling_weight_note(weight_name, float(s.sum()), int(s.shape[0]))
         + f" The estimate, the baseline and the improvement are Hajek ratios; {bound}."
@@ -959,12 +1027,24 @@ def certify(
     'reject'
     """
     gate = SafetyGate(
-        reward_range=reward_range, confidence_level=confidence_level, ci=ci,
-        baseline=baseline, max_weight=max_weight, max_sampling_weight=max_sampling_weight,
+        reward_range=reward_range,
+        confidence_level=confidence_level,
+        ci=ci,
+        baseline=baseline,
+        max_weight=max_weight,
+        max_sampling_weight=max_sampling_weight,
     )
     return gate.certify(
-        policy, X, action, reward, propensity, candidates=candidates, name=name, n_train=n_train,
-        sampling_weight=sampling_weight, weight_name=weight_name,
+        policy,
+        X,
+        action,
+        reward,
+        propensity,
+        candidates=candidates,
+        name=name,
+        n_train=n_train,
+        sampling_weight=sampling_weight,
+        weight_name=weight_name,
     )
 
 
@@ -1057,8 +1137,12 @@ def rank_policies(
     level = check_confidence_level(confidence_level)
     per_policy = 1.0 - (1.0 - level) / len(policies) if simultaneous else level
     gate = SafetyGate(
-        reward_range=reward_range, confidence_level=per_policy, ci=ci,
-        baseline="logging", max_weight=max_weight, max_sampling_weight=max_sampling_weight,
+        reward_range=reward_range,
+        confidence_level=per_policy,
+        ci=ci,
+        baseline="logging",
+        max_weight=max_weight,
+        max_sampling_weight=max_sampling_weight,
     )
     if max_weight is None:
         raise MissingBoundsError(
@@ -1068,8 +1152,15 @@ def rank_policies(
     rows = []
     for policy_name, policy in policies.items():  # loop over policies, not rows
         cert = gate.certify(
-            policy, X, action, reward, propensity, candidates=candidates, name=str(policy_name),
-            sampling_weight=sampling_weight, weight_name=weight_name,
+            policy,
+            X,
+            action,
+            reward,
+            propensity,
+            candidates=candidates,
+            name=str(policy_name),
+            sampling_weight=sampling_weight,
+            weight_name=weight_name,
         )
         rows.append(
             {

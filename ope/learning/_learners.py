@@ -152,8 +152,9 @@ def _validate_X(est: BaseEstimator, X: Any, *, reset: bool) -> npt.NDArray[np.fl
     naming ``X`` (also for values numpy cannot convert at all, such as an arbitrary object);
     non-finite features are reported with their column and row."""
     try:
-        X = validate_data(est, X, reset=reset, dtype=np.float64, accept_sparse=False,
-                          ensure_all_finite=False)
+        X = validate_data(
+            est, X, reset=reset, dtype=np.float64, accept_sparse=False, ensure_all_finite=False
+        )
     except NotFittedError:
         raise
     except (ValueError, TypeError) as exc:
@@ -161,8 +162,7 @@ def _validate_X(est: BaseEstimator, X: Any, *, reset: bool) -> npt.NDArray[np.fl
         # a TypeError as scikit-learn's estimators raise; a wrong shape or text a ValidationError
         error = ParameterError if isinstance(exc, TypeError) else ValidationError
         raise error(
-            f"`X` must be a 2-D array of numeric context features, one row per logged row: "
-            f"{exc}"
+            f"`X` must be a 2-D array of numeric context features, one row per logged row: {exc}"
         ) from None
     check_features(X)
     return X
@@ -191,8 +191,9 @@ def _validate_y(y: Any, n: int) -> npt.NDArray[Any]:
         check_finite(labels, "y")
     try:
         with warnings.catch_warnings():  # a catalog has more actions than a classifier classes
-            warnings.filterwarnings("ignore", message="The number of unique classes",
-                                    category=UserWarning)
+            warnings.filterwarnings(
+                "ignore", message="The number of unique classes", category=UserWarning
+            )
             check_classification_targets(labels)
     except (ValueError, TypeError) as exc:
         raise ValidationError(f"`y` must hold action labels (integers or text): {exc}") from None
@@ -324,8 +325,16 @@ def _validate_fit_inputs(
         X = X[rows]
         p = 1.0 / support.lengths[rows]
         r01 = (cols == action[rows]).astype(np.float64)
-        return _FitData(X, cols.astype(np.intp, copy=False), r01, p, support.take(rows), classes,
-                        True, None if sw is None else sw[rows])
+        return _FitData(
+            X,
+            cols.astype(np.intp, copy=False),
+            r01,
+            p,
+            support.take(rows),
+            classes,
+            True,
+            None if sw is None else sw[rows],
+        )
     return _FitData(X, action, translate_reward(r, reward_range), p, support, classes, False, sw)
 
 
@@ -364,7 +373,8 @@ def _action_feature_matrix(action_features: Any, classes: npt.NDArray[Any]) -> n
         action_features = pa.Table.from_pandas(action_features, preserve_index=False)
     if isinstance(action_features, pa.Table):
         feats, _ = action_feature_matrix(
-            action_features, classes, where="logged or among the candidates")
+            action_features, classes, where="logged or among the candidates"
+        )
         return feats
     if not isinstance(action_features, np.ndarray) or action_features.ndim != 2:
         raise ParameterError(
@@ -404,8 +414,14 @@ class _PerAction:
     optimum puts none there. The fit's support leaves such actions out altogether.
     """
 
-    def __init__(self, k: int, d: int, intercept: bool,
-                 logged: npt.NDArray[np.intp] | None = None, n_actions: int | None = None) -> None:
+    def __init__(
+        self,
+        k: int,
+        d: int,
+        intercept: bool,
+        logged: npt.NDArray[np.intp] | None = None,
+        n_actions: int | None = None,
+    ) -> None:
         self.k, self.d, self.intercept = k, d, intercept
         self.size = k * d + (k if intercept else 0)
         self.n_penalized = k * d
@@ -414,7 +430,7 @@ class _PerAction:
 
     def unpack(self, theta: npt.NDArray[np.float64]) -> tuple[Any, Any]:
         W = theta[: self.k * self.d].reshape(self.k, self.d)
-        b = theta[self.k * self.d:] if self.intercept else np.zeros(self.k)
+        b = theta[self.k * self.d :] if self.intercept else np.zeros(self.k)
         return W, b
 
     def full(self, theta: npt.NDArray[np.float64]) -> tuple[Any, Any]:
@@ -476,8 +492,11 @@ class _Problem:
 
 
 def _problem(
-    X1: npt.NDArray[np.float64], support: Support, action: npt.NDArray[np.intp],
-    r01: npt.NDArray[np.float64], p: npt.NDArray[np.float64],
+    X1: npt.NDArray[np.float64],
+    support: Support,
+    action: npt.NDArray[np.intp],
+    r01: npt.NDArray[np.float64],
+    p: npt.NDArray[np.float64],
     s: npt.NDArray[np.float64] | None = None,
 ) -> _Problem:
     layout = make_layout(X1, support, fit=True)
@@ -519,8 +538,9 @@ def policy_objective(
     else:
         active = w < max_weight
         wbar = np.minimum(w, max_weight)
-    value, (_, se), dwbar = penalized_value(wbar, problem.r01, objective, variance_penalty,
-                                            problem.s)
+    value, (_, se), dwbar = penalized_value(
+        wbar, problem.r01, objective, variance_penalty, problem.s
+    )
     if stats is not None:
         stats["std_error"] = se
     g = dwbar * active * w
@@ -535,7 +555,8 @@ def policy_objective(
 
 
 def _resolve_max_weight(
-    spec: Any, propensity: npt.NDArray[np.float64],
+    spec: Any,
+    propensity: npt.NDArray[np.float64],
     sampling_weight: npt.NDArray[np.float64] | None = None,
 ) -> float | None:
     """The clip level: ``None`` (no clipping), a number >= 1, or ``"auto"`` (the inverse of the
@@ -580,8 +601,10 @@ def _fit_softmax(
     theta0 = np.zeros(model.size)
     stats: dict[str, float] = {}
     history: list[float] = []
-    with threadpool_limits(limits=BLAS_THREADS, user_api="blas"), \
-            progress(desc=desc, total=max_iter, unit="it") as bar:
+    with (
+        threadpool_limits(limits=BLAS_THREADS, user_api="blas"),
+        progress(desc=desc, total=max_iter, unit="it") as bar,
+    ):
 
         def step(intermediate_result: Any) -> None:
             bar.update(1)
@@ -591,8 +614,14 @@ def _fit_softmax(
 
         res = minimize(
             lambda t: policy_objective(
-                t, problem, model, objective=objective, variance_penalty=variance_penalty,
-                max_weight=max_weight, l2_penalty=l2_penalty, stats=stats,
+                t,
+                problem,
+                model,
+                objective=objective,
+                variance_penalty=variance_penalty,
+                max_weight=max_weight,
+                l2_penalty=l2_penalty,
+                stats=stats,
             ),
             theta0,
             jac=True,
@@ -641,7 +670,11 @@ class _LearnedPolicy(ClassifierMixin, BaseEstimator):
         raise NotImplementedError  # pragma: no cover - every subclass defines it
 
     def fit_logs(
-        self, logs: Any, *, context_columns: Any, action_features: Any = None,
+        self,
+        logs: Any,
+        *,
+        context_columns: Any,
+        action_features: Any = None,
         weight_column: str | None = None,
     ) -> Any:
         """Fit on validated :class:`ope.logs.BanditLogs`.
@@ -653,8 +686,13 @@ class _LearnedPolicy(ClassifierMixin, BaseEstimator):
         ``sample_weight``: the column ``weight_column``, else ``weight`` when the logs have it
         (the DSJSON importer writes ``1 / (1 - pdrop)`` there).
         """
-        return fit_logs(self, logs, context_columns=context_columns,
-                        action_features=action_features, weight_column=weight_column)
+        return fit_logs(
+            self,
+            logs,
+            context_columns=context_columns,
+            action_features=action_features,
+            weight_column=weight_column,
+        )
 
     def iter_candidates(
         self, X: Any, *, candidates: Any = None
@@ -665,8 +703,9 @@ class _LearnedPolicy(ClassifierMixin, BaseEstimator):
         ``fit`` (None: every action of ``classes_``).
         """
         for sl, support, values in self._dense_blocks(X, candidates):
-            yield CandidateProbabilities(support.rows + sl.start,
-                                         self.classes_[support.flat_cols()], values)
+            yield CandidateProbabilities(
+                support.rows + sl.start, self.classes_[support.flat_cols()], values
+            )
 
     def predict_candidates(self, X: Any, *, candidates: Any = None) -> CandidateProbabilities:
         """The policy on each row's candidates in long format: one entry per (row, candidate).
@@ -676,8 +715,9 @@ class _LearnedPolicy(ClassifierMixin, BaseEstimator):
         """
         parts = list(self.iter_candidates(X, candidates=candidates))
         if not parts:
-            return CandidateProbabilities(np.zeros(0, dtype=np.intp), self.classes_[:0],
-                                          np.zeros(0))
+            return CandidateProbabilities(
+                np.zeros(0, dtype=np.intp), self.classes_[:0], np.zeros(0)
+            )
         return CandidateProbabilities(*(np.concatenate(c) for c in zip(*parts)))
 
     def _dense_blocks(
@@ -691,8 +731,9 @@ class _LearnedPolicy(ClassifierMixin, BaseEstimator):
         cand = _normal_candidates(candidates, n)
         unseen: list[Any] = []
         for sl in candidate_row_blocks(cand, n, self.classes_.size):  # blocks, not rows
-            support = build_support(slice_candidates(cand, sl), self.classes_, sl.stop - sl.start,
-                                    unseen=unseen)
+            support = build_support(
+                slice_candidates(cand, sl), self.classes_, sl.stop - sl.start, unseen=unseen
+            )
             with threadpool_limits(limits=BLAS_THREADS, user_api="blas"):
                 values = self._block_values(X[sl], support)
             yield sl, support, values
@@ -749,7 +790,6 @@ class _LearnedPolicy(ClassifierMixin, BaseEstimator):
             out[sl] = np.where(pos >= 0, values[np.maximum(pos, 0)], 0.0)
         return out
 
-
     def score(self, X: Any, y: Any, sample_weight: Any = None) -> float:
         """Accuracy of the greedy policy: the share of rows where :meth:`predict` equals the
         label ``y`` (weighted by ``sample_weight``, sampling weights as in ``fit``), as
@@ -767,10 +807,15 @@ class _LearnedPolicy(ClassifierMixin, BaseEstimator):
                 "labels in the type the learner was fitted with."
             )
         sw = _sample_weight(sample_weight, n)
-        hit = np.concatenate([
-            self.classes_[support.flat_cols()[_row_argmax(support, values)]]
-            for _, support, values in self._dense_blocks(X, None, checked=True)
-        ]) == labels
+        hit = (
+            np.concatenate(
+                [
+                    self.classes_[support.flat_cols()[_row_argmax(support, values)]]
+                    for _, support, values in self._dense_blocks(X, None, checked=True)
+                ]
+            )
+            == labels
+        )
         return float(np.average(hit, weights=sw))
 
     def set_params(self, **params: Any) -> Self:
@@ -867,8 +912,9 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
         objective, penalty, max_weight_spec, select = self._objective_settings()
         seed, gen = self._split_rng()
         catalog = _catalog(action_features) if kind == "features" else None
-        data = _validate_fit_inputs(self, X, y, reward, propensity, candidates, reward_range,
-                                    catalog, sample_weight)
+        data = _validate_fit_inputs(
+            self, X, y, reward, propensity, candidates, reward_range, catalog, sample_weight
+        )
         max_weight = _resolve_max_weight(max_weight_spec, data.p, data.s)
         features = None
         if kind == "features":
@@ -882,11 +928,18 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
             penalty, max_weight, self.selection_results_ = self._select(
                 data, features, gen, objective, penalty, max_weight
             )
-        std, fstd, model, problem = self._prepare(data.X, data.support, data.action, data.r01,
-                                                  data.p, features, data.s)
+        std, fstd, model, problem = self._prepare(
+            data.X, data.support, data.action, data.r01, data.p, features, data.s
+        )
         theta, n_iter = _fit_softmax(
-            problem, model, objective=objective, variance_penalty=penalty,
-            max_weight=max_weight, l2_penalty=l2_penalty, max_iter=max_iter, tol=tol,
+            problem,
+            model,
+            objective=objective,
+            variance_penalty=penalty,
+            max_weight=max_weight,
+            l2_penalty=l2_penalty,
+            max_iter=max_iter,
+            tol=tol,
             desc=f"{type(self).__name__}: L-BFGS",
         )
         self._std = std
@@ -911,7 +964,9 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
             warnings.warn(
                 f"fitted on {wbar.size} row(s): fewer than {MIN_ROWS} rows give no standard "
                 "error, so value_std_error_ is inf and value_lower_bound_ is the bottom of "
-                "reward_range.", SmallSampleWarning, stacklevel=2,
+                "reward_range.",
+                SmallSampleWarning,
+                stacklevel=2,
             )
         low, high = reward_range
         self.value_estimate_ = in_reward_units(estimate, reward_range)
@@ -923,8 +978,7 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
         mode = getattr(self, "action_model", "auto")
         if mode not in _ACTION_MODELS:
             raise ParameterError(
-                f"action_model must be one of {', '.join(map(repr, _ACTION_MODELS))}; got "
-                f"{mode!r}."
+                f"action_model must be one of {', '.join(map(repr, _ACTION_MODELS))}; got {mode!r}."
             )
         if mode == "features" and action_features is None:
             raise ParameterError(
@@ -968,8 +1022,9 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
             # centering the action features shifts every candidate's score of a row by the same
             # amount, which the softmax ignores: always free
             fstd = Standardizer.fit(features, center=True)
-            model = _Bilinear(np.ascontiguousarray(fstd.transform_t(features, ones=False).T), d,
-                              intercept)
+            model = _Bilinear(
+                np.ascontiguousarray(fstd.transform_t(features, ones=False).T), d, intercept
+            )
         return std, fstd, model, _problem(XsT, support, action, r01, p, s)
 
     def _select(
@@ -992,34 +1047,52 @@ class _SoftmaxPolicyLearner(_LearnedPolicy):
             )
         perm = gen.permutation(n)
         val, tr = perm[:n_val], perm[n_val:]
-        weights = (None,) if max_weight is None else tuple(
-            max(1.0, f * max_weight) for f in SELECTION_MAX_WEIGHT_FACTORS
+        weights = (
+            (None,)
+            if max_weight is None
+            else tuple(max(1.0, f * max_weight) for f in SELECTION_MAX_WEIGHT_FACTORS)
         )
         s_tr = None if data.s is None else data.s[tr]
         std, _, model, problem = self._prepare(
-            data.X[tr], data.support.take(tr), data.action[tr], data.r01[tr], data.p[tr], features,
+            data.X[tr],
+            data.support.take(tr),
+            data.action[tr],
+            data.r01[tr],
+            data.p[tr],
+            features,
             s_tr,
         )
         val_support = data.support.take(val)
         val_layout = make_layout(std.transform_t(data.X[val]), val_support, fit=False)
         val_logged = val_layout.native(val_support.position(data.action[val]))
         reward_range = required_reward_range(self.reward_range)
-        grid = [(factor, m) for factor in sorted(SELECTION_PENALTY_FACTORS, reverse=True)
-                for m in weights]
+        grid = [
+            (factor, m)
+            for factor in sorted(SELECTION_PENALTY_FACTORS, reverse=True)
+            for m in weights
+        ]
         results: list[dict[str, Any]] = []
         for i, (factor, m) in enumerate(grid):  # loop over grid points, not rows
             theta, _ = _fit_softmax(
-                problem, model, objective=objective, variance_penalty=factor * penalty,
-                max_weight=m, l2_penalty=float(self.l2_penalty), max_iter=int(self.max_iter),
-                tol=float(self.tol), desc=f"select {i + 1}/{len(grid)}: L-BFGS",
+                problem,
+                model,
+                objective=objective,
+                variance_penalty=factor * penalty,
+                max_weight=m,
+                l2_penalty=float(self.l2_penalty),
+                max_iter=int(self.max_iter),
+                tol=float(self.tol),
+                desc=f"select {i + 1}/{len(grid)}: L-BFGS",
             )
             P = val_layout.softmax(val_layout.scores(*model.full(theta)))
             w = P.reshape(-1)[val_logged] / data.p[val]
             # unclipped IPS on the held-out rows; Hajek-weighted when they carry sampling weights
             score = in_reward_units(
-                float(np.average(data.r01[val] * w,
-                                 weights=None if data.s is None else data.s[val])),
-                reward_range)
+                float(
+                    np.average(data.r01[val] * w, weights=None if data.s is None else data.s[val])
+                ),
+                reward_range,
+            )
             results.append(
                 {"variance_penalty": factor * penalty, "max_weight": m, "validation_ips": score}
             )
@@ -1248,12 +1321,12 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
             raise ParameterError(
                 f"objective must be 'clipped_ips' or 'self_normalized', got {self.objective!r}."
             )
-        penalty = _non_negative(self.variance_penalty, "variance_penalty",
-                                DEFAULT_VARIANCE_PENALTY)
+        penalty = _non_negative(self.variance_penalty, "variance_penalty", DEFAULT_VARIANCE_PENALTY)
         if self.select not in (None, "validation"):
             raise ParameterError(f"select must be None or 'validation', got {self.select!r}.")
-        fraction = check_real(self.validation_fraction, "validation_fraction",
-                              example="validation_fraction=0.25")
+        fraction = check_real(
+            self.validation_fraction, "validation_fraction", example="validation_fraction=0.25"
+        )
         if not 0.0 < fraction < 1.0:
             raise ParameterError(
                 f"`validation_fraction` must be in (0, 1), got {self.validation_fraction!r}."
@@ -1435,10 +1508,12 @@ class DirectMethodPolicyLearner(_LearnedPolicy):
         with ``sample_weight`` the ridge regressions and the standardization are weighted by
         the rows' sampling weights, see Notes)."""
         reward_range = required_reward_range(self.reward_range)
-        check_positive_real(self.l2_penalty, "l2_penalty", example="l2_penalty=1.0",
-                            what="the ridge penalty")
-        data = _validate_fit_inputs(self, X, y, reward, propensity, candidates, reward_range,
-                                    sample_weight=sample_weight)
+        check_positive_real(
+            self.l2_penalty, "l2_penalty", example="l2_penalty=1.0", what="the ridge penalty"
+        )
+        data = _validate_fit_inputs(
+            self, X, y, reward, propensity, candidates, reward_range, sample_weight=sample_weight
+        )
         X, action, r01, sw = data.X, data.action, data.r01, data.s
         classes = data.classes
         n, d = X.shape
@@ -1453,7 +1528,7 @@ class DirectMethodPolicyLearner(_LearnedPolicy):
         order = np.argsort(action, kind="stable")
         bounds = np.concatenate([[0], np.cumsum(counts)])
         for j in np.flatnonzero(counts):  # loop over actions, not rows
-            rows = order[bounds[j]: bounds[j + 1]]
+            rows = order[bounds[j] : bounds[j + 1]]
             Xa, ra = XsT[:d, rows].T, reward[rows]
             if sw is None:
                 xbar, rbar = Xa.mean(axis=0), ra.mean()

@@ -142,8 +142,9 @@ def learn_from_logs(
     ('approve', 0)
     """
     logs = require_logs(logs, "learn_from_logs")
-    name = check_name(name, "name", what="the policy's name in the certificate",
-                      example="name='learned'")
+    name = check_name(
+        name, "name", what="the policy's name in the certificate", example="name='learned'"
+    )
     fraction = check_real(certify_fraction, "certify_fraction", example="certify_fraction=0.5")
     if not 0.0 < fraction < 1.0:
         raise ParameterError(f"`certify_fraction` must be in (0, 1), got {certify_fraction!r}.")
@@ -154,12 +155,16 @@ def learn_from_logs(
     # refused up front, before any fitting: a learner without sample_weight, and a gate method
     # that does not take sampling weights
     weight_arguments(est, weight_name, s)
-    s_max = None if s is None else check_max_sampling_weight(max_sampling_weight, s,
-                                                               str(weight_name))
+    s_max = (
+        None if s is None else check_max_sampling_weight(max_sampling_weight, s, str(weight_name))
+    )
     resolve_gate_method(ci, weight_name, max_sampling_weight=s_max)
     gate = SafetyGate(
-        reward_range=getattr(est, "reward_range", None), confidence_level=confidence_level,
-        ci=ci, baseline=baseline, max_weight=max_weight,
+        reward_range=getattr(est, "reward_range", None),
+        confidence_level=confidence_level,
+        ci=ci,
+        baseline=baseline,
+        max_weight=max_weight,
         max_sampling_weight=max_sampling_weight,
     )
     _release_arrow_memory()
@@ -183,14 +188,27 @@ def learn_from_logs(
 
     X_train, X_cert = X[train_rows], X[cert_rows]
     del X  # the two parts are all that is needed from here on
-    est.fit(X_train, action[train_rows], reward[train_rows], propensity[train_rows],
-            candidates=take(train_rows), **features,
-            **weight_arguments(est, weight_name, None if s is None else s[train_rows]))
+    est.fit(
+        X_train,
+        action[train_rows],
+        reward[train_rows],
+        propensity[train_rows],
+        candidates=take(train_rows),
+        **features,
+        **weight_arguments(est, weight_name, None if s is None else s[train_rows]),
+    )
     del X_train
     certificate = gate.certify(
-        est, X_cert, action[cert_rows], reward[cert_rows], propensity[cert_rows],
-        candidates=take(cert_rows), name=name, n_train=train_rows.size,
-        sampling_weight=None if s is None else s[cert_rows], weight_name=weight_name,
+        est,
+        X_cert,
+        action[cert_rows],
+        reward[cert_rows],
+        propensity[cert_rows],
+        candidates=take(cert_rows),
+        name=name,
+        n_train=train_rows.size,
+        sampling_weight=None if s is None else s[cert_rows],
+        weight_name=weight_name,
     )
     estimated = estimated_propensity_note(logs)  # the certificate rests on these propensities
     notes = certificate.notes + ((estimated,) if estimated is not None else ())
@@ -238,8 +256,6 @@ def _fitted_policy(learner: Any) -> Any:
     return learner
 
 
-
-
 def _release_arrow_memory() -> None:
     """Return the Arrow memory pool's freed blocks to the OS before the large allocations.
 
@@ -269,8 +285,7 @@ def learner_policy_batches(
     """
     learner = _fitted_policy(learner)
     logs = require_logs(logs, "learner_policy_batches")
-    name = check_name(name, "name", what="the policy's name in the table",
-                      example="name='learned'")
+    name = check_name(name, "name", what="the policy's name in the table", example="name='learned'")
     names = pa.array([name], type=pa.string())
     if "event_id" not in logs.table.column_names:
         raise SchemaError(
@@ -301,7 +316,8 @@ def _policy_batches(
                 {
                     "event_id": event_id.take(pa.array(rows)),
                     "policy": pa.DictionaryArray.from_arrays(
-                        pa.array(np.zeros(rows.size, dtype=np.int32)), names),
+                        pa.array(np.zeros(rows.size, dtype=np.int32)), names
+                    ),
                     "action": actions,
                     "probability": pa.array(block.probability[keep], type=pa.float64()),
                 }
@@ -341,14 +357,21 @@ def learner_policy_table(
     >>> learner_policy_table(dm, logs, context_columns="x").to_pydict()["action"]
     [0, 0, 1, 1]
     """
-    batches = list(learner_policy_batches(learner, logs, context_columns=context_columns,
-                                          name=name))
-    schema = batches[0].schema if batches else pa.schema([
-        ("event_id", logs.table.schema.field("event_id").type),
-        ("policy", pa.dictionary(pa.int32(), pa.string())),
-        ("action", logs.table.schema.field("action").type),
-        ("probability", pa.float64()),
-    ])
+    batches = list(
+        learner_policy_batches(learner, logs, context_columns=context_columns, name=name)
+    )
+    schema = (
+        batches[0].schema
+        if batches
+        else pa.schema(
+            [
+                ("event_id", logs.table.schema.field("event_id").type),
+                ("policy", pa.dictionary(pa.int32(), pa.string())),
+                ("action", logs.table.schema.field("action").type),
+                ("probability", pa.float64()),
+            ]
+        )
+    )
     return pa.Table.from_batches(batches, schema=schema)
 
 
@@ -380,8 +403,9 @@ def write_learner_policy_table(
     writer: Any = None
     rows = 0
     try:
-        for batch in learner_policy_batches(learner, logs, context_columns=context_columns,
-                                            name=name):
+        for batch in learner_policy_batches(
+            learner, logs, context_columns=context_columns, name=name
+        ):
             table = canonical_policy_table(pa.Table.from_batches([batch]), source="<learned>")
             if writer is None:
                 writer = _open_writer(dest, suffix, table.schema)
@@ -389,8 +413,9 @@ def write_learner_policy_table(
             rows += table.num_rows
         if writer is None:  # no events: an empty table with the columns
             empty = learner_policy_table(learner, logs, context_columns=context_columns, name=name)
-            writer = _open_writer(dest, suffix, canonical_policy_table(empty, source="<learned>")
-                                  .schema)
+            writer = _open_writer(
+                dest, suffix, canonical_policy_table(empty, source="<learned>").schema
+            )
     except OSError as exc:
         raise DataFileError(f"could not write policy table {str(dest)!r}: {exc}") from None
     finally:

@@ -123,8 +123,12 @@ class Support:
         offsets = np.zeros(idx.size + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         start = np.repeat(self.offsets[:-1][idx] - offsets[:-1], lengths)
-        return Support(idx.size, self.n_actions, offsets,
-                       self.cols[start + np.arange(offsets[-1], dtype=np.int64)])
+        return Support(
+            idx.size,
+            self.n_actions,
+            offsets,
+            self.cols[start + np.arange(offsets[-1], dtype=np.int64)],
+        )
 
     def restrict(self, keep: npt.NDArray[np.bool_]) -> Support:
         """The support on the actions ``keep`` only (renumbered ``0 .. keep.sum() - 1``)."""
@@ -132,8 +136,11 @@ class Support:
         k = int(keep.sum())
         if self.offsets is None or self.cols is None:
             if k != self.n_actions:
-                return build_support(np.broadcast_to(keep, (self.n, self.n_actions)),
-                                     np.arange(self.n_actions), self.n).restrict(keep)
+                return build_support(
+                    np.broadcast_to(keep, (self.n, self.n_actions)),
+                    np.arange(self.n_actions),
+                    self.n,
+                ).restrict(keep)
             return self
         mask = keep[self.cols]
         lengths = np.bincount(self.rows[mask], minlength=self.n)
@@ -156,7 +163,10 @@ class Support:
 
 
 def build_support(
-    candidates: Any, classes: npt.NDArray[Any], n: int, *,
+    candidates: Any,
+    classes: npt.NDArray[Any],
+    n: int,
+    *,
     unseen: list[npt.NDArray[Any]] | None = None,
 ) -> Support:
     """The :class:`Support` of ``candidates`` (None: dense; an Arrow list column or sequence of
@@ -235,7 +245,9 @@ def warn_unseen(unseen: list[npt.NDArray[Any]]) -> None:
     warnings.warn(
         f"{labels.size:,} (row, candidate) pairs name {distinct.size:,} actions not seen in fit "
         f"(e.g. {distinct[:3].tolist()}); the policy has no parameters for them and gives them "
-        "probability 0.", OPEWarning, stacklevel=3,
+        "probability 0.",
+        OPEWarning,
+        stacklevel=3,
     )
 
 
@@ -257,8 +269,11 @@ def candidate_row_blocks(candidates: Any, n: int, n_actions: int) -> list[slice]
     else:  # None or a boolean mask: every row has (up to) every action
         per_row = np.full(n, n_actions, dtype=np.int64)
     ends = np.cumsum(np.maximum(per_row, 1))
-    cuts = np.searchsorted(ends, np.arange(PREDICT_BLOCK_PAIRS, int(ends[-1]) if n else 0,
-                                           PREDICT_BLOCK_PAIRS), side="right")
+    cuts = np.searchsorted(
+        ends,
+        np.arange(PREDICT_BLOCK_PAIRS, int(ends[-1]) if n else 0, PREDICT_BLOCK_PAIRS),
+        side="right",
+    )
     bounds = np.unique(np.concatenate([[0], cuts, [n]]))
     return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
 
@@ -412,11 +427,15 @@ class ScatterLayout(_RaggedLayout):
 class GatherLayout(_RaggedLayout):
     """Candidate sets over a large catalog: work proportional to the candidates only."""
 
-    def __init__(self, X1: npt.NDArray[np.float64], support: Support, *,
-                 cache: bool = True) -> None:
+    def __init__(
+        self, X1: npt.NDArray[np.float64], support: Support, *, cache: bool = True
+    ) -> None:
         super().__init__(X1, support)
-        self.Xg = X1[: self.d, self.rows] \
-            if cache and self.d * self.rows.size <= GATHER_CACHE_ENTRIES else None
+        self.Xg = (
+            X1[: self.d, self.rows]
+            if cache and self.d * self.rows.size <= GATHER_CACHE_ENTRIES
+            else None
+        )
 
     def _features(self, k: int) -> npt.NDArray[np.float64]:
         return self.Xg[k] if self.Xg is not None else self.X1[k].take(self.rows)
@@ -453,7 +472,9 @@ def make_layout(X1: npt.NDArray[np.float64], support: Support, *, fit: bool) -> 
         return DenseLayout(X1, support)
     pairs = support.n * support.n_actions
     d = X1.shape[0] - 1
-    if pairs * (d + SCATTER_OVERHEAD) <= SCATTER_FACTOR * support.nnz * max(d, 1) \
-            and pairs <= DENSE_PAIRS_LIMIT:
+    if (
+        pairs * (d + SCATTER_OVERHEAD) <= SCATTER_FACTOR * support.nnz * max(d, 1)
+        and pairs <= DENSE_PAIRS_LIMIT
+    ):
         return ScatterLayout(X1, support)
     return GatherLayout(X1, support, cache=fit)

@@ -70,7 +70,6 @@ __all__ = [
 ]
 
 
-
 #: How many example rows / event ids an error message shows (enough to locate the problem).
 EXAMPLES: Final = 5
 
@@ -92,8 +91,6 @@ def rows_text(mask: npt.NDArray[np.bool_]) -> str:
 def is_dataframe(obj: Any) -> bool:
     pd = sys.modules.get("pandas")
     return pd is not None and isinstance(obj, pd.DataFrame)
-
-
 
 
 def decode(col: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
@@ -135,8 +132,8 @@ def label_codes(values: pa.ChunkedArray | pa.Array, catalog: pa.Array) -> npt.ND
         span = hi - lo + 1
         if span <= max(_LUT_SLOTS_PER_LABEL * len(catalog), _LUT_MIN_SLOTS):
             lut = np.full(span, -1, dtype=np.int32)
-            lut[np.asarray(catalog.to_numpy(zero_copy_only=False), dtype=np.int64) - lo] = np.arange(
-                len(catalog), dtype=np.int32
+            lut[np.asarray(catalog.to_numpy(zero_copy_only=False), dtype=np.int64) - lo] = (
+                np.arange(len(catalog), dtype=np.int32)
             )
             out = np.empty(len(values), dtype=np.int32)
             start = 0
@@ -162,14 +159,18 @@ def label_codes(values: pa.ChunkedArray | pa.Array, catalog: pa.Array) -> npt.ND
 
 def _to_numpy(col: pa.ChunkedArray | pa.Array) -> npt.NDArray[Any]:
     """Zero-copy where Arrow allows (one chunk, no nulls)."""
-    return col.to_numpy() if isinstance(col, pa.ChunkedArray) else col.to_numpy(zero_copy_only=False)
+    return (
+        col.to_numpy() if isinstance(col, pa.ChunkedArray) else col.to_numpy(zero_copy_only=False)
+    )
 
 
 def to_float64(col: pa.ChunkedArray | pa.Array) -> npt.NDArray[np.float64]:
     return np.asarray(_to_numpy(col), dtype=np.float64)
 
 
-def float_values(values: Any, what: str, *, ndim: tuple[int, ...] = (1, 2)) -> npt.NDArray[np.float64]:
+def float_values(
+    values: Any, what: str, *, ndim: tuple[int, ...] = (1, 2)
+) -> npt.NDArray[np.float64]:
     """Numbers a policy computed (propensities, scores, probabilities) as float64.
 
     A masked array is refused when anything is masked (its mask would be lost), and so is a
@@ -243,7 +244,9 @@ class ActionIndex:
 
 def action_column(logs: BanditLogs) -> pa.ChunkedArray:
     if "action" not in logs.table.column_names:
-        raise SchemaError("the logs have no `action` column; map yours with mapping={'action': ...}")
+        raise SchemaError(
+            "the logs have no `action` column; map yours with mapping={'action': ...}"
+        )
     action = decode(logs.table.column("action"))
     if not is_label_type(action.type):
         raise SchemaError(f"`action` must be int64 or string, got {action.type}")
@@ -315,7 +318,9 @@ def candidate_sets(index: ActionIndex, *, what: str) -> CandidateSets:
     lengths_np = np.asarray(lengths.to_numpy(), dtype=np.int64)
     flat = pc.list_flatten(cand)
     if flat.null_count:
-        raise PolicyError(f"{what}: `candidates` contains {flat.null_count:,} null labels; remove them.")
+        raise PolicyError(
+            f"{what}: `candidates` contains {flat.null_count:,} null labels; remove them."
+        )
     codes = index.codes(flat)
     indptr = np.zeros(lengths_np.size + 1, dtype=np.int64)
     np.cumsum(lengths_np, out=indptr[1:])
@@ -451,7 +456,9 @@ class PolicyDistribution:
         """Number of stored (row, action) entries: the total support size."""
         return int(self.matrix.nnz)
 
-    def probability(self, action: npt.ArrayLike | pa.Array | pa.ChunkedArray) -> npt.NDArray[np.float64]:
+    def probability(
+        self, action: npt.ArrayLike | pa.Array | pa.ChunkedArray
+    ) -> npt.NDArray[np.float64]:
         """``pi(action_i | x_i)`` for one action label per row.
 
         Parameters
@@ -470,17 +477,26 @@ class PolicyDistribution:
         else:
             arr = np.asarray(action)
             if arr.ndim != 1:
-                raise PolicyError(f"action must be 1-D with one label per row, got shape {arr.shape}.")
+                raise PolicyError(
+                    f"action must be 1-D with one label per row, got shape {arr.shape}."
+                )
             try:
                 values = pa.array(arr.tolist()) if arr.dtype == object else pa.array(arr)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError,
-                    TypeError, OverflowError):
+            except (
+                pa.ArrowInvalid,
+                pa.ArrowTypeError,
+                pa.ArrowNotImplementedError,
+                TypeError,
+                OverflowError,
+            ):
                 raise PolicyError(
                     f"action must hold action labels (whole numbers or texts, one per row); "
                     f"got {examples(arr.tolist())}."
                 ) from None
         if len(values) != self.n:
-            raise PolicyError(f"action must have one label per row ({self.n:,}), got {len(values):,}.")
+            raise PolicyError(
+                f"action must have one label per row ({self.n:,}), got {len(values):,}."
+            )
         if values.type != catalog.type and len(catalog):
             try:
                 values = pc.cast(values, catalog.type)
@@ -639,13 +655,17 @@ class TargetPropensities:
 
     def __repr__(self) -> str:
         dists = "" if self.distributions is None else ", with distributions"
-        ignored = f", table_rows_ignored={self.table_rows_ignored:,}" if self.table_rows_ignored else ""
+        ignored = (
+            f", table_rows_ignored={self.table_rows_ignored:,}" if self.table_rows_ignored else ""
+        )
         return f"TargetPropensities(n={self.n:,}, names={self.names}{dists}{ignored})"
 
 
 def is_policy(obj: Any) -> bool:
     """Duck-typed check for the :class:`Policy` protocol (both methods callable)."""
-    return callable(getattr(obj, "distribution", None)) and callable(getattr(obj, "propensity", None))
+    return callable(getattr(obj, "distribution", None)) and callable(
+        getattr(obj, "propensity", None)
+    )
 
 
 def canonical_csr(

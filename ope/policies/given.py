@@ -207,7 +207,9 @@ class ChosenActionPolicy:
             )
         if chosen.null_count:
             bad = np.asarray(pc.is_null(chosen).to_numpy(zero_copy_only=False), dtype=bool)
-            raise PolicyError(f"{owner}: column {self.column!r} is missing (null) in {rows_text(bad)}.")
+            raise PolicyError(
+                f"{owner}: column {self.column!r} is missing (null) in {rows_text(bad)}."
+            )
         return pc.cast(chosen, action.type) if chosen.type != action.type else chosen
 
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
@@ -308,7 +310,9 @@ class ArrayPolicy:
                 "numpy.save(path, array)."
             )
         if arr.dtype.kind != "f":
-            raise DataFileError(f"{self.path}: the array holds {arr.dtype}; probabilities must be floats.")
+            raise DataFileError(
+                f"{self.path}: the array holds {arr.dtype}; probabilities must be floats."
+            )
         if arr.ndim not in (2, 3) or 0 in arr.shape:
             raise DataFileError(
                 f"{self.path}: the array has shape {arr.shape}; it must be (n, K) (rows x actions) "
@@ -366,7 +370,9 @@ class ArrayPolicy:
                 f"{examples([r for r, _ in bad_sum])}, sums {examples([round(s, 6) for _, s in bad_sum])})."
             )
 
-    def _aligned(self, logs: BanditLogs) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64] | None]:
+    def _aligned(
+        self, logs: BanditLogs
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64] | None]:
         """(action ids, positions or None) of the logs, checked against the array's shape."""
         arr = self._array
         owner = self.path
@@ -375,18 +381,25 @@ class ArrayPolicy:
             hint = (
                 f"; the logs dropped {dropped:,} invalid rows of {logs.report.rows_read:,}, so the "
                 "array's rows no longer line up with them: fix those rows or drop the same rows "
-                "from the array" if dropped else
-                "; row i of the array must be row i of the logs as ope reads them"
+                "from the array"
+                if dropped
+                else "; row i of the array must be row i of the logs as ope reads them"
             )
             raise PolicyError(
-                f"{owner}: the array has {arr.shape[0]:,} rows but the logs have {logs.n:,}" + hint + "."
+                f"{owner}: the array has {arr.shape[0]:,} rows but the logs have {logs.n:,}"
+                + hint
+                + "."
             )
         a = _integer_actions(logs, arr.shape[1], owner=owner)
         if arr.ndim == 2:
             return a, None
         n_pos = arr.shape[2]
-        pos = _int_column(logs, "position", owner=owner,
-                          why=f"the array holds one distribution per position, shape {arr.shape}")
+        pos = _int_column(
+            logs,
+            "position",
+            owner=owner,
+            why=f"the array holds one distribution per position, shape {arr.shape}",
+        )
         bad = (pos < 0) | (pos >= n_pos)
         if bad.any():
             raise PolicyError(
@@ -425,8 +438,9 @@ class ArrayPolicy:
             data.append(block[r, c])
         indptr = np.zeros(logs.n + 1, dtype=np.int64)
         np.cumsum(np.concatenate(counts), out=indptr[1:])
-        m = sp.csr_array((np.concatenate(data), np.concatenate(indices), indptr),
-                         shape=(logs.n, index.n_actions))
+        m = sp.csr_array(
+            (np.concatenate(data), np.concatenate(indices), indptr), shape=(logs.n, index.n_actions)
+        )
         return trusted_distribution(m, index.actions)
 
     def __repr__(self) -> str:
@@ -507,8 +521,9 @@ class ActionTablePolicy:
                 )
         self.actions, self.positions, self.probabilities = self._checked(table)
 
-    def _checked(self, table: pa.Table) -> tuple[pa.Array, npt.NDArray[np.int64] | None,
-                                                 npt.NDArray[np.float64]]:
+    def _checked(
+        self, table: pa.Table
+    ) -> tuple[pa.Array, npt.NDArray[np.int64] | None, npt.NDArray[np.float64]]:
         src = self.source
         names = table.column_names
         if "event_id" in names and "policy" in names:
@@ -524,14 +539,17 @@ class ActionTablePolicy:
                 f"{src}: a per-action table has the columns action, probability and optionally "
                 f"position (0-based); it has {names}"
                 + (f" (missing {missing})" if missing else "")
-                + (f" (unknown {extra})" if extra else "") + "."
+                + (f" (unknown {extra})" if extra else "")
+                + "."
             )
         if table.num_rows == 0:
             raise DataFileError(f"{src}: the table has no rows.")
         problems = []
         for c in names:
             if table.column(c).null_count:
-                bad = np.asarray(pc.is_null(table.column(c)).to_numpy(zero_copy_only=False), dtype=bool)
+                bad = np.asarray(
+                    pc.is_null(table.column(c)).to_numpy(zero_copy_only=False), dtype=bool
+                )
                 problems.append(f"`{c}` is missing in {rows_text(bad)}")
         actions = decode(table.column("action")).combine_chunks()
         if not is_label_type(actions.type):
@@ -556,20 +574,23 @@ class ActionTablePolicy:
                 f"{rows_text(bad)} of the table (values {examples(prob[bad])})."
             )
         if positions is not None and (positions < 0).any():
-            raise PolicyError(f"{src}: positions are 0-based; {rows_text(positions < 0)} are negative.")
+            raise PolicyError(
+                f"{src}: positions are 0-based; {rows_text(positions < 0)} are negative."
+            )
         group = positions if positions is not None else np.zeros(prob.size, np.int64)
         key = pa.table({"a": actions, "k": group})
         if len(key.group_by(["a", "k"]).aggregate([])) != key.num_rows:
             raise PolicyError(
                 f"{src}: an action appears more than once"
                 + (" at the same position" if positions is not None else "")
-                + "; give one probability per action" + (" and position." if positions is not None else ".")
+                + "; give one probability per action"
+                + (" and position." if positions is not None else ".")
             )
         levels, inverse = np.unique(group, return_inverse=True)
         sums = np.bincount(inverse, weights=prob)
         off = np.abs(sums - 1.0) > PROBABILITY_TOLERANCE
         if off.any():
-            where = (f"at positions {examples(levels[off])} " if positions is not None else "")
+            where = f"at positions {examples(levels[off])} " if positions is not None else ""
             raise PolicyError(
                 f"{src}: the probabilities must sum to 1 over the actions"
                 + (" of each position" if positions is not None else "")
@@ -579,7 +600,9 @@ class ActionTablePolicy:
             )
         return actions, positions, prob
 
-    def _segments(self, logs: BanditLogs) -> tuple[Any, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    def _segments(
+        self, logs: BanditLogs
+    ) -> tuple[Any, npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """(action index, each table row's action code, each logged row's position level)."""
         action = action_column(logs)
         labels = self.actions
@@ -594,8 +617,9 @@ class ActionTablePolicy:
         codes = index.codes(labels).astype(np.int64)
         if self.positions is None:
             return index, codes, np.zeros(logs.n, dtype=np.int64)
-        pos = _int_column(logs, "position", owner=self.source,
-                          why="the table gives one distribution per position")
+        pos = _int_column(
+            logs, "position", owner=self.source, why="the table gives one distribution per position"
+        )
         levels = np.unique(self.positions)
         level = np.searchsorted(levels, pos)
         level_c = np.minimum(level, levels.size - 1)
@@ -612,7 +636,9 @@ class ActionTablePolicy:
         """(positions, catalog) matrix of the table's probabilities, canonical CSR."""
         group = self.positions if self.positions is not None else np.zeros(codes.size, np.int64)
         levels, inverse = np.unique(group, return_inverse=True)
-        m = sp.csr_array((self.probabilities, (inverse, codes)), shape=(levels.size, index.n_actions))
+        m = sp.csr_array(
+            (self.probabilities, (inverse, codes)), shape=(levels.size, index.n_actions)
+        )
         m.sum_duplicates()
         m.eliminate_zeros()
         return m
@@ -630,8 +656,8 @@ class ActionTablePolicy:
         if not short.any():
             return
         first = int(np.flatnonzero(short)[0])
-        table_codes = m.indices[m.indptr[level[first]]:m.indptr[level[first] + 1]]
-        row_codes = sets.codes[sets.indptr[first]:sets.indptr[first + 1]]
+        table_codes = m.indices[m.indptr[level[first]] : m.indptr[level[first] + 1]]
+        row_codes = sets.codes[sets.indptr[first] : sets.indptr[first + 1]]
         outside = np.setdiff1d(table_codes, row_codes)
         labels = index.catalog.take(pa.array(outside)).to_pylist()
         raise PolicyError(
@@ -664,8 +690,9 @@ class ActionTablePolicy:
         indptr = np.zeros(logs.n + 1, dtype=np.int64)
         np.cumsum(lengths, out=indptr[1:])
         gather = np.repeat(m.indptr[level] - indptr[:-1], lengths) + np.arange(indptr[-1])
-        rows = sp.csr_array((m.data[gather], m.indices[gather], indptr),
-                            shape=(logs.n, index.n_actions))
+        rows = sp.csr_array(
+            (m.data[gather], m.indices[gather], indptr), shape=(logs.n, index.n_actions)
+        )
         return trusted_distribution(rows, index.actions)
 
     def __repr__(self) -> str:
@@ -729,15 +756,21 @@ def logged_action_table(logs: BanditLogs, *, by_position: bool | None = None) ->
     if by_position:
         _int_column(logs, "position", owner="logged_action_table", why="by_position=True")
     if "propensity" not in names:
-        raise PolicyError("logged_action_table needs the logs' `propensity` column, which is absent.")
-    table = pa.table({
-        "action": action_column(logs),
-        **({"position": decode(logs.table.column("position"))} if by_position else {}),
-        "propensity": pa.array(to_float64(logs.table.column("propensity"))),
-    })
-    grouped = table.group_by(keys).aggregate(
-        [("propensity", "min"), ("propensity", "max"), ("propensity", "count")]
-    ).sort_by([(k, "ascending") for k in reversed(keys)])  # by position, then action
+        raise PolicyError(
+            "logged_action_table needs the logs' `propensity` column, which is absent."
+        )
+    table = pa.table(
+        {
+            "action": action_column(logs),
+            **({"position": decode(logs.table.column("position"))} if by_position else {}),
+            "propensity": pa.array(to_float64(logs.table.column("propensity"))),
+        }
+    )
+    grouped = (
+        table.group_by(keys)
+        .aggregate([("propensity", "min"), ("propensity", "max"), ("propensity", "count")])
+        .sort_by([(k, "ascending") for k in reversed(keys)])
+    )  # by position, then action
     low = to_float64(grouped.column("propensity_min"))
     high = to_float64(grouped.column("propensity_max"))
     varies = (high - low) > PROBABILITY_TOLERANCE
@@ -751,8 +784,11 @@ def logged_action_table(logs: BanditLogs, *, by_position: bool | None = None) ->
             "logging policy depends on the context or changed over time, so it is no one "
             "per-action table."
         )
-    group = (np.asarray(grouped.column("position").to_numpy(), dtype=np.int64) if by_position
-             else np.zeros(len(grouped), dtype=np.int64))
+    group = (
+        np.asarray(grouped.column("position").to_numpy(), dtype=np.int64)
+        if by_position
+        else np.zeros(len(grouped), dtype=np.int64)
+    )
     levels, inverse = np.unique(group, return_inverse=True)
     sums = np.bincount(inverse, weights=low)
     off = np.abs(sums - 1.0) > PROBABILITY_TOLERANCE

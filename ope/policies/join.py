@@ -149,7 +149,9 @@ def logging_distribution(logs: BanditLogs) -> PolicyDistribution:
 def _check_values(name: str, values: Any, n: int) -> npt.NDArray[np.float64]:
     values = float_values(values, f"policy {name!r}: propensities")
     if values.shape != (n,):
-        raise PolicyError(f"policy {name!r}: propensities must have shape ({n},), got {values.shape}.")
+        raise PolicyError(
+            f"policy {name!r}: propensities must have shape ({n},), got {values.shape}."
+        )
     bad = ~((values >= 0.0) & (values <= 1.0))
     if bad.any():
         raise PolicyError(
@@ -234,7 +236,9 @@ def _target_matrix(logs: BanditLogs, names: Sequence[str]) -> npt.NDArray[np.flo
     return out
 
 
-def _from_columns(logs: BanditLogs, names: Sequence[str], with_distributions: bool) -> TargetPropensities:
+def _from_columns(
+    logs: BanditLogs, names: Sequence[str], with_distributions: bool
+) -> TargetPropensities:
     available = logs.target_policies
     if not names:
         raise PolicyError(
@@ -244,8 +248,9 @@ def _from_columns(logs: BanditLogs, names: Sequence[str], with_distributions: bo
         )
     # the column's full name ("target__new") names the policy "new" too
     names = [
-        nm[len(_TARGET):] if nm not in available and nm.startswith(_TARGET)
-        and nm[len(_TARGET):] in available else nm
+        nm[len(_TARGET) :]
+        if nm not in available and nm.startswith(_TARGET) and nm[len(_TARGET) :] in available
+        else nm
         for nm in names
     ]
     unknown = [nm for nm in names if nm not in available]
@@ -307,7 +312,9 @@ def _from_objects(
     for j, (name, pol) in enumerate(zip(names, policies.values())):
         if isinstance(pol, PolicyDistribution):
             if pol.n != n:
-                raise PolicyError(f"policy {name!r}: the distribution has {pol.n:,} rows, the logs {n:,}.")
+                raise PolicyError(
+                    f"policy {name!r}: the distribution has {pol.n:,} rows, the logs {n:,}."
+                )
             values[:, j] = pol.probability(logs.table.column("action"))
             dists[name] = pol
             continue
@@ -326,7 +333,9 @@ def _from_objects(
     return TargetPropensities(names, values, dists if with_distributions else None)
 
 
-def _cast_like(col: pa.ChunkedArray, target: pa.DataType, *, column: str, source: str) -> pa.ChunkedArray:
+def _cast_like(
+    col: pa.ChunkedArray, target: pa.DataType, *, column: str, source: str
+) -> pa.ChunkedArray:
     col = decode(col)
     if col.type == target:
         return col
@@ -380,7 +389,10 @@ def _policy_codes(policy: pa.ChunkedArray) -> tuple[list[str], npt.NDArray[np.in
     if len(dictionary) == 1:
         return [str(dictionary[0].as_py())], None
     idx = np.concatenate(
-        [np.asarray(c.indices.to_numpy(zero_copy_only=False), dtype=np.int64) for c in policy.chunks]
+        [
+            np.asarray(c.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+            for c in policy.chunks
+        ]
     )
     used = np.flatnonzero(np.bincount(idx, minlength=len(dictionary)))
     used_names = [str(x) for x in dictionary.take(pa.array(used)).to_pylist()]
@@ -424,7 +436,9 @@ def _from_table(logs: BanditLogs, table: Any, with_distributions: bool) -> Targe
     tab_ids = _cast_like(table.column("event_id"), log_ids.type, column="event_id", source=source)
     tab_actions = _cast_like(table.column("action"), action.type, column="action", source=source)
     prob = to_float64(table.column("probability"))
-    event = label_codes(tab_ids, log_ids.combine_chunks() if isinstance(log_ids, pa.ChunkedArray) else log_ids)
+    event = label_codes(
+        tab_ids, log_ids.combine_chunks() if isinstance(log_ids, pa.ChunkedArray) else log_ids
+    )
     index = action_index(logs, [tab_actions])
     act = index.codes(tab_actions)
 
@@ -497,7 +511,9 @@ def _from_table(logs: BanditLogs, table: Any, with_distributions: bool) -> Targe
     sum_tol = max(PROBABILITY_TOLERANCE, 2.0 * roundoff)
     precision = (
         f", widened to {sum_tol:g} because the table stores probabilities in "
-        f"{'float16' if roundoff >= 2.0**-11 else 'float32'}" if sum_tol > PROBABILITY_TOLERANCE else ""
+        f"{'float16' if roundoff >= 2.0**-11 else 'float32'}"
+        if sum_tol > PROBABILITY_TOLERANCE
+        else ""
     )
     joined = zip(names, groups)
     if P > 1:
@@ -657,7 +673,7 @@ def target_propensities(
         except (OSError, ValueError):  # a name too long for a path: read_policy_table says so
             exists = True
         if not exists and isinstance(policies, str):
-            name = policies[len(_TARGET):] if policies.startswith(_TARGET) else policies
+            name = policies[len(_TARGET) :] if policies.startswith(_TARGET) else policies
             if name in logs.target_policies:
                 raise DataFileError(
                     f"policy table {policies!r} does not exist; to use the column "

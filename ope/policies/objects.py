@@ -55,6 +55,7 @@ __all__ = [
     "ClassifierPolicy",
 ]
 
+
 @runtime_checkable
 class Policy(Protocol):
     """What a policy object provides: its distribution on logs, and its logged-action probability.
@@ -101,7 +102,9 @@ def _validate_actions(actions: Any, *, owner: str) -> tuple[Any, ...] | None:
     if actions is None:
         return None
     if isinstance(actions, (str, bytes)):
-        raise PolicyError(f"{owner}: actions must be a list of action labels, got the string {actions!r}.")
+        raise PolicyError(
+            f"{owner}: actions must be a list of action labels, got the string {actions!r}."
+        )
     arr = np.asarray(actions, dtype=object) if _iterable(actions) else None
     if arr is None or arr.ndim != 1:
         got = describe(actions) if arr is None else f"an array of shape {arr.shape}"
@@ -136,8 +139,9 @@ def _validate_feature_columns(feature_columns: Any, *, owner: str) -> tuple[str,
     if isinstance(feature_columns, str):
         feature_columns = [feature_columns]
     try:
-        cols = tuple(check_names(feature_columns, "feature_columns",
-                                 example="feature_columns=['x0', 'x1']"))
+        cols = tuple(
+            check_names(feature_columns, "feature_columns", example="feature_columns=['x0', 'x1']")
+        )
     except ParameterError as exc:
         raise ParameterError(f"{owner}: {exc}") from None
     if not cols:
@@ -231,7 +235,9 @@ class UniformPolicy(_PolicyBase):
             lengths = cand.lengths
             empty = lengths == 0
             if empty.any():
-                raise PolicyError(f"UniformPolicy: the candidate set is empty in {rows_text(empty)}.")
+                raise PolicyError(
+                    f"UniformPolicy: the candidate set is empty in {rows_text(empty)}."
+                )
             probs = np.repeat(1.0 / lengths, lengths)
             m = canonical_csr(n, index.n_actions, cand.indptr, cand.codes, probs)
             return PolicyDistribution(m, index.actions)
@@ -303,7 +309,9 @@ class EpsilonGreedyPolicy:
                 f"EpsilonGreedyPolicy: epsilon must be a number in [0, 1], got {self.epsilon!r}."
             )
         object.__setattr__(self, "epsilon", eps)
-        object.__setattr__(self, "actions", _validate_actions(self.actions, owner="EpsilonGreedyPolicy"))
+        object.__setattr__(
+            self, "actions", _validate_actions(self.actions, owner="EpsilonGreedyPolicy")
+        )
 
     def _uniform(self) -> UniformPolicy:
         actions = self.actions if self.actions is not None else getattr(self.base, "actions", None)
@@ -312,7 +320,9 @@ class EpsilonGreedyPolicy:
     def propensity(self, logs: BanditLogs) -> npt.NDArray[np.float64]:
         """``(1 - epsilon) * base.propensity(logs) + epsilon * uniform.propensity(logs)``."""
         logs = require_logs(logs, "EpsilonGreedyPolicy.propensity")
-        base = float_values(self.base.propensity(logs), f"{type(self.base).__name__}.propensity(logs)")
+        base = float_values(
+            self.base.propensity(logs), f"{type(self.base).__name__}.propensity(logs)"
+        )
         if self.epsilon == 0.0:
             return base
         return (1.0 - self.epsilon) * base + self.epsilon * self._uniform().propensity(logs)
@@ -327,7 +337,9 @@ class EpsilonGreedyPolicy:
         labels = [pa.array(d.actions.tolist()) for d in (base, unif)]
         catalog = pc.unique(pa.chunked_array(labels))
         catalog = catalog.take(pc.sort_indices(catalog))
-        m = (1.0 - self.epsilon) * matrix_over(base, catalog) + self.epsilon * matrix_over(unif, catalog)
+        m = (1.0 - self.epsilon) * matrix_over(base, catalog) + self.epsilon * matrix_over(
+            unif, catalog
+        )
         m = sp.csr_array(m)
         m.sum_duplicates()
         m.eliminate_zeros()
@@ -367,7 +379,9 @@ class _ScorePolicy(_PolicyBase):
     def _extra_labels(self, logs: BanditLogs) -> list[pa.Array]:
         if isinstance(self.scores, str):
             return []
-        return [as_label_array(self.actions, action_column(logs).type, f"{type(self).__name__} actions")]
+        return [
+            as_label_array(self.actions, action_column(logs).type, f"{type(self).__name__} actions")
+        ]
 
     def _segments(
         self, logs: BanditLogs, index: ActionIndex
@@ -395,7 +409,11 @@ class _ScorePolicy(_PolicyBase):
                 # restrict to each row's candidates: a dense (n, K) mask, K = len(actions) is small
                 cand = candidate_sets(index, what=owner)
                 member = sp.csr_array(
-                    (np.ones(cand.codes.size, dtype=bool), cand.codes.astype(np.int64), cand.indptr),
+                    (
+                        np.ones(cand.codes.size, dtype=bool),
+                        cand.codes.astype(np.int64),
+                        cand.indptr,
+                    ),
                     shape=(n, index.n_actions),
                 )
                 mask = member[:, action_codes.astype(np.int64)].toarray()
@@ -636,14 +654,20 @@ class ClassifierPolicy(_PolicyBase):
         return classes
 
     def _extra_labels(self, logs: BanditLogs) -> list[pa.Array]:
-        return [as_label_array(self._classes(), action_column(logs).type, "ClassifierPolicy classes_")]
+        return [
+            as_label_array(self._classes(), action_column(logs).type, "ClassifierPolicy classes_")
+        ]
 
     def _distribution(self, logs: BanditLogs, index: ActionIndex) -> PolicyDistribution:
         n = logs.n
         classes = self._classes()
-        codes = index.codes(as_label_array(classes, index.catalog.type, "ClassifierPolicy classes_"))
+        codes = index.codes(
+            as_label_array(classes, index.catalog.type, "ClassifierPolicy classes_")
+        )
         X = _context_matrix(logs, self.feature_columns, owner="ClassifierPolicy")
-        proba = float_values(self.estimator.predict_proba(X), f"{type(self).__name__}: predict_proba(X)")
+        proba = float_values(
+            self.estimator.predict_proba(X), f"{type(self).__name__}: predict_proba(X)"
+        )
         k = codes.size
         if proba.shape != (n, k):
             raise PolicyError(

@@ -176,23 +176,31 @@ class PolicySpec:
                 )
             object.__setattr__(self, field, getattr(parsed, field))
         if not isinstance(self.text, str):
-            raise ParameterError(f"`text` must be the spec as written (a str); got "
-                                 f"{describe(self.text)}.")
+            raise ParameterError(
+                f"`text` must be the spec as written (a str); got {describe(self.text)}."
+            )
         if not self.text:
             object.__setattr__(self, "text", spelled)
 
 
 #: What each kind takes besides its name: the fields a spelled spec carries.
 _KIND_FIELDS: Final = {
-    "uniform": (), "logging": (), "epsilon-greedy": ("column", "number"),
-    "softmax": ("column", "number"), "npy": ("path",), "table": ("path",),
+    "uniform": (),
+    "logging": (),
+    "epsilon-greedy": ("column", "number"),
+    "softmax": ("column", "number"),
+    "npy": ("path",),
+    "table": ("path",),
     "classifier": ("path", "columns"),
 }
 
 
 def _fields(spec: PolicySpec) -> str:
-    shown = ", ".join(f"{f}={describe(getattr(spec, f))}" for f in (
-        "name", "kind", "column", "number", "path", "columns") if getattr(spec, f) is not None)
+    shown = ", ".join(
+        f"{f}={describe(getattr(spec, f))}"
+        for f in ("name", "kind", "column", "number", "path", "columns")
+        if getattr(spec, f) is not None
+    )
     return f"PolicySpec({shown})"
 
 
@@ -213,28 +221,42 @@ def _spelled(spec: PolicySpec) -> str:
     """The spec text a PolicySpec's fields spell (``NAME=KIND:ARGS``), its fields' types
     checked first (a ParameterError naming the field)."""
     kinds: dict[str, type | tuple[type, ...]] = {
-             "name": str, "kind": str, "column": str, "number": numbers.Real,
-             "path": (str, os.PathLike), "columns": (tuple, list)}
+        "name": str,
+        "kind": str,
+        "column": str,
+        "number": numbers.Real,
+        "path": (str, os.PathLike),
+        "columns": (tuple, list),
+    }
     for field, kind in kinds.items():
         value = getattr(spec, field)
         if (value is None and field not in ("name", "kind")) or (
-                isinstance(value, kind) and not isinstance(value, bool)):
+            isinstance(value, kind) and not isinstance(value, bool)
+        ):
             continue
-        raise ParameterError(f"{_fields(spec)}: `{field}` must be a {_TYPE_WORDS[field]}; got "
-                             f"{describe(value)}.")
+        raise ParameterError(
+            f"{_fields(spec)}: `{field}` must be a {_TYPE_WORDS[field]}; got {describe(value)}."
+        )
     if spec.columns is not None:
         check_names(spec.columns, "columns", example="columns=('x0', 'x1')")
     takes = _KIND_FIELDS.get(spec.kind, ())
-    extra = [f for f in ("column", "number", "path", "columns")
-             if getattr(spec, f) is not None and f not in takes]
+    extra = [
+        f
+        for f in ("column", "number", "path", "columns")
+        if getattr(spec, f) is not None and f not in takes
+    ]
     if spec.kind in _KIND_FIELDS and extra:
         raise ParameterError(
             f"{_fields(spec)}: kind {spec.kind!r} takes no {' or '.join(extra)} (it takes "
             f"{', '.join(takes) or 'nothing'}: {spec.kind}{':' if POLICY_KINDS[spec.kind] else ''}"
             f"{POLICY_KINDS[spec.kind]})."
         )
-    needed = [f for f in _KIND_FIELDS.get(spec.kind, ()) if getattr(spec, f) is None
-              and (spec.kind, f) not in (("softmax", "number"), ("classifier", "columns"))]
+    needed = [
+        f
+        for f in _KIND_FIELDS.get(spec.kind, ())
+        if getattr(spec, f) is None
+        and (spec.kind, f) not in (("softmax", "number"), ("classifier", "columns"))
+    ]
     if needed:
         raise ParameterError(
             f"{_fields(spec)}: kind {spec.kind!r} needs {' and '.join(needed)} "
@@ -252,9 +274,14 @@ def _spelled(spec: PolicySpec) -> str:
     return f"{spec.name}={spec.kind}" + "".join(f":{a}" for a in args)
 
 
-_TYPE_WORDS: Final = {"name": "str", "kind": "str (one of " + ", ".join(POLICY_KINDS) + ")",
-                      "column": "column name (str)", "number": "number",
-                      "path": "path (str or os.PathLike)", "columns": "tuple of column names"}
+_TYPE_WORDS: Final = {
+    "name": "str",
+    "kind": "str (one of " + ", ".join(POLICY_KINDS) + ")",
+    "column": "column name (str)",
+    "number": "number",
+    "path": "path (str or os.PathLike)",
+    "columns": "tuple of column names",
+}
 
 
 def _parsed_spec(name: str, kind: str, **fields: Any) -> PolicySpec:
@@ -296,9 +323,7 @@ def _spec_text(text: Any) -> str:
 def _bad(text: str, problem: str) -> ParameterError:
     """A malformed spec: the spec text (the argument ``text`` of :func:`parse_policy_spec`,
     the value of ``--policy``) quoted, what is wrong, and the grammar."""
-    return ParameterError(
-        f"policy spec text {_shown(text)}: {problem}. A spec is {SPEC_GRAMMAR}."
-    )
+    return ParameterError(f"policy spec text {_shown(text)}: {problem}. A spec is {SPEC_GRAMMAR}.")
 
 
 def _number(text: str, value: str, what: str) -> float:
@@ -371,8 +396,11 @@ def parse_policy_spec(text: str) -> PolicySpec:
     if not name:
         raise _bad(text, "the name before = is empty")
     if len(name) > _MAX_NAME or not _NAME.fullmatch(name):
-        raise _bad(text, f"the name {_shown(name)} must be 1 to {_MAX_NAME} letters, digits, "
-                   "'_', '.' or '-', starting with a letter or digit")
+        raise _bad(
+            text,
+            f"the name {_shown(name)} must be 1 to {_MAX_NAME} letters, digits, "
+            "'_', '.' or '-', starting with a letter or digit",
+        )
     kind, _, args = rest.partition(":")
     if kind not in POLICY_KINDS:
         close = difflib.get_close_matches(kind, list(POLICY_KINDS), n=1)
@@ -411,18 +439,21 @@ def parse_policy_spec(text: str) -> PolicySpec:
     if kind == "npy":
         return _parsed_spec(name, kind, path=_file(text, kind, args, (".npy",)), text=text)
     if kind == "table":
-        return _parsed_spec(name, kind, path=_file(text, kind, args, _TABLE_SUFFIXES),
-                            text=text)
+        return _parsed_spec(name, kind, path=_file(text, kind, args, _TABLE_SUFFIXES), text=text)
     # classifier
     path, columns = args, None
     if not args.lower().endswith(".skops") and ":" in args:
         path, _, cols = args.rpartition(":")
         columns = tuple(c.strip() for c in cols.split(","))
         if not all(columns):
-            raise _bad(text, "the feature columns are a comma-separated list of names: "
-                       "classifier:FILE.skops:COLUMN,COLUMN")
-    return _parsed_spec(name, kind, path=_file(text, kind, path, (".skops",)), columns=columns,
-                        text=text)
+            raise _bad(
+                text,
+                "the feature columns are a comma-separated list of names: "
+                "classifier:FILE.skops:COLUMN,COLUMN",
+            )
+    return _parsed_spec(
+        name, kind, path=_file(text, kind, path, (".skops",)), columns=columns, text=text
+    )
 
 
 def load_classifier(path: str | os.PathLike[str]) -> Any:
@@ -478,7 +509,9 @@ def load_classifier(path: str | os.PathLike[str]) -> Any:
     try:
         return sio.load(path, trusted=[t for t in SKOPS_TRUSTED_TYPES if t in untrusted])
     except Exception as exc:  # noqa: BLE001 - skops' errors on a malformed file
-        raise DataFileError(f"{path}: could not be loaded by skops ({type(exc).__name__}: {exc}).") from None
+        raise DataFileError(
+            f"{path}: could not be loaded by skops ({type(exc).__name__}: {exc})."
+        ) from None
 
 
 def _catalog(logs: BanditLogs) -> list[Any]:
@@ -497,7 +530,7 @@ def _labeled(exc: Exception, label: str, path: str | None) -> Exception:
     """``exc`` with ``label`` in front (the file's own name dropped: the label holds it)."""
     text = str(exc)
     if path and text.startswith(f"{path}: "):
-        text = text[len(path) + 2:]
+        text = text[len(path) + 2 :]
     return type(exc)(f"{label}: {text}")
 
 
@@ -573,7 +606,9 @@ def _build(spec: PolicySpec, logs: BanditLogs) -> Policy:
     return ClassifierPolicy(estimator, columns)
 
 
-def policy_from_spec(spec: str | PolicySpec, logs: BanditLogs, *, label: str | None = None) -> Policy:
+def policy_from_spec(
+    spec: str | PolicySpec, logs: BanditLogs, *, label: str | None = None
+) -> Policy:
     """The policy object a spec names, ready for :func:`ope.evaluate` and :func:`ope.diagnose`.
 
     Parameters
@@ -723,8 +758,12 @@ def candidates_with_specs(
             out[n] = tp.distributions[n]
     else:
         available = logs.target_policies
-        unknown = [n for n in names if n not in available
-                   and not (n.startswith("target__") and n[len("target__"):] in available)]
+        unknown = [
+            n
+            for n in names
+            if n not in available
+            and not (n.startswith("target__") and n[len("target__") :] in available)
+        ]
         if unknown:  # unknown names fail here, before any spec is built
             raise PolicyError(
                 f"unknown policy names {unknown}: the logs have no column "
@@ -733,7 +772,7 @@ def candidates_with_specs(
         if names:  # their columns are checked here too, before any spec is built
             target_propensities(logs, list(names))
         for n in names:
-            out[n] = _TargetColumn(n[len("target__"):] if n.startswith("target__") else n)
+            out[n] = _TargetColumn(n[len("target__") :] if n.startswith("target__") else n)
     for spec, label in zip(parsed, labels):
         if spec.name in out:
             raise ParameterError(

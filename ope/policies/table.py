@@ -157,8 +157,11 @@ def canonical_policy_table(
         if pt != pa.float64():
             cols["probability"] = pc.cast(cols["probability"], pa.float64())
     else:
-        hint = " (parse it to numbers first, e.g. pandas.to_numeric)" if pa.types.is_string(pt) \
-            or pa.types.is_large_string(pt) else ""
+        hint = (
+            " (parse it to numbers first, e.g. pandas.to_numeric)"
+            if pa.types.is_string(pt) or pa.types.is_large_string(pt)
+            else ""
+        )
         problems.append(f"`probability` must be float64, got {pt}{hint}")
     if problems:
         raise SchemaError(f"policy table {source}: " + "; ".join(problems) + ".")
@@ -230,7 +233,9 @@ def whole_ids(col: pa.ChunkedArray | pa.Array, name: str) -> tuple[Any, str | No
     return pc.cast(col, pa.int64(), safe=False), None
 
 
-def read_policy_table(path: str | os.PathLike[str], *, mapping: Mapping[str, str] | None = None) -> pa.Table:
+def read_policy_table(
+    path: str | os.PathLike[str], *, mapping: Mapping[str, str] | None = None
+) -> pa.Table:
     """Read a long-format policy table from parquet or CSV.
 
     Parameters
@@ -279,8 +284,9 @@ def read_policy_table(path: str | os.PathLike[str], *, mapping: Mapping[str, str
     else:
         try:
             for f in found.files:
-                check_parquet_file(f, fs=found.filesystem, in_directory=found.is_dir,
-                                   what="policy table")
+                check_parquet_file(
+                    f, fs=found.filesystem, in_directory=found.is_dir, what="policy table"
+                )
         except DataFileError as exc:
             raise DataFileError(f"policy table {source} could not be read: {exc}") from None
         if not found.files:
@@ -288,8 +294,9 @@ def read_policy_table(path: str | os.PathLike[str], *, mapping: Mapping[str, str
         try:
             import pyarrow.dataset as ds
 
-            table = ds.dataset(list(found.files), format="parquet",
-                               filesystem=found.filesystem).to_table()
+            table = ds.dataset(
+                list(found.files), format="parquet", filesystem=found.filesystem
+            ).to_table()
         except (pa.ArrowException, OSError) as exc:
             raise DataFileError(f"policy table {source} could not be read: {exc}") from None
     if table.num_rows == 0:
@@ -397,7 +404,9 @@ def _csv_column(text: str, found: Any, head: bytes) -> str:
         return "?"
     k = int(m.group(1))
     first = _head_bytes(found, 1 << 16).split(b"\n", 1)[0]
-    names = [n.strip().strip('"') for n in first.decode("utf-8", "replace").lstrip("\ufeff").split(",")]
+    names = [
+        n.strip().strip('"') for n in first.decode("utf-8", "replace").lstrip("\ufeff").split(",")
+    ]
     return f"{names[k]!r} (#{k})" if k < len(names) else f"#{k}"
 
 
@@ -408,8 +417,11 @@ def _first_undecodable_line(found: Any) -> str:
     decoder = codecs.getincrementaldecoder("utf-8")()
     line = 1
     try:
-        fh: Any = open(found.path, "rb") if found.filesystem is None else \
-            found.filesystem.open_input_stream(found.path)
+        fh: Any = (
+            open(found.path, "rb")
+            if found.filesystem is None
+            else found.filesystem.open_input_stream(found.path)
+        )
         with fh:
             while True:
                 block = bytes(fh.read(1 << 20))
@@ -530,7 +542,9 @@ def to_policy_table(
     for name, pol in items.items():
         dist = pol if isinstance(pol, PolicyDistribution) else policy_distribution(name, pol, logs)
         if dist.n != logs.n:
-            raise PolicyError(f"policy {name!r}: its distribution has {dist.n} rows, the logs {logs.n}.")
+            raise PolicyError(
+                f"policy {name!r}: its distribution has {dist.n} rows, the logs {logs.n}."
+            )
         m = dist.matrix
         nz = m.data > 0
         rows = rows_of(m.indptr)[nz]

@@ -54,8 +54,13 @@ from ope.report.views import (
     top_segments,
 )
 
-__all__ = ["REPORT_SECTIONS", "DEPENDENCIES", "render_report", "write_report",
-           "check_report_destination"]
+__all__ = [
+    "REPORT_SECTIONS",
+    "DEPENDENCIES",
+    "render_report",
+    "write_report",
+    "check_report_destination",
+]
 
 #: The sections of every report, in order: (id, heading). Each is always present; a section
 #: whose input was not given says what would fill it.
@@ -154,8 +159,14 @@ def _badge(answer: str) -> str:
     return f'<span class="badge {_answer_class(answer)}">{_e(answer)}</span>'
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Sequence[int] = (),
-           raw: bool = False, wide: int | None = None) -> str:
+def _table(
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    numeric: Sequence[int] = (),
+    raw: bool = False,
+    wide: int | None = None,
+) -> str:
     """A table; cells are escaped unless ``raw`` (then the caller escaped them). Columns in
     ``numeric`` are right-aligned; column ``wide`` holds prose (a wider minimum width)."""
     num = set(numeric)
@@ -168,8 +179,10 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Seq
     body = "".join(
         "<tr>" + "".join(cell("td", i, c) for i, c in enumerate(r)) + "</tr>" for r in rows
     )
-    return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
-            "</table></div>")
+    return (
+        f'<div class="scroll"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+        "</table></div>"
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -196,8 +209,9 @@ def _num(x: Any, sig: int = SIG_DIGITS, *, decimals: int | None = None, trim: bo
     return _minus(format_number(x, sig, trim=trim))
 
 
-def _signed(x: Any, sig: int = SIG_DIGITS, *, decimals: int | None = None,
-            trim: bool = True) -> str:
+def _signed(
+    x: Any, sig: int = SIG_DIGITS, *, decimals: int | None = None, trim: bool = True
+) -> str:
     """:func:`_num` of a difference, with its sign (:func:`ope._format.format_signed`)."""
     if _missing(x):
         return "–"
@@ -271,15 +285,17 @@ _CERTIFICATE_FIELDS: Final = ("verdict", "reason", "policy", "lower_bound", "con
 _VALIDATION_FIELDS: Final = ("source", "rows_read", "rows_used", "rejected", "examples")
 
 
-def _checked(evaluation: Any, diagnostics: Any, certificate: Any = None,
-             validation: Any = None) -> None:
+def _checked(
+    evaluation: Any, diagnostics: Any, certificate: Any = None, validation: Any = None
+) -> None:
     if evaluation is None and diagnostics is None:
         raise ParameterError(
             "a report needs an evaluation (ope.evaluate(...)) or diagnostics "
             "(ope.diagnose(...)), or both; got neither."
         )
     if evaluation is not None and not all(
-        hasattr(evaluation, a) for a in ("table", "comparisons", "policies", "estimators", "logging")
+        hasattr(evaluation, a)
+        for a in ("table", "comparisons", "policies", "estimators", "logging")
     ):
         raise ParameterError(
             "`evaluation` must be the result of ope.evaluate (an ope.Evaluation); got "
@@ -304,7 +320,9 @@ def _checked(evaluation: Any, diagnostics: Any, certificate: Any = None,
         )
 
 
-def _source(evaluation: Any, validation: Any, provenance: Mapping[str, Any]) -> tuple[str, int | None]:
+def _source(
+    evaluation: Any, validation: Any, provenance: Mapping[str, Any]
+) -> tuple[str, int | None]:
     report = validation if validation is not None else getattr(evaluation, "report", None)
     source = provenance.get("input", getattr(report, "source", None))
     rows = provenance.get("rows", getattr(report, "rows_read", None))
@@ -326,15 +344,23 @@ def _headline(ctx: dict[str, Any]) -> str:
     if ev is None:
         can = [v for v in verdicts if v.answer != UNCLEAR]
         cannot = [v for v in verdicts if v.answer == UNCLEAR]
-        out.append("<p>These are overlap diagnostics only (no estimates were given): they say "
-                   "for which candidates these logs can answer, not how good they are.</p>")
+        out.append(
+            "<p>These are overlap diagnostics only (no estimates were given): they say "
+            "for which candidates these logs can answer, not how good they are.</p>"
+        )
         items = []
         if can:
-            items.append("<li>The logs can answer for: "
-                         + ", ".join(f"<strong>{_e(v.policy)}</strong>" for v in can) + ".</li>")
+            items.append(
+                "<li>The logs can answer for: "
+                + ", ".join(f"<strong>{_e(v.policy)}</strong>" for v in can)
+                + ".</li>"
+            )
         if cannot:
-            items.append('<li><span class="unclear">The logs cannot tell</span> for: '
-                         + _names(cannot, lambda v: _e(v.summary)) + ".</li>")
+            items.append(
+                '<li><span class="unclear">The logs cannot tell</span> for: '
+                + _names(cannot, lambda v: _e(v.summary))
+                + ".</li>"
+            )
         out.append(f'<ul class="answers">{"".join(items)}</ul>')
         rows = [[_e(v.policy), _badge(v.answer), _e("; ".join(v.reasons))] for v in verdicts]
         out.append(_table(["candidate", "answer", "why"], rows, raw=True, wide=2))
@@ -357,8 +383,13 @@ def _headline(ctx: dict[str, Any]) -> str:
     if better:
         items.append(
             '<li><span class="better">Better than the logging policy</span>: '
-            + _names(better, lambda v: f"by at least {_e(_signed(v.lower_bound, decimals=ddec))}"
-                     f"{_e(rel(v.lower_bound))}")
+            + _names(
+                better,
+                lambda v: (
+                    f"by at least {_e(_signed(v.lower_bound, decimals=ddec))}"
+                    f"{_e(rel(v.lower_bound))}"
+                ),
+            )
             + ".</li>"
         )
     else:
@@ -381,8 +412,11 @@ def _headline(ctx: dict[str, Any]) -> str:
         "difference with the logging policy (the same logged rows), the smallest over the "
         f"estimators. The logging policy's value on these rows is <strong>"
         f"{_e(_num(ref.value, decimals=dec))}</strong> {_e(_interval(ref.ci_low, ref.ci_high, dec))}"
-        + (f"; its exact value is {_e(_num(truth.logging, decimals=dec))}"
-           if truth.logging is not None else "")
+        + (
+            f"; its exact value is {_e(_num(truth.logging, decimals=dec))}"
+            if truth.logging is not None
+            else ""
+        )
         + ".</p>"
     )
     has_truth = any(v.true_difference is not None for v in verdicts)
@@ -391,24 +425,47 @@ def _headline(ctx: dict[str, Any]) -> str:
     header += ["why / what to watch"]
     rows = []
     for v in verdicts:
-        est = ("–" if not math.isfinite(v.low) else _signed(v.low, decimals=ddec)
-               if v.low == v.high
-               else f"{_signed(v.low, decimals=ddec)} to {_signed(v.high, decimals=ddec)}")
+        est = (
+            "–"
+            if not math.isfinite(v.low)
+            else _signed(v.low, decimals=ddec)
+            if v.low == v.high
+            else f"{_signed(v.low, decimals=ddec)} to {_signed(v.high, decimals=ddec)}"
+        )
         row = [
-            f"<strong>{_e(v.policy)}</strong>", _badge(v.answer), _e(est),
-            (f"{_e(_signed(v.lower_bound, decimals=ddec))}<br><span class=\"muted\">"
-             f"{_e(v.bound_estimator)}</span>" if v.bound_estimator else "–"),
+            f"<strong>{_e(v.policy)}</strong>",
+            _badge(v.answer),
+            _e(est),
+            (
+                f'{_e(_signed(v.lower_bound, decimals=ddec))}<br><span class="muted">'
+                f"{_e(v.bound_estimator)}</span>"
+                if v.bound_estimator
+                else "–"
+            ),
         ]
         if has_truth:
-            row.append(_e(_signed(v.true_difference, decimals=ddec)) if v.true_difference is not None else "–")
+            row.append(
+                _e(_signed(v.true_difference, decimals=ddec))
+                if v.true_difference is not None
+                else "–"
+            )
         row.append(_e("; ".join(v.reasons)) or "–")
         rows.append(row)
-    out.append(_table(header, rows, numeric=(2, 3) + ((4,) if has_truth else ()), raw=True,
-                      wide=len(header) - 1))
-    out.append('<p class="muted">Intervals are per comparison, not adjusted for looking at '
-               f"{_count(len(verdicts), 'candidate')} at once. Details: <a href=\"#comparisons\">paired "
-               'differences</a>, <a href="#candidates">overlap</a>, <a href="#segments">'
-               "segments</a>.</p>")
+    out.append(
+        _table(
+            header,
+            rows,
+            numeric=(2, 3) + ((4,) if has_truth else ()),
+            raw=True,
+            wide=len(header) - 1,
+        )
+    )
+    out.append(
+        '<p class="muted">Intervals are per comparison, not adjusted for looking at '
+        f'{_count(len(verdicts), "candidate")} at once. Details: <a href="#comparisons">paired '
+        'differences</a>, <a href="#candidates">overlap</a>, <a href="#segments">'
+        "segments</a>.</p>"
+    )
     return "".join(out)
 
 
@@ -416,37 +473,77 @@ def _estimates(ctx: dict[str, Any], figures: _Figures) -> str:
     ev = ctx["evaluation"]
     truth: Truth = ctx["truth"]
     if ev is None:
-        return ("<p>No estimates: this report was made from diagnostics alone. "
-                "<code>ope.evaluate(...)</code> (or <code>ope report LOGS</code>) adds them.</p>")
+        return (
+            "<p>No estimates: this report was made from diagnostics alone. "
+            "<code>ope.evaluate(...)</code> (or <code>ope report LOGS</code>) adds them.</p>"
+        )
     ref = ctx["reference"]
     table = ev.table()
     dec = _decimals([*table["std_error"], ev.logging.std_error], [*table["value"], ref.value])
     drawn, rest = figure_candidates(ev.policies)
-    out = [figures.figure(
-        lambda: _plots().plot_evaluation(ev, truth=truth, policies=drawn),
-        f"Each candidate × estimator: the point estimate and its {ctx['level']:.0%} "
-        f"{_e(ev.ci_method)} interval. Grey line and band: the logging policy's value and "
-        "interval on the same rows"
-        + ("; black diamonds: the exact values" if truth else "")
-        + ". An open marker covers the clipped value (clipped IPS), not the policy's value.",
-        label="forest plot of the estimates",
-    ), _more(rest)]
-    header = ["policy", "estimator", "value", "std. error", f"{ctx['level']:.0%} interval",
-              "covers", "ESS / n"]
+    out = [
+        figures.figure(
+            lambda: _plots().plot_evaluation(ev, truth=truth, policies=drawn),
+            f"Each candidate × estimator: the point estimate and its {ctx['level']:.0%} "
+            f"{_e(ev.ci_method)} interval. Grey line and band: the logging policy's value and "
+            "interval on the same rows"
+            + ("; black diamonds: the exact values" if truth else "")
+            + ". An open marker covers the clipped value (clipped IPS), not the policy's value.",
+            label="forest plot of the estimates",
+        ),
+        _more(rest),
+    ]
+    header = [
+        "policy",
+        "estimator",
+        "value",
+        "std. error",
+        f"{ctx['level']:.0%} interval",
+        "covers",
+        "ESS / n",
+    ]
     if truth:
         header += ["exact value", "in interval"]
-    rows = [["logging policy", "mean reward", _num(ref.value, decimals=dec),
-             _num(ev.logging.std_error, decimals=dec), _interval(ref.ci_low, ref.ci_high, dec),
-             "policy value", "100%"]
-            + ([_num(truth.logging, decimals=dec) if truth.logging is not None else "–",
-                _in(truth.logging, ref.ci_low, ref.ci_high)] if truth else [])]
+    rows = [
+        [
+            "logging policy",
+            "mean reward",
+            _num(ref.value, decimals=dec),
+            _num(ev.logging.std_error, decimals=dec),
+            _interval(ref.ci_low, ref.ci_high, dec),
+            "policy value",
+            "100%",
+        ]
+        + (
+            [
+                _num(truth.logging, decimals=dec) if truth.logging is not None else "–",
+                _in(truth.logging, ref.ci_low, ref.ci_high),
+            ]
+            if truth
+            else []
+        )
+    ]
     for r in table.itertuples(index=False):
         exact = truth.policies.get(r.policy)
-        rows.append([r.policy, r.estimator, _num(r.value, decimals=dec),
-                     _num(r.std_error, decimals=dec), _interval(r.ci_low, r.ci_high, dec),
-                     str(r.target), _share(r.ess_ratio)]
-                    + ([_num(exact, decimals=dec) if exact is not None else "–",
-                        _in(exact, r.ci_low, r.ci_high)] if truth else []))
+        rows.append(
+            [
+                r.policy,
+                r.estimator,
+                _num(r.value, decimals=dec),
+                _num(r.std_error, decimals=dec),
+                _interval(r.ci_low, r.ci_high, dec),
+                str(r.target),
+                _share(r.ess_ratio),
+            ]
+            + (
+                [
+                    _num(exact, decimals=dec) if exact is not None else "–",
+                    _in(exact, r.ci_low, r.ci_high),
+                ]
+                if truth
+                else []
+            )
+        )
     out.append(_table(header, rows, numeric=(2, 3, 4, 6, 7)))
     return "".join(out)
 
@@ -463,36 +560,47 @@ def _comparisons(ctx: dict[str, Any], figures: _Figures) -> str:
         return "<p>No paired differences: they need an evaluation (ope.evaluate).</p>"
     comps: pd.DataFrame = ctx["comparisons"]
     if not len(comps):
-        return ("<p>No paired differences: a streamed evaluation keeps merged statistics, not "
-                "the rows that pairing needs. Evaluate eagerly "
-                "(<code>ope.evaluate(ope.read_logs(...))</code>) to compare.</p>")
+        return (
+            "<p>No paired differences: a streamed evaluation keeps merged statistics, not "
+            "the rows that pairing needs. Evaluate eagerly "
+            "(<code>ope.evaluate(ope.read_logs(...))</code>) to compare.</p>"
+        )
     truth: Truth = ctx["truth"]
     method = comparison_method(ev)
     dec = _decimals(comps["std_error"], comps["difference"])
-    out = [f"<p>Differences in value on the same logged rows ({ctx['level']:.0%} {_e(method)} "
-           "intervals from the per-row terms of both estimates), ranked by the lower end of "
-           "the interval: the top rows are the surest gains.</p>"]
+    out = [
+        f"<p>Differences in value on the same logged rows ({ctx['level']:.0%} {_e(method)} "
+        "intervals from the per-row terms of both estimates), ranked by the lower end of "
+        "the interval: the top rows are the surest gains.</p>"
+    ]
     vs = comps[comps["baseline"] == "logging"]
     drawn, rest = figure_candidates(ev.policies)
-    shown = comps[comps["policy"].isin(drawn)
-                  & (comps["baseline"].isin(drawn) | (comps["baseline"] == "logging"))]
+    shown = comps[
+        comps["policy"].isin(drawn)
+        & (comps["baseline"].isin(drawn) | (comps["baseline"] == "logging"))
+    ]
     out.append("<h3>Against the logging policy</h3>")
     out.append(_more(rest))
-    out.append(figures.figure(
-        lambda: _plots().plot_comparisons(ev, truth=truth, comparisons=shown),
-        "Green: the interval lies above 0; red: below; grey: it includes 0"
-        + ("; black diamonds: the exact differences" if truth else "") + ".",
-        label="paired differences with the logging policy",
-    ))
+    out.append(
+        figures.figure(
+            lambda: _plots().plot_comparisons(ev, truth=truth, comparisons=shown),
+            "Green: the interval lies above 0; red: below; grey: it includes 0"
+            + ("; black diamonds: the exact differences" if truth else "")
+            + ".",
+            label="paired differences with the logging policy",
+        )
+    )
     out.append(_comparison_table(vs, truth, dec))
     between = comps[comps["baseline"] != "logging"]
     if len(between):
         out.append(f"<h3>Between candidates ({_e(headline_estimator(ev))})</h3>")
-        out.append(figures.figure(
-            lambda: _plots().plot_comparisons(ev, between=True, truth=truth, comparisons=shown),
-            "Each pair as higher-valued minus lower-valued candidate.",
-            label="paired differences between candidates",
-        ))
+        out.append(
+            figures.figure(
+                lambda: _plots().plot_comparisons(ev, between=True, truth=truth, comparisons=shown),
+                "Each pair as higher-valued minus lower-valued candidate.",
+                label="paired differences between candidates",
+            )
+        )
         out.append(_comparison_table(between, truth, dec))
     return "".join(out)
 
@@ -503,9 +611,14 @@ def _comparison_table(rows: pd.DataFrame, truth: Truth, dec: int | None) -> str:
         header.append("exact")
     body = []
     for r in rows.itertuples(index=False):
-        line = [f"{r.policy} − {r.baseline}", r.estimator,
-                _signed(r.difference, decimals=dec), _num(r.std_error, decimals=dec),
-                _interval(r.ci_low, r.ci_high, dec, signed=True), r.answer]
+        line = [
+            f"{r.policy} − {r.baseline}",
+            r.estimator,
+            _signed(r.difference, decimals=dec),
+            _num(r.std_error, decimals=dec),
+            _interval(r.ci_low, r.ci_high, dec, signed=True),
+            r.answer,
+        ]
         if truth:
             exact = truth.difference(r.policy, r.baseline)
             line.append("–" if exact is None else _signed(exact, decimals=dec))
@@ -519,14 +632,23 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
     verdicts = {v.policy: v for v in ctx["verdicts"]}
     out = []
     if d is None:
-        out.append("<p>The distribution of the importance weights and the outer/inner split "
-                   "come from the diagnostics: pass <code>diagnostics=ope.diagnose(...)</code> "
-                   "(the command <code>ope report</code> does). The effective sample sizes of "
-                   "the estimates:</p>")
+        out.append(
+            "<p>The distribution of the importance weights and the outer/inner split "
+            "come from the diagnostics: pass <code>diagnostics=ope.diagnose(...)</code> "
+            "(the command <code>ope report</code> does). The effective sample sizes of "
+            "the estimates:</p>"
+        )
         t = ev.table()
-        out.append(_table(["policy", "estimator", "ESS", "ESS / n"],
-                          [[r.policy, r.estimator, _num(r.ess), _share(r.ess_ratio)]
-                           for r in t.itertuples(index=False)], numeric=(2, 3)))
+        out.append(
+            _table(
+                ["policy", "estimator", "ESS", "ESS / n"],
+                [
+                    [r.policy, r.estimator, _num(r.ess), _share(r.ess_ratio)]
+                    for r in t.itertuples(index=False)
+                ],
+                numeric=(2, 3),
+            )
+        )
         return "".join(out)
     rows = {r["policy"]: r for r in d.table().to_dict("records")}
     weighted = getattr(d, "sampling_weight", None)
@@ -539,72 +661,96 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
             "the clipped and unsupported mass and the segment masses are Hajek means, the "
             "effective sample size is Kish's of the sampling times the importance weights "
             "(compared with Kish's of the sampling weights alone), and the outer/inner "
-            "intervals use linearized variances with normal margins.</p>")
+            "intervals use linearized variances with normal margins.</p>"
+        )
     drawn, rest = figure_candidates(d.policies)
     out.append(_more(rest))
     if d.reward_range is not None:
         ref = ctx["reference"]
-        out.append(figures.figure(
-            lambda: _plots().plot_interval_split(
-                d, truth=truth, logging_value=None if ref is None else ref.value,
-                policies=drawn),
-            "The outer/inner interval (Bottou et al. 2013) of each candidate at its clip level: "
-            "the blue part is sampling error, which more logs of the same kind shrink; the "
-            "orange part is coverage (clipped or unsupported mass), which only different "
-            "exploration shrinks.",
-            label="outer and inner interval split",
-        ))
+        out.append(
+            figures.figure(
+                lambda: _plots().plot_interval_split(
+                    d, truth=truth, logging_value=None if ref is None else ref.value, policies=drawn
+                ),
+                "The outer/inner interval (Bottou et al. 2013) of each candidate at its clip level: "
+                "the blue part is sampling error, which more logs of the same kind shrink; the "
+                "orange part is coverage (clipped or unsupported mass), which only different "
+                "exploration shrinks.",
+                label="outer and inner interval split",
+            )
+        )
     else:
-        out.append('<p class="note">No outer/inner split: the diagnostics were computed without '
-                   "an a priori <code>reward_range</code>.</p>")
+        out.append(
+            '<p class="note">No outer/inner split: the diagnostics were computed without '
+            "an a priori <code>reward_range</code>.</p>"
+        )
     for i, policy in enumerate(d.policies, 1):
         r = rows[policy]
         v = verdicts.get(policy)
-        out.append(f'<article class="candidate" id="candidate-{i}"><h3>{_e(policy)} '
-                   + (_badge(v.answer) if v is not None else "") + "</h3>")
-        of_what = (_count(r["n"], "row") if weighted is None else
-                   f"the sampling weights' own ESS {_num(r['ess_reference'])}, from "
-                   f"{_count(r['n'], 'kept row')}")
+        out.append(
+            f'<article class="candidate" id="candidate-{i}"><h3>{_e(policy)} '
+            + (_badge(v.answer) if v is not None else "")
+            + "</h3>"
+        )
+        of_what = (
+            _count(r["n"], "row")
+            if weighted is None
+            else f"the sampling weights' own ESS {_num(r['ess_reference'])}, from "
+            f"{_count(r['n'], 'kept row')}"
+        )
         facts = [
-            ("effective sample size", f"{_num(r['ess'])} ({_share(r['ess_ratio'])} of "
-                                      f"{of_what})"),
-            ("largest weight", f"{_num(r['weight_max'])} (99.9th percentile "
-                               f"{_num(r['weight_q999'])})"),
-            ("mean weight", f"{_minus(format_estimate(r['mean_weight'], r['mean_weight_se']))} ± "
-                            f"{format_estimate(r['mean_weight_se'], r['mean_weight_se'])} "
-                            f"(expected {_num(r['mean_weight_expected'])}: "
-                            f"{r['propensity_check']})"),
+            ("effective sample size", f"{_num(r['ess'])} ({_share(r['ess_ratio'])} of {of_what})"),
+            (
+                "largest weight",
+                f"{_num(r['weight_max'])} (99.9th percentile {_num(r['weight_q999'])})",
+            ),
+            (
+                "mean weight",
+                f"{_minus(format_estimate(r['mean_weight'], r['mean_weight_se']))} ± "
+                f"{format_estimate(r['mean_weight_se'], r['mean_weight_se'])} "
+                f"(expected {_num(r['mean_weight_expected'])}: "
+                f"{r['propensity_check']})",
+            ),
         ]
         if _finite(r["unsupported_mass"]):
             facts.append(("mass where the logger never goes", _share(r["unsupported_mass"])))
         if _finite(r["ci_low"]):
             rule = "given" if r["clip_rule"] == "given" else "the narrowest interval"
-            facts.append((
-                f"outer/inner interval at clip level {_num(r['max_weight'])}",
-                f"{_interval(r['ci_low'], r['ci_high'])} ({rule}; {_share(r['clipped_share'])} "
-                f"of rows and {_share(r['clipped_weight_share'])} of the weight clipped): "
-                f"sampling {_num(r['sampling_width'])}, coverage {_num(r['coverage_width'])} "
-                f"({_share(r['coverage_share'])} of this interval)",
-            ))
+            facts.append(
+                (
+                    f"outer/inner interval at clip level {_num(r['max_weight'])}",
+                    f"{_interval(r['ci_low'], r['ci_high'])} ({rule}; {_share(r['clipped_share'])} "
+                    f"of rows and {_share(r['clipped_weight_share'])} of the weight clipped): "
+                    f"sampling {_num(r['sampling_width'])}, coverage {_num(r['coverage_width'])} "
+                    f"({_share(r['coverage_share'])} of this interval)",
+                )
+            )
             if _finite(r["verdict_max_weight"]) and r["verdict_max_weight"] != r["max_weight"]:
-                facts.append((
-                    f"narrowest interval: clip level {_num(r['verdict_max_weight'])}",
-                    f"coverage {_share(r['verdict_coverage_share'])} of that interval (the "
-                    "verdict below reads this one)",
-                ))
+                facts.append(
+                    (
+                        f"narrowest interval: clip level {_num(r['verdict_max_weight'])}",
+                        f"coverage {_share(r['verdict_coverage_share'])} of that interval (the "
+                        "verdict below reads this one)",
+                    )
+                )
         facts.append(("verdict", f"{r['verdict']} ({r['verdict_reason']})"))
-        out.append('<dl class="facts">' + "".join(
-            f"<dt>{_e(k)}</dt><dd>{_e(val)}</dd>" for k, val in facts) + "</dl>")
+        out.append(
+            '<dl class="facts">'
+            + "".join(f"<dt>{_e(k)}</dt><dd>{_e(val)}</dd>" for k, val in facts)
+            + "</dl>"
+        )
         if policy not in drawn:
             out.append("</article>")
             continue
-        out.append(figures.figure(
-            lambda policy=policy: _plots().plot_weights(d, policy),
-            "Share of rows (bars) and of the candidate's probability mass (orange) per "
-            "factor-of-two bin of the weight π/π₀; the dashed line is the clip level. Mass far "
-            "right of the rows means a few rows carry the estimate.",
-            label=f"importance weights of candidate {i}",
-        ))
+        out.append(
+            figures.figure(
+                lambda policy=policy: _plots().plot_weights(d, policy),
+                "Share of rows (bars) and of the candidate's probability mass (orange) per "
+                "factor-of-two bin of the weight π/π₀; the dashed line is the clip level. Mass far "
+                "right of the rows means a few rows carry the estimate.",
+                label=f"importance weights of candidate {i}",
+            )
+        )
         out.append("</article>")
     return "".join(out)
 
@@ -628,64 +774,97 @@ def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
             top, summary = top_segments(list(mine["segment"]), counts)
             mine = mine[mine["segment"].isin(top)]
             kept_rows.append(mine)
-            out.append(figures.figure(
-                lambda mine=mine, column=column: _plots().plot_segments(
-                    mine[mine["policy"].isin(drawn)], estimator=est, column=column,
-                    truth=truth),
-                f"Each candidate's {_e(est)} estimate and interval within each segment of "
-                f"<code>{_e(column)}</code>"
-                + ("; black diamonds: the exact values" if truth.by_segment else "") + ".",
-                label=f"per-segment estimates by {column}",
-            ))
+            out.append(
+                figures.figure(
+                    lambda mine=mine, column=column: _plots().plot_segments(
+                        mine[mine["policy"].isin(drawn)], estimator=est, column=column, truth=truth
+                    ),
+                    f"Each candidate's {_e(est)} estimate and interval within each segment of "
+                    f"<code>{_e(column)}</code>"
+                    + ("; black diamonds: the exact values" if truth.by_segment else "")
+                    + ".",
+                    label=f"per-segment estimates by {column}",
+                )
+            )
             out.append(_more(f"{column}: {summary}" if summary else ""))
         seg = pd.concat(kept_rows, ignore_index=True)
-        cols = [c for c in ("policy", "estimator", "column", "segment", "value", "std_error",
-                            "ci_low", "ci_high", "n", "ess") if c in seg.columns]
-        dec = (_decimals(seg["std_error"], seg["value"]) if "std_error" in seg.columns
-               else None)
+        cols = [
+            c
+            for c in (
+                "policy",
+                "estimator",
+                "column",
+                "segment",
+                "value",
+                "std_error",
+                "ci_low",
+                "ci_high",
+                "n",
+                "ess",
+            )
+            if c in seg.columns
+        ]
+        dec = _decimals(seg["std_error"], seg["value"]) if "std_error" in seg.columns else None
         body = []
         for r in seg[cols].to_dict("records"):
-            line = [str(r["policy"]), str(r["estimator"]), f"{r['column']}={r['segment']}",
-                    _num(r["value"], decimals=dec)]
+            line = [
+                str(r["policy"]),
+                str(r["estimator"]),
+                f"{r['column']}={r['segment']}",
+                _num(r["value"], decimals=dec),
+            ]
             if "std_error" in r:
                 line.append(_num(r["std_error"], decimals=dec))
             line.append(_interval(r["ci_low"], r["ci_high"], dec))
             line += [_num(r[c]) for c in ("n", "ess") if c in r]
             body.append(line)
-        header = (["policy", "estimator", "segment", "value"]
-                  + (["std. error"] if "std_error" in cols else []) + ["interval"]
-                  + [c for c in ("n", "ess") if c in cols])
+        header = (
+            ["policy", "estimator", "segment", "value"]
+            + (["std. error"] if "std_error" in cols else [])
+            + ["interval"]
+            + [c for c in ("n", "ess") if c in cols]
+        )
         out.append(_table(header, body, numeric=tuple(range(3, len(header)))))
     elif ev is not None:
-        out.append("<p>This evaluation has no per-segment estimates (evaluate with segments "
-                   "to add them); below is the diagnostics' per-segment overlap.</p>")
+        out.append(
+            "<p>This evaluation has no per-segment estimates (evaluate with segments "
+            "to add them); below is the diagnostics' per-segment overlap.</p>"
+        )
     if d is None:
-        out.append("<p>Per-segment overlap and the coverage heatmaps come from the diagnostics: "
-                   "pass <code>diagnostics=ope.diagnose(logs, by=[...])</code> "
-                   "(<code>ope report LOGS --by COLUMN</code>).</p>")
+        out.append(
+            "<p>Per-segment overlap and the coverage heatmaps come from the diagnostics: "
+            "pass <code>diagnostics=ope.diagnose(logs, by=[...])</code> "
+            "(<code>ope report LOGS --by COLUMN</code>).</p>"
+        )
         return "".join(out)
     table = d.segments()
     if len(table):
         out.append("<h3>Overlap per segment</h3>")
-        out.append("<p>Each cell: the candidate's effective sample size in the segment and the "
-                   "share of its probability mass there (as the weights recover it). A gap is "
-                   "a segment the logs cannot answer for; its reason is under the candidate's "
-                   "heatmap below.</p>")
+        out.append(
+            "<p>Each cell: the candidate's effective sample size in the segment and the "
+            "share of its probability mass there (as the weights recover it). A gap is "
+            "a segment the logs cannot answer for; its reason is under the candidate's "
+            "heatmap below.</p>"
+        )
         if getattr(d, "sampling_weight", None) is not None:
-            out.append('<p class="note">Sampling-weighted (column '
-                       f"<code>{_e(d.sampling_weight)}</code>): the masses and the coverage "
-                       "heatmaps are of the logged population (Hajek means), the effective "
-                       "sample sizes Kish's of the sampling times the importance weights; "
-                       "<em>rows</em> counts the kept rows.</p>")
+            out.append(
+                '<p class="note">Sampling-weighted (column '
+                f"<code>{_e(d.sampling_weight)}</code>): the masses and the coverage "
+                "heatmaps are of the logged population (Hajek means), the effective "
+                "sample sizes Kish's of the sampling times the importance weights; "
+                "<em>rows</em> counts the kept rows.</p>"
+            )
         for column in dict.fromkeys(table["column"]):
             out.append(_segment_matrix(table[table["column"] == column], column))
         first = str(table["column"].iloc[0])
         mine = table[table["column"] == first]
         heat_segments, _ = top_segments(list(mine["segment"]), list(mine["rows"]))
     else:
-        out.append('<p class="note">No segments were requested: pass <code>by=[...]</code> to '
-                   "ope.diagnose (<code>--by COLUMN</code>) to look for gaps per segment. The "
-                   "heatmaps below cover all rows.</p>")
+        out.append(
+            '<p class="note">No segments were requested: pass <code>by=[...]</code> to '
+            "ope.diagnose (<code>--by COLUMN</code>) to look for gaps per segment. The "
+            "heatmaps below cover all rows.</p>"
+        )
         first, heat_segments = None, None
     out.append("<h3>Coverage: where each candidate's mass lies</h3>")
     drawn, rest = figure_candidates(d.policies)
@@ -693,20 +872,31 @@ def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
     for i, policy in enumerate(d.policies, 1):
         gaps = table[(table["policy"] == policy) & table["gap"]] if len(table) else table
         try:
-            fig = "" if policy not in drawn else figures.figure(
-                lambda policy=policy: _plots().plot_coverage(
-                    d, policy, by=first, segments=heat_segments),
-                "Colour: the candidate's mass in each cell (share of all rows); text: candidate "
-                "share / logger share. Red frames: segments with a gap.",
-                label=f"coverage heatmap of candidate {i}",
+            fig = (
+                ""
+                if policy not in drawn
+                else figures.figure(
+                    lambda policy=policy: _plots().plot_coverage(
+                        d, policy, by=first, segments=heat_segments
+                    ),
+                    "Colour: the candidate's mass in each cell (share of all rows); text: candidate "
+                    "share / logger share. Red frames: segments with a gap.",
+                    label=f"coverage heatmap of candidate {i}",
+                )
             )
         except ValidationError as exc:  # diagnostics of arrays without the logged actions
             fig = f'<p class="note">No heatmap for {_e(policy)}: {_e(exc)}</p>'
         out.append(f"<h3>{_e(policy)}</h3>{fig}")
         if len(gaps):
-            out.append("<ul>" + "".join(
-                f"<li><strong>{_e(g.column)}={_e(g.segment)}</strong> ({_e(g.gap_kind)}): "
-                f"{_e(g.reason)}</li>" for g in gaps.itertuples(index=False)) + "</ul>")
+            out.append(
+                "<ul>"
+                + "".join(
+                    f"<li><strong>{_e(g.column)}={_e(g.segment)}</strong> ({_e(g.gap_kind)}): "
+                    f"{_e(g.reason)}</li>"
+                    for g in gaps.itertuples(index=False)
+                )
+                + "</ul>"
+            )
         elif len(table):
             out.append('<p class="muted">No segment gaps.</p>')
     return "".join(out)
@@ -734,7 +924,8 @@ def _segment_matrix(rows: pd.DataFrame, column: str) -> str:
             line.append(text)
         body.append(line)
     return _table(header, body, numeric=(1,), raw=True) + _more(
-        f"{column}: {summary}" if summary else "")
+        f"{column}: {summary}" if summary else ""
+    )
 
 
 def _plan(ctx: dict[str, Any]) -> str:
@@ -742,20 +933,47 @@ def _plan(ctx: dict[str, Any]) -> str:
     if d is None:
         return "<p>The exploration plan comes from the diagnostics (ope.diagnose).</p>"
     if d.target_width is None or d.new_rows is None or d.reward_range is None:
-        return ("<p>No plan was requested. To see how much traffic to explore so that new logs "
-                "answer, pass <code>target_width</code>, <code>new_rows</code> and "
-                "<code>reward_range</code> to ope.diagnose (<code>--target-width W --new-rows N "
-                "--reward-range LO HI</code>).</p>")
+        return (
+            "<p>No plan was requested. To see how much traffic to explore so that new logs "
+            "answer, pass <code>target_width</code>, <code>new_rows</code> and "
+            "<code>reward_range</code> to ope.diagnose (<code>--target-width W --new-rows N "
+            "--reward-range LO HI</code>).</p>"
+        )
     plan = d.plan()
-    out = [f"<p>The smallest share of traffic on which to play each candidate's own choice so "
-           f"that {_e(_count(d.new_rows, 'new logged row'))} give an IPS interval narrower than "
-           f"{_num(d.target_width)}.</p>"]
-    body = [[r.policy, "all traffic" if r.column == "all" else f"{r.column}={r.segment}",
-             _share(r.exploration_share), _num(r.exploration_rows), _num(r.predicted_width),
-             "yes" if r.feasible else "no", _num(r.rows_needed), r.reason]
-            for r in plan.itertuples(index=False)]
-    out.append(_table(["policy", "scope", "explore", "rows explored", "predicted width",
-                       "reaches the width", "rows needed", "plan"], body, numeric=(2, 3, 4, 6)))
+    out = [
+        f"<p>The smallest share of traffic on which to play each candidate's own choice so "
+        f"that {_e(_count(d.new_rows, 'new logged row'))} give an IPS interval narrower than "
+        f"{_num(d.target_width)}.</p>"
+    ]
+    body = [
+        [
+            r.policy,
+            "all traffic" if r.column == "all" else f"{r.column}={r.segment}",
+            _share(r.exploration_share),
+            _num(r.exploration_rows),
+            _num(r.predicted_width),
+            "yes" if r.feasible else "no",
+            _num(r.rows_needed),
+            r.reason,
+        ]
+        for r in plan.itertuples(index=False)
+    ]
+    out.append(
+        _table(
+            [
+                "policy",
+                "scope",
+                "explore",
+                "rows explored",
+                "predicted width",
+                "reaches the width",
+                "rows needed",
+                "plan",
+            ],
+            body,
+            numeric=(2, 3, 4, 6),
+        )
+    )
     try:
         actions = d.plan_actions()
     except ValidationError:  # diagnostics of arrays without the logged actions
@@ -764,38 +982,78 @@ def _plan(ctx: dict[str, Any]) -> str:
         out.append("<h3>Which actions to play more</h3>")
         body = []
         for (policy, column, segment), group in actions.groupby(
-                ["policy", "column", "segment"], sort=False):
+            ["policy", "column", "segment"], sort=False
+        ):
             for r in group.head(_PLAN_ACTIONS).itertuples(index=False):
-                body.append([policy, "all traffic" if column == "all" else f"{column}={segment}",
-                             str(r.action), _share(r.logging_share),
-                             _share(r.planned_share), _share(r.extra_share)])
+                body.append(
+                    [
+                        policy,
+                        "all traffic" if column == "all" else f"{column}={segment}",
+                        str(r.action),
+                        _share(r.logging_share),
+                        _share(r.planned_share),
+                        _share(r.extra_share),
+                    ]
+                )
             if len(group) > _PLAN_ACTIONS:
-                body.append([policy, "", f"… {_count(len(group) - _PLAN_ACTIONS, 'more action')}",
-                             "", "", ""])
-        out.append(_table(["policy", "scope", "action", "logged share", "planned share",
-                           "extra traffic"], body, numeric=(3, 4, 5)))
+                body.append(
+                    [
+                        policy,
+                        "",
+                        f"… {_count(len(group) - _PLAN_ACTIONS, 'more action')}",
+                        "",
+                        "",
+                        "",
+                    ]
+                )
+        out.append(
+            _table(
+                ["policy", "scope", "action", "logged share", "planned share", "extra traffic"],
+                body,
+                numeric=(3, 4, 5),
+            )
+        )
     return "".join(out)
 
 
 def _validation(ctx: dict[str, Any]) -> str:
     report = ctx["validation"]
     if report is None:
-        return ("<p>No validation report was given (diagnostics do not carry one): pass "
-                "<code>validation=logs.report</code>.</p>")
-    facts = [("source", report.source), ("rows read", _num(report.rows_read)),
-             ("rows used", _num(report.rows_used)),
-             ("rows rejected", _num(report.rows_read - report.rows_used))]
+        return (
+            "<p>No validation report was given (diagnostics do not carry one): pass "
+            "<code>validation=logs.report</code>.</p>"
+        )
+    facts = [
+        ("source", report.source),
+        ("rows read", _num(report.rows_read)),
+        ("rows used", _num(report.rows_used)),
+        ("rows rejected", _num(report.rows_read - report.rows_used)),
+    ]
     if getattr(report, "episodes_read", None) is not None:
-        facts += [("episodes read", _num(report.episodes_read)),
-                  ("episodes used", _num(report.episodes_used))]
-    out = ['<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts)
-           + "</dl>"]
+        facts += [
+            ("episodes read", _num(report.episodes_read)),
+            ("episodes used", _num(report.episodes_used)),
+        ]
+    out = [
+        '<dl class="facts">'
+        + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts)
+        + "</dl>"
+    ]
     if report.rejected:
-        body = [[reason, _num(count), ", ".join(str(x) for x in report.examples.get(reason, ()))]
-                for reason, count in report.rejected.items()]
+        body = [
+            [reason, _num(count), ", ".join(str(x) for x in report.examples.get(reason, ()))]
+            for reason, count in report.rejected.items()
+        ]
         out.append(_table(["reason", "rows", "first rows (0-based)"], body, numeric=(1,)))
-        out.append("<p>" + ("The rejected rows were dropped (<code>on_invalid=\"drop\"</code>)."
-                            if report.dropped else "Rows were rejected.") + "</p>")
+        out.append(
+            "<p>"
+            + (
+                'The rejected rows were dropped (<code>on_invalid="drop"</code>).'
+                if report.dropped
+                else "Rows were rejected."
+            )
+            + "</p>"
+        )
     else:
         out.append("<p>Every row passed validation.</p>")
     return "".join(out)
@@ -804,9 +1062,11 @@ def _validation(ctx: dict[str, Any]) -> str:
 def _certificate(ctx: dict[str, Any]) -> str:
     cert = ctx["certificate"]
     if cert is None:
-        return ("<p>No learned policy in this report. <code>ope learn LOGS</code> (or "
-                "<code>ope.learn_from_logs</code>) learns one and certifies it on held-out rows; "
-                "pass <code>certificate=</code> to include it.</p>")
+        return (
+            "<p>No learned policy in this report. <code>ope learn LOGS</code> (or "
+            "<code>ope.learn_from_logs</code>) learns one and certifies it on held-out rows; "
+            "pass <code>certificate=</code> to include it.</p>"
+        )
     answer = BETTER if cert.verdict == "approve" else UNCLEAR
     level = f"{cert.confidence_level:.0%}"
     facts = [
@@ -816,20 +1076,30 @@ def _certificate(ctx: dict[str, Any]) -> str:
         ("baseline", f"{cert.baseline} = {_num(cert.baseline_value)} ({cert.baseline_source})"),
     ]
     if cert.improvement_estimate is not None:
-        facts.append(("improvement over logging",
-                      f"{_signed(cert.improvement_estimate)}, lower bound "
-                      f"{_signed(cert.improvement_lower_bound)}"))
+        facts.append(
+            (
+                "improvement over logging",
+                f"{_signed(cert.improvement_estimate)}, lower bound "
+                f"{_signed(cert.improvement_lower_bound)}",
+            )
+        )
     facts += [
         ("bound", f"{cert.ci_method} at {level} (one-sided)"),
         ("clip level", _num(cert.max_weight)),
         ("reward range", f"[{_num(cert.reward_range[0])}, {_num(cert.reward_range[1])}]"),
-        ("rows", f"{_num(cert.n_train) if cert.n_train is not None else '–'} to train, "
-                 f"{_num(cert.n)} to certify"),
+        (
+            "rows",
+            f"{_num(cert.n_train) if cert.n_train is not None else '–'} to train, "
+            f"{_num(cert.n)} to certify",
+        ),
         ("clipped rows", _share(cert.clipped_fraction)),
     ]
-    out = [f"<h3>{_e(cert.policy)} {_badge(answer if cert.verdict == 'approve' else 'rejected')}</h3>",
-           '<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts)
-           + "</dl>"]
+    out = [
+        f"<h3>{_e(cert.policy)} {_badge(answer if cert.verdict == 'approve' else 'rejected')}</h3>",
+        '<dl class="facts">'
+        + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts)
+        + "</dl>",
+    ]
     if cert.notes:
         out.append("<ol>" + "".join(f"<li>{_e(n)}</li>" for n in cert.notes) + "</ol>")
     return "".join(out)
@@ -863,14 +1133,17 @@ def _reproduce(ctx: dict[str, Any]) -> str:
         text = command if isinstance(command, str) else shlex.join(str(c) for c in command)
         out.append(f"<h3>Command</h3><pre>{_e(text)}</pre>")
     else:
-        out.append("<p>No command was recorded (made from Python); the settings below "
-                   "reproduce it.</p>")
+        out.append(
+            "<p>No command was recorded (made from Python); the settings below reproduce it.</p>"
+        )
     seed = prov.get("seed")
     if seed is None and ev is not None:
         seed = getattr(ev, "ci_options", {}).get("rng")
-    facts = [("input", ctx["source"] or "–"),
-             ("rows", _num(ctx["rows"]) if ctx["rows"] is not None else "–"),
-             ("seed", "none (no randomness used, or not recorded)" if seed is None else str(seed))]
+    facts = [
+        ("input", ctx["source"] or "–"),
+        ("rows", _num(ctx["rows"]) if ctx["rows"] is not None else "–"),
+        ("seed", "none (no randomness used, or not recorded)" if seed is None else str(seed)),
+    ]
     if ev is not None:
         facts += [
             ("estimators", ", ".join(ev.estimators)),
@@ -883,30 +1156,38 @@ def _reproduce(ctx: dict[str, Any]) -> str:
             facts.append(("interval options", ", ".join(f"{k}={v}" for k, v in options.items())))
         model = getattr(ev, "model_columns", None)
         if model is not None:
-            facts.append(("reward model columns",
-                          ", ".join(model.get("context", [])) or "none"))
+            facts.append(("reward model columns", ", ".join(model.get("context", [])) or "none"))
     if d is not None:
         rr = d.reward_range
         facts += [
-            ("diagnostics clip level", _num(d.max_weight) if d.max_weight is not None
-             else "narrowest interval"),
+            (
+                "diagnostics clip level",
+                _num(d.max_weight) if d.max_weight is not None else "narrowest interval",
+            ),
             ("reward range", "none" if rr is None else f"[{_num(rr[0])}, {_num(rr[1])}]"),
         ]
         if d.target_width is not None:
-            facts.append(("plan", f"target width {_num(d.target_width)}, "
-                                  f"{_count(d.new_rows, 'new row')}"))
-    out.append('<dl class="facts">' + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>"
-                                               for k, v in facts) + "</dl>")
+            facts.append(
+                ("plan", f"target width {_num(d.target_width)}, {_count(d.new_rows, 'new row')}")
+            )
+    out.append(
+        '<dl class="facts">'
+        + "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in facts)
+        + "</dl>"
+    )
     run_options = prov.get("options")
     if isinstance(run_options, Mapping) and run_options:
         out.append("<h3>Options</h3>")
-        out.append(_table(["option", "value"], [[str(k), _option(v)]
-                                                 for k, v in run_options.items()]))
-    extra = {k: v for k, v in prov.items() if k not in ("command", "options", "seed", "input",
-                                                          "rows")}
+        out.append(
+            _table(["option", "value"], [[str(k), _option(v)] for k, v in run_options.items()])
+        )
+    extra = {
+        k: v for k, v in prov.items() if k not in ("command", "options", "seed", "input", "rows")
+    }
     if extra:
-        out.append(_table(["provenance", "value"], [[str(k), _option(v)]
-                                                     for k, v in extra.items()]))
+        out.append(
+            _table(["provenance", "value"], [[str(k), _option(v)] for k, v in extra.items()])
+        )
     out.append("<h3>Versions</h3>")
     out.append(_table(["package", "version"], [[k, v] for k, v in _versions()]))
     return "".join(out)
@@ -956,14 +1237,14 @@ def _all_notes(evaluation: Any, diagnostics: Any, extra: Sequence[str]) -> list[
             for note in estimate.notes:
                 grouped.setdefault((policy, _plain(note)), (note, []))[1].append(estimator)
         for (policy, plain), (note, estimators) in grouped.items():
-            keyed.setdefault(("about", policy, plain),
-                             f"{policy} ({', '.join(estimators)}): {note}")
+            keyed.setdefault(
+                ("about", policy, plain), f"{policy} ({', '.join(estimators)}): {note}"
+            )
     if diagnostics is not None:
         policies = set(diagnostics.policies)
         for note in diagnostics.notes:
             head, sep, rest = str(note).partition(": ")
-            key = (("about", head, _plain(rest)) if sep and head in policies
-                   else note_key(note))
+            key = ("about", head, _plain(rest)) if sep and head in policies else note_key(note)
             keyed.setdefault(key, note)
     return list(keyed.values())
 
@@ -1042,12 +1323,19 @@ def render_report(
             f"the diagnostics were computed on {_count(diagnostics.n, 'row')} and the evaluation "
             f"on {_num(evaluation.n)}: they describe different logs."
         )
-    level = (evaluation.confidence_level if evaluation is not None
-             else diagnostics.confidence_level)
+    level = evaluation.confidence_level if evaluation is not None else diagnostics.confidence_level
     ctx: dict[str, Any] = {
-        "evaluation": evaluation, "diagnostics": diagnostics, "certificate": certificate,
-        "truth": truth, "provenance": prov, "validation": validation, "source": source,
-        "rows": rows, "comparisons": comparisons, "verdicts": verdicts, "level": level,
+        "evaluation": evaluation,
+        "diagnostics": diagnostics,
+        "certificate": certificate,
+        "truth": truth,
+        "provenance": prov,
+        "validation": validation,
+        "source": source,
+        "rows": rows,
+        "comparisons": comparisons,
+        "verdicts": verdicts,
+        "level": level,
         "reference": logging_reference(evaluation) if evaluation is not None else None,
         "segment_estimates": segment_estimates(evaluation) if evaluation is not None else None,
         "notes": _all_notes(evaluation, diagnostics, extra_notes),
@@ -1068,14 +1356,20 @@ def render_report(
     name = Path(source).name if source and not source.startswith("<") else (source or "logs")
     page_title = title if title is not None else f"Off-policy evaluation of {name}"
     n_policies = len(evaluation.policies) if evaluation is not None else len(diagnostics.policies)
-    sub = [_count(rows, "logged row") if rows is not None else "",
-           _count(n_policies, "candidate policy", "candidate policies")]
+    sub = [
+        _count(rows, "logged row") if rows is not None else "",
+        _count(n_policies, "candidate policy", "candidate policies"),
+    ]
     if evaluation is not None:
-        sub.append(f"{_count(len(evaluation.estimators), 'estimator')}, {level:.0%} "
-                   f"{evaluation.ci_method} intervals")
+        sub.append(
+            f"{_count(len(evaluation.estimators), 'estimator')}, {level:.0%} "
+            f"{evaluation.ci_method} intervals"
+        )
     if source:
         sub.append(f"source: {source}")
-    nav = "".join(f'<li><a href="#{sid}">{_e(heading)}</a></li>' for sid, heading in REPORT_SECTIONS)
+    nav = "".join(
+        f'<li><a href="#{sid}">{_e(heading)}</a></li>' for sid, heading in REPORT_SECTIONS
+    )
     sections = "".join(
         f'<section id="{sid}" class="{sid}"><h2>{_e(heading)}</h2>{bodies[sid]}</section>\n'
         for sid, heading in REPORT_SECTIONS
@@ -1113,11 +1407,14 @@ def check_report_destination(
         raise ParameterError(f"the report path must be a file path; got {path!r}.")
     target = Path(path)
     if target.is_dir():
-        raise ParameterError(f"the report path {str(target)!r} is a directory; name a file, "
-                             "e.g. report.html.")
+        raise ParameterError(
+            f"the report path {str(target)!r} is a directory; name a file, e.g. report.html."
+        )
     if not target.parent.is_dir():
-        raise DataFileError(f"cannot write the report to {str(target)!r}: the directory "
-                            f"{str(target.parent)!r} does not exist.")
+        raise DataFileError(
+            f"cannot write the report to {str(target)!r}: the directory "
+            f"{str(target.parent)!r} does not exist."
+        )
     if isinstance(inputs, (str, bytes, os.PathLike)) or not isinstance(inputs, Iterable):
         raise ParameterError(
             "`inputs` must be a list of the report's input paths (None entries are skipped), "
@@ -1128,11 +1425,14 @@ def check_report_destination(
             continue
         candidate = Path(str(source))
         if candidate.exists() and candidate.resolve() == target.resolve():
-            raise ParameterError(f"the report path {str(target)!r} is an input of the report; "
-                                 "choose another file name.")
+            raise ParameterError(
+                f"the report path {str(target)!r} is an input of the report; "
+                "choose another file name."
+            )
     if target.exists() and not overwrite:
-        raise ParameterError(f"{str(target)!r} exists; pass overwrite=True (--force) to "
-                             "replace it.")
+        raise ParameterError(
+            f"{str(target)!r} exists; pass overwrite=True (--force) to replace it."
+        )
     return target
 
 
@@ -1172,8 +1472,13 @@ def write_report(
         inputs.append(provenance.get("input"))
     target = check_report_destination(path, overwrite=overwrite, inputs=inputs)
     page = render_report(
-        evaluation=evaluation, diagnostics=diagnostics, certificate=certificate, truth=truth,
-        provenance=provenance, title=title, validation=validation,
+        evaluation=evaluation,
+        diagnostics=diagnostics,
+        certificate=certificate,
+        truth=truth,
+        provenance=provenance,
+        title=title,
+        validation=validation,
     )
     with atomic_path(target, force=overwrite, force_flag="overwrite=True (--force)") as tmp:
         with open(tmp, "x", encoding="utf-8", newline="\n") as handle:

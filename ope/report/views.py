@@ -63,12 +63,26 @@ ANSWERABLE: Final = "the logs can answer"
 #: and the lowest variance), then the self-normalized and plain weighting estimators; DM last,
 #: as it carries no interval.
 HEADLINE_ESTIMATORS: Final = (
-    "dr", "sndr", "snips", "ips", "switch_dr", "dros", "clipped_ips", "dm",
+    "dr",
+    "sndr",
+    "snips",
+    "ips",
+    "switch_dr",
+    "dros",
+    "clipped_ips",
+    "dm",
 )
 
 #: Columns of :func:`comparison_table`.
 COMPARISON_COLUMNS: Final = (
-    "policy", "baseline", "estimator", "difference", "std_error", "ci_low", "ci_high", "answer",
+    "policy",
+    "baseline",
+    "estimator",
+    "difference",
+    "std_error",
+    "ci_low",
+    "ci_high",
+    "answer",
 )
 
 #: Between-candidate differences are shown for every pair when there are at most this many
@@ -247,33 +261,49 @@ def comparison_table(evaluation: Any, *, between: bool = True) -> pd.DataFrame:
     rows = []
     vs = evaluation.comparisons(ci=method)
     for r in vs.itertuples(index=False):
-        rows.append({
-            "policy": r.policy, "baseline": "logging", "estimator": r.estimator,
-            "difference": float(r.difference), "std_error": float(r.std_error),
-            "ci_low": float(r.ci_low), "ci_high": float(r.ci_high),
-            "answer": _answer(float(r.ci_low), float(r.ci_high)),
-        })
+        rows.append(
+            {
+                "policy": r.policy,
+                "baseline": "logging",
+                "estimator": r.estimator,
+                "difference": float(r.difference),
+                "std_error": float(r.std_error),
+                "ci_low": float(r.ci_low),
+                "ci_high": float(r.ci_high),
+                "answer": _answer(float(r.ci_low), float(r.ci_high)),
+            }
+        )
     policies = list(evaluation.policies)
     if between and len(policies) > 1:
         est = headline_estimator(evaluation)
         order = sorted(policies, key=lambda p: -evaluation[(p, est)].value)
         if len(order) <= MAX_PAIRWISE_POLICIES:
-            pairs = [(a, b) for i, a in enumerate(order) for b in order[i + 1:]]
+            pairs = [(a, b) for i, a in enumerate(order) for b in order[i + 1 :]]
         else:
             pairs = [(order[0], b) for b in order[1:]]
         for a, b in pairs:  # loop over candidate pairs (a few dozen at most)
             d = evaluation.compare(a, b, estimator=est, ci=method)
             ci = d.ci(level, method)
-            rows.append({
-                "policy": a, "baseline": b, "estimator": est, "difference": float(d.value),
-                "std_error": float(d.std_error), "ci_low": float(ci.low),
-                "ci_high": float(ci.high), "answer": _answer(float(ci.low), float(ci.high)),
-            })
+            rows.append(
+                {
+                    "policy": a,
+                    "baseline": b,
+                    "estimator": est,
+                    "difference": float(d.value),
+                    "std_error": float(d.std_error),
+                    "ci_low": float(ci.low),
+                    "ci_high": float(ci.high),
+                    "answer": _answer(float(ci.low), float(ci.high)),
+                }
+            )
     table = pd.DataFrame(rows, columns=list(COMPARISON_COLUMNS))
     key = table["ci_low"].fillna(-math.inf)
-    return table.assign(_key=key).sort_values(
-        ["_key", "difference"], ascending=False, kind="stable"
-    ).drop(columns="_key").reset_index(drop=True)
+    return (
+        table.assign(_key=key)
+        .sort_values(["_key", "difference"], ascending=False, kind="stable")
+        .drop(columns="_key")
+        .reset_index(drop=True)
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -302,7 +332,9 @@ class CandidateVerdict:
     true_difference: float | None = None
 
 
-def _diagnostic_reasons(row: Mapping[str, Any], segments: pd.DataFrame | None) -> tuple[str, list[str]]:
+def _diagnostic_reasons(
+    row: Mapping[str, Any], segments: pd.DataFrame | None
+) -> tuple[str, list[str]]:
     """(why the logs cannot answer, in a few words, or "" when they can; the reasons, short)
     from one row of ``Diagnostics.table()`` and its segments. The diagnostics' own wording
     (``verdict_reason``, each gap's ``reason``) is shown in full beside the candidate."""
@@ -324,14 +356,18 @@ def _diagnostic_reasons(row: Mapping[str, Any], segments: pd.DataFrame | None) -
         blocking.append("more of the same logs would not settle it")
         share = row.get("verdict_coverage_share", math.nan)
         if isinstance(share, float) and math.isfinite(share):
-            reasons.append(f"{format_share(share)} of its narrowest interval is coverage, which "
-                           "more of the same logs do not shrink")
+            reasons.append(
+                f"{format_share(share)} of its narrowest interval is coverage, which "
+                "more of the same logs do not shrink"
+            )
         ratio = row.get("ess_ratio", math.nan)
         if isinstance(ratio, float) and ratio < ESS_RATIO_WARN:
             reasons.append(f"its effective sample is {format_share(ratio)} of the rows")
     unsupported = row.get("unsupported_mass", math.nan)
     if isinstance(unsupported, float) and math.isfinite(unsupported) and unsupported > 0:
-        reasons.append(f"{format_share(unsupported)} of its mass is on actions the logger never plays")
+        reasons.append(
+            f"{format_share(unsupported)} of its mass is on actions the logger never plays"
+        )
     return (blocking[0] if blocking else ""), reasons
 
 
@@ -379,9 +415,13 @@ def candidate_verdicts(
                 answer = UNCLEAR
                 if len(answers) > 1:
                     summary = "the estimators disagree"
-                    reasons.append("the estimators disagree: " + "; ".join(
-                        f"{a}: {', '.join(finite.loc[finite['answer'] == a, 'estimator'])}"
-                        for a in answers))
+                    reasons.append(
+                        "the estimators disagree: "
+                        + "; ".join(
+                            f"{a}: {', '.join(finite.loc[finite['answer'] == a, 'estimator'])}"
+                            for a in answers
+                        )
+                    )
                 else:
                     summary = "no clear difference"
                     reasons.append("every interval of the difference includes 0")
@@ -389,14 +429,24 @@ def candidate_verdicts(
             answer, lower, upper, estimator = UNCLEAR, math.nan, math.nan, ""
             low = high = math.nan
             summary = "no interval of its difference with the logging policy"
-            reasons.append(summary + (" (a streamed evaluation has no rows to pair)"
-                                      if getattr(evaluation, "streaming", False) else ""))
+            reasons.append(
+                summary
+                + (
+                    " (a streamed evaluation has no rows to pair)"
+                    if getattr(evaluation, "streaming", False)
+                    else ""
+                )
+            )
         if policy in diag_rows:
             blocking, why = _diagnostic_reasons(diag_rows[policy], segments)
         else:
             ratios = table.loc[table["policy"] == policy, "ess_ratio"]
             low_ess = bool(len(ratios)) and bool((ratios < ESS_RATIO_WARN).all())
-            blocking = f"its effective sample is {format_share(ratios.max())} of the rows" if low_ess else ""
+            blocking = (
+                f"its effective sample is {format_share(ratios.max())} of the rows"
+                if low_ess
+                else ""
+            )
             why = [blocking] if low_ess else []
         if blocking and answer != UNCLEAR:
             summary = f"the estimates say {answer.split()[0]}, but {blocking}"
@@ -404,11 +454,20 @@ def candidate_verdicts(
         elif blocking and not summary:
             summary = blocking
         reasons.extend(why)
-        out.append(CandidateVerdict(
-            policy=policy, answer=answer, lower_bound=lower, upper_bound=upper,
-            bound_estimator=estimator, low=low, high=high, summary=summary,
-            reasons=tuple(reasons), true_difference=truth.difference(policy),
-        ))
+        out.append(
+            CandidateVerdict(
+                policy=policy,
+                answer=answer,
+                lower_bound=lower,
+                upper_bound=upper,
+                bound_estimator=estimator,
+                low=low,
+                high=high,
+                summary=summary,
+                reasons=tuple(reasons),
+                true_difference=truth.difference(policy),
+            )
+        )
     return out
 
 
@@ -421,11 +480,19 @@ def overlap_verdicts(diagnostics: Any) -> list[CandidateVerdict]:
         blocking, why = _diagnostic_reasons(row, segments)
         if not blocking:
             why = [f"{row['verdict']}: {row['verdict_reason']}", *why]
-        out.append(CandidateVerdict(
-            policy=row["policy"], answer=UNCLEAR if blocking else ANSWERABLE,
-            lower_bound=math.nan, upper_bound=math.nan, bound_estimator="",
-            low=math.nan, high=math.nan, summary=blocking, reasons=tuple(why),
-        ))
+        out.append(
+            CandidateVerdict(
+                policy=row["policy"],
+                answer=UNCLEAR if blocking else ANSWERABLE,
+                lower_bound=math.nan,
+                upper_bound=math.nan,
+                bound_estimator="",
+                low=math.nan,
+                high=math.nan,
+                summary=blocking,
+                reasons=tuple(why),
+            )
+        )
     return out
 
 
@@ -492,8 +559,10 @@ def top_segments(
     total = float(counts.sum())
     share = float(rest.sum()) / total if total > 0 else math.nan
     k = len(rest)
-    return shown, (f"{k} more segment{'s' if k != 1 else ''}, {format_share(share)} of rows: "
-                   f"{_listed(list(rest.index))}")
+    return shown, (
+        f"{k} more segment{'s' if k != 1 else ''}, {format_share(share)} of rows: "
+        f"{_listed(list(rest.index))}"
+    )
 
 
 def figure_candidates(
@@ -510,5 +579,7 @@ def figure_candidates(
     if not rest:
         return policies, ""
     k = len(rest)
-    return policies[:limit], (f"{k} more candidate{'s' if k != 1 else ''} without figures "
-                              f"(in the tables): {_listed(rest)}")
+    return policies[:limit], (
+        f"{k} more candidate{'s' if k != 1 else ''} without figures "
+        f"(in the tables): {_listed(rest)}"
+    )

@@ -50,4 +50,3 @@ __all__ = [
     "fitted_q_evaluation",
     "FittedQ",
 ]
-

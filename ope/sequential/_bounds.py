@@ -186,8 +186,9 @@ def term_range(
     return lo, hi
 
 
-def _return_range(reward_range: tuple[float, float], gamma: float, horizon: int) -> tuple[float,
-                                                                                          float]:
+def _return_range(
+    reward_range: tuple[float, float], gamma: float, horizon: int
+) -> tuple[float, float]:
     """Range ``[G_lo, G_hi]`` of a discounted return over ``1 .. horizon`` steps."""
     r_lo, r_hi = reward_range
     s_h = float(np.sum(gamma ** np.arange(horizon, dtype=np.float64)))
@@ -299,8 +300,12 @@ def bounded_interval(
                 "average to at most 1); do not pass `weight_bound`."
             )
         # covers the (unclipped) value: clipped weights have mean <= 1 as well
-        return betting_interval(terms.final_w, terms.returns, reward_range=(g_lo, g_hi),
-                                confidence_level=confidence_level)
+        return betting_interval(
+            terms.final_w,
+            terms.returns,
+            reward_range=(g_lo, g_hi),
+            confidence_level=confidence_level,
+        )
     bounds = cumulative_bounds(wb, h, terms.max_weight)
     if bounds is None:
         raise MissingBoundsError(
@@ -323,13 +328,20 @@ def bounded_interval(
     mean = float(terms.terms.mean())
     n = int(terms.terms.size)
     if method == "betting":  # pdis: the mean of bounded i.i.d. terms, unit weights
-        iv = betting_interval(np.ones(n), terms.terms, reward_range=(lo, hi),
-                              confidence_level=confidence_level)
+        iv = betting_interval(
+            np.ones(n), terms.terms, reward_range=(lo, hi), confidence_level=confidence_level
+        )
     elif method == "hoeffding":
         iv = hoeffding_interval(mean, n, low=lo, high=hi, confidence_level=confidence_level)
     else:
-        iv = bernstein_interval(mean, float(np.var(terms.terms, ddof=1)), n, low=lo, high=hi,
-                                confidence_level=confidence_level)
+        iv = bernstein_interval(
+            mean,
+            float(np.var(terms.terms, ddof=1)),
+            n,
+            low=lo,
+            high=hi,
+            confidence_level=confidence_level,
+        )
     # the estimand's own range: the value lies in [G_lo, G_hi]; a clipped value, the mean of
     # clipped weights (mean <= 1) times bounded rewards, in [min(0, G_lo), max(0, G_hi)]
     if terms.max_weight is None:

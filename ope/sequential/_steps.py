@@ -191,8 +191,9 @@ def check_finite_steps(traj: Trajectories, values: np.ndarray, role: str) -> Non
     try:
         check_finite(values, role)  # the one finiteness rule (fast path: a min and a max)
     except ValidationError:
-        check_rows(traj, ~np.isfinite(values), f"`{role}` must be finite",
-                   "Remove or impute them first.")
+        check_rows(
+            traj, ~np.isfinite(values), f"`{role}` must be finite", "Remove or impute them first."
+        )
         raise
 
 
@@ -204,10 +205,13 @@ def check_steps_in_range(
         check_rewards_in_range(values, rr, role)  # the one range rule
     except ValidationError:
         assert rr is not None
-        check_rows(traj, (values < rr[0]) | (values > rr[1]),
-                   f"`{role}` has values outside reward_range=({rr[0]:g}, {rr[1]:g})",
-                   "reward_range must be an a priori bound that every reward satisfies; widen "
-                   "it or fix the rewards.")
+        check_rows(
+            traj,
+            (values < rr[0]) | (values > rr[1]),
+            f"`{role}` has values outside reward_range=({rr[0]:g}, {rr[1]:g})",
+            "reward_range must be an a priori bound that every reward satisfies; widen "
+            "it or fix the rewards.",
+        )
         raise
 
 
@@ -316,15 +320,18 @@ def _target(traj: Trajectories, target: PerStep) -> tuple[np.ndarray, str | None
                 f"{', '.join(map(repr, have)) if have else 'none (no target__<name> column)'}. "
                 "Pass a target__<name> column name or an array with one probability per step."
             )
-        policy = name[len("target__"):] if name.startswith("target__") else name
+        policy = name[len("target__") :] if name.startswith("target__") else name
     pi_e = per_step_array(traj, name, "target")
     try:
         check_target_propensity(pi_e, "target")
     except ValidationError as exc:  # values that are no probabilities: the policy is at fault
-        check_rows(traj, np.isfinite(pi_e) & ((pi_e < 0) | (pi_e > 1)),
-                   "`target` must be in [0, 1] (the candidate's probability of the logged action)",
-                   "Check that the candidate policy outputs probabilities, not scores.",
-                   PolicyError)
+        check_rows(
+            traj,
+            np.isfinite(pi_e) & ((pi_e < 0) | (pi_e > 1)),
+            "`target` must be in [0, 1] (the candidate's probability of the logged action)",
+            "Check that the candidate policy outputs probabilities, not scores.",
+            PolicyError,
+        )
         raise PolicyError(str(exc)) from None
     return pi_e, policy
 

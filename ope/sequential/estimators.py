@@ -54,7 +54,10 @@ import numpy.typing as npt
 from ope._centered import CenteredMoments
 from ope._thresholds import MIN_ROWS, SMALL_SAMPLE_ROWS, kish_ess, low_ess, small_sample
 from ope._validation import (
-    check_choice, check_no_overflow, check_reward_range, user_stacklevel,
+    check_choice,
+    check_no_overflow,
+    check_reward_range,
+    user_stacklevel,
 )
 from ope.exceptions import EstimationError, OverlapWarning, ParameterError, SmallSampleWarning
 from ope.logs import Trajectories
@@ -216,8 +219,9 @@ class _SequentialSource(RowSource):
             return super().special_interval(request)
         if outer is not None:
             raise ParameterError(f"`outer` applies only to method='bottou'; got {method!r}.")
-        return bounded_interval(self._bounded, method, confidence_level=confidence_level,
-                                weight_bound=weight_bound)
+        return bounded_interval(
+            self._bounded, method, confidence_level=confidence_level, weight_bound=weight_bound
+        )
 
 
 class _DenseTerms:
@@ -270,8 +274,9 @@ class _DenseTerms:
         value = np.sum(np.where(pos, self.disc * x / safe, 0.0), axis=-1)
         # y_t / d_{t-1} for t >= 1; y_0 is the model's value of the first state
         value += y[..., 0]
-        value += np.sum(np.where(pos[..., :-1], self.disc[1:] * y[..., 1:] / safe[..., :-1], 0.0),
-                        axis=-1)
+        value += np.sum(
+            np.where(pos[..., :-1], self.disc[1:] * y[..., 1:] / safe[..., :-1], 0.0), axis=-1
+        )
         if not self.model:
             value = np.where(pos[..., 0], value, np.nan)  # no weight at all: undefined
         return value
@@ -301,9 +306,7 @@ def _episode_moments(data: Steps, final_w: np.ndarray) -> tuple[np.ndarray, Cent
     first = data.starts[:-1]
     disc = data.gamma ** data.step.astype(np.float64)
     ret = np.add.reduceat(disc * data.reward_tail, first)  # discounted return per episode
-    moments = centered_moments(
-        ret, np.ones_like(final_w), final_w[:, None], max_weight=None
-    )
+    moments = centered_moments(ret, np.ones_like(final_w), final_w[:, None], max_weight=None)
     return ret, moments
 
 
@@ -421,8 +424,12 @@ def _diagnose(
             raise EstimationError(
                 f"{who}: {text} Use 'dr' or 'wdr' with a model, or logs with more exploration."
             )
-        notes.append((text + " The estimate reduces to the model's value of the first states.",
-                      OverlapWarning))
+        notes.append(
+            (
+                text + " The estimate reduces to the model's value of the first states.",
+                OverlapWarning,
+            )
+        )
     elif low_ess(ess, n_ep):
         notes.append(
             (
@@ -438,9 +445,12 @@ def _diagnose(
             (
                 f"only {n_ep} episodes (< {SMALL_SAMPLE_ROWS}): normal and t intervals rely on "
                 "the central limit theorem and may undercover."
-                + (" The hoeffding, bernstein and betting intervals hold at every n (pass "
-                   "reward_range=, horizon= and weight_bound=)." if estimator in
-                   BOUNDED_ESTIMATORS else ""),
+                + (
+                    " The hoeffding, bernstein and betting intervals hold at every n (pass "
+                    "reward_range=, horizon= and weight_bound=)."
+                    if estimator in BOUNDED_ESTIMATORS
+                    else ""
+                ),
                 SmallSampleWarning,
             )
         )
@@ -704,8 +714,9 @@ def sequential_estimate(
             "res.ci(confidence_level, method='bootstrap', rng=seed), so the seed is yours."
         )
     if estimator not in BOUNDED_ESTIMATORS:
-        given = [k for k, v in (("weight_bound", weight_bound), ("horizon", horizon))
-                 if v is not None]
+        given = [
+            k for k, v in (("weight_bound", weight_bound), ("horizon", horizon)) if v is not None
+        ]
         if given:
             raise ParameterError(
                 f"{' and '.join(given)} serve the bounded intervals of 'is' and 'pdis' only; "
@@ -721,15 +732,16 @@ def sequential_estimate(
     # small that their squares or 1 / their sums leave float64 (a clip level like 5e-324) are
     # scaled to a largest weight of 1 for them
     top = float(w.max(initial=0.0))
-    w_sn, final_sn = (w / top, final_w / top) if 0.0 < top < 2.0 ** -500 else (w, final_w)
+    w_sn, final_sn = (w / top, final_w / top) if 0.0 < top < 2.0**-500 else (w, final_w)
     ess = kish_ess(float(final_sn.sum()), float(final_sn @ final_sn))
     rho_max = float(data.rho.max())
     if wb is not None:
         check_weights_within(wb, rho_max, w, data.step)
     note_texts = _diagnose(estimator, policy, n_ep, w, final_w, ess, notes)
     if data.max_weight is not None:
-        note_texts += (_clip_note(estimator, data.max_weight, int(np.sum(w >= data.max_weight)),
-                                  w.size),)
+        note_texts += (
+            _clip_note(estimator, data.max_weight, int(np.sum(w >= data.max_weight)), w.size),
+        )
     source: _SequentialSource
     if estimator in ("wpdis", "wdr"):
         episode = np.repeat(np.arange(n_ep, dtype=np.int64), data.lengths)
@@ -742,24 +754,33 @@ def sequential_estimate(
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
             if estimator in ("is", "wis"):
                 value, se, psi, cols = _trajectory_wise(
-                    data, estimator, final_sn if estimator == "wis" else final_w)
+                    data, estimator, final_sn if estimator == "wis" else final_w
+                )
             else:
                 value, se, psi, cols = _per_decision(data, estimator, w)
         _check_finite_estimate(estimator, data, value, se)
         bounded = None
         if estimator in BOUNDED_ESTIMATORS:
             first = data.starts[:-1]
-            returns = np.add.reduceat(data.gamma ** data.step.astype(np.float64)
-                                      * data.reward_tail, first)
+            returns = np.add.reduceat(
+                data.gamma ** data.step.astype(np.float64) * data.reward_tail, first
+            )
             bounded = EpisodeTerms(
-                kind=estimator, terms=cols[0], final_w=final_w, returns=returns,
-                rho_max=rho_max, w=w, step=data.step, gamma=data.gamma,
+                kind=estimator,
+                terms=cols[0],
+                final_w=final_w,
+                returns=returns,
+                rho_max=rho_max,
+                w=w,
+                step=data.step,
+                gamma=data.gamma,
                 reward_range=check_reward_range(reward_range),
-                horizon=h, max_weight=data.max_weight, weight_bound=wb,
+                horizon=h,
+                max_weight=data.max_weight,
+                weight_bound=wb,
                 tail_used=bool(np.any(data.reward_tail != data.reward)),
             )
-        source = _SequentialSource(estimator, data.reward, n_ep, psi, columns=cols,
-                                   bounded=bounded)
+        source = _SequentialSource(estimator, data.reward, n_ep, psi, columns=cols, bounded=bounded)
     result = make_estimate(
         estimator=estimator,
         value=value,
@@ -785,16 +806,19 @@ def _check_finite_estimate(estimator: str, data: Steps, value: float, se: float)
         inputs["tail_value"] = data.reward_tail[tail]
     if data.q_hat is not None and data.v_hat is not None:
         inputs.update(q_hat=data.q_hat, v_hat=data.v_hat)
-    check_no_overflow(np.array([value, se] if data.n_episodes > 1 else [value]),
-                      f"the {estimator!r} estimate (its value or standard error)", inputs,
-                      row=None)
+    check_no_overflow(
+        np.array([value, se] if data.n_episodes > 1 else [value]),
+        f"the {estimator!r} estimate (its value or standard error)",
+        inputs,
+        row=None,
+    )
 
 
 def _clip_note(estimator: str, max_weight: float, n_clipped: int, n_steps: int) -> str:
     """The estimand of a clipped estimate, stated (a note, not a warning: nothing is wrong)."""
     intervals = {
         "is": " Hoeffding and Bernstein intervals cover the clipped value; the betting interval "
-              "covers the candidate's value.",
+        "covers the candidate's value.",
         "pdis": " Hoeffding, Bernstein and betting intervals cover the clipped value.",
     }.get(estimator, "")
     return (
@@ -803,5 +827,3 @@ def _clip_note(estimator: str, max_weight: float, n_clipped: int, n_steps: int) 
         "expectation of the clipped-weight terms, not the candidate's value (for 'is'/'pdis' "
         "with non-negative rewards, at most the candidate's value)." + intervals
     )
-
-

@@ -32,8 +32,19 @@ __all__ = ["evaluate_trajectories", "TrajectoryEvaluation", "TRAJECTORY_TABLE_CO
 
 #: Columns of :meth:`TrajectoryEvaluation.table`, in order (those of ``Evaluation.table``).
 TRAJECTORY_TABLE_COLUMNS: Final = (
-    "policy", "estimator", "value", "std_error", "ci_low", "ci_high", "confidence_level",
-    "ci_method", "target", "n", "ess", "ess_ratio", "notes",
+    "policy",
+    "estimator",
+    "value",
+    "std_error",
+    "ci_low",
+    "ci_high",
+    "confidence_level",
+    "ci_method",
+    "target",
+    "n",
+    "ess",
+    "ess_ratio",
+    "notes",
 )
 #: The estimators of :func:`evaluate_trajectories` when none are named: the per-decision pair.
 DEFAULT_TRAJECTORY_ESTIMATORS: Final = ("pdis", "wpdis")
@@ -89,13 +100,24 @@ class TrajectoryEvaluation(Result):
 
     def table(self) -> pd.DataFrame:
         """One row per policy × estimator with :data:`TRAJECTORY_TABLE_COLUMNS`."""
-        rows = [{
-            "policy": p, "estimator": e, "value": est.value, "std_error": est.std_error,
-            "ci_low": est.ci_low, "ci_high": est.ci_high,
-            "confidence_level": est.confidence_level, "ci_method": est.ci_method,
-            "target": est.target, "n": est.n, "ess": est.ess,
-            "ess_ratio": est.ess / est.n if est.n else math.nan, "notes": "; ".join(est.notes),
-        } for (p, e), est in self.estimates.items()]
+        rows = [
+            {
+                "policy": p,
+                "estimator": e,
+                "value": est.value,
+                "std_error": est.std_error,
+                "ci_low": est.ci_low,
+                "ci_high": est.ci_high,
+                "confidence_level": est.confidence_level,
+                "ci_method": est.ci_method,
+                "target": est.target,
+                "n": est.n,
+                "ess": est.ess,
+                "ess_ratio": est.ess / est.n if est.n else math.nan,
+                "notes": "; ".join(est.notes),
+            }
+            for (p, e), est in self.estimates.items()
+        ]
         return pd.DataFrame(rows, columns=list(TRAJECTORY_TABLE_COLUMNS))
 
     def to_dict(self) -> dict[str, Any]:
@@ -111,9 +133,15 @@ class TrajectoryEvaluation(Result):
             "episodes": self.n_episodes,
             "truncated_episodes": self.n_truncated,
             "validation": self.report.to_dict(),
-            "logging_policy": None if lg is None else {
-                "value": lg.value, "std_error": lg.std_error, "ci_low": lg.ci_low,
-                "ci_high": lg.ci_high, "ci_method": lg.ci_method, "n": lg.n,
+            "logging_policy": None
+            if lg is None
+            else {
+                "value": lg.value,
+                "std_error": lg.std_error,
+                "ci_low": lg.ci_low,
+                "ci_high": lg.ci_high,
+                "ci_method": lg.ci_method,
+                "n": lg.n,
             },
             "estimates": self.table().to_dict(orient="records"),
             "notes": list(self.notes),
@@ -123,16 +151,22 @@ class TrajectoryEvaluation(Result):
         lg = self.logging
         steps = int(self.report.rows_used)
         return ResultParts(
-            title=(f"{plural(len(self.policies), 'candidate policy', 'candidate policies')} x "
-                   f"{plural(len(self.estimators), 'sequential estimator')} on "
-                   f"{plural(self.n_episodes, 'episode')} ({plural(steps, 'step')}); "
-                   f"{self.ci_method} intervals at {self.confidence_level:.0%}"),
+            title=(
+                f"{plural(len(self.policies), 'candidate policy', 'candidate policies')} x "
+                f"{plural(len(self.estimators), 'sequential estimator')} on "
+                f"{plural(self.n_episodes, 'episode')} ({plural(steps, 'step')}); "
+                f"{self.ci_method} intervals at {self.confidence_level:.0%}"
+            ),
             fields=(
                 ("estimand", self.estimand),
-                *(() if lg is None else (
-                    ("logging policy value (mean discounted return)", lg.value),
-                    (f"logging policy interval ({lg.ci_method})", (lg.ci_low, lg.ci_high)),
-                )),
+                *(
+                    ()
+                    if lg is None
+                    else (
+                        ("logging policy value (mean discounted return)", lg.value),
+                        (f"logging policy interval ({lg.ci_method})", (lg.ci_low, lg.ci_high)),
+                    )
+                ),
                 ("rows rejected", self.report.rows_rejected),
             ),
             table=self.table().drop(columns=["notes", "confidence_level", "target"]),
@@ -144,8 +178,10 @@ class TrajectoryEvaluation(Result):
         return render_text(self._parts())
 
     def __repr__(self) -> str:
-        return (f"TrajectoryEvaluation({len(self.policies)} policies x "
-                f"{len(self.estimators)} estimators, {self.n_episodes} episodes)")
+        return (
+            f"TrajectoryEvaluation({len(self.policies)} policies x "
+            f"{len(self.estimators)} estimators, {self.n_episodes} episodes)"
+        )
 
 
 def _per_policy(value: Any, policy: str, name: str, n_policies: int) -> Any:
@@ -176,17 +212,28 @@ def _estimand(gamma: float, n_truncated: int, n_episodes: int, tail: Any) -> str
         return f"{head}; every one of the {n_episodes} episodes terminated (done at its end)"
     truncated = f"{n_truncated} of {n_episodes} episodes were truncated"
     if isinstance(tail, (int, float)) and tail == 0.0:
-        return (f"{head} within the logged steps, stated as the target by tail_value=0: "
-                f"{truncated} and contribute nothing after their last logged step")
+        return (
+            f"{head} within the logged steps, stated as the target by tail_value=0: "
+            f"{truncated} and contribute nothing after their last logged step"
+        )
     if tail is not None:
-        given = (f"tail_value={tail:g}" if isinstance(tail, (int, float))
-                 else f"the values of column {tail!r}" if isinstance(tail, str)
-                 else "each candidate's tail values" if isinstance(tail, Mapping)
-                 else "the tail values given")
-        return (f"{head}; {truncated} and their tail (after the last logged step) is "
-                f"bootstrapped with {given}")
-    return (f"{head} accumulated within the logged steps: {truncated} and contribute nothing "
-            "after their last logged step (pass tail_value=... to bootstrap their tails)")
+        given = (
+            f"tail_value={tail:g}"
+            if isinstance(tail, (int, float))
+            else f"the values of column {tail!r}"
+            if isinstance(tail, str)
+            else "each candidate's tail values"
+            if isinstance(tail, Mapping)
+            else "the tail values given"
+        )
+        return (
+            f"{head}; {truncated} and their tail (after the last logged step) is "
+            f"bootstrapped with {given}"
+        )
+    return (
+        f"{head} accumulated within the logged steps: {truncated} and contribute nothing "
+        "after their last logged step (pass tail_value=... to bootstrap their tails)"
+    )
 
 
 def evaluate_trajectories(
@@ -264,16 +311,24 @@ def evaluate_trajectories(
             "`trajectories` must be validated trajectories (ope.read_trajectories(...)); got "
             f"{type(trajectories).__name__}."
         )
-    names = list(check_names([estimators] if isinstance(estimators, str) else estimators,
-                             "estimators", example="estimators=('pdis', 'wpdis')"))
+    names = list(
+        check_names(
+            [estimators] if isinstance(estimators, str) else estimators,
+            "estimators",
+            example="estimators=('pdis', 'wpdis')",
+        )
+    )
     if not names:
         raise ParameterError("`estimators` is empty; pass e.g. estimators=('pdis', 'wpdis').")
     for name in names:  # loop over estimators
         check_choice(name, "estimators", SEQUENTIAL_ESTIMATORS)
     if len(set(names)) != len(names):
         raise ParameterError(f"`estimators` lists an estimator twice: {', '.join(names)}.")
-    fallback_method = None if ci_fallback is None else check_choice(
-        ci_fallback, "ci_fallback", TRAJECTORY_CI_FALLBACKS)
+    fallback_method = (
+        None
+        if ci_fallback is None
+        else check_choice(ci_fallback, "ci_fallback", TRAJECTORY_CI_FALLBACKS)
+    )
     model = [e for e in names if e in MODEL_BASED]
     lacking = [k for k, v in (("q_hat", q_hat), ("v_hat", v_hat)) if v is None]
     if model and lacking:
@@ -289,8 +344,7 @@ def evaluate_trajectories(
             f"{' and '.join(f'`{k}`' for k in given)} serve{'s' if len(given) == 1 else ''} "
             "the model-based estimators dr and wdr only; add them to `estimators`."
         )
-    bounds = [k for k, v in (("weight_bound", weight_bound), ("horizon", horizon))
-              if v is not None]
+    bounds = [k for k, v in (("weight_bound", weight_bound), ("horizon", horizon)) if v is not None]
     if bounds and not any(e in BOUNDED_ESTIMATORS for e in names):
         raise ParameterError(
             f"{' and '.join(f'`{k}`' for k in bounds)} serve{'s' if len(bounds) == 1 else ''} "
@@ -298,8 +352,11 @@ def evaluate_trajectories(
             f"{' and '.join(BOUNDED_ESTIMATORS)} only, and `estimators` ({', '.join(names)}) "
             "has neither; add is or pdis."
         )
-    candidates = trajectories.target_policies if policies is None else list(
-        check_names(policies, "policies", example="policies=['greedy']"))
+    candidates = (
+        trajectories.target_policies
+        if policies is None
+        else list(check_names(policies, "policies", example="policies=['greedy']"))
+    )
     if policies is not None and not candidates:
         raise ParameterError(
             "`policies` is empty; name the candidates (e.g. policies=['greedy']) or pass None "
@@ -311,14 +368,18 @@ def evaluate_trajectories(
             "are the per-step target probabilities of the logged actions, one target__<name> "
             "column per policy."
         )
-    common: dict[str, Any] = {"gamma": gamma, "confidence_level": confidence_level,
-                              "reward_range": reward_range}
+    common: dict[str, Any] = {
+        "gamma": gamma,
+        "confidence_level": confidence_level,
+        "reward_range": reward_range,
+    }
     estimates: dict[tuple[str, str], Estimate] = {}
     fallback: list[str] = []
     cells = [(p, e) for p in candidates for e in names]
     # candidates x estimators: a handful of calls, each one pass over the steps (no row loop)
-    for policy, estimator in progress(cells, desc="sequential estimates", total=len(cells),
-                                      unit="estimate"):
+    for policy, estimator in progress(
+        cells, desc="sequential estimates", total=len(cells), unit="estimate"
+    ):
         options: dict[str, Any] = {
             "tail_value": _per_policy(tail_value, policy, "tail_value", len(candidates)),
             "max_weight": max_weight,
@@ -340,26 +401,42 @@ def evaluate_trajectories(
         if estimator in BOUNDED_ESTIMATORS:
             options.update(weight_bound=weight_bound, horizon=horizon)
         estimates[(policy, estimator)] = sequential_estimate(
-            trajectories, policy, estimator=estimator, ci=method, **common, **options)
+            trajectories, policy, estimator=estimator, ci=method, **common, **options
+        )
     logging = None
     if not isinstance(tail_value, Mapping):  # the logging value: unit weights, the same tail
         own = trajectories.table.column("propensity").to_numpy(zero_copy_only=False)
-        logging = sequential_estimate(trajectories, np.asarray(own, dtype=np.float64),
-                                      estimator="is", tail_value=tail_value, **common)
+        logging = sequential_estimate(
+            trajectories,
+            np.asarray(own, dtype=np.float64),
+            estimator="is",
+            tail_value=tail_value,
+            **common,
+        )
     grouped: dict[tuple[str, str], list[str]] = {}  # each note once, with its estimators
     for (policy, estimator), est in estimates.items():
         for note in est.notes:
             grouped.setdefault((policy, note), []).append(estimator)
     notes = [f"{p} ({', '.join(es)}): {note}" for (p, note), es in grouped.items()]
     if fallback:
-        notes.append(f"ci={ci!r} applies to {' and '.join(BOUNDED_ESTIMATORS)} only: the "
-                     f"intervals of {', '.join(fallback)} are {fallback_method} instead")
+        notes.append(
+            f"ci={ci!r} applies to {' and '.join(BOUNDED_ESTIMATORS)} only: the "
+            f"intervals of {', '.join(fallback)} are {fallback_method} instead"
+        )
     n_truncated = int(np.count_nonzero(trajectories.truncated))
     return TrajectoryEvaluation(
-        estimates=estimates, logging=logging, policies=candidates, estimators=names,
-        confidence_level=float(confidence_level), ci_method=ci, gamma=float(gamma),
+        estimates=estimates,
+        logging=logging,
+        policies=candidates,
+        estimators=names,
+        confidence_level=float(confidence_level),
+        ci_method=ci,
+        gamma=float(gamma),
         estimand=_estimand(float(gamma), n_truncated, trajectories.n_episodes, tail_value),
-        n_episodes=trajectories.n_episodes, n_truncated=n_truncated,
-        report=trajectories.report, notes=tuple(notes), ci_fallback=fallback_method,
+        n_episodes=trajectories.n_episodes,
+        n_truncated=n_truncated,
+        report=trajectories.report,
+        notes=tuple(notes),
+        ci_fallback=fallback_method,
         fallback_estimators=tuple(fallback),
     )

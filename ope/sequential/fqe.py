@@ -91,8 +91,7 @@ def _check_policy_table(table: object, n_states: int | None) -> np.ndarray:
         ) from None
     if pi.ndim != 2 or pi.shape[1] < 1:
         raise PolicyError(
-            f"`target_policy` must be a table of shape (n_states, n_actions); got shape "
-            f"{pi.shape}."
+            f"`target_policy` must be a table of shape (n_states, n_actions); got shape {pi.shape}."
         )
     if n_states is not None and pi.shape[0] < n_states:
         raise PolicyError(
@@ -223,8 +222,9 @@ def fitted_q_evaluation(
     reward = float_column(traj, "reward", "reward")
     check_finite(reward, "reward")
     action = int_column(traj, "action", "action")
-    check_rows(traj, action < 0, "`action` ids must be >= 0 for FQE",
-                "Encode actions as 0 .. n_actions-1.")
+    check_rows(
+        traj, action < 0, "`action` ids must be >= 0 for FQE", "Encode actions as 0 .. n_actions-1."
+    )
     n = traj.n
     last = np.zeros(n, dtype=bool)
     last[starts[1:] - 1] = True
@@ -238,16 +238,25 @@ def fitted_q_evaluation(
 
     if state_column is not None:
         state = int_column(traj, state_column, "state_column")
-        check_rows(traj, state < 0, f"state ids in {state_column!r} must be >= 0",
-                    "Encode states as 0 .. n_states-1.")
+        check_rows(
+            traj,
+            state < 0,
+            f"state ids in {state_column!r} must be >= 0",
+            "Encode states as 0 .. n_states-1.",
+        )
         n_states = int(state.max()) + 1
         next_state = state[np.minimum(nxt, n - 1)]
         if next_state_column is not None:
             ns = int_column(traj, next_state_column, "next_state_column")
             bad = np.zeros(n, dtype=bool)
             bad[trunc_last] = ns[trunc_last] < 0
-            check_rows(traj, bad, f"{next_state_column!r} must hold the state a truncated "
-                        "episode was left in (>= 0) at its last step", "Fix the logger.")
+            check_rows(
+                traj,
+                bad,
+                f"{next_state_column!r} must hold the state a truncated "
+                "episode was left in (>= 0) at its last step",
+                "Fix the logger.",
+            )
             next_state[trunc_last] = ns[trunc_last]
             has_next[trunc_last] = True
             fit[trunc_last] = True
@@ -255,8 +264,12 @@ def fitted_q_evaluation(
         pi = _check_policy_table(target_policy, n_states)
         n_actions = pi.shape[1]
         n_states = pi.shape[0]
-        check_rows(traj, action >= n_actions, f"`action` ids must be < {n_actions}, the "
-                    "number of columns of `target_policy`", "Give the policy over all actions.")
+        check_rows(
+            traj,
+            action >= n_actions,
+            f"`action` ids must be < {n_actions}, the number of columns of `target_policy`",
+            "Give the policy over all actions.",
+        )
         idx = state * n_actions + action
         denom = np.bincount(idx[fit], minlength=n_states * n_actions) + lam
         q = np.zeros((n_states, n_actions))
@@ -311,8 +324,12 @@ def fitted_q_evaluation(
 
         pi_now = probs(phi)
         n_actions = pi_now.shape[1]
-        check_rows(traj, action >= n_actions, f"`action` ids must be < {n_actions}, the "
-                    "number of actions of `target_policy`", "Give the policy over all actions.")
+        check_rows(
+            traj,
+            action >= n_actions,
+            f"`action` ids must be < {n_actions}, the number of actions of `target_policy`",
+            "Give the policy over all actions.",
+        )
         d = phi.shape[1]
         # FQE with a linear model iterates an affine map of theta: theta_k = G^-1 (c + gamma
         # M theta_{k-1}) per action, with G_a = Phi_a'Phi_a + lambda I, c_a = Phi_a' r_a and
@@ -327,7 +344,7 @@ def fitted_q_evaluation(
                 rows = fit_rows[lo : lo + _FQE_CHUNK_ROWS]
                 x = phi[rows]
                 nr = np.minimum(rows + 1, n - 1)
-                z = (phi[nr][:, :, None] * (pi_now[nr] * has_next[rows, None])[:, None, :])
+                z = phi[nr][:, :, None] * (pi_now[nr] * has_next[rows, None])[:, None, :]
                 z = z.reshape(rows.size, d * n_actions)
                 onehot = action[rows][:, None] == np.arange(n_actions)[None, :]
                 for a in range(n_actions):  # actions, not rows
@@ -336,10 +353,12 @@ def fitted_q_evaluation(
                     c[a] += xa.T @ reward[rows][onehot[:, a]]
                     m[a] += xa.T @ z[onehot[:, a]]
             gram += lam * np.eye(d)
-        check_no_overflow(np.concatenate([gram.ravel(), c.ravel(), m.ravel()]),
-                          "the sums of the FQE regression",
-                          {"reward": reward, **{col: phi[:, j] for j, col in enumerate(cols)}},
-                          row=None)
+        check_no_overflow(
+            np.concatenate([gram.ravel(), c.ravel(), m.ravel()]),
+            "the sums of the FQE regression",
+            {"reward": reward, **{col: phi[:, j] for j, col in enumerate(cols)}},
+            row=None,
+        )
         theta: np.ndarray = np.zeros((d, n_actions))
         converged, it = False, 0
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
@@ -361,9 +380,12 @@ def fitted_q_evaluation(
     inputs = {"reward": reward}
     if state_column is None:
         inputs.update({col: phi[:, j] for j, col in enumerate(cols)})
-    check_no_overflow(np.concatenate([q_hat, v_hat, [value], [] if tail is None else
-                                      tail[truncated]]),
-                      "fitted Q values", inputs, row=None)
+    check_no_overflow(
+        np.concatenate([q_hat, v_hat, [value], [] if tail is None else tail[truncated]]),
+        "fitted Q values",
+        inputs,
+        row=None,
+    )
     if not converged:
         warnings.warn(
             f"fitted_q_evaluation did not converge in {it} iterations (gamma={g}); raise "

@@ -72,8 +72,11 @@ MAX_SAMPLE_SIZE: Final = 1 << 20
 
 def check_model_size(counts: Sequence[tuple[str, int]], *, what: str) -> None:
     """Refuse a model table of more than :data:`MAX_MODEL_CELLS` cells, naming the sizes."""
-    check_array_size(counts, what=what, limit=(
-        "MAX_MODEL_CELLS", MAX_MODEL_CELLS, "a simulator builds in one model table"))
+    check_array_size(
+        counts,
+        what=what,
+        limit=("MAX_MODEL_CELLS", MAX_MODEL_CELLS, "a simulator builds in one model table"),
+    )
 
 
 def check_sample_size(n: object, unit: str = "rows") -> int:
@@ -142,7 +145,12 @@ def argmax_table(scores: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 
 
 def check_policy_table(
-    table: npt.ArrayLike, *, shape: tuple[int, int], what: str, rows: str, columns: str,
+    table: npt.ArrayLike,
+    *,
+    shape: tuple[int, int],
+    what: str,
+    rows: str,
+    columns: str,
     sizes: tuple[str, str] = ("rows", "columns"),
 ) -> npt.NDArray[np.float64]:
     """Validate a policy table ``pi[row, column]``: shape, finite, in [0, 1], rows sum to one.
@@ -239,7 +247,11 @@ def resolve_policy(
                 f"({rows} x {columns})."
             ) from None
     return check_policy_table(
-        policy, shape=shape, what=f"`{argument}` (a policy table)", rows=rows, columns=columns,
+        policy,
+        shape=shape,
+        what=f"`{argument}` (a policy table)",
+        rows=rows,
+        columns=columns,
         sizes=sizes,
     )
 
@@ -363,9 +375,7 @@ class PolicyTables(ABC):
         The rows and columns are those of :attr:`reward_means`.
         """
         if not isinstance(name, str):
-            raise ParameterError(
-                f"`name` must be a policy name (str); got {type(name).__name__}."
-            )
+            raise ParameterError(f"`name` must be a policy name (str); got {type(name).__name__}.")
         return self._table(name, "name")
 
 
@@ -503,7 +513,9 @@ class ContextTables(PolicyTables):
             cols[TARGET_PREFIX + name] = pa.array(self._tables[name][ctx, col])
         if distributions:
             for name in self.candidate_policies:
-                cols[TARGET_DIST_PREFIX + name] = list_column(self._tables[name][ctx].ravel(), width)
+                cols[TARGET_DIST_PREFIX + name] = list_column(
+                    self._tables[name][ctx].ravel(), width
+                )
         if oracle:
             cols["context_id"] = pa.array(ctx.astype(np.int64))
             cols["q_logged"] = pa.array(q_logged)

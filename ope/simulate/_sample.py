@@ -85,11 +85,15 @@ def load_sample(*, columns: Sequence[str] | None = None) -> BundledSample:
     >>> sorted(sample.truth["policies"])
     ['greedy', 'long_tail', 'personalized', 'popular', 'uniform']
     """
-    if columns is not None and (isinstance(columns, str) or not isinstance(columns, Sequence)
-                                or not all(isinstance(c, str) for c in columns)):
+    if columns is not None and (
+        isinstance(columns, str)
+        or not isinstance(columns, Sequence)
+        or not all(isinstance(c, str) for c in columns)
+    ):
         # an argument error, before any file is read
         raise ParameterError(
-            f"columns must be a list of column names (str); got {describe(columns)}.")
+            f"columns must be a list of column names (str); got {describe(columns)}."
+        )
     directory = _datasets_dir()
     path = directory / f"{SAMPLE_NAME}.parquet"
     truth_path = directory / f"{SAMPLE_NAME}.truth.json"

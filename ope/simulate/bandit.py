@@ -163,8 +163,9 @@ class ContextualBandit(ContextTables):
         check_model_size([("n_contexts", M), ("n_actions", K)], what="the reward table")
         check_model_size([("n_contexts", M), ("n_features", d)], what="the context features")
         check_model_size([("n_features", d), ("n_actions", K)], what="the reward parameters")
-        check_model_size([("n_noise_features", self.n_noise_features)],
-                         what="the noise features of one row")
+        check_model_size(
+            [("n_noise_features", self.n_noise_features)], what="the noise features of one row"
+        )
         checked = self._checked_policies(policies, _BUILTIN)
         g = np.random.default_rng(self.seed)
         features = g.standard_normal((M, d))
@@ -281,4 +282,3 @@ class ContextualBandit(ContextTables):
             f"n_contexts={self.n_contexts}, reward={self.reward!r}, "
             f"unsupported_actions={self.unsupported_actions}, seed={self.seed})"
         )
-

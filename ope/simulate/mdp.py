@@ -174,10 +174,13 @@ class TabularMDP(PolicyTables):
         )
 
         S, A = self.n_states, self.n_actions
-        check_model_size([("n_states", S), ("n_actions", A), ("n_states + 1", S + 1)],
-                         what="the transition table")
-        check_model_size([("n_states", S), ("n_features", self.n_features or S)],
-                         what="the state features")
+        check_model_size(
+            [("n_states", S), ("n_actions", A), ("n_states + 1", S + 1)],
+            what="the transition table",
+        )
+        check_model_size(
+            [("n_states", S), ("n_features", self.n_features or S)], what="the state features"
+        )
         checked = self._checked_policies(policies, _BUILTIN)
         g = np.random.default_rng(self.seed)
         term = g.uniform(0.0, 2.0 * self.termination_probability, size=(S, A))
@@ -185,9 +188,7 @@ class TabularMDP(PolicyTables):
         transitions = np.concatenate([(1.0 - term)[..., None] * nxt, term[..., None]], axis=2)
         rewards = g.uniform(0.0, 1.0, size=(S, A))
         initial = g.dirichlet(np.ones(S))
-        features = (
-            np.eye(S) if self.n_features is None else g.standard_normal((S, self.n_features))
-        )
+        features = np.eye(S) if self.n_features is None else g.standard_normal((S, self.n_features))
         behaviour_scores = g.standard_normal((S, A))
 
         self._P = transitions
@@ -272,8 +273,11 @@ class TabularMDP(PolicyTables):
         table = self._table(policy)
         if isinstance(horizon, float) and math.isinf(horizon) and horizon > 0:
             return float(self._mu0 @ self._stationary_v(table))
-        h = (self.horizon if horizon is None
-             else check_int("horizon", horizon, minimum=1, maximum=MAX_HORIZON))
+        h = (
+            self.horizon
+            if horizon is None
+            else check_int("horizon", horizon, minimum=1, maximum=MAX_HORIZON)
+        )
         q = self._backward(table, h)
         return float(self._mu0 @ np.einsum("sa,sa->s", table, q[0]))
 
@@ -310,10 +314,16 @@ class TabularMDP(PolicyTables):
             truncation the state the episode was left in), ``target__<name>``.
         """
         n = check_sample_size(n, "episodes")
-        check_array_size([("n", n), ("horizon", self.horizon)], what="the sampled steps",
-                         limit=("MAX_SAMPLED_STEPS", MAX_SAMPLED_STEPS, "one sample() draws"))
-        check_array_size([("n", n), ("horizon", self.horizon)], what="the sampled features",
-                         factor=self._features.shape[1])
+        check_array_size(
+            [("n", n), ("horizon", self.horizon)],
+            what="the sampled steps",
+            limit=("MAX_SAMPLED_STEPS", MAX_SAMPLED_STEPS, "one sample() draws"),
+        )
+        check_array_size(
+            [("n", n), ("horizon", self.horizon)],
+            what="the sampled features",
+            factor=self._features.shape[1],
+        )
         g = check_rng(rng)
         behaviour = self._table(logging_policy, "logging_policy")
         if isinstance(logging_policy, str):
@@ -370,8 +380,10 @@ class TabularMDP(PolicyTables):
 
     # ------------------------------------------------------------------ helpers
     def _backward(self, table: npt.NDArray[np.float64], horizon: int) -> npt.NDArray[np.float64]:
-        check_model_size([("horizon", horizon), ("n_states", self.n_states),
-                          ("n_actions", self.n_actions)], what="the action values")
+        check_model_size(
+            [("horizon", horizon), ("n_states", self.n_states), ("n_actions", self.n_actions)],
+            what="the action values",
+        )
         S = self.n_states
         p = self._P[:, :, :S]
         q = np.empty((horizon, S, self.n_actions))
@@ -396,8 +408,12 @@ class TabularMDP(PolicyTables):
         return np.linalg.solve(system, r_pi)
 
     def _shape_kw(self) -> dict[str, Any]:
-        return {"shape": (self.n_states, self.n_actions), "rows": "states", "columns": "actions",
-                "sizes": ("n_states", "n_actions")}
+        return {
+            "shape": (self.n_states, self.n_actions),
+            "rows": "states",
+            "columns": "actions",
+            "sizes": ("n_states", "n_actions"),
+        }
 
     def __repr__(self) -> str:
         return (

@@ -177,8 +177,9 @@ class PairedReplaySimulator:
         self.latency_sd = check_float("latency_sd", latency_sd, low=0.0, high=5.0)
         self.seed = check_int("seed", seed, minimum=0)
         self.outcome_range: tuple[float, float] = (0.0, 1.0)
-        check_model_size([("n_tasks", self.n_tasks), ("n_items", self.n_items)],
-                         what="the success table")
+        check_model_size(
+            [("n_tasks", self.n_tasks), ("n_items", self.n_items)], what="the success table"
+        )
 
         g = np.random.default_rng(self.seed)
         self._task_probs = g.dirichlet(np.full(self.n_tasks, 2.0))
@@ -210,10 +211,19 @@ class PairedReplaySimulator:
         base_logit = np.log(self._baseline / (1.0 - self._baseline))
         # success probability with each item, per task: a small (tasks x items) model table
         self._treated = 1.0 / (1.0 + np.exp(-(base_logit[:, None] + self._effects[None, :])))
-        extra = [a for pair in (self._calls, self._latency_fixed, *self._additive.values())
-                 for a in pair]
-        for arr in (self._task_probs, self._baseline, self._item_probs, self._effects,
-                    self._task_tokens, self._item_tokens, self._treated, *extra):
+        extra = [
+            a for pair in (self._calls, self._latency_fixed, *self._additive.values()) for a in pair
+        ]
+        for arr in (
+            self._task_probs,
+            self._baseline,
+            self._item_probs,
+            self._effects,
+            self._task_tokens,
+            self._item_tokens,
+            self._treated,
+            *extra,
+        ):
             arr.setflags(write=False)
 
     # ------------------------------------------------------------------ model
@@ -339,8 +349,9 @@ class PairedReplaySimulator:
             drawn from ``rng`` itself, ``cost`` and ``latency_ms`` from a child stream.
         """
         n = check_sample_size(n, "pairs")
-        check_array_size([("n", n), ("n_replicates", self.n_replicates)], what="the sample",
-                         factor=2)
+        check_array_size(
+            [("n", n), ("n_replicates", self.n_replicates)], what="the sample", factor=2
+        )
         g = check_rng(rng)
         R = self.n_replicates
         task = g.choice(self.n_tasks, size=n, p=self._task_probs)

@@ -155,8 +155,11 @@ class Recommendation(ContextTables):
         self.n_candidates = check_int("n_candidates", n_candidates, minimum=2, maximum=self.n_items)
         self.n_requests = check_int("n_requests", n_requests, minimum=1)
         self.n_features = check_int("n_features", n_features, minimum=1)
-        if (isinstance(segments, (str, bytes)) or not isinstance(segments, Iterable)
-                or not all(isinstance(s, str) for s in segments)):
+        if (
+            isinstance(segments, (str, bytes))
+            or not isinstance(segments, Iterable)
+            or not all(isinstance(s, str) for s in segments)
+        ):
             raise ParameterError(
                 f"segments must be a sequence of str labels, e.g. segments=('new', 'loyal'); "
                 f"got {describe(segments)}."
@@ -196,15 +199,23 @@ class Recommendation(ContextTables):
         self.seed = check_int("seed", seed, minimum=0)
         self.reward_range: tuple[float, float] = (0.0, 1.0)
 
-        N, L, M, d, S = self.n_items, self.n_candidates, self.n_requests, self.n_features, len(
-            self.segments
+        N, L, M, d, S = (
+            self.n_items,
+            self.n_candidates,
+            self.n_requests,
+            self.n_features,
+            len(self.segments),
         )
         check_model_size([("n_items", N), ("n_features", d)], what="the item factors")
-        check_model_size([("n_requests", M), ("n_candidates", L), ("n_features", d)],
-                         what="the candidates' factors")
-        check_array_size([("n_requests", M), ("n_items", N)], what="the candidate draw (a key "
-                         "per request and item)", limit=(
-                             "MAX_CANDIDATE_KEYS", MAX_CANDIDATE_KEYS, "a catalog draws"))
+        check_model_size(
+            [("n_requests", M), ("n_candidates", L), ("n_features", d)],
+            what="the candidates' factors",
+        )
+        check_array_size(
+            [("n_requests", M), ("n_items", N)],
+            what="the candidate draw (a key per request and item)",
+            limit=("MAX_CANDIDATE_KEYS", MAX_CANDIDATE_KEYS, "a catalog draws"),
+        )
         checked = self._checked_policies(policies, _BUILTIN)
         g = np.random.default_rng(self.seed)
         # catalog: long-tail popularity over a random id order, item factors and quality
@@ -291,7 +302,10 @@ class Recommendation(ContextTables):
         Items need not be among the request's candidates: the click model covers the catalog.
         """
         m, j = check_id_pair(
-            context_ids, items, sizes=(self.n_requests, self.n_items), names=("context_ids", "items")
+            context_ids,
+            items,
+            sizes=(self.n_requests, self.n_items),
+            names=("context_ids", "items"),
         )
         return 1.0 / (1.0 + np.exp(-self._click_logits(m, j)))
 
@@ -354,4 +368,3 @@ class Recommendation(ContextTables):
             f"Recommendation(n_items={self.n_items}, n_candidates={self.n_candidates}, "
             f"n_requests={self.n_requests}, logging_top_k={self.logging_top_k}, seed={self.seed})"
         )
-

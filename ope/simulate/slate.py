@@ -73,16 +73,25 @@ class SlateEnvironment:
     True
     """
 
-    def __init__(self, n_items: int = 5, slate_size: int = 3, n_contexts: int = 4, *,
-                 click_model: str = "additive", seed: int = 0) -> None:
+    def __init__(
+        self,
+        n_items: int = 5,
+        slate_size: int = 3,
+        n_contexts: int = 4,
+        *,
+        click_model: str = "additive",
+        seed: int = 0,
+    ) -> None:
         self.n_items = check_positive_int(n_items, "n_items")
         self.slate_size = check_positive_int(slate_size, "slate_size")
         if self.slate_size > self.n_items:
             raise ParameterError(f"`slate_size` {slate_size} exceeds `n_items` {n_items}.")
         self.n_contexts = check_positive_int(n_contexts, "n_contexts")
         self.click_model = check_choice(click_model, "click_model", CLICK_MODELS)
-        check_model_size([("n_contexts", self.n_contexts), ("n_items", self.n_items)],
-                         what="the attraction table")
+        check_model_size(
+            [("n_contexts", self.n_contexts), ("n_items", self.n_items)],
+            what="the attraction table",
+        )
         g = np.random.default_rng(check_positive_int(seed, "seed", minimum=0))
         c, m, L = self.n_contexts, self.n_items, self.slate_size
         self.context_probability = g.dirichlet(np.full(c, 5.0))
@@ -155,9 +164,12 @@ class SlateEnvironment:
         if kind == "pi":
             w = pseudoinverse_table(tgt, log)[:, :, None] * np.ones(self.slate_size)
         else:
-            logs = SlateLogs(slate_id=np.arange(c * s), item=np.tile(slates, (c, 1)),
-                             reward=np.zeros((c * s, self.slate_size)),
-                             context=np.repeat(np.arange(c), s))
+            logs = SlateLogs(
+                slate_id=np.arange(c * s),
+                item=np.tile(slates, (c, 1)),
+                reward=np.zeros((c * s, self.slate_size)),
+                context=np.repeat(np.arange(c), s),
+            )
             pt, pl = tgt.slate_probabilities(logs), log.slate_probabilities(logs)
             field = {"sips": "slate", "iips": "marginal", "rips": "prefix"}[kind]
             w = getattr(pt, field) / getattr(pl, field)
@@ -175,16 +187,18 @@ class SlateEnvironment:
         assert logs.context is not None and logs.propensity is not None
         assert logs.slate_propensity is not None and logs.prefix_propensity is not None
         L = self.slate_size
-        return pa.table({
-            "slate_id": np.repeat(logs.slate_id, L),
-            "context": np.repeat(logs.context, L),
-            "position": np.tile(np.arange(L), logs.n),
-            "item": logs.item.ravel(),
-            "reward": logs.reward.ravel(),
-            "propensity": logs.propensity.ravel(),
-            "slate_propensity": np.repeat(logs.slate_propensity, L),
-            "prefix_propensity": logs.prefix_propensity.ravel(),
-        })
+        return pa.table(
+            {
+                "slate_id": np.repeat(logs.slate_id, L),
+                "context": np.repeat(logs.context, L),
+                "position": np.tile(np.arange(L), logs.n),
+                "item": logs.item.ravel(),
+                "reward": logs.reward.ravel(),
+                "propensity": logs.propensity.ravel(),
+                "slate_propensity": np.repeat(logs.slate_propensity, L),
+                "prefix_propensity": logs.prefix_propensity.ravel(),
+            }
+        )
 
     def sample_logs(self, n: int, *, rng: int | np.random.Generator | None = None) -> SlateLogs:
         """Log ``n`` slates as :class:`ope.slates.SlateLogs` (valid by construction)."""
@@ -206,6 +220,13 @@ class SlateEnvironment:
             reward[rows, first[rows]] = 1.0
         pre = log.prefix_probabilities(ctx, item)
         marg = log.marginals()[ctx[:, None], np.arange(L), item]
-        return SlateLogs(slate_id=np.arange(n), item=item, reward=reward, propensity=marg,
-                         slate_propensity=pre[:, -1].copy(), prefix_propensity=pre, context=ctx,
-                         rows=np.arange(n * L).reshape(n, L))
+        return SlateLogs(
+            slate_id=np.arange(n),
+            item=item,
+            reward=reward,
+            propensity=marg,
+            slate_propensity=pre[:, -1].copy(),
+            prefix_propensity=pre,
+            context=ctx,
+            rows=np.arange(n * L).reshape(n, L),
+        )
