@@ -60,6 +60,7 @@ from ope._validation import (
 from ope.exceptions import ParameterError
 
 __all__ = [
+    "ESTIMATE_TABLE_COLUMNS",
     "Result",
     "Provenance",
     "ResultParts",
@@ -67,6 +68,24 @@ __all__ = [
     "render_html",
     "render_text",
 ]
+
+#: Columns of a table of estimates (``Evaluation.table``, ``TrajectoryEvaluation.table``): one
+#: row per policy x estimator, in this order.
+ESTIMATE_TABLE_COLUMNS: Final = (
+    "policy",
+    "estimator",
+    "value",
+    "std_error",
+    "ci_low",
+    "ci_high",
+    "confidence_level",
+    "ci_method",
+    "target",
+    "n",
+    "ess",
+    "ess_ratio",
+    "notes",
+)
 
 #: Table columns on the scale of the value whose precision a ``std_error`` column sets (when
 #: a rendered table has one): they share the decimals that show its smallest error to two

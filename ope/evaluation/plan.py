@@ -453,23 +453,7 @@ def evaluate(
     >>> ev.table()[["policy", "estimator", "value"]].to_dict(orient="records")
     [{'policy': 'always_1', 'estimator': 'ips', 'value': 0.5}, {'policy': 'always_1', 'estimator': 'snips', 'value': 0.5}]
     """
-    plan = EvaluationPlan.build(
-        policies,
-        estimators=estimators,
-        ci=ci,
-        confidence_level=confidence_level,
-        reward_range=reward_range,
-        max_weight=max_weight,
-        weight_bound=weight_bound,
-        tau=tau,
-        shrinkage=shrinkage,
-        reward_model=reward_model,
-        context_columns=context_columns,
-        n_resamples=n_resamples,
-        rng=rng,
-        action_features=action_features,
-        by=by,
-        ci_fallback=ci_fallback,
-        weight_column=weight_column,
-    )
+    # every argument but the rows is an option of the plan, under the same name
+    options = {name: value for name, value in locals().items() if name != "logs"}
+    plan = EvaluationPlan.build(**options)
     return plan.run(logs)

@@ -22,6 +22,7 @@ from ope.exceptions import (
 )
 from ope.intervals.asymptotic import normal_interval, t_interval
 from ope.logs import ValidationReport
+from ope._result import ESTIMATE_TABLE_COLUMNS
 from ope.results import (
     CI_METHODS,
     Estimate,
@@ -51,21 +52,7 @@ __all__ = [
 
 
 #: Columns of :meth:`Evaluation.table`, in order (docs/design.md).
-TABLE_COLUMNS: Final = (
-    "policy",
-    "estimator",
-    "value",
-    "std_error",
-    "ci_low",
-    "ci_high",
-    "confidence_level",
-    "ci_method",
-    "target",
-    "n",
-    "ess",
-    "ess_ratio",
-    "notes",
-)
+TABLE_COLUMNS: Final = ESTIMATE_TABLE_COLUMNS
 
 
 #: Columns of :meth:`Evaluation.table` with ``by=``: the segment column and its label (spelled

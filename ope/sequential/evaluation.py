@@ -16,6 +16,7 @@ import pandas as pd
 
 from ope._format import plural
 from ope._progress import progress
+from ope._result import ESTIMATE_TABLE_COLUMNS
 from ope._validation import check_choice, check_names
 from ope.exceptions import ParameterError, SchemaError
 from ope.logs import Trajectories, ValidationReport
@@ -31,21 +32,7 @@ from ope.sequential.estimators import (
 __all__ = ["evaluate_trajectories", "TrajectoryEvaluation", "TRAJECTORY_TABLE_COLUMNS"]
 
 #: Columns of :meth:`TrajectoryEvaluation.table`, in order (those of ``Evaluation.table``).
-TRAJECTORY_TABLE_COLUMNS: Final = (
-    "policy",
-    "estimator",
-    "value",
-    "std_error",
-    "ci_low",
-    "ci_high",
-    "confidence_level",
-    "ci_method",
-    "target",
-    "n",
-    "ess",
-    "ess_ratio",
-    "notes",
-)
+TRAJECTORY_TABLE_COLUMNS: Final = ESTIMATE_TABLE_COLUMNS
 #: The estimators of :func:`evaluate_trajectories` when none are named: the per-decision pair.
 DEFAULT_TRAJECTORY_ESTIMATORS: Final = ("pdis", "wpdis")
 #: Interval methods ``ci_fallback`` may name: those that apply to every sequential estimator.
