@@ -373,34 +373,27 @@ def _partitions(dataset: ds.Dataset, source: str, batch_size: int) -> list[_Part
                 f"cannot read the parquet footer of {fragment.path}: {exc}"
             ) from None
         sizes = [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
-        group: list[int] = []
-        rows = 0
+        # runs of consecutive row groups of at most batch_size rows (one run per oversized group)
+        runs: list[list[int]] = [[]]
+        run_rows = 0
         for i, size in enumerate(sizes):  # loop over row groups
-            if group and rows + size > batch_size:
-                parts.append(
-                    _Partition(
-                        len(parts),
-                        fragment.path,
-                        fragment.filesystem,
-                        fragment.partition_expression,
-                        tuple(group),
-                        offset,
-                        rows,
-                    )
-                )
-                offset += rows
-                group, rows = [], 0
+            if runs[-1] and run_rows + size > batch_size:
+                runs.append([])
+                run_rows = 0
             if size:
-                group.append(i)
-                rows += size
-        if group:
+                runs[-1].append(i)
+                run_rows += size
+        for run in runs:  # loop over the runs of this file
+            if not run:
+                continue
+            rows = sum(sizes[i] for i in run)
             parts.append(
                 _Partition(
                     len(parts),
                     fragment.path,
                     fragment.filesystem,
                     fragment.partition_expression,
-                    tuple(group),
+                    tuple(run),
                     offset,
                     rows,
                 )

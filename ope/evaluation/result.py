@@ -58,6 +58,8 @@ TABLE_COLUMNS: Final = ESTIMATE_TABLE_COLUMNS
 #: Columns of :meth:`Evaluation.table` with ``by=``: the segment column and its label (spelled
 #: as in :meth:`ope.Diagnostics.segments`) after the policy and estimator.
 SEGMENT_TABLE_COLUMNS: Final = (*TABLE_COLUMNS[:2], "column", "segment", *TABLE_COLUMNS[2:])
+#: Columns of the segment table that :meth:`Evaluation.segment_summary` does not show.
+_SEGMENT_SUMMARY_LEFT_OUT: Final = ("confidence_level", "ci_method", "target", "ess", "notes")
 
 
 @dataclass(frozen=True, eq=False)
@@ -661,20 +663,9 @@ class Evaluation(Result):
         t = self.table(by="segment")
         if t.empty:
             return ""
-        shown = t[
-            [
-                "column",
-                "segment",
-                "policy",
-                "estimator",
-                "value",
-                "std_error",
-                "ci_low",
-                "ci_high",
-                "n",
-                "ess_ratio",
-            ]
-        ]
+        # the segment, the candidate and the estimate (the level and method are in the title)
+        kept = [c for c in TABLE_COLUMNS if c not in _SEGMENT_SUMMARY_LEFT_OUT]
+        shown = t[["column", "segment", *kept]]
         return render_text(
             ResultParts(
                 title=(
