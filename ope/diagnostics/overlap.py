@@ -481,33 +481,18 @@ def policy_row(
                 k: chosen[k] for k in ("max_weight", "clipped_share", "clipped_weight_share")
             }
             clipped["clip_rule"] = CLIP_RULE_NARROWEST
-        width = interval.high - interval.low
-        share = coverage / width if width > 0 else 0.0
-        v_level = profile[best]["max_weight"] if best is not None else math.nan
-        v_share = profile[best]["coverage_share"] if best is not None else share
-        text, why = verdict(
-            coverage_share=v_share,
+        split = _split_columns(
+            interval,
+            coverage,
+            clipped_value,
+            profile,
+            best,
             ess=ess,
             n=n,
             unsupported_mass=unsupported_mass,
             segments=segments,
+            reference=None,
         )
-        split = {
-            "clipped_value": clipped_value,
-            "ci_low": interval.low,
-            "ci_high": interval.high,
-            "outer_low": interval.outer_low,
-            "outer_high": interval.outer_high,
-            "inner_low": interval.inner_low,
-            "inner_high": interval.inner_high,
-            "sampling_width": width - coverage,
-            "coverage_width": coverage,
-            "coverage_share": share,
-            "verdict_max_weight": v_level,
-            "verdict_coverage_share": v_share,
-            "verdict": text,
-            "verdict_reason": why,
-        }
     q: dict[str, Any] = dict(
         zip(("weight_q50", "weight_q90", "weight_q99", "weight_q999"), map(float, quantiles))
     )

@@ -346,6 +346,29 @@ def segment_sums(segs: Sequence[Segmentation], values: np.ndarray) -> list[np.nd
 # --------------------------------------------------------------------------------------------
 # segment rows and the gap rule
 # --------------------------------------------------------------------------------------------
+def _empty_row(name: str, seg: Any, label: str) -> SegmentRow:
+    """The row of a segment without rows: no rows, mass or weight, no gap, an unknown mean
+    weight with an infinite standard error."""
+    return SegmentRow(
+        policy=name,
+        column=seg.column,
+        segment=label,
+        rows=0,
+        row_share=0.0,
+        target_mass_share=0.0,
+        ess=0.0,
+        mean_weight=math.nan,
+        weight_max=0.0,
+        variance_share=0.0,
+        unsupported_share=math.nan,
+        gap=False,
+        gap_kind="",
+        reason="",
+        mean_weight_se=math.inf,
+        context=seg.context,
+    )
+
+
 def segment_rows(
     j: int,
     name: str,
@@ -372,26 +395,7 @@ def segment_rows(
         for g, label in enumerate(seg.labels):
             m = moments[k][g]
             if m is None:
-                rows.append(
-                    SegmentRow(
-                        name,
-                        seg.column,
-                        label,
-                        0,
-                        0.0,
-                        0.0,
-                        0.0,
-                        math.nan,
-                        0.0,
-                        0.0,
-                        math.nan,
-                        False,
-                        "",
-                        "",
-                        math.inf,
-                        seg.context,
-                    )
-                )
+                rows.append(_empty_row(name, seg, label))
                 continue
             rows_g = m.n
             sw, sw2 = m.weight_sums(j, clipped=False)
@@ -483,26 +487,7 @@ def weighted_segment_rows(
         for g, label in enumerate(seg.labels):  # a loop over segments
             rows_g = int(cnt[g])
             if rows_g == 0:
-                rows.append(
-                    SegmentRow(
-                        name,
-                        seg.column,
-                        label,
-                        0,
-                        0.0,
-                        0.0,
-                        0.0,
-                        math.nan,
-                        0.0,
-                        0.0,
-                        math.nan,
-                        False,
-                        "",
-                        "",
-                        math.inf,
-                        seg.context,
-                    )
-                )
+                rows.append(_empty_row(name, seg, label))
                 continue
             se = (
                 math.sqrt(float(dev2_g[g]) * rows_g / (rows_g - 1.0)) / float(s_g[g])
