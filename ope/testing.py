@@ -997,18 +997,25 @@ def parametrize_with_checks(estimators: Sequence[Any] | None = None) -> Callable
 #: from a least-squares solve, exact to about 1e-12 of the largest weight, not to the last bit.
 RTOL_STRUCTURED: Final = 1e-9
 
-#: The planted slate logs: slates of 2 of 4 items (12 ordered slates) in 2 contexts.
-N_SLATES: Final = 600
-_SLATE_ITEMS: Final = 4
-_SLATE_SIZE: Final = 2
-_SLATE_CONTEXTS: Final = 2
 
-#: The planted trajectories: episodes of 1 to 4 steps, 3 actions, discount 0.9.
-N_EPISODES: Final = 400
-_GAMMA: Final = 0.9
+@dataclass(frozen=True)
+class _Planted:
+    """The shape of the planted inputs of the slate and sequential contracts."""
 
-#: Resamples of the bootstrap intervals the contracts check (enough for a stable interval).
-_CONTRACT_RESAMPLES: Final = 200
+    #: slate logs: slates of ``slate_size`` of ``items`` items (12 ordered slates) in
+    #: ``contexts`` contexts
+    slates: int = 600
+    items: int = 4
+    slate_size: int = 2
+    contexts: int = 2
+    #: trajectories: episodes of 1 to 4 steps, 3 actions, discount ``gamma``
+    episodes: int = 400
+    gamma: float = 0.9
+    #: resamples of the bootstrap intervals the contracts check (enough for a stable interval)
+    resamples: int = 200
+
+
+_PLANTED: Final = _Planted()
 
 
 def _close(check: str, estimator: Any, what: str, got: float, want: float) -> None:
@@ -1040,7 +1047,7 @@ def _interval_holds(check: str, estimator: Any, res: Any) -> None:
     tol = RTOL_STRUCTURED * max(1.0, abs(res.value))
     intervals = [("the stored interval", (res.ci_low, res.ci_high))]
     for method in ("normal", "t", "bootstrap"):
-        opts = {"rng": 0, "n_resamples": _CONTRACT_RESAMPLES} if method == "bootstrap" else {}
+        opts = {"rng": 0, "n_resamples": _PLANTED.resamples} if method == "bootstrap" else {}
         iv = _quiet(functools.partial(res.ci, 0.95, method, **opts))
         intervals.append((f"the {method} interval", (iv.low, iv.high)))
     for what, (low, high) in intervals:
@@ -1095,36 +1102,36 @@ def _slate_instance(estimator: Any) -> Any:
     return estimator() if isinstance(estimator, type) else estimator
 
 
-def _planted_slates(gen: np.random.Generator, n: int = N_SLATES) -> _Slates:
+def _planted_slates(gen: np.random.Generator, n: int = _PLANTED.slates) -> _Slates:
     """Contexts drawn uniformly, slates from a logger that gives every slate at least half
     the uniform probability, clicks that depend on item and position, plus noise."""
     from ope.slates import EnumeratedSlatePolicy
 
-    slates = np.array(list(itertools.permutations(range(_SLATE_ITEMS), _SLATE_SIZE)))
+    slates = np.array(list(itertools.permutations(range(_PLANTED.items), _PLANTED.slate_size)))
     k = slates.shape[0]
 
     def policy() -> Any:
-        prob = 0.5 / k + 0.5 * gen.dirichlet(np.ones(k), _SLATE_CONTEXTS)
+        prob = 0.5 / k + 0.5 * gen.dirichlet(np.ones(k), _PLANTED.contexts)
         return EnumeratedSlatePolicy(
-            slates, prob / prob.sum(axis=1, keepdims=True), n_items=_SLATE_ITEMS
+            slates, prob / prob.sum(axis=1, keepdims=True), n_items=_PLANTED.items
         )
 
     logging, target = policy(), policy()
     prob = logging.distribution()[1]
-    ctx = gen.integers(0, _SLATE_CONTEXTS, n)
+    ctx = gen.integers(0, _PLANTED.contexts, n)
     cdf = np.cumsum(prob[ctx], axis=1)
     shown = np.minimum((gen.random(n)[:, None] > cdf).sum(axis=1), k - 1)
     items = slates[shown]
-    click = 0.2 + 0.1 * items - 0.05 * np.arange(_SLATE_SIZE)
+    click = 0.2 + 0.1 * items - 0.05 * np.arange(_PLANTED.slate_size)
     reward = (gen.random(items.shape) < click) + gen.normal(0.0, 0.1, items.shape)
     frame = pd.DataFrame(
         {
-            "slate_id": np.repeat(np.arange(n), _SLATE_SIZE),
-            "position": np.tile(np.arange(_SLATE_SIZE), n),
+            "slate_id": np.repeat(np.arange(n), _PLANTED.slate_size),
+            "position": np.tile(np.arange(_PLANTED.slate_size), n),
             "item": items.ravel(),
             "reward": reward.ravel(),
-            "slate_propensity": np.repeat(prob[ctx, shown], _SLATE_SIZE),
-            "context": np.repeat(ctx, _SLATE_SIZE),
+            "slate_propensity": np.repeat(prob[ctx, shown], _PLANTED.slate_size),
+            "context": np.repeat(ctx, _PLANTED.slate_size),
         }
     )
     return _Slates(frame, logging, target)
@@ -1146,8 +1153,8 @@ def _check_slate_finite_value(estimator: Any, *, rng: Any = 0) -> None:
     check = "finite_value"
     res = _slate_estimate(estimator, _planted_slates(check_rng(rng)))
     _finite_result(check, estimator, res)
-    if res.n != N_SLATES:
-        raise _fail(check, estimator, f"n is {res.n!r}, expected {N_SLATES} slates.")
+    if res.n != _PLANTED.slates:
+        raise _fail(check, estimator, f"n is {res.n!r}, expected {_PLANTED.slates} slates.")
 
 
 def _check_slate_interval(estimator: Any, *, rng: Any = 0) -> None:
@@ -1163,7 +1170,7 @@ def _check_slate_on_policy(estimator: Any, *, rng: Any = 0) -> None:
     data = _planted_slates(check_rng(rng))
     positions = getattr(estimator, "positions", None)
     reward = data.frame.pivot(index="slate_id", columns="position", values="reward").to_numpy()
-    chosen = list(range(_SLATE_SIZE)) if positions is None else list(positions)
+    chosen = list(range(_PLANTED.slate_size)) if positions is None else list(positions)
     want = float(reward[:, chosen].sum(axis=1).mean())
     got = _slate_estimate(estimator, data, target=data.logging).value
     _close(check, estimator, "on-policy value", got, want)
@@ -1176,7 +1183,7 @@ def _check_slate_permutation(estimator: Any, *, rng: Any = 0) -> None:
     gen = check_rng(rng)
     data = _planted_slates(gen)
     base = _slate_estimate(estimator, data)
-    order = gen.permutation(N_SLATES)
+    order = gen.permutation(_PLANTED.slates)
     moved = _slate_estimate(estimator, data.replace(slate_id=order[data.frame["slate_id"]]))
     _close(check, estimator, "value after relabelling the slates", moved.value, base.value)
     _close(
@@ -1215,7 +1222,7 @@ def _check_slate_reward_shift(estimator: Any, *, rng: Any = 0) -> None:
             estimator,
             "self-normalized value of the constant reward 1",
             unit,
-            float(_SLATE_SIZE if positions is None else len(positions)),
+            float(_PLANTED.slate_size if positions is None else len(positions)),
         )
     c = 0.75
     shifted = _slate_estimate(estimator, data.replace(reward=data.frame["reward"] + c)).value
@@ -1349,7 +1356,7 @@ def _sequential_name(estimator: Any) -> str:
     return check_choice(estimator, "estimator", SEQUENTIAL_ESTIMATORS)
 
 
-def _planted_episodes(gen: np.random.Generator, n: int = N_EPISODES) -> pd.DataFrame:
+def _planted_episodes(gen: np.random.Generator, n: int = _PLANTED.episodes) -> pd.DataFrame:
     """Episodes of 1 to 4 steps that all terminate, 3 actions logged with (0.2, 0.3, 0.5), a
     random stochastic candidate, and per-step model values ``q`` and ``v``."""
     lengths = gen.integers(1, 5, n)
@@ -1381,7 +1388,7 @@ def _sequential_estimate(estimator: str, frame: pd.DataFrame, **options: Any) ->
 
     model = {"q_hat": "q", "v_hat": "v"} if estimator in MODEL_BASED else {}
     # the estimator's name is one of SEQUENTIAL_ESTIMATORS, checked by sequential_estimate
-    kwargs: dict[str, Any] = {"gamma": _GAMMA, "estimator": estimator, **model, **options}
+    kwargs: dict[str, Any] = {"gamma": _PLANTED.gamma, "estimator": estimator, **model, **options}
     return _quiet(lambda: sequential_estimate(read_trajectories(frame), _POLICY, **kwargs))
 
 
@@ -1390,8 +1397,8 @@ def _check_sequential_finite_value(estimator: str, *, rng: Any = 0) -> None:
     check = "finite_value"
     res = _sequential_estimate(estimator, _planted_episodes(check_rng(rng)))
     _finite_result(check, estimator, res)
-    if res.n != N_EPISODES:
-        raise _fail(check, estimator, f"n is {res.n!r}, expected {N_EPISODES} episodes.")
+    if res.n != _PLANTED.episodes:
+        raise _fail(check, estimator, f"n is {res.n!r}, expected {_PLANTED.episodes} episodes.")
 
 
 def _check_sequential_interval(estimator: str, *, rng: Any = 0) -> None:
@@ -1406,7 +1413,7 @@ def _check_sequential_on_policy(estimator: str, *, rng: Any = 0) -> None:
     check = "on_policy_value"
     frame = _planted_episodes(check_rng(rng))
     frame = frame.assign(target__planted=frame["propensity"], q=frame["v"])
-    discounted = frame["reward"] * _GAMMA ** frame["step"]
+    discounted = frame["reward"] * _PLANTED.gamma ** frame["step"]
     want = float(discounted.groupby(frame["episode_id"]).sum().mean())
     _close(check, estimator, "on-policy value", _sequential_estimate(estimator, frame).value, want)
 
@@ -1418,7 +1425,7 @@ def _check_episode_permutation(estimator: str, *, rng: Any = 0) -> None:
     gen = check_rng(rng)
     frame = _planted_episodes(gen)
     base = _sequential_estimate(estimator, frame)
-    order = gen.permutation(N_EPISODES)
+    order = gen.permutation(_PLANTED.episodes)
     moved = _sequential_estimate(estimator, frame.assign(episode_id=order[frame["episode_id"]]))
     _close(check, estimator, "value after relabelling the episodes", moved.value, base.value)
     _close(

@@ -1,9 +1,12 @@
 """Minimal valid calls of ope's registered entry points, one module per area.
 
 Each area module (``estimators``, ``policies``, ``learning``, ``data``, ``results``,
-``simulate``, ``cli``) holds ``VALID`` (name -> factory of a call that succeeds) and
-``KNOWN_BROKEN`` (the contract violations still open there). :func:`valid_calls`, :func:`cli_runs` and :func:`known_broken`
-merge them; a name claimed by two areas is an error.
+``simulate``, ``cli``) holds ``VALID``, which maps each registered name to a factory
+``valid(tmp) -> Call`` (for ``cli``: the argv of one successful run), and ``KNOWN_BROKEN``,
+which maps ``"<entry>::<argument>"`` to what breaks the hostile-input contract today (each a
+bug to fix at its root; the contract test marks it a strict xfail so that the fix asks for its
+removal). :func:`valid_calls`, :func:`cli_runs` and :func:`known_broken` merge them; a name
+claimed by two areas is an error.
 """
 
 from __future__ import annotations

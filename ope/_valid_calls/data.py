@@ -1,11 +1,6 @@
-"""Minimal valid calls of the entry points of one area: readers and importers (parquet, OBD,
-DSJSON, trajectories, paired replays, bandit-feedback dicts, slates), the log objects' methods,
-the sequential estimators and returns, paired effects.
-
-``VALID`` maps each registered name to a factory ``valid(tmp) -> Call``; ``KNOWN_BROKEN`` maps
-``"<entry>::<argument>"`` to what breaks the hostile-input contract today (each a bug to fix at
-its root; the contract test marks it a strict xfail so that the fix asks for its removal).
-"""
+"""Valid calls of one area (the conventions are in :mod:`ope._valid_calls`): readers and importers
+(parquet, OBD, DSJSON, trajectories, paired replays, bandit-feedback dicts, slates), the log
+objects' methods, the sequential estimators and returns, paired effects."""
 
 from __future__ import annotations
 

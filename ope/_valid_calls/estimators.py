@@ -1,10 +1,6 @@
-"""Minimal valid calls of the entry points of one area: estimators (IPS family, DM/DR family,
-slate estimators), the moment statistics, importance weights and the intervals namespace.
-
-``VALID`` maps each registered name to a factory ``valid(tmp) -> Call``; ``KNOWN_BROKEN`` maps
-``"<entry>::<argument>"`` to what breaks the hostile-input contract today (each a bug to fix at
-its root; the contract test marks it a strict xfail so that the fix asks for its removal).
-"""
+"""Valid calls of one area (the conventions are in :mod:`ope._valid_calls`): estimators (IPS
+family, DM/DR family, slate estimators), the moment statistics, importance weights and the
+intervals namespace."""
 
 from __future__ import annotations
 
@@ -113,6 +109,13 @@ def _components() -> np.ndarray:
     return np.column_stack([w * a["reward"], w])
 
 
+def _weighted_rows_call(name: str, **extra: Any) -> Call:
+    """A call of an interval of weighted rows: unit weights, the planted rewards in [0, 1]."""
+    return call(
+        name, weight=np.ones(N), reward=arrays()["reward"], reward_range=(0.0, 1.0), **extra
+    )
+
+
 #: Registered name -> a factory of its minimal valid call (see :class:`ope._entrypoints.Call`).
 VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.get_estimator": lambda tmp: call("ope.get_estimator", name="clipped_ips", max_weight=10.0),
@@ -163,20 +166,11 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.intervals.resample_counts": lambda tmp: call(
         "ope.intervals.resample_counts", n=20, n_resamples=5, rng=0
     ),
-    "ope.intervals.betting_interval": lambda tmp: call(
-        "ope.intervals.betting_interval",
-        weight=np.ones(N),
-        reward=arrays()["reward"],
-        reward_range=(0.0, 1.0),
-        confidence_level=0.95,
+    "ope.intervals.betting_interval": lambda tmp: _weighted_rows_call(
+        "ope.intervals.betting_interval", confidence_level=0.95
     ),
-    "ope.intervals.empirical_likelihood_interval": lambda tmp: call(
-        "ope.intervals.empirical_likelihood_interval",
-        weight=np.ones(N),
-        reward=arrays()["reward"],
-        reward_range=(0.0, 1.0),
-        weight_bound=10.0,
-        confidence_level=0.95,
+    "ope.intervals.empirical_likelihood_interval": lambda tmp: _weighted_rows_call(
+        "ope.intervals.empirical_likelihood_interval", weight_bound=10.0, confidence_level=0.95
     ),
     "ope.intervals.betting_lower_bound": lambda tmp: call(
         "ope.intervals.betting_lower_bound",
@@ -278,18 +272,11 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     ),
     "ope.MomentStats.with_rows": _with_rows,
     # the intervals namespace
-    "ope.intervals.betting_confidence_sequence": lambda tmp: call(
-        "ope.intervals.betting_confidence_sequence",
-        weight=np.ones(N),
-        reward=arrays()["reward"],
-        reward_range=(0.0, 1.0),
-        confidence_level=0.95,
+    "ope.intervals.betting_confidence_sequence": lambda tmp: _weighted_rows_call(
+        "ope.intervals.betting_confidence_sequence", confidence_level=0.95
     ),
-    "ope.intervals.empirical_likelihood_estimate": lambda tmp: call(
+    "ope.intervals.empirical_likelihood_estimate": lambda tmp: _weighted_rows_call(
         "ope.intervals.empirical_likelihood_estimate",
-        weight=np.ones(N),
-        reward=arrays()["reward"],
-        reward_range=(0.0, 1.0),
         weight_bound=10.0,
         min_weight=0.0,
         max_weight=None,

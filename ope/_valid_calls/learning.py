@@ -1,10 +1,6 @@
-"""Minimal valid calls of the entry points of one area: learning and selection (the policy
-learners, reward models, propensity estimation and checks, the safety gate and its certificate,
-policy selection and ranking).
-
-``VALID`` maps each registered name to a factory ``valid(tmp) -> Call``; ``KNOWN_BROKEN`` maps
-``"<entry>::<argument>"`` to what breaks the hostile-input contract today (each a bug to fix at
-its root; the contract test marks it a strict xfail so that the fix asks for its removal).
+"""Valid calls of one area (the conventions are in :mod:`ope._valid_calls`): learning and selection
+(the policy learners, reward models, propensity estimation and checks, the safety gate and its
+certificate, policy selection and ranking).
 
 The learners are costly, so the planted logs here are small (:data:`N_LEARN` rows) and a fitted
 learner, reward model or certificate is built once (:func:`functools.cache`) for the methods

@@ -1,9 +1,5 @@
-"""Minimal valid calls of the entry points of one area: the policies (the policy
-classes of ``ope`` and ``ope.policies``, slate policies) and the policy tables.
-
-``VALID`` maps each registered name to a factory ``valid(tmp) -> Call``; ``KNOWN_BROKEN`` maps
-``"<entry>::<argument>"`` to what breaks the hostile-input contract today (each a bug to fix at
-its root; the contract test marks it a strict xfail so that the fix asks for its removal).
+"""Valid calls of one area (the conventions are in :mod:`ope._valid_calls`): the policies (the
+policy classes of ``ope`` and ``ope.policies``, slate policies) and the policy tables.
 
 The planted logs here (:func:`policy_logs`) are the shared bandit logs of
 :func:`ope._valid_calls._base.frame` plus what policies read: a ``candidates`` column with

@@ -1,10 +1,5 @@
-"""Minimal valid calls of the entry points of one area: the simulators of ``ope.simulate`` and
-their methods.
-
-``VALID`` maps each registered name to a factory ``valid(tmp) -> Call``; ``KNOWN_BROKEN`` maps
-``"<entry>::<argument>"`` to what breaks the hostile-input contract today (each a bug to fix at
-its root; the contract test marks it a strict xfail so that the fix asks for its removal).
-"""
+"""Valid calls of one area (the conventions are in :mod:`ope._valid_calls`): the simulators of
+``ope.simulate`` and their methods."""
 
 from __future__ import annotations
 
