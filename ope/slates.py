@@ -101,6 +101,10 @@ __all__ = [
     "MAX_ENUMERATED_SLATES",
 ]
 
+#: The largest ``position_base``: positions are stored as 64-bit integers, and a base this
+#: large already means a mistake (positions count from 0 or 1).
+MAX_POSITION_BASE: Final = 2**31 - 1
+
 #: Largest number of ordered slates a policy is enumerated over (exact marginals, the
 #: pseudoinverse's Gamma matrix): 10 items choose 5 ordered is 30,240 slates; 200,000 keeps one
 #: float64 (contexts x slates) table of a few contexts within a few MB and enumeration under a
@@ -409,7 +413,7 @@ def slate_logs(
     """
     if isinstance(data, SlateLogs):
         return data
-    base = check_positive_int(position_base, "position_base", minimum=0)
+    base = check_positive_int(position_base, "position_base", minimum=0, maximum=MAX_POSITION_BASE)
     cols = _columns(data)
     names = _slate_columns(mapping, cols)
     slate_id, position, item, reward = (names[k] for k in SLATE_COLUMNS[:4])
@@ -1132,7 +1136,7 @@ def slate_probabilities_from_table(
             f"the candidate table is missing columns: {', '.join(map(repr, missing))}. "
             f"Present: {', '.join(sorted(cols))}."
         )
-    base = check_positive_int(position_base, "position_base", minimum=0)
+    base = check_positive_int(position_base, "position_base", minimum=0, maximum=MAX_POSITION_BASE)
     sid = np.asarray(cols[slate_id])
     _same_id_kind(sid, logs.slate_id, slate_id)
     slot = np.searchsorted(logs.slate_id, sid)

@@ -366,7 +366,9 @@ def test_ips_and_snips_coverage_on_the_poisson_path():
     for i in range(reps):  # replications, not resamples
         a = rng.choice(3, size=n, p=pi0)
         r = mu[a] + rng.uniform(-0.1, 0.1, size=n)
-        res = shared_bootstrap(r, pi0[a], pi[a][:, None], n_resamples=1000, rng=i)
+        res = shared_bootstrap(
+            r, pi0[a], pi[a][:, None], estimators=IPS_SNIPS, n_resamples=1000, rng=i
+        )
         assert res.resampling == "poisson"
         for key in hits:
             lo, hi = res.intervals[("0", key)]
