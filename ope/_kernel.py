@@ -76,6 +76,10 @@ __all__ = [
     "set_backend",
     "numba_available",
     "compiled_loops",
+    "THREADS_ENV",
+    "PARALLEL_MIN_ROWS",
+    "threads",
+    "set_threads",
 ]
 
 #: Rows per block of the compiled kernel: the (P, rows) float64 weight block of 8 candidates is
@@ -96,6 +100,13 @@ SAFE_EXPONENT: Final = 200
 
 #: Environment variable that forces a backend: ``numpy`` (the fallback) or ``numba``.
 KERNEL_ENV: Final = "OPE_KERNEL"
+
+#: Environment variable that sets the compiled pass's number of threads (see :func:`threads`).
+THREADS_ENV: Final = "OPE_KERNEL_THREADS"
+
+#: Fewest rows per thread of the compiled pass: below ``2 * PARALLEL_MIN_ROWS`` rows the pass
+#: runs on one thread (starting a thread costs about 0.1 ms; 2**17 rows take about 3 ms).
+PARALLEL_MIN_ROWS: Final = 1 << 17
 
 #: Largest power of two the logging propensities of a block are multiplied by: p * 2**1020 is
 #: finite for every p <= 1.
@@ -270,7 +281,7 @@ def empty(n_pol: int, n_groups: int = 1, *, weighted: bool = False) -> Moments:
 # ============================================================================================
 # backend selection
 # ============================================================================================
-_state: dict[str, Any] = {"forced": None, "numba": None, "failed": None}
+_state: dict[str, Any] = {"forced": None, "numba": None, "failed": None, "threads": None}
 
 
 def numba_available() -> bool:
@@ -312,6 +323,50 @@ def backend() -> str:
     if forced not in (None, "numba"):
         return "numpy"
     return "numba" if _compiled() is not None else "numpy"
+
+
+def set_threads(n: int | None) -> None:
+    """Use ``n`` threads for the compiled pass in this process; ``None``: automatic.
+
+    Raises
+    ------
+    ope.ParameterError
+        ``n`` is not a positive integer.
+    """
+    from ope.exceptions import ParameterError
+
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1):
+        raise ParameterError(f"kernel threads must be a positive integer or None; got {n!r}.")
+    _state["threads"] = None if n is None else int(n)
+
+
+def threads() -> int:
+    """The number of threads a large compiled pass uses.
+
+    Order: :func:`set_threads`, then the environment variable ``OPE_KERNEL_THREADS`` (a
+    positive integer), then the CPUs this process may run on. The rows are split into that many
+    contiguous ranges of whole blocks, each accumulated on its own thread and merged in row
+    order, so the numbers equal the one-thread pass's to rounding (about 1e-15 relative). Only
+    calls from the main thread split: a call from another thread (Dask's threaded workers, a
+    caller's own pool) already shares the cores and runs on one thread, and so does a pass of
+    fewer than ``2 * PARALLEL_MIN_ROWS`` rows.
+    """
+    forced = _state.get("threads")
+    if forced is not None:
+        return int(forced)
+    env = os.environ.get(THREADS_ENV, "").strip()
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def _threads_for(n: int) -> int:
+    if threading.current_thread() is not threading.main_thread():
+        return 1
+    return max(1, min(threads(), n // PARALLEL_MIN_ROWS))
 
 
 def _compiled() -> Any:
@@ -1164,8 +1219,11 @@ def _nb_run(
     awc,
     asr,
     plain,
+    lo,
+    hi,
 ):
-    """The pass: blocks of ``block`` rows, each prepared, weighted, centred and merged.
+    """The pass over rows ``[lo, hi)``: blocks of ``block`` rows, each prepared, weighted,
+    centred and merged.
 
     ``cols`` (a typed list of contiguous float64 columns) or ``mat`` (a C-ordered (n, P)
     float64 array) holds the target propensities; ``codes`` (int64, empty when ungrouped) the
@@ -1173,9 +1231,11 @@ def _nb_run(
     ranges of the inputs. ``sw`` (float64, empty without sampling weights) holds the rows'
     sampling weights, and ``awh``, ``awm``, ``awc``, ``asr`` the sampling-weighted statistics
     (:class:`Weighted`'s arrays) they accumulate into; without ``plain`` (ungrouped passes with
-    sampling weights only) the unweighted means and co-moments are not formed.
+    sampling weights only) the unweighted means and co-moments are not formed. Row indices are
+    absolute (``codes`` and ``sw`` are the whole arrays), so that several threads can run
+    disjoint ranges of the same arrays into their own accumulators.
     """
-    n = r.shape[0]
+    n = hi - lo
     n_pol = tlo.shape[0]
     rows = block if n > block else max(n, 1)
     wb = np.empty((n_pol, rows))
@@ -1224,8 +1284,8 @@ def _nb_run(
     gs = np.empty(wg)
     grb = np.empty(wg)
     gw = np.empty((n_pol, wg))
-    for start in range(0, n, rows):
-        k = min(rows, n - start)
+    for start in range(lo, hi, rows):
+        k = min(rows, hi - start)
         _nb_prepare(r, p, start, k, rb, drb, pb, hdr, chk, bits, fbits)
         kp = int(hdr[4])
         mw = math.ldexp(max_weight, -kp) if has_clip else np.inf
@@ -1820,6 +1880,136 @@ def _columns(
     return cols, None, n, len(cols)
 
 
+def _split(n: int, block: int, parts: int) -> list[tuple[int, int]]:
+    """``parts`` contiguous row ranges covering ``[0, n)``, cut at multiples of ``block`` (so
+    that every thread's blocks are the serial pass's blocks)."""
+    n_blocks = -(-n // block)
+    parts = max(1, min(parts, n_blocks))
+    edges = [min(n, (n_blocks * i // parts) * block) for i in range(parts + 1)]
+    return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
+
+
+def _nb_accumulate(
+    r: np.ndarray,
+    p: np.ndarray,
+    cols: list[np.ndarray] | None,
+    mat: np.ndarray | None,
+    codes: np.ndarray | None,
+    g_count: int,
+    mw: float,
+    has_clip: bool,
+    block: int,
+    n: int,
+    n_pol: int,
+    s: np.ndarray | None,
+    plain: bool,
+) -> tuple[Moments, np.ndarray, np.ndarray, np.ndarray]:
+    """The compiled pass over all rows: ``(moments, reward/propensity keys, target keys low,
+    high)``, on :func:`threads` threads when the rows are many (each thread runs a contiguous
+    range of whole blocks into its own accumulators; the results merge in row order by
+    :func:`merge`, the update that merges record batches)."""
+    fns = _compiled()
+    from numba.typed import List
+
+    typed = List.empty_list(_numba_column_type()) if not cols else List(cols)
+    if not cols:
+        typed.append(np.empty(0))
+    m_arg = np.empty((0, n_pol)) if mat is None else mat
+    c_arg = codes if codes is not None else np.empty(0, dtype=np.int64)
+    s_arg = np.empty(0) if s is None else s
+    big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+    def run(lo: int, hi: int) -> tuple[Moments, np.ndarray, np.ndarray, np.ndarray]:
+        acc = empty(n_pol, g_count, weighted=s is not None)
+        hdr = np.column_stack([acc.shift, acc.r_exp, acc.r_mean, acc.r_m2])
+        keys = np.array([big, small, big, small], dtype=np.int64)
+        tlo_k = np.full(n_pol, big, dtype=np.int64)
+        thi_k = np.full(n_pol, small, dtype=np.int64)
+        wt = acc.weighted if acc.weighted is not None else empty_weighted(n_pol, 0)
+        fns["_nb_run"](
+            r,
+            p,
+            typed,
+            m_arg,
+            mat is not None,
+            c_arg,
+            g_count,
+            mw,
+            has_clip,
+            block,
+            acc.n,
+            hdr,
+            acc.w_exp,
+            acc.mean,
+            acc.com,
+            acc.max_w,
+            acc.n_clipped,
+            tlo_k,
+            thi_k,
+            keys,
+            s_arg,
+            wt.head,
+            wt.mean,
+            wt.com,
+            wt.s_range,
+            plain,
+            lo,
+            hi,
+        )
+        out = Moments(
+            acc.n,
+            hdr[:, 0].copy(),
+            hdr[:, 1].copy(),
+            hdr[:, 2].copy(),
+            hdr[:, 3].copy(),
+            acc.w_exp,
+            acc.mean,
+            acc.com,
+            acc.max_w,
+            acc.n_clipped,
+            acc.weighted,
+        )
+        return out, keys, tlo_k, thi_k
+
+    ranges = _split(n, block, _threads_for(n))
+    if len(ranges) == 1:
+        return run(0, n)
+    parts = _run_threads(run, ranges)
+    acc, keys, tlo_k, thi_k = parts[0]
+    keys, tlo_k, thi_k = keys.copy(), tlo_k.copy(), thi_k.copy()
+    for part, pkeys, plo, phi in parts[1:]:
+        acc = merge(acc, part)
+        keys[0::2] = np.minimum(keys[0::2], pkeys[0::2])
+        keys[1::2] = np.maximum(keys[1::2], pkeys[1::2])
+        np.minimum(tlo_k, plo, out=tlo_k)
+        np.maximum(thi_k, phi, out=thi_k)
+    return acc, keys, tlo_k, thi_k
+
+
+def _run_threads(run: Callable[[int, int], Any], ranges: Sequence[tuple[int, int]]) -> list[Any]:
+    """``run(lo, hi)`` of every range, the first on this thread and the others on their own
+    threads (the compiled pass releases the GIL); results in the order of ``ranges``; an
+    exception of any range is raised here."""
+    results: list[Any] = [None] * len(ranges)
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            results[i] = run(*ranges[i])
+        except BaseException as exc:  # re-raised on the calling thread below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(1, len(ranges))]
+    for t in workers:
+        t.start()
+    work(0)
+    for t in workers:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
 def accumulate(
     reward: np.ndarray,
     logging_propensity: np.ndarray,
@@ -1884,63 +2074,22 @@ def accumulate(
         has_clip = max_weight is not None
         mw = float(max_weight) if max_weight is not None else 1.0
         if backend() == "numba":
-            fns = _compiled()
-            from numba.typed import List
-
             if mat is not None and not (mat.dtype == np.float64 and mat.flags.c_contiguous):
                 mat = np.ascontiguousarray(mat, dtype=np.float64)
-            typed = List.empty_list(_numba_column_type()) if not cols else List(cols)
-            if not cols:
-                typed.append(np.empty(0))
-            m_arg = np.empty((0, n_pol)) if mat is None else mat
-            hdr = np.column_stack([acc.shift, acc.r_exp, acc.r_mean, acc.r_m2])
-            big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-            keys = np.array([big, small, big, small], dtype=np.int64)
-            tlo_k, thi_k = (
-                np.full(n_pol, big, dtype=np.int64),
-                np.full(n_pol, small, dtype=np.int64),
-            )
-            wt = acc.weighted if acc.weighted is not None else empty_weighted(n_pol, 0)
-            fns["_nb_run"](
+            acc, keys, tlo_k, thi_k = _nb_accumulate(
                 r,
                 p,
-                typed,
-                m_arg,
-                mat is not None,
-                codes if codes is not None else np.empty(0, dtype=np.int64),
+                cols,
+                mat,
+                codes,
                 g_count,
                 mw,
                 has_clip,
                 int(min(BLOCK_ROWS, block_rows or BLOCK_ROWS)),
-                acc.n,
-                hdr,
-                acc.w_exp,
-                acc.mean,
-                acc.com,
-                acc.max_w,
-                acc.n_clipped,
-                tlo_k,
-                thi_k,
-                keys,
-                np.empty(0) if s is None else s,
-                wt.head,
-                wt.mean,
-                wt.com,
-                wt.s_range,
+                n,
+                n_pol,
+                s,
                 plain,
-            )
-            acc = Moments(
-                acc.n,
-                hdr[:, 0].copy(),
-                hdr[:, 1].copy(),
-                hdr[:, 2].copy(),
-                hdr[:, 3].copy(),
-                acc.w_exp,
-                acc.mean,
-                acc.com,
-                acc.max_w,
-                acc.n_clipped,
-                acc.weighted,
             )
             chk[1:] = _key_floats(keys)
             tlo, thi = _key_floats(tlo_k), _key_floats(thi_k)

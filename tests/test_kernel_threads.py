@@ -1,0 +1,185 @@
+"""The compiled pass on several threads: the same statistics as one thread, in every layout."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from ope import _kernel
+from ope.exceptions import ParameterError
+
+pytestmark = pytest.mark.skipif(not _kernel.numba_available(), reason="numba is not installed")
+
+#: Threads change only the order in which block statistics merge.
+RTOL = 1e-12
+
+N = 40_000
+BLOCK = 512
+
+
+@pytest.fixture
+def small_threshold(monkeypatch):
+    """Split passes of a few thousand rows (the default needs 2**18), and restore the setting."""
+    monkeypatch.setattr(_kernel, "PARALLEL_MIN_ROWS", 2048)
+    yield
+    _kernel.set_threads(None)
+
+
+def _inputs(layout: str, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    r = rng.normal(2.0, 1.0, N)
+    p = rng.uniform(0.02, 1.0, N)
+    t = rng.uniform(0.0, 1.0, (N, 3))
+    target = np.ascontiguousarray(t) if layout == "matrix" else [t[:, j].copy() for j in range(3)]
+    codes = rng.integers(0, 5, N)
+    s = rng.uniform(1.0, 10.0, N)
+    return r, p, target, codes, s
+
+
+def _pass(n_threads: int, layout: str, *, grouped: bool, weighted: bool, plain: bool = True):
+    r, p, target, codes, s = _inputs(layout)
+    _kernel.set_threads(n_threads)
+    return _kernel.accumulate(
+        r,
+        p,
+        target,
+        max_weight=3.0,
+        codes=codes if grouped else None,
+        n_groups=5,
+        block_rows=BLOCK,
+        sampling_weight=s if weighted else None,
+        plain=plain,
+    )
+
+
+def _real(m: _kernel.Moments):
+    """Means and co-moments in real units (threads may pick other power-of-two units)."""
+    ur = np.ldexp(1.0, m.r_exp.astype(np.int64))[:, None, None]
+    uw = np.ldexp(1.0, m.w_exp.astype(np.int64))  # (G, 2, P)
+    mean_a = m.mean[:, :, 0] * uw * ur
+    mean_b = m.mean[:, :, 1] * uw
+    c = m.com
+    com = np.stack(
+        [
+            c[:, :, 0] * (uw * ur) ** 2,
+            c[:, :, 1] * uw * uw * ur,
+            c[:, :, 2] * uw * uw,
+            c[:, :, 3] * uw * ur * ur,
+            c[:, :, 4] * uw * ur,
+        ],
+        axis=2,
+    )
+    return np.stack([mean_a, mean_b], axis=2), com
+
+
+def _close(a: np.ndarray, b: np.ndarray) -> None:
+    scale = np.maximum(np.abs(b), 1e-300)
+    assert np.nanmax(np.abs(a - b) / np.maximum(scale, np.nanmax(np.abs(b)) * 1e-12)) < RTOL
+
+
+@pytest.mark.parametrize("layout", ["columns", "matrix"])
+@pytest.mark.parametrize("grouped", [False, True])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_two_and_three_threads_equal_one(small_threshold, layout, grouped, weighted):
+    one, c1 = _pass(1, layout, grouped=grouped, weighted=weighted)
+    for n_threads in (2, 3):
+        many, cn = _pass(n_threads, layout, grouped=grouped, weighted=weighted)
+        np.testing.assert_array_equal(many.n, one.n)
+        np.testing.assert_array_equal(many.shift, one.shift)  # the first range's shift
+        np.testing.assert_array_equal(many.max_w, one.max_w)
+        np.testing.assert_array_equal(many.n_clipped, one.n_clipped)
+        for x, y in zip(_real(many), _real(one), strict=True):
+            _close(x, y)
+        np.testing.assert_allclose(many.r_mean * 2.0**many.r_exp, one.r_mean * 2.0**one.r_exp)
+        _close(many.r_m2 * 4.0**many.r_exp, one.r_m2 * 4.0**one.r_exp)
+        if weighted:
+            assert many.weighted is not None and one.weighted is not None
+            _close(many.weighted.head, one.weighted.head)
+            _close(many.weighted.mean, one.weighted.mean)
+            _close(many.weighted.com, one.weighted.com)
+            np.testing.assert_array_equal(many.weighted.s_range, one.weighted.s_range)
+        # the input ranges are exact minima and maxima
+        assert (cn.finite, cn.r_min, cn.r_max, cn.p_min, cn.p_max) == (
+            c1.finite,
+            c1.r_min,
+            c1.r_max,
+            c1.p_min,
+            c1.p_max,
+        )
+        np.testing.assert_array_equal(cn.t_min, c1.t_min)
+        np.testing.assert_array_equal(cn.t_max, c1.t_max)
+
+
+def test_a_weighted_only_pass_splits_too(small_threshold):
+    one, _ = _pass(1, "columns", grouped=False, weighted=True, plain=False)
+    two, _ = _pass(2, "columns", grouped=False, weighted=True, plain=False)
+    assert np.isnan(two.mean).all() and np.isnan(two.com).all()
+    assert two.weighted is not None and one.weighted is not None
+    _close(two.weighted.com, one.weighted.com)
+    np.testing.assert_array_equal(two.max_w, one.max_w)
+
+
+def test_the_ranges_are_whole_blocks_in_row_order():
+    ranges = _kernel._split(10_000, 512, 3)
+    assert ranges[0][0] == 0 and ranges[-1][1] == 10_000
+    assert all(a[1] == b[0] for a, b in zip(ranges[:-1], ranges[1:], strict=True))
+    assert all(lo % 512 == 0 for lo, _ in ranges)
+    assert _kernel._split(1_000, 512, 8) == [(0, 512), (512, 1_000)]  # no more ranges than blocks
+
+
+def test_the_checks_see_a_bad_row_in_any_range(small_threshold):
+    r, p, target, _, _ = _inputs("columns")
+    r[-1] = np.nan  # in the last thread's range
+    p[N // 2] = 0.0
+    _kernel.set_threads(2)
+    _, checks = _kernel.accumulate(r, p, target, max_weight=None, block_rows=BLOCK)
+    assert not checks.finite
+    assert checks.p_min == 0.0
+
+
+def test_calls_from_another_thread_run_on_one(small_threshold, monkeypatch):
+    _kernel.set_threads(2)
+    seen = []
+    real = _kernel._run_threads
+    monkeypatch.setattr(
+        _kernel, "_run_threads", lambda run, ranges: seen.append(len(ranges)) or real(run, ranges)
+    )
+    r, p, target, _, _ = _inputs("columns")
+    _kernel.accumulate(r, p, target, max_weight=None, block_rows=BLOCK)
+    assert seen == [2]
+    worker = threading.Thread(
+        target=_kernel.accumulate,
+        args=(r, p, target),
+        kwargs={"max_weight": None, "block_rows": BLOCK},
+    )
+    worker.start()
+    worker.join()
+    assert seen == [2]  # the worker's pass did not split
+
+
+def test_an_error_on_a_worker_thread_reaches_the_caller():
+    def run(lo, hi):
+        if lo:
+            raise RuntimeError("boom on the second range")
+        return lo
+
+    with pytest.raises(RuntimeError, match="second range"):
+        _kernel._run_threads(run, [(0, 1), (1, 2)])
+
+
+def test_the_thread_count_setting(monkeypatch):
+    monkeypatch.setenv(_kernel.THREADS_ENV, "3")
+    _kernel.set_threads(None)
+    assert _kernel.threads() == 3
+    _kernel.set_threads(1)
+    try:
+        assert _kernel.threads() == 1
+    finally:
+        _kernel.set_threads(None)
+    monkeypatch.setenv(_kernel.THREADS_ENV, "zero")
+    assert _kernel.threads() >= 1  # an unreadable value: the CPUs this process may use
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ParameterError, match="kernel threads must be a positive integer"):
+            _kernel.set_threads(bad)  # type: ignore[arg-type]
