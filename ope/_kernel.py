@@ -435,6 +435,8 @@ def _jit(numba: Any) -> dict[str, Any]:
     # tests hold, and none uses 'arcp': t / p stays a division.
     exact = {"reassoc", "contract", "nsz"}
     g = globals()
+    g["_nb_pointer"] = _pointer_intrinsic(numba)
+    g["_nb_carray"] = numba.carray
     out = {}
     for name in _NUMBA_FUNCTIONS:
         opts = {
@@ -446,6 +448,22 @@ def _jit(numba: Any) -> dict[str, Any]:
         g[name] = jitted
         out[name] = jitted
     return out
+
+
+def _pointer_intrinsic(numba: Any) -> Any:
+    """A compiled function turning an int64 address into a ``void *`` (for ``numba.carray``):
+    the columns reach the pass as addresses, not as a typed list."""
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def as_pointer(typingctx: Any, address: Any) -> Any:
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            return builder.inttoptr(args[0], cgutils.voidptr_t)
+
+        return types.voidptr(address), codegen
+
+    return as_pointer
 
 
 def _njit(numba: Any, function: Callable[..., Any], opts: dict[str, Any]) -> Any:
@@ -495,6 +513,11 @@ def compiled_loops(owner: str, functions: Sequence[Callable[..., Any]]) -> dict[
 # ============================================================================================
 # the compiled loops (plain Python until _jit compiles them; never run uncompiled)
 # ============================================================================================
+#: Set by _jit before it compiles: an address as a ``void *``, and ``numba.carray``.
+_nb_pointer: Any = None
+_nb_carray: Any = None
+
+
 def _nb_scale_exponent(x):
     """0 when x (>= 0) needs no scaling, else the exponent e with x / 2**e in [0.5, 1)."""
     if x == 0.0 or (x >= _SAFE_LOW and x <= _SAFE_HIGH) or not (x <= _FLOAT_MAX):
@@ -1225,7 +1248,8 @@ def _nb_run(
     """The pass over rows ``[lo, hi)``: blocks of ``block`` rows, each prepared, weighted,
     centred and merged.
 
-    ``cols`` (a typed list of contiguous float64 columns) or ``mat`` (a C-ordered (n, P)
+    ``cols`` (int64, P: the addresses of contiguous float64 columns, which the caller keeps
+    alive; a typed list would be compiled in every process) or ``mat`` (a C-ordered (n, P)
     float64 array) holds the target propensities; ``codes`` (int64, empty when ungrouped) the
     group of each row. ``tlo``/``thi`` (int64, P) and ``chk`` (int64, 4) collect the bit-pattern
     ranges of the inputs. ``sw`` (float64, empty without sampling weights) holds the rows'
@@ -1295,8 +1319,7 @@ def _nb_run(
                 _nb_load(wb[j], wbi[j], k, wb[j], pb, j, tlo, thi)
         else:
             for j in range(n_pol):
-                col = cols[j]
-                ts = col[start : start + k]
+                ts = _nb_carray(_nb_pointer(cols[j] + 8 * start), k, np.float64)
                 _nb_load(ts, ts.view(np.int64), k, wb[j], pb, j, tlo, thi)
         if weighted:
             fr = math.ldexp(1.0, int(hdr[1]))
@@ -1909,11 +1932,8 @@ def _nb_accumulate(
     range of whole blocks into its own accumulators; the results merge in row order by
     :func:`merge`, the update that merges record batches)."""
     fns = _compiled()
-    from numba.typed import List
-
-    typed = List.empty_list(_numba_column_type()) if not cols else List(cols)
-    if not cols:
-        typed.append(np.empty(0))
+    keep = cols or []  # the columns stay referenced here while the pass reads their addresses
+    addresses = np.array([c.ctypes.data for c in keep], dtype=np.int64)
     m_arg = np.empty((0, n_pol)) if mat is None else mat
     c_arg = codes if codes is not None else np.empty(0, dtype=np.int64)
     s_arg = np.empty(0) if s is None else s
@@ -1929,7 +1949,7 @@ def _nb_accumulate(
         fns["_nb_run"](
             r,
             p,
-            typed,
+            addresses,
             m_arg,
             mat is not None,
             c_arg,
@@ -2156,9 +2176,3 @@ def _all_finite(m: Moments, *, plain: bool = True) -> bool:
                 )
             )
         )
-
-
-def _numba_column_type() -> Any:
-    from numba import types
-
-    return types.float64[::1]
