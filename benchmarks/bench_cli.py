@@ -17,7 +17,9 @@ The parts, each a fresh process in the same rounds, say where the time goes:
   the overlap diagnostics and paired comparisons) for reference.
 
 The statistics (the moment kernel) are another engineer's; the CLI's share is the imports, the
-choice to stream, the columns read and the batch size.
+choice to stream, the columns read and the batch size. Every child runs with bytecode written
+and read (``PYTHONDONTWRITEBYTECODE`` dropped: an installed ope is compiled), after one warm-up
+round; the load average before and after the rounds is printed with the table.
 
 Run::
 
@@ -99,7 +101,10 @@ def child(argv: list[str]) -> tuple[float, float, float]:
     child's ``ru_maxrss`` starts from its parent's resident size, which would otherwise be
     charged to every case.
     """
+    # bytecode is written and read as an installed package's is (pip compiles it): under
+    # PYTHONDONTWRITEBYTECODE every run of a source tree would compile ope's modules anew
     env = {**os.environ, "OPE_PROGRESS": "0"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT, env=env
@@ -235,6 +240,7 @@ def main(argv: list[str] | None = None) -> dict:
     names = list(runs)
     for name in names:  # warm-up: the page cache holds the file for every case alike
         child(runs[name])
+    load_before = os.getloadavg()
     wall: dict[str, list[float]] = {n: [] for n in names}
     cpu: dict[str, list[float]] = {n: [] for n in names}
     rss: dict[str, list[float]] = {n: [] for n in names}
@@ -245,6 +251,7 @@ def main(argv: list[str] | None = None) -> dict:
             wall[name].append(w)
             cpu[name].append(c)
             rss[name].append(r)
+    load_after = os.getloadavg()
     med = {n: statistics.median(wall[n]) for n in names}
     med_cpu = {n: statistics.median(cpu[n]) for n in names}
     peak = {n: max(rss[n]) for n in names}
@@ -264,6 +271,7 @@ def main(argv: list[str] | None = None) -> dict:
         "ratio_wall_evaluate_vs_read_table": med["ope evaluate --json"] / base_w,
         "ratio_wall_paired_range": [min(paired), max(paired)],
         "ratio_rss_evaluate_vs_read_table": peak["ope evaluate --json"] / base_r,
+        "load_average_1_5_15_before_after": [list(load_before), list(load_after)],
     }
     base_c = med_cpu["read_table"]
     rows = [
@@ -281,7 +289,9 @@ def main(argv: list[str] | None = None) -> dict:
     ]
     print(
         f"{args.rows:,} rows x {args.candidates} candidates ({result['file_mb']:.0f} MB "
-        f"parquet), {args.rounds} interleaved rounds, each case a fresh process"
+        f"parquet), {args.rounds} interleaved rounds, each case a fresh process; load "
+        f"average (1 min) {load_before[0]:.2f} before, {load_after[0]:.2f} after, on "
+        f"{os.cpu_count()} CPUs"
     )
     print(
         format_table(

@@ -2052,6 +2052,8 @@ def _evaluate_streamed(args: argparse.Namespace, plan: Any, names: set[str]) -> 
         f"every row; run `ope diagnose {args.logs}`, or pass --streaming off"
     )
     document["notes"] = [*document["notes"], streamed]
+    if args.json:  # the text is not printed: not rendered either
+        return _Outcome(document, "")
     texts = [evaluation.summary(), f"note: {streamed}", _seed_line(args)]
     return _Outcome(document, "\n\n".join(texts))
 

@@ -55,6 +55,7 @@ from ope.exceptions import (
     ValidationError,
 )
 from ope.intervals import bernstein_interval, betting_interval, hoeffding_interval
+from ope.intervals._shared import normal_quantile
 from ope.logs import PairedReplays
 from ope.results import Result, ResultParts
 
@@ -911,7 +912,7 @@ def _wald_rows(
     if method == "t":
         q = stats.t.ppf(0.5 + level / 2.0, df)
     else:
-        q = np.full(value.shape, stats.norm.ppf(0.5 + level / 2.0))
+        q = np.full(value.shape, normal_quantile(0.5 + level / 2.0))
     with np.errstate(invalid="ignore", divide="ignore"):
         stat = np.abs(value) / se
         p = 2.0 * (stats.t.sf(stat, df) if method == "t" else stats.norm.sf(stat))

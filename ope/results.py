@@ -7,6 +7,7 @@ in :mod:`ope._result`, re-exported here).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from abc import ABC, abstractmethod
@@ -528,7 +529,11 @@ class Estimate(Result):
                 "`source` must describe the estimate's data (an ope.results.Source, such as "
                 f"another estimate's .source); got {type(source).__name__}."
             )
-        return dataclasses.replace(self, _source=source)
+        # a copy with one field changed (dataclasses.replace re-runs __init__ on every field:
+        # the streamed statistics give every estimate of an evaluation its rows back)
+        estimate = copy.copy(self)
+        object.__setattr__(estimate, "_source", source)
+        return estimate
 
     def influence(self) -> np.ndarray:
         """Per-row influence (linearized) terms ``psi_i``; ``std_error = sd(psi) / sqrt(n)``.

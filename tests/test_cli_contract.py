@@ -735,6 +735,23 @@ def test_lean_imports(files):
     assert "scipy" not in _modules_after(["validate", str(files["logs"])])
 
 
+#: What ``ope evaluate`` with normal intervals never needs (scipy.linalg and scipy.sparse come
+#: with numba and the candidate tables; scipy.stats alone takes about a second to import).
+EVALUATE_NEVER = ("scipy.stats", "scipy.optimize", "scipy.special", "sklearn", "matplotlib", "dask")
+
+
+@pytest.mark.parametrize("streaming", ["off", "on"])
+def test_evaluate_imports_no_scipy_stats(files, streaming):
+    """The whole read (estimates, diagnostics, paired comparisons) and the streamed pass with
+    normal intervals import none of :data:`EVALUATE_NEVER`; a t interval imports scipy.stats."""
+    argv = ["evaluate", str(files["logs"]), "--json", "--streaming", streaming]
+    loaded = _modules_after(argv)
+    assert "ope" in loaded and not loaded & set(EVALUATE_NEVER), loaded & set(EVALUATE_NEVER)
+    if streaming == "on":  # the target__ columns are read as they are: no sparse candidates
+        assert "scipy.sparse" not in loaded
+    assert "scipy.stats" in _modules_after([*argv, "--ci", "t"])
+
+
 @pytest.mark.filterwarnings("ignore")
 def test_large_files_stream_by_default_with_the_same_numbers(files, monkeypatch):
     import ope.cli

@@ -21,11 +21,11 @@ from typing import Any, Final
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from ope.diagnostics._inputs import Inputs
 from ope.diagnostics.segments import SegmentRow
 from ope.exceptions import ParameterError, ValidationError
+from ope.intervals._shared import normal_quantile
 
 __all__ = [
     "PLAN_COLUMNS",
@@ -326,7 +326,7 @@ def exploration_plan(
     r2_max = max(lo * lo, hi * hi)
     n = data.total()
     sampling = data.sampling
-    z = float(stats.norm.ppf(0.5 + confidence_level / 2.0))
+    z = normal_quantile(0.5 + confidence_level / 2.0)
     half = target_width / (2.0 * z)
     target_var = new_rows * half * half  # inf for a width near the float64 maximum: no limit
     r2 = data.reward * data.reward

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import math
 
-from scipy import stats
-
 from ope._validation import (
     FLOAT64_MAX,
     check_confidence_level,
@@ -21,6 +19,7 @@ from ope._validation import (
 )
 from ope.exceptions import EstimationError
 from ope._docstrings import fill_doc
+from ope.intervals._shared import normal_quantile
 from ope.intervals._types import ConfidenceInterval
 
 __all__ = ["normal_interval", "t_interval"]
@@ -49,14 +48,31 @@ _WALD_LEVEL_RETURNS = """confidence_level : float, default 0.95
         An end of the interval beyond the float64 range (about 1.8e308)."""
 
 
+def _level(confidence_level: object) -> float:
+    """:func:`ope._validation.check_confidence_level`, without its general checks for a float
+    in (0, 1): the level of every estimate of an evaluation, checked once where it entered."""
+    if isinstance(confidence_level, float) and 0.0 < confidence_level < 1.0:
+        return float(confidence_level)
+    return check_confidence_level(confidence_level)
+
+
 def _wald(value: float, std_error: float, quantile: float, method: str) -> ConfidenceInterval:
     """``value +/- quantile * std_error`` after checking that both are finite, ``se >= 0``.
 
     An end beyond the float64 range (a value near 1e308, or a standard error that large) is
     refused by name rather than returned as inf.
     """
-    v = check_real(value, "value", example="value=0.5")
-    se = check_real(std_error, "std_error", example="std_error=0.1")
+    # a float (numpy's float64 too) is a real number as it is: the checks below suffice
+    v = (
+        float(value)
+        if isinstance(value, float)
+        else check_real(value, "value", example="value=0.5")
+    )
+    se = (
+        float(std_error)
+        if isinstance(std_error, float)
+        else check_real(std_error, "std_error", example="std_error=0.1")
+    )
     if not math.isfinite(v):
         raise parameter_error("value", "finite", value, "value=0.5")
     if not (math.isfinite(se) and se >= 0):
@@ -100,8 +116,8 @@ def normal_interval(
     >>> round(ci.low, 4), round(ci.high, 4)
     (0.304, 0.696)
     """
-    level = check_confidence_level(confidence_level)
-    return _wald(value, std_error, float(stats.norm.ppf(0.5 + level / 2.0)), "normal")
+    level = _level(confidence_level)
+    return _wald(value, std_error, normal_quantile(0.5 + level / 2.0), "normal")
 
 
 def t_interval(
@@ -138,6 +154,10 @@ def t_interval(
         df = float(count - 1)
     except OverflowError:  # more rows than float64 counts: the t quantile is the normal one
         df = math.inf
+    if math.isinf(df):
+        return _wald(value, std_error, normal_quantile(0.5 + level / 2.0), "t")
+    from scipy import stats  # about 1 s to import: only when a t interval is asked for
+
     return _wald(value, std_error, float(stats.t.ppf(0.5 + level / 2.0, df=df)), "t")
 
 

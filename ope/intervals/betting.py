@@ -19,13 +19,13 @@ with the sequence above.
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Final
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import optimize, special
 
 from ope._validation import (
     as_float_array,
@@ -78,12 +78,18 @@ _RAISES_AND_WARNS = """Raises
         The interval is empty (lower bound above upper bound: the weights are inconsistent with
         mean one); it is then reduced to the midpoint of the two bounds."""
 
-# log of the normalizing constant gamma_lower(rho, rho) / rho**rho of the mixing distribution
-_LOG_NORMALIZER: Final = (
-    math.log(special.gammainc(MIXTURE_RHO, MIXTURE_RHO))
-    + special.gammaln(MIXTURE_RHO)
-    - MIXTURE_RHO * math.log(MIXTURE_RHO)
-)
+
+@functools.cache
+def _log_normalizer() -> float:
+    """Log of the normalizing constant gamma_lower(rho, rho) / rho**rho of the mixing
+    distribution (computed on first use: scipy is imported only when a betting bound is)."""
+    from scipy import special
+
+    return float(
+        math.log(special.gammainc(MIXTURE_RHO, MIXTURE_RHO))
+        + special.gammaln(MIXTURE_RHO)
+        - MIXTURE_RHO * math.log(MIXTURE_RHO)
+    )
 
 
 #: from this mixing shape a = V + rho on, ln Gamma(a) - a ln a + a is taken from Stirling's series
@@ -126,6 +132,8 @@ def _log_wealth(s: np.ndarray | float, v: np.ndarray | float) -> np.ndarray:
     the direct form is off by more than 1e5; see :data:`STIRLING_FROM`,
     :data:`WILSON_HILFERTY_FROM`).
     """
+    from scipy import special
+
     s = np.asarray(s, dtype=np.float64)
     v = np.asarray(v, dtype=np.float64)
     a = v + MIXTURE_RHO
@@ -149,7 +157,7 @@ def _log_wealth(s: np.ndarray | float, v: np.ndarray | float) -> np.ndarray:
     cube_root_step = np.expm1(np.log1p(u) / 3.0)  # (1 + u)^(1/3) - 1
     z = 3.0 * np.sqrt(a) * (cube_root_step + 1.0 / (9.0 * a))
     log_p = np.where(huge, special.log_ndtr(z), log_p_exact)
-    return drift + shape + log_p - _LOG_NORMALIZER
+    return drift + shape + log_p - _log_normalizer()
 
 
 def _running_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -175,6 +183,8 @@ def _weighted_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _lower_last(x: np.ndarray, threshold: float) -> float:
+    from scipy import optimize
+
     total, var = _weighted_stats(x)
     t = float(x.size)
     s_all, v = float(total[-1]), float(var[-1])

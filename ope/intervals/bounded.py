@@ -30,7 +30,6 @@ import warnings
 from typing import Final, Literal
 
 import numpy as np
-from scipy import stats
 
 from ope._validation import (
     check_choice,
@@ -49,7 +48,7 @@ from ope.exceptions import (
     OverlapWarning,
     ValidationError,
 )
-from ope.intervals._shared import in_reward_units
+from ope.intervals._shared import in_reward_units, normal_quantile
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 
 __all__ = [
@@ -452,8 +451,8 @@ def bottou_interval(
         eps01 = _mp_margin(y_sd01, count, clip, alpha / 4.0)
         xi = _mp_margin(math.sqrt(w_var), count, clip, alpha / 2.0)
     else:
-        eps01 = float(stats.norm.isf(alpha / 4.0)) * y_sd01 / math.sqrt(count)
-        xi = float(stats.norm.isf(alpha / 2.0)) * math.sqrt(w_var / count)
+        eps01 = -normal_quantile(alpha / 4.0) * y_sd01 / math.sqrt(count)
+        xi = -normal_quantile(alpha / 2.0) * math.sqrt(w_var / count)
 
     def reward(x01: float) -> float:
         return in_reward_units(min(max(x01, 0.0), 1.0), r_min, r_max)

@@ -25,7 +25,6 @@ from typing import Callable, Final
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import optimize, stats
 
 from ope._validation import (
     check_confidence_level,
@@ -131,6 +130,8 @@ def _prepare(
 
 
 def _decreasing_root(f: Callable[[float], float], lo: float, hi0: float) -> float:
+    from scipy import optimize
+
     """Root of a decreasing function on ``[lo, inf)``; ``lo`` when ``f(lo) <= 0``."""
     if f(lo) <= 0.0:
         return lo
@@ -146,6 +147,8 @@ def _decreasing_root(f: Callable[[float], float], lo: float, hi0: float) -> floa
 
 
 def _mle_beta(p: _Pairs, w_min: float, w_max: float) -> float:
+    from scipy import optimize
+
     """Dual variable of the MLE: ``q_j = 1 / (n + beta (w_j - 1))``."""
     n = p.n
     # q_j c_j <= 1 on every pair and non-negative mass on the extra atoms at w_min, w_max
@@ -380,6 +383,8 @@ def empirical_likelihood_interval(
     )
     span = r_max - r_min
     _, q_mle, value, leftover = _mle(pairs, w_min, w_max)
+    from scipy import stats
+
     delta = 0.5 * float(stats.f.isf(1.0 - level, 1, pairs.n - 1.0))
     mle_w = float(np.sum(pairs.c * q_mle * pairs.w))
 

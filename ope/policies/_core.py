@@ -19,18 +19,20 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import scipy.sparse as sp
 
 from ope._thresholds import PROBABILITY_TOLERANCE
 from ope._validation import as_float_array
 from ope.exceptions import PolicyError, SchemaError, ValidationError
 from ope.logs import BanditLogs, require_logs
+
+if TYPE_CHECKING:  # scipy.sparse is imported where a matrix is built
+    import scipy.sparse as sp
 
 __all__ = [
     "PROBABILITY_TOLERANCE",
@@ -305,6 +307,8 @@ class CandidateSets:
 
 def candidate_sets(index: ActionIndex, *, what: str) -> CandidateSets:
     """Validated candidate sets (no nulls, no duplicate labels within a row)."""
+    import scipy.sparse as sp
+
     cand = index.candidates
     if cand is None:
         raise PolicyError(f"{what} needs the logs' `candidates` column, which is absent.")
@@ -422,6 +426,8 @@ class PolicyDistribution:
     actions: npt.NDArray[Any]
 
     def __post_init__(self) -> None:
+        import scipy.sparse as sp
+
         m = self.matrix
         if not isinstance(m, (sp.csr_array, sp.csr_matrix)) or m.ndim != 2:
             raise PolicyError(
@@ -552,6 +558,8 @@ def matrix_over(distribution: PolicyDistribution, catalog: pa.Array) -> sp.csr_a
 
     Column ``j`` of the result is ``catalog[j]``; the stored entries are shared, not copied.
     """
+    import scipy.sparse as sp
+
     new_code = label_codes(catalog_array(distribution.actions), catalog).astype(np.int64)
     m = distribution.matrix
     return sp.csr_array((m.data, new_code[m.indices], m.indptr), shape=(m.shape[0], len(catalog)))
@@ -676,6 +684,8 @@ def canonical_csr(
     probs: npt.NDArray[np.float64],
 ) -> sp.csr_array:
     """A canonical CSR from per-row entries (codes distinct within rows, any order)."""
+    import scipy.sparse as sp
+
     # copy indptr: eliminate_zeros below edits it in place, and callers share theirs
     m = sp.csr_array((probs, codes.astype(np.int64, copy=False), indptr.copy()), shape=(n, K))
     m.has_sorted_indices = False

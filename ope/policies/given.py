@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import scipy.sparse as sp
 
 from ope._validation import check_flag
 from ope.exceptions import DataFileError, PolicyError, SchemaError
@@ -46,6 +45,9 @@ from ope.policies._core import (
     trusted_distribution,
 )
 from ope.policies.join import logging_distribution
+
+if TYPE_CHECKING:  # scipy.sparse is imported where a matrix is built
+    import scipy.sparse as sp
 
 __all__ = [
     "PICKLE_SUFFIXES",
@@ -221,6 +223,8 @@ class ChosenActionPolicy:
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """One entry (probability 1) per row, at the chosen action."""
+        import scipy.sparse as sp
+
         logs = require_logs(logs, "ChosenActionPolicy.distribution")
         chosen = self._chosen(logs)
         index = action_index(logs, [chosen])
@@ -420,6 +424,8 @@ class ArrayPolicy:
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """The nonzero entries of each row (at its logged position), as a sparse matrix."""
+        import scipy.sparse as sp
+
         logs = require_logs(logs, "ArrayPolicy.distribution")
         a, pos = self._aligned(logs)
         arr = self._array
@@ -634,6 +640,8 @@ class ActionTablePolicy:
 
     def _matrix(self, index: Any, codes: npt.NDArray[np.int64]) -> sp.csr_array:
         """(positions, catalog) matrix of the table's probabilities, canonical CSR."""
+        import scipy.sparse as sp
+
         group = self.positions if self.positions is not None else np.zeros(codes.size, np.int64)
         levels, inverse = np.unique(group, return_inverse=True)
         m = sp.csr_array(
@@ -682,6 +690,8 @@ class ActionTablePolicy:
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """Each row's distribution at its logged position (the table's entries, repeated)."""
+        import scipy.sparse as sp
+
         logs = require_logs(logs, "ActionTablePolicy.distribution")
         index, codes, level = self._segments(logs)
         m = self._matrix(index, codes)

@@ -12,13 +12,12 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import scipy.sparse as sp
 
 from ope._progress import progress
 from ope._validation import check_flag, user_stacklevel
@@ -58,6 +57,9 @@ from ope.policies.table import (
     read_policy_table,
     whole_ids,
 )
+
+if TYPE_CHECKING:  # scipy.sparse is imported where a matrix is built
+    import scipy.sparse as sp
 
 __all__ = ["target_propensities", "logging_distribution"]
 
@@ -113,6 +115,8 @@ def logging_distribution(logs: BanditLogs) -> PolicyDistribution:
     >>> logging_distribution(logs).matrix.toarray().tolist()
     [[0.8, 0.2, 0.0], [0.5, 0.0, 0.5]]
     """
+    import scipy.sparse as sp
+
     logs = require_logs(logs, "logging_distribution")
     have = logs.table.column_names
     lacking = [c for c in ("candidates", "logging_distribution") if c not in have]
@@ -239,6 +243,8 @@ def _target_matrix(logs: BanditLogs, names: Sequence[str]) -> npt.NDArray[np.flo
 def _from_columns(
     logs: BanditLogs, names: Sequence[str], with_distributions: bool
 ) -> TargetPropensities:
+    import scipy.sparse as sp
+
     available = logs.target_policies
     if not names:
         raise PolicyError(
@@ -369,6 +375,8 @@ def _rows_to_csr(
     sort in C. Either way no sort of the whole table is needed, and callers detect duplicates by
     comparing ``nnz`` with the number of rows.
     """
+    import scipy.sparse as sp
+
     if event.size and bool(np.all(event[1:] >= event[:-1])):
         indptr = np.zeros(shape[0] + 1, dtype=np.int64)
         np.cumsum(np.bincount(event, minlength=shape[0]), out=indptr[1:])

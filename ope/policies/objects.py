@@ -19,7 +19,6 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
-import scipy.sparse as sp
 
 from ope._validation import check_label_kinds, check_names, check_real, describe
 from ope.context import context_matrix
@@ -229,6 +228,8 @@ class UniformPolicy(_PolicyBase):
         return np.where(inside, 1.0 / len(labels), 0.0)
 
     def _distribution(self, logs: BanditLogs, index: ActionIndex) -> PolicyDistribution:
+        import scipy.sparse as sp
+
         n = logs.n
         if index.candidates is not None:
             cand = candidate_sets(index, what="UniformPolicy")
@@ -329,6 +330,8 @@ class EpsilonGreedyPolicy:
 
     def distribution(self, logs: BanditLogs) -> PolicyDistribution:
         """The mixture, over the union of the two parts' action catalogs."""
+        import scipy.sparse as sp
+
         logs = require_logs(logs, "EpsilonGreedyPolicy.distribution")
         base = self.base.distribution(logs)
         if self.epsilon == 0.0:
@@ -387,6 +390,8 @@ class _ScorePolicy(_PolicyBase):
         self, logs: BanditLogs, index: ActionIndex
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int32], npt.NDArray[np.float64]]:
         """Per-row (indptr, codes, scores) over each row's support; -inf marks excluded actions."""
+        import scipy.sparse as sp
+
         owner = type(self).__name__
         n = logs.n
         if isinstance(self.scores, str):
@@ -492,6 +497,8 @@ class DeterministicPolicy(_ScorePolicy):
         self._validate_scores("DeterministicPolicy")
 
     def _distribution(self, logs: BanditLogs, index: ActionIndex) -> PolicyDistribution:
+        import scipy.sparse as sp
+
         n = logs.n
         indptr, codes, scores = self._segments(logs, index)
         row_max = np.maximum.reduceat(scores, indptr[:-1]) if n else np.zeros(0)
@@ -659,6 +666,8 @@ class ClassifierPolicy(_PolicyBase):
         ]
 
     def _distribution(self, logs: BanditLogs, index: ActionIndex) -> PolicyDistribution:
+        import scipy.sparse as sp
+
         n = logs.n
         classes = self._classes()
         codes = index.codes(
