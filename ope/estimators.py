@@ -76,7 +76,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -1162,28 +1162,54 @@ class WeightingEstimator(Estimator):
                 logging=not self.uses_weights,
             )
             return out
-        if self.uses_weights:
-            assert data.logging_propensity is not None and data.target_propensity is not None
-            p, t = data.logging_propensity, data.target_propensity
-        else:  # the logging value: every weight is one
-            p, t = np.ones(data.n), np.ones((data.n, 1))
-        mom = centered_moments(data.reward, p, t, max_weight=self.clip_level, chunk_size=chunk_size)
-        assert mom.checks is not None
-        check_after_pass(
-            mom.checks,
-            data.reward,
-            data.logging_propensity if self.uses_weights else None,
-            t,
-            data.reward_range,
-            rewards_checked=rewards_checked,
-        )
-        return estimates_from_moments(
-            self,
+        (out,) = _moment_pass([self], data, chunk_size=chunk_size, rewards_checked=rewards_checked)
+        return out
+
+
+def _moment_pass(
+    estimators: Sequence[WeightingEstimator],
+    data: _Inputs,
+    *,
+    chunk_size: int,
+    rewards_checked: bool,
+) -> list[list[Estimate]]:
+    """The estimates of ``estimators`` on unweighted rows from one pass of the moment kernel.
+
+    ``estimators`` have one clip level at most (the raw-weight statistics are accumulated in
+    every pass, so IPS and SNIPS ride on a clipped pass); the logging value comes alone (every
+    weight is one). ``data`` is shaped but not value-checked: the pass's checks are
+    (:func:`check_after_pass`). Per estimator, one Estimate per policy, backed by the rows.
+    """
+    levels = {e.clip_level for e in estimators if e.clip_level is not None}
+    assert len(levels) <= 1
+    weights = any(e.uses_weights for e in estimators)
+    if weights:
+        assert data.logging_propensity is not None and data.target_propensity is not None
+        p, t = data.logging_propensity, data.target_propensity
+    else:  # the logging value: every weight is one
+        p, t = np.ones(data.n), np.ones((data.n, 1))
+    mom = centered_moments(
+        data.reward, p, t, max_weight=levels.pop() if levels else None, chunk_size=chunk_size
+    )
+    assert mom.checks is not None
+    check_after_pass(
+        mom.checks,
+        data.reward,
+        data.logging_propensity if weights else None,
+        t,
+        data.reward_range,
+        rewards_checked=rewards_checked,
+    )
+    return [
+        estimates_from_moments(
+            est,
             mom,
             names=data.names,
-            source=lambda j: self._rows(data, j, mom.column(j)),
+            source=lambda j, est=est: est._rows(data, j, mom.column(j)),  # type: ignore[misc]
             reward_range=data.reward_range,
         )
+        for est in estimators  # loop over estimators
+    ]
 
 
 #: The note every DM estimate carries (its ci_low/ci_high are NaN).
@@ -2475,6 +2501,7 @@ def estimate_weighted_many(
     return [out[i] for i in range(len(weighting))]
 
 
+@overload
 def estimate_many(
     estimator: Estimator | str,
     *,
@@ -2489,14 +2516,52 @@ def estimate_many(
     rewards_checked: bool = False,
     sampling_weight: npt.ArrayLike | None = None,
     weight_name: str = "sampling_weight",
-) -> list[Estimate]:
-    """Estimate P candidate policies in one chunked pass over the rows.
+) -> list[Estimate]: ...
+
+
+@overload
+def estimate_many(
+    estimator: list[Estimator | str] | tuple[Estimator | str, ...],
+    *,
+    reward: npt.ArrayLike,
+    logging_propensity: npt.ArrayLike | None = None,
+    target_propensity: npt.ArrayLike | None = None,
+    q_logged: npt.ArrayLike | None = None,
+    q_target: npt.ArrayLike | None = None,
+    reward_range: Sequence[float] | None = None,
+    names: Sequence[str] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    rewards_checked: bool = False,
+    sampling_weight: npt.ArrayLike | None = None,
+    weight_name: str = "sampling_weight",
+) -> list[list[Estimate]]: ...
+
+
+def estimate_many(
+    estimator: Estimator | str | list[Estimator | str] | tuple[Estimator | str, ...],
+    *,
+    reward: npt.ArrayLike,
+    logging_propensity: npt.ArrayLike | None = None,
+    target_propensity: npt.ArrayLike | None = None,
+    q_logged: npt.ArrayLike | None = None,
+    q_target: npt.ArrayLike | None = None,
+    reward_range: Sequence[float] | None = None,
+    names: Sequence[str] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    rewards_checked: bool = False,
+    sampling_weight: npt.ArrayLike | None = None,
+    weight_name: str = "sampling_weight",
+) -> list[Estimate] | list[list[Estimate]]:
+    """Estimate P candidate policies with one estimator, or with several sharing one pass.
 
     Parameters
     ----------
-    estimator : estimator object or str
+    estimator : estimator object, str, or a list or tuple of them
         E.g. ``IPS()`` or ``"snips"`` (names with settings need objects or
-        :func:`get_estimator`).
+        :func:`get_estimator`). A list or tuple, e.g. ``["ips", "snips",
+        ClippedIPS(max_weight=20.0)]``, estimates every one of them on the same rows: the
+        weighting estimators (IPS, clipped IPS, SNIPS) from one pass of the moment kernel
+        (see Notes), and the result is one list per estimator.
     reward : array_like, shape (n,)
         Observed rewards.
     logging_propensity : array_like, shape (n,)
@@ -2522,16 +2587,31 @@ def estimate_many(
 
     Returns
     -------
-    list of Estimate
-        One per policy, in column order. Arrays the estimator does not use are ignored.
+    list of Estimate, or list of list of Estimate
+        For one estimator, one Estimate per policy, in column order. For a list or tuple of
+        estimators, one such list per estimator, in the order given (``ips, snips =
+        estimate_many(["ips", "snips"], ...)``); each Estimate equals the one-estimator call's.
+        Arrays an estimator does not use are ignored.
+
+    Raises
+    ------
+    ope.ParameterError
+        An unknown estimator name, an object that is not an ope estimator, or an empty list.
 
     Notes
     -----
-    Per chunk the weights form one (chunk, P) block and the per-policy sums are reduced
-    column-wise, so no Python code runs per row or per policy-row. Two chunked passes: the first
-    gives the column means of the components (hence the values), the second the sum of squared
-    influence terms :math:`\\psi_i=\\nabla g\\cdot(A_i-\\bar A)`; this two-pass variance stays
-    exact (e.g. exactly 0) where a one-pass sum-of-squares formula would cancel catastrophically.
+    The weighting estimators (IPS, clipped IPS, SNIPS) come from one pass of the moment
+    kernel (:func:`ope.moments.centered_moments`), which accumulates the centred moments of
+    the raw and the clipped weights at once: a list of them costs one read of the rows (one
+    per distinct clip level of its clipped estimators), with sampling weights too
+    (:func:`estimate_weighted_many`). The others (DM and the DR family, whose per-row terms
+    need the reward model) make two chunked passes each: per chunk the components form one
+    (chunk, k, P) block reduced column-wise, so no Python code runs per row or per
+    policy-row; the first pass gives the column means of the components (hence the values),
+    the second the sum of squared influence terms
+    :math:`\\psi_i=\\nabla g\\cdot(A_i-\\bar A)`; this two-pass variance stays exact
+    (e.g. exactly 0) where a one-pass sum-of-squares formula would cancel catastrophically.
+    Their inputs are checked once for all of them.
 
     References
     ----------
@@ -2548,15 +2628,31 @@ def estimate_many(
     ...                     names=["greedy", "logger"])
     >>> [(e.policy, e.value) for e in res]
     [('greedy', 1.0), ('logger', 0.6666666666666666)]
+
+    Several estimators on the same rows, from one pass of the kernel:
+
+    >>> ips, snips = estimate_many(["ips", "snips"], reward=np.array([1.0, 0.0, 1.0]),
+    ...                            logging_propensity=np.array([0.5, 0.5, 0.5]),
+    ...                            target_propensity=np.array([[1.0], [0.0], [0.5]]))
+    >>> ips[0].value, snips[0].value
+    (1.0, 1.0)
     """
-    if isinstance(estimator, str) and estimator.lower() not in ESTIMATORS:
-        raise unknown_estimator(estimator, "estimator")
-    est = get_estimator(estimator) if isinstance(estimator, str) else estimator
-    if not isinstance(est, Estimator) or isinstance(est, LoggingValue):
-        raise ParameterError(
-            f"`estimator` must be an ope estimator or one of {', '.join(ESTIMATORS)}; got "
-            f"{estimator!r}."
+    if isinstance(estimator, (list, tuple)):
+        return _estimate_several(
+            estimator,
+            reward=reward,
+            logging_propensity=logging_propensity,
+            target_propensity=target_propensity,
+            q_logged=q_logged,
+            q_target=q_target,
+            reward_range=reward_range,
+            names=names,
+            chunk_size=chunk_size,
+            rewards_checked=rewards_checked,
+            sampling_weight=sampling_weight,
+            weight_name=weight_name,
         )
+    est = _resolved_estimator(estimator, "estimator")
     data = _validate(
         est,
         reward=reward,
@@ -2574,3 +2670,106 @@ def estimate_many(
     if isinstance(est, WeightingEstimator):
         return est._run(data, chunk_size=chunk_size, rewards_checked=rewards_checked)
     return est._run(data, chunk_size=chunk_size)
+
+
+def _resolved_estimator(estimator: Any, argument: str) -> Estimator:
+    """The estimator object of one entry of :func:`estimate_many`'s ``estimator``."""
+    if isinstance(estimator, str) and estimator.lower() not in ESTIMATORS:
+        raise unknown_estimator(estimator, argument)
+    est = get_estimator(estimator) if isinstance(estimator, str) else estimator
+    if not isinstance(est, Estimator) or isinstance(est, LoggingValue):
+        raise ParameterError(
+            f"`{argument}` must be an ope estimator or one of {', '.join(ESTIMATORS)}; got "
+            f"{describe(estimator)}."
+        )
+    return est
+
+
+def _estimate_several(
+    estimators: Sequence[Any],
+    *,
+    reward: npt.ArrayLike,
+    logging_propensity: npt.ArrayLike | None,
+    target_propensity: npt.ArrayLike | None,
+    q_logged: npt.ArrayLike | None,
+    q_target: npt.ArrayLike | None,
+    reward_range: Sequence[float] | None,
+    names: Sequence[str] | None,
+    chunk_size: int,
+    rewards_checked: bool,
+    sampling_weight: npt.ArrayLike | None,
+    weight_name: str,
+) -> list[list[Estimate]]:
+    """:func:`estimate_many` of a list of estimators: the weighting ones from one pass of the
+    kernel per clip level (the unclipped ones ride on a clipped pass), the others from their
+    own passes over inputs checked once per kind of input."""
+    if not estimators:
+        raise ParameterError(
+            "`estimator` is an empty list; give one estimator or a list of them, e.g. "
+            "estimator=['ips', 'snips']."
+        )
+    ests = [_resolved_estimator(e, f"estimator[{i}]") for i, e in enumerate(estimators)]
+    out: dict[int, list[Estimate]] = {}
+    arrays: dict[str, Any] = {
+        "reward": reward,
+        "logging_propensity": logging_propensity,
+        "target_propensity": target_propensity,
+        "reward_range": reward_range,
+        "names": names,
+        "rewards_checked": rewards_checked,
+        "sampling_weight": sampling_weight,
+        "weight_name": weight_name,
+    }
+    moment = [i for i, e in enumerate(ests) if isinstance(e, WeightingEstimator)]
+    if moment and sampling_weight is not None:  # one weighted pass per clip level
+        data = _validate(ests[moment[0]], q_logged=None, q_target=None, deferred=True, **arrays)
+        assert data.logging_propensity is not None and data.target_propensity is not None
+        assert data.sampling_weight is not None
+        found = estimate_weighted_many(
+            [ests[i] for i in moment],
+            reward=data.reward,
+            logging_propensity=data.logging_propensity,
+            target_propensity=data.target_propensity,
+            sampling_weight=data.sampling_weight,
+            weight_name=weight_name,
+            reward_range=data.reward_range,
+            names=names,
+            chunk_size=chunk_size,
+            rewards_checked=rewards_checked,
+        )
+        out.update(zip(moment, found))
+    elif moment:  # one pass of the kernel per clip level
+        data = _validate(ests[moment[0]], q_logged=None, q_target=None, deferred=True, **arrays)
+        by_level: dict[float | None, list[int]] = {}
+        for i in moment:  # loop over estimators
+            by_level.setdefault(ests[i].clip_level, []).append(i)  # type: ignore[attr-defined]
+        clipped = [level for level in by_level if level is not None]
+        if clipped and None in by_level:  # the unclipped ones ride on a clipped pass
+            by_level[clipped[0]] += by_level.pop(None)
+        for idx in by_level.values():  # loop over clip levels
+            group = [ests[i] for i in idx]
+            found = _moment_pass(
+                group,  # type: ignore[arg-type]
+                data,
+                chunk_size=chunk_size,
+                rewards_checked=rewards_checked,
+            )
+            out.update(zip(idx, found))
+    checked: dict[tuple[bool, tuple[str, ...]], _Inputs] = {}
+    for i, est in enumerate(ests):  # loop over estimators: DM and the DR family
+        if i in out:
+            continue
+        key = (est.uses_weights, est.needs)
+        if key not in checked:  # the value checks once per kind of input
+            checked[key] = _validate(
+                est,
+                **{
+                    **arrays,
+                    "logging_propensity": logging_propensity if est.uses_weights else None,
+                    "target_propensity": target_propensity if est.uses_weights else None,
+                },
+                q_logged=q_logged if "q_logged" in est.needs else None,
+                q_target=q_target if "q_target" in est.needs else None,
+            )
+        out[i] = est._run(checked[key], chunk_size=chunk_size)
+    return [out[i] for i in range(len(ests))]
