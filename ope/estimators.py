@@ -809,6 +809,11 @@ def _from_units(
     return value, se
 
 
+#: Entries (rows x components x policies) up to which the per-row components of a chunked
+#: estimate are kept between its two passes rather than computed twice (32 MB of float64).
+KEPT_COMPONENTS: Final = 1 << 22
+
+
 class Estimator(ABC):
     """The shared template; subclasses supply the step that differs.
 
@@ -969,9 +974,19 @@ class Estimator(ABC):
 
     def _blocks(self, data: _Inputs, scale: float = 1.0) -> Callable[[slice], tuple[Any, Any, Any]]:
         """Per block of rows: the components (c, k, P), the raw and the used weights (c, P);
-        rewards and model predictions in units of ``scale`` (see :func:`_reward_scale`)."""
+        rewards and model predictions in units of ``scale`` (see :func:`_reward_scale`).
+
+        When every block's components fit in :data:`KEPT_COMPONENTS` entries, each is kept
+        after it is first computed and handed out (then dropped) when the same block is asked
+        for again: the second pass of :func:`ope.moments.component_moments` reads them instead
+        of computing the weights and components again (the same numbers, bit for bit).
+        """
+        keep = data.n * self.n_components * len(data.names) <= KEPT_COMPONENTS
+        kept: dict[int, np.ndarray] = {}
 
         def block(sl: slice) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+            if sl.start in kept:  # the second pass over a kept block
+                return kept.pop(sl.start), None, None
             r = _in_units(data.reward[sl], scale)
             raw = w = None
             if self.uses_weights:
@@ -980,7 +995,10 @@ class Estimator(ABC):
                 w = self._transform(raw)
             ql = None if data.q_logged is None else _in_units(data.q_logged[sl], scale)
             qt = None if data.q_target is None else _in_units(data.q_target[sl], scale)
-            return self._components(r, w, ql, qt), raw, w
+            components = self._components(r, w, ql, qt)
+            if keep:
+                kept[sl.start] = components
+            return components, raw, w
 
         return block
 

@@ -24,6 +24,7 @@ from ope.estimators import (
     SwitchDR,
     estimate_many,
 )
+from ope.evaluation import EvaluationPlan
 from ope.exceptions import ParameterError
 
 N, P_COLS = 3000, 3
@@ -181,3 +182,73 @@ def test_the_result_of_a_list_equals_evaluate(rows):
             assert table.loc[(e.policy, e.estimator), "std_error"] == pytest.approx(
                 e.std_error, rel=1e-12
             )
+
+
+@pytest.fixture(scope="module")
+def logs(rows: dict[str, Any]) -> Any:
+    return ope.read_logs(
+        pd.DataFrame(
+            {
+                "action": np.zeros(N, dtype=int),
+                "propensity": rows["logging_propensity"],
+                "reward": rows["reward"],
+                **{f"target__{x}": rows["target_propensity"][:, j] for j, x in enumerate("abc")},
+            }
+        )
+    )
+
+
+def test_diagnose_after_evaluate_reads_no_moment_pass_and_changes_no_number(logs, kernel_passes):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plan = EvaluationPlan.build(
+            estimators=("ips", "snips", "clipped_ips"), max_weight=5.0, reward_range=(0.0, 1.0)
+        )
+        ev = plan.run(logs)
+        assert kernel_passes.passes == 1  # the evaluation's one pass
+        reused = plan.diagnose(logs, statistics=ev.statistics)
+        assert kernel_passes.passes == 1  # every moment of the diagnosis came from it
+        fresh = plan.diagnose(logs)
+        assert kernel_passes.passes == 2  # without the statistics: a pass of its own
+    a, b = reused.table(), fresh.table()
+    assert list(a.columns) == list(b.columns)
+    for column in a.columns:
+        if pd.api.types.is_float_dtype(a[column]):
+            np.testing.assert_allclose(a[column], b[column], rtol=1e-12, atol=1e-15)
+        else:
+            assert a[column].tolist() == b[column].tolist()
+
+
+def test_diagnose_refuses_the_statistics_of_another_clip_level(logs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = ope.evaluate(logs, estimators=("ips", "clipped_ips"), max_weight=5.0)
+        with pytest.raises(ParameterError, match="other rows or settings"):
+            ope.diagnose(logs, max_weight=3.0, statistics=ev.statistics)
+
+
+def test_the_command_lines_diagnostics_ride_on_the_evaluations_pass(
+    logs, tmp_path, kernel_passes, capsys
+):
+    from ope.cli import EXIT_OK, main
+
+    path = tmp_path / "logs.parquet"
+    logs.table.to_pandas().to_parquet(path)
+    code = main(
+        [
+            "evaluate",
+            str(path),
+            "--estimator",
+            "ips",
+            "--estimator",
+            "snips",
+            "--reward-range",
+            "0",
+            "1",
+            "--json",
+        ]
+    )
+    assert code == EXIT_OK
+    document = capsys.readouterr().out
+    assert '"diagnostics"' in document
+    assert kernel_passes.passes == 1  # the evaluation's pass; the diagnostics read its moments
