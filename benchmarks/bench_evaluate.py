@@ -27,8 +27,9 @@ logs with exact ground truth (16 context groups, 10 actions, Bernoulli rewards):
 5. The speed targets' ratios (``floor`` in the result): ``evaluate`` against the memory floor (``np.sum``
    over every column it reads: one read of the input bytes), the numpy baseline cold (a fresh
    (n, P) temporary per call) and warm (reused blocks) against the same floor, ``estimate_many``
-   of the 3 estimators in one call (one pass of the moment kernel; target <= 1.2x), the same in
-   3 calls (one pass each, for reference) and the 24 single ``.estimate`` calls against
+   of the 3 estimators in one call (one pass of the moment kernel; target <= 1.2x), the same
+   on a column-major copy of the matrix (the kernel's transposition of the row-major one
+   is the difference), the same in 3 calls (one pass each, for reference) and the 24 single ``.estimate`` calls against
    ``evaluate`` (the same estimates), SNIPS against IPS; ``scaling``: evaluate's ns/row from 1M to 16M rows; ``jit``: the kernel's first
    call in fresh interpreters (compiling into an empty numba cache, loading a warm cache, the
    numpy fallback).
@@ -265,8 +266,9 @@ def _estimator_objects() -> list[Any]:
     return [IPS(), SNIPS(), ClippedIPS(max_weight=MAX_WEIGHT)]
 
 
-def run_estimate_many(data: dict[str, Any]) -> list[list[Any]]:
-    """The three estimators in one ``estimate_many`` call: one pass of the moment kernel."""
+def run_estimate_many(data: dict[str, Any], target: np.ndarray | None = None) -> list[list[Any]]:
+    """The three estimators in one ``estimate_many`` call: one pass of the moment kernel (over
+    ``target``, by default the row-major (n, P) matrix of ``data``)."""
     from ope.estimators import estimate_many
 
     with warnings.catch_warnings():
@@ -275,7 +277,7 @@ def run_estimate_many(data: dict[str, Any]) -> list[list[Any]]:
             _estimator_objects(),
             reward=data["reward"],
             logging_propensity=data["propensity"],
-            target_propensity=data["target"],
+            target_propensity=data["target"] if target is None else target,
             names=data["names"],
         )
 
@@ -381,6 +383,9 @@ def bench_floor(data: dict[str, Any], logs: Any, *, rounds: int) -> dict[str, An
     included) and warm (the same arithmetic in reused 2**18-row blocks), in one interleaved run.
     """
     columns = target_columns(data)
+    # the same matrix in column-major order: the kernel reads its columns as they are, where
+    # the row-major one is transposed block by block in cache (the difference is that cost)
+    fortran = np.asfortranarray(data["target"])
     cases = {
         "floor": lambda: floor_pass(logs),
         "numpy_cold": lambda: numpy_baseline(data),
@@ -388,6 +393,7 @@ def bench_floor(data: dict[str, Any], logs: Any, *, rounds: int) -> dict[str, An
         "evaluate": lambda: run_evaluate(logs),
         "estimate_many_x3": lambda: run_estimate_many(data),
         "estimate_many_3_calls": lambda: run_estimate_many_separately(data),
+        "estimate_many_x3_column_major": lambda: run_estimate_many(data, fortran),
         "single_estimates_x3P": lambda: run_singles(data, columns),
         "ips_single": lambda: run_single("ips", data, columns[0]),
         "snips_single": lambda: run_single("snips", data, columns[0]),
@@ -402,6 +408,9 @@ def bench_floor(data: dict[str, Any], logs: Any, *, rounds: int) -> dict[str, An
         "estimate_many_vs_evaluate": ratio(times.wall["estimate_many_x3"], times.wall["evaluate"]),
         "estimate_many_3_calls_vs_evaluate": ratio(
             times.wall["estimate_many_3_calls"], times.wall["evaluate"]
+        ),
+        "estimate_many_column_major_vs_evaluate": ratio(
+            times.wall["estimate_many_x3_column_major"], times.wall["evaluate"]
         ),
         "single_estimates_vs_evaluate": ratio(
             times.wall["single_estimates_x3P"], times.wall["evaluate"]
