@@ -250,9 +250,11 @@ def _validate(
     sampling_weight: npt.ArrayLike | None = None,
     weight_name: str = "sampling_weight",
 ) -> _Inputs:
-    """Shapes and types of every input; with ``deferred`` (the weighting estimators) the value
-    checks (finite rewards, propensity ranges, rewards within ``reward_range``) are left to
-    :func:`check_after_pass`, which reads what the moment kernel saw during its one pass."""
+    """Shapes and types of every input; with ``deferred`` the value checks (finite rewards and
+    model predictions, propensity ranges, rewards within ``reward_range``) are left to the
+    estimate's pass: :func:`check_after_pass` reads what the moment kernel saw (weighting
+    estimators), :class:`_BlockRanges` what the chunked pass of the others saw (rows without
+    sampling weights)."""
     rr = check_reward_range(reward_range)
     r = as_float_array(reward, "reward", ndim=(1,))
     peak = None if deferred else _finite_peak(r, "reward")
@@ -309,11 +311,13 @@ def _validate(
             ql = as_float_array(q_logged, "q_logged", ndim=(1,))  # type: ignore[arg-type]
             if ql.shape[0] != n:
                 raise ValidationError(f"`q_logged` has {ql.shape[0]} rows but `reward` has {n}.")
-            peak = max(peak or 0.0, _finite_peak(ql, "q_logged"))
+            if not deferred:
+                peak = max(peak or 0.0, _finite_peak(ql, "q_logged"))
         qt = as_float_array(q_target, "q_target", ndim=(1, 2))  # type: ignore[arg-type]
         if qt.shape[0] != n:
             raise ValidationError(f"`q_target` has {qt.shape[0]} rows but `reward` has {n}.")
-        peak = max(peak or 0.0, _finite_peak(qt, "q_target"))
+        if not deferred:
+            peak = max(peak or 0.0, _finite_peak(qt, "q_target"))
         if qt.ndim == 1:
             qt = qt[:, None]
         if n_pol is not None and qt.shape[1] != n_pol:
@@ -809,6 +813,60 @@ def _from_units(
     return value, se
 
 
+class _BlockRanges:
+    """The ranges of the inputs of a chunked estimate, gathered block by block during its pass
+    (each block read once, while in cache), and the input checks they settle afterwards."""
+
+    def __init__(self) -> None:
+        self.low: dict[str, float] = {}
+        self.high: dict[str, float] = {}
+
+    def add(self, data: _Inputs, sl: slice) -> None:
+        for name in ("reward", "logging_propensity", "target_propensity", "q_logged", "q_target"):
+            arr = getattr(data, name)
+            if arr is None or not arr[sl].size:
+                continue
+            block = arr[sl]
+            low, high = float(block.min()), float(block.max())
+            self.low[name] = min(self.low.get(name, math.inf), low)
+            self.high[name] = max(self.high.get(name, -math.inf), high)
+            if math.isnan(low) or math.isnan(high):  # min/max of a block with a NaN are NaN
+                self.low[name] = self.high[name] = math.nan
+
+    def checked(self, data: _Inputs, *, rewards_checked: bool) -> float:
+        """The largest magnitude of the rewards and model predictions, once every input is as
+        required; otherwise the eager validators run, in their order, and raise with the
+        column, the count and the first row."""
+        lo, hi = self.low, self.high
+        finite = all(
+            math.isfinite(lo[k]) and math.isfinite(hi[k])
+            for k in ("reward", "q_logged", "q_target")
+            if k in lo
+        )
+        ok = finite
+        if data.logging_propensity is not None and data.target_propensity is not None:
+            p_lo, p_hi = lo["logging_propensity"], hi["logging_propensity"]
+            ok = ok and p_lo > 0.0 and p_hi <= 1.0 and p_lo * MAX_FINITE_WEIGHT >= 1.0
+            ok = ok and lo["target_propensity"] >= 0.0 and hi["target_propensity"] <= 1.0
+        rr = data.reward_range
+        if rr is not None and not rewards_checked:
+            ok = ok and lo["reward"] >= rr[0] and hi["reward"] <= rr[1]
+        if not ok:
+            _finite_peak(data.reward, "reward")
+            if data.logging_propensity is not None and data.target_propensity is not None:
+                validated_pair(data.logging_propensity, data.target_propensity)
+            if data.q_logged is not None:
+                _finite_peak(data.q_logged, "q_logged")
+            if data.q_target is not None:
+                _finite_peak(data.q_target, "q_target")
+            if not rewards_checked:
+                check_rewards_in_range(data.reward, rr)
+        return max(
+            (max(abs(lo[k]), abs(hi[k])) for k in ("reward", "q_logged", "q_target") if k in lo),
+            default=0.0,
+        )
+
+
 #: Entries (rows x components x policies) up to which the per-row components of a chunked
 #: estimate are kept between its two passes rather than computed twice (32 MB of float64).
 KEPT_COMPONENTS: Final = 1 << 22
@@ -972,14 +1030,18 @@ class Estimator(ABC):
             **weighted,
         )
 
-    def _blocks(self, data: _Inputs, scale: float = 1.0) -> Callable[[slice], tuple[Any, Any, Any]]:
+    def _blocks(
+        self, data: _Inputs, scale: float = 1.0, ranges: _BlockRanges | None = None
+    ) -> Callable[[slice], tuple[Any, Any, Any]]:
         """Per block of rows: the components (c, k, P), the raw and the used weights (c, P);
         rewards and model predictions in units of ``scale`` (see :func:`_reward_scale`).
 
         When every block's components fit in :data:`KEPT_COMPONENTS` entries, each is kept
         after it is first computed and handed out (then dropped) when the same block is asked
         for again: the second pass of :func:`ope.moments.component_moments` reads them instead
-        of computing the weights and components again (the same numbers, bit for bit).
+        of computing the weights and components again (the same numbers, bit for bit). With
+        ``ranges``, the ranges of the inputs of each block are gathered the first time it is
+        read (while it is in cache), for the deferred input checks.
         """
         keep = data.n * self.n_components * len(data.names) <= KEPT_COMPONENTS
         kept: dict[int, np.ndarray] = {}
@@ -987,6 +1049,8 @@ class Estimator(ABC):
         def block(sl: slice) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
             if sl.start in kept:  # the second pass over a kept block
                 return kept.pop(sl.start), None, None
+            if ranges is not None:
+                ranges.add(data, sl)
             r = _in_units(data.reward[sl], scale)
             raw = w = None
             if self.uses_weights:
@@ -1002,12 +1066,30 @@ class Estimator(ABC):
 
         return block
 
-    def _run(self, data: _Inputs, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Estimate]:
+    def _run(
+        self, data: _Inputs, *, chunk_size: int = DEFAULT_CHUNK_SIZE, rewards_checked: bool = False
+    ) -> list[Estimate]:
         if data.sampling_weight is not None:
             return self._run_weighted(data, chunk_size=chunk_size)
         n = data.n
-        scale = _reward_scale(data)
-        cm = component_moments(self._blocks(data, scale), n, self._gradient, chunk_size=chunk_size)
+        if data.peak is None:  # deferred checks: read off the pass, which runs at scale 1
+            ranges = _BlockRanges()
+            with np.errstate(all="ignore"):  # the inputs are judged after the pass
+                cm = component_moments(
+                    self._blocks(data, 1.0, ranges), n, self._gradient, chunk_size=chunk_size
+                )
+            peak = ranges.checked(data, rewards_checked=rewards_checked)
+            scale = power_of_two_scale(peak) if peak >= _SCALED_FROM else 1.0
+            if scale != 1.0:  # large rewards: the pass again, in units of the scale
+                data = dataclasses.replace(data, peak=peak)
+                cm = component_moments(
+                    self._blocks(data, scale), n, self._gradient, chunk_size=chunk_size
+                )
+        else:
+            scale = _reward_scale(data)
+            cm = component_moments(
+                self._blocks(data, scale), n, self._gradient, chunk_size=chunk_size
+            )
         out = []
         for j, label in enumerate(data.names):  # loop over policies, not rows
             summary = cm.weight_summary(j) if self.uses_weights else None
@@ -1033,7 +1115,8 @@ class Estimator(ABC):
         return out
 
     def _estimate_one(self, **arrays: Any) -> Estimate:
-        data = _validate(self, names=None, deferred=isinstance(self, WeightingEstimator), **arrays)
+        deferred = isinstance(self, WeightingEstimator) or arrays.get("sampling_weight") is None
+        data = _validate(self, names=None, deferred=deferred, **arrays)
         if data.target_propensity is not None and data.target_propensity.shape[1] != 1:
             raise ValidationError(
                 f"{self.name}.estimate takes one candidate policy (target_propensity of shape "
@@ -2681,13 +2764,11 @@ def estimate_many(
         reward_range=reward_range,
         names=names,
         rewards_checked=rewards_checked,
-        deferred=isinstance(est, WeightingEstimator),
+        deferred=isinstance(est, WeightingEstimator) or sampling_weight is None,
         sampling_weight=sampling_weight,
         weight_name=weight_name,
     )
-    if isinstance(est, WeightingEstimator):
-        return est._run(data, chunk_size=chunk_size, rewards_checked=rewards_checked)
-    return est._run(data, chunk_size=chunk_size)
+    return est._run(data, chunk_size=chunk_size, rewards_checked=rewards_checked)
 
 
 def _resolved_estimator(estimator: Any, argument: str) -> Estimator:
@@ -2788,6 +2869,7 @@ def _estimate_several(
                 },
                 q_logged=q_logged if "q_logged" in est.needs else None,
                 q_target=q_target if "q_target" in est.needs else None,
+                deferred=sampling_weight is None,  # then checked from what each pass saw
             )
-        out[i] = est._run(checked[key], chunk_size=chunk_size)
+        out[i] = est._run(checked[key], chunk_size=chunk_size, rewards_checked=rewards_checked)
     return [out[i] for i in range(len(ests))]

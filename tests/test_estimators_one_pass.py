@@ -252,3 +252,40 @@ def test_the_command_lines_diagnostics_ride_on_the_evaluations_pass(
     document = capsys.readouterr().out
     assert '"diagnostics"' in document
     assert kernel_passes.passes == 1  # the evaluation's pass; the diagnostics read its moments
+
+
+@pytest.mark.parametrize(
+    ("column", "row", "value", "message"),
+    [
+        ("q_target", N - 5, np.nan, "q_target"),
+        ("q_logged", 7, np.inf, "q_logged"),
+        ("reward", N - 1, np.nan, "reward"),
+        ("target_propensity", N // 2, 1.5, "target_propensity"),
+        ("logging_propensity", N - 2, 0.0, "logging_propensity"),
+    ],
+)
+def test_dr_checks_its_inputs_from_what_its_pass_saw(rows, column, row, value, message):
+    """The model estimators' value checks ride on their chunked pass: a bad value in any
+    block (the first, a middle or the last one) is still found and named."""
+    bad = {k: np.array(v, dtype=float, copy=True) for k, v in rows.items() if k != "names"}
+    bad[column][row] = value
+    for est in (DR(), SNDR(), DM()):
+        if column not in ("reward", "q_target") and not est.uses_weights:
+            continue  # DM reads neither the propensities nor q_logged
+        with pytest.raises(ope.ValidationError, match=message):
+            estimate_many(est, chunk_size=256, **bad)
+
+
+def test_dr_with_large_rewards_equals_the_scaled_pass(rows):
+    """Rewards past 2**64 are computed in units of a power of two (as when checked first)."""
+    big = {k: v for k, v in rows.items() if k != "names"}
+    factor = 2.0**70
+    big = {**big, "reward": big["reward"] * factor, "q_logged": big["q_logged"] * factor}
+    big["q_target"] = big["q_target"] * factor
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scaled = estimate_many(DR(), **big)
+        plain = estimate_many(DR(), **{k: v for k, v in rows.items() if k != "names"})
+    for a, b in zip(scaled, plain):
+        assert a.value == b.value * factor
+        assert a.std_error == b.std_error * factor
