@@ -2479,6 +2479,28 @@ def get_estimator(
     return ESTIMATORS[key](**given)
 
 
+def _clip_level_groups(estimators: Sequence[WeightingEstimator]) -> list[list[int]]:
+    """The positions of ``estimators`` grouped by the pass of the moment kernel that computes
+    them: one group per distinct clip level, the unclipped ones riding on the first clipped
+    pass (every pass accumulates the raw-weight statistics too).
+
+    Examples
+    --------
+    >>> from ope.estimators import IPS, SNIPS, ClippedIPS, _clip_level_groups
+    >>> _clip_level_groups([IPS(), ClippedIPS(max_weight=5.0), SNIPS()])
+    [[1, 0, 2]]
+    >>> _clip_level_groups([ClippedIPS(max_weight=5.0), ClippedIPS(max_weight=9.0)])
+    [[0], [1]]
+    """
+    by_level: dict[float | None, list[int]] = {}
+    for i, est in enumerate(estimators):  # loop over estimators
+        by_level.setdefault(est.clip_level, []).append(i)
+    clipped = [level for level in by_level if level is not None]
+    if clipped and None in by_level:  # the unclipped ones ride on a clipped pass
+        by_level[clipped[0]] += by_level.pop(None)
+    return list(by_level.values())
+
+
 def estimate_weighted_many(
     estimators: Sequence[Estimator | str],
     *,
@@ -2575,13 +2597,7 @@ def estimate_weighted_many(
     n_pol = len(target) if isinstance(target, list) else target.shape[1]
     labels = policy_labels(names, n_pol)
     out: dict[int, list[Estimate]] = {}
-    by_level: dict[float | None, list[int]] = {}
-    for i, est in enumerate(weighting):  # loop over estimators: one pass per clip level
-        by_level.setdefault(est.clip_level, []).append(i)
-    clipped = [lv for lv in by_level if lv is not None]
-    if clipped and None in by_level:  # the unclipped ones ride on a clipped pass
-        by_level[clipped[0]] += by_level.pop(None)
-    for idx in by_level.values():
+    for idx in _clip_level_groups(weighting):  # one pass per clip level
         group = [weighting[i] for i in idx]
         for i, res in zip(
             idx,
@@ -2839,21 +2855,15 @@ def _estimate_several(
         out.update(zip(moment, found))
     elif moment:  # one pass of the kernel per clip level
         data = _validate(ests[moment[0]], q_logged=None, q_target=None, deferred=True, **arrays)
-        by_level: dict[float | None, list[int]] = {}
-        for i in moment:  # loop over estimators
-            by_level.setdefault(ests[i].clip_level, []).append(i)  # type: ignore[attr-defined]
-        clipped = [level for level in by_level if level is not None]
-        if clipped and None in by_level:  # the unclipped ones ride on a clipped pass
-            by_level[clipped[0]] += by_level.pop(None)
-        for idx in by_level.values():  # loop over clip levels
-            group = [ests[i] for i in idx]
+        weighting = [ests[i] for i in moment]
+        for idx in _clip_level_groups(weighting):  # type: ignore[arg-type]
             found = _moment_pass(
-                group,  # type: ignore[arg-type]
+                [weighting[i] for i in idx],  # type: ignore[misc]
                 data,
                 chunk_size=chunk_size,
                 rewards_checked=rewards_checked,
             )
-            out.update(zip(idx, found))
+            out.update(zip([moment[i] for i in idx], found))
     checked: dict[tuple[bool, tuple[str, ...]], _Inputs] = {}
     for i, est in enumerate(ests):  # loop over estimators: DM and the DR family
         if i in out:
