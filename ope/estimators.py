@@ -2728,7 +2728,10 @@ def estimate_many(
     the second the sum of squared influence terms
     :math:`\\psi_i=\\nabla g\\cdot(A_i-\\bar A)`; this two-pass variance stays exact
     (e.g. exactly 0) where a one-pass sum-of-squares formula would cancel catastrophically.
-    Their inputs are checked once for all of them.
+    The second pass reads the components kept from the first when they fit in
+    :data:`KEPT_COMPONENTS` entries (then each such estimator reads the rows once), and the
+    input checks read the ranges the first pass saw (without sampling weights): in a list,
+    each of DM and the DR family still reads the rows on its own.
 
     References
     ----------
