@@ -16,6 +16,17 @@ at least five for a reported number), each with wall-clock and CPU (process) tim
   arithmetic and varies with what ran before; this variant is the arithmetic alone, the
   strictest baseline.
 
+A second interleaved run times the diagnostics of ``ope.evaluate``'s logs the way the command
+line runs them (``after_evaluate`` in the result; skipped by ``--no-after-evaluate``):
+
+* ``evaluate`` -- ``ope.evaluate`` of the P candidates (``target__`` columns of in-memory logs)
+  with IPS, SNIPS and clipped IPS, a clip level and a reward range;
+* ``diagnose_after_evaluate`` -- ``ope.diagnose`` of the same logs, candidates and clip level
+  given that evaluation's ``statistics`` (every moment is read from them: no pass of the moment
+  kernel; the diagnostics' own pass, histograms, KL sums, clip profile and exact quantiles,
+  still reads the rows), without segment columns (target: <= 1.5x ``evaluate``);
+* ``diagnose_alone`` -- the same without the statistics (its own moment pass), for reference.
+
 The issue's target is diagnostics / evaluation <= 2; the ratio to the minimal numpy pass is
 reported too. CPU-time ratios are the less noisy ones on a shared machine (a descheduled process
 keeps its wall clock running, not its CPU clock); both are written, with the paired per-round
@@ -65,6 +76,9 @@ from ope.exceptions import OPEWarning  # noqa: E402
 
 #: The issue's target for diagnostics / evaluation pass.
 TARGET_RATIO: Final = 2.0
+
+#: The target for diagnose after evaluate / evaluate (the evaluation's statistics reused).
+TARGET_AFTER_EVALUATE: Final = 1.5
 
 #: Clip level and reward range given to the diagnostics (every statistic is computed).
 MAX_WEIGHT: Final = 50.0
@@ -143,6 +157,70 @@ def run_estimator(name: str, data: dict[str, Any]) -> list[Any]:
         )
 
 
+def bench_after_evaluate(data: dict[str, Any], rounds: int) -> dict[str, Any]:
+    """``ope.diagnose`` given an evaluation's statistics against that ``ope.evaluate`` (and the
+    diagnostics without them), on in-memory logs of the same rows, interleaved."""
+    import pyarrow as pa
+
+    import ope
+
+    n, n_pol = data["target"].shape
+    columns: dict[str, Any] = {
+        "action": np.zeros(n, dtype=np.int64),
+        "propensity": data["p"],
+        "reward": data["reward"],
+    }
+    columns.update(
+        {f"target__c{j}": np.ascontiguousarray(data["target"][:, j]) for j in range(n_pol)}
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OPEWarning)
+        logs = ope.read_logs(pa.table(columns))
+
+    def evaluate() -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OPEWarning)
+            return ope.evaluate(
+                logs,
+                estimators=("ips", "snips", "clipped_ips"),
+                max_weight=MAX_WEIGHT,
+                reward_range=REWARD_RANGE,
+            )
+
+    statistics = evaluate().statistics
+
+    def diagnose(reuse: bool) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OPEWarning)
+            return ope.diagnose(
+                logs,
+                max_weight=MAX_WEIGHT,
+                reward_range=REWARD_RANGE,
+                statistics=statistics if reuse else None,
+            ).table()
+
+    # the benchmark checks itself: the statistics change no number of the diagnosis
+    reused, alone = diagnose(True), diagnose(False)
+    for column in reused.columns:
+        if pd.api.types.is_float_dtype(reused[column]):
+            np.testing.assert_allclose(reused[column], alone[column], rtol=1e-12, atol=1e-15)
+    cases = {
+        "evaluate": evaluate,
+        "diagnose_after_evaluate": lambda: diagnose(True),
+        "diagnose_alone": lambda: diagnose(False),
+    }
+    times = interleaved(cases, rounds=rounds)
+    out: dict[str, Any] = {
+        "target_ratio": TARGET_AFTER_EVALUATE,
+        "seconds_wall": {k: summarize(v) for k, v in times.wall.items()},
+        "seconds_cpu": {k: summarize(v) for k, v in times.cpu.items()},
+    }
+    for case in ("diagnose_after_evaluate", "diagnose_alone"):
+        out[f"{case}_vs_evaluate_wall"] = ratio(times.wall[case], times.wall["evaluate"])
+        out[f"{case}_vs_evaluate_cpu"] = ratio(times.cpu[case], times.cpu["evaluate"])
+    return out
+
+
 def stage_times(data: dict[str, Any]) -> dict[str, float]:
     """CPU seconds of each stage of one diagnostics call (wrapping the module's functions)."""
     spent: dict[str, float] = {label: 0.0 for label, _ in STAGES}
@@ -199,6 +277,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "--no-stages", dest="stages", action="store_false", help="skip the per-stage breakdown"
     )
     parser.add_argument(
+        "--no-after-evaluate",
+        dest="after_evaluate",
+        action="store_false",
+        help="skip diagnose-after-evaluate against evaluate",
+    )
+    parser.add_argument(
+        "--only-after-evaluate",
+        action="store_true",
+        help="only diagnose-after-evaluate against evaluate",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -209,6 +298,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.rows, args.rounds = 200_000, 3
 
     data = make_data(args.rows, args.policies, args.actions, args.seed)
+    if args.only_after_evaluate:
+        only = {"rows": args.rows, "policies": args.policies, "rounds": args.rounds}
+        only["after_evaluate"] = _after_evaluate(data, args)
+        path = write_result("bench_diagnostics_after_evaluate", only, out=args.out)
+        print(f"written to {path}")
+        return only
     r, p, t = data["reward"], data["p"], data["target"]
     weights_buffer = np.ones_like(t)  # touched once here, so its pages are resident
     cases = {
@@ -299,9 +394,37 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 [[k, v, v / stages["total"]] for k, v in stages.items()],
             )
         )
+    if args.after_evaluate:
+        result["after_evaluate"] = _after_evaluate(data, args)
     path = write_result("bench_diagnostics", result, out=args.out)
     print(f"written to {path}")
     return result
+
+
+def _after_evaluate(data: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    """Run, print and return :func:`bench_after_evaluate` (BLAS threads as the main run)."""
+    if args.blas_threads > 0:
+        with threadpool_limits(limits=args.blas_threads, user_api="blas"):
+            res = bench_after_evaluate(data, args.rounds)
+    else:
+        res = bench_after_evaluate(data, args.rounds)
+    rows = [
+        [name, res["seconds_cpu"][name]["median_s"], res["seconds_wall"][name]["median_s"]]
+        for name in ("evaluate", "diagnose_after_evaluate", "diagnose_alone")
+    ]
+    print(format_table(["case (in-memory logs)", "cpu s", "wall s"], rows))
+    for case in ("diagnose_after_evaluate", "diagnose_alone"):
+        w, c = res[f"{case}_vs_evaluate_wall"], res[f"{case}_vs_evaluate_cpu"]
+        print(
+            f"{case} / evaluate: {w['ratio']:.2f}x wall (paired {w['paired_min']:.2f}-"
+            f"{w['paired_max']:.2f}), {c['ratio']:.2f}x cpu"
+        )
+    met = res["diagnose_after_evaluate_vs_evaluate_wall"]["ratio"] <= TARGET_AFTER_EVALUATE
+    print(
+        f"target diagnose after evaluate / evaluate <= {TARGET_AFTER_EVALUATE:g}: "
+        f"{'met' if met else 'MISSED'} (wall)"
+    )
+    return res
 
 
 if __name__ == "__main__":

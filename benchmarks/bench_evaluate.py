@@ -27,8 +27,10 @@ logs with exact ground truth (16 context groups, 10 actions, Bernoulli rewards):
 5. The speed targets' ratios (``floor`` in the result): ``evaluate`` against the memory floor (``np.sum``
    over every column it reads: one read of the input bytes), the numpy baseline cold (a fresh
    (n, P) temporary per call) and warm (reused blocks) against the same floor, ``estimate_many``
-   x 3 and the 24 single ``.estimate`` calls against ``evaluate`` (the same estimates), SNIPS
-   against IPS; ``scaling``: evaluate's ns/row from 1M to 16M rows; ``jit``: the kernel's first
+   of the 3 estimators in one call (one pass of the moment kernel; target <= 1.2x), the same
+   on a column-major copy of the matrix (the kernel's transposition of the row-major one
+   is the difference), the same in 3 calls (one pass each, for reference) and the 24 single ``.estimate`` calls against
+   ``evaluate`` (the same estimates), SNIPS against IPS; ``scaling``: evaluate's ns/row from 1M to 16M rows; ``jit``: the kernel's first
    call in fresh interpreters (compiling into an empty numba cache, loading a warm cache, the
    numpy fallback).
 
@@ -40,6 +42,7 @@ Usage::
 
     python benchmarks/bench_evaluate.py               # n = 10M (about 3 GB of memory)
     python benchmarks/bench_evaluate.py --quick       # small sizes, well under a minute
+    python benchmarks/bench_evaluate.py --floor-only  # only the speed targets' ratios (5.)
 """
 
 from __future__ import annotations
@@ -263,7 +266,24 @@ def _estimator_objects() -> list[Any]:
     return [IPS(), SNIPS(), ClippedIPS(max_weight=MAX_WEIGHT)]
 
 
-def run_estimate_many(data: dict[str, Any]) -> list[list[Any]]:
+def run_estimate_many(data: dict[str, Any], target: np.ndarray | None = None) -> list[list[Any]]:
+    """The three estimators in one ``estimate_many`` call: one pass of the moment kernel (over
+    ``target``, by default the row-major (n, P) matrix of ``data``)."""
+    from ope.estimators import estimate_many
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return estimate_many(
+            _estimator_objects(),
+            reward=data["reward"],
+            logging_propensity=data["propensity"],
+            target_propensity=data["target"] if target is None else target,
+            names=data["names"],
+        )
+
+
+def run_estimate_many_separately(data: dict[str, Any]) -> list[list[Any]]:
+    """The three estimators in three ``estimate_many`` calls (one pass each), for reference."""
     from ope.estimators import estimate_many
 
     with warnings.catch_warnings():
@@ -363,12 +383,17 @@ def bench_floor(data: dict[str, Any], logs: Any, *, rounds: int) -> dict[str, An
     included) and warm (the same arithmetic in reused 2**18-row blocks), in one interleaved run.
     """
     columns = target_columns(data)
+    # the same matrix in column-major order: the kernel reads its columns as they are, where
+    # the row-major one is transposed block by block in cache (the difference is that cost)
+    fortran = np.asfortranarray(data["target"])
     cases = {
         "floor": lambda: floor_pass(logs),
         "numpy_cold": lambda: numpy_baseline(data),
         "numpy_warm": lambda: numpy_chunked(data),
         "evaluate": lambda: run_evaluate(logs),
         "estimate_many_x3": lambda: run_estimate_many(data),
+        "estimate_many_3_calls": lambda: run_estimate_many_separately(data),
+        "estimate_many_x3_column_major": lambda: run_estimate_many(data, fortran),
         "single_estimates_x3P": lambda: run_singles(data, columns),
         "ips_single": lambda: run_single("ips", data, columns[0]),
         "snips_single": lambda: run_single("snips", data, columns[0]),
@@ -381,6 +406,12 @@ def bench_floor(data: dict[str, Any], logs: Any, *, rounds: int) -> dict[str, An
         "numpy_cold_vs_floor": ratio(times.wall["numpy_cold"], times.wall["floor"]),
         "numpy_warm_vs_floor": ratio(times.wall["numpy_warm"], times.wall["floor"]),
         "estimate_many_vs_evaluate": ratio(times.wall["estimate_many_x3"], times.wall["evaluate"]),
+        "estimate_many_3_calls_vs_evaluate": ratio(
+            times.wall["estimate_many_3_calls"], times.wall["evaluate"]
+        ),
+        "estimate_many_column_major_vs_evaluate": ratio(
+            times.wall["estimate_many_x3_column_major"], times.wall["evaluate"]
+        ),
         "single_estimates_vs_evaluate": ratio(
             times.wall["single_estimates_x3P"], times.wall["evaluate"]
         ),
@@ -959,6 +990,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         default=None,
         help="rows for the linear-scaling run (default 1M 2M 4M 8M 16M)",
     )
+    parser.add_argument(
+        "--floor-only", action="store_true", help="only the speed targets' ratios (floor)"
+    )
     parser.add_argument("--out", type=Path, default=None, help="result file")
     args = parser.parse_args(argv)
     if args.rounds < MIN_ROUNDS:
@@ -974,6 +1008,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     logs = build_logs(data)
     read_logs_s = time.perf_counter() - t0
     checks = check_values(data, logs)
+    if args.floor_only:
+        result_floor = {
+            "rows": n,
+            "checks": checks,
+            "floor": bench_floor(data, logs, rounds=args.rounds),
+            "total_seconds": time.perf_counter() - started,
+        }
+        path = write_result(NAME + "_floor", result_floor, out=args.out)
+        print(json.dumps(result_floor["floor"]["ratio_details"], indent=1))
+        print(f"wrote {path}")
+        return result_floor
 
     cases = {
         "numpy_baseline": lambda data=data: numpy_baseline(data),

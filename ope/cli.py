@@ -1796,7 +1796,9 @@ def _cmd_validate(args: argparse.Namespace) -> _Outcome:
     return _Outcome(document, "\n".join(lines))
 
 
-def _diagnose_from_args(args: argparse.Namespace, logs: Any, plan: Any = None) -> Any:
+def _diagnose_from_args(
+    args: argparse.Namespace, logs: Any, plan: Any = None, statistics: Any = None
+) -> Any:
     """The diagnostics of ``ope diagnose``, and of ``ope evaluate`` and ``ope report`` under
     their evaluation ``plan`` (its candidates, clip level, reward range, level, segments and
     sampling weights: :meth:`ope.evaluation.EvaluationPlan.diagnose`)."""
@@ -1832,6 +1834,7 @@ def _diagnose_from_args(args: argparse.Namespace, logs: Any, plan: Any = None) -
             logs,
             target_width=getattr(args, "target_width", None),
             new_rows=getattr(args, "new_rows", None),
+            statistics=statistics,
         )
     return diagnose(
         logs,
@@ -1975,7 +1978,11 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
     _require_columns(logs, args, "by", "context_columns")
     plan = plan.with_policies(_policies_from_args(args, logs))
     evaluation = plan.run(logs)
-    d = _diagnose_from_args(args, logs, plan)  # weighted as the estimates when rows carry weights
+    # weighted as the estimates when rows carry weights; the moments come from the evaluation
+    # when its statistics cover every candidate (not factored ones, computed apart)
+    stats = evaluation.statistics
+    covered = stats is not None and list(stats.names or ()) == list(evaluation.policies)
+    d = _diagnose_from_args(args, logs, plan, stats if covered else None)
     texts = [evaluation.summary()]
     if evaluation.by:
         texts.append(evaluation.segment_summary())

@@ -76,7 +76,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -250,9 +250,11 @@ def _validate(
     sampling_weight: npt.ArrayLike | None = None,
     weight_name: str = "sampling_weight",
 ) -> _Inputs:
-    """Shapes and types of every input; with ``deferred`` (the weighting estimators) the value
-    checks (finite rewards, propensity ranges, rewards within ``reward_range``) are left to
-    :func:`check_after_pass`, which reads what the moment kernel saw during its one pass."""
+    """Shapes and types of every input; with ``deferred`` the value checks (finite rewards and
+    model predictions, propensity ranges, rewards within ``reward_range``) are left to the
+    estimate's pass: :func:`check_after_pass` reads what the moment kernel saw (weighting
+    estimators), :class:`_BlockRanges` what the chunked pass of the others saw (rows without
+    sampling weights)."""
     rr = check_reward_range(reward_range)
     r = as_float_array(reward, "reward", ndim=(1,))
     peak = None if deferred else _finite_peak(r, "reward")
@@ -309,11 +311,13 @@ def _validate(
             ql = as_float_array(q_logged, "q_logged", ndim=(1,))  # type: ignore[arg-type]
             if ql.shape[0] != n:
                 raise ValidationError(f"`q_logged` has {ql.shape[0]} rows but `reward` has {n}.")
-            peak = max(peak or 0.0, _finite_peak(ql, "q_logged"))
+            if not deferred:
+                peak = max(peak or 0.0, _finite_peak(ql, "q_logged"))
         qt = as_float_array(q_target, "q_target", ndim=(1, 2))  # type: ignore[arg-type]
         if qt.shape[0] != n:
             raise ValidationError(f"`q_target` has {qt.shape[0]} rows but `reward` has {n}.")
-        peak = max(peak or 0.0, _finite_peak(qt, "q_target"))
+        if not deferred:
+            peak = max(peak or 0.0, _finite_peak(qt, "q_target"))
         if qt.ndim == 1:
             qt = qt[:, None]
         if n_pol is not None and qt.shape[1] != n_pol:
@@ -809,6 +813,65 @@ def _from_units(
     return value, se
 
 
+class _BlockRanges:
+    """The ranges of the inputs of a chunked estimate, gathered block by block during its pass
+    (each block read once, while in cache), and the input checks they settle afterwards."""
+
+    def __init__(self) -> None:
+        self.low: dict[str, float] = {}
+        self.high: dict[str, float] = {}
+
+    def add(self, data: _Inputs, sl: slice) -> None:
+        for name in ("reward", "logging_propensity", "target_propensity", "q_logged", "q_target"):
+            arr = getattr(data, name)
+            if arr is None or not arr[sl].size:
+                continue
+            block = arr[sl]
+            low, high = float(block.min()), float(block.max())
+            self.low[name] = min(self.low.get(name, math.inf), low)
+            self.high[name] = max(self.high.get(name, -math.inf), high)
+            if math.isnan(low) or math.isnan(high):  # min/max of a block with a NaN are NaN
+                self.low[name] = self.high[name] = math.nan
+
+    def checked(self, data: _Inputs, *, rewards_checked: bool) -> float:
+        """The largest magnitude of the rewards and model predictions, once every input is as
+        required; otherwise the eager validators run, in their order, and raise with the
+        column, the count and the first row."""
+        lo, hi = self.low, self.high
+        finite = all(
+            math.isfinite(lo[k]) and math.isfinite(hi[k])
+            for k in ("reward", "q_logged", "q_target")
+            if k in lo
+        )
+        ok = finite
+        if data.logging_propensity is not None and data.target_propensity is not None:
+            p_lo, p_hi = lo["logging_propensity"], hi["logging_propensity"]
+            ok = ok and p_lo > 0.0 and p_hi <= 1.0 and p_lo * MAX_FINITE_WEIGHT >= 1.0
+            ok = ok and lo["target_propensity"] >= 0.0 and hi["target_propensity"] <= 1.0
+        rr = data.reward_range
+        if rr is not None and not rewards_checked:
+            ok = ok and lo["reward"] >= rr[0] and hi["reward"] <= rr[1]
+        if not ok:
+            _finite_peak(data.reward, "reward")
+            if data.logging_propensity is not None and data.target_propensity is not None:
+                validated_pair(data.logging_propensity, data.target_propensity)
+            if data.q_logged is not None:
+                _finite_peak(data.q_logged, "q_logged")
+            if data.q_target is not None:
+                _finite_peak(data.q_target, "q_target")
+            if not rewards_checked:
+                check_rewards_in_range(data.reward, rr)
+        return max(
+            (max(abs(lo[k]), abs(hi[k])) for k in ("reward", "q_logged", "q_target") if k in lo),
+            default=0.0,
+        )
+
+
+#: Entries (rows x components x policies) up to which the per-row components of a chunked
+#: estimate are kept between its two passes rather than computed twice (32 MB of float64).
+KEPT_COMPONENTS: Final = 1 << 22
+
+
 class Estimator(ABC):
     """The shared template; subclasses supply the step that differs.
 
@@ -967,11 +1030,27 @@ class Estimator(ABC):
             **weighted,
         )
 
-    def _blocks(self, data: _Inputs, scale: float = 1.0) -> Callable[[slice], tuple[Any, Any, Any]]:
+    def _blocks(
+        self, data: _Inputs, scale: float = 1.0, ranges: _BlockRanges | None = None
+    ) -> Callable[[slice], tuple[Any, Any, Any]]:
         """Per block of rows: the components (c, k, P), the raw and the used weights (c, P);
-        rewards and model predictions in units of ``scale`` (see :func:`_reward_scale`)."""
+        rewards and model predictions in units of ``scale`` (see :func:`_reward_scale`).
+
+        When every block's components fit in :data:`KEPT_COMPONENTS` entries, each is kept
+        after it is first computed and handed out (then dropped) when the same block is asked
+        for again: the second pass of :func:`ope.moments.component_moments` reads them instead
+        of computing the weights and components again (the same numbers, bit for bit). With
+        ``ranges``, the ranges of the inputs of each block are gathered the first time it is
+        read (while it is in cache), for the deferred input checks.
+        """
+        keep = data.n * self.n_components * len(data.names) <= KEPT_COMPONENTS
+        kept: dict[int, np.ndarray] = {}
 
         def block(sl: slice) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+            if sl.start in kept:  # the second pass over a kept block
+                return kept.pop(sl.start), None, None
+            if ranges is not None:
+                ranges.add(data, sl)
             r = _in_units(data.reward[sl], scale)
             raw = w = None
             if self.uses_weights:
@@ -980,16 +1059,37 @@ class Estimator(ABC):
                 w = self._transform(raw)
             ql = None if data.q_logged is None else _in_units(data.q_logged[sl], scale)
             qt = None if data.q_target is None else _in_units(data.q_target[sl], scale)
-            return self._components(r, w, ql, qt), raw, w
+            components = self._components(r, w, ql, qt)
+            if keep:
+                kept[sl.start] = components
+            return components, raw, w
 
         return block
 
-    def _run(self, data: _Inputs, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> list[Estimate]:
+    def _run(
+        self, data: _Inputs, *, chunk_size: int = DEFAULT_CHUNK_SIZE, rewards_checked: bool = False
+    ) -> list[Estimate]:
         if data.sampling_weight is not None:
             return self._run_weighted(data, chunk_size=chunk_size)
         n = data.n
-        scale = _reward_scale(data)
-        cm = component_moments(self._blocks(data, scale), n, self._gradient, chunk_size=chunk_size)
+        if data.peak is None:  # deferred checks: read off the pass, which runs at scale 1
+            ranges = _BlockRanges()
+            with np.errstate(all="ignore"):  # the inputs are judged after the pass
+                cm = component_moments(
+                    self._blocks(data, 1.0, ranges), n, self._gradient, chunk_size=chunk_size
+                )
+            peak = ranges.checked(data, rewards_checked=rewards_checked)
+            scale = power_of_two_scale(peak) if peak >= _SCALED_FROM else 1.0
+            if scale != 1.0:  # large rewards: the pass again, in units of the scale
+                data = dataclasses.replace(data, peak=peak)
+                cm = component_moments(
+                    self._blocks(data, scale), n, self._gradient, chunk_size=chunk_size
+                )
+        else:
+            scale = _reward_scale(data)
+            cm = component_moments(
+                self._blocks(data, scale), n, self._gradient, chunk_size=chunk_size
+            )
         out = []
         for j, label in enumerate(data.names):  # loop over policies, not rows
             summary = cm.weight_summary(j) if self.uses_weights else None
@@ -1015,7 +1115,8 @@ class Estimator(ABC):
         return out
 
     def _estimate_one(self, **arrays: Any) -> Estimate:
-        data = _validate(self, names=None, deferred=isinstance(self, WeightingEstimator), **arrays)
+        deferred = isinstance(self, WeightingEstimator) or arrays.get("sampling_weight") is None
+        data = _validate(self, names=None, deferred=deferred, **arrays)
         if data.target_propensity is not None and data.target_propensity.shape[1] != 1:
             raise ValidationError(
                 f"{self.name}.estimate takes one candidate policy (target_propensity of shape "
@@ -1162,28 +1263,54 @@ class WeightingEstimator(Estimator):
                 logging=not self.uses_weights,
             )
             return out
-        if self.uses_weights:
-            assert data.logging_propensity is not None and data.target_propensity is not None
-            p, t = data.logging_propensity, data.target_propensity
-        else:  # the logging value: every weight is one
-            p, t = np.ones(data.n), np.ones((data.n, 1))
-        mom = centered_moments(data.reward, p, t, max_weight=self.clip_level, chunk_size=chunk_size)
-        assert mom.checks is not None
-        check_after_pass(
-            mom.checks,
-            data.reward,
-            data.logging_propensity if self.uses_weights else None,
-            t,
-            data.reward_range,
-            rewards_checked=rewards_checked,
-        )
-        return estimates_from_moments(
-            self,
+        (out,) = _moment_pass([self], data, chunk_size=chunk_size, rewards_checked=rewards_checked)
+        return out
+
+
+def _moment_pass(
+    estimators: Sequence[WeightingEstimator],
+    data: _Inputs,
+    *,
+    chunk_size: int,
+    rewards_checked: bool,
+) -> list[list[Estimate]]:
+    """The estimates of ``estimators`` on unweighted rows from one pass of the moment kernel.
+
+    ``estimators`` have one clip level at most (the raw-weight statistics are accumulated in
+    every pass, so IPS and SNIPS ride on a clipped pass); the logging value comes alone (every
+    weight is one). ``data`` is shaped but not value-checked: the pass's checks are
+    (:func:`check_after_pass`). Per estimator, one Estimate per policy, backed by the rows.
+    """
+    levels = {e.clip_level for e in estimators if e.clip_level is not None}
+    assert len(levels) <= 1
+    weights = any(e.uses_weights for e in estimators)
+    if weights:
+        assert data.logging_propensity is not None and data.target_propensity is not None
+        p, t = data.logging_propensity, data.target_propensity
+    else:  # the logging value: every weight is one
+        p, t = np.ones(data.n), np.ones((data.n, 1))
+    mom = centered_moments(
+        data.reward, p, t, max_weight=levels.pop() if levels else None, chunk_size=chunk_size
+    )
+    assert mom.checks is not None
+    check_after_pass(
+        mom.checks,
+        data.reward,
+        data.logging_propensity if weights else None,
+        t,
+        data.reward_range,
+        rewards_checked=rewards_checked,
+    )
+    return [
+        estimates_from_moments(
+            est,
             mom,
             names=data.names,
-            source=lambda j: self._rows(data, j, mom.column(j)),
+            source=lambda j, est=est: est._rows(data, j, mom.column(j)),  # type: ignore[misc]
             reward_range=data.reward_range,
         )
+        for est in estimators  # loop over estimators
+    ]
 
 
 #: The note every DM estimate carries (its ci_low/ci_high are NaN).
@@ -2352,6 +2479,28 @@ def get_estimator(
     return ESTIMATORS[key](**given)
 
 
+def _clip_level_groups(estimators: Sequence[WeightingEstimator]) -> list[list[int]]:
+    """The positions of ``estimators`` grouped by the pass of the moment kernel that computes
+    them: one group per distinct clip level, the unclipped ones riding on the first clipped
+    pass (every pass accumulates the raw-weight statistics too).
+
+    Examples
+    --------
+    >>> from ope.estimators import IPS, SNIPS, ClippedIPS, _clip_level_groups
+    >>> _clip_level_groups([IPS(), ClippedIPS(max_weight=5.0), SNIPS()])
+    [[1, 0, 2]]
+    >>> _clip_level_groups([ClippedIPS(max_weight=5.0), ClippedIPS(max_weight=9.0)])
+    [[0], [1]]
+    """
+    by_level: dict[float | None, list[int]] = {}
+    for i, est in enumerate(estimators):  # loop over estimators
+        by_level.setdefault(est.clip_level, []).append(i)
+    clipped = [level for level in by_level if level is not None]
+    if clipped and None in by_level:  # the unclipped ones ride on a clipped pass
+        by_level[clipped[0]] += by_level.pop(None)
+    return list(by_level.values())
+
+
 def estimate_weighted_many(
     estimators: Sequence[Estimator | str],
     *,
@@ -2448,13 +2597,7 @@ def estimate_weighted_many(
     n_pol = len(target) if isinstance(target, list) else target.shape[1]
     labels = policy_labels(names, n_pol)
     out: dict[int, list[Estimate]] = {}
-    by_level: dict[float | None, list[int]] = {}
-    for i, est in enumerate(weighting):  # loop over estimators: one pass per clip level
-        by_level.setdefault(est.clip_level, []).append(i)
-    clipped = [lv for lv in by_level if lv is not None]
-    if clipped and None in by_level:  # the unclipped ones ride on a clipped pass
-        by_level[clipped[0]] += by_level.pop(None)
-    for idx in by_level.values():
+    for idx in _clip_level_groups(weighting):  # one pass per clip level
         group = [weighting[i] for i in idx]
         for i, res in zip(
             idx,
@@ -2475,6 +2618,7 @@ def estimate_weighted_many(
     return [out[i] for i in range(len(weighting))]
 
 
+@overload
 def estimate_many(
     estimator: Estimator | str,
     *,
@@ -2489,14 +2633,52 @@ def estimate_many(
     rewards_checked: bool = False,
     sampling_weight: npt.ArrayLike | None = None,
     weight_name: str = "sampling_weight",
-) -> list[Estimate]:
-    """Estimate P candidate policies in one chunked pass over the rows.
+) -> list[Estimate]: ...
+
+
+@overload
+def estimate_many(
+    estimator: list[Estimator | str] | tuple[Estimator | str, ...],
+    *,
+    reward: npt.ArrayLike,
+    logging_propensity: npt.ArrayLike | None = None,
+    target_propensity: npt.ArrayLike | None = None,
+    q_logged: npt.ArrayLike | None = None,
+    q_target: npt.ArrayLike | None = None,
+    reward_range: Sequence[float] | None = None,
+    names: Sequence[str] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    rewards_checked: bool = False,
+    sampling_weight: npt.ArrayLike | None = None,
+    weight_name: str = "sampling_weight",
+) -> list[list[Estimate]]: ...
+
+
+def estimate_many(
+    estimator: Estimator | str | list[Estimator | str] | tuple[Estimator | str, ...],
+    *,
+    reward: npt.ArrayLike,
+    logging_propensity: npt.ArrayLike | None = None,
+    target_propensity: npt.ArrayLike | None = None,
+    q_logged: npt.ArrayLike | None = None,
+    q_target: npt.ArrayLike | None = None,
+    reward_range: Sequence[float] | None = None,
+    names: Sequence[str] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    rewards_checked: bool = False,
+    sampling_weight: npt.ArrayLike | None = None,
+    weight_name: str = "sampling_weight",
+) -> list[Estimate] | list[list[Estimate]]:
+    """Estimate P candidate policies with one estimator, or with several sharing one pass.
 
     Parameters
     ----------
-    estimator : estimator object or str
+    estimator : estimator object, str, or a list or tuple of them
         E.g. ``IPS()`` or ``"snips"`` (names with settings need objects or
-        :func:`get_estimator`).
+        :func:`get_estimator`). A list or tuple, e.g. ``["ips", "snips",
+        ClippedIPS(max_weight=20.0)]``, estimates every one of them on the same rows: the
+        weighting estimators (IPS, clipped IPS, SNIPS) from one pass of the moment kernel
+        (see Notes), and the result is one list per estimator.
     reward : array_like, shape (n,)
         Observed rewards.
     logging_propensity : array_like, shape (n,)
@@ -2522,16 +2704,34 @@ def estimate_many(
 
     Returns
     -------
-    list of Estimate
-        One per policy, in column order. Arrays the estimator does not use are ignored.
+    list of Estimate, or list of list of Estimate
+        For one estimator, one Estimate per policy, in column order. For a list or tuple of
+        estimators, one such list per estimator, in the order given (``ips, snips =
+        estimate_many(["ips", "snips"], ...)``); each Estimate equals the one-estimator call's.
+        Arrays an estimator does not use are ignored.
+
+    Raises
+    ------
+    ope.ParameterError
+        An unknown estimator name, an object that is not an ope estimator, or an empty list.
 
     Notes
     -----
-    Per chunk the weights form one (chunk, P) block and the per-policy sums are reduced
-    column-wise, so no Python code runs per row or per policy-row. Two chunked passes: the first
-    gives the column means of the components (hence the values), the second the sum of squared
-    influence terms :math:`\\psi_i=\\nabla g\\cdot(A_i-\\bar A)`; this two-pass variance stays
-    exact (e.g. exactly 0) where a one-pass sum-of-squares formula would cancel catastrophically.
+    The weighting estimators (IPS, clipped IPS, SNIPS) come from one pass of the moment
+    kernel (:func:`ope.moments.centered_moments`), which accumulates the centred moments of
+    the raw and the clipped weights at once: a list of them costs one read of the rows (one
+    per distinct clip level of its clipped estimators), with sampling weights too
+    (:func:`estimate_weighted_many`). The others (DM and the DR family, whose per-row terms
+    need the reward model) make two chunked passes each: per chunk the components form one
+    (chunk, k, P) block reduced column-wise, so no Python code runs per row or per
+    policy-row; the first pass gives the column means of the components (hence the values),
+    the second the sum of squared influence terms
+    :math:`\\psi_i=\\nabla g\\cdot(A_i-\\bar A)`; this two-pass variance stays exact
+    (e.g. exactly 0) where a one-pass sum-of-squares formula would cancel catastrophically.
+    The second pass reads the components kept from the first when they fit in
+    :data:`KEPT_COMPONENTS` entries (then each such estimator reads the rows once), and the
+    input checks read the ranges the first pass saw (without sampling weights): in a list,
+    each of DM and the DR family still reads the rows on its own.
 
     References
     ----------
@@ -2548,15 +2748,31 @@ def estimate_many(
     ...                     names=["greedy", "logger"])
     >>> [(e.policy, e.value) for e in res]
     [('greedy', 1.0), ('logger', 0.6666666666666666)]
+
+    Several estimators on the same rows, from one pass of the kernel:
+
+    >>> ips, snips = estimate_many(["ips", "snips"], reward=np.array([1.0, 0.0, 1.0]),
+    ...                            logging_propensity=np.array([0.5, 0.5, 0.5]),
+    ...                            target_propensity=np.array([[1.0], [0.0], [0.5]]))
+    >>> ips[0].value, snips[0].value
+    (1.0, 1.0)
     """
-    if isinstance(estimator, str) and estimator.lower() not in ESTIMATORS:
-        raise unknown_estimator(estimator, "estimator")
-    est = get_estimator(estimator) if isinstance(estimator, str) else estimator
-    if not isinstance(est, Estimator) or isinstance(est, LoggingValue):
-        raise ParameterError(
-            f"`estimator` must be an ope estimator or one of {', '.join(ESTIMATORS)}; got "
-            f"{estimator!r}."
+    if isinstance(estimator, (list, tuple)):
+        return _estimate_several(
+            estimator,
+            reward=reward,
+            logging_propensity=logging_propensity,
+            target_propensity=target_propensity,
+            q_logged=q_logged,
+            q_target=q_target,
+            reward_range=reward_range,
+            names=names,
+            chunk_size=chunk_size,
+            rewards_checked=rewards_checked,
+            sampling_weight=sampling_weight,
+            weight_name=weight_name,
         )
+    est = _resolved_estimator(estimator, "estimator")
     data = _validate(
         est,
         reward=reward,
@@ -2567,10 +2783,106 @@ def estimate_many(
         reward_range=reward_range,
         names=names,
         rewards_checked=rewards_checked,
-        deferred=isinstance(est, WeightingEstimator),
+        deferred=isinstance(est, WeightingEstimator) or sampling_weight is None,
         sampling_weight=sampling_weight,
         weight_name=weight_name,
     )
-    if isinstance(est, WeightingEstimator):
-        return est._run(data, chunk_size=chunk_size, rewards_checked=rewards_checked)
-    return est._run(data, chunk_size=chunk_size)
+    return est._run(data, chunk_size=chunk_size, rewards_checked=rewards_checked)
+
+
+def _resolved_estimator(estimator: Any, argument: str) -> Estimator:
+    """The estimator object of one entry of :func:`estimate_many`'s ``estimator``."""
+    if isinstance(estimator, str) and estimator.lower() not in ESTIMATORS:
+        raise unknown_estimator(estimator, argument)
+    est = get_estimator(estimator) if isinstance(estimator, str) else estimator
+    if not isinstance(est, Estimator) or isinstance(est, LoggingValue):
+        raise ParameterError(
+            f"`{argument}` must be an ope estimator or one of {', '.join(ESTIMATORS)}; got "
+            f"{describe(estimator)}."
+        )
+    return est
+
+
+def _estimate_several(
+    estimators: Sequence[Any],
+    *,
+    reward: npt.ArrayLike,
+    logging_propensity: npt.ArrayLike | None,
+    target_propensity: npt.ArrayLike | None,
+    q_logged: npt.ArrayLike | None,
+    q_target: npt.ArrayLike | None,
+    reward_range: Sequence[float] | None,
+    names: Sequence[str] | None,
+    chunk_size: int,
+    rewards_checked: bool,
+    sampling_weight: npt.ArrayLike | None,
+    weight_name: str,
+) -> list[list[Estimate]]:
+    """:func:`estimate_many` of a list of estimators: the weighting ones from one pass of the
+    kernel per clip level (the unclipped ones ride on a clipped pass), the others from their
+    own passes over inputs checked once per kind of input."""
+    if not estimators:
+        raise ParameterError(
+            "`estimator` is an empty list; give one estimator or a list of them, e.g. "
+            "estimator=['ips', 'snips']."
+        )
+    ests = [_resolved_estimator(e, f"estimator[{i}]") for i, e in enumerate(estimators)]
+    out: dict[int, list[Estimate]] = {}
+    arrays: dict[str, Any] = {
+        "reward": reward,
+        "logging_propensity": logging_propensity,
+        "target_propensity": target_propensity,
+        "reward_range": reward_range,
+        "names": names,
+        "rewards_checked": rewards_checked,
+        "sampling_weight": sampling_weight,
+        "weight_name": weight_name,
+    }
+    moment = [i for i, e in enumerate(ests) if isinstance(e, WeightingEstimator)]
+    if moment and sampling_weight is not None:  # one weighted pass per clip level
+        data = _validate(ests[moment[0]], q_logged=None, q_target=None, deferred=True, **arrays)
+        assert data.logging_propensity is not None and data.target_propensity is not None
+        assert data.sampling_weight is not None
+        found = estimate_weighted_many(
+            [ests[i] for i in moment],
+            reward=data.reward,
+            logging_propensity=data.logging_propensity,
+            target_propensity=data.target_propensity,
+            sampling_weight=data.sampling_weight,
+            weight_name=weight_name,
+            reward_range=data.reward_range,
+            names=names,
+            chunk_size=chunk_size,
+            rewards_checked=rewards_checked,
+        )
+        out.update(zip(moment, found))
+    elif moment:  # one pass of the kernel per clip level
+        data = _validate(ests[moment[0]], q_logged=None, q_target=None, deferred=True, **arrays)
+        weighting = [ests[i] for i in moment]
+        for idx in _clip_level_groups(weighting):  # type: ignore[arg-type]
+            found = _moment_pass(
+                [weighting[i] for i in idx],  # type: ignore[misc]
+                data,
+                chunk_size=chunk_size,
+                rewards_checked=rewards_checked,
+            )
+            out.update(zip([moment[i] for i in idx], found))
+    checked: dict[tuple[bool, tuple[str, ...]], _Inputs] = {}
+    for i, est in enumerate(ests):  # loop over estimators: DM and the DR family
+        if i in out:
+            continue
+        key = (est.uses_weights, est.needs)
+        if key not in checked:  # the value checks once per kind of input
+            checked[key] = _validate(
+                est,
+                **{
+                    **arrays,
+                    "logging_propensity": logging_propensity if est.uses_weights else None,
+                    "target_propensity": target_propensity if est.uses_weights else None,
+                },
+                q_logged=q_logged if "q_logged" in est.needs else None,
+                q_target=q_target if "q_target" in est.needs else None,
+                deferred=sampling_weight is None,  # then checked from what each pass saw
+            )
+        out[i] = est._run(checked[key], chunk_size=chunk_size, rewards_checked=rewards_checked)
+    return [out[i] for i in range(len(ests))]

@@ -210,11 +210,12 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         "ope.ClippedIPS", "paired_logging_sd", max_weight=10.0
     ),
     "ope.SNIPS.paired_logging_sd": _on_moments("ope.SNIPS", "paired_logging_sd"),
-    # the doubly robust path of several policies with sampling weights (IPS.estimate and the
-    # others vary the unweighted one)
+    # several estimators sharing one call (IPS from the kernel's pass, DR from its own) on
+    # several policies with sampling weights (IPS.estimate and the others vary the unweighted
+    # one-estimator path)
     "ope.estimate_many": lambda tmp: call(
         "ope.estimate_many",
-        estimator="dr",
+        estimator=["ips", "dr"],
         reward=arrays()["reward"],
         logging_propensity=arrays()["logging_propensity"],
         target_propensity=np.column_stack([arrays()["target_propensity"]] * 2),
