@@ -774,7 +774,7 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
         )
     out.append(
         figures.panels(
-            [functools.partial(_plots().plot_weights, d, policy) for policy in drawn],
+            [functools.partial(_weights_panel, d, policy) for policy in drawn],
             "One panel per candidate drawn in full: the share of rows (bars) and of the "
             "candidate's probability mass (orange) per factor-of-two bin of the weight π/π₀; the "
             "dashed line is the clip level. Mass far right of the rows means a few rows carry "
@@ -846,6 +846,16 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
     if rest:
         out.append(_summary_table(rest, rows, verdicts))
     return "".join(out)
+
+
+def _weights_panel(d: Any, policy: str, ax: Any) -> Any:
+    """:func:`ope.plots.plot_weights` as a panel of the report: the decades labelled, without
+    the minor ticks between them (a third of the panel's drawing time)."""
+    from matplotlib.ticker import NullLocator
+
+    ax = _plots().plot_weights(d, policy, ax)
+    ax.xaxis.set_minor_locator(NullLocator())
+    return ax
 
 
 def _summary_table(
