@@ -449,6 +449,41 @@ def _add_truth(p: argparse.ArgumentParser, prefix: str = "") -> None:
     )
 
 
+def _report_cap(text: str) -> int | None:
+    """``--max-candidates`` / ``--max-segments``: a positive integer, or ``all`` (no cap)."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or 'all'; got {text!r}")
+    return value
+
+
+def _add_report_caps(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    # the defaults are ope.report.views' caps (not imported here: the parser stays light);
+    # an absent flag leaves the report's default
+    p.add_argument(
+        "--max-candidates",
+        type=_report_cap,
+        default=argparse.SUPPRESS,
+        metavar="K",
+        help=f"{prefix}draw at most K candidates in full (default 12: those "
+        "with the highest lower bound of their gain over logging); the others are summarized "
+        "in tables; 'all' draws every candidate",
+    )
+    p.add_argument(
+        "--max-segments",
+        type=_report_cap,
+        default=argparse.SUPPRESS,
+        metavar="K",
+        help=f"{prefix}show at most K segments of a column in the charts and tables (default "
+        "25: the largest; one line summarizes the others); 'all' shows all",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``ope``: every subcommand with its flags (a new one each call).
 
@@ -494,6 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_force(p, "--report")
     _add_truth(p, "with --report: ")
+    _add_report_caps(p, "with --report: ")
     _add_output_flags(p)
 
     p = sub.add_parser(
@@ -623,6 +659,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_force(p, "--out")
     p.add_argument("--title", help="the report's title (default: Off-policy evaluation of LOGS)")
     _add_truth(p)
+    _add_report_caps(p)
     _add_output_flags(p)
 
     p = sub.add_parser(
@@ -1203,6 +1240,7 @@ def _write_report(
     """Write the HTML report (destination already checked by :func:`_check_outputs`), with
     the known truth of ``--truth`` when given (its names checked against the candidates)."""
     from ope.report import write_report
+    from ope.report.views import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS
 
     truth = _read_truth(args)
     if truth is not None:
@@ -1224,6 +1262,8 @@ def _write_report(
             truth=truth,
             provenance=_report_provenance(args, logs),
             overwrite=args.force,
+            max_candidates=getattr(args, "max_candidates", MAX_FIGURE_CANDIDATES),
+            max_segments=getattr(args, "max_segments", MAX_REPORT_SEGMENTS),
         )
     )
 
@@ -1935,6 +1975,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
             "pass --report FILE.html too, or drop --truth.",
             flag="--truth",
         )
+    for dest, flag in (("max_candidates", "--max-candidates"), ("max_segments", "--max-segments")):
+        if hasattr(args, dest) and not args.report:
+            raise _UsageError(
+                f"argument {flag}: it bounds what the report draws; pass --report FILE.html "
+                f"too, or drop {flag}.",
+                flag=flag,
+            )
     _read_truth(args)  # a malformed --truth fails before any row is read
     names, rows = _source_schema(args)
     if args.trajectories or (names and all(c in names for c in TRAJECTORY_MARKERS)):

@@ -10,6 +10,7 @@ column values, paths, options) goes through :func:`_e` (:func:`ope._format.safe_
 
 from __future__ import annotations
 
+import functools
 import html
 import importlib.metadata
 import math
@@ -39,6 +40,8 @@ from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.report.views import (
     ANSWERABLE,
     BETTER,
+    MAX_FIGURE_CANDIDATES,
+    MAX_REPORT_SEGMENTS,
     UNCLEAR,
     WORSE,
     CandidateVerdict,
@@ -46,11 +49,14 @@ from ope.report.views import (
     candidate_verdicts,
     comparison_method,
     comparison_table,
+    check_cap,
     figure_candidates,
     headline_estimator,
     logging_reference,
     overlap_verdicts,
+    ranked_candidates,
     segment_estimates,
+    summarized_line,
     top_segments,
 )
 
@@ -149,6 +155,41 @@ def _more(summary: str) -> str:
     if not summary:
         return ""
     return f'<p class="note more">{_e(summary)}</p>'
+
+
+def _drawn(ctx: Mapping[str, Any], policies: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Of ``policies``, those drawn in full and those summarized (each in the given order):
+    the first ``max_candidates`` of the ranking (:func:`ope.report.views.ranked_candidates`)."""
+    return figure_candidates(policies, limit=ctx["max_candidates"], ranked=ctx["ranked"])
+
+
+#: How to draw every candidate, in the note that says some are summarized.
+_RAISE_CAP: Final = (
+    "To draw them all, pass max_candidates=None to ope.report.write_report (or render_report), "
+    "or --max-candidates all to ope report and ope evaluate --report."
+)
+
+
+def _cap_note(ctx: Mapping[str, Any]) -> str:
+    """The visible note that some candidates are summarized, not drawn: how many, which are
+    drawn and how to draw them all (nothing when every candidate is drawn)."""
+    policies = [v.policy for v in ctx["verdicts"]]
+    drawn, rest = _drawn(ctx, policies)
+    if not rest:
+        return ""
+    how = (
+        "those with the highest lower end of the interval of their difference with the "
+        "logging policy (the estimate less its uncertainty)"
+        if ctx["evaluation"] is not None
+        else "those the logs cannot answer for first, then in their order"
+    )
+    return (
+        f'<p class="note cap" id="cap">{_e(_count(len(drawn), "candidate"))} of '
+        f"{_e(_num(len(policies)))} are drawn in full: {_e(how)}. The other "
+        f"{_e(_count(len(rest), 'candidate'))} are summarized: every estimate and difference "
+        'is still in the tables, and their overlap in <a href="#summarized">one table</a>. '
+        f"{_e(_RAISE_CAP)}</p>"
+    )
 
 
 def _answer_class(answer: str) -> str:
@@ -274,6 +315,53 @@ class _Figures:
         with matplotlib.rc_context(REPORT_RC), detached_figures():
             ax = draw()
             svg = inline_svg(ax.figure, f"f{self.count}-", label=label)
+        return f"<figure>{svg}<figcaption>{caption}</figcaption></figure>"
+
+    def panels(
+        self,
+        draws: Sequence[Callable[[Any], Any]],
+        caption: str,
+        *,
+        label: str,
+        height: float,
+        left: float,
+        right: float = 0.3,
+        width: float = 8.0,
+        gap: float = 0.9,
+    ) -> str:
+        """One ``<figure>`` of ``len(draws)`` panels stacked top to bottom, ``draw(ax)`` each
+        (a plot of :mod:`ope.plots` given its axes): the per-candidate plots of the report.
+
+        One figure for every candidate rather than one each, and fixed margins in inches
+        (``height`` per panel, ``gap`` between panels, ``left`` and ``right``) rather than a
+        layout engine, which draws each figure twice and measures every label: the work is
+        one drawing pass over the panels, linear in their number."""
+        if self.missing is not None:
+            return f'<p class="note">Figure omitted: {_e(self.missing)}</p>'
+        if not draws:
+            return ""
+        import matplotlib
+        from matplotlib.figure import Figure
+
+        from ope.report.svg import REPORT_RC, inline_svg
+
+        self.count += 1
+        n = len(draws)
+        top, bottom = 0.4, 0.6
+        total = top + bottom + n * height + (n - 1) * gap
+        with matplotlib.rc_context(REPORT_RC):
+            fig = Figure(figsize=(width, total))
+            axes = fig.subplots(n, 1, squeeze=False)[:, 0]
+            fig.subplots_adjust(
+                left=left / width,
+                right=1 - right / width,
+                top=1 - top / total,
+                bottom=bottom / total,
+                hspace=gap / height,
+            )
+            for draw, ax in zip(draws, axes):
+                draw(ax)
+            svg = inline_svg(fig, f"f{self.count}-", label=label)
         return f"<figure>{svg}<figcaption>{caption}</figcaption></figure>"
 
 
@@ -480,7 +568,7 @@ def _estimates(ctx: dict[str, Any], figures: _Figures) -> str:
     ref = ctx["reference"]
     table = ev.table()
     dec = _decimals([*table["std_error"], ev.logging.std_error], [*table["value"], ref.value])
-    drawn, rest = figure_candidates(ev.policies)
+    drawn, rest = _drawn(ctx, ev.policies)
     out = [
         figures.figure(
             lambda: _plots().plot_evaluation(ev, truth=truth, policies=drawn),
@@ -491,7 +579,7 @@ def _estimates(ctx: dict[str, Any], figures: _Figures) -> str:
             + ". An open marker covers the clipped value (clipped IPS), not the policy's value.",
             label="forest plot of the estimates",
         ),
-        _more(rest),
+        _more(summarized_line(rest)),
     ]
     header = [
         "policy",
@@ -574,13 +662,13 @@ def _comparisons(ctx: dict[str, Any], figures: _Figures) -> str:
         "the interval: the top rows are the surest gains.</p>"
     ]
     vs = comps[comps["baseline"] == "logging"]
-    drawn, rest = figure_candidates(ev.policies)
+    drawn, rest = _drawn(ctx, ev.policies)
     shown = comps[
         comps["policy"].isin(drawn)
         & (comps["baseline"].isin(drawn) | (comps["baseline"] == "logging"))
     ]
     out.append("<h3>Against the logging policy</h3>")
-    out.append(_more(rest))
+    out.append(_more(summarized_line(rest)))
     out.append(
         figures.figure(
             lambda: _plots().plot_comparisons(ev, truth=truth, comparisons=shown),
@@ -663,8 +751,8 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
             "(compared with Kish's of the sampling weights alone), and the outer/inner "
             "intervals use linearized variances with normal margins.</p>"
         )
-    drawn, rest = figure_candidates(d.policies)
-    out.append(_more(rest))
+    drawn, rest = _drawn(ctx, d.policies)
+    out.append(_more(summarized_line(rest)))
     if d.reward_range is not None:
         ref = ctx["reference"]
         out.append(
@@ -684,7 +772,23 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
             '<p class="note">No outer/inner split: the diagnostics were computed without '
             "an a priori <code>reward_range</code>.</p>"
         )
+    out.append(
+        figures.panels(
+            [functools.partial(_weights_panel, d, policy) for policy in drawn],
+            "One panel per candidate drawn in full: the share of rows (bars) and of the "
+            "candidate's probability mass (orange) per factor-of-two bin of the weight π/π₀; the "
+            "dashed line is the clip level. Mass far right of the rows means a few rows carry "
+            "the estimate.",
+            label="importance weights, one panel per candidate: " + ", ".join(drawn),
+            height=2.0,
+            left=0.75,
+            right=2.7,
+        )
+    )
+    shown = set(drawn)
     for i, policy in enumerate(d.policies, 1):
+        if policy not in shown:
+            continue
         r = rows[policy]
         v = verdicts.get(policy)
         out.append(
@@ -737,22 +841,49 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
         out.append(
             '<dl class="facts">'
             + "".join(f"<dt>{_e(k)}</dt><dd>{_e(val)}</dd>" for k, val in facts)
-            + "</dl>"
+            + "</dl></article>"
         )
-        if policy not in drawn:
-            out.append("</article>")
-            continue
-        out.append(
-            figures.figure(
-                lambda policy=policy: _plots().plot_weights(d, policy),
-                "Share of rows (bars) and of the candidate's probability mass (orange) per "
-                "factor-of-two bin of the weight π/π₀; the dashed line is the clip level. Mass far "
-                "right of the rows means a few rows carry the estimate.",
-                label=f"importance weights of candidate {i}",
-            )
-        )
-        out.append("</article>")
+    if rest:
+        out.append(_summary_table(rest, rows, verdicts))
     return "".join(out)
+
+
+def _weights_panel(d: Any, policy: str, ax: Any) -> Any:
+    """:func:`ope.plots.plot_weights` as a panel of the report: the decades labelled, without
+    the minor ticks between them (a third of the panel's drawing time)."""
+    from matplotlib.ticker import NullLocator
+
+    ax = _plots().plot_weights(d, policy, ax)
+    ax.xaxis.set_minor_locator(NullLocator())
+    return ax
+
+
+def _summary_table(
+    policies: Sequence[str], rows: Mapping[str, Mapping[str, Any]], verdicts: Mapping[str, Any]
+) -> str:
+    """The candidates summarized instead of drawn (:func:`_drawn`): one row each, from the
+    diagnostics' table (``rows``) and the headline's verdicts."""
+    body = []
+    for policy in policies:
+        r = rows[policy]
+        v = verdicts.get(policy)
+        body.append(
+            [
+                f"<strong>{_e(policy)}</strong>",
+                _badge(v.answer) if v is not None else "–",
+                _e(f"{_num(r['ess'])} ({_share(r['ess_ratio'])})"),
+                _e(_num(r["weight_max"])),
+                _e(f"{_num(r['mean_weight'])} ({r['propensity_check']})"),
+                _e(f"{r['verdict']} ({r['verdict_reason']})"),
+            ]
+        )
+    return '<h3 id="summarized">Candidates summarized, not drawn</h3>' + _table(
+        ["candidate", "answer", "ESS (share of rows)", "largest weight", "mean weight", "verdict"],
+        body,
+        numeric=(2, 3, 4),
+        raw=True,
+        wide=5,
+    )
 
 
 def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
@@ -765,13 +896,13 @@ def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
         if est not in set(seg["estimator"]):
             est = str(seg["estimator"].iloc[0])
         out.append(f"<h3>Estimates per segment ({_e(est)})</h3>")
-        drawn, rest = figure_candidates(list(dict.fromkeys(seg["policy"])))
-        out.append(_more(rest))
+        drawn, rest = _drawn(ctx, list(dict.fromkeys(seg["policy"])))
+        out.append(_more(summarized_line(rest)))
         kept_rows = []
         for column in dict.fromkeys(seg["column"]):
             mine = seg[seg["column"] == column]
             counts = mine["n"] if "n" in mine.columns else [1.0] * len(mine)
-            top, summary = top_segments(list(mine["segment"]), counts)
+            top, summary = top_segments(list(mine["segment"]), counts, limit=ctx["max_segments"])
             mine = mine[mine["segment"].isin(top)]
             kept_rows.append(mine)
             out.append(
@@ -855,10 +986,14 @@ def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
                 "<em>rows</em> counts the kept rows.</p>"
             )
         for column in dict.fromkeys(table["column"]):
-            out.append(_segment_matrix(table[table["column"] == column], column))
+            out.append(
+                _segment_matrix(table[table["column"] == column], column, ctx["max_segments"])
+            )
         first = str(table["column"].iloc[0])
         mine = table[table["column"] == first]
-        heat_segments, _ = top_segments(list(mine["segment"]), list(mine["rows"]))
+        heat_segments, _ = top_segments(
+            list(mine["segment"]), list(mine["rows"]), limit=ctx["max_segments"]
+        )
     else:
         out.append(
             '<p class="note">No segments were requested: pass <code>by=[...]</code> to '
@@ -867,29 +1002,14 @@ def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
         )
         first, heat_segments = None, None
     out.append("<h3>Coverage: where each candidate's mass lies</h3>")
-    drawn, rest = figure_candidates(d.policies)
-    out.append(_more(rest))
-    for i, policy in enumerate(d.policies, 1):
+    drawn, rest = _drawn(ctx, d.policies)
+    out.append(_more(summarized_line(rest)))
+    out.append(_heatmaps(d, drawn, first, heat_segments, figures))
+    for policy in d.policies:
         gaps = table[(table["policy"] == policy) & table["gap"]] if len(table) else table
-        try:
-            fig = (
-                ""
-                if policy not in drawn
-                else figures.figure(
-                    lambda policy=policy: _plots().plot_coverage(
-                        d, policy, by=first, segments=heat_segments
-                    ),
-                    "Colour: the candidate's mass in each cell (share of all rows); text: candidate "
-                    "share / logger share. Red frames: segments with a gap.",
-                    label=f"coverage heatmap of candidate {i}",
-                )
-            )
-        except ValidationError as exc:  # diagnostics of arrays without the logged actions
-            fig = f'<p class="note">No heatmap for {_e(policy)}: {_e(exc)}</p>'
-        out.append(f"<h3>{_e(policy)}</h3>{fig}")
         if len(gaps):
             out.append(
-                "<ul>"
+                f"<h3>{_e(policy)}</h3><ul>"
                 + "".join(
                     f"<li><strong>{_e(g.column)}={_e(g.segment)}</strong> ({_e(g.gap_kind)}): "
                     f"{_e(g.reason)}</li>"
@@ -897,15 +1017,44 @@ def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
                 )
                 + "</ul>"
             )
-        elif len(table):
-            out.append('<p class="muted">No segment gaps.</p>')
+    if len(table) and not table["gap"].any():
+        out.append('<p class="muted">No segment gaps.</p>')
     return "".join(out)
 
 
-def _segment_matrix(rows: pd.DataFrame, column: str) -> str:
+def _heatmaps(
+    d: Any, drawn: Sequence[str], by: str | None, segments: Sequence[Any] | None, figures: _Figures
+) -> str:
+    """The coverage heatmaps of the candidates drawn in full, one panel each in one figure."""
+    if not drawn:
+        return ""
+    try:
+        matrix = d.coverage_matrix(drawn[0], by=by, value="target_mass")
+    except ValidationError as exc:  # diagnostics of arrays without the logged actions
+        return f'<p class="note">No coverage heatmaps: {_e(exc)}</p>'
+    labels = [str(s) for s in matrix.index if segments is None or str(s) in set(map(str, segments))]
+    n_rows, n_cols = max(len(labels), 1), max(matrix.shape[1], 1)
+    # the widest row label (and its "  (gap)" mark) at about 0.07 inch a character
+    left = min(0.6 + 0.07 * (max(map(len, labels), default=3) + 7), 3.2)
+    return figures.panels(
+        [
+            functools.partial(_plots().plot_coverage, d, policy, by=by, segments=segments)
+            for policy in drawn
+        ],
+        "One panel per candidate drawn in full. Colour: the candidate's mass in each cell (share "
+        "of all rows); text: candidate share / logger share. Red frames: segments with a gap.",
+        label="coverage heatmaps, one panel per candidate: " + ", ".join(drawn),
+        height=0.5 + 0.32 * n_rows,
+        left=left,
+        width=left + min(3.2 + 0.85 * n_cols, 9.0),
+        gap=1.0,
+    )
+
+
+def _segment_matrix(rows: pd.DataFrame, column: str, limit: int | None) -> str:
     """Segments of one column x candidates: ESS and mass share per cell, gaps marked."""
     policies = list(dict.fromkeys(rows["policy"]))
-    segments, summary = top_segments(list(rows["segment"]), list(rows["rows"]))
+    segments, summary = top_segments(list(rows["segment"]), list(rows["rows"]), limit=limit)
     cells = {(r["policy"], r["segment"]): r for r in rows.to_dict("records")}
     first = {seg: cells[(policies[0], seg)] for seg in segments if (policies[0], seg) in cells}
     header = [str(column), "rows"] + [str(p) for p in policies]
@@ -1258,6 +1407,8 @@ def render_report(
     provenance: Mapping[str, Any] | None = None,
     title: str | None = None,
     validation: Any = None,
+    max_candidates: int | None = MAX_FIGURE_CANDIDATES,
+    max_segments: int | None = MAX_REPORT_SEGMENTS,
 ) -> str:
     """The report as one self-contained HTML document (a string).
 
@@ -1282,6 +1433,16 @@ def render_report(
         The page title (default: "Off-policy evaluation of <input>").
     validation : ope.ValidationReport, optional
         The logs' validation report (default: the evaluation's ``report``).
+    max_candidates : int or None, default :data:`~ope.report.views.MAX_FIGURE_CANDIDATES`
+        How many candidates to draw in full (rows in the summary figures, a panel in the
+        weight histograms and coverage heatmaps, their facts): those with the highest lower
+        end of the interval of their difference with the logging policy
+        (:func:`ope.report.views.ranked_candidates`). The others are summarized in a table,
+        and a note at the top of the estimates says how many and how to draw them all; every
+        estimate stays in the tables. None draws every candidate.
+    max_segments : int or None, default :data:`~ope.report.views.MAX_REPORT_SEGMENTS`
+        How many segments of a column the per-segment charts, heatmaps and tables show: those
+        with the most rows; one line summarizes the others. None shows all.
 
     Returns
     -------
@@ -1291,8 +1452,8 @@ def render_report(
     Raises
     ------
     ope.ParameterError
-        Neither ``evaluation`` nor ``diagnostics``, an argument of the wrong kind, or a
-        malformed ``truth``.
+        Neither ``evaluation`` nor ``diagnostics``, an argument of the wrong kind, a
+        malformed ``truth``, or a cap that is not a positive integer or None.
 
     Examples
     --------
@@ -1305,6 +1466,8 @@ def render_report(
     (True, True)
     """
     _checked(evaluation, diagnostics, certificate, validation)
+    max_candidates = check_cap(max_candidates, "max_candidates")
+    max_segments = check_cap(max_segments, "max_segments")
     prov: Mapping[str, Any] = provenance if provenance is not None else {}
     if not isinstance(prov, Mapping):
         raise ParameterError(f"`provenance` must be a mapping; got {type(prov).__name__}.")
@@ -1339,10 +1502,13 @@ def render_report(
         "reference": logging_reference(evaluation) if evaluation is not None else None,
         "segment_estimates": segment_estimates(evaluation) if evaluation is not None else None,
         "notes": _all_notes(evaluation, diagnostics, extra_notes),
+        "ranked": ranked_candidates(verdicts),
+        "max_candidates": max_candidates,
+        "max_segments": max_segments,
     }
     figures = _Figures()
     bodies = {
-        "headline": _headline(ctx),
+        "headline": _headline(ctx) + _cap_note(ctx),
         "estimates": _estimates(ctx, figures),
         "comparisons": _comparisons(ctx, figures),
         "candidates": _candidates(ctx, figures),
@@ -1447,6 +1613,8 @@ def write_report(
     title: str | None = None,
     validation: Any = None,
     overwrite: bool = False,
+    max_candidates: int | None = MAX_FIGURE_CANDIDATES,
+    max_segments: int | None = MAX_REPORT_SEGMENTS,
 ) -> Path:
     """Write the HTML report to ``path`` atomically; returns the path.
 
@@ -1479,6 +1647,8 @@ def write_report(
         provenance=provenance,
         title=title,
         validation=validation,
+        max_candidates=max_candidates,
+        max_segments=max_segments,
     )
     with atomic_path(target, force=overwrite, force_flag="overwrite=True (--force)") as tmp:
         with open(tmp, "x", encoding="utf-8", newline="\n") as handle:

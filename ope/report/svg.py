@@ -5,7 +5,8 @@ matplotlib writes a standalone SVG document: an XML prolog and DOCTYPE (which th
 does not want inside a page), a metadata block with the date and a URL, and element ids
 (``patch_1``, clip paths, markers) that repeat from figure to figure. :func:`inline_svg` removes
 the prolog, the metadata and comments, and prefixes every id (and every reference to one) with a
-key unique to the figure, so many figures share one page without colliding. No control, bidi or
+key unique to the figure, so many figures share one page without colliding (an id repeated
+within a figure, as identical images in two panels, is numbered). No control, bidi or
 XML-illegal character reaches the page (:func:`ope._format.safe_text`). Text is kept as
 text (``svg.fonttype = "none"``: small, selectable, printed sharply) and hashed ids use a fixed
 salt, so the output does not change between runs.
@@ -60,13 +61,26 @@ def clean_svg(svg: str, key: str, *, label: str = "") -> str:
     ...        '<!-- x --><g id="a"><use xlink:href="#a" clip-path="url(#a)"/></g></svg>')
     >>> clean_svg(doc, "f1-", label="a <b>")
     '<svg role="img" aria-label="a &lt;b&gt;" xmlns="http://www.w3.org/2000/svg"><g id="f1-a"><use xlink:href="#f1-a" clip-path="url(#f1-a)"/></g></svg>'
+    >>> clean_svg('<svg><image id="i"/><image id="i"/></svg>', "f2-")
+    '<svg role="img" aria-label=""><image id="f2-i"/><image id="f2-i-2"/></svg>'
     """
     svg = _PROLOG.sub("", svg, count=1)
     svg = _METADATA.sub("", _COMMENT.sub("", svg))
 
+    seen: dict[str, int] = {}
+
+    def unique(m: re.Match[str]) -> str:
+        # matplotlib names an image by a hash of its pixels: two panels of one figure with the
+        # same image get the same id; the second is renamed (a reference finds the first,
+        # whose content is the same)
+        name = m.group(2)
+        seen[name] = seen.get(name, 0) + 1
+        suffix = f"-{seen[name]}" if seen[name] > 1 else ""
+        return m.group(1) + key + name + suffix + m.group(3)
+
     def prefix(tag: re.Match[str]) -> str:
         t = tag.group(0)
-        t = _ID.sub(lambda m: m.group(1) + key + m.group(2) + m.group(3), t)
+        t = _ID.sub(unique, t)
         t = _HREF.sub(lambda m: m.group(1) + key + m.group(2) + m.group(3), t)
         return _URL.sub(lambda m: m.group(1) + key + m.group(2) + m.group(3), t)
 

@@ -49,6 +49,9 @@ __all__ = [
     "MAX_LISTED_NAMES",
     "top_segments",
     "figure_candidates",
+    "ranked_candidates",
+    "summarized_line",
+    "check_cap",
 ]
 
 #: The three answers of the headline for a candidate.
@@ -101,9 +104,12 @@ MAX_PAIRWISE_POLICIES: Final = 12
 #: ..."). Segments with a gap are still all listed under their candidate.
 MAX_REPORT_SEGMENTS: Final = 25
 
-#: At most this many candidates (the first, in the evaluation's order) get figures of their
-#: own (weight histogram, coverage heatmap) and rows in the summary figures (forest plot,
-#: outer/inner split, per-segment estimates); every candidate is in the tables.
+#: At most this many candidates are drawn in full (by default; ``max_candidates`` of
+#: :func:`ope.report.render_report` and ``--max-candidates`` of ``ope report`` change it):
+#: the most telling ones (:func:`ranked_candidates`) get rows in the summary figures (forest
+#: plot, paired differences, outer/inner split, per-segment estimates), a panel in the weight
+#: histograms and coverage heatmaps, and their facts; the others are summarized in a table.
+#: Every candidate is in the tables of estimates and differences.
 MAX_FIGURE_CANDIDATES: Final = 12
 
 #: A summary line names at most this many of the segments or candidates it stands for.
@@ -534,10 +540,10 @@ def _listed(names: Sequence[Any], limit: int = MAX_LISTED_NAMES) -> str:
 
 
 def top_segments(
-    segments: Sequence[Any], rows: Sequence[float], *, limit: int = MAX_REPORT_SEGMENTS
+    segments: Sequence[Any], rows: Sequence[float], *, limit: int | None = MAX_REPORT_SEGMENTS
 ) -> tuple[list[Any], str]:
     """The ``limit`` segments with the most rows (in their order of appearance) and the line
-    that summarizes the others ("" when none is left out).
+    that summarizes the others ("" when none is left out; ``limit=None`` keeps all).
 
     ``segments[i]`` has ``rows[i]`` rows (a segment may appear more than once, one entry per
     candidate: its largest count is used).
@@ -549,7 +555,7 @@ def top_segments(
     """
     counts = pd.Series(np.asarray(rows, dtype=np.float64), index=pd.Index(list(segments)))
     counts = counts.groupby(level=0, sort=False).max()
-    if len(counts) <= limit:
+    if limit is None or len(counts) <= limit:
         return list(counts.index), ""
     # stable sort: ties keep the order of appearance
     order = np.argsort(-counts.to_numpy(), kind="stable")
@@ -565,21 +571,81 @@ def top_segments(
     )
 
 
+def check_cap(value: Any, name: str) -> int | None:
+    """A size bound of the report: a positive integer, or None for no bound.
+
+    >>> check_cap(5, "max_candidates"), check_cap(None, "max_candidates")
+    (5, None)
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+        raise ParameterError(
+            f"`{name}` must be a positive integer (how many to draw in full) or None (all); "
+            f"got {value!r}."
+        )
+    return int(value)
+
+
+def ranked_candidates(verdicts: Sequence[CandidateVerdict]) -> list[str]:
+    """The candidates in the order the report draws them in full, most telling first.
+
+    With estimates, by the lower end of the interval of the difference with the logging
+    policy (:attr:`CandidateVerdict.lower_bound`: the estimate less its uncertainty), largest
+    first, ties by the upper end; candidates without an interval come last. Without estimates
+    (diagnostics alone), those the logs cannot answer for come first. Ties keep the given
+    order.
+
+    >>> v = [CandidateVerdict("a", UNCLEAR, -0.1, 0.2, "ips", 0, 0),
+    ...      CandidateVerdict("b", BETTER, 0.05, 0.3, "ips", 0, 0),
+    ...      CandidateVerdict("c", UNCLEAR, math.nan, math.nan, "", 0, 0)]
+    >>> ranked_candidates(v)
+    ['b', 'a', 'c']
+    """
+
+    def key(v: CandidateVerdict) -> tuple[int, float, float]:
+        if math.isfinite(v.lower_bound):
+            high = v.upper_bound if math.isfinite(v.upper_bound) else -math.inf
+            return (0, -v.lower_bound, -high)
+        return (1 if v.answer == UNCLEAR else 2, 0.0, 0.0)
+
+    return [v.policy for v in sorted(verdicts, key=key)]
+
+
 def figure_candidates(
-    policies: Sequence[str], *, limit: int = MAX_FIGURE_CANDIDATES
-) -> tuple[list[str], str]:
-    """The candidates drawn in figures (the first ``limit``) and the line that names the
-    others ("" when all are drawn).
+    policies: Sequence[str],
+    *,
+    limit: int | None = MAX_FIGURE_CANDIDATES,
+    ranked: Sequence[str] | None = None,
+) -> tuple[list[str], list[str]]:
+    """The candidates drawn in full and those summarized, each in the order of ``policies``.
+
+    The first ``limit`` of ``ranked`` (:func:`ranked_candidates`; default ``policies``) that
+    are among ``policies`` are drawn; ``limit=None`` draws all.
 
     >>> figure_candidates(["a", "b", "c"], limit=2)
-    (['a', 'b'], '1 more candidate without figures (in the tables): c')
+    (['a', 'b'], ['c'])
+    >>> figure_candidates(["a", "b", "c"], limit=1, ranked=["c", "a", "b"])
+    (['c'], ['a', 'b'])
     """
     policies = list(policies)
-    rest = policies[limit:]
+    if limit is None or len(policies) <= limit:
+        return policies, []
+    present = set(policies)
+    chosen = set([p for p in (ranked if ranked is not None else policies) if p in present][:limit])
+    return [p for p in policies if p in chosen], [p for p in policies if p not in chosen]
+
+
+def summarized_line(rest: Sequence[str]) -> str:
+    """The line naming the candidates summarized instead of drawn ("" when none is).
+
+    >>> summarized_line(["c"])
+    '1 more candidate summarized (in the tables, not drawn): c'
+    """
     if not rest:
-        return policies, ""
+        return ""
     k = len(rest)
-    return policies[:limit], (
-        f"{k} more candidate{'s' if k != 1 else ''} without figures "
-        f"(in the tables): {_listed(rest)}"
+    return (
+        f"{k} more candidate{'s' if k != 1 else ''} summarized (in the tables, not drawn): "
+        f"{_listed(list(rest))}"
     )
