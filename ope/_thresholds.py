@@ -18,6 +18,8 @@ from typing import Final, Literal
 from ope._format import Note
 
 __all__ = [
+    "MAX_REPORT_SEGMENTS",
+    "MAX_FIGURE_CANDIDATES",
     "ESS_RATIO_WARN",
     "MEAN_WEIGHT_Z",
     "MEAN_WEIGHT_TOLERANCE",
@@ -147,6 +149,20 @@ COVERAGE_VERDICT_SHARE: Final = 0.5
 def kish_ess(sum_w: float, sum_w2: float) -> float:
     """Kish's effective sample size ``(sum w)^2 / sum w^2`` (0 when every weight is 0)."""
     return float(sum_w * sum_w / sum_w2) if sum_w2 > 0 else 0.0
+
+
+#: A segment chart, heatmap or table shows at most this many segments of one column: those
+#: with the most rows; the others are summarized in one line ("k more segments, x% of rows:
+#: ..."). Segments with a gap are still all listed under their candidate.
+MAX_REPORT_SEGMENTS: Final = 25
+
+#: At most this many candidates are drawn in full (by default; ``max_candidates`` of
+#: :func:`ope.report.render_report` and ``--max-candidates`` of ``ope report`` change it):
+#: the most telling ones (:func:`ope.report.views.ranked_candidates`) get rows in the summary figures (forest
+#: plot, paired differences, outer/inner split, per-segment estimates), a panel in the weight
+#: histograms and coverage heatmaps, and their facts; the others are summarized in a table.
+#: Every candidate is in the tables of estimates and differences.
+MAX_FIGURE_CANDIDATES: Final = 12
 
 
 def low_ess(ess: float, n: int) -> bool:

@@ -56,6 +56,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS
 from ope.exceptions import (
     DataFileError,
     MissingBoundsError,
@@ -463,14 +464,13 @@ def _report_cap(text: str) -> int | None:
 
 
 def _add_report_caps(p: argparse.ArgumentParser, prefix: str = "") -> None:
-    # the defaults are ope.report.views' caps (not imported here: the parser stays light);
     # an absent flag leaves the report's default
     p.add_argument(
         "--max-candidates",
         type=_report_cap,
         default=argparse.SUPPRESS,
         metavar="K",
-        help=f"{prefix}draw at most K candidates in full (default 12: those "
+        help=f"{prefix}draw at most K candidates in full (default {MAX_FIGURE_CANDIDATES}: those "
         "with the highest lower bound of their gain over logging); the others are summarized "
         "in tables; 'all' draws every candidate",
     )
@@ -480,7 +480,7 @@ def _add_report_caps(p: argparse.ArgumentParser, prefix: str = "") -> None:
         default=argparse.SUPPRESS,
         metavar="K",
         help=f"{prefix}show at most K segments of a column in the charts and tables (default "
-        "25: the largest; one line summarizes the others); 'all' shows all",
+        + f"{MAX_REPORT_SEGMENTS}: the largest; one line summarizes the others); 'all' shows all",
     )
 
 
@@ -1240,7 +1240,6 @@ def _write_report(
     """Write the HTML report (destination already checked by :func:`_check_outputs`), with
     the known truth of ``--truth`` when given (its names checked against the candidates)."""
     from ope.report import write_report
-    from ope.report.views import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS
 
     truth = _read_truth(args)
     if truth is not None:

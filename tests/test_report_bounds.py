@@ -182,6 +182,13 @@ def test_the_cap_is_raised_and_lowered_from_the_api(tmp_path: Path) -> None:
     page = render_report(diagnostics=d, max_candidates=4)
     assert len(_panels(page, "importance weights")) == 4
     assert "The other 11 candidates are summarized" in page
+    # the result objects' own write_report pass the caps through
+    page = ev.write_report(tmp_path / "e.html", diagnostics=d, max_candidates=3).read_text(
+        encoding="utf-8"
+    )
+    assert set(_panels(page, "importance weights")) == _best_by_lower_bound(ev, 3)
+    page = d.write_report(tmp_path / "d.html", max_candidates=None).read_text(encoding="utf-8")
+    assert _panels(page, "importance weights") == names
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True, "3"])

@@ -22,6 +22,8 @@ from ope._format import (
 )
 from ope._thresholds import (
     COVERAGE_VERDICT_SHARE,
+    MAX_FIGURE_CANDIDATES,
+    MAX_REPORT_SEGMENTS,
     ESS_RATIO_WARN,
     GAP_MASS_DEFICIT,
     GAP_MIN_ESS,
@@ -608,6 +610,8 @@ class Diagnostics(Result):
         title: str | None = None,
         validation: Any = None,
         overwrite: bool = False,
+        max_candidates: int | None = MAX_FIGURE_CANDIDATES,
+        max_segments: int | None = MAX_REPORT_SEGMENTS,
     ) -> Any:
         """Write the self-contained HTML report of these diagnostics (and of ``evaluation``
         when given) to ``path``; returns the path.
@@ -627,6 +631,8 @@ class Diagnostics(Result):
             title=title,
             validation=validation,
             overwrite=overwrite,
+            max_candidates=max_candidates,
+            max_segments=max_segments,
         )
 
     # ---- export -----------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from ope._validation import (
     check_choice,
 )
 from ope._format import format_estimate, number_notes
+from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS
 from ope.exceptions import (
     EstimationError,
     ParameterError,
@@ -479,6 +480,8 @@ class Evaluation(Result):
         provenance: Mapping[str, Any] | None = None,
         title: str | None = None,
         overwrite: bool = False,
+        max_candidates: int | None = MAX_FIGURE_CANDIDATES,
+        max_segments: int | None = MAX_REPORT_SEGMENTS,
     ) -> Any:
         """Write the self-contained HTML report of this evaluation (with ``diagnostics`` from
         ope.diagnose for the weights, gaps and plan) to ``path``; returns the path. See
@@ -497,6 +500,8 @@ class Evaluation(Result):
             provenance=provenance,
             title=title,
             overwrite=overwrite,
+            max_candidates=max_candidates,
+            max_segments=max_segments,
         )
 
     def _estimator_of(self, key: str) -> Any:

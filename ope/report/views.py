@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ope._format import format_number, format_share
+from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS
 from ope._thresholds import ESS_RATIO_WARN
 from ope.diagnostics.overlap import VERDICT_EXPLORE
 from ope.exceptions import OPEError, ParameterError
@@ -99,18 +100,6 @@ MAX_PAIRWISE_POLICIES: Final = 12
 #: 500-row chart. With them the render time is linear in candidates x segments up to the caps
 #: and constant beyond; nothing is dropped from the JSON output or the result objects.
 #:
-#: A segment chart, heatmap or table shows at most this many segments of one column: those
-#: with the most rows; the others are summarized in one line ("k more segments, x% of rows:
-#: ..."). Segments with a gap are still all listed under their candidate.
-MAX_REPORT_SEGMENTS: Final = 25
-
-#: At most this many candidates are drawn in full (by default; ``max_candidates`` of
-#: :func:`ope.report.render_report` and ``--max-candidates`` of ``ope report`` change it):
-#: the most telling ones (:func:`ranked_candidates`) get rows in the summary figures (forest
-#: plot, paired differences, outer/inner split, per-segment estimates), a panel in the weight
-#: histograms and coverage heatmaps, and their facts; the others are summarized in a table.
-#: Every candidate is in the tables of estimates and differences.
-MAX_FIGURE_CANDIDATES: Final = 12
 
 #: A summary line names at most this many of the segments or candidates it stands for.
 MAX_LISTED_NAMES: Final = 10
