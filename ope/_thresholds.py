@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
-from ope._format import Note
+if TYPE_CHECKING:  # numpy-free at import: the CLI's parser reads the report's caps here
+    from ope._format import Note
 
 __all__ = [
     "MAX_REPORT_SEGMENTS",
@@ -199,6 +200,8 @@ def ess_note(ess: float, n: int, *, subject: Hashable = None) -> Note:
     """The note for :func:`low_ess` (a :class:`~ope._format.Note` of rule ``"low_ess"``:
     ``subject``, e.g. ``(policy, "raw weights")``, tells which weights it is about, so that two
     wordings of it are stated once)."""
+    from ope._format import Note
+
     return Note(
         f"effective sample size {ess:.1f} is {ess / n:.2%} of n={n}: the estimate rests on a few "
         "heavily weighted rows and normal intervals may undercover. Consider clipping, a doubly "
@@ -226,6 +229,8 @@ def mean_weight_note(
         else "the logged propensities are too small, or the candidate's probabilities do not sum "
         "to 1 over the actions"
     )
+    from ope._format import Note
+
     return Note(
         f"mean importance weight is {mean_w:.4g}, {how_far}: {why}, and weighting estimates are "
         "biased. Check overlap with ope.diagnostics.",
@@ -257,6 +262,8 @@ def small_sample_note(n: int, *, subject: Hashable = None, weighted: bool = Fals
         if weighted
         else ("prefer bernstein or betting intervals with an a priori reward_range.")
     )
+    from ope._format import Note
+
     return Note(
         f"only n={n} rows (< {SMALL_SAMPLE_ROWS}): normal and t intervals rely on the central "
         f"limit theorem and may undercover; {advice}",
@@ -312,6 +319,8 @@ def few_effective_rows_note(
             "an a priori reward_range, which hold at any n."
         )
     )
+    from ope._format import Note
+
     return Note(
         f"the estimate rests on {ess:.3g} effective rows (< {MIN_EFFECTIVE_ROWS}) and its "
         f"standard error {std_error:.3g} may be near-degenerate (0 when those rows share one "
