@@ -155,7 +155,9 @@ def _partition_items(task: _Task, partition: int, batches: Iterator[pa.RecordBat
     report = report or ValidationReport(task.source, 0, 0)
     items = [_rows(partition, "rows", "", [report.rows_read, report.rows_used])]
     for reason, count in report.rejected.items():  # loop over rejection reasons
-        items.append(_rows(partition, "rejected", reason, [count, *report.examples.get(reason, ())]))
+        items.append(
+            _rows(partition, "rejected", reason, [count, *report.examples.get(reason, ())])
+        )
     for reason, columns in report.rejected_by_column.items():
         for column, count in columns.items():  # loop over culprit columns
             first = report.examples_by_column.get(reason, {}).get(column, ())
@@ -163,7 +165,7 @@ def _partition_items(task: _Task, partition: int, batches: Iterator[pa.RecordBat
     if stats is not None:
         for key, arr in stats.to_columns().items():  # loop over the statistics' arrays
             items.append(_rows(partition, f"stats.{key}", "", arr.tolist()))
-    if low is not None:
+    if low is not None and high is not None:
         if isinstance(low, str):
             items.append(_rows(partition, "id_low", low, []))
             items.append(_rows(partition, "id_high", high, []))
@@ -560,9 +562,7 @@ def evaluate_spark(
         report = report.merge(res.report, row_offset=report.rows_read)
         if res.stats is not None:
             stats = res.stats if stats is None else stats.merge(res.stats)
-    report = replace(
-        report, dropped=on_invalid == "drop" and not report.ok, columns=tuple(read)
-    )
+    report = replace(report, dropped=on_invalid == "drop" and not report.ok, columns=tuple(read))
     partition_only = "event_id" in read and not global_check
     if not report.ok and on_invalid == "raise":
         caveat = (

@@ -856,11 +856,21 @@ class MomentStats:
             "max_w": (1, n_pol),
             "n_clipped": (1, n_pol),
         }
+
+        def field(name: str) -> np.ndarray:
+            return array(f"moments.{name}", math.prod(shapes[name])).reshape(shapes[name])
+
         raw = Moments(
-            *(
-                array(f"moments.{f}", math.prod(shapes[f])).reshape(shapes[f])
-                for f in _MOMENT_FIELDS
-            )
+            field("n"),
+            field("shift"),
+            field("r_exp"),
+            field("r_mean"),
+            field("r_m2"),
+            field("w_exp"),
+            field("mean"),
+            field("com"),
+            field("max_w"),
+            field("n_clipped"),
         )
         weighted = None
         if head[5]:

@@ -38,6 +38,9 @@ K = 4
 FILE_ROWS = (3000, 2000, 2500, 1500)  # several files, several partitions
 NUMBERS = ["value", "std_error", "ci_low", "ci_high"]
 
+#: the tests that start the shared Spark session (a JVM: about 15 s, then seconds per test)
+SPARK = pytest.mark.slow
+
 
 def _unavailable() -> str | None:
     """Why the Spark tests cannot run here (None when they can)."""
@@ -135,6 +138,7 @@ def assert_same(streamed, eager, tol: float = 1e-12) -> None:
 UNWEIGHTED = ["event_id", "target__greedy", "target__soft"]
 
 
+@SPARK
 @pytest.mark.parametrize(
     "options, columns",
     [
@@ -156,6 +160,7 @@ def test_a_parquet_directory_gives_the_eager_numbers(spark, clean_dir, options, 
     assert ev.report.ok
 
 
+@SPARK
 @pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
 def test_a_dataframe_of_many_partitions_gives_the_eager_numbers(spark):
     table = pa.concat_tables(clean_tables())
@@ -167,6 +172,7 @@ def test_a_dataframe_of_many_partitions_gives_the_eager_numbers(spark):
     assert_same(ev, eager)
 
 
+@SPARK
 @pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
 def test_policy_objects_and_a_mapping(spark, clean_dir):
     frame = spark.read.parquet(str(clean_dir)).withColumnRenamed("reward", "click")
@@ -189,6 +195,7 @@ def _bad_frame() -> pd.DataFrame:
     return frame
 
 
+@SPARK
 @pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
 def test_invalid_rows_raise_with_the_eager_report(spark):
     frame = _bad_frame()
@@ -206,6 +213,7 @@ def test_invalid_rows_raise_with_the_eager_report(spark):
     assert streamed.value.report.rejected["event_id_duplicate"] == 1
 
 
+@SPARK
 @pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
 def test_drop_gives_the_eager_numbers_of_the_kept_rows(spark):
     frame = _bad_frame()
@@ -221,6 +229,7 @@ def test_drop_gives_the_eager_numbers_of_the_kept_rows(spark):
     assert ev.report.rows_used == eager.report.rows_used == 9000 - 4
 
 
+@SPARK
 @pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
 def test_partition_duplicates_only_says_so(spark):
     frame = spark.createDataFrame(_bad_frame().drop(index=[5, 4000, 7000])).repartition(3)
@@ -228,12 +237,14 @@ def test_partition_duplicates_only_says_so(spark):
     assert any("within each of the" in note for note in ev.notes)
 
 
+@SPARK
 def test_a_missing_column_is_a_schema_error_naming_it(spark, clean_dir):
     frame = spark.read.parquet(str(clean_dir)).drop("propensity")
     with pytest.raises(SchemaError, match="'propensity' is missing"):
         evaluate_spark(frame)
 
 
+@SPARK
 def test_a_lossy_cast_in_a_task_keeps_its_class(spark):
     frame = pa.concat_tables(clean_tables()).to_pandas()
     frame["action"] = frame["action"].astype(float)
@@ -245,12 +256,14 @@ def test_a_lossy_cast_in_a_task_keeps_its_class(spark):
     assert "action" in str(eager.value)
 
 
+@SPARK
 def test_an_empty_dataframe_has_nothing_to_evaluate(spark, clean_dir):
     frame = spark.read.parquet(str(clean_dir)).limit(0)
     with pytest.raises(ValidationError, match="holds no rows"):
         evaluate_spark(frame)
 
 
+@SPARK
 @pytest.mark.parametrize(
     "options, error, match",
     [
@@ -267,6 +280,7 @@ def test_what_merged_statistics_cannot_do_is_refused(spark, clean_dir, options, 
         evaluate_spark(clean_dir, **options)
 
 
+@SPARK
 def test_a_source_that_is_not_a_frame_or_path(spark):
     with pytest.raises(ParameterError, match="`source`"):
         evaluate_spark(pa.table({"a": [1]}))
