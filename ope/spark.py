@@ -58,6 +58,12 @@ _SPARK_HINT: Final = (
 )
 _CHECK_DUPLICATES: Final = ("global", "partition")
 
+#: Most event-id intervals a partition reports. A partition often holds several files (Spark
+#: packs small files together), whose id ranges are disjoint; one (min, max) per partition
+#: would make every partition overlap another and force the cross-partition check, while up
+#: to this many intervals (split at the largest gaps between its sorted ids) keep them apart.
+ID_INTERVALS: Final[int] = 64
+
 #: The schema of what each partition sends back: one row per item, numbers only in ``values``
 #: (``name`` carries a reason, a column or an error class and message).
 _OUT_SCHEMA: Final = pa.schema(
@@ -125,7 +131,8 @@ def _partition_items(task: _Task, partition: int, batches: Iterator[pa.RecordBat
     report: ValidationReport | None = None
     offset = 0
     seen = SeenIds()
-    low = high = None
+    low = high = None  # string ids: the smallest and largest
+    spans = np.empty((0, 2))  # integer ids: disjoint intervals covering them
     known = None if task.exclusions is None else task.exclusions.get(partition)
     for raw in _blocks(batches, task.batch_size):  # loop over blocks of Arrow batches
         try:
@@ -137,8 +144,12 @@ def _partition_items(task: _Task, partition: int, batches: Iterator[pa.RecordBat
         if "event_id" in table.column_names:
             mark_known(table, masks, known)
             mark_repeats(table, masks, seen)
-            lo, hi = pc.min_max(table.column("event_id")).values()  # nulls are skipped
-            if lo.is_valid:
+            ids = pc.drop_null(table.column("event_id"))
+            if pa.types.is_integer(ids.type):
+                values = np.unique(ids.to_numpy()).astype(np.float64)
+                spans = _spans(np.concatenate([spans, _spans(values)]))
+            elif len(ids):
+                lo, hi = pc.min_max(ids).values()
                 low = lo.as_py() if low is None else min(low, lo.as_py())
                 high = hi.as_py() if high is None else max(high, hi.as_py())
         part, bad = ValidationReport.from_masks(
@@ -166,12 +177,29 @@ def _partition_items(task: _Task, partition: int, batches: Iterator[pa.RecordBat
         for key, arr in stats.to_columns().items():  # loop over the statistics' arrays
             items.append(_rows(partition, f"stats.{key}", "", arr.tolist()))
     if low is not None and high is not None:
-        if isinstance(low, str):
-            items.append(_rows(partition, "id_low", low, []))
-            items.append(_rows(partition, "id_high", high, []))
-        else:  # float64 rounding is monotonic: overlapping ranges stay overlapping
-            items.append(_rows(partition, "id_range", "", [low, high]))
+        items.append(_rows(partition, "id_low", str(low), []))
+        items.append(_rows(partition, "id_high", str(high), []))
+    elif len(spans):  # float64 rounding is monotonic: overlapping intervals stay overlapping
+        items.append(_rows(partition, "id_spans", "", spans.ravel().tolist()))
     return items
+
+
+def _spans(values: np.ndarray) -> np.ndarray:
+    """At most ID_INTERVALS disjoint intervals (k, 2) covering sorted integer ids ``values``
+    (points, or the rows of intervals (m, 2)): runs of consecutive ids are one interval, and
+    the runs are joined across the smallest gaps until ID_INTERVALS remain."""
+    if values.ndim == 2:  # intervals: in order of their starts, each extending the largest end
+        order = np.argsort(values[:, 0], kind="stable")
+        lows, highs = values[order, 0], np.maximum.accumulate(values[order, 1])
+    else:
+        lows = highs = values
+    if not len(lows):
+        return np.empty((0, 2))
+    gaps = lows[1:] - highs[:-1]
+    cut = np.flatnonzero(gaps > 1.0)  # a gap of 1 joins consecutive ids
+    if len(cut) > ID_INTERVALS - 1:  # keep the ID_INTERVALS - 1 largest gaps
+        cut = np.sort(cut[np.argpartition(gaps[cut], -(ID_INTERVALS - 1))[-(ID_INTERVALS - 1) :]])
+    return np.column_stack([np.r_[lows[0], lows[cut + 1]], np.r_[highs[cut], highs[-1]]])
 
 
 def _run_partition(task: _Task, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -206,7 +234,7 @@ class _Result:
 
     stats: MomentStats | None
     report: ValidationReport
-    id_range: tuple[Any, Any] | None
+    id_spans: list[tuple[Any, Any]] | None  # intervals covering the partition's event ids
 
 
 def _decode(
@@ -236,7 +264,7 @@ def _decode(
         by_column: dict[str, dict[str, int]] = {}
         examples_by_column: dict[str, dict[str, tuple[int, ...]]] = {}
         columns: dict[str, np.ndarray] = {}
-        id_range: Any = None
+        spans: Any = None
         low = None
         for key, name, values in items:  # loop over the partition's items
             if key == "rows":
@@ -250,12 +278,12 @@ def _decode(
                 examples_by_column.setdefault(reason, {})[name] = tuple(int(v) for v in values[1:])
             elif key.startswith("stats."):
                 columns[key[len("stats.") :]] = np.asarray(values, dtype=np.float64)
-            elif key == "id_range":
-                id_range = (values[0], values[1])
+            elif key == "id_spans":
+                spans = [tuple(pair) for pair in np.reshape(values, (-1, 2)).tolist()]
             elif key == "id_low":
                 low = name
             elif key == "id_high":
-                id_range = (low, name)
+                spans = [(low, name)]
         report = ValidationReport(
             source,
             rows_read,
@@ -271,28 +299,36 @@ def _decode(
             if columns
             else None
         )
-        out[part] = _Result(stats, report, id_range)
+        out[part] = _Result(stats, report, spans)
     return out
 
 
-def _overlapping(ranges: Mapping[int, tuple[Any, Any]]) -> list[int]:
-    """Partitions whose event_id range overlaps another's (only they can share an id)."""
-    order = sorted(ranges, key=lambda i: ranges[i][0])
-    out: list[int] = []
-    chain: list[int] = []
+def _overlapping(spans: Mapping[int, Sequence[tuple[Any, Any]]]) -> list[int]:
+    """Partitions one of whose event-id intervals overlaps another partition's (only they can
+    share an id).
+
+    Sorted by their starts, the intervals form chains in which each starts before the largest
+    end so far; the partitions of every chain holding two or more partitions are returned.
+    """
+    items = sorted(((lo, hi, part) for part, s in spans.items() for lo, hi in s), key=_start)
+    out: set[int] = set()
+    chain: set[int] = set()
     end = None
-    for i in order:  # loop over partitions
-        lo, hi = ranges[i]
+    for lo, hi, part in items:  # loop over intervals (a few per partition)
         if end is not None and lo <= end:
-            chain.append(i)
+            chain.add(part)
             end = max(end, hi)
             continue
         if len(chain) > 1:
-            out += chain
-        chain, end = [i], hi
+            out |= chain
+        chain, end = {part}, hi
     if len(chain) > 1:
-        out += chain
+        out |= chain
     return sorted(out)
+
+
+def _start(item: tuple[Any, Any, int]) -> Any:
+    return item[0]
 
 
 def _partition_ids(
@@ -546,8 +582,8 @@ def evaluate_spark(
     results = run(task)
     global_check = check_duplicates == "global" and "event_id" in read
     if global_check:
-        ranges = {p: r.id_range for p, r in results.items() if r.id_range is not None}
-        members = _overlapping(ranges)
+        spans = {p: r.id_spans for p, r in results.items() if r.id_spans is not None}
+        members = _overlapping(spans)
         if members:
             (id_source,) = [c for c in col_plan.source_columns if col_plan.renames[c] == "event_id"]
             exclusions = _later_occurrences(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import sys
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from ope._valid_calls.results import spark_unavailable
 from ope.evaluation import evaluate
 from ope.exceptions import (
     DataFileError,
@@ -42,20 +42,9 @@ NUMBERS = ["value", "std_error", "ci_low", "ci_high"]
 SPARK = pytest.mark.slow
 
 
-def _unavailable() -> str | None:
-    """Why the Spark tests cannot run here (None when they can)."""
-    try:
-        import pyspark  # noqa: F401
-    except ImportError:
-        return "pyspark is not installed (pip install 'ope-toolkit[spark]')"
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        return "no Java runtime for Spark (java not on PATH, JAVA_HOME unset)"
-    return None
-
-
 @pytest.fixture(scope="session")
 def spark():
-    why = _unavailable()
+    why = spark_unavailable()
     if why is not None:
         if os.environ.get("OPE_REQUIRE_SPARK") == "1":
             pytest.fail(f"OPE_REQUIRE_SPARK=1 but {why}")
@@ -325,3 +314,25 @@ def test_statistics_travel_as_flat_columns_exactly(sampling: bool) -> None:
         MomentStats.from_columns({**flat, "moments.mean": flat["moments.mean"][:-1]})
     with pytest.raises(ParameterError, match="to_columns"):
         MomentStats.from_columns([1.0])
+
+
+def test_id_intervals_keep_the_files_of_a_partition_apart() -> None:
+    from ope.spark import ID_INTERVALS, _overlapping, _spans
+
+    # a partition holding two files of disjoint id ranges, another holding the file between
+    first = _spans(np.r_[np.arange(0.0, 100.0), np.arange(200.0, 300.0)])
+    assert first.tolist() == [[0.0, 99.0], [200.0, 299.0]]
+    second = _spans(np.arange(100.0, 200.0))
+    assert _overlapping({0: first.tolist(), 1: second.tolist()}) == []
+    assert _overlapping({0: first.tolist(), 1: [(150.0, 250.0)], 2: [(400.0, 500.0)]}) == [0, 1]
+    # sparse ids: at most ID_INTERVALS intervals, split at the largest gaps, covering every id
+    ids = np.sort(np.random.default_rng(0).choice(10**9, 5000, replace=False)).astype(float)
+    spans = _spans(ids)
+    assert len(spans) == ID_INTERVALS
+    inside = (ids[:, None] >= spans[:, 0]) & (ids[:, None] <= spans[:, 1])
+    assert inside.sum(axis=1).tolist() == [1] * len(ids)
+    # intervals of several blocks merge where they overlap
+    assert _spans(np.array([[5.0, 9.0], [0.0, 6.0], [20.0, 30.0], [10.0, 12.0]])).tolist() == [
+        [0.0, 12.0],
+        [20.0, 30.0],
+    ]
