@@ -52,6 +52,9 @@ def spark():
     from pyspark.sql import SparkSession
 
     # the Python workers run this interpreter (with ope and pyarrow importable)
+    active = SparkSession.getActiveSession()
+    if active is not None:  # another test's session: these tests need their own settings
+        active.stop()
     previous = os.environ.get("PYSPARK_PYTHON")
     os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (

@@ -76,7 +76,7 @@ def spark_unavailable() -> str | None:
 
 
 def _spark(**kwargs: Any) -> Any:
-    """:func:`ope.evaluate_spark` on the active Spark session, else a local[1] one (no UI, two
+    """:func:`ope.evaluate_spark` on the active Spark session, else a local[2] one (no UI, two
     shuffle partitions) whose Python workers run this interpreter."""
     import os
     import sys
@@ -88,7 +88,7 @@ def _spark(**kwargs: Any) -> Any:
     if SparkSession.getActiveSession() is None:
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         session = (
-            SparkSession.builder.master("local[1]")
+            SparkSession.builder.master("local[2]")
             .config("spark.ui.enabled", "false")
             .config("spark.ui.showConsoleProgress", "false")
             .config("spark.sql.shuffle.partitions", "2")
