@@ -27,6 +27,7 @@ _PUBLIC: dict[str, str] = {
     "PolicyError": "ope.exceptions",
     "MissingBoundsError": "ope.exceptions",
     "EstimationError": "ope.exceptions",
+    "MissingDependencyError": "ope.exceptions",
     "OPEWarning": "ope.exceptions",
     "OverlapWarning": "ope.exceptions",
     "SmallSampleWarning": "ope.exceptions",
@@ -146,6 +147,7 @@ _PUBLIC: dict[str, str] = {
     "Diagnostics": "ope.diagnostics",
     # evaluation
     "evaluate_distributed": "ope.distributed",
+    "evaluate_spark": "ope.spark",
     "evaluate": "ope.evaluation",
     "Evaluation": "ope.evaluation",
 }
@@ -178,6 +180,7 @@ _SUBMODULES = frozenset(
         "evaluation",
         "diagnostics",
         "distributed",
+        "spark",
         "learning",
         "cli",
         "plots",

@@ -13,10 +13,12 @@ Exceptions::
     ├── OutputError               a file ope writes cannot be created or written: CLI exit 73
     ├── PolicyError               a candidate policy is malformed (does not sum to 1, misses events)
     ├── MissingBoundsError        an interval method needs a priori bounds that were not given
-    └── EstimationError           the data do not allow the value to be computed
+    ├── EstimationError           the data do not allow the value to be computed
+    └── MissingDependencyError    an optional dependency (an extra) is not installed
 
 All of them also derive from ``ValueError`` (except ``DataFileError`` and ``OutputError``,
-which derive from ``OSError``), so callers that already catch the builtin keep working; ``ParameterError`` derives
+which derive from ``OSError``, and ``MissingDependencyError``, from ``ImportError``), so callers
+that already catch the builtin keep working; ``ParameterError`` derives
 from ``TypeError`` too, as it also reports arguments of the wrong type.
 
 A bad argument (``confidence_level=1.5``, ``max_weight="10"``) is a ``ParameterError``; bad data
@@ -46,6 +48,7 @@ __all__ = [
     "PolicyError",
     "MissingBoundsError",
     "EstimationError",
+    "MissingDependencyError",
     "OPEWarning",
     "OverlapWarning",
     "SmallSampleWarning",
@@ -114,6 +117,11 @@ class MissingBoundsError(OPEError, ValueError):
 
 class EstimationError(OPEError, ValueError):
     """The data do not allow the requested value to be computed (e.g. all weights are zero)."""
+
+
+class MissingDependencyError(OPEError, ImportError):
+    """An optional dependency is not installed; the message names the extra that installs it
+    (``pip install 'ope-toolkit[spark]'``)."""
 
 
 class OPEWarning(UserWarning):

@@ -33,7 +33,7 @@ True
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ope._centered import CenteredMoments
+from ope._kernel import N_COMOMENTS, Moments
 from ope._thresholds import MIN_ROWS
 from ope._validation import (
     as_float_array,
@@ -741,3 +742,174 @@ class MomentStats:
                 "reward satisfies."
             )
         return rr
+
+    # ---- a flat form, for engines that move plain numeric columns (Spark) ----------------
+    def to_columns(self) -> dict[str, np.ndarray]:
+        """The statistics as named one-dimensional float64 arrays (no pickling).
+
+        What an engine that moves plain numeric columns (Spark's Arrow batches) sends from a
+        task to the driver; :meth:`from_columns` rebuilds statistics that merge and estimate
+        exactly as these do. Counts are stored as floats (exact below 2**53 rows); the policy
+        names and the sampling weights' name are not numbers and stay with the caller.
+
+        Returns
+        -------
+        dict of str to numpy.ndarray
+            ``"head"`` (n, min_r, max_r, max_weight or NaN, P, 1.0 when weighted), the kernel's
+            moments (``"moments.<field>"``, raveled) and, for sampling-weighted rows, the
+            weighted ones (``"weighted.<field>"``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from ope.streaming import MomentStats
+        >>> s = MomentStats.from_arrays([1.0, 0.0, 1.0], [0.5] * 3, [[1.0, 0.2]] * 3)
+        >>> columns = s.to_columns()
+        >>> columns["head"].tolist()
+        [3.0, 0.0, 1.0, nan, 2.0, 0.0]
+        >>> back = MomentStats.from_columns(columns)
+        >>> [e.value for e in back.estimates("ips")] == [e.value for e in s.estimates("ips")]
+        True
+        """
+        m = self.centered.raw
+        head = [
+            float(self.n),
+            float(self.min_r),
+            float(self.max_r),
+            math.nan if self.max_weight is None else float(self.max_weight),
+            float(self.n_policies),
+            0.0 if self.weighted is None else 1.0,
+        ]
+        out = {"head": np.asarray(head, dtype=np.float64)}
+        for name in _MOMENT_FIELDS:  # loop over the kernel's ten fields
+            out[f"moments.{name}"] = np.asarray(getattr(m, name), dtype=np.float64).ravel()
+        wm = self.weighted
+        if wm is not None:
+            out["weighted.head"] = np.asarray(
+                [float(wm.n), wm.shift, wm.s_min, wm.s_max, float(wm.n_policies), wm.mean.shape[0]]
+            )
+            for name in ("mean", "com", "max_w", "n_clipped"):  # loop over the fields
+                out[f"weighted.{name}"] = np.asarray(getattr(wm, name), dtype=np.float64).ravel()
+        return out
+
+    @classmethod
+    def from_columns(
+        cls,
+        columns: Mapping[str, npt.ArrayLike],
+        *,
+        names: Sequence[str] | None = None,
+        weight_name: str = "sampling_weight",
+    ) -> MomentStats:
+        """The statistics written by :meth:`to_columns`.
+
+        Parameters
+        ----------
+        columns : mapping of str to array_like
+            The arrays of :meth:`to_columns` (e.g. read back from Arrow list columns).
+        names : sequence of str, optional
+            Policy names, one per column of the statistics.
+        weight_name : str, default "sampling_weight"
+            What notes and messages call the sampling weights.
+
+        Returns
+        -------
+        MomentStats
+
+        Raises
+        ------
+        ope.ParameterError
+            ``columns`` is not a mapping, misses an array, or an array has the wrong length.
+        """
+        if not isinstance(columns, Mapping):
+            raise ParameterError(
+                f"`columns` must be the mapping MomentStats.to_columns() returns; got "
+                f"{describe(columns)}."
+            )
+
+        def array(key: str, size: int | None) -> np.ndarray:
+            if key not in columns:
+                raise ParameterError(
+                    f"`columns` has no {key!r} array; give the mapping MomentStats.to_columns() "
+                    "returned, every key included."
+                )
+            arr = np.asarray(columns[key], dtype=np.float64).ravel()
+            if size is not None and arr.size != size:
+                raise ParameterError(
+                    f"`columns[{key!r}]` holds {arr.size} numbers; statistics of these "
+                    f"policies have {size}. Give the arrays of one MomentStats.to_columns()."
+                )
+            return arr
+
+        head = array("head", 6)
+        n_pol = int(head[4])
+        if n_pol < 0 or n_pol != head[4]:
+            raise ParameterError(f"`columns['head']` gives {head[4]} policies; not a count.")
+        shapes = {
+            "n": (1,),
+            "shift": (1,),
+            "r_exp": (1,),
+            "r_mean": (1,),
+            "r_m2": (1,),
+            "w_exp": (1, 2, n_pol),
+            "mean": (1, 2, 2, n_pol),
+            "com": (1, 2, N_COMOMENTS, n_pol),
+            "max_w": (1, n_pol),
+            "n_clipped": (1, n_pol),
+        }
+
+        def field(name: str) -> np.ndarray:
+            return array(f"moments.{name}", math.prod(shapes[name])).reshape(shapes[name])
+
+        raw = Moments(
+            field("n"),
+            field("shift"),
+            field("r_exp"),
+            field("r_mean"),
+            field("r_m2"),
+            field("w_exp"),
+            field("mean"),
+            field("com"),
+            field("max_w"),
+            field("n_clipped"),
+        )
+        weighted = None
+        if head[5]:
+            whead = array("weighted.head", 6)
+            wp, k = int(whead[4]), int(whead[5])  # policies and components
+            weighted = WeightedMoments(
+                int(whead[0]),
+                float(whead[1]),
+                array("weighted.mean", k * wp).reshape(k, wp),
+                array("weighted.com", k * k * wp).reshape(k, k, wp),
+                array("weighted.max_w", wp),
+                array("weighted.n_clipped", wp),
+                float(whead[2]),
+                float(whead[3]),
+            )
+        labels = None if names is None else tuple(map(str, policy_labels(names, n_pol)))
+        return cls(
+            n=int(head[0]),
+            min_r=float(head[1]),
+            max_r=float(head[2]),
+            centered=CenteredMoments(raw),
+            max_weight=None if math.isnan(head[3]) else float(head[3]),
+            names=labels,
+            weighted=weighted,
+            weight_name=weight_name,
+        )
+
+
+#: The fields of the kernel's statistics (:class:`ope._kernel.Moments`) that
+#: :meth:`MomentStats.to_columns` writes, in order.
+_MOMENT_FIELDS: Final = (
+    "n",
+    "shift",
+    "r_exp",
+    "r_mean",
+    "r_m2",
+    "w_exp",
+    "mean",
+    "com",
+    "max_w",
+    "n_clipped",
+)

@@ -13,7 +13,7 @@ import pytest
 import ope
 import ope.policies
 from ope import _entrypoints as registry
-from ope._valid_calls import known_broken
+from ope._valid_calls import engines, known_broken
 from ope.testing import (
     CONTRACT_EXAMPLES_SLOW,
     CONTRACT_SAMPLE_FAST,
@@ -75,14 +75,36 @@ def test_valid_calls_and_known_violations_name_registered_entries():
     assert set(KNOWN_BROKEN) <= arguments
 
 
+#: Entries whose valid call starts an engine (Spark's JVM) -> why it cannot run here, or None.
+ENGINES = engines()
+
+
+def _engine_marks(name: str) -> list:
+    """Slow, and skipped with the reason when the engine is missing."""
+    if name not in ENGINES:
+        return []
+    why = ENGINES[name]()
+    return [pytest.mark.slow] + ([pytest.mark.skip(reason=why)] if why else [])
+
+
 # the valid calls run on a few dozen planted rows: ope's small-sample and overlap warnings are
 # expected there; what this test checks is that each call succeeds
 @pytest.mark.filterwarnings("ignore::ope.exceptions.OPEWarning")
 def test_each_minimal_valid_call_succeeds(tmp_path):
     for entry in registry.entries():
-        if entry.valid is not None:
+        if entry.valid is not None and entry.name not in ENGINES:
             call = entry.valid(tmp_path)
             call.target(*call.args, **call.kwargs)
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(name, marks=_engine_marks(name)) for name in sorted(ENGINES)]
+)
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OPEWarning")
+def test_each_engine_valid_call_succeeds(tmp_path, name):
+    (entry,) = [e for e in registry.entries() if e.name == name]
+    call = entry.valid(tmp_path)
+    call.target(*call.args, **call.kwargs)
 
 
 def test_each_cli_valid_run_exits_0_with_one_document(tmp_path):
@@ -122,7 +144,9 @@ def _cases(slow: bool) -> list:
             if term in _NO_VALUES and entry.cli:
                 continue
             key = f"{entry.name}::{argument}"
-            marks = [pytest.mark.slow] if slow else []
+            marks = _engine_marks(entry.name) or ([pytest.mark.slow] if slow else [])
+            if slow and entry.name in ENGINES:  # seconds per call: the sampled run covers it
+                marks.append(pytest.mark.skip(reason="each call runs Spark jobs; see the fast run"))
             if entry.skip is not None:
                 marks.append(pytest.mark.skip(reason=f"takes no user input: {entry.skip}"))
             elif entry.valid is None:

@@ -40,6 +40,15 @@ def cli_runs() -> dict[str, Callable[[Path], list[str]]]:
     return _merged(("cli",), "VALID")
 
 
+def engines() -> dict[str, Callable[[], str | None]]:
+    """Registered name -> why its valid call cannot run here (None when it can), for the
+    entries whose valid call starts an engine (their contract cases are slow)."""
+    merged: dict[str, Callable[[], str | None]] = {}
+    for area in AREAS:  # loop over areas
+        merged.update(getattr(importlib.import_module(f"ope._valid_calls.{area}"), "ENGINES", {}))
+    return merged
+
+
 def known_broken() -> dict[str, str]:
     """``"<entry>::<argument>"`` -> the contract violation still open, over every area."""
     return _merged((*AREAS, "cli"), "KNOWN_BROKEN")

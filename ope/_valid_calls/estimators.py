@@ -259,6 +259,14 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
             "weight_name": "sampling_weight",
         },
     ),
+    "ope.MomentStats.from_columns": lambda tmp: Call(
+        resolve("ope.MomentStats").from_columns,
+        {
+            "columns": _moment_stats(max_weight=10.0).to_columns(),
+            "names": ["greedy"],
+            "weight_name": "sampling_weight",
+        },
+    ),
     "ope.MomentStats.estimates": _moment_method(
         "estimates", estimator="ips", reward_range=(0.0, 1.0), confidence_level=0.95
     ),

@@ -1,5 +1,5 @@
 """Valid calls of one area (the conventions are in :mod:`ope._valid_calls`): the drivers
-(``evaluate``, ``diagnose``, ``evaluate_distributed``, loggers), the result objects' methods
+(``evaluate``, ``diagnose``, ``evaluate_distributed``, ``evaluate_spark``, loggers), the result objects' methods
 (Estimate, Evaluation, Diagnostics, ...), the report."""
 
 from __future__ import annotations
@@ -60,6 +60,47 @@ def _distributed(**kwargs: Any) -> Any:
     with dask.config.set(scheduler="synchronous"):
         return evaluate_distributed(**kwargs)
 
+
+def spark_unavailable() -> str | None:
+    """Why :func:`ope.evaluate_spark` cannot run here (None when it can): pyspark or a Java
+    runtime is missing."""
+    import importlib.util
+    import os
+    import shutil
+
+    if importlib.util.find_spec("pyspark") is None:
+        return "pyspark is not installed (pip install 'ope-toolkit[spark]')"
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        return "Spark needs a Java runtime: java is not on PATH and JAVA_HOME is unset"
+    return None
+
+
+def _spark(**kwargs: Any) -> Any:
+    """:func:`ope.evaluate_spark` on the active Spark session, else a local[2] one (no UI, two
+    shuffle partitions) whose Python workers run this interpreter."""
+    import os
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    from ope.spark import evaluate_spark
+
+    if SparkSession.getActiveSession() is None:
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        session = (
+            SparkSession.builder.master("local[2]")
+            .config("spark.ui.enabled", "false")
+            .config("spark.ui.showConsoleProgress", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
+        session.sparkContext.setLogLevel("ERROR")
+    return evaluate_spark(**kwargs)
+
+
+#: Entries whose valid call starts an engine (Spark's JVM, seconds per call): their contract
+#: cases are slow tests, skipped with the reason the callable gives when the engine is missing.
+ENGINES: Final[dict[str, Callable[[], str | None]]] = {"ope.evaluate_spark": spark_unavailable}
 
 #: Registered name -> a factory of its minimal valid call (see :class:`ope._entrypoints.Call`).
 VALID: Final[dict[str, Callable[[Path], Call]]] = {
@@ -209,6 +250,25 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
             reward_range=(0.0, 1.0),
             max_weight=None,
             client=None,
+            mapping=None,
+            on_invalid="raise",
+            columns=None,
+            batch_size=1000,
+            check_duplicates="global",
+            weight_column=None,
+        ),
+    ),
+    "ope.evaluate_spark": lambda tmp: Call(
+        _spark,
+        dict(
+            source=parquet(tmp),
+            policies=["greedy"],
+            estimators=("ips", "snips"),
+            ci="normal",
+            confidence_level=0.95,
+            reward_range=(0.0, 1.0),
+            max_weight=None,
+            spark=None,
             mapping=None,
             on_invalid="raise",
             columns=None,
