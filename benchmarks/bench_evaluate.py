@@ -823,10 +823,8 @@ class _ObpChild:
         return self._read()
 
     def close(self) -> None:
-        if self.proc.poll() is None and self.proc.stdin is not None:
-            self.proc.stdin.write("quit\n")
-            self.proc.stdin.flush()
-        self.proc.wait(timeout=60)
+        """Ask the child to quit, wait for it and close its three pipes."""
+        self.proc.communicate("quit\n" if self.proc.poll() is None else None, timeout=60)
 
 
 def bench_obp(python: str, n: int, *, rounds: int, n_resamples: int) -> dict[str, Any]:
