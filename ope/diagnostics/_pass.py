@@ -7,15 +7,22 @@ weights are computed once into a (P, chunk) block of reused float64 buffers; eve
 policy read off the float64 bit pattern (monotone in w >= 0). Exact weight quantiles take a
 second pass over only the histogram bins that hold them (none when those bins hold a single
 value). There is no Python loop over rows and no dense (n, n_actions) array.
+
+With the numba backend (:func:`ope._kernel.compiled_loops`) both passes are compiled loops over
+blocks of rows that form each weight once, bin it, add its ``w log w`` and its clip-profile sums,
+with no (P, chunk) temporaries; the numpy code is the fallback with the same counts and
+quantiles, and the same sums to rounding.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
+
+from ope._kernel import compiled_loops
 
 __all__ = [
     "CHUNK_ROWS",
@@ -154,6 +161,15 @@ def fused_pass(
     the whole array).
     """
     n, n_pol = target.shape
+    loops = _compiled()
+    if loops is not None:
+        counts = np.zeros((n_pol, 2 * N_BINS), dtype=np.int64)
+        sum_wlogw = np.zeros(n_pol)
+        bins = np.zeros((n_pol if ell is not None else 0, _PROFILE_SUMS, PROFILE_BINS))
+        loops["_nb_fused_pass"](
+            propensity, target, np.empty(0) if ell is None else ell, counts, sum_wlogw, bins
+        )
+        return _sums(counts, sum_wlogw, None if ell is None else bins)
     rows = min(CHUNK_ROWS, n)
     size = n_pol * rows
     w_buf, log_buf = np.empty(size), np.empty(size)
@@ -179,7 +195,12 @@ def fused_pass(
             ell_block = ell[sl]
             for j in range(n_pol):  # a loop over policies
                 profile[j] += profile_bin_sums(w[j], ell_block)
-    by_edge = counts.reshape(n_pol, N_BINS, 2).astype(np.float64)
+    return _sums(counts, sum_wlogw, profile)
+
+
+def _sums(counts: np.ndarray, sum_wlogw: np.ndarray, profile: np.ndarray | None) -> PassSums:
+    """The :class:`PassSums` of the edge-code counts (P, 2 N_BINS) of the pass."""
+    by_edge = counts.reshape(sum_wlogw.size, N_BINS, 2).astype(np.float64)
     return PassSums(
         sum_wlogw=sum_wlogw,
         hist_counts=by_edge.sum(axis=2),
@@ -223,7 +244,23 @@ def weight_quantiles(
             else:
                 needed[j, b] = True
     pending = np.flatnonzero(needed.any(axis=1)).tolist()
-    if pending:
+    loops = _compiled() if pending else None
+    if loops is not None:
+        # the values of every needed bin, gathered contiguously by one compiled pass
+        sizes = np.where(needed, sums.hist_counts, 0).astype(np.int64)
+        first = np.cumsum(sizes.reshape(-1)).reshape(sizes.shape) - sizes
+        cursor = np.where(needed, first, -1)
+        gathered = np.empty(int(sizes.sum()))
+        loops["_nb_gather"](propensity, target, cursor, gathered)
+        for j in pending:
+            bins = np.searchsorted(cums[j], ks, side="right")
+            for b in np.flatnonzero(needed[j]).tolist():
+                in_bin = ks[(bins == b) & (ks < n - 1)]
+                local = in_bin - int(cums[j][b] - sums.hist_counts[j, b])
+                start = int(first[j, b])
+                part = np.partition(gathered[start : start + int(sizes[j, b])], local)
+                values[j].update(zip(in_bin.tolist(), part[local].tolist()))
+    elif pending:
         picked: dict[int, list[np.ndarray]] = {j: [] for j in pending}
         buf = np.empty(n_pol * min(CHUNK_ROWS, n))
         codes_buf = np.empty(n_pol * min(CHUNK_ROWS, n), dtype=np.int64)
@@ -326,3 +363,123 @@ def weighted_quantiles(w: np.ndarray, sampling: np.ndarray, qs: Sequence[float])
     hi = ws[np.minimum(np.searchsorted(cum, k + 1.0, side="right"), last)]
     frac = pos - k
     return np.where(frac > 0, lo + frac * (hi - lo), lo)
+
+
+# ============================================================================================
+# the compiled pass (plain Python until ope._kernel.compiled_loops compiles it; never run
+# uncompiled) and its numpy twin above: the same counts, the same sums to rounding
+# ============================================================================================
+#: Rows per block of the compiled pass: the block's weights of one candidate (16 KB) stay in
+#: the L1 cache between the loop that forms them and the loop that bins them.
+_NB_BLOCK_ROWS: Final = 2048
+
+#: The bits of logarithm of :func:`_nb_fused_pass`: the float64 mantissa field, the field of
+#: sqrt(2), the exponent fields of 1 and 1/2, and log 2.
+_MANTISSA_MASK: Final = (1 << 52) - 1
+_SQRT2_FRACTION: Final = int(np.array([np.sqrt(2.0)]).view(np.int64)[0]) & _MANTISSA_MASK
+_ONE_EXPONENT: Final = 1023 << 52
+_HALF_EXPONENT: Final = 1022 << 52
+_LN2: Final = float(np.log(2.0))
+
+
+def _nb_fused_pass(p, t, ell, counts, sum_wlogw, profile):
+    """Accumulate the histogram codes, ``sum w log w`` and the clip-profile sums of (n,) ``p``
+    and (n, P) ``t`` into ``counts`` (P, 2 N_BINS), ``sum_wlogw`` (P,) and ``profile``
+    (P, 7, PROFILE_BINS) (left untouched when ``ell`` is empty).
+
+    Candidate by candidate within each block of rows: ``t[i, j] / p[i]`` then divides by a
+    different ``p`` in every iteration, so no reciprocal of ``p`` is shared (the weights are
+    exactly numpy's ``t / p``). ``log w`` is computed here, vectorized and within 2 ulp
+    of ``np.log``: ``log y = 2 atanh(u) = 2 (u + u**3/3 + u**5/5 + ...)`` with
+    ``u = (y - 1) / (y + 1)``, ``|u| < 0.172``, to ``u**23`` (a relative error below 2**-56);
+    a block with a subnormal weight uses ``np.log`` instead.
+    """
+    n, n_pol = t.shape
+    with_profile = ell.shape[0] == n
+    w = np.empty(_NB_BLOCK_ROWS)
+    bits = w.view(np.int64)
+    mant = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
+    y = mant.view(np.float64)
+    expo = np.empty(_NB_BLOCK_ROWS)
+    low_mask = (1 << HIST_SHIFT) - 1
+    for start in range(0, n, _NB_BLOCK_ROWS):
+        stop = min(start + _NB_BLOCK_ROWS, n)
+        m = stop - start
+        for j in range(n_pol):
+            for i in range(m):
+                w[i] = t[start + i, j] / p[start + i]
+            # sum w log w: w = 2**e y, y in [sqrt(2)/2, sqrt(2)) read off the bits
+            subnormal = 0
+            for i in range(m):
+                b = bits[i]
+                frac = b & _MANTISSA_MASK
+                up = frac > _SQRT2_FRACTION
+                mant[i] = frac | (_HALF_EXPONENT if up else _ONE_EXPONENT)
+                expo[i] = (b >> 52) - 1023 + (1 if up else 0)
+                subnormal += 1 if (b > 0) & (b <= _MANTISSA_MASK) else 0
+            acc = 0.0
+            if subnormal:
+                for i in range(m):
+                    acc += w[i] * np.log(max(w[i], _TINY))
+            else:
+                for i in range(m):
+                    f = y[i] - 1.0
+                    u = f / (2.0 + f)
+                    z = u * u
+                    q = 1.0 / 23.0
+                    q = q * z + 1.0 / 21.0
+                    q = q * z + 1.0 / 19.0
+                    q = q * z + 1.0 / 17.0
+                    q = q * z + 1.0 / 15.0
+                    q = q * z + 1.0 / 13.0
+                    q = q * z + 1.0 / 11.0
+                    q = q * z + 1.0 / 9.0
+                    q = q * z + 1.0 / 7.0
+                    q = q * z + 1.0 / 5.0
+                    q = q * z + 1.0 / 3.0
+                    acc += w[i] * (expo[i] * _LN2 + (2.0 * u + 2.0 * u * z * q))
+            sum_wlogw[j] += acc
+            for i in range(m):
+                b = bits[i]
+                code = 2 * (b >> HIST_SHIFT)
+                if b & low_mask:
+                    code += 1
+                counts[j, code] += 1
+            if with_profile:
+                for i in range(m):
+                    x = w[i]
+                    if x > 1.0:
+                        k = ((bits[i] - 1) >> 52) - 1022
+                        el = ell[start + i]
+                        xl = x * el
+                        profile[j, 0, k] += 1.0
+                        profile[j, 1, k] += x
+                        profile[j, 2, k] += x * x
+                        profile[j, 3, k] += xl
+                        profile[j, 4, k] += xl * xl
+                        profile[j, 5, k] += el
+                        profile[j, 6, k] += el * el
+
+
+def _nb_gather(p, t, cursor, out):
+    """Write each weight ``t[i, j] / p[i]`` whose bin ``b`` has ``cursor[j, b] >= 0`` to
+    ``out[cursor[j, b]]`` and advance that cursor (the values of a bin end up contiguous)."""
+    n, n_pol = t.shape
+    w = np.empty(_NB_BLOCK_ROWS)
+    bits = w.view(np.int64)
+    for start in range(0, n, _NB_BLOCK_ROWS):
+        stop = min(start + _NB_BLOCK_ROWS, n)
+        m = stop - start
+        for j in range(n_pol):
+            for i in range(m):
+                w[i] = t[start + i, j] / p[start + i]
+            for i in range(m):
+                c = cursor[j, bits[i] >> HIST_SHIFT]
+                if c >= 0:
+                    out[c] = w[i]
+                    cursor[j, bits[i] >> HIST_SHIFT] = c + 1
+
+
+def _compiled() -> dict[str, Any] | None:
+    """The compiled pass when the numba backend is in use (compiled on first use), else None."""
+    return compiled_loops(__name__, (_nb_fused_pass, _nb_gather))
