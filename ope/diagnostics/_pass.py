@@ -251,7 +251,7 @@ def weight_quantiles(
         first = np.cumsum(sizes.reshape(-1)).reshape(sizes.shape) - sizes
         cursor = np.where(needed, first, -1)
         gathered = np.empty(int(sizes.sum()))
-        loops["_nb_gather"](propensity, target, cursor, gathered)
+        loops["_nb_gather"](propensity, target, needed.view(np.uint8), cursor, gathered)
         for j in pending:
             bins = np.searchsorted(cums[j], ks, side="right")
             for b in np.flatnonzero(needed[j]).tolist():
@@ -461,23 +461,40 @@ def _nb_fused_pass(p, t, ell, counts, sum_wlogw, profile):
                         profile[j, 6, k] += el * el
 
 
-def _nb_gather(p, t, cursor, out):
-    """Write each weight ``t[i, j] / p[i]`` whose bin ``b`` has ``cursor[j, b] >= 0`` to
-    ``out[cursor[j, b]]`` and advance that cursor (the values of a bin end up contiguous)."""
+def _nb_gather(p, t, needed, cursor, out):
+    """Write each weight ``t[i, j] / p[i]`` whose bin ``b`` is ``needed[j, b]`` (uint8) to
+    ``out[cursor[j, b]]`` and advance that cursor (the values of a bin end up contiguous).
+
+    A candidate with no needed bin is skipped. The bins are looked up without a branch; the
+    rare rows kept are written by a second loop over the block.
+    """
     n, n_pol = t.shape
     w = np.empty(_NB_BLOCK_ROWS)
     bits = w.view(np.int64)
+    keep = np.empty(_NB_BLOCK_ROWS, dtype=np.uint8)
+    wanted = np.zeros(n_pol, dtype=np.bool_)
+    for j in range(n_pol):
+        wanted[j] = needed[j].any()
     for start in range(0, n, _NB_BLOCK_ROWS):
         stop = min(start + _NB_BLOCK_ROWS, n)
         m = stop - start
         for j in range(n_pol):
+            if not wanted[j]:
+                continue
             for i in range(m):
                 w[i] = t[start + i, j] / p[start + i]
+            kept = 0
             for i in range(m):
-                c = cursor[j, bits[i] >> HIST_SHIFT]
-                if c >= 0:
-                    out[c] = w[i]
-                    cursor[j, bits[i] >> HIST_SHIFT] = c + 1
+                k = needed[j, bits[i] >> HIST_SHIFT]
+                keep[i] = k
+                kept += k
+            if kept:
+                for i in range(m):
+                    if keep[i]:
+                        b = bits[i] >> HIST_SHIFT
+                        c = cursor[j, b]
+                        out[c] = w[i]
+                        cursor[j, b] = c + 1
 
 
 def _compiled() -> dict[str, Any] | None:
