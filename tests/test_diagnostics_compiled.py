@@ -1,5 +1,6 @@
 """The diagnostics' own pass compiled (numba) and in numpy give the same numbers: the same
-histogram counts, exact quantiles, and sums to 1e-12, on planted weights and edge cases."""
+histogram counts, exact quantiles, and sums to 1e-12, on planted weights and edge cases; integer
+actions are coded as pandas codes them."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 
 from ope import _kernel
 from ope.diagnostics import diagnose_arrays
+from ope.diagnostics._inputs import _small_integer_codes
 from ope.diagnostics._pass import fused_pass, weight_quantiles
 from ope.exceptions import OverlapWarning, ValidationError
 
@@ -118,3 +120,28 @@ def test_nan_target_is_rejected_on_both_backends(backend):
     _kernel.set_backend(backend)
     with pytest.raises(ValidationError):
         diagnose_arrays(r, p, t)
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        np.array([7, 3, 7, 5]),
+        np.array([-5, 4, -5, 0], dtype=np.int8),
+        np.array([2, 0, 2], dtype=np.uint64),
+        np.array([2**40 + 3, 2**40], dtype=np.int64),
+        np.array([255, 0], dtype=np.uint8),
+        np.array([9]),
+    ],
+)
+def test_integer_action_codes_equal_pandas_factorize(action):
+    codes, labels = _small_integer_codes(action)
+    want_codes, want_labels = pd.factorize(action, sort=True)
+    np.testing.assert_array_equal(codes, want_codes)
+    assert codes.dtype == np.intp
+    assert labels == list(want_labels)
+    assert [type(v) for v in labels] == [type(v) for v in want_labels]
+
+
+def test_wide_or_non_integer_actions_use_pandas():
+    assert _small_integer_codes(np.array([0, 2**40])) is None
+    assert _small_integer_codes(np.array(["a", "b"])) is None
