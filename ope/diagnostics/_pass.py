@@ -402,6 +402,8 @@ def _nb_fused_pass(p, t, ell, counts, sum_wlogw, profile):
     y = mant.view(np.float64)
     expo = np.empty(_NB_BLOCK_ROWS)
     low_mask = (1 << HIST_SHIFT) - 1
+    rows = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
+    local = np.zeros((n_pol if with_profile else 0, profile.shape[2], 8))
     for start in range(0, n, _NB_BLOCK_ROWS):
         stop = min(start + _NB_BLOCK_ROWS, n)
         m = stop - start
@@ -446,19 +448,30 @@ def _nb_fused_pass(p, t, ell, counts, sum_wlogw, profile):
                     code += 1
                 counts[j, code] += 1
             if with_profile:
+                # the rows with w > 1, listed without a branch, then their seven sums added
+                # to their bin's row of ``local`` (one cache line)
+                kept = 0
                 for i in range(m):
+                    rows[kept] = i
+                    kept += 1 if w[i] > 1.0 else 0
+                for r in range(kept):
+                    i = rows[r]
                     x = w[i]
-                    if x > 1.0:
-                        k = ((bits[i] - 1) >> 52) - 1022
-                        el = ell[start + i]
-                        xl = x * el
-                        profile[j, 0, k] += 1.0
-                        profile[j, 1, k] += x
-                        profile[j, 2, k] += x * x
-                        profile[j, 3, k] += xl
-                        profile[j, 4, k] += xl * xl
-                        profile[j, 5, k] += el
-                        profile[j, 6, k] += el * el
+                    k = ((bits[i] - 1) >> 52) - 1022
+                    el = ell[start + i]
+                    xl = x * el
+                    local[j, k, 0] += 1.0
+                    local[j, k, 1] += x
+                    local[j, k, 2] += x * x
+                    local[j, k, 3] += xl
+                    local[j, k, 4] += xl * xl
+                    local[j, k, 5] += el
+                    local[j, k, 6] += el * el
+    if with_profile:
+        for j in range(n_pol):
+            for k in range(profile.shape[2]):
+                for q in range(profile.shape[1]):
+                    profile[j, q, k] = local[j, k, q]
 
 
 def _nb_gather(p, t, needed, cursor, out):
