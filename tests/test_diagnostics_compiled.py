@@ -23,6 +23,7 @@ QS = (0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0)
 def _restore_backend():
     yield
     _kernel.set_backend(None)
+    _kernel.set_threads(None)
 
 
 def _need_numba():
@@ -56,8 +57,12 @@ def _pass_both(p, t, ell):
 
 @pytest.mark.parametrize("n", [1, 2, 7, 2049, 40_001])
 @pytest.mark.parametrize("with_ell", [False, True])
-def test_compiled_pass_equals_the_numpy_pass(n, with_ell):
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_compiled_pass_equals_the_numpy_pass(n, with_ell, n_threads, monkeypatch):
     _need_numba()
+    # several threads, each over its own range of rows, from a few thousand rows on
+    monkeypatch.setattr("ope.diagnostics._pass.PARALLEL_MIN_ROWS", 1000)
+    _kernel.set_threads(n_threads)
     p, t, r = _planted(n, n)
     (slow, q_slow), (fast, q_fast) = _pass_both(p, t, r if with_ell else None)
     np.testing.assert_array_equal(fast.hist_counts, slow.hist_counts)
@@ -71,6 +76,8 @@ def test_compiled_pass_equals_the_numpy_pass(n, with_ell):
     np.testing.assert_array_equal(q_fast, q_slow)  # exact: order statistics of t / p
     w = t / p[:, None]
     np.testing.assert_allclose(q_fast, np.quantile(w, QS, axis=0).T, rtol=1e-14, atol=0)
+    if n_threads > 1 and n >= 40_000:
+        assert len(fast.ranges) == n_threads  # the split did happen
 
 
 def test_compiled_log_sums_match_a_correctly_rounded_sum():

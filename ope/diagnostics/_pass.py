@@ -10,19 +10,22 @@ value). There is no Python loop over rows and no dense (n, n_actions) array.
 
 With the numba backend (:func:`ope._kernel.compiled_loops`) both passes are compiled loops over
 blocks of rows that form each weight once, bin it, add its ``w log w`` and its clip-profile sums,
-with no (P, chunk) temporaries; the numpy code is the fallback with the same counts and
-quantiles, and the same sums to rounding.
+with no (P, chunk) temporaries, on one thread per range of rows (as many as the moment kernel
+uses, merged in row order); the numpy code is the fallback with the same counts and quantiles,
+and the same sums to rounding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
 
-from ope._kernel import compiled_loops
+from ope._kernel import PARALLEL_MIN_ROWS, compiled_loops, threads
 
 __all__ = [
     "CHUNK_ROWS",
@@ -134,6 +137,10 @@ class PassSums:
     hist_counts: np.ndarray  # (P, N_BINS)
     hist_above_edge: np.ndarray  # (P, N_BINS): values strictly above their bin's lower edge
     profile_bins: np.ndarray | None = None  # (P, 7, PROFILE_BINS), see profile_bin_sums
+    #: The compiled pass's row ranges (one per thread) and each range's (P, N_BINS) bin counts,
+    #: from which the quantile gather gives each thread its own slots.
+    ranges: list[tuple[int, int]] = field(default_factory=list)
+    range_counts: list[np.ndarray] = field(default_factory=list)
 
 
 def _weight_block(
@@ -163,13 +170,28 @@ def fused_pass(
     n, n_pol = target.shape
     loops = _compiled()
     if loops is not None:
-        counts = np.zeros((n_pol, 2 * N_BINS), dtype=np.int64)
-        sum_wlogw = np.zeros(n_pol)
-        bins = np.zeros((n_pol if ell is not None else 0, _PROFILE_SUMS, PROFILE_BINS))
-        loops["_nb_fused_pass"](
-            propensity, target, np.empty(0) if ell is None else ell, counts, sum_wlogw, bins
-        )
-        return _sums(counts, sum_wlogw, None if ell is None else bins)
+        ranges = _row_ranges(n)
+
+        def one_range(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            counts = np.zeros((n_pol, 2 * N_BINS), dtype=np.int64)
+            sum_wlogw = np.zeros(n_pol)
+            bins = np.zeros((n_pol if ell is not None else 0, _PROFILE_SUMS, PROFILE_BINS))
+            ell_part = np.empty(0) if ell is None else ell[lo:hi]
+            loops["_nb_fused_pass"](
+                propensity[lo:hi], target[lo:hi], ell_part, counts, sum_wlogw, bins
+            )
+            return counts, sum_wlogw, bins
+
+        parts = _on_threads(one_range, ranges)
+        counts, sum_wlogw, bins = parts[0]
+        for c, s, b in parts[1:]:  # merged in row order
+            counts = counts + c
+            sum_wlogw = sum_wlogw + s
+            bins = bins + b
+        out = _sums(counts, sum_wlogw, None if ell is None else bins)
+        out.ranges = ranges
+        out.range_counts = [c.reshape(n_pol, N_BINS, 2).sum(axis=2) for c, _, _ in parts]
+        return out
     rows = min(CHUNK_ROWS, n)
     size = n_pol * rows
     w_buf, log_buf = np.empty(size), np.empty(size)
@@ -196,6 +218,33 @@ def fused_pass(
             for j in range(n_pol):  # a loop over policies
                 profile[j] += profile_bin_sums(w[j], ell_block)
     return _sums(counts, sum_wlogw, profile)
+
+
+def _row_ranges(n: int) -> list[tuple[int, int]]:
+    """Contiguous row ranges of whole blocks, one per thread of the compiled pass: as many as
+    :func:`ope._kernel.threads` and at least ``PARALLEL_MIN_ROWS`` rows each, and one range
+    from any thread but the main one (whose caller already shares the cores)."""
+    parts = 1
+    if threading.current_thread() is threading.main_thread():
+        parts = max(1, min(threads(), n // PARALLEL_MIN_ROWS))
+    n_blocks = -(-n // _NB_BLOCK_ROWS)
+    parts = max(1, min(parts, n_blocks))
+    edges = [min(n, (n_blocks * i // parts) * _NB_BLOCK_ROWS) for i in range(parts + 1)]
+    return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
+
+
+def _on_threads(
+    work: Callable[[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]],
+    ranges: list[tuple[int, int]],
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``work(lo, hi)`` of every range, the first on this thread and the others on their own
+    (the compiled loops release the GIL), in the order of the ranges."""
+    if len(ranges) == 1:
+        return [work(*ranges[0])]
+    with ThreadPoolExecutor(max_workers=len(ranges) - 1) as pool:
+        others = [pool.submit(work, lo, hi) for lo, hi in ranges[1:]]
+        first = work(*ranges[0])
+        return [first, *(f.result() for f in others)]
 
 
 def _sums(counts: np.ndarray, sum_wlogw: np.ndarray, profile: np.ndarray | None) -> PassSums:
@@ -251,7 +300,27 @@ def weight_quantiles(
         first = np.cumsum(sizes.reshape(-1)).reshape(sizes.shape) - sizes
         cursor = np.where(needed, first, -1)
         gathered = np.empty(int(sizes.sum()))
-        loops["_nb_gather"](propensity, target, needed.view(np.uint8), cursor, gathered)
+        ranges = sums.ranges or [(0, n)]
+        range_counts = sums.range_counts or [sums.hist_counts]
+        cursors = []
+        for part in range_counts:  # each range writes after the earlier ranges' values
+            cursors.append(cursor)
+            cursor = np.where(needed, cursor + part.astype(np.int64), -1)
+
+        def one_range(k: int) -> None:
+            lo, hi = ranges[k]
+            loops["_nb_gather"](
+                propensity[lo:hi], target[lo:hi], needed.view(np.uint8), cursors[k], gathered
+            )
+
+        if len(ranges) == 1:
+            one_range(0)
+        else:
+            with ThreadPoolExecutor(max_workers=len(ranges) - 1) as pool:
+                others = [pool.submit(one_range, k) for k in range(1, len(ranges))]
+                one_range(0)
+                for f in others:
+                    f.result()
         for j in pending:
             bins = np.searchsorted(cums[j], ks, side="right")
             for b in np.flatnonzero(needed[j]).tolist():
