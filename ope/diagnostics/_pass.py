@@ -510,12 +510,16 @@ def _nb_fused_pass(p, t, ell, counts, sum_wlogw, profile):
                     q = q * z + 1.0 / 3.0
                     acc += w[i] * (expo[i] * _LN2 + (2.0 * u + 2.0 * u * z * q))
             sum_wlogw[j] += acc
+            # the histogram: zero weights (code 0) counted at once, the other rows listed
+            # without a branch and counted by code
+            kept = 0
             for i in range(m):
-                b = bits[i]
-                code = 2 * (b >> HIST_SHIFT)
-                if b & low_mask:
-                    code += 1
-                counts[j, code] += 1
+                rows[kept] = i
+                kept += 1 if bits[i] != 0 else 0
+            counts[j, 0] += m - kept
+            for r in range(kept):
+                b = bits[rows[r]]
+                counts[j, 2 * (b >> HIST_SHIFT) + (1 if b & low_mask else 0)] += 1
             if with_profile:
                 # the rows with w > 1, listed without a branch, then their seven sums added
                 # to their bin's row of ``local`` (one cache line)
