@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -105,6 +105,9 @@ def _action_codes(action: Any, n: int, *, n_columns: int | None) -> tuple[np.nda
                 f"{first}: {arr[first]!r})."
             )
         return arr.astype(np.intp, copy=False), list(range(n_columns))
+    small = _small_integer_codes(arr)
+    if small is not None:
+        return small
     codes, uniques = pd.factorize(arr, sort=True)
     if (codes < 0).any():
         count, first = first_rows(codes < 0)
@@ -113,6 +116,32 @@ def _action_codes(action: Any, n: int, *, n_columns: int | None) -> tuple[np.nda
             "needs the action it took."
         )
     return codes.astype(np.intp, copy=False), list(uniques)
+
+
+#: Largest span ``max - min`` of integer actions coded by a count over the span (an array of
+#: that many entries) instead of a hash table: the usual action ids, 0 .. K - 1.
+_SPAN_MAX: Final = 1 << 20
+
+
+def _small_integer_codes(arr: np.ndarray) -> tuple[np.ndarray, list[Any]] | None:
+    """The codes and labels of ``pd.factorize(arr, sort=True)`` for integer actions whose span
+    is at most ``_SPAN_MAX`` (None otherwise): the distinct values are the nonzero entries of
+    one count over the span, numbered in order.
+
+    >>> codes, labels = _small_integer_codes(np.array([7, 3, 7, 5]))
+    >>> codes.tolist(), [int(v) for v in labels]
+    ([2, 0, 2, 1], [3, 5, 7])
+    """
+    if arr.dtype.kind not in "iu" or arr.size == 0:
+        return None
+    low, high = int(arr.min()), int(arr.max())
+    if high - low > _SPAN_MAX:
+        return None
+    offset = arr.astype(np.int64) - low if arr.dtype != np.int64 else arr - low
+    present = np.bincount(offset, minlength=high - low + 1) > 0
+    number = np.cumsum(present, dtype=np.intp) - 1
+    uniques = (np.flatnonzero(present) + low).astype(arr.dtype)
+    return number[offset], list(uniques)
 
 
 def _arrays(

@@ -7,15 +7,25 @@ weights are computed once into a (P, chunk) block of reused float64 buffers; eve
 policy read off the float64 bit pattern (monotone in w >= 0). Exact weight quantiles take a
 second pass over only the histogram bins that hold them (none when those bins hold a single
 value). There is no Python loop over rows and no dense (n, n_actions) array.
+
+With the numba backend (:func:`ope._kernel.compiled_loops`) both passes are compiled loops over
+blocks of rows that form each weight once, bin it, add its ``w log w`` and its clip-profile sums,
+with no (P, chunk) temporaries, on one thread per range of rows (as many as the moment kernel
+uses, merged in row order); the numpy code is the fallback with the same counts and quantiles,
+and the same sums to rounding.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Final
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 import numpy as np
+
+from ope._kernel import PARALLEL_MIN_ROWS, compiled_loops, threads
 
 __all__ = [
     "CHUNK_ROWS",
@@ -127,6 +137,10 @@ class PassSums:
     hist_counts: np.ndarray  # (P, N_BINS)
     hist_above_edge: np.ndarray  # (P, N_BINS): values strictly above their bin's lower edge
     profile_bins: np.ndarray | None = None  # (P, 7, PROFILE_BINS), see profile_bin_sums
+    #: The compiled pass's row ranges (one per thread) and each range's (P, N_BINS) bin counts,
+    #: from which the quantile gather gives each thread its own slots.
+    ranges: list[tuple[int, int]] = field(default_factory=list)
+    range_counts: list[np.ndarray] = field(default_factory=list)
 
 
 def _weight_block(
@@ -154,6 +168,30 @@ def fused_pass(
     the whole array).
     """
     n, n_pol = target.shape
+    loops = _compiled()
+    if loops is not None:
+        ranges = _row_ranges(n)
+
+        def one_range(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            counts = np.zeros((n_pol, 2 * N_BINS), dtype=np.int64)
+            sum_wlogw = np.zeros(n_pol)
+            bins = np.zeros((n_pol if ell is not None else 0, _PROFILE_SUMS, PROFILE_BINS))
+            ell_part = np.empty(0) if ell is None else ell[lo:hi]
+            loops["_nb_fused_pass"](
+                propensity[lo:hi], target[lo:hi], ell_part, counts, sum_wlogw, bins
+            )
+            return counts, sum_wlogw, bins
+
+        parts = _on_threads(one_range, ranges)
+        counts, sum_wlogw, bins = parts[0]
+        for c, s, b in parts[1:]:  # merged in row order
+            counts = counts + c
+            sum_wlogw = sum_wlogw + s
+            bins = bins + b
+        out = _sums(counts, sum_wlogw, None if ell is None else bins)
+        out.ranges = ranges
+        out.range_counts = [c.reshape(n_pol, N_BINS, 2).sum(axis=2) for c, _, _ in parts]
+        return out
     rows = min(CHUNK_ROWS, n)
     size = n_pol * rows
     w_buf, log_buf = np.empty(size), np.empty(size)
@@ -179,7 +217,39 @@ def fused_pass(
             ell_block = ell[sl]
             for j in range(n_pol):  # a loop over policies
                 profile[j] += profile_bin_sums(w[j], ell_block)
-    by_edge = counts.reshape(n_pol, N_BINS, 2).astype(np.float64)
+    return _sums(counts, sum_wlogw, profile)
+
+
+def _row_ranges(n: int) -> list[tuple[int, int]]:
+    """Contiguous row ranges of whole blocks, one per thread of the compiled pass: as many as
+    :func:`ope._kernel.threads` and at least ``PARALLEL_MIN_ROWS`` rows each, and one range
+    from any thread but the main one (whose caller already shares the cores)."""
+    parts = 1
+    if threading.current_thread() is threading.main_thread():
+        parts = max(1, min(threads(), n // PARALLEL_MIN_ROWS))
+    n_blocks = -(-n // _NB_BLOCK_ROWS)
+    parts = max(1, min(parts, n_blocks))
+    edges = [min(n, (n_blocks * i // parts) * _NB_BLOCK_ROWS) for i in range(parts + 1)]
+    return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
+
+
+def _on_threads(
+    work: Callable[[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]],
+    ranges: list[tuple[int, int]],
+) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """``work(lo, hi)`` of every range, the first on this thread and the others on their own
+    (the compiled loops release the GIL), in the order of the ranges."""
+    if len(ranges) == 1:
+        return [work(*ranges[0])]
+    with ThreadPoolExecutor(max_workers=len(ranges) - 1) as pool:
+        others = [pool.submit(work, lo, hi) for lo, hi in ranges[1:]]
+        first = work(*ranges[0])
+        return [first, *(f.result() for f in others)]
+
+
+def _sums(counts: np.ndarray, sum_wlogw: np.ndarray, profile: np.ndarray | None) -> PassSums:
+    """The :class:`PassSums` of the edge-code counts (P, 2 N_BINS) of the pass."""
+    by_edge = counts.reshape(sum_wlogw.size, N_BINS, 2).astype(np.float64)
     return PassSums(
         sum_wlogw=sum_wlogw,
         hist_counts=by_edge.sum(axis=2),
@@ -223,7 +293,43 @@ def weight_quantiles(
             else:
                 needed[j, b] = True
     pending = np.flatnonzero(needed.any(axis=1)).tolist()
-    if pending:
+    loops = _compiled() if pending else None
+    if loops is not None:
+        # the values of every needed bin, gathered contiguously by one compiled pass
+        sizes = np.where(needed, sums.hist_counts, 0).astype(np.int64)
+        first = np.cumsum(sizes.reshape(-1)).reshape(sizes.shape) - sizes
+        cursor = np.where(needed, first, -1)
+        gathered = np.empty(int(sizes.sum()))
+        ranges = sums.ranges or [(0, n)]
+        range_counts = sums.range_counts or [sums.hist_counts]
+        cursors = []
+        for part in range_counts:  # each range writes after the earlier ranges' values
+            cursors.append(cursor)
+            cursor = np.where(needed, cursor + part.astype(np.int64), -1)
+
+        def one_range(k: int) -> None:
+            lo, hi = ranges[k]
+            loops["_nb_gather"](
+                propensity[lo:hi], target[lo:hi], needed.view(np.uint8), cursors[k], gathered
+            )
+
+        if len(ranges) == 1:
+            one_range(0)
+        else:
+            with ThreadPoolExecutor(max_workers=len(ranges) - 1) as pool:
+                others = [pool.submit(one_range, k) for k in range(1, len(ranges))]
+                one_range(0)
+                for f in others:
+                    f.result()
+        for j in pending:
+            bins = np.searchsorted(cums[j], ks, side="right")
+            for b in np.flatnonzero(needed[j]).tolist():
+                in_bin = ks[(bins == b) & (ks < n - 1)]
+                local = in_bin - int(cums[j][b] - sums.hist_counts[j, b])
+                start = int(first[j, b])
+                part = np.partition(gathered[start : start + int(sizes[j, b])], local)
+                values[j].update(zip(in_bin.tolist(), part[local].tolist()))
+    elif pending:
         picked: dict[int, list[np.ndarray]] = {j: [] for j in pending}
         buf = np.empty(n_pol * min(CHUNK_ROWS, n))
         codes_buf = np.empty(n_pol * min(CHUNK_ROWS, n), dtype=np.int64)
@@ -326,3 +432,157 @@ def weighted_quantiles(w: np.ndarray, sampling: np.ndarray, qs: Sequence[float])
     hi = ws[np.minimum(np.searchsorted(cum, k + 1.0, side="right"), last)]
     frac = pos - k
     return np.where(frac > 0, lo + frac * (hi - lo), lo)
+
+
+# ============================================================================================
+# the compiled pass (plain Python until ope._kernel.compiled_loops compiles it; never run
+# uncompiled) and its numpy twin above: the same counts, the same sums to rounding
+# ============================================================================================
+#: Rows per block of the compiled pass: the block's weights of one candidate (16 KB) stay in
+#: the L1 cache between the loop that forms them and the loop that bins them.
+_NB_BLOCK_ROWS: Final = 2048
+
+#: The bits of logarithm of :func:`_nb_fused_pass`: the float64 mantissa field, the field of
+#: sqrt(2), the exponent fields of 1 and 1/2, and log 2.
+_MANTISSA_MASK: Final = (1 << 52) - 1
+_SQRT2_FRACTION: Final = int(np.array([np.sqrt(2.0)]).view(np.int64)[0]) & _MANTISSA_MASK
+_ONE_EXPONENT: Final = 1023 << 52
+_HALF_EXPONENT: Final = 1022 << 52
+_LN2: Final = float(np.log(2.0))
+
+
+def _nb_fused_pass(p, t, ell, counts, sum_wlogw, profile):
+    """Accumulate the histogram codes, ``sum w log w`` and the clip-profile sums of (n,) ``p``
+    and (n, P) ``t`` into ``counts`` (P, 2 N_BINS), ``sum_wlogw`` (P,) and ``profile``
+    (P, 7, PROFILE_BINS) (left untouched when ``ell`` is empty).
+
+    Candidate by candidate within each block of rows: ``t[i, j] / p[i]`` then divides by a
+    different ``p`` in every iteration, so no reciprocal of ``p`` is shared (the weights are
+    exactly numpy's ``t / p``). ``log w`` is computed here, vectorized and within 2 ulp
+    of ``np.log``: ``log y = 2 atanh(u) = 2 (u + u**3/3 + u**5/5 + ...)`` with
+    ``u = (y - 1) / (y + 1)``, ``|u| < 0.172``, to ``u**23`` (a relative error below 2**-56);
+    a block with a subnormal weight uses ``np.log`` instead.
+    """
+    n, n_pol = t.shape
+    with_profile = ell.shape[0] == n
+    w = np.empty(_NB_BLOCK_ROWS)
+    bits = w.view(np.int64)
+    mant = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
+    y = mant.view(np.float64)
+    expo = np.empty(_NB_BLOCK_ROWS)
+    low_mask = (1 << HIST_SHIFT) - 1
+    rows = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
+    local = np.zeros((n_pol if with_profile else 0, profile.shape[2], 8))
+    for start in range(0, n, _NB_BLOCK_ROWS):
+        stop = min(start + _NB_BLOCK_ROWS, n)
+        m = stop - start
+        for j in range(n_pol):
+            for i in range(m):
+                w[i] = t[start + i, j] / p[start + i]
+            # sum w log w: w = 2**e y, y in [sqrt(2)/2, sqrt(2)) read off the bits
+            subnormal = 0
+            for i in range(m):
+                b = bits[i]
+                frac = b & _MANTISSA_MASK
+                up = frac > _SQRT2_FRACTION
+                mant[i] = frac | (_HALF_EXPONENT if up else _ONE_EXPONENT)
+                expo[i] = (b >> 52) - 1023 + (1 if up else 0)
+                subnormal += 1 if (b > 0) & (b <= _MANTISSA_MASK) else 0
+            acc = 0.0
+            if subnormal:
+                for i in range(m):
+                    acc += w[i] * np.log(max(w[i], _TINY))
+            else:
+                for i in range(m):
+                    f = y[i] - 1.0
+                    u = f / (2.0 + f)
+                    z = u * u
+                    q = 1.0 / 23.0
+                    q = q * z + 1.0 / 21.0
+                    q = q * z + 1.0 / 19.0
+                    q = q * z + 1.0 / 17.0
+                    q = q * z + 1.0 / 15.0
+                    q = q * z + 1.0 / 13.0
+                    q = q * z + 1.0 / 11.0
+                    q = q * z + 1.0 / 9.0
+                    q = q * z + 1.0 / 7.0
+                    q = q * z + 1.0 / 5.0
+                    q = q * z + 1.0 / 3.0
+                    acc += w[i] * (expo[i] * _LN2 + (2.0 * u + 2.0 * u * z * q))
+            sum_wlogw[j] += acc
+            # the histogram: zero weights (code 0) counted at once, the other rows listed
+            # without a branch and counted by code
+            kept = 0
+            for i in range(m):
+                rows[kept] = i
+                kept += 1 if bits[i] != 0 else 0
+            counts[j, 0] += m - kept
+            for r in range(kept):
+                b = bits[rows[r]]
+                counts[j, 2 * (b >> HIST_SHIFT) + (1 if b & low_mask else 0)] += 1
+            if with_profile:
+                # the rows with w > 1, listed without a branch, then their seven sums added
+                # to their bin's row of ``local`` (one cache line)
+                kept = 0
+                for i in range(m):
+                    rows[kept] = i
+                    kept += 1 if w[i] > 1.0 else 0
+                for r in range(kept):
+                    i = rows[r]
+                    x = w[i]
+                    k = ((bits[i] - 1) >> 52) - 1022
+                    el = ell[start + i]
+                    xl = x * el
+                    local[j, k, 0] += 1.0
+                    local[j, k, 1] += x
+                    local[j, k, 2] += x * x
+                    local[j, k, 3] += xl
+                    local[j, k, 4] += xl * xl
+                    local[j, k, 5] += el
+                    local[j, k, 6] += el * el
+    if with_profile:
+        for j in range(n_pol):
+            for k in range(profile.shape[2]):
+                for q in range(profile.shape[1]):
+                    profile[j, q, k] = local[j, k, q]
+
+
+def _nb_gather(p, t, needed, cursor, out):
+    """Write each weight ``t[i, j] / p[i]`` whose bin ``b`` is ``needed[j, b]`` (uint8) to
+    ``out[cursor[j, b]]`` and advance that cursor (the values of a bin end up contiguous).
+
+    A candidate with no needed bin is skipped. The bins are looked up without a branch; the
+    rare rows kept are written by a second loop over the block.
+    """
+    n, n_pol = t.shape
+    w = np.empty(_NB_BLOCK_ROWS)
+    bits = w.view(np.int64)
+    keep = np.empty(_NB_BLOCK_ROWS, dtype=np.uint8)
+    wanted = np.zeros(n_pol, dtype=np.bool_)
+    for j in range(n_pol):
+        wanted[j] = needed[j].any()
+    for start in range(0, n, _NB_BLOCK_ROWS):
+        stop = min(start + _NB_BLOCK_ROWS, n)
+        m = stop - start
+        for j in range(n_pol):
+            if not wanted[j]:
+                continue
+            for i in range(m):
+                w[i] = t[start + i, j] / p[start + i]
+            kept = 0
+            for i in range(m):
+                k = needed[j, bits[i] >> HIST_SHIFT]
+                keep[i] = k
+                kept += k
+            if kept:
+                for i in range(m):
+                    if keep[i]:
+                        b = bits[i] >> HIST_SHIFT
+                        c = cursor[j, b]
+                        out[c] = w[i]
+                        cursor[j, b] = c + 1
+
+
+def _compiled() -> dict[str, Any] | None:
+    """The compiled pass when the numba backend is in use (compiled on first use), else None."""
+    return compiled_loops(__name__, (_nb_fused_pass, _nb_gather))
