@@ -183,3 +183,29 @@ def test_the_thread_count_setting(monkeypatch):
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(ParameterError, match="kernel threads must be a positive integer"):
             _kernel.set_threads(bad)  # type: ignore[arg-type]
+
+
+def _split_pass_in_child(queue) -> None:  # runs in a forked child
+    r, p, target, _, _ = _inputs("columns")
+    _kernel.PARALLEL_MIN_ROWS = 2048  # the child's own module state
+    _kernel.set_threads(2)
+    m, _ = _kernel.accumulate(r, p, target, max_weight=None, block_rows=BLOCK)
+    queue.put(float(m.n[0]))
+
+
+# Python 3.12+ warns that forking a process with threads may deadlock: that is what is tested
+@pytest.mark.filterwarnings("ignore:.*multi-threaded.*fork:DeprecationWarning")
+def test_a_forked_child_starts_its_own_worker_threads(small_threshold):
+    import multiprocessing
+
+    _kernel.set_threads(2)
+    r, p, target, _, _ = _inputs("columns")
+    _kernel.accumulate(r, p, target, max_weight=None, block_rows=BLOCK)  # the parent's pool
+    assert _kernel._POOL["pool"] is not None
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_split_pass_in_child, args=(queue,))
+    child.start()
+    child.join(timeout=120)
+    assert child.exitcode == 0  # it did not hang on the parent's threads
+    assert queue.get(timeout=5) == N
