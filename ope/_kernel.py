@@ -1994,7 +1994,10 @@ def _nb_accumulate(
     ranges = _split(n, block, _threads_for(n))
     if len(ranges) == 1:
         return run(0, n)
-    parts = _run_threads(run, ranges)
+    if not fns["_nb_run"].signatures:  # the first call loads (or compiles) it: on one thread
+        parts = [run(lo, hi) for lo, hi in ranges]
+    else:
+        parts = _run_threads(run, ranges)
     acc, keys, tlo_k, thi_k = parts[0]
     keys, tlo_k, thi_k = keys.copy(), tlo_k.copy(), thi_k.copy()
     for part, pkeys, plo, phi in parts[1:]:
