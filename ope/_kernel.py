@@ -53,7 +53,7 @@ import math
 import os
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Final
 
 import numpy as np
@@ -68,6 +68,7 @@ __all__ = [
     "Checks",
     "N_WHEAD",
     "N_COMOMENTS",
+    "MOMENT_FIELDS",
     "empty_weighted",
     "accumulate",
     "merge",
@@ -228,6 +229,10 @@ class Weighted:
     mean: np.ndarray
     com: np.ndarray
     s_range: np.ndarray
+
+
+#: The fields of :class:`Moments` that hold statistics (all but ``weighted``), in order.
+MOMENT_FIELDS: Final = tuple(f.name for f in fields(Moments) if f.name != "weighted")
 
 
 def empty_weighted(n_pol: int, n_groups: int = 1) -> Weighted:
@@ -1565,18 +1570,7 @@ def _np_block(
 
 
 def _np_assign(out: Moments, g: int, part: Moments) -> None:
-    for name in (
-        "n",
-        "shift",
-        "r_exp",
-        "r_mean",
-        "r_m2",
-        "w_exp",
-        "mean",
-        "com",
-        "max_w",
-        "n_clipped",
-    ):
+    for name in MOMENT_FIELDS:
         getattr(out, name)[g] = getattr(part, name)[0]
     if out.weighted is not None and part.weighted is not None:
         for name in ("head", "mean", "com", "s_range"):
@@ -1812,18 +1806,7 @@ def merge(a: Moments, b: Moments) -> Moments:
     only_b, only_a = na == 0, nb == 0
     if only_b.any() or only_a.any():
         for src, mask in ((b, only_b), (a, only_a)):
-            for name in (
-                "n",
-                "shift",
-                "r_exp",
-                "r_mean",
-                "r_m2",
-                "w_exp",
-                "mean",
-                "com",
-                "max_w",
-                "n_clipped",
-            ):
+            for name in MOMENT_FIELDS:
                 getattr(out, name)[mask] = getattr(src, name)[mask]
             if weighted is not None:
                 assert src.weighted is not None

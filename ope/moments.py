@@ -25,7 +25,7 @@ from typing import Final
 import numpy as np
 
 from ope._centered import CenteredMoments, WeightSummary
-from ope._kernel import N_COMOMENTS, Checks, Moments, accumulate
+from ope._kernel import MOMENT_FIELDS, N_COMOMENTS, Checks, Moments, accumulate
 from ope._thresholds import kish_ess
 from ope._validation import check_positive_int, chunks
 
@@ -151,23 +151,7 @@ def weighted_moments(
         plain=plain,
     )
     weighted = WeightedMoments.from_kernel(moments)
-    unweighted = Moments(
-        *(
-            getattr(moments, f)
-            for f in (
-                "n",
-                "shift",
-                "r_exp",
-                "r_mean",
-                "r_m2",
-                "w_exp",
-                "mean",
-                "com",
-                "max_w",
-                "n_clipped",
-            )
-        )
-    )
+    unweighted = Moments(*(getattr(moments, f) for f in MOMENT_FIELDS))
     mom = CenteredMoments(unweighted, checks)
     return (mom.about_mean() if checks.finite else mom), weighted
 

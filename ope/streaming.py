@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ope._centered import CenteredMoments
-from ope._kernel import N_COMOMENTS, Moments
+from ope._kernel import MOMENT_FIELDS, N_COMOMENTS, Moments
 from ope._thresholds import MIN_ROWS
 from ope._validation import (
     as_float_array,
@@ -781,7 +781,7 @@ class MomentStats:
             0.0 if self.weighted is None else 1.0,
         ]
         out = {"head": np.asarray(head, dtype=np.float64)}
-        for name in _MOMENT_FIELDS:  # loop over the kernel's ten fields
+        for name in MOMENT_FIELDS:  # loop over the kernel's ten fields
             out[f"moments.{name}"] = np.asarray(getattr(m, name), dtype=np.float64).ravel()
         wm = self.weighted
         if wm is not None:
@@ -897,19 +897,3 @@ class MomentStats:
             weighted=weighted,
             weight_name=weight_name,
         )
-
-
-#: The fields of the kernel's statistics (:class:`ope._kernel.Moments`) that
-#: :meth:`MomentStats.to_columns` writes, in order.
-_MOMENT_FIELDS: Final = (
-    "n",
-    "shift",
-    "r_exp",
-    "r_mean",
-    "r_m2",
-    "w_exp",
-    "mean",
-    "com",
-    "max_w",
-    "n_clipped",
-)
