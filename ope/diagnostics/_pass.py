@@ -6,13 +6,16 @@ weights are computed once into a (P, chunk) block of reused float64 buffers; eve
 ``sum w log w`` is a row reduction of that block and the histogram one count of 2**15 codes per
 policy read off the float64 bit pattern (monotone in w >= 0). Exact weight quantiles take a
 second pass over only the histogram bins that hold them (none when those bins hold a single
-value). There is no Python loop over rows and no dense (n, n_actions) array.
+value). There is no Python loop over rows and no dense (n, n_actions) array. The candidates'
+propensities are an (n, P) matrix or P columns of shape (n,) (the logs' validated ``target__``
+columns, read where they are: no (n, P) copy).
 
 With the numba backend (:func:`ope._kernel.compiled_loops`) both passes are compiled loops over
 blocks of rows that form each weight once, bin it, add its ``w log w`` and its clip-profile sums,
 with no (P, chunk) temporaries, on one thread per range of rows (as many as the moment kernel
-uses, merged in row order); the numpy code is the fallback with the same counts and quantiles,
-and the same sums to rounding.
+uses, on worker threads kept between calls, merged in row order); the second one lists only the
+rows within the span of each candidate's needed bins. The numpy code is the fallback with the
+same counts and quantiles, and the same sums to rounding.
 """
 
 from __future__ import annotations
