@@ -608,28 +608,33 @@ def _nb_fused_pass(p, cols, t, ell, counts, sum_wlogw, profile):
                 b = bits[i]
                 code = 2 * (b >> HIST_SHIFT) + (1 if b & low_mask else 0)
                 slot[i] = code if b != 0 else spare + (i & 15)
+            # one count per row and, in the same loop, the rows with w > 1 listed without
+            # a branch (for the clip profile)
+            hist_j = hist[j]
+            kept = 0
             for i in range(m):
-                hist[j, slot[i]] += 1
+                hist_j[slot[i]] += 1
+                rows[kept] = i
+                kept += 1 if w[i] > 1.0 else 0
             if with_profile:
-                # the rows with w > 1, listed without a branch, then their seven sums added
-                # to their bin's row of ``local`` (one cache line)
-                kept = 0
-                for i in range(m):
-                    rows[kept] = i
-                    kept += 1 if w[i] > 1.0 else 0
+                # the seven sums of each listed row added to its bin's row of ``local`` (one
+                # cache line)
+                local_j = local[j]
+                eb = ell[start:stop]
                 for r in range(kept):
                     i = rows[r]
                     x = w[i]
                     k = ((bits[i] - 1) >> 52) - 1022
-                    el = ell[start + i]
+                    el = eb[i]
                     xl = x * el
-                    local[j, k, 0] += 1.0
-                    local[j, k, 1] += x
-                    local[j, k, 2] += x * x
-                    local[j, k, 3] += xl
-                    local[j, k, 4] += xl * xl
-                    local[j, k, 5] += el
-                    local[j, k, 6] += el * el
+                    acc_k = local_j[k]
+                    acc_k[0] += 1.0
+                    acc_k[1] += x
+                    acc_k[2] += x * x
+                    acc_k[3] += xl
+                    acc_k[4] += xl * xl
+                    acc_k[5] += el
+                    acc_k[6] += el * el
     for j in range(n_pol):
         for c in range(spare):
             counts[j, c] += hist[j, c]
