@@ -205,7 +205,7 @@ def fused_pass(propensity: np.ndarray, target: Targets, ell: np.ndarray | None =
         addresses, matrix = _layout(target)
 
         def one_range(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            counts = np.zeros((n_pol, 2 * N_BINS), dtype=np.int64)
+            counts = np.zeros((n_pol, 2 * N_BINS + _ZERO_SLOTS), dtype=np.int64)
             sum_wlogw = np.zeros(n_pol)
             bins = np.zeros((n_pol if ell is not None else 0, _PROFILE_SUMS, PROFILE_BINS))
             ell_part = np.empty(0) if ell is None else ell[lo:hi]
@@ -218,7 +218,9 @@ def fused_pass(propensity: np.ndarray, target: Targets, ell: np.ndarray | None =
                 sum_wlogw,
                 bins,
             )
-            return counts, sum_wlogw, bins
+            # the zero weights counted in the spare slots belong to code 0
+            counts[:, 0] += counts[:, 2 * N_BINS :].sum(axis=1)
+            return counts[:, : 2 * N_BINS], sum_wlogw, bins
 
         parts = _on_threads(one_range, ranges)
         counts, sum_wlogw, bins = parts[0]
@@ -228,7 +230,7 @@ def fused_pass(propensity: np.ndarray, target: Targets, ell: np.ndarray | None =
             bins = bins + b
         out = _sums(counts, sum_wlogw, None if ell is None else bins)
         out.ranges = ranges
-        out.range_counts = [c.reshape(n_pol, N_BINS, 2).sum(axis=2) for c, _, _ in parts]
+        out.range_counts = [c[:, 0::2] + c[:, 1::2] for c, _, _ in parts]
         return out
     rows = min(CHUNK_ROWS, n)
     size = n_pol * rows
@@ -315,11 +317,12 @@ if hasattr(os, "register_at_fork"):
 
 def _sums(counts: np.ndarray, sum_wlogw: np.ndarray, profile: np.ndarray | None) -> PassSums:
     """The :class:`PassSums` of the edge-code counts (P, 2 N_BINS) of the pass."""
-    by_edge = counts.reshape(sum_wlogw.size, N_BINS, 2).astype(np.float64)
+    counts = counts.reshape(sum_wlogw.size, 2 * N_BINS)
+    above = counts[:, 1::2]
     return PassSums(
         sum_wlogw=sum_wlogw,
-        hist_counts=by_edge.sum(axis=2),
-        hist_above_edge=np.ascontiguousarray(by_edge[:, :, 1]),
+        hist_counts=(counts[:, 0::2] + above).astype(np.float64),
+        hist_above_edge=above.astype(np.float64),
         profile_bins=profile,
     )
 
@@ -527,9 +530,15 @@ _HALF_EXPONENT: Final = 1022 << 52
 _LN2: Final = float(np.log(2.0))
 
 
+#: Spare counters after the histogram codes of :func:`_nb_fused_pass`, taken in turn by zero
+#: weights (code 0) and added to code 0 afterwards (a power of two).
+_ZERO_SLOTS: Final = 16
+
+
 def _nb_fused_pass(p, cols, t, ell, counts, sum_wlogw, profile):
     """Accumulate the histogram codes, ``sum w log w`` and the clip-profile sums of (n,) ``p``
-    and the targets into ``counts`` (P, 2 N_BINS), ``sum_wlogw`` (P,) and ``profile``
+    and the targets into ``counts`` (P, 2 N_BINS + _ZERO_SLOTS; the zero weights in the last
+    _ZERO_SLOTS), ``sum_wlogw`` (P,) and ``profile``
     (P, 7, PROFILE_BINS) (left untouched when ``ell`` is empty). The targets are the float64
     columns at the addresses ``cols`` (P,) when it is not empty, else the (n, P) matrix ``t``.
 
@@ -552,8 +561,7 @@ def _nb_fused_pass(p, cols, t, ell, counts, sum_wlogw, profile):
     low_mask = (1 << HIST_SHIFT) - 1
     rows = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
     local = np.zeros((n_pol if with_profile else 0, profile.shape[2], 8))
-    spare = counts.shape[1]
-    hist = np.zeros((n_pol, spare + 16), dtype=np.int64)
+    spare = counts.shape[1] - _ZERO_SLOTS
     slot = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
     for start in range(0, n, _NB_BLOCK_ROWS):
         stop = min(start + _NB_BLOCK_ROWS, n)
@@ -602,15 +610,15 @@ def _nb_fused_pass(p, cols, t, ell, counts, sum_wlogw, profile):
                     acc += w[i] * (expo[i] * _LN2 + (2.0 * u + 2.0 * u * z * q))
             sum_wlogw[j] += acc
             # the histogram: each row's code (vectorized), then one count per row; zero
-            # weights (code 0) are counted in 16 spare slots in turn, so that a run of them
-            # does not wait on one counter
+            # weights (code 0) are counted in the _ZERO_SLOTS spare slots in turn, so that a
+            # run of them does not wait on one counter
             for i in range(m):
                 b = bits[i]
                 code = 2 * (b >> HIST_SHIFT) + (1 if b & low_mask else 0)
-                slot[i] = code if b != 0 else spare + (i & 15)
+                slot[i] = code if b != 0 else spare + (i & (_ZERO_SLOTS - 1))
             # one count per row and, in the same loop, the rows with w > 1 listed without
             # a branch (for the clip profile)
-            hist_j = hist[j]
+            hist_j = counts[j]
             kept = 0
             for i in range(m):
                 hist_j[slot[i]] += 1
@@ -635,11 +643,6 @@ def _nb_fused_pass(p, cols, t, ell, counts, sum_wlogw, profile):
                     acc_k[4] += xl * xl
                     acc_k[5] += el
                     acc_k[6] += el * el
-    for j in range(n_pol):
-        for c in range(spare):
-            counts[j, c] += hist[j, c]
-        for c in range(spare, spare + 16):
-            counts[j, 0] += hist[j, c]
     if with_profile:
         for j in range(n_pol):
             for k in range(profile.shape[2]):
