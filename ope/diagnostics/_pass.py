@@ -406,7 +406,8 @@ def weight_quantiles(
                 in_bin = ks[(bins == b) & (ks < n - 1)]
                 local = in_bin - int(cums[j][b] - sums.hist_counts[j, b])
                 start = int(first[j, b])
-                part = np.partition(gathered[start : start + int(sizes[j, b])], local)
+                part = gathered[start : start + int(sizes[j, b])]
+                part.partition(local)  # in place: the gathered values are this call's own
                 values[j].update(zip(in_bin.tolist(), part[local].tolist()))
     elif pending:
         picked: dict[int, list[np.ndarray]] = {j: [] for j in pending}
