@@ -275,3 +275,38 @@ def test_diagnose_reads_the_logs_target_columns_without_a_matrix(backend, monkey
         ]
         assert quantile_columns  # the exact ones: equal, not close
         pd.testing.assert_frame_equal(frames[0][quantile_columns], want[0][quantile_columns])
+
+
+def test_rows_a_reader_validated_are_not_checked_again(monkeypatch):
+    import pyarrow as pa
+
+    import ope
+    from ope.diagnostics import _inputs
+    from ope.logs import BanditLogs, ValidationReport
+
+    n = 400
+    table = pa.table(
+        {
+            "action": np.arange(n) % 2,
+            "propensity": np.full(n, 0.5),
+            "reward": np.tile([1.0, 0.0], n // 2),
+            "target__a": np.tile([1.0, 0.0], n // 2),
+        }
+    )
+    checked = []
+    original = _inputs.check_logging_propensity
+    monkeypatch.setattr(
+        _inputs, "check_logging_propensity", lambda p: checked.append(p) or original(p)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OverlapWarning)
+        ope.diagnose(ope.read_logs(table), reward_range=(0.0, 1.0))
+        assert not checked  # the reader's rules hold: no second check
+        unchecked = BanditLogs(table, ValidationReport("<Table>", n, n))  # not from a reader
+        ope.diagnose(unchecked, reward_range=(0.0, 1.0))
+        assert len(checked) == 1
+        bad = table.set_column(1, "propensity", pa.array(np.zeros(n)))
+        with pytest.raises(ValidationError, match="logging_propensity"):
+            ope.diagnose(BanditLogs(bad, ValidationReport("<Table>", n, n)))
+        with pytest.raises(ValidationError, match="outside"):  # still checked against the range
+            ope.diagnose(ope.read_logs(table), reward_range=(0.0, 0.5))

@@ -634,5 +634,6 @@ def diagnose(
         sampling_weight=None if weight_name is None else logs.column(weight_name),
         weight_name=weight_name or "sampling_weight",
         target_columns=target if isinstance(target, list) else None,
+        rows_validated=logs.targets_validated(),
     )
     return _diagnose(data, settings, extra_notes, statistics)

@@ -172,6 +172,7 @@ def _arrays(
     target_propensity: npt.ArrayLike,
     rr: tuple[float, float] | None,
     target_columns: list[np.ndarray] | None = None,
+    rows_validated: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | list[np.ndarray]]:
     r = as_float_array(reward, "reward", ndim=(1,)).astype(np.float64, copy=False)
     p = as_float_array(logging_propensity, "logging_propensity", ndim=(1,)).astype(
@@ -199,8 +200,9 @@ def _arrays(
             f"`logging_propensity` and `target_propensity` have {n}. Pass the whole log, not a "
             "row."
         )
-    check_finite(r, "reward")
-    check_logging_propensity(p)
+    if not rows_validated:
+        check_finite(r, "reward")
+        check_logging_propensity(p)
     if target_columns is None:  # columns come from a reader that checked them
         assert isinstance(t, np.ndarray)
         check_target_propensity(t)
@@ -223,15 +225,20 @@ def validated_inputs(
     sampling_weight: npt.ArrayLike | None = None,
     weight_name: str = "sampling_weight",
     target_columns: list[np.ndarray] | None = None,
+    rows_validated: bool = False,
 ) -> Inputs:
     """Check the arrays, code the segments and actions, and compute the support deficiency.
 
     Sampling weights that are all 1 are dropped (``sampling`` None): such rows are unweighted.
     ``target_columns`` (then ``target_propensity`` is not read): the candidates' propensities as
     P float64 (n,) columns that a reader has validated (in [0, 1], no NaN), kept as they are
-    (no (n, P) matrix) and not checked again.
+    (no (n, P) matrix) and not checked again. ``rows_validated``: the rows passed a reader's
+    rules (finite rewards, logging propensities in (0, 1]), which are not checked again (the
+    rewards are still checked against ``reward_range``).
     """
-    r, p, t = _arrays(reward, logging_propensity, target_propensity, reward_range, target_columns)
+    r, p, t = _arrays(
+        reward, logging_propensity, target_propensity, reward_range, target_columns, rows_validated
+    )
     n_pol = len(t) if isinstance(t, list) else t.shape[1]
     n = p.shape[0]
     sampling = None
