@@ -13,6 +13,7 @@ import pytest
 from ope import _kernel
 from ope.diagnostics import diagnose_arrays
 from ope.diagnostics._inputs import _small_integer_codes
+from ope.diagnostics import _pass as _pass_module
 from ope.diagnostics._pass import fused_pass, weight_quantiles
 from ope.exceptions import OverlapWarning, ValidationError
 
@@ -45,26 +46,32 @@ def _planted(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return p, t, rng.integers(0, 2, n).astype(np.float64)
 
 
-def _pass_both(p, t, ell):
+def _pass_both(p, t, ell, layout="matrix"):
+    """The pass and quantiles with numpy then numba, the targets as a matrix or as P
+    contiguous columns (as the logs' ``target__`` columns reach the pass)."""
+    targets = (
+        t if layout == "matrix" else [np.ascontiguousarray(t[:, j]) for j in range(t.shape[1])]
+    )
     out = {}
     for backend in ("numpy", "numba"):
         _kernel.set_backend(backend)
-        sums = fused_pass(p, t, ell)
+        sums = fused_pass(p, targets, ell)
         max_w = (t / p[:, None]).max(axis=0)
-        out[backend] = (sums, weight_quantiles(p, t, sums, max_w, QS))
+        out[backend] = (sums, weight_quantiles(p, targets, sums, max_w, QS))
     return out["numpy"], out["numba"]
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 2049, 40_001])
 @pytest.mark.parametrize("with_ell", [False, True])
 @pytest.mark.parametrize("n_threads", [1, 3])
-def test_compiled_pass_equals_the_numpy_pass(n, with_ell, n_threads, monkeypatch):
+@pytest.mark.parametrize("layout", ["matrix", "columns"])
+def test_compiled_pass_equals_the_numpy_pass(n, with_ell, n_threads, layout, monkeypatch):
     _need_numba()
     # several threads, each over its own range of rows, from a few thousand rows on
     monkeypatch.setattr("ope.diagnostics._pass.PARALLEL_MIN_ROWS", 1000)
     _kernel.set_threads(n_threads)
     p, t, r = _planted(n, n)
-    (slow, q_slow), (fast, q_fast) = _pass_both(p, t, r if with_ell else None)
+    (slow, q_slow), (fast, q_fast) = _pass_both(p, t, r if with_ell else None, layout)
     np.testing.assert_array_equal(fast.hist_counts, slow.hist_counts)
     np.testing.assert_array_equal(fast.hist_above_edge, slow.hist_above_edge)
     np.testing.assert_allclose(fast.sum_wlogw, slow.sum_wlogw, rtol=1e-12, atol=1e-300)
@@ -78,6 +85,70 @@ def test_compiled_pass_equals_the_numpy_pass(n, with_ell, n_threads, monkeypatch
     np.testing.assert_allclose(q_fast, np.quantile(w, QS, axis=0).T, rtol=1e-14, atol=0)
     if n_threads > 1 and n >= 40_000:
         assert len(fast.ranges) == n_threads  # the split did happen
+
+
+def _adversarial(case: str) -> tuple[np.ndarray, np.ndarray]:
+    """Propensities and (n, 3) targets whose weights make the exact quantiles awkward."""
+    rng = np.random.default_rng(5)
+    if case == "one row":
+        return np.array([0.25]), np.array([[0.5, 0.0, 0.25]])
+    if case == "all equal":  # every weight 2: one value, no gather
+        p = rng.uniform(0.1, 0.5, 999)
+        return p, np.column_stack([2.0 * p, 2.0 * p, 2.0 * p])
+    n = 5000
+    p = np.full(n, 0.5)
+    if case == "ties in one bin":  # three values of one histogram bin, each repeated
+        vals = np.array([1.0, 1.01, 1.02])[rng.integers(0, 3, n)]
+        return p, np.column_stack([vals * 0.5, np.sort(vals) * 0.5, vals[::-1] * 0.5])
+    if case == "bin edges":  # weights at a bin's lower edge and one ulp either side of it
+        edge = 1.125
+        vals = np.array([np.nextafter(edge, 0.0), edge, np.nextafter(edge, 2.0)])
+        w = vals[rng.integers(0, 3, n)]
+        return p, np.column_stack(
+            [w * 0.5, np.where(rng.random(n) < 0.999, 0.0, w) * 0.5, w * 0.25]
+        )
+    # "extremes": the needed bins are the lowest non-zero one and the highest one
+    w = np.where(rng.random(n) < 0.5, 1e-300, 1e300) * rng.uniform(1.0, 1.1, n)
+    return np.ones(n), np.column_stack([w, w[::-1], np.minimum(w, 1.0)])
+
+
+@pytest.mark.parametrize(
+    "case", ["one row", "all equal", "ties in one bin", "bin edges", "extremes"]
+)
+@pytest.mark.parametrize("layout", ["matrix", "columns"])
+def test_quantiles_stay_exact_on_adversarial_weights(case, layout):
+    _need_numba()
+    p, t = _adversarial(case)
+    (_, q_slow), (_, q_fast) = _pass_both(p, t, None, layout)
+    np.testing.assert_array_equal(q_fast, q_slow)
+    want = np.quantile(t / p[:, None], QS, axis=0).T
+    np.testing.assert_allclose(q_fast, want, rtol=1e-15, atol=0)
+    # an order statistic itself (no interpolation) is one of the weights, exactly
+    exact = [k for k, q in enumerate(QS) if (q * (p.size - 1)).is_integer()]
+    np.testing.assert_array_equal(q_fast[:, exact], want[:, exact])
+
+
+def test_the_pass_and_the_gather_read_the_rows_once_each(monkeypatch):
+    _need_numba()
+    _kernel.set_backend("numba")
+    _kernel.set_threads(1)
+    p, t, r = _planted(20_000, 4)
+    loops = dict(_pass_module._compiled() or {})
+    calls: dict[str, int] = {}
+
+    def counted(name):
+        def call(*args):
+            calls[name] = calls.get(name, 0) + 1
+            return loops[name](*args)
+
+        return call
+
+    monkeypatch.setattr(
+        _pass_module, "_compiled", lambda: {k: counted(k) for k in ("_nb_fused_pass", "_nb_gather")}
+    )
+    sums = fused_pass(p, t, r)
+    weight_quantiles(p, t, sums, (t / p[:, None]).max(axis=0), QS)
+    assert calls == {"_nb_fused_pass": 1, "_nb_gather": 1}
 
 
 def test_compiled_log_sums_match_a_correctly_rounded_sum():
@@ -149,6 +220,93 @@ def test_integer_action_codes_equal_pandas_factorize(action):
     assert [type(v) for v in labels] == [type(v) for v in want_labels]
 
 
+def test_dense_action_ids_are_their_own_codes():
+    action = np.array([2, 0, 1, 2, 0], dtype=np.intp)
+    codes, labels = _small_integer_codes(action)
+    assert codes is action  # no copy: 0 .. K - 1 all occur
+    assert [int(v) for v in labels] == [0, 1, 2]
+    gap = np.array([3, 0, 3], dtype=np.intp)  # 1 and 2 never occur: renumbered
+    codes, labels = _small_integer_codes(gap)
+    np.testing.assert_array_equal(codes, [1, 0, 1])
+    assert codes is not gap
+
+
 def test_wide_or_non_integer_actions_use_pandas():
     assert _small_integer_codes(np.array([0, 2**40])) is None
     assert _small_integer_codes(np.array(["a", "b"])) is None
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_diagnose_reads_the_logs_target_columns_without_a_matrix(backend, monkeypatch):
+    if backend == "numba":
+        _need_numba()
+    import pyarrow as pa
+
+    import ope
+    from ope.policies import join
+
+    p, t, r = _planted(3001, 8)
+    t = t[:, :5]  # probabilities in [0, 1] (the sixth column's weights are planted as such)
+    columns = {"action": np.arange(p.size) % 3, "propensity": p, "reward": r}
+    columns.update({f"target__c{j}": t[:, j].copy() for j in range(t.shape[1])})
+    logs = ope.read_logs(pa.table(columns))
+    kwargs = {"max_weight": 4.0, "reward_range": (0.0, 1.0)}
+    _kernel.set_backend(backend)
+    built = []
+    monkeypatch.setattr(join, "_target_matrix", lambda *a: built.append(a) or np.empty(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OverlapWarning)
+        d = ope.diagnose(logs, **kwargs)
+        stats = ope.evaluate(logs, estimators=("clipped_ips",), max_weight=4.0).statistics
+        reused = ope.diagnose(logs, statistics=stats, **kwargs)
+    assert not built  # no (n, P) matrix was formed
+    targets = d._data.targets
+    assert isinstance(targets, list)
+    assert all(np.shares_memory(c, logs.column(f"target__c{j}")) for j, c in enumerate(targets))
+    monkeypatch.undo()
+    names = [f"c{j}" for j in range(t.shape[1])]
+    want = _frames(backend, r, p, t, policy_names=names, action=columns["action"], **kwargs)
+    for got in (d, reused):
+        frames = [got.table(), *(got.clip_profile(name) for name in names)]
+        for a, b in zip(frames, want):
+            pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=1e-12, atol=1e-12)
+        quantile_columns = [
+            c for c in frames[0].columns if c.startswith("weight_q") or c == "weight_max"
+        ]
+        assert quantile_columns  # the exact ones: equal, not close
+        pd.testing.assert_frame_equal(frames[0][quantile_columns], want[0][quantile_columns])
+
+
+def test_rows_a_reader_validated_are_not_checked_again(monkeypatch):
+    import pyarrow as pa
+
+    import ope
+    from ope.diagnostics import _inputs
+    from ope.logs import BanditLogs, ValidationReport
+
+    n = 400
+    table = pa.table(
+        {
+            "action": np.arange(n) % 2,
+            "propensity": np.full(n, 0.5),
+            "reward": np.tile([1.0, 0.0], n // 2),
+            "target__a": np.tile([1.0, 0.0], n // 2),
+        }
+    )
+    checked = []
+    original = _inputs.check_logging_propensity
+    monkeypatch.setattr(
+        _inputs, "check_logging_propensity", lambda p: checked.append(p) or original(p)
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", OverlapWarning)
+        ope.diagnose(ope.read_logs(table), reward_range=(0.0, 1.0))
+        assert not checked  # the reader's rules hold: no second check
+        unchecked = BanditLogs(table, ValidationReport("<Table>", n, n))  # not from a reader
+        ope.diagnose(unchecked, reward_range=(0.0, 1.0))
+        assert len(checked) == 1
+        bad = table.set_column(1, "propensity", pa.array(np.zeros(n)))
+        with pytest.raises(ValidationError, match="logging_propensity"):
+            ope.diagnose(BanditLogs(bad, ValidationReport("<Table>", n, n)))
+        with pytest.raises(ValidationError, match="outside"):  # still checked against the range
+            ope.diagnose(ope.read_logs(table), reward_range=(0.0, 0.5))

@@ -355,12 +355,12 @@ def _diagnose(
         return _diagnose_weighted(data, settings, extra_notes, statistics)
     mw, rr, level = settings.max_weight, settings.reward_range, settings.confidence_level
     lo = rr[0] if rr is not None else 0.0
-    r, p, t = data.reward, data.propensity, data.target
+    r, p, t = data.reward, data.propensity, data.targets
     segs = data.segmentations
     by_segment: list[list[CenteredMoments | None]] = []
     reused = _reusable(statistics, data, mw)
     if segs:
-        by_segment, moments = segment_moments(segs, r, p, t, max_weight=mw)
+        by_segment, moments = segment_moments(segs, r, p, data.target, max_weight=mw)
     elif reused is not None:  # the evaluation's pass already holds every moment used here
         moments = reused
     else:
@@ -633,5 +633,7 @@ def diagnose(
         logging_distribution=ldist,
         sampling_weight=None if weight_name is None else logs.column(weight_name),
         weight_name=weight_name or "sampling_weight",
+        target_columns=target if isinstance(target, list) else None,
+        rows_validated=logs.targets_validated(),
     )
     return _diagnose(data, settings, extra_notes, statistics)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Final
 
 import numpy as np
@@ -42,7 +43,9 @@ class Inputs:
 
     reward: np.ndarray
     propensity: np.ndarray  # float64 (n,)
-    target: np.ndarray  # (n, P) float32/float64
+    #: the candidates' propensities: an (n, P) float32/float64 matrix, or P float64 (n,)
+    #: columns read where they are (the logs' ``target__`` columns); see :attr:`target`
+    targets: np.ndarray | list[np.ndarray]
     names: list[str]
     segmentations: list[Segmentation]
     action: np.ndarray | None
@@ -61,10 +64,24 @@ class Inputs:
     def n(self) -> int:
         return int(self.propensity.shape[0])
 
+    @cached_property
+    def target(self) -> np.ndarray:
+        """The candidates' propensities as one (n, P) matrix (formed from the columns on first
+        use: only segment cells and sampling weights need it)."""
+        if isinstance(self.targets, np.ndarray):
+            return self.targets
+        return np.column_stack(self.targets)
+
+    def column(self, j: int) -> np.ndarray:
+        """Policy j's propensities (n,), without forming the matrix."""
+        if isinstance(self.targets, np.ndarray):
+            return self.targets[:, j]
+        return self.targets[j]
+
     def weights(self, j: int) -> np.ndarray:
         """w = target / propensity for policy j, float64, in one pass (no float32 temporaries)."""
         out = np.empty(self.n, dtype=np.float64)
-        np.divide(self.target[:, j], self.propensity, out=out)
+        np.divide(self.column(j), self.propensity, out=out)
         return out
 
     def total(self) -> float:
@@ -137,10 +154,15 @@ def _small_integer_codes(arr: np.ndarray) -> tuple[np.ndarray, list[Any]] | None
     low, high = int(arr.min()), int(arr.max())
     if high - low > _SPAN_MAX:
         return None
-    offset = arr.astype(np.int64) - low if arr.dtype != np.int64 else arr - low
+    if low == 0 and arr.dtype == np.intp:  # the usual action ids: no offset to subtract
+        offset = arr
+    else:
+        offset = arr.astype(np.int64) - low if arr.dtype != np.int64 else arr - low
     present = np.bincount(offset, minlength=high - low + 1) > 0
-    number = np.cumsum(present, dtype=np.intp) - 1
     uniques = (np.flatnonzero(present) + low).astype(arr.dtype)
+    if low == 0 and offset is arr and bool(present.all()):
+        return arr, list(uniques)  # every id in 0 .. K - 1 occurs: the ids are their codes
+    number = np.cumsum(present, dtype=np.intp) - 1
     return number[offset], list(uniques)
 
 
@@ -149,19 +171,27 @@ def _arrays(
     logging_propensity: npt.ArrayLike,
     target_propensity: npt.ArrayLike,
     rr: tuple[float, float] | None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    target_columns: list[np.ndarray] | None = None,
+    rows_validated: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | list[np.ndarray]]:
     r = as_float_array(reward, "reward", ndim=(1,)).astype(np.float64, copy=False)
     p = as_float_array(logging_propensity, "logging_propensity", ndim=(1,)).astype(
         np.float64, copy=False
     )
-    t = as_float_array(target_propensity, "target_propensity", ndim=(1, 2))
-    if t.ndim == 1:
-        t = t[:, None]
+    t: np.ndarray | list[np.ndarray]
+    if target_columns is not None:
+        t = target_columns
+        rows = [c.shape[0] for c in t]
+    else:
+        t = as_float_array(target_propensity, "target_propensity", ndim=(1, 2))
+        if t.ndim == 1:
+            t = t[:, None]
+        rows = [t.shape[0]]
     n = p.shape[0]
-    for name, arr in (("reward", r), ("target_propensity", t)):
-        if arr.shape[0] != n:
+    for name, size in [("reward", r.shape[0])] + [("target_propensity", k) for k in rows]:
+        if size != n:
             raise ValidationError(
-                f"`{name}` has {arr.shape[0]} rows but `logging_propensity` has {n}; all "
+                f"`{name}` has {size} rows but `logging_propensity` has {n}; all "
                 "arrays must describe the same logged rows."
             )
     if n < MIN_ROWS:
@@ -170,9 +200,12 @@ def _arrays(
             f"`logging_propensity` and `target_propensity` have {n}. Pass the whole log, not a "
             "row."
         )
-    check_finite(r, "reward")
-    check_logging_propensity(p)
-    check_target_propensity(t)
+    if not rows_validated:
+        check_finite(r, "reward")
+        check_logging_propensity(p)
+    if target_columns is None:  # columns come from a reader that checked them
+        assert isinstance(t, np.ndarray)
+        check_target_propensity(t)
     check_rewards_in_range(r, rr)
     return r, p, t
 
@@ -191,12 +224,22 @@ def validated_inputs(
     logging_distribution: Any | None,
     sampling_weight: npt.ArrayLike | None = None,
     weight_name: str = "sampling_weight",
+    target_columns: list[np.ndarray] | None = None,
+    rows_validated: bool = False,
 ) -> Inputs:
     """Check the arrays, code the segments and actions, and compute the support deficiency.
 
     Sampling weights that are all 1 are dropped (``sampling`` None): such rows are unweighted.
+    ``target_columns`` (then ``target_propensity`` is not read): the candidates' propensities as
+    P float64 (n,) columns that a reader has validated (in [0, 1], no NaN), kept as they are
+    (no (n, P) matrix) and not checked again. ``rows_validated``: the rows passed a reader's
+    rules (finite rewards, logging propensities in (0, 1]), which are not checked again (the
+    rewards are still checked against ``reward_range``).
     """
-    r, p, t = _arrays(reward, logging_propensity, target_propensity, reward_range)
+    r, p, t = _arrays(
+        reward, logging_propensity, target_propensity, reward_range, target_columns, rows_validated
+    )
+    n_pol = len(t) if isinstance(t, list) else t.shape[1]
     n = p.shape[0]
     sampling = None
     if sampling_weight is not None:
@@ -216,13 +259,13 @@ def validated_inputs(
             f"segments={{'country': country}}; got {describe(segments)}."
         )
     names = (
-        [f"policy_{j}" for j in range(t.shape[1])]
+        [f"policy_{j}" for j in range(n_pol)]
         if policy_names is None
         else [str(x) for x in policy_names]
     )
-    if len(names) != t.shape[1] or len(set(names)) != len(names):
+    if len(names) != n_pol or len(set(names)) != len(names):
         raise PolicyError(
-            f"`policy_names` must give {t.shape[1]} distinct names (one per column of "
+            f"`policy_names` must give {n_pol} distinct names (one per column of "
             f"target_propensity); got {list(names)}."
         )
     segs = [segment_codes(str(col), vals, n) for col, vals in (segments or {}).items()]
@@ -265,7 +308,7 @@ def validated_inputs(
     return Inputs(
         reward=r,
         propensity=p,
-        target=t,
+        targets=t,
         names=names,
         segmentations=segs,
         action=codes,

@@ -6,17 +6,21 @@ weights are computed once into a (P, chunk) block of reused float64 buffers; eve
 ``sum w log w`` is a row reduction of that block and the histogram one count of 2**15 codes per
 policy read off the float64 bit pattern (monotone in w >= 0). Exact weight quantiles take a
 second pass over only the histogram bins that hold them (none when those bins hold a single
-value). There is no Python loop over rows and no dense (n, n_actions) array.
+value). There is no Python loop over rows and no dense (n, n_actions) array. The candidates'
+propensities are an (n, P) matrix or P columns of shape (n,) (the logs' validated ``target__``
+columns, read where they are: no (n, P) copy).
 
 With the numba backend (:func:`ope._kernel.compiled_loops`) both passes are compiled loops over
 blocks of rows that form each weight once, bin it, add its ``w log w`` and its clip-profile sums,
 with no (P, chunk) temporaries, on one thread per range of rows (as many as the moment kernel
-uses, merged in row order); the numpy code is the fallback with the same counts and quantiles,
-and the same sums to rounding.
+uses, on worker threads kept between calls, merged in row order); the second one lists only the
+rows within the span of each candidate's needed bins. The numpy code is the fallback with the
+same counts and quantiles, and the same sums to rounding.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +29,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from ope._kernel import PARALLEL_MIN_ROWS, compiled_loops, threads
+from ope._kernel import PARALLEL_MIN_ROWS, backend, compiled_loops, threads
 
 __all__ = [
     "CHUNK_ROWS",
@@ -143,44 +147,80 @@ class PassSums:
     range_counts: list[np.ndarray] = field(default_factory=list)
 
 
+#: The candidates' propensities as the pass reads them: an (n, P) matrix, or a sequence of P
+#: (n,) columns (e.g. zero-copy views of the logs' ``target__`` columns: no (n, P) block).
+Targets = np.ndarray | Sequence[np.ndarray]
+
+
+def _shape(target: Targets) -> tuple[int, int]:
+    """``(n, P)`` of a matrix or of a sequence of columns."""
+    if isinstance(target, np.ndarray):
+        return int(target.shape[0]), int(target.shape[1])
+    return int(target[0].shape[0]), len(target)
+
+
+def _layout(target: Targets) -> tuple[np.ndarray, np.ndarray]:
+    """``(addresses, matrix)`` for the compiled loops: the columns' addresses (int64, P) when
+    every column is a contiguous float64 array (``matrix`` then an empty (0, P) array), else no
+    address and the candidates as one (n, P) matrix."""
+    if not isinstance(target, np.ndarray):
+        if all(c.dtype == np.float64 and c.flags.c_contiguous for c in target):
+            addresses = np.array([c.ctypes.data for c in target], dtype=np.int64)
+            return addresses, np.empty((0, len(target)))
+        target = np.column_stack(list(target))
+    return np.empty(0, dtype=np.int64), target
+
+
 def _weight_block(
-    propensity: np.ndarray, target: np.ndarray, sl: slice, buf: np.ndarray
+    propensity: np.ndarray, target: Targets, sl: slice, buf: np.ndarray
 ) -> np.ndarray:
     """Weights of rows ``sl`` for every policy as a C-ordered (P, rows) float64 block.
 
     ``buf`` is a flat buffer of at least P * rows floats, reused: fresh large temporaries cost
     page faults that can exceed the arithmetic done on them.
     """
-    n_pol, rows = target.shape[1], sl.stop - sl.start
+    n_pol, rows = _shape(target)[1], sl.stop - sl.start
     block = buf[: n_pol * rows].reshape(n_pol, rows)
-    np.divide(target[sl].T, propensity[sl], out=block)
+    if isinstance(target, np.ndarray):
+        np.divide(target[sl].T, propensity[sl], out=block)
+    else:
+        for j, column in enumerate(target):  # a loop over policies
+            np.divide(column[sl], propensity[sl], out=block[j])
     return block
 
 
-def fused_pass(
-    propensity: np.ndarray, target: np.ndarray, ell: np.ndarray | None = None
-) -> PassSums:
-    """One chunked pass over validated (n,) propensities and (n, P) targets.
+def fused_pass(propensity: np.ndarray, target: Targets, ell: np.ndarray | None = None) -> PassSums:
+    """One chunked pass over validated (n,) propensities and (n, P) targets (a matrix, or P
+    columns of shape (n,) read where they are).
 
     With ``ell = r - r_min`` (n,) it also gathers the clip profile's per-bin sums
     (:func:`profile_bin_sums`) from the same (P, chunk) weight blocks, which are contiguous per
     policy (a column of the row-major (n, P) targets is not, and reading it costs a pass over
     the whole array).
     """
-    n, n_pol = target.shape
+    n, n_pol = _shape(target)
     loops = _compiled()
     if loops is not None:
         ranges = _row_ranges(n)
+        addresses, matrix = _layout(target)
 
         def one_range(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-            counts = np.zeros((n_pol, 2 * N_BINS), dtype=np.int64)
+            counts = np.zeros((n_pol, 2 * N_BINS + _ZERO_SLOTS), dtype=np.int64)
             sum_wlogw = np.zeros(n_pol)
             bins = np.zeros((n_pol if ell is not None else 0, _PROFILE_SUMS, PROFILE_BINS))
             ell_part = np.empty(0) if ell is None else ell[lo:hi]
             loops["_nb_fused_pass"](
-                propensity[lo:hi], target[lo:hi], ell_part, counts, sum_wlogw, bins
+                propensity[lo:hi],
+                addresses + 8 * lo,
+                matrix[lo:hi],
+                ell_part,
+                counts,
+                sum_wlogw,
+                bins,
             )
-            return counts, sum_wlogw, bins
+            # the zero weights counted in the spare slots belong to code 0
+            counts[:, 0] += counts[:, 2 * N_BINS :].sum(axis=1)
+            return counts[:, : 2 * N_BINS], sum_wlogw, bins
 
         parts = _on_threads(one_range, ranges)
         counts, sum_wlogw, bins = parts[0]
@@ -190,7 +230,7 @@ def fused_pass(
             bins = bins + b
         out = _sums(counts, sum_wlogw, None if ell is None else bins)
         out.ranges = ranges
-        out.range_counts = [c.reshape(n_pol, N_BINS, 2).sum(axis=2) for c, _, _ in parts]
+        out.range_counts = [c[:, 0::2] + c[:, 1::2] for c, _, _ in parts]
         return out
     rows = min(CHUNK_ROWS, n)
     size = n_pol * rows
@@ -233,34 +273,63 @@ def _row_ranges(n: int) -> list[tuple[int, int]]:
     return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
 
 
-def _on_threads(
-    work: Callable[[int, int], tuple[np.ndarray, np.ndarray, np.ndarray]],
-    ranges: list[tuple[int, int]],
-) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """``work(lo, hi)`` of every range, the first on this thread and the others on their own
-    (the compiled loops release the GIL), in the order of the ranges."""
+def _on_threads(work: Callable[[int, int], Any], ranges: list[tuple[int, int]]) -> list[Any]:
+    """``work(lo, hi)`` of every range, the first on this thread and the others on the pass's
+    worker threads (the compiled loops release the GIL), in the order of the ranges; an
+    exception of any range is raised here, once every range has ended."""
     if len(ranges) == 1:
         return [work(*ranges[0])]
-    with ThreadPoolExecutor(max_workers=len(ranges) - 1) as pool:
-        others = [pool.submit(work, lo, hi) for lo, hi in ranges[1:]]
+    others = [_pool(len(ranges) - 1).submit(work, lo, hi) for lo, hi in ranges[1:]]
+    try:
         first = work(*ranges[0])
-        return [first, *(f.result() for f in others)]
+    finally:
+        rest = [f.result() for f in others]
+    return [first, *rest]
+
+
+#: The worker threads of the pass: started on first use and kept (starting threads on every
+#: call costs milliseconds on a loaded machine), dropped in a forked child.
+_POOL: dict[str, Any] = {"pool": None, "size": 0, "lock": threading.Lock()}
+
+
+def _pool(size: int) -> ThreadPoolExecutor:
+    with _POOL["lock"]:
+        if _POOL["pool"] is None or _POOL["size"] < size:
+            old = _POOL["pool"]
+            _POOL["pool"] = ThreadPoolExecutor(
+                max_workers=size, thread_name_prefix="ope-diagnostics"
+            )
+            _POOL["size"] = size
+            if old is not None:
+                old.shutdown(wait=False)
+        pool: ThreadPoolExecutor = _POOL["pool"]
+        return pool
+
+
+def _forget_pool() -> None:
+    """In a forked child the parent's worker threads do not exist: start new ones on use."""
+    _POOL.update(pool=None, size=0, lock=threading.Lock())
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _sums(counts: np.ndarray, sum_wlogw: np.ndarray, profile: np.ndarray | None) -> PassSums:
     """The :class:`PassSums` of the edge-code counts (P, 2 N_BINS) of the pass."""
-    by_edge = counts.reshape(sum_wlogw.size, N_BINS, 2).astype(np.float64)
+    counts = counts.reshape(sum_wlogw.size, 2 * N_BINS)
+    above = counts[:, 1::2]
     return PassSums(
         sum_wlogw=sum_wlogw,
-        hist_counts=by_edge.sum(axis=2),
-        hist_above_edge=np.ascontiguousarray(by_edge[:, :, 1]),
+        hist_counts=(counts[:, 0::2] + above).astype(np.float64),
+        hist_above_edge=above.astype(np.float64),
         profile_bins=profile,
     )
 
 
 def weight_quantiles(
     propensity: np.ndarray,
-    target: np.ndarray,
+    target: Targets,
     sums: PassSums,
     max_w: np.ndarray,
     qs: Sequence[float],
@@ -272,7 +341,7 @@ def weight_quantiles(
     holds that single value (e.g. the zero weights, or 1 / p under a uniform logger); the values
     of the other needed bins are gathered in a second chunked pass and partitioned.
     """
-    n, n_pol = target.shape
+    n, n_pol = _shape(target)
     pos = np.asarray(qs, dtype=np.float64) * (n - 1)
     k_lo = np.floor(pos).astype(np.int64)
     k_hi = np.minimum(k_lo + 1, n - 1)
@@ -298,36 +367,47 @@ def weight_quantiles(
         # the values of every needed bin, gathered contiguously by one compiled pass
         sizes = np.where(needed, sums.hist_counts, 0).astype(np.int64)
         first = np.cumsum(sizes.reshape(-1)).reshape(sizes.shape) - sizes
-        cursor = np.where(needed, first, -1)
-        gathered = np.empty(int(sizes.sum()))
+        # the rows of bins not needed are written to one slot past the values, never read
+        spare = int(sizes.sum())
+        cursor = np.where(needed, first, spare)
+        gathered = np.empty(spare + 1)
         ranges = sums.ranges or [(0, n)]
         range_counts = sums.range_counts or [sums.hist_counts]
         cursors = []
         for part in range_counts:  # each range writes after the earlier ranges' values
             cursors.append(cursor)
-            cursor = np.where(needed, cursor + part.astype(np.int64), -1)
+            cursor = np.where(needed, cursor + part.astype(np.int64), spare)
+
+        addresses, matrix = _layout(target)
+        # each candidate's needed bins lie within [first, last]: a row outside that range of
+        # bit patterns is passed over without looking its bin up
+        code = np.arange(N_BINS, dtype=np.int64)
+        step = needed.astype(np.int64)
+        low_bits = np.where(needed, code, N_BINS - 1).min(axis=1) << HIST_SHIFT
+        high_bits = (np.where(needed, code, -1).max(axis=1) + 1) << HIST_SHIFT
 
         def one_range(k: int) -> None:
             lo, hi = ranges[k]
             loops["_nb_gather"](
-                propensity[lo:hi], target[lo:hi], needed.view(np.uint8), cursors[k], gathered
+                propensity[lo:hi],
+                addresses + 8 * lo,
+                matrix[lo:hi],
+                step,
+                low_bits,
+                high_bits,
+                cursors[k],
+                gathered,
             )
 
-        if len(ranges) == 1:
-            one_range(0)
-        else:
-            with ThreadPoolExecutor(max_workers=len(ranges) - 1) as pool:
-                others = [pool.submit(one_range, k) for k in range(1, len(ranges))]
-                one_range(0)
-                for f in others:
-                    f.result()
+        _on_threads(lambda k, _: one_range(k), [(k, k + 1) for k in range(len(ranges))])
         for j in pending:
             bins = np.searchsorted(cums[j], ks, side="right")
             for b in np.flatnonzero(needed[j]).tolist():
                 in_bin = ks[(bins == b) & (ks < n - 1)]
                 local = in_bin - int(cums[j][b] - sums.hist_counts[j, b])
                 start = int(first[j, b])
-                part = np.partition(gathered[start : start + int(sizes[j, b])], local)
+                part = gathered[start : start + int(sizes[j, b])]
+                part.partition(local)  # in place: the gathered values are this call's own
                 values[j].update(zip(in_bin.tolist(), part[local].tolist()))
     elif pending:
         picked: dict[int, list[np.ndarray]] = {j: [] for j in pending}
@@ -451,10 +531,17 @@ _HALF_EXPONENT: Final = 1022 << 52
 _LN2: Final = float(np.log(2.0))
 
 
-def _nb_fused_pass(p, t, ell, counts, sum_wlogw, profile):
+#: Spare counters after the histogram codes of :func:`_nb_fused_pass`, taken in turn by zero
+#: weights (code 0) and added to code 0 afterwards (a power of two).
+_ZERO_SLOTS: Final = 16
+
+
+def _nb_fused_pass(p, cols, t, ell, counts, sum_wlogw, profile):
     """Accumulate the histogram codes, ``sum w log w`` and the clip-profile sums of (n,) ``p``
-    and (n, P) ``t`` into ``counts`` (P, 2 N_BINS), ``sum_wlogw`` (P,) and ``profile``
-    (P, 7, PROFILE_BINS) (left untouched when ``ell`` is empty).
+    and the targets into ``counts`` (P, 2 N_BINS + _ZERO_SLOTS; the zero weights in the last
+    _ZERO_SLOTS), ``sum_wlogw`` (P,) and ``profile``
+    (P, 7, PROFILE_BINS) (left untouched when ``ell`` is empty). The targets are the float64
+    columns at the addresses ``cols`` (P,) when it is not empty, else the (n, P) matrix ``t``.
 
     Candidate by candidate within each block of rows: ``t[i, j] / p[i]`` then divides by a
     different ``p`` in every iteration, so no reciprocal of ``p`` is shared (the weights are
@@ -463,7 +550,9 @@ def _nb_fused_pass(p, t, ell, counts, sum_wlogw, profile):
     ``u = (y - 1) / (y + 1)``, ``|u| < 0.172``, to ``u**23`` (a relative error below 2**-56);
     a block with a subnormal weight uses ``np.log`` instead.
     """
-    n, n_pol = t.shape
+    n = p.shape[0]
+    n_pol = counts.shape[0]
+    by_column = cols.shape[0] > 0
     with_profile = ell.shape[0] == n
     w = np.empty(_NB_BLOCK_ROWS)
     bits = w.view(np.int64)
@@ -473,12 +562,23 @@ def _nb_fused_pass(p, t, ell, counts, sum_wlogw, profile):
     low_mask = (1 << HIST_SHIFT) - 1
     rows = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
     local = np.zeros((n_pol if with_profile else 0, profile.shape[2], 8))
+    spare = counts.shape[1] - _ZERO_SLOTS
+    slot = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
     for start in range(0, n, _NB_BLOCK_ROWS):
         stop = min(start + _NB_BLOCK_ROWS, n)
         m = stop - start
+        # the block's rows as slices from 0: an index ``start + i`` would keep the loops
+        # below from vectorizing
+        pb = p[start:stop]
+        tb = t[start:stop]
         for j in range(n_pol):
-            for i in range(m):
-                w[i] = t[start + i, j] / p[start + i]
+            if by_column:
+                col = _nb_carray(_nb_pointer(cols[j] + 8 * start), m, np.float64)
+                for i in range(m):
+                    w[i] = col[i] / pb[i]
+            else:
+                for i in range(m):
+                    w[i] = tb[i, j] / pb[i]
             # sum w log w: w = 2**e y, y in [sqrt(2)/2, sqrt(2)) read off the bits
             subnormal = 0
             for i in range(m):
@@ -510,36 +610,40 @@ def _nb_fused_pass(p, t, ell, counts, sum_wlogw, profile):
                     q = q * z + 1.0 / 3.0
                     acc += w[i] * (expo[i] * _LN2 + (2.0 * u + 2.0 * u * z * q))
             sum_wlogw[j] += acc
-            # the histogram: zero weights (code 0) counted at once, the other rows listed
-            # without a branch and counted by code
+            # the histogram: each row's code (vectorized), then one count per row; zero
+            # weights (code 0) are counted in the _ZERO_SLOTS spare slots in turn, so that a
+            # run of them does not wait on one counter
+            for i in range(m):
+                b = bits[i]
+                code = 2 * (b >> HIST_SHIFT) + (1 if b & low_mask else 0)
+                slot[i] = code if b != 0 else spare + (i & (_ZERO_SLOTS - 1))
+            # one count per row and, in the same loop, the rows with w > 1 listed without
+            # a branch (for the clip profile)
+            hist_j = counts[j]
             kept = 0
             for i in range(m):
+                hist_j[slot[i]] += 1
                 rows[kept] = i
-                kept += 1 if bits[i] != 0 else 0
-            counts[j, 0] += m - kept
-            for r in range(kept):
-                b = bits[rows[r]]
-                counts[j, 2 * (b >> HIST_SHIFT) + (1 if b & low_mask else 0)] += 1
+                kept += 1 if w[i] > 1.0 else 0
             if with_profile:
-                # the rows with w > 1, listed without a branch, then their seven sums added
-                # to their bin's row of ``local`` (one cache line)
-                kept = 0
-                for i in range(m):
-                    rows[kept] = i
-                    kept += 1 if w[i] > 1.0 else 0
+                # the seven sums of each listed row added to its bin's row of ``local`` (one
+                # cache line)
+                local_j = local[j]
+                eb = ell[start:stop]
                 for r in range(kept):
                     i = rows[r]
                     x = w[i]
                     k = ((bits[i] - 1) >> 52) - 1022
-                    el = ell[start + i]
+                    el = eb[i]
                     xl = x * el
-                    local[j, k, 0] += 1.0
-                    local[j, k, 1] += x
-                    local[j, k, 2] += x * x
-                    local[j, k, 3] += xl
-                    local[j, k, 4] += xl * xl
-                    local[j, k, 5] += el
-                    local[j, k, 6] += el * el
+                    acc_k = local_j[k]
+                    acc_k[0] += 1.0
+                    acc_k[1] += x
+                    acc_k[2] += x * x
+                    acc_k[3] += xl
+                    acc_k[4] += xl * xl
+                    acc_k[5] += el
+                    acc_k[6] += el * el
     if with_profile:
         for j in range(n_pol):
             for k in range(profile.shape[2]):
@@ -547,42 +651,84 @@ def _nb_fused_pass(p, t, ell, counts, sum_wlogw, profile):
                     profile[j, q, k] = local[j, k, q]
 
 
-def _nb_gather(p, t, needed, cursor, out):
-    """Write each weight ``t[i, j] / p[i]`` whose bin ``b`` is ``needed[j, b]`` (uint8) to
-    ``out[cursor[j, b]]`` and advance that cursor (the values of a bin end up contiguous).
+def _nb_gather(p, cols, t, step, low_bits, high_bits, cursor, out):
+    """Write each weight ``w = t[i, j] / p[i]`` whose bin ``b`` is needed (``step[j, b]`` 1,
+    else 0) to ``out[cursor[j, b]]`` and advance that cursor (the values of a bin end up
+    contiguous). The targets are read as in :func:`_nb_fused_pass` (columns at ``cols``, else
+    ``t``).
 
-    A candidate with no needed bin is skipped. The bins are looked up without a branch; the
-    rare rows kept are written by a second loop over the block.
+    A candidate with no needed bin is skipped. The rows whose bit pattern lies in
+    ``[low_bits[j], high_bits[j])`` (the span of the candidate's needed bins) are listed
+    without a branch, and written without one: the cursor of a bin not needed points at a
+    spare slot (the last of ``out``) and does not advance.
     """
-    n, n_pol = t.shape
+    n = p.shape[0]
+    n_pol = step.shape[0]
+    by_column = cols.shape[0] > 0
     w = np.empty(_NB_BLOCK_ROWS)
     bits = w.view(np.int64)
-    keep = np.empty(_NB_BLOCK_ROWS, dtype=np.uint8)
+    rows = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
     wanted = np.zeros(n_pol, dtype=np.bool_)
     for j in range(n_pol):
-        wanted[j] = needed[j].any()
+        wanted[j] = step[j].any()
     for start in range(0, n, _NB_BLOCK_ROWS):
         stop = min(start + _NB_BLOCK_ROWS, n)
         m = stop - start
+        # the block's rows as slices from 0: an index ``start + i`` would keep the loops
+        # below from vectorizing
+        pb = p[start:stop]
+        tb = t[start:stop]
         for j in range(n_pol):
             if not wanted[j]:
                 continue
-            for i in range(m):
-                w[i] = t[start + i, j] / p[start + i]
+            if by_column:
+                col = _nb_carray(_nb_pointer(cols[j] + 8 * start), m, np.float64)
+                for i in range(m):
+                    w[i] = col[i] / pb[i]
+            else:
+                for i in range(m):
+                    w[i] = tb[i, j] / pb[i]
+            lo = low_bits[j]
+            hi = high_bits[j]
             kept = 0
             for i in range(m):
-                k = needed[j, bits[i] >> HIST_SHIFT]
-                keep[i] = k
-                kept += k
-            if kept:
-                for i in range(m):
-                    if keep[i]:
-                        b = bits[i] >> HIST_SHIFT
-                        c = cursor[j, b]
-                        out[c] = w[i]
-                        cursor[j, b] = c + 1
+                rows[kept] = i
+                kept += 1 if (bits[i] >= lo) & (bits[i] < hi) else 0
+            for r in range(kept):
+                i = rows[r]
+                b = bits[i] >> HIST_SHIFT
+                c = cursor[j, b]
+                out[c] = w[i]
+                cursor[j, b] = c + step[j, b]
+
+
+#: Set by :func:`_compiled` before the loops compile: an address as a ``void *`` and
+#: ``numba.carray`` (the columns reach the loops as addresses, not as a typed list).
+_nb_pointer: Any = None
+_nb_carray: Any = None
+
+
+def _pointer_intrinsic(numba: Any) -> Any:
+    """A compiled function turning an int64 address into a ``void *``."""
+    from numba.core import cgutils, types
+    from numba.extending import intrinsic
+
+    @intrinsic
+    def as_pointer(typingctx: Any, address: Any) -> Any:
+        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
+            return builder.inttoptr(args[0], cgutils.voidptr_t)
+
+        return types.voidptr(address), codegen
+
+    return as_pointer
 
 
 def _compiled() -> dict[str, Any] | None:
     """The compiled pass when the numba backend is in use (compiled on first use), else None."""
+    global _nb_pointer, _nb_carray
+    if _nb_pointer is None and backend() == "numba":
+        import numba  # importable: the numba backend is in use
+
+        _nb_carray = numba.carray
+        _nb_pointer = _pointer_intrinsic(numba)
     return compiled_loops(__name__, (_nb_fused_pass, _nb_gather))

@@ -334,7 +334,7 @@ def exploration_plan(
     for j, name in enumerate(data.names):
         w = data.weights(j)
         ips = float(np.dot(data.sampled(w), data.reward)) / n
-        pe = data.target[:, j].astype(np.float64)
+        pe = data.column(j).astype(np.float64)
         d_row = None if data.deficiency_zero is None else data.deficiency_zero[name]
         scopes: list[tuple[str, str, np.ndarray | None]] = [("all", "all", None)]
         for s in segments[j]:
