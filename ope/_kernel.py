@@ -81,6 +81,9 @@ __all__ = [
     "PARALLEL_MIN_ROWS",
     "threads",
     "set_threads",
+    "row_ranges",
+    "run_threads",
+    "column_access",
 ]
 
 #: Rows per block of the compiled kernel: the (P, rows) float64 weight block of 8 candidates is
@@ -443,8 +446,8 @@ def _jit(numba: Any) -> dict[str, Any]:
     # tests hold, and none uses 'arcp': t / p stays a division.
     exact = {"reassoc", "contract", "nsz"}
     g = globals()
-    g["_nb_pointer"] = _pointer_intrinsic(numba)
-    g["_nb_carray"] = numba.carray
+    _make_access(numba)  # under the compile lock, held by the caller
+    g["_nb_pointer"], g["_nb_carray"] = _ACCESS["as_pointer"], _ACCESS["carray"]
     out = {}
     for name in _NUMBA_FUNCTIONS:
         opts = {
@@ -456,6 +459,28 @@ def _jit(numba: Any) -> dict[str, Any]:
         g[name] = jitted
         out[name] = jitted
     return out
+
+
+def column_access() -> tuple[Any, Any]:
+    """``(as_pointer, carray)``: the compiled function turning an int64 address into a
+    ``void *`` and ``numba.carray``, through which compiled loops read float64 columns passed
+    as addresses (a typed list of arrays would be compiled in every process). The caller keeps
+    the columns alive while a loop reads them. Needs numba (:func:`numba_available`)."""
+    if "as_pointer" not in _ACCESS:
+        with _COMPILE_LOCK:
+            _make_access(_import_numba())
+    return _ACCESS["as_pointer"], _ACCESS["carray"]
+
+
+def _make_access(numba: Any) -> None:
+    """Fill :data:`_ACCESS` once (the caller holds the compile lock)."""
+    if "as_pointer" not in _ACCESS:
+        _ACCESS["as_pointer"] = _pointer_intrinsic(numba)
+        _ACCESS["carray"] = numba.carray
+
+
+#: The pair :func:`column_access` returns, made once per process.
+_ACCESS: dict[str, Any] = {}
 
 
 def _pointer_intrinsic(numba: Any) -> Any:
@@ -1889,9 +1914,13 @@ def _columns(
     return cols, None, n, len(cols)
 
 
-def _split(n: int, block: int, parts: int) -> list[tuple[int, int]]:
-    """``parts`` contiguous row ranges covering ``[0, n)``, cut at multiples of ``block`` (so
-    that every thread's blocks are the serial pass's blocks)."""
+def row_ranges(n: int, block: int, parts: int | None = None) -> list[tuple[int, int]]:
+    """Contiguous row ranges covering ``[0, n)``, cut at multiples of ``block`` (so that every
+    thread's blocks are the serial pass's blocks): ``parts`` of them, by default one per thread
+    of a compiled pass over ``n`` rows (:func:`threads`, at least :data:`PARALLEL_MIN_ROWS` rows
+    each, and one from any thread but the main one, whose caller already shares the cores)."""
+    if parts is None:
+        parts = _threads_for(n)
     n_blocks = -(-n // block)
     parts = max(1, min(parts, n_blocks))
     edges = [min(n, (n_blocks * i // parts) * block) for i in range(parts + 1)]
@@ -1977,13 +2006,13 @@ def _nb_accumulate(
         )
         return out, keys, tlo_k, thi_k
 
-    ranges = _split(n, block, _threads_for(n))
+    ranges = row_ranges(n, block)
     if len(ranges) == 1:
         return run(0, n)
     if not fns["_nb_run"].signatures:  # the first call loads (or compiles) it: on one thread
         parts = [run(lo, hi) for lo, hi in ranges]
     else:
-        parts = _run_threads(run, ranges)
+        parts = run_threads(run, ranges)
     acc, keys, tlo_k, thi_k = parts[0]
     keys, tlo_k, thi_k = keys.copy(), tlo_k.copy(), thi_k.copy()
     for part, pkeys, plo, phi in parts[1:]:
@@ -1995,10 +2024,12 @@ def _nb_accumulate(
     return acc, keys, tlo_k, thi_k
 
 
-def _run_threads(run: Callable[[int, int], Any], ranges: Sequence[tuple[int, int]]) -> list[Any]:
+def run_threads(run: Callable[[int, int], Any], ranges: Sequence[tuple[int, int]]) -> list[Any]:
     """``run(lo, hi)`` of every range, the first on this thread and the others on the kernel's
-    worker threads (the compiled pass releases the GIL); results in the order of ``ranges``;
-    an exception of any range is raised here."""
+    persistent worker threads (compiled loops release the GIL); results in the order of
+    ``ranges``; an exception of any range is raised here, once every range has ended."""
+    if len(ranges) == 1:
+        return [run(*ranges[0])]
     pool = _pool(len(ranges) - 1)
     futures = [pool.submit(run, lo, hi) for lo, hi in ranges[1:]]
     try:

@@ -68,7 +68,7 @@ def _pass_both(p, t, ell, layout="matrix"):
 def test_compiled_pass_equals_the_numpy_pass(n, with_ell, n_threads, layout, monkeypatch):
     _need_numba()
     # several threads, each over its own range of rows, from a few thousand rows on
-    monkeypatch.setattr("ope.diagnostics._pass.PARALLEL_MIN_ROWS", 1000)
+    monkeypatch.setattr("ope._kernel.PARALLEL_MIN_ROWS", 1000)
     _kernel.set_threads(n_threads)
     p, t, r = _planted(n, n)
     (slow, q_slow), (fast, q_fast) = _pass_both(p, t, r if with_ell else None, layout)

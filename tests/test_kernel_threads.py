@@ -122,11 +122,14 @@ def test_a_weighted_only_pass_splits_too(small_threshold):
 
 
 def test_the_ranges_are_whole_blocks_in_row_order():
-    ranges = _kernel._split(10_000, 512, 3)
+    ranges = _kernel.row_ranges(10_000, 512, 3)
     assert ranges[0][0] == 0 and ranges[-1][1] == 10_000
     assert all(a[1] == b[0] for a, b in zip(ranges[:-1], ranges[1:], strict=True))
     assert all(lo % 512 == 0 for lo, _ in ranges)
-    assert _kernel._split(1_000, 512, 8) == [(0, 512), (512, 1_000)]  # no more ranges than blocks
+    assert _kernel.row_ranges(1_000, 512, 8) == [
+        (0, 512),
+        (512, 1_000),
+    ]  # no more ranges than blocks
 
 
 def test_the_checks_see_a_bad_row_in_any_range(small_threshold):
@@ -142,9 +145,9 @@ def test_the_checks_see_a_bad_row_in_any_range(small_threshold):
 def test_calls_from_another_thread_run_on_one(small_threshold, monkeypatch):
     _kernel.set_threads(2)
     seen = []
-    real = _kernel._run_threads
+    real = _kernel.run_threads
     monkeypatch.setattr(
-        _kernel, "_run_threads", lambda run, ranges: seen.append(len(ranges)) or real(run, ranges)
+        _kernel, "run_threads", lambda run, ranges: seen.append(len(ranges)) or real(run, ranges)
     )
     r, p, target, _, _ = _inputs("columns")
     _kernel.accumulate(r, p, target, max_weight=None, block_rows=BLOCK)
@@ -166,7 +169,7 @@ def test_an_error_on_a_worker_thread_reaches_the_caller():
         return lo
 
     with pytest.raises(RuntimeError, match="second range"):
-        _kernel._run_threads(run, [(0, 1), (1, 2)])
+        _kernel.run_threads(run, [(0, 1), (1, 2)])
 
 
 def test_the_thread_count_setting(monkeypatch):

@@ -20,16 +20,13 @@ same counts and quantiles, and the same sums to rounding.
 
 from __future__ import annotations
 
-import os
-import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
 
-from ope._kernel import PARALLEL_MIN_ROWS, backend, compiled_loops, threads
+from ope._kernel import backend, column_access, compiled_loops, row_ranges, run_threads
 
 __all__ = [
     "CHUNK_ROWS",
@@ -201,7 +198,7 @@ def fused_pass(propensity: np.ndarray, target: Targets, ell: np.ndarray | None =
     n, n_pol = _shape(target)
     loops = _compiled()
     if loops is not None:
-        ranges = _row_ranges(n)
+        ranges = row_ranges(n, _NB_BLOCK_ROWS)
         addresses, matrix = _layout(target)
 
         def one_range(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -222,7 +219,7 @@ def fused_pass(propensity: np.ndarray, target: Targets, ell: np.ndarray | None =
             counts[:, 0] += counts[:, 2 * N_BINS :].sum(axis=1)
             return counts[:, : 2 * N_BINS], sum_wlogw, bins
 
-        parts = _on_threads(one_range, ranges)
+        parts = run_threads(one_range, ranges)
         counts, sum_wlogw, bins = parts[0]
         for c, s, b in parts[1:]:  # merged in row order
             counts = counts + c
@@ -258,61 +255,6 @@ def fused_pass(propensity: np.ndarray, target: Targets, ell: np.ndarray | None =
             for j in range(n_pol):  # a loop over policies
                 profile[j] += profile_bin_sums(w[j], ell_block)
     return _sums(counts, sum_wlogw, profile)
-
-
-def _row_ranges(n: int) -> list[tuple[int, int]]:
-    """Contiguous row ranges of whole blocks, one per thread of the compiled pass: as many as
-    :func:`ope._kernel.threads` and at least ``PARALLEL_MIN_ROWS`` rows each, and one range
-    from any thread but the main one (whose caller already shares the cores)."""
-    parts = 1
-    if threading.current_thread() is threading.main_thread():
-        parts = max(1, min(threads(), n // PARALLEL_MIN_ROWS))
-    n_blocks = -(-n // _NB_BLOCK_ROWS)
-    parts = max(1, min(parts, n_blocks))
-    edges = [min(n, (n_blocks * i // parts) * _NB_BLOCK_ROWS) for i in range(parts + 1)]
-    return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
-
-
-def _on_threads(work: Callable[[int, int], Any], ranges: list[tuple[int, int]]) -> list[Any]:
-    """``work(lo, hi)`` of every range, the first on this thread and the others on the pass's
-    worker threads (the compiled loops release the GIL), in the order of the ranges; an
-    exception of any range is raised here, once every range has ended."""
-    if len(ranges) == 1:
-        return [work(*ranges[0])]
-    others = [_pool(len(ranges) - 1).submit(work, lo, hi) for lo, hi in ranges[1:]]
-    try:
-        first = work(*ranges[0])
-    finally:
-        rest = [f.result() for f in others]
-    return [first, *rest]
-
-
-#: The worker threads of the pass: started on first use and kept (starting threads on every
-#: call costs milliseconds on a loaded machine), dropped in a forked child.
-_POOL: dict[str, Any] = {"pool": None, "size": 0, "lock": threading.Lock()}
-
-
-def _pool(size: int) -> ThreadPoolExecutor:
-    with _POOL["lock"]:
-        if _POOL["pool"] is None or _POOL["size"] < size:
-            old = _POOL["pool"]
-            _POOL["pool"] = ThreadPoolExecutor(
-                max_workers=size, thread_name_prefix="ope-diagnostics"
-            )
-            _POOL["size"] = size
-            if old is not None:
-                old.shutdown(wait=False)
-        pool: ThreadPoolExecutor = _POOL["pool"]
-        return pool
-
-
-def _forget_pool() -> None:
-    """In a forked child the parent's worker threads do not exist: start new ones on use."""
-    _POOL.update(pool=None, size=0, lock=threading.Lock())
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
 
 
 def _sums(counts: np.ndarray, sum_wlogw: np.ndarray, profile: np.ndarray | None) -> PassSums:
@@ -399,7 +341,7 @@ def weight_quantiles(
                 gathered,
             )
 
-        _on_threads(lambda k, _: one_range(k), [(k, k + 1) for k in range(len(ranges))])
+        run_threads(lambda k, _: one_range(k), [(k, k + 1) for k in range(len(ranges))])
         for j in pending:
             bins = np.searchsorted(cums[j], ks, side="right")
             for b in np.flatnonzero(needed[j]).tolist():
@@ -702,33 +644,15 @@ def _nb_gather(p, cols, t, step, low_bits, high_bits, cursor, out):
                 cursor[j, b] = c + step[j, b]
 
 
-#: Set by :func:`_compiled` before the loops compile: an address as a ``void *`` and
-#: ``numba.carray`` (the columns reach the loops as addresses, not as a typed list).
+#: Set by :func:`_compiled` before the loops compile: the kernel's column access
+#: (:func:`ope._kernel.column_access`: an address as a ``void *``, and ``numba.carray``).
 _nb_pointer: Any = None
 _nb_carray: Any = None
-
-
-def _pointer_intrinsic(numba: Any) -> Any:
-    """A compiled function turning an int64 address into a ``void *``."""
-    from numba.core import cgutils, types
-    from numba.extending import intrinsic
-
-    @intrinsic
-    def as_pointer(typingctx: Any, address: Any) -> Any:
-        def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-            return builder.inttoptr(args[0], cgutils.voidptr_t)
-
-        return types.voidptr(address), codegen
-
-    return as_pointer
 
 
 def _compiled() -> dict[str, Any] | None:
     """The compiled pass when the numba backend is in use (compiled on first use), else None."""
     global _nb_pointer, _nb_carray
     if _nb_pointer is None and backend() == "numba":
-        import numba  # importable: the numba backend is in use
-
-        _nb_carray = numba.carray
-        _nb_pointer = _pointer_intrinsic(numba)
+        _nb_pointer, _nb_carray = column_access()
     return compiled_loops(__name__, (_nb_fused_pass, _nb_gather))
