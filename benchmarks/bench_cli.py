@@ -4,7 +4,11 @@ What a user waits for: the whole command, in a fresh process (interpreter start,
 read, the estimation, the JSON), against the floor of any tool that reads those columns -- a
 fresh process that imports pyarrow and reads them with ``read_table``. Both are measured in the
 same run, in interleaved rounds (the order rotates from round to round); wall time is the median
-over rounds, peak RSS is each child's own high-water mark (``os.wait4``'s ``ru_maxrss``).
+over rounds, peak RSS is each child's own high-water mark (``os.wait4``'s ``ru_maxrss``). The
+ratio is also given per round (the command over the read of the same round, its median and
+range): a round in which the machine is busy slows both sides, so the per-round median is the
+steadier figure when the bare read's own time varies (its threaded decode and its fresh
+allocation of every column at once make it the noisier side).
 
 The parts, each a fresh process in the same rounds, say where the time goes:
 
@@ -26,11 +30,13 @@ Run::
     .venv/bin/python benchmarks/bench_cli.py                  # 10M rows x 8 candidates
     .venv/bin/python benchmarks/bench_cli.py --rows 1000000 --rounds 3 --eager
     .venv/bin/python benchmarks/bench_cli.py --startup --rounds 7   # start-up of each command
+    .venv/bin/python benchmarks/bench_cli.py --rounds 9 --breakdown  # and where evaluate's time goes
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -149,6 +155,67 @@ def cases(path: Path, candidates: int, eager: bool) -> dict[str, list[str]]:
     return out
 
 
+#: The critical path of one ``ope evaluate FILE --json`` in its own process (``--streaming on``,
+#: what ``auto`` chooses at the benchmark's size, so that small files stream too), timed from the
+#: interpreter's start: the imports, then each batch's statistics (the first one pays the
+#: compiled kernel's start-up), the gaps between them (the next batch read and validated on
+#: this thread, or waited for from the read-ahead thread) and the JSON.
+_TRACE = """
+import json, os, sys, time
+t_start = time.perf_counter()
+from ope.cli import main
+import ope.evaluation._driver as driver
+spans = []
+inner = driver.batch_statistics
+def timed(*args, **kwargs):
+    t0 = time.perf_counter()
+    out = inner(*args, **kwargs)
+    spans.append((t0, time.perf_counter()))
+    return out
+driver.batch_statistics = timed
+t_imported = time.perf_counter()
+sys.stdout = open(os.devnull, "w")
+main(["evaluate", sys.argv[1], "--json", "--streaming", "on"])
+t_end = time.perf_counter()
+gaps = [b[0] - a[1] for a, b in zip(spans, spans[1:])]
+print(json.dumps({
+    "imports": t_imported - t_start,
+    "to first batch": spans[0][0] - t_imported,
+    "first batch statistics (kernel start-up)": spans[0][1] - spans[0][0],
+    "later batches: read/validate gaps": sum(gaps),
+    "later batches: statistics": sum(b - a for a, b in spans[1:]),
+    "after the last batch (result, JSON)": t_end - spans[-1][1],
+    "total in process": t_end - t_start,
+}), file=sys.stderr)
+"""
+
+
+def breakdown(path: Path, rounds: int) -> dict:
+    """Where the time of ``ope evaluate FILE --json`` goes: :data:`_TRACE` in fresh processes
+    (one warm-up), the median of each part over ``rounds``."""
+    env = {**os.environ, "OPE_PROGRESS": "0"}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    argv = [sys.executable, "-c", _TRACE, str(path)]
+    parts: dict[str, list[float]] = {}
+    for k in range(rounds + 1):
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, env=env)
+        if done.returncode != 0:
+            raise RuntimeError(f"the traced run failed:\n{done.stderr[-3000:]}")
+        if k == 0:
+            continue  # warm-up
+        for name, value in json.loads(done.stderr.strip().splitlines()[-1]).items():
+            parts.setdefault(name, []).append(value)
+    med = {n: statistics.median(v) for n, v in parts.items()}
+    print(f"ope evaluate --json at {path.name}: where the time goes, median of {rounds} runs")
+    print(
+        format_table(
+            ["part", "wall s (median)", "range"],
+            [[n, f"{med[n]:.2f}", f"{min(v):.2f}-{max(v):.2f}"] for n, v in parts.items()],
+        )
+    )
+    return {"breakdown_s": parts, "breakdown_median_s": med}
+
+
 def startup(rounds: int) -> dict:
     """Start-up of the lean commands: each a fresh process, interleaved rounds, medians."""
     py = sys.executable
@@ -214,6 +281,12 @@ def main(argv: list[str] | None = None) -> dict:
         action="store_true",
         help="time the commands' start-up (imports) on the bundled sample instead",
     )
+    parser.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also time the parts of ope evaluate's critical path (imports, kernel start-up, "
+        + "batches), each run a fresh process",
+    )
     parser.add_argument("--make", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.make:  # the child that writes the data file
@@ -269,7 +342,9 @@ def main(argv: list[str] | None = None) -> dict:
         "ratio_cpu_evaluate_vs_read_table": med_cpu["ope evaluate --json"] / med_cpu["read_table"],
         "peak_rss_mb": peak,
         "ratio_wall_evaluate_vs_read_table": med["ope evaluate --json"] / base_w,
+        "ratio_wall_paired_median": statistics.median(paired),
         "ratio_wall_paired_range": [min(paired), max(paired)],
+        "read_table_wall_first_round_s": wall["read_table"][0],
         "ratio_rss_evaluate_vs_read_table": peak["ope evaluate --json"] / base_r,
         "load_average_1_5_15_before_after": [list(load_before), list(load_after)],
     }
@@ -300,10 +375,13 @@ def main(argv: list[str] | None = None) -> dict:
     )
     print(
         f"ope evaluate --json: {result['ratio_wall_evaluate_vs_read_table']:.2f}x the bare "
-        f"read's wall time (paired rounds {min(paired):.2f}-{max(paired):.2f}), "
+        f"read's wall time (per round: median {statistics.median(paired):.2f}, range "
+        f"{min(paired):.2f}-{max(paired):.2f}), "
         f"{result['ratio_cpu_evaluate_vs_read_table']:.2f}x its CPU time, "
         f"{result['ratio_rss_evaluate_vs_read_table']:.2f}x its peak RSS"
     )
+    if args.breakdown:
+        result.update(breakdown(path, args.rounds))
     write_result("bench_cli", result)
     return result
 

@@ -30,11 +30,11 @@ from ope.evaluation import (
     EvaluationPlan,
     batch_statistics,
 )
-from ope.exceptions import DataFileError, ParameterError, PolicyError, SchemaError, ValidationError
+from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
 from ope.io import check_on_invalid, scan_logs
 from ope.logs import BanditLogs, ValidationReport
 from ope.propensity import estimated_propensity_note, propensity_source
-from ope.schema import TARGET_PREFIX, ColumnPlan, check_bandit_rows, conform
+from ope.schema import ColumnPlan, check_bandit_rows, conform
 from ope.weights import sampling_weight_column
 
 __all__ = ["evaluate_distributed", "DEFAULT_BATCH_SIZE", "REDUCTION_FAN_IN", "ID_BUCKETS"]
@@ -571,22 +571,7 @@ def evaluate_distributed(
             f"evaluate_distributed reads parquet files; got {type(source).__name__}. Use "
             "ope.evaluate(...) for data in memory."
         )
-    if not isinstance(policies, Mapping):
-        have = [c for c in scan.columns if c.startswith(TARGET_PREFIX)]
-        if policies is None and not have:
-            raise PolicyError(
-                f"no candidate policies: the columns read from {scan.source} "
-                f"({', '.join(scan.columns)}) hold no target__<name> columns. Log the "
-                "candidates' propensities as target__<name>, include them in columns=[...], "
-                "or pass policies= (names or a dict of policy objects)."
-            )
-        wanted = [f"{TARGET_PREFIX}{p}" for p in policies or ()]
-        missing = [c for c in wanted if c not in have]
-        if missing:
-            raise PolicyError(
-                f"`policies`: policy column(s) {', '.join(missing)} is not among the columns read "
-                f"from {scan.source}; its candidate columns are: {', '.join(have) or 'none'}."
-            )
+    plan.candidate_names(scan.columns, scan.source)
     parts = _partitions(dataset, scan.source, int(batch_size))
     if not parts:
         raise ValidationError(

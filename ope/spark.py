@@ -33,13 +33,12 @@ from ope.exceptions import (
     MissingDependencyError,
     OPEError,
     ParameterError,
-    PolicyError,
     SchemaError,
     ValidationError,
 )
 from ope.io import check_on_invalid
 from ope.logs import BanditLogs, ValidationReport
-from ope.schema import BANDIT, TARGET_PREFIX, ColumnPlan, check_bandit_rows, conform, plan_columns
+from ope.schema import BANDIT, ColumnPlan, check_bandit_rows, conform, plan_columns
 from ope.streaming import MomentStats
 from ope.weights import sampling_weight_column
 
@@ -543,25 +542,7 @@ def evaluate_spark(
     # names and types are checked here, before any task runs
     col_plan = plan_columns(schema, BANDIT, mapping=mapping, columns=columns, source=name)
     read = col_plan.output_columns
-    if not isinstance(policies, Mapping):
-        have = [c for c in read if c.startswith(TARGET_PREFIX)]
-        if policies is None and not have:
-            raise PolicyError(
-                f"no candidate policies: the columns read from {name} ({', '.join(read)}) hold "
-                "no target__<name> columns. Log the candidates' propensities as "
-                "target__<name>, include them in columns=[...], or pass policies= (names or a "
-                "dict of policy objects)."
-            )
-        wanted = [f"{TARGET_PREFIX}{p}" for p in policies or ()]
-        missing = [c for c in wanted if c not in have]
-        if missing:
-            raise PolicyError(
-                f"`policies`: policy column(s) {', '.join(missing)} is not among the columns "
-                f"read from {name}; its candidate columns are: {', '.join(have) or 'none'}."
-            )
-        names = [c[len(TARGET_PREFIX) :] for c in (wanted or have)]
-    else:
-        names = [str(p) for p in policies]
+    names = plan.candidate_names(read, name)
     weights = sampling_weight_column(read, weight_column)
     task = _Task(
         plan=col_plan,

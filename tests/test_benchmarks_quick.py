@@ -192,3 +192,33 @@ def test_bench_evaluate_quick_writes_finite_positive_ratios(tmp_path):
     for case in ("numpy_baseline", "evaluate", "estimate_many"):
         assert mem[case]["extra_peak_mb"] >= 0
     assert doc["profile"]["stage_median_s"] and doc["profile"]["cprofile_top"]
+
+
+def test_bench_cli_breakdown_times_each_part_of_the_critical_path(tmp_path):
+    import bench_cli
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(0)
+    n = 600_000  # three batches of the scan's default size
+    action = rng.integers(0, 4, n)
+    pq.write_table(
+        pa.table(
+            {
+                "event_id": np.arange(n),
+                "action": action,
+                "propensity": np.full(n, 0.25),
+                "reward": rng.binomial(1, 0.3, n).astype(float),
+                "target__a": np.where(action == 0, 0.7, 0.1),
+            }
+        ),
+        tmp_path / "logs.parquet",
+    )
+    out = bench_cli.breakdown(tmp_path / "logs.parquet", rounds=1)
+    parts = {name: values[0] for name, values in out["breakdown_s"].items()}
+    assert set(parts) == set(out["breakdown_median_s"])
+    assert all(math.isfinite(v) and v >= 0 for v in parts.values())
+    assert parts["imports"] > 0 and parts["first batch statistics (kernel start-up)"] > 0
+    assert parts["later batches: statistics"] > 0  # the two later batches were timed
+    within = sum(v for name, v in parts.items() if name != "total in process")
+    assert within == pytest.approx(parts["total in process"], rel=0.05)

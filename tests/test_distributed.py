@@ -459,6 +459,11 @@ def test_missing_dask_names_the_extra(clean_dir: Path, monkeypatch: pytest.Monke
         ({"confidence_level": 1.5}, ParameterError, r"`confidence_level` must be in \(0, 1\)"),
         ({"policies": ["nope"]}, PolicyError, r"target__nope is not among .* target__greedy"),
         (
+            {"columns": ["action", "propensity", "reward"]},
+            PolicyError,
+            "no candidate policies: the columns read from",
+        ),
+        (
             {
                 "policies": pd.DataFrame(
                     {"event_id": [0], "policy": ["x"], "action": [0], "probability": [1.0]}

@@ -59,6 +59,24 @@ def test_a_long_format_policy_table_cannot_stream():
         EvaluationPlan.build(estimators=("dr",)).check_streamable("over a lazy scan")
 
 
+def test_the_candidates_of_a_streamed_source_are_its_target_columns_or_the_named_ones():
+    read = ["action", "propensity", "reward", "target__a", "target__b"]
+    assert EvaluationPlan.build().candidate_names(read, "x") == ["a", "b"]
+    assert EvaluationPlan.build(["b"]).candidate_names(read, "x") == ["b"]
+    objects = {"p": ope.policies.UniformPolicy()}
+    assert EvaluationPlan.build(objects).candidate_names(read[:3], "x") == ["p"]
+    with pytest.raises(PolicyError, match=r"^no candidate policies: the columns read from x "):
+        EvaluationPlan.build().candidate_names(read[:3], "x")
+    with pytest.raises(
+        PolicyError,
+        match=r"^`policies`: policy column\(s\) target__c is not among the columns read from x; "
+        + r"its candidate columns are: target__a, target__b\.$",
+    ):
+        EvaluationPlan.build(["a", "c"]).candidate_names(read, "x")
+    with pytest.raises(PolicyError, match="its candidate columns are: none"):
+        EvaluationPlan.build(["a"]).candidate_names(read[:3], "x")
+
+
 @pytest.mark.parametrize(
     "kwargs, match",
     [

@@ -262,6 +262,11 @@ def test_an_empty_dataframe_has_nothing_to_evaluate(spark, clean_dir):
         (dict(estimators=("dr",)), EstimationError, "cannot run on Spark"),
         (dict(policies=pd.DataFrame({"event_id": [0]})), PolicyError, "long-format"),
         (dict(policies=["nope"]), PolicyError, "target__nope"),
+        (
+            dict(columns=["action", "propensity", "reward"]),
+            PolicyError,
+            "no candidate policies: the columns read from",
+        ),
         (dict(spark="local"), ParameterError, "SparkSession"),
         (dict(check_duplicates="all"), ParameterError, "check_duplicates"),
         (dict(batch_size=0), ParameterError, "batch_size"),

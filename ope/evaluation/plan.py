@@ -24,6 +24,7 @@ from ope.logs import BanditLogs
 from ope.results import (
     Provenance,
 )
+from ope.schema import TARGET_PREFIX
 from ope.evaluation._settings import (
     MODEL_ESTIMATORS,
     CI_FALLBACKS,
@@ -266,6 +267,48 @@ class EvaluationPlan:
                 f"per-segment estimates (by=...) cannot run {where}: they need the rows; read "
                 "the logs eagerly (ope.evaluate(ope.read_logs(...), by=...))."
             )
+
+    def candidate_names(self, columns: Sequence[str], source: str) -> list[str]:
+        """The names of the plan's candidates among the ``columns`` read from ``source``.
+
+        A dict of policy objects names its candidates itself; otherwise each candidate is a
+        ``target__<name>`` column among ``columns``: every one when ``policies`` is None, else
+        the named ones. Drivers that read the columns first (Dask, Spark) call this before any
+        task runs.
+
+        Raises
+        ------
+        ope.PolicyError
+            No ``target__`` column when ``policies`` is None, or a named policy whose column is
+            not read.
+
+        Examples
+        --------
+        >>> from ope.evaluation import EvaluationPlan
+        >>> read = ["action", "propensity", "reward", "target__new", "target__old"]
+        >>> EvaluationPlan.build().candidate_names(read, "logs.parquet")
+        ['new', 'old']
+        >>> EvaluationPlan.build(["old"]).candidate_names(read, "logs.parquet")
+        ['old']
+        """
+        if isinstance(self.policies, Mapping):
+            return [str(p) for p in self.policies]
+        have = [c for c in columns if c.startswith(TARGET_PREFIX)]
+        if self.policies is None and not have:
+            raise PolicyError(
+                f"no candidate policies: the columns read from {source} ({', '.join(columns)}) "
+                "hold no target__<name> columns. Log the candidates' propensities as "
+                "target__<name>, include them in columns=[...], or pass policies= (names or a "
+                "dict of policy objects)."
+            )
+        wanted = [f"{TARGET_PREFIX}{p}" for p in self.policies or ()]
+        missing = [c for c in wanted if c not in have]
+        if missing:
+            raise PolicyError(
+                f"`policies`: policy column(s) {', '.join(missing)} is not among the columns "
+                f"read from {source}; its candidate columns are: {', '.join(have) or 'none'}."
+            )
+        return [c[len(TARGET_PREFIX) :] for c in (wanted or have)]
 
     def with_policies(self, policies: Any) -> EvaluationPlan:
         """The same plan for other candidates (e.g. those a command line builds once the rows
