@@ -90,7 +90,10 @@ def mark_known(table: pa.Table, masks: dict[str, np.ndarray], known: Any) -> Non
 class SeenIds:
     """The event ids of earlier batches of a scan, stored compactly (see :func:`mark_repeats`).
 
-    Integer ids live in a byte map over ``[min, max]`` while it stays dense (at most
+    Integer ids that arrive as whole ranges above every id seen before (a batch of distinct ids
+    filling ``[min, max]``: the usual increasing event id) are kept as a few intervals, with no
+    per-id work; the first batch that is not such a range turns them into ids. Integer ids live
+    in a byte map over ``[min, max]`` while it stays dense (at most
     ``BITMAP_FACTOR`` bytes per id seen, or ``BITMAP_MIN_BYTES`` in all); beyond that they live
     in a few sorted numpy runs (a log-structured set: 8 bytes per int64 id; lookups are binary
     searches of sorted needles). String ids live in runs sorted by a 64-bit hash, each hash
@@ -106,6 +109,7 @@ class SeenIds:
         self._lo = 0
         self._count = 0
         self._max: int | None = None
+        self._ranges: list[list[int]] = []  # disjoint [lo, hi] id intervals, in order
 
     @property
     def nbytes(self) -> int:
@@ -130,6 +134,7 @@ class SeenIds:
         if x.dtype.kind == "i":
             if self._max is not None and int(x.min()) > self._max:
                 return np.zeros(x.size, dtype=bool)  # ids increasing across batches
+            self._expand_ranges()
             if self._map is not None:
                 rel = x - self._lo
                 inside = (rel >= 0) & (rel < self._map.size)
@@ -150,7 +155,7 @@ class SeenIds:
         """``contains(x)``, then remember the ids not seen before; returns the hit mask."""
         if x.dtype.kind != "S" or x.size == 0:
             hit = self.contains(x)
-            self.add(x[~hit])
+            self.add(x[~hit] if hit.any() else x)
             return hit
         hx = _hash_bytes(x)
         order = np.argsort(hx)
@@ -220,24 +225,51 @@ class SeenIds:
             return
         if x.dtype.kind == "i":
             lo, hi = int(x.min()), int(x.max())
-            self._max = hi if self._max is None else max(self._max, hi)
-            if not self._runs:
-                new_lo = lo if self._map is None else min(lo, self._lo)
-                span = self._max - new_lo + 1
-                if span <= max(BITMAP_FACTOR * self._count, BITMAP_MIN_BYTES):
-                    if self._map is None or new_lo < self._lo or span > self._map.size:
-                        # grow with head room so that increasing ids reallocate rarely
-                        grown = np.zeros(span + span // 2, dtype=np.bool_)
-                        if self._map is not None:
-                            grown[self._lo - new_lo : self._lo - new_lo + self._map.size] = (
-                                self._map
-                            )
-                        self._map, self._lo = grown, new_lo
-                    self._map[x - self._lo] = True
-                    return
-                if self._map is not None:  # too sparse for a map: switch to sorted runs
-                    self._runs.append(np.flatnonzero(self._map).astype(np.int64) + self._lo)
-                    self._map = None
+            if (
+                self._map is None
+                and not self._runs
+                and (self._max is None or lo > self._max)
+                and hi - lo + 1 == x.size  # distinct ids filling [lo, hi]
+            ):
+                if self._ranges and self._ranges[-1][1] + 1 == lo:
+                    self._ranges[-1][1] = hi
+                else:
+                    self._ranges.append([lo, hi])
+                self._max = hi
+                return
+            self._expand_ranges()
+            self._add_ints(x, lo, hi)
+            return
+        self._push(np.sort(x))
+
+    def _expand_ranges(self) -> None:
+        """Turn the id intervals into ids of the map or the runs (once: later batches that are
+        whole ranges are stored as ids too)."""
+        if not self._ranges:
+            return
+        ranges, self._ranges = self._ranges, []
+        ids = np.concatenate([np.arange(a, b + 1, dtype=np.int64) for a, b in ranges])
+        self._max = None
+        self._add_ints(ids, int(ranges[0][0]), int(ranges[-1][1]))
+
+    def _add_ints(self, x: np.ndarray, lo: int, hi: int) -> None:
+        """Remember distinct integer ids ``x`` (smallest ``lo``, largest ``hi``), counted."""
+        self._max = hi if self._max is None else max(self._max, hi)
+        if not self._runs:
+            new_lo = lo if self._map is None else min(lo, self._lo)
+            span = self._max - new_lo + 1
+            if span <= max(BITMAP_FACTOR * self._count, BITMAP_MIN_BYTES):
+                if self._map is None or new_lo < self._lo or span > self._map.size:
+                    # grow with head room so that increasing ids reallocate rarely
+                    grown = np.zeros(span + span // 2, dtype=np.bool_)
+                    if self._map is not None:
+                        grown[self._lo - new_lo : self._lo - new_lo + self._map.size] = self._map
+                    self._map, self._lo = grown, new_lo
+                self._map[x - self._lo] = True
+                return
+            if self._map is not None:  # too sparse for a map: switch to sorted runs
+                self._runs.append(np.flatnonzero(self._map).astype(np.int64) + self._lo)
+                self._map = None
         self._push(np.sort(x))
 
     def _push(self, run: np.ndarray) -> None:

@@ -296,6 +296,50 @@ def test_seen_ids_switch_from_map_to_runs() -> None:
     assert seen.nbytes == 8 * len(truth)
 
 
+def test_seen_ids_keep_increasing_whole_ranges_as_intervals() -> None:
+    seen = SeenIds()
+    for start in (0, 100, 250):  # 0-99, 100-199 (adjacent: one interval), 250-299 (a gap)
+        size = 100 if start < 250 else 50
+        x = np.random.default_rng(start).permutation(np.arange(start, start + size))
+        assert not seen.add_new(x).any()
+    assert seen._ranges == [[0, 199], [250, 299]] and seen._map is None and not seen._runs
+    assert seen.nbytes == 0  # no per-id storage
+    # a lookup below the largest id, and a batch that is not a whole range, expand them
+    hit = seen.add_new(np.array([199, 200, 249, 250, 400], np.int64))
+    np.testing.assert_array_equal(hit, [True, False, False, True, False])
+    assert seen._ranges == []
+    np.testing.assert_array_equal(
+        seen.contains(np.array([0, 150, 200, 299, 400, 401])), [1, 1, 1, 1, 1, 0]
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_seen_ids_equal_a_set_whatever_the_batches(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    seen = SeenIds()
+    truth: set[int] = set()
+    nxt = 0
+    for _ in range(25):
+        kind = rng.integers(0, 3)
+        if kind == 0:  # a whole range above every id so far (shuffled)
+            size = int(rng.integers(1, 50))
+            x = rng.permutation(np.arange(nxt, nxt + size, dtype=np.int64))
+        elif kind == 1:  # a whole range after a gap
+            nxt += int(rng.integers(1, 20))
+            size = int(rng.integers(1, 50))
+            x = np.arange(nxt, nxt + size, dtype=np.int64)
+        else:  # anything, repeats of earlier ids included
+            x = np.unique(rng.integers(0, nxt + 30, int(rng.integers(1, 40))))
+        nxt = max(nxt, int(x.max()) + 1)
+        want = np.isin(x, np.fromiter(truth, np.int64, len(truth)))
+        np.testing.assert_array_equal(seen.add_new(x), want)
+        truth.update(x.tolist())
+    probe = np.arange(-5, nxt + 5, dtype=np.int64)
+    np.testing.assert_array_equal(
+        seen.contains(probe), np.isin(probe, np.fromiter(truth, np.int64, len(truth)))
+    )
+
+
 def testmerge_sorted() -> None:
     a = np.array([1, 4, 9], np.int64)
     b = np.array([0, 5, 10, 11], np.int64)
