@@ -1,6 +1,6 @@
 """``python -m ope`` runs the command line (the same as the ``ope`` console script)."""
 
-from ope.cli import main
+from ope.cli import run
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    run()

@@ -186,6 +186,44 @@ def test_console_entry_point_runs(tmp_path):
     assert "truth" in out.stdout and "greedy" in out.stdout
 
 
+_RUN_WITH_EXIT_HANDLER = """
+import atexit, sys
+atexit.register(lambda: print("exit handler ran", file=sys.stderr))
+from ope.cli import run
+sys.argv = ["ope", *sys.argv[1:]]
+run()
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [(["evaluate", "{sample}", "--json"], EXIT_OK), (["evaluate", "--nope", "--json"], EXIT_USAGE)],
+)
+def test_run_ends_with_mains_code_after_the_output_and_the_exit_handlers(tmp_path, argv, code):
+    sample = str(load_sample(columns=["reward"]).path)
+    out = subprocess.run(
+        [sys.executable, "-c", _RUN_WITH_EXIT_HANDLER, *(a.format(sample=sample) for a in argv)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
+    assert out.returncode == code, out.stderr
+    assert json.loads(out.stdout)["exit_code"] == code  # the whole document, flushed
+    assert out.stderr.rstrip().endswith("exit handler ran")
+
+
+def test_run_when_the_reader_leaves_early(tmp_path):
+    sample = str(load_sample(columns=["reward"]).path)
+    cmd = [sys.executable, "-m", "ope", "evaluate", sample, "--json"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path) as p:
+        assert p.stdout is not None and p.stderr is not None
+        p.stdout.close()  # the reader leaves before the document is written (EPIPE)
+        err = p.stderr.read().decode()
+        assert p.wait(timeout=300) == EXIT_OK
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
 def test_learn_writes_a_policy_that_evaluate_scores(tmp_path, capsys):
     from ope.simulate import ContextualBandit
 

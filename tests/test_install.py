@@ -159,7 +159,7 @@ def test_the_wheel_ships_the_package_data_and_the_command(installed: Installed) 
     assert "Name: ope-toolkit\n" in metadata  # the distribution name (ope is taken on PyPI)
     for extra in ("dask", "plot", "fast"):
         assert f"Provides-Extra: {extra}\n" in metadata
-    assert "ope = ope.cli:main" in entry_points
+    assert "ope = ope.cli:run" in entry_points
 
 
 def test_ope_is_imported_from_the_installed_copy(installed: Installed) -> None:
