@@ -139,8 +139,9 @@ _SPANS: Final = 4
 _SAMPLE_BLOCKS: Final = 32
 _SAMPLE_BLOCK_ROWS: Final = 1024
 
-#: Margin of the predicted ranks and of the buffers' capacities, in standard errors.
-_MARGIN: Final = 6.0
+#: Margin of the predicted ranks and of the buffers' capacities, in standard errors (a miss
+#: costs a second pass over the columns of the candidates missed, not over all of them).
+_MARGIN: Final = 4.0
 
 
 @dataclass
@@ -542,9 +543,10 @@ def _from_collected(
     for s, span_bins in by_span.items():
         if any(int(n_kept[j, s]) > cap[s] for _, n_kept in sums.collected):
             return False
-        part = np.concatenate(
-            [kept[start[s] : start[s] + n_kept[j, s]] for kept, n_kept in sums.collected]
-        )
+        pieces = [kept[start[s] : start[s] + n_kept[j, s]] for kept, n_kept in sums.collected]
+        # partitioned in place below: the buffers are this pass's own, and a partition keeps
+        # the values a bin holds
+        part = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
         a, b = int(spans[s, 0]), int(spans[s, 1])
         if part.size != int(cum[b - 1]) - int(cum[a - 1]):  # never: every row was kept
             return False
@@ -554,11 +556,40 @@ def _from_collected(
             part = part[(codes >= low) & (codes < high)]
         below = int(cum[low - 1])  # low >= 1: zero weights are never kept
         in_span = ks[np.isin(bins, span_bins)]
-        local = in_span - below
-        part.partition(local)  # in place: the concatenation is this call's own
-        found.update(zip(in_span.tolist(), part[local].tolist()))
+        found.update(_order_statistics(part, in_span, in_span - below, low, high))
     values.update(found)
     return True
+
+
+#: Sub-bins per histogram bin of :func:`_order_statistics` (a count of ``2**_FINE_BITS`` more
+#: mantissa bits), and the fewest values worth counting them for.
+_FINE_BITS: Final = 8
+_FINE_MIN: Final = 4096
+
+
+def _order_statistics(
+    part: np.ndarray, ks: np.ndarray, local: np.ndarray, low: int, high: int
+) -> list[tuple[int, float]]:
+    """``(k, value)`` of the ``local``-th smallest values of ``part`` (every value of the bins
+    ``[low, high)``, partitioned in place). Many values are first counted by sub-bin (more
+    mantissa bits, still monotone), and only the sub-bins holding a needed rank are partitioned:
+    a count and a selection cost less than a partition of the whole bin."""
+    if part.size < _FINE_MIN or (high - low) << _FINE_BITS > part.size:
+        part.partition(local)
+        return list(zip(ks.tolist(), part[local].tolist()))
+    fine = part.view(np.int64) >> (HIST_SHIFT - _FINE_BITS)
+    fine -= low << _FINE_BITS
+    counts = np.bincount(fine, minlength=(high - low) << _FINE_BITS)
+    cum = np.cumsum(counts)
+    sub = np.searchsorted(cum, local, side="right")
+    out: list[tuple[int, float]] = []
+    for b in np.unique(sub).tolist():
+        picked = part[fine == b]
+        these = sub == b
+        rank = local[these] - int(cum[b] - counts[b])
+        picked.partition(rank)
+        out.extend(zip(ks[these].tolist(), picked[rank].tolist()))
+    return out
 
 
 def octave_mass(w: np.ndarray, sampling: np.ndarray | None = None) -> np.ndarray:
