@@ -14,8 +14,11 @@ With the numba backend (:func:`ope._kernel.compiled_loops`) both passes are comp
 blocks of rows that form each weight once, bin it, add its ``w log w`` and its clip-profile sums,
 with no (P, chunk) temporaries, on one thread per range of rows (as many as the moment kernel
 uses, on worker threads kept between calls, merged in row order); the second one lists only the
-rows within the span of each candidate's needed bins. The numpy code is the fallback with the
-same counts and quantiles, and the same sums to rounding.
+rows within the span of each candidate's needed bins. Told the quantiles, the first pass also
+keeps the weights of the bins a sample of the rows predicts to hold them (a speculative gather):
+when the full histogram confirms that every needed bin was kept, there is no second pass; the
+candidates it missed are gathered again (the quantiles never depend on the guess). The numpy
+code is the fallback with the same counts and quantiles, and the same sums to rounding.
 """
 
 from __future__ import annotations
