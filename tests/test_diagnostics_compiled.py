@@ -46,16 +46,17 @@ def _planted(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return p, t, rng.integers(0, 2, n).astype(np.float64)
 
 
-def _pass_both(p, t, ell, layout="matrix"):
+def _pass_both(p, t, ell, layout="matrix", speculate=False):
     """The pass and quantiles with numpy then numba, the targets as a matrix or as P
-    contiguous columns (as the logs' ``target__`` columns reach the pass)."""
+    contiguous columns (as the logs' ``target__`` columns reach the pass); with ``speculate``
+    the pass is told the quantiles (the compiled one then keeps the predicted bins' weights)."""
     targets = (
         t if layout == "matrix" else [np.ascontiguousarray(t[:, j]) for j in range(t.shape[1])]
     )
     out = {}
     for backend in ("numpy", "numba"):
         _kernel.set_backend(backend)
-        sums = fused_pass(p, targets, ell)
+        sums = fused_pass(p, targets, ell, QS if speculate else ())
         max_w = (t / p[:, None]).max(axis=0)
         out[backend] = (sums, weight_quantiles(p, targets, sums, max_w, QS))
     return out["numpy"], out["numba"]
@@ -65,13 +66,16 @@ def _pass_both(p, t, ell, layout="matrix"):
 @pytest.mark.parametrize("with_ell", [False, True])
 @pytest.mark.parametrize("n_threads", [1, 3])
 @pytest.mark.parametrize("layout", ["matrix", "columns"])
-def test_compiled_pass_equals_the_numpy_pass(n, with_ell, n_threads, layout, monkeypatch):
+@pytest.mark.parametrize("speculate", [False, True])
+def test_compiled_pass_equals_the_numpy_pass(
+    n, with_ell, n_threads, layout, speculate, monkeypatch
+):
     _need_numba()
     # several threads, each over its own range of rows, from a few thousand rows on
     monkeypatch.setattr("ope._kernel.PARALLEL_MIN_ROWS", 1000)
     _kernel.set_threads(n_threads)
     p, t, r = _planted(n, n)
-    (slow, q_slow), (fast, q_fast) = _pass_both(p, t, r if with_ell else None, layout)
+    (slow, q_slow), (fast, q_fast) = _pass_both(p, t, r if with_ell else None, layout, speculate)
     np.testing.assert_array_equal(fast.hist_counts, slow.hist_counts)
     np.testing.assert_array_equal(fast.hist_above_edge, slow.hist_above_edge)
     np.testing.assert_allclose(fast.sum_wlogw, slow.sum_wlogw, rtol=1e-12, atol=1e-300)
@@ -116,10 +120,11 @@ def _adversarial(case: str) -> tuple[np.ndarray, np.ndarray]:
     "case", ["one row", "all equal", "ties in one bin", "bin edges", "extremes"]
 )
 @pytest.mark.parametrize("layout", ["matrix", "columns"])
-def test_quantiles_stay_exact_on_adversarial_weights(case, layout):
+@pytest.mark.parametrize("speculate", [False, True])
+def test_quantiles_stay_exact_on_adversarial_weights(case, layout, speculate):
     _need_numba()
     p, t = _adversarial(case)
-    (_, q_slow), (_, q_fast) = _pass_both(p, t, None, layout)
+    (_, q_slow), (_, q_fast) = _pass_both(p, t, None, layout, speculate)
     np.testing.assert_array_equal(q_fast, q_slow)
     want = np.quantile(t / p[:, None], QS, axis=0).T
     np.testing.assert_allclose(q_fast, want, rtol=1e-15, atol=0)
@@ -149,6 +154,116 @@ def test_the_pass_and_the_gather_read_the_rows_once_each(monkeypatch):
     sums = fused_pass(p, t, r)
     weight_quantiles(p, t, sums, (t / p[:, None]).max(axis=0), QS)
     assert calls == {"_nb_fused_pass": 1, "_nb_gather": 1}
+
+
+def _counted_loops(monkeypatch) -> dict[str, int]:
+    """Count the calls of the compiled loops (the pass and the second, gathering, pass)."""
+    loops = dict(_pass_module._compiled() or {})
+    calls: dict[str, int] = {}
+
+    def counted(name):
+        def call(*args):
+            calls[name] = calls.get(name, 0) + 1
+            return loops[name](*args)
+
+        return call
+
+    monkeypatch.setattr(
+        _pass_module, "_compiled", lambda: {k: counted(k) for k in ("_nb_fused_pass", "_nb_gather")}
+    )
+    return calls
+
+
+def _spread(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Propensities and (n, 4) targets with continuous weights (every quantile in a bin of
+    many values) and a greedy candidate (weights 0 or 1 / p)."""
+    rng = np.random.default_rng(seed)
+    p = rng.uniform(0.05, 0.2, n)
+    t = np.column_stack(
+        [
+            rng.uniform(0.0, 0.2, n),
+            (rng.random(n) < 0.3).astype(np.float64),
+            rng.gamma(0.5, 0.1, n),
+            rng.uniform(0.0, 1.0, n) ** 4,
+        ]
+    )
+    return p, t
+
+
+@pytest.mark.parametrize("n_threads", [1, 3])
+@pytest.mark.parametrize("layout", ["matrix", "columns"])
+def test_speculative_gather_reads_the_rows_once(n_threads, layout, monkeypatch):
+    _need_numba()
+    monkeypatch.setattr("ope._kernel.PARALLEL_MIN_ROWS", 1000)
+    _kernel.set_backend("numba")
+    _kernel.set_threads(n_threads)
+    p, t = _spread(100_000, 8)
+    targets = t if layout == "matrix" else [np.ascontiguousarray(c) for c in t.T]
+    calls = _counted_loops(monkeypatch)
+    sums = fused_pass(p, targets, None, QS)
+    got = weight_quantiles(p, targets, sums, (t / p[:, None]).max(axis=0), QS)
+    assert calls == {"_nb_fused_pass": len(sums.ranges)}  # no second pass over the rows
+    assert sums.speculation is not None and sums.gathered_again == []
+    np.testing.assert_array_equal(got, np.quantile(t / p[:, None], QS, axis=0).T)
+
+
+def _missing_spans(candidates):
+    """A :func:`_predict_spans` whose spans of ``candidates`` hold no needed bin."""
+    predict = _pass_module._predict_spans
+
+    def wrong(propensity, target, qs):
+        guess = predict(propensity, target, qs)
+        guess.spans[candidates] = 0
+        return guess
+
+    return wrong
+
+
+def _small_buffers(candidates):
+    """A :func:`_predict_spans` whose buffers of ``candidates`` hold one weight per span."""
+    predict = _pass_module._predict_spans
+
+    def small(propensity, target, qs):
+        guess = predict(propensity, target, qs)
+        guess.capacity[candidates] = np.minimum(guess.capacity[candidates], 1)
+        guess.first = (np.cumsum(guess.capacity) - guess.capacity.reshape(-1)).reshape(
+            guess.capacity.shape
+        )
+        return guess
+
+    return small
+
+
+@pytest.mark.parametrize("miss", [_missing_spans, _small_buffers])
+@pytest.mark.parametrize("candidates", [[0, 1, 2, 3], [2]])
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_a_wrong_guess_falls_back_to_the_second_pass(miss, candidates, n_threads, monkeypatch):
+    _need_numba()
+    monkeypatch.setattr("ope._kernel.PARALLEL_MIN_ROWS", 1000)
+    _kernel.set_backend("numba")
+    _kernel.set_threads(n_threads)
+    p, t = _spread(60_000, 9)
+    want = np.quantile(t / p[:, None], QS, axis=0).T
+    monkeypatch.setattr(_pass_module, "_predict_spans", miss(candidates))
+    calls = _counted_loops(monkeypatch)
+    sums = fused_pass(p, t, None, QS)
+    got = weight_quantiles(p, t, sums, (t / p[:, None]).max(axis=0), QS)
+    assert sums.gathered_again == candidates
+    assert calls["_nb_gather"] == len(sums.ranges)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_sorted_rows_still_give_exact_quantiles():
+    """Rows sorted by weight: the blocks of the sample see a skewed share of each bin; a miss
+    or an overflow falls back, the quantiles are exact either way."""
+    _need_numba()
+    _kernel.set_backend("numba")
+    p, t = _spread(200_000, 10)
+    order = np.argsort(t[:, 0] / p)
+    p, t = p[order], t[order]
+    sums = fused_pass(p, t, None, QS)
+    got = weight_quantiles(p, t, sums, (t / p[:, None]).max(axis=0), QS)
+    np.testing.assert_array_equal(got, np.quantile(t / p[:, None], QS, axis=0).T)
 
 
 def test_compiled_log_sums_match_a_correctly_rounded_sum():
@@ -310,3 +425,20 @@ def test_rows_a_reader_validated_are_not_checked_again(monkeypatch):
             ope.diagnose(BanditLogs(bad, ValidationReport("<Table>", n, n)))
         with pytest.raises(ValidationError, match="outside"):  # still checked against the range
             ope.diagnose(ope.read_logs(table), reward_range=(0.0, 0.5))
+
+
+@pytest.mark.parametrize("size", [10, 5000, 60_000])
+def test_order_statistics_by_sub_bin_are_exact(size):
+    """The order statistics of one bin's values, counted by sub-bin first when there are many:
+    ties, values one ulp apart and a sub-bin of one value."""
+    rng = np.random.default_rng(size)
+    low = 1.0 + rng.uniform(0.0, 0.125, size)  # one histogram bin: [1, 1.125)
+    low[: size // 3] = 1.0625  # a tie spanning many ranks
+    low[size // 3 : size // 3 + 2] = np.nextafter(1.0625, 2.0)
+    low[-1] = np.nextafter(1.125, 0.0)  # the bin's last value
+    part = rng.permutation(low)
+    ks = np.array(sorted({0, 1, size // 3 - 1, size // 3, size // 3 + 1, size // 2, size - 1}))
+    want = np.sort(part)[ks]
+    b = int(np.array([1.0]).view(np.int64)[0] >> _pass_module.HIST_SHIFT)
+    got = dict(_pass_module._order_statistics(part.copy(), ks + 7, ks, b, b + 1))
+    np.testing.assert_array_equal([got[k + 7] for k in ks], want)

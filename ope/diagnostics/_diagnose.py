@@ -365,7 +365,7 @@ def _diagnose(
         moments = reused
     else:
         moments = centered_moments(r, p, t, max_weight=mw)
-    sums = fused_pass(p, t, None if rr is None else r - lo)
+    sums = fused_pass(p, t, None if rr is None else r - lo, WEIGHT_QUANTILES)
     quantiles = weight_quantiles(p, t, sums, moments.max_w, WEIGHT_QUANTILES)
     rows, seg_rows, intervals, profiles = [], [], [], []
     for j, name in enumerate(data.names):  # a loop over policies

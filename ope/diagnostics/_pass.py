@@ -14,8 +14,11 @@ With the numba backend (:func:`ope._kernel.compiled_loops`) both passes are comp
 blocks of rows that form each weight once, bin it, add its ``w log w`` and its clip-profile sums,
 with no (P, chunk) temporaries, on one thread per range of rows (as many as the moment kernel
 uses, on worker threads kept between calls, merged in row order); the second one lists only the
-rows within the span of each candidate's needed bins. The numpy code is the fallback with the
-same counts and quantiles, and the same sums to rounding.
+rows within the span of each candidate's needed bins. Told the quantiles, the first pass also
+keeps the weights of the bins a sample of the rows predicts to hold them (a speculative gather):
+when the full histogram confirms that every needed bin was kept, there is no second pass; the
+candidates it missed are gathered again (the quantiles never depend on the guess). The numpy
+code is the fallback with the same counts and quantiles, and the same sums to rounding.
 """
 
 from __future__ import annotations
@@ -130,6 +133,98 @@ def _bin_low(b: int) -> float:
     return float(np.array([b << HIST_SHIFT], dtype=np.int64).view(np.float64)[0])
 
 
+#: Spans of bit patterns per candidate in the speculative gather (one per quantile asked for,
+#: fewer when they overlap; more quantiles are merged into this many spans).
+_SPANS: Final = 4
+
+#: The sample from which the spans are predicted: this many blocks of rows spread over the
+#: rows (all the rows when there are fewer), each of _SAMPLE_BLOCK_ROWS rows.
+_SAMPLE_BLOCKS: Final = 32
+_SAMPLE_BLOCK_ROWS: Final = 1024
+
+#: Margin of the predicted ranks and of the buffers' capacities, in standard errors (a miss
+#: costs a second pass over the columns of the candidates missed, not over all of them).
+_MARGIN: Final = 4.0
+
+
+@dataclass
+class Speculation:
+    """Where the compiled pass keeps the weights of the bins predicted to hold the quantiles:
+    candidate ``j``'s span ``s`` is the bit patterns ``[spans[j, s, 0], spans[j, s, 1])``
+    (bin-aligned; empty when equal) and its weights go to ``first[j, s]`` onwards of one flat
+    buffer per row range, at most ``capacity[j, s]`` of them."""
+
+    spans: np.ndarray  # (P, _SPANS, 2) int64
+    first: np.ndarray  # (P, _SPANS) int64
+    capacity: np.ndarray  # (P, _SPANS) int64
+
+    @property
+    def size(self) -> int:
+        """Length of each range's buffer."""
+        return int(self.capacity.sum())
+
+
+def _sample_rows(n: int) -> np.ndarray:
+    """Indices of the sample rows: every row, or _SAMPLE_BLOCKS blocks spread over ``n``."""
+    if n <= _SAMPLE_BLOCKS * _SAMPLE_BLOCK_ROWS:
+        return np.arange(n)
+    starts = np.linspace(0, n - _SAMPLE_BLOCK_ROWS, _SAMPLE_BLOCKS).astype(np.int64)
+    return (starts[:, None] + np.arange(_SAMPLE_BLOCK_ROWS)).reshape(-1)
+
+
+def _predict_spans(propensity: np.ndarray, target: Targets, qs: Sequence[float]) -> Speculation:
+    """Spans of histogram bins likely to hold every candidate's quantiles ``qs`` and capacities
+    likely to hold their rows (:class:`Speculation`).
+
+    A guess from the histogram of a sample of the rows (:func:`_sample_rows`): for each
+    quantile the bins from the sample's quantile a few standard errors below it to the one a
+    few above (to the lowest or highest bin when that rank lies past the sample's). Zero weights are left out (their bin holds the one value 0, read off the
+    histogram). Nothing depends on the guess: :func:`weight_quantiles` checks that every bin it
+    needs lies in a span and that no buffer overflowed, and gathers the values of the other
+    candidates in a second pass.
+    """
+    n, n_pol = _shape(target)
+    rows = _sample_rows(n)
+    m = rows.size
+    p = propensity[rows]
+    q = np.asarray(qs, dtype=np.float64)
+    margin = _MARGIN * np.sqrt(q * (1.0 - q) / m) + 2.0 / m
+    low = np.floor((q - margin) * (m - 1))
+    high = np.ceil((q + margin) * (m - 1))
+    # a rank past the sample's extremes: the span reaches the lowest (above 0) or highest bin
+    open_low, open_high = low < 0, high > m - 1
+    low, high = np.clip(low, 0, m - 1), np.clip(high, 0, m - 1)
+    spans = np.zeros((n_pol, _SPANS, 2), dtype=np.int64)
+    capacity = np.zeros((n_pol, _SPANS), dtype=np.int64)
+    w = np.empty(m)
+    codes = np.empty(m, dtype=np.int64)
+    for j in range(n_pol):  # a loop over policies (small arrays, reused: no page faults)
+        column = target[:, j] if isinstance(target, np.ndarray) else target[j]
+        np.divide(column[rows], p, out=w)
+        cum = np.cumsum(np.bincount(_hist_codes(w, out=codes), minlength=N_BINS))
+        first_bin = np.where(open_low, 1, np.maximum(np.searchsorted(cum, low, side="right"), 1))
+        # the highest bin of a finite weight is below N_BINS - 8 (the exponent field 2047 is inf)
+        last_bin = np.where(open_high, N_BINS - 2, np.searchsorted(cum, high, side="right"))
+        merged: list[list[int]] = []
+        for a, b in sorted(zip(first_bin.tolist(), (last_bin + 1).tolist())):
+            if merged and a <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], b)
+            else:
+                merged.append([a, b])
+        while len(merged) > _SPANS:  # join the two spans with the smallest gap
+            gaps = [merged[i + 1][0] - merged[i][1] for i in range(len(merged) - 1)]
+            i = int(np.argmin(gaps))
+            merged[i : i + 2] = [[merged[i][0], merged[i + 1][1]]]
+        for k, (a, b) in enumerate(merged):
+            if b > a:
+                spans[j, k] = (a << HIST_SHIFT, b << HIST_SHIFT)
+                f = (cum[b - 1] - cum[a - 1]) / m
+                spread = _MARGIN * np.sqrt(f * (1.0 - f) / m) + 4.0 / m
+                capacity[j, k] = min(n, int(np.ceil(n * (f + spread))) + 256)
+    first = (np.cumsum(capacity) - capacity.reshape(-1)).reshape(capacity.shape)
+    return Speculation(spans, first, capacity)
+
+
 @dataclass
 class PassSums:
     """Per-policy results of the pass (arrays of shape (P,) unless noted)."""
@@ -142,6 +237,14 @@ class PassSums:
     #: from which the quantile gather gives each thread its own slots.
     ranges: list[tuple[int, int]] = field(default_factory=list)
     range_counts: list[np.ndarray] = field(default_factory=list)
+    #: The speculative gather of the compiled pass (:func:`_predict_spans`): where it kept the
+    #: weights of each candidate's spans and, per row range, its buffer and the number of
+    #: weights found in each span (P, _SPANS) (above the capacity: that buffer overflowed).
+    speculation: Speculation | None = None
+    collected: list[tuple[np.ndarray, np.ndarray]] = field(default_factory=list)
+    #: The candidates whose quantiles :func:`weight_quantiles` gathered in a second pass (the
+    #: speculation missed a needed bin, or was not made).
+    gathered_again: list[int] = field(default_factory=list)
 
 
 #: The candidates' propensities as the pass reads them: an (n, P) matrix, or a sequence of P
@@ -186,9 +289,18 @@ def _weight_block(
     return block
 
 
-def fused_pass(propensity: np.ndarray, target: Targets, ell: np.ndarray | None = None) -> PassSums:
+def fused_pass(
+    propensity: np.ndarray,
+    target: Targets,
+    ell: np.ndarray | None = None,
+    quantiles: Sequence[float] = (),
+) -> PassSums:
     """One chunked pass over validated (n,) propensities and (n, P) targets (a matrix, or P
     columns of shape (n,) read where they are).
+
+    With ``quantiles`` (those :func:`weight_quantiles` will be asked for) the compiled pass also
+    keeps the weights of the histogram bins predicted to hold them (:func:`_predict_spans`), so
+    that the exact quantiles need no second pass over the rows when the prediction holds.
 
     With ``ell = r - r_min`` (n,) it also gathers the clip profile's per-bin sums
     (:func:`profile_bin_sums`) from the same (P, chunk) weight blocks, which are contiguous per
@@ -200,12 +312,21 @@ def fused_pass(propensity: np.ndarray, target: Targets, ell: np.ndarray | None =
     if loops is not None:
         ranges = row_ranges(n, _NB_BLOCK_ROWS)
         addresses, matrix = _layout(target)
+        guess = _predict_spans(propensity, target, quantiles) if quantiles else None
+        if guess is None:
+            zeros = np.zeros((n_pol, _SPANS), dtype=np.int64)
+            spans, first, capacity = np.zeros((n_pol, _SPANS, 2), dtype=np.int64), zeros, zeros
+        else:
+            spans, first, capacity = guess.spans, guess.first, guess.capacity
 
-        def one_range(lo: int, hi: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        def one_range(lo: int, hi: int) -> tuple[np.ndarray, ...]:
             counts = np.zeros((n_pol, 2 * N_BINS + _ZERO_SLOTS), dtype=np.int64)
             sum_wlogw = np.zeros(n_pol)
             bins = np.zeros((n_pol if ell is not None else 0, _PROFILE_SUMS, PROFILE_BINS))
             ell_part = np.empty(0) if ell is None else ell[lo:hi]
+            # pages of the buffer are mapped only where weights are written
+            kept = np.empty(0 if guess is None else guess.size)
+            n_kept = np.zeros((n_pol, _SPANS), dtype=np.int64)
             loops["_nb_fused_pass"](
                 propensity[lo:hi],
                 addresses + 8 * lo,
@@ -214,20 +335,28 @@ def fused_pass(propensity: np.ndarray, target: Targets, ell: np.ndarray | None =
                 counts,
                 sum_wlogw,
                 bins,
+                spans,
+                first,
+                capacity,
+                kept,
+                n_kept,
             )
             # the zero weights counted in the spare slots belong to code 0
             counts[:, 0] += counts[:, 2 * N_BINS :].sum(axis=1)
-            return counts[:, : 2 * N_BINS], sum_wlogw, bins
+            return counts[:, : 2 * N_BINS], sum_wlogw, bins, kept, n_kept
 
         parts = run_threads(one_range, ranges)
-        counts, sum_wlogw, bins = parts[0]
-        for c, s, b in parts[1:]:  # merged in row order
+        counts, sum_wlogw, bins = parts[0][:3]
+        for c, s, b, _, _ in parts[1:]:  # merged in row order
             counts = counts + c
             sum_wlogw = sum_wlogw + s
             bins = bins + b
         out = _sums(counts, sum_wlogw, None if ell is None else bins)
         out.ranges = ranges
-        out.range_counts = [c[:, 0::2] + c[:, 1::2] for c, _, _ in parts]
+        out.range_counts = [part[0][:, 0::2] + part[0][:, 1::2] for part in parts]
+        if guess is not None:
+            out.speculation = guess
+            out.collected = [(part[3], part[4]) for part in parts]
         return out
     rows = min(CHUNK_ROWS, n)
     size = n_pol * rows
@@ -304,6 +433,12 @@ def weight_quantiles(
             else:
                 needed[j, b] = True
     pending = np.flatnonzero(needed.any(axis=1)).tolist()
+    if sums.speculation is not None and sums.collected:
+        for j in pending:
+            if _from_collected(sums, j, needed[j], cums[j], ks[ks < n - 1], values[j]):
+                needed[j] = False
+        pending = [j for j in pending if needed[j].any()]
+    sums.gathered_again = pending
     loops = _compiled() if pending else None
     if loops is not None:
         # the values of every needed bin, gathered contiguously by one compiled pass
@@ -377,6 +512,86 @@ def weight_quantiles(
         lo = np.array([values[j][k] for k in k_lo.tolist()])
         hi = np.array([values[j][k] for k in k_hi.tolist()])
         out[j] = lo + (pos - k_lo) * (hi - lo)
+    return out
+
+
+def _from_collected(
+    sums: PassSums,
+    j: int,
+    needed: np.ndarray,
+    cum: np.ndarray,
+    ks: np.ndarray,
+    values: dict[int, float],
+) -> bool:
+    """The order statistics ``ks`` of candidate ``j`` in its ``needed`` bins, read off the
+    weights its spans kept in the pass (into ``values``), or False (nothing written) when a
+    needed bin lies outside every span or a buffer of a span holding one overflowed.
+
+    A span ``[a, b)`` of bins kept all its rows (the histogram says how many), so the k-th
+    smallest weight, when in one of those bins, is the ``k - cum[a - 1]``-th smallest of them:
+    one partition per span.
+    """
+    guess = sums.speculation
+    assert guess is not None
+    spans = guess.spans[j] >> HIST_SHIFT  # bins [a, b), empty when a == b
+    bins = np.searchsorted(cum, ks, side="right")
+    by_span: dict[int, list[int]] = {}
+    for b in np.flatnonzero(needed).tolist():
+        hit = np.flatnonzero((spans[:, 0] <= b) & (b < spans[:, 1]))
+        if hit.size == 0:
+            return False
+        by_span.setdefault(int(hit[0]), []).append(b)
+    found: dict[int, float] = {}
+    start, cap = guess.first[j], guess.capacity[j]
+    for s, span_bins in by_span.items():
+        if any(int(n_kept[j, s]) > cap[s] for _, n_kept in sums.collected):
+            return False
+        pieces = [kept[start[s] : start[s] + n_kept[j, s]] for kept, n_kept in sums.collected]
+        # partitioned in place below: the buffers are this pass's own, and a partition keeps
+        # the values a bin holds
+        part = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+        a, b = int(spans[s, 0]), int(spans[s, 1])
+        if part.size != int(cum[b - 1]) - int(cum[a - 1]):  # never: every row was kept
+            return False
+        low, high = min(span_bins), max(span_bins) + 1
+        if low > a or high < b:  # only the needed bins' weights are partitioned
+            codes = part.view(np.int64) >> HIST_SHIFT
+            part = part[(codes >= low) & (codes < high)]
+        below = int(cum[low - 1])  # low >= 1: zero weights are never kept
+        in_span = ks[np.isin(bins, span_bins)]
+        found.update(_order_statistics(part, in_span, in_span - below, low, high))
+    values.update(found)
+    return True
+
+
+#: Sub-bins per histogram bin of :func:`_order_statistics` (a count of ``2**_FINE_BITS`` more
+#: mantissa bits), and the fewest values worth counting them for.
+_FINE_BITS: Final = 8
+_FINE_MIN: Final = 4096
+
+
+def _order_statistics(
+    part: np.ndarray, ks: np.ndarray, local: np.ndarray, low: int, high: int
+) -> list[tuple[int, float]]:
+    """``(k, value)`` of the ``local``-th smallest values of ``part`` (every value of the bins
+    ``[low, high)``, partitioned in place). Many values are first counted by sub-bin (more
+    mantissa bits, still monotone), and only the sub-bins holding a needed rank are partitioned:
+    a count and a selection cost less than a partition of the whole bin."""
+    if part.size < _FINE_MIN or (high - low) << _FINE_BITS > part.size:
+        part.partition(local)
+        return list(zip(ks.tolist(), part[local].tolist()))
+    fine = part.view(np.int64) >> (HIST_SHIFT - _FINE_BITS)
+    fine -= low << _FINE_BITS
+    counts = np.bincount(fine, minlength=(high - low) << _FINE_BITS)
+    cum = np.cumsum(counts)
+    sub = np.searchsorted(cum, local, side="right")
+    out: list[tuple[int, float]] = []
+    for b in np.unique(sub).tolist():
+        picked = part[fine == b]
+        these = sub == b
+        rank = local[these] - int(cum[b] - counts[b])
+        picked.partition(rank)
+        out.extend(zip(ks[these].tolist(), picked[rank].tolist()))
     return out
 
 
@@ -478,12 +693,19 @@ _LN2: Final = float(np.log(2.0))
 _ZERO_SLOTS: Final = 16
 
 
-def _nb_fused_pass(p, cols, t, ell, counts, sum_wlogw, profile):
+def _nb_fused_pass(
+    p, cols, t, ell, counts, sum_wlogw, profile, spans, first, capacity, kept_w, n_kept
+):
     """Accumulate the histogram codes, ``sum w log w`` and the clip-profile sums of (n,) ``p``
     and the targets into ``counts`` (P, 2 N_BINS + _ZERO_SLOTS; the zero weights in the last
     _ZERO_SLOTS), ``sum_wlogw`` (P,) and ``profile``
     (P, 7, PROFILE_BINS) (left untouched when ``ell`` is empty). The targets are the float64
     columns at the addresses ``cols`` (P,) when it is not empty, else the (n, P) matrix ``t``.
+
+    The weights whose bit pattern lies in a span ``spans[j, s]`` of the candidate (``[low,
+    high)``, disjoint, empty when equal) are written to ``kept_w[first[j, s] + c]`` with ``c``
+    the number ``n_kept[j, s]`` found before, while ``c < capacity[j, s]``; ``n_kept`` counts
+    them all (above the capacity: the span's buffer overflowed).
 
     Candidate by candidate within each block of rows: ``t[i, j] / p[i]`` then divides by a
     different ``p`` in every iteration, so no reciprocal of ``p`` is shared (the weights are
@@ -506,6 +728,9 @@ def _nb_fused_pass(p, cols, t, ell, counts, sum_wlogw, profile):
     local = np.zeros((n_pol if with_profile else 0, profile.shape[2], 8))
     spare = counts.shape[1] - _ZERO_SLOTS
     slot = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
+    inside = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
+    which = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
+    picked = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
     for start in range(0, n, _NB_BLOCK_ROWS):
         stop = min(start + _NB_BLOCK_ROWS, n)
         m = stop - start
@@ -555,18 +780,38 @@ def _nb_fused_pass(p, cols, t, ell, counts, sum_wlogw, profile):
             # the histogram: each row's code (vectorized), then one count per row; zero
             # weights (code 0) are counted in the _ZERO_SLOTS spare slots in turn, so that a
             # run of them does not wait on one counter
+            l0, h0 = spans[j, 0, 0], spans[j, 0, 1]
+            l1, h1 = spans[j, 1, 0], spans[j, 1, 1]
+            l2, h2 = spans[j, 2, 0], spans[j, 2, 1]
+            l3, h3 = spans[j, 3, 0], spans[j, 3, 1]
             for i in range(m):
                 b = bits[i]
                 code = 2 * (b >> HIST_SHIFT) + (1 if b & low_mask else 0)
                 slot[i] = code if b != 0 else spare + (i & (_ZERO_SLOTS - 1))
+                in1 = (b >= l1) & (b < h1)
+                in2 = (b >= l2) & (b < h2)
+                in3 = (b >= l3) & (b < h3)
+                inside[i] = 1 if ((b >= l0) & (b < h0)) | in1 | in2 | in3 else 0
+                which[i] = (1 if in1 else 0) + (2 if in2 else 0) + (3 if in3 else 0)
             # one count per row and, in the same loop, the rows with w > 1 listed without
             # a branch (for the clip profile)
             hist_j = counts[j]
             kept = 0
+            n_in = 0
             for i in range(m):
                 hist_j[slot[i]] += 1
                 rows[kept] = i
                 kept += 1 if w[i] > 1.0 else 0
+                picked[n_in] = i
+                n_in += inside[i]
+            # the speculative gather: the block's weights in the spans, while they fit
+            for r in range(n_in):
+                i = picked[r]
+                k = which[i]
+                c = n_kept[j, k]
+                if c < capacity[j, k]:
+                    kept_w[first[j, k] + c] = w[i]
+                n_kept[j, k] = c + 1
             if with_profile:
                 # the seven sums of each listed row added to its bin's row of ``local`` (one
                 # cache line)
