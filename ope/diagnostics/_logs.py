@@ -19,14 +19,13 @@ from ope.policies._core import (
     candidate_sets,
     matrix_over,
 )
-from ope.policies.join import target_propensities
+from ope.policies.join import target_propensities, validated_target_columns
 from ope.schema import check_segment_columns
 
 __all__ = [
     "logs_to_diagnose",
     "segment_columns",
     "segment_values",
-    "target_columns",
     "target_from_logs",
 ]
 
@@ -87,41 +86,6 @@ def _pa_array(values: np.ndarray) -> Any:
     return pa.array(values.tolist()) if values.dtype == object else pa.array(values)
 
 
-def target_columns(logs: BanditLogs, policies: Any) -> tuple[list[str], list[np.ndarray]] | None:
-    """The candidates' ``target__<name>`` columns as float64 (n,) arrays read where they are
-    (zero-copy views of single-chunk columns), when a reader has validated them and
-    ``policies`` names columns (None: every one); None otherwise (other kinds of candidates,
-    unchecked targets, or names that :func:`ope.policies.join.target_propensities` rejects with
-    its message).
-
-    >>> import pyarrow as pa
-    >>> from ope.io import read_logs
-    >>> logs = read_logs(pa.table({"action": [0, 1], "propensity": [0.5, 0.5],
-    ...                            "reward": [1.0, 0.0], "target__a": [1.0, 0.0]}))
-    >>> names, columns = target_columns(logs, None)
-    >>> names, columns[0].tolist()
-    (['a'], [1.0, 0.0])
-    """
-    if not logs.targets_validated():
-        return None
-    available = logs.target_policies
-    if policies is None:
-        names = list(available)
-    elif isinstance(policies, (list, tuple)) and all(isinstance(x, str) for x in policies):
-        names = [
-            x[len("target__") :] if x not in available and x.startswith("target__") else x
-            for x in policies
-        ]
-    else:
-        return None
-    if not names or len(set(names)) != len(names) or any(x not in available for x in names):
-        return None
-    columns = [logs.column(f"target__{x}") for x in names]
-    if not all(c.dtype == np.float64 and c.ndim == 1 and c.flags.c_contiguous for c in columns):
-        return None
-    return names, columns
-
-
 def target_from_logs(
     logs: Any, policies: Any, notes: list[str]
 ) -> tuple[
@@ -137,8 +101,8 @@ def target_from_logs(
     Returns ``names, values, target_csr, logging_csr, action_codes, action_labels``; the last
     four are None unless ``candidates`` and ``logging_distribution`` are logged and every
     candidate's full distribution is available. ``values`` is the list of the validated
-    ``target__`` columns (:func:`target_columns`) when the candidates are those columns and no
-    distribution is read, else an (n, P) matrix.
+    ``target__`` columns (:func:`ope.policies.join.validated_target_columns`) when the
+    candidates are those columns and no distribution is read, else an (n, P) matrix.
     """
     have = set(logs.table.column_names)
     wants_support = {"candidates", "logging_distribution"} <= have
@@ -146,7 +110,7 @@ def target_from_logs(
         isinstance(policies, (list, tuple)) and all(isinstance(x, str) for x in policies)
     )
     if not wants_support:
-        direct = target_columns(logs, policies)
+        direct = validated_target_columns(logs, policies)
         if direct is not None:
             return direct[0], direct[1], None, None, None, None
     if not wants_support or by_column:

@@ -321,26 +321,14 @@ def _row_estimates(
 
 
 def _target_columns(logs: BanditLogs, policies: Any) -> tuple[list[str], list[np.ndarray]] | None:
-    """The ``target__<name>`` columns of validated logs as zero-copy float64 views, or None
-    when the candidates need the general path (a policy table, policy objects, factored
-    candidates, targets the reader did not validate, or names to be checked there)."""
-    if not logs.targets_validated():
-        return None
-    available = logs.target_policies
-    if policies is None:
-        names = list(available)
-    elif isinstance(policies, (list, tuple)) and all(isinstance(x, str) for x in policies):
-        names = [
-            x[len("target__") :] if x not in available and x.startswith("target__") else x
-            for x in policies
-        ]
-    else:
-        return None
-    if not names or len(set(names)) != len(names) or any(x not in available for x in names):
-        return None  # target_propensities raises the precise error
+    """The ``target__<name>`` columns of validated logs as zero-copy float64 views
+    (:func:`ope.policies.join.validated_target_columns`), or None when the candidates need the
+    general path (also when they are given by factor)."""
+    from ope.policies.join import validated_target_columns
+
     if _factored_candidates(logs):
         return None
-    return names, [logs.column(f"target__{x}") for x in names]
+    return validated_target_columns(logs, policies)
 
 
 def _logging_estimate(

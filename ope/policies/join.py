@@ -61,12 +61,49 @@ from ope.policies.table import (
 if TYPE_CHECKING:  # scipy.sparse is imported where a matrix is built
     import scipy.sparse as sp
 
-__all__ = ["target_propensities", "logging_distribution"]
+__all__ = ["target_propensities", "logging_distribution", "validated_target_columns"]
 
 _TARGET: Final = "target__"
 
 
 _TARGET_DIST: Final = "target_dist__"
+
+
+def validated_target_columns(
+    logs: BanditLogs, policies: Any
+) -> tuple[list[str], list[np.ndarray]] | None:
+    """The candidates' ``target__<name>`` columns as float64 (n,) arrays read where they are
+    (zero-copy views of single-chunk columns), when a reader has validated them and
+    ``policies`` names columns (None: every one); None otherwise (other kinds of candidates,
+    unchecked targets, or names that :func:`target_propensities` rejects with its message): the
+    fast path of :func:`target_propensities` for the evaluation and the diagnostics.
+
+    >>> import pyarrow as pa
+    >>> from ope.io import read_logs
+    >>> logs = read_logs(pa.table({"action": [0, 1], "propensity": [0.5, 0.5],
+    ...                            "reward": [1.0, 0.0], "target__a": [1.0, 0.0]}))
+    >>> names, columns = validated_target_columns(logs, None)
+    >>> names, columns[0].tolist()
+    (['a'], [1.0, 0.0])
+    """
+    if not logs.targets_validated():
+        return None
+    available = logs.target_policies
+    if policies is None:
+        names = list(available)
+    elif isinstance(policies, (list, tuple)) and all(isinstance(x, str) for x in policies):
+        names = [
+            x[len("target__") :] if x not in available and x.startswith("target__") else x
+            for x in policies
+        ]
+    else:
+        return None
+    if not names or len(set(names)) != len(names) or any(x not in available for x in names):
+        return None
+    columns = [logs.column(f"target__{x}") for x in names]
+    if not all(c.dtype == np.float64 and c.ndim == 1 and c.flags.c_contiguous for c in columns):
+        return None
+    return names, columns
 
 
 def logging_distribution(logs: BanditLogs) -> PolicyDistribution:
