@@ -138,19 +138,7 @@ def test_the_pass_and_the_gather_read_the_rows_once_each(monkeypatch):
     _kernel.set_backend("numba")
     _kernel.set_threads(1)
     p, t, r = _planted(20_000, 4)
-    loops = dict(_pass_module._compiled() or {})
-    calls: dict[str, int] = {}
-
-    def counted(name):
-        def call(*args):
-            calls[name] = calls.get(name, 0) + 1
-            return loops[name](*args)
-
-        return call
-
-    monkeypatch.setattr(
-        _pass_module, "_compiled", lambda: {k: counted(k) for k in ("_nb_fused_pass", "_nb_gather")}
-    )
+    calls = _counted_loops(monkeypatch)
     sums = fused_pass(p, t, r)
     weight_quantiles(p, t, sums, (t / p[:, None]).max(axis=0), QS)
     assert calls == {"_nb_fused_pass": 1, "_nb_gather": 1}
