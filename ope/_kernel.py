@@ -644,15 +644,25 @@ def _nb_load(ts, ti, k, row, pb, j, tlo, thi):
     thi[j] = hi
 
 
+#: Rows per tile of :func:`_nb_transpose`: a tile of a row-major (n, P) block (256 rows of
+#: P = 8 float64: 16 KB) stays in the L1 cache while its P columns are read out of it.
+_TRANSPOSE_TILE: Final = 256
+
+
 def _nb_transpose(mat, start, k, wb):
     """wb[j, i] = mat[start + i, j]: the block of a C-ordered (n, P) matrix, one policy per
-    row (strided reads, contiguous writes: faster than the other way round)."""
+    row (strided reads, contiguous writes: faster than the other way round), tile by tile of
+    _TRANSPOSE_TILE rows (each column read from a tile in L1, not from the whole block in L2:
+    10M x 8 in ``estimate_many``, 1.9x -> 1.2x the column-major matrix)."""
     blk = mat[start : start + k]
-    for j in range(blk.shape[1]):
-        row = wb[j]
-        col = blk[:, j]
-        for i in range(k):
-            row[i] = col[i]
+    for lo in range(0, k, _TRANSPOSE_TILE):
+        hi = min(lo + _TRANSPOSE_TILE, k)
+        tile = blk[lo:hi]
+        for j in range(blk.shape[1]):
+            row = wb[j, lo:hi]
+            col = tile[:, j]
+            for i in range(hi - lo):
+                row[i] = col[i]
 
 
 def _nb_sums(row, rowi, k, rb, mw):
@@ -1297,6 +1307,8 @@ def _nb_run(
     rows = block if n > block else max(n, 1)
     wb = np.empty((n_pol, rows))
     wbi = wb.view(np.int64)
+    tb = np.empty((n_pol if use_mat else 0, rows))
+    tbi = tb.view(np.int64)
     rb = np.empty(rows)
     drb = np.empty(rows)
     pb = np.empty(rows)
@@ -1347,9 +1359,10 @@ def _nb_run(
         kp = int(hdr[4])
         mw = math.ldexp(max_weight, -kp) if has_clip else np.inf
         if use_mat:  # the block's rows are contiguous: transpose them in cache, then divide
-            _nb_transpose(mat, start, k, wb)
+            # (into a separate buffer: divided in place, the load loop would not vectorize)
+            _nb_transpose(mat, start, k, tb)
             for j in range(n_pol):
-                _nb_load(wb[j], wbi[j], k, wb[j], pb, j, tlo, thi)
+                _nb_load(tb[j], tbi[j], k, wb[j], pb, j, tlo, thi)
         else:
             for j in range(n_pol):
                 ts = _nb_carray(_nb_pointer(cols[j] + 8 * start), k, np.float64)

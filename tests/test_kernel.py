@@ -104,6 +104,24 @@ def test_each_backend_equals_a_direct_two_pass_computation(backend, max_weight):
 
 
 @needs_numba
+@pytest.mark.parametrize("n", [100, 255, 2 * _kernel.BLOCK_ROWS + 300])
+def test_row_major_matrix_gives_the_statistics_of_its_columns(n):
+    # the compiled pass transposes a C-ordered (n, P) block tile by tile (partial tiles and
+    # blocks included): the weights, hence every statistic, are those of the columns
+    r, p, t = _data(n=n, n_pol=3, seed=4)
+    _kernel.set_backend("numba")
+    try:
+        a = centered_moments(r, p, np.ascontiguousarray(t), max_weight=1.5)
+        b = centered_moments(
+            r, p, [np.ascontiguousarray(t[:, j]) for j in range(3)], max_weight=1.5
+        )
+    finally:
+        _kernel.set_backend(None)
+    for name in ("n", "shift", "w_exp", "mean", "com", "max_w", "n_clipped"):
+        np.testing.assert_array_equal(getattr(a.raw, name), getattr(b.raw, name))
+
+
+@needs_numba
 @pytest.mark.parametrize("layout", ["matrix", "columns", "fortran", "float32"])
 def test_numba_and_numpy_backends_agree_to_1e_12(layout):
     r, p, t = _data(n=50_000, n_pol=5, seed=1)
