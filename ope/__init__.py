@@ -71,6 +71,13 @@ _PUBLIC: dict[str, str] = {
     "SNDR": "ope.estimators",
     "SwitchDR": "ope.estimators",
     "DRos": "ope.estimators",
+    "MIPS": "ope.estimators",
+    "SNMIPS": "ope.estimators",
+    "MarginalizedDR": "ope.estimators",
+    # large catalogs: marginal weights over action embeddings and clusters
+    "ActionEmbedding": "ope.marginal",
+    "marginal_propensities": "ope.marginal",
+    "embedding_sufficiency": "ope.marginal",
     "get_estimator": "ope.estimators",
     "estimate_many": "ope.estimators",
     "logging_value": "ope.estimators",

@@ -148,6 +148,9 @@ __all__ = [
     "SNDR",
     "SwitchDR",
     "DRos",
+    "MIPS",
+    "SNMIPS",
+    "MarginalizedDR",
     "ESTIMATORS",
     "LoggingValue",
     "get_estimator",
@@ -887,6 +890,9 @@ class Estimator(ABC):
     n_components: ClassVar[int] = 1
     interval_methods: ClassVar[tuple[str, ...]] = ()
     zero_weights_fatal: ClassVar[bool] = True
+    #: Whether the propensities are marginal over an action embedding (MIPS and kin): the
+    #: evaluation then passes each row's embedding probabilities, not its item's.
+    marginal: ClassVar[bool] = False
 
     # ---- the steps a subclass may override -------------------------------------------------
     def _transform(self, w: np.ndarray) -> np.ndarray:
@@ -1171,6 +1177,10 @@ class WeightingEstimator(Estimator):
     that differs, and the eager estimate, :func:`estimate_many` and
     :meth:`ope.streaming.MomentStats.estimates` all go through :func:`estimates_from_moments`.
     """
+
+    #: The statistic of the weighted moments this estimator is: ``ips``, ``clipped_ips`` or
+    #: ``snips`` (the logging value: ``logging``).
+    moment_kind: ClassVar[str] = "logging"
 
     @property
     def clip_level(self) -> float | None:
@@ -1547,7 +1557,7 @@ def weighted_estimates_from_moments(
     for its intervals.
     """
     n = moments.n
-    kind = estimator.name if estimator.uses_weights else "logging"
+    kind = estimator.moment_kind if estimator.uses_weights else "logging"
     clipped = estimator.clip_level is not None
     origin = estimator.reward_origin(reward_range)
     note = sampling_weight_note(weight_name, moments.sum_weights(), n)
@@ -1831,6 +1841,9 @@ class IPS(_ImportanceWeighting):
     """
 
     name: ClassVar[str] = "ips"
+    #: The statistic of the weighted moments (:meth:`ope.moments.WeightedMoments.estimate`)
+    #: this estimator is (kept by subclasses that only rename it).
+    moment_kind: ClassVar[str] = "ips"
     interval_methods: ClassVar[tuple[str, ...]] = (
         "hoeffding",
         "bernstein",
@@ -1900,6 +1913,9 @@ class ClippedIPS(_ImportanceWeighting):
     max_weight: float
 
     name: ClassVar[str] = "clipped_ips"
+    #: The statistic of the weighted moments (:meth:`ope.moments.WeightedMoments.estimate`)
+    #: this estimator is (kept by subclasses that only rename it).
+    moment_kind: ClassVar[str] = "clipped_ips"
     interval_methods: ClassVar[tuple[str, ...]] = ("hoeffding", "bernstein", "bottou")
 
     def __post_init__(self) -> None:
@@ -1966,6 +1982,9 @@ class SNIPS(_ImportanceWeighting):
     """
 
     name: ClassVar[str] = "snips"
+    #: The statistic of the weighted moments (:meth:`ope.moments.WeightedMoments.estimate`)
+    #: this estimator is (kept by subclasses that only rename it).
+    moment_kind: ClassVar[str] = "snips"
     n_components: ClassVar[int] = 2
     interval_methods: ClassVar[tuple[str, ...]] = ("empirical_likelihood", "betting")
 
@@ -2290,6 +2309,123 @@ class SNDR(_DRFamily):
         return np.array([1.0, 1.0 / m[2], -m[1] / m[2] ** 2])
 
 
+_MARGINAL_NOTE: Final = """The weights are marginal over an action embedding: ``logging_propensity`` is
+    :math:`\\pi_0(e_i \\mid x_i)` and ``target_propensity`` :math:`\\pi(e_i \\mid x_i)`, the
+    probabilities of the row's logged embedding :math:`e_i` (a cluster, a tuple of categorical item
+    features, or an embedding drawn from a known :math:`p(e \\mid a)`), summed over each row's
+    candidates by :func:`ope.marginal.marginal_propensities`; ``ope.evaluate(...,
+    embedding=ope.ActionEmbedding(...))`` computes them from the logs. Unbiased when (i) the
+    reward depends on the action only through its embedding (*no direct effect*:
+    :math:`r \\perp a \\mid x, e`) and (ii) the logger gives positive probability to every
+    embedding the candidate does (overlap of embeddings, weaker than overlap of items). With
+    many items per embedding the weights, hence the variance, are far smaller than per-item
+    weights; when (i) fails the estimate is biased by the direct effect the embedding drops
+    (``ope.marginal.embedding_sufficiency`` tests for it). Its intervals are those of the
+    per-item estimator on these weights, valid as they are when :math:`p(e \\mid a)` is known."""
+
+
+@fill_doc({"marginal": _MARGINAL_NOTE})
+@dataclass(frozen=True)
+class MIPS(IPS):
+    """Marginalized inverse propensity scoring (Saito & Joachims 2022): IPS on embedding weights.
+
+    Notes
+    -----
+    .. math:: \\hat V_{MIPS}=\\frac1n\\sum_i \\frac{\\pi(e_i|x_i)}{\\pi_0(e_i|x_i)}\\,r_i.
+
+    <marginal>
+
+    References
+    ----------
+    .. [1] Y. Saito and T. Joachims, "Off-policy evaluation for large action spaces via
+       embeddings", ICML 2022, arXiv:2202.06317.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.estimators import MIPS
+    >>> res = MIPS().estimate(reward=np.array([1.0, 0.0, 1.0, 1.0]),
+    ...                       logging_propensity=np.array([0.5, 0.5, 0.5, 1.0]),
+    ...                       target_propensity=np.array([1.0, 0.5, 0.25, 1.0]))
+    >>> res.value   # (2*1 + 1*0 + 0.5*1 + 1*1) / 4
+    0.875
+    """
+
+    name: ClassVar[str] = "mips"
+    marginal: ClassVar[bool] = True
+
+
+@fill_doc({"marginal": _MARGINAL_NOTE})
+@dataclass(frozen=True)
+class SNMIPS(SNIPS):
+    """Self-normalized MIPS: SNIPS on embedding weights.
+
+    Notes
+    -----
+    .. math:: \\hat V_{SNMIPS}=\\frac{\\sum_i w^e_i r_i}{\\sum_i w^e_i},\\qquad
+              w^e_i=\\frac{\\pi(e_i|x_i)}{\\pi_0(e_i|x_i)}.
+
+    <marginal>
+
+    References
+    ----------
+    .. [1] Y. Saito and T. Joachims, "Off-policy evaluation for large action spaces via
+       embeddings", ICML 2022, arXiv:2202.06317.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.estimators import SNMIPS
+    >>> res = SNMIPS().estimate(reward=np.array([1.0, 0.0, 1.0, 1.0]),
+    ...                         logging_propensity=np.array([0.5, 0.5, 0.5, 1.0]),
+    ...                         target_propensity=np.array([1.0, 0.5, 0.25, 1.0]))
+    >>> res.value   # (2 + 0 + 0.5 + 1) / (2 + 1 + 0.5 + 1)
+    0.7777777777777778
+    """
+
+    name: ClassVar[str] = "snmips"
+    marginal: ClassVar[bool] = True
+
+
+@fill_doc({"marginal": _MARGINAL_NOTE})
+@dataclass(frozen=True)
+class MarginalizedDR(DR):
+    """Marginalized doubly robust estimator: DR with embedding weights.
+
+    Notes
+    -----
+    .. math:: \\hat V_{MDR}=\\frac1n\\sum_i\\Big[\\hat q(x_i,\\pi)
+              + \\frac{\\pi(e_i|x_i)}{\\pi_0(e_i|x_i)}\\big(r_i-\\hat q(x_i,a_i)\\big)\\Big].
+
+    Unbiased when the marginal weights are correct and the *residual* :math:`r - \\hat q(x, a)`
+    has no direct effect of the action beyond its embedding, a weaker condition than MIPS's: a
+    reward model that captures the item-level effects within each embedding (OffCEM's "local
+    correctness") removes the bias MIPS would have.
+
+    <marginal>
+
+    References
+    ----------
+    .. [1] T. Shimizu and L. Forastiere, "Doubly robust estimator for off-policy evaluation with
+       large action spaces", IEEE SSCI 2023, arXiv:2308.03443.
+    .. [2] Y. Saito, Q. Ren and T. Joachims, "Off-policy evaluation for large action spaces via
+       conjunct effect modeling", ICML 2023, arXiv:2305.08062.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.estimators import MarginalizedDR
+    >>> res = MarginalizedDR().estimate(reward=np.array([1.0, 0.0]),
+    ...     logging_propensity=np.array([0.5, 1.0]), target_propensity=np.array([1.0, 0.5]),
+    ...     q_logged=np.array([0.5, 0.5]), q_target=np.array([0.6, 0.4]))
+    >>> round(res.value, 12)   # ((0.6 + 2*(1-0.5)) + (0.4 + 0.5*(0-0.5))) / 2
+    0.875
+    """
+
+    name: ClassVar[str] = "mdr"
+    marginal: ClassVar[bool] = True
+
+
 @dataclass(frozen=True)
 class LoggingValue(WeightingEstimator):
     """The logging policy's on-policy value: the mean observed reward."""
@@ -2383,6 +2519,9 @@ ESTIMATORS: Final[dict[str, type[Estimator]]] = {
     "sndr": SNDR,
     "switch_dr": SwitchDR,
     "dros": DRos,
+    "mips": MIPS,
+    "snmips": SNMIPS,
+    "mdr": MarginalizedDR,
 }
 
 

@@ -629,6 +629,12 @@ class MomentStats:
                 f"{getattr(est, 'name', est)!r}. Estimators with a reward model (dm, dr, ...) "
                 "need the rows: use ope.estimators.estimate_many."
             )
+        if getattr(est, "marginal", False):
+            raise EstimationError(
+                f"{est.name} weighs each row by its embedding's probabilities, which merged "
+                "statistics of the items' propensities do not hold; run ope.evaluate(..., "
+                "embedding=ope.ActionEmbedding(...)) on eager logs."
+            )
         if est.clip_level is not None and est.clip_level != self.max_weight:
             # the estimator's setting does not fit the statistics: an argument problem
             raise ParameterError(

@@ -274,6 +274,41 @@ class _Logs:
             }
         )
 
+    def marginal_frame(self) -> pd.DataFrame:
+        """The rows with two candidates each, the logged action ``a`` and a stand-in ``a + 100``
+        holding the rest of both policies' mass (``candidates``, ``logging_distribution``,
+        ``target_dist__planted``): with each action its own embedding (:data:`_OWN_EMBEDDING`)
+        the marginal propensities are the logged ones, so a marginalized estimator must give
+        the ``.estimate`` numbers of these arrays."""
+        frame = self.frame()
+        a, p, t = self.action, self.logging_propensity, self.target_propensity
+        frame["candidates"] = list(np.stack([a, a + 100], axis=1))
+        frame["logging_distribution"] = list(np.stack([p, 1.0 - p], axis=1))
+        frame[f"target_dist__{_POLICY}"] = list(np.stack([t, 1.0 - t], axis=1))
+        return frame
+
+
+def _own_embedding() -> Any:
+    """Every action of the contract's logs its own cluster (marginal weights = item weights)."""
+    from ope.marginal import ActionEmbedding
+
+    actions = np.concatenate([np.arange(4), 100 + np.arange(4)])
+    return ActionEmbedding(
+        clusters="cluster", items=pa.table({"action": actions, "cluster": actions})
+    )
+
+
+def _marginal_options(estimators: Sequence[Any]) -> dict[str, Any]:
+    """``embedding=`` for ``evaluate`` when a marginalized estimator is among ``estimators``."""
+    if any(getattr(e, "marginal", False) for e in estimators):
+        return {"embedding": _own_embedding()}
+    return {}
+
+
+def _frame_for(logs: _Logs, estimators: Sequence[Any]) -> pd.DataFrame:
+    """The log table ``evaluate`` reads for ``estimators`` (with candidates when marginal)."""
+    return logs.marginal_frame() if _marginal_options(estimators) else logs.frame()
+
 
 def _random_logs(rng: np.random.Generator, n: int = N_ROWS) -> _Logs:
     """Four actions, a logger that explores all of them, a random stochastic candidate."""
@@ -370,7 +405,10 @@ def _evaluated(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            ev = evaluate(logs.frame(), [_POLICY], estimators=tuple(estimators or (estimator,)))
+            chosen = tuple(estimators or (estimator,))
+            ev = evaluate(
+                _frame_for(logs, chosen), [_POLICY], estimators=chosen, **_marginal_options(chosen)
+            )
         except OPEError as exc:
             raise _fail(check, estimator, f"ope.evaluate refused it: {exc}") from exc
     return ev[(_POLICY, _profile(estimator).name)]
@@ -654,7 +692,12 @@ def _check_scan_equals_eager(estimator: Any, *, rng: Any = 0) -> None:
             "scan_equals_eager",
             estimator,
             "ope.evaluate(ope.scan_logs(...))",
-            lambda: evaluate(scan_logs(folder), [_POLICY], estimators=(estimator,)),
+            lambda: evaluate(
+                scan_logs(folder),
+                [_POLICY],
+                estimators=(estimator,),
+                **_marginal_options([estimator]),
+            ),
             logs,
         )
 
@@ -819,10 +862,12 @@ def _check_sampling_weights(estimator: Any, *, rng: Any = 0) -> None:
         )
     if prof.model:
         return
-    frame = logs.frame().assign(weight=s)
+    frame = _frame_for(logs, [estimator]).assign(weight=s)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ev = evaluate(frame, policies=[_POLICY], estimators=[estimator])
+        ev = evaluate(
+            frame, policies=[_POLICY], estimators=[estimator], **_marginal_options([estimator])
+        )
     _assert_same_estimate(
         check, estimator, "ope.evaluate with a weight column", ev[(_POLICY, prof.name)], weighted
     )

@@ -38,8 +38,8 @@ def test_a_new_method_of_a_public_class_is_named(monkeypatch):
     def shrink(self, factor):
         return self
 
-    monkeypatch.setattr(ope.IPS, "shrink", shrink, raising=False)
-    assert registry.unregistered() == ["ope.IPS.shrink"]
+    monkeypatch.setattr(ope.DM, "shrink", shrink, raising=False)
+    assert registry.unregistered() == ["ope.DM.shrink"]
 
 
 def test_a_new_cli_subcommand_is_named(monkeypatch):

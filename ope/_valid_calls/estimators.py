@@ -132,6 +132,9 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.SwitchDR": lambda tmp: call("ope.SwitchDR", tau=10.0),
     "ope.DRos": lambda tmp: call("ope.DRos", shrinkage=1.0),
     "ope.IPS.estimate": estimator_estimate("ope.IPS"),
+    "ope.MIPS.estimate": estimator_estimate("ope.MIPS"),
+    "ope.SNMIPS.estimate": estimator_estimate("ope.SNMIPS"),
+    "ope.MarginalizedDR.estimate": estimator_estimate("ope.MarginalizedDR"),
     "ope.SNIPS.estimate": estimator_estimate("ope.SNIPS"),
     "ope.ClippedIPS.estimate": _sampling_weighted(
         estimator_estimate("ope.ClippedIPS", max_weight=10.0)
@@ -180,7 +183,27 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         confidence_level=0.95,
     ),
     # estimators: constructors and the estimates they make
-    **{f"ope.{cls}": _constructor(f"ope.{cls}") for cls in ("IPS", "SNIPS", "DM", "DR", "SNDR")},
+    **{
+        f"ope.{cls}": _constructor(f"ope.{cls}")
+        for cls in ("IPS", "SNIPS", "DM", "DR", "SNDR", "MIPS", "SNMIPS", "MarginalizedDR")
+    },
+    **{
+        f"ope.{cls}.{method}": (
+            lambda c: (
+                lambda tmp: Call(
+                    getattr(resolve(f"ope.{c}")(), method_name), {"reward_range": (0.0, 1.0)}
+                )
+            )
+        )(cls)
+        for cls in ("MIPS", "SNMIPS")
+        for method, method_name in (
+            ("reward_origin", "reward_origin"),
+            ("row_source", "row_source"),
+        )
+    },
+    "ope.MIPS.moment_statistic": _on_moments("ope.MIPS", "moment_statistic"),
+    "ope.MIPS.paired_logging_sd": _on_moments("ope.MIPS", "paired_logging_sd"),
+    "ope.SNMIPS.paired_logging_sd": _on_moments("ope.SNMIPS", "paired_logging_sd"),
     "ope.SwitchDR.estimate": estimator_estimate("ope.SwitchDR", tau=10.0),
     "ope.DRos.estimate": _sampling_weighted(estimator_estimate("ope.DRos", shrinkage=1.0)),
     "ope.IPS.reward_origin": lambda tmp: Call(

@@ -153,7 +153,41 @@ def _spec_policy() -> Any:
 
 
 #: Registered name -> a factory of its minimal valid call (see :class:`ope._entrypoints.Call`).
+def _embedding() -> Any:
+    """Actions 0 and 1 in one cluster, 2 in another (an item table given with the embedding)."""
+    import pyarrow as pa
+
+    items = pa.table({"action": [0, 1, 2], "genre": ["a", "a", "b"]})
+    return resolve("ope.ActionEmbedding")(clusters="genre", items=items)
+
+
+def _marginal() -> Any:
+    return resolve("ope.marginal_propensities")(
+        logs=policy_logs(), embedding=_embedding(), policies={"u": resolve("ope.UniformPolicy")()}
+    )
+
+
+def _sufficiency_call(tmp: Path) -> Call:
+    logs = policy_logs()
+    m = _marginal()
+    return call(
+        "ope.embedding_sufficiency",
+        reward=logs.column("reward"),
+        logging_propensity=logs.column("propensity"),
+        target_propensity=np.full((logs.n, 1), 1 / 3),
+        marginal=m,
+    )
+
+
 VALID: Final[dict[str, Callable[[Path], Call]]] = {
+    "ope.ActionEmbedding": lambda tmp: call("ope.ActionEmbedding", clusters="genre"),
+    "ope.marginal_propensities": lambda tmp: call(
+        "ope.marginal_propensities",
+        logs=policy_logs(),
+        embedding=_embedding(),
+        policies={"u": resolve("ope.UniformPolicy")()},
+    ),
+    "ope.embedding_sufficiency": _sufficiency_call,
     # ---- policy objects computed from the logs --------------------------------------------
     "ope.UniformPolicy": lambda tmp: call("ope.UniformPolicy", actions=[0, 1, 2]),
     **_policy_methods("ope.UniformPolicy", lambda: resolve("ope.UniformPolicy")(actions=[0, 1, 2])),

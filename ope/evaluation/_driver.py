@@ -47,6 +47,7 @@ from ope.evaluation._settings import (
     MODEL_ESTIMATORS,
     STREAMING_ESTIMATORS,
     EvaluationSettings,
+    check_embedding,
 )
 from ope.evaluation.result import (
     Evaluation,
@@ -364,14 +365,16 @@ def evaluate_eager(logs: BanditLogs, plan: Any, provenance: Provenance) -> Evalu
         plan.settings, weight_column=sampling_weight_column(logs.columns, plan.weight_column)
     )
     segment_columns = check_segment_columns(logs.table.schema, plan.by, source=logs.report.source)
-    run = _eager_run(logs, policies, resolved, settings, model)
+    embedding = plan.embedding
+    check_embedding(resolved, embedding, running=True)
+    run = _eager_run(logs, policies, resolved, settings, model, embedding=embedding)
     segments: dict[tuple[str, str, str, str], Estimate] = {}
     segment_notes: list[str] = []
     if segment_columns:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # each segment's estimates carry their own notes
             segments, segment_notes = _segment_estimates(
-                logs, segment_columns, policies, resolved, settings, model, run
+                logs, segment_columns, policies, resolved, settings, model, run, embedding
             )
     interval_values = None
     if settings.ci == "bootstrap":
@@ -384,6 +387,7 @@ def evaluate_eager(logs: BanditLogs, plan: Any, provenance: Provenance) -> Evalu
             )
         )
     notes += run.model_notes
+    notes += _marginal_notes(resolved, embedding, run)
     source = propensity_info(logs)
     estimated = estimated_propensity_note(logs)
     if estimated is not None:
@@ -412,6 +416,7 @@ def evaluate_eager(logs: BanditLogs, plan: Any, provenance: Provenance) -> Evalu
         interval_values=interval_values,
         ci_fallback=settings.ci_fallback,
         weight_column=None if run.sampling_weight is None else settings.weight_column,
+        embedding_checks=run.embedding_checks,
         _provenance=provenance,
     )
 
@@ -432,7 +437,8 @@ class _EagerRun:
     stats: Any
     model_columns: dict[str, list[str]] | None
     model_notes: list[str]
-    distributions: Mapping[str, Any] | None = None  # each candidate's, when DM/DR asked
+    distributions: Mapping[str, Any] | None = None  # each candidate's, when DM/DR/MIPS asked
+    embedding_checks: tuple[Any, ...] = ()  # the marginalized estimators' embedding tests
 
 
 def _eager_run(
@@ -443,15 +449,21 @@ def _eager_run(
     model: Mapping[str, Any],
     *,
     candidates: Any = None,
+    embedding: Any = None,
 ) -> _EagerRun:
     """Every estimate of ``resolved`` on the rows of ``logs`` (the body of :func:`evaluate`).
 
     ``candidates`` (a ``TargetPropensities`` with distributions, one row per row of ``logs``)
     are the candidates already resolved, used in place of ``policies``: a segment's rows
-    take their rows of the candidates resolved once on the whole logs.
+    take their rows of the candidates resolved once on the whole logs. The marginalized
+    estimators (``mips``, ``snmips``, ``mdr``) run on the rows' embedding propensities under
+    ``embedding`` (:func:`ope.marginal.marginal_propensities`), the others on the items'.
     """
-    needs_model = any(k in MODEL_ESTIMATORS for k, _ in resolved)
-    direct = None if needs_model or candidates is not None else _target_columns(logs, policies)
+    marginal = [(k, e) for k, e in resolved if getattr(e, "marginal", False)]
+    resolved = [(k, e) for k, e in resolved if not getattr(e, "marginal", False)]
+    needs_model = any(k in MODEL_ESTIMATORS for k, _ in [*resolved, *marginal])
+    needs_dist = needs_model or bool(marginal)
+    direct = None if needs_dist or candidates is not None else _target_columns(logs, policies)
     factored: dict[str, dict[str, str]] = {}
     if direct is not None:  # the log's own columns: no (n, P) copy
         names, target = direct
@@ -460,7 +472,7 @@ def _eager_run(
         if candidates is not None:
             tp = candidates
         else:
-            tp, factored = _candidates(logs, policies, needs_model)
+            tp, factored = _candidates(logs, policies, needs_dist)
         names, target, rows_ignored = tp.names, tp.values, tp.table_rows_ignored
     reward = logs.column("reward")
     # the one check of the rewards against reward_range for every estimator of this call
@@ -500,6 +512,12 @@ def _eager_run(
                 resolved, settings, reward, p_c, t_c[:, None], [name], sampling_weight=weight
             )[0]
         )
+    checks: tuple[Any, ...] = ()
+    if marginal:
+        estimates_m, checks = _marginal_estimates(
+            logs, tp, embedding, marginal, settings, reward, propensity, q_logged, q_target, weight
+        )
+        estimates.update(estimates_m)
     base = logging_out[0] if logging_out else _logging_estimate(stats, reward, settings, weight)
     return _EagerRun(
         names=list(names),
@@ -514,8 +532,59 @@ def _eager_run(
         stats=stats,
         model_columns=model_columns,
         model_notes=model_notes,
-        distributions=tp.distributions if needs_model else None,
+        distributions=tp.distributions if needs_dist else None,
+        embedding_checks=checks,
     )
+
+
+def _marginal_estimates(
+    logs: BanditLogs,
+    tp: Any,
+    embedding: Any,
+    marginal: Sequence[tuple[str, Any]],
+    settings: EvaluationSettings,
+    reward: np.ndarray,
+    propensity: np.ndarray,
+    q_logged: np.ndarray | None,
+    q_target: np.ndarray | None,
+    weight: np.ndarray | None,
+) -> tuple[dict[tuple[str, str], Estimate], tuple[Any, ...]]:
+    """The marginalized estimators on the rows' embedding propensities, and each candidate's
+    test of the embedding (IPS minus MIPS on the same rows)."""
+    from ope.marginal import embedding_sufficiency, marginal_propensities
+
+    if not tp.names:
+        return {}, ()
+    mp = marginal_propensities(logs, embedding, distributions=tp.distributions)
+    estimates, _ = _row_estimates(
+        marginal, settings, reward, mp.logging, mp.values, tp.names, q_logged, q_target, weight
+    )
+    checks = tuple(embedding_sufficiency(reward, propensity, tp.values, mp))
+    return estimates, checks
+
+
+def _marginal_notes(
+    resolved: Sequence[tuple[str, Any]], embedding: Any, run: _EagerRun
+) -> list[str]:
+    """What the marginalized estimates assume, and each candidate's test of the embedding."""
+    keys = [k for k, e in resolved if getattr(e, "marginal", False)]
+    if not keys:
+        return []
+    notes = [
+        f"{', '.join(keys)} weigh each row by its logged embedding's probabilities under "
+        f"{embedding.describe()}: unbiased only if the reward depends on the item through its "
+        "embedding alone (no direct effect)"
+    ]
+    for c in run.embedding_checks:  # loop over candidates
+        text = (
+            f"{c.policy}: per-item minus marginal IPS {c.difference:+.4g} (SE {c.std_error:.3g}, "
+            f"p = {c.p_value:.3g}); ESS {c.ess_items:,.0f} rows per item, {c.ess_embedding:,.0f} "
+            "per embedding"
+        )
+        if c.p_value < 0.01:
+            text += ": evidence of a direct effect of the item beyond its embedding (MIPS biased)"
+        notes.append(text)
+    return notes
 
 
 def _shared_bootstrap_intervals(
@@ -533,12 +602,15 @@ def _shared_bootstrap_intervals(
 
     if run.sampling_weight is not None:
         return _weighted_shared_bootstrap(run, resolved, settings)
-    weighting = [(k, e) for k, e in resolved if isinstance(e, WeightingEstimator)]
+    # the marginalized estimators resample their own rows (embedding weights): their sources
+    weighting = [
+        (k, e) for k, e in resolved if isinstance(e, WeightingEstimator) and not e.marginal
+    ]
     sources = {
         (p, k): run.estimates[(p, k)].source
         for p in [*run.names, *run.factored]
         for k, e in resolved
-        if not isinstance(e, WeightingEstimator) and k != "dm"
+        if (not isinstance(e, WeightingEstimator) or e.marginal) and k != "dm"
     }
     sources.update(
         {(p, k): run.estimates[(p, k)].source for p in run.factored for k, _ in weighting}
@@ -602,6 +674,7 @@ def _segment_estimates(
     settings: EvaluationSettings,
     model: Mapping[str, Any],
     run: _EagerRun,
+    embedding: Any = None,
 ) -> tuple[dict[tuple[str, str, str, str], Estimate], list[str]]:
     """(column, segment, policy, estimator) -> the estimate on that segment's rows alone.
 
@@ -730,6 +803,7 @@ def _segment_estimates(
                         settings,
                         model,
                         candidates=_candidate_rows(run, idx),
+                        embedding=embedding,
                     ).estimates
                 )
             for p in [*run.names, *run.factored]:  # loop over policies

@@ -43,11 +43,12 @@ __all__ = [
     "resolve_estimators",
     "EvaluationSettings",
     "check_bounds",
+    "check_embedding",
 ]
 
 
 #: Estimators that need a reward model q̂ (DM and the doubly robust family).
-MODEL_ESTIMATORS: Final = frozenset({"dm", "dr", "sndr", "switch_dr", "dros"})
+MODEL_ESTIMATORS: Final = frozenset({"dm", "dr", "sndr", "switch_dr", "dros", "mdr"})
 
 
 #: Interval method for the logging policy's value (a plain mean) when the evaluation's method
@@ -58,7 +59,7 @@ LOGGING_CI_FALLBACK: Final = {"bottou": "bernstein", "empirical_likelihood": "no
 
 #: Unclipped weighting estimators whose bounded intervals need an a priori weight bound, and
 #: those interval methods (clipped IPS is bounded by its own max_weight).
-WEIGHT_BOUND_ESTIMATORS: Final = frozenset({"ips", "snips"})
+WEIGHT_BOUND_ESTIMATORS: Final = frozenset({"ips", "snips", "mips", "snmips"})
 
 
 WEIGHT_BOUND_METHODS: Final = frozenset({"hoeffding", "bernstein", "empirical_likelihood"})
@@ -251,4 +252,41 @@ def check_bounds(resolved: Sequence[tuple[str, Any]], settings: EvaluationSettin
             "context and action (e.g. 1 / the smallest logging probability), or use "
             "ClippedIPS(max_weight=M), whose weights are bounded by construction. The largest "
             "observed weight is not a bound."
+        )
+
+
+def check_embedding(
+    resolved: Sequence[tuple[str, Any]], embedding: Any, *, running: bool = False
+) -> None:
+    """The marginalized estimators (``mips``, ``snmips``, ``mdr``) need an
+    :class:`ope.ActionEmbedding`, and an embedding needs one of them.
+
+    When the plan is built (``running`` False) a marginalized estimator without an embedding is
+    let through: a scan or a distributed driver refuses the estimator itself (it needs the
+    rows); the eager run checks again with ``running=True``.
+
+    Raises
+    ------
+    ope.ParameterError
+        A marginalized estimator without an embedding (``running``), an embedding none uses,
+        or an ``embedding`` that is not an ``ActionEmbedding``.
+    """
+    from ope.marginal import ActionEmbedding
+
+    marginal = [k for k, e in resolved if getattr(e, "marginal", False)]
+    if embedding is not None and not isinstance(embedding, ActionEmbedding):
+        raise ParameterError(
+            "`embedding` must be an ope.ActionEmbedding, e.g. "
+            f"ope.ActionEmbedding(clusters='genre'); got {type(embedding).__name__}."
+        )
+    if running and marginal and embedding is None:
+        raise ParameterError(
+            f"estimator(s) {', '.join(marginal)} need embedding=ope.ActionEmbedding(...): how "
+            "the actions map to embeddings (clusters=COLUMN, columns=[...] of the item table, or "
+            "a known distribution=)."
+        )
+    if embedding is not None and not marginal:
+        raise ParameterError(
+            "`embedding` is used only by the marginalized estimators mips, snmips and mdr; add "
+            "one of them to `estimators` or drop `embedding`."
         )

@@ -32,6 +32,7 @@ from ope.evaluation._settings import (
     resolve_estimators,
     EvaluationSettings,
     check_bounds,
+    check_embedding,
 )
 from ope.evaluation.result import (
     Evaluation,
@@ -100,6 +101,7 @@ class EvaluationPlan:
     weight_column: str | None = None
     seed: int | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    embedding: Any = None
 
     @classmethod
     def build(
@@ -122,6 +124,7 @@ class EvaluationPlan:
         by: str | Sequence[str] | None = None,
         ci_fallback: str | None = None,
         weight_column: str | None = None,
+        embedding: Any = None,
     ) -> EvaluationPlan:
         """The plan of :func:`evaluate` with these options (the same arguments, without the
         logs), every argument checked before any row is read.
@@ -155,6 +158,7 @@ class EvaluationPlan:
             estimators, max_weight=max_weight, tau=tau, shrinkage=shrinkage
         )
         check_bounds(resolved, settings)
+        check_embedding(resolved, embedding)
         given = {
             "policies": policies
             if policies is None or isinstance(policies, (str, list, tuple))
@@ -180,6 +184,7 @@ class EvaluationPlan:
             "by": by,
             "ci_fallback": ci_fallback,
             "weight_column": weight_column,
+            "embedding": None if embedding is None else embedding.describe(),
         }
         return cls(
             estimators=tuple(resolved),
@@ -195,6 +200,7 @@ class EvaluationPlan:
             weight_column=weight_column,
             seed=seed,
             options={k: v for k, v in given.items() if v is not None},
+            embedding=embedding,
         )
 
     @property
@@ -393,6 +399,7 @@ def evaluate(
     by: str | Sequence[str] | None = None,
     ci_fallback: str | None = None,
     weight_column: str | None = None,
+    embedding: Any = None,
 ) -> Evaluation:
     """Estimate the value of P candidate policies with several estimators and intervals.
 
@@ -405,7 +412,8 @@ def evaluate(
     policies : None, list of str, long-format policy table, or dict of name to policy object
         ``None`` evaluates every ``target__<name>`` column (see ``ope.policies``).
     estimators : sequence of str or estimator objects
-        Names among ``dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros``.
+        Names among ``dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros`` and, with an
+        ``embedding``, the marginalized ``mips, snmips, mdr``.
     ci : str, default "normal"
         Interval method for ``ci_low``/``ci_high`` (``normal, t, bootstrap, hoeffding,
         bernstein, bottou, empirical_likelihood, betting``). Bounded methods need
@@ -467,6 +475,15 @@ def evaluate(
         :mod:`ope.estimators`), a note gives the estimated population size ``sum s``, and the
         interval methods that cannot take weights (hoeffding, bernstein, bottou,
         empirical_likelihood, betting) refuse.
+    embedding : ope.ActionEmbedding, optional
+        How actions map to embeddings (clusters, categorical item features, or a known
+        ``p(e|a)``), for ``mips``, ``snmips`` and ``mdr``: their weights are the candidate's
+        probability of the row's logged embedding over the logger's, summed over each row's
+        candidates (:func:`ope.marginal.marginal_propensities`; the logs need ``candidates``,
+        ``logging_distribution`` and each candidate's whole distribution). The evaluation
+        also tests each candidate's embedding for a direct effect of the item
+        (:attr:`Evaluation.embedding_checks`, :func:`ope.marginal.embedding_sufficiency`).
+        Required by those estimators, refused without them.
 
     Returns
     -------

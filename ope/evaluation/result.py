@@ -110,6 +110,11 @@ class Evaluation(Result):
         ``(low, high)``): ``evaluate(..., ci="bootstrap")`` computes every one from one shared
         set of resamples (:func:`ope.intervals.bootstrap.shared_bootstrap`); the others are
         computed at construction by each estimate's ``ci``.
+    embedding_checks : tuple of ope.marginal.SufficiencyTest
+        With marginalized estimators (``mips``, ``snmips``, ``mdr``): per candidate, the
+        difference IPS minus MIPS on the same rows with its standard error and p-value (a
+        direct effect of the item beyond its embedding biases MIPS) and the Kish ESS of the
+        per-item and of the marginal weights (:func:`ope.marginal.embedding_sufficiency`).
     """
 
     estimates: dict[tuple[str, str], Estimate]
@@ -144,6 +149,8 @@ class Evaluation(Result):
     #: the column of the sampling (Horvitz-Thompson) weights every estimate is weighted by
     #: (None: unweighted rows, or every weight 1)
     weight_column: str | None = None
+    #: per candidate, the test of the embedding of the marginalized estimators (empty without)
+    embedding_checks: tuple[Any, ...] = ()
     #: what produced the evaluation (a field, so that dataclasses.replace keeps it)
     _provenance: Provenance | None = field(default=None, repr=False, compare=False)
     # filled by __post_init__: (policy, estimator) -> (ci_low, ci_high), and the logging value's
@@ -570,6 +577,8 @@ class Evaluation(Result):
             out["comparisons_with_logging"] = self.comparisons().to_dict(orient="records")
         out["by"] = list(self.by)
         out["segments"] = self.table(by="segment").to_dict(orient="records")
+        if self.embedding_checks:
+            out["embedding_checks"] = [c.to_dict() for c in self.embedding_checks]
         return out
 
     def _title(self) -> str:

@@ -1,0 +1,755 @@
+"""Marginal importance weights over action embeddings and clusters (MIPS, marginalized DR).
+
+With a catalog of thousands of items, per-item importance weights ``pi(a|x) / pi_0(a|x)`` are
+large wherever a candidate favours items the logger rarely showed, and IPS-family intervals
+are dominated by a few rows. When the reward depends on the item only through an *embedding*
+``e`` (a category, a cluster, a tuple of categorical features), the weight of the logged
+embedding,
+
+.. math:: w(x, e) = \\frac{\\pi(e \\mid x)}{\\pi_0(e \\mid x)}, \\qquad
+          \\pi(e \\mid x) = \\sum_{a} \\pi(a \\mid x)\\, p(e \\mid x, a),
+
+gives an unbiased estimate with far smaller weights (Saito & Joachims 2022, MIPS): many items
+share an embedding, so a candidate that moves mass between items of one cluster pays nothing.
+
+This module turns each row's candidate set into those marginal propensities:
+:class:`ActionEmbedding` says how actions map to embeddings (a cluster column, categorical
+embedding columns of the item table, or a known distribution ``p(e_d | a)`` per embedding
+dimension with the observed embedding logged per row), and :func:`marginal_propensities` gives
+``pi_0(e_i | x_i)`` and every candidate's ``pi(e_i | x_i)`` as (n,) and (n, P) arrays. The
+estimators :class:`ope.estimators.MIPS`, :class:`~ope.estimators.SNMIPS` and
+:class:`~ope.estimators.MarginalizedDR` are IPS, SNIPS and DR on those arrays, and ``ope.evaluate(...,
+estimators=("mips", ...), embedding=...)`` computes them next to the per-item estimators.
+Everything runs over the rows' candidates (a CSR structure): memory is proportional to the
+candidate sets, never to ``n`` times the catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ope._thresholds import PROBABILITY_TOLERANCE
+from ope._validation import (
+    as_float_array,
+    check_finite,
+    check_name,
+    check_names,
+    describe,
+    validated_pair,
+)
+from ope.exceptions import ParameterError, PolicyError, SchemaError, ValidationError
+from ope.logs import BanditLogs, require_logs
+from ope.policies._core import (
+    PolicyDistribution,
+    action_index,
+    candidate_sets,
+    decode,
+    examples,
+    label_codes,
+    rows_of,
+    rows_text,
+    to_float64,
+)
+
+__all__ = [
+    "ActionEmbedding",
+    "MarginalPropensities",
+    "marginal_propensities",
+    "embedding_sufficiency",
+    "SufficiencyTest",
+]
+
+
+@dataclass(frozen=True)
+class ActionEmbedding:
+    """How actions map to embeddings, for marginal importance weights.
+
+    Exactly one of the three ways:
+
+    Parameters
+    ----------
+    clusters : str, optional
+        A cluster id per action: a column of the item table (``items``, else the logs'
+        ``action_features``: one id per catalog item), or a list column of the logs aligned with
+        ``candidates`` (a cluster per candidate of each row: clusters that vary by row).
+    columns : sequence of str, optional
+        Categorical embedding columns of the item table, deterministic per action; the joint
+        value (the tuple) is the embedding, so two items share it only if they agree on every
+        column.
+    distribution : mapping of str to table, optional
+        Stochastic embeddings with a known ``p(e_d | a)``: for each embedding column ``d`` of
+        the logs (the embedding observed on each row), a table (pyarrow Table or pandas
+        DataFrame) with columns ``action``, ``value``, ``probability``, holding the entries with
+        positive probability (each action's probabilities sum to 1). Dimensions are independent
+        given the action: :math:`p(e \\mid a) = \\prod_d p(e_d \\mid a)`, so that
+        :math:`\\pi(e \\mid x) = \\sum_a \\pi(a \\mid x) \\prod_d p(e_d \\mid a)` (the joint form;
+        obp's MIPS multiplies per-dimension mixtures instead, which agrees with it only for one
+        dimension).
+    items : pyarrow Table or pandas DataFrame, optional
+        The item table of ``clusters``/``columns`` (an ``action`` column and the embedding
+        columns); default the logs' ``action_features``.
+
+    Raises
+    ------
+    ope.ParameterError
+        None or more than one of ``clusters``, ``columns``, ``distribution``; an empty
+        ``columns``; a name that is not a string.
+
+    Examples
+    --------
+    >>> from ope.marginal import ActionEmbedding
+    >>> ActionEmbedding(clusters="genre").kind
+    'clusters'
+    >>> ActionEmbedding(columns=("genre", "brand")).describe()
+    'the joint embedding of genre, brand (per item)'
+    """
+
+    clusters: str | None = None
+    columns: tuple[str, ...] = ()
+    distribution: Mapping[str, Any] | None = field(default=None, compare=False)
+    items: Any = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.columns, str):
+            object.__setattr__(self, "columns", (self.columns,))
+        elif self.columns:
+            object.__setattr__(self, "columns", tuple(check_names(self.columns, "columns")))
+        else:
+            object.__setattr__(self, "columns", ())
+        if self.clusters is not None and not isinstance(self.clusters, str):
+            raise ParameterError(
+                f"`clusters` must be a column name (str); got {describe(self.clusters)}."
+            )
+        if self.distribution is not None and not isinstance(self.distribution, Mapping):
+            raise ParameterError(
+                "`distribution` must map each embedding column to its table of p(e|a); got "
+                f"{describe(self.distribution)}."
+            )
+        given = [
+            name
+            for name, value in (
+                ("clusters", self.clusters),
+                ("columns", self.columns),
+                ("distribution", self.distribution),
+            )
+            if value
+        ]
+        if len(given) != 1:
+            raise ParameterError(
+                "an ActionEmbedding takes exactly one of clusters= (a cluster column), "
+                "columns= (categorical embedding columns of the item table) or distribution= "
+                f"(a known p(e|a) per embedding column); got {', '.join(given) or 'none'}."
+            )
+        argument = self.kind
+        names = list(self.names)
+        for name in names:
+            check_name(name, argument, what="a column name")
+        if len(set(names)) != len(names):
+            raise ParameterError(f"embedding columns are listed twice: {names}.")
+
+    @property
+    def kind(self) -> str:
+        """``"clusters"``, ``"columns"`` or ``"distribution"``."""
+        if self.clusters:
+            return "clusters"
+        return "columns" if self.columns else "distribution"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The columns this embedding reads."""
+        if self.clusters:
+            return (self.clusters,)
+        return self.columns if self.columns else tuple(self.distribution or {})
+
+    def describe(self) -> str:
+        """The embedding in words, for notes and reports."""
+        if self.kind == "clusters":
+            return f"the clusters of column {self.clusters}"
+        if self.kind == "columns":
+            return f"the joint embedding of {', '.join(self.columns)} (per item)"
+        return f"the observed embedding {', '.join(self.names)} with a known p(e|a)"
+
+
+@dataclass(frozen=True, eq=False)
+class MarginalPropensities:
+    """Marginal propensities of the logged embedding, per row.
+
+    Attributes
+    ----------
+    names : list of str
+        The candidate policies, in column order.
+    logging : numpy.ndarray of shape (n,)
+        :math:`\\pi_0(e_i \\mid x_i)`, at least the logged propensity for deterministic
+        embeddings (the logged item is one of the items of its embedding).
+    values : numpy.ndarray of shape (n, P)
+        :math:`\\pi_p(e_i \\mid x_i)` of each candidate.
+    embedding : ActionEmbedding
+        How the actions were mapped.
+    n_embeddings : int
+        Distinct embeddings among the catalog's items (deterministic kinds), or among the
+        observed embeddings (``distribution``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> m = MarginalPropensities(["b"], np.array([0.5]), np.array([[1.0]]),
+    ...                          ActionEmbedding(clusters="c"), 2)
+    >>> (m.values[:, 0] / m.logging).tolist()
+    [2.0]
+    """
+
+    names: list[str]
+    logging: npt.NDArray[np.float64]
+    values: npt.NDArray[np.float64]
+    embedding: ActionEmbedding
+    n_embeddings: int
+
+    def weights(self) -> npt.NDArray[np.float64]:
+        """The marginal importance weights, shape (n, P)."""
+        return self.values / self.logging[:, None]
+
+
+def _as_table(table: Any, what: str) -> pa.Table:
+    """A pyarrow Table from a Table or a pandas DataFrame."""
+    if isinstance(table, pa.Table):
+        return table
+    if type(table).__name__ == "DataFrame" and hasattr(table, "columns"):
+        return pa.Table.from_pandas(table, preserve_index=False)
+    raise ParameterError(
+        f"{what} must be a pyarrow Table or a pandas DataFrame; got {type(table).__name__}."
+    )
+
+
+def _category_codes(column: pa.ChunkedArray | pa.Array, what: str) -> npt.NDArray[np.int64]:
+    """Integer codes 0 .. G-1 of a categorical column (nulls and non-finite floats are errors)."""
+    column = decode(column)
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if column.null_count:
+        bad = np.asarray(pc.is_null(column).to_numpy(zero_copy_only=False), dtype=bool)
+        raise SchemaError(f"{what} is missing (null) in {rows_text(bad)}; give every one a value.")
+    values = column.to_numpy(zero_copy_only=False)
+    if pa.types.is_floating(column.type) and not np.all(np.isfinite(values)):
+        raise SchemaError(f"{what} must be finite categories; it holds NaN or infinities.")
+    return np.unique(values, return_inverse=True)[1].reshape(-1).astype(np.int64)
+
+
+def _arrow_pieces(column: pa.ChunkedArray | pa.Array) -> list[pa.Array]:
+    return list(column.chunks) if isinstance(column, pa.ChunkedArray) else [column]
+
+
+def _joint_codes(parts: Sequence[npt.NDArray[np.int64]]) -> tuple[npt.NDArray[np.int64], int]:
+    """Codes of the tuples of several code arrays (0 .. G-1) and G."""
+    if len(parts) == 1:
+        codes = parts[0]
+        uniq, inverse = np.unique(codes, return_inverse=True)
+        return inverse.astype(np.int64), int(uniq.size)
+    stacked = np.stack(parts, axis=1)
+    uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    return inverse.reshape(-1).astype(np.int64), int(uniq.shape[0])
+
+
+@dataclass(frozen=True, eq=False)
+class _ItemCodes:
+    """The embedding code of each item of the item table, and the table's action labels."""
+
+    actions: pa.Array
+    codes: npt.NDArray[np.int64]
+    n_codes: int
+
+    def of(self, labels: pa.Array, what: str) -> npt.NDArray[np.int64]:
+        """The code of each label (an error naming the labels missing from the table)."""
+        pos = label_codes(labels, self.actions).astype(np.int64)
+        missing = pos < 0
+        if missing.any():
+            shown = labels.filter(pa.array(missing)).to_pylist()
+            raise PolicyError(
+                f"{what}: {int(missing.sum()):,} actions have no row in the item table "
+                f"(e.g. {examples(shown)}); give every action that is logged or offered an "
+                "embedding (a row of the item table)."
+            )
+        return self.codes[pos]
+
+
+def _item_codes(logs: BanditLogs, embedding: ActionEmbedding) -> _ItemCodes:
+    """The embedding code of each item, from the item table (deterministic kinds)."""
+    source = embedding.items if embedding.items is not None else logs.action_features
+    if source is None:
+        raise PolicyError(
+            f"{embedding.describe()} needs an item table: an `action` column with "
+            f"{', '.join(embedding.names)}. Give it with ActionEmbedding(..., items=table) or "
+            "logs.with_action_features(table) (the command line: --action-features FILE)."
+        )
+    items = _as_table(source, "the item table")
+    if "action" not in items.column_names:
+        raise SchemaError("the item table has no `action` column (one row per action).")
+    lacking = [c for c in embedding.names if c not in items.column_names]
+    if lacking:
+        raise SchemaError(
+            f"the item table lacks the embedding columns {lacking}; it has "
+            f"{', '.join(items.column_names)}."
+        )
+    actions = decode(items.column("action"))
+    actions = actions.combine_chunks() if isinstance(actions, pa.ChunkedArray) else actions
+    if actions.null_count:
+        raise SchemaError("the item table's `action` column has nulls.")
+    if len(pc.unique(actions)) != len(actions):
+        counts = pc.value_counts(actions)
+        dup = [v["values"] for v in counts.to_pylist() if v["counts"] > 1]
+        raise SchemaError(
+            f"the item table lists actions more than once (e.g. {examples(dup)}); give one row "
+            "per action."
+        )
+    parts = [
+        _category_codes(items.column(c), f"the item table's column {c!r}") for c in embedding.names
+    ]
+    codes, g = _joint_codes(parts)
+    return _ItemCodes(actions=actions, codes=codes, n_codes=g)
+
+
+def _entry_rows(dist: PolicyDistribution) -> tuple[npt.NDArray[np.int64], Any]:
+    m = dist.matrix
+    return rows_of(np.asarray(m.indptr, dtype=np.int64)), m
+
+
+def _labels(values: npt.NDArray[Any], like: pa.DataType) -> pa.Array:
+    return pa.array(values, type=like)
+
+
+def _marginal_deterministic(
+    dist: PolicyDistribution,
+    item_code_of_labels: Any,
+    logged_code: npt.NDArray[np.int64],
+) -> npt.NDArray[np.float64]:
+    """sum of the distribution's mass on the items whose code is the logged item's, per row."""
+    rows, m = _entry_rows(dist)
+    code_of_column = item_code_of_labels(dist.actions)
+    same = code_of_column[np.asarray(m.indices, dtype=np.int64)] == logged_code[rows]
+    n = logged_code.size
+    return np.bincount(rows[same], weights=np.asarray(m.data)[same], minlength=n)
+
+
+def marginal_propensities(
+    logs: BanditLogs,
+    embedding: ActionEmbedding,
+    policies: Any = None,
+    *,
+    distributions: Mapping[str, PolicyDistribution] | None = None,
+) -> MarginalPropensities:
+    """The logger's and every candidate's probability of each row's logged embedding.
+
+    Parameters
+    ----------
+    logs : BanditLogs
+        Validated logs with ``candidates`` and ``logging_distribution`` (the logger's whole
+        distribution over each row's candidates: ``pi_0(e | x)`` sums over it).
+    embedding : ActionEmbedding
+        How actions map to embeddings.
+    policies : optional
+        The candidates, as :func:`ope.policies.target_propensities` takes them (default: the
+        logs' ``target__<name>`` columns, each with its ``target_dist__<name>``).
+    distributions : mapping of str to PolicyDistribution, optional
+        The candidates' distributions already resolved (``policies`` is then not read).
+
+    Returns
+    -------
+    MarginalPropensities
+
+    Raises
+    ------
+    ope.PolicyError
+        The logs lack the logging distribution or a candidate's whole distribution; an action
+        logged or offered has no embedding; a logged embedding has probability 0 under the
+        logger (impossible under the stated embedding).
+    ope.SchemaError
+        A malformed item table or embedding column.
+
+    Notes
+    -----
+    With deterministic embeddings (clusters, or the joint value of categorical columns)
+    :math:`\\pi(e \\mid x_i) = \\sum_{a \\in C_i: e(a) = e} \\pi(a \\mid x_i)`; with a known
+    stochastic :math:`p(e \\mid a) = \\prod_d p(e_d \\mid a)` the sum is weighted by it. Each is a
+    sum over the stored entries of the row's distribution (CSR), vectorized: no loop over rows.
+
+    References
+    ----------
+    .. [1] Y. Saito and T. Joachims, "Off-policy evaluation for large action spaces via
+       embeddings", ICML 2022, arXiv:2202.06317.
+
+    Examples
+    --------
+    >>> import pyarrow as pa, ope
+    >>> from ope.marginal import ActionEmbedding, marginal_propensities
+    >>> t = pa.table({"action": [1, 3], "propensity": [0.25, 0.5], "reward": [1.0, 0.0],
+    ...     "candidates": [[1, 2, 3], [1, 3]], "logging_distribution": [[0.25, 0.25, 0.5], [0.5, 0.5]],
+    ...     "target__new": [0.0, 1.0], "target_dist__new": [[0.0, 1.0, 0.0], [0.0, 1.0]]})
+    >>> items = pa.table({"action": [1, 2, 3], "genre": ["a", "a", "b"]})
+    >>> m = marginal_propensities(ope.read_logs(t), ActionEmbedding(clusters="genre", items=items))
+    >>> m.logging.tolist(), m.values[:, 0].tolist()
+    ([0.5, 0.5], [1.0, 1.0])
+    """
+    from ope.policies import logging_distribution, target_propensities
+
+    logs = require_logs(logs, "marginal_propensities")
+    if not isinstance(embedding, ActionEmbedding):
+        raise ParameterError(
+            "`embedding` must be an ope.ActionEmbedding (e.g. ActionEmbedding(clusters='genre')); "
+            f"got {type(embedding).__name__}."
+        )
+    have = logs.table.column_names
+    lacking = [c for c in ("candidates", "logging_distribution") if c not in have]
+    if lacking:
+        raise PolicyError(
+            f"marginal weights need the logger's whole distribution over each row's candidates: "
+            f"the logs lack {', '.join(lacking)}. Log `candidates` (list of actions) and "
+            "`logging_distribution` (list<float64> aligned with candidates)."
+        )
+    logging = logging_distribution(logs)
+    if distributions is None:
+        tp = target_propensities(logs, policies, with_distributions=True)
+        assert tp.distributions is not None
+        names, dists = list(tp.names), [tp.distributions[p] for p in tp.names]
+    else:
+        if not isinstance(distributions, Mapping) or not all(
+            isinstance(d, PolicyDistribution) and d.matrix.shape[0] == logs.n
+            for d in distributions.values()
+        ):
+            raise ParameterError(
+                "`distributions` must map each candidate's name to its PolicyDistribution over "
+                f"these {logs.n:,} rows; got {describe(distributions)}."
+            )
+        names, dists = [str(k) for k in distributions], list(distributions.values())
+    action = decode(logs.table.column("action"))
+    action_type = action.type
+    n = logs.n
+    if embedding.kind == "distribution":
+        fn = _StochasticLookup(logs, embedding)
+        p0 = fn.marginal(logging)
+        values = np.column_stack([fn.marginal(d) for d in dists]) if dists else np.empty((n, 0))
+        n_embeddings = fn.n_observed
+    elif embedding.kind == "clusters" and embedding.clusters in have:
+        per_row = _PerRowClusters(logs, embedding.clusters)
+        p0 = per_row.marginal(logging)
+        values = (
+            np.column_stack([per_row.marginal(d) for d in dists]) if dists else np.empty((n, 0))
+        )
+        n_embeddings = per_row.n_clusters
+    else:
+        items = _item_codes(logs, embedding)
+        flat_action = action.combine_chunks() if isinstance(action, pa.ChunkedArray) else action
+        logged = items.of(flat_action, "the logged actions")
+
+        def code_of(labels: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+            return items.of(_labels(labels, action_type), "the candidates' actions")
+
+        p0 = _marginal_deterministic(logging, code_of, logged)
+        values = (
+            np.column_stack([_marginal_deterministic(d, code_of, logged) for d in dists])
+            if dists
+            else np.empty((n, 0))
+        )
+        n_embeddings = items.n_codes
+    _check_logged(p0, logs, embedding)
+    return MarginalPropensities(
+        names=names,
+        logging=p0,
+        values=np.minimum(values, 1.0),
+        embedding=embedding,
+        n_embeddings=n_embeddings,
+    )
+
+
+def _check_logged(
+    p0: npt.NDArray[np.float64], logs: BanditLogs, embedding: ActionEmbedding
+) -> None:
+    """Every logged embedding has positive probability under the logger (and at least the
+    logged item's own for deterministic embeddings)."""
+    zero = ~(p0 > 0.0)
+    if zero.any():
+        raise PolicyError(
+            f"the logged embedding has probability 0 under the logger in {rows_text(zero)} "
+            f"({embedding.describe()}): the logged item's own probability should count toward it. "
+            "Check that the embedding of each logged action matches the one the logger used, "
+            "and that p(e|a) gives the observed embedding positive probability."
+        )
+    if embedding.kind != "distribution":
+        propensity = np.asarray(logs.column("propensity"), dtype=np.float64)
+        low = p0 < propensity * (1.0 - PROBABILITY_TOLERANCE) - PROBABILITY_TOLERANCE
+        if low.any():
+            raise PolicyError(
+                f"the logger's probability of the logged embedding is below the logged "
+                f"propensity in {rows_text(low)}: the logged item is one of its embedding's "
+                "items, so the logging distribution and `propensity` disagree."
+            )
+
+
+class _PerRowClusters:
+    """Clusters given per row: a list column aligned with ``candidates``."""
+
+    def __init__(self, logs: BanditLogs, column: str) -> None:
+        col = logs.table.column(column)
+        t = col.type
+        if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t)):
+            raise SchemaError(
+                f"the cluster column {column!r} of the logs must be a list aligned with "
+                f"`candidates` (one cluster per candidate), got {t}; a cluster per item belongs "
+                "in the item table (action_features)."
+            )
+        index = action_index(logs)
+        cand = candidate_sets(index, what=f"the cluster column {column!r}")
+        lengths = np.asarray(pc.fill_null(pc.list_value_length(col), -1).to_numpy(), dtype=np.int64)
+        bad = lengths != cand.lengths
+        if bad.any():
+            raise PolicyError(
+                f"the cluster column {column!r} must have one entry per candidate (aligned with "
+                f"`candidates`); its length differs or it is null in {rows_text(bad)}."
+            )
+        flat = pc.list_flatten(col)
+        codes = _category_codes(flat, f"the cluster column {column!r}")
+        self.n_clusters = int(codes.max()) + 1 if codes.size else 0
+        self.n = logs.n
+        self.catalog = index.catalog
+        k = index.n_actions
+        rows = rows_of(cand.indptr)
+        keys = rows * k + cand.codes.astype(np.int64)
+        order = np.argsort(keys, kind="stable")
+        self.keys = keys[order]
+        self.codes = codes[order]
+        self.k = k
+        logged_keys = np.arange(self.n, dtype=np.int64) * k + index.logged.astype(np.int64)
+        pos = np.searchsorted(self.keys, logged_keys)
+        pos_c = np.minimum(pos, self.keys.size - 1)
+        found = (self.keys.size > 0) & (self.keys[pos_c] == logged_keys)
+        if not np.all(found):
+            raise PolicyError(
+                f"the logged action is not among the candidates in {rows_text(~found)}, so "
+                f"{column!r} gives it no cluster."
+            )
+        self.logged = self.codes[pos_c]
+
+    def marginal(self, dist: PolicyDistribution) -> npt.NDArray[np.float64]:
+        rows, m = _entry_rows(dist)
+        col_codes = label_codes(pa.array(dist.actions, type=self.catalog.type), self.catalog)
+        keys = rows * self.k + col_codes.astype(np.int64)[np.asarray(m.indices, dtype=np.int64)]
+        pos = np.searchsorted(self.keys, keys)
+        pos_c = np.minimum(pos, max(self.keys.size - 1, 0))
+        found = (self.keys.size > 0) & (self.keys[pos_c] == keys)
+        data = np.asarray(m.data)
+        outside = ~found & (data > 0)
+        if outside.any():
+            raise PolicyError(
+                f"a distribution puts mass on actions outside the row's candidates in "
+                f"{rows_text(np.bincount(rows[outside], minlength=self.n) > 0)}; a cluster "
+                "column aligned with `candidates` gives them no cluster."
+            )
+        same = found & (self.codes[pos_c] == self.logged[rows])
+        return np.bincount(rows[same], weights=data[same], minlength=self.n)
+
+
+class _StochasticLookup:
+    """A known p(e_d | a) per embedding column, with the embedding observed on each row."""
+
+    def __init__(self, logs: BanditLogs, embedding: ActionEmbedding) -> None:
+        assert embedding.distribution is not None
+        self.n = logs.n
+        self.catalog = action_index(logs).catalog
+        self.dims: list[
+            tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.int64], int]
+        ] = []
+        observed_parts = []
+        for column, table in embedding.distribution.items():
+            if column not in logs.table.column_names:
+                raise SchemaError(
+                    f"the logs have no column {column!r}: with distribution= each embedding "
+                    "column holds the embedding observed on each row."
+                )
+            table = _as_table(table, f"the distribution of {column!r}")
+            lacking = [c for c in ("action", "value", "probability") if c not in table.column_names]
+            if lacking:
+                raise SchemaError(
+                    f"the distribution of {column!r} lacks the columns {lacking} "
+                    "(action, value, probability)."
+                )
+            observed = decode(logs.table.column(column))
+            values = decode(table.column("value"))
+            if observed.null_count:
+                bad = np.asarray(pc.is_null(observed).to_numpy(zero_copy_only=False), dtype=bool)
+                raise SchemaError(f"the embedding column {column!r} is null in {rows_text(bad)}.")
+            if values.type != observed.type:
+                raise SchemaError(
+                    f"the distribution of {column!r} has values of type {values.type}, the "
+                    f"column has {observed.type}; give them the same type."
+                )
+            both = pa.chunked_array(
+                [*_arrow_pieces(observed), *_arrow_pieces(values)], type=observed.type
+            )
+            codes = _category_codes(both, f"the embedding {column!r}")
+            n_values = int(codes.max()) + 1 if codes.size else 0
+            row_code, table_value = codes[: self.n], codes[self.n :]
+            prob = to_float64(table.column("probability"))
+            if not np.all(np.isfinite(prob)) or np.any(prob < 0) or np.any(prob > 1):
+                raise SchemaError(
+                    f"the distribution of {column!r} has probabilities outside [0, 1]."
+                )
+            t_actions = decode(table.column("action"))
+            a_code = label_codes(t_actions, self.catalog).astype(np.int64)
+            # actions not in the logs' catalog are never offered: their rows are not needed
+            keep = a_code >= 0
+            sums = np.bincount(a_code[keep], weights=prob[keep], minlength=len(self.catalog))
+            present = np.bincount(a_code[keep], minlength=len(self.catalog)) > 0
+            off = present & (np.abs(sums - 1.0) > 1e-6)
+            if off.any():
+                shown = self.catalog.filter(pa.array(off)).to_pylist()
+                raise SchemaError(
+                    f"the distribution of {column!r} does not sum to 1 over the values of "
+                    f"actions {examples(shown)}."
+                )
+            keys = a_code[keep] * max(n_values, 1) + table_value[keep]
+            order = np.argsort(keys, kind="stable")
+            keys, p_sorted = keys[order], prob[keep][order]
+            if keys.size > 1 and np.any(np.diff(keys) == 0):
+                raise SchemaError(
+                    f"the distribution of {column!r} lists an (action, value) pair twice."
+                )
+            self.dims.append((keys, p_sorted, row_code, max(n_values, 1)))
+            observed_parts.append(row_code)
+        self.present = present
+        self.n_observed = _joint_codes(observed_parts)[1] if self.n else 0
+
+    def marginal(self, dist: PolicyDistribution) -> npt.NDArray[np.float64]:
+        rows, m = _entry_rows(dist)
+        col_codes = label_codes(pa.array(dist.actions, type=self.catalog.type), self.catalog)
+        a = col_codes.astype(np.int64)[np.asarray(m.indices, dtype=np.int64)]
+        factor = np.asarray(m.data, dtype=np.float64).copy()
+        for keys, prob, row_code, n_values in self.dims:
+            key = a * n_values + row_code[rows]
+            pos = np.searchsorted(keys, key)
+            pos_c = np.minimum(pos, max(keys.size - 1, 0))
+            found = (keys.size > 0) & (keys[pos_c] == key) & (a >= 0)
+            factor *= np.where(found, prob[pos_c] if keys.size else 0.0, 0.0)
+        unknown = (col_codes < 0)[np.asarray(m.indices, dtype=np.int64)] | ~self.present[
+            np.maximum(a, 0)
+        ]
+        if np.any(unknown & (np.asarray(m.data) > 0)):
+            raise PolicyError(
+                "a distribution puts mass on actions with no p(e|a) in the embedding "
+                "distribution; give every offered action its distribution."
+            )
+        return np.bincount(rows, weights=factor, minlength=self.n)
+
+
+@dataclass(frozen=True)
+class SufficiencyTest:
+    """Whether per-item and marginal weights estimate the same value (a test of the embedding).
+
+    Attributes
+    ----------
+    policy : str
+    difference : float
+        IPS minus MIPS, :math:`\\frac1n\\sum_i (w_i - w^e_i) r_i`.
+    std_error : float
+        Standard error of the difference (from the per-row differences: both on the same rows).
+    z : float
+        ``difference / std_error``.
+    p_value : float
+        Two-sided normal p-value.
+    ess_items, ess_embedding : float
+        Kish effective sample sizes of the per-item and of the marginal weights.
+    """
+
+    policy: str
+    difference: float
+    std_error: float
+    z: float
+    p_value: float
+    ess_items: float
+    ess_embedding: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields as a dict (JSON-ready floats)."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+
+def embedding_sufficiency(
+    reward: npt.ArrayLike,
+    logging_propensity: npt.ArrayLike,
+    target_propensity: npt.ArrayLike,
+    marginal: MarginalPropensities,
+) -> list[SufficiencyTest]:
+    """Evidence of a direct effect of the action beyond its embedding, per candidate.
+
+    Under overlap, IPS with per-item weights is unbiased for the candidate's value whatever the
+    embedding; MIPS is unbiased only when the reward depends on the action through its
+    embedding alone (no direct effect) [1]_. So the per-row differences
+    :math:`d_i = (w_i - w^e_i) r_i` have mean 0 when the embedding is sufficient, and a
+    difference many standard errors from 0 is evidence of a direct effect (a biased MIPS). The
+    test has little power when the per-item weights are heavy (then IPS is noisy too): a large
+    p-value is no proof of sufficiency, and the note says so.
+
+    Parameters
+    ----------
+    reward, logging_propensity : array_like of shape (n,)
+        Rewards and logged per-item propensities.
+    target_propensity : array_like of shape (n, P) or (n,)
+        Each candidate's per-item probability of the logged action, in ``marginal.names``'s
+        order.
+    marginal : MarginalPropensities
+        The same rows' marginal propensities.
+
+    Returns
+    -------
+    list of SufficiencyTest
+
+    References
+    ----------
+    .. [1] Y. Saito and T. Joachims, "Off-policy evaluation for large action spaces via
+       embeddings", ICML 2022, arXiv:2202.06317 (Assumption 3.2 and Theorem 3.5).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.marginal import ActionEmbedding, MarginalPropensities, embedding_sufficiency
+    >>> m = MarginalPropensities(["b"], np.full(4, 0.5), np.full((4, 1), 0.5),
+    ...                          ActionEmbedding(clusters="c"), 2)
+    >>> t = embedding_sufficiency([1.0, 0.0, 1.0, 0.0], np.full(4, 0.25), np.full((4, 1), 0.25), m)
+    >>> t[0].difference, t[0].ess_items
+    (0.0, 4.0)
+    """
+    from scipy.special import ndtr
+
+    if not isinstance(marginal, MarginalPropensities):
+        raise ParameterError(
+            "`marginal` must be the MarginalPropensities of the same rows "
+            f"(ope.marginal_propensities); got {type(marginal).__name__}."
+        )
+    p, t = validated_pair(logging_propensity, target_propensity)
+    r = as_float_array(reward, "reward", ndim=(1,))
+    check_finite(r, "reward")
+    t = t.reshape(p.size, -1)
+    n = r.size
+    if p.size != n or marginal.logging.size != n or t.shape[1] != len(marginal.names):
+        raise ValidationError(
+            f"`reward` ({n} rows), `logging_propensity` ({p.size}), `target_propensity` "
+            f"({t.shape[0]} rows x {t.shape[1]}) and `marginal` ({marginal.logging.size} rows x "
+            f"{len(marginal.names)}) must describe the same rows and candidates."
+        )
+    out = []
+    for j, name in enumerate(marginal.names):  # a loop over candidates
+        w = t[:, j] / p
+        we = marginal.values[:, j] / marginal.logging
+        d = (w - we) * r
+        diff = float(d.mean())
+        se = float(d.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+        z = diff / se if se > 0 else (0.0 if diff == 0 else float("inf"))
+        pv = float(2.0 * ndtr(-abs(z))) if np.isfinite(z) else 0.0
+        ess_i = float(w.sum() ** 2 / (w * w).sum()) if (w * w).sum() > 0 else 0.0
+        ess_e = float(we.sum() ** 2 / (we * we).sum()) if (we * we).sum() > 0 else 0.0
+        out.append(SufficiencyTest(name, diff, se, float(z), pv, ess_i, ess_e))
+    return out
