@@ -241,16 +241,6 @@ class CatalogBandit(ContextTables):
             self.n_clusters,
             self.n_candidate_clusters,
         )
-        need = -(-L // K)  # items taken from each chosen cluster (one fewer for some)
-        sizes = np.maximum(0, -(-(N - np.arange(C)) // C))  # items per cluster, size N // C + 0/1
-        eligible = np.flatnonzero(sizes >= need)
-        if eligible.size < K:
-            raise ParameterError(
-                f"`n_candidate_clusters`={K} clusters of up to {need} candidates each need {K} "
-                f"clusters of at least {need} items; a catalog of `n_items`={N} spread over "
-                f"{C:,} clusters (`n_categories` ** `n_embedding_dims`) has {eligible.size}. "
-                "Pass a larger `n_candidate_clusters` or `n_items`, or fewer `n_categories`."
-            )
         check_model_size([("n_items", N), ("n_features", d)], what="the item factors")
         check_model_size([("n_items", N), ("n_embedding_dims", D)], what="the item embeddings")
         check_model_size(
@@ -261,6 +251,16 @@ class CatalogBandit(ContextTables):
             [("n_requests", M), ("n_embedding_dims", D), ("n_categories", V)],
             what="the embedding effects",
         )
+        need = -(-L // K)  # items taken from each chosen cluster (one fewer for some)
+        sizes = np.maximum(0, -(-(N - np.arange(C)) // C))  # items per cluster, size N // C + 0/1
+        eligible = np.flatnonzero(sizes >= need)
+        if eligible.size < K:
+            raise ParameterError(
+                f"`n_candidate_clusters`={K} clusters of up to {need} candidates each need {K} "
+                f"clusters of at least {need} items; a catalog of `n_items`={N} spread over "
+                f"{C:,} clusters (`n_categories` ** `n_embedding_dims`) has {eligible.size}. "
+                "Pass a larger `n_candidate_clusters` or `n_items`, or fewer `n_categories`."
+            )
         s_max = int(sizes[0])
         check_array_size(
             [("n_requests", M), ("n_candidate_clusters", K)],
