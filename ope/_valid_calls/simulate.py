@@ -25,6 +25,18 @@ _SMALL: Final[dict[str, dict[str, Any]]] = {
     "ope.simulate.Recommendation": dict(
         n_items=20, n_candidates=3, n_requests=8, n_features=2, segments=("a", "b"), seed=0
     ),
+    "ope.simulate.CatalogBandit": dict(
+        n_items=20,
+        n_candidates=4,
+        n_requests=8,
+        n_features=2,
+        n_embedding_dims=2,
+        n_categories=2,
+        n_candidate_clusters=2,
+        direct_effect=0.5,
+        stochastic_embeddings=True,
+        seed=0,
+    ),
     "ope.simulate.SlateEnvironment": dict(n_items=4, slate_size=2, n_contexts=2, seed=0),
     "ope.simulate.TabularMDP": dict(n_states=3, n_actions=2, horizon=2, seed=0),
     "ope.simulate.PairedReplaySimulator": dict(n_tasks=4, n_items=5, n_replicates=1, seed=0),
@@ -47,7 +59,7 @@ def _ids(*values: int) -> np.ndarray:
 
 _CB, _REC = "ope.simulate.ContextualBandit", "ope.simulate.Recommendation"
 _SLATE, _MDP = "ope.simulate.SlateEnvironment", "ope.simulate.TabularMDP"
-_PAIRED = "ope.simulate.PairedReplaySimulator"
+_PAIRED, _CAT = "ope.simulate.PairedReplaySimulator", "ope.simulate.CatalogBandit"
 
 #: Registered name -> a factory of its minimal valid call (see :class:`ope._entrypoints.Call`).
 #: The simulators' ``reward`` (the reward distribution, a choice) is left at its default: the
@@ -81,6 +93,23 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         logging_top_k=None,
         restricted_segments=None,
         policies={"mine": np.full((8, 3), 1 / 3)},
+        seed=0,
+    ),
+    "ope.simulate.CatalogBandit": lambda tmp: call(
+        "ope.simulate.CatalogBandit",
+        n_items=20,
+        n_candidates=4,
+        n_requests=8,
+        n_features=2,
+        n_embedding_dims=2,
+        n_categories=2,
+        n_candidate_clusters=2,
+        direct_effect=0.5,
+        stochastic_embeddings=True,
+        embedding_noise=0.2,
+        logging_temperature=1.0,
+        logging_epsilon=0.05,
+        policies={"mine": np.full((8, 4), 1 / 4)},
         seed=0,
     ),
     "ope.simulate.SlateEnvironment": lambda tmp: call(
@@ -120,7 +149,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     ),
     **{
         f"{cls}.{method}": _method(cls, method, **kwargs)
-        for cls in (_CB, _REC)
+        for cls in (_CB, _REC, _CAT)
         for method, kwargs in (
             ("policy_expected_reward", dict(policy="uniform", context_ids=_ids(0, 1, 2))),
             ("policy_table", dict(name="uniform")),
@@ -140,6 +169,11 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     f"{_REC}.expected_reward": _method(
         _REC, "expected_reward", context_ids=_ids(0, 1, 2), items=_ids(2, 1, 0)
     ),
+    f"{_CAT}.expected_reward": _method(
+        _CAT, "expected_reward", context_ids=_ids(0, 1, 2), items=_ids(19, 1, 0)
+    ),
+    f"{_CAT}.action_features": _method(_CAT, "action_features"),
+    f"{_CAT}.embedding_distribution": _method(_CAT, "embedding_distribution"),
     f"{_SLATE}.click_probability": _method(
         _SLATE, "click_probability", context=_ids(0, 1), item=np.array([[0, 1], [3, 2]])
     ),

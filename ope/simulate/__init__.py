@@ -13,7 +13,8 @@ interface:
   for tests of reward models and doubly robust estimators.
 
 Environments: :class:`ContextualBandit`, :class:`Recommendation` (long-tail catalog with
-candidate sets), :class:`TabularMDP` (trajectories that terminate or are truncated),
+candidate sets), :class:`CatalogBandit` (large catalog with categorical item embeddings, for
+marginalized estimators), :class:`TabularMDP` (trajectories that terminate or are truncated),
 :class:`PairedReplaySimulator` (paired counterfactual replays). :func:`load_sample` reads the
 bundled sample (package data ``ope/data/sample_recommendation.parquet``) with its exact truth.
 
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from ope.simulate._sample import BundledSample, load_sample
 from ope.simulate.bandit import ContextualBandit
+from ope.simulate.catalog import CatalogBandit
 from ope.simulate.mdp import TabularMDP
 from ope.simulate.paired import PairedReplaySimulator
 from ope.simulate.recommendation import Recommendation
@@ -35,6 +37,7 @@ from ope.simulate.slate import SlateEnvironment
 
 __all__ = [
     "BundledSample",
+    "CatalogBandit",
     "ContextualBandit",
     "PairedReplaySimulator",
     "Recommendation",
