@@ -1,0 +1,277 @@
+"""Marginal propensities over action embeddings (ope.marginal) and the marginalized estimators
+(MIPS, SNMIPS, MarginalizedDR) in ope.evaluate."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+import ope
+from ope.exceptions import ParameterError, PolicyError, SchemaError, ValidationError
+from ope.marginal import ActionEmbedding, embedding_sufficiency, marginal_propensities
+
+
+def _dense_logs(n=400, k=6, seed=0, clusters=(0, 0, 1, 1, 2, 2)):
+    """Every row's candidates are all k actions (shuffled per row); random logger and target."""
+    rng = np.random.default_rng(seed)
+    pi0 = rng.dirichlet(np.ones(k), n)
+    pi1 = rng.dirichlet(np.ones(k) * 0.5, n)
+    a = (pi0.cumsum(1) > rng.random(n)[:, None]).argmax(1)
+    order = np.argsort(rng.random((n, k)), axis=1)  # candidate lists in a per-row order
+    cand = order
+    table = pa.table(
+        {
+            "action": a,
+            "propensity": pi0[np.arange(n), a],
+            "reward": rng.binomial(1, 0.3 + 0.1 * np.asarray(clusters)[a]).astype(float),
+            "x0": rng.normal(size=n),
+            "candidates": list(cand),
+            "logging_distribution": list(np.take_along_axis(pi0, cand, 1)),
+            "target__new": pi1[np.arange(n), a],
+            "target_dist__new": list(np.take_along_axis(pi1, cand, 1)),
+        }
+    )
+    items = pa.table({"action": np.arange(k), "cluster": np.asarray(clusters)})
+    return ope.read_logs(table), items, pi0, pi1, a
+
+
+def _marginal_by_hand(pi, a, clusters):
+    c = np.asarray(clusters)
+    same = c[None, :] == c[a][:, None]
+    return (pi * same).sum(1)
+
+
+def test_cluster_marginals_equal_the_dense_sums():
+    logs, items, pi0, pi1, a = _dense_logs()
+    clusters = items.column("cluster").to_numpy()
+    m = marginal_propensities(logs, ActionEmbedding(clusters="cluster", items=items))
+    np.testing.assert_allclose(m.logging, _marginal_by_hand(pi0, a, clusters), rtol=1e-14)
+    np.testing.assert_allclose(m.values[:, 0], _marginal_by_hand(pi1, a, clusters), rtol=1e-14)
+    assert m.names == ["new"] and m.n_embeddings == 3
+    # the item table may also come with the logs
+    m2 = marginal_propensities(
+        logs.with_action_features(items), ActionEmbedding(clusters="cluster")
+    )
+    np.testing.assert_array_equal(m2.logging, m.logging)
+
+
+def test_mips_in_evaluate_is_ips_on_the_marginal_propensities():
+    logs, items, pi0, pi1, a = _dense_logs()
+    clusters = items.column("cluster").to_numpy()
+    p_e, t_e = _marginal_by_hand(pi0, a, clusters), _marginal_by_hand(pi1, a, clusters)
+    r = logs.column("reward")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = ope.evaluate(
+            logs,
+            estimators=("ips", "mips", "snmips"),
+            embedding=ActionEmbedding(clusters="cluster", items=items),
+        )
+        want_ips = ope.IPS().estimate(r, logs.column("propensity"), logs.column("target__new"))
+        want_mips = ope.IPS().estimate(r, p_e, t_e)
+        want_sn = ope.SNIPS().estimate(r, p_e, t_e)
+    assert ev[("new", "ips")].value == pytest.approx(want_ips.value, rel=1e-12)
+    assert ev[("new", "mips")].value == pytest.approx(want_mips.value, rel=1e-12)
+    assert ev[("new", "mips")].std_error == pytest.approx(want_mips.std_error, rel=1e-12)
+    assert ev[("new", "snmips")].value == pytest.approx(want_sn.value, rel=1e-12)
+    assert ev[("new", "mips")].estimator == "mips"
+    # the ESS is that of the marginal weights, above the items' (merged clusters)
+    assert ev[("new", "mips")].ess > ev[("new", "ips")].ess
+    (check,) = ev.embedding_checks
+    d = (logs.column("target__new") / logs.column("propensity") - t_e / p_e) * r
+    assert check.difference == pytest.approx(d.mean(), rel=1e-12)
+    assert check.std_error == pytest.approx(d.std(ddof=1) / np.sqrt(d.size), rel=1e-12)
+    assert any("no direct effect" in note for note in ev.notes)
+    doc = ev.to_dict()
+    assert doc["embedding_checks"][0]["policy"] == "new"
+    assert {row["estimator"] for row in doc["estimates"]} == {"ips", "mips", "snmips"}
+
+
+def test_one_item_per_embedding_gives_the_per_item_estimates():
+    logs, items, *_ = _dense_logs(clusters=range(6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = ope.evaluate(
+            logs,
+            estimators=("ips", "mips", "dr", "mdr"),
+            embedding=ActionEmbedding(clusters="cluster", items=items),
+            rng=3,
+        )
+    assert ev[("new", "mips")].value == pytest.approx(ev[("new", "ips")].value, rel=1e-12)
+    assert ev[("new", "mdr")].value == pytest.approx(ev[("new", "dr")].value, rel=1e-12)
+    assert ev.embedding_checks[0].difference == pytest.approx(0.0, abs=1e-12)
+
+
+def test_joint_embedding_of_item_columns_is_the_tuple():
+    logs, _, pi0, pi1, a = _dense_logs()
+    items = pa.table(
+        {
+            "action": np.arange(6),
+            "genre": ["a", "a", "b", "b", "a", "b"],
+            "tier": [1, 1, 1, 2, 2, 2],
+        }
+    )
+    joint = np.array([0, 0, 1, 2, 3, 2])  # (a,1) (a,1) (b,1) (b,2) (a,2) (b,2)
+    m = marginal_propensities(logs, ActionEmbedding(columns=("genre", "tier"), items=items))
+    np.testing.assert_allclose(m.logging, _marginal_by_hand(pi0, a, joint), rtol=1e-14)
+    np.testing.assert_allclose(m.values[:, 0], _marginal_by_hand(pi1, a, joint), rtol=1e-14)
+    assert m.n_embeddings == 4
+
+
+def test_per_row_clusters_aligned_with_candidates():
+    logs, items, pi0, pi1, a = _dense_logs()
+    clusters = items.column("cluster").to_numpy()
+    cand = np.stack(logs.table.column("candidates").to_numpy(zero_copy_only=False))
+    # the same global clusters written per row, aligned with each row's candidate order
+    per_row = pa.array(list(clusters[cand]))
+    table = logs.table.append_column("cand_cluster", per_row)
+    m = marginal_propensities(ope.read_logs(table), ActionEmbedding(clusters="cand_cluster"))
+    np.testing.assert_allclose(m.logging, _marginal_by_hand(pi0, a, clusters), rtol=1e-14)
+    # clusters that change by row: row i puts action 0 alone in its own cluster
+    varied = clusters[cand].copy()
+    varied[cand == 0] = 99
+    t2 = logs.table.append_column("cand_cluster", pa.array(list(varied)))
+    m2 = marginal_propensities(ope.read_logs(t2), ActionEmbedding(clusters="cand_cluster"))
+    own = np.where(
+        a == 0, pi0[:, 0], _marginal_by_hand(pi0, a, clusters) - (clusters[a] == 0) * pi0[:, 0]
+    )
+    np.testing.assert_allclose(m2.logging, own, rtol=1e-12)
+
+
+def test_stochastic_embeddings_weight_by_a_known_p_e_given_a():
+    rng = np.random.default_rng(5)
+    logs, _, pi0, pi1, a = _dense_logs(seed=5)
+    n, k, v = logs.n, 6, 3
+    p_e_a = rng.dirichlet(np.ones(v), k)  # (k, v)
+    p_e_a[0] = [1.0, 0.0, 0.0]  # a zero entry is left out of the table
+    e = np.array([rng.choice(v, p=p_e_a[ai]) for ai in a])
+    act, val = np.nonzero(p_e_a > 0)
+    table = pd.DataFrame({"action": act, "value": val, "probability": p_e_a[act, val]})
+    logs2 = ope.read_logs(logs.table.append_column("e0", pa.array(e)))
+    m = marginal_propensities(logs2, ActionEmbedding(distribution={"e0": table}))
+    np.testing.assert_allclose(m.logging, (pi0 * p_e_a[:, e].T).sum(1), rtol=1e-13)
+    np.testing.assert_allclose(m.values[:, 0], (pi1 * p_e_a[:, e].T).sum(1), rtol=1e-13)
+    # two dimensions: the joint form sum_a pi(a) prod_d p(e_d|a)
+    q = rng.dirichlet(np.ones(2), k)
+    e1 = np.array([rng.choice(2, p=q[ai]) for ai in a])
+    act1, val1 = np.nonzero(q > 0)
+    t1 = pa.table({"action": act1, "value": val1, "probability": q[act1, val1]})
+    logs3 = ope.read_logs(logs2.table.append_column("e1", pa.array(e1)))
+    m3 = marginal_propensities(logs3, ActionEmbedding(distribution={"e0": table, "e1": t1}))
+    want = (pi0 * p_e_a[:, e].T * q[:, e1].T).sum(1)
+    np.testing.assert_allclose(m3.logging, want, rtol=1e-13)
+
+
+def test_embedding_arguments_are_checked():
+    with pytest.raises(ParameterError, match="exactly one"):
+        ActionEmbedding()
+    with pytest.raises(ParameterError, match="exactly one"):
+        ActionEmbedding(clusters="c", columns=("a",))
+    with pytest.raises(ParameterError, match="clusters"):
+        ActionEmbedding(clusters=3)
+    with pytest.raises(ParameterError, match="twice"):
+        ActionEmbedding(columns=("a", "a"))
+    logs, items, *_ = _dense_logs()
+    with pytest.raises(ParameterError, match="need embedding"):
+        ope.evaluate(logs, estimators=("mips",))
+    with pytest.raises(ParameterError, match="used only by"):
+        ope.evaluate(logs, estimators=("ips",), embedding=ActionEmbedding(clusters="cluster"))
+    with pytest.raises(ParameterError, match="ActionEmbedding"):
+        ope.evaluate(logs, estimators=("mips",), embedding="cluster")
+
+
+def test_bad_item_tables_and_logs_are_named():
+    logs, items, *_ = _dense_logs()
+    with pytest.raises(PolicyError, match="item table"):
+        marginal_propensities(logs, ActionEmbedding(clusters="cluster"))
+    partial = items.slice(0, 5)  # action 5 has no cluster
+    with pytest.raises(PolicyError, match="no row in the item table"):
+        marginal_propensities(logs, ActionEmbedding(clusters="cluster", items=partial))
+    dup = pa.concat_tables([items, items.slice(0, 1)])
+    with pytest.raises(SchemaError, match="more than once"):
+        marginal_propensities(logs, ActionEmbedding(clusters="cluster", items=dup))
+    with pytest.raises(SchemaError, match="lacks the embedding columns"):
+        marginal_propensities(logs, ActionEmbedding(clusters="genre", items=items))
+    nulls = pa.table({"action": np.arange(6), "cluster": pa.array([0, 0, None, 1, 2, 2])})
+    with pytest.raises(SchemaError, match="null"):
+        marginal_propensities(logs, ActionEmbedding(clusters="cluster", items=nulls))
+    bare = ope.read_logs(logs.table.drop_columns(["logging_distribution"]))
+    with pytest.raises(PolicyError, match="logging_distribution"):
+        marginal_propensities(bare, ActionEmbedding(clusters="cluster", items=items))
+    with pytest.raises(ParameterError, match="ActionEmbedding"):
+        marginal_propensities(logs, "cluster")
+
+
+def test_impossible_logged_embedding_is_refused():
+    logs, _, pi0, pi1, a = _dense_logs(seed=2)
+    k = 6
+    p_e_a = np.eye(k)[:, :3]  # action j shows value j (j < 3); actions 3..5 have no value
+    p_e_a[3:, 0] = 1.0
+    e = np.where(a < 3, a, 0)
+    e[np.flatnonzero(a == 1)[:1]] = 2  # an observed value its action never shows
+    act, val = np.nonzero(p_e_a > 0)
+    table = pa.table({"action": act, "value": val, "probability": p_e_a[act, val]})
+    logs2 = ope.read_logs(logs.table.append_column("e0", pa.array(e)))
+    m = marginal_propensities(logs2, ActionEmbedding(distribution={"e0": table}))
+    assert np.all(m.logging > 0)  # value 2 is possible under action 2, which the logger offers
+    e_bad = e.copy()
+    e_bad[7] = 5  # a value no action shows
+    logs3 = ope.read_logs(logs.table.append_column("e0", pa.array(e_bad)))
+    with pytest.raises(PolicyError, match="probability 0 under the logger in 1 row"):
+        marginal_propensities(logs3, ActionEmbedding(distribution={"e0": table}))
+    bad = pa.table({"action": [0], "value": [0], "probability": [0.5]})
+    with pytest.raises(SchemaError, match="does not sum to 1"):
+        marginal_propensities(logs2, ActionEmbedding(distribution={"e0": bad}))
+
+
+def test_sufficiency_arguments_are_validated():
+    logs, items, *_ = _dense_logs()
+    m = marginal_propensities(logs, ActionEmbedding(clusters="cluster", items=items))
+    r, p, t = logs.column("reward"), logs.column("propensity"), logs.column("target__new")
+    (res,) = embedding_sufficiency(r, p, t, m)
+    assert 0.0 <= res.p_value <= 1.0 and res.ess_embedding >= res.ess_items
+    with pytest.raises(ValidationError):
+        embedding_sufficiency(r[:-1], p, t, m)
+    with pytest.raises(ValidationError):
+        embedding_sufficiency(r, p * 0.0, t, m)
+    with pytest.raises(ParameterError, match="MarginalPropensities"):
+        embedding_sufficiency(r, p, t, None)
+
+
+def test_marginalized_estimators_refuse_merged_statistics_and_scans(tmp_path):
+    logs, items, *_ = _dense_logs()
+    stats = ope.MomentStats.from_arrays(
+        logs.column("reward"), logs.column("propensity"), logs.column("target__new")
+    )
+    from ope.exceptions import EstimationError
+
+    with pytest.raises(EstimationError, match="embedding"):
+        stats.estimates(ope.MIPS())
+    path = tmp_path / "logs.parquet"
+    import pyarrow.parquet as pq
+
+    pq.write_table(logs.table, path)
+    with pytest.raises(EstimationError, match="mips"):
+        ope.evaluate(
+            ope.scan_logs(path),
+            estimators=("mips",),
+            embedding=ActionEmbedding(clusters="cluster", items=items),
+        )
+
+
+def test_segments_take_the_marginal_estimates_of_their_rows():
+    logs, items, *_ = _dense_logs(n=600)
+    seg = np.where(np.arange(logs.n) % 2 == 0, "even", "odd")
+    logs2 = ope.read_logs(logs.table.append_column("half", pa.array(seg)))
+    emb = ActionEmbedding(clusters="cluster", items=items)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = ope.evaluate(logs2, estimators=("mips",), embedding=emb, by="half")
+        part = ope.read_logs(logs2.table.filter(pa.array(seg == "odd")))
+        alone = ope.evaluate(part, estimators=("mips",), embedding=emb)
+    got = ev.segment_estimates[("half", "odd", "new", "mips")]
+    assert got.value == pytest.approx(alone[("new", "mips")].value, rel=1e-12)
