@@ -144,6 +144,9 @@ FLAGS: Final = {
     "control": "--control",
     "outcomes": "--outcome",
     "by": "--by",
+    "embedding": "--cluster-column or --embedding-columns",
+    "clusters": "--cluster-column",
+    "columns": "--embedding-columns",
     "correction": "--correction",
     "ratio": "--ratio",
     "context": "--obd-context",
@@ -698,8 +701,9 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         action="extend",
         nargs="+",
         metavar="NAME",
-        help="bandit logs: dm ips clipped_ips snips dr sndr switch_dr dros (default: ips snips); "
-        "trajectories: is pdis wis wpdis dr wdr (default: pdis wpdis); repeat to add more",
+        help="bandit logs: dm ips clipped_ips snips dr sndr switch_dr dros, and with "
+        "--cluster-column or --embedding-columns the marginalized mips snmips mdr (default: ips "
+        "snips); trajectories: is pdis wis wpdis dr wdr (default: pdis wpdis); repeat to add more",
     )
     p.add_argument(
         "--ci",
@@ -764,6 +768,31 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         help="column of each row's sampling weight, 1 / P(row kept) (default: 'weight' when "
         "the logs have it, e.g. 1/(1-pdrop) from --format dsjson): every estimate is then "
         "Horvitz-Thompson weighted; bounded --ci methods refuse weighted rows",
+    )
+    m = p.add_argument_group(
+        "large catalogs",
+        "marginal weights over item embeddings for mips, snmips and mdr: the logs need "
+        "candidates, logging_distribution and each candidate's target_dist__<name>",
+    )
+    m.add_argument(
+        "--cluster-column",
+        metavar="COLUMN",
+        help="a cluster per item: a column of the item table (--items, or the one embedded in "
+        "the logs), or a list column of the logs aligned with candidates (clusters per row)",
+    )
+    m.add_argument(
+        "--embedding-columns",
+        action="extend",
+        nargs="+",
+        metavar="COLUMN",
+        help="categorical embedding columns of the item table; an item's embedding is the "
+        "tuple of its values",
+    )
+    m.add_argument(
+        "--items",
+        metavar="FILE",
+        help="item table (parquet or UTF-8 CSV): an action column and the item's columns "
+        "(default: the item table embedded in the logs, e.g. by --format obd)",
     )
     p.add_argument(
         "--streaming",
@@ -1954,7 +1983,35 @@ def _plan(args: argparse.Namespace) -> Any:
         by=getattr(args, "by", None),
         ci_fallback=None if args.ci == FALLBACK_CI else FALLBACK_CI,
         weight_column=getattr(args, "weight_column", None),
+        embedding=_embedding(args),
     )
+
+
+def _embedding(args: argparse.Namespace) -> Any:
+    """The :class:`ope.ActionEmbedding` of ``--cluster-column``/``--embedding-columns``
+    (with ``--items``), or None."""
+    clusters = getattr(args, "cluster_column", None)
+    columns = getattr(args, "embedding_columns", None)
+    items_path = getattr(args, "items", None)
+    if clusters is None and not columns:
+        if items_path is not None:
+            raise _UsageError(
+                "argument --items: the item table is read for --cluster-column or "
+                "--embedding-columns; give one of them (or drop --items)",
+                flag="--items",
+            )
+        return None
+    if clusters is not None and columns:
+        raise _UsageError(
+            "arguments --cluster-column and --embedding-columns: give one of them (a cluster "
+            "column is one embedding column)",
+            flag="--cluster-column",
+        )
+    from ope.io import read_item_table
+    from ope.marginal import ActionEmbedding
+
+    items = None if items_path is None else read_item_table(items_path)
+    return ActionEmbedding(clusters=clusters, columns=tuple(columns or ()), items=items)
 
 
 def _streaming_plan(

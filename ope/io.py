@@ -82,6 +82,8 @@ __all__ = [
     "locate_input",
     "check_regular_file",
     "check_parquet_file",
+    "read_parquet_input",
+    "read_item_table",
     "REMOTE_TIMEOUT_SECONDS",
     "SKIP_REASONS",
     "check_on_invalid",
@@ -737,6 +739,92 @@ ACTION_FEATURES_KEY: Final = b"ope.action_features"
 #: Prefix of ope's own schema metadata keys (``ope.source_format``, ``ope.context_columns``,
 #: ``ope.propensity_source``, :data:`ACTION_FEATURES_KEY`, ...), which :func:`read_logs` keeps.
 _OPE_METADATA_PREFIX: Final = b"ope."
+
+
+def read_parquet_input(found: Any, source: str, what: str) -> pa.Table:
+    """Every parquet file of a located input (:func:`locate_input`) as one table.
+
+    Raises
+    ------
+    DataFileError
+        A file that is not complete parquet, a directory without parquet files, or a read
+        error, naming ``what`` and ``source``.
+    """
+    import pyarrow.dataset as ds
+
+    try:
+        for f in found.files:
+            check_parquet_file(f, fs=found.filesystem, in_directory=found.is_dir, what=what)
+    except DataFileError as exc:
+        raise DataFileError(f"{what} {source} could not be read: {exc}") from None
+    if not found.files:
+        raise DataFileError(f"{what} {source} is a directory without parquet files.")
+    try:
+        return ds.dataset(
+            list(found.files), format="parquet", filesystem=found.filesystem
+        ).to_table()
+    except (pa.ArrowException, OSError) as exc:
+        raise DataFileError(f"{what} {source} could not be read: {exc}") from None
+
+
+def read_item_table(path: str | os.PathLike[str]) -> pa.Table:
+    """An item (action-feature) table from a parquet file or directory, or a UTF-8 CSV file:
+    one row per action, an ``action`` column and the item's columns (features, clusters,
+    embeddings).
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file (``.csv``/``.csv.gz`` is read as CSV, anything else as parquet) or a folder
+        of parquet files.
+
+    Returns
+    -------
+    pyarrow.Table
+
+    Raises
+    ------
+    DataFileError
+        A missing, empty, truncated or unreadable file.
+    SchemaError
+        No ``action`` column.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, pyarrow as pa, pyarrow.parquet as pq
+    >>> from ope.io import read_item_table
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "items.parquet"
+    >>> pq.write_table(pa.table({"action": [0, 1], "genre": ["a", "b"]}), path)
+    >>> read_item_table(path).column_names
+    ['action', 'genre']
+    """
+    found = locate_input(path, what="item table", argument="path")
+    source = str(path)
+    name = found.path.lower()
+    if not found.is_dir and (name.endswith(".csv") or name.endswith(".csv.gz")):
+        import pyarrow.csv as pacsv
+
+        try:
+            stream = (
+                found.path
+                if found.filesystem is None
+                else found.filesystem.open_input_stream(found.path)
+            )
+            table = pacsv.read_csv(stream)
+        except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as exc:
+            raise DataFileError(
+                f"item table {source} could not be read as UTF-8 CSV: {exc}"
+            ) from None
+    else:
+        table = read_parquet_input(found, source, "item table")
+    if table.num_rows == 0:
+        raise DataFileError(f"item table {source} has no rows.")
+    if "action" not in table.column_names:
+        raise SchemaError(
+            f"item table {source} has no `action` column (one row per action); its columns: "
+            f"{', '.join(table.column_names)}."
+        )
+    return table
 
 
 def with_action_features(table: pa.Table, features: pa.Table) -> pa.Table:

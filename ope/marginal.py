@@ -60,6 +60,7 @@ from ope.policies._core import (
 
 __all__ = [
     "ActionEmbedding",
+    "embedding_level",
     "MarginalPropensities",
     "marginal_propensities",
     "embedding_sufficiency",
@@ -285,7 +286,7 @@ def _item_codes(logs: BanditLogs, embedding: ActionEmbedding) -> _ItemCodes:
         raise PolicyError(
             f"{embedding.describe()} needs an item table: an `action` column with "
             f"{', '.join(embedding.names)}. Give it with ActionEmbedding(..., items=table) or "
-            "logs.with_action_features(table) (the command line: --action-features FILE)."
+            "logs.with_action_features(table) (on the command line: --items FILE)."
         )
     items = _as_table(source, "the item table")
     if "action" not in items.column_names:
@@ -464,6 +465,49 @@ def marginal_propensities(
         embedding=embedding,
         n_embeddings=n_embeddings,
     )
+
+
+def embedding_level(
+    logs: BanditLogs,
+    embedding: ActionEmbedding,
+    distributions: Mapping[str, PolicyDistribution],
+) -> tuple[BanditLogs, dict[str, PolicyDistribution]] | None:
+    """The logs and distributions with each item replaced by its embedding, for a reward model
+    of ``(x, e)`` (the marginalized DR's :math:`\\hat q(x, e)`), or None for embeddings that
+    are not one per item (per-row clusters, a stochastic ``p(e|a)``).
+
+    The ``action`` column becomes the logged item's embedding code (0 .. G-1), and each
+    candidate's distribution its distribution over embeddings (the items' probabilities summed
+    per embedding), so that a reward model fitted on these logs predicts
+    :math:`\\hat q(x_i, e_i)` and :math:`\\sum_e \\pi(e \\mid x_i) \\hat q(x_i, e)`. A model of
+    the embedding leaves no item-level error in the residual :math:`r - \\hat q`, which the
+    marginal weights could not correct.
+    """
+    import scipy.sparse as sp
+
+    if embedding.kind == "distribution" or (
+        embedding.kind == "clusters" and embedding.clusters in logs.table.column_names
+    ):
+        return None
+    items = _item_codes(logs, embedding)
+    action = decode(logs.table.column("action"))
+    flat = action.combine_chunks() if isinstance(action, pa.ChunkedArray) else action
+    logged = items.of(flat, "the logged actions")
+    g = max(items.n_codes, 1)
+    out: dict[str, PolicyDistribution] = {}
+    for name, dist in distributions.items():  # a loop over candidates
+        m = dist.matrix
+        code = items.of(_labels(dist.actions, flat.type), "the candidates' actions")
+        merged = sp.csr_array(
+            # copies: summing duplicates rewrites the arrays in place
+            (np.array(m.data), code[np.asarray(m.indices, dtype=np.int64)], np.array(m.indptr)),
+            shape=(m.shape[0], g),
+        )
+        merged.sum_duplicates()
+        out[name] = PolicyDistribution(merged, np.arange(g, dtype=np.int64))
+    index = logs.table.column_names.index("action")
+    table = logs.table.set_column(index, "action", pa.array(logged, type=pa.int64()))
+    return BanditLogs(table, logs.report, unit_roundoff=logs.unit_roundoff), out
 
 
 def _check_logged(

@@ -275,3 +275,41 @@ def test_segments_take_the_marginal_estimates_of_their_rows():
         alone = ope.evaluate(part, estimators=("mips",), embedding=emb)
     got = ev.segment_estimates[("half", "odd", "new", "mips")]
     assert got.value == pytest.approx(alone[("new", "mips")].value, rel=1e-12)
+
+
+def test_marginalized_dr_fits_its_reward_model_on_the_embeddings():
+    from ope.evaluation._driver import _model_predictions
+    from ope.marginal import embedding_level
+    from ope.policies import target_propensities
+
+    logs, items, pi0, pi1, a = _dense_logs(n=800, seed=7)
+    emb = ActionEmbedding(clusters="cluster", items=items)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = ope.evaluate(logs, estimators=("mdr",), embedding=emb, rng=11)
+        tp = target_propensities(logs, with_distributions=True)
+        level_logs, level_dists = embedding_level(logs, emb, tp.distributions)
+        # the embedding-level logs: each row's action is its item's cluster
+        np.testing.assert_array_equal(
+            level_logs.column("action"), items.column("cluster").to_numpy()[a]
+        )
+        q_l, q_t, _, _ = _model_predictions(
+            level_logs,
+            level_dists,
+            tp.names,
+            reward_model=None,
+            context_columns=None,
+            action_features=None,
+            rng=11,
+        )
+        m = marginal_propensities(logs, emb, distributions=tp.distributions)
+        want = ope.MarginalizedDR().estimate(
+            logs.column("reward"), m.logging, m.values[:, 0], q_logged=q_l, q_target=q_t[:, 0]
+        )
+    assert ev[("new", "mdr")].value == pytest.approx(want.value, rel=1e-12)
+    # per-row clusters and a stochastic p(e|a) keep the items' model: no embedding per item
+    cand = np.stack(logs.table.column("candidates").to_numpy(zero_copy_only=False))
+    per_row = logs.table.append_column(
+        "cc", pa.array(list(items.column("cluster").to_numpy()[cand]))
+    )
+    assert embedding_level(ope.read_logs(per_row), ActionEmbedding(clusters="cc"), {}) is None

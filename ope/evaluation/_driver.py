@@ -515,7 +515,17 @@ def _eager_run(
     checks: tuple[Any, ...] = ()
     if marginal:
         estimates_m, checks = _marginal_estimates(
-            logs, tp, embedding, marginal, settings, reward, propensity, q_logged, q_target, weight
+            logs,
+            tp,
+            embedding,
+            marginal,
+            settings,
+            reward,
+            propensity,
+            q_logged,
+            q_target,
+            weight,
+            model,
         )
         estimates.update(estimates_m)
     base = logging_out[0] if logging_out else _logging_estimate(stats, reward, settings, weight)
@@ -548,14 +558,26 @@ def _marginal_estimates(
     q_logged: np.ndarray | None,
     q_target: np.ndarray | None,
     weight: np.ndarray | None,
+    model: Mapping[str, Any],
 ) -> tuple[dict[tuple[str, str], Estimate], tuple[Any, ...]]:
     """The marginalized estimators on the rows' embedding propensities, and each candidate's
-    test of the embedding (IPS minus MIPS on the same rows)."""
-    from ope.marginal import embedding_sufficiency, marginal_propensities
+    test of the embedding (IPS minus MIPS on the same rows). The marginalized DR's reward
+    model is fitted on the embeddings, :math:`\\hat q(x, e)`, when each item has one embedding
+    (:func:`ope.marginal.embedding_level`); else the items' model (``q_logged``, ``q_target``)."""
+    from ope.marginal import embedding_level, embedding_sufficiency, marginal_propensities
 
     if not tp.names:
         return {}, ()
     mp = marginal_propensities(logs, embedding, distributions=tp.distributions)
+    notes: list[str] = []
+    if any(k in MODEL_ESTIMATORS for k, _ in marginal):
+        # the marginalized DR's reward model is of the embedding, q(x, e), when each item has
+        # one: an item-level model's errors within an embedding would bias it
+        level = embedding_level(logs, embedding, tp.distributions)
+        if level is not None:
+            q_logged, q_target, _, notes = _model_predictions(
+                level[0], level[1], tp.names, **{**model, "action_features": None}
+            )
     estimates, _ = _row_estimates(
         marginal, settings, reward, mp.logging, mp.values, tp.names, q_logged, q_target, weight
     )

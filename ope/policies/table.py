@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from ope._validation import check_mapping, describe, repeated_names
 from ope.exceptions import DataFileError, ParameterError, PolicyError, SchemaError
 from ope._paths import locate_input
-from ope.io import check_parquet_file
+from ope.io import read_parquet_input
 from ope.logs import BanditLogs
 from ope.schema import storage_roundoff
 from ope.policies._core import (
@@ -282,23 +282,7 @@ def read_policy_table(
     if not found.is_dir and (name.endswith(".csv") or name.endswith(".csv.gz")):
         table = _read_csv(found, source, mapping)
     else:
-        try:
-            for f in found.files:
-                check_parquet_file(
-                    f, fs=found.filesystem, in_directory=found.is_dir, what="policy table"
-                )
-        except DataFileError as exc:
-            raise DataFileError(f"policy table {source} could not be read: {exc}") from None
-        if not found.files:
-            raise DataFileError(f"policy table {source} is a directory without parquet files.")
-        try:
-            import pyarrow.dataset as ds
-
-            table = ds.dataset(
-                list(found.files), format="parquet", filesystem=found.filesystem
-            ).to_table()
-        except (pa.ArrowException, OSError) as exc:
-            raise DataFileError(f"policy table {source} could not be read: {exc}") from None
+        table = read_parquet_input(found, source, "policy table")
     if table.num_rows == 0:
         raise DataFileError(f"policy table {source} has no rows.")
     return canonical_policy_table(table, source=source, mapping=mapping)
