@@ -75,3 +75,22 @@ def test_a_missing_item_table_is_a_data_error(catalog, capsys, tmp_path):
     code = main([*argv, "--json"])
     out = capsys.readouterr().out
     assert code != EXIT_OK and "--items" in out
+
+
+def test_report_shows_per_item_against_marginal_weights(catalog, tmp_path, capsys):
+    env, logs, items = catalog
+    out = tmp_path / "report.html"
+    argv = ["report", logs, "--estimator", "ips", "mips", "--cluster-column", "cluster"]
+    argv += ["--items", items, "--seed", "0", "--reward-range", "0", "1", "--out", str(out)]
+    assert main(argv) == EXIT_OK
+    html = out.read_text(encoding="utf-8")
+    assert 'id="embedding-weights"' in html
+    section = html.split('id="embedding-weights"', 1)[1].split("</table>", 1)[0]
+    for policy in env.candidate_policies:
+        assert f"<td>{policy}</td>" in section
+    assert "ESS per embedding" in section
+    # without marginalized estimators the table is absent
+    out2 = tmp_path / "plain.html"
+    argv2 = ["report", logs, "--estimator", "ips", "--seed", "0", "--out", str(out2)]
+    assert main(argv2) == EXIT_OK
+    assert 'id="embedding-weights"' not in out2.read_text(encoding="utf-8")

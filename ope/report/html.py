@@ -714,11 +714,66 @@ def _comparison_table(rows: pd.DataFrame, truth: Truth, dec: int | None) -> str:
     return _table(header, body, numeric=(2, 3, 4, 6))
 
 
+def _embedding_checks(ev: Any) -> str:
+    """Per-item against marginal weights, for the marginalized estimators (MIPS and kin): each
+    candidate's effective sample sizes and the test of a direct effect of the item."""
+    checks = getattr(ev, "embedding_checks", ()) if ev is not None else ()
+    if not checks:
+        return ""
+    rows = []
+    for c in checks:  # loop over candidates
+        gain = c.ess_embedding / c.ess_items if c.ess_items > 0 else math.inf
+        verdict = (
+            "evidence of a direct effect: MIPS biased"
+            if c.p_value < 0.01
+            else "no evidence against the embedding"
+        )
+        rows.append(
+            [
+                c.policy,
+                _num(c.ess_items),
+                _num(c.ess_embedding),
+                f"{_num(gain)}×",
+                _minus(_num(c.difference)),
+                _num(c.std_error),
+                _num(c.p_value),
+                verdict,
+            ]
+        )
+    return (
+        '<h3 id="embedding-weights">Per-item against marginal weights</h3>'
+        "<p>The marginalized estimators weigh each row by its logged embedding's probability "
+        "under the candidate over the logger's, summed over the row's candidates, instead of "
+        "the item's: the effective sample size (ESS) of each kind of weight, and the test of "
+        "the embedding. Per-item IPS is unbiased whatever the embedding, MIPS only when the "
+        "reward depends on the item through its embedding alone, so their difference on the "
+        "same rows (IPS − MIPS, with its standard error and p-value) far from 0 is evidence "
+        "of a direct effect of the item that biases MIPS. The test has little power when the "
+        "per-item weights are heavy: a large p-value does not prove the embedding "
+        "sufficient.</p>"
+        + _table(
+            [
+                "policy",
+                "ESS per item",
+                "ESS per embedding",
+                "gain",
+                "IPS − MIPS",
+                "SE",
+                "p-value",
+                "reading",
+            ],
+            rows,
+            numeric=(1, 2, 3, 4, 5, 6),
+            wide=7,
+        )
+    )
+
+
 def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
     d, ev = ctx["diagnostics"], ctx["evaluation"]
     truth: Truth = ctx["truth"]
     verdicts = {v.policy: v for v in ctx["verdicts"]}
-    out = []
+    out = [_embedding_checks(ev)]
     if d is None:
         out.append(
             "<p>The distribution of the importance weights and the outer/inner split "
