@@ -334,7 +334,8 @@ def _marginal_deterministic(
     code_of_column = item_code_of_labels(dist.actions)
     same = code_of_column[np.asarray(m.indices, dtype=np.int64)] == logged_code[rows]
     n = logged_code.size
-    return np.bincount(rows[same], weights=np.asarray(m.data)[same], minlength=n)
+    sums = np.bincount(rows[same], weights=np.asarray(m.data)[same], minlength=n)
+    return np.asarray(sums, dtype=np.float64)
 
 
 def marginal_propensities(
@@ -435,7 +436,7 @@ def marginal_propensities(
         p0 = fn.marginal(logging)
         values = np.column_stack([fn.marginal(d) for d in dists]) if dists else np.empty((n, 0))
         n_embeddings = fn.n_observed
-    elif embedding.kind == "clusters" and embedding.clusters in have:
+    elif embedding.clusters is not None and embedding.clusters in have:
         per_row = _PerRowClusters(logs, embedding.clusters)
         p0 = per_row.marginal(logging)
         values = (
@@ -594,7 +595,8 @@ class _PerRowClusters:
                 "column aligned with `candidates` gives them no cluster."
             )
         same = found & (self.codes[pos_c] == self.logged[rows])
-        return np.bincount(rows[same], weights=data[same], minlength=self.n)
+        sums = np.bincount(rows[same], weights=data[same], minlength=self.n)
+        return np.asarray(sums, dtype=np.float64)
 
 
 class _StochasticLookup:
@@ -686,7 +688,8 @@ class _StochasticLookup:
                 "a distribution puts mass on actions with no p(e|a) in the embedding "
                 "distribution; give every offered action its distribution."
             )
-        return np.bincount(rows, weights=factor, minlength=self.n)
+        sums = np.bincount(rows, weights=factor, minlength=self.n)
+        return np.asarray(sums, dtype=np.float64)
 
 
 @dataclass(frozen=True)
