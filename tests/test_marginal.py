@@ -145,7 +145,7 @@ def test_per_row_clusters_aligned_with_candidates():
 def test_stochastic_embeddings_weight_by_a_known_p_e_given_a():
     rng = np.random.default_rng(5)
     logs, _, pi0, pi1, a = _dense_logs(seed=5)
-    n, k, v = logs.n, 6, 3
+    k, v = 6, 3
     p_e_a = rng.dirichlet(np.ones(v), k)  # (k, v)
     p_e_a[0] = [1.0, 0.0, 0.0]  # a zero entry is left out of the table
     e = np.array([rng.choice(v, p=p_e_a[ai]) for ai in a])
