@@ -60,6 +60,7 @@ from ope.policies._core import (
 
 __all__ = [
     "ActionEmbedding",
+    "reads_aligned_columns",
     "embedding_level",
     "MarginalPropensities",
     "marginal_propensities",
@@ -267,6 +268,16 @@ class _ItemCodes:
 
     def of(self, labels: pa.Array, what: str) -> npt.NDArray[np.int64]:
         """The code of each label (an error naming the labels missing from the table)."""
+        lut = self._lookup()
+        if lut is not None and pa.types.is_integer(labels.type) and not labels.null_count:
+            lo, table = lut
+            v = np.asarray(labels.to_numpy(zero_copy_only=False), dtype=np.int64) - lo
+            inside = (v >= 0) & (v < table.size)
+            if bool(inside.all()):
+                codes = table[v]
+                missing = codes < 0
+                if not missing.any():
+                    return codes
         pos = label_codes(labels, self.actions).astype(np.int64)
         missing = pos < 0
         if missing.any():
@@ -277,6 +288,23 @@ class _ItemCodes:
                 "embedding (a row of the item table)."
             )
         return self.codes[pos]
+
+    def _lookup(self) -> tuple[int, npt.NDArray[np.int64]] | None:
+        """``(lowest label, code by label - lowest)`` for integer labels within a span of a
+        few times their number (-1 for labels without a row), else None."""
+        cached = self.__dict__.get("_lut")
+        if cached is not None or "_lut" in self.__dict__:
+            return cached
+        lut = None
+        if pa.types.is_integer(self.actions.type) and len(self.actions):
+            labels = np.asarray(self.actions.to_numpy(zero_copy_only=False), dtype=np.int64)
+            lo, hi = int(labels.min()), int(labels.max())
+            if hi - lo < max(8 * labels.size, 1 << 16):
+                table = np.full(hi - lo + 1, -1, dtype=np.int64)
+                table[labels - lo] = self.codes
+                lut = (lo, table)
+        self.__dict__["_lut"] = lut
+        return lut
 
 
 def _item_codes(logs: BanditLogs, embedding: ActionEmbedding) -> _ItemCodes:
@@ -336,6 +364,94 @@ def _marginal_deterministic(
     n = logged_code.size
     sums = np.bincount(rows[same], weights=np.asarray(m.data)[same], minlength=n)
     return np.asarray(sums, dtype=np.float64)
+
+
+def reads_aligned_columns(logs: BanditLogs, embedding: ActionEmbedding, policies: Any) -> bool:
+    """Whether :func:`marginal_propensities` reads the logs' aligned list columns directly:
+    reader-validated logs (``candidates``, ``logging_distribution`` and each named candidate's
+    ``target_dist__<name>`` were checked row by row when read), candidates named by their
+    ``target__`` columns (``policies`` None or a list of names), and one embedding per item
+    (an item-table column or columns). Then no candidate's sparse distribution is built."""
+    from ope.policies.join import validated_target_columns
+
+    if embedding.kind == "distribution" or not logs.targets_validated():
+        return False
+    have = logs.table.column_names
+    if embedding.clusters is not None and embedding.clusters in have:
+        return False
+    if "candidates" not in have or "logging_distribution" not in have:
+        return False
+    if policies is not None and not (
+        isinstance(policies, (list, tuple)) and all(isinstance(p, str) for p in policies)
+    ):
+        return False
+    found = validated_target_columns(logs, policies)
+    return found is not None and all(f"target_dist__{name}" in have for name in found[0])
+
+
+def _flat_float(column: pa.ChunkedArray, what: str) -> npt.NDArray[np.float64]:
+    """The entries of a reader-validated list<float64> column, as one float64 array."""
+    flat = pc.list_flatten(column)
+    if flat.null_count:
+        raise PolicyError(f"{what} holds {flat.null_count:,} null entries.")
+    return to_float64(flat)
+
+
+#: Rows per chunk of :func:`_from_aligned_columns`: the temporaries over a chunk's entries
+#: (codes, rows, picks: 50 candidates per row, 8 bytes each) stay near 100 MB.
+ALIGNED_CHUNK_ROWS = 1 << 18
+
+
+def _from_aligned_columns(
+    logs: BanditLogs, embedding: ActionEmbedding, policies: Any
+) -> tuple[list[str], npt.NDArray[np.float64], npt.NDArray[np.float64], int]:
+    """``(names, p0, values, n_embeddings)`` from the aligned list columns (see
+    :func:`reads_aligned_columns`), chunk by chunk of rows (a loop over chunks, not rows): the
+    entries of the logged item's embedding are picked once per chunk for every candidate."""
+    from ope.policies.join import validated_target_columns
+
+    found = validated_target_columns(logs, policies)
+    assert found is not None  # reads_aligned_columns said so
+    names = list(found[0])
+    items = _item_codes(logs, embedding)
+    n = logs.n
+    columns = ["logging_distribution", *(f"target_dist__{name}" for name in names)]
+    out = np.zeros((len(columns), n))
+    table = logs.table.select(["action", "candidates", *columns])
+    for start in range(0, n, ALIGNED_CHUNK_ROWS):
+        part = table.slice(start, ALIGNED_CHUNK_ROWS)
+        m = part.num_rows
+        action = decode(part.column("action")).combine_chunks()
+        logged = items.of(action, "the logged actions")
+        cand = part.column("candidates")
+        lengths = np.asarray(pc.list_value_length(cand).to_numpy(), dtype=np.int64)
+        entries = decode(pc.list_flatten(cand)).combine_chunks()
+        code = items.of(entries, "the candidates' actions")
+        picked = np.flatnonzero(code == np.repeat(logged, lengths))
+        rows = np.repeat(np.arange(m, dtype=np.int64), lengths)[picked]
+        starts = np.zeros(m, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        for k, column in enumerate(columns):  # a loop over candidates
+            values = _flat_float(part.column(column), f"column {column!r}")
+            if values.size != len(entries):
+                raise PolicyError(
+                    f"column {column!r} must have one entry per candidate (aligned with "
+                    "`candidates`)."
+                )
+            if k and m and values.size:  # the reader checked the logging distribution's sums
+                total = np.add.reduceat(values, starts)
+                total[lengths == 0] = 0.0
+                bad = np.abs(total - 1.0) > PROBABILITY_TOLERANCE * np.maximum(lengths, 1)
+                if bad.any():
+                    where = np.zeros(n, dtype=bool)
+                    where[start : start + m] = bad
+                    raise PolicyError(
+                        f"column {column!r}: a candidate's distribution must sum to 1 over the "
+                        f"row's candidates; it does not in {rows_text(where)}."
+                    )
+            out[k, start : start + m] = np.bincount(rows, weights=values[picked], minlength=m)
+    values_out = out[1:].T.copy() if names else np.empty((n, 0))
+    return names, out[0], values_out, items.n_codes
 
 
 def marginal_propensities(
@@ -412,6 +528,16 @@ def marginal_propensities(
             f"marginal weights need the logger's whole distribution over each row's candidates: "
             f"the logs lack {', '.join(lacking)}. Log `candidates` (list of actions) and "
             "`logging_distribution` (list<float64> aligned with candidates)."
+        )
+    if distributions is None and reads_aligned_columns(logs, embedding, policies):
+        names, p0, values, n_embeddings = _from_aligned_columns(logs, embedding, policies)
+        _check_logged(p0, logs, embedding)
+        return MarginalPropensities(
+            names=names,
+            logging=p0,
+            values=np.minimum(values, 1.0),
+            embedding=embedding,
+            n_embeddings=n_embeddings,
         )
     logging = logging_distribution(logs)
     if distributions is None:

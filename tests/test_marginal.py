@@ -313,3 +313,33 @@ def test_marginalized_dr_fits_its_reward_model_on_the_embeddings():
         "cc", pa.array(list(items.column("cluster").to_numpy()[cand]))
     )
     assert embedding_level(ope.read_logs(per_row), ActionEmbedding(clusters="cc"), {}) is None
+
+
+@pytest.mark.parametrize("chunk", [7, 1 << 18])
+def test_aligned_columns_and_distributions_give_the_same_marginals(monkeypatch, chunk):
+    import ope.marginal as om
+    from ope.marginal import reads_aligned_columns
+    from ope.policies import target_propensities
+
+    monkeypatch.setattr(om, "ALIGNED_CHUNK_ROWS", chunk)  # partial chunks of rows
+    logs, items, *_ = _dense_logs(n=300, seed=9)
+    emb = ActionEmbedding(clusters="cluster", items=items)
+    assert reads_aligned_columns(logs, emb, None)
+    fast = marginal_propensities(logs, emb)
+    tp = target_propensities(logs, with_distributions=True)
+    general = marginal_propensities(logs, emb, distributions=tp.distributions)
+    np.testing.assert_allclose(fast.logging, general.logging, rtol=1e-14)
+    np.testing.assert_allclose(fast.values, general.values, rtol=1e-14)
+    # logs not from a reader, or policy objects, take the general path
+    plain = ope.BanditLogs(logs.table, logs.report)
+    assert not reads_aligned_columns(plain, emb, None)
+    assert not reads_aligned_columns(logs, emb, {"u": ope.UniformPolicy()})
+    np.testing.assert_allclose(marginal_propensities(plain, emb).logging, fast.logging, rtol=1e-14)
+    # a target distribution that does not sum to 1 is named
+    bad = logs.table.set_column(
+        logs.table.column_names.index("target_dist__new"),
+        "target_dist__new",
+        pa.array([[0.5] * 6] * logs.n),
+    )
+    with pytest.raises(PolicyError, match="sum to 1"):
+        marginal_propensities(ope.read_logs(bad), emb)

@@ -43,6 +43,7 @@ from ope.weights import (
     sampling_weight_column,
     sampling_weight_note,
 )
+from ope.marginal import reads_aligned_columns
 from ope.evaluation._settings import (
     MODEL_ESTIMATORS,
     STREAMING_ESTIMATORS,
@@ -462,7 +463,12 @@ def _eager_run(
     marginal = [(k, e) for k, e in resolved if getattr(e, "marginal", False)]
     resolved = [(k, e) for k, e in resolved if not getattr(e, "marginal", False)]
     needs_model = any(k in MODEL_ESTIMATORS for k, _ in [*resolved, *marginal])
-    needs_dist = needs_model or bool(marginal)
+    # the marginalized estimators read the aligned list columns of validated logs themselves;
+    # otherwise they need each candidate's distribution
+    needs_dist = needs_model or (
+        bool(marginal)
+        and (candidates is not None or not reads_aligned_columns(logs, embedding, policies))
+    )
     direct = None if needs_dist or candidates is not None else _target_columns(logs, policies)
     factored: dict[str, dict[str, str]] = {}
     if direct is not None:  # the log's own columns: no (n, P) copy
@@ -516,7 +522,10 @@ def _eager_run(
     if marginal:
         estimates_m, checks = _marginal_estimates(
             logs,
-            tp,
+            names,
+            target,
+            tp.distributions if needs_dist else None,
+            policies,
             embedding,
             marginal,
             settings,
@@ -549,7 +558,10 @@ def _eager_run(
 
 def _marginal_estimates(
     logs: BanditLogs,
-    tp: Any,
+    names: Sequence[str],
+    target: Any,
+    distributions: Mapping[str, Any] | None,
+    policies: Any,
     embedding: Any,
     marginal: Sequence[tuple[str, Any]],
     settings: EvaluationSettings,
@@ -561,27 +573,33 @@ def _marginal_estimates(
     model: Mapping[str, Any],
 ) -> tuple[dict[tuple[str, str], Estimate], tuple[Any, ...]]:
     """The marginalized estimators on the rows' embedding propensities, and each candidate's
-    test of the embedding (IPS minus MIPS on the same rows). The marginalized DR's reward
-    model is fitted on the embeddings, :math:`\\hat q(x, e)`, when each item has one embedding
-    (:func:`ope.marginal.embedding_level`); else the items' model (``q_logged``, ``q_target``)."""
+    test of the embedding (IPS minus MIPS on the same rows). ``distributions`` are the
+    candidates' (None: the logs' aligned columns are read, :func:`ope.marginal.reads_aligned_columns`).
+    The marginalized DR's reward model is fitted on the embeddings, :math:`\\hat q(x, e)`, when
+    each item has one embedding (:func:`ope.marginal.embedding_level`); else the items' model
+    (``q_logged``, ``q_target``)."""
     from ope.marginal import embedding_level, embedding_sufficiency, marginal_propensities
 
-    if not tp.names:
+    if not len(names):
         return {}, ()
-    mp = marginal_propensities(logs, embedding, distributions=tp.distributions)
+    if distributions is None:
+        mp = marginal_propensities(logs, embedding, list(names))
+    else:
+        mp = marginal_propensities(logs, embedding, distributions=distributions)
     notes: list[str] = []
-    if any(k in MODEL_ESTIMATORS for k, _ in marginal):
+    if distributions is not None and any(k in MODEL_ESTIMATORS for k, _ in marginal):
         # the marginalized DR's reward model is of the embedding, q(x, e), when each item has
         # one: an item-level model's errors within an embedding would bias it
-        level = embedding_level(logs, embedding, tp.distributions)
+        level = embedding_level(logs, embedding, distributions)
         if level is not None:
             q_logged, q_target, _, notes = _model_predictions(
-                level[0], level[1], tp.names, **{**model, "action_features": None}
+                level[0], level[1], list(names), **{**model, "action_features": None}
             )
     estimates, _ = _row_estimates(
-        marginal, settings, reward, mp.logging, mp.values, tp.names, q_logged, q_target, weight
+        marginal, settings, reward, mp.logging, mp.values, names, q_logged, q_target, weight
     )
-    checks = tuple(embedding_sufficiency(reward, propensity, tp.values, mp))
+    matrix = target if isinstance(target, np.ndarray) else np.column_stack(list(target))
+    checks = tuple(embedding_sufficiency(reward, propensity, matrix, mp))
     return estimates, checks
 
 
@@ -824,7 +842,11 @@ def _segment_estimates(
                         modelled,
                         settings,
                         model,
-                        candidates=_candidate_rows(run, idx),
+                        # without distributions (marginalized estimators reading the aligned
+                        # columns) the segment's own columns are read the same way
+                        candidates=(
+                            _candidate_rows(run, idx) if run.distributions is not None else None
+                        ),
                         embedding=embedding,
                     ).estimates
                 )
