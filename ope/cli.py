@@ -686,6 +686,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_embedding_options(p: argparse.ArgumentParser) -> None:
+    m = p.add_argument_group(
+        "large catalogs",
+        "marginal weights over item embeddings for mips, snmips and mdr: the logs need "
+        "candidates, logging_distribution and each candidate's target_dist__<name>",
+    )
+    m.add_argument(
+        "--cluster-column",
+        metavar="COLUMN",
+        help="a cluster per item: a column of the item table (--items, or the one embedded in "
+        "the logs), or a list column of the logs aligned with candidates (clusters per row)",
+    )
+    m.add_argument(
+        "--embedding-columns",
+        action="extend",
+        nargs="+",
+        metavar="COLUMN",
+        help="categorical embedding columns of the item table; an item's embedding is the "
+        "tuple of its values",
+    )
+    m.add_argument(
+        "--items",
+        metavar="FILE",
+        help="item table (parquet or UTF-8 CSV): an action column and the item's columns "
+        "(default: the item table embedded in the logs, e.g. by --format obd)",
+    )
+
+
 def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--policies",
@@ -769,31 +797,7 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         "the logs have it, e.g. 1/(1-pdrop) from --format dsjson): every estimate is then "
         "Horvitz-Thompson weighted; bounded --ci methods refuse weighted rows",
     )
-    m = p.add_argument_group(
-        "large catalogs",
-        "marginal weights over item embeddings for mips, snmips and mdr: the logs need "
-        "candidates, logging_distribution and each candidate's target_dist__<name>",
-    )
-    m.add_argument(
-        "--cluster-column",
-        metavar="COLUMN",
-        help="a cluster per item: a column of the item table (--items, or the one embedded in "
-        "the logs), or a list column of the logs aligned with candidates (clusters per row)",
-    )
-    m.add_argument(
-        "--embedding-columns",
-        action="extend",
-        nargs="+",
-        metavar="COLUMN",
-        help="categorical embedding columns of the item table; an item's embedding is the "
-        "tuple of its values",
-    )
-    m.add_argument(
-        "--items",
-        metavar="FILE",
-        help="item table (parquet or UTF-8 CSV): an action column and the item's columns "
-        "(default: the item table embedded in the logs, e.g. by --format obd)",
-    )
+    _add_embedding_options(p)
     p.add_argument(
         "--streaming",
         choices=("auto", "on", "off"),
@@ -922,10 +926,12 @@ def _add_diagnose_options(p: argparse.ArgumentParser) -> None:
         "Horvitz-Thompson weighted",
     )
 
+    # ---------------------------------------------------------------------------------------------
+    # flag values, checked before any work (the shared validators of ope._validation)
+    # ---------------------------------------------------------------------------------------------
+    _add_embedding_options(p)
 
-# ---------------------------------------------------------------------------------------------
-# flag values, checked before any work (the shared validators of ope._validation)
-# ---------------------------------------------------------------------------------------------
+
 def _checked(flag: str, check: Callable[[], Any]) -> Any:
     """``check()``, its ParameterError shown as a usage error of ``flag``."""
     try:
@@ -1944,6 +1950,7 @@ def _diagnose_from_args(
         target_width=getattr(args, "target_width", None),
         new_rows=getattr(args, "new_rows", None),
         weight_column=getattr(args, "weight_column", None),
+        embedding=_embedding(args),
     )
 
 

@@ -66,6 +66,7 @@ __all__ = [
     "marginal_propensities",
     "embedding_sufficiency",
     "SufficiencyTest",
+    "SUFFICIENCY_ALPHA",
 ]
 
 
@@ -125,10 +126,10 @@ class ActionEmbedding:
             object.__setattr__(self, "columns", tuple(check_names(self.columns, "columns")))
         else:
             object.__setattr__(self, "columns", ())
-        if self.clusters is not None and not isinstance(self.clusters, str):
-            raise ParameterError(
-                f"`clusters` must be a column name (str); got {describe(self.clusters)}."
-            )
+        if self.clusters is not None:
+            check_name(self.clusters, "clusters", what="a column name")
+        for name in self.columns:
+            check_name(name, "columns", what="a column name")
         if self.distribution is not None and not isinstance(self.distribution, Mapping):
             raise ParameterError(
                 "`distribution` must map each embedding column to its table of p(e|a); got "
@@ -525,8 +526,8 @@ def marginal_propensities(
     lacking = [c for c in ("candidates", "logging_distribution") if c not in have]
     if lacking:
         raise PolicyError(
-            f"marginal weights need the logger's whole distribution over each row's candidates: "
-            f"the logs lack {', '.join(lacking)}. Log `candidates` (list of actions) and "
+            f"`embedding`: marginal weights need the logger's whole distribution over each row's "
+            f"candidates: the logs lack {', '.join(lacking)}. Log `candidates` (list of actions) and "
             "`logging_distribution` (list<float64> aligned with candidates)."
         )
     if distributions is None and reads_aligned_columns(logs, embedding, policies):
@@ -818,6 +819,10 @@ class _StochasticLookup:
         return np.asarray(sums, dtype=np.float64)
 
 
+#: The p-value below which a test of the embedding is read as evidence of a direct effect.
+SUFFICIENCY_ALPHA = 0.01
+
+
 @dataclass(frozen=True)
 class SufficiencyTest:
     """Whether per-item and marginal weights estimate the same value (a test of the embedding).
@@ -848,6 +853,17 @@ class SufficiencyTest:
     def to_dict(self) -> dict[str, Any]:
         """The fields as a dict (JSON-ready floats)."""
         return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    def note(self) -> str:
+        """The result in one line, for the notes of an evaluation or a diagnosis."""
+        text = (
+            f"{self.policy}: per-item minus marginal IPS {self.difference:+.4g} (SE "
+            f"{self.std_error:.3g}, p = {self.p_value:.3g}); ESS {self.ess_items:,.0f} rows per "
+            f"item, {self.ess_embedding:,.0f} per embedding"
+        )
+        if self.p_value < SUFFICIENCY_ALPHA:
+            text += ": evidence of a direct effect of the item beyond its embedding (MIPS biased)"
+        return text
 
 
 def embedding_sufficiency(

@@ -94,3 +94,12 @@ def test_report_shows_per_item_against_marginal_weights(catalog, tmp_path, capsy
     argv2 = ["report", logs, "--estimator", "ips", "--seed", "0", "--out", str(out2)]
     assert main(argv2) == EXIT_OK
     assert 'id="embedding-weights"' not in out2.read_text(encoding="utf-8")
+
+
+def test_diagnose_from_the_command_line_tests_the_embedding(catalog, capsys):
+    env, logs, items = catalog
+    argv = ["diagnose", logs, "--cluster-column", "cluster", "--items", items, "--json"]
+    assert main(argv) == EXIT_OK
+    doc = json.loads(capsys.readouterr().out)
+    checks = doc["diagnostics"]["embedding_checks"]
+    assert {c["policy"] for c in checks} == set(env.candidate_policies)

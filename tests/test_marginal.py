@@ -343,3 +343,19 @@ def test_aligned_columns_and_distributions_give_the_same_marginals(monkeypatch, 
     )
     with pytest.raises(PolicyError, match="sum to 1"):
         marginal_propensities(ope.read_logs(bad), emb)
+
+
+def test_diagnose_tests_the_embedding():
+    logs, items, *_ = _dense_logs(n=500, seed=4)
+    emb = ActionEmbedding(clusters="cluster", items=items)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = ope.diagnose(logs, embedding=emb)
+        ev = ope.evaluate(logs, estimators=("mips",), embedding=emb)
+    (check,) = d.embedding_checks
+    assert check == ev.embedding_checks[0]
+    assert check.note() in d.notes
+    assert d.to_dict()["embedding_checks"][0]["policy"] == "new"
+    assert not ope.diagnose(logs).embedding_checks
+    with pytest.raises(ParameterError, match="ActionEmbedding"):
+        ope.diagnose(logs, embedding="cluster")

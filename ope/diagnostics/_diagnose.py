@@ -45,6 +45,7 @@ from ope.diagnostics.overlap import (
     weighted_policy_row,
 )
 from ope.diagnostics.result import Diagnostics
+from ope.marginal import ActionEmbedding, embedding_sufficiency, marginal_propensities
 from ope.diagnostics.segments import (
     SegmentRow,
     segment_moments,
@@ -532,6 +533,7 @@ def diagnose(
     new_rows: int | None = None,
     statistics: Any = None,
     weight_column: str | None = None,
+    embedding: Any = None,
 ) -> Diagnostics:
     """Overlap diagnostics of candidate policies on validated logs.
 
@@ -558,6 +560,12 @@ def diagnose(
         (default: ``weight`` when present, which the DSJSON importer fills from ``pdrop``).
         Every diagnostic is then sampling-weighted (the ``sampling_weight`` Notes of
         :func:`diagnose_arrays`) and a note says so; weights that are all 1 change nothing.
+    embedding : ope.ActionEmbedding, optional
+        An item embedding for marginalized estimators (MIPS and kin): each candidate also gets
+        the test of the embedding and the effective sample sizes of its per-item and marginal
+        weights (:func:`ope.marginal.embedding_sufficiency`), in
+        :attr:`Diagnostics.embedding_checks`, a note each and ``to_dict()``. The test is of the
+        unweighted rows.
 
     Returns
     -------
@@ -636,4 +644,16 @@ def diagnose(
         target_columns=target if isinstance(target, list) else None,
         rows_validated=logs.targets_validated(),
     )
-    return _diagnose(data, settings, extra_notes, statistics)
+    if embedding is not None and not isinstance(embedding, ActionEmbedding):
+        raise ParameterError(
+            "`embedding` must be an ope.ActionEmbedding, e.g. "
+            f"ope.ActionEmbedding(clusters='genre'); got {type(embedding).__name__}."
+        )
+    out = _diagnose(data, settings, extra_notes, statistics)
+    if embedding is not None:
+        mp = marginal_propensities(logs, embedding, policies)
+        matrix = target if isinstance(target, np.ndarray) else np.column_stack(list(target))
+        checks = embedding_sufficiency(logs.column("reward"), logs.column("propensity"), matrix, mp)
+        out.embedding_checks = tuple(checks)
+        out.notes = (*out.notes, *(c.note() for c in checks))
+    return out

@@ -207,6 +207,8 @@ class Diagnostics(Result):
         self.target_width = target_width
         self.new_rows = new_rows
         self.notes = tuple(notes)
+        #: per candidate, the test of an item embedding (``diagnose(..., embedding=...)``)
+        self.embedding_checks: tuple[Any, ...] = ()
         self._plan: pd.DataFrame | None = None
         if target_width is not None and new_rows is not None:
             self._plan = self.plan()
@@ -662,6 +664,8 @@ class Diagnostics(Result):
             "notes": list(self.notes),
             "policies": [],
         }
+        if self.embedding_checks:
+            out["embedding_checks"] = [c.to_dict() for c in self.embedding_checks]
         for row in self.rows:
             entry = {k: _json_value(v) for k, v in row.as_record().items()}
             entry["segments"] = [

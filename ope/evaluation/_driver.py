@@ -615,16 +615,7 @@ def _marginal_notes(
         f"{embedding.describe()}: unbiased only if the reward depends on the item through its "
         "embedding alone (no direct effect)"
     ]
-    for c in run.embedding_checks:  # loop over candidates
-        text = (
-            f"{c.policy}: per-item minus marginal IPS {c.difference:+.4g} (SE {c.std_error:.3g}, "
-            f"p = {c.p_value:.3g}); ESS {c.ess_items:,.0f} rows per item, {c.ess_embedding:,.0f} "
-            "per embedding"
-        )
-        if c.p_value < 0.01:
-            text += ": evidence of a direct effect of the item beyond its embedding (MIPS biased)"
-        notes.append(text)
-    return notes
+    return notes + [c.note() for c in run.embedding_checks]
 
 
 def _shared_bootstrap_intervals(

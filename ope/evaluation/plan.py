@@ -376,6 +376,7 @@ class EvaluationPlan:
             new_rows=new_rows,
             statistics=statistics,
             weight_column=self.weight_column,
+            embedding=self.embedding,
         )
 
 

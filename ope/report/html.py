@@ -36,6 +36,7 @@ from ope._format import (
     se_decimals,
 )
 from ope._output import atomic_path
+from ope.marginal import SUFFICIENCY_ALPHA
 from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.report.views import (
     ANSWERABLE,
@@ -725,7 +726,7 @@ def _embedding_checks(ev: Any) -> str:
         gain = c.ess_embedding / c.ess_items if c.ess_items > 0 else math.inf
         verdict = (
             "evidence of a direct effect: MIPS biased"
-            if c.p_value < 0.01
+            if c.p_value < SUFFICIENCY_ALPHA
             else "no evidence against the embedding"
         )
         rows.append(
