@@ -37,6 +37,7 @@ __all__ = [
     "cdf_table",
     "draw_rows",
     "list_column",
+    "CandidateListTables",
     "resolve_policy",
     "check_policy_names",
     "check_ids",
@@ -578,3 +579,37 @@ class ContextTables(PolicyTables):
         table = self._table(policy)
         m = check_ids(context_ids, self._n_context_types(), "context_ids")
         return np.einsum("ij,ij->i", table, self._q)[m]
+
+
+class CandidateListTables(ContextTables):
+    """Context tables whose contexts are request types, each with a fixed list of
+    ``n_candidates`` items (``self._cands``, (n_requests, n_candidates)) and user features
+    (``self._user``): the shared logs layout of :class:`ope.simulate.Recommendation` and
+    :class:`ope.simulate.CatalogBandit`."""
+
+    n_requests: int
+    n_candidates: int
+    _user: npt.NDArray[np.float64]
+    _cands: npt.NDArray[np.int64]
+
+    def _feature_blocks(
+        self, ctx: npt.NDArray[np.int64], g: np.random.Generator
+    ) -> list[npt.NDArray[np.float64]]:
+        return [self._user[ctx]]
+
+    def _list_columns(
+        self, ctx: npt.NDArray[np.int64], logging: npt.NDArray[np.float64], distributions: bool
+    ) -> dict[str, pa.Array]:
+        L = self.n_candidates
+        return {
+            "candidates": list_column(self._cands[ctx].ravel(), L),
+            "logging_distribution": list_column(logging[ctx].ravel(), L),
+        }
+
+    def _shape_kw(self) -> dict[str, Any]:
+        return {
+            "shape": (self.n_requests, self.n_candidates),
+            "rows": "requests",
+            "columns": "candidates",
+            "sizes": ("n_requests", "n_candidates"),
+        }

@@ -4,7 +4,7 @@ estimators (MIPS, OffCEM)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -14,12 +14,11 @@ from ope._validation import check_array_size, check_flag, check_rng
 from ope.exceptions import ParameterError
 from ope.simulate._common import (
     MAX_MODEL_CELLS,
-    ContextTables,
+    CandidateListTables,
     check_float,
     check_id_pair,
     check_int,
     check_model_size,
-    list_column,
     model_array,
     softmax,
 )
@@ -55,7 +54,7 @@ MAX_EMBEDDING_DIMS: Final = 20
 _BUILTIN: Final = ("greedy", "cluster_shift", "uniform")
 
 
-class CatalogBandit(ContextTables):
+class CatalogBandit(CandidateListTables):
     r"""A large catalog whose items share categorical embeddings, with exact policy values.
 
     The simulator of off-policy evaluation in large action spaces: a catalog of ``n_items``
@@ -523,28 +522,6 @@ class CatalogBandit(ContextTables):
         if self.stochastic_embeddings:  # drawn by sample() once the embeddings are
             return np.full(q_logged.shape[0], np.nan)
         return (g.random(q_logged.shape[0]) < q_logged).astype(np.float64)
-
-    def _feature_blocks(
-        self, ctx: npt.NDArray[np.int64], g: np.random.Generator
-    ) -> list[npt.NDArray[np.float64]]:
-        return [self._user[ctx]]
-
-    def _list_columns(
-        self, ctx: npt.NDArray[np.int64], logging: npt.NDArray[np.float64], distributions: bool
-    ) -> dict[str, pa.Array]:
-        L = self.n_candidates
-        return {
-            "candidates": list_column(self._cands[ctx].ravel(), L),
-            "logging_distribution": list_column(logging[ctx].ravel(), L),
-        }
-
-    def _shape_kw(self) -> dict[str, Any]:
-        return {
-            "shape": (self.n_requests, self.n_candidates),
-            "rows": "requests",
-            "columns": "candidates",
-            "sizes": ("n_requests", "n_candidates"),
-        }
 
     def __repr__(self) -> str:
         return (

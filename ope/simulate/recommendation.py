@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
 from ope._validation import check_array_size, describe
 from ope.exceptions import ParameterError
 from ope.simulate._common import (
-    ContextTables,
+    CandidateListTables,
     argmax_table,
     check_float,
     check_id_pair,
     check_int,
     check_model_size,
-    list_column,
     model_array,
     softmax,
 )
@@ -51,7 +49,7 @@ _BUILTIN: Final = ("popular", "personalized", "greedy", "long_tail", "uniform")
 _DEFAULT_SEGMENTS: Final = ("new", "casual", "regular", "loyal", "power")
 
 
-class Recommendation(ContextTables):
+class Recommendation(CandidateListTables):
     r"""Single-slot recommendation from per-request candidate sets, with exact policy values.
 
     A request (context) is one of ``n_requests`` types drawn with known probabilities. Each type
@@ -340,28 +338,6 @@ class Recommendation(ContextTables):
         self, q_logged: npt.NDArray[np.float64], g: np.random.Generator
     ) -> npt.NDArray[np.float64]:
         return (g.random(q_logged.shape[0]) < q_logged).astype(np.float64)  # clicks
-
-    def _feature_blocks(
-        self, ctx: npt.NDArray[np.int64], g: np.random.Generator
-    ) -> list[npt.NDArray[np.float64]]:
-        return [self._user[ctx]]
-
-    def _list_columns(
-        self, ctx: npt.NDArray[np.int64], logging: npt.NDArray[np.float64], distributions: bool
-    ) -> dict[str, pa.Array]:
-        L = self.n_candidates
-        return {
-            "candidates": list_column(self._cands[ctx].ravel(), L),
-            "logging_distribution": list_column(logging[ctx].ravel(), L),
-        }
-
-    def _shape_kw(self) -> dict[str, Any]:
-        return {
-            "shape": (self.n_requests, self.n_candidates),
-            "rows": "requests",
-            "columns": "candidates",
-            "sizes": ("n_requests", "n_candidates"),
-        }
 
     def __repr__(self) -> str:
         return (
