@@ -455,6 +455,64 @@ def _from_aligned_columns(
     return names, out[0], values_out, items.n_codes
 
 
+def _from_distributions(
+    logs: BanditLogs,
+    embedding: ActionEmbedding,
+    policies: Any,
+    distributions: Mapping[str, PolicyDistribution] | None,
+) -> tuple[list[str], npt.NDArray[np.float64], npt.NDArray[np.float64], int]:
+    """``(names, p0, values, n_embeddings)`` from the logger's and the candidates' sparse
+    distributions (given, or resolved from ``policies``): every embedding form."""
+    from ope.policies import logging_distribution, target_propensities
+
+    logging = logging_distribution(logs)
+    if distributions is None:
+        tp = target_propensities(logs, policies, with_distributions=True)
+        assert tp.distributions is not None
+        names, dists = list(tp.names), [tp.distributions[p] for p in tp.names]
+    else:
+        if not isinstance(distributions, Mapping) or not all(
+            isinstance(d, PolicyDistribution) and d.matrix.shape[0] == logs.n
+            for d in distributions.values()
+        ):
+            raise ParameterError(
+                "`distributions` must map each candidate's name to its PolicyDistribution over "
+                f"these {logs.n:,} rows; got {describe(distributions)}."
+            )
+        names, dists = [str(k) for k in distributions], list(distributions.values())
+    action = decode(logs.table.column("action"))
+    action_type = action.type
+    n = logs.n
+    if embedding.kind == "distribution":
+        fn = _StochasticLookup(logs, embedding)
+        p0 = fn.marginal(logging)
+        values = np.column_stack([fn.marginal(d) for d in dists]) if dists else np.empty((n, 0))
+        n_embeddings = fn.n_observed
+    elif embedding.clusters is not None and embedding.clusters in logs.table.column_names:
+        per_row = _PerRowClusters(logs, embedding.clusters)
+        p0 = per_row.marginal(logging)
+        values = (
+            np.column_stack([per_row.marginal(d) for d in dists]) if dists else np.empty((n, 0))
+        )
+        n_embeddings = per_row.n_clusters
+    else:
+        items = _item_codes(logs, embedding)
+        flat_action = action.combine_chunks() if isinstance(action, pa.ChunkedArray) else action
+        logged = items.of(flat_action, "the logged actions")
+
+        def code_of(labels: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
+            return items.of(_labels(labels, action_type), "the candidates' actions")
+
+        p0 = _marginal_deterministic(logging, code_of, logged)
+        values = (
+            np.column_stack([_marginal_deterministic(d, code_of, logged) for d in dists])
+            if dists
+            else np.empty((n, 0))
+        )
+        n_embeddings = items.n_codes
+    return names, p0, values, n_embeddings
+
+
 def marginal_propensities(
     logs: BanditLogs,
     embedding: ActionEmbedding,
@@ -514,7 +572,6 @@ def marginal_propensities(
     >>> m.logging.tolist(), m.values[:, 0].tolist()
     ([0.5, 0.5], [1.0, 1.0])
     """
-    from ope.policies import logging_distribution, target_propensities
 
     logs = require_logs(logs, "marginal_propensities")
     if not isinstance(embedding, ActionEmbedding):
@@ -532,59 +589,10 @@ def marginal_propensities(
         )
     if distributions is None and reads_aligned_columns(logs, embedding, policies):
         names, p0, values, n_embeddings = _from_aligned_columns(logs, embedding, policies)
-        _check_logged(p0, logs, embedding)
-        return MarginalPropensities(
-            names=names,
-            logging=p0,
-            values=np.minimum(values, 1.0),
-            embedding=embedding,
-            n_embeddings=n_embeddings,
-        )
-    logging = logging_distribution(logs)
-    if distributions is None:
-        tp = target_propensities(logs, policies, with_distributions=True)
-        assert tp.distributions is not None
-        names, dists = list(tp.names), [tp.distributions[p] for p in tp.names]
     else:
-        if not isinstance(distributions, Mapping) or not all(
-            isinstance(d, PolicyDistribution) and d.matrix.shape[0] == logs.n
-            for d in distributions.values()
-        ):
-            raise ParameterError(
-                "`distributions` must map each candidate's name to its PolicyDistribution over "
-                f"these {logs.n:,} rows; got {describe(distributions)}."
-            )
-        names, dists = [str(k) for k in distributions], list(distributions.values())
-    action = decode(logs.table.column("action"))
-    action_type = action.type
-    n = logs.n
-    if embedding.kind == "distribution":
-        fn = _StochasticLookup(logs, embedding)
-        p0 = fn.marginal(logging)
-        values = np.column_stack([fn.marginal(d) for d in dists]) if dists else np.empty((n, 0))
-        n_embeddings = fn.n_observed
-    elif embedding.clusters is not None and embedding.clusters in have:
-        per_row = _PerRowClusters(logs, embedding.clusters)
-        p0 = per_row.marginal(logging)
-        values = (
-            np.column_stack([per_row.marginal(d) for d in dists]) if dists else np.empty((n, 0))
+        names, p0, values, n_embeddings = _from_distributions(
+            logs, embedding, policies, distributions
         )
-        n_embeddings = per_row.n_clusters
-    else:
-        items = _item_codes(logs, embedding)
-        flat_action = action.combine_chunks() if isinstance(action, pa.ChunkedArray) else action
-        logged = items.of(flat_action, "the logged actions")
-
-        def code_of(labels: npt.NDArray[Any]) -> npt.NDArray[np.int64]:
-            return items.of(_labels(labels, action_type), "the candidates' actions")
-
-        p0 = _marginal_deterministic(logging, code_of, logged)
-        values = (
-            np.column_stack([_marginal_deterministic(d, code_of, logged) for d in dists])
-            if dists
-            else np.empty((n, 0))
-        )
-        n_embeddings = items.n_codes
     _check_logged(p0, logs, embedding)
     return MarginalPropensities(
         names=names,
