@@ -156,7 +156,8 @@ def test_bench_marginal_quick_runs_and_reports(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["parity"]["agree"]
     perf = doc["perf"]
-    for key in ("mips_vs_ips", "ips+mips_vs_ips", "mips_vs_floor"):
+    assert perf["numpy_mips_max_rel_diff"] < 1e-12
+    for key in ("mips_vs_ips", "ips+mips_vs_ips", "mips_vs_floor", "mips_vs_numpy_mips"):
         r = perf["ratios"][key]
         assert math.isfinite(r["ratio"]) and 0 < r["paired_min"] <= r["paired_max"]
     for summary in perf["timings"].values():
