@@ -21,9 +21,11 @@ Two sections:
     policies, deterministic clusters): ``ope.evaluate`` with ``("ips",)``, ``("mips",)`` and
     ``("ips", "mips")`` (clusters from the item table), and the memory floor of the candidate-set
     columns (``np.sum`` over the flat values of ``candidates``, ``logging_distribution`` and every
-    ``target_dist__``), in interleaved rounds (wall and CPU, medians, per-round ratio ranges);
-    the peak RSS of each in a fresh interpreter against the bytes of the candidate-set columns;
-    and a cProfile of the MIPS evaluation restricted to ope's own functions.
+    ``target_dist__``) and a plain-numpy MIPS over those flat columns without any check (its
+    value compared with ope's), in interleaved rounds (wall and CPU, medians, per-round ratio
+    ranges); the peak RSS of each ``evaluate`` in a fresh interpreter against the bytes of the
+    candidate-set columns; and a cProfile of the MIPS evaluation (ope's functions by own and
+    cumulative time, and the compiled numpy/scipy/pyarrow calls with their ope callers).
 
 obp runs from its own interpreter (``--obp-python``, default ``$OPE_BENCH_OBP_PYTHON`` or
 ``/tmp/obp-venv/bin/python``); without it the obp column is skipped and said to be.
