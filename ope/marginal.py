@@ -92,9 +92,9 @@ class ActionEmbedding:
         DataFrame) with columns ``action``, ``value``, ``probability``, holding the entries with
         positive probability (each action's probabilities sum to 1). Dimensions are independent
         given the action: :math:`p(e \\mid a) = \\prod_d p(e_d \\mid a)`, so that
-        :math:`\\pi(e \\mid x) = \\sum_a \\pi(a \\mid x) \\prod_d p(e_d \\mid a)` (the joint form;
-        obp's MIPS multiplies per-dimension mixtures instead, which agrees with it only for one
-        dimension).
+        :math:`\\pi(e \\mid x) = \\sum_a \\pi(a \\mid x) \\prod_d p(e_d \\mid a)` (the joint form,
+        as Open Bandit Pipeline 0.5.7's MIPS; its self-normalized MIPS multiplies per-dimension
+        mixtures instead, which agrees with it only for one dimension).
     items : pyarrow Table or pandas DataFrame, optional
         The item table of ``clusters``/``columns`` (an ``action`` column and the embedding
         columns); default the logs' ``action_features``.
