@@ -407,8 +407,12 @@ def _from_aligned_columns(
     logs: BanditLogs, embedding: ActionEmbedding, policies: Any
 ) -> tuple[list[str], npt.NDArray[np.float64], npt.NDArray[np.float64], int]:
     """``(names, p0, values, n_embeddings)`` from the aligned list columns (see
-    :func:`reads_aligned_columns`), chunk by chunk of rows (a loop over chunks, not rows): the
-    entries of the logged item's embedding are picked once per chunk for every candidate."""
+    :func:`reads_aligned_columns`), chunk by chunk of rows (a loop over chunks, not rows).
+
+    Per chunk, each row's entries whose item has the logged item's embedding are summed in
+    every column (the logger's and each candidate's distribution), and each candidate's row
+    sums are checked against 1: one compiled pass over the entries with the numba backend
+    (:func:`_nb_pick_sums`; integer item labels), else vectorized numpy."""
     from ope.policies.join import validated_target_columns
 
     found = validated_target_columns(logs, policies)
@@ -418,7 +422,9 @@ def _from_aligned_columns(
     n = logs.n
     columns = ["logging_distribution", *(f"target_dist__{name}" for name in names)]
     out = np.zeros((len(columns), n))
+    totals = np.zeros((len(columns), n))
     table = logs.table.select(["action", "candidates", *columns])
+    loops = _compiled()
     for start in range(0, n, ALIGNED_CHUNK_ROWS):
         part = table.slice(start, ALIGNED_CHUNK_ROWS)
         m = part.num_rows
@@ -426,33 +432,120 @@ def _from_aligned_columns(
         logged = items.of(action, "the logged actions")
         cand = part.column("candidates")
         lengths = np.asarray(pc.list_value_length(cand).to_numpy(), dtype=np.int64)
+        offsets = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
         entries = decode(pc.list_flatten(cand)).combine_chunks()
-        code = items.of(entries, "the candidates' actions")
-        picked = np.flatnonzero(code == np.repeat(logged, lengths))
-        rows = np.repeat(np.arange(m, dtype=np.int64), lengths)[picked]
-        starts = np.zeros(m, dtype=np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
-        for k, column in enumerate(columns):  # a loop over candidates
+        flats = []
+        for column in columns:  # a loop over candidates
             values = _flat_float(part.column(column), f"column {column!r}")
             if values.size != len(entries):
                 raise PolicyError(
                     f"column {column!r} must have one entry per candidate (aligned with "
                     "`candidates`)."
                 )
-            if k and m and values.size:  # the reader checked the logging distribution's sums
-                total = np.add.reduceat(values, starts)
-                total[lengths == 0] = 0.0
-                bad = np.abs(total - 1.0) > PROBABILITY_TOLERANCE * np.maximum(lengths, 1)
-                if bad.any():
-                    where = np.zeros(n, dtype=bool)
-                    where[start : start + m] = bad
-                    raise PolicyError(
-                        f"column {column!r}: a candidate's distribution must sum to 1 over the "
-                        f"row's candidates; it does not in {rows_text(where)}."
-                    )
-            out[k, start : start + m] = np.bincount(rows, weights=values[picked], minlength=m)
+            flats.append(np.ascontiguousarray(values))
+        lut = items._lookup()
+        labels = None
+        if loops is not None and lut is not None and pa.types.is_integer(entries.type):
+            labels = np.ascontiguousarray(entries.to_numpy(zero_copy_only=False), dtype=np.int64)
+        if labels is not None and lut is not None and loops is not None:
+            addresses = np.array([f.ctypes.data for f in flats], dtype=np.int64)
+            unknown = loops["_nb_pick_sums"](
+                offsets,
+                labels,
+                lut[1],
+                lut[0],
+                logged,
+                addresses,
+                out[:, start : start + m],
+                totals[:, start : start + m],
+            )
+            if unknown:
+                items.of(entries, "the candidates' actions")  # raises, naming them
+        else:
+            code = items.of(entries, "the candidates' actions")
+            picked = np.flatnonzero(code == np.repeat(logged, lengths))
+            rows = np.repeat(np.arange(m, dtype=np.int64), lengths)
+            for k, values in enumerate(flats):  # a loop over candidates
+                out[k, start : start + m] = np.bincount(
+                    rows[picked], weights=values[picked], minlength=m
+                )
+                totals[k, start : start + m] = np.bincount(rows, weights=values, minlength=m)
+        del flats
+    lengths_all = np.asarray(
+        pc.list_value_length(logs.table.column("candidates")).to_numpy(), dtype=np.int64
+    )
+    for k, column in enumerate(columns[1:], start=1):  # the reader checked the logger's sums
+        bad = (lengths_all > 0) & (
+            np.abs(totals[k] - 1.0) > PROBABILITY_TOLERANCE * np.maximum(lengths_all, 1)
+        )
+        if bad.any():
+            raise PolicyError(
+                f"column {column!r}: a candidate's distribution must sum to 1 over the row's "
+                f"candidates; it does not in {rows_text(bad)}."
+            )
     values_out = out[1:].T.copy() if names else np.empty((n, 0))
     return names, out[0], values_out, items.n_codes
+
+
+def _nb_pick_sums(offsets, labels, lut, lo, logged, addresses, out, totals):
+    """For each row ``i`` and column ``j`` (a float64 array at ``addresses[j]``, one entry per
+    candidate): ``out[j, i]`` the sum of the entries whose item's embedding code
+    ``lut[label - lo]`` is the logged item's ``logged[i]``, ``totals[j, i]`` the sum of all.
+    Returns the number of entries whose label has no code (the caller names them).
+
+    The entries of the logged embedding are marked once (a 0/1 float per entry), then each
+    column is two sums per row, which vectorize."""
+    m = offsets.shape[0] - 1
+    n_cols = addresses.shape[0]
+    nnz = labels.shape[0]
+    span = lut.shape[0]
+    match = np.empty(nnz)
+    unknown = 0
+    # each row's entries as slices from 0: an index ``offsets[i] + k`` would keep the loops
+    # from vectorizing
+    for i in range(m):
+        a, b = offsets[i], offsets[i + 1]
+        g = logged[i]
+        row_labels = labels[a:b]
+        row_match = match[a:b]
+        for k in range(b - a):
+            v = row_labels[k] - lo
+            inside = (v >= 0) & (v < span)
+            c = lut[v if inside else 0] if inside else -1
+            row_match[k] = 1.0 if c == g else 0.0
+            unknown += 1 if c < 0 else 0
+    for j in range(n_cols):
+        col = _nb_carray(_nb_pointer(addresses[j]), nnz, np.float64)
+        for i in range(m):
+            a, b = offsets[i], offsets[i + 1]
+            row = col[a:b]
+            row_match = match[a:b]
+            acc = 0.0
+            tot = 0.0
+            for k in range(b - a):
+                x = row[k]
+                acc += x * row_match[k]
+                tot += x
+            out[j, i] = acc
+            totals[j, i] = tot
+    return unknown
+
+
+#: Set by :func:`_compiled` before the loop compiles: the kernel's column access
+#: (:func:`ope._kernel.column_access`: an address as a ``void *``, and ``numba.carray``).
+_nb_pointer: Any = None
+_nb_carray: Any = None
+
+
+def _compiled() -> dict[str, Any] | None:
+    """The compiled loop when the numba backend is in use (compiled on first use), else None."""
+    global _nb_pointer, _nb_carray
+    from ope._kernel import backend, column_access, compiled_loops
+
+    if _nb_pointer is None and backend() == "numba":
+        _nb_pointer, _nb_carray = column_access()
+    return compiled_loops(__name__, (_nb_pick_sums,))
 
 
 def _from_distributions(

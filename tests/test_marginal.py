@@ -359,3 +359,24 @@ def test_diagnose_tests_the_embedding():
     assert not ope.diagnose(logs).embedding_checks
     with pytest.raises(ParameterError, match="ActionEmbedding"):
         ope.diagnose(logs, embedding="cluster")
+
+
+def test_compiled_and_numpy_passes_agree_and_name_unknown_items():
+    from ope import _kernel
+
+    logs, items, *_ = _dense_logs(n=700, seed=12)
+    emb = ActionEmbedding(clusters="cluster", items=items)
+    out = {}
+    for backend in ("numba", "numpy") if _kernel.numba_available() else ("numpy",):
+        _kernel.set_backend(backend)
+        try:
+            out[backend] = marginal_propensities(logs, emb)
+            with pytest.raises(PolicyError, match="no row in the item table"):
+                marginal_propensities(
+                    logs, ActionEmbedding(clusters="cluster", items=items.slice(0, 5))
+                )
+        finally:
+            _kernel.set_backend(None)
+    if len(out) == 2:
+        np.testing.assert_allclose(out["numba"].logging, out["numpy"].logging, rtol=1e-14)
+        np.testing.assert_allclose(out["numba"].values, out["numpy"].values, rtol=1e-14)
