@@ -62,7 +62,6 @@ def test_tasks_have_distinct_seeds_and_cover_every_cell() -> None:
         cm.setting_env("nope", quick=True)
 
 
-@pytest.mark.slow
 def test_quick_run_writes_every_cell(tmp_path, capsys) -> None:
     cm = _load()
     out = tmp_path / "coverage_marginal.json"
