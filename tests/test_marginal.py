@@ -380,3 +380,27 @@ def test_compiled_and_numpy_passes_agree_and_name_unknown_items():
     if len(out) == 2:
         np.testing.assert_allclose(out["numba"].logging, out["numpy"].logging, rtol=1e-14)
         np.testing.assert_allclose(out["numba"].values, out["numpy"].values, rtol=1e-14)
+
+
+def test_observed_embeddings_are_not_context_of_the_reward_model():
+    from ope.simulate import CatalogBandit
+
+    env = CatalogBandit(
+        n_items=200, n_candidates=10, n_requests=50, stochastic_embeddings=True, seed=1
+    )
+    items = env.action_features().select(["action", "cluster"])
+    logs = ope.read_logs(env.sample(2000, rng=2)).with_action_features(items)
+    emb = ActionEmbedding(distribution=env.embedding_distribution())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = ope.evaluate(logs, estimators=("dr", "mdr"), embedding=emb, rng=0)
+        named = ope.evaluate(
+            logs,
+            estimators=("mdr",),
+            embedding=emb,
+            context_columns=["x0", "e0"],
+            rng=0,
+        )
+    assert not {"e0", "e1"} & set(ev.model_columns["context"])
+    assert any("observed embedding columns e0, e1" in n for n in ev.notes)
+    assert named.model_columns["context"] == ["x0", "e0"]  # named columns are kept

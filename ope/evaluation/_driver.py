@@ -368,6 +368,7 @@ def evaluate_eager(logs: BanditLogs, plan: Any, provenance: Provenance) -> Evalu
     segment_columns = check_segment_columns(logs.table.schema, plan.by, source=logs.report.source)
     embedding = plan.embedding
     check_embedding(resolved, embedding, running=True)
+    model, embedding_notes = _without_observed_embedding(logs, model, embedding)
     run = _eager_run(logs, policies, resolved, settings, model, embedding=embedding)
     segments: dict[tuple[str, str, str, str], Estimate] = {}
     segment_notes: list[str] = []
@@ -388,6 +389,7 @@ def evaluate_eager(logs: BanditLogs, plan: Any, provenance: Provenance) -> Evalu
             )
         )
     notes += run.model_notes
+    notes += embedding_notes
     notes += _marginal_notes(resolved, embedding, run)
     source = propensity_info(logs)
     estimated = estimated_propensity_note(logs)
@@ -601,6 +603,31 @@ def _marginal_estimates(
     matrix = target if isinstance(target, np.ndarray) else np.column_stack(list(target))
     checks = tuple(embedding_sufficiency(reward, propensity, matrix, mp))
     return estimates, checks
+
+
+def _without_observed_embedding(
+    logs: BanditLogs, model: Mapping[str, Any], embedding: Any
+) -> tuple[Mapping[str, Any], list[str]]:
+    """The reward model's settings with the rows' observed embedding columns (a stochastic
+    ``ActionEmbedding(distribution=...)``) left out of its default context: they are drawn
+    after the item, so a model that read them as context would predict every candidate item
+    with the logged row's embedding. Columns named in ``context_columns`` are kept."""
+    from ope.context import context_column_choice
+
+    if embedding is None or embedding.kind != "distribution":
+        return model, []
+    if model.get("context_columns") is not None:
+        return model, []
+    choice = context_column_choice(logs)
+    dropped = [c for c in choice.columns if c in embedding.names]
+    if not dropped:
+        return model, []
+    kept = [c for c in choice.columns if c not in embedding.names]
+    note = (
+        f"the observed embedding columns {', '.join(dropped)} are left out of the reward "
+        "model's default context (they depend on the logged item)"
+    )
+    return {**model, "context_columns": kept}, [note]
 
 
 def _marginal_notes(
