@@ -31,10 +31,12 @@ request types):
     ``e0, e1`` columns.
 
 Estimators: ``ips, snips, dr, mips, snmips, mdr`` with ope's defaults (the reward model of
-``dr`` and ``mdr`` is the default cross-fitted Ridge on the context, the item table's numeric
-columns, their products and one intercept per item), and ``mdr (cluster model)``: ``mdr`` with
-a reward model that sees the item only through its cluster (a one-hot of the cluster as the
-item features, ``RewardModel(action_intercepts=False)``, the context columns ``x0 ..``). The
+``dr`` is the default cross-fitted Ridge on the context, the item table's numeric columns,
+their products and one intercept per item; ``mdr`` fits the same defaults on the embedding in
+place of the item, ``q(x, e)``, when each item has one embedding, and the items' model under a
+stochastic ``p(e|a)``; the observed embedding columns are never context), and
+``mdr (cluster model)``: ``mdr`` with ``RewardModel(action_intercepts=False)`` and the context
+columns ``x0 ..`` named. The
 rejection rate of ``Evaluation.embedding_checks`` (``p < 0.05``) is the size of that test in
 the settings where the embedding is sufficient and its power where it is not.
 
