@@ -74,6 +74,7 @@ _PUBLIC: dict[str, str] = {
     "MIPS": "ope.estimators",
     "SNMIPS": "ope.estimators",
     "MarginalizedDR": "ope.estimators",
+    "OffCEM": "ope.estimators",
     # large catalogs: marginal weights over action embeddings and clusters
     "ActionEmbedding": "ope.marginal",
     "marginal_propensities": "ope.marginal",
@@ -89,6 +90,7 @@ _PUBLIC: dict[str, str] = {
     # reward models for DM / DR
     "RewardModel": "ope.reward_models",
     "FittedRewardModel": "ope.reward_models",
+    "TwoStepRewardModel": "ope.reward_models",
     # policy learning and the safety gate
     "ConservativePolicyLearner": "ope.learning",
     "IPSPolicyLearner": "ope.learning",

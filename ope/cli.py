@@ -689,7 +689,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_embedding_options(p: argparse.ArgumentParser) -> None:
     m = p.add_argument_group(
         "large catalogs",
-        "marginal weights over item embeddings for mips, snmips and mdr: the logs need "
+        "marginal weights over item embeddings for mips, snmips, mdr and offcem: the logs need "
         "candidates, logging_distribution and each candidate's target_dist__<name>",
     )
     m.add_argument(
@@ -730,7 +730,7 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         nargs="+",
         metavar="NAME",
         help="bandit logs: dm ips clipped_ips snips dr sndr switch_dr dros, and with "
-        "--cluster-column or --embedding-columns the marginalized mips snmips mdr (default: ips "
+        "--cluster-column or --embedding-columns the marginalized mips snmips mdr offcem (default: ips "
         "snips); trajectories: is pdis wis wpdis dr wdr (default: pdis wpdis); repeat to add more",
     )
     p.add_argument(

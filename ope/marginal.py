@@ -62,6 +62,7 @@ __all__ = [
     "ActionEmbedding",
     "reads_aligned_columns",
     "embedding_level",
+    "item_clusters",
     "MarginalPropensities",
     "marginal_propensities",
     "embedding_sufficiency",
@@ -696,6 +697,14 @@ def marginal_propensities(
     )
 
 
+def _one_per_item(logs: BanditLogs, embedding: ActionEmbedding) -> bool:
+    """Whether ``embedding`` gives each item one code (not per-row clusters or a ``p(e|a)``)."""
+    return not (
+        embedding.kind == "distribution"
+        or (embedding.kind == "clusters" and embedding.clusters in logs.table.column_names)
+    )
+
+
 def embedding_level(
     logs: BanditLogs,
     embedding: ActionEmbedding,
@@ -714,9 +723,7 @@ def embedding_level(
     """
     import scipy.sparse as sp
 
-    if embedding.kind == "distribution" or (
-        embedding.kind == "clusters" and embedding.clusters in logs.table.column_names
-    ):
+    if not _one_per_item(logs, embedding):
         return None
     items = _item_codes(logs, embedding)
     action = decode(logs.table.column("action"))
@@ -737,6 +744,20 @@ def embedding_level(
     index = logs.table.column_names.index("action")
     table = logs.table.set_column(index, "action", pa.array(logged, type=pa.int64()))
     return BanditLogs(table, logs.report, unit_roundoff=logs.unit_roundoff), out
+
+
+def item_clusters(
+    logs: BanditLogs, embedding: ActionEmbedding, items: npt.NDArray[Any]
+) -> npt.NDArray[np.int64] | None:
+    """The embedding code (cluster) of each item label in ``items``, for a reward model with
+    one cluster per item (:class:`~ope.reward_models.TwoStepRewardModel`), or None for
+    embeddings that are not one per item (per-row clusters, a stochastic ``p(e|a)``)."""
+    if not _one_per_item(logs, embedding):
+        return None
+    codes = _item_codes(logs, embedding)
+    action = decode(logs.table.column("action"))
+    flat = action.combine_chunks() if isinstance(action, pa.ChunkedArray) else action
+    return codes.of(_labels(np.asarray(items), flat.type), "the items of the reward model")
 
 
 def _check_logged(

@@ -52,7 +52,7 @@ from ope.exceptions import (
 )
 from ope.policies import PROBABILITY_TOLERANCE  # one row-sum tolerance for the whole package
 
-__all__ = ["RewardModel", "FittedRewardModel"]
+__all__ = ["RewardModel", "FittedRewardModel", "TwoStepRewardModel"]
 
 #: Default regularization of the default Ridge model. The design has one column per action (and
 #: per action × context feature); a small ridge keeps actions seen a handful of times from getting
@@ -751,7 +751,10 @@ class _LinearGather:
     @classmethod
     def of(cls, estimators: Sequence[Any], design: _Design) -> _LinearGather | None:
         """The gather of these fold models, or None when one of them is not linear."""
-        if not estimators or any(type(est) not in LINEAR_REGRESSORS for est in estimators):
+        if not estimators or any(
+            type(est) not in LINEAR_REGRESSORS and type(est) is not _LinearFold
+            for est in estimators
+        ):
             return None
         d, k = design.n_context, design.n_actions
         coefs, biases = [], []
@@ -913,6 +916,8 @@ class FittedRewardModel:
     def __repr__(self) -> str:
         est = self.model.estimator
         name = "Ridge (default)" if est is None else type(est).__name__
+        if isinstance(self.model, TwoStepRewardModel):
+            name = "TwoStepRewardModel"
         return (
             f"FittedRewardModel({name}, n={self.fold_.size}, n_actions={self.n_actions_}, "
             f"n_folds={self.n_folds_}, cross_fit={self.model.cross_fit})"
@@ -1078,3 +1083,267 @@ class FittedRewardModel:
                 feats = self._design.build(x[rows[idx]], actions[idx])
                 out[idx] = _predict_block(est, feats, values)
         return out
+
+
+# --------------------------------------------------------------------------------------------
+# OffCEM's two-step model
+# --------------------------------------------------------------------------------------------
+
+
+class _LinearFold:
+    """One fold of a linear model fitted here (the two-step model): ``X @ coef_ + intercept_``."""
+
+    def __init__(self, coef: NDArray[np.float64], intercept: float) -> None:
+        self.coef_ = coef
+        self.intercept_ = float(intercept)
+
+    def predict(self, features: Any) -> NDArray[np.float64]:
+        return np.asarray(features @ self.coef_, dtype=_FLOAT).reshape(-1) + self.intercept_
+
+
+def _within_ridge(
+    features: Any, y: NDArray[np.float64], groups: NDArray[np.int64], alpha: float, tol: float
+) -> NDArray[np.float64]:
+    r"""The ridge coefficients of the within-group regression,
+
+    .. math:: \hat\beta = \arg\min_\beta \sum_i \big((y_i - \bar y_{g(i)})
+              - (\phi_i - \bar\phi_{g(i)})\beta\big)^2 + \alpha\,\|\beta\|^2,
+
+    solved by LSQR on the operator "demean within groups after multiplying" so that the sparse
+    design is never centred (densified). One group is an unpenalized intercept."""
+    from scipy.sparse.linalg import LinearOperator, lsqr
+
+    _, g = np.unique(groups, return_inverse=True)
+    size = np.bincount(g).astype(_FLOAT)
+
+    def demean(u: NDArray[np.float64]) -> NDArray[np.float64]:
+        return u - (np.bincount(g, weights=u, minlength=size.size) / size)[g]
+
+    m, p = features.shape
+    op = LinearOperator(
+        (m, p),
+        matvec=lambda v: demean(np.asarray(features @ np.ravel(v), dtype=_FLOAT)),
+        rmatvec=lambda u: np.asarray(features.T @ demean(np.ravel(u)), dtype=_FLOAT),
+        dtype=_FLOAT,
+    )
+    return np.asarray(
+        lsqr(op, demean(y), damp=float(np.sqrt(alpha)), atol=tol, btol=tol, iter_lim=10 * p + 100)[
+            0
+        ],
+        dtype=_FLOAT,
+    )
+
+
+@dataclass(frozen=True)
+class TwoStepRewardModel:
+    r"""OffCEM's two-step reward model :math:`\hat f(x, a) = \hat h(x, a) + \hat g(x, c(a))`,
+    cross-fitted, for estimators that weigh rows by cluster (``offcem``).
+
+    OffCEM's correction term is unbiased when the model is *locally correct*: right about the
+    differences of reward between the items of one cluster, whatever its error on each
+    cluster's level. The two steps fit exactly that:
+
+    1. **Within clusters**: :math:`\hat h` is a ridge regression on ``[x, one-hot(a),
+       x ⊗ one-hot(a), x ⊗ one-hot(c(a))]`` fitted to the rows' differences from their group's mean (the group of a row
+       is its logged item's cluster, and with ``pair_column`` also that column's value, e.g. the
+       user). This is the least-squares form of the reference's pairwise loss
+       :math:`\sum_{i,j \in g}((r_i - r_j) - (\hat h_i - \hat h_j))^2`, which equals
+       :math:`2 n_g \sum_{i \in g}((r_i - \bar r_g) - (\hat h_i - \bar h_g))^2` in each group
+       (the reference weighs groups by their size ``n_g``, this fit weighs rows equally). Each
+       item's intercept and context slopes are learned from its differences with the other
+       items of its cluster, shrunk towards its cluster's (never towards another cluster's).
+    2. **Cluster level**: :math:`\hat g` is a ridge regression of the residual
+       :math:`r - \hat h(x, a)` on ``[1, x, one-hot(c), x ⊗ one-hot(c)]``.
+
+    Both are linear, and a cluster's terms are its items', so each fold's model is one linear
+    model on the items' design ``[x, one-hot(a), x ⊗ one-hot(a)]``: the fitted model is a
+    :class:`FittedRewardModel` whose predictions at (row, item) pairs are gathers.
+
+    Parameters
+    ----------
+    alpha : float, default DEFAULT_RIDGE_ALPHA
+        Ridge penalty of both steps (the intercept of step 2 is not penalized).
+    n_folds : int, default 5
+        Cross-fitting folds: each row is predicted by the model fitted on the other folds.
+    rng : int, numpy.random.Generator or None
+        Randomness of the fold assignment, recorded as the fitted model's ``seed_``.
+    interactions : bool, default True
+        Include the context slopes of items and clusters (``x ⊗ one-hot(a)``,
+        ``x ⊗ one-hot(c)``); without them each item and cluster has an intercept only.
+    pair_column : str, optional
+        A log column (user or session id) whose rows share a context: step 1 then compares items
+        only within (that value, cluster), as the reference's pairs of one user's observations.
+    tol : float, default 1e-10
+        Relative tolerance of the least-squares solver (LSQR) of each step.
+    chunk_size : int, default 65_536
+        (row, item) pairs predicted at once.
+
+    References
+    ----------
+    .. [1] Y. Saito, Q. Ren and T. Joachims, "Off-policy evaluation for large action spaces via
+       conjunct effect modeling", ICML 2023, arXiv:2305.08062 (§4, the two-step regression).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope.reward_models import TwoStepRewardModel
+    >>> rng = np.random.default_rng(0)
+    >>> n = 4000
+    >>> x = rng.normal(size=(n, 1))
+    >>> a = rng.integers(0, 6, size=n)
+    >>> clusters = np.array([0, 0, 0, 1, 1, 1])        # items 0-2 in cluster 0, 3-5 in 1
+    >>> item = np.array([0.0, 0.2, 0.4, 0.0, -0.3, 0.3])
+    >>> r = 1.0 + x[:, 0] * (clusters[a] == 1) + item[a] + 0.1 * rng.normal(size=n)
+    >>> fitted = TwoStepRewardModel(rng=0).fit(x, a, r, clusters=clusters)
+    >>> q = fitted.predict(np.zeros((6, 1)), np.arange(6))
+    >>> np.round(q[1:3] - q[0], 1), np.round(q[4:] - q[3], 1)   # within-cluster differences
+    (array([0.2, 0.4]), array([-0.3,  0.3]))
+    """
+
+    alpha: float = DEFAULT_RIDGE_ALPHA
+    n_folds: int = 5
+    rng: int | np.random.Generator | None = None
+    interactions: bool = True
+    pair_column: str | None = None
+    tol: float = 1e-10
+    chunk_size: int = 65_536
+
+    #: the settings FittedRewardModel reads of a RewardModel
+    cross_fit: bool = True
+    estimator: Any = None
+
+    def __post_init__(self) -> None:
+        check_positive_int(self.n_folds, "n_folds", minimum=2)
+        check_positive_int(self.chunk_size, "chunk_size")
+        check_rng(self.rng)
+        for name in ("alpha", "tol"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == np.inf:
+                raise ParameterError(f"{name} must be a finite number >= 0; got {v!r}.")
+        if not isinstance(self.interactions, (bool, np.bool_)):
+            raise ParameterError(f"interactions must be True or False; got {self.interactions!r}.")
+        if self.cross_fit is not True or self.estimator is not None:
+            raise ParameterError(
+                "TwoStepRewardModel is always cross-fitted ridge regressions; cross_fit and "
+                "estimator cannot be changed (use RewardModel for another estimator)."
+            )
+        if self.pair_column is not None and not isinstance(self.pair_column, str):
+            raise ParameterError(
+                f"pair_column must be a column name (str) or None; got {self.pair_column!r}."
+            )
+
+    def fit(
+        self,
+        context: ArrayLike,
+        action: ArrayLike,
+        reward: ArrayLike,
+        *,
+        clusters: ArrayLike,
+        n_actions: int | None = None,
+        groups: ArrayLike | None = None,
+    ) -> FittedRewardModel:
+        """Fit both steps once per fold; out-of-fold predictions of the logged items.
+
+        Parameters
+        ----------
+        context : array-like, shape (n, d)
+        action : array-like of int, shape (n,)
+            Logged item codes in ``0..n_actions-1``.
+        reward : array-like, shape (n,)
+        clusters : array-like of int, shape (n_actions,)
+            The cluster code (``0..G-1``) of each item code.
+        n_actions : int, optional
+            Catalog size; default ``len(clusters)``.
+        groups : array-like, shape (n,), optional
+            The rows' ``pair_column`` values: step 1 compares items within (group, cluster).
+
+        Returns
+        -------
+        FittedRewardModel
+        """
+        x = _as_context(context)
+        n, d = x.shape
+        c = np.asarray(clusters)
+        if c.ndim != 1 or c.size == 0 or not np.issubdtype(c.dtype, np.integer) or c.min() < 0:
+            raise SchemaError(
+                "`clusters` must be a 1-d array of cluster codes >= 0, one per item code; got "
+                f"shape {c.shape}, dtype {c.dtype}."
+            )
+        if n_actions is not None:
+            check_positive_int(n_actions, "n_actions")
+        k = int(c.size if n_actions is None else n_actions)
+        if k != c.size:
+            raise SchemaError(f"`clusters` has {c.size} entries for n_actions={k} items.")
+        a = _as_actions(action, n, k)
+        y = _as_reward(reward, n)
+        if n < self.n_folds:
+            raise EstimationError(
+                f"{n} rows cannot be split into n_folds={self.n_folds} folds; use fewer folds "
+                "(n_folds >= 2) or more rows."
+            )
+        _, c = np.unique(c, return_inverse=True)
+        c = c.astype(np.int64)
+        n_clusters = int(c.max()) + 1
+        inter = bool(self.interactions)
+        design = _Design(d, k, None, inter, True)  # [x, one-hot(a), x ⊗ one-hot(a)]
+        if design.n_columns > MAX_DESIGN_COLUMNS:
+            raise EstimationError(
+                f"the two-step model would have {design.n_columns:,} coefficients ({k:,} items, "
+                f"{d} context features), more than MAX_DESIGN_COLUMNS = {MAX_DESIGN_COLUMNS:,}; "
+                "use interactions=False or fewer context features."
+            )
+        cluster_design = _Design(d, n_clusters, None, inter, True)  # the same over clusters
+        within = c[a]
+        if groups is not None:
+            g = np.asarray(groups)
+            if g.shape != (n,):
+                raise SchemaError(f"`groups` must have one value per row ({n}); got {g.shape}.")
+            _, g_codes = np.unique(g, return_inverse=True)
+            within = g_codes.astype(np.int64) * n_clusters + within
+        items_x = design.build(x, a)
+        clusters_x = cluster_design.build(x, c[a])
+        # step 1: the items' design and the clusters' x ⊗ one-hot(c) block (item slopes shrink
+        # towards their cluster's); the clusters' own intercepts are constant within a group
+        first = sp.hstack([items_x, clusters_x[:, d + n_clusters :]], format="csr")
+
+        seed, gen = resolve_seed(self.rng)
+        fold = np.empty(n, dtype=np.int64)
+        fold[gen.permutation(n)] = np.arange(n) % self.n_folds
+        estimators: list[Any] = []
+        q_logged = np.empty(n, dtype=_FLOAT)
+        p1 = items_x.shape[1]
+        for f in progress(
+            range(self.n_folds), desc="two-step fit", total=self.n_folds, unit="fold"
+        ):
+            test = np.flatnonzero(fold == f)
+            train = np.flatnonzero(fold != f)
+            phi1 = first[train]
+            beta1 = _within_ridge(phi1, y[train], within[train], self.alpha, self.tol)
+            resid = y[train] - phi1 @ beta1
+            phi2 = clusters_x[train]
+            beta2 = _within_ridge(
+                phi2, resid, np.zeros(train.size, dtype=np.int64), self.alpha, self.tol
+            )
+            # fold both steps into the items' design: a cluster's terms become its items'
+            coef = beta1[:p1].copy()
+            coef[:d] += beta2[:d]
+            coef[d : d + k] += beta2[d : d + n_clusters][c]
+            if inter and d:
+                slopes = beta1[p1:].reshape(n_clusters, d) + beta2[d + n_clusters :].reshape(
+                    n_clusters, d
+                )
+                coef[d + k :] += slopes[c].ravel()
+            est = _LinearFold(coef, float(np.mean(resid - phi2 @ beta2)))
+            estimators.append(est)
+            q_logged[test] = est.predict(items_x[test])
+        return FittedRewardModel(
+            model=self,  # type: ignore[arg-type]  # the settings it reads are here too
+            estimators=estimators,
+            fold=fold,
+            n_actions=k,
+            reward_values=None,
+            design=design,
+            context=x,
+            q_logged=q_logged,
+            seed=seed,
+        )

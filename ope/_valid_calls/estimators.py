@@ -135,6 +135,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.MIPS.estimate": estimator_estimate("ope.MIPS"),
     "ope.SNMIPS.estimate": estimator_estimate("ope.SNMIPS"),
     "ope.MarginalizedDR.estimate": estimator_estimate("ope.MarginalizedDR"),
+    "ope.OffCEM.estimate": estimator_estimate("ope.OffCEM"),
     "ope.SNIPS.estimate": estimator_estimate("ope.SNIPS"),
     "ope.ClippedIPS.estimate": _sampling_weighted(
         estimator_estimate("ope.ClippedIPS", max_weight=10.0)
@@ -185,7 +186,17 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     # estimators: constructors and the estimates they make
     **{
         f"ope.{cls}": _constructor(f"ope.{cls}")
-        for cls in ("IPS", "SNIPS", "DM", "DR", "SNDR", "MIPS", "SNMIPS", "MarginalizedDR")
+        for cls in (
+            "IPS",
+            "SNIPS",
+            "DM",
+            "DR",
+            "SNDR",
+            "MIPS",
+            "SNMIPS",
+            "MarginalizedDR",
+            "OffCEM",
+        )
     },
     **{
         f"ope.{cls}.{method}": (

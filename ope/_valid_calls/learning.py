@@ -222,6 +222,21 @@ def _reward_model_settings() -> dict[str, Any]:
     )
 
 
+def _two_step_settings() -> dict[str, Any]:
+    """Every setting of TwoStepRewardModel, at small values."""
+    return dict(
+        alpha=1.0,
+        n_folds=2,
+        rng=0,
+        interactions=True,
+        pair_column=None,
+        tol=1e-10,
+        chunk_size=1024,
+        cross_fit=True,
+        estimator=None,
+    )
+
+
 @functools.cache
 def _fitted_reward_model() -> Any:
     d = _data()
@@ -347,6 +362,18 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
             "reward": _data()["reward"],
             "n_actions": 3,
             "action_features": None,
+        },
+    ),
+    "ope.TwoStepRewardModel": lambda tmp: call("ope.TwoStepRewardModel", **_two_step_settings()),
+    "ope.TwoStepRewardModel.fit": lambda tmp: Call(
+        resolve("ope.TwoStepRewardModel")(**_two_step_settings()).fit,
+        {
+            "context": _data()["X"],
+            "action": _data()["y"],
+            "reward": _data()["reward"],
+            "clusters": np.array([0, 0, 1]),
+            "n_actions": 3,
+            "groups": None,
         },
     ),
     "ope.FittedRewardModel.predict": lambda tmp: Call(

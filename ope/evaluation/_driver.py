@@ -27,6 +27,7 @@ from ope.estimators import (
 )
 from ope.exceptions import (
     EstimationError,
+    ParameterError,
     PolicyError,
     SchemaError,
     ValidationError,
@@ -106,16 +107,19 @@ def _model_predictions(
     context_columns: Sequence[str] | None,
     action_features: Any = None,
     rng: int | np.random.Generator | None,
+    embedding: Any = None,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, list[str]], list[str]]:
     """Cross-fitted q̂(x_i, a_i) and q̂(x_i, π_p) for every policy p, over one action catalog.
 
     Returns ``(q_logged, q_target, model_columns, notes)``: ``model_columns`` has the context
     columns (``"context"``) and action-feature columns (``"action_features"``) the model used.
+    A :class:`~ope.reward_models.TwoStepRewardModel` reads each item's cluster from
+    ``embedding`` (:func:`ope.marginal.item_clusters`).
     """
     import scipy.sparse as sp
 
     from ope.context import context_column_choice
-    from ope.reward_models import RewardModel
+    from ope.reward_models import RewardModel, TwoStepRewardModel
 
     notes: list[str] = []
     if action_features is None:
@@ -152,17 +156,44 @@ def _model_predictions(
     feat_names: list[str] = []
     if action_features is not None:
         feats, feat_names = action_feature_matrix(action_features, catalog)
-    if reward_model is None:
-        # with action features: shared feature effects, context x feature interactions, and an
-        # intercept per action (RewardModel.action_intercepts)
-        model = RewardModel(rng=rng, action_intercepts=feats is not None)
-    elif isinstance(reward_model, RewardModel):
-        model = reward_model
+    if isinstance(reward_model, TwoStepRewardModel):
+        from ope.marginal import item_clusters
+
+        clusters = None if embedding is None else item_clusters(logs, embedding, catalog)
+        if clusters is None:
+            raise ParameterError(
+                "TwoStepRewardModel needs one cluster per item: pass embedding=ActionEmbedding("
+                "clusters=<an item-table column>) or ActionEmbedding(columns=[...]) with the "
+                "items' table (per-row clusters and a stochastic p(e|a) give none); or use "
+                "RewardModel."
+            )
+        pair = reward_model.pair_column
+        if pair is not None and pair not in logs.table.column_names:
+            raise SchemaError(
+                f"TwoStepRewardModel(pair_column={pair!r}): the logs have no column {pair!r}; "
+                f"columns: {', '.join(map(repr, logs.table.column_names))}."
+            )
+        groups = None if pair is None else logs.table.column(pair).to_numpy(zero_copy_only=False)
+        fitted = reward_model.fit(
+            x,
+            codes,
+            logs.column("reward"),
+            clusters=clusters,
+            n_actions=len(catalog),
+            groups=groups,
+        )
     else:
-        model = RewardModel(estimator=reward_model, rng=rng)
-    fitted = model.fit(
-        x, codes, logs.column("reward"), n_actions=len(catalog), action_features=feats
-    )
+        if reward_model is None:
+            # with action features: shared feature effects, context x feature interactions,
+            # and an intercept per action (RewardModel.action_intercepts)
+            model = RewardModel(rng=rng, action_intercepts=feats is not None)
+        elif isinstance(reward_model, RewardModel):
+            model = reward_model
+        else:
+            model = RewardModel(estimator=reward_model, rng=rng)
+        fitted = model.fit(
+            x, codes, logs.column("reward"), n_actions=len(catalog), action_features=feats
+        )
     q_logged = fitted.predict_logged()
     q_target = fitted.predict_policy(mats)
     q_target = np.asarray(q_target, dtype=np.float64).reshape(len(q_logged), len(names))
@@ -498,7 +529,7 @@ def _eager_run(
     model_notes: list[str] = []
     if needs_model:
         q_logged, q_target, model_columns, model_notes = _model_predictions(
-            logs, tp.distributions, tp.names, **model
+            logs, tp.distributions, tp.names, **model, embedding=embedding
         )
     logging_out: list[Estimate] = []
     estimates, stats = _row_estimates(
@@ -522,7 +553,7 @@ def _eager_run(
         )
     checks: tuple[Any, ...] = ()
     if marginal:
-        estimates_m, checks = _marginal_estimates(
+        estimates_m, checks, notes_m = _marginal_estimates(
             logs,
             names,
             target,
@@ -539,6 +570,7 @@ def _eager_run(
             model,
         )
         estimates.update(estimates_m)
+        model_notes = [*model_notes, *notes_m]
     base = logging_out[0] if logging_out else _logging_estimate(stats, reward, settings, weight)
     return _EagerRun(
         names=list(names),
@@ -573,36 +605,65 @@ def _marginal_estimates(
     q_target: np.ndarray | None,
     weight: np.ndarray | None,
     model: Mapping[str, Any],
-) -> tuple[dict[tuple[str, str], Estimate], tuple[Any, ...]]:
-    """The marginalized estimators on the rows' embedding propensities, and each candidate's
-    test of the embedding (IPS minus MIPS on the same rows). ``distributions`` are the
-    candidates' (None: the logs' aligned columns are read, :func:`ope.marginal.reads_aligned_columns`).
-    The marginalized DR's reward model is fitted on the embeddings, :math:`\\hat q(x, e)`, when
-    each item has one embedding (:func:`ope.marginal.embedding_level`); else the items' model
-    (``q_logged``, ``q_target``)."""
+) -> tuple[dict[tuple[str, str], Estimate], tuple[Any, ...], list[str]]:
+    """The marginalized estimators on the rows' embedding propensities, each candidate's test
+    of the embedding (IPS minus MIPS on the same rows), and notes on the models used.
+    ``distributions`` are the candidates' (None: the logs' aligned columns are read,
+    :func:`ope.marginal.reads_aligned_columns`).
+
+    The reward models: the marginalized DR's is fitted on the embeddings, :math:`\\hat q(x, e)`,
+    when each item has one embedding (:func:`ope.marginal.embedding_level`); OffCEM's is
+    :class:`~ope.reward_models.TwoStepRewardModel` there unless ``reward_model`` is set; else
+    both use the items' model (``q_logged``, ``q_target``)."""
     from ope.marginal import embedding_level, embedding_sufficiency, marginal_propensities
+    from ope.reward_models import TwoStepRewardModel
 
     if not len(names):
-        return {}, ()
+        return {}, (), []
     if distributions is None:
         mp = marginal_propensities(logs, embedding, list(names))
     else:
         mp = marginal_propensities(logs, embedding, distributions=distributions)
     notes: list[str] = []
-    if distributions is not None and any(k in MODEL_ESTIMATORS for k, _ in marginal):
+    keys = {k for k, _ in marginal}
+    default = (q_logged, q_target)
+    models: dict[str, tuple[Any, Any]] = {k: default for k in keys}
+    level = None
+    if distributions is not None and keys & {"mdr", "offcem"}:
+        level = embedding_level(logs, embedding, distributions)
+    if "mdr" in keys and level is not None:
         # the marginalized DR's reward model is of the embedding, q(x, e), when each item has
         # one: an item-level model's errors within an embedding would bias it
-        level = embedding_level(logs, embedding, distributions)
+        level_model = {**model, "action_features": None}
+        if isinstance(model.get("reward_model"), TwoStepRewardModel):  # of items, not embeddings
+            level_model["reward_model"] = None
+        q_l, q_t, _, _ = _model_predictions(level[0], level[1], list(names), **level_model)
+        models["mdr"] = (q_l, q_t)
+    if "offcem" in keys and model.get("reward_model") is None:
         if level is not None:
-            q_logged, q_target, _, notes = _model_predictions(
-                level[0], level[1], list(names), **{**model, "action_features": None}
+            q_l, q_t, _, _ = _model_predictions(
+                logs,
+                distributions,  # type: ignore[arg-type]  # not None where level is
+                list(names),
+                **{**model, "reward_model": TwoStepRewardModel(rng=model.get("rng"))},
+                embedding=embedding,
             )
-    estimates, _ = _row_estimates(
-        marginal, settings, reward, mp.logging, mp.values, names, q_logged, q_target, weight
-    )
+            models["offcem"] = (q_l, q_t)
+        else:
+            notes.append(
+                "offcem uses the items' reward model q̂(x, a): its two-step model needs one "
+                "cluster per item (per-row clusters and a stochastic p(e|a) give none)"
+            )
+    estimates: dict[tuple[str, str], Estimate] = {}
+    for pair in {id(v): v for v in models.values()}.values():  # a loop over distinct models
+        group = [(k, e) for k, e in marginal if models[k] is pair]
+        found, _ = _row_estimates(
+            group, settings, reward, mp.logging, mp.values, names, pair[0], pair[1], weight
+        )
+        estimates.update(found)
     matrix = target if isinstance(target, np.ndarray) else np.column_stack(list(target))
     checks = tuple(embedding_sufficiency(reward, propensity, matrix, mp))
-    return estimates, checks
+    return estimates, checks, notes
 
 
 def _without_observed_embedding(
@@ -639,9 +700,25 @@ def _marginal_notes(
         return []
     notes = [
         f"{', '.join(keys)} weigh each row by its logged embedding's probabilities under "
-        f"{embedding.describe()}: unbiased only if the reward depends on the item through its "
-        "embedding alone (no direct effect)"
+        f"{embedding.describe()}"
     ]
+    plain = [k for k in keys if k in ("mips", "snmips")]
+    if plain:
+        notes.append(
+            f"{', '.join(plain)}: unbiased only if the reward depends on the item through its "
+            "embedding alone (no direct effect)"
+        )
+    if "mdr" in keys:
+        notes.append(
+            "mdr: unbiased if its reward model's residual has no direct effect of the item "
+            "beyond its embedding"
+        )
+    if "offcem" in keys:
+        notes.append(
+            "offcem: unbiased if its item model is right about the reward differences between "
+            "the items of one embedding (local correctness), whatever its error on each "
+            "embedding's level"
+        )
     return notes + [c.note() for c in run.embedding_checks]
 
 

@@ -48,7 +48,7 @@ __all__ = [
 
 
 #: Estimators that need a reward model q̂ (DM and the doubly robust family).
-MODEL_ESTIMATORS: Final = frozenset({"dm", "dr", "sndr", "switch_dr", "dros", "mdr"})
+MODEL_ESTIMATORS: Final = frozenset({"dm", "dr", "sndr", "switch_dr", "dros", "mdr", "offcem"})
 
 
 #: Interval method for the logging policy's value (a plain mean) when the evaluation's method
