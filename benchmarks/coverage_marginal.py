@@ -1,4 +1,4 @@
-"""Simulation study of the marginalized estimators (MIPS, SNMIPS, marginalized DR) against exact truth.
+"""Simulation study of the marginalized estimators (MIPS, SNMIPS, marginalized DR, OffCEM) against exact truth.
 
 Usage::
 
@@ -30,11 +30,13 @@ request types):
     ``ActionEmbedding(distribution=env.embedding_distribution())`` over the logs' observed
     ``e0, e1`` columns.
 
-Estimators: ``ips, snips, dr, mips, snmips, mdr`` with ope's defaults (the reward model of
+Estimators: ``ips, snips, dr, mips, snmips, mdr, offcem`` with ope's defaults (the reward model of
 ``dr`` is the default cross-fitted Ridge on the context, the item table's numeric columns,
 their products and one intercept per item; ``mdr`` fits the same defaults on the embedding in
 place of the item, ``q(x, e)``, when each item has one embedding, and the items' model under a
-stochastic ``p(e|a)``; the observed embedding columns are never context), and
+stochastic ``p(e|a)``; ``offcem`` fits OffCEM's two-step model of the items,
+:class:`ope.reward_models.TwoStepRewardModel`, where each item has one cluster, and the items'
+model under a stochastic ``p(e|a)``; the observed embedding columns are never context), and
 ``mdr (cluster model)``: ``mdr`` with ``RewardModel(action_intercepts=False)`` and the context
 columns ``x0 ..`` named. The
 rejection rate of ``Evaluation.embedding_checks`` (``p < 0.05``) is the size of that test in
@@ -76,11 +78,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write_result  # noqa: E402
 
 CONFIDENCE_LEVEL: Final = 0.95
-ESTIMATORS: Final = ("ips", "snips", "dr", "mips", "snmips", "mdr")
+ESTIMATORS: Final = ("ips", "snips", "dr", "mips", "snmips", "mdr", "offcem")
 #: label of marginalized DR with a reward model that sees the item only through its cluster
 MDR_CLUSTER: Final = "mdr (cluster model)"
 ROW_ESTIMATORS: Final = (*ESTIMATORS, MDR_CLUSTER)
-CATALOG_ESTIMATORS: Final = ("ips", "mips", "dr", "mdr", MDR_CLUSTER)
+CATALOG_ESTIMATORS: Final = ("ips", "mips", "dr", "mdr", "offcem", MDR_CLUSTER)
 POLICIES: Final = ("greedy", "cluster_shift", "uniform")
 SETTINGS: Final = ("assumption holds", "assumption broken", "stochastic embeddings")
 FULL_SIZES: Final = (1_000, 5_000)
@@ -310,7 +312,7 @@ def build_tasks(
                     catalog_n,
                     rep,
                     (seed, 100 + n_items, catalog_n, rep),
-                    estimators=("ips", "mips", "dr", "mdr"),
+                    estimators=("ips", "mips", "dr", "mdr", "offcem"),
                 )
             )
     # the largest samples first, so that the pool does not end on one long task
