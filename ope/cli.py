@@ -2186,6 +2186,14 @@ def _evaluate_streamed(args: argparse.Namespace, plan: Any, names: set[str]) -> 
         *targets,
         *([weight] if weight else []),
     ]
+    if plan.marginal_weighting:  # each batch's embedding propensities come from its own rows
+        wanted = [
+            "candidates",
+            "logging_distribution",
+            *(f"target_dist__{t.removeprefix('target__')}" for t in targets),
+            *plan.embedding.names,
+        ]
+        columns += [c for c in wanted if c in names and c not in columns]
     # io's default batch size: at 10M rows x 8 candidates the pass peaks at about 0.55 GB
     # (batches of 1M rows: 0.83 GB; 64k rows: 0.46 GB), about as fast
     scan = scan_logs(

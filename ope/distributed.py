@@ -29,6 +29,7 @@ from ope.evaluation import (
     Evaluation,
     EvaluationPlan,
     batch_statistics,
+    merged_marginal_notes,
 )
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
 from ope.io import check_on_invalid, scan_logs
@@ -108,6 +109,8 @@ class _Kernel:
     estimators: tuple[Any, ...]  # the plan's weighting estimators (the clip level inside)
     dropped: bool
     weight_column: str | None = None
+    embedding: Any = None  # the plan's ActionEmbedding, for MIPS and SNMIPS
+    marginal: tuple[Any, ...] = ()  # the plan's (key, estimator) pairs of MIPS and SNMIPS
 
 
 @dataclass(frozen=True)
@@ -235,7 +238,14 @@ def _partition_stats(kernel: _Kernel, part: _Partition, earlier_ids: Any) -> _Pa
         if bad is not None:
             table = table.filter(pa.array(~bad))
         logs = BanditLogs.from_validated(table, report, unit_roundoff=kernel.plan.unit_roundoff)
-        stats = batch_statistics(logs, kernel.policies, kernel.estimators, kernel.weight_column)
+        stats = batch_statistics(
+            logs,
+            kernel.policies,
+            kernel.estimators,
+            kernel.weight_column,
+            embedding=kernel.embedding,
+            marginal=kernel.marginal,
+        )
     return _Partial(stats, report, id_ranges)
 
 
@@ -424,6 +434,7 @@ def evaluate_distributed(
     batch_size: int = DEFAULT_BATCH_SIZE,
     check_duplicates: Literal["global", "partition"] = "global",
     weight_column: str | None = None,
+    embedding: Any = None,
 ) -> Any:
     """Evaluate candidate policies on parquet logs with Dask: one task per file or row-group run.
 
@@ -437,8 +448,9 @@ def evaluate_distributed(
         maps names to policy objects of ``ope.policies`` (pickled to the workers). A
         long-format policy table needs the whole log: use ``ope.evaluate(ope.read_logs(...))``.
     estimators : sequence of str or estimator objects, default ("ips", "snips")
-        Among ``ips``, ``clipped_ips`` and ``snips``: the estimators computed from mergeable
-        sums (DM and DR need a reward model fitted on the rows).
+        Among ``ips``, ``clipped_ips`` and ``snips`` (and with ``embedding`` ``mips`` and
+        ``snmips``): the estimators computed from mergeable sums (DM and DR need a reward model
+        fitted on the rows).
     ci : str, default "normal"
         Interval method of ``ci_low``/``ci_high``: ``normal``, ``t``, or with an a priori
         ``reward_range`` ``hoeffding``, ``bernstein`` and (clipped IPS) ``bottou``.
@@ -469,6 +481,10 @@ def evaluate_distributed(
         column when the files have one. Each partition then accumulates
         :class:`ope.moments.WeightedMoments`, and the estimates are the weighted ones of
         ``ope.evaluate`` (normal and t intervals; the bounded methods refuse weighted rows).
+    embedding : ope.ActionEmbedding, optional
+        How items map to embeddings, for ``mips`` and ``snmips``: each partition computes its
+        rows' embedding propensities from its own candidates and distributions (give the item
+        table with ``items=``; it is shipped to the workers once).
 
     Returns
     -------
@@ -558,6 +574,7 @@ def evaluate_distributed(
         reward_range=reward_range,
         max_weight=max_weight,
         weight_column=weight_column,
+        embedding=embedding,
     )
     plan.check_streamable("distributed (evaluate_distributed)")
 
@@ -588,6 +605,8 @@ def evaluate_distributed(
         estimators=tuple(plan.weighting),
         dropped=on_invalid == "drop",
         weight_column=sampling_weight_column(scan.columns, weight_column),
+        embedding=embedding,
+        marginal=tuple(plan.marginal_weighting),
     )
     token = uuid.uuid4().hex
     kernel_d = dask.delayed(kernel, name=f"ope-kernel-{token}")
@@ -665,7 +684,7 @@ def evaluate_distributed(
         raise report.no_rows_error()
     if report.rows_rejected:
         report.warn_dropped(stacklevel=2)
-    notes = []
+    notes = merged_marginal_notes(plan)
     if partition_only:
         notes.append(
             f"event_id duplicates were checked within each of the {len(parts)} partitions only "

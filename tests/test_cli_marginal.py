@@ -48,6 +48,29 @@ def test_evaluate_mips_from_the_command_line(catalog, capsys):
         assert value == pytest.approx(rows[(p, "mips")]["value"], rel=1e-12)
 
 
+def test_streamed_mips_equals_the_in_memory_run(catalog, capsys):
+    """--streaming on reads the candidates and distributions batch by batch: the same MIPS and
+    SNMIPS as the in-memory run; offcem is refused there (its model needs every row)."""
+    env, logs, items = catalog
+    base = ["evaluate", logs, "--estimator", "ips", "mips", "snmips"]
+    base += ["--cluster-column", "cluster", "--items", items, "--json"]
+    docs = {}
+    for mode in ("on", "off"):
+        assert main([*base, "--streaming", mode]) == EXIT_OK
+        docs[mode] = json.loads(capsys.readouterr().out)
+    assert docs["on"]["streaming"] and not docs["off"]["streaming"]
+    on = {(r["policy"], r["estimator"]): r for r in docs["on"]["estimates"]}
+    off = {(r["policy"], r["estimator"]): r for r in docs["off"]["estimates"]}
+    assert on.keys() == off.keys() and len(on) == 3 * len(env.candidate_policies)
+    for key, row in on.items():
+        assert row["value"] == pytest.approx(off[key]["value"], rel=1e-12)
+        assert row["std_error"] == pytest.approx(off[key]["std_error"], rel=1e-10)
+    argv = ["evaluate", logs, "--estimator", "offcem", "--cluster-column", "cluster"]
+    assert main([*argv, "--items", items, "--streaming", "on", "--json"]) == EXIT_USAGE
+    doc = json.loads(capsys.readouterr().out)
+    assert "offcem" in doc["error"]["message"]
+
+
 @pytest.mark.parametrize(
     ("extra", "flag"),
     [

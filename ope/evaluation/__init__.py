@@ -24,8 +24,9 @@ statistics merge exactly (:meth:`ope.streaming.MomentStats.merge`) and become an
 
 from __future__ import annotations
 
-from ope.evaluation._driver import batch_statistics
+from ope.evaluation._driver import EmbeddingStatistics, batch_statistics, merged_marginal_notes
 from ope.evaluation._settings import (
+    MARGINAL_STREAMING_ESTIMATORS,
     STREAMING_ESTIMATORS,
     WEIGHT_BOUND_ESTIMATORS,
     WEIGHT_BOUND_METHODS,
@@ -43,6 +44,9 @@ __all__ = [
     "EvaluationPlan",
     "EvaluationSettings",
     "STREAMING_ESTIMATORS",
+    "MARGINAL_STREAMING_ESTIMATORS",
+    "EmbeddingStatistics",
+    "merged_marginal_notes",
     "WEIGHT_BOUND_ESTIMATORS",
     "WEIGHT_BOUND_METHODS",
     "batch_statistics",

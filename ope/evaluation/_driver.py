@@ -59,6 +59,8 @@ __all__ = [
     "evaluate_eager",
     "evaluate_scan",
     "batch_statistics",
+    "merged_marginal_notes",
+    "EmbeddingStatistics",
 ]
 
 
@@ -421,7 +423,7 @@ def evaluate_eager(logs: BanditLogs, plan: Any, provenance: Provenance) -> Evalu
         )
     notes += run.model_notes
     notes += embedding_notes
-    notes += _marginal_notes(resolved, embedding, run)
+    notes += _marginal_notes(resolved, embedding, run.embedding_checks)
     source = propensity_info(logs)
     estimated = estimated_propensity_note(logs)
     if estimated is not None:
@@ -692,7 +694,7 @@ def _without_observed_embedding(
 
 
 def _marginal_notes(
-    resolved: Sequence[tuple[str, Any]], embedding: Any, run: _EagerRun
+    resolved: Sequence[tuple[str, Any]], embedding: Any, checks: Sequence[Any]
 ) -> list[str]:
     """What the marginalized estimates assume, and each candidate's test of the embedding."""
     keys = [k for k, e in resolved if getattr(e, "marginal", False)]
@@ -719,7 +721,7 @@ def _marginal_notes(
             "the items of one embedding (local correctness), whatever its error on each "
             "embedding's level"
         )
-    return notes + [c.note() for c in run.embedding_checks]
+    return notes + [c.note() for c in checks]
 
 
 def _shared_bootstrap_intervals(
@@ -984,32 +986,85 @@ def _row_positions(idx: np.ndarray) -> Any:
     return pa.array(idx, type=pa.int64())
 
 
+@dataclass(frozen=True)
+class EmbeddingStatistics:
+    """The merged statistics of a pass with the marginalized estimators (MIPS, SNMIPS): the
+    items' (:class:`ope.streaming.MomentStats` of the logged propensities, for IPS, clipped
+    IPS, SNIPS and the logging value) and the embeddings' (the same statistics of each row's
+    embedding propensities, :func:`ope.marginal.marginal_propensities`). Merged batch by batch
+    (scans, Dask partitions) like the statistics they hold."""
+
+    items: Any
+    marginal: Any
+
+    @property
+    def n(self) -> int:
+        return int(self.items.n)
+
+    def merge(self, other: EmbeddingStatistics) -> EmbeddingStatistics:
+        return EmbeddingStatistics(
+            self.items.merge(other.items), self.marginal.merge(other.marginal)
+        )
+
+
 def batch_statistics(
-    logs: BanditLogs, policies: Any, estimators: Sequence[Any], weight_column: str | None = None
+    logs: BanditLogs,
+    policies: Any,
+    estimators: Sequence[Any],
+    weight_column: str | None = None,
+    *,
+    embedding: Any = None,
+    marginal: Sequence[tuple[str, Any]] = (),
 ) -> Any:
     """The moment statistics (:class:`ope.streaming.MomentStats`) of one validated batch for
     the weighting ``estimators`` of a plan: the per-batch step shared by the scan and the Dask
     partitions, merged by the same kernel. The batch's ``target__`` columns are read as they
     are (no (n, P) copy) when the reader validated them. With ``weight_column`` the statistics
-    are of the sampling-weighted rows."""
+    are of the sampling-weighted rows. With ``marginal`` estimators (MIPS, SNMIPS) and their
+    ``embedding`` an :class:`EmbeddingStatistics`: the batch's embedding propensities are
+    computed from its own rows (candidates and distributions are per row)."""
     from ope.policies import target_propensities
     from ope.streaming import MomentStats
 
     direct = _target_columns(logs, policies)
     target: Any
+    tp = None
     if direct is not None:
         names, target = direct
     else:
-        tp = target_propensities(logs, policies)
+        tp = target_propensities(logs, policies, with_distributions=bool(marginal))
         names, target = tp.names, tp.values
-    return MomentStats.from_arrays(
+    weight = None if weight_column is None else logs.column(weight_column)
+    weight_name = weight_column or "sampling_weight"
+    items = MomentStats.from_arrays(
         logs.column("reward"),
         logs.column("propensity"),
         target,
         estimators=estimators,
         names=names,
-        sampling_weight=None if weight_column is None else logs.column(weight_column),
-        weight_name=weight_column or "sampling_weight",
+        sampling_weight=weight,
+        weight_name=weight_name,
+    )
+    if not marginal:
+        return items
+    from ope.marginal import marginal_propensities
+
+    if tp is None and reads_aligned_columns(logs, embedding, policies):
+        mp = marginal_propensities(logs, embedding, list(names))
+    else:
+        if tp is None or tp.distributions is None:
+            tp = target_propensities(logs, policies, with_distributions=True)
+        mp = marginal_propensities(logs, embedding, distributions=tp.distributions)
+    return EmbeddingStatistics(
+        items,
+        MomentStats.from_arrays(
+            logs.column("reward"),
+            mp.logging,
+            mp.values,
+            names=list(mp.names),
+            sampling_weight=weight,
+            weight_name=weight_name,
+        ),
     )
 
 
@@ -1019,8 +1074,16 @@ def evaluate_scan(scan: Any, plan: Any) -> Evaluation:
         plan.settings, weight_column=sampling_weight_column(scan.columns, plan.weight_column)
     )
     stats = None
+    marginal = plan.marginal_weighting
     for batch in scan.to_batches():  # loop over batches
-        part = batch_statistics(batch, plan.policies, plan.weighting, settings.weight_column)
+        part = batch_statistics(
+            batch,
+            plan.policies,
+            plan.weighting,
+            settings.weight_column,
+            embedding=plan.embedding,
+            marginal=marginal,
+        )
         stats = part if stats is None else stats.merge(part)
     if stats is None:
         raise EstimationError(f"the scan of {scan.source} yielded no rows.")
@@ -1030,6 +1093,17 @@ def evaluate_scan(scan: Any, plan: Any) -> Evaluation:
         plan.resolved,
         settings,
         report=scan.report,
-        notes=[estimated] if estimated else [],
+        notes=[*merged_marginal_notes(plan), *([estimated] if estimated else [])],
         propensity_source=propensity_info(scan)["propensity_source"],
     )
+
+
+def merged_marginal_notes(plan: Any) -> list[str]:
+    """What merged statistics' MIPS/SNMIPS assume; their test of the embedding needs the rows."""
+    if not plan.marginal_weighting:
+        return []
+    return [
+        *_marginal_notes(plan.resolved, plan.embedding, ()),
+        "the test of the embedding (per-item minus marginal IPS) needs the rows: run "
+        "ope.evaluate or ope.diagnose on eager logs for it",
+    ]

@@ -38,6 +38,7 @@ __all__ = [
     "WEIGHT_BOUND_METHODS",
     "CI_FALLBACKS",
     "STREAMING_ESTIMATORS",
+    "MARGINAL_STREAMING_ESTIMATORS",
     "SETTING_EXAMPLES",
     "UNBOUNDED_CI_METHODS",
     "resolve_estimators",
@@ -72,6 +73,9 @@ CI_FALLBACKS: Final = ("normal", "t")
 
 #: Estimators computable from mergeable sums over batches (the moment kernel).
 STREAMING_ESTIMATORS: Final = frozenset({"ips", "clipped_ips", "snips"})
+#: The marginalized estimators merged statistics also give, with an embedding: IPS and SNIPS on
+#: each batch's embedding propensities (:func:`ope.marginal.marginal_propensities` is row-local).
+MARGINAL_STREAMING_ESTIMATORS: Final = frozenset({"mips", "snmips"})
 
 
 #: An example value of each estimator setting, for messages.
@@ -258,7 +262,7 @@ def check_bounds(resolved: Sequence[tuple[str, Any]], settings: EvaluationSettin
 def check_embedding(
     resolved: Sequence[tuple[str, Any]], embedding: Any, *, running: bool = False
 ) -> None:
-    """The marginalized estimators (``mips``, ``snmips``, ``mdr``) need an
+    """The marginalized estimators (``mips``, ``snmips``, ``mdr``, ``offcem``) need an
     :class:`ope.ActionEmbedding`, and an embedding needs one of them.
 
     When the plan is built (``running`` False) a marginalized estimator without an embedding is
@@ -287,6 +291,6 @@ def check_embedding(
         )
     if embedding is not None and not marginal:
         raise ParameterError(
-            "`embedding` is used only by the marginalized estimators mips, snmips and mdr; add "
+            "`embedding` is used only by the marginalized estimators mips, snmips, mdr and offcem; add "
             "one of them to `estimators` or drop `embedding`."
         )

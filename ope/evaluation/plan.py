@@ -28,6 +28,7 @@ from ope.schema import TARGET_PREFIX
 from ope.evaluation._settings import (
     MODEL_ESTIMATORS,
     CI_FALLBACKS,
+    MARGINAL_STREAMING_ESTIMATORS,
     STREAMING_ESTIMATORS,
     resolve_estimators,
     EvaluationSettings,
@@ -219,20 +220,34 @@ class EvaluationPlan:
         """The estimator objects the moment kernel computes (IPS, clipped IPS, SNIPS)."""
         return [est for key, est in self.estimators if key in STREAMING_ESTIMATORS]
 
+    @property
+    def marginal_weighting(self) -> list[tuple[str, Any]]:
+        """The marginalized estimators merged statistics give (MIPS, SNMIPS), with their keys."""
+        return [(k, est) for k, est in self.estimators if k in MARGINAL_STREAMING_ESTIMATORS]
+
+    def streams(self, key: str) -> bool:
+        """Whether merged statistics give the estimator ``key`` under this plan."""
+        return key in STREAMING_ESTIMATORS or (
+            key in MARGINAL_STREAMING_ESTIMATORS and self.embedding is not None
+        )
+
     def stream_obstacles(self) -> tuple[tuple[str, str], ...]:
         """Why the plan cannot run on merged statistics (a scan or Dask partitions): one
         ``(argument, reason)`` pair per obstacle; empty when it can.
 
         Merged statistics give IPS, clipped IPS and SNIPS with the normal or t interval
         (every other interval method reads the rows) for candidates named by their
-        ``target__`` columns or given as policy objects.
+        ``target__`` columns or given as policy objects, and with an ``embedding`` MIPS and
+        SNMIPS (each batch's embedding propensities are computed from its own rows).
         """
         obstacles: list[tuple[str, str]] = []
         for key, _ in self.estimators:  # loop over estimators
-            if key not in STREAMING_ESTIMATORS:
+            if not self.streams(key):
                 why = (
                     "needs a reward model fitted on every row"
                     if key in MODEL_ESTIMATORS
+                    else "needs embedding=ope.ActionEmbedding(...)"
+                    if key in MARGINAL_STREAMING_ESTIMATORS
                     else "needs every row"
                 )
                 obstacles.append(("estimators", f"{key} {why}"))
@@ -256,10 +271,11 @@ class EvaluationPlan:
         """
         found = dict(self.stream_obstacles())
         if "estimators" in found:
-            unsupported = [k for k, _ in self.estimators if k not in STREAMING_ESTIMATORS]
+            unsupported = [k for k, _ in self.estimators if not self.streams(k)]
             raise EstimationError(
                 f"estimator(s) {', '.join(unsupported)} cannot run {where}; merged statistics "
-                f"support {', '.join(sorted(STREAMING_ESTIMATORS))}. Read the logs eagerly "
+                f"support {', '.join(sorted(STREAMING_ESTIMATORS))} (and with an embedding "
+                f"{', '.join(sorted(MARGINAL_STREAMING_ESTIMATORS))}). Read the logs eagerly "
                 "(ope.evaluate(ope.read_logs(...))) for the others."
             )
         if "policies" in found:
@@ -414,7 +430,7 @@ def evaluate(
         ``None`` evaluates every ``target__<name>`` column (see ``ope.policies``).
     estimators : sequence of str or estimator objects
         Names among ``dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros`` and, with an
-        ``embedding``, the marginalized ``mips, snmips, mdr``.
+        ``embedding``, the marginalized ``mips, snmips, mdr, offcem``.
     ci : str, default "normal"
         Interval method for ``ci_low``/``ci_high`` (``normal, t, bootstrap, hoeffding,
         bernstein, bottou, empirical_likelihood, betting``). Bounded methods need

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -177,10 +178,12 @@ class Evaluation(Result):
 
         Parameters
         ----------
-        stats : ope.streaming.MomentStats
-            Merged over every batch (scan) or partition (Dask), with the policy names.
+        stats : ope.streaming.MomentStats or ope.evaluation.EmbeddingStatistics
+            Merged over every batch (scan) or partition (Dask), with the policy names; with
+            the embeddings' statistics too when ``resolved`` has MIPS or SNMIPS.
         resolved : sequence of (str, estimator)
-            :func:`resolve_estimators` of IPS, clipped IPS and SNIPS only.
+            :func:`resolve_estimators` of IPS, clipped IPS and SNIPS (and MIPS, SNMIPS with
+            embedding statistics) only.
         settings : EvaluationSettings
         report : ValidationReport
             The merged report of the pass.
@@ -191,7 +194,12 @@ class Evaluation(Result):
             scan); estimated ones also need :func:`ope.propensity.estimated_propensity_note`
             among ``notes``.
         """
+        from ope.estimators import IPS, SNIPS
+
         rr, level = settings.reward_range, settings.confidence_level
+        marginal = getattr(stats, "marginal", None)  # EmbeddingStatistics: MIPS, SNMIPS too
+        if marginal is not None:
+            stats = stats.items
         unweighted = stats.weighted is None or stats.weighted.unit
         weighted = (
             []
@@ -200,9 +208,19 @@ class Evaluation(Result):
         )
         estimates: dict[tuple[str, str], Estimate] = {}
         for key, est in resolved:  # loop over estimators
-            for name, res in zip(
-                stats.names, stats.estimates(est, reward_range=rr, confidence_level=level)
-            ):
+            if getattr(est, "marginal", False):
+                if marginal is None:
+                    raise EstimationError(
+                        f"{key} needs the statistics of the embedding propensities: build the "
+                        "plan with embedding=ope.ActionEmbedding(...)."
+                    )
+                # IPS or SNIPS on the embedding propensities, named as the marginalized one
+                base = IPS() if est.moment_kind == "ips" else SNIPS()
+                found = marginal.estimates(base, reward_range=rr, confidence_level=level)
+                found = [dataclasses.replace(res, estimator=key) for res in found]
+            else:
+                found = stats.estimates(est, reward_range=rr, confidence_level=level)
+            for name, res in zip(stats.names, found):
                 estimates[(name, key)] = res
         return cls(
             estimates=estimates,
