@@ -32,7 +32,10 @@ turns them into one pytest test per (estimator, check), over the whole registry
     of 4 batches (:class:`ope.streaming.MomentStats`), ``ope.evaluate(ope.scan_logs(dir))`` and
     :func:`ope.evaluate_distributed` on a parquet directory of 3 files give the eager value,
     standard error and normal interval to 1e-12 relative; the other estimators are refused by
-    each of these paths with ``EstimationError``.
+    each of these paths with ``EstimationError``. The marginalized estimators of
+    :data:`ope.evaluation.MARGINAL_STREAMING_ESTIMATORS` (MIPS, SNMIPS) must give the eager
+    numbers through the scan and Dask (with an embedding; each batch's embedding
+    propensities come from its own rows) and be refused by the item statistics.
 ``low_ess_notes`` and ``mean_weight_notes``
     A planted low effective sample size and a planted mean importance weight of 1.011 at
     ``z ~ 7`` (the logged propensities too small by 1.1 %) are flagged in the notes of every
@@ -122,7 +125,7 @@ from ope._validation import check_choice, check_rng
 from ope.diagnostics import diagnose_arrays
 from ope.distributed import evaluate_distributed
 from ope.estimators import ESTIMATORS
-from ope.evaluation import STREAMING_ESTIMATORS, evaluate
+from ope.evaluation import MARGINAL_STREAMING_ESTIMATORS, STREAMING_ESTIMATORS, evaluate
 from ope.exceptions import EstimationError, OPEError, ParameterError
 from ope.io import scan_logs
 from ope.streaming import MomentStats
@@ -182,6 +185,7 @@ class _Profile:
     q_target: bool
     settings: tuple[str, ...]  # dataclass fields (clip level, threshold, ...)
     streams: bool
+    merges: bool  # scans and Dask give it (with the contract's embedding for MIPS, SNMIPS)
 
     @property
     def model(self) -> bool:
@@ -203,6 +207,7 @@ def _profile(estimator: Any) -> _Profile:
         q_target="q_target" in params,
         settings=settings,
         streams=name in STREAMING_ESTIMATORS,
+        merges=name in STREAMING_ESTIMATORS or name in MARGINAL_STREAMING_ESTIMATORS,
     )
 
 
@@ -639,10 +644,11 @@ def _check_streamed_equals_eager(estimator: Any, *, rng: Any = 0) -> None:
 
 
 @contextlib.contextmanager
-def _parquet_dir(logs: _Logs) -> Iterator[str]:
-    """The rows as 3 parquet files of several row groups each, in a temporary directory."""
+def _parquet_dir(logs: _Logs, estimator: Any) -> Iterator[str]:
+    """The rows as 3 parquet files of several row groups each, in a temporary directory (with
+    the candidates and distributions a marginalized ``estimator`` reads)."""
     with tempfile.TemporaryDirectory() as tmp:
-        table = pa.Table.from_pandas(logs.frame(), preserve_index=False)
+        table = pa.Table.from_pandas(_frame_for(logs, [estimator]), preserve_index=False)
         bounds = np.linspace(0, len(logs), 4).astype(int)
         for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:])):
             pq.write_table(
@@ -664,14 +670,15 @@ def _compare_evaluation(
         try:
             ev = run()
         except EstimationError:
-            if prof.streams:
+            if prof.merges:
                 raise
             return
-    if not prof.streams:
+    if not prof.merges:
         raise _fail(
             check,
             estimator,
-            f"{prof.name!r} is not in STREAMING_ESTIMATORS, yet {path} accepted it.",
+            f"{prof.name!r} is not in STREAMING_ESTIMATORS (or MARGINAL_STREAMING_ESTIMATORS), "
+            f"yet {path} accepted it.",
         )
     eager = _estimate(estimator, logs)
     _assert_same_estimate(check, estimator, path, ev[(_POLICY, prof.name)], eager)
@@ -687,7 +694,7 @@ def _check_scan_equals_eager(estimator: Any, *, rng: Any = 0) -> None:
     Estimators outside ``STREAMING_ESTIMATORS`` are refused with ``EstimationError``.
     """
     logs = _random_logs(check_rng(rng))
-    with _parquet_dir(logs) as folder:
+    with _parquet_dir(logs, estimator) as folder:
         _compare_evaluation(
             "scan_equals_eager",
             estimator,
@@ -711,12 +718,14 @@ def _check_distributed_equals_eager(estimator: Any, *, rng: Any = 0) -> None:
     import dask
 
     logs = _random_logs(check_rng(rng))
-    with _parquet_dir(logs) as folder, dask.config.set(scheduler="synchronous"):
+    with _parquet_dir(logs, estimator) as folder, dask.config.set(scheduler="synchronous"):
         _compare_evaluation(
             "distributed_equals_eager",
             estimator,
             "ope.evaluate_distributed",
-            lambda: evaluate_distributed(folder, [_POLICY], estimators=(estimator,)),
+            lambda: evaluate_distributed(
+                folder, [_POLICY], estimators=(estimator,), **_marginal_options([estimator])
+            ),
             logs,
         )
 
