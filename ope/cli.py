@@ -144,9 +144,10 @@ FLAGS: Final = {
     "control": "--control",
     "outcomes": "--outcome",
     "by": "--by",
-    "embedding": "--cluster-column or --embedding-columns",
+    "embedding": "--cluster-column, --embedding-columns or --estimated-embedding",
     "clusters": "--cluster-column",
     "columns": "--embedding-columns",
+    "estimated": "--estimated-embedding",
     "correction": "--correction",
     "ratio": "--ratio",
     "context": "--obd-context",
@@ -705,6 +706,14 @@ def _add_embedding_options(p: argparse.ArgumentParser) -> None:
         metavar="COLUMN",
         help="categorical embedding columns of the item table; an item's embedding is the "
         "tuple of its values",
+    )
+    m.add_argument(
+        "--estimated-embedding",
+        action="extend",
+        nargs="+",
+        metavar="COLUMN",
+        help="embedding columns observed on each row of the logs, whose p(e|a) is estimated "
+        "from the logs (cross-fitted item frequencies; no item table needed)",
     )
     m.add_argument(
         "--items",
@@ -1999,7 +2008,18 @@ def _embedding(args: argparse.Namespace) -> Any:
     (with ``--items``), or None."""
     clusters = getattr(args, "cluster_column", None)
     columns = getattr(args, "embedding_columns", None)
+    estimated = getattr(args, "estimated_embedding", None)
     items_path = getattr(args, "items", None)
+    if estimated:
+        if clusters is not None or columns or items_path is not None:
+            raise _UsageError(
+                "argument --estimated-embedding: the embedding is the logs' observed columns; "
+                "drop --cluster-column, --embedding-columns and --items",
+                flag="--estimated-embedding",
+            )
+        from ope.marginal import ActionEmbedding
+
+        return ActionEmbedding(estimated=tuple(estimated), rng=getattr(args, "seed", None) or 0)
     if clusters is None and not columns:
         if items_path is not None:
             raise _UsageError(

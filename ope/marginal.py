@@ -41,7 +41,10 @@ from ope._validation import (
     check_finite,
     check_name,
     check_names,
+    check_positive_int,
+    check_rng,
     describe,
+    resolve_seed,
     validated_pair,
 )
 from ope.exceptions import ParameterError, PolicyError, SchemaError, ValidationError
@@ -96,9 +99,30 @@ class ActionEmbedding:
         :math:`\\pi(e \\mid x) = \\sum_a \\pi(a \\mid x) \\prod_d p(e_d \\mid a)` (the joint form,
         as Open Bandit Pipeline 0.5.7's MIPS; its self-normalized MIPS multiplies per-dimension
         mixtures instead, which agrees with it only for one dimension).
+    estimated : sequence of str, optional
+        Observed embedding columns of the logs whose ``p(e_d | a)`` is **estimated** from the
+        logs themselves: the frequencies of each item's observed values, cross-fitted (the
+        rows of one fold are weighted with the frequencies of the other folds, never their
+        own) and smoothed towards each value's overall frequency. With the logger's known
+        distribution over each row's candidates this is the classifier
+        :math:`\\hat\\pi_0(a \\mid x, e) \\propto \\pi_0(a \\mid x) \\prod_d \\hat p(e_d \\mid a)`
+        over the row's candidate set, and the weight
+        :math:`\\sum_a \\hat\\pi_0(a|x,e)\\, \\pi(a|x)/\\pi_0(a|x)` is the ratio of the
+        candidates' and the logger's mixtures of :math:`\\hat p`. It assumes the embedding
+        depends on the item only (not on the context) with dimensions independent given the
+        item; the intervals do not include the error of :math:`\\hat p`.
     items : pyarrow Table or pandas DataFrame, optional
         The item table of ``clusters``/``columns`` (an ``action`` column and the embedding
         columns); default the logs' ``action_features``.
+    smoothing : float, default 1.0
+        With ``estimated``: the weight (in rows) of the overall frequency in each item's
+        :math:`\\hat p(e_d \\mid a) = (c_{a,v} + s f_v) / (c_a + s)`; an item seen in no other
+        fold gets the overall frequencies. ``f_v`` is add-one smoothed, so no observed value
+        has probability 0.
+    n_folds : int, default 5
+        With ``estimated``: cross-fitting folds.
+    rng : int, numpy.random.Generator or None, default 0
+        With ``estimated``: the randomness of the fold assignment (an int reproduces it).
 
     Raises
     ------
@@ -119,14 +143,25 @@ class ActionEmbedding:
     columns: tuple[str, ...] = ()
     distribution: Mapping[str, Any] | None = field(default=None, compare=False)
     items: Any = field(default=None, compare=False, repr=False)
+    estimated: tuple[str, ...] = ()
+    smoothing: float = 1.0
+    n_folds: int = 5
+    rng: Any = field(default=0, compare=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.columns, str):
-            object.__setattr__(self, "columns", (self.columns,))
-        elif self.columns:
-            object.__setattr__(self, "columns", tuple(check_names(self.columns, "columns")))
-        else:
-            object.__setattr__(self, "columns", ())
+        for argument in ("columns", "estimated"):
+            value = getattr(self, argument)
+            if isinstance(value, str):
+                object.__setattr__(self, argument, (value,))
+            elif value:
+                object.__setattr__(self, argument, tuple(check_names(value, argument)))
+            else:
+                object.__setattr__(self, argument, ())
+        s = self.smoothing
+        if isinstance(s, bool) or not isinstance(s, (int, float)) or not 0 <= s < np.inf:
+            raise ParameterError(f"smoothing must be a finite number >= 0; got {s!r}.")
+        check_positive_int(self.n_folds, "n_folds", minimum=2)
+        check_rng(self.rng)
         if self.clusters is not None:
             check_name(self.clusters, "clusters", what="a column name")
         for name in self.columns:
@@ -142,14 +177,16 @@ class ActionEmbedding:
                 ("clusters", self.clusters),
                 ("columns", self.columns),
                 ("distribution", self.distribution),
+                ("estimated", self.estimated),
             )
             if value
         ]
         if len(given) != 1:
             raise ParameterError(
                 "an ActionEmbedding takes exactly one of clusters= (a cluster column), "
-                "columns= (categorical embedding columns of the item table) or distribution= "
-                f"(a known p(e|a) per embedding column); got {', '.join(given) or 'none'}."
+                "columns= (categorical embedding columns of the item table), distribution= "
+                "(a known p(e|a) per embedding column) or estimated= (observed embedding "
+                f"columns whose p(e|a) is estimated); got {', '.join(given) or 'none'}."
             )
         argument = self.kind
         names = list(self.names)
@@ -160,17 +197,27 @@ class ActionEmbedding:
 
     @property
     def kind(self) -> str:
-        """``"clusters"``, ``"columns"`` or ``"distribution"``."""
+        """``"clusters"``, ``"columns"``, ``"distribution"`` or ``"estimated"``."""
         if self.clusters:
             return "clusters"
-        return "columns" if self.columns else "distribution"
+        if self.columns:
+            return "columns"
+        return "estimated" if self.estimated else "distribution"
 
     @property
     def names(self) -> tuple[str, ...]:
         """The columns this embedding reads."""
         if self.clusters:
             return (self.clusters,)
-        return self.columns if self.columns else tuple(self.distribution or {})
+        if self.columns:
+            return self.columns
+        return self.estimated if self.estimated else tuple(self.distribution or {})
+
+    @property
+    def observed(self) -> bool:
+        """Whether the embedding is observed on each row (a column of the logs drawn after the
+        item): a known or an estimated ``p(e|a)``."""
+        return self.kind in ("distribution", "estimated")
 
     def describe(self) -> str:
         """The embedding in words, for notes and reports."""
@@ -178,6 +225,12 @@ class ActionEmbedding:
             return f"the clusters of column {self.clusters}"
         if self.kind == "columns":
             return f"the joint embedding of {', '.join(self.columns)} (per item)"
+        if self.kind == "estimated":
+            return (
+                f"the observed embedding {', '.join(self.names)} with p(e|a) estimated from "
+                f"the logs ({self.n_folds}-fold cross-fitted frequencies, smoothing "
+                f"{self.smoothing:g})"
+            )
         return f"the observed embedding {', '.join(self.names)} with a known p(e|a)"
 
 
@@ -376,7 +429,7 @@ def reads_aligned_columns(logs: BanditLogs, embedding: ActionEmbedding, policies
     (an item-table column or columns). Then no candidate's sparse distribution is built."""
     from ope.policies.join import validated_target_columns
 
-    if embedding.kind == "distribution" or not logs.targets_validated():
+    if embedding.observed or not logs.targets_validated():
         return False
     have = logs.table.column_names
     if embedding.clusters is not None and embedding.clusters in have:
@@ -577,8 +630,12 @@ def _from_distributions(
     action = decode(logs.table.column("action"))
     action_type = action.type
     n = logs.n
-    if embedding.kind == "distribution":
-        fn = _StochasticLookup(logs, embedding)
+    if embedding.observed:
+        fn: _StochasticLookup | _EstimatedLookup = (
+            _StochasticLookup(logs, embedding)
+            if embedding.kind == "distribution"
+            else _EstimatedLookup(logs, embedding)
+        )
         p0 = fn.marginal(logging)
         values = np.column_stack([fn.marginal(d) for d in dists]) if dists else np.empty((n, 0))
         n_embeddings = fn.n_observed
@@ -700,7 +757,7 @@ def marginal_propensities(
 def _one_per_item(logs: BanditLogs, embedding: ActionEmbedding) -> bool:
     """Whether ``embedding`` gives each item one code (not per-row clusters or a ``p(e|a)``)."""
     return not (
-        embedding.kind == "distribution"
+        embedding.observed
         or (embedding.kind == "clusters" and embedding.clusters in logs.table.column_names)
     )
 
@@ -773,7 +830,7 @@ def _check_logged(
             "Check that the embedding of each logged action matches the one the logger used, "
             "and that p(e|a) gives the observed embedding positive probability."
         )
-    if embedding.kind != "distribution":
+    if not embedding.observed:
         propensity = np.asarray(logs.column("propensity"), dtype=np.float64)
         low = p0 < propensity * (1.0 - PROBABILITY_TOLERANCE) - PROBABILITY_TOLERANCE
         if low.any():
@@ -939,6 +996,95 @@ class _StochasticLookup:
             )
         sums = np.bincount(rows, weights=factor, minlength=self.n)
         return np.asarray(sums, dtype=np.float64)
+
+
+class _EstimatedLookup:
+    """``p(e_d | a)`` estimated from the logs' observed embeddings, cross-fitted: the rows of
+    fold k are weighted with the counts of the other folds (:attr:`ActionEmbedding.estimated`).
+
+    For an entry (row i, item a) of a distribution and each dimension d with the row's
+    observed value v, :math:`\\hat p = (c_{-k}(a, v) + s f_{-k}(v)) / (c_{-k}(a) + s)`, with
+    :math:`f_{-k}(v) = (c_{-k}(v) + 1) / (n_{-k} + V_d)`; counts over the rows of the other
+    folds, found by binary search in sorted (fold, item, value) keys: no (items x values) table.
+    """
+
+    def __init__(self, logs: BanditLogs, embedding: ActionEmbedding) -> None:
+        self.n = logs.n
+        index = action_index(logs)
+        self.catalog = index.catalog
+        k_items = max(len(self.catalog), 1)
+        folds = int(embedding.n_folds)
+        if self.n < folds:
+            raise ValidationError(
+                f"estimating p(e|a) with {folds}-fold cross-fitting needs at least {folds} rows; "
+                f"got {self.n:,}. Pass fewer n_folds or a known distribution=."
+            )
+        _, gen = resolve_seed(embedding.rng)
+        self.fold = np.empty(self.n, dtype=np.int64)
+        self.fold[gen.permutation(self.n)] = np.arange(self.n) % folds
+        self.folds = folds
+        self.smoothing = float(embedding.smoothing)
+        logged = index.logged.astype(np.int64)
+        fold_rows = np.bincount(self.fold, minlength=folds).astype(np.float64)
+        self.rows_out = self.n - fold_rows  # rows of the other folds, per fold
+        self.item_out = self._out_counts(logged, k_items)  # c_{-k}(a): (folds, items)
+        self.dims: list[tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], Any]] = []
+        parts = []
+        for column in embedding.estimated:
+            if column not in logs.table.column_names:
+                raise SchemaError(
+                    f"the logs have no column {column!r}: with estimated= each embedding column "
+                    "holds the embedding observed on each row."
+                )
+            observed = decode(logs.table.column(column))
+            if observed.null_count:
+                bad = np.asarray(pc.is_null(observed).to_numpy(zero_copy_only=False), dtype=bool)
+                raise SchemaError(f"the embedding column {column!r} is null in {rows_text(bad)}.")
+            v = _category_codes(observed, f"the embedding {column!r}")
+            n_values = int(v.max()) + 1 if v.size else 1
+            parts.append(v)
+            # per fold: the overall frequency of each value in the other folds, add-one smoothed
+            value_out = self._out_counts(v, n_values)
+            freq = (value_out + 1.0) / (self.rows_out[:, None] + n_values)
+            # (item, value) counts of the other folds, as sorted keys with a count per fold
+            pair = logged * n_values + v
+            keys, inverse = np.unique(pair, return_inverse=True)
+            per_fold = np.zeros((folds, keys.size), dtype=np.float64)
+            np.add.at(per_fold, (self.fold, inverse), 1.0)
+            out = per_fold.sum(axis=0)[None, :] - per_fold
+            self.dims.append((keys, out, (v, n_values, freq)))
+        self.n_observed = _joint_codes(parts)[1] if self.n else 0
+
+    def _out_counts(self, codes: npt.NDArray[np.int64], size: int) -> npt.NDArray[np.float64]:
+        """(folds, size): the counts of each code over the rows of the other folds."""
+        per_fold = np.zeros((self.folds, size), dtype=np.float64)
+        np.add.at(per_fold, (self.fold, codes), 1.0)
+        return per_fold.sum(axis=0)[None, :] - per_fold
+
+    def marginal(self, dist: PolicyDistribution) -> npt.NDArray[np.float64]:
+        rows, m = _entry_rows(dist)
+        col_codes = label_codes(pa.array(dist.actions, type=self.catalog.type), self.catalog)
+        a = col_codes.astype(np.int64)[np.asarray(m.indices, dtype=np.int64)]
+        if np.any((a < 0) & (np.asarray(m.data) > 0)):
+            # an item never logged: no count in any fold, the overall frequencies
+            a_safe = np.where(a < 0, 0, a)
+        else:
+            a_safe = a
+        fold = self.fold[rows]
+        seen = np.where(a >= 0, self.item_out[fold, a_safe], 0.0)
+        factor = np.asarray(m.data, dtype=np.float64).copy()
+        s = self.smoothing
+        for keys, out, (v, n_values, freq) in self.dims:
+            value = v[rows]
+            key = a_safe * n_values + value
+            pos = np.minimum(np.searchsorted(keys, key), max(keys.size - 1, 0))
+            found = (keys[pos] == key) & (a >= 0)
+            count = np.where(found, out[fold, pos], 0.0)
+            f = freq[fold, value]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                p_hat = np.where(seen + s > 0, (count + s * f) / (seen + s), f)
+            factor *= p_hat
+        return np.asarray(np.bincount(rows, weights=factor, minlength=self.n), dtype=np.float64)
 
 
 #: The p-value below which a test of the embedding is read as evidence of a direct effect.

@@ -677,7 +677,7 @@ def _without_observed_embedding(
     with the logged row's embedding. Columns named in ``context_columns`` are kept."""
     from ope.context import context_column_choice
 
-    if embedding is None or embedding.kind != "distribution":
+    if embedding is None or not embedding.observed:
         return model, []
     if model.get("context_columns") is not None:
         return model, []
@@ -704,6 +704,12 @@ def _marginal_notes(
         f"{', '.join(keys)} weigh each row by its logged embedding's probabilities under "
         f"{embedding.describe()}"
     ]
+    if embedding.kind == "estimated":
+        notes.append(
+            "p(e|a) is estimated from the logs' observed embeddings (cross-fitted item "
+            "frequencies): it assumes the embedding depends on the item alone, and the "
+            "intervals leave out the error of the estimate"
+        )
     plain = [k for k in keys if k in ("mips", "snmips")]
     if plain:
         notes.append(

@@ -228,7 +228,9 @@ class EvaluationPlan:
     def streams(self, key: str) -> bool:
         """Whether merged statistics give the estimator ``key`` under this plan."""
         return key in STREAMING_ESTIMATORS or (
-            key in MARGINAL_STREAMING_ESTIMATORS and self.embedding is not None
+            key in MARGINAL_STREAMING_ESTIMATORS
+            and self.embedding is not None
+            and self.embedding.kind != "estimated"  # cross-fitted over every row
         )
 
     def stream_obstacles(self) -> tuple[tuple[str, str], ...]:
@@ -246,7 +248,8 @@ class EvaluationPlan:
                 why = (
                     "needs a reward model fitted on every row"
                     if key in MODEL_ESTIMATORS
-                    else "needs embedding=ope.ActionEmbedding(...)"
+                    else "needs a known embedding=ope.ActionEmbedding(...) (an estimated "
+                    "p(e|a) is cross-fitted over every row)"
                     if key in MARGINAL_STREAMING_ESTIMATORS
                     else "needs every row"
                 )
