@@ -180,7 +180,9 @@ def _sufficiency_call(tmp: Path) -> Call:
 
 
 VALID: Final[dict[str, Callable[[Path], Call]]] = {
-    "ope.ActionEmbedding": lambda tmp: call("ope.ActionEmbedding", clusters="genre"),
+    "ope.ActionEmbedding": lambda tmp: call(
+        "ope.ActionEmbedding", clusters="genre", smoothing=1.0, n_folds=5, rng=0
+    ),
     "ope.marginal_propensities": lambda tmp: call(
         "ope.marginal_propensities",
         logs=policy_logs(),
