@@ -812,9 +812,9 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         choices=("auto", "on", "off"),
         default="auto",
         help=f"read a parquet source batch by batch in bounded memory: 'auto' (default) from "
-        f"{STREAM_MIN_ROWS:,} rows on when the estimators are ips/clipped_ips/snips (and mips/snmips with a known "
-        f"embedding), the "
-        f"interval {'/'.join(STREAM_CI_METHODS)}, and neither --policies nor --by is given "
+        f"{STREAM_MIN_ROWS:,} rows on when the estimators are ips/clipped_ips/snips (and "
+        f"mips/snmips with a known embedding), the interval {'/'.join(STREAM_CI_METHODS)}, "
+        "and neither --policies nor --by is given "
         "(a streamed run has no overlap diagnostics or paired comparisons: they need every row)",
     )
     t = p.add_argument_group(
