@@ -1015,6 +1015,15 @@ def check_rng(rng: Any) -> np.random.Generator:
     return np.random.default_rng(int(rng))
 
 
+def fold_assignment(n: int, n_folds: int, gen: np.random.Generator) -> npt.NDArray[np.int64]:
+    """The cross-fitting fold of each of ``n`` rows: ``0 .. n_folds-1`` in turn along a random
+    permutation drawn from ``gen``, so fold sizes differ by at most one (reward models, the
+    two-step model and estimated embedding weights share this rule)."""
+    fold = np.empty(n, dtype=np.int64)
+    fold[gen.permutation(n)] = np.arange(n) % n_folds
+    return fold
+
+
 def resolve_seed(rng: Any) -> tuple[int | None, np.random.Generator]:
     """The seed to record and the Generator to use, for a result that must be reproducible.
 

@@ -2455,13 +2455,16 @@ class OffCEM(MarginalizedDR):
 
     Examples
     --------
+    On arrays (cluster propensities and a model's predictions) it is the marginalized DR's
+    arithmetic; in :func:`ope.evaluate` the two differ by their models:
+
     >>> import numpy as np
-    >>> from ope.estimators import OffCEM
-    >>> res = OffCEM().estimate(reward=np.array([1.0, 0.0]),
-    ...     logging_propensity=np.array([0.5, 1.0]), target_propensity=np.array([1.0, 0.5]),
-    ...     q_logged=np.array([0.5, 0.5]), q_target=np.array([0.6, 0.4]))
-    >>> round(res.value, 12)   # the same arithmetic as MarginalizedDR on these arrays
-    0.875
+    >>> from ope.estimators import MarginalizedDR, OffCEM
+    >>> rows = dict(reward=np.array([1.0, 0.0, 1.0]), logging_propensity=np.full(3, 0.5),
+    ...             target_propensity=np.array([1.0, 0.5, 0.25]),
+    ...             q_logged=np.full(3, 0.5), q_target=np.array([0.6, 0.4, 0.7]))
+    >>> OffCEM().estimate(**rows).value == MarginalizedDR().estimate(**rows).value
+    True
     """
 
     name: ClassVar[str] = "offcem"

@@ -44,6 +44,7 @@ from ope._validation import (
     check_positive_int,
     check_rng,
     describe,
+    fold_assignment,
     resolve_seed,
     validated_pair,
 )
@@ -1020,8 +1021,7 @@ class _EstimatedLookup:
                 f"got {self.n:,}. Pass fewer n_folds or a known distribution=."
             )
         _, gen = resolve_seed(embedding.rng)
-        self.fold = np.empty(self.n, dtype=np.int64)
-        self.fold[gen.permutation(self.n)] = np.arange(self.n) % folds
+        self.fold = fold_assignment(self.n, folds, gen)
         self.folds = folds
         self.smoothing = float(embedding.smoothing)
         logged = index.logged.astype(np.int64)

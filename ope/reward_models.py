@@ -41,7 +41,13 @@ from sklearn.dummy import DummyRegressor
 from sklearn.linear_model import ElasticNet, Lasso, LinearRegression, Ridge, RidgeCV
 
 from ope._progress import progress
-from ope._validation import check_positive_int, check_rng, resolve_seed, user_stacklevel
+from ope._validation import (
+    check_positive_int,
+    check_rng,
+    fold_assignment,
+    resolve_seed,
+    user_stacklevel,
+)
 from ope.exceptions import (
     EstimationError,
     ParameterError,
@@ -624,12 +630,11 @@ class RewardModel:
         if n_folds == 1:
             fold = np.zeros(n, dtype=np.int64)
         else:
-            fold = np.empty(n, dtype=np.int64)
             if classifier:  # stratify: every fold sees each reward value in its share
-                order = np.lexsort((gen.random(int(n)), target))
+                fold = np.empty(n, dtype=np.int64)
+                fold[np.lexsort((gen.random(int(n)), target))] = np.arange(n) % n_folds
             else:
-                order = gen.permutation(n)
-            fold[order] = np.arange(n) % n_folds
+                fold = fold_assignment(n, n_folds, gen)
         params = template.get_params(deep=False) if hasattr(template, "get_params") else {}
         if "random_state" in params and params["random_state"] is None:
             template = clone(template).set_params(
@@ -1307,8 +1312,7 @@ class TwoStepRewardModel:
         first = sp.hstack([items_x, clusters_x[:, d + n_clusters :]], format="csr")
 
         seed, gen = resolve_seed(self.rng)
-        fold = np.empty(n, dtype=np.int64)
-        fold[gen.permutation(n)] = np.arange(n) % self.n_folds
+        fold = fold_assignment(n, self.n_folds, gen)
         estimators: list[Any] = []
         q_logged = np.empty(n, dtype=_FLOAT)
         p1 = items_x.shape[1]

@@ -64,11 +64,9 @@ def test_estimated_marginals_equal_the_cross_fitted_frequencies_by_hand(smoothin
     logs, pi0, pi1, a, e = _logs()
     emb = ActionEmbedding(estimated="e", smoothing=smoothing, n_folds=4, rng=3)
     m = marginal_propensities(logs, emb)
-    from ope._validation import resolve_seed
+    from ope._validation import fold_assignment, resolve_seed
 
-    _, gen = resolve_seed(3)
-    fold = np.empty(a.size, dtype=np.int64)
-    fold[gen.permutation(a.size)] = np.arange(a.size) % 4
+    fold = fold_assignment(a.size, 4, resolve_seed(3)[1])
     np.testing.assert_allclose(m.logging, _by_hand(pi0, a, e, fold, smoothing, 5), rtol=1e-12)
     np.testing.assert_allclose(m.values[:, 0], _by_hand(pi1, a, e, fold, smoothing, 5), rtol=1e-12)
     assert emb.kind == "estimated" and emb.observed and emb.names == ("e",)
@@ -85,11 +83,9 @@ def test_a_row_never_sees_its_own_embedding():
     values[0] = {"u": "v", "v": "w", "w": "u"}[values[0]]
     changed = ope.read_logs(table.set_column(table.column_names.index("e"), "e", pa.array(values)))
     after = marginal_propensities(changed, emb).logging
-    from ope._validation import resolve_seed
+    from ope._validation import fold_assignment, resolve_seed
 
-    _, gen = resolve_seed(0)
-    fold = np.empty(logs.n, dtype=np.int64)
-    fold[gen.permutation(logs.n)] = np.arange(logs.n) % 3
+    fold = fold_assignment(logs.n, 3, resolve_seed(0)[1])
     same_fold = fold == fold[0]
     same_fold[0] = False
     # rows of row 0's fold do not use its value; row 0 itself changes through its own value
