@@ -1107,36 +1107,68 @@ class _LinearFold:
 
 
 def _within_ridge(
-    features: Any, y: NDArray[np.float64], groups: NDArray[np.int64], alpha: float, tol: float
+    features: Any, y: NDArray[np.float64], groups: NDArray[np.int64], alpha: float
 ) -> NDArray[np.float64]:
     r"""The ridge coefficients of the within-group regression,
 
     .. math:: \hat\beta = \arg\min_\beta \sum_i \big((y_i - \bar y_{g(i)})
               - (\phi_i - \bar\phi_{g(i)})\beta\big)^2 + \alpha\,\|\beta\|^2,
 
-    solved by LSQR on the operator "demean within groups after multiplying" so that the sparse
-    design is never centred (densified). One group is an unpenalized intercept."""
-    from scipy.sparse.linalg import LinearOperator, lsqr
-
+    from its normal equations :math:`(\Phi^\top M \Phi + \alpha I)\beta = \Phi^\top M y`
+    (M centres within groups) without centring the sparse design:
+    :math:`\Phi^\top M \Phi = \Phi^\top\Phi - S^\top D^{-1} S` with :math:`S` the
+    per-group column sums and :math:`D` the group sizes; a dense solve for few coefficients,
+    else preconditioned conjugate gradients on the sparse system. One group is an unpenalized
+    intercept."""
     _, g = np.unique(groups, return_inverse=True)
-    size = np.bincount(g).astype(_FLOAT)
-
-    def demean(u: NDArray[np.float64]) -> NDArray[np.float64]:
-        return u - (np.bincount(g, weights=u, minlength=size.size) / size)[g]
-
     m, p = features.shape
-    op = LinearOperator(
-        (m, p),
-        matvec=lambda v: demean(np.asarray(features @ np.ravel(v), dtype=_FLOAT)),
-        rmatvec=lambda u: np.asarray(features.T @ demean(np.ravel(u)), dtype=_FLOAT),
-        dtype=_FLOAT,
+    size = np.bincount(g).astype(_FLOAT)
+    member = sp.csr_matrix((np.ones(m), (g, np.arange(m))), shape=(size.size, m))
+    sums = sp.csr_matrix(member @ features)  # (groups, p): the per-group column sums
+    scaled = sp.diags(1.0 / size) @ sums
+    gram = (features.T @ features - sums.T @ scaled + alpha * sp.identity(p, format="csr")).tocsr()
+    rhs = np.asarray(features.T @ y, dtype=_FLOAT) - np.asarray(
+        scaled.T @ np.asarray(member @ y, dtype=_FLOAT), dtype=_FLOAT
     )
-    return np.asarray(
-        lsqr(op, demean(y), damp=float(np.sqrt(alpha)), atol=tol, btol=tol, iter_lim=10 * p + 100)[
-            0
-        ],
-        dtype=_FLOAT,
-    )
+    if p <= _DENSE_SOLVE_COLUMNS:
+        return np.asarray(np.linalg.solve(gram.toarray(), rhs), dtype=_FLOAT)
+    return _conjugate_gradients(gram, rhs)
+
+
+def _conjugate_gradients(gram: Any, rhs: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Solve the symmetric positive definite ``gram @ b = rhs`` by conjugate gradients with the
+    diagonal as preconditioner, to a residual of ``_CG_TOLERANCE`` of ``|rhs|`` (a loop over
+    iterations, each one sparse product). The columns of a reward model's design differ in
+    scale by the square root of their rows (an item seen 3 times, a context feature seen on
+    every row); the diagonal preconditioner removes that spread, so the iterations are few."""
+    diag = np.asarray(gram.diagonal(), dtype=_FLOAT)
+    inv = np.where(diag > 0, 1.0 / np.where(diag > 0, diag, 1.0), 1.0)
+    b = np.zeros_like(rhs)
+    r = rhs.copy()
+    z = inv * r
+    d = z.copy()
+    rz = float(r @ z)
+    stop = _CG_TOLERANCE * float(np.linalg.norm(rhs))
+    for _ in range(10 * rhs.size + 100):  # a loop over iterations
+        if float(np.linalg.norm(r)) <= stop:
+            break
+        q = gram @ d
+        step = rz / float(d @ q)
+        b += step * d
+        r -= step * q
+        z = inv * r
+        rz_next = float(r @ z)
+        d = z + (rz_next / rz) * d
+        rz = rz_next
+    return b
+
+
+#: Relative residual at which the two-step model's conjugate gradients stop.
+_CG_TOLERANCE: Final = 1e-12
+
+
+#: Up to this many coefficients the two-step model's normal equations are solved densely.
+_DENSE_SOLVE_COLUMNS: Final = 2_000
 
 
 @dataclass(frozen=True)
@@ -1178,8 +1210,6 @@ class TwoStepRewardModel:
     pair_column : str, optional
         A log column (user or session id) whose rows share a context: step 1 then compares items
         only within (that value, cluster), as the reference's pairs of one user's observations.
-    tol : float, default 1e-10
-        Relative tolerance of the least-squares solver (LSQR) of each step.
     chunk_size : int, default 65_536
         (row, item) pairs predicted at once.
 
@@ -1210,7 +1240,6 @@ class TwoStepRewardModel:
     rng: int | np.random.Generator | None = None
     interactions: bool = True
     pair_column: str | None = None
-    tol: float = 1e-10
     chunk_size: int = 65_536
 
     #: the settings FittedRewardModel reads of a RewardModel
@@ -1221,10 +1250,9 @@ class TwoStepRewardModel:
         check_positive_int(self.n_folds, "n_folds", minimum=2)
         check_positive_int(self.chunk_size, "chunk_size")
         check_rng(self.rng)
-        for name in ("alpha", "tol"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == np.inf:
-                raise ParameterError(f"{name} must be a finite number >= 0; got {v!r}.")
+        v = self.alpha
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0 or v == np.inf:
+            raise ParameterError(f"alpha must be a finite number >= 0; got {v!r}.")
         if not isinstance(self.interactions, (bool, np.bool_)):
             raise ParameterError(f"interactions must be True or False; got {self.interactions!r}.")
         if self.cross_fit is not True or self.estimator is not None:
@@ -1322,12 +1350,10 @@ class TwoStepRewardModel:
             test = np.flatnonzero(fold == f)
             train = np.flatnonzero(fold != f)
             phi1 = first[train]
-            beta1 = _within_ridge(phi1, y[train], within[train], self.alpha, self.tol)
+            beta1 = _within_ridge(phi1, y[train], within[train], self.alpha)
             resid = y[train] - phi1 @ beta1
             phi2 = clusters_x[train]
-            beta2 = _within_ridge(
-                phi2, resid, np.zeros(train.size, dtype=np.int64), self.alpha, self.tol
-            )
+            beta2 = _within_ridge(phi2, resid, np.zeros(train.size, dtype=np.int64), self.alpha)
             # fold both steps into the items' design: a cluster's terms become its items'
             coef = beta1[:p1].copy()
             coef[:d] += beta2[:d]

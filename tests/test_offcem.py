@@ -18,8 +18,13 @@ from ope.reward_models import TwoStepRewardModel, _within_ridge
 from test_marginal import _dense_logs
 
 
-def test_within_ridge_is_the_ridge_of_the_group_centred_problem():
-    """The LSQR solve equals the closed form on densely centred data, groups and one group."""
+@pytest.mark.parametrize("dense_up_to", [2_000, 0])
+def test_within_ridge_is_the_ridge_of_the_group_centred_problem(monkeypatch, dense_up_to):
+    """The sparse normal equations equal the closed form on densely centred data (groups, and
+    one group: an unpenalized intercept), by the dense and the sparse solver."""
+    import ope.reward_models as rm
+
+    monkeypatch.setattr(rm, "_DENSE_SOLVE_COLUMNS", dense_up_to)
     rng = np.random.default_rng(3)
     n, p = 300, 7
     phi = sp.random(n, p, density=0.4, random_state=4, format="csr")
@@ -32,7 +37,7 @@ def test_within_ridge_is_the_ridge_of_the_group_centred_problem():
         _, code = np.unique(g, return_inverse=True)
         xc, yc = dense - means_x[code], y - means_y[code]
         want = np.linalg.solve(xc.T @ xc + alpha * np.eye(p), xc.T @ yc)
-        got = _within_ridge(phi, y, g, alpha, 1e-12)
+        got = _within_ridge(phi, y, g, alpha)
         np.testing.assert_allclose(got, want, rtol=1e-8, atol=1e-10)
 
 

@@ -230,7 +230,6 @@ def _two_step_settings() -> dict[str, Any]:
         rng=0,
         interactions=True,
         pair_column=None,
-        tol=1e-10,
         chunk_size=1024,
         cross_fit=True,
         estimator=None,
