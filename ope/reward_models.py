@@ -1124,25 +1124,39 @@ def _within_ridge(
     m, p = features.shape
     size = np.bincount(g).astype(_FLOAT)
     member = sp.csr_matrix((np.ones(m), (g, np.arange(m))), shape=(size.size, m))
-    sums = sp.csr_matrix(member @ features)  # (groups, p): the per-group column sums
-    scaled = sp.diags(1.0 / size) @ sums
-    gram = (features.T @ features - sums.T @ scaled + alpha * sp.identity(p, format="csr")).tocsr()
+    sums = sp.csr_matrix(member @ features)  # S: (groups, p), the per-group column sums
+    sums_t = sums.T.tocsr()
+    inner = (features.T @ features).tocsr()  # Φ'Φ: sparse (items touch their own columns)
     rhs = np.asarray(features.T @ y, dtype=_FLOAT) - np.asarray(
-        scaled.T @ np.asarray(member @ y, dtype=_FLOAT), dtype=_FLOAT
+        sums_t @ (np.asarray(member @ y, dtype=_FLOAT) / size), dtype=_FLOAT
     )
     if p <= _DENSE_SOLVE_COLUMNS:
-        return np.asarray(np.linalg.solve(gram.toarray(), rhs), dtype=_FLOAT)
-    return _conjugate_gradients(gram, rhs)
+        dense = inner.toarray() - (sums_t @ sp.diags(1.0 / size) @ sums).toarray()
+        dense[np.diag_indices(p)] += alpha
+        return np.asarray(np.linalg.solve(dense, rhs), dtype=_FLOAT)
+    # S'D^-1 S is never formed: within a cluster of many items it is a dense block
+    diagonal = (
+        np.asarray(inner.diagonal(), dtype=_FLOAT)
+        - np.asarray(sums.multiply(sums).T @ (1.0 / size), dtype=_FLOAT)
+        + alpha
+    )
+
+    def product(v: NDArray[np.float64]) -> NDArray[np.float64]:
+        return np.asarray(inner @ v - sums_t @ ((sums @ v) / size) + alpha * v, dtype=_FLOAT)
+
+    return _conjugate_gradients(product, diagonal, rhs)
 
 
-def _conjugate_gradients(gram: Any, rhs: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Solve the symmetric positive definite ``gram @ b = rhs`` by conjugate gradients with the
-    diagonal as preconditioner, to a residual of ``_CG_TOLERANCE`` of ``|rhs|`` (a loop over
-    iterations, each one sparse product). The columns of a reward model's design differ in
-    scale by the square root of their rows (an item seen 3 times, a context feature seen on
-    every row); the diagonal preconditioner removes that spread, so the iterations are few."""
-    diag = np.asarray(gram.diagonal(), dtype=_FLOAT)
-    inv = np.where(diag > 0, 1.0 / np.where(diag > 0, diag, 1.0), 1.0)
+def _conjugate_gradients(
+    product: Any, diagonal: NDArray[np.float64], rhs: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """Solve the symmetric positive definite system ``product(b) = rhs`` by conjugate
+    gradients with its ``diagonal`` as preconditioner, to a residual of ``_CG_TOLERANCE`` of
+    ``|rhs|`` (a loop over iterations, each a few sparse products). The columns of a reward
+    model's design differ in scale by the square root of their rows (an item seen 3 times, a
+    context feature seen on every row); the diagonal preconditioner removes that spread, so
+    the iterations are few."""
+    inv = np.where(diagonal > 0, 1.0 / np.where(diagonal > 0, diagonal, 1.0), 1.0)
     b = np.zeros_like(rhs)
     r = rhs.copy()
     z = inv * r
@@ -1152,7 +1166,7 @@ def _conjugate_gradients(gram: Any, rhs: NDArray[np.float64]) -> NDArray[np.floa
     for _ in range(10 * rhs.size + 100):  # a loop over iterations
         if float(np.linalg.norm(r)) <= stop:
             break
-        q = gram @ d
+        q = product(d)
         step = rz / float(d @ q)
         b += step * d
         r -= step * q
