@@ -256,6 +256,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
             batch_size=1000,
             check_duplicates="global",
             weight_column=None,
+            embedding=None,
         ),
     ),
     "ope.evaluate_spark": lambda tmp: Call(
