@@ -241,3 +241,35 @@ def test_offcem_from_the_cli(tmp_path):
     doc = json.loads(out.stdout)
     names = {e["estimator"] for e in doc["estimates"]}
     assert {"offcem", "mips"} <= names
+
+
+def test_pair_column_reaches_the_two_step_model_in_evaluate():
+    logs, items, pi0, pi1, a = _dense_logs(n=600, seed=8)
+    users = np.arange(logs.n) % 30
+    table = logs.table.append_column("user", pa.array(users))
+    emb = ActionEmbedding(clusters="cluster", items=items)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = ope.evaluate(
+            ope.read_logs(table),
+            estimators=("offcem",),
+            embedding=emb,
+            reward_model=TwoStepRewardModel(pair_column="user", rng=4),
+            context_columns=["x0"],
+        )
+    x = logs.table.column("x0").to_numpy()[:, None]
+    clusters = items.column("cluster").to_numpy()
+    fitted = TwoStepRewardModel(rng=4).fit(
+        x, a, logs.column("reward"), clusters=clusters, groups=users
+    )
+    n, k = pi0.shape
+    f = np.column_stack(
+        [
+            fitted.predict_policy(
+                sp.csr_array((np.ones(n), (np.arange(n), np.full(n, j))), shape=(n, k))
+            )
+            for j in range(k)  # a loop over the 6 actions
+        ]
+    )
+    want = _offcem_by_hand(logs.column("reward"), a, pi0, pi1, clusters, f)
+    assert ev[("new", "offcem")].value == pytest.approx(want, rel=1e-9)
