@@ -67,6 +67,7 @@ __all__ = [
     "reads_aligned_columns",
     "embedding_level",
     "item_clusters",
+    "one_per_item",
     "MarginalPropensities",
     "marginal_propensities",
     "embedding_sufficiency",
@@ -755,7 +756,7 @@ def marginal_propensities(
     )
 
 
-def _one_per_item(logs: BanditLogs, embedding: ActionEmbedding) -> bool:
+def one_per_item(logs: BanditLogs, embedding: ActionEmbedding) -> bool:
     """Whether ``embedding`` gives each item one code (not per-row clusters or a ``p(e|a)``)."""
     return not (
         embedding.observed
@@ -781,7 +782,7 @@ def embedding_level(
     """
     import scipy.sparse as sp
 
-    if not _one_per_item(logs, embedding):
+    if not one_per_item(logs, embedding):
         return None
     items = _item_codes(logs, embedding)
     action = decode(logs.table.column("action"))
@@ -810,7 +811,7 @@ def item_clusters(
     """The embedding code (cluster) of each item label in ``items``, for a reward model with
     one cluster per item (:class:`~ope.reward_models.TwoStepRewardModel`), or None for
     embeddings that are not one per item (per-row clusters, a stochastic ``p(e|a)``)."""
-    if not _one_per_item(logs, embedding):
+    if not one_per_item(logs, embedding):
         return None
     codes = _item_codes(logs, embedding)
     action = decode(logs.table.column("action"))

@@ -74,7 +74,7 @@ def test_streamed_mips_equals_the_in_memory_run(catalog, capsys):
 @pytest.mark.parametrize(
     ("extra", "flag"),
     [
-        (["--estimator", "mips"], "--cluster-column or --embedding-columns"),
+        (["--estimator", "mips"], "--cluster-column, --embedding-columns or --estimated-embedding"),
         (["--items", "ITEMS"], "--items"),
         (["--cluster-column", "cluster", "--embedding-columns", "e0"], "--cluster-column"),
         (["--estimator", "ips", "--cluster-column", "cluster", "--items", "ITEMS"], "mips"),

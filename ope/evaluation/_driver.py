@@ -44,7 +44,7 @@ from ope.weights import (
     sampling_weight_column,
     sampling_weight_note,
 )
-from ope.marginal import reads_aligned_columns
+from ope.marginal import one_per_item, reads_aligned_columns
 from ope.evaluation._settings import (
     MODEL_ESTIMATORS,
     STREAMING_ESTIMATORS,
@@ -498,6 +498,14 @@ def _eager_run(
     marginal = [(k, e) for k, e in resolved if getattr(e, "marginal", False)]
     resolved = [(k, e) for k, e in resolved if not getattr(e, "marginal", False)]
     needs_model = any(k in MODEL_ESTIMATORS for k, _ in [*resolved, *marginal])
+    # the items' reward model: for DM and the DR family, and for the marginalized ones that do
+    # not fit their own (mdr's of the embedding, offcem's two-step model, one cluster per item)
+    own = embedding is not None and one_per_item(logs, embedding)
+    needs_items_model = any(k in MODEL_ESTIMATORS for k, _ in resolved) or any(
+        k in MODEL_ESTIMATORS
+        and not (own and (k == "mdr" or (k == "offcem" and model.get("reward_model") is None)))
+        for k, _ in marginal
+    )
     # the marginalized estimators read the aligned list columns of validated logs themselves;
     # otherwise they need each candidate's distribution
     needs_dist = needs_model or (
@@ -529,7 +537,7 @@ def _eager_run(
     q_logged = q_target = None
     model_columns = None
     model_notes: list[str] = []
-    if needs_model:
+    if needs_items_model:
         q_logged, q_target, model_columns, model_notes = _model_predictions(
             logs, tp.distributions, tp.names, **model, embedding=embedding
         )

@@ -286,8 +286,8 @@ def check_embedding(
     if running and marginal and embedding is None:
         raise ParameterError(
             f"estimator(s) {', '.join(marginal)} need embedding=ope.ActionEmbedding(...): how "
-            "the actions map to embeddings (clusters=COLUMN, columns=[...] of the item table, or "
-            "a known distribution=)."
+            "the actions map to embeddings (clusters=COLUMN, columns=[...] of the item table, a "
+            "known distribution=, or estimated=[...] observed columns)."
         )
     if embedding is not None and not marginal:
         raise ParameterError(
