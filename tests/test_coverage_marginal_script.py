@@ -90,3 +90,23 @@ def test_quick_run_writes_every_cell(tmp_path, capsys) -> None:
     for title in (*cm.SETTINGS, "Embedding check", "RMSE against catalog size"):
         assert f"**{title}" in printed
     assert printed.count("| 2,000 | cluster_shift | mdr (cluster model) |") == 3
+
+
+def test_estimated_embedding_script_quick_run(tmp_path) -> None:
+    """``benchmarks/estimated_embedding.py --quick``: one row per (n, policy, estimator), with
+    finite numbers and coverage in [0, 1] (the script's numbers are read by hand)."""
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "estimated_embedding.py"
+    spec = importlib.util.spec_from_file_location("ope_benchmark_estimated_embedding", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    out = tmp_path / "estimated.json"
+    result = module.main(["--quick", "--out", str(out)])
+    keys = {(r["policy"], r["estimator"]) for r in result["rows"]}
+    assert {e for _, e in keys} == {"ips", "mips (known)", "mips (estimated)"}
+    assert len(keys) == 3 * 3
+    for r in result["rows"]:
+        assert math.isfinite(r["bias"]) and math.isfinite(r["rmse"])
+        assert 0.0 <= r["coverage"] <= 1.0
+    assert json.loads(out.read_text())["replications"] == 2
