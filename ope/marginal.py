@@ -1066,11 +1066,7 @@ class _EstimatedLookup:
         rows, m = _entry_rows(dist)
         col_codes = label_codes(pa.array(dist.actions, type=self.catalog.type), self.catalog)
         a = col_codes.astype(np.int64)[np.asarray(m.indices, dtype=np.int64)]
-        if np.any((a < 0) & (np.asarray(m.data) > 0)):
-            # an item never logged: no count in any fold, the overall frequencies
-            a_safe = np.where(a < 0, 0, a)
-        else:
-            a_safe = a
+        a_safe = np.maximum(a, 0)  # an item outside the logs' catalog: masked below (a < 0)
         fold = self.fold[rows]
         seen = np.where(a >= 0, self.item_out[fold, a_safe], 0.0)
         factor = np.asarray(m.data, dtype=np.float64).copy()

@@ -500,10 +500,8 @@ def _eager_run(
     needs_model = any(k in MODEL_ESTIMATORS for k, _ in [*resolved, *marginal])
     # the items' reward model: for DM and the DR family, and for the marginalized ones that do
     # not fit their own (mdr's of the embedding, offcem's two-step model, one cluster per item)
-    own = embedding is not None and one_per_item(logs, embedding)
     needs_items_model = any(k in MODEL_ESTIMATORS for k, _ in resolved) or any(
-        k in MODEL_ESTIMATORS
-        and not (own and (k == "mdr" or (k == "offcem" and model.get("reward_model") is None)))
+        k in MODEL_ESTIMATORS and not _fits_own_model(k, logs, embedding, model)
         for k, _ in marginal
     )
     # the marginalized estimators read the aligned list columns of validated logs themselves;
@@ -638,22 +636,25 @@ def _marginal_estimates(
     keys = {k for k, _ in marginal}
     default = (q_logged, q_target)
     models: dict[str, tuple[Any, Any]] = {k: default for k in keys}
-    level = None
-    if distributions is not None and keys & {"mdr", "offcem"}:
-        level = embedding_level(logs, embedding, distributions)
-    if "mdr" in keys and level is not None:
+    if (
+        distributions is not None
+        and "mdr" in keys
+        and _fits_own_model("mdr", logs, embedding, model)
+    ):
         # the marginalized DR's reward model is of the embedding, q(x, e), when each item has
         # one: an item-level model's errors within an embedding would bias it
+        level = embedding_level(logs, embedding, distributions)
+        assert level is not None  # one embedding per item
         level_model = {**model, "action_features": None}
         if isinstance(model.get("reward_model"), TwoStepRewardModel):  # of items, not embeddings
             level_model["reward_model"] = None
         q_l, q_t, _, _ = _model_predictions(level[0], level[1], list(names), **level_model)
         models["mdr"] = (q_l, q_t)
     if "offcem" in keys and model.get("reward_model") is None:
-        if level is not None:
+        if distributions is not None and _fits_own_model("offcem", logs, embedding, model):
             q_l, q_t, _, _ = _model_predictions(
                 logs,
-                distributions,  # type: ignore[arg-type]  # not None where level is
+                distributions,
                 list(names),
                 **{**model, "reward_model": TwoStepRewardModel(rng=model.get("rng"))},
                 embedding=embedding,
@@ -674,6 +675,16 @@ def _marginal_estimates(
     matrix = target if isinstance(target, np.ndarray) else np.column_stack(list(target))
     checks = tuple(embedding_sufficiency(reward, propensity, matrix, mp))
     return estimates, checks, notes
+
+
+def _fits_own_model(key: str, logs: BanditLogs, embedding: Any, model: Mapping[str, Any]) -> bool:
+    """Whether the marginalized estimator ``key`` fits a reward model of its own instead of
+    using the items' (the one rule of :func:`_eager_run` and :func:`_marginal_estimates`):
+    ``mdr`` its model of the embedding, ``offcem`` (with no ``reward_model`` given) the two-step
+    model, both only when each item has one embedding (:func:`ope.marginal.one_per_item`)."""
+    if embedding is None or not one_per_item(logs, embedding):
+        return False
+    return key == "mdr" or (key == "offcem" and model.get("reward_model") is None)
 
 
 def _without_observed_embedding(
@@ -1066,7 +1077,7 @@ def batch_statistics(
     if tp is None and reads_aligned_columns(logs, embedding, policies):
         mp = marginal_propensities(logs, embedding, list(names))
     else:
-        if tp is None or tp.distributions is None:
+        if tp is None:  # the target__ columns were read directly
             tp = target_propensities(logs, policies, with_distributions=True)
         mp = marginal_propensities(logs, embedding, distributions=tp.distributions)
     return EmbeddingStatistics(
