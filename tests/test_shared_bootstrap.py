@@ -293,6 +293,28 @@ def test_sources_and_the_logging_value_alone():
     assert res.logging is not None
 
 
+def test_a_dm_source_or_a_difference_with_one_is_refused():
+    # DM's resamples hold the reward model fixed: the interval it would give, (0.5516, 0.5566)
+    # against a truth of 0.512 in the issue's case, is refused, and so is a paired
+    # difference that carries a DM estimate
+    from ope.estimators import DM
+    from ope.results import compare
+
+    r, p, t = _data(400, p_count=1, seed=8)
+    q = np.full(r.shape, 0.5)
+    dm = DM().estimate(reward=r, q_target=q)
+    dr = DR().estimate(r, p, t[:, 0], q_logged=q, q_target=q)
+    with pytest.raises(ParameterError, match=r"`sources`\['dm'\] is a direct-method"):
+        shared_bootstrap(r, sources={"dm": dm.source}, n_resamples=200, rng=0)
+    diff = compare(dr, dm).source
+    assert diff is not None and diff.model_conditional
+    with pytest.raises(ParameterError, match="bootstrap DR or SNDR"):
+        shared_bootstrap(r, sources={"dr - dm": diff}, n_resamples=200, rng=0)
+    # the DR source with the same model is accepted
+    res = shared_bootstrap(r, sources={"dr": dr.source}, n_resamples=200, rng=0)
+    assert np.isfinite(tuple(res.intervals["dr"])).all()
+
+
 def test_the_bootstrap_names_no_estimator_and_reads_no_estimator_setting():
     """The weighting estimators enter through their row sources: no string of the bootstrap's
     code is an estimator's name, and it reads no clip level or reward origin (as an attribute

@@ -772,7 +772,8 @@ def _shared_bootstrap_intervals(
         (p, k): run.estimates[(p, k)].source
         for p in [*run.names, *run.factored]
         for k, e in resolved
-        if (not isinstance(e, WeightingEstimator) or e.marginal) and k != "dm"
+        if (not isinstance(e, WeightingEstimator) or e.marginal)
+        and _bootstrappable(run.estimates[(p, k)])
     }
     sources.update(
         {(p, k): run.estimates[(p, k)].source for p in run.factored for k, _ in weighting}
@@ -799,6 +800,13 @@ def _shared_bootstrap_intervals(
     return out
 
 
+def _bootstrappable(estimate: Estimate) -> bool:
+    """Whether an estimate's rows can be resampled for an interval: not a model-conditional
+    (DM) estimate, whose resamples would hold its reward model fixed (its ``ci`` is NaN)."""
+    source = estimate.source
+    return source is not None and not getattr(source, "model_conditional", False)
+
+
 def _weighted_shared_bootstrap(
     run: _EagerRun, resolved: Sequence[tuple[str, Any]], settings: EvaluationSettings
 ) -> dict[Any, tuple[float, float]]:
@@ -811,7 +819,7 @@ def _weighted_shared_bootstrap(
         (p, k): run.estimates[(p, k)].source
         for p in [*run.names, *run.factored]
         for k, _ in resolved
-        if k != "dm"
+        if _bootstrappable(run.estimates[(p, k)])
     }
     sources["logging"] = run.logging.source
     shared = shared_bootstrap(

@@ -701,7 +701,8 @@ def shared_bootstrap(
         source has ``components()`` (per-row components, (n, k)), ``statistic(means)`` and
         optionally ``value_range`` (an ``Estimate.source``: DR, SNDR, Switch-DR, DRos, paired
         differences, factored candidates). Their intervals are ``intervals[key]``. DM estimates
-        have no bootstrap interval (their ``ci`` is NaN): do not pass them.
+        and differences with one have no bootstrap interval (their ``ci`` is NaN) and are
+        refused.
     logging : bool, default True
         Also give the logging value's interval (:attr:`SharedBootstrap.logging`).
     reward_range : (float, float), optional
@@ -722,7 +723,8 @@ def shared_bootstrap(
     ------
     ope.ParameterError
         A bad setting, an estimator without a row source (DR and the other estimates go
-        through ``sources``), candidates without estimators, names that do not match the
+        through ``sources``), a DM source (model-conditional: no valid bootstrap), candidates
+        without estimators, names that do not match the
         candidates, ``n_resamples`` below :func:`min_resamples`.
     ope.ValidationError
         Arrays of the wrong shape, non-finite, propensities out of range, rewards outside
@@ -875,6 +877,14 @@ def shared_bootstrap(
             raise ParameterError(
                 f"`sources`[{key!r}] must be a row-backed estimate source with components() "
                 f"and statistic(means) (an Estimate.source); got {describe(src)}."
+            )
+        if getattr(src, "model_conditional", False):
+            raise ParameterError(
+                f"`sources`[{key!r}] is a direct-method (DM) estimate, or a difference with one: "
+                "its resamples hold the reward model fixed, so a bootstrap interval would leave "
+                "out the model's own error and bias (such intervals cover the truth far less "
+                "often than they claim). DM has no interval; leave it out of `sources`, or "
+                "bootstrap DR or SNDR with the same reward model instead."
             )
         comps = _components_2d(src.components())
         if comps.shape[0] != n:
