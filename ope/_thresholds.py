@@ -336,3 +336,64 @@ __all__ += [
     "few_effective_rows",
     "few_effective_rows_note",
 ]
+
+
+# --------------------------------------------------------------------------------------------
+# the weights' upper tail (diagnostics; Vehtari et al., JMLR 2024)
+# --------------------------------------------------------------------------------------------
+#: The largest Pareto k-hat for which an importance-sampling estimate is called reliable at any
+#: sample size (Vehtari et al. 2024, section 3: above 0.7 the error of the estimate converges so
+#: slowly in n that no practical sample saves it; below 2,154 rows the threshold is lower,
+#: ``1 - 1 / log10(n)``).
+K_RELIABLE: Final = 0.7
+
+#: From this k-hat on the weights' variance is infinite (their second moment diverges): a
+#: standard error computed from the rows estimates nothing, and normal or t intervals built on
+#: it are not to be trusted, however large the ESS looks.
+K_INFINITE_VARIANCE: Final = 0.5
+
+
+def heavy_tail(k_hat: float, threshold: float) -> Literal["unreliable", "infinite_variance", ""]:
+    """Which tail rule a Pareto k-hat breaks: ``"unreliable"`` (above ``threshold``, the
+    reliability limit for the sample size), ``"infinite_variance"`` (at least
+    :data:`K_INFINITE_VARIANCE`), or ``""`` (neither; also for a NaN k-hat: no positive
+    weight, and for an infinite one: fewer than 5 positive weights, so the ESS is at most 4 and
+    the effective-sample rules already speak)."""
+    if math.isinf(k_hat):
+        return ""
+    if k_hat > threshold:
+        return "unreliable"
+    if k_hat >= K_INFINITE_VARIANCE:
+        return "infinite_variance"
+    return ""
+
+
+def heavy_tail_note(k_hat: float, threshold: float, *, subject: Hashable = None) -> Note:
+    """The note for a broken :func:`heavy_tail` rule (a Note of rule ``"pareto_k"``).
+
+    >>> heavy_tail_note(0.8, 0.7).startswith("Pareto k-hat of the importance weights is 0.8")
+    True
+    """
+    from ope._format import Note
+
+    shown = f"{k_hat:.2f}"
+    if heavy_tail(k_hat, threshold) == "unreliable":
+        text = (
+            f"Pareto k-hat of the importance weights is {shown}, above {threshold:.2f} (the "
+            "reliability limit for this many rows): the weights' tail is so heavy that the "
+            "weighting estimates are unreliable and their intervals can miss by far more than "
+            "their width; more logs of the same kind help only slowly. Clip (and read the "
+            "bias bound), use a doubly robust estimator, or log with more exploration."
+        )
+    else:
+        text = (
+            f"Pareto k-hat of the importance weights is {shown} (>= "
+            f"{K_INFINITE_VARIANCE}): the weights' variance is likely infinite, so the "
+            "standard error and the normal and t intervals are not to be trusted even where the "
+            "ESS looks fine. Prefer a bounded interval (betting or empirical likelihood with an "
+            "a priori reward_range), or clip."
+        )
+    return Note(text, rule="pareto_k", subject=subject)
+
+
+__all__ += ["K_RELIABLE", "K_INFINITE_VARIANCE", "heavy_tail", "heavy_tail_note"]

@@ -14,7 +14,7 @@ from ope import _kernel
 from ope.diagnostics import diagnose_arrays
 from ope.diagnostics._inputs import _small_integer_codes
 from ope.diagnostics import _pass as _pass_module
-from ope.diagnostics._pass import fused_pass, weight_quantiles
+from ope.diagnostics._pass import fused_pass, weight_quantiles, weight_tails
 from ope.exceptions import OverlapWarning, ValidationError
 
 QS = (0.0, 0.1, 0.5, 0.9, 0.99, 0.999, 1.0)
@@ -199,8 +199,8 @@ def _missing_spans(candidates):
     """A :func:`_predict_spans` whose spans of ``candidates`` hold no needed bin."""
     predict = _pass_module._predict_spans
 
-    def wrong(propensity, target, qs):
-        guess = predict(propensity, target, qs)
+    def wrong(propensity, target, qs, tail=None):
+        guess = predict(propensity, target, qs, tail)
         guess.spans[candidates] = 0
         return guess
 
@@ -211,8 +211,8 @@ def _small_buffers(candidates):
     """A :func:`_predict_spans` whose buffers of ``candidates`` hold one weight per span."""
     predict = _pass_module._predict_spans
 
-    def small(propensity, target, qs):
-        guess = predict(propensity, target, qs)
+    def small(propensity, target, qs, tail=None):
+        guess = predict(propensity, target, qs, tail)
         guess.capacity[candidates] = np.minimum(guess.capacity[candidates], 1)
         guess.first = (np.cumsum(guess.capacity) - guess.capacity.reshape(-1)).reshape(
             guess.capacity.shape
@@ -234,11 +234,18 @@ def test_a_wrong_guess_falls_back_to_the_second_pass(miss, candidates, n_threads
     want = np.quantile(t / p[:, None], QS, axis=0).T
     monkeypatch.setattr(_pass_module, "_predict_spans", miss(candidates))
     calls = _counted_loops(monkeypatch)
-    sums = fused_pass(p, t, None, QS)
+    top = 500
+    sums = fused_pass(p, t, None, QS, tail=top)
     got = weight_quantiles(p, t, sums, (t / p[:, None]).max(axis=0), QS)
     assert sums.gathered_again == candidates
     assert calls["_nb_gather"] == len(sums.ranges)
     np.testing.assert_array_equal(got, want)
+    # the tail of the candidates missed is gathered again too (one more pass), exactly
+    tails = weight_tails(p, t, sums, top)
+    assert calls["_nb_gather"] == 2 * len(sums.ranges)
+    w = t / p[:, None]
+    for j in range(t.shape[1]):
+        np.testing.assert_array_equal(tails[j], np.sort(w[:, j])[-top:])
 
 
 def test_sorted_rows_still_give_exact_quantiles():

@@ -26,6 +26,7 @@ pytest.importorskip("matplotlib", reason="the report's figures need the plot ext
 import ope  # noqa: E402
 from ope.report import REPORT_SECTIONS, check_report_destination, render_report, write_report  # noqa: E402
 from ope.report import views  # noqa: E402
+from ope._thresholds import heavy_tail  # noqa: E402
 from ope._format import format_estimate  # noqa: E402
 from ope.report.html import _decimals, _num, _share, _signed  # noqa: E402
 from ope.simulate import ContextualBandit  # noqa: E402
@@ -631,3 +632,21 @@ def test_numbers_read_at_their_scale():
     assert _num(0.119812, decimals=_decimals([0.001027])) == "0.1198"
     assert _share(0.0043) == "0.43%" and _share(0.77) == "77%" and _share(3e-8) == "<0.01%"
     assert _num(0.0046031, decimals=5) == format_estimate(0.0046031, 0.000121)
+
+
+def test_the_weight_tail_is_shown_and_a_heavy_one_is_a_reason(sample, sample_results, sample_page):
+    _, ev, d = sample_results
+    table = d.table()
+    assert sample_page.count("tail of the weights") == len(table)
+    verdicts = {
+        v.policy: v
+        for v in views.candidate_verdicts(
+            ev, views.comparison_table(ev), d, views.Truth.of(sample.truth)
+        )
+    }
+    for row in table.itertuples():
+        reason = [r for r in verdicts[row.policy].reasons if r.startswith("Pareto k-hat")]
+        assert bool(reason) == bool(heavy_tail(row.pareto_k, row.pareto_k_threshold))
+    # on the bundled sample one candidate's weights have k-hat >= 0.5: the reason is shown
+    assert (table["pareto_k"] >= 0.5).sum() >= 1
+    assert "Pareto k-hat of its weights" in sample_page

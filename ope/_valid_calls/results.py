@@ -133,6 +133,10 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         confidence_level=0.95,
         reward_range=(0.0, 1.0),
     ),
+    "ope.diagnostics.pareto_k": lambda tmp: call(
+        "ope.diagnostics.pareto_k",
+        weights=arrays()["target_propensity"] / arrays()["logging_propensity"],
+    ),
     "ope.Estimate.ci": lambda tmp: Call(
         estimate().ci, {"confidence_level": 0.9, "method": "normal"}
     ),

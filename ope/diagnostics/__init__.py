@@ -30,6 +30,7 @@ arrays); both return a :class:`Diagnostics` object. The package has one module p
 * ``support`` -- the support deficiency from the full distributions;
 * ``_pass`` -- the diagnostics' own pass: weight histogram, KL sums and exact quantiles;
 * ``overlap`` -- the per-policy row, the outer/inner split, the verdict and the notes;
+* ``tails`` -- the weights' upper tail: Pareto k-hat and Hill's tail index;
 * ``plan`` -- the exploration plan;
 * ``result`` -- the :class:`Diagnostics` result and its rendering.
 
@@ -62,6 +63,12 @@ from ope._thresholds import (
 from ope.diagnostics._diagnose import diagnose, diagnose_arrays
 from ope.diagnostics.overlap import VERDICT_EXPLORE, VERDICT_MORE_DATA, WEIGHT_QUANTILES, PolicyRow
 from ope.diagnostics.result import Diagnostics
+from ope.diagnostics.tails import (
+    K_INFINITE_VARIANCE,
+    K_RELIABLE,
+    TailFit,
+    pareto_k,
+)
 from ope.diagnostics.segments import (
     MAX_CATEGORIES,
     MAX_MATRIX_ACTIONS,
@@ -77,6 +84,10 @@ __all__ = [
     "SegmentRow",
     "diagnose",
     "diagnose_arrays",
+    "pareto_k",
+    "TailFit",
+    "K_RELIABLE",
+    "K_INFINITE_VARIANCE",
     "ESS_RATIO_WARN",
     "SUPPORT_FLOOR",
     "UNSUPPORTED_MASS_WARN",

@@ -34,6 +34,7 @@ from ope.diagnostics._logs import (
 from ope.diagnostics._pass import (
     fused_pass,
     weight_quantiles,
+    weight_tails,
     weighted_pass,
     weighted_quantiles,
 )
@@ -45,6 +46,7 @@ from ope.diagnostics.overlap import (
     weighted_policy_row,
 )
 from ope.diagnostics.result import Diagnostics
+from ope.diagnostics.tails import fit_tail, pareto_k, tail_length
 from ope.marginal import ActionEmbedding, embedding_sufficiency, marginal_propensities
 from ope.diagnostics.segments import (
     SegmentRow,
@@ -366,8 +368,10 @@ def _diagnose(
         moments = reused
     else:
         moments = centered_moments(r, p, t, max_weight=mw)
-    sums = fused_pass(p, t, None if rr is None else r - lo, WEIGHT_QUANTILES)
+    top = tail_length(data.n) + 1  # the tail and its threshold
+    sums = fused_pass(p, t, None if rr is None else r - lo, WEIGHT_QUANTILES, tail=top)
     quantiles = weight_quantiles(p, t, sums, moments.max_w, WEIGHT_QUANTILES)
+    tails = [fit_tail(values, data.n) for values in weight_tails(p, t, sums, top)]
     rows, seg_rows, intervals, profiles = [], [], [], []
     for j, name in enumerate(data.names):  # a loop over policies
         # the variance shares square the weighted rewards: refuse magnitudes whose squares
@@ -394,6 +398,7 @@ def _diagnose(
             moments,
             profile_bins=None if sums.profile_bins is None else sums.profile_bins[j],
             sum_wlogw=float(sums.sum_wlogw[j]),
+            tail=tails[j],
             quantiles=quantiles[j],
             expected=expected,
             unsupported_mass=unsupported,
@@ -494,6 +499,7 @@ def _diagnose_weighted(
             r,
             profile_bins=None if sums.profile_bins is None else sums.profile_bins[j],
             sum_wlogw=float(sums.sum_wlogw[j]),
+            tail=pareto_k(s * w),
             quantiles=weighted_quantiles(w, s, WEIGHT_QUANTILES),
             expected=expected,
             unsupported_mass=unsupported,

@@ -41,6 +41,8 @@ __all__ = [
     "fused_pass",
     "profile_bin_sums",
     "weight_quantiles",
+    "weight_tails",
+    "tail_level",
     "octave_mass",
     "weighted_pass",
     "weighted_quantiles",
@@ -172,7 +174,9 @@ def _sample_rows(n: int) -> np.ndarray:
     return (starts[:, None] + np.arange(_SAMPLE_BLOCK_ROWS)).reshape(-1)
 
 
-def _predict_spans(propensity: np.ndarray, target: Targets, qs: Sequence[float]) -> Speculation:
+def _predict_spans(
+    propensity: np.ndarray, target: Targets, qs: Sequence[float], tail: float | None = None
+) -> Speculation:
     """Spans of histogram bins likely to hold every candidate's quantiles ``qs`` and capacities
     likely to hold their rows (:class:`Speculation`).
 
@@ -181,18 +185,21 @@ def _predict_spans(propensity: np.ndarray, target: Targets, qs: Sequence[float])
     few above (to the lowest or highest bin when that rank lies past the sample's). Zero weights are left out (their bin holds the one value 0, read off the
     histogram). Nothing depends on the guess: :func:`weight_quantiles` checks that every bin it
     needs lies in a span and that no buffer overflowed, and gathers the values of the other
-    candidates in a second pass.
+    candidates in a second pass. With ``tail`` (a quantile level) one more span runs from that
+    quantile's bin to the highest bin: it holds the weights above it (:func:`weight_tails`).
     """
     n, n_pol = _shape(target)
     rows = _sample_rows(n)
     m = rows.size
     p = propensity[rows]
-    q = np.asarray(qs, dtype=np.float64)
+    q = np.asarray([*qs, *([] if tail is None else [tail])], dtype=np.float64)
     margin = _MARGIN * np.sqrt(q * (1.0 - q) / m) + 2.0 / m
     low = np.floor((q - margin) * (m - 1))
     high = np.ceil((q + margin) * (m - 1))
     # a rank past the sample's extremes: the span reaches the lowest (above 0) or highest bin
     open_low, open_high = low < 0, high > m - 1
+    if tail is not None:
+        open_high[-1] = True
     low, high = np.clip(low, 0, m - 1), np.clip(high, 0, m - 1)
     spans = np.zeros((n_pol, _SPANS, 2), dtype=np.int64)
     capacity = np.zeros((n_pol, _SPANS), dtype=np.int64)
@@ -294,13 +301,16 @@ def fused_pass(
     target: Targets,
     ell: np.ndarray | None = None,
     quantiles: Sequence[float] = (),
+    tail: int = 0,
 ) -> PassSums:
     """One chunked pass over validated (n,) propensities and (n, P) targets (a matrix, or P
     columns of shape (n,) read where they are).
 
     With ``quantiles`` (those :func:`weight_quantiles` will be asked for) the compiled pass also
     keeps the weights of the histogram bins predicted to hold them (:func:`_predict_spans`), so
-    that the exact quantiles need no second pass over the rows when the prediction holds.
+    that the exact quantiles need no second pass over the rows when the prediction holds; with
+    ``tail`` (a count) it keeps the weights predicted to be among the ``tail`` largest too
+    (:func:`weight_tails`).
 
     With ``ell = r - r_min`` (n,) it also gathers the clip profile's per-bin sums
     (:func:`profile_bin_sums`) from the same (P, chunk) weight blocks, which are contiguous per
@@ -312,7 +322,12 @@ def fused_pass(
     if loops is not None:
         ranges = row_ranges(n, _NB_BLOCK_ROWS)
         addresses, matrix = _layout(target)
-        guess = _predict_spans(propensity, target, quantiles) if quantiles else None
+        level = tail_level(n, tail) if tail else None
+        guess = (
+            _predict_spans(propensity, target, quantiles, level)
+            if quantiles or level is not None
+            else None
+        )
         if guess is None:
             zeros = np.zeros((n_pol, _SPANS), dtype=np.int64)
             spans, first, capacity = np.zeros((n_pol, _SPANS, 2), dtype=np.int64), zeros, zeros
@@ -441,42 +456,7 @@ def weight_quantiles(
     sums.gathered_again = pending
     loops = _compiled() if pending else None
     if loops is not None:
-        # the values of every needed bin, gathered contiguously by one compiled pass
-        sizes = np.where(needed, sums.hist_counts, 0).astype(np.int64)
-        first = np.cumsum(sizes.reshape(-1)).reshape(sizes.shape) - sizes
-        # the rows of bins not needed are written to one slot past the values, never read
-        spare = int(sizes.sum())
-        cursor = np.where(needed, first, spare)
-        gathered = np.empty(spare + 1)
-        ranges = sums.ranges or [(0, n)]
-        range_counts = sums.range_counts or [sums.hist_counts]
-        cursors = []
-        for part in range_counts:  # each range writes after the earlier ranges' values
-            cursors.append(cursor)
-            cursor = np.where(needed, cursor + part.astype(np.int64), spare)
-
-        addresses, matrix = _layout(target)
-        # each candidate's needed bins lie within [first, last]: a row outside that range of
-        # bit patterns is passed over without looking its bin up
-        code = np.arange(N_BINS, dtype=np.int64)
-        step = needed.astype(np.int64)
-        low_bits = np.where(needed, code, N_BINS - 1).min(axis=1) << HIST_SHIFT
-        high_bits = (np.where(needed, code, -1).max(axis=1) + 1) << HIST_SHIFT
-
-        def one_range(k: int) -> None:
-            lo, hi = ranges[k]
-            loops["_nb_gather"](
-                propensity[lo:hi],
-                addresses + 8 * lo,
-                matrix[lo:hi],
-                step,
-                low_bits,
-                high_bits,
-                cursors[k],
-                gathered,
-            )
-
-        run_threads(lambda k, _: one_range(k), [(k, k + 1) for k in range(len(ranges))])
+        gathered, first, sizes = _gather_bins(loops, propensity, target, sums, needed)
         for j in pending:
             bins = np.searchsorted(cums[j], ks, side="right")
             for b in np.flatnonzero(needed[j]).tolist():
@@ -487,20 +467,12 @@ def weight_quantiles(
                 part.partition(local)  # in place: the gathered values are this call's own
                 values[j].update(zip(in_bin.tolist(), part[local].tolist()))
     elif pending:
-        picked: dict[int, list[np.ndarray]] = {j: [] for j in pending}
-        buf = np.empty(n_pol * min(CHUNK_ROWS, n))
-        codes_buf = np.empty(n_pol * min(CHUNK_ROWS, n), dtype=np.int64)
-        for start in range(0, n, CHUNK_ROWS):
-            sl = slice(start, min(start + CHUNK_ROWS, n))
-            w = _weight_block(propensity, target, sl, buf)
-            codes = _hist_codes(w, out=codes_buf[: w.size].reshape(w.shape))
-            for j in pending:
-                picked[j].append(w[j][np.take(needed[j], codes[j])])
+        picked = _gather_bins_numpy(propensity, target, needed, pending)
         for j in pending:
             counts = sums.hist_counts[j]
             cum = cums[j]
             bins = np.searchsorted(cum, ks, side="right")
-            sel = np.concatenate(picked[j])
+            sel = picked[j]
             sel_codes = _hist_codes(sel)
             for b in np.flatnonzero(needed[j]).tolist():
                 in_bin = ks[(bins == b) & (ks < n - 1)]
@@ -513,6 +485,140 @@ def weight_quantiles(
         hi = np.array([values[j][k] for k in k_hi.tolist()])
         out[j] = lo + (pos - k_lo) * (hi - lo)
     return out
+
+
+def tail_level(n: int, count: int) -> float:
+    """The quantile level of the ``count``-th largest of ``n`` values (numpy's 'linear'
+    positions: rank ``n - count`` of ``0 .. n - 1``)."""
+    return max(n - count, 0) / max(n - 1, 1)
+
+
+def weight_tails(
+    propensity: np.ndarray, target: Targets, sums: PassSums, count: int
+) -> list[np.ndarray]:
+    """The ``count`` largest weights of every candidate (fewer when fewer are positive: zero
+    weights are never returned), sorted ascending.
+
+    The histogram gives the bin ``b0`` of the ``count``-th largest weight; every weight in the
+    bins from ``b0`` up is read from the speculative gather of the pass when one of the
+    candidate's spans covers them all (``fused_pass(..., tail=count)``), else gathered by one
+    more pass over the columns of the candidates missed; a partition keeps the ``count``
+    largest.
+    """
+    n, n_pol = _shape(target)
+    cums = np.cumsum(sums.hist_counts, axis=1)
+    needed = np.zeros((n_pol, N_BINS), dtype=bool)
+    out: list[np.ndarray] = [np.empty(0) for _ in range(n_pol)]
+    bounds: dict[int, tuple[int, int]] = {}
+    for j in range(n_pol):  # a loop over policies
+        b0 = max(int(np.searchsorted(cums[j], max(n - count, 0), side="right")), 1)
+        filled = np.flatnonzero(sums.hist_counts[j, b0:])
+        if filled.size:
+            bounds[j] = (b0, b0 + int(filled[-1]) + 1)
+            needed[j, bounds[j][0] : bounds[j][1]] = True
+    pending = []
+    guess = sums.speculation
+    for j, (b0, end) in bounds.items():
+        values = None
+        if guess is not None and sums.collected:
+            spans = guess.spans[j] >> HIST_SHIFT
+            hit = np.flatnonzero((spans[:, 0] <= b0) & (spans[:, 1] >= end))
+            if hit.size and all(
+                int(n_kept[j, hit[0]]) <= guess.capacity[j, hit[0]] for _, n_kept in sums.collected
+            ):
+                s0, start = int(hit[0]), int(guess.first[j, hit[0]])
+                pieces = [kept[start : start + n_kept[j, s0]] for kept, n_kept in sums.collected]
+                values = np.concatenate(pieces)
+                values = values[(values.view(np.int64) >> HIST_SHIFT) >= b0]
+        if values is None:
+            pending.append(j)
+        else:
+            out[j] = values
+    loops = _compiled() if pending else None
+    if pending and loops is not None:
+        only = needed & np.isin(np.arange(n_pol), pending)[:, None]
+        gathered, first, sizes = _gather_bins(loops, propensity, target, sums, only)
+        for j in pending:
+            b0, end = bounds[j]
+            out[j] = gathered[first[j, b0] : first[j, end - 1] + sizes[j, end - 1]]
+    elif pending:
+        picked = _gather_bins_numpy(propensity, target, needed, pending)
+        for j in pending:
+            out[j] = picked[j]
+    for j in bounds:
+        values = out[j]
+        if values.size > count:
+            values = np.partition(values, values.size - count)[values.size - count :]
+        out[j] = np.sort(values)
+    return out
+
+
+def _gather_bins(
+    loops: dict[str, Any],
+    propensity: np.ndarray,
+    target: Targets,
+    sums: PassSums,
+    needed: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(gathered, first, sizes)``: the weights of every ``needed`` (P, N_BINS) bin, gathered
+    by one compiled pass (threads over the pass's row ranges), bin ``b`` of candidate ``j``
+    at ``gathered[first[j, b] : first[j, b] + sizes[j, b]]`` (a candidate's needed bins follow
+    each other in bin order)."""
+    n = _shape(target)[0]
+    sizes = np.where(needed, sums.hist_counts, 0).astype(np.int64)
+    first = np.cumsum(sizes.reshape(-1)).reshape(sizes.shape) - sizes
+    # the rows of bins not needed are written to one slot past the values, never read
+    spare = int(sizes.sum())
+    cursor = np.where(needed, first, spare)
+    gathered = np.empty(spare + 1)
+    ranges = sums.ranges or [(0, n)]
+    range_counts = sums.range_counts or [sums.hist_counts]
+    cursors = []
+    for part in range_counts:  # each range writes after the earlier ranges' values
+        cursors.append(cursor)
+        cursor = np.where(needed, cursor + part.astype(np.int64), spare)
+
+    addresses, matrix = _layout(target)
+    # each candidate's needed bins lie within [first, last]: a row outside that range of
+    # bit patterns is passed over without looking its bin up
+    code = np.arange(N_BINS, dtype=np.int64)
+    step = needed.astype(np.int64)
+    low_bits = np.where(needed, code, N_BINS - 1).min(axis=1) << HIST_SHIFT
+    high_bits = (np.where(needed, code, -1).max(axis=1) + 1) << HIST_SHIFT
+
+    def one_range(k: int) -> None:
+        lo, hi = ranges[k]
+        loops["_nb_gather"](
+            propensity[lo:hi],
+            addresses + 8 * lo,
+            matrix[lo:hi],
+            step,
+            low_bits,
+            high_bits,
+            cursors[k],
+            gathered,
+        )
+
+    run_threads(lambda k, _: one_range(k), [(k, k + 1) for k in range(len(ranges))])
+    return gathered, first, sizes
+
+
+def _gather_bins_numpy(
+    propensity: np.ndarray, target: Targets, needed: np.ndarray, pending: Sequence[int]
+) -> dict[int, np.ndarray]:
+    """The numpy twin of :func:`_gather_bins`: candidate ``j``'s weights in its ``needed``
+    bins (in row order, bins mixed), for each ``j`` of ``pending``; one chunked pass."""
+    n, n_pol = _shape(target)
+    picked: dict[int, list[np.ndarray]] = {j: [] for j in pending}
+    buf = np.empty(n_pol * min(CHUNK_ROWS, n))
+    codes_buf = np.empty(n_pol * min(CHUNK_ROWS, n), dtype=np.int64)
+    for start in range(0, n, CHUNK_ROWS):  # a loop over chunks, not rows
+        sl = slice(start, min(start + CHUNK_ROWS, n))
+        w = _weight_block(propensity, target, sl, buf)
+        codes = _hist_codes(w, out=codes_buf[: w.size].reshape(w.shape))
+        for j in pending:  # a loop over policies
+            picked[j].append(w[j][np.take(needed[j], codes[j])])
+    return {j: np.concatenate(picked[j]) for j in pending}
 
 
 def _from_collected(

@@ -22,12 +22,15 @@ from ope._thresholds import (
     ESS_RATIO_WARN,
     UNSUPPORTED_MASS_WARN,
     ess_note,
+    heavy_tail,
+    heavy_tail_note,
     kish_ess,
     low_ess,
     mean_weight_check,
     mean_weight_note,
 )
 from ope.diagnostics.segments import SegmentRow, unsupported_text
+from ope.diagnostics.tails import TailFit
 from ope.intervals import BottouInterval
 from ope.intervals.bounded import bottou_interval
 
@@ -128,7 +131,11 @@ class PolicyRow:
     taken at the narrowest level ``verdict_max_weight`` whatever clip level was given, so it
     does not depend on that choice (:func:`verdict`). ``ess_reference`` is what ``ess`` is
     compared with (``ess_ratio = ess / ess_reference``): the rows ``n``, or for rows with
-    sampling weights Kish's ESS of the sampling weights alone.
+    sampling weights Kish's ESS of the sampling weights alone. ``pareto_k`` is the Pareto
+    k-hat of the upper tail of the weights (of ``s w`` with sampling weights ``s``:
+    what each row carries in the estimate), ``pareto_k_threshold`` the largest reliable value
+    for ``n`` rows, ``tail_index`` Hill's estimate of the tail index ``alpha`` on the same
+    ``tail_length`` largest weights (:mod:`ope.diagnostics.tails`).
     """
 
     policy: str
@@ -152,6 +159,10 @@ class PolicyRow:
     kl_divergence: float
     chi2_divergence: float
     renyi2_divergence: float
+    pareto_k: float
+    pareto_k_threshold: float
+    tail_index: float
+    tail_length: int
     unsupported_mass: float
     clipped_value: float
     ci_low: float
@@ -396,6 +407,16 @@ def verdict(
     )
 
 
+def tail_columns(tail: TailFit) -> dict[str, Any]:
+    """The table's tail columns of a :class:`ope.diagnostics.tails.TailFit`."""
+    return {
+        "pareto_k": tail.pareto_k,
+        "pareto_k_threshold": tail.k_threshold,
+        "tail_index": tail.tail_index,
+        "tail_length": tail.tail_length,
+    }
+
+
 def policy_row(
     j: int,
     name: str,
@@ -403,6 +424,7 @@ def policy_row(
     *,
     profile_bins: np.ndarray | None,
     sum_wlogw: float,
+    tail: TailFit,
     quantiles: Sequence[float] | np.ndarray,
     expected: float,
     unsupported_mass: float,
@@ -512,6 +534,7 @@ def policy_row(
         kl_divergence=sum_wlogw / n,
         chi2_divergence=second - 1.0,
         renyi2_divergence=math.log(second) if second > 0 else -math.inf,
+        **tail_columns(tail),
         unsupported_mass=unsupported_mass,
         **split,
         gaps=int(sum(s.gap for s in segments)),
@@ -526,7 +549,8 @@ def overlap_notes(
     *,
     weighted: bool = False,
 ) -> list[str]:
-    """The notes (and warnings) of each policy: low ESS, unsupported mass, mean weight, gaps.
+    """The notes (and warnings) of each policy: low ESS, unsupported mass, mean weight, a heavy
+    weight tail (Pareto k-hat), gaps.
 
     ``weighted``: the rows carry sampling weights, and the ESS is compared with
     ``ess_reference`` (Kish's ESS of the sampling weights) instead of the rows.
@@ -555,6 +579,8 @@ def overlap_notes(
                 f"{r.policy}: "
                 + mean_weight_note(r.mean_weight, r.mean_weight_z, expected=r.mean_weight_expected)
             )
+        if heavy_tail(r.pareto_k, r.pareto_k_threshold):
+            notes.append(f"{r.policy}: {heavy_tail_note(r.pareto_k, r.pareto_k_threshold)}")
         gaps = [s for s in segs if s.gap]
         if gaps:
             notes.append(
@@ -583,6 +609,7 @@ def weighted_policy_row(
     *,
     profile_bins: np.ndarray | None,
     sum_wlogw: float,
+    tail: TailFit,
     quantiles: Sequence[float] | np.ndarray,
     expected: float,
     unsupported_mass: float,
@@ -722,6 +749,7 @@ def weighted_policy_row(
         kl_divergence=sum_wlogw / total,
         chi2_divergence=second - 1.0,
         renyi2_divergence=math.log(second) if second > 0 else -math.inf,
+        **tail_columns(tail),
         unsupported_mass=unsupported_mass,
         **split,
         gaps=int(sum(g.gap for g in segments)),

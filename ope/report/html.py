@@ -36,6 +36,7 @@ from ope._format import (
     se_decimals,
 )
 from ope._output import atomic_path
+from ope._thresholds import heavy_tail
 from ope.marginal import SUFFICIENCY_ALPHA
 from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.report.views import (
@@ -558,6 +559,22 @@ def _headline(ctx: dict[str, Any]) -> str:
     return "".join(out)
 
 
+def _tail_fact(r: Any) -> str:
+    """The candidate's Pareto k-hat in words (one row of the diagnostics)."""
+    k, limit = r["pareto_k"], r["pareto_k_threshold"]
+    if math.isnan(k):
+        return "no tail to fit (the largest weights are tied or zero: bounded weights)"
+    shown = "inf (too few positive weights)" if math.isinf(k) else f"{k:.2f}"
+    verdict = {
+        "unreliable": f"above {limit:.2f}: the unclipped weighting estimates are unreliable",
+        "infinite_variance": "at least 0.5: the weights' variance is likely infinite",
+        "": f"at most {limit:.2f}: reliable",
+    }[heavy_tail(k, limit)]
+    # Hill's index stays in the table: on weights that are not Pareto above the threshold (the
+    # bundled sample's are discrete) it can disagree with 1 / k-hat, and k-hat is the rule
+    return f"Pareto k-hat {shown} ({verdict}), fitted to the {r['tail_length']:,} largest"
+
+
 def _estimates(ctx: dict[str, Any], figures: _Figures) -> str:
     ev = ctx["evaluation"]
     truth: Truth = ctx["truth"]
@@ -872,6 +889,7 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
                 f"{r['propensity_check']})",
             ),
         ]
+        facts.append(("tail of the weights", _tail_fact(r)))
         if _finite(r["unsupported_mass"]):
             facts.append(("mass where the logger never goes", _share(r["unsupported_mass"])))
         if _finite(r["ci_low"]):

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ope._format import format_number, format_share
 from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS
-from ope._thresholds import ESS_RATIO_WARN
+from ope._thresholds import ESS_RATIO_WARN, K_RELIABLE, heavy_tail
 from ope.diagnostics.overlap import VERDICT_EXPLORE
 from ope.exceptions import OPEError, ParameterError
 
@@ -358,6 +358,18 @@ def _diagnostic_reasons(
         ratio = row.get("ess_ratio", math.nan)
         if isinstance(ratio, float) and ratio < ESS_RATIO_WARN:
             reasons.append(f"its effective sample is {format_share(ratio)} of the rows")
+    k_hat = row.get("pareto_k", math.nan)
+    tail = heavy_tail(k_hat, row.get("pareto_k_threshold", K_RELIABLE))
+    if tail:
+        reasons.append(
+            f"Pareto k-hat of its weights {k_hat:.2f}: "
+            + (
+                "the unclipped weighting estimates are unreliable"
+                if tail == "unreliable"
+                else "their variance is likely infinite; normal intervals of the unclipped "
+                "weighting estimates are not to be trusted"
+            )
+        )
     unsupported = row.get("unsupported_mass", math.nan)
     if isinstance(unsupported, float) and math.isfinite(unsupported) and unsupported > 0:
         reasons.append(
