@@ -397,3 +397,17 @@ def heavy_tail_note(k_hat: float, threshold: float, *, subject: Hashable = None)
 
 
 __all__ += ["K_RELIABLE", "K_INFINITE_VARIANCE", "heavy_tail", "heavy_tail_note"]
+
+
+# --------------------------------------------------------------------------------------------
+# sensitivity to wrong propensities (ope.diagnostics.msm)
+# --------------------------------------------------------------------------------------------
+#: A decision whose tipping point Γ* is below this flips when the propensities' odds are off by
+#: less than 50% on some rows. That is within the error of an estimated propensity model or of a
+#: logger that read one unlogged input of moderate strength (Γ of 1.5 to 2 is the "moderate
+#: confounding" of the sensitivity-analysis literature, Rosenbaum 2002 and Kallus & Zhou 2018), so
+#: the report lists such a decision under what to watch. A convention, not a calibrated error
+#: rate: the curve and Γ* are shown whatever their value.
+GAMMA_FRAGILE: Final = 1.5
+
+__all__ += ["GAMMA_FRAGILE"]

@@ -102,7 +102,14 @@ def _spark(**kwargs: Any) -> Any:
 #: cases are slow tests, skipped with the reason the callable gives when the engine is missing.
 ENGINES: Final[dict[str, Callable[[], str | None]]] = {"ope.evaluate_spark": spark_unavailable}
 
+
 #: Registered name -> a factory of its minimal valid call (see :class:`ope._entrypoints.Call`).
+def _sensitivity() -> Any:
+    from ope.diagnostics import sensitivity_arrays
+
+    return sensitivity_arrays(**arrays(), policy_names=["greedy"])
+
+
 VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.evaluate": lambda tmp: call(
         "ope.evaluate",
@@ -136,6 +143,36 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.diagnostics.pareto_k": lambda tmp: call(
         "ope.diagnostics.pareto_k",
         weights=arrays()["target_propensity"] / arrays()["logging_propensity"],
+    ),
+    "ope.diagnostics.sensitivity": lambda tmp: call(
+        "ope.diagnostics.sensitivity",
+        logs=frame(),
+        policies=["greedy"],
+        gammas=(1.0, 2.0),
+        estimator="snips",
+        confidence_level=0.95,
+        weight_column=None,
+    ),
+    "ope.diagnostics.sensitivity_arrays": lambda tmp: call(
+        "ope.diagnostics.sensitivity_arrays",
+        **arrays(),
+        policy_names=["greedy"],
+        gammas=(1.0, 2.0),
+        estimator="ips",
+        confidence_level=0.9,
+        sampling_weight=None,
+    ),
+    "ope.diagnostics.msm_weight_range": lambda tmp: call(
+        "ope.diagnostics.msm_weight_range",
+        propensity=arrays()["logging_propensity"],
+        gamma=2.0,
+    ),
+    "ope.diagnostics.Sensitivity.gamma_star": lambda tmp: Call(
+        _sensitivity().gamma_star, {"policy": "greedy"}
+    ),
+    "ope.diagnostics.Sensitivity.note": lambda tmp: Call(_sensitivity().note, {"policy": "greedy"}),
+    "ope.diagnostics.Sensitivity.with_provenance": lambda tmp: Call(
+        _sensitivity().with_provenance, {"seed": 0}
     ),
     "ope.Estimate.ci": lambda tmp: Call(
         estimate().ci, {"confidence_level": 0.9, "method": "normal"}

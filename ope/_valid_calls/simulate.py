@@ -37,6 +37,7 @@ _SMALL: Final[dict[str, dict[str, Any]]] = {
         stochastic_embeddings=True,
         seed=0,
     ),
+    "ope.simulate.ConfoundedBandit": dict(n_contexts=4, confounding=0.5, seed=0),
     "ope.simulate.SlateEnvironment": dict(n_items=4, slate_size=2, n_contexts=2, seed=0),
     "ope.simulate.TabularMDP": dict(n_states=3, n_actions=2, horizon=2, seed=0),
     "ope.simulate.PairedReplaySimulator": dict(n_tasks=4, n_items=5, n_replicates=1, seed=0),
@@ -146,6 +147,19 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         tool_fee=1e-3,
         latency_sd=0.4,
         seed=0,
+    ),
+    "ope.simulate.ConfoundedBandit": lambda tmp: call(
+        "ope.simulate.ConfoundedBandit",
+        n_contexts=4,
+        confounding=0.5,
+        reward_shift=0.2,
+        seed=0,
+    ),
+    "ope.simulate.ConfoundedBandit.sample": _method(
+        "ope.simulate.ConfoundedBandit", "sample", n=20, rng=0, oracle=True
+    ),
+    "ope.simulate.ConfoundedBandit.true_value": _method(
+        "ope.simulate.ConfoundedBandit", "true_value", policy="always_1"
     ),
     **{
         f"{cls}.{method}": _method(cls, method, **kwargs)

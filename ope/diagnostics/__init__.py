@@ -48,6 +48,7 @@ dense (n, n_actions) array.
 from __future__ import annotations
 
 from ope._thresholds import (
+    GAMMA_FRAGILE,
     COVERAGE_VERDICT_SHARE,
     ESS_RATIO_WARN,
     GAP_MASS_DEFICIT,
@@ -63,6 +64,13 @@ from ope._thresholds import (
 from ope.diagnostics._diagnose import diagnose, diagnose_arrays
 from ope.diagnostics.overlap import VERDICT_EXPLORE, VERDICT_MORE_DATA, WEIGHT_QUANTILES, PolicyRow
 from ope.diagnostics.result import Diagnostics
+from ope.diagnostics.msm import (
+    GAMMA_GRID,
+    Sensitivity,
+    msm_weight_range,
+    sensitivity,
+    sensitivity_arrays,
+)
 from ope.diagnostics.tails import (
     K_INFINITE_VARIANCE,
     K_RELIABLE,
@@ -86,6 +94,12 @@ __all__ = [
     "diagnose_arrays",
     "pareto_k",
     "TailFit",
+    "sensitivity",
+    "sensitivity_arrays",
+    "msm_weight_range",
+    "Sensitivity",
+    "GAMMA_GRID",
+    "GAMMA_FRAGILE",
     "K_RELIABLE",
     "K_INFINITE_VARIANCE",
     "ESS_RATIO_WARN",

@@ -14,7 +14,8 @@ interface:
 
 Environments: :class:`ContextualBandit`, :class:`Recommendation` (long-tail catalog with
 candidate sets), :class:`CatalogBandit` (large catalog with categorical item embeddings, for
-marginalized estimators), :class:`TabularMDP` (trajectories that terminate or are truncated),
+marginalized estimators), :class:`ConfoundedBandit` (a logger that reads a hidden input: logged
+propensities wrong by a known factor, for the sensitivity analysis), :class:`TabularMDP` (trajectories that terminate or are truncated),
 :class:`PairedReplaySimulator` (paired counterfactual replays). :func:`load_sample` reads the
 bundled sample (package data ``ope/data/sample_recommendation.parquet``) with its exact truth.
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 from ope.simulate._sample import BundledSample, load_sample
 from ope.simulate.bandit import ContextualBandit
 from ope.simulate.catalog import CatalogBandit
+from ope.simulate.confounded import ConfoundedBandit
 from ope.simulate.mdp import TabularMDP
 from ope.simulate.paired import PairedReplaySimulator
 from ope.simulate.recommendation import Recommendation
@@ -38,6 +40,7 @@ from ope.simulate.slate import SlateEnvironment
 __all__ = [
     "BundledSample",
     "CatalogBandit",
+    "ConfoundedBandit",
     "ContextualBandit",
     "PairedReplaySimulator",
     "Recommendation",

@@ -1,0 +1,259 @@
+"""Marginal sensitivity bounds (ope.diagnostics.msm): the closed form against a brute-force
+linear program, the reduction to the point estimate at gamma = 1, the tipping point, the
+hidden-confounder simulator and the entry points' refusals."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+
+from ope.diagnostics import Sensitivity, msm_weight_range, sensitivity, sensitivity_arrays
+from ope.diagnostics.msm import GAMMA_SEARCH
+from ope.estimators import IPS, SNIPS
+from ope.exceptions import ParameterError, ValidationError
+from ope.simulate.confounded import ConfoundedBandit
+
+
+def _lp_ratio(c: np.ndarray, r: np.ndarray, lo: np.ndarray, hi: np.ndarray, sense: int) -> float:
+    """max (sense=+1) or min of sum c W r / sum c W over lo <= W <= hi, by the Charnes-Cooper
+    linear program in (y = t W, t): optimize sum c r y subject to sum c y = 1, lo t <= y <= hi t."""
+    n = r.shape[0]
+    cost = np.concatenate((-sense * c * r, [0.0]))
+    a_eq = np.concatenate((c, [0.0]))[None, :]
+    eye = np.eye(n)
+    a_ub = np.vstack((np.hstack((eye, -hi[:, None])), np.hstack((-eye, lo[:, None]))))
+    res = linprog(
+        cost,
+        A_ub=a_ub,
+        b_ub=np.zeros(2 * n),
+        A_eq=a_eq,
+        b_eq=[1.0],
+        bounds=(0, None),
+        method="highs",
+    )
+    assert res.status == 0
+    return float(sense * -res.fun) if sense > 0 else float(res.fun)
+
+
+def _lp_linear(
+    c: np.ndarray, r: np.ndarray, lo: np.ndarray, hi: np.ndarray, s: np.ndarray, sense: int
+) -> float:
+    res = linprog(-sense * c * r, bounds=list(zip(lo, hi)), method="highs")
+    assert res.status == 0
+    return float(-sense * res.fun) / float(s.sum())
+
+
+def test_weight_range_by_hand() -> None:
+    lo, hi = msm_weight_range([0.5, 0.25, 1.0], 3.0)
+    np.testing.assert_allclose(lo, [1 + 1 / 3, 2.0, 1.0], rtol=1e-15)
+    np.testing.assert_allclose(hi, [4.0, 10.0, 1.0], rtol=1e-15)
+    lo1, hi1 = msm_weight_range([0.2], 1.0)
+    assert lo1[0] == hi1[0] == pytest.approx(5.0, rel=1e-15)
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("gamma", [1.3, 2.0, 4.0])
+def test_closed_form_equals_the_linear_program(seed: int, gamma: float) -> None:
+    g = np.random.default_rng(seed)
+    n = 30
+    # rewards with ties (a discrete scale) and a few negative ones; a candidate with zeros
+    r = g.integers(-2, 5, size=n).astype(float) / 2.0
+    p = g.uniform(0.05, 1.0, size=n)
+    p[0] = 1.0  # a sure row stays exact
+    pi = g.uniform(0.0, 1.0, size=n) * (g.random(n) < 0.8)
+    s = g.integers(1, 4, size=n).astype(float) if seed % 2 else np.ones(n)
+    c = s * pi
+    lo, hi = msm_weight_range(p, gamma)
+    for estimator in ("snips", "ips"):
+        res = sensitivity_arrays(
+            r,
+            p,
+            pi,
+            gammas=[gamma],
+            estimator=estimator,
+            sampling_weight=None if seed % 2 == 0 else s,
+        )
+        row = res.table().set_index("gamma").loc[gamma]
+        if estimator == "snips":
+            want = (_lp_ratio(c, r, lo, hi, -1), _lp_ratio(c, r, lo, hi, +1))
+        else:
+            want = (_lp_linear(c, r, lo, hi, s, -1), _lp_linear(c, r, lo, hi, s, +1))
+        assert row["lower"] == pytest.approx(want[0], rel=1e-9, abs=1e-9)
+        assert row["upper"] == pytest.approx(want[1], rel=1e-9, abs=1e-9)
+
+
+def _snips_influence_sd(r, c, w_inv, s):
+    """The row-level reference: sd (ddof 1) of c W (r - V) / mean(c W), and of its difference
+    with the logging terms s (r - rbar) / mean s."""
+    cw = c * w_inv
+    v = np.dot(cw, r) / cw.sum()
+    psi = cw * (r - v) / cw.mean()
+    rbar = np.dot(s, r) / s.sum()
+    beta = s * (r - rbar) / s.mean()
+    return v, np.std(psi, ddof=1), np.std(psi - beta, ddof=1)
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")  # random candidates
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gamma_one_is_the_estimators_point_and_interval(weighted: bool) -> None:
+    g = np.random.default_rng(3)
+    n = 5000
+    r = g.normal(size=n)
+    p = g.uniform(0.1, 0.9, size=n)
+    pi = g.uniform(0.0, 1.0, size=(n, 2))
+    s = g.uniform(1.0, 3.0, size=n) if weighted else None
+    res = sensitivity_arrays(r, p, pi, policy_names=["a", "b"], sampling_weight=s)
+    ips = sensitivity_arrays(r, p, pi, policy_names=["a", "b"], estimator="ips", sampling_weight=s)
+    table, table_ips = res.table(), ips.table()
+    for j, name in enumerate(["a", "b"]):
+        at_one = table[(table.policy == name) & (table.gamma == 1.0)].iloc[0]
+        want = SNIPS().estimate(r, p, pi[:, j], sampling_weight=s)
+        assert at_one["lower"] == pytest.approx(want.value, rel=1e-12)
+        assert at_one["upper"] == pytest.approx(want.value, rel=1e-12)
+        assert at_one["ci_low"] == pytest.approx(want.ci_low, rel=1e-10)
+        assert at_one["ci_high"] == pytest.approx(want.ci_high, rel=1e-10)
+        ips_one = table_ips[(table_ips.policy == name) & (table_ips.gamma == 1.0)].iloc[0]
+        want_ips = IPS().estimate(r, p, pi[:, j], sampling_weight=s)
+        assert ips_one["lower"] == pytest.approx(want_ips.value, rel=1e-12)
+        assert ips_one["ci_high"] == pytest.approx(want_ips.ci_high, rel=1e-10)
+        # the paired effect's interval, from the rows
+        ones = np.ones(n) if s is None else s
+        v, sd, sd_effect = _snips_influence_sd(r, ones * pi[:, j], 1.0 / p, ones)
+        half = 1.959963984540054 * sd_effect / math.sqrt(n)
+        assert at_one["effect_ci_low"] == pytest.approx(v - res.baseline_value - half, rel=1e-9)
+
+
+def test_the_group_sums_equal_the_rows_at_every_gamma() -> None:
+    """The variances from per-reward-group sums equal the row-level ones with the extremal
+    weights recovered from the linear program's threshold."""
+    g = np.random.default_rng(11)
+    n = 400
+    r = g.integers(0, 4, size=n).astype(float)
+    p = g.uniform(0.1, 0.9, size=n)
+    pi = g.uniform(0.0, 1.0, size=n)
+    res = sensitivity_arrays(r, p, pi, gammas=[1.5, 3.0])
+    for _, row in res.table().iterrows():
+        lo, hi = msm_weight_range(p, row["gamma"])
+        # the lower end puts A on rows above the threshold reward, B below: find the threshold
+        best = None
+        for k in np.unique(r):
+            w = np.where(r >= k, lo, hi)
+            v, sd, _ = _snips_influence_sd(r, pi, w, np.ones(n))
+            if best is None or v < best[0]:
+                best = (v, sd)
+        assert row["lower"] == pytest.approx(best[0], rel=1e-12)
+        z = 1.959963984540054
+        assert row["ci_low"] == pytest.approx(best[0] - z * best[1] / math.sqrt(n), rel=1e-10)
+
+
+def test_bounds_widen_with_gamma_and_the_tipping_point_is_a_crossing() -> None:
+    g = np.random.default_rng(0)
+    n = 4000
+    a = g.integers(0, 2, n)
+    r = g.binomial(1, np.where(a == 1, 0.6, 0.4)).astype(float)
+    pi = (a == 1).astype(float)
+    res = sensitivity_arrays(r, np.full(n, 0.5), pi, policy_names=["one"])
+    t = res.table()
+    assert (np.diff(t["lower"]) <= 1e-15).all() and (np.diff(t["upper"]) >= -1e-15).all()
+    row = res.tipping_points().iloc[0]
+    assert row["decision"] == "better"
+    star = row["gamma_star"]
+    assert 1.0 < star < 2.0 and res.gamma_star("one") == star
+    below = sensitivity_arrays(r, np.full(n, 0.5), pi, gammas=[star / 1.001]).table()
+    above = sensitivity_arrays(r, np.full(n, 0.5), pi, gammas=[star]).table()
+    assert below["effect_ci_low"].iloc[1] > 0.0 >= above["effect_ci_low"].iloc[1]
+    assert "Γ* = " in res.note("one") and "fragile" in res.note("one")
+    # a worse candidate mirrors it; a candidate without a clear difference has no tipping point
+    worse = sensitivity_arrays(r, np.full(n, 0.5), 1.0 - pi, policy_names=["zero"])
+    assert worse.tipping_points().iloc[0]["decision"] == "worse"
+    assert 1.0 < worse.gamma_star("zero") < 2.0
+    even = sensitivity_arrays(r, np.full(n, 0.5), np.full(n, 0.5), policy_names=["half"])
+    assert even.tipping_points().iloc[0]["decision"] == "unclear"
+    assert math.isnan(even.gamma_star("half"))
+
+
+def test_a_decision_that_survives_the_search_is_infinite() -> None:
+    g = np.random.default_rng(1)
+    n = 20_000
+    a = g.integers(0, 2, n)
+    r = (a == 1).astype(float)  # action 1 always pays, action 0 never
+    res = sensitivity_arrays(r, np.full(n, 0.5), (a == 1).astype(float), policy_names=["one"])
+    # the candidate's every weighted row pays 1: its SNIPS is 1 at every gamma
+    assert res.gamma_star("one") == math.inf
+    assert str(GAMMA_SEARCH[-1])[:3] in res.note("one")
+
+
+def test_the_bounds_hold_the_true_propensity_estimate_in_every_replication() -> None:
+    """At gamma >= the simulator's exact gamma_0 the bounds contain the self-normalized estimate
+    with the true propensities, in every replication (a deterministic property)."""
+    env = ConfoundedBandit(confounding=0.6, seed=2)
+    g0 = env.gamma
+    assert g0 > 1.5
+    missed_at_one = 0
+    for rep in range(60):
+        t = env.sample(1500, rng=rep, oracle=True)
+        r, p = t["reward"].to_numpy(), t["propensity"].to_numpy()
+        true_p = t["true_propensity"].to_numpy()
+        pi = np.column_stack([t[f"target__{k}"].to_numpy() for k in env.candidate_policies])
+        res = sensitivity_arrays(r, p, pi, policy_names=list(env.candidate_policies), gammas=[g0])
+        table = res.table()
+        for j, name in enumerate(env.candidate_policies):
+            w = pi[:, j] / true_p
+            oracle = float(np.dot(w, r) / w.sum())
+            row = table[(table.policy == name) & (table.gamma == g0)].iloc[0]
+            assert row["lower"] - 1e-12 <= oracle <= row["upper"] + 1e-12
+            one = table[(table.policy == name) & (table.gamma == 1.0)].iloc[0]
+            missed_at_one += not (one["lower"] - 1e-12 <= oracle <= one["upper"] + 1e-12)
+    assert missed_at_one > 100  # at gamma = 1 (a point) it misses nearly always
+
+
+def test_the_confounded_simulator_is_exact() -> None:
+    env = ConfoundedBandit(confounding=0.0, seed=0)
+    assert env.gamma == pytest.approx(1.0, abs=1e-12)
+    env = ConfoundedBandit(confounding=0.8, seed=1)
+    t = env.sample(200_000, rng=0, oracle=True)
+    r = t["reward"].to_numpy()
+    w = t["target__always_1"].to_numpy() / t["true_propensity"].to_numpy()
+    # IPS with the true propensities is unbiased for the exact value (4 standard errors)
+    se = np.std(w * r) / math.sqrt(r.shape[0])
+    assert abs(np.mean(w * r) - env.true_value("always_1")) < 4 * se
+    assert abs(r.mean() - env.true_value("logging")) < 4 * r.std() / math.sqrt(r.shape[0])
+    with pytest.raises(ParameterError, match="unknown policy"):
+        env.true_value("nope")
+
+
+def test_refusals_name_what_and_how() -> None:
+    r, p, pi = np.array([1.0, 0.0, 1.0]), np.full(3, 0.5), np.array([1.0, 0.0, 1.0])
+    for bad in ([0.5], [float("nan")], ["x"], 3.0, [True]):
+        with pytest.raises(ParameterError, match="gammas"):
+            sensitivity_arrays(r, p, pi, gammas=bad)
+    with pytest.raises(ParameterError, match="estimator"):
+        sensitivity_arrays(r, p, pi, estimator="dr")
+    with pytest.raises(ValidationError, match="probability 0 to every logged action"):
+        sensitivity_arrays(r, p, np.zeros(3))
+    with pytest.raises(ValidationError):
+        sensitivity_arrays(r, np.array([0.5, 0.0, 0.5]), pi)
+    with pytest.raises(ParameterError, match="gamma"):
+        msm_weight_range([0.5], 0.9)
+    res = sensitivity_arrays(r, p, pi, policy_names=["x"])
+    with pytest.raises(ParameterError, match="`policy` must name a candidate"):
+        res.gamma_star("y")
+
+
+def test_logs_entry_reads_the_provenance(tmp_path) -> None:
+    from ope.propensity import estimate_propensities
+
+    env = ConfoundedBandit(confounding=0.5, seed=0)
+    table = env.sample(3000, rng=0)
+    logged = sensitivity(table)
+    assert isinstance(logged, Sensitivity) and logged.propensity_source == "logged"
+    assert logged.policies == env.candidate_policies
+    estimated = sensitivity(estimate_propensities(table, context_columns=["x0"], rng=0))
+    assert estimated.propensity_source == "estimated"
+    d = estimated.to_dict()
+    assert d["policies"][0]["curve"][0]["gamma"] == 1.0
+    assert "marginal sensitivity model" in d["model"]
+    assert "Sensitivity to wrong propensities" in estimated.summary()
