@@ -107,7 +107,10 @@ ENGINES: Final[dict[str, Callable[[], str | None]]] = {"ope.evaluate_spark": spa
 def _sensitivity() -> Any:
     from ope.diagnostics import sensitivity_arrays
 
-    return sensitivity_arrays(**arrays(), policy_names=["greedy"])
+    a = arrays()
+    return sensitivity_arrays(
+        a["reward"], a["logging_propensity"], a["target_propensity"], policy_names=["greedy"]
+    )
 
 
 VALID: Final[dict[str, Callable[[Path], Call]]] = {
