@@ -163,5 +163,7 @@ def estimated_propensity_note(logs: Any) -> str | None:
         "(no unlogged confounder) and that the model family contains the logger; otherwise "
         "the weights are biased, and no interval shows it. The intervals treat the estimated "
         "propensities as known (with a well-specified model this makes the IPS interval "
-        "conservative)."
+        "conservative). How wrong they may be before a decision flips is the sensitivity "
+        "analysis's tipping point (ope.diagnostics.sensitivity; ope.diagnose and the report "
+        "run it for estimated propensities)."
     )

@@ -723,7 +723,26 @@ def _add_embedding_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_sensitivity(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--sensitivity",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="bounds on each candidate's value when the propensities may be off by a factor "
+        "gamma, and the tipping point gamma* of its decision against logging (marginal "
+        "sensitivity model, in the diagnostics); auto (default): when the propensities were "
+        "estimated",
+    )
+
+
+def _sensitivity_setting(args: argparse.Namespace) -> bool | str:
+    """``--sensitivity`` as :func:`ope.diagnose` takes it."""
+    value = getattr(args, "sensitivity", "auto")
+    return value if value == "auto" else value == "on"
+
+
 def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
+    _add_sensitivity(p)
     p.add_argument(
         "--policies",
         metavar="FILE",
@@ -906,6 +925,7 @@ def _add_paired_options(p: argparse.ArgumentParser) -> None:
 
 
 def _add_diagnose_options(p: argparse.ArgumentParser) -> None:
+    _add_sensitivity(p)
     p.add_argument("--policies", metavar="FILE", help="long-format policy table")
     p.add_argument(
         "--policy", action="extend", nargs="+", metavar="NAME|NAME=KIND:ARGS", help=POLICY_HELP
@@ -1949,6 +1969,7 @@ def _diagnose_from_args(
             target_width=getattr(args, "target_width", None),
             new_rows=getattr(args, "new_rows", None),
             statistics=statistics,
+            sensitivity=_sensitivity_setting(args),
         )
     return diagnose(
         logs,
@@ -1961,6 +1982,7 @@ def _diagnose_from_args(
         new_rows=getattr(args, "new_rows", None),
         weight_column=getattr(args, "weight_column", None),
         embedding=_embedding(args),
+        sensitivity=_sensitivity_setting(args),
     )
 
 
@@ -2220,6 +2242,12 @@ def _evaluate_streamed(args: argparse.Namespace, plan: Any, names: set[str]) -> 
     scan = scan_logs(
         args.logs, mapping=_parse_mapping(args.mapping), on_invalid=args.on_invalid, columns=columns
     )
+    if args.sensitivity == "on":
+        raise _UsageError(
+            "argument --sensitivity on: the sensitivity analysis sorts every row by reward; "
+            "it does not run on a stream. Drop --streaming on (or --sensitivity on).",
+            flag="--sensitivity",
+        )
     evaluation = plan.with_policies(policies).run(scan)
     document = {**_evaluation_document(evaluation), "diagnostics": None}
     streamed = (

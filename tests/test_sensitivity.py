@@ -257,3 +257,146 @@ def test_logs_entry_reads_the_provenance(tmp_path) -> None:
     assert d["policies"][0]["curve"][0]["gamma"] == 1.0
     assert "marginal sensitivity model" in d["model"]
     assert "Sensitivity to wrong propensities" in estimated.summary()
+
+
+# ---- the gate's certificate -----------------------------------------------------------------
+def _gate_rows(n: int = 20_000):
+    g = np.random.default_rng(1)
+    action = g.integers(0, 2, size=n)
+    reward = g.binomial(1, np.where(action == 1, 0.7, 0.3)).astype(float)
+    return action, reward, (action == 1).astype(float), np.full(n, 0.5)
+
+
+@pytest.mark.parametrize("ci", ["t", "bernstein", "betting"])
+def test_the_certificate_says_how_wrong_the_propensities_may_be(ci: str) -> None:
+    from ope.learning import Certificate, SafetyGate
+
+    action, reward, pi, p = _gate_rows()
+    gate = SafetyGate(reward_range=(0.0, 1.0), max_weight=2.0, ci=ci)
+    cert = gate.certify(pi, None, action, reward, p, name="always_1")
+    assert cert.approved and 1.5 < cert.tipping_gamma < 4.0
+    # the same gate on the propensities moved to the edge of the box: approves just below
+    # gamma*, rejects at it (the smallest weight pi (1 + (1/p - 1)/gamma) is pi / p_true)
+    for gamma, verdict in ((cert.tipping_gamma / 1.001, "approve"), (cert.tipping_gamma, "reject")):
+        p_true = 1.0 / (1.0 + (1.0 / p - 1.0) / gamma)
+        assert gate.certify(pi, None, action, reward, p_true).verdict == verdict
+    assert "sensitivity:" in str(cert)
+    back = Certificate.from_json(cert.to_json())
+    assert back.tipping_gamma == pytest.approx(cert.tipping_gamma, rel=1e-15)
+    rejected = gate.certify(1.0 - pi, None, action, reward, p)
+    assert rejected.tipping_gamma is None and rejected.to_dict()["tipping_gamma"] is None
+
+
+def test_certificate_tipping_gamma_infinite_and_malformed() -> None:
+    import json
+
+    from ope.learning import Certificate, SafetyGate
+
+    action, _, pi, p = _gate_rows()
+    reward = (action == 1).astype(float)  # the candidate's action always pays
+    cert = SafetyGate(reward_range=(0.0, 1.0), max_weight=1.0, baseline=0.3).certify(
+        pi, None, action, reward, p
+    )
+    # clipped at 1, a weight pi / p_true >= 1 stays 1 whatever gamma: the approval never flips
+    assert cert.tipping_gamma == math.inf
+    data = cert.to_dict()
+    assert data["tipping_gamma"] == "inf" and "Infinity" not in json.dumps(data)
+    assert Certificate.from_dict(data).tipping_gamma == math.inf
+    for bad in (0.5, "big", True, float("nan")):
+        with pytest.raises(ValidationError, match="tipping_gamma"):
+            Certificate.from_dict({**data, "tipping_gamma": bad})
+    old = {k: v for k, v in data.items() if k != "tipping_gamma"}  # written before the field
+    assert Certificate.from_dict(old).tipping_gamma is None
+
+
+# ---- diagnose, the report and the command line ----------------------------------------------
+@pytest.fixture(scope="module")
+def estimated_logs():
+    import warnings
+
+    from ope.propensity import estimate_propensities
+
+    env = ConfoundedBandit(confounding=0.5, seed=0)
+    table = env.sample(20_000, rng=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return table, estimate_propensities(table, context_columns=["x0"], rng=0)
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+def test_diagnose_runs_it_for_estimated_propensities(estimated_logs) -> None:
+    from ope import diagnose, diagnose_arrays
+
+    logged, estimated = estimated_logs
+    assert diagnose(logged, reward_range=(0, 1)).sensitivity is None
+    d = diagnose(estimated, reward_range=(0, 1))
+    assert d.sensitivity is not None and d.sensitivity.propensity_source == "estimated"
+    table = d.table().set_index("policy")
+    # the estimated propensities make always_0 look better than logging (truly it is worse):
+    # the decision is flagged as fragile, far below the simulator's gamma_0 = 1.79
+    assert table.loc["always_0", "sensitivity_decision"] == "better"
+    assert 1.0 < table.loc["always_0", "gamma_star"] < 1.2
+    assert math.isnan(table.loc["follow_x", "gamma_star"])
+    assert any("always_0: better than logging until" in n for n in d.notes)
+    assert d.to_dict()["sensitivity"]["policies"][0]["policy"] == "always_1"
+    assert diagnose(estimated, reward_range=(0, 1), sensitivity=False).sensitivity is None
+    assert diagnose(logged, sensitivity=True).sensitivity.propensity_source == "logged"
+    with pytest.raises(ParameterError, match="`sensitivity` must be True, False or 'auto'"):
+        diagnose(logged, sensitivity="yes")
+    r, p = logged["reward"].to_numpy(), logged["propensity"].to_numpy()
+    t = logged["target__always_1"].to_numpy()
+    arr = diagnose_arrays(r, p, t, sensitivity=True)
+    assert arr.table()["sensitivity_decision"].iloc[0] in ("better", "worse", "unclear")
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+def test_the_report_shows_the_tipping_point_and_watches_a_fragile_one(estimated_logs) -> None:
+    import html as html_lib
+
+    from ope import diagnose, evaluate
+    from ope.report import render_report
+
+    _, estimated = estimated_logs
+    ev = evaluate(estimated, estimators=("ips", "snips"), reward_range=(0, 1))
+    page = html_lib.unescape(
+        render_report(evaluation=ev, diagnostics=diagnose(estimated, reward_range=(0, 1)))
+    )
+    assert "sensitivity to wrong propensities" in page
+    assert "better than logging until the propensities' odds are off by a factor Γ* = 1.0" in page
+    assert "its decision against logging flips if the propensities' odds are off" in page
+    assert "Γ = 1.5: [" in page
+    plain = html_lib.unescape(
+        render_report(evaluation=ev, diagnostics=diagnose(estimated, sensitivity=False))
+    )
+    assert "sensitivity to wrong propensities" not in plain
+
+
+def test_the_command_line_flag(tmp_path, estimated_logs) -> None:
+    import json
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+
+    logged, estimated = estimated_logs
+    paths = {}
+    for name, table in (("logged", logged), ("estimated", estimated.table)):
+        paths[name] = tmp_path / f"{name}.parquet"
+        pq.write_table(table, paths[name])
+
+    def run(*args: str) -> dict:
+        out = subprocess.run(
+            [sys.executable, "-m", "ope", "diagnose", *args, "--json"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return json.loads(out.stdout)
+
+    auto = run(str(paths["estimated"]), "--reward-range", "0", "1")
+    assert auto["diagnostics"]["sensitivity"]["propensity_source"] == "estimated"
+    assert "sensitivity" not in run(str(paths["logged"]))["diagnostics"]
+    assert "sensitivity" in run(str(paths["logged"]), "--sensitivity", "on")["diagnostics"]
+    assert "sensitivity" not in run(str(paths["estimated"]), "--sensitivity", "off")["diagnostics"]
+    bad = run(str(paths["logged"]), "--sensitivity", "maybe")
+    assert bad["exit_code"] == 2 and bad["error"]["flag"] == "--sensitivity"

@@ -135,6 +135,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         max_weight=None,
         reward_range=(0.0, 1.0),
         confidence_level=0.95,
+        sensitivity="auto",
     ),
     "ope.diagnose_arrays": lambda tmp: call(
         "ope.diagnose_arrays",
@@ -142,6 +143,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         policy_names=["greedy"],
         confidence_level=0.95,
         reward_range=(0.0, 1.0),
+        sensitivity=True,
     ),
     "ope.diagnostics.pareto_k": lambda tmp: call(
         "ope.diagnostics.pareto_k",

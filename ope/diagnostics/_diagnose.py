@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -16,6 +16,7 @@ import numpy.typing as npt
 from ope._centered import CenteredMoments
 from ope._docstrings import fill_doc
 from ope._validation import (
+    check_flag,
     check_confidence_level,
     check_max_weight,
     check_no_overflow,
@@ -45,6 +46,7 @@ from ope.diagnostics.overlap import (
     policy_row,
     weighted_policy_row,
 )
+from ope.diagnostics.msm import GAMMA_GRID, _sensitivity
 from ope.diagnostics.result import Diagnostics
 from ope.diagnostics.tails import fit_tail, pareto_k, tail_length
 from ope.marginal import ActionEmbedding, embedding_sufficiency, marginal_propensities
@@ -108,6 +110,7 @@ def diagnose_arrays(
     target_width: float | None = None,
     new_rows: int | None = None,
     sampling_weight: npt.ArrayLike | None = None,
+    sensitivity: bool = False,
 ) -> Diagnostics:
     """Overlap diagnostics from arrays.
 
@@ -142,6 +145,11 @@ def diagnose_arrays(
         Each row's sampling (Horvitz-Thompson) weight ``s_i = 1 / P(row i was kept)``
         (DSJSON: ``1 / (1 - pdrop)``), finite and positive. Every diagnostic then describes
         the logged population (see Notes); all-ones weights change nothing.
+    sensitivity : bool, default False
+        Also run the sensitivity analysis to wrong propensities
+        (:func:`ope.diagnostics.sensitivity_arrays` with its defaults and this
+        ``confidence_level``): :attr:`Diagnostics.sensitivity`, the columns
+        ``sensitivity_decision`` and ``gamma_star`` and a note per candidate.
 
     Returns
     -------
@@ -280,7 +288,35 @@ def diagnose_arrays(
         logging_distribution=logging_distribution,
         sampling_weight=sampling_weight,
     )
-    return _diagnose(data, settings, [])
+    out = _diagnose(data, settings, [])
+    if bool(check_flag(sensitivity, "sensitivity")):
+        with_sensitivity(out, data, "logged")
+    return out
+
+
+def with_sensitivity(out: Diagnostics, data: Inputs, source: str) -> None:
+    """Run the sensitivity analysis on the diagnosed rows and attach it to ``out``: the result,
+    each candidate's decision and tipping point in its row, and a note per decision."""
+    analysis = _sensitivity(data, GAMMA_GRID, "snips", out.confidence_level, source)
+    points = analysis.tipping_points().set_index("policy")
+    out.rows = tuple(
+        replace(
+            row,
+            sensitivity_decision=str(points.loc[row.policy, "decision"]),
+            gamma_star=float(points.loc[row.policy, "gamma_star"]),
+        )
+        for row in out.rows
+    )
+    out.sensitivity = analysis
+    out.notes = (
+        *out.notes,
+        *(
+            f"{name}: {analysis.note(name)} (marginal sensitivity model, SNIPS; "
+            "Diagnostics.sensitivity holds the curve)"
+            for name in analysis.policies
+            if points.loc[name, "decision"] != "unclear"
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -540,6 +576,7 @@ def diagnose(
     statistics: Any = None,
     weight_column: str | None = None,
     embedding: Any = None,
+    sensitivity: bool | str = "auto",
 ) -> Diagnostics:
     """Overlap diagnostics of candidate policies on validated logs.
 
@@ -572,6 +609,14 @@ def diagnose(
         weights (:func:`ope.marginal.embedding_sufficiency`), in
         :attr:`Diagnostics.embedding_checks`, a note each and ``to_dict()``. The test is of the
         unweighted rows.
+    sensitivity : bool or "auto", default "auto"
+        Also run the sensitivity analysis to wrong propensities (:mod:`ope.diagnostics.msm`:
+        marginal-sensitivity bounds of SNIPS over ``GAMMA_GRID`` and each decision's tipping
+        point :math:`\\Gamma^*`): :attr:`Diagnostics.sensitivity`, the columns
+        ``sensitivity_decision`` and ``gamma_star``, a note per decision and ``to_dict()``.
+        ``"auto"`` runs it when the logs' propensities were estimated
+        (:func:`ope.propensity.estimate_propensities`), whose validity rests on the logger
+        having used only the logged context.
 
     Returns
     -------
@@ -655,7 +700,18 @@ def diagnose(
             "`embedding` must be an ope.ActionEmbedding, e.g. "
             f"ope.ActionEmbedding(clusters='genre'); got {type(embedding).__name__}."
         )
+    if isinstance(sensitivity, str):
+        if sensitivity != "auto":
+            raise ParameterError(
+                "`sensitivity` must be True, False or 'auto' (run it when the propensities "
+                f"were estimated); got {sensitivity!r}."
+            )
+        run_sensitivity = estimated is not None
+    else:
+        run_sensitivity = bool(check_flag(sensitivity, "sensitivity"))
     out = _diagnose(data, settings, extra_notes, statistics)
+    if run_sensitivity:
+        with_sensitivity(out, data, "estimated" if estimated is not None else "logged")
     if embedding is not None:
         mp = marginal_propensities(logs, embedding, policies)
         matrix = target if isinstance(target, np.ndarray) else np.column_stack(list(target))

@@ -69,7 +69,7 @@ References
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -90,6 +90,8 @@ __all__ = [
     "GAMMA_FRAGILE",
     "Sensitivity",
     "msm_weight_range",
+    "tipping_point",
+    "describe_tipping",
     "sensitivity_arrays",
     "sensitivity",
 ]
@@ -356,6 +358,14 @@ def _tipping(rows: _Rows, sums: _Sums, estimator: str, z: float, decision: Decis
         limit = _limit(value - rows.baseline, var_effect, side, z, rows.n)
         return limit > 0.0 if side < 0 else limit < 0.0
 
+    return tipping_point(holds)
+
+
+def tipping_point(holds: Callable[[float], bool]) -> float:
+    """The smallest Γ at which ``holds(Γ)`` (a decision, true at Γ = 1) fails: the first point of
+    :data:`GAMMA_SEARCH` where it fails, refined by bisection in log Γ to a relative
+    :data:`GAMMA_TOLERANCE`; ``inf`` when it holds on the whole grid. The one search of Γ* for
+    :func:`sensitivity` and the safety gate's certificate."""
     previous = 1.0
     for g in GAMMA_SEARCH[1:]:  # a loop over the search grid (25 points at most)
         if not holds(g):

@@ -135,7 +135,10 @@ class PolicyRow:
     k-hat of the upper tail of the weights (of ``s w`` with sampling weights ``s``:
     what each row carries in the estimate), ``pareto_k_threshold`` the largest reliable value
     for ``n`` rows, ``tail_index`` Hill's estimate of the tail index ``alpha`` on the same
-    ``tail_length`` largest weights (:mod:`ope.diagnostics.tails`).
+    ``tail_length`` largest weights (:mod:`ope.diagnostics.tails`). ``sensitivity_decision``
+    and ``gamma_star`` are the candidate's decision against logging and its tipping point
+    :math:`\\Gamma^*` when the sensitivity analysis ran (:mod:`ope.diagnostics.msm`; "" and NaN
+    otherwise).
     """
 
     policy: str
@@ -180,6 +183,10 @@ class PolicyRow:
     verdict_reason: str
     gaps: int
     ess_reference: float = math.nan
+    #: the marginal-sensitivity analysis when one was run (``diagnose(..., sensitivity=)``):
+    #: the decision against logging at gamma = 1 and its tipping point (ope.diagnostics.msm)
+    sensitivity_decision: str = ""
+    gamma_star: float = math.nan
 
     def as_record(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in POLICY_COLUMNS}

@@ -209,6 +209,9 @@ class Diagnostics(Result):
         self.notes = tuple(notes)
         #: per candidate, the test of an item embedding (``diagnose(..., embedding=...)``)
         self.embedding_checks: tuple[Any, ...] = ()
+        #: the sensitivity to wrong propensities (``diagnose(..., sensitivity=)``), an
+        #: :class:`ope.diagnostics.Sensitivity`, or None when it was not run
+        self.sensitivity: Any = None
         self._plan: pd.DataFrame | None = None
         if target_width is not None and new_rows is not None:
             self._plan = self.plan()
@@ -666,6 +669,8 @@ class Diagnostics(Result):
         }
         if self.embedding_checks:
             out["embedding_checks"] = [c.to_dict() for c in self.embedding_checks]
+        if self.sensitivity is not None:
+            out["sensitivity"] = self.sensitivity.to_dict()
         for row in self.rows:
             entry = {k: _json_value(v) for k, v in row.as_record().items()}
             entry["segments"] = [

@@ -376,11 +376,12 @@ class EvaluationPlan:
         target_width: float | None = None,
         new_rows: int | None = None,
         statistics: Any = None,
+        sensitivity: bool | str = "auto",
     ) -> Any:
         """The overlap diagnostics (:func:`ope.diagnose`) of the plan's candidates on
         ``logs``, with its clip level (read from its clipped estimator), reward range,
         confidence level, segments and sampling weights; ``statistics`` of an evaluation under
-        this plan are reused."""
+        this plan are reused; ``sensitivity`` as :func:`ope.diagnose` takes it."""
         from ope.diagnostics import diagnose
 
         clipped = self.clipped
@@ -396,6 +397,7 @@ class EvaluationPlan:
             statistics=statistics,
             weight_column=self.weight_column,
             embedding=self.embedding,
+            sensitivity=sensitivity,
         )
 
 

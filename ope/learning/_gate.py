@@ -31,6 +31,7 @@ from ope.exceptions import (
     PolicyError,
     ValidationError,
 )
+from ope.diagnostics.msm import tipping_point
 from ope.intervals.betting import betting_lower_bound
 from ope.intervals.bounded import bernstein_interval
 from ope.learning._common import (
@@ -189,6 +190,13 @@ class Certificate(Result):
         improvement are then Hajek ratios on the logged population (see :class:`SafetyGate`).
         None for unweighted rows (also when every weight is 1). ``weighted`` says the same as
         a bool (in ``to_dict()`` too).
+    tipping_gamma : float or None
+        For an approval: the smallest factor :math:`\\Gamma` by which the logging
+        propensities' odds would have to be off (marginal sensitivity model,
+        :mod:`ope.diagnostics.msm`) for the same bound to reject: the bound recomputed with
+        every weight at its smallest value under :math:`\\Gamma`, :math:`\\pi/p^*` with
+        :math:`1/p^* = 1 + (1/p - 1)/\\Gamma` (``inf``, written ``"inf"`` by ``to_dict``,
+        when it still approves at :math:`\\Gamma = 100`). None for a rejection.
     """
 
     policy: str
@@ -211,6 +219,7 @@ class Certificate(Result):
     notes: tuple[str, ...] = ()
     seed: int | None = None
     sampling_weight: str | None = None
+    tipping_gamma: float | None = None
 
     @property
     def weighted(self) -> bool:
@@ -228,6 +237,8 @@ class Certificate(Result):
         d["reward_range"] = list(self.reward_range)
         d["notes"] = list(self.notes)
         d["weighted"] = self.weighted
+        if self.tipping_gamma is not None and math.isinf(self.tipping_gamma):
+            d["tipping_gamma"] = "inf"  # JSON has no infinity
         return d
 
     def to_json(self, **json_options: Any) -> str:
@@ -251,7 +262,7 @@ class Certificate(Result):
                 f"fields; got a {type(data).__name__}. Pass the output of Certificate.to_dict()."
             )
         names = {f.name for f in fields(cls)}
-        missing = sorted(names - set(data) - {"notes", "seed", "sampling_weight"})
+        missing = sorted(names - set(data) - {"notes", "seed", "sampling_weight", "tipping_gamma"})
         if missing:
             raise ValidationError(f"`{arg}`: certificate dict misses keys: {', '.join(missing)}.")
         values = {k: data[k] for k in names if k in data}
@@ -298,6 +309,15 @@ class Certificate(Result):
         if weight is not None and not isinstance(weight, str):
             raise _malformed(arg, "sampling_weight", weight, "a str (a column name) or None")
         values["sampling_weight"] = weight
+        gamma = data.get("tipping_gamma")
+        if gamma == "inf":
+            gamma = math.inf
+        elif gamma is not None:
+            number = None if isinstance(gamma, (bool, np.bool_)) else gamma
+            if not isinstance(number, numbers.Real) or not float(number) >= 1.0:
+                raise _malformed(arg, "tipping_gamma", gamma, 'a number >= 1, "inf" or None')
+            gamma = float(number)
+        values["tipping_gamma"] = gamma
         return cls(**values)
 
     @classmethod
@@ -353,6 +373,16 @@ class Certificate(Result):
             lines.append(
                 f"  sampling weights:  column `{self.sampling_weight}` (Horvitz-Thompson: "
                 f"values for the logged population; {bound})"
+            )
+        if self.tipping_gamma is not None:
+            lines.append(
+                "  sensitivity:       approval holds until the propensities' odds are off by "
+                + (
+                    f"a factor {self.tipping_gamma:.3g}"
+                    if math.isfinite(self.tipping_gamma)
+                    else "more than a factor 100"
+                )
+                + " (marginal sensitivity model)"
             )
         if self.seed is not None:
             lines.append(f"  split seed:        {self.seed} (rng={self.seed} reproduces it)")
@@ -868,6 +898,36 @@ class SafetyGate:
                 f"{'>' if approve else '<='} the threshold {threshold:.4g}"
             )
             baseline_kind = "threshold"
+        tipping = None
+        if approve:
+
+            def holds(gamma: float) -> bool:
+                # the weights at their smallest under gamma: pi (1 + (1/p - 1) / gamma)
+                w_low = np.minimum(pe * (1.0 + (1.0 / p - 1.0) / gamma), max_weight)
+                if isinstance(self.baseline, str):
+                    terms, lo_t, hi_t = ell * (w_low - 1.0), -span, (max_weight - 1.0) * span
+                    bar = 0.0
+                else:
+                    terms, lo_t, hi_t = low + ell * w_low, low, low + max_weight * span
+                    bar = float(self.baseline)
+                mean, var = (
+                    (float(terms.mean()), float(terms.var(ddof=1)))
+                    if s is None
+                    else _hajek(terms, s)
+                )
+                bound = _one_sided_lower(
+                    mean,
+                    var,
+                    terms,
+                    low=lo_t,
+                    high=hi_t,
+                    confidence_level=level,
+                    method=method,
+                    weights=bet_weights,
+                )
+                return bound > bar
+
+            tipping = tipping_point(holds)
         if name is None:
             name = type(policy).__name__ if not isinstance(policy, (np.ndarray, list)) else "policy"
         return Certificate(
@@ -892,6 +952,7 @@ class SafetyGate:
             notes=((small_sample_note(n),) if method == "t" and small_sample(n) else ())
             + (() if s is None else (_weighted_note(weight_name, s, self.ci, method, s_max),)),
             sampling_weight=None if s is None else weight_name,
+            tipping_gamma=tipping,
         )
 
 

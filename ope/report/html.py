@@ -37,6 +37,7 @@ from ope._format import (
 )
 from ope._output import atomic_path
 from ope._thresholds import heavy_tail
+from ope.diagnostics.msm import describe_tipping
 from ope.marginal import SUFFICIENCY_ALPHA
 from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.report.views import (
@@ -575,6 +576,30 @@ def _tail_fact(r: Any) -> str:
     return f"Pareto k-hat {shown} ({verdict}), fitted to the {r['tail_length']:,} largest"
 
 
+def _sensitivity_fact(d: Any, policy: str) -> str:
+    """The candidate's tipping point and a few points of its bound curve, in words."""
+    analysis = d.sensitivity
+    text = describe_tipping(
+        analysis.tipping_points().set_index("policy").loc[policy, "decision"],
+        analysis.gamma_star(policy),
+    )
+    curve = analysis.table()
+    mine = curve[(curve["policy"] == policy) & (curve["gamma"] > 1.0)].head(4)
+    points = "; ".join(
+        f"Γ = {g:g}: {_interval(lo, hi)}"
+        for g, lo, hi in zip(mine["gamma"], mine["lower"], mine["upper"])
+    )
+    source = (
+        "the propensities were estimated"
+        if analysis.propensity_source == "estimated"
+        else "requested"
+    )
+    return (
+        f"{text}. Bounds of its {analysis.estimator.upper()} value: {points} "
+        f"(marginal sensitivity model; {source})"
+    )
+
+
 def _estimates(ctx: dict[str, Any], figures: _Figures) -> str:
     ev = ctx["evaluation"]
     truth: Truth = ctx["truth"]
@@ -890,6 +915,8 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
             ),
         ]
         facts.append(("tail of the weights", _tail_fact(r)))
+        if r.get("sensitivity_decision"):
+            facts.append(("sensitivity to wrong propensities", _sensitivity_fact(d, policy)))
         if _finite(r["unsupported_mass"]):
             facts.append(("mass where the logger never goes", _share(r["unsupported_mass"])))
         if _finite(r["ci_low"]):

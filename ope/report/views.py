@@ -23,7 +23,7 @@ import pandas as pd
 
 from ope._format import format_number, format_share
 from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS
-from ope._thresholds import ESS_RATIO_WARN, K_RELIABLE, heavy_tail
+from ope._thresholds import ESS_RATIO_WARN, GAMMA_FRAGILE, K_RELIABLE, heavy_tail
 from ope.diagnostics.overlap import VERDICT_EXPLORE
 from ope.exceptions import OPEError, ParameterError
 
@@ -369,6 +369,12 @@ def _diagnostic_reasons(
                 else "their variance is likely infinite; normal intervals of the unclipped "
                 "weighting estimates are not to be trusted"
             )
+        )
+    star = row.get("gamma_star", math.nan)
+    if isinstance(star, float) and star < GAMMA_FRAGILE:  # False when NaN (no decision)
+        reasons.append(
+            f"its decision against logging flips if the propensities' odds are off by a factor "
+            f"Γ* = {star:.3g} (below {GAMMA_FRAGILE:g}; marginal sensitivity model)"
         )
     unsupported = row.get("unsupported_mass", math.nan)
     if isinstance(unsupported, float) and math.isfinite(unsupported) and unsupported > 0:

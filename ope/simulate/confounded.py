@@ -6,9 +6,9 @@ Each row has an observed context type :math:`m` (feature ``x0``) and a hidden co
 probability :math:`p^*(m, u) = \sigma(\theta_m + \delta(2u - 1))`; the logs hold the
 propensity a careful analyst would estimate from the logged context, the exact marginal
 :math:`p(m) = \tfrac12(p^*(m,0) + p^*(m,1))`, not the one the logger used. The reward is
-Bernoulli with mean :math:`q(m, a, u)`, and the hidden coin raises the reward of action 1
-(``reward_shift``): the rows that logged action 1 are the lucky ones, so every weighting estimate
-on the logged propensities is biased towards action 1.
+Bernoulli with mean :math:`q(m, a, u)`, and coin 1 both makes the logger play action 1 more
+often and raises that action's reward (``reward_shift``): the rows that logged action 1 are the
+lucky ones, so every weighting estimate on the logged propensities is biased towards action 1.
 
 The strength of the hidden input is exact: :attr:`gamma` is the largest odds ratio between the
 logger's true propensity of the logged action and the logged one, over contexts, coins and
@@ -50,8 +50,9 @@ class ConfoundedBandit:
         :math:`\\delta`, the hidden coin's shift of the logger's log-odds; 0 means the logged
         propensities are right (:attr:`gamma` is then 1).
     reward_shift : float, default 0.2
-        How much the hidden coin raises the mean reward of action 1 (and lowers that of action
-        0, by half as much).
+        The hidden coin's effect on the rewards: coin 1 raises the mean reward of action 1 by
+        half of it and lowers that of action 0 by as much, coin 0 the reverse (means clipped
+        to [0, 1]).
     seed : int, default 0
         Seed of the model (the logger's log-odds and the reward means).
 
@@ -89,7 +90,7 @@ class ConfoundedBandit:
         #: the logged propensity of action 1 per context: the exact marginal over the coin
         self.logged_propensity = self.true_propensity.mean(axis=1)
         base = g.uniform(0.3, 0.6, size=(m, 2))
-        shift = self.reward_shift * np.array([[-0.5, 0.5], [0.5, -0.5]])  # (coin, action)
+        shift = self.reward_shift * np.array([[0.5, -0.5], [-0.5, 0.5]])  # (coin, action)
         #: mean reward q[m, u, a]
         self.q = np.clip(base[:, None, :] + shift[None, :, :], 0.0, 1.0)
         self.policies = {
