@@ -400,3 +400,20 @@ def test_the_command_line_flag(tmp_path, estimated_logs) -> None:
     assert "sensitivity" not in run(str(paths["estimated"]), "--sensitivity", "off")["diagnostics"]
     bad = run(str(paths["logged"]), "--sensitivity", "maybe")
     assert bad["exit_code"] == 2 and bad["error"]["flag"] == "--sensitivity"
+
+
+def test_the_benchmark_script_quick_run(tmp_path) -> None:
+    """``benchmarks/sensitivity.py --quick``: the bounds at gamma_0 hold the true-propensity
+    estimate in every replication, and the timing is of both sides in the same run."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "sensitivity.py"
+    spec = importlib.util.spec_from_file_location("ope_benchmark_sensitivity", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.main(["--quick", "--out", str(tmp_path / "s.json")])
+    assert (tmp_path / "s.json").exists()
+    assert {r["policy"] for r in result["rows"]} == {"always_1", "always_0", "follow_x"}
+    assert all(r["oracle_inside_at_gamma0"] == 1.0 for r in result["rows"])
+    assert result["timing"]["sensitivity"] > 0 and result["timing"]["evaluate"] > 0

@@ -182,6 +182,7 @@ class _Rows:
     s2: np.ndarray  # (G,) sum of s^2 per group
     baseline: float  # the logging policy's (Hajek) mean reward
     beta2: float  # sum of the logging terms' squares, (s_i (r_i - baseline) / mean s)^2
+    unweighted: bool  # no sampling weights (every s_i = 1)
 
     @property
     def n(self) -> int:
@@ -210,6 +211,7 @@ def _rows(reward: np.ndarray, propensity: np.ndarray, sampling: np.ndarray | Non
         np.add.reduceat(s * s, starts),
         base,
         float(np.dot(beta, beta)),
+        sampling is None,
     )
 
 
@@ -230,10 +232,12 @@ class _Sums:
     @classmethod
     def of(cls, rows: _Rows, c: np.ndarray) -> _Sums:
         o, s, at = rows.odds, rows.sampling, rows.starts
-        co, cc = c * o, c * c
-        return cls(
-            *(np.add.reduceat(x, at) for x in (c, co, cc, cc * o, cc * o * o, c * s, co * s))
-        )
+        co = c * o
+        c1, co_sum = np.add.reduceat(c, at), np.add.reduceat(co, at)
+        squares = (np.add.reduceat(x, at) for x in (c * c, c * co, co * co))
+        if rows.unweighted:  # s = 1: the sums with s are the sums without
+            return cls(c1, co_sum, *squares, c1, co_sum)
+        return cls(c1, co_sum, *squares, np.add.reduceat(c * s, at), np.add.reduceat(co * s, at))
 
     def at(self, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per group, the sums of ``c W``, ``(c W)^2`` and ``c W s`` for ``W = 1 + f o``."""
@@ -597,10 +601,14 @@ def _sensitivity(
     rows = _rows(reward, data.propensity, data.sampling)
     order, s = rows.order, rows.sampling
     z = normal_quantile(0.5 + level / 2.0)
+    # one gather of the rows in reward order for every candidate (not one strided gather each)
+    target = np.asarray(data.target, dtype=np.float64)[order]
+    if target.ndim == 1:
+        target = target[:, None]
+    if not rows.unweighted:
+        target *= s[:, None]
     results = tuple(
-        _analyse(
-            rows, s * np.asarray(data.column(j), np.float64)[order], name, gammas, estimator, z
-        )
+        _analyse(rows, np.ascontiguousarray(target[:, j]), name, gammas, estimator, z)
         for j, name in enumerate(data.names)  # a loop over candidates
     )
     return Sensitivity(
