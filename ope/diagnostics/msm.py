@@ -234,10 +234,11 @@ class _Sums:
         o, s, at = rows.odds, rows.sampling, rows.starts
         co = c * o
         c1, co_sum = np.add.reduceat(c, at), np.add.reduceat(co, at)
-        squares = (np.add.reduceat(x, at) for x in (c * c, c * co, co * co))
+        cc, cco, ccoo = (np.add.reduceat(x, at) for x in (c * c, c * co, co * co))
         if rows.unweighted:  # s = 1: the sums with s are the sums without
-            return cls(c1, co_sum, *squares, c1, co_sum)
-        return cls(c1, co_sum, *squares, np.add.reduceat(c * s, at), np.add.reduceat(co * s, at))
+            return cls(c1, co_sum, cc, cco, ccoo, c1, co_sum)
+        cs, cos = np.add.reduceat(c * s, at), np.add.reduceat(co * s, at)
+        return cls(c1, co_sum, cc, cco, ccoo, cs, cos)
 
     def at(self, f: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per group, the sums of ``c W``, ``(c W)^2`` and ``c W s`` for ``W = 1 + f o``."""
