@@ -417,3 +417,26 @@ def test_the_benchmark_script_quick_run(tmp_path) -> None:
     assert {r["policy"] for r in result["rows"]} == {"always_1", "always_0", "follow_x"}
     assert all(r["oracle_inside_at_gamma0"] == 1.0 for r in result["rows"])
     assert result["timing"]["sensitivity"] > 0 and result["timing"]["evaluate"] > 0
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+def test_the_reports_certificate_shows_its_tipping_point() -> None:
+    import html as html_lib
+
+    import pandas as pd
+
+    from ope import evaluate
+    from ope.learning import SafetyGate
+    from ope.report import render_report
+
+    action, reward, pi, p = _gate_rows(4000)
+    cert = SafetyGate(reward_range=(0.0, 1.0), max_weight=2.0, ci="t").certify(
+        pi, None, action, reward, p, name="always_1"
+    )
+    logs = pd.DataFrame(
+        {"action": action, "propensity": p, "reward": reward, "target__always_1": pi}
+    )
+    page = html_lib.unescape(
+        render_report(evaluation=evaluate(logs, estimators=("ips",)), certificate=cert)
+    )
+    assert f"propensities' odds are off by a factor Γ* = {cert.tipping_gamma:.3g}" in page
