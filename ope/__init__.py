@@ -159,6 +159,8 @@ _PUBLIC: dict[str, str] = {
     "evaluate_spark": "ope.spark",
     "evaluate": "ope.evaluation",
     "Evaluation": "ope.evaluation",
+    "select_estimators": "ope.evaluation",
+    "EstimatorChoice": "ope.evaluation",
 }
 
 # submodules reachable as attributes (``ope.simulate``)

@@ -759,7 +759,9 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="bandit logs: dm ips clipped_ips snips dr sndr switch_dr dros, and with "
         "--cluster-column or --embedding-columns the marginalized mips snmips mdr offcem (default: ips "
-        "snips); trajectories: is pdis wis wpdis dr wdr (default: pdis wpdis); repeat to add more",
+        "snips), or auto (every estimator that applies, one chosen per candidate by off-policy "
+        "cross-validation); trajectories: is pdis wis wpdis dr wdr (default: pdis wpdis); "
+        "repeat to add more",
     )
     p.add_argument(
         "--ci",
@@ -2007,8 +2009,17 @@ def _plan(args: argparse.Namespace) -> Any:
     The candidates are added when the rows are read (``--policy`` specs need them)."""
     from ope.evaluation import EvaluationPlan
 
-    return EvaluationPlan.build(
-        estimators=list(args.estimator) if args.estimator else list(DEFAULT_BANDIT_ESTIMATORS),
+    return EvaluationPlan.build(**_plan_options(args))
+
+
+def _plan_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of :meth:`EvaluationPlan.build` (those of ``ope.evaluate``) the
+    flags give; ``--estimator auto`` is checked here and resolved on the rows."""
+    estimators = list(args.estimator) if args.estimator else list(DEFAULT_BANDIT_ESTIMATORS)
+    if _auto_estimator(args):
+        estimators = ["ips", "snips"]  # the settings are checked now; the rows choose later
+    return dict(
+        estimators=estimators,
         ci=args.ci,
         confidence_level=args.confidence_level,
         reward_range=tuple(args.reward_range) if args.reward_range else None,
@@ -2083,6 +2094,10 @@ def _streaming_plan(
         blockers.append("--policy NAME=KIND:ARGS (a candidate computed on every row)")
     if getattr(args, "report", None):
         blockers.append("--report (the report's overlap diagnostics need every row)")
+    if _auto_estimator(args):
+        blockers.append("--estimator auto (cross-validation splits the rows in memory)")
+    if getattr(args, "sensitivity", "auto") == "on":
+        blockers.append("--sensitivity on (the analysis sorts every row by reward)")
     if any(c.startswith("propensity__") for c in names):
         blockers.append("candidates given by factor (propensity__<factor> columns)")
     if not names:
@@ -2154,13 +2169,39 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
     return outcome
 
 
+def _auto_estimator(args: argparse.Namespace) -> bool:
+    """``--estimator auto`` (alone: with other names it is a usage error)."""
+    names = list(getattr(args, "estimator", None) or ())
+    if "auto" not in names:
+        return False
+    if len(names) > 1:
+        raise _UsageError(
+            "argument --estimator: auto chooses among the estimators that apply; give it "
+            f"alone, or name the estimators (got {' '.join(names)}).",
+            flag="--estimator",
+        )
+    return True
+
+
 def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, Any, _Outcome]:
     """Read every row, evaluate and diagnose under ``plan``: (logs, evaluation, diagnostics,
     outcome)."""
     logs = _read(args)
     _require_columns(logs, args, "by", "context_columns")
-    plan = plan.with_policies(_policies_from_args(args, logs))
-    evaluation = plan.run(logs)
+    policies = _policies_from_args(args, logs)
+    if _auto_estimator(args):  # the cross-validated choice, then a plan of its candidates
+        from ope.evaluation import EvaluationPlan
+        from ope.evaluation.auto import evaluate_auto
+
+        options = _plan_options(args)
+        for key in ("estimators", "policies"):
+            options.pop(key, None)
+        evaluation = evaluate_auto(logs, policies, options)
+        plan = EvaluationPlan.build(
+            **{**_plan_options(args), "estimators": list(evaluation.selection.candidates)}
+        )
+    plan = plan.with_policies(policies)
+    evaluation = evaluation if _auto_estimator(args) else plan.run(logs)
     # weighted as the estimates when rows carry weights; the moments come from the evaluation
     # when its statistics cover every candidate (not factored ones, computed apart)
     stats = evaluation.statistics
@@ -2242,12 +2283,6 @@ def _evaluate_streamed(args: argparse.Namespace, plan: Any, names: set[str]) -> 
     scan = scan_logs(
         args.logs, mapping=_parse_mapping(args.mapping), on_invalid=args.on_invalid, columns=columns
     )
-    if args.sensitivity == "on":
-        raise _UsageError(
-            "argument --sensitivity on: the sensitivity analysis sorts every row by reward; "
-            "it does not run on a stream. Drop --streaming on (or --sensitivity on).",
-            flag="--sensitivity",
-        )
     evaluation = plan.with_policies(policies).run(scan)
     document = {**_evaluation_document(evaluation), "diagnostics": None}
     streamed = (

@@ -104,6 +104,12 @@ ENGINES: Final[dict[str, Callable[[], str | None]]] = {"ope.evaluate_spark": spa
 
 
 #: Registered name -> a factory of its minimal valid call (see :class:`ope._entrypoints.Call`).
+def _choice() -> Any:
+    from ope.evaluation import select_estimators
+
+    return select_estimators(frame(), ["greedy"], n_splits=2, rng=0)
+
+
 def _sensitivity() -> Any:
     from ope.diagnostics import sensitivity_arrays
 
@@ -149,6 +155,21 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         "ope.diagnostics.pareto_k",
         weights=arrays()["target_propensity"] / arrays()["logging_propensity"],
     ),
+    "ope.select_estimators": lambda tmp: call(
+        "ope.select_estimators",
+        logs=frame(),
+        policies=["greedy"],
+        candidates=("ips", "snips"),
+        validator="ips",
+        n_splits=2,
+        train_share=0.5,
+        rng=0,
+    ),
+    "ope.EstimatorChoice.estimator_for": lambda tmp: Call(
+        _choice().estimator_for, {"policy": "greedy"}
+    ),
+    "ope.EstimatorChoice.reason": lambda tmp: Call(_choice().reason, {"policy": "greedy"}),
+    "ope.EstimatorChoice.with_provenance": lambda tmp: Call(_choice().with_provenance, {"seed": 0}),
     "ope.diagnostics.sensitivity": lambda tmp: call(
         "ope.diagnostics.sensitivity",
         logs=frame(),

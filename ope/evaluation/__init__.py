@@ -33,11 +33,23 @@ from ope.evaluation._settings import (
     EvaluationSettings,
     resolve_estimators,
 )
+from ope.evaluation.auto import (
+    AUTO_SPLITS,
+    AUTO_TRAIN_SHARE,
+    EstimatorChoice,
+    auto_candidates,
+    select_estimators,
+)
 from ope.evaluation.plan import EvaluationPlan, evaluate
 from ope.evaluation.result import SEGMENT_TABLE_COLUMNS, TABLE_COLUMNS, Evaluation
 
 __all__ = [
     "evaluate",
+    "select_estimators",
+    "auto_candidates",
+    "EstimatorChoice",
+    "AUTO_SPLITS",
+    "AUTO_TRAIN_SHARE",
     "Evaluation",
     "TABLE_COLUMNS",
     "SEGMENT_TABLE_COLUMNS",

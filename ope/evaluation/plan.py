@@ -433,9 +433,12 @@ def evaluate(
         ``ope.read_logs`` accepts.
     policies : None, list of str, long-format policy table, or dict of name to policy object
         ``None`` evaluates every ``target__<name>`` column (see ``ope.policies``).
-    estimators : sequence of str or estimator objects
+    estimators : sequence of str or estimator objects, or "auto"
         Names among ``dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros`` and, with an
-        ``embedding``, the marginalized ``mips, snmips, mdr, offcem``.
+        ``embedding``, the marginalized ``mips, snmips, mdr, offcem``. ``"auto"``: every
+        estimator that applies to the logs, with one chosen per candidate by off-policy
+        cross-validation (:mod:`ope.evaluation.auto`; the choice, its scores and the reason in
+        :attr:`Evaluation.selection` and a note per candidate).
     ci : str, default "normal"
         Interval method for ``ci_low``/``ci_high`` (``normal, t, bootstrap, hoeffding,
         bernstein, bottou, empirical_likelihood, betting``). Bounded methods need
@@ -537,5 +540,10 @@ def evaluate(
     """
     # every argument but the rows is an option of the plan, under the same name
     options = {name: value for name, value in locals().items() if name != "logs"}
+    if isinstance(estimators, str) and estimators == "auto":
+        from ope.evaluation.auto import evaluate_auto
+
+        del options["estimators"], options["policies"]
+        return evaluate_auto(logs, policies, options)
     plan = EvaluationPlan.build(**options)
     return plan.run(logs)

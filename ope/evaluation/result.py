@@ -111,6 +111,9 @@ class Evaluation(Result):
         ``(low, high)``): ``evaluate(..., ci="bootstrap")`` computes every one from one shared
         set of resamples (:func:`ope.intervals.bootstrap.shared_bootstrap`); the others are
         computed at construction by each estimate's ``ci``.
+    selection : ope.evaluation.auto.EstimatorChoice or None
+        With ``estimators="auto"``: the estimator chosen per candidate by off-policy
+        cross-validation, its scores and the reason (None otherwise).
     embedding_checks : tuple of ope.marginal.SufficiencyTest
         With marginalized estimators (``mips``, ``snmips``, ``mdr``): per candidate, the
         difference IPS minus MIPS on the same rows with its standard error and p-value (a
@@ -152,6 +155,9 @@ class Evaluation(Result):
     weight_column: str | None = None
     #: per candidate, the test of the embedding of the marginalized estimators (empty without)
     embedding_checks: tuple[Any, ...] = ()
+    #: the cross-validated choice of estimator per candidate (``estimators="auto"``): an
+    #: :class:`ope.evaluation.auto.EstimatorChoice`, or None
+    selection: Any = field(default=None, compare=False)
     #: what produced the evaluation (a field, so that dataclasses.replace keeps it)
     _provenance: Provenance | None = field(default=None, repr=False, compare=False)
     # filled by __post_init__: (policy, estimator) -> (ci_low, ci_high), and the logging value's
@@ -597,6 +603,8 @@ class Evaluation(Result):
         out["segments"] = self.table(by="segment").to_dict(orient="records")
         if self.embedding_checks:
             out["embedding_checks"] = [c.to_dict() for c in self.embedding_checks]
+        if self.selection is not None:
+            out["estimator_selection"] = self.selection.to_dict()
         return out
 
     def _title(self) -> str:

@@ -500,8 +500,14 @@ def _headline(ctx: dict[str, Any]) -> str:
     out.append(f'<ul class="answers">{"".join(items)}</ul>')
     out.append(
         f"<p>“By at least” is the lower end of the {level:.0%} interval of the paired "
-        "difference with the logging policy (the same logged rows), the smallest over the "
-        f"estimators. The logging policy's value on these rows is <strong>"
+        "difference with the logging policy (the same logged rows), "
+        + (
+            "under the estimator chosen for each candidate by off-policy cross-validation "
+            "(estimators=&quot;auto&quot;; the others are in the tables below)"
+            if getattr(ctx["evaluation"], "selection", None) is not None
+            else "the smallest over the estimators"
+        )
+        + f". The logging policy's value on these rows is <strong>"
         f"{_e(_num(ref.value, decimals=dec))}</strong> {_e(_interval(ref.ci_low, ref.ci_high, dec))}"
         + (
             f"; its exact value is {_e(_num(truth.logging, decimals=dec))}"

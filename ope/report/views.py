@@ -394,7 +394,9 @@ def candidate_verdicts(
 
     A candidate is :data:`BETTER` (:data:`WORSE`) when the interval of its paired difference
     with the logging policy lies above (below) zero under every estimator that has an
-    interval, and the logs can answer for it. They cannot (:data:`UNCLEAR`) when the intervals
+    interval (under the chosen one, when the evaluation chose an estimator per candidate:
+    ``estimators="auto"``; the reasons then say why it was chosen and which others differ),
+    and the logs can answer for it. They cannot (:data:`UNCLEAR`) when the intervals
     straddle zero or the estimators disagree, and, whatever the intervals say, when the
     diagnostics find a segment gap, a mean weight far from 1, or that more of the same logs
     would not settle it (the verdict "change the logging policy's exploration"); without
@@ -408,12 +410,26 @@ def candidate_verdicts(
         diag_rows = {r["policy"]: r for r in diagnostics.table().to_dict("records")}
         segments = diagnostics.segments()
     table = evaluation.table()
+    selection = getattr(evaluation, "selection", None)
     out = []
     for policy in evaluation.policies:
         mine = vs[vs["policy"] == policy] if len(vs) else vs
         finite = mine[mine["ci_low"].notna() & mine["ci_high"].notna()] if len(mine) else mine
         reasons: list[str] = []
         summary = ""
+        if selection is not None and policy in selection.chosen and len(finite):
+            # estimators="auto": the answer is the chosen estimator's; the others are context
+            chosen = selection.estimator_for(policy)
+            others = finite[finite["estimator"] != chosen]
+            finite = finite[finite["estimator"] == chosen]
+            reasons.append(f"answer from {selection.reason(policy)}")
+            disagree = [
+                f"{e} says {a}"
+                for e, a in zip(others["estimator"], others["answer"])
+                if len(finite) and a != finite["answer"].iloc[0]
+            ]
+            if disagree:
+                reasons.append("the other estimators differ: " + "; ".join(disagree))
         if len(finite):
             answers = list(dict.fromkeys(finite["answer"]))
             worst = finite.loc[finite["ci_low"].idxmin()]
