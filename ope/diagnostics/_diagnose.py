@@ -46,7 +46,7 @@ from ope.diagnostics.overlap import (
     policy_row,
     weighted_policy_row,
 )
-from ope.diagnostics.msm import GAMMA_GRID, _sensitivity
+from ope.diagnostics.msm import GAMMA_GRID, sensitivity_of_inputs
 from ope.diagnostics.result import Diagnostics
 from ope.diagnostics.tails import fit_tail, pareto_k, tail_length
 from ope.marginal import ActionEmbedding, embedding_sufficiency, marginal_propensities
@@ -297,7 +297,7 @@ def diagnose_arrays(
 def with_sensitivity(out: Diagnostics, data: Inputs, source: str) -> None:
     """Run the sensitivity analysis on the diagnosed rows and attach it to ``out``: the result,
     each candidate's decision and tipping point in its row, and a note per decision."""
-    analysis = _sensitivity(data, GAMMA_GRID, "snips", out.confidence_level, source)
+    analysis = sensitivity_of_inputs(data, GAMMA_GRID, "snips", out.confidence_level, source)
     points = analysis.tipping_points().set_index("policy")
     out.rows = tuple(
         replace(

@@ -94,6 +94,7 @@ __all__ = [
     "describe_tipping",
     "sensitivity_arrays",
     "sensitivity",
+    "sensitivity_of_inputs",
 ]
 
 #: The Γ values of the curve unless others are given: "right" (1), then odds off by 10% to 5×.
@@ -591,10 +592,10 @@ def sensitivity_arrays(
         logging_distribution=None,
         sampling_weight=sampling_weight,
     )
-    return _sensitivity(data, grid, method, level, "logged")
+    return sensitivity_of_inputs(data, grid, method, level, "logged")
 
 
-def _sensitivity(
+def sensitivity_of_inputs(
     data: Any, gammas: tuple[float, ...], estimator: str, level: float, source: str
 ) -> Sensitivity:
     """The analysis of validated diagnostics inputs (:class:`ope.diagnostics._inputs.Inputs`)."""
@@ -687,4 +688,4 @@ def sensitivity(
         target_columns=target if isinstance(target, list) else None,
         rows_validated=logs.targets_validated(),
     )
-    return _sensitivity(data, grid, method, level, propensity_source(logs))
+    return sensitivity_of_inputs(data, grid, method, level, propensity_source(logs))

@@ -38,9 +38,10 @@ from ope.evaluation.auto import (
     AUTO_TRAIN_SHARE,
     EstimatorChoice,
     auto_candidates,
+    evaluate,
     select_estimators,
 )
-from ope.evaluation.plan import EvaluationPlan, evaluate
+from ope.evaluation.plan import EvaluationPlan
 from ope.evaluation.result import SEGMENT_TABLE_COLUMNS, TABLE_COLUMNS, Evaluation
 
 __all__ = [

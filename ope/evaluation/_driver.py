@@ -56,6 +56,7 @@ from ope.evaluation.result import (
 )
 
 __all__ = [
+    "distributions_available",
     "evaluate_eager",
     "evaluate_scan",
     "batch_statistics",
@@ -217,6 +218,16 @@ def _name_unfit_features(logs: BanditLogs, columns: Sequence[str], x: np.ndarray
         "too large for its fit (their squares overflow float64). Rescale them (e.g. divide by "
         "a power of ten or standardize), or leave them out with context_columns=[...]."
     )
+
+
+def distributions_available(logs: BanditLogs, policies: Any) -> bool:
+    """Whether DM and the DR family can run on these logs and candidates: each candidate's
+    whole distribution over every row's support is known."""
+    try:
+        _candidates(logs, policies, True)
+    except (PolicyError, EstimationError):
+        return False
+    return True
 
 
 def _candidates(

@@ -39,6 +39,7 @@ holds the reward model fixed, and a validator cannot see a bias the model shares
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Mapping, Sequence
@@ -49,10 +50,14 @@ import numpy as np
 import pandas as pd
 
 from ope._result import Result, ResultParts
+from ope.evaluation._driver import distributions_available
+from ope.evaluation.plan import evaluate as evaluate_plain
 from ope._validation import check_choice, check_positive_int, check_real
 from ope.exceptions import OPEWarning, ParameterError
 
 __all__ = [
+    "evaluate",
+    "evaluate_auto",
     "AUTO_SPLITS",
     "AUTO_TRAIN_SHARE",
     "AUTO_VALIDATORS",
@@ -173,18 +178,6 @@ class EstimatorChoice(Result):
         )
 
 
-def _distributions_available(logs: Any, policies: Any) -> bool:
-    """Whether DM/DR can run: each candidate's whole distribution is known."""
-    from ope.evaluation._driver import _candidates
-    from ope.exceptions import EstimationError, PolicyError
-
-    try:
-        _candidates(logs, policies, True)
-    except (PolicyError, EstimationError):
-        return False
-    return True
-
-
 def auto_candidates(
     logs: Any,
     policies: Any = None,
@@ -197,7 +190,7 @@ def auto_candidates(
     names = ["ips", "snips"]
     if max_weight is not None:
         names.append("clipped_ips")
-    if _distributions_available(logs, policies):
+    if distributions_available(logs, policies):
         names += ["dr", "sndr"]
         if tau is not None:
             names.append("switch_dr")
@@ -255,10 +248,10 @@ def select_estimators(
     -------
     EstimatorChoice
     """
-    from ope.evaluation.plan import evaluate
     from ope.io import read_logs
     from ope.logs import BanditLogs
 
+    evaluate = evaluate_plain
     validator = check_choice(validator, "validator", ("auto", *AUTO_VALIDATORS))
     n_splits = check_positive_int(n_splits, "n_splits", minimum=2, example="n_splits=10")
     if n_splits > MAX_SPLITS:
@@ -281,7 +274,7 @@ def select_estimators(
         )
     candidates = _check_candidates(candidates)
     if validator == "auto":
-        validator = "dr" if _distributions_available(logs, policies) else "ips"
+        validator = "dr" if distributions_available(logs, policies) else "ips"
     seed = _seed(rng)
     g = np.random.default_rng(seed)
     n = logs.n
@@ -379,7 +372,6 @@ def _seed(rng: Any) -> int:
 def evaluate_auto(logs: Any, policies: Any, options: Mapping[str, Any]) -> Any:
     """``evaluate(..., estimators="auto")``: the choice, then every candidate on every row, with
     the choice in :attr:`ope.Evaluation.selection` and a note per policy."""
-    from ope.evaluation.plan import evaluate
     from ope.io import read_logs
     from ope.logs import BanditLogs
 
@@ -394,6 +386,15 @@ def evaluate_auto(logs: Any, policies: Any, options: Mapping[str, Any]) -> Any:
     options = dict(options)
     seed = _seed(options.pop("rng", None))
     choice = select_estimators(logs, policies, rng=seed, **options)
-    ev = evaluate(logs, policies, estimators=choice.candidates, rng=seed, **options)
+    ev = evaluate_plain(logs, policies, estimators=choice.candidates, rng=seed, **options)
     notes = tuple(f"{p}: estimator chosen: {choice.reason(p)}" for p in choice.chosen)
     return replace(ev, selection=choice, notes=(*ev.notes, *notes))
+
+
+@functools.wraps(evaluate_plain)
+def evaluate(logs: Any, policies: Any = None, **options: Any) -> Any:
+    # ope.evaluate: the plan's evaluation, or with estimators="auto" the cross-validated choice
+    if isinstance(options.get("estimators"), str) and options["estimators"] == "auto":
+        del options["estimators"]
+        return evaluate_auto(logs, policies, options)
+    return evaluate_plain(logs, policies, **options)

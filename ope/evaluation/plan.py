@@ -540,10 +540,5 @@ def evaluate(
     """
     # every argument but the rows is an option of the plan, under the same name
     options = {name: value for name, value in locals().items() if name != "logs"}
-    if isinstance(estimators, str) and estimators == "auto":
-        from ope.evaluation.auto import evaluate_auto
-
-        del options["estimators"], options["policies"]
-        return evaluate_auto(logs, policies, options)
     plan = EvaluationPlan.build(**options)
     return plan.run(logs)
