@@ -161,6 +161,8 @@ _PUBLIC: dict[str, str] = {
     "Evaluation": "ope.evaluation",
     "select_estimators": "ope.evaluation",
     "EstimatorChoice": "ope.evaluation",
+    "tune_setting": "ope.evaluation",
+    "SettingChoice": "ope.evaluation",
 }
 
 # submodules reachable as attributes (``ope.simulate``)

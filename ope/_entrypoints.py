@@ -279,6 +279,10 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.estimate_propensities",
     "ope.evaluate",
     "ope.select_estimators",
+    "ope.tune_setting",
+    "ope.SettingChoice",
+    "ope.SettingChoice.value_for",
+    "ope.SettingChoice.with_provenance",
     "ope.EstimatorChoice",
     "ope.EstimatorChoice.estimator_for",
     "ope.EstimatorChoice.reason",
@@ -458,6 +462,7 @@ NOT_USER_INPUT: Final[Mapping[str, str]] = {
             "SlateLogs",
             "TrajectoryEvaluation",
             "EstimatorChoice",
+            "SettingChoice",
         )
     },
     "ope.intervals.SharedBootstrap": "a result ope builds and the user reads",

@@ -110,6 +110,12 @@ def _choice() -> Any:
     return select_estimators(frame(), ["greedy"], n_splits=2, rng=0)
 
 
+def _setting() -> Any:
+    from ope.evaluation import tune_setting
+
+    return tune_setting(frame(), "clipped_ips", ["greedy"], grid=(1.0, 10.0))
+
+
 def _sensitivity() -> Any:
     from ope.diagnostics import sensitivity_arrays
 
@@ -170,6 +176,17 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     ),
     "ope.EstimatorChoice.reason": lambda tmp: Call(_choice().reason, {"policy": "greedy"}),
     "ope.EstimatorChoice.with_provenance": lambda tmp: Call(_choice().with_provenance, {"seed": 0}),
+    "ope.tune_setting": lambda tmp: call(
+        "ope.tune_setting",
+        logs=frame(),
+        estimator="clipped_ips",
+        policies=["greedy"],
+        grid=(1.0, 10.0),
+        delta=0.1,
+        rng=0,
+    ),
+    "ope.SettingChoice.value_for": lambda tmp: Call(_setting().value_for, {"policy": "greedy"}),
+    "ope.SettingChoice.with_provenance": lambda tmp: Call(_setting().with_provenance, {"seed": 0}),
     "ope.diagnostics.sensitivity": lambda tmp: call(
         "ope.diagnostics.sensitivity",
         logs=frame(),

@@ -42,11 +42,15 @@ from ope.evaluation.auto import (
     select_estimators,
 )
 from ope.evaluation.plan import EvaluationPlan
+from ope.evaluation.tuning import SettingChoice, slope_index, tune_setting
 from ope.evaluation.result import SEGMENT_TABLE_COLUMNS, TABLE_COLUMNS, Evaluation
 
 __all__ = [
     "evaluate",
     "select_estimators",
+    "tune_setting",
+    "slope_index",
+    "SettingChoice",
     "auto_candidates",
     "EstimatorChoice",
     "AUTO_SPLITS",

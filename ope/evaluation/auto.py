@@ -64,6 +64,7 @@ __all__ = [
     "EstimatorChoice",
     "auto_candidates",
     "select_estimators",
+    "seed_of",
 ]
 
 #: Random splits of the rows (K of OCV; its paper uses 10).
@@ -275,7 +276,7 @@ def select_estimators(
     candidates = _check_candidates(candidates)
     if validator == "auto":
         validator = "dr" if distributions_available(logs, policies) else "ips"
-    seed = _seed(rng)
+    seed = seed_of(rng)
     g = np.random.default_rng(seed)
     n = logs.n
     n_train = int(round(share * n))
@@ -361,7 +362,8 @@ def _check_candidates(candidates: Any) -> tuple[str, ...]:
     return tuple(c.lower() for c in names)
 
 
-def _seed(rng: Any) -> int:
+def seed_of(rng: Any) -> int:
+    """A seed from ``rng`` (an int is kept; a Generator or None draws one)."""
     from ope._validation import check_rng
 
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
@@ -384,7 +386,7 @@ def evaluate_auto(logs: Any, policies: Any, options: Mapping[str, Any]) -> Any:
             )
         logs = read_logs(logs)
     options = dict(options)
-    seed = _seed(options.pop("rng", None))
+    seed = seed_of(options.pop("rng", None))
     choice = select_estimators(logs, policies, rng=seed, **options)
     ev = evaluate_plain(logs, policies, estimators=choice.candidates, rng=seed, **options)
     notes = tuple(f"{p}: estimator chosen: {choice.reason(p)}" for p in choice.chosen)

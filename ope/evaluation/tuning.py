@@ -1,0 +1,276 @@
+r"""An estimator's own setting chosen from the logs: SLOPE over a stated grid.
+
+Clipped IPS's clip level, Switch-DR's :math:`\tau` and DRos's shrinkage :math:`\lambda` trade
+bias for variance: a small clip level has a small variance and a bias that grows as the level
+falls. SLOPE (Su, Srinath & Krishnamurthy, ICML 2020), in the SLOPE++ form of Tucker & Lee
+(2021) that Open Bandit Pipeline implements, picks the setting by Lepski's principle without an
+estimate of the bias:
+
+1. For each setting :math:`g` of the grid: the estimate :math:`\theta_g` and the width
+   :math:`c_g = t_{1-\delta,\,n-1}\,\hat\sigma_g/\sqrt n` of its one-sided Student-t bound
+   (:math:`\hat\sigma_g` the standard deviation of its per-row terms).
+2. Visit the settings from the widest to the narrowest :math:`c_g` (ties: the later grid value
+   first). Accept a setting while :math:`|\theta_j - \theta_g| \le c_g + C\,c_j` for every
+   accepted :math:`j`, with :math:`C = \sqrt6 - 1`.
+3. The choice is the last setting accepted before the first refusal (the narrowest one when
+   none is refused).
+
+The widest interval belongs to the least biased setting; a narrower one is accepted only while
+its estimate stays within the intervals of every wider one, i.e. while its extra bias is not
+yet visible above the noise. The choice is made per candidate policy (each has its own
+bias-variance curve). :func:`slope_index` is the rule on arrays; :func:`tune_setting` runs it
+on logs, one evaluation per grid value. Open Bandit Pipeline's ``*Tuning(tuning_method=
+"slope")`` choose the same value on the same arrays and grid (``tests/test_tuning.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from ope._result import Result, ResultParts
+from ope._validation import as_float_array, check_choice, check_real
+from ope.exceptions import OPEWarning, ParameterError, ValidationError
+from ope.evaluation.plan import evaluate as evaluate_plain
+
+__all__ = [
+    "SLOPE_C",
+    "SLOPE_DELTA",
+    "TUNABLE",
+    "DEFAULT_GRIDS",
+    "SettingChoice",
+    "slope_index",
+    "tune_setting",
+]
+
+#: The constant of SLOPE++'s acceptance test (Tucker & Lee 2021).
+SLOPE_C: Final = math.sqrt(6.0) - 1.0
+
+#: One-sided level of the widths: t_{1 - delta} (Open Bandit Pipeline's default).
+SLOPE_DELTA: Final = 0.1
+
+#: Estimator -> the name of its setting (the keyword of ``ope.evaluate``).
+TUNABLE: Final = {"clipped_ips": "max_weight", "switch_dr": "tau", "dros": "shrinkage"}
+
+#: The grids used unless others are given: powers of about 2 over four decades.
+DEFAULT_GRIDS: Final = {
+    "clipped_ips": (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0),
+    "switch_dr": (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0),
+    "dros": (0.1, 1.0, 10.0, 100.0, 1000.0, 10000.0),
+}
+
+_GRID_MAX: Final = 200
+
+
+def slope_index(values: npt.ArrayLike, widths: npt.ArrayLike) -> int:
+    """The index SLOPE++ chooses among settings with estimates ``values`` and one-sided widths
+    ``widths`` (same length, in grid order; see the module).
+
+    Examples
+    --------
+    >>> slope_index([0.50, 0.52, 0.70], [0.10, 0.05, 0.01])  # the last is visibly biased
+    1
+    >>> slope_index([0.50, 0.51, 0.52], [0.10, 0.05, 0.02])
+    2
+    """
+    theta = as_float_array(values, "values", ndim=(1,))
+    cnf = as_float_array(widths, "widths", ndim=(1,))
+    if theta.shape != cnf.shape or theta.size == 0:
+        raise ValidationError(
+            f"`values` and `widths` must have the same non-zero length; got {theta.size} and "
+            f"{cnf.size}."
+        )
+    if not (np.isfinite(theta).all() and np.isfinite(cnf).all() and (cnf >= 0).all()):
+        raise ValidationError("`values` must be finite and `widths` finite and >= 0.")
+    # widest first; ties: the later grid value first (numpy's sort of the reversed order)
+    order = np.lexsort((-np.arange(cnf.size), -cnf))
+    accepted: list[int] = []
+    for i in order:  # a loop over the grid (a few dozen values at most)
+        if accepted and not bool(
+            np.all(np.abs(theta[accepted] - theta[i]) <= cnf[i] + SLOPE_C * cnf[accepted])
+        ):
+            return int(accepted[-1])
+        accepted.append(int(i))
+    return int(accepted[-1])
+
+
+@dataclass(frozen=True, eq=False)
+class SettingChoice(Result):
+    """The setting SLOPE chose per candidate policy (:func:`tune_setting`).
+
+    Attributes
+    ----------
+    estimator : str
+    setting : str
+        The keyword of :func:`ope.evaluate` it sets (``max_weight``, ``tau``, ``shrinkage``).
+    grid : tuple of float
+    chosen : dict of str to float
+        Policy -> the chosen value.
+    delta : float
+    n : int
+    rule : str
+    """
+
+    estimator: str
+    setting: str
+    grid: tuple[float, ...]
+    chosen: dict[str, float]
+    delta: float
+    n: int
+    rule: str = "SLOPE++ (Tucker & Lee 2021): Lepski's principle over the grid"
+    _table: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+
+    def table(self) -> pd.DataFrame:
+        """One row per policy and grid value: ``value``, ``std_error``, ``width`` (the t
+        bound's), ``chosen``."""
+        return self._table.copy()
+
+    def value_for(self, policy: str) -> float:
+        """The chosen setting of one candidate policy."""
+        if isinstance(policy, str) and policy in self.chosen:
+            return self.chosen[policy]
+        raise ParameterError(
+            f"`policy` must name a candidate of this choice, one of {list(self.chosen)}; got "
+            f"{policy!r}."
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "estimator": self.estimator,
+            "setting": self.setting,
+            "grid": list(self.grid),
+            "chosen": dict(self.chosen),
+            "delta": self.delta,
+            "n": self.n,
+            "rule": self.rule,
+            "table": self._table.to_dict(orient="records"),
+        }
+
+    def _parts(self) -> ResultParts:
+        return ResultParts(
+            title=f"{self.setting} of {self.estimator} by SLOPE",
+            fields=[
+                ("rule", self.rule),
+                ("grid", ", ".join(f"{g:g}" for g in self.grid)),
+                ("delta", self.delta),
+                ("chosen", ", ".join(f"{p}: {v:g}" for p, v in self.chosen.items())),
+            ],
+            table=self._table,
+            precision={},
+        )
+
+
+def _grid(grid: Any, estimator: str) -> tuple[float, ...]:
+    if grid is None:
+        return tuple(DEFAULT_GRIDS[estimator])
+    if isinstance(grid, (str, bytes)) or not isinstance(grid, Sequence | np.ndarray):
+        raise ParameterError(
+            f"`grid` must be a sequence of positive numbers, e.g. {list(DEFAULT_GRIDS[estimator])}"
+            f"; got {type(grid).__name__}."
+        )
+    values = []
+    for g in grid:
+        v = check_real(g, "grid", finite=True)
+        if not v > 0:
+            raise ParameterError(f"`grid` must hold positive numbers; got {g!r}.")
+        values.append(v)
+    if not values or len(values) > _GRID_MAX or len(set(values)) != len(values):
+        raise ParameterError(
+            f"`grid` must hold 1 to {_GRID_MAX} distinct values; got {len(values)} "
+            f"({len(set(values))} distinct)."
+        )
+    return tuple(sorted(values))
+
+
+def tune_setting(
+    logs: Any,
+    estimator: str,
+    policies: Any = None,
+    *,
+    grid: Sequence[float] | None = None,
+    delta: float = SLOPE_DELTA,
+    rng: int | np.random.Generator | None = 0,
+    **evaluate_options: Any,
+) -> SettingChoice:
+    """Choose an estimator's setting per candidate policy by SLOPE (see the module).
+
+    Parameters
+    ----------
+    logs : BanditLogs or anything ``ope.read_logs`` accepts
+    estimator : {"clipped_ips", "switch_dr", "dros"}
+    policies : optional
+        As in :func:`ope.evaluate`.
+    grid : sequence of float, optional
+        The values to choose from (default :data:`DEFAULT_GRIDS`).
+    delta : float, default SLOPE_DELTA
+        One-sided level of the widths, in (0, 0.5).
+    rng : int, Generator or None, default 0
+        Seed of the reward model's cross-fitting (the same on every grid value, so the DR
+        family's settings are compared on one model).
+    **evaluate_options
+        Passed to :func:`ope.evaluate` (``reward_model``, ``context_columns``, ...).
+
+    Returns
+    -------
+    SettingChoice
+    """
+    import warnings
+
+    from ope.evaluation.auto import seed_of
+    from ope.io import read_logs
+    from ope.logs import BanditLogs
+
+    estimator = check_choice(estimator, "estimator", tuple(TUNABLE))
+    values = _grid(grid, estimator)
+    d = check_real(delta, "delta", finite=True)
+    if not 0.0 < d < 0.5:
+        raise ParameterError(f"`delta` must be in (0, 0.5), e.g. 0.1; got {delta!r}.")
+    if not isinstance(logs, BanditLogs):
+        logs = read_logs(logs)
+    setting = TUNABLE[estimator]
+    seed = seed_of(rng)
+    options = {k: v for k, v in evaluate_options.items() if k not in ("ci", "by", setting)}
+    records = []
+    for g in values:  # a loop over the grid: one evaluation per value
+        with warnings.catch_warnings():  # the grid's warnings repeat the chosen run's
+            warnings.simplefilter("ignore", OPEWarning)
+            kwargs: dict[str, Any] = {**options, setting: g}
+            ev = evaluate_plain(logs, policies, estimators=(estimator,), rng=seed, **kwargs)
+        for p in ev.policies:
+            est = ev.estimates[(p, estimator)]
+            records.append(
+                {
+                    "policy": p,
+                    setting: g,
+                    "value": est.value,
+                    "std_error": est.std_error,
+                    "n": est.n,
+                }
+            )
+    table = pd.DataFrame.from_records(records)
+    from scipy import stats
+
+    chosen: dict[str, float] = {}
+    table["width"] = np.nan
+    for p in dict.fromkeys(table["policy"]):  # a loop over candidate policies
+        mine = table[table["policy"] == p]
+        n = int(mine["n"].iloc[0])
+        width = stats.t.ppf(1.0 - d, n - 1) * mine["std_error"].to_numpy()
+        table.loc[mine.index, "width"] = width
+        chosen[p] = float(mine[setting].iloc[slope_index(mine["value"].to_numpy(), width)])
+    table["chosen"] = [chosen[p] == v for p, v in zip(table["policy"], table[setting])]
+    return SettingChoice(
+        estimator=estimator,
+        setting=setting,
+        grid=values,
+        chosen=chosen,
+        delta=d,
+        n=logs.n,
+        _table=table.drop(columns=["n"]),
+    )
