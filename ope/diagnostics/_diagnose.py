@@ -27,10 +27,7 @@ from ope._validation import (
 )
 from ope.diagnostics._inputs import Inputs, validated_inputs
 from ope.diagnostics._logs import (
-    logs_to_diagnose,
-    segment_columns,
-    segment_values,
-    target_from_logs,
+    logs_inputs,
 )
 from ope.diagnostics._pass import (
     fused_pass,
@@ -62,8 +59,7 @@ from ope.exceptions import (
     OverlapWarning,
     ParameterError,
 )
-from ope.propensity import estimated_propensity_note
-from ope.weights import sampling_weight_column
+from ope.propensity import propensity_source
 from ope.moments import centered_moments
 
 __all__ = [
@@ -669,32 +665,16 @@ def diagnose(
     'collect more data under the same logging'
     """
     settings = _settings(max_weight, reward_range, confidence_level, target_width, new_rows)
-    logs = logs_to_diagnose(logs)  # a DataFrame, Arrow table or path, as evaluate accepts
-    weight_name = sampling_weight_column(logs.columns, weight_column)
-    cols = segment_columns(logs, by)  # SchemaError naming missing / list / struct columns
     extra_notes: list[str] = []
-    estimated = estimated_propensity_note(logs)  # the same note as every other result's
-    if estimated is not None:
-        extra_notes.append(estimated)
-    names, target, tdists, ldist, codes, labels = target_from_logs(logs, policies, extra_notes)
-    segments = {c: segment_values(logs.table.column(c)) for c in cols}
-    action: Any = codes if codes is not None else segment_values(logs.table.column("action"))
-    data = validated_inputs(
-        logs.column("reward"),
-        logs.column("propensity"),
-        target,
+    logs, data = logs_inputs(
+        logs,
+        policies,
+        weight_column=weight_column,
         reward_range=settings.reward_range,
-        policy_names=names,
-        segments=segments,
-        action=action,
-        action_labels=labels,
-        target_distributions=tdists,
-        logging_distribution=ldist,
-        sampling_weight=None if weight_name is None else logs.column(weight_name),
-        weight_name=weight_name or "sampling_weight",
-        target_columns=target if isinstance(target, list) else None,
-        rows_validated=logs.targets_validated(),
+        by=by,
+        notes=extra_notes,
     )
+    estimated = propensity_source(logs) == "estimated"
     if embedding is not None and not isinstance(embedding, ActionEmbedding):
         raise ParameterError(
             "`embedding` must be an ope.ActionEmbedding, e.g. "
@@ -706,15 +686,15 @@ def diagnose(
                 "`sensitivity` must be True, False or 'auto' (run it when the propensities "
                 f"were estimated); got {sensitivity!r}."
             )
-        run_sensitivity = estimated is not None
+        run_sensitivity = estimated
     else:
         run_sensitivity = bool(check_flag(sensitivity, "sensitivity"))
     out = _diagnose(data, settings, extra_notes, statistics)
     if run_sensitivity:
-        with_sensitivity(out, data, "estimated" if estimated is not None else "logged")
+        with_sensitivity(out, data, "estimated" if estimated else "logged")
     if embedding is not None:
         mp = marginal_propensities(logs, embedding, policies)
-        matrix = target if isinstance(target, np.ndarray) else np.column_stack(list(target))
+        matrix = data.target
         checks = embedding_sufficiency(logs.column("reward"), logs.column("propensity"), matrix, mp)
         out.embedding_checks = tuple(checks)
         out.notes = (*out.notes, *(c.note() for c in checks))

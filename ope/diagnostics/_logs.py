@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import sparse
 
+from ope.diagnostics._inputs import Inputs, validated_inputs
 from ope.io import read_logs
 from ope.logs import BanditLogs
 from ope.policies._core import (
@@ -23,6 +24,7 @@ from ope.policies.join import target_propensities, validated_target_columns
 from ope.schema import check_segment_columns
 
 __all__ = [
+    "logs_inputs",
     "logs_to_diagnose",
     "segment_columns",
     "segment_values",
@@ -144,3 +146,48 @@ def target_from_logs(
     )
     target = {nm: matrix_over(d, index.catalog) for nm, d in dists.items()}
     return names, values, target, logging, index.logged.astype(np.intp), list(index.actions)
+
+
+def logs_inputs(
+    logs: Any,
+    policies: Any,
+    *,
+    weight_column: str | None,
+    reward_range: tuple[float, float] | None = None,
+    by: Any = None,
+    notes: list[str] | None = None,
+) -> tuple[BanditLogs, Inputs]:
+    """Validated logs and the checked inputs of a diagnosis (or a sensitivity analysis) of
+    ``policies`` on them: the candidates' propensities and distributions, the segments of
+    ``by``, the coded actions and the sampling weights. The estimated-propensity note and the
+    notes found on the way are appended to ``notes``."""
+    from ope.propensity import estimated_propensity_note
+    from ope.weights import sampling_weight_column
+
+    notes = [] if notes is None else notes
+    logs = logs_to_diagnose(logs)  # a DataFrame, Arrow table or path, as evaluate accepts
+    weight_name = sampling_weight_column(logs.columns, weight_column)
+    cols = segment_columns(logs, by)  # SchemaError naming missing / list / struct columns
+    estimated = estimated_propensity_note(logs)  # the same note as every other result's
+    if estimated is not None:
+        notes.append(estimated)
+    names, target, tdists, ldist, codes, labels = target_from_logs(logs, policies, notes)
+    segments = {c: segment_values(logs.table.column(c)) for c in cols}
+    action: Any = codes if codes is not None else segment_values(logs.table.column("action"))
+    data = validated_inputs(
+        logs.column("reward"),
+        logs.column("propensity"),
+        target,
+        reward_range=reward_range,
+        policy_names=names,
+        segments=segments,
+        action=action,
+        action_labels=labels,
+        target_distributions=tdists,
+        logging_distribution=ldist,
+        sampling_weight=None if weight_name is None else logs.column(weight_name),
+        weight_name=weight_name or "sampling_weight",
+        target_columns=target if isinstance(target, list) else None,
+        rows_validated=logs.targets_validated(),
+    )
+    return logs, data

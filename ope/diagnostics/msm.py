@@ -661,31 +661,11 @@ def sensitivity(
     -------
     Sensitivity
     """
-    from ope.diagnostics._inputs import validated_inputs
-    from ope.diagnostics._logs import logs_to_diagnose, target_from_logs
+    from ope.diagnostics._logs import logs_inputs
     from ope.propensity import propensity_source
-    from ope.weights import sampling_weight_column
 
     method = check_choice(estimator, "estimator", ("snips", "ips"))
     level = check_confidence_level(confidence_level)
     grid = _check_gammas(gammas)
-    logs = logs_to_diagnose(logs)
-    weight_name = sampling_weight_column(logs.columns, weight_column)
-    names, target, _, _, _, _ = target_from_logs(logs, policies, [])
-    data = validated_inputs(
-        logs.column("reward"),
-        logs.column("propensity"),
-        target,
-        reward_range=None,
-        policy_names=names,
-        segments=None,
-        action=None,
-        action_labels=None,
-        target_distributions=None,
-        logging_distribution=None,
-        sampling_weight=None if weight_name is None else logs.column(weight_name),
-        weight_name=weight_name or "sampling_weight",
-        target_columns=target if isinstance(target, list) else None,
-        rows_validated=logs.targets_validated(),
-    )
+    logs, data = logs_inputs(logs, policies, weight_column=weight_column)
     return sensitivity_of_inputs(data, grid, method, level, propensity_source(logs))
