@@ -211,3 +211,22 @@ def test_the_tail_rule_and_its_note():
 def test_tail_level_is_the_rank_of_the_threshold():
     assert tail_level(101, 11) == pytest.approx(0.9)
     assert tail_level(5, 10) == 0.0
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+@pytest.mark.parametrize("weighted", [False, True])
+def test_each_segment_has_the_k_hat_of_its_own_rows(weighted) -> None:
+    g = np.random.default_rng(5)
+    n = 6000
+    p = g.uniform(0.02, 1.0, size=n)
+    t = g.uniform(0.0, 1.0, size=(n, 2))
+    r = g.binomial(1, 0.4, size=n).astype(float)
+    seg = np.where(g.random(n) < 0.3, "a", "b")
+    s = g.uniform(1.0, 3.0, size=n) if weighted else None
+    d = diagnose_arrays(r, p, t, policy_names=["x", "y"], segments={"seg": seg}, sampling_weight=s)
+    table = d.segments().set_index(["policy", "segment"])
+    for j, name in enumerate(["x", "y"]):
+        w = t[:, j] / p * (1.0 if s is None else s)
+        for label in ("a", "b"):
+            want = pareto_k(w[seg == label]).pareto_k
+            assert table.loc[(name, label), "pareto_k"] == pytest.approx(want, rel=1e-12)

@@ -461,6 +461,7 @@ def _finish(
 ) -> Diagnostics:
     """Warn the notes and build the :class:`Diagnostics` (``info``: notes that are stated
     first and not warned, as the sampling-weight note of every estimate)."""
+    seg_rows = _segment_tails(data, seg_rows)
     notes = (
         extra_notes + data.notes + overlap_notes(rows, seg_rows, weighted=data.sampling is not None)
     )
@@ -481,6 +482,34 @@ def _finish(
         new_rows=settings.new_rows,
         notes=notes,
     )
+
+
+def _segment_tails(data: Inputs, seg_rows: list[list[SegmentRow]]) -> list[list[SegmentRow]]:
+    """Each segment row with the Pareto k-hat of its rows' weights (``s w`` with sampling
+    weights): one stable sort of each segment column's codes, shared by every policy."""
+    if not data.segmentations or not any(seg_rows):
+        return seg_rows
+    groups: dict[tuple[str, str], np.ndarray] = {}
+    for seg in data.segmentations:  # a loop over segment columns
+        order = np.argsort(seg.codes, kind="stable")
+        bounds = np.searchsorted(seg.codes[order], np.arange(seg.size + 1))
+        for code, label in enumerate(seg.labels):  # a loop over segments (capped)
+            groups[(seg.column, str(label))] = order[bounds[code] : bounds[code + 1]]
+    out = []
+    for j, rows in enumerate(seg_rows):  # a loop over policies
+        if not rows:
+            out.append(rows)
+            continue
+        w = data.sampled(data.weights(j))
+        out.append(
+            [
+                replace(row, pareto_k=pareto_k(w[groups[key]]).pareto_k)
+                if (key := (row.column, str(row.segment))) in groups and groups[key].size
+                else row
+                for row in rows
+            ]
+        )
+    return out
 
 
 def weighted_note(name: str, total: float, n: int) -> str:

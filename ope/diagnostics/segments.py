@@ -135,6 +135,9 @@ class SegmentRow:
     gap: bool
     gap_kind: str
     reason: str
+    #: Pareto k-hat of the weights on the segment's rows (of ``s w`` with sampling weights;
+    #: :func:`ope.diagnostics.pareto_k`): its own tail can be heavy where the whole is not
+    pareto_k: float = math.nan
     # not table columns: what the gap rule and the plan read
     mean_weight_se: float = field(default=math.inf, metadata={"column": False})
     context: bool = field(default=True, metadata={"column": False})
