@@ -2194,14 +2194,14 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
         from ope.evaluation.auto import evaluate_auto
 
         options = _plan_options(args)
-        for key in ("estimators", "policies"):
-            options.pop(key, None)
+        del options["estimators"]
         evaluation = evaluate_auto(logs, policies, options)
         plan = EvaluationPlan.build(
-            **{**_plan_options(args), "estimators": list(evaluation.selection.candidates)}
-        )
-    plan = plan.with_policies(policies)
-    evaluation = evaluation if _auto_estimator(args) else plan.run(logs)
+            **options, estimators=list(evaluation.selection.candidates)
+        ).with_policies(policies)
+    else:
+        plan = plan.with_policies(policies)
+        evaluation = plan.run(logs)
     # weighted as the estimates when rows carry weights; the moments come from the evaluation
     # when its statistics cover every candidate (not factored ones, computed apart)
     stats = evaluation.statistics

@@ -92,6 +92,7 @@ __all__ = [
     "msm_weight_range",
     "tipping_point",
     "describe_tipping",
+    "describe_approval_tipping",
     "sensitivity_arrays",
     "sensitivity",
     "sensitivity_of_inputs",
@@ -525,6 +526,20 @@ def describe_tipping(decision: str, gamma_star: float) -> str:
         f"{what} than logging until the propensities' odds are off by a factor "
         f"Γ* = {gamma_star:.3g}"
         + (" (fragile: below " + f"{GAMMA_FRAGILE:g})" if gamma_star < GAMMA_FRAGILE else "")
+    )
+
+
+def describe_approval_tipping(gamma_star: float) -> str:
+    """The safety gate's tipping point in words (the certificate's and the report's sentence)."""
+    factor = (
+        f"a factor Γ* = {gamma_star:.3g}"
+        if math.isfinite(gamma_star)
+        else f"more than a factor {GAMMA_SEARCH[-1]:g}"
+    )
+    fragile = f"; fragile: below {GAMMA_FRAGILE:g}" if gamma_star < GAMMA_FRAGILE else ""
+    return (
+        f"the approval holds until the logging propensities' odds are off by {factor} "
+        f"(marginal sensitivity model){fragile}"
     )
 
 

@@ -31,7 +31,7 @@ from ope.exceptions import (
     PolicyError,
     ValidationError,
 )
-from ope.diagnostics.msm import tipping_point
+from ope.diagnostics.msm import describe_approval_tipping, msm_weight_range, tipping_point
 from ope.intervals.betting import betting_lower_bound
 from ope.intervals.bounded import bernstein_interval
 from ope.learning._common import (
@@ -375,15 +375,7 @@ class Certificate(Result):
                 f"values for the logged population; {bound})"
             )
         if self.tipping_gamma is not None:
-            lines.append(
-                "  sensitivity:       approval holds until the propensities' odds are off by "
-                + (
-                    f"a factor {self.tipping_gamma:.3g}"
-                    if math.isfinite(self.tipping_gamma)
-                    else "more than a factor 100"
-                )
-                + " (marginal sensitivity model)"
-            )
+            lines.append(f"  sensitivity:       {describe_approval_tipping(self.tipping_gamma)}")
         if self.seed is not None:
             lines.append(f"  split seed:        {self.seed} (rng={self.seed} reproduces it)")
         return "\n".join(lines)
@@ -902,8 +894,8 @@ class SafetyGate:
         if approve:
 
             def holds(gamma: float) -> bool:
-                # the weights at their smallest under gamma: pi (1 + (1/p - 1) / gamma)
-                w_low = np.minimum(pe * (1.0 + (1.0 / p - 1.0) / gamma), max_weight)
+                # the weights at their smallest under gamma: pi times the box's lower end
+                w_low = np.minimum(pe * msm_weight_range(p, gamma)[0], max_weight)
                 if isinstance(self.baseline, str):
                     terms, lo_t, hi_t = ell * (w_low - 1.0), -span, (max_weight - 1.0) * span
                     bar = 0.0

@@ -36,8 +36,8 @@ from ope._format import (
     se_decimals,
 )
 from ope._output import atomic_path
-from ope._thresholds import GAMMA_FRAGILE, heavy_tail
-from ope.diagnostics.msm import describe_tipping
+from ope._thresholds import heavy_tail
+from ope.diagnostics.msm import describe_approval_tipping, describe_tipping
 from ope.marginal import SUFFICIENCY_ALPHA
 from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.report.views import (
@@ -1352,19 +1352,7 @@ def _certificate(ctx: dict[str, Any]) -> str:
     ]
     gamma = getattr(cert, "tipping_gamma", None)
     if gamma is not None:
-        facts.append(
-            (
-                "sensitivity to wrong propensities",
-                "the approval holds until the logging propensities' odds are off by "
-                + (
-                    f"a factor Γ* = {gamma:.3g}"
-                    if math.isfinite(gamma)
-                    else "more than a factor 100"
-                )
-                + " (marginal sensitivity model)"
-                + (f"; fragile: below {GAMMA_FRAGILE:g}" if gamma < GAMMA_FRAGILE else ""),
-            )
-        )
+        facts.append(("sensitivity to wrong propensities", describe_approval_tipping(gamma)))
     out = [
         f"<h3>{_e(cert.policy)} {_badge(answer if cert.verdict == 'approve' else 'rejected')}</h3>",
         '<dl class="facts">'
