@@ -351,6 +351,8 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.intervals.bernstein_interval",
     "ope.intervals.betting_confidence_sequence",
     "ope.intervals.betting_interval",
+    "ope.intervals.log_smoothing_interval",
+    "ope.intervals.log_smoothing_lower_bound",
     "ope.intervals.betting_lower_bound",
     "ope.intervals.bootstrap_interval",
     "ope.intervals.SharedBootstrap",

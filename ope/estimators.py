@@ -83,11 +83,14 @@ import numpy.typing as npt
 
 from ope._centered import CenteredMoments
 from ope._docstrings import fill_doc
+from ope._format import Note
 from ope._thresholds import (
     ESS_RATIO_WARN,
     MEAN_WEIGHT_Z,
     MIN_ROWS,
+    SKEW_ROWS,
     SMALL_SAMPLE_ROWS,
+    WEIGHTED_SMALL_SAMPLE_ADVICE,
     ess_note,
     few_effective_rows,
     few_effective_rows_note,
@@ -95,6 +98,9 @@ from ope._thresholds import (
     low_ess,
     mean_weight_check,
     mean_weight_note,
+    skew_cannot_flag,
+    skewed_terms,
+    skewed_terms_note,
     small_sample,
     small_sample_note,
 )
@@ -129,11 +135,13 @@ from ope.intervals._types import BottouInterval, ConfidenceInterval
 from ope.moments import (
     DEFAULT_CHUNK_SIZE,
     Checks,
+    ComponentMoments,
     WeightedMoments,
     WeightSummary,
     centered_moments,
     component_moments,
     ratio,
+    skewness,
     weighted_moments,
 )
 from ope.results import Estimate, IntervalRequest, RowSource, Source, make_estimate
@@ -171,6 +179,12 @@ __all__ = [
     "ESS_RATIO_WARN",
     "MEAN_WEIGHT_Z",
     "SMALL_SAMPLE_ROWS",
+    "SKEW_ROWS",
+    "FINITE_SAMPLE_METHODS",
+    "SKEWED_WITHOUT_BOUNDS",
+    "skewed_notes",
+    "kernel_skew_notes",
+    "UNDERCOVER_RULES",
     "Estimator",
     "EstimatorRows",
     "WeightingEstimator",
@@ -762,6 +776,10 @@ class EstimatorRows(RowSource):
             raise ParameterError(
                 f"method {method!r} needs no weight bound; do not pass `weight_bound`."
             )
+        if method == "log_smoothing":
+            from ope.intervals.smoothing import log_smoothing_interval
+
+            return log_smoothing_interval(w, r, reward_range=rr, confidence_level=confidence_level)
         from ope.intervals.betting import betting_interval
 
         return betting_interval(w, r, reward_range=rr, confidence_level=confidence_level)
@@ -989,8 +1007,12 @@ class Estimator(ABC):
             n_clipped = info.n_clipped[j] if info.n_clipped else 0
             if isinstance(self, WeightingEstimator) and self.clip_level is not None and n_clipped:
                 notes.append(weighted_target_note(self, n_clipped, n, data.reward_range))
-            notes.append(weighted_note)
             rows = self._rows(data, j, None, sampling_weight=s, clipped_rows=n_clipped)
+            if self.name != "dm":  # DM has no interval to be short
+                notes += skewed_notes(
+                    self.name, n, _skew_of(cm, j), rows, label, weighted=True, prior=notes
+                )
+            notes.append(weighted_note)
             out.append(
                 make_estimate(
                     estimator=self.name,
@@ -1105,8 +1127,11 @@ class Estimator(ABC):
             notes = weight_notes(self, n, summary, label, std_error=se * scale)
             value = float(self._statistic(cm.means[:, j]))
             value, se = _from_units(self, data, value, se, scale)
+            rows = self._rows(data, j, None)
             if self.name == "dm":
                 notes.append(DM_NOTE)
+            else:  # DM has no interval to be short
+                notes += skewed_notes(self.name, n, _skew_of(cm, j), rows, label, prior=notes)
             out.append(
                 make_estimate(
                     estimator=self.name,
@@ -1116,7 +1141,7 @@ class Estimator(ABC):
                     ess=float(n) if summary is None else summary.ess,
                     notes=tuple(notes),
                     policy=label,
-                    source=self._rows(data, j, None),
+                    source=rows,
                 )
             )
         return out
@@ -1481,14 +1506,86 @@ def weight_notes(
     return notes
 
 
+#: Interval methods that hold at any n, in the order a skewed estimate's note recommends them:
+#: betting first (the narrowest of them in ``benchmarks/coverage_bandit.py`` and needing no
+#: weight bound), then empirical likelihood, Bernstein and Hoeffding.
+FINITE_SAMPLE_METHODS: Final = ("betting", "empirical_likelihood", "bernstein", "hoeffding")
+
+
+def skewed_notes(
+    estimator: str,
+    n: int,
+    skewness: float,
+    source: Source | None,
+    label: str | None,
+    *,
+    unit: str = "rows",
+    terms: str = "influence terms",
+    weighted: bool = False,
+    prior: Sequence[str] = (),
+    fallback: str | None = None,
+) -> list[str]:
+    """The skewed-terms note (and its warning) of one estimate, or nothing.
+
+    ``skewness`` is the sample skewness of the estimate's ``n`` influence terms (rows, episodes
+    or pairs: ``unit``); the note is given when :func:`ope._thresholds.skewed_terms` says the
+    normal approximation of their mean needs more of them, unless a note of ``prior`` (the
+    estimate's other notes) already says that its normal interval may undercover (rules
+    ``UNDERCOVER_RULES``: few rows, a low or tiny effective sample); ``terms`` says which terms
+    ``skewness`` is of. Its advice names the interval
+    methods of ``source`` that hold at any n (``FINITE_SAMPLE_METHODS``) or, when there is none
+    (DR and the other model-based estimators, rows with sampling weights), says so and gives
+    ``fallback`` (default :data:`SKEWED_WITHOUT_BOUNDS`). Every
+    estimate of ope reads this one function, so every entry point gives the same note.
+    """
+    if small_sample(n) or not skewed_terms(n, skewness):
+        return []
+    if any(getattr(x, "rule", None) in UNDERCOVER_RULES for x in prior):
+        return []
+    methods = [m for m in FINITE_SAMPLE_METHODS if source is not None and m in source.methods]
+    if weighted:
+        advice = WEIGHTED_SMALL_SAMPLE_ADVICE[0].upper() + WEIGHTED_SMALL_SAMPLE_ADVICE[1:]
+    elif methods:
+        named = " or ".join(f"ci(method={m!r})" for m in methods[:2])
+        advice = f"Use {named} with an a priori reward_range, which hold at any n."
+    else:
+        advice = SKEWED_WITHOUT_BOUNDS if fallback is None else fallback
+    # one note per estimate: the skew differs between estimators of the same policy
+    text = skewed_terms_note(
+        n, skewness, advice, unit=unit, terms=terms, subject=(label, estimator)
+    )
+    who = estimator + (f" (policy {label!r})" if label else "") + ": "
+    warnings.warn(who + text, SmallSampleWarning, stacklevel=user_stacklevel())
+    return [text]
+
+
+#: The rules whose notes already say that an estimate's normal interval may undercover: a
+#: skewed-terms note would repeat them (their advice is the same).
+UNDERCOVER_RULES: Final = ("small_sample", "low_ess", "few_effective_rows")
+
+
+#: The advice of a skewed estimate that has no interval holding at any n (DR and the other
+#: model-based estimators, sequential WIS and DR): measured in ``benchmarks/short_intervals.py``.
+SKEWED_WITHOUT_BOUNDS: Final = (
+    "No interval of this estimator holds at any n: read it as approximate, and check the "
+    "decision against the bounded intervals of IPS or SNIPS (ci(method='betting'))."
+)
+
+
+def _skew_of(cm: ComponentMoments, j: int) -> float:
+    """The skewness of policy ``j``'s influence terms in ``cm`` (NaN when not computed)."""
+    return math.nan if cm.psi_skew is None else float(cm.psi_skew[j])
+
+
 def _weighted_ess_note(ess: float, reference: float, n: int) -> str:
     """The low-ESS note of sampling-weighted rows: the Kish ESS of ``s w`` against that of
     ``s`` alone (what the rows would give an on-policy candidate)."""
-    return (
+    return Note(
         f"effective sample size {ess:.1f} (Kish, of the sampling weights times the importance "
         f"weights) is {ess / reference:.2%} of {reference:.1f}, the effective sample size of the "
         f"sampling weights alone (n={n}): the estimate rests on a few heavily weighted rows and "
-        "normal intervals may undercover. Consider clipping or a doubly robust estimator."
+        "normal intervals may undercover. Consider clipping or a doubly robust estimator.",
+        rule="low_ess",
     )
 
 
@@ -1524,6 +1621,9 @@ def estimates_from_moments(
         notes = weight_notes(estimator, n, summary, label, std_error=se)
         if clip_binds(moments, j) if clipped else False:
             notes.append(clipped_target_note(estimator, moments, j, reward_range))
+        src = source(j)
+        if isinstance(src, RowSource):  # streamed statistics keep no rows to measure skew on
+            notes += kernel_skew_notes(estimator, moments, j, src, label, reward_range, notes)
         out.append(
             make_estimate(
                 estimator=estimator.name,
@@ -1533,10 +1633,92 @@ def estimates_from_moments(
                 ess=float(n) if summary is None else summary.ess,
                 notes=tuple(notes),
                 policy=label,
-                source=source(j),
+                source=src,
             )
         )
     return out
+
+
+def kernel_skew_notes(
+    estimator: WeightingEstimator,
+    moments: CenteredMoments,
+    j: int,
+    rows: RowSource,
+    label: str | None,
+    reward_range: tuple[float, float] | None,
+    prior: Sequence[str],
+) -> list[str]:
+    """The skewed-terms note (:func:`skewed_notes`) of policy ``j``'s moment-kernel estimate
+    backed by ``rows``: the skewness is measured on the rows only when the bound from the
+    statistics (largest weight, reward range) cannot clear it. For :func:`estimates_from_moments`
+    and for statistics given their rows afterwards
+    (:meth:`ope.streaming.MomentStats.with_rows`, the path of ``ope.evaluate``)."""
+    origin = estimator.reward_origin(reward_range)
+    _, sd = estimator.moment_statistic(moments, j, origin)
+    skew, terms = _kernel_skewness(estimator, moments, j, origin, sd, rows)
+    return skewed_notes(estimator.name, moments.n, skew, rows, label, terms=terms, prior=prior)
+
+
+def _kernel_skewness(
+    estimator: WeightingEstimator,
+    moments: CenteredMoments,
+    j: int,
+    origin: float,
+    sd: float,
+    src: RowSource,
+) -> tuple[float, str]:
+    """The skewness the skewed-terms rule reads for policy ``j`` of a moment-kernel estimate,
+    and which terms it is of; NaN when the bound of :func:`ope._thresholds.skew_cannot_flag`
+    (from the largest weight and the reward's range) clears them without a pass.
+
+    SNIPS reads the larger (in size) of its own influence terms' skewness and that of the IPS
+    terms ``w r``: its own terms centre the rewards at the estimate and can look symmetric
+    while the weights are heavy (in the calibration study this raised the share of SNIPS
+    results flagged in undercovering designs from 0.73 to 0.94, and in well-covering ones from
+    0.03 to 0.05).
+    """
+    n = moments.n
+    found: list[tuple[float, str]] = []
+    if not skew_cannot_flag(n, _influence_width(estimator, moments, j, origin), sd):
+        found.append((float(skewness(src.influence())), "influence terms"))
+    if estimator.uses_weights and estimator.moment_kind == "snips":
+        chk = moments.checks
+        lo, hi = (math.inf, math.inf) if chk is None else (float(chk.r_min), float(chk.r_max))
+        width = float(moments.max_w[j]) * (max(hi, 0.0) - min(lo, 0.0))
+        _, sd_ips = moments.product_mean_sd(j, clipped=False, about=0.0)
+        if not skew_cannot_flag(n, width, sd_ips):
+            found.append((float(skewness(src.components()[:, 0])), "IPS terms w r"))
+    if not found:
+        return math.nan, "influence terms"
+    return max(found, key=lambda x: abs(x[0]))
+
+
+def _influence_width(
+    estimator: WeightingEstimator, moments: CenteredMoments, j: int, origin: float
+) -> float:
+    """An upper bound on ``max |psi_i|`` of policy ``j``'s influence terms (which average to 0)
+    from the largest weight and the reward's range the pass saw (inf when it did not record
+    them): what :func:`ope._thresholds.skew_cannot_flag` reads to skip the skewness pass.
+
+    IPS ``psi = w r - V`` and clipped IPS ``psi = min(w, R) (r - r_lo) - (V - r_lo)`` lie in an
+    interval of width ``U (max(hi - c, 0) - min(lo - c, 0))`` (``U`` the largest weight used,
+    ``c`` the origin); SNIPS ``psi = w (r - V) / mean w`` in one of width ``U (hi - lo) /
+    mean w``; the logging value ``r - mean r`` in ``hi - lo``.
+    """
+    chk = moments.checks
+    if chk is None:
+        return math.inf
+    lo, hi = float(chk.r_min), float(chk.r_max)
+    if not estimator.uses_weights:
+        return hi - lo
+    clipped = estimator.clip_level is not None
+    top = float(moments.max_w[j])
+    if clipped:
+        top = min(top, float(estimator.clip_level))  # type: ignore[arg-type]  # clipped
+    if estimator.moment_kind == "snips":
+        sum_w, _ = moments.weight_sums(j, clipped=clipped)
+        return top * (hi - lo) * moments.n / sum_w if sum_w > 0 else math.inf
+    return top * (max(hi - origin, 0.0) - min(lo - origin, 0.0))
 
 
 def weighted_estimates_from_moments(
@@ -1582,6 +1764,10 @@ def weighted_estimates_from_moments(
         n_clipped = int(moments.n_clipped[j]) if clipped else 0
         if n_clipped:
             notes.append(weighted_target_note(estimator, n_clipped, n, reward_range))
+        src = source(j)
+        if isinstance(src, RowSource):  # streamed statistics keep no rows to measure skew on
+            skew = float(skewness(src.influence()))
+            notes += skewed_notes(estimator.name, n, skew, src, label, weighted=True, prior=notes)
         notes.append(note)
         out.append(
             make_estimate(
@@ -1592,7 +1778,7 @@ def weighted_estimates_from_moments(
                 ess=float(ess_s if summary is None else summary.ess),
                 notes=tuple(notes),
                 policy=label,
-                source=source(j),
+                source=src,
             )
         )
     return out
@@ -1850,6 +2036,7 @@ class IPS(_ImportanceWeighting):
         "bernstein",
         "empirical_likelihood",
         "betting",
+        "log_smoothing",
     )
 
 
@@ -2476,7 +2663,12 @@ class LoggingValue(WeightingEstimator):
 
     name: ClassVar[str] = "logging"
     uses_weights: ClassVar[bool] = False
-    interval_methods: ClassVar[tuple[str, ...]] = ("hoeffding", "bernstein", "betting")
+    interval_methods: ClassVar[tuple[str, ...]] = (
+        "hoeffding",
+        "bernstein",
+        "betting",
+        "log_smoothing",
+    )
 
     def _components(self, r, w, q_logged, q_target):
         return r[:, None, None]

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 
 from ope._centered import CenteredMoments, WeightSummary
 from ope._kernel import MOMENT_FIELDS, N_COMOMENTS, Checks, Moments, accumulate
@@ -41,6 +42,7 @@ __all__ = [
     "centered_moments",
     "component_moments",
     "ratio",
+    "skewness",
 ]
 
 #: Rows per chunk of the streaming kernel. 2**18 rows x P policies x 8 bytes keeps each (chunk, P)
@@ -200,7 +202,8 @@ class ComponentMoments:
     """Column means of per-row components and the variance of their influence terms.
 
     ``means[:, j]`` are the means of the ``k`` components of policy ``j``, ``psi_var[j]`` the
-    unbiased variance of the influence terms ``psi_i = grad g(mean) . (A_i - mean)`` and
+    unbiased variance of the influence terms ``psi_i = grad g(mean) . (A_i - mean)``,
+    ``psi_skew[j]`` their sample skewness (:func:`skewness`, from the same pass) and
     ``weight_sums[:, j]`` (when the estimator weights rows) ``sum w, sum w^2`` of the raw and
     then of the used weights.
     """
@@ -209,6 +212,7 @@ class ComponentMoments:
     means: np.ndarray  # (k, P)
     psi_var: np.ndarray  # (P,)
     weight_sums: np.ndarray | None  # (4, P)
+    psi_skew: np.ndarray | None = None  # (P,)
 
     def weight_summary(self, j: int) -> WeightSummary:
         """The warning rules' view of policy ``j``'s weights (needs ``weight_sums``)."""
@@ -233,11 +237,12 @@ def component_moments(
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
 ) -> ComponentMoments:
-    """Means and influence-term variance of the components produced by ``blocks``.
+    """Means and influence-term variance (and skewness) of the components produced by ``blocks``.
 
     Two chunked passes: the first gives the column means (and the weight sums), the second the
-    exact centred sum of squared influence terms ``psi = gradient(mean) . (A - mean)``, which
-    stays exact (e.g. 0) where a one-pass sum-of-squares formula would cancel. Only the value of
+    exact centred sums of squared and cubed influence terms ``psi = gradient(mean) . (A -
+    mean)`` (whose mean is zero), which stay exact (e.g. 0) where a one-pass sum-of-squares
+    formula would cancel. Only the value of
     a ratio estimator with all weights zero is undefined; its gradient is then inf/NaN, computed
     silently (the caller raises on the weights).
     """
@@ -259,13 +264,57 @@ def component_moments(
             wsum = sums if wsum is None else wsum + sums
     assert s1 is not None
     means = s1 / n
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a cube may overflow
         grad = np.stack([gradient(means[:, j]) for j in range(means.shape[1])], axis=1)  # (k, P)
         ss = np.zeros(means.shape[1])
+        s3 = np.zeros(means.shape[1])
         for sl in chunks(n, chunk_size):
             psi = np.einsum("ckp,kp->cp", blocks(sl)[0] - means[None], grad)
-            ss += np.einsum("cp,cp->p", psi, psi)
-    return ComponentMoments(n, means, ss / (n - 1), wsum)
+            sq = psi * psi
+            ss += np.einsum("cp->p", sq)
+            s3 += np.einsum("cp,cp->p", sq, psi)
+        skew = _skewness_of_sums(n, ss, s3)
+    return ComponentMoments(n, means, ss / (n - 1), wsum, skew)
+
+
+def _skewness_of_sums(n: int, s2: np.ndarray, s3: np.ndarray) -> np.ndarray:
+    """``g = m3 / m2**1.5`` from the centred sums ``s2 = sum d^2`` and ``s3 = sum d^3`` of ``n``
+    terms (0 where the terms do not vary: a constant has no skew)."""
+    m2 = np.asarray(s2, dtype=np.float64) / n
+    m3 = np.asarray(s3, dtype=np.float64) / n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        g = np.where(m2 > 0, m3 / np.where(m2 > 0, m2, 1.0) ** 1.5, 0.0)
+    return g
+
+
+def skewness(x: npt.ArrayLike, axis: int = 0) -> np.ndarray | float:
+    """Sample skewness ``g = m3 / m2**1.5`` (``m_k`` the mean of ``(x - mean)**k``) along
+    ``axis``, from the exactly centred terms (two passes); 0 where the terms do not vary.
+
+    The moment estimator of the standardized third moment (``scipy.stats.skew`` with
+    ``bias=True``). It is what the skewed-terms rule of the estimators reads
+    (:data:`ope.estimators.SKEW_ROWS`): with ``n`` independent terms of skewness ``g``, the
+    central limit theorem's normal interval of their mean needs about ``SKEW_ROWS * g**2`` of
+    them.
+
+    Examples
+    --------
+    >>> from ope.moments import skewness
+    >>> float(skewness([0.0, 0.0, 0.0, 1.0]))
+    1.1547005383792515
+    >>> float(skewness([2.0, 2.0]))
+    0.0
+    """
+    a = np.asarray(x, dtype=np.float64)
+    n = a.shape[axis]
+    with np.errstate(over="ignore", invalid="ignore"):
+        d = a - a.mean(axis=axis, keepdims=True)
+        # scale-free: the deviations in units of the largest, so no cube overflows
+        top = np.max(np.abs(d), axis=axis, keepdims=True) if n else np.zeros_like(d)
+        d = d / np.where(top > 0, top, 1.0)
+        sq = d * d
+        g = _skewness_of_sums(n, sq.sum(axis=axis), (sq * d).sum(axis=axis))
+    return float(g) if g.ndim == 0 else g
 
 
 # --------------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import stats
 
+from ope._thresholds import SKEW_MIN_ROWS, SKEW_ROWS, skewed_terms
 from ope._validation import (
     check_choice,
     check_confidence_level,
@@ -66,6 +67,7 @@ __all__ = [
     "PAIRED_OUTCOMES",
     "PAIRED_CI_METHODS",
     "CORRECTIONS",
+    "skewed_rows_note",
 ]
 
 #: Outcome columns of the paired-replay schema (docs/guide/logs.md); ``outcomes="all"`` takes those
@@ -119,6 +121,8 @@ _TABLE_COLUMNS: Final = (
     "control_replicate_sd",
     "treated_replicate_share",
     "control_replicate_share",
+    "skewness",
+    "short_interval",
 )
 
 
@@ -155,7 +159,10 @@ class PairedEffect(Result):
         Distinct pairs in the replays.
     notes : tuple of str
         Pairs dropped (counted), groups too small, replicate spread unavailable, rows rejected
-        when the replays were read.
+        when the replays were read, and rows whose pair differences are too skewed for their
+        normal or t interval (``table()["skewness"]`` is each row's sample skewness of the
+        pair differences; ``short_interval`` flags the rows with ``n < SKEW_MIN_ROWS +
+        SKEW_ROWS * skewness**2``, the rule of every estimate, :data:`ope.estimators.SKEW_ROWS`).
 
     Examples
     --------
@@ -199,7 +206,10 @@ class PairedEffect(Result):
         ``ratio=True``), ``treated_replicates, control_replicates`` (mean replicates per pair),
         ``treated_replicate_sd, control_replicate_sd`` (pooled within-pair replicate standard
         deviation), ``treated_replicate_share, control_replicate_share`` (share of the variance
-        of a single replay that lies between replicates of the same pair).
+        of a single replay that lies between replicates of the same pair), ``skewness``
+        (sample skewness of the pair differences), ``short_interval`` (True where the normal or
+        t interval is likely too short: ``n < SKEW_MIN_ROWS + SKEW_ROWS * skewness**2`` pairs,
+        :func:`ope._thresholds.skewed_terms`; always False for the finite-sample methods).
         """
         import pandas as pd
 
@@ -464,6 +474,7 @@ def paired_effect(
 
     columns: dict[str, Any] = {c: [] for c in _TABLE_COLUMNS}
     small: list[str] = []
+    skewed: list[str] = []
     no_spread: list[str] = []
     dropped_total: list[str] = []
     for outcome in outcome_list:  # a handful of outcome columns
@@ -518,6 +529,17 @@ def paired_effect(
             ok = n_k >= 2
             for k in np.flatnonzero(~ok):  # only the groups too small to estimate
                 small.append(f"{arm!r}/{outcome!r}/{group_labels[k]!r} (n={int(n_k[k])})")
+            skew = _grouped_skewness(g, d, stats_["value"], n_groups)
+            short = np.zeros(n_groups, dtype=bool)
+            if method in ("normal", "t"):
+                for k in np.flatnonzero(ok):  # loop over groups, not pairs
+                    short[k] = skewed_terms(int(n_k[k]), float(skew[k]))
+                    if short[k]:
+                        need = SKEW_MIN_ROWS + SKEW_ROWS * skew[k] ** 2
+                        skewed.append(
+                            f"{arm!r}/{outcome!r}/{group_labels[k]!r} (n={int(n_k[k])}, "
+                            f"skewness {skew[k]:.3g}, needs {need:.0f})"
+                        )
             if method in ("normal", "t"):
                 ci_low, ci_high, p = _wald_rows(
                     method, level, stats_["value"], stats_["std_error"], n_k
@@ -566,6 +588,8 @@ def paired_effect(
                 "control_replicate_sd": spread["control"][1],
                 "treated_replicate_share": spread["treated"][2],
                 "control_replicate_share": spread["control"][2],
+                "skewness": skew,
+                "short_interval": short,
             }
             for c in _TABLE_COLUMNS:
                 columns[c].append(block[c])
@@ -595,6 +619,10 @@ def paired_effect(
             f"{len(small)} rows have fewer than two usable pairs, so no standard error, "
             f"interval or p-value: {', '.join(small[:5])}{' ...' if len(small) > 5 else ''}."
         )
+        notes.append(msg)
+        warnings.warn(msg, SmallSampleWarning, stacklevel=user_stacklevel())
+    if skewed:
+        msg = skewed_rows_note(skewed, method)
         notes.append(msg)
         warnings.warn(msg, SmallSampleWarning, stacklevel=user_stacklevel())
     if no_spread:
@@ -825,6 +853,40 @@ def _cell_stats(cell: np.ndarray, y: np.ndarray, n_cells: int) -> tuple[np.ndarr
     dev = y - mean[cell]
     ss = np.bincount(cell, weights=dev * dev, minlength=n_cells)
     return cnt, mean, ss
+
+
+def _grouped_skewness(g: np.ndarray, x: np.ndarray, mean: np.ndarray, n_groups: int) -> np.ndarray:
+    """Sample skewness ``m3 / m2**1.5`` of ``x`` per group about the group ``mean`` (NaN below
+    two values, 0 where the values do not vary)."""
+    n = np.bincount(g, minlength=n_groups).astype(np.float64)
+    dev = x - mean[g]
+    sq = dev * dev
+    with np.errstate(invalid="ignore", divide="ignore"):
+        m2 = np.bincount(g, weights=sq, minlength=n_groups) / n
+        m3 = np.bincount(g, weights=sq * dev, minlength=n_groups) / n
+        skew = np.where(m2 > 0, m3 / np.where(m2 > 0, m2, 1.0) ** 1.5, 0.0)
+    skew[n < 2] = np.nan
+    return skew
+
+
+def skewed_rows_note(rows: Sequence[str], method: str) -> str:
+    """The note of the rows (``treated/outcome/group (n=..., skewness ...)``) whose pair
+    differences are too skewed for their ``method`` ("normal" or "t") interval
+    (:func:`ope._thresholds.skewed_terms`)."""
+    shown = ", ".join(rows[:5]) + (" ..." if len(rows) > 5 else "")
+    advice = (
+        "ci='t' corrects the normal quantile for few pairs (enough when the differences are "
+        "roughly symmetric); "
+        if method == "normal"
+        else ""
+    )
+    return (
+        f"{len(rows)} rows have too few pairs for their skew to trust their {method} "
+        f"intervals and p-values (the central limit theorem needs about {SKEW_MIN_ROWS:g} + "
+        f"{SKEW_ROWS:g} x skewness^2 pairs; column short_interval): their intervals are likely "
+        f"too short and their p-values too small, the adjusted ones too: {shown}. {advice}"
+        "ci='betting' or ci='bernstein' with the outcomes' reward_range hold at any n."
+    )
 
 
 def _grouped_mean_var(g: np.ndarray, x: np.ndarray, n_groups: int) -> tuple[np.ndarray, ...]:

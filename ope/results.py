@@ -78,6 +78,7 @@ CI_METHODS: Final = (
     "bottou",
     "empirical_likelihood",
     "betting",
+    "log_smoothing",
 )
 
 #: The interval an estimate carries in ``ci_low``/``ci_high`` unless another is asked for.
@@ -293,7 +294,9 @@ class Estimate(Result):
             ``bernstein`` to IPS (with an a priori ``weight_bound``), clipped IPS (its own
             clip level ``max_weight``) and the logging value; ``bottou`` to clipped IPS;
             ``empirical_likelihood`` to IPS and SNIPS (with ``weight_bound``); ``betting`` to
-            IPS, SNIPS and the logging value. All bounded methods need ``reward_range``.
+            IPS, SNIPS and the logging value; ``log_smoothing`` (one-sided: ``[lower bound,
+            reward_range high]``, no weight bound; :mod:`ope.intervals.smoothing`) to IPS and
+            the logging value. All bounded methods need ``reward_range``.
         n_resamples : int, optional
             Bootstrap only: number of resamples (default 2000).
         bootstrap_method : {"percentile", "bca"}, optional

@@ -77,6 +77,8 @@ from ope.exceptions import (
     SmallSampleWarning,
     ValidationError,
 )
+from ope.estimators import skewed_notes
+from ope.moments import skewness
 from ope.results import Estimate, RowSource, make_estimate
 
 __all__ = [
@@ -1366,6 +1368,8 @@ def _estimate(est: SlateEstimator, logs: SlateLogs, w: np.ndarray, policy: str |
     for text, cls in flagged:
         warnings.warn(text, cls, stacklevel=user_stacklevel())
         notes.append(text)
+    if n > 1:
+        notes += skewed_notes(est.estimator_name, n, float(skewness(infl)), src, policy)
     return make_estimate(
         estimator=est.estimator_name,
         value=value,

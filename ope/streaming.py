@@ -32,6 +32,8 @@ True
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -63,6 +65,7 @@ from ope.estimators import (
     pair_arrays,
     interval_target,
     get_estimator,
+    kernel_skew_notes,
     moment_interval,
     policy_labels,
     unknown_estimator,
@@ -560,7 +563,12 @@ class MomentStats:
                 rr,
                 moments=src.moments.column(src.column),
             )
-            out.append(est.with_source(rows))
+            # with rows, the skewed-terms rule can be read (the statistics alone cannot)
+            extra = kernel_skew_notes(
+                src.estimator, src.moments, src.column, rows, est.policy, rr, est.notes
+            )
+            backed = est.with_source(rows)
+            out.append(dataclasses.replace(backed, notes=backed.notes + tuple(extra)))
         return out
 
     def _rows_array(self, value: Any, name: str, *, ndim: tuple[int, ...]) -> np.ndarray:

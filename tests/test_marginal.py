@@ -265,6 +265,8 @@ def test_merged_item_statistics_refuse_marginalized_estimators(tmp_path):
             )
 
 
+# skewed planted rows: the short-interval note is tested in test_short_intervals.py
+@pytest.mark.filterwarnings("ignore:.*likely too short:ope.exceptions.SmallSampleWarning")
 @pytest.mark.parametrize("weighted", [False, True])
 def test_scans_and_dask_give_the_eager_mips_and_snmips(tmp_path, weighted):
     """Each batch's embedding propensities come from its own rows, so merged statistics give

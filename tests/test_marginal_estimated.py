@@ -146,6 +146,8 @@ def test_estimated_embedding_arguments_and_scans_are_checked(tmp_path):
         )
 
 
+# skewed planted rows: the short-interval note is tested in test_short_intervals.py
+@pytest.mark.filterwarnings("ignore:.*likely too short:ope.exceptions.SmallSampleWarning")
 def test_estimated_embedding_from_the_command_line(tmp_path, capsys):
     logs, *_ = _logs(n=400)
     path = tmp_path / "logs.parquet"

@@ -15,7 +15,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ope._entrypoints import Call, resolve as resolve_call
-from ope._valid_calls._base import call, frame, paired_parquet, parquet, written
+from ope._valid_calls._base import call, frame, paired_parquet, parquet, quietly, written
 
 
 # --------------------------------------------------------------------- planted inputs
@@ -189,8 +189,8 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         resolve_call("ope.scan_logs")(parquet(tmp)).describe, {"report": _logs(tmp).report}
     ),
     "ope.PairedEffect.with_provenance": lambda tmp: Call(
-        resolve_call("ope.paired_effect")(
-            paired_parquet(tmp), treated="mem", control="none"
+        quietly(
+            resolve_call("ope.paired_effect"), paired_parquet(tmp), treated="mem", control="none"
         ).with_provenance,
         {},
     ),

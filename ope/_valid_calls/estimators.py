@@ -173,6 +173,12 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.intervals.betting_interval": lambda tmp: _weighted_rows_call(
         "ope.intervals.betting_interval", confidence_level=0.95
     ),
+    "ope.intervals.log_smoothing_interval": lambda tmp: _weighted_rows_call(
+        "ope.intervals.log_smoothing_interval", confidence_level=0.95
+    ),
+    "ope.intervals.log_smoothing_lower_bound": lambda tmp: _weighted_rows_call(
+        "ope.intervals.log_smoothing_lower_bound", confidence_level=0.95
+    ),
     "ope.intervals.empirical_likelihood_interval": lambda tmp: _weighted_rows_call(
         "ope.intervals.empirical_likelihood_interval", weight_bound=10.0, confidence_level=0.95
     ),

@@ -46,6 +46,7 @@ from ope.diagnostics.overlap import (
 from ope.diagnostics.msm import GAMMA_GRID, sensitivity_of_inputs
 from ope.diagnostics.result import Diagnostics
 from ope.diagnostics.tails import fit_tail, pareto_k, tail_length
+from ope.intervals.smoothing import log_smoothing_lower_bound
 from ope.marginal import ActionEmbedding, embedding_sufficiency, marginal_propensities
 from ope.diagnostics.segments import (
     SegmentRow,
@@ -462,6 +463,7 @@ def _finish(
     """Warn the notes and build the :class:`Diagnostics` (``info``: notes that are stated
     first and not warned, as the sampling-weight note of every estimate)."""
     seg_rows = _segment_tails(data, seg_rows)
+    rows = _smoothing_bounds(data, rows, settings)
     notes = (
         extra_notes + data.notes + overlap_notes(rows, seg_rows, weighted=data.sampling is not None)
     )
@@ -482,6 +484,26 @@ def _finish(
         new_rows=settings.new_rows,
         notes=notes,
     )
+
+
+def _smoothing_bounds(data: Inputs, rows: list[PolicyRow], settings: _Settings) -> list[PolicyRow]:
+    """Each policy row with the logarithmic-smoothing lower bound of its value (IPS terms, no
+    weight bound; :mod:`ope.intervals.smoothing`) at the diagnostics' level, one-sided: needs
+    ``reward_range``, and is NaN for rows with sampling weights (the bound is for i.i.d. rows
+    of the logged distribution)."""
+    rr = settings.reward_range
+    if rr is None or data.sampling is not None:
+        return rows
+    level = settings.confidence_level
+    return [
+        replace(
+            row,
+            log_smoothing_low=log_smoothing_lower_bound(
+                data.weights(j), data.reward, reward_range=rr, confidence_level=level
+            ),
+        )
+        for j, row in enumerate(rows)  # a loop over policies
+    ]
 
 
 def _segment_tails(data: Inputs, seg_rows: list[list[SegmentRow]]) -> list[list[SegmentRow]]:

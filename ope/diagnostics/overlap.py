@@ -138,7 +138,9 @@ class PolicyRow:
     ``tail_length`` largest weights (:mod:`ope.diagnostics.tails`). ``sensitivity_decision``
     and ``gamma_star`` are the candidate's decision against logging and its tipping point
     :math:`\\Gamma^*` when the sensitivity analysis ran (:mod:`ope.diagnostics.msm`; "" and NaN
-    otherwise).
+    otherwise). ``log_smoothing_low`` is the logarithmic-smoothing lower bound of the value
+    (Sakhi et al. 2024; :mod:`ope.intervals.smoothing`), beside the Bottou interval
+    ``ci_low, ci_high``: it needs no clip level or weight bound.
     """
 
     policy: str
@@ -187,6 +189,10 @@ class PolicyRow:
     #: the decision against logging at gamma = 1 and its tipping point (ope.diagnostics.msm)
     sensitivity_decision: str = ""
     gamma_star: float = math.nan
+    #: the logarithmic-smoothing lower bound of the candidate's value (one-sided, at the
+    #: diagnostics' confidence level, no weight bound; ope.intervals.smoothing): NaN without
+    #: reward_range and for rows with sampling weights
+    log_smoothing_low: float = math.nan
 
     def as_record(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in POLICY_COLUMNS}

@@ -7,7 +7,9 @@ Each method states its assumptions in its docstring:
 - ``bottou_interval`` (clipped IPS: outer sampling part + inner clipped-mass part);
 - ``empirical_likelihood_interval`` (Karampatziakis, Langford & Mineiro);
 - ``betting_interval`` and ``betting_confidence_sequence`` (anytime-valid), and the one-sided
-  ``betting_lower_bound`` (the safety gate's default).
+  ``betting_lower_bound`` (the safety gate's default);
+- ``log_smoothing_lower_bound`` and ``log_smoothing_interval`` (one-sided, finite-sample, no
+  weight bound: Sakhi et al. 2024).
 
 Most users reach them through ``Estimate.ci(confidence_level, method=...)``.
 """
@@ -30,6 +32,7 @@ from ope.intervals.bootstrap import (
     shared_bootstrap,
 )
 from ope.intervals.bounded import bernstein_interval, bottou_interval, hoeffding_interval
+from ope.intervals.smoothing import log_smoothing_interval, log_smoothing_lower_bound
 from ope.intervals.likelihood import (
     empirical_likelihood_estimate,
     empirical_likelihood_interval,
@@ -52,6 +55,8 @@ __all__ = [
     "empirical_likelihood_estimate",
     "empirical_likelihood_interval",
     "hoeffding_interval",
+    "log_smoothing_interval",
+    "log_smoothing_lower_bound",
     "normal_interval",
     "t_interval",
 ]

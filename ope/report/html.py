@@ -944,6 +944,14 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
                         "verdict below reads this one)",
                     )
                 )
+        if _finite(r.get("log_smoothing_low", math.nan)):
+            facts.append(
+                (
+                    "log-smoothing lower bound",
+                    f"{_num(r['log_smoothing_low'])} (one-sided, {_share(d.confidence_level)}; "
+                    "finite-sample with no clip level or weight bound: Sakhi et al. 2024)",
+                )
+            )
         facts.append(("verdict", f"{r['verdict']} ({r['verdict_reason']})"))
         out.append(
             '<dl class="facts">'

@@ -23,7 +23,7 @@ import pandas as pd
 
 from ope._format import format_number, format_share
 from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS
-from ope._thresholds import ESS_RATIO_WARN, GAMMA_FRAGILE, K_RELIABLE, heavy_tail
+from ope._thresholds import ESS_RATIO_WARN, GAMMA_FRAGILE, K_RELIABLE, SKEW_ROWS, heavy_tail
 from ope.diagnostics.overlap import VERDICT_EXPLORE
 from ope.exceptions import OPEError, ParameterError
 
@@ -384,6 +384,19 @@ def _diagnostic_reasons(
     return (blocking[0] if blocking else ""), reasons
 
 
+def _skewed_estimators(evaluation: Any, policy: str) -> list[str]:
+    """The estimators of ``policy`` whose shown interval is asymptotic (normal, t, bootstrap)
+    and whose estimate carries the skewed-terms note (:func:`ope._thresholds.skewed_terms`)."""
+    estimates = getattr(evaluation, "estimates", None) or {}
+    return [
+        str(est.estimator)
+        for (name, _), est in estimates.items()
+        if name == policy
+        and est.ci_method in ("normal", "t", "bootstrap")
+        and any(getattr(x, "rule", None) == "skewed_terms" for x in est.notes)
+    ]
+
+
 def candidate_verdicts(
     evaluation: Any,
     comparisons: pd.DataFrame,
@@ -483,6 +496,13 @@ def candidate_verdicts(
         elif blocking and not summary:
             summary = blocking
         reasons.extend(why)
+        skewed = _skewed_estimators(evaluation, policy)
+        if skewed:
+            reasons.append(
+                f"its {', '.join(skewed)} intervals are likely too short: the terms they average "
+                f"are skewed and fewer than {SKEW_ROWS:g} x skewness^2 (see the estimates' notes "
+                "for an interval that holds)"
+            )
         out.append(
             CandidateVerdict(
                 policy=policy,
