@@ -141,3 +141,35 @@ def test_the_clip_level_equals_obps_slope(tmp_path, seed) -> None:
     ours = tune_setting(table, "clipped_ips", grid=grid, delta=0.1)
     for j, p in enumerate(names):
         assert ours.chosen[p] == theirs[str(j)], p
+
+
+def test_the_mse_rule_bounds_the_bias_by_the_paired_difference_with_the_unbiased_estimator():
+    import warnings
+
+    from scipy import stats
+
+    import ope
+    from ope.exceptions import ParameterError
+    from ope.results import compare
+
+    logs = ope.read_logs(ope.load_sample().path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ope.exceptions.OPEWarning)
+        choice = ope.tune_setting(
+            logs, "clipped_ips", grid=(2.0, 10.0, 50.0), rule="mse", reward_range=(0, 1)
+        )
+        ref = ope.evaluate(logs, estimators=("ips",), reward_range=(0, 1))
+        at10 = ope.evaluate(logs, estimators=("clipped_ips",), max_weight=10.0, reward_range=(0, 1))
+    assert choice.rule.startswith("smallest MSE bound")
+    table = choice.table()
+    row = table[(table["policy"] == "greedy") & (table["max_weight"] == 10.0)].iloc[0]
+    est = at10.estimates[("greedy", "clipped_ips")]
+    diff = compare(est, ref.estimates[("greedy", "ips")])
+    bound = abs(diff.value) + stats.t.ppf(0.9, est.n - 1) * diff.std_error
+    assert row["bias"] == pytest.approx(diff.value, rel=1e-12)
+    assert row["mse_bound"] == pytest.approx(est.std_error**2 + bound**2, rel=1e-12)
+    for policy, mine in table.groupby("policy"):  # the chosen value minimizes the bound
+        best = mine.loc[mine["mse_bound"].idxmin(), "max_weight"]
+        assert choice.value_for(policy) == best
+    with pytest.raises(ParameterError, match="`rule`"):
+        ope.tune_setting(logs, "clipped_ips", rule="oracle")

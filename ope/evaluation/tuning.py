@@ -44,6 +44,8 @@ __all__ = [
     "SLOPE_DELTA",
     "TUNABLE",
     "DEFAULT_GRIDS",
+    "MSE_REFERENCE",
+    "RULES",
     "SettingChoice",
     "slope_index",
     "tune_setting",
@@ -66,6 +68,17 @@ DEFAULT_GRIDS: Final = {
 }
 
 _GRID_MAX: Final = 200
+
+#: The unmodified (unbiased) estimator whose paired difference estimates a setting's bias, for
+#: ``tune_setting(..., rule="mse")``.
+MSE_REFERENCE: Final = {"clipped_ips": "ips", "switch_dr": "dr", "dros": "dr"}
+
+#: The rules of :func:`tune_setting`, as stated in the result.
+RULES: Final = {
+    "slope": "SLOPE++ (Tucker & Lee 2021): Lepski's principle over the grid",
+    "mse": "smallest MSE bound: se^2 + (|bias| + t_(1-delta) se(bias))^2, the bias the paired "
+    "difference with the unmodified estimator (IPS, or DR with the same reward model)",
+}
 
 
 def slope_index(values: npt.ArrayLike, widths: npt.ArrayLike) -> int:
@@ -102,7 +115,8 @@ def slope_index(values: npt.ArrayLike, widths: npt.ArrayLike) -> int:
 
 @dataclass(frozen=True, eq=False)
 class SettingChoice(Result):
-    """The setting SLOPE chose per candidate policy (:func:`tune_setting`).
+    """The setting chosen per candidate policy (:func:`tune_setting`), by SLOPE or the MSE
+    bound.
 
     Attributes
     ----------
@@ -128,7 +142,8 @@ class SettingChoice(Result):
 
     def table(self) -> pd.DataFrame:
         """One row per policy and grid value: ``value``, ``std_error``, ``width`` (the t
-        bound's), ``chosen``."""
+        bound's), ``chosen``; with ``rule="mse"`` also ``bias`` (the paired difference with the
+        reference estimator), ``bias_bound`` and ``mse_bound``."""
         return self._table.copy()
 
     def value_for(self, policy: str) -> float:
@@ -154,7 +169,7 @@ class SettingChoice(Result):
 
     def _parts(self) -> ResultParts:
         return ResultParts(
-            title=f"{self.setting} of {self.estimator} by SLOPE",
+            title=f"{self.setting} of {self.estimator} by {self.rule.split(':')[0]}",
             fields=[
                 ("rule", self.rule),
                 ("grid", ", ".join(f"{g:g}" for g in self.grid)),
@@ -196,9 +211,11 @@ def tune_setting(
     grid: Sequence[float] | None = None,
     delta: float = SLOPE_DELTA,
     rng: int | np.random.Generator | None = 0,
+    rule: str = "slope",
     **evaluate_options: Any,
 ) -> SettingChoice:
-    """Choose an estimator's setting per candidate policy by SLOPE (see the module).
+    """Choose an estimator's setting per candidate policy by SLOPE or a bound on the MSE (see
+    the module).
 
     Parameters
     ----------
@@ -213,6 +230,14 @@ def tune_setting(
     rng : int, Generator or None, default 0
         Seed of the reward model's cross-fitting (the same on every grid value, so the DR
         family's settings are compared on one model).
+    rule : {"slope", "mse"}, default "slope"
+        ``"slope"``: SLOPE++ (no bias estimate). ``"mse"``: the smallest bound on the mean
+        squared error, ``se_g^2 + (|theta_g - theta_ref| + t_{1-delta} se(theta_g -
+        theta_ref))^2``, the bias read from the paired difference with the unmodified, unbiased
+        estimator on the same rows (:data:`MSE_REFERENCE`: IPS for clipped IPS, DR with the
+        same reward model for Switch-DR and DRos) and bounded above at one-sided level
+        ``delta``. Open Bandit Pipeline's ``tuning_method="mse"`` has the same form with an
+        empirical-Bernstein deviation instead of the t one.
     **evaluate_options
         Passed to :func:`ope.evaluate` (``reward_model``, ``context_columns``, ...).
 
@@ -236,26 +261,44 @@ def tune_setting(
     setting = TUNABLE[estimator]
     seed = seed_of(rng)
     options = {k: v for k, v in evaluate_options.items() if k not in ("ci", "by", setting)}
+    how = check_choice(rule, "rule", tuple(RULES))
+    from scipy import stats
+
+    from ope.results import compare
+
+    reference: dict[str, Any] = {}
+    if how == "mse":  # the unmodified estimator, once: its rows pair with every grid value
+        ref = MSE_REFERENCE[estimator]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OPEWarning)
+            ev_ref = evaluate_plain(logs, policies, estimators=(ref,), rng=seed, **options)
+        reference = {p: ev_ref.estimates[(p, ref)] for p in ev_ref.policies}
     records = []
     for g in values:  # a loop over the grid: one evaluation per value
         with warnings.catch_warnings():  # the grid's warnings repeat the chosen run's
             warnings.simplefilter("ignore", OPEWarning)
             kwargs: dict[str, Any] = {**options, setting: g}
             ev = evaluate_plain(logs, policies, estimators=(estimator,), rng=seed, **kwargs)
-        for p in ev.policies:
-            est = ev.estimates[(p, estimator)]
-            records.append(
-                {
+            for p in ev.policies:
+                est = ev.estimates[(p, estimator)]
+                record = {
                     "policy": p,
                     setting: g,
                     "value": est.value,
                     "std_error": est.std_error,
                     "n": est.n,
                 }
-            )
+                if how == "mse":
+                    diff = compare(est, reference[p])
+                    t = stats.t.ppf(1.0 - d, est.n - 1)
+                    bound = abs(diff.value) + t * diff.std_error
+                    record.update(
+                        bias=diff.value,
+                        bias_bound=bound,
+                        mse_bound=est.std_error**2 + bound**2,
+                    )
+                records.append(record)
     table = pd.DataFrame.from_records(records)
-    from scipy import stats
-
     chosen: dict[str, float] = {}
     table["width"] = np.nan
     for p in dict.fromkeys(table["policy"]):  # a loop over candidate policies
@@ -263,7 +306,11 @@ def tune_setting(
         n = int(mine["n"].iloc[0])
         width = stats.t.ppf(1.0 - d, n - 1) * mine["std_error"].to_numpy()
         table.loc[mine.index, "width"] = width
-        chosen[p] = float(mine[setting].iloc[slope_index(mine["value"].to_numpy(), width)])
+        if how == "slope":
+            pick = slope_index(mine["value"].to_numpy(), width)
+        else:  # the smallest MSE bound (the first, i.e. the smallest setting, on a tie)
+            pick = int(np.argmin(mine["mse_bound"].to_numpy()))
+        chosen[p] = float(mine[setting].iloc[pick])
     table["chosen"] = [chosen[p] == v for p, v in zip(table["policy"], table[setting])]
     return SettingChoice(
         estimator=estimator,
@@ -272,5 +319,6 @@ def tune_setting(
         chosen=chosen,
         delta=d,
         n=logs.n,
+        rule=RULES[how],
         _table=table.drop(columns=["n"]),
     )
