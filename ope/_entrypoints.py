@@ -495,6 +495,7 @@ CLI_SUBCOMMANDS: Final = (
     "action-table",
     "report",
     "demo",
+    "tune",
 )
 
 #: Glossary terms of arguments, by exact argument name.

@@ -135,6 +135,8 @@ FLAGS: Final = {
     "new_rows": "--new-rows",
     "certify_fraction": "--certify-fraction",
     "rng": "--seed",
+    "delta": "--delta",
+    "grid": "--grid",
     "gamma": "--gamma",
     "horizon": "--horizon",
     "tail_value": "--tail-value",
@@ -224,6 +226,13 @@ FORMATS: Final = ("parquet", "obd", "dsjson")
 
 #: Sources ``ope import`` reads.
 IMPORT_FORMATS: Final = ("obd", "dsjson")
+
+#: ``ope tune``: the estimators with a setting, the rules and the default level, as
+#: :mod:`ope.evaluation.tuning` defines them (``TUNABLE``, ``RULES``, ``SLOPE_DELTA``; restated
+#: here so that the parser needs no numpy; tests/test_tuning.py checks they agree).
+TUNABLE_ESTIMATORS: Final = ("clipped_ips", "switch_dr", "dros")
+TUNING_RULES: Final = ("slope", "mse")
+TUNING_DELTA: Final = 0.1
 
 #: Columns that mark trajectory logs (one row per step): ``ope evaluate`` then runs the
 #: sequential estimators (docs/guide/logs.md, the step schema).
@@ -611,6 +620,63 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--on-invalid", choices=("raise", "drop"), default="raise")
     _add_import_options(p)
     _add_output_flags(p, seed=False)
+
+    p = sub.add_parser(
+        "tune",
+        help="choose an estimator's setting per candidate (clip level, Switch-DR's tau, DRos's "
+        "shrinkage) by SLOPE++ or the smallest MSE bound, over a stated grid",
+        description="Evaluate the estimator at every value of the grid and choose one per "
+        "candidate policy: SLOPE++ (Lepski's principle, no bias estimate; --rule slope) or the "
+        "smallest bound on the mean squared error, the bias read from the paired difference "
+        "with the unmodified estimator (--rule mse). Prints the choice, the grid, the rule and "
+        "each value's estimate; pass the chosen value to ope evaluate (--max-weight, --tau, "
+        "--shrinkage).",
+    )
+    _add_common(p)
+    _add_format(p)
+    p.add_argument(
+        "--estimator",
+        required=True,
+        choices=TUNABLE_ESTIMATORS,
+        help="the estimator whose setting is chosen",
+    )
+    p.add_argument(
+        "--rule", choices=TUNING_RULES, default="slope", help="SLOPE++ (default) or the MSE bound"
+    )
+    p.add_argument(
+        "--grid",
+        nargs="+",
+        type=float,
+        metavar="VALUE",
+        help="the values to choose from (default: powers of about 2 over four decades; see "
+        "ope.evaluation.tuning.DEFAULT_GRIDS)",
+    )
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=TUNING_DELTA,
+        help=f"one-sided level of the widths (slope) or of the bias bound (mse), in (0, 0.5) "
+        f"(default {TUNING_DELTA:g})",
+    )
+    p.add_argument(
+        "--policies",
+        metavar="FILE",
+        help="long-format policy table (event_id, policy, action, probability); "
+        "default: every target__<name> column in the logs",
+    )
+    p.add_argument(
+        "--policy", action="extend", nargs="+", metavar="NAME|NAME=KIND:ARGS", help=POLICY_HELP
+    )
+    p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
+    p.add_argument(
+        "--context-columns",
+        action="extend",
+        nargs="+",
+        metavar="COLUMN",
+        help="context features of the reward model of switch_dr and dros (default: as ope "
+        "evaluate)",
+    )
+    _add_output_flags(p)
 
     p = sub.add_parser(
         "action-table",
@@ -2423,6 +2489,28 @@ def _with_rng(func: Callable[..., Any], seed: int) -> dict[str, Any]:
     return {"rng": seed} if "rng" in inspect.signature(func).parameters else {}
 
 
+def _cmd_tune(args: argparse.Namespace) -> _Outcome:
+    from ope.evaluation.tuning import tune_setting
+
+    logs = _read(args)
+    policies = _policies_from_args(args, logs)
+    choice = tune_setting(
+        logs,
+        args.estimator,
+        policies,
+        grid=args.grid,
+        delta=args.delta,
+        rule=args.rule,
+        rng=args.seed,
+        reward_range=tuple(args.reward_range) if args.reward_range else None,
+        context_columns=args.context_columns,
+    )
+    return _Outcome(
+        {"logs": args.logs, "validation": logs.report.to_dict(), **choice.to_dict()},
+        "\n\n".join([str(logs.report), choice.summary(), _seed_line(args)]),
+    )
+
+
 def _cmd_paired(args: argparse.Namespace) -> _Outcome:
     from ope.io import read_paired
     from ope.paired import paired_effect
@@ -2643,6 +2731,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], _Outcome]]] = {
     "report": _cmd_report,
     "action-table": _cmd_action_table,
     "demo": _cmd_demo,
+    "tune": _cmd_tune,
 }
 
 

@@ -384,6 +384,30 @@ CASES = {
         "usage",
         "--out",
     ),
+    ("tune", "bad flag value"): (
+        lambda f: ["tune", f["logs"], "--estimator", "clipped_ips", "--delta", "0.7"],
+        EXIT_USAGE,
+        "usage",
+        "--delta",
+    ),
+    ("tune", "missing file"): (
+        lambda f: ["tune", f["missing"], "--estimator", "clipped_ips"],
+        EXIT_DATAERR,
+        "DataFileError",
+        "nope.parquet",
+    ),
+    ("tune", "validation error"): (
+        lambda f: ["tune", f["bad_rows"], "--estimator", "clipped_ips"],
+        EXIT_DATAERR,
+        "ValidationError",
+        "propensity_out_of_range",
+    ),
+    ("tune", "usage error"): (
+        lambda f: ["tune", f["logs"], "--estimator", "snips"],
+        EXIT_USAGE,
+        "usage",
+        "--estimator",
+    ),
     ("demo", "bad flag value"): (lambda f: ["demo", "--seed", "-1"], EXIT_USAGE, "usage", "--seed"),
     ("demo", "usage error"): (lambda f: ["demo", "extra"], EXIT_USAGE, "usage", "extra"),
 }

@@ -173,3 +173,53 @@ def test_the_mse_rule_bounds_the_bias_by_the_paired_difference_with_the_unbiased
         assert choice.value_for(policy) == best
     with pytest.raises(ParameterError, match="`rule`"):
         ope.tune_setting(logs, "clipped_ips", rule="oracle")
+
+
+def test_the_command_line_tunes_and_states_the_rule(tmp_path):
+    import contextlib
+    import io
+    import json
+    import warnings
+
+    import ope
+    from ope import cli
+    from ope.evaluation import tuning
+
+    # the parser's restated choices are the library's
+    assert cli.TUNABLE_ESTIMATORS == tuple(tuning.TUNABLE)
+    assert cli.TUNING_RULES == tuple(tuning.RULES)
+    assert cli.TUNING_DELTA == tuning.SLOPE_DELTA
+    path = str(ope.load_sample().path)
+    out = io.StringIO()
+    argv = [
+        "tune",
+        path,
+        "--estimator",
+        "clipped_ips",
+        "--rule",
+        "mse",
+        "--grid",
+        "2",
+        "10",
+        "50",
+        "--reward-range",
+        "0",
+        "1",
+        "--json",
+    ]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ope.exceptions.OPEWarning)
+            code = cli.main(argv)
+    assert code == 0
+    doc = json.loads(out.getvalue())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ope.exceptions.OPEWarning)
+        api = ope.tune_setting(
+            ope.read_logs(path), "clipped_ips", grid=(2, 10, 50), rule="mse", reward_range=(0, 1)
+        )
+    assert doc["chosen"] == api.chosen and doc["rule"] == api.rule and doc["grid"] == [2, 10, 50]
+    bad = io.StringIO()
+    with contextlib.redirect_stdout(bad), contextlib.redirect_stderr(io.StringIO()):
+        code = cli.main(["tune", path, "--estimator", "ips", "--json"])
+    assert code == cli.EXIT_USAGE and json.loads(bad.getvalue())["ok"] is False

@@ -28,6 +28,17 @@ VALID: Final[dict[str, Callable[[Path], list[str]]]] = {
         "0.9",
     ],
     "diagnose": lambda tmp: ["diagnose", str(parquet(tmp)), "--policy", "greedy"],
+    "tune": lambda tmp: [
+        "tune",
+        str(parquet(tmp)),
+        "--policy",
+        "greedy",
+        "--estimator",
+        "clipped_ips",
+        "--grid",
+        "2",
+        "10",
+    ],
     "paired": lambda tmp: [
         "paired",
         str(paired_parquet(tmp)),
