@@ -2489,6 +2489,16 @@ def _with_rng(func: Callable[..., Any], seed: int) -> dict[str, Any]:
     return {"rng": seed} if "rng" in inspect.signature(func).parameters else {}
 
 
+def _result_outcome(args: argparse.Namespace, report: Any, result: Any) -> _Outcome:
+    """The outcome of a run that reads logs and gives one result: the document is the logs,
+    their validation report and the result's ``to_dict()``; the text the report, the result's
+    summary and the seed."""
+    return _Outcome(
+        {"logs": args.logs, "validation": report.to_dict(), **result.to_dict()},
+        "\n\n".join([str(report), result.summary(), _seed_line(args)]),
+    )
+
+
 def _cmd_tune(args: argparse.Namespace) -> _Outcome:
     from ope.evaluation.tuning import tune_setting
 
@@ -2505,10 +2515,7 @@ def _cmd_tune(args: argparse.Namespace) -> _Outcome:
         reward_range=tuple(args.reward_range) if args.reward_range else None,
         context_columns=args.context_columns,
     )
-    return _Outcome(
-        {"logs": args.logs, "validation": logs.report.to_dict(), **choice.to_dict()},
-        "\n\n".join([str(logs.report), choice.summary(), _seed_line(args)]),
-    )
+    return _result_outcome(args, logs.report, choice)
 
 
 def _cmd_paired(args: argparse.Namespace) -> _Outcome:
@@ -2533,10 +2540,7 @@ def _cmd_paired(args: argparse.Namespace) -> _Outcome:
         correction=args.correction,
         **_with_rng(paired_effect, args.seed),
     )
-    return _Outcome(
-        {"logs": args.logs, "validation": replays.report.to_dict(), **res.to_dict()},
-        "\n\n".join([str(replays.report), res.summary(), _seed_line(args)]),
-    )
+    return _result_outcome(args, replays.report, res)
 
 
 def _cmd_learn(args: argparse.Namespace) -> _Outcome:
