@@ -123,15 +123,13 @@ def run_bandit(task: Task) -> list[dict[str, Any]]:
         for name, est in ests.items():
             truth = d.clipped_truth if est.target == "clipped value" else d.truth
             rec = _record(task, name, rep, est, truth)
-            if rec["flagged"]:  # the interval the note recommends
-                method = {"IPS": "betting", "SNIPS": "empirical_likelihood"}.get(name)
-                kw = {"weight_bound": d.max_weight} if method == "empirical_likelihood" else {}
-                if name == "clipped IPS":
-                    method = "bernstein"
-                if method is not None:
-                    lo, hi = est.ci(method=method, **kw)
-                    rec["advised"] = method
-                    rec["advised_covered"] = float(lo <= truth <= hi)
+            # the interval the note recommends (bottou covers the policy's value)
+            method = {"IPS": "betting", "SNIPS": "betting", "clipped IPS": "bottou"}.get(name)
+            if rec["flagged"] and method is not None:
+                iv = est.ci(method=method)
+                lo, hi = iv.low, iv.high
+                rec["advised"] = method
+                rec["advised_covered"] = float(lo <= d.truth <= hi)
             out.append(rec)
     return out
 

@@ -441,15 +441,19 @@ SKEW_ROWS: Final = 25.0
 SKEW_MIN_ROWS: Final = 28.0
 
 
-def skewed_terms(n: int, skewness: float) -> bool:
+def skewed_terms(n: int, skewness: float, *, min_rows: float = SKEW_MIN_ROWS) -> bool:
     """True when ``n`` terms of sample skewness ``skewness`` are too few for the normal
-    approximation of their mean (``n < SKEW_MIN_ROWS + SKEW_ROWS * skewness**2``; False for
-    a NaN skewness).
+    approximation of their mean (``n < min_rows + SKEW_ROWS * skewness**2``; False for a NaN
+    skewness). ``min_rows=0`` for a t interval, whose quantile already corrects for few
+    symmetric terms (on the paired null-item families it brought the Holm family-wise error of
+    7 to 30 pairs per group from 0.084-0.151 down to at most 0.066).
 
     >>> skewed_terms(200, 3.0), skewed_terms(1000, 3.0), skewed_terms(20, 0.0)
     (True, False, True)
+    >>> skewed_terms(20, 0.0, min_rows=0)
+    False
     """
-    return bool(math.isfinite(skewness) and n < SKEW_MIN_ROWS + SKEW_ROWS * skewness * skewness)
+    return bool(math.isfinite(skewness) and n < min_rows + SKEW_ROWS * skewness * skewness)
 
 
 def skew_cannot_flag(n: int, width: float, std: float) -> bool:

@@ -180,7 +180,7 @@ __all__ = [
     "MEAN_WEIGHT_Z",
     "SMALL_SAMPLE_ROWS",
     "SKEW_ROWS",
-    "FINITE_SAMPLE_METHODS",
+    "HOLDING_METHODS",
     "SKEWED_WITHOUT_BOUNDS",
     "skewed_notes",
     "kernel_skew_notes",
@@ -1506,10 +1506,16 @@ def weight_notes(
     return notes
 
 
-#: Interval methods that hold at any n, in the order a skewed estimate's note recommends them:
-#: betting first (the narrowest of them in ``benchmarks/coverage_bandit.py`` and needing no
-#: weight bound), then empirical likelihood, Bernstein and Hoeffding.
-FINITE_SAMPLE_METHODS: Final = ("betting", "empirical_likelihood", "bernstein", "hoeffding")
+#: The intervals a skewed estimate's note recommends, in order, as the note names them: those
+#: that hold at any n and need nothing beyond the reward range (the a priori weight bound of
+#: IPS's Bernstein and Hoeffding intervals is rarely known; empirical likelihood is asymptotic).
+#: Betting for IPS, SNIPS and the logging value; Bottou for clipped IPS, whose clip level is
+#: its weight bound.
+HOLDING_METHODS: Final = {
+    "betting": "ci(method='betting')",
+    "bottou": "ci(method='bottou') (it covers the policy's value; ci(method='bernstein') the "
+    "clipped value)",
+}
 
 
 def skewed_notes(
@@ -1524,12 +1530,14 @@ def skewed_notes(
     weighted: bool = False,
     prior: Sequence[str] = (),
     fallback: str | None = None,
+    needs: str = "an a priori reward_range",
 ) -> list[str]:
     """The skewed-terms note (and its warning) of one estimate, or nothing.
 
     ``skewness`` is the sample skewness of the estimate's ``n`` influence terms (rows, episodes
     or pairs: ``unit``); the note is given when :func:`ope._thresholds.skewed_terms` says the
-    normal approximation of their mean needs more of them, unless a note of ``prior`` (the
+    normal approximation of their mean needs more of them (``needs``: what the recommended
+    interval needs besides the rows), unless a note of ``prior`` (the
     estimate's other notes) already says that its normal interval may undercover (rules
     ``UNDERCOVER_RULES``: few rows, a low or tiny effective sample); ``terms`` says which terms
     ``skewness`` is of. Its advice names the interval
@@ -1542,18 +1550,17 @@ def skewed_notes(
         return []
     if any(getattr(x, "rule", None) in UNDERCOVER_RULES for x in prior):
         return []
-    methods = [m for m in FINITE_SAMPLE_METHODS if source is not None and m in source.methods]
+    method = next((m for m in HOLDING_METHODS if source is not None and m in source.methods), "")
     if weighted:
         advice = WEIGHTED_SMALL_SAMPLE_ADVICE[0].upper() + WEIGHTED_SMALL_SAMPLE_ADVICE[1:]
-    elif methods:
-        named = " or ".join(f"ci(method={m!r})" for m in methods[:2])
-        advice = f"Use {named} with an a priori reward_range, which hold at any n."
+    elif method:
+        advice = f"Use {HOLDING_METHODS[method]} with {needs}, which holds at any n."
     else:
         advice = SKEWED_WITHOUT_BOUNDS if fallback is None else fallback
-    # one note per estimate: the skew differs between estimators of the same policy
-    text = skewed_terms_note(
-        n, skewness, advice, unit=unit, terms=terms, subject=(label, estimator)
-    )
+    # one note per estimate: two estimates' notes are the same only on the same terms (a paired
+    # difference states each member's once)
+    subject = (label, estimator, n, round(skewness, 9))
+    text = skewed_terms_note(n, skewness, advice, unit=unit, terms=terms, subject=subject)
     who = estimator + (f" (policy {label!r})" if label else "") + ": "
     warnings.warn(who + text, SmallSampleWarning, stacklevel=user_stacklevel())
     return [text]
@@ -1654,8 +1661,8 @@ def kernel_skew_notes(
     and for statistics given their rows afterwards
     (:meth:`ope.streaming.MomentStats.with_rows`, the path of ``ope.evaluate``)."""
     origin = estimator.reward_origin(reward_range)
-    _, sd = estimator.moment_statistic(moments, j, origin)
-    skew, terms = _kernel_skewness(estimator, moments, j, origin, sd, rows)
+    value, sd = estimator.moment_statistic(moments, j, origin)
+    skew, terms = _kernel_skewness(estimator, moments, j, origin, value, sd, rows)
     return skewed_notes(estimator.name, moments.n, skew, rows, label, terms=terms, prior=prior)
 
 
@@ -1664,6 +1671,7 @@ def _kernel_skewness(
     moments: CenteredMoments,
     j: int,
     origin: float,
+    value: float,
     sd: float,
     src: RowSource,
 ) -> tuple[float, str]:
@@ -1676,21 +1684,51 @@ def _kernel_skewness(
     while the weights are heavy (in the calibration study this raised the share of SNIPS
     results flagged in undercovering designs from 0.73 to 0.94, and in well-covering ones from
     0.03 to 0.05).
+
+    The terms are formed from the rows directly (``w (r - c)``, ``w (r - V)``, ``r``: the
+    influence terms up to a positive factor and a shift, which leave the skewness unchanged),
+    one vector per estimate, not the estimator's components.
     """
     n = moments.n
     found: list[tuple[float, str]] = []
     if not skew_cannot_flag(n, _influence_width(estimator, moments, j, origin), sd):
-        found.append((float(skewness(src.influence())), "influence terms"))
+        found.append(
+            (float(skewness(_own_terms(estimator, src, origin, value))), "influence terms")
+        )
     if estimator.uses_weights and estimator.moment_kind == "snips":
         chk = moments.checks
         lo, hi = (math.inf, math.inf) if chk is None else (float(chk.r_min), float(chk.r_max))
         width = float(moments.max_w[j]) * (max(hi, 0.0) - min(lo, 0.0))
         _, sd_ips = moments.product_mean_sd(j, clipped=False, about=0.0)
         if not skew_cannot_flag(n, width, sd_ips):
-            found.append((float(skewness(src.components()[:, 0])), "IPS terms w r"))
+            assert isinstance(src, EstimatorRows)
+            found.append(
+                (
+                    float(skewness(src.raw_weights() * src.reward)),
+                    "IPS terms w r, which can be skewed while its own centred terms look symmetric",
+                )
+            )
     if not found:
         return math.nan, "influence terms"
     return max(found, key=lambda x: abs(x[0]))
+
+
+def _own_terms(
+    estimator: WeightingEstimator, src: RowSource, origin: float, value: float
+) -> np.ndarray:
+    """Policy ``j``'s influence terms of a moment-kernel estimate up to a positive factor and a
+    shift (same skewness), from its rows: IPS ``w r``, clipped IPS ``min(w, R) (r - r_lo)``,
+    SNIPS ``w (r - V)``, the logging value ``r``; the components' influence for other rows."""
+    if not isinstance(src, EstimatorRows) or src.sampling_weight is not None:
+        return src.influence()
+    r = src.reward
+    if not estimator.uses_weights:
+        return r
+    w = estimator._transform(src.raw_weights())
+    kind = estimator.moment_kind
+    if kind == "snips":
+        return w * (r - value)
+    return w * (r - origin) if origin else w * r
 
 
 def _influence_width(

@@ -293,15 +293,15 @@ def skewness(x: npt.ArrayLike, axis: int = 0) -> np.ndarray | float:
 
     The moment estimator of the standardized third moment (``scipy.stats.skew`` with
     ``bias=True``). It is what the skewed-terms rule of the estimators reads
-    (:data:`ope.estimators.SKEW_ROWS`): with ``n`` independent terms of skewness ``g``, the
-    central limit theorem's normal interval of their mean needs about ``SKEW_ROWS * g**2`` of
-    them.
+    (:func:`ope._thresholds.skewed_terms`): with ``n`` independent terms of skewness ``g``,
+    the central limit theorem's normal interval of their mean needs about ``SKEW_MIN_ROWS +
+    SKEW_ROWS * g**2`` of them.
 
     Examples
     --------
     >>> from ope.moments import skewness
-    >>> float(skewness([0.0, 0.0, 0.0, 1.0]))
-    1.1547005383792515
+    >>> round(float(skewness([0.0, 0.0, 0.0, 1.0])), 12)
+    1.154700538379
     >>> float(skewness([2.0, 2.0]))
     0.0
     """

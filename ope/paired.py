@@ -208,8 +208,10 @@ class PairedEffect(Result):
         deviation), ``treated_replicate_share, control_replicate_share`` (share of the variance
         of a single replay that lies between replicates of the same pair), ``skewness``
         (sample skewness of the pair differences), ``short_interval`` (True where the normal or
-        t interval is likely too short: ``n < SKEW_MIN_ROWS + SKEW_ROWS * skewness**2`` pairs,
-        :func:`ope._thresholds.skewed_terms`; always False for the finite-sample methods).
+        t interval is likely too short: ``n < SKEW_MIN_ROWS + SKEW_ROWS * skewness**2`` pairs
+        for normal, ``n < SKEW_ROWS * skewness**2`` for t, whose quantile corrects for few
+        symmetric pairs; :func:`ope._thresholds.skewed_terms`; always False for the
+        finite-sample methods).
         """
         import pandas as pd
 
@@ -531,11 +533,12 @@ def paired_effect(
                 small.append(f"{arm!r}/{outcome!r}/{group_labels[k]!r} (n={int(n_k[k])})")
             skew = _grouped_skewness(g, d, stats_["value"], n_groups)
             short = np.zeros(n_groups, dtype=bool)
+            floor = SKEW_MIN_ROWS if method == "normal" else 0.0  # t corrects for few pairs
             if method in ("normal", "t"):
                 for k in np.flatnonzero(ok):  # loop over groups, not pairs
-                    short[k] = skewed_terms(int(n_k[k]), float(skew[k]))
+                    short[k] = skewed_terms(int(n_k[k]), float(skew[k]), min_rows=floor)
                     if short[k]:
-                        need = SKEW_MIN_ROWS + SKEW_ROWS * skew[k] ** 2
+                        need = floor + SKEW_ROWS * skew[k] ** 2
                         skewed.append(
                             f"{arm!r}/{outcome!r}/{group_labels[k]!r} (n={int(n_k[k])}, "
                             f"skewness {skew[k]:.3g}, needs {need:.0f})"
@@ -860,6 +863,9 @@ def _grouped_skewness(g: np.ndarray, x: np.ndarray, mean: np.ndarray, n_groups: 
     two values, 0 where the values do not vary)."""
     n = np.bincount(g, minlength=n_groups).astype(np.float64)
     dev = x - mean[g]
+    top = float(np.max(np.abs(dev))) if dev.size else 0.0
+    if top > 0 and math.isfinite(top):  # in units of the largest deviation: no cube overflows
+        dev = dev / top
     sq = dev * dev
     with np.errstate(invalid="ignore", divide="ignore"):
         m2 = np.bincount(g, weights=sq, minlength=n_groups) / n
@@ -874,6 +880,8 @@ def skewed_rows_note(rows: Sequence[str], method: str) -> str:
     differences are too skewed for their ``method`` ("normal" or "t") interval
     (:func:`ope._thresholds.skewed_terms`)."""
     shown = ", ".join(rows[:5]) + (" ..." if len(rows) > 5 else "")
+    count = f"{len(rows)} row has" if len(rows) == 1 else f"{len(rows)} rows have"
+    floor = f"{SKEW_MIN_ROWS:g} + " if method == "normal" else ""
     advice = (
         "ci='t' corrects the normal quantile for few pairs (enough when the differences are "
         "roughly symmetric); "
@@ -881,8 +889,8 @@ def skewed_rows_note(rows: Sequence[str], method: str) -> str:
         else ""
     )
     return (
-        f"{len(rows)} rows have too few pairs for their skew to trust their {method} "
-        f"intervals and p-values (the central limit theorem needs about {SKEW_MIN_ROWS:g} + "
+        f"{count} too few pairs for their skew to trust their {method} "
+        f"intervals and p-values (the central limit theorem needs about {floor}"
         f"{SKEW_ROWS:g} x skewness^2 pairs; column short_interval): their intervals are likely "
         f"too short and their p-values too small, the adjusted ones too: {shown}. {advice}"
         "ci='betting' or ci='bernstein' with the outcomes' reward_range hold at any n."

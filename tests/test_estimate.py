@@ -141,7 +141,7 @@ def test_influence(hand):
         (
             {"method": "bottou"},
             EstimationError,
-            r"'bottou' does not apply to the 'ips' estimate; available methods: normal, t, bootstrap, hoeffding, bernstein, empirical_likelihood, betting\.",
+            r"'bottou' does not apply to the 'ips' estimate; available methods: normal, t, bootstrap, hoeffding, bernstein, empirical_likelihood, betting, log_smoothing\.",
         ),
         (
             {"method": "hoeffding"},
@@ -203,6 +203,7 @@ def test_methods_that_do_not_apply_list_the_ones_that_do():
         "bottou",
         "empirical_likelihood",
         "betting",
+        "log_smoothing",
     }
 
 

@@ -4,6 +4,7 @@ equivariance, no weight bound, and coverage with exact truth on heavy-tailed wei
 from __future__ import annotations
 
 import math
+import warnings
 import sys
 from pathlib import Path
 
@@ -108,3 +109,19 @@ def test_diagnostics_and_report_show_it_beside_the_bottou_interval():
     assert (
         f"log-smoothing lower bound</dt><dd>{table.loc['greedy', 'log_smoothing_low']:.4g}" in page
     )
+
+
+def test_a_bound_above_the_range_is_capped_at_its_upper_end():
+    # one row with a weight of 1e8 and reward 1: log smoothing alone would say 1.4 > r_max
+    n = 100
+    p = np.full(n, 1.0)
+    p[0] = 1e-8
+    t = np.full(n, 0.99)
+    t[0] = 1.0
+    r = np.zeros(n)
+    r[0] = 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = oe.IPS().estimate(r, p, t, reward_range=(0, 1))
+    iv = est.ci(method="log_smoothing")
+    assert iv.low == 1.0 and iv.high == 1.0

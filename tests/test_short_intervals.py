@@ -235,3 +235,45 @@ def test_the_calibration_benchmark_flags_the_known_cases():
         assert by.loc[key, "advised_coverage_flagged"] >= 0.95, key
     holm = tables["holm"].set_index("n_nominal").loc[500]
     assert holm["families_flagged"] > 0.9 and holm["fwe_t"] < holm["fwe_normal"]
+
+
+def test_a_paired_difference_keeps_each_members_own_note():
+    from ope.results import compare
+
+    data = _skewed_bandit(400)
+    rng = np.random.default_rng(9)
+    # a candidate whose weights vary on the rewarded rows: other terms, another skewness
+    other = dict(data, target_propensity=rng.uniform(0.0, 0.2, 400))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ope.exceptions.OPEWarning)
+        a, b = oe.IPS().estimate(**data), oe.IPS().estimate(**other)
+        diff = compare(a, b)
+    mine = [x for x in diff.notes if "likely too short" in x]
+    assert len(mine) == 2  # unlabelled estimates of the same estimator: both notes stay
+    for est in (a, b):
+        assert any(f"{skewness(est.influence()):.3g}" in x for x in mine)
+
+
+def test_paired_t_intervals_are_not_flagged_for_few_symmetric_pairs():
+    rng = np.random.default_rng(4)
+    n = 20
+    diff = rng.normal(size=n)
+    df = pd.DataFrame(
+        {
+            "pair_id": np.tile(np.arange(n), 2),
+            "arm": np.repeat(["t", "c"], n),
+            "outcome": np.concatenate([diff, np.zeros(n)]),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SmallSampleWarning)
+        res = paired_effect(df, treated="t", control="c", ci="t")
+    assert not res.table()["short_interval"].any()
+    with pytest.warns(SmallSampleWarning, match="1 row has too few pairs"):  # normal: 28 + ...
+        normal = paired_effect(df, treated="t", control="c")
+    assert normal.table()["short_interval"].all()
+    # the skewness of huge differences does not overflow
+    big = df.assign(outcome=df["outcome"] * 1e110)
+    with pytest.warns(SmallSampleWarning):
+        table = paired_effect(big, treated="t", control="c").table()
+    assert table["skewness"].iloc[0] == pytest.approx(st.skew(diff), rel=1e-9)

@@ -134,14 +134,13 @@ Notes:
       than stated): the 123,457 rows it averages are skewed (sample skewness 189 of
       their influence terms), and the central limit theorem behind those intervals needs
       about 896,055 rows at this skew (28 + 25 x skewness^2). Use ci(method='betting')
-      or ci(method='empirical_likelihood') with an a priori reward_range, which hold at
-      any n.
+      with an a priori reward_range, which holds at any n.
   [3] its normal and t intervals are likely too short (they cover the value less often
       than stated): the 123,457 rows it averages are skewed (sample skewness 189 of
-      their IPS terms w r), and the central limit theorem behind those intervals needs
-      about 896,055 rows at this skew (28 + 25 x skewness^2). Use ci(method='betting')
-      or ci(method='empirical_likelihood') with an a priori reward_range, which hold at
-      any n."""
+      their IPS terms w r, which can be skewed while its own centred terms look
+      symmetric), and the central limit theorem behind those intervals needs about
+      896,055 rows at this skew (28 + 25 x skewness^2). Use ci(method='betting') with an
+      a priori reward_range, which holds at any n."""
 
 
 def test_evaluation_text(evaluation):

@@ -18,7 +18,9 @@ estimate of the bias:
 The widest interval belongs to the least biased setting; a narrower one is accepted only while
 its estimate stays within the intervals of every wider one, i.e. while its extra bias is not
 yet visible above the noise. The choice is made per candidate policy (each has its own
-bias-variance curve). :func:`slope_index` is the rule on arrays; :func:`tune_setting` runs it
+bias-variance curve). ``rule="mse"`` chooses instead the smallest bound on the mean squared
+error, ``se^2 + (|b| + t_{1-delta} se(b))^2`` with ``b`` the paired difference between the
+estimate and the unmodified, unbiased one (:data:`MSE_REFERENCE`) on the same rows. :func:`slope_index` is the rule on arrays; :func:`tune_setting` runs it
 on logs, one evaluation per grid value. Open Bandit Pipeline's ``*Tuning(tuning_method=
 "slope")`` choose the same value on the same arrays and grid (``tests/test_tuning.py``).
 """
@@ -76,8 +78,8 @@ MSE_REFERENCE: Final = {"clipped_ips": "ips", "switch_dr": "dr", "dros": "dr"}
 #: The rules of :func:`tune_setting`, as stated in the result.
 RULES: Final = {
     "slope": "SLOPE++ (Tucker & Lee 2021): Lepski's principle over the grid",
-    "mse": "smallest MSE bound: se^2 + (|bias| + t_(1-delta) se(bias))^2, the bias the paired "
-    "difference with the unmodified estimator (IPS, or DR with the same reward model)",
+    "mse": "smallest MSE bound: se^2 + (|bias| + t_(1-delta) se(bias))^2, the bias estimated by "
+    "the paired difference with the unmodified estimator (IPS, or DR with the same reward model)",
 }
 
 
@@ -252,6 +254,7 @@ def tune_setting(
     from ope.logs import BanditLogs
 
     estimator = check_choice(estimator, "estimator", tuple(TUNABLE))
+    how = check_choice(rule, "rule", tuple(RULES))
     values = _grid(grid, estimator)
     d = check_real(delta, "delta", finite=True)
     if not 0.0 < d < 0.5:
@@ -261,7 +264,6 @@ def tune_setting(
     setting = TUNABLE[estimator]
     seed = seed_of(rng)
     options = {k: v for k, v in evaluate_options.items() if k not in ("ci", "by", setting)}
-    how = check_choice(rule, "rule", tuple(RULES))
     from scipy import stats
 
     from ope.results import compare

@@ -68,7 +68,7 @@ def log_smoothing_lower_bound(
     Returns
     -------
     float
-        The bound, at least ``r_min``.
+        The bound, in ``[r_min, r_max]`` (the value lies in the range).
 
     Raises
     ------
@@ -100,7 +100,9 @@ def log_smoothing_lower_bound(
     # psi / lambda = log1p(x / lambda), x = w (r - lo) >= 0: computed on the unit scale
     mean_log = float(np.mean(np.log1p(w * ((r - lo) / lam))))
     exponent = mean_log - math.log(1.0 / (1.0 - level)) / n
-    return lo + max(lam * math.expm1(exponent), 0.0)
+    # the value lies in the reward range: a bound above it (one row of a huge weight) is
+    # capped at r_max, as every interval of ope is intersected with the range
+    return min(lo + max(lam * math.expm1(exponent), 0.0), hi)
 
 
 def log_smoothing_interval(

@@ -23,7 +23,8 @@ import pandas as pd
 
 from ope._format import format_number, format_share
 from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS
-from ope._thresholds import ESS_RATIO_WARN, GAMMA_FRAGILE, K_RELIABLE, SKEW_ROWS, heavy_tail
+from ope._thresholds import ESS_RATIO_WARN, GAMMA_FRAGILE, K_RELIABLE, SKEW_MIN_ROWS, SKEW_ROWS
+from ope._thresholds import heavy_tail
 from ope.diagnostics.overlap import VERDICT_EXPLORE
 from ope.exceptions import OPEError, ParameterError
 
@@ -500,8 +501,8 @@ def candidate_verdicts(
         if skewed:
             reasons.append(
                 f"its {', '.join(skewed)} intervals are likely too short: the terms they average "
-                f"are skewed and fewer than {SKEW_ROWS:g} x skewness^2 (see the estimates' notes "
-                "for an interval that holds)"
+                f"are skewed and fewer than {SKEW_MIN_ROWS:g} + {SKEW_ROWS:g} x skewness^2 (see "
+                "the estimates' notes for an interval that holds)"
             )
         out.append(
             CandidateVerdict(

@@ -793,6 +793,7 @@ def sequential_estimate(
                 policy,
                 unit="episodes",
                 fallback=SEQUENTIAL_SKEW_ADVICE,
+                needs="reward_range=, horizon= and weight_bound=",
             )
         )
     result = make_estimate(
