@@ -143,6 +143,7 @@ from ope.moments import (
     ratio,
     skewness,
     weighted_moments,
+    weighted_terms_skewness,
 )
 from ope.results import Estimate, IntervalRequest, RowSource, Source, make_estimate
 from ope.weights import check_sampling_weight, sampling_weight_note
@@ -1692,9 +1693,7 @@ def _kernel_skewness(
     n = moments.n
     found: list[tuple[float, str]] = []
     if not skew_cannot_flag(n, _influence_width(estimator, moments, j, origin), sd):
-        found.append(
-            (float(skewness(_own_terms(estimator, src, origin, value))), "influence terms")
-        )
+        found.append((_own_terms_skewness(estimator, src, origin, value), "influence terms"))
     if estimator.uses_weights and estimator.moment_kind == "snips":
         chk = moments.checks
         lo, hi = (math.inf, math.inf) if chk is None else (float(chk.r_min), float(chk.r_max))
@@ -1702,9 +1701,12 @@ def _kernel_skewness(
         _, sd_ips = moments.product_mean_sd(j, clipped=False, about=0.0)
         if not skew_cannot_flag(n, width, sd_ips):
             assert isinstance(src, EstimatorRows)
+            assert src.logging_propensity is not None and src.target_propensity is not None
             found.append(
                 (
-                    float(skewness(src.raw_weights() * src.reward)),
+                    weighted_terms_skewness(
+                        src.logging_propensity, src.target_propensity, src.reward
+                    ),
                     "IPS terms w r, which can be skewed while its own centred terms look symmetric",
                 )
             )
@@ -1713,22 +1715,25 @@ def _kernel_skewness(
     return max(found, key=lambda x: abs(x[0]))
 
 
-def _own_terms(
+def _own_terms_skewness(
     estimator: WeightingEstimator, src: RowSource, origin: float, value: float
-) -> np.ndarray:
-    """Policy ``j``'s influence terms of a moment-kernel estimate up to a positive factor and a
-    shift (same skewness), from its rows: IPS ``w r``, clipped IPS ``min(w, R) (r - r_lo)``,
-    SNIPS ``w (r - V)``, the logging value ``r``; the components' influence for other rows."""
+) -> float:
+    """The skewness of a moment-kernel estimate's influence terms, from its rows without
+    forming its components (:func:`ope.moments.weighted_terms_skewness`): the terms up to a
+    positive factor and a shift are IPS ``w r``, clipped IPS ``min(w, R) (r - r_lo)``, SNIPS
+    ``w (r - V)``, the logging value ``r``."""
     if not isinstance(src, EstimatorRows) or src.sampling_weight is not None:
-        return src.influence()
-    r = src.reward
+        return float(skewness(src.influence()))
     if not estimator.uses_weights:
-        return r
-    w = estimator._transform(src.raw_weights())
-    kind = estimator.moment_kind
-    if kind == "snips":
-        return w * (r - value)
-    return w * (r - origin) if origin else w * r
+        return float(skewness(src.reward))
+    assert src.logging_propensity is not None and src.target_propensity is not None
+    return weighted_terms_skewness(
+        src.logging_propensity,
+        src.target_propensity,
+        src.reward,
+        max_weight=estimator.clip_level,
+        shift=value if estimator.moment_kind == "snips" else origin,
+    )
 
 
 def _influence_width(

@@ -277,3 +277,27 @@ def test_paired_t_intervals_are_not_flagged_for_few_symmetric_pairs():
     with pytest.warns(SmallSampleWarning):
         table = paired_effect(big, treated="t", control="c").table()
     assert table["skewness"].iloc[0] == pytest.approx(st.skew(diff), rel=1e-9)
+
+
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+def test_terms_skewness_without_forming_the_terms(backend):
+    from ope._kernel import numba_available, set_backend
+    from ope.moments import weighted_terms_skewness
+
+    if backend == "numba" and not numba_available():
+        pytest.skip("numba is not installed")
+    rng = np.random.default_rng(6)
+    n = 5000
+    p = rng.uniform(1e-3, 1.0, n)
+    t = rng.uniform(size=(n, 3))  # a strided column, as evaluate's matrix gives
+    r = rng.normal(2.0, 1.0, n)
+    set_backend(backend)
+    try:
+        for clip, shift in ((None, 0.0), (5.0, 1.5), (None, -3.0)):
+            w = t[:, 1] / p if clip is None else np.minimum(t[:, 1] / p, clip)
+            got = weighted_terms_skewness(p, t[:, 1], r, max_weight=clip, shift=shift)
+            assert got == pytest.approx(skewness(w * (r - shift)), rel=1e-9)
+        # huge weights: the cubes are taken in units of the largest deviation
+        assert math.isfinite(weighted_terms_skewness(np.full(3, 1e-150), np.ones(3), r[:3]))
+    finally:
+        set_backend(None)
