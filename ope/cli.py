@@ -658,15 +658,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"one-sided level of the widths (slope) or of the bias bound (mse), in (0, 0.5) "
         f"(default {TUNING_DELTA:g})",
     )
-    p.add_argument(
-        "--policies",
-        metavar="FILE",
-        help="long-format policy table (event_id, policy, action, probability); "
-        "default: every target__<name> column in the logs",
-    )
-    p.add_argument(
-        "--policy", action="extend", nargs="+", metavar="NAME|NAME=KIND:ARGS", help=POLICY_HELP
-    )
+    _add_policy_flags(p)
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
     p.add_argument(
         "--context-columns",
@@ -807,8 +799,9 @@ def _sensitivity_setting(args: argparse.Namespace) -> bool | str:
     return value if value == "auto" else value == "on"
 
 
-def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
-    _add_sensitivity(p)
+def _add_policy_flags(p: argparse.ArgumentParser) -> None:
+    """``--policies FILE`` and ``--policy NAME|SPEC ...``: the candidates (evaluate, diagnose,
+    report, tune)."""
     p.add_argument(
         "--policies",
         metavar="FILE",
@@ -818,6 +811,11 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--policy", action="extend", nargs="+", metavar="NAME|NAME=KIND:ARGS", help=POLICY_HELP
     )
+
+
+def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
+    _add_sensitivity(p)
+    _add_policy_flags(p)
     p.add_argument(
         "--estimator",
         action="extend",
