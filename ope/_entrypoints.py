@@ -494,8 +494,8 @@ CLI_SUBCOMMANDS: Final = (
     "import",
     "action-table",
     "report",
-    "demo",
     "tune",
+    "demo",
 )
 
 #: Glossary terms of arguments, by exact argument name.
