@@ -49,8 +49,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import format_table  # noqa: E402
 
-#: The rules whose notes say that an estimate's normal interval may be too short.
-FLAG_RULES = ("skewed_terms", "small_sample", "low_ess", "few_effective_rows")
+from ope.estimators import UNDERCOVER_RULES  # noqa: E402
+
+#: The rules whose notes say that an estimate's normal interval may be too short: the
+#: skewed-terms rule and those it defers to (ope.estimators.UNDERCOVER_RULES).
+FLAG_RULES = ("skewed_terms", *UNDERCOVER_RULES)
 
 
 def flagged(est: Any) -> bool:

@@ -533,7 +533,7 @@ def paired_effect(
                 small.append(f"{arm!r}/{outcome!r}/{group_labels[k]!r} (n={int(n_k[k])})")
             skew = _grouped_skewness(g, d, stats_["value"], n_groups)
             short = np.zeros(n_groups, dtype=bool)
-            floor = SKEW_MIN_ROWS if method == "normal" else 0.0  # t corrects for few pairs
+            floor = _skew_floor(method)
             if method in ("normal", "t"):
                 for k in np.flatnonzero(ok):  # loop over groups, not pairs
                     short[k] = skewed_terms(int(n_k[k]), float(skew[k]), min_rows=floor)
@@ -875,13 +875,19 @@ def _grouped_skewness(g: np.ndarray, x: np.ndarray, mean: np.ndarray, n_groups: 
     return skew
 
 
+def _skew_floor(method: str) -> float:
+    """The additive term of the skewed-terms rule for a paired ``method``: SKEW_MIN_ROWS for
+    normal, none for t (its quantile already corrects for few symmetric pairs)."""
+    return SKEW_MIN_ROWS if method == "normal" else 0.0
+
+
 def skewed_rows_note(rows: Sequence[str], method: str) -> str:
     """The note of the rows (``treated/outcome/group (n=..., skewness ...)``) whose pair
     differences are too skewed for their ``method`` ("normal" or "t") interval
     (:func:`ope._thresholds.skewed_terms`)."""
     shown = ", ".join(rows[:5]) + (" ..." if len(rows) > 5 else "")
     count = f"{len(rows)} row has" if len(rows) == 1 else f"{len(rows)} rows have"
-    floor = f"{SKEW_MIN_ROWS:g} + " if method == "normal" else ""
+    floor = f"{_skew_floor(method):g} + " if _skew_floor(method) else ""
     advice = (
         "ci='t' corrects the normal quantile for few pairs (enough when the differences are "
         "roughly symmetric); "
