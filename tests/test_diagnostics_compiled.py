@@ -56,7 +56,8 @@ def _pass_both(p, t, ell, layout="matrix", speculate=False):
     out = {}
     for backend in ("numpy", "numba"):
         _kernel.set_backend(backend)
-        sums = fused_pass(p, targets, ell, QS if speculate else ())
+        scale = 0.0 if ell is None else float(np.sqrt(p.size))
+        sums = fused_pass(p, targets, ell, QS if speculate else (), smoothing_scale=scale)
         max_w = (t / p[:, None]).max(axis=0)
         out[backend] = (sums, weight_quantiles(p, targets, sums, max_w, QS))
     return out["numpy"], out["numba"]
@@ -82,8 +83,14 @@ def test_compiled_pass_equals_the_numpy_pass(
     if with_ell:
         assert fast.profile_bins is not None and slow.profile_bins is not None
         np.testing.assert_allclose(fast.profile_bins, slow.profile_bins, rtol=1e-12, atol=0)
+        # the log-smoothing sums: numpy's log1p of every row's w r / sqrt(n)
+        want = np.log1p(t / p[:, None] * (r / np.sqrt(n))[:, None]).sum(axis=0)
+        assert fast.sum_log1p is not None and slow.sum_log1p is not None
+        np.testing.assert_allclose(fast.sum_log1p, want, rtol=1e-12, atol=1e-300)
+        np.testing.assert_allclose(slow.sum_log1p, want, rtol=1e-12, atol=1e-300)
     else:
         assert fast.profile_bins is None and slow.profile_bins is None
+        assert fast.sum_log1p is None and slow.sum_log1p is None
     np.testing.assert_array_equal(q_fast, q_slow)  # exact: order statistics of t / p
     w = t / p[:, None]
     np.testing.assert_allclose(q_fast, np.quantile(w, QS, axis=0).T, rtol=1e-14, atol=0)
@@ -276,6 +283,33 @@ def test_compiled_log_sums_match_a_correctly_rounded_sum():
     got = fused_pass(p, w[:, None]).sum_wlogw[0]
     terms = w * np.log(w)
     assert got == pytest.approx(np.sum(terms), rel=1e-13)
+
+
+@pytest.mark.parametrize("zeros", [0.0, 0.5, 0.99])
+def test_compiled_log1p_sums_keep_the_small_terms(zeros):
+    """``log1p x`` from ``1 + x`` would lose x's low bits for x near 0 (every row of a large n,
+    where lambda = sqrt(n) (r_max - r_min)); the pass reads x itself there, and skips the rows
+    whose x is 0 (w = 0 or r = r_min) whatever their share."""
+    _need_numba()
+    rng = np.random.default_rng(4)
+    n = 30_000
+    x = np.concatenate(
+        [
+            np.exp(rng.uniform(-40, 0, n // 3)),  # tiny: z = 1 + x rounds away most of x
+            rng.uniform(0.3, 0.5, n // 3),  # either side of sqrt(2) - 1
+            np.exp(rng.uniform(0, 600, n - 2 * (n // 3))),  # a heavy weight's term
+        ]
+    )
+    x[rng.random(n) < zeros] = 0.0
+    _kernel.set_backend("numba")
+    ell = np.ones(n)
+    got = fused_pass(np.ones(n), x[:, None], ell, smoothing_scale=1.0).sum_log1p
+    assert got is not None
+    assert got[0] == pytest.approx(np.sum(np.log1p(x)), rel=1e-13)
+    tiny = x < 1e-8
+    got_tiny = fused_pass(np.ones(n), np.where(tiny, x, 0.0)[:, None], ell, smoothing_scale=1.0)
+    assert got_tiny.sum_log1p is not None
+    assert got_tiny.sum_log1p[0] == pytest.approx(np.sum(np.log1p(x[tiny])), rel=1e-13)
 
 
 def _frames(backend, *args, **kwargs) -> list[pd.DataFrame]:

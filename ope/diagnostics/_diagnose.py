@@ -46,7 +46,7 @@ from ope.diagnostics.overlap import (
 from ope.diagnostics.msm import GAMMA_GRID, sensitivity_of_inputs
 from ope.diagnostics.result import Diagnostics
 from ope.diagnostics.tails import fit_tail, pareto_k, tail_length
-from ope.intervals.smoothing import log_smoothing_lower_bound
+from ope.intervals.smoothing import bound_from_mean_log, smoothing_scale
 from ope.marginal import ActionEmbedding, embedding_sufficiency, marginal_propensities
 from ope.diagnostics.segments import (
     SegmentRow,
@@ -402,7 +402,10 @@ def _diagnose(
     else:
         moments = centered_moments(r, p, t, max_weight=mw)
     top = tail_length(data.n) + 1  # the tail and its threshold
-    sums = fused_pass(p, t, None if rr is None else r - lo, WEIGHT_QUANTILES, tail=top)
+    scale = 0.0 if rr is None else smoothing_scale(data.n, *rr)
+    sums = fused_pass(
+        p, t, None if rr is None else r - lo, WEIGHT_QUANTILES, tail=top, smoothing_scale=scale
+    )
     quantiles = weight_quantiles(p, t, sums, moments.max_w, WEIGHT_QUANTILES)
     tails = [fit_tail(values, data.n) for values in weight_tails(p, t, sums, top)]
     rows, seg_rows, intervals, profiles = [], [], [], []
@@ -444,6 +447,7 @@ def _diagnose(
         seg_rows.append(s_rows)
         intervals.append(interval)
         profiles.append(profile)
+    rows = _smoothing_bounds(data, rows, settings, sums.sum_log1p)
     return _finish(
         data, settings, extra_notes, rows, seg_rows, intervals, profiles, sums.hist_counts
     )
@@ -463,7 +467,6 @@ def _finish(
     """Warn the notes and build the :class:`Diagnostics` (``info``: notes that are stated
     first and not warned, as the sampling-weight note of every estimate)."""
     seg_rows = _segment_tails(data, seg_rows)
-    rows = _smoothing_bounds(data, rows, settings)
     notes = (
         extra_notes + data.notes + overlap_notes(rows, seg_rows, weighted=data.sampling is not None)
     )
@@ -486,20 +489,23 @@ def _finish(
     )
 
 
-def _smoothing_bounds(data: Inputs, rows: list[PolicyRow], settings: _Settings) -> list[PolicyRow]:
+def _smoothing_bounds(
+    data: Inputs, rows: list[PolicyRow], settings: _Settings, sum_log1p: np.ndarray | None
+) -> list[PolicyRow]:
     """Each policy row with the logarithmic-smoothing lower bound of its value (IPS terms, no
-    weight bound; :mod:`ope.intervals.smoothing`) at the diagnostics' level, one-sided: needs
-    ``reward_range``, and is NaN for rows with sampling weights (the bound is for i.i.d. rows
-    of the logged distribution)."""
+    weight bound; :mod:`ope.intervals.smoothing`) at the diagnostics' level, one-sided, from
+    the sums of ``log1p(w (r - r_min) / lambda)`` of the diagnostics' pass: needs
+    ``reward_range`` (rows with sampling weights are not passed here: their bound stays NaN,
+    as it is for i.i.d. rows of the logged distribution)."""
     rr = settings.reward_range
-    if rr is None or data.sampling is not None:
+    if rr is None or sum_log1p is None:
         return rows
     level = settings.confidence_level
     return [
         replace(
             row,
-            log_smoothing_low=log_smoothing_lower_bound(
-                data.weights(j), data.reward, reward_range=rr, confidence_level=level
+            log_smoothing_low=bound_from_mean_log(
+                float(sum_log1p[j]) / data.n, data.n, rr[0], rr[1], level
             ),
         )
         for j, row in enumerate(rows)  # a loop over policies

@@ -252,6 +252,9 @@ class PassSums:
     #: The candidates whose quantiles :func:`weight_quantiles` gathered in a second pass (the
     #: speculation missed a needed bin, or was not made).
     gathered_again: list[int] = field(default_factory=list)
+    #: ``sum log1p(w (r - r_min) / lambda)`` per policy (the logarithmic-smoothing bound's
+    #: sums, :mod:`ope.intervals.smoothing`) when the pass was given the scale, else None.
+    sum_log1p: np.ndarray | None = None
 
 
 #: The candidates' propensities as the pass reads them: an (n, P) matrix, or a sequence of P
@@ -302,6 +305,7 @@ def fused_pass(
     ell: np.ndarray | None = None,
     quantiles: Sequence[float] = (),
     tail: int = 0,
+    smoothing_scale: float = 0.0,
 ) -> PassSums:
     """One chunked pass over validated (n,) propensities and (n, P) targets (a matrix, or P
     columns of shape (n,) read where they are).
@@ -316,8 +320,13 @@ def fused_pass(
     (:func:`profile_bin_sums`) from the same (P, chunk) weight blocks, which are contiguous per
     policy (a column of the row-major (n, P) targets is not, and reading it costs a pass over
     the whole array).
+
+    With ``ell`` and ``smoothing_scale`` (lambda > 0) it also sums ``log1p(w ell / lambda)`` per
+    policy (``PassSums.sum_log1p``): the logarithmic-smoothing lower bound of each value
+    (:func:`ope.intervals.smoothing.bound_from_mean_log`) rides on this pass.
     """
     n, n_pol = _shape(target)
+    inv_scale = 1.0 / smoothing_scale if ell is not None and smoothing_scale > 0.0 else 0.0
     loops = _compiled()
     if loops is not None:
         ranges = row_ranges(n, _NB_BLOCK_ROWS)
@@ -337,6 +346,7 @@ def fused_pass(
         def one_range(lo: int, hi: int) -> tuple[np.ndarray, ...]:
             counts = np.zeros((n_pol, 2 * N_BINS + _ZERO_SLOTS), dtype=np.int64)
             sum_wlogw = np.zeros(n_pol)
+            sum_log1p = np.zeros(n_pol)
             bins = np.zeros((n_pol if ell is not None else 0, _PROFILE_SUMS, PROFILE_BINS))
             ell_part = np.empty(0) if ell is None else ell[lo:hi]
             # pages of the buffer are mapped only where weights are written
@@ -355,18 +365,23 @@ def fused_pass(
                 capacity,
                 kept,
                 n_kept,
+                inv_scale,
+                sum_log1p,
             )
             # the zero weights counted in the spare slots belong to code 0
             counts[:, 0] += counts[:, 2 * N_BINS :].sum(axis=1)
-            return counts[:, : 2 * N_BINS], sum_wlogw, bins, kept, n_kept
+            return counts[:, : 2 * N_BINS], sum_wlogw, bins, kept, n_kept, sum_log1p
 
         parts = run_threads(one_range, ranges)
         counts, sum_wlogw, bins = parts[0][:3]
-        for c, s, b, _, _ in parts[1:]:  # merged in row order
+        sum_log1p = parts[0][5]
+        for c, s, b, _, _, g in parts[1:]:  # merged in row order
             counts = counts + c
             sum_wlogw = sum_wlogw + s
             bins = bins + b
+            sum_log1p = sum_log1p + g
         out = _sums(counts, sum_wlogw, None if ell is None else bins)
+        out.sum_log1p = sum_log1p if inv_scale > 0.0 else None
         out.ranges = ranges
         out.range_counts = [part[0][:, 0::2] + part[0][:, 1::2] for part in parts]
         if guess is not None:
@@ -379,6 +394,7 @@ def fused_pass(
     codes_buf = np.empty(size, dtype=np.int64)
     work_buf = np.empty(size, dtype=np.int64)
     sum_wlogw = np.zeros(n_pol)
+    sum_log1p = np.zeros(n_pol)
     counts = np.zeros(2 * n_pol * N_BINS, dtype=np.int64)
     bin_offset = (np.arange(n_pol, dtype=np.int64) * (2 * N_BINS))[:, None]
     profile = None if ell is None else np.zeros((n_pol, _PROFILE_SUMS, PROFILE_BINS))
@@ -398,7 +414,14 @@ def fused_pass(
             ell_block = ell[sl]
             for j in range(n_pol):  # a loop over policies
                 profile[j] += profile_bin_sums(w[j], ell_block)
-    return _sums(counts, sum_wlogw, profile)
+            if inv_scale > 0.0:
+                x = np.multiply(
+                    w, ell_block * inv_scale, out=log_buf[: n_pol * m].reshape(n_pol, m)
+                )
+                sum_log1p += np.log1p(x, out=x).sum(axis=1)
+    out = _sums(counts, sum_wlogw, profile)
+    out.sum_log1p = sum_log1p if inv_scale > 0.0 else None
+    return out
 
 
 def _sums(counts: np.ndarray, sum_wlogw: np.ndarray, profile: np.ndarray | None) -> PassSums:
@@ -792,6 +815,7 @@ _SQRT2_FRACTION: Final = int(np.array([np.sqrt(2.0)]).view(np.int64)[0]) & _MANT
 _ONE_EXPONENT: Final = 1023 << 52
 _HALF_EXPONENT: Final = 1022 << 52
 _LN2: Final = float(np.log(2.0))
+_SQRT2: Final = float(np.sqrt(2.0))
 
 
 #: Spare counters after the histogram codes of :func:`_nb_fused_pass`, taken in turn by zero
@@ -800,13 +824,28 @@ _ZERO_SLOTS: Final = 16
 
 
 def _nb_fused_pass(
-    p, cols, t, ell, counts, sum_wlogw, profile, spans, first, capacity, kept_w, n_kept
+    p,
+    cols,
+    t,
+    ell,
+    counts,
+    sum_wlogw,
+    profile,
+    spans,
+    first,
+    capacity,
+    kept_w,
+    n_kept,
+    inv_scale,
+    sum_log1p,
 ):
     """Accumulate the histogram codes, ``sum w log w`` and the clip-profile sums of (n,) ``p``
     and the targets into ``counts`` (P, 2 N_BINS + _ZERO_SLOTS; the zero weights in the last
     _ZERO_SLOTS), ``sum_wlogw`` (P,) and ``profile``
     (P, 7, PROFILE_BINS) (left untouched when ``ell`` is empty). The targets are the float64
     columns at the addresses ``cols`` (P,) when it is not empty, else the (n, P) matrix ``t``.
+    With ``ell`` and ``inv_scale`` > 0 it also adds ``sum log1p(w ell inv_scale)`` to
+    ``sum_log1p`` (P,): the logarithmic-smoothing bound's sums (``inv_scale = 1 / lambda``).
 
     The weights whose bit pattern lies in a span ``spans[j, s]`` of the candidate (``[low,
     high)``, disjoint, empty when equal) are written to ``kept_w[first[j, s] + c]`` with ``c``
@@ -818,7 +857,9 @@ def _nb_fused_pass(
     exactly numpy's ``t / p``). ``log w`` is computed here, vectorized and within 2 ulp
     of ``np.log``: ``log y = 2 atanh(u) = 2 (u + u**3/3 + u**5/5 + ...)`` with
     ``u = (y - 1) / (y + 1)``, ``|u| < 0.172``, to ``u**23`` (a relative error below 2**-56);
-    a block with a subnormal weight uses ``np.log`` instead.
+    a block with a subnormal weight uses ``np.log`` instead. ``log1p x`` is the same series on
+    ``z = 1 + x``, with ``f = x`` itself (not ``z - 1``, which lost x's low bits) when
+    ``z < sqrt(2)``.
     """
     n = p.shape[0]
     n_pol = counts.shape[0]
@@ -829,6 +870,13 @@ def _nb_fused_pass(
     mant = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
     y = mant.view(np.float64)
     expo = np.empty(_NB_BLOCK_ROWS)
+    # log1p(x): z = 1 + x, x itself, and the multipliers of the logarithms (w, else ones)
+    zb = np.empty(_NB_BLOCK_ROWS)
+    xs = np.empty(_NB_BLOCK_ROWS)
+    cw = np.empty(_NB_BLOCK_ROWS)
+    ones = np.ones(_NB_BLOCK_ROWS)
+    fb = np.empty(_NB_BLOCK_ROWS)
+    halves = 2 if with_profile and inv_scale > 0.0 else 1
     low_mask = (1 << HIST_SHIFT) - 1
     rows = np.empty(_NB_BLOCK_ROWS, dtype=np.int64)
     local = np.zeros((n_pol if with_profile else 0, profile.shape[2], 8))
@@ -852,37 +900,76 @@ def _nb_fused_pass(
             else:
                 for i in range(m):
                     w[i] = tb[i, j] / pb[i]
-            # sum w log w: w = 2**e y, y in [sqrt(2)/2, sqrt(2)) read off the bits
-            subnormal = 0
-            for i in range(m):
-                b = bits[i]
-                frac = b & _MANTISSA_MASK
-                up = frac > _SQRT2_FRACTION
-                mant[i] = frac | (_HALF_EXPONENT if up else _ONE_EXPONENT)
-                expo[i] = (b >> 52) - 1023 + (1 if up else 0)
-                subnormal += 1 if (b > 0) & (b <= _MANTISSA_MASK) else 0
-            acc = 0.0
-            if subnormal:
-                for i in range(m):
-                    acc += w[i] * np.log(max(w[i], _TINY))
-            else:
-                for i in range(m):
-                    f = y[i] - 1.0
-                    u = f / (2.0 + f)
-                    z = u * u
-                    q = 1.0 / 23.0
-                    q = q * z + 1.0 / 21.0
-                    q = q * z + 1.0 / 19.0
-                    q = q * z + 1.0 / 17.0
-                    q = q * z + 1.0 / 15.0
-                    q = q * z + 1.0 / 13.0
-                    q = q * z + 1.0 / 11.0
-                    q = q * z + 1.0 / 9.0
-                    q = q * z + 1.0 / 7.0
-                    q = q * z + 1.0 / 5.0
-                    q = q * z + 1.0 / 3.0
-                    acc += w[i] * (expo[i] * _LN2 + (2.0 * u + 2.0 * u * z * q))
-            sum_wlogw[j] += acc
+            # sum w log w (half 0) and sum log1p(w ell / lambda) (half 1): the logarithm of
+            # v = w, else z = 1 + x, as v = 2**e y, y in [sqrt(2)/2, sqrt(2)) read off the bits
+            for half in range(halves):
+                # the rows whose term is not 0 (w > 0; x > 0), listed without a branch: all of
+                # x's when the bound is asked for, w's when a quarter or more of them are 0
+                if half == 0:
+                    nonzero = 0
+                    for i in range(m):
+                        nonzero += 1 if bits[i] != 0 else 0
+                    if 4 * nonzero < 3 * m:
+                        mm = 0
+                        for i in range(m):
+                            cw[mm] = w[i]
+                            mm += 1 if bits[i] != 0 else 0
+                        src = cw
+                        mult = cw
+                    else:
+                        mm = m
+                        src = w
+                        mult = w
+                else:
+                    eb = ell[start:stop]
+                    mm = 0
+                    for i in range(m):
+                        x = w[i] * eb[i] * inv_scale
+                        xs[mm] = x
+                        mm += 1 if x > 0.0 else 0
+                    for i in range(mm):
+                        zb[i] = 1.0 + xs[i]
+                    src = zb
+                    mult = ones
+                src_bits = src.view(np.int64)
+                subnormal = 0
+                for i in range(mm):
+                    b = src_bits[i]
+                    frac = b & _MANTISSA_MASK
+                    up = frac > _SQRT2_FRACTION
+                    mant[i] = frac | (_HALF_EXPONENT if up else _ONE_EXPONENT)
+                    expo[i] = (b >> 52) - 1023 + (1 if up else 0)
+                    subnormal += 1 if (b > 0) & (b <= _MANTISSA_MASK) else 0
+                for i in range(mm):
+                    fb[i] = y[i] - 1.0
+                if half == 1:  # z < sqrt(2): y = z and e = 0, and f = x exactly
+                    for i in range(mm):
+                        fb[i] = xs[i] if zb[i] < _SQRT2 else fb[i]
+                acc = 0.0
+                if subnormal:  # w only: z >= 1
+                    for i in range(mm):
+                        acc += mult[i] * np.log(max(src[i], _TINY))
+                else:
+                    for i in range(mm):
+                        f = fb[i]
+                        u = f / (2.0 + f)
+                        z = u * u
+                        q = 1.0 / 23.0
+                        q = q * z + 1.0 / 21.0
+                        q = q * z + 1.0 / 19.0
+                        q = q * z + 1.0 / 17.0
+                        q = q * z + 1.0 / 15.0
+                        q = q * z + 1.0 / 13.0
+                        q = q * z + 1.0 / 11.0
+                        q = q * z + 1.0 / 9.0
+                        q = q * z + 1.0 / 7.0
+                        q = q * z + 1.0 / 5.0
+                        q = q * z + 1.0 / 3.0
+                        acc += mult[i] * (expo[i] * _LN2 + (2.0 * u + 2.0 * u * z * q))
+                if half == 0:
+                    sum_wlogw[j] += acc
+                else:
+                    sum_log1p[j] += acc
             # the histogram: each row's code (vectorized), then one count per row; zero
             # weights (code 0) are counted in the _ZERO_SLOTS spare slots in turn, so that a
             # run of them does not wait on one counter

@@ -40,7 +40,12 @@ from ope._validation import check_confidence_level
 from ope.intervals._shared import weight_reward_rows
 from ope.intervals._types import ConfidenceInterval
 
-__all__ = ["log_smoothing_lower_bound", "log_smoothing_interval"]
+__all__ = [
+    "log_smoothing_lower_bound",
+    "log_smoothing_interval",
+    "smoothing_scale",
+    "bound_from_mean_log",
+]
 
 
 def log_smoothing_lower_bound(
@@ -96,13 +101,31 @@ def log_smoothing_lower_bound(
     span = hi - lo
     if span == 0.0:  # every reward equals lo
         return lo
-    lam = math.sqrt(n) * span
+    lam = smoothing_scale(n, lo, hi)
     # psi / lambda = log1p(x / lambda), x = w (r - lo) >= 0: computed on the unit scale
     mean_log = float(np.mean(np.log1p(w * ((r - lo) / lam))))
-    exponent = mean_log - math.log(1.0 / (1.0 - level)) / n
+    return bound_from_mean_log(mean_log, n, lo, hi, level)
+
+
+def smoothing_scale(n: int, r_min: float, r_max: float) -> float:
+    r"""The bound's scale :math:`\lambda = \sqrt n\,(r_{\max} - r_{\min})` (0 for an empty range)."""
+    return math.sqrt(n) * (r_max - r_min)
+
+
+def bound_from_mean_log(
+    mean_log: float, n: int, r_min: float, r_max: float, confidence_level: float
+) -> float:
+    r"""The lower bound from :math:`\overline{\log(1 + x/\lambda)}` over ``n`` rows (the
+    module's formula), with :math:`\lambda` = :func:`smoothing_scale`, capped at ``r_max``: the
+    one closing step of :func:`log_smoothing_lower_bound` and of the diagnostics, whose compiled
+    pass sums the logarithms with the weight histogram."""
+    lam = smoothing_scale(n, r_min, r_max)
+    if lam == 0.0:  # every reward equals r_min
+        return r_min
+    exponent = mean_log - math.log(1.0 / (1.0 - confidence_level)) / n
     # the value lies in the reward range: a bound above it (one row of a huge weight) is
     # capped at r_max, as every interval of ope is intersected with the range
-    return min(lo + max(lam * math.expm1(exponent), 0.0), hi)
+    return min(r_min + max(lam * math.expm1(exponent), 0.0), r_max)
 
 
 def log_smoothing_interval(
