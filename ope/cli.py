@@ -2256,12 +2256,17 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
     if _auto_estimator(args):  # the cross-validated choice, then a plan of its candidates
         from ope.evaluation import EvaluationPlan
         from ope.evaluation.auto import evaluate_auto
+        from ope.evaluation.tuning import SETTING_ESTIMATOR
 
         options = _plan_options(args)
         del options["estimators"]
         evaluation = evaluate_auto(logs, policies, options)
+        # the diagnostics' plan: the candidates whose setting is one number (a clip level
+        # tuned per candidate is in the evaluation, not in the diagnostics' clip level)
+        per_candidate = {SETTING_ESTIMATOR[key] for key in evaluation.settings}
         plan = EvaluationPlan.build(
-            **options, estimators=list(evaluation.selection.candidates)
+            **options,
+            estimators=[e for e in evaluation.selection.candidates if e not in per_candidate],
         ).with_policies(policies)
     else:
         plan = plan.with_policies(policies)

@@ -52,6 +52,14 @@ import pandas as pd
 from ope._result import Result, ResultParts
 from ope.evaluation._driver import distributions_available
 from ope.evaluation.plan import evaluate as evaluate_plain
+from ope.evaluation.tuning import (
+    SETTING_ESTIMATOR,
+    SettingChoice,
+    evaluate_with_settings,
+    per_policy_settings,
+    seed_of,
+    tune_setting,
+)
 from ope._validation import check_choice, check_positive_int, check_real
 from ope.exceptions import OPEWarning, ParameterError
 
@@ -64,7 +72,6 @@ __all__ = [
     "EstimatorChoice",
     "auto_candidates",
     "select_estimators",
-    "seed_of",
 ]
 
 #: Random splits of the rows (K of OCV; its paper uses 10).
@@ -106,6 +113,9 @@ class EstimatorChoice(Result):
     seed : int
         The seed of the splits (``rng=seed`` reproduces them).
     rule : str
+    tuning : tuple of SettingChoice
+        The settings chosen from the logs before the comparison (clipped IPS's clip level per
+        candidate, by SLOPE++, when ``max_weight`` is not given); empty when none was.
     """
 
     chosen: dict[str, str]
@@ -116,6 +126,9 @@ class EstimatorChoice(Result):
     n: int
     seed: int
     rule: str = RULE
+    #: the settings tuned before the choice (``estimators="auto"`` without ``max_weight``:
+    #: clipped IPS's clip level per candidate, by SLOPE++), each a SettingChoice
+    tuning: tuple[SettingChoice, ...] = ()
     _scores: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
 
     def table(self) -> pd.DataFrame:
@@ -145,8 +158,15 @@ class EstimatorChoice(Result):
             if close
             else ""
         )
+        tuned = [c for c in self.tuning if c.estimator == chosen and policy in c.chosen]
+        setting = (
+            f" ({tuned[0].setting} {tuned[0].chosen[policy]:g}, chosen by "
+            f"{tuned[0].rule.split(':')[0]} over {_grid_text(tuned[0].grid)})"
+            if tuned
+            else ""
+        )
         return (
-            f"{chosen} had the smallest cross-validated error among "
+            f"{chosen}{setting} had the smallest cross-validated error among "
             f"{', '.join(self.candidates)} ({self.n_splits} splits, validator "
             f"{self.validator}){tie}"
         )
@@ -162,6 +182,7 @@ class EstimatorChoice(Result):
             "seed": self.seed,
             "rule": self.rule,
             "scores": self._scores.to_dict(orient="records"),
+            "tuning": [c.to_dict() for c in self.tuning],
         }
 
     def _parts(self) -> ResultParts:
@@ -172,11 +193,23 @@ class EstimatorChoice(Result):
                 ("validator", self.validator),
                 ("splits", f"{self.n_splits} (train share {self.train_share:g})"),
                 ("seed", self.seed),
+                *(
+                    (
+                        f"{c.setting} of {c.estimator}",
+                        ", ".join(f"{p}: {v:g}" for p, v in c.chosen.items())
+                        + f" ({c.rule.split(':')[0]} over {_grid_text(c.grid)})",
+                    )
+                    for c in self.tuning
+                ),
             ],
             table=self._scores,
             notes=[f"{p}: {self.reason(p)}" for p in self.chosen],
             precision={},
         )
+
+
+def _grid_text(grid: Sequence[float]) -> str:
+    return f"{len(grid)} values {grid[0]:g} to {grid[-1]:g}" if len(grid) > 1 else f"{grid[0]:g}"
 
 
 def auto_candidates(
@@ -252,7 +285,7 @@ def select_estimators(
     from ope.io import read_logs
     from ope.logs import BanditLogs
 
-    evaluate = evaluate_plain
+    evaluate = evaluate_with_settings  # settings may be given per candidate
     validator = check_choice(validator, "validator", ("auto", *AUTO_VALIDATORS))
     n_splits = check_positive_int(n_splits, "n_splits", minimum=2, example="n_splits=10")
     if n_splits > MAX_SPLITS:
@@ -286,6 +319,9 @@ def select_estimators(
             "cross-validation needs more rows (or a share nearer 0.5)."
         )
     options = {k: v for k, v in evaluate_options.items() if k not in ("ci", "by", "n_resamples")}
+    # the validator (IPS or DR) takes none of the candidates' settings (clip level, tau,
+    # shrinkage: given as one number or per candidate)
+    validator_options = {k: v for k, v in options.items() if k not in SETTING_ESTIMATOR}
     errors: dict[tuple[str, str], list[float]] = {}
     names: list[str] = []
     for k in range(n_splits):  # a loop over the splits (each one evaluate per side)
@@ -297,7 +333,11 @@ def select_estimators(
                 _subset(logs, train), policies, estimators=candidates, rng=seed + k, **options
             )
             ev_valid = evaluate(
-                _subset(logs, valid), policies, estimators=(validator,), rng=seed + k, **options
+                _subset(logs, valid),
+                policies,
+                estimators=(validator,),
+                rng=seed + k,
+                **validator_options,
             )
         names = list(ev_train.policies)
         for p in names:  # a loop over candidate policies and estimators (no rows)
@@ -362,15 +402,6 @@ def _check_candidates(candidates: Any) -> tuple[str, ...]:
     return tuple(c.lower() for c in names)
 
 
-def seed_of(rng: Any) -> int:
-    """A seed from ``rng`` (an int is kept; a Generator or None draws one)."""
-    from ope._validation import check_rng
-
-    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
-        return int(rng)
-    return int(check_rng(rng).integers(0, 2**31 - 1))
-
-
 def evaluate_auto(logs: Any, policies: Any, options: Mapping[str, Any]) -> Any:
     """``evaluate(..., estimators="auto")``: the choice, then every candidate on every row, with
     the choice in :attr:`ope.Evaluation.selection` and a note per policy."""
@@ -387,8 +418,21 @@ def evaluate_auto(logs: Any, policies: Any, options: Mapping[str, Any]) -> Any:
         logs = read_logs(logs)
     options = dict(options)
     seed = seed_of(options.pop("rng", None))
+    tuned: list[SettingChoice] = []
+    if options.get("max_weight") is None:  # clipped IPS's clip level per candidate, by SLOPE
+        options.pop("max_weight", None)
+        clip = tune_setting(
+            logs,
+            "clipped_ips",
+            policies,
+            rng=seed,
+            **{k: v for k, v in options.items() if k not in per_policy_settings(options)},
+        )
+        options["max_weight"] = clip
+        tuned.append(clip)
     choice = select_estimators(logs, policies, rng=seed, **options)
-    ev = evaluate_plain(logs, policies, estimators=choice.candidates, rng=seed, **options)
+    choice = replace(choice, tuning=tuple(tuned))
+    ev = evaluate_with_settings(logs, policies, estimators=choice.candidates, rng=seed, **options)
     notes = tuple(f"{p}: estimator chosen: {choice.reason(p)}" for p in choice.chosen)
     return replace(ev, selection=choice, notes=(*ev.notes, *notes))
 
@@ -399,4 +443,6 @@ def evaluate(logs: Any, policies: Any = None, **options: Any) -> Any:
     if isinstance(options.get("estimators"), str) and options["estimators"] == "auto":
         del options["estimators"]
         return evaluate_auto(logs, policies, options)
+    if per_policy_settings(options):  # max_weight, tau or shrinkage per candidate
+        return evaluate_with_settings(logs, policies, **options)
     return evaluate_plain(logs, policies, **options)

@@ -114,6 +114,10 @@ class Evaluation(Result):
     selection : ope.evaluation.auto.EstimatorChoice or None
         With ``estimators="auto"``: the estimator chosen per candidate by off-policy
         cross-validation, its scores and the reason (None otherwise).
+    settings : dict of str to dict of str to float
+        The settings given per candidate (``max_weight``, ``tau`` or ``shrinkage`` -> policy ->
+        value), e.g. clip levels tuned by ``estimators="auto"`` or given as a mapping or a
+        :class:`ope.evaluation.SettingChoice`; empty when each is one number.
     embedding_checks : tuple of ope.marginal.SufficiencyTest
         With marginalized estimators (``mips``, ``snmips``, ``mdr``): per candidate, the
         difference IPS minus MIPS on the same rows with its standard error and p-value (a
@@ -158,6 +162,10 @@ class Evaluation(Result):
     #: the cross-validated choice of estimator per candidate (``estimators="auto"``): an
     #: :class:`ope.evaluation.auto.EstimatorChoice`, or None
     selection: Any = field(default=None, compare=False)
+    #: settings given per candidate policy (``max_weight``, ``tau``, ``shrinkage`` -> policy ->
+    #: value: :func:`ope.evaluation.tuning.evaluate_with_settings`, or tuned by
+    #: ``estimators="auto"``); empty when each setting is one number for every candidate
+    settings: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
     #: what produced the evaluation (a field, so that dataclasses.replace keeps it)
     _provenance: Provenance | None = field(default=None, repr=False, compare=False)
     # filled by __post_init__: (policy, estimator) -> (ci_low, ci_high), and the logging value's
@@ -560,12 +568,14 @@ class Evaluation(Result):
         for key in self.estimators:  # loop over estimators
             if key not in STREAMING_ESTIMATORS:
                 continue
+            estimator = self._estimator_of(key)
+            level = getattr(estimator, "max_weight", None)
+            if level is not None and level != stats.max_weight:
+                continue  # a clip level per candidate (Evaluation.settings): the rows pair it
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the estimates already carry these notes
                 # the estimator object of the estimates (with its setting inside)
-                pairs = stats.paired_with_logging(
-                    self._estimator_of(key), reward_range=reward_range
-                )
+                pairs = stats.paired_with_logging(estimator, reward_range=reward_range)
             for name, pair in zip(stats.names, pairs):
                 if (name, key) in self.estimates:
                     out[(name, key)] = pair
@@ -605,6 +615,8 @@ class Evaluation(Result):
             out["embedding_checks"] = [c.to_dict() for c in self.embedding_checks]
         if self.selection is not None:
             out["estimator_selection"] = self.selection.to_dict()
+        if self.settings:
+            out["settings_per_policy"] = {k: dict(v) for k, v in self.settings.items()}
         return out
 
     def _title(self) -> str:
@@ -667,6 +679,10 @@ class Evaluation(Result):
                     _column_list(self.model_columns["action_features"]),
                 ),
             ]
+        for key, values in self.settings.items():  # settings given per candidate
+            fields.append(
+                (f"{key} per candidate", ", ".join(f"{p}: {v:g}" for p, v in values.items()))
+            )
         if self.by:
             fields.append(
                 (

@@ -28,7 +28,7 @@ on logs, one evaluation per grid value. Open Bandit Pipeline's ``*Tuning(tuning_
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -48,7 +48,11 @@ __all__ = [
     "DEFAULT_GRIDS",
     "MSE_REFERENCE",
     "RULES",
+    "SETTING_ESTIMATOR",
     "SettingChoice",
+    "evaluate_with_settings",
+    "per_policy_settings",
+    "seed_of",
     "slope_index",
     "tune_setting",
 ]
@@ -61,6 +65,10 @@ SLOPE_DELTA: Final = 0.1
 
 #: Estimator -> the name of its setting (the keyword of ``ope.evaluate``).
 TUNABLE: Final = {"clipped_ips": "max_weight", "switch_dr": "tau", "dros": "shrinkage"}
+
+#: The keyword of ``ope.evaluate`` -> the estimator whose setting it is (:data:`TUNABLE`
+#: inverted): the settings that may be given per candidate policy.
+SETTING_ESTIMATOR: Final = {setting: estimator for estimator, setting in TUNABLE.items()}
 
 #: The grids used unless others are given: powers of about 2 over four decades.
 DEFAULT_GRIDS: Final = {
@@ -249,7 +257,6 @@ def tune_setting(
     """
     import warnings
 
-    from ope.evaluation.auto import seed_of
     from ope.io import read_logs
     from ope.logs import BanditLogs
 
@@ -324,3 +331,160 @@ def tune_setting(
         rule=RULES[how],
         _table=table.drop(columns=["n"]),
     )
+
+
+def seed_of(rng: Any) -> int:
+    """A seed from ``rng`` (an int is kept; a Generator or None draws one)."""
+    from ope._validation import check_rng
+
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
+        return int(rng)
+    return int(check_rng(rng).integers(0, 2**31 - 1))
+
+
+def per_policy_settings(options: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """The settings among ``options`` (``max_weight``, ``tau``, ``shrinkage``) given per
+    candidate policy: a mapping of policy name to value, or the :class:`SettingChoice` of that
+    setting (its ``chosen``). Settings given as one number are left out.
+
+    Raises
+    ------
+    ope.ParameterError
+        A :class:`SettingChoice` of another setting, or a mapping whose keys are not policy
+        names (str).
+    """
+    out: dict[str, dict[str, float]] = {}
+    for key in SETTING_ESTIMATOR:
+        value = options.get(key)
+        if isinstance(value, SettingChoice):
+            if value.setting != key:
+                raise ParameterError(
+                    f"`{key}` got the choice of {value.setting} (of {value.estimator}); pass "
+                    f"it as {value.setting}=choice."
+                )
+            value = value.chosen
+        if isinstance(value, Mapping):
+            bad = [k for k in value if not isinstance(k, str)]
+            if bad or not value:
+                raise ParameterError(
+                    f"`{key}` per policy must map candidate names (str) to values, e.g. "
+                    f"{{'greedy': 20.0, 'soft': 50.0}}; got {dict(value)!r}."
+                )
+            out[key] = dict(value)
+    return out
+
+
+def evaluate_with_settings(logs: Any, policies: Any = None, **options: Any) -> Any:
+    """``ope.evaluate`` with ``max_weight``, ``tau`` or ``shrinkage`` given per candidate
+    policy (a mapping of policy name to value, or a :class:`SettingChoice`, e.g. from
+    :func:`tune_setting`).
+
+    The estimators without a per-policy setting are evaluated once; the one whose setting
+    varies (clipped IPS, Switch-DR, DRos) once per distinct value, on every candidate, and each
+    candidate keeps the estimate at its own value (all on the same rows, with one seed, so the
+    reward model's folds are the same in every run). The values are in
+    :attr:`ope.Evaluation.settings` and in the provenance. In-memory logs only.
+
+    Raises
+    ------
+    ope.ParameterError
+        The setting's estimator is not among ``estimators``, a candidate lacks a value or an
+        unknown one has one, ``estimators`` holds an estimator object, or ``logs`` is a scan.
+    """
+    from dataclasses import replace as _replace
+
+    from ope.results import Provenance
+    from ope.io import read_logs
+    from ope.logs import BanditLogs
+
+    per = per_policy_settings(options)
+    if not per:
+        return evaluate_plain(logs, policies, **options)
+    if not isinstance(logs, BanditLogs):
+        if type(logs).__name__ == "LogScan":
+            raise ParameterError(
+                f"`{next(iter(per))}` per policy needs the rows in memory (one evaluation per "
+                "distinct value), not a scan: read them with ope.read_logs, or give one value."
+            )
+        logs = read_logs(logs)
+    estimators = options.pop("estimators", ("ips", "snips", "dr"))
+    if isinstance(estimators, str) or not isinstance(estimators, Sequence):
+        estimators = (estimators,)
+    if not all(isinstance(e, str) for e in estimators):
+        raise ParameterError(
+            f"`{next(iter(per))}` per policy needs the estimators by name (each run builds its "
+            "own with the policy's value); got an estimator object."
+        )
+    names = [e.lower() for e in estimators]
+    varying = {SETTING_ESTIMATOR[key]: key for key in per}
+    for est, key in varying.items():
+        if est not in names:
+            raise ParameterError(
+                f"`{key}` is given per policy but {est} is not among the estimators "
+                f"{names}: add it, or leave `{key}` out."
+            )
+    seed = seed_of(options.pop("rng", None))
+    common = {k: v for k, v in options.items() if k not in per}
+    plain = [e for e in names if e not in varying]
+    # the estimators without a varying setting, once (or the first varying one, when none)
+    first_est = next(iter(varying))
+    first: dict[str, Any] = dict(common)
+    if not plain:
+        key0 = varying[first_est]
+        first[key0] = next(iter(per[key0].values()))
+    base = evaluate_plain(logs, policies, estimators=plain or [first_est], rng=seed, **first)
+    candidates = list(base.policies)
+    estimates = dict(base.estimates)
+    segments = dict(base.segment_estimates)
+    intervals = None if base.interval_values is None else dict(base.interval_values)
+    notes = list(base.notes)
+    for est, key in varying.items():  # a loop over the varying settings (three at most)
+        values = per[key]
+        missing = [p for p in candidates if p not in values]
+        unknown = [p for p in values if p not in candidates]
+        if missing or unknown:
+            raise ParameterError(
+                f"`{key}` per policy must give one value for each candidate {candidates}; "
+                + (f"missing {missing}" if missing else "")
+                + ("; " if missing and unknown else "")
+                + (f"not candidates: {unknown}" if unknown else "")
+                + "."
+            )
+        groups: dict[float, list[str]] = {}
+        for p in candidates:
+            groups.setdefault(values[p], []).append(p)
+        for value, members in groups.items():  # a loop over the distinct values
+            at_value: dict[str, Any] = {**common, key: value}
+            run = evaluate_plain(logs, policies, estimators=(est,), rng=seed, **at_value)
+            mine = set(members)
+            estimates.update({k: v for k, v in run.estimates.items() if k[0] in mine})
+            segments.update({k: v for k, v in run.segment_estimates.items() if k[2] in mine})
+            if intervals is not None and run.interval_values is not None:
+                intervals.update(
+                    {
+                        k: v
+                        for k, v in run.interval_values.items()
+                        if k != "logging" and k[0] in mine
+                    }
+                )
+            notes += [n for n in run.notes if n not in notes]
+    ordered = {(p, e): estimates[(p, e)] for p in candidates for e in names}
+    settings = {key: {p: float(per[key][p]) for p in candidates} for key in per}
+    recorded = base.provenance
+    provenance = Provenance(
+        options={
+            **({} if recorded is None else dict(recorded.options)),
+            "estimators": names,
+            **settings,
+        },
+        seed=seed,
+    )
+    return _replace(
+        base,
+        estimates=ordered,
+        estimators=names,
+        segment_estimates=segments,
+        interval_values=intervals,
+        notes=tuple(notes),
+        settings=settings,
+    ).with_provenance(provenance)

@@ -145,6 +145,28 @@ pre { background: var(--bg-soft); padding: 8px 10px; white-space: pre-wrap;
 """
 
 
+def _settings_paragraph(evaluation: Any) -> str:
+    """The settings given or tuned per candidate (``Evaluation.settings``; with
+    ``estimators="auto"`` the tuning rule and grid of each), or nothing."""
+    settings = getattr(evaluation, "settings", None) or {}
+    if not settings:
+        return ""
+    selection = getattr(evaluation, "selection", None)
+    tuned = {c.setting: c for c in getattr(selection, "tuning", ())}
+    parts = []
+    for key, values in settings.items():
+        choice = tuned.get(key)
+        how = (
+            f"chosen from these logs by {_e(choice.rule.split(':')[0])} over "
+            f"{_e(', '.join(f'{g:g}' for g in choice.grid))}"
+            if choice is not None
+            else "given per candidate"
+        )
+        listed = ", ".join(f"{_e(p)} <strong>{_e(f'{v:g}')}</strong>" for p, v in values.items())
+        parts.append(f"<code>{_e(key)}</code> {how}: {listed}")
+    return "<p>Settings per candidate: " + "; ".join(parts) + ".</p>"
+
+
 def _e(value: Any) -> str:
     """HTML-escaped text (quotes too: safe in content and in attributes), control and bidi
     characters shown escaped (:func:`ope._format.safe_text`)."""
@@ -455,6 +477,7 @@ def _headline(ctx: dict[str, Any]) -> str:
         out.append(f'<ul class="answers">{"".join(items)}</ul>')
         rows = [[_e(v.policy), _badge(v.answer), _e("; ".join(v.reasons))] for v in verdicts]
         out.append(_table(["candidate", "answer", "why"], rows, raw=True, wide=2))
+        out.append(_settings_paragraph(ctx["evaluation"]))
         return "".join(out)
     better = sorted((v for v in verdicts if v.answer == BETTER), key=lambda v: -v.lower_bound)
     worse = sorted((v for v in verdicts if v.answer == WORSE), key=lambda v: v.upper_bound)
@@ -516,6 +539,7 @@ def _headline(ctx: dict[str, Any]) -> str:
         )
         + ".</p>"
     )
+    out.append(_settings_paragraph(ctx["evaluation"]))
     has_truth = any(v.true_difference is not None for v in verdicts)
     header = ["candidate", "answer", "estimated difference", "how sure: lower end"]
     header += ["exact difference"] if has_truth else []
