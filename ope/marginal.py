@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -447,12 +447,20 @@ def reads_aligned_columns(logs: BanditLogs, embedding: ActionEmbedding, policies
 
 
 def _flat_float(column: pa.ChunkedArray, what: str) -> npt.NDArray[np.float64]:
-    """The entries of a reader-validated list<float64> column, as one float64 array."""
+    """The entries of a reader-validated list<float64> column, as one float64 array: Arrow's
+    own buffer (read-only, no copy) when they are one chunk of float64."""
     flat = pc.list_flatten(column)
     if flat.null_count:
         raise PolicyError(f"{what} holds {flat.null_count:,} null entries.")
+    if flat.num_chunks == 1 and pa.types.is_float64(flat.type):
+        return flat.chunk(0).to_numpy(zero_copy_only=True)
     return to_float64(flat)
 
+
+#: Entries per block when :func:`_from_aligned_columns` decides how many threads to use, and
+#: rows per block of each thread's range.
+_ENTRY_BLOCK: Final = 1 << 12
+_ROW_BLOCK: Final = 1 << 8
 
 #: Rows per chunk of :func:`_from_aligned_columns`: the temporaries over a chunk's entries
 #: (codes, rows, picks: 50 candidates per row, 8 bytes each) stay near 100 MB.
@@ -469,6 +477,7 @@ def _from_aligned_columns(
     every column (the logger's and each candidate's distribution), and each candidate's row
     sums are checked against 1: one compiled pass over the entries with the numba backend
     (:func:`_nb_pick_sums`; integer item labels), else vectorized numpy."""
+    from ope._kernel import row_ranges, run_threads
     from ope.policies.join import validated_target_columns
 
     found = validated_target_columns(logs, policies)
@@ -481,8 +490,11 @@ def _from_aligned_columns(
     totals = np.zeros((len(columns), n))
     table = logs.table.select(["action", "candidates", *columns])
     loops = _compiled()
-    for start in range(0, n, ALIGNED_CHUNK_ROWS):
-        part = table.slice(start, ALIGNED_CHUNK_ROWS)
+    start = 0
+    # batches of whole arrays (one chunk per column): the flattened entries are Arrow's own
+    # buffers, read in place
+    for batch in table.to_batches(max_chunksize=ALIGNED_CHUNK_ROWS):
+        part = pa.Table.from_batches([batch])
         m = part.num_rows
         action = decode(part.column("action")).combine_chunks()
         logged = items.of(action, "the logged actions")
@@ -506,16 +518,26 @@ def _from_aligned_columns(
             labels = np.ascontiguousarray(entries.to_numpy(zero_copy_only=False), dtype=np.int64)
         if labels is not None and lut is not None and loops is not None:
             addresses = np.array([f.ctypes.data for f in flats], dtype=np.int64)
-            unknown = loops["_nb_pick_sums"](
-                offsets,
-                labels,
-                lut[1],
-                lut[0],
-                logged,
-                addresses,
-                out[:, start : start + m],
-                totals[:, start : start + m],
-            )
+            code_of, lowest = lut[1], lut[0]
+
+            def pick(lo: int, hi: int) -> int:
+                return int(
+                    loops["_nb_pick_sums"](
+                        offsets[lo : hi + 1],
+                        labels,
+                        code_of,
+                        lowest,
+                        logged[lo:hi],
+                        addresses,
+                        out[:, start + lo : start + hi],
+                        totals[:, start + lo : start + hi],
+                    )
+                )
+
+            # as many threads as a compiled pass over the entries uses (rows are split: each
+            # thread writes its own rows' sums)
+            parts = len(row_ranges(int(offsets[-1]), _ENTRY_BLOCK))
+            unknown = sum(run_threads(pick, row_ranges(m, _ROW_BLOCK, parts)))
             if unknown:
                 items.of(entries, "the candidates' actions")  # raises, naming them
         else:
@@ -528,6 +550,7 @@ def _from_aligned_columns(
                 )
                 totals[k, start : start + m] = np.bincount(rows, weights=values, minlength=m)
         del flats
+        start += m
     lengths_all = np.asarray(
         pc.list_value_length(logs.table.column("candidates")).to_numpy(), dtype=np.int64
     )
@@ -548,7 +571,9 @@ def _nb_pick_sums(offsets, labels, lut, lo, logged, addresses, out, totals):
     """For each row ``i`` and column ``j`` (a float64 array at ``addresses[j]``, one entry per
     candidate): ``out[j, i]`` the sum of the entries whose item's embedding code
     ``lut[label - lo]`` is the logged item's ``logged[i]``, ``totals[j, i]`` the sum of all.
-    Returns the number of entries whose label has no code (the caller names them).
+    Returns the number of entries whose label has no code (the caller names them). ``offsets``
+    may be those of a range of rows (``offsets[0] > 0``): the entries stay where they are, and
+    ``logged``, ``out`` and ``totals`` are the range's.
 
     The entries of the logged embedding are marked once (a 0/1 float per entry), then each
     column is two sums per row, which vectorize."""
@@ -556,7 +581,8 @@ def _nb_pick_sums(offsets, labels, lut, lo, logged, addresses, out, totals):
     n_cols = addresses.shape[0]
     nnz = labels.shape[0]
     span = lut.shape[0]
-    match = np.empty(nnz)
+    base = offsets[0]  # the rows' entries are [offsets[0], offsets[m]) (a range of rows)
+    match = np.empty(offsets[m] - base)
     unknown = 0
     # each row's entries as slices from 0: an index ``offsets[i] + k`` would keep the loops
     # from vectorizing
@@ -564,7 +590,7 @@ def _nb_pick_sums(offsets, labels, lut, lo, logged, addresses, out, totals):
         a, b = offsets[i], offsets[i + 1]
         g = logged[i]
         row_labels = labels[a:b]
-        row_match = match[a:b]
+        row_match = match[a - base : b - base]
         for k in range(b - a):
             v = row_labels[k] - lo
             inside = (v >= 0) & (v < span)
@@ -576,7 +602,7 @@ def _nb_pick_sums(offsets, labels, lut, lo, logged, addresses, out, totals):
         for i in range(m):
             a, b = offsets[i], offsets[i + 1]
             row = col[a:b]
-            row_match = match[a:b]
+            row_match = match[a - base : b - base]
             acc = 0.0
             tot = 0.0
             for k in range(b - a):

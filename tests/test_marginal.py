@@ -401,6 +401,53 @@ def test_aligned_columns_and_distributions_give_the_same_marginals(monkeypatch, 
         marginal_propensities(ope.read_logs(bad), emb)
 
 
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_aligned_columns_split_over_threads_and_chunks(monkeypatch, n_threads):
+    """The compiled pass over the aligned columns, its rows split over threads (each writing
+    its own rows' sums) and its table in several chunks (each read in place), gives the
+    general path's marginals."""
+    from ope import _kernel
+    import ope.marginal as om
+    from ope.policies import target_propensities
+
+    if not _kernel.numba_available():
+        pytest.skip("numba is not installed (the optional extra 'fast')")
+    monkeypatch.setattr(om, "_ENTRY_BLOCK", 8)  # a split from a few rows on
+    monkeypatch.setattr(om, "_ROW_BLOCK", 8)
+    monkeypatch.setattr("ope._kernel.PARALLEL_MIN_ROWS", 16)
+    splits: list[int] = []
+    run = _kernel.run_threads
+
+    def spy(fn, ranges):
+        splits.append(len(ranges))
+        return run(fn, ranges)
+
+    monkeypatch.setattr("ope._kernel.run_threads", spy)
+    monkeypatch.setattr(om, "ALIGNED_CHUNK_ROWS", 250)
+    _kernel.set_threads(n_threads)
+    try:
+        logs, items, *_ = _dense_logs(n=1000, seed=21)
+        # several chunks of uneven sizes, as a parquet file's row groups
+        table = pa.concat_tables(
+            [logs.table.slice(0, 130), logs.table.slice(130, 600), logs.table.slice(730)]
+        )
+        chunked = ope.read_logs(table)
+        assert chunked.table.column("candidates").num_chunks > 1
+        emb = ActionEmbedding(clusters="cluster", items=items)
+        fast = marginal_propensities(chunked, emb)
+        tp = target_propensities(logs, with_distributions=True)
+        general = marginal_propensities(logs, emb, distributions=tp.distributions)
+        np.testing.assert_allclose(fast.logging, general.logging, rtol=1e-14)
+        np.testing.assert_allclose(fast.values, general.values, rtol=1e-14)
+        assert splits and max(splits) == n_threads  # the rows were split as asked
+        with pytest.raises(PolicyError, match="no row in the item table"):
+            marginal_propensities(
+                chunked, ActionEmbedding(clusters="cluster", items=items.slice(0, 5))
+            )
+    finally:
+        _kernel.set_threads(None)
+
+
 def test_diagnose_tests_the_embedding():
     logs, items, *_ = _dense_logs(n=500, seed=4)
     emb = ActionEmbedding(clusters="cluster", items=items)

@@ -446,8 +446,12 @@ def evaluate(
     confidence_level : float, default 0.95
     reward_range : (float, float), optional
         A priori range of the rewards (clicks: (0, 1)). Never taken from the data.
-    max_weight, tau, shrinkage : float, optional
-        Settings of ``clipped_ips``, ``switch_dr`` and ``dros`` when those are named.
+    max_weight, tau, shrinkage : float, mapping of str to float, or SettingChoice, optional
+        Settings of ``clipped_ips``, ``switch_dr`` and ``dros`` when those are named: one
+        value, or one per candidate (a mapping of candidate name to value, or the
+        :class:`ope.evaluation.SettingChoice` of :func:`ope.tune_setting`; in-memory logs;
+        :func:`ope.evaluation.tuning.evaluate_with_settings`). With ``estimators="auto"`` and
+        no ``max_weight``, the clip level is tuned per candidate by SLOPE++.
     weight_bound : float, optional
         A priori bound on the importance weights π_e/π_b of every context and action (e.g.
         1 / the smallest probability the logger can give), used by the ``hoeffding``,
