@@ -499,7 +499,7 @@ def profile_mips(logs: Any, *, top: int = 15) -> dict[str, Any]:
 
 
 def bench_perf(
-    n: int, *, n_items: int, n_candidates: int, rounds: int, memory: bool
+    n: int, *, n_items: int, n_candidates: int, rounds: int, memory: bool, models: bool = True
 ) -> dict[str, Any]:
     """Interleaved timings of IPS, MIPS and both, their peak RSS and MIPS's profile."""
     t0 = time.perf_counter()
@@ -550,7 +550,7 @@ def bench_perf(
     }
     # the reward-model estimators: one timed call each after the warm-up (seconds, not ms)
     out["model_seconds"] = {}
-    for c in MODEL_CASES:
+    for c in MODEL_CASES if models else ():
         run_case(logs, c)
         t0 = time.perf_counter()
         run_case(logs, c)
@@ -588,6 +588,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--candidates", type=int, default=50)
     parser.add_argument("--rounds", type=int, default=MIN_ROUNDS)
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-RSS children")
+    parser.add_argument(
+        "--no-models", action="store_true", help="skip the timed DR and OffCEM calls (minutes)"
+    )
     parser.add_argument("--obp-python", default=be.DEFAULT_OBP_PYTHON)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -604,6 +607,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             n_candidates=20 if args.quick else args.candidates,
             rounds=args.rounds,
             memory=not args.no_memory,
+            models=not args.no_models,
         )
     result["total_seconds"] = time.perf_counter() - started
     path = write_result(NAME + ("_quick" if args.quick else ""), result, out=args.out)

@@ -18,8 +18,9 @@ Designs (``ope.simulate.ContextualBandit(n_actions=5, n_contexts=50, seed=0)`` w
 
 Each replication draws ``n`` rows (``distributions=True``, so DR applies), runs
 ``ope.evaluate(logs, estimators="auto", rng=rep)`` and records, per candidate policy, the
-absolute error of the chosen estimator and of every fixed one (IPS, SNIPS, clipped IPS at its
-tuned clip level, DR, SNDR) against
+absolute error of the chosen estimator and of every fixed one (IPS, SNIPS, DR, SNDR; with
+``--tuned-clip`` auto runs with ``max_weight="slope"`` and clipped IPS at its tuned level is
+one more) against
 ``env.true_value``. It prints per design the mean absolute error and RMSE over replications and
 candidates of: the automatic choice, each fixed estimator, the best fixed estimator in
 hindsight (the oracle's fixed choice, by RMSE over the replications) and the per-replication
@@ -42,9 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import format_table, write_result  # noqa: E402
 
-#: The estimators auto compares, each also as a fixed choice (clipped IPS at the clip level
-#: auto tuned per candidate by SLOPE++: ``Evaluation.settings``).
-FIXED = ("ips", "snips", "clipped_ips", "dr", "sndr")
+#: The estimators auto compares, each also as a fixed choice (with ``--tuned-clip`` also
+#: clipped IPS at the clip level tuned per candidate by SLOPE++: ``Evaluation.settings``).
+FIXED = ("ips", "snips", "dr", "sndr")
 
 DESIGNS: dict[str, dict[str, Any]] = {
     "good overlap": dict(env=dict(logging_temperature=3.0, logging_epsilon=0.2), options={}),
@@ -57,7 +58,7 @@ DESIGNS: dict[str, dict[str, Any]] = {
 }
 
 
-def run_design(name: str, n: int, reps: int) -> dict[str, Any]:
+def run_design(name: str, n: int, reps: int, tuned_clip: bool = False) -> dict[str, Any]:
     import ope
     from ope.simulate import ContextualBandit
 
@@ -65,18 +66,20 @@ def run_design(name: str, n: int, reps: int) -> dict[str, Any]:
     env = ContextualBandit(n_actions=5, n_contexts=50, seed=0, **spec["env"])
     policies = list(env.candidate_policies)
     truth = np.array([env.true_value(p) for p in policies])
-    labels = ("auto", *FIXED)
+    fixed = (*FIXED[:2], "clipped_ips", *FIXED[2:]) if tuned_clip else FIXED
+    labels = ("auto", *fixed)
+    options = {**spec["options"], **({"max_weight": "slope"} if tuned_clip else {})}
     errors = np.empty((reps, len(policies), len(labels)))
     chosen_counts: dict[str, int] = {}
     for rep in range(reps):  # a loop over replications
         table = env.sample(n, rng=rep, distributions=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ev = ope.evaluate(table, estimators="auto", rng=rep, **spec["options"])
+            ev = ope.evaluate(table, estimators="auto", rng=rep, **options)
         for i, p in enumerate(policies):  # a loop over the five candidates
             pick = ev.selection.estimator_for(p)
             chosen_counts[pick] = chosen_counts.get(pick, 0) + 1
-            values = [ev.estimates[(p, pick)].value, *(ev.estimates[(p, e)].value for e in FIXED)]
+            values = [ev.estimates[(p, pick)].value, *(ev.estimates[(p, e)].value for e in fixed)]
             errors[rep, i] = np.abs(np.array(values) - truth[i])
     flat = errors.reshape(-1, len(labels))
     rmse = np.sqrt((flat**2).mean(axis=0))
@@ -104,16 +107,23 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--n", type=int, default=2_000)
     parser.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--tuned-clip",
+        action="store_true",
+        help="auto also compares clipped IPS at its SLOPE-tuned level (max_weight='slope')",
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
     n, reps = (1_000, 3) if args.quick else (args.n, args.replications)
-    rows = [run_design(d, n, reps) for d in args.designs]
+    rows = [run_design(d, n, reps, args.tuned_clip) for d in args.designs]
     result = {"n": n, "replications": reps, "rows": rows}
     result["seconds"] = time.perf_counter() - started
+    result["tuned_clip"] = args.tuned_clip
+    fixed = [k for k in rows[0]["rmse"] if k != "auto"]
     headers = [
         "design",
         "auto",
-        *FIXED,
+        *fixed,
         "best fixed",
         "per-rep oracle",
         "regret (auto - best fixed)",
@@ -123,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         [
             r["design"],
             f"{r['rmse']['auto']:.4f}",
-            *(f"{r['rmse'][e]:.4f}" for e in FIXED),
+            *(f"{r['rmse'][e]:.4f}" for e in fixed),
             r["best_fixed"],
             f"{r['per_rep_oracle_rmse']:.4f}",
             f"{r['regret_rmse']:+.4f}",

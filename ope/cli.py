@@ -839,19 +839,22 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
     p.add_argument(
         "--max-weight",
-        type=float,
-        help="clip level for clipped_ips; trajectories: of every cumulative "
-        "weight, for every estimator (the estimate is then of the clipped value)",
+        type=_setting_value,
+        help="clip level for clipped_ips, or slope|mse: one per candidate, tuned on the rows "
+        "(as `ope tune`); trajectories: of every cumulative weight, for every estimator (the "
+        "estimate is then of the clipped value)",
     )
     p.add_argument(
         "--tau",
-        type=float,
-        help="switching threshold of switch_dr (weights above it use the reward model only)",
+        type=_setting_value,
+        help="switching threshold of switch_dr (weights above it use the reward model only), "
+        "or slope|mse: one per candidate, tuned on the rows",
     )
     p.add_argument(
         "--shrinkage",
-        type=float,
-        help="shrinkage lambda > 0 of dros (small: towards dm; large: towards dr)",
+        type=_setting_value,
+        help="shrinkage lambda > 0 of dros (small: towards dm; large: towards dr), or "
+        "slope|mse: one per candidate, tuned on the rows",
     )
     p.add_argument(
         "--n-resamples",
@@ -2065,6 +2068,32 @@ def _cmd_diagnose(args: argparse.Namespace) -> _Outcome:
 # ---------------------------------------------------------------------------------------------
 # evaluate (bandit logs)
 # ---------------------------------------------------------------------------------------------
+def _setting_value(text: str) -> float | str:
+    """A ``--max-weight``/``--tau``/``--shrinkage`` value: a number, or the name of a tuning
+    rule (:data:`TUNING_RULES`: the setting is then chosen per candidate on the rows)."""
+    if text.strip().lower() in TUNING_RULES:
+        return text.strip().lower()
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a number or a tuning rule ({', '.join(TUNING_RULES)}), got {text!r}"
+        ) from None
+
+
+def _tuned_flags(args: argparse.Namespace) -> list[str]:
+    """The setting flags given as a tuning rule's name (``--max-weight slope``)."""
+    return [
+        flag
+        for dest, flag in (
+            ("max_weight", "--max-weight"),
+            ("tau", "--tau"),
+            ("shrinkage", "--shrinkage"),
+        )
+        if isinstance(getattr(args, dest, None), str)
+    ]
+
+
 def _plan(args: argparse.Namespace) -> Any:
     """The evaluation plan of the flags (:meth:`ope.evaluation.EvaluationPlan.build`): every
     setting is checked there, once, before any row is read, and a bad value's ParameterError
@@ -2073,7 +2102,12 @@ def _plan(args: argparse.Namespace) -> Any:
     The candidates are added when the rows are read (``--policy`` specs need them)."""
     from ope.evaluation import EvaluationPlan
 
-    return EvaluationPlan.build(**_plan_options(args))
+    options = _plan_options(args)
+    # a setting tuned on the rows (a rule's name) is checked here as any value of its range
+    for key in ("max_weight", "tau", "shrinkage"):
+        if isinstance(options.get(key), str):
+            options[key] = 1.0
+    return EvaluationPlan.build(**options)
 
 
 def _plan_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -2081,7 +2115,12 @@ def _plan_options(args: argparse.Namespace) -> dict[str, Any]:
     flags give; ``--estimator auto`` is checked here and resolved on the rows."""
     estimators = list(args.estimator) if args.estimator else list(DEFAULT_BANDIT_ESTIMATORS)
     if _auto_estimator(args):
-        estimators = ["ips", "snips"]  # the settings are checked now; the rows choose later
+        from ope.evaluation.tuning import SETTING_ESTIMATOR
+
+        # the settings are checked now (with the estimators they belong to); the rows choose
+        estimators = ["ips", "snips"] + [
+            est for key, est in SETTING_ESTIMATOR.items() if getattr(args, key, None) is not None
+        ]
     return dict(
         estimators=estimators,
         ci=args.ci,
@@ -2160,6 +2199,9 @@ def _streaming_plan(
         blockers.append("--report (the report's overlap diagnostics need every row)")
     if _auto_estimator(args):
         blockers.append("--estimator auto (cross-validation splits the rows in memory)")
+    tuned = _tuned_flags(args)
+    if tuned:
+        blockers.append(f"{', '.join(tuned)} tuned per candidate (the rows in memory)")
     if getattr(args, "sensitivity", "auto") == "on":
         blockers.append("--sensitivity on (the analysis sorts every row by reward)")
     if any(c.startswith("propensity__") for c in names):
@@ -2253,20 +2295,33 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
     logs = _read(args)
     _require_columns(logs, args, "by", "context_columns")
     policies = _policies_from_args(args, logs)
-    if _auto_estimator(args):  # the cross-validated choice, then a plan of its candidates
+    if _auto_estimator(args) or _tuned_flags(args):
+        # the cross-validated choice, or settings tuned per candidate; then a plan of the
+        # estimators for the diagnostics
         from ope.evaluation import EvaluationPlan
         from ope.evaluation.auto import evaluate_auto
-        from ope.evaluation.tuning import SETTING_ESTIMATOR
+        from ope.evaluation.tuning import SETTING_ESTIMATOR, evaluate_with_settings
 
         options = _plan_options(args)
-        del options["estimators"]
-        evaluation = evaluate_auto(logs, policies, options)
-        # the diagnostics' plan: the candidates whose setting is one number (a clip level
+        if _auto_estimator(args):
+            del options["estimators"]
+            evaluation = evaluate_auto(logs, policies, options)
+            named = list(evaluation.selection.candidates)
+        else:
+            evaluation = evaluate_with_settings(logs, policies, **options)
+            named = list(evaluation.estimators)
+        # the diagnostics' plan: the estimators whose setting is one number (a clip level
         # tuned per candidate is in the evaluation, not in the diagnostics' clip level)
         per_candidate = {SETTING_ESTIMATOR[key] for key in evaluation.settings}
+        kept = [e for e in named if e not in per_candidate]
         plan = EvaluationPlan.build(
-            **options,
-            estimators=[e for e in evaluation.selection.candidates if e not in per_candidate],
+            **{
+                k: v
+                for k, v in options.items()
+                if k != "estimators"
+                and (k not in SETTING_ESTIMATOR or SETTING_ESTIMATOR[k] in kept)
+            },
+            estimators=kept or ["ips"],  # the diagnostics read no estimate
         ).with_policies(policies)
     else:
         plan = plan.with_policies(policies)

@@ -94,8 +94,7 @@ def test_auto_picks_the_doubly_robust_family_where_ips_misses_mass(env) -> None:
 
 def test_evaluate_auto_keeps_every_estimator_and_says_why(with_dists) -> None:
     ev = ope.evaluate(with_dists, estimators="auto", rng=3)
-    # clipped IPS joins with its clip level tuned per candidate (tests/test_tuned_settings.py)
-    assert set(ev.table()["estimator"]) == {"ips", "snips", "clipped_ips", "dr", "sndr"}
+    assert set(ev.table()["estimator"]) == {"ips", "snips", "dr", "sndr"}
     assert set(ev.selection.chosen) == set(ev.policies)
     assert sum("estimator chosen:" in n for n in ev.notes) == len(ev.policies)
     d = ev.to_dict()
@@ -148,13 +147,7 @@ def test_command_line_and_report(with_dists, tmp_path) -> None:
         return json.loads(out.stdout)
 
     doc = run("--estimator", "auto", "--seed", "0", "--report", str(report))
-    assert doc["ok"] and doc["estimator_selection"]["candidates"] == [
-        "ips",
-        "snips",
-        "clipped_ips",  # its clip level tuned per candidate
-        "dr",
-        "sndr",
-    ]
+    assert doc["ok"] and doc["estimator_selection"]["candidates"] == ["ips", "snips", "dr", "sndr"]
     page = report.read_text()
     assert "answer from" in page and "off-policy cross-validation" in page
     bad = run("--estimator", "auto", "ips")
@@ -177,7 +170,6 @@ def test_the_benchmark_script_quick_run(tmp_path) -> None:
         "auto",
         "ips",
         "snips",
-        "clipped_ips",
         "dr",
         "sndr",
     }

@@ -116,8 +116,11 @@ class Evaluation(Result):
         cross-validation, its scores and the reason (None otherwise).
     settings : dict of str to dict of str to float
         The settings given per candidate (``max_weight``, ``tau`` or ``shrinkage`` -> policy ->
-        value), e.g. clip levels tuned by ``estimators="auto"`` or given as a mapping or a
-        :class:`ope.evaluation.SettingChoice`; empty when each is one number.
+        value): given as a mapping or a :class:`ope.evaluation.SettingChoice`, or tuned from
+        a rule's name (``max_weight="slope"``); empty when each is one number.
+    tuning : tuple of SettingChoice
+        The choices behind ``settings`` (rule, grid, each value's estimate), when they came
+        from :func:`ope.tune_setting` or a rule's name.
     embedding_checks : tuple of ope.marginal.SufficiencyTest
         With marginalized estimators (``mips``, ``snmips``, ``mdr``): per candidate, the
         difference IPS minus MIPS on the same rows with its standard error and p-value (a
@@ -166,6 +169,8 @@ class Evaluation(Result):
     #: value: :func:`ope.evaluation.tuning.evaluate_with_settings`, or tuned by
     #: ``estimators="auto"``); empty when each setting is one number for every candidate
     settings: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
+    #: the SettingChoice behind each setting per candidate (tuned from a rule's name, or given)
+    tuning: tuple[Any, ...] = field(default=(), compare=False)
     #: what produced the evaluation (a field, so that dataclasses.replace keeps it)
     _provenance: Provenance | None = field(default=None, repr=False, compare=False)
     # filled by __post_init__: (policy, estimator) -> (ci_low, ci_high), and the logging value's
@@ -569,8 +574,10 @@ class Evaluation(Result):
             if key not in STREAMING_ESTIMATORS:
                 continue
             estimator = self._estimator_of(key)
-            level = getattr(estimator, "max_weight", None)
-            if level is not None and level != stats.max_weight:
+            if getattr(estimator, "max_weight", None) is not None and (
+                "max_weight" in self.settings
+                or getattr(estimator, "max_weight", None) != stats.max_weight
+            ):
                 continue  # a clip level per candidate (Evaluation.settings): the rows pair it
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the estimates already carry these notes
@@ -617,6 +624,8 @@ class Evaluation(Result):
             out["estimator_selection"] = self.selection.to_dict()
         if self.settings:
             out["settings_per_policy"] = {k: dict(v) for k, v in self.settings.items()}
+        if self.tuning:
+            out["tuning"] = [c.to_dict() for c in self.tuning]
         return out
 
     def _title(self) -> str:

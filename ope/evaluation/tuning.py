@@ -52,6 +52,8 @@ __all__ = [
     "SettingChoice",
     "evaluate_with_settings",
     "per_policy_settings",
+    "rule_settings",
+    "tune_rule_settings",
     "seed_of",
     "slope_index",
     "tune_setting",
@@ -270,7 +272,18 @@ def tune_setting(
         logs = read_logs(logs)
     setting = TUNABLE[estimator]
     seed = seed_of(rng)
-    options = {k: v for k, v in evaluate_options.items() if k not in ("ci", "by", setting)}
+    # the grid is compared on normal standard errors: no interval method, segments, or other
+    # estimators' settings (one number or per candidate)
+    dropped = (
+        "ci",
+        "by",
+        "n_resamples",
+        "ci_fallback",
+        "weight_bound",
+        "estimators",
+        *SETTING_ESTIMATOR,
+    )
+    options = {k: v for k, v in evaluate_options.items() if k not in dropped}
     from scipy import stats
 
     from ope.results import compare
@@ -370,14 +383,60 @@ def per_policy_settings(options: Mapping[str, Any]) -> dict[str, dict[str, float
                     f"`{key}` per policy must map candidate names (str) to values, e.g. "
                     f"{{'greedy': 20.0, 'soft': 50.0}}; got {dict(value)!r}."
                 )
-            out[key] = dict(value)
+            checked = {}
+            for name, v in value.items():
+                number = check_real(v, f"{key}[{name!r}]", finite=True)
+                if not number > 0:
+                    raise ParameterError(f"`{key}[{name!r}]` must be a positive number; got {v!r}.")
+                checked[name] = number
+            out[key] = checked
     return out
+
+
+def rule_settings(options: Mapping[str, Any]) -> dict[str, str]:
+    """The settings among ``options`` given as the name of a tuning rule (``max_weight="slope"``,
+    ``tau="mse"``, ...: chosen per candidate from the logs by :func:`tune_setting`).
+
+    Raises
+    ------
+    ope.ParameterError
+        A setting given as text that is not a rule of :data:`RULES`.
+    """
+    out = {}
+    for key in SETTING_ESTIMATOR:
+        value = options.get(key)
+        if isinstance(value, str):
+            if value.lower() not in RULES:
+                raise ParameterError(
+                    f"`{key}` must be a positive number, one per candidate (a mapping or a "
+                    f"SettingChoice), or a tuning rule among {', '.join(RULES)}; got {value!r}."
+                )
+            out[key] = value.lower()
+    return out
+
+
+def tune_rule_settings(
+    logs: Any, policies: Any, options: Mapping[str, Any], seed: int
+) -> tuple[dict[str, Any], list[SettingChoice]]:
+    """``options`` with each setting given as a rule's name (:func:`rule_settings`) replaced by
+    the :class:`SettingChoice` of :func:`tune_setting` on these logs (default grid, the
+    evaluation's seed), and those choices."""
+    rules = rule_settings(options)
+    out = dict(options)
+    choices = []
+    for key, rule in rules.items():  # a loop over the settings (three at most)
+        rest = {k: v for k, v in options.items() if k not in rules and k != "rng"}
+        choice = tune_setting(logs, SETTING_ESTIMATOR[key], policies, rule=rule, rng=seed, **rest)
+        out[key] = choice
+        choices.append(choice)
+    return out, choices
 
 
 def evaluate_with_settings(logs: Any, policies: Any = None, **options: Any) -> Any:
     """``ope.evaluate`` with ``max_weight``, ``tau`` or ``shrinkage`` given per candidate
     policy (a mapping of policy name to value, or a :class:`SettingChoice`, e.g. from
-    :func:`tune_setting`).
+    :func:`tune_setting`), or as a tuning rule (``"slope"``, ``"mse"``: chosen per candidate
+    on these logs by :func:`tune_setting`, default grid, this evaluation's seed).
 
     The estimators without a per-policy setting are evaluated once; the one whose setting
     varies (clipped IPS, Switch-DR, DRos) once per distinct value, on every candidate, and each
@@ -397,25 +456,35 @@ def evaluate_with_settings(logs: Any, policies: Any = None, **options: Any) -> A
     from ope.io import read_logs
     from ope.logs import BanditLogs
 
+    rules = rule_settings(options)
     per = per_policy_settings(options)
-    if not per:
+    if not per and not rules:
         return evaluate_plain(logs, policies, **options)
     if not isinstance(logs, BanditLogs):
         if type(logs).__name__ == "LogScan":
             raise ParameterError(
-                f"`{next(iter(per))}` per policy needs the rows in memory (one evaluation per "
-                "distinct value), not a scan: read them with ope.read_logs, or give one value."
+                f"`{next(iter({**per, **rules}))}` per policy needs the rows in memory (one "
+                "evaluation per distinct value), not a scan: read them with ope.read_logs, or "
+                "give one value."
             )
         logs = read_logs(logs)
+    seed = seed_of(options.pop("rng", None))
+    if rules:  # tuned on these rows first
+        options, _ = tune_rule_settings(logs, policies, options, seed)
+        per = per_policy_settings(options)
+    tuning = tuple(v for v in options.values() if isinstance(v, SettingChoice))
     estimators = options.pop("estimators", ("ips", "snips", "dr"))
     if isinstance(estimators, str) or not isinstance(estimators, Sequence):
         estimators = (estimators,)
-    if not all(isinstance(e, str) for e in estimators):
+    if not estimators or not all(isinstance(e, str) for e in estimators):
         raise ParameterError(
-            f"`{next(iter(per))}` per policy needs the estimators by name (each run builds its "
-            "own with the policy's value); got an estimator object."
+            f"`{next(iter(per))}` per policy needs the estimators as a sequence of names, e.g. "
+            f"('ips', 'clipped_ips') (each run builds its own with the policy's value); got "
+            f"{list(estimators)!r}."
         )
     names = [e.lower() for e in estimators]
+    if len(set(names)) != len(names):
+        raise ParameterError(f"`estimators` lists an estimator twice: {names}.")
     varying = {SETTING_ESTIMATOR[key]: key for key in per}
     for est, key in varying.items():
         if est not in names:
@@ -423,7 +492,6 @@ def evaluate_with_settings(logs: Any, policies: Any = None, **options: Any) -> A
                 f"`{key}` is given per policy but {est} is not among the estimators "
                 f"{names}: add it, or leave `{key}` out."
             )
-    seed = seed_of(options.pop("rng", None))
     common = {k: v for k, v in options.items() if k not in per}
     plain = [e for e in names if e not in varying]
     # the estimators without a varying setting, once (or the first varying one, when none)
@@ -437,7 +505,11 @@ def evaluate_with_settings(logs: Any, policies: Any = None, **options: Any) -> A
     estimates = dict(base.estimates)
     segments = dict(base.segment_estimates)
     intervals = None if base.interval_values is None else dict(base.interval_values)
-    notes = list(base.notes)
+    # the runs' notes but the interval-method fallback ones: the spliced evaluation states
+    # its own, for every estimator that fell back
+    fallback = f"ci={base.ci_method!r} does not apply to "
+    notes = [n for n in base.notes if not n.startswith(fallback)]
+    model_columns = base.model_columns
     for est, key in varying.items():  # a loop over the varying settings (three at most)
         values = per[key]
         missing = [p for p in candidates if p not in values]
@@ -454,7 +526,11 @@ def evaluate_with_settings(logs: Any, policies: Any = None, **options: Any) -> A
         for p in candidates:
             groups.setdefault(values[p], []).append(p)
         for value, members in groups.items():  # a loop over the distinct values
-            at_value: dict[str, Any] = {**common, key: value}
+            # the other estimators' settings stay with the base run
+            at_value: dict[str, Any] = {
+                **{k: v for k, v in common.items() if k not in SETTING_ESTIMATOR},
+                key: value,
+            }
             run = evaluate_plain(logs, policies, estimators=(est,), rng=seed, **at_value)
             mine = set(members)
             estimates.update({k: v for k, v in run.estimates.items() if k[0] in mine})
@@ -467,8 +543,19 @@ def evaluate_with_settings(logs: Any, policies: Any = None, **options: Any) -> A
                         if k != "logging" and k[0] in mine
                     }
                 )
-            notes += [n for n in run.notes if n not in notes]
+            notes += [n for n in run.notes if n not in notes and not n.startswith(fallback)]
+            if model_columns is None:  # the reward model of the DR family's varying one
+                model_columns = run.model_columns
     ordered = {(p, e): estimates[(p, e)] for p in candidates for e in names}
+    # the segments' estimates in the order of an evaluation: segment, candidate, estimator
+    cells = dict.fromkeys((k[0], k[1]) for k in segments)
+    segments = {
+        (c, g, p, e): segments[(c, g, p, e)]
+        for c, g in cells
+        for p in candidates
+        for e in names
+        if (c, g, p, e) in segments
+    }
     settings = {key: {p: float(per[key][p]) for p in candidates} for key in per}
     recorded = base.provenance
     provenance = Provenance(
@@ -487,4 +574,9 @@ def evaluate_with_settings(logs: Any, policies: Any = None, **options: Any) -> A
         interval_values=intervals,
         notes=tuple(notes),
         settings=settings,
+        tuning=tuning,
+        model_columns=model_columns,
+        # a base run of the varying estimator holds one candidate's setting in its statistics:
+        # the comparisons then pair the rows
+        statistics=base.statistics if plain else None,
     ).with_provenance(provenance)

@@ -152,7 +152,10 @@ def _settings_paragraph(evaluation: Any) -> str:
     if not settings:
         return ""
     selection = getattr(evaluation, "selection", None)
-    tuned = {c.setting: c for c in getattr(selection, "tuning", ())}
+    tuned = {
+        c.setting: c
+        for c in (*getattr(evaluation, "tuning", ()), *getattr(selection, "tuning", ()))
+    }
     parts = []
     for key, values in settings.items():
         choice = tuned.get(key)
