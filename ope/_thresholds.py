@@ -12,7 +12,7 @@ Public thresholds are re-exported by the modules users know them from (``ope.est
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Final, Literal
 
 if TYPE_CHECKING:  # numpy-free at import: the CLI's parser reads the report's caps here
@@ -502,4 +502,32 @@ def skewed_terms_note(
     )
 
 
-__all__ += ["SKEW_ROWS", "SKEW_MIN_ROWS", "skewed_terms", "skew_cannot_flag", "skewed_terms_note"]
+#: The interval methods the note speaks of: the asymptotic ones (normal, t, and the
+#: percentile bootstrap, whose tails a skewed mean shortens alike). An interval of another
+#: method (betting, Bottou, Hoeffding, ...) does not rest on the central limit theorem: where
+#: an evaluation shows one, the note is not shown beside it.
+SKEW_AFFECTED_METHODS: Final = ("normal", "t", "bootstrap")
+
+
+def shown_notes(notes: Sequence[str], method: str) -> tuple[str, ...]:
+    """``notes`` as shown beside an interval of ``method``: without the skewed-terms note
+    (:func:`skewed_terms_note`) when ``method`` is not one of :data:`SKEW_AFFECTED_METHODS`.
+
+    >>> note = skewed_terms_note(200, 3.0, "Use ci(method='betting').")
+    >>> len(shown_notes(("a", note), "normal")), shown_notes(("a", note), "betting")
+    (2, ('a',))
+    """
+    if method in SKEW_AFFECTED_METHODS:
+        return tuple(notes)
+    return tuple(n for n in notes if getattr(n, "rule", None) != "skewed_terms")
+
+
+__all__ += [
+    "SKEW_ROWS",
+    "SKEW_MIN_ROWS",
+    "SKEW_AFFECTED_METHODS",
+    "skewed_terms",
+    "skew_cannot_flag",
+    "skewed_terms_note",
+    "shown_notes",
+]

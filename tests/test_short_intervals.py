@@ -190,6 +190,29 @@ def test_the_report_watches_a_short_interval():
     assert "likely too short" not in html_lib.unescape(render_report(evaluation=big))
 
 
+def test_the_note_is_shown_only_beside_an_asymptotic_interval():
+    """With ci='betting' (the interval the note recommends) the estimates keep the note, but
+    the evaluation's table, summary, notes and report do not show it beside their betting
+    intervals; beside normal ones they do."""
+    import html as html_lib
+
+    from ope.report import render_report
+
+    with pytest.warns(SmallSampleWarning):
+        normal = ope.evaluate(_skewed_logs(), estimators=("ips", "snips"), reward_range=(0, 1))
+    with pytest.warns(SmallSampleWarning):
+        betting = ope.evaluate(
+            _skewed_logs(), estimators=("ips", "snips"), reward_range=(0, 1), ci="betting"
+        )
+    assert all("skewed_terms" in _rules(e) for e in betting.estimates.values())
+    assert normal.table()["notes"].str.contains("likely too short").all()
+    assert not betting.table()["notes"].str.contains("likely too short").any()
+    assert "likely too short" in normal.summary() and "likely too short" not in betting.summary()
+    assert not any("likely too short" in n for n in betting.all_notes())
+    page = html_lib.unescape(render_report(evaluation=betting))
+    assert "intervals are likely too short" not in page
+
+
 def test_the_command_line_carries_the_note(tmp_path):
     import contextlib
     import io

@@ -17,7 +17,7 @@ from ope._validation import (
     check_choice,
 )
 from ope._format import format_estimate, number_notes
-from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS
+from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS, shown_notes
 from ope.exceptions import (
     EstimationError,
     ParameterError,
@@ -417,15 +417,20 @@ class Evaluation(Result):
             "n": est.n,
             "ess": est.ess,
             "ess_ratio": est.ess / est.n if est.n else float("nan"),
-            "notes": "; ".join(est.notes),
+            "notes": "; ".join(self._notes_of(est)),
         }
+
+    def _notes_of(self, est: Estimate) -> tuple[str, ...]:
+        """The notes shown beside ``est``'s interval (:func:`ope._thresholds.shown_notes`: the
+        skewed-terms note only beside a normal, t or bootstrap interval)."""
+        return shown_notes(est.notes, self._method_of(est))
 
     def all_notes(self) -> tuple[str, ...]:
         """The evaluation's notes, then each estimate note once with the estimators it concerns
         (the same weight diagnostics recur under every weighting estimator)."""
         grouped: dict[tuple[str, str], list[str]] = {}
         for (p, e), est in self.estimates.items():
-            for note in est.notes:
+            for note in self._notes_of(est):
                 grouped.setdefault((p, note), []).append(e)
         return (
             *self.notes,
@@ -710,7 +715,7 @@ class Evaluation(Result):
         )
 
     def _row_notes(self, t: pd.DataFrame) -> list[tuple[str, ...]]:
-        return [self.estimates[(p, e)].notes for p, e in zip(t["policy"], t["estimator"])]
+        return [self._notes_of(self.estimates[(p, e)]) for p, e in zip(t["policy"], t["estimator"])]
 
     def numbered_notes(self) -> tuple[tuple[str, ...], list[str]]:
         """The notes as :meth:`summary` numbers them: each note once (the evaluation's, then

@@ -36,7 +36,7 @@ from ope._format import (
     se_decimals,
 )
 from ope._output import atomic_path
-from ope._thresholds import heavy_tail
+from ope._thresholds import heavy_tail, shown_notes
 from ope.diagnostics.msm import describe_approval_tipping, describe_tipping
 from ope.marginal import SUFFICIENCY_ALPHA
 from ope.exceptions import DataFileError, ParameterError, ValidationError
@@ -1527,8 +1527,11 @@ def _all_notes(evaluation: Any, diagnostics: Any, extra: Sequence[str]) -> list[
         for note in evaluation.notes:
             keyed.setdefault(note_key(note), note)
         grouped: dict[tuple[str, str], tuple[str, list[str]]] = {}
+        table = evaluation.table()  # each row's interval method: the notes shown beside it
+        method = dict(zip(zip(table["policy"], table["estimator"]), table["ci_method"]))
         for (policy, estimator), estimate in evaluation.estimates.items():
-            for note in estimate.notes:
+            shown = method.get((policy, estimator), estimate.ci_method)
+            for note in shown_notes(estimate.notes, shown):
                 grouped.setdefault((policy, _plain(note)), (note, []))[1].append(estimator)
         for (policy, plain), (note, estimators) in grouped.items():
             keyed.setdefault(

@@ -24,6 +24,7 @@ import pandas as pd
 from ope._format import format_number, format_share
 from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS
 from ope._thresholds import ESS_RATIO_WARN, GAMMA_FRAGILE, K_RELIABLE, SKEW_MIN_ROWS, SKEW_ROWS
+from ope._thresholds import SKEW_AFFECTED_METHODS
 from ope._thresholds import heavy_tail
 from ope.diagnostics.overlap import VERDICT_EXPLORE
 from ope.exceptions import OPEError, ParameterError
@@ -386,14 +387,17 @@ def _diagnostic_reasons(
 
 
 def _skewed_estimators(evaluation: Any, policy: str) -> list[str]:
-    """The estimators of ``policy`` whose shown interval is asymptotic (normal, t, bootstrap)
-    and whose estimate carries the skewed-terms note (:func:`ope._thresholds.skewed_terms`)."""
+    """The estimators of ``policy`` whose shown interval (the evaluation's method for it, its
+    table's ``ci_method``) is asymptotic (normal, t, bootstrap) and whose estimate carries the
+    skewed-terms note (:func:`ope._thresholds.skewed_terms`)."""
     estimates = getattr(evaluation, "estimates", None) or {}
+    table = evaluation.table()
+    shown = dict(zip(zip(table["policy"], table["estimator"]), table["ci_method"]))
     return [
         str(est.estimator)
-        for (name, _), est in estimates.items()
+        for (name, key), est in estimates.items()
         if name == policy
-        and est.ci_method in ("normal", "t", "bootstrap")
+        and shown.get((name, key), est.ci_method) in SKEW_AFFECTED_METHODS
         and any(getattr(x, "rule", None) == "skewed_terms" for x in est.notes)
     ]
 
