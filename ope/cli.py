@@ -1116,6 +1116,17 @@ def _check_settings(args: argparse.Namespace, dests: Sequence[str]) -> None:
 
     if not any(given(d) for d in dests):
         return
+    for dest, flag in (
+        ("max_weight", "--max-weight"),
+        ("tau", "--tau"),
+        ("shrinkage", "--shrinkage"),
+    ):
+        if given(dest) and isinstance(getattr(args, dest), str):
+            raise _UsageError(
+                f"argument {flag}: a tuning rule ({getattr(args, dest)}) chooses a setting per "
+                "candidate of bandit logs; give a number here.",
+                flag=flag,
+            )
     from ope import _validation as v
 
     if given("confidence_level"):

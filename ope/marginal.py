@@ -496,6 +496,8 @@ def _from_aligned_columns(
     for batch in table.to_batches(max_chunksize=ALIGNED_CHUNK_ROWS):
         part = pa.Table.from_batches([batch])
         m = part.num_rows
+        if m == 0:  # an empty chunk (e.g. an empty file of a dataset): nothing to sum
+            continue
         action = decode(part.column("action")).combine_chunks()
         logged = items.of(action, "the logged actions")
         cand = part.column("candidates")

@@ -450,8 +450,9 @@ def evaluate(
         Settings of ``clipped_ips``, ``switch_dr`` and ``dros`` when those are named: one
         value, or one per candidate (a mapping of candidate name to value, or the
         :class:`ope.evaluation.SettingChoice` of :func:`ope.tune_setting`; in-memory logs;
-        :func:`ope.evaluation.tuning.evaluate_with_settings`). With ``estimators="auto"`` and
-        no ``max_weight``, the clip level is tuned per candidate by SLOPE++.
+        :func:`ope.evaluation.tuning.evaluate_with_settings`). A tuning rule's name
+        (``"slope"``, ``"mse"``) tunes the setting per candidate on these rows first (also
+        with ``estimators="auto"``; not by default).
     weight_bound : float, optional
         A priori bound on the importance weights π_e/π_b of every context and action (e.g.
         1 / the smallest probability the logger can give), used by the ``hoeffding``,
