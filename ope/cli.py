@@ -2311,7 +2311,7 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
         # estimators for the diagnostics
         from ope.evaluation import EvaluationPlan
         from ope.evaluation.auto import evaluate_auto
-        from ope.evaluation.tuning import SETTING_ESTIMATOR, evaluate_with_settings
+        from ope.evaluation.tuning import SETTING_ESTIMATOR, evaluate_with_settings, settings_for
 
         options = _plan_options(args)
         if _auto_estimator(args):
@@ -2326,12 +2326,7 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
         per_candidate = {SETTING_ESTIMATOR[key] for key in evaluation.settings}
         kept = [e for e in named if e not in per_candidate]
         plan = EvaluationPlan.build(
-            **{
-                k: v
-                for k, v in options.items()
-                if k != "estimators"
-                and (k not in SETTING_ESTIMATOR or SETTING_ESTIMATOR[k] in kept)
-            },
+            **{k: v for k, v in settings_for(options, kept).items() if k != "estimators"},
             estimators=kept or ["ips"],  # the diagnostics read no estimate
         ).with_policies(policies)
     else:

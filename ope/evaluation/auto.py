@@ -63,6 +63,7 @@ from ope.evaluation.tuning import (
     per_policy_settings,
     rule_settings,
     seed_of,
+    settings_for,
     tune_rule_settings,
 )
 from ope._validation import check_choice, check_positive_int, check_real
@@ -314,11 +315,7 @@ def select_estimators(
         )
     candidates = _check_candidates(candidates)
     # a setting (one number or per candidate) of an estimator that is not compared is left out
-    evaluate_options = {
-        k: v
-        for k, v in evaluate_options.items()
-        if k not in SETTING_ESTIMATOR or SETTING_ESTIMATOR[k] in candidates
-    }
+    evaluate_options = settings_for(evaluate_options, candidates)
     if validator == "auto":
         validator = "dr" if distributions_available(logs, policies) else "ips"
     seed = seed_of(rng)
@@ -333,7 +330,7 @@ def select_estimators(
     options = {k: v for k, v in evaluate_options.items() if k not in ("ci", "by", "n_resamples")}
     # the validator (IPS or DR) takes none of the candidates' settings (clip level, tau,
     # shrinkage: given as one number or per candidate)
-    validator_options = {k: v for k, v in options.items() if k not in SETTING_ESTIMATOR}
+    validator_options = settings_for(options, ())
     errors: dict[tuple[str, str], list[float]] = {}
     names: list[str] = []
     for k in range(n_splits):  # a loop over the splits (each one evaluate per side)

@@ -53,6 +53,7 @@ __all__ = [
     "evaluate_with_settings",
     "per_policy_settings",
     "rule_settings",
+    "settings_for",
     "tune_rule_settings",
     "seed_of",
     "slope_index",
@@ -393,6 +394,16 @@ def per_policy_settings(options: Mapping[str, Any]) -> dict[str, dict[str, float
     return out
 
 
+def settings_for(options: Mapping[str, Any], estimators: Sequence[str]) -> dict[str, Any]:
+    """``options`` without the settings (:data:`SETTING_ESTIMATOR`) of estimators not among
+    ``estimators``: what a run of those estimators takes."""
+    return {
+        k: v
+        for k, v in options.items()
+        if k not in SETTING_ESTIMATOR or SETTING_ESTIMATOR[k] in estimators
+    }
+
+
 def rule_settings(options: Mapping[str, Any]) -> dict[str, str]:
     """The settings among ``options`` given as the name of a tuning rule (``max_weight="slope"``,
     ``tau="mse"``, ...: chosen per candidate from the logs by :func:`tune_setting`).
@@ -528,7 +539,7 @@ def evaluate_with_settings(logs: Any, policies: Any = None, **options: Any) -> A
         for value, members in groups.items():  # a loop over the distinct values
             # the other estimators' settings stay with the base run
             at_value: dict[str, Any] = {
-                **{k: v for k, v in common.items() if k not in SETTING_ESTIMATOR},
+                **settings_for(common, ()),
                 key: value,
             }
             run = evaluate_plain(logs, policies, estimators=(est,), rng=seed, **at_value)

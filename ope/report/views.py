@@ -386,13 +386,13 @@ def _diagnostic_reasons(
     return (blocking[0] if blocking else ""), reasons
 
 
-def _skewed_estimators(evaluation: Any, policy: str) -> list[str]:
-    """The estimators of ``policy`` whose shown interval (the evaluation's method for it, its
-    table's ``ci_method``) is asymptotic (normal, t, bootstrap) and whose estimate carries the
-    skewed-terms note (:func:`ope._thresholds.skewed_terms`)."""
+def _skewed_estimators(
+    evaluation: Any, policy: str, shown: Mapping[tuple[str, str], str]
+) -> list[str]:
+    """The estimators of ``policy`` whose shown interval (``shown``: the evaluation's method
+    per (policy, estimator), its table's ``ci_method``) is asymptotic (normal, t, bootstrap)
+    and whose estimate carries the skewed-terms note (:func:`ope._thresholds.skewed_terms`)."""
     estimates = getattr(evaluation, "estimates", None) or {}
-    table = evaluation.table()
-    shown = dict(zip(zip(table["policy"], table["estimator"]), table["ci_method"]))
     return [
         str(est.estimator)
         for (name, key), est in estimates.items()
@@ -428,6 +428,8 @@ def candidate_verdicts(
         diag_rows = {r["policy"]: r for r in diagnostics.table().to_dict("records")}
         segments = diagnostics.segments()
     table = evaluation.table()
+    # each row's interval method, read once: the notes shown beside it
+    shown = dict(zip(zip(table["policy"], table["estimator"]), table["ci_method"]))
     selection = getattr(evaluation, "selection", None)
     out = []
     for policy in evaluation.policies:
@@ -501,7 +503,7 @@ def candidate_verdicts(
         elif blocking and not summary:
             summary = blocking
         reasons.extend(why)
-        skewed = _skewed_estimators(evaluation, policy)
+        skewed = _skewed_estimators(evaluation, policy, shown)
         if skewed:
             reasons.append(
                 f"its {', '.join(skewed)} intervals are likely too short: the terms they average "
