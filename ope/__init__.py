@@ -163,6 +163,8 @@ _PUBLIC: dict[str, str] = {
     "EstimatorChoice": "ope.evaluation",
     "tune_setting": "ope.evaluation",
     "SettingChoice": "ope.evaluation",
+    "tune_embedding": "ope.evaluation",
+    "EmbeddingChoice": "ope.evaluation",
 }
 
 # submodules reachable as attributes (``ope.simulate``)

@@ -70,6 +70,7 @@ __all__ = [
     "format_column",
     "format_interval",
     "format_estimate",
+    "format_setting",
     "format_signed",
     "format_share",
     "format_value",
@@ -522,6 +523,20 @@ def format_estimate(value: Any, std_error: Any, low: Any = None, high: Any = Non
     decimals = se_decimals([std_error], scale=max(finite) if finite else None)
     text = format_column(cells, decimals=decimals)
     return text[0] if len(text) == 1 else f"{text[0]} [{text[1]}, {text[2]}]"
+
+
+def format_setting(value: Any) -> str:
+    """A setting given per candidate, as shown: a number as ``%g`` (``max_weight`` 20), a
+    tuple of names as the set ``{genre, brand}`` (an embedding's dimensions).
+
+    Examples
+    --------
+    >>> format_setting(20.0), format_setting(("genre", "brand"))
+    ('20', '{genre, brand}')
+    """
+    if isinstance(value, (tuple, list)):
+        return "{" + ", ".join(str(v) for v in value) + "}"
+    return f"{value:g}"
 
 
 def format_signed(

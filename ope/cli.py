@@ -150,6 +150,9 @@ FLAGS: Final = {
     "clusters": "--cluster-column",
     "columns": "--embedding-columns",
     "estimated": "--estimated-embedding",
+    "select": "--select-embedding",
+    "search": "--embedding-search",
+    "min_dims": "--min-embedding-dims",
     "correction": "--correction",
     "ratio": "--ratio",
     "context": "--obd-context",
@@ -772,6 +775,27 @@ def _add_embedding_options(p: argparse.ArgumentParser) -> None:
         metavar="COLUMN",
         help="embedding columns observed on each row of the logs, whose p(e|a) is estimated "
         "from the logs (cross-fitted item frequencies; no item table needed)",
+    )
+    m.add_argument(
+        "--select-embedding",
+        choices=("slope", "mse"),
+        help="choose, per candidate, the subset of the embedding's dimensions (of "
+        "--embedding-columns or --estimated-embedding) on the logs: by SLOPE++ or by the "
+        "smallest MSE bound (conservative: keeps the full embedding unless a subset's variance "
+        "falls by more than its bias can be)",
+    )
+    m.add_argument(
+        "--embedding-search",
+        choices=("exact", "greedy"),
+        help="with --select-embedding: visit every subset (exact, the default up to 10 "
+        "dimensions) or drop one dimension at a time (greedy)",
+    )
+    m.add_argument(
+        "--min-embedding-dims",
+        type=int,
+        default=1,
+        metavar="N",
+        help="with --select-embedding: the fewest dimensions a subset keeps (default 1)",
     )
     m.add_argument(
         "--items",
@@ -2102,7 +2126,7 @@ def _tuned_flags(args: argparse.Namespace) -> list[str]:
             ("shrinkage", "--shrinkage"),
         )
         if isinstance(getattr(args, dest, None), str)
-    ]
+    ] + (["--select-embedding"] if getattr(args, "select_embedding", None) else [])
 
 
 def _plan(args: argparse.Namespace) -> Any:
@@ -2118,6 +2142,8 @@ def _plan(args: argparse.Namespace) -> Any:
     for key in ("max_weight", "tau", "shrinkage"):
         if isinstance(options.get(key), str):
             options[key] = 1.0
+    if getattr(options.get("embedding"), "select", None):  # its dimensions: on the rows
+        options["embedding"] = dataclasses.replace(options["embedding"], select=None)
     return EvaluationPlan.build(**options)
 
 
@@ -2167,13 +2193,21 @@ def _embedding(args: argparse.Namespace) -> Any:
             )
         from ope.marginal import ActionEmbedding
 
-        return ActionEmbedding(estimated=tuple(estimated), rng=getattr(args, "seed", None) or 0)
+        return ActionEmbedding(
+            estimated=tuple(estimated), rng=getattr(args, "seed", None) or 0, **_selection(args)
+        )
     if clusters is None and not columns:
         if items_path is not None:
             raise _UsageError(
                 "argument --items: the item table is read for --cluster-column or "
                 "--embedding-columns; give one of them (or drop --items)",
                 flag="--items",
+            )
+        if getattr(args, "select_embedding", None):
+            raise _UsageError(
+                "argument --select-embedding: it chooses among the dimensions of "
+                "--embedding-columns or --estimated-embedding; give one of them",
+                flag="--select-embedding",
             )
         return None
     if clusters is not None and columns:
@@ -2185,8 +2219,36 @@ def _embedding(args: argparse.Namespace) -> Any:
     from ope.io import read_item_table
     from ope.marginal import ActionEmbedding
 
+    if clusters is not None and getattr(args, "select_embedding", None):
+        raise _UsageError(
+            "argument --select-embedding: a cluster column is one dimension; give the "
+            "embedding as --embedding-columns or --estimated-embedding",
+            flag="--select-embedding",
+        )
     items = None if items_path is None else read_item_table(items_path)
-    return ActionEmbedding(clusters=clusters, columns=tuple(columns or ()), items=items)
+    return ActionEmbedding(
+        clusters=clusters, columns=tuple(columns or ()), items=items, **_selection(args)
+    )
+
+
+def _selection(args: argparse.Namespace) -> dict[str, Any]:
+    """``select``/``search``/``min_dims`` of the embedding (``--select-embedding``,
+    ``--embedding-search``, ``--min-embedding-dims``)."""
+    select = getattr(args, "select_embedding", None)
+    search = getattr(args, "embedding_search", None)
+    dims = getattr(args, "min_embedding_dims", 1)
+    if not select:
+        for flag, given in (
+            ("--embedding-search", search is not None),
+            ("--min-embedding-dims", dims != 1),
+        ):
+            if given:
+                raise _UsageError(
+                    f"argument {flag}: it applies to --select-embedding; give it too",
+                    flag=flag,
+                )
+        return {}
+    return {"select": select, "search": search, "min_dims": dims}
 
 
 def _streaming_plan(
@@ -2311,7 +2373,7 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
         # estimators for the diagnostics
         from ope.evaluation import EvaluationPlan
         from ope.evaluation.auto import evaluate_auto
-        from ope.evaluation.tuning import SETTING_ESTIMATOR, evaluate_with_settings, settings_for
+        from ope.evaluation.tuning import evaluate_with_settings, setting_estimators, settings_for
 
         options = _plan_options(args)
         if _auto_estimator(args):
@@ -2323,10 +2385,15 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
             named = list(evaluation.estimators)
         # the diagnostics' plan: the estimators whose setting is one number (a clip level
         # tuned per candidate is in the evaluation, not in the diagnostics' clip level)
-        per_candidate = {SETTING_ESTIMATOR[key] for key in evaluation.settings}
+        per_candidate = {e for key in evaluation.settings for e in setting_estimators(key)}
         kept = [e for e in named if e not in per_candidate]
         plan = EvaluationPlan.build(
-            **{k: v for k, v in settings_for(options, kept).items() if k != "estimators"},
+            **{
+                k: v
+                for k, v in settings_for(options, kept).items()
+                if k != "estimators"
+                and (k != "embedding" or "embedding" not in evaluation.settings)
+            },
             estimators=kept or ["ips"],  # the diagnostics read no estimate
         ).with_policies(policies)
     else:

@@ -27,7 +27,7 @@ candidate sets, never to ``n`` times the catalog.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import numpy as np
@@ -73,7 +73,16 @@ __all__ = [
     "embedding_sufficiency",
     "SufficiencyTest",
     "SUFFICIENCY_ALPHA",
+    "EMBEDDING_SEARCHES",
+    "EMBEDDING_RULES",
 ]
+
+#: How ``ActionEmbedding(select=..., search=...)`` visits the subsets of the dimensions
+#: (:func:`ope.tune_embedding`).
+EMBEDDING_SEARCHES: Final = ("greedy", "exact")
+
+#: The rules of ``ActionEmbedding(select=...)``: SLOPE++, or the MSE bound.
+EMBEDDING_RULES: Final = ("slope", "mse")
 
 
 @dataclass(frozen=True)
@@ -125,6 +134,25 @@ class ActionEmbedding:
         With ``estimated``: cross-fitting folds.
     rng : int, numpy.random.Generator or None, default 0
         With ``estimated``: the randomness of the fold assignment (an int reproduces it).
+    select : {"slope", "mse"}, optional
+        Choose, per candidate policy, the subset of the embedding's dimensions (``columns``,
+        ``distribution`` or ``estimated``; at least ``min_dims`` of them) on the logs, by this
+        rule (:func:`ope.tune_embedding`): ``ope.evaluate`` then evaluates each candidate with
+        its own subset (:attr:`ope.Evaluation.settings`). Fewer dimensions pool more items and
+        give smaller weights; a dimension dropped that has an effect of its own on the reward
+        biases MIPS. ``"slope"``: SLOPE++ (Lepski's principle, as in Saito & Joachims 2022),
+        which accepts a bias up to the order of the noise; ``"mse"``: the smallest bound on
+        the mean squared error, the bias bounded by the paired difference with the full
+        embedding (conservative: it keeps the full embedding unless a subset's variance falls
+        by more than its bias can be). Neither beats the full embedding on every catalog:
+        ``benchmarks/embedding_selection.py`` measures both. Not with ``clusters`` (one
+        dimension).
+    search : {"greedy", "exact"}, optional
+        With ``select``: ``"exact"`` visits every subset (2^d - 1 evaluations, d <= 10);
+        ``"greedy"`` drops one dimension at a time (at most d(d + 1) / 2 evaluations). Default:
+        exact up to 10 dimensions, else greedy.
+    min_dims : int, default 1
+        With ``select``: the fewest dimensions a subset keeps.
 
     Raises
     ------
@@ -149,6 +177,9 @@ class ActionEmbedding:
     smoothing: float = 1.0
     n_folds: int = 5
     rng: Any = field(default=0, compare=False)
+    select: str | None = None
+    search: str | None = None
+    min_dims: int = 1
 
     def __post_init__(self) -> None:
         for argument in ("columns", "estimated"):
@@ -196,6 +227,27 @@ class ActionEmbedding:
             check_name(name, argument, what="a column name")
         if len(set(names)) != len(names):
             raise ParameterError(f"embedding columns are listed twice: {names}.")
+        check_positive_int(self.min_dims, "min_dims", minimum=1)
+        if self.search is not None and self.search not in EMBEDDING_SEARCHES:
+            raise ParameterError(
+                f"`search` must be one of {', '.join(EMBEDDING_SEARCHES)}; got {self.search!r}."
+            )
+        if self.select is not None:
+            if self.select not in EMBEDDING_RULES:
+                raise ParameterError(
+                    f"`select` must be a rule among {', '.join(EMBEDDING_RULES)} (choosing a "
+                    f"subset of the dimensions per candidate) or None; got {self.select!r}."
+                )
+            if argument == "clusters":
+                raise ParameterError(
+                    "`select` chooses among an embedding's dimensions; a cluster column is one "
+                    "dimension: give the embedding as columns=, distribution= or estimated=."
+                )
+        if self.min_dims > len(names):
+            raise ParameterError(
+                f"`min_dims` ({self.min_dims}) is more than the embedding's {len(names)} "
+                f"dimension(s) {names}."
+            )
 
     @property
     def kind(self) -> str:
@@ -215,6 +267,39 @@ class ActionEmbedding:
             return self.columns
         return self.estimated if self.estimated else tuple(self.distribution or {})
 
+    def restricted(self, dimensions: Sequence[str]) -> ActionEmbedding:
+        """This embedding on a subset of its dimensions (in this embedding's order), without
+        ``select``: what a candidate is evaluated with once its subset is chosen.
+
+        Raises
+        ------
+        ope.ParameterError
+            A cluster embedding, an empty subset, or a name that is not a dimension.
+
+        Examples
+        --------
+        >>> ActionEmbedding(columns=("genre", "brand", "price_band")).restricted(["brand"]).names
+        ('brand',)
+        """
+        if self.kind == "clusters":
+            raise ParameterError("a cluster embedding has one dimension: nothing to restrict.")
+        wanted = (
+            [dimensions] if isinstance(dimensions, str) else check_names(dimensions, "dimensions")
+        )
+        unknown = [d for d in wanted if d not in self.names]
+        if unknown or not wanted:
+            raise ParameterError(
+                f"the dimensions must be a non-empty subset of {list(self.names)}; got {wanted}."
+            )
+        kept = tuple(d for d in self.names if d in wanted)
+        if self.kind == "columns":
+            changes: dict[str, Any] = {"columns": kept}
+        elif self.kind == "estimated":
+            changes = {"estimated": kept}
+        else:
+            changes = {"distribution": {d: (self.distribution or {})[d] for d in kept}}
+        return replace(self, select=None, min_dims=1, **changes)
+
     @property
     def observed(self) -> bool:
         """Whether the embedding is observed on each row (a column of the logs drawn after the
@@ -226,14 +311,21 @@ class ActionEmbedding:
         if self.kind == "clusters":
             return f"the clusters of column {self.clusters}"
         if self.kind == "columns":
-            return f"the joint embedding of {', '.join(self.columns)} (per item)"
-        if self.kind == "estimated":
-            return (
+            text = f"the joint embedding of {', '.join(self.columns)} (per item)"
+        elif self.kind == "estimated":
+            text = (
                 f"the observed embedding {', '.join(self.names)} with p(e|a) estimated from "
                 f"the logs ({self.n_folds}-fold cross-fitted frequencies, smoothing "
                 f"{self.smoothing:g})"
             )
-        return f"the observed embedding {', '.join(self.names)} with a known p(e|a)"
+        else:
+            text = f"the observed embedding {', '.join(self.names)} with a known p(e|a)"
+        if self.select is not None:
+            text += (
+                f", {self.min_dims} or more of its dimensions chosen per candidate by the "
+                f"{self.select} rule"
+            )
+        return text
 
 
 @dataclass(frozen=True, eq=False)

@@ -676,6 +676,8 @@ def plan_columns(
     for ours, kind in kinds.items():
         if kind in (_FLOAT, _LIST_FLOAT):
             t = schema.field(by_ours[ours]).type
+            if kind == _LIST_FLOAT and not hasattr(t, "value_type"):
+                continue  # a null column (an empty frame's object column): no storage type
             u = storage_roundoff(t.value_type if kind == _LIST_FLOAT else t)
             if u:
                 roundoff[ours] = u

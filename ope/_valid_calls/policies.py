@@ -161,6 +161,20 @@ def _embedding() -> Any:
     return resolve("ope.ActionEmbedding")(clusters="genre", items=items)
 
 
+def _two_dims() -> Any:
+    """Two categorical dimensions of 3 actions (an item table given with the embedding)."""
+    import pyarrow as pa
+
+    items = pa.table({"action": [0, 1, 2], "genre": ["a", "a", "b"], "shelf": ["x", "y", "y"]})
+    return resolve("ope.ActionEmbedding")(columns=("genre", "shelf"), items=items)
+
+
+def _embedding_choice() -> Any:
+    return resolve("ope.tune_embedding")(
+        policy_logs(), {"u": resolve("ope.UniformPolicy")()}, embedding=_two_dims()
+    )
+
+
 def _marginal() -> Any:
     return resolve("ope.marginal_propensities")(
         logs=policy_logs(), embedding=_embedding(), policies={"u": resolve("ope.UniformPolicy")()}
@@ -190,6 +204,30 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         policies={"u": resolve("ope.UniformPolicy")()},
     ),
     "ope.embedding_sufficiency": _sufficiency_call,
+    "ope.ActionEmbedding.restricted": lambda tmp: Call(
+        _two_dims().restricted, {"dimensions": ["shelf"]}
+    ),
+    "ope.tune_embedding": lambda tmp: call(
+        "ope.tune_embedding",
+        logs=policy_logs(),
+        policies={"u": resolve("ope.UniformPolicy")()},
+        embedding=_two_dims(),
+        estimator="mips",
+        rule="slope",
+        search="exact",
+        min_dims=1,
+        delta=0.1,
+        rng=0,
+    ),
+    "ope.EmbeddingChoice.value_for": lambda tmp: Call(
+        _embedding_choice().value_for, {"policy": "u"}
+    ),
+    "ope.EmbeddingChoice.embedding_for": lambda tmp: Call(
+        _embedding_choice().embedding_for, {"policy": "u"}
+    ),
+    "ope.EmbeddingChoice.with_provenance": lambda tmp: Call(
+        _embedding_choice().with_provenance, {"seed": 0}
+    ),
     # ---- policy objects computed from the logs --------------------------------------------
     "ope.UniformPolicy": lambda tmp: call("ope.UniformPolicy", actions=[0, 1, 2]),
     **_policy_methods("ope.UniformPolicy", lambda: resolve("ope.UniformPolicy")(actions=[0, 1, 2])),

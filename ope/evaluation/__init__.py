@@ -42,7 +42,13 @@ from ope.evaluation.auto import (
     select_estimators,
 )
 from ope.evaluation.plan import EvaluationPlan
-from ope.evaluation.tuning import SettingChoice, slope_index, tune_setting
+from ope.evaluation.tuning import (
+    EmbeddingChoice,
+    SettingChoice,
+    slope_index,
+    tune_embedding,
+    tune_setting,
+)
 from ope.evaluation.result import SEGMENT_TABLE_COLUMNS, TABLE_COLUMNS, Evaluation
 
 __all__ = [
@@ -51,6 +57,8 @@ __all__ = [
     "tune_setting",
     "slope_index",
     "SettingChoice",
+    "tune_embedding",
+    "EmbeddingChoice",
     "auto_candidates",
     "EstimatorChoice",
     "AUTO_SPLITS",

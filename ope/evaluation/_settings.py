@@ -33,6 +33,7 @@ from ope.results import (
 
 __all__ = [
     "MODEL_ESTIMATORS",
+    "MARGINAL_ESTIMATORS",
     "LOGGING_CI_FALLBACK",
     "WEIGHT_BOUND_ESTIMATORS",
     "WEIGHT_BOUND_METHODS",
@@ -50,6 +51,10 @@ __all__ = [
 
 #: Estimators that need a reward model q̂ (DM and the doubly robust family).
 MODEL_ESTIMATORS: Final = frozenset({"dm", "dr", "sndr", "switch_dr", "dros", "mdr", "offcem"})
+
+#: Estimators whose weights are marginal over an ``ope.ActionEmbedding`` (the registry's
+#: ``marginal`` estimators: MIPS, SNMIPS, marginalized DR, OffCEM).
+MARGINAL_ESTIMATORS: Final = frozenset(k for k, cls in ESTIMATORS.items() if cls.marginal)
 
 
 #: Interval method for the logging policy's value (a plain mean) when the evaluation's method
@@ -288,6 +293,12 @@ def check_embedding(
             f"estimator(s) {', '.join(marginal)} need embedding=ope.ActionEmbedding(...): how "
             "the actions map to embeddings (clusters=COLUMN, columns=[...] of the item table, a "
             "known distribution=, or estimated=[...] observed columns)."
+        )
+    if embedding is not None and embedding.select is not None:
+        raise ParameterError(
+            f"an embedding with select={embedding.select!r} has its dimensions chosen per "
+            "candidate on the rows in memory: call ope.evaluate (or ope.tune_embedding) on "
+            "logs read with ope.read_logs, not a plan, a scan or a distributed run."
         )
     if embedding is not None and not marginal:
         raise ParameterError(

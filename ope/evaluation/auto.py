@@ -60,7 +60,7 @@ from ope.evaluation.tuning import (
     SETTING_ESTIMATOR,
     SettingChoice,
     evaluate_with_settings,
-    per_policy_settings,
+    varies_per_policy,
     rule_settings,
     seed_of,
     settings_for,
@@ -463,6 +463,6 @@ def evaluate(logs: Any, policies: Any = None, **options: Any) -> Any:
     if isinstance(options.get("estimators"), str) and options["estimators"] == "auto":
         del options["estimators"]
         return evaluate_auto(logs, policies, options)
-    if per_policy_settings(options) or rule_settings(options):  # settings per candidate
+    if varies_per_policy(options):  # settings or the embedding per candidate
         return evaluate_with_settings(logs, policies, **options)
     return evaluate_plain(logs, policies, **options)

@@ -513,7 +513,12 @@ def evaluate(
         ``logging_distribution`` and each candidate's whole distribution). The evaluation
         also tests each candidate's embedding for a direct effect of the item
         (:attr:`Evaluation.embedding_checks`, :func:`ope.marginal.embedding_sufficiency`).
-        Required by those estimators, refused without them.
+        Required by those estimators, refused without them. Per candidate (in-memory logs,
+        :func:`ope.evaluation.tuning.evaluate_with_settings`): a mapping of candidate name to
+        ``ActionEmbedding``, the :class:`ope.evaluation.EmbeddingChoice` of
+        :func:`ope.tune_embedding`, or an ``ActionEmbedding(select="slope" | "mse")`` whose
+        dimensions are chosen per candidate on these rows first
+        (:attr:`Evaluation.settings`).
 
     Returns
     -------

@@ -16,7 +16,7 @@ import pandas as pd
 from ope._validation import (
     check_choice,
 )
-from ope._format import format_estimate, number_notes
+from ope._format import format_estimate, format_setting, number_notes
 from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS, shown_notes
 from ope.exceptions import (
     EstimationError,
@@ -114,13 +114,16 @@ class Evaluation(Result):
     selection : ope.evaluation.auto.EstimatorChoice or None
         With ``estimators="auto"``: the estimator chosen per candidate by off-policy
         cross-validation, its scores and the reason (None otherwise).
-    settings : dict of str to dict of str to float
+    settings : dict of str to dict
         The settings given per candidate (``max_weight``, ``tau`` or ``shrinkage`` -> policy ->
         value): given as a mapping or a :class:`ope.evaluation.SettingChoice`, or tuned from
-        a rule's name (``max_weight="slope"``); empty when each is one number.
-    tuning : tuple of SettingChoice
-        The choices behind ``settings`` (rule, grid, each value's estimate), when they came
-        from :func:`ope.tune_setting` or a rule's name.
+        a rule's name (``max_weight="slope"``); empty when each is one number. With the
+        embedding per candidate, ``"embedding"`` -> policy -> its dimensions (a tuple of
+        names: given as a mapping or an :class:`ope.evaluation.EmbeddingChoice`, or chosen
+        by ``ActionEmbedding(select=...)``).
+    tuning : tuple of SettingChoice and EmbeddingChoice
+        The choices behind ``settings`` (rule, grid or subsets visited, each one's estimate),
+        when they came from :func:`ope.tune_setting`, :func:`ope.tune_embedding` or a rule.
     embedding_checks : tuple of ope.marginal.SufficiencyTest
         With marginalized estimators (``mips``, ``snmips``, ``mdr``): per candidate, the
         difference IPS minus MIPS on the same rows with its standard error and p-value (a
@@ -168,7 +171,7 @@ class Evaluation(Result):
     #: settings given per candidate policy (``max_weight``, ``tau``, ``shrinkage`` -> policy ->
     #: value: :func:`ope.evaluation.tuning.evaluate_with_settings`, or tuned by
     #: ``estimators="auto"``); empty when each setting is one number for every candidate
-    settings: dict[str, dict[str, float]] = field(default_factory=dict, compare=False)
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
     #: the SettingChoice behind each setting per candidate (tuned from a rule's name, or given)
     tuning: tuple[Any, ...] = field(default=(), compare=False)
     #: what produced the evaluation (a field, so that dataclasses.replace keeps it)
@@ -695,7 +698,10 @@ class Evaluation(Result):
             ]
         for key, values in self.settings.items():  # settings given per candidate
             fields.append(
-                (f"{key} per candidate", ", ".join(f"{p}: {v:g}" for p, v in values.items()))
+                (
+                    f"{key} per candidate",
+                    ", ".join(f"{p}: {format_setting(v)}" for p, v in values.items()),
+                )
             )
         if self.by:
             fields.append(

@@ -28,6 +28,7 @@ from ope._format import (
     format_estimate,
     format_fixed,
     format_number,
+    format_setting,
     format_share,
     format_signed,
     is_number,
@@ -159,13 +160,10 @@ def _settings_paragraph(evaluation: Any) -> str:
     parts = []
     for key, values in settings.items():
         choice = tuned.get(key)
-        how = (
-            f"chosen from these logs by {_e(choice.rule.split(':')[0])} over "
-            f"{_e(', '.join(f'{g:g}' for g in choice.grid))}"
-            if choice is not None
-            else "given per candidate"
+        how = _e(choice.how()) if choice is not None else "given per candidate"
+        listed = ", ".join(
+            f"{_e(p)} <strong>{_e(format_setting(v))}</strong>" for p, v in values.items()
         )
-        listed = ", ".join(f"{_e(p)} <strong>{_e(f'{v:g}')}</strong>" for p, v in values.items())
         parts.append(f"<code>{_e(key)}</code> {how}: {listed}")
     return "<p>Settings per candidate: " + "; ".join(parts) + ".</p>"
 

@@ -3,7 +3,7 @@ estimators (MIPS, OffCEM)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Final
 
 import numpy as np
@@ -90,6 +90,12 @@ class CatalogBandit(CandidateListTables):
         Weight :math:`\delta \in [0, 1]` of the item-level effect. With 0 the mean reward
         depends on the item only through its embedding (the no-direct-effect assumption of
         MIPS holds exactly); larger values break it.
+    embedding_effects : sequence of float, optional
+        A scale in [0, 1] per embedding dimension multiplying its effect :math:`g_d` (default
+        1 for each): a dimension of scale 0 has no effect on the reward, so a marginalized
+        estimator may drop it without bias (what ``ActionEmbedding(select=...)`` is for). The
+        random draws do not depend on it: the same seed gives the same catalog, candidates and
+        effects before scaling.
     stochastic_embeddings : bool, default False
         Draw each logged row's embedding ``e_d`` from :math:`p(e_d \mid a)` (the item's own
         category with probability ``1 - embedding_noise``, else a uniform category) and record
@@ -187,6 +193,7 @@ class CatalogBandit(CandidateListTables):
         n_categories: int = 10,
         n_candidate_clusters: int = 10,
         direct_effect: float = 0.0,
+        embedding_effects: Sequence[float] | None = None,
         stochastic_embeddings: bool = False,
         embedding_noise: float = 0.2,
         logging_temperature: float = 1.0,
@@ -222,6 +229,25 @@ class CatalogBandit(CandidateListTables):
             "n_candidate_clusters", n_candidate_clusters, minimum=1, maximum=self.n_candidates
         )
         self.direct_effect = check_float("direct_effect", direct_effect, low=0.0, high=1.0)
+        if embedding_effects is None:
+            scales = (1.0,) * self.n_embedding_dims
+        elif isinstance(embedding_effects, (str, bytes)) or not isinstance(
+            embedding_effects, Sequence | np.ndarray
+        ):
+            raise ParameterError(
+                "`embedding_effects` must be a sequence of one scale in [0, 1] per embedding "
+                f"dimension, e.g. [1.0, 0.0]; got {type(embedding_effects).__name__}."
+            )
+        else:
+            scales = tuple(
+                check_float("embedding_effects", v, low=0.0, high=1.0) for v in embedding_effects
+            )
+            if len(scales) != self.n_embedding_dims:
+                raise ParameterError(
+                    f"`embedding_effects` must hold one scale per embedding dimension "
+                    f"(n_embedding_dims={self.n_embedding_dims}); got {len(scales)}."
+                )
+        self.embedding_effects: tuple[float, ...] = scales
         flag = check_flag(stochastic_embeddings, "stochastic_embeddings")
         self.stochastic_embeddings: bool = bool(flag)
         self.embedding_noise = check_float("embedding_noise", embedding_noise, low=0.0, high=1.0)
@@ -298,6 +324,7 @@ class CatalogBandit(CandidateListTables):
         effects = (EMBEDDING_AMPLITUDE / D) * np.tanh(
             np.einsum("md,evd->emv", user, beta) + bias[:, None, :]
         )
+        effects *= np.asarray(self.embedding_effects)[:, None, None]
         cands, slots, chosen = _draw_candidates(
             g, M=M, L=L, K=K, C=C, eligible=eligible, sizes=sizes, s_max=s_max, by_slot=by_slot
         )
