@@ -165,6 +165,10 @@ _PUBLIC: dict[str, str] = {
     "SettingChoice": "ope.evaluation",
     "tune_embedding": "ope.evaluation",
     "EmbeddingChoice": "ope.evaluation",
+    # outcome distributions
+    "outcome_distribution": "ope.distribution",
+    "OutcomeDistributions": "ope.distribution",
+    "OutcomeDistribution": "ope.distribution",
 }
 
 # submodules reachable as attributes (``ope.simulate``)
@@ -195,6 +199,7 @@ _SUBMODULES = frozenset(
         "evaluation",
         "diagnostics",
         "distributed",
+        "distribution",
         "spark",
         "learning",
         "cli",

@@ -62,6 +62,7 @@ __all__ = [
     "check_weight_bound",
     "deprecated_weight_bound",
     "check_reward_range",
+    "finite_pair",
     "check_value_bounds",
     "power_of_two_scale",
     "FLOAT64_MAX",
@@ -679,7 +680,7 @@ def deprecated_weight_bound(weight_bound: Any, max_weight: Any, *, where: str) -
     )
 
 
-def _finite_pair(pair: Any, name: str, example: str) -> tuple[float, float]:
+def finite_pair(pair: Any, name: str, example: str) -> tuple[float, float]:
     """A pair ``(low, high)`` of finite numbers, low < high, whose width is a float64 number."""
     if isinstance(pair, np.ndarray):
         ordered = pair.ndim == 1
@@ -743,7 +744,7 @@ def check_reward_range(reward_range: Any) -> tuple[float, float] | None:
     """
     if reward_range is None:
         return None
-    return _finite_pair(reward_range, "reward_range", "reward_range=(0.0, 1.0)")
+    return finite_pair(reward_range, "reward_range", "reward_range=(0.0, 1.0)")
 
 
 def check_value_bounds(low: Any, high: Any) -> tuple[float, float]:

@@ -150,6 +150,9 @@ FLAGS: Final = {
     "clusters": "--cluster-column",
     "columns": "--embedding-columns",
     "estimated": "--estimated-embedding",
+    "metrics": "--metric",
+    "outcome": "--outcome",
+    "outcome_range": "--outcome-range",
     "select": "--select-embedding",
     "search": "--embedding-search",
     "min_dims": "--min-embedding-dims",
@@ -805,6 +808,84 @@ def _add_embedding_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_distribution_options(p: argparse.ArgumentParser) -> None:
+    m = p.add_argument_group(
+        "outcome distributions",
+        "each candidate's distribution of an outcome (reward, cost, latency) with bands that "
+        "hold over every threshold at once (ope.outcome_distribution)",
+    )
+    m.add_argument(
+        "--metric",
+        action="extend",
+        nargs="+",
+        metavar="SPEC",
+        help="cdf (at the logged outcome's deciles), cdf:T, exceed:T (P(Y > T)), quantile:L, "
+        "cvar:L (mean of the lowest share L), upper_cvar:L (mean of the highest share L)",
+    )
+    m.add_argument(
+        "--outcome",
+        metavar="COLUMN",
+        help="with --metric: the numeric column whose distribution is estimated (default reward)",
+    )
+    m.add_argument(
+        "--outcome-range",
+        nargs=2,
+        type=float,
+        metavar=("LO", "HI"),
+        help="with --metric: the outcome's a priori range (closes the tails of quantile and CVaR "
+        "bounds; default --reward-range for the reward)",
+    )
+    m.add_argument(
+        "--distribution-estimator",
+        choices=("ips", "snips"),
+        default="ips",
+        help="with --metric: the CDF's estimator (default ips; with --weight-bound its band is "
+        "finite-sample, else a multiplier-bootstrap band)",
+    )
+
+
+def _distribution_flags(args: argparse.Namespace) -> list[str]:
+    """The outcome-distribution flags given without ``--metric`` (a usage error)."""
+    return [
+        flag
+        for dest, flag, given in (
+            ("outcome", "--outcome", getattr(args, "outcome", None) is not None),
+            ("outcome_range", "--outcome-range", getattr(args, "outcome_range", None) is not None),
+            (
+                "distribution_estimator",
+                "--distribution-estimator",
+                getattr(args, "distribution_estimator", "ips") != "ips",
+            ),
+        )
+        if given
+    ]
+
+
+def _distribution_outcome(args: argparse.Namespace, logs: Any, policies: Any) -> Any:
+    """The :class:`ope.distribution.OutcomeDistributions` of ``--metric``, or None."""
+    metrics = getattr(args, "metric", None)
+    if not metrics:
+        return None
+    from ope.distribution import outcome_distribution
+
+    outcome = args.outcome or "reward"
+    span = args.outcome_range
+    if span is None and outcome == "reward" and args.reward_range:
+        span = args.reward_range
+    found = outcome_distribution(
+        logs,
+        policies,
+        outcome=outcome,
+        estimator=args.distribution_estimator,
+        weight_bound=args.weight_bound if args.distribution_estimator == "ips" else None,
+        confidence_level=args.confidence_level,
+        outcome_range=None if span is None else tuple(span),
+        rng=args.seed if args.seed is not None else 0,
+        weight_column=getattr(args, "weight_column", None),
+    )
+    return dataclasses.replace(found, shown=tuple(metrics))
+
+
 def _add_sensitivity(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--sensitivity",
@@ -919,6 +1000,7 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         "Horvitz-Thompson weighted; bounded --ci methods refuse weighted rows",
     )
     _add_embedding_options(p)
+    _add_distribution_options(p)
     p.add_argument(
         "--streaming",
         choices=("auto", "on", "off"),
@@ -1405,6 +1487,7 @@ def _write_report(
     evaluation: Any,
     diagnostics: Any,
     title: str | None = None,
+    distribution: Any = None,
 ) -> str:
     """Write the HTML report (destination already checked by :func:`_check_outputs`), with
     the known truth of ``--truth`` when given (its names checked against the candidates)."""
@@ -1428,6 +1511,7 @@ def _write_report(
             diagnostics=diagnostics,
             title=title,
             truth=truth,
+            distribution=distribution,
             provenance=_report_provenance(args, logs),
             overwrite=args.force,
             max_candidates=getattr(args, "max_candidates", MAX_FIGURE_CANDIDATES),
@@ -1614,6 +1698,8 @@ class _Outcome:
     document: dict[str, Any]
     text: str
     code: int = EXIT_OK
+    #: the outcome distribution of ``--metric`` (for the report), or None
+    distribution: Any = None
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
@@ -2275,6 +2361,8 @@ def _streaming_plan(
     tuned = _tuned_flags(args)
     if tuned:
         blockers.append(f"{', '.join(tuned)} tuned per candidate (the rows in memory)")
+    if getattr(args, "metric", None):
+        blockers.append("--metric (an outcome distribution sorts every row by outcome)")
     if getattr(args, "sensitivity", "auto") == "on":
         blockers.append("--sensitivity on (the analysis sorts every row by reward)")
     if any(c.startswith("propensity__") for c in names):
@@ -2313,6 +2401,18 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
                 flag=flag,
             )
     _read_truth(args)  # a malformed --truth fails before any row is read
+    stray = _distribution_flags(args) if not getattr(args, "metric", None) else []
+    if stray:
+        raise _UsageError(
+            f"argument {stray[0]}: it applies to the outcome distribution of --metric; give "
+            "--metric too (e.g. --metric quantile:0.95), or drop it.",
+            flag=stray[0],
+        )
+    if getattr(args, "metric", None):  # a malformed --metric fails before any row is read
+        from ope.distribution import parse_metric
+
+        metrics: list[str] = list(args.metric)
+        _checked("--metric", lambda: [parse_metric(spec) for spec in metrics])
     names, rows = _source_schema(args)
     if args.trajectories or (names and all(c in names for c in TRAJECTORY_MARKERS)):
         if getattr(args, "weight_column", None):
@@ -2321,6 +2421,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
                 "take sampling weights; evaluate bandit logs, or drop the flag to estimate the "
                 "value on the episodes as logged.",
                 flag="--weight-column",
+            )
+        if getattr(args, "metric", None):
+            raise _UsageError(
+                "argument --metric: outcome distributions are estimated from bandit logs; the "
+                "logs hold trajectories.",
+                flag="--metric",
             )
         return _evaluate_trajectories(args)
     given = [flag for dest, flag in _TRAJECTORY_ONLY if getattr(args, dest) not in (None, False)]
@@ -2342,7 +2448,9 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
         return _evaluate_streamed(args, plan, names)
     logs, evaluation, d, outcome = _evaluate_in_memory(args, plan)
     if args.report:
-        path = _write_report(args, args.report, logs, evaluation, d)
+        path = _write_report(
+            args, args.report, logs, evaluation, d, distribution=outcome.distribution
+        )
         outcome.document["report"] = path
         outcome.text += f"\n\nreport written to {path}"
     return outcome
@@ -2413,9 +2521,14 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
             f"reward model columns: context {', '.join(model['context']) or 'none'}; "
             f"action features {', '.join(model['action_features']) or 'none'}"
         )
+    distribution = _distribution_outcome(args, logs, policies)
+    if distribution is not None:
+        texts.append(distribution.summary())
     texts += [d.summary(), _seed_line(args)]
     document = {**_evaluation_document(evaluation), "diagnostics": d.to_dict()}
-    return logs, evaluation, d, _Outcome(document, "\n\n".join(texts))
+    if distribution is not None:
+        document["distribution"] = distribution.to_dict()
+    return logs, evaluation, d, _Outcome(document, "\n\n".join(texts), distribution=distribution)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -180,6 +180,9 @@ class ActionEmbedding:
     select: str | None = None
     search: str | None = None
     min_dims: int = 1
+    #: the dimensions :meth:`restricted` dropped (observed columns stay out of a reward
+    #: model's default context: they are drawn after the item)
+    dropped: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         for argument in ("columns", "estimated"):
@@ -298,7 +301,8 @@ class ActionEmbedding:
             changes = {"estimated": kept}
         else:
             changes = {"distribution": {d: (self.distribution or {})[d] for d in kept}}
-        return replace(self, select=None, min_dims=1, **changes)
+        gone = tuple(d for d in self.names if d not in kept) + self.dropped
+        return replace(self, select=None, min_dims=1, dropped=gone, **changes)
 
     @property
     def observed(self) -> bool:

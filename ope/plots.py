@@ -58,6 +58,7 @@ __all__ = [
     "plot_coverage",
     "plot_interval_split",
     "plot_segments",
+    "plot_distribution",
 ]
 
 #: How to install the optional plotting dependency.
@@ -1023,4 +1024,57 @@ def plot_segments(
     ax.set_axisbelow(True)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
     ax.set_title(f"Per segment of {_text(column)}", loc="left", fontsize=10)
+    return ax
+
+
+# --------------------------------------------------------------------------------------------
+# outcome distributions
+# --------------------------------------------------------------------------------------------
+def plot_distribution(
+    distributions: Any, ax: Any = None, *, policies: Sequence[str] | None = None
+) -> Any:
+    """Each candidate's outcome CDF (a step line) inside its simultaneous band (shaded), with
+    the logging policy's in grey: :func:`ope.outcome_distribution`.
+
+    Parameters
+    ----------
+    distributions : ope.OutcomeDistributions
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (a new figure when None).
+    policies : sequence of str, optional
+        Only these candidates, in this order (default all; the report draws at most
+        :data:`ope.report.views.MAX_FIGURE_CANDIDATES`).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np, pandas as pd, ope
+    >>> from ope.plots import plot_distribution
+    >>> a = np.random.default_rng(0).integers(0, 2, 500)
+    >>> df = pd.DataFrame({"action": a, "propensity": 0.5, "reward": a + 0.1 * np.arange(500) % 3,
+    ...                    "target__one": (a == 1).astype(float)})
+    >>> ax = plot_distribution(ope.outcome_distribution(df, n_resamples=200))
+    >>> ax.get_ylabel()
+    'P(outcome <= t)'
+    """
+    names = list(distributions.policies) if policies is None else list(policies)
+    unknown = [p for p in names if p not in distributions.distributions]
+    if unknown:
+        raise ParameterError(f"`policies` names no distribution: {unknown}.")
+    ax = _axes(ax, 3.2)
+    for i, name in enumerate(["logging", *names]):  # a loop over the policies drawn
+        d = distributions.distributions[name]
+        color = "0.45" if name == "logging" else _CYCLE[i % len(_CYCLE)]
+        x = d.edges
+        ax.fill_between(x, d.lower, d.upper, step="post", color=color, alpha=0.15, linewidth=0)
+        ax.step(x, d.cdf, where="post", color=color, linewidth=1.4, label=_text(name))
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel(_text(distributions.outcome))
+    ax.set_ylabel("P(outcome <= t)")
+    ax.legend(loc="lower right", fontsize="small", frameon=False)
     return ax

@@ -324,3 +324,54 @@ def test_a_dimension_of_no_effect_leaves_the_reward_unchanged():
     ):
         with pytest.raises(ParameterError, match=match):
             CatalogBandit(**base, embedding_effects=bad)
+
+
+def test_only_marginalized_estimators_keep_each_candidates_notes(logs):
+    emb = ActionEmbedding(columns=DIMS, select="slope")
+    ev = ope.evaluate(logs, estimators=("mips",), embedding=emb, rng=0)
+    chosen = ev.settings["embedding"]
+    said = [n for n in ev.notes if "weigh each row" in n]
+    # one note per group of candidates with the same subset, each naming its candidates
+    assert len(said) == len(set(chosen.values()))
+    assert all(n.split(":")[0].split(", ")[0] in chosen for n in said)
+    tests = [n for n in ev.notes if "per-item minus marginal" in n]
+    assert sorted(n.split(":")[0] for n in tests) == sorted(chosen)
+    for c in ev.embedding_checks:  # each candidate's test is of its own subset
+        alone = ope.evaluate(
+            logs, estimators=("mips",), embedding=ActionEmbedding(columns=chosen[c.policy]), rng=0
+        )
+        (want,) = [w for w in alone.embedding_checks if w.policy == c.policy]
+        assert c.note() == want.note()
+
+
+def test_a_tuned_clip_level_and_a_tuned_embedding_together(logs):
+    ev = ope.evaluate(
+        logs,
+        estimators=("ips", "clipped_ips", "mips"),
+        max_weight="slope",
+        embedding=ActionEmbedding(columns=DIMS, select="mse"),
+        rng=0,
+    )
+    assert set(ev.settings) == {"max_weight", "embedding"}
+    assert [type(c).__name__ for c in ev.tuning] == ["SettingChoice", "EmbeddingChoice"]
+
+
+def test_dropped_observed_columns_stay_out_of_the_reward_model():
+    env = CatalogBandit(
+        n_items=500, n_candidates=10, n_requests=50, n_embedding_dims=3, n_categories=3,
+        n_candidate_clusters=5, stochastic_embeddings=True, seed=1,
+    )  # fmt: skip
+    logs = ope.read_logs(env.sample(2000, rng=0))
+    emb = ActionEmbedding(estimated=DIMS)
+    sub = emb.restricted(["e0"])
+    assert sub.dropped == ("e1", "e2")
+    ev = ope.evaluate(logs, estimators=("mdr",), embedding=sub, rng=0)
+    assert not set(DIMS) & set(ev.model_columns["context"])
+    with pytest.raises(ParameterError, match="select"):
+        ope.diagnose(logs, embedding=ActionEmbedding(estimated=DIMS, select="slope"))
+    gen = ActionEmbedding(estimated=DIMS, select="slope", rng=np.random.default_rng(0))
+    ev = ope.evaluate(logs, estimators=("mips",), embedding=gen, rng=0)
+    table = ev.tuning[0].table()
+    for p, dims in ev.settings["embedding"].items():
+        row = table[(table.policy == p) & table.chosen].iloc[0]
+        assert row.value == ev.estimates[(p, "mips")].value

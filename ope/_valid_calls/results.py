@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
 
+import numpy as np
+
 
 from ope._entrypoints import Call, resolve
 from ope._valid_calls._base import (
@@ -125,7 +127,49 @@ def _sensitivity() -> Any:
     )
 
 
+def _distributions() -> Any:
+    from ope.distribution import outcome_distribution
+
+    return outcome_distribution(frame(), ["greedy"], weight_bound=3.0)
+
+
 VALID: Final[dict[str, Callable[[Path], Call]]] = {
+    "ope.outcome_distribution": lambda tmp: call(
+        "ope.outcome_distribution",
+        logs=frame(),
+        policies=["greedy"],
+        outcome="reward",
+        estimator="ips",
+        band="hoeffding",
+        weight_bound=3.0,
+        confidence_level=0.95,
+        outcome_range=(0.0, 1.0),
+        resolution=100,
+        n_resamples=200,
+        rng=0,
+        weight_column=None,
+    ),
+    "ope.OutcomeDistributions.metrics": lambda tmp: Call(
+        _distributions().metrics, {"metrics": ["quantile:0.5", "cvar:0.1"]}
+    ),
+    "ope.OutcomeDistributions.to_dict": lambda tmp: Call(
+        _distributions().to_dict, {"metrics": ["cdf:0.5"]}
+    ),
+    "ope.OutcomeDistributions.with_provenance": lambda tmp: Call(
+        _distributions().with_provenance, {"seed": 0}
+    ),
+    "ope.OutcomeDistribution.cdf_at": lambda tmp: Call(
+        _distributions()["greedy"].cdf_at, {"t": np.array([0.0, 0.5])}
+    ),
+    "ope.OutcomeDistribution.exceedance": lambda tmp: Call(
+        _distributions()["greedy"].exceedance, {"t": np.array([0.5])}
+    ),
+    "ope.OutcomeDistribution.quantile": lambda tmp: Call(
+        _distributions()["greedy"].quantile, {"level": np.array([0.5, 0.9])}
+    ),
+    "ope.OutcomeDistribution.cvar": lambda tmp: Call(
+        _distributions()["greedy"].cvar, {"level": 0.1, "tail": "upper"}
+    ),
     "ope.evaluate": lambda tmp: call(
         "ope.evaluate",
         logs=frame(),

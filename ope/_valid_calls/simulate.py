@@ -106,6 +106,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         n_categories=2,
         n_candidate_clusters=2,
         direct_effect=0.5,
+        embedding_effects=(1.0, 0.5),
         stochastic_embeddings=True,
         embedding_noise=0.2,
         logging_temperature=1.0,
@@ -157,6 +158,9 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     ),
     "ope.simulate.ConfoundedBandit.sample": _method(
         "ope.simulate.ConfoundedBandit", "sample", n=20, rng=0, oracle=True
+    ),
+    "ope.simulate.ContextualBandit.outcome_cdf": _method(
+        _CB, "outcome_cdf", policy="logging", t=np.array([0.0, 0.5])
     ),
     "ope.simulate.ConfoundedBandit.true_value": _method(
         "ope.simulate.ConfoundedBandit", "true_value", policy="always_1"

@@ -737,6 +737,13 @@ def diagnose(
             "`embedding` must be an ope.ActionEmbedding, e.g. "
             f"ope.ActionEmbedding(clusters='genre'); got {type(embedding).__name__}."
         )
+    if embedding is not None and embedding.select is not None:
+        raise ParameterError(
+            f"`select`: the diagnosis tests one embedding; select={embedding.select!r} chooses "
+            "a subset per candidate in ope.evaluate (its Evaluation.embedding_checks test each "
+            "candidate's own): pass the embedding without select, or one of "
+            "EmbeddingChoice.embedding_for(policy)."
+        )
     if isinstance(sensitivity, str):
         if sensitivity != "auto":
             raise ParameterError(

@@ -712,10 +712,11 @@ def _without_observed_embedding(
     if model.get("context_columns") is not None:
         return model, []
     choice = context_column_choice(logs)
-    dropped = [c for c in choice.columns if c in embedding.names]
+    observed = (*embedding.names, *embedding.dropped)  # a restricted one's dropped columns too
+    dropped = [c for c in choice.columns if c in observed]
     if not dropped:
         return model, []
-    kept = [c for c in choice.columns if c not in embedding.names]
+    kept = [c for c in choice.columns if c not in observed]
     note = (
         f"the observed embedding columns {', '.join(dropped)} are left out of the reward "
         "model's default context (they depend on the logged item)"

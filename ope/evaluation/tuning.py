@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import numpy as np
@@ -100,6 +100,14 @@ _GRID_MAX: Final = 200
 #: The unmodified (unbiased) estimator whose paired difference estimates a setting's bias, for
 #: ``tune_setting(..., rule="mse")``.
 MSE_REFERENCE: Final = {"clipped_ips": "ips", "switch_dr": "dr", "dros": "dr"}
+
+#: The rules of :func:`tune_embedding`, as stated in the result.
+EMBEDDING_RULE_TEXT: Final = {
+    "slope": "SLOPE++ (Tucker & Lee 2021): Lepski's principle over subsets of the embedding's "
+    "dimensions, the full embedding first",
+    "mse": "smallest MSE bound: se^2 + (|bias| + t_(1-delta) se(bias))^2, the bias estimated by "
+    "the paired difference with the full embedding on the same rows",
+}
 
 #: The rules of :func:`tune_setting`, as stated in the result.
 RULES: Final = {
@@ -414,7 +422,7 @@ class EmbeddingChoice(Result):
     chosen: dict[str, tuple[str, ...]]
     delta: float
     n: int
-    rule: str = RULES["slope"]
+    rule: str = EMBEDDING_RULE_TEXT["slope"]
     setting: str = "embedding"
     _table: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
     _embeddings: dict[tuple[str, ...], Any] = field(default_factory=dict, repr=False)
@@ -555,8 +563,9 @@ def tune_embedding(
     delta : float, default SLOPE_DELTA
         One-sided level of the widths and of the bias bound, in (0, 0.5).
     rng : int, Generator or None, default 0
-        Seed of the evaluations (cross-fitting of an estimated ``p(e|a)`` and of the reward
-        model: the same in every evaluation).
+        Seed of the evaluations (the reward model's cross-fitting: the same in every
+        evaluation). An estimated ``p(e|a)`` is cross-fitted with the embedding's own ``rng``
+        (a Generator is turned into one seed first, so every subset has the same folds).
     **evaluate_options
         Passed to :func:`ope.evaluate` (``reward_model``, ``context_columns``, ...).
 
@@ -626,6 +635,8 @@ def tune_embedding(
         *SETTING_ESTIMATOR,
     )
     options = {k: v for k, v in evaluate_options.items() if k not in dropped}
+    if embedding.kind == "estimated":  # one fold assignment for every subset compared
+        embedding = replace(embedding, rng=seed_of(embedding.rng))
     embeddings: dict[tuple[str, ...], Any] = {}
     runs: dict[tuple[str, ...], dict[str, Any]] = {}
 
@@ -699,7 +710,7 @@ def tune_embedding(
         chosen=chosen,
         delta=d,
         n=logs.n,
-        rule=RULES[how],
+        rule=EMBEDDING_RULE_TEXT[how],
         _table=pd.DataFrame.from_records(records),
         _embeddings={s: embeddings[s] for s in set(chosen.values())},
     )
@@ -857,7 +868,9 @@ def tune_rule_settings(
     out = dict(options)
     choices = []
     for key, rule in rules.items():  # a loop over the settings (three at most)
-        rest = {k: v for k, v in options.items() if k not in rules and k != "rng"}
+        rest = {
+            k: v for k, v in options.items() if k not in rules and k not in ("rng", "embedding")
+        }
         choice = tune_setting(logs, SETTING_ESTIMATOR[key], policies, rule=rule, rng=seed, **rest)
         out[key] = choice
         choices.append(choice)
@@ -971,7 +984,12 @@ def evaluate_with_settings(logs: Any, policies: Any = None, **options: Any) -> A
     if embedding_mode == "select":  # the embedding's dimensions, tuned on these rows
         rest = {k: v for k, v in options.items() if k not in ("embedding", "rng")}
         options["embedding"] = tune_embedding(
-            logs, policies, embedding=options["embedding"], estimator=marginal[0], rng=seed, **rest
+            logs,
+            policies,
+            embedding=options["embedding"],
+            estimator="mips" if "mips" in marginal else marginal[0],
+            rng=seed,
+            **rest,
         )
     tuning = tuple(v for v in options.values() if isinstance(v, (SettingChoice, EmbeddingChoice)))
     # what varies: the setting's keyword -> (its estimators, policy -> the value)
@@ -1013,6 +1031,13 @@ def evaluate_with_settings(logs: Any, policies: Any = None, **options: Any) -> A
     # its own, for every estimator that fell back
     fallback = f"ci={base.ci_method!r} does not apply to "
     notes = [n for n in base.notes if not n.startswith(fallback)]
+    if not plain and first_key == "embedding":
+        # the base run is one group's embedding on every candidate: its embedding note and
+        # tests are restated per group below
+        said = first["embedding"].describe()
+        tests = {c.note() for c in base.embedding_checks}
+        notes = [n for n in notes if n not in tests and said not in n]
+        checks = {}
     model_columns = base.model_columns
     for key, (ests, values) in varying.items():  # a loop over the varying settings (four at most)
         missing = [p for p in candidates if p not in values]

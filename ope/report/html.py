@@ -78,6 +78,7 @@ REPORT_SECTIONS: Final = (
     ("headline", "The answer"),
     ("estimates", "Estimates"),
     ("comparisons", "Paired differences"),
+    ("distribution", "Outcome distributions"),
     ("candidates", "Each candidate: weights and overlap"),
     ("segments", "Per segment"),
     ("plan", "Exploration plan"),
@@ -1348,6 +1349,72 @@ def _validation(ctx: dict[str, Any]) -> str:
     return "".join(out)
 
 
+def _distribution(ctx: dict[str, Any], figures: _Figures) -> str:
+    """The outcome distributions of ``--metric`` (:func:`ope.outcome_distribution`): what the
+    bands assume and the metrics with their simultaneous intervals."""
+    dist = ctx["distribution"]
+    if dist is None:
+        return (
+            "<p>No outcome distribution in this report. <code>ope evaluate LOGS --metric "
+            "quantile:0.95 cvar:0.05 --outcome COLUMN</code> (or "
+            "<code>ope.outcome_distribution</code>) estimates each candidate's distribution of "
+            "an outcome with bands that hold over every threshold; pass "
+            "<code>distribution=</code> to include it.</p>"
+        )
+    level = f"{dist.confidence_level:.0%}"
+    if dist.band == "hoeffding":
+        band = (
+            f"finite-sample {level} bands (Hoeffding at the CDF's quantile brackets, weight "
+            f"bound {_num(dist.weight_bound)}): they hold for any n"
+        )
+    else:
+        band = (
+            f"{level} multiplier-bootstrap bands: asymptotic, valid as the rows grow, like the "
+            "normal intervals of the estimates"
+        )
+    intro = (
+        f"<p>The distribution of <code>{_e(dist.outcome)}</code> under each candidate, by "
+        f"{_e(dist.estimator.upper())} on {_count(dist.n, 'row')}, with {band}. Each band holds "
+        "at every threshold at once, so all of a candidate's intervals below hold jointly "
+        "(not across candidates). The logging policy's row is its own empirical distribution "
+        "(Dvoretzky-Kiefer-Wolfowitz band). Quantile and CVaR bounds read the band; an "
+        "infinite bound means the band leaves that tail open (give the outcome's range).</p>"
+    )
+    table = dist.metrics()
+    rows = []
+    for r in table.itertuples():
+        at = _num(r.threshold) if r.metric in ("cdf", "exceed") else _num(r.level)
+        rows.append(
+            [
+                _e(r.policy),
+                _e(r.metric),
+                at,
+                _num(r.value),
+                f"[{_num(r.ci_low)}, {_num(r.ci_high)}]",
+            ]
+        )
+    shown = _table(
+        ["policy", "metric", "at", "estimate", f"{level} interval"],
+        rows,
+        numeric=(2, 3, 4),
+        raw=True,
+    )
+    notes = "".join(f'<p class="note">{_e(n)}</p>' for n in dist.notes)
+    drawn = dist.policies[: ctx["max_candidates"]] if ctx["max_candidates"] else dist.policies
+    figure = figures.figure(
+        lambda: _plots().plot_distribution(dist, policies=drawn),
+        f"Each candidate's CDF of {dist.outcome} (line) in its simultaneous band (shaded); the "
+        "logging policy's in grey"
+        + (
+            f"; the first {len(drawn)} of {len(dist.policies)} candidates"
+            if len(drawn) < len(dist.policies)
+            else ""
+        ),
+        label=f"outcome distributions of {dist.outcome}",
+    )
+    return intro + figure + shown + notes
+
+
 def _certificate(ctx: dict[str, Any]) -> str:
     cert = ctx["certificate"]
     if cert is None:
@@ -1555,6 +1622,7 @@ def render_report(
     validation: Any = None,
     max_candidates: int | None = MAX_FIGURE_CANDIDATES,
     max_segments: int | None = MAX_REPORT_SEGMENTS,
+    distribution: Any = None,
 ) -> str:
     """The report as one self-contained HTML document (a string).
 
@@ -1589,6 +1657,10 @@ def render_report(
     max_segments : int or None, default :data:`~ope.report.views.MAX_REPORT_SEGMENTS`
         How many segments of a column the per-segment charts, heatmaps and tables show: those
         with the most rows; one line summarizes the others. None shows all.
+    distribution : ope.OutcomeDistributions, optional
+        Each candidate's outcome distribution (:func:`ope.outcome_distribution`): the
+        section *Outcome distributions* lists its metrics (``shown``) with their simultaneous
+        intervals.
 
     Returns
     -------
@@ -1612,6 +1684,11 @@ def render_report(
     (True, True)
     """
     _checked(evaluation, diagnostics, certificate, validation)
+    if distribution is not None and type(distribution).__name__ != "OutcomeDistributions":
+        raise ParameterError(
+            "`distribution` must be the result of ope.outcome_distribution; got "
+            f"{type(distribution).__name__}."
+        )
     max_candidates = check_cap(max_candidates, "max_candidates")
     max_segments = check_cap(max_segments, "max_segments")
     prov: Mapping[str, Any] = provenance if provenance is not None else {}
@@ -1651,12 +1728,14 @@ def render_report(
         "ranked": ranked_candidates(verdicts),
         "max_candidates": max_candidates,
         "max_segments": max_segments,
+        "distribution": distribution,
     }
     figures = _Figures()
     bodies = {
         "headline": _headline(ctx) + _cap_note(ctx),
         "estimates": _estimates(ctx, figures),
         "comparisons": _comparisons(ctx, figures),
+        "distribution": _distribution(ctx, figures),
         "candidates": _candidates(ctx, figures),
         "segments": _segments(ctx, figures),
         "plan": _plan(ctx),
@@ -1761,6 +1840,7 @@ def write_report(
     overwrite: bool = False,
     max_candidates: int | None = MAX_FIGURE_CANDIDATES,
     max_segments: int | None = MAX_REPORT_SEGMENTS,
+    distribution: Any = None,
 ) -> Path:
     """Write the HTML report to ``path`` atomically; returns the path.
 
@@ -1795,6 +1875,7 @@ def write_report(
         validation=validation,
         max_candidates=max_candidates,
         max_segments=max_segments,
+        distribution=distribution,
     )
     with atomic_path(target, force=overwrite, force_flag="overwrite=True (--force)") as tmp:
         with open(tmp, "x", encoding="utf-8", newline="\n") as handle:

@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ope._validation import check_choice
+from ope._validation import as_float_array, check_choice, check_finite
 from ope.simulate._common import (
     EPSILON_GREEDY_EPSILON,
     REWARD_KINDS,
@@ -225,6 +225,35 @@ class ContextualBandit(ContextTables):
             names=("context_ids", "actions"),
         )
         return self._q[m, a]
+
+    def outcome_cdf(self, policy: str | npt.ArrayLike, t: npt.ArrayLike) -> npt.NDArray[np.float64]:
+        r"""Exact CDF of the reward under a policy, :math:`P_\pi(R \le t)` at thresholds ``t``:
+        :math:`\sum_m p_m \sum_a \pi(a|m)\, \Phi((t - q(m,a)) / \sigma)` for Gaussian
+        rewards, :math:`(1 - V(\pi))\, 1\{0 \le t\} + V(\pi)\, 1\{1 \le t\}` for
+        Bernoulli ones (the truth of :func:`ope.outcome_distribution`).
+
+        Examples
+        --------
+        >>> from ope.simulate import ContextualBandit
+        >>> env = ContextualBandit(n_actions=3, n_contexts=5, seed=0)
+        >>> float(env.outcome_cdf("logging", 0.5)) == 1 - env.true_value("logging")
+        True
+        """
+        x = np.asarray(as_float_array(t, "t", ndim=(0, 1)), dtype=np.float64)
+        check_finite(np.atleast_1d(x), "t")
+        table = self._table(policy)
+        if self.reward == "bernoulli":
+            value = self.true_value(table)
+            return np.where(x >= 1.0, 1.0, np.where(x >= 0.0, 1.0 - value, 0.0))
+        from scipy.special import ndtr
+
+        mass = (self._probs[:, None] * table).ravel()
+        keep = mass > 0
+        means, mass = self._q.ravel()[keep], mass[keep]
+        sigma = max(self.reward_noise, 1e-300)
+        flat = x.reshape(-1)
+        out = ndtr((flat[:, None] - means[None, :]) / sigma) @ mass
+        return np.asarray(out.reshape(x.shape), dtype=np.float64)
 
     # ------------------------------------------------------------------ sampling
 

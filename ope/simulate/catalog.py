@@ -555,7 +555,12 @@ class CatalogBandit(CandidateListTables):
             f"CatalogBandit(n_items={self.n_items}, n_candidates={self.n_candidates}, "
             f"n_requests={self.n_requests}, n_embedding_dims={self.n_embedding_dims}, "
             f"n_categories={self.n_categories}, direct_effect={self.direct_effect}, "
-            f"stochastic_embeddings={self.stochastic_embeddings}, seed={self.seed})"
+            + (
+                f"embedding_effects={self.embedding_effects}, "
+                if any(v != 1.0 for v in self.embedding_effects)
+                else ""
+            )
+            + f"stochastic_embeddings={self.stochastic_embeddings}, seed={self.seed})"
         )
 
 

@@ -1,0 +1,731 @@
+r"""Off-policy outcome distributions: the CDF of a candidate's outcome (reward, cost, latency),
+its quantiles, CVaR and exceedance probabilities, each with a band that holds simultaneously
+over every threshold.
+
+Under the candidate :math:`\pi` the outcome's CDF is :math:`F(t) = P_\pi(Y \le t) =
+\mathbb E_0[w\,1\{Y \le t\}]` with :math:`w = \pi(a \mid x) / \pi_0(a \mid x)` (Huang et al.,
+NeurIPS 2021, off-policy risk assessment; Chandak et al., NeurIPS 2021). Two estimators:
+
+* ``"ips"``: :math:`\hat F(t) = \frac1n \sum_i w_i 1\{y_i \le t\}`, unbiased at every
+  :math:`t`, nondecreasing, and clipped to :math:`[0, 1]` (its total is the mean weight, not
+  1);
+* ``"snips"``: :math:`\hat F(t) = \sum_i w_i 1\{y_i \le t\} / \sum_i w_i`, a CDF by
+  construction, consistent.
+
+Two bands, each a function :math:`L \le F \le U` for **every** :math:`t` at once, so that any
+threshold, quantile level or CVaR level read from one band holds jointly with the others:
+
+* ``"hoeffding"`` (IPS, with an a priori ``weight_bound`` :math:`W`; finite-sample): by
+  bracketing :math:`F` at its :math:`j/K` quantiles and Hoeffding's inequality at the
+  :math:`2K - 1` fixed bracket ends (terms in :math:`[0, W]`),
+  :math:`\sup_t |\hat F(t) - F(t)| \le W \sqrt{\log(2(2K-1)/\delta) / (2n)} + 1/K` with
+  probability at least :math:`1 - \delta`, for the :math:`K` that makes it smallest. It is
+  conservative and needs no resampling.
+* ``"multiplier"`` (both estimators; asymptotic): the :math:`1 - \delta` quantile of
+  :math:`\sup_t |G^*(t)|`, where :math:`G^*` is the Gaussian multiplier process of the
+  estimator's influence terms (a multiplier bootstrap of the empirical process). Restricted to
+  the thresholds it is a Gaussian vector with independent increments, drawn exactly from
+  per-threshold sums (one pass over the rows; ``n_resamples`` draws of length at most
+  ``resolution``).
+
+The thresholds are the outcome's distinct values; past ``resolution`` of them, the rows are
+grouped into ``resolution`` buckets at the logged outcome's quantiles and the band between two
+bucket ends is widened to stay valid by monotonicity (:math:`F(t) \in [L(g_j), U(g_{j+1})]`).
+The logging policy's own distribution (every :math:`w = 1`) is given beside, with the
+Dvoretzky-Kiefer-Wolfowitz band (Massart's constant; finite-sample).
+
+Quantiles :math:`q(u) = \inf\{t : F(t) \ge u\}` are bounded by the quantiles of :math:`U` and
+:math:`L`; CVaR at level :math:`\alpha` (lower tail: :math:`\frac1\alpha \int_0^\alpha q(u)\,du`,
+the mean of the worst :math:`\alpha` share of rewards; upper tail:
+:math:`\frac1\alpha \int_{1-\alpha}^1 q(u)\,du`, the mean of the worst share of costs or
+latencies) by the integrals of those quantile functions, which need the outcome's a priori
+range (``outcome_range``) where a band leaves a tail open. All the intervals read from one band
+hold simultaneously.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from ope._result import Result, ResultParts
+from ope._validation import (
+    as_float_array,
+    check_choice,
+    check_finite,
+    check_confidence_level,
+    check_name,
+    check_positive_int,
+    check_real,
+    finite_pair,
+    check_weight_bound,
+    resolve_seed,
+)
+from ope.exceptions import ParameterError, SchemaError, ValidationError
+
+__all__ = [
+    "DISTRIBUTION_ESTIMATORS",
+    "BAND_METHODS",
+    "DEFAULT_RESOLUTION",
+    "DEFAULT_BAND_RESAMPLES",
+    "METRIC_KINDS",
+    "OutcomeDistribution",
+    "OutcomeDistributions",
+    "outcome_distribution",
+    "hoeffding_band_width",
+    "dkw_band_width",
+    "parse_metric",
+]
+
+#: The estimators of a candidate's outcome CDF.
+DISTRIBUTION_ESTIMATORS: Final = ("ips", "snips")
+
+#: The simultaneous bands: finite-sample with a weight bound, or the multiplier bootstrap.
+BAND_METHODS: Final = ("hoeffding", "multiplier")
+
+#: The most thresholds a distribution keeps (the outcome's distinct values, else buckets).
+DEFAULT_RESOLUTION: Final = 2000
+
+#: Draws of the multiplier process.
+DEFAULT_BAND_RESAMPLES: Final = 1000
+
+#: The metrics a distribution answers: ``kind:argument`` (``cdf`` alone: at the logged
+#: outcome's deciles).
+METRIC_KINDS: Final = {
+    "cdf": "P(Y <= t) at threshold t (alone: at the logged outcome's deciles)",
+    "exceed": "P(Y > t) at threshold t",
+    "quantile": "the quantile at a level in (0, 1)",
+    "cvar": "the mean of the lowest share alpha of outcomes (rewards: the worst)",
+    "upper_cvar": "the mean of the highest share alpha of outcomes (costs, latencies: the worst)",
+}
+
+_LEVEL_KINDS: Final = frozenset({"quantile", "cvar", "upper_cvar"})
+
+
+def hoeffding_band_width(n: int, weight_bound: float, confidence_level: float) -> float:
+    """Half-width of the finite-sample band of the IPS CDF (see the module): the smallest
+    :math:`W \\sqrt{\\log(2(2K-1)/\\delta)/(2n)} + 1/K` over integers :math:`K \\ge 1`.
+
+    Examples
+    --------
+    >>> round(hoeffding_band_width(10_000, 1.0, 0.95), 4)
+    0.0253
+    """
+    delta = 1.0 - confidence_level
+    k = np.arange(1, max(2, int(4 * math.sqrt(n)) + 2), dtype=np.float64)
+    widths = weight_bound * np.sqrt(np.log(2 * (2 * k - 1) / delta) / (2 * n)) + 1 / k
+    return float(widths.min())
+
+
+def dkw_band_width(n: float, confidence_level: float) -> float:
+    """Half-width of the Dvoretzky-Kiefer-Wolfowitz band of an empirical CDF of ``n`` rows
+    (Massart's constant): :math:`\\sqrt{\\log(2/\\delta)/(2n)}`.
+
+    Examples
+    --------
+    >>> round(dkw_band_width(10_000, 0.95), 4)
+    0.0136
+    """
+    return math.sqrt(math.log(2.0 / (1.0 - confidence_level)) / (2.0 * n))
+
+
+def _metric_list(metrics: Any) -> list[str]:
+    if isinstance(metrics, str):
+        return [metrics]
+    if not isinstance(metrics, Sequence) or not metrics:
+        raise ParameterError(
+            "`metrics` must be a metric or a non-empty list of them, e.g. ['quantile:0.95', "
+            f"'cvar:0.05']; got {metrics!r}."
+        )
+    return list(metrics)
+
+
+def parse_metric(text: str) -> tuple[str, float | None]:
+    """``"quantile:0.95"`` -> ``("quantile", 0.95)``; ``"cdf"`` -> ``("cdf", None)``.
+
+    Raises
+    ------
+    ope.ParameterError
+        An unknown kind, a missing or non-finite argument, or a level outside (0, 1).
+
+    Examples
+    --------
+    >>> parse_metric("cvar:0.05"), parse_metric("exceed:2000")
+    (('cvar', 0.05), ('exceed', 2000.0))
+    """
+    if not isinstance(text, str):
+        raise ParameterError(f"`metrics` must be text such as 'quantile:0.95'; got {text!r}.")
+    match = re.fullmatch(r"\s*([a-z_]+)\s*(?::\s*(\S+)\s*)?", text)
+    kinds = ", ".join(f"{k}:X" if k != "cdf" else "cdf[:T]" for k in METRIC_KINDS)
+    if not match or match.group(1) not in METRIC_KINDS:
+        raise ParameterError(f"`metrics`: {text!r} is not one of {kinds}.")
+    kind, argument = match.group(1), match.group(2)
+    if argument is None:
+        if kind != "cdf":
+            raise ParameterError(
+                f"`metrics`: {text!r}: {kind} needs an argument, e.g. {kind}:0.95."
+            )
+        return kind, None
+    try:
+        value = float(argument)
+    except ValueError:
+        raise ParameterError(f"`metrics`: {text!r}: {argument!r} is not a number.") from None
+    if not math.isfinite(value):
+        raise ParameterError(f"`metrics`: {text!r}: the argument must be finite.")
+    if kind in _LEVEL_KINDS and not 0.0 < value < 1.0:
+        raise ParameterError(f"`metrics`: {text!r}: the level must be in (0, 1), e.g. {kind}:0.05.")
+    return kind, value
+
+
+def _thresholds(value: Any, name: str) -> npt.NDArray[np.float64]:
+    """Finite numbers (a scalar or a 1-d array) as float64."""
+    arr = np.asarray(as_float_array(value, name, ndim=(0, 1)), dtype=np.float64)
+    check_finite(np.atleast_1d(arr), name)
+    return arr
+
+
+def _step_quantile(
+    edges: npt.NDArray[np.float64],
+    levels: npt.NDArray[np.float64],
+    below: float,
+    u: npt.NDArray[np.float64],
+    lo: float,
+    hi: float,
+) -> npt.NDArray[np.float64]:
+    """``inf{t : S(t) >= u}`` for the step function ``S`` that is ``below`` left of
+    ``edges[0]`` and ``levels[k]`` on ``[edges[k], edges[k+1])`` (nondecreasing)."""
+    k = np.searchsorted(levels, u, side="left")
+    out = np.where(k < edges.size, edges[np.minimum(k, edges.size - 1)], hi)
+    return np.where(below >= u, lo, out)
+
+
+def _step_integral(
+    edges: npt.NDArray[np.float64],
+    levels: npt.NDArray[np.float64],
+    below: float,
+    u0: float,
+    u1: float,
+    lo: float,
+    hi: float,
+) -> float:
+    """``int_{u0}^{u1} q_S(u) du`` for the quantile function of the step CDF ``S`` (see
+    :func:`_step_quantile`); an open tail (lo = -inf or hi = inf) with positive measure gives
+    an infinite integral."""
+    bounds = np.concatenate(([0.0, below], levels, [1.0]))
+    bounds = np.clip(np.maximum.accumulate(bounds), 0.0, 1.0)
+    values = np.concatenate(([lo], edges, [hi]))
+    measure = np.clip(np.minimum(bounds[1:], u1) - np.maximum(bounds[:-1], u0), 0.0, None)
+    used = measure > 0
+    return float(np.sum(values[used] * measure[used])) if used.any() else 0.0
+
+
+@dataclass(frozen=True, eq=False)
+class OutcomeDistribution:
+    """One policy's outcome CDF on its thresholds, with its simultaneous band.
+
+    Attributes
+    ----------
+    policy : str
+    estimator : str
+        ``ips``, ``snips``, or ``empirical`` (the logging policy's own rows).
+    band : str
+        ``hoeffding``, ``multiplier`` or ``dkw``.
+    half_width : float
+        The band's half-width: ``lower = cdf - half_width``, ``upper = cdf + half_width``
+        inside [0, 1].
+    edges : numpy.ndarray
+        The thresholds (sorted): the outcome's distinct values, or the buckets' upper ends.
+    cdf, lower, upper : numpy.ndarray
+        The estimate and the band at ``edges``.
+    exact : bool
+        Whether ``edges`` are every distinct value (else the band between two edges is widened
+        by monotonicity).
+    outcome_range : (float, float) or None
+        The a priori range of the outcome (closes the tails of quantile and CVaR bounds).
+    """
+
+    policy: str
+    estimator: str
+    band: str
+    half_width: float
+    edges: npt.NDArray[np.float64] = field(repr=False)
+    cdf: npt.NDArray[np.float64] = field(repr=False)
+    lower: npt.NDArray[np.float64] = field(repr=False)
+    upper: npt.NDArray[np.float64] = field(repr=False)
+    exact: bool = True
+    outcome_range: tuple[float, float] | None = None
+
+    @property
+    def _range(self) -> tuple[float, float]:
+        if self.outcome_range is None:
+            return (-math.inf, math.inf)
+        return self.outcome_range
+
+    def _upper_step(self) -> tuple[npt.NDArray[np.float64], float]:
+        """The band's upper function as a step function (levels at edges, value below)."""
+        if self.exact:
+            return self.upper, min(1.0, self.half_width)
+        # between two bucket ends F(t) <= F(next end) <= upper(next end)
+        shifted = np.concatenate((self.upper[1:], [1.0]))
+        return shifted, float(self.upper[0])
+
+    def cdf_at(self, t: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(value, low, high)`` of ``P(Y <= t)`` at thresholds ``t`` (arrays of t's shape):
+        the estimate and the band, which holds for every ``t`` at once."""
+        x = _thresholds(t, "t")
+        k = np.searchsorted(self.edges, x, side="right") - 1
+        inside = k >= 0
+        kk = np.maximum(k, 0)
+        value = np.where(inside, self.cdf[kk], 0.0)
+        low = np.where(inside, self.lower[kk], 0.0)
+        up_levels, up_below = self._upper_step()
+        high = np.where(inside, up_levels[kk], up_below)
+        return value, low, high
+
+    def exceedance(self, t: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(value, low, high)`` of ``P(Y > t)`` (one minus :meth:`cdf_at`)."""
+        value, low, high = self.cdf_at(t)
+        return 1.0 - value, 1.0 - high, 1.0 - low
+
+    def quantile(self, level: npt.ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(value, low, high)`` of the quantile ``inf{t : F(t) >= level}``: the estimate's
+        quantile and those of the band's upper and lower functions (``outcome_range``'s ends,
+        or infinities, where the band leaves the level open)."""
+        u = _thresholds(level, "level")
+        if not np.all((u > 0.0) & (u <= 1.0)):
+            raise ParameterError(f"`level` must be in (0, 1]; got {level!r}.")
+        lo, hi = self._range
+        up_levels, up_below = self._upper_step()
+        value = _step_quantile(self.edges, self.cdf, 0.0, u, lo, hi)
+        low = _step_quantile(self.edges, up_levels, up_below, u, lo, hi)
+        high = _step_quantile(self.edges, self.lower, 0.0, u, lo, hi)
+        return value, low, high
+
+    def cvar(self, level: float, tail: str = "lower") -> tuple[float, float, float]:
+        """``(value, low, high)`` of the conditional value at risk at ``level``: the mean of
+        the lowest (``tail="lower"``) or highest (``"upper"``) share ``level`` of outcomes.
+        A bound is infinite where the band leaves that tail open and no ``outcome_range`` is
+        given."""
+        alpha = check_real(level, "level", finite=True)
+        if not 0.0 < alpha <= 1.0:
+            raise ParameterError(f"`level` must be in (0, 1]; got {level!r}.")
+        tail = check_choice(tail, "tail", ("lower", "upper"))
+        u0, u1 = (0.0, alpha) if tail == "lower" else (1.0 - alpha, 1.0)
+        lo, hi = self._range
+        up_levels, up_below = self._upper_step()
+        parts = (
+            (self.cdf, 0.0),
+            (up_levels, up_below),  # the smallest quantile function: the lower bound
+            (self.lower, 0.0),  # the largest: the upper bound
+        )
+        value, low, high = (
+            _step_integral(self.edges, levels, below, u0, u1, lo, hi) / alpha
+            for levels, below in parts
+        )
+        return value, low, high
+
+
+@dataclass(frozen=True, eq=False)
+class OutcomeDistributions(Result):
+    """Each candidate's outcome distribution (and the logging policy's), with simultaneous
+    bands: :func:`outcome_distribution`.
+
+    Attributes
+    ----------
+    outcome : str
+    estimator : str
+    band : str
+    confidence_level : float
+    n : int
+    distributions : dict of str to OutcomeDistribution
+        Candidate name (and ``"logging"``) -> its distribution.
+    policies : list of str
+        The candidates, in order.
+    weight_bound : float or None
+    notes : tuple of str
+    """
+
+    outcome: str
+    estimator: str
+    band: str
+    confidence_level: float
+    n: int
+    distributions: dict[str, OutcomeDistribution]
+    policies: list[str]
+    weight_bound: float | None = None
+    notes: tuple[str, ...] = ()
+    #: the metrics :meth:`metrics`, :meth:`to_dict` and the summary show by default
+    shown: tuple[str, ...] = ("cdf",)
+
+    def __getitem__(self, policy: str) -> OutcomeDistribution:
+        if isinstance(policy, str) and policy in self.distributions:
+            return self.distributions[policy]
+        raise ParameterError(
+            f"no distribution named {policy!r}; one of {list(self.distributions)}."
+        )
+
+    def metrics(self, metrics: Sequence[str] | str | None = None) -> pd.DataFrame:
+        """One row per policy (``logging`` first) and metric: ``policy``, ``metric``,
+        ``threshold`` or ``level``, ``value``, ``ci_low``, ``ci_high``. Every interval is read
+        from one simultaneous band per policy, so a policy's intervals hold jointly.
+
+        ``metrics``: ``"cdf:T"``, ``"exceed:T"``, ``"quantile:L"``, ``"cvar:L"`` (lowest
+        share), ``"upper_cvar:L"`` (highest share), or ``"cdf"`` alone (at the logged outcome's
+        deciles) (:data:`METRIC_KINDS`). Default: :attr:`shown`."""
+        specs = self.shown if metrics is None else metrics
+        parsed = [(spec, *parse_metric(spec)) for spec in _metric_list(specs)]
+        logging_dist = self.distributions["logging"]
+        deciles = logging_dist.quantile(np.arange(1, 10) / 10)[0]
+        rows: list[tuple[Any, ...]] = []
+        for name in ["logging", *self.policies]:  # a loop over the policies
+            dist = self.distributions[name]
+            for spec, kind, arg in parsed:  # a loop over the metrics asked for
+                if kind in ("cdf", "exceed"):
+                    ts = np.unique(deciles) if arg is None else np.array([arg])
+                    reader = dist.cdf_at if kind == "cdf" else dist.exceedance
+                    for t, v, lo, hi in zip(ts, *reader(ts)):
+                        rows.append((name, kind, float(t), math.nan, v, lo, hi))
+                elif kind == "quantile":
+                    qs = dist.quantile(np.array([arg]))
+                    rows.append((name, kind, math.nan, arg, *(float(x[0]) for x in qs)))
+                else:
+                    tail = "upper" if kind == "upper_cvar" else "lower"
+                    cv = dist.cvar(float(arg if arg is not None else math.nan), tail=tail)
+                    rows.append((name, kind, math.nan, arg, *cv))
+        table = pd.DataFrame(
+            rows, columns=["policy", "metric", "threshold", "level", "value", "ci_low", "ci_high"]
+        )
+        for column in ("threshold", "level", "value", "ci_low", "ci_high"):
+            table[column] = table[column].astype(np.float64)
+        return table
+
+    def table(self) -> pd.DataFrame:
+        """The bands' sizes: one row per policy with ``estimator``, ``band``, ``half_width``,
+        ``thresholds`` and ``exact``."""
+        return pd.DataFrame(
+            [
+                (name, d.estimator, d.band, d.half_width, d.edges.size, d.exact)
+                for name, d in self.distributions.items()
+            ],
+            columns=["policy", "estimator", "band", "half_width", "thresholds", "exact"],
+        )
+
+    def to_dict(self, metrics: Sequence[str] | str | None = None) -> dict[str, Any]:
+        """JSON-ready: the settings, the bands and the ``metrics`` table's records."""
+        return {
+            "outcome": self.outcome,
+            "estimator": self.estimator,
+            "band": self.band,
+            "confidence_level": self.confidence_level,
+            "n": self.n,
+            "weight_bound": self.weight_bound,
+            "bands": self.table().to_dict(orient="records"),
+            "metrics": self.metrics(metrics).to_dict(orient="records"),
+            "metrics_asked": list(self.shown if metrics is None else _metric_list(metrics)),
+            "notes": list(self.notes),
+        }
+
+    def _parts(self) -> ResultParts:
+        return ResultParts(
+            title=f"distribution of {self.outcome} by {self.estimator} ({self.n:,} rows)",
+            fields=[
+                ("band", f"{self.band}, simultaneous over thresholds at {self.confidence_level:g}"),
+                ("weight bound", "none" if self.weight_bound is None else self.weight_bound),
+            ],
+            table=self.metrics(),
+            notes=self.notes,
+            precision={},
+        )
+
+
+def _weights_and_outcome(
+    logs: Any, policies: Any, outcome: str, weight_column: str | None
+) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray | None, str | None]:
+    from ope.logs import BanditLogs
+    from ope.io import read_logs
+    from ope.policies import target_propensities
+    from ope.weights import check_sampling_weight, sampling_weight_column
+
+    if not isinstance(logs, BanditLogs):
+        if type(logs).__name__ == "LogScan":
+            raise ParameterError(
+                "an outcome distribution sorts the rows by outcome: it needs them in memory, "
+                "not a scan. Read them with ope.read_logs."
+            )
+        logs = read_logs(logs)
+    if outcome not in logs.columns:
+        raise SchemaError(
+            f"the logs have no outcome column {outcome!r}; columns: {list(logs.columns)[:20]}."
+        )
+    y = np.asarray(logs.column(outcome), dtype=np.float64)
+    if not np.isfinite(y).all():
+        bad = int(np.flatnonzero(~np.isfinite(y))[0])
+        raise ValidationError(
+            f"outcome column {outcome!r} holds a missing or non-finite value (first at row "
+            f"{bad}); drop or fill those rows first."
+        )
+    tp = target_propensities(logs, policies)
+    p = np.asarray(logs.column("propensity"), dtype=np.float64)
+    column = sampling_weight_column(logs.columns, weight_column)
+    s = None
+    if column is not None:
+        s = check_sampling_weight(logs.column(column), logs.n, name=f"column `{column}`")
+        if np.all(s == 1.0):
+            s, column = None, None
+    return y, tp.values / p[:, None], list(tp.names), s, column
+
+
+def _buckets(y: np.ndarray, resolution: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
+    """Sort order, each sorted row's bucket, the buckets' upper ends, and whether the buckets
+    are the distinct values."""
+    order = np.argsort(y, kind="stable")
+    ys = y[order]
+    new = np.empty(ys.size, dtype=bool)
+    new[0] = True
+    np.not_equal(ys[1:], ys[:-1], out=new[1:])
+    distinct = np.cumsum(new) - 1
+    n_distinct = int(distinct[-1]) + 1
+    if n_distinct <= resolution:
+        ends = ys[np.r_[np.flatnonzero(new)[1:] - 1, ys.size - 1]]
+        return order, distinct, ends, True
+    # buckets at the logged quantiles, never splitting a value
+    cut = np.floor(np.arange(1, resolution) * ys.size / resolution).astype(np.int64)
+    boundaries = np.unique(distinct[cut])  # the distinct value starting each bucket
+    bucket = np.searchsorted(boundaries, distinct, side="right")
+    last = np.r_[np.flatnonzero(np.diff(bucket)), ys.size - 1]
+    return order, bucket, ys[last], False
+
+
+def _multiplier_width(
+    a: np.ndarray,
+    b: np.ndarray,
+    cdf: np.ndarray,
+    bucket: np.ndarray,
+    n_buckets: int,
+    n: float,
+    n_resamples: int,
+    level: float,
+    gen: np.random.Generator,
+) -> float:
+    """The ``level`` quantile of ``sup_k |G*(t_k)|`` for ``G*(t) = (1/n) sum_i xi_i (a_i 1{y_i
+    <= t} - cdf(t) b_i)``, ``xi`` standard normal: per bucket the pair (sum xi a, sum xi b) is
+    bivariate normal, independent across buckets, drawn from its covariance."""
+    saa = np.bincount(bucket, weights=a * a, minlength=n_buckets)
+    sab = np.bincount(bucket, weights=a * b, minlength=n_buckets)
+    sbb = np.bincount(bucket, weights=b * b, minlength=n_buckets)
+    # (dA, dB) = (sqrt(saa) z1, sab / sqrt(saa) z1 + sqrt(sbb - sab^2 / saa) z2)
+    root = np.sqrt(saa)
+    safe = np.where(root > 0, root, 1.0)
+    c1 = np.where(root > 0, sab / safe, 0.0)
+    c2 = np.sqrt(np.clip(sbb - c1 * c1, 0.0, None))
+    sups = np.empty(n_resamples)
+    block = max(1, min(n_resamples, (1 << 22) // max(n_buckets, 1)))
+    for start in range(0, n_resamples, block):  # a loop over blocks of draws (memory bound)
+        m = min(block, n_resamples - start)
+        z1 = gen.standard_normal((m, n_buckets))
+        z2 = gen.standard_normal((m, n_buckets))
+        d_a = root * z1
+        d_b = c1 * z1 + c2 * z2
+        path = np.cumsum(d_a, axis=1) - cdf[None, :] * d_b.sum(axis=1, keepdims=True)
+        sups[start : start + m] = np.abs(path).max(axis=1) / n
+    return float(np.quantile(sups, level))
+
+
+def outcome_distribution(
+    logs: Any,
+    policies: Any = None,
+    *,
+    outcome: str = "reward",
+    estimator: str = "ips",
+    band: str | None = None,
+    weight_bound: float | None = None,
+    confidence_level: float = 0.95,
+    outcome_range: tuple[float, float] | None = None,
+    resolution: int = DEFAULT_RESOLUTION,
+    n_resamples: int = DEFAULT_BAND_RESAMPLES,
+    rng: int | np.random.Generator | None = 0,
+    weight_column: str | None = None,
+) -> OutcomeDistributions:
+    """The distribution of an outcome under each candidate policy, with bands that hold
+    simultaneously over every threshold (see the module for the estimators and the bands).
+
+    Parameters
+    ----------
+    logs : BanditLogs or anything ``ope.read_logs`` accepts
+        In memory (the rows are sorted by outcome).
+    policies : optional
+        As in :func:`ope.evaluate`.
+    outcome : str, default "reward"
+        A numeric column of the logs: the reward, or a cost, a latency, a harm score.
+    estimator : {"ips", "snips"}, default "ips"
+    band : {"hoeffding", "multiplier"}, optional
+        Default ``"hoeffding"`` when ``weight_bound`` is given (and ``estimator="ips"``, no
+        sampling weights), else ``"multiplier"``.
+    weight_bound : float, optional
+        An a priori bound on every importance weight (e.g. 1 / the logger's smallest
+        probability), for the finite-sample band. The largest observed weight is not a bound.
+    confidence_level : float, default 0.95
+        Of each policy's band (simultaneous over its thresholds; not across policies).
+    outcome_range : (float, float), optional
+        The outcome's a priori range: closes the tails of quantile and CVaR bounds.
+    resolution : int, default DEFAULT_RESOLUTION
+        The most thresholds kept (see the module).
+    n_resamples : int, default DEFAULT_BAND_RESAMPLES
+        Draws of the multiplier process.
+    rng : int, Generator or None, default 0
+        The multiplier draws' randomness.
+    weight_column : str, optional
+        Sampling (Horvitz-Thompson) weights, as in :func:`ope.evaluate` (default: the ``weight``
+        column when present). The finite-sample bands refuse them.
+
+    Returns
+    -------
+    OutcomeDistributions
+
+    Raises
+    ------
+    ope.ParameterError
+        A bad argument; ``band="hoeffding"`` without ``weight_bound``, with SNIPS or with
+        sampling weights.
+    ope.SchemaError
+        No such outcome column.
+    ope.ValidationError
+        A missing or non-finite outcome, or one outside ``outcome_range``.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, ope
+    >>> g = np.random.default_rng(0)
+    >>> a = g.integers(0, 2, 4000)
+    >>> df = pd.DataFrame({"action": a, "propensity": 0.5, "reward": g.normal(a, 1.0),
+    ...                    "target__one": (a == 1).astype(float)})
+    >>> d = ope.outcome_distribution(df, weight_bound=2.0)
+    >>> q = d["one"].quantile([0.5])
+    >>> bool(q[1][0] <= 1.0 <= q[2][0])
+    True
+    """
+    est = check_choice(estimator, "estimator", DISTRIBUTION_ESTIMATORS)
+    level = check_confidence_level(confidence_level)
+    bound = check_weight_bound(weight_bound) if weight_bound is not None else None
+    outcome = check_name(outcome, "outcome", what="a column name")
+    span = (
+        finite_pair(outcome_range, "outcome_range", "outcome_range=(0.0, 5000.0)")
+        if outcome_range is not None
+        else None
+    )
+    resolution = check_positive_int(resolution, "resolution", minimum=2)
+    n_resamples = check_positive_int(n_resamples, "n_resamples", minimum=100)
+    if band is None:
+        band = "hoeffding" if bound is not None and est == "ips" else "multiplier"
+    how = check_choice(band, "band", BAND_METHODS)
+    y, w, names, s, s_column = _weights_and_outcome(logs, policies, outcome, weight_column)
+    n = y.size
+    if how == "hoeffding":
+        if bound is None:
+            raise ParameterError(
+                "band='hoeffding' needs weight_bound=: an a priori bound on every importance "
+                "weight (e.g. 1 / the logger's smallest probability); or use band='multiplier'."
+            )
+        if est != "ips":
+            raise ParameterError("band='hoeffding' bounds the IPS CDF; use estimator='ips'.")
+        if s is not None:
+            raise ParameterError(
+                f"band='hoeffding' takes unweighted rows; the logs carry sampling weights "
+                f"(column `{s_column}`): use band='multiplier'."
+            )
+    if span is not None:
+        outside = (y < span[0]) | (y > span[1])
+        if outside.any():
+            raise ValidationError(
+                f"outcome {outcome!r} has {int(outside.sum()):,} value(s) outside outcome_range "
+                f"{span} (first at row {int(np.flatnonzero(outside)[0])})."
+            )
+    if bound is not None and how == "hoeffding":
+        over = w > bound * (1 + 1e-12)
+        if over.any():
+            col = int(np.flatnonzero(over.any(axis=0))[0])
+            raise ValidationError(
+                f"weight_bound={bound:g} is exceeded by candidate {names[col]!r} (largest "
+                f"weight {float(w[:, col].max()):.4g}): it must bound every weight a priori."
+            )
+    _, gen = resolve_seed(rng)
+    order, bucket, ends, exact = _buckets(y, resolution)
+    n_buckets = ends.size
+    sw = np.ones(n) if s is None else s[order]
+    total_s = float(sw.sum())
+    notes: list[str] = []
+    dists: dict[str, OutcomeDistribution] = {}
+
+    def build(name: str, weights: np.ndarray, kind: str) -> OutcomeDistribution:
+        # weights: per sorted row (1 for the logging policy)
+        mass = np.bincount(bucket, weights=sw * weights, minlength=n_buckets)
+        raw = np.cumsum(mass)
+        if kind == "empirical" or est == "snips":
+            norm = float(raw[-1])
+        else:
+            norm = total_s
+        cdf_raw = raw / norm
+        if kind == "empirical" and s is None:
+            band_name, width = "dkw", dkw_band_width(n, level)
+        elif how == "hoeffding" and kind != "empirical":
+            band_name, width = "hoeffding", hoeffding_band_width(n, float(bound or 1.0), level)
+        else:
+            band_name = "multiplier"
+            a = sw * weights / (norm / n)
+            b = (sw * weights if (kind == "empirical" or est == "snips") else sw) / (norm / n)
+            width = _multiplier_width(a, b, cdf_raw, bucket, n_buckets, n, n_resamples, level, gen)
+        cdf = np.clip(cdf_raw, 0.0, 1.0)
+        return OutcomeDistribution(
+            policy=name,
+            estimator="empirical" if kind == "empirical" else est,
+            band=band_name,
+            half_width=width,
+            edges=ends,
+            cdf=cdf,
+            lower=np.clip(cdf_raw - width, 0.0, 1.0),
+            upper=np.clip(cdf_raw + width, 0.0, 1.0),
+            exact=exact,
+            outcome_range=span,
+        )
+
+    dists["logging"] = build("logging", np.ones(n), "empirical")
+    for j, name in enumerate(names):  # a loop over candidate policies
+        dists[name] = build(name, w[order, j], est)
+        if est == "ips":
+            mean_w = float(np.sum(sw * w[order, j]) / total_s)
+            if abs(mean_w - 1.0) > 0.1:
+                notes.append(
+                    f"{name}: mean importance weight {mean_w:.3g} (1 expected): its IPS CDF "
+                    "ends at that mass before clipping; SNIPS divides it out"
+                )
+    if not exact:
+        notes.append(
+            f"{outcome} has more than {resolution:,} distinct values: the thresholds are "
+            f"{ends.size:,} bucket ends at its logged quantiles, and the band between two "
+            "ends is widened to the next end (valid by monotonicity)"
+        )
+    if s is not None:
+        notes.append(f"rows weighted by the sampling weights of column `{s_column}`")
+    if how == "multiplier":
+        notes.append(
+            f"the candidates' bands are multiplier-bootstrap bands ({n_resamples:,} draws): "
+            "asymptotic, simultaneous over thresholds"
+        )
+    return OutcomeDistributions(
+        outcome=outcome,
+        estimator=est,
+        band=how,
+        confidence_level=level,
+        n=n,
+        distributions=dists,
+        policies=names,
+        weight_bound=bound,
+        notes=tuple(notes),
+    )
