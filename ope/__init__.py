@@ -167,6 +167,7 @@ _PUBLIC: dict[str, str] = {
     "EmbeddingChoice": "ope.evaluation",
     # outcome distributions
     "outcome_distribution": "ope.distribution",
+    "return_distribution": "ope.distribution",
     "OutcomeDistributions": "ope.distribution",
     "OutcomeDistribution": "ope.distribution",
 }

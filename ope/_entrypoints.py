@@ -336,6 +336,8 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.selection_regret",
     "ope.selection_report",
     "ope.sequential_estimate",
+    "ope.sequential.episode_weights",
+    "ope.return_distribution",
     "ope.slate_logs",
     "ope.target_propensities",
     "ope.td_errors",

@@ -825,7 +825,8 @@ def _add_distribution_options(p: argparse.ArgumentParser) -> None:
     m.add_argument(
         "--outcome",
         metavar="COLUMN",
-        help="with --metric: the numeric column whose distribution is estimated (default reward)",
+        help="with --metric: the numeric column whose distribution is estimated (default reward; "
+        "on trajectories the episode's discounted return)",
     )
     m.add_argument(
         "--outcome-range",
@@ -2422,10 +2423,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
                 "value on the episodes as logged.",
                 flag="--weight-column",
             )
-        if getattr(args, "metric", None):
+        if getattr(args, "metric", None) and args.tail_column:
             raise _UsageError(
-                "argument --metric: outcome distributions are estimated from bandit logs; the "
-                "logs hold trajectories.",
+                "argument --metric: the return distribution takes one --tail-value for every "
+                "truncated episode, not --tail-column.",
                 flag="--metric",
             )
         return _evaluate_trajectories(args)
@@ -2707,8 +2708,31 @@ def _evaluate_trajectories(args: argparse.Namespace) -> _Outcome:
     document = {"kind": document.pop("kind"), "logs": args.logs, **document}
     document["estimand"] = _cli_text(document["estimand"])
     document["notes"] = [_cli_text(n) for n in document["notes"]]
-    text = _cli_text(ev.summary())
-    return _Outcome(document, "\n\n".join([str(traj.report), text]))
+    texts = [str(traj.report), _cli_text(ev.summary())]
+    if args.metric:  # the return distribution: trajectory-wise weights per episode
+        from ope.distribution import return_distribution
+
+        if args.outcome not in (None, "return"):
+            raise _UsageError(
+                "argument --outcome: on trajectories the outcome is the episode's discounted "
+                "return; drop --outcome.",
+                flag="--outcome",
+            )
+        found = return_distribution(
+            traj,
+            policies or None,
+            gamma=1.0 if args.gamma is None else args.gamma,
+            tail_value=args.tail_value,
+            estimator=args.distribution_estimator,
+            weight_bound=args.weight_bound if args.distribution_estimator == "ips" else None,
+            confidence_level=args.confidence_level,
+            outcome_range=None if args.outcome_range is None else tuple(args.outcome_range),
+            rng=args.seed if args.seed is not None else 0,
+        )
+        found = dataclasses.replace(found, shown=tuple(args.metric))
+        document["distribution"] = found.to_dict()
+        texts.append(found.summary())
+    return _Outcome(document, "\n\n".join(texts))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -62,23 +62,26 @@ from ope._validation import (
     check_finite,
     check_confidence_level,
     check_name,
+    check_names,
     check_positive_int,
     check_real,
     finite_pair,
     check_weight_bound,
     resolve_seed,
 )
-from ope.exceptions import ParameterError, SchemaError, ValidationError
+from ope.exceptions import EstimationError, ParameterError, SchemaError, ValidationError
 
 __all__ = [
     "DISTRIBUTION_ESTIMATORS",
     "BAND_METHODS",
     "DEFAULT_RESOLUTION",
     "DEFAULT_BAND_RESAMPLES",
+    "MAX_BAND_RESAMPLES",
     "METRIC_KINDS",
     "OutcomeDistribution",
     "OutcomeDistributions",
     "outcome_distribution",
+    "return_distribution",
     "hoeffding_band_width",
     "dkw_band_width",
     "parse_metric",
@@ -95,6 +98,9 @@ DEFAULT_RESOLUTION: Final = 2000
 
 #: Draws of the multiplier process.
 DEFAULT_BAND_RESAMPLES: Final = 1000
+
+#: The most draws of the multiplier process a call takes.
+MAX_BAND_RESAMPLES: Final = 100_000
 
 #: The metrics a distribution answers: ``kind:argument`` (``cdf`` alone: at the logged
 #: outcome's deciles).
@@ -303,7 +309,9 @@ class OutcomeDistribution:
             raise ParameterError(f"`level` must be in (0, 1]; got {level!r}.")
         lo, hi = self._range
         up_levels, up_below = self._upper_step()
-        value = _step_quantile(self.edges, self.cdf, 0.0, u, lo, hi)
+        # the estimate's quantile within the observed outcomes (an IPS CDF whose mass stays
+        # below the level ends at the largest one); the bounds keep the range's ends
+        value = _step_quantile(self.edges, self.cdf, 0.0, u, self.edges[0], self.edges[-1])
         low = _step_quantile(self.edges, up_levels, up_below, u, lo, hi)
         high = _step_quantile(self.edges, self.lower, 0.0, u, lo, hi)
         return value, low, high
@@ -320,16 +328,11 @@ class OutcomeDistribution:
         u0, u1 = (0.0, alpha) if tail == "lower" else (1.0 - alpha, 1.0)
         lo, hi = self._range
         up_levels, up_below = self._upper_step()
-        parts = (
-            (self.cdf, 0.0),
-            (up_levels, up_below),  # the smallest quantile function: the lower bound
-            (self.lower, 0.0),  # the largest: the upper bound
-        )
-        value, low, high = (
-            _step_integral(self.edges, levels, below, u0, u1, lo, hi) / alpha
-            for levels, below in parts
-        )
-        return value, low, high
+        value = _step_integral(self.edges, self.cdf, 0.0, u0, u1, self.edges[0], self.edges[-1])
+        low = _step_integral(self.edges, up_levels, up_below, u0, u1, lo, hi)
+        high = _step_integral(self.edges, self.lower, 0.0, u0, u1, lo, hi)
+        # the smallest quantile function (the upper band's) bounds it below, the largest above
+        return value / alpha, low / alpha, high / alpha
 
 
 @dataclass(frozen=True, eq=False)
@@ -418,7 +421,9 @@ class OutcomeDistributions(Result):
         )
 
     def to_dict(self, metrics: Sequence[str] | str | None = None) -> dict[str, Any]:
-        """JSON-ready: the settings, the bands and the ``metrics`` table's records."""
+        """JSON-ready: the settings, the bands and the ``metrics`` table's records. A bound
+        the band leaves open (a quantile or CVaR bound of -inf/inf without ``outcome_range``)
+        is written as null by ``ope``'s JSON output (JSON has no infinity)."""
         return {
             "outcome": self.outcome,
             "estimator": self.estimator,
@@ -464,6 +469,14 @@ def _weights_and_outcome(
         raise SchemaError(
             f"the logs have no outcome column {outcome!r}; columns: {list(logs.columns)[:20]}."
         )
+    import pyarrow as pa
+
+    kind = logs.table.schema.field(outcome).type
+    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
+        raise SchemaError(
+            f"outcome column {outcome!r} must be numeric (integer, float or boolean); it holds "
+            f"{kind}. Convert it (a duration to seconds, a label to a number) first."
+        )
     y = np.asarray(logs.column(outcome), dtype=np.float64)
     if not np.isfinite(y).all():
         bad = int(np.flatnonzero(~np.isfinite(y))[0])
@@ -482,6 +495,16 @@ def _weights_and_outcome(
     return y, tp.values / p[:, None], list(tp.names), s, column
 
 
+def _resamples(value: Any) -> int:
+    count = check_positive_int(value, "n_resamples", minimum=100)
+    if count > MAX_BAND_RESAMPLES:
+        raise ParameterError(
+            f"`n_resamples` must be at most {MAX_BAND_RESAMPLES:,} (the band's quantile is "
+            f"stable long before); got {count:,}."
+        )
+    return count
+
+
 def _buckets(y: np.ndarray, resolution: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """Sort order, each sorted row's bucket, the buckets' upper ends, and whether the buckets
     are the distinct values."""
@@ -498,8 +521,13 @@ def _buckets(y: np.ndarray, resolution: int) -> tuple[np.ndarray, np.ndarray, np
     # buckets at the logged quantiles, never splitting a value
     cut = np.floor(np.arange(1, resolution) * ys.size / resolution).astype(np.int64)
     boundaries = np.unique(distinct[cut])  # the distinct value starting each bucket
-    bucket = np.searchsorted(boundaries, distinct, side="right")
-    last = np.r_[np.flatnonzero(np.diff(bucket)), ys.size - 1]
+    raw = np.searchsorted(boundaries, distinct, side="right")
+    # bucket ids 0, 1, ... without gaps (a cut inside the tied minimum leaves bucket 0 empty)
+    new_bucket = np.empty(ys.size, dtype=bool)
+    new_bucket[0] = True
+    np.not_equal(raw[1:], raw[:-1], out=new_bucket[1:])
+    bucket = np.cumsum(new_bucket) - 1
+    last = np.r_[np.flatnonzero(new_bucket)[1:] - 1, ys.size - 1]
     return order, bucket, ys[last], False
 
 
@@ -611,35 +639,198 @@ def outcome_distribution(
     >>> bool(q[1][0] <= 1.0 <= q[2][0])
     True
     """
-    est = check_choice(estimator, "estimator", DISTRIBUTION_ESTIMATORS)
-    level = check_confidence_level(confidence_level)
-    bound = check_weight_bound(weight_bound) if weight_bound is not None else None
-    outcome = check_name(outcome, "outcome", what="a column name")
-    span = (
-        finite_pair(outcome_range, "outcome_range", "outcome_range=(0.0, 5000.0)")
-        if outcome_range is not None
-        else None
+    options = _Options.checked(
+        estimator=estimator,
+        band=band,
+        weight_bound=weight_bound,
+        confidence_level=confidence_level,
+        outcome_range=outcome_range,
+        resolution=resolution,
+        n_resamples=n_resamples,
+        rng=rng,
     )
-    resolution = check_positive_int(resolution, "resolution", minimum=2)
-    n_resamples = check_positive_int(n_resamples, "n_resamples", minimum=100)
-    if band is None:
-        band = "hoeffding" if bound is not None and est == "ips" else "multiplier"
-    how = check_choice(band, "band", BAND_METHODS)
+    outcome = check_name(outcome, "outcome", what="a column name")
     y, w, names, s, s_column = _weights_and_outcome(logs, policies, outcome, weight_column)
+    return _estimate(y, w, names, s, s_column, outcome, options)
+
+
+def return_distribution(
+    trajectories: Any,
+    policies: Sequence[str] | None = None,
+    *,
+    gamma: float = 1.0,
+    tail_value: float | None = None,
+    estimator: str = "ips",
+    band: str | None = None,
+    weight_bound: float | None = None,
+    confidence_level: float = 0.95,
+    outcome_range: tuple[float, float] | None = None,
+    resolution: int = DEFAULT_RESOLUTION,
+    n_resamples: int = DEFAULT_BAND_RESAMPLES,
+    rng: int | np.random.Generator | None = 0,
+) -> OutcomeDistributions:
+    r"""The distribution of the discounted return of an episode under each candidate policy,
+    from logged trajectories, with bands simultaneous over thresholds: the estimators and bands
+    of :func:`outcome_distribution` over episodes, each weighted by its trajectory-wise
+    importance weight :math:`\prod_t \pi(a_t|s_t)/\pi_0(a_t|s_t)`
+    (:func:`ope.sequential.episode_weights`). ``estimator="ips"`` and ``"snips"`` are SCOPE-RL's
+    cumulative-distribution TIS and SNTIS; a finite-sample band needs an a priori bound on the
+    product of the ratios (``weight_bound``, e.g. the per-step bound to the power of the
+    horizon).
+
+    Parameters
+    ----------
+    trajectories : ope.Trajectories
+        Validated steps (:func:`ope.read_trajectories`).
+    policies : sequence of str, optional
+        Candidates by name (their ``target__<name>`` columns); default every one.
+    gamma : float, default 1.0
+    tail_value : float, optional
+        The value of the state a truncated episode was left in (as in
+        :func:`ope.sequential_estimate`); without it a truncated episode's return is what it
+        accumulated within its logged steps (a warning says so).
+    estimator, band, weight_bound, confidence_level, outcome_range, resolution, n_resamples, rng
+        As in :func:`outcome_distribution` (``outcome_range``: the returns' a priori range).
+
+    Returns
+    -------
+    OutcomeDistributions
+        ``outcome`` is ``"return"``; ``n`` counts episodes; the ``"logging"`` entry is the
+        returns as logged.
+
+    Examples
+    --------
+    >>> import ope
+    >>> from ope.simulate import TabularMDP
+    >>> env = TabularMDP(n_states=3, n_actions=2, horizon=3, seed=0)
+    >>> traj = ope.read_trajectories(env.sample(400, rng=0))
+    >>> d = ope.return_distribution(traj, ["greedy"], tail_value=0.0)
+    >>> d.n, d.outcome
+    (400, 'return')
+    """
+    from ope.logs import Trajectories
+    from ope.sequential import episode_weights
+
+    options = _Options.checked(
+        estimator=estimator,
+        band=band,
+        weight_bound=weight_bound,
+        confidence_level=confidence_level,
+        outcome_range=outcome_range,
+        resolution=resolution,
+        n_resamples=n_resamples,
+        rng=rng,
+    )
+    if not isinstance(trajectories, Trajectories):
+        raise ParameterError(
+            "`trajectories` must be ope.Trajectories (ope.read_trajectories); got "
+            f"{type(trajectories).__name__}."
+        )
+    names = (
+        list(trajectories.target_policies)
+        if policies is None
+        else check_names(policies, "policies", example="policies=['greedy']")
+    )
+    if not names:
+        raise SchemaError(
+            "the trajectories have no candidate: one target__<name> column per policy (the "
+            "per-step probabilities of the logged actions), or name them with policies=."
+        )
+    pairs = [  # a loop over candidates: one pass over the steps each
+        episode_weights(trajectories, name, gamma=gamma, tail_value=tail_value) for name in names
+    ]
+    weights = np.column_stack([w for w, _ in pairs])
+    return _estimate(pairs[0][1], weights, names, None, None, "return", options)
+
+
+@dataclass(frozen=True)
+class _Options:
+    """The checked settings of one distribution estimate."""
+
+    est: str
+    how: str | None  # None: finite-sample with a weight bound (IPS, unweighted), else multiplier
+    bound: float | None
+    level: float
+    span: tuple[float, float] | None
+    resolution: int
+    n_resamples: int
+    rng: Any
+
+    @classmethod
+    def checked(
+        cls,
+        *,
+        estimator: Any,
+        band: Any,
+        weight_bound: Any,
+        confidence_level: Any,
+        outcome_range: Any,
+        resolution: Any,
+        n_resamples: Any,
+        rng: Any,
+    ) -> _Options:
+        est = check_choice(estimator, "estimator", DISTRIBUTION_ESTIMATORS)
+        level = check_confidence_level(confidence_level)
+        bound = check_weight_bound(weight_bound) if weight_bound is not None else None
+        span = (
+            finite_pair(outcome_range, "outcome_range", "outcome_range=(0.0, 5000.0)")
+            if outcome_range is not None
+            else None
+        )
+        how = None if band is None else check_choice(band, "band", BAND_METHODS)
+        if how == "hoeffding":
+            if bound is None:
+                raise ParameterError(
+                    "band='hoeffding' needs weight_bound=: an a priori bound on every "
+                    "importance weight (e.g. 1 / the logger's smallest probability); or use "
+                    "band='multiplier'."
+                )
+            if est != "ips":
+                raise ParameterError("band='hoeffding' bounds the IPS CDF; use estimator='ips'.")
+        return cls(
+            est=est,
+            how=how,
+            bound=bound,
+            level=level,
+            span=span,
+            resolution=check_positive_int(resolution, "resolution", minimum=2),
+            n_resamples=_resamples(n_resamples),
+            rng=rng,
+        )
+
+
+def _estimate(
+    y: np.ndarray,
+    w: np.ndarray,
+    names: list[str],
+    s: np.ndarray | None,
+    s_column: str | None,
+    outcome: str,
+    options: _Options,
+) -> OutcomeDistributions:
+    """The distributions of outcomes ``y`` (n,) under candidates of weights ``w`` (n, P), the
+    rows weighted by ``s`` (None: unweighted)."""
+    est, how, bound, level, span = (
+        options.est,
+        options.how,
+        options.bound,
+        options.level,
+        options.span,
+    )
+    resolution, n_resamples = options.resolution, options.n_resamples
     n = y.size
-    if how == "hoeffding":
-        if bound is None:
-            raise ParameterError(
-                "band='hoeffding' needs weight_bound=: an a priori bound on every importance "
-                "weight (e.g. 1 / the logger's smallest probability); or use band='multiplier'."
-            )
-        if est != "ips":
-            raise ParameterError("band='hoeffding' bounds the IPS CDF; use estimator='ips'.")
-        if s is not None:
-            raise ParameterError(
-                f"band='hoeffding' takes unweighted rows; the logs carry sampling weights "
-                f"(column `{s_column}`): use band='multiplier'."
-            )
+    if n < 2:
+        raise ValidationError(
+            f"an outcome distribution needs at least 2 rows; got {n}: its band would claim "
+            "certainty."
+        )
+    if how is None:
+        how = "hoeffding" if bound is not None and est == "ips" and s is None else "multiplier"
+    if how == "hoeffding" and s is not None:
+        raise ParameterError(
+            f"band='hoeffding' takes unweighted rows; the logs carry sampling weights "
+            f"(column `{s_column}`): use band='multiplier'."
+        )
     if span is not None:
         outside = (y < span[0]) | (y > span[1])
         if outside.any():
@@ -655,7 +846,7 @@ def outcome_distribution(
                 f"weight_bound={bound:g} is exceeded by candidate {names[col]!r} (largest "
                 f"weight {float(w[:, col].max()):.4g}): it must bound every weight a priori."
             )
-    _, gen = resolve_seed(rng)
+    _, gen = resolve_seed(options.rng)
     order, bucket, ends, exact = _buckets(y, resolution)
     n_buckets = ends.size
     sw = np.ones(n) if s is None else s[order]
@@ -667,6 +858,11 @@ def outcome_distribution(
         # weights: per sorted row (1 for the logging policy)
         mass = np.bincount(bucket, weights=sw * weights, minlength=n_buckets)
         raw = np.cumsum(mass)
+        if not raw[-1] > 0:
+            raise EstimationError(
+                f"candidate {name!r} gives probability 0 to every logged action (all its "
+                "importance weights are 0): the logs say nothing of its outcome distribution."
+            )
         if kind == "empirical" or est == "snips":
             norm = float(raw[-1])
         else:

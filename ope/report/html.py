@@ -1403,7 +1403,7 @@ def _distribution(ctx: dict[str, Any], figures: _Figures) -> str:
     drawn = dist.policies[: ctx["max_candidates"]] if ctx["max_candidates"] else dist.policies
     figure = figures.figure(
         lambda: _plots().plot_distribution(dist, policies=drawn),
-        f"Each candidate's CDF of {dist.outcome} (line) in its simultaneous band (shaded); the "
+        f"Each candidate's CDF of {_e(dist.outcome)} (line) in its simultaneous band (shaded); the "
         "logging policy's in grey"
         + (
             f"; the first {len(drawn)} of {len(dist.policies)} candidates"

@@ -31,6 +31,7 @@ from ope.sequential.estimators import (  # noqa: F401
     MAX_BOOTSTRAP_CELLS,
     MIN_EPISODES,
     SEQUENTIAL_ESTIMATORS,
+    episode_weights,
     sequential_estimate,
 )
 from ope.sequential.evaluation import TrajectoryEvaluation, evaluate_trajectories
@@ -43,6 +44,7 @@ from ope.sequential.fqe import (  # noqa: F401
 )
 
 __all__ = [
+    "episode_weights",
     "SEQUENTIAL_ESTIMATORS",
     "sequential_estimate",
     "evaluate_trajectories",

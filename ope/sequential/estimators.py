@@ -89,6 +89,7 @@ from ope.sequential._steps import (
 )
 
 __all__ = [
+    "episode_weights",
     "SEQUENTIAL_ESTIMATORS",
     "MAX_BOOTSTRAP_CELLS",
     "MIN_EPISODES",
@@ -459,6 +460,68 @@ def _diagnose(
     for text, category in notes:
         warnings.warn(f"{who}: {text}", category, stacklevel=user_stacklevel())
     return tuple(text for text, _ in notes)
+
+
+def episode_weights(
+    trajectories: Trajectories,
+    target: PerStep,
+    *,
+    gamma: float = 1.0,
+    tail_value: float | PerStep | None = None,
+    reward_range: tuple[float, float] | None = None,
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    r"""Each episode's trajectory-wise importance weight and discounted return:
+    :math:`W_e = \prod_t \pi(a_t|s_t) / \pi_0(a_t|s_t)` and
+    :math:`G_e = \sum_t \gamma^t r_t` (plus :math:`\gamma^{T} v` for a truncated episode
+    with ``tail_value``), the pairs behind trajectory-wise IS
+    (:math:`\frac1E \sum_e W_e G_e`) and the return distributions of
+    :func:`ope.return_distribution`.
+
+    Parameters
+    ----------
+    trajectories : ope.Trajectories
+    target : str or per-step array
+        A candidate's ``target__<name>`` column (name) or its per-step probabilities of the
+        logged actions.
+    gamma : float, default 1.0
+    tail_value : float or per-step array, optional
+        As in :func:`ope.sequential_estimate` (a truncated episode's tail).
+    reward_range : (float, float), optional
+        Checked against the rewards.
+
+    Returns
+    -------
+    (weights, returns) : two float64 arrays of shape (E,), in episode order
+
+    Examples
+    --------
+    >>> import ope
+    >>> from ope.simulate import TabularMDP
+    >>> env = TabularMDP(n_states=3, n_actions=2, horizon=3, seed=0)
+    >>> traj = ope.read_trajectories(env.sample(50, rng=0))
+    >>> w, g = ope.sequential.episode_weights(traj, env.candidate_policies[0])
+    >>> w.shape == g.shape == (50,)
+    True
+    """
+    data, policy, notes = validated_steps(
+        trajectories,
+        target,
+        estimator="is",
+        gamma=gamma,
+        q_hat=None,
+        v_hat=None,
+        tail_value=tail_value,
+        reward_range=reward_range,
+        max_weight=None,
+        confidence_level=DEFAULT_CONFIDENCE_LEVEL,
+    )
+    who = policy or "target"
+    for text, category in notes:
+        warnings.warn(f"{who}: {text}", category, stacklevel=user_stacklevel())
+    w = _cumulative_weights(data)
+    first, last = data.starts[:-1], data.starts[1:] - 1
+    returns = np.add.reduceat(data.gamma**data.step * data.reward_tail, first)
+    return w[last], np.asarray(returns, dtype=np.float64)
 
 
 def sequential_estimate(
