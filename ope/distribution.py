@@ -444,10 +444,18 @@ class OutcomeDistributions(Result):
                 ("band", f"{self.band}, simultaneous over thresholds at {self.confidence_level:g}"),
                 ("weight bound", "none" if self.weight_bound is None else self.weight_bound),
             ],
-            table=self.metrics(),
+            table=_shown_table(self.metrics()),
             notes=self.notes,
             precision={},
         )
+
+
+def _shown_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The metrics as shown: the threshold or the level in one column ``at``."""
+    at = table["threshold"].where(table["metric"].isin(["cdf", "exceed"]), table["level"])
+    return table.drop(columns=["threshold", "level"]).assign(at=at)[
+        ["policy", "metric", "at", "value", "ci_low", "ci_high"]
+    ]
 
 
 def _weights_and_outcome(

@@ -900,6 +900,7 @@ def test_sequential_names_stay_importable():
     assert ope.fitted_q_evaluation is seq.fitted_q_evaluation and ope.FittedQ is seq.FittedQ
     assert set(seq.__all__) == {
         "SEQUENTIAL_ESTIMATORS",
+        "episode_weights",
         "sequential_estimate",
         "evaluate_trajectories",
         "TrajectoryEvaluation",

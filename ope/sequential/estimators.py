@@ -499,7 +499,7 @@ def episode_weights(
     >>> from ope.simulate import TabularMDP
     >>> env = TabularMDP(n_states=3, n_actions=2, horizon=3, seed=0)
     >>> traj = ope.read_trajectories(env.sample(50, rng=0))
-    >>> w, g = ope.sequential.episode_weights(traj, env.candidate_policies[0])
+    >>> w, g = ope.sequential.episode_weights(traj, "greedy", tail_value=0.0)
     >>> w.shape == g.shape == (50,)
     True
     """
