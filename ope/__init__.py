@@ -168,6 +168,10 @@ _PUBLIC: dict[str, str] = {
     # outcome distributions
     "outcome_distribution": "ope.distribution",
     "return_distribution": "ope.distribution",
+    # several outcomes
+    "guardrail_decision": "ope.guardrails",
+    "GuardrailDecision": "ope.guardrails",
+    "Guardrail": "ope.guardrails",
     "OutcomeDistributions": "ope.distribution",
     "OutcomeDistribution": "ope.distribution",
 }
@@ -201,6 +205,7 @@ _SUBMODULES = frozenset(
         "diagnostics",
         "distributed",
         "distribution",
+        "guardrails",
         "spark",
         "learning",
         "cli",

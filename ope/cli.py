@@ -151,6 +151,8 @@ FLAGS: Final = {
     "columns": "--embedding-columns",
     "estimated": "--estimated-embedding",
     "metrics": "--metric",
+    "guardrails": "--guardrail",
+    "primary": "--primary",
     "outcome": "--outcome",
     "outcome_range": "--outcome-range",
     "select": "--select-embedding",
@@ -845,6 +847,50 @@ def _add_distribution_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_guardrail_options(p: argparse.ArgumentParser) -> None:
+    m = p.add_argument_group(
+        "several outcomes",
+        "approve a candidate only when its primary outcome improves and no guardrail outcome is "
+        "worse than the logging policy's by more than its margin (ope.guardrail_decision)",
+    )
+    m.add_argument(
+        "--guardrail",
+        action="extend",
+        nargs="+",
+        metavar="COLUMN[:higher|lower[:MARGIN]]",
+        help="a guardrail outcome, e.g. latency_ms:lower:50 (not worse by more than 50 ms)",
+    )
+    m.add_argument(
+        "--primary",
+        metavar="COLUMN[:higher|lower]",
+        help="with --guardrail: the outcome that must improve (default reward:higher)",
+    )
+
+
+def _guardrail_outcome(args: argparse.Namespace, logs: Any, policies: Any) -> Any:
+    """The :class:`ope.guardrails.GuardrailDecision` of ``--guardrail``, or None."""
+    if not getattr(args, "guardrail", None):
+        return None
+    from ope.guardrails import guardrail_decision, parse_guardrail
+
+    named = [("--guardrail", parse_guardrail(g).outcome) for g in args.guardrail]
+    if args.primary:
+        named.append(("--primary", parse_guardrail(args.primary, primary=True).outcome))
+    missing = [f"{flag} {col!r}" for flag, col in named if col not in logs.columns]
+    if missing:
+        raise SchemaError(
+            f"{'; '.join(missing)}: not in the logs. The logs have: {', '.join(logs.columns)}."
+        )
+    return guardrail_decision(
+        logs,
+        policies,
+        primary=args.primary or "reward",
+        guardrails=list(args.guardrail),
+        confidence_level=args.confidence_level,
+        weight_column=getattr(args, "weight_column", None),
+    )
+
+
 def _distribution_flags(args: argparse.Namespace) -> list[str]:
     """The outcome-distribution flags given without ``--metric`` (a usage error)."""
     return [
@@ -1002,6 +1048,7 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     )
     _add_embedding_options(p)
     _add_distribution_options(p)
+    _add_guardrail_options(p)
     p.add_argument(
         "--streaming",
         choices=("auto", "on", "off"),
@@ -1489,6 +1536,7 @@ def _write_report(
     diagnostics: Any,
     title: str | None = None,
     distribution: Any = None,
+    guardrails: Any = None,
 ) -> str:
     """Write the HTML report (destination already checked by :func:`_check_outputs`), with
     the known truth of ``--truth`` when given (its names checked against the candidates)."""
@@ -1513,6 +1561,7 @@ def _write_report(
             title=title,
             truth=truth,
             distribution=distribution,
+            guardrails=guardrails,
             provenance=_report_provenance(args, logs),
             overwrite=args.force,
             max_candidates=getattr(args, "max_candidates", MAX_FIGURE_CANDIDATES),
@@ -1701,6 +1750,8 @@ class _Outcome:
     code: int = EXIT_OK
     #: the outcome distribution of ``--metric`` (for the report), or None
     distribution: Any = None
+    #: the guardrail decision of ``--guardrail`` (for the report), or None
+    guardrails: Any = None
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
@@ -2364,6 +2415,8 @@ def _streaming_plan(
         blockers.append(f"{', '.join(tuned)} tuned per candidate (the rows in memory)")
     if getattr(args, "metric", None):
         blockers.append("--metric (an outcome distribution sorts every row by outcome)")
+    if getattr(args, "guardrail", None):
+        blockers.append("--guardrail (each outcome is compared on the same rows in memory)")
     if getattr(args, "sensitivity", "auto") == "on":
         blockers.append("--sensitivity on (the analysis sorts every row by reward)")
     if any(c.startswith("propensity__") for c in names):
@@ -2409,6 +2462,20 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
             "--metric too (e.g. --metric quantile:0.95), or drop it.",
             flag=stray[0],
         )
+    if getattr(args, "primary", None) and not getattr(args, "guardrail", None):
+        raise _UsageError(
+            "argument --primary: it names the outcome that must improve beside --guardrail; "
+            "give --guardrail too, or drop it.",
+            flag="--primary",
+        )
+    if getattr(args, "guardrail", None):  # malformed guardrails fail before any row is read
+        from ope.guardrails import parse_guardrail
+
+        rails: list[str] = list(args.guardrail)
+        _checked("--guardrail", lambda: [parse_guardrail(r, name="--guardrail") for r in rails])
+        if args.primary:
+            primary: str = args.primary
+            _checked("--primary", lambda: parse_guardrail(primary, primary=True, name="--primary"))
     if getattr(args, "metric", None):  # a malformed --metric fails before any row is read
         from ope.distribution import parse_metric
 
@@ -2422,6 +2489,12 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
                 "take sampling weights; evaluate bandit logs, or drop the flag to estimate the "
                 "value on the episodes as logged.",
                 flag="--weight-column",
+            )
+        if getattr(args, "guardrail", None):
+            raise _UsageError(
+                "argument --guardrail: guardrail decisions compare outcome columns of bandit "
+                "logs; the logs hold trajectories.",
+                flag="--guardrail",
             )
         if getattr(args, "metric", None) and args.tail_column:
             raise _UsageError(
@@ -2450,7 +2523,13 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
     logs, evaluation, d, outcome = _evaluate_in_memory(args, plan)
     if args.report:
         path = _write_report(
-            args, args.report, logs, evaluation, d, distribution=outcome.distribution
+            args,
+            args.report,
+            logs,
+            evaluation,
+            d,
+            distribution=outcome.distribution,
+            guardrails=outcome.guardrails,
         )
         outcome.document["report"] = path
         outcome.text += f"\n\nreport written to {path}"
@@ -2525,11 +2604,21 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
     distribution = _distribution_outcome(args, logs, policies)
     if distribution is not None:
         texts.append(distribution.summary())
+    guardrails = _guardrail_outcome(args, logs, policies)
+    if guardrails is not None:
+        texts.append(guardrails.summary())
     texts += [d.summary(), _seed_line(args)]
     document = {**_evaluation_document(evaluation), "diagnostics": d.to_dict()}
     if distribution is not None:
         document["distribution"] = distribution.to_dict()
-    return logs, evaluation, d, _Outcome(document, "\n\n".join(texts), distribution=distribution)
+    if guardrails is not None:
+        document["guardrails"] = guardrails.to_dict()
+    return (
+        logs,
+        evaluation,
+        d,
+        _Outcome(document, "\n\n".join(texts), distribution=distribution, guardrails=guardrails),
+    )
 
 
 # ---------------------------------------------------------------------------------------------

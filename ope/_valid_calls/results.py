@@ -133,7 +133,36 @@ def _distributions() -> Any:
     return outcome_distribution(frame(), ["greedy"], weight_bound=3.0)
 
 
+def _guarded_frame() -> Any:
+    return frame().assign(cost=lambda f: 1.0 + 0.1 * f["action"])
+
+
+def _guardrails() -> Any:
+    from ope.guardrails import guardrail_decision
+
+    return guardrail_decision(_guarded_frame(), ["greedy"], guardrails=["cost:lower:0.5"])
+
+
 VALID: Final[dict[str, Callable[[Path], Call]]] = {
+    "ope.guardrail_decision": lambda tmp: call(
+        "ope.guardrail_decision",
+        logs=_guarded_frame(),
+        policies=["greedy"],
+        primary="reward",
+        guardrails=["cost:lower:0.5"],
+        estimator="snips",
+        confidence_level=0.95,
+        correction="holm",
+        max_weight=None,
+        weight_column=None,
+    ),
+    "ope.Guardrail": lambda tmp: call(
+        "ope.Guardrail", outcome="latency_ms", direction="lower", margin=50.0
+    ),
+    "ope.GuardrailDecision.reason": lambda tmp: Call(_guardrails().reason, {"policy": "greedy"}),
+    "ope.GuardrailDecision.with_provenance": lambda tmp: Call(
+        _guardrails().with_provenance, {"seed": 0}
+    ),
     "ope.outcome_distribution": lambda tmp: call(
         "ope.outcome_distribution",
         logs=frame(),

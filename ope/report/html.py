@@ -79,6 +79,7 @@ REPORT_SECTIONS: Final = (
     ("estimates", "Estimates"),
     ("comparisons", "Paired differences"),
     ("distribution", "Outcome distributions"),
+    ("guardrails", "Several outcomes: guardrails"),
     ("candidates", "Each candidate: weights and overlap"),
     ("segments", "Per segment"),
     ("plan", "Exploration plan"),
@@ -1415,6 +1416,54 @@ def _distribution(ctx: dict[str, Any], figures: _Figures) -> str:
     return intro + figure + shown + notes
 
 
+def _guardrails(ctx: dict[str, Any]) -> str:
+    """The multi-outcome decision of ``--guardrail`` (:func:`ope.guardrail_decision`)."""
+    dec = ctx["guardrails"]
+    if dec is None:
+        return (
+            "<p>No guardrail decision in this report. <code>ope evaluate LOGS --guardrail "
+            "latency_ms:lower:50 cost:lower:0.1</code> (or <code>ope.guardrail_decision</code>) "
+            "approves a candidate only when its reward improves and no guardrail outcome is "
+            "worse by more than its margin; pass <code>guardrails=</code> to include it.</p>"
+        )
+    alpha = 1 - dec.confidence_level
+    approved = ", ".join(_e(p) for p in dec.approved) or "none"
+    intro = (
+        f"<p>Approved: <strong>{approved}</strong>. A candidate is approved when every claim "
+        f"below is shown by a one-sided test at {alpha:g} on the paired difference with the "
+        f"logging policy ({_e(dec.estimator.upper())} of each outcome on the same "
+        f"{_count(dec.n, 'row')}): an intersection-union test, so the chance of approving a "
+        "candidate that fails any claim is at most "
+        f"{alpha:g}{', with Holm over the candidates' if dec.correction == 'holm' else ''}.</p>"
+    )
+    rows = [
+        [
+            _e(r.policy),
+            _e(r.claim),
+            _num(r.difference),
+            f"[{_num(r.ci_low)}, {_num(r.ci_high)}]",
+            _num(r.p_value),
+            "yes" if r.shown else "no",
+        ]
+        for r in dec.claims().itertuples()
+    ]
+    claims = _table(
+        [
+            "policy",
+            "claim",
+            "difference",
+            f"{dec.confidence_level:.0%} interval",
+            "p (one-sided)",
+            "shown",
+        ],
+        rows,
+        numeric=(2, 3, 4),
+        raw=True,
+    )
+    reasons = "".join(f"<li>{_e(p)}: {_e(dec.reason(p))}</li>" for p in dec.table()["policy"])
+    return intro + claims + f"<ul>{reasons}</ul>"
+
+
 def _certificate(ctx: dict[str, Any]) -> str:
     cert = ctx["certificate"]
     if cert is None:
@@ -1623,6 +1672,7 @@ def render_report(
     max_candidates: int | None = MAX_FIGURE_CANDIDATES,
     max_segments: int | None = MAX_REPORT_SEGMENTS,
     distribution: Any = None,
+    guardrails: Any = None,
 ) -> str:
     """The report as one self-contained HTML document (a string).
 
@@ -1661,6 +1711,9 @@ def render_report(
         Each candidate's outcome distribution (:func:`ope.outcome_distribution`): the
         section *Outcome distributions* lists its metrics (``shown``) with their simultaneous
         intervals.
+    guardrails : ope.GuardrailDecision, optional
+        A multi-outcome decision (:func:`ope.guardrail_decision`): the section *Several
+        outcomes: guardrails* lists each claim and why each candidate is approved or not.
 
     Returns
     -------
@@ -1688,6 +1741,11 @@ def render_report(
         raise ParameterError(
             "`distribution` must be the result of ope.outcome_distribution; got "
             f"{type(distribution).__name__}."
+        )
+    if guardrails is not None and type(guardrails).__name__ != "GuardrailDecision":
+        raise ParameterError(
+            "`guardrails` must be the result of ope.guardrail_decision; got "
+            f"{type(guardrails).__name__}."
         )
     max_candidates = check_cap(max_candidates, "max_candidates")
     max_segments = check_cap(max_segments, "max_segments")
@@ -1729,6 +1787,7 @@ def render_report(
         "max_candidates": max_candidates,
         "max_segments": max_segments,
         "distribution": distribution,
+        "guardrails": guardrails,
     }
     figures = _Figures()
     bodies = {
@@ -1736,6 +1795,7 @@ def render_report(
         "estimates": _estimates(ctx, figures),
         "comparisons": _comparisons(ctx, figures),
         "distribution": _distribution(ctx, figures),
+        "guardrails": _guardrails(ctx),
         "candidates": _candidates(ctx, figures),
         "segments": _segments(ctx, figures),
         "plan": _plan(ctx),
@@ -1841,6 +1901,7 @@ def write_report(
     max_candidates: int | None = MAX_FIGURE_CANDIDATES,
     max_segments: int | None = MAX_REPORT_SEGMENTS,
     distribution: Any = None,
+    guardrails: Any = None,
 ) -> Path:
     """Write the HTML report to ``path`` atomically; returns the path.
 
@@ -1876,6 +1937,7 @@ def write_report(
         max_candidates=max_candidates,
         max_segments=max_segments,
         distribution=distribution,
+        guardrails=guardrails,
     )
     with atomic_path(target, force=overwrite, force_flag="overwrite=True (--force)") as tmp:
         with open(tmp, "x", encoding="utf-8", newline="\n") as handle:
