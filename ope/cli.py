@@ -2649,7 +2649,16 @@ def _cmd_report(args: argparse.Namespace) -> _Outcome:
     if args.estimator is None and args.max_weight is not None:  # --max-weight clips too
         args.estimator = list(REPORT_CLIPPED_ESTIMATORS)
     logs, evaluation, d, outcome = _evaluate_in_memory(args, _plan(args))
-    path = _write_report(args, args.out, logs, evaluation, d, title=args.title)
+    path = _write_report(
+        args,
+        args.out,
+        logs,
+        evaluation,
+        d,
+        title=args.title,
+        distribution=outcome.distribution,
+        guardrails=outcome.guardrails,
+    )
     return _Outcome({**outcome.document, "report": path}, f"report written to {path}")
 
 

@@ -145,3 +145,18 @@ def test_command_line_and_report(tmp_path):
         error = json.loads(bad.stdout)["error"]
         assert bad.returncode == code, bad.stdout
         assert (error.get("flag") == flag) if flag else "--guardrail" in error["message"]
+
+
+def test_ope_report_draws_the_guardrails_and_the_distribution(tmp_path):
+    path, out = tmp_path / "logs.parquet", tmp_path / "r.html"
+    _frame(2000).to_parquet(path)
+    run = subprocess.run(
+        [sys.executable, "-m", "ope", "report", str(path), "--out", str(out),
+         "--guardrail", "latency_ms:lower:20", "--metric", "quantile:0.5",
+         "--outcome", "latency_ms", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    page = out.read_text()
+    assert "No guardrail decision" not in page and "Approved:" in page
+    assert "No outcome distribution" not in page and "multiplier-bootstrap" in page
