@@ -863,7 +863,8 @@ def _add_guardrail_options(p: argparse.ArgumentParser) -> None:
     m.add_argument(
         "--primary",
         metavar="COLUMN[:higher|lower]",
-        help="with --guardrail: the outcome that must improve (default reward:higher)",
+        help="with --guardrail: the outcome that must improve (default reward:higher); every "
+        "outcome is estimated by SNIPS on the same weights",
     )
 
 
@@ -2440,21 +2441,10 @@ def _evaluation_document(evaluation: Any) -> dict[str, Any]:
     return document
 
 
-def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
-    if getattr(args, "truth", None) and not args.report:
-        raise _UsageError(
-            "argument --truth: the known true values are drawn in the report; "
-            "pass --report FILE.html too, or drop --truth.",
-            flag="--truth",
-        )
-    for dest, flag in (("max_candidates", "--max-candidates"), ("max_segments", "--max-segments")):
-        if hasattr(args, dest) and not args.report:
-            raise _UsageError(
-                f"argument {flag}: it bounds what the report draws; pass --report FILE.html "
-                f"too, or drop {flag}.",
-                flag=flag,
-            )
-    _read_truth(args)  # a malformed --truth fails before any row is read
+def _check_outcome_flags(args: argparse.Namespace) -> None:
+    """The flags of outcome distributions (``--metric`` and its companions) and guardrail
+    decisions (``--guardrail``, ``--primary``), checked before any row is read (``ope evaluate``
+    and ``ope report``)."""
     stray = _distribution_flags(args) if not getattr(args, "metric", None) else []
     if stray:
         raise _UsageError(
@@ -2473,14 +2463,41 @@ def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
 
         rails: list[str] = list(args.guardrail)
         _checked("--guardrail", lambda: [parse_guardrail(r, name="--guardrail") for r in rails])
+        outcomes = [parse_guardrail(r).outcome for r in rails]
         if args.primary:
             primary: str = args.primary
             _checked("--primary", lambda: parse_guardrail(primary, primary=True, name="--primary"))
+        first = parse_guardrail(args.primary or "reward", primary=True).outcome
+        twice = sorted({o for o in [first, *outcomes] if [first, *outcomes].count(o) > 1})
+        if twice:
+            raise _UsageError(
+                f"argument --guardrail: {', '.join(map(repr, twice))} named twice among the "
+                f"primary ({first!r}) and the guardrails; name each outcome once.",
+                flag="--guardrail",
+            )
     if getattr(args, "metric", None):  # a malformed --metric fails before any row is read
         from ope.distribution import parse_metric
 
         metrics: list[str] = list(args.metric)
         _checked("--metric", lambda: [parse_metric(spec) for spec in metrics])
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> _Outcome:
+    if getattr(args, "truth", None) and not args.report:
+        raise _UsageError(
+            "argument --truth: the known true values are drawn in the report; "
+            "pass --report FILE.html too, or drop --truth.",
+            flag="--truth",
+        )
+    for dest, flag in (("max_candidates", "--max-candidates"), ("max_segments", "--max-segments")):
+        if hasattr(args, dest) and not args.report:
+            raise _UsageError(
+                f"argument {flag}: it bounds what the report draws; pass --report FILE.html "
+                f"too, or drop {flag}.",
+                flag=flag,
+            )
+    _read_truth(args)  # a malformed --truth fails before any row is read
+    _check_outcome_flags(args)
     names, rows = _source_schema(args)
     if args.trajectories or (names and all(c in names for c in TRAJECTORY_MARKERS)):
         if getattr(args, "weight_column", None):
@@ -2627,6 +2644,7 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
 def _cmd_report(args: argparse.Namespace) -> _Outcome:
     """Evaluate and diagnose every row, then write the HTML report to ``--out`` (checked, like
     every destination, before any row is read)."""
+    _check_outcome_flags(args)
     _read_truth(args)  # a malformed --truth fails before any row is read
     names, _ = _source_schema(args)
     given = [

@@ -13,7 +13,8 @@ the mean logged outcome, with its paired standard error):
   for an outcome where lower is better (latency), :math:`H_0: \Delta \le -m` where higher is
   better.
 
-A candidate is approved when **every** claim is rejected at level :math:`\alpha = 1 -`
+Estimators: SNIPS or IPS (a clipped estimate's shrinkage depends on the outcome's location and
+voids the bound). A candidate is approved when **every** claim is rejected at level :math:`\alpha = 1 -`
 ``confidence_level`` (one-sided normal tests). This is an intersection-union test (Berger,
 Technometrics 1982): the probability of approving a candidate for which any claim is false is
 at most :math:`\alpha`, without a correction over the claims, and its p-value is the largest of
@@ -56,8 +57,9 @@ GUARDRAIL_DIRECTIONS: Final = ("higher", "lower")
 #: The adjustment over candidates of their joint p-values.
 GUARDRAIL_CORRECTIONS: Final = ("holm", "none")
 
-#: The estimators of each outcome's mean (streamable: one pass of the moment kernel each).
-GUARDRAIL_ESTIMATORS: Final = ("snips", "ips", "clipped_ips")
+#: The estimators of each outcome's mean: consistent ones only (a clipped estimate shrinks each
+#: outcome's mean by an amount that depends on its location, which voids the error bound).
+GUARDRAIL_ESTIMATORS: Final = ("snips", "ips")
 
 
 @dataclass(frozen=True)
@@ -98,8 +100,11 @@ class Guardrail:
     def _claim(self, primary: bool) -> str:
         """The claim in words."""
         if primary:
-            return f"{self.outcome} {'higher' if self.direction == 'higher' else 'lower'}"
-        return f"{self.outcome} not worse by more than {self.margin:g}"
+            return f"{self.outcome} {self.direction} than logging"
+        return (
+            f"{self.outcome} ({self.direction} is better) not worse than logging by more than "
+            f"{self.margin:g}"
+        )
 
     def _p_values(self, difference: np.ndarray, std_error: np.ndarray, primary: bool) -> np.ndarray:
         """One-sided normal p-values of the claim for paired differences (candidate minus
@@ -127,7 +132,8 @@ def parse_guardrail(text: str, *, primary: bool = False, name: str | None = None
     arg = name or ("primary" if primary else "guardrails")
     if not isinstance(text, str):
         raise ParameterError(f"`{arg}` must be text such as 'latency_ms:lower:50'; got {text!r}.")
-    match = re.fullmatch(r"([^:]+)(?::(higher|lower))?(?::([^:]+))?", text.strip())
+    # a margin needs its direction: COL:50 alone would read as "higher is better"
+    match = re.fullmatch(r"([^:]+)(?::(higher|lower)(?::([^:]+))?)?", text.strip())
     if not match:
         raise ParameterError(
             f"`{arg}`: {text!r} is not COLUMN[:higher|lower[:MARGIN]], e.g. 'latency_ms:lower:50'."
@@ -203,7 +209,9 @@ class GuardrailDecision(Result):
     def claims(self) -> pd.DataFrame:
         """One row per candidate and outcome: ``claim``, ``value`` (the candidate's estimate),
         ``logging_value``, ``difference``, ``std_error``, ``ci_low``/``ci_high`` (two-sided, of
-        the difference), ``p_value`` (one-sided), ``holm_p_value`` (over its candidate's
+        the difference), ``p_value`` (one-sided), ``bound`` (the one-sided
+        ``confidence_level`` bound of the difference in the claim's direction: the claim is
+        shown when it is past the margin), ``holm_p_value`` (over its candidate's
         claims), ``shown`` (``p_value`` at most alpha)."""
         return self._claims.copy()
 
@@ -290,7 +298,6 @@ def guardrail_decision(
     estimator: str = "snips",
     confidence_level: float = 0.95,
     correction: str = "holm",
-    max_weight: float | None = None,
     weight_column: str | None = None,
 ) -> GuardrailDecision:
     """Approve the candidates whose primary outcome improves on the logging policy while no
@@ -306,14 +313,14 @@ def guardrail_decision(
     guardrails : sequence of str or Guardrail, or mapping
         ``"COLUMN[:higher|lower[:MARGIN]]"`` (e.g. ``"latency_ms:lower:50"``), Guardrail
         objects, or a mapping of column to ``(direction, margin)``.
-    estimator : {"snips", "ips", "clipped_ips"}, default "snips"
-        The estimator of every outcome's mean (the same weights for each outcome).
+    estimator : {"snips", "ips"}, default "snips"
+        The estimator of every outcome's mean (the same weights for each outcome). Clipped
+        estimators are refused: their shrinkage of each mean depends on the outcome's location
+        and voids the error bound.
     confidence_level : float, default 0.95
         ``1 - alpha``: each claim is one-sided at ``alpha``.
     correction : {"holm", "none"}, default "holm"
         Over candidates (see the module).
-    max_weight : float, optional
-        With ``estimator="clipped_ips"``.
     weight_column : str, optional
         Sampling weights, as in :func:`ope.evaluate`.
 
@@ -334,6 +341,8 @@ def guardrail_decision(
     >>> d.approved
     ['one']
     """
+    from scipy.special import ndtri
+
     from ope.evaluation.plan import evaluate as evaluate_plain
     from ope.io import read_logs
     from ope.logs import BanditLogs
@@ -356,18 +365,25 @@ def guardrail_decision(
             )
         logs = read_logs(logs)
     alpha = 1.0 - level
+    z = float(ndtri(level))
     options: dict[str, Any] = {"estimators": (est,), "confidence_level": level}
-    if max_weight is not None:
-        options["max_weight"] = max_weight
     if weight_column is not None:
         options["weight_column"] = weight_column
     records = []
     notes: list[str] = []
+    said: dict[str, type[Warning]] = {}  # the evaluations' warnings, once each
     for k, rail in enumerate([first, *rails]):  # a loop over outcomes: one evaluation each
         arg = "primary" if k == 0 else "guardrails"
-        with warnings.catch_warnings():  # stated in the notes, per outcome
-            warnings.simplefilter("ignore", OPEWarning)
+        with warnings.catch_warnings(record=True) as caught:  # restated below, per outcome
+            warnings.simplefilter("always", OPEWarning)
             ev = evaluate_plain(_with_outcome(logs, rail.outcome, arg), policies, **options)
+        for w in caught:
+            if issubclass(w.category, OPEWarning):
+                text = f"{rail.outcome}: {w.message}"
+                if text not in said:
+                    said[text] = w.category
+            else:  # not ope's: passed on as it came
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         comps = ev.comparisons()
         comps = comps[comps["estimator"] == est]
         diff = comps["difference"].to_numpy(dtype=np.float64)
@@ -387,9 +403,14 @@ def guardrail_decision(
                     "ci_low": row.ci_low,
                     "ci_high": row.ci_high,
                     "p_value": float(p_k),
+                    # the one-sided (1 - alpha) confidence bound the claim is read from
+                    "bound": row.difference
+                    + (z if rail.direction == "lower" else -z) * row.std_error,
                 }
             )
         notes += [f"{rail.outcome}: {n}" for n in ev.notes]
+    for text, category in said.items():  # each evaluation's warning, once
+        warnings.warn(text, category, stacklevel=2)
     claims = pd.DataFrame.from_records(records)
     order = {p: i for i, p in enumerate(dict.fromkeys(claims["policy"]))}
     claims = claims.sort_values("policy", key=lambda c: c.map(order), kind="stable")
@@ -422,7 +443,7 @@ def guardrail_decision(
         approved=approved,
         _claims=claims,
         _decisions=decisions.reset_index(drop=True),
-        notes=tuple(dict.fromkeys(notes)),
+        notes=tuple(dict.fromkeys([*notes, *said])),
     )
 
 

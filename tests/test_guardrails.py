@@ -134,7 +134,10 @@ def test_command_line_and_report(tmp_path):
     assert [c["p_value"] for c in doc["claims"]] == pytest.approx(want.claims()["p_value"].tolist())
     page = report.read_text()
     section = page[page.index('id="guardrails"') :]
-    assert "intersection-union" in section and "latency_ms not worse by more than 8" in section
+    assert (
+        "intersection-union" in section
+        and "latency_ms (lower is better) not worse than logging by more than 8" in section
+    )
     for extra, code, flag in (
         (["--primary", "reward"], 2, "--primary"),
         (["--guardrail", "latency_ms:up:3"], 2, "--guardrail"),
@@ -160,3 +163,33 @@ def test_ope_report_draws_the_guardrails_and_the_distribution(tmp_path):
     page = out.read_text()
     assert "No guardrail decision" not in page and "Approved:" in page
     assert "No outcome distribution" not in page and "multiplier-bootstrap" in page
+
+
+def test_review_fixes_grammar_clipping_warnings_and_bounds():
+    with pytest.raises(ParameterError, match="not COLUMN"):
+        parse_guardrail("latency_ms:50")  # a margin needs its direction
+    frame = _frame(3000)
+    with pytest.raises(ParameterError, match="estimator"):
+        ope.guardrail_decision(frame, guardrails=["cost:lower:1"], estimator="clipped_ips")
+    d = ope.guardrail_decision(frame, guardrails=["cost:lower:0.3", "latency_ms:lower:8"])
+    claims = d.claims()
+    # the claim is shown exactly when its one-sided bound is past the threshold
+    threshold = np.where(
+        claims["role"] == "primary", 0.0, claims["outcome"].map({"cost": 0.3, "latency_ms": 8.0})
+    )
+    lower = claims["outcome"].isin(["cost", "latency_ms"])
+    past = np.where(lower, claims["bound"] < threshold, claims["bound"] > threshold)
+    np.testing.assert_array_equal(past, claims["shown"].to_numpy())
+    assert "lower is better" in claims.loc[claims["outcome"] == "cost", "claim"].iloc[0]
+    # a candidate resting on one row: the evaluation's warning reaches the caller and the notes
+    g = np.random.default_rng(0)
+    n = 2000
+    r, c = g.normal(0, 1, n), g.normal(0, 1, n)
+    t = np.zeros(n)
+    t[np.argmax(r - c)] = 1.0
+    one = pd.DataFrame(
+        dict(action=g.integers(0, 2, n), propensity=0.5, reward=r, cost=c, target__one_row=t)
+    )
+    with pytest.warns(ope.exceptions.OPEWarning):
+        warned = ope.guardrail_decision(one, guardrails=["cost:lower:0"])
+    assert any(n.startswith("reward: ") for n in warned.notes)

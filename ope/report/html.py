@@ -1441,7 +1441,7 @@ def _guardrails(ctx: dict[str, Any]) -> str:
             _e(r.policy),
             _e(r.claim),
             _num(r.difference),
-            f"[{_num(r.ci_low)}, {_num(r.ci_high)}]",
+            f"{'≤' if r.bound >= r.difference else '≥'} {_num(r.bound)}",
             _num(r.p_value),
             "yes" if r.shown else "no",
         ]
@@ -1452,7 +1452,7 @@ def _guardrails(ctx: dict[str, Any]) -> str:
             "policy",
             "claim",
             "difference",
-            f"{dec.confidence_level:.0%} interval",
+            f"one-sided {dec.confidence_level:.0%} bound",
             "p (one-sided)",
             "shown",
         ],
