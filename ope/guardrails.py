@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from ope._result import Result, ResultParts
+from ope.paired import adjust_p_values
 from ope._validation import check_choice, check_confidence_level, check_name, check_real
 from ope.exceptions import OPEWarning, ParameterError, SchemaError, ValidationError
 
@@ -48,7 +49,6 @@ __all__ = [
     "GuardrailDecision",
     "guardrail_decision",
     "parse_guardrail",
-    "holm_adjusted",
 ]
 
 #: Which way an outcome is better.
@@ -152,25 +152,6 @@ def parse_guardrail(text: str, *, primary: bool = False, name: str | None = None
         return Guardrail(outcome, direction, value)
     except ParameterError as exc:
         raise ParameterError(f"`{arg}`: {text!r}: {exc}") from None
-
-
-def holm_adjusted(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
-    """Holm's step-down adjusted p-values (monotone, at most 1).
-
-    Examples
-    --------
-    >>> holm_adjusted([0.01, 0.04, 0.03]).round(3).tolist()
-    [0.03, 0.06, 0.06]
-    """
-    p = np.asarray(p_values, dtype=np.float64)
-    m = p.size
-    if m == 0:
-        return p
-    order = np.argsort(p, kind="stable")
-    stepped = np.maximum.accumulate((m - np.arange(m)) * p[order])
-    out = np.empty(m)
-    out[order] = np.minimum(stepped, 1.0)
-    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -417,10 +398,12 @@ def guardrail_decision(
     claims = claims.reset_index(drop=True)
     claims["shown"] = claims["p_value"] <= alpha
     claims["holm_p_value"] = claims.groupby("policy", sort=False)["p_value"].transform(
-        lambda s: holm_adjusted(s.to_numpy())
+        lambda s: adjust_p_values(s.to_numpy(), correction="holm")
     )
     joint = claims.groupby("policy", sort=False)["p_value"].max()
-    adjusted = holm_adjusted(joint.to_numpy()) if how == "holm" else joint.to_numpy()
+    adjusted = (
+        adjust_p_values(joint.to_numpy(), correction="holm") if how == "holm" else joint.to_numpy()
+    )
     failed = claims[~claims["shown"]].groupby("policy", sort=False)["outcome"].agg(", ".join)
     decisions = pd.DataFrame(
         {
