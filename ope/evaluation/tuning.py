@@ -117,6 +117,32 @@ RULES: Final = {
 }
 
 
+def _chosen_value(chosen: Mapping[str, Any], policy: Any) -> Any:
+    """One candidate's entry of a choice's ``chosen`` (a named candidate, else an error)."""
+    if isinstance(policy, str) and policy in chosen:
+        return chosen[policy]
+    raise ParameterError(
+        f"`policy` must name a candidate of this choice, one of {list(chosen)}; got {policy!r}."
+    )
+
+
+def _compared_on(evaluate_options: Mapping[str, Any], *also: str) -> dict[str, Any]:
+    """The options of the evaluations a tuning compares: every value on normal standard
+    errors, so no interval method, segments, estimators or per-candidate settings (and the
+    keys ``also`` the tuning sets itself)."""
+    dropped = {
+        "ci",
+        "by",
+        "n_resamples",
+        "ci_fallback",
+        "weight_bound",
+        "estimators",
+        *SETTING_ESTIMATOR,
+        *also,
+    }
+    return {k: v for k, v in evaluate_options.items() if k not in dropped}
+
+
 def slope_index(values: npt.ArrayLike, widths: npt.ArrayLike) -> int:
     """The index SLOPE++ chooses among settings with estimates ``values`` and one-sided widths
     ``widths`` (same length, in grid order; see the module).
@@ -200,12 +226,7 @@ class SettingChoice(Result):
 
     def value_for(self, policy: str) -> float:
         """The chosen setting of one candidate policy."""
-        if isinstance(policy, str) and policy in self.chosen:
-            return self.chosen[policy]
-        raise ParameterError(
-            f"`policy` must name a candidate of this choice, one of {list(self.chosen)}; got "
-            f"{policy!r}."
-        )
+        return float(_chosen_value(self.chosen, policy))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -312,18 +333,7 @@ def tune_setting(
         logs = read_logs(logs)
     setting = TUNABLE[estimator]
     seed = seed_of(rng)
-    # the grid is compared on normal standard errors: no interval method, segments, or other
-    # estimators' settings (one number or per candidate)
-    dropped = (
-        "ci",
-        "by",
-        "n_resamples",
-        "ci_fallback",
-        "weight_bound",
-        "estimators",
-        *SETTING_ESTIMATOR,
-    )
-    options = {k: v for k, v in evaluate_options.items() if k not in dropped}
+    options = _compared_on(evaluate_options)
     from scipy import stats
 
     from ope.results import compare
@@ -446,12 +456,7 @@ class EmbeddingChoice(Result):
 
     def value_for(self, policy: str) -> tuple[str, ...]:
         """The chosen dimensions of one candidate policy."""
-        if isinstance(policy, str) and policy in self.chosen:
-            return self.chosen[policy]
-        raise ParameterError(
-            f"`policy` must name a candidate of this choice, one of {list(self.chosen)}; got "
-            f"{policy!r}."
-        )
+        return tuple(_chosen_value(self.chosen, policy))
 
     def embedding_for(self, policy: str) -> Any:
         """The :class:`ope.ActionEmbedding` one candidate policy is evaluated with (its chosen
@@ -624,17 +629,7 @@ def tune_embedding(
     if not isinstance(logs, BanditLogs):
         logs = read_logs(logs)
     seed = seed_of(rng)
-    dropped = (
-        "ci",
-        "by",
-        "n_resamples",
-        "ci_fallback",
-        "weight_bound",
-        "estimators",
-        "embedding",
-        *SETTING_ESTIMATOR,
-    )
-    options = {k: v for k, v in evaluate_options.items() if k not in dropped}
+    options = _compared_on(evaluate_options, "embedding")
     if embedding.kind == "estimated":  # one fold assignment for every subset compared
         embedding = replace(embedding, rng=seed_of(embedding.rng))
     embeddings: dict[tuple[str, ...], Any] = {}
