@@ -172,6 +172,10 @@ _PUBLIC: dict[str, str] = {
     "guardrail_decision": "ope.guardrails",
     "GuardrailDecision": "ope.guardrails",
     "Guardrail": "ope.guardrails",
+    # anytime-valid monitoring of a rollout
+    "Monitor": "ope.monitor",
+    "MonitorResult": "ope.monitor",
+    "run_monitor": "ope.monitor",
     "OutcomeDistributions": "ope.distribution",
     "OutcomeDistribution": "ope.distribution",
 }
@@ -206,6 +210,7 @@ _SUBMODULES = frozenset(
         "distributed",
         "distribution",
         "guardrails",
+        "monitor",
         "spark",
         "learning",
         "cli",

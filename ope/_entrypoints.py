@@ -105,6 +105,11 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.GuardrailDecision",
     "ope.GuardrailDecision.reason",
     "ope.GuardrailDecision.with_provenance",
+    "ope.Monitor",
+    "ope.Monitor.from_state",
+    "ope.Monitor.update",
+    "ope.MonitorResult",
+    "ope.MonitorResult.with_provenance",
     "ope.outcome_distribution",
     "ope.OutcomeDistributions",
     "ope.OutcomeDistributions.metrics",
@@ -343,6 +348,7 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.sequential_estimate",
     "ope.sequential.episode_weights",
     "ope.return_distribution",
+    "ope.run_monitor",
     "ope.slate_logs",
     "ope.target_propensities",
     "ope.td_errors",
@@ -493,6 +499,7 @@ NOT_USER_INPUT: Final[Mapping[str, str]] = {
             "OutcomeDistributions",
             "OutcomeDistribution",
             "GuardrailDecision",
+            "MonitorResult",
         )
     },
     "ope.intervals.SharedBootstrap": "a result ope builds and the user reads",
@@ -523,6 +530,7 @@ CLI_SUBCOMMANDS: Final = (
     "action-table",
     "report",
     "tune",
+    "monitor",
     "demo",
 )
 

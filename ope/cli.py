@@ -166,6 +166,12 @@ FLAGS: Final = {
     "force": "--force",
     "policies": "--policy",
     "names": "--policy",  # ope.policies.candidates_with_specs: the candidates' names
+    # ope.monitor.Monitor
+    "method": "--method",
+    "planned_rows": "--planned-rows",
+    "simultaneous": "--simultaneous",
+    "every": "--every",
+    "settle": "--settle",
 }
 
 #: What an elided value of the API (``context_columns=[...]``, ``policies=...``) reads as on the
@@ -604,6 +610,82 @@ def build_parser() -> argparse.ArgumentParser:
         help="a priori bound of the sampling weights (1/(1-p) for the largest drop rate p): "
         "the gate then certifies weighted rows with the finite-sample weighted betting bound",
     )
+    _add_output_flags(p)
+
+    p = sub.add_parser(
+        "monitor",
+        help="anytime-valid confidence sequences over log files as they land (a rollout)",
+    )
+    _add_common(p)
+    _add_policy_flags(p)
+    p.add_argument(
+        "--reward-range",
+        nargs=2,
+        type=float,
+        metavar=("LO", "HI"),
+        help="a priori range of the rewards (required)",
+    )
+    p.add_argument(
+        "--estimator",
+        choices=("ips", "dr"),
+        default="ips",
+        help="ips (default) or dr (a reward model refitted after each look on earlier rows)",
+    )
+    p.add_argument(
+        "--method",
+        choices=("betting", "asymptotic"),
+        help="betting: finite-sample, ips only (the default for ips); asymptotic: Gaussian "
+        "mixture (the default for dr)",
+    )
+    p.add_argument("--confidence-level", type=float, default=0.95)
+    p.add_argument(
+        "--simultaneous",
+        action="store_true",
+        help="split the level over the candidates so that it holds for all at once",
+    )
+    p.add_argument(
+        "--planned-rows",
+        type=int,
+        metavar="N",
+        help="asymptotic: the row count at which the sequence is tightest (default 10000)",
+    )
+    p.add_argument(
+        "--context-columns",
+        action="extend",
+        nargs="+",
+        metavar="COLUMN",
+        help="dr: the reward model's context features (default: chosen on the first file)",
+    )
+    p.add_argument(
+        "--every",
+        metavar="DURATION",
+        help="keep watching LOGS: look for new files every DURATION (30s, 10m, 1h); without "
+        "it, read the files there now and stop",
+    )
+    p.add_argument(
+        "--settle",
+        metavar="DURATION",
+        help="read a file only once it is unchanged for DURATION (default 5s with --every, "
+        "else 0): a file still being written waits for the next poll",
+    )
+    p.add_argument("--max-looks", type=int, metavar="N", help="stop after N looks (files)")
+    p.add_argument(
+        "--until-decided",
+        action="store_true",
+        help="stop at the first look after which every candidate is better or worse",
+    )
+    p.add_argument(
+        "--state",
+        metavar="FILE.json",
+        help="the monitor's state, rewritten atomically after each look; an existing one is "
+        "resumed (its files are not read again)",
+    )
+    p.add_argument(
+        "--report",
+        metavar="FILE.html",
+        help="write the HTML report of the sequences when the monitor stops",
+    )
+    _add_force(p, "--report")
     _add_output_flags(p)
 
     p = sub.add_parser(
@@ -1457,6 +1539,8 @@ def _outputs_of(
         return [("--report", args.report)], inputs, REPORT_SUFFIXES
     if args.command == "demo":
         return [("--out", args.out)], inputs, REPORT_SUFFIXES
+    if args.command == "monitor" and args.report is not None:
+        return [("--report", args.report)], inputs, REPORT_SUFFIXES
     if args.command == "import":  # OBD's item features are embedded in --out itself
         return [("--out", args.out)], inputs, None
     return [], inputs, None
@@ -3109,6 +3193,209 @@ def _cmd_demo(args: argparse.Namespace) -> _Outcome:
     return _Outcome(document, text)
 
 
+# ---------------------------------------------------------------------------------------------
+# monitor (anytime-valid sequences over files as they land)
+# ---------------------------------------------------------------------------------------------
+#: The monitor's settings a resumed ``--state`` must agree with: (attribute, flag).
+_MONITOR_SETTINGS: Final = (
+    ("reward_range", "--reward-range"),
+    ("estimator", "--estimator"),
+    ("method", "--method"),
+    ("confidence_level", "--confidence-level"),
+    ("simultaneous", "--simultaneous"),
+    ("planned_rows", "--planned-rows"),
+)
+
+
+def _monitor_settings(args: argparse.Namespace) -> tuple[float | None, float, Any]:
+    """``--every`` and ``--settle`` in seconds, and the monitor (new, or resumed from
+    ``--state``), each flag checked before any row is read."""
+    from ope._output import check_outputs
+    from ope.monitor import Monitor, parse_interval
+
+    if args.policies:
+        raise _UsageError(
+            "argument --policies: a policy table joins on the event ids of all the logs; a "
+            "monitor reads file by file: give the candidates as target__<name> columns or "
+            "--policy NAME=KIND:ARGS.",
+            flag="--policies",
+        )
+    every = (
+        None
+        if args.every is None
+        else _checked("--every", lambda: parse_interval(args.every, "every"))
+    )
+    default_settle = "5s" if every is not None else "0"
+    settle = _checked("--settle", lambda: parse_interval(args.settle or default_settle, "settle"))
+    if args.max_looks is not None and args.max_looks < 1:
+        raise _UsageError(
+            f"argument --max-looks: must be at least 1; got {args.max_looks}.", flag="--max-looks"
+        )
+    options = {"reward_model": None, "rng": args.seed}
+    mon = Monitor(
+        reward_range=None if args.reward_range is None else tuple(args.reward_range),
+        estimator=args.estimator,
+        method=args.method,
+        confidence_level=args.confidence_level,
+        simultaneous=args.simultaneous,
+        planned_rows=args.planned_rows,
+        context_columns=args.context_columns,
+        **options,
+    )
+    args._monitor_files = {}
+    if args.state is None:
+        return every, settle, mon
+    _checked(
+        "--state",
+        lambda: check_outputs(
+            [("--state", args.state)], inputs=[("LOGS", args.logs)], force=True, suffixes=(".json",)
+        ),
+    )
+    if not os.path.exists(args.state):
+        return every, settle, mon
+    try:
+        with open(args.state, encoding="utf-8") as handle:
+            state = json.load(handle)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise _UsageError(
+            f"argument --state: cannot read {args.state!r} as a monitor state ({exc}); remove "
+            "it to start a new monitor.",
+            flag="--state",
+        ) from None
+    if not isinstance(state, dict) or not isinstance(state.get("files"), dict):
+        raise _UsageError(
+            f"argument --state: {args.state!r} is not a state ope monitor wrote; remove it to "
+            "start a new monitor.",
+            flag="--state",
+        )
+    resumed = _checked("--state", lambda: Monitor.from_state(state.get("monitor"), **options))
+    for attr, flag in _MONITOR_SETTINGS:  # the flags must restate the state's settings
+        if getattr(resumed, attr) != getattr(mon, attr):
+            raise _UsageError(
+                f"argument {flag}: {getattr(mon, attr)!r} differs from the resumed state's "
+                f"{getattr(resumed, attr)!r} ({args.state!r}); a sequence keeps its settings: "
+                "give the same flags, or remove the state to start a new monitor.",
+                flag=flag,
+            )
+    args._monitor_files = dict(state["files"])
+    mon = resumed
+    return every, settle, mon
+
+
+def _cmd_monitor(args: argparse.Namespace) -> _Outcome:
+    """Read each new parquet file of LOGS as one look, update the confidence sequences, write
+    the state after each look, and stop when told (no --every, --max-looks, --until-decided)
+    or interrupted (the state then holds every look so far)."""
+    import time
+
+    from ope.io import read_logs
+    from ope.monitor import new_log_files
+
+    every, settle, mon = _monitor_settings(args)
+    seen: dict[str, Any] = args._monitor_files
+    mapping = _parse_mapping(args.mapping)
+    names = list(getattr(args, "_policy_names", None) or [])
+    specs = list(getattr(args, "_policy_specs", None) or [])
+    single = os.path.isfile(args.logs)
+    notes: list[str] = []
+    stopped = "no new files"
+    looks = 0
+    while True:
+        if single:
+            pending = [] if os.path.basename(args.logs) in seen else [args.logs]
+        else:
+            pending, changed = new_log_files(args.logs, seen, settle=settle)
+            notes += [n for n in changed if n not in notes]
+            pending = [os.path.join(args.logs, name) for name in pending]
+        for path in pending:  # a loop over files: each is one look
+            logs = read_logs(path, mapping=mapping, on_invalid=args.on_invalid)
+            if specs:
+                from ope.policies import candidates_with_specs
+
+                mon.policies = candidates_with_specs(
+                    logs, specs, names=names, labels=[f"--policy {s.text}" for s in specs]
+                )
+            else:
+                mon.policies = names or None
+            result = mon.update(logs)
+            looks += 1
+            st = os.stat(path)
+            seen[os.path.basename(path)] = [st.st_size, st.st_mtime_ns]
+            if args.state is not None:
+                _write_monitor_state(args, mon, seen)
+            if not getattr(args, "quiet", False):
+                _monitor_line(os.path.basename(path), result)
+            if args.until_decided and result.decided:
+                stopped = "decided"
+                break
+            if args.max_looks is not None and looks >= args.max_looks:
+                stopped = "max looks"
+                break
+        if stopped in ("decided", "max looks") or every is None or single:
+            break
+        time.sleep(every)
+    if mon.names is None:
+        raise ValidationError(
+            f"no log files to monitor in {args.logs!r} (parquet files whose names do not start "
+            "with '.' or '_'); write the first batch there, or pass --every to wait for it."
+        )
+    result = mon.result()
+    document = {
+        "monitor": result.to_dict(),
+        "files": sorted(seen),
+        "looks_this_run": looks,
+        "stopped": stopped,
+        "state": args.state,
+        "notes": notes,
+    }
+    text = result.summary()
+    if args.report is not None:
+        from ope.report import write_report
+
+        path = write_report(
+            args.report,
+            monitoring=result,
+            provenance={
+                "command": ["ope", *getattr(args, "_argv", [])],
+                "options": _options(args),
+                "seed": args.seed,
+                "input": args.logs,
+                "rows": result.rows,
+            },
+            overwrite=args.force,
+        )
+        document["report"] = str(path)
+        text += f"\nreport written to {path}"
+    if notes:
+        text += "\n" + "\n".join(f"note: {n}" for n in notes)
+    return _Outcome(document, text)
+
+
+def _write_monitor_state(args: argparse.Namespace, mon: Any, seen: dict[str, Any]) -> None:
+    """``--state``: the monitor's state and the files read, replaced atomically."""
+    from ope._output import atomic_path
+
+    document = {"monitor": mon.state(), "files": dict(seen)}
+    with atomic_path(args.state, force=True, flag="--state") as tmp:
+        tmp.write_text(_dump(document), encoding="utf-8")
+
+
+def _monitor_line(name: str, result: Any) -> None:
+    """One line per look on stderr: the file, the rows, each candidate's difference."""
+    from ope._format import format_value, safe_text
+
+    parts = [
+        f"{safe_text(r.policy)} {format_value(r.difference)} "
+        f"[{format_value(r.difference_low)}, {format_value(r.difference_high)}] {r.decision}"
+        for r in result.current.itertuples()
+    ]
+    print(
+        f"look {result.looks} ({safe_text(name)}, {result.rows:,} rows): " + "; ".join(parts),
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], _Outcome]]] = {
     "validate": _cmd_validate,
     "evaluate": _cmd_evaluate,
@@ -3120,6 +3407,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], _Outcome]]] = {
     "action-table": _cmd_action_table,
     "demo": _cmd_demo,
     "tune": _cmd_tune,
+    "monitor": _cmd_monitor,
 }
 
 

@@ -59,6 +59,7 @@ __all__ = [
     "plot_interval_split",
     "plot_segments",
     "plot_distribution",
+    "plot_monitor",
 ]
 
 #: How to install the optional plotting dependency.
@@ -1077,4 +1078,66 @@ def plot_distribution(
     ax.set_xlabel(_text(distributions.outcome))
     ax.set_ylabel("P(outcome <= t)")
     ax.legend(loc="lower right", fontsize="small", frameon=False)
+    return ax
+
+
+def plot_monitor(result: Any, ax: Any = None, *, policies: Sequence[str] | None = None) -> Any:
+    """Each candidate's difference with the logging policy over the looks of a monitor: the
+    estimate (a line) inside its confidence sequence (shaded), against the rows seen, with 0
+    marked: :class:`ope.monitor.Monitor`.
+
+    Parameters
+    ----------
+    result : ope.monitor.MonitorResult
+    ax : matplotlib.axes.Axes, optional
+        Where to draw (a new figure when None).
+    policies : sequence of str, optional
+        Only these candidates, in this order (default all).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np, pandas as pd
+    >>> from ope.monitor import Monitor
+    >>> from ope.plots import plot_monitor
+    >>> rng = np.random.default_rng(0)
+    >>> mon = Monitor(reward_range=(0, 1))
+    >>> for _ in range(3):
+    ...     a = rng.integers(0, 2, 300)
+    ...     res = mon.update(pd.DataFrame({"action": a, "propensity": 0.5, "reward": a * 1.0,
+    ...                                    "target__one": (a == 1).astype(float)}))
+    >>> plot_monitor(res).get_xlabel()
+    'rows seen'
+    """
+    names = list(result.policies) if policies is None else list(policies)
+    unknown = [p for p in names if p not in result.policies]
+    if unknown:
+        raise ParameterError(f"`policies` names no monitored candidate: {unknown}.")
+    ax = _axes(ax, 3.2)
+    history = result.history
+    for i, name in enumerate(names):  # a loop over the candidates drawn
+        h = history[history["policy"] == name]
+        color = _CYCLE[i % len(_CYCLE)]
+        ax.fill_between(
+            h["rows"],
+            h["difference_low"],
+            h["difference_high"],
+            color=color,
+            alpha=0.15,
+            linewidth=0,
+            step="post",
+        )
+        ax.step(
+            h["rows"], h["difference"], where="post", color=color, linewidth=1.4, label=_text(name)
+        )
+    ax.axhline(0.0, color="0.45", linewidth=0.8, linestyle="--")
+    ax.set_xlabel("rows seen")
+    ax.set_ylabel("difference with logging")
+    if names:
+        ax.legend(loc="upper right", fontsize="small", frameon=False)
     return ax

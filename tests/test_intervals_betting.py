@@ -32,7 +32,7 @@ def test_log_wealth_closed_form_equals_the_mixture_integral(s: float, v: float) 
         return math.exp(lam * s - psi * v) * (1 - lam) ** (rho - 1) * math.exp(-rho * (1 - lam))
 
     value, _ = integrate.quad(integrand, 0.0, 1.0, epsabs=0, epsrel=1e-12, limit=200)
-    assert float(betting._log_wealth(s, v)) == pytest.approx(math.log(value / norm), abs=1e-9)
+    assert float(betting.log_wealth(s, v)) == pytest.approx(math.log(value / norm), abs=1e-9)
 
 
 def _psi(lam: float) -> float:
@@ -86,7 +86,7 @@ def test_log_wealth_stays_accurate_for_huge_variances(s: float, v: float) -> Non
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", integrate.IntegrationWarning)
         want = _log_mixture_by_quadrature(s, v)
-    assert float(betting._log_wealth(s, v)) == pytest.approx(want, abs=1e-9)
+    assert float(betting.log_wealth(s, v)) == pytest.approx(want, abs=1e-9)
 
 
 def test_final_bound_solves_the_wealth_equation() -> None:
@@ -103,7 +103,7 @@ def test_final_bound_solves_the_wealth_equation() -> None:
         )
         v = np.sum((x - pred) ** 2)
         assert 0.0 < end < x.mean() == 0.5
-        assert float(betting._log_wealth(x.sum() - n * end, v)) == pytest.approx(
+        assert float(betting.log_wealth(x.sum() - n * end, v)) == pytest.approx(
             math.log(20.0), abs=1e-8
         )
 

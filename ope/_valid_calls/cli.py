@@ -80,6 +80,17 @@ VALID: Final[dict[str, Callable[[Path], list[str]]]] = {
         str(tmp / "table.csv"),
     ],
     "demo": lambda tmp: ["demo", "--out", str(tmp / "demo.html")],
+    "monitor": lambda tmp: [
+        "monitor",
+        str(parquet(tmp)),
+        "--policy",
+        "greedy",
+        "--reward-range",
+        "0",
+        "1",
+        "--state",
+        str(tmp / "monitor-state.json"),
+    ],
 }
 
 #: ``"<entry>::<argument>"`` -> how the contract breaks today.

@@ -147,7 +147,43 @@ def _guardrails() -> Any:  # its small-sample warnings are planted: 60 rows
         return guardrail_decision(_guarded_frame(), ["greedy"], guardrails=["cost:lower:0.5"])
 
 
+def _monitored() -> Any:
+    from ope.monitor import Monitor
+
+    mon = Monitor(["greedy"], reward_range=(0.0, 1.0))
+    mon.update(frame())
+    return mon
+
+
 VALID: Final[dict[str, Callable[[Path], Call]]] = {
+    "ope.Monitor": lambda tmp: call(
+        "ope.Monitor",
+        policies=["greedy"],
+        reward_range=(0.0, 1.0),
+        estimator="ips",
+        method="betting",
+        confidence_level=0.95,
+        simultaneous=False,
+        planned_rows=1000,
+        context_columns=["x0"],
+        reward_model=None,
+        model_rows=1000,
+        rng=0,
+    ),
+    "ope.Monitor.update": lambda tmp: Call(_monitored().update, {"logs": frame()}),
+    "ope.Monitor.from_state": lambda tmp: call(
+        resolve("ope.Monitor").from_state, state=_monitored().state(), policies=["greedy"]
+    ),
+    "ope.MonitorResult.with_provenance": lambda tmp: Call(
+        _monitored().result().with_provenance, {"seed": 0}
+    ),
+    "ope.run_monitor": lambda tmp: call(
+        "ope.run_monitor",
+        batches=[frame(), frame()],
+        policies=["greedy"],
+        until_decided=False,
+        reward_range=(0.0, 1.0),
+    ),
     "ope.guardrail_decision": lambda tmp: call(
         "ope.guardrail_decision",
         logs=_guarded_frame(),

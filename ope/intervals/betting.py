@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import math
 import warnings
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -122,7 +122,7 @@ def _u_minus_log1p(u: np.ndarray) -> np.ndarray:
     return np.where(small, series, direct)
 
 
-def _log_wealth(s: np.ndarray | float, v: np.ndarray | float) -> np.ndarray:
+def log_wealth(s: np.ndarray | float, v: np.ndarray | float) -> np.ndarray:
     """Log of the gamma-exponential mixture martingale at sum ``s >= 0`` and variance ``v``.
 
     The closed form ``s + v - a ln(s + a) + ln P(a, s + a) + ln Gamma(a) - ln C`` with
@@ -160,20 +160,26 @@ def _log_wealth(s: np.ndarray | float, v: np.ndarray | float) -> np.ndarray:
     return drift + shape + log_p - _log_normalizer()
 
 
-def _running_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def running_stats(
+    x: np.ndarray, start: tuple[Any, Any, int] = (0.0, 0.0, 0)
+) -> tuple[np.ndarray, np.ndarray]:
     """Cumulative sums of ``x`` and of squared deviations from the predictable prediction
-    ``min(1, (1/2 + sum_{s<t} x_s) / t)``, along the last axis (rows)."""
-    total = np.cumsum(x, axis=-1)
+    ``min(1, (1/2 + sum_{s<t} x_s) / t)``, along the last axis (rows).
+
+    ``start = (total, squares, rows)`` continues the sums of earlier rows (a monitor's batches:
+    :mod:`ope.monitor`); ``total`` and ``squares`` broadcast against ``x``'s leading axes."""
+    total0, squares0, rows0 = start
+    total = np.asarray(total0)[..., None] + np.cumsum(x, axis=-1)
     before = total - x
-    steps = np.arange(1, x.shape[-1] + 1, dtype=np.float64)
+    steps = rows0 + np.arange(1, x.shape[-1] + 1, dtype=np.float64)
     prediction = np.minimum(1.0, (before + 0.5) / steps)
-    return total, np.cumsum((x - prediction) ** 2, axis=-1)
+    return total, np.asarray(squares0)[..., None] + np.cumsum((x - prediction) ** 2, axis=-1)
 
 
 def _weighted_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_running_stats` of the weighted rewards, refusing a sum of squares that overflows
+    """:func:`running_stats` of the weighted rewards, refusing a sum of squares that overflows
     (only weights near 1e150 on some 1e8 rows can make it; it is then not a usable sample)."""
-    total, var = _running_stats(x)
+    total, var = running_stats(x)
     if not math.isfinite(float(var[-1])):
         raise ValidationError(
             "the sum of squared importance weights overflows float64: the weights are too "
@@ -183,19 +189,26 @@ def _weighted_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _lower_last(x: np.ndarray, threshold: float) -> float:
+    total, var = _weighted_stats(x)
+    return lower_from_sums(float(total[-1]), float(var[-1]), float(x.size), threshold)
+
+
+def lower_from_sums(s_all: float, v: float, t: float, threshold: float) -> float:
+    """The lower end, on the [0, 1] scale, of the betting confidence set after ``t`` rows whose
+    values (``>= 0``) sum to ``s_all`` with squared deviations ``v`` from their predictable
+    predictions (:func:`running_stats`): the root of ``log_wealth(s_all - t m, v) =
+    threshold`` on ``[0, min(1, s_all / t)]``, 0 when there is none. Only the three sums are
+    needed, so a monitor keeps them and never the rows (:mod:`ope.monitor`)."""
     from scipy import optimize
 
-    total, var = _weighted_stats(x)
-    t = float(x.size)
-    s_all, v = float(total[-1]), float(var[-1])
-    if _log_wealth(s_all, v) < threshold:
+    if log_wealth(s_all, v) < threshold:
         return 0.0
     top = min(1.0, s_all / t)
-    if _log_wealth(s_all - t * top, v) >= threshold:
+    if log_wealth(s_all - t * top, v) >= threshold:
         return top
     return float(
         optimize.brentq(
-            lambda m: float(_log_wealth(s_all - t * m, v)) - threshold, 0.0, top, xtol=ROOT_XTOL
+            lambda m: float(log_wealth(s_all - t * m, v)) - threshold, 0.0, top, xtol=ROOT_XTOL
         )
     )
 
@@ -207,11 +220,11 @@ def _lower_sequence(x: np.ndarray, threshold: float) -> np.ndarray:
     lo = np.zeros_like(top)
     hi = top.copy()
     # log wealth decreases in m; keep log_wealth(lo) >= threshold > log_wealth(hi) when possible
-    at_zero = _log_wealth(total, var) < threshold
-    at_top = _log_wealth(total - t * top, var) >= threshold
+    at_zero = log_wealth(total, var) < threshold
+    at_top = log_wealth(total - t * top, var) >= threshold
     for _ in range(BISECTION_STEPS):
         mid = 0.5 * (lo + hi)
-        above = _log_wealth(total - t * mid, var) >= threshold
+        above = log_wealth(total - t * mid, var) >= threshold
         lo = np.where(above, mid, lo)
         hi = np.where(above, hi, mid)
     bound = 0.5 * (lo + hi)
@@ -434,7 +447,7 @@ def betting_confidence_sequence(
 def _hedged_lower(x: np.ndarray, log_threshold: float) -> np.ndarray:
     """Lower betting bound on the [0, 1] scale for each row of ``x`` (shape (..., n))."""
     n = x.shape[-1]
-    _, squares = _running_stats(x)
+    _, squares = running_stats(x)
     before = np.concatenate([np.zeros(x.shape[:-1] + (1,)), squares[..., :-1]], axis=-1)
     variance = (0.25 + before) / np.arange(1, n + 1, dtype=np.float64)  # predictable sigma^2
     bet = np.sqrt(2.0 * log_threshold / (n * variance))

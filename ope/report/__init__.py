@@ -16,7 +16,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["write_report", "render_report", "check_report_destination", "REPORT_SECTIONS"]
+__all__ = [
+    "write_report",
+    "render_report",
+    "check_report_destination",
+    "REPORT_SECTIONS",
+    "MONITOR_SECTIONS",
+]
 
 # public name -> the submodule defining it, imported on first use: ``ope.plots`` imports
 # ``ope.report.views``, which must not pull the page (and ``ope.plots``) back in

@@ -66,6 +66,7 @@ from ope.report.views import (
 
 __all__ = [
     "REPORT_SECTIONS",
+    "MONITOR_SECTIONS",
     "DEPENDENCIES",
     "render_report",
     "write_report",
@@ -80,6 +81,7 @@ REPORT_SECTIONS: Final = (
     ("comparisons", "Paired differences"),
     ("distribution", "Outcome distributions"),
     ("guardrails", "Several outcomes: guardrails"),
+    ("monitoring", "Monitoring over time"),
     ("candidates", "Each candidate: weights and overlap"),
     ("segments", "Per segment"),
     ("plan", "Exploration plan"),
@@ -88,6 +90,10 @@ REPORT_SECTIONS: Final = (
     ("notes", "Notes"),
     ("reproduce", "Reproduce this report"),
 )
+
+#: The sections of a report made from a monitor alone (``ope monitor --report``): the
+#: others need the rows, which a monitor does not keep.
+MONITOR_SECTIONS: Final = ("headline", "monitoring", "notes", "reproduce")
 
 #: Distributions whose versions the reproduce section lists (beside ope and Python).
 DEPENDENCIES: Final = ("numpy", "pandas", "scipy", "scikit-learn", "pyarrow", "matplotlib")
@@ -1464,6 +1470,103 @@ def _guardrails(ctx: dict[str, Any]) -> str:
     return intro + claims + f"<ul>{reasons}</ul>"
 
 
+def _monitoring(ctx: dict[str, Any], figures: _Figures) -> str:
+    """The confidence sequences of a monitor (:class:`ope.monitor.Monitor`): what they assume,
+    the sequence of each candidate's difference over the looks, and the current state."""
+    mon = ctx["monitoring"]
+    if mon is None:
+        return (
+            "<p>No monitoring in this report. <code>ope monitor LOGS_DIR --reward-range 0 1 "
+            "--every 10m</code> (or <code>ope.monitor.Monitor</code>) updates anytime-valid "
+            "confidence sequences as new log files land; pass <code>monitoring=</code> (or "
+            "<code>--report</code> to ope monitor) to include them.</p>"
+        )
+    level = f"{mon.confidence_level:.0%}"
+    if mon.method == "betting":
+        how = (
+            "betting confidence sequences (finite-sample: valid at every look for any n, under "
+            "an adaptive logger whose logged propensities are the ones it used, with no bound on "
+            "the weights)"
+        )
+    else:
+        how = (
+            "asymptotic confidence sequences (Gaussian mixture: valid at every look in the limit "
+            "of many rows, like a normal interval is at one look)"
+        )
+    intro = (
+        f"<p>{_e(mon.estimator.upper())} monitored over {_count(mon.looks, 'look')} "
+        f"({_count(mon.rows, 'row')}) with {level} {how}"
+        f"{', the level split over the candidates' if mon.simultaneous else ''}. Because each "
+        "sequence holds at every look at once, the rollout may be watched continuously and "
+        "stopped as soon as a candidate is decided; an interval recomputed at every look is "
+        "not valid under such peeking. The difference is with the logging policy's average "
+        "value over the same rows (the logger may change as it learns).</p>"
+    )
+    cur = mon.current
+    rows = [
+        [
+            _e(r.policy),
+            _num(r.estimate),
+            f"[{_num(r.ci_low)}, {_num(r.ci_high)}]",
+            _signed(r.difference),
+            _interval(r.difference_low, r.difference_high, signed=True),
+            _num(r.p_value),
+            _badge({"better": BETTER, "worse": WORSE}.get(r.decision, "not decided yet")),
+        ]
+        for r in cur.itertuples()
+    ]
+    table = _table(
+        [
+            "policy",
+            "value",
+            f"{level} sequence",
+            "difference",
+            f"{level} sequence",
+            "anytime p (not better)",
+            "decision",
+        ],
+        rows,
+        numeric=(1, 2, 3, 4, 5),
+        raw=True,
+    )
+    drawn = mon.policies[: ctx["max_candidates"]] if ctx["max_candidates"] else mon.policies
+    figure = figures.figure(
+        lambda: _plots().plot_monitor(mon, policies=drawn),
+        "Each candidate's difference with the logging policy (line) in its confidence "
+        "sequence (shaded), against the rows seen"
+        + (
+            f"; the first {len(drawn)} of {len(mon.policies)} candidates"
+            if len(drawn) < len(mon.policies)
+            else ""
+        ),
+        label="monitoring over time",
+    )
+    return intro + figure + table
+
+
+def _monitor_headline(ctx: dict[str, Any]) -> str:
+    """The answer of a report made from a monitor alone: each candidate's decision."""
+    mon = ctx["monitoring"]
+    groups = {
+        d: mon.current[mon.current["decision"] == d] for d in ("better", "worse", "undecided")
+    }
+    items = []
+    for decision, label, css in (
+        ("better", "Better than the logging policy", "better"),
+        ("worse", "Worse than the logging policy", "worse"),
+        ("undecided", "Not decided yet", "unclear"),
+    ):
+        rows = groups[decision]
+        if len(rows):
+            names = ", ".join(f"<strong>{_e(p)}</strong>" for p in rows["policy"])
+            items.append(f'<li><span class="{css}">{label}</span>: {names}.</li>')
+    return (
+        f"<p>After {_count(mon.looks, 'look')} ({_count(mon.rows, 'row')}), by "
+        f"{_e(mon.estimator.upper())} with {mon.confidence_level:.0%} confidence sequences:</p>"
+        f'<ul class="answers">{"".join(items)}</ul>'
+    )
+
+
 def _certificate(ctx: dict[str, Any]) -> str:
     cert = ctx["certificate"]
     if cert is None:
@@ -1673,6 +1776,7 @@ def render_report(
     max_segments: int | None = MAX_REPORT_SEGMENTS,
     distribution: Any = None,
     guardrails: Any = None,
+    monitoring: Any = None,
 ) -> str:
     """The report as one self-contained HTML document (a string).
 
@@ -1714,6 +1818,11 @@ def render_report(
     guardrails : ope.GuardrailDecision, optional
         A multi-outcome decision (:func:`ope.guardrail_decision`): the section *Several
         outcomes: guardrails* lists each claim and why each candidate is approved or not.
+    monitoring : ope.monitor.MonitorResult, optional
+        A monitor's state (:class:`ope.monitor.Monitor`): the section *Monitoring over time*
+        draws each candidate's confidence sequence over the looks. Alone (no evaluation and no
+        diagnostics: ``ope monitor --report``) it makes a page of the sections
+        :data:`MONITOR_SECTIONS`.
 
     Returns
     -------
@@ -1736,7 +1845,14 @@ def render_report(
     >>> page.startswith("<!DOCTYPE html>"), "Better than the logging policy" in page
     (True, True)
     """
-    _checked(evaluation, diagnostics, certificate, validation)
+    if monitoring is not None and type(monitoring).__name__ != "MonitorResult":
+        raise ParameterError(
+            "`monitoring` must be a monitor's state (ope.monitor.Monitor(...).update(...)); got "
+            f"{type(monitoring).__name__}."
+        )
+    monitor_only = evaluation is None and diagnostics is None and monitoring is not None
+    if not monitor_only:
+        _checked(evaluation, diagnostics, certificate, validation)
     if distribution is not None and type(distribution).__name__ != "OutcomeDistributions":
         raise ParameterError(
             "`distribution` must be the result of ope.outcome_distribution; got "
@@ -1760,14 +1876,22 @@ def render_report(
     comparisons = comparison_table(evaluation) if evaluation is not None else pd.DataFrame()
     if evaluation is not None:
         verdicts = candidate_verdicts(evaluation, comparisons, diagnostics, truth)
-    else:
+    elif diagnostics is not None:
         verdicts = overlap_verdicts(diagnostics)
+    else:
+        verdicts = []
     if evaluation is not None and diagnostics is not None and diagnostics.n != evaluation.n:
         extra_notes.append(
             f"the diagnostics were computed on {_count(diagnostics.n, 'row')} and the evaluation "
             f"on {_num(evaluation.n)}: they describe different logs."
         )
-    level = evaluation.confidence_level if evaluation is not None else diagnostics.confidence_level
+    if evaluation is not None:
+        level = evaluation.confidence_level
+    elif diagnostics is not None:
+        level = diagnostics.confidence_level
+    else:
+        level = monitoring.confidence_level
+        rows = monitoring.rows if rows is None else rows
     ctx: dict[str, Any] = {
         "evaluation": evaluation,
         "diagnostics": diagnostics,
@@ -1788,14 +1912,32 @@ def render_report(
         "max_segments": max_segments,
         "distribution": distribution,
         "guardrails": guardrails,
+        "monitoring": monitoring,
     }
     figures = _Figures()
+    if monitor_only:
+        return _page(
+            ctx,
+            {
+                "headline": _monitor_headline(ctx),
+                "monitoring": _monitoring(ctx, figures),
+                "notes": _notes(ctx),
+                "reproduce": _reproduce(ctx),
+            },
+            title,
+            [
+                _count(monitoring.rows, "logged row"),
+                _count(len(monitoring.policies), "candidate policy", "candidate policies"),
+                f"{monitoring.confidence_level:.0%} confidence sequences",
+            ],
+        )
     bodies = {
         "headline": _headline(ctx) + _cap_note(ctx),
         "estimates": _estimates(ctx, figures),
         "comparisons": _comparisons(ctx, figures),
         "distribution": _distribution(ctx, figures),
         "guardrails": _guardrails(ctx),
+        "monitoring": _monitoring(ctx, figures),
         "candidates": _candidates(ctx, figures),
         "segments": _segments(ctx, figures),
         "plan": _plan(ctx),
@@ -1804,8 +1946,6 @@ def render_report(
         "notes": _notes(ctx),
         "reproduce": _reproduce(ctx),
     }
-    name = Path(source).name if source and not source.startswith("<") else (source or "logs")
-    page_title = title if title is not None else f"Off-policy evaluation of {name}"
     n_policies = len(evaluation.policies) if evaluation is not None else len(diagnostics.policies)
     sub = [
         _count(rows, "logged row") if rows is not None else "",
@@ -1816,14 +1956,23 @@ def render_report(
             f"{_count(len(evaluation.estimators), 'estimator')}, {level:.0%} "
             f"{evaluation.ci_method} intervals"
         )
+    return _page(ctx, bodies, title, sub)
+
+
+def _page(
+    ctx: Mapping[str, Any], bodies: Mapping[str, str], title: str | None, sub: list[str]
+) -> str:
+    """The HTML page of the sections in ``bodies`` (in :data:`REPORT_SECTIONS` order)."""
+    source = ctx["source"]
+    name = Path(source).name if source and not source.startswith("<") else (source or "logs")
+    page_title = title if title is not None else f"Off-policy evaluation of {name}"
     if source:
-        sub.append(f"source: {source}")
-    nav = "".join(
-        f'<li><a href="#{sid}">{_e(heading)}</a></li>' for sid, heading in REPORT_SECTIONS
-    )
+        sub = [*sub, f"source: {source}"]
+    shown = [(sid, heading) for sid, heading in REPORT_SECTIONS if sid in bodies]
+    nav = "".join(f'<li><a href="#{sid}">{_e(heading)}</a></li>' for sid, heading in shown)
     sections = "".join(
         f'<section id="{sid}" class="{sid}"><h2>{_e(heading)}</h2>{bodies[sid]}</section>\n'
-        for sid, heading in REPORT_SECTIONS
+        for sid, heading in shown
     )
     return (
         "<!DOCTYPE html>\n"
@@ -1902,6 +2051,7 @@ def write_report(
     max_segments: int | None = MAX_REPORT_SEGMENTS,
     distribution: Any = None,
     guardrails: Any = None,
+    monitoring: Any = None,
 ) -> Path:
     """Write the HTML report to ``path`` atomically; returns the path.
 
@@ -1938,6 +2088,7 @@ def write_report(
         max_segments=max_segments,
         distribution=distribution,
         guardrails=guardrails,
+        monitoring=monitoring,
     )
     with atomic_path(target, force=overwrite, force_flag="overwrite=True (--force)") as tmp:
         with open(tmp, "x", encoding="utf-8", newline="\n") as handle:
