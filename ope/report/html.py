@@ -1930,6 +1930,7 @@ def render_report(
                 _count(len(monitoring.policies), "candidate policy", "candidate policies"),
                 f"{monitoring.confidence_level:.0%} confidence sequences",
             ],
+            what="Monitoring",
         )
     bodies = {
         "headline": _headline(ctx) + _cap_note(ctx),
@@ -1960,12 +1961,17 @@ def render_report(
 
 
 def _page(
-    ctx: Mapping[str, Any], bodies: Mapping[str, str], title: str | None, sub: list[str]
+    ctx: Mapping[str, Any],
+    bodies: Mapping[str, str],
+    title: str | None,
+    sub: list[str],
+    what: str = "Off-policy evaluation",
 ) -> str:
-    """The HTML page of the sections in ``bodies`` (in :data:`REPORT_SECTIONS` order)."""
+    """The HTML page of the sections in ``bodies`` (in :data:`REPORT_SECTIONS` order), titled
+    ``title`` or "<what> of <the input's name>"."""
     source = ctx["source"]
     name = Path(source).name if source and not source.startswith("<") else (source or "logs")
-    page_title = title if title is not None else f"Off-policy evaluation of {name}"
+    page_title = title if title is not None else f"{what} of {name}"
     if source:
         sub = [*sub, f"source: {source}"]
     shown = [(sid, heading) for sid, heading in REPORT_SECTIONS if sid in bodies]
