@@ -24,10 +24,12 @@ worker processes by default, ``--workers``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -170,7 +172,21 @@ def main() -> int:
         "miss_*: share of runs in which the truth ever left the sequence (target <= 0.05); "
         "in the null designs decided_share is the false-stop rate, next to the naive peeker's."
     )
-    print(f"total {time.perf_counter() - start:.0f} s")
+    seconds = time.perf_counter() - start
+    print(f"total {seconds:.0f} s")
+    out = Path(__file__).parent / "results" / "monitoring.json"
+    out.write_text(
+        json.dumps(
+            {
+                "runs": args.runs,
+                "looks": LOOKS,
+                "batch": BATCH,
+                "seconds": round(seconds),
+                "rows": table.to_dict(orient="records"),
+            },
+            indent=1,
+        )
+    )
     return 0
 
 

@@ -3242,7 +3242,7 @@ def _monitor_settings(args: argparse.Namespace) -> tuple[float | None, float, An
         context_columns=args.context_columns,
         **options,
     )
-    args._monitor_files = {}
+    args._monitor_files, args._monitor_rejected = {}, {}
     if args.state is None:
         return every, settle, mon
     _checked(
@@ -3277,7 +3277,15 @@ def _monitor_settings(args: argparse.Namespace) -> tuple[float | None, float, An
                 "give the same flags, or remove the state to start a new monitor.",
                 flag=flag,
             )
+    if args.context_columns is not None and resumed.context_columns != mon.context_columns:
+        raise _UsageError(
+            f"argument --context-columns: {mon.context_columns!r} differs from the resumed "
+            f"state's {resumed.context_columns!r} ({args.state!r}); give the same columns, or "
+            "remove the state to start a new monitor.",
+            flag="--context-columns",
+        )
     args._monitor_files = dict(state["files"])
+    args._monitor_rejected = {str(k): str(v) for k, v in (state.get("rejected") or {}).items()}
     mon = resumed
     return every, settle, mon
 
@@ -3297,34 +3305,63 @@ def _cmd_monitor(args: argparse.Namespace) -> _Outcome:
     names = list(getattr(args, "_policy_names", None) or [])
     specs = list(getattr(args, "_policy_specs", None) or [])
     single = os.path.isfile(args.logs)
+    rejected: dict[str, str] = args._monitor_rejected
+    rejected_now: list[str] = []
     notes: list[str] = []
     stopped = "no new files"
     looks = 0
     while True:
-        if single:
-            pending = [] if os.path.basename(args.logs) in seen else [args.logs]
+        if single:  # one file: keyed by its absolute path, read once
+            key = os.path.abspath(args.logs)
+            pending = [] if key in seen else [args.logs]
         else:
             pending, changed = new_log_files(args.logs, seen, settle=settle)
             notes += [n for n in changed if n not in notes]
             pending = [os.path.join(args.logs, name) for name in pending]
         for path in pending:  # a loop over files: each is one look
-            logs = read_logs(path, mapping=mapping, on_invalid=args.on_invalid)
-            if specs:
-                from ope.policies import candidates_with_specs
+            key = os.path.abspath(path) if single else os.path.basename(path)
+            before = os.stat(path)
+            try:
+                logs = read_logs(path, mapping=mapping, on_invalid=args.on_invalid)
+                if specs:
+                    from ope.policies import candidates_with_specs
 
-                mon.policies = candidates_with_specs(
-                    logs, specs, names=names, labels=[f"--policy {s.text}" for s in specs]
+                    mon.policies = candidates_with_specs(
+                        logs, specs, names=names, labels=[f"--policy {s.text}" for s in specs]
+                    )
+                else:
+                    mon.policies = names or None
+                result = mon.update(logs)
+            except (ValidationError, SchemaError, DataFileError, PolicyError) as exc:
+                if single:  # the one input: its error is the run's
+                    raise
+                from ope._format import safe_text
+
+                # a directory keeps being watched: the file is set aside, said, and kept in the
+                # state so that it is not read again (the run ends with exit code 65)
+                seen[key] = [before.st_size, before.st_mtime_ns]
+                rejected[key] = f"{type(exc).__name__}: {_cli_text(str(exc))}"
+                rejected_now.append(key)
+                if args.state is not None:
+                    _write_monitor_state(args, mon, seen, rejected)
+                print(
+                    f"rejected {safe_text(key)}: {safe_text(rejected[key])}",
+                    file=sys.stderr,
+                    flush=True,
                 )
-            else:
-                mon.policies = names or None
-            result = mon.update(logs)
+                continue
             looks += 1
-            st = os.stat(path)
-            seen[os.path.basename(path)] = [st.st_size, st.st_mtime_ns]
+            after = os.stat(path)
+            if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+                notes.append(
+                    f"{key} changed while it was read; its rows after that are not monitored "
+                    "(write each batch to a new file, e.g. by renaming it into place)."
+                )
+            seen[key] = [before.st_size, before.st_mtime_ns]
             if args.state is not None:
-                _write_monitor_state(args, mon, seen)
+                _write_monitor_state(args, mon, seen, rejected)
             if not getattr(args, "quiet", False):
-                _monitor_line(os.path.basename(path), result)
+                _monitor_line(key, result)
             if args.until_decided and result.decided:
                 stopped = "decided"
                 break
@@ -3334,15 +3371,22 @@ def _cmd_monitor(args: argparse.Namespace) -> _Outcome:
         if stopped in ("decided", "max looks") or every is None or single:
             break
         time.sleep(every)
-    if mon.names is None:
+    if mon.names is None and not rejected:
         raise ValidationError(
             f"no log files to monitor in {args.logs!r} (parquet files whose names do not start "
             "with '.' or '_'); write the first batch there, or pass --every to wait for it."
+        )
+    if mon.names is None:
+        raise ValidationError(
+            f"every log file of {args.logs!r} was rejected ("
+            + "; ".join(f"{k}: {v}" for k, v in rejected.items())
+            + "); fix or remove them."
         )
     result = mon.result()
     document = {
         "monitor": result.to_dict(),
         "files": sorted(seen),
+        "rejected": dict(rejected),
         "looks_this_run": looks,
         "stopped": stopped,
         "state": args.state,
@@ -3368,14 +3412,19 @@ def _cmd_monitor(args: argparse.Namespace) -> _Outcome:
         text += f"\nreport written to {path}"
     if notes:
         text += "\n" + "\n".join(f"note: {n}" for n in notes)
-    return _Outcome(document, text)
+    if rejected_now:
+        text += "\n" + "\n".join(f"rejected: {k}: {rejected[k]}" for k in rejected_now)
+    return _Outcome(document, text, EXIT_DATAERR if rejected_now else EXIT_OK)
 
 
-def _write_monitor_state(args: argparse.Namespace, mon: Any, seen: dict[str, Any]) -> None:
-    """``--state``: the monitor's state and the files read, replaced atomically."""
+def _write_monitor_state(
+    args: argparse.Namespace, mon: Any, seen: dict[str, Any], rejected: dict[str, str]
+) -> None:
+    """``--state``: the monitor's state, the files read and those rejected (with the reason),
+    replaced atomically."""
     from ope._output import atomic_path
 
-    document = {"monitor": mon.state(), "files": dict(seen)}
+    document = {"monitor": mon.state(), "files": dict(seen), "rejected": dict(rejected)}
     with atomic_path(args.state, force=True, flag="--state") as tmp:
         tmp.write_text(_dump(document), encoding="utf-8")
 

@@ -45,9 +45,18 @@ Two methods (:data:`MONITOR_METHODS`):
   construction does not apply to them. The p-value is the mixture's, one-sided by taking 1 when
   the estimate is not above 0 (conservative).
 
-Every interval is intersected with the earlier looks' (still valid, and nested) and with the a
-priori range. ``confidence_level`` holds per candidate; ``simultaneous=True`` splits it over the
-candidates (Bonferroni, valid for sequences too).
+With ``"betting"`` the value's interval is intersected with the earlier looks' (still valid for
+its one fixed target, and nested); every interval is cut to the a priori range. The
+difference's target moves when the logger learns, so its interval is each look's own (an
+intersection with earlier looks could exclude the current target); each one is still valid at
+every look, for the average of the conditional means so far (the martingale argument holds
+term by term). The p-value tests "the candidate was at no time better than the logger as it
+then was"; it is one-sided, the decision reads the two-sided sequence. The asymptotic sequence
+is the whole range until the candidate's effective sample size reaches
+:data:`MIN_EFFECTIVE_ROWS`, its variance has a floor 1/t, and its looks are not intersected.
+
+``confidence_level`` holds for each sequence (a candidate's value, and its difference);
+``simultaneous=True`` splits it over all of them (Bonferroni, valid for sequences too).
 
 Memory: per candidate a handful of sums (:class:`Monitor` holds no rows), plus for DR a window
 of the last ``model_rows`` rows to refit the reward model; the history holds one row per look
@@ -119,6 +128,12 @@ DEFAULT_MODEL_ROWS: Final = 100_000
 #: the prediction is the window's mean reward (the midpoint of the range before any row)
 MIN_MODEL_ROWS: Final = 50
 
+#: the asymptotic sequence of a candidate is the whole range until its effective sample size
+#: (sum w)^2 / sum w^2 reaches this: the Gaussian-mixture sequence is asymptotic, and a few
+#: rows of heavy-tailed weights (50 rows, a target action logged with probability 0.05) made
+#: it miss in 46% of runs without this start
+MIN_EFFECTIVE_ROWS: Final = 100
+
 #: the decisions of a candidate after a look
 DECISIONS: Final = ("better", "worse", "undecided")
 
@@ -181,8 +196,6 @@ def _mixture_p_value(t: float, mean: float, variance: float, rho2: float) -> flo
     (1 when ``mean <= 0``): the anytime p-value of "the mean is at most 0"."""
     if mean <= 0.0:
         return 1.0
-    if variance <= 0.0:
-        return 0.0
     grow = t * rho2 + 1.0
     log_p = 0.5 * math.log(grow) - mean * mean * t * t * rho2 / (2.0 * variance * grow)
     return float(min(1.0, math.exp(log_p)))
@@ -250,7 +263,7 @@ class MonitorResult(Result):
 
     def _parts(self) -> ResultParts:
         level = f"{self.confidence_level:g}" + (
-            " over the candidates together" if self.simultaneous else " per candidate"
+            " for every sequence at once" if self.simultaneous else " per sequence"
         )
         return ResultParts(
             title=f"monitor by {self.estimator} ({self.method}): {self.rows:,} rows in "
@@ -285,6 +298,9 @@ class _Sums:
         self.high = np.ones((2, n_policies))
         self.min_p = np.ones(n_policies)
         self.reward_sum = 0.0
+        # the weights' sum and sum of squares: the effective sample size of each candidate
+        self.weight_sum = zeros.copy()
+        self.weight_squares = zeros.copy()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -298,6 +314,8 @@ class _Sums:
             "high": self.high.tolist(),
             "min_p": self.min_p.tolist(),
             "reward_sum": self.reward_sum,
+            "weight_sum": self.weight_sum.tolist(),
+            "weight_squares": self.weight_squares.tolist(),
         }
 
     @classmethod
@@ -305,7 +323,18 @@ class _Sums:
         sums = cls(n_policies)
         sums.rows = int(data["rows"])
         sums.reward_sum = float(data["reward_sum"])
-        for name in ("total", "squares", "best_log_wealth", "mean", "m2", "low", "high", "min_p"):
+        for name in (
+            "total",
+            "squares",
+            "best_log_wealth",
+            "mean",
+            "m2",
+            "low",
+            "high",
+            "min_p",
+            "weight_sum",
+            "weight_squares",
+        ):
             value = np.asarray(data[name], dtype=np.float64)
             if value.shape != getattr(sums, name).shape or not np.isfinite(value).all():
                 raise ParameterError(
@@ -492,26 +521,15 @@ class Monitor:
             for j, name in enumerate(self.names or ()):  # a loop over candidates, not rows
                 dist = tp.distributions[name]
                 m = sp.csr_array(dist.matrix)
-                cols = np.searchsorted(catalog, np.asarray(dist.actions)).clip(0, len(catalog) - 1)
-                col_known = catalog[cols] == np.asarray(dist.actions)
-                entry_known = col_known[m.indices]
-                unknown_mass = np.bincount(
-                    np.repeat(np.arange(n), np.diff(m.indptr))[~entry_known],
-                    weights=m.data[~entry_known],
-                    minlength=n,
-                )
-                kept = sp.csr_array(
-                    (
-                        np.where(entry_known, m.data, 0.0),
-                        np.where(entry_known, cols[m.indices], 0),
-                        m.indptr,
-                    ),
-                    shape=(n, len(catalog)),
-                )
-                kept.eliminate_zeros()
-                q_target[:, j] = (
-                    fitted.predict_policy(kept, context=x) if kept.nnz else 0.0
-                ) + unknown_mass * self._fallback
+                labels = np.asarray(dist.actions)
+                cols = np.searchsorted(catalog, labels).clip(0, len(catalog) - 1)
+                entry_known = (catalog[cols] == labels)[m.indices]
+                rows = np.repeat(np.arange(n), np.diff(m.indptr))
+                keep = entry_known & (m.data != 0.0)
+                q_pairs = np.full(m.data.size, self._fallback)
+                if keep.any():  # the model at the support pairs of actions it has seen
+                    q_pairs[keep] = fitted.predict(x[rows[keep]], cols[m.indices[keep]])
+                q_target[:, j] = np.bincount(rows, weights=m.data * q_pairs, minlength=n)
         # the window for the next refit: this batch's rows appended, the oldest dropped
         self._window.append((x, actions, scaled))
         while sum(part[0].shape[0] for part in self._window[1:]) >= self.model_rows:
@@ -565,25 +583,29 @@ class Monitor:
         w, scaled, tp = self._weights(logs)
         sums = self._sums
         assert sums is not None and self.names is not None
+        if self.estimator == "dr":
+            q_logged, q_target = self._dr_terms(logs, scaled, tp)
+            value = q_target + w * (scaled - q_logged)[:, None]
+        else:
+            value = w * scaled[:, None]
+        if self.method == "betting":
+            self._bet(w, scaled, sums)
+        else:
+            self._average(value, scaled, sums)
+        sums.rows += logs.n
+        sums.reward_sum += float(scaled.sum())
+        sums.weight_sum = sums.weight_sum + w.sum(axis=0)
+        with np.errstate(over="ignore"):  # inf: an effective sample size of 0
+            sums.weight_squares = sums.weight_squares + (w * w).sum(axis=0)
         self._looks += 1
-        if logs.n:
-            if self.estimator == "dr":
-                q_logged, q_target = self._dr_terms(logs, scaled, tp)
-                value = q_target + w * (scaled - q_logged)[:, None]
-            else:
-                value = w * scaled[:, None]
-            if self.method == "betting":
-                self._bet(w, scaled, sums)
-            else:
-                self._average(value, scaled, sums)
-            sums.rows += logs.n
-            sums.reward_sum += float(scaled.sum())
         self._look(sums)
         return self.result()
 
     def _alpha(self) -> float:
+        """The level of each sequence: split over every candidate's value and difference when
+        ``simultaneous``."""
         alpha = 1.0 - self.confidence_level
-        return alpha / len(self.names or ()) if self.simultaneous else alpha
+        return alpha / (2 * len(self.names or ())) if self.simultaneous else alpha
 
     def _bet(self, w: np.ndarray, scaled: np.ndarray, sums: _Sums) -> None:
         from ope.intervals.betting import log_wealth, running_stats
@@ -615,12 +637,19 @@ class Monitor:
     def _average(self, value: np.ndarray, scaled: np.ndarray, sums: _Sums) -> None:
         terms = np.stack([value.T, (value - scaled[:, None]).T])  # (2, P, n)
         n_b = terms.shape[-1]
-        mean_b = terms.mean(axis=-1)
-        m2_b = ((terms - mean_b[..., None]) ** 2).sum(axis=-1)
-        n_a = sums.rows
-        delta = mean_b - sums.mean
-        total = n_a + n_b
-        sums.m2 = sums.m2 + m2_b + delta * delta * (n_a * n_b / total)
+        with np.errstate(over="ignore", invalid="ignore"):  # refused just below
+            mean_b = terms.mean(axis=-1)
+            m2_b = ((terms - mean_b[..., None]) ** 2).sum(axis=-1)
+            n_a = sums.rows
+            delta = mean_b - sums.mean
+            total = n_a + n_b
+            m2 = sums.m2 + m2_b + delta * delta * (n_a * n_b / total)
+        if not np.isfinite(m2).all():
+            raise ValidationError(
+                "the sum of squared pseudo-outcomes overflows float64: the importance weights "
+                "are too large. Check the propensities."
+            )
+        sums.m2 = m2
         sums.mean = sums.mean + delta * (n_b / total)
 
     def _look(self, sums: _Sums) -> None:
@@ -650,15 +679,41 @@ class Monitor:
             p = np.minimum(1.0, np.exp(-sums.best_log_wealth))
         else:
             rho2 = best_rho2(self.planned_rows, alpha)
-            variance = sums.m2 / t
-            margin = mixture_margin(t, variance, rho2, alpha) if t >= 2 else np.inf
+            # a floor 1/t on the variance (it vanishes as t grows) keeps a start without
+            # spread (every reward equal, every weight 0) from collapsing the sequence
+            variance = np.maximum(sums.m2 / t, 1.0 / t)
+            ess = np.divide(
+                sums.weight_sum**2,
+                sums.weight_squares,
+                out=np.zeros_like(sums.weight_sum),
+                where=sums.weight_squares > 0,
+            )
+            started = ess >= MIN_EFFECTIVE_ROWS
+            margin = np.where(started, mixture_margin(t, variance, rho2, alpha), np.inf)
             est = sums.mean.copy()
             low, high = est - margin, est + margin
             p = np.array(
-                [_mixture_p_value(t, est[1, j], variance[1, j], rho2) for j in range(n_pol)]
+                [
+                    _mixture_p_value(t, est[1, j], variance[1, j], rho2) if started[j] else 1.0
+                    for j in range(n_pol)
+                ]
             )  # a loop over candidates
-        low = np.maximum(sums.low, low)
-        high = np.minimum(sums.high, high)
+            if not started.all():
+                self._note(
+                    "an asymptotic sequence is the whole range until the candidate's effective "
+                    f"sample size reaches {MIN_EFFECTIVE_ROWS} rows."
+                )
+        # betting: the value is one fixed target, so each look's interval is intersected with
+        # the earlier ones (still valid, and nested). The difference's target moves with a
+        # logger that learns (an intersection could exclude it), and an asymptotic sequence
+        # is weakest at its first looks: both keep each look's own interval.
+        nested = self.method == "betting"
+        low = np.stack(
+            [np.maximum(sums.low[0] if nested else 0.0, low[0]), np.maximum(-1.0, low[1])]
+        )
+        high = np.stack(
+            [np.minimum(sums.high[0] if nested else 1.0, high[0]), np.minimum(1.0, high[1])]
+        )
         crossed = low > high
         if crossed.any():
             self._note(
@@ -709,10 +764,10 @@ class Monitor:
                 f"{self.planned_rows:,} rows): time-uniform coverage holds in the limit, given a "
                 "conditional variance that settles; benchmarks/monitoring.py measures it."
             )
-        if n_pol > 1 and not self.simultaneous:
+        if not self.simultaneous:
             notes.append(
-                f"the confidence level holds per candidate ({n_pol} candidates); "
-                "simultaneous=True (--simultaneous) makes it hold for all at once."
+                "the confidence level holds for each sequence (each candidate's value, and its "
+                "difference); simultaneous=True (--simultaneous) makes it hold for all at once."
             )
         return MonitorResult(
             estimator=self.estimator,

@@ -108,7 +108,7 @@ def test_batches_split_differently_end_at_the_same_sums():
 
 def test_asymptotic_sequence_by_hand():
     rng = np.random.default_rng(3)
-    df = _batch(rng, 400)
+    df = _batch(rng, 1000)
     mon = Monitor(reward_range=(0.0, 2.0), method="asymptotic", planned_rows=300)
     row = mon.update(df.assign(reward=2.0 * df["reward"])).current.iloc[0]
     w, r = _weights(df)  # on the [0, 1] scale: reward / 2
@@ -412,3 +412,63 @@ def test_cli_errors(tmp_path):
         "--json",
     )
     assert out.returncode == 2 and json.loads(out.stdout)["error"]["flag"] == "--method"
+
+
+def test_asymptotic_start_and_degenerate_looks_do_not_stick():
+    """A one-row look, or a start without spread, neither fixes the p-value at 0 nor
+    collapses the sequence (review findings)."""
+    one = pd.DataFrame({"action": [1], "propensity": [0.5], "reward": [1.0], "target__one": [1.0]})
+    mon = Monitor(reward_range=(0, 1), method="asymptotic")
+    row = mon.update(one).current.iloc[0]
+    assert row["p_value"] == 1.0 and (row["ci_low"], row["ci_high"]) == (0.0, 1.0)
+    assert any("effective sample size" in n for n in mon.result().notes)
+    rng = np.random.default_rng(13)
+    zeros = _batch(rng, 800).assign(reward=0.0)
+    mon = Monitor(reward_range=(0, 1), method="asymptotic")
+    first = mon.update(zeros).current.iloc[0]
+    assert first["ci_high"] > 0.0  # the variance floor keeps an interval
+    for _ in range(6):
+        last = mon.update(_batch(rng, 800, effect=0.4)).current.iloc[0]
+    assert last["ci_low"] < last["estimate"] < last["ci_high"]  # not stuck at the first look
+    huge = _batch(rng, 200).assign(propensity=1e-160)
+    with pytest.raises(ValidationError, match="overflows"):
+        Monitor(reward_range=(0, 1), method="asymptotic").update(
+            huge.assign(**{"target__one": 1.0})
+        )
+
+
+def test_dr_with_a_candidate_on_actions_never_logged():
+    rng = np.random.default_rng(14)
+    mon = Monitor(reward_range=(0, 1), estimator="dr")
+    for _ in range(3):
+        b = _batch(rng, 300, extra=True)
+        # the candidate puts half its mass on action 2, which the logger never takes
+        b["candidates"] = [[0, 1, 2]] * len(b)
+        b["target_dist__one"] = [[0.0, 0.5, 0.5]] * len(b)
+        b["target__one"] = np.where(b["action"] == 1, 0.5, 0.0)
+        res = mon.update(b)
+    row = res.current.iloc[0]
+    assert np.isfinite(row["estimate"]) and row["ci_low"] <= row["ci_high"]
+
+
+def test_simultaneous_splits_over_values_and_differences():
+    mon = Monitor(reward_range=(0, 1), simultaneous=True)
+    mon.update(_batch(np.random.default_rng(15)).assign(target__two=0.5))
+    assert mon._alpha() == pytest.approx(0.05 / 4)
+
+
+def test_cli_sets_a_bad_file_aside_and_keeps_watching(tmp_path):
+    rng = np.random.default_rng(16)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _batch(rng).to_parquet(logs / "a.parquet")
+    _batch(rng).assign(reward=5.0).to_parquet(logs / "b.parquet")
+    _batch(rng).to_parquet(logs / "c.parquet")
+    state = tmp_path / "s.json"
+    argv = ("monitor", str(logs), "--reward-range", "0", "1", "--state", str(state), "--json")
+    out = _cli(*argv)
+    doc = json.loads(out.stdout)
+    assert out.returncode == 65 and doc["monitor"]["looks"] == 2
+    assert list(doc["rejected"]) == ["b.parquet"] and "reward range" in doc["rejected"]["b.parquet"]
+    again = _cli(*argv)  # the rejected file is not read again
+    assert again.returncode == 0 and json.loads(again.stdout)["rejected"] == doc["rejected"]

@@ -1496,7 +1496,7 @@ def _monitoring(ctx: dict[str, Any], figures: _Figures) -> str:
     intro = (
         f"<p>{_e(mon.estimator.upper())} monitored over {_count(mon.looks, 'look')} "
         f"({_count(mon.rows, 'row')}) with {level} {how}"
-        f"{', the level split over the candidates' if mon.simultaneous else ''}. Because each "
+        f"{', the level split over every sequence (Bonferroni)' if mon.simultaneous else ' per sequence'}. Because each "
         "sequence holds at every look at once, the rollout may be watched continuously and "
         "stopped as soon as a candidate is decided; an interval recomputed at every look is "
         "not valid under such peeking. The difference is with the logging policy's average "
