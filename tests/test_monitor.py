@@ -399,19 +399,7 @@ def test_cli_errors(tmp_path):
     assert out.returncode == 2 and json.loads(out.stdout)["error"]["flag"] == "--every"
     out = _cli("monitor", str(empty), "--reward-range", "0", "1", "--policies", "p.csv", "--json")
     assert out.returncode == 2 and json.loads(out.stdout)["error"]["flag"] == "--policies"
-    out = _cli(
-        "monitor",
-        str(empty),
-        "--reward-range",
-        "0",
-        "1",
-        "--estimator",
-        "dr",
-        "--method",
-        "betting",
-        "--json",
-    )
-    assert out.returncode == 2 and json.loads(out.stdout)["error"]["flag"] == "--method"
+    # dr with betting (a usage error naming --method): tests/test_cli_contract.py
 
 
 def test_asymptotic_start_and_degenerate_looks_do_not_stick():
