@@ -641,7 +641,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--simultaneous",
         action="store_true",
-        help="split the level over the candidates so that it holds for all at once",
+        help="split the level over every sequence (each candidate's value and difference) so "
+        "that all hold at once",
     )
     p.add_argument(
         "--planned-rows",
@@ -668,7 +669,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="read a file only once it is unchanged for DURATION (default 5s with --every, "
         "else 0): a file still being written waits for the next poll",
     )
-    p.add_argument("--max-looks", type=int, metavar="N", help="stop after N looks (files)")
+    p.add_argument(
+        "--max-looks", type=int, metavar="N", help="stop after N looks (files) in this run"
+    )
     p.add_argument(
         "--until-decided",
         action="store_true",
@@ -683,7 +686,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--report",
         metavar="FILE.html",
-        help="write the HTML report of the sequences when the monitor stops",
+        help="the HTML report of the sequences, rewritten after each look (an existing file "
+        "ope wrote is replaced; another needs --force)",
     )
     _add_force(p, "--report")
     _add_output_flags(p)
@@ -1662,6 +1666,8 @@ def _check_outputs(args: argparse.Namespace) -> list[Path]:
     if not outputs:
         return []
     force = getattr(args, "force", False)
+    if args.command == "monitor" and not force and args.report is not None:
+        force = _is_ope_report(Path(args.report))  # its own page, rewritten after each look
     if args.command == "demo" and not force:  # `make demo` reruns it: its own report is replaced
         force = _is_ope_report(Path(args.out))
         if not force and os.path.lexists(args.out):
@@ -3242,7 +3248,7 @@ def _monitor_settings(args: argparse.Namespace) -> tuple[float | None, float, An
         context_columns=args.context_columns,
         **options,
     )
-    args._monitor_files, args._monitor_rejected = {}, {}
+    args._monitor_files = {}
     if args.state is None:
         return every, settle, mon
     _checked(
@@ -3285,103 +3291,116 @@ def _monitor_settings(args: argparse.Namespace) -> tuple[float | None, float, An
             flag="--context-columns",
         )
     args._monitor_files = dict(state["files"])
-    args._monitor_rejected = {str(k): str(v) for k, v in (state.get("rejected") or {}).items()}
     mon = resumed
     return every, settle, mon
 
 
 def _cmd_monitor(args: argparse.Namespace) -> _Outcome:
     """Read each new parquet file of LOGS as one look, update the confidence sequences, write
-    the state after each look, and stop when told (no --every, --max-looks, --until-decided)
-    or interrupted (the state then holds every look so far)."""
+    the state (and the report) after each look, and stop when told (no --every, --max-looks,
+    --until-decided) or interrupted: Ctrl-C or SIGTERM end the watch with the document of every
+    look so far."""
     import time
 
+    from ope._output import clear_stop
     from ope.io import read_logs
     from ope.monitor import new_log_files
 
     every, settle, mon = _monitor_settings(args)
     seen: dict[str, Any] = args._monitor_files
+    rejected: dict[str, str] = {}  # this run's: a rejected file is retried by the next run
+    rejected_stat: dict[str, list[int]] = {}  # ... and by a later poll once it changes
     mapping = _parse_mapping(args.mapping)
     names = list(getattr(args, "_policy_names", None) or [])
     specs = list(getattr(args, "_policy_specs", None) or [])
     single = os.path.isfile(args.logs)
-    rejected: dict[str, str] = args._monitor_rejected
-    rejected_now: list[str] = []
+    quiet = getattr(args, "quiet", False)
     notes: list[str] = []
     stopped = "no new files"
     looks = 0
-    while True:
-        if single:  # one file: keyed by its absolute path, read once
-            key = os.path.abspath(args.logs)
-            pending = [] if key in seen else [args.logs]
-        else:
-            pending, changed = new_log_files(args.logs, seen, settle=settle)
-            notes += [n for n in changed if n not in notes]
-            pending = [os.path.join(args.logs, name) for name in pending]
-        for path in pending:  # a loop over files: each is one look
-            key = os.path.abspath(path) if single else os.path.basename(path)
-            before = os.stat(path)
-            try:
-                logs = read_logs(path, mapping=mapping, on_invalid=args.on_invalid)
-                if specs:
-                    from ope.policies import candidates_with_specs
+    try:
+        while True:
+            if single:  # one file: keyed by its absolute path, read once
+                pending = [] if os.path.abspath(args.logs) in seen else [args.logs]
+            else:
+                fresh, changed = new_log_files(args.logs, seen, settle=settle)
+                notes += [n for n in changed if n not in notes]
+                pending = []
+                for name in fresh:  # a loop over new files
+                    st = os.stat(os.path.join(args.logs, name))
+                    if rejected_stat.get(name) != [st.st_size, st.st_mtime_ns]:
+                        pending.append(os.path.join(args.logs, name))
+            for path in pending:  # a loop over files: each is one look
+                key = os.path.abspath(path) if single else os.path.basename(path)
+                before = os.stat(path)
+                try:
+                    logs = read_logs(path, mapping=mapping, on_invalid=args.on_invalid)
+                    if specs:
+                        from ope.policies import candidates_with_specs
 
-                    mon.policies = candidates_with_specs(
-                        logs, specs, names=names, labels=[f"--policy {s.text}" for s in specs]
+                        mon.policies = candidates_with_specs(
+                            logs, specs, names=names, labels=[f"--policy {s.text}" for s in specs]
+                        )
+                    else:
+                        mon.policies = names or None
+                    result = mon.update(logs)
+                except (ValidationError, SchemaError, DataFileError, PolicyError) as exc:
+                    if single:  # the one input: its error is the run's
+                        raise
+                    from ope._format import safe_text
+
+                    # a directory keeps being watched: the file is set aside and said; it is
+                    # read again when it changes or by the next run (the flags may have been
+                    # the cause), and the run ends with exit code 65
+                    rejected[key] = f"{type(exc).__name__}: {_cli_text(str(exc))}"
+                    rejected_stat[key] = [before.st_size, before.st_mtime_ns]
+                    print(
+                        f"rejected {safe_text(key)}: {safe_text(rejected[key])}",
+                        file=sys.stderr,
+                        flush=True,
                     )
-                else:
-                    mon.policies = names or None
-                result = mon.update(logs)
-            except (ValidationError, SchemaError, DataFileError, PolicyError) as exc:
-                if single:  # the one input: its error is the run's
-                    raise
-                from ope._format import safe_text
-
-                # a directory keeps being watched: the file is set aside, said, and kept in the
-                # state so that it is not read again (the run ends with exit code 65)
+                    continue
+                rejected.pop(key, None)
+                looks += 1
+                after = os.stat(path)
+                if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+                    notes.append(
+                        f"{key} changed while it was read; its rows after that are not "
+                        "monitored (write each batch to a new file, e.g. by renaming it into "
+                        "place)."
+                    )
                 seen[key] = [before.st_size, before.st_mtime_ns]
-                rejected[key] = f"{type(exc).__name__}: {_cli_text(str(exc))}"
-                rejected_now.append(key)
                 if args.state is not None:
                     _write_monitor_state(args, mon, seen, rejected)
-                print(
-                    f"rejected {safe_text(key)}: {safe_text(rejected[key])}",
-                    file=sys.stderr,
-                    flush=True,
-                )
-                continue
-            looks += 1
-            after = os.stat(path)
-            if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
-                notes.append(
-                    f"{key} changed while it was read; its rows after that are not monitored "
-                    "(write each batch to a new file, e.g. by renaming it into place)."
-                )
-            seen[key] = [before.st_size, before.st_mtime_ns]
-            if args.state is not None:
-                _write_monitor_state(args, mon, seen, rejected)
-            if not getattr(args, "quiet", False):
-                _monitor_line(key, result)
-            if args.until_decided and result.decided:
-                stopped = "decided"
+                if args.report is not None:
+                    _write_monitor_report(args, mon.result())
+                if not quiet:
+                    _monitor_line(key, result)
+                if args.until_decided and result.decided:
+                    stopped = "decided"
+                    break
+                if args.max_looks is not None and looks >= args.max_looks:
+                    stopped = "max looks"
+                    break
+            if stopped in ("decided", "max looks") or every is None or single:
                 break
-            if args.max_looks is not None and looks >= args.max_looks:
-                stopped = "max looks"
-                break
-        if stopped in ("decided", "max looks") or every is None or single:
-            break
-        time.sleep(every)
-    if mon.names is None and not rejected:
-        raise ValidationError(
-            f"no log files to monitor in {args.logs!r} (parquet files whose names do not start "
-            "with '.' or '_'); write the first batch there, or pass --every to wait for it."
-        )
+            time.sleep(every)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the way a watch ends; every look is kept
+        clear_stop()
+        stopped = "interrupted"
     if mon.names is None:
-        raise ValidationError(
-            f"every log file of {args.logs!r} was rejected ("
-            + "; ".join(f"{k}: {v}" for k, v in rejected.items())
-            + "); fix or remove them."
+        detail = (
+            " (rejected: " + "; ".join(f"{k}: {v}" for k, v in rejected.items()) + ")"
+            if rejected
+            else ""
         )
+        raise ValidationError(
+            f"no log file of {args.logs!r} was monitored{detail}; monitored files are parquet "
+            "files whose names do not start with '.' or '_': write the first batch there, or "
+            "pass --every to wait for it."
+        )
+    if looks == 0 and not quiet and stopped != "interrupted":
+        print(f"no new files in {args.logs} since the state's last look", file=sys.stderr)
     result = mon.result()
     document = {
         "monitor": result.to_dict(),
@@ -3394,34 +3413,40 @@ def _cmd_monitor(args: argparse.Namespace) -> _Outcome:
     }
     text = result.summary()
     if args.report is not None:
-        from ope.report import write_report
-
-        path = write_report(
-            args.report,
-            monitoring=result,
-            provenance={
-                "command": ["ope", *getattr(args, "_argv", [])],
-                "options": _options(args),
-                "seed": args.seed,
-                "input": args.logs,
-                "rows": result.rows,
-            },
-            overwrite=args.force,
-        )
-        document["report"] = str(path)
+        path = _write_monitor_report(args, result)
+        document["report"] = path
         text += f"\nreport written to {path}"
     if notes:
         text += "\n" + "\n".join(f"note: {n}" for n in notes)
-    if rejected_now:
-        text += "\n" + "\n".join(f"rejected: {k}: {rejected[k]}" for k in rejected_now)
-    return _Outcome(document, text, EXIT_DATAERR if rejected_now else EXIT_OK)
+    if rejected:
+        text += "\n" + "\n".join(f"rejected: {k}: {v}" for k, v in rejected.items())
+    return _Outcome(document, text, EXIT_DATAERR if rejected else EXIT_OK)
+
+
+def _write_monitor_report(args: argparse.Namespace, result: Any) -> str:
+    """``--report``: the monitor's page, replaced after each look (it is ope's own report)."""
+    from ope.report import write_report
+
+    path = write_report(
+        args.report,
+        monitoring=result,
+        provenance={
+            "command": ["ope", *getattr(args, "_argv", [])],
+            "options": _options(args),
+            "seed": args.seed,
+            "input": args.logs,
+            "rows": result.rows,
+        },
+        overwrite=True,
+    )
+    return str(path)
 
 
 def _write_monitor_state(
     args: argparse.Namespace, mon: Any, seen: dict[str, Any], rejected: dict[str, str]
 ) -> None:
-    """``--state``: the monitor's state, the files read and those rejected (with the reason),
-    replaced atomically."""
+    """``--state``: the monitor's state, the files read and this run's rejected ones (with the
+    reason; for information: the next run reads them again), replaced atomically."""
     from ope._output import atomic_path
 
     document = {"monitor": mon.state(), "files": dict(seen), "rejected": dict(rejected)}
@@ -3434,8 +3459,9 @@ def _monitor_line(name: str, result: Any) -> None:
     from ope._format import format_value, safe_text
 
     parts = [
-        f"{safe_text(r.policy)} {format_value(r.difference)} "
-        f"[{format_value(r.difference_low)}, {format_value(r.difference_high)}] {r.decision}"
+        f"{safe_text(r.policy)} value {format_value(r.estimate)}, difference with logging "
+        f"{format_value(r.difference)} [{format_value(r.difference_low)}, "
+        f"{format_value(r.difference_high)}] {r.decision}"
         for r in result.current.itertuples()
     ]
     print(

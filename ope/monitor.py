@@ -418,6 +418,14 @@ class Monitor:
             )
         if not isinstance(simultaneous, (bool, np.bool_)):
             raise ParameterError(f"`simultaneous` must be True or False; got {simultaneous!r}.")
+        if reward_range is None:
+            from ope.exceptions import MissingBoundsError
+
+            raise MissingBoundsError(
+                "a monitor needs the a priori reward_range (e.g. (0, 1) for clicks): both "
+                "sequences map the rewards to [0, 1]. The observed minimum and maximum are not "
+                "bounds."
+            )
         self.reward_range = require_reward_range(reward_range, "monitoring")
         self.estimator = estimator
         self.method = method
@@ -487,7 +495,7 @@ class Monitor:
             first = int(np.flatnonzero(outside)[0])
             raise ValidationError(
                 f"{int(outside.sum())} rewards lie outside the reward range [{low:g}, {high:g}] "
-                f"(first at row {first} of batch {self._looks + 1}: {r[first]!r}); the range must "
+                f"(first at row {first} of this batch: {float(r[first])!r}); the range must "
                 "be an a priori bound every reward satisfies."
             )
         w = tp.values / p[:, None]
@@ -503,6 +511,11 @@ class Monitor:
             choice = context_column_choice(logs)
             self.context_columns = list(choice.columns)
             self._notes.extend(choice.notes)
+            self._note(
+                "DR's reward model uses the context columns "
+                + (", ".join(self.context_columns) or "none (a constant per action)")
+                + " (chosen on the first batch; context_columns= / --context-columns to choose)."
+            )
         x = (
             context_matrix(logs, self.context_columns)
             if self.context_columns

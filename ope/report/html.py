@@ -1916,6 +1916,7 @@ def render_report(
     }
     figures = _Figures()
     if monitor_only:
+        ctx["notes"] = _all_notes(None, None, list(monitoring.notes))
         return _page(
             ctx,
             {
