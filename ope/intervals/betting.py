@@ -41,7 +41,14 @@ from ope._docstrings import fill_doc
 from ope.intervals._shared import in_reward_units, weight_reward_rows
 from ope.intervals._types import ConfidenceInterval
 
-__all__ = ["betting_interval", "betting_confidence_sequence", "betting_lower_bound"]
+__all__ = [
+    "betting_interval",
+    "betting_confidence_sequence",
+    "betting_lower_bound",
+    "log_wealth",
+    "lower_from_sums",
+    "running_stats",
+]
 
 #: shape (and rate) of the truncated gamma mixing distribution over bets; 1 is the value of the
 #: authors' reference implementation, and it makes the bound tightest after a few tens of rows
