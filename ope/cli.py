@@ -926,10 +926,11 @@ def _add_distribution_options(p: argparse.ArgumentParser) -> None:
     )
     m.add_argument(
         "--distribution-estimator",
-        choices=("ips", "snips"),
+        choices=("ips", "snips", "dr"),
         default="ips",
         help="with --metric: the CDF's estimator (default ips; with --weight-bound its band is "
-        "finite-sample, else a multiplier-bootstrap band)",
+        "finite-sample, else a multiplier-bootstrap band; dr models the outcome's CDF from "
+        "--context-columns and needs the candidates' whole distributions)",
     )
 
 
@@ -1016,6 +1017,11 @@ def _distribution_outcome(args: argparse.Namespace, logs: Any, policies: Any) ->
         outcome_range=None if span is None else tuple(span),
         rng=args.seed if args.seed is not None else 0,
         weight_column=getattr(args, "weight_column", None),
+        **(
+            {"context_columns": getattr(args, "context_columns", None)}
+            if args.distribution_estimator == "dr"
+            else {}
+        ),
     )
     return dataclasses.replace(found, shown=tuple(metrics))
 

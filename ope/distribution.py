@@ -10,7 +10,18 @@ NeurIPS 2021, off-policy risk assessment; Chandak et al., NeurIPS 2021). Two est
   :math:`t`, nondecreasing, and clipped to :math:`[0, 1]` (its total is the mean weight, not
   1);
 * ``"snips"``: :math:`\hat F(t) = \sum_i w_i 1\{y_i \le t\} / \sum_i w_i`, a CDF by
-  construction, consistent.
+  construction, consistent;
+* ``"dr"``: :math:`\hat F(t) = \frac1n \sum_i \big[\hat G(t \mid x_i, \pi) + w_i (1\{y_i
+  \le t\} - \hat G(t \mid x_i, a_i))\big]` with a model :math:`\hat G` of the conditional CDF
+  (Huang et al. 2021, section 4), :math:`\hat G(t \mid x, \pi) = \sum_a \pi(a \mid x) \hat
+  G(t \mid x, a)`. The model is one cross-fitted regression of the indicator :math:`1\{y \le
+  u_l\}` per knot :math:`u_l` (``model_thresholds`` of them: the outcome's distinct values
+  when it has few, else its logged quantiles), linear in :math:`t` between knots and 1 at the
+  largest logged outcome. DR is unbiased at every :math:`t` whatever the model, since each
+  row's :math:`\hat G` is fitted on other rows; a good model removes the part of the outcome the
+  context explains and narrows the band. The estimate is made nondecreasing by rearrangement
+  (sorting its values; Chernozhukov, Fernandez-Val & Galichon 2010), which never moves it
+  farther from a CDF in the sup norm, so the band stays valid.
 
 Two bands, each a function :math:`L \le F \le U` for **every** :math:`t` at once, so that any
 threshold, quantile level or CVaR level read from one band holds jointly with the others:
@@ -21,12 +32,13 @@ threshold, quantile level or CVaR level read from one band holds jointly with th
   :math:`\sup_t |\hat F(t) - F(t)| \le W \sqrt{\log(2(2K-1)/\delta) / (2n)} + 1/K` with
   probability at least :math:`1 - \delta`, for the :math:`K` that makes it smallest. It is
   conservative and needs no resampling.
-* ``"multiplier"`` (both estimators; asymptotic): the :math:`1 - \delta` quantile of
+* ``"multiplier"`` (every estimator; asymptotic): the :math:`1 - \delta` quantile of
   :math:`\sup_t |G^*(t)|`, where :math:`G^*` is the Gaussian multiplier process of the
   estimator's influence terms (a multiplier bootstrap of the empirical process). Restricted to
   the thresholds it is a Gaussian vector with independent increments, drawn exactly from
   per-threshold sums (one pass over the rows; ``n_resamples`` draws of length at most
-  ``resolution``).
+  ``resolution``). DR's model terms enter through their totals, drawn jointly with the
+  increments from per-threshold cross-products (one more vector of the knots' size per draw).
 
 The thresholds are the outcome's distinct values; past ``resolution`` of them, the rows are
 grouped into ``resolution`` buckets at the logged outcome's quantiles and the band between two
@@ -69,13 +81,20 @@ from ope._validation import (
     check_weight_bound,
     resolve_seed,
 )
-from ope.exceptions import EstimationError, ParameterError, SchemaError, ValidationError
+from ope.exceptions import (
+    EstimationError,
+    ParameterError,
+    PolicyError,
+    SchemaError,
+    ValidationError,
+)
 
 __all__ = [
     "DISTRIBUTION_ESTIMATORS",
     "BAND_METHODS",
     "DEFAULT_RESOLUTION",
     "DEFAULT_BAND_RESAMPLES",
+    "DEFAULT_MODEL_THRESHOLDS",
     "MAX_BAND_RESAMPLES",
     "METRIC_KINDS",
     "OutcomeDistribution",
@@ -88,7 +107,10 @@ __all__ = [
 ]
 
 #: The estimators of a candidate's outcome CDF.
-DISTRIBUTION_ESTIMATORS: Final = ("ips", "snips")
+DISTRIBUTION_ESTIMATORS: Final = ("ips", "snips", "dr")
+
+#: The most knots of DR's model of the conditional CDF (one indicator regression each).
+DEFAULT_MODEL_THRESHOLDS: Final = 16
 
 #: The simultaneous bands: finite-sample with a weight bound, or the multiplier bootstrap.
 BAND_METHODS: Final = ("hoeffding", "multiplier")
@@ -240,7 +262,7 @@ class OutcomeDistribution:
     ----------
     policy : str
     estimator : str
-        ``ips``, ``snips``, or ``empirical`` (the logging policy's own rows).
+        ``ips``, ``snips``, ``dr``, or ``empirical`` (the logging policy's own rows).
     band : str
         ``hoeffding``, ``multiplier`` or ``dkw``.
     half_width : float
@@ -459,8 +481,8 @@ def _shown_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _weights_and_outcome(
-    logs: Any, policies: Any, outcome: str, weight_column: str | None
-) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray | None, str | None]:
+    logs: Any, policies: Any, outcome: str, weight_column: str | None, dr: bool = False
+) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray | None, str | None, Any, Any]:
     from ope.logs import BanditLogs
     from ope.io import read_logs
     from ope.policies import target_propensities
@@ -492,15 +514,27 @@ def _weights_and_outcome(
             f"outcome column {outcome!r} holds a missing or non-finite value (first at row "
             f"{bad}); drop or fill those rows first."
         )
-    tp = target_propensities(logs, policies)
+    try:
+        tp = target_propensities(logs, policies, with_distributions=dr)
+    except PolicyError as exc:
+        text = str(exc)
+        if dr and ", but " in text:
+            raise PolicyError(
+                "DR's outcome distribution needs each candidate's whole distribution over the "
+                f"actions, but {text.split(', but ', 1)[1]} Or estimate the distribution by IPS "
+                "or SNIPS, which need only the logged actions' probabilities."
+            ) from None
+        raise
     p = np.asarray(logs.column("propensity"), dtype=np.float64)
     column = sampling_weight_column(logs.columns, weight_column)
     s = None
     if column is not None:
-        s = check_sampling_weight(logs.column(column), logs.n, name=f"column `{column}`")
+        s = check_sampling_weight(
+            logs.column(column), logs.n, name=f"column `{column}` (`weight_column`)"
+        )
         if np.all(s == 1.0):
             s, column = None, None
-    return y, tp.values / p[:, None], list(tp.names), s, column
+    return y, tp.values / p[:, None], list(tp.names), s, column, logs, tp
 
 
 def _resamples(value: Any) -> int:
@@ -574,6 +608,49 @@ def _multiplier_width(
     return float(np.quantile(sups, level))
 
 
+def _multiplier_width_model(
+    a: np.ndarray,
+    b: np.ndarray,
+    extra: np.ndarray,
+    mix: np.ndarray,
+    cdf: np.ndarray,
+    bucket: np.ndarray,
+    n: float,
+    n_resamples: int,
+    level: float,
+    gen: np.random.Generator,
+) -> float:
+    """:func:`_multiplier_width` of DR: ``G*(t_k) = (1/n) sum_i xi_i (a_i 1{y_i <= t_k} +
+    sum_l mix[k, l] extra[i, l] - cdf_k b_i)``. The per-bucket increments of the first sum are
+    independent; the totals ``(sum xi extra, sum xi b)`` are their regression on the increments
+    plus an independent Gaussian remainder, whose covariance is the total cross-products minus
+    the part the increments explain: each draw is exact, at O(K J) per draw."""
+    n_buckets = mix.shape[0]
+    g = np.column_stack((extra, b))  # (n, J + 1): the terms that enter through their totals
+    saa = np.bincount(bucket, weights=a * a, minlength=n_buckets)
+    cross = np.column_stack(
+        [  # a loop over the model's columns (at most 18), not rows
+            np.bincount(bucket, weights=a * g[:, c], minlength=n_buckets) for c in range(g.shape[1])
+        ]
+    )
+    root = np.sqrt(saa)
+    safe = np.where(root > 0, root, 1.0)
+    scaled = np.where(root[:, None] > 0, cross / safe[:, None], 0.0)  # cov / sd per bucket
+    slope = np.where(root[:, None] > 0, scaled / safe[:, None], 0.0)  # cov / var
+    remainder = g.T @ g - scaled.T @ scaled
+    values, vectors = np.linalg.eigh(0.5 * (remainder + remainder.T))
+    factor = vectors * np.sqrt(np.clip(values, 0.0, None))
+    sups = np.empty(n_resamples)
+    block = max(1, min(n_resamples, (1 << 22) // max(n_buckets, 1)))
+    for start in range(0, n_resamples, block):  # a loop over blocks of draws (memory bound)
+        m = min(block, n_resamples - start)
+        steps = root * gen.standard_normal((m, n_buckets))
+        totals = steps @ slope + gen.standard_normal((m, g.shape[1])) @ factor.T
+        path = np.cumsum(steps, axis=1) + totals[:, :-1] @ mix.T - cdf[None, :] * totals[:, -1:]
+        sups[start : start + m] = np.abs(path).max(axis=1) / n
+    return float(np.quantile(sups, level))
+
+
 def outcome_distribution(
     logs: Any,
     policies: Any = None,
@@ -588,6 +665,9 @@ def outcome_distribution(
     n_resamples: int = DEFAULT_BAND_RESAMPLES,
     rng: int | np.random.Generator | None = 0,
     weight_column: str | None = None,
+    reward_model: Any = None,
+    context_columns: Sequence[str] | None = None,
+    model_thresholds: int = DEFAULT_MODEL_THRESHOLDS,
 ) -> OutcomeDistributions:
     """The distribution of an outcome under each candidate policy, with bands that hold
     simultaneously over every threshold (see the module for the estimators and the bands).
@@ -600,7 +680,10 @@ def outcome_distribution(
         As in :func:`ope.evaluate`.
     outcome : str, default "reward"
         A numeric column of the logs: the reward, or a cost, a latency, a harm score.
-    estimator : {"ips", "snips"}, default "ips"
+    estimator : {"ips", "snips", "dr"}, default "ips"
+        ``"dr"`` models the outcome's conditional CDF from the context (``reward_model``,
+        ``context_columns``, ``model_thresholds``) and needs each candidate's whole
+        distribution over the actions, as DR of the mean does.
     band : {"hoeffding", "multiplier"}, optional
         Default ``"hoeffding"`` when ``weight_bound`` is given (and ``estimator="ips"``, no
         sampling weights), else ``"multiplier"``.
@@ -620,6 +703,14 @@ def outcome_distribution(
     weight_column : str, optional
         Sampling (Horvitz-Thompson) weights, as in :func:`ope.evaluate` (default: the ``weight``
         column when present). The finite-sample bands refuse them.
+    reward_model : ope.RewardModel or scikit-learn regressor or classifier, optional
+        With ``estimator="dr"``: the model of each indicator ``1{y <= u}`` (default
+        ``ope.RewardModel()``, cross-fitted ridge; a classifier gives probabilities).
+    context_columns : sequence of str, optional
+        With ``estimator="dr"``: the model's features (default: chosen as for DR of the mean,
+        :func:`ope.context.context_column_choice`).
+    model_thresholds : int, default DEFAULT_MODEL_THRESHOLDS
+        With ``estimator="dr"``: the most knots of the model (one regression each).
 
     Returns
     -------
@@ -628,8 +719,10 @@ def outcome_distribution(
     Raises
     ------
     ope.ParameterError
-        A bad argument; ``band="hoeffding"`` without ``weight_bound``, with SNIPS or with
-        sampling weights.
+        A bad argument; ``band="hoeffding"`` without ``weight_bound``, with SNIPS or DR or with
+        sampling weights; a model setting without ``estimator="dr"``.
+    ope.PolicyError
+        ``estimator="dr"`` with a candidate known only at the logged actions.
     ope.SchemaError
         No such outcome column.
     ope.ValidationError
@@ -658,8 +751,106 @@ def outcome_distribution(
         rng=rng,
     )
     outcome = check_name(outcome, "outcome", what="a column name")
-    y, w, names, s, s_column = _weights_and_outcome(logs, policies, outcome, weight_column)
-    return _estimate(y, w, names, s, s_column, outcome, options)
+    dr = options.est == "dr"
+    if not dr:
+        given = [
+            name
+            for name, value in (
+                ("reward_model", reward_model),
+                ("context_columns", context_columns),
+                ("model_thresholds", None if model_thresholds == DEFAULT_MODEL_THRESHOLDS else 1),
+            )
+            if value is not None
+        ]
+        if given:
+            raise ParameterError(
+                f"{', '.join(f'`{g}`' for g in given)} set the model of estimator='dr'; with "
+                f"estimator={options.est!r} there is none: drop them or use estimator='dr'."
+            )
+    knots_count = check_positive_int(model_thresholds, "model_thresholds", minimum=1)
+    y, w, names, s, s_column, logs, tp = _weights_and_outcome(
+        logs, policies, outcome, weight_column, dr=dr
+    )
+    model = None
+    if dr:
+        if context_columns is not None:
+            context_columns = check_names(
+                context_columns, "context_columns", example="context_columns=['age']"
+            )
+        model = _dr_model(logs, tp, y, knots_count, reward_model, context_columns, rng=options.rng)
+    return _estimate(y, w, names, s, s_column, outcome, options, model)
+
+
+@dataclass(frozen=True)
+class _DRModel:
+    """DR's cross-fitted model of the conditional CDF at its knots: ``q_logged`` (n, J - 1)
+    at the logged actions, ``q_target`` (n, P, J - 1) under each candidate; the last knot is
+    the largest logged outcome, where the model is 1."""
+
+    knots: npt.NDArray[np.float64]
+    q_logged: npt.NDArray[np.float64]
+    q_target: npt.NDArray[np.float64]
+    columns: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def _dr_knots(y: np.ndarray, count: int) -> np.ndarray:
+    """The knots of DR's model: every distinct value when there are at most ``count + 1``,
+    else the smallest, ``count - 1`` logged quantiles between, and the largest."""
+    values = np.unique(y)
+    if values.size <= count + 1:
+        return values
+    levels = np.arange(1, count) / count
+    inner = np.quantile(y, levels, method="inverted_cdf")
+    return np.unique(np.concatenate(([values[0]], inner, [values[-1]])))
+
+
+def _dr_model(
+    logs: Any,
+    tp: Any,
+    y: np.ndarray,
+    count: int,
+    reward_model: Any,
+    context_columns: Sequence[str] | None,
+    *,
+    rng: Any,
+) -> _DRModel:
+    from ope.evaluation._driver import model_predictions
+
+    knots = _dr_knots(y, count)
+    indicators = (y[:, None] <= knots[None, :-1]).astype(np.float64)  # (n, J - 1), J <= 17
+    if indicators.shape[1]:
+        q_logged, q_target, used, notes = model_predictions(
+            logs,
+            tp.distributions,
+            list(tp.names),
+            reward_model=reward_model,
+            context_columns=context_columns,
+            rng=rng,
+            outcomes=indicators,
+        )
+        columns = tuple(used["context"]) + tuple(used["action_features"])
+    else:  # one distinct outcome: the model is 1 everywhere
+        q_logged = np.empty((y.size, 0))
+        q_target = np.empty((y.size, len(tp.names), 0))
+        columns, notes = (), []
+    return _DRModel(knots, q_logged, q_target, columns, tuple(notes))
+
+
+def _knot_weights(edges: np.ndarray, knots: np.ndarray) -> np.ndarray:
+    """(K, J): the model at each threshold as a mix of its values at the knots (linear
+    between two knots; the last knot's column is the constant 1)."""
+    k, j = edges.size, knots.size
+    mix = np.zeros((k, j))
+    left = np.clip(np.searchsorted(knots, edges, side="right") - 1, 0, j - 1)
+    inner = left < j - 1
+    right = np.minimum(left + 1, j - 1)
+    span = np.where(inner, knots[right] - knots[left], 1.0)
+    share = np.where(inner, np.clip((edges - knots[left]) / span, 0.0, 1.0), 0.0)
+    rows = np.arange(k)
+    np.add.at(mix, (rows, left), 1.0 - share)
+    np.add.at(mix, (rows, right), share)
+    return mix
 
 
 def return_distribution(
@@ -698,7 +889,8 @@ def return_distribution(
         :func:`ope.sequential_estimate`); without it a truncated episode's return is what it
         accumulated within its logged steps (a warning says so).
     estimator, band, weight_bound, confidence_level, outcome_range, resolution, n_resamples, rng
-        As in :func:`outcome_distribution` (``outcome_range``: the returns' a priori range).
+        As in :func:`outcome_distribution` (``outcome_range``: the returns' a priori range;
+        ``estimator`` ``"ips"`` or ``"snips"``).
 
     Returns
     -------
@@ -729,6 +921,12 @@ def return_distribution(
         n_resamples=n_resamples,
         rng=rng,
     )
+    if options.est == "dr":
+        raise ParameterError(
+            "a return distribution is estimated by IPS or SNIPS only: DR's model of an "
+            "outcome's conditional CDF takes one row's context and action, and a return's "
+            "would need a model of every step."
+        )
     if not isinstance(trajectories, Trajectories):
         raise ParameterError(
             "`trajectories` must be ope.Trajectories (ope.read_trajectories); got "
@@ -815,9 +1013,10 @@ def _estimate(
     s_column: str | None,
     outcome: str,
     options: _Options,
+    model: _DRModel | None = None,
 ) -> OutcomeDistributions:
     """The distributions of outcomes ``y`` (n,) under candidates of weights ``w`` (n, P), the
-    rows weighted by ``s`` (None: unweighted)."""
+    rows weighted by ``s`` (None: unweighted); ``model``: DR's, with ``options.est == "dr"``."""
     est, how, bound, level, span = (
         options.est,
         options.how,
@@ -861,12 +1060,24 @@ def _estimate(
     total_s = float(sw.sum())
     notes: list[str] = []
     dists: dict[str, OutcomeDistribution] = {}
+    mix = None if model is None else _knot_weights(ends, model.knots)
 
-    def build(name: str, weights: np.ndarray, kind: str) -> OutcomeDistribution:
+    def build(name: str, weights: np.ndarray, kind: str, j: int = -1) -> OutcomeDistribution:
         # weights: per sorted row (1 for the logging policy)
         mass = np.bincount(bucket, weights=sw * weights, minlength=n_buckets)
         raw = np.cumsum(mass)
-        if not raw[-1] > 0:
+        terms = None
+        if kind == "dr" and model is not None and mix is not None:
+            # per row: G(u_l | x, pi) - w G(u_l | x, a) at each knot, and 1 - w at the last
+            terms = np.column_stack(
+                (
+                    model.q_target[order, j, :] - weights[:, None] * model.q_logged[order, :],
+                    1.0 - weights,
+                )
+            )
+            raw = raw + mix @ (sw @ terms)
+            raw[-1] = total_s  # sum s w + sum s (1 - w), without its rounding
+        if not np.any(weights) or not raw[-1] > 0:
             raise EstimationError(
                 f"candidate {name!r} gives probability 0 to every logged action (all its "
                 "importance weights are 0): the logs say nothing of its outcome distribution."
@@ -876,6 +1087,8 @@ def _estimate(
         else:
             norm = total_s
         cdf_raw = raw / norm
+        if terms is not None:  # monotone by rearrangement (the band's sup distance holds)
+            cdf_raw = np.sort(cdf_raw)
         if kind == "empirical" and s is None:
             band_name, width = "dkw", dkw_band_width(n, level)
         elif how == "hoeffding" and kind != "empirical":
@@ -884,7 +1097,15 @@ def _estimate(
             band_name = "multiplier"
             a = sw * weights / (norm / n)
             b = (sw * weights if (kind == "empirical" or est == "snips") else sw) / (norm / n)
-            width = _multiplier_width(a, b, cdf_raw, bucket, n_buckets, n, n_resamples, level, gen)
+            if terms is not None and mix is not None:
+                extra = terms * (sw / (norm / n))[:, None]
+                width = _multiplier_width_model(
+                    a, b, extra, mix, cdf_raw, bucket, n, n_resamples, level, gen
+                )
+            else:
+                width = _multiplier_width(
+                    a, b, cdf_raw, bucket, n_buckets, n, n_resamples, level, gen
+                )
         cdf = np.clip(cdf_raw, 0.0, 1.0)
         return OutcomeDistribution(
             policy=name,
@@ -901,7 +1122,7 @@ def _estimate(
 
     dists["logging"] = build("logging", np.ones(n), "empirical")
     for j, name in enumerate(names):  # a loop over candidate policies
-        dists[name] = build(name, w[order, j], est)
+        dists[name] = build(name, w[order, j], est, j)
         if est == "ips":
             mean_w = float(np.sum(sw * w[order, j]) / total_s)
             if abs(mean_w - 1.0) > 0.1:
@@ -914,6 +1135,15 @@ def _estimate(
             f"{outcome} has more than {resolution:,} distinct values: the thresholds are "
             f"{ends.size:,} bucket ends at its logged quantiles, and the band between two "
             "ends is widened to the next end (valid by monotonicity)"
+        )
+    if model is not None:
+        notes.extend(model.notes)
+        features = ", ".join(model.columns) or "none (one value per action)"
+        notes.append(
+            f"DR's model of the conditional CDF: {max(model.knots.size - 1, 0)} cross-fitted "
+            f"regressions of 1{{{outcome} <= u}} at knots u from {model.knots[0]:.6g} to "
+            f"{model.knots[-1]:.6g}, linear between, on the context columns {features}; DR is "
+            "unbiased whatever the model, and rearranged to be nondecreasing"
         )
     if s is not None:
         notes.append(f"rows weighted by the sampling weights of column `{s_column}`")

@@ -695,13 +695,13 @@ def test_a_fallback_run_fits_the_reward_model_once_with_the_numbers_of_each_meth
     import ope.evaluation._driver as evaluation
 
     fits = []
-    predictions = evaluation._model_predictions
+    predictions = evaluation.model_predictions
 
     def counted(*args, **kwargs):
         fits.append(1)
         return predictions(*args, **kwargs)
 
-    monkeypatch.setattr(evaluation, "_model_predictions", counted)
+    monkeypatch.setattr(evaluation, "model_predictions", counted)
     code, stdout, err = run(
         "evaluate",
         files["logs"],

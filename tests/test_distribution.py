@@ -169,7 +169,8 @@ def test_the_band_holds_the_exact_cdf_of_a_simulator():
         (dict(outcome="latency"), SchemaError, "no outcome column"),
         (dict(outcome_range=(2.0, 3.0)), ValidationError, "outside outcome_range"),
         (dict(weight_bound=1.5), ValidationError, "exceeded"),
-        (dict(estimator="dr"), ParameterError, "estimator"),
+        (dict(estimator="median"), ParameterError, "estimator"),
+        (dict(estimator="dr", band="hoeffding", weight_bound=2.0), ParameterError, "IPS"),
         (dict(resolution=1), ParameterError, "resolution"),
     ],
 )

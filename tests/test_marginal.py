@@ -334,7 +334,7 @@ def test_segments_take_the_marginal_estimates_of_their_rows():
 
 
 def test_marginalized_dr_fits_its_reward_model_on_the_embeddings():
-    from ope.evaluation._driver import _model_predictions
+    from ope.evaluation._driver import model_predictions
     from ope.marginal import embedding_level
     from ope.policies import target_propensities
 
@@ -349,7 +349,7 @@ def test_marginalized_dr_fits_its_reward_model_on_the_embeddings():
         np.testing.assert_array_equal(
             level_logs.column("action"), items.column("cluster").to_numpy()[a]
         )
-        q_l, q_t, _, _ = _model_predictions(
+        q_l, q_t, _, _ = model_predictions(
             level_logs,
             level_dists,
             tp.names,

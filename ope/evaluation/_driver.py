@@ -58,6 +58,7 @@ from ope.evaluation.result import (
 __all__ = [
     "distributions_available",
     "evaluate_eager",
+    "model_predictions",
     "evaluate_scan",
     "batch_statistics",
     "merged_marginal_notes",
@@ -101,7 +102,7 @@ def _factored_arrays(logs: BanditLogs, changed: Mapping[str, str]) -> tuple[np.n
     return p, t
 
 
-def _model_predictions(
+def model_predictions(
     logs: BanditLogs,
     distributions: Mapping[str, Any],
     names: Sequence[str],
@@ -111,18 +112,21 @@ def _model_predictions(
     action_features: Any = None,
     rng: int | np.random.Generator | None,
     embedding: Any = None,
+    outcomes: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, list[str]], list[str]]:
     """Cross-fitted q̂(x_i, a_i) and q̂(x_i, π_p) for every policy p, over one action catalog.
 
     Returns ``(q_logged, q_target, model_columns, notes)``: ``model_columns`` has the context
     columns (``"context"``) and action-feature columns (``"action_features"``) the model used.
     A :class:`~ope.reward_models.TwoStepRewardModel` reads each item's cluster from
-    ``embedding`` (:func:`ope.marginal.item_clusters`).
+    ``embedding`` (:func:`ope.marginal.item_clusters`). ``outcomes`` (n, L), instead of the
+    reward, fits one model per column on the same design and catalog (the indicators of DR's
+    outcome CDF, :func:`ope.outcome_distribution`): ``q_logged`` is then (n, L) and
+    ``q_target`` (n, P, L).
     """
     import scipy.sparse as sp
 
     from ope.context import context_column_choice
-    from ope.reward_models import RewardModel, TwoStepRewardModel
 
     notes: list[str] = []
     if action_features is None:
@@ -159,6 +163,40 @@ def _model_predictions(
     feat_names: list[str] = []
     if action_features is not None:
         feats, feat_names = action_feature_matrix(action_features, catalog)
+    targets = (
+        [logs.column("reward")]
+        if outcomes is None
+        else [outcomes[:, c] for c in range(outcomes.shape[1])]
+    )
+    found = [  # a loop over the outcomes modelled (one for DM/DR), not rows
+        _fit_predict(logs, x, codes, y, mats, catalog, feats, reward_model, rng, embedding)
+        for y in targets
+    ]
+    q_logged = np.column_stack([q for q, _ in found])
+    q_target = np.stack([q for _, q in found], axis=-1)
+    if not (np.isfinite(q_logged).all() and np.isfinite(q_target).all()) and x.shape[1]:
+        _name_unfit_features(logs, columns, x)
+    if outcomes is None:
+        q_logged, q_target = q_logged[:, 0], q_target[..., 0]
+    return q_logged, q_target, {"context": columns, "action_features": feat_names}, notes
+
+
+def _fit_predict(
+    logs: BanditLogs,
+    x: np.ndarray,
+    codes: np.ndarray,
+    y: np.ndarray,
+    mats: list[Any],
+    catalog: np.ndarray,
+    feats: np.ndarray | None,
+    reward_model: Any,
+    rng: int | np.random.Generator | None,
+    embedding: Any,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One cross-fitted model of ``y``: q̂ at the logged actions (n,) and under each policy
+    (n, P)."""
+    from ope.reward_models import RewardModel, TwoStepRewardModel
+
     if isinstance(reward_model, TwoStepRewardModel):
         from ope.marginal import item_clusters
 
@@ -180,7 +218,7 @@ def _model_predictions(
         fitted = reward_model.fit(
             x,
             codes,
-            logs.column("reward"),
+            y,
             clusters=clusters,
             n_actions=len(catalog),
             groups=groups,
@@ -194,15 +232,10 @@ def _model_predictions(
             model = reward_model
         else:
             model = RewardModel(estimator=reward_model, rng=rng)
-        fitted = model.fit(
-            x, codes, logs.column("reward"), n_actions=len(catalog), action_features=feats
-        )
+        fitted = model.fit(x, codes, y, n_actions=len(catalog), action_features=feats)
     q_logged = fitted.predict_logged()
     q_target = fitted.predict_policy(mats)
-    q_target = np.asarray(q_target, dtype=np.float64).reshape(len(q_logged), len(names))
-    if not (np.isfinite(q_logged).all() and np.isfinite(q_target).all()) and x.shape[1]:
-        _name_unfit_features(logs, columns, x)
-    return q_logged, q_target, {"context": columns, "action_features": feat_names}, notes
+    return q_logged, np.asarray(q_target, dtype=np.float64).reshape(len(q_logged), len(mats))
 
 
 def _name_unfit_features(logs: BanditLogs, columns: Sequence[str], x: np.ndarray) -> None:
@@ -547,7 +580,7 @@ def _eager_run(
     model_columns = None
     model_notes: list[str] = []
     if needs_items_model:
-        q_logged, q_target, model_columns, model_notes = _model_predictions(
+        q_logged, q_target, model_columns, model_notes = model_predictions(
             logs, tp.distributions, tp.names, **model, embedding=embedding
         )
     logging_out: list[Estimate] = []
@@ -659,11 +692,11 @@ def _marginal_estimates(
         level_model = {**model, "action_features": None}
         if isinstance(model.get("reward_model"), TwoStepRewardModel):  # of items, not embeddings
             level_model["reward_model"] = None
-        q_l, q_t, _, _ = _model_predictions(level[0], level[1], list(names), **level_model)
+        q_l, q_t, _, _ = model_predictions(level[0], level[1], list(names), **level_model)
         models["mdr"] = (q_l, q_t)
     if "offcem" in keys and model.get("reward_model") is None:
         if distributions is not None and _fits_own_model("offcem", logs, embedding, model):
-            q_l, q_t, _, _ = _model_predictions(
+            q_l, q_t, _, _ = model_predictions(
                 logs,
                 distributions,
                 list(names),
