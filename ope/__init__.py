@@ -168,6 +168,15 @@ _PUBLIC: dict[str, str] = {
     # outcome distributions
     "outcome_distribution": "ope.distribution",
     "return_distribution": "ope.distribution",
+    # language-model and agent policies from token log-probabilities
+    "read_sequences": "ope.sequences",
+    "SequenceLogs": "ope.sequences",
+    "evaluate_sequences": "ope.sequences",
+    "sequence_trajectories": "ope.sequences",
+    "sequence_divergences": "ope.sequences",
+    "SequenceDivergences": "ope.sequences",
+    "audit_logprobs": "ope.sequences",
+    "LogprobAudit": "ope.sequences",
     # several outcomes
     "guardrail_decision": "ope.guardrails",
     "GuardrailDecision": "ope.guardrails",

@@ -996,6 +996,13 @@ def _distribution_flags(args: argparse.Namespace) -> list[str]:
     ]
 
 
+def _dr_distribution_options(args: argparse.Namespace) -> dict[str, Any]:
+    """``--context-columns`` for DR's outcome distribution (the other estimators take none)."""
+    if args.distribution_estimator != "dr":
+        return {}
+    return {"context_columns": getattr(args, "context_columns", None)}
+
+
 def _distribution_outcome(args: argparse.Namespace, logs: Any, policies: Any) -> Any:
     """The :class:`ope.distribution.OutcomeDistributions` of ``--metric``, or None."""
     metrics = getattr(args, "metric", None)
@@ -1017,11 +1024,7 @@ def _distribution_outcome(args: argparse.Namespace, logs: Any, policies: Any) ->
         outcome_range=None if span is None else tuple(span),
         rng=args.seed if args.seed is not None else 0,
         weight_column=getattr(args, "weight_column", None),
-        **(
-            {"context_columns": getattr(args, "context_columns", None)}
-            if args.distribution_estimator == "dr"
-            else {}
-        ),
+        **_dr_distribution_options(args),
     )
     return dataclasses.replace(found, shown=tuple(metrics))
 

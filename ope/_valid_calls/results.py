@@ -137,6 +137,32 @@ def _guarded_frame() -> Any:
     return frame().assign(cost=lambda f: 1.0 + 0.1 * f["action"])
 
 
+def _sequence_frame() -> Any:
+    """60 responses of a small token model, as a pandas frame (the harness varies columns)."""
+    from ope.simulate import TokenModel
+
+    env = TokenModel(n_prompts=2, vocab_size=3, max_length=4, seed=0)
+    return env.sample(60, rng=0).to_pandas()
+
+
+def _sequences() -> Any:
+    from ope.sequences import read_sequences
+
+    return read_sequences(_sequence_frame())
+
+
+def _divergences() -> Any:
+    from ope.sequences import sequence_divergences
+
+    return sequence_divergences(_sequences())
+
+
+def _audit() -> Any:
+    from ope.sequences import audit_logprobs
+
+    return audit_logprobs(_sequences(), on_policy="sampler")
+
+
 def _guardrails() -> Any:  # its small-sample warnings are planted: 60 rows
     import warnings
 
@@ -202,6 +228,36 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.GuardrailDecision.with_provenance": lambda tmp: Call(
         _guardrails().with_provenance, {"seed": 0}
     ),
+    "ope.read_sequences": lambda tmp: call(
+        "ope.read_sequences",
+        source=_sequence_frame(),
+        reward_column="reward",
+        behavior_column="behavior_logprobs",
+        policies=["tuned"],
+    ),
+    "ope.evaluate_sequences": lambda tmp: call(
+        "ope.evaluate_sequences",
+        logs=_sequence_frame(),
+        policies=["tuned"],
+        weighting="sequence",
+        on_policy="sampler",
+    ),
+    "ope.sequence_trajectories": lambda tmp: call(
+        "ope.sequence_trajectories", logs=_sequence_frame(), step_reward_column="step_rewards"
+    ),
+    "ope.sequence_divergences": lambda tmp: call(
+        "ope.sequence_divergences", logs=_sequence_frame(), policies=["tuned"], weighting="sequence"
+    ),
+    "ope.audit_logprobs": lambda tmp: call(
+        "ope.audit_logprobs", logs=_sequence_frame(), on_policy="sampler"
+    ),
+    "ope.SequenceLogs.log_weights": lambda tmp: Call(
+        _sequences().log_weights, {"weighting": "length_normalized"}
+    ),
+    "ope.SequenceDivergences.with_provenance": lambda tmp: Call(
+        _divergences().with_provenance, {"seed": 0}
+    ),
+    "ope.LogprobAudit.with_provenance": lambda tmp: Call(_audit().with_provenance, {"seed": 0}),
     "ope.outcome_distribution": lambda tmp: call(
         "ope.outcome_distribution",
         logs=frame(),

@@ -40,6 +40,7 @@ _SMALL: Final[dict[str, dict[str, Any]]] = {
     "ope.simulate.ConfoundedBandit": dict(n_contexts=4, confounding=0.5, seed=0),
     "ope.simulate.SlateEnvironment": dict(n_items=4, slate_size=2, n_contexts=2, seed=0),
     "ope.simulate.TabularMDP": dict(n_states=3, n_actions=2, horizon=2, seed=0),
+    "ope.simulate.TokenModel": dict(n_prompts=2, vocab_size=3, max_length=3, seed=0),
     "ope.simulate.PairedReplaySimulator": dict(n_tasks=4, n_items=5, n_replicates=1, seed=0),
 }
 
@@ -61,6 +62,7 @@ def _ids(*values: int) -> np.ndarray:
 _CB, _REC = "ope.simulate.ContextualBandit", "ope.simulate.Recommendation"
 _SLATE, _MDP = "ope.simulate.SlateEnvironment", "ope.simulate.TabularMDP"
 _PAIRED, _CAT = "ope.simulate.PairedReplaySimulator", "ope.simulate.CatalogBandit"
+_TOKENS = "ope.simulate.TokenModel"
 
 #: Registered name -> a factory of its minimal valid call (see :class:`ope._entrypoints.Call`).
 #: The simulators' ``reward`` (the reward distribution, a choice) is left at its default: the
@@ -210,6 +212,23 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     f"{_MDP}.q_function": _method(_MDP, "q_function", policy="uniform"),
     f"{_MDP}.sample": _method(_MDP, "sample", n=10, rng=0, logging_policy="logging", oracle=True),
     f"{_MDP}.true_value": _method(_MDP, "true_value", policy="uniform", horizon=2),
+    _TOKENS: lambda tmp: call(
+        _TOKENS,
+        n_prompts=2,
+        vocab_size=3,
+        max_length=3,
+        temperature=0.8,
+        top_p=0.9,
+        reported="sampled",
+        logprob_noise=0.01,
+        reward_noise=0.5,
+        end_shift=0.0,
+        seed=0,
+    ),
+    f"{_TOKENS}.kl": _method(_TOKENS, "kl", policy="tuned", reference="sampler"),
+    f"{_TOKENS}.policy_table": _method(_TOKENS, "policy_table", policy="cooler"),
+    f"{_TOKENS}.sample": _method(_TOKENS, "sample", n=10, rng=0),
+    f"{_TOKENS}.true_value": _method(_TOKENS, "true_value", policy="tuned"),
     f"{_PAIRED}.expected_outcome": _method(
         _PAIRED,
         "expected_outcome",

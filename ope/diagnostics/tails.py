@@ -114,7 +114,9 @@ def _zhang_stephens(x: np.ndarray) -> tuple[float, float]:
     theta /= _PRIOR_SCALE * first_quartile
     theta += 1.0 / x[-1]
     k = np.log1p(-theta[:, None] * x).mean(axis=1)
-    profile = m_tail * (np.log(-(theta / k)) - k - 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):  # theta = 0 exactly: k = 0 there
+        profile = m_tail * (np.log(-(theta / k)) - k - 1.0)
+    profile = np.where(np.isnan(profile), -np.inf, profile)  # a grid point with no likelihood
     # w_j = 1 / sum_i exp(l_i - l_j): the softmax of the profile likelihood (no overflow)
     weights = np.exp(profile - profile.max())
     weights /= weights.sum()

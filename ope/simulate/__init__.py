@@ -16,7 +16,9 @@ Environments: :class:`ContextualBandit`, :class:`Recommendation` (long-tail cata
 candidate sets), :class:`CatalogBandit` (large catalog with categorical item embeddings, for
 marginalized estimators), :class:`ConfoundedBandit` (a logger that reads a hidden input: logged
 propensities wrong by a known factor, for the sensitivity analysis), :class:`TabularMDP` (trajectories that terminate or are truncated),
-:class:`PairedReplaySimulator` (paired counterfactual replays). :func:`load_sample` reads the
+:class:`PairedReplaySimulator` (paired counterfactual replays), :class:`TokenModel` (an
+autoregressive model over a small vocabulary: responses with token log-probabilities, for
+:mod:`ope.sequences`). :func:`load_sample` reads the
 bundled sample (package data ``ope/data/sample_recommendation.parquet``) with its exact truth.
 
 Sizes are bounded so that every call stays near a second of work: a model table holds at most
@@ -36,6 +38,7 @@ from ope.simulate.mdp import TabularMDP
 from ope.simulate.paired import PairedReplaySimulator
 from ope.simulate.recommendation import Recommendation
 from ope.simulate.slate import SlateEnvironment
+from ope.simulate.tokens import TokenModel
 
 __all__ = [
     "BundledSample",
@@ -46,5 +49,6 @@ __all__ = [
     "Recommendation",
     "SlateEnvironment",
     "TabularMDP",
+    "TokenModel",
     "load_sample",
 ]

@@ -1,0 +1,941 @@
+r"""Off-policy evaluation of language-model and agent policies from token log-probabilities.
+
+A logged response :math:`y = (y_1, \dots, y_T)` to a prompt :math:`x` carries the behavior
+log-probabilities :math:`\log \pi_b(y_t \mid x, y_{<t})` the serving model reported, and a
+candidate :math:`\pi_e` (another model, prompt or temperature) scores the same tokens. The
+response's importance weight is
+
+.. math:: w = \exp\Big(\sum_t \log \pi_e(y_t \mid \cdot) - \log \pi_b(y_t \mid \cdot)\Big),
+
+kept as its log :math:`\ell = \log w` (a product of hundreds of token ratios overflows in
+linear space long before its log does). Each response is then one bandit decision whose
+"action" is the whole response, so every estimator and interval of :func:`ope.evaluate`
+applies unchanged (:func:`evaluate_sequences`): ope passes ``propensity = 1 / M`` and
+``target = w / M`` with :math:`M` the row's largest weight over the candidates (at least 1),
+whose ratio is :math:`w` and whose values stay in (0, 1]. The estimand is :math:`V(\pi_e) = \mathbb E_{\pi_e}[R]`, the mean reward of the
+candidate's responses to the logged prompts; IPS is unbiased for it when the candidate's
+support is inside the logger's and the logged log-probabilities are those of the distribution
+that sampled the tokens.
+
+Variants, each with the bias it introduces:
+
+- ``weighting="sequence"`` (default): the unbiased sequence weight;
+- ``weighting="length_normalized"``: :math:`\exp(\ell / T)`, the per-token geometric mean
+  ratio. Its variance does not grow with length, but it estimates no policy's value: biased
+  toward the logger's value (the weight of a response of 50 tokens moves as one token's
+  would). Shown for comparison only; a note says so.
+- clipping (``max_weight`` of ``clipped_ips``) and self-normalization (``snips``): the bias
+  of :func:`ope.evaluate`'s estimators, stated in their notes.
+- per-step weighting for agent episodes with step rewards (:func:`sequence_trajectories` and
+  :func:`ope.sequential_estimate` with ``"pdis"``): the reward of step :math:`t` weighted by
+  the ratios of steps :math:`\le t` only; unbiased, with less variance when rewards come early.
+
+Two checks decide whether an estimate is possible at all:
+
+- :func:`sequence_divergences`: Schulman's three estimators of :math:`KL(\pi_b \| \pi_e)` from
+  the logged responses (:math:`r = w`: ``k1`` :math:`= -\ell` unbiased; ``k2`` :math:`=
+  \ell^2/2` biased, low variance; ``k3`` :math:`= (w - 1) - \ell` unbiased and :math:`\ge 0`),
+  each with its standard error, :math:`KL(\pi_e \| \pi_b) = \mathbb E_b[w \ell]`, the
+  effective sample size and the Pareto :math:`\hat k` of the weights; a candidate is
+  *not evaluable* from these logs when :math:`\hat k >` :data:`MAX_PARETO_K`, when the
+  effective sample is below :data:`MIN_EFFECTIVE_SHARE` of the responses, or when the
+  effective sample that k1 predicts, :math:`n e^{-2 k_1}` (log-normal weights), is below
+  :data:`MIN_PREDICTED_ESS`. The last is the one to trust for long responses: the observed
+  effective sample and :math:`\hat k` look healthy in exactly the samples that missed the
+  weights' tail (``benchmarks/sequences.py``).
+- :func:`audit_logprobs`: whether the logged log-probabilities can be the sampling
+  distribution. For a candidate that *is* the logger (``on_policy=``), every token ratio must
+  be 1; the audit measures the deviation per token and per response, and recognizes the
+  signatures of the known pitfalls: one-signed ratios (the kept mass of top-p/top-k
+  truncation: one side renormalized over the kept tokens, the other not), ratios linear in the
+  log-probability (a temperature applied on one side only: slope :math:`T_b / T_e - 1`), and a
+  symmetric noise floor. For every candidate it tests :math:`\mathbb E_b[w] = 1`, which holds
+  for any candidate whose support is inside the logger's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+
+from ope._result import Result, ResultParts
+from ope._validation import check_choice, check_name, check_names
+from ope.exceptions import EstimationError, ParameterError, SchemaError, ValidationError
+
+__all__ = [
+    "SequenceLogs",
+    "read_sequences",
+    "evaluate_sequences",
+    "sequence_trajectories",
+    "sequence_divergences",
+    "audit_logprobs",
+    "SequenceDivergences",
+    "LogprobAudit",
+    "SEQUENCE_WEIGHTINGS",
+    "TARGET_LOGPROBS_PREFIX",
+    "MAX_PARETO_K",
+    "MIN_EFFECTIVE_SHARE",
+    "MIN_PREDICTED_ESS",
+    "TOKEN_RATIO_BAND",
+    "LOGPROB_TOLERANCE",
+]
+
+#: How a response's token ratios make its weight (see the module).
+SEQUENCE_WEIGHTINGS: Final = ("sequence", "length_normalized")
+
+#: Prefix of the columns holding a candidate's log-probabilities of the logged tokens.
+TARGET_LOGPROBS_PREFIX: Final = "target_logprobs__"
+
+#: Above this Pareto k-hat of the weights, the weighted mean has no usable variance (Vehtari
+#: et al., Pareto smoothed importance sampling, JMLR 2024): the candidate is not evaluable.
+MAX_PARETO_K: Final = 0.7
+
+#: Below this share of the responses as effective sample, the candidate is not evaluable.
+MIN_EFFECTIVE_SHARE: Final = 0.01
+
+#: The band of token ratios the audit counts as agreeing (the issue threads' [0.9, 1.1]).
+TOKEN_RATIO_BAND: Final = (0.9, 1.1)
+
+#: Below this effective sample predicted from KL(logger || candidate), the candidate is not
+#: evaluable: under log-normal weights with E_b[w] = 1, var(log w) = 2 KL and the effective
+#: sample is n exp(-2 KL). KL is estimated stably by k1 where the observed effective sample and
+#: k-hat are not: both look healthy in exactly the samples that missed the weights' tail.
+MIN_PREDICTED_ESS: Final = 100.0
+
+#: A log-probability above 0 by more than this is refused (it is no log-probability).
+LOGPROB_TOLERANCE: Final = 1e-6
+
+#: The largest log weight whose weight float64 holds (exp(709.78) is the largest double).
+_MAX_LOG_WEIGHT: Final = 709.0
+
+#: |z| of the test of E_b[w] = 1 beyond which the audit flags a candidate.
+_MEAN_WEIGHT_Z: Final = 4.0
+
+#: A token log-ratio beyond this counts as a deviation in the audit's sign and slope checks.
+_DEVIATION: Final = 1e-3
+
+
+@dataclass(frozen=True, eq=False)
+class SequenceLogs:
+    """Validated logged responses with their behavior and candidates' log-probabilities
+    (:func:`read_sequences`).
+
+    Attributes
+    ----------
+    table : pyarrow.Table
+        The rows as read (every column kept).
+    policies : tuple of str
+        The candidates (``target_logprobs__<name>`` columns).
+    reward : numpy.ndarray, shape (n,)
+    offsets : numpy.ndarray or None
+        Per-token columns: row ``i``'s tokens are ``offsets[i]:offsets[i + 1]`` of the flat
+        arrays; ``None`` when each row holds one summed log-probability.
+    behavior : numpy.ndarray
+        Behavior log-probabilities: per token (flat) or per response.
+    targets : numpy.ndarray
+        Candidates' log-probabilities, shape ``(len(behavior), P)``.
+    """
+
+    table: pa.Table = field(repr=False)
+    policies: tuple[str, ...]
+    reward: npt.NDArray[np.float64] = field(repr=False)
+    offsets: npt.NDArray[np.int64] | None = field(repr=False)
+    behavior: npt.NDArray[np.float64] = field(repr=False)
+    targets: npt.NDArray[np.float64] = field(repr=False)
+
+    @property
+    def n(self) -> int:
+        """Number of responses."""
+        return int(self.reward.size)
+
+    @property
+    def token_counts(self) -> npt.NDArray[np.int64] | None:
+        """Tokens per response (``None`` for summed log-probabilities)."""
+        return None if self.offsets is None else np.diff(self.offsets)
+
+    def log_weights(self, weighting: str = "sequence") -> npt.NDArray[np.float64]:
+        """``(n, P)`` log importance weights of the responses (see the module)."""
+        how = check_choice(weighting, "weighting", SEQUENCE_WEIGHTINGS)
+        delta = self.targets - self.behavior[:, None]
+        if self.offsets is None:
+            if how == "length_normalized":
+                raise ParameterError(
+                    "weighting='length_normalized' needs per-token log-probabilities (list "
+                    "columns); these logs hold one summed log-probability per response."
+                )
+            return delta
+        counts = np.diff(self.offsets)
+        sums = _row_sums(delta, self.offsets)
+        if how == "length_normalized":
+            return np.where(counts[:, None] > 0, sums / np.maximum(counts, 1)[:, None], 0.0)
+        return sums
+
+
+def _row_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Per-row sums of flat per-token values ``(N, P)`` (empty rows: 0), in one pass."""
+    total = np.zeros((offsets.size - 1, values.shape[1]))
+    counts = np.diff(offsets)
+    if values.shape[0]:
+        rows = np.repeat(np.arange(offsets.size - 1), counts)
+        for j in range(values.shape[1]):  # a loop over candidates, not rows
+            total[:, j] = np.bincount(rows, weights=values[:, j], minlength=offsets.size - 1)
+    # -inf + finite sums to -inf in bincount as well; nan only from -inf + inf, refused earlier
+    return total
+
+
+def _as_table(source: Any) -> pa.Table:
+    if isinstance(source, pa.Table):
+        return source
+    if isinstance(source, pd.DataFrame):
+        return pa.Table.from_pandas(source, preserve_index=False)
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        suffix = path.suffix.lower()
+        if str(source) and suffix not in (".parquet", ".pq", ".jsonl", ".json", ".ndjson"):
+            raise ParameterError(
+                f"`source` {str(path)!r}: read_sequences reads .jsonl/.json (JSON lines) and "
+                ".parquet files."
+            )
+        if not str(source) or not path.is_file():
+            raise ValidationError(
+                f"`source`: no file at {str(source)!r}; give a JSON-lines or parquet file."
+            )
+        try:
+            if suffix in (".parquet", ".pq"):
+                import pyarrow.parquet as pq
+
+                return pq.read_table(path)
+            import pyarrow.json as pj
+
+            return pj.read_json(path)
+        except (pa.ArrowInvalid, OSError) as exc:
+            kind = (
+                "parquet" if suffix in (".parquet", ".pq") else "JSON lines (one object per line)"
+            )
+            raise ValidationError(
+                f"`source` {str(path)!r} is not readable as {kind}: {exc}"
+            ) from None
+    raise ParameterError(
+        "`source` must be a path (JSON lines or parquet), a pandas.DataFrame or a pyarrow.Table; "
+        f"got {type(source).__name__}."
+    )
+
+
+def _chosen(policies: Any, available: Sequence[str]) -> list[str]:
+    """The candidates named by ``policies`` (default every one), each one of ``available``."""
+    if policies is None:
+        return list(available)
+    names = check_names(policies, "policies", example="policies=['tuned']")
+    if not names:
+        raise ParameterError("`policies` is empty: name at least one candidate, or pass None.")
+    unknown = [p for p in names if p not in available]
+    if unknown:
+        raise SchemaError(
+            f"`policies`: no candidate {unknown[0]!r} in these logs; they have "
+            f"{', '.join(available) or 'none'} (the {TARGET_LOGPROBS_PREFIX}<name> columns)."
+        )
+    return names
+
+
+def _logprob_column(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray | None]:
+    """A log-probability column as (flat values, offsets) for a list column, else (values,
+    None); nulls refused with the row."""
+    col = table.column(name).combine_chunks() if table.num_rows else table.column(name)
+    kind = col.type
+    if table.num_rows and col.null_count:
+        row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ValidationError(
+            f"column `{name}` is missing at row {row}: every response needs its log-probabilities."
+        )
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        inner = kind.value_type
+        if not (
+            pa.types.is_floating(inner) or pa.types.is_integer(inner) or pa.types.is_null(inner)
+        ):
+            raise SchemaError(
+                f"column `{name}` must hold numbers (lists of floats); it holds {kind}."
+            )
+        if not table.num_rows:
+            return np.empty(0), np.zeros(1, dtype=np.int64)
+        flat = col.flatten()
+        if flat.null_count:
+            raise ValidationError(f"column `{name}` has a missing token log-probability (null).")
+        offsets = np.asarray(col.offsets.to_numpy(), dtype=np.int64)
+        offsets = offsets - offsets[0]
+        return np.asarray(flat.to_numpy(zero_copy_only=False), dtype=np.float64), offsets
+    if pa.types.is_floating(kind) or pa.types.is_integer(kind):
+        return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64), None
+    raise SchemaError(
+        f"column `{name}` must hold log-probabilities: a list of floats per response (one per "
+        f"token) or one float (their sum); it holds {kind}."
+    )
+
+
+def _row_of(offsets: np.ndarray | None, index: int) -> int:
+    return index if offsets is None else int(np.searchsorted(offsets, index, side="right") - 1)
+
+
+def read_sequences(
+    source: Any,
+    *,
+    reward_column: str = "reward",
+    behavior_column: str = "behavior_logprobs",
+    policies: Sequence[str] | None = None,
+) -> SequenceLogs:
+    """Read and validate logged responses for :func:`evaluate_sequences`.
+
+    One row per response: ``behavior_column`` (the serving model's log-probability of each generated
+    token, a list; or their sum, a float), one ``target_logprobs__<name>`` column per candidate
+    of the same kind (its log-probabilities of the same tokens), and ``reward_column`` (a judge score,
+    a label, success). Any other column (``prompt_id``, ``tokens``, ``step_rewards``, ...) is
+    kept. No row is dropped: a bad row raises with its position.
+
+    Parameters
+    ----------
+    source : path, pandas.DataFrame or pyarrow.Table
+        A JSON-lines file (``.jsonl``, as serving stacks export one record per response), a
+        parquet file, or data in memory.
+    reward_column : str, default "reward"
+        The reward column.
+    behavior_column : str, default "behavior_logprobs"
+        The behavior log-probability column.
+    policies : sequence of str, optional
+        The candidates to read (default: every ``target_logprobs__<name>`` column).
+
+    Returns
+    -------
+    SequenceLogs
+
+    Raises
+    ------
+    ope.SchemaError
+        A missing column, no candidate, or a column of the wrong type.
+    ope.ValidationError
+        A missing value; a reward that is not finite; a log-probability that is NaN, above 0
+        (not a log-probability) or, for the behavior, ``-inf`` (a token sampled with
+        probability 0); a candidate's list of another length than the behavior's.
+
+    Examples
+    --------
+    >>> import pandas as pd, ope
+    >>> df = pd.DataFrame({"behavior_logprobs": [[-0.1, -0.7], [-0.4]],
+    ...                    "target_logprobs__tuned": [[-0.2, -0.5], [-0.4]],
+    ...                    "reward": [1.0, 0.0]})
+    >>> logs = ope.read_sequences(df)
+    >>> logs.n, logs.policies, logs.log_weights().round(3).ravel().tolist()
+    (2, ('tuned',), [0.1, 0.0])
+    """
+    table = _as_table(source)
+    reward = check_name(reward_column, "reward_column", what="a column name")
+    behavior = check_name(behavior_column, "behavior_column", what="a column name")
+    names = table.column_names
+    for column, argument, what in (
+        (reward, "reward_column", "the reward"),
+        (behavior, "behavior_column", "the behavior log-probabilities"),
+    ):
+        if column not in names:
+            raise SchemaError(
+                f"`{argument}`: no column {column!r} ({what}); columns: "
+                f"{', '.join(map(repr, names[:20]))}."
+            )
+    found = [
+        c[len(TARGET_LOGPROBS_PREFIX) :] for c in names if c.startswith(TARGET_LOGPROBS_PREFIX)
+    ]
+    chosen = _chosen(policies, found)
+    if not chosen:
+        raise SchemaError(
+            f"no candidate: one {TARGET_LOGPROBS_PREFIX}<name> column per candidate (its "
+            "log-probabilities of the logged tokens)."
+        )
+    kind = table.schema.field(reward).type
+    if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
+        raise SchemaError(f"column `{reward}` (the reward) must be numeric; it holds {kind}.")
+    r = np.asarray(table.column(reward).to_numpy(zero_copy_only=False), dtype=np.float64).reshape(
+        -1
+    )
+    if not np.isfinite(r).all():
+        row = int(np.flatnonzero(~np.isfinite(r))[0])
+        raise ValidationError(
+            f"the reward of row {row} is missing or not finite ({r[row]!r}); fill or remove it."
+        )
+    b, offsets = _logprob_column(table, behavior)
+    targets = []
+    for name in chosen:  # a loop over candidates, not rows
+        column = TARGET_LOGPROBS_PREFIX + name
+        t, t_offsets = _logprob_column(table, column)
+        if (t_offsets is None) != (offsets is None):
+            raise SchemaError(
+                f"`{column}` and `{behavior}` must be of one kind: both lists (per token) or both "
+                "floats (per response)."
+            )
+        if offsets is not None and t_offsets is not None and not np.array_equal(offsets, t_offsets):
+            row = int(np.flatnonzero(np.diff(offsets) != np.diff(t_offsets))[0])
+            raise ValidationError(
+                f"row {row}: `{column}` has {int(np.diff(t_offsets)[row])} token log-probabilities "
+                f"and `{behavior}` {int(np.diff(offsets)[row])}; both score the same tokens."
+            )
+        targets.append(t)
+    t_all = np.column_stack(targets) if targets else np.empty((b.size, 0))
+    for values, column in [(b, behavior)] + [
+        (t_all[:, j], TARGET_LOGPROBS_PREFIX + p) for j, p in enumerate(chosen)
+    ]:  # a loop over the log-probability columns
+        bad = np.isnan(values) | (values > LOGPROB_TOLERANCE)
+        if column == behavior:
+            bad |= np.isneginf(values)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            value = float(values[i])
+            why = (
+                "a token the logger sampled cannot have probability 0 (-inf)"
+                if np.isneginf(value)
+                else f"a log-probability must be <= 0 (up to {LOGPROB_TOLERANCE:g}); are these probabilities or logits?"
+                if value > 0
+                else "NaN is no log-probability"
+            )
+            raise ValidationError(
+                f"column `{column}` holds {value!r} at row {_row_of(offsets, i)}: {why}."
+            )
+    if offsets is not None and offsets[-1] != b.size:
+        raise ValidationError(f"column `{behavior}`: its lists do not cover its values.")
+    if b.size != r.size and offsets is None:
+        raise ValidationError(f"column `{behavior}` has {b.size} values for {r.size} rows.")
+    return SequenceLogs(
+        table=table,
+        policies=tuple(chosen),
+        reward=r,
+        offsets=offsets,
+        behavior=b,
+        targets=np.minimum(t_all, 0.0),
+    )
+
+
+def _check_logs(logs: Any) -> SequenceLogs:
+    if isinstance(logs, SequenceLogs):
+        return logs
+    return read_sequences(logs)
+
+
+def evaluate_sequences(
+    logs: Any,
+    policies: Sequence[str] | None = None,
+    *,
+    weighting: str = "sequence",
+    on_policy: str | None = None,
+    **options: Any,
+) -> Any:
+    """Estimate each candidate's mean reward from logged responses (see the module).
+
+    Parameters
+    ----------
+    logs : SequenceLogs or what :func:`read_sequences` reads
+    policies : sequence of str, optional
+        Candidates (default every one).
+    weighting : {"sequence", "length_normalized"}, default "sequence"
+        See the module; ``"length_normalized"`` is biased and noted so.
+    on_policy : str, optional
+        A candidate that is the logger itself (e.g. the trainer's recomputation of the
+        serving model's log-probabilities): :func:`audit_logprobs` checks it first, and the
+        evaluation is refused when the logged log-probabilities cannot be the sampling
+        distribution.
+    **options
+        Passed to :func:`ope.evaluate` (``estimators``, ``ci``, ``confidence_level``,
+        ``max_weight``, ``reward_range``, ...). DM and DR need a reward model of responses,
+        which ope does not build: give ``estimators`` among the weighting ones.
+
+    Returns
+    -------
+    ope.Evaluation
+        With a note per candidate that these logs cannot evaluate (:func:`sequence_divergences`)
+        and the note of the weighting.
+
+    Raises
+    ------
+    ope.EstimationError
+        The audit of ``on_policy`` failed (the reason is the audit's); a weight beyond float64.
+
+    Examples
+    --------
+    >>> import ope
+    >>> from ope.simulate import TokenModel
+    >>> env = TokenModel(seed=0)
+    >>> ev = ope.evaluate_sequences(env.sample(4000, rng=0), ["cooler"], estimators=["snips"])
+    >>> round(ev["cooler", "snips"].value, 1), round(env.true_value("cooler"), 1)
+    (2.7, 2.7)
+    """
+    import ope
+
+    seq = _check_logs(logs)
+    how = check_choice(weighting, "weighting", SEQUENCE_WEIGHTINGS)
+    names = _chosen(policies, seq.policies)
+    for key in ("logs", "policies"):
+        if key in options:
+            raise ParameterError(f"`{key}` is evaluate_sequences' own argument.")
+    notes: list[str] = []
+    if on_policy is not None:
+        audit = audit_logprobs(seq, on_policy=on_policy)
+        if not audit.usable:
+            raise EstimationError(
+                f"the logged log-probabilities cannot be the sampling distribution: {audit.reason}"
+            )
+        notes.append(f"log-probability audit against {on_policy!r}: {audit.reason}")
+    columns = [seq.policies.index(p) for p in names]
+    log_w = seq.log_weights(how)[:, columns]
+    if np.isposinf(log_w).any() or (log_w > _MAX_LOG_WEIGHT).any():
+        j = int(np.flatnonzero((log_w > _MAX_LOG_WEIGHT).any(axis=0))[0])
+        raise EstimationError(
+            f"candidate {names[j]!r} has a response weight beyond float64 (log weight "
+            f"{float(log_w[:, j].max()):.4g}): its sequence probabilities differ from the "
+            "logger's by more than any estimate can bridge. Evaluate it with fresh responses "
+            "from the candidate scored by a calibrated judge (a model-based estimate)."
+        )
+    # one propensity column for every candidate: p = 1 / max(1, largest weight of the row),
+    # t = w p, both in (0, 1] with ratio w
+    scale = np.max(np.maximum(log_w, 0.0), axis=1)
+    data: dict[str, Any] = {
+        "event_id": np.arange(seq.n),
+        "action": np.arange(seq.n),  # each response is its own action
+        "propensity": np.exp(-scale),
+        "reward": seq.reward,
+    }
+    for j, name in enumerate(names):  # a loop over candidates
+        data[f"target__{name}"] = np.exp(log_w[:, j] - scale)
+    if "prompt_id" in seq.table.column_names:
+        data["prompt_id"] = seq.table.column("prompt_id").to_numpy(zero_copy_only=False)
+    bandit = ope.read_logs(pd.DataFrame(data))
+    options.setdefault("estimators", ("ips", "snips"))
+    ev = ope.evaluate(bandit, names, **options)
+    if how == "length_normalized":
+        notes.append(
+            "weights are per-token geometric means exp(log w / T): they estimate no policy's "
+            "value (biased toward the logger's); for comparison only"
+        )
+    else:
+        notes.append(
+            "each response is one decision weighted by exp(sum of its token log-ratios), "
+            "computed in log space"
+        )
+    div = sequence_divergences(seq, names, weighting=how)
+    for row in div.table().itertuples():
+        if not row.evaluable:
+            notes.append(f"{row.policy}: not evaluable from these logs: {row.reason}")
+    return dataclasses.replace(ev, notes=(*ev.notes, *notes))
+
+
+def sequence_trajectories(logs: Any, *, step_reward_column: str = "step_rewards") -> Any:
+    """The responses as episodes of :class:`ope.Trajectories`, one step per token (or agent
+    step): ``propensity`` and ``target__<name>`` the token probabilities, ``reward`` the step's
+    reward from the list column ``step_reward_column``. :func:`ope.sequential_estimate` then gives
+    per-decision (``"pdis"``), weighted and doubly robust estimates with intervals.
+
+    Raises
+    ------
+    ope.SchemaError
+        No per-token log-probabilities, or no ``step_rewards`` list column.
+    ope.ValidationError
+        A response whose step rewards are not one per token.
+    """
+    import ope
+
+    seq = _check_logs(logs)
+    step_rewards = check_name(step_reward_column, "step_reward_column", what="a column name")
+    if seq.offsets is None:
+        raise SchemaError(
+            "per-step estimates need per-token log-probabilities (list columns); these logs "
+            "hold one summed log-probability per response."
+        )
+    if step_rewards not in seq.table.column_names:
+        raise SchemaError(
+            f"`step_reward_column`: no column {step_rewards!r}; per-step estimates need one "
+            "reward per token (a list)."
+        )
+    r, r_offsets = _logprob_column(seq.table, step_rewards)
+    if r_offsets is None or not np.array_equal(r_offsets, seq.offsets):
+        row = (
+            0
+            if r_offsets is None
+            else int(np.flatnonzero(np.diff(r_offsets) != np.diff(seq.offsets))[0])
+        )
+        raise ValidationError(
+            f"row {row}: `{step_rewards}` must hold one reward per token, as the log-probabilities."
+        )
+    counts = np.diff(seq.offsets)
+    episode = np.repeat(np.arange(seq.n), counts)
+    step = np.arange(seq.behavior.size) - np.repeat(seq.offsets[:-1], counts)
+    data: dict[str, Any] = {
+        "episode_id": episode,
+        "step": step,
+        "state": step,
+        "action": step,
+        "propensity": np.exp(seq.behavior),
+        "reward": r,
+        "done": step == np.repeat(counts - 1, counts),
+    }
+    for j, name in enumerate(seq.policies):  # a loop over candidates
+        data[f"target__{name}"] = np.exp(seq.targets[:, j])
+    return ope.read_trajectories(pd.DataFrame(data))
+
+
+@dataclass(frozen=True, eq=False)
+class SequenceDivergences(Result):
+    """Divergences between the logger and each candidate from logged responses, and whether
+    the candidate is evaluable from them (:func:`sequence_divergences`)."""
+
+    n: int
+    weighting: str
+    _table: pd.DataFrame = field(repr=False)
+    notes: tuple[str, ...] = ()
+
+    def table(self) -> pd.DataFrame:
+        """One row per candidate: ``k1``, ``k2``, ``k3`` (of KL(logger || candidate)) and their
+        ``*_se``, ``kl_candidate_logger`` (E_b[w log w]) and its SE, ``ess``, ``ess_share``,
+        ``predicted_ess`` (``n exp(-2 k1)``), ``pareto_k``, ``mean_weight``, ``evaluable``,
+        ``reason``."""
+        return self._table.copy()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "sequence_divergences",
+            "n": self.n,
+            "weighting": self.weighting,
+            "divergences": self._table.to_dict(orient="records"),
+            "notes": list(self.notes),
+        }
+
+    def _parts(self) -> ResultParts:
+        shown = self._table[
+            ["policy", "k1", "k3", "k2", "kl_candidate_logger", "ess", "pareto_k", "evaluable"]
+        ]
+        return ResultParts(
+            title=f"divergences of {len(self._table)} candidate(s) from {self.n:,} responses",
+            fields=[("weighting", self.weighting)],
+            table=shown,
+            notes=self.notes,
+            precision={},
+        )
+
+
+def _mean_se(x: np.ndarray) -> tuple[float, float]:
+    n = x.size
+    if not np.isfinite(x).all():
+        return float(np.mean(x)), math.inf
+    return float(np.mean(x)), float(np.std(x, ddof=1) / math.sqrt(n)) if n > 1 else math.inf
+
+
+def sequence_divergences(
+    logs: Any, policies: Sequence[str] | None = None, *, weighting: str = "sequence"
+) -> SequenceDivergences:
+    r"""Schulman's k1, k2, k3 estimators of :math:`KL(\pi_b \| \pi_e)` with their standard
+    errors, :math:`KL(\pi_e \| \pi_b) = \mathbb E_b[w \log w]`, the effective sample size and
+    the Pareto :math:`\hat k` of each candidate's response weights, and whether the candidate
+    is evaluable from these logs (:math:`\hat k \le` :data:`MAX_PARETO_K`, an effective sample
+    of at least :data:`MIN_EFFECTIVE_SHARE` of the responses, and a predicted effective sample
+    :math:`n e^{-2 k_1}` of at least :data:`MIN_PREDICTED_ESS`; see the module).
+
+    Examples
+    --------
+    >>> import ope
+    >>> from ope.simulate import TokenModel
+    >>> env = TokenModel(seed=0)
+    >>> d = ope.sequence_divergences(env.sample(20000, rng=0), ["tuned"])
+    >>> t = d.table().iloc[0]
+    >>> bool(abs(t.k3 - env.kl("sampler", "tuned")) < 4 * t.k3_se)
+    True
+    """
+    from ope.diagnostics.tails import pareto_k
+
+    seq = _check_logs(logs)
+    how = check_choice(weighting, "weighting", SEQUENCE_WEIGHTINGS)
+    names = _chosen(policies, seq.policies)
+    all_w = seq.log_weights(how)
+    rows = []
+    for name in names:  # a loop over candidates
+        lw = all_w[:, seq.policies.index(name)]
+        top = float(np.max(lw)) if lw.size else 0.0
+        finite_top = top if np.isfinite(top) else 0.0
+        scaled = np.exp(lw - finite_top)  # weights / their largest: ESS and k-hat are scale-free
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = np.exp(lw)
+            k1 = -lw
+            k2 = 0.5 * lw * lw
+            k3 = np.where(np.isneginf(lw), np.inf, np.expm1(lw) - lw)
+            wl = np.where(w > 0, w * lw, 0.0)
+        ess = float(scaled.sum() ** 2 / np.sum(scaled * scaled)) if scaled.any() else 0.0
+        tail = pareto_k(scaled)
+        mean_w, mean_w_se = _mean_se(w)
+        m1, s1 = _mean_se(k1)
+        m2, s2 = _mean_se(k2)
+        m3, s3 = _mean_se(k3)
+        mk, sk = _mean_se(wl)
+        reasons = []
+        if not tail.pareto_k <= MAX_PARETO_K and math.isfinite(tail.pareto_k):
+            reasons.append(f"Pareto k-hat {tail.pareto_k:.2f} > {MAX_PARETO_K}")
+        if ess < MIN_EFFECTIVE_SHARE * seq.n:
+            reasons.append(
+                f"effective sample {ess:.1f} of {seq.n:,} responses (< {MIN_EFFECTIVE_SHARE:.0%})"
+            )
+        predicted = seq.n * math.exp(-2.0 * m1) if math.isfinite(m1) else 0.0
+        if predicted < MIN_PREDICTED_ESS:
+            reasons.append(
+                f"KL(logger || candidate) {m1:.3g} predicts an effective sample of "
+                f"{predicted:.3g} responses (< {MIN_PREDICTED_ESS:g}; n exp(-2 KL) under "
+                "log-normal weights)"
+            )
+        reason = (
+            "; ".join(reasons)
+            + ": the weights are too uneven for any weighted estimate. What would work: draw "
+            "fresh responses from the candidate and score them with a calibrated judge (a "
+            "model-based estimate)"
+            if reasons
+            else ""
+        )
+        rows.append(
+            {
+                "policy": name,
+                "k1": m1,
+                "k1_se": s1,
+                "k2": m2,
+                "k2_se": s2,
+                "k3": m3,
+                "k3_se": s3,
+                "kl_candidate_logger": mk,
+                "kl_candidate_logger_se": sk,
+                "mean_weight": mean_w,
+                "mean_weight_se": mean_w_se,
+                "ess": ess,
+                "ess_share": ess / seq.n,
+                "predicted_ess": predicted,
+                "pareto_k": float(tail.pareto_k),
+                "evaluable": not reasons,
+                "reason": reason,
+            }
+        )
+    notes = (
+        "k1 = -log w and k3 = (w - 1) - log w are unbiased for KL(logger || candidate), k3 >= 0 "
+        "with less variance where w is near 1; k2 = (log w)^2 / 2 is biased with low variance "
+        "(Schulman 2020); w = candidate / logger probability of a logged response",
+    )
+    return SequenceDivergences(n=seq.n, weighting=how, _table=pd.DataFrame(rows), notes=notes)
+
+
+@dataclass(frozen=True, eq=False)
+class LogprobAudit(Result):
+    """Whether the logged log-probabilities can be the distribution that sampled the tokens
+    (:func:`audit_logprobs`).
+
+    Attributes
+    ----------
+    usable : bool
+    reason : str
+        The verdict in words.
+    signature : str
+        ``"identical"``, ``"noise"``, ``"kept_mass"``, ``"temperature"``, ``"support"``,
+        ``"ok"`` (no on-policy candidate and no failed mean-weight test).
+    """
+
+    usable: bool
+    reason: str
+    signature: str
+    on_policy: str | None
+    _tokens: pd.DataFrame = field(repr=False)
+    _weights: pd.DataFrame = field(repr=False)
+    notes: tuple[str, ...] = ()
+
+    def tokens(self) -> pd.DataFrame:
+        """The on-policy candidate's token ratios: ``tokens``, ``share_outside_band`` (ratio
+        outside :data:`TOKEN_RATIO_BAND`), ``mean_log_ratio``, ``sd_log_ratio``,
+        ``share_below``/``share_above`` (log ratio beyond -/+ 1e-3), ``slope`` (of the log ratio
+        on the behavior log-probability), ``r2``, ``sequence_mean_abs_log_ratio``."""
+        return self._tokens.copy()
+
+    def weights(self) -> pd.DataFrame:
+        """Per candidate: ``mean_weight``, ``mean_weight_se``, ``z`` of the test of
+        E_b[w] = 1, ``pareto_k`` and whether the test ``flags`` it."""
+        return self._weights.copy()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "logprob_audit",
+            "usable": self.usable,
+            "signature": self.signature,
+            "reason": self.reason,
+            "on_policy": self.on_policy,
+            "tokens": self._tokens.to_dict(orient="records"),
+            "weights": self._weights.to_dict(orient="records"),
+            "notes": list(self.notes),
+        }
+
+    def _parts(self) -> ResultParts:
+        return ResultParts(
+            title="log-probability audit: " + ("usable" if self.usable else "NOT usable"),
+            fields=[("signature", self.signature), ("verdict", self.reason)],
+            table=self._weights,
+            notes=self.notes,
+            precision={},
+        )
+
+
+def _token_stats(delta: np.ndarray, lp: np.ndarray, offsets: np.ndarray | None) -> dict[str, Any]:
+    low, high = np.log(TOKEN_RATIO_BAND[0]), np.log(TOKEN_RATIO_BAND[1])
+    finite = np.isfinite(delta)
+    d = np.where(finite, delta, -np.inf)
+    slope, r2 = 0.0, 0.0
+    x, y = lp[finite], delta[finite]
+    if x.size > 2 and np.ptp(x) > 0 and np.ptp(y) > 0:
+        xc, yc = x - x.mean(), y - y.mean()
+        slope = float(xc @ yc / (xc @ xc))
+        r2 = float((xc @ yc) ** 2 / ((xc @ xc) * (yc @ yc)))
+    per_seq = (
+        np.abs(delta[finite]) if offsets is None else np.abs(_row_sums(d[:, None], offsets)[:, 0])
+    )
+    return {
+        "tokens": int(delta.size),
+        "share_outside_band": float(np.mean((d < low) | (d > high))) if d.size else 0.0,
+        "mean_log_ratio": float(np.mean(y)) if y.size else 0.0,
+        "sd_log_ratio": float(np.std(y, ddof=1)) if y.size > 1 else 0.0,
+        "share_below": float(np.mean(d < -_DEVIATION)) if d.size else 0.0,
+        "share_above": float(np.mean(d > _DEVIATION)) if d.size else 0.0,
+        "slope": slope,
+        "r2": r2,
+        "max_abs_log_ratio": float(np.max(np.abs(d))) if d.size else 0.0,
+        "sequence_mean_abs_log_ratio": float(np.mean(per_seq)) if per_seq.size else 0.0,
+    }
+
+
+def audit_logprobs(logs: Any, *, on_policy: str | None = None) -> LogprobAudit:
+    """Check that the logged log-probabilities can be the sampling distribution (see the
+    module): the identity of an on-policy candidate, token by token, with the signatures of
+    truncation (kept mass), temperature and noise; and E_b[w] = 1 for every candidate.
+
+    Parameters
+    ----------
+    logs : SequenceLogs or what :func:`read_sequences` reads
+    on_policy : str, optional
+        A candidate that is the logger itself.
+
+    Returns
+    -------
+    LogprobAudit
+
+    Examples
+    --------
+    >>> import ope
+    >>> from ope.simulate import TokenModel
+    >>> truncated = TokenModel(top_p=0.8, seed=0).sample(3000, rng=0)
+    >>> audit = ope.audit_logprobs(truncated, on_policy="model")
+    >>> audit.usable, audit.signature
+    (False, 'kept_mass')
+    """
+    from ope.diagnostics.tails import pareto_k
+
+    seq = _check_logs(logs)
+    if on_policy is not None:
+        on_policy = check_name(on_policy, "on_policy", what="a candidate name")
+        if on_policy not in seq.policies:
+            raise SchemaError(
+                f"`on_policy`: no candidate {on_policy!r} in these logs; they have "
+                f"{', '.join(seq.policies)}."
+            )
+    lw_all = seq.log_weights()
+    weight_rows = []
+    for j, name in enumerate(seq.policies):  # a loop over candidates
+        lw = lw_all[:, j]
+        top = float(np.max(lw)) if lw.size and np.isfinite(np.max(lw)) else 0.0
+        with np.errstate(over="ignore"):
+            w = np.exp(lw)
+        mean_w, se = _mean_se(w)
+        k = float(pareto_k(np.exp(lw - top)).pareto_k) if seq.n >= 2 else math.inf
+        z = (mean_w - 1.0) / se if se > 0 and math.isfinite(se) else 0.0
+        flags = bool(k <= MAX_PARETO_K and abs(z) > _MEAN_WEIGHT_Z)
+        weight_rows.append(
+            {
+                "policy": name,
+                "mean_weight": mean_w,
+                "mean_weight_se": se,
+                "z": z,
+                "pareto_k": k,
+                "flags": flags,
+            }
+        )
+    weights = pd.DataFrame(weight_rows)
+    tokens = pd.DataFrame()
+    signature, usable, reason = "ok", True, "no test failed"
+    if on_policy is not None:
+        j = seq.policies.index(on_policy)
+        delta = seq.targets[:, j] - seq.behavior
+        stats = _token_stats(delta, seq.behavior, seq.offsets)
+        tokens = pd.DataFrame([{"policy": on_policy, **stats}])
+        moved = stats["share_below"] + stats["share_above"]
+        one_sided = moved > 0 and min(stats["share_below"], stats["share_above"]) <= 0.02 * moved
+        unit = "token" if seq.offsets is not None else "response"
+        if stats["max_abs_log_ratio"] <= 1e-9:
+            signature, reason = "identical", f"every {unit} ratio is 1 (to 1e-9)"
+        elif abs(stats["slope"]) > 0.05 and stats["r2"] > 0.5:
+            signature, usable = "temperature", False
+            reason = (
+                f"the {unit} log-ratios are linear in the log-probability (slope "
+                f"{stats['slope']:.3f}, R^2 {stats['r2']:.2f}): a temperature applied on one side "
+                f"only (ratio of temperatures about {1 + stats['slope']:.3f}); log the "
+                "log-probabilities of the distribution that sampled, after temperature"
+            )
+        elif one_sided and stats["share_below"] + stats["share_above"] > 0.05:
+            signature, usable = "kept_mass", False
+            side = "below" if stats["share_below"] > stats["share_above"] else "above"
+            reason = (
+                f"{moved:.0%} of the {unit} ratios lie {side} 1 and almost none on the other side "
+                f"(mean log-ratio {stats['mean_log_ratio']:.4f}): one side is renormalized over "
+                "the tokens a top-p/top-k truncation kept and the other is not (the ratio is the "
+                "kept mass); log the truncated sampler's own log-probabilities, or score the "
+                "candidate with the same truncation"
+            )
+        else:
+            signature = "noise"
+            counts = seq.token_counts if seq.offsets is not None else np.ones(seq.n)
+            inflation = float(np.mean(np.exp(0.5 * stats["sd_log_ratio"] ** 2 * counts)) - 1.0)
+            reason = (
+                f"the {unit} ratios scatter around 1 without a pattern (SD of the log-ratio "
+                f"{stats['sd_log_ratio']:.3g}; {stats['share_outside_band']:.1%} outside "
+                f"[{TOKEN_RATIO_BAND[0]}, {TOKEN_RATIO_BAND[1]}]): a noise floor, which "
+                "multiplies every response weight by exp(its summed noise); were it all in the "
+                f"behavior's log-probabilities, IPS would be inflated by about {inflation:.1%} "
+                "(SNIPS divides most of it out)"
+            )
+    flagged = weights[weights["flags"]] if len(weights) else weights
+    if usable and len(flagged):
+        row = flagged.iloc[0]
+        signature, usable = "support", False
+        side = "below" if row["mean_weight"] < 1 else "above"
+        reason = (
+            f"candidate {row['policy']!r} has mean weight {row['mean_weight']:.4f} +/- "
+            f"{row['mean_weight_se']:.4f}, {side} the 1 that holds when its responses are inside "
+            "the logger's: "
+            + (
+                "it gives mass to responses the logger never samples (e.g. the logger truncated "
+                "with top-p/top-k and the candidate does not); IPS misses that share"
+                if side == "below"
+                else "the logged log-probabilities are smaller than the sampling distribution's "
+                "(e.g. untruncated probabilities logged for a truncated sampler), or noisy (noise "
+                "of SD s per token inflates E_b[w] by about exp(s^2 T / 2) over T tokens)"
+            )
+        )
+    notes = (
+        f"E_b[w] = 1 is tested where the weights' Pareto k-hat is at most {MAX_PARETO_K} (|z| > "
+        f"{_MEAN_WEIGHT_Z:g} flags)",
+    )
+    return LogprobAudit(
+        usable=usable,
+        reason=reason,
+        signature=signature,
+        on_policy=on_policy,
+        _tokens=tokens,
+        _weights=weights,
+        notes=notes,
+    )

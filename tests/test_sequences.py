@@ -1,0 +1,274 @@
+"""Language-model policies from token log-probabilities (ope.sequences) and their simulator
+(ope.simulate.TokenModel): reading and refusals, log-space weights on hand-computed vectors and
+at thousands of tokens, the on-policy identity, the exact truth of the simulator, the per-step
+path, the KL estimators, and the audit's signatures."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import ope
+from ope.exceptions import EstimationError, ParameterError, SchemaError, ValidationError
+from ope.sequences import read_sequences
+from ope.simulate import TokenModel
+
+
+def _frame() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "prompt_id": [0, 1, 0],
+            "behavior_logprobs": [[-0.1, -0.7], [-0.4], [-1.0, -0.2, -0.3]],
+            "target_logprobs__tuned": [[-0.2, -0.5], [-0.4], [-0.5, -0.2, -0.9]],
+            "reward": [1.0, 0.0, 2.0],
+            "step_rewards": [[0.0, 1.0], [0.0], [0.5, 0.5, 1.0]],
+        }
+    )
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_log_weights_and_ips_on_a_hand_computed_vector(tmp_path):
+    logs = read_sequences(_frame())
+    want = np.array([0.1, 0.0, -0.1])  # sums of target - behavior per response
+    np.testing.assert_allclose(logs.log_weights()[:, 0], want, atol=1e-15)
+    np.testing.assert_allclose(
+        logs.log_weights("length_normalized")[:, 0], want / [2, 1, 3], atol=1e-15
+    )
+    np.testing.assert_array_equal(logs.token_counts, [2, 1, 3])
+    ev = ope.evaluate_sequences(logs, estimators=["ips", "snips"])
+    w = np.exp(want)
+    r = np.array([1.0, 0.0, 2.0])
+    assert ev["tuned", "ips"].value == pytest.approx(np.mean(w * r), rel=1e-13)
+    assert ev["tuned", "snips"].value == pytest.approx(np.sum(w * r) / np.sum(w), rel=1e-13)
+    assert any("log space" in n for n in ev.notes)
+    # the same rows from JSON lines and from parquet
+    jsonl = tmp_path / "responses.jsonl"
+    jsonl.write_text("\n".join(json.dumps(rec) for rec in _frame().to_dict(orient="records")))
+    parquet = tmp_path / "responses.parquet"
+    pq.write_table(pa.Table.from_pandas(_frame()), parquet)
+    for path in (jsonl, parquet):
+        again = read_sequences(path)
+        np.testing.assert_allclose(again.log_weights(), logs.log_weights(), atol=1e-15)
+
+
+def test_summed_logprobs_per_response():
+    frame = pd.DataFrame(
+        {"behavior_logprobs": [-3.0, -1.0], "target_logprobs__b": [-2.0, -1.5], "reward": [1, 0]}
+    )
+    logs = read_sequences(frame)
+    assert logs.token_counts is None
+    np.testing.assert_allclose(logs.log_weights()[:, 0], [1.0, -0.5])
+    with pytest.raises(ParameterError, match="per-token"):
+        logs.log_weights("length_normalized")
+    with pytest.raises(SchemaError, match="per-token"):
+        ope.sequence_trajectories(logs)
+
+
+def test_thousands_of_tokens_stay_in_log_space():
+    # 3,000 tokens per response: the probabilities underflow (about e^-3000), the weights do not
+    g = np.random.default_rng(0)
+    n, length = 200, 3000
+    behavior = [g.uniform(-1.5, -0.5, length) for _ in range(n)]
+    target = [b + g.normal(0.0, 0.01, length) for b in behavior]
+    frame = pd.DataFrame(
+        {
+            "behavior_logprobs": behavior,
+            "target_logprobs__near": [np.minimum(t, 0.0) for t in target],
+            "reward": g.random(n),
+        }
+    )
+    logs = read_sequences(frame)
+    want = np.array([np.sum(np.minimum(t, 0.0) - b) for t, b in zip(target, behavior)])
+    assert np.exp(np.sum(behavior[0])) == 0.0  # the linear-space probability underflows
+    np.testing.assert_allclose(logs.log_weights()[:, 0], want, rtol=1e-11, atol=1e-11)
+    ev = ope.evaluate_sequences(logs, estimators=["snips"])
+    w = np.exp(want)
+    r = frame["reward"].to_numpy()
+    assert ev["near", "snips"].value == pytest.approx(np.sum(w * r) / np.sum(w), rel=1e-11)
+
+
+def test_on_policy_identity():
+    env = TokenModel(seed=0)
+    table = env.sample(3000, rng=0)
+    logs = read_sequences(table)
+    j = logs.policies.index("sampler")
+    assert np.max(np.abs(logs.log_weights()[:, j])) <= 1e-12
+    ev = ope.evaluate_sequences(logs, ["sampler"], estimators=["ips"], on_policy="sampler")
+    assert ev["sampler", "ips"].value == pytest.approx(logs.reward.mean(), abs=1e-12)
+    assert any("every token ratio is 1" in n for n in ev.notes)
+
+
+def test_the_simulator_against_its_own_draws_and_its_exact_kl():
+    env = TokenModel(seed=0)
+    table = env.sample(100_000, rng=1)
+    r = table.column("reward").to_numpy()
+    assert r.mean() == pytest.approx(env.true_value("logging"), abs=4 * r.std() / math.sqrt(r.size))
+    logs = read_sequences(table)
+    lw = logs.log_weights()
+    for j, name in enumerate(logs.policies):
+        w = np.exp(lw[:, j])
+        ips = w * r
+        tol = 4 * ips.std() / math.sqrt(r.size)
+        assert ips.mean() == pytest.approx(env.true_value(name), abs=tol), name
+    d = ope.sequence_divergences(logs).table().set_index("policy")
+    for name in ("cooler", "tuned"):
+        exact = env.kl("sampler", name)
+        for k in ("k1", "k3"):
+            assert abs(d.loc[name, k] - exact) < 4 * d.loc[name, f"{k}_se"], (name, k)
+        assert d.loc[name, "k3"] >= 0 and d.loc[name, "k2"] >= 0
+    assert d.loc["sampler", "k1"] == 0.0 and d.loc["sampler", "ess_share"] == pytest.approx(1.0)
+    # a truncated sampler: an untruncated candidate's mass outside the nucleus is missed
+    truncated = TokenModel(top_p=0.8, seed=0)
+    assert truncated.kl("model", "sampler") == math.inf
+    assert truncated.kl("sampler", "model") > 0
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+def test_estimates_cover_the_truth_and_long_responses_are_refused_honestly():
+    env = TokenModel(seed=0)
+    ev = ope.evaluate_sequences(env.sample(20_000, rng=2), ["cooler", "tuned"])
+    for name in ("cooler", "tuned"):
+        e = ev[name, "snips"]
+        assert e.ci_low <= env.true_value(name) <= e.ci_high, name
+    long = TokenModel(max_length=50, end_shift=-6.0, seed=0)
+    seq = read_sequences(long.sample(500, rng=0))
+    d = ope.sequence_divergences(seq, ["tuned"]).table().iloc[0]
+    assert not d.evaluable and "calibrated judge" in d.reason
+    ev = ope.evaluate_sequences(seq, ["tuned"], estimators=["snips"])
+    assert any(n.startswith("tuned: not evaluable") for n in ev.notes)
+    biased = ope.evaluate_sequences(seq, ["tuned"], weighting="length_normalized")
+    assert any("estimate no policy's value" in n for n in biased.notes)
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_per_step_weighting_through_trajectories():
+    traj = ope.sequence_trajectories(_frame())
+    est = ope.sequential_estimate(traj, "tuned", estimator="pdis")
+    frame = _frame()
+    total = 0.0
+    for b, t, r in zip(
+        frame["behavior_logprobs"], frame["target_logprobs__tuned"], frame["step_rewards"]
+    ):
+        cumulative = np.exp(np.cumsum(np.array(t) - np.array(b)))
+        total += float(np.sum(cumulative * np.array(r)))
+    assert est.value == pytest.approx(total / 3, rel=1e-12)
+    env = TokenModel(seed=0)
+    traj = ope.sequence_trajectories(env.sample(20_000, rng=3))
+    pdis = ope.sequential_estimate(traj, "cooler", estimator="pdis")
+    assert pdis.ci_low <= env.true_value("cooler") <= pdis.ci_high
+
+
+@pytest.mark.parametrize(
+    "settings, on_policy, signature",
+    [
+        ({}, "sampler", "identical"),
+        ({"logprob_noise": 0.05}, "sampler", "noise"),
+        ({"top_p": 0.8}, "model", "kept_mass"),
+        ({"top_p": 0.8, "reported": "untruncated"}, "sampler", "kept_mass"),
+        ({"temperature": 0.7}, "model", "temperature"),
+        ({"temperature": 1.5, "reported": "untruncated"}, "sampler", "temperature"),
+    ],
+)
+def test_audit_signatures(settings, on_policy, signature):
+    env = TokenModel(**settings, seed=0)
+    audit = ope.audit_logprobs(env.sample(2000, rng=0), on_policy=on_policy)
+    assert audit.signature == signature, audit.reason
+    assert audit.usable == (signature in ("identical", "noise"))
+    if signature == "temperature":  # the slope reads the ratio of temperatures
+        tokens = audit.tokens().iloc[0]
+        ratio = settings["temperature"] if on_policy == "model" else 1 / settings["temperature"]
+        assert 1 + tokens.slope == pytest.approx(ratio, abs=0.05)
+    if not audit.usable:
+        with pytest.raises(EstimationError, match="cannot be the sampling distribution"):
+            ope.evaluate_sequences(env.sample(500, rng=1), on_policy=on_policy)
+    json.dumps(audit.to_dict())
+    assert "log-probability audit" in audit.summary()
+    assert "divergences" in ope.sequence_divergences(env.sample(300, rng=2)).summary()
+
+
+def test_audit_without_an_on_policy_candidate_sees_the_support():
+    # the untruncated candidate's responses leave the truncated logger's support: E_b[w] < 1
+    audit = ope.audit_logprobs(TokenModel(top_p=0.8, seed=0).sample(2000, rng=0))
+    assert audit.signature == "support" and not audit.usable
+    assert "never samples" in audit.reason
+    clean = ope.audit_logprobs(TokenModel(seed=0).sample(2000, rng=0))
+    assert clean.usable and clean.signature == "ok"
+
+
+@pytest.mark.parametrize(
+    "change, error, match",
+    [
+        (lambda f: f.drop(columns="reward"), SchemaError, "`reward_column`"),
+        (lambda f: f.drop(columns="target_logprobs__tuned"), SchemaError, "no candidate"),
+        (lambda f: f.assign(reward=[1.0, np.nan, 0.0]), ValidationError, "row 1"),
+        (
+            lambda f: f.assign(target_logprobs__tuned=[[-0.2], [-0.4], [-0.5, -0.2, -0.9]]),
+            ValidationError,
+            "row 0",
+        ),
+        (
+            lambda f: f.assign(behavior_logprobs=[[-0.1, 0.7], [-0.4], [-1.0, -0.2, -0.3]]),
+            ValidationError,
+            "must be <= 0",
+        ),
+        (
+            lambda f: f.assign(behavior_logprobs=[[-0.1, -np.inf], [-0.4], [-1.0, -0.2, -0.3]]),
+            ValidationError,
+            "probability 0",
+        ),
+        (
+            lambda f: f.assign(target_logprobs__tuned=[[-0.2, np.nan], [-0.4], [-0.5, -0.2, -0.9]]),
+            ValidationError,
+            "missing",
+        ),
+        (lambda f: f.assign(behavior_logprobs=[[-0.1], None, [-1.0]]), ValidationError, "row 1"),
+        (lambda f: f.assign(behavior_logprobs=["a", "b", "c"]), SchemaError, "log-probabilities"),
+        (
+            lambda f: f.assign(target_logprobs__tuned=[-0.7, -0.4, -1.6]),
+            SchemaError,
+            "of one kind",
+        ),
+    ],
+)
+def test_refusals(change, error, match):
+    with pytest.raises(error, match=match):
+        read_sequences(change(_frame()))
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_refusals_of_calls(tmp_path):
+    with pytest.raises(ValidationError, match="`source`"):
+        read_sequences(tmp_path / "missing.jsonl")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    with pytest.raises(ValidationError, match="JSON lines"):
+        read_sequences(bad)
+    with pytest.raises(ParameterError, match="`source`"):
+        read_sequences(tmp_path / "x.csv")
+    with pytest.raises(ParameterError, match="`policies` is empty"):
+        ope.evaluate_sequences(_frame(), [])
+    with pytest.raises(SchemaError, match="`policies`"):
+        ope.evaluate_sequences(_frame(), ["nobody"])
+    with pytest.raises(SchemaError, match="`on_policy`"):
+        ope.audit_logprobs(_frame(), on_policy="nobody")
+    # a weight beyond float64: refused with what would work
+    frame = pd.DataFrame(
+        {
+            "behavior_logprobs": [-800.0, -1.0],
+            "target_logprobs__far": [-1.0, -1.0],
+            "reward": [1, 0],
+        }
+    )
+    with pytest.raises(EstimationError, match="calibrated judge"):
+        ope.evaluate_sequences(frame)
+    with pytest.raises(ValidationError, match="`step_reward_column`|one reward per token"):
+        ope.sequence_trajectories(_frame().assign(step_rewards=[[0.0], [0.0], [0.0]]))
+    with pytest.raises(ParameterError, match="reference"):
+        TokenModel().kl("tuned", "nobody")
