@@ -172,6 +172,7 @@ _PUBLIC: dict[str, str] = {
     "read_sequences": "ope.sequences",
     "SequenceLogs": "ope.sequences",
     "evaluate_sequences": "ope.sequences",
+    "SequenceEvaluation": "ope.sequences",
     "sequence_trajectories": "ope.sequences",
     "sequence_divergences": "ope.sequences",
     "SequenceDivergences": "ope.sequences",

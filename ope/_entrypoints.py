@@ -114,6 +114,8 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.LogprobAudit.with_provenance",
     "ope.SequenceDivergences",
     "ope.SequenceDivergences.with_provenance",
+    "ope.SequenceEvaluation",
+    "ope.SequenceEvaluation.with_provenance",
     "ope.SequenceLogs",
     "ope.SequenceLogs.log_weights",
     "ope.audit_logprobs",
@@ -516,6 +518,7 @@ NOT_USER_INPUT: Final[Mapping[str, str]] = {
             "OutcomeDistribution",
             "SequenceLogs",
             "SequenceDivergences",
+            "SequenceEvaluation",
             "LogprobAudit",
             "GuardrailDecision",
             "MonitorResult",
@@ -550,6 +553,7 @@ CLI_SUBCOMMANDS: Final = (
     "report",
     "tune",
     "monitor",
+    "sequences",
     "demo",
 )
 

@@ -172,6 +172,12 @@ FLAGS: Final = {
     "simultaneous": "--simultaneous",
     "every": "--every",
     "settle": "--settle",
+    # ope.sequences
+    "weighting": "--weighting",
+    "on_policy": "--on-policy",
+    "reward_column": "--reward-column",
+    "behavior_column": "--behavior-column",
+    "source": "LOGS",
 }
 
 #: What an elided value of the API (``context_columns=[...]``, ``policies=...``) reads as on the
@@ -816,6 +822,57 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--title", help="the report's title (default: Off-policy evaluation of LOGS)")
     _add_truth(p)
     _add_report_caps(p)
+    _add_output_flags(p)
+
+    p = sub.add_parser(
+        "sequences",
+        help="evaluate language-model or agent policies from logged responses and their token "
+        "log-probabilities (JSON lines or parquet), or say why the logs cannot",
+        description="One row per response: behavior_logprobs (a list, one per token, or their "
+        "sum), target_logprobs__<name> per candidate (the same tokens scored by the candidate) "
+        "and reward. Weights are kept in log space; the logged log-probabilities are audited "
+        "(--on-policy names a candidate that is the logger itself: the evaluation is refused, "
+        "exit 65, when they cannot be the sampling distribution); each candidate is marked "
+        "evaluable or not, with the reason.",
+    )
+    p.add_argument("logs", help="a JSON-lines (.jsonl) or parquet file of responses")
+    p.add_argument(
+        "--policy",
+        action="extend",
+        nargs="+",
+        metavar="NAME",
+        help="candidates by name (default: every target_logprobs__<name> column)",
+    )
+    p.add_argument(
+        "--estimator",
+        action="extend",
+        nargs="+",
+        choices=("ips", "snips", "clipped_ips"),
+        help="estimators (default ips snips)",
+    )
+    p.add_argument("--max-weight", type=float, help="the clip level of clipped_ips")
+    p.add_argument(
+        "--weighting",
+        choices=("sequence", "length_normalized"),
+        default="sequence",
+        help="sequence (default: unbiased) or length_normalized (per-token geometric mean: "
+        "biased, for comparison)",
+    )
+    p.add_argument(
+        "--on-policy",
+        metavar="NAME",
+        help="a candidate that is the logger itself (e.g. the trainer's recomputation of the "
+        "serving model): its token ratios must be 1",
+    )
+    p.add_argument("--reward-column", default="reward", metavar="COLUMN")
+    p.add_argument("--behavior-column", default="behavior_logprobs", metavar="COLUMN")
+    p.add_argument("--confidence-level", type=float, default=0.95)
+    p.add_argument(
+        "--report",
+        metavar="FILE.html",
+        help="also write the HTML report (atomically; checked before any row is read)",
+    )
+    _add_force(p, "--report")
     _add_output_flags(p)
 
     p = sub.add_parser(
@@ -1553,6 +1610,8 @@ def _outputs_of(
     if args.command == "demo":
         return [("--out", args.out)], inputs, REPORT_SUFFIXES
     if args.command == "monitor" and args.report is not None:
+        return [("--report", args.report)], inputs, REPORT_SUFFIXES
+    if args.command == "sequences" and args.report is not None:
         return [("--report", args.report)], inputs, REPORT_SUFFIXES
     if args.command == "import":  # OBD's item features are embedded in --out itself
         return [("--out", args.out)], inputs, None
@@ -3480,6 +3539,58 @@ def _monitor_line(name: str, result: Any) -> None:
     )
 
 
+def _cmd_sequences(args: argparse.Namespace) -> _Outcome:
+    """Evaluate candidates from logged responses (:func:`ope.evaluate_sequences`)."""
+    from ope.report import write_report
+    from ope.sequences import evaluate_sequences, read_sequences
+
+    if getattr(args, "_policy_specs", None):
+        raise _UsageError(
+            "argument --policy: ope sequences takes candidates by NAME (their "
+            "target_logprobs__<name> columns), not NAME=KIND:ARGS specs.",
+            flag="--policy",
+        )
+    if args.max_weight is not None and "clipped_ips" not in (args.estimator or ()):
+        raise _UsageError(
+            "argument --max-weight: it is the clip level of clipped_ips; add --estimator "
+            "clipped_ips.",
+            flag="--max-weight",
+        )
+    seq = read_sequences(
+        args.logs,
+        reward_column=args.reward_column,
+        behavior_column=args.behavior_column,
+        policies=list(getattr(args, "_policy_names", None) or []) or None,
+    )
+    options: dict[str, Any] = {
+        "estimators": tuple(args.estimator or ("ips", "snips")),
+        "confidence_level": args.confidence_level,
+    }
+    if args.max_weight is not None:
+        options["max_weight"] = args.max_weight
+    result = evaluate_sequences(seq, weighting=args.weighting, on_policy=args.on_policy, **options)
+    document = {"logs": args.logs, **result.to_dict()}
+    text = "\n\n".join([result.summary(), result.audit.summary(), result.divergences.summary()])
+    if args.report is not None:
+        path = write_report(
+            args.report,
+            evaluation=result.evaluation,
+            sequences=result,
+            title=f"Language-model policies from {Path(args.logs).name}",
+            provenance={
+                "command": ["ope", *getattr(args, "_argv", [])],
+                "options": _options(args),
+                "seed": args.seed,
+                "input": args.logs,
+                "rows": seq.n,
+            },
+            overwrite=args.force,
+        )
+        document["report"] = str(path)
+        text += f"\n\nreport written to {path}"
+    return _Outcome(document, text)
+
+
 _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], _Outcome]]] = {
     "validate": _cmd_validate,
     "evaluate": _cmd_evaluate,
@@ -3492,6 +3603,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], _Outcome]]] = {
     "demo": _cmd_demo,
     "tune": _cmd_tune,
     "monitor": _cmd_monitor,
+    "sequences": _cmd_sequences,
 }
 
 

@@ -68,8 +68,15 @@ import pandas as pd
 import pyarrow as pa
 
 from ope._result import Result, ResultParts
+from ope._thresholds import ESS_RATIO_WARN, K_RELIABLE, MEAN_WEIGHT_Z, mean_weight_check
 from ope._validation import check_choice, check_name, check_names
-from ope.exceptions import EstimationError, ParameterError, SchemaError, ValidationError
+from ope.exceptions import (
+    DataFileError,
+    EstimationError,
+    ParameterError,
+    SchemaError,
+    ValidationError,
+)
 
 __all__ = [
     "SequenceLogs",
@@ -79,6 +86,7 @@ __all__ = [
     "sequence_divergences",
     "audit_logprobs",
     "SequenceDivergences",
+    "SequenceEvaluation",
     "LogprobAudit",
     "SEQUENCE_WEIGHTINGS",
     "TARGET_LOGPROBS_PREFIX",
@@ -97,10 +105,10 @@ TARGET_LOGPROBS_PREFIX: Final = "target_logprobs__"
 
 #: Above this Pareto k-hat of the weights, the weighted mean has no usable variance (Vehtari
 #: et al., Pareto smoothed importance sampling, JMLR 2024): the candidate is not evaluable.
-MAX_PARETO_K: Final = 0.7
+MAX_PARETO_K: Final = K_RELIABLE
 
 #: Below this share of the responses as effective sample, the candidate is not evaluable.
-MIN_EFFECTIVE_SHARE: Final = 0.01
+MIN_EFFECTIVE_SHARE: Final = ESS_RATIO_WARN
 
 #: The band of token ratios the audit counts as agreeing (the issue threads' [0.9, 1.1]).
 TOKEN_RATIO_BAND: Final = (0.9, 1.1)
@@ -117,8 +125,6 @@ LOGPROB_TOLERANCE: Final = 1e-6
 #: The largest log weight whose weight float64 holds (exp(709.78) is the largest double).
 _MAX_LOG_WEIGHT: Final = 709.0
 
-#: |z| of the test of E_b[w] = 1 beyond which the audit flags a candidate.
-_MEAN_WEIGHT_Z: Final = 4.0
 
 #: A token log-ratio beyond this counts as a deviation in the audit's sign and slope checks.
 _DEVIATION: Final = 1e-3
@@ -205,10 +211,11 @@ def _as_table(source: Any) -> pa.Table:
                 f"`source` {str(path)!r}: read_sequences reads .jsonl/.json (JSON lines) and "
                 ".parquet files."
             )
-        if not str(source) or not path.is_file():
-            raise ValidationError(
-                f"`source`: no file at {str(source)!r}; give a JSON-lines or parquet file."
-            )
+        if not str(source):
+            raise ParameterError("`source` is empty: give a JSON-lines or parquet file.")
+        from ope._paths import check_regular_file
+
+        check_regular_file(path, "`source`")
         try:
             if suffix in (".parquet", ".pq"):
                 import pyarrow.parquet as pq
@@ -221,7 +228,7 @@ def _as_table(source: Any) -> pa.Table:
             kind = (
                 "parquet" if suffix in (".parquet", ".pq") else "JSON lines (one object per line)"
             )
-            raise ValidationError(
+            raise DataFileError(
                 f"`source` {str(path)!r} is not readable as {kind}: {exc}"
             ) from None
     raise ParameterError(
@@ -453,14 +460,17 @@ def evaluate_sequences(
 
     Returns
     -------
-    ope.Evaluation
-        With a note per candidate that these logs cannot evaluate (:func:`sequence_divergences`)
-        and the note of the weighting.
+    SequenceEvaluation
+        The :class:`ope.Evaluation` of the responses (``result[policy, estimator]`` reads it),
+        the divergences, the audit, and a verdict per candidate: evaluable, or not and why.
 
     Raises
     ------
+    ope.ValidationError
+        The audit of ``on_policy`` failed: the logged log-probabilities cannot be the sampling
+        distribution (the reason is the audit's).
     ope.EstimationError
-        The audit of ``on_policy`` failed (the reason is the audit's); a weight beyond float64.
+        A response weight beyond float64.
 
     Examples
     --------
@@ -470,6 +480,8 @@ def evaluate_sequences(
     >>> ev = ope.evaluate_sequences(env.sample(4000, rng=0), ["cooler"], estimators=["snips"])
     >>> round(ev["cooler", "snips"].value, 1), round(env.true_value("cooler"), 1)
     (2.7, 2.7)
+    >>> ev.verdicts
+    {'cooler': 'evaluable'}
     """
     import ope
 
@@ -480,10 +492,10 @@ def evaluate_sequences(
         if key in options:
             raise ParameterError(f"`{key}` is evaluate_sequences' own argument.")
     notes: list[str] = []
+    audit = audit_logprobs(seq, on_policy=on_policy)
     if on_policy is not None:
-        audit = audit_logprobs(seq, on_policy=on_policy)
         if not audit.usable:
-            raise EstimationError(
+            raise ValidationError(
                 f"the logged log-probabilities cannot be the sampling distribution: {audit.reason}"
             )
         notes.append(f"log-probability audit against {on_policy!r}: {audit.reason}")
@@ -524,10 +536,85 @@ def evaluate_sequences(
             "computed in log space"
         )
     div = sequence_divergences(seq, names, weighting=how)
-    for row in div.table().itertuples():
+    flagged = audit.weights().set_index("policy")["reason"]
+    verdicts: dict[str, str] = {}
+    for row in div.table().itertuples():  # a loop over candidates
         if not row.evaluable:
-            notes.append(f"{row.policy}: not evaluable from these logs: {row.reason}")
-    return dataclasses.replace(ev, notes=(*ev.notes, *notes))
+            verdicts[row.policy] = f"not evaluable from these logs: {row.reason}"
+        elif flagged.get(row.policy, ""):
+            verdicts[row.policy] = f"not evaluable from these logs: {flagged[row.policy]}"
+        else:
+            verdicts[row.policy] = "evaluable"
+        if verdicts[row.policy] != "evaluable":
+            notes.append(f"{row.policy}: {verdicts[row.policy]}")
+    return SequenceEvaluation(
+        evaluation=dataclasses.replace(ev, notes=(*ev.notes, *notes)),
+        divergences=div,
+        audit=audit,
+        weighting=how,
+        verdicts=verdicts,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class SequenceEvaluation(Result):
+    """Estimates from logged responses and whether each candidate can be evaluated from them
+    (:func:`evaluate_sequences`).
+
+    Attributes
+    ----------
+    evaluation : ope.Evaluation
+        The estimates and intervals (each response one decision).
+    divergences : SequenceDivergences
+    audit : LogprobAudit
+    weighting : str
+    verdicts : dict of str to str
+        Per candidate: ``"evaluable"``, or ``"not evaluable from these logs: <why>"``.
+    """
+
+    evaluation: Any
+    divergences: SequenceDivergences
+    audit: LogprobAudit
+    weighting: str
+    verdicts: dict[str, str]
+
+    def __getitem__(self, key: tuple[str, str]) -> Any:
+        return self.evaluation[key]
+
+    @property
+    def evaluable(self) -> list[str]:
+        """The candidates these logs can evaluate."""
+        return [p for p, v in self.verdicts.items() if v == "evaluable"]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "sequence_evaluation",
+            "weighting": self.weighting,
+            "verdicts": dict(self.verdicts),
+            "evaluation": self.evaluation.to_dict(),
+            "divergences": self.divergences.to_dict()["divergences"],
+            "audit": self.audit.to_dict(),
+        }
+
+    def _parts(self) -> ResultParts:
+        table = self.evaluation.table()
+        keep = [c for c in ("policy", "estimator", "value", "ci_low", "ci_high") if c in table]
+        shown = table[keep].assign(
+            verdict=table["policy"].map(
+                lambda p: "evaluable" if self.verdicts.get(p) == "evaluable" else "NOT evaluable"
+            )
+        )
+        return ResultParts(
+            title=f"{len(self.verdicts)} candidate(s) on {self.divergences.n:,} logged responses",
+            fields=[
+                ("weighting", self.weighting),
+                ("audit", f"{self.audit.signature}: {self.audit.reason}"),
+                *((p, v) for p, v in self.verdicts.items()),
+            ],
+            table=shown,
+            notes=self.evaluation.notes,
+            precision={},
+        )
 
 
 def sequence_trajectories(logs: Any, *, step_reward_column: str = "step_rewards") -> Any:
@@ -758,7 +845,7 @@ class LogprobAudit(Result):
 
     def weights(self) -> pd.DataFrame:
         """Per candidate: ``mean_weight``, ``mean_weight_se``, ``z`` of the test of
-        E_b[w] = 1, ``pareto_k`` and whether the test ``flags`` it."""
+        E_b[w] = 1, ``pareto_k``, whether the test ``flags`` it and why (``reason``)."""
         return self._weights.copy()
 
     def to_dict(self) -> dict[str, Any]:
@@ -810,6 +897,23 @@ def _token_stats(delta: np.ndarray, lp: np.ndarray, offsets: np.ndarray | None) 
     }
 
 
+def _support_reason(name: str, mean_w: float, se: float) -> str:
+    """Why E_b[w] far from 1 makes candidate ``name`` unusable."""
+    side = "below" if mean_w < 1 else "above"
+    why = (
+        "it gives mass to responses the logger never samples (e.g. the logger truncated with "
+        "top-p/top-k and the candidate does not); IPS misses that share"
+        if side == "below"
+        else "the logged log-probabilities are smaller than the sampling distribution's (e.g. "
+        "untruncated probabilities logged for a truncated sampler), or noisy (noise of SD s per "
+        "token inflates E_b[w] by about exp(s^2 T / 2) over T tokens)"
+    )
+    return (
+        f"candidate {name!r} has mean weight {mean_w:.4f} +/- {se:.4f}, {side} the 1 that holds "
+        f"when its responses are inside the logger's: {why}"
+    )
+
+
 def audit_logprobs(logs: Any, *, on_policy: str | None = None) -> LogprobAudit:
     """Check that the logged log-probabilities can be the sampling distribution (see the
     module): the identity of an on-policy candidate, token by token, with the signatures of
@@ -853,8 +957,9 @@ def audit_logprobs(logs: Any, *, on_policy: str | None = None) -> LogprobAudit:
             w = np.exp(lw)
         mean_w, se = _mean_se(w)
         k = float(pareto_k(np.exp(lw - top)).pareto_k) if seq.n >= 2 else math.inf
-        z = (mean_w - 1.0) / se if se > 0 and math.isfinite(se) else 0.0
-        flags = bool(k <= MAX_PARETO_K and abs(z) > _MEAN_WEIGHT_Z)
+        var_w = se * se * seq.n if math.isfinite(se) else math.inf
+        verdict, z = mean_weight_check(seq.n, mean_w, var_w)
+        flags = bool(k <= MAX_PARETO_K and verdict != "ok")
         weight_rows.append(
             {
                 "policy": name,
@@ -863,6 +968,7 @@ def audit_logprobs(logs: Any, *, on_policy: str | None = None) -> LogprobAudit:
                 "z": z,
                 "pareto_k": k,
                 "flags": flags,
+                "reason": _support_reason(name, mean_w, se) if flags else "",
             }
         )
     weights = pd.DataFrame(weight_rows)
@@ -910,25 +1016,10 @@ def audit_logprobs(logs: Any, *, on_policy: str | None = None) -> LogprobAudit:
             )
     flagged = weights[weights["flags"]] if len(weights) else weights
     if usable and len(flagged):
-        row = flagged.iloc[0]
-        signature, usable = "support", False
-        side = "below" if row["mean_weight"] < 1 else "above"
-        reason = (
-            f"candidate {row['policy']!r} has mean weight {row['mean_weight']:.4f} +/- "
-            f"{row['mean_weight_se']:.4f}, {side} the 1 that holds when its responses are inside "
-            "the logger's: "
-            + (
-                "it gives mass to responses the logger never samples (e.g. the logger truncated "
-                "with top-p/top-k and the candidate does not); IPS misses that share"
-                if side == "below"
-                else "the logged log-probabilities are smaller than the sampling distribution's "
-                "(e.g. untruncated probabilities logged for a truncated sampler), or noisy (noise "
-                "of SD s per token inflates E_b[w] by about exp(s^2 T / 2) over T tokens)"
-            )
-        )
+        signature, usable, reason = "support", False, str(flagged.iloc[0]["reason"])
     notes = (
-        f"E_b[w] = 1 is tested where the weights' Pareto k-hat is at most {MAX_PARETO_K} (|z| > "
-        f"{_MEAN_WEIGHT_Z:g} flags)",
+        f"E_b[w] = 1 is tested where the weights' Pareto k-hat is at most {MAX_PARETO_K} (flagged "
+        f"at |z| > {MEAN_WEIGHT_Z:g} and a deviation above 1%, as ope.diagnose does)",
     )
     return LogprobAudit(
         usable=usable,

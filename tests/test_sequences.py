@@ -15,7 +15,13 @@ import pyarrow.parquet as pq
 import pytest
 
 import ope
-from ope.exceptions import EstimationError, ParameterError, SchemaError, ValidationError
+from ope.exceptions import (
+    DataFileError,
+    EstimationError,
+    ParameterError,
+    SchemaError,
+    ValidationError,
+)
 from ope.sequences import read_sequences
 from ope.simulate import TokenModel
 
@@ -46,7 +52,7 @@ def test_log_weights_and_ips_on_a_hand_computed_vector(tmp_path):
     r = np.array([1.0, 0.0, 2.0])
     assert ev["tuned", "ips"].value == pytest.approx(np.mean(w * r), rel=1e-13)
     assert ev["tuned", "snips"].value == pytest.approx(np.sum(w * r) / np.sum(w), rel=1e-13)
-    assert any("log space" in n for n in ev.notes)
+    assert any("log space" in n for n in ev.evaluation.notes)
     # the same rows from JSON lines and from parquet
     jsonl = tmp_path / "responses.jsonl"
     jsonl.write_text("\n".join(json.dumps(rec) for rec in _frame().to_dict(orient="records")))
@@ -101,7 +107,10 @@ def test_on_policy_identity():
     assert np.max(np.abs(logs.log_weights()[:, j])) <= 1e-12
     ev = ope.evaluate_sequences(logs, ["sampler"], estimators=["ips"], on_policy="sampler")
     assert ev["sampler", "ips"].value == pytest.approx(logs.reward.mean(), abs=1e-12)
-    assert any("every token ratio is 1" in n for n in ev.notes)
+    assert any("every token ratio is 1" in n for n in ev.evaluation.notes)
+    assert ev.verdicts == {"sampler": "evaluable"} and ev.evaluable == ["sampler"]
+    json.dumps(ev.to_dict())
+    assert "evaluable" in ev.summary()
 
 
 def test_the_simulator_against_its_own_draws_and_its_exact_kl():
@@ -142,9 +151,10 @@ def test_estimates_cover_the_truth_and_long_responses_are_refused_honestly():
     d = ope.sequence_divergences(seq, ["tuned"]).table().iloc[0]
     assert not d.evaluable and "calibrated judge" in d.reason
     ev = ope.evaluate_sequences(seq, ["tuned"], estimators=["snips"])
-    assert any(n.startswith("tuned: not evaluable") for n in ev.notes)
+    assert any(n.startswith("tuned: not evaluable") for n in ev.evaluation.notes)
+    assert ev.verdicts["tuned"].startswith("not evaluable") and ev.evaluable == []
     biased = ope.evaluate_sequences(seq, ["tuned"], weighting="length_normalized")
-    assert any("estimate no policy's value" in n for n in biased.notes)
+    assert any("estimate no policy's value" in n for n in biased.evaluation.notes)
 
 
 @pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
@@ -186,7 +196,7 @@ def test_audit_signatures(settings, on_policy, signature):
         ratio = settings["temperature"] if on_policy == "model" else 1 / settings["temperature"]
         assert 1 + tokens.slope == pytest.approx(ratio, abs=0.05)
     if not audit.usable:
-        with pytest.raises(EstimationError, match="cannot be the sampling distribution"):
+        with pytest.raises(ValidationError, match="cannot be the sampling distribution"):
             ope.evaluate_sequences(env.sample(500, rng=1), on_policy=on_policy)
     json.dumps(audit.to_dict())
     assert "log-probability audit" in audit.summary()
@@ -244,11 +254,11 @@ def test_refusals(change, error, match):
 
 @pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
 def test_refusals_of_calls(tmp_path):
-    with pytest.raises(ValidationError, match="`source`"):
+    with pytest.raises(DataFileError, match="`source`"):
         read_sequences(tmp_path / "missing.jsonl")
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
-    with pytest.raises(ValidationError, match="JSON lines"):
+    with pytest.raises(DataFileError, match="JSON lines"):
         read_sequences(bad)
     with pytest.raises(ParameterError, match="`source`"):
         read_sequences(tmp_path / "x.csv")
@@ -272,3 +282,52 @@ def test_refusals_of_calls(tmp_path):
         ope.sequence_trajectories(_frame().assign(step_rewards=[[0.0], [0.0], [0.0]]))
     with pytest.raises(ParameterError, match="reference"):
         TokenModel().kl("tuned", "nobody")
+
+
+def _cli(*args):
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "ope", "sequences", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+def test_command_line_and_report(tmp_path):
+    env = TokenModel(max_length=30, end_shift=-6.0, seed=0)
+    table = env.sample(2000, rng=0)
+    # a candidate whose name needs escaping wherever it is shown
+    table = table.rename_columns([c.replace("__cooler", "__<b>cool") for c in table.column_names])
+    path = tmp_path / "responses.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in table.to_pylist()) + "\n")
+    report = tmp_path / "report.html"
+    out = _cli(path, "--on-policy", "sampler", "--report", report, "--json")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    assert doc["kind"] == "sequence_evaluation" and doc["audit"]["signature"] == "identical"
+    assert doc["verdicts"]["<b>cool"] == "evaluable"
+    assert doc["verdicts"]["tuned"].startswith("not evaluable")
+    want = ope.evaluate_sequences(read_sequences(table), on_policy="sampler")
+    got = {(e["policy"], e["estimator"]): e["value"] for e in doc["evaluation"]["estimates"]}
+    assert got[("tuned", "snips")] == pytest.approx(want["tuned", "snips"].value, rel=1e-12)
+    page = report.read_text(encoding="utf-8")
+    section = page[page.index('id="sequences"') :]
+    section = section[: section.index("</section>")]
+    assert "&lt;b&gt;cool" in section and "<b>cool" not in page
+    assert "calibrated judge" in section
+    # the headline does not answer for a candidate the logs cannot evaluate
+    headline = page[page.index('id="headline"') : page.index('id="estimates"')]
+    assert "tuned" in headline and "cannot tell" in headline
+    # the refusal of logs whose log-probabilities are not the sampler's
+    truncated = tmp_path / "top_p.parquet"
+    pq.write_table(TokenModel(top_p=0.8, seed=0).sample(500, rng=0), truncated)
+    bad = _cli(truncated, "--on-policy", "model", "--json")
+    error = json.loads(bad.stdout)["error"]
+    assert bad.returncode == 65 and error["type"] == "ValidationError"
+    assert "kept mass" in error["message"]
+    text = _cli(path, "--policy", "tuned")
+    assert text.returncode == 0 and "NOT evaluable" in text.stdout

@@ -80,6 +80,7 @@ VALID: Final[dict[str, Callable[[Path], list[str]]]] = {
         str(tmp / "table.csv"),
     ],
     "demo": lambda tmp: ["demo", "--out", str(tmp / "demo.html")],
+    "sequences": lambda tmp: ["sequences", str(_responses(tmp)), "--on-policy", "sampler"],
     "monitor": lambda tmp: [
         "monitor",
         str(parquet(tmp)),
@@ -92,6 +93,19 @@ VALID: Final[dict[str, Callable[[Path], list[str]]]] = {
         str(tmp / "monitor-state.json"),
     ],
 }
+
+
+def _responses(tmp: Path) -> Path:
+    """200 responses of a small token model as JSON lines (as serving stacks export them)."""
+    import json
+
+    from ope.simulate import TokenModel
+
+    path = tmp / "responses.jsonl"
+    rows = TokenModel(n_prompts=2, vocab_size=3, max_length=4, seed=0).sample(200, rng=0)
+    path.write_text("\n".join(json.dumps(r) for r in rows.to_pylist()) + "\n")
+    return path
+
 
 #: ``"<entry>::<argument>"`` -> how the contract breaks today.
 KNOWN_BROKEN: Final[dict[str, str]] = {}

@@ -157,6 +157,16 @@ def _divergences() -> Any:
     return sequence_divergences(_sequences())
 
 
+def _sequence_evaluation() -> Any:
+    import warnings
+
+    from ope.sequences import evaluate_sequences
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # 60 rows: the small-sample notes are planted
+        return evaluate_sequences(_sequences(), ["tuned"], estimators=["snips"])
+
+
 def _audit() -> Any:
     from ope.sequences import audit_logprobs
 
@@ -258,6 +268,9 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         _divergences().with_provenance, {"seed": 0}
     ),
     "ope.LogprobAudit.with_provenance": lambda tmp: Call(_audit().with_provenance, {"seed": 0}),
+    "ope.SequenceEvaluation.with_provenance": lambda tmp: Call(
+        _sequence_evaluation().with_provenance, {"seed": 0}
+    ),
     "ope.outcome_distribution": lambda tmp: call(
         "ope.outcome_distribution",
         logs=frame(),

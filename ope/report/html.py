@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import html
 import importlib.metadata
+import dataclasses
 import math
 import os
 import platform
@@ -82,6 +83,7 @@ REPORT_SECTIONS: Final = (
     ("distribution", "Outcome distributions"),
     ("guardrails", "Several outcomes: guardrails"),
     ("monitoring", "Monitoring over time"),
+    ("sequences", "Language-model logs: what they can tell"),
     ("candidates", "Each candidate: weights and overlap"),
     ("segments", "Per segment"),
     ("plan", "Exploration plan"),
@@ -1470,6 +1472,61 @@ def _guardrails(ctx: dict[str, Any]) -> str:
     return intro + claims + f"<ul>{reasons}</ul>"
 
 
+def _sequences(ctx: dict[str, Any]) -> str:
+    """Logged responses (:func:`ope.evaluate_sequences`): the audit of the logged
+    log-probabilities, and per candidate the divergences and whether the logs can tell."""
+    seq = ctx["sequences"]
+    if seq is None:
+        return (
+            "<p>No language-model logs in this report. <code>ope sequences RESPONSES.jsonl "
+            "--on-policy SAME</code> (or <code>ope.evaluate_sequences</code>) evaluates "
+            "candidates from logged responses and their token log-probabilities, audits the "
+            "logged log-probabilities and says which candidates the logs cannot evaluate; pass "
+            "<code>sequences=</code> to include it.</p>"
+        )
+    audit = seq.audit
+    state = "usable" if audit.usable else "<strong>not usable</strong>"
+    intro = (
+        f"<p>Each of the {_count(seq.divergences.n, 'logged response')} is one decision "
+        "weighted by exp(the sum of its token log-ratios), computed in log space "
+        f"(weighting: {_e(seq.weighting)}). Audit of the logged log-probabilities: {state} "
+        f"({_e(audit.signature)}): {_e(audit.reason)}.</p>"
+    )
+    div = seq.divergences.table()
+    rows = [
+        [
+            _e(r.policy),
+            "evaluable" if seq.verdicts.get(r.policy) == "evaluable" else "<strong>no</strong>",
+            f"{_num(r.k1)} ± {_num(r.k1_se)}",
+            _num(r.k3),
+            _num(r.kl_candidate_logger),
+            f"{_num(r.ess)} ({r.ess_share:.1%})",
+            _num(r.predicted_ess),
+            _num(r.pareto_k),
+        ]
+        for r in div.itertuples()
+    ]
+    table = _table(
+        [
+            "policy",
+            "evaluable",
+            "KL(logger ‖ candidate), k1 ± SE",
+            "k3",
+            "KL(candidate ‖ logger)",
+            "effective sample",
+            "predicted by k1",
+            "Pareto k̂",
+        ],
+        rows,
+        numeric=(2, 3, 4, 5, 6, 7),
+        raw=True,
+    )
+    reasons = "".join(
+        f"<li>{_e(p)}: {_e(v)}</li>" for p, v in seq.verdicts.items() if v != "evaluable"
+    )
+    return intro + table + (f"<ul>{reasons}</ul>" if reasons else "")
+
+
 def _monitoring(ctx: dict[str, Any], figures: _Figures) -> str:
     """The confidence sequences of a monitor (:class:`ope.monitor.Monitor`): what they assume,
     the sequence of each candidate's difference over the looks, and the current state."""
@@ -1777,6 +1834,7 @@ def render_report(
     distribution: Any = None,
     guardrails: Any = None,
     monitoring: Any = None,
+    sequences: Any = None,
 ) -> str:
     """The report as one self-contained HTML document (a string).
 
@@ -1823,6 +1881,11 @@ def render_report(
         draws each candidate's confidence sequence over the looks. Alone (no evaluation and no
         diagnostics: ``ope monitor --report``) it makes a page of the sections
         :data:`MONITOR_SECTIONS`.
+    sequences : ope.SequenceEvaluation, optional
+        An evaluation from logged responses and their token log-probabilities
+        (:func:`ope.evaluate_sequences`; pass its ``evaluation`` as ``evaluation``): the section
+        *Language-model logs* gives the audit of the logged log-probabilities and, per
+        candidate, the divergences and whether the logs can evaluate it.
 
     Returns
     -------
@@ -1858,6 +1921,11 @@ def render_report(
             "`distribution` must be the result of ope.outcome_distribution; got "
             f"{type(distribution).__name__}."
         )
+    if sequences is not None and type(sequences).__name__ != "SequenceEvaluation":
+        raise ParameterError(
+            "`sequences` must be the result of ope.evaluate_sequences; got "
+            f"{type(sequences).__name__}."
+        )
     if guardrails is not None and type(guardrails).__name__ != "GuardrailDecision":
         raise ParameterError(
             "`guardrails` must be the result of ope.guardrail_decision; got "
@@ -1880,6 +1948,18 @@ def render_report(
         verdicts = overlap_verdicts(diagnostics)
     else:
         verdicts = []
+    if sequences is not None:  # a candidate the responses cannot evaluate has no answer
+        verdicts = [
+            v
+            if sequences.verdicts.get(v.policy, "evaluable") == "evaluable"
+            else dataclasses.replace(
+                v,
+                answer=UNCLEAR,
+                summary="the response weights are too uneven",
+                reasons=(sequences.verdicts[v.policy], *v.reasons),
+            )
+            for v in verdicts
+        ]
     if evaluation is not None and diagnostics is not None and diagnostics.n != evaluation.n:
         extra_notes.append(
             f"the diagnostics were computed on {_count(diagnostics.n, 'row')} and the evaluation "
@@ -1913,6 +1993,7 @@ def render_report(
         "distribution": distribution,
         "guardrails": guardrails,
         "monitoring": monitoring,
+        "sequences": sequences,
     }
     figures = _Figures()
     if monitor_only:
@@ -1940,6 +2021,7 @@ def render_report(
         "distribution": _distribution(ctx, figures),
         "guardrails": _guardrails(ctx),
         "monitoring": _monitoring(ctx, figures),
+        "sequences": _sequences(ctx),
         "candidates": _candidates(ctx, figures),
         "segments": _segments(ctx, figures),
         "plan": _plan(ctx),
@@ -2059,6 +2141,7 @@ def write_report(
     distribution: Any = None,
     guardrails: Any = None,
     monitoring: Any = None,
+    sequences: Any = None,
 ) -> Path:
     """Write the HTML report to ``path`` atomically; returns the path.
 
@@ -2096,6 +2179,7 @@ def write_report(
         distribution=distribution,
         guardrails=guardrails,
         monitoring=monitoring,
+        sequences=sequences,
     )
     with atomic_path(target, force=overwrite, force_flag="overwrite=True (--force)") as tmp:
         with open(tmp, "x", encoding="utf-8", newline="\n") as handle:
