@@ -8,7 +8,9 @@ every response runs to L tokens), L in 1, 5, 10, 25, 50; 2,000 responses per rep
 candidates ``cooler`` (the model at 0.7 times the temperature) and ``tuned`` (scores shifted
 toward rewarding tokens), whose exact value and KL(logger || candidate) are DP sums. Per L and
 candidate: IPS and SNIPS with normal 95% intervals (``weighting="sequence"``), SNIPS with
-``weighting="length_normalized"`` (biased by design), the share of replications that
+``weighting="length_normalized"`` (biased by design), DR with the exact reward model
+(``oracle=True``: q and v exact) and with a constant model (the mean logged reward: a control
+variate), the share of replications that
 ``sequence_divergences`` calls evaluable, the mean effective-sample share, and k1/k3 against the
 exact KL (mean and coverage of +/- 1.96 SE).
 
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -60,7 +63,7 @@ def one_length(args: tuple[int, int]) -> list[dict[str, Any]]:
     env = TokenModel(max_length=length, end_shift=-6.0, seed=0)
     truth = {p: env.true_value(p) for p in CANDIDATES}
     kl = {p: env.kl("sampler", p) for p in CANDIDATES}
-    keys = ("ips", "snips", "snips (length-normalized)")
+    keys = ("ips", "snips", "snips (length-normalized)", "dr (exact model)", "dr (constant model)")
     found: dict[tuple[str, str], list[tuple[float, float, float]]] = {
         (p, k): [] for p in CANDIDATES for k in keys
     }
@@ -69,14 +72,26 @@ def one_length(args: tuple[int, int]) -> list[dict[str, Any]]:
         for p in CANDIDATES
     }
     for rep in range(reps):  # a loop over replications
-        seq = ope.read_sequences(env.sample(N, rng=rep), policies=list(CANDIDATES))
+        table = env.sample(N, rng=rep, oracle=True)
+        mean = float(np.mean(table.column("reward").to_numpy()))
+        constant = {"q_constant": np.full(N, mean)}
+        constant.update({f"v_constant__{p}": np.full(N, mean) for p in CANDIDATES})
+        for column, values in constant.items():  # a loop over the constant model's columns
+            table = table.append_column(column, pa.array(values))
+        seq = ope.read_sequences(table, policies=list(CANDIDATES))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ev = ope.evaluate_sequences(seq, estimators=["ips", "snips"])
+            ev = ope.evaluate_sequences(
+                seq, estimators=["ips", "snips"], q_column="q_logged", v_column="v_target__{policy}"
+            )
+            cv = ope.evaluate_sequences(
+                seq, estimators=["ips"], q_column="q_constant", v_column="v_constant__{policy}"
+            )
             ln = ope.evaluate_sequences(seq, estimators=["snips"], weighting="length_normalized")
             div = ope.sequence_divergences(seq).table().set_index("policy")
         for p in CANDIDATES:  # a loop over the two candidates
-            for key, (res, est) in zip(keys, ((ev, "ips"), (ev, "snips"), (ln, "snips"))):
+            pairs = ((ev, "ips"), (ev, "snips"), (ln, "snips"), (ev, "dr"), (cv, "dr"))
+            for key, (res, est) in zip(keys, pairs):
                 e = res[p, est]
                 found[(p, key)].append((e.value, e.ci_low, e.ci_high))
             row = div.loc[p]

@@ -177,6 +177,8 @@ FLAGS: Final = {
     "on_policy": "--on-policy",
     "reward_column": "--reward-column",
     "behavior_column": "--behavior-column",
+    "q_column": "--q-column",
+    "v_column": "--v-column",
     "source": "LOGS",
 }
 
@@ -866,6 +868,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--reward-column", default="reward", metavar="COLUMN")
     p.add_argument("--behavior-column", default="behavior_logprobs", metavar="COLUMN")
+    p.add_argument(
+        "--q-column",
+        metavar="COLUMN",
+        help="with --v-column, DR: a reward model's (e.g. a calibrated judge's) expected reward "
+        "of each logged response",
+    )
+    p.add_argument(
+        "--v-column",
+        metavar="TEMPLATE",
+        help="with --q-column, DR: the column of each candidate's expected reward at the row's "
+        "prompt, with {policy} in its name (e.g. 'v_target__{policy}')",
+    )
     p.add_argument("--confidence-level", type=float, default=0.95)
     p.add_argument(
         "--report",
@@ -3568,7 +3582,14 @@ def _cmd_sequences(args: argparse.Namespace) -> _Outcome:
     }
     if args.max_weight is not None:
         options["max_weight"] = args.max_weight
-    result = evaluate_sequences(seq, weighting=args.weighting, on_policy=args.on_policy, **options)
+    result = evaluate_sequences(
+        seq,
+        weighting=args.weighting,
+        on_policy=args.on_policy,
+        q_column=args.q_column,
+        v_column=args.v_column,
+        **options,
+    )
     document = {"logs": args.logs, **result.to_dict()}
     text = "\n\n".join([result.summary(), result.audit.summary(), result.divergences.summary()])
     if args.report is not None:

@@ -437,9 +437,11 @@ def evaluate_sequences(
     *,
     weighting: str = "sequence",
     on_policy: str | None = None,
+    q_column: str | None = None,
+    v_column: str | None = None,
     **options: Any,
-) -> Any:
-    """Estimate each candidate's mean reward from logged responses (see the module).
+) -> SequenceEvaluation:
+    r"""Estimate each candidate's mean reward from logged responses (see the module).
 
     Parameters
     ----------
@@ -453,10 +455,18 @@ def evaluate_sequences(
         serving model's log-probabilities): :func:`audit_logprobs` checks it first, and the
         evaluation is refused when the logged log-probabilities cannot be the sampling
         distribution.
+    q_column, v_column : str, optional
+        A reward model's predictions, for DR: ``q_column`` holds :math:`\hat q(x_i, y_i)`, the
+        model's (e.g. a calibrated judge's) expected reward of each logged response, and
+        ``v_column`` (with ``{policy}`` in it, e.g. ``"v_target__{policy}"``) holds
+        :math:`\hat v(x_i, \pi)`, the expected reward of the candidate's responses to the
+        row's prompt (the model's mean score of fresh responses drawn from the candidate).
+        DR is :math:`\hat v + w (r - \hat q)`: unbiased when either the weights or the model
+        are right, with the variance of the weighted residual only (``result.model_estimates``).
     **options
         Passed to :func:`ope.evaluate` (``estimators``, ``ci``, ``confidence_level``,
-        ``max_weight``, ``reward_range``, ...). DM and DR need a reward model of responses,
-        which ope does not build: give ``estimators`` among the weighting ones.
+        ``max_weight``, ``reward_range``, ...): the weighting estimators (ope fits no reward
+        model of responses; DR takes yours through ``q_column`` and ``v_column``).
 
     Returns
     -------
@@ -522,9 +532,28 @@ def evaluate_sequences(
         data[f"target__{name}"] = np.exp(log_w[:, j] - scale)
     if "prompt_id" in seq.table.column_names:
         data["prompt_id"] = seq.table.column("prompt_id").to_numpy(zero_copy_only=False)
+    model = _model_columns(seq, names, q_column, v_column)
     bandit = ope.read_logs(pd.DataFrame(data))
     options.setdefault("estimators", ("ips", "snips"))
     ev = ope.evaluate(bandit, names, **options)
+    model_estimates: dict[str, Any] = {}
+    if model is not None:
+        from ope.estimators import DR
+
+        q_logged, v = model
+        for j, name in enumerate(names):  # a loop over candidates
+            model_estimates[name] = DR().estimate(
+                seq.reward,
+                data["propensity"],
+                data[f"target__{name}"],
+                q_logged=q_logged,
+                q_target=v[:, j],
+                reward_range=options.get("reward_range"),
+            )
+        notes.append(
+            f"dr: the model's predictions {q_column!r} (logged responses) and {v_column!r} "
+            "(the candidates' responses) corrected by the weighted residual"
+        )
     if how == "length_normalized":
         notes.append(
             "weights are per-token geometric means exp(log w / T): they estimate no policy's "
@@ -553,7 +582,52 @@ def evaluate_sequences(
         audit=audit,
         weighting=how,
         verdicts=verdicts,
+        model_estimates=model_estimates,
     )
+
+
+def _model_columns(
+    seq: SequenceLogs, names: list[str], q_column: Any, v_column: Any
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """DR's ``(q_logged (n,), v (n, P))`` from the logs' columns, or None without them."""
+    if q_column is None and v_column is None:
+        return None
+    if q_column is None or v_column is None:
+        missing = "q_column" if q_column is None else "v_column"
+        raise ParameterError(
+            f"DR needs both `q_column` and `v_column`; `{missing}` is missing (q: the model's "
+            "expected reward of each logged response; v: of the candidate's responses)."
+        )
+    q_name = check_name(q_column, "q_column", what="a column name")
+    template = check_name(v_column, "v_column", what="a column name with {policy}")
+    if "{policy}" not in template:
+        raise ParameterError(
+            f"`v_column` {template!r} must contain {{policy}} (e.g. 'v_target__{{policy}}'): "
+            "one column per candidate."
+        )
+    columns = [(q_name, "q_column")] + [
+        (template.replace("{policy}", name), "v_column") for name in names
+    ]
+    out = []
+    for column, argument in columns:  # a loop over the model's columns
+        if column not in seq.table.column_names:
+            raise SchemaError(
+                f"`{argument}`: no column {column!r}; columns: "
+                f"{', '.join(map(repr, seq.table.column_names[:20]))}."
+            )
+        kind = seq.table.schema.field(column).type
+        if not (pa.types.is_floating(kind) or pa.types.is_integer(kind)):
+            raise SchemaError(f"`{argument}`: column {column!r} must be numeric; it holds {kind}.")
+        values = np.asarray(
+            seq.table.column(column).to_numpy(zero_copy_only=False), dtype=np.float64
+        )
+        if not np.isfinite(values).all():
+            row = int(np.flatnonzero(~np.isfinite(values))[0])
+            raise ValidationError(
+                f"`{argument}`: column {column!r} is missing or not finite at row {row}."
+            )
+        out.append(values)
+    return out[0], np.column_stack(out[1:])
 
 
 @dataclass(frozen=True, eq=False)
@@ -570,6 +644,8 @@ class SequenceEvaluation(Result):
     weighting : str
     verdicts : dict of str to str
         Per candidate: ``"evaluable"``, or ``"not evaluable from these logs: <why>"``.
+    model_estimates : dict of str to ope.Estimate
+        DR with the reward model's predictions (``q_column``, ``v_column``), per candidate.
     """
 
     evaluation: Any
@@ -577,9 +653,34 @@ class SequenceEvaluation(Result):
     audit: LogprobAudit
     weighting: str
     verdicts: dict[str, str]
+    model_estimates: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, key: tuple[str, str]) -> Any:
+        if (
+            isinstance(key, tuple)
+            and len(key) == 2
+            and key[1] == "dr"
+            and key[0] in (self.model_estimates)
+        ):
+            return self.model_estimates[key[0]]
         return self.evaluation[key]
+
+    def _model_rows(self) -> list[dict[str, Any]]:
+        level = self.evaluation.confidence_level
+        rows = []
+        for name, est in self.model_estimates.items():  # a loop over candidates
+            ci = est.ci(level, "normal")
+            rows.append(
+                {
+                    "policy": name,
+                    "estimator": "dr",
+                    "value": est.value,
+                    "std_error": est.std_error,
+                    "ci_low": ci.low,
+                    "ci_high": ci.high,
+                }
+            )
+        return rows
 
     @property
     def evaluable(self) -> list[str]:
@@ -592,6 +693,7 @@ class SequenceEvaluation(Result):
             "weighting": self.weighting,
             "verdicts": dict(self.verdicts),
             "evaluation": self.evaluation.to_dict(),
+            "model_estimates": self._model_rows(),
             "divergences": self.divergences.to_dict()["divergences"],
             "audit": self.audit.to_dict(),
         }
@@ -599,7 +701,10 @@ class SequenceEvaluation(Result):
     def _parts(self) -> ResultParts:
         table = self.evaluation.table()
         keep = [c for c in ("policy", "estimator", "value", "ci_low", "ci_high") if c in table]
-        shown = table[keep].assign(
+        table = table[keep]
+        if self.model_estimates:
+            table = pd.concat([table, pd.DataFrame(self._model_rows())[keep]], ignore_index=True)
+        shown = table.reset_index(drop=True).assign(
             verdict=table["policy"].map(
                 lambda p: "evaluable" if self.verdicts.get(p) == "evaluable" else "NOT evaluable"
             )

@@ -331,3 +331,36 @@ def test_command_line_and_report(tmp_path):
     assert "kept mass" in error["message"]
     text = _cli(path, "--policy", "tuned")
     assert text.returncode == 0 and "NOT evaluable" in text.stdout
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_doubly_robust_with_a_given_reward_model():
+    # a zero model: DR is IPS; the exact model: DR covers the truth with a smaller error
+    frame = _frame().assign(q0=0.0, v0__tuned=0.0)
+    ev = ope.evaluate_sequences(frame, estimators=["ips"], q_column="q0", v_column="v0__{policy}")
+    assert ev["tuned", "dr"].value == pytest.approx(ev["tuned", "ips"].value, rel=1e-13)
+    env = TokenModel(seed=0)
+    ev = ope.evaluate_sequences(
+        env.sample(4000, rng=0, oracle=True),
+        ["tuned"],
+        q_column="q_logged",
+        v_column="v_target__{policy}",
+    )
+    dr, ips = ev["tuned", "dr"], ev["tuned", "ips"]
+    assert dr.ci_low <= env.true_value("tuned") <= dr.ci_high
+    assert dr.std_error < 0.5 * ips.std_error
+    assert [r["estimator"] for r in ev.to_dict()["model_estimates"]] == ["dr"]
+    assert "dr" in ev.summary()
+    np.testing.assert_allclose(
+        env.prompt_values("tuned").mean(), env.true_value("tuned"), rtol=1e-14
+    )
+    with pytest.raises(ParameterError, match="`v_column`"):
+        ope.evaluate_sequences(frame, q_column="q0")
+    with pytest.raises(ParameterError, match="policy"):
+        ope.evaluate_sequences(frame, q_column="q0", v_column="v0__tuned")
+    with pytest.raises(SchemaError, match="`q_column`"):
+        ope.evaluate_sequences(frame, q_column="nope", v_column="v0__{policy}")
+    with pytest.raises(ValidationError, match="row 1"):
+        ope.evaluate_sequences(
+            frame.assign(q0=[0.0, np.nan, 0.0]), q_column="q0", v_column="v0__{policy}"
+        )

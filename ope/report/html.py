@@ -1524,7 +1524,30 @@ def _sequences(ctx: dict[str, Any]) -> str:
     reasons = "".join(
         f"<li>{_e(p)}: {_e(v)}</li>" for p, v in seq.verdicts.items() if v != "evaluable"
     )
-    return intro + table + (f"<ul>{reasons}</ul>" if reasons else "")
+    model = ""
+    if seq.model_estimates:
+        level = seq.evaluation.confidence_level
+        model_rows = [
+            [
+                _e(r["policy"]),
+                _num(r["value"]),
+                _num(r["std_error"]),
+                f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]",
+            ]
+            for r in seq.to_dict()["model_estimates"]
+        ]
+        model = (
+            "<p>Doubly robust, with the given reward model's predictions (the model's value of "
+            "the candidate's responses, corrected by the weighted residual of the logged ones):"
+            "</p>"
+            + _table(
+                ["policy", "DR", "standard error", f"{level:.0%} interval (normal)"],
+                model_rows,
+                numeric=(1, 2, 3),
+                raw=True,
+            )
+        )
+    return intro + table + (f"<ul>{reasons}</ul>" if reasons else "") + model
 
 
 def _monitoring(ctx: dict[str, Any], figures: _Figures) -> str:

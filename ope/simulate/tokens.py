@@ -199,10 +199,16 @@ class TokenModel:
     def true_value(self, policy: str) -> float:
         """The exact expected reward of a response under ``policy`` (``"logging"``: the
         sampler)."""
+        return float(np.mean(self.prompt_values(policy)))
+
+    def prompt_values(self, policy: str) -> npt.NDArray[np.float64]:
+        """The exact expected reward of a response to each prompt under ``policy``, shape
+        ``(n_prompts,)``: what a model of the reward averages over fresh responses from the
+        candidate (the ``v`` of a doubly robust estimate)."""
         table = self.policy_table(policy)
         d = self._occupancy(table)
         per_state = np.einsum("mhy,my->mh", table, self.token_rewards)
-        return float(np.einsum("tmh,mh->", d, per_state) / self.n_prompts)
+        return np.asarray(np.einsum("tmh,mh->m", d, per_state), dtype=np.float64)
 
     def kl(self, policy: str, reference: str = "sampler") -> float:
         r"""The exact KL divergence :math:`KL(\pi \| \pi_{ref})` between the response
@@ -219,10 +225,15 @@ class TokenModel:
             return float("inf")
         return float(np.einsum("tmh,mh->", d, np.where(reached, per_state, 0.0)) / self.n_prompts)
 
-    def sample(self, n: int, *, rng: Any = None) -> pa.Table:
+    def sample(self, n: int, *, rng: Any = None, oracle: bool = False) -> pa.Table:
         """``n`` logged responses: ``prompt_id``, ``tokens``, ``behavior_logprobs`` (as
         ``reported``, with ``logprob_noise``), ``target_logprobs__<candidate>`` (exact),
-        ``step_rewards`` and ``reward``; list columns hold one value per token."""
+        ``step_rewards`` and ``reward``; list columns hold one value per token. With
+        ``oracle=True`` also ``q_logged`` (the exact expected reward of each logged response:
+        its reward without the noise) and ``v_target__<candidate>`` (the exact expected reward
+        of the candidate's responses to the row's prompt): a perfect reward model."""
+        if not isinstance(oracle, (bool, np.bool_)):
+            raise ParameterError(f"`oracle` must be True or False; got {oracle!r}.")
         n = check_sample_size(n, "responses")
         gen = check_rng(rng)
         v, length = self.vocab_size, self.max_length
@@ -283,4 +294,8 @@ class TokenModel:
             "step_rewards": lists(step),
             "reward": pa.array(reward),
         }
+        if oracle:
+            columns["q_logged"] = pa.array(reward - noise)
+            for name in TOKEN_CANDIDATES:  # a loop over candidates
+                columns[f"v_target__{name}"] = pa.array(self.prompt_values(name)[prompt])
         return pa.table(columns)
