@@ -504,7 +504,7 @@ def evaluate_sequences(
     notes: list[str] = []
     audit = audit_logprobs(seq, on_policy=on_policy)
     if on_policy is not None:
-        if not audit.usable:
+        if audit.signature in ("kept_mass", "temperature"):  # a support gap is per candidate
             raise ValidationError(
                 f"the logged log-probabilities cannot be the sampling distribution: {audit.reason}"
             )
@@ -572,6 +572,11 @@ def evaluate_sequences(
             verdicts[row.policy] = f"not evaluable from these logs: {row.reason}"
         elif flagged.get(row.policy, ""):
             verdicts[row.policy] = f"not evaluable from these logs: {flagged[row.policy]}"
+        elif how == "length_normalized":
+            verdicts[row.policy] = (
+                "not evaluable by length-normalized weights: they estimate no policy's value "
+                "(for comparison only)"
+            )
         else:
             verdicts[row.policy] = "evaluable"
         if verdicts[row.policy] != "evaluable":
@@ -1064,7 +1069,8 @@ def audit_logprobs(logs: Any, *, on_policy: str | None = None) -> LogprobAudit:
         k = float(pareto_k(np.exp(lw - top)).pareto_k) if seq.n >= 2 else math.inf
         var_w = se * se * seq.n if math.isfinite(se) else math.inf
         verdict, z = mean_weight_check(seq.n, mean_w, var_w)
-        flags = bool(k <= MAX_PARETO_K and verdict != "ok")
+        # a NaN k-hat (tied largest weights: bounded) does not skip the test
+        flags = bool(not k > MAX_PARETO_K and verdict != "ok")
         weight_rows.append(
             {
                 "policy": name,
