@@ -59,6 +59,7 @@ test-latest:
 lock: | $(PY)
 	$(PY) -m pip install --quiet uv
 	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 --no-emit-package ope-toolkit -o $(LOCK)
+	printf '# compiled from pyproject.toml sha256 %s\n' "$$(sha256sum pyproject.toml | cut -c1-64)" | cat - $(LOCK) > $(LOCK).tmp && mv $(LOCK).tmp $(LOCK)
 
 lint: install
 	$(VENV)/bin/ruff check ope tests benchmarks docs
