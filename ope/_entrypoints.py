@@ -479,6 +479,7 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.simulate.TokenModel",
     "ope.simulate.TokenModel.kl",
     "ope.simulate.TokenModel.policy_table",
+    "ope.simulate.TokenModel.prompt_values",
     "ope.simulate.TokenModel.sample",
     "ope.simulate.TokenModel.true_value",
 )

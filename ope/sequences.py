@@ -411,10 +411,6 @@ def read_sequences(
             raise ValidationError(
                 f"column `{column}` holds {value!r} at row {_row_of(offsets, i)}: {why}."
             )
-    if offsets is not None and offsets[-1] != b.size:
-        raise ValidationError(f"column `{behavior}`: its lists do not cover its values.")
-    if b.size != r.size and offsets is None:
-        raise ValidationError(f"column `{behavior}` has {b.size} values for {r.size} rows.")
     return SequenceLogs(
         table=table,
         policies=tuple(chosen),
@@ -498,11 +494,16 @@ def evaluate_sequences(
     seq = _check_logs(logs)
     how = check_choice(weighting, "weighting", SEQUENCE_WEIGHTINGS)
     names = _chosen(policies, seq.policies)
-    for key in ("logs", "policies"):
-        if key in options:
-            raise ParameterError(f"`{key}` is evaluate_sequences' own argument.")
     notes: list[str] = []
-    audit = audit_logprobs(seq, on_policy=on_policy)
+    every = sequence_divergences(seq)  # the audit's and, with sequence weights, the verdicts'
+    if on_policy is not None:
+        on_policy = check_name(on_policy, "on_policy", what="a candidate name")
+        if on_policy not in seq.policies:
+            raise SchemaError(
+                f"`on_policy`: no candidate {on_policy!r} in these logs; they have "
+                f"{', '.join(seq.policies)}."
+            )
+    audit = _audit(seq, on_policy, every)
     if on_policy is not None:
         if audit.signature in ("kept_mass", "temperature"):  # a support gap is per candidate
             raise ValidationError(
@@ -564,7 +565,13 @@ def evaluate_sequences(
             "each response is one decision weighted by exp(sum of its token log-ratios), "
             "computed in log space"
         )
-    div = sequence_divergences(seq, names, weighting=how)
+    if how == "sequence":
+        chosen = every.table()
+        div = dataclasses.replace(
+            every, _table=chosen[chosen["policy"].isin(names)].reset_index(drop=True)
+        )
+    else:
+        div = sequence_divergences(seq, names, weighting=how)
     flagged = audit.weights().set_index("policy")["reason"]
     verdicts: dict[str, str] = {}
     for row in div.table().itertuples():  # a loop over candidates
@@ -670,6 +677,13 @@ class SequenceEvaluation(Result):
             return self.model_estimates[key[0]]
         return self.evaluation[key]
 
+    def model_table(self) -> pd.DataFrame:
+        """DR with the given reward model: one row per candidate with ``policy``,
+        ``estimator``, ``value``, ``std_error``, ``ci_low``, ``ci_high`` (normal, at the
+        evaluation's level); empty without ``q_column``/``v_column``."""
+        columns = ["policy", "estimator", "value", "std_error", "ci_low", "ci_high"]
+        return pd.DataFrame(self._model_rows(), columns=columns)
+
     def _model_rows(self) -> list[dict[str, Any]]:
         level = self.evaluation.confidence_level
         rows = []
@@ -708,7 +722,7 @@ class SequenceEvaluation(Result):
         keep = [c for c in ("policy", "estimator", "value", "ci_low", "ci_high") if c in table]
         table = table[keep]
         if self.model_estimates:
-            table = pd.concat([table, pd.DataFrame(self._model_rows())[keep]], ignore_index=True)
+            table = pd.concat([table, self.model_table()[keep]], ignore_index=True)
         shown = table.reset_index(drop=True).assign(
             verdict=table["policy"].map(
                 lambda p: "evaluable" if self.verdicts.get(p) == "evaluable" else "NOT evaluable"
@@ -879,7 +893,7 @@ def sequence_divergences(
             reasons.append(
                 f"effective sample {ess:.1f} of {seq.n:,} responses (< {MIN_EFFECTIVE_SHARE:.0%})"
             )
-        predicted = seq.n * math.exp(-2.0 * m1) if math.isfinite(m1) else 0.0
+        predicted = seq.n * math.exp(min(-2.0 * m1, 0.0)) if math.isfinite(m1) else 0.0
         if predicted < MIN_PREDICTED_ESS:
             reasons.append(
                 f"KL(logger || candidate) {m1:.3g} predicts an effective sample of "
@@ -1048,8 +1062,6 @@ def audit_logprobs(logs: Any, *, on_policy: str | None = None) -> LogprobAudit:
     >>> audit.usable, audit.signature
     (False, 'kept_mass')
     """
-    from ope.diagnostics.tails import pareto_k
-
     seq = _check_logs(logs)
     if on_policy is not None:
         on_policy = check_name(on_policy, "on_policy", what="a candidate name")
@@ -1058,28 +1070,28 @@ def audit_logprobs(logs: Any, *, on_policy: str | None = None) -> LogprobAudit:
                 f"`on_policy`: no candidate {on_policy!r} in these logs; they have "
                 f"{', '.join(seq.policies)}."
             )
-    lw_all = seq.log_weights()
+    return _audit(seq, on_policy, sequence_divergences(seq))
+
+
+def _audit(seq: SequenceLogs, on_policy: str | None, div: SequenceDivergences) -> LogprobAudit:
+    """:func:`audit_logprobs` reading each candidate's mean weight and k-hat from ``div`` (the
+    sequence-weighted divergences of every candidate: one pass over the weights for both)."""
     weight_rows = []
-    for j, name in enumerate(seq.policies):  # a loop over candidates
-        lw = lw_all[:, j]
-        top = float(np.max(lw)) if lw.size and np.isfinite(np.max(lw)) else 0.0
-        with np.errstate(over="ignore"):
-            w = np.exp(lw)
-        mean_w, se = _mean_se(w)
-        k = float(pareto_k(np.exp(lw - top)).pareto_k) if seq.n >= 2 else math.inf
+    for row in div.table().itertuples():  # a loop over candidates
+        se = float(row.mean_weight_se)
         var_w = se * se * seq.n if math.isfinite(se) else math.inf
-        verdict, z = mean_weight_check(seq.n, mean_w, var_w)
+        verdict, z = mean_weight_check(seq.n, float(row.mean_weight), var_w)
         # a NaN k-hat (tied largest weights: bounded) does not skip the test
-        flags = bool(not k > MAX_PARETO_K and verdict != "ok")
+        flags = bool(not row.pareto_k > MAX_PARETO_K and verdict != "ok")
         weight_rows.append(
             {
-                "policy": name,
-                "mean_weight": mean_w,
+                "policy": row.policy,
+                "mean_weight": float(row.mean_weight),
                 "mean_weight_se": se,
                 "z": z,
-                "pareto_k": k,
+                "pareto_k": float(row.pareto_k),
                 "flags": flags,
-                "reason": _support_reason(name, mean_w, se) if flags else "",
+                "reason": _support_reason(row.policy, row.mean_weight, se) if flags else "",
             }
         )
     weights = pd.DataFrame(weight_rows)

@@ -227,7 +227,8 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     ),
     f"{_TOKENS}.kl": _method(_TOKENS, "kl", policy="tuned", reference="sampler"),
     f"{_TOKENS}.policy_table": _method(_TOKENS, "policy_table", policy="cooler"),
-    f"{_TOKENS}.sample": _method(_TOKENS, "sample", n=10, rng=0),
+    f"{_TOKENS}.prompt_values": _method(_TOKENS, "prompt_values", policy="tuned"),
+    f"{_TOKENS}.sample": _method(_TOKENS, "sample", n=10, rng=0, oracle=True),
     f"{_TOKENS}.true_value": _method(_TOKENS, "true_value", policy="tuned"),
     f"{_PAIRED}.expected_outcome": _method(
         _PAIRED,

@@ -1534,7 +1534,7 @@ def _sequences(ctx: dict[str, Any]) -> str:
                 _num(r["std_error"]),
                 f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]",
             ]
-            for r in seq.to_dict()["model_estimates"]
+            for r in seq.model_table().to_dict(orient="records")
         ]
         model = (
             "<p>Doubly robust, with the given reward model's predictions (the model's value of "
