@@ -15,10 +15,10 @@ variate), the share of replications that
 exact KL (mean and coverage of +/- 1.96 SE).
 
 The audit (2,000 responses, length at most 8): the share of replications with each verdict in
-six scenarios: clean logs, noise of SD 0.05 on each reported log-probability, top-p 0.8 with the
-trainer's untruncated recomputation as the on-policy candidate, top-p 0.8 with the engine
-reporting untruncated probabilities, temperature 0.7 against a trainer at 1, and temperature
-1.5 reported at 1.
+nine scenarios: clean logs, noise of SD 0.05 and of SD 1 on each reported log-probability,
+top-p 0.8 with the trainer's untruncated recomputation as the on-policy candidate, top-p 0.8
+with the engine reporting untruncated probabilities, temperature 0.7, 0.95 and 1.05 against a
+trainer at 1, and temperature 1.5 reported at 1.
 
 Run: ``python benchmarks/sequences.py`` (300 replications; ``--replications``, ``--quick``;
 two worker processes, ``--workers``). Writes ``benchmarks/results/sequences.json``.
@@ -52,6 +52,9 @@ AUDIT_CASES: dict[str, tuple[dict[str, Any], str]] = {
     "top-p 0.8, engine reports untruncated": ({"top_p": 0.8, "reported": "untruncated"}, "sampler"),
     "temperature 0.7, trainer at 1": ({"temperature": 0.7}, "model"),
     "temperature 1.5, reported at 1": ({"temperature": 1.5, "reported": "untruncated"}, "sampler"),
+    "temperature 0.95, trainer at 1": ({"temperature": 0.95}, "model"),
+    "temperature 1.05, trainer at 1": ({"temperature": 1.05}, "model"),
+    "noise SD 1 per token": ({"logprob_noise": 1.0}, "sampler"),
 }
 
 

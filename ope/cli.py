@@ -3570,11 +3570,17 @@ def _cmd_sequences(args: argparse.Namespace) -> _Outcome:
             "clipped_ips.",
             flag="--max-weight",
         )
+    chosen = list(getattr(args, "_policy_names", None) or [])
+    if len(set(chosen)) < len(chosen):
+        twice = next(p for p in chosen if chosen.count(p) > 1)
+        raise _UsageError(f"argument --policy: {twice!r} is named twice.", flag="--policy")
+    # with --on-policy every candidate is read (the audit's may be outside --policy) and
+    # evaluate_sequences checks both names against them
     seq = read_sequences(
         args.logs,
         reward_column=args.reward_column,
         behavior_column=args.behavior_column,
-        policies=list(getattr(args, "_policy_names", None) or []) or None,
+        policies=None if args.on_policy is not None else chosen or None,
     )
     options: dict[str, Any] = {
         "estimators": tuple(args.estimator or ("ips", "snips")),
@@ -3584,6 +3590,7 @@ def _cmd_sequences(args: argparse.Namespace) -> _Outcome:
         options["max_weight"] = args.max_weight
     result = evaluate_sequences(
         seq,
+        chosen or None,
         weighting=args.weighting,
         on_policy=args.on_policy,
         q_column=args.q_column,

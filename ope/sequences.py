@@ -40,16 +40,20 @@ Two checks decide whether an estimate is possible at all:
   *not evaluable* from these logs when :math:`\hat k >` :data:`MAX_PARETO_K`, when the
   effective sample is below :data:`MIN_EFFECTIVE_SHARE` of the responses, or when the
   effective sample that k1 predicts, :math:`n e^{-2 k_1}` (log-normal weights), is below
-  :data:`MIN_PREDICTED_ESS`. The last is the one to trust for long responses: the observed
+  :data:`MIN_PREDICTED_ESS` (below :data:`MIN_PREDICTED_SHARE` of :math:`n` in samples too
+  small for that count). A response the candidate cannot produce (log-probability
+  ``-inf``: weight 0) is harmless to the estimators but makes KL(logger || candidate)
+  infinite; the prediction then uses the responses it can produce. The last check is the one to trust for long responses: the observed
   effective sample and :math:`\hat k` look healthy in exactly the samples that missed the
   weights' tail (``benchmarks/sequences.py``).
 - :func:`audit_logprobs`: whether the logged log-probabilities can be the sampling
   distribution. For a candidate that *is* the logger (``on_policy=``), every token ratio must
   be 1; the audit measures the deviation per token and per response, and recognizes the
   signatures of the known pitfalls: one-signed ratios (the kept mass of top-p/top-k
-  truncation: one side renormalized over the kept tokens, the other not), ratios linear in the
-  log-probability (a temperature applied on one side only: slope :math:`T_b / T_e - 1`), and a
-  symmetric noise floor. For every candidate it tests :math:`\mathbb E_b[w] = 1`, which holds
+  truncation: one side renormalized over the kept tokens, the other not), ratios linear in
+  both sides' log-probabilities with one sign (a temperature applied on one side only: slope
+  :math:`T_b / T_e - 1`; noise tilts the two slopes apart), and a symmetric noise floor
+  (unusable when it would inflate IPS by more than 5%). For every candidate it tests :math:`\mathbb E_b[w] = 1`, which holds
   for any candidate whose support is inside the logger's.
 """
 
@@ -93,6 +97,7 @@ __all__ = [
     "MAX_PARETO_K",
     "MIN_EFFECTIVE_SHARE",
     "MIN_PREDICTED_ESS",
+    "MIN_PREDICTED_SHARE",
     "TOKEN_RATIO_BAND",
     "LOGPROB_TOLERANCE",
 ]
@@ -119,15 +124,31 @@ TOKEN_RATIO_BAND: Final = (0.9, 1.1)
 #: k-hat are not: both look healthy in exactly the samples that missed the weights' tail.
 MIN_PREDICTED_ESS: Final = 100.0
 
+#: With fewer than ``MIN_PREDICTED_ESS / MIN_PREDICTED_SHARE`` responses the predicted effective
+#: sample is compared with this share of them instead (an identical candidate predicts n: a
+#: small sample is not refused for being small).
+MIN_PREDICTED_SHARE: Final = 0.1
+
 #: A log-probability above 0 by more than this is refused (it is no log-probability).
 LOGPROB_TOLERANCE: Final = 1e-6
 
-#: The largest log weight whose weight float64 holds (exp(709.78) is the largest double).
-_MAX_LOG_WEIGHT: Final = 709.0
+#: The largest log weight ope evaluates: exp(700) is a normal double, and so is its inverse,
+#: the propensity ope passes for it (exp(-708.4) is the smallest normal double).
+_MAX_LOG_WEIGHT: Final = 700.0
 
 
 #: A token log-ratio beyond this counts as a deviation in the audit's sign and slope checks.
 _DEVIATION: Final = 1e-3
+
+#: Noise whose inflation of IPS (were it all on the behavior's side) exceeds this makes the
+#: logged log-probabilities unusable.
+_NOISE_INFLATION: Final = 0.05
+
+#: The temperature signature needs both slopes this many standard errors from 0 (tokens of a
+#: response are not independent: the t statistics are overstated, so the bar is high) and an
+#: R^2 above ``_TEMPERATURE_R2`` on both sides.
+_TEMPERATURE_T: Final = 10.0
+_TEMPERATURE_R2: Final = 0.1
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,6 +170,9 @@ class SequenceLogs:
         Behavior log-probabilities: per token (flat) or per response.
     targets : numpy.ndarray
         Candidates' log-probabilities, shape ``(len(behavior), P)``.
+    notes : tuple of str
+        How the rows were read (e.g. a metadata field whose JSON type changes between records,
+        kept as text); :func:`evaluate_sequences` adds them to its notes.
     """
 
     table: pa.Table = field(repr=False)
@@ -157,6 +181,7 @@ class SequenceLogs:
     offsets: npt.NDArray[np.int64] | None = field(repr=False)
     behavior: npt.NDArray[np.float64] = field(repr=False)
     targets: npt.NDArray[np.float64] = field(repr=False)
+    notes: tuple[str, ...] = ()
 
     @property
     def n(self) -> int:
@@ -198,11 +223,12 @@ def _row_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return total
 
 
-def _as_table(source: Any) -> pa.Table:
+def _as_table(source: Any) -> tuple[pa.Table, tuple[str, ...]]:
+    """The rows of ``source`` and notes on how they were read."""
     if isinstance(source, pa.Table):
-        return source
+        return source, ()
     if isinstance(source, pd.DataFrame):
-        return pa.Table.from_pandas(source, preserve_index=False)
+        return pa.Table.from_pandas(source, preserve_index=False), ()
     if isinstance(source, (str, Path)):
         path = Path(source)
         suffix = path.suffix.lower()
@@ -220,11 +246,16 @@ def _as_table(source: Any) -> pa.Table:
             if suffix in (".parquet", ".pq"):
                 import pyarrow.parquet as pq
 
-                return pq.read_table(path)
+                return pq.read_table(path), ()
             import pyarrow.json as pj
 
-            return pj.read_json(path)
-        except (pa.ArrowInvalid, OSError) as exc:
+            try:
+                return pj.read_json(path), ()
+            except pa.ArrowInvalid as exc:
+                if "changed from" not in str(exc):
+                    raise
+            return _read_mixed_jsonl(path)
+        except (pa.ArrowInvalid, OSError, ValueError) as exc:
             kind = (
                 "parquet" if suffix in (".parquet", ".pq") else "JSON lines (one object per line)"
             )
@@ -235,6 +266,36 @@ def _as_table(source: Any) -> pa.Table:
         "`source` must be a path (JSON lines or parquet), a pandas.DataFrame or a pyarrow.Table; "
         f"got {type(source).__name__}."
     )
+
+
+def _read_mixed_jsonl(path: Path) -> tuple[pa.Table, tuple[str, ...]]:
+    """A JSON-lines file in which some field changes its JSON type between records (extra
+    metadata, typically): read by pandas' parser, each column converted on its own; a column
+    that mixes types is kept as the JSON text of each value (the log-probability, reward and
+    model columns are then refused by their own checks if they are among them)."""
+    import json
+
+    frame = pd.read_json(path, lines=True, dtype=False, precise_float=True)
+    arrays: dict[str, pa.Array] = {}
+    mixed: list[str] = []
+    for name in frame.columns:  # a loop over columns
+        try:
+            arrays[str(name)] = pa.array(frame[name], from_pandas=True)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            mixed.append(str(name))
+            arrays[str(name)] = pa.array(
+                [json.dumps(v, default=str) for v in frame[name].tolist()]  # mixed types only
+            )
+    notes = (
+        (
+            "column(s) "
+            + ", ".join(map(repr, mixed))
+            + " mix JSON types between records: kept as the JSON text of each value",
+        )
+        if mixed
+        else ()
+    )
+    return pa.table(arrays), notes
 
 
 def _chosen(policies: Any, available: Sequence[str]) -> list[str]:
@@ -274,10 +335,15 @@ def _logprob_column(table: pa.Table, name: str) -> tuple[np.ndarray, np.ndarray 
         if not table.num_rows:
             return np.empty(0), np.zeros(1, dtype=np.int64)
         flat = col.flatten()
-        if flat.null_count:
-            raise ValidationError(f"column `{name}` has a missing token log-probability (null).")
         offsets = np.asarray(col.offsets.to_numpy(), dtype=np.int64)
         offsets = offsets - offsets[0]
+        if flat.null_count:
+            i = int(np.flatnonzero(flat.is_null().to_numpy(zero_copy_only=False))[0])
+            row = int(np.searchsorted(offsets, i, side="right") - 1)
+            raise ValidationError(
+                f"column `{name}` has a missing token log-probability (null) at row {row}, "
+                f"token {i - int(offsets[row])}: every token needs its log-probability."
+            )
         return np.asarray(flat.to_numpy(zero_copy_only=False), dtype=np.float64), offsets
     if pa.types.is_floating(kind) or pa.types.is_integer(kind):
         return np.asarray(col.to_numpy(zero_copy_only=False), dtype=np.float64), None
@@ -341,7 +407,7 @@ def read_sequences(
     >>> logs.n, logs.policies, logs.log_weights().round(3).ravel().tolist()
     (2, ('tuned',), [0.1, 0.0])
     """
-    table = _as_table(source)
+    table, read_notes = _as_table(source)
     reward = check_name(reward_column, "reward_column", what="a column name")
     behavior = check_name(behavior_column, "behavior_column", what="a column name")
     names = table.column_names
@@ -357,11 +423,21 @@ def read_sequences(
     found = [
         c[len(TARGET_LOGPROBS_PREFIX) :] for c in names if c.startswith(TARGET_LOGPROBS_PREFIX)
     ]
+    if "" in found:
+        raise SchemaError(
+            f"column {TARGET_LOGPROBS_PREFIX!r} names no candidate: name it "
+            f"{TARGET_LOGPROBS_PREFIX}<name> (e.g. {TARGET_LOGPROBS_PREFIX}tuned)."
+        )
     chosen = _chosen(policies, found)
     if not chosen:
         raise SchemaError(
             f"no candidate: one {TARGET_LOGPROBS_PREFIX}<name> column per candidate (its "
             "log-probabilities of the logged tokens)."
+        )
+    if table.num_rows == 0:
+        raise ValidationError(
+            f"{_source_name(source)} holds no rows; there is nothing to evaluate (one row per "
+            "logged response)."
         )
     kind = table.schema.field(reward).type
     if not (pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)):
@@ -418,7 +494,36 @@ def read_sequences(
         offsets=offsets,
         behavior=b,
         targets=np.minimum(t_all, 0.0),
+        notes=read_notes,
     )
+
+
+def _source_name(source: Any) -> str:
+    if isinstance(source, (str, Path)):
+        return f"`source` {str(source)!r}"
+    return f"the {type(source).__name__}"
+
+
+def _check_on_policy(seq: SequenceLogs, on_policy: Any) -> str | None:
+    """``on_policy`` checked against the candidates of ``seq`` (None passes)."""
+    if on_policy is None:
+        return None
+    name = check_name(on_policy, "on_policy", what="a candidate name")
+    if name not in seq.policies:
+        found = [
+            c[len(TARGET_LOGPROBS_PREFIX) :]
+            for c in seq.table.column_names
+            if c.startswith(TARGET_LOGPROBS_PREFIX)
+        ]
+        if name in found:
+            raise SchemaError(
+                f"`on_policy`: candidate {name!r} was left out by read_sequences(policies=...): "
+                "add it there (the audit reads its log-probabilities)."
+            )
+        raise SchemaError(
+            f"`on_policy`: no candidate {name!r} in these logs; they have {', '.join(found)}."
+        )
+    return name
 
 
 def _check_logs(logs: Any) -> SequenceLogs:
@@ -476,7 +581,9 @@ def evaluate_sequences(
         The audit of ``on_policy`` failed: the logged log-probabilities cannot be the sampling
         distribution (the reason is the audit's).
     ope.EstimationError
-        A response weight beyond float64.
+        No candidate can be weighed: each has a response weight beyond float64 or gives
+        probability 0 to every logged response (one such candidate among others gets its
+        verdict and no estimate; the others are evaluated).
 
     Examples
     --------
@@ -496,30 +603,34 @@ def evaluate_sequences(
     names = _chosen(policies, seq.policies)
     notes: list[str] = []
     every = sequence_divergences(seq)  # the audit's and, with sequence weights, the verdicts'
-    if on_policy is not None:
-        on_policy = check_name(on_policy, "on_policy", what="a candidate name")
-        if on_policy not in seq.policies:
-            raise SchemaError(
-                f"`on_policy`: no candidate {on_policy!r} in these logs; they have "
-                f"{', '.join(seq.policies)}."
-            )
+    on_policy = _check_on_policy(seq, on_policy)
     audit = _audit(seq, on_policy, every)
     if on_policy is not None:
-        if audit.signature in ("kept_mass", "temperature"):  # a support gap is per candidate
+        if not audit.usable and audit.signature != "support":  # a support gap is per candidate
             raise ValidationError(
                 f"the logged log-probabilities cannot be the sampling distribution: {audit.reason}"
             )
         notes.append(f"log-probability audit against {on_policy!r}: {audit.reason}")
-    columns = [seq.policies.index(p) for p in names]
-    log_w = seq.log_weights(how)[:, columns]
-    if np.isposinf(log_w).any() or (log_w > _MAX_LOG_WEIGHT).any():
-        j = int(np.flatnonzero((log_w > _MAX_LOG_WEIGHT).any(axis=0))[0])
-        raise EstimationError(
-            f"candidate {names[j]!r} has a response weight beyond float64 (log weight "
-            f"{float(log_w[:, j].max()):.4g}): its sequence probabilities differ from the "
-            "logger's by more than any estimate can bridge. Evaluate it with fresh responses "
-            "from the candidate scored by a calibrated judge (a model-based estimate)."
+    if how == "sequence":
+        chosen = every.table()
+        div = dataclasses.replace(
+            every, _table=chosen[chosen["policy"].isin(names)].reset_index(drop=True)
         )
+    else:
+        div = sequence_divergences(seq, names, weighting=how)
+    all_w = seq.log_weights(how)[:, [seq.policies.index(p) for p in names]]
+    # a weight beyond float64, or none above 0, leaves nothing to estimate: that candidate's
+    # verdict says why, the others are evaluated
+    top = all_w.max(axis=0)
+    weighed = (top <= _MAX_LOG_WEIGHT) & np.isfinite(top)
+    if not weighed.any():
+        reasons = div.table().set_index("policy")["reason"]
+        raise EstimationError(
+            "no candidate can be weighed on these logs: "
+            + "; ".join(f"{p!r}: {reasons[p]}" for p in names)
+        )
+    estimated = [p for p, ok in zip(names, weighed, strict=True) if ok]
+    log_w = all_w[:, weighed]
     # one propensity column for every candidate: p = 1 / max(1, largest weight of the row),
     # t = w p, both in (0, 1] with ratio w
     scale = np.max(np.maximum(log_w, 0.0), axis=1)
@@ -529,20 +640,20 @@ def evaluate_sequences(
         "propensity": np.exp(-scale),
         "reward": seq.reward,
     }
-    for j, name in enumerate(names):  # a loop over candidates
+    for j, name in enumerate(estimated):  # a loop over candidates
         data[f"target__{name}"] = np.exp(log_w[:, j] - scale)
     if "prompt_id" in seq.table.column_names:
         data["prompt_id"] = seq.table.column("prompt_id").to_numpy(zero_copy_only=False)
-    model = _model_columns(seq, names, q_column, v_column)
+    model = _model_columns(seq, estimated, q_column, v_column)
     bandit = ope.read_logs(pd.DataFrame(data))
     options.setdefault("estimators", ("ips", "snips"))
-    ev = ope.evaluate(bandit, names, **options)
+    ev = ope.evaluate(bandit, estimated, **options)
     model_estimates: dict[str, Any] = {}
     if model is not None:
         from ope.estimators import DR
 
         q_logged, v = model
-        for j, name in enumerate(names):  # a loop over candidates
+        for j, name in enumerate(estimated):  # a loop over candidates
             model_estimates[name] = DR().estimate(
                 seq.reward,
                 data["propensity"],
@@ -565,29 +676,32 @@ def evaluate_sequences(
             "each response is one decision weighted by exp(sum of its token log-ratios), "
             "computed in log space"
         )
-    if how == "sequence":
-        chosen = every.table()
-        div = dataclasses.replace(
-            every, _table=chosen[chosen["policy"].isin(names)].reset_index(drop=True)
-        )
-    else:
-        div = sequence_divergences(seq, names, weighting=how)
+    notes.extend(seq.notes)
     flagged = audit.weights().set_index("policy")["reason"]
     verdicts: dict[str, str] = {}
+    causes: dict[str, str] = {}
     for row in div.table().itertuples():  # a loop over candidates
         if not row.evaluable:
             verdicts[row.policy] = f"not evaluable from these logs: {row.reason}"
+            causes[row.policy] = (
+                "no weighted estimate can be made"
+                if row.policy not in estimated
+                else "the response weights are too uneven"
+            )
         elif flagged.get(row.policy, ""):
             verdicts[row.policy] = f"not evaluable from these logs: {flagged[row.policy]}"
+            causes[row.policy] = "its mean response weight is not 1"
         elif how == "length_normalized":
             verdicts[row.policy] = (
                 "not evaluable by length-normalized weights: they estimate no policy's value "
                 "(for comparison only)"
             )
+            causes[row.policy] = "length-normalized weights estimate no policy's value"
         else:
             verdicts[row.policy] = "evaluable"
         if verdicts[row.policy] != "evaluable":
-            notes.append(f"{row.policy}: {verdicts[row.policy]}")
+            skipped = "" if row.policy in estimated else " (no estimate)"
+            notes.append(f"{row.policy}: {verdicts[row.policy]}{skipped}")
     return SequenceEvaluation(
         evaluation=dataclasses.replace(ev, notes=(*ev.notes, *notes)),
         divergences=div,
@@ -595,6 +709,7 @@ def evaluate_sequences(
         weighting=how,
         verdicts=verdicts,
         model_estimates=model_estimates,
+        causes=causes,
     )
 
 
@@ -658,6 +773,8 @@ class SequenceEvaluation(Result):
         Per candidate: ``"evaluable"``, or ``"not evaluable from these logs: <why>"``.
     model_estimates : dict of str to ope.Estimate
         DR with the reward model's predictions (``q_column``, ``v_column``), per candidate.
+    causes : dict of str to str
+        Per candidate not evaluable: the cause in a few words (the report's headline).
     """
 
     evaluation: Any
@@ -666,8 +783,16 @@ class SequenceEvaluation(Result):
     weighting: str
     verdicts: dict[str, str]
     model_estimates: dict[str, Any] = field(default_factory=dict)
+    causes: dict[str, str] = field(default_factory=dict)
 
     def __getitem__(self, key: tuple[str, str]) -> Any:
+        if (
+            isinstance(key, tuple)
+            and len(key) == 2
+            and key[0] in self.verdicts
+            and key[0] not in self.evaluation.policies
+        ):
+            raise KeyError(f"{key[0]!r} has no estimate: {self.verdicts[key[0]]}")
         if (
             isinstance(key, tuple)
             and len(key) == 2
@@ -753,6 +878,11 @@ def sequence_trajectories(logs: Any, *, step_reward_column: str = "step_rewards"
         No per-token log-probabilities, or no ``step_rewards`` list column.
     ope.ValidationError
         A response whose step rewards are not one per token.
+
+    Notes
+    -----
+    An empty response (no token) becomes an episode of one step with probability 1 under the
+    logger and every candidate and reward 0, so that every response stays one episode.
     """
     import ope
 
@@ -779,19 +909,32 @@ def sequence_trajectories(logs: Any, *, step_reward_column: str = "step_rewards"
             f"row {row}: `{step_rewards}` must hold one reward per token, as the log-probabilities."
         )
     counts = np.diff(seq.offsets)
-    episode = np.repeat(np.arange(seq.n), counts)
-    step = np.arange(seq.behavior.size) - np.repeat(seq.offsets[:-1], counts)
+    # an empty response is an episode of one step that changes nothing (probability 1 on both
+    # sides, reward 0): dropping it would change the mean over responses
+    steps = np.maximum(counts, 1)
+    starts = np.concatenate(([0], np.cumsum(steps)))
+    episode = np.repeat(np.arange(seq.n), steps)
+    step = np.arange(starts[-1]) - np.repeat(starts[:-1], steps)
+    token = starts[np.repeat(np.arange(seq.n), counts)] + (
+        np.arange(seq.behavior.size) - np.repeat(seq.offsets[:-1], counts)
+    )
+
+    def per_step(values: np.ndarray, empty: float) -> np.ndarray:
+        out = np.full(starts[-1], empty)
+        out[token] = values
+        return out
+
     data: dict[str, Any] = {
         "episode_id": episode,
         "step": step,
         "state": step,
         "action": step,
-        "propensity": np.exp(seq.behavior),
-        "reward": r,
-        "done": step == np.repeat(counts - 1, counts),
+        "propensity": per_step(np.exp(seq.behavior), 1.0),
+        "reward": per_step(r, 0.0),
+        "done": step == np.repeat(steps - 1, steps),
     }
     for j, name in enumerate(seq.policies):  # a loop over candidates
-        data[f"target__{name}"] = np.exp(seq.targets[:, j])
+        data[f"target__{name}"] = per_step(np.exp(seq.targets[:, j]), 1.0)
     return ope.read_trajectories(pd.DataFrame(data))
 
 
@@ -808,7 +951,8 @@ class SequenceDivergences(Result):
     def table(self) -> pd.DataFrame:
         """One row per candidate: ``k1``, ``k2``, ``k3`` (of KL(logger || candidate)) and their
         ``*_se``, ``kl_candidate_logger`` (E_b[w log w]) and its SE, ``ess``, ``ess_share``,
-        ``predicted_ess`` (``n exp(-2 k1)``), ``pareto_k``, ``mean_weight``, ``evaluable``,
+        ``predicted_ess`` (``n exp(-2 k1)``; on the responses with a positive weight when some have
+        none), ``zero_weight_share`` (responses the candidate gives probability 0), ``pareto_k``, ``mean_weight``, ``evaluable``,
         ``reason``."""
         return self._table.copy()
 
@@ -841,6 +985,25 @@ def _mean_se(x: np.ndarray) -> tuple[float, float]:
     return float(np.mean(x)), float(np.std(x, ddof=1) / math.sqrt(n)) if n > 1 else math.inf
 
 
+def _predicted_ess(lw: np.ndarray) -> tuple[float, float]:
+    """The effective sample that KL predicts under log-normal weights, and the share of
+    responses the candidate cannot produce (weight 0: harmless to IPS, but KL(logger ||
+    candidate) is infinite).
+
+    On the ``m`` responses with a positive weight, ``w (m / n)`` has mean 1 when the candidate's
+    support is inside the logger's; log-normal with mean 1, its log has variance ``s2 = -2
+    E[log w + log(m / n)]``, and the effective sample is ``m exp(-s2)`` (``n exp(-2 k1)``
+    without zero weights), at most ``m``.
+    """
+    zero = np.isneginf(lw)
+    m = int(lw.size - np.count_nonzero(zero))
+    if m == 0:
+        return 0.0, 1.0
+    share = m / lw.size
+    s2 = max(-2.0 * (float(np.mean(lw[~zero])) + math.log(share)), 0.0)
+    return m * math.exp(-s2), 1.0 - share
+
+
 def sequence_divergences(
     logs: Any, policies: Sequence[str] | None = None, *, weighting: str = "sequence"
 ) -> SequenceDivergences:
@@ -849,7 +1012,8 @@ def sequence_divergences(
     the Pareto :math:`\hat k` of each candidate's response weights, and whether the candidate
     is evaluable from these logs (:math:`\hat k \le` :data:`MAX_PARETO_K`, an effective sample
     of at least :data:`MIN_EFFECTIVE_SHARE` of the responses, and a predicted effective sample
-    :math:`n e^{-2 k_1}` of at least :data:`MIN_PREDICTED_ESS`; see the module).
+    :math:`n e^{-2 k_1}` of at least :data:`MIN_PREDICTED_ESS` or, in small samples,
+    :data:`MIN_PREDICTED_SHARE` of the responses; every weight within float64; see the module).
 
     Examples
     --------
@@ -887,24 +1051,39 @@ def sequence_divergences(
         m3, s3 = _mean_se(k3)
         mk, sk = _mean_se(wl)
         reasons = []
-        if not tail.pareto_k <= MAX_PARETO_K and math.isfinite(tail.pareto_k):
+        predicted, zero_share = _predicted_ess(lw)
+        limit = min(MIN_PREDICTED_ESS, MIN_PREDICTED_SHARE * seq.n)
+        if zero_share == 1.0:
+            reasons.append("the candidate gives probability 0 to every logged response")
+        elif top > _MAX_LOG_WEIGHT:
+            reasons.append(
+                f"a response weight beyond float64 (log weight {top:.4g} > {_MAX_LOG_WEIGHT:g})"
+            )
+        if not reasons and not tail.pareto_k <= MAX_PARETO_K and math.isfinite(tail.pareto_k):
             reasons.append(f"Pareto k-hat {tail.pareto_k:.2f} > {MAX_PARETO_K}")
-        if ess < MIN_EFFECTIVE_SHARE * seq.n:
+        if zero_share < 1.0 and ess < MIN_EFFECTIVE_SHARE * seq.n:
             reasons.append(
                 f"effective sample {ess:.1f} of {seq.n:,} responses (< {MIN_EFFECTIVE_SHARE:.0%})"
             )
-        predicted = seq.n * math.exp(min(-2.0 * m1, 0.0)) if math.isfinite(m1) else 0.0
-        if predicted < MIN_PREDICTED_ESS:
-            reasons.append(
-                f"KL(logger || candidate) {m1:.3g} predicts an effective sample of "
-                f"{predicted:.3g} responses (< {MIN_PREDICTED_ESS:g}; n exp(-2 KL) under "
-                "log-normal weights)"
+        if zero_share < 1.0 and top <= _MAX_LOG_WEIGHT and predicted < limit:
+            given = (
+                f" on the {1 - zero_share:.1%} of responses it can produce" if zero_share else ""
             )
+            reasons.append(
+                f"KL(logger || candidate){given} predicts an effective sample of "
+                f"{predicted:.3g} responses (< {limit:g}; n exp(-2 KL) under log-normal weights)"
+            )
+        why = (
+            "these logs hold none of its responses"
+            if zero_share == 1.0
+            else "its sequence probabilities differ from the logger's by more than any weighted "
+            "estimate can bridge"
+            if top > _MAX_LOG_WEIGHT
+            else "the weights are too uneven for any weighted estimate"
+        )
         reason = (
-            "; ".join(reasons)
-            + ": the weights are too uneven for any weighted estimate. What would work: draw "
-            "fresh responses from the candidate and score them with a calibrated judge (a "
-            "model-based estimate)"
+            f"{'; '.join(reasons)}: {why}. What would work: draw fresh responses from the "
+            "candidate and score them with a calibrated judge (a model-based estimate)"
             if reasons
             else ""
         )
@@ -924,6 +1103,7 @@ def sequence_divergences(
                 "ess": ess,
                 "ess_share": ess / seq.n,
                 "predicted_ess": predicted,
+                "zero_weight_share": zero_share,
                 "pareto_k": float(tail.pareto_k),
                 "evaluable": not reasons,
                 "reason": reason,
@@ -994,16 +1174,27 @@ class LogprobAudit(Result):
         )
 
 
-def _token_stats(delta: np.ndarray, lp: np.ndarray, offsets: np.ndarray | None) -> dict[str, Any]:
+def _fit(x: np.ndarray, y: np.ndarray) -> tuple[float, float, float]:
+    """Least-squares slope of ``y`` on ``x``, its t statistic and R^2 (0, 0, 0 if undefined)."""
+    if x.size <= 2 or not np.ptp(x) > 0 or not np.ptp(y) > 0:
+        return 0.0, 0.0, 0.0
+    xc, yc = x - x.mean(), y - y.mean()
+    sxx, sxy, syy = float(xc @ xc), float(xc @ yc), float(yc @ yc)
+    slope, r2 = sxy / sxx, min(sxy * sxy / (sxx * syy), 1.0)
+    rss = max(syy - slope * sxy, 0.0)
+    se = math.sqrt(rss / (x.size - 2) / sxx)
+    return slope, (slope / se if se > 0 else math.copysign(math.inf, slope)), r2
+
+
+def _token_stats(
+    delta: np.ndarray, lp: np.ndarray, target: np.ndarray, offsets: np.ndarray | None
+) -> dict[str, Any]:
     low, high = np.log(TOKEN_RATIO_BAND[0]), np.log(TOKEN_RATIO_BAND[1])
     finite = np.isfinite(delta)
     d = np.where(finite, delta, -np.inf)
-    slope, r2 = 0.0, 0.0
-    x, y = lp[finite], delta[finite]
-    if x.size > 2 and np.ptp(x) > 0 and np.ptp(y) > 0:
-        xc, yc = x - x.mean(), y - y.mean()
-        slope = float(xc @ yc / (xc @ xc))
-        r2 = float((xc @ yc) ** 2 / ((xc @ xc) * (yc @ yc)))
+    y = delta[finite]
+    slope, t_slope, r2 = _fit(lp[finite], y)
+    slope_target, t_target, r2_target = _fit(target[finite], y)
     per_seq = (
         np.abs(delta[finite]) if offsets is None else np.abs(_row_sums(d[:, None], offsets)[:, 0])
     )
@@ -1015,10 +1206,29 @@ def _token_stats(delta: np.ndarray, lp: np.ndarray, offsets: np.ndarray | None) 
         "share_below": float(np.mean(d < -_DEVIATION)) if d.size else 0.0,
         "share_above": float(np.mean(d > _DEVIATION)) if d.size else 0.0,
         "slope": slope,
+        "slope_t": t_slope,
         "r2": r2,
+        "slope_target": slope_target,
+        "slope_target_t": t_target,
+        "r2_target": r2_target,
         "max_abs_log_ratio": float(np.max(np.abs(d))) if d.size else 0.0,
         "sequence_mean_abs_log_ratio": float(np.mean(per_seq)) if per_seq.size else 0.0,
     }
+
+
+def _tempered(stats: dict[str, Any]) -> bool:
+    """The temperature signature: the log-ratio ``d = (1 / T - 1) lp_b + c`` grows with both
+    sides' log-probabilities with one sign (slopes ``T_b / T_e - 1`` and ``1 - T_e / T_b``).
+    Noise on either side tilts the two slopes apart instead (``d = e_t - e_b`` falls with
+    ``lp_b = l + e_b`` and rises with ``lp_t = l + e_t``), and a kept mass is one-signed and
+    checked before."""
+    slopes = (stats["slope"], stats["slope_target"])
+    return bool(
+        slopes[0] * slopes[1] > 0
+        and min(abs(stats["slope_t"]), abs(stats["slope_target_t"])) > _TEMPERATURE_T
+        and min(stats["r2"], stats["r2_target"]) > _TEMPERATURE_R2
+        and min(abs(slopes[0]), abs(slopes[1])) > _DEVIATION
+    )
 
 
 def _support_reason(name: str, mean_w: float, se: float) -> str:
@@ -1063,14 +1273,7 @@ def audit_logprobs(logs: Any, *, on_policy: str | None = None) -> LogprobAudit:
     (False, 'kept_mass')
     """
     seq = _check_logs(logs)
-    if on_policy is not None:
-        on_policy = check_name(on_policy, "on_policy", what="a candidate name")
-        if on_policy not in seq.policies:
-            raise SchemaError(
-                f"`on_policy`: no candidate {on_policy!r} in these logs; they have "
-                f"{', '.join(seq.policies)}."
-            )
-    return _audit(seq, on_policy, sequence_divergences(seq))
+    return _audit(seq, _check_on_policy(seq, on_policy), sequence_divergences(seq))
 
 
 def _audit(seq: SequenceLogs, on_policy: str | None, div: SequenceDivergences) -> LogprobAudit:
@@ -1100,22 +1303,14 @@ def _audit(seq: SequenceLogs, on_policy: str | None, div: SequenceDivergences) -
     if on_policy is not None:
         j = seq.policies.index(on_policy)
         delta = seq.targets[:, j] - seq.behavior
-        stats = _token_stats(delta, seq.behavior, seq.offsets)
+        stats = _token_stats(delta, seq.behavior, seq.targets[:, j], seq.offsets)
         tokens = pd.DataFrame([{"policy": on_policy, **stats}])
         moved = stats["share_below"] + stats["share_above"]
         one_sided = moved > 0 and min(stats["share_below"], stats["share_above"]) <= 0.02 * moved
         unit = "token" if seq.offsets is not None else "response"
         if stats["max_abs_log_ratio"] <= 1e-9:
             signature, reason = "identical", f"every {unit} ratio is 1 (to 1e-9)"
-        elif abs(stats["slope"]) > 0.05 and stats["r2"] > 0.5:
-            signature, usable = "temperature", False
-            reason = (
-                f"the {unit} log-ratios are linear in the log-probability (slope "
-                f"{stats['slope']:.3f}, R^2 {stats['r2']:.2f}): a temperature applied on one side "
-                f"only (ratio of temperatures about {1 + stats['slope']:.3f}); log the "
-                "log-probabilities of the distribution that sampled, after temperature"
-            )
-        elif one_sided and stats["share_below"] + stats["share_above"] > 0.05:
+        elif one_sided and moved > 0.05:
             signature, usable = "kept_mass", False
             side = "below" if stats["share_below"] > stats["share_above"] else "above"
             reason = (
@@ -1124,6 +1319,15 @@ def _audit(seq: SequenceLogs, on_policy: str | None, div: SequenceDivergences) -
                 "the tokens a top-p/top-k truncation kept and the other is not (the ratio is the "
                 "kept mass); log the truncated sampler's own log-probabilities, or score the "
                 "candidate with the same truncation"
+            )
+        elif _tempered(stats):
+            signature, usable = "temperature", False
+            reason = (
+                f"the {unit} log-ratios are linear in both sides' log-probabilities with one sign "
+                f"(slopes {stats['slope']:.3f} on the behavior's, {stats['slope_target']:.3f} on "
+                f"the candidate's; R^2 {stats['r2']:.2f}): a temperature applied on one side "
+                f"only (ratio of temperatures about {1 + stats['slope']:.3f}); log the "
+                "log-probabilities of the distribution that sampled, after temperature"
             )
         else:
             signature = "noise"
@@ -1137,6 +1341,12 @@ def _audit(seq: SequenceLogs, on_policy: str | None, div: SequenceDivergences) -
                 f"behavior's log-probabilities, IPS would be inflated by about {inflation:.1%} "
                 "(SNIPS divides most of it out)"
             )
+            if not inflation <= _NOISE_INFLATION:
+                usable = False
+                reason += (
+                    f"; above {_NOISE_INFLATION:.0%}, no weight can be trusted: log both sides' "
+                    "log-probabilities from one engine at one precision"
+                )
     flagged = weights[weights["flags"]] if len(weights) else weights
     if usable and len(flagged):
         signature, usable, reason = "support", False, str(flagged.iloc[0]["reason"])

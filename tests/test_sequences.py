@@ -22,6 +22,7 @@ from ope.exceptions import (
     SchemaError,
     ValidationError,
 )
+from ope.report import render_report
 from ope.sequences import read_sequences
 from ope.simulate import TokenModel
 
@@ -184,13 +185,22 @@ def test_per_step_weighting_through_trajectories():
         ({"top_p": 0.8, "reported": "untruncated"}, "sampler", "kept_mass"),
         ({"temperature": 0.7}, "model", "temperature"),
         ({"temperature": 1.5, "reported": "untruncated"}, "sampler", "temperature"),
+        # a mild temperature is still a temperature (slopes of one sign on both sides) ...
+        ({"temperature": 0.95}, "model", "temperature"),
+        ({"temperature": 1.05}, "model", "temperature"),
+        # ... and large noise on the behavior side is not (its slopes have opposite signs)
+        ({"logprob_noise": 1.0}, "sampler", "noise"),
     ],
 )
 def test_audit_signatures(settings, on_policy, signature):
     env = TokenModel(**settings, seed=0)
     audit = ope.audit_logprobs(env.sample(2000, rng=0), on_policy=on_policy)
     assert audit.signature == signature, audit.reason
-    assert audit.usable == (signature in ("identical", "noise"))
+    large = settings.get("logprob_noise", 0) >= 1  # noise too large to trust any weight
+    assert audit.usable == (signature in ("identical", "noise") and not large)
+    if large:
+        assert "no weight can be trusted" in audit.reason
+        assert audit.tokens().iloc[0].slope * audit.tokens().iloc[0].slope_target <= 0
     if signature == "temperature":  # the slope reads the ratio of temperatures
         tokens = audit.tokens().iloc[0]
         ratio = settings["temperature"] if on_policy == "model" else 1 / settings["temperature"]
@@ -278,6 +288,19 @@ def test_refusals_of_calls(tmp_path):
     )
     with pytest.raises(EstimationError, match="calibrated judge"):
         ope.evaluate_sequences(frame)
+    with pytest.raises(ValidationError, match="no rows"):
+        read_sequences(_frame().iloc[:0])
+    with pytest.raises(SchemaError, match="names no candidate"):
+        read_sequences(_frame().assign(target_logprobs__=_frame()["target_logprobs__tuned"]))
+    with pytest.raises(ValidationError, match="row 2, token 1"):
+        read_sequences(
+            _frame().assign(behavior_logprobs=[[-0.1, -0.7], [-0.4], [-1.0, None, -0.3]])
+        )
+    with pytest.raises(SchemaError, match="left out by read_sequences"):
+        env = TokenModel(seed=0)
+        ope.evaluate_sequences(
+            read_sequences(env.sample(100, rng=0), policies=["cooler"]), on_policy="sampler"
+        )
     with pytest.raises(ValidationError, match="`step_reward_column`|one reward per token"):
         ope.sequence_trajectories(_frame().assign(step_rewards=[[0.0], [0.0], [0.0]]))
     with pytest.raises(ParameterError, match="reference"):
@@ -364,3 +387,105 @@ def test_doubly_robust_with_a_given_reward_model():
         ope.evaluate_sequences(
             frame.assign(q0=[0.0, np.nan, 0.0]), q_column="q0", v_column="v0__{policy}"
         )
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+def test_one_bad_candidate_gets_its_verdict_and_the_others_their_estimates():
+    rng = np.random.default_rng(0)
+    n = 400
+    b = np.log(rng.uniform(0.2, 1.0, n))
+    frame = pd.DataFrame(
+        {
+            "behavior_logprobs": b,
+            "target_logprobs__same": b,
+            "target_logprobs__never": np.full(n, -np.inf),  # no logged response is its
+            "target_logprobs__far": b,  # but 0.0 at row 0 (below)
+            "reward": rng.uniform(size=n),
+        }
+    )
+    frame.loc[0, "behavior_logprobs"] = -800.0  # one response the logger almost never samples
+    frame.loc[0, "target_logprobs__same"] = -800.0
+    frame.loc[0, "target_logprobs__far"] = 0.0  # log weight 800 there
+    ev = ope.evaluate_sequences(frame, estimators=["ips", "snips"])
+    assert ev.evaluable == ["same"]
+    assert "probability 0 to every logged response" in ev.verdicts["never"]
+    assert "beyond float64" in ev.verdicts["far"]
+    assert ev.evaluation.policies == ["same"]
+    assert ev["same", "ips"].value == pytest.approx(frame["reward"].mean(), rel=1e-12)
+    with pytest.raises(KeyError, match="no estimate"):
+        ev["never", "ips"]
+    assert any("no estimate" in note for note in ev.evaluation.notes)
+    json.dumps(ev.to_dict())
+    page = render_report(evaluation=ev.evaluation, sequences=ev)
+    headline = page[page.index("The logs cannot tell") :][:600]
+    assert "<strong>never</strong> (no weighted estimate can be made)" in headline
+    assert "<strong>far</strong> (no weighted estimate can be made)" in headline
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_zero_weights_are_harmless_and_small_samples_are_not_refused_for_size():
+    # a candidate that cannot produce some logged responses (weight 0): KL(logger || it) is
+    # infinite, the estimate is not; the predicted effective sample uses the other responses
+    env = TokenModel(seed=0)
+    seq = read_sequences(env.sample(3000, rng=0), policies=["sampler"])
+    lw = seq.targets[:, 0].copy()
+    first = seq.offsets[:-1][np.diff(seq.offsets) > 0]
+    zero = first[::10]
+    lw[zero] = -np.inf
+    # renormalize nothing: the zeroed responses' mass is what the candidate lacks; the rest
+    # keep their weight 1, so E_b[w] = 0.9 and the estimate is the mean reward of the rest
+    frame = pd.DataFrame(
+        {
+            "behavior_logprobs": pd.Series(np.split(seq.behavior, seq.offsets[1:-1])),
+            "target_logprobs__partial": pd.Series(np.split(lw, seq.offsets[1:-1])),
+            "reward": seq.reward,
+        }
+    )
+    d = ope.sequence_divergences(frame).table().iloc[0]
+    share = zero.size / seq.n
+    assert d.k1 == math.inf and d.zero_weight_share == pytest.approx(share)
+    # on the responses it can produce the weights are 1 exactly: s2 = -2 log(1 - share)
+    assert d.predicted_ess == pytest.approx(seq.n * (1 - share) ** 3, rel=1e-9)
+    assert d.evaluable
+    # 50 responses of an identical candidate: evaluable (the absolute floor of 100 would refuse)
+    small = ope.evaluate_sequences(env.sample(50, rng=1), ["sampler"], estimators=["ips"])
+    assert small.verdicts == {"sampler": "evaluable"}
+    assert ope.sequences.MIN_PREDICTED_SHARE * 50 < ope.sequences.MIN_PREDICTED_ESS
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_mixed_json_types_in_an_extra_field_are_kept_as_text(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(
+        '{"behavior_logprobs": [-0.1], "target_logprobs__a": [-0.2], "reward": 1, "meta": {"k": 1}}\n'
+        '{"behavior_logprobs": [-0.1, -0.3], "target_logprobs__a": [-0.2, -0.1], "reward": 0, '
+        '"meta": "x"}\n'
+    )
+    seq = read_sequences(path)
+    assert seq.n == 2
+    assert seq.behavior.tolist() == [-0.1, -0.1, -0.3]  # parsed exactly
+    assert seq.table.column("meta").to_pylist() == ['{"k": 1}', '"x"']
+    assert "'meta' mix JSON types" in seq.notes[0]
+    ev = ope.evaluate_sequences(seq, estimators=["ips"])
+    assert any("mix JSON types" in note for note in ev.evaluation.notes)
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_empty_responses_stay_episodes():
+    frame = pd.DataFrame(
+        {
+            "behavior_logprobs": [[], [-0.5], [-0.2, -0.1]],
+            "target_logprobs__a": [[], [-0.2], [-0.2, -0.3]],
+            "step_rewards": [[], [1.0], [0.5, 0.5]],
+            "reward": [0.0, 1.0, 1.0],
+        }
+    )
+    traj = ope.sequence_trajectories(frame)
+    assert traj.n_episodes == 3 and traj.n == 4  # the empty response: one step of no change
+    pdis = ope.sequential_estimate(traj, "a", estimator="pdis")
+    w1 = math.exp(-0.2 + 0.5)
+    w2a, w2b = 1.0, math.exp(-0.3 + 0.1)
+    assert pdis.value == pytest.approx(
+        (0.0 + w1 * 1.0 + w2a * 0.5 + w2a * w2b * 0.5) / 3, rel=1e-12
+    )

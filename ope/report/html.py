@@ -1978,10 +1978,26 @@ def render_report(
             else dataclasses.replace(
                 v,
                 answer=UNCLEAR,
-                summary="the response weights are too uneven",
+                summary=sequences.causes.get(v.policy, "the responses cannot evaluate it"),
                 reasons=(sequences.verdicts[v.policy], *v.reasons),
             )
             for v in verdicts
+        ]
+        shown = {v.policy for v in verdicts}
+        verdicts += [  # a candidate the responses cannot weigh has no estimate, but an answer
+            CandidateVerdict(
+                policy=name,
+                answer=UNCLEAR,
+                lower_bound=math.nan,
+                upper_bound=math.nan,
+                bound_estimator="",
+                low=math.nan,
+                high=math.nan,
+                summary=sequences.causes.get(name, "the responses cannot evaluate it"),
+                reasons=(text,),
+            )
+            for name, text in sequences.verdicts.items()
+            if name not in shown and text != "evaluable"
         ]
     if evaluation is not None and diagnostics is not None and diagnostics.n != evaluation.n:
         extra_notes.append(
