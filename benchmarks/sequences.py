@@ -4,7 +4,7 @@ response length grows, Schulman's KL estimators against the exact KL, and the lo
 audit's detection rates.
 
 Design: ``TokenModel(n_prompts=5, vocab_size=4, max_length=L, end_shift=-6, seed=0)`` (almost
-every response runs to L tokens), L in 1, 5, 10, 25, 50; 2,000 responses per replication; the
+every response runs to L tokens), L in 1, 5, 10, 12, 15, 20, 25, 50; 2,000 responses per replication; the
 candidates ``cooler`` (the model at 0.7 times the temperature) and ``tuned`` (scores shifted
 toward rewarding tokens), whose exact value and KL(logger || candidate) are DP sums. Per L and
 candidate: IPS and SNIPS with normal 95% intervals (``weighting="sequence"``), SNIPS with
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import format_table, write_result  # noqa: E402
 
-LENGTHS = (1, 5, 10, 25, 50)
+LENGTHS = (1, 5, 10, 12, 15, 20, 25, 50)
 CANDIDATES = ("cooler", "tuned")
 N = 2000
 Z = 1.959963984540054

@@ -3574,14 +3574,20 @@ def _cmd_sequences(args: argparse.Namespace) -> _Outcome:
     if len(set(chosen)) < len(chosen):
         twice = next(p for p in chosen if chosen.count(p) > 1)
         raise _UsageError(f"argument --policy: {twice!r} is named twice.", flag="--policy")
-    # with --on-policy every candidate is read (the audit's may be outside --policy) and
-    # evaluate_sequences checks both names against them
-    seq = read_sequences(
-        args.logs,
-        reward_column=args.reward_column,
-        behavior_column=args.behavior_column,
-        policies=None if args.on_policy is not None else chosen or None,
-    )
+    # the chosen candidates and the on-policy one (the audit's, maybe outside --policy) are
+    # read; no other candidate column is
+    extra = [args.on_policy] if chosen and args.on_policy and args.on_policy not in chosen else []
+    try:
+        seq = read_sequences(
+            args.logs,
+            reward_column=args.reward_column,
+            behavior_column=args.behavior_column,
+            policies=(chosen + extra) or None,
+        )
+    except SchemaError as exc:
+        if extra and f"no candidate {args.on_policy!r}" in str(exc):
+            raise SchemaError(str(exc).replace("`policies`", "`on_policy`", 1)) from None
+        raise
     options: dict[str, Any] = {
         "estimators": tuple(args.estimator or ("ips", "snips")),
         "confidence_level": args.confidence_level,

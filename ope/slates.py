@@ -33,8 +33,8 @@ import itertools
 import math
 import numbers
 import warnings
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -677,11 +677,37 @@ class SlateProbabilities:
         Probability of the logged item at its position.
     prefix : numpy.ndarray, shape (n, L), or None
         Probability of the logged top-(k+1) prefix.
+    marginal_error : numpy.ndarray, shape (n, L), or None
+        Standard errors of ``marginal`` when it is approximate (Monte-Carlo marginals of a
+        :class:`PlackettLuce` beyond enumeration); the estimators that use the marginals add
+        the error it can cause to their standard error (see :class:`IndependentIPS`).
+        ``None``: exact.
+
+    A :class:`PlackettLuce` beyond :data:`MAX_ENUMERATED_SLATES` defers its marginals until an
+    estimator needs them (``marginal`` is then None and :meth:`with_marginals` computes them):
+    slate and cascade IPS never pay for them.
     """
 
     slate: np.ndarray | None = None
     marginal: np.ndarray | None = None
     prefix: np.ndarray | None = None
+    marginal_error: np.ndarray | None = None
+    _deferred: Callable[[], tuple[np.ndarray, np.ndarray | None]] | None = field(
+        default=None, repr=False
+    )
+
+    @property
+    def marginal_deferred(self) -> bool:
+        """Whether the marginals are computed only when asked (:meth:`with_marginals`)."""
+        return self.marginal is None and self._deferred is not None
+
+    def with_marginals(self) -> SlateProbabilities:
+        """These probabilities with deferred marginals computed (itself when there are none)."""
+        if not self.marginal_deferred:
+            return self
+        assert self._deferred is not None
+        marginal, error = self._deferred()
+        return dataclasses.replace(self, marginal=marginal, marginal_error=error, _deferred=None)
 
 
 def _codes(slates: np.ndarray, n_items: int) -> np.ndarray:
@@ -704,6 +730,15 @@ class SlatePolicy:
         """Every slate with positive support ``(S, L)`` and its probability per context
         ``(n_contexts, S)``."""
         raise NotImplementedError  # pragma: no cover - subclasses supply it
+
+    @property
+    def n_contexts(self) -> int:
+        """Number of contexts the policy is defined over."""
+        return int(self.distribution()[1].shape[0])
+
+    def marginal_standard_errors(self) -> np.ndarray | None:
+        """Standard errors of :meth:`marginals` (same shape), or None when they are exact."""
+        return None
 
     def marginals(self) -> np.ndarray:
         """``(n_contexts, L, n_items)``: probability of each item at each position."""
@@ -820,7 +855,7 @@ def _logged_context(logs: SlateLogs, policy: SlatePolicy) -> np.ndarray:
             "this candidate is defined per context index; the slate logs have no `context` "
             "column. Add one, or give the candidate's probabilities of the logged slates."
         )
-    n_ctx = policy.distribution()[1].shape[0]
+    n_ctx = policy.n_contexts
     bad = (logs.context < 0) | (logs.context >= n_ctx)
     if bad.any():
         count, first = first_rows(bad)
@@ -900,10 +935,20 @@ class PlackettLuce(SlatePolicy):
 
     The probability of a slate is exact at any size,
     :math:`\pi(s\mid x)=\prod_{k}\frac{e^{f(x,s_k)/\tau}}{\sum_{a\notin s_{<k}}e^{f(x,a)/\tau}}`,
-    and so are its prefixes (the product up to ``k``). The per-slot marginals are exact by
-    enumeration up to :data:`MAX_ENUMERATED_SLATES` ordered slates, and Monte-Carlo beyond
-    (``n_samples`` draws by the Gumbel top-k trick, standard error at most
-    ``0.5/sqrt(n_samples)``).
+    and so are its prefixes (the product up to ``k``): slate and cascade IPS work at any
+    catalog size. The per-slot marginals are exact by enumeration up to
+    :data:`MAX_ENUMERATED_SLATES` ordered slates. Beyond, they are Monte-Carlo with a
+    Rao-Blackwellized exponential race: item :math:`a` arrives at
+    :math:`T_a \sim \mathrm{Exp}(\lambda_a)` (:math:`\lambda` the softmax of the scores) and the
+    slate is the order of arrival; given the other items' arrivals, :math:`a` is at slot
+    :math:`k` with probability :math:`e^{-\lambda_a u_{k-1}} - e^{-\lambda_a u_k}` (:math:`u` the
+    others' ordered arrival times, :math:`u_{-1} = 0`), which each of ``n_samples`` draws
+    averages. Unbiased; for an item of low score the relative error does not grow as its
+    marginal shrinks (a count of draws errs by :math:`1/\sqrt{n\,\pi}` relative). A marginal
+    far below ``1 / n_samples`` of a *likely* item (placed late: it nearly always comes earlier)
+    is an event the draws need not reach; its absolute error is then below that floor. The
+    standard errors (:meth:`marginal_standard_errors`) enter the intervals of the estimators
+    that use the marginals.
 
     Parameters
     ----------
@@ -913,7 +958,8 @@ class PlackettLuce(SlatePolicy):
         Number of positions ``L``.
     temperature : float, default 1.0
     n_samples : int, default 200_000
-        Monte-Carlo draws per context for marginals beyond enumeration.
+        Monte-Carlo draws per context for marginals beyond enumeration (fewer for large
+        catalogs would cost less; each draw costs ``n_items * slate_size`` exponentials).
     rng : int, numpy.random.Generator or None
         Randomness of the Monte-Carlo marginals.
 
@@ -957,6 +1003,11 @@ class PlackettLuce(SlatePolicy):
         """Number of ordered slates ``m! / (m - L)!``."""
         return math.perm(self.n_items, self.slate_size)
 
+    @property
+    def n_contexts(self) -> int:
+        """Number of contexts (rows of ``scores``)."""
+        return int(self._logits.shape[0])
+
     def prefix_probabilities(self, context: np.ndarray, item: np.ndarray) -> np.ndarray:
         """Exact ``(n, L)`` probabilities of the prefixes ``item[:, :k+1]`` in ``context``.
 
@@ -996,8 +1047,10 @@ class PlackettLuce(SlatePolicy):
             if self.n_slates > MAX_ENUMERATED_SLATES:
                 raise PolicyError(
                     f"{self.n_slates} ordered slates exceed MAX_ENUMERATED_SLATES="
-                    f"{MAX_ENUMERATED_SLATES}; use prefix/slate probabilities or Monte-Carlo "
-                    "marginals instead of the full distribution."
+                    f"{MAX_ENUMERATED_SLATES}: the full distribution (the pseudoinverse's exact "
+                    "Gamma) is not enumerated. Slate and cascade IPS (exact prefix "
+                    "probabilities), independent IPS (marginals) and "
+                    "PseudoInverse(product_logging=True) work at any size."
                 )
             slates = np.array(
                 list(itertools.permutations(range(self.n_items), self.slate_size)), dtype=np.int64
@@ -1008,28 +1061,55 @@ class PlackettLuce(SlatePolicy):
             self._cache["dist"] = (slates, pre[:, -1].reshape(n_ctx, -1))
         return self._cache["dist"]
 
+    @property
+    def exact_marginals(self) -> bool:
+        """Whether :meth:`marginals` are exact (enumeration), not Monte-Carlo."""
+        return self.n_slates <= MAX_ENUMERATED_SLATES
+
     def marginals(self) -> np.ndarray:
         if "marg" not in self._cache:
-            if self.n_slates <= MAX_ENUMERATED_SLATES:
-                self._cache["marg"] = super().marginals()
+            if self.exact_marginals:
+                self._cache["marg"], self._cache["marg_se"] = super().marginals(), None
             else:
-                self._cache["marg"] = self._monte_carlo_marginals()
+                self._cache["marg"], self._cache["marg_se"] = self._race_marginals()
         return self._cache["marg"]
 
-    def _monte_carlo_marginals(self) -> np.ndarray:
+    def marginal_standard_errors(self) -> np.ndarray | None:
+        self.marginals()
+        return self._cache["marg_se"]
+
+    def _race_marginals(self) -> tuple[np.ndarray, np.ndarray]:
+        """Rao-Blackwellized exponential-race marginals and their standard errors (see the
+        class), ``(n_contexts, L, n_items)`` each."""
         rng = check_rng(self._rng)
         n_ctx, m = self._logits.shape
-        counts = np.zeros((n_ctx, self.slate_size, m))
-        step = max(1, 2_000_000 // m)
+        size = self.slate_size
+        mean = np.zeros((n_ctx, m, size))
+        m2 = np.zeros((n_ctx, m, size))
+        step = max(1, _RACE_BLOCK // (m * size))
+        with np.errstate(divide="ignore", over="ignore"):
+            rates = np.exp(self._logits - np.logaddexp.reduce(self._logits, axis=1)[:, None])
         for c in range(n_ctx):  # loop over contexts and blocks of draws, not rows
+            lam = rates[c]
+            # each item's terms divided by its rate (a rare item's are about rate x gap: no
+            # underflow of their squares), block means and centred squares merged (Chan)
+            unit = np.where(lam > 0, lam, 1.0)[:, None]
             done = 0
             while done < self._n_samples:
                 b = min(step, self._n_samples - done)
-                top = self.sample(np.full(b, c), rng=rng)
-                for k in range(self.slate_size):
-                    counts[c, k] += np.bincount(top[:, k], minlength=m)
+                y = _race_block(lam, size, rng.exponential(size=(b, m))) / unit
+                block_mean = y.mean(axis=0)
+                y -= block_mean
+                block_m2 = np.einsum("bmk,bmk->mk", y, y)
+                delta = block_mean - mean[c]
+                mean[c] += delta * (b / (done + b))
+                m2[c] += block_m2 + delta * delta * (done * b / (done + b))
                 done += b
-        return counts / self._n_samples
+            mean[c] *= unit
+            m2[c] *= unit * unit
+        n = float(self._n_samples)
+        se = np.sqrt(m2 / max(n - 1.0, 1.0) / n)
+        return mean.transpose(0, 2, 1).copy(), se.transpose(0, 2, 1).copy()
 
     def sample(
         self, context: np.ndarray, *, rng: int | np.random.Generator | None = None
@@ -1044,8 +1124,62 @@ class PlackettLuce(SlatePolicy):
         logs = slate_logs(logs)
         ctx = _logged_context(logs, self)
         prefix = self.prefix_probabilities(ctx, logs.item)
-        marg = self.marginals()[ctx[:, None], np.arange(self.slate_size), logs.item]
-        return SlateProbabilities(slate=prefix[:, -1].copy(), marginal=marg, prefix=prefix)
+        slots = np.arange(self.slate_size)
+
+        def logged_marginals() -> tuple[np.ndarray, np.ndarray | None]:
+            marg = self.marginals()[ctx[:, None], slots, logs.item]
+            se = self.marginal_standard_errors()
+            return marg, None if se is None else se[ctx[:, None], slots, logs.item]
+
+        if self.exact_marginals or "marg" in self._cache:
+            marg, se = logged_marginals()
+            return SlateProbabilities(
+                slate=prefix[:, -1].copy(), marginal=marg, prefix=prefix, marginal_error=se
+            )
+        return SlateProbabilities(
+            slate=prefix[:, -1].copy(), prefix=prefix, _deferred=logged_marginals
+        )
+
+
+#: Exponentials per block of the race marginals (draws x items x slots): 32 MB of float64.
+_RACE_BLOCK: Final = 1 << 22
+
+
+def _race_block(lam: np.ndarray, size: int, e: np.ndarray) -> np.ndarray:
+    """Each draw's conditional probability of each item at each slot, ``(b, m, size)``, from
+    unit exponentials ``e`` ``(b, m)``: arrival times ``T = e / lam``; for item ``a`` the
+    others' ordered arrivals ``u`` give ``exp(-lam_a u_{k-1}) (1 - exp(-lam_a (u_k -
+    u_{k-1})))`` (``u_{-1} = 0``). The others' order is the overall one, except for the items
+    among the first ``size`` arrivals, whose own arrival is taken out."""
+    b, m = e.shape
+    with np.errstate(divide="ignore"):
+        t = e / lam  # rate 0 (an underflowed score): never arrives
+    if m > size:
+        first = np.argpartition(t, size, axis=1)[:, : size + 1]
+    else:  # every item is shown: the (size + 1)-th arrival never comes
+        first = np.broadcast_to(np.arange(m), (b, m))
+    order = np.argsort(np.take_along_axis(t, first, axis=1), axis=1)
+    items = np.take_along_axis(first, order, axis=1)
+    times = np.take_along_axis(t, items, axis=1)
+    if m <= size:
+        items = np.concatenate([items, np.full((b, size + 1 - m), -1)], axis=1)
+        times = np.concatenate([times, np.full((b, size + 1 - m), np.inf)], axis=1)
+
+    def slots(arrivals: np.ndarray, rate: np.ndarray) -> np.ndarray:
+        # arrivals (..., size) ordered; rate broadcastable to (..., 1)
+        prev = np.concatenate([np.zeros(arrivals.shape[:-1] + (1,)), arrivals[..., :-1]], -1)
+        with np.errstate(invalid="ignore"):
+            gap = -np.expm1(-rate * (arrivals - prev))
+            out = np.exp(-rate * prev) * gap
+        return np.where(np.isnan(out), 0.0, out)  # rate 0 at an infinite time: 0
+
+    x = slots(times[:, None, :size], lam[None, :, None])
+    rows = np.arange(b)
+    for r in range(min(size, m)):  # loop over the first arrivals: their own time taken out
+        a = items[:, r]
+        others = np.delete(times, r, axis=1)[:, :size]
+        x[rows, a] = slots(others, lam[a][:, None])
+    return x
 
 
 def slate_probabilities(
@@ -1085,12 +1219,8 @@ def slate_probabilities(
         "marginal": (logs.n, logs.slate_size),
         "prefix": (logs.n, logs.slate_size),
     }
-    out: dict[str, np.ndarray | None] = {}
-    for name, shape in shapes.items():
-        v = getattr(probs, name)
-        if v is None:
-            out[name] = None
-            continue
+
+    def checked(name: str, v: Any, shape: tuple[int, ...]) -> np.ndarray:
         label = f"`{argument}` {name} probability"
         arr = as_float_array(v, label, ndim=(len(shape),))
         if arr.shape != shape:
@@ -1099,7 +1229,38 @@ def slate_probabilities(
                 f"logs need {shape}."
             )
         check_target_propensity(arr, label)
-        out[name] = arr
+        return arr
+
+    def checked_error(v: Any) -> np.ndarray | None:
+        if v is None:
+            return None
+        arr = as_float_array(v, f"`{argument}` marginal_error", ndim=(2,))
+        if arr.shape != shapes["marginal"] or not bool(np.all(np.isfinite(arr) & (arr >= 0))):
+            raise PolicyError(
+                f"the {who}'s marginal_error (`{argument}`) must be finite standard errors >= 0 "
+                f"of shape {shapes['marginal']}; got shape {arr.shape}."
+            )
+        return arr
+
+    out: dict[str, Any] = {
+        name: None if getattr(probs, name) is None else checked(name, getattr(probs, name), shape)
+        for name, shape in shapes.items()
+    }
+    out["marginal_error"] = checked_error(probs.marginal_error)
+    if out["marginal_error"] is not None and out["marginal"] is None:
+        raise PolicyError(
+            f"the {who}'s marginal_error (`{argument}`) is given without its marginal "
+            "probabilities."
+        )
+    if probs.marginal_deferred:
+        deferred = probs._deferred
+        assert deferred is not None
+
+        def resolved() -> tuple[np.ndarray, np.ndarray | None]:
+            marginal, error = deferred()
+            return checked("marginal", marginal, shapes["marginal"]), checked_error(error)
+
+        out["_deferred"] = resolved
     return SlateProbabilities(**out)
 
 
@@ -1164,7 +1325,7 @@ def slate_probabilities_from_table(
         )
     marg = np.zeros(logs.n * logs.slate_size)
     marg[key] = prob[hit]
-    out: dict[str, np.ndarray | None] = {"marginal": marg.reshape(logs.n, logs.slate_size)}
+    out: dict[str, Any] = {"marginal": marg.reshape(logs.n, logs.slate_size)}
     for name, col in (("prefix", prefix_probability), ("slate", slate_probability)):
         if col and col in cols:
             flat = np.zeros(logs.n * logs.slate_size)
@@ -1184,7 +1345,7 @@ class _SlateRows(RowSource):
     :meth:`statistic` and :meth:`gradient` give the estimate in reward units.
     """
 
-    methods = ("bootstrap",)
+    methods: tuple[str, ...] = ("bootstrap",)
 
     def __init__(
         self,
@@ -1301,7 +1462,13 @@ class SlateEstimator:
             else slate_probabilities(logging, logs, argument="logging")
         )
         w = self._weights(logs, tgt, log_p)
-        return _estimate(self, logs, w, policy)
+        return _estimate(self, logs, w, policy, self._weight_error(logs, tgt, log_p))
+
+    def _weight_error(
+        self, logs: SlateLogs, target: SlateProbabilities, logging: SlateProbabilities
+    ) -> np.ndarray | None:
+        """Standard errors of the weights from approximate probabilities, or None (exact)."""
+        return None
 
     @property
     def estimator_name(self) -> str:
@@ -1309,6 +1476,8 @@ class SlateEstimator:
 
 
 def _need(probs: SlateProbabilities, field_name: str, who: str, what: str) -> np.ndarray:
+    if field_name == "marginal":
+        probs = probs.with_marginals()
     v = getattr(probs, field_name)
     if v is None:
         column = {
@@ -1331,7 +1500,58 @@ def _need(probs: SlateProbabilities, field_name: str, who: str, what: str) -> np
     return np.asarray(v, dtype=np.float64)
 
 
-def _estimate(est: SlateEstimator, logs: SlateLogs, w: np.ndarray, policy: str | None) -> Estimate:
+def _marginal_ratio(
+    target: SlateProbabilities, logging: SlateProbabilities, what: str
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``(n, L)`` marginal weights ``pi / pi_0`` and, when either side's marginals are
+    approximate, the standard errors of the weights (first order: ``se / pi_0 + pi se_0 /
+    pi_0**2``); else None."""
+    t, lg = target.with_marginals(), logging.with_marginals()
+    pt = _need(t, "marginal", "candidate", what)
+    p0 = _need(lg, "marginal", "logger", what)
+    ratio = pt / p0
+    if t.marginal_error is None and lg.marginal_error is None:
+        return ratio, None
+    se_t = np.zeros_like(pt) if t.marginal_error is None else t.marginal_error
+    se_0 = np.zeros_like(p0) if lg.marginal_error is None else lg.marginal_error
+    return ratio, se_t / p0 + pt * se_0 / (p0 * p0)
+
+
+def _error_bound(
+    src: _SlateRows, means: np.ndarray, dw: np.ndarray, context: np.ndarray | None
+) -> float:
+    """An upper bound on the standard deviation of the estimate from weights known to the
+    standard errors ``dw`` (n, L).
+
+    To first order the estimate moves by ``sum_ik s_ik e_ik / n`` for weight errors ``e``, with
+    ``s`` its sensitivity to each weight (``r``; self-normalized: ``(r - V_k) / mean(w_k)``).
+    The errors of one context's marginals come from the same draws, so within a context the
+    bound adds ``|s| dw`` (any correlation); contexts are drawn independently, so their bounds
+    add in quadrature.
+    """
+    grad = src.gradient(means)
+    if not src.sn:
+        sens = src.r * grad[0]
+    elif src.shared:
+        total = src.r.sum(axis=1, keepdims=True)
+        sens = np.broadcast_to(total * grad[0] + grad[1], src.r.shape) / src.r.shape[1]
+    else:
+        h = src.r.shape[1]
+        sens = src.r * grad[:h] + grad[h:]
+    per_row = (np.abs(sens) * dw).sum(axis=1) / src.n
+    if context is None:
+        return float(per_row.sum())
+    per_context = np.bincount(context, weights=per_row)
+    return float(math.sqrt(float(per_context @ per_context)))
+
+
+def _estimate(
+    est: SlateEstimator,
+    logs: SlateLogs,
+    w: np.ndarray,
+    policy: str | None,
+    weight_error: np.ndarray | None = None,
+) -> Estimate:
     scale = _reward_scale(logs.reward)
     src = _SlateRows(w, logs.reward, est.self_normalized, est._shared, scale)
     comps = src.components()
@@ -1370,6 +1590,16 @@ def _estimate(est: SlateEstimator, logs: SlateLogs, w: np.ndarray, policy: str |
         notes.append(text)
     if n > 1:
         notes += skewed_notes(est.estimator_name, n, float(skewness(infl)), src, policy)
+    if weight_error is not None:
+        bound = _error_bound(src, means, weight_error, logs.context)
+        notes.append(
+            f"the marginal probabilities are Monte-Carlo: their error moves the estimate by at "
+            f"most {bound:.3g} (one standard deviation), added to the standard error "
+            f"({se:.4g} from the rows alone) and so to the normal and t intervals; the bootstrap "
+            "does not apply (it would miss it)"
+        )
+        se = math.hypot(se, bound)
+        src.methods = ()
     return make_estimate(
         estimator=est.estimator_name,
         value=value,
@@ -1471,12 +1701,10 @@ class IndependentIPS(SlateEstimator):
     _kind = "iips"
     _shared = False
 
-    def _weights(self, logs, target, logging):
-        w = _need(target, "marginal", "candidate", "independent IPS") / _need(
-            logging, "marginal", "logger", "independent IPS"
-        )
+    def _kept(self, logs: SlateLogs) -> np.ndarray:
+        keep = np.ones(logs.slate_size, dtype=bool)
         if self.positions is not None:
-            keep = np.zeros(logs.slate_size, dtype=bool)
+            keep[:] = False
             for k in self.positions:
                 kk = check_positive_int(k, "positions", minimum=0)
                 if kk >= logs.slate_size:
@@ -1484,9 +1712,15 @@ class IndependentIPS(SlateEstimator):
                         f"`positions` must be < the slate size {logs.slate_size}; got {k!r}."
                     )
                 keep[kk] = True
-            w = w[:, keep]
-            return w
-        return w
+        return keep
+
+    def _weights(self, logs, target, logging):
+        w, _ = _marginal_ratio(target, logging, "independent IPS")
+        return w[:, self._kept(logs)]
+
+    def _weight_error(self, logs, target, logging):
+        _, err = _marginal_ratio(target, logging, "independent IPS")
+        return None if err is None else err[:, self._kept(logs)]
 
     def estimate(
         self, logs: Any, target: Any, *, logging: Any = None, policy: str | None = None
@@ -1503,7 +1737,7 @@ class IndependentIPS(SlateEstimator):
         )
         w = self._weights(logs, tgt, log_p)
         sub = dataclasses.replace(logs, reward=logs.reward[:, keep])
-        return _estimate(self, sub, w, policy)
+        return _estimate(self, sub, w, policy, self._weight_error(logs, tgt, log_p))
 
 
 @dataclass(frozen=True)
@@ -1585,6 +1819,7 @@ class PseudoInverse(SlateEstimator):
         self, logs: Any, target: Any, *, logging: Any = None, policy: str | None = None
     ) -> Estimate:
         logs = slate_logs(logs)
+        dw = None
         if isinstance(target, SlatePolicy) and isinstance(logging, SlatePolicy):
             ctx = _logged_context(logs, logging)
             w = pseudoinverse_table(target, logging)[ctx, _slate_index(logging, logs)]
@@ -1595,17 +1830,17 @@ class PseudoInverse(SlateEstimator):
                 if logging is None
                 else slate_probabilities(logging, logs, argument="logging")
             )
-            ratio = _need(tgt, "marginal", "candidate", "PI") / _need(
-                log_p, "marginal", "logger", "PI"
-            )
+            ratio, err = _marginal_ratio(tgt, log_p, "PI")
             w = ratio.sum(axis=1) - logs.slate_size + 1
+            if err is not None:
+                dw = np.repeat(err.sum(axis=1)[:, None], logs.slate_size, axis=1)
         else:
             raise ParameterError(
                 "PseudoInverse needs `target` and `logging` as SlatePolicy objects (exact "
                 "Gamma), or product_logging=True when the logger fills slots independently."
             )
         w = np.repeat(np.asarray(w, dtype=np.float64)[:, None], logs.slate_size, axis=1)
-        return _estimate(self, logs, w, policy)
+        return _estimate(self, logs, w, policy, dw)
 
 
 #: The slate estimators by name (``SlateEstimator.name``; ``self_normalized=True`` gives each

@@ -320,8 +320,9 @@ def _cli(*args):
 
 
 @pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
 def test_command_line_and_report(tmp_path):
-    env = TokenModel(max_length=30, end_shift=-6.0, seed=0)
+    env = TokenModel(max_length=15, end_shift=-6.0, seed=0)
     table = env.sample(2000, rng=0)
     # a candidate whose name needs escaping wherever it is shown
     table = table.rename_columns([c.replace("__cooler", "__<b>cool") for c in table.column_names])
@@ -410,7 +411,7 @@ def test_one_bad_candidate_gets_its_verdict_and_the_others_their_estimates():
     ev = ope.evaluate_sequences(frame, estimators=["ips", "snips"])
     assert ev.evaluable == ["same"]
     assert "probability 0 to every logged response" in ev.verdicts["never"]
-    assert "beyond float64" in ev.verdicts["far"]
+    assert "above 1e150" in ev.verdicts["far"]
     assert ev.evaluation.policies == ["same"]
     assert ev["same", "ips"].value == pytest.approx(frame["reward"].mean(), rel=1e-12)
     with pytest.raises(KeyError, match="no estimate"):
@@ -466,7 +467,7 @@ def test_mixed_json_types_in_an_extra_field_are_kept_as_text(tmp_path):
     assert seq.n == 2
     assert seq.behavior.tolist() == [-0.1, -0.1, -0.3]  # parsed exactly
     assert seq.table.column("meta").to_pylist() == ['{"k": 1}', '"x"']
-    assert "'meta' mix JSON types" in seq.notes[0]
+    assert "'meta' (dict at row 0, str at row 1) mix JSON types" in seq.notes[0]
     ev = ope.evaluate_sequences(seq, estimators=["ips"])
     assert any("mix JSON types" in note for note in ev.evaluation.notes)
 
@@ -489,3 +490,102 @@ def test_empty_responses_stay_episodes():
     assert pdis.value == pytest.approx(
         (0.0 + w1 * 1.0 + w2a * 0.5 + w2a * w2b * 0.5) / 3, rel=1e-12
     )
+
+
+@pytest.mark.parametrize(
+    "settings, on_policy, signature",
+    [
+        # the engine logs untruncated / untempered probabilities for the sampler: the
+        # candidate that is the logged model looks identical, but the sampler's mean weight
+        # is above 1, which no support gap gives
+        ({"top_p": 0.8, "reported": "untruncated"}, "model", "inflated"),
+        ({"temperature": 1.5, "reported": "untruncated"}, "model", "inflated"),
+        # a kept mass beneath a noise floor: a systematic shift, not noise
+        ({"top_p": 0.9, "logprob_noise": 0.02}, "model", "kept_mass"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_audit_sees_logs_that_are_wrong_for_every_candidate(settings, on_policy, signature):
+    env = TokenModel(**settings, seed=0)
+    logs = env.sample(4000, rng=0)
+    audit = ope.audit_logprobs(logs, on_policy=on_policy)
+    assert audit.signature == signature and not audit.usable, audit.reason
+    with pytest.raises(ValidationError, match="cannot be the sampling distribution"):
+        ope.evaluate_sequences(logs, on_policy=on_policy)
+    if signature == "inflated":  # without on_policy: no candidate is evaluable
+        ev = ope.evaluate_sequences(logs)
+        assert ev.evaluable == []
+        assert all(v.startswith("not evaluable") for v in ev.verdicts.values())
+        assert "too small" in ev.verdicts[on_policy]
+        assert not ev.divergences.table()["evaluable"].any()
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+def test_weights_past_what_read_logs_takes_are_per_candidate_verdicts():
+    n = 400
+    g = np.random.default_rng(1)
+    b = np.full(n, -1.0)
+    b[0] = -400.0
+    frame = pd.DataFrame(
+        {
+            "behavior_logprobs": b,
+            "target_logprobs__ok": b,
+            "target_logprobs__big": np.r_[-1.0 + 0.0, b[1:]],  # log weight 399 at row 0
+            "target_logprobs__tiny": np.r_[-900.0, np.full(n - 1, -450.0)] + g.normal(size=n),
+            "reward": g.random(n),
+            "q": 0.5,
+            "v_target__ok": 0.5,
+            "v_target__big": 0.5,
+            "v_target__tiny": 0.25,
+        }
+    )
+    ev = ope.evaluate_sequences(frame, q_column="q", v_column="v_target__{policy}")
+    assert ev.evaluation.policies == ["ok"]
+    assert "above 1e150" in ev.verdicts["big"] and "below 1e-150" in ev.verdicts["tiny"]
+    # DR of a candidate none of whose responses is logged is the model's estimate alone
+    assert ev["tiny", "dr"].value == pytest.approx(0.25, abs=1e-12)
+    with pytest.raises(KeyError):
+        ev["big", "dr"]
+    verdict = ev.divergences.table().set_index("policy")["evaluable"]
+    assert verdict.to_dict() == {"ok": True, "big": False, "tiny": False}
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_doors_of_evaluate_sequences(tmp_path):
+    with pytest.raises(ParameterError, match="q_column"):
+        ope.evaluate_sequences(_frame(), estimators=["dr"])
+    array = tmp_path / "array.json"
+    array.write_text(json.dumps(_frame().to_dict(orient="records")))
+    with pytest.raises(DataFileError, match="one JSON array"):
+        read_sequences(array)
+    # a byte-order mark and a metadata field of two types; a reward of two types is refused
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(
+        b"\xef\xbb\xbf"
+        + b'{"behavior_logprobs": [-0.1], "target_logprobs__a": [-0.2], "reward": 1, "m": 1}\n'
+        + b'{"behavior_logprobs": [-0.5], "target_logprobs__a": [-0.2], "reward": 0, "m": "x"}\n'
+    )
+    assert read_sequences(mixed).n == 2
+    mixed.write_text(
+        '{"behavior_logprobs": [-0.1], "target_logprobs__a": [-0.2], "reward": 1, "m": 1}\n'
+        '{"behavior_logprobs": [-0.5], "target_logprobs__a": [-0.2], "reward": "1", "m": "x"}\n'
+    )
+    with pytest.raises(SchemaError, match=r"`reward` changes its JSON type.*row 1"):
+        read_sequences(mixed)
+    with pytest.raises(ValidationError, match="row 2, token 1"):
+        ope.sequence_trajectories(
+            _frame().assign(step_rewards=[[0.0, 1.0], [0.0], [0.5, np.nan, 1.0]])
+        )
+    # only the candidates asked for are read: a broken column of another one is not
+    broken = _frame().assign(target_logprobs__junk=[[0.5, 0.5], [0.5], [0.5, 0.5, 0.5]])
+    with pytest.raises(ValidationError, match="junk"):
+        read_sequences(broken)
+    assert ope.evaluate_sequences(broken, ["tuned"], estimators=["ips"]).verdicts
+    # the report takes the responses' own evaluation, and refuses another one
+    ev = ope.evaluate_sequences(_frame(), estimators=["ips"])
+    assert "Language-model logs" in render_report(sequences=ev)
+    other = ope.evaluate_sequences(_frame(), estimators=["snips"])
+    with pytest.raises(ParameterError, match="disagree"):
+        render_report(evaluation=other.evaluation, sequences=ev)

@@ -11,7 +11,13 @@ import pyarrow as pa
 import pytest
 
 import ope.slates as S
-from ope.exceptions import ParameterError, PolicyError, SchemaError, ValidationError
+from ope.exceptions import (
+    EstimationError,
+    ParameterError,
+    PolicyError,
+    SchemaError,
+    ValidationError,
+)
 from ope.results import compare
 from ope.simulate import SlateEnvironment
 
@@ -229,6 +235,88 @@ def test_plackett_luce_matches_enumeration_and_monte_carlo(monkeypatch):
     monkeypatch.setattr(S, "MAX_ENUMERATED_SLATES", 1)
     mc = S.PlackettLuce([[0.3, -1.0, 2.0, 0.0]], slate_size=2, n_samples=100_000, rng=0)
     np.testing.assert_allclose(mc.marginals(), marg, atol=4 * 0.5 / math.sqrt(100_000))
+    se = mc.marginal_standard_errors()
+    assert se.shape == marg.shape and (se > 0).all()
+    assert np.abs((mc.marginals() - marg) / se).max() < 5
+
+
+@pytest.mark.parametrize("slate_size", [1, 3, 6])
+def test_race_marginals_are_unbiased_with_their_stated_error(monkeypatch, slate_size):
+    # exact marginals by enumeration, then the race's beyond it: within 5 of their standard
+    # errors everywhere, and a relative error that does not grow as the marginal shrinks
+    scores = np.random.default_rng(3).normal(size=(2, 6)) * 2.0
+    exact = S.PlackettLuce(scores, slate_size).marginals()
+    monkeypatch.setattr(S, "MAX_ENUMERATED_SLATES", 1)
+    race = S.PlackettLuce(scores, slate_size, n_samples=40_000, rng=1)
+    assert not race.exact_marginals
+    # (a marginal far below 1 / n_samples, e.g. a likely item placed late, is an event the
+    # draws need not reach: its error is then below that floor, not within its own standard
+    # error)
+    z = (race.marginals() - exact) / (race.marginal_standard_errors() + 1 / 40_000)
+    assert np.abs(z).max() < 5
+    # a counting estimate would err by sqrt((1 - p) / (N p)) relative: the race errs far less
+    # for the items of low score, however rare
+    rates = np.exp(scores - np.logaddexp.reduce(scores, axis=1)[:, None])
+    low = np.broadcast_to((rates < 0.01)[:, None, :], exact.shape) & (exact > 0) & (exact < 0.01)
+    relative = race.marginal_standard_errors()[low] / exact[low]
+    counting = np.sqrt((1 - exact[low]) / (40_000 * exact[low]))
+    assert low.any() and (relative < counting).all()
+    assert np.median(relative / counting) < 0.5
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_plackett_luce_beyond_enumeration(monkeypatch):
+    # 14 items in 5 slots: 240,240 ordered slates, above MAX_ENUMERATED_SLATES. Slate and
+    # cascade IPS need only the exact prefix probabilities (no marginals computed);
+    # independent IPS uses the race marginals and adds their error to its standard error
+    g = np.random.default_rng(0)
+    logger = S.PlackettLuce(g.normal(size=(3, 14)), 5, n_samples=20_000, rng=0)
+    cand = S.PlackettLuce(g.normal(size=(3, 14)), 5, n_samples=20_000, rng=1)
+    assert cand.n_slates > S.MAX_ENUMERATED_SLATES and cand.n_contexts == 3
+    ctx = g.integers(0, 3, 500)
+    items = logger.sample(ctx, rng=2)
+    lp = logger.prefix_probabilities(ctx, items)
+    logs = S.slate_logs(
+        {
+            "slate_id": np.arange(500),
+            "context": ctx,
+            "item": items.tolist(),
+            "reward": g.random((500, 5)).tolist(),
+            "slate_propensity": lp[:, -1],
+            "prefix_propensity": lp.tolist(),
+        }
+    )
+    probs = cand.slate_probabilities(logs)
+    assert probs.marginal_deferred and probs.marginal is None
+    direct = cand.prefix_probabilities(ctx, items)
+    sips = S.SlateIPS().estimate(logs, cand)
+    assert sips.value == pytest.approx(
+        float(np.mean(direct[:, -1] / lp[:, -1] * np.asarray(logs.reward).sum(axis=1))),
+        rel=1e-12,
+    )
+    S.CascadeIPS().estimate(logs, cand)
+    assert "marg" not in cand._cache  # no marginal was computed for them
+    iips = S.IndependentIPS().estimate(logs, cand, logging=logger)
+    assert "Monte-Carlo" in iips.notes[-1]
+    rows_alone = float(iips.notes[-1].split("(")[2].split(" ")[0])
+    assert iips.std_error > rows_alone
+    with pytest.raises(EstimationError, match="bootstrap"):
+        iips.ci(0.9, method="bootstrap")
+    lo, hi = iips.ci(0.9, method="t")
+    assert lo < iips.value < hi
+    # the same estimate with the marginals given as exact has the rows' standard error
+    resolved = cand.slate_probabilities(logs).with_marginals()
+    log_resolved = logger.slate_probabilities(logs).with_marginals()
+    exact_given = S.IndependentIPS().estimate(
+        logs,
+        S.SlateProbabilities(marginal=resolved.marginal),
+        logging=S.SlateProbabilities(marginal=log_resolved.marginal),
+    )
+    assert exact_given.value == pytest.approx(iips.value, rel=1e-12)
+    assert exact_given.std_error == pytest.approx(rows_alone, rel=1e-3)
+    with pytest.raises(PolicyError, match="product_logging=True"):
+        S.PseudoInverse().estimate(logs, cand, logging=logger)
 
 
 def test_table_object_and_policy_candidates_agree():

@@ -1906,7 +1906,8 @@ def render_report(
         :data:`MONITOR_SECTIONS`.
     sequences : ope.SequenceEvaluation, optional
         An evaluation from logged responses and their token log-probabilities
-        (:func:`ope.evaluate_sequences`; pass its ``evaluation`` as ``evaluation``): the section
+        (:func:`ope.evaluate_sequences`; its ``evaluation`` is the report's, so ``evaluation``
+        may be left out, and another one is refused): the section
         *Language-model logs* gives the audit of the logged log-probabilities and, per
         candidate, the divergences and whether the logs can evaluate it.
 
@@ -1936,6 +1937,16 @@ def render_report(
             "`monitoring` must be a monitor's state (ope.monitor.Monitor(...).update(...)); got "
             f"{type(monitoring).__name__}."
         )
+    if sequences is not None and type(sequences).__name__ == "SequenceEvaluation":
+        # the responses' evaluation is the report's: given alone, or the same object
+        if evaluation is None:
+            evaluation = sequences.evaluation
+        elif evaluation is not sequences.evaluation:
+            raise ParameterError(
+                "`sequences` and `evaluation` disagree: pass sequences.evaluation as "
+                "`evaluation` (or leave it out), so that the verdicts and the estimates are of "
+                "the same responses."
+            )
     monitor_only = evaluation is None and diagnostics is None and monitoring is not None
     if not monitor_only:
         _checked(evaluation, diagnostics, certificate, validation)
@@ -1974,7 +1985,7 @@ def render_report(
     if sequences is not None:  # a candidate the responses cannot evaluate has no answer
         verdicts = [
             v
-            if sequences.verdicts.get(v.policy, "evaluable") == "evaluable"
+            if sequences.verdicts.get(v.policy) == "evaluable"
             else dataclasses.replace(
                 v,
                 answer=UNCLEAR,
