@@ -177,6 +177,9 @@ class SequenceLogs:
     notes : tuple of str
         How the rows were read (e.g. a metadata field whose JSON type changes between records,
         kept as text); :func:`evaluate_sequences` adds them to its notes.
+    source : str
+        Where the rows come from (the path, or ``"<DataFrame>"``, ``"<Table>"``): the
+        evaluation's validation report names it.
     """
 
     table: pa.Table = field(repr=False)
@@ -186,6 +189,7 @@ class SequenceLogs:
     behavior: npt.NDArray[np.float64] = field(repr=False)
     targets: npt.NDArray[np.float64] = field(repr=False)
     notes: tuple[str, ...] = ()
+    source: str = "<table>"
 
     @property
     def n(self) -> int:
@@ -547,6 +551,7 @@ def _from_table(
         behavior=b,
         targets=np.minimum(t_all, 0.0),
         notes=read_notes,
+        source=str(source) if isinstance(source, (str, Path)) else f"<{type(source).__name__}>",
     )
 
 
@@ -732,6 +737,7 @@ def evaluate_sequences(
     bandit = ope.read_logs(pd.DataFrame(data))
     options.setdefault("estimators", ("ips", "snips"))
     ev = ope.evaluate(bandit, estimated, **options)
+    ev = dataclasses.replace(ev, report=dataclasses.replace(ev.report, source=seq.source))
     model_estimates: dict[str, Any] = {}
     if model is not None:
         from ope.estimators import DR
@@ -1486,6 +1492,11 @@ def _audit(seq: SequenceLogs, on_policy: str | None, div: SequenceDivergences) -
                     f"; above {_NOISE_INFLATION:.0%}, no weight can be trusted: log both sides' "
                     "log-probabilities from one engine at one precision"
                 )
+    if signature == "kept_mass" and seq.offsets is None:
+        reason += (
+            "; with one summed log-probability per response the audit cannot tell a truncation "
+            "from a temperature (both shift the sums): log per-token log-probabilities to know"
+        )
     flagged = weights[weights["flags"]] if len(weights) else weights
     above = flagged[flagged["mean_weight"] > 1.0] if len(flagged) else flagged
     if usable and len(above):  # no support gap raises E_b[w]: the logged side is wrong

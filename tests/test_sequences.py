@@ -333,6 +333,7 @@ def test_command_line_and_report(tmp_path):
     assert out.returncode == 0, out.stderr
     doc = json.loads(out.stdout)
     assert doc["kind"] == "sequence_evaluation" and doc["audit"]["signature"] == "identical"
+    assert doc["evaluation"]["validation"]["source"] == str(path)
     assert doc["verdicts"]["<b>cool"] == "evaluable"
     assert doc["verdicts"]["tuned"].startswith("not evaluable")
     want = ope.evaluate_sequences(read_sequences(table), on_policy="sampler")
@@ -589,3 +590,17 @@ def test_doors_of_evaluate_sequences(tmp_path):
     other = ope.evaluate_sequences(_frame(), estimators=["snips"])
     with pytest.raises(ParameterError, match="disagree"):
         render_report(evaluation=other.evaluation, sequences=ev)
+
+
+def test_audit_of_summed_logprobs_says_what_it_cannot_tell():
+    table = TokenModel(temperature=0.7, seed=0).sample(2000, rng=0)
+    frame = pd.DataFrame(
+        {
+            c: [float(np.sum(x)) for x in table.column(c).to_pylist()]
+            for c in ("behavior_logprobs", "target_logprobs__model")
+        }
+    ).assign(reward=table.column("reward").to_numpy())
+    audit = ope.audit_logprobs(frame, on_policy="model")
+    assert not audit.usable and audit.signature in ("kept_mass", "temperature")
+    if audit.signature == "kept_mass":
+        assert "cannot tell a truncation from a temperature" in audit.reason
