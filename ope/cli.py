@@ -1217,6 +1217,13 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     _add_distribution_options(p)
     _add_guardrail_options(p)
     p.add_argument(
+        "--loggers",
+        choices=("per_logger", "balanced", "precision"),
+        help="logs from several loggers (column logging_policy): weight each row by its own "
+        "logger, by the mixture of all loggers (propensity__<logger> columns), or estimate each "
+        "logger's stratum alone and combine them by precision (ope.evaluate_loggers)",
+    )
+    p.add_argument(
         "--streaming",
         choices=("auto", "on", "off"),
         default="auto",
@@ -2590,6 +2597,8 @@ def _streaming_plan(
         blockers.append("--metric (an outcome distribution sorts every row by outcome)")
     if getattr(args, "guardrail", None):
         blockers.append("--guardrail (each outcome is compared on the same rows in memory)")
+    if getattr(args, "loggers", None):
+        blockers.append("--loggers (each logger's rows are weighed in memory)")
     if getattr(args, "sensitivity", "auto") == "on":
         blockers.append("--sensitivity on (the analysis sorts every row by reward)")
     if any(c.startswith("propensity__") for c in names):
@@ -2739,13 +2748,56 @@ def _auto_estimator(args: argparse.Namespace) -> bool:
     return True
 
 
+def _evaluate_loggers(args: argparse.Namespace, logs: Any, policies: Any) -> Any:
+    """``--loggers``: :func:`ope.evaluate_loggers` with the flags it takes (the others are
+    refused: they belong to one pooled evaluation)."""
+    from ope.loggers import evaluate_loggers
+
+    options = _plan_options(args)
+    for dest, flag in (
+        ("by", "--by"),
+        ("weight_column", "--weight-column"),
+        ("embedding", "--cluster-column/--embedding-columns"),
+        ("weight_bound", "--weight-bound"),
+        ("tau", "--tau"),
+        ("shrinkage", "--shrinkage"),
+    ):  # a loop over the options evaluate_loggers does not take
+        if options.get(dest) is not None:
+            raise _UsageError(
+                f"argument --loggers: {flag} does not combine with pooling several loggers; "
+                f"drop {flag}, or --loggers.",
+                flag="--loggers",
+            )
+    if _auto_estimator(args) or _tuned_flags(args):
+        raise _UsageError(
+            "argument --loggers: --estimator auto and tuned settings choose on one pooled "
+            "evaluation; name the estimators with --estimator.",
+            flag="--loggers",
+        )
+    return evaluate_loggers(
+        logs,
+        policies,
+        weighting=args.loggers,
+        estimators=options["estimators"],
+        ci=options["ci"],
+        confidence_level=options["confidence_level"],
+        reward_range=options["reward_range"],
+        max_weight=options["max_weight"],
+        context_columns=options["context_columns"],
+        rng=options["rng"],
+    )
+
+
 def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, Any, _Outcome]:
     """Read every row, evaluate and diagnose under ``plan``: (logs, evaluation, diagnostics,
     outcome)."""
     logs = _read(args)
     _require_columns(logs, args, "by", "context_columns")
     policies = _policies_from_args(args, logs)
-    if _auto_estimator(args) or _tuned_flags(args):
+    if getattr(args, "loggers", None):
+        evaluation = _evaluate_loggers(args, logs, policies)
+        plan = plan.with_policies(policies)
+    elif _auto_estimator(args) or _tuned_flags(args):
         # the cross-validated choice, or settings tuned per candidate; then a plan of the
         # estimators for the diagnostics
         from ope.evaluation import EvaluationPlan

@@ -11,11 +11,19 @@ explicitly:
   :math:`w_i = \\pi_e / \\bar\\pi` with :math:`\\bar\\pi(a|x) = \\sum_j (n_j/n)\\, \\pi_j(a|x)`
   (Agarwal et al. 2017). The mixture needs every logger's probability of each logged action:
   columns ``propensity__<logger>`` (one per logger), or a long table of
-  ``event_id, logging_policy, propensity`` rows (:func:`balanced_propensities`).
+  ``event_id, logging_policy, propensity`` rows (:func:`balanced_propensities`);
+- ``weighting="precision"``: each logger's stratum estimated on its own rows with its own
+  propensities, :math:`\\hat V_j`, and the strata combined with weights inversely proportional
+  to their variances, :math:`\\hat V = \\sum_j c_j \\hat V_j`, :math:`c_j \\propto 1/\\widehat{se}_j^2`
+  (precision-weighted IS of Kallus, Saito & Uehara 2021; weighted IPS of Agarwal et al.
+  2017): it needs only each row's own propensity. Its standard error is the stratified one,
+  :math:`(\\sum_j 1/\\widehat{se}_j^2)^{-1/2}`.
 
-Both are unbiased when every logger covers the candidate's actions; the balanced weights are
-bounded by :math:`n / n_j` times each logger's own weight, so a logger with poor overlap does not
-blow up the variance of the pooled estimate.
+All three are unbiased when every logger covers the candidate's actions (precision weighting
+asymptotically: its weights are estimated on the same rows). The balanced weights are bounded by
+:math:`n / n_j` times each logger's own weight, so a logger with poor overlap does not blow up
+the variance of the pooled estimate; precision weighting gives such a logger's stratum a small
+weight instead, without the other loggers' propensities.
 
 The example of :func:`evaluate_loggers` pools two loggers both ways.
 """
@@ -23,6 +31,7 @@ The example of :func:`evaluate_loggers` pools two loggers both ways.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -33,9 +42,9 @@ import pyarrow as pa
 
 from ope._thresholds import PROPENSITY_TOLERANCE, kish_ess
 from ope._validation import check_choice, describe, first_rows
-from ope.exceptions import ParameterError, SchemaError, ValidationError
+from ope.exceptions import EstimationError, ParameterError, SchemaError, ValidationError
 from ope.logs import BanditLogs, as_log_table
-from ope.results import Result, ResultParts
+from ope.results import Result, ResultParts, RowSource, make_estimate
 
 __all__ = [
     "LOGGER_COLUMN",
@@ -52,7 +61,7 @@ __all__ = [
 LOGGER_COLUMN: Final = "logging_policy"
 #: ``propensity__<logger>``: logger ``<logger>``'s probability of the row's logged action.
 LOGGER_PROPENSITY_PREFIX: Final = "propensity__"
-WEIGHTINGS: Final = ("per_logger", "balanced")
+WEIGHTINGS: Final = ("per_logger", "balanced", "precision")
 _LONG_COLUMNS: Final = ("event_id", LOGGER_COLUMN, "propensity")
 
 
@@ -375,8 +384,9 @@ def evaluate_loggers(
         weighting).
     policies : optional
         As in :func:`ope.evaluate`.
-    weighting : {"per_logger", "balanced"}
-        Required: each row's own logger, or the mixture of all loggers.
+    weighting : {"per_logger", "balanced", "precision"}
+        Required: each row's own logger, the mixture of all loggers, or each logger's stratum
+        weighted by its precision (see the module; normal and t intervals).
     long_table : optional
         Each logger's probabilities as a long table (see :func:`logger_propensities`).
     estimators, ci, confidence_level, reward_range, max_weight, context_columns, rng
@@ -405,7 +415,12 @@ def evaluate_loggers(
 
     how = check_choice(weighting, "weighting", WEIGHTINGS)
     table = as_log_table(logs)
-    names, _, counts = _loggers(table)
+    names, codes, counts = _loggers(table)
+    if how == "precision" and ci not in ("normal", "t"):
+        raise ParameterError(
+            f"`ci` {ci!r}: precision weighting gives normal and t intervals (its standard error "
+            "is the stratified one); choose ci='normal' or 't'."
+        )
     if how == "balanced":
         pooled: Any = balanced_propensities(table, long_table=long_table)
     else:
@@ -423,9 +438,143 @@ def evaluate_loggers(
         rng=rng,
     )
     mix = ", ".join(f"{n}: {c:,}" for n, c in zip(names, counts))
+    if how == "precision":
+        result = _precision_weighted(result, names, codes, counts)
     note = f"pooled rows of {names.size} loggers ({mix}) weighted " + (
         "by the mixture of all loggers (balanced, Agarwal et al. 2017)"
         if how == "balanced"
+        else "by each row's own logger, each logger's stratum estimated alone and the strata "
+        "combined by the inverses of their variances (precision-weighted, Kallus, Saito & "
+        "Uehara 2021), each half of a stratum's rows weighted by the other half's variances "
+        "(cross-fitted); the standard error is the stratified one"
+        if how == "precision"
         else "by each row's own logger"
     )
     return dataclasses.replace(result, notes=(*result.notes, note))
+
+
+class _StratifiedRows(RowSource):
+    """A precision-weighted estimate as one component per row, centred within its stratum so
+    that the rows' variance is the stratified one (paired comparisons pair these rows; a
+    comparison's variance then also holds the partner's spread between strata: conservative)."""
+
+    def __init__(self, terms: np.ndarray, reward: np.ndarray) -> None:
+        self._terms = terms[:, None]
+        self.reward = reward
+        self.n = int(terms.size)
+
+    def components(self) -> np.ndarray:
+        return self._terms
+
+    def statistic(self, means: np.ndarray) -> np.ndarray:
+        return means[..., 0]
+
+    def gradient(self, means: np.ndarray) -> np.ndarray:
+        return np.ones(1)
+
+
+def _strata(
+    src: RowSource, a: np.ndarray, codes: np.ndarray, k: int, key: tuple[str, str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per stratum of ``codes``: the estimator on the stratum's rows alone ``(k,)``, each row's
+    influence term ``psi`` ``(n,)`` (0 where the stratum's estimate is undefined), the variance
+    of ``psi`` per stratum ``(k,)`` and whether the estimate is defined ``(k,)``."""
+    counts = np.bincount(codes, minlength=k).astype(np.float64)
+    sums = np.stack(
+        [np.bincount(codes, weights=a[:, j], minlength=k) for j in range(a.shape[1])], axis=1
+    )  # a loop over the estimator's components
+    means = sums / np.maximum(counts, 1.0)[:, None]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = np.asarray([float(src.statistic(means[j])) for j in range(k)])  # strata
+        grads = np.stack([src.gradient(means[j]) for j in range(k)])
+        psi = np.einsum("ij,ij->i", a - means[codes], grads[codes])
+    # a stratum where the estimator is undefined (SNIPS with no weight: 0/0) gets no weight
+    defined = (
+        np.isfinite(values)
+        & (counts > 1)
+        & (np.bincount(codes, weights=~np.isfinite(psi), minlength=k) == 0)
+    )
+    if not defined.any():
+        raise EstimationError(
+            f"{key[1]!r} of {key[0]!r} is undefined in every logger's stratum (e.g. SNIPS "
+            "where the candidate gives no logged action a positive probability)."
+        )
+    psi = np.where(defined[codes], psi, 0.0)
+    var = np.bincount(codes, weights=psi * psi, minlength=k) / np.maximum(counts - 1, 1)
+    return np.where(defined, values, 0.0), psi, var, defined
+
+
+def _shares(var: np.ndarray, counts: np.ndarray, defined: np.ndarray) -> np.ndarray:
+    """Precision weights ``c_j`` from the strata's variances (a stratum whose terms do not vary
+    gets the smallest positive variance of the others)."""
+    positive = var[defined & (var > 0)]
+    var = np.where(var > 0, var, positive.min() if positive.size else 1.0)
+    precision = np.where(defined, counts / var, 0.0)
+    return precision / precision.sum()
+
+
+def _precision_weighted(
+    pooled: Any, names: np.ndarray, codes: np.ndarray, counts: np.ndarray
+) -> Any:
+    """``pooled`` (each row weighted by its own logger) with every estimate replaced by the
+    precision-weighted combination of the loggers' strata (see the module).
+
+    Each estimate's rows give, per stratum ``j``, the estimator on the stratum's rows alone,
+    ``V_j = f(mean_j(A))`` for components ``A`` and statistic ``f``, and its influence terms
+    ``psi = (A - mean_j(A)) . grad f(mean_j(A))``; ``c_j = (n_j / var_j(psi)) / sum_k (n_k /
+    var_k(psi))``. The weights are cross-fitted: each stratum's rows are split in two halves
+    (alternate rows), each half's ``sum_j c_j V_j`` takes its weights from the other half, and
+    the two are averaged. Weights from the same rows would favour the samples of a stratum
+    that missed its large weights (a small variance and a low value together: biased down
+    under poor overlap). The standard error is the stratified ``sqrt(sum_j c_j^2 var_j / n_j)``
+    with the halves' mean weights; the rows' terms ``c_j (n / n_j) psi + V`` (rescaled so that
+    their variance gives that error) back paired comparisons.
+    """
+    n = int(codes.size)
+    k = int(counts.size)
+    # alternate rows of each stratum: the rank of each row within its stratum, modulo 2
+    order = np.argsort(codes, kind="stable")
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n) - np.repeat(np.cumsum(counts) - counts, counts)
+    half = rank % 2
+    estimates = {}
+    for key, est in pooled.estimates.items():  # a loop over candidates x estimators
+        src = est._source
+        if not isinstance(src, RowSource):
+            raise EstimationError(
+                f"precision weighting needs the rows of {key[1]!r}; it has none here."
+            )
+        a = src.components()
+        _, psi, var, defined = _strata(src, a, codes, k, key)
+        halves = []
+        for h in (0, 1):  # the two halves
+            rows = half == h
+            halves.append((_strata(src, a[rows], codes[rows], k, key), rows))
+        value = 0.0
+        c = np.zeros(k)
+        for h in (0, 1):
+            (own_values, _, _, own_defined), _ = halves[h]
+            (_, _, other_var, other_defined), other_rows = halves[1 - h]
+            c_h = _shares(
+                other_var, np.bincount(codes[other_rows], minlength=k), own_defined & other_defined
+            )
+            value += 0.5 * float(c_h @ own_values)
+            c += 0.5 * c_h
+        # the rows' terms: their mean is the value and their variance over n the stratified
+        # variance sum_j c_j^2 var_j / n_j (each stratum's psi sums to 0)
+        scale = np.sqrt((n - 1) / n * counts / np.maximum(counts - 1, 1)) * n / counts
+        terms = (c * scale)[codes] * psi + value
+        terms += value - float(terms.mean())  # exactly the value (the halves' own means)
+        se = math.sqrt(float(np.sum(c * c * var / counts)))
+        shares = ", ".join(f"{name} {share:.3f}" for name, share in zip(names, c, strict=True))
+        estimates[key] = make_estimate(
+            estimator=est.estimator,
+            value=value,
+            std_error=se,
+            n=est.n,
+            ess=est.ess,
+            notes=(*est.notes, f"precision weights of the loggers' strata: {shares}"),
+            policy=est.policy,
+            source=_StratifiedRows(terms, src.reward),
+        )
+    return dataclasses.replace(pooled, estimates=estimates, statistics=None, interval_values=None)
