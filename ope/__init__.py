@@ -139,6 +139,7 @@ _PUBLIC: dict[str, str] = {
     "SlateIPS": "ope.slates",
     "IndependentIPS": "ope.slates",
     "CascadeIPS": "ope.slates",
+    "CascadeDR": "ope.slates",
     "PseudoInverse": "ope.slates",
     "position_estimates": "ope.slates",
     "position_diagnostics": "ope.slates",

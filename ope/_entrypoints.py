@@ -74,6 +74,8 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.CandidateProbabilities",
     "ope.CascadeIPS",
     "ope.CascadeIPS.estimate",
+    "ope.CascadeDR",
+    "ope.CascadeDR.estimate",
     "ope.Certificate",
     "ope.Certificate.from_dict",
     "ope.Certificate.from_json",

@@ -1219,14 +1219,26 @@ def _check_slate_interval(estimator: Any, *, rng: Any = 0) -> None:
 
 def _check_slate_on_policy(estimator: Any, *, rng: Any = 0) -> None:
     """The candidate equal to the logger makes every weight 1: the value is the mean slate
-    reward (summed over the positions the estimator reads)."""
+    reward (summed over the positions the estimator reads); for a doubly robust estimator (a
+    ``model`` other than ``"zero"``), with a model whose expectation equals its value at the
+    logged items."""
     check = "on_policy_value"
     data = _planted_slates(check_rng(rng))
     positions = getattr(estimator, "positions", None)
     reward = data.frame.pivot(index="slate_id", columns="position", values="reward").to_numpy()
     chosen = list(range(_PLANTED.slate_size)) if positions is None else list(positions)
     want = float(reward[:, chosen].sum(axis=1).mean())
-    got = _slate_estimate(estimator, data, target=data.logging).value
+    if getattr(estimator, "model", "zero") != "zero":
+        # a doubly robust estimator on-policy: the model's terms cancel when its expectation
+        # over the candidate's next item is its value at the logged one (q_expected = q_logged)
+        q = check_rng(rng).normal(size=reward.shape)
+        got = _quiet(
+            lambda: estimator.estimate(
+                data.frame, data.logging, logging=data.logging, policy=_POLICY, model=(q, q)
+            )
+        ).value
+    else:
+        got = _slate_estimate(estimator, data, target=data.logging).value
     _close(check, estimator, "on-policy value", got, want)
 
 

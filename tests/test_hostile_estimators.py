@@ -27,7 +27,7 @@ from ope.intervals import (
     shared_bootstrap,
     t_interval,
 )
-from ope.slates import CascadeIPS, IndependentIPS, PseudoInverse, SlateIPS
+from ope.slates import CascadeDR, CascadeIPS, IndependentIPS, PseudoInverse, SlateIPS
 from ope.streaming import MomentStats
 from ope.weights import factor_weights
 
@@ -320,6 +320,7 @@ SLATE_ESTIMATORS = [
     IndependentIPS(),
     IndependentIPS(self_normalized=True),
     CascadeIPS(),
+    CascadeDR(model="zero"),
     PseudoInverse(product_logging=True),
 ]
 

@@ -480,3 +480,77 @@ def test_pseudoinverse_refuses_slates_outside_the_logger_support():
     )
     with pytest.raises(PolicyError, match="outside the logger's support"):
         S.PseudoInverse().estimate(logs, tp, logging=lg)
+
+
+# ---------------------------------------------------------------------------- Cascade-DR
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_cascade_dr_by_hand_and_its_identities():
+    logs = S.slate_logs(
+        {
+            "slate_id": [0, 1],
+            "item": [[0, 1], [1, 2]],
+            "reward": [[0.0, 1.0], [1.0, 0.0]],
+            "prefix_propensity": [[0.5, 0.25], [0.5, 0.2]],
+        }
+    )
+    target = S.SlateProbabilities(prefix=[[1.0, 0.5], [0.25, 0.2]])
+    q = np.array([[0.2, 0.6], [0.4, 0.1]])
+    v = np.array([[0.3, 0.5], [0.35, 0.3]])
+    w = np.array([[2.0, 2.0], [0.5, 1.0]])
+    prev = np.column_stack([np.ones(2), w[:, :-1]])
+    r = np.array([[0.0, 1.0], [1.0, 0.0]])
+    want = float(np.mean((w * (r - q) + prev * v).sum(axis=1)))
+    got = S.CascadeDR().estimate(logs, target, model=(q, v))
+    assert got.value == pytest.approx(want, rel=1e-12)
+    rips = S.CascadeIPS().estimate(logs, target)
+    assert S.CascadeDR(model="zero").estimate(logs, target).value == pytest.approx(
+        rips.value, rel=1e-12
+    )
+    # a model that is right about each row's rewards leaves only the candidate's expectation
+    exact = S.CascadeDR().estimate(logs, target, model=(r, v))
+    assert exact.value == pytest.approx(float(np.mean((prev * v).sum(axis=1))), rel=1e-12)
+    with pytest.raises(PolicyError, match="next-item distribution"):
+        S.CascadeDR().estimate(logs, target)
+    with pytest.raises(ParameterError, match="`model` q_logged has shape"):
+        S.CascadeDR().estimate(logs, target, model=(q[:, :1], v))
+    with pytest.raises(ParameterError, match="`model` must be"):
+        S.CascadeDR().estimate(logs, target, model=q)
+    with pytest.raises(ParameterError, match="`model`"):
+        S.CascadeDR(model="ridge")
+    with pytest.raises(ParameterError, match="self-normalized"):
+        S.CascadeDR(self_normalized=True)
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+def test_cascade_dr_next_item_means_closed_form_and_enumeration_agree():
+    # a Plackett-Luce candidate's expectations by its closed form equal those of the same
+    # distribution enumerated
+    env = SlateEnvironment(click_model="cascade", seed=1)
+    logs = env.sample_logs(300, rng=0)
+    pl = env.policy("greedy")
+    slates, prob = pl.distribution()
+    enumerated = S.EnumeratedSlatePolicy(slates, prob, n_items=pl.n_items)
+    table = np.random.default_rng(0).random((pl.n_contexts, logs.slate_size, pl.n_items))
+    closed = S._next_item_means(pl, logs.context, logs.item, table)
+    listed = S._next_item_means(enumerated, logs.context, logs.item, table)
+    np.testing.assert_allclose(closed, listed, rtol=1e-12, atol=1e-15)
+    a = S.CascadeDR().estimate(logs, pl, logging=env.policy("logging"))
+    b = S.CascadeDR().estimate(logs, enumerated, logging=env.policy("logging"))
+    assert a.value == pytest.approx(b.value, rel=1e-12)
+    assert "Cascade-DR" in a.notes[0]
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+def test_cascade_dr_is_unbiased_with_less_variance_than_cascade_ips():
+    env = SlateEnvironment(click_model="cascade", seed=1)
+    truth = env.true_value("greedy")
+    found = {"rips": [], "cdr": []}
+    for rep in range(120):  # replications (about 2 s)
+        logs = env.sample_logs(1000, rng=rep)
+        args = (logs, env.policy("greedy"))
+        found["rips"].append(S.CascadeIPS().estimate(*args, logging=env.policy("logging")).value)
+        found["cdr"].append(S.CascadeDR().estimate(*args, logging=env.policy("logging")).value)
+    rips, cdr = np.array(found["rips"]), np.array(found["cdr"])
+    assert abs(cdr.mean() - truth) < 4 * cdr.std(ddof=1) / np.sqrt(cdr.size)
+    assert cdr.std() < 0.85 * rips.std()  # measured 0.73 at n = 1,000

@@ -26,12 +26,17 @@ SEQUENTIAL_CHECKS = [name for name, _ in sequential_estimator_checks("is")]
 # every registered estimator honours its contract
 # ------------------------------------------------------------------------------------------
 def _slate_params() -> list:
-    """Every class of SLATE_ESTIMATORS, plain and self-normalized, times every check: an
-    estimator added to the registry is checked without editing this list."""
+    """Every class of SLATE_ESTIMATORS in each of its contract variants (plain and
+    self-normalized; Cascade-DR's table and zero models), times every check: an estimator added
+    to the registry is checked without editing this list."""
     return [
-        pytest.param(cls(self_normalized=sn), name, id=f"{'sn' * sn}{key}-{name}")
+        pytest.param(
+            cls(**variant),
+            name,
+            id=f"{key}{''.join(f'[{k}={v}]' for k, v in variant.items())}-{name}",
+        )
         for key, cls in SLATE_ESTIMATORS.items()
-        for sn in (False, True)
+        for variant in cls.contract_variants
         for name in SLATE_CHECKS
     ]
 
@@ -49,7 +54,9 @@ def test_sequential_estimators_honour_the_contract(estimator, check_name) -> Non
 
 def test_the_registries_are_covered_without_a_hand_kept_list() -> None:
     ids = [p.id for p in _slate_params()]
-    assert len(ids) == len(set(ids)) == 2 * len(SLATE_ESTIMATORS) * len(SLATE_CHECKS)
+    variants = sum(len(cls.contract_variants) for cls in SLATE_ESTIMATORS.values())
+    assert len(ids) == len(set(ids)) == variants * len(SLATE_CHECKS)
+    assert all(len(cls.contract_variants) >= 2 for cls in SLATE_ESTIMATORS.values())
     assert {cls.name for cls in SLATE_ESTIMATORS.values()} == set(SLATE_ESTIMATORS)
     assert set(SEQUENTIAL_ESTIMATORS) == {"is", "pdis", "wis", "wpdis", "dr", "wdr"}
     assert SLATE_CHECKS == [

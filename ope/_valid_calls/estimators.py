@@ -37,8 +37,10 @@ def _slate_estimate(cls: str, **settings: Any) -> Callable[[Path], Call]:
 
     def build(tmp: Path) -> Call:
         target, logging = slate_policies()
-        est = resolve(cls)(**settings)
-        exact = cls == "ope.PseudoInverse" and not settings.get("product_logging")
+        opts = dict(settings)  # the estimator's settings; model is the call's
+        per_call = {k: opts.pop(k) for k in list(opts) if k == "model"}
+        est = resolve(cls)(**opts)
+        exact = cls == "ope.PseudoInverse" and not opts.get("product_logging")
         return Call(
             est.estimate,
             {
@@ -46,6 +48,7 @@ def _slate_estimate(cls: str, **settings: Any) -> Callable[[Path], Call]:
                 "target": target,
                 "logging": logging if exact else None,
                 "policy": "cand",
+                **per_call,
             },
         )
 
@@ -280,12 +283,14 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         "ope.IndependentIPS", self_normalized=False, positions=(0, 1)
     ),
     "ope.CascadeIPS": lambda tmp: call("ope.CascadeIPS", self_normalized=False),
+    "ope.CascadeDR": lambda tmp: call("ope.CascadeDR", self_normalized=False, model="table"),
     "ope.PseudoInverse": lambda tmp: call(
         "ope.PseudoInverse", self_normalized=False, product_logging=False
     ),
     "ope.SlateIPS.estimate": _slate_estimate("ope.SlateIPS"),
     "ope.IndependentIPS.estimate": _slate_estimate("ope.IndependentIPS"),
     "ope.CascadeIPS.estimate": _slate_estimate("ope.CascadeIPS"),
+    "ope.CascadeDR.estimate": _slate_estimate("ope.CascadeDR", model=None),
     "ope.PseudoInverse.estimate": _slate_estimate("ope.PseudoInverse"),
     # the moment statistics of the streamed path
     "ope.MomentStats.from_arrays": lambda tmp: Call(
