@@ -1465,13 +1465,7 @@ class SlateEstimator:
         ope.Estimate
             Row-backed: ``ci(method="normal" | "t" | "bootstrap")`` and :func:`ope.compare`.
         """
-        logs = slate_logs(logs)
-        tgt = slate_probabilities(target, logs)
-        log_p = (
-            logs.logging_probabilities()
-            if logging is None
-            else slate_probabilities(logging, logs, argument="logging")
-        )
+        logs, tgt, log_p = _read_slates(logs, target, logging)
         w = self._weights(logs, tgt, log_p)
         return _estimate(self, logs, w, policy, self._weight_error(logs, tgt, log_p))
 
@@ -1484,6 +1478,21 @@ class SlateEstimator:
     @property
     def estimator_name(self) -> str:
         return ("sn" if self.self_normalized else "") + self.name
+
+
+def _read_slates(
+    logs: Any, target: Any, logging: Any
+) -> tuple[SlateLogs, SlateProbabilities, SlateProbabilities]:
+    """The slate logs, the candidate's and the logger's probabilities of the logged slates (the
+    logger's from the logs unless ``logging`` is given)."""
+    logs = slate_logs(logs)
+    tgt = slate_probabilities(target, logs)
+    log_p = (
+        logs.logging_probabilities()
+        if logging is None
+        else slate_probabilities(logging, logs, argument="logging")
+    )
+    return logs, tgt, log_p
 
 
 def _need(probs: SlateProbabilities, field_name: str, who: str, what: str) -> np.ndarray:
@@ -1743,12 +1752,7 @@ class IndependentIPS(SlateEstimator):
         if self.positions is None:
             return super().estimate(logs, target, logging=logging, policy=policy)
         keep = sorted({int(k) for k in self.positions})
-        tgt = slate_probabilities(target, logs)
-        log_p = (
-            logs.logging_probabilities()
-            if logging is None
-            else slate_probabilities(logging, logs, argument="logging")
-        )
+        logs, tgt, log_p = _read_slates(logs, target, logging)
         w = self._weights(logs, tgt, log_p)
         sub = dataclasses.replace(logs, reward=logs.reward[:, keep])
         return _estimate(self, sub, w, policy, self._weight_error(logs, tgt, log_p))
@@ -1838,12 +1842,7 @@ class PseudoInverse(SlateEstimator):
             ctx = _logged_context(logs, logging)
             w = pseudoinverse_table(target, logging)[ctx, _slate_index(logging, logs)]
         elif self.product_logging:
-            tgt = slate_probabilities(target, logs)
-            log_p = (
-                logs.logging_probabilities()
-                if logging is None
-                else slate_probabilities(logging, logs, argument="logging")
-            )
+            logs, tgt, log_p = _read_slates(logs, target, logging)
             ratio, err = _marginal_ratio(tgt, log_p, "PI")
             w = ratio.sum(axis=1) - logs.slate_size + 1
             if err is not None:
@@ -1934,13 +1933,7 @@ class CascadeDR(SlateEstimator):
         """Estimate the candidate's expected slate reward (see the class); ``model`` is
         ``(q_logged, q_expected)``, two ``(n, L)`` arrays of your reward model, or None for
         this estimator's ``model``."""
-        logs = slate_logs(logs)
-        tgt = slate_probabilities(target, logs)
-        log_p = (
-            logs.logging_probabilities()
-            if logging is None
-            else slate_probabilities(logging, logs, argument="logging")
-        )
+        logs, tgt, log_p = _read_slates(logs, target, logging)
         w = self._weights(logs, tgt, log_p)
         q, v = self._model_terms(logs, target, model)
         # sum_k [w_k (r_k - q_k) + w_{k-1} v_k] = v_0 + sum_k w_k (r_k - q_k + v_{k+1})
@@ -2127,12 +2120,7 @@ def position_diagnostics(logs: Any, target: Any, *, logging: Any = None) -> pd.D
     from ope.diagnostics import diagnose_arrays
 
     logs = slate_logs(logs)
-    tgt = slate_probabilities(target, logs)
-    log_p = (
-        logs.logging_probabilities()
-        if logging is None
-        else slate_probabilities(logging, logs, argument="logging")
-    )
+    logs, tgt, log_p = _read_slates(logs, target, logging)
     t = _need(tgt, "marginal", "candidate", "position_diagnostics")
     p = _need(log_p, "marginal", "logger", "position_diagnostics")
     unsupported = np.full(logs.slate_size, np.nan)
