@@ -59,6 +59,7 @@ from typing import Any, Final, NoReturn
 from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS
 from ope.exceptions import (
     DataFileError,
+    EstimationError,
     MissingBoundsError,
     OPEError,
     OPEWarning,
@@ -2774,18 +2775,25 @@ def _evaluate_loggers(args: argparse.Namespace, logs: Any, policies: Any) -> Any
             "evaluation; name the estimators with --estimator.",
             flag="--loggers",
         )
-    return evaluate_loggers(
-        logs,
-        policies,
-        weighting=args.loggers,
-        estimators=options["estimators"],
-        ci=options["ci"],
-        confidence_level=options["confidence_level"],
-        reward_range=options["reward_range"],
-        max_weight=options["max_weight"],
-        context_columns=options["context_columns"],
-        rng=options["rng"],
-    )
+    try:
+        return evaluate_loggers(
+            logs,
+            policies,
+            weighting=args.loggers,
+            estimators=options["estimators"],
+            ci=options["ci"],
+            confidence_level=options["confidence_level"],
+            reward_range=options["reward_range"],
+            max_weight=options["max_weight"],
+            context_columns=options["context_columns"],
+            rng=options["rng"],
+        )
+    except (SchemaError, ValidationError, EstimationError) as exc:
+        # the library's weighting='...' is this command's --loggers
+        text = re.sub(r"weighting=['\"](\w+)['\"]", r"--loggers \1", str(exc))
+        if text == str(exc):
+            raise
+        raise type(exc)(text) from None
 
 
 def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, Any, _Outcome]:

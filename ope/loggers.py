@@ -419,7 +419,7 @@ def evaluate_loggers(
     if how == "precision" and ci not in ("normal", "t"):
         raise ParameterError(
             f"`ci` {ci!r}: precision weighting gives normal and t intervals (its standard error "
-            "is the stratified one); choose ci='normal' or 't'."
+            "is the stratified one); choose ci='normal' or ci='t'."
         )
     if how == "balanced":
         pooled: Any = balanced_propensities(table, long_table=long_table)
@@ -474,7 +474,12 @@ class _StratifiedRows(RowSource):
 
 
 def _strata(
-    src: RowSource, a: np.ndarray, codes: np.ndarray, k: int, key: tuple[str, str]
+    src: RowSource,
+    a: np.ndarray,
+    codes: np.ndarray,
+    k: int,
+    key: tuple[str, str],
+    required: bool = True,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per stratum of ``codes``: the estimator on the stratum's rows alone ``(k,)``, each row's
     influence term ``psi`` ``(n,)`` (0 where the stratum's estimate is undefined), the variance
@@ -494,7 +499,7 @@ def _strata(
         & (counts > 1)
         & (np.bincount(codes, weights=~np.isfinite(psi), minlength=k) == 0)
     )
-    if not defined.any():
+    if required and not defined.any():
         raise EstimationError(
             f"{key[1]!r} of {key[0]!r} is undefined in every logger's stratum (e.g. SNIPS "
             "where the candidate gives no logged action a positive probability)."
@@ -504,12 +509,20 @@ def _strata(
     return np.where(defined, values, 0.0), psi, var, defined
 
 
-def _shares(var: np.ndarray, counts: np.ndarray, defined: np.ndarray) -> np.ndarray:
+def _shares(
+    var: np.ndarray, counts: np.ndarray, defined: np.ndarray, key: tuple[str, str]
+) -> np.ndarray:
     """Precision weights ``c_j`` from the strata's variances (a stratum whose terms do not vary
     gets the smallest positive variance of the others)."""
     positive = var[defined & (var > 0)]
     var = np.where(var > 0, var, positive.min() if positive.size else 1.0)
     precision = np.where(defined, counts / var, 0.0)
+    if not precision.sum() > 0:
+        raise EstimationError(
+            f"precision weighting of {key[1]!r} for {key[0]!r}: no logger's stratum has the "
+            "estimate defined in both halves of its rows (each half needs 2 rows, and SNIPS a "
+            "positive weight); use weighting='per_logger' or weighting='balanced'."
+        )
     return precision / precision.sum()
 
 
@@ -549,24 +562,34 @@ def _precision_weighted(
         halves = []
         for h in (0, 1):  # the two halves
             rows = half == h
-            halves.append((_strata(src, a[rows], codes[rows], k, key), rows))
+            halves.append((_strata(src, a[rows], codes[rows], k, key, required=False), rows))
         value = 0.0
         c = np.zeros(k)
-        for h in (0, 1):
-            (own_values, _, _, own_defined), _ = halves[h]
+        for h in (0, 1):  # each half weighted by the other's precisions, by its share of rows
+            (own_values, _, _, own_defined), own_rows = halves[h]
             (_, _, other_var, other_defined), other_rows = halves[1 - h]
             c_h = _shares(
-                other_var, np.bincount(codes[other_rows], minlength=k), own_defined & other_defined
+                other_var,
+                np.bincount(codes[other_rows], minlength=k),
+                own_defined & other_defined,
+                key,
             )
-            value += 0.5 * float(c_h @ own_values)
-            c += 0.5 * c_h
+            share = float(own_rows.sum()) / n
+            value += share * float(c_h @ own_values)
+            c += share * c_h
         # the rows' terms: their mean is the value and their variance over n the stratified
         # variance sum_j c_j^2 var_j / n_j (each stratum's psi sums to 0)
         scale = np.sqrt((n - 1) / n * counts / np.maximum(counts - 1, 1)) * n / counts
         terms = (c * scale)[codes] * psi + value
         terms += value - float(terms.mean())  # exactly the value (the halves' own means)
         se = math.sqrt(float(np.sum(c * c * var / counts)))
-        shares = ", ".join(f"{name} {share:.3f}" for name, share in zip(names, c, strict=True))
+        shares = ", ".join(f"{name} {w:.3f}" for name, w in zip(names, c, strict=True))
+        small = [str(name) for name, count in zip(names, counts, strict=True) if count < 4]
+        if small:
+            shares += (
+                f" (loggers with fewer than 4 rows, {', '.join(small)}, get none: each half of "
+                "the cross-fitting needs 2)"
+            )
         estimates[key] = make_estimate(
             estimator=est.estimator,
             value=value,

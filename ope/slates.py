@@ -751,7 +751,8 @@ class SlatePolicy:
         slates, prob = self.distribution()
         onehot = np.zeros((slates.shape[0], self.slate_size, self.n_items))
         np.put_along_axis(onehot, slates[:, :, None], 1.0, axis=2)
-        return np.einsum("cs,skm->ckm", prob, onehot)
+        # a sum of probabilities can round past 1 by a few ulps
+        return np.clip(np.einsum("cs,skm->ckm", prob, onehot), 0.0, 1.0)
 
     def slate_probabilities(self, logs: Any) -> SlateProbabilities:
         """Probabilities of the logged slates (needs ``logs.context``); ``logs`` is
@@ -998,9 +999,18 @@ class PlackettLuce(SlatePolicy):
             raise ParameterError(
                 f"`slate_size` {slate_size} exceeds the {self.n_items} items to rank."
             )
-        z = f / tau
-        self._logits = z - z.max(axis=1, keepdims=True)
-        self._n_samples = check_positive_int(n_samples, "n_samples")
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = f / tau
+            logits = z - z.max(axis=1, keepdims=True)
+        if not np.isfinite(logits).all():
+            raise ParameterError(
+                "`scores` divided by `temperature` overflow float64 (or their spread does): "
+                f"scores up to {float(np.abs(f).max()):.3g} at temperature {tau:g}; rescale "
+                "the scores."
+            )
+        self._logits = logits
+        # one draw has no spread: its standard error would read 0
+        self._n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
         self._rng = rng
         self._cache: dict[str, Any] = {}
 
@@ -1093,17 +1103,16 @@ class PlackettLuce(SlatePolicy):
         mean = np.zeros((n_ctx, m, size))
         m2 = np.zeros((n_ctx, m, size))
         step = max(1, _RACE_BLOCK // (m * size))
-        with np.errstate(divide="ignore", over="ignore"):
-            rates = np.exp(self._logits - np.logaddexp.reduce(self._logits, axis=1)[:, None])
+        log_rates = self._logits - np.logaddexp.reduce(self._logits, axis=1)[:, None]
         for c in range(n_ctx):  # loop over contexts and blocks of draws, not rows
-            lam = rates[c]
             # each item's terms divided by its rate (a rare item's are about rate x gap: no
-            # underflow of their squares), block means and centred squares merged (Chan)
-            unit = np.where(lam > 0, lam, 1.0)[:, None]
+            # underflow of their squares; the rate taken at least 1e-100, so that the terms,
+            # at most 1, stay below 1e100), block means and centred squares merged (Chan)
+            unit = np.exp(np.maximum(log_rates[c], math.log(1e-100)))[:, None]
             done = 0
             while done < self._n_samples:
                 b = min(step, self._n_samples - done)
-                y = _race_block(lam, size, rng.exponential(size=(b, m))) / unit
+                y = _race_block(log_rates[c], size, rng.exponential(size=(b, m))) / unit
                 block_mean = y.mean(axis=0)
                 y -= block_mean
                 block_m2 = np.einsum("bmk,bmk->mk", y, y)
@@ -1151,15 +1160,17 @@ class PlackettLuce(SlatePolicy):
 _RACE_BLOCK: Final = 1 << 22
 
 
-def _race_block(lam: np.ndarray, size: int, e: np.ndarray) -> np.ndarray:
+def _race_block(log_lam: np.ndarray, size: int, e: np.ndarray) -> np.ndarray:
     """Each draw's conditional probability of each item at each slot, ``(b, m, size)``, from
-    unit exponentials ``e`` ``(b, m)``: arrival times ``T = e / lam``; for item ``a`` the
-    others' ordered arrivals ``u`` give ``exp(-lam_a u_{k-1}) (1 - exp(-lam_a (u_k -
-    u_{k-1})))`` (``u_{-1} = 0``). The others' order is the overall one, except for the items
-    among the first ``size`` arrivals, whose own arrival is taken out."""
+    unit exponentials ``e`` ``(b, m)``: arrival times ``T = e / lam`` (kept as their logs, so
+    that a rate that underflows, a score hundreds of logits below the best, still has its
+    order); for item ``a`` the others' ordered arrivals ``u`` give ``exp(-lam_a u_{k-1}) (1 -
+    exp(-lam_a (u_k - u_{k-1})))`` (``u_{-1} = 0``), with ``lam_a u = exp(log lam_a + log u)``.
+    The others' order is the overall one, except for the items among the first ``size``
+    arrivals, whose own arrival is taken out."""
     b, m = e.shape
     with np.errstate(divide="ignore"):
-        t = e / lam  # rate 0 (an underflowed score): never arrives
+        t = np.log(e) - log_lam  # log arrival times; a zero exponential arrives at -inf
     if m > size:
         first = np.argpartition(t, size, axis=1)[:, : size + 1]
     else:  # every item is shown: the (size + 1)-th arrival never comes
@@ -1171,20 +1182,24 @@ def _race_block(lam: np.ndarray, size: int, e: np.ndarray) -> np.ndarray:
         items = np.concatenate([items, np.full((b, size + 1 - m), -1)], axis=1)
         times = np.concatenate([times, np.full((b, size + 1 - m), np.inf)], axis=1)
 
-    def slots(arrivals: np.ndarray, rate: np.ndarray) -> np.ndarray:
-        # arrivals (..., size) ordered; rate broadcastable to (..., 1)
-        prev = np.concatenate([np.zeros(arrivals.shape[:-1] + (1,)), arrivals[..., :-1]], -1)
-        with np.errstate(invalid="ignore"):
-            gap = -np.expm1(-rate * (arrivals - prev))
-            out = np.exp(-rate * prev) * gap
-        return np.where(np.isnan(out), 0.0, out)  # rate 0 at an infinite time: 0
+    def slots(arrivals: np.ndarray, log_rate: np.ndarray) -> np.ndarray:
+        # log arrivals (..., size) ordered; log rate broadcastable to (..., 1)
+        prev = np.concatenate(
+            [np.full(arrivals.shape[:-1] + (1,), -np.inf), arrivals[..., :-1]], -1
+        )
+        with np.errstate(over="ignore", invalid="ignore"):
+            before = np.exp(log_rate + prev)  # lam_a u_{k-1}
+            # lam_a (u_k - u_{k-1}) = lam_a u_k (1 - u_{k-1} / u_k)
+            gap = -np.expm1(-np.exp(log_rate + arrivals) * -np.expm1(prev - arrivals))
+            out = np.exp(-before) * gap
+        return np.where(np.isnan(out), 0.0, out)  # an infinite time against an infinite one
 
-    x = slots(times[:, None, :size], lam[None, :, None])
+    x = slots(times[:, None, :size], log_lam[None, :, None])
     rows = np.arange(b)
     for r in range(min(size, m)):  # loop over the first arrivals: their own time taken out
         a = items[:, r]
         others = np.delete(times, r, axis=1)[:, :size]
-        x[rows, a] = slots(others, lam[a][:, None])
+        x[rows, a] = slots(others, log_lam[a][:, None])
     return x
 
 
@@ -1838,7 +1853,9 @@ class PseudoInverse(SlateEstimator):
     ) -> Estimate:
         logs = slate_logs(logs)
         dw = None
-        if isinstance(target, SlatePolicy) and isinstance(logging, SlatePolicy):
+        if not self.product_logging and (
+            isinstance(target, SlatePolicy) and isinstance(logging, SlatePolicy)
+        ):
             ctx = _logged_context(logs, logging)
             w = pseudoinverse_table(target, logging)[ctx, _slate_index(logging, logs)]
         elif self.product_logging:
@@ -2015,7 +2032,12 @@ def _next_item_means(
                 rows = np.flatnonzero(lost)
                 free = np.ones((rows.size, e.shape[1]), dtype=bool)
                 np.put_along_axis(free, item[rows, :k], False, axis=1)
-                mass = np.where(free, e[context[rows]], 0.0)
+                # in log space, relative to the best item not yet shown (its weight may have
+                # underflowed beside a dominant shown one)
+                logit = np.where(free, policy._logits[context[rows]], -np.inf)
+                top = logit.max(axis=1, keepdims=True)
+                with np.errstate(invalid="ignore"):
+                    mass = np.where(free, np.exp(logit - np.where(np.isfinite(top), top, 0.0)), 0.0)
                 denom = mass.sum(axis=1)
                 value = (mass * table[context[rows], k]).sum(axis=1)
                 out[rows, k] = np.divide(value, denom, out=np.zeros(rows.size), where=denom > 0)

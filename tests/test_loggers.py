@@ -301,3 +301,32 @@ def test_command_line_pools_loggers(tmp_path):
     pq.write_table(table.select(keep[:4] + ["target__optimal"]), path)
     out = run("--loggers", "precision")
     assert out.returncode == 65 and "logging_policy" in json.loads(out.stdout)["error"]["message"]
+
+
+def test_precision_weighting_edges():
+    g = np.random.default_rng(5)
+    n = 31  # one logger, an odd count: the halves' sizes weight them, so precision = plain
+    t = pa.table(
+        {
+            "action": g.integers(0, 2, n),
+            "reward": g.random(n),
+            "propensity": g.uniform(0.2, 0.8, n),
+            "logging_policy": ["A"] * n,
+            "target__new": g.uniform(0, 1, n),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = evaluate_loggers(t, weighting="per_logger", estimators=["ips"])["new", "ips"]
+        precise = evaluate_loggers(t, weighting="precision", estimators=["ips"])["new", "ips"]
+        assert precise.value == pytest.approx(plain.value, rel=1e-12)
+        # a logger of 2 rows beside it gets no weight, and says so
+        small = pa.concat_tables(
+            [t, t.slice(0, 2).set_column(3, "logging_policy", pa.array(["B", "B"]))]
+        )
+        est = evaluate_loggers(small, weighting="precision", estimators=["ips"])["new", "ips"]
+        assert "B 0.000" in est.notes[-1] and "fewer than 4 rows, B" in est.notes[-1]
+        from ope.exceptions import EstimationError
+
+        with pytest.raises(EstimationError, match="both halves"):
+            evaluate_loggers(t.slice(0, 3), weighting="precision", estimators=["ips"])

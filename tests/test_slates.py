@@ -554,3 +554,48 @@ def test_cascade_dr_is_unbiased_with_less_variance_than_cascade_ips():
     rips, cdr = np.array(found["rips"]), np.array(found["cdr"])
     assert abs(cdr.mean() - truth) < 4 * cdr.std(ddof=1) / np.sqrt(cdr.size)
     assert cdr.std() < 0.85 * rips.std()  # measured 0.73 at n = 1,000
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_extreme_scores_and_the_review_edges(monkeypatch):
+    # a score 800 logits above the rest: the others' weights underflow, their order does not
+    scores = np.r_[800.0, np.zeros(11)][None, :]
+    monkeypatch.setattr(S, "MAX_ENUMERATED_SLATES", 10**7)
+    exact = S.PlackettLuce(scores, 3).marginals()
+    monkeypatch.setattr(S, "MAX_ENUMERATED_SLATES", 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        race = S.PlackettLuce(scores, 3, n_samples=20_000, rng=0)
+        assert np.abs(race.marginals() - exact).max() < 5 * race.marginal_standard_errors().max()
+        assert np.isfinite(
+            S.PlackettLuce(scores / 2, 3, n_samples=2_000, rng=0).marginal_standard_errors()
+        ).all()
+    monkeypatch.setattr(S, "MAX_ENUMERATED_SLATES", 200_000)
+    # Cascade-DR's next-item expectation when the dominant item is shown: uniform over the rest
+    cand = S.PlackettLuce([[800.0, 0, 0, 0, 0]], 3)
+    items = np.array([[0, 1, 2], [0, 3, 4]])
+    table = np.arange(15, dtype=float).reshape(1, 3, 5)
+    got = S._next_item_means(cand, np.zeros(2, dtype=int), items, table)
+    assert got[0, 1] == pytest.approx(table[0, 1, 1:].mean(), rel=1e-12)
+    assert got[1, 2] == pytest.approx(table[0, 2, [1, 2, 4]].mean(), rel=1e-12)
+    # exact marginals never exceed 1 by rounding (a sharp policy)
+    sharp = S.PlackettLuce(np.random.default_rng(0).normal(size=(4, 5)), 3, temperature=0.01)
+    assert sharp.marginals().max() <= 1.0
+    # refusals: scores that overflow once scaled, one Monte-Carlo draw
+    with pytest.raises(ParameterError, match="overflow"):
+        S.PlackettLuce([[1e300, 0, 0, 0]], 2, temperature=1e-10)
+    with pytest.raises(ParameterError, match="`n_samples`"):
+        S.PlackettLuce([[0.0, 1.0, 2.0]], 2, n_samples=1)
+    # the product-logging pseudoinverse is what is asked for, even with two policies
+    env = SlateEnvironment(seed=0)
+    logs = env.sample_logs(200, rng=0)
+    pi = S.PseudoInverse(product_logging=True).estimate(
+        logs, env.policy("greedy"), logging=env.policy("logging")
+    )
+    tp = env.policy("greedy").slate_probabilities(logs).marginal
+    lp = env.policy("logging").slate_probabilities(logs).marginal
+    assert pi.value == pytest.approx(
+        float(np.mean(((tp / lp).sum(axis=1) - logs.slate_size + 1) * logs.reward.sum(axis=1))),
+        rel=1e-12,
+    )
