@@ -1532,7 +1532,15 @@ def _need(probs: SlateProbabilities, field_name: str, who: str, what: str) -> np
             f"{what} needs the {who}'s {field_name} probabilities of the logged slates; they "
             f"are not available ({where})."
         )
-    return np.asarray(v, dtype=np.float64)
+    out = np.asarray(v, dtype=np.float64)
+    if who == "logger" and not bool(np.all(out > 0)):  # the logger chose every logged slate
+        count, first = first_rows(np.asarray((out <= 0).reshape(out.shape[0], -1).any(axis=1)))
+        raise PolicyError(
+            f"the logger gives {count} logged slates probability 0 ({field_name} probabilities; "
+            f"first at slate {first}): it cannot have chosen them. Check the logged items (an "
+            "item repeated in a slate a ranking policy never repeats) or the logger given."
+        )
+    return out
 
 
 def _marginal_ratio(

@@ -599,3 +599,20 @@ def test_extreme_scores_and_the_review_edges(monkeypatch):
         float(np.mean(((tp / lp).sum(axis=1) - logs.slate_size + 1) * logs.reward.sum(axis=1))),
         rel=1e-12,
     )
+
+
+def test_a_logger_that_never_chose_a_logged_slate_is_named():
+    logs = S.slate_logs(
+        {
+            "slate_id": [0, 1],
+            "context": [0, 0],
+            "item": [[1, 1], [0, 1]],
+            "reward": [[1.0, 0.0], [0.0, 1.0]],
+            "slate_propensity": [0.1, 0.1],
+        },
+        allow_repeats=True,
+    )
+    ranking = S.PlackettLuce([[0.0, 0.5, 1.0]], 2)  # never repeats an item
+    for est in (S.SlateIPS(), S.CascadeIPS(), S.CascadeDR()):
+        with pytest.raises(PolicyError, match="probability 0 .* first at slate 0"):
+            est.estimate(logs, ranking, logging=ranking)
