@@ -681,8 +681,8 @@ def evaluate_sequences(
         )
     how = check_choice(weighting, "weighting", SEQUENCE_WEIGHTINGS)
     names = _chosen(policies, seq.policies)
-    option_estimators = options.get("estimators", ("ips", "snips"))
-    _check_estimators(option_estimators)
+    options.setdefault("estimators", ("ips", "snips"))  # the one default of the estimators
+    _check_estimators(options["estimators"])
     notes: list[str] = []
     on_policy = _check_on_policy(seq, on_policy)
     audited = names + ([on_policy] if on_policy is not None and on_policy not in names else [])
@@ -735,7 +735,6 @@ def evaluate_sequences(
     modelled = [p for p in names if p in estimated or p in unlogged]
     model = _model_columns(seq, modelled, q_column, v_column)
     bandit = ope.read_logs(pd.DataFrame(data))
-    options.setdefault("estimators", ("ips", "snips"))
     ev = ope.evaluate(bandit, estimated, **options)
     ev = dataclasses.replace(ev, report=dataclasses.replace(ev.report, source=seq.source))
     model_estimates: dict[str, Any] = {}
