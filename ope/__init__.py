@@ -179,6 +179,11 @@ _PUBLIC: dict[str, str] = {
     "SequenceDivergences": "ope.sequences",
     "audit_logprobs": "ope.sequences",
     "LogprobAudit": "ope.sequences",
+    # continuous actions
+    "read_continuous": "ope.continuous",
+    "ContinuousLogs": "ope.continuous",
+    "evaluate_continuous": "ope.continuous",
+    "ContinuousEvaluation": "ope.continuous",
     # several outcomes
     "guardrail_decision": "ope.guardrails",
     "GuardrailDecision": "ope.guardrails",

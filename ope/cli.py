@@ -891,6 +891,78 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_flags(p)
 
     p = sub.add_parser(
+        "continuous",
+        help="evaluate candidates of a real-valued action (price, bid, dose) by kernel-smoothed "
+        "weights, with the bandwidth chosen and its trade-off shown",
+        description="One row per decision: action (real), density (the logger's density at the "
+        "action, > 0), reward, numeric context columns; per candidate target__<name> (its "
+        "action, or a list of sampled actions) or density__<name> (its density at the logged "
+        "action). Vowpal Wabbit's continuous-action DSJSON (_label_ca) reads directly.",
+    )
+    p.add_argument("logs", help="a parquet, CSV or continuous-action DSJSON (.json[.gz]) file")
+    p.add_argument(
+        "--policy",
+        action="extend",
+        nargs="+",
+        metavar="NAME",
+        help="candidates by name (default: every target__<name>/density__<name> column)",
+    )
+    p.add_argument(
+        "--estimator",
+        action="extend",
+        nargs="+",
+        choices=("ips", "snips", "clipped_ips", "dr"),
+        help="estimators (default ips snips, and dr when the logs have context columns)",
+    )
+    p.add_argument(
+        "--constant",
+        action="append",
+        metavar="NAME=VALUE",
+        help="a candidate that always takes the action VALUE (repeatable); other candidates "
+        "are the logs' columns",
+    )
+    p.add_argument(
+        "--kernel", choices=("gaussian", "epanechnikov", "triangular", "cosine"), default="gaussian"
+    )
+    p.add_argument(
+        "--bandwidth",
+        default="slope",
+        metavar="slope|H",
+        help="slope (default: SLOPE++ over a grid, then undersmoothed) or a positive number in "
+        "the actions' units",
+    )
+    p.add_argument("--max-weight", type=float, help="the clip level of clipped_ips")
+    p.add_argument("--action-column", default="action", metavar="COLUMN")
+    p.add_argument("--density-column", default="density", metavar="COLUMN")
+    p.add_argument("--reward-column", default="reward", metavar="COLUMN")
+    p.add_argument(
+        "--context-column",
+        action="extend",
+        nargs="+",
+        metavar="COLUMN",
+        help="the reward model's features (default: every other numeric column)",
+    )
+    p.add_argument(
+        "--q-column",
+        metavar="COLUMN",
+        help="with --v-column, DR with your model: its prediction at the logged action",
+    )
+    p.add_argument(
+        "--v-column",
+        metavar="TEMPLATE",
+        help="with --q-column: its prediction at each candidate's action, with {policy} in the "
+        "name (e.g. 'v__{policy}')",
+    )
+    p.add_argument("--confidence-level", type=float, default=0.95)
+    p.add_argument(
+        "--report",
+        metavar="FILE.html",
+        help="also write the HTML report (atomically; checked before any row is read)",
+    )
+    _add_force(p, "--report")
+    _add_output_flags(p)
+
+    p = sub.add_parser(
         "demo",
         help=f"evaluate the bundled sample, show the true values beside, and write {DEMO_REPORT}",
     )
@@ -3685,6 +3757,104 @@ def _cmd_sequences(args: argparse.Namespace) -> _Outcome:
     return _Outcome(document, text)
 
 
+def _cmd_continuous(args: argparse.Namespace) -> _Outcome:
+    """Evaluate candidates of a continuous action (:func:`ope.evaluate_continuous`)."""
+    import numpy as np
+
+    from ope.continuous import evaluate_continuous, read_continuous
+    from ope.report import write_report
+
+    if getattr(args, "_policy_specs", None):
+        raise _UsageError(
+            "argument --policy: ope continuous takes candidates by NAME (their target__<name> "
+            "or density__<name> columns), not NAME=KIND:ARGS specs.",
+            flag="--policy",
+        )
+    if args.max_weight is not None and "clipped_ips" not in (args.estimator or ()):
+        raise _UsageError(
+            "argument --max-weight: it is the clip level of clipped_ips; add --estimator "
+            "clipped_ips.",
+            flag="--max-weight",
+        )
+    bandwidth: Any = args.bandwidth
+    if bandwidth != "slope":
+        try:
+            bandwidth = float(bandwidth)
+        except ValueError:
+            raise _UsageError(
+                f"argument --bandwidth: 'slope' or a positive number; got {args.bandwidth!r}.",
+                flag="--bandwidth",
+            ) from None
+        if not (math.isfinite(bandwidth) and bandwidth > 0):
+            raise _UsageError(
+                f"argument --bandwidth: must be a positive number; got {args.bandwidth!r}.",
+                flag="--bandwidth",
+            )
+    chosen = list(getattr(args, "_policy_names", None) or [])
+    if len(set(chosen)) < len(chosen):
+        twice = next(p for p in chosen if chosen.count(p) > 1)
+        raise _UsageError(f"argument --policy: {twice!r} is named twice.", flag="--policy")
+    constants: dict[str, float] = {}
+    for spec in args.constant or ():  # a loop over the flag's values
+        name, sep, value = spec.partition("=")
+        try:
+            number = float(value) if sep and name else math.nan
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
+            raise _UsageError(
+                f"argument --constant: NAME=VALUE with a finite number; got {spec!r}.",
+                flag="--constant",
+            )
+        if name in constants:
+            raise _UsageError(f"argument --constant: {name!r} is named twice.", flag="--constant")
+        constants[name] = number
+    logs = read_continuous(
+        args.logs,
+        action_column=args.action_column,
+        density_column=args.density_column,
+        reward_column=args.reward_column,
+        context_columns=args.context_column,
+        policies=chosen or ([] if constants else None),
+    )
+    if constants:
+        logs = logs.with_candidates({k: np.full(logs.n, v) for k, v in constants.items()})
+    options: dict[str, Any] = {"confidence_level": args.confidence_level}
+    if args.estimator:
+        options["estimators"] = tuple(args.estimator)
+    if args.max_weight is not None:
+        options["max_weight"] = args.max_weight
+    result = evaluate_continuous(
+        logs,
+        (chosen + list(constants)) or None,
+        kernel=args.kernel,
+        bandwidth=bandwidth,
+        q_column=args.q_column,
+        v_column=args.v_column,
+        rng=args.seed if args.seed is not None else 0,
+        **options,
+    )
+    document = {"logs": args.logs, **result.to_dict()}
+    text = result.summary()
+    if args.report is not None:
+        path = write_report(
+            args.report,
+            continuous=result,
+            title=f"Continuous actions from {Path(args.logs).name}",
+            provenance={
+                "command": ["ope", *getattr(args, "_argv", [])],
+                "options": _options(args),
+                "seed": args.seed,
+                "input": args.logs,
+                "rows": logs.n,
+            },
+            overwrite=args.force,
+        )
+        document["report"] = str(path)
+        text += f"\n\nreport written to {path}"
+    return _Outcome(document, text)
+
+
 _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], _Outcome]]] = {
     "validate": _cmd_validate,
     "evaluate": _cmd_evaluate,
@@ -3698,6 +3868,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], _Outcome]]] = {
     "tune": _cmd_tune,
     "monitor": _cmd_monitor,
     "sequences": _cmd_sequences,
+    "continuous": _cmd_continuous,
 }
 
 

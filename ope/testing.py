@@ -138,6 +138,8 @@ __all__ = [
     "slate_estimator_checks",
     "check_sequential_estimator",
     "sequential_estimator_checks",
+    "check_continuous_estimator",
+    "continuous_estimator_checks",
     "check_entry_point_contract",
     "hostile_strategy",
     "HOSTILE_VALUES",
@@ -1625,6 +1627,207 @@ def check_sequential_estimator(estimator: str, *, rng: Any = 0) -> None:
     ope.exceptions.ParameterError: `estimator` must be one of 'is', 'pdis', ...
     """
     for _, check in sequential_estimator_checks(estimator):
+        check(rng=rng)
+
+
+# ------------------------------------------------------------------------ continuous actions
+#: The planted continuous-action logs: rows, the fixed bandwidth of the checks (the bandwidth
+#: rule itself is tested in tests/test_continuous.py) and the clip level of clipped IPS.
+_CONTINUOUS_ROWS: Final = 600
+_CONTINUOUS_BANDWIDTH: Final = 0.4
+_CONTINUOUS_CLIP: Final = 5.0
+
+
+def _continuous_name(estimator: Any) -> str:
+    from ope.continuous import CONTINUOUS_ESTIMATORS
+
+    return check_choice(estimator, "estimator", CONTINUOUS_ESTIMATORS)
+
+
+def _planted_continuous(gen: np.random.Generator) -> pd.DataFrame:
+    """Rows of a Gaussian logger around ``x``, a deterministic candidate ``pi`` (``x`` shifted
+    by 0.3), the logger itself by its density (``same``), and model columns ``q`` (at the logged
+    action) and ``v__<name>`` (at the candidate's)."""
+    n = _CONTINUOUS_ROWS
+    x = gen.normal(0.0, 1.0, n)
+    action = x + gen.normal(0.0, 1.0, n)
+    density = np.exp(-0.5 * (action - x) ** 2) / math.sqrt(2.0 * math.pi)
+    q = 1.0 - 0.5 * (action - x) ** 2
+    return pd.DataFrame(
+        {
+            "x": x,
+            "action": action,
+            "density": density,
+            "reward": q + gen.normal(0.0, 0.5, n),
+            "target__pi": x + 0.3,
+            "density__same": density,
+            "q": q,
+            "v__pi": np.full(n, 1.0 - 0.5 * 0.09),
+            "v__same": q,  # on-policy: the model's value at the logged actions
+        }
+    )
+
+
+def _continuous_estimate(estimator: str, frame: pd.DataFrame, policy: str = "pi") -> Any:
+    from ope.continuous import evaluate_continuous
+
+    options: dict[str, Any] = {"estimators": [estimator]}
+    if estimator == "dr":
+        options.update(q_column="q", v_column="v__{policy}")
+    if estimator == "clipped_ips":
+        options["max_weight"] = _CONTINUOUS_CLIP
+    return _quiet(
+        lambda: evaluate_continuous(frame, [policy], bandwidth=_CONTINUOUS_BANDWIDTH, **options)[
+            policy, estimator
+        ]
+    )
+
+
+def _check_continuous_finite_value(estimator: str, *, rng: Any = 0) -> None:
+    """Valid logs give a finite value and standard error over every row."""
+    check = "finite_value"
+    res = _continuous_estimate(estimator, _planted_continuous(check_rng(rng)))
+    _finite_result(check, estimator, res)
+    if res.n != _CONTINUOUS_ROWS:
+        raise _fail(check, estimator, f"n is {res.n!r}, expected {_CONTINUOUS_ROWS} rows.")
+
+
+def _check_continuous_interval(estimator: str, *, rng: Any = 0) -> None:
+    """The stored, normal, t and bootstrap intervals contain the estimate."""
+    res = _continuous_estimate(estimator, _planted_continuous(check_rng(rng)))
+    _interval_holds("interval_contains_estimate", estimator, res)
+
+
+def _check_continuous_on_policy(estimator: str, *, rng: Any = 0) -> None:
+    """The logger as candidate (its own density: every weight 1) gives the mean reward (DR
+    with the model's value at the logged actions: the mean reward too)."""
+    check = "on_policy_value"
+    frame = _planted_continuous(check_rng(rng))
+    res = _continuous_estimate(estimator, frame, policy="same")
+    _close(check, estimator, "the on-policy value", res.value, float(frame["reward"].mean()))
+
+
+def _check_continuous_permutation(estimator: str, *, rng: Any = 0) -> None:
+    """Reordering the rows leaves the estimate and its standard error unchanged."""
+    check = "row_permutation"
+    gen = check_rng(rng)
+    frame = _planted_continuous(gen)
+    a = _continuous_estimate(estimator, frame)
+    b = _continuous_estimate(estimator, frame.iloc[gen.permutation(len(frame))])
+    _close(check, estimator, "the value after a permutation", b.value, a.value)
+    _close(check, estimator, "the standard error after a permutation", b.std_error, a.std_error)
+
+
+def _check_continuous_reward_scaling(estimator: str, *, rng: Any = 0) -> None:
+    """Rewards (and the model's predictions) times 3 give 3 times the value and error."""
+    check = "reward_scaling"
+    frame = _planted_continuous(check_rng(rng))
+    scaled = frame.assign(
+        reward=3.0 * frame["reward"], q=3.0 * frame["q"], v__pi=3.0 * frame["v__pi"]
+    )
+    a = _continuous_estimate(estimator, frame)
+    b = _continuous_estimate(estimator, scaled)
+    _close(check, estimator, "the scaled value", b.value, 3.0 * a.value)
+    _close(check, estimator, "the scaled standard error", b.std_error, 3.0 * a.std_error)
+
+
+def _check_continuous_reward_shift(estimator: str, *, rng: Any = 0) -> None:
+    """Rewards (and the model) plus 2: SNIPS and DR move by 2, IPS by 2 times the mean weight."""
+    check = "reward_shift"
+    if estimator == "clipped_ips":
+        return  # clipping's bias moves with the shift: no identity to hold
+    frame = _planted_continuous(check_rng(rng))
+    shifted = frame.assign(
+        reward=frame["reward"] + 2.0, q=frame["q"] + 2.0, v__pi=frame["v__pi"] + 2.0
+    )
+    a = _continuous_estimate(estimator, frame)
+    b = _continuous_estimate(estimator, shifted)
+    if estimator == "ips":
+        from ope.continuous import kernel
+
+        u = (frame["target__pi"] - frame["action"]) / _CONTINUOUS_BANDWIDTH
+        w = kernel(u.to_numpy()) / (_CONTINUOUS_BANDWIDTH * frame["density"].to_numpy())
+        want = a.value + 2.0 * float(w.mean())
+    else:
+        want = a.value + 2.0
+    _close(check, estimator, "the shifted value", b.value, want)
+
+
+def _check_continuous_refuses_bad_input(estimator: str, *, rng: Any = 0) -> None:
+    """A density of 0, a NaN reward, a bandwidth of 0: errors of :mod:`ope.exceptions`."""
+    from ope.continuous import evaluate_continuous
+
+    check = "refuses_bad_input"
+    frame = _planted_continuous(check_rng(rng))
+    bad_density = frame.assign(density=np.where(np.arange(len(frame)) == 3, 0.0, frame["density"]))
+    _refuses(
+        check,
+        estimator,
+        "a logged density of 0",
+        lambda: _continuous_estimate(estimator, bad_density),
+    )
+    bad_reward = frame.assign(reward=np.where(np.arange(len(frame)) == 3, np.nan, frame["reward"]))
+    _refuses(check, estimator, "a NaN reward", lambda: _continuous_estimate(estimator, bad_reward))
+    _refuses(
+        check,
+        estimator,
+        "a bandwidth of 0",
+        lambda: evaluate_continuous(frame, ["pi"], bandwidth=0.0, estimators=[estimator]),
+    )
+
+
+_CONTINUOUS_CHECKS: Final[tuple[tuple[str, _Check], ...]] = (
+    ("finite_value", _check_continuous_finite_value),
+    ("interval_contains_estimate", _check_continuous_interval),
+    ("on_policy_value", _check_continuous_on_policy),
+    ("row_permutation", _check_continuous_permutation),
+    ("reward_scaling", _check_continuous_reward_scaling),
+    ("reward_shift", _check_continuous_reward_shift),
+    ("refuses_bad_input", _check_continuous_refuses_bad_input),
+)
+
+
+def continuous_estimator_checks(estimator: str) -> Iterator[tuple[str, Callable[..., None]]]:
+    """The continuous-action estimator contract's checks for one estimator, as
+    ``(check_name, check)``.
+
+    Parameters
+    ----------
+    estimator : str
+        One of :data:`ope.continuous.CONTINUOUS_ESTIMATORS` (kernel IPS, SNIPS, clipped IPS,
+        DR), run by :func:`ope.evaluate_continuous` at a fixed bandwidth on planted logs (DR
+        with planted model columns).
+
+    Returns
+    -------
+    iterator of (str, callable)
+        In this order: ``finite_value``, ``interval_contains_estimate``, ``on_policy_value``
+        (the logger as candidate gives the mean reward), ``row_permutation``,
+        ``reward_scaling``, ``reward_shift`` and ``refuses_bad_input``. ``check(rng=0)``
+        returns None or raises ``AssertionError`` naming the check and the numbers.
+
+    Examples
+    --------
+    >>> from ope.testing import continuous_estimator_checks
+    >>> checks = dict(continuous_estimator_checks("snips"))
+    >>> checks["on_policy_value"](rng=1)   # passes: returns None
+    """
+    name = _continuous_name(estimator)
+    return iter(
+        [(check_name, functools.partial(check, name)) for check_name, check in _CONTINUOUS_CHECKS]
+    )
+
+
+def check_continuous_estimator(estimator: str, *, rng: Any = 0) -> None:
+    """Run every check of the continuous-action estimator contract; raise on the first failure
+    (see :func:`continuous_estimator_checks`).
+
+    Examples
+    --------
+    >>> from ope.testing import check_continuous_estimator
+    >>> check_continuous_estimator("dr")
+    """
+    for _, check in continuous_estimator_checks(estimator):
         check(rng=rng)
 
 

@@ -123,6 +123,15 @@ def files(tmp_path_factory):
     for key, settings in (("responses", {}), ("responses_top_p", {"top_p": 0.8})):
         f[key] = root / f"{key}.parquet"
         TokenModel(**settings, seed=0).sample(300, rng=0).to_pandas().to_parquet(f[key])
+    from ope.simulate import ContinuousBandit
+
+    cont = ContinuousBandit(n_features=1, seed=0).sample(300, rng=0).to_pandas()
+    f["continuous"] = root / "continuous.parquet"
+    cont.to_parquet(f["continuous"])
+    f["continuous_bad"] = root / "continuous_bad.parquet"
+    cont.assign(density=np.where(np.arange(300) == 5, 0.0, cont["density"])).to_parquet(
+        f["continuous_bad"]
+    )
     f["root"] = root
     return f
 
@@ -477,6 +486,36 @@ CASES = {
         "usage",
         "--max-weight",
     ),
+    ("continuous", "bad flag value"): (
+        lambda f: ["continuous", f["continuous"], "--bandwidth", "wide"],
+        EXIT_USAGE,
+        "usage",
+        "--bandwidth",
+    ),
+    ("continuous", "missing file"): (
+        lambda f: ["continuous", f["missing"]],
+        EXIT_DATAERR,
+        "DataFileError",
+        "nope.parquet",
+    ),
+    ("continuous", "schema error"): (
+        lambda f: ["continuous", f["logs"]],
+        EXIT_DATAERR,
+        "SchemaError",
+        "density",
+    ),
+    ("continuous", "validation error"): (
+        lambda f: ["continuous", f["continuous_bad"]],
+        EXIT_DATAERR,
+        "ValidationError",
+        "row 5",
+    ),
+    ("continuous", "usage error"): (
+        lambda f: ["continuous", f["continuous"], "--constant", "fixed"],
+        EXIT_USAGE,
+        "usage",
+        "--constant",
+    ),
     ("demo", "bad flag value"): (lambda f: ["demo", "--seed", "-1"], EXIT_USAGE, "usage", "--seed"),
     ("demo", "usage error"): (lambda f: ["demo", "extra"], EXIT_USAGE, "usage", "extra"),
 }
@@ -506,8 +545,9 @@ def test_failure_exit_code_and_one_json_document(files, case):
     got, stdout, stderr = run(*argv)
     assert got == code, stderr
     # the report is the output: stdout; its gist on stderr (a refusal of responses' logged
-    # log-probabilities, `ope sequences`, has no per-rule report: it is on stderr)
-    if case[1] == "validation error" and case[0] != "sequences":
+    # log-probabilities, `ope sequences`, or of continuous-action rows, `ope continuous`, has no
+    # per-rule report: it is on stderr)
+    if case[1] == "validation error" and case[0] not in ("sequences", "continuous"):
         assert phrase in stdout and "ValidationError" in stderr and "report" in stderr
     else:
         assert stdout == "" and phrase in stderr

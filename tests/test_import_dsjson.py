@@ -163,7 +163,7 @@ def test_igl_file_reads_as_its_cb_events_without_a_distribution():
 @pytest.mark.parametrize(
     "name, kind",
     [
-        ("continuous.json", "continuous-action DSJSON (`_label_ca`/`pdf`) is not supported"),
+        ("continuous.json", "continuous-action DSJSON (`_label_ca`/`pdf`) is not a discrete"),
         ("slates.json", "slates DSJSON (`_slot_id` in `c._multi`) is not supported"),
         ("plain_json.json", "Vowpal Wabbit's plain JSON example format (`--json`"),
     ],
@@ -172,7 +172,7 @@ def test_other_kinds_are_one_error_naming_the_kind(name, kind, tmp_path):
     with pytest.raises(DataFileError) as info:
         read_dsjson(DATA / name)
     assert kind in str(info.value) and f"line 0 of {name}" in str(info.value)
-    with pytest.raises(DataFileError, match="is not supported|plain JSON"):
+    with pytest.raises(DataFileError, match="is not supported|plain JSON|not a discrete"):
         import_dsjson(DATA / name, tmp_path / "x.parquet")
     assert not (tmp_path / "x.parquet").exists()
 

@@ -11,8 +11,10 @@ import ope.sequential
 from ope.exceptions import ParameterError
 from ope.sequential import SEQUENTIAL_ESTIMATORS
 from ope.slates import SLATE_ESTIMATORS, IndependentIPS, SlateIPS
+from ope.continuous import CONTINUOUS_ESTIMATORS
 from ope.testing import (
     check_sequential_estimator,
+    continuous_estimator_checks,
     check_slate_estimator,
     sequential_estimator_checks,
     slate_estimator_checks,
@@ -20,6 +22,7 @@ from ope.testing import (
 
 SLATE_CHECKS = [name for name, _ in slate_estimator_checks(SlateIPS())]
 SEQUENTIAL_CHECKS = [name for name, _ in sequential_estimator_checks("is")]
+CONTINUOUS_CHECKS = [name for name, _ in continuous_estimator_checks("ips")]
 
 
 # ------------------------------------------------------------------------------------------
@@ -50,6 +53,30 @@ def test_slate_estimators_honour_the_contract(estimator, check_name) -> None:
 @pytest.mark.parametrize("check_name", SEQUENTIAL_CHECKS)
 def test_sequential_estimators_honour_the_contract(estimator, check_name) -> None:
     dict(sequential_estimator_checks(estimator))[check_name]()
+
+
+@pytest.mark.parametrize("estimator", CONTINUOUS_ESTIMATORS)
+@pytest.mark.parametrize("check_name", CONTINUOUS_CHECKS)
+def test_continuous_estimators_honour_the_contract(estimator, check_name) -> None:
+    dict(continuous_estimator_checks(estimator))[check_name]()
+
+
+def test_the_continuous_contract_can_fail(monkeypatch) -> None:
+    """A kernel estimate that drops a row breaks the permutation and on-policy checks."""
+    import ope.continuous as cont
+
+    real = cont._kernel_weight
+
+    def broken(logs, name, kernel_name, bandwidth):
+        w = real(logs, name, kernel_name, bandwidth).copy()
+        w[0] = 0.0  # the first row of whatever order the rows come in
+        return w
+
+    monkeypatch.setattr(cont, "_kernel_weight", broken)
+    checks = dict(continuous_estimator_checks("ips"))
+    for name in ("row_permutation", "on_policy_value"):
+        with pytest.raises(AssertionError, match=name):
+            checks[name]()
 
 
 def test_the_registries_are_covered_without_a_hand_kept_list() -> None:

@@ -81,6 +81,7 @@ VALID: Final[dict[str, Callable[[Path], list[str]]]] = {
     ],
     "demo": lambda tmp: ["demo", "--out", str(tmp / "demo.html")],
     "sequences": lambda tmp: ["sequences", str(_responses(tmp)), "--on-policy", "sampler"],
+    "continuous": lambda tmp: ["continuous", str(_continuous(tmp)), "--kernel", "triangular"],
     "monitor": lambda tmp: [
         "monitor",
         str(parquet(tmp)),
@@ -93,6 +94,17 @@ VALID: Final[dict[str, Callable[[Path], list[str]]]] = {
         str(tmp / "monitor-state.json"),
     ],
 }
+
+
+def _continuous(tmp: Path) -> Path:
+    """400 rows of a small continuous-action bandit as parquet."""
+    import pyarrow.parquet as pq
+
+    from ope.simulate import ContinuousBandit
+
+    path = tmp / "continuous.parquet"
+    pq.write_table(ContinuousBandit(n_features=1, seed=0).sample(400, rng=0), path)
+    return path
 
 
 def _responses(tmp: Path) -> Path:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final
@@ -145,6 +146,27 @@ def _sequence_frame() -> Any:
     return env.sample(60, rng=0).to_pandas()
 
 
+def _continuous_frame() -> Any:
+    """400 rows of a small continuous-action bandit (one context column)."""
+    from ope.simulate import ContinuousBandit
+
+    return ContinuousBandit(n_features=1, seed=0).sample(400, rng=0).to_pandas()
+
+
+def _continuous_logs() -> Any:
+    from ope.continuous import read_continuous
+
+    return read_continuous(_continuous_frame())
+
+
+def _continuous_evaluation() -> Any:
+    from ope.continuous import evaluate_continuous
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return evaluate_continuous(_continuous_logs(), ["optimal"], estimators=["snips"])
+
+
 def _sequences() -> Any:
     from ope.sequences import read_sequences
 
@@ -237,6 +259,37 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.GuardrailDecision.reason": lambda tmp: Call(_guardrails().reason, {"policy": "greedy"}),
     "ope.GuardrailDecision.with_provenance": lambda tmp: Call(
         _guardrails().with_provenance, {"seed": 0}
+    ),
+    "ope.read_continuous": lambda tmp: call(
+        "ope.read_continuous",
+        source=_continuous_frame(),
+        action_column="action",
+        density_column="density",
+        reward_column="reward",
+        weight_column=None,
+        context_columns=["x0"],
+        policies=["optimal"],
+    ),
+    "ope.evaluate_continuous": lambda tmp: call(
+        "ope.evaluate_continuous",
+        logs=_continuous_frame(),
+        policies=["optimal"],
+        candidates={"fixed": np.zeros(400)},
+        densities=None,
+        kernel="epanechnikov",
+        bandwidth="slope",
+        tune_on="snips",
+        reward_model=None,
+        q_column=None,
+        v_column=None,
+        rng=0,
+    ),
+    "ope.ContinuousLogs.with_candidates": lambda tmp: Call(
+        _continuous_logs().with_candidates,
+        {"candidates": {"fixed": np.zeros(400)}, "densities": None},
+    ),
+    "ope.ContinuousEvaluation.with_provenance": lambda tmp: Call(
+        _continuous_evaluation().with_provenance, {"seed": 0}
     ),
     "ope.read_sequences": lambda tmp: call(
         "ope.read_sequences",

@@ -41,6 +41,7 @@ _SMALL: Final[dict[str, dict[str, Any]]] = {
     "ope.simulate.SlateEnvironment": dict(n_items=4, slate_size=2, n_contexts=2, seed=0),
     "ope.simulate.TabularMDP": dict(n_states=3, n_actions=2, horizon=2, seed=0),
     "ope.simulate.TokenModel": dict(n_prompts=2, vocab_size=3, max_length=3, seed=0),
+    "ope.simulate.ContinuousBandit": dict(n_features=1, seed=0),
     "ope.simulate.PairedReplaySimulator": dict(n_tasks=4, n_items=5, n_replicates=1, seed=0),
 }
 
@@ -63,6 +64,7 @@ _CB, _REC = "ope.simulate.ContextualBandit", "ope.simulate.Recommendation"
 _SLATE, _MDP = "ope.simulate.SlateEnvironment", "ope.simulate.TabularMDP"
 _PAIRED, _CAT = "ope.simulate.PairedReplaySimulator", "ope.simulate.CatalogBandit"
 _TOKENS = "ope.simulate.TokenModel"
+_CONT = "ope.simulate.ContinuousBandit"
 
 #: Registered name -> a factory of its minimal valid call (see :class:`ope._entrypoints.Call`).
 #: The simulators' ``reward`` (the reward distribution, a choice) is left at its default: the
@@ -224,6 +226,23 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         reward_noise=0.5,
         end_shift=0.0,
         seed=0,
+    ),
+    _CONT: lambda tmp: call(
+        _CONT,
+        n_features=1,
+        logger_scale=1.0,
+        curvature=1.0,
+        reward_noise=0.5,
+        candidates={"up": {"coef": [0.5], "intercept": 0.1, "scale": 0.0}},
+        seed=0,
+    ),
+    f"{_CONT}.expected_reward": _method(
+        _CONT, "expected_reward", context=np.zeros((3, 1)), action=np.array([0.0, 0.5, 1.0])
+    ),
+    f"{_CONT}.sample": _method(_CONT, "sample", n=10, rng=0, samples=2),
+    f"{_CONT}.true_value": _method(_CONT, "true_value", policy="optimal"),
+    f"{_CONT}.smoothed_value": _method(
+        _CONT, "smoothed_value", policy="optimal", kernel="cosine", bandwidth=0.1
     ),
     f"{_TOKENS}.kl": _method(_TOKENS, "kl", policy="tuned", reference="sampler"),
     f"{_TOKENS}.policy_table": _method(_TOKENS, "policy_table", policy="cooler"),

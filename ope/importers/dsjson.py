@@ -9,7 +9,7 @@ One JSON object per line (``.json`` or ``.json.gz``), read the way VW's DSJSON r
   event, as VW's CCB reader does (action ``_label_Action - 1``).
 
 Other kinds are refused with one error naming the kind: continuous actions (``_label_ca`` or
-``pdf``; ope has no continuous-action estimator), slates (``_slot_id`` in ``c._multi``), and
+``pdf``; :func:`ope.read_continuous` reads them), slates (``_slot_id`` in ``c._multi``), and
 VW's plain JSON example format (``--json``: ``_label``/``_multi`` at the top level, no ``c``).
 A later line of another kind than the file's is rejected (``dsjson_kind_mismatch``).
 
@@ -330,8 +330,8 @@ class _Kind:
 
 def _kind_error(kind: str, name: str, line: int) -> DataFileError:
     what = {
-        "continuous": "continuous-action DSJSON (`_label_ca`/`pdf`) is not supported: ope has "
-        "no continuous-action estimator",
+        "continuous": "continuous-action DSJSON (`_label_ca`/`pdf`) is not a discrete bandit "
+        "log: read it with ope.read_continuous or evaluate it with `ope continuous FILE`",
         "slates": "slates DSJSON (`_slot_id` in `c._multi`) is not supported yet: ope's slate "
         "estimators read slate logs (ope.slate_logs), which this importer does not build",
         "json": "this is Vowpal Wabbit's plain JSON example format (`--json`: `_label`/`_multi` "

@@ -84,6 +84,7 @@ REPORT_SECTIONS: Final = (
     ("guardrails", "Several outcomes: guardrails"),
     ("monitoring", "Monitoring over time"),
     ("sequences", "Language-model logs: what they can tell"),
+    ("continuous", "Continuous actions: bandwidths and kernel windows"),
     ("candidates", "Each candidate: weights and overlap"),
     ("segments", "Per segment"),
     ("plan", "Exploration plan"),
@@ -1550,6 +1551,109 @@ def _sequences(ctx: dict[str, Any]) -> str:
     return intro + table + (f"<ul>{reasons}</ul>" if reasons else "") + model
 
 
+def _continuous(ctx: dict[str, Any]) -> str:
+    """Continuous-action logs (:func:`ope.evaluate_continuous`): per candidate the bandwidth,
+    the kernel window and kernel DR, then the bias/variance trade-off over the bandwidth grid."""
+    from ope.continuous import MIN_WINDOW_ESS
+
+    cont = ctx["continuous"]
+    if cont is None:
+        return (
+            "<p>No continuous-action logs in this report. <code>ope continuous LOGS</code> (or "
+            "<code>ope.evaluate_continuous</code>) evaluates candidates of a real-valued action "
+            "(a price, a bid, a dose) by kernel-smoothed weights; pass <code>continuous=</code> "
+            "to include it.</p>"
+        )
+    intro = (
+        f"<p>Kernel: {_e(cont.kernel)}. A deterministic candidate is weighted by the kernel of "
+        "the distance between its action and the logged one, over the logger's density: the "
+        "estimates are of the candidate smoothed at its bandwidth (a bias of order h², which "
+        "the intervals do not include), chosen by SLOPE++ over a grid and then halved "
+        "one and a half times (undersmoothed) so that the bias is small against the "
+        "interval.</p>"
+    )
+    win = cont.window
+    rows = [
+        [
+            _e(r.policy),
+            _e(r.form),
+            "exact density" if not math.isfinite(r.bandwidth) else _num(r.bandwidth),
+            f"{_num(r.window_rows)} ({r.window_share:.1%})",
+            f"{_num(r.ess)} ({r.ess_share:.1%})",
+            _num(r.mean_weight),
+            _num(r.outside_support),
+            "evaluable" if cont.verdicts.get(r.policy) == "evaluable" else "<strong>no</strong>",
+        ]
+        for r in win.itertuples()
+    ]
+    table = _table(
+        [
+            "policy",
+            "candidate",
+            "bandwidth",
+            "rows in the window",
+            "effective sample",
+            "mean weight",
+            "actions outside the logger's support",
+            "evaluable",
+        ],
+        rows,
+        numeric=(2, 3, 4, 5, 6),
+        raw=True,
+    )
+    reasons = "".join(
+        f"<li>{_e(p)}: {_e(v)}</li>" for p, v in cont.verdicts.items() if v != "evaluable"
+    )
+    model = ""
+    if cont.model_estimates:
+        level = cont.evaluation.confidence_level
+        model_rows = [
+            [
+                _e(r["policy"]),
+                _num(r["value"]),
+                _num(r["std_error"]),
+                f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]",
+            ]
+            for r in cont.model_table().to_dict(orient="records")
+        ]
+        model = (
+            "<p>Kernel DR (a reward model of context and action at the candidate's action, "
+            "corrected by the kernel-weighted residual at the logged one):</p>"
+            + _table(
+                ["policy", "DR", "standard error", f"{level:.0%} interval (normal)"],
+                model_rows,
+                numeric=(1, 2, 3),
+                raw=True,
+            )
+        )
+    grid = cont.bandwidths
+    trade = ""
+    if len(grid):
+        grid_rows = [
+            [
+                _e(r.policy),
+                _num(r.bandwidth),
+                _num(r.value),
+                _num(r.std_error),
+                _num(r.ess),
+                ("used" if r.chosen else "") + (" SLOPE" if r.slope else ""),
+            ]
+            for r in grid.itertuples()
+        ]
+        trade = (
+            "<p>The trade-off: the estimate falls or rises with the bandwidth as the smoothing "
+            "bias grows, and its standard error shrinks (a bandwidth with fewer than "
+            f"{_num(MIN_WINDOW_ESS)} effective rows has none).</p>"
+            + _table(
+                ["policy", "bandwidth", "estimate", "standard error", "effective sample", ""],
+                grid_rows,
+                numeric=(1, 2, 3, 4),
+                raw=True,
+            )
+        )
+    return intro + table + (f"<ul>{reasons}</ul>" if reasons else "") + model + trade
+
+
 def _monitoring(ctx: dict[str, Any], figures: _Figures) -> str:
     """The confidence sequences of a monitor (:class:`ope.monitor.Monitor`): what they assume,
     the sequence of each candidate's difference over the looks, and the current state."""
@@ -1858,6 +1962,7 @@ def render_report(
     guardrails: Any = None,
     monitoring: Any = None,
     sequences: Any = None,
+    continuous: Any = None,
 ) -> str:
     """The report as one self-contained HTML document (a string).
 
@@ -1910,6 +2015,11 @@ def render_report(
         may be left out, and another one is refused): the section
         *Language-model logs* gives the audit of the logged log-probabilities and, per
         candidate, the divergences and whether the logs can evaluate it.
+    continuous : ope.ContinuousEvaluation, optional
+        An evaluation from continuous-action logs (:func:`ope.evaluate_continuous`; its
+        ``evaluation`` is the report's, as with ``sequences``): the section *Continuous
+        actions* gives each candidate's bandwidth, the trade-off over the grid, the kernel
+        window and kernel DR.
 
     Returns
     -------
@@ -1947,6 +2057,21 @@ def render_report(
                 "`evaluation` (or leave it out), so that the verdicts and the estimates are of "
                 "the same responses."
             )
+    if continuous is not None:
+        if type(continuous).__name__ != "ContinuousEvaluation":
+            raise ParameterError(
+                "`continuous` must be the result of ope.evaluate_continuous; got "
+                f"{type(continuous).__name__}."
+            )
+        if sequences is not None:
+            raise ParameterError("give `sequences` or `continuous`, not both: one set of rows.")
+        if evaluation is None:
+            evaluation = continuous.evaluation
+        elif evaluation is not continuous.evaluation:
+            raise ParameterError(
+                "`continuous` and `evaluation` disagree: pass continuous.evaluation as "
+                "`evaluation` (or leave it out)."
+            )
     monitor_only = evaluation is None and diagnostics is None and monitoring is not None
     if not monitor_only:
         _checked(evaluation, diagnostics, certificate, validation)
@@ -1982,6 +2107,18 @@ def render_report(
         verdicts = overlap_verdicts(diagnostics)
     else:
         verdicts = []
+    if continuous is not None:  # a candidate without logged actions near its own: no answer
+        verdicts = [
+            v
+            if continuous.verdicts.get(v.policy, "evaluable") == "evaluable"
+            else dataclasses.replace(
+                v,
+                answer=UNCLEAR,
+                summary="too few logged actions near the candidate's",
+                reasons=(continuous.verdicts[v.policy], *v.reasons),
+            )
+            for v in verdicts
+        ]
     if sequences is not None:  # a candidate the responses cannot evaluate has no answer
         verdicts = [
             v
@@ -2044,6 +2181,7 @@ def render_report(
         "guardrails": guardrails,
         "monitoring": monitoring,
         "sequences": sequences,
+        "continuous": continuous,
     }
     figures = _Figures()
     if monitor_only:
@@ -2072,6 +2210,7 @@ def render_report(
         "guardrails": _guardrails(ctx),
         "monitoring": _monitoring(ctx, figures),
         "sequences": _sequences(ctx),
+        "continuous": _continuous(ctx),
         "candidates": _candidates(ctx, figures),
         "segments": _segments(ctx, figures),
         "plan": _plan(ctx),
@@ -2192,6 +2331,7 @@ def write_report(
     guardrails: Any = None,
     monitoring: Any = None,
     sequences: Any = None,
+    continuous: Any = None,
 ) -> Path:
     """Write the HTML report to ``path`` atomically; returns the path.
 
@@ -2230,6 +2370,7 @@ def write_report(
         guardrails=guardrails,
         monitoring=monitoring,
         sequences=sequences,
+        continuous=continuous,
     )
     with atomic_path(target, force=overwrite, force_flag="overwrite=True (--force)") as tmp:
         with open(tmp, "x", encoding="utf-8", newline="\n") as handle:

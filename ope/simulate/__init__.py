@@ -18,7 +18,9 @@ marginalized estimators), :class:`ConfoundedBandit` (a logger that reads a hidde
 propensities wrong by a known factor, for the sensitivity analysis), :class:`TabularMDP` (trajectories that terminate or are truncated),
 :class:`PairedReplaySimulator` (paired counterfactual replays), :class:`TokenModel` (an
 autoregressive model over a small vocabulary: responses with token log-probabilities, for
-:mod:`ope.sequences`). :func:`load_sample` reads the
+:mod:`ope.sequences`), :class:`ContinuousBandit` (a real-valued action with exact values of
+every candidate and of its kernel-smoothed version, for :mod:`ope.continuous`).
+:func:`load_sample` reads the
 bundled sample (package data ``ope/data/sample_recommendation.parquet``) with its exact truth.
 
 Sizes are bounded so that every call stays near a second of work: a model table holds at most
@@ -33,6 +35,7 @@ from __future__ import annotations
 from ope.simulate._sample import BundledSample, load_sample
 from ope.simulate.bandit import ContextualBandit
 from ope.simulate.catalog import CatalogBandit
+from ope.simulate.continuous import ContinuousBandit
 from ope.simulate.confounded import ConfoundedBandit
 from ope.simulate.mdp import TabularMDP
 from ope.simulate.paired import PairedReplaySimulator
@@ -44,6 +47,7 @@ __all__ = [
     "BundledSample",
     "CatalogBandit",
     "ConfoundedBandit",
+    "ContinuousBandit",
     "ContextualBandit",
     "PairedReplaySimulator",
     "Recommendation",

@@ -1,0 +1,1395 @@
+r"""Off-policy evaluation with continuous actions (a price, a bid, a dose, a temperature).
+
+A logged row holds the context :math:`x_i`, the real-valued action :math:`a_i` the logger took,
+the logger's **density** :math:`q_i = \pi_0(a_i \mid x_i)` at that action (not a probability:
+it can exceed 1) and the reward :math:`r_i`. A deterministic candidate :math:`\pi(x)` almost
+never takes exactly the logged action, so the importance weight :math:`\mathbb 1[a_i = \pi(x_i)]
+/ q_i` is useless; kernel smoothing (Kallus & Zhou, AISTATS 2018) replaces the indicator by a
+kernel of bandwidth :math:`h`:
+
+.. math:: w_i = \frac{K\big((\pi(x_i) - a_i)/h\big)}{h\, q_i},
+
+and kernel IPS, self-normalized kernel IPS (SNIPS) and kernel DR are the estimators of
+:func:`ope.evaluate` on these weights (:func:`evaluate_continuous`). They estimate the value of
+the *smoothed* candidate (its action plus kernel noise of scale :math:`h`), not of the candidate
+itself: the smoothing bias is of order :math:`h^2` (:math:`-\tfrac12 h^2 \mu_2(K)\,\mathbb E[
+\partial_a^2 \mu(x, \pi(x))]`, with :math:`\mu_2(K) = \int u^2 K(u)\,du`) and the variance of
+order :math:`1/(n h)` (:math:`R(K) = \int K^2`), so no bandwidth removes both. ope chooses it
+per candidate in two steps: SLOPE++ over a grid (Su, Srinath & Krishnamurthy, ICML 2020: the
+widest interval first, the largest bandwidth whose estimate stays within the intervals of every
+smaller one, :func:`ope.evaluation.slope_index`) finds the bandwidth that balances the bias
+against the interval's width, a choice for the mean squared error at which the interval still
+misses the value about half the time; ope then **undersmooths**, using the bandwidth
+:data:`UNDERSMOOTH_STEPS` grid steps below (0.35 times SLOPE's), where the bias is an eighth and
+the interval 1.7 times wider. The whole trade-off is reported: every grid bandwidth's estimate,
+standard error and effective rows, SLOPE's and the one used (``result.bandwidths``). The
+intervals are those of the smoothed value; ``benchmarks/continuous.py`` measures how often they
+cover the candidate's own.
+
+Candidates come in three forms:
+
+- **deterministic**: the candidate's action per row (``target__<name>`` numeric columns, or an
+  array ``(n,)``, or a function of the context); kernel weights as above;
+- **stochastic, by samples**: ``m`` actions drawn from the candidate per row
+  (``target__<name>`` list columns, or an array ``(n, m)``); the weight is the kernel-smoothed
+  candidate density :math:`\frac1m\sum_j K_h(a_{ij} - a_i) / q_i`;
+- **stochastic, by density**: the candidate's density at the logged action
+  (``density__<name>`` columns or ``densities=``): the exact weight :math:`\pi(a_i\mid x_i)/q_i`,
+  no kernel and no smoothing bias (with samples as well, DR's model term averages over them).
+
+Kernel DR (:math:`\hat q(x, \pi) + w_i (r_i - \hat q(x_i, a_i))`) uses a reward model of
+:math:`(x, a)`: cross-fitted on the logs' numeric context columns (a quadratic ridge regression
+by default, any scikit-learn regressor with ``reward_model=``) or your predictions
+(``q_column``: the model at the logged action, ``v_column``: at the candidate's). The model at
+the logged action makes DR's smoothing bias that of the model's residual, smaller than IPS's when
+the model is good; Open Bandit Pipeline's kernel DR puts the model at the candidate's action in
+both places (give the same column as ``q_column`` and ``v_column`` to reproduce it).
+
+Vowpal Wabbit's continuous-action DSJSON (CATS, ``"_label_ca": {"action", "cost",
+"pdf_value"}``, optional ``"pdf"`` segments) reads directly (:func:`read_continuous` on a
+``.json``/``.json.gz`` file): ``reward = -cost``, ``density = pdf_value`` (checked against the
+``pdf`` segments when the line has them), ``weight = 1 / (1 - pdrop)``, the context ``c``
+flattened to numeric columns as VW hashes it (a string value ``"k": "v"`` is the feature
+``k=v`` of value 1; an absent feature is 0).
+
+References
+----------
+.. [1] N. Kallus and A. Zhou, "Policy evaluation and optimization with continuous treatments",
+   AISTATS 2018.
+.. [2] N. Kallus and M. Uehara, "Doubly robust off-policy value and gradient estimation for
+   deterministic policies", NeurIPS 2020.
+.. [3] Y. Su, T. Srinath and A. Krishnamurthy, "Adaptive estimator selection for off-policy
+   evaluation", ICML 2020.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import math
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+import pyarrow as pa
+
+from ope._result import Result, ResultParts
+from ope._thresholds import kish_ess
+from ope._validation import (
+    check_choice,
+    check_name,
+    check_names,
+    check_positive_real,
+    check_rng,
+    fold_assignment,
+)
+from ope.exceptions import (
+    DataFileError,
+    EstimationError,
+    OPEWarning,
+    ParameterError,
+    SchemaError,
+    ValidationError,
+)
+
+__all__ = [
+    "KERNELS",
+    "KERNEL_MOMENTS",
+    "CONTINUOUS_ESTIMATORS",
+    "MIN_WINDOW_ESS",
+    "UNDERSMOOTH_STEPS",
+    "MAX_DSJSON_FEATURES",
+    "bandwidth_grid",
+    "ContinuousLogs",
+    "ContinuousEvaluation",
+    "kernel",
+    "read_continuous",
+    "evaluate_continuous",
+]
+
+#: The kernels, each a density on the real line: ``gaussian`` (unbounded support) and three of
+#: support [-1, 1]: ``epanechnikov`` :math:`\frac34(1-u^2)`, ``triangular`` :math:`1-|u|`,
+#: ``cosine`` :math:`\frac\pi4\cos(\pi u/2)` (Open Bandit Pipeline's four).
+KERNELS: Final = ("gaussian", "epanechnikov", "triangular", "cosine")
+
+#: Per kernel, :math:`(\mu_2(K), R(K)) = (\int u^2 K, \int K^2)`: the constants of the smoothing
+#: bias (:math:`\propto h^2 \mu_2`) and of the variance (:math:`\propto R / (n h)`).
+KERNEL_MOMENTS: Final[dict[str, tuple[float, float]]] = {
+    "gaussian": (1.0, 1.0 / (2.0 * math.sqrt(math.pi))),
+    "epanechnikov": (0.2, 0.6),
+    "triangular": (1.0 / 6.0, 2.0 / 3.0),
+    "cosine": (1.0 - 8.0 / math.pi**2, math.pi**2 / 16.0),
+}
+
+#: The half-width of the kernel window in bandwidths: the rows "in the window" of a
+#: deterministic candidate are those with :math:`|\pi(x_i) - a_i| \le c\,h` (c = 1 for the
+#: compact kernels; 1.96 for the gaussian, 95% of its mass).
+_WINDOW: Final = {
+    "gaussian": 1.959963984540054,
+    "epanechnikov": 1.0,
+    "triangular": 1.0,
+    "cosine": 1.0,
+}
+
+#: A bandwidth whose weights have fewer effective rows (Kish) than this is not used: its
+#: standard error is not trustworthy (a window of a handful of rows), and a candidate whose
+#: every grid bandwidth is below it is not evaluable from these logs.
+MIN_WINDOW_ESS: Final = 30
+
+#: The bandwidth grid of SLOPE: the reference width ``s n^(-1/5)`` (``s`` the robust spread of
+#: the distances between the candidate's and the logged actions; ``n^(-1/5)`` the MSE-optimal
+#: rate of a second-order kernel) times ``2^(k/2)`` for these ``k``: from 1/8 to 4 times it.
+_GRID_STEPS: Final = tuple(range(-6, 5))
+
+#: The bandwidth used is this many grid steps (of a factor sqrt(2)) below SLOPE's choice, i.e.
+#: 2^(-3/2) ~ 0.35 times it: SLOPE balances the smoothing bias against the interval's width (an
+#: MSE choice), so at its bandwidth the interval of a curved reward misses the candidate's value
+#: about half the time; at 0.35 times it the bias (of order h^2) is an eighth and the standard
+#: error 1.7 times larger, and the intervals cover (``benchmarks/continuous.py``; two steps left
+#: SNIPS at 0.86-0.91 there).
+UNDERSMOOTH_STEPS: Final = 3
+
+#: The estimators of continuous actions: the weighting ones run through :func:`ope.evaluate`;
+#: ``dr`` with the reward model here.
+CONTINUOUS_ESTIMATORS: Final = ("ips", "snips", "clipped_ips", "dr")
+
+#: The column names that are not context (candidates are recognized by prefix).
+_TARGET: Final = "target__"
+_DENSITY: Final = "density__"
+
+
+def kernel(u: npt.ArrayLike, name: str = "gaussian") -> npt.NDArray[np.float64]:
+    """The kernel ``name`` (:data:`KERNELS`) at ``u``; each integrates to 1.
+
+    Examples
+    --------
+    >>> from ope.continuous import kernel
+    >>> [round(float(kernel(0.0, k)), 4) for k in ("gaussian", "epanechnikov", "triangular")]
+    [0.3989, 0.75, 1.0]
+    """
+    how = check_choice(name, "kernel", KERNELS)
+    x = np.asarray(u, dtype=np.float64)
+    if how == "gaussian":
+        return np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+    inside = np.abs(x) <= 1.0
+    if how == "epanechnikov":
+        values = 0.75 * (1.0 - x * x)
+    elif how == "triangular":
+        values = 1.0 - np.abs(x)
+    else:
+        values = (math.pi / 4.0) * np.cos(x * (math.pi / 2.0))
+    return np.where(inside, values, 0.0)
+
+
+# --------------------------------------------------------------------------------------------
+# the logs
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class ContinuousLogs:
+    """Validated continuous-action logs (:func:`read_continuous`).
+
+    Attributes
+    ----------
+    action, density, reward : ndarray (n,)
+        The logged action, the logger's density at it (> 0) and the reward.
+    weight : ndarray (n,) or None
+        Sampling (Horvitz-Thompson) weights of the rows, e.g. ``1 / (1 - pdrop)``.
+    context : pandas.DataFrame
+        The numeric context columns (the reward model's features; may have none).
+    candidates : dict of str to ndarray
+        Per candidate its action per row ``(n,)`` or ``m`` samples per row ``(n, m)``.
+    densities : dict of str to ndarray
+        Per candidate its density at the logged action ``(n,)``.
+    support : tuple of two ndarrays or None
+        The logger's action range per row (from the DSJSON ``pdf`` segments), when known.
+    notes : tuple of str
+        What reading did (lines skipped and why).
+    source : str
+    table : pyarrow.Table or None
+        The table read, for columns named later (a reward model's predictions).
+    """
+
+    action: np.ndarray
+    density: np.ndarray
+    reward: np.ndarray
+    weight: np.ndarray | None = None
+    context: pd.DataFrame = field(default_factory=pd.DataFrame)
+    candidates: dict[str, np.ndarray] = field(default_factory=dict)
+    densities: dict[str, np.ndarray] = field(default_factory=dict)
+    support: tuple[np.ndarray, np.ndarray] | None = None
+    notes: tuple[str, ...] = ()
+    source: str = "<memory>"
+    #: the table read (for columns named later, e.g. a reward model's predictions)
+    table: pa.Table | None = field(default=None, repr=False)
+
+    @property
+    def n(self) -> int:
+        """The number of rows."""
+        return int(self.action.shape[0])
+
+    @property
+    def policies(self) -> list[str]:
+        """The candidates the logs hold, in column order."""
+        return list(dict.fromkeys([*self.candidates, *self.densities]))
+
+    def with_candidates(
+        self,
+        candidates: Mapping[str, Any] | None = None,
+        densities: Mapping[str, Any] | None = None,
+    ) -> ContinuousLogs:
+        """These logs with more candidates (arrays ``(n,)``/``(n, m)``, functions of the context,
+        or densities at the logged action); a name given again replaces the logs' own."""
+        cands = dict(self.candidates)
+        dens = dict(self.densities)
+        for argument, given in (("candidates", candidates), ("densities", densities)):
+            if given is not None and not isinstance(given, Mapping):
+                raise ParameterError(
+                    f"`{argument}` must be a mapping of candidate names to arrays or functions; "
+                    f"got {type(given).__name__}."
+                )
+        for name, value in (candidates or {}).items():  # a loop over candidates
+            key = check_name(name, "candidates", what="a candidate name")
+            if callable(value):
+                value = value(self.context)
+            cands[key] = _candidate_actions(value, f"`candidates`[{key!r}]", self.n)
+        for name, value in (densities or {}).items():  # a loop over candidates
+            key = check_name(name, "densities", what="a candidate name")
+            if callable(value):
+                value = value(self.context, self.action)
+            dens[key] = _finite(value, f"`densities`[{key!r}]", self.n, low=0.0)
+        return dataclasses.replace(self, candidates=cands, densities=dens)
+
+
+def _finite(
+    values: Any, label: str, n: int | None, *, low: float | None = None, open_low: bool = False
+) -> np.ndarray:
+    """A float vector ``(n,)``, finite (and ``> low`` / ``>= low``), or the error naming the row
+    (``label`` names the argument, e.g. ```density_column` (column 'p')``)."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValidationError(f"{label} must be numeric.") from None
+    if arr.ndim != 1 or (n is not None and arr.shape[0] != n):
+        raise ValidationError(
+            f"{label} must be one value per row ({n if n is not None else 'n'}); got shape "
+            f"{arr.shape}."
+        )
+    bad = ~np.isfinite(arr)
+    if low is not None:
+        bad |= (arr <= low) if open_low else (arr < low)
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        need = "finite" if low is None else f"finite and {'>' if open_low else '>='} {low:g}"
+        raise ValidationError(
+            f"{label} must be {need}; row {row} holds {float(arr[row])!r} ({int(bad.sum())} "
+            "such row(s))."
+        )
+    return arr
+
+
+def _candidate_actions(values: Any, name: str, n: int) -> np.ndarray:
+    """A candidate's actions: ``(n,)`` (deterministic) or ``(n, m)`` samples, finite."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValidationError(
+            f"{name} must be numeric: one action per row, or m sampled actions per row "
+            "(an (n, m) array of equal-length lists)."
+        ) from None
+    if arr.ndim not in (1, 2) or arr.shape[0] != n or (arr.ndim == 2 and arr.shape[1] == 0):
+        raise ValidationError(
+            f"{name} must have shape ({n},) (one action per row) or ({n}, m) with m >= 1 "
+            f"(sampled actions); got {arr.shape}."
+        )
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        row = int(np.flatnonzero(bad.reshape(n, -1).any(axis=1))[0])
+        raise ValidationError(f"{name} must be finite; row {row} is not.")
+    return arr
+
+
+def _source_table(source: Any, argument: str) -> tuple[pa.Table, tuple[str, ...], str, Any]:
+    """The table of ``source``, the reading notes, its name and the DSJSON support (or None)."""
+    if isinstance(source, pa.Table):
+        return source, (), "<table>", None
+    if isinstance(source, pd.DataFrame):
+        return pa.Table.from_pandas(source, preserve_index=False), (), "<DataFrame>", None
+    if isinstance(source, Mapping):
+        try:
+            return pa.table(dict(source)), (), "<mapping>", None
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+            raise SchemaError(
+                f"`{argument}`: the mapping is not a table of columns ({exc})."
+            ) from None
+    if isinstance(source, (str, Path)):
+        path = Path(source)
+        if not path.exists():
+            raise DataFileError(f"`{argument}`: no file {str(path)!r}.")
+        name = path.name
+        suffixes = "".join(path.suffixes[-2:]).lower()
+        try:
+            if suffixes.endswith((".json", ".json.gz", ".jsonl", ".jsonl.gz")):
+                table, notes, support = _read_cats(path)
+                return table, notes, name, support
+            if suffixes.endswith(".csv"):
+                import pyarrow.csv as pacsv
+
+                return pacsv.read_csv(path), (), name, None
+            import pyarrow.parquet as pq
+
+            return pq.read_table(path), (), name, None
+        except (pa.ArrowInvalid, OSError) as exc:
+            if isinstance(exc, DataFileError):
+                raise
+            raise DataFileError(f"`{argument}`: {name!r} cannot be read: {exc}") from None
+    raise ParameterError(
+        f"`{argument}` must be ContinuousLogs, a parquet/CSV/DSJSON file path, a pandas DataFrame, a "
+        f"pyarrow Table or a mapping of columns; got {type(source).__name__}."
+    )
+
+
+def _column(table: pa.Table, column: str, argument: str) -> pa.ChunkedArray:
+    if column not in table.column_names:
+        shown = ", ".join(map(repr, table.column_names[:20]))
+        raise SchemaError(
+            f"`{argument}`: no column {column!r} in the logs; columns: {shown or '(none)'}."
+        )
+    return table.column(column)
+
+
+def _numeric(table: pa.Table, column: str, argument: str, **limits: Any) -> np.ndarray:
+    col = _column(table, column, argument)
+    kind = col.type
+    if not (pa.types.is_floating(kind) or pa.types.is_integer(kind)):
+        raise SchemaError(f"`{argument}`: column {column!r} must be numeric; it holds {kind}.")
+    if col.null_count:
+        row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ValidationError(f"`{argument}`: column {column!r} is missing at row {row}.")
+    return _finite(
+        col.to_numpy(zero_copy_only=False), f"`{argument}` (column {column!r})", None, **limits
+    )
+
+
+def _samples_column(table: pa.Table, column: str, name: str) -> np.ndarray:
+    """A list column of sampled actions as ``(n, m)`` (every row the same m >= 1)."""
+    col = table.column(column).combine_chunks()
+    if col.null_count:
+        row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ValidationError(f"column {column!r} is missing at row {row}.")
+    lengths = np.asarray(col.value_lengths().to_numpy(zero_copy_only=False), dtype=np.int64)
+    if lengths.size and (lengths.min() != lengths.max() or lengths[0] == 0):
+        row = (
+            int(np.flatnonzero(lengths != lengths.max())[0])
+            if lengths.min()
+            else int(np.flatnonzero(lengths == 0)[0])
+        )
+        raise ValidationError(
+            f"column {column!r}: every row must hold the same number (>= 1) of sampled actions; "
+            f"row {row} holds {int(lengths[row])}, others {int(lengths.max())}."
+        )
+    flat = col.flatten()
+    if not (pa.types.is_floating(flat.type) or pa.types.is_integer(flat.type)) or flat.null_count:
+        raise SchemaError(f"column {column!r} must hold lists of numbers; it holds {col.type}.")
+    m = int(lengths[0]) if lengths.size else 1
+    values = np.asarray(flat.to_numpy(zero_copy_only=False), dtype=np.float64)
+    return _candidate_actions(values.reshape(-1, m), f"`policies` (column {column!r})", len(col))
+
+
+def read_continuous(
+    source: Any,
+    *,
+    action_column: str = "action",
+    density_column: str = "density",
+    reward_column: str = "reward",
+    weight_column: str | None = None,
+    context_columns: Sequence[str] | None = None,
+    policies: Sequence[str] | None = None,
+) -> ContinuousLogs:
+    """Read and validate continuous-action logs.
+
+    Parameters
+    ----------
+    source : path, pandas.DataFrame, pyarrow.Table or mapping of columns
+        A parquet or CSV file, or Vowpal Wabbit's continuous-action DSJSON (``.json``,
+        ``.json.gz``; see the module).
+    action_column, density_column, reward_column : str
+        The logged action, the logger's density at it (> 0) and the reward.
+    weight_column : str, optional
+        Sampling weights of the rows (> 0); by default the ``weight`` column when there is one.
+    context_columns : sequence of str, optional
+        The reward model's features (default: every other numeric column).
+    policies : sequence of str, optional
+        The candidates to read (default: every ``target__<name>`` and ``density__<name>``).
+
+    Raises
+    ------
+    ope.SchemaError
+        A named column is missing or not numeric.
+    ope.ValidationError
+        A value is missing or not finite, a density is not > 0 (the logger could not have taken
+        the action), a sampling weight is not > 0 (row named).
+    ope.DataFileError
+        The file cannot be read (a DSJSON line is not valid JSON or lacks a label field: line
+        named).
+
+    Examples
+    --------
+    >>> import ope
+    >>> logs = ope.read_continuous({"action": [0.1, 0.5], "density": [0.8, 1.2],
+    ...                             "reward": [1.0, 0.0], "target__up": [0.2, 0.6]})
+    >>> logs.n, logs.policies
+    (2, ['up'])
+    """
+    table, notes, name, support = _source_table(source, "source")
+    if table.num_columns == 0:
+        raise SchemaError(f"`source`: {name!r} has no columns (an empty directory or file?).")
+    columns = {"action_column": action_column, "density_column": density_column}
+    columns["reward_column"] = reward_column
+    for argument, value in columns.items():
+        check_name(value, argument, what="a column name")
+    action = _numeric(table, action_column, "action_column")
+    n = action.shape[0]
+    density = _numeric(table, density_column, "density_column", low=0.0, open_low=True)
+    reward = _numeric(table, reward_column, "reward_column")
+    if weight_column is None and "weight" in table.column_names:
+        weight_column = "weight"
+    weight = None
+    if weight_column is not None:
+        check_name(weight_column, "weight_column", what="a column name")
+        weight = _numeric(table, weight_column, "weight_column", low=0.0, open_low=True)
+    names = table.column_names
+    found = [c[len(_TARGET) :] for c in names if c.startswith(_TARGET)]
+    found += [c[len(_DENSITY) :] for c in names if c.startswith(_DENSITY)]
+    found = list(dict.fromkeys(found))
+    if policies is None:
+        chosen = found
+    else:
+        chosen = [
+            check_name(p, "policies", what="a candidate name")
+            for p in check_names(policies, "policies")
+        ]
+        missing = [p for p in chosen if p not in found]
+        if missing:
+            raise SchemaError(
+                f"`policies`: no candidate {missing[0]!r} in the logs (no column "
+                f"'target__{missing[0]}' or 'density__{missing[0]}'); candidates: "
+                f"{', '.join(map(repr, found)) or '(none)'}."
+            )
+    candidates: dict[str, np.ndarray] = {}
+    densities: dict[str, np.ndarray] = {}
+    for p in chosen:  # a loop over candidates
+        t_col, d_col = _TARGET + p, _DENSITY + p
+        if t_col in names:
+            kind = table.schema.field(t_col).type
+            if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+                candidates[p] = _samples_column(table, t_col, p)
+            else:
+                candidates[p] = _numeric(table, t_col, "policies")
+        if d_col in names:
+            densities[p] = _numeric(table, d_col, "policies", low=0.0)
+    used = {action_column, density_column, reward_column, weight_column}
+    if context_columns is None:
+        ctx_names = [
+            c
+            for c in names
+            if c not in used
+            and not c.startswith((_TARGET, _DENSITY))
+            and (
+                pa.types.is_floating(table.schema.field(c).type)
+                or pa.types.is_integer(table.schema.field(c).type)
+            )
+            and c not in ("event_id",)
+        ]
+    else:
+        ctx_names = [
+            check_name(c, "context_columns", what="a column name")
+            for c in check_names(context_columns, "context_columns")
+        ]
+    context = pd.DataFrame(
+        {c: _numeric(table, c, "context_columns") for c in ctx_names}, index=pd.RangeIndex(n)
+    )
+    return ContinuousLogs(
+        action=action,
+        density=density,
+        reward=reward,
+        weight=weight,
+        context=context,
+        candidates=candidates,
+        densities=densities,
+        support=support,
+        notes=notes,
+        source=name,
+        table=table,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Vowpal Wabbit's continuous-action DSJSON
+# --------------------------------------------------------------------------------------------
+class _Label(msgspec.Struct):
+    action: float
+    cost: float
+    pdf_value: float
+
+
+class _Segment(msgspec.Struct):
+    left: float | None = None
+    right: float | None = None
+    pdf_value: float | None = None
+    chosen_action: float | None = None
+
+
+class _CatsLine(msgspec.Struct):
+    """The fields of a continuous-action DSJSON line ope reads (the rest is skipped)."""
+
+    label_ca: _Label | None = msgspec.field(default=None, name="_label_ca")
+    pdf: list[_Segment] | None = None
+    EventId: str | None = None
+    Timestamp: str | None = None
+    pdrop: float | None = None
+    skip_learn: bool | None = msgspec.field(default=None, name="_skipLearn")
+    c: dict[str, Any] | None = None
+
+
+#: A DSJSON ``pdf_value`` is written as a float32: the density of the ``pdf`` segments at the
+#: action agrees with it to this relative tolerance.
+_PDF_RTOL: Final = 1e-5
+
+
+def _flatten(obj: Mapping[str, Any], prefix: str, out: dict[str, float]) -> None:
+    """VW's features of a ``c`` object: numbers as they are, ``"k": "v"`` as ``k=v`` = 1,
+    booleans 0/1, nested objects ``ns.k``, arrays of numbers ``k[i]``."""
+    for key, value in obj.items():  # a loop over one line's features
+        if key.startswith("_"):  # VW's reserved fields (_multi, _slots, _id, ...)
+            continue
+        name = f"{prefix}{key}"
+        if isinstance(value, bool):
+            out[name] = float(value)
+        elif isinstance(value, (int, float)):
+            out[name] = float(value)
+        elif isinstance(value, str):
+            out[f"{name}={value}"] = 1.0
+        elif isinstance(value, Mapping):
+            _flatten(value, f"{name}.", out)
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    out[f"{name}[{i}]"] = float(v)
+                elif isinstance(v, Mapping):
+                    _flatten(v, f"{name}[{i}].", out)
+
+
+#: The most distinct context features a DSJSON file may flatten to (each is a column).
+MAX_DSJSON_FEATURES: Final = 2000
+
+
+def _read_cats(
+    path: Path,
+) -> tuple[pa.Table, tuple[str, ...], tuple[np.ndarray, np.ndarray] | None]:
+    """Vowpal Wabbit's continuous-action DSJSON as a table (see the module)."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rb") as fh:
+            raw = fh.read()
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise DataFileError(f"{path.name!r} cannot be read: {exc}") from None
+    lines = raw.split(b"\n")
+    numbers = [i for i, ln in enumerate(lines) if ln.strip()]
+    kept = [lines[i] for i in numbers]
+
+    try:  # every line at once (no Python loop over rows); per line only to name a bad one
+        decoded = msgspec.json.decode(b"[" + b",".join(kept) + b"]", type=list[_CatsLine])
+    except (msgspec.ValidationError, msgspec.DecodeError):
+        for i, ln in zip(numbers, kept, strict=True):  # a loop to find the bad line
+            try:
+                msgspec.json.decode(ln, type=_CatsLine)
+            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
+                raise DataFileError(
+                    f"{path.name}: line {i} is not a continuous-action DSJSON event ({exc})."
+                ) from None
+        raise DataFileError(f"{path.name}: not a continuous-action DSJSON file.") from None
+    skipped = [k for k, d in enumerate(decoded) if d.skip_learn]
+    unlabeled = [k for k, d in enumerate(decoded) if d.label_ca is None and not d.skip_learn]
+    rows = [k for k, d in enumerate(decoded) if d.label_ca is not None and not d.skip_learn]
+    if not rows:
+        raise DataFileError(
+            f"{path.name}: no labeled continuous-action event (`_label_ca`) among "
+            f"{len(decoded)} line(s)."
+        )
+    notes: list[str] = []
+    if skipped:
+        notes.append(
+            f"{len(skipped)} line(s) with _skipLearn excluded, as Vowpal Wabbit excludes them "
+            f"(first: line {numbers[skipped[0]]})"
+        )
+    if unlabeled:
+        notes.append(
+            f"{len(unlabeled)} line(s) without _label_ca excluded: no logged outcome (first: "
+            f"line {numbers[unlabeled[0]]})"
+        )
+    labels = [lab for k in rows if (lab := decoded[k].label_ca) is not None]
+    action = np.array([lab.action for lab in labels], dtype=np.float64)
+    cost = np.array([lab.cost for lab in labels], dtype=np.float64)
+    pdf_value = np.array([lab.pdf_value for lab in labels], dtype=np.float64)
+    line_no = np.array([numbers[k] for k in rows], dtype=np.int64)
+    for what, values in (("action", action), ("cost", cost), ("pdf_value", pdf_value)):
+        bad = ~np.isfinite(values) | ((values <= 0) if what == "pdf_value" else False)
+        if bad.any():
+            j = int(np.flatnonzero(bad)[0])
+            need = (
+                "finite and > 0 (the logger's density at the action)"
+                if what == "pdf_value"
+                else "finite"
+            )
+            raise DataFileError(
+                f"{path.name}: line {int(line_no[j])}: _label_ca.{what} must be {need}; it is "
+                f"{values[j]!r}."
+            )
+    pdrop = np.array(
+        [decoded[k].pdrop if decoded[k].pdrop is not None else 0.0 for k in rows], dtype=np.float64
+    )
+    bad = ~np.isfinite(pdrop) | (pdrop < 0) | (pdrop >= 1)
+    if bad.any():
+        j = int(np.flatnonzero(bad)[0])
+        raise DataFileError(
+            f"{path.name}: line {int(line_no[j])}: pdrop must be in [0, 1); it is {pdrop[j]!r}."
+        )
+    low = np.full(len(rows), -np.inf)
+    high = np.full(len(rows), np.inf)
+    with_pdf = [j for j, k in enumerate(rows) if decoded[k].pdf]
+    for j in with_pdf:  # a loop over the lines that carry a pdf (their segments checked)
+        segs = [s for s in decoded[rows[j]].pdf or () if s.left is not None and s.right is not None]
+        if not segs:
+            continue
+        lefts = np.array([s.left for s in segs])
+        rights = np.array([s.right for s in segs])
+        values = np.array([s.pdf_value if s.pdf_value is not None else np.nan for s in segs])
+        if not (
+            np.isfinite(lefts).all()
+            and np.isfinite(rights).all()
+            and np.isfinite(values).all()
+            and (rights >= lefts).all()
+            and (values >= 0).all()
+        ):
+            raise DataFileError(
+                f"{path.name}: line {int(line_no[j])}: a pdf segment needs finite left <= right "
+                "and pdf_value >= 0."
+            )
+        low[j], high[j] = float(lefts.min()), float(rights.max())
+        a = action[j]
+        hit = (lefts <= a) & ((a < rights) | ((a == rights) & (rights == high[j])))
+        at = float(values[hit][0]) if hit.any() else 0.0
+        if not math.isclose(at, pdf_value[j], rel_tol=_PDF_RTOL, abs_tol=0.0):
+            raise DataFileError(
+                f"{path.name}: line {int(line_no[j])}: _label_ca.pdf_value {pdf_value[j]!r} is "
+                f"not the density of the line's pdf at the action {a!r} ({at!r}); one of them is "
+                "wrong."
+            )
+    features: list[dict[str, float]] = []
+    for k in rows:  # a loop over rows: the features are schemaless JSON objects
+        out: dict[str, float] = {}
+        c = decoded[k].c
+        if c:
+            _flatten(c, "", out)
+        features.append(out)
+    context = pd.DataFrame.from_records(features, index=pd.RangeIndex(len(rows))).fillna(0.0)
+    if context.shape[1] > MAX_DSJSON_FEATURES:
+        raise DataFileError(
+            f"{path.name}: the contexts flatten to {context.shape[1]:,} features, more than "
+            f"{MAX_DSJSON_FEATURES:,} columns (MAX_DSJSON_FEATURES); read the file with ope's "
+            "DSJSON importer and fit your own reward model."
+        )
+    context = context.reindex(sorted(context.columns), axis=1)
+    ids = [decoded[k].EventId or f"{path.name}:{numbers[k]}" for k in rows]
+    data: dict[str, Any] = {
+        "event_id": pa.array(ids, type=pa.string()),
+        "action": action,
+        "density": pdf_value,
+        "reward": -cost,
+        "weight": 1.0 / (1.0 - pdrop),
+    }
+    for c in context.columns:  # a loop over feature columns
+        data[f"c.{c}"] = context[c].to_numpy(dtype=np.float64)
+    support = (low, high) if with_pdf else None
+    return pa.table(data), tuple(notes), support
+
+
+# --------------------------------------------------------------------------------------------
+# weights and bandwidths
+# --------------------------------------------------------------------------------------------
+def _kernel_weight(
+    logs: ContinuousLogs, name: str, kernel_name: str, bandwidth: float
+) -> np.ndarray:
+    """A candidate's weights ``(n,)`` at ``bandwidth`` (exact for a density-form candidate)."""
+    if name in logs.densities:
+        return logs.densities[name] / logs.density
+    acts = logs.candidates[name]
+    if acts.ndim == 1:
+        k = kernel((acts - logs.action) / bandwidth, kernel_name)
+    else:
+        k = kernel((acts - logs.action[:, None]) / bandwidth, kernel_name).mean(axis=1)
+    w = k / (bandwidth * logs.density)
+    if logs.support is not None:
+        low, high = logs.support
+        if acts.ndim == 1:
+            w = np.where((acts < low) | (acts > high), 0.0, w)
+    return w
+
+
+def _reference_width(logs: ContinuousLogs, name: str) -> float:
+    """The spread ``s`` of the distances between the candidate's and the logged actions:
+    ``min(sd, IQR / 1.349)`` (Silverman's robust scale), or the actions' own when 0."""
+    acts = logs.candidates[name]
+    d = (acts - logs.action[:, None]).ravel() if acts.ndim == 2 else acts - logs.action
+    for values in (d, logs.action):
+        sd = float(np.std(values))
+        q75, q25 = np.percentile(values, [75.0, 25.0])
+        iqr = float(q75 - q25) / 1.349
+        s = min(sd, iqr) if iqr > 0 else sd
+        if s > 0 and math.isfinite(s):
+            return s
+    return 1.0
+
+
+def bandwidth_grid(logs: ContinuousLogs, name: str) -> np.ndarray:
+    """SLOPE's bandwidth grid for candidate ``name`` (see :data:`_GRID_STEPS`)."""
+    base = _reference_width(logs, name) * logs.n ** (-0.2)
+    return base * 2.0 ** (np.array(_GRID_STEPS, dtype=np.float64) / 2.0)
+
+
+def _scored(
+    logs: ContinuousLogs, name: str, kernel_name: str, h: float, level: float, estimator: Any
+) -> dict[str, Any]:
+    """One grid bandwidth: the estimate, its standard error and width, the window."""
+    w = _kernel_weight(logs, name, kernel_name, h)
+    ess = kish_ess(float(w.sum()), float((w * w).sum()))
+    acts = logs.candidates[name]
+    half = _WINDOW[kernel_name] * h
+    inside = (
+        np.abs(acts - logs.action) <= half
+        if acts.ndim == 1
+        else (np.abs(acts - logs.action[:, None]) <= half).any(axis=1)
+    )
+    row: dict[str, Any] = {
+        "policy": name,
+        "bandwidth": h,
+        "window_rows": int(inside.sum()),
+        "ess": ess,
+        "value": math.nan,
+        "std_error": math.nan,
+        "width": math.nan,
+    }
+    if ess >= MIN_WINDOW_ESS:
+        top = max(1.0, float(w.max()))
+        with warnings.catch_warnings():  # grid points are judged here, not warned about
+            warnings.simplefilter("ignore", OPEWarning)
+            est = estimator.estimate(
+                logs.reward, np.full(logs.n, 1.0 / top), w / top, sampling_weight=logs.weight
+            )
+        ci = est.ci(level, "normal")
+        row.update(value=est.value, std_error=est.std_error, width=est.value - ci.low)
+    return row
+
+
+def _choose_bandwidths(
+    logs: ContinuousLogs,
+    names: list[str],
+    kernel_name: str,
+    bandwidth: Any,
+    level: float,
+    tune_on: str,
+) -> tuple[dict[str, float | None], pd.DataFrame]:
+    """Per candidate the bandwidth (None for a density-form one) and the grid table."""
+    from ope.estimators import IPS, SNIPS
+    from ope.evaluation import slope_index
+
+    estimator = SNIPS() if tune_on == "snips" else IPS()
+    chosen: dict[str, float | None] = {}
+    rows: list[dict[str, Any]] = []
+    for name in names:  # a loop over candidates
+        if name in logs.densities:
+            chosen[name] = None
+            continue
+        if bandwidth != "slope":
+            h = bandwidth[name] if isinstance(bandwidth, Mapping) else bandwidth
+            rows.append(
+                {
+                    **_scored(logs, name, kernel_name, h, level, estimator),
+                    "slope": False,
+                    "chosen": True,
+                }
+            )
+            chosen[name] = h
+            continue
+        scored = [
+            _scored(logs, name, kernel_name, float(h), level, estimator)
+            for h in bandwidth_grid(logs, name)  # a loop over the grid (11 bandwidths)
+        ]
+        usable = [i for i, r in enumerate(scored) if math.isfinite(r["width"])]
+        for r in scored:
+            r["chosen"] = r["slope"] = False
+        if usable:
+            best = usable[
+                slope_index(
+                    [scored[i]["value"] for i in usable], [scored[i]["width"] for i in usable]
+                )
+            ]
+            # undersmoothed: UNDERSMOOTH_STEPS grid steps below SLOPE's, if usable
+            pick = max([i for i in usable if i <= best - UNDERSMOOTH_STEPS] or [usable[0]])
+            scored[best]["slope"] = True
+            scored[pick]["chosen"] = True
+            chosen[name] = float(scored[pick]["bandwidth"])
+        else:
+            chosen[name] = float(scored[-1]["bandwidth"])  # the widest: judged not evaluable
+            scored[-1]["chosen"] = True
+        rows.extend(scored)
+    columns = ["policy", "bandwidth", "value", "std_error", "width", "ess", "window_rows"]
+    columns += ["slope", "chosen"]
+    return chosen, pd.DataFrame(rows, columns=columns)
+
+
+def _check_bandwidth(bandwidth: Any, names: list[str]) -> Any:
+    if isinstance(bandwidth, str):
+        if bandwidth != "slope":
+            raise ParameterError(
+                f"`bandwidth` must be 'slope', a positive number (in the actions' units) or a "
+                f"mapping of candidate names to them; got {bandwidth!r}."
+            )
+        return bandwidth
+    if isinstance(bandwidth, Mapping):
+        missing = [p for p in names if p not in bandwidth]
+        if missing:
+            raise ParameterError(f"`bandwidth`: no bandwidth for the candidate {missing[0]!r}.")
+        return {p: check_positive_real(bandwidth[p], f"bandwidth[{p!r}]") for p in names}
+    return check_positive_real(bandwidth, "bandwidth")
+
+
+# --------------------------------------------------------------------------------------------
+# the reward model (kernel DR)
+# --------------------------------------------------------------------------------------------
+def _default_model(n_features: int) -> Any:
+    """A ridge regression, quadratic in (context, action) for up to 20 context columns
+    (linear in the context, with the action's square and its products with the context,
+    beyond), its penalty chosen by leave-one-out."""
+    from sklearn.linear_model import RidgeCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import PolynomialFeatures, StandardScaler
+
+    alphas = np.logspace(-4, 3, 15)
+    if n_features <= 20:
+        return make_pipeline(StandardScaler(), PolynomialFeatures(2), RidgeCV(alphas=alphas))
+    return make_pipeline(StandardScaler(), RidgeCV(alphas=alphas))
+
+
+def _design(context: np.ndarray, action: np.ndarray, quadratic: bool) -> np.ndarray:
+    cols = [context, action[:, None]]
+    if not quadratic:  # beyond 20 columns: the action's square and products added by hand
+        cols += [action[:, None] ** 2, context * action[:, None]]
+    return np.hstack(cols)
+
+
+def _fitted_model_terms(
+    logs: ContinuousLogs, names: list[str], reward_model: Any, rng: Any
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Cross-fitted (2 folds) ``q(x_i, a_i)`` and, per candidate with actions, its ``q(x_i, pi)``
+    (averaged over the samples of a stochastic one)."""
+    from sklearn.base import clone
+
+    x = logs.context.to_numpy(dtype=np.float64)
+    quadratic = x.shape[1] <= 20
+    model = _default_model(x.shape[1]) if reward_model is None else reward_model
+    if not (hasattr(model, "fit") and hasattr(model, "predict")):
+        raise ParameterError(
+            "`reward_model` must be a scikit-learn regressor (with fit and predict); got "
+            f"{type(model).__name__}."
+        )
+    gen = check_rng(rng)
+    folds = fold_assignment(logs.n, 2, gen)
+    q_logged = np.empty(logs.n)
+    v = {p: np.empty(logs.n) for p in names if p in logs.candidates}
+    for k in range(2):  # a loop over the two folds
+        train, test = folds != k, folds == k
+        fitted = clone(model).fit(
+            _design(x[train], logs.action[train], quadratic),
+            logs.reward[train],
+            **_weight_argument(model, None if logs.weight is None else logs.weight[train]),
+        )
+        q_logged[test] = fitted.predict(_design(x[test], logs.action[test], quadratic))
+        for p in v:  # a loop over candidates
+            acts = logs.candidates[p][test]
+            if acts.ndim == 1:
+                v[p][test] = fitted.predict(_design(x[test], acts, quadratic))
+            else:
+                m = acts.shape[1]
+                pred = fitted.predict(
+                    _design(np.repeat(x[test], m, axis=0), acts.ravel(), quadratic)
+                )
+                v[p][test] = pred.reshape(-1, m).mean(axis=1)
+    return q_logged, v
+
+
+def _weight_argument(model: Any, weight: np.ndarray | None) -> dict[str, Any]:
+    """The keyword that passes the rows' sampling weights to ``model.fit`` (a pipeline's last
+    step), or none without weights.
+
+    Raises
+    ------
+    ope.ParameterError
+        The rows have sampling weights and the model cannot take them.
+    """
+    if weight is None:
+        return {}
+    import inspect
+
+    steps = getattr(model, "steps", None)
+    final = steps[-1][1] if steps else model
+    if "sample_weight" not in inspect.signature(final.fit).parameters:
+        raise ParameterError(
+            f"`reward_model`: the rows have sampling weights and {type(final).__name__}.fit "
+            "takes no sample_weight; use a model that does."
+        )
+    return {f"{steps[-1][0]}__sample_weight" if steps else "sample_weight": weight}
+
+
+def _given_model_terms(
+    logs: ContinuousLogs, names: list[str], q_column: Any, v_column: Any
+) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    if q_column is None or v_column is None:
+        missing = "q_column" if q_column is None else "v_column"
+        raise ParameterError(
+            f"DR with your model needs both `q_column` and `v_column`; `{missing}` is missing "
+            "(q: the model at the logged action; v: at the candidate's action)."
+        )
+    table = logs.table
+    if table is None:
+        raise ParameterError(
+            "`q_column`/`v_column` name columns of the logs' table, and these ContinuousLogs "
+            "were not read from one; add the predictions as columns and read them with "
+            "ope.read_continuous."
+        )
+    q_name = check_name(q_column, "q_column", what="a column name")
+    template = check_name(v_column, "v_column", what="a column name with {policy}")
+    if "{policy}" not in template:
+        raise ParameterError(
+            f"`v_column` {template!r} must contain {{policy}} (e.g. 'v__{{policy}}'): one column "
+            "per candidate."
+        )
+    q_logged = _numeric(table, q_name, "q_column")
+    v = {p: _numeric(table, template.replace("{policy}", p), "v_column") for p in names}
+    return q_logged, v
+
+
+# --------------------------------------------------------------------------------------------
+# the evaluation
+# --------------------------------------------------------------------------------------------
+def evaluate_continuous(
+    logs: Any,
+    policies: Sequence[str] | None = None,
+    *,
+    candidates: Mapping[str, Any] | None = None,
+    densities: Mapping[str, Any] | None = None,
+    kernel: str = "gaussian",
+    bandwidth: Any = "slope",
+    tune_on: str = "snips",
+    reward_model: Any = None,
+    q_column: str | None = None,
+    v_column: str | None = None,
+    rng: Any = 0,
+    **options: Any,
+) -> ContinuousEvaluation:
+    """Estimate each candidate's mean reward from continuous-action logs (see the module).
+
+    Parameters
+    ----------
+    logs : ContinuousLogs or what :func:`read_continuous` reads
+    policies : sequence of str, optional
+        Candidates among the logs' (default every one, and those of ``candidates``/``densities``).
+    candidates : mapping of str to array or callable, optional
+        More candidates: per row one action ``(n,)`` or ``m`` sampled actions ``(n, m)``, or a
+        function of the context DataFrame returning them.
+    densities : mapping of str to array or callable, optional
+        Stochastic candidates by their density at the logged action ``(n,)`` (or a function of
+        the context and the logged actions): exact weights, no kernel.
+    kernel : {"gaussian", "epanechnikov", "triangular", "cosine"}, default "gaussian"
+    bandwidth : "slope", float or mapping of str to float, default "slope"
+        In the actions' units. ``"slope"``: per candidate by SLOPE++ over the grid of
+        :func:`bandwidth_grid`, on the intervals of ``tune_on``; the grid's estimates are in
+        ``result.bandwidths`` either way.
+    tune_on : {"snips", "ips"}, default "snips"
+        The estimator whose intervals SLOPE compares.
+    reward_model : scikit-learn regressor, optional
+        Kernel DR's model of the reward given (context, action), cross-fitted over two folds
+        (default: a quadratic ridge regression). Needs numeric context columns.
+    q_column, v_column : str, optional
+        Your model's predictions instead: at the logged action, and at the candidate's action
+        (``v_column`` with ``{policy}`` in it).
+    rng : int or Generator, default 0
+        The folds of the reward model (and the bootstrap's draws).
+    **options
+        Passed to :func:`ope.evaluate`: ``estimators`` (of :data:`CONTINUOUS_ESTIMATORS`;
+        default ``ips``, ``snips`` and, with a context or model columns, ``dr``), ``ci``,
+        ``confidence_level``, ``max_weight``, ``reward_range``, ...
+
+    Returns
+    -------
+    ContinuousEvaluation
+        ``result[policy, estimator]``, the bandwidth trade-off, the window diagnostics and a
+        verdict per candidate.
+
+    Raises
+    ------
+    ope.EstimationError
+        No candidate has :data:`MIN_WINDOW_ESS` effective rows at any bandwidth.
+
+    Examples
+    --------
+    >>> import ope
+    >>> from ope.simulate import ContinuousBandit
+    >>> env = ContinuousBandit(seed=0)
+    >>> ev = ope.evaluate_continuous(env.sample(5000, rng=0), ["optimal"], estimators=["snips"])
+    >>> abs(ev["optimal", "snips"].value - env.true_value("optimal")) < 0.1
+    True
+    """
+    import ope
+
+    if isinstance(logs, ContinuousLogs):
+        cl = logs
+    else:
+        try:
+            cl = read_continuous(logs)
+        except (ParameterError, SchemaError, DataFileError) as exc:
+            text = str(exc).replace("`source`", "`logs`", 1)
+            raise type(exc)(text) from None
+    if candidates is not None or densities is not None:
+        cl = cl.with_candidates(candidates, densities)
+    how = check_choice(kernel, "kernel", KERNELS)
+    tune = check_choice(tune_on, "tune_on", ("snips", "ips"))
+    if policies is None:
+        names = cl.policies
+    else:
+        names = [
+            check_name(p, "policies", what="a candidate name")
+            for p in check_names(policies, "policies")
+        ]
+        if not names:
+            raise ParameterError(
+                "`policies` is empty; name one or more candidates (or leave it out)."
+            )
+        missing = [p for p in names if p not in cl.policies]
+        if missing:
+            raise SchemaError(
+                f"`policies`: no candidate {missing[0]!r}; candidates: "
+                f"{', '.join(map(repr, cl.policies)) or '(none)'}."
+            )
+    if not names:
+        raise SchemaError(
+            "no candidate to evaluate: the logs have no target__<name> or density__<name> "
+            "column, and none was given (`candidates`, `densities`)."
+        )
+    width = _check_bandwidth(bandwidth, names)
+    has_model = q_column is not None or v_column is not None
+    default = ("ips", "snips", "dr") if (cl.context.shape[1] or has_model) else ("ips", "snips")
+    options.setdefault("estimators", default)
+    estimators = _check_estimators(options["estimators"])
+    level = float(options.get("confidence_level", 0.95))
+    chosen, grid = _choose_bandwidths(cl, names, how, width, level, tune)
+    weights = {
+        p: _kernel_weight(cl, p, how, h if h is not None else 1.0) for p, h in chosen.items()
+    }
+    window = _window_table(cl, names, how, chosen, weights)
+    verdicts: dict[str, str] = {}
+    for row in window.itertuples():  # a loop over candidates
+        if row.ess < MIN_WINDOW_ESS:
+            verdicts[row.policy] = (
+                f"not evaluable from these logs: {row.ess:.1f} effective rows at the "
+                f"bandwidth {row.bandwidth:.4g} (fewer than {MIN_WINDOW_ESS}); the logger "
+                "rarely took actions near the candidate's"
+            )
+        else:
+            verdicts[row.policy] = "evaluable"
+    estimated = [p for p in names if float((weights[p] > 0).sum()) > 0]
+    if not estimated:
+        raise EstimationError(
+            "no candidate can be weighed on these logs: every weight is 0 (no logged action "
+            "is near any candidate's)."
+        )
+    w = np.column_stack([weights[p] for p in estimated])
+    top = np.maximum(w.max(axis=1), 1.0)
+    if not np.isfinite(top).all():
+        row = int(np.flatnonzero(~np.isfinite(top))[0])
+        raise ValidationError(
+            f"a weight overflows at row {row} (the logged density {cl.density[row]!r} is too "
+            "small for float64)."
+        )
+    data: dict[str, Any] = {
+        "event_id": np.arange(cl.n),
+        "action": np.arange(cl.n),  # each row its own action: the weights carry the kernel
+        "propensity": 1.0 / top,
+        "reward": cl.reward,
+    }
+    if cl.weight is not None:
+        data["weight"] = cl.weight
+    for j, p in enumerate(estimated):  # a loop over candidates
+        data[f"target__{p}"] = w[:, j] / top
+    weighting = [e for e in estimators if e != "dr"]
+    ev_options = {**options, "estimators": tuple(weighting) or ("ips",)}
+    bandit = ope.read_logs(pd.DataFrame(data))
+    ev = ope.evaluate(bandit, estimated, rng=rng, **ev_options)
+    ev = dataclasses.replace(ev, report=dataclasses.replace(ev.report, source=cl.source))
+    notes: list[str] = []
+    model_estimates: dict[str, Any] = {}
+    if "dr" in estimators:
+        model_estimates, dr_notes = _dr(
+            cl, estimated, data, reward_model, q_column, v_column, rng, options
+        )
+        notes.extend(dr_notes)
+    smoothed = {p: h for p, h in chosen.items() if h is not None}
+    if smoothed:
+        how_chosen = (
+            "chosen by SLOPE++ over a grid, then undersmoothed" if width == "slope" else "given"
+        )
+        notes.append(
+            f"{how} kernel, bandwidths {', '.join(f'{p} {h:.4g}' for p, h in smoothed.items())} "
+            f"({how_chosen}): each estimate is of the candidate smoothed at its bandwidth, and "
+            "its interval does not include the smoothing bias"
+        )
+    exact = [p for p, h in chosen.items() if h is None]
+    if exact:
+        notes.append(
+            f"{', '.join(exact)}: exact weights from the candidate's density at the logged "
+            "action (no kernel)"
+        )
+    notes.extend(f"{p}: {v}" for p, v in verdicts.items() if v != "evaluable")
+    notes.extend(cl.notes)
+    return ContinuousEvaluation(
+        evaluation=dataclasses.replace(ev, notes=(*ev.notes, *notes)),
+        kernel=how,
+        bandwidth=dict(chosen),
+        bandwidths=grid,
+        window=window,
+        verdicts=verdicts,
+        model_estimates=model_estimates,
+    )
+
+
+def _check_estimators(estimators: Any) -> tuple[str, ...]:
+    names = (estimators,) if isinstance(estimators, str) else tuple(estimators)
+    if not names:
+        raise ParameterError(
+            "`estimators` is empty; give one or more of " + ", ".join(CONTINUOUS_ESTIMATORS)
+        )
+    for e in names:
+        check_choice(e, "estimators", CONTINUOUS_ESTIMATORS)
+    return names
+
+
+def _window_table(
+    logs: ContinuousLogs,
+    names: list[str],
+    kernel_name: str,
+    chosen: Mapping[str, float | None],
+    weights: Mapping[str, np.ndarray],
+) -> pd.DataFrame:
+    rows = []
+    for p in names:  # a loop over candidates
+        w = weights[p]
+        h = chosen[p]
+        ess = kish_ess(float(w.sum()), float((w * w).sum()))
+        if h is None:
+            inside = w > 0
+            form = "density"
+        else:
+            acts = logs.candidates[p]
+            half = _WINDOW[kernel_name] * h
+            d = (
+                np.abs(acts - logs.action)
+                if acts.ndim == 1
+                else np.abs(acts - logs.action[:, None])
+            )
+            inside = d <= half if acts.ndim == 1 else (d <= half).any(axis=1)
+            form = "deterministic" if acts.ndim == 1 else f"samples ({acts.shape[1]} per row)"
+        outside = 0
+        if logs.support is not None and p in logs.candidates and logs.candidates[p].ndim == 1:
+            low, high = logs.support
+            a = logs.candidates[p]
+            outside = int(((a < low) | (a > high)).sum())
+        rows.append(
+            {
+                "policy": p,
+                "form": form,
+                "bandwidth": math.nan if h is None else h,
+                "window_rows": int(inside.sum()),
+                "window_share": float(inside.mean()),
+                "ess": ess,
+                "ess_share": ess / logs.n,
+                "mean_weight": float(w.mean()),
+                "outside_support": outside,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _dr(
+    logs: ContinuousLogs,
+    names: list[str],
+    data: Mapping[str, Any],
+    reward_model: Any,
+    q_column: Any,
+    v_column: Any,
+    rng: Any,
+    options: Mapping[str, Any],
+) -> tuple[dict[str, Any], list[str]]:
+    from ope.estimators import DR
+
+    notes: list[str] = []
+    if q_column is not None or v_column is not None:
+        q_logged, v = _given_model_terms(logs, names, q_column, v_column)
+        notes.append(
+            f"dr: your model's predictions {q_column!r} (logged action) and {v_column!r} "
+            "(the candidate's) corrected by the kernel-weighted residual"
+        )
+    else:
+        if logs.context.shape[1] == 0 and reward_model is None:
+            raise ParameterError(
+                "`estimators`: dr needs a reward model of (context, action), and the logs have "
+                "no numeric context column; give `context_columns` when reading, or "
+                "`q_column`/`v_column`, or leave dr out."
+            )
+        q_logged, v = _fitted_model_terms(logs, names, reward_model, rng)
+        model = (
+            "a quadratic ridge regression" if reward_model is None else type(reward_model).__name__
+        )
+        notes.append(
+            f"dr: {model} of the reward on (context, action), cross-fitted over 2 folds, "
+            "corrected by the kernel-weighted residual"
+        )
+    out: dict[str, Any] = {}
+    skipped = [p for p in names if p not in v]
+    for p in names:  # a loop over candidates
+        if p not in v:
+            continue
+        out[p] = DR().estimate(
+            logs.reward,
+            data["propensity"],
+            data[f"target__{p}"],
+            q_logged=q_logged,
+            q_target=v[p],
+            reward_range=options.get("reward_range"),
+            sampling_weight=logs.weight,
+        )
+    if skipped:
+        notes.append(
+            f"dr for {', '.join(map(repr, skipped))}: no actions of the candidate to put the "
+            "model at (density only); give samples (target__<name> lists) or `v_column`"
+        )
+    return out, notes
+
+
+@dataclass(frozen=True, eq=False)
+class ContinuousEvaluation(Result):
+    """Estimates from continuous-action logs (:func:`evaluate_continuous`).
+
+    Attributes
+    ----------
+    evaluation : ope.Evaluation
+        The kernel IPS/SNIPS/clipped IPS estimates and intervals (of the smoothed candidates).
+    kernel : str
+    bandwidth : dict of str to float or None
+        The bandwidth used per candidate (None: exact density weights).
+    bandwidths : pandas.DataFrame
+        The trade-off: per candidate and grid bandwidth the estimate of ``tune_on``, its
+        standard error and one-sided width, the effective rows and the window's rows; the one
+        used is ``chosen``.
+    window : pandas.DataFrame
+        Per candidate at its bandwidth: the rows in the kernel window, the effective sample,
+        the mean weight (near 1 when the logged densities are right) and the candidate's actions
+        outside the logger's support.
+    verdicts : dict of str to str
+    model_estimates : dict of str to ope.Estimate
+        Kernel DR per candidate.
+    """
+
+    evaluation: Any
+    kernel: str
+    bandwidth: dict[str, float | None]
+    bandwidths: pd.DataFrame
+    window: pd.DataFrame
+    verdicts: dict[str, str]
+    model_estimates: dict[str, Any] = field(default_factory=dict)
+
+    def __getitem__(self, key: tuple[str, str]) -> Any:
+        if isinstance(key, tuple) and len(key) == 2 and key[1] == "dr":
+            if key[0] in self.model_estimates:
+                return self.model_estimates[key[0]]
+            raise KeyError(f"no dr estimate for {key[0]!r}")
+        return self.evaluation[key]
+
+    @property
+    def evaluable(self) -> list[str]:
+        """The candidates these logs can evaluate."""
+        return [p for p, v in self.verdicts.items() if v == "evaluable"]
+
+    def model_table(self) -> pd.DataFrame:
+        """Kernel DR: one row per candidate (``policy``, ``estimator``, ``value``,
+        ``std_error``, ``ci_low``, ``ci_high``; normal, at the evaluation's level)."""
+        level = self.evaluation.confidence_level
+        rows = []
+        for name, est in self.model_estimates.items():  # a loop over candidates
+            ci = est.ci(level, "normal")
+            rows.append(
+                {
+                    "policy": name,
+                    "estimator": "dr",
+                    "value": est.value,
+                    "std_error": est.std_error,
+                    "ci_low": ci.low,
+                    "ci_high": ci.high,
+                }
+            )
+        columns = ["policy", "estimator", "value", "std_error", "ci_low", "ci_high"]
+        return pd.DataFrame(rows, columns=columns)
+
+    def table(self) -> pd.DataFrame:
+        """Every estimate: the evaluation's rows and kernel DR's."""
+        keep = ["policy", "estimator", "value", "std_error", "ci_low", "ci_high"]
+        parts = [self.evaluation.table()[keep], self.model_table()]
+        return pd.concat([p for p in parts if len(p)], ignore_index=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": "continuous_evaluation",
+            "kernel": self.kernel,
+            "bandwidth": dict(self.bandwidth),
+            "verdicts": dict(self.verdicts),
+            "evaluation": self.evaluation.to_dict(),
+            "model_estimates": self.model_table().to_dict(orient="records"),
+            "bandwidths": self.bandwidths.to_dict(orient="records"),
+            "window": self.window.to_dict(orient="records"),
+        }
+
+    def _parts(self) -> ResultParts:
+        shown = self.table()[["policy", "estimator", "value", "ci_low", "ci_high"]]
+        shown = shown.assign(
+            verdict=shown["policy"].map(
+                lambda p: "evaluable" if self.verdicts.get(p) == "evaluable" else "NOT evaluable"
+            )
+        )
+        bw = {p: ("exact density" if h is None else f"{h:.4g}") for p, h in self.bandwidth.items()}
+        return ResultParts(
+            title=f"{len(self.verdicts)} candidate(s) on {self.evaluation.n:,} logged rows "
+            f"with continuous actions",
+            fields=[
+                ("kernel", self.kernel),
+                *((f"bandwidth {p}", v) for p, v in bw.items()),
+                *((p, v) for p, v in self.verdicts.items()),
+            ],
+            table=shown,
+            notes=self.evaluation.notes,
+            precision={},
+        )

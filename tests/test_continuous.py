@@ -1,0 +1,416 @@
+"""Continuous actions (ope.continuous): kernels, hand-computed estimates, the bandwidth rule,
+the simulator's exact values, Vowpal Wabbit's continuous-action DSJSON, the CLI and the report,
+and parity with Open Bandit Pipeline's kernel estimators when its interpreter is present."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+from scipy import integrate
+
+import ope
+from ope.cli import main
+from ope.continuous import (
+    KERNEL_MOMENTS,
+    KERNELS,
+    MIN_WINDOW_ESS,
+    UNDERSMOOTH_STEPS,
+    bandwidth_grid,
+    kernel,
+)
+from ope.exceptions import (
+    DataFileError,
+    EstimationError,
+    ParameterError,
+    SchemaError,
+    ValidationError,
+)
+from ope.simulate import ContinuousBandit
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def quiet(run):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return run()
+
+
+# ------------------------------------------------------------------------------------ kernels
+@pytest.mark.parametrize("name", KERNELS)
+def test_each_kernel_is_a_density_with_the_stated_moments(name):
+    f = lambda u: float(kernel(u, name))  # noqa: E731
+    low, high = (-12.0, 12.0) if name == "gaussian" else (-1.0, 1.0)
+    mass = integrate.quad(f, low, high, limit=200)[0]
+    mu2 = integrate.quad(lambda u: u * u * f(u), low, high, limit=200)[0]
+    r = integrate.quad(lambda u: f(u) ** 2, low, high, limit=200)[0]
+    assert mass == pytest.approx(1.0, abs=1e-9)
+    assert (mu2, r) == pytest.approx(KERNEL_MOMENTS[name], abs=1e-9)
+    if name != "gaussian":
+        assert kernel(np.array([-1.5, 1.01, 3.0]), name).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_an_unknown_kernel_is_refused_by_name():
+    with pytest.raises(ParameterError, match="`kernel`"):
+        kernel(0.0, "box")
+
+
+# ----------------------------------------------------------------------- hand-computed values
+def _rows():
+    return pd.DataFrame(
+        {
+            "x0": [0.0, 1.0, -1.0, 0.5],
+            "action": [0.0, 0.3, -0.2, 1.0],
+            "density": [0.4, 0.5, 0.25, 2.0],
+            "reward": [1.0, 2.0, 0.0, 3.0],
+            "target__pi": [0.1, 0.2, 0.3, 0.6],
+            "q": [0.5, 1.5, 0.5, 2.0],
+            "v__pi": [0.8, 1.0, 0.2, 2.5],
+        }
+    )
+
+
+def test_kernel_ips_snips_and_dr_equal_the_formulas_by_hand():
+    df = _rows()
+    h = 0.5
+    u = (df["target__pi"] - df["action"]) / h
+    k = np.exp(-0.5 * u**2) / math.sqrt(2 * math.pi)
+    w = k / (h * df["density"])
+    r = df["reward"]
+    logs = ope.read_continuous(df, context_columns=["x0"])
+    ev = quiet(
+        lambda: ope.evaluate_continuous(
+            logs,
+            bandwidth=h,
+            estimators=["ips", "snips", "dr"],
+            q_column="q",
+            v_column="v__{policy}",
+        )
+    )
+    assert ev["pi", "ips"].value == pytest.approx(float(np.mean(w * r)), rel=1e-12)
+    assert ev["pi", "snips"].value == pytest.approx(float(np.sum(w * r) / np.sum(w)), rel=1e-12)
+    dr_terms = df["v__pi"] + w * (r - df["q"])
+    assert ev["pi", "dr"].value == pytest.approx(float(dr_terms.mean()), rel=1e-12)
+    assert ev["pi", "dr"].std_error == pytest.approx(float(dr_terms.std(ddof=1) / 2.0), rel=1e-12)
+    assert ev["pi", "ips"].std_error == pytest.approx(float((w * r).std(ddof=1) / 2.0), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["epanechnikov", "triangular", "cosine"])
+def test_compact_kernels_give_rows_outside_the_window_no_weight(name):
+    df = _rows()
+    logs = ope.read_continuous(df, context_columns=["x0"])
+    ev = quiet(lambda: ope.evaluate_continuous(logs, kernel=name, bandwidth=0.15, estimators="ips"))
+    d = (df["target__pi"] - df["action"]).abs()
+    assert ev.window.loc[0, "window_rows"] == int((d <= 0.15).sum()) == 2
+    w = kernel((df["target__pi"] - df["action"]) / 0.15, name) / (0.15 * df["density"])
+    assert ev["pi", "ips"].value == pytest.approx(float(np.mean(w * df["reward"])), rel=1e-12)
+
+
+def test_samples_of_a_stochastic_candidate_average_the_kernel():
+    df = _rows().drop(columns=["target__pi"])
+    draws = np.array([[0.1, -0.1], [0.2, 0.4], [0.3, 0.0], [0.6, 0.9]])
+    h = 0.3
+    k = kernel((draws - df["action"].to_numpy()[:, None]) / h).mean(axis=1)
+    w = k / (h * df["density"].to_numpy())
+    ev = quiet(
+        lambda: ope.evaluate_continuous(
+            df, candidates={"mix": draws}, bandwidth=h, estimators="ips"
+        )
+    )
+    assert ev["mix", "ips"].value == pytest.approx(float(np.mean(w * df["reward"])), rel=1e-12)
+    assert ev.window.loc[0, "form"] == "samples (2 per row)"
+
+
+def test_a_density_candidate_gets_exact_weights_and_no_bandwidth():
+    df = _rows().assign(density__exact=[0.2, 0.5, 0.5, 1.0])
+    ev = quiet(lambda: ope.evaluate_continuous(df, ["exact"], estimators="ips"))
+    w = df["density__exact"] / df["density"]
+    assert ev["exact", "ips"].value == pytest.approx(float(np.mean(w * df["reward"])), rel=1e-12)
+    assert ev.bandwidth == {"exact": None}
+    assert any("exact weights" in n for n in ev.evaluation.notes)
+
+
+def test_sampling_weights_enter_the_estimate():
+    df = _rows().assign(weight=[1.0, 2.0, 1.0, 4.0])
+    plain = quiet(lambda: ope.evaluate_continuous(df.drop(columns=["weight"]), bandwidth=0.5))
+    weighted = quiet(lambda: ope.evaluate_continuous(df, bandwidth=0.5))
+    w = kernel((df["target__pi"] - df["action"]) / 0.5) / (0.5 * df["density"])
+    s = df["weight"]
+    assert weighted["pi", "snips"].value == pytest.approx(
+        float(np.sum(s * w * df["reward"]) / np.sum(s * w)), rel=1e-12
+    )
+    assert weighted["pi", "snips"].value != pytest.approx(plain["pi", "snips"].value)
+
+
+# -------------------------------------------------------------------------- bandwidth choice
+def test_slope_is_followed_by_undersmoothing_and_the_grid_is_reported():
+    env = ContinuousBandit(seed=0)
+    ev = quiet(lambda: ope.evaluate_continuous(env.sample(4000, rng=1), ["optimal"]))
+    grid = ev.bandwidths
+    assert list(grid.columns) == [
+        "policy",
+        "bandwidth",
+        "value",
+        "std_error",
+        "width",
+        "ess",
+        "window_rows",
+        "slope",
+        "chosen",
+    ]
+    assert grid["slope"].sum() == 1 and grid["chosen"].sum() == 1
+    logs = ope.read_continuous(env.sample(4000, rng=1))
+    np.testing.assert_allclose(grid["bandwidth"], bandwidth_grid(logs, "optimal"), rtol=1e-12)
+    i_slope = int(np.flatnonzero(grid["slope"])[0])
+    i_used = int(np.flatnonzero(grid["chosen"])[0])
+    assert i_used == i_slope - UNDERSMOOTH_STEPS
+    assert ev.bandwidth["optimal"] == grid["bandwidth"][i_used]
+    # the variance falls as the bandwidth grows (over most of the grid)
+    assert grid["std_error"][:8].is_monotonic_decreasing
+
+
+def test_a_candidate_far_from_every_logged_action_is_not_evaluable():
+    env = ContinuousBandit(seed=0)
+    table = env.sample(2000, rng=0).to_pandas()
+    table["target__far"] = table["action"].max() + 6.0
+    ev = quiet(lambda: ope.evaluate_continuous(table, ["optimal", "far"], estimators="snips"))
+    assert ev.verdicts["optimal"] == "evaluable"
+    assert ev.verdicts["far"].startswith("not evaluable from these logs")
+    assert str(MIN_WINDOW_ESS) in ev.verdicts["far"]
+    assert ev.evaluable == ["optimal"]
+
+
+def test_no_weight_anywhere_is_an_estimation_error():
+    df = _rows().assign(target__pi=100.0)
+    with pytest.raises(EstimationError, match="every weight is 0"):
+        quiet(lambda: ope.evaluate_continuous(df, kernel="triangular", bandwidth=0.1))
+
+
+# ------------------------------------------------------------------------ exact ground truth
+def test_true_and_smoothed_values_match_monte_carlo():
+    env = ContinuousBandit(seed=3)
+    gen = np.random.default_rng(0)
+    x = gen.standard_normal((400_000, env.n_features))
+    for name in env.candidate_policies:
+        coef, b, s = env._candidate(name)
+        a = x @ coef + b + s * gen.standard_normal(len(x))
+        mu = env.expected_reward(x, a)
+        assert env.true_value(name) == pytest.approx(mu.mean(), abs=5 * mu.std() / 632)
+        u = gen.standard_normal(len(x))  # gaussian kernel noise
+        mu_h = env.expected_reward(x, a + 0.3 * u)
+        assert env.smoothed_value(name, "gaussian", 0.3) == pytest.approx(
+            mu_h.mean(), abs=5 * mu_h.std() / 632
+        )
+
+
+def test_kernel_ips_is_unbiased_for_the_smoothed_value():
+    env = ContinuousBandit(seed=0)
+    h = 0.3
+    values = []
+    for r in range(150):  # a loop over replications
+        logs = ope.read_continuous(env.sample(2000, rng=r), policies=["halfway"])
+        ev = quiet(lambda: ope.evaluate_continuous(logs, bandwidth=h, estimators="ips"))
+        values.append(ev["halfway", "ips"].value)
+    values = np.array(values)
+    se = values.std(ddof=1) / math.sqrt(len(values))
+    assert values.mean() == pytest.approx(env.smoothed_value("halfway", "gaussian", h), abs=4 * se)
+    # and biased for the candidate itself by -h^2 mu_2 (here 0.09, many standard errors)
+    assert abs(values.mean() - env.true_value("halfway")) > 10 * se
+
+
+def test_dr_with_the_default_model_recovers_the_value():
+    env = ContinuousBandit(seed=0)
+    ev = quiet(lambda: ope.evaluate_continuous(env.sample(20000, rng=5, samples=20)))
+    for p in env.candidate_policies:
+        est = ev[p, "dr"]
+        assert abs(est.value - env.true_value(p)) < 4 * est.std_error + 0.01, p
+
+
+# ------------------------------------------------------------------------------ bad input
+def test_bad_columns_name_the_argument_and_row():
+    df = _rows()
+    with pytest.raises(SchemaError, match="`density_column`: no column 'p'"):
+        ope.read_continuous(df, density_column="p")
+    with pytest.raises(ValidationError, match="`density_column`.*row 2"):
+        ope.read_continuous(df.assign(density=[0.4, 0.5, 0.0, 2.0]))
+    with pytest.raises(ValidationError, match="`reward_column`.*row 1"):
+        ope.read_continuous(df.assign(reward=[1.0, np.nan, 0.0, 1.0]))
+    with pytest.raises(SchemaError, match="`policies`: no candidate 'nope'"):
+        ope.read_continuous(df, policies=["nope"])
+    with pytest.raises(ParameterError, match="`bandwidth`"):
+        ope.evaluate_continuous(df, bandwidth=-1.0)
+    with pytest.raises(ParameterError, match="`bandwidth`"):
+        ope.evaluate_continuous(df, bandwidth="silverman")
+    with pytest.raises(ParameterError, match="`estimators`"):
+        ope.evaluate_continuous(df, estimators=["mips"])
+    with pytest.raises(ValidationError, match=r"`candidates`\['c'\] must have shape"):
+        ope.evaluate_continuous(df, candidates={"c": np.zeros(3)})
+
+
+def test_dr_without_a_context_says_what_to_give():
+    df = _rows().drop(columns=["x0", "q", "v__pi"])
+    with pytest.raises(ParameterError, match="no numeric context column"):
+        quiet(lambda: ope.evaluate_continuous(df, estimators=["dr"], bandwidth=0.5))
+    ev = quiet(lambda: ope.evaluate_continuous(df, bandwidth=0.5))  # default: no dr then
+    assert ev.model_estimates == {}
+
+
+# -------------------------------------------------------------------------------- DSJSON
+def _cats_lines():
+    return [
+        {
+            "_label_ca": {"cost": 0.5, "pdf_value": 0.125, "action": 3.0},
+            "EventId": "e0",
+            "c": {"room": "kitchen", "hour": 9, "outside": {"temp": 12.5}},
+            "pdf": [
+                {"left": 0.0, "right": 2.0, "pdf_value": 0.25},
+                {"left": 2.0, "right": 6.0, "pdf_value": 0.125},
+            ],
+        },
+        {
+            "_label_ca": {"cost": 1.5, "pdf_value": 0.25, "action": 1.0},
+            "c": {"room": "hall", "hour": 17},
+            "pdrop": 0.5,
+        },
+        {"EventId": "e2", "c": {"room": "hall"}},  # no label: excluded, counted
+        {"_label_ca": {"cost": 0.0, "pdf_value": 0.1, "action": 4.0}, "_skipLearn": True},
+        {"_label_ca": {"cost": -1.0, "pdf_value": 0.2, "action": 5.5}, "c": {"room": "hall"}},
+    ]
+
+
+def _write(path, lines, gz=False):
+    text = "\n".join(json.dumps(x) for x in lines) + "\n\n"
+    if gz:
+        with gzip.open(path, "wt") as fh:
+            fh.write(text)
+    else:
+        path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_continuous_dsjson_reads_as_vw_writes_it(tmp_path, gz):
+    path = _write(tmp_path / ("cats.json.gz" if gz else "cats.json"), _cats_lines(), gz)
+    logs = ope.read_continuous(path)
+    assert logs.n == 3
+    np.testing.assert_array_equal(logs.action, [3.0, 1.0, 5.5])
+    np.testing.assert_array_equal(logs.density, [0.125, 0.25, 0.2])
+    np.testing.assert_array_equal(logs.reward, [-0.5, -1.5, 1.0])
+    np.testing.assert_array_equal(logs.weight, [1.0, 2.0, 1.0])
+    assert list(logs.context.columns) == [
+        "c.hour",
+        "c.outside.temp",
+        "c.room=hall",
+        "c.room=kitchen",
+    ]
+    np.testing.assert_array_equal(logs.context["c.hour"], [9.0, 17.0, 0.0])
+    np.testing.assert_array_equal(logs.context["c.room=kitchen"], [1.0, 0.0, 0.0])
+    assert any("1 line(s) with _skipLearn" in n and "line 3" in n for n in logs.notes)
+    assert any("1 line(s) without _label_ca" in n and "line 2" in n for n in logs.notes)
+    assert logs.support is not None
+    assert logs.support[0][0] == 0.0 and logs.support[1][0] == 6.0
+    assert math.isinf(logs.support[1][1])
+
+
+def test_continuous_dsjson_faults_name_the_line(tmp_path):
+    lines = _cats_lines()
+    lines[0]["_label_ca"]["pdf_value"] = 0.25  # the pdf says 0.125 at action 3
+    with pytest.raises(DataFileError, match="line 0.*not the density of the line's pdf"):
+        ope.read_continuous(_write(tmp_path / "a.json", lines))
+    lines = _cats_lines()
+    lines[1]["pdrop"] = 1.0
+    with pytest.raises(DataFileError, match="line 1: pdrop"):
+        ope.read_continuous(_write(tmp_path / "b.json", lines))
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(_cats_lines()[0]) + "\n{not json\n")
+    with pytest.raises(DataFileError, match="line 1 is not a continuous-action DSJSON event"):
+        ope.read_continuous(path)
+    lines = _cats_lines()
+    lines[4]["_label_ca"]["pdf_value"] = 0.0
+    with pytest.raises(DataFileError, match="line 4: _label_ca.pdf_value must be finite and > 0"):
+        ope.read_continuous(_write(tmp_path / "d.json", lines))
+
+
+def test_a_candidate_outside_the_logged_pdf_gets_no_weight(tmp_path):
+    logs = ope.read_continuous(_write(tmp_path / "cats.json", _cats_lines()))
+    ev = quiet(
+        lambda: ope.evaluate_continuous(
+            logs, candidates={"far": np.array([7.0, 1.0, 5.0])}, bandwidth=1.0, estimators="ips"
+        )
+    )
+    assert ev.window.loc[0, "outside_support"] == 1  # 7.0 beyond the first line's [0, 6]
+
+
+# -------------------------------------------------------------------------- CLI and report
+def test_cli_runs_and_writes_the_report(tmp_path, capsys):
+    env = ContinuousBandit(n_features=1, seed=0)
+    path = tmp_path / "logs.parquet"
+    pq.write_table(env.sample(1500, rng=0), path)
+    out = tmp_path / "report.html"
+    code = main(
+        [
+            "continuous",
+            str(path),
+            "--policy",
+            "optimal",
+            "shifted",
+            "--constant",
+            "zero<b>=0",
+            "--kernel",
+            "epanechnikov",
+            "--report",
+            str(out),
+            "--json",
+        ]
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["ok"] is True
+    assert doc["kernel"] == "epanechnikov"
+    assert set(doc["verdicts"]) == {"optimal", "shifted", "zero<b>"}
+    assert {r["policy"] for r in doc["model_estimates"]} == {"optimal", "shifted", "zero<b>"}
+    page = out.read_text()
+    assert "Continuous actions: bandwidths and kernel windows" in page
+    assert "zero&lt;b&gt;" in page and "zero<b>" not in page
+
+
+def test_report_refuses_a_foreign_evaluation():
+    from ope.report import render_report
+
+    df = _rows()
+    ev = quiet(lambda: ope.evaluate_continuous(df, bandwidth=0.5, estimators="ips"))
+    other = quiet(lambda: ope.evaluate_continuous(df, bandwidth=0.4, estimators="ips"))
+    with pytest.raises(ParameterError, match="`continuous` and `evaluation` disagree"):
+        render_report(evaluation=other.evaluation, continuous=ev)
+    with pytest.raises(ParameterError, match="`continuous` must be"):
+        render_report(evaluation=ev.evaluation, continuous=ev.evaluation)
+
+
+# ------------------------------------------------------------------------------ obp parity
+def _obp_python():
+    import os
+
+    return os.environ.get("OPE_BENCH_OBP_PYTHON", "/tmp/obp-venv/bin/python")
+
+
+@pytest.mark.skipif(
+    not Path(_obp_python()).exists(),
+    reason="no obp interpreter (set OPE_BENCH_OBP_PYTHON to a Python with obp==0.5.7)",
+)
+def test_parity_with_obp_kernel_estimators():
+    import sys
+
+    sys.path.insert(0, str(BENCH))
+    import continuous as bench
+
+    out = bench.bench_parity(_obp_python())
+    assert "obp_version" in out, out
+    assert out["max_abs_difference"]["ope_vs_obp"] < 1e-12
+    assert out["max_abs_difference"]["ope_vs_numpy"] < 1e-12
