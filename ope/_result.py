@@ -61,6 +61,8 @@ from ope.exceptions import ParameterError
 
 __all__ = [
     "ESTIMATE_TABLE_COLUMNS",
+    "INTERVAL_COLUMNS",
+    "interval_rows",
     "Result",
     "Provenance",
     "ResultParts",
@@ -293,6 +295,32 @@ class Provenance:
     def text_lines(self, *, width: int = TEXT_WIDTH) -> list[str]:
         """The block ``summary()`` ends with: ``Provenance:`` and aligned ``name: value`` lines."""
         return ["Provenance:", *_field_lines(self.fields(), SIG_DIGITS, width)]
+
+
+#: The columns of :func:`interval_rows`: the first six of :data:`ESTIMATE_TABLE_COLUMNS`.
+INTERVAL_COLUMNS: Final = ESTIMATE_TABLE_COLUMNS[:6]
+
+
+def interval_rows(
+    estimates: Mapping[str, Any], estimator: str, level: float
+) -> list[dict[str, Any]]:
+    """One row per policy of ``estimates`` (policy -> :class:`ope.Estimate`) with the columns
+    :data:`INTERVAL_COLUMNS`: the value, its standard error and its normal interval at
+    ``level`` (the table of estimates made beside an evaluation, e.g. DR with a given model)."""
+    rows = []
+    for name, est in estimates.items():  # a loop over policies
+        ci = est.ci(level, "normal")
+        rows.append(
+            {
+                "policy": name,
+                "estimator": estimator,
+                "value": est.value,
+                "std_error": est.std_error,
+                "ci_low": ci.low,
+                "ci_high": ci.high,
+            }
+        )
+    return rows
 
 
 # --------------------------------------------------------------------------------------------

@@ -3685,15 +3685,13 @@ def _monitor_line(name: str, result: Any) -> None:
     )
 
 
-def _cmd_sequences(args: argparse.Namespace) -> _Outcome:
-    """Evaluate candidates from logged responses (:func:`ope.evaluate_sequences`)."""
-    from ope.report import write_report
-    from ope.sequences import evaluate_sequences, read_sequences
-
+def _candidate_names(args: argparse.Namespace, command: str, columns: str) -> list[str]:
+    """The candidates of ``--policy`` of a command that takes them by name (its ``columns``),
+    each once; ``--max-weight`` only with clipped_ips."""
     if getattr(args, "_policy_specs", None):
         raise _UsageError(
-            "argument --policy: ope sequences takes candidates by NAME (their "
-            "target_logprobs__<name> columns), not NAME=KIND:ARGS specs.",
+            f"argument --policy: ope {command} takes candidates by NAME (their {columns}), not "
+            "NAME=KIND:ARGS specs.",
             flag="--policy",
         )
     if args.max_weight is not None and "clipped_ips" not in (args.estimator or ()):
@@ -3706,6 +3704,34 @@ def _cmd_sequences(args: argparse.Namespace) -> _Outcome:
     if len(set(chosen)) < len(chosen):
         twice = next(p for p in chosen if chosen.count(p) > 1)
         raise _UsageError(f"argument --policy: {twice!r} is named twice.", flag="--policy")
+    return chosen
+
+
+def _side_report(args: argparse.Namespace, title: str, rows: int, **sections: Any) -> Path:
+    """``--report`` of a command whose result has its own report section (``sequences=``,
+    ``continuous=``: its evaluation is the report's)."""
+    from ope.report import write_report
+
+    return write_report(
+        args.report,
+        title=title,
+        provenance={
+            "command": ["ope", *getattr(args, "_argv", [])],
+            "options": _options(args),
+            "seed": args.seed,
+            "input": args.logs,
+            "rows": rows,
+        },
+        overwrite=args.force,
+        **sections,
+    )
+
+
+def _cmd_sequences(args: argparse.Namespace) -> _Outcome:
+    """Evaluate candidates from logged responses (:func:`ope.evaluate_sequences`)."""
+    from ope.sequences import evaluate_sequences, read_sequences
+
+    chosen = _candidate_names(args, "sequences", "target_logprobs__<name> columns")
     # the chosen candidates and the on-policy one (the audit's, maybe outside --policy) are
     # read; no other candidate column is
     extra = [args.on_policy] if chosen and args.on_policy and args.on_policy not in chosen else []
@@ -3738,19 +3764,8 @@ def _cmd_sequences(args: argparse.Namespace) -> _Outcome:
     document = {"logs": args.logs, **result.to_dict()}
     text = "\n\n".join([result.summary(), result.audit.summary(), result.divergences.summary()])
     if args.report is not None:
-        path = write_report(
-            args.report,
-            evaluation=result.evaluation,
-            sequences=result,
-            title=f"Language-model policies from {Path(args.logs).name}",
-            provenance={
-                "command": ["ope", *getattr(args, "_argv", [])],
-                "options": _options(args),
-                "seed": args.seed,
-                "input": args.logs,
-                "rows": seq.n,
-            },
-            overwrite=args.force,
+        path = _side_report(
+            args, f"Language-model policies from {Path(args.logs).name}", seq.n, sequences=result
         )
         document["report"] = str(path)
         text += f"\n\nreport written to {path}"
@@ -3762,20 +3777,8 @@ def _cmd_continuous(args: argparse.Namespace) -> _Outcome:
     import numpy as np
 
     from ope.continuous import evaluate_continuous, read_continuous
-    from ope.report import write_report
 
-    if getattr(args, "_policy_specs", None):
-        raise _UsageError(
-            "argument --policy: ope continuous takes candidates by NAME (their target__<name> "
-            "or density__<name> columns), not NAME=KIND:ARGS specs.",
-            flag="--policy",
-        )
-    if args.max_weight is not None and "clipped_ips" not in (args.estimator or ()):
-        raise _UsageError(
-            "argument --max-weight: it is the clip level of clipped_ips; add --estimator "
-            "clipped_ips.",
-            flag="--max-weight",
-        )
+    chosen = _candidate_names(args, "continuous", "target__<name> or density__<name> columns")
     bandwidth: Any = args.bandwidth
     if bandwidth != "slope":
         try:
@@ -3790,10 +3793,6 @@ def _cmd_continuous(args: argparse.Namespace) -> _Outcome:
                 f"argument --bandwidth: must be a positive number; got {args.bandwidth!r}.",
                 flag="--bandwidth",
             )
-    chosen = list(getattr(args, "_policy_names", None) or [])
-    if len(set(chosen)) < len(chosen):
-        twice = next(p for p in chosen if chosen.count(p) > 1)
-        raise _UsageError(f"argument --policy: {twice!r} is named twice.", flag="--policy")
     constants: dict[str, float] = {}
     for spec in args.constant or ():  # a loop over the flag's values
         name, sep, value = spec.partition("=")
@@ -3837,18 +3836,8 @@ def _cmd_continuous(args: argparse.Namespace) -> _Outcome:
     document = {"logs": args.logs, **result.to_dict()}
     text = result.summary()
     if args.report is not None:
-        path = write_report(
-            args.report,
-            continuous=result,
-            title=f"Continuous actions from {Path(args.logs).name}",
-            provenance={
-                "command": ["ope", *getattr(args, "_argv", [])],
-                "options": _options(args),
-                "seed": args.seed,
-                "input": args.logs,
-                "rows": logs.n,
-            },
-            overwrite=args.force,
+        path = _side_report(
+            args, f"Continuous actions from {Path(args.logs).name}", logs.n, continuous=result
         )
         document["report"] = str(path)
         text += f"\n\nreport written to {path}"

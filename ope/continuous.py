@@ -79,7 +79,7 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
-from ope._result import Result, ResultParts
+from ope._result import INTERVAL_COLUMNS, Result, ResultParts, interval_rows
 from ope._thresholds import kish_ess
 from ope._validation import (
     check_choice,
@@ -1338,27 +1338,12 @@ class ContinuousEvaluation(Result):
     def model_table(self) -> pd.DataFrame:
         """Kernel DR: one row per candidate (``policy``, ``estimator``, ``value``,
         ``std_error``, ``ci_low``, ``ci_high``; normal, at the evaluation's level)."""
-        level = self.evaluation.confidence_level
-        rows = []
-        for name, est in self.model_estimates.items():  # a loop over candidates
-            ci = est.ci(level, "normal")
-            rows.append(
-                {
-                    "policy": name,
-                    "estimator": "dr",
-                    "value": est.value,
-                    "std_error": est.std_error,
-                    "ci_low": ci.low,
-                    "ci_high": ci.high,
-                }
-            )
-        columns = ["policy", "estimator", "value", "std_error", "ci_low", "ci_high"]
-        return pd.DataFrame(rows, columns=columns)
+        rows = interval_rows(self.model_estimates, "dr", self.evaluation.confidence_level)
+        return pd.DataFrame(rows, columns=list(INTERVAL_COLUMNS))
 
     def table(self) -> pd.DataFrame:
         """Every estimate: the evaluation's rows and kernel DR's."""
-        keep = ["policy", "estimator", "value", "std_error", "ci_low", "ci_high"]
-        parts = [self.evaluation.table()[keep], self.model_table()]
+        parts = [self.evaluation.table()[list(INTERVAL_COLUMNS)], self.model_table()]
         return pd.concat([p for p in parts if len(p)], ignore_index=True)
 
     def to_dict(self) -> dict[str, Any]:

@@ -71,7 +71,7 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
-from ope._result import Result, ResultParts
+from ope._result import INTERVAL_COLUMNS, Result, ResultParts, interval_rows
 from ope._thresholds import ESS_RATIO_WARN, K_RELIABLE, MEAN_WEIGHT_Z, mean_weight_check
 from ope._validation import MAX_FINITE_WEIGHT, check_choice, check_name, check_names
 from ope.exceptions import (
@@ -901,25 +901,10 @@ class SequenceEvaluation(Result):
         """DR with the given reward model: one row per candidate with ``policy``,
         ``estimator``, ``value``, ``std_error``, ``ci_low``, ``ci_high`` (normal, at the
         evaluation's level); empty without ``q_column``/``v_column``."""
-        columns = ["policy", "estimator", "value", "std_error", "ci_low", "ci_high"]
-        return pd.DataFrame(self._model_rows(), columns=columns)
+        return pd.DataFrame(self._model_rows(), columns=list(INTERVAL_COLUMNS))
 
     def _model_rows(self) -> list[dict[str, Any]]:
-        level = self.evaluation.confidence_level
-        rows = []
-        for name, est in self.model_estimates.items():  # a loop over candidates
-            ci = est.ci(level, "normal")
-            rows.append(
-                {
-                    "policy": name,
-                    "estimator": "dr",
-                    "value": est.value,
-                    "std_error": est.std_error,
-                    "ci_low": ci.low,
-                    "ci_high": ci.high,
-                }
-            )
-        return rows
+        return interval_rows(self.model_estimates, "dr", self.evaluation.confidence_level)
 
     @property
     def evaluable(self) -> list[str]:

@@ -1473,6 +1473,29 @@ def _guardrails(ctx: dict[str, Any]) -> str:
     return intro + claims + f"<ul>{reasons}</ul>"
 
 
+def _model_estimates(result: Any, intro: str) -> str:
+    """The DR table of a result with ``model_estimates`` and ``model_table()`` (language-model
+    and continuous-action evaluations), after ``intro``; empty without a model."""
+    if not result.model_estimates:
+        return ""
+    level = result.evaluation.confidence_level
+    rows = [
+        [
+            _e(r["policy"]),
+            _num(r["value"]),
+            _num(r["std_error"]),
+            f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]",
+        ]
+        for r in result.model_table().to_dict(orient="records")
+    ]
+    return f"<p>{intro}</p>" + _table(
+        ["policy", "DR", "standard error", f"{level:.0%} interval (normal)"],
+        rows,
+        numeric=(1, 2, 3),
+        raw=True,
+    )
+
+
 def _sequences(ctx: dict[str, Any]) -> str:
     """Logged responses (:func:`ope.evaluate_sequences`): the audit of the logged
     log-probabilities, and per candidate the divergences and whether the logs can tell."""
@@ -1525,29 +1548,11 @@ def _sequences(ctx: dict[str, Any]) -> str:
     reasons = "".join(
         f"<li>{_e(p)}: {_e(v)}</li>" for p, v in seq.verdicts.items() if v != "evaluable"
     )
-    model = ""
-    if seq.model_estimates:
-        level = seq.evaluation.confidence_level
-        model_rows = [
-            [
-                _e(r["policy"]),
-                _num(r["value"]),
-                _num(r["std_error"]),
-                f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]",
-            ]
-            for r in seq.model_table().to_dict(orient="records")
-        ]
-        model = (
-            "<p>Doubly robust, with the given reward model's predictions (the model's value of "
-            "the candidate's responses, corrected by the weighted residual of the logged ones):"
-            "</p>"
-            + _table(
-                ["policy", "DR", "standard error", f"{level:.0%} interval (normal)"],
-                model_rows,
-                numeric=(1, 2, 3),
-                raw=True,
-            )
-        )
+    model = _model_estimates(
+        seq,
+        "Doubly robust, with the given reward model's predictions (the model's value of the "
+        "candidate's responses, corrected by the weighted residual of the logged ones):",
+    )
     return intro + table + (f"<ul>{reasons}</ul>" if reasons else "") + model
 
 
@@ -1604,28 +1609,11 @@ def _continuous(ctx: dict[str, Any]) -> str:
     reasons = "".join(
         f"<li>{_e(p)}: {_e(v)}</li>" for p, v in cont.verdicts.items() if v != "evaluable"
     )
-    model = ""
-    if cont.model_estimates:
-        level = cont.evaluation.confidence_level
-        model_rows = [
-            [
-                _e(r["policy"]),
-                _num(r["value"]),
-                _num(r["std_error"]),
-                f"[{_num(r['ci_low'])}, {_num(r['ci_high'])}]",
-            ]
-            for r in cont.model_table().to_dict(orient="records")
-        ]
-        model = (
-            "<p>Kernel DR (a reward model of context and action at the candidate's action, "
-            "corrected by the kernel-weighted residual at the logged one):</p>"
-            + _table(
-                ["policy", "DR", "standard error", f"{level:.0%} interval (normal)"],
-                model_rows,
-                numeric=(1, 2, 3),
-                raw=True,
-            )
-        )
+    model = _model_estimates(
+        cont,
+        "Kernel DR (a reward model of context and action at the candidate's action, corrected "
+        "by the kernel-weighted residual at the logged one):",
+    )
     grid = cont.bandwidths
     trade = ""
     if len(grid):
