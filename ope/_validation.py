@@ -51,6 +51,7 @@ __all__ = [
     "check_positive_real",
     "check_positive_int",
     "check_name",
+    "check_model_columns",
     "MAX_ARRAY_ELEMENTS",
     "check_array_size",
     "check_choice",
@@ -498,6 +499,35 @@ def check_array_size(
         f"{shown(size)} elements, more than the {most:,} ({limit_name}) {bounded}. Pass a "
         f"smaller `{largest}`."
     )
+
+
+def check_model_columns(
+    q_column: Any, v_column: Any, *, logged: str, candidate: str, example: str
+) -> tuple[str, str]:
+    """DR's columns of a given reward model: ``q_column`` a column name (the model at the logged
+    decision, described by ``logged``) and ``v_column`` a name with ``{policy}`` in it (at each
+    candidate's, described by ``candidate``; ``example`` shows one); both or the error.
+
+    Examples
+    --------
+    >>> from ope._validation import check_model_columns
+    >>> check_model_columns("q", "v__{policy}", logged="...", candidate="...", example="v__{policy}")
+    ('q', 'v__{policy}')
+    """
+    if q_column is None or v_column is None:
+        missing = "q_column" if q_column is None else "v_column"
+        raise ParameterError(
+            f"DR with a given model needs both `q_column` and `v_column`; `{missing}` is "
+            f"missing (q: {logged}; v: {candidate})."
+        )
+    q_name = check_name(q_column, "q_column", what="a column name")
+    template = check_name(v_column, "v_column", what="a column name with {policy}")
+    if "{policy}" not in template:
+        raise ParameterError(
+            f"`v_column` {template!r} must contain {{policy}} (e.g. {example!r}): one column per "
+            "candidate."
+        )
+    return q_name, template
 
 
 def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:

@@ -83,6 +83,7 @@ from ope._result import INTERVAL_COLUMNS, Result, ResultParts, interval_rows
 from ope._thresholds import kish_ess
 from ope._validation import (
     check_choice,
+    check_model_columns,
     check_name,
     check_names,
     check_positive_real,
@@ -960,25 +961,19 @@ def _weight_argument(model: Any, weight: np.ndarray | None) -> dict[str, Any]:
 def _given_model_terms(
     logs: ContinuousLogs, names: list[str], q_column: Any, v_column: Any
 ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    if q_column is None or v_column is None:
-        missing = "q_column" if q_column is None else "v_column"
-        raise ParameterError(
-            f"DR with your model needs both `q_column` and `v_column`; `{missing}` is missing "
-            "(q: the model at the logged action; v: at the candidate's action)."
-        )
+    q_name, template = check_model_columns(
+        q_column,
+        v_column,
+        logged="the model at the logged action",
+        candidate="at the candidate's action",
+        example="v__{policy}",
+    )
     table = logs.table
     if table is None:
         raise ParameterError(
             "`q_column`/`v_column` name columns of the logs' table, and these ContinuousLogs "
             "were not read from one; add the predictions as columns and read them with "
             "ope.read_continuous."
-        )
-    q_name = check_name(q_column, "q_column", what="a column name")
-    template = check_name(v_column, "v_column", what="a column name with {policy}")
-    if "{policy}" not in template:
-        raise ParameterError(
-            f"`v_column` {template!r} must contain {{policy}} (e.g. 'v__{{policy}}'): one column "
-            "per candidate."
         )
     q_logged = _numeric(table, q_name, "q_column")
     v = {p: _numeric(table, template.replace("{policy}", p), "v_column") for p in names}

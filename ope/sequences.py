@@ -73,7 +73,13 @@ import pyarrow as pa
 
 from ope._result import INTERVAL_COLUMNS, Result, ResultParts, interval_rows
 from ope._thresholds import ESS_RATIO_WARN, K_RELIABLE, MEAN_WEIGHT_Z, mean_weight_check
-from ope._validation import MAX_FINITE_WEIGHT, check_choice, check_name, check_names
+from ope._validation import (
+    MAX_FINITE_WEIGHT,
+    check_choice,
+    check_model_columns,
+    check_name,
+    check_names,
+)
 from ope.exceptions import (
     DataFileError,
     EstimationError,
@@ -823,19 +829,13 @@ def _model_columns(
     """DR's ``(q_logged (n,), v (n, P))`` from the logs' columns, or None without them."""
     if q_column is None and v_column is None:
         return None
-    if q_column is None or v_column is None:
-        missing = "q_column" if q_column is None else "v_column"
-        raise ParameterError(
-            f"DR needs both `q_column` and `v_column`; `{missing}` is missing (q: the model's "
-            "expected reward of each logged response; v: of the candidate's responses)."
-        )
-    q_name = check_name(q_column, "q_column", what="a column name")
-    template = check_name(v_column, "v_column", what="a column name with {policy}")
-    if "{policy}" not in template:
-        raise ParameterError(
-            f"`v_column` {template!r} must contain {{policy}} (e.g. 'v_target__{{policy}}'): "
-            "one column per candidate."
-        )
+    q_name, template = check_model_columns(
+        q_column,
+        v_column,
+        logged="the model's expected reward of each logged response",
+        candidate="of the candidate's responses",
+        example="v_target__{policy}",
+    )
     columns = [(q_name, "q_column")] + [
         (template.replace("{policy}", name), "v_column") for name in names
     ]
