@@ -1216,7 +1216,8 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         help="bandit logs: dm ips clipped_ips snips dr sndr switch_dr dros, and with "
         "--cluster-column or --embedding-columns the marginalized mips snmips mdr offcem (default: ips "
         "snips), or auto (every estimator that applies, one chosen per candidate by off-policy "
-        "cross-validation); trajectories: is pdis wis wpdis dr wdr (default: pdis wpdis); "
+        "cross-validation); trajectories: is pdis wis wpdis dr wdr mis mis_dr (default: pdis "
+        "wpdis); "
         "repeat to add more",
     )
     p.add_argument(
@@ -1338,12 +1339,18 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     t.add_argument(
         "--q-column",
         metavar="COLUMN",
-        help="dr/wdr: the model's Q(s_t, a_t) per step, e.g. 'q_target__{policy}'",
+        help="dr/wdr/mis_dr: the model's Q(s_t, a_t) per step, e.g. 'q_target__{policy}'",
     )
     t.add_argument(
         "--v-column",
         metavar="COLUMN",
-        help="dr/wdr: the model's V(s_t) under the candidate per step, e.g. 'v_target__{policy}'",
+        help="dr/wdr/mis_dr: the model's V(s_t) under the candidate per step, e.g. "
+        "'v_target__{policy}'",
+    )
+    t.add_argument(
+        "--state-column",
+        metavar="COLUMN",
+        help="mis/mis_dr: each step's discrete state (default: the 'state' column)",
     )
 
 
@@ -1705,7 +1712,7 @@ def _outputs_of(
         return [("--out", args.out)], inputs, REPORT_SUFFIXES
     if args.command == "monitor" and args.report is not None:
         return [("--report", args.report)], inputs, REPORT_SUFFIXES
-    if args.command == "sequences" and args.report is not None:
+    if args.command in ("sequences", "continuous") and args.report is not None:
         return [("--report", args.report)], inputs, REPORT_SUFFIXES
     if args.command == "import":  # OBD's item features are embedded in --out itself
         return [("--out", args.out)], inputs, None
@@ -3123,6 +3130,7 @@ def _evaluate_trajectories(args: argparse.Namespace) -> _Outcome:
         tail_value=tail,
         q_hat=_per_policy_columns(args.q_column, policies, "--q-column"),
         v_hat=_per_policy_columns(args.v_column, policies, "--v-column"),
+        state=args.state_column,
     )
     document = ev.to_dict()
     document = {"kind": document.pop("kind"), "logs": args.logs, **document}
@@ -3795,17 +3803,18 @@ def _cmd_continuous(args: argparse.Namespace) -> _Outcome:
             )
     constants: dict[str, float] = {}
     for spec in args.constant or ():  # a loop over the flag's values
-        name, sep, value = spec.partition("=")
+        name, sep, value = spec.rpartition("=")
+        name = name.strip()
         try:
             number = float(value) if sep and name else math.nan
         except ValueError:
             number = math.nan
         if not math.isfinite(number):
             raise _UsageError(
-                f"argument --constant: NAME=VALUE with a finite number; got {spec!r}.",
+                f"argument --constant: NAME=VALUE with a name and a finite number; got {spec!r}.",
                 flag="--constant",
             )
-        if name in constants:
+        if name in constants or name in chosen:
             raise _UsageError(f"argument --constant: {name!r} is named twice.", flag="--constant")
         constants[name] = number
     logs = read_continuous(

@@ -68,6 +68,7 @@ import dataclasses
 import gzip
 import math
 import warnings
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -80,9 +81,10 @@ import pandas as pd
 import pyarrow as pa
 
 from ope._result import INTERVAL_COLUMNS, Result, ResultParts, interval_rows
-from ope._thresholds import kish_ess
+from ope._thresholds import MIN_ROWS, kish_ess
 from ope._validation import (
     check_choice,
+    check_confidence_level,
     check_model_columns,
     check_name,
     check_names,
@@ -259,12 +261,28 @@ class ContinuousLogs:
             if callable(value):
                 value = value(self.context)
             cands[key] = _candidate_actions(value, f"`candidates`[{key!r}]", self.n)
+            if key not in (densities or {}):
+                dens.pop(key, None)  # replaced: the logs' density was of the former candidate
         for name, value in (densities or {}).items():  # a loop over candidates
             key = check_name(name, "densities", what="a candidate name")
             if callable(value):
                 value = value(self.context, self.action)
             dens[key] = _finite(value, f"`densities`[{key!r}]", self.n, low=0.0)
+            if key not in (candidates or {}) and cands.get(key, np.empty((0, 0))).ndim == 1:
+                cands.pop(key)  # replaced: a density is a stochastic candidate
+        _check_forms(cands, dens)
         return dataclasses.replace(self, candidates=cands, densities=dens)
+
+
+def _check_forms(candidates: Mapping[str, np.ndarray], densities: Mapping[str, np.ndarray]) -> None:
+    """A candidate with a density (stochastic) may have samples, not one action per row."""
+    both = [p for p in densities if p in candidates and candidates[p].ndim == 1]
+    if both:
+        raise ValidationError(
+            f"candidate {both[0]!r} has a density at the logged action (stochastic) and one "
+            "action per row (deterministic): give its samples (a list of actions per row, "
+            "target__<name> as a list column) with the density, or only one of the two."
+        )
 
 
 def _finite(
@@ -320,7 +338,13 @@ def _source_table(source: Any, argument: str) -> tuple[pa.Table, tuple[str, ...]
     if isinstance(source, pa.Table):
         return source, (), "<table>", None
     if isinstance(source, pd.DataFrame):
-        return pa.Table.from_pandas(source, preserve_index=False), (), "<DataFrame>", None
+        try:
+            return pa.Table.from_pandas(source, preserve_index=False), (), "<DataFrame>", None
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
+            raise SchemaError(
+                f"`{argument}`: the DataFrame has a column of mixed types ({exc}); give each "
+                "column one type."
+            ) from None
     if isinstance(source, Mapping):
         try:
             return pa.table(dict(source)), (), "<mapping>", None
@@ -385,18 +409,23 @@ def _samples_column(table: pa.Table, column: str, name: str) -> np.ndarray:
         raise ValidationError(f"column {column!r} is missing at row {row}.")
     lengths = np.asarray(col.value_lengths().to_numpy(zero_copy_only=False), dtype=np.int64)
     if lengths.size and (lengths.min() != lengths.max() or lengths[0] == 0):
-        row = (
-            int(np.flatnonzero(lengths != lengths.max())[0])
-            if lengths.min()
-            else int(np.flatnonzero(lengths == 0)[0])
-        )
+        common = int(np.bincount(lengths).argmax())  # the most frequent count
+        row = int(np.flatnonzero((lengths != common) | (lengths == 0))[0])
         raise ValidationError(
-            f"column {column!r}: every row must hold the same number (>= 1) of sampled actions; "
-            f"row {row} holds {int(lengths[row])}, others {int(lengths.max())}."
+            f"`policies` (column {column!r}): every row must hold the same number (>= 1) of "
+            f"sampled actions; row {row} holds {int(lengths[row])}, most rows {common}."
         )
     flat = col.flatten()
-    if not (pa.types.is_floating(flat.type) or pa.types.is_integer(flat.type)) or flat.null_count:
-        raise SchemaError(f"column {column!r} must hold lists of numbers; it holds {col.type}.")
+    if not (pa.types.is_floating(flat.type) or pa.types.is_integer(flat.type)):
+        raise SchemaError(
+            f"`policies` (column {column!r}) must hold lists of numbers; it holds {col.type}."
+        )
+    if flat.null_count:
+        item = int(np.flatnonzero(flat.is_null().to_numpy(zero_copy_only=False))[0])
+        row = int(np.searchsorted(np.cumsum(lengths), item, side="right"))
+        raise ValidationError(
+            f"`policies` (column {column!r}): a sampled action is missing at row {row}."
+        )
     m = int(lengths[0]) if lengths.size else 1
     values = np.asarray(flat.to_numpy(zero_copy_only=False), dtype=np.float64)
     return _candidate_actions(values.reshape(-1, m), f"`policies` (column {column!r})", len(col))
@@ -450,6 +479,14 @@ def read_continuous(
     table, notes, name, support = _source_table(source, "source")
     if table.num_columns == 0:
         raise SchemaError(f"`source`: {name!r} has no columns (an empty directory or file?).")
+    twice = [c for c in dict.fromkeys(table.column_names) if table.column_names.count(c) > 1]
+    if twice:
+        raise SchemaError(f"`source`: {name!r} has the column {twice[0]!r} twice.")
+    if table.num_rows < MIN_ROWS:
+        raise ValidationError(
+            f"`source`: {name!r} has {table.num_rows} row(s); an estimate and its standard "
+            f"error need at least {MIN_ROWS}."
+        )
     columns = {"action_column": action_column, "density_column": density_column}
     columns["reward_column"] = reward_column
     for argument, value in columns.items():
@@ -515,6 +552,7 @@ def read_continuous(
     context = pd.DataFrame(
         {c: _numeric(table, c, "context_columns") for c in ctx_names}, index=pd.RangeIndex(n)
     )
+    _check_forms(candidates, densities)
     return ContinuousLogs(
         action=action,
         density=density,
@@ -598,8 +636,8 @@ def _read_cats(
     try:
         with opener(path, "rb") as fh:
             raw = fh.read()
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise DataFileError(f"{path.name!r} cannot be read: {exc}") from None
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise DataFileError(f"{path.name!r} cannot be read (damaged?): {exc}") from None
     lines = raw.split(b"\n")
     numbers = [i for i, ln in enumerate(lines) if ln.strip()]
     kept = [lines[i] for i in numbers]
@@ -612,7 +650,8 @@ def _read_cats(
                 msgspec.json.decode(ln, type=_CatsLine)
             except (msgspec.ValidationError, msgspec.DecodeError) as exc:
                 raise DataFileError(
-                    f"{path.name}: line {i} is not a continuous-action DSJSON event ({exc})."
+                    f"{path.name}: line {i} (0-based) is not a continuous-action DSJSON event "
+                    f"({exc})."
                 ) from None
         raise DataFileError(f"{path.name}: not a continuous-action DSJSON file.") from None
     skipped = [k for k, d in enumerate(decoded) if d.skip_learn]
@@ -652,6 +691,7 @@ def _read_cats(
                 f"{path.name}: line {int(line_no[j])}: _label_ca.{what} must be {need}; it is "
                 f"{values[j]!r}."
             )
+    has_pdrop = any(decoded[k].pdrop is not None for k in rows)
     pdrop = np.array(
         [decoded[k].pdrop if decoded[k].pdrop is not None else 0.0 for k in rows], dtype=np.float64
     )
@@ -713,8 +753,9 @@ def _read_cats(
         "action": action,
         "density": pdf_value,
         "reward": -cost,
-        "weight": 1.0 / (1.0 - pdrop),
     }
+    if has_pdrop:  # sampling weights only when the file says rows were dropped
+        data["weight"] = 1.0 / (1.0 - pdrop)
     for c in context.columns:  # a loop over feature columns
         data[f"c.{c}"] = context[c].to_numpy(dtype=np.float64)
     support = (low, high) if with_pdf else None
@@ -724,23 +765,52 @@ def _read_cats(
 # --------------------------------------------------------------------------------------------
 # weights and bandwidths
 # --------------------------------------------------------------------------------------------
+def _outside(logs: ContinuousLogs, acts: np.ndarray) -> np.ndarray:
+    """Which candidate actions (``(n,)`` or ``(n, m)``) lie outside the logger's support of
+    their row (none when the logs do not say what it is)."""
+    if logs.support is None:
+        return np.zeros(acts.shape, dtype=bool)
+    low, high = logs.support
+    if acts.ndim == 2:
+        low, high = low[:, None], high[:, None]
+    return (acts < low) | (acts > high)
+
+
 def _kernel_weight(
     logs: ContinuousLogs, name: str, kernel_name: str, bandwidth: float
 ) -> np.ndarray:
-    """A candidate's weights ``(n,)`` at ``bandwidth`` (exact for a density-form candidate)."""
+    """A candidate's weights ``(n,)`` at ``bandwidth`` (exact for a density-form candidate); a
+    candidate action outside the logger's support adds nothing (the logs cannot weigh it)."""
     if name in logs.densities:
-        return logs.densities[name] / logs.density
+        with np.errstate(over="ignore"):
+            return logs.densities[name] / logs.density
     acts = logs.candidates[name]
-    if acts.ndim == 1:
-        k = kernel((acts - logs.action) / bandwidth, kernel_name)
-    else:
-        k = kernel((acts - logs.action[:, None]) / bandwidth, kernel_name).mean(axis=1)
-    w = k / (bandwidth * logs.density)
-    if logs.support is not None:
-        low, high = logs.support
-        if acts.ndim == 1:
-            w = np.where((acts < low) | (acts > high), 0.0, w)
-    return w
+    d = acts - (logs.action if acts.ndim == 1 else logs.action[:, None])
+    k = np.where(_outside(logs, acts), 0.0, kernel(d / bandwidth, kernel_name))
+    if acts.ndim == 2:
+        k = k.mean(axis=1)
+    with np.errstate(over="ignore"):
+        return k / (bandwidth * logs.density)
+
+
+def _in_window(
+    logs: ContinuousLogs, name: str, kernel_name: str, bandwidth: float | None
+) -> np.ndarray:
+    """Rows in the kernel window: a candidate action (or one of its samples) within
+    :data:`_WINDOW` bandwidths of the logged action, inside the logger's support; for a
+    density-form candidate, the rows it gives a positive density."""
+    if bandwidth is None:
+        return logs.densities[name] > 0
+    acts = logs.candidates[name]
+    d = np.abs(acts - (logs.action if acts.ndim == 1 else logs.action[:, None]))
+    inside = (d <= _WINDOW[kernel_name] * bandwidth) & ~_outside(logs, acts)
+    return inside if acts.ndim == 1 else inside.any(axis=1)
+
+
+def _weighted_ess(w: np.ndarray, sampling: np.ndarray | None) -> float:
+    """Kish's effective sample of the weights, with the rows' sampling weights in them."""
+    sw = w if sampling is None else w * sampling
+    return kish_ess(float(sw.sum()), float(sw @ sw))
 
 
 def _reference_width(logs: ContinuousLogs, name: str) -> float:
@@ -769,14 +839,8 @@ def _scored(
 ) -> dict[str, Any]:
     """One grid bandwidth: the estimate, its standard error and width, the window."""
     w = _kernel_weight(logs, name, kernel_name, h)
-    ess = kish_ess(float(w.sum()), float((w * w).sum()))
-    acts = logs.candidates[name]
-    half = _WINDOW[kernel_name] * h
-    inside = (
-        np.abs(acts - logs.action) <= half
-        if acts.ndim == 1
-        else (np.abs(acts - logs.action[:, None]) <= half).any(axis=1)
-    )
+    ess = _weighted_ess(w, logs.weight)
+    inside = _in_window(logs, name, kernel_name, h)
     row: dict[str, Any] = {
         "policy": name,
         "bandwidth": h,
@@ -786,7 +850,7 @@ def _scored(
         "std_error": math.nan,
         "width": math.nan,
     }
-    if ess >= MIN_WINDOW_ESS:
+    if ess >= MIN_WINDOW_ESS and row["window_rows"] >= MIN_WINDOW_ESS:
         top = max(1.0, float(w.max()))
         with warnings.catch_warnings():  # grid points are judged here, not warned about
             warnings.simplefilter("ignore", OPEWarning)
@@ -874,6 +938,11 @@ def _check_bandwidth(bandwidth: Any, names: list[str]) -> Any:
 # --------------------------------------------------------------------------------------------
 # the reward model (kernel DR)
 # --------------------------------------------------------------------------------------------
+#: The largest magnitude of a reward-model feature (context, action): its square and products
+#: must stay finite in float64.
+_MAX_FEATURE: Final = 1e150
+
+
 def _default_model(n_features: int) -> Any:
     """A ridge regression, quadratic in (context, action) for up to 20 context columns
     (linear in the context, with the action's square and its products with the context,
@@ -904,6 +973,17 @@ def _fitted_model_terms(
 
     x = logs.context.to_numpy(dtype=np.float64)
     quadratic = x.shape[1] <= 20
+    parts = [("the context", x), ("the logged actions", logs.action)]
+    parts += [
+        (f"candidate {p!r}'s actions", logs.candidates[p]) for p in names if p in logs.candidates
+    ]
+    for what, values in parts:  # the model squares its features: keep them in float64's range
+        if values.size and float(np.max(np.abs(values))) > _MAX_FEATURE:
+            raise ValidationError(
+                f"`reward_model`: {what} reach {float(np.max(np.abs(values))):.3g}, beyond "
+                f"{_MAX_FEATURE:g}; the model's squared features would overflow. Rescale them "
+                "(e.g. to thousands), or give your predictions as q_column/v_column."
+            )
     model = _default_model(x.shape[1]) if reward_model is None else reward_model
     if not (hasattr(model, "fit") and hasattr(model, "predict")):
         raise ParameterError(
@@ -1087,40 +1167,39 @@ def evaluate_continuous(
             "no candidate to evaluate: the logs have no target__<name> or density__<name> "
             "column, and none was given (`candidates`, `densities`)."
         )
-    width = _check_bandwidth(bandwidth, names)
+    width = _check_bandwidth(bandwidth, [p for p in names if p not in cl.densities])
     has_model = q_column is not None or v_column is not None
-    default = ("ips", "snips", "dr") if (cl.context.shape[1] or has_model) else ("ips", "snips")
-    options.setdefault("estimators", default)
+    unmodelled = [p for p in names if p not in cl.candidates]  # density only: no action for q
+    with_dr = (cl.context.shape[1] or has_model) and (has_model or not unmodelled)
+    options.setdefault("estimators", ("ips", "snips", "dr") if with_dr else ("ips", "snips"))
     estimators = _check_estimators(options["estimators"])
-    level = float(options.get("confidence_level", 0.95))
+    if "dr" in estimators and unmodelled and not has_model:
+        raise ParameterError(
+            f"`estimators`: dr puts its model at the candidate's actions, and "
+            f"{', '.join(map(repr, unmodelled))} has only a density; give its samples "
+            "(target__<name> as a list column, or an (n, m) array in `candidates`), or your "
+            "model's values as q_column/v_column, or leave dr out."
+        )
+    level = check_confidence_level(options.get("confidence_level", 0.95))
     chosen, grid = _choose_bandwidths(cl, names, how, width, level, tune)
     weights = {
         p: _kernel_weight(cl, p, how, h if h is not None else 1.0) for p, h in chosen.items()
     }
     window = _window_table(cl, names, how, chosen, weights)
-    verdicts: dict[str, str] = {}
-    for row in window.itertuples():  # a loop over candidates
-        if row.ess < MIN_WINDOW_ESS:
-            verdicts[row.policy] = (
-                f"not evaluable from these logs: {row.ess:.1f} effective rows at the "
-                f"bandwidth {row.bandwidth:.4g} (fewer than {MIN_WINDOW_ESS}); the logger "
-                "rarely took actions near the candidate's"
-            )
-        else:
-            verdicts[row.policy] = "evaluable"
-    estimated = [p for p in names if float((weights[p] > 0).sum()) > 0]
+    verdicts = {row.policy: _verdict(row) for row in window.itertuples()}
+    estimated = [p for p in names if bool((weights[p] > 0).any())]
     if not estimated:
         raise EstimationError(
-            "no candidate can be weighed on these logs: every weight is 0 (no logged action "
-            "is near any candidate's)."
+            "no candidate can be weighed on these logs: "
+            + "; ".join(f"{p!r}: {verdicts[p].split(': ', 1)[-1]}" for p in names)
         )
     w = np.column_stack([weights[p] for p in estimated])
     top = np.maximum(w.max(axis=1), 1.0)
     if not np.isfinite(top).all():
         row = int(np.flatnonzero(~np.isfinite(top))[0])
         raise ValidationError(
-            f"a weight overflows at row {row} (the logged density {cl.density[row]!r} is too "
-            "small for float64)."
+            f"a weight overflows float64 at row {row}: the candidate's density (or kernel) "
+            f"over the logged density {float(cl.density[row])!r} exceeds 1e308."
         )
     data: dict[str, Any] = {
         "event_id": np.arange(cl.n),
@@ -1136,29 +1215,60 @@ def evaluate_continuous(
     ev_options = {**options, "estimators": tuple(weighting) or ("ips",)}
     bandit = ope.read_logs(pd.DataFrame(data))
     ev = ope.evaluate(bandit, estimated, rng=rng, **ev_options)
-    ev = dataclasses.replace(ev, report=dataclasses.replace(ev.report, source=cl.source))
     notes: list[str] = []
-    model_estimates: dict[str, Any] = {}
+    estimates = {k: v for k, v in ev.estimates.items() if k[1] in weighting}
     if "dr" in estimators:
         model_estimates, dr_notes = _dr(
             cl, estimated, data, reward_model, q_column, v_column, rng, options
         )
         notes.extend(dr_notes)
+        estimates.update({(p, "dr"): est for p, est in model_estimates.items()})
+    order = {e: i for i, e in enumerate(estimators)}
+    ev = dataclasses.replace(
+        ev,
+        estimates=dict(
+            sorted(estimates.items(), key=lambda kv: (estimated.index(kv[0][0]), order[kv[0][1]]))
+        ),
+        estimators=list(estimators),
+        report=dataclasses.replace(ev.report, source=cl.source),
+    )
     smoothed = {p: h for p, h in chosen.items() if h is not None}
     if smoothed:
-        how_chosen = (
-            "chosen by SLOPE++ over a grid, then undersmoothed" if width == "slope" else "given"
-        )
+        rule = "given" if width != "slope" else "chosen by SLOPE++ over a grid, then undersmoothed"
         notes.append(
             f"{how} kernel, bandwidths {', '.join(f'{p} {h:.4g}' for p, h in smoothed.items())} "
-            f"({how_chosen}): each estimate is of the candidate smoothed at its bandwidth, and "
-            "its interval does not include the smoothing bias"
+            f"({rule}): kernel IPS and SNIPS estimate the candidate smoothed at its bandwidth, "
+            "and their intervals do not include the smoothing bias; kernel DR's bias is the "
+            "smoothing of its model's residual (small when the model is good)"
         )
+        kept = [
+            p
+            for p in smoothed
+            if width == "slope"
+            and bool(grid[(grid["policy"] == p) & grid["slope"] & grid["chosen"]].shape[0])
+        ]
+        if kept:
+            notes.append(
+                f"{', '.join(kept)}: SLOPE's own bandwidth, not undersmoothed (no smaller grid "
+                f"bandwidth has {MIN_WINDOW_ESS} effective rows): the smoothing bias may be "
+                "as large as the interval's width"
+            )
     exact = [p for p, h in chosen.items() if h is None]
     if exact:
         notes.append(
             f"{', '.join(exact)}: exact weights from the candidate's density at the logged "
             "action (no kernel)"
+        )
+    low_mean = [
+        f"{r.policy} ({r.mean_weight:.3g})"
+        for r in window.itertuples()
+        if verdicts[r.policy] == "evaluable" and r.mean_weight < _LOW_MEAN_WEIGHT
+    ]
+    if low_mean:
+        notes.append(
+            f"mean weight well below 1 for {', '.join(low_mean)}: part of the kernel window lies "
+            "where the logger does not act, so kernel IPS is biased toward 0 there (SNIPS "
+            "renormalizes)"
         )
     notes.extend(f"{p}: {v}" for p, v in verdicts.items() if v != "evaluable")
     notes.extend(cl.notes)
@@ -1169,12 +1279,40 @@ def evaluate_continuous(
         bandwidths=grid,
         window=window,
         verdicts=verdicts,
-        model_estimates=model_estimates,
+        model_estimates={p: est for (p, e), est in estimates.items() if e == "dr"},
+        rule="slope" if width == "slope" else "given",
     )
 
 
+#: A mean weight below this (it is 1 when the kernel window lies inside the logger's support
+#: and the logged densities are right) is noted: part of the window is unsupported.
+_LOW_MEAN_WEIGHT: Final = 0.5
+
+
+def _verdict(row: Any) -> str:
+    """``evaluable``, or why not: too few logged actions (effective rows) in the window."""
+    at = "" if not math.isfinite(row.bandwidth) else f" at the bandwidth {row.bandwidth:.4g}"
+    if row.window_rows < MIN_WINDOW_ESS:
+        return (
+            f"not evaluable from these logs: {row.window_rows} logged action(s) in the kernel "
+            f"window{at} (fewer than {MIN_WINDOW_ESS}); the logger rarely acted near the "
+            "candidate's actions"
+            + (f" ({row.outside_support} rows outside its support)" if row.outside_support else "")
+        )
+    if row.ess < MIN_WINDOW_ESS:
+        return (
+            f"not evaluable from these logs: {row.ess:.1f} effective rows{at} (fewer than "
+            f"{MIN_WINDOW_ESS}); a few rows carry the weights"
+        )
+    return "evaluable"
+
+
 def _check_estimators(estimators: Any) -> tuple[str, ...]:
-    names = (estimators,) if isinstance(estimators, str) else tuple(estimators)
+    names = (
+        (estimators,)
+        if isinstance(estimators, str)
+        else tuple(check_names(estimators, "estimators"))
+    )
     if not names:
         raise ParameterError(
             "`estimators` is empty; give one or more of " + ", ".join(CONTINUOUS_ESTIMATORS)
@@ -1191,29 +1329,21 @@ def _window_table(
     chosen: Mapping[str, float | None],
     weights: Mapping[str, np.ndarray],
 ) -> pd.DataFrame:
+    s = logs.weight
     rows = []
     for p in names:  # a loop over candidates
-        w = weights[p]
-        h = chosen[p]
-        ess = kish_ess(float(w.sum()), float((w * w).sum()))
+        w, h = weights[p], chosen[p]
+        inside = _in_window(logs, p, kernel_name, h)
+        acts = logs.candidates.get(p)
         if h is None:
-            inside = w > 0
-            form = "density"
+            form = "density" + (f" and {acts.shape[1]} samples per row" if acts is not None else "")
         else:
-            acts = logs.candidates[p]
-            half = _WINDOW[kernel_name] * h
-            d = (
-                np.abs(acts - logs.action)
-                if acts.ndim == 1
-                else np.abs(acts - logs.action[:, None])
-            )
-            inside = d <= half if acts.ndim == 1 else (d <= half).any(axis=1)
+            assert acts is not None
             form = "deterministic" if acts.ndim == 1 else f"samples ({acts.shape[1]} per row)"
-        outside = 0
-        if logs.support is not None and p in logs.candidates and logs.candidates[p].ndim == 1:
-            low, high = logs.support
-            a = logs.candidates[p]
-            outside = int(((a < low) | (a > high)).sum())
+        outside = (
+            0 if acts is None else int(_outside(logs, acts).reshape(logs.n, -1).any(axis=1).sum())
+        )
+        ess = _weighted_ess(w, s)
         rows.append(
             {
                 "policy": p,
@@ -1222,8 +1352,8 @@ def _window_table(
                 "window_rows": int(inside.sum()),
                 "window_share": float(inside.mean()),
                 "ess": ess,
-                "ess_share": ess / logs.n,
-                "mean_weight": float(w.mean()),
+                "ess_share": ess / (logs.n if s is None else float(s.sum())),
+                "mean_weight": float(w.mean() if s is None else (s @ w) / s.sum()),
                 "outside_support": outside,
             }
         )
@@ -1265,10 +1395,7 @@ def _dr(
             "corrected by the kernel-weighted residual"
         )
     out: dict[str, Any] = {}
-    skipped = [p for p in names if p not in v]
-    for p in names:  # a loop over candidates
-        if p not in v:
-            continue
+    for p in names:  # a loop over candidates (each has actions or given values: checked)
         out[p] = DR().estimate(
             logs.reward,
             data["propensity"],
@@ -1277,11 +1404,6 @@ def _dr(
             q_target=v[p],
             reward_range=options.get("reward_range"),
             sampling_weight=logs.weight,
-        )
-    if skipped:
-        notes.append(
-            f"dr for {', '.join(map(repr, skipped))}: no actions of the candidate to put the "
-            "model at (density only); give samples (target__<name> lists) or `v_column`"
         )
     return out, notes
 
@@ -1307,7 +1429,9 @@ class ContinuousEvaluation(Result):
         outside the logger's support.
     verdicts : dict of str to str
     model_estimates : dict of str to ope.Estimate
-        Kernel DR per candidate.
+        Kernel DR per candidate (also in ``evaluation``, as estimator ``"dr"``).
+    rule : {"slope", "given"}
+        How the bandwidths were set.
     """
 
     evaluation: Any
@@ -1317,12 +1441,9 @@ class ContinuousEvaluation(Result):
     window: pd.DataFrame
     verdicts: dict[str, str]
     model_estimates: dict[str, Any] = field(default_factory=dict)
+    rule: str = "slope"
 
     def __getitem__(self, key: tuple[str, str]) -> Any:
-        if isinstance(key, tuple) and len(key) == 2 and key[1] == "dr":
-            if key[0] in self.model_estimates:
-                return self.model_estimates[key[0]]
-            raise KeyError(f"no dr estimate for {key[0]!r}")
         return self.evaluation[key]
 
     @property
@@ -1337,9 +1458,8 @@ class ContinuousEvaluation(Result):
         return pd.DataFrame(rows, columns=list(INTERVAL_COLUMNS))
 
     def table(self) -> pd.DataFrame:
-        """Every estimate: the evaluation's rows and kernel DR's."""
-        parts = [self.evaluation.table()[list(INTERVAL_COLUMNS)], self.model_table()]
-        return pd.concat([p for p in parts if len(p)], ignore_index=True)
+        """Every estimate (kernel DR's among them): the evaluation's table."""
+        return self.evaluation.table()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -1347,8 +1467,8 @@ class ContinuousEvaluation(Result):
             "kernel": self.kernel,
             "bandwidth": dict(self.bandwidth),
             "verdicts": dict(self.verdicts),
+            "rule": self.rule,
             "evaluation": self.evaluation.to_dict(),
-            "model_estimates": self.model_table().to_dict(orient="records"),
             "bandwidths": self.bandwidths.to_dict(orient="records"),
             "window": self.window.to_dict(orient="records"),
         }

@@ -190,7 +190,7 @@ def test_a_candidate_far_from_every_logged_action_is_not_evaluable():
 
 def test_no_weight_anywhere_is_an_estimation_error():
     df = _rows().assign(target__pi=100.0)
-    with pytest.raises(EstimationError, match="every weight is 0"):
+    with pytest.raises(EstimationError, match="no candidate can be weighed.*0 logged action"):
         quiet(lambda: ope.evaluate_continuous(df, kernel="triangular", bandwidth=0.1))
 
 
@@ -331,7 +331,9 @@ def test_continuous_dsjson_faults_name_the_line(tmp_path):
         ope.read_continuous(_write(tmp_path / "b.json", lines))
     path = tmp_path / "c.json"
     path.write_text(json.dumps(_cats_lines()[0]) + "\n{not json\n")
-    with pytest.raises(DataFileError, match="line 1 is not a continuous-action DSJSON event"):
+    with pytest.raises(
+        DataFileError, match=r"line 1 \(0-based\) is not a continuous-action DSJSON event"
+    ):
         ope.read_continuous(path)
     lines = _cats_lines()
     lines[4]["_label_ca"]["pdf_value"] = 0.0
@@ -375,7 +377,8 @@ def test_cli_runs_and_writes_the_report(tmp_path, capsys):
     assert code == 0 and doc["ok"] is True
     assert doc["kernel"] == "epanechnikov"
     assert set(doc["verdicts"]) == {"optimal", "shifted", "zero<b>"}
-    assert {r["policy"] for r in doc["model_estimates"]} == {"optimal", "shifted", "zero<b>"}
+    dr = [r for r in doc["evaluation"]["estimates"] if r["estimator"] == "dr"]
+    assert {r["policy"] for r in dr} == {"optimal", "shifted", "zero<b>"}
     page = out.read_text()
     assert "Continuous actions: bandwidths and kernel windows" in page
     assert "zero&lt;b&gt;" in page and "zero<b>" not in page
@@ -414,3 +417,130 @@ def test_parity_with_obp_kernel_estimators():
     assert "obp_version" in out, out
     assert out["max_abs_difference"]["ope_vs_obp"] < 1e-12
     assert out["max_abs_difference"]["ope_vs_numpy"] < 1e-12
+
+
+# ------------------------------------------------------------------ review: edges and verdicts
+def test_a_candidate_beyond_the_logged_actions_is_not_evaluable_whatever_the_ess():
+    # gaussian-kernel weights of 1e-56 still have a Kish ESS of hundreds (ESS ignores scale):
+    # the window, not the ESS, says that no logged action is near
+    gen = np.random.default_rng(0)
+    a = gen.uniform(0.0, 1.0, 2000)
+    df = pd.DataFrame({"action": a, "density": 1.0, "reward": a + gen.normal(0, 0.1, 2000)})
+    ev = quiet(
+        lambda: ope.evaluate_continuous(
+            df, candidates={"c": np.full(2000, 3.0), "mid": np.full(2000, 0.5)}, estimators="snips"
+        )
+    )
+    assert ev.window.set_index("policy").loc["c", "window_rows"] == 0
+    assert ev.verdicts["c"].startswith("not evaluable") and "0 logged action" in ev.verdicts["c"]
+    assert ev.verdicts["mid"] == "evaluable"
+
+
+def test_a_density_and_one_action_per_row_for_one_candidate_is_refused():
+    env = ContinuousBandit(seed=0)
+    t = env.sample(500, rng=0).to_pandas()
+    t["target__noisy_optimal"] = 0.0
+    with pytest.raises(ValidationError, match="'noisy_optimal' has a density.*and one action"):
+        ope.read_continuous(t)
+    # given again as actions, the candidate replaces the logs' density-form one
+    logs = ope.read_continuous(env.sample(500, rng=0))
+    again = logs.with_candidates({"noisy_optimal": np.zeros(500)})
+    assert "noisy_optimal" not in again.densities and again.candidates["noisy_optimal"].ndim == 1
+
+
+def test_sampling_weights_enter_the_window_diagnostics():
+    env = ContinuousBandit(seed=0)
+    t = env.sample(4000, rng=2).to_pandas()
+    heavy = np.zeros(4000)
+    heavy[:20] = 1e4
+    t["weight"] = 1.0 + heavy
+    ev = quiet(lambda: ope.evaluate_continuous(t, ["optimal"], bandwidth=0.2, estimators="ips"))
+    w = kernel((t["target__optimal"] - t["action"]) / 0.2) / (0.2 * t["density"])
+    sw = w * t["weight"]
+    row = ev.window.iloc[0]
+    assert row["ess"] == pytest.approx(float(sw.sum() ** 2 / (sw**2).sum()), rel=1e-10)
+    assert row["mean_weight"] == pytest.approx(float(sw.sum() / t["weight"].sum()), rel=1e-10)
+
+
+def test_the_logged_support_zeroes_samples_outside_it_too(tmp_path):
+    logs = ope.read_continuous(_write(tmp_path / "cats.json", _cats_lines()))
+    # row 0's pdf covers [0, 6]; rows 1 and 2 have no pdf (support unbounded)
+    samples = np.array([[7.0, 3.5], [1.0, 1.2], [5.0, 5.5]])
+    ev = quiet(
+        lambda: ope.evaluate_continuous(
+            logs, candidates={"s": samples}, bandwidth=1.0, estimators="ips"
+        )
+    )
+    k0 = (0.0 + kernel(0.5)) / 2  # the sample at 7.0 adds nothing
+    w0 = k0 / (1.0 * 0.125)
+    w = [w0] + [float(kernel(samples[i] - logs.action[i]).mean() / logs.density[i]) for i in (1, 2)]
+    s = logs.weight  # row 1 has pdrop 0.5: Horvitz-Thompson over the population's rows
+    assert ev["s", "ips"].value == pytest.approx(
+        float(np.sum(s * np.array(w) * logs.reward) / s.sum())
+    )
+    assert ev.window.iloc[0]["outside_support"] == 1
+
+
+def test_degenerate_inputs_are_ope_errors(tmp_path):
+    empty = pd.DataFrame({"action": [], "density": [], "reward": []}, dtype=float)
+    with pytest.raises(ValidationError, match="0 row"):
+        ope.read_continuous(empty)
+    with pytest.raises(ValidationError, match="0 row"):
+        ope.evaluate_continuous(empty)
+    big = _rows().assign(x0=[0.0, 1e300, 1.0, 2.0])
+    with pytest.raises(ValidationError, match="`reward_model`: the context"):
+        quiet(lambda: ope.evaluate_continuous(big, bandwidth=0.5, estimators=["dr"]))
+    bad = tmp_path / "bad.json.gz"
+    raw = gzip.compress(("\n".join(json.dumps(x) for x in _cats_lines() * 50)).encode())
+    bad.write_bytes(raw[:40] + bytes(b ^ 0xFF for b in raw[40:80]) + raw[80:])
+    with pytest.raises(DataFileError, match="cannot be read"):
+        ope.read_continuous(bad)
+    import pyarrow as pa
+
+    twice = pa.table(
+        [[0.1, 0.2], [1.0, 1.0], [0.0, 1.0], [0.3, 0.4]],
+        names=["action", "density", "reward", "action"],
+    )
+    with pytest.raises(SchemaError, match="'action' twice"):
+        ope.read_continuous(twice)
+    with pytest.raises(ParameterError, match="`estimators`"):
+        ope.evaluate_continuous(_rows(), estimators=None)
+    with pytest.raises(ParameterError, match="confidence_level"):
+        ope.evaluate_continuous(_rows(), confidence_level="x")
+
+
+def test_dsjson_without_pdrop_has_no_sampling_weights(tmp_path):
+    lines = _cats_lines()
+    del lines[1]["pdrop"]
+    logs = ope.read_continuous(_write(tmp_path / "cats.json", lines))
+    assert logs.weight is None
+
+
+def test_a_bandwidth_mapping_skips_density_candidates_and_dr_alone_shows_dr_alone():
+    env = ContinuousBandit(seed=0)
+    t = env.sample(3000, rng=0, samples=5)
+    kernel_ones = ["logger_mean", "optimal", "halfway", "shifted"]
+    ev = quiet(
+        lambda: ope.evaluate_continuous(
+            t, bandwidth={p: 0.3 for p in kernel_ones}, estimators=["dr"]
+        )
+    )
+    assert set(ev.table()["estimator"]) == {"dr"}
+    assert ev.bandwidth["noisy_optimal"] is None and ev.bandwidth["optimal"] == 0.3
+    assert ev.rule == "given"
+
+
+def test_cli_checks_the_report_and_the_constants_first(tmp_path, capsys):
+    env = ContinuousBandit(n_features=1, seed=0)
+    path = tmp_path / "logs.parquet"
+    pq.write_table(env.sample(300, rng=0), path)
+    assert main(["continuous", str(path), "--report", str(tmp_path / "r.txt")]) == 2
+    assert "--report" in capsys.readouterr().err
+    for spec in ("=1", " =1", "x=nan", "x=inf", "x"):
+        assert main(["continuous", str(path), "--constant", spec]) == 2, spec
+        assert "--constant" in capsys.readouterr().err
+    code = main(["continuous", str(path), "--policy", "optimal", "--constant", "optimal=0.5"])
+    assert code == 2 and "named twice" in capsys.readouterr().err
+    assert main(["continuous", str(path), "--constant", "a=b=1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "a=b" in doc["verdicts"]

@@ -1569,13 +1569,17 @@ def _continuous(ctx: dict[str, Any]) -> str:
             "(a price, a bid, a dose) by kernel-smoothed weights; pass <code>continuous=</code> "
             "to include it.</p>"
         )
+    rule = (
+        "chosen by SLOPE++ over a grid, then undersmoothed (0.35 times SLOPE's choice) so that "
+        "the bias is small against the interval"
+        if cont.rule == "slope"
+        else "given"
+    )
     intro = (
         f"<p>Kernel: {_e(cont.kernel)}. A deterministic candidate is weighted by the kernel of "
-        "the distance between its action and the logged one, over the logger's density: the "
-        "estimates are of the candidate smoothed at its bandwidth (a bias of order h², which "
-        "the intervals do not include), chosen by SLOPE++ over a grid and then halved "
-        "one and a half times (undersmoothed) so that the bias is small against the "
-        "interval.</p>"
+        "the distance between its action and the logged one, over the logger's density: kernel "
+        "IPS and SNIPS estimate the candidate smoothed at its bandwidth (a bias of order h², "
+        f"which their intervals do not include); the bandwidths are {rule}.</p>"
     )
     win = cont.window
     rows = [
