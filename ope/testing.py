@@ -1443,6 +1443,7 @@ def _planted_episodes(gen: np.random.Generator, n: int = _PLANTED.episodes) -> p
             "reward": 0.5 + 0.2 * action + gen.normal(0.0, 0.5, steps),
             "done": step == np.repeat(lengths - 1, lengths),
             "target__planted": target,
+            "state": gen.integers(0, 3, steps),  # the marginalized estimators' states
             "q": gen.normal(1.0, 0.3, steps),
             "v": gen.normal(1.0, 0.3, steps),
         }

@@ -23,8 +23,18 @@ from ope.exceptions import (
 )
 from ope.io import read_trajectories
 from ope.logs import Trajectories
-from ope.sequential import SEQUENTIAL_ESTIMATORS, fitted_q_evaluation, sequential_estimate
+from ope.sequential import (
+    MARGINALIZED,
+    SEQUENTIAL_ESTIMATORS,
+    fitted_q_evaluation,
+    sequential_estimate,
+)
+
 from ope.simulate import TabularMDP
+
+#: The estimators of cumulative weights (the hand values and the loop reference are theirs; the
+#: marginalized ones have their own in tests/test_marginalized.py).
+CUMULATIVE = tuple(e for e in SEQUENTIAL_ESTIMATORS if e not in MARGINALIZED)
 
 
 @pytest.fixture(autouse=True)
@@ -75,7 +85,7 @@ HAND_VALUES = {
 
 
 def _model(estimator: str) -> dict[str, str]:
-    return {"q_hat": "q", "v_hat": "v"} if estimator in ("dr", "wdr") else {}
+    return {"q_hat": "q", "v_hat": "v"} if estimator in ("dr", "wdr", "mis_dr") else {}
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +93,7 @@ def hand() -> Trajectories:
     return read_trajectories(HAND)
 
 
-@pytest.mark.parametrize("estimator", SEQUENTIAL_ESTIMATORS)
+@pytest.mark.parametrize("estimator", CUMULATIVE)
 def test_hand_values(hand, estimator):
     res = sequential_estimate(
         hand, "pi", estimator=estimator, gamma=GAMMA, tail_value=0.0, **_model(estimator)
@@ -237,12 +247,13 @@ def _random_trajectories(seed: int, n_episodes: int = 40) -> pd.DataFrame:
             "target__pi": rng.uniform(0.0, 1.0, rows) * (rng.random(rows) > 0.1),
             "q": rng.normal(size=rows),
             "v": rng.normal(size=rows),
+            "state": rng.integers(0, 3, rows),  # for mis and mis_dr
         }
     )
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("estimator", SEQUENTIAL_ESTIMATORS)
+@pytest.mark.parametrize("estimator", CUMULATIVE)
 def test_matches_loop_reference(seed, estimator):
     df = _random_trajectories(seed)
     traj = read_trajectories(df.sample(frac=1.0, random_state=seed))  # shuffled rows
@@ -392,7 +403,11 @@ def test_truncated_value_and_tail_bootstrap_single_sample():
     q_inf = env.discounted_q_function("mix")
     s, a = table.column("state").to_numpy(), table.column("action").to_numpy()
     for estimator in SEQUENTIAL_ESTIMATORS:
-        model = {"q_hat": q_inf[s, a], "v_hat": v_inf[s]} if estimator in ("dr", "wdr") else {}
+        model = (
+            {"q_hat": q_inf[s, a], "v_hat": v_inf[s]}
+            if estimator in ("dr", "wdr", "mis_dr")
+            else {}
+        )
         res = sequential_estimate(
             traj, "mix", estimator=estimator, gamma=0.8, tail_value=tail, **model
         )
@@ -486,7 +501,11 @@ def test_normal_interval_coverage(estimator):
     covered = []
     for k, block in enumerate(_blocks(traj, 200)):
         rows = slice(traj.episode_starts[k * 200], traj.episode_starts[(k + 1) * 200])
-        kw = {key: val[rows] for key, val in model.items()} if estimator in ("dr", "wdr") else {}
+        kw = (
+            {key: val[rows] for key, val in model.items()}
+            if estimator in ("dr", "wdr", "mis_dr")
+            else {}
+        )
         res = sequential_estimate(
             block, "mix", estimator=estimator, gamma=0.9, tail_value=0.0, **kw
         )
@@ -677,7 +696,9 @@ def test_too_few_episodes_and_no_weight():
     with pytest.raises(EstimationError, match=r"at least 2 episodes; got 1"):
         sequential_estimate(one, "pi")
     traj = read_trajectories(HAND.assign(target__pi=0.0))
-    with pytest.raises(EstimationError, match=r"every importance weight is zero.*'dr' or 'wdr'"):
+    with pytest.raises(
+        EstimationError, match=r"every importance weight is zero.*'dr', 'wdr' or 'mis_dr'"
+    ):
         sequential_estimate(traj, "pi", estimator="wpdis", tail_value=0.0)
     with pytest.warns(OverlapWarning, match="reduces to the model"):
         res = sequential_estimate(
@@ -900,6 +921,7 @@ def test_sequential_names_stay_importable():
     assert ope.fitted_q_evaluation is seq.fitted_q_evaluation and ope.FittedQ is seq.FittedQ
     assert set(seq.__all__) == {
         "SEQUENTIAL_ESTIMATORS",
+        "MARGINALIZED",
         "episode_weights",
         "sequential_estimate",
         "evaluate_trajectories",

@@ -85,7 +85,16 @@ def test_the_registries_are_covered_without_a_hand_kept_list() -> None:
     assert len(ids) == len(set(ids)) == variants * len(SLATE_CHECKS)
     assert all(len(cls.contract_variants) >= 2 for cls in SLATE_ESTIMATORS.values())
     assert {cls.name for cls in SLATE_ESTIMATORS.values()} == set(SLATE_ESTIMATORS)
-    assert set(SEQUENTIAL_ESTIMATORS) == {"is", "pdis", "wis", "wpdis", "dr", "wdr"}
+    assert set(SEQUENTIAL_ESTIMATORS) == {
+        "is",
+        "pdis",
+        "wis",
+        "wpdis",
+        "dr",
+        "wdr",
+        "mis",
+        "mis_dr",
+    }
     assert SLATE_CHECKS == [
         "finite_value",
         "interval_contains_estimate",

@@ -30,6 +30,7 @@ from ope.sequential._steps import PerStep  # noqa: F401
 from ope.sequential.estimators import (  # noqa: F401
     MAX_BOOTSTRAP_CELLS,
     MIN_EPISODES,
+    MARGINALIZED,
     SEQUENTIAL_ESTIMATORS,
     episode_weights,
     sequential_estimate,
@@ -46,6 +47,7 @@ from ope.sequential.fqe import (  # noqa: F401
 __all__ = [
     "episode_weights",
     "SEQUENTIAL_ESTIMATORS",
+    "MARGINALIZED",
     "sequential_estimate",
     "evaluate_trajectories",
     "TrajectoryEvaluation",

@@ -43,6 +43,7 @@ from ope.logs import Trajectories
 __all__ = [
     "SEQUENTIAL_ESTIMATORS",
     "MODEL_BASED",
+    "MARGINALIZED",
     "EXAMPLES",
     "PerStep",
     "Steps",
@@ -61,10 +62,14 @@ __all__ = [
 ]
 
 #: The estimator names accepted by :func:`ope.sequential.sequential_estimate`.
-SEQUENTIAL_ESTIMATORS: Final = ("is", "pdis", "wis", "wpdis", "dr", "wdr")
+SEQUENTIAL_ESTIMATORS: Final = ("is", "pdis", "wis", "wpdis", "dr", "wdr", "mis", "mis_dr")
 
 #: Estimators that need a model's ``q_hat`` and ``v_hat`` per step.
-MODEL_BASED: Final = frozenset({"dr", "wdr"})
+MODEL_BASED: Final = frozenset({"dr", "wdr", "mis_dr"})
+
+#: Estimators that weight by the state-marginal ratio ``d_t^pi(s) / d_t^b(s)`` estimated from
+#: the logs: they need each step's (discrete) ``state``.
+MARGINALIZED: Final = frozenset({"mis", "mis_dr"})
 
 #: How many example rows an error message names.
 EXAMPLES: Final = 3
@@ -87,6 +92,7 @@ class Steps:
     gamma: float
     max_weight: float | None
     truncated: np.ndarray  # (E,) bool
+    state: np.ndarray | None = None  # (n,) int64 codes of the states (marginalized estimators)
 
     @property
     def n_episodes(self) -> int:
@@ -351,7 +357,7 @@ def _check_model(estimator: str, q_hat: object, v_hat: object) -> None:
         if given:
             raise ParameterError(
                 f"estimator {estimator!r} does not use a model, but {' and '.join(given)} "
-                "was given; use estimator='dr' or 'wdr' to include it."
+                "was given; use estimator='dr', 'wdr' or 'mis_dr' to include it."
             )
 
 
@@ -367,6 +373,7 @@ def validated_steps(
     reward_range: tuple[float, float] | None,
     max_weight: float | None,
     confidence_level: float,
+    state: PerStep | None = None,
 ) -> tuple[Steps, str | None, list[tuple[str, type[Warning]]]]:
     """Validate every input of a sequential estimate; return the normalized arrays, the policy
     name (when ``target`` names a column) and the notes found so far (with their warning)."""
@@ -377,8 +384,19 @@ def validated_steps(
     check_confidence_level(confidence_level)
     rr = check_reward_range(reward_range)
     _check_model(estimator, q_hat, v_hat)
+    if estimator in MARGINALIZED and max_weight is not None:
+        raise ParameterError(
+            f"`max_weight` clips cumulative weights; estimator {estimator!r} weights by the "
+            "state-marginal ratio, which does not grow with the horizon. Leave it out."
+        )
+    if estimator not in MARGINALIZED and state is not None:
+        raise ParameterError(
+            f"`state` serves the marginalized estimators ({', '.join(sorted(MARGINALIZED))}) "
+            f"only; estimator {estimator!r} does not use it."
+        )
 
     starts, lengths, step = check_structure(traj)
+    codes = _state_codes(traj, state) if estimator in MARGINALIZED else None
     pi_e, policy = _target(traj, target)
     prop = float_column(traj, "propensity", "propensity")
     check_logging_propensity(prop, "propensity")
@@ -433,5 +451,55 @@ def validated_steps(
         gamma=g,
         max_weight=max_weight,
         truncated=truncated,
+        state=codes,
     )
     return data, policy, notes
+
+
+def _state_codes(traj: Trajectories, state: PerStep | None) -> np.ndarray:
+    """Each step's state as an integer code (``state``: a column name, default ``"state"``, or
+    an array of hashable values, one per step); states are compared by equality, so continuous
+    states must be discretized first."""
+    if state is None and "state" not in traj.table.column_names:
+        raise ParameterError(
+            "the marginalized estimators need each step's state: pass `state` (a column name or "
+            "an array with one state per step; discretize continuous states into bins first), "
+            "or give the trajectories a 'state' column."
+        )
+    if state is None or isinstance(state, str):
+        col = column(traj, "state" if state is None else state, "state").combine_chunks()
+        if col.null_count:
+            rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
+            raise ValidationError(
+                f"`state` has {col.null_count} missing value(s), first at {where(traj, rows)}."
+            )
+        if pa.types.is_floating(col.type):
+            values = col.to_numpy(zero_copy_only=False)
+            check_finite_steps(traj, values, "state")
+            return np.unique(values, return_inverse=True)[1].astype(np.int64)
+        if pa.types.is_dictionary(col.type):
+            col = col.cast(col.type.value_type)
+        try:
+            encoded = pc.dictionary_encode(col)
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+            raise SchemaError(
+                f"`state`: column of type {col.type} cannot be compared state by state; give "
+                "integer or string states."
+            ) from None
+        return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    try:
+        values = np.asarray(state)
+    except (TypeError, ValueError):
+        raise ParameterError("`state` must be a column name or one state per step.") from None
+    if values.ndim != 1 or values.shape[0] != traj.table.num_rows:
+        raise ValidationError(
+            f"`state` must hold one state per step ({traj.table.num_rows}); got shape "
+            f"{values.shape}."
+        )
+    if values.dtype.kind == "f":
+        check_finite_steps(traj, values.astype(np.float64), "state")
+    if values.dtype.kind not in "biufUS":
+        raise ParameterError(
+            f"`state` must hold integers, floats or strings; got dtype {values.dtype}."
+        )
+    return np.unique(values, return_inverse=True)[1].astype(np.int64).ravel()

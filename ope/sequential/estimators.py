@@ -17,7 +17,14 @@ of six estimators:
 ``dr``
     sequential doubly robust (Jiang & Li 2016), with a model's ``q_hat`` and ``v_hat`` per step;
 ``wdr``
-    weighted doubly robust (Thomas & Brunskill 2016).
+    weighted doubly robust (Thomas & Brunskill 2016);
+``mis``
+    state-marginalized importance sampling (Xie, Ma & Wang 2019): each step weighted by the
+    ratio :math:`d^\\pi_t(s_t)/d^b_t(s_t)` of the state's probability at that step under the
+    candidate and the logger, estimated from the logs, times the step's own ratio; its variance
+    grows polynomially with the horizon where the cumulative weights' grows exponentially;
+``mis_dr``
+    doubly robust with the same marginal ratios in place of the cumulative weights.
 
 :func:`ope.sequential.fitted_q_evaluation` (linear FQE, tabular or on state features) produces
 the per-step ``q_hat``/``v_hat`` and the truncated episodes' ``tail_value`` that ``dr`` and
@@ -81,6 +88,7 @@ from ope.sequential._bounds import (
     checked_weight_bound,
 )
 from ope.sequential._steps import (
+    MARGINALIZED,
     MODEL_BASED,
     SEQUENTIAL_ESTIMATORS,
     PerStep,
@@ -91,6 +99,7 @@ from ope.sequential._steps import (
 __all__ = [
     "episode_weights",
     "SEQUENTIAL_ESTIMATORS",
+    "MARGINALIZED",
     "MAX_BOOTSTRAP_CELLS",
     "MIN_EPISODES",
     "sequential_estimate",
@@ -113,7 +122,7 @@ STORED_CI_METHODS: Final = ("normal", "t") + BOUNDED_METHODS
 #: Episodes needed for a standard error at all: the package's MIN_ROWS, counted in episodes.
 MIN_EPISODES: Final = MIN_ROWS
 
-_EstimatorName = Literal["is", "pdis", "wis", "wpdis", "dr", "wdr"]
+_EstimatorName = Literal["is", "pdis", "wis", "wpdis", "dr", "wdr", "mis", "mis_dr"]
 
 
 # ============================================================================================
@@ -417,7 +426,8 @@ def _diagnose(
         raise EstimationError(
             f"{who}: a standard error needs at least {MIN_EPISODES} episodes; got {n_ep}."
         )
-    weightless = not w.any() if estimator in ("pdis", "wpdis", "dr", "wdr") else not final_w.any()
+    per_step = ("pdis", "wpdis", "dr", "wdr", "mis", "mis_dr")
+    weightless = not w.any() if estimator in per_step else not final_w.any()
     if weightless:
         text = (
             "every importance weight is zero: the candidate never takes the logged actions, so "
@@ -425,7 +435,8 @@ def _diagnose(
         )
         if estimator not in MODEL_BASED:
             raise EstimationError(
-                f"{who}: {text} Use 'dr' or 'wdr' with a model, or logs with more exploration."
+                f"{who}: {text} Use 'dr', 'wdr' or 'mis_dr' with a model, or logs with more "
+                "exploration."
             )
         notes.append(
             (
@@ -539,6 +550,7 @@ def sequential_estimate(
     ci: str = "normal",
     weight_bound: float | npt.ArrayLike | None = None,
     horizon: int | str | None = None,
+    state: PerStep | None = None,
 ) -> Estimate:
     r"""Estimate a candidate policy's expected discounted return from logged trajectories.
 
@@ -550,12 +562,12 @@ def sequential_estimate(
     target : str or array_like of shape (n,)
         The candidate's probability :math:`\pi_e(a_t \mid s_t)` of each logged action, in
         [0, 1]: a column name (``"target__greedy"``, or just ``"greedy"``) or an array.
-    estimator : {"is", "pdis", "wis", "wpdis", "dr", "wdr"}, default "pdis"
+    estimator : {"is", "pdis", "wis", "wpdis", "dr", "wdr", "mis", "mis_dr"}, default "pdis"
         See Notes.
     gamma : float, default 1.0
         Discount factor in [0, 1]; step ``t`` (0-based) is discounted by ``gamma**t``.
     q_hat, v_hat : str or array_like of shape (n,), optional
-        ``dr`` and ``wdr`` only (required there): a model's :math:`\hat Q(s_t, a_t)` of the
+        ``dr``, ``wdr`` and ``mis_dr`` only (required there): a model's :math:`\hat Q(s_t, a_t)` of the
         logged action and :math:`\hat V(s_t) = \sum_a \pi_e(a \mid s_t) \hat Q(s_t, a)`, per
         step (time-dependent values are fine), as column names or arrays.
     tail_value : float, str or array_like, optional
@@ -591,6 +603,10 @@ def sequential_estimate(
         intervals; a longer episode is a ValidationError. ``"logged"`` states that the
         longest logged episode is the horizon (only when that is known, e.g. logs cut at a
         fixed horizon that some episode reached).
+    state : str or array_like of shape (n,), optional
+        ``mis`` and ``mis_dr`` only: each step's discrete state (a column name, default
+        ``"state"``, or an array of integers or strings); continuous states must be binned
+        first. The estimate assumes the process is Markov in it.
 
     Returns
     -------
@@ -665,6 +681,25 @@ def sequential_estimate(
     vanishes as :math:`n` grows, and much lower variance. ``wpdis`` is ``wdr`` with a zero
     model, and ``pdis`` is ``dr`` with a zero model.
 
+    **Marginalized.** With :math:`n_t(s)` the episodes in state :math:`s` at step :math:`t`,
+    the state-marginal ratio is estimated forward, :math:`\hat w_0 = 1` and
+
+    .. math::
+
+        \hat w_{t+1}(s') = \frac{1}{n_{t+1}(s')} \sum_{i:\, s^i_{t+1} = s'}
+        \hat w_t(s^i_t)\, \rho^i_t, \qquad
+        \hat V_{MIS} = \frac1n \sum_i \sum_t \gamma^t \hat w_t(s^i_t) \rho^i_t r^i_t,
+
+    the plug-in value of the tabular model the logs estimate (Xie, Ma & Wang 2019): consistent
+    when the process is Markov in ``state`` and every state the candidate reaches at a step
+    was logged there, with a variance polynomial in the horizon. Its standard error is the
+    delta method's over the per-(step, state) means (influence terms
+    :math:`\varphi_i = u_0(s_0) + \sum_t \hat w_t(s_t)[\rho_t(\gamma^t r_t + u_{t+1}(s_{t+1}))
+    - u_t(s_t)]`, :math:`u` the estimated model's value-to-go). ``mis_dr`` is ``dr`` with
+    :math:`\hat w_t(s_t)\rho_t` in place of :math:`w_t` and :math:`\hat w_t(s_t)` in place of
+    :math:`w_{t-1}`; both standard errors are the delta method's (one backward pass).
+    Neither is clipped (``max_weight`` is refused) nor has bounded intervals.
+
     **Truncation.** Without ``tail_value`` every estimator estimates
     :math:`E[\sum_{t < L} \gamma^t r_t]` with :math:`L` the logged length: the value of the
     episodes *truncated where the logs end* (for logs cut at a fixed horizon :math:`H`, the
@@ -734,6 +769,8 @@ def sequential_estimate(
        ICML 2021.
     .. [6] A. Maurer and M. Pontil, "Empirical Bernstein bounds and sample variance
        penalization", COLT 2009.
+    .. [7] T. Xie, Y. Ma and Y.-X. Wang, "Towards optimal off-policy evaluation for
+       reinforcement learning with marginalized importance sampling", NeurIPS 2019.
 
     Examples
     --------
@@ -771,6 +808,7 @@ def sequential_estimate(
         reward_range=reward_range,
         max_weight=max_weight,
         confidence_level=confidence_level,
+        state=state,
     )
     check_choice(ci, "ci", STORED_CI_METHODS + ("bootstrap",))
     if ci == "bootstrap":
@@ -787,6 +825,8 @@ def sequential_estimate(
                 f"{' and '.join(given)} serve the bounded intervals of 'is' and 'pdis' only; "
                 f"estimator {estimator!r} does not use them."
             )
+    if estimator in MARGINALIZED:
+        return _marginalized_estimate(data, estimator, policy, notes, confidence_level, ci)
     h = check_horizon(horizon, data.lengths)
     wb = checked_weight_bound(weight_bound, h)
     w = _cumulative_weights(data)
@@ -859,6 +899,186 @@ def sequential_estimate(
                 needs="reward_range=, horizon= and weight_bound=",
             )
         )
+    result = make_estimate(
+        estimator=estimator,
+        value=value,
+        std_error=se,
+        n=n_ep,
+        ess=ess,
+        notes=note_texts,
+        policy=policy,
+        source=source,
+    )
+    if confidence_level != DEFAULT_CONFIDENCE_LEVEL or ci != "normal":
+        result = result.with_ci(confidence_level, ci)
+    return result
+
+
+# ============================================================================================
+# state-marginalized importance sampling
+# ============================================================================================
+class _StepRows:
+    """The rows of each step and each row's successor: the structure the marginalized
+    recursions walk, one step at a time (a loop over the horizon, each step vectorized)."""
+
+    def __init__(self, data: Steps) -> None:
+        n = data.step.size
+        self.order = np.argsort(data.step, kind="stable")
+        self.bounds = np.concatenate(([0], np.cumsum(np.bincount(data.step))))
+        self.cont = np.ones(n, dtype=bool)
+        self.cont[data.starts[1:] - 1] = False  # an episode's last row has no successor
+        self.next = np.zeros(n, dtype=np.int64)
+        assert data.state is not None
+        self.next[self.cont] = data.state[np.flatnonzero(self.cont) + 1]
+        self.n_states = int(data.state.max()) + 1
+
+    def at(self, t: int) -> np.ndarray:
+        return self.order[self.bounds[t] : self.bounds[t + 1]]
+
+
+def _state_marginal_ratios(data: Steps, rows: _StepRows) -> tuple[np.ndarray, np.ndarray, float]:
+    r"""Per row, the estimated state-action ratio :math:`\hat\mu` and state ratio
+    :math:`\hat w_t(s_t) = \hat d^\pi_t(s_t) / \hat d^b_t(s_t)`, and the candidate's
+    probability mass lost in (step, state) cells where it takes no logged action.
+
+    Forward, with :math:`D_t(s) = n\,\hat d^\pi_t(s)` (:math:`D_0` the logged first states) and
+    :math:`\Sigma_t(s)` the sum of the ratios :math:`\rho` of the rows in state :math:`s` at
+    step :math:`t`: each row carries :math:`\hat\mu = D_t(s_t)\,\rho / \Sigma_t(s_t)`, and
+    :math:`D_{t+1}(s')` sums the :math:`\hat\mu` of the rows that move to :math:`s'`. Each
+    state's transitions and rewards under the candidate are thus self-normalized (their
+    weights sum to 1 in every cell), so the mass never drifts with the horizon."""
+    assert data.state is not None
+    n_rows, k = data.step.size, rows.n_states
+    mu = np.zeros(n_rows)
+    w_state = np.zeros(n_rows)
+    first = data.starts[:-1]
+    mass = np.bincount(data.state[first], minlength=k).astype(np.float64)  # D_0
+    lost = 0.0
+    for t in range(data.horizon):  # a loop over steps (each step's rows at once)
+        r = rows.at(t)
+        st = data.state[r]
+        sigma = np.bincount(st, weights=data.rho[r], minlength=k)
+        count = np.bincount(st, minlength=k)
+        lost += float(mass[(sigma == 0) & (mass > 0)].sum())
+        scale = np.divide(mass, sigma, out=np.zeros(k), where=sigma > 0)
+        mu[r] = scale[st] * data.rho[r]
+        w_state[r] = np.divide(mass, count, out=np.zeros(k), where=count > 0)[st]
+        c = r[rows.cont[r]]
+        mass = np.bincount(rows.next[c], weights=mu[c], minlength=k).astype(np.float64)
+    return mu, w_state, lost / data.n_episodes
+
+
+def _marginal_influence(
+    data: Steps, rows: _StepRows, mu: np.ndarray, w_state: np.ndarray, model: bool
+) -> np.ndarray:
+    r"""Per episode, the influence term :math:`\varphi_i` of ``mis`` (``model=False``) or
+    ``mis_dr``, whose mean is the estimate: the delta method over the per-(step, state) sums
+    the estimate is made of, by one backward pass (the adjoint :math:`\lambda_t(s)` of the
+    candidate's mass in each cell).
+
+    With :math:`e_t = \gamma^t (r_t - \hat Q_t) + \lambda_{t+1}(s_{t+1})` (no
+    :math:`\hat Q` for ``mis``; 0 after an episode's end), :math:`\bar v_t(s)` the cell's mean
+    :math:`\hat V` and :math:`\lambda_t(s) = \gamma^t \bar v_t(s) + \sum_{cell} \rho\, e_t /
+    \sum_{cell} \rho`: :math:`\varphi_i = \lambda_0(s_0) + \sum_t \hat\mu_t [e_t -
+    \lambda_t(s_t) + \gamma^t \bar v_t(s_t)] + \gamma^t \hat w_t(s_t) [\hat V_t - \bar
+    v_t(s_t)]`. For ``mis``, :math:`\lambda` is the estimated model's value-to-go."""
+    assert data.state is not None
+    k = rows.n_states
+    disc = data.gamma ** np.arange(data.horizon, dtype=np.float64)
+    resid = data.reward_tail - data.q_hat if model and data.q_hat is not None else data.reward_tail
+    phi_rows = np.empty(data.step.size)
+    later = np.zeros(k)  # lambda_{t+1}
+    for t in range(data.horizon - 1, -1, -1):  # a loop over steps, from the last
+        r = rows.at(t)
+        st = data.state[r]
+        ahead = disc[t] * resid[r] + np.where(rows.cont[r], later[rows.next[r]], 0.0)
+        sigma = np.bincount(st, weights=data.rho[r], minlength=k)
+        now = np.divide(
+            np.bincount(st, weights=data.rho[r] * ahead, minlength=k),
+            sigma,
+            out=np.zeros(k),
+            where=sigma > 0,
+        )
+        if model and data.v_hat is not None:
+            count = np.bincount(st, minlength=k)
+            vbar = np.divide(
+                np.bincount(st, weights=data.v_hat[r], minlength=k),
+                count,
+                out=np.zeros(k),
+                where=count > 0,
+            )
+            phi_rows[r] = mu[r] * (ahead - now[st]) + disc[t] * w_state[r] * (
+                data.v_hat[r] - vbar[st]
+            )
+            now = now + disc[t] * vbar
+        else:
+            phi_rows[r] = mu[r] * (ahead - now[st])
+        later = now
+    first = data.starts[:-1]
+    return np.add.reduceat(phi_rows, first) + later[data.state[first]]
+
+
+#: A share of the candidate's mass lost in unsupported (step, state) cells above which MIS
+#: says so (a warning and a note): below it, the loss is within the noise of the estimate.
+_LOST_MASS_NOTE: Final = 0.01
+
+
+def _marginalized_estimate(
+    data: Steps,
+    estimator: str,
+    policy: str | None,
+    notes: list[tuple[str, type[Warning]]],
+    confidence_level: float,
+    ci: str,
+) -> Estimate:
+    """``mis`` and ``mis_dr``: weights by the estimated state-marginal ratio (see
+    :func:`sequential_estimate`)."""
+    rows = _StepRows(data)
+    mu, w_state, lost = _state_marginal_ratios(data, rows)
+    final = mu[data.starts[1:] - 1]
+    n_ep = data.n_episodes
+    ess = kish_ess(float(final.sum()), float(final @ final))
+    if lost > _LOST_MASS_NOTE:
+        notes.append(
+            (
+                f"{lost:.1%} of the candidate's probability mass reaches (step, state) cells "
+                "where it takes none of the logged actions: that mass is lost, and the estimate "
+                "is biased toward 0 by its share of the value (the logs cannot weigh it).",
+                OverlapWarning,
+            )
+        )
+    note_texts = _diagnose(estimator, policy, n_ep, mu, final, ess, notes)
+    disc = data.gamma ** data.step.astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+        model = estimator == "mis_dr"
+        phi = _marginal_influence(data, rows, mu, w_state, model)
+        terms = mu * data.reward_tail
+        if model:
+            assert data.q_hat is not None and data.v_hat is not None
+            terms = mu * (data.reward_tail - data.q_hat) + w_state * data.v_hat
+        value = float(np.sum(disc * terms) / n_ep)
+        psi = phi - phi.mean()
+        se = float(np.std(psi, ddof=1) / math.sqrt(n_ep))
+    _check_finite_estimate(estimator, data, value, se)
+    source = _SequentialSource(estimator, data.reward, n_ep, psi, columns=(phi,))
+    if n_ep > 1 and not low_ess(ess, n_ep):
+        note_texts += tuple(
+            skewed_notes(
+                estimator,
+                n_ep,
+                float(skewness(psi)),
+                source,
+                policy,
+                unit="episodes",
+                fallback=SEQUENTIAL_SKEW_ADVICE,
+                needs="reward_range=, horizon= and weight_bound=",
+            )
+        )
+    note_texts += (
+        f"{estimator!r} weights each step by the state-marginal ratio estimated from the logs "
+        f"({rows.n_states} states, per step): it assumes the process is Markov in the given "
+        "state; its standard error is the delta method's over the per-(step, state) means",
+    )
     result = make_estimate(
         estimator=estimator,
         value=value,

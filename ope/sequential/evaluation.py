@@ -24,6 +24,7 @@ from ope.results import Estimate, Provenance, Result, ResultParts, render_text
 from ope.sequential.estimators import (
     BOUNDED_ESTIMATORS,
     BOUNDED_METHODS,
+    MARGINALIZED,
     MODEL_BASED,
     SEQUENTIAL_ESTIMATORS,
     sequential_estimate,
@@ -239,6 +240,7 @@ def evaluate_trajectories(
     tail_value: Any = None,
     q_hat: Any = None,
     v_hat: Any = None,
+    state: Any = None,
 ) -> TrajectoryEvaluation:
     """Estimate the expected discounted return of P candidates with several sequential
     estimators (:func:`ope.sequential_estimate` for each cell, one pass over the steps each).
@@ -266,8 +268,11 @@ def evaluate_trajectories(
         The logging policy's value takes a number or one column as it is, and is not computed
         when the tail values depend on the candidate (a mapping).
     q_hat, v_hat : str, array or mapping of policy to str or array, optional
-        The model's per-step values of ``dr`` and ``wdr`` (e.g. from
+        The model's per-step values of ``dr``, ``wdr`` and ``mis_dr`` (e.g. from
         :func:`ope.sequential.fitted_q_evaluation`); with several policies a mapping.
+    state : str or array, optional
+        Each step's discrete state, for ``mis`` and ``mis_dr`` (default: the ``state`` column).
+        ``max_weight`` does not clip them (a note says so).
 
     Returns
     -------
@@ -329,7 +334,7 @@ def evaluate_trajectories(
     if given and not model:
         raise ParameterError(
             f"{' and '.join(f'`{k}`' for k in given)} serve{'s' if len(given) == 1 else ''} "
-            "the model-based estimators dr and wdr only; add them to `estimators`."
+            "the model-based estimators dr, wdr and mis_dr only; add them to `estimators`."
         )
     bounds = [k for k, v in (("weight_bound", weight_bound), ("horizon", horizon)) if v is not None]
     if bounds and not any(e in BOUNDED_ESTIMATORS for e in names):
@@ -362,6 +367,12 @@ def evaluate_trajectories(
     }
     estimates: dict[tuple[str, str], Estimate] = {}
     fallback: list[str] = []
+    unclipped: list[str] = []
+    if state is not None and not any(e in MARGINALIZED for e in names):
+        raise ParameterError(
+            "`state` serves the marginalized estimators (mis, mis_dr) only; add one to "
+            "`estimators`."
+        )
     cells = [(p, e) for p in candidates for e in names]
     # candidates x estimators: a handful of calls, each one pass over the steps (no row loop)
     for policy, estimator in progress(
@@ -387,6 +398,12 @@ def evaluate_trajectories(
                 fallback.append(estimator)
         if estimator in BOUNDED_ESTIMATORS:
             options.update(weight_bound=weight_bound, horizon=horizon)
+        if estimator in MARGINALIZED:
+            options.update(state=state)
+            if options["max_weight"] is not None:  # clipping serves the cumulative weights
+                options["max_weight"] = None
+                if estimator not in unclipped:
+                    unclipped.append(estimator)
         estimates[(policy, estimator)] = sequential_estimate(
             trajectories, policy, estimator=estimator, ci=method, **common, **options
         )
@@ -405,6 +422,11 @@ def evaluate_trajectories(
         for note in est.notes:
             grouped.setdefault((policy, note), []).append(estimator)
     notes = [f"{p} ({', '.join(es)}): {note}" for (p, note), es in grouped.items()]
+    if unclipped:
+        notes.append(
+            f"max_weight clips cumulative weights; {', '.join(unclipped)} weight by the "
+            "state-marginal ratio and are not clipped"
+        )
     if fallback:
         notes.append(
             f"ci={ci!r} applies to {' and '.join(BOUNDED_ESTIMATORS)} only: the "
