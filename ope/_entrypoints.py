@@ -303,6 +303,8 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.Trajectories",
     "ope.Trajectories.column",
     "ope.TrajectoryEvaluation",
+    "ope.TrajectoryEvaluation.compare",
+    "ope.TrajectoryEvaluation.comparisons",
     "ope.TrajectoryEvaluation.with_provenance",
     "ope.UniformPolicy",
     "ope.UniformPolicy.distribution",

@@ -279,6 +279,7 @@ _TRAJECTORY_ONLY: Final = (
     ("tail_column", "--tail-column"),
     ("q_column", "--q-column"),
     ("v_column", "--v-column"),
+    ("state_column", "--state-column"),
 )
 
 
@@ -2958,17 +2959,8 @@ def _cmd_report(args: argparse.Namespace) -> _Outcome:
     _check_outcome_flags(args)
     _read_truth(args)  # a malformed --truth fails before any row is read
     names, _ = _source_schema(args)
-    given = [
-        flag
-        for dest, flag in (("trajectories", "--trajectories"), *_TRAJECTORY_ONLY)
-        if getattr(args, dest) not in (None, False)
-    ]
-    if given or (names and all(c in names for c in TRAJECTORY_MARKERS)):
-        raise _UsageError(
-            "ope report takes bandit logs; trajectory logs (columns "
-            f"{', '.join(TRAJECTORY_MARKERS)}) are not supported yet: use ope evaluate.",
-            flag=given[0] if given else None,
-        )
+    if args.trajectories or (names and all(c in names for c in TRAJECTORY_MARKERS)):
+        return _report_trajectories(args)
     if args.streaming == "on":
         raise _UsageError(
             "argument --streaming: the report's overlap diagnostics need every "
@@ -3100,9 +3092,29 @@ def _per_policy_columns(template: str | None, policies: Sequence[str], flag: str
     return {p: template.replace(POLICY_PLACEHOLDER, p) for p in policies}
 
 
+def _report_trajectories(args: argparse.Namespace) -> _Outcome:
+    """``ope report`` on trajectory logs: the evaluation of :func:`_evaluate_trajectories`
+    written as the report (its overlap sections need bandit logs' diagnostics and say so)."""
+    for dest, flag in (("by", "--by"), ("target_width", "--target-width")):
+        if getattr(args, dest, None):
+            raise _UsageError(
+                f"argument {flag}: applies to bandit logs only (per-segment diagnostics, the "
+                "exploration plan); drop it for trajectory logs.",
+                flag=flag,
+            )
+    traj, ev, outcome = _trajectory_run(args)
+    path = _write_report(args, args.out, traj, ev, None, title=args.title)
+    return _Outcome({**outcome.document, "report": path}, f"report written to {path}")
+
+
 def _evaluate_trajectories(args: argparse.Namespace) -> _Outcome:
     """``ope evaluate`` on trajectory logs: :func:`ope.sequential.evaluate_trajectories` with
     the flags, in the output style of bandit logs."""
+    return _trajectory_run(args)[2]
+
+
+def _trajectory_run(args: argparse.Namespace) -> tuple[Any, Any, _Outcome]:
+    """The trajectories read, their evaluation and the output of ``ope evaluate``."""
     from ope.io import read_trajectories
     from ope.sequential import evaluate_trajectories
 
@@ -3160,7 +3172,7 @@ def _evaluate_trajectories(args: argparse.Namespace) -> _Outcome:
         found = dataclasses.replace(found, shown=tuple(args.metric))
         document["distribution"] = found.to_dict()
         texts.append(found.summary())
-    return _Outcome(document, "\n\n".join(texts))
+    return traj, ev, _Outcome(document, "\n\n".join(texts))
 
 
 # ---------------------------------------------------------------------------------------------

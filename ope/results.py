@@ -58,6 +58,7 @@ __all__ = [
     "unique_notes",
     "Estimate",
     "compare",
+    "comparison_row",
     "make_estimate",
     "Source",
     "RowSource",
@@ -675,6 +676,24 @@ def _in_range(iv: ConfidenceInterval, source: Source | None) -> ConfidenceInterv
     interval entirely outside it (an event of probability at most 1 - level when the interval
     is valid) becomes the nearer end point (:func:`ope.intervals._types.within_range`)."""
     return within_range(iv, None if source is None else source.value_range)
+
+
+def comparison_row(
+    policy: str, estimator: str, difference: float, std_error: float, low: float, high: float
+) -> dict[str, Any]:
+    """One row of a table of paired differences with the logging policy (``comparisons()`` of
+    :class:`ope.Evaluation` and of trajectory evaluations): the difference, its standard error
+    and interval, and whether the interval lies above or below 0."""
+    return {
+        "policy": policy,
+        "estimator": estimator,
+        "difference": difference,
+        "std_error": std_error,
+        "ci_low": low,
+        "ci_high": high,
+        "better_than_logging": bool(low > 0),
+        "worse_than_logging": bool(high < 0),
+    }
 
 
 def compare(

@@ -208,3 +208,44 @@ def test_evaluate_trajectories_and_the_cli_run_them(tmp_path, capsys):
     assert code == 0
     assert {r["estimator"] for r in doc["estimates"]} == {"mis", "wpdis"}
     assert ope.sequential.MARGINALIZED == frozenset({"mis", "mis_dr"})
+
+
+def test_ope_report_takes_trajectory_logs(tmp_path, capsys):
+    env = TabularMDP(n_states=3, n_actions=2, horizon=12, seed=0)
+    path = tmp_path / "steps.parquet"
+    pq.write_table(env.sample(300, rng=0), path)
+    out = tmp_path / "report.html"
+    code = main(
+        [
+            "report",
+            str(path),
+            "--estimator",
+            "mis",
+            "wpdis",
+            "--gamma",
+            str(env.gamma),
+            "--out",
+            str(out),
+            "--json",
+        ]
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["report"] == str(out)
+    page = out.read_text()
+    assert "mean discounted return" in page and ">mis<" in page
+    assert main(["report", str(path), "--by", "state", "--out", str(tmp_path / "b.html")]) == 2
+    assert "--by" in capsys.readouterr().err
+
+
+def test_trajectory_evaluation_compares_by_episode():
+    env = TabularMDP(n_states=3, n_actions=2, horizon=12, seed=0)
+    traj = read_trajectories(env.sample(400, rng=1))
+    ev = quiet(
+        lambda: evaluate_trajectories(traj, ["greedy"], estimators=["mis", "pdis"], gamma=0.9)
+    )
+    table = ev.comparisons()
+    assert list(table["estimator"]) == ["mis", "pdis"]
+    d = ev.compare("greedy", estimator="mis")
+    assert d.value == pytest.approx(ev["greedy", "mis"].value - ev.logging.value, rel=1e-12)
+    with pytest.raises(KeyError):
+        ev["greedy", "wdr"]

@@ -267,6 +267,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
             "ci": "normal",
             "weight_bound": None,
             "horizon": None,
+            "state": None,
         },
     ),
     "ope.sequential.episode_weights": lambda tmp: Call(
@@ -310,9 +311,17 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         tail_value=None,
         q_hat=None,
         v_hat=None,
+        state=None,
     ),
     "ope.TrajectoryEvaluation.with_provenance": lambda tmp: Call(
         _trajectory_evaluation().with_provenance, {}
+    ),
+    "ope.TrajectoryEvaluation.compare": lambda tmp: Call(
+        _trajectory_evaluation().compare,
+        {"policy": "pi", "baseline": "logging", "estimator": "pdis", "ci": "normal"},
+    ),
+    "ope.TrajectoryEvaluation.comparisons": lambda tmp: Call(
+        _trajectory_evaluation().comparisons, {"ci": "t"}
     ),
     "ope.fitted_q_evaluation": lambda tmp: call(
         "ope.fitted_q_evaluation",

@@ -32,6 +32,7 @@ from ope.results import (
     Result,
     ResultParts,
     compare,
+    comparison_row,
     render_text,
 )
 from ope.weights import (
@@ -499,18 +500,7 @@ class Evaluation(Result):
                     paired = d.ci(self.confidence_level, method)
                     value, se = d.value, d.std_error
                     low, high = float(paired.low), float(paired.high)
-                rows.append(
-                    {
-                        "policy": p,
-                        "estimator": e,
-                        "difference": value,
-                        "std_error": se,
-                        "ci_low": low,
-                        "ci_high": high,
-                        "better_than_logging": bool(low > 0),
-                        "worse_than_logging": bool(high < 0),
-                    }
-                )
+                rows.append(comparison_row(p, e, value, se, low, high))
         return pd.DataFrame(rows)
 
     def plot(self, ax: Any = None, *, truth: Any = None) -> Any:

@@ -680,7 +680,7 @@ def _estimates(ctx: dict[str, Any], figures: _Figures) -> str:
     rows = [
         [
             "logging policy",
-            "mean reward",
+            "mean discounted return" if hasattr(ev, "gamma") else "mean reward",
             _num(ref.value, decimals=dec),
             _num(ev.logging.std_error, decimals=dec),
             _interval(ref.ci_low, ref.ci_high, dec),
@@ -1835,7 +1835,10 @@ def _reproduce(ctx: dict[str, Any]) -> str:
         facts += [
             ("estimators", ", ".join(ev.estimators)),
             ("interval", f"{ev.ci_method} at {_num(ev.confidence_level)}"),
-            ("weight bound", _num(ev.weight_bound) if ev.weight_bound is not None else "none"),
+            (
+                "weight bound",
+                _num(ev.weight_bound) if getattr(ev, "weight_bound", None) is not None else "none",
+            ),
             ("propensities", getattr(ev, "propensity_source", "logged")),
         ]
         options = {k: v for k, v in getattr(ev, "ci_options", {}).items() if v is not None}

@@ -18,9 +18,18 @@ from ope._format import plural
 from ope._progress import progress
 from ope._result import ESTIMATE_TABLE_COLUMNS
 from ope._validation import check_choice, check_names
-from ope.exceptions import ParameterError, SchemaError
+from ope.exceptions import EstimationError, ParameterError, SchemaError
 from ope.logs import Trajectories, ValidationReport
-from ope.results import Estimate, Provenance, Result, ResultParts, render_text
+from ope.results import (
+    CI_METHODS,
+    Estimate,
+    Provenance,
+    Result,
+    ResultParts,
+    compare,
+    comparison_row,
+    render_text,
+)
 from ope.sequential.estimators import (
     BOUNDED_ESTIMATORS,
     BOUNDED_METHODS,
@@ -85,6 +94,53 @@ class TrajectoryEvaluation(Result):
     def n(self) -> int:
         """Episodes used."""
         return self.n_episodes
+
+    def __getitem__(self, key: tuple[str, str]) -> Estimate:
+        """``result[policy, estimator]``: one estimate."""
+        if key not in self.estimates:
+            raise KeyError(
+                f"no estimate {key!r}; policies {self.policies}, estimators {self.estimators}"
+            )
+        return self.estimates[key]
+
+    def compare(
+        self,
+        policy: str,
+        baseline: str = "logging",
+        *,
+        estimator: str | None = None,
+        ci: str = "normal",
+    ) -> Estimate:
+        """Paired difference ``policy − baseline`` over the same episodes, with its interval
+        (``baseline="logging"``: the logging policy's mean discounted return)."""
+        policy = check_choice(policy, "policy", self.policies)
+        baseline = check_choice(baseline, "baseline", ["logging", *self.policies])
+        estimator = (
+            self.estimators[0]
+            if estimator is None
+            else check_choice(estimator, "estimator", self.estimators)
+        )
+        if baseline == "logging" and self.logging is None:
+            raise EstimationError(
+                "the logging policy's value was not computed (the tail values depend on the "
+                "candidate): compare two candidates instead."
+            )
+        b = self.logging if baseline == "logging" else self[(baseline, estimator)]
+        assert b is not None
+        return compare(self[(policy, estimator)], b, confidence_level=self.confidence_level, ci=ci)
+
+    def comparisons(self, *, ci: str = "normal") -> pd.DataFrame:
+        """Every candidate against the logging policy, per estimator (paired by episode)."""
+        method = check_choice(ci, "ci", CI_METHODS)
+        rows = []
+        for p in self.policies:  # a loop over candidates and estimators
+            for e in self.estimators:
+                d = self.compare(p, "logging", estimator=e, ci=method)
+                iv = d.ci(self.confidence_level, method)
+                rows.append(
+                    comparison_row(p, e, d.value, d.std_error, float(iv.low), float(iv.high))
+                )
+        return pd.DataFrame(rows)
 
     def table(self) -> pd.DataFrame:
         """One row per policy × estimator with :data:`TRAJECTORY_TABLE_COLUMNS`."""
