@@ -31,7 +31,7 @@ from _common import format_table, write_result  # noqa: E402
 
 HORIZONS = (10, 25, 50, 100, 200)
 CANDIDATES = ("epsilon_greedy", "softmax")
-ESTIMATORS = ("pdis", "wpdis", "dr", "mis", "mis_dr")
+ESTIMATORS = ("pdis", "wpdis", "dr", "wdr", "magic", "mis", "mis_dr")
 EPISODES = 500
 MODEL_SCALE = 0.8
 
@@ -58,7 +58,7 @@ def _run(seed: int, horizon: int) -> dict[str, Any]:
             q = MODEL_SCALE * table.column(f"q_target__{p}").to_numpy()
             v = MODEL_SCALE * table.column(f"v_target__{p}").to_numpy()
             for e in ESTIMATORS:
-                model = {"q_hat": q, "v_hat": v} if e in ("dr", "mis_dr") else {}
+                model = {"q_hat": q, "v_hat": v} if e in ("dr", "wdr", "magic", "mis_dr") else {}
                 try:
                     res = sequential_estimate(traj, p, estimator=e, gamma=env.gamma, **model)
                 except ope.EstimationError:  # cumulative weights beyond float64

@@ -1217,7 +1217,7 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         help="bandit logs: dm ips clipped_ips snips dr sndr switch_dr dros, and with "
         "--cluster-column or --embedding-columns the marginalized mips snmips mdr offcem (default: ips "
         "snips), or auto (every estimator that applies, one chosen per candidate by off-policy "
-        "cross-validation); trajectories: is pdis wis wpdis dr wdr mis mis_dr (default: pdis "
+        "cross-validation); trajectories: is pdis wis wpdis dr wdr mis mis_dr magic (default: pdis "
         "wpdis); "
         "repeat to add more",
     )
@@ -1340,12 +1340,12 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     t.add_argument(
         "--q-column",
         metavar="COLUMN",
-        help="dr/wdr/mis_dr: the model's Q(s_t, a_t) per step, e.g. 'q_target__{policy}'",
+        help="dr/wdr/mis_dr/magic: the model's Q(s_t, a_t) per step, e.g. 'q_target__{policy}'",
     )
     t.add_argument(
         "--v-column",
         metavar="COLUMN",
-        help="dr/wdr/mis_dr: the model's V(s_t) under the candidate per step, e.g. "
+        help="dr/wdr/mis_dr/magic: the model's V(s_t) under the candidate per step, e.g. "
         "'v_target__{policy}'",
     )
     t.add_argument(

@@ -249,3 +249,32 @@ def test_trajectory_evaluation_compares_by_episode():
     assert d.value == pytest.approx(ev["greedy", "mis"].value - ev.logging.value, rel=1e-12)
     with pytest.raises(KeyError):
         ev["greedy", "wdr"]
+
+
+def test_magic_blends_between_the_model_and_wdr(monkeypatch):
+    """With the blend forced onto one return, MAGIC is the model's value of the first states
+    (the first return, j = -1) or WDR (the last, j = H - 1)."""
+    import ope.sequential.estimators as est
+
+    env = TabularMDP(n_states=4, n_actions=2, horizon=15, seed=2)
+    table = env.sample(600, rng=3, oracle=True)
+    traj = read_trajectories(table)
+    q = 0.7 * table.column("q_target__greedy").to_numpy()
+    v = 0.7 * table.column("v_target__greedy").to_numpy()
+    model = {"q_hat": q, "v_hat": v, "gamma": env.gamma}
+    wdr = quiet(lambda: sequential_estimate(traj, "greedy", estimator="wdr", **model))
+    free = quiet(lambda: sequential_estimate(traj, "greedy", estimator="magic", **model))
+    assert any("MAGIC blends" in n for n in free.notes)
+    first_states = traj.episode_starts[:-1]
+    for pick, want in ((0, float(v[first_states].mean())), (-1, wdr.value)):
+
+        def vertex(m, pick=pick):
+            x = np.zeros(m.shape[0])
+            x[pick] = 1.0
+            return x
+
+        monkeypatch.setattr(est, "_simplex_minimum", vertex)
+        forced = quiet(lambda: sequential_estimate(traj, "greedy", estimator="magic", **model))
+        assert forced.value == pytest.approx(want, rel=1e-10)
+    # the standard error adds the distance to WDR: at WDR itself it is WDR's own
+    assert forced.std_error == pytest.approx(wdr.std_error, rel=1e-9)

@@ -34,7 +34,7 @@ from ope.simulate import TabularMDP
 
 #: The estimators of cumulative weights (the hand values and the loop reference are theirs; the
 #: marginalized ones have their own in tests/test_marginalized.py).
-CUMULATIVE = tuple(e for e in SEQUENTIAL_ESTIMATORS if e not in MARGINALIZED)
+CUMULATIVE = tuple(e for e in SEQUENTIAL_ESTIMATORS if e not in MARGINALIZED and e != "magic")
 
 
 @pytest.fixture(autouse=True)
@@ -85,7 +85,7 @@ HAND_VALUES = {
 
 
 def _model(estimator: str) -> dict[str, str]:
-    return {"q_hat": "q", "v_hat": "v"} if estimator in ("dr", "wdr", "mis_dr") else {}
+    return {"q_hat": "q", "v_hat": "v"} if estimator in ("dr", "wdr", "mis_dr", "magic") else {}
 
 
 @pytest.fixture(scope="module")
@@ -263,8 +263,8 @@ def test_matches_loop_reference(seed, estimator):
     assert res.value == pytest.approx(_reference(df, estimator, 0.8), rel=1e-10, abs=1e-12)
 
 
-@pytest.mark.parametrize("estimator", SEQUENTIAL_ESTIMATORS)
-def test_influence_and_bootstrap_components_agree(estimator):
+@pytest.mark.parametrize("estimator", [e for e in SEQUENTIAL_ESTIMATORS if e != "magic"])
+def test_influence_and_bootstrap_components_agree(estimator):  # magic's error adds a bias
     traj = read_trajectories(_random_trajectories(7, n_episodes=60))
     res = sequential_estimate(
         traj, "pi", estimator=estimator, gamma=0.9, tail_value=0.0, **_model(estimator)
@@ -405,7 +405,7 @@ def test_truncated_value_and_tail_bootstrap_single_sample():
     for estimator in SEQUENTIAL_ESTIMATORS:
         model = (
             {"q_hat": q_inf[s, a], "v_hat": v_inf[s]}
-            if estimator in ("dr", "wdr", "mis_dr")
+            if estimator in ("dr", "wdr", "mis_dr", "magic")
             else {}
         )
         res = sequential_estimate(
@@ -503,7 +503,7 @@ def test_normal_interval_coverage(estimator):
         rows = slice(traj.episode_starts[k * 200], traj.episode_starts[(k + 1) * 200])
         kw = (
             {key: val[rows] for key, val in model.items()}
-            if estimator in ("dr", "wdr", "mis_dr")
+            if estimator in ("dr", "wdr", "mis_dr", "magic")
             else {}
         )
         res = sequential_estimate(

@@ -94,6 +94,7 @@ def test_the_registries_are_covered_without_a_hand_kept_list() -> None:
         "wdr",
         "mis",
         "mis_dr",
+        "magic",
     }
     assert SLATE_CHECKS == [
         "finite_value",

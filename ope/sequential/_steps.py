@@ -62,10 +62,20 @@ __all__ = [
 ]
 
 #: The estimator names accepted by :func:`ope.sequential.sequential_estimate`.
-SEQUENTIAL_ESTIMATORS: Final = ("is", "pdis", "wis", "wpdis", "dr", "wdr", "mis", "mis_dr")
+SEQUENTIAL_ESTIMATORS: Final = (
+    "is",
+    "pdis",
+    "wis",
+    "wpdis",
+    "dr",
+    "wdr",
+    "mis",
+    "mis_dr",
+    "magic",
+)
 
 #: Estimators that need a model's ``q_hat`` and ``v_hat`` per step.
-MODEL_BASED: Final = frozenset({"dr", "wdr", "mis_dr"})
+MODEL_BASED: Final = frozenset({"dr", "wdr", "mis_dr", "magic"})
 
 #: Estimators that weight by the state-marginal ratio ``d_t^pi(s) / d_t^b(s)`` estimated from
 #: the logs: they need each step's (discrete) ``state``.
@@ -357,7 +367,7 @@ def _check_model(estimator: str, q_hat: object, v_hat: object) -> None:
         if given:
             raise ParameterError(
                 f"estimator {estimator!r} does not use a model, but {' and '.join(given)} "
-                "was given; use estimator='dr', 'wdr' or 'mis_dr' to include it."
+                "was given; use estimator='dr', 'wdr', 'mis_dr' or 'magic' to include it."
             )
 
 

@@ -24,7 +24,10 @@ of six estimators:
     candidate and the logger, estimated from the logs, times the step's own ratio; its variance
     grows polynomially with the horizon where the cumulative weights' grows exponentially;
 ``mis_dr``
-    doubly robust with the same marginal ratios in place of the cumulative weights.
+    doubly robust with the same marginal ratios in place of the cumulative weights;
+``magic``
+    MAGIC (Thomas & Brunskill 2016): the blend of off-policy j-step returns (WDR's terms up to
+    step j, the model's value after) that minimizes their estimated mean squared error.
 
 :func:`ope.sequential.fitted_q_evaluation` (linear FQE, tabular or on state features) produces
 the per-step ``q_hat``/``v_hat`` and the truncated episodes' ``tail_value`` that ``dr`` and
@@ -78,6 +81,7 @@ from ope.results import (
     make_estimate,
 )
 from ope.intervals._types import BottouInterval, ConfidenceInterval
+from ope.intervals.asymptotic import normal_interval
 from ope.sequential._bounds import (
     BOUNDED_ESTIMATORS,
     BOUNDED_METHODS,
@@ -100,6 +104,8 @@ __all__ = [
     "episode_weights",
     "SEQUENTIAL_ESTIMATORS",
     "MARGINALIZED",
+    "MAGIC_RETURNS",
+    "MAGIC_BIAS_LEVEL",
     "MAX_BOOTSTRAP_CELLS",
     "MIN_EPISODES",
     "sequential_estimate",
@@ -122,7 +128,7 @@ STORED_CI_METHODS: Final = ("normal", "t") + BOUNDED_METHODS
 #: Episodes needed for a standard error at all: the package's MIN_ROWS, counted in episodes.
 MIN_EPISODES: Final = MIN_ROWS
 
-_EstimatorName = Literal["is", "pdis", "wis", "wpdis", "dr", "wdr", "mis", "mis_dr"]
+_EstimatorName = Literal["is", "pdis", "wis", "wpdis", "dr", "wdr", "mis", "mis_dr", "magic"]
 
 
 # ============================================================================================
@@ -405,6 +411,122 @@ def _self_normalized(
     return value, psi, dense
 
 
+#: The most off-policy j-step returns MAGIC blends: -1 (the model alone), the last step (WDR)
+#: and log-spaced steps between (every step when the horizon is shorter).
+MAGIC_RETURNS: Final = 25
+
+#: The level of WDR's interval against which MAGIC measures each j-step return's bias (Thomas
+#: & Brunskill's 90%).
+MAGIC_BIAS_LEVEL: Final = 0.9
+
+
+def _magic_steps(horizon: int) -> np.ndarray:
+    """The j of MAGIC's off-policy j-step returns: -1, 0, log-spaced steps, horizon - 1."""
+    inner = np.unique(np.round(np.geomspace(1, horizon, MAGIC_RETURNS - 1)).astype(np.int64) - 1)
+    return np.unique(np.concatenate(([-1], inner, [horizon - 1])))
+
+
+def _simplex_minimum(m: np.ndarray) -> np.ndarray:
+    """The point of the probability simplex minimizing ``x' m x`` (``m`` positive semidefinite,
+    a few dozen rows): SLSQP from the uniform point, checked against every vertex (the best
+    single return wins when the solver gives anything worse)."""
+    from scipy.optimize import minimize
+
+    k = m.shape[0]
+    scale = float(np.max(np.abs(m))) or 1.0
+    mm = m / scale
+    res = minimize(
+        lambda x: float(x @ mm @ x),
+        np.full(k, 1.0 / k),
+        jac=lambda x: 2.0 * mm @ x,
+        method="SLSQP",
+        bounds=[(0.0, 1.0)] * k,
+        constraints=[{"type": "eq", "fun": lambda x: float(x.sum() - 1.0)}],
+        options={"maxiter": 500, "ftol": 1e-14},
+    )
+    x = np.clip(np.nan_to_num(np.asarray(res.x, dtype=np.float64)), 0.0, None)
+    vertex = int(np.argmin(np.diag(mm)))
+    if x.sum() <= 0 or not np.isfinite(x @ mm @ x):
+        x = np.zeros(k)
+        x[vertex] = 1.0
+        return x
+    x /= x.sum()
+    if float(x @ mm @ x) > float(mm[vertex, vertex]):
+        x = np.zeros(k)
+        x[vertex] = 1.0
+    return x
+
+
+def _magic(
+    data: Steps, w: np.ndarray, final_w: np.ndarray, episode: np.ndarray
+) -> tuple[float, np.ndarray, str, float]:
+    r"""MAGIC's value, influence terms and a note on its blend.
+
+    With WDR's per-step means (:func:`_self_normalized`): :math:`a_t = \gamma^t X_t / D_t` and
+    :math:`b_t = \gamma^t Y_t / D_{t-1}`, the off-policy :math:`j`-step return is
+    :math:`g^{(j)} = \sum_{t \le j} (a_t + b_t) + b_{j+1}`: WDR's terms up to step :math:`j`
+    and the model's value of the next state after (:math:`g^{(-1)}` the model alone,
+    :math:`g^{(H-1)}` WDR). Their covariance :math:`\hat\Omega` comes from their influence
+    terms, each one's bias :math:`\hat b_j` is its distance to WDR's
+    :data:`MAGIC_BIAS_LEVEL` interval, and the blend :math:`x` minimizes
+    :math:`x^\top(\hat\Omega + \hat b \hat b^\top)x` on the simplex."""
+    n_ep, h, g = data.n_episodes, data.horizon, data.gamma
+    assert data.q_hat is not None and data.v_hat is not None
+    if n_ep * 5 * h > MAX_BOOTSTRAP_CELLS:
+        raise EstimationError(
+            f"MAGIC needs {n_ep:,} episodes x {h:,} steps of per-episode terms, more than "
+            f"{MAX_BOOTSTRAP_CELLS // 5:,}: use 'wdr' or 'mis_dr', or a shorter horizon."
+        )
+    x = w * (data.reward_tail - data.q_hat)
+    y = _previous(w, data.starts) * data.v_hat
+    comps = _DenseTerms(episode, data.step, x, y, w, final_w, h, g, model=True).components()
+    xs, ys, dm = comps[:, :h], comps[:, h : 2 * h], comps[:, 2 * h :]
+    disc = g ** np.arange(h, dtype=np.float64)
+    d = dm.sum(axis=0)
+    d_prev = np.concatenate(([float(n_ep)], d[:-1]))
+    dm_prev = np.hstack([np.ones((n_ep, 1)), dm[:, :-1]])
+    pos, pos_prev = d > 0, d_prev > 0
+    x_mean = np.divide(xs.sum(axis=0), d, out=np.zeros(h), where=pos)
+    y_mean = np.divide(ys.sum(axis=0), d_prev, out=np.zeros(h), where=pos_prev)
+    a, b = disc * x_mean, disc * y_mean
+    alpha = np.where(pos, n_ep * disc * (xs - x_mean * dm) / np.where(pos, d, 1.0), 0.0)
+    beta = np.where(
+        pos_prev, n_ep * disc * (ys - y_mean * dm_prev) / np.where(pos_prev, d_prev, 1.0), 0.0
+    )
+    steps = _magic_steps(h)
+    b_next = np.concatenate((b[1:], [0.0]))
+    beta_next = np.hstack([beta[:, 1:], np.zeros((n_ep, 1))])
+    cum = np.concatenate(([0.0], np.cumsum(a + b)))  # cum[j + 1] = sum_{t <= j}
+    cum_psi = np.hstack([np.zeros((n_ep, 1)), np.cumsum(alpha + beta, axis=1)])
+    returns = np.array([cum[j + 1] + (b_next[j] if j >= 0 else b[0]) for j in steps])
+    psi = np.column_stack(
+        [cum_psi[:, j + 1] + (beta_next[:, j] if j >= 0 else beta[:, 0]) for j in steps]
+    )  # a loop over the (at most MAGIC_RETURNS) returns
+    psi -= psi.mean(axis=0)
+    omega = psi.T @ psi / (n_ep - 1) / n_ep
+    band = normal_interval(returns[-1], math.sqrt(omega[-1, -1]), confidence_level=MAGIC_BIAS_LEVEL)
+    bias = np.maximum(0.0, np.maximum(band.low - returns, returns - band.high))
+    blend = _simplex_minimum(omega + np.outer(bias, bias))
+    value = float(blend @ returns)
+    blend_bias = abs(value - float(returns[-1]))  # the distance to WDR bounds the blend's bias
+    top = np.argsort(-blend)[:3]
+    shown = ", ".join(
+        f"{'model alone' if steps[i] < 0 else f'j={int(steps[i])}'} {blend[i]:.2f}"
+        for i in top
+        if blend[i] >= 0.005
+    )
+    note = (
+        f"MAGIC blends {steps.size} off-policy j-step returns (WDR's terms to step j, the "
+        f"model's value after; j=-1 the model alone, j={h - 1} WDR) by the weights that minimize "
+        f"their estimated mean squared error, bias measured against WDR's "
+        f"{MAGIC_BIAS_LEVEL:.0%} normal interval; largest weights: {shown}. Its standard "
+        f"error adds the distance to WDR ({blend_bias:.3g}, a bound on the blend's bias when "
+        "WDR is unbiased) to the blend's standard deviation, the blend taken as fixed; no "
+        "bootstrap"
+    )
+    return value, psi @ blend, note, blend_bias
+
+
 def _diagnose(
     estimator: str,
     policy: str | None,
@@ -426,7 +548,7 @@ def _diagnose(
         raise EstimationError(
             f"{who}: a standard error needs at least {MIN_EPISODES} episodes; got {n_ep}."
         )
-    per_step = ("pdis", "wpdis", "dr", "wdr", "mis", "mis_dr")
+    per_step = ("pdis", "wpdis", "dr", "wdr", "mis", "mis_dr", "magic")
     weightless = not w.any() if estimator in per_step else not final_w.any()
     if weightless:
         text = (
@@ -562,12 +684,12 @@ def sequential_estimate(
     target : str or array_like of shape (n,)
         The candidate's probability :math:`\pi_e(a_t \mid s_t)` of each logged action, in
         [0, 1]: a column name (``"target__greedy"``, or just ``"greedy"``) or an array.
-    estimator : {"is", "pdis", "wis", "wpdis", "dr", "wdr", "mis", "mis_dr"}, default "pdis"
+    estimator : {"is", "pdis", "wis", "wpdis", "dr", "wdr", "mis", "mis_dr", "magic"}, default "pdis"
         See Notes.
     gamma : float, default 1.0
         Discount factor in [0, 1]; step ``t`` (0-based) is discounted by ``gamma**t``.
     q_hat, v_hat : str or array_like of shape (n,), optional
-        ``dr``, ``wdr`` and ``mis_dr`` only (required there): a model's :math:`\hat Q(s_t, a_t)` of the
+        ``dr``, ``wdr``, ``mis_dr`` and ``magic`` only (required there): a model's :math:`\hat Q(s_t, a_t)` of the
         logged action and :math:`\hat V(s_t) = \sum_a \pi_e(a \mid s_t) \hat Q(s_t, a)`, per
         step (time-dependent values are fine), as column names or arrays.
     tail_value : float, str or array_like, optional
@@ -700,6 +822,18 @@ def sequential_estimate(
     :math:`w_{t-1}`; both standard errors are the delta method's (one backward pass).
     Neither is clipped (``max_weight`` is refused) nor has bounded intervals.
 
+    **MAGIC** (Thomas & Brunskill 2016). The off-policy :math:`j`-step return
+    :math:`g^{(j)}` is WDR's terms up to step :math:`j` and the model's value of the state
+    after, :math:`\gamma^{j+1} \sum_i w^i_j \hat V^i_{j+1} / D_j` (:math:`g^{(-1)}` the model
+    alone, :math:`g^{(H-1)}` WDR), for :data:`MAGIC_RETURNS` values of :math:`j`. The estimate
+    is :math:`x^\top g` with :math:`x` on the simplex minimizing
+    :math:`x^\top(\hat\Omega + \hat b\hat b^\top)x`: :math:`\hat\Omega` the covariance of
+    the returns (from their delta-method influence terms), :math:`\hat b_j` the distance of
+    :math:`g^{(j)}` to WDR's :data:`MAGIC_BIAS_LEVEL` normal interval. The blend leans on the
+    model where the data cannot refute it, so its own spread understates its error when the
+    model is biased; the standard error adds the distance to WDR (a bound on the blend's bias
+    when WDR is unbiased): :math:`\mathrm{se}^2 = x^\top\hat\Omega x + (x^\top g - g^{(H-1)})^2`.
+
     **Truncation.** Without ``tail_value`` every estimator estimates
     :math:`E[\sum_{t < L} \gamma^t r_t]` with :math:`L` the logged length: the value of the
     episodes *truncated where the logs end* (for logs cut at a fixed horizon :math:`H`, the
@@ -769,6 +903,8 @@ def sequential_estimate(
        ICML 2021.
     .. [6] A. Maurer and M. Pontil, "Empirical Bernstein bounds and sample variance
        penalization", COLT 2009.
+    .. [8] P. S. Thomas and E. Brunskill, "Data-efficient off-policy policy evaluation for
+       reinforcement learning", ICML 2016 (MAGIC).
     .. [7] T. Xie, Y. Ma and Y.-X. Wang, "Towards optimal off-policy evaluation for
        reinforcement learning with marginalized importance sampling", NeurIPS 2019.
 
@@ -848,7 +984,16 @@ def sequential_estimate(
             _clip_note(estimator, data.max_weight, int(np.sum(w >= data.max_weight)), w.size),
         )
     source: _SequentialSource
-    if estimator in ("wpdis", "wdr"):
+    if estimator == "magic":
+        episode = np.repeat(np.arange(n_ep, dtype=np.int64), data.lengths)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
+            value, psi, blend, blend_bias = _magic(data, w_sn, final_sn, episode)
+            se = math.hypot(float(np.std(psi, ddof=1) / math.sqrt(n_ep)), blend_bias)
+        _check_finite_estimate(estimator, data, value, se)
+        note_texts += (blend,)
+        source = _SequentialSource(estimator, data.reward, n_ep, psi, columns=(psi + value,))
+        source.methods = ()  # a resample of the rows would miss the bias term
+    elif estimator in ("wpdis", "wdr"):
         episode = np.repeat(np.arange(n_ep, dtype=np.int64), data.lengths)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is refused below
             value, psi, dense = _self_normalized(data, estimator, w_sn, final_sn, episode)

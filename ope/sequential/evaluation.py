@@ -390,7 +390,7 @@ def evaluate_trajectories(
     if given and not model:
         raise ParameterError(
             f"{' and '.join(f'`{k}`' for k in given)} serve{'s' if len(given) == 1 else ''} "
-            "the model-based estimators dr, wdr and mis_dr only; add them to `estimators`."
+            "the model-based estimators dr, wdr, mis_dr and magic only; add them to `estimators`."
         )
     bounds = [k for k, v in (("weight_bound", weight_bound), ("horizon", horizon)) if v is not None]
     if bounds and not any(e in BOUNDED_ESTIMATORS for e in names):
