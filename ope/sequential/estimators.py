@@ -1031,32 +1031,9 @@ def sequential_estimate(
                 tail_used=bool(np.any(data.reward_tail != data.reward)),
             )
         source = _SequentialSource(estimator, data.reward, n_ep, psi, columns=cols, bounded=bounded)
-    if n_ep > 1 and not low_ess(ess, n_ep):  # the low-ESS note already says it may be short
-        note_texts += tuple(
-            skewed_notes(
-                estimator,
-                n_ep,
-                float(skewness(psi)),
-                source,
-                policy,
-                unit="episodes",
-                fallback=SEQUENTIAL_SKEW_ADVICE,
-                needs="reward_range=, horizon= and weight_bound=",
-            )
-        )
-    result = make_estimate(
-        estimator=estimator,
-        value=value,
-        std_error=se,
-        n=n_ep,
-        ess=ess,
-        notes=note_texts,
-        policy=policy,
-        source=source,
+    return _finish(
+        estimator, value, se, n_ep, ess, note_texts, policy, source, psi, confidence_level, ci
     )
-    if confidence_level != DEFAULT_CONFIDENCE_LEVEL or ci != "normal":
-        result = result.with_ci(confidence_level, ci)
-    return result
 
 
 # ============================================================================================
@@ -1206,7 +1183,32 @@ def _marginalized_estimate(
         se = float(np.std(psi, ddof=1) / math.sqrt(n_ep))
     _check_finite_estimate(estimator, data, value, se)
     source = _SequentialSource(estimator, data.reward, n_ep, psi, columns=(phi,))
-    if n_ep > 1 and not low_ess(ess, n_ep):
+    note_texts += (
+        f"{estimator!r} weights each step by the state-marginal ratio estimated from the logs "
+        f"({rows.n_states} states, per step): it assumes the process is Markov in the given "
+        "state; its standard error is the delta method's over the per-(step, state) means",
+    )
+    return _finish(
+        estimator, value, se, n_ep, ess, note_texts, policy, source, psi, confidence_level, ci
+    )
+
+
+def _finish(
+    estimator: str,
+    value: float,
+    se: float,
+    n_ep: int,
+    ess: float,
+    note_texts: tuple[str, ...],
+    policy: str | None,
+    source: _SequentialSource,
+    psi: np.ndarray,
+    confidence_level: float,
+    ci: str,
+) -> Estimate:
+    """The estimate of every sequential estimator: its notes (a skewness warning where the
+    low-ESS note does not already say the interval may be short) and its stored interval."""
+    if n_ep > 1 and not low_ess(ess, n_ep):  # the low-ESS note already says it may be short
         note_texts += tuple(
             skewed_notes(
                 estimator,
@@ -1219,11 +1221,6 @@ def _marginalized_estimate(
                 needs="reward_range=, horizon= and weight_bound=",
             )
         )
-    note_texts += (
-        f"{estimator!r} weights each step by the state-marginal ratio estimated from the logs "
-        f"({rows.n_states} states, per step): it assumes the process is Markov in the given "
-        "state; its standard error is the delta method's over the per-(step, state) means",
-    )
     result = make_estimate(
         estimator=estimator,
         value=value,
