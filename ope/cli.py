@@ -142,6 +142,7 @@ FLAGS: Final = {
     "horizon": "--horizon",
     "tail_value": "--tail-value",
     "q_hat": "--q-column",
+    "state": "--state-column",
     "v_hat": "--v-column",
     "treated": "--treated",
     "control": "--control",
@@ -3095,13 +3096,37 @@ def _per_policy_columns(template: str | None, policies: Sequence[str], flag: str
 def _report_trajectories(args: argparse.Namespace) -> _Outcome:
     """``ope report`` on trajectory logs: the evaluation of :func:`_evaluate_trajectories`
     written as the report (its overlap sections need bandit logs' diagnostics and say so)."""
-    for dest, flag in (("by", "--by"), ("target_width", "--target-width")):
+    bandit_only = (
+        ("by", "--by"),
+        ("target_width", "--target-width"),
+        ("weight_column", "--weight-column"),
+        ("guardrail", "--guardrail"),
+        ("metric", "--metric"),
+        ("cluster_column", "--cluster-column"),
+    )
+    for dest, flag in bandit_only:
         if getattr(args, dest, None):
             raise _UsageError(
-                f"argument {flag}: applies to bandit logs only (per-segment diagnostics, the "
-                "exploration plan); drop it for trajectory logs.",
+                f"argument {flag}: the report of trajectory logs has no section for it (it "
+                "applies to bandit logs); drop it, or use ope evaluate for what it supports.",
                 flag=flag,
             )
+    for dest, flag, off in (
+        ("sensitivity", "--sensitivity", "off"),
+        ("streaming", "--streaming", "auto"),
+    ):
+        if getattr(args, dest, off) not in (None, off, "off", "auto"):
+            raise _UsageError(
+                f"argument {flag}: applies to bandit logs only; drop it for trajectory logs.",
+                flag=flag,
+            )
+    if args.tail_column and POLICY_PLACEHOLDER in args.tail_column:
+        raise _UsageError(
+            "argument --tail-column: per-candidate tail values leave the report no logging "
+            "baseline to compare with (its tail would be a candidate's); give --tail-value, or "
+            "use ope evaluate.",
+            flag="--tail-column",
+        )
     traj, ev, outcome = _trajectory_run(args)
     path = _write_report(args, args.out, traj, ev, None, title=args.title)
     return _Outcome({**outcome.document, "report": path}, f"report written to {path}")

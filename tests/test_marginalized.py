@@ -8,6 +8,7 @@ import json
 import math
 import warnings
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -278,3 +279,80 @@ def test_magic_blends_between_the_model_and_wdr(monkeypatch):
         assert forced.value == pytest.approx(want, rel=1e-10)
     # the standard error adds the distance to WDR: at WDR itself it is WDR's own
     assert forced.std_error == pytest.approx(wdr.std_error, rel=1e-9)
+
+
+def test_review_fixes_for_marginalized_and_magic(tmp_path, capsys):
+    env = TabularMDP(n_states=5, n_actions=3, horizon=15, seed=0)
+    table = env.sample(500, rng=0, oracle=True)
+    traj = read_trajectories(table)
+    q = 0.8 * table.column("q_target__softmax").to_numpy()
+    v = 0.8 * table.column("v_target__softmax").to_numpy()
+    ev = quiet(
+        lambda: evaluate_trajectories(
+            traj, ["softmax"], estimators=["magic"], gamma=env.gamma, q_hat=q, v_hat=v
+        )
+    )
+    magic = ev["softmax", "magic"]
+    d = ev.compare("softmax", estimator="magic")
+    rows_only = float(np.std(d.influence(), ddof=1) / math.sqrt(d.n))
+    # the paired difference keeps MAGIC's error beyond its rows (its bias bound)
+    beyond = math.sqrt(max(magic.std_error**2 - np.var(magic.influence(), ddof=1) / magic.n, 0))
+    assert beyond > 0 and d.std_error == pytest.approx(math.hypot(rows_only, beyond), rel=1e-9)
+    # continuous states: refused, not the logged mean
+    cont = table.to_pandas().assign(state=np.random.default_rng(0).normal(size=table.num_rows))
+    with pytest.raises(ope.EstimationError, match="alone in their"):
+        sequential_estimate(read_trajectories(cont), "softmax", estimator="mis", gamma=0.9)
+    # states as a pandas column of strings
+    df = _random_episodes(1)
+    res = quiet(
+        lambda: sequential_estimate(
+            read_trajectories(df), "pi", estimator="mis", state=df["state"].astype(object)
+        )
+    )
+    assert math.isfinite(res.value)
+    with pytest.raises(ParameterError, match="mixes types"):
+        sequential_estimate(
+            read_trajectories(df),
+            "pi",
+            estimator="mis",
+            state=np.array([1, "a"] * 200, dtype=object)[: len(df)],
+        )
+
+
+def test_mis_effective_sample_is_the_least_effective_step():
+    # two-step episodes: at step 0 two of 300 rows carry the candidate's action (rho = 100)
+    n = 300
+    df = pd.DataFrame(
+        {
+            "episode_id": np.repeat(np.arange(n), 2),
+            "step": np.tile([0, 1], n),
+            "action": 0,
+            "propensity": 0.01,
+            "reward": 1.0,
+            "done": np.tile([False, True], n),
+            "target__pi": np.where((np.arange(2 * n) < 4) & (np.tile([0, 1], n) == 0), 1.0, 0.01),
+            "state": 0,
+        }
+    )
+    res = quiet(lambda: sequential_estimate(read_trajectories(df), "pi", estimator="mis"))
+    mu = np.where(np.arange(n) < 2, 100.0, 1.0) * n / (2 * 100.0 + (n - 2))  # step 0's weights
+    assert res.ess == pytest.approx(float(mu.sum() ** 2 / (mu**2).sum()), rel=1e-9)
+    assert res.ess < 0.05 * n  # not the last step's (every weight 1 there)
+
+
+def test_the_trajectory_report_refuses_what_it_cannot_show(tmp_path, capsys):
+    env = TabularMDP(n_states=3, n_actions=2, horizon=8, seed=0)
+    path = tmp_path / "steps.parquet"
+    pq.write_table(env.sample(200, rng=0), path)
+    out = str(tmp_path / "r.html")
+    for extra in (
+        ["--metric", "quantile:0.5"],
+        ["--tail-column", "v_{policy}"],
+        ["--sensitivity", "on"],
+    ):
+        assert main(["report", str(path), "--gamma", "0.9", "--out", out, *extra]) == 2, extra
+        assert extra[0] in capsys.readouterr().err
+    assert main(["report", str(path), "--estimator", "mis", "--gamma", "0.9", "--out", out]) == 0
+    page = Path(out).read_text()
+    notes = page[page.index('id="notes"') :]
+    assert notes.count("were truncated") <= len(env.candidate_policies)  # each once

@@ -1920,8 +1920,6 @@ def _all_notes(evaluation: Any, diagnostics: Any, extra: Sequence[str]) -> list[
     for note in extra:
         keyed.setdefault(note_key(note), note)
     if evaluation is not None:
-        for note in evaluation.notes:
-            keyed.setdefault(note_key(note), note)
         grouped: dict[tuple[str, str], tuple[str, list[str]]] = {}
         table = evaluation.table()  # each row's interval method: the notes shown beside it
         method = dict(zip(zip(table["policy"], table["estimator"]), table["ci_method"]))
@@ -1929,10 +1927,16 @@ def _all_notes(evaluation: Any, diagnostics: Any, extra: Sequence[str]) -> list[
             shown = method.get((policy, estimator), estimate.ci_method)
             for note in shown_notes(estimate.notes, shown):
                 grouped.setdefault((policy, _plain(note)), (note, []))[1].append(estimator)
-        for (policy, plain), (note, estimators) in grouped.items():
-            keyed.setdefault(
-                ("about", policy, plain), f"{policy} ({', '.join(estimators)}): {note}"
-            )
+        about = {
+            ("about", policy, plain): f"{policy} ({', '.join(estimators)}): {note}"
+            for (policy, plain), (note, estimators) in grouped.items()
+        }
+        stated = {_plain(text) for text in about.values()}
+        for note in evaluation.notes:  # a trajectory evaluation states the grouped ones too
+            if _plain(str(note)) not in stated:
+                keyed.setdefault(note_key(note), note)
+        for key, text in about.items():
+            keyed.setdefault(key, text)
     if diagnostics is not None:
         policies = set(diagnostics.policies)
         for note in diagnostics.notes:

@@ -508,8 +508,16 @@ def _state_codes(traj: Trajectories, state: PerStep | None) -> np.ndarray:
         )
     if values.dtype.kind == "f":
         check_finite_steps(traj, values.astype(np.float64), "state")
-    if values.dtype.kind not in "biufUS":
+    if values.dtype.kind in "biufUS":
+        return np.unique(values, return_inverse=True)[1].astype(np.int64).ravel()
+    try:  # objects (a pandas column of strings): one Arrow type, or refused
+        encoded = pc.dictionary_encode(pa.array(values))
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         raise ParameterError(
-            f"`state` must hold integers, floats or strings; got dtype {values.dtype}."
-        )
-    return np.unique(values, return_inverse=True)[1].astype(np.int64).ravel()
+            "`state` must hold integers, floats or strings of one type; it mixes types or "
+            "holds other objects."
+        ) from None
+    if encoded.null_count:
+        rows = np.flatnonzero(encoded.is_null().to_numpy(zero_copy_only=False))
+        raise ValidationError(f"`state` is missing at {where(traj, rows)}.")
+    return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)

@@ -106,6 +106,7 @@ __all__ = [
     "MARGINALIZED",
     "MAGIC_RETURNS",
     "MAGIC_BIAS_LEVEL",
+    "MAX_SINGLETON_SHARE",
     "MAX_BOOTSTRAP_CELLS",
     "MIN_EPISODES",
     "sequential_estimate",
@@ -415,6 +416,10 @@ def _self_normalized(
 #: and log-spaced steps between (every step when the horizon is shorter).
 MAGIC_RETURNS: Final = 25
 
+#: The (episodes x horizon) float64 arrays MAGIC holds at once (components, their cumulative
+#: sums and influence terms): its memory is bounded by MAX_BOOTSTRAP_CELLS of them in all.
+_MAGIC_ARRAYS: Final = 14
+
 #: The level of WDR's interval against which MAGIC measures each j-step return's bias (Thomas
 #: & Brunskill's 90%).
 MAGIC_BIAS_LEVEL: Final = 0.9
@@ -472,10 +477,11 @@ def _magic(
     :math:`x^\top(\hat\Omega + \hat b \hat b^\top)x` on the simplex."""
     n_ep, h, g = data.n_episodes, data.horizon, data.gamma
     assert data.q_hat is not None and data.v_hat is not None
-    if n_ep * 5 * h > MAX_BOOTSTRAP_CELLS:
+    if n_ep * h * _MAGIC_ARRAYS > MAX_BOOTSTRAP_CELLS:
         raise EstimationError(
             f"MAGIC needs {n_ep:,} episodes x {h:,} steps of per-episode terms, more than "
-            f"{MAX_BOOTSTRAP_CELLS // 5:,}: use 'wdr' or 'mis_dr', or a shorter horizon."
+            f"{MAX_BOOTSTRAP_CELLS // _MAGIC_ARRAYS:,}: use 'wdr' or 'mis_dr', or a shorter "
+            "horizon."
         )
     x = w * (data.reward_tail - data.q_hat)
     y = _previous(w, data.starts) * data.v_hat
@@ -504,6 +510,8 @@ def _magic(
     )  # a loop over the (at most MAGIC_RETURNS) returns
     psi -= psi.mean(axis=0)
     omega = psi.T @ psi / (n_ep - 1) / n_ep
+    if not (np.isfinite(returns).all() and np.isfinite(omega).all()):  # refused by the caller
+        return math.nan, np.full(n_ep, math.nan), "", 0.0
     band = normal_interval(returns[-1], math.sqrt(omega[-1, -1]), confidence_level=MAGIC_BIAS_LEVEL)
     bias = np.maximum(0.0, np.maximum(band.low - returns, returns - band.high))
     blend = _simplex_minimum(omega + np.outer(bias, bias))
@@ -803,24 +811,30 @@ def sequential_estimate(
     vanishes as :math:`n` grows, and much lower variance. ``wpdis`` is ``wdr`` with a zero
     model, and ``pdis`` is ``dr`` with a zero model.
 
-    **Marginalized.** With :math:`n_t(s)` the episodes in state :math:`s` at step :math:`t`,
-    the state-marginal ratio is estimated forward, :math:`\hat w_0 = 1` and
+    **Marginalized.** The candidate's state distribution per step is estimated forward: its
+    mass :math:`D_0(s)` is the number of episodes starting in :math:`s`, each row of step
+    :math:`t` in state :math:`s` carries :math:`\hat\mu = D_t(s)\,\rho_t / \Sigma_t(s)` with
+    :math:`\Sigma_t(s)` the sum of the ratios of the rows in that cell, and :math:`D_{t+1}(s')`
+    sums the :math:`\hat\mu` of the rows that move to :math:`s'`. Then
 
     .. math::
 
-        \hat w_{t+1}(s') = \frac{1}{n_{t+1}(s')} \sum_{i:\, s^i_{t+1} = s'}
-        \hat w_t(s^i_t)\, \rho^i_t, \qquad
-        \hat V_{MIS} = \frac1n \sum_i \sum_t \gamma^t \hat w_t(s^i_t) \rho^i_t r^i_t,
+        \hat V_{MIS} = \frac1n \sum_i \sum_t \gamma^t \hat\mu^i_t r^i_t,
 
-    the plug-in value of the tabular model the logs estimate (Xie, Ma & Wang 2019): consistent
-    when the process is Markov in ``state`` and every state the candidate reaches at a step
-    was logged there, with a variance polynomial in the horizon. Its standard error is the
-    delta method's over the per-(step, state) means (influence terms
-    :math:`\varphi_i = u_0(s_0) + \sum_t \hat w_t(s_t)[\rho_t(\gamma^t r_t + u_{t+1}(s_{t+1}))
-    - u_t(s_t)]`, :math:`u` the estimated model's value-to-go). ``mis_dr`` is ``dr`` with
-    :math:`\hat w_t(s_t)\rho_t` in place of :math:`w_t` and :math:`\hat w_t(s_t)` in place of
-    :math:`w_{t-1}`; both standard errors are the delta method's (one backward pass).
-    Neither is clipped (``max_weight`` is refused) nor has bounded intervals.
+    the plug-in value of the tabular model the logs estimate, its transitions and rewards
+    self-normalized per cell (Xie, Ma & Wang 2019): consistent when the process is Markov in
+    ``state`` and every state the candidate reaches at a step was logged there, with a variance
+    polynomial in the horizon. ``mis_dr`` is ``dr`` with :math:`\hat\mu_t` in place of
+    :math:`w_t` and the state ratio :math:`\hat w_t(s_t) = D_t(s_t)/n_t(s_t)` (:math:`n_t(s)`
+    the rows in the cell) in place of :math:`w_{t-1}`. Both standard errors are the delta
+    method's over the per-(step, state) sums, in one backward pass (influence terms
+    :math:`\varphi_i = \lambda_0(s_0) + \sum_t \hat\mu_t[\gamma^t (r_t - \hat Q_t) +
+    \lambda_{t+1}(s_{t+1}) - \lambda_t(s_t) + \gamma^t \bar v_t(s_t)] + \gamma^t \hat
+    w_t(s_t)(\hat V_t - \bar v_t(s_t))`, :math:`\lambda` the adjoint of the mass; no model
+    terms for ``mis``). No bootstrap (a resample of fixed terms would not re-estimate the
+    ratios), no clipping, no bounded intervals; the effective sample is the number of episodes
+    times the smallest share of effective rows (Kish) over the steps. States must be discrete: a state column in which most rows are alone in their
+    (step, state) cell is refused (bin it first).
 
     **MAGIC** (Thomas & Brunskill 2016). The off-policy :math:`j`-step return
     :math:`g^{(j)}` is WDR's terms up to step :math:`j` and the model's value of the state
@@ -1145,6 +1159,27 @@ def _marginal_influence(
 _LOST_MASS_NOTE: Final = 0.01
 
 
+#: A state column in which more than this share of the rows are alone in their (step, state)
+#: cell is continuous in all but name: every cell's weight would cancel (MIS would return the
+#: logged mean), so it is refused.
+MAX_SINGLETON_SHARE: Final = 0.5
+
+
+def _check_discrete_states(data: Steps, rows: _StepRows) -> None:
+    """Refuse states that are (nearly) unique per step (see :data:`MAX_SINGLETON_SHARE`)."""
+    assert data.state is not None
+    cell = data.step.astype(np.int64) * rows.n_states + data.state
+    _, inverse, counts = np.unique(cell, return_inverse=True, return_counts=True)
+    alone = float(np.mean(counts[inverse] == 1))
+    if alone > MAX_SINGLETON_SHARE and data.n_episodes > 1:
+        raise EstimationError(
+            f"`state`: {alone:.0%} of the steps are alone in their (step, state) cell, so the "
+            "state-marginal ratios cannot be estimated (each cell's weight cancels): the "
+            "states look continuous or unique per episode. Bin them into a few values per "
+            "step, or use a per-decision estimator."
+        )
+
+
 def _marginalized_estimate(
     data: Steps,
     estimator: str,
@@ -1156,10 +1191,16 @@ def _marginalized_estimate(
     """``mis`` and ``mis_dr``: weights by the estimated state-marginal ratio (see
     :func:`sequential_estimate`)."""
     rows = _StepRows(data)
+    _check_discrete_states(data, rows)
     mu, w_state, lost = _state_marginal_ratios(data, rows)
     final = mu[data.starts[1:] - 1]
     n_ep = data.n_episodes
-    ess = kish_ess(float(final.sum()), float(final @ final))
+    rows_at = np.bincount(data.step)
+    sums, squares = np.bincount(data.step, weights=mu), np.bincount(data.step, weights=mu * mu)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(squares > 0, sums * sums / np.where(squares > 0, squares, 1.0), 0.0)
+    # the least effective step, as a share of its rows (late steps hold fewer episodes)
+    ess = n_ep * float(np.min(share / rows_at))
     if lost > _LOST_MASS_NOTE:
         notes.append(
             (
@@ -1183,6 +1224,7 @@ def _marginalized_estimate(
         se = float(np.std(psi, ddof=1) / math.sqrt(n_ep))
     _check_finite_estimate(estimator, data, value, se)
     source = _SequentialSource(estimator, data.reward, n_ep, psi, columns=(phi,))
+    source.methods = ()  # a resample of fixed terms would not re-estimate the ratios
     note_texts += (
         f"{estimator!r} weights each step by the state-marginal ratio estimated from the logs "
         f"({rows.n_states} states, per step): it assumes the process is Markov in the given "
