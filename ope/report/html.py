@@ -535,7 +535,7 @@ def _headline(ctx: dict[str, Any]) -> str:
     out.append(f'<ul class="answers">{"".join(items)}</ul>')
     out.append(
         f"<p>“By at least” is the lower end of the {level:.0%} interval of the paired "
-        "difference with the logging policy (the same logged rows), "
+        f"difference with the logging policy (the same logged {_unit(ctx['evaluation'])}), "
         + (
             "under the estimator chosen for each candidate by off-policy cross-validation "
             "(estimators=&quot;auto&quot;; the others are in the tables below)"
@@ -742,8 +742,9 @@ def _comparisons(ctx: dict[str, Any], figures: _Figures) -> str:
     method = comparison_method(ev)
     dec = _decimals(comps["std_error"], comps["difference"])
     out = [
-        f"<p>Differences in value on the same logged rows ({ctx['level']:.0%} {_e(method)} "
-        "intervals from the per-row terms of both estimates), ranked by the lower end of "
+        f"<p>Differences in value on the same logged {_unit(ev)} ({ctx['level']:.0%} "
+        f"{_e(method)} intervals from the per-{_unit(ev)[:-1]} terms of both estimates), ranked "
+        "by the lower end of "
         "the interval: the top rows are the surest gains.</p>"
     ]
     vs = comps[comps["baseline"] == "logging"]
@@ -1906,6 +1907,12 @@ def _plain(text: str) -> str:
     return " ".join(str(text).split()).rstrip(".").casefold()
 
 
+def _unit(evaluation: Any) -> str:
+    """What an evaluation's estimates average over: ``"episodes"`` for trajectories (a
+    :class:`ope.sequential.TrajectoryEvaluation`, which has a discount), else ``"rows"``."""
+    return "episodes" if hasattr(evaluation, "gamma") else "rows"
+
+
 def _all_notes(evaluation: Any, diagnostics: Any, extra: Sequence[str]) -> list[str]:
     """One list of the page's notes, each warning once: the evaluation's own notes, each
     estimate note once per candidate with the estimators it concerns, then the diagnostics'.
@@ -2220,9 +2227,13 @@ def render_report(
     }
     n_policies = len(evaluation.policies) if evaluation is not None else len(diagnostics.policies)
     sub = [
-        _count(rows, "logged row") if rows is not None else "",
+        _count(rows, "logged row" if _unit(evaluation) == "rows" else "logged step")
+        if rows is not None
+        else "",
         _count(n_policies, "candidate policy", "candidate policies"),
     ]
+    if evaluation is not None and _unit(evaluation) == "episodes":
+        sub.insert(1, _count(evaluation.n, "episode"))
     if evaluation is not None:
         sub.append(
             f"{_count(len(evaluation.estimators), 'estimator')}, {level:.0%} "
