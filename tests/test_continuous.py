@@ -544,3 +544,15 @@ def test_cli_checks_the_report_and_the_constants_first(tmp_path, capsys):
     assert main(["continuous", str(path), "--constant", "a=b=1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert "a=b" in doc["verdicts"]
+
+
+def test_a_window_partly_outside_the_logged_actions_is_noted():
+    # uniform logged actions on [0, 1] (density 1); a candidate at 1.2 with h = 0.3: the
+    # window is evaluable (hundreds of rows) but its mean weight is P(N(1.2, 0.3) in [0, 1])
+    gen = np.random.default_rng(3)
+    a = gen.uniform(0.0, 1.0, 2000)
+    df = pd.DataFrame({"action": a, "density": 1.0, "reward": a, "target__edge": 1.2})
+    ev = quiet(lambda: ope.evaluate_continuous(df, bandwidth=0.3, estimators="ips"))
+    assert ev.verdicts["edge"] == "evaluable"
+    assert ev.window.iloc[0]["mean_weight"] == pytest.approx(0.25, abs=0.05)
+    assert any("mean weight well below 1 for edge" in n for n in ev.evaluation.notes)
