@@ -32,7 +32,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from ope.exceptions import MissingBoundsError, ParameterError, ValidationError
+from ope.exceptions import MissingBoundsError, ParameterError, SchemaError, ValidationError
 
 __all__ = [
     "MAX_FINITE_WEIGHT",
@@ -51,6 +51,7 @@ __all__ = [
     "check_positive_real",
     "check_positive_int",
     "check_name",
+    "check_chosen",
     "check_model_columns",
     "MAX_ARRAY_ELEMENTS",
     "check_array_size",
@@ -579,6 +580,41 @@ def check_names(value: Any, name: str, *, example: str | None = None) -> list[st
                 f"`{name}` must be {need}; its item {i} is {describe(item)}. Pass e.g. {ex}."
             )
     return items
+
+
+def check_chosen(
+    policies: Any,
+    available: Sequence[str],
+    *,
+    columns: str,
+    example: str,
+    allow_empty: bool = False,
+) -> list[str]:
+    """The candidates named by ``policies`` (default: every one of ``available``), each a name
+    and one of ``available``; ``columns`` says where candidates come from (an error shows it).
+    An empty list is refused unless ``allow_empty`` (a reader asked to read no candidate).
+
+    Examples
+    --------
+    >>> from ope._validation import check_chosen
+    >>> check_chosen(["b"], ["a", "b"], columns="the target__<name> columns", example="['a']")
+    ['b']
+    """
+    if policies is None:
+        return list(available)
+    names = [
+        check_name(p, "policies", what="a candidate name")
+        for p in check_names(policies, "policies", example=f"policies={example}")
+    ]
+    if not names and not allow_empty:
+        raise ParameterError("`policies` is empty: name at least one candidate, or pass None.")
+    unknown = [p for p in names if p not in available]
+    if unknown:
+        raise SchemaError(
+            f"`policies`: no candidate {unknown[0]!r} in these logs; they have "
+            f"{', '.join(map(repr, available)) or 'none'} ({columns})."
+        )
+    return names
 
 
 def check_flag(value: Any, name: str, *, allow_none: bool = False) -> bool | None:

@@ -84,6 +84,7 @@ from ope._result import INTERVAL_COLUMNS, Result, ResultParts, interval_rows
 from ope._thresholds import MIN_ROWS, kish_ess
 from ope._validation import (
     check_choice,
+    check_chosen,
     check_confidence_level,
     check_model_columns,
     check_name,
@@ -165,6 +166,7 @@ CONTINUOUS_ESTIMATORS: Final = ("ips", "snips", "clipped_ips", "dr")
 #: The column names that are not context (candidates are recognized by prefix).
 _TARGET: Final = "target__"
 _DENSITY: Final = "density__"
+_COLUMNS_OF_CANDIDATES: Final = "target__<name> or density__<name> columns, or `candidates`"
 
 
 def kernel(u: npt.ArrayLike, name: str = "gaussian") -> npt.NDArray[np.float64]:
@@ -505,20 +507,9 @@ def read_continuous(
     found = [c[len(_TARGET) :] for c in names if c.startswith(_TARGET)]
     found += [c[len(_DENSITY) :] for c in names if c.startswith(_DENSITY)]
     found = list(dict.fromkeys(found))
-    if policies is None:
-        chosen = found
-    else:
-        chosen = [
-            check_name(p, "policies", what="a candidate name")
-            for p in check_names(policies, "policies")
-        ]
-        missing = [p for p in chosen if p not in found]
-        if missing:
-            raise SchemaError(
-                f"`policies`: no candidate {missing[0]!r} in the logs (no column "
-                f"'target__{missing[0]}' or 'density__{missing[0]}'); candidates: "
-                f"{', '.join(map(repr, found)) or '(none)'}."
-            )
+    chosen = check_chosen(
+        policies, found, columns=_COLUMNS_OF_CANDIDATES, example="['up']", allow_empty=True
+    )
     candidates: dict[str, np.ndarray] = {}
     densities: dict[str, np.ndarray] = {}
     for p in chosen:  # a loop over candidates
@@ -1145,23 +1136,7 @@ def evaluate_continuous(
         cl = cl.with_candidates(candidates, densities)
     how = check_choice(kernel, "kernel", KERNELS)
     tune = check_choice(tune_on, "tune_on", ("snips", "ips"))
-    if policies is None:
-        names = cl.policies
-    else:
-        names = [
-            check_name(p, "policies", what="a candidate name")
-            for p in check_names(policies, "policies")
-        ]
-        if not names:
-            raise ParameterError(
-                "`policies` is empty; name one or more candidates (or leave it out)."
-            )
-        missing = [p for p in names if p not in cl.policies]
-        if missing:
-            raise SchemaError(
-                f"`policies`: no candidate {missing[0]!r}; candidates: "
-                f"{', '.join(map(repr, cl.policies)) or '(none)'}."
-            )
+    names = check_chosen(policies, cl.policies, columns=_COLUMNS_OF_CANDIDATES, example="['up']")
     if not names:
         raise SchemaError(
             "no candidate to evaluate: the logs have no target__<name> or density__<name> "
@@ -1279,7 +1254,6 @@ def evaluate_continuous(
         bandwidths=grid,
         window=window,
         verdicts=verdicts,
-        model_estimates={p: est for (p, e), est in estimates.items() if e == "dr"},
         rule="slope" if width == "slope" else "given",
     )
 
@@ -1440,8 +1414,12 @@ class ContinuousEvaluation(Result):
     bandwidths: pd.DataFrame
     window: pd.DataFrame
     verdicts: dict[str, str]
-    model_estimates: dict[str, Any] = field(default_factory=dict)
     rule: str = "slope"
+
+    @property
+    def model_estimates(self) -> dict[str, Any]:
+        """Kernel DR per candidate (the evaluation's ``"dr"`` estimates)."""
+        return {p: est for (p, e), est in self.evaluation.estimates.items() if e == "dr"}
 
     def __getitem__(self, key: tuple[str, str]) -> Any:
         return self.evaluation[key]

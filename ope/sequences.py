@@ -76,9 +76,9 @@ from ope._thresholds import ESS_RATIO_WARN, K_RELIABLE, MEAN_WEIGHT_Z, mean_weig
 from ope._validation import (
     MAX_FINITE_WEIGHT,
     check_choice,
+    check_chosen,
     check_model_columns,
     check_name,
-    check_names,
 )
 from ope.exceptions import (
     DataFileError,
@@ -328,18 +328,12 @@ def _read_mixed_jsonl(path: Path) -> tuple[pa.Table, tuple[str, ...]]:
 
 def _chosen(policies: Any, available: Sequence[str]) -> list[str]:
     """The candidates named by ``policies`` (default every one), each one of ``available``."""
-    if policies is None:
-        return list(available)
-    names = check_names(policies, "policies", example="policies=['tuned']")
-    if not names:
-        raise ParameterError("`policies` is empty: name at least one candidate, or pass None.")
-    unknown = [p for p in names if p not in available]
-    if unknown:
-        raise SchemaError(
-            f"`policies`: no candidate {unknown[0]!r} in these logs; they have "
-            f"{', '.join(available) or 'none'} (the {TARGET_LOGPROBS_PREFIX}<name> columns)."
-        )
-    return names
+    return check_chosen(
+        policies,
+        available,
+        columns=f"the {TARGET_LOGPROBS_PREFIX}<name> columns",
+        example="['tuned']",
+    )
 
 
 def _logprob_column(

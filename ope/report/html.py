@@ -1474,6 +1474,12 @@ def _guardrails(ctx: dict[str, Any]) -> str:
     return intro + claims + f"<ul>{reasons}</ul>"
 
 
+def _not_evaluable(verdicts: Mapping[str, str]) -> str:
+    """The list of the candidates the logs cannot evaluate, each with why (empty when none)."""
+    items = "".join(f"<li>{_e(p)}: {_e(v)}</li>" for p, v in verdicts.items() if v != "evaluable")
+    return f"<ul>{items}</ul>" if items else ""
+
+
 def _model_estimates(result: Any, intro: str) -> str:
     """The DR table of a result with ``model_estimates`` and ``model_table()`` (language-model
     and continuous-action evaluations), after ``intro``; empty without a model."""
@@ -1546,15 +1552,13 @@ def _sequences(ctx: dict[str, Any]) -> str:
         numeric=(2, 3, 4, 5, 6, 7),
         raw=True,
     )
-    reasons = "".join(
-        f"<li>{_e(p)}: {_e(v)}</li>" for p, v in seq.verdicts.items() if v != "evaluable"
-    )
+    reasons = _not_evaluable(seq.verdicts)
     model = _model_estimates(
         seq,
         "Doubly robust, with the given reward model's predictions (the model's value of the "
         "candidate's responses, corrected by the weighted residual of the logged ones):",
     )
-    return intro + table + (f"<ul>{reasons}</ul>" if reasons else "") + model
+    return intro + table + reasons + model
 
 
 def _continuous(ctx: dict[str, Any]) -> str:
@@ -1611,9 +1615,7 @@ def _continuous(ctx: dict[str, Any]) -> str:
         numeric=(2, 3, 4, 5, 6),
         raw=True,
     )
-    reasons = "".join(
-        f"<li>{_e(p)}: {_e(v)}</li>" for p, v in cont.verdicts.items() if v != "evaluable"
-    )
+    reasons = _not_evaluable(cont.verdicts)
     model = _model_estimates(
         cont,
         "Kernel DR (a reward model of context and action at the candidate's action, corrected "
@@ -1644,7 +1646,7 @@ def _continuous(ctx: dict[str, Any]) -> str:
                 raw=True,
             )
         )
-    return intro + table + (f"<ul>{reasons}</ul>" if reasons else "") + model + trade
+    return intro + table + reasons + model + trade
 
 
 def _monitoring(ctx: dict[str, Any], figures: _Figures) -> str:
