@@ -143,6 +143,9 @@ _PUBLIC: dict[str, str] = {
     "PseudoInverse": "ope.slates",
     "position_estimates": "ope.slates",
     "position_diagnostics": "ope.slates",
+    "plackett_luce_from_table": "ope.slates",
+    "evaluate_slates": "ope.slate_evaluation",
+    "SlateEvaluation": "ope.slate_evaluation",
     # off-policy selection metrics (against known true values)
     "selection_regret": "ope.selection",
     "rank_correlation": "ope.selection",

@@ -337,6 +337,12 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.EstimatorChoice.reason",
     "ope.EstimatorChoice.with_provenance",
     "ope.evaluate_trajectories",
+    "ope.evaluate_slates",
+    "ope.SlateEvaluation",
+    "ope.SlateEvaluation.compare",
+    "ope.SlateEvaluation.comparisons",
+    "ope.SlateEvaluation.with_provenance",
+    "ope.plackett_luce_from_table",
     "ope.evaluate_distributed",
     "ope.evaluate_spark",
     "ope.evaluate_loggers",
@@ -540,6 +546,7 @@ NOT_USER_INPUT: Final[Mapping[str, str]] = {
             "LogprobAudit",
             "GuardrailDecision",
             "MonitorResult",
+            "SlateEvaluation",
         )
     },
     "ope.intervals.SharedBootstrap": "a result ope builds and the user reads",
@@ -573,6 +580,7 @@ CLI_SUBCOMMANDS: Final = (
     "monitor",
     "sequences",
     "continuous",
+    "slates",
     "demo",
 )
 

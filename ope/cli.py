@@ -258,6 +258,21 @@ TUNABLE_ESTIMATORS: Final = ("clipped_ips", "switch_dr", "dros")
 TUNING_RULES: Final = ("slope", "mse")
 TUNING_DELTA: Final = 0.1
 
+#: ``ope slates``: the slate estimators, as :data:`ope.slate_evaluation.SLATE_ESTIMATOR_NAMES`
+#: names them (restated so that the parser needs no numpy; tests/test_slate_evaluation.py
+#: checks they agree).
+SLATE_ESTIMATOR_CHOICES: Final = (
+    "sips",
+    "iips",
+    "rips",
+    "pi",
+    "cdr",
+    "snsips",
+    "sniips",
+    "snrips",
+    "snpi",
+)
+
 #: Columns that mark trajectory logs (one row per step): ``ope evaluate`` then runs the
 #: sequential estimators (docs/guide/logs.md, the step schema).
 TRAJECTORY_MARKERS: Final = ("episode_id", "step", "done")
@@ -955,6 +970,74 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --q-column: its prediction at each candidate's action, with {policy} in the "
         "name (e.g. 'v__{policy}')",
     )
+    p.add_argument("--confidence-level", type=float, default=0.95)
+    p.add_argument(
+        "--report",
+        metavar="FILE.html",
+        help="also write the HTML report (atomically; checked before any row is read)",
+    )
+    _add_force(p, "--report")
+    _add_output_flags(p)
+
+    p = sub.add_parser(
+        "slates",
+        help="evaluate candidate rankings from slate logs (slate, cascade and independent IPS, "
+        "Cascade-DR, the pseudoinverse), with per-slot overlap",
+        description="One row per slot (slate_id, position, item, reward and the logger's "
+        "propensity, prefix_propensity or slate_propensity; context for a ranking given by "
+        "scores) or one row per slate with list columns. Candidates: the logs' columns "
+        "target__<name> (marginal of the shown item at its slot), target_prefix__<name> and "
+        "target_slate__<name>, and Plackett-Luce rankings from --scores.",
+    )
+    p.add_argument("logs", help="a parquet file or directory, or a CSV file, of slate logs")
+    p.add_argument(
+        "--policy",
+        action="extend",
+        nargs="+",
+        metavar="NAME",
+        help="candidates by name (default: every one of the logs' columns and of --scores)",
+    )
+    p.add_argument(
+        "--scores",
+        action="append",
+        metavar="NAME=FILE",
+        help="a Plackett-Luce candidate from a table of scores (columns context, item, score: "
+        "every item in every context); exact slate and prefix probabilities at any catalog "
+        "size (repeatable)",
+    )
+    p.add_argument(
+        "--estimator",
+        action="extend",
+        nargs="+",
+        choices=SLATE_ESTIMATOR_CHOICES,
+        help="estimators (default: sips, rips, cdr and iips where the probabilities serve them)",
+    )
+    p.add_argument(
+        "--cascade-model",
+        choices=("table", "zero"),
+        default="table",
+        help="Cascade-DR's reward model (default: per (context, slot, item) means)",
+    )
+    p.add_argument(
+        "--product-logging",
+        action="store_true",
+        help="the pseudoinverse's closed form for a logger that fills slots independently",
+    )
+    p.add_argument(
+        "--position-base",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the first position in the logs (1 for 1-based positions)",
+    )
+    p.add_argument(
+        "--mapping",
+        action="extend",
+        nargs="+",
+        metavar="OURS=THEIRS",
+        help="rename your columns to ope's names, e.g. --mapping slate_id=session reward=click",
+    )
+    p.add_argument("--ci", choices=("normal", "t", "bootstrap"), default="normal")
     p.add_argument("--confidence-level", type=float, default=0.95)
     p.add_argument(
         "--report",
@@ -1714,7 +1797,9 @@ def _outputs_of(
         return [("--out", args.out)], inputs, REPORT_SUFFIXES
     if args.command == "monitor" and args.report is not None:
         return [("--report", args.report)], inputs, REPORT_SUFFIXES
-    if args.command in ("sequences", "continuous") and args.report is not None:
+    if args.command == "slates":
+        inputs += [("--scores", spec.partition("=")[2]) for spec in args.scores or ()]
+    if args.command in ("sequences", "continuous", "slates") and args.report is not None:
         return [("--report", args.report)], inputs, REPORT_SUFFIXES
     if args.command == "import":  # OBD's item features are embedded in --out itself
         return [("--out", args.out)], inputs, None
@@ -3739,7 +3824,9 @@ def _candidate_names(args: argparse.Namespace, command: str, columns: str) -> li
             "NAME=KIND:ARGS specs.",
             flag="--policy",
         )
-    if args.max_weight is not None and "clipped_ips" not in (args.estimator or ()):
+    if getattr(args, "max_weight", None) is not None and "clipped_ips" not in (
+        args.estimator or ()
+    ):
         raise _UsageError(
             "argument --max-weight: it is the clip level of clipped_ips; add --estimator "
             "clipped_ips.",
@@ -3890,6 +3977,61 @@ def _cmd_continuous(args: argparse.Namespace) -> _Outcome:
     return _Outcome(document, text)
 
 
+def _cmd_slates(args: argparse.Namespace) -> _Outcome:
+    """Evaluate candidate rankings from slate logs (:func:`ope.evaluate_slates`)."""
+    from ope.io import read_table
+    from ope.slate_evaluation import evaluate_slates
+    from ope.slates import plackett_luce_from_table, slate_logs
+
+    chosen = _candidate_names(
+        args, "slates", "target__/target_prefix__/target_slate__<name> columns, or --scores"
+    )
+    files: dict[str, str] = {}
+    for spec in args.scores or ():  # a loop over the flag's values
+        name, sep, path = spec.partition("=")
+        name = name.strip()
+        if not (sep and name and path):
+            raise _UsageError(
+                f"argument --scores: NAME=FILE with a name and a file; got {spec!r}.",
+                flag="--scores",
+            )
+        if name in files:
+            raise _UsageError(f"argument --scores: {name!r} is named twice.", flag="--scores")
+        files[name] = path
+    if args.position_base < 0:
+        raise _UsageError(
+            f"argument --position-base: must be 0 or more; got {args.position_base}.",
+            flag="--position-base",
+        )
+    logs = slate_logs(
+        read_table(args.logs, what="slate logs"),
+        mapping=_parse_mapping(args.mapping),
+        position_base=args.position_base,
+    )
+    candidates = {
+        name: plackett_luce_from_table(read_table(path, what="scores table"), logs.slate_size)
+        for name, path in files.items()
+    }
+    result = evaluate_slates(
+        logs,
+        candidates,
+        policies=chosen or None,
+        estimators=args.estimator,
+        cascade_model=args.cascade_model,
+        product_logging=args.product_logging,
+        ci=args.ci,
+        confidence_level=args.confidence_level,
+        rng=args.seed,
+    )
+    document = {"logs": args.logs, **result.to_dict()}
+    text = result.summary()
+    if args.report is not None:
+        path = _side_report(args, f"Slates from {Path(args.logs).name}", logs.n, slates=result)
+        document["report"] = str(path)
+        text += f"\n\nreport written to {path}"
+    return _Outcome(document, text)
+
+
 _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], _Outcome]]] = {
     "validate": _cmd_validate,
     "evaluate": _cmd_evaluate,
@@ -3904,6 +4046,7 @@ _COMMANDS: Final[dict[str, Callable[[argparse.Namespace], _Outcome]]] = {
     "monitor": _cmd_monitor,
     "sequences": _cmd_sequences,
     "continuous": _cmd_continuous,
+    "slates": _cmd_slates,
 }
 
 

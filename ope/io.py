@@ -84,6 +84,7 @@ __all__ = [
     "check_parquet_file",
     "read_parquet_input",
     "read_item_table",
+    "read_table",
     "REMOTE_TIMEOUT_SECONDS",
     "SKIP_REASONS",
     "check_on_invalid",
@@ -767,6 +768,47 @@ def read_parquet_input(found: Any, source: str, what: str) -> pa.Table:
         raise DataFileError(f"{what} {source} could not be read: {exc}") from None
 
 
+def read_table(path: str | os.PathLike[str], *, what: str = "table") -> pa.Table:
+    """A whole table from a parquet file or directory, or a UTF-8 CSV file (``.csv``,
+    ``.csv.gz``), for the small side inputs of a command (item tables, slate logs, scores);
+    ``what`` names it in the errors.
+
+    Raises
+    ------
+    DataFileError
+        A missing, empty, truncated or unreadable file.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, pyarrow as pa, pyarrow.parquet as pq
+    >>> from ope.io import read_table
+    >>> path = pathlib.Path(tempfile.mkdtemp()) / "scores.parquet"
+    >>> pq.write_table(pa.table({"item": [0, 1], "score": [0.5, 1.0]}), path)
+    >>> read_table(path, what="scores table").num_rows
+    2
+    """
+    found = locate_input(path, what=what, argument="path")
+    source = str(path)
+    name = found.path.lower()
+    if not found.is_dir and (name.endswith(".csv") or name.endswith(".csv.gz")):
+        import pyarrow.csv as pacsv
+
+        try:
+            stream = (
+                found.path
+                if found.filesystem is None
+                else found.filesystem.open_input_stream(found.path)
+            )
+            table = pacsv.read_csv(stream)
+        except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as exc:
+            raise DataFileError(f"{what} {source} could not be read as UTF-8 CSV: {exc}") from None
+    else:
+        table = read_parquet_input(found, source, what)
+    if table.num_rows == 0:
+        raise DataFileError(f"{what} {source} has no rows.")
+    return table
+
+
 def read_item_table(path: str | os.PathLike[str]) -> pa.Table:
     """An item (action-feature) table from a parquet file or directory, or a UTF-8 CSV file:
     one row per action, an ``action`` column and the item's columns (features, clusters,
@@ -798,27 +840,8 @@ def read_item_table(path: str | os.PathLike[str]) -> pa.Table:
     >>> read_item_table(path).column_names
     ['action', 'genre']
     """
-    found = locate_input(path, what="item table", argument="path")
     source = str(path)
-    name = found.path.lower()
-    if not found.is_dir and (name.endswith(".csv") or name.endswith(".csv.gz")):
-        import pyarrow.csv as pacsv
-
-        try:
-            stream = (
-                found.path
-                if found.filesystem is None
-                else found.filesystem.open_input_stream(found.path)
-            )
-            table = pacsv.read_csv(stream)
-        except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as exc:
-            raise DataFileError(
-                f"item table {source} could not be read as UTF-8 CSV: {exc}"
-            ) from None
-    else:
-        table = read_parquet_input(found, source, "item table")
-    if table.num_rows == 0:
-        raise DataFileError(f"item table {source} has no rows.")
+    table = read_table(path, what="item table")
     if "action" not in table.column_names:
         raise SchemaError(
             f"item table {source} has no `action` column (one row per action); its columns: "

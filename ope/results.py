@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -59,6 +60,7 @@ __all__ = [
     "Estimate",
     "compare",
     "comparison_row",
+    "grouped_notes",
     "make_estimate",
     "Source",
     "RowSource",
@@ -694,6 +696,29 @@ def comparison_row(
         "better_than_logging": bool(low > 0),
         "worse_than_logging": bool(high < 0),
     }
+
+
+def grouped_notes(
+    estimates: Mapping[tuple[str, str], Estimate], *, exclude: Callable[[str], bool] | None = None
+) -> list[str]:
+    """Each note of a grid of ``{(policy, estimator): Estimate}`` once per candidate, with the
+    estimators that gave it: ``"<policy> (<estimator>, ...): <note>"`` (but the notes for which
+    ``exclude`` is true).
+
+    Examples
+    --------
+    >>> from ope.results import grouped_notes, make_estimate
+    >>> e = make_estimate(estimator="ips", value=1.0, std_error=0.1, n=10, ess=10.0,
+    ...                   notes=("few rows",))
+    >>> grouped_notes({("a", "ips"): e, ("a", "snips"): e})
+    ['a (ips, snips): few rows']
+    """
+    grouped: dict[tuple[str, str], list[str]] = {}
+    for (policy, estimator), est in estimates.items():
+        for note in est.notes:
+            if exclude is None or not exclude(note):
+                grouped.setdefault((policy, note), []).append(estimator)
+    return [f"{p} ({', '.join(es)}): {note}" for (p, note), es in grouped.items()]
 
 
 def compare(

@@ -60,6 +60,7 @@ from ope._validation import (
     check_label_kinds,
     check_logging_propensity,
     check_mapping,
+    check_name,
     check_positive_int,
     check_positive_real,
     check_rng,
@@ -85,6 +86,7 @@ from ope.results import Estimate, RowSource, make_estimate
 __all__ = [
     "SlateLogs",
     "SLATE_COLUMNS",
+    "CANDIDATE_COLUMNS",
     "slate_logs",
     "SlateProbabilities",
     "SlatePolicy",
@@ -92,6 +94,7 @@ __all__ = [
     "PlackettLuce",
     "slate_probabilities",
     "slate_probabilities_from_table",
+    "plackett_luce_from_table",
     "SlateEstimator",
     "SLATE_ESTIMATORS",
     "SlateIPS",
@@ -101,6 +104,7 @@ __all__ = [
     "CASCADE_MODELS",
     "PseudoInverse",
     "position_estimates",
+    "logging_estimate",
     "position_diagnostics",
     "pseudoinverse_table",
     "MAX_ENUMERATED_SLATES",
@@ -130,6 +134,8 @@ _ASSUMPTIONS: Final = {
     "cdr": "Cascade-DR, Kiyohara et al. 2022: unbiased when the expected reward at slot k "
     "depends only on the items at slots 0..k (cascade), as cascade IPS, whatever the reward "
     "model; the model only reduces the variance.",
+    "logging": "none: the logger's own slates, unweighted (the mean slate reward the logger "
+    "obtained).",
     "pi": "pseudoinverse, Swaminathan et al. 2017: unbiased when the expected slate reward (sum "
     "over slots) is additive in (item, slot) terms and the logger's Gamma matrix covers the "
     "candidate; biased under cascade clicks.",
@@ -161,6 +167,12 @@ class SlateLogs:
         Context index of each slate (needed by :class:`SlatePolicy` candidates).
     rows : numpy.ndarray of int64, shape (n, L)
         Row of the input table of each slot (for error messages; list layout: slate row).
+    candidates : dict of str to SlateProbabilities
+        Candidates whose probabilities of the logged slates the logs carry, by name: the
+        columns ``target__<name>`` (marginal of the shown item at its slot),
+        ``target_prefix__<name>`` and ``target_slate__<name>`` (:data:`CANDIDATE_COLUMNS`),
+        laid out as the logger's ``propensity``, ``prefix_propensity`` and
+        ``slate_propensity``.
     """
 
     slate_id: np.ndarray
@@ -171,6 +183,7 @@ class SlateLogs:
     prefix_propensity: np.ndarray | None = None
     context: np.ndarray | None = None
     rows: np.ndarray | None = None
+    candidates: dict[str, SlateProbabilities] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -318,6 +331,35 @@ SLATE_COLUMNS: Final = (
 )
 
 
+#: Column prefixes of a candidate's probabilities of the logged slates in slate logs, by the
+#: :class:`SlateProbabilities` field they fill: ``target__<name>`` is laid out as the logger's
+#: ``propensity`` (per slot), ``target_prefix__<name>`` as ``prefix_propensity`` (per slot) and
+#: ``target_slate__<name>`` as ``slate_propensity`` (one per slate).
+CANDIDATE_COLUMNS: Final = {
+    "marginal": "target__",
+    "prefix": "target_prefix__",
+    "slate": "target_slate__",
+}
+
+
+def _candidate_columns(cols: Mapping[str, Any]) -> dict[str, dict[str, str]]:
+    """The logs' candidate columns: ``{name: {field: column}}`` (:data:`CANDIDATE_COLUMNS`)."""
+    found: dict[str, dict[str, str]] = {}
+    # the longest prefix first: target_prefix__x is not a marginal of candidate "prefix__x"
+    by_length = sorted(CANDIDATE_COLUMNS.items(), key=lambda kv: -len(kv[1]))
+    for column in cols:  # a loop over columns, not rows
+        for kind, prefix in by_length:
+            if column.startswith(prefix):
+                name = column[len(prefix) :]
+                if not name:
+                    raise SchemaError(
+                        f"column {column!r} names no candidate: write {prefix}<name>."
+                    )
+                found.setdefault(name, {})[kind] = column
+                break
+    return found
+
+
 def _slate_columns(mapping: Any, cols: Mapping[str, Any]) -> dict[str, str]:
     """The data's column of each of :data:`SLATE_COLUMNS` under ``mapping`` (checked as the
     ``mapping`` of :func:`ope.read_logs`: ``{ope_name: your_column}`` of strings)."""
@@ -458,8 +500,10 @@ def slate_logs(
             "slot with ope.evaluate (weighted), or drop the `weight` column to use the kept "
             "slates as they are."
         )
+    cand = _candidate_columns(cols)
     if long:
         return _long_logs(
+            cand,
             cols,
             slate_id,
             position,
@@ -473,6 +517,7 @@ def slate_logs(
             allow_repeats,
         )
     return _list_logs(
+        cand,
         cols,
         slate_id,
         item,
@@ -486,7 +531,9 @@ def slate_logs(
     )
 
 
-def _long_logs(cols, sid_c, pos_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, base, allow_repeats):
+def _long_logs(
+    cand, cols, sid_c, pos_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, base, allow_repeats
+):
     sid = np.asarray(cols[sid_c])
     pos = _as_int(cols[pos_c], pos_c) - base
     nrow = sid.shape[0]
@@ -539,11 +586,15 @@ def _long_logs(cols, sid_c, pos_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, base, 
         rows,
         names=(item_c, rew_c, p_c, sp_c, pp_c, ctx_c),
         allow_repeats=allow_repeats,
+        candidates={
+            name: {kind: grid(column, "float") for kind, column in kinds.items()}
+            for name, kinds in cand.items()
+        },
     )
     return logs
 
 
-def _list_logs(cols, sid_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, allow_repeats, pos_c):
+def _list_logs(cand, cols, sid_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, allow_repeats, pos_c):
     sid = np.asarray(cols[sid_c])
     items = _lists(
         cols[item_c],
@@ -592,6 +643,13 @@ def _list_logs(cols, sid_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, allow_repeats
         rows,
         names=(item_c, rew_c, p_c, sp_c, pp_c, ctx_c),
         allow_repeats=allow_repeats,
+        candidates={
+            name: {
+                kind: (scalar if kind == "slate" else lst)(column, "float")
+                for kind, column in kinds.items()
+            }
+            for name, kinds in cand.items()
+        },
     )
 
 
@@ -607,7 +665,9 @@ def _constant(arr: np.ndarray, name: str, rows: np.ndarray) -> np.ndarray:
     return arr[:, 0]
 
 
-def _finish(sid, item, reward, p, sp, pp, ctx, rows, *, names, allow_repeats) -> SlateLogs:
+def _finish(
+    sid, item, reward, p, sp, pp, ctx, rows, *, names, allow_repeats, candidates
+) -> SlateLogs:
     item_c, rew_c, p_c, sp_c, pp_c, ctx_c = names
     check_finite(reward, rew_c)
     if not allow_repeats and item.shape[1] > 1:
@@ -656,6 +716,18 @@ def _finish(sid, item, reward, p, sp, pp, ctx, rows, *, names, allow_repeats) ->
             )
     if ctx is not None:
         ctx = _constant(ctx, ctx_c, rows)
+    probs: dict[str, SlateProbabilities] = {}
+    for name, kinds in candidates.items():  # a loop over candidates
+        fields_of: dict[str, np.ndarray] = {}
+        for kind, arr in kinds.items():
+            column = CANDIDATE_COLUMNS[kind] + name
+            check_target_propensity(arr, column)
+            fields_of[kind] = _constant(arr, column, rows) if kind == "slate" else arr
+        probs[name] = SlateProbabilities(
+            slate=fields_of.get("slate"),
+            marginal=fields_of.get("marginal"),
+            prefix=fields_of.get("prefix"),
+        )
     return SlateLogs(
         slate_id=sid,
         item=item,
@@ -665,6 +737,7 @@ def _finish(sid, item, reward, p, sp, pp, ctx, rows, *, names, allow_repeats) ->
         prefix_propensity=pp,
         context=ctx,
         rows=rows,
+        candidates=probs,
     )
 
 
@@ -1158,6 +1231,81 @@ class PlackettLuce(SlatePolicy):
 
 #: Exponentials per block of the race marginals (draws x items x slots): 32 MB of float64.
 _RACE_BLOCK: Final = 1 << 22
+
+
+def plackett_luce_from_table(
+    table: Any,
+    slate_size: int,
+    *,
+    context: str = "context",
+    item: str = "item",
+    score: str = "score",
+    temperature: float = 1.0,
+) -> PlackettLuce:
+    """A :class:`PlackettLuce` ranking from a long table of scores: one row per (context, item)
+    with the item's ``score`` in that context. Items are the logs' integer ids ``0 .. m-1`` and
+    contexts their ``context`` indices ``0 .. C-1``; every pair needs its score (a table
+    without a ``context`` column is one context). What ``ope slates --scores`` reads.
+
+    Raises
+    ------
+    ope.SchemaError
+        A missing column.
+    ope.ValidationError
+        Ids that are not whole numbers from 0, a pair given twice or missing, scores that are
+        not finite.
+
+    Examples
+    --------
+    >>> pol = plackett_luce_from_table({"item": [0, 1, 2], "score": [0.0, 0.0, 0.0]}, 2)
+    >>> pol.n_items, pol.n_contexts, round(float(pol.marginals()[0, 0, 1]), 6)
+    (3, 1, 0.333333)
+    """
+    context, item, score = (
+        check_name(v, arg, what="a column name")
+        for v, arg in ((context, "context"), (item, "item"), (score, "score"))
+    )
+    try:
+        cols = _columns(table)
+    except ParameterError:
+        raise ParameterError(
+            "`table` (the scores) must be a pyarrow.Table, a pandas.DataFrame or a mapping of "
+            f"columns; got {type(table).__name__}."
+        ) from None
+    missing = [c for c in (item, score) if c not in cols]
+    if missing:
+        raise SchemaError(
+            f"the scores table is missing columns: {', '.join(map(repr, missing))} (one row "
+            f"per (context, item) with its score). Present: {', '.join(sorted(cols))}."
+        )
+    it = _as_int(cols[item], item)
+    ctx = _as_int(cols[context], context) if context in cols else np.zeros(it.size, np.int64)
+    f = as_float_array(cols[score], score, ndim=(1,))
+    check_finite(f, score)
+    for arr, name in ((it, item), (ctx, context)):  # the two id columns
+        if arr.size and int(arr.min()) < 0:
+            count, first = first_rows(arr < 0)
+            raise ValidationError(
+                f"`{name}` of the scores table must count from 0; {count} rows are negative "
+                f"(first at row {first})."
+            )
+    n_ctx = int(ctx.max()) + 1 if ctx.size else 0
+    n_items = int(it.max()) + 1 if it.size else 0
+    if it.size != n_ctx * n_items:  # Python ints: no overflow before the keys are formed
+        raise ValidationError(
+            f"the scores table has {it.size} scores for {n_ctx} contexts x {n_items} items "
+            f"({n_ctx * n_items} pairs): give every item a score in every context (a very low "
+            "score for an item the candidate should almost never show)."
+        )
+    key = ctx * n_items + it
+    if np.unique(key).size != key.size:
+        raise ValidationError(
+            f"the scores table gives a (`{context}`, `{item}`) pair twice; keep one score each "
+            "(and a score for every pair)."
+        )
+    scores = np.empty(n_ctx * n_items)
+    scores[key] = f
+    return PlackettLuce(scores.reshape(n_ctx, n_items), slate_size, temperature=temperature)
 
 
 def _race_block(log_lam: np.ndarray, size: int, e: np.ndarray) -> np.ndarray:
@@ -1658,6 +1806,23 @@ def _estimate(
     )
 
 
+def logging_estimate(logs: Any) -> Estimate:
+    """The logger's own expected slate reward: the mean over the logged slates of the reward
+    summed over slots, row-backed (so :func:`ope.compare` pairs a candidate's slate estimate
+    with it, slate by slate).
+
+    Examples
+    --------
+    >>> logs = slate_logs({"slate_id": [0, 1], "item": [[0, 1], [1, 0]],
+    ...                    "reward": [[1.0, 0.0], [1.0, 1.0]],
+    ...                    "propensity": [[0.5, 0.5], [0.5, 0.5]]})
+    >>> logging_estimate(logs).value
+    1.5
+    """
+    logs = slate_logs(logs)
+    return _estimate(_LoggedSlates(), logs, np.ones(logs.item.shape), "logging")
+
+
 @dataclass(frozen=True)
 class SlateIPS(SlateEstimator):
     r"""Standard slate IPS: whole-slate importance weights.
@@ -2064,6 +2229,14 @@ def _next_item_means(
         d = den[context, j]
         out[:, k] = np.where(found & (d > 0), num[context, j] / np.where(d > 0, d, 1.0), 0.0)
     return out
+
+
+@dataclass(frozen=True)
+class _LoggedSlates(SlateIPS):
+    """The logger's own slates with unit weights (:func:`logging_estimate`)."""
+
+    name = "logging"
+    _kind = "logging"
 
 
 #: The slate estimators by name (``SlateEstimator.name``; ``self_normalized=True`` gives each

@@ -132,6 +132,15 @@ def files(tmp_path_factory):
     cont.assign(density=np.where(np.arange(300) == 5, 0.0, cont["density"])).to_parquet(
         f["continuous_bad"]
     )
+    from ope.simulate import SlateEnvironment
+
+    slates = SlateEnvironment(seed=0).sample(200, rng=0).to_pandas()
+    f["slates"] = root / "slates.parquet"
+    slates.to_parquet(f["slates"])
+    f["slates_bad"] = root / "slates_bad.parquet"  # row 4: position 5 in a 3-slot slate
+    slates.assign(position=np.where(np.arange(len(slates)) == 4, 5, slates["position"])).to_parquet(
+        f["slates_bad"]
+    )
     f["root"] = root
     return f
 
@@ -516,6 +525,36 @@ CASES = {
         "usage",
         "--constant",
     ),
+    ("slates", "bad flag value"): (
+        lambda f: ["slates", f["slates"], "--estimator", "ips"],
+        EXIT_USAGE,
+        "usage",
+        "--estimator",
+    ),
+    ("slates", "missing file"): (
+        lambda f: ["slates", f["missing"]],
+        EXIT_DATAERR,
+        "DataFileError",
+        "nope.parquet",
+    ),
+    ("slates", "schema error"): (
+        lambda f: ["slates", f["logs"]],
+        EXIT_DATAERR,
+        "SchemaError",
+        "slate_id",
+    ),
+    ("slates", "validation error"): (
+        lambda f: ["slates", f["slates_bad"]],
+        EXIT_DATAERR,
+        "ValidationError",
+        "row 4",
+    ),
+    ("slates", "usage error"): (
+        lambda f: ["slates", f["slates"], "--scores", "greedy"],
+        EXIT_USAGE,
+        "usage",
+        "--scores",
+    ),
     ("demo", "bad flag value"): (lambda f: ["demo", "--seed", "-1"], EXIT_USAGE, "usage", "--seed"),
     ("demo", "usage error"): (lambda f: ["demo", "extra"], EXIT_USAGE, "usage", "extra"),
 }
@@ -545,9 +584,10 @@ def test_failure_exit_code_and_one_json_document(files, case):
     got, stdout, stderr = run(*argv)
     assert got == code, stderr
     # the report is the output: stdout; its gist on stderr (a refusal of responses' logged
-    # log-probabilities, `ope sequences`, or of continuous-action rows, `ope continuous`, has no
+    # log-probabilities, `ope sequences`, of continuous-action rows, `ope continuous`, or of
+    # slates, `ope slates`, has no
     # per-rule report: it is on stderr)
-    if case[1] == "validation error" and case[0] not in ("sequences", "continuous"):
+    if case[1] == "validation error" and case[0] not in ("sequences", "continuous", "slates"):
         assert phrase in stdout and "ValidationError" in stderr and "report" in stderr
     else:
         assert stdout == "" and phrase in stderr

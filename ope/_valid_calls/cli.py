@@ -82,6 +82,7 @@ VALID: Final[dict[str, Callable[[Path], list[str]]]] = {
     "demo": lambda tmp: ["demo", "--out", str(tmp / "demo.html")],
     "sequences": lambda tmp: ["sequences", str(_responses(tmp)), "--on-policy", "sampler"],
     "continuous": lambda tmp: ["continuous", str(_continuous(tmp)), "--kernel", "triangular"],
+    "slates": lambda tmp: ["slates", str(_slates(tmp)), "--estimator", "rips", "sips"],
     "monitor": lambda tmp: [
         "monitor",
         str(parquet(tmp)),
@@ -104,6 +105,20 @@ def _continuous(tmp: Path) -> Path:
 
     path = tmp / "continuous.parquet"
     pq.write_table(ContinuousBandit(n_features=1, seed=0).sample(400, rng=0), path)
+    return path
+
+
+def _slates(tmp: Path) -> Path:
+    """200 slates of a small slate environment as parquet (one row per slot), with a
+    candidate's prefix probabilities as a column."""
+    import pyarrow.parquet as pq
+
+    from ope.simulate import SlateEnvironment
+
+    env = SlateEnvironment(seed=0)
+    table = env.sample(200, rng=0)
+    path = tmp / "slates.parquet"
+    pq.write_table(table.append_column("target_prefix__logged", table["prefix_propensity"]), path)
     return path
 
 

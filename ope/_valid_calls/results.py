@@ -23,6 +23,8 @@ from ope._valid_calls._base import (
     frame,
     logger_frame,
     parquet,
+    slate_frame,
+    slate_policies,
 )
 
 
@@ -165,6 +167,15 @@ def _continuous_evaluation() -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return evaluate_continuous(_continuous_logs(), ["optimal"], estimators=["snips"])
+
+
+def _slate_evaluation() -> Any:
+    from ope.slate_evaluation import evaluate_slates
+
+    target, logging = slate_policies()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return evaluate_slates(slate_frame(), {"cand": target}, logging=logging)
 
 
 def _sequences() -> Any:
@@ -595,6 +606,40 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
             check_duplicates="global",
             weight_column=None,
         ),
+    ),
+    "ope.evaluate_slates": lambda tmp: call(
+        "ope.evaluate_slates",
+        logs=slate_frame(),
+        candidates={"cand": slate_policies()[0]},
+        policies=["cand"],
+        estimators=["sips", "rips", "cdr"],
+        logging=slate_policies()[1],
+        cascade_model="table",
+        product_logging=False,
+        ci="normal",
+        confidence_level=0.95,
+        rng=0,
+        mapping=None,
+        position_base=0,
+    ),
+    "ope.SlateEvaluation.compare": lambda tmp: Call(
+        _slate_evaluation().compare,
+        {"policy": "cand", "baseline": "logging", "estimator": "rips", "ci": "normal"},
+    ),
+    "ope.SlateEvaluation.comparisons": lambda tmp: Call(
+        _slate_evaluation().comparisons, {"ci": "normal"}
+    ),
+    "ope.SlateEvaluation.with_provenance": lambda tmp: Call(
+        _slate_evaluation().with_provenance, {"seed": 0}
+    ),
+    "ope.plackett_luce_from_table": lambda tmp: call(
+        "ope.plackett_luce_from_table",
+        table={"context": [0, 0, 0], "item": [0, 1, 2], "score": [0.0, 1.0, 2.0]},
+        slate_size=2,
+        context="context",
+        item="item",
+        score="score",
+        temperature=1.0,
     ),
     "ope.position_diagnostics": _position_call("ope.position_diagnostics"),
     "ope.position_estimates": _position_call("ope.position_estimates", self_normalized=False),

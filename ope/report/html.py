@@ -85,6 +85,7 @@ REPORT_SECTIONS: Final = (
     ("monitoring", "Monitoring over time"),
     ("sequences", "Language-model logs: what they can tell"),
     ("continuous", "Continuous actions: bandwidths and kernel windows"),
+    ("slates", "Slates: what each estimator assumes, and overlap per slot"),
     ("candidates", "Each candidate: weights and overlap"),
     ("segments", "Per segment"),
     ("plan", "Exploration plan"),
@@ -1649,6 +1650,85 @@ def _continuous(ctx: dict[str, Any]) -> str:
     return intro + table + reasons + model + trade
 
 
+def _slates(ctx: dict[str, Any]) -> str:
+    """Slate logs (:func:`ope.evaluate_slates`): what each estimator assumes of the clicks, the
+    estimates a candidate's probabilities cannot serve, and each kind of weight's overlap per
+    slot."""
+    ev = ctx["slates"]
+    if ev is None:
+        return (
+            "<p>No slate logs in this report. <code>ope slates LOGS</code> (or "
+            "<code>ope.evaluate_slates</code>) evaluates candidate rankings with slate, cascade "
+            "and independent IPS and Cascade-DR; pass <code>slates=</code> to include it.</p>"
+        )
+    intro = (
+        f"<p>{_num(ev.n_slates)} slates of {_num(ev.slate_size)} slots. Each estimate is of the "
+        "candidate's expected slate reward (the reward summed over the slots); the estimators "
+        "differ in what they assume of the clicks, and so in their weights: whole slates "
+        "(any click model, the largest weights), prefixes (cascade: a slot's reward depends on "
+        "the items above it), or one item at its slot (item-position: no interaction). When "
+        "they disagree, the one with the weaker assumption is the one to trust, if its "
+        "interval allows.</p>"
+    )
+    assumptions = sorted(
+        {
+            (e, note[len("assumption: ") :])
+            for (_, e), est in ev.estimates.items()
+            for note in est.notes[:1]
+            if note.startswith("assumption: ")
+        }
+    )
+    table = _table(
+        ["estimator", "assumes"],
+        [[_e(e), _e(text)] for e, text in assumptions],
+        raw=True,
+    )
+    missing = ""
+    if ev.unavailable:
+        items = "".join(
+            f"<li>{_e(p)}, {_e(e)}: {_e(why)}</li>" for (p, e), why in ev.unavailable.items()
+        )
+        missing = f"<p>Not estimated, and why:</p><ul>{items}</ul>"
+    ov = ev.overlap
+    overlap = (
+        "<p>Overlap per slot: the effective sample (Kish) and the largest weight of each kind "
+        "of weight (blank where a side lacks those probabilities). Prefix weights grow down "
+        "the slate; a slot with a small effective sample is where the cascade estimators rest "
+        "on few slates.</p>"
+        + _table(
+            [
+                "policy",
+                "slot",
+                "marginal ESS",
+                "largest marginal weight",
+                "prefix ESS",
+                "largest prefix weight",
+                "slate ESS",
+            ],
+            [
+                [
+                    _e(r.policy),
+                    _num(r.position),
+                    *(
+                        "" if not math.isfinite(v) else _num(v)
+                        for v in (
+                            r.marginal_ess,
+                            r.marginal_max_weight,
+                            r.prefix_ess,
+                            r.prefix_max_weight,
+                            r.slate_ess,
+                        )
+                    ),
+                ]
+                for r in ov.itertuples()
+            ],
+            numeric=(1, 2, 3, 4, 5, 6),
+            raw=True,
+        )
+    )
+    return intro + table + missing + overlap
+
+
 def _monitoring(ctx: dict[str, Any], figures: _Figures) -> str:
     """The confidence sequences of a monitor (:class:`ope.monitor.Monitor`): what they assume,
     the sequence of each candidate's difference over the looks, and the current state."""
@@ -1911,8 +1991,11 @@ def _plain(text: str) -> str:
 
 def _unit(evaluation: Any) -> str:
     """What an evaluation's estimates average over: ``"episodes"`` for trajectories (a
-    :class:`ope.sequential.TrajectoryEvaluation`, which has a discount), else ``"rows"``."""
-    return "episodes" if hasattr(evaluation, "gamma") else "rows"
+    :class:`ope.sequential.TrajectoryEvaluation`, which has a discount), ``"slates"`` for a
+    :class:`ope.SlateEvaluation` (which has a slate size), else ``"rows"``."""
+    if hasattr(evaluation, "gamma"):
+        return "episodes"
+    return "slates" if hasattr(evaluation, "slate_size") else "rows"
 
 
 def _all_notes(evaluation: Any, diagnostics: Any, extra: Sequence[str]) -> list[str]:
@@ -1971,6 +2054,7 @@ def render_report(
     monitoring: Any = None,
     sequences: Any = None,
     continuous: Any = None,
+    slates: Any = None,
 ) -> str:
     """The report as one self-contained HTML document (a string).
 
@@ -2028,6 +2112,11 @@ def render_report(
         ``evaluation`` is the report's, as with ``sequences``): the section *Continuous
         actions* gives each candidate's bandwidth, the trade-off over the grid, the kernel
         window and kernel DR.
+    slates : ope.SlateEvaluation, optional
+        An evaluation of candidate rankings from slate logs (:func:`ope.evaluate_slates`; it
+        is the report's evaluation, so ``evaluation`` may be left out): the section *Slates*
+        gives what each estimator assumes of the clicks, the estimates a candidate's
+        probabilities cannot serve, and the overlap of each kind of weight per slot.
 
     Returns
     -------
@@ -2079,6 +2168,22 @@ def render_report(
             raise ParameterError(
                 "`continuous` and `evaluation` disagree: pass continuous.evaluation as "
                 "`evaluation` (or leave it out)."
+            )
+    if slates is not None:
+        if type(slates).__name__ != "SlateEvaluation":
+            raise ParameterError(
+                f"`slates` must be the result of ope.evaluate_slates; got {type(slates).__name__}."
+            )
+        if sequences is not None or continuous is not None:
+            raise ParameterError(
+                "give one of `slates`, `sequences` and `continuous`: one set of logs."
+            )
+        if evaluation is None:
+            evaluation = slates
+        elif evaluation is not slates:
+            raise ParameterError(
+                "`slates` and `evaluation` disagree: pass the slate evaluation as `slates` "
+                "alone (it is the report's evaluation)."
             )
     monitor_only = evaluation is None and diagnostics is None and monitoring is not None
     if not monitor_only:
@@ -2190,6 +2295,7 @@ def render_report(
         "monitoring": monitoring,
         "sequences": sequences,
         "continuous": continuous,
+        "slates": slates,
     }
     figures = _Figures()
     if monitor_only:
@@ -2219,6 +2325,7 @@ def render_report(
         "monitoring": _monitoring(ctx, figures),
         "sequences": _sequences(ctx),
         "continuous": _continuous(ctx),
+        "slates": _slates(ctx),
         "candidates": _candidates(ctx, figures),
         "segments": _segments(ctx, figures),
         "plan": _plan(ctx),
@@ -2229,7 +2336,12 @@ def render_report(
     }
     n_policies = len(evaluation.policies) if evaluation is not None else len(diagnostics.policies)
     sub = [
-        _count(rows, "logged row" if _unit(evaluation) == "rows" else "logged step")
+        _count(
+            rows,
+            {"rows": "logged row", "episodes": "logged step", "slates": "logged slate"}[
+                _unit(evaluation)
+            ],
+        )
         if rows is not None
         else "",
         _count(n_policies, "candidate policy", "candidate policies"),
@@ -2344,6 +2456,7 @@ def write_report(
     monitoring: Any = None,
     sequences: Any = None,
     continuous: Any = None,
+    slates: Any = None,
 ) -> Path:
     """Write the HTML report to ``path`` atomically; returns the path.
 
@@ -2383,6 +2496,7 @@ def write_report(
         monitoring=monitoring,
         sequences=sequences,
         continuous=continuous,
+        slates=slates,
     )
     with atomic_path(target, force=overwrite, force_flag="overwrite=True (--force)") as tmp:
         with open(tmp, "x", encoding="utf-8", newline="\n") as handle:

@@ -221,8 +221,15 @@ def comparison_method(evaluation: Any) -> str:
 
 
 def headline_estimator(evaluation: Any) -> str:
-    """The first of :data:`HEADLINE_ESTIMATORS` that ``evaluation`` has (else its first)."""
-    have = list(evaluation.estimators)
+    """The first of :data:`HEADLINE_ESTIMATORS` that ``evaluation`` has for every candidate
+    (else its first such estimator; a slate evaluation may lack an estimator for a candidate
+    whose probabilities cannot serve it)."""
+    every = [
+        e
+        for e in evaluation.estimators
+        if all((p, e) in evaluation.estimates for p in evaluation.policies)
+    ]
+    have = every or list(evaluation.estimators)
     return next((e for e in HEADLINE_ESTIMATORS if e in have), have[0])
 
 
@@ -273,6 +280,7 @@ def comparison_table(evaluation: Any, *, between: bool = True) -> pd.DataFrame:
     policies = list(evaluation.policies)
     if between and len(policies) > 1:
         est = headline_estimator(evaluation)
+        policies = [p for p in policies if (p, est) in evaluation.estimates]
         order = sorted(policies, key=lambda p: -evaluation[(p, est)].value)
         if len(order) <= MAX_PAIRWISE_POLICIES:
             pairs = [(a, b) for i, a in enumerate(order) for b in order[i + 1 :]]

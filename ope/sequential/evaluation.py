@@ -28,6 +28,7 @@ from ope.results import (
     ResultParts,
     compare,
     comparison_row,
+    grouped_notes,
     render_text,
 )
 from ope.sequential.estimators import (
@@ -473,11 +474,7 @@ def evaluate_trajectories(
             tail_value=tail_value,
             **common,
         )
-    grouped: dict[tuple[str, str], list[str]] = {}  # each note once, with its estimators
-    for (policy, estimator), est in estimates.items():
-        for note in est.notes:
-            grouped.setdefault((policy, note), []).append(estimator)
-    notes = [f"{p} ({', '.join(es)}): {note}" for (p, note), es in grouped.items()]
+    notes = grouped_notes(estimates)  # each note once, with its estimators
     if unclipped:
         notes.append(
             f"max_weight clips cumulative weights; {', '.join(unclipped)} weight by the "
