@@ -35,9 +35,11 @@ import numpy as np
 import pandas as pd
 
 
-def load_scope_rl(path: str) -> types.ModuleType:
-    """SCOPE-RL's discrete cumulative-distribution estimators, without its package
-    ``__init__`` (which imports gym, d3rlpy and torch)."""
+def load_scope_rl(
+    path: str, module: str = "cumulative_distribution_estimators"
+) -> types.ModuleType:
+    """One module of SCOPE-RL's discrete estimators (default: the cumulative-distribution
+    ones), without its package ``__init__`` (which imports gym, d3rlpy and torch)."""
     for name in ("scope_rl", "scope_rl.ope", "scope_rl.ope.discrete"):
         mod = types.ModuleType(name)
         mod.__path__ = [f"{path}/{name.replace('.', '/')}"]
@@ -60,7 +62,7 @@ def load_scope_rl(path: str) -> types.ModuleType:
     pre = sys.modules["d3rlpy.preprocessing"]
     if not hasattr(pre, "ActionScaler"):
         pre.ActionScaler = object
-    return importlib.import_module("scope_rl.ope.discrete.cumulative_distribution_estimators")
+    return importlib.import_module(f"scope_rl.ope.discrete.{module}")
 
 
 def trajectories(n: int, seed: int) -> pd.DataFrame:
