@@ -108,6 +108,34 @@ def test_readme_python_example_runs(
 
 
 @pytest.mark.slow
+def test_readme_language_model_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's language-model walk-through: its Python writes the responses, its command
+    evaluates them, and the verdicts it quotes are those the command prints."""
+    text = README.read_text(encoding="utf-8")
+    code = _section(text, "Language-model logs", "python")
+    command = shlex.split(_section(text, "Language-model logs", "sh").strip())
+    quoted = re.search(r"```\n(  sampler:.*?)```", text, re.S)
+    assert quoted is not None and command[:2] == ["ope", "sequences"]
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "README.md", "exec"), {})
+    proc = subprocess.run(
+        [sys.executable, "-m", "ope", *command[1:]],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr
+    printed = " ".join(proc.stdout.split())
+    for line in quoted.group(1).strip().splitlines():  # each quoted fragment is printed
+        fragment = " ".join(line.split()).split("(< 500")[0].split("...")[0]
+        assert fragment.strip() in printed, fragment
+    assert (tmp_path / "sequences.html").stat().st_size > 10_000
+
+
+@pytest.mark.slow
 def test_readme_command_line_example_runs(tmp_path: Path) -> None:
     block = _section(README.read_text(encoding="utf-8"), "The command line", "sh")
     sample = str(REPO / "ope" / "data" / "sample_recommendation.parquet")
