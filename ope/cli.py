@@ -1159,7 +1159,8 @@ def _add_distribution_options(p: argparse.ArgumentParser) -> None:
         default="ips",
         help="with --metric: the CDF's estimator (default ips; with --weight-bound its band is "
         "finite-sample, else a multiplier-bootstrap band; dr models the outcome's CDF from "
-        "--context-columns and needs the candidates' whole distributions)",
+        "--context-columns and needs the candidates' whole distributions; on trajectories dr "
+        "models the return's CDF from the first state, --state-column)",
     )
 
 
@@ -1435,7 +1436,8 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
     t.add_argument(
         "--state-column",
         metavar="COLUMN",
-        help="mis/mis_dr: each step's discrete state (default: the 'state' column)",
+        help="mis/mis_dr, and --distribution-estimator dr (its model conditions on the first "
+        "state): each step's discrete state (default: the 'state' column)",
     )
 
 
@@ -3186,7 +3188,6 @@ def _report_trajectories(args: argparse.Namespace) -> _Outcome:
         ("target_width", "--target-width"),
         ("weight_column", "--weight-column"),
         ("guardrail", "--guardrail"),
-        ("metric", "--metric"),
         ("cluster_column", "--cluster-column"),
     )
     for dest, flag in bandit_only:
@@ -3212,8 +3213,8 @@ def _report_trajectories(args: argparse.Namespace) -> _Outcome:
             "use ope evaluate.",
             flag="--tail-column",
         )
-    traj, ev, outcome = _trajectory_run(args)
-    path = _write_report(args, args.out, traj, ev, None, title=args.title)
+    traj, ev, outcome, found = _trajectory_run(args)
+    path = _write_report(args, args.out, traj, ev, None, title=args.title, distribution=found)
     return _Outcome({**outcome.document, "report": path}, f"report written to {path}")
 
 
@@ -3223,8 +3224,9 @@ def _evaluate_trajectories(args: argparse.Namespace) -> _Outcome:
     return _trajectory_run(args)[2]
 
 
-def _trajectory_run(args: argparse.Namespace) -> tuple[Any, Any, _Outcome]:
-    """The trajectories read, their evaluation and the output of ``ope evaluate``."""
+def _trajectory_run(args: argparse.Namespace) -> tuple[Any, Any, _Outcome, Any]:
+    """The trajectories read, their evaluation, the output of ``ope evaluate`` and the return
+    distribution of ``--metric`` (or None)."""
     from ope.io import read_trajectories
     from ope.sequential import evaluate_trajectories
 
@@ -3252,13 +3254,18 @@ def _trajectory_run(args: argparse.Namespace) -> tuple[Any, Any, _Outcome]:
         tail_value=tail,
         q_hat=_per_policy_columns(args.q_column, policies, "--q-column"),
         v_hat=_per_policy_columns(args.v_column, policies, "--v-column"),
-        state=args.state_column,
+        # --state-column serves mis/mis_dr, and DR's return distribution (below)
+        state=args.state_column
+        if any(e in ("mis", "mis_dr") for e in args.estimator or ())
+        or not (args.metric and args.distribution_estimator == "dr")
+        else None,
     )
     document = ev.to_dict()
     document = {"kind": document.pop("kind"), "logs": args.logs, **document}
     document["estimand"] = _cli_text(document["estimand"])
     document["notes"] = [_cli_text(n) for n in document["notes"]]
     texts = [str(traj.report), _cli_text(ev.summary())]
+    found = None
     if args.metric:  # the return distribution: trajectory-wise weights per episode
         from ope.distribution import return_distribution
 
@@ -3278,11 +3285,12 @@ def _trajectory_run(args: argparse.Namespace) -> tuple[Any, Any, _Outcome]:
             confidence_level=args.confidence_level,
             outcome_range=None if args.outcome_range is None else tuple(args.outcome_range),
             rng=args.seed if args.seed is not None else 0,
+            state=args.state_column if args.distribution_estimator == "dr" else None,
         )
         found = dataclasses.replace(found, shown=tuple(args.metric))
         document["distribution"] = found.to_dict()
         texts.append(found.summary())
-    return traj, ev, _Outcome(document, "\n\n".join(texts))
+    return traj, ev, _Outcome(document, "\n\n".join(texts)), found
 
 
 # ---------------------------------------------------------------------------------------------

@@ -784,7 +784,8 @@ def outcome_distribution(
 @dataclass(frozen=True)
 class _DRModel:
     """DR's cross-fitted model of the conditional CDF at its knots: ``q_logged`` (n, J - 1)
-    at the logged actions, ``q_target`` (n, P, J - 1) under each candidate; the last knot is
+    at the logged actions (or (n, P, J - 1) when it depends on the candidate: the return
+    model of trajectories), ``q_target`` (n, P, J - 1) under each candidate; the last knot is
     the largest logged outcome, where the model is 1."""
 
     knots: npt.NDArray[np.float64]
@@ -867,6 +868,7 @@ def return_distribution(
     resolution: int = DEFAULT_RESOLUTION,
     n_resamples: int = DEFAULT_BAND_RESAMPLES,
     rng: int | np.random.Generator | None = 0,
+    state: Any = None,
 ) -> OutcomeDistributions:
     r"""The distribution of the discounted return of an episode under each candidate policy,
     from logged trajectories, with bands simultaneous over thresholds: the estimators and bands
@@ -889,8 +891,17 @@ def return_distribution(
         :func:`ope.sequential_estimate`); without it a truncated episode's return is what it
         accumulated within its logged steps (a warning says so).
     estimator, band, weight_bound, confidence_level, outcome_range, resolution, n_resamples, rng
-        As in :func:`outcome_distribution` (``outcome_range``: the returns' a priori range;
-        ``estimator`` ``"ips"`` or ``"snips"``).
+        As in :func:`outcome_distribution` (``outcome_range``: the returns' a priori range).
+        ``estimator="dr"`` is SCOPE-RL's trajectory-wise DR with a model of the return's CDF
+        given the episode's first state: :math:`\hat F(t) = \frac1n \sum_i [\hat G(t \mid
+        s_0^i) + w_i (1\{G_i \le t\} - \hat G(t \mid s_0^i))]`, :math:`\hat G` the
+        candidate's weighted return CDF of that first state on the other half of the episodes
+        (``rng`` splits them). Unbiased whatever the model, since the trajectory weight has
+        mean 1 given the first state; the closer the model, the narrower the band.
+    state : str or array_like, optional
+        With ``estimator="dr"``: each step's discrete state (a column name, or one value per
+        step; default the ``state`` column when there is one, else no grouping), of which the
+        first step's conditions the model.
 
     Returns
     -------
@@ -921,12 +932,6 @@ def return_distribution(
         n_resamples=n_resamples,
         rng=rng,
     )
-    if options.est == "dr":
-        raise ParameterError(
-            "a return distribution is estimated by IPS or SNIPS only: DR's model of an "
-            "outcome's conditional CDF takes one row's context and action, and a return's "
-            "would need a model of every step."
-        )
     if not isinstance(trajectories, Trajectories):
         raise ParameterError(
             "`trajectories` must be ope.Trajectories (ope.read_trajectories); got "
@@ -946,7 +951,69 @@ def return_distribution(
         episode_weights(trajectories, name, gamma=gamma, tail_value=tail_value) for name in names
     ]
     weights = np.column_stack([w for w, _ in pairs])
-    return _estimate(pairs[0][1], weights, names, None, None, "return", options)
+    returns = pairs[0][1]
+    model = None
+    if options.est == "dr":
+        model = _return_model(trajectories, returns, weights, state, options.rng)
+    elif state is not None:
+        raise ParameterError(
+            "`state` groups the episodes of estimator='dr' by their first state; with "
+            f"estimator={options.est!r} there is no model: drop it or use estimator='dr'."
+        )
+    return _estimate(returns, weights, names, None, None, "return", options, model)
+
+
+#: Pseudo-episodes by which DR's return model of one first state is shrunk toward that of
+#: every episode (a state seen in few episodes of the other fold borrows from the rest).
+RETURN_MODEL_PRIOR: Final = 1.0
+
+
+def _return_model(
+    trajectories: Any, returns: np.ndarray, weights: np.ndarray, state: Any, rng: Any
+) -> _DRModel:
+    """DR's model of a return distribution: per candidate, the CDF of the return given the
+    episode's first state, estimated on the other fold of episodes (two folds) by the
+    self-normalized weighted CDF of that state's returns, shrunk toward all of the fold's by
+    :data:`RETURN_MODEL_PRIOR` pseudo-episodes. Unbiased whatever the model: an episode's model
+    depends only on its first state and on other episodes, and E[w | first state] = 1."""
+    from ope.sequential._steps import state_codes
+
+    if state is not None or "state" in trajectories.table.column_names:
+        first = state_codes(trajectories, state)[trajectories.episode_starts[:-1]]
+        grouped = True
+    else:
+        first = np.zeros(returns.size, dtype=np.int64)
+        grouped = False
+    knots = _dr_knots(returns, DEFAULT_MODEL_THRESHOLDS)
+    below = (returns[:, None] <= knots[None, :-1]).astype(np.float64)  # (E, J - 1)
+    n_ep, n_pol = weights.shape
+    _, gen = resolve_seed(rng)
+    fold = gen.permutation(n_ep) % 2
+    k = int(first.max()) + 1 if first.size else 1
+    model = np.zeros((n_ep, n_pol, below.shape[1]))
+    for f in (0, 1):  # the two folds: each episode's model from the other one
+        train, test = fold != f, fold == f
+        for j in range(n_pol):  # a loop over candidates
+            w = weights[train, j]
+            mass = np.zeros((k, below.shape[1]))
+            np.add.at(mass, first[train], w[:, None] * below[train])
+            total = np.bincount(first[train], weights=w, minlength=k)
+            overall = mass.sum(axis=0) / total.sum() if total.sum() > 0 else np.zeros(mass.shape[1])
+            by_state = (mass + RETURN_MODEL_PRIOR * overall) / (total + RETURN_MODEL_PRIOR)[:, None]
+            model[test, j, :] = by_state[first[test]]
+    how = (
+        "the first state's weighted return distribution on the other half of the episodes"
+        if grouped
+        else "the weighted return distribution of the other half of the episodes (no state "
+        "column: pass state= to condition on the first state)"
+    )
+    return _DRModel(
+        knots=knots,
+        q_logged=model,
+        q_target=model,
+        columns=("state",) if grouped else (),
+        notes=(f"DR's model of the return's CDF: {how} (cross-fitted over two folds)",),
+    )
 
 
 @dataclass(frozen=True)
@@ -1071,7 +1138,13 @@ def _estimate(
             # per row: G(u_l | x, pi) - w G(u_l | x, a) at each knot, and 1 - w at the last
             terms = np.column_stack(
                 (
-                    model.q_target[order, j, :] - weights[:, None] * model.q_logged[order, :],
+                    model.q_target[order, j, :]
+                    - weights[:, None]
+                    * (
+                        model.q_logged[order, j, :]
+                        if model.q_logged.ndim == 3
+                        else model.q_logged[order, :]
+                    ),
                     1.0 - weights,
                 )
             )

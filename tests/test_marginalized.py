@@ -346,7 +346,7 @@ def test_the_trajectory_report_refuses_what_it_cannot_show(tmp_path, capsys):
     pq.write_table(env.sample(200, rng=0), path)
     out = str(tmp_path / "r.html")
     for extra in (
-        ["--metric", "quantile:0.5"],
+        ["--guardrail", "reward:lower:1"],
         ["--tail-column", "v_{policy}"],
         ["--sensitivity", "on"],
     ):
@@ -356,3 +356,19 @@ def test_the_trajectory_report_refuses_what_it_cannot_show(tmp_path, capsys):
     page = Path(out).read_text()
     notes = page[page.index('id="notes"') :]
     assert notes.count("were truncated") <= len(env.candidate_policies)  # each once
+
+
+def test_the_trajectory_report_shows_the_return_distribution(tmp_path, capsys):
+    """``ope report STEPS --metric ...``: the section *Outcome distributions* of the returns,
+    counted in episodes (issue 24: distributions on trajectories in the report)."""
+    env = TabularMDP(n_states=3, n_actions=2, horizon=4, seed=0)
+    path = tmp_path / "steps.parquet"
+    pq.write_table(env.sample(300, rng=0), path)
+    out = tmp_path / "r.html"
+    args = ["report", str(path), "--metric", "quantile:0.5", "--tail-value", "0"]
+    assert main([*args, "--distribution-estimator", "dr", "--out", str(out), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["distribution"]["estimator"] == "dr"
+    page = out.read_text()
+    section = page[page.index('id="distribution"') : page.index('id="guardrails"')]
+    assert "<code>return</code>" in section and "on 300 episodes" in section

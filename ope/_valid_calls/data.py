@@ -286,7 +286,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         policies=["pi"],
         gamma=0.9,
         tail_value=0.0,
-        estimator="ips",
+        estimator="dr",
         band="multiplier",
         weight_bound=None,
         confidence_level=0.95,
@@ -294,6 +294,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         resolution=100,
         n_resamples=200,
         rng=0,
+        state=None,
     ),
     "ope.evaluate_trajectories": lambda tmp: call(
         "ope.evaluate_trajectories",

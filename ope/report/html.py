@@ -1386,7 +1386,9 @@ def _distribution(ctx: dict[str, Any], figures: _Figures) -> str:
         )
     intro = (
         f"<p>The distribution of <code>{_e(dist.outcome)}</code> under each candidate, by "
-        f"{_e(dist.estimator.upper())} on {_count(dist.n, 'row')}, with {band}. Each band holds "
+        f"{_e(dist.estimator.upper())} on "
+        f"{_count(dist.n, 'episode' if dist.outcome == 'return' else 'row')}, with {band}. Each "
+        "band holds "
         "at every threshold at once, so all of a candidate's intervals below hold jointly "
         "(not across candidates). The logging policy's row is its own empirical distribution "
         "(Dvoretzky-Kiefer-Wolfowitz band). Quantile and CVaR bounds read the band; an "

@@ -59,6 +59,7 @@ __all__ = [
     "check_structure",
     "tail_per_episode",
     "validated_steps",
+    "state_codes",
 ]
 
 #: The estimator names accepted by :func:`ope.sequential.sequential_estimate`.
@@ -406,7 +407,7 @@ def validated_steps(
         )
 
     starts, lengths, step = check_structure(traj)
-    codes = _state_codes(traj, state) if estimator in MARGINALIZED else None
+    codes = state_codes(traj, state) if estimator in MARGINALIZED else None
     pi_e, policy = _target(traj, target)
     prop = float_column(traj, "propensity", "propensity")
     check_logging_propensity(prop, "propensity")
@@ -466,7 +467,7 @@ def validated_steps(
     return data, policy, notes
 
 
-def _state_codes(traj: Trajectories, state: PerStep | None) -> np.ndarray:
+def state_codes(traj: Trajectories, state: PerStep | None) -> np.ndarray:
     """Each step's state as an integer code (``state``: a column name, default ``"state"``, or
     an array of hashable values, one per step); states are compared by equality, so continuous
     states must be discretized first."""
