@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import contextvars
 import dataclasses
 import json
 import math
@@ -119,6 +120,8 @@ class _UsageError(Exception):
 #: The command-line flag of each argument of the public functions: messages of the API that
 #: name a Python keyword (```max_weight```, ``on_invalid='drop'``) are shown with the flag.
 FLAGS: Final = {
+    "position_base": "--position-base",
+    "cascade_model": "--cascade-model",
     "ci": "--ci",
     "confidence_level": "--confidence-level",
     "reward_range": "--reward-range",
@@ -233,6 +236,8 @@ CLI_PHRASES: Final = (
     (r"the gate's ci='(\w+)'", r"--gate \1"),
     (r"Use ci='t' \(the asymptotic", "Use --gate t (the asymptotic"),
     (r"ci='auto' cho", "--gate auto cho"),
+    # ope slates: the pseudoinverse's closed form, and the candidates given as --scores
+    (r"product_logging=True", "--product-logging"),
 )
 
 #: ``--policy`` of evaluate / diagnose / report: a candidate's name, or a spec that builds one.
@@ -310,6 +315,18 @@ _ASSIGNED = re.compile(
 _PHRASES = tuple((re.compile(pattern), text) for pattern, text in CLI_PHRASES)
 _QUOTED = re.compile(rf"`({_NAMES})`")
 
+#: API names that are not spelled as a flag in a command's messages: there they name the data's
+#: own column (``ope slates`` reads a ``context`` column; ``--obd-context`` is ``ope import``'s).
+UNTRANSLATED: Final[dict[str, frozenset[str]]] = {"slates": frozenset({"context"})}
+
+#: The command being run (:func:`_run` sets it), for :data:`UNTRANSLATED`.
+_COMMAND: contextvars.ContextVar[str | None] = contextvars.ContextVar("ope_command", default=None)
+
+
+def _kept(name: str) -> bool:
+    """Whether the running command keeps the API name ``name`` as it is in its messages."""
+    return name in UNTRANSLATED.get(_COMMAND.get() or "", frozenset())
+
 
 def _shown(text: str) -> str:
     """``text`` as the terminal may show it: names from the data with control and bidi
@@ -327,6 +344,8 @@ def _cli_text(text: str) -> str:
     becomes ``--mapping event_id=THEIRS``; the phrases of :data:`CLI_PHRASES` first."""
 
     def assigned(match: re.Match[str]) -> str:
+        if _kept(match.group(1)):
+            return match.group(0)
         flag, value = FLAGS[match.group(1)], match.group(2)
         if value in ("...", "[...]", "(...)"):
             return f"{flag} {FLAG_VALUES.get(flag, '...')}"
@@ -340,15 +359,18 @@ def _cli_text(text: str) -> str:
 
     for pattern, phrase in _PHRASES:
         text = pattern.sub(phrase, text)
-    return _QUOTED.sub(lambda m: f"`{FLAGS[m.group(1)]}`", _ASSIGNED.sub(assigned, text))
+    return _QUOTED.sub(
+        lambda m: m.group(0) if _kept(m.group(1)) else f"`{FLAGS[m.group(1)]}`",
+        _ASSIGNED.sub(assigned, text),
+    )
 
 
 def _flag_of(message: str) -> str | None:
     """The flag of the first argument an API message names (```name``` or ``name=``)."""
     for pattern in (_QUOTED, _ASSIGNED):
-        match = pattern.search(message)
-        if match:
-            return FLAGS[match.group(1)]
+        for match in pattern.finditer(message):
+            if not _kept(match.group(1)):
+                return FLAGS[match.group(1)]
     return None
 
 
@@ -2431,6 +2453,7 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
     """Run the command: (the whole JSON document, the stdout text, the exit code, what to say
     on stderr about a failure: printed after the run's warnings, so it is the last line)."""
     command = args.command
+    _COMMAND.set(command)
     extra: dict[str, Any] = {}
     report_text = usage = ""
     try:
@@ -3987,6 +4010,8 @@ def _cmd_continuous(args: argparse.Namespace) -> _Outcome:
 
 def _cmd_slates(args: argparse.Namespace) -> _Outcome:
     """Evaluate candidate rankings from slate logs (:func:`ope.evaluate_slates`)."""
+    import numpy as np
+
     from ope.io import read_table
     from ope.slate_evaluation import evaluate_slates
     from ope.slates import plackett_luce_from_table, slate_logs
@@ -4016,10 +4041,55 @@ def _cmd_slates(args: argparse.Namespace) -> _Outcome:
         mapping=_parse_mapping(args.mapping),
         position_base=args.position_base,
     )
-    candidates = {
-        name: plackett_luce_from_table(read_table(path, what="scores table"), logs.slate_size)
-        for name, path in files.items()
-    }
+    both = sorted(set(files) & set(logs.candidates))
+    if both:
+        raise _UsageError(
+            f"argument --scores: {both[0]!r} is also a candidate of the logs' columns; give it "
+            "once, under another name.",
+            flag="--scores",
+        )
+    known = [*logs.candidates, *files]
+    if not known:
+        raise SchemaError(
+            "no candidate: the logs have no target__<name>, target_prefix__<name> or "
+            "target_slate__<name> column, and no --scores NAME=FILE was given."
+        )
+    unknown = [p for p in chosen if p not in known]
+    if unknown:
+        raise _UsageError(
+            f"argument --policy: no candidate {unknown[0]!r}; the candidates are "
+            f"{', '.join(map(repr, known))} (the logs' columns and --scores).",
+            flag="--policy",
+        )
+    candidates = {}
+    for name, path in files.items():  # a loop over the --scores files
+        spec = f"--scores {name}={path}"
+        table = read_table(path, what=f"scores table ({spec})")
+        try:
+            n_ctx = None if logs.context is None else int(logs.context.max()) + 1
+            policy = plackett_luce_from_table(table, logs.slate_size, n_contexts=n_ctx)
+        except (ParameterError, SchemaError, ValidationError) as exc:
+            raise ValidationError(f"{spec}: {exc}") from None
+        if logs.context is None:
+            if policy.n_contexts > 1:
+                raise ValidationError(
+                    f"{spec}: the table scores items per context, and the logs have no "
+                    "'context' column to say which context each slate was shown in; add one "
+                    "(or --mapping context=COLUMN), or give one score per item."
+                )
+            logs = dataclasses.replace(logs, context=np.zeros(logs.n, dtype=np.int64))
+        elif int(logs.context.max()) >= policy.n_contexts:
+            raise ValidationError(
+                f"{spec}: the logs' contexts run to {int(logs.context.max())}, and the table "
+                f"scores {policy.n_contexts} contexts (0 to {policy.n_contexts - 1})."
+            )
+        if int(logs.item.max()) >= policy.n_items:
+            raise ValidationError(
+                f"{spec}: the logs show items up to {int(logs.item.max())}, and the table "
+                f"scores {policy.n_items} items (0 to {policy.n_items - 1}); give every logged "
+                "item a score."
+            )
+        candidates[name] = policy
     result = evaluate_slates(
         logs,
         candidates,

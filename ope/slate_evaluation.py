@@ -28,8 +28,14 @@ import pandas as pd
 from ope._format import plural
 from ope._result import ESTIMATE_TABLE_COLUMNS
 from ope._thresholds import kish_ess
-from ope._validation import check_chosen, check_choice, check_flag, check_names
-from ope.exceptions import EstimationError, ParameterError, PolicyError
+from ope._validation import (
+    check_chosen,
+    check_choice,
+    check_confidence_level,
+    check_flag,
+    check_names,
+)
+from ope.exceptions import EstimationError, ParameterError, PolicyError, ValidationError
 from ope.logs import ValidationReport
 from ope.results import (
     Estimate,
@@ -124,7 +130,10 @@ class SlateEvaluation(Result):
     report : ope.ValidationReport
         What was read: slate logs are read whole or refused, so no row is rejected.
     notes : tuple of str
-        Each estimate's notes once, with the estimators they concern.
+        Each estimate's notes once per candidate, with the estimators they concern (but the
+        assumptions).
+    assumptions : dict of str to str
+        What each estimator assumes of the clicks (the first note of each of its estimates).
     """
 
     estimates: dict[tuple[str, str], Estimate]
@@ -139,6 +148,7 @@ class SlateEvaluation(Result):
     slate_size: int
     report: ValidationReport
     notes: tuple[str, ...] = ()
+    assumptions: dict[str, str] = field(default_factory=dict)
     fallback_estimators: tuple[str, ...] = field(default=())
     ci_fallback: str | None = None
 
@@ -236,6 +246,7 @@ class SlateEvaluation(Result):
                 for (p, e), why in self.unavailable.items()
             ],
             "overlap": self.overlap.to_dict(orient="records"),
+            "assumptions": dict(self.assumptions),
             "notes": list(self.notes),
         }
 
@@ -252,6 +263,7 @@ class SlateEvaluation(Result):
                 ("estimand", ESTIMAND),
                 ("logging policy value (mean slate reward)", lg.value),
                 (f"logging policy interval ({lg.ci_method})", (lg.ci_low, lg.ci_high)),
+                *((f"{e} assumes", text) for e, text in self.assumptions.items()),
                 *((f"not estimated: {p}, {e}", why) for (p, e), why in self.unavailable.items()),
             ),
             table=self.table().drop(columns=["notes", "confidence_level", "target"]),
@@ -297,7 +309,7 @@ def _weights(
             return None
     if kind == "marginal":
         cand, logger = cand.with_marginals(), logger.with_marginals()
-    top, bottom = getattr(cand, kind), getattr(logger, kind)
+    top, bottom = _probability(cand, kind), _probability(logger, kind)
     if top is None or bottom is None or not bool(np.all(bottom > 0)):
         return None
     return np.asarray(top / bottom, dtype=np.float64)
@@ -402,9 +414,11 @@ def evaluate_slates(
     method = check_choice(ci, "ci", SLATE_CI_METHODS)
     model = check_choice(cascade_model, "cascade_model", CASCADE_MODELS)
     check_flag(product_logging, "product_logging")
-    if not (isinstance(confidence_level, (int, float)) and 0 < confidence_level < 1):
-        raise ParameterError(
-            f"`confidence_level` must be a number in (0, 1); got {confidence_level!r}."
+    confidence_level = check_confidence_level(confidence_level)
+    if logs.n < 2:
+        raise ValidationError(
+            f"the slate logs hold {logs.n} slate; an estimate with an interval needs at least 2 "
+            "(its standard error is their spread)."
         )
     if candidates is not None and not isinstance(candidates, Mapping):
         raise ParameterError(
@@ -488,16 +502,14 @@ def evaluate_slates(
         [row for p in chosen for row in _overlap(p, probs[p], logger, logs.slate_size, marginals)],
         columns=list(SLATE_OVERLAP_COLUMNS),
     )
-    # each estimator's assumption once, then the other notes once per candidate
-    notes = list(
-        dict.fromkeys(
-            f"{e}: {note}"
-            for (_, e), est in estimates.items()
-            for note in est.notes
-            if note.startswith(ASSUMPTION)
-        )
-    )
-    notes += grouped_notes(estimates, exclude=lambda note: note.startswith(ASSUMPTION))
+    # each estimator's assumption once (its own field), the other notes once per candidate
+    assumptions = {
+        e: note[len(ASSUMPTION) :]
+        for (_, e), est in estimates.items()
+        for note in est.notes
+        if note.startswith(ASSUMPTION)
+    }
+    notes = grouped_notes(estimates, exclude=lambda note: note.startswith(ASSUMPTION))
     if fallback:
         notes.append(
             f"the bootstrap does not apply to {', '.join(fallback)} here (Monte-Carlo "
@@ -517,6 +529,7 @@ def evaluate_slates(
         slate_size=logs.slate_size,
         report=ValidationReport("slate logs", rows_read=rows_read, rows_used=rows_read),
         notes=tuple(notes),
+        assumptions=assumptions,
         fallback_estimators=tuple(fallback),
         ci_fallback="normal" if fallback else None,
     )
@@ -528,7 +541,16 @@ def _served(cand: SlateProbabilities, logger: SlateProbabilities, kind: str) -> 
         return (cand.marginal is not None or cand.marginal_deferred) and (
             logger.marginal is not None or logger.marginal_deferred
         )
-    return getattr(cand, kind) is not None and getattr(logger, kind) is not None
+    return _probability(cand, kind) is not None and _probability(logger, kind) is not None
+
+
+def _probability(probs: SlateProbabilities, kind: str) -> np.ndarray | None:
+    """The ``kind`` probabilities of the logged slates (a slate's: its full prefix's when the
+    slate's own are not given)."""
+    value = getattr(probs, kind)
+    if value is None and kind == "slate" and probs.prefix is not None:
+        return np.asarray(probs.prefix)[:, -1]
+    return value
 
 
 def _with_interval(

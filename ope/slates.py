@@ -58,7 +58,6 @@ from ope._validation import (
     check_flag,
     check_no_overflow,
     check_label_kinds,
-    check_logging_propensity,
     check_mapping,
     check_name,
     check_positive_int,
@@ -531,6 +530,11 @@ def slate_logs(
     )
 
 
+def _last_position(base: int) -> str:
+    """The last position of a slate of ``L`` slots counted from ``base``, in words."""
+    return "L-1" if base == 0 else "L" if base == 1 else f"L+{base - 1}"
+
+
 def _long_logs(
     cand, cols, sid_c, pos_c, item_c, rew_c, p_c, sp_c, pp_c, ctx_c, base, allow_repeats
 ):
@@ -555,9 +559,11 @@ def _long_logs(
     if gap.any():
         count, first = first_rows(gap)
         raise ValidationError(
-            f"`{pos_c}` must run {base}..L-1 without gaps in every slate; {count} rows break "
-            f"this (first at row {first}: position {int(pos[first]) + base} in slate "
-            f"{_plain(sid[first])!r}). Pass position_base=1 for 1-based positions."
+            f"`{pos_c}` must run {base}..{_last_position(base)} without gaps in every slate; "
+            f"{count} rows "
+            f"break this (first at row {first}: position {int(pos[first]) + base} in slate "
+            f"{_plain(sid[first])!r}). Pass position_base={1 - base if base in (0, 1) else 0} "
+            f"if the positions are {'1' if base == 0 else '0'}-based."
         )
     short = counts != size
     if short.any():
@@ -665,6 +671,69 @@ def _constant(arr: np.ndarray, name: str, rows: np.ndarray) -> np.ndarray:
     return arr[:, 0]
 
 
+def _in_range(arr: np.ndarray, name: str, rows: np.ndarray, *, logger: bool) -> None:
+    """A probability column of the logs, per slot ``(n, L)`` or per slate ``(n,)``: finite and
+    in (0, 1] for the logger (it chose every logged slate), in [0, 1] for a candidate; an
+    error names the row of the input table."""
+    values = arr.reshape(arr.shape[0], -1)
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(values) & (values <= 1.0 + PROBABILITY_TOLERANCE)
+        ok &= values > 0.0 if logger else values >= 0.0
+    if ok.all():
+        return
+    slate, slot = (int(i) for i in np.argwhere(~ok)[0])
+    raise ValidationError(
+        f"`{name}` must be in {'(0, 1]' if logger else '[0, 1]'}; {int((~ok).sum())} values are "
+        f"not (first at row {int(rows[slate, slot])}: {float(values[slate, slot])!r})."
+        + (
+            " The logger chose every logged slate, so it gave each a positive probability."
+            if logger
+            else ""
+        )
+    )
+
+
+def _consistent(
+    p: np.ndarray | None,
+    sp: np.ndarray | None,
+    pp: np.ndarray | None,
+    names: tuple[str, str, str],
+    rows: np.ndarray,
+) -> None:
+    """One policy's marginal ``p``, slate ``sp`` and prefix ``pp`` probabilities of the logged
+    slates agree: a slate no likelier than any of its slots, prefixes that do not grow, and the
+    full prefix equal to the slate."""
+    p_c, sp_c, pp_c = names
+    if sp is not None and p is not None:
+        bad = np.asarray(sp > p.min(axis=1) + PROBABILITY_TOLERANCE)
+        if bad.any():
+            count, first = first_rows(bad)
+            raise ValidationError(
+                f"`{sp_c}` exceeds a slot's marginal `{p_c}` in {count} slates (first at "
+                f"row {int(rows[first, 0])}); a slate cannot be likelier than one of its "
+                "slots. Check which column holds which probability."
+            )
+    if pp is not None and pp.shape[1] > 1:
+        bad = np.asarray((np.diff(pp, axis=1) > PROBABILITY_TOLERANCE).any(axis=1))
+        if bad.any():
+            count, first = first_rows(bad)
+            raise ValidationError(
+                f"`{pp_c}` must not increase with the position (a longer prefix is no likelier);"
+                f" {count} slates break this (first at row {int(rows[first, 0])})."
+            )
+    if pp is not None and sp is not None:
+        # the prefix of full length is the whole slate: the two columns must agree there
+        bad = np.asarray(np.abs(pp[:, -1] - sp) > PROBABILITY_TOLERANCE)
+        if bad.any():
+            count, first = first_rows(bad)
+            raise ValidationError(
+                f"`{pp_c}` at the last position (the whole slate) contradicts `{sp_c}` in "
+                f"{count} slates (first at row {int(rows[first, 0])}: {float(pp[first, -1])!r} "
+                f"vs {float(sp[first])!r}); the probability of the full prefix is the slate's. "
+                "Check which column holds which probability, or drop one of them."
+            )
+
+
 def _finish(
     sid, item, reward, p, sp, pp, ctx, rows, *, names, allow_repeats, candidates
 ) -> SlateLogs:
@@ -682,38 +751,11 @@ def _finish(
             )
     for arr, name in ((p, p_c), (pp, pp_c)):
         if arr is not None:
-            check_logging_propensity(arr, name)
+            _in_range(arr, name, rows, logger=True)
     if sp is not None:
         sp = _constant(sp, sp_c, rows)
-        check_logging_propensity(sp, sp_c)
-        if p is not None:
-            bad = sp > p.min(axis=1) + PROBABILITY_TOLERANCE
-            if bad.any():
-                count, first = first_rows(bad)
-                raise ValidationError(
-                    f"`{sp_c}` exceeds a slot's marginal `{p_c}` in {count} slates (first at "
-                    f"row {int(rows[first, 0])}); a slate cannot be likelier than one of its "
-                    "slots. Check which column holds which probability."
-                )
-    if pp is not None and pp.shape[1] > 1:
-        bad = (np.diff(pp, axis=1) > PROBABILITY_TOLERANCE).any(axis=1)
-        if bad.any():
-            count, first = first_rows(bad)
-            raise ValidationError(
-                f"`{pp_c}` must not increase with the position (a longer prefix is no likelier);"
-                f" {count} slates break this (first at row {int(rows[first, 0])})."
-            )
-    if pp is not None and sp is not None:
-        # the prefix of full length is the whole slate: the two columns must agree there
-        bad = np.abs(pp[:, -1] - sp) > PROBABILITY_TOLERANCE
-        if bad.any():
-            count, first = first_rows(bad)
-            raise ValidationError(
-                f"`{pp_c}` at the last position (the whole slate) contradicts `{sp_c}` in "
-                f"{count} slates (first at row {int(rows[first, 0])}: {float(pp[first, -1])!r} "
-                f"vs {float(sp[first])!r}); the probability of the full prefix is the slate's. "
-                "Check which column holds which probability, or drop one of them."
-            )
+        _in_range(sp, sp_c, rows, logger=True)
+    _consistent(p, sp, pp, (p_c, sp_c, pp_c), rows)
     if ctx is not None:
         ctx = _constant(ctx, ctx_c, rows)
     probs: dict[str, SlateProbabilities] = {}
@@ -721,8 +763,17 @@ def _finish(
         fields_of: dict[str, np.ndarray] = {}
         for kind, arr in kinds.items():
             column = CANDIDATE_COLUMNS[kind] + name
-            check_target_propensity(arr, column)
-            fields_of[kind] = _constant(arr, column, rows) if kind == "slate" else arr
+            if kind == "slate":
+                arr = _constant(arr, column, rows)
+            _in_range(arr, column, rows, logger=False)
+            fields_of[kind] = arr
+        _consistent(
+            fields_of.get("marginal"),
+            fields_of.get("slate"),
+            fields_of.get("prefix"),
+            tuple(CANDIDATE_COLUMNS[k] + name for k in ("marginal", "slate", "prefix")),
+            rows,
+        )
         probs[name] = SlateProbabilities(
             slate=fields_of.get("slate"),
             marginal=fields_of.get("marginal"),
@@ -932,7 +983,7 @@ def _slate_rows_problem(slates: np.ndarray) -> str | None:
 def _logged_context(logs: SlateLogs, policy: SlatePolicy) -> np.ndarray:
     if logs.context is None:
         raise PolicyError(
-            "this candidate is defined per context index; the slate logs have no `context` "
+            "this candidate is defined per context index; the slate logs have no 'context' "
             "column. Add one, or give the candidate's probabilities of the logged slates."
         )
     n_ctx = policy.n_contexts
@@ -940,7 +991,7 @@ def _logged_context(logs: SlateLogs, policy: SlatePolicy) -> np.ndarray:
     if bad.any():
         count, first = first_rows(bad)
         raise PolicyError(
-            f"`context` must index the policy's {n_ctx} contexts; {count} slates do not (first "
+            f"the logs' 'context' must index the policy's {n_ctx} contexts; {count} slates do not (first "
             f"at slate {first}: {int(logs.context[first])})."
         )
     if logs.slate_size != policy.slate_size or int(logs.item.max()) >= policy.n_items:
@@ -1241,11 +1292,13 @@ def plackett_luce_from_table(
     item: str = "item",
     score: str = "score",
     temperature: float = 1.0,
+    n_contexts: int | None = None,
 ) -> PlackettLuce:
     """A :class:`PlackettLuce` ranking from a long table of scores: one row per (context, item)
     with the item's ``score`` in that context. Items are the logs' integer ids ``0 .. m-1`` and
-    contexts their ``context`` indices ``0 .. C-1``; every pair needs its score (a table
-    without a ``context`` column is one context). What ``ope slates --scores`` reads.
+    contexts their ``context`` indices ``0 .. C-1``; every pair needs its score. A table
+    without a ``context`` column is one ranking for every context: of ``n_contexts`` contexts
+    (default 1). What ``ope slates --scores`` reads.
 
     Raises
     ------
@@ -1278,34 +1331,63 @@ def plackett_luce_from_table(
             f"the scores table is missing columns: {', '.join(map(repr, missing))} (one row "
             f"per (context, item) with its score). Present: {', '.join(sorted(cols))}."
         )
-    it = _as_int(cols[item], item)
-    ctx = _as_int(cols[context], context) if context in cols else np.zeros(it.size, np.int64)
-    f = as_float_array(cols[score], score, ndim=(1,))
-    check_finite(f, score)
-    for arr, name in ((it, item), (ctx, context)):  # the two id columns
+    if len(cols[item]) == 0:
+        raise ValidationError("the scores table has no rows: give every item a score.")
+    lengths = {c: len(cols[c]) for c in (item, score, context) if c in cols}
+    if len(set(lengths.values())) > 1:
+        raise ValidationError(
+            f"the scores table's columns have different lengths: {lengths}; one row per "
+            "(context, item)."
+        )
+    ids: dict[str, np.ndarray] = {}
+    for name in (item, context):  # the two id columns
+        if name not in cols:
+            continue
+        raw = np.asarray(cols[name])
+        if raw.dtype.kind == "b":
+            raise ValidationError(
+                f"`{name}` of the scores table holds booleans; it must hold integer ids from 0."
+            )
+        arr = _as_int(raw, name)
+        if arr.ndim != 1:
+            raise ValidationError(f"`{name}` of the scores table must be one id per row.")
         if arr.size and int(arr.min()) < 0:
             count, first = first_rows(arr < 0)
             raise ValidationError(
                 f"`{name}` of the scores table must count from 0; {count} rows are negative "
                 f"(first at row {first})."
             )
-    n_ctx = int(ctx.max()) + 1 if ctx.size else 0
-    n_items = int(it.max()) + 1 if it.size else 0
-    if it.size != n_ctx * n_items:  # Python ints: no overflow before the keys are formed
+        ids[name] = arr
+    it = ids[item]
+    ctx = ids[context] if context in ids else np.zeros(it.size, np.int64)
+    f = as_float_array(cols[score], score, ndim=(1,))
+    check_finite(f, score)
+    n_ctx = int(ctx.max()) + 1
+    n_items = int(it.max()) + 1
+    if it.size > n_ctx * n_items:  # Python ints: no overflow before the keys are formed
+        raise ValidationError(
+            f"the scores table has {it.size} scores for {n_ctx} contexts x {n_items} items "
+            f"({n_ctx * n_items} pairs): a (`{context}`, `{item}`) pair is given twice; keep "
+            "one score each."
+        )
+    key = ctx * n_items + it
+    if np.unique(key).size != key.size:
+        raise ValidationError(
+            f"the scores table gives a (`{context}`, `{item}`) pair twice; keep one score each."
+        )
+    if it.size != n_ctx * n_items:
         raise ValidationError(
             f"the scores table has {it.size} scores for {n_ctx} contexts x {n_items} items "
             f"({n_ctx * n_items} pairs): give every item a score in every context (a very low "
             "score for an item the candidate should almost never show)."
         )
-    key = ctx * n_items + it
-    if np.unique(key).size != key.size:
-        raise ValidationError(
-            f"the scores table gives a (`{context}`, `{item}`) pair twice; keep one score each "
-            "(and a score for every pair)."
-        )
     scores = np.empty(n_ctx * n_items)
     scores[key] = f
-    return PlackettLuce(scores.reshape(n_ctx, n_items), slate_size, temperature=temperature)
+    table_scores = scores.reshape(n_ctx, n_items)
+    if context not in cols and n_contexts is not None:  # one ranking in every context
+        count = check_positive_int(n_contexts, "n_contexts")
+        table_scores = np.broadcast_to(table_scores, (count, n_items))
+    return PlackettLuce(table_scores, slate_size, temperature=temperature)
 
 
 def _race_block(log_lam: np.ndarray, size: int, e: np.ndarray) -> np.ndarray:
@@ -1662,6 +1744,8 @@ def _need(probs: SlateProbabilities, field_name: str, who: str, what: str) -> np
     if field_name == "marginal":
         probs = probs.with_marginals()
     v = getattr(probs, field_name)
+    if v is None and field_name == "slate" and probs.prefix is not None:
+        v = probs.prefix[:, -1]  # the prefix of full length is the whole slate
     if v is None:
         column = {
             "slate": "slate_propensity",

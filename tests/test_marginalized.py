@@ -360,7 +360,7 @@ def test_the_trajectory_report_refuses_what_it_cannot_show(tmp_path, capsys):
 
 def test_the_trajectory_report_shows_the_return_distribution(tmp_path, capsys):
     """``ope report STEPS --metric ...``: the section *Outcome distributions* of the returns,
-    counted in episodes (issue 24: distributions on trajectories in the report)."""
+    counted in episodes."""
     env = TabularMDP(n_states=3, n_actions=2, horizon=4, seed=0)
     path = tmp_path / "steps.parquet"
     pq.write_table(env.sample(300, rng=0), path)

@@ -12,6 +12,7 @@ from contextlib import redirect_stderr, redirect_stdout
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import ope
@@ -119,8 +120,9 @@ def test_candidate_columns_in_the_logs_give_the_policy_s_estimates(env, table):
         }
     )
     ev2 = evaluate_slates(lists)
-    assert ev2.estimators == ["rips"]
+    assert ev2.estimators == ["sips", "rips"]  # the full prefix is the slate
     assert ev2["g", "rips"].value == pytest.approx(ev["pol", "rips"].value, rel=1e-12)
+    assert ev2["g", "sips"].value == pytest.approx(ev["pol", "sips"].value, rel=1e-12)
 
 
 def test_candidate_columns_are_checked():
@@ -148,21 +150,28 @@ def test_candidate_columns_are_checked():
 
 def test_an_estimator_a_candidate_cannot_serve_is_listed_and_the_others_run(env, table):
     logs = slate_logs(table)
-    prefix_only = SlateProbabilities(prefix=slate_probabilities(env.policy("greedy"), logs).prefix)
+    probs = slate_probabilities(env.policy("greedy"), logs)
+    marginal_only = SlateProbabilities(marginal=probs.with_marginals().marginal)
     ev = evaluate_slates(
-        logs, {"prefix": prefix_only, "pl": env.policy("greedy")}, estimators=["sips", "rips"]
+        logs, {"marg": marginal_only, "pl": env.policy("greedy")}, estimators=["sips", "iips"]
     )
-    assert set(ev.estimates) == {("prefix", "rips"), ("pl", "sips"), ("pl", "rips")}
-    assert "slate probabilities" in ev.unavailable[("prefix", "sips")]
-    assert "not estimated: prefix, sips" in ev.summary()
+    assert set(ev.estimates) == {("marg", "iips"), ("pl", "sips"), ("pl", "iips")}
+    assert "slate probabilities" in ev.unavailable[("marg", "sips")]
+    assert "not estimated: marg, sips" in ev.summary()
     doc = ev.to_dict()
-    assert doc["unavailable"][0]["policy"] == "prefix" and doc["kind"] == "slates"
+    assert doc["unavailable"][0]["policy"] == "marg" and doc["kind"] == "slates"
+    assert set(doc["assumptions"]) == {"sips", "iips"}
     json.dumps(doc, allow_nan=True)
-    # by default, Cascade-DR's table model runs only for a SlatePolicy candidate
+    # by default, Cascade-DR's table model runs only for a SlatePolicy candidate; the full
+    # prefix serves slate IPS
+    prefix_only = SlateProbabilities(prefix=probs.prefix)
     ev = evaluate_slates(logs, {"prefix": prefix_only})
-    assert ev.estimators == ["rips"]
-    with pytest.raises(EstimationError, match="prefix, sips"):
-        evaluate_slates(logs, {"prefix": prefix_only}, estimators=["sips"])
+    assert ev.estimators == ["sips", "rips"]
+    assert ev["prefix", "sips"].value == pytest.approx(
+        SlateIPS().estimate(logs, env.policy("greedy")).value, rel=1e-12
+    )
+    with pytest.raises(EstimationError, match="marg, rips"):
+        evaluate_slates(logs, {"marg": marginal_only}, estimators=["rips"])
 
 
 def test_pseudoinverse_and_self_normalized_forms(env, table):
@@ -275,7 +284,7 @@ def test_cli_scores_report_and_escaped_names(env, table, tmp_path):
     values = {(r["policy"], r["estimator"]): r["value"] for r in doc["estimates"]}
     direct = CascadeDR().estimate(logs, env.policy("greedy")).value
     assert values[("greedy", "cdr")] == pytest.approx(direct, rel=1e-12)
-    assert (hostile, "rips") in values and (hostile, "sips") not in values
+    assert (hostile, "rips") in values and (hostile, "iips") not in values
     page = report.read_text(encoding="utf-8")
     assert 'id="slates"' in page and "Not estimated, and why" in page
     assert hostile not in page and "&lt;b&gt;x&lt;/b&gt;" in page
@@ -320,3 +329,79 @@ def test_cascade_dr_and_cascade_ips_cover_the_truth(env):
     for e in hits:
         assert 0.91 <= hits[e] / 400 <= 0.98, (e, hits[e])
     assert np.std(values["cdr"]) < np.std(values["rips"])
+
+
+def test_review_edges_of_slate_logs_and_evaluations(env, table):
+    logs = slate_logs(table)
+    with pytest.raises(ValidationError, match="at least 2"):
+        evaluate_slates(table.slice(0, 3), {"g": env.policy("greedy")})
+    ev = evaluate_slates(table, {"g": env.policy("greedy")}, confidence_level=np.float32(0.9))
+    assert ev.confidence_level == pytest.approx(0.9)
+    # a candidate's columns get the logger's consistency checks, with the input's row
+    frame = table.to_pandas()
+    order = np.argsort(frame["slate_id"].to_numpy(), kind="stable")
+    rising = np.tile([0.01, 0.9, 0.5], logs.n)
+    with pytest.raises(ValidationError, match="target_prefix__bad` must not increase"):
+        slate_logs(frame.assign(target_prefix__bad=rising[np.argsort(order)]))
+    bad = frame["prefix_propensity"].to_numpy().copy()
+    bad[7] = 1.5
+    with pytest.raises(ValidationError, match=r"first at row 7: 1\.5"):
+        slate_logs(frame.assign(target_prefix__c=bad))
+    with pytest.raises(ValidationError, match="contradicts `target_slate__k`"):
+        slate_logs(frame.assign(target_prefix__k=frame["prefix_propensity"], target_slate__k=0.9))
+
+
+def test_cli_scores_tables_without_context_and_errors_naming_the_file(env, table, tmp_path):
+    path = tmp_path / "slates.parquet"
+    pq.write_table(table, path)
+    scores = _scores_table(env.policy("greedy")).to_pandas()
+    flat = tmp_path / "flat.csv"  # one score per item: the same ranking in every context
+    scores[scores["context"] == 0].drop(columns="context").to_csv(flat, index=False)
+    code, out, err = _run("slates", path, "--scores", f"flat={flat}", "--json")
+    assert code == 0, err
+    nocontext = tmp_path / "nocontext.parquet"
+    pq.write_table(table.drop_columns(["context"]), nocontext)
+    code, out, err = _run("slates", nocontext, "--scores", f"flat={flat}", "--json")
+    assert code == 0, err
+    per_context = tmp_path / "per_context.csv"
+    scores.to_csv(per_context, index=False)
+    code, out, err = _run("slates", nocontext, "--scores", f"g={per_context}", "--json")
+    doc = json.loads(out)
+    assert code == 65 and "no 'context' column" in doc["error"]["message"]
+    assert "--obd-context" not in out
+    few = tmp_path / "few.csv"
+    scores[scores["item"] < 2].to_csv(few, index=False)
+    code, out, err = _run("slates", path, "--scores", f"few={few}", "--json")
+    doc = json.loads(out)
+    assert code == 65 and doc["error"]["message"].startswith(f"--scores few={few}")
+    frac = tmp_path / "frac.csv"
+    scores.assign(item=scores["item"] + 0.5).to_csv(frac, index=False)
+    code, out, err = _run("slates", path, "--scores", f"x={frac}", "--json")
+    assert code == 65 and f"--scores x={frac}" in json.loads(out)["error"]["message"]
+    code, out, err = _run("slates", path, "--json")
+    assert code == 65 and "--scores NAME=FILE" in json.loads(out)["error"]["message"]
+    code, out, err = _run("slates", path, "--scores", f"g={flat}", "--policy", "nope", "--json")
+    assert code == 2 and json.loads(out)["error"]["flag"] == "--policy"
+    code, out, err = _run("slates", path, "--position-base", "1", "--scores", f"g={flat}")
+    assert code == 65 and "--position-base 0" in err
+
+
+def test_report_notes_once_and_candidates_left_out_of_pairs(env, table):
+    from ope.report import render_report
+
+    logs = slate_logs(table)
+    probs = slate_probabilities(env.policy("similar"), logs)
+    ev = evaluate_slates(
+        logs,
+        {
+            "g": env.policy("greedy"),
+            "m": SlateProbabilities(marginal=probs.with_marginals().marginal),
+            "s": SlateProbabilities(slate=probs.slate),
+        },
+        estimators=["sips", "iips"],
+    )
+    page = render_report(slates=ev)
+    notes = page[page.index('id="notes"') :]
+    assert notes.count("reward-interaction") == 0  # rips was not asked for
+    assert notes.count("independent (item-position) IPS, Li et al. 2018") <= 2  # g and m
+    assert "Not in these pairs (no sips estimate): m" in page

@@ -107,7 +107,7 @@ BAD = [
     (
         lambda t: t.assign(propensity=[0.5, 0.5, 0.0, 0.5]),
         ValidationError,
-        r"`propensity` must be in \(0, 1\]; 1 rows",
+        r"`propensity` must be in \(0, 1\]; 1 values are not \(first at row 2: 0\.0\)",
     ),
     (
         lambda t: t.assign(slate_propensity=[0.9, 0.9, 0.125, 0.125]),

@@ -777,6 +777,13 @@ def _comparisons(ctx: dict[str, Any], figures: _Figures) -> str:
             )
         )
         out.append(_comparison_table(between, truth, dec))
+        est = headline_estimator(ev)
+        left = [p for p in ev.policies if (p, est) not in ev.estimates]
+        if left:  # a slate candidate whose probabilities cannot serve that estimator
+            out.append(
+                f"<p>Not in these pairs (no {_e(est)} estimate): "
+                f"{', '.join(_e(p) for p in left)}; see the section on slates.</p>"
+            )
     return "".join(out)
 
 
@@ -1672,17 +1679,9 @@ def _slates(ctx: dict[str, Any]) -> str:
         "they disagree, the one with the weaker assumption is the one to trust, if its "
         "interval allows.</p>"
     )
-    assumptions = sorted(
-        {
-            (e, note[len("assumption: ") :])
-            for (_, e), est in ev.estimates.items()
-            for note in est.notes[:1]
-            if note.startswith("assumption: ")
-        }
-    )
     table = _table(
         ["estimator", "assumes"],
-        [[_e(e), _e(text)] for e, text in assumptions],
+        [[_e(e), _e(text)] for e, text in ev.assumptions.items()],
         raw=True,
     )
     missing = ""
