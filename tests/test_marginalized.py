@@ -372,3 +372,4 @@ def test_the_trajectory_report_shows_the_return_distribution(tmp_path, capsys):
     page = out.read_text()
     section = page[page.index('id="distribution"') : page.index('id="guardrails"')]
     assert "<code>return</code>" in section and "on 300 episodes" in section
+    assert "products over each episode" in page and "this report is of episodes" in page

@@ -405,3 +405,5 @@ def test_report_notes_once_and_candidates_left_out_of_pairs(env, table):
     assert notes.count("reward-interaction") == 0  # rips was not asked for
     assert notes.count("independent (item-position) IPS, Li et al. 2018") <= 2  # g and m
     assert "Not in these pairs (no sips estimate): m" in page
+    # the bandit-only sections say what they are for, not how to add bandit diagnostics
+    assert "this report is of slates" in page and "ope.diagnose(logs, by=" not in page

@@ -869,11 +869,22 @@ def _candidates(ctx: dict[str, Any], figures: _Figures) -> str:
     verdicts = {v.policy: v for v in ctx["verdicts"]}
     out = [_embedding_checks(ev)]
     if d is None:
+        unit = _unit(ev)
         out.append(
             "<p>The distribution of the importance weights and the outer/inner split "
             "come from the diagnostics: pass <code>diagnostics=ope.diagnose(...)</code> "
             "(the command <code>ope report</code> does). The effective sample sizes of "
             "the estimates:</p>"
+            if unit == "rows"
+            else "<p>The distribution of the importance weights and the outer/inner split are "
+            "diagnostics of bandit logs (one decision per row); "
+            + (
+                "here the weights are products over each episode."
+                if unit == "episodes"
+                else "the overlap of slates per slot is in the section on slates."
+            )
+            + " The effective sample sizes of the estimates (Kish's, of the weights each "
+            "estimator uses):</p>"
         )
         t = ev.table()
         out.append(
@@ -1049,6 +1060,11 @@ def _summary_table(
 def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
     d, ev = ctx["diagnostics"], ctx["evaluation"]
     truth: Truth = ctx["truth"]
+    if d is None and ev is not None and _unit(ev) != "rows":
+        return (
+            f"<p>Per-segment estimates and overlap are made on bandit logs (one decision per "
+            f"row); this report is of {_e(_unit(ev))}.</p>"
+        )
     out = []
     seg = ctx["segment_estimates"]
     if seg is not None:
@@ -1238,7 +1254,12 @@ def _segment_matrix(rows: pd.DataFrame, column: str, limit: int | None) -> str:
 
 
 def _plan(ctx: dict[str, Any]) -> str:
-    d = ctx["diagnostics"]
+    d, ev = ctx["diagnostics"], ctx["evaluation"]
+    if d is None and ev is not None and _unit(ev) != "rows":
+        return (
+            "<p>The exploration plan is made from the diagnostics of bandit logs; this report "
+            f"is of {_e(_unit(ev))}.</p>"
+        )
     if d is None:
         return "<p>The exploration plan comes from the diagnostics (ope.diagnose).</p>"
     if d.target_width is None or d.new_rows is None or d.reward_range is None:
