@@ -920,14 +920,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --q-column, DR: the column of each candidate's expected reward at the row's "
         "prompt, with {policy} in its name (e.g. 'v_target__{policy}')",
     )
-    p.add_argument("--confidence-level", type=float, default=0.95)
-    p.add_argument(
-        "--report",
-        metavar="FILE.html",
-        help="also write the HTML report (atomically; checked before any row is read)",
-    )
-    _add_force(p, "--report")
-    _add_output_flags(p)
+    _add_side_report_flags(p)
 
     p = sub.add_parser(
         "continuous",
@@ -992,14 +985,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --q-column: its prediction at each candidate's action, with {policy} in the "
         "name (e.g. 'v__{policy}')",
     )
-    p.add_argument("--confidence-level", type=float, default=0.95)
-    p.add_argument(
-        "--report",
-        metavar="FILE.html",
-        help="also write the HTML report (atomically; checked before any row is read)",
-    )
-    _add_force(p, "--report")
-    _add_output_flags(p)
+    _add_side_report_flags(p)
 
     p = sub.add_parser(
         "slates",
@@ -1060,14 +1046,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="rename your columns to ope's names, e.g. --mapping slate_id=session reward=click",
     )
     p.add_argument("--ci", choices=("normal", "t", "bootstrap"), default="normal")
-    p.add_argument("--confidence-level", type=float, default=0.95)
-    p.add_argument(
-        "--report",
-        metavar="FILE.html",
-        help="also write the HTML report (atomically; checked before any row is read)",
-    )
-    _add_force(p, "--report")
-    _add_output_flags(p)
+    _add_side_report_flags(p)
 
     p = sub.add_parser(
         "demo",
@@ -1088,6 +1067,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_output_flags(p)
     return parser
+
+
+def _add_side_report_flags(p: argparse.ArgumentParser) -> None:
+    """The last flags of a command whose result has its own report section (``ope
+    sequences``, ``continuous``, ``slates``): the level, ``--report`` with ``--force``, and the
+    output flags."""
+    p.add_argument("--confidence-level", type=float, default=0.95)
+    p.add_argument(
+        "--report",
+        metavar="FILE.html",
+        help="also write the HTML report (atomically; checked before any row is read)",
+    )
+    _add_force(p, "--report")
+    _add_output_flags(p)
 
 
 def _add_embedding_options(p: argparse.ArgumentParser) -> None:

@@ -61,6 +61,9 @@ __all__ = [
     "compare",
     "comparison_row",
     "grouped_notes",
+    "estimate_rows",
+    "estimate_summary",
+    "logging_comparison_rows",
     "make_estimate",
     "Source",
     "RowSource",
@@ -696,6 +699,56 @@ def comparison_row(
         "better_than_logging": bool(low > 0),
         "worse_than_logging": bool(high < 0),
     }
+
+
+def estimate_rows(estimates: Mapping[tuple[str, str], Estimate]) -> list[dict[str, Any]]:
+    """The rows of a grid of ``{(policy, estimator): Estimate}`` with the columns of
+    ``ope.Evaluation.table`` (the ``table()`` of trajectory and slate evaluations)."""
+    return [
+        {
+            "policy": p,
+            "estimator": e,
+            "value": est.value,
+            "std_error": est.std_error,
+            "ci_low": est.ci_low,
+            "ci_high": est.ci_high,
+            "confidence_level": est.confidence_level,
+            "ci_method": est.ci_method,
+            "target": est.target,
+            "n": est.n,
+            "ess": est.ess,
+            "ess_ratio": est.ess / est.n if est.n else math.nan,
+            "notes": "; ".join(est.notes),
+        }
+        for (p, e), est in estimates.items()
+    ]
+
+
+def estimate_summary(est: Estimate) -> dict[str, Any]:
+    """An estimate's value, standard error, interval, its method and ``n``, JSON-ready (the
+    logging policy's entry of an evaluation's ``to_dict``)."""
+    return {
+        "value": est.value,
+        "std_error": est.std_error,
+        "ci_low": est.ci_low,
+        "ci_high": est.ci_high,
+        "ci_method": est.ci_method,
+        "n": est.n,
+    }
+
+
+def logging_comparison_rows(
+    evaluation: Any, cells: Any, *, ci: str, confidence_level: float
+) -> list[dict[str, Any]]:
+    """:func:`comparison_row` of each ``(policy, estimator)`` of ``cells`` against the logging
+    policy, from ``evaluation.compare(policy, "logging", estimator=..., ci=...)`` (the
+    ``comparisons()`` of trajectory and slate evaluations)."""
+    rows = []
+    for p, e in cells:  # a loop over candidates and estimators
+        d = evaluation.compare(p, "logging", estimator=e, ci=ci)
+        iv = d.ci(confidence_level, ci)
+        rows.append(comparison_row(p, e, d.value, d.std_error, float(iv.low), float(iv.high)))
+    return rows
 
 
 def grouped_notes(

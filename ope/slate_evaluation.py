@@ -42,8 +42,10 @@ from ope.results import (
     Result,
     ResultParts,
     compare,
-    comparison_row,
+    estimate_rows,
+    estimate_summary,
     grouped_notes,
+    logging_comparison_rows,
     render_text,
 )
 from ope.slates import (
@@ -191,34 +193,14 @@ class SlateEvaluation(Result):
     def comparisons(self, *, ci: str = "normal") -> pd.DataFrame:
         """Every estimate against the logger's mean slate reward (paired by slate)."""
         method = check_choice(ci, "ci", SLATE_CI_METHODS)
-        rows = []
-        for p, e in self.estimates:  # a loop over candidates and estimators
-            d = self.compare(p, "logging", estimator=e, ci=method)
-            iv = d.ci(self.confidence_level, method)
-            rows.append(comparison_row(p, e, d.value, d.std_error, float(iv.low), float(iv.high)))
+        rows = logging_comparison_rows(
+            self, self.estimates, ci=method, confidence_level=self.confidence_level
+        )
         return pd.DataFrame(rows)
 
     def table(self) -> pd.DataFrame:
         """One row per estimate made, with the columns of ``ope.Evaluation.table``."""
-        rows = [
-            {
-                "policy": p,
-                "estimator": e,
-                "value": est.value,
-                "std_error": est.std_error,
-                "ci_low": est.ci_low,
-                "ci_high": est.ci_high,
-                "confidence_level": est.confidence_level,
-                "ci_method": est.ci_method,
-                "target": est.target,
-                "n": est.n,
-                "ess": est.ess,
-                "ess_ratio": est.ess / est.n if est.n else math.nan,
-                "notes": "; ".join(est.notes),
-            }
-            for (p, e), est in self.estimates.items()
-        ]
-        return pd.DataFrame(rows, columns=list(ESTIMATE_TABLE_COLUMNS))
+        return pd.DataFrame(estimate_rows(self.estimates), columns=list(ESTIMATE_TABLE_COLUMNS))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with stable keys."""
@@ -232,14 +214,7 @@ class SlateEvaluation(Result):
             "slate_size": self.slate_size,
             "estimand": ESTIMAND,
             "validation": self.report.to_dict(),
-            "logging_policy": {
-                "value": lg.value,
-                "std_error": lg.std_error,
-                "ci_low": lg.ci_low,
-                "ci_high": lg.ci_high,
-                "ci_method": lg.ci_method,
-                "n": lg.n,
-            },
+            "logging_policy": estimate_summary(lg),
             "estimates": self.table().to_dict(orient="records"),
             "unavailable": [
                 {"policy": p, "estimator": e, "reason": why}

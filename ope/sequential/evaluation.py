@@ -6,7 +6,6 @@ runs on trajectory logs).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -27,8 +26,10 @@ from ope.results import (
     Result,
     ResultParts,
     compare,
-    comparison_row,
+    estimate_rows,
+    estimate_summary,
     grouped_notes,
+    logging_comparison_rows,
     render_text,
 )
 from ope.sequential.estimators import (
@@ -133,37 +134,15 @@ class TrajectoryEvaluation(Result):
     def comparisons(self, *, ci: str = "normal") -> pd.DataFrame:
         """Every candidate against the logging policy, per estimator (paired by episode)."""
         method = check_choice(ci, "ci", CI_METHODS)
-        rows = []
-        for p in self.policies:  # a loop over candidates and estimators
-            for e in self.estimators:
-                d = self.compare(p, "logging", estimator=e, ci=method)
-                iv = d.ci(self.confidence_level, method)
-                rows.append(
-                    comparison_row(p, e, d.value, d.std_error, float(iv.low), float(iv.high))
-                )
+        cells = [(p, e) for p in self.policies for e in self.estimators]
+        rows = logging_comparison_rows(
+            self, cells, ci=method, confidence_level=self.confidence_level
+        )
         return pd.DataFrame(rows)
 
     def table(self) -> pd.DataFrame:
         """One row per policy × estimator with :data:`TRAJECTORY_TABLE_COLUMNS`."""
-        rows = [
-            {
-                "policy": p,
-                "estimator": e,
-                "value": est.value,
-                "std_error": est.std_error,
-                "ci_low": est.ci_low,
-                "ci_high": est.ci_high,
-                "confidence_level": est.confidence_level,
-                "ci_method": est.ci_method,
-                "target": est.target,
-                "n": est.n,
-                "ess": est.ess,
-                "ess_ratio": est.ess / est.n if est.n else math.nan,
-                "notes": "; ".join(est.notes),
-            }
-            for (p, e), est in self.estimates.items()
-        ]
-        return pd.DataFrame(rows, columns=list(TRAJECTORY_TABLE_COLUMNS))
+        return pd.DataFrame(estimate_rows(self.estimates), columns=list(TRAJECTORY_TABLE_COLUMNS))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict with stable keys."""
@@ -178,16 +157,7 @@ class TrajectoryEvaluation(Result):
             "episodes": self.n_episodes,
             "truncated_episodes": self.n_truncated,
             "validation": self.report.to_dict(),
-            "logging_policy": None
-            if lg is None
-            else {
-                "value": lg.value,
-                "std_error": lg.std_error,
-                "ci_low": lg.ci_low,
-                "ci_high": lg.ci_high,
-                "ci_method": lg.ci_method,
-                "n": lg.n,
-            },
+            "logging_policy": None if lg is None else estimate_summary(lg),
             "estimates": self.table().to_dict(orient="records"),
             "notes": list(self.notes),
         }
