@@ -4007,7 +4007,7 @@ def _cmd_slates(args: argparse.Namespace) -> _Outcome:
 
     from ope.io import read_table
     from ope.slate_evaluation import evaluate_slates
-    from ope.slates import plackett_luce_from_table, slate_logs
+    from ope.slates import candidate_columns, plackett_luce_from_table, slate_logs
 
     chosen = _candidate_names(
         args, "slates", "target__/target_prefix__/target_slate__<name> columns, or --scores"
@@ -4029,19 +4029,22 @@ def _cmd_slates(args: argparse.Namespace) -> _Outcome:
             f"argument --position-base: must be 0 or more; got {args.position_base}.",
             flag="--position-base",
         )
+    table = read_table(args.logs, what="slate logs")
     logs = slate_logs(
-        read_table(args.logs, what="slate logs"),
+        table,
         mapping=_parse_mapping(args.mapping),
         position_base=args.position_base,
+        policies=chosen or None,  # the other candidates' columns are not read
     )
-    both = sorted(set(files) & set(logs.candidates))
+    in_columns = list(candidate_columns(table.column_names))
+    both = sorted(set(files) & set(in_columns))
     if both:
         raise _UsageError(
             f"argument --scores: {both[0]!r} is also a candidate of the logs' columns; give it "
             "once, under another name.",
             flag="--scores",
         )
-    known = [*logs.candidates, *files]
+    known = [*in_columns, *files]
     if not known:
         raise SchemaError(
             "no candidate: the logs have no target__<name>, target_prefix__<name> or "

@@ -385,7 +385,8 @@ def evaluate_slates(
     >>> abs(ev["greedy", "rips"].value - env.true_value("greedy")) < 0.2
     True
     """
-    logs = slate_logs(logs, mapping=mapping, position_base=position_base)
+    # only the chosen candidates' columns are read (and checked)
+    logs = slate_logs(logs, mapping=mapping, position_base=position_base, policies=policies)
     method = check_choice(ci, "ci", SLATE_CI_METHODS)
     model = check_choice(cascade_model, "cascade_model", CASCADE_MODELS)
     check_flag(product_logging, "product_logging")

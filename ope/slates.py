@@ -33,7 +33,7 @@ import itertools
 import math
 import numbers
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -60,6 +60,7 @@ from ope._validation import (
     check_label_kinds,
     check_mapping,
     check_name,
+    check_names,
     check_positive_int,
     check_positive_real,
     check_rng,
@@ -86,6 +87,7 @@ __all__ = [
     "SlateLogs",
     "SLATE_COLUMNS",
     "CANDIDATE_COLUMNS",
+    "candidate_columns",
     "slate_logs",
     "SlateProbabilities",
     "SlatePolicy",
@@ -341,8 +343,15 @@ CANDIDATE_COLUMNS: Final = {
 }
 
 
-def _candidate_columns(cols: Mapping[str, Any]) -> dict[str, dict[str, str]]:
-    """The logs' candidate columns: ``{name: {field: column}}`` (:data:`CANDIDATE_COLUMNS`)."""
+def candidate_columns(cols: Any) -> dict[str, dict[str, str]]:
+    """The candidates of slate logs with column names ``cols``, each with its columns:
+    ``{name: {field: column}}`` (:data:`CANDIDATE_COLUMNS`).
+
+    Examples
+    --------
+    >>> candidate_columns(["item", "target_prefix__a", "target__a", "target_slate__b"])
+    {'a': {'prefix': 'target_prefix__a', 'marginal': 'target__a'}, 'b': {'slate': 'target_slate__b'}}
+    """
     found: dict[str, dict[str, str]] = {}
     # the longest prefix first: target_prefix__x is not a marginal of candidate "prefix__x"
     by_length = sorted(CANDIDATE_COLUMNS.items(), key=lambda kv: -len(kv[1]))
@@ -405,6 +414,7 @@ def slate_logs(
     mapping: Mapping[str, str] | None = None,
     position_base: int = 0,
     allow_repeats: bool = False,
+    policies: Sequence[str] | None = None,
 ) -> SlateLogs:
     """Read and validate slate logs (one row per slot, or list columns per slate).
 
@@ -425,6 +435,10 @@ def slate_logs(
         First position in the data (1 for 1-based logs such as the Open Bandit Dataset).
     allow_repeats : bool, default False
         Accept an item shown twice in one slate (slot-specific catalogs).
+    policies : sequence of str, optional
+        Read only these candidates' columns (``target__<name>``, ``target_prefix__<name>``,
+        ``target_slate__<name>``; default every candidate's): the others are neither read nor
+        checked. A name without columns is left to the caller.
 
     Returns
     -------
@@ -499,7 +513,10 @@ def slate_logs(
             "slot with ope.evaluate (weighted), or drop the `weight` column to use the kept "
             "slates as they are."
         )
-    cand = _candidate_columns(cols)
+    cand = candidate_columns(cols)
+    if policies is not None:
+        wanted = set(check_names(policies, "policies", example="policies=['greedy']"))
+        cand = {name: kinds for name, kinds in cand.items() if name in wanted}
     if long:
         return _long_logs(
             cand,

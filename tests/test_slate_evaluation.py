@@ -407,3 +407,22 @@ def test_report_notes_once_and_candidates_left_out_of_pairs(env, table):
     assert "Not in these pairs (no sips estimate): m" in page
     # the bandit-only sections say what they are for, not how to add bandit diagnostics
     assert "this report is of slates" in page and "ope.diagnose(logs, by=" not in page
+
+
+def test_only_the_chosen_candidates_columns_are_read(env, table, tmp_path):
+    """A candidate not asked for is neither read nor checked: its broken column does not stop
+    the evaluation of the others (API and command line)."""
+    frame = table.to_pandas()
+    frame["target_prefix__ok"] = frame["prefix_propensity"]
+    frame["target_prefix__broken"] = 1.5
+    with pytest.raises(ValidationError, match="target_prefix__broken"):
+        evaluate_slates(frame)
+    ev = evaluate_slates(frame, policies=["ok"])
+    assert ev.policies == ["ok"] and ev["ok", "rips"].value == pytest.approx(ev.logging.value)
+    path = tmp_path / "slates.parquet"
+    frame.to_parquet(path)
+    code, out, err = _run("slates", path, "--policy", "ok", "--json")
+    assert code == 0, err
+    code, out, err = _run("slates", path, "--policy", "nope", "--json")
+    doc = json.loads(out)
+    assert code == 2 and "'ok', 'broken'" in doc["error"]["message"]
