@@ -1018,7 +1018,9 @@ def build_parser() -> argparse.ArgumentParser:
         action="extend",
         nargs="+",
         choices=SLATE_ESTIMATOR_CHOICES,
-        help="estimators (default: sips, rips, cdr and iips where the probabilities serve them)",
+        metavar="NAME",
+        help=f"estimators among {', '.join(SLATE_ESTIMATOR_CHOICES)} (default: sips, rips, cdr "
+        "and iips where the probabilities serve them)",
     )
     p.add_argument(
         "--cascade-model",
