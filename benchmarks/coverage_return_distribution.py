@@ -10,9 +10,10 @@ The environment: ``ope.simulate.TabularMDP(n_states=4, n_actions=3, horizon=5, s
 returns undiscounted (gamma = 1; an episode that ends early has the return it accumulated, as
 ``tail_value=0``). Its return distribution under a candidate is a discrete distribution the
 simulator does not give in closed form; the truth is the empirical CDF of ``--truth-episodes``
-episodes drawn from the candidate (1,000,000 by default: its error is below 0.0005 standard
-deviations at every threshold), and a band "covers" when every threshold's truth lies inside it
-up to ``TOLERANCE``. Per candidate, logged episode count and estimator: the share of
+episodes drawn from the candidate (1,000,000 by default: its standard error is below 0.0005 at
+every threshold), and a band "covers" when the truth lies inside it up to ``TOLERANCE`` at every
+logged return (the thresholds of the band; this MDP's returns are the integers 0 to 5, so they
+are every point of the support). Per candidate, logged episode count and estimator: the share of
 replications covered (nominal 0.95), the mean band half-width, and the mean largest distance
 between the estimated and the true CDF. DR models the return's CDF given the first state
 (cross-fitted over two folds of episodes).

@@ -3250,7 +3250,19 @@ def _trajectory_run(args: argparse.Namespace) -> tuple[Any, Any, _Outcome, Any]:
 
     _check_settings(args, _PLAN_SETTINGS)  # no evaluation plan checks them on this path
     _trajectory_usage(args)
+    marginalized = any(e in ("mis", "mis_dr") for e in args.estimator or ())
+    dr_returns = bool(args.metric) and args.distribution_estimator == "dr"
+    if args.state_column and not (marginalized or dr_returns):
+        raise _UsageError(
+            "argument --state-column: it serves --estimator mis/mis_dr, and the return "
+            "distribution of --metric with --distribution-estimator dr; add one, or drop it.",
+            flag="--state-column",
+        )
     traj = _read(args, read_trajectories)
+    if dr_returns and (args.state_column or "state" in traj.table.column_names):
+        from ope.sequential._steps import state_codes
+
+        state_codes(traj, args.state_column)  # before the evaluation: a bad column fails now
     policies = list(args.policy) if args.policy else traj.target_policies
     tail: Any = args.tail_value
     if args.tail_column:
@@ -3272,11 +3284,7 @@ def _trajectory_run(args: argparse.Namespace) -> tuple[Any, Any, _Outcome, Any]:
         tail_value=tail,
         q_hat=_per_policy_columns(args.q_column, policies, "--q-column"),
         v_hat=_per_policy_columns(args.v_column, policies, "--v-column"),
-        # --state-column serves mis/mis_dr, and DR's return distribution (below)
-        state=args.state_column
-        if any(e in ("mis", "mis_dr") for e in args.estimator or ())
-        or not (args.metric and args.distribution_estimator == "dr")
-        else None,
+        state=args.state_column if marginalized else None,  # and DR's returns (below)
     )
     document = ev.to_dict()
     document = {"kind": document.pop("kind"), "logs": args.logs, **document}

@@ -777,7 +777,16 @@ def outcome_distribution(
             context_columns = check_names(
                 context_columns, "context_columns", example="context_columns=['age']"
             )
-        model = _dr_model(logs, tp, y, knots_count, reward_model, context_columns, rng=options.rng)
+        model = _dr_model(
+            logs,
+            tp,
+            y,
+            knots_count,
+            reward_model,
+            context_columns,
+            rng=options.rng,
+            outcome=outcome,
+        )
     return _estimate(y, w, names, s, s_column, outcome, options, model)
 
 
@@ -815,6 +824,7 @@ def _dr_model(
     context_columns: Sequence[str] | None,
     *,
     rng: Any,
+    outcome: str,
 ) -> _DRModel:
     from ope.evaluation._driver import model_predictions
 
@@ -835,6 +845,12 @@ def _dr_model(
         q_logged = np.empty((y.size, 0))
         q_target = np.empty((y.size, len(tp.names), 0))
         columns, notes = (), []
+    features = ", ".join(columns) or "none (one value per action)"
+    notes.append(
+        f"DR's model of the conditional CDF: {max(knots.size - 1, 0)} cross-fitted "
+        f"regressions of 1{{{outcome} <= u}} at knots u from {knots[0]:.6g} to "
+        f"{knots[-1]:.6g}, linear between, on the context columns {features}"
+    )
     return _DRModel(knots, q_logged, q_target, columns, tuple(notes))
 
 
@@ -896,12 +912,15 @@ def return_distribution(
         given the episode's first state: :math:`\hat F(t) = \frac1n \sum_i [\hat G(t \mid
         s_0^i) + w_i (1\{G_i \le t\} - \hat G(t \mid s_0^i))]`, :math:`\hat G` the
         candidate's weighted return CDF of that first state on the other half of the episodes
-        (``rng`` splits them). Unbiased whatever the model, since the trajectory weight has
-        mean 1 given the first state; the closer the model, the narrower the band.
+        (``rng`` splits them). Its raw value is unbiased whatever the model, since the
+        trajectory weight has mean 1 given the first state; the CDF returned is that value
+        rearranged to be nondecreasing and clipped to [0, 1], which can lift the lower tail
+        with few episodes or heavy weights. The closer the model, the narrower the band.
     state : str or array_like, optional
         With ``estimator="dr"``: each step's discrete state (a column name, or one value per
-        step; default the ``state`` column when there is one, else no grouping), of which the
-        first step's conditions the model.
+        step in the trajectories' order, sorted by ``(episode_id, step)``; default the
+        ``state`` column when there is one, else no grouping), of which the first step's
+        conditions the model.
 
     Returns
     -------
@@ -974,8 +993,9 @@ def _return_model(
     """DR's model of a return distribution: per candidate, the CDF of the return given the
     episode's first state, estimated on the other fold of episodes (two folds) by the
     self-normalized weighted CDF of that state's returns, shrunk toward all of the fold's by
-    :data:`RETURN_MODEL_PRIOR` pseudo-episodes. Unbiased whatever the model: an episode's model
-    depends only on its first state and on other episodes, and E[w | first state] = 1."""
+    :data:`RETURN_MODEL_PRIOR` pseudo-episodes. The raw estimate is unbiased whatever the
+    model: an episode's model depends only on its first state and on other episodes, and
+    E[w | first state] = 1."""
     from ope.sequential._steps import state_codes
 
     if state is not None or "state" in trajectories.table.column_names:
@@ -1002,17 +1022,25 @@ def _return_model(
             by_state = (mass + RETURN_MODEL_PRIOR * overall) / (total + RETURN_MODEL_PRIOR)[:, None]
             model[test, j, :] = by_state[first[test]]
     how = (
-        "the first state's weighted return distribution on the other half of the episodes"
+        "the candidate's weighted return distribution of the episode's first state on the "
+        "other half of the episodes"
         if grouped
-        else "the weighted return distribution of the other half of the episodes (no state "
-        "column: pass state= to condition on the first state)"
+        else "the candidate's weighted return distribution of the other half of the episodes "
+        "(no state column: give the first states to condition on them)"
     )
+    notes = [f"DR's model of the return's CDF: {how} (cross-fitted over two folds)"]
+    if grouped and np.unique(first).size > n_ep / 2:
+        notes.append(
+            f"{np.unique(first).size:,} distinct first states in {n_ep:,} episodes: most "
+            "states hold one episode, so DR's model is nearly the pooled return distribution "
+            "(continuous states would need binning to condition on them)"
+        )
     return _DRModel(
         knots=knots,
         q_logged=model,
         q_target=model,
         columns=("state",) if grouped else (),
-        notes=(f"DR's model of the return's CDF: {how} (cross-fitted over two folds)",),
+        notes=tuple(notes),
     )
 
 
@@ -1211,12 +1239,11 @@ def _estimate(
         )
     if model is not None:
         notes.extend(model.notes)
-        features = ", ".join(model.columns) or "none (one value per action)"
         notes.append(
-            f"DR's model of the conditional CDF: {max(model.knots.size - 1, 0)} cross-fitted "
-            f"regressions of 1{{{outcome} <= u}} at knots u from {model.knots[0]:.6g} to "
-            f"{model.knots[-1]:.6g}, linear between, on the context columns {features}; DR is "
-            "unbiased whatever the model, and rearranged to be nondecreasing"
+            "DR's raw estimate is unbiased whatever the model; the CDF shown is its "
+            "nondecreasing rearrangement clipped to [0, 1], which brings a dip below 0 or a rise "
+            "above 1 back inside and so can lift the lower tail where the rows are few or the "
+            "weights heavy"
         )
     if s is not None:
         notes.append(f"rows weighted by the sampling weights of column `{s_column}`")

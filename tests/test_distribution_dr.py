@@ -23,7 +23,7 @@ from ope.distribution import (
     _weights_and_outcome,
     outcome_distribution,
 )
-from ope.exceptions import ParameterError, PolicyError
+from ope.exceptions import ParameterError, PolicyError, ValidationError
 from ope.simulate import ContextualBandit, TabularMDP
 
 
@@ -52,7 +52,7 @@ def test_dr_matches_its_row_level_formula_and_the_band_a_row_level_bootstrap():
     d = outcome_distribution(logs, estimator="dr", resolution=60, n_resamples=20_000, rng=0)
     assert d.estimator == "dr" and d["optimal"].estimator == "dr"
     y, w, names, _, _, lg, tp = _weights_and_outcome(logs, None, "reward", None, dr=True)
-    model = _dr_model(lg, tp, y, 16, None, None, rng=0)
+    model = _dr_model(lg, tp, y, 16, None, None, rng=0, outcome="reward")
     dist = d["optimal"]
     j = names.index("optimal")
     mix = _knot_weights(dist.edges, model.knots)
@@ -260,3 +260,53 @@ def test_command_line_on_trajectories(tmp_path):
     assert doc["outcome"] == "return" and doc["n"] == 800
     assert doc["estimator"] == "dr"
     assert any("first state" in note for note in doc["notes"])
+
+
+def test_return_dr_state_edges_and_notes(tmp_path):
+    """Review edges: states an array cannot hold, the notes of the return model (not the
+    bandit regressions), and --state-column refused early when nothing uses it."""
+    mdp = TabularMDP(n_states=3, n_actions=2, horizon=3, seed=0)
+    table = mdp.sample(200, rng=0)
+    traj = ope.read_trajectories(table)
+    n = traj.table.num_rows
+    kw = {"tail_value": 0.0, "estimator": "dr"}
+    with pytest.raises(ParameterError, match="`state`"):
+        ope.return_distribution(traj, ["greedy"], state=np.full(n, 2**70, dtype=object), **kw)
+    with pytest.raises(ValidationError, match="`state` must be finite"):
+        nan_first = np.array([np.nan] + [1.0] * (n - 1), dtype=object)
+        ope.return_distribution(traj, ["greedy"], state=nan_first, **kw)
+    with pytest.raises(ValidationError, match="masked"):
+        masked = np.ma.masked_array(np.ones(n), mask=[True] + [False] * (n - 1))
+        ope.return_distribution(traj, ["greedy"], state=masked, **kw)
+    d = ope.return_distribution(traj, ["greedy"], **kw)
+    text = " ".join(d.notes)
+    assert "first state" in text and "regressions" not in text and "rearrangement" in text
+    unique = np.arange(n, dtype=np.float64)  # every episode its own first state
+    d = ope.return_distribution(traj, ["greedy"], state=unique, **kw)
+    assert any("distinct first states" in note for note in d.notes)
+    path = tmp_path / "steps.parquet"
+    pq.write_table(table, path)
+    for extra in (
+        ["--metric", "cdf:1", "--distribution-estimator", "ips"],
+        [],
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "ope", "evaluate", path, "--tail-value", "0"]
+            + ["--state-column", "state", *extra, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        doc = json.loads(out.stdout)
+        assert out.returncode == 2 and doc["error"]["flag"] == "--state-column"
+        assert "--distribution-estimator dr" in doc["error"]["message"]
+    out = subprocess.run(
+        [sys.executable, "-m", "ope", "evaluate", path, "--tail-value", "0", "--metric", "cdf:1"]
+        + ["--distribution-estimator", "dr", "--state-column", "nope", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    doc = json.loads(out.stdout)
+    assert out.returncode == 65 and "nope" in doc["error"]["message"]
+    assert "warnings" not in doc or not doc["warnings"]  # refused before the evaluation ran

@@ -469,8 +469,9 @@ def validated_steps(
 
 def state_codes(traj: Trajectories, state: PerStep | None) -> np.ndarray:
     """Each step's state as an integer code (``state``: a column name, default ``"state"``, or
-    an array of hashable values, one per step); states are compared by equality, so continuous
-    states must be discretized first."""
+    an array of hashable values, one per step in the trajectories' order, sorted by
+    ``(episode_id, step)``); states are compared by equality, so continuous states must be
+    discretized first."""
     if state is None and "state" not in traj.table.column_names:
         raise ParameterError(
             "the marginalized estimators need each step's state: pass `state` (a column name or "
@@ -498,6 +499,10 @@ def state_codes(traj: Trajectories, state: PerStep | None) -> np.ndarray:
                 "integer or string states."
             ) from None
         return np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    if isinstance(state, np.ma.MaskedArray) and np.ma.is_masked(state):
+        raise ValidationError(
+            "`state` is a masked array with masked (missing) states; give every step a state."
+        )
     try:
         values = np.asarray(state)
     except (TypeError, ValueError):
@@ -512,12 +517,17 @@ def state_codes(traj: Trajectories, state: PerStep | None) -> np.ndarray:
     if values.dtype.kind in "biufUS":
         return np.unique(values, return_inverse=True)[1].astype(np.int64).ravel()
     try:  # objects (a pandas column of strings): one Arrow type, or refused
-        encoded = pc.dictionary_encode(pa.array(values))
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        arrow = pa.array(values, from_pandas=True)  # NaN in an object array is missing
+        encoded = pc.dictionary_encode(arrow)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
         raise ParameterError(
-            "`state` must hold integers, floats or strings of one type; it mixes types or "
-            "holds other objects."
+            "`state` must hold integers (of 64 bits), floats or strings of one type; it mixes "
+            "types or holds other objects."
         ) from None
+    if pa.types.is_floating(arrow.type):
+        check_finite_steps(
+            traj, np.asarray(arrow.to_numpy(zero_copy_only=False), np.float64), "state"
+        )
     if encoded.null_count:
         rows = np.flatnonzero(encoded.is_null().to_numpy(zero_copy_only=False))
         raise ValidationError(f"`state` is missing at {where(traj, rows)}.")
