@@ -17,11 +17,12 @@ NeurIPS 2021, off-policy risk assessment; Chandak et al., NeurIPS 2021). Two est
   G(t \mid x, a)`. The model is one cross-fitted regression of the indicator :math:`1\{y \le
   u_l\}` per knot :math:`u_l` (``model_thresholds`` of them: the outcome's distinct values
   when it has few, else its logged quantiles), linear in :math:`t` between knots and 1 at the
-  largest logged outcome. DR is unbiased at every :math:`t` whatever the model, since each
-  row's :math:`\hat G` is fitted on other rows; a good model removes the part of the outcome the
-  context explains and narrows the band. The estimate is made nondecreasing by rearrangement
-  (sorting its values; Chernozhukov, Fernandez-Val & Galichon 2010), which never moves it
-  farther from a CDF in the sup norm, so the band stays valid.
+  largest logged outcome. DR's raw value is unbiased at every :math:`t` whatever the model,
+  since each row's :math:`\hat G` is fitted on other rows; a good model removes the part of the
+  outcome the context explains and narrows the band. The estimate is made nondecreasing by
+  rearrangement (sorting its values; Chernozhukov, Fernandez-Val & Galichon 2010), which never
+  moves it farther from a CDF in the sup norm, so the band stays valid, and clipped to [0, 1]:
+  both can lift a tail where the rows are few or the weights heavy.
 
 Two bands, each a function :math:`L \le F \le U` for **every** :math:`t` at once, so that any
 threshold, quantile level or CVaR level read from one band holds jointly with the others:
