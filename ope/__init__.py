@@ -188,6 +188,7 @@ _PUBLIC: dict[str, str] = {
     "evaluate_continuous": "ope.continuous",
     "ContinuousEvaluation": "ope.continuous",
     # several outcomes
+    "evaluate_outcomes": "ope.evaluation.outcomes",
     "guardrail_decision": "ope.guardrails",
     "GuardrailDecision": "ope.guardrails",
     "Guardrail": "ope.guardrails",

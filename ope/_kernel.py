@@ -71,6 +71,7 @@ __all__ = [
     "MOMENT_FIELDS",
     "empty_weighted",
     "accumulate",
+    "accumulate_outcomes",
     "merge",
     "empty",
     "backend",
@@ -1501,6 +1502,113 @@ def _nb_run(
             )
 
 
+def _nb_run_outcomes(
+    rs,
+    n_rows,
+    p,
+    cols,
+    mat,
+    use_mat,
+    max_weight,
+    has_clip,
+    block,
+    an,
+    ahdr,
+    aexp,
+    am,
+    ac,
+    amax,
+    aclip,
+    tlo,
+    thi,
+    chk,
+    lo,
+    hi,
+):
+    """The pass of :func:`_nb_run` (ungrouped, without sampling weights) for ``L`` outcomes on
+    the same weights: ``rs`` (int64, L) holds the addresses of the outcomes' contiguous float64
+    columns of ``n_rows`` values (the caller keeps them alive), and every accumulator has a
+    leading axis of length ``L`` (``an`` (L, 1), ``ahdr`` (L, 1, 4), ..., ``chk`` (L, 4)).
+
+    Each block's weights are formed once (the targets are read once) and each outcome's
+    statistics are then those :func:`_nb_run` forms for that outcome alone: the same blocks,
+    the same operations in the same order, so the same numbers.
+    """
+    n = hi - lo
+    n_out = rs.shape[0]
+    n_pol = tlo.shape[0]
+    rows = block if n > block else max(n, 1)
+    wb = np.empty((n_pol, rows))
+    wbi = wb.view(np.int64)
+    tb = np.empty((n_pol if use_mat else 0, rows))
+    tbi = tb.view(np.int64)
+    rb = np.empty((n_out, rows))
+    drb = np.empty((n_out, rows))
+    pb = np.empty(rows)
+    hdr = np.empty((n_out, 5))
+    bits = np.zeros(4, dtype=np.int64)
+    fbits = bits.view(np.float64)
+    bm = np.empty((2, 2, n_pol))
+    bc = np.empty((2, N_COMOMENTS, n_pol))
+    bexp = np.empty((2, n_pol))
+    bmax = np.empty(n_pol)
+    bclip = np.empty(n_pol)
+    bhdr = np.empty(4)
+    for start in range(lo, hi, rows):
+        k = min(rows, hi - start)
+        for o in range(n_out):  # the same propensities: every outcome's pb and kp are equal
+            r = _nb_carray(_nb_pointer(rs[o]), n_rows, np.float64)
+            _nb_prepare(r, p, start, k, rb[o], drb[o], pb, hdr[o], chk[o], bits, fbits)
+        kp = int(hdr[0, 4])
+        mw = math.ldexp(max_weight, -kp) if has_clip else np.inf
+        if use_mat:
+            _nb_transpose(mat, start, k, tb)
+            for j in range(n_pol):
+                _nb_load(tb[j], tbi[j], k, wb[j], pb, j, tlo, thi)
+        else:
+            for j in range(n_pol):
+                ts = _nb_carray(_nb_pointer(cols[j] + 8 * start), k, np.float64)
+                _nb_load(ts, ts.view(np.int64), k, wb[j], pb, j, tlo, thi)
+        for o in range(n_out):
+            _nb_block(
+                wb,
+                wbi,
+                k,
+                rb[o],
+                drb[o],
+                kp,
+                mw,
+                has_clip,
+                bm,
+                bc,
+                bexp,
+                bmax,
+                bclip,
+                fbits,
+                bits,
+                True,
+            )
+            for q in range(4):
+                bhdr[q] = hdr[o, q]
+            _nb_merge(
+                an[o],
+                ahdr[o],
+                aexp[o],
+                am[o],
+                ac[o],
+                amax[o],
+                aclip[o],
+                0,
+                float(k),
+                bhdr,
+                bexp,
+                bm,
+                bc,
+                bmax,
+                bclip,
+            )
+
+
 _NUMBA_FUNCTIONS: Final = (
     "_nb_scale_exponent",
     "_nb_prepare",
@@ -1519,6 +1627,7 @@ _NUMBA_FUNCTIONS: Final = (
     "_nb_wmerge",
     "_nb_grouped_wblock",
     "_nb_run",
+    "_nb_run_outcomes",
 )
 #: The row loops, compiled with every fast-math flag (see _jit).
 _FAST_FUNCTIONS: Final = frozenset(
@@ -2201,6 +2310,137 @@ def accumulate(
     )
     checks = Checks(finite, float(chk[1]), float(chk[2]), float(chk[3]), float(chk[4]), tlo, thi)
     return acc, checks
+
+
+def accumulate_outcomes(
+    rewards: Sequence[np.ndarray],
+    logging_propensity: np.ndarray,
+    target: np.ndarray | Sequence[np.ndarray],
+    *,
+    max_weight: float | None,
+    block_rows: int | None = None,
+) -> list[tuple[Moments, Checks]]:
+    """One pass over the rows for several outcomes on the same weights: the
+    :func:`accumulate` result of each outcome (ungrouped, without sampling weights).
+
+    The compiled pass forms each block's weights once (each target column is read once,
+    whatever the number of outcomes) and then each outcome's statistics, in the blocks and
+    order :func:`accumulate` uses for that outcome alone: the numbers are the same. The numpy
+    backend runs :func:`accumulate` per outcome (the same numbers; one pass each).
+
+    Parameters
+    ----------
+    rewards : sequence of numpy.ndarray, shape (n,) each
+        The outcomes (at least one), not yet checked (see :class:`Checks`).
+    logging_propensity, target, max_weight, block_rows
+        As in :func:`accumulate`.
+    """
+    rs = [np.ascontiguousarray(r, dtype=np.float64) for r in rewards]
+    if not rs:
+        from ope.exceptions import ParameterError
+
+        raise ParameterError("accumulate_outcomes needs at least one outcome, e.g. [reward, cost].")
+    p = np.ascontiguousarray(logging_propensity, dtype=np.float64)
+    cols, mat, n, n_pol = _columns(target)
+    if len(rs) == 1 or backend() != "numba" or not (n and n_pol):
+        return [accumulate(r, p, target, max_weight=max_weight, block_rows=block_rows) for r in rs]
+    if any(r.shape[0] != n for r in rs) or p.shape[0] != n:
+        from ope.exceptions import ValidationError
+
+        lengths = [r.shape[0] for r in rs]
+        raise ValidationError(
+            f"every outcome needs one value per row ({n} rows of propensities); the outcomes "
+            f"have {lengths} rows."
+        )
+    n_out = len(rs)
+    # the outcomes as addresses (read where they are: no (L, n) copy), kept alive by ``rs``
+    outcome_addresses = np.array([r.ctypes.data for r in rs], dtype=np.int64)
+    if mat is not None and not (mat.dtype == np.float64 and mat.flags.c_contiguous):
+        mat = np.ascontiguousarray(mat, dtype=np.float64)
+    has_clip = max_weight is not None
+    mw = float(max_weight) if max_weight is not None else 1.0
+    block = int(min(BLOCK_ROWS, block_rows or BLOCK_ROWS))
+    fns = _compiled()
+    keep = cols or []  # referenced here while the pass reads their addresses
+    addresses = np.array([c.ctypes.data for c in keep], dtype=np.int64)
+    m_arg = np.empty((0, n_pol)) if mat is None else mat
+    big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+
+    def run(lo: int, hi: int) -> tuple[list[Moments], np.ndarray, np.ndarray, np.ndarray]:
+        accs = [empty(n_pol) for _ in range(n_out)]
+        an = np.stack([a.n for a in accs])
+        hdr = np.stack([np.column_stack([a.shift, a.r_exp, a.r_mean, a.r_m2]) for a in accs])
+        aexp = np.stack([a.w_exp for a in accs])
+        am = np.stack([a.mean for a in accs])
+        ac = np.stack([a.com for a in accs])
+        amax = np.stack([a.max_w for a in accs])
+        aclip = np.stack([a.n_clipped for a in accs])
+        keys = np.tile(np.array([big, small, big, small], dtype=np.int64), (n_out, 1))
+        tlo_k = np.full(n_pol, big, dtype=np.int64)
+        thi_k = np.full(n_pol, small, dtype=np.int64)
+        fns["_nb_run_outcomes"](
+            outcome_addresses,
+            n,
+            p,
+            addresses,
+            m_arg,
+            mat is not None,
+            mw,
+            has_clip,
+            block,
+            an,
+            hdr,
+            aexp,
+            am,
+            ac,
+            amax,
+            aclip,
+            tlo_k,
+            thi_k,
+            keys,
+            lo,
+            hi,
+        )
+        out = [
+            Moments(
+                an[o],
+                hdr[o, :, 0].copy(),
+                hdr[o, :, 1].copy(),
+                hdr[o, :, 2].copy(),
+                hdr[o, :, 3].copy(),
+                aexp[o],
+                am[o],
+                ac[o],
+                amax[o],
+                aclip[o],
+            )
+            for o in range(n_out)
+        ]
+        return out, keys, tlo_k, thi_k
+
+    ranges = row_ranges(n, block)
+    if len(ranges) == 1 or not fns["_nb_run_outcomes"].signatures:
+        parts = [run(lo, hi) for lo, hi in ranges]  # the first call compiles: on one thread
+    else:
+        parts = run_threads(run, ranges)
+    accs, keys, tlo_k, thi_k = parts[0]
+    keys, tlo_k, thi_k = keys.copy(), tlo_k.copy(), thi_k.copy()
+    for part, pkeys, plo, phi in parts[1:]:  # merged in row order, as accumulate merges
+        accs = [merge(a, b) for a, b in zip(accs, part)]
+        keys[:, 0::2] = np.minimum(keys[:, 0::2], pkeys[:, 0::2])
+        keys[:, 1::2] = np.maximum(keys[:, 1::2], pkeys[:, 1::2])
+        np.minimum(tlo_k, plo, out=tlo_k)
+        np.maximum(thi_k, phi, out=thi_k)
+    tlo, thi = _key_floats(tlo_k), _key_floats(thi_k)
+    results = []
+    for o, acc in enumerate(accs):  # a loop over outcomes
+        chk = _key_floats(keys[o])
+        finite = math.isfinite(chk[0]) and math.isfinite(chk[1]) and _all_finite(acc)
+        checks = Checks(
+            finite, float(chk[0]), float(chk[1]), float(chk[2]), float(chk[3]), tlo, thi
+        )
+        results.append((acc, checks))
+    return results
 
 
 def _key_floats(keys: np.ndarray) -> np.ndarray:

@@ -39,7 +39,7 @@ import pandas as pd
 from ope._result import Result, ResultParts
 from ope.paired import adjust_p_values
 from ope._validation import check_choice, check_confidence_level, check_name, check_real
-from ope.exceptions import OPEWarning, ParameterError, SchemaError, ValidationError
+from ope.exceptions import OPEWarning, ParameterError
 
 __all__ = [
     "GUARDRAIL_DIRECTIONS",
@@ -243,33 +243,6 @@ class GuardrailDecision(Result):
         )
 
 
-def _with_outcome(logs: Any, outcome: str, arg: str) -> Any:
-    """The logs with ``outcome`` as their reward column (the same rows and report)."""
-    import pyarrow as pa
-
-    if outcome == "reward":
-        return logs
-    if outcome not in logs.columns:
-        raise SchemaError(
-            f"`{arg}`: the logs have no outcome column {outcome!r}; columns: "
-            f"{list(logs.columns)[:20]}."
-        )
-    kind = logs.table.schema.field(outcome).type
-    if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind)):
-        raise SchemaError(f"`{arg}`: outcome column {outcome!r} must be numeric; it holds {kind}.")
-    values = np.asarray(logs.column(outcome), dtype=np.float64)
-    if not np.isfinite(values).all():
-        bad = int(np.flatnonzero(~np.isfinite(values))[0])
-        raise ValidationError(
-            f"outcome column {outcome!r} holds a missing or non-finite value (first at row "
-            f"{bad}); drop or fill those rows first."
-        )
-    table = logs.table
-    index = table.schema.get_field_index("reward")
-    swapped = table.set_column(index, "reward", pa.array(values, type=pa.float64()))
-    return type(logs).from_validated(swapped, logs.report, unit_roundoff=logs.unit_roundoff)
-
-
 def guardrail_decision(
     logs: Any,
     policies: Any = None,
@@ -324,7 +297,8 @@ def guardrail_decision(
     """
     from scipy.special import ndtri
 
-    from ope.evaluation.plan import evaluate as evaluate_plain
+    from ope.evaluation.outcomes import outcome_evaluations
+    from ope.evaluation.plan import EvaluationPlan
     from ope.io import read_logs
     from ope.logs import BanditLogs
 
@@ -353,11 +327,14 @@ def guardrail_decision(
     records = []
     notes: list[str] = []
     said: dict[str, type[Warning]] = {}  # the evaluations' warnings, once each
-    for k, rail in enumerate([first, *rails]):  # a loop over outcomes: one evaluation each
-        arg = "primary" if k == 0 else "guardrails"
-        with warnings.catch_warnings(record=True) as caught:  # restated below, per outcome
-            warnings.simplefilter("always", OPEWarning)
-            ev = evaluate_plain(_with_outcome(logs, rail.outcome, arg), policies, **options)
+    # every outcome on the same weights: one pass of the moment kernel (without sampling weights)
+    found = outcome_evaluations(
+        logs,
+        EvaluationPlan.build(policies, **options),
+        names,
+        ["primary", *["guardrails"] * len(rails)],
+    )
+    for k, (rail, (ev, caught)) in enumerate(zip([first, *rails], found)):  # over outcomes
         for w in caught:
             if issubclass(w.category, OPEWarning):
                 text = f"{rail.outcome}: {w.message}"

@@ -26,7 +26,14 @@ import numpy as np
 import numpy.typing as npt
 
 from ope._centered import CenteredMoments, WeightSummary
-from ope._kernel import MOMENT_FIELDS, N_COMOMENTS, Checks, Moments, accumulate
+from ope._kernel import (
+    MOMENT_FIELDS,
+    N_COMOMENTS,
+    Checks,
+    Moments,
+    accumulate,
+    accumulate_outcomes,
+)
 from ope._thresholds import kish_ess
 from ope._validation import check_positive_int, chunks
 
@@ -40,6 +47,7 @@ __all__ = [
     "weighted_moments",
     "WeightSummary",
     "centered_moments",
+    "centered_outcome_moments",
     "component_moments",
     "ratio",
     "skewness",
@@ -86,6 +94,27 @@ def centered_moments(
     # about the mean reward (exact algebra): w (r - shift) is then of the order of the reward's
     # spread, not of its level, whichever block's shift the pass kept
     return mom.about_mean() if checks.finite else mom
+
+
+def centered_outcome_moments(
+    rewards: Sequence[np.ndarray],
+    logging_propensity: np.ndarray,
+    target_propensity: np.ndarray | Sequence[np.ndarray],
+    *,
+    max_weight: float | None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> list[CenteredMoments]:
+    """:func:`centered_moments` of each of several outcomes (each (n,)) on the same rows and
+    weights, from one pass (:func:`ope._kernel.accumulate_outcomes`: each block's weights are
+    formed once); equal to :func:`centered_moments` of each outcome."""
+    size = check_positive_int(chunk_size, "chunk_size")
+    out = []
+    for moments, checks in accumulate_outcomes(  # a loop over outcomes, not rows
+        rewards, logging_propensity, target_propensity, max_weight=max_weight, block_rows=size
+    ):
+        mom = CenteredMoments(moments, checks)
+        out.append(mom.about_mean() if checks.finite else mom)
+    return out
 
 
 def grouped_moments(

@@ -78,6 +78,7 @@ from ope.moments import (
     DEFAULT_CHUNK_SIZE,
     WeightedMoments,
     centered_moments,
+    centered_outcome_moments,
     weighted_moments,
 )
 from ope.results import DEFAULT_CONFIDENCE_LEVEL, Estimate, IntervalRequest, Source
@@ -184,6 +185,36 @@ def _clip_of(estimators: Sequence[Any], max_weight: Any) -> float | None:
             f"({', '.join(f'{v:g}' for v in sorted(levels))}); one pass of statistics has one."
         )
     return levels.pop() if levels else None
+
+
+def _pass_inputs(
+    r: np.ndarray, logging_propensity: Any, target_propensity: Any, names: Any
+) -> tuple[np.ndarray, Any, tuple[str, ...] | None]:
+    """``(p, targets, labels)`` of a pass: the checked propensities, the targets as P columns
+    (read where they are) or an (n, P) matrix, and the policy labels (None without names)."""
+    given = list(target_propensity) if isinstance(target_propensity, (list, tuple)) else []
+    columns = len(given) > 0 and all(isinstance(c, np.ndarray) and c.ndim == 1 for c in given)
+    if columns:  # P columns (e.g. zero-copy views of Arrow columns), each (n,)
+        cols = [as_float_array(c, "target_propensity", ndim=(1,)) for c in given]
+        p = as_float_array(logging_propensity, "logging_propensity", ndim=(1,))
+        if any(c.shape[0] != p.shape[0] for c in cols):
+            raise ValidationError(
+                "every target_propensity column must have as many rows as "
+                f"`logging_propensity` ({p.shape[0]})."
+            )
+        t_arg: Any = cols
+        n_pol = len(cols)
+    else:
+        p, t = pair_arrays(logging_propensity, target_propensity)
+        t_arg = t if t.ndim == 2 else t[:, None]
+        n_pol = t_arg.shape[1]
+    if r.shape[0] != p.shape[0]:
+        raise ValidationError(
+            f"`reward` has {r.shape[0]} rows but `logging_propensity` has {p.shape[0]}."
+        )
+    # with names given, every label is a str
+    labels = None if names is None else tuple(map(str, policy_labels(names, n_pol)))
+    return p, t_arg, labels
 
 
 @dataclass(frozen=True, eq=False)
@@ -302,28 +333,7 @@ class MomentStats:
         mw = (
             check_max_weight(max_weight) if estimators is None else _clip_of(estimators, max_weight)
         )
-        given = list(target_propensity) if isinstance(target_propensity, (list, tuple)) else []
-        columns = len(given) > 0 and all(isinstance(c, np.ndarray) and c.ndim == 1 for c in given)
-        if columns:  # P columns (e.g. zero-copy views of Arrow columns), each (n,)
-            cols = [as_float_array(c, "target_propensity", ndim=(1,)) for c in given]
-            p = as_float_array(logging_propensity, "logging_propensity", ndim=(1,))
-            if any(c.shape[0] != p.shape[0] for c in cols):
-                raise ValidationError(
-                    "every target_propensity column must have as many rows as "
-                    f"`logging_propensity` ({p.shape[0]})."
-                )
-            t_arg: Any = cols
-            n_pol = len(cols)
-        else:
-            p, t = pair_arrays(logging_propensity, target_propensity)
-            t_arg = t if t.ndim == 2 else t[:, None]
-            n_pol = t_arg.shape[1]
-        if r.shape[0] != p.shape[0]:
-            raise ValidationError(
-                f"`reward` has {r.shape[0]} rows but `logging_propensity` has {p.shape[0]}."
-            )
-        # with names given, every label is a str
-        labels = None if names is None else tuple(map(str, policy_labels(names, n_pol)))
+        p, t_arg, labels = _pass_inputs(r, logging_propensity, target_propensity, names)
         n = int(r.shape[0])
         weighted = None
         if sampling_weight is None:
@@ -349,6 +359,75 @@ class MomentStats:
             weighted=weighted,
             weight_name=weight_name,
         )
+
+    @classmethod
+    def from_outcomes(
+        cls,
+        rewards: Sequence[npt.ArrayLike],
+        logging_propensity: npt.ArrayLike,
+        target_propensity: npt.ArrayLike,
+        *,
+        names: Sequence[str] | None = None,
+        estimators: Sequence[Any] | None = None,
+        max_weight: float | None = None,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> list[MomentStats]:
+        """The :meth:`from_arrays` statistics of several outcomes on the same rows and weights,
+        from one pass (each candidate's weights are formed, and its column read, once).
+
+        Parameters
+        ----------
+        rewards : list of array_like of shape (n,) each, or array of shape (L, n)
+            The outcomes (e.g. the reward, a cost and a latency of the same rows).
+        logging_propensity, target_propensity, names, estimators, max_weight, chunk_size
+            As in :meth:`from_arrays` (no sampling weights: their statistics are formed per
+            outcome by :meth:`from_arrays`).
+
+        Returns
+        -------
+        list of MomentStats
+            One per outcome, equal to ``from_arrays(outcome, ...)``.
+
+        Examples
+        --------
+        >>> from ope.streaming import MomentStats
+        >>> a, b = MomentStats.from_outcomes([[1.0, 0.0], [3.0, 5.0]], [0.5, 0.5], [1.0, 0.5])
+        >>> a.moments["sum_wr"], b.moments["sum_wr"]
+        (array([2.]), array([11.]))
+        """
+        if not isinstance(rewards, (list, tuple)) and not (
+            isinstance(rewards, np.ndarray) and rewards.ndim == 2
+        ):
+            raise ParameterError(
+                "`rewards` must be a list of outcome arrays of shape (n,) each (or an (L, n) "
+                f"array), e.g. [reward, cost]; got {type(rewards).__name__}."
+            )
+        rs = [as_float_array(r, f"rewards[{k}]", ndim=(1,)) for k, r in enumerate(rewards)]
+        if not rs:
+            raise ParameterError("`rewards` must hold at least one outcome, e.g. [reward, cost].")
+        mw = (
+            check_max_weight(max_weight) if estimators is None else _clip_of(estimators, max_weight)
+        )
+        p, t_arg, labels = _pass_inputs(rs[0], logging_propensity, target_propensity, names)
+        for k, r in enumerate(rs[1:], start=1):  # a loop over outcomes
+            if r.shape[0] != p.shape[0]:
+                raise ValidationError(
+                    f"`rewards[{k}]` has {r.shape[0]} rows but `logging_propensity` has "
+                    f"{p.shape[0]}."
+                )
+        out = []
+        for r, centered in zip(  # a loop over outcomes (the pass is shared)
+            rs, centered_outcome_moments(rs, p, t_arg, max_weight=mw, chunk_size=chunk_size)
+        ):
+            checks = centered.checks
+            assert checks is not None
+            check_after_pass(checks, r, p, t_arg, None)
+            n = int(r.shape[0])
+            low, high = (checks.r_min, checks.r_max) if n else (math.inf, -math.inf)
+            out.append(
+                cls(n=n, min_r=low, max_r=high, centered=centered, max_weight=mw, names=labels)
+            )
+        return out
 
     def paired_with_logging(
         self, estimator: Estimator | str, *, reward_range: Sequence[float] | None = None

@@ -293,6 +293,18 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     "ope.CascadeDR.estimate": _slate_estimate("ope.CascadeDR", model=None),
     "ope.PseudoInverse.estimate": _slate_estimate("ope.PseudoInverse"),
     # the moment statistics of the streamed path
+    "ope.MomentStats.from_outcomes": lambda tmp: Call(
+        resolve("ope.MomentStats").from_outcomes,
+        {
+            "rewards": [arrays()["reward"], 2.0 * arrays()["reward"]],
+            "logging_propensity": arrays()["logging_propensity"],
+            "target_propensity": arrays()["target_propensity"],
+            "names": ["greedy"],
+            "estimators": None,
+            "max_weight": 10.0,
+            "chunk_size": 16,
+        },
+    ),
     "ope.MomentStats.from_arrays": lambda tmp: Call(
         resolve("ope.MomentStats").from_arrays,
         {

@@ -253,6 +253,14 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         until_decided=False,
         reward_range=(0.0, 1.0),
     ),
+    "ope.evaluate_outcomes": lambda tmp: call(
+        "ope.evaluate_outcomes",
+        logs=_guarded_frame(),
+        policies=["greedy"],
+        outcomes=["reward", "cost"],
+        estimators=("ips", "snips"),
+        confidence_level=0.95,
+    ),
     "ope.guardrail_decision": lambda tmp: call(
         "ope.guardrail_decision",
         logs=_guarded_frame(),

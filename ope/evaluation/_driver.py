@@ -58,6 +58,9 @@ from ope.evaluation.result import (
 __all__ = [
     "distributions_available",
     "evaluate_eager",
+    "SharedPass",
+    "shares_pass",
+    "shared_passes",
     "model_predictions",
     "evaluate_scan",
     "batch_statistics",
@@ -324,6 +327,7 @@ def _row_estimates(
     q_target: np.ndarray | None = None,
     sampling_weight: np.ndarray | None = None,
     logging_out: list[Estimate] | None = None,
+    stats: Any = None,
 ) -> tuple[dict[tuple[str, str], Estimate], Any]:
     """Every estimate of the candidates ``names`` on these rows, and the pass's statistics.
 
@@ -334,15 +338,20 @@ def _row_estimates(
     Returns ``(estimates, MomentStats or None)``. With ``sampling_weight`` every estimator runs
     its Horvitz-Thompson weighted form (``estimate_many(..., sampling_weight=...)``) and no
     moment statistics are formed; the weighted logging value then comes from the same pass,
-    appended to ``logging_out`` when it is given.
+    appended to ``logging_out`` when it is given. ``stats`` (MomentStats of these rows and
+    candidates, e.g. from the one pass of several outcomes, :func:`ope.evaluate_outcomes`)
+    replace the pass.
     """
     from ope.streaming import MomentStats
 
     if not len(names):
         return {}, None
     rr = settings.reward_range
-    stats = None
-    if sampling_weight is None and any(key in STREAMING_ESTIMATORS for key, _ in resolved):
+    if (
+        stats is None
+        and sampling_weight is None
+        and any(key in STREAMING_ESTIMATORS for key, _ in resolved)
+    ):
         stats = MomentStats.from_arrays(
             reward,
             propensity,
@@ -435,9 +444,13 @@ def _logging_estimate(
     return base
 
 
-def evaluate_eager(logs: BanditLogs, plan: Any, provenance: Provenance) -> Evaluation:
+def evaluate_eager(
+    logs: BanditLogs, plan: Any, provenance: Provenance, *, shared: SharedPass | None = None
+) -> Evaluation:
     """The evaluation of validated logs under ``plan`` (an
-    :class:`ope.evaluation.plan.EvaluationPlan`, read here, not imported): the eager driver."""
+    :class:`ope.evaluation.plan.EvaluationPlan`, read here, not imported): the eager driver.
+    ``shared``: the candidates and the statistics of these rows already formed by a pass
+    shared with other outcomes (:func:`ope.evaluation.outcomes.evaluate_outcomes`)."""
     policies, resolved, model = plan.policies, plan.resolved, plan.model
     settings = dataclasses.replace(
         plan.settings, weight_column=sampling_weight_column(logs.columns, plan.weight_column)
@@ -446,7 +459,7 @@ def evaluate_eager(logs: BanditLogs, plan: Any, provenance: Provenance) -> Evalu
     embedding = plan.embedding
     check_embedding(resolved, embedding, running=True)
     model, embedding_notes = _without_observed_embedding(logs, model, embedding)
-    run = _eager_run(logs, policies, resolved, settings, model, embedding=embedding)
+    run = _eager_run(logs, policies, resolved, settings, model, embedding=embedding, shared=shared)
     segments: dict[tuple[str, str, str, str], Estimate] = {}
     segment_notes: list[str] = []
     if segment_columns:
@@ -502,6 +515,64 @@ def evaluate_eager(logs: BanditLogs, plan: Any, provenance: Provenance) -> Evalu
 
 
 @dataclass(frozen=True, eq=False)
+class SharedPass:
+    """The candidates of the rows and their moment statistics for one outcome, formed by one
+    pass shared by several outcomes of the same rows (``ope.streaming.MomentStats.from_outcomes``):
+    the eager driver uses them instead of resolving the candidates and running its own pass.
+    Only for IPS, clipped IPS and SNIPS, without sampling weights, segments or factored
+    candidates (:func:`shares_pass`)."""
+
+    names: list[str]
+    target: Any  # (n, P) matrix or P column views
+    rows_ignored: int
+    stats: Any  # MomentStats
+
+
+def shares_pass(plan: Any, logs: BanditLogs) -> str | None:
+    """None when several outcomes of ``logs`` can share one pass under ``plan``, else why not."""
+    if any(key not in STREAMING_ESTIMATORS for key, _ in plan.resolved):
+        return "an estimator other than ips, clipped_ips and snips"
+    if sampling_weight_column(logs.columns, plan.weight_column) is not None:
+        return "sampling weights"
+    if plan.by:
+        return "segments"
+    if _factored_candidates(logs):
+        return "candidates given by factor"
+    return None
+
+
+def shared_passes(
+    logs: BanditLogs, plan: Any, rewards: Sequence[np.ndarray]
+) -> list[SharedPass] | None:
+    """One :class:`SharedPass` per outcome in ``rewards`` (each (n,), checked finite) of
+    ``logs`` under ``plan``, from one pass of the moment kernel, or None when the plan does not
+    allow a shared pass (:func:`shares_pass`) or there are no candidates."""
+    from ope.streaming import MomentStats
+
+    if shares_pass(plan, logs) is not None:
+        return None
+    for r in rewards:  # the range check of each outcome, before the pass (as evaluate does)
+        check_rewards_in_range(r, plan.settings.reward_range)
+    direct = _target_columns(logs, plan.policies)
+    if direct is not None:  # the logs' own columns: no (n, P) copy
+        names, target = direct
+        rows_ignored = 0
+    else:
+        tp, _ = _candidates(logs, plan.policies, False)
+        names, target, rows_ignored = tp.names, tp.values, tp.table_rows_ignored
+    if not len(names):
+        return None
+    stats = MomentStats.from_outcomes(
+        rewards,
+        logs.column("propensity"),
+        target,
+        names=names,
+        estimators=[e for k, e in plan.resolved if k in STREAMING_ESTIMATORS],
+    )
+    return [SharedPass(list(names), target, rows_ignored, s) for s in stats]
+
+
+@dataclass(frozen=True, eq=False)
 class _EagerRun:
     """What one eager pass over validated logs computed (the inputs kept for the intervals)."""
 
@@ -530,6 +601,7 @@ def _eager_run(
     *,
     candidates: Any = None,
     embedding: Any = None,
+    shared: SharedPass | None = None,
 ) -> _EagerRun:
     """Every estimate of ``resolved`` on the rows of ``logs`` (the body of :func:`evaluate`).
 
@@ -554,9 +626,15 @@ def _eager_run(
         bool(marginal)
         and (candidates is not None or not reads_aligned_columns(logs, embedding, policies))
     )
-    direct = None if needs_dist or candidates is not None else _target_columns(logs, policies)
     factored: dict[str, dict[str, str]] = {}
-    if direct is not None:  # the log's own columns: no (n, P) copy
+    direct = (
+        None
+        if needs_dist or candidates is not None or shared is not None
+        else _target_columns(logs, policies)
+    )
+    if shared is not None:  # resolved once for several outcomes (the caller checked the plan)
+        names, target, rows_ignored = shared.names, shared.target, shared.rows_ignored
+    elif direct is not None:  # the log's own columns: no (n, P) copy
         names, target = direct
         rows_ignored = 0
     else:
@@ -595,6 +673,7 @@ def _eager_run(
         q_target,
         weight,
         logging_out=logging_out,
+        stats=None if shared is None else shared.stats,
     )
     for name, changed in factored.items():  # loop over factored candidates
         p_c, t_c = _factored_arrays(logs, changed)
