@@ -161,6 +161,60 @@ def test_numba_and_numpy_backends_agree_to_1e_12(layout):
             )
 
 
+@needs_numba
+@pytest.mark.parametrize(
+    "case", ["plain", "tiny_propensities", "huge_rewards", "clipped", "clip_unused", "threads"]
+)
+def test_one_candidate_column_pass_equals_the_general_pass_and_numpy(case):
+    # one candidate given as a column takes the fused single-candidate loops; as the first
+    # column of a row-major (n, 2) matrix the general ones: the same statistics, checks and
+    # units either way
+    n = 3 * _kernel.PARALLEL_MIN_ROWS + 77 if case == "threads" else 2 * _kernel.BLOCK_ROWS + 300
+    r, p, t = _data(n=n, n_pol=1, seed=11)
+    t[::3, 0] = 0.0
+    if case == "tiny_propensities":
+        p[: n // 2] *= 1e-305  # the propensities' scaling (2**kp) in the first blocks only
+        t[: n // 2, 0] *= 1e-305
+    if case == "huge_rewards":
+        r[n // 3 :] *= 1e300  # the rewards' scaling (2**-e_r) in the later blocks only
+    max_weight = {"clipped": 2.0, "clip_unused": 1e6}.get(case)
+    col = [np.ascontiguousarray(t[:, 0])]
+    fused, fused_checks = _kernel.accumulate(r, p, col, max_weight=max_weight)
+    general, general_checks = _kernel.accumulate(
+        r, p, np.column_stack([t[:, 0], t[:, 0]]), max_weight=max_weight
+    )
+    for field in ("finite", "r_min", "r_max", "p_min", "p_max"):
+        assert getattr(fused_checks, field) == getattr(general_checks, field)
+    for field in ("t_min", "t_max"):
+        assert getattr(fused_checks, field)[0] == getattr(general_checks, field)[0]
+    for field in ("n", "shift", "r_exp", "r_mean", "r_m2", "w_exp", "max_w", "n_clipped"):
+        x, y = getattr(fused, field), getattr(general, field)
+        if x.ndim > 1:
+            y = y[..., :1]
+        np.testing.assert_allclose(x, y, rtol=RTOL if field in ("r_mean", "r_m2") else 0)
+    for field in ("mean", "com"):
+        x, y = getattr(fused, field), getattr(general, field)[..., :1]
+        np.testing.assert_allclose(x, y, rtol=RTOL, atol=1e-15 * np.abs(y).max())
+    moments = {"fused": centered_moments(r, p, col, max_weight=max_weight)}
+    _kernel.set_backend("numpy")
+    try:
+        moments["numpy"] = centered_moments(r, p, col, max_weight=max_weight)
+    finally:
+        _kernel.set_backend(None)
+    a, b = moments["fused"], moments["numpy"]
+    np.testing.assert_array_equal(a.max_w, b.max_w)
+    np.testing.assert_array_equal(a.n_clipped, b.n_clipped)
+    for clipped in (False, True):
+        for x, y in zip(
+            a.product_mean_sd(0, clipped=clipped, about=0.0),
+            b.product_mean_sd(0, clipped=clipped, about=0.0),
+        ):
+            assert x == pytest.approx(y, rel=RTOL)
+        for x, y in zip(a.ratio_mean_sd(0, clipped=clipped), b.ratio_mean_sd(0, clipped=clipped)):
+            assert x == pytest.approx(y, rel=RTOL)
+    assert (a.n_clipped.sum() > 0) == (case == "clipped")
+
+
 def test_the_environment_variable_forces_the_numpy_fallback():
     code = (
         "import numpy as np, sys\n"
@@ -291,10 +345,12 @@ def test_on_policy_paired_difference_has_standard_error_zero():
         ("target", 7, 1.0 + 1e-15),
     ],
 )
-def test_checks_see_nan_signs_and_ranges_through_the_fast_loops(column, row, value):
+@pytest.mark.parametrize("layout", ["matrix", "one_column"])
+def test_checks_see_nan_signs_and_ranges_through_the_fast_loops(column, row, value, layout):
     r, p, t = _data(n=5000, n_pol=2, seed=6)
     {"reward": r, "propensity": p, "target": t[:, 1]}[column][row] = value
-    _, checks = _kernel.accumulate(r, p, np.ascontiguousarray(t), max_weight=None)
+    target = np.ascontiguousarray(t) if layout == "matrix" else [np.ascontiguousarray(t[:, 1])]
+    _, checks = _kernel.accumulate(r, p, target, max_weight=None)
     ok = (
         math.isfinite(checks.r_min)
         and math.isfinite(checks.r_max)
