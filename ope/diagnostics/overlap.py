@@ -9,7 +9,6 @@ Its rules are the ones every entry point of ope applies (:mod:`ope._thresholds`)
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final
@@ -17,6 +16,7 @@ from typing import Any, Final
 import numpy as np
 
 from ope._centered import CenteredMoments
+from ope._validation import check_confidence_level
 from ope._thresholds import (
     COVERAGE_VERDICT_SHARE,
     ESS_RATIO_WARN,
@@ -32,6 +32,7 @@ from ope._thresholds import (
 from ope.diagnostics.segments import SegmentRow, unsupported_text
 from ope.diagnostics.tails import TailFit
 from ope.intervals import BottouInterval
+from ope.intervals._shared import bottou_pieces, check_interval_rows
 from ope.intervals.bounded import bottou_interval
 
 __all__ = [
@@ -291,42 +292,53 @@ def clip_profile(
         var_w = np.maximum(q_wc2 - 2.0 * w_hat * q_wc + w_hat**2 * q0, 0.0) * scale
         var_y = np.maximum(q_y2 - 2.0 * y_hat * q_y + y_hat**2 * q0, 0.0) * scale
     rows, intervals = [], []
-    with warnings.catch_warnings():  # the row's own interval warns once, not once per level
-        warnings.simplefilter("ignore")
-        for k in range(g):  # a loop over clip levels
-            iv = bottou_interval(
-                float(min(w_hat[k], levels[k])),
-                float(var_w[k]),
-                float(min(y_hat[k], levels[k] * (hi - lo))),
-                float(var_y[k]),
-                n,
-                max_weight=float(levels[k]),
-                reward_range=(lo, hi),
-                confidence_level=confidence_level,
-                outer="normal" if weighted else "bernstein",
-            )
-            width = iv.high - iv.low
-            coverage = min((hi - lo) * max(0.0, 1.0 - float(w_hat[k])), width)
-            rows.append(
-                {
-                    "max_weight": float(levels[k]),
-                    "clipped_share": float(above[k]) / size,
-                    "clipped_weight_share": (
-                        min(max((total_w - float(s_w[k])) / total_w, 0.0), 1.0)
-                        if total_w > 0 and above[k] > 0
-                        else 0.0
-                    ),
-                    "clipped_value": lo + float(y_hat[k]),
-                    "ci_low": iv.low,
-                    "ci_high": iv.high,
-                    "width": width,
-                    "sampling_width": width - coverage,
-                    "coverage_width": coverage,
-                    "coverage_share": coverage / width if width > 0 else 0.0,
-                    "narrowest": False,
-                }
-            )
-            intervals.append(iv)
+    if g:
+        # every level's interval at once: bottou_interval's arithmetic on its checked inputs
+        # (the clipped means lie in [0, level] by construction; the variances are >= 0)
+        span = hi - lo
+        alpha = 1.0 - check_confidence_level(confidence_level)
+        count = check_interval_rows(n, minimum=2)
+        w_clip = np.clip(np.minimum(w_hat, levels), 0.0, levels)
+        y01 = np.clip(np.minimum(y_hat, levels * span) / span, 0.0, levels)
+        _, *ends = bottou_pieces(
+            w_clip, np.asarray(var_w, dtype=np.float64), y01, np.sqrt(var_y) / span, count,
+            clip=levels, alpha=alpha, outer="normal" if weighted else "bernstein", r_min=lo,
+            r_max=hi,
+        )  # fmt: skip
+        low, high, outer_low, outer_high, inner_low, inner_high = (
+            np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in ends
+        )
+    for k in range(g):  # a loop over clip levels (their rows)
+        iv = BottouInterval(
+            float(low[k]),
+            float(high[k]),
+            float(outer_low[k]),
+            float(outer_high[k]),
+            float(inner_low[k]),
+            float(inner_high[k]),
+        )
+        width = iv.high - iv.low
+        coverage = min((hi - lo) * max(0.0, 1.0 - float(w_hat[k])), width)
+        rows.append(
+            {
+                "max_weight": float(levels[k]),
+                "clipped_share": float(above[k]) / size,
+                "clipped_weight_share": (
+                    min(max((total_w - float(s_w[k])) / total_w, 0.0), 1.0)
+                    if total_w > 0 and above[k] > 0
+                    else 0.0
+                ),
+                "clipped_value": lo + float(y_hat[k]),
+                "ci_low": iv.low,
+                "ci_high": iv.high,
+                "width": width,
+                "sampling_width": width - coverage,
+                "coverage_width": coverage,
+                "coverage_share": coverage / width if width > 0 else 0.0,
+                "narrowest": False,
+            }
+        )
+        intervals.append(iv)
     if rows:
         widths = np.array([r["width"] for r in rows])
         best = int(np.flatnonzero(widths <= widths.min() * (1 + 1e-12))[-1])

@@ -1,5 +1,5 @@
-"""What the interval methods share: the check of logged rows, the reward units and the normal
-quantile.
+"""What the interval methods share: the check of logged rows, the reward units, the normal
+quantile, the Maurer-Pontil margin and the arithmetic of Bottou's interval.
 
 Arguments and arrays go through :mod:`ope._validation` (one checker per glossary term); what is
 specific to the methods that read the rows (betting, empirical likelihood), per-row importance
@@ -22,13 +22,24 @@ from ope._validation import (
     MAX_FINITE_WEIGHT,
     as_float_array,
     check_finite,
+    check_positive_int,
     check_rewards_in_range,
     first_rows,
     require_reward_range,
 )
 from ope.exceptions import EstimationError, ValidationError
 
-__all__ = ["in_reward_units", "normal_quantile", "weight_reward_rows"]
+__all__ = [
+    "bottou_pieces",
+    "check_interval_rows",
+    "in_reward_units",
+    "mp_margin",
+    "normal_quantile",
+    "weight_reward_rows",
+]
+
+#: Maurer & Pontil (2009), Theorem 4: the constant of the range term, 7 / 3
+_MP_RANGE_CONSTANT: Final = 7.0 / 3.0
 
 
 def weight_reward_rows(
@@ -117,6 +128,72 @@ def in_reward_units(x01: Any, r_min: float, r_max: float) -> Any:
     unit = np.clip(np.asarray(x01, dtype=np.float64), 0.0, 1.0)
     value = np.clip(r_min + (r_max - r_min) * unit, r_min, r_max)
     return float(value) if value.ndim == 0 else value
+
+
+def check_interval_rows(n: object, *, minimum: int) -> int:
+    """The number of rows behind an interval's statistics: a whole number, at least ``minimum``."""
+    count = check_positive_int(n, "n", minimum=0)
+    if count < minimum:
+        raise EstimationError(
+            f"this interval needs at least {minimum} rows, got n={count}. Collect more logs or use "
+            "a method that does not need a sample variance (hoeffding)."
+        )
+    return count
+
+
+def mp_margin(std: Any, n: int, value_range: Any, delta: float) -> Any:
+    """One-sided Maurer-Pontil margin at failure probability ``delta``, from the sample standard
+    deviation ``std`` (not the variance, whose square units would overflow first); floats or
+    arrays (elementwise)."""
+    log_term = math.log(2.0 / delta)
+    variance_term = std * math.sqrt(2.0 * log_term / n)
+    return variance_term + _MP_RANGE_CONSTANT * value_range * log_term / (n - 1)
+
+
+def bottou_pieces(
+    w_hat: Any,
+    w_var: Any,
+    y01: Any,
+    y_sd01: Any,
+    n: int,
+    *,
+    clip: Any,
+    alpha: float,
+    outer: str,
+    r_min: float,
+    r_max: float,
+) -> tuple[Any, ...]:
+    """The arithmetic of :func:`ope.intervals.bounded.bottou_interval` on checked statistics,
+    floats or arrays (elementwise: every clip level of a profile at once).
+
+    ``w_hat`` and ``w_var`` are the mean and variance of the clipped weights, ``y01`` and
+    ``y_sd01`` the mean and standard deviation of the clipped product in units of the reward
+    span, ``clip`` the clip level (None only with ``outer="normal"``). Returns ``(eps01, low,
+    high, outer_low, outer_high, inner_low, inner_high)``: the outer margin in span units, then
+    the six ends in reward units.
+    """
+    if outer == "bernstein":
+        eps01 = mp_margin(y_sd01, n, clip, alpha / 4.0)
+        xi = mp_margin(np.sqrt(w_var), n, clip, alpha / 2.0)
+    else:
+        eps01 = -normal_quantile(alpha / 4.0) * y_sd01 / math.sqrt(n)
+        xi = -normal_quantile(alpha / 2.0) * np.sqrt(np.divide(w_var, n))
+    w_lcl = np.minimum(1.0, np.maximum(0.0, np.subtract(w_hat, xi)))
+    inner_high01 = y01 + (1.0 - w_lcl)
+
+    def reward(x01: Any) -> Any:
+        return in_reward_units(np.minimum(np.maximum(x01, 0.0), 1.0), r_min, r_max)
+
+    outer_low = reward(y01 - eps01)
+    return (
+        eps01,
+        outer_low,
+        reward(inner_high01 + eps01),
+        outer_low,
+        reward(y01 + eps01),
+        reward(y01),
+        reward(inner_high01),
+    )
 
 
 #: Significant digits beyond those a tail probability loses in ``1 - erf``: the quantile's

@@ -35,7 +35,6 @@ from ope._validation import (
     check_choice,
     check_confidence_level,
     check_max_weight,
-    check_positive_int,
     check_real,
     check_value_bounds,
     power_of_two_scale,
@@ -43,12 +42,15 @@ from ope._validation import (
     user_stacklevel,
 )
 from ope.exceptions import (
-    EstimationError,
     MissingBoundsError,
     OverlapWarning,
     ValidationError,
 )
-from ope.intervals._shared import in_reward_units, normal_quantile
+from ope.intervals._shared import (
+    bottou_pieces,
+    check_interval_rows,
+    mp_margin,
+)
 from ope.intervals._types import BottouInterval, ConfidenceInterval
 
 __all__ = [
@@ -67,24 +69,10 @@ RANGE_RTOL: Final = 1e-9
 #: the ``outer`` margins of :func:`bottou_interval`
 OUTER_METHODS: Final = ("bernstein", "normal")
 
-#: Maurer & Pontil (2009), Theorem 4: the constant of the range term, 7 / 3
-_MP_RANGE_CONSTANT: Final = 7.0 / 3.0
-
 
 # ---------------------------------------------------------------------------------------------
 # checks of the summary statistics (the arguments go through ope._validation)
 # ---------------------------------------------------------------------------------------------
-
-
-def _check_n(n: object, *, minimum: int) -> int:
-    """The number of rows behind the statistics: a whole number, at least ``minimum``."""
-    count = check_positive_int(n, "n", minimum=0)
-    if count < minimum:
-        raise EstimationError(
-            f"this interval needs at least {minimum} rows, got n={count}. Collect more logs or use "
-            "a method that does not need a sample variance (hoeffding)."
-        )
-    return count
 
 
 def _check_stat(
@@ -135,16 +123,8 @@ def _mean_interval(
     """Checked ``(level, low, high, n, mean)`` of the Hoeffding and Bernstein intervals."""
     level = check_confidence_level(confidence_level)
     lo, hi = check_value_bounds(low, high)
-    count = _check_n(n, minimum=minimum)
+    count = check_interval_rows(n, minimum=minimum)
     return level, lo, hi, count, _check_stat(mean, "mean", low=lo, high=hi)
-
-
-def _mp_margin(std: float, n: int, value_range: float, delta: float) -> float:
-    """One-sided Maurer-Pontil margin at failure probability ``delta``, from the sample standard
-    deviation ``std`` (not the variance, whose square units would overflow first)."""
-    log_term = math.log(2.0 / delta)
-    variance_term = std * math.sqrt(2.0 * log_term / n)
-    return variance_term + _MP_RANGE_CONSTANT * value_range * log_term / (n - 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,7 +275,7 @@ def bernstein_interval(
     var = _check_variance(variance, "variance")
     scale = power_of_two_scale(lo, hi)  # exact units: hi - lo cannot overflow, nor underflow
     lo_s, hi_s, m_s = lo / scale, hi / scale, m / scale
-    half = _mp_margin(math.sqrt(var) / scale, count, hi_s - lo_s, (1.0 - level) / 2.0)
+    half = mp_margin(math.sqrt(var) / scale, count, hi_s - lo_s, (1.0 - level) / 2.0)
     return ConfidenceInterval(scale * max(lo_s, m_s - half), scale * min(hi_s, m_s + half))
 
 
@@ -430,7 +410,7 @@ def bottou_interval(
             "clipped weights (or outer='normal'); the largest weight in the data is not used in "
             "its place."
         )
-    count = _check_n(n, minimum=2)
+    count = check_interval_rows(n, minimum=2)
     span = r_max - r_min  # finite: check_reward_range refuses wider ranges
     w_hat = _check_stat(weight_mean, "weight_mean", low=0.0, high=clip, bounds="[0, `max_weight`]")
     # the product wbar * (r - r_min) in units of the reward span, y01 in [0, R]: the margins
@@ -446,19 +426,11 @@ def bottou_interval(
     y_sd01 = math.sqrt(_check_variance(product_variance, "product_variance")) / span
 
     alpha = 1.0 - level
-    if outer == "bernstein":
-        assert clip is not None
-        eps01 = _mp_margin(y_sd01, count, clip, alpha / 4.0)
-        xi = _mp_margin(math.sqrt(w_var), count, clip, alpha / 2.0)
-    else:
-        eps01 = -normal_quantile(alpha / 4.0) * y_sd01 / math.sqrt(count)
-        xi = -normal_quantile(alpha / 2.0) * math.sqrt(w_var / count)
-
-    def reward(x01: float) -> float:
-        return in_reward_units(min(max(x01, 0.0), 1.0), r_min, r_max)
-
-    w_lcl = min(1.0, max(0.0, w_hat - xi))
-    inner_high01 = y01 + (1.0 - w_lcl)
+    eps01, *ends = bottou_pieces(
+        w_hat, w_var, y01, y_sd01, count, clip=clip, alpha=alpha, outer=outer, r_min=r_min,
+        r_max=r_max,
+    )  # fmt: skip
+    eps01 = float(eps01)
     if y01 - eps01 > 1.0:
         # E[wbar * l] <= E[w] * M <= M, so the outer interval cannot lie above the range unless
         # it missed (probability <= alpha / 4) or the weights do not average to 1
@@ -475,14 +447,7 @@ def bottou_interval(
             OverlapWarning,
             stacklevel=user_stacklevel(),
         )
-    return BottouInterval(
-        low=reward(y01 - eps01),
-        high=reward(inner_high01 + eps01),
-        outer_low=reward(y01 - eps01),
-        outer_high=reward(y01 + eps01),
-        inner_low=reward(y01),
-        inner_high=reward(inner_high01),
-    )
+    return BottouInterval(*(float(x) for x in ends))
 
 
 def _in_span_units(value: object, name: str, span: float) -> float:
