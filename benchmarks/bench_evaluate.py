@@ -811,7 +811,11 @@ for line in sys.stdin:
     name = cmd[1]
     c0 = time.process_time()
     t0 = time.perf_counter()
-    if cmd[0] == "value":
+    if cmd[0] == "value2":  # two calls in a row: the second's time
+        estimators[name].estimate_policy_value(**kwargs(name))
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+    if cmd[0] in ("value", "value2"):
         value = float(estimators[name].estimate_policy_value(**kwargs(name)))
         out = {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0,
                "value": value}
@@ -932,6 +936,22 @@ def bench_obp(python: str, n: int, *, rounds: int, n_resamples: int) -> dict[str
                 obp_cpu[key].append(res["cpu_seconds"])
                 obp_values[key] = res["value"]
                 ope_values[key] = est.value
+        # each side's second of two calls in a row, in alternating rounds: the steady-state
+        # time, without what a call pays after waiting idle for the other process (on these
+        # virtual machines about a millisecond at the start of a call, whatever its length)
+        steady_obp: dict[str, list[float]] = {k: [] for k in ope_est}
+        steady_ope: dict[str, list[float]] = {k: [] for k in ope_est}
+        for k in range(rounds):
+            for key in ope_est:
+                first_obp = (k % 2) == 0
+                if first_obp:
+                    steady_obp[key].append(child.ask(f"value2 {key}")["seconds"])
+                ope_run(key)
+                t1 = time.perf_counter()
+                ope_run(key)
+                steady_ope[key].append(time.perf_counter() - t1)
+                if not first_obp:
+                    steady_obp[key].append(child.ask(f"value2 {key}")["seconds"])
         boot: dict[str, Any] = {"n_resamples": n_resamples}
         for key in ("ips", "snips"):
             res = child.ask(f"interval {key} {n_resamples}")
@@ -969,6 +989,13 @@ def bench_obp(python: str, n: int, *, rounds: int, n_resamples: int) -> dict[str
             "obp_value": obp_values[key],
             "ope_value": ope_values[key],
             "abs_difference": abs(obp_values[key] - ope_values[key]),
+            "back_to_back": {
+                "obp": summarize(steady_obp[key]),
+                "ope": summarize(steady_ope[key]),
+                **{
+                    f"obp_vs_ope_{k}": v for k, v in ratio(steady_obp[key], steady_ope[key]).items()
+                },
+            },
         }
     return out
 

@@ -8,6 +8,10 @@ interpreter answers one timing request per line; medians of at least five rounds
    vectors they reduce to: the candidate's probability of the logged action, q(x_i, a_i) and
    q(x_i, pi) = sum_a pi(a|x_i) q(x_i, a)). obp times ``estimate_policy_value`` (value only);
    ope times ``Estimator.estimate`` (value, standard error, normal interval and diagnostics).
+   The figure of record times each side's call right after the other's (alternating which
+   goes first); a second series times each side's second of two calls in a row (the steady
+   state: on these virtual machines a call made after waiting idle pays about a millisecond
+   more at its start, which is 2 % of obp's call and 40 % of ope's).
 2. K = 1,000: the input each needs. obp's dense tensors are n x K float64 each (8 GB per tensor
    at n = 1M, so obp runs at ``--k1000-obp-rows``, 100,000 by default, and its peak memory is
    measured there); ope runs at n = 1M and its peak RSS is measured in a fresh interpreter.
@@ -199,6 +203,13 @@ def report(res: dict[str, Any]) -> str:
                 f"{'yes' if e['obp_vs_ope_ratio'] >= res['target_speedup'] else 'NO'}); values "
                 f"{e['obp_value']:.9f} vs {e['ope_value']:.9f} (|diff| {e['abs_difference']:.1e})"
             )
+            b2b = e.get("back_to_back")
+            if b2b:
+                lines.append(
+                    f"         second of two calls in a row: obp {b2b['obp']['median_s']:.4f} s, ope "
+                    f"{b2b['ope']['median_s']:.4f} s: obp/ope {b2b['obp_vs_ope_ratio']:.1f}x (paired "
+                    f"{b2b['obp_vs_ope_paired_min']:.1f}-{b2b['obp_vs_ope_paired_max']:.1f})"
+                )
         for key in ("ips", "snips"):
             b = k10["bootstrap"][key]
             lines.append(
