@@ -791,7 +791,11 @@ def _nb_scaled_sum(x, k, u):
 def _nb_single_keys(rs_, ri, pi, ti, k, chk, tlo, thi, bits):
     """Loop 1 of :func:`_nb_single`: the order-key ranges of the rewards, propensities and the
     candidate's propensities (as in :func:`_nb_prepare` and :func:`_nb_load`), the rewards' largest
-    magnitude and smallest propensity (into ``bits``); returns the block's sum of rewards."""
+    magnitude and smallest propensity (into ``bits``); returns the block's sum of rewards.
+
+    It repeats :func:`_nb_prepare`'s first loop with the target's keys added, on purpose: that
+    loop shared, with the target's keys taken in the weights' loop instead, made one candidate's
+    pass 5-15 % slower (measured in one process, alternating)."""
     amax = np.int64(0)
     kmin = chk[0]
     kmax = chk[1]
