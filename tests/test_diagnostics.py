@@ -527,6 +527,22 @@ def test_without_clip_level_the_narrowest_level_of_the_profile_is_used():
     assert row["sampling_width"] + row["coverage_width"] == pytest.approx(width)
 
 
+@pytest.mark.parametrize("sampling", [False, True])
+def test_a_clip_profile_whose_squares_overflow_names_the_statistic(sampling):
+    # rewards near 3e152: the squared sums of the profile overflow, and the error says which
+    # statistic is not a float64 number (not an IndexError from a profile of NaN widths)
+    rng = np.random.default_rng(0)
+    n = 2000
+    r = rng.uniform(0.0, 3e152, n)
+    p = rng.uniform(0.05, 1.0, n)
+    t = rng.uniform(0.0, 1.0, n)
+    kwargs = {"sampling_weight": rng.uniform(0.5, 2.0, n)} if sampling else {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValidationError, match="variance"):
+            diagnose_arrays(r, p, t, reward_range=(0.0, 3e152), **kwargs)
+
+
 def test_outer_inner_split_with_clip_level_uses_bottou_interval():
     rng = np.random.default_rng(5)
     n = 4000

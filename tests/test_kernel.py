@@ -179,10 +179,16 @@ def test_one_candidate_column_pass_equals_the_general_pass_and_numpy(case):
         r[n // 3 :] *= 1e300  # the rewards' scaling (2**-e_r) in the later blocks only
     max_weight = {"clipped": 2.0, "clip_unused": 1e6}.get(case)
     col = [np.ascontiguousarray(t[:, 0])]
-    fused, fused_checks = _kernel.accumulate(r, p, col, max_weight=max_weight)
-    general, general_checks = _kernel.accumulate(
-        r, p, np.column_stack([t[:, 0], t[:, 0]]), max_weight=max_weight
-    )
+    _kernel.set_threads(2 if case == "threads" else None)  # two ranges, merged, on any machine
+    # (a process's first call loads the compiled pass on one thread: make it first)
+    _kernel.accumulate(r[:100], p[:100], [col[0][:100]], max_weight=None)
+    try:
+        fused, fused_checks = _kernel.accumulate(r, p, col, max_weight=max_weight)
+        general, general_checks = _kernel.accumulate(
+            r, p, np.column_stack([t[:, 0], t[:, 0]]), max_weight=max_weight
+        )
+    finally:
+        _kernel.set_threads(None)
     for field in ("finite", "r_min", "r_max", "p_min", "p_max"):
         assert getattr(fused_checks, field) == getattr(general_checks, field)
     for field in ("t_min", "t_max"):

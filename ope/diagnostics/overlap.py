@@ -9,9 +9,10 @@ Its rules are the ones every entry point of ope applies (:mod:`ope._thresholds`)
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import numpy as np
 
@@ -298,13 +299,40 @@ def clip_profile(
         span = hi - lo
         alpha = 1.0 - check_confidence_level(confidence_level)
         count = check_interval_rows(n, minimum=2)
-        w_clip = np.clip(np.minimum(w_hat, levels), 0.0, levels)
-        y01 = np.clip(np.minimum(y_hat, levels * span) / span, 0.0, levels)
-        _, *ends = bottou_pieces(
-            w_clip, np.asarray(var_w, dtype=np.float64), y01, np.sqrt(var_y) / span, count,
-            clip=levels, alpha=alpha, outer="normal" if weighted else "bernstein", r_min=lo,
-            r_max=hi,
-        )  # fmt: skip
+        outer: Literal["bernstein", "normal"] = "normal" if weighted else "bernstein"
+        finite = np.isfinite(w_hat) & np.isfinite(var_w) & np.isfinite(y_hat) & np.isfinite(var_y)
+        if finite.all():
+            w_clip = np.clip(np.minimum(w_hat, levels), 0.0, levels)
+            y01 = np.clip(np.minimum(y_hat, levels * span) / span, 0.0, levels)
+            _, *ends = bottou_pieces(
+                w_clip, np.asarray(var_w, dtype=np.float64), y01, np.sqrt(var_y) / span,
+                count, clip=levels, alpha=alpha, outer=outer, r_min=lo, r_max=hi,
+            )  # fmt: skip
+        else:
+            # statistics that overflowed (the squares of very large rewards): level by level,
+            # so that the first such level's interval raises the error that names the
+            # statistic and what to do
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ends = list(
+                    zip(
+                        *(
+                            bottou_interval(
+                                float(min(w_hat[k], levels[k])),
+                                float(var_w[k]),
+                                float(min(y_hat[k], levels[k] * span)),
+                                float(var_y[k]),
+                                count,
+                                max_weight=float(levels[k]),
+                                reward_range=(lo, hi),
+                                confidence_level=confidence_level,
+                                outer=outer,
+                            )
+                            for k in range(g)  # a loop over clip levels
+                        ),
+                        strict=True,
+                    )
+                )
         low, high, outer_low, outer_high, inner_low, inner_high = (
             np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in ends
         )
