@@ -240,8 +240,9 @@ class PassSums:
     hist_counts: np.ndarray  # (P, N_BINS)
     hist_above_edge: np.ndarray  # (P, N_BINS): values strictly above their bin's lower edge
     profile_bins: np.ndarray | None = None  # (P, 7, PROFILE_BINS), see profile_bin_sums
-    #: The compiled pass's row ranges (one per thread) and each range's (P, N_BINS) bin counts,
-    #: from which the quantile gather gives each thread its own slots.
+    #: The compiled pass's row ranges (one per thread) and each range's (P, 2 N_BINS) edge-code
+    #: counts (bin b's count is the sum of codes 2b and 2b + 1), from which the quantile gather
+    #: gives each thread its own slots (summed only when a second pass is needed).
     ranges: list[tuple[int, int]] = field(default_factory=list)
     range_counts: list[np.ndarray] = field(default_factory=list)
     #: The speculative gather of the compiled pass (:func:`_predict_spans`): where it kept the
@@ -383,7 +384,7 @@ def fused_pass(
         out = _sums(counts, sum_wlogw, None if ell is None else bins)
         out.sum_log1p = sum_log1p if inv_scale > 0.0 else None
         out.ranges = ranges
-        out.range_counts = [part[0][:, 0::2] + part[0][:, 1::2] for part in parts]
+        out.range_counts = [part[0] for part in parts]
         if guess is not None:
             out.speculation = guess
             out.collected = [(part[3], part[4]) for part in parts]
@@ -595,7 +596,7 @@ def _gather_bins(
     cursor = np.where(needed, first, spare)
     gathered = np.empty(spare + 1)
     ranges = sums.ranges or [(0, n)]
-    range_counts = sums.range_counts or [sums.hist_counts]
+    range_counts = [c[:, 0::2] + c[:, 1::2] for c in sums.range_counts] or [sums.hist_counts]
     cursors = []
     for part in range_counts:  # each range writes after the earlier ranges' values
         cursors.append(cursor)
