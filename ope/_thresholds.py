@@ -196,19 +196,30 @@ def mean_weight_check(
     return ("ok" if not flagged else ("high" if dev > 0 else "low")), float(z)
 
 
-def ess_note(ess: float, n: int, *, subject: Hashable = None) -> Note:
+def ess_note(ess: float, n: int, *, subject: Hashable = None, advice: str | None = None) -> Note:
     """The note for :func:`low_ess` (a :class:`~ope._format.Note` of rule ``"low_ess"``:
     ``subject``, e.g. ``(policy, "raw weights")``, tells which weights it is about, so that two
-    wordings of it are stated once)."""
+    wordings of it are stated once). ``advice``: what to do instead of the default (clipping,
+    a doubly robust estimator, a bounded interval), for estimates that offer none of those (a
+    phrase in lower case, as :data:`WEIGHTED_SMALL_SAMPLE_ADVICE`)."""
     from ope._format import Note
 
+    said = (
+        "Consider clipping, a doubly robust estimator, or a bounded interval method."
+        if advice is None
+        else _sentence(advice)
+    )
     return Note(
         f"effective sample size {ess:.1f} is {ess / n:.2%} of n={n}: the estimate rests on a few "
-        "heavily weighted rows and normal intervals may undercover. Consider clipping, a doubly "
-        "robust estimator, or a bounded interval method.",
+        f"heavily weighted rows and normal intervals may undercover. {said}",
         rule="low_ess",
         subject=subject,
     )
+
+
+def _sentence(phrase: str) -> str:
+    """``phrase`` (advice in lower case) as a sentence of its own."""
+    return phrase[:1].upper() + phrase[1:]
 
 
 def mean_weight_note(
@@ -247,9 +258,13 @@ WEIGHTED_SMALL_SAMPLE_ADVICE: Final = (
 )
 
 
-def small_sample_note(n: int, *, subject: Hashable = None, weighted: bool = False) -> Note:
+def small_sample_note(
+    n: int, *, subject: Hashable = None, weighted: bool = False, advice: str | None = None
+) -> Note:
     """The note for :func:`small_sample` (a Note of rule ``"small_sample"``); ``weighted``:
-    the rows carry sampling weights, so the finite-sample intervals are not offered.
+    the rows carry sampling weights, so the finite-sample intervals are not offered;
+    ``advice`` (a phrase in lower case): what to do, for estimates that offer no finite-sample
+    interval at all (the slate estimators), in place of the default advice.
 
     >>> note = small_sample_note(20)
     >>> note.startswith("only n=20 rows"), note.rule
@@ -257,11 +272,12 @@ def small_sample_note(n: int, *, subject: Hashable = None, weighted: bool = Fals
     >>> small_sample_note(20, weighted=True).endswith("log more rows.")
     True
     """
-    advice = (
-        WEIGHTED_SMALL_SAMPLE_ADVICE
-        if weighted
-        else ("prefer bernstein or betting intervals with an a priori reward_range.")
-    )
+    if advice is None:
+        advice = (
+            WEIGHTED_SMALL_SAMPLE_ADVICE
+            if weighted
+            else ("prefer bernstein or betting intervals with an a priori reward_range.")
+        )
     from ope._format import Note
 
     return Note(
@@ -306,19 +322,26 @@ def few_effective_rows(ess: float) -> bool:
 
 
 def few_effective_rows_note(
-    ess: float, std_error: float, *, subject: Hashable = None, weighted: bool = False
+    ess: float,
+    std_error: float,
+    *,
+    subject: Hashable = None,
+    weighted: bool = False,
+    advice: str | None = None,
 ) -> Note:
     """The note for :func:`few_effective_rows` (a Note of rule ``"few_effective_rows"``);
     ``weighted``: the rows carry sampling weights, so the finite-sample intervals are not
-    offered."""
-    advice = (
-        WEIGHTED_SMALL_SAMPLE_ADVICE[0].upper() + WEIGHTED_SMALL_SAMPLE_ADVICE[1:]
-        if weighted
-        else (
+    offered; ``advice`` (a phrase in lower case): what to do, for estimates that offer no
+    finite-sample interval at all (the slate estimators), in place of the default advice."""
+    if advice is not None:
+        advice = _sentence(advice)
+    elif weighted:
+        advice = _sentence(WEIGHTED_SMALL_SAMPLE_ADVICE)
+    else:
+        advice = (
             "Use ci(method='betting') or ci(method='empirical_likelihood') with "
             "an a priori reward_range, which hold at any n."
         )
-    )
     from ope._format import Note
 
     return Note(

@@ -122,6 +122,16 @@ MAX_POSITION_BASE: Final = 2**31 - 1
 MAX_ENUMERATED_SLATES: Final = 200_000
 
 
+#: What a slate estimate's notes on few rows, few effective rows, a low effective sample or
+#: skewed terms advise (``advice``/``fallback`` of the shared note functions): the slate
+#: estimates offer only normal, t and bootstrap intervals, none of which holds at any n, so the
+#: bounded intervals the bandit estimators' notes name (betting, Bernstein, empirical
+#: likelihood; clipping) do not apply to them.
+SLATE_INTERVAL_ADVICE: Final = (
+    "the slate estimates have no interval that holds at any n (their normal, t and bootstrap "
+    "intervals are all asymptotic): read the interval as approximate, or log more slates."
+)
+
 _ASSUMPTIONS: Final = {
     "sips": "slate IPS: unbiased under any click model when the logger gives every slate the "
     "candidate plays a positive probability; its weights are whole-slate ratios and its "
@@ -1874,17 +1884,20 @@ def _estimate(
     )  # loop over positions
     notes = [f"assumption: {_ASSUMPTIONS[est._kind]}"]
     flagged: list[tuple[str, type[Warning]]] = []
+    advice = SLATE_INTERVAL_ADVICE  # not the bandit estimators' bounded intervals
     if low_ess(ess, n):
-        flagged.append((ess_note(ess, n), OverlapWarning))
+        flagged.append((ess_note(ess, n, advice=advice), OverlapWarning))
     if few_effective_rows(ess):
-        flagged.append((few_effective_rows_note(ess, se), OverlapWarning))
+        flagged.append((few_effective_rows_note(ess, se, advice=advice), OverlapWarning))
     if small_sample(n):
-        flagged.append((small_sample_note(n), SmallSampleWarning))
+        flagged.append((small_sample_note(n, advice=advice), SmallSampleWarning))
     for text, cls in flagged:
         warnings.warn(text, cls, stacklevel=user_stacklevel())
         notes.append(text)
     if n > 1:
-        notes += skewed_notes(est.estimator_name, n, float(skewness(infl)), src, policy)
+        skew = float(skewness(infl))
+        fallback = advice[:1].upper() + advice[1:]
+        notes += skewed_notes(est.estimator_name, n, skew, src, policy, fallback=fallback)
     if weight_error is not None:
         bound = _error_bound(src, means, weight_error, logs.context)
         notes.append(

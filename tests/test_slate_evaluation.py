@@ -20,6 +20,7 @@ from ope.exceptions import EstimationError, ParameterError, ValidationError
 from ope.simulate import SlateEnvironment
 from ope.slate_evaluation import SLATE_ESTIMATOR_NAMES, evaluate_slates
 from ope.slates import (
+    SLATE_INTERVAL_ADVICE,
     CascadeDR,
     CascadeIPS,
     IndependentIPS,
@@ -426,3 +427,119 @@ def test_only_the_chosen_candidates_columns_are_read(env, table, tmp_path):
     code, out, err = _run("slates", path, "--policy", "nope", "--json")
     doc = json.loads(out)
     assert code == 2 and "'ok', 'broken'" in doc["error"]["message"]
+
+
+# ------------------------------------------------------------------------------------------
+# the notes advise only the intervals the slate estimates offer
+# ------------------------------------------------------------------------------------------
+#: What the bandit estimators' notes advise and the slate estimates do not offer.
+_NOT_OFFERED = (
+    "betting",
+    "bernstein",
+    "empirical_likelihood",
+    "empirical likelihood",
+    "ci(method=",
+    "bounded interval",
+    "clipping",
+    "IPS or SNIPS",
+)
+
+#: The rules whose notes give advice on intervals.
+_ADVISING = ("small_sample", "few_effective_rows", "low_ess", "skewed_terms")
+
+
+def _advice_cases(env):
+    """Slate evaluations whose notes give interval advice: 20 slates (few slates, few
+    effective slates), and 1,000 slates with a candidate whose slate weights are 1e-6 but on
+    5 slates (a low effective sample, few effective slates, skewed terms)."""
+    small = evaluate_slates(env.sample(20, rng=0), {"greedy": env.policy("greedy")})
+    logs = slate_logs(env.sample(1000, rng=0))
+    w = np.full(logs.n, 1e-6)
+    w[:5] = 1.0
+    narrow = SlateProbabilities(slate=w * logs.logging_probabilities().slate)
+    return [small, evaluate_slates(logs, {"narrow": narrow})]
+
+
+def _offered_only(note: str) -> bool:
+    return not any(x in note for x in _NOT_OFFERED)
+
+
+def test_slate_notes_advise_only_the_intervals_slate_estimates_offer(env):
+    """Every advising note of a slate estimate (and of the logger's) says that no slate
+    interval holds at any n, and names none of the bandit estimators' bounded intervals, which
+    the slate estimates refuse."""
+    advice = SLATE_INTERVAL_ADVICE[1:]  # a sentence of its own in some notes
+    seen = set()
+    cases = _advice_cases(env)
+    for ev in cases:
+        for est in [*ev.estimates.values(), ev.logging]:
+            for note in est.notes:
+                rule = getattr(note, "rule", None)
+                if rule in _ADVISING:
+                    seen.add(rule)
+                    assert advice in note, note
+                assert _offered_only(note), note
+        assert all(_offered_only(note) for note in ev.notes)
+        assert any(advice in note for note in ev.notes)
+        assert all(_offered_only(line) for line in ev.summary().splitlines())
+    assert seen == set(_ADVISING)
+    est = cases[0]["greedy", "sips"]
+    for method in ("betting", "bernstein", "empirical_likelihood"):
+        with pytest.raises(EstimationError, match="available methods: normal, t, bootstrap"):
+            est.ci(method=method)
+    from ope.report import render_report
+
+    page = render_report(slates=cases[1])
+    notes = page[page.index('id="notes"') :]
+    assert advice in notes and "betting" not in notes and "ci(method=" not in notes
+
+
+def test_cli_slate_notes_advise_only_the_intervals_slate_estimates_offer(env, tmp_path):
+    path = tmp_path / "slates.parquet"
+    pq.write_table(env.sample(20, rng=0), path)
+    scores = tmp_path / "greedy.csv"
+    _scores_table(env.policy("greedy")).to_pandas().to_csv(scores, index=False)
+    code, out, err = _run("slates", path, "--scores", f"greedy={scores}", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    advice = SLATE_INTERVAL_ADVICE[1:]
+    assert any(advice in note for note in doc["notes"])
+    assert any(advice in w["message"] for w in doc["warnings"])
+    assert _offered_only(out) and "--ci betting" not in out
+    code, out, err = _run("slates", path, "--scores", f"greedy={scores}")
+    assert (
+        code == 0
+        and advice in " ".join(out.split())
+        and _offered_only(" ".join((out + err).split()))
+    )
+    # --ci takes only what the slate estimates offer
+    code, _, err = _run("slates", path, "--scores", f"greedy={scores}", "--ci", "betting")
+    assert code == 2 and "--ci" in err
+
+
+def test_bandit_estimators_keep_their_bounded_interval_advice():
+    """The bandit estimators (which offer them) still name betting and Bernstein."""
+    import ope.estimators as oe
+
+    rng = np.random.default_rng(0)
+    reward = rng.random(200)
+    logging_p = np.full(200, 0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        small = oe.IPS().estimate(reward[:20], logging_p[:20], np.full(20, 0.5))
+        few = oe.IPS().estimate(reward, logging_p, np.where(np.arange(200) < 10, 1.0, 0.0))
+        a = rng.integers(0, 10, 400)  # rare rewards under moderate weights: skewed terms
+        skewed = oe.IPS().estimate(
+            (rng.random(400) < 0.02).astype(float),
+            np.full(400, 0.1),
+            np.where(a == 0, 0.4, 0.6 / 9),
+        )
+
+    def advice(est, rule):
+        (note,) = (x for x in est.notes if getattr(x, "rule", None) == rule)
+        return note
+
+    assert "prefer bernstein or betting intervals" in advice(small, "small_sample")
+    assert "Use ci(method='betting')" in advice(few, "few_effective_rows")
+    assert "Use ci(method='betting')" in advice(skewed, "skewed_terms")
+    assert SLATE_INTERVAL_ADVICE[1:] not in " ".join([*small.notes, *few.notes, *skewed.notes])
