@@ -238,6 +238,11 @@ CLI_PHRASES: Final = (
     (r"ci='auto' cho", "--gate auto cho"),
     # ope slates: the pseudoinverse's closed form, and the candidates given as --scores
     (r"product_logging=True", "--product-logging"),
+    # an estimate's interval method is ``ci(method=...)`` in Python and ``--ci`` on the
+    # command line (not ``ci(--method ...)``, the keyword translated alone)
+    (r"ci\(method='(\w+)' or '(\w+)'\)", r"--ci \1 or --ci \2"),
+    (r"ci\(method=['\"](\w+)['\"]\)", r"--ci \1"),
+    (r"an a priori reward_range\b", "an a priori --reward-range"),
 )
 
 #: ``--policy`` of evaluate / diagnose / report: a candidate's name, or a spec that builds one.
@@ -3027,7 +3032,7 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
     stats = evaluation.statistics
     covered = stats is not None and list(stats.names or ()) == list(evaluation.policies)
     d = _diagnose_from_args(args, logs, plan, stats if covered else None)
-    texts = [evaluation.summary()]
+    texts = [_cli_text(evaluation.summary())]
     if evaluation.by:
         texts.append(evaluation.segment_summary())
     model = evaluation.model_columns

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ope.cli import EXIT_DATAERR, EXIT_USAGE
+from ope.cli import EXIT_DATAERR, EXIT_OK, EXIT_USAGE
 from tests.test_cli_contract import bandit_frame, one_document, run
 
 
@@ -382,6 +382,32 @@ def test_outputs_are_untouched_by_a_refused_run(data):
     run("learn", data["logs"], *L, "--out", data["existing"])
     run("learn", data["logs"], *L, "--out", data["logs"])
     assert data["existing"].read_bytes() == before and data["logs"].read_bytes() == logs_before
+
+
+def test_interval_advice_names_the_ci_flag(data):
+    """An estimate's advice to use another interval (``ci(method='betting')`` in Python) reads
+    ``--ci betting`` in the warnings and the text of ``ope evaluate``, not ``ci(--method ...)``."""
+    rng = np.random.default_rng(0)
+    n = 300
+    p = np.full(n, 0.5)
+    t = np.full(n, 0.5)
+    p[:3], t[:3] = 0.001, 1.0  # three rows carry almost all the weight: few effective rows
+    frame = pd.DataFrame(
+        {
+            "action": rng.integers(0, 2, n),
+            "propensity": p,
+            "reward": rng.binomial(1, 0.3, n).astype(float),
+            "target__c": t,
+        }
+    )
+    path = data["root"] / "few_effective_rows.parquet"
+    frame.to_parquet(path)
+    code, stdout, stderr = run("evaluate", path, "--reward-range", "0", "1")
+    assert code == EXIT_OK, stderr
+    for shown in (stdout, stderr):
+        assert "--ci betting" in shown and "--ci empirical_likelihood" in shown
+        assert "ci(method=" not in shown and "ci(--method" not in shown
+        assert "a priori reward_range" not in shown
 
 
 @pytest.mark.filterwarnings("ignore")
