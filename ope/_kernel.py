@@ -2414,18 +2414,48 @@ def _loaded(dispatcher: Any) -> bool:
 
 
 def run_threads(run: Callable[[int, int], Any], ranges: Sequence[tuple[int, int]]) -> list[Any]:
-    """``run(lo, hi)`` of every range, the first on this thread and the others on the kernel's
-    persistent worker threads (compiled loops release the GIL); results in the order of
-    ``ranges``; an exception of any range is raised here, once every range has ended."""
+    """``run(lo, hi)`` of every range on this thread and the kernel's persistent worker threads
+    (compiled loops release the GIL); results in the order of ``ranges``; the exception of the
+    first range that raised is raised here, once every range has ended.
+
+    The ranges are taken in order by whichever thread is free, this one included: a worker
+    that wakes late (on a virtual machine, waking an idle CPU can take a millisecond, longer
+    than a whole pass over a million rows) finds its range done by this thread instead of
+    making the call wait for it. Each range is run once, by one thread, so the results do not
+    depend on which thread ran it.
+    """
     if len(ranges) == 1:
         return [run(*ranges[0])]
-    pool = _pool(len(ranges) - 1)
-    futures = [pool.submit(run, lo, hi) for lo, hi in ranges[1:]]
-    try:
-        first = run(*ranges[0])
-    finally:
-        rest = [f.result() for f in futures]  # waits for every range, then raises the first error
-    return [first, *rest]
+    count = len(ranges)
+    results: list[Any] = [None] * count
+    errors: list[BaseException | None] = [None] * count
+    ended = [threading.Event() for _ in range(count)]
+    taken = iter(range(count))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                k = next(taken, None)
+            if k is None:
+                return
+            try:
+                results[k] = run(*ranges[k])
+            except BaseException as exc:  # raised in the calling thread, below
+                errors[k] = exc
+            finally:
+                ended[k].set()
+
+    pool = _pool(count - 1)
+    for _ in range(count - 1):
+        pool.submit(work)
+    work()
+    for event in ended:  # only the ranges a worker took can still be running
+        event.wait()
+    for error in errors:
+        if error is not None:
+            raise error
+    return results
 
 
 #: The worker threads of split passes: started on first use and kept (starting a thread per

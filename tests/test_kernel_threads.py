@@ -177,6 +177,58 @@ def test_an_error_on_a_worker_thread_reaches_the_caller():
         _kernel.run_threads(run, [(0, 1), (1, 2)])
 
 
+def test_a_late_worker_leaves_its_ranges_to_the_caller():
+    # every worker of the pool is held busy: the calling thread takes every range itself, in
+    # order, and the call returns without waiting for them
+    release = threading.Event()
+    pool = _kernel._pool(1)
+    blockers = [pool.submit(release.wait, 5) for _ in range(_kernel._POOL["size"])]
+    try:
+        ran_on = {}
+
+        def run(lo, hi):
+            ran_on[lo] = threading.get_ident()
+            return (lo, hi)
+
+        ranges = [(0, 3), (3, 5)]
+        assert _kernel.run_threads(run, ranges) == ranges
+        assert set(ran_on.values()) == {threading.get_ident()}
+    finally:
+        release.set()
+        for blocker in blockers:
+            blocker.result(timeout=30)
+
+
+def test_ranges_run_once_each_whichever_thread_takes_them():
+    calls = []
+    lock = threading.Lock()
+
+    def run(lo, hi):
+        with lock:
+            calls.append(lo)
+        return lo * 10
+
+    ranges = [(k, k + 1) for k in range(8)]
+    for _ in range(50):  # many calls: workers and the caller race for the ranges
+        calls.clear()
+        assert _kernel.run_threads(run, ranges) == [k * 10 for k in range(8)]
+        assert sorted(calls) == list(range(8))
+
+
+def test_the_first_failing_range_is_raised_once_every_range_has_ended():
+    ended = []
+
+    def run(lo, hi):
+        if lo in (1, 2):
+            raise RuntimeError(f"range {lo}")
+        ended.append(lo)
+        return lo
+
+    with pytest.raises(RuntimeError, match="range 1"):
+        _kernel.run_threads(run, [(k, k + 1) for k in range(4)])
+    assert sorted(ended) == [0, 3]
+
+
 def test_the_thread_count_setting(monkeypatch):
     monkeypatch.setenv(_kernel.THREADS_ENV, "3")
     _kernel.set_threads(None)
