@@ -2416,7 +2416,8 @@ def _loaded(dispatcher: Any) -> bool:
 def run_threads(run: Callable[[int, int], Any], ranges: Sequence[tuple[int, int]]) -> list[Any]:
     """``run(lo, hi)`` of every range on this thread and the kernel's persistent worker threads
     (compiled loops release the GIL); results in the order of ``ranges``; the exception of the
-    first range that raised is raised here, once every range has ended.
+    first range that raised is raised here, once every range has ended (an interrupt such as
+    ``KeyboardInterrupt`` first, and in the calling thread at once).
 
     The ranges are taken in order by whichever thread is free, this one included: a worker
     that wakes late (on a virtual machine, waking an idle CPU can take a millisecond, longer
@@ -2433,7 +2434,7 @@ def run_threads(run: Callable[[int, int], Any], ranges: Sequence[tuple[int, int]
     taken = iter(range(count))
     lock = threading.Lock()
 
-    def work() -> None:
+    def work(caller: bool) -> None:
         while True:
             with lock:
                 k = next(taken, None)
@@ -2443,18 +2444,22 @@ def run_threads(run: Callable[[int, int], Any], ranges: Sequence[tuple[int, int]
                 results[k] = run(*ranges[k])
             except BaseException as exc:  # raised in the calling thread, below
                 errors[k] = exc
+                if caller and not isinstance(exc, Exception):
+                    raise  # an interrupt (Ctrl-C) stops the caller at once
             finally:
                 ended[k].set()
 
     pool = _pool(count - 1)
     for _ in range(count - 1):
-        pool.submit(work)
-    work()
+        pool.submit(work, False)
+    work(True)
     for event in ended:  # only the ranges a worker took can still be running
         event.wait()
-    for error in errors:
-        if error is not None:
-            raise error
+    # an interrupt or exit first, then the first range's error
+    for error in sorted(
+        (e for e in errors if e is not None), key=lambda e: isinstance(e, Exception)
+    ):
+        raise error
     return results
 
 

@@ -229,6 +229,39 @@ def test_the_first_failing_range_is_raised_once_every_range_has_ended():
     assert sorted(ended) == [0, 3]
 
 
+def test_an_interrupt_stops_the_caller_at_once_and_wins_over_errors():
+    taken = []
+
+    def run(lo, hi):
+        taken.append(lo)
+        if lo == 0:
+            raise KeyboardInterrupt
+        return lo
+
+    release = threading.Event()
+    pool = _kernel._pool(1)
+    blockers = [pool.submit(release.wait, 5) for _ in range(_kernel._POOL["size"])]
+    try:  # the caller takes range 0 first (the workers are busy) and stops there
+        with pytest.raises(KeyboardInterrupt):
+            _kernel.run_threads(run, [(k, k + 1) for k in range(6)])
+        assert taken == [0]
+    finally:
+        release.set()
+        for blocker in blockers:
+            blocker.result(timeout=30)
+
+    def run_both(lo, hi):  # a worker's interrupt is raised before an earlier range's error
+        if lo == 0:
+            raise RuntimeError("range 0")
+        if lo == 1:
+            raise KeyboardInterrupt
+        return lo
+
+    for _ in range(20):  # whichever thread runs range 1
+        with pytest.raises(KeyboardInterrupt):
+            _kernel.run_threads(run_both, [(0, 1), (1, 2)])
+
+
 def test_the_thread_count_setting(monkeypatch):
     monkeypatch.setenv(_kernel.THREADS_ENV, "3")
     _kernel.set_threads(None)
