@@ -324,6 +324,23 @@ _QUOTED = re.compile(rf"`({_NAMES})`")
 #: own column (``ope slates`` reads a ``context`` column; ``--obd-context`` is ``ope import``'s).
 UNTRANSLATED: Final[dict[str, frozenset[str]]] = {"slates": frozenset({"context"})}
 
+#: Phrases of API messages that read differently in one command's messages (applied before
+#: :data:`CLI_PHRASES`): ``ope slates`` has no bounded interval (its ``--ci`` offers normal, t
+#: and bootstrap), so the bandit estimators' advice to use one is not given there.
+COMMAND_PHRASES: Final[dict[str, tuple[tuple[str, str], ...]]] = {
+    "slates": (
+        (
+            r"Use a bounded method \(ci\(method='betting' or 'bernstein'\)\) or more data\.",
+            "Use more data, or --ci normal or --ci t (the slate estimates have no bounded "
+            "interval).",
+        ),
+    ),
+}
+_COMMAND_PHRASES = {
+    command: tuple((re.compile(pattern), text) for pattern, text in phrases)
+    for command, phrases in COMMAND_PHRASES.items()
+}
+
 #: The command being run (:func:`_run` sets it), for :data:`UNTRANSLATED`.
 _COMMAND: contextvars.ContextVar[str | None] = contextvars.ContextVar("ope_command", default=None)
 
@@ -362,12 +379,23 @@ def _cli_text(text: str) -> str:
             value = " ".join(v.strip().strip("'\"") for v in value.split(",") if v.strip())
         return f"{flag} {value}"
 
-    for pattern, phrase in _PHRASES:
-        text = pattern.sub(phrase, text)
+    text = _cli_phrases(text)
     return _QUOTED.sub(
         lambda m: m.group(0) if _kept(m.group(1)) else f"`{FLAGS[m.group(1)]}`",
         _ASSIGNED.sub(assigned, text),
     )
+
+
+def _cli_phrases(text: str) -> str:
+    """``text`` with the phrases of :data:`COMMAND_PHRASES` (for the running command) and then
+    :data:`CLI_PHRASES` spelled as on the command line, and nothing else: for texts that also
+    show data (column names, a Python hint such as ``table(by='segment')``), where keywords
+    are not translated."""
+    for pattern, phrase in _COMMAND_PHRASES.get(_COMMAND.get() or "", ()):
+        text = pattern.sub(phrase, text)
+    for pattern, phrase in _PHRASES:
+        text = pattern.sub(phrase, text)
+    return text
 
 
 def _flag_of(message: str) -> str | None:
@@ -3032,7 +3060,7 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
     stats = evaluation.statistics
     covered = stats is not None and list(stats.names or ()) == list(evaluation.policies)
     d = _diagnose_from_args(args, logs, plan, stats if covered else None)
-    texts = [_cli_text(evaluation.summary())]
+    texts = [_cli_phrases(evaluation.summary())]
     if evaluation.by:
         texts.append(evaluation.segment_summary())
     model = evaluation.model_columns

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ope.cli import EXIT_DATAERR, EXIT_OK, EXIT_USAGE
+from ope.cli import EXIT_DATAERR, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from tests.test_cli_contract import bandit_frame, one_document, run
 
 
@@ -408,6 +408,50 @@ def test_interval_advice_names_the_ci_flag(data):
         assert "--ci betting" in shown and "--ci empirical_likelihood" in shown
         assert "ci(method=" not in shown and "ci(--method" not in shown
         assert "a priori reward_range" not in shown
+
+
+def test_evaluate_text_keeps_column_names_and_python_hints(data):
+    # the text of `ope evaluate` shows data too: a weight column named like an API keyword, and
+    # the Python hint of the segment table, are not spelled as flags
+    rng = np.random.default_rng(1)
+    n = 400
+    frame = pd.DataFrame(
+        {
+            "action": rng.integers(0, 2, n),
+            "propensity": 0.5,
+            "reward": rng.binomial(1, 0.3, n).astype(float),
+            "target__c": rng.uniform(0.2, 0.8, n),
+            "source": rng.uniform(0.5, 2.0, n),
+            "seg": rng.choice(["a", "b"], n),
+        }
+    )
+    path = data["root"] / "named_like_keywords.parquet"
+    frame.to_parquet(path)
+    code, stdout, stderr = run(
+        "evaluate", path, "--reward-range", "0", "1", "--weight-column", "source"
+    )
+    assert code == EXIT_OK, stderr
+    assert "`source`" in stdout and "`LOGS`" not in stdout
+    code, stdout, stderr = run("evaluate", path, "--reward-range", "0", "1", "--by", "seg")
+    assert code == EXIT_OK, stderr
+    assert "table(by='segment')" in stdout and "table(--by" not in stdout
+
+
+def test_slates_bootstrap_advice_names_intervals_slates_offer(data):
+    from ope.simulate import SlateEnvironment
+
+    frame = SlateEnvironment(seed=0).sample(60, rng=0).to_pandas()
+    target = np.zeros(len(frame))
+    first = frame.slate_id == 0  # the candidate shares one slate with the logger
+    target[first] = frame.propensity[first]
+    frame["target__c"] = target
+    path = data["root"] / "one_shared_slate.parquet"
+    frame.to_parquet(path)
+    code, stdout, stderr = run("slates", path, "--estimator", "sniips", "--ci", "bootstrap")
+    assert code == EXIT_FAILURE, stderr
+    assert "bootstrap resamples give an undefined estimate" in stderr
+    assert "--ci normal or --ci t" in stderr
+    assert "betting" not in stderr and "bernstein" not in stderr
 
 
 @pytest.mark.filterwarnings("ignore")
