@@ -560,6 +560,25 @@ def _nb_scale_exponent(x):
     return max(min(e, _EXP_MAX), _EXP_MIN)
 
 
+def _nb_units(rmax, pmin):
+    """``(e_r, u_r, kp, 2**kp)`` of a block: the rewards' unit ``u_r = 2**-e_r`` from their
+    largest magnitude (:func:`_nb_scale_exponent`) and the propensities' scale ``2**kp`` when the
+    smallest is below the safe range."""
+    er = _nb_scale_exponent(rmax)
+    kp = 0
+    if pmin > 0.0 and pmin < _SAFE_LOW:
+        kp = min(-math.frexp(pmin)[1], _P_SCALE_MAX)
+    return er, math.ldexp(1.0, -er), kp, math.ldexp(1.0, kp)
+
+
+def _nb_scaled_sum(x, k, u):
+    """sum x * u over the block (the rewards' sum when they need scaling)."""
+    tot = 0.0
+    for i in range(k):
+        tot += x[i] * u
+    return tot
+
+
 def _nb_prepare(r, p, start, k, rb, drb, pb, hdr, chk, bits, fbits):
     """Pass over the block's rewards and propensities: scales, shift, reward deviations.
 
@@ -599,18 +618,9 @@ def _nb_prepare(r, p, start, k, rb, drb, pb, hdr, chk, bits, fbits):
     chk[3] = pmx
     bits[0] = amax
     bits[1] = pmn ^ ((pmn >> 63) & 0x7FFFFFFFFFFFFFFF)
-    rmax = fbits[0]
-    pmin = fbits[1]
-    er = _nb_scale_exponent(rmax)
-    ur = math.ldexp(1.0, -er)
-    kp = 0
-    if pmin > 0.0 and pmin < _SAFE_LOW:
-        kp = min(-math.frexp(pmin)[1], _P_SCALE_MAX)
-    up = math.ldexp(1.0, kp)
+    er, ur, kp, up = _nb_units(fbits[0], fbits[1])
     if er != 0:
-        tot = 0.0
-        for i in range(k):
-            tot += rs_[i] * ur
+        tot = _nb_scaled_sum(rs_, k, ur)
     c = tot / k
     tot = 0.0
     for i in range(k):
@@ -780,14 +790,6 @@ def _nb_block(wb, wbi, k, rb, drb, kp, mw, has_clip, bm, bc, bexp, bmax, bclip, 
                 bc[1, q, j] = bc[0, q, j]
 
 
-def _nb_scaled_sum(x, k, u):
-    """sum x * u over the block (the rewards' sum when they need scaling)."""
-    tot = 0.0
-    for i in range(k):
-        tot += x[i] * u
-    return tot
-
-
 def _nb_single_keys(rs_, ri, pi, ti, k, chk, tlo, thi, bits):
     """Loop 1 of :func:`_nb_single`: the order-key ranges of the rewards, propensities and the
     candidate's propensities (as in :func:`_nb_prepare` and :func:`_nb_load`), the rewards' largest
@@ -906,14 +908,7 @@ def _nb_single(
     tot = _nb_single_keys(
         rs_, rs_.view(np.int64), ps_.view(np.int64), ts.view(np.int64), k, chk, tlo, thi, bits
     )
-    rmax = fbits[0]
-    pmin = fbits[1]
-    er = _nb_scale_exponent(rmax)
-    ur = math.ldexp(1.0, -er)
-    kp = 0
-    if pmin > 0.0 and pmin < _SAFE_LOW:
-        kp = min(-math.frexp(pmin)[1], _P_SCALE_MAX)
-    up = math.ldexp(1.0, kp)
+    er, ur, kp, up = _nb_units(fbits[0], fbits[1])
     mw = math.ldexp(max_weight, -kp) if has_clip else np.inf
     if er != 0:
         tot = _nb_scaled_sum(rs_, k, ur)
@@ -1842,6 +1837,7 @@ def _nb_run_outcomes(
 
 _NUMBA_FUNCTIONS: Final = (
     "_nb_scale_exponent",
+    "_nb_units",
     "_nb_prepare",
     "_nb_load",
     "_nb_transpose",

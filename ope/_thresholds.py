@@ -207,7 +207,7 @@ def ess_note(ess: float, n: int, *, subject: Hashable = None, advice: str | None
     said = (
         "Consider clipping, a doubly robust estimator, or a bounded interval method."
         if advice is None
-        else _sentence(advice)
+        else as_sentence(advice)
     )
     return Note(
         f"effective sample size {ess:.1f} is {ess / n:.2%} of n={n}: the estimate rests on a few "
@@ -217,8 +217,12 @@ def ess_note(ess: float, n: int, *, subject: Hashable = None, advice: str | None
     )
 
 
-def _sentence(phrase: str) -> str:
-    """``phrase`` (advice in lower case) as a sentence of its own."""
+def as_sentence(phrase: str) -> str:
+    """``phrase`` (advice in lower case) as a sentence of its own (its first letter upper case).
+
+    >>> as_sentence("log more rows.")
+    'Log more rows.'
+    """
     return phrase[:1].upper() + phrase[1:]
 
 
@@ -334,9 +338,9 @@ def few_effective_rows_note(
     offered; ``advice`` (a phrase in lower case): what to do, for estimates that offer no
     finite-sample interval at all (the slate estimators), in place of the default advice."""
     if advice is not None:
-        advice = _sentence(advice)
+        advice = as_sentence(advice)
     elif weighted:
-        advice = _sentence(WEIGHTED_SMALL_SAMPLE_ADVICE)
+        advice = as_sentence(WEIGHTED_SMALL_SAMPLE_ADVICE)
     else:
         advice = (
             "Use ci(method='betting') or ci(method='empirical_likelihood') with "
@@ -356,6 +360,7 @@ def few_effective_rows_note(
 __all__ += [
     "MIN_EFFECTIVE_ROWS",
     "WEIGHTED_SMALL_SAMPLE_ADVICE",
+    "as_sentence",
     "few_effective_rows",
     "few_effective_rows_note",
 ]

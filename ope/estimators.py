@@ -91,6 +91,7 @@ from ope._thresholds import (
     SKEW_ROWS,
     SMALL_SAMPLE_ROWS,
     WEIGHTED_SMALL_SAMPLE_ADVICE,
+    as_sentence,
     ess_note,
     few_effective_rows,
     few_effective_rows_note,
@@ -1553,7 +1554,7 @@ def skewed_notes(
         return []
     method = next((m for m in HOLDING_METHODS if source is not None and m in source.methods), "")
     if weighted:
-        advice = WEIGHTED_SMALL_SAMPLE_ADVICE[0].upper() + WEIGHTED_SMALL_SAMPLE_ADVICE[1:]
+        advice = as_sentence(WEIGHTED_SMALL_SAMPLE_ADVICE)
     elif method:
         advice = f"Use {HOLDING_METHODS[method]} with {needs}, which holds at any n."
     else:

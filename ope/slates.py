@@ -43,6 +43,7 @@ import pandas as pd
 
 from ope._thresholds import (
     PROBABILITY_TOLERANCE,
+    as_sentence,
     ess_note,
     few_effective_rows,
     few_effective_rows_note,
@@ -1896,8 +1897,9 @@ def _estimate(
         notes.append(text)
     if n > 1:
         skew = float(skewness(infl))
-        fallback = advice[:1].upper() + advice[1:]
-        notes += skewed_notes(est.estimator_name, n, skew, src, policy, fallback=fallback)
+        notes += skewed_notes(
+            est.estimator_name, n, skew, src, policy, fallback=as_sentence(advice)
+        )
     if weight_error is not None:
         bound = _error_bound(src, means, weight_error, logs.context)
         notes.append(
