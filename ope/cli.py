@@ -199,6 +199,8 @@ FLAG_VALUES: Final = {
     "--max-weight": "W",
     "--weight-bound": "M",
     "--reward-range": "LO HI",
+    "--horizon": "H",
+    "--tail-value": "V",
 }
 
 #: Phrases of API messages that have no keyword-for-flag spelling on the command line, and what
@@ -315,7 +317,7 @@ _TRAJECTORY_ONLY: Final = (
 _NAMES = "|".join(sorted(map(re.escape, FLAGS), key=len, reverse=True))
 _ASSIGNED = re.compile(
     rf"(?<![\w.\-`])({_NAMES})="
-    r"(\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}|'[^']*'|\"[^\"]*\"|\.\.\.|-?[\w.]*\w)"
+    r"(\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}|'[^']*'|\"[^\"]*\"|\.\.\.|-?[\w.]*\w|(?=[\s,;)]|\.(?:\s|$)|$))"
 )
 _PHRASES = tuple((re.compile(pattern), text) for pattern, text in CLI_PHRASES)
 _QUOTED = re.compile(rf"`({_NAMES})`")
@@ -323,23 +325,6 @@ _QUOTED = re.compile(rf"`({_NAMES})`")
 #: API names that are not spelled as a flag in a command's messages: there they name the data's
 #: own column (``ope slates`` reads a ``context`` column; ``--obd-context`` is ``ope import``'s).
 UNTRANSLATED: Final[dict[str, frozenset[str]]] = {"slates": frozenset({"context"})}
-
-#: Phrases of API messages that read differently in one command's messages (applied before
-#: :data:`CLI_PHRASES`): ``ope slates`` has no bounded interval (its ``--ci`` offers normal, t
-#: and bootstrap), so the bandit estimators' advice to use one is not given there.
-COMMAND_PHRASES: Final[dict[str, tuple[tuple[str, str], ...]]] = {
-    "slates": (
-        (
-            r"Use a bounded method \(ci\(method='betting' or 'bernstein'\)\) or more data\.",
-            "Use more data, or --ci normal or --ci t (the slate estimates have no bounded "
-            "interval).",
-        ),
-    ),
-}
-_COMMAND_PHRASES = {
-    command: tuple((re.compile(pattern), text) for pattern, text in phrases)
-    for command, phrases in COMMAND_PHRASES.items()
-}
 
 #: The command being run (:func:`_run` sets it), for :data:`UNTRANSLATED`.
 _COMMAND: contextvars.ContextVar[str | None] = contextvars.ContextVar("ope_command", default=None)
@@ -362,14 +347,15 @@ def _cli_text(text: str) -> str:
     """``text`` with the API's keywords spelled as flags: ```reward_range``` becomes
     ```--reward-range```, ``on_invalid='drop'`` becomes ``--on-invalid drop``,
     ``reward_range=(0, 1)`` becomes ``--reward-range 0 1``, ``context_columns=[...]`` becomes
-    ``--context-columns COLUMN ...`` (:data:`FLAG_VALUES`), ``mapping={'event_id': ...}``
-    becomes ``--mapping event_id=THEIRS``; the phrases of :data:`CLI_PHRASES` first."""
+    ``--context-columns COLUMN ...`` (:data:`FLAG_VALUES`), and so does ``horizon=`` with no
+    value (``--horizon H``), ``mapping={'event_id': ...}`` becomes ``--mapping
+    event_id=THEIRS``; the phrases of :data:`CLI_PHRASES` first."""
 
     def assigned(match: re.Match[str]) -> str:
         if _kept(match.group(1)):
             return match.group(0)
         flag, value = FLAGS[match.group(1)], match.group(2)
-        if value in ("...", "[...]", "(...)"):
+        if value in ("", "...", "[...]", "(...)"):  # "" : ``name=`` with no value
             return f"{flag} {FLAG_VALUES.get(flag, '...')}"
         if value.startswith("{"):  # a mapping: its keys, each =THEIRS
             keys = re.findall(r"['\"]([^'\"]+)['\"]\s*:", value)
@@ -387,12 +373,9 @@ def _cli_text(text: str) -> str:
 
 
 def _cli_phrases(text: str) -> str:
-    """``text`` with the phrases of :data:`COMMAND_PHRASES` (for the running command) and then
-    :data:`CLI_PHRASES` spelled as on the command line, and nothing else: for texts that also
-    show data (column names, a Python hint such as ``table(by='segment')``), where keywords
-    are not translated."""
-    for pattern, phrase in _COMMAND_PHRASES.get(_COMMAND.get() or "", ()):
-        text = pattern.sub(phrase, text)
+    """``text`` with the phrases of :data:`CLI_PHRASES` spelled as on the command line, and
+    nothing else: for texts that also show data (column names, a Python hint such as
+    ``table(by='segment')``), where keywords are not translated."""
     for pattern, phrase in _PHRASES:
         text = pattern.sub(phrase, text)
     return text

@@ -429,6 +429,7 @@ class Estimate(Result):
                         "percentile" if bootstrap_method is None else bootstrap_method  # type: ignore[arg-type]  # checked by the callee
                     ),
                     rng=rng,
+                    alternatives=src.methods,
                 ),
                 src,
             )

@@ -197,6 +197,14 @@ def test_a_candidate_listed_twice_is_refused_with_its_rows():
         ConservativePolicyLearner().fit(X, a, r, p, candidates=cands)
 
 
+@pytest.mark.parametrize("cands", ["\udcff", [["\udcff"]] * 6])
+def test_a_candidate_label_arrow_cannot_encode_is_a_validation_error(cands):
+    # a lone surrogate (as os.fsdecode gives for undecodable bytes) is no UTF-8 string
+    X, a, r, p = two_arms(n=6)
+    with pytest.raises(ValidationError, match=r"`candidates` must be one list of action labels"):
+        ConservativePolicyLearner().fit(X, a, r, p, candidates=cands)
+
+
 def test_action_model_settings_are_checked():
     X, a, r, p = two_arms()
     with pytest.raises(

@@ -307,6 +307,23 @@ def test_undefined_replicates_are_refused_or_warned():
         bootstrap_interval(comps, _ratio, n_resamples=200, rng=0)
 
 
+@pytest.mark.parametrize(
+    ("alternatives", "named", "absent"),
+    [
+        (("betting", "bernstein"), "ci(method='betting' or 'bernstein')", "normal"),
+        (("bootstrap", "hoeffding"), "ci(method='hoeffding')", "betting"),
+        (("bootstrap",), "ci(method='normal' or 't')", "betting"),
+        ((), "ci(method='normal' or 't')", "bernstein"),
+    ],
+)
+def test_an_undefined_bootstrap_advises_the_methods_the_caller_offers(alternatives, named, absent):
+    w = np.zeros(50)
+    w[0] = 1.0  # one row carries all the weight: most resamples are undefined
+    with pytest.raises(EstimationError, match="undefined estimate") as info:
+        bootstrap_interval(np.c_[w, w], _ratio, n_resamples=200, rng=0, alternatives=alternatives)
+    assert named in str(info.value) and absent not in str(info.value)
+
+
 # ------------------------------------------------------------------------------- arguments
 @pytest.mark.parametrize(
     ("level", "fewest"), [(0.95, 81), (0.99, 401), (0.9, 41), (0.5, 9), (0.999, 4001)]

@@ -494,6 +494,24 @@ def test_slate_notes_advise_only_the_intervals_slate_estimates_offer(env):
     assert advice in notes and "betting" not in notes and "ci(method=" not in notes
 
 
+def test_slate_bootstrap_error_advises_the_intervals_slate_estimates_offer():
+    """A slate estimate whose bootstrap resamples are mostly undefined (the candidate puts
+    weight on one logged slate) advises normal or t intervals, not the bandit estimators'
+    bounded ones, which it refuses."""
+    logs = slate_logs(SlateEnvironment(seed=0).sample(60, rng=0))
+    first = np.zeros(logs.n)
+    first[0] = 1.0  # the candidate shares the first slate with the logger, and no other
+    shared = SlateProbabilities(slate=first * logs.logging_probabilities().slate)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = evaluate_slates(logs, {"c": shared}, estimators=("snsips",))["c", "snsips"]
+    with pytest.raises(EstimationError, match="undefined estimate") as info:
+        est.ci(method="bootstrap", rng=0)
+    message = str(info.value)
+    assert "ci(method='normal' or 't')" in message
+    assert "betting" not in message and "bernstein" not in message
+
+
 def test_cli_slate_notes_advise_only_the_intervals_slate_estimates_offer(env, tmp_path):
     path = tmp_path / "slates.parquet"
     pq.write_table(env.sample(20, rng=0), path)

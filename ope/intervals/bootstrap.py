@@ -77,6 +77,7 @@ __all__ = [
     "min_resamples",
     "resample_counts",
     "shared_bootstrap",
+    "undefined_remedy",
 ]
 
 #: Default number of resamples. Efron & Tibshirani (1993, Ch. 19) recommend at least 1000 for
@@ -156,6 +157,36 @@ def resample_counts(
 # ============================================================================================
 # statistics of the resampled sums and their intervals
 # ============================================================================================
+#: The interval methods that do not resample, in the order the advice of an undefined bootstrap
+#: names them (bounded ones hold at any n; the advice names the first two an estimate offers).
+_REMEDY_ORDER: Final = ("betting", "bernstein", "empirical_likelihood", "hoeffding")
+
+#: What the weighting estimators offer beyond normal and t besides the bootstrap: the default
+#: advice of :func:`bootstrap_interval` and of the estimators' statistics in
+#: :func:`shared_bootstrap`.
+_WEIGHTING_ALTERNATIVES: Final = ("betting", "bernstein")
+
+
+def undefined_remedy(alternatives: Sequence[str] = _WEIGHTING_ALTERNATIVES) -> str:
+    """The advice of the error raised when too many bootstrap resamples are undefined: the
+    bounded interval methods among ``alternatives`` (the methods an estimate offers, e.g. its
+    source's ``methods``), else the normal and t intervals, which every estimate has.
+
+    >>> undefined_remedy()
+    "Use a bounded method (ci(method='betting' or 'bernstein')) or more data."
+    >>> undefined_remedy(("bootstrap",))
+    "Use more data, or ci(method='normal' or 't') (this estimate has no bounded interval)."
+    """
+    bounded = [m for m in _REMEDY_ORDER if m in alternatives][:2]
+    if bounded:
+        named = " or ".join(repr(m) for m in bounded)
+        return f"Use a bounded method (ci(method={named})) or more data."
+    return "Use more data, or ci(method='normal' or 't') (this estimate has no bounded interval)."
+
+
+_BOUNDED_REMEDY: Final = undefined_remedy()
+
+
 @dataclass(frozen=True)
 class _Stat:
     """One statistic of the call: its label, its columns, ``g`` of their means, and the range
@@ -168,6 +199,8 @@ class _Stat:
     where: str = ""
     #: why a replicate can be undefined, for the message
     cause: str = "e.g. all resampled weights are zero"
+    #: what to do instead when too many are (:func:`undefined_remedy`)
+    remedy: str = _BOUNDED_REMEDY
 
 
 def _replicates(stat: _Stat, res: Sums) -> np.ndarray:
@@ -220,6 +253,7 @@ def _interval(
     level: float,
     where: str,
     cause: str = "e.g. all resampled weights are zero",
+    remedy: str = _BOUNDED_REMEDY,
 ) -> ConfidenceInterval:
     """Percentile (``accel`` None) or BCa interval of the replicates."""
     ok = np.isfinite(reps)
@@ -228,9 +262,7 @@ def _interval(
         if n_bad > MAX_UNDEFINED_FRACTION * reps.size:
             raise EstimationError(
                 f"{where}{n_bad} of {reps.size} bootstrap resamples give an undefined estimate "
-                f"({cause}); too few rows carry weight for a "
-                "bootstrap. Use a bounded method (ci(method='betting' or 'bernstein')) or more "
-                "data."
+                f"({cause}); too few rows carry weight for a bootstrap. {remedy}"
             )
         warnings.warn(
             f"{where}{n_bad} of {reps.size} bootstrap resamples gave an undefined estimate (all "
@@ -276,7 +308,9 @@ def _run(
         list(_accelerations(cols, stats, res, thetas)) if method == "bca" else [None] * len(stats)
     )
     out = [
-        within_range(_interval(_replicates(s, res), t, a, level, s.where, s.cause), s.value_range)
+        within_range(
+            _interval(_replicates(s, res), t, a, level, s.where, s.cause, s.remedy), s.value_range
+        )
         for s, t, a in zip(stats, thetas, accels)  # a loop over statistics
     ]
     return out, res.resampling
@@ -475,6 +509,7 @@ def bootstrap_interval(
     n_resamples: int | None = None,
     bootstrap_method: Literal["percentile", "bca"] = "percentile",
     rng: int | np.random.Generator | None = None,
+    alternatives: Sequence[str] = _WEIGHTING_ALTERNATIVES,
 ) -> ConfidenceInterval:
     """Percentile or BCa bootstrap interval for a smooth function of column means.
 
@@ -495,6 +530,10 @@ def bootstrap_interval(
     rng : int, numpy.random.Generator or None
         Seed or generator. The same seed gives the same counts as :func:`shared_bootstrap` and
         :func:`resample_counts` on the same number of rows.
+    alternatives : sequence of str, default ("betting", "bernstein")
+        The interval methods the caller offers instead (an estimate's ``source.methods``): the
+        error raised when too many replicates are undefined advises the bounded ones among
+        them, else the normal and t intervals (:func:`undefined_remedy`).
 
     Returns
     -------
@@ -552,7 +591,14 @@ def bootstrap_interval(
     n_res = _checked_n_resamples(n_resamples, level)
     a = _components_2d(components)
     _, gen = resolve_seed(rng)
-    stat = _Stat(None, tuple(range(a.shape[1])), _check_statistic(statistic, a))
+    stat = _Stat(
+        None,
+        tuple(range(a.shape[1])),
+        _check_statistic(statistic, a),
+        remedy=undefined_remedy(
+            check_names(alternatives, "alternatives", example="alternatives=('betting',)")
+        ),
+    )
     (iv,), _ = _run(
         _matrix_columns(a), [stat], level=level, n_resamples=n_res, method=method, gen=gen
     )
@@ -894,7 +940,16 @@ def shared_bootstrap(
             )
         extra[key] = comps
         idx_ = tuple(column(("src", key, k)) for k in range(comps.shape[1]))
-        stats.append(_Stat(key, idx_, src.statistic, getattr(src, "value_range", None), f"{key}: "))
+        stats.append(
+            _Stat(
+                key,
+                idx_,
+                src.statistic,
+                getattr(src, "value_range", None),
+                f"{key}: ",
+                remedy=undefined_remedy(tuple(getattr(src, "methods", _WEIGHTING_ALTERNATIVES))),
+            )
+        )
     if n_pol and not specs:
         raise ParameterError(
             "`target_propensity` gives candidates but `estimators` is empty: pass the weighting "

@@ -177,7 +177,8 @@ def as_list_array(candidates: Any, n: int) -> pa.Array:
     if not isinstance(candidates, pa.Array):
         try:
             candidates = pa.array(list(candidates))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as exc:
+        # UnicodeError: a label Arrow cannot encode (a lone surrogate such as "\udcff")
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, UnicodeError) as exc:
             raise ValidationError(
                 "`candidates` must be one list of action labels per row (an Arrow list column or "
                 f"a sequence of sequences), or a boolean mask of shape (n, n_actions): {exc}"
