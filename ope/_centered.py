@@ -234,16 +234,10 @@ class CenteredMoments:
         mean = m.mean.copy()
         mean[:, :, 0] += d * m.mean[:, :, 1]
         c = m.com
-        com = np.stack(
-            [
-                c[:, :, 0] + 2.0 * d * c[:, :, 1] + d * d * c[:, :, 2],
-                c[:, :, 1] + d * c[:, :, 2],
-                c[:, :, 2],
-                c[:, :, 3] + d * c[:, :, 4],
-                c[:, :, 4],
-            ],
-            axis=2,
-        )
+        com = c.copy()  # rows 2 and 4 stay; the others as below (one array, no stack)
+        com[:, :, 0] = c[:, :, 0] + 2.0 * d * c[:, :, 1] + d * d * c[:, :, 2]
+        com[:, :, 1] = c[:, :, 1] + d * c[:, :, 2]
+        com[:, :, 3] = c[:, :, 3] + d * c[:, :, 4]
         return CenteredMoments(
             Moments(
                 m.n,

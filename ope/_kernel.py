@@ -85,6 +85,7 @@ __all__ = [
     "row_ranges",
     "run_threads",
     "column_access",
+    "column_addresses",
 ]
 
 #: Rows per block of the compiled kernel: the (P, rows) float64 weight block of 8 candidates is
@@ -253,6 +254,11 @@ def empty_weighted(n_pol: int, n_groups: int = 1) -> Weighted:
     )
 
 
+#: The sampling-weighted arrays of a pass without sampling weights (no groups, no policies:
+#: nothing is read or written), shared by every such call.
+_NO_WEIGHTED: Final = empty_weighted(0, 0)
+
+
 @dataclass(frozen=True)
 class Checks:
     """What the pass saw of its inputs (for the validation done after it).
@@ -284,10 +290,19 @@ def empty(n_pol: int, n_groups: int = 1, *, weighted: bool = False) -> Moments:
         np.zeros((g, 2, p)),
         np.zeros((g, 2, 2, p)),
         np.zeros((g, 2, N_COMOMENTS, p)),
-        np.full((g, p), -np.inf),
+        _filled((g, p), -np.inf),
         np.zeros((g, p)),
         empty_weighted(p, g) if weighted else None,
     )
+
+
+def _filled(shape: tuple[int, ...], value: float, dtype: Any = np.float64) -> np.ndarray:
+    """``np.full(shape, value)``, by two C calls: the kernel's per-call set-up touches as little
+    code as it can (a call after other work has emptied the caches pays for every function it
+    touches, about a microsecond warm but tens cold)."""
+    out = np.empty(shape, dtype=dtype)
+    out.fill(value)
+    return out
 
 
 # ============================================================================================
@@ -471,6 +486,19 @@ def column_access() -> tuple[Any, Any]:
         with _COMPILE_LOCK:
             _make_access(_import_numba())
     return _ACCESS["as_pointer"], _ACCESS["carray"]
+
+
+def column_addresses(columns: Sequence[np.ndarray]) -> np.ndarray:
+    """The data addresses (int64) of arrays, for :func:`column_access` (the caller keeps the
+    arrays alive while a loop reads them). Read off ``__array_interface__``: ``ndarray.ctypes``
+    builds a helper object per array, tens of microseconds per call when the caches are cold.
+
+    >>> import numpy as np
+    >>> a = np.zeros(3)
+    >>> int(column_addresses([a])[0]) == a.ctypes.data
+    True
+    """
+    return np.array([c.__array_interface__["data"][0] for c in columns], dtype=np.int64)
 
 
 def _make_access(numba: Any) -> None:
@@ -2307,7 +2335,7 @@ def _nb_accumulate(
     :func:`merge`, the update that merges record batches)."""
     fns = _compiled()
     keep = cols or []  # the columns stay referenced here while the pass reads their addresses
-    addresses = np.array([c.ctypes.data for c in keep], dtype=np.int64)
+    addresses = column_addresses(keep)
     m_arg = np.empty((0, n_pol)) if mat is None else mat
     c_arg = codes if codes is not None else np.empty(0, dtype=np.int64)
     s_arg = np.empty(0) if s is None else s
@@ -2315,11 +2343,11 @@ def _nb_accumulate(
 
     def run(lo: int, hi: int) -> tuple[Moments, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         acc = empty(n_pol, g_count, weighted=s is not None)
-        hdr = np.column_stack([acc.shift, acc.r_exp, acc.r_mean, acc.r_m2])
+        hdr = np.zeros((g_count, 4))  # [shift, r_exp, r_mean, r_m2] of no rows
         keys = np.array([big, small, big, small], dtype=np.int64)
-        tlo_k = np.full(n_pol, big, dtype=np.int64)
-        thi_k = np.full(n_pol, small, dtype=np.int64)
-        wt = acc.weighted if acc.weighted is not None else empty_weighted(n_pol, 0)
+        tlo_k = _filled((n_pol,), big, np.int64)
+        thi_k = _filled((n_pol,), small, np.int64)
+        wt = acc.weighted if acc.weighted is not None else _NO_WEIGHTED
         fns["_nb_run"](
             r,
             p,
@@ -2543,33 +2571,34 @@ def accumulate(
     g_count = n_groups if codes is not None else 1
     plain = bool(plain) or sampling_weight is None or codes is not None
     s = None if sampling_weight is None else np.ascontiguousarray(sampling_weight, dtype=np.float64)
-    acc = empty(n_pol, g_count, weighted=s is not None)
     chk = np.array([1.0, np.inf, -np.inf, np.inf, -np.inf])
-    tlo, thi = np.full(n_pol, np.inf), np.full(n_pol, -np.inf)
-    if n and (n_pol or s is not None):  # no policies: the sampling-weighted head alone
+    if n and (n_pol or s is not None) and backend() == "numba":
         has_clip = max_weight is not None
         mw = float(max_weight) if max_weight is not None else 1.0
-        if backend() == "numba":
-            if mat is not None and not (mat.dtype == np.float64 and mat.flags.c_contiguous):
-                mat = np.ascontiguousarray(mat, dtype=np.float64)
-            acc, keys, tlo_k, thi_k = _nb_accumulate(
-                r,
-                p,
-                cols,
-                mat,
-                codes,
-                g_count,
-                mw,
-                has_clip,
-                int(min(BLOCK_ROWS, block_rows or BLOCK_ROWS)),
-                n,
-                n_pol,
-                s,
-                plain,
-            )
-            chk[1:] = _key_floats(keys)
-            tlo, thi = _key_floats(tlo_k), _key_floats(thi_k)
-        else:
+        if mat is not None and not (mat.dtype == np.float64 and mat.flags.c_contiguous):
+            mat = np.ascontiguousarray(mat, dtype=np.float64)
+        acc, keys, tlo_k, thi_k = _nb_accumulate(
+            r,
+            p,
+            cols,
+            mat,
+            codes,
+            g_count,
+            mw,
+            has_clip,
+            int(min(BLOCK_ROWS, block_rows or BLOCK_ROWS)),
+            n,
+            n_pol,
+            s,
+            plain,
+        )
+        chk[1:] = _key_floats(keys)
+        tlo, thi = _key_floats(tlo_k), _key_floats(thi_k)
+    else:  # numpy, or nothing to pass over
+        acc = empty(n_pol, g_count, weighted=s is not None)
+        tlo, thi = _filled((n_pol,), np.inf), _filled((n_pol,), -np.inf)
+        if n and (n_pol or s is not None):  # no policies: the sampling-weighted head alone
+            has_clip = max_weight is not None
             step = int(min(NUMPY_BLOCK_ROWS, block_rows or NUMPY_BLOCK_ROWS))
             for start in range(0, n, step):  # a loop over blocks, not rows
                 sl = slice(start, min(start + step, n))
@@ -2652,7 +2681,7 @@ def accumulate_outcomes(
         )
     n_out = len(rs)
     # the outcomes as addresses (read where they are: no (L, n) copy), kept alive by ``rs``
-    outcome_addresses = np.array([r.ctypes.data for r in rs], dtype=np.int64)
+    outcome_addresses = column_addresses(rs)
     if mat is not None and not (mat.dtype == np.float64 and mat.flags.c_contiguous):
         mat = np.ascontiguousarray(mat, dtype=np.float64)
     has_clip = max_weight is not None
@@ -2660,7 +2689,7 @@ def accumulate_outcomes(
     block = int(min(BLOCK_ROWS, block_rows or BLOCK_ROWS))
     fns = _compiled()
     keep = cols or []  # referenced here while the pass reads their addresses
-    addresses = np.array([c.ctypes.data for c in keep], dtype=np.int64)
+    addresses = column_addresses(keep)
     m_arg = np.empty((0, n_pol)) if mat is None else mat
     big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
 
@@ -2748,18 +2777,13 @@ def _key_floats(keys: np.ndarray) -> np.ndarray:
 
 
 def _all_finite(m: Moments, *, plain: bool = True) -> bool:
-    with np.errstate(invalid="ignore"):
-        return bool(
-            (not plain or (np.isfinite(m.mean).all() and np.isfinite(m.com).all()))
-            and np.isfinite(m.r_mean).all()
-            and np.isfinite(m.r_m2).all()
-            and np.isfinite(m.shift).all()
-            and (
-                m.weighted is None
-                or (
-                    np.isfinite(m.weighted.head).all()
-                    and np.isfinite(m.weighted.mean).all()
-                    and np.isfinite(m.weighted.com).all()
-                )
-            )
-        )
+    arrays = [m.r_mean, m.r_m2, m.shift]
+    if plain:
+        arrays += [m.mean, m.com]
+    if m.weighted is not None:
+        arrays += [m.weighted.head, m.weighted.mean, m.weighted.com]
+    # the ufunc's own reduce: no Python wrapper (``.all()`` goes through one)
+    return all(bool(_AND(np.isfinite(a), axis=None)) for a in arrays)
+
+
+_AND: Final = np.logical_and.reduce

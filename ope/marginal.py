@@ -573,7 +573,7 @@ def _from_aligned_columns(
     every column (the logger's and each candidate's distribution), and each candidate's row
     sums are checked against 1: one compiled pass over the entries with the numba backend
     (:func:`_nb_pick_sums`; integer item labels), else vectorized numpy."""
-    from ope._kernel import row_ranges, run_threads
+    from ope._kernel import column_addresses, row_ranges, run_threads
     from ope.policies.join import validated_target_columns
 
     found = validated_target_columns(logs, policies)
@@ -615,7 +615,7 @@ def _from_aligned_columns(
         if loops is not None and lut is not None and pa.types.is_integer(entries.type):
             labels = np.ascontiguousarray(entries.to_numpy(zero_copy_only=False), dtype=np.int64)
         if labels is not None and lut is not None and loops is not None:
-            addresses = np.array([f.ctypes.data for f in flats], dtype=np.int64)
+            addresses = column_addresses(flats)
             code_of, lowest = lut[1], lut[0]
 
             def pick(lo: int, hi: int) -> int:

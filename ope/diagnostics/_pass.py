@@ -29,7 +29,14 @@ from typing import Any, Final
 
 import numpy as np
 
-from ope._kernel import backend, column_access, compiled_loops, row_ranges, run_threads
+from ope._kernel import (
+    backend,
+    column_access,
+    column_addresses,
+    compiled_loops,
+    row_ranges,
+    run_threads,
+)
 
 __all__ = [
     "CHUNK_ROWS",
@@ -276,7 +283,7 @@ def _layout(target: Targets) -> tuple[np.ndarray, np.ndarray]:
     address and the candidates as one (n, P) matrix."""
     if not isinstance(target, np.ndarray):
         if all(c.dtype == np.float64 and c.flags.c_contiguous for c in target):
-            addresses = np.array([c.ctypes.data for c in target], dtype=np.int64)
+            addresses = column_addresses(target)
             return addresses, np.empty((0, len(target)))
         target = np.column_stack(list(target))
     return np.empty(0, dtype=np.int64), target
