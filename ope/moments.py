@@ -283,14 +283,14 @@ def component_moments(
         part = np.einsum("ckp->kp", a)
         s1 = part if s1 is None else s1 + part
         if raw is not None and used is not None:
-            sums = np.stack(
-                [
-                    np.einsum("ip->p", raw),
-                    np.einsum("ip,ip->p", raw, raw),
-                    np.einsum("ip->p", used),
-                    np.einsum("ip,ip->p", used, used),
-                ]
-            )
+            sums = np.empty((4, raw.shape[1]))
+            np.einsum("ip->p", raw, out=sums[0])
+            np.einsum("ip,ip->p", raw, raw, out=sums[1])
+            if used is raw:  # the estimator uses the raw weights (DR): the same sums
+                sums[2:] = sums[:2]
+            else:
+                np.einsum("ip->p", used, out=sums[2])
+                np.einsum("ip,ip->p", used, used, out=sums[3])
             wsum = sums if wsum is None else wsum + sums
     assert s1 is not None
     means = s1 / n
@@ -298,8 +298,12 @@ def component_moments(
         grad = np.stack([gradient(means[:, j]) for j in range(means.shape[1])], axis=1)  # (k, P)
         ss = np.zeros(means.shape[1])
         s3 = np.zeros(means.shape[1])
+        one = means.shape[0] == 1 and bool(np.all(grad == 1.0))
         for sl in chunks(n, chunk_size):
-            psi = np.einsum("ckp,kp->cp", blocks(sl)[0] - means[None], grad)
+            if one:  # one component, taken as it is (DR and its kin): psi = A - mean
+                psi = np.subtract(blocks(sl)[0][:, 0, :], means[0])
+            else:
+                psi = np.einsum("ckp,kp->cp", blocks(sl)[0] - means[None], grad)
             sq = psi * psi
             ss += np.einsum("cp->p", sq)
             s3 += np.einsum("cp,cp->p", sq, psi)

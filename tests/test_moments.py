@@ -142,6 +142,28 @@ def test_model_based_estimators_accumulate_through_component_moments(est):
     assert float(est._statistic(cm.means[:, 0])) == pytest.approx(res.value, rel=1e-12)
 
 
+def test_one_plain_component_takes_the_short_path_with_the_general_numbers():
+    """One component whose gradient is 1 (DR and its kin) is centred without the gradient
+    product, and raw weights used as they are are summed once: the numbers of the general
+    path (gradient 2 scales the variance by 4 and leaves the skewness)."""
+    rng = np.random.default_rng(5)
+    n, n_pol = 1_000, 3
+    a = rng.lognormal(0.0, 1.0, (n, 1, n_pol))
+    w = rng.exponential(1.0, (n, n_pol))
+    same = component_moments(
+        lambda sl: (a[sl], w[sl], w[sl]), n, lambda m: np.ones(1), chunk_size=128
+    )
+    apart = component_moments(
+        lambda sl: (a[sl], w[sl], w[sl].copy()), n, lambda m: np.full(1, 2.0), chunk_size=128
+    )
+    np.testing.assert_array_equal(same.means, apart.means)
+    np.testing.assert_allclose(4.0 * same.psi_var, apart.psi_var, rtol=1e-13)
+    np.testing.assert_allclose(same.psi_skew, apart.psi_skew, rtol=1e-12)
+    np.testing.assert_allclose(same.weight_sums, apart.weight_sums, rtol=1e-13)
+    d = a[:, 0, :] - a[:, 0, :].mean(0)
+    np.testing.assert_allclose(same.psi_var, (d * d).sum(0) / (n - 1), rtol=1e-12)
+
+
 def test_a_degenerate_snips_has_standard_error_zero_in_any_row_order():
     # one weighted row: every influence term is 0; the centred form must not return rounding noise
     r = np.array([0.0, 0.375, 0.375, 0.375, 0.375])
