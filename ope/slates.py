@@ -1897,8 +1897,9 @@ def _estimate(
         notes.append(text)
     if n > 1:
         skew = float(skewness(infl))
+        # not after a note that already says the interval may undercover (the same advice)
         notes += skewed_notes(
-            est.estimator_name, n, skew, src, policy, fallback=as_sentence(advice)
+            est.estimator_name, n, skew, src, policy, prior=notes, fallback=as_sentence(advice)
         )
     if weight_error is not None:
         bound = _error_bound(src, means, weight_error, logs.context)

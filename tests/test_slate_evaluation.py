@@ -450,14 +450,22 @@ _ADVISING = ("small_sample", "few_effective_rows", "low_ess", "skewed_terms")
 
 def _advice_cases(env):
     """Slate evaluations whose notes give interval advice: 20 slates (few slates, few
-    effective slates), and 1,000 slates with a candidate whose slate weights are 1e-6 but on
-    5 slates (a low effective sample, few effective slates, skewed terms)."""
+    effective slates), 1,000 slates with a candidate whose slate weights are 1e-6 but on 5
+    slates (a low effective sample, few effective slates), and the same slates with weights
+    10 on 1 % of them and 1 elsewhere (skewed terms alone)."""
     small = evaluate_slates(env.sample(20, rng=0), {"greedy": env.policy("greedy")})
     logs = slate_logs(env.sample(1000, rng=0))
     w = np.full(logs.n, 1e-6)
     w[:5] = 1.0
     narrow = SlateProbabilities(slate=w * logs.logging_probabilities().slate)
-    return [small, evaluate_slates(logs, {"narrow": narrow})]
+    w = np.ones(logs.n)
+    w[:10] = 10.0
+    skewed = SlateProbabilities(slate=np.minimum(w * logs.logging_probabilities().slate, 1.0))
+    return [
+        small,
+        evaluate_slates(logs, {"narrow": narrow}),
+        evaluate_slates(logs, {"skewed": skewed}),
+    ]
 
 
 def _offered_only(note: str) -> bool:
@@ -473,6 +481,10 @@ def test_slate_notes_advise_only_the_intervals_slate_estimates_offer(env):
     cases = _advice_cases(env)
     for ev in cases:
         for est in [*ev.estimates.values(), ev.logging]:
+            rules = {getattr(note, "rule", None) for note in est.notes}
+            # the skewed-terms note is not given after one that says the same (few slates, a
+            # low or few effective slates): the advice once per estimate
+            assert not ("skewed_terms" in rules and rules & set(_ADVISING[:3])), rules
             for note in est.notes:
                 rule = getattr(note, "rule", None)
                 if rule in _ADVISING:
