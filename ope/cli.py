@@ -243,6 +243,7 @@ CLI_PHRASES: Final = (
     # an estimate's interval method is ``ci(method=...)`` in Python and ``--ci`` on the
     # command line (not ``ci(--method ...)``, the keyword translated alone)
     (r"ci\(method='(\w+)' or '(\w+)'\)", r"--ci \1 or --ci \2"),
+    (r"estimator='(\w+)' or '(\w+)'", r"--estimator \1 or \2"),
     (r"ci\(method=['\"](\w+)['\"]\)", r"--ci \1"),
     (r"an a priori reward_range\b", "an a priori --reward-range"),
 )
@@ -317,7 +318,7 @@ _TRAJECTORY_ONLY: Final = (
 _NAMES = "|".join(sorted(map(re.escape, FLAGS), key=len, reverse=True))
 _ASSIGNED = re.compile(
     rf"(?<![\w.\-`])({_NAMES})="
-    r"(\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}|'[^']*'|\"[^\"]*\"|\.\.\.|-?[\w.]*\w|(?=[\s,;)]|\.(?:\s|$)|$))"
+    r"(\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}|'[^']*'|\"[^\"]*\"|\.\.\.|-?[\w.]*\w)"
 )
 _PHRASES = tuple((re.compile(pattern), text) for pattern, text in CLI_PHRASES)
 _QUOTED = re.compile(rf"`({_NAMES})`")
@@ -347,15 +348,14 @@ def _cli_text(text: str) -> str:
     """``text`` with the API's keywords spelled as flags: ```reward_range``` becomes
     ```--reward-range```, ``on_invalid='drop'`` becomes ``--on-invalid drop``,
     ``reward_range=(0, 1)`` becomes ``--reward-range 0 1``, ``context_columns=[...]`` becomes
-    ``--context-columns COLUMN ...`` (:data:`FLAG_VALUES`), and so does ``horizon=`` with no
-    value (``--horizon H``), ``mapping={'event_id': ...}`` becomes ``--mapping
-    event_id=THEIRS``; the phrases of :data:`CLI_PHRASES` first."""
+    ``--context-columns COLUMN ...`` (:data:`FLAG_VALUES`), ``mapping={'event_id': ...}``
+    becomes ``--mapping event_id=THEIRS``; the phrases of :data:`CLI_PHRASES` first."""
 
     def assigned(match: re.Match[str]) -> str:
         if _kept(match.group(1)):
             return match.group(0)
         flag, value = FLAGS[match.group(1)], match.group(2)
-        if value in ("", "...", "[...]", "(...)"):  # "" : ``name=`` with no value
+        if value in ("...", "[...]", "(...)"):
             return f"{flag} {FLAG_VALUES.get(flag, '...')}"
         if value.startswith("{"):  # a mapping: its keys, each =THEIRS
             keys = re.findall(r"['\"]([^'\"]+)['\"]\s*:", value)

@@ -694,6 +694,13 @@ class EstimatorRows(RowSource):
         self.value_range = reward_range
         self.model_conditional = estimator.name == "dm"
 
+    def interval_alternatives(self) -> tuple[str, ...]:
+        """:attr:`methods`, without those that refuse sampling-weighted rows when the rows
+        carry sampling weights (:data:`WEIGHTED_CI_METHODS` take them)."""
+        if self.sampling_weight is None:
+            return tuple(self.methods)
+        return tuple(m for m in self.methods if m in WEIGHTED_CI_METHODS)
+
     def target_of(self, method: str) -> str:
         est = self.estimator
         if self.sampling_weight is not None:
@@ -1244,12 +1251,17 @@ class WeightingEstimator(Estimator):
         3.0
         """
         origin = self.reward_origin(check_reward_range(reward_range))
+        methods = ("bootstrap", *self.interval_methods)
         if not self.uses_weights:
-            return WeightingRows(self.name, (RowColumn("reward"),), self._statistic)
+            return WeightingRows(
+                self.name, (RowColumn("reward"),), self._statistic, methods=methods
+            )
         column = RowColumn("weighted_reward", clip=self.clip_level, origin=origin)
         if self.clip_level is None and origin == 0.0:
-            return WeightingRows(self.name, (column,), self._statistic)
-        return WeightingRows(self.name, (column,), _AboutOrigin(origin, self._statistic))
+            return WeightingRows(self.name, (column,), self._statistic, methods=methods)
+        return WeightingRows(
+            self.name, (column,), _AboutOrigin(origin, self._statistic), methods=methods
+        )
 
     def moment_statistic(
         self, mom: CenteredMoments, j: int, origin: float = 0.0
@@ -2235,7 +2247,13 @@ class SNIPS(_ImportanceWeighting):
         checked and unused (the ratio is shift-equivariant)."""
         check_reward_range(reward_range)
         columns = (RowColumn("weighted_reward"), RowColumn("weight"))
-        return WeightingRows(self.name, columns, self._statistic, undefined_without_weight=True)
+        return WeightingRows(
+            self.name,
+            columns,
+            self._statistic,
+            undefined_without_weight=True,
+            methods=("bootstrap", *self.interval_methods),
+        )
 
     def paired_logging_sd(self, mom: CenteredMoments, j: int, origin: float = 0.0) -> float:
         """The paired deviation of the delta-method influence terms of the ratio minus the

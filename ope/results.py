@@ -123,6 +123,13 @@ class Source:
     has_rows: bool = False
     #: why rows are unavailable, for error messages
     rows_hint: str = "it was built without row-level data"
+
+    def interval_alternatives(self) -> tuple[str, ...]:
+        """The interval methods of :attr:`methods` that these rows allow: what a bootstrap with
+        too many undefined resamples advises instead (all of them, unless a subclass knows
+        better)."""
+        return tuple(self.methods)
+
     #: the range the estimand lies in when known (the a priori ``reward_range``): normal, t and
     #: bootstrap intervals are intersected with it, as the bounded ones are
     value_range: tuple[float, float] | None = None
@@ -429,7 +436,7 @@ class Estimate(Result):
                         "percentile" if bootstrap_method is None else bootstrap_method  # type: ignore[arg-type]  # checked by the callee
                     ),
                     rng=rng,
-                    alternatives=src.methods,
+                    alternatives=src.interval_alternatives(),
                 ),
                 src,
             )

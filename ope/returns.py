@@ -402,7 +402,7 @@ def _tail(ep: _Episodes, tail_value: TailValue | None) -> np.ndarray:
                 f"{n_trunc} of {ep.n_episodes} episodes are truncated (their last step has "
                 f"done=False; the first is episode {first}, rows {int(ep.starts[first])}.."
                 f"{int(ep.last[first])}) and no tail_value was given. After a truncation the "
-                "episode goes on, so its remaining value is not 0. Pass tail_value= the value "
+                "episode goes on, so its remaining value is not 0. Pass tail_value=..., the value "
                 "V(s_L) of the state each truncated episode was left in (a float, one value per "
                 "truncated episode, or V(s_{t+1}) per step), or tail_value=0.0 to treat "
                 "truncation as termination knowingly (this biases returns and TD errors "

@@ -455,6 +455,30 @@ def test_slates_bootstrap_advice_names_intervals_slates_offer(data):
 
 
 @pytest.mark.filterwarnings("ignore")
+def test_a_keyword_named_in_prose_blames_no_flag_the_user_did_not_give(data):
+    """``columns=`` in the reader's message (the columns asked of the logs) is not a flag of
+    ``ope evaluate``: the message keeps it and the document names no flag for it."""
+    path = data["root"] / "few_targets.parquet"
+    bandit_frame(n=40).to_parquet(path)
+    code, stdout, stderr = run(
+        "evaluate",
+        path,
+        "--streaming",
+        "on",
+        "--policy",
+        "zz",
+        "--reward-range",
+        "0",
+        "1",
+        "--json",
+    )
+    assert code != EXIT_OK
+    doc = one_document(stdout)
+    assert "--embedding-columns" not in stdout + stderr
+    assert doc["error"].get("flag") in (None, "--policy")
+
+
+@pytest.mark.filterwarnings("ignore")
 def test_api_keywords_are_shown_as_flags(data):
     """Messages printed by the CLI name flags: the drop hint of a validation error too."""
     bad = bandit_frame(n=50)

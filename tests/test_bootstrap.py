@@ -26,6 +26,7 @@ from ope.intervals.bootstrap import (
     default_n_resamples,
     min_resamples,
     resample_counts,
+    shared_bootstrap,
 )
 
 R = np.array([1.0, 0.0, 1.0, 0.5, 0.0])
@@ -322,6 +323,25 @@ def test_an_undefined_bootstrap_advises_the_methods_the_caller_offers(alternativ
     with pytest.raises(EstimationError, match="undefined estimate") as info:
         bootstrap_interval(np.c_[w, w], _ratio, n_resamples=200, rng=0, alternatives=alternatives)
     assert named in str(info.value) and absent not in str(info.value)
+
+
+def test_the_shared_bootstrap_and_weighted_rows_advise_what_the_estimate_allows():
+    """SNIPS offers betting and empirical likelihood, not Bernstein; rows with sampling weights
+    allow no bounded interval (each refuses them): the advice of an undefined bootstrap follows
+    that in ``shared_bootstrap`` (as ``ope.evaluate`` runs it) and in ``Estimate.ci``."""
+    n = 40
+    r, p, t = np.linspace(0.0, 1.0, n), np.full(n, 0.5), np.zeros(n)
+    t[0] = 1.0  # one row carries all the weight: most resamples are undefined
+    with pytest.raises(EstimationError, match="undefined estimate") as shared:
+        shared_bootstrap(r, p, t, estimators=(SNIPS(),), n_resamples=200, rng=0)
+    assert "ci(method='betting' or 'empirical_likelihood')" in str(shared.value)
+    assert "bernstein" not in str(shared.value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        weighted = SNIPS().estimate(r, p, t, sampling_weight=np.full(n, 2.0))
+    with pytest.raises(EstimationError, match="undefined estimate") as info:
+        weighted.ci(method="bootstrap", rng=0)
+    assert "ci(method='normal' or 't')" in str(info.value) and "betting" not in str(info.value)
 
 
 # ------------------------------------------------------------------------------- arguments

@@ -373,13 +373,15 @@ def test_logged_horizon_and_zero_tail_state_the_estimand(steps, capsys):
 
 
 def test_advice_names_flags_even_where_python_leaves_the_value_open(steps, capsys):
-    """Python's advice ``with reward_range=, horizon= and weight_bound=`` (keywords without a
-    value) reads as flags with their placeholders on the command line."""
+    """Python's advice ``with reward_range=..., horizon=... and weight_bound=...`` reads as
+    flags with their placeholders on the command line, and ``estimator='is' or 'pdis'`` as
+    ``--estimator is or pdis``."""
     path, _ = steps
     code = main(["evaluate", path, "--estimator", "is", "wpdis"])
     err = capsys.readouterr().err
     assert code == EXIT_OK
     assert "--reward-range LO HI, --horizon H and --weight-bound M" in err
     assert "Pass --tail-value V (a value estimate" in err
-    for keyword in ("reward_range=", "horizon=", "weight_bound=", "tail_value="):
+    assert "--estimator is or pdis and --ci betting" in err
+    for keyword in ("reward_range=", "horizon=", "weight_bound=", "tail_value=", "'pdis'"):
         assert keyword not in err

@@ -83,6 +83,9 @@ class WeightingRows:
     undefined_without_weight : bool
         Whether the statistic is undefined (0/0) on a resample whose weights are all zero
         (SNIPS's denominator); the bootstrap names the candidate's column when that happens.
+    methods : tuple of str
+        The interval methods the estimator offers besides normal and t (``Estimate.source
+        .methods``): what a bootstrap with too many undefined resamples advises instead.
 
     Examples
     --------
@@ -102,6 +105,7 @@ class WeightingRows:
     columns: tuple[RowColumn, ...]
     statistic: Callable[[np.ndarray], np.ndarray]
     undefined_without_weight: bool = False
+    methods: tuple[str, ...] = ()
 
     @property
     def uses_weights(self) -> bool:

@@ -175,16 +175,28 @@ def undefined_remedy(alternatives: Sequence[str] = _WEIGHTING_ALTERNATIVES) -> s
     >>> undefined_remedy()
     "Use a bounded method (ci(method='betting' or 'bernstein')) or more data."
     >>> undefined_remedy(("bootstrap",))
-    "Use more data, or ci(method='normal' or 't') (this estimate has no bounded interval)."
+    "Use more data, or ci(method='normal' or 't') (no bounded interval applies to this estimate)."
     """
     bounded = [m for m in _REMEDY_ORDER if m in alternatives][:2]
     if bounded:
         named = " or ".join(repr(m) for m in bounded)
         return f"Use a bounded method (ci(method={named})) or more data."
-    return "Use more data, or ci(method='normal' or 't') (this estimate has no bounded interval)."
+    return (
+        "Use more data, or ci(method='normal' or 't') (no bounded interval applies to this "
+        "estimate)."
+    )
 
 
 _BOUNDED_REMEDY: Final = undefined_remedy()
+
+
+def _alternatives(source: Any) -> tuple[str, ...]:
+    """The interval methods a row-backed estimate source allows besides the bootstrap (its
+    ``interval_alternatives()``, else its ``methods``; the weighting estimators' by default)."""
+    allowed = getattr(source, "interval_alternatives", None)
+    if callable(allowed):
+        return tuple(allowed())
+    return tuple(getattr(source, "methods", _WEIGHTING_ALTERNATIVES))
 
 
 @dataclass(frozen=True)
@@ -905,10 +917,20 @@ def shared_bootstrap(
                         where,
                         f"all resampled weights are zero: column {j} of "
                         "`target_propensity` is 0 on nearly every row",
+                        undefined_remedy(rows.methods),
                     )
                 )
             else:
-                stats.append(_Stat((name, key), indices(rows, j), rows.statistic, rr, where))
+                stats.append(
+                    _Stat(
+                        (name, key),
+                        indices(rows, j),
+                        rows.statistic,
+                        rr,
+                        where,
+                        remedy=undefined_remedy(rows.methods),
+                    )
+                )
     extra: dict[Any, np.ndarray] = {}
     taken = {s.label for s in stats}
     for key, src in (sources or {}).items():  # loop over sources
@@ -947,7 +969,7 @@ def shared_bootstrap(
                 src.statistic,
                 getattr(src, "value_range", None),
                 f"{key}: ",
-                remedy=undefined_remedy(tuple(getattr(src, "methods", _WEIGHTING_ALTERNATIVES))),
+                remedy=undefined_remedy(_alternatives(src)),
             )
         )
     if n_pol and not specs:

@@ -430,7 +430,7 @@ def validated_steps(
                     "done=False) and no tail_value was given: the estimate is the expected "
                     "discounted return accumulated within the logged steps (zero after the "
                     "point where each log ends), not the value of the untruncated episodes. "
-                    "Pass tail_value= (a value estimate of the state each truncated episode "
+                    "Pass tail_value=... (a value estimate of the state each truncated episode "
                     "was left in) to bootstrap the tail, or tail_value=0.0 to state that the "
                     "truncated value is the target.",
                     OPEWarning,

@@ -591,7 +591,7 @@ def _diagnose(
                 "the central limit theorem and may undercover."
                 + (
                     " The hoeffding, bernstein and betting intervals hold at every n (pass "
-                    "reward_range=, horizon= and weight_bound=)."
+                    "reward_range=..., horizon=... and weight_bound=...)."
                     if estimator in BOUNDED_ESTIMATORS
                     else ""
                 ),
@@ -1260,7 +1260,7 @@ def _finish(
                 policy,
                 unit="episodes",
                 fallback=SEQUENTIAL_SKEW_ADVICE,
-                needs="reward_range=, horizon= and weight_bound=",
+                needs="reward_range=..., horizon=... and weight_bound=...",
             )
         )
     result = make_estimate(
@@ -1284,8 +1284,8 @@ def _finish(
 #: and PDIS do (betting covered 1.000 at 2.1 and 4.4 times the normal width).
 SEQUENTIAL_SKEW_ADVICE: Final = (
     "No interval of this estimator holds at any n: read it as approximate, and check the "
-    "decision with estimator='is' or 'pdis' and ci='betting' (with reward_range=, horizon= "
-    "and weight_bound=), which hold at any n."
+    "decision with estimator='is' or 'pdis' and ci='betting' (with reward_range=..., "
+    "horizon=... and weight_bound=...), which hold at any n."
 )
 
 
