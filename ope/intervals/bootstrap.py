@@ -189,6 +189,9 @@ def undefined_remedy(alternatives: Sequence[str] = _WEIGHTING_ALTERNATIVES) -> s
 
 _BOUNDED_REMEDY: Final = undefined_remedy()
 
+#: Why a replicate can be undefined, when the statistic says nothing more specific.
+_UNDEFINED_CAUSE: Final = "e.g. all resampled weights are zero"
+
 
 def _alternatives(source: Any) -> tuple[str, ...]:
     """The interval methods a row-backed estimate source allows besides the bootstrap (its
@@ -210,7 +213,7 @@ class _Stat:
     value_range: tuple[float, float] | None = None
     where: str = ""
     #: why a replicate can be undefined, for the message
-    cause: str = "e.g. all resampled weights are zero"
+    cause: str = _UNDEFINED_CAUSE
     #: what to do instead when too many are (:func:`undefined_remedy`)
     remedy: str = _BOUNDED_REMEDY
 
@@ -264,7 +267,7 @@ def _interval(
     accel: float | None,
     level: float,
     where: str,
-    cause: str = "e.g. all resampled weights are zero",
+    cause: str = _UNDEFINED_CAUSE,
     remedy: str = _BOUNDED_REMEDY,
 ) -> ConfidenceInterval:
     """Percentile (``accel`` None) or BCa interval of the replicates."""
@@ -907,30 +910,23 @@ def shared_bootstrap(
     for j, name in enumerate(labels):  # loop over candidates
         for key, rows in specs:  # and estimators
             where = f"policy {name!r}, {key}: "
-            if rows.undefined_without_weight:
-                stats.append(
-                    _Stat(
-                        (name, key),
-                        indices(rows, j),
-                        rows.statistic,
-                        rr,
-                        where,
-                        f"all resampled weights are zero: column {j} of "
-                        "`target_propensity` is 0 on nearly every row",
-                        undefined_remedy(rows.methods),
-                    )
+            cause = (
+                f"all resampled weights are zero: column {j} of `target_propensity` is 0 on "
+                "nearly every row"
+                if rows.undefined_without_weight
+                else _UNDEFINED_CAUSE
+            )
+            stats.append(
+                _Stat(
+                    (name, key),
+                    indices(rows, j),
+                    rows.statistic,
+                    rr,
+                    where,
+                    cause,
+                    undefined_remedy(rows.methods),
                 )
-            else:
-                stats.append(
-                    _Stat(
-                        (name, key),
-                        indices(rows, j),
-                        rows.statistic,
-                        rr,
-                        where,
-                        remedy=undefined_remedy(rows.methods),
-                    )
-                )
+            )
     extra: dict[Any, np.ndarray] = {}
     taken = {s.label for s in stats}
     for key, src in (sources or {}).items():  # loop over sources
