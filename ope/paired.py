@@ -443,11 +443,17 @@ def paired_effect(
     if by is not None and by not in names:
         missing.append(by)
     if missing:
+        if missing == [by]:  # the outcomes are there: only the segment column is not
+            hint = "Pass by=... among those."
+        else:
+            hint = (
+                f"Pass outcomes=[...]{' and by=...' if by in missing else ''} among those "
+                f"(outcomes='all' takes every one of {', '.join(PAIRED_OUTCOMES)} present)."
+            )
         raise SchemaError(
             f"column{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} "
             f"{'are' if len(missing) > 1 else 'is'} not in the replays; they have: "
-            f"{', '.join(names)}. Pass outcomes=/by= among those (outcomes='all' takes every "
-            f"one of {', '.join(PAIRED_OUTCOMES)} present)."
+            f"{', '.join(names)}. {hint}"
         )
     ranges = _check_ranges(reward_range, outcome_list, method)
 

@@ -175,7 +175,11 @@ def test_missing_column_exits_65_with_one_document(replays, capsys, extra):
     argv = ["paired", path, "--treated", "other", "--control", "no_memory", *extra, "--json"]
     code, doc = _run_json(argv, capsys)
     assert code == EXIT_DATAERR and doc["error"]["type"] == "SchemaError"
-    assert extra[1] in doc["error"]["message"]
+    message = doc["error"]["message"]
+    assert extra[1] in message
+    # the advice names the flag of the missing column, spelled as one, and blames it
+    assert f"Pass {extra[0]} " in message and "outcomes=" not in message and "by=" not in message
+    assert doc["error"].get("flag") == extra[0]
 
 
 def test_invalid_replays_print_the_report(tmp_path, capsys):
