@@ -86,6 +86,7 @@ __all__ = [
     "run_threads",
     "column_access",
     "column_addresses",
+    "key_range",
 ]
 
 #: Rows per block of the compiled kernel: the (P, rows) float64 weight block of 8 candidates is
@@ -605,6 +606,20 @@ def _nb_scaled_sum(x, k, u):
     for i in range(k):
         tot += x[i] * u
     return tot
+
+
+def _nb_key_range(x):
+    """Smallest and largest order key of the float64 bit patterns ``x`` (int64): ``v`` for
+    ``v >= 0``, its magnitude's bits flipped below, so that keys order as the floats do and a
+    NaN lies beyond the infinities (integer arithmetic: fast-math changes nothing)."""
+    lo = np.int64(0x7FFFFFFFFFFFFFFF)
+    hi = np.int64(-0x7FFFFFFFFFFFFFFF - 1)
+    for i in range(x.shape[0]):
+        v = x[i]
+        key = v ^ ((v >> 63) & 0x7FFFFFFFFFFFFFFF)
+        lo = min(lo, key)
+        hi = max(hi, key)
+    return lo, hi
 
 
 def _nb_prepare(r, p, start, k, rb, drb, pb, hdr, chk, bits, fbits):
@@ -1865,6 +1880,7 @@ def _nb_run_outcomes(
 
 _NUMBA_FUNCTIONS: Final = (
     "_nb_scale_exponent",
+    "_nb_key_range",
     "_nb_units",
     "_nb_prepare",
     "_nb_load",
@@ -1893,6 +1909,7 @@ _NUMBA_FUNCTIONS: Final = (
 #: The row loops, compiled with every fast-math flag (see _jit).
 _FAST_FUNCTIONS: Final = frozenset(
     {
+        "_nb_key_range",
         "_nb_prepare",
         "_nb_single_keys",
         "_nb_single_load",
@@ -2768,6 +2785,28 @@ def accumulate_outcomes(
         )
         results.append((acc, checks))
     return results
+
+
+def key_range(arr: np.ndarray) -> tuple[float, float] | None:
+    """``(min, max)`` of a non-empty C-contiguous float64 array in one compiled read of its bit
+    patterns' order keys (a NaN lies beyond the infinities: it shows as a NaN end); None when
+    the array is of another kind, the backend is numpy, or the compiled kernel has not been
+    loaded in this process (loading it imports numba, about half a second, which a validation
+    alone never pays): the caller then reads ``min`` and ``max``. A range reaching zero from
+    both signs starts at ``-0.0``.
+
+    >>> import numpy as np
+    >>> key_range(np.array([3.0, -1.5, 2.0])) in ((-1.5, 3.0), None)
+    True
+    """
+    fns = _state["numba"]
+    if fns is None or not (arr.dtype == np.float64 and arr.flags.c_contiguous and arr.size):
+        return None
+    if backend() != "numba":  # forced to numpy
+        return None
+    lo, hi = fns["_nb_key_range"](arr.reshape(-1).view(np.int64))
+    low, high = _key_floats(np.array([lo, hi]))
+    return float(low), float(high)
 
 
 def _key_floats(keys: np.ndarray) -> np.ndarray:

@@ -147,9 +147,17 @@ def chunks(n: int, chunk_size: int) -> Iterator[slice]:
 def value_range(arr: np.ndarray) -> tuple[float, float]:
     """Smallest and largest entry of a non-empty array, NaN if any entry is NaN.
 
-    Reduced block by block (min and max of a block while it is in cache) so that validating an
-    (n, P) matrix costs about one read of it and allocates no (n, P) boolean masks.
+    A contiguous float64 array is read once by the kernel's compiled loop
+    (:func:`ope._kernel.key_range`); otherwise reduced block by block (min and max of a block
+    while it is in cache) so that validating an (n, P) matrix costs about one read of it and
+    allocates no (n, P) boolean masks.
     """
+    from ope._kernel import key_range  # numpy only until the kernel is first used
+
+    found = key_range(arr)
+    if found is not None:
+        low, high = found
+        return (math.nan, math.nan) if math.isnan(low) or math.isnan(high) else (low, high)
     flat = arr.reshape(arr.shape[0], -1)
     step = max(1, _VALIDATION_BLOCK_ELEMENTS // max(1, flat.shape[1]))
     lows, highs = [], []

@@ -857,8 +857,7 @@ class _BlockRanges:
             arr = getattr(data, name)
             if arr is None or not arr[sl].size:
                 continue
-            block = arr[sl]
-            low, high = float(block.min()), float(block.max())
+            low, high = value_range(arr[sl])
             self.low[name] = min(self.low.get(name, math.inf), low)
             self.high[name] = max(self.high.get(name, -math.inf), high)
             if math.isnan(low) or math.isnan(high):  # min/max of a block with a NaN are NaN

@@ -607,3 +607,43 @@ def test_a_weighted_only_pass_skips_the_unweighted_moments_and_keeps_the_rest(ba
         ].finite
     finally:
         _kernel.set_backend(None)
+
+
+@needs_numba
+def test_key_range_is_numpys_min_and_max_in_one_read():
+    """The compiled range of a float64 array (``key_range``, which ``value_range`` uses once the
+    kernel is loaded) equals numpy's min and max: infinities, subnormals, signed zeros (as
+    numbers), and a NaN of either sign shows as a NaN end; other arrays are left to numpy."""
+    from ope._validation import value_range
+
+    _kernel.set_backend("numba")
+    try:
+        _kernel.accumulate(np.ones(3), np.ones(3), [np.ones(3)], max_weight=None)  # loaded
+        rng = np.random.default_rng(0)
+        nan_neg = np.array([1.0, np.copysign(np.nan, -1.0), 2.0])
+        cases = [
+            rng.normal(size=10_001),
+            rng.normal(size=(300, 7)),
+            np.array([0.0, -0.0, 0.0]),
+            np.array([np.inf, -np.inf, 1.0]),
+            np.array([5e-324, -5e-324, 1e308, -1e308]),
+            np.array([1.0, np.nan]),
+            nan_neg,
+            np.array([7.5]),
+        ]
+        for arr in cases:
+            found = _kernel.key_range(arr)
+            assert found is not None
+            want = float(np.min(arr)), float(np.max(arr))
+            if math.isnan(want[0]):
+                assert math.isnan(found[0]) or math.isnan(found[1])
+                assert all(math.isnan(x) for x in value_range(arr))
+            else:
+                assert found == want  # == on floats: -0.0 == 0.0
+                assert value_range(arr) == want
+        for other in (np.ones(4, dtype=np.float32), np.asfortranarray(np.ones((3, 2))), np.ones(0)):
+            assert _kernel.key_range(other) is None
+        _kernel.set_backend("numpy")
+        assert _kernel.key_range(np.ones(4)) is None
+    finally:
+        _kernel.set_backend(None)
