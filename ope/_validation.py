@@ -152,7 +152,7 @@ def value_range(arr: np.ndarray) -> tuple[float, float]:
     while it is in cache) so that validating an (n, P) matrix costs about one read of it and
     allocates no (n, P) boolean masks.
     """
-    from ope._kernel import key_range  # numpy only until the kernel is first used
+    from ope._kernel import key_range  # None until the kernel is loaded: never loads numba
 
     found = key_range(arr)
     if found is not None:

@@ -243,8 +243,9 @@ CLI_PHRASES: Final = (
     # an estimate's interval method is ``ci(method=...)`` in Python and ``--ci`` on the
     # command line (not ``ci(--method ...)``, the keyword translated alone)
     (r"ci\(method='(\w+)' or '(\w+)'\)", r"--ci \1 or --ci \2"),
-    (r"estimator='(\w+)' or '(\w+)'", r"--estimator \1 or \2"),
     (r"ci\(method=['\"](\w+)['\"]\)", r"--ci \1"),
+    # two estimators offered as alternatives (the trajectory advice)
+    (r"estimator='(\w+)' or '(\w+)'", r"--estimator \1 or \2"),
     (r"an a priori reward_range\b", "an a priori --reward-range"),
 )
 

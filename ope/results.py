@@ -123,19 +123,18 @@ class Source:
     has_rows: bool = False
     #: why rows are unavailable, for error messages
     rows_hint: str = "it was built without row-level data"
-
-    def interval_alternatives(self) -> tuple[str, ...]:
-        """The interval methods of :attr:`methods` that these rows allow: what a bootstrap with
-        too many undefined resamples advises instead (all of them, unless a subclass knows
-        better)."""
-        return tuple(self.methods)
-
     #: the range the estimand lies in when known (the a priori ``reward_range``): normal, t and
     #: bootstrap intervals are intersected with it, as the bounded ones are
     value_range: tuple[float, float] | None = None
     #: True when the standard error treats a fitted reward model as fixed (DM): normal, t and
     #: bootstrap intervals would then ignore the model's error, so none is given (NaN)
     model_conditional: bool = False
+
+    def interval_alternatives(self) -> tuple[str, ...]:
+        """The interval methods of :attr:`methods` that these rows allow: what a bootstrap with
+        too many undefined resamples advises instead (all of them, unless a subclass knows
+        better)."""
+        return tuple(self.methods)
 
     def target_of(self, method: str) -> str | None:
         """What ``method``'s interval covers (one of :data:`TARGETS`); None: not known here,
