@@ -59,6 +59,8 @@ __all__ = [
     "PathArg",
     "CANNOT_WRITE_ERRNOS",
     "check_outputs",
+    "check_utf8_destination",
+    "is_utf8_path",
     "atomic_path",
     "same_file",
     "output_error",
@@ -174,9 +176,11 @@ def output_error(path: PathArg, exc: OSError, *, flag: str | None = None) -> Out
     fix = (
         "free space (or the quota) or write elsewhere"
         if code in (errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", -1))
-        else "write elsewhere"
-        if code == errno.EROFS
         else "fix the permissions or write elsewhere"
+        if code in (errno.EACCES, errno.EPERM)
+        else "the folder takes no new files (a virtual file system such as /proc?); write elsewhere"
+        if code == errno.ENOENT
+        else "write elsewhere"
     )
     return OutputError(
         f"{head}cannot write {str(os.fspath(path))!r}: {reason}"
@@ -199,6 +203,26 @@ def _probe(flag: str, path: Path, parent: Path, *, replacing: bool) -> None:
     os.close(fd)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(probe)
+
+
+def is_utf8_path(path: str) -> bool:
+    """Whether ``path`` is valid UTF-8: a name of bytes that no text decodes to (which Python
+    keeps as surrogate escapes) is not, and pyarrow opens and writes UTF-8 paths only."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_utf8_destination(path: str, where: str) -> None:
+    """An OutputError when ``path`` is not valid UTF-8 (:func:`is_utf8_path`). ``where`` names
+    the flag or argument (``"argument --out"``, ``"`path`"``)."""
+    if not is_utf8_path(path):
+        raise OutputError(
+            f"{where}: {path!r} is not valid UTF-8 (bytes that no text decodes to, shown as "
+            "\\udcXX), and pyarrow writes only to UTF-8 paths; name the file in UTF-8."
+        )
 
 
 def check_outputs(
@@ -243,6 +267,7 @@ def check_outputs(
             )
         if not os.fspath(raw).strip():
             raise ParameterError(f"argument {flag}: needs a file name; got {os.fspath(raw)!r}.")
+        check_utf8_destination(os.fspath(raw), f"argument {flag}")
     paths = [Path(os.fspath(p)) for _, p in outputs]
     sources = [(label, Path(os.fspath(p))) for label, p in inputs]
     for (flag, _), path in zip(outputs, paths):  # loop over the destinations (a handful)

@@ -23,12 +23,16 @@ from typing import Any, Final
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from ope._output import is_utf8_path
 from ope._validation import describe
-from ope.exceptions import DataFileError, ParameterError
+from ope.exceptions import DataFileError, ParameterError, SchemaError
 from ope.logs import SkippedPath
 
 __all__ = [
     "SKIP_REASONS",
+    "UTF8_BOM",
+    "check_utf8_name",
+    "csv_column_names",
     "URI_REQUIREMENTS",
     "REMOTE_TIMEOUT_SECONDS",
     "REMOTE_RETRY_SECONDS",
@@ -41,6 +45,10 @@ __all__ = [
     "locate_input",
     "check_regular_file",
 ]
+
+#: The UTF-8 byte-order mark some tools (Windows, .NET) write before a text file's first line:
+#: not part of that line.
+UTF8_BOM: Final = b"\xef\xbb\xbf"
 
 #: Why an entry of a logs directory was left out (:class:`~ope.logs.SkippedPath` ``reason``):
 #: the same file or folder reached a second time (through a symbolic link, or a hard link), and
@@ -190,6 +198,32 @@ def os_error(exc: OSError, path: str, what: str) -> DataFileError:
     return DataFileError(f"cannot read {what} path {path}: {exc.strerror or exc}")
 
 
+def csv_column_names(table: pa.Table | pa.Schema, what: str) -> list[str]:
+    """The column names of a table (or schema) pyarrow read from a CSV file: its header, decoded
+    only when asked for; one that is not UTF-8 text is a SchemaError naming ``what`` (a
+    UnicodeDecodeError from pyarrow otherwise)."""
+    try:
+        return list(table.column_names if isinstance(table, pa.Table) else table.names)
+    except UnicodeDecodeError:
+        raise SchemaError(
+            f"{what}: its header line (the column names) is not UTF-8 text; ope reads CSV as "
+            "UTF-8. Re-save the file as UTF-8, e.g. pandas.read_csv(path, "
+            "encoding='latin-1').to_csv(path, index=False), using the encoding it was written in"
+        ) from None
+
+
+def check_utf8_name(path: str, what: str) -> None:
+    """A DataFileError when ``path`` is not valid UTF-8: a name the file system holds (bytes
+    Python keeps as surrogate escapes) that pyarrow, which opens UTF-8 paths only, cannot
+    open (:func:`ope._output.is_utf8_path`)."""
+    if not is_utf8_path(path):
+        raise DataFileError(
+            f"{what} path {path!r} is not valid UTF-8 (the file system holds bytes that no text "
+            "decodes to, shown as \\udcXX); pyarrow opens only UTF-8 paths: rename the file or "
+            "folder"
+        )
+
+
 def _stat_local(path: str, what: str) -> os.stat_result:
     """``os.stat`` (following links) with every failure turned into a DataFileError."""
     try:
@@ -230,6 +264,7 @@ def _walk_local(root: str, what: str) -> tuple[list[str], list[SkippedPath]]:
     links: list[str] = []
 
     def add_file(path: str, st: os.stat_result, via: str | None) -> None:
+        check_utf8_name(path, what)  # only a path that will be read (a skipped one is named)
         key = (st.st_dev, st.st_ino)
         if key in seen_files:
             detail = (
@@ -508,6 +543,7 @@ def locate_input(
         raise ParameterError(f"{named}the {what} path is empty; give a file, a directory or a URI")
     if "\x00" in raw:
         raise ParameterError(f"{named}{what} path {raw!r} contains a NUL character")
+    check_utf8_name(raw, f"{named}{what}")
     m = _URI.match(raw)
     if m is not None and m.group(1).lower() != "file":
         fs, path, info = _within(REMOTE_TIMEOUT_SECONDS, lambda: _stat_remote(raw, what), raw, what)
@@ -548,6 +584,7 @@ def check_regular_file(path: str | os.PathLike[str], what: str) -> Path:
     """
     p = os.fspath(path)
     st = _stat_local(p, what)
+    check_utf8_name(p, what)
     if not stat.S_ISREG(st.st_mode):
         kind = "a directory" if stat.S_ISDIR(st.st_mode) else _kind_of_mode(st.st_mode)
         raise DataFileError(f"{what} {p} is {kind}, not a regular file")

@@ -16,7 +16,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from ope.exceptions import ParameterError
+from ope.exceptions import ParameterError, SchemaError
 from ope.logs import as_log_table
 
 __all__ = [
@@ -117,12 +117,22 @@ def propensity_info(logs: Any) -> dict[str, Any]:
     source = meta.get(PROPENSITY_SOURCE_KEY.encode())
     if source is None:
         return {"propensity_source": "logged"}
-    out: dict[str, Any] = {"propensity_source": source.decode()}
-    for key in _INFO_KEYS:
-        raw = meta.get(f"ope.{key}".encode())
-        if raw is not None:
-            text = raw.decode()
-            out[key] = json.loads(text) if key != "propensity_model" else text
+    key = PROPENSITY_SOURCE_KEY
+    try:  # ope's own record: one that does not read is refused, never guessed at
+        out: dict[str, Any] = {"propensity_source": source.decode()}
+        for name in _INFO_KEYS:
+            key = f"ope.{name}"
+            raw = meta.get(key.encode())
+            if raw is not None:
+                text = raw.decode()
+                out[name] = json.loads(text) if name != "propensity_model" else text
+    except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, or nested too deeply
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise SchemaError(
+            f"the logs' schema metadata {key!r} (ope's record of where the propensities come "
+            f"from) does not read: {reason}. It is written by ope.estimate_propensities; write "
+            "the logs again from its result, or drop the ope.* metadata keys."
+        ) from None
     return out
 
 

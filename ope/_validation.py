@@ -145,7 +145,8 @@ def chunks(n: int, chunk_size: int) -> Iterator[slice]:
 
 
 def value_range(arr: np.ndarray) -> tuple[float, float]:
-    """Smallest and largest entry of a non-empty array, NaN if any entry is NaN.
+    """Smallest and largest entry of a non-empty array, NaN if any entry is NaN; a zero end is
+    0.0, never -0.0.
 
     A contiguous float64 array is read once by the kernel's compiled loop
     (:func:`ope._kernel.key_range`); otherwise reduced block by block (min and max of a block
@@ -157,15 +158,20 @@ def value_range(arr: np.ndarray) -> tuple[float, float]:
     found = key_range(arr)
     if found is not None:
         low, high = found
-        return (math.nan, math.nan) if math.isnan(low) or math.isnan(high) else (low, high)
-    flat = arr.reshape(arr.shape[0], -1)
-    step = max(1, _VALIDATION_BLOCK_ELEMENTS // max(1, flat.shape[1]))
-    lows, highs = [], []
-    for sl in chunks(flat.shape[0], step):  # loop over blocks, not rows
-        block = flat[sl]
-        lows.append(block.min())
-        highs.append(block.max())
-    return float(np.min(lows)), float(np.max(highs))
+        if math.isnan(low) or math.isnan(high):
+            return math.nan, math.nan
+    else:
+        flat = arr.reshape(arr.shape[0], -1)
+        step = max(1, _VALIDATION_BLOCK_ELEMENTS // max(1, flat.shape[1]))
+        lows, highs = [], []
+        for sl in chunks(flat.shape[0], step):  # loop over blocks, not rows
+            block = flat[sl]
+            lows.append(block.min())
+            highs.append(block.max())
+        low, high = float(np.min(lows)), float(np.max(highs))
+    # + 0.0 turns a signed zero into 0.0 (which of -0.0 and 0.0 a min finds depends on the
+    # reading order), so that no message shows a range starting at -0
+    return low + 0.0, high + 0.0
 
 
 def user_stacklevel() -> int:
@@ -182,7 +188,8 @@ def user_stacklevel() -> int:
 # arrays (data: ValidationError)
 # --------------------------------------------------------------------------------------------
 def as_float_array(value: npt.ArrayLike, name: str, *, ndim: tuple[int, ...]) -> np.ndarray:
-    """A floating array of one of the shapes ``ndim``, without copying float32/float64 input.
+    """A floating array of one of the shapes ``ndim``, without copying float32/float64 input
+    (other numbers, long doubles too, become float64: the kernel reads 4- and 8-byte floats).
 
     A masked array is refused rather than read without its mask.
     """
@@ -206,7 +213,7 @@ def as_float_array(value: npt.ArrayLike, name: str, *, ndim: tuple[int, ...]) ->
             f"`{name}` must be numeric; got dtype {arr.dtype}. Convert it, e.g. "
             f"numpy.asarray({name}, dtype=float)."
         )
-    if arr.dtype.kind != "f" or arr.dtype.itemsize < 4:  # ints, bools and float16 -> float64
+    if arr.dtype.char not in "fd":  # ints, bools, float16 and long doubles (any width)
         arr = arr.astype(np.float64)
     if arr.ndim not in ndim:
         shapes = " or ".join({0: "()", 1: "(n,)", 2: "(n, P)"}[d] for d in ndim)

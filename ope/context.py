@@ -55,6 +55,7 @@ __all__ = [
     "default_context_columns",
     "context_matrix",
     "feature_labels",
+    "recorded_context_columns",
 ]
 
 #: Columns with a fixed meaning in the log schema; never used as context features by default.
@@ -187,7 +188,7 @@ def context_column_choice(logs: Any) -> ContextChoice:
     >>> choice.notes[0].split(":")[0]
     'the reward model took 21 context columns by default (every numeric column outside the log schema)'
     """
-    listed = _importer_context_columns(logs)
+    listed = recorded_context_columns(logs.table.schema)
     numeric = [
         fld.name
         for fld in logs.table.schema
@@ -216,15 +217,17 @@ def context_column_choice(logs: Any) -> ContextChoice:
     return ContextChoice(columns, excluded, tuple(notes))
 
 
-def _importer_context_columns(logs: Any) -> list[str]:
-    """The context columns an importer recorded in the schema metadata (JSON list), if any."""
-    meta = logs.table.schema.metadata or {}
-    raw = meta.get(b"ope.context_columns")
+def recorded_context_columns(schema: Any) -> list[str]:
+    """The context columns an importer recorded in a pyarrow schema's metadata
+    (``ope.context_columns``, a JSON list), or [] when there is none or it does not parse
+    (metadata written by something else, or nested past Python's recursion limit, is ignored:
+    the columns are then chosen as for any table)."""
+    raw = (schema.metadata or {}).get(b"ope.context_columns")
     if raw is None:
         return []
     try:
         names = json.loads(raw)
-    except ValueError:  # metadata written by something else: ignore it
+    except (ValueError, RecursionError):
         return []
     return [str(c) for c in names] if isinstance(names, list) else []
 

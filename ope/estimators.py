@@ -147,7 +147,7 @@ from ope.moments import (
     weighted_terms_skewness,
 )
 from ope.results import Estimate, IntervalRequest, RowSource, Source, make_estimate
-from ope.weights import check_sampling_weight, sampling_weight_note
+from ope.weights import MIN_SAMPLING_WEIGHT, check_sampling_weight, sampling_weight_note
 
 __all__ = [
     "DM",
@@ -1637,7 +1637,11 @@ def estimates_from_moments(
         if not (math.isfinite(value) and math.isfinite(se)) and not (
             summary is not None and summary.used_zero and estimator.zero_weights_fatal
         ):
-            raise ValidationError(_unrepresentable(estimator, label, value, se, source(j)))
+            raise ValidationError(
+                _unrepresentable(
+                    estimator, label, value, se, source(j), origin, _reward_peak(moments)
+                )
+            )
         notes = weight_notes(estimator, n, summary, label, std_error=se)
         if clip_binds(moments, j) if clipped else False:
             notes.append(clipped_target_note(estimator, moments, j, reward_range))
@@ -1815,7 +1819,11 @@ def weighted_estimates_from_moments(
             weighted=True,
         )
         if not (math.isfinite(value) and math.isfinite(se)):
-            raise ValidationError(_unrepresentable(estimator, label, value, se, source(j)))
+            raise ValidationError(
+                _unrepresentable(
+                    estimator, label, value, se, source(j), origin, _reward_peak(moments)
+                )
+            )
         n_clipped = int(moments.n_clipped[j]) if clipped else 0
         if n_clipped:
             notes.append(weighted_target_note(estimator, n_clipped, n, reward_range))
@@ -1868,7 +1876,9 @@ def _weighted_pass(
         reward, logging_propensity, target, s, max_weight=mw, chunk_size=chunk_size, plain=False
     )
     assert cm.checks is not None
-    if not (wm.s_min > 0.0 and wm.s_max <= MAX_FINITE_WEIGHT and cm.checks.finite):
+    if not (
+        wm.s_min > 0.0 and MIN_SAMPLING_WEIGHT <= wm.s_max <= MAX_FINITE_WEIGHT and cm.checks.finite
+    ):
         check_sampling_weight(s, s.shape[0], name=weight_name)  # raises on a bad weight
     check_after_pass(
         cm.checks,
@@ -1946,10 +1956,42 @@ def weighted_estimates(
     return out
 
 
+#: How far beyond the rewards' largest magnitude the origin ``r_lo`` must lie for an
+#: overflow of ``w (r - r_lo)`` to be put down to the range rather than to the rewards.
+_FAR_ORIGIN: Final = 1e3
+
+
+def _reward_peak(moments: Any) -> float:
+    """The rewards' largest magnitude as the moment kernel's pass saw it (NaN when unknown)."""
+    checks = getattr(moments, "checks", None)
+    if checks is None:
+        return math.nan
+    return max(abs(float(checks.r_min)), abs(float(checks.r_max)))
+
+
 def _unrepresentable(
-    estimator: WeightingEstimator, label: str | None, value: float, se: float, source: Source
+    estimator: WeightingEstimator,
+    label: str | None,
+    value: float,
+    se: float,
+    source: Source,
+    origin: float = 0.0,
+    peak: float = math.nan,
 ) -> str:
-    """The message of an estimate whose value or standard error float64 cannot hold."""
+    """The message of an estimate whose value or standard error float64 cannot hold; with an
+    ``origin`` (clipped IPS's ``r_lo``, the lower end of ``reward_range``) far from the rewards,
+    it is that range that overflows ``w (r - r_lo)``."""
+    name = estimator.name + (f" (policy {label!r})" if label else "")
+    if not math.isfinite(peak) and isinstance(source, EstimatorRows) and source.reward.size:
+        peak = float(np.max(np.abs(source.reward)))  # statistics without the pass's checks
+    if origin != 0.0 and math.isfinite(peak) and abs(origin) > _FAR_ORIGIN * peak:
+        return (
+            f"{name}: the estimate is not representable in float64 (value {value:.3g}, standard "
+            f"error {se:.3g}): it weighs r - r_lo with r_lo = {origin:.3g}, the lower end of "
+            f"reward_range, far beyond the rewards (|value| up to {peak:.3g}). Give a "
+            "reward_range around the rewards, or rescale the rewards and the range (divide both "
+            "by a power of ten) and multiply the estimate back."
+        )
     where = ""
     if isinstance(source, EstimatorRows):
         r = source.reward.astype(np.float64, copy=False)
@@ -1961,7 +2003,6 @@ def _unrepresentable(
             f" The largest |weight x reward| is at row {i} (weight {float(w[i]):.3g}, "
             f"reward {float(r[i]):.3g})."
         )
-    name = estimator.name + (f" (policy {label!r})" if label else "")
     return (
         f"{name}: the estimate is not representable in float64 (value {value:.3g}, standard "
         f"error {se:.3g}): importance-weighted rewards exceed 1.8e308.{where} Rescale the "

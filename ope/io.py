@@ -46,6 +46,7 @@ from ope._paths import (
     SKIP_REASONS,
     Located,
     check_regular_file,
+    csv_column_names,
     locate_input,
     os_error,
 )
@@ -467,7 +468,7 @@ def _pandas_range_index(schema: pa.Schema) -> _RangeIndex | None:
         return None
     try:
         index_columns = json.loads(raw).get("index_columns", [])
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError, RecursionError):
         return None
     if (
         not isinstance(index_columns, list)
@@ -802,6 +803,7 @@ def read_table(path: str | os.PathLike[str], *, what: str = "table") -> pa.Table
             table = pacsv.read_csv(stream)
         except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as exc:
             raise DataFileError(f"{what} {source} could not be read as UTF-8 CSV: {exc}") from None
+        csv_column_names(table, f"{what} {source}")
     else:
         table = read_parquet_input(found, source, what)
     if table.num_rows == 0:

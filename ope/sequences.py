@@ -89,6 +89,7 @@ from ope.exceptions import (
 )
 
 __all__ = [
+    "MAX_JSON_DEPTH",
     "SequenceLogs",
     "read_sequences",
     "evaluate_sequences",
@@ -237,6 +238,96 @@ def _row_sums(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return total
 
 
+#: The deepest nesting of JSON arrays and objects :func:`read_sequences` hands to Arrow's JSON
+#: reader (a log-probability record needs 2; pyarrow 26 ends the process on a line nested some
+#: 20,000 deep).
+MAX_JSON_DEPTH: Final = 1000
+
+#: Bytes per chunk of :func:`_json_depth` (its temporaries are a few int32 arrays of this length).
+_DEPTH_CHUNK: Final = 1 << 22
+
+
+def _byte_blocks(path: str | Path, size: int) -> Any:
+    """The file's bytes in blocks of at most ``size``."""
+    with open(path, "rb") as handle:
+        while block := handle.read(size):
+            yield block
+
+
+#: Bytes per block of :func:`_lines_within`.
+_LINES_BLOCK: Final = 1 << 15
+
+
+def _lines_within(path: str | Path, limit: int) -> bool:
+    """Whether no line of the file holds more than ``limit`` ``[`` and ``{`` bytes (strings
+    included): then no line nests deeper. Blocks of 32 KiB are counted by ``bytes.count``; only
+    a block with more than ``limit`` of them is counted line by line (numpy), so a file of
+    records of log-probabilities (a handful per line) costs a fraction of its parse."""
+    carry = 0  # the openers of the line that continues from the block before
+    for block in _byte_blocks(path, _LINES_BLOCK):
+        if carry + block.count(b"[") + block.count(b"{") > limit:
+            a = np.frombuffer(block, dtype=np.uint8)
+            count = np.cumsum((a | 0x20) == 0x7B, dtype=np.int32)  # "[" or "{"
+            ends = np.flatnonzero(a == 0x0A)
+            if ends.size == 0:
+                carry += int(count[-1])
+            else:
+                at = count[ends]
+                if carry + int(at[0]) > limit or int(np.diff(at).max(initial=0)) > limit:
+                    return False
+                carry = int(count[-1] - at[-1])
+            if carry > limit:
+                return False
+            continue
+        cut = block.rfind(b"\n")
+        tail = block if cut < 0 else block[cut + 1 :]
+        carry = (carry if cut < 0 else 0) + tail.count(b"[") + tail.count(b"{")
+    return True
+
+
+def _json_depth(path: str | Path) -> int:
+    r"""The deepest nesting of ``[`` and ``{`` on any line of a JSON-lines file, brackets inside
+    strings left out (a ``"`` preceded by an odd number of backslashes does not end a string);
+    each line counts from 0 (a raw line break cannot be inside a JSON string, so a cut or
+    unbalanced line does not add to the next).
+
+    One vectorized read, chunk by chunk (a line's depth and whether it has a string open, and
+    the run of backslashes at a chunk's end, carry over to the next chunk).
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.jsonl"
+    >>> _ = p.write_text('{"a": [[1]], "b": "[[\\"[["}\n{"c": [[[\n{"d": {}}\n')
+    >>> _json_depth(p)  # the cut second line: 4, not carried into the third
+    4
+    """
+    deepest = depth = 0
+    in_string = False
+    run = 0  # backslashes just before the chunk
+    for block in _byte_blocks(path, _DEPTH_CHUNK):
+        a = np.frombuffer(block, dtype=np.uint8)
+        idx = np.arange(a.size, dtype=np.int32)
+        last = np.maximum.accumulate(np.where(a != 0x5C, idx, -1))
+        before = np.empty(a.size, dtype=np.int32)  # the last byte before i that is not "\"
+        before[0] = -1
+        before[1:] = last[:-1]
+        count = idx - 1 - before + np.where(before < 0, run, 0)
+        quotes = np.cumsum((a == 0x22) & (count % 2 == 0), dtype=np.int32)
+        # each line from its start: the last line break at or before i (-1: the line continues
+        # from the chunk before, with the carried state)
+        line = np.maximum.accumulate(np.where(a == 0x0A, idx, -1))
+        start = np.maximum(line, 0)
+        opened = np.where(line >= 0, quotes - quotes[start], quotes + (1 if in_string else 0))
+        step = ((a == 0x5B) | (a == 0x7B)).astype(np.int32)
+        step -= (a == 0x5D) | (a == 0x7D)
+        levels = np.cumsum(np.where(opened % 2 == 0, step, 0), dtype=np.int32)
+        levels = np.where(line >= 0, levels - levels[start], levels + depth)
+        deepest = max(deepest, int(levels.max()))
+        depth = int(levels[-1])
+        in_string = bool(opened[-1] % 2)
+        run = int(a.size - 1 - last[-1]) + (run if last[-1] < 0 else 0)
+    return deepest
+
+
 def _as_table(source: Any) -> tuple[pa.Table, tuple[str, ...]]:
     """The rows of ``source`` and notes on how they were read."""
     if isinstance(source, pa.Table):
@@ -253,7 +344,7 @@ def _as_table(source: Any) -> tuple[pa.Table, tuple[str, ...]]:
             )
         if not str(source):
             raise ParameterError("`source` is empty: give a JSON-lines or parquet file.")
-        from ope._paths import check_regular_file
+        from ope._paths import UTF8_BOM, check_regular_file
 
         check_regular_file(path, "`source`")
         try:
@@ -264,12 +355,21 @@ def _as_table(source: Any) -> tuple[pa.Table, tuple[str, ...]]:
             import pyarrow.json as pj
 
             with open(path, "rb") as handle:
-                head = handle.read(4096).lstrip(b"\xef\xbb\xbf").lstrip()
+                head = handle.read(4096).removeprefix(UTF8_BOM).lstrip()
             if head.startswith(b"["):
                 raise DataFileError(
                     f"`source` {str(path)!r} holds one JSON array; read_sequences reads JSON "
                     "lines (one object per line, as serving stacks export them): write each "
                     "record on its own line."
+                )
+            # a line nested deeper than pyarrow's reader survives is refused (its few
+            # brackets per line clear almost every file without the exact count)
+            deepest = 0 if _lines_within(path, MAX_JSON_DEPTH) else _json_depth(path)
+            if deepest > MAX_JSON_DEPTH:
+                raise DataFileError(
+                    f"`source` {str(path)!r} nests JSON arrays or objects {deepest:,} deep; a "
+                    f"response record needs 2, and read_sequences reads at most "
+                    f"{MAX_JSON_DEPTH:,}: export one flat object per response."
                 )
             try:
                 return pj.read_json(path), ()
@@ -1231,6 +1331,17 @@ class LogprobAudit(Result):
     _weights: pd.DataFrame = field(repr=False)
     notes: tuple[str, ...] = ()
 
+    @property
+    def state(self) -> str:
+        """The verdict in a few words: ``"usable"``, ``"NOT usable"``, or, for the
+        ``"support"`` signature, that a candidate leaves the logger's support (that candidate's
+        verdict: the logged log-probabilities are not in question)."""
+        if self.usable:
+            return "usable"
+        if self.signature == "support":
+            return "a candidate leaves the logger's support (its own verdict, not the logs')"
+        return "NOT usable"
+
     def tokens(self) -> pd.DataFrame:
         """The on-policy candidate's token ratios: ``tokens``, ``share_outside_band`` (ratio
         outside :data:`TOKEN_RATIO_BAND`), ``mean_log_ratio``, ``sd_log_ratio``,
@@ -1257,7 +1368,7 @@ class LogprobAudit(Result):
 
     def _parts(self) -> ResultParts:
         return ResultParts(
-            title="log-probability audit: " + ("usable" if self.usable else "NOT usable"),
+            title="log-probability audit: " + self.state,
             fields=[("signature", self.signature), ("verdict", self.reason)],
             table=self._weights,
             notes=self.notes,

@@ -46,6 +46,7 @@ __all__ = [
     "factor_weights",
     "MOMENT_KEYS",
     "MAX_FINITE_WEIGHT",
+    "MIN_SAMPLING_WEIGHT",
     "SAMPLING_WEIGHT_COLUMN",
     "check_sampling_weight",
     "sampling_weight_note",
@@ -57,6 +58,12 @@ __all__ = [
 #: column can be named with ``weight_column=``).
 SAMPLING_WEIGHT_COLUMN: Final = "weight"
 
+#: The least the largest sampling weight may be, the mirror of the largest accepted
+#: (:data:`ope._validation.MAX_FINITE_WEIGHT`): when every weight is smaller, every square falls
+#: below float64's normal range, and the sums behind standard errors and effective sample sizes
+#: underflow (one tiny weight among others is only a row that counts for little).
+MIN_SAMPLING_WEIGHT: Final = 1.0 / MAX_FINITE_WEIGHT
+
 
 # --------------------------------------------------------------------------------------------
 # public functions
@@ -64,8 +71,8 @@ SAMPLING_WEIGHT_COLUMN: Final = "weight"
 def check_sampling_weight(
     weight: npt.ArrayLike, n: int, *, name: str = "sampling_weight", values: bool = True
 ) -> np.ndarray:
-    """Sampling (survey) weights of ``n`` rows as float64: positive and at most
-    :data:`ope._validation.MAX_FINITE_WEIGHT`.
+    """Sampling (survey) weights of ``n`` rows as float64: positive, at most
+    :data:`ope._validation.MAX_FINITE_WEIGHT`, the largest at least :data:`MIN_SAMPLING_WEIGHT`.
 
     ``name`` is what the messages call them (the argument, or the log's column). A weight of 0
     would drop a row that was kept; drop such rows instead. A weight above 1e150 (a row kept with
@@ -88,7 +95,11 @@ def check_sampling_weight(
         )
     if not values:
         return s
-    if s.size and float(np.min(s)) > 0.0 and float(np.max(s)) <= MAX_FINITE_WEIGHT:
+    if (
+        s.size
+        and float(np.min(s)) > 0.0
+        and MIN_SAMPLING_WEIGHT <= float(np.max(s)) <= MAX_FINITE_WEIGHT
+    ):
         return s  # two reductions, no temporaries (NaN fails the test: the checks below)
     check_finite(s, name)
     bad = ~(s > 0)
@@ -99,6 +110,14 @@ def check_sampling_weight(
             f"at row {int(idx[0])}: {float(s[idx[0]])!r}). A sampling weight is 1 / the "
             "probability that the row was kept (DSJSON: 1 / (1 - pdrop)); drop rows that carry "
             "no weight."
+        )
+    if s.size and float(np.max(s)) < MIN_SAMPLING_WEIGHT:
+        raise ValidationError(
+            f"`{name}` (the rows' sampling weights): the largest is {float(np.max(s))!r}, below "
+            f"{MIN_SAMPLING_WEIGHT:.0e}: the squares of every weight fall below float64's range, "
+            "and the sums behind the standard errors and effective sample sizes with them. "
+            "Multiply them all by one power of ten: the weighted estimates do not depend on "
+            "their scale."
         )
     big = s > MAX_FINITE_WEIGHT
     if big.any():

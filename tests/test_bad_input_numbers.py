@@ -409,3 +409,57 @@ def test_ordinary_numbers_are_not_rescaled():
     r, p = rng.normal(5.0, 1.0, 500), rng.uniform(0.05, 1.0, 500)
     m, _ = _kernel.accumulate(r, p, rng.uniform(size=(500, 3)), max_weight=2.0)
     assert not m.r_exp.any() and not m.w_exp.any()
+
+
+def test_a_reward_range_far_from_the_rewards_is_blamed_for_the_overflow():
+    """Rewards in [0, 1] with a reward_range reaching -1e160 or -1.8e308: the squares of
+    r - r_lo overflow in the diagnostics' clip profile, and clipped IPS's w (r - r_lo) itself.
+    The messages named internal statistics (`product_variance`) or told to rescale `reward`;
+    they now name reward_range."""
+    rng = np.random.default_rng(0)
+    n = 60
+    action = rng.integers(0, 3, n)
+    frame = pd.DataFrame(
+        {
+            "action": action,
+            "propensity": 1 / 3,
+            "reward": rng.binomial(1, 0.4, n).astype(float),
+            "target__greedy": np.where(action == 1, 0.8, 0.1),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for low in (-1e160, -1.7976931348623157e308):
+            with pytest.raises(ValidationError, match=r"reward_range=\(-1[.0-9]*e\+(160|308), 1\)"):
+                ope.diagnose(frame, reward_range=(low, 1.0))
+        wide = (-1.7976931348623157e308, 1.0)
+        r, p = frame["reward"].to_numpy(), frame["propensity"].to_numpy()
+        t = frame["target__greedy"].to_numpy()
+        with pytest.raises(ValidationError, match="lower end of reward_range"):
+            ClippedIPS(max_weight=10.0).estimate(r, p, t, reward_range=wide)
+        with pytest.raises(ValidationError, match="lower end of reward_range"):
+            ope.evaluate(frame, estimators=["clipped_ips"], max_weight=10.0, reward_range=wide)
+
+
+def test_a_clip_profile_overflowed_by_one_weight_says_so():
+    """One weight of 1e149 with rewards up to 1e6: the squares of w (r - r_lo) overflow. The
+    range is around the rewards, so it is not blamed; the message names the weight and the
+    span (it said `weight_mean` = -1.9e131 lay outside [0, max_weight])."""
+    rng = np.random.default_rng(0)
+    n = 60
+    action = rng.integers(0, 3, n)
+    propensity = np.full(n, 1 / 3)
+    propensity[0] = 1e-149
+    frame = pd.DataFrame(
+        {
+            "action": action,
+            "propensity": propensity,
+            "reward": rng.uniform(0, 1e6, n),
+            "target__greedy": np.where(action == 1, 0.8, 0.1),
+        }
+    )
+    frame.loc[0, "target__greedy"] = 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValidationError, match=r"weights up to 1e\+149 times r - r_lo up to"):
+            ope.diagnose(frame, reward_range=(0.0, 1e6))

@@ -858,6 +858,27 @@ def test_numeric_columns_are_binned_and_missing_values_kept():
     assert list(seg[seg.column == "flag"].segment) == ["False", "True"]
 
 
+def test_a_segment_column_of_nulls_only_is_one_missing_segment():
+    """A column whose Arrow type is null (every value missing) is one ``<missing>`` segment;
+    pandas refused it as categories (a ValueError) before."""
+    rng = np.random.default_rng(14)
+    n = 300
+    frame = pd.DataFrame(
+        {
+            "action": rng.integers(0, 2, n),
+            "propensity": 0.5,
+            "reward": rng.random(n),
+            "target__a": rng.random(n),
+            "seg": pd.Series([None] * n, dtype=object),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = diagnose(frame, by="seg")
+    seg = d.segments()
+    assert list(seg.segment) == ["<missing>"] and list(seg.rows) == [n]
+
+
 def test_popularity_buckets_for_large_catalogs():
     rng = np.random.default_rng(14)
     n, k = 20_000, 200

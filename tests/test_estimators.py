@@ -447,6 +447,18 @@ def test_float32_inputs_give_float64_results(est):
 
 
 @pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+@pytest.mark.parametrize("est", ALL, ids=lambda e: e.name)
+def test_long_double_inputs_are_read_as_float64(est):
+    """numpy's long double (80 or 128 bits) is read as float64, on either backend; the compiled
+    kernel refused its type (a numba TypingError) before."""
+    r, p, t, ql, qt = _many_policy_data(n=500, n_pol=1)
+    plain = [r, p, t[:, 0], ql, qt[:, 0]]
+    ref = _one(est, *plain)
+    res = _one(est, *[a.astype(np.longdouble) for a in plain])
+    assert res.value == ref.value and res.std_error == ref.std_error
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
 def test_estimate_many_accepts_names_and_checks_them():
     r, p, t, ql, qt = _many_policy_data(n=100, n_pol=2)
     with pytest.raises(

@@ -9,9 +9,11 @@ instead of hanging the suite.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import types
 import warnings
@@ -237,13 +239,18 @@ def test_a_directory_holding_only_a_fifo_says_so(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(not hasattr(socket, "AF_UNIX"), reason="no unix sockets")
 def test_a_socket_inside_a_directory_is_skipped(tmp_path: Path) -> None:
-    d = logs_dir(tmp_path, parts=1)
-    path = d / "s"  # a short name: unix socket paths are limited to ~100 bytes
-    if len(str(path)) > 100:
-        pytest.skip("temporary directory too deep for a unix socket")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.bind(str(path))
-        logs = within_timeout(lambda: read_logs(d))
+    # unix socket paths are limited to ~100 bytes: under /tmp, however deep pytest's folder is
+    short = Path(tempfile.mkdtemp(prefix="ope-", dir="/tmp" if os.path.isdir("/tmp") else None))
+    try:
+        d = logs_dir(short, parts=1)
+        path = d / "s"
+        if len(str(path)) > 100:
+            pytest.skip("no temporary directory short enough for a unix socket")
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.bind(str(path))
+            logs = within_timeout(lambda: read_logs(d))
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
     assert [(s.reason, s.detail) for s in logs.report.skipped] == [("not_regular_file", "a socket")]
 
 

@@ -393,6 +393,12 @@ CASES: list[Any] = [
         id="from-json-truncated",
     ),
     pytest.param(
+        lambda: Certificate.from_json("[" * 100_000 + "]" * 100_000),
+        ValidationError,
+        r"`text`: the certificate nests JSON arrays or objects deeper",
+        id="from-json-deep",
+    ),
+    pytest.param(
         lambda: Certificate.from_json("true"),
         ValidationError,
         r"`text`: a certificate must be a JSON object .* got a bool",

@@ -12,6 +12,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+import ope
 from ope.exceptions import DroppedRowsWarning, SchemaError, ValidationError
 from ope._dedup import SeenIds, merge_sorted
 from ope.io import LogScan, read_logs, read_paired, read_trajectories, scan_logs
@@ -735,3 +736,72 @@ def test_policy_table_joins_show_progress_per_policy(
     monkeypatch.setenv("OPE_PROGRESS", "0")
     target_propensities(logs, table)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("metadata", "refused"),
+    [
+        ({b"pandas": b"[" * 100_000 + b"]" * 100_000}, None),  # not ope's: ignored
+        ({b"ope.context_columns": b"[" * 100_000 + b"]" * 100_000}, None),
+        ({b"ope.context_columns": b"\xff"}, None),
+        ({b"ope.propensity_source": b"\xff"}, "'ope.propensity_source'"),
+        (
+            {b"ope.propensity_source": b"estimated", b"ope.propensity_floor": b"{"},
+            "'ope.propensity_floor'",
+        ),
+        (
+            {
+                b"ope.propensity_source": b"estimated",
+                b"ope.propensity_floor": b"[" * 100_000 + b"]" * 100_000,
+            },
+            "nested too deeply",
+        ),
+    ],
+)
+def test_schema_metadata_that_does_not_read_is_ignored_or_refused_by_name(
+    tmp_path, metadata, refused
+):
+    """Metadata written by something else (pandas' record, a context list that does not parse)
+    is ignored; ope's own record of where the propensities come from, when it does not read, is
+    a SchemaError naming the key. Before: RecursionError, UnicodeDecodeError, JSONDecodeError."""
+    rng = np.random.default_rng(0)
+    n = 60
+    action = rng.integers(0, 3, n)
+    table = pa.table(
+        {
+            "action": action,
+            "propensity": np.full(n, 1 / 3),
+            "reward": rng.binomial(1, 0.4, n).astype(float),
+            "target__greedy": np.where(action == 1, 0.8, 0.1),
+        }
+    )
+    path = tmp_path / "logs.parquet"
+    pq.write_table(table.replace_schema_metadata(metadata), path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        logs = ope.read_logs(path)
+        if refused is None:
+            assert ope.evaluate(logs, estimators=["ips"]).table().shape[0] == 1
+            ope.diagnose(logs)
+            # the one reader of an importer's context list (RecursionError, UnicodeDecodeError
+            # from obp's export before)
+            assert ope.importers.to_bandit_feedback(logs)["n_rounds"] == n
+        else:
+            for run in (lambda: ope.evaluate(logs, estimators=["ips"]), lambda: ope.diagnose(logs)):
+                with pytest.raises(SchemaError, match=refused):
+                    run()
+
+
+def test_a_csv_header_that_is_not_utf8_is_a_schema_error(tmp_path):
+    """pyarrow decodes a CSV's column names only when asked: a header that is not UTF-8 raised
+    a UnicodeDecodeError from the first look at them (an item table, a per-action policy
+    table); now every CSV reader names the file."""
+    from ope.io import read_table
+    from ope.policies import ActionTablePolicy
+
+    path = tmp_path / "t.csv"
+    path.write_bytes(b"action,probability\xff\n0,1\n")
+    with pytest.raises(SchemaError, match="header line .* is not UTF-8"):
+        read_table(path, what="item table")
+    with pytest.raises(SchemaError, match="header line .* is not UTF-8"):
+        ActionTablePolicy(path)

@@ -647,3 +647,33 @@ def test_key_range_is_numpys_min_and_max_in_one_read():
         assert _kernel.key_range(np.ones(4)) is None
     finally:
         _kernel.set_backend(None)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_value_range_never_starts_or_ends_at_negative_zero(backend):
+    """Which of -0.0 and 0.0 a min or max finds depends on the reading order (the compiled read
+    of the order keys finds -0.0 below 0.0); ``value_range`` gives 0.0 either way, so no message
+    shows a range from -0."""
+    from ope._validation import value_range
+
+    if backend == "numba" and not _kernel.numba_available():
+        pytest.skip("numba is not installed (the optional extra 'fast')")
+    _kernel.set_backend(backend)
+    try:
+        if backend == "numba":
+            _kernel.accumulate(np.ones(3), np.ones(3), [np.ones(3)], max_weight=None)  # loaded
+        for arr in (
+            np.array([0.0, -0.0, 1.0]),
+            np.array([-0.0, 0.0, 1.0]),
+            np.array([-1.0, -0.0]),
+            np.array([-0.0, -0.0]),
+            np.array([[-0.0, 2.0], [0.5, 0.0]]),
+        ):
+            low, high = value_range(arr)
+            assert (low, high) == (float(arr.min()), float(arr.max()))
+            for end in (low, high):
+                if end == 0.0:
+                    assert math.copysign(1.0, end) == 1.0, (arr, low, high)
+            assert "-0" not in f"[{low:g}, {high:g}]"
+    finally:
+        _kernel.set_backend(None)

@@ -253,6 +253,8 @@ def test_logging_value_bounded_intervals_refuse_sampling_weights() -> None:
         (np.array([1.0, -2.0, 1.0, 1.0]), r"must be > 0; 1 rows are not \(first at row 1"),
         (np.array([1.0, np.nan, 1.0, 1.0]), r"must be finite; 1 rows are NaN"),
         (np.array([1.0, 2.0]), r"has 2 rows but the logs have 4"),
+        # the mirror of the largest: squares below float64's range (ZeroDivisionError before)
+        (np.full(4, 1e-200), r"the largest is 1e-200, below 1e-150"),
     ],
 )
 def test_bad_sampling_weights_are_refused(weight: np.ndarray, match: str) -> None:
@@ -762,6 +764,7 @@ def test_estimate_weighted_many_equals_estimate_many_per_estimator() -> None:
         (np.array([1.0, -2.0, 1.0, 1.0]), r"must be > 0; 1 rows are not \(first at row 1"),
         (np.array([1.0, np.nan, 1.0, 1.0]), r"must be finite; 1 rows are NaN"),
         (np.array([1.0, np.inf, 1.0, 1.0]), r"must be finite"),
+        (np.full(4, 1e-151), r"the largest is 1e-151, below 1e-150"),
     ],
 )
 def test_bad_sampling_weights_are_refused_after_the_one_pass(
@@ -814,3 +817,21 @@ def test_small_sample_notes_of_weighted_rows_do_not_point_to_refused_intervals()
         "interval as approximate, or log more rows."
     )
     assert any("prefer bernstein or betting" in note for note in plain.notes)
+
+
+def test_tiny_sampling_weights_are_refused_by_the_diagnostics_too() -> None:
+    """Weights of 1e-200 are > 0 and finite, but their squares underflow: the diagnostics'
+    Hajek variance divided 0 by 0 (a ZeroDivisionError); now the one check refuses them."""
+    df = _frame()
+    df["weight"] = 1e-200
+    with pytest.raises(ValidationError, match="below 1e-150"):
+        ope.diagnose(df)
+    df["weight"] = 1e-150  # the smallest accepted: finite numbers
+    d = ope.diagnose(df)
+    assert np.isfinite(d.table()["ess"]).all()
+    # one tiny weight among others is a row that counts for little, not an error
+    df["weight"] = 1.0
+    df.loc[0, "weight"] = 1e-160
+    d = ope.diagnose(df)
+    assert np.isfinite(d.table()["ess"]).all()
+    assert np.isfinite(ope.evaluate(df, estimators=["ips"]).table()["value"]).all()

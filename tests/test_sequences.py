@@ -218,6 +218,9 @@ def test_audit_without_an_on_policy_candidate_sees_the_support():
     audit = ope.audit_logprobs(TokenModel(top_p=0.8, seed=0).sample(2000, rng=0))
     assert audit.signature == "support" and not audit.usable
     assert "never samples" in audit.reason
+    # a candidate's support gap is its own verdict: the audit does not call the logs unusable
+    assert "NOT usable" not in audit.summary()
+    assert "leaves the logger's support" in audit.summary()
     clean = ope.audit_logprobs(TokenModel(seed=0).sample(2000, rng=0))
     assert clean.usable and clean.signature == "ok"
 
@@ -604,3 +607,61 @@ def test_audit_of_summed_logprobs_says_what_it_cannot_tell():
     assert not audit.usable and audit.signature in ("kept_mass", "temperature")
     if audit.signature == "kept_mass":
         assert "cannot tell a truncation from a temperature" in audit.reason
+
+
+def _depth_by_hand(text: bytes) -> int:
+    depth = deepest = run = 0
+    inside = False
+    for c in text.decode("latin-1"):
+        if c == "\n":  # every line from 0
+            depth, inside = 0, False
+        elif c == '"' and run % 2 == 0:
+            inside = not inside
+        elif c in "[{" and not inside:
+            depth += 1
+        elif c in "]}" and not inside:
+            depth -= 1
+        deepest = max(deepest, depth)
+        run = run + 1 if c == "\\" else 0
+    return deepest
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 22])
+def test_json_depth_is_the_nesting_outside_strings_across_chunks(tmp_path, monkeypatch, chunk):
+    """The depth read chunk by chunk equals a character-by-character count: brackets inside
+    strings left out, a quote after an odd run of backslashes not ending its string, whatever
+    the chunk boundaries cut."""
+    from ope import sequences
+
+    monkeypatch.setattr(sequences, "_DEPTH_CHUNK", chunk)
+    monkeypatch.setattr(sequences, "_LINES_BLOCK", chunk)
+    rng = np.random.default_rng(chunk)
+    alphabet = np.frombuffer(b'[]{}"\\\\ax\n\n', dtype=np.uint8)
+    path = tmp_path / "x.jsonl"
+    for size in (0, 1, 2, 5, 40, 333):
+        for _ in range(20):
+            text = alphabet[rng.integers(0, alphabet.size, size)].tobytes()
+            path.write_bytes(text)
+            assert sequences._json_depth(path) == _depth_by_hand(text), text
+            lines = text.split(b"\n")
+            most = max(line.count(b"[") + line.count(b"{") for line in lines)
+            for limit in {0, 1, 3, max(most - 1, 0), most}:
+                assert sequences._lines_within(path, limit) == (most <= limit), (text, limit)
+
+
+def test_a_deeply_nested_file_is_refused_before_arrow_reads_it(tmp_path):
+    """pyarrow's JSON reader ends the process on a line nested 100,000 deep: the file is
+    refused first (exit 65 on the command line, never a crash)."""
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"reward": 1, "x": ' + "[" * 100_000 + "]" * 100_000 + "}\n")
+    with pytest.raises(DataFileError, match="100,001 deep"):
+        ope.read_sequences(path)
+    fine = tmp_path / "fine.jsonl"
+    fine.write_text('{"reward": 1, "x": "' + "[" * 5000 + '"}\n')  # brackets in a string
+    assert ope.sequences._json_depth(fine) == 1
+    # records cut short (each line unbalanced) are not one deep line: pyarrow says what is wrong
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text('{"reward": 1, "behavior_logprobs": [-0.5, -1.2\n' * 2000)
+    assert ope.sequences._json_depth(cut) == 2
+    with pytest.raises(DataFileError, match="not readable as JSON lines"):
+        ope.read_sequences(cut)

@@ -77,6 +77,11 @@ def test_refusals(heavy) -> None:
     for d in (0.0, 0.5, 2):
         with pytest.raises(ParameterError, match="delta"):
             tune_setting(heavy, "clipped_ips", delta=d)
+    # a tiny delta: the t quantile from its upper tail (1 - 1e-26 rounds to 1: an infinite
+    # width, refused as "`widths` finite" before)
+    for rule in ("slope", "mse"):
+        tiny = tune_setting(heavy, "clipped_ips", grid=[1, 10], delta=1e-26, rule=rule)
+        assert np.isfinite(tiny.table()["width"]).all()
     choice = tune_setting(heavy, "clipped_ips", grid=[1, 10])
     with pytest.raises(ParameterError, match="`policy` must name a candidate"):
         choice.value_for("nobody")

@@ -73,6 +73,8 @@ def segment_values(col: Any) -> Any:
         if col.null_count:
             return np.asarray(col.to_pandas())
         return col.to_numpy(zero_copy_only=False)
+    if pa.types.is_null(col.type):  # every value missing: no category (none can be null)
+        return pd.Categorical.from_codes(np.full(len(col), -1, dtype=np.intp), categories=[])
     encoded = pc.dictionary_encode(col) if not pa.types.is_dictionary(col.type) else col
     labels = encoded.dictionary.to_pylist()
     idx = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.intp)

@@ -9,7 +9,6 @@ Its rules are the ones every entry point of ope applies (:mod:`ope._thresholds`)
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Final, Literal
@@ -35,6 +34,7 @@ from ope.diagnostics.tails import TailFit
 from ope.intervals import BottouInterval
 from ope.intervals._shared import bottou_pieces, check_interval_rows
 from ope.intervals.bounded import bottou_interval
+from ope.exceptions import ValidationError
 
 __all__ = [
     "WEIGHT_QUANTILES",
@@ -308,31 +308,22 @@ def clip_profile(
                 w_clip, np.asarray(var_w, dtype=np.float64), y01, np.sqrt(var_y) / span,
                 count, clip=levels, alpha=alpha, outer=outer, r_min=lo, r_max=hi,
             )  # fmt: skip
-        else:
-            # statistics that overflowed (the squares of very large rewards): level by level,
-            # so that the first such level's interval raises the error that names the
-            # statistic and what to do
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                ends = list(
-                    zip(
-                        *(
-                            bottou_interval(
-                                float(min(w_hat[k], levels[k])),
-                                float(var_w[k]),
-                                float(min(y_hat[k], levels[k] * span)),
-                                float(var_y[k]),
-                                count,
-                                max_weight=float(levels[k]),
-                                reward_range=(lo, hi),
-                                confidence_level=confidence_level,
-                                outer=outer,
-                            )
-                            for k in range(g)  # a loop over clip levels
-                        ),
-                        strict=True,
-                    )
-                )
+        elif not np.isfinite(total_l2):
+            # the squares of l = r - lo overflowed (not those of w l: a weight may be the cause)
+            raise ValidationError(
+                "the clip profile's variance of min(w, R) (r - r_lo) overflows float64: the "
+                f"squares of r - r_lo with reward_range=({lo:g}, {hi:g}) (a span of {span:.3g}) "
+                "exceed 1.8e308. Give a reward_range around the rewards, or rescale the rewards "
+                "and the range (divide both by one power of ten) and scale the results back."
+            )
+        else:  # the squares of w (r - lo) overflowed: a large weight times the rewards' span
+            raise ValidationError(
+                "the clip profile's variance of min(w, R) (r - r_lo) overflows float64: weights "
+                f"up to {float(levels[-1]):.3g} times r - r_lo up to {span:.3g} (reward_range="
+                f"({lo:g}, {hi:g})). Rescale the rewards and the range (divide both by one power "
+                "of ten) and scale the results back, or leave the largest weights out by clipping "
+                "(max_weight)."
+            )
         low, high, outer_low, outer_high, inner_low, inner_high = (
             np.atleast_1d(np.asarray(x, dtype=np.float64)) for x in ends
         )

@@ -362,7 +362,7 @@ def tune_setting(
                 }
                 if how == "mse":
                     diff = compare(est, reference[p])
-                    t = stats.t.ppf(1.0 - d, est.n - 1)
+                    t = stats.t.isf(d, est.n - 1)
                     bound = abs(diff.value) + t * diff.std_error
                     record.update(
                         bias=diff.value,
@@ -376,7 +376,7 @@ def tune_setting(
     for p in dict.fromkeys(table["policy"]):  # a loop over candidate policies
         mine = table[table["policy"] == p]
         n = int(mine["n"].iloc[0])
-        width = stats.t.ppf(1.0 - d, n - 1) * mine["std_error"].to_numpy()
+        width = stats.t.isf(d, n - 1) * mine["std_error"].to_numpy()
         table.loc[mine.index, "width"] = width
         if how == "slope":
             pick = slope_index(mine["value"].to_numpy(), width)
@@ -676,7 +676,7 @@ def tune_embedding(
                 "std_error": est.std_error,
             }
             ok = est.n >= 2 and math.isfinite(est.std_error)
-            t = float(stats.t.ppf(1.0 - d, est.n - 1)) if ok else math.nan
+            t = float(stats.t.isf(d, est.n - 1)) if ok else math.nan
             if how == "slope":
                 out["width"] = t * est.std_error if ok else math.nan
             else:

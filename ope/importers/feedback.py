@@ -24,6 +24,7 @@ from ope._validation import (
     check_positive_int,
     describe,
 )
+from ope.context import recorded_context_columns
 from ope.exceptions import ParameterError
 from ope.importers._common import ChunkValidator
 from ope.logs import BanditLogs
@@ -223,13 +224,13 @@ def to_bandit_feedback(logs: BanditLogs) -> dict[str, Any]:
         raise ParameterError(
             "to_bandit_feedback needs integer actions (obp's actions are 0..n_actions-1)"
         )
-    meta = (t.schema.metadata or {}).get(b"ope.context_columns")
+    recorded = recorded_context_columns(t.schema)
     ctx = [c for c in t.column_names if c.startswith(CONTEXT_PREFIX)]
-    if not ctx and meta:
+    if not ctx and recorded:
         numeric = {
             f.name for f in t.schema if pa.types.is_floating(f.type) or pa.types.is_integer(f.type)
         }
-        ctx = [c for c in json.loads(meta) if c in numeric]
+        ctx = [c for c in recorded if c in numeric]
     af = logs.action_features
     action_context = None
     if af is not None:

@@ -338,6 +338,12 @@ class Certificate(Result):
                 f"column {exc.colno} (character {exc.pos}). Pass the text Certificate.to_json() "
                 "wrote, unchanged."
             ) from None
+        except RecursionError:
+            raise ValidationError(
+                "`text`: the certificate nests JSON arrays or objects deeper than Python's "
+                "parser goes; Certificate.to_json() writes 3 levels. Pass the text it wrote, "
+                "unchanged."
+            ) from None
         return cls._from_mapping(data, "text")
 
     def __str__(self) -> str:

@@ -35,6 +35,7 @@ from ope.learning._gate import (
 )
 from ope.learning._learners import ConservativePolicyLearner
 from ope.policies.table import canonical_policy_table
+from ope._output import check_utf8_destination
 
 __all__ = [
     "learn_from_logs",
@@ -397,6 +398,7 @@ def write_learner_policy_table(
             f".csv); got {describe(path)}."
         )
     dest = Path(path)
+    check_utf8_destination(os.fspath(path), "`path`")
     suffix = dest.suffix.lower()
     if suffix not in _TABLE_SUFFIXES:
         raise DataFileError(f"policy table path {str(dest)!r} must end in .parquet or .csv.")

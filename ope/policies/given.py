@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from ope._validation import check_flag
 from ope.exceptions import DataFileError, PolicyError, SchemaError
-from ope._paths import locate_input
+from ope._paths import csv_column_names, locate_input
 from ope.logs import BanditLogs
 from ope.policies._core import (
     EXAMPLES,
@@ -464,7 +464,9 @@ def _read_table(path: str | os.PathLike[str]) -> pa.Table:
         if name.endswith((".csv", ".csv.gz")):
             import pyarrow.csv as pacsv
 
-            return pacsv.read_csv(local)
+            table = pacsv.read_csv(local)
+            csv_column_names(table, f"{path}")
+            return table
         if name.endswith((".parquet", ".pq")):
             import pyarrow.parquet as pq
 

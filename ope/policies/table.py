@@ -34,6 +34,7 @@ from ope.policies._core import (
     rows_of,
 )
 from ope.policies.objects import Policy
+from ope._output import check_utf8_destination
 
 __all__ = [
     "POLICY_TABLE_COLUMNS",
@@ -449,6 +450,7 @@ def write_policy_table(table: Any, path: str | os.PathLike[str]) -> None:
             f".csv); got {describe(path)}."
         )
     p = Path(path)
+    check_utf8_destination(os.fspath(path), "`path`")
     suffix = p.suffix.lower()
     if suffix not in (".parquet", ".pq", ".csv"):
         raise DataFileError(f"policy table path {str(p)!r} must end in .parquet or .csv.")
