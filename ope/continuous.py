@@ -80,6 +80,7 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
+from ope._paths import UTF8_BOM, check_regular_file, csv_column_names
 from ope._result import INTERVAL_COLUMNS, Result, ResultParts, interval_rows
 from ope._thresholds import MIN_ROWS, kish_ess
 from ope._validation import (
@@ -93,6 +94,8 @@ from ope._validation import (
     check_rng,
     fold_assignment,
 )
+from ope.importers._common import broken_rules, import_failure, warn_dropped_invalid
+from ope.logs import EXAMPLE_ROWS, ValidationReport
 from ope.exceptions import (
     DataFileError,
     EstimationError,
@@ -103,6 +106,8 @@ from ope.exceptions import (
 )
 
 __all__ = [
+    "BANDWIDTH_RANGE",
+    "check_bandwidth",
     "KERNELS",
     "KERNEL_MOMENTS",
     "CONTINUOUS_ESTIMATORS",
@@ -214,10 +219,12 @@ class ContinuousLogs:
     support : tuple of two ndarrays or None
         The logger's action range per row (from the DSJSON ``pdf`` segments), when known.
     notes : tuple of str
-        What reading did (lines skipped and why).
+        What reading did (lines dropped and why).
     source : str
     table : pyarrow.Table or None
         The table read, for columns named later (a reward model's predictions).
+    report : ope.ValidationReport or None
+        The rows (DSJSON: non-blank lines) read, used and rejected by reason.
     """
 
     action: np.ndarray
@@ -232,6 +239,7 @@ class ContinuousLogs:
     source: str = "<memory>"
     #: the table read (for columns named later, e.g. a reward model's predictions)
     table: pa.Table | None = field(default=None, repr=False)
+    report: ValidationReport | None = field(default=None, repr=False)
 
     @property
     def n(self) -> int:
@@ -335,13 +343,16 @@ def _candidate_actions(values: Any, name: str, n: int) -> np.ndarray:
     return arr
 
 
-def _source_table(source: Any, argument: str) -> tuple[pa.Table, tuple[str, ...], str, Any]:
-    """The table of ``source``, the reading notes, its name and the DSJSON support (or None)."""
+def _source_table(
+    source: Any, argument: str, on_invalid: str = "raise"
+) -> tuple[pa.Table, tuple[str, ...], str, Any, ValidationReport | None]:
+    """The table of ``source``, the reading notes, its name, the DSJSON support (or None) and
+    the DSJSON reader's report (None for a table)."""
     if isinstance(source, pa.Table):
-        return source, (), "<table>", None
+        return source, (), "<table>", None, None
     if isinstance(source, pd.DataFrame):
         try:
-            return pa.Table.from_pandas(source, preserve_index=False), (), "<DataFrame>", None
+            return pa.Table.from_pandas(source, preserve_index=False), (), "<DataFrame>", None, None
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
             raise SchemaError(
                 f"`{argument}`: the DataFrame has a column of mixed types ({exc}); give each "
@@ -349,28 +360,29 @@ def _source_table(source: Any, argument: str) -> tuple[pa.Table, tuple[str, ...]
             ) from None
     if isinstance(source, Mapping):
         try:
-            return pa.table(dict(source)), (), "<mapping>", None
+            return pa.table(dict(source)), (), "<mapping>", None, None
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError) as exc:
             raise SchemaError(
                 f"`{argument}`: the mapping is not a table of columns ({exc})."
             ) from None
     if isinstance(source, (str, Path)):
-        path = Path(source)
-        if not path.exists():
-            raise DataFileError(f"`{argument}`: no file {str(path)!r}.")
+        # a regular local file (never a FIFO, which would block) whose name pyarrow can open
+        path = check_regular_file(Path(source), f"`{argument}`")
         name = path.name
-        suffixes = "".join(path.suffixes[-2:]).lower()
         try:
-            if suffixes.endswith((".json", ".json.gz", ".jsonl", ".jsonl.gz")):
-                table, notes, support = _read_cats(path)
-                return table, notes, name, support
-            if suffixes.endswith(".csv"):
+            kind = _file_kind(path)
+            if kind == "dsjson":
+                table, notes, support, report = _read_cats(path, on_invalid)
+                return table, notes, name, support, report
+            if kind == "csv":
                 import pyarrow.csv as pacsv
 
-                return pacsv.read_csv(path), (), name, None
+                table = pacsv.read_csv(path)
+                csv_column_names(table, f"`{argument}`: {name!r}")
+                return table, (), name, None, None
             import pyarrow.parquet as pq
 
-            return pq.read_table(path), (), name, None
+            return pq.read_table(path), (), name, None, None
         except (pa.ArrowInvalid, OSError) as exc:
             if isinstance(exc, DataFileError):
                 raise
@@ -379,6 +391,27 @@ def _source_table(source: Any, argument: str) -> tuple[pa.Table, tuple[str, ...]
         f"`{argument}` must be ContinuousLogs, a parquet/CSV/DSJSON file path, a pandas DataFrame, a "
         f"pyarrow Table or a mapping of columns; got {type(source).__name__}."
     )
+
+
+#: The JSON-lines suffixes read as continuous-action DSJSON (also gzipped).
+_JSON_SUFFIXES: Final = (".json", ".jsonl", ".dsjson")
+
+
+def _file_kind(path: Path) -> str:
+    """``"dsjson"``, ``"csv"`` or ``"parquet"``: by the first bytes (gzip, or a JSON object
+    after an optional byte-order mark; parquet's magic), else by the name."""
+    suffixes = "".join(path.suffixes[-2:]).lower().removesuffix(".gz")
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if head[:2] == b"\x1f\x8b":  # gzip: a CSV by its name (pyarrow reads .csv.gz), else JSON
+        return "csv" if suffixes.endswith(".csv") else "dsjson"
+    if head.removeprefix(UTF8_BOM).lstrip().startswith(b"{"):
+        return "dsjson"
+    if head[:4] == b"PAR1":
+        return "parquet"
+    if suffixes.endswith(_JSON_SUFFIXES):
+        return "dsjson"
+    return "csv" if suffixes.endswith(".csv") else "parquet"
 
 
 def _column(table: pa.Table, column: str, argument: str) -> pa.ChunkedArray:
@@ -442,14 +475,16 @@ def read_continuous(
     weight_column: str | None = None,
     context_columns: Sequence[str] | None = None,
     policies: Sequence[str] | None = None,
+    on_invalid: str = "raise",
 ) -> ContinuousLogs:
     """Read and validate continuous-action logs.
 
     Parameters
     ----------
     source : path, pandas.DataFrame, pyarrow.Table or mapping of columns
-        A parquet or CSV file, or Vowpal Wabbit's continuous-action DSJSON (``.json``,
-        ``.json.gz``; see the module).
+        A parquet or CSV file, or Vowpal Wabbit's continuous-action DSJSON (see the module;
+        recognized by its first bytes, a JSON object or gzip, whatever its name: ``.json``,
+        ``.dsjson``, ``.json.gz``, ...).
     action_column, density_column, reward_column : str
         The logged action, the logger's density at it (> 0) and the reward.
     weight_column : str, optional
@@ -458,6 +493,14 @@ def read_continuous(
         The reward model's features (default: every other numeric column).
     policies : sequence of str, optional
         The candidates to read (default: every ``target__<name>`` and ``density__<name>``).
+    on_invalid : {"raise", "drop"}, default "raise"
+        For DSJSON: what to do with lines that break a rule (counted by reason in
+        ``logs.report``, line numbers from 0 as the DSJSON importer gives them): the DSJSON
+        importer's reasons (``dsjson_bad_json``, ``dsjson_field_type``, ``dsjson_kind_mismatch``
+        for a CB or CCB line, ``dsjson_pdrop_out_of_range``, ``event_id_duplicate``) and
+        ``cats_pdf_value_invalid``, ``cats_pdf_malformed``, ``cats_pdf_mismatch``. Lines Vowpal Wabbit skips (``dsjson_skip_learn``,
+        ``dsjson_unlabeled``, ``dsjson_not_object``) are counted and never raise. A table is
+        checked whole: a value that breaks a rule raises, naming its row.
 
     Raises
     ------
@@ -465,10 +508,10 @@ def read_continuous(
         A named column is missing or not numeric.
     ope.ValidationError
         A value is missing or not finite, a density is not > 0 (the logger could not have taken
-        the action), a sampling weight is not > 0 (row named).
+        the action), a sampling weight is not > 0 (row named); DSJSON lines that break a rule
+        (``on_invalid="raise"``; the report is on the error); no line left.
     ope.DataFileError
-        The file cannot be read (a DSJSON line is not valid JSON or lacks a label field: line
-        named).
+        The file cannot be read (damaged gzip, more features than ``MAX_DSJSON_FEATURES``).
 
     Examples
     --------
@@ -478,7 +521,8 @@ def read_continuous(
     >>> logs.n, logs.policies
     (2, ['up'])
     """
-    table, notes, name, support = _source_table(source, "source")
+    on_invalid = check_choice(on_invalid, "on_invalid", ("raise", "drop"))
+    table, notes, name, support, report = _source_table(source, "source", on_invalid)
     if table.num_columns == 0:
         raise SchemaError(f"`source`: {name!r} has no columns (an empty directory or file?).")
     twice = [c for c in dict.fromkeys(table.column_names) if table.column_names.count(c) > 1]
@@ -556,6 +600,7 @@ def read_continuous(
         notes=notes,
         source=name,
         table=table,
+        report=report if report is not None else ValidationReport(name, n, n),
     )
 
 
@@ -576,9 +621,13 @@ class _Segment(msgspec.Struct):
 
 
 class _CatsLine(msgspec.Struct):
-    """The fields of a continuous-action DSJSON line ope reads (the rest is skipped)."""
+    """The fields of a continuous-action DSJSON line ope reads (the rest is skipped); the labels
+    of the other kinds (CB, CCB) only as present or not."""
 
     label_ca: _Label | None = msgspec.field(default=None, name="_label_ca")
+    label_cost: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="_label_cost")
+    label_index: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="_labelIndex")
+    outcomes: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="_outcomes")
     pdf: list[_Segment] | None = None
     EventId: str | None = None
     Timestamp: str | None = None
@@ -602,7 +651,7 @@ def _flatten(obj: Mapping[str, Any], prefix: str, out: dict[str, float]) -> None
         if isinstance(value, bool):
             out[name] = float(value)
         elif isinstance(value, (int, float)):
-            out[name] = float(value)
+            out[name] = _number(value)
         elif isinstance(value, str):
             out[f"{name}={value}"] = 1.0
         elif isinstance(value, Mapping):
@@ -610,9 +659,18 @@ def _flatten(obj: Mapping[str, Any], prefix: str, out: dict[str, float]) -> None
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
-                    out[f"{name}[{i}]"] = float(v)
+                    out[f"{name}[{i}]"] = _number(v)
                 elif isinstance(v, Mapping):
                     _flatten(v, f"{name}[{i}].", out)
+
+
+def _number(value: float) -> float:
+    """A JSON number as a float; an integer beyond a double's range is inf (its line is
+    rejected: ``dsjson_field_type``)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 #: The most distinct context features a DSJSON file may flatten to (each is a column).
@@ -620,116 +678,44 @@ MAX_DSJSON_FEATURES: Final = 2000
 
 
 def _read_cats(
-    path: Path,
-) -> tuple[pa.Table, tuple[str, ...], tuple[np.ndarray, np.ndarray] | None]:
-    """Vowpal Wabbit's continuous-action DSJSON as a table (see the module)."""
-    opener = gzip.open if path.name.lower().endswith(".gz") else open
-    try:
-        with opener(path, "rb") as fh:
-            raw = fh.read()
-    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise DataFileError(f"{path.name!r} cannot be read (damaged?): {exc}") from None
+    path: Path, on_invalid: str
+) -> tuple[pa.Table, tuple[str, ...], tuple[np.ndarray, np.ndarray] | None, ValidationReport]:
+    """Vowpal Wabbit's continuous-action DSJSON as a table (see the module), the lines read
+    and rejected by reason in its report (line numbers from 0, blank lines uncounted)."""
+    raw = _file_bytes(path).removeprefix(UTF8_BOM)  # a mark is not part of line 0
     lines = raw.split(b"\n")
-    numbers = [i for i, ln in enumerate(lines) if ln.strip()]
-    kept = [lines[i] for i in numbers]
-
-    try:  # every line at once (no Python loop over rows); per line only to name a bad one
-        decoded = msgspec.json.decode(b"[" + b",".join(kept) + b"]", type=list[_CatsLine])
-    except (msgspec.ValidationError, msgspec.DecodeError):
-        for i, ln in zip(numbers, kept, strict=True):  # a loop to find the bad line
-            try:
-                msgspec.json.decode(ln, type=_CatsLine)
-            except (msgspec.ValidationError, msgspec.DecodeError) as exc:
-                raise DataFileError(
-                    f"{path.name}: line {i} (0-based) is not a continuous-action DSJSON event "
-                    f"({exc})."
-                ) from None
-        raise DataFileError(f"{path.name}: not a continuous-action DSJSON file.") from None
-    skipped = [k for k, d in enumerate(decoded) if d.skip_learn]
-    unlabeled = [k for k, d in enumerate(decoded) if d.label_ca is None and not d.skip_learn]
-    rows = [k for k, d in enumerate(decoded) if d.label_ca is not None and not d.skip_learn]
-    if not rows:
-        raise DataFileError(
-            f"{path.name}: no labeled continuous-action event (`_label_ca`) among "
-            f"{len(decoded)} line(s)."
-        )
-    notes: list[str] = []
-    if skipped:
-        notes.append(
-            f"{len(skipped)} line(s) with _skipLearn excluded, as Vowpal Wabbit excludes them "
-            f"(first: line {numbers[skipped[0]]})"
-        )
-    if unlabeled:
-        notes.append(
-            f"{len(unlabeled)} line(s) without _label_ca excluded: no logged outcome (first: "
-            f"line {numbers[unlabeled[0]]})"
-        )
-    labels = [lab for k in rows if (lab := decoded[k].label_ca) is not None]
-    action = np.array([lab.action for lab in labels], dtype=np.float64)
-    cost = np.array([lab.cost for lab in labels], dtype=np.float64)
-    pdf_value = np.array([lab.pdf_value for lab in labels], dtype=np.float64)
-    line_no = np.array([numbers[k] for k in rows], dtype=np.int64)
-    for what, values in (("action", action), ("cost", cost), ("pdf_value", pdf_value)):
-        bad = ~np.isfinite(values) | ((values <= 0) if what == "pdf_value" else False)
-        if bad.any():
-            j = int(np.flatnonzero(bad)[0])
-            need = (
-                "finite and > 0 (the logger's density at the action)"
-                if what == "pdf_value"
-                else "finite"
-            )
-            raise DataFileError(
-                f"{path.name}: line {int(line_no[j])}: _label_ca.{what} must be {need}; it is "
-                f"{values[j]!r}."
-            )
-    has_pdrop = any(decoded[k].pdrop is not None for k in rows)
-    pdrop = np.array(
-        [decoded[k].pdrop if decoded[k].pdrop is not None else 0.0 for k in rows], dtype=np.float64
+    numbers = np.array([i for i, ln in enumerate(lines) if ln.strip()], dtype=np.int64)
+    kept = [lines[i] for i in numbers.tolist()]
+    decoded, why = _decode_cats(kept)
+    at = np.array([k for k, d in enumerate(decoded) if d is not None], dtype=np.int64)
+    events = [d for d in decoded if d is not None]
+    fields = _cats_fields(events)
+    reason = _cats_reasons(fields, at, why, len(kept))
+    good = reason == ""
+    ok = good[at]
+    rows = np.flatnonzero(good)
+    reasons = {r: np.flatnonzero(reason == r) for r in np.unique(reason[~good]).tolist()}
+    rejected = {r: int(ks.size) for r, ks in reasons.items()}
+    report = ValidationReport(
+        path.name,
+        len(kept),
+        int(rows.size),
+        rejected,
+        {r: tuple(int(x) for x in numbers[ks[:EXAMPLE_ROWS]]) for r, ks in reasons.items()},
+        dropped=on_invalid == "drop" and bool(broken_rules(rejected)),
     )
-    bad = ~np.isfinite(pdrop) | (pdrop < 0) | (pdrop >= 1)
-    if bad.any():
-        j = int(np.flatnonzero(bad)[0])
-        raise DataFileError(
-            f"{path.name}: line {int(line_no[j])}: pdrop must be in [0, 1); it is {pdrop[j]!r}."
-        )
-    low = np.full(len(rows), -np.inf)
-    high = np.full(len(rows), np.inf)
-    with_pdf = [j for j, k in enumerate(rows) if decoded[k].pdf]
-    for j in with_pdf:  # a loop over the lines that carry a pdf (their segments checked)
-        segs = [s for s in decoded[rows[j]].pdf or () if s.left is not None and s.right is not None]
-        if not segs:
-            continue
-        lefts = np.array([s.left for s in segs])
-        rights = np.array([s.right for s in segs])
-        values = np.array([s.pdf_value if s.pdf_value is not None else np.nan for s in segs])
-        if not (
-            np.isfinite(lefts).all()
-            and np.isfinite(rights).all()
-            and np.isfinite(values).all()
-            and (rights >= lefts).all()
-            and (values >= 0).all()
-        ):
-            raise DataFileError(
-                f"{path.name}: line {int(line_no[j])}: a pdf segment needs finite left <= right "
-                "and pdf_value >= 0."
-            )
-        low[j], high[j] = float(lefts.min()), float(rights.max())
-        a = action[j]
-        hit = (lefts <= a) & ((a < rights) | ((a == rights) & (rights == high[j])))
-        at = float(values[hit][0]) if hit.any() else 0.0
-        if not math.isclose(at, pdf_value[j], rel_tol=_PDF_RTOL, abs_tol=0.0):
-            raise DataFileError(
-                f"{path.name}: line {int(line_no[j])}: _label_ca.pdf_value {pdf_value[j]!r} is "
-                f"not the density of the line's pdf at the action {a!r} ({at!r}); one of them is "
-                "wrong."
-            )
-    features: list[dict[str, float]] = []
-    for k in rows:  # a loop over rows: the features are schemaless JSON objects
-        out: dict[str, float] = {}
-        c = decoded[k].c
-        if c:
-            _flatten(c, "", out)
-        features.append(out)
+    error = import_failure(report, on_invalid)
+    if error is not None:
+        raise error
+    warn_dropped_invalid(report, on_invalid, stacklevel=5)
+    if not rows.size:
+        raise report.no_rows_error()
+    action, cost, pdf_value = fields.action[ok], fields.cost[ok], fields.pdf_value[ok]
+    has_pdrop = bool((~np.isnan(fields.pdrop[ok])).any())
+    pdrop = np.nan_to_num(fields.pdrop[ok], nan=0.0)
+    low, high = fields.low[ok], fields.high[ok]
+    with_pdf = bool(np.isfinite(low).any())
+    features = [x for x, keep in zip(fields.features, ok.tolist(), strict=True) if keep]
     context = pd.DataFrame.from_records(features, index=pd.RangeIndex(len(rows))).fillna(0.0)
     if context.shape[1] > MAX_DSJSON_FEATURES:
         raise DataFileError(
@@ -738,7 +724,8 @@ def _read_cats(
             "DSJSON importer and fit your own reward model."
         )
     context = context.reindex(sorted(context.columns), axis=1)
-    ids = [decoded[k].EventId or f"{path.name}:{numbers[k]}" for k in rows]
+    line_no = numbers[rows]
+    ids = [e or f"{path.name}:{i}" for e, i in zip(fields.ids[ok], line_no.tolist(), strict=True)]
     data: dict[str, Any] = {
         "event_id": pa.array(ids, type=pa.string()),
         "action": action,
@@ -750,7 +737,201 @@ def _read_cats(
     for c in context.columns:  # a loop over feature columns
         data[f"c.{c}"] = context[c].to_numpy(dtype=np.float64)
     support = (low, high) if with_pdf else None
-    return pa.table(data), tuple(notes), support
+    return pa.table(data), _cats_notes(report), support, report
+
+
+#: How the notes of :func:`_read_cats` word the lines excluded as Vowpal Wabbit excludes them.
+_EXCLUDED_WORDING: Final = {
+    "dsjson_skip_learn": "with _skipLearn excluded, as Vowpal Wabbit excludes them",
+    "dsjson_unlabeled": "without _label_ca excluded: no logged outcome",
+    "dsjson_not_object": "that are not a JSON object skipped, as Vowpal Wabbit skips them",
+}
+
+
+def _cats_notes(report: ValidationReport) -> tuple[str, ...]:
+    """One note per reason of the lines not used, with the first line's number."""
+    return tuple(
+        f"{count:,} line(s) "
+        f"{_EXCLUDED_WORDING.get(reason, f'rejected ({reason}) and dropped')} (first: line "
+        f"{report.examples[reason][0]})"
+        for reason, count in sorted(report.rejected.items())
+    )
+
+
+def _file_bytes(path: Path) -> bytes:
+    """The whole file, gunzipped when it is gzip (by its first bytes, not its name)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        if raw[:2] == b"\x1f\x8b":
+            raw = gzip.decompress(raw)
+    except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise DataFileError(f"{path.name!r} cannot be read (damaged?): {exc}") from None
+    return raw
+
+
+def _decode_cats(kept: Sequence[bytes]) -> tuple[list[_CatsLine | None], dict[int, str]]:
+    """Every line decoded on its own (None where it did not) and the reason of each that did
+    not (a batch of lines joined into one array would read ``{...}, {...}`` on one line as two
+    events, and nest every line one level deeper)."""
+    decoder = msgspec.json.Decoder(_CatsLine)
+    out: list[_CatsLine | None] = [None] * len(kept)
+    why: dict[int, str] = {}
+    for k, line in enumerate(kept):  # a loop over lines: each is its own JSON document
+        if line[:1] != b"{":  # as VW (and the DSJSON importer): leading spaces included
+            why[k] = "dsjson_not_object"
+            continue
+        try:
+            out[k] = decoder.decode(line)
+        except (msgspec.DecodeError, RecursionError):
+            why[k] = _undecoded_reason(line)
+    return out, why
+
+
+def _undecoded_reason(line: bytes) -> str:
+    """Why one line that starts with ``{`` did not decode as an event: not JSON, or a field of
+    the wrong type (as the DSJSON importer names them)."""
+    try:
+        value = msgspec.json.decode(line)
+    except msgspec.ValidationError:  # JSON, with a number beyond a double's range
+        return "dsjson_field_type"
+    except (msgspec.DecodeError, RecursionError):
+        return "dsjson_bad_json"
+    return "dsjson_field_type" if isinstance(value, dict) else "dsjson_bad_json"  # one object
+
+
+@dataclass
+class _CatsFields:
+    """The fields of decoded lines as arrays (NaN where absent), and each line's pdf span."""
+
+    action: np.ndarray
+    cost: np.ndarray
+    pdf_value: np.ndarray
+    pdrop: np.ndarray
+    low: np.ndarray  # the pdf segments' smallest left (-inf without segments)
+    high: np.ndarray  # their largest right (inf without)
+    malformed: np.ndarray  # a segment without finite left <= right and pdf_value >= 0
+    at_action: np.ndarray  # the segments' density at the action (NaN without segments)
+    features: list[dict[str, float]]  # each line's flattened context (:func:`_flatten`)
+    huge: np.ndarray  # a feature beyond a double's range
+    skip: np.ndarray  # _skipLearn
+    unlabeled: np.ndarray  # no _label_ca
+    other: np.ndarray  # another kind's label (CB, CCB)
+    ids: np.ndarray  # EventId (object; None where absent)
+
+
+def _cats_fields(events: Sequence[_CatsLine]) -> _CatsFields:
+    """:class:`_CatsFields` of ``events``: one pass over the lines to list their fields,
+    features and segments, the checks on whole arrays."""
+    n = len(events)
+    nan = math.nan
+    row: list[tuple[float, float, float, float, bool, bool, bool]] = []
+    ids: list[str | None] = []
+    features: list[dict[str, float]] = []
+    line: list[int] = []
+    seg: list[tuple[float, float, float]] = []
+    for k, d in enumerate(events):  # a loop over lines: the events are schemaless JSON
+        lab = d.label_ca
+        row.append(
+            (
+                nan if lab is None else lab.action,
+                nan if lab is None else lab.cost,
+                nan if lab is None else lab.pdf_value,
+                nan if d.pdrop is None else d.pdrop,
+                bool(d.skip_learn),
+                lab is None,
+                len(d.label_cost) + len(d.outcomes) + len(d.label_index) > 0,  # empty: absent
+            )
+        )
+        ids.append(d.EventId)
+        out: dict[str, float] = {}
+        if d.c:
+            _flatten(d.c, "", out)
+        features.append(out)
+        for sg in d.pdf or ():
+            if sg.left is not None and sg.right is not None:
+                line.append(k)
+                seg.append((sg.left, sg.right, nan if sg.pdf_value is None else sg.pdf_value))
+    table = np.array(row, dtype=np.float64).reshape(n, 7)
+    action, cost, value, pdrop = table[:, 0], table[:, 1], table[:, 2], table[:, 3]
+    huge = np.array([math.inf in x.values() for x in features], dtype=bool)
+    at = np.full(n, np.nan)
+    low, high = np.full(n, -np.inf), np.full(n, np.inf)
+    malformed = np.zeros(n, dtype=bool)
+    if seg:
+        owner = np.asarray(line, dtype=np.int64)
+        left, right, dens = np.asarray(seg, dtype=np.float64).T
+        with np.errstate(invalid="ignore"):
+            bad = ~(np.isfinite(left) & np.isfinite(right) & np.isfinite(dens))
+            bad |= (right < left) | (dens < 0)
+        malformed[owner[bad]] = True
+        has = np.zeros(n, dtype=bool)
+        has[owner] = True
+        low[has], high[has] = np.inf, -np.inf
+        np.minimum.at(low, owner, left)
+        np.maximum.at(high, owner, right)
+        a = action[owner]
+        with np.errstate(invalid="ignore"):  # the last segment is closed at the right
+            hit = (left <= a) & ((a < right) | ((a == right) & (right == high[owner])))
+        at[has] = 0.0
+        first, where = np.unique(owner[hit], return_index=True)
+        at[first] = dens[np.flatnonzero(hit)[where]]
+    return _CatsFields(
+        action,
+        cost,
+        value,
+        pdrop,
+        low,
+        high,
+        malformed,
+        at,
+        features,
+        huge,
+        skip=table[:, 4] > 0,
+        unlabeled=table[:, 5] > 0,
+        other=table[:, 6] > 0,
+        ids=np.array(ids, dtype=object),
+    )
+
+
+def _cats_reasons(f: _CatsFields, at: np.ndarray, why: Mapping[int, str], n: int) -> np.ndarray:
+    """Each of ``n`` lines' reason to be rejected ("" for a line read), the first that applies
+    in this order: not decoded (``why``), ``_skipLearn``, no ``_label_ca`` (another kind's
+    label, or none), a feature beyond a double's range, a density that is not > 0, ``pdrop``
+    outside [0, 1), malformed segments, a density that is not the segments' at the action;
+    then a repeated ``EventId``. ``f`` holds the fields of the decoded lines (lines ``at``)."""
+    reason = np.full(n, "", dtype=object)
+    for k, r in why.items():  # a loop over the lines that did not decode
+        reason[k] = r
+    if not at.size:
+        return reason
+    skip, unlabeled = f.skip, f.unlabeled
+    with np.errstate(invalid="ignore"):
+        tol = _PDF_RTOL * np.maximum(np.abs(f.at_action), np.abs(f.pdf_value))
+        rules = (
+            ("dsjson_skip_learn", skip),
+            ("dsjson_kind_mismatch", unlabeled & f.other),
+            ("dsjson_unlabeled", unlabeled),
+            ("dsjson_field_type", f.huge),
+            ("cats_pdf_value_invalid", ~(np.isfinite(f.pdf_value) & (f.pdf_value > 0))),
+            ("dsjson_pdrop_out_of_range", ~np.isnan(f.pdrop) & ~((f.pdrop >= 0) & (f.pdrop < 1))),
+            ("cats_pdf_malformed", f.malformed),
+            (
+                "cats_pdf_mismatch",
+                ~np.isnan(f.at_action) & ~(np.abs(f.at_action - f.pdf_value) <= tol),
+            ),
+        )
+    mine = np.full(at.size, "", dtype=object)
+    for name, mask in reversed(rules):  # a loop over rules: the first that applies wins
+        mine[mask] = name
+    reason[at] = mine
+    # as read_logs: an id repeats any earlier event's (a line with _label_ca), valid or not
+    ids = pd.Series(f.ids, dtype=object)
+    counted = ~unlabeled & ~skip & ids.notna().to_numpy()
+    repeated = np.zeros(at.size, dtype=bool)
+    repeated[counted] = ids[counted].duplicated().to_numpy()
+    reason[at[repeated & (mine == "")]] = "event_id_duplicate"
+    return reason
 
 
 # --------------------------------------------------------------------------------------------
@@ -910,7 +1091,37 @@ def _choose_bandwidths(
     return chosen, pd.DataFrame(rows, columns=columns)
 
 
-def _check_bandwidth(bandwidth: Any, names: list[str]) -> Any:
+#: The range of ``h p`` (a bandwidth times the logger's density at a logged action: about the
+#: logger's probability of the kernel window) within which the kernel weights ``K(u) / (h p)``
+#: and their squares stay in float64's range.
+BANDWIDTH_RANGE: Final = (1e-150, 1e150)
+
+
+def check_bandwidth(value: Any, name: str = "bandwidth", density: Any = None) -> float:
+    """A bandwidth: a positive finite number; with the logged densities ``density`` (n,), one
+    whose products ``h p`` lie within :data:`BANDWIDTH_RANGE` (any scale of the actions is
+    accepted: only the product with their density enters a weight).
+
+    >>> check_bandwidth(0.25)
+    0.25
+    """
+    h = check_positive_real(value, name)
+    if density is None or not np.size(density):
+        return h
+    low, high = BANDWIDTH_RANGE
+    with np.errstate(over="ignore", under="ignore"):
+        small, large = h * float(np.min(density)), h * float(np.max(density))
+    if not (low <= small and large <= high):
+        raise ParameterError(
+            f"`{name}` = {h!r} times the logged densities (from {small:.3g} to {large:.3g}) "
+            f"leaves [{low:g}, {high:g}]: a kernel weight K(u) / (h p) and its square would "
+            "leave float64's range. Give a bandwidth on the actions' scale (h p is about the "
+            "logger's probability of the kernel window), or bandwidth='slope'."
+        )
+    return h
+
+
+def _check_bandwidth(bandwidth: Any, names: list[str], density: Any = None) -> Any:
     if isinstance(bandwidth, str):
         if bandwidth != "slope":
             raise ParameterError(
@@ -922,8 +1133,8 @@ def _check_bandwidth(bandwidth: Any, names: list[str]) -> Any:
         missing = [p for p in names if p not in bandwidth]
         if missing:
             raise ParameterError(f"`bandwidth`: no bandwidth for the candidate {missing[0]!r}.")
-        return {p: check_positive_real(bandwidth[p], f"bandwidth[{p!r}]") for p in names}
-    return check_positive_real(bandwidth, "bandwidth")
+        return {p: check_bandwidth(bandwidth[p], f"bandwidth[{p!r}]", density) for p in names}
+    return check_bandwidth(bandwidth, density=density)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1067,6 +1278,7 @@ def evaluate_continuous(
     q_column: str | None = None,
     v_column: str | None = None,
     rng: Any = 0,
+    on_invalid: str = "raise",
     **options: Any,
 ) -> ContinuousEvaluation:
     """Estimate each candidate's mean reward from continuous-action logs (see the module).
@@ -1097,6 +1309,9 @@ def evaluate_continuous(
         (``v_column`` with ``{policy}`` in it).
     rng : int or Generator, default 0
         The folds of the reward model (and the bootstrap's draws).
+    on_invalid : {"raise", "drop"}, default "raise"
+        When ``logs`` is read here: as in :func:`read_continuous` (DSJSON lines that break a
+        rule).
     **options
         Passed to :func:`ope.evaluate`: ``estimators`` (of :data:`CONTINUOUS_ESTIMATORS`;
         default ``ips``, ``snips`` and, with a context or model columns, ``dr``), ``ci``,
@@ -1124,11 +1339,12 @@ def evaluate_continuous(
     """
     import ope
 
+    on_invalid = check_choice(on_invalid, "on_invalid", ("raise", "drop"))
     if isinstance(logs, ContinuousLogs):
         cl = logs
     else:
         try:
-            cl = read_continuous(logs)
+            cl = read_continuous(logs, on_invalid=on_invalid)
         except (ParameterError, SchemaError, DataFileError) as exc:
             text = str(exc).replace("`source`", "`logs`", 1)
             raise type(exc)(text) from None
@@ -1142,7 +1358,7 @@ def evaluate_continuous(
             "no candidate to evaluate: the logs have no target__<name> or density__<name> "
             "column, and none was given (`candidates`, `densities`)."
         )
-    width = _check_bandwidth(bandwidth, [p for p in names if p not in cl.densities])
+    width = _check_bandwidth(bandwidth, [p for p in names if p not in cl.densities], cl.density)
     has_model = q_column is not None or v_column is not None
     unmodelled = [p for p in names if p not in cl.candidates]  # density only: no action for q
     with_dr = (cl.context.shape[1] or has_model) and (has_model or not unmodelled)

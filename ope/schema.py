@@ -177,13 +177,25 @@ REJECTION_REASONS: Final[Mapping[str, str]] = {
         "at most one outcome per c._slots entry (a CB line in a CCB file: _label_Action in "
         "1..len(c._multi))"
     ),
+    "cats_pdf_value_invalid": (
+        "_label_ca.pdf_value must be finite and > 0 (the logger's density at its action)"
+    ),
+    "cats_pdf_malformed": "every pdf segment needs finite left <= right and pdf_value >= 0",
+    "cats_pdf_mismatch": (
+        "_label_ca.pdf_value must be the density of the line's pdf segments at the action (to "
+        "1e-5, a float32's precision)"
+    ),
     "obd_position_missing": "position must be a whole number (it is missing, text or fractional)",
     "obd_position_out_of_range": "position must be 1, 2 or 3 (OBD's left, centre and right slots)",
     "obd_item_unknown": "item_id must have a row in the campaign's item_context.csv",
+    "obd_timestamp_invalid": (
+        "timestamp must be a date and time (ISO 8601, as OBD writes it, e.g. 2019-11-24 "
+        "00:00:17.967000+00:00); it is missing or not one"
+    ),
 }
 
 #: Prefixes of the importers' reasons in :data:`REJECTION_REASONS`.
-IMPORT_REASON_PREFIXES: Final = ("dsjson_", "obd_")
+IMPORT_REASON_PREFIXES: Final = ("dsjson_", "cats_", "obd_")
 
 # value kinds of known columns
 _ID: Final = "int64 or string"

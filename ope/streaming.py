@@ -687,9 +687,9 @@ class MomentStats:
         Raises
         ------
         ope.EstimationError
-            Unsupported estimator, fewer than 2 rows, or all weights zero.
+            Unsupported estimator, or all weights zero.
         ope.ValidationError
-            Rewards outside ``reward_range``; clip level mismatch.
+            Fewer than 2 rows; rewards outside ``reward_range``; clip level mismatch.
 
         Examples
         --------
@@ -821,8 +821,10 @@ class MomentStats:
     def _checked(self, reward_range: Sequence[float] | None) -> tuple[float, float] | None:
         """Refuse fewer than 2 rows; validate ``reward_range`` against the rewards seen."""
         if self.n < MIN_ROWS:
-            raise EstimationError(
-                f"need at least {MIN_ROWS} rows for a standard error; got {self.n}."
+            raise ValidationError(
+                f"the logs hold {self.n} usable row(s); a value with a standard error "
+                f"needs at least {MIN_ROWS}. Pass every logged row (all the files or batches of "
+                "the log)."
             )
         rr = check_reward_range(reward_range)
         if rr is None:

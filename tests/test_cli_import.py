@@ -150,3 +150,30 @@ def test_import_dsjson_workers_flag(dsjson, tmp_path):
         "import", "dsjson", str(dsjson), "--out", str(tmp_path / "c.parquet"), "--workers", "0"
     )
     assert code == 2 and "--workers" in err
+
+
+def test_evaluate_of_a_one_event_dsjson_file_is_a_data_error(tmp_path):
+    """One usable event (as in Vowpal Wabbit's own cb_simple test file) has no standard error:
+    exit 65 with what to pass, as with sampling weights, not an internal error (exit 1)."""
+    from tests.test_import_dsjson import _cb_line
+
+    path = tmp_path / "one.json"
+    path.write_text(_cb_line(0) + "\n")
+    code, stdout, err = _run(
+        "evaluate", str(path), "--format", "dsjson", "--policy", "u=uniform", "--json"
+    )
+    doc = json.loads(stdout)
+    assert code == 65 and doc["exit_code"] == 65 and doc["error"]["type"] == "ValidationError"
+    assert "1 usable row(s)" in doc["error"]["message"] and "every logged row" in err
+
+
+def test_the_failure_headline_counts_the_broken_and_the_excluded_rows_apart(tmp_path):
+    """Of the rows rejected, those VW also excludes (a line that is not an object) are counted
+    apart from those that break a rule; the CLI's message names the flag once (no "(CLI: ...)"
+    left after the keyword it translated)."""
+    path = tmp_path / "two.json"
+    path.write_text('"not an object"\n{"truncated": \n')
+    code, out, err = _run("validate", str(path), "--format", "dsjson")
+    assert code == 65
+    assert "(1 of 2 rows read, 1 more excluded as Vowpal Wabbit excludes them)" in err
+    assert "pass --on-invalid drop to drop these rows" in out and "(CLI:" not in out + err

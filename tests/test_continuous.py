@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import warnings
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from ope.continuous import (
 )
 from ope.exceptions import (
     DataFileError,
+    DroppedRowsWarning,
     EstimationError,
     ParameterError,
     SchemaError,
@@ -249,10 +251,41 @@ def test_bad_columns_name_the_argument_and_row():
         ope.evaluate_continuous(df, bandwidth=-1.0)
     with pytest.raises(ParameterError, match="`bandwidth`"):
         ope.evaluate_continuous(df, bandwidth="silverman")
+    # h times the logged densities beyond BANDWIDTH_RANGE: the kernel weights K(u) / (h p)
+    # leave float64 (a false "all weights are zero" blamed target_propensity before), and the
+    # exact smoothed value's h**2 overflows
+    for h in (1e183, 1e-200):
+        with pytest.raises(ParameterError, match="`bandwidth` = .* times the logged densities"):
+            ope.evaluate_continuous(df, bandwidth=h)
+    with pytest.raises(ParameterError, match=r"`bandwidth\['pi'\]` = .* times the logged"):
+        ope.evaluate_continuous(df, bandwidth={"pi": 1e183})
+    from ope.simulate import ContinuousBandit
+
+    with pytest.raises(ParameterError, match="`bandwidth` must be at most 1e"):
+        ContinuousBandit(n_features=1, seed=0).smoothed_value("optimal", "cosine", 1e183)
+
     with pytest.raises(ParameterError, match="`estimators`"):
         ope.evaluate_continuous(df, estimators=["mips"])
     with pytest.raises(ValidationError, match=r"`candidates`\['c'\] must have shape"):
         ope.evaluate_continuous(df, candidates={"c": np.zeros(3)})
+
+
+def test_a_bandwidth_on_the_actions_own_scale_is_accepted_at_any_scale():
+    """Actions scaled by 1e-160 (densities by 1e160): a bandwidth scaled alike gives the same
+    estimates, as bandwidth='slope' does; only h p enters a weight."""
+    from ope.simulate import ContinuousBandit
+
+    table = ContinuousBandit(n_features=1, seed=0).sample(400, rng=0).to_pandas()
+    small = table.copy()
+    for column in [c for c in table.columns if c == "action" or c.startswith("target__")]:
+        small[column] = table[column] * 1e-160
+    small["density"] = table["density"] * 1e160
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        kw = {"policies": ["optimal"], "estimators": ("ips", "snips")}
+        one = ope.evaluate_continuous(table, bandwidth=0.3, **kw).table()
+        tiny = ope.evaluate_continuous(small, bandwidth=0.3e-160, **kw).table()
+    np.testing.assert_allclose(tiny["value"], one["value"], rtol=1e-9)
 
 
 def test_dr_without_a_context_says_what_to_give():
@@ -320,25 +353,49 @@ def test_continuous_dsjson_reads_as_vw_writes_it(tmp_path, gz):
     assert math.isinf(logs.support[1][1])
 
 
-def test_continuous_dsjson_faults_name_the_line(tmp_path):
-    lines = _cats_lines()
-    lines[0]["_label_ca"]["pdf_value"] = 0.25  # the pdf says 0.125 at action 3
-    with pytest.raises(DataFileError, match="line 0.*not the density of the line's pdf"):
-        ope.read_continuous(_write(tmp_path / "a.json", lines))
-    lines = _cats_lines()
-    lines[1]["pdrop"] = 1.0
-    with pytest.raises(DataFileError, match="line 1: pdrop"):
-        ope.read_continuous(_write(tmp_path / "b.json", lines))
+def test_continuous_dsjson_faults_are_rejected_by_reason_and_line(tmp_path):
+    """A line that breaks a rule is counted under its reason with its line number (as the
+    DSJSON importer does): the file raises with the report under on_invalid="raise", and the
+    others are read under "drop"; lines VW skips are counted and never raise."""
+
+    def fault(change, reason, line, name):
+        lines = _cats_lines()
+        change(lines)
+        path = _write(tmp_path / name, lines)
+        with pytest.raises(ValidationError, match=rf"{reason}: 1 \(rows {line}\)") as info:
+            ope.read_continuous(path)
+        assert info.value.report.rejected[reason] == 1
+        with pytest.warns(DroppedRowsWarning):
+            logs = ope.read_continuous(path, on_invalid="drop")
+        assert logs.report.rejected[reason] == 1 and logs.report.examples[reason] == (line,)
+        assert logs.report.rows_read == 5 and logs.n == 2
+        assert any(f"rejected ({reason}) and dropped (first: line {line})" in n for n in logs.notes)
+
+    # the pdf says 0.125 at action 3
+    fault(lambda ls: ls[0]["_label_ca"].update(pdf_value=0.25), "cats_pdf_mismatch", 0, "a.json")
+    fault(lambda ls: ls[1].update(pdrop=1.0), "dsjson_pdrop_out_of_range", 1, "b.json")
+    fault(lambda ls: ls[4]["_label_ca"].update(pdf_value=0.0), "cats_pdf_value_invalid", 4, "d")
+    fault(lambda ls: ls[4]["_label_ca"].update(action="3"), "dsjson_field_type", 4, "e.json")
+    fault(lambda ls: ls[4].update(EventId=ls[0]["EventId"]), "event_id_duplicate", 4, "f.json")
+    cb = {"_label_cost": -1.0, "_label_probability": 0.5, "_labelIndex": 0, "a": [1, 2]}
+    fault(lambda ls: ls.__setitem__(1, cb), "dsjson_kind_mismatch", 1, "g.json")
     path = tmp_path / "c.json"
-    path.write_text(json.dumps(_cats_lines()[0]) + "\n{not json\n")
-    with pytest.raises(
-        DataFileError, match=r"line 1 \(0-based\) is not a continuous-action DSJSON event"
+    path.write_text("\n".join(json.dumps(x) for x in _cats_lines()) + "\n{not json\n")
+    with pytest.warns(DroppedRowsWarning):
+        logs = ope.read_continuous(path, on_invalid="drop")
+    assert logs.report.rejected["dsjson_bad_json"] == 1 and logs.report.rows_read == 6
+    # skipped lines alone never raise; a name VW uses (.dsjson) or none at all, gzipped or
+    # with a byte-order mark, is read as DSJSON by its first bytes
+    body = ("\n".join(json.dumps(x) for x in _cats_lines()) + "\n").encode()
+    for name, data in (
+        ("x.dsjson", body),
+        ("no_suffix", gzip.compress(body)),
+        ("bom.json", b"\xef\xbb\xbf" + body),
     ):
-        ope.read_continuous(path)
-    lines = _cats_lines()
-    lines[4]["_label_ca"]["pdf_value"] = 0.0
-    with pytest.raises(DataFileError, match="line 4: _label_ca.pdf_value must be finite and > 0"):
-        ope.read_continuous(_write(tmp_path / "d.json", lines))
+        (tmp_path / name).write_bytes(data)
+        logs = ope.read_continuous(tmp_path / name)
+        assert logs.n == 3 and logs.report.rows_read == 5
+        assert logs.report.rejected == {"dsjson_skip_learn": 1, "dsjson_unlabeled": 1}
 
 
 def test_a_candidate_outside_the_logged_pdf_gets_no_weight(tmp_path):
@@ -556,3 +613,92 @@ def test_a_window_partly_outside_the_logged_actions_is_noted():
     assert ev.verdicts["edge"] == "evaluable"
     assert ev.window.iloc[0]["mean_weight"] == pytest.approx(0.25, abs=0.05)
     assert any("mean weight well below 1 for edge" in n for n in ev.evaluation.notes)
+
+
+def test_continuous_inputs_that_pyarrow_or_the_decoder_cannot_take_are_data_errors(tmp_path):
+    """A file name that is not UTF-8 (pyarrow cannot open it: a UnicodeEncodeError before) is a
+    DataFileError naming the file; a DSJSON line nested past the decoder's recursion limit (a
+    RecursionError before) is a line rejected as not JSON."""
+    from ope.exceptions import DataFileError
+    from ope.simulate import ContinuousBandit
+
+    table = ContinuousBandit(n_features=1, seed=0).sample(50, rng=0).to_pandas()
+    odd = tmp_path / os.fsdecode(b"c\xff.parquet")
+    table.to_parquet(tmp_path / "plain.parquet")
+    os.rename(tmp_path / "plain.parquet", odd)
+    with pytest.raises(DataFileError, match="not valid UTF-8"):
+        ope.read_continuous(odd)
+    deep = tmp_path / "deep.json"
+    label = '{"_label_ca": {"cost": 0.5, "pdf_value": 0.1, "action": 3.0}, "c": {"x": '
+    deep.write_text(label + "[" * 100_000 + "]" * 100_000 + "}}\n")
+    with pytest.raises(ValidationError, match=r"dsjson_bad_json: 1 \(rows 0\)"):
+        ope.read_continuous(deep)
+
+
+def test_cli_messages_name_the_flags_ope_continuous_has(tmp_path, capsys):
+    """An API keyword is spelled as the running command's own flag (--context-column here),
+    and advice whose flag the command lacks (--ci) keeps the API's words."""
+    from ope.cli import _cli_text, _COMMAND
+
+    path = _write(tmp_path / "cats.json", _cats_lines())
+    code = main(["continuous", str(path), "--constant", "c=3", "--context-column", "nope"])
+    err = capsys.readouterr().err
+    assert code == 65 and "`--context-column`: no column 'nope'" in err
+    advice = "Use ci(method='betting') with an a priori reward_range, or clip."
+    for command, expected in (
+        ("continuous", advice),
+        ("evaluate", "Use --ci betting with an a priori --reward-range, or clip."),
+    ):
+        token = _COMMAND.set(command)
+        try:
+            assert _cli_text(advice) == expected, command
+        finally:
+            _COMMAND.reset(token)
+
+
+def test_continuous_dsjson_lines_are_decoded_each_on_its_own(tmp_path):
+    """Every line is its own JSON document: two objects on one line, a number beyond a
+    double's range (float or integer) are that line's faults; a repeat of an earlier event's
+    id is one whether that event was read or not (as read_logs); a gzipped CSV stays a CSV;
+    evaluate_continuous takes on_invalid for what it reads."""
+    good = [json.dumps(x) for x in _cats_lines()]
+    label = '{"_label_ca": {"cost": 0.5, "pdf_value": 0.1, "action": 3.0}, '
+    lines = [
+        *good,
+        label + '"EventId": "A", "c": {"v": [1, 2]}}, ' + label + '"EventId": "B"}',  # 5
+        label + '"EventId": "C", "c": {"x": 1' + "0" * 400 + "}}",  # 6: an int past 1e308
+        '{"_label_ca": {"cost": 1e999, "pdf_value": 0.1, "action": 3.0}}',  # 7
+        label.replace("0.1", "0.0") + '"EventId": "D"}',  # 8: density 0
+        label + '"EventId": "D"}',  # 9: repeats line 8's id
+        label + '"EventId": "E"}',  # 10
+        " " + label + '"EventId": "F"}',  # 11: VW skips a line not starting with {
+    ]
+    path = tmp_path / "mixed.json"
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.warns(DroppedRowsWarning):
+        logs = ope.read_continuous(path, on_invalid="drop")
+    r = logs.report
+    assert r.rows_read == 12 and r.rows_used == 4
+    assert r.rejected == {
+        "dsjson_not_object": 1,
+        "dsjson_bad_json": 1,
+        "dsjson_field_type": 2,
+        "cats_pdf_value_invalid": 1,
+        "event_id_duplicate": 1,
+        "dsjson_skip_learn": 1,
+        "dsjson_unlabeled": 1,
+    }
+    assert r.examples["dsjson_bad_json"] == (5,) and r.examples["dsjson_field_type"] == (6, 7)
+    assert r.examples["event_id_duplicate"] == (9,)
+    table = ContinuousBandit(n_features=1, seed=0).sample(300, rng=0).to_pandas()
+    csv = tmp_path / "logs.csv.gz"
+    table.to_csv(csv, index=False, compression="gzip")
+    assert ope.read_continuous(csv).n == 300
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ev = ope.evaluate_continuous(
+            path, candidates={"c": np.full(4, 3.0)}, bandwidth=1.0, estimators="ips",
+            on_invalid="drop",
+        )  # fmt: skip
+    assert any(issubclass(w.category, DroppedRowsWarning) for w in seen)
+    assert math.isfinite(ev["c", "ips"].value)

@@ -47,6 +47,24 @@ def test_candidates_are_the_estimators_that_apply(env, with_dists) -> None:
     assert select_estimators(plain, n_splits=2, rng=0).validator == "ips"
 
 
+def test_dm_and_dr_are_no_candidates_without_features(with_dists) -> None:
+    """Distributions without a feature column (as DSJSON imported without features): the
+    reward model has nothing to fit on, so DR and SNDR are not compared and the validator is
+    IPS; given the context columns by name they are back."""
+    from ope.context import context_column_choice
+
+    logs = ope.read_logs(with_dists)
+    features = context_column_choice(logs).columns
+    assert features
+    bare = ope.read_logs(logs.table.drop_columns(features))
+    assert auto_candidates(bare) == ("ips", "snips")
+    assert select_estimators(bare, n_splits=2, rng=0).validator == "ips"
+    ev = ope.evaluate(bare, estimators="auto", rng=0)
+    assert set(ev.table()["estimator"]) <= {"ips", "snips"}
+    assert auto_candidates(logs, context_columns=features[:1]) == ("ips", "snips", "dr", "sndr")
+    assert auto_candidates(logs, context_columns=[]) == ("ips", "snips")
+
+
 def test_the_rule_by_hand(with_dists) -> None:
     """The scores are the mean and standard error of the squared differences from the
     validator over the splits, recomputed here from the same splits; the choice is the

@@ -343,6 +343,32 @@ def test_hostile_lines_are_rejected_with_a_reason(tmp_path, what, line, reason):
     assert logs.report.examples == {reason: (1,)}
 
 
+def test_a_utf8_byte_order_mark_is_skipped_not_the_first_event(tmp_path):
+    """Windows and .NET exporters start the file with EF BB BF: the first event is read as the
+    others (not rejected as a line that is not an object), at any block size, with workers and
+    gzipped."""
+    body = ("\n".join(_cb_line(i) for i in range(300)) + "\n").encode()
+    plain, marked, zipped = tmp_path / "a.json", tmp_path / "bom.json", tmp_path / "bom.json.gz"
+    plain.write_bytes(body)
+    marked.write_bytes(b"\xef\xbb\xbf" + body)
+    zipped.write_bytes(gzip.compress(b"\xef\xbb\xbf" + body))
+    expected = read_dsjson(plain).table
+    for path in (marked, zipped):
+        for kw in (
+            {},
+            {"chunk_bytes": 1},
+            {"chunk_bytes": 2},
+            {"chunk_bytes": 3},
+            {"chunk_lines": 7, "chunk_bytes": 1000},
+            {"workers": 2, "chunk_bytes": 4096},
+        ):
+            logs = read_dsjson(path, **kw)
+            assert logs.n == 300 and logs.report.rows_read == 300 and not logs.report.rejected
+            assert (
+                logs.table.column("event_id").to_pylist() == expected.column("event_id").to_pylist()
+            )
+
+
 def test_utf16_file_and_truncated_gzip_are_data_file_errors(tmp_path):
     p = tmp_path / "u16.json"
     p.write_bytes(("\n".join(LINES[:3]) + "\n").encode("utf-16"))

@@ -13,7 +13,13 @@ import pytest
 
 from ope import evaluate, read_logs
 from ope.cli import main
-from ope.exceptions import DroppedRowsWarning, ParameterError, SchemaError, ValidationError
+from ope.exceptions import (
+    DataFileError,
+    DroppedRowsWarning,
+    ParameterError,
+    SchemaError,
+    ValidationError,
+)
 from ope.importers import read_obd
 from ope.io import embedded_action_features
 
@@ -46,6 +52,35 @@ def _write(folder, rows=ROWS, items=True):
             "0,0,-0.5,f1a,f2a,f3a\n1,1,0.1,f1b,f2b,f3b\n2,2,0.7,f1c,f2c,f3c\n"
         )
     return folder
+
+
+def test_a_timestamp_that_is_missing_or_no_date_is_rejected_and_the_rest_keep_their_order(
+    tmp_path,
+):
+    """One cell that is no timestamp made the CSV parser read the column as text, which was
+    then sorted as text; now that row (and one without a time) is obd_timestamp_invalid and the
+    others keep the clean import's type and time order."""
+    whole = [(i, ts.replace("03.5", "03"), *rest) for i, ts, *rest in ROWS]
+    for name, base in (("fraction", ROWS), ("whole", whole)):  # ns, and s stored as us
+        clean = read_obd(_write(tmp_path / name / "clean", rows=base))
+        rows = [*base, (6, "yesterday", 1, 1, 0, 0.3), (7, "", 2, 2, 0, 0.3)]
+        with pytest.raises(ValidationError, match=r"2 of 8 rows read"):
+            read_obd(_write(tmp_path / name / "bad", rows=rows))
+        with pytest.warns(DroppedRowsWarning):
+            logs = read_obd(_write(tmp_path / name / "bad", rows=rows), on_invalid="drop")
+        assert logs.report.rejected == {"obd_timestamp_invalid": 2}
+        assert logs.report.examples["obd_timestamp_invalid"] == (6, 7)
+        kind = clean.table.schema.field("timestamp").type
+        assert logs.table.schema.field("timestamp").type == kind
+        assert kind.unit == ("ns" if name == "fraction" else "us")
+        assert logs.column("event_id").tolist() == clean.column("event_id").tolist()
+        assert logs.table.column("timestamp").equals(clean.table.column("timestamp"))
+    # the cells parsed one by one give the parser's values; a time without a zone among zoned
+    # ones is no UTC time
+    rows = [*ROWS, (6, "2019-11-24 00:00:00.5", 1, 1, 0, 0.3)]
+    with pytest.warns(DroppedRowsWarning):
+        logs = read_obd(_write(tmp_path / "naive", rows=rows), on_invalid="drop")
+    assert logs.report.rejected == {"obd_timestamp_invalid": 1}
 
 
 def test_columns_order_positions_and_side_table(tmp_path):
@@ -412,3 +447,23 @@ def test_a_broken_item_context_names_the_field_and_rows(tmp_path, items, match):
     with pytest.raises(SchemaError, match=match) as info:
         read_obd(folder)
     assert "item_context.csv" in str(info.value)
+
+
+def test_a_row_the_csv_parser_refuses_is_named_by_its_line(tmp_path):
+    """pyarrow quotes the row it cannot parse but not its line: the error says the line."""
+    folder = _write(tmp_path / "short")
+    path = folder / "all.csv"
+    lines = path.read_text().splitlines()
+    lines[4] = lines[4].split(",", 6)[0] + ",2019-11-24 00:00:09+00:00,1,1"  # 4 fields
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataFileError, match=r"not a readable CSV at line 5 \(1-based"):
+        read_obd(folder)
+    from ope.importers.obd import _parse_error_line
+
+    # the quoted row is matched whole: not a longer row that starts with it
+    odd = tmp_path / "odd.csv"
+    odd.write_text("h1,h2,h3\na,b,c\n3,z,9\n2,y,4\n3,z\n")
+    message = "x: CSV parse error: Expected 3 columns, got 2: 3,z"
+    assert [_parse_error_line(odd, message, block=b) for b in (1, 3, 1 << 20)] == [5, 5, 5]
+    odd.write_text("h1,h2,h3\r\n1,b,c\r\n2,b\r\n")
+    assert _parse_error_line(odd, "x: CSV parse error: Expected 3 columns, got 2: 2,b") == 3

@@ -288,6 +288,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         weight_column=None,
         context_columns=["x0"],
         policies=["optimal"],
+        on_invalid="raise",
     ),
     "ope.evaluate_continuous": lambda tmp: call(
         "ope.evaluate_continuous",
@@ -302,6 +303,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         q_column=None,
         v_column=None,
         rng=0,
+        on_invalid="raise",
     ),
     "ope.ContinuousLogs.with_candidates": lambda tmp: Call(
         _continuous_logs().with_candidates,

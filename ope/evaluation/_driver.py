@@ -56,7 +56,7 @@ from ope.evaluation.result import (
 )
 
 __all__ = [
-    "distributions_available",
+    "model_estimators_apply",
     "evaluate_eager",
     "SharedPass",
     "shares_pass",
@@ -256,14 +256,29 @@ def _name_unfit_features(logs: BanditLogs, columns: Sequence[str], x: np.ndarray
     )
 
 
-def distributions_available(logs: BanditLogs, policies: Any) -> bool:
+def model_estimators_apply(
+    logs: BanditLogs,
+    policies: Any,
+    *,
+    context_columns: Sequence[str] | None = None,
+    action_features: Any = None,
+) -> bool:
     """Whether DM and the DR family can run on these logs and candidates: each candidate's
-    whole distribution over every row's support is known."""
+    whole distribution over every row's support is known, and the reward model has features
+    (``context_columns`` or ``action_features`` given, else the logs' own: the default context
+    columns of :func:`ope.context.context_column_choice` or their action features). Logs with
+    no feature column, such as DSJSON imported without features, give False."""
     try:
         _candidates(logs, policies, True)
     except (PolicyError, EstimationError):
         return False
-    return True
+    if action_features is not None or logs.action_features is not None:
+        return True
+    if context_columns is not None:
+        return len(list(context_columns)) > 0
+    from ope.context import context_column_choice
+
+    return len(context_column_choice(logs).columns) > 0
 
 
 def _candidates(

@@ -32,7 +32,8 @@ the oracle's (exact truth) on four designs is in ``benchmarks/estimator_selectio
 the guide (docs/guide/estimator-selection.md).
 
 Candidates (:func:`auto_candidates`): IPS and SNIPS always; DR and SNDR when the candidates'
-whole distributions are available (DM/DR need them); clipped IPS, Switch-DR and DRos when their
+whole distributions are available and the reward model has features (context columns or action
+features; DSJSON imported without features has none); clipped IPS, Switch-DR and DRos when their
 setting (``max_weight``, ``tau``, ``shrinkage``) is given: one number, one per candidate, or a
 tuning rule's name (``"slope"``, ``"mse"``: tuned per candidate on every row first, by
 :func:`ope.tune_setting`). Not by default: in ``benchmarks/estimator_selection.py`` adding
@@ -54,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from ope._result import Result, ResultParts
-from ope.evaluation._driver import distributions_available
+from ope.evaluation._driver import model_estimators_apply
 from ope.evaluation.plan import evaluate as evaluate_plain
 from ope.evaluation.tuning import (
     SETTING_ESTIMATOR,
@@ -226,12 +227,16 @@ def auto_candidates(
     max_weight: float | None = None,
     tau: float | None = None,
     shrinkage: float | None = None,
+    context_columns: Sequence[str] | None = None,
+    action_features: Any = None,
 ) -> tuple[str, ...]:
     """The estimators ``estimators="auto"`` compares on these logs (see the module)."""
     names = ["ips", "snips"]
     if max_weight is not None:
         names.append("clipped_ips")
-    if distributions_available(logs, policies):
+    if model_estimators_apply(
+        logs, policies, context_columns=context_columns, action_features=action_features
+    ):
         names += ["dr", "sndr"]
         if tau is not None:
             names.append("switch_dr")
@@ -312,12 +317,20 @@ def select_estimators(
             max_weight=evaluate_options.get("max_weight"),
             tau=evaluate_options.get("tau"),
             shrinkage=evaluate_options.get("shrinkage"),
+            context_columns=evaluate_options.get("context_columns"),
+            action_features=evaluate_options.get("action_features"),
         )
     candidates = _check_candidates(candidates)
     # a setting (one number or per candidate) of an estimator that is not compared is left out
     evaluate_options = settings_for(evaluate_options, candidates)
     if validator == "auto":
-        validator = "dr" if distributions_available(logs, policies) else "ips"
+        model = model_estimators_apply(
+            logs,
+            policies,
+            context_columns=evaluate_options.get("context_columns"),
+            action_features=evaluate_options.get("action_features"),
+        )
+        validator = "dr" if model else "ips"
     seed = seed_of(rng)
     g = np.random.default_rng(seed)
     n = logs.n
@@ -435,6 +448,8 @@ def evaluate_auto(logs: Any, policies: Any, options: Mapping[str, Any]) -> Any:
         max_weight=options.get("max_weight"),
         tau=options.get("tau"),
         shrinkage=options.get("shrinkage"),
+        context_columns=options.get("context_columns"),
+        action_features=options.get("action_features"),
     )
     unused = [
         k

@@ -24,7 +24,15 @@ from ope.exceptions import DroppedRowsWarning, SchemaError, ValidationError
 from ope.logs import EXAMPLE_ROWS, BanditLogs, ValidationReport
 from ope.schema import IMPORT_REASON_PREFIXES, REJECTION_REASONS, first_occurrence_duplicates
 
-__all__ = ["IMPORT_REJECTION_REASONS", "EXCLUDED_REASONS", "ChunkValidator", "reason_text"]
+__all__ = [
+    "IMPORT_REJECTION_REASONS",
+    "EXCLUDED_REASONS",
+    "ChunkValidator",
+    "broken_rules",
+    "import_failure",
+    "reason_text",
+    "warn_dropped_invalid",
+]
 
 #: Rejection reasons of the importers (name -> what the rule requires): their entries of the one
 #: registry, ``ope.schema.REJECTION_REASONS``.
@@ -166,23 +174,7 @@ class ChunkValidator:
 
     def failure(self) -> ValidationError | None:
         """The error to raise under ``on_invalid="raise"`` (None when nothing is invalid)."""
-        invalid = {k: v for k, v in self.report.rejected.items() if k not in EXCLUDED_REASONS}
-        if self.on_invalid != "raise" or not invalid:
-            return None
-        r = self.report
-        n_bad = sum(invalid.values())
-        lines = [
-            f"rows of {self.source} break import rules ({n_bad:,} rejections in "
-            f"{r.rows_read:,} rows):",
-            str(r),
-            "rules broken:",
-        ]
-        lines += [f"  {k}: {reason_text(k)}" for k in sorted(invalid)]
-        lines.append(
-            'Fix the source, or pass on_invalid="drop" (CLI: --on-invalid drop) to drop these '
-            "rows (they stay counted in the .report of the result)."
-        )
-        return ValidationError("\n".join(lines), report=r)
+        return import_failure(self.report, self.on_invalid)
 
     def finish(self, tables: Sequence[pa.Table], metadata: Mapping[str, str]) -> BanditLogs:
         """The validated ``BanditLogs`` of the chunks' valid rows (raises as ``read_logs`` does)."""
@@ -190,10 +182,7 @@ class ChunkValidator:
         if error is not None:
             raise error
         r = self.report
-        if r.rows_rejected and self.on_invalid == "drop":
-            invalid = {k: v for k, v in r.rejected.items() if k not in EXCLUDED_REASONS}
-            if invalid:
-                r.warn_dropped(stacklevel=4)
+        warn_dropped_invalid(r, self.on_invalid, stacklevel=4)
         if r.rows_used == 0:
             raise r.no_rows_error()
         table = pa.concat_tables([t for t in tables if t.num_rows] or list(tables[:1]))
@@ -212,3 +201,42 @@ class ChunkValidator:
 
 def _encode(metadata: Mapping[str, Any]) -> dict[bytes, bytes]:
     return {str(k).encode(): str(v).encode() for k, v in metadata.items()}
+
+
+def broken_rules(rejected: Mapping[str, int]) -> dict[str, int]:
+    """The reasons of ``rejected`` (reason -> rows) that break a rule: all but those of rows
+    excluded as Vowpal Wabbit excludes them (:data:`EXCLUDED_REASONS`), which are counted and
+    never raise or warn."""
+    return {k: v for k, v in rejected.items() if k not in EXCLUDED_REASONS}
+
+
+def import_failure(report: ValidationReport, on_invalid: str) -> ValidationError | None:
+    """The error an importer raises under ``on_invalid="raise"`` when rows of ``report`` break
+    its rules (None when none does, or under ``"drop"``): the rows that break them counted
+    apart from those excluded as Vowpal Wabbit excludes them (:data:`EXCLUDED_REASONS`)."""
+    invalid = broken_rules(report.rejected)
+    if on_invalid != "raise" or not invalid:
+        return None
+    r = report
+    n_bad = sum(invalid.values())
+    excluded = r.rows_rejected - n_bad
+    also = f", {excluded:,} more excluded as Vowpal Wabbit excludes them" if excluded else ""
+    lines = [
+        f"rows of {r.source} break import rules ({n_bad:,} of {r.rows_read:,} rows read{also}):",
+        str(r),
+        "rules broken:",
+    ]
+    lines += [f"  {k}: {reason_text(k)}" for k in sorted(invalid)]
+    lines.append(
+        'Fix the source, or pass on_invalid="drop" (CLI: --on-invalid drop) to drop these '
+        "rows (they stay counted in the .report of the result)."
+    )
+    return ValidationError("\n".join(lines), report=r)
+
+
+def warn_dropped_invalid(report: ValidationReport, on_invalid: str, *, stacklevel: int) -> None:
+    """Under ``on_invalid="drop"``, the ``DroppedRowsWarning`` of ``report`` when rows of it
+    broke a rule (rows excluded as Vowpal Wabbit excludes them alone warn of nothing: they are
+    counted). ``stacklevel`` counts this function as 1."""
+    if report.rows_rejected and on_invalid == "drop" and broken_rules(report.rejected):
+        report.warn_dropped(stacklevel=stacklevel + 1)

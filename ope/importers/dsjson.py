@@ -121,7 +121,7 @@ from ope._progress import progress
 from ope._validation import check_choice, check_positive_int
 from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.importers._common import ChunkValidator
-from ope._paths import locate_input
+from ope._paths import UTF8_BOM, locate_input
 from ope.logs import BanditLogs, ValidationReport
 
 __all__ = [
@@ -486,12 +486,17 @@ def _blocks(
     first = True
     pos = 0  # the file offset after data
     while True:
-        data = _read(fh, chunk_bytes if pos or first_bytes is None else first_bytes, name, line)
+        size = chunk_bytes if pos or first_bytes is None else first_bytes
+        # the first read holds the 4 bytes the encoding check and the byte-order mark need
+        data = _read(fh, max(size, 4) if first else size, name, line)
         at, pos = pos, pos + len(data)
         bar.update(len(data) / 1e6)
         if first:
             _check_encoding(data[:4], name)
             first = False
+            if data.startswith(UTF8_BOM):  # not part of the first line: skipped
+                data = data[len(UTF8_BOM) :]
+                at += len(UTF8_BOM)
         if not data:
             if skipping:
                 yield _Block(line, lines=[None])

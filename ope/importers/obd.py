@@ -43,7 +43,8 @@ context, and the default model has context x item-feature interactions).
 
 Rows break OBD's rules when their ``position`` is missing, text or fractional
 (``obd_position_missing``), a whole number outside 1..3 (``obd_position_out_of_range``), or
-their ``item_id`` has no row in ``item_context.csv`` (``obd_item_unknown``); report row numbers
+their ``item_id`` has no row in ``item_context.csv`` (``obd_item_unknown``), or their
+``timestamp`` is missing or not a date and time (``obd_timestamp_invalid``); report row numbers
 are 0-based data rows of the log CSV (row 0 is the line after the header).
 """
 
@@ -62,7 +63,7 @@ import pyarrow.csv as pacsv
 from ope._validation import check_choice
 from ope.exceptions import DataFileError, ParameterError, SchemaError
 from ope.importers._common import ChunkValidator
-from ope._paths import check_regular_file, locate_input
+from ope._paths import check_regular_file, csv_column_names, locate_input
 from ope.io import with_action_features
 from ope.logs import EXAMPLE_ROWS, BanditLogs
 
@@ -139,13 +140,50 @@ def _read_csv(path: Path, keep: Any = None, strings: Any = None) -> pa.Table:
     ``strings(name)`` accepts read as text (hashed categories are labels, never numbers)."""
     try:
         with pacsv.open_csv(path) as reader:  # the header only: the reader parses one block
-            names = reader.schema.names
+            names = csv_column_names(reader.schema, str(path))
         include = [c for c in names if keep(c)] if keep is not None else None
         types = {c: pa.string() for c in names if strings is not None and strings(c)}
         options = pacsv.ConvertOptions(include_columns=include, column_types=types)
         return pacsv.read_csv(path, convert_options=options)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise DataFileError(f"{path}: not a readable CSV ({exc})") from exc
+        where = _parse_error_line(path, str(exc))
+        at = f" at line {where} (1-based, the header is line 1)" if where is not None else ""
+        raise DataFileError(f"{path}: not a readable CSV{at} ({exc})") from exc
+
+
+def _parse_error_line(path: Path, message: str, block: int = 1 << 24) -> int | None:
+    """The 1-based line of the row a CSV parse error quotes (pyarrow names none), found by
+    reading the file in blocks of ``block`` bytes; None when the message quotes no row or the
+    row is not found.
+
+    The file is searched as ``"\\n" + file`` for ``"\\n" + row``: a match ending the
+    newlines before it, counted as the blocks go, gives the line."""
+    quoted = message.partition("CSV parse error: ")[2]
+    text = quoted.rpartition(": ")[2].rstrip("\n")
+    row = text.removesuffix(" ...")
+    if not quoted.startswith("Expected") or not row:
+        return None
+    # the whole row ends at a line break (or the file's end); a shortened one anywhere
+    start = b"\n" + row.encode("utf-8", "surrogateescape")
+    needles = [start] if row != text else [start + b"\n", start + b"\r\n"]
+    longest = max(map(len, needles))
+    before = 0  # newlines of the searched text before ``data``
+    data = b"\n"
+    try:
+        with open(path, "rb") as fh:
+            while True:
+                chunk = fh.read(block)
+                data += chunk if chunk else b"\n"  # the file's end closes its last line
+                found = [at for at in (data.find(x) for x in needles) if at >= 0]
+                if found:
+                    return before + data.count(b"\n", 0, min(found) + 1)
+                if not chunk:
+                    return None
+                cut = max(len(data) - longest + 1, 0)
+                before += data.count(b"\n", 0, cut)
+                data = data[cut:]
+    except OSError:
+        return None
 
 
 def _positions(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -168,12 +206,39 @@ def _positions(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray, np.ndar
     return (np.where(in_range, values - 1, 0).astype(np.int64), ~whole, whole & ~in_range)
 
 
-def _timestamps(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """OBD's timestamps in microseconds (or the nanoseconds the CSV parser kept): a unit that
-    parquet stores as it is, so the imported file reads back with the same type."""
-    if pa.types.is_timestamp(column.type) and column.type.unit in ("s", "ms"):
-        return column.cast(pa.timestamp("us", tz=column.type.tz))
-    return column
+#: A zone offset (or Z) at the end of a timestamp's text.
+_ZONE: Final = r"(Z|[+-]\d\d:?\d\d)$"
+
+
+def _timestamps(column: pa.ChunkedArray) -> tuple[pa.ChunkedArray | pa.Array, np.ndarray]:
+    """OBD's timestamps, and which rows have none (``obd_timestamp_invalid``): missing, or text
+    that is no date and time.
+
+    The CSV parser types the column as timestamps when every cell is one, in nanoseconds (kept:
+    parquet stores them as they are, so the imported file reads back with the same type;
+    seconds and milliseconds become microseconds). One cell that is not makes the whole column
+    text: its cells are then parsed one by one (ISO 8601; with a zone offset in UTC, as the
+    parser gives), the others marked, so that the rows keep their time order."""
+    if pa.types.is_timestamp(column.type):
+        if column.type.unit in ("s", "ms"):
+            column = column.cast(pa.timestamp("us", tz=column.type.tz))
+        return column, np.asarray(pc.is_null(column).to_numpy(zero_copy_only=False), dtype=bool)
+    import pandas as pd
+
+    text = pc.utf8_trim_whitespace(column.cast(pa.string()))
+    zoned = pc.fill_null(pc.match_substring_regex(text, _ZONE), False)
+    utc = bool(pc.any(zoned).as_py())
+    values = pd.Series(text.to_numpy(zero_copy_only=False), dtype=object)
+    parsed = pd.to_datetime(values, errors="coerce", utc=utc, format="ISO8601")
+    bad = parsed.isna().to_numpy()
+    if utc:  # a time without a zone among zoned ones is not read as UTC
+        bad = bad | ~np.asarray(zoned.to_numpy(zero_copy_only=False), dtype=bool)
+    # the parser's unit: seconds (stored as microseconds, above) unless a time has a fraction
+    valid = parsed[~bad]
+    fraction = bool(((valid.dt.microsecond != 0) | (valid.dt.nanosecond != 0)).any())
+    unit = "ns" if fraction else "us"
+    out = pa.array(parsed.dt.as_unit(unit), type=pa.timestamp(unit, tz="UTC" if utc else None))
+    return pc.if_else(pa.array(bad), pa.scalar(None, out.type), out), bad
 
 
 def _categories(column: pa.ChunkedArray) -> tuple[list[str], np.ndarray]:
@@ -243,8 +308,8 @@ def read_obd(
         ``item_id``, or has one that is not a whole number.
     ValidationError
         Rows break rules (``on_invalid="raise"``): ope's row rules, and OBD's
-        ``obd_position_missing``, ``obd_position_out_of_range``, ``obd_item_unknown``; or no
-        row is left.
+        ``obd_position_missing``, ``obd_position_out_of_range``, ``obd_item_unknown``,
+        ``obd_timestamp_invalid``; or no row is left.
 
     Examples
     --------
@@ -293,6 +358,7 @@ def read_obd(
     user_cols = [c for c in raw.column_names if c.startswith(_USER_PREFIX)]
     affinity_cols = [c for c in raw.column_names if c.startswith(_AFFINITY_PREFIX)]
     position, pos_missing, pos_out = _positions(raw.column("position"))
+    timestamp, no_time = _timestamps(raw.column("timestamp"))
     items = _item_table(item_csv) if item_csv is not None else None
     unknown = np.zeros(n, dtype=bool)
     if items is not None:
@@ -318,7 +384,7 @@ def read_obd(
     table = pa.table(
         {
             "event_id": event_id.cast(pa.int64()),
-            "timestamp": _timestamps(raw.column("timestamp")),
+            "timestamp": timestamp,
             "action": raw.column("item_id"),
             "position": pa.array(position),
             "reward": raw.column("click"),
@@ -334,6 +400,7 @@ def read_obd(
         "obd_position_missing": pos_missing,
         "obd_position_out_of_range": pos_out,
         "obd_item_unknown": unknown & ~(pos_missing | pos_out),
+        "obd_timestamp_invalid": no_time & ~(pos_missing | pos_out | unknown),
     }
     bad = np.zeros(n, dtype=bool)
     for mask in rejected.values():

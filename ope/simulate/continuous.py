@@ -22,7 +22,7 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
-from ope._validation import check_choice, check_name, check_positive_real, check_rng
+from ope._validation import check_choice, check_name, check_rng
 from ope.exceptions import ParameterError
 from ope.simulate._common import check_float, check_int, check_sample_size
 
@@ -37,6 +37,10 @@ DEFAULT_CANDIDATES: Final = {
     "shifted": ("logger", 1.5, 0.0),
     "noisy_optimal": ("best", 0.0, 0.5),
 }
+
+
+#: The largest bandwidth of :meth:`ContinuousBandit.smoothed_value` (its square stays finite).
+_MAX_BANDWIDTH: Final = 1e150
 
 
 class ContinuousBandit:
@@ -158,10 +162,15 @@ class ContinuousBandit:
     def smoothed_value(self, policy: str, kernel: str, bandwidth: float) -> float:
         """The exact value of the candidate smoothed by ``kernel`` at ``bandwidth`` (what the
         kernel estimators estimate): :meth:`true_value` minus :math:`\\kappa h^2 \\mu_2(K)`."""
-        from ope.continuous import KERNEL_MOMENTS, KERNELS
+        from ope.continuous import KERNEL_MOMENTS, KERNELS, check_bandwidth
 
         mu2 = KERNEL_MOMENTS[check_choice(kernel, "kernel", KERNELS)][0]
-        h = check_positive_real(bandwidth, "bandwidth")
+        h = check_bandwidth(bandwidth)
+        if h > _MAX_BANDWIDTH:  # its square, in the smoothing bias, would overflow
+            raise ParameterError(
+                f"`bandwidth` must be at most {_MAX_BANDWIDTH:g} here (its square enters the "
+                f"smoothing bias); got {h!r}."
+            )
         return self.true_value(policy) - self.curvature * h * h * mu2
 
     def expected_reward(self, context: Any, action: Any) -> np.ndarray:
