@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
+
+from ope._format import format_number
 
 __all__ = ["DEMO_MAX_WEIGHT", "DEMO_LEARN_ROWS", "run_demo"]
 
@@ -41,6 +43,8 @@ def run_demo(
     low, high = (float(v) for v in sample.truth["reward_range"])
     reward_range = (low, high)
     logs = read_logs(sample.table)
+    source = f"ope.load_sample() ({sample.path.name})"
+    logs.report = replace(logs.report, source=source)  # the rows' origin, not "<Table>"
     plan = EvaluationPlan.build(
         estimators=("ips", "clipped_ips", "snips"),
         ci="normal",
@@ -62,7 +66,7 @@ def run_demo(
                 truth=sample.truth,
                 provenance={
                     **provenance,
-                    "input": f"ope.load_sample() ({sample.path.name})",
+                    "input": source,
                     "rows": logs.report.rows_read,
                 },
                 overwrite=True,
@@ -81,7 +85,8 @@ def run_demo(
     }
     text = "\n".join(
         [
-            f"ope demo: bundled sample {sample.path.name} (exact truth from datasets/README.md)",
+            f"ope demo: bundled sample {sample.path.name} (exact truth from "
+            f"{sample.path.name.removesuffix('.parquet')}.truth.json beside it)",
             str(logs.report),
             "",
             summary,
@@ -150,7 +155,7 @@ def _coverage_gaps(logs: Any, plan: Any, ev: Any) -> tuple[str, list[dict[str, A
         lines.append(
             f"  {row.policy:<{width}}ESS/n {row.ess_ratio:6.3f}   "
             f"{row.verdict_coverage_share:4.0%} of its narrowest interval (clip "
-            f"{row.verdict_max_weight:g}) is coverage, not sampling -> {row.verdict}"
+            f"{format_number(row.verdict_max_weight, trim=True)}) is coverage, not sampling -> {row.verdict}"
             f"{notes.refs(refs)}"
         )
         rows.append(

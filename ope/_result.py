@@ -294,7 +294,10 @@ class Provenance:
 
     def text_lines(self, *, width: int = TEXT_WIDTH) -> list[str]:
         """The block ``summary()`` ends with: ``Provenance:`` and aligned ``name: value`` lines."""
-        return ["Provenance:", *_field_lines(self.fields(), SIG_DIGITS, width)]
+        return [
+            "Provenance:",
+            *_field_lines(self.fields(), SIG_DIGITS, width, verbatim=("command", "input")),
+        ]
 
 
 #: The columns of :func:`interval_rows`: the first six of :data:`ESTIMATE_TABLE_COLUMNS`.
@@ -363,14 +366,20 @@ class ResultParts:
     provenance: Provenance | None = None
 
 
-def _field_lines(fields: Sequence[tuple[str, Any]], digits: int, width: int) -> list[str]:
-    """Aligned ``  label: value`` lines, each value wrapped under itself."""
+def _field_lines(
+    fields: Sequence[tuple[str, Any]], digits: int, width: int, *, verbatim: Sequence[str] = ()
+) -> list[str]:
+    """Aligned ``  label: value`` lines, each value wrapped under itself except those labelled
+    in ``verbatim``, kept on one line (a command or a path the reader copies)."""
     if not fields:
         return []
     label_width = max(len(str(k)) for k, _ in fields) + 1
     lines = []
     for k, v in fields:
         label = f"  {str(k) + ':':<{label_width}} "
+        if k in verbatim:
+            lines.append(label + format_value(v, digits))
+            continue
         lines += wrap_text(
             format_value(v, digits), width=width, initial=label, subsequent=" " * len(label)
         )

@@ -47,6 +47,7 @@ import argparse
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -247,6 +248,16 @@ CLI_PHRASES: Final = (
     # two estimators offered as alternatives (the trajectory advice)
     (r"estimator='(\w+)' or '(\w+)'", r"--estimator \1 or \2"),
     (r"an a priori reward_range\b", "an a priori --reward-range"),
+    (r"pass reward_range for\b", "pass --reward-range for"),
+    # the exploration plan is ``Diagnostics.plan()`` in Python and --target-width /
+    # --new-rows on ``ope diagnose``
+    (
+        r"\(see Diagnostics\.plan\(\)\)",
+        "(see the plan of `ope diagnose --target-width W --new-rows N`)",
+    ),
+    # an API message's own pointer to the flag: on the command line the keyword before it
+    # reads as that flag already
+    (r" \(CLI: --[\w-]+(?: [\w-]+)?\)", ""),
 )
 
 #: ``--policy`` of evaluate / diagnose / report: a candidate's name, or a spec that builds one.
@@ -321,7 +332,9 @@ _ASSIGNED = re.compile(
     rf"(?<![\w.\-`])({_NAMES})="
     r"(\([^()]*\)|\[[^\[\]]*\]|\{[^{}]*\}|'[^']*'|\"[^\"]*\"|\.\.\.|-?[\w.]*\w)"
 )
-_PHRASES = tuple((re.compile(pattern), text) for pattern, text in CLI_PHRASES)
+#: The phrases as patterns in which a space also matches a line break and the indent after it
+#: (a result's ``summary()`` wraps its notes).
+_PHRASES = tuple((re.compile(pattern.replace(" ", r"\s+")), text) for pattern, text in CLI_PHRASES)
 _QUOTED = re.compile(rf"`({_NAMES})`")
 
 #: API names that are not spelled as a flag in a command's messages: there they name the data's
@@ -332,9 +345,47 @@ UNTRANSLATED: Final[dict[str, frozenset[str]]] = {"slates": frozenset({"context"
 _COMMAND: contextvars.ContextVar[str | None] = contextvars.ContextVar("ope_command", default=None)
 
 
+#: API names a command spells with another flag than :data:`FLAGS`'s (``ope continuous`` takes
+#: one context column per ``--context-column``).
+COMMAND_FLAGS: Final[dict[str, dict[str, str]]] = {
+    "continuous": {"context_columns": "--context-column"},
+}
+
+
+def _flag(name: str) -> str:
+    """The running command's flag of the API name ``name``."""
+    return COMMAND_FLAGS.get(_COMMAND.get() or "", {}).get(name, FLAGS[name])
+
+
 def _kept(name: str) -> bool:
-    """Whether the running command keeps the API name ``name`` as it is in its messages."""
-    return name in UNTRANSLATED.get(_COMMAND.get() or "", frozenset())
+    """Whether the running command keeps the API name ``name`` as it is in its messages: it
+    names the data's own column there, or the command has no such flag (the advice is then
+    the Python API's, e.g. ``ci(method='betting')`` in ``ope continuous``)."""
+    command = _COMMAND.get() or ""
+    return name in UNTRANSLATED.get(command, frozenset()) or not _has_flags(command, _flag(name))
+
+
+def _has_flags(command: str, text: str) -> bool:
+    """Whether the running command (any, when unknown) has every flag ``text`` names."""
+    if not command:
+        return True
+    known = _command_flags().get(command)
+    if known is None:
+        return True
+    return all(flag in known for flag in re.findall(r"(?<![\w-])--[a-z][\w-]*", text))
+
+
+@functools.lru_cache(maxsize=1)
+def _command_flags() -> dict[str, frozenset[str]]:
+    """Each command's flags (and the global ones), read from the parser once."""
+    parser = build_parser()
+    top = {o for a in parser._actions for o in a.option_strings}
+    out: dict[str, frozenset[str]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                out[name] = frozenset(top | {o for a in sub._actions for o in a.option_strings})
+    return out
 
 
 def _shown(text: str) -> str:
@@ -355,7 +406,7 @@ def _cli_text(text: str) -> str:
     def assigned(match: re.Match[str]) -> str:
         if _kept(match.group(1)):
             return match.group(0)
-        flag, value = FLAGS[match.group(1)], match.group(2)
+        flag, value = _flag(match.group(1)), match.group(2)
         if value in ("...", "[...]", "(...)"):
             return f"{flag} {FLAG_VALUES.get(flag, '...')}"
         if value.startswith("{"):  # a mapping: its keys, each =THEIRS
@@ -368,7 +419,7 @@ def _cli_text(text: str) -> str:
 
     text = _cli_phrases(text)
     return _QUOTED.sub(
-        lambda m: m.group(0) if _kept(m.group(1)) else f"`{FLAGS[m.group(1)]}`",
+        lambda m: m.group(0) if _kept(m.group(1)) else f"`{_flag(m.group(1))}`",
         _ASSIGNED.sub(assigned, text),
     )
 
@@ -376,10 +427,26 @@ def _cli_text(text: str) -> str:
 def _cli_phrases(text: str) -> str:
     """``text`` with the phrases of :data:`CLI_PHRASES` spelled as on the command line, and
     nothing else: for texts that also show data (column names, a Python hint such as
-    ``table(by='segment')``), where keywords are not translated."""
+    ``table(by='segment')``), where keywords are not translated. A phrase that a summary
+    wrapped keeps its line break (after as many words as before it)."""
+    command = _COMMAND.get() or ""
     for pattern, phrase in _PHRASES:
-        text = pattern.sub(phrase, text)
+        if _has_flags(command, phrase):  # a flag the command lacks: the API's words stay
+            text = pattern.sub(functools.partial(_rewrapped, phrase=phrase), text)
     return text
+
+
+def _rewrapped(match: re.Match[str], phrase: str) -> str:
+    """``phrase`` (a replacement template) for ``match``, with the match's first line break and
+    indent put back after the same number of words."""
+    out = match.expand(phrase)
+    for k, gap in enumerate(re.findall(r"\s+", match.group(0))):
+        if "\n" in gap:
+            words = out.split(" ")
+            if k + 1 < len(words):
+                out = " ".join(words[: k + 1]) + gap + " ".join(words[k + 1 :])
+            break
+    return out
 
 
 def _flag_of(message: str) -> str | None:
@@ -387,7 +454,7 @@ def _flag_of(message: str) -> str | None:
     for pattern in (_QUOTED, _ASSIGNED):
         for match in pattern.finditer(message):
             if not _kept(match.group(1)):
-                return FLAGS[match.group(1)]
+                return _flag(match.group(1))
     return None
 
 
@@ -405,7 +472,7 @@ _BOUNDS: Final = ("reward_range", "weight_bound", "horizon")
 def _bound_flag(message: str) -> str | None:
     """The flag of the bound a MissingBoundsError asks for (the first one it names)."""
     found = [(message.find(name), name) for name in _BOUNDS if name in message]
-    return FLAGS[min(found)[1]] if found else _flag_of(message)
+    return _flag(min(found)[1]) if found else _flag_of(message)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -595,8 +662,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="ope",
         description="Off-policy evaluation of logged policies.",
-        epilog="Exit codes: 0 ok, 1 runtime failure, 2 usage error (the flag is named), "
-        "65 invalid data. With --json every run prints exactly one JSON document on stdout.",
+        epilog=f"Exit codes: {EXIT_OK} ok, {EXIT_FAILURE} runtime failure, {EXIT_USAGE} usage "
+        f"error (the flag is named), {EXIT_DATAERR} invalid data, {EXIT_CANTCREAT} an output "
+        f"that cannot be written, {EXIT_INTERRUPTED}/{EXIT_TERMINATED} interrupted. With --json "
+        "every run prints exactly one JSON document on stdout.",
     )
     parser.add_argument("--version", action="version", version=f"ope {__version__}")
     parser.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
@@ -948,13 +1017,24 @@ def build_parser() -> argparse.ArgumentParser:
         "action, or a list of sampled actions) or density__<name> (its density at the logged "
         "action). Vowpal Wabbit's continuous-action DSJSON (_label_ca) reads directly.",
     )
-    p.add_argument("logs", help="a parquet, CSV or continuous-action DSJSON (.json[.gz]) file")
+    p.add_argument(
+        "logs",
+        help="a parquet, CSV or continuous-action DSJSON file (recognized by its first bytes: "
+        ".json, .dsjson, gzipped or not)",
+    )
     p.add_argument(
         "--policy",
         action="extend",
         nargs="+",
         metavar="NAME",
         help="candidates by name (default: every target__<name>/density__<name> column)",
+    )
+    p.add_argument(
+        "--on-invalid",
+        choices=("raise", "drop"),
+        default="raise",
+        help="DSJSON lines that break a rule: fail with the report (default), or drop them "
+        "and say so (lines Vowpal Wabbit skips are counted, never fail)",
     )
     p.add_argument(
         "--estimator",
@@ -1883,9 +1963,10 @@ def _read_truth(args: argparse.Namespace) -> Any:
             f"argument --truth: cannot read {path!r}: {getattr(exc, 'strerror', None) or exc}.",
             flag="--truth",
         ) from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise _UsageError(
-            f"argument --truth: {path!r} is not JSON ({exc}); give an object "
+            f"argument --truth: {path!r} is not JSON ({reason}); give an object "
             '{"policy": value, ...}.',
             flag="--truth",
         ) from None
@@ -2207,12 +2288,15 @@ class _Warnings:
             message = str(w.message)
             match = _WHERE.match(message)
             where, text = match.groups() if match else ("", message)
-            if stated and _squashed(text) in stated:
-                continue
+            if stated and (_squashed(text) in stated or _squashed(_cli_phrases(text)) in stated):
+                continue  # the text output states it (in the API's or the CLI's spelling)
             grouped.setdefault((w.category.__name__, text), []).append(where)
         out = []
         for (category, text), places in grouped.items():
-            where = ", ".join(dict.fromkeys(p for p in places if p))
+            named = list(dict.fromkeys(p for p in places if p))
+            # a policy's bare name (the diagnostics' "name: ...") beside "policy 'name'" (the
+            # estimates') is the same place
+            where = ", ".join(p for p in named if f"policy {p!r}" not in named)
             out.append(
                 _shown(f"warning ({category}): {where + ': ' if where else ''}{_cli_text(text)}")
             )
@@ -2534,8 +2618,13 @@ def _cmd_validate(args: argparse.Namespace) -> _Outcome:
     from ope._format import format_list, wrap_text
     from ope._provenance import estimated_propensity_note, propensity_info
 
+    from ope.weights import check_sampling_weight, sampling_weight_column
+
     logs = _read(args)
     report = logs.report
+    weight = sampling_weight_column(logs.columns, None)
+    if weight is not None:  # the rows' sampling weights, as every estimate will check them
+        check_sampling_weight(logs.column(weight), logs.n, name=weight)
     document = {
         "valid": report.ok,
         "report": report.to_dict(),
@@ -2618,7 +2707,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> _Outcome:
     d = _diagnose_from_args(args, logs)
     return _Outcome(
         {"validation": logs.report.to_dict(), "diagnostics": d.to_dict()},
-        "\n\n".join([str(logs.report), d.summary(), _seed_line(args)]),
+        "\n\n".join([str(logs.report), _cli_phrases(d.summary()), _seed_line(args)]),
     )
 
 
@@ -2816,6 +2905,19 @@ def _streaming_plan(
     if args.streaming == "auto" and (rows is None or rows < STREAM_MIN_ROWS):
         return f"fewer than {STREAM_MIN_ROWS:,} rows"
     return None
+
+
+def _with_cli_provenance(result: Any, args: argparse.Namespace, rows: int) -> Any:
+    """``result`` whose provenance also holds the command as typed, the input and the rows read
+    from it (what the CLI records beside the options and the seed)."""
+    import shlex
+
+    return result.with_provenance(
+        result.provenance,
+        command=shlex.join(["ope", *getattr(args, "_argv", [])]),
+        input=str(args.logs),
+        rows=int(rows),
+    )
 
 
 def _evaluation_document(evaluation: Any) -> dict[str, Any]:
@@ -3043,6 +3145,7 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
     # when its statistics cover every candidate (not factored ones, computed apart)
     stats = evaluation.statistics
     covered = stats is not None and list(stats.names or ()) == list(evaluation.policies)
+    evaluation = _with_cli_provenance(evaluation, args, logs.report.rows_read)
     d = _diagnose_from_args(args, logs, plan, stats if covered else None)
     texts = [_cli_phrases(evaluation.summary())]
     if evaluation.by:
@@ -3059,7 +3162,7 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
     guardrails = _guardrail_outcome(args, logs, policies)
     if guardrails is not None:
         texts.append(guardrails.summary())
-    texts += [d.summary(), _seed_line(args)]
+    texts += [_cli_phrases(d.summary()), _seed_line(args)]
     document = {**_evaluation_document(evaluation), "diagnostics": d.to_dict()}
     if distribution is not None:
         document["distribution"] = distribution.to_dict()
@@ -3136,7 +3239,9 @@ def _evaluate_streamed(args: argparse.Namespace, plan: Any, names: set[str]) -> 
     scan = scan_logs(
         args.logs, mapping=_parse_mapping(args.mapping), on_invalid=args.on_invalid, columns=columns
     )
-    evaluation = plan.with_policies(policies).run(scan)
+    evaluation = _with_cli_provenance(
+        plan.with_policies(policies).run(scan), args, scan.report.rows_read
+    )
     document = {**_evaluation_document(evaluation), "diagnostics": None}
     streamed = (
         f"streamed batch by batch in bounded memory (--streaming "
@@ -3657,7 +3762,7 @@ def _monitor_settings(args: argparse.Namespace) -> tuple[float | None, float, An
     try:
         with open(args.state, encoding="utf-8") as handle:
             state = json.load(handle)
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise _UsageError(
             f"argument --state: cannot read {args.state!r} as a monitor state ({exc}); remove "
             "it to start a new monitor.",
@@ -3999,6 +4104,7 @@ def _cmd_continuous(args: argparse.Namespace) -> _Outcome:
         reward_column=args.reward_column,
         context_columns=args.context_column,
         policies=chosen or ([] if constants else None),
+        on_invalid=args.on_invalid,
     )
     if constants:
         logs = logs.with_candidates({k: np.full(logs.n, v) for k, v in constants.items()})
@@ -4017,11 +4123,20 @@ def _cmd_continuous(args: argparse.Namespace) -> _Outcome:
         rng=args.seed if args.seed is not None else 0,
         **options,
     )
+    report = logs.report
     document = {"logs": args.logs, **result.to_dict()}
+    if report is not None:
+        document["validation"] = report.to_dict()
     text = result.summary()
+    if report is not None and report.rows_rejected:
+        text = f"{report}\n\n{text}"
     if args.report is not None:
         path = _side_report(
-            args, f"Continuous actions from {Path(args.logs).name}", logs.n, continuous=result
+            args,
+            f"Continuous actions from {Path(args.logs).name}",
+            logs.n,
+            continuous=result,
+            validation=report,
         )
         document["report"] = str(path)
         text += f"\n\nreport written to {path}"

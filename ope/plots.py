@@ -32,6 +32,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
+from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
@@ -96,8 +97,45 @@ _WIDTH: Final = 8.0
 _ROW_HEIGHT: Final = 0.26
 
 
+def _matplotlib_home() -> None:
+    """Before matplotlib's first import: when its configuration and cache folders cannot be
+    written (a read-only or missing home, as in some containers), point ``MPLCONFIGDIR`` at a
+    private temporary folder removed at exit, which matplotlib would otherwise make itself,
+    printing two lines about it on every run. Only where matplotlib keeps them in the XDG
+    folders (Linux and the BSDs; ``~/.matplotlib`` and the Windows profile are left to it)."""
+    if "matplotlib" in sys.modules or os.environ.get("MPLCONFIGDIR"):
+        return
+    if not sys.platform.startswith(("linux", "freebsd")):
+        return
+    try:
+        home = Path.home()
+    except (RuntimeError, KeyError):
+        home = None
+    roots = [os.environ.get("XDG_CONFIG_HOME"), os.environ.get("XDG_CACHE_HOME")]
+    folders = [
+        Path(root or (home / default if home is not None else "")) / "matplotlib"
+        for root, default in zip(roots, (".config", ".cache"), strict=True)
+        if root or home is not None
+    ]
+    try:
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+        if len(folders) == 2 and all(os.access(f, os.W_OK) for f in folders):
+            return
+    except OSError:
+        pass
+    import atexit
+    import shutil
+    import tempfile
+
+    private = tempfile.mkdtemp(prefix="ope-matplotlib-")
+    atexit.register(shutil.rmtree, private, ignore_errors=True)
+    os.environ["MPLCONFIGDIR"] = private
+
+
 def require_matplotlib() -> Any:
     """Import matplotlib, or raise ImportError saying how to install it."""
+    _matplotlib_home()
     try:
         import matplotlib
     except ImportError as exc:

@@ -880,7 +880,10 @@ def compare(
     if beyond > 0.0:  # an error the rows do not carry (a bias bound): added in full
         se = math.hypot(se, beyond)
         source.methods = ()  # a resample of the rows misses it
-    policy = f"{a.policy} - {b.policy}" if a.policy and b.policy else None
+    # a side without a policy (the logging value) is named by its estimator
+    policy = (
+        f"{a.policy or a.estimator} - {b.policy or b.estimator}" if a.policy or b.policy else None
+    )
     diff = make_estimate(
         estimator=f"{a.estimator} - {b.estimator}",
         value=value,

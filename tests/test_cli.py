@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import subprocess
 import sys
 
@@ -368,3 +370,95 @@ def test_demo_states_each_warning_once(capsys, tmp_path, monkeypatch):
     refs = re.findall(r"long_tail .*\[see ([\d, ]+)\]", captured.out)
     assert refs and all(int(n) <= len(texts) for n in refs[0].split(", "))
     assert "gap: candidate long_tail" in captured.out
+    # the rows' origin is the bundled sample, the truth its file; clip levels as the
+    # diagnostics print them
+    assert "validation report for ope.load_sample() (sample_recommendation.parquet)" in captured.out
+    assert "<Table>" not in captured.out and "datasets/README.md" not in captured.out
+    assert "sample_recommendation.truth.json" in captured.out
+    assert re.search(r"\(clip \d+(\.\d{1,2})?\) is coverage", captured.out)
+    assert not re.search(r"\(clip \d+\.\d{3,}\)", captured.out)
+
+
+def test_evaluate_records_the_command_the_input_and_its_rows(sample_path, capsys, tmp_path):
+    """The provenance of ``ope evaluate`` (JSON and text, eager and streamed) holds the command
+    as typed, the input and the rows read from it, beside the options and the seed; the text
+    keeps the command on one line however long the path (the reader copies it and runs it)."""
+    for streaming in ("off", "on"):
+        argv = ["evaluate", sample_path, "--seed", "2024", "--streaming", streaming, "--json"]
+        assert main(argv) == EXIT_OK
+        prov = json.loads(capsys.readouterr().out)["provenance"]
+        assert prov["command"] == shlex.join(
+            ["ope", "evaluate", sample_path, "--seed", "2024", "--streaming", streaming, "--json"]
+        )
+        assert prov["input"] == sample_path and prov["rows"] == 100_000 and prov["seed"] == 2024
+    deep = tmp_path / ("a directory with a long name " * 3) / "sample_recommendation.parquet"
+    deep.parent.mkdir()
+    shutil.copyfile(sample_path, deep)
+    for path in (sample_path, str(deep)):
+        assert main(["evaluate", path, "--seed", "2024"]) == EXIT_OK
+        out = capsys.readouterr().out
+        command = shlex.join(["ope", "evaluate", path, "--seed", "2024"])
+        assert f"\n  command: {command}\n" in out
+        assert f"\n  input:   {path} (100,000 rows)\n" in out
+
+
+def test_evaluate_text_and_warnings_use_the_cli_spelling(sample_path, capsys):
+    """The diagnostics' notes in ``ope evaluate`` and ``ope diagnose`` say flags and commands,
+    also where the summary wrapped a phrase over two lines, and a warning about one policy
+    names it once (the estimates say "policy 'x'", the diagnostics "x")."""
+    for argv in (["evaluate", sample_path], ["diagnose", sample_path]):
+        assert main(argv) == EXIT_OK
+        captured = capsys.readouterr()
+        text = " ".join((captured.out + captured.err).split())
+        assert "ope.diagnostics" not in text and "reward_range" not in text, argv
+        assert "pass --reward-range for the outer/inner split" in text, argv
+        assert "policy 'long_tail', long_tail" not in captured.err, argv
+        # every warning is a note of the text already (in either spelling): none on stderr
+        assert "warning (" not in captured.err, (argv, captured.err)
+        # a translated phrase keeps the summary's line breaks (the provenance's command and
+        # input, which hold the path, are never broken: they are not measured)
+        kept = [ln for ln in captured.out.splitlines() if sample_path not in ln]
+        assert max(len(line) for line in kept) <= 100, argv
+    from ope.cli import _cli_phrases
+
+    wrapped = "betting or empirical likelihood with an a priori\n      reward_range), or clip"
+    assert _cli_phrases(wrapped) == (
+        "betting or empirical likelihood with an a priori\n      --reward-range), or clip"
+    )
+    assert _cli_phrases("(see Diagnostics.plan())") == (
+        "(see the plan of `ope diagnose --target-width W --new-rows N`)"
+    )
+
+
+def test_help_lists_every_exit_code(capsys):
+    from ope.cli import EXIT_CANTCREAT, EXIT_INTERRUPTED, EXIT_TERMINATED
+
+    assert main(["--help"]) == EXIT_OK
+    text = " ".join(capsys.readouterr().out.split())
+    for code in (EXIT_OK, 1, EXIT_USAGE, EXIT_DATAERR, EXIT_CANTCREAT):
+        assert f"{code} " in text
+    assert f"{EXIT_INTERRUPTED}/{EXIT_TERMINATED} interrupted" in text
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), "all 1e-200"])
+def test_validate_checks_the_sampling_weights_as_the_estimates_will(tmp_path, capsys, bad):
+    """``ope validate`` said valid (exit 0) for a ``weight`` column that ``ope evaluate`` then
+    refused (exit 65); it now refuses it the same way."""
+    frame = pd.DataFrame(
+        {
+            "action": [0, 1, 0, 1],
+            "propensity": 0.5,
+            "reward": [1.0, 0.0, 1.0, 0.0],
+            "target__a": [1.0, 0.0, 1.0, 0.0],
+            "weight": [1e-200] * 4 if bad == "all 1e-200" else [1.0, bad, 2.0, 1.0],
+        }
+    )
+    path = tmp_path / "weighted.parquet"
+    frame.to_parquet(path)
+    for command in ("validate", "evaluate"):
+        assert main([command, str(path), "--json"]) == EXIT_DATAERR, command
+        error = json.loads(capsys.readouterr().out)["error"]
+        assert error["message"].startswith("`weight` "), error
+    frame["weight"] = [1.0, 3.0, 2.0, 1.0]
+    frame.to_parquet(path)
+    assert main(["validate", str(path), "--json"]) == EXIT_OK

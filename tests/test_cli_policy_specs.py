@@ -93,7 +93,7 @@ def _obd(folder, rows):
         "user_feature_0,user_feature_1,user_feature_2,user_feature_3"
     )
     lines = [header] + [
-        f"{i},2019-11-24 00:00:{i:02d}+00:00,{it},{pos},{c},{p},a,b,c,d"
+        f"{i},2019-11-24 00:{i // 60:02d}:{i % 60:02d}+00:00,{it},{pos},{c},{p},a,b,c,d"
         for i, (it, pos, c, p) in enumerate(rows)
     ]
     folder.mkdir(parents=True, exist_ok=True)

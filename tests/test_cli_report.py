@@ -143,11 +143,18 @@ def test_evaluate_report_takes_a_flat_truth_file(tmp_path, capsys):
         ({"greedy": "high"}, ["must be a number"]),
         ([0.24], ["must be a mapping"]),
         (None, ["is not JSON"]),
+        ("deep", ["is not JSON (nested too deeply)"]),
     ],
 )
 def test_a_bad_truth_file_is_a_usage_error_naming_the_flag(tmp_path, capsys, content, words):
     truth = tmp_path / "truth.json"
-    truth.write_text("{greedy" if content is None else json.dumps(content), encoding="utf-8")
+    if content is None:
+        text = "{greedy"
+    elif content == "deep":
+        text = "[" * 100_000 + "]" * 100_000
+    else:
+        text = json.dumps(content)
+    truth.write_text(text, encoding="utf-8")
     out = tmp_path / "r.html"
     code = main(["report", str(SAMPLE), *SMALL, "--truth", str(truth), "--out", str(out), "--json"])
     document = json.loads(capsys.readouterr().out)

@@ -275,6 +275,9 @@ def test_compare_by_hand():
     assert d.value == pytest.approx(0.55 - 0.5)
     assert d.std_error == pytest.approx(np.std(diff, ddof=1) / math.sqrt(5))
     assert d.estimator == "ips - logging" and d.n == 5
+    assert d.policy is None  # neither side names a policy
+    named = compare(dataclasses.replace(a, policy="greedy"), b)
+    assert named.policy == "greedy - logging"  # the side without one by its estimator
     np.testing.assert_allclose(d.influence(), diff, atol=1e-12)
 
 

@@ -430,6 +430,16 @@ def test_a_read_only_file_system_is_refused_by_the_probe(tmp_path, monkeypatch):
     assert _temps(tmp_path) == []
 
 
+def test_a_folder_that_takes_no_new_files_is_not_blamed_on_permissions():
+    """/proc refuses new files with ENOENT, not EACCES: the advice is to write elsewhere, not
+    to fix permissions that are not the cause."""
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc on this system")
+    with pytest.raises(OutputError, match=r"\(ENOENT\); the folder takes no new files") as info:
+        check_outputs([("--out", Path("/proc/x.parquet"))])
+    assert "permissions" not in str(info.value)
+
+
 @pytest.fixture
 def tiny_tmpfs(tmp_path: Path):
     """A 64 kB tmpfs (needs root and mount): a real full disk."""
@@ -671,3 +681,39 @@ def test_a_store_that_does_not_answer_within_the_bound_is_unreachable(monkeypatc
         "bucket/host name or the endpoint). The gs:// filesystem needs pyarrow's GCS "
     )
     assert len(_error_lines(err)) == 1
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="names of arbitrary bytes are a POSIX thing")
+def test_names_that_are_not_utf8_are_refused_by_name(tmp_path):
+    """A file or folder name the system holds but no text decodes (kept by Python as surrogate
+    escapes) cannot be opened by pyarrow: an input is a DataFileError (exit 65), a destination
+    an OutputError (exit 73), each naming the path; before, a UnicodeEncodeError (exit 1)."""
+    from ope.exceptions import DataFileError
+
+    frame = bandit_frame()
+    good = tmp_path / "good.parquet"
+    frame.to_parquet(good)
+    odd = tmp_path / os.fsdecode(b"logs\xff.parquet")
+    os.link(good, odd)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    os.link(good, folder / os.fsdecode(b"part\xff.parquet"))
+    for source in (odd, folder):
+        with pytest.raises(DataFileError, match="not valid UTF-8"):
+            ope.read_logs(source)
+        code, out, _ = _run("evaluate", source, "--json")
+        assert code == EXIT_DATAERR and "not valid UTF-8" in json.loads(out)["error"]["message"]
+    # a folder or a special file of such a name that is never read is no obstacle
+    ok = tmp_path / "ok"
+    ok.mkdir()
+    os.link(good, ok / "part0.parquet")
+    (ok / os.fsdecode(b"empty\xff")).mkdir()
+    os.mkfifo(ok / os.fsdecode(b"pipe\xff"))
+    assert ope.read_logs(ok).n == len(frame)
+    table = pd.DataFrame({"event_id": [0], "policy": ["p"], "action": [0], "probability": [1.0]})
+    with pytest.raises(OutputError, match="not valid UTF-8"):
+        ope.write_policy_table(table, tmp_path / os.fsdecode(b"out\xff.parquet"))
+    code, out, _ = _run(
+        "learn", good, *LEARN, "--out", tmp_path / os.fsdecode(b"policy\xff.parquet"), "--json"
+    )
+    assert code == EXIT_CANTCREAT and "not valid UTF-8" in json.loads(out)["error"]["message"]

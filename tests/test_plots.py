@@ -293,3 +293,25 @@ def test_missing_matplotlib_raises_the_install_hint(monkeypatch):
         plots.require_matplotlib()
     with pytest.raises(ImportError, match=r"pip install 'ope-toolkit\[plot\]'"):
         plots.plot_weights(np.array([1.0]), "w")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs a folder that takes no files")
+def test_a_home_that_cannot_be_written_prints_nothing_about_matplotlib(tmp_path):
+    """With a home where matplotlib cannot make its folders (read-only, or missing as here),
+    ope points it at a private temporary folder, removed at exit: matplotlib says nothing."""
+    code = (
+        "import os, ope.plots as p\n"
+        "p.require_matplotlib()\n"
+        "import matplotlib\n"
+        "print(os.environ['MPLCONFIGDIR'])\n"
+        "matplotlib.get_cachedir()\n"
+    )
+    env = {**os.environ, "HOME": "/proc/no-home", "XDG_CONFIG_HOME": "", "XDG_CACHE_HOME": ""}
+    env.pop("MPLCONFIGDIR", None)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "matplotlib" not in done.stderr.lower(), done.stderr
+    private = done.stdout.strip()
+    assert "ope-matplotlib-" in private and not os.path.exists(private)

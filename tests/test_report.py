@@ -246,6 +246,22 @@ def test_every_section_is_present_in_order(which, request):
         assert f"<h2>{heading}</h2>" in page
 
 
+def test_the_contents_list_the_sections_not_in_the_report_apart(sample_page, simulation_page):
+    """The contents list the sections with content, then apart, muted, those whose input was
+    not given (each still on the page, saying how to add it); the sample page has a plan, the
+    simulation page none."""
+    for page, has_plan in ((sample_page, True), (simulation_page, False)):
+        nav = re.search(r'<nav aria-label="sections">(.*?)</nav>', page, re.S).group(1)
+        listed, absent = nav.split('<p class="absent">')
+        for sid in ("headline", "estimates", "candidates", "notes", "reproduce"):
+            assert f'href="#{sid}"' in listed and f'<section id="{sid}" class="{sid}">' in page
+        for sid in ("distribution", "guardrails", "slates", "certificate"):
+            assert f'href="#{sid}"' in absent and f'href="#{sid}"' not in listed
+            assert f'<section id="{sid}" class="{sid} absent">' in page
+        assert ('href="#plan"' in listed) is has_plan
+        assert ('href="#plan"' in absent) is not has_plan
+
+
 @pytest.mark.parametrize("which", ["sample_page", "simulation_page"])
 def test_the_report_is_self_contained(which, request):
     page = request.getfixturevalue(which)

@@ -161,7 +161,7 @@ def test_evaluation_html_shows_the_numbers_of_the_text(evaluation):
 COMPARISON = """\
 Estimate (ips - logging)
   estimator:       ips - logging
-  policy:
+  policy:          greedy_on_the_rarest_action - logging
   value:           0.0005
   std_error:       0.0028
   95% CI (normal): [-0.0050, 0.0060]

@@ -75,7 +75,8 @@ __all__ = [
 ]
 
 #: The sections of every report, in order: (id, heading). Each is always present; a section
-#: whose input was not given says what would fill it.
+#: whose input was not given says what would fill it (:func:`_not_in_report`), and the
+#: contents list it apart.
 REPORT_SECTIONS: Final = (
     ("headline", "The answer"),
     ("estimates", "Estimates"),
@@ -117,6 +118,8 @@ h2 { font-size: 1.3em; border-bottom: 1px solid var(--line); padding-bottom: 4px
 h3 { font-size: 1.08em; margin: 22px 0 6px; }
 p.sub, .muted { color: var(--muted); }
 nav ol { columns: 2; margin: 8px 0 0; padding-left: 20px; }
+nav p.absent, section.absent { color: var(--muted); font-size: 0.9em; }
+section.absent h2 { font-size: 1em; }
 nav a, a { color: #0550ae; }
 section.headline { border: 2px solid var(--ink); border-radius: 8px; padding: 4px 20px 12px;
                    margin-top: 16px; }
@@ -1256,18 +1259,20 @@ def _segment_matrix(rows: pd.DataFrame, column: str, limit: int | None) -> str:
 def _plan(ctx: dict[str, Any]) -> str:
     d, ev = ctx["diagnostics"], ctx["evaluation"]
     if d is None and ev is not None and _unit(ev) != "rows":
-        return (
-            "<p>The exploration plan is made from the diagnostics of bandit logs; this report "
-            f"is of {_e(_unit(ev))}.</p>"
+        return _not_in_report(
+            "The exploration plan is made from the diagnostics of bandit logs; this report "
+            f"is of {_e(_unit(ev))}."
         )
     if d is None:
-        return "<p>The exploration plan comes from the diagnostics (ope.diagnose).</p>"
+        return _not_in_report(
+            "The exploration plan comes from the diagnostics (ope.diagnose), not in this report."
+        )
     if d.target_width is None or d.new_rows is None or d.reward_range is None:
-        return (
-            "<p>No plan was requested. To see how much traffic to explore so that new logs "
+        return _not_in_report(
+            "No plan was requested. To see how much traffic to explore so that new logs "
             "answer, pass <code>target_width</code>, <code>new_rows</code> and "
             "<code>reward_range</code> to ope.diagnose (<code>--target-width W --new-rows N "
-            "--reward-range LO HI</code>).</p>"
+            "--reward-range LO HI</code>)."
         )
     plan = d.plan()
     out = [
@@ -1394,12 +1399,12 @@ def _distribution(ctx: dict[str, Any], figures: _Figures) -> str:
     bands assume and the metrics with their simultaneous intervals."""
     dist = ctx["distribution"]
     if dist is None:
-        return (
-            "<p>No outcome distribution in this report. <code>ope evaluate LOGS --metric "
+        return _not_in_report(
+            "No outcome distribution in this report. <code>ope evaluate LOGS --metric "
             "quantile:0.95 cvar:0.05 --outcome COLUMN</code> (or "
             "<code>ope.outcome_distribution</code>) estimates each candidate's distribution of "
             "an outcome with bands that hold over every threshold; pass "
-            "<code>distribution=</code> to include it.</p>"
+            "<code>distribution=</code> to include it."
         )
     level = f"{dist.confidence_level:.0%}"
     if dist.band == "hoeffding":
@@ -1461,11 +1466,11 @@ def _guardrails(ctx: dict[str, Any]) -> str:
     """The multi-outcome decision of ``--guardrail`` (:func:`ope.guardrail_decision`)."""
     dec = ctx["guardrails"]
     if dec is None:
-        return (
-            "<p>No guardrail decision in this report. <code>ope evaluate LOGS --guardrail "
+        return _not_in_report(
+            "No guardrail decision in this report. <code>ope evaluate LOGS --guardrail "
             "latency_ms:lower:50 cost:lower:0.1</code> (or <code>ope.guardrail_decision</code>) "
             "approves a candidate only when its reward improves and no guardrail outcome is "
-            "worse by more than its margin; pass <code>guardrails=</code> to include it.</p>"
+            "worse by more than its margin; pass <code>guardrails=</code> to include it."
         )
     alpha = 1 - dec.confidence_level
     approved = ", ".join(_e(p) for p in dec.approved) or "none"
@@ -1539,15 +1544,19 @@ def _sequences(ctx: dict[str, Any]) -> str:
     log-probabilities, and per candidate the divergences and whether the logs can tell."""
     seq = ctx["sequences"]
     if seq is None:
-        return (
-            "<p>No language-model logs in this report. <code>ope sequences RESPONSES.jsonl "
+        return _not_in_report(
+            "No language-model logs in this report. <code>ope sequences RESPONSES.jsonl "
             "--on-policy SAME</code> (or <code>ope.evaluate_sequences</code>) evaluates "
             "candidates from logged responses and their token log-probabilities, audits the "
             "logged log-probabilities and says which candidates the logs cannot evaluate; pass "
-            "<code>sequences=</code> to include it.</p>"
+            "<code>sequences=</code> to include it."
         )
     audit = seq.audit
-    state = "usable" if audit.usable else "<strong>not usable</strong>"
+    state = (
+        _e(audit.state)
+        if audit.usable or audit.signature == "support"
+        else ("<strong>not usable</strong>")
+    )
     intro = (
         f"<p>Each of the {_count(seq.divergences.n, 'logged response')} is one decision "
         "weighted by exp(the sum of its token log-ratios), computed in log space "
@@ -1599,11 +1608,11 @@ def _continuous(ctx: dict[str, Any]) -> str:
 
     cont = ctx["continuous"]
     if cont is None:
-        return (
-            "<p>No continuous-action logs in this report. <code>ope continuous LOGS</code> (or "
+        return _not_in_report(
+            "No continuous-action logs in this report. <code>ope continuous LOGS</code> (or "
             "<code>ope.evaluate_continuous</code>) evaluates candidates of a real-valued action "
             "(a price, a bid, a dose) by kernel-smoothed weights; pass <code>continuous=</code> "
-            "to include it.</p>"
+            "to include it."
         )
     rule = (
         "chosen by SLOPE++ over a grid, then undersmoothed (0.35 times SLOPE's choice) so that "
@@ -1686,10 +1695,10 @@ def _slates(ctx: dict[str, Any]) -> str:
     slot."""
     ev = ctx["slates"]
     if ev is None:
-        return (
-            "<p>No slate logs in this report. <code>ope slates LOGS</code> (or "
+        return _not_in_report(
+            "No slate logs in this report. <code>ope slates LOGS</code> (or "
             "<code>ope.evaluate_slates</code>) evaluates candidate rankings with slate, cascade "
-            "and independent IPS and Cascade-DR; pass <code>slates=</code> to include it.</p>"
+            "and independent IPS and Cascade-DR; pass <code>slates=</code> to include it."
         )
     intro = (
         f"<p>{_num(ev.n_slates)} slates of {_num(ev.slate_size)} slots. Each estimate is of the "
@@ -1756,11 +1765,11 @@ def _monitoring(ctx: dict[str, Any], figures: _Figures) -> str:
     the sequence of each candidate's difference over the looks, and the current state."""
     mon = ctx["monitoring"]
     if mon is None:
-        return (
-            "<p>No monitoring in this report. <code>ope monitor LOGS_DIR --reward-range 0 1 "
+        return _not_in_report(
+            "No monitoring in this report. <code>ope monitor LOGS_DIR --reward-range 0 1 "
             "--every 10m</code> (or <code>ope.monitor.Monitor</code>) updates anytime-valid "
             "confidence sequences as new log files land; pass <code>monitoring=</code> (or "
-            "<code>--report</code> to ope monitor) to include them.</p>"
+            "<code>--report</code> to ope monitor) to include them."
         )
     level = f"{mon.confidence_level:.0%}"
     if mon.method == "betting":
@@ -1851,10 +1860,10 @@ def _monitor_headline(ctx: dict[str, Any]) -> str:
 def _certificate(ctx: dict[str, Any]) -> str:
     cert = ctx["certificate"]
     if cert is None:
-        return (
-            "<p>No learned policy in this report. <code>ope learn LOGS</code> (or "
+        return _not_in_report(
+            "No learned policy in this report. <code>ope learn LOGS</code> (or "
             "<code>ope.learn_from_logs</code>) learns one and certifies it on held-out rows; "
-            "pass <code>certificate=</code> to include it.</p>"
+            "pass <code>certificate=</code> to include it."
         )
     answer = BETTER if cert.verdict == "approve" else UNCLEAR
     level = f"{cert.confidence_level:.0%}"
@@ -2378,6 +2387,17 @@ def render_report(
     return _page(ctx, bodies, title, sub)
 
 
+#: How a section whose input was not given begins (:func:`_not_in_report`): the page lists
+#: those sections apart in its contents and shows them muted.
+_ABSENT_OPEN: Final = '<p class="absent">'
+
+
+def _not_in_report(text: str) -> str:
+    """The body of a section whose input was not given: ``text`` (HTML) says what would fill
+    it and how."""
+    return f"{_ABSENT_OPEN}{text}</p>"
+
+
 def _page(
     ctx: Mapping[str, Any],
     bodies: Mapping[str, str],
@@ -2393,9 +2413,22 @@ def _page(
     if source:
         sub = [*sub, f"source: {source}"]
     shown = [(sid, heading) for sid, heading in REPORT_SECTIONS if sid in bodies]
-    nav = "".join(f'<li><a href="#{sid}">{_e(heading)}</a></li>' for sid, heading in shown)
+    absent = {sid for sid, _ in shown if bodies[sid].startswith(_ABSENT_OPEN)}
+    nav = "<ol>{}</ol>".format(
+        "".join(
+            f'<li><a href="#{sid}">{_e(heading)}</a></li>'
+            for sid, heading in shown
+            if sid not in absent
+        )
+    )
+    if absent:
+        links = " · ".join(
+            f'<a href="#{sid}">{_e(heading)}</a>' for sid, heading in shown if sid in absent
+        )
+        nav += f'<p class="absent">Not in this report (each says how to add it): {links}</p>'
     sections = "".join(
-        f'<section id="{sid}" class="{sid}"><h2>{_e(heading)}</h2>{bodies[sid]}</section>\n'
+        f'<section id="{sid}" class="{sid}{" absent" if sid in absent else ""}">'
+        f"<h2>{_e(heading)}</h2>{bodies[sid]}</section>\n"
         for sid, heading in shown
     )
     return (
@@ -2406,7 +2439,7 @@ def _page(
         f"<title>{_e(page_title)}</title>\n<style>{_CSS}</style>\n</head>\n<body>\n"
         f"<header><h1>{_e(page_title)}</h1>"
         f'<p class="sub">{_e(" · ".join(s for s in sub if s))}</p></header>\n'
-        f'<nav aria-label="sections"><ol>{nav}</ol></nav>\n'
+        f'<nav aria-label="sections">{nav}</nav>\n'
         f"<main>\n{sections}</main>\n</body>\n</html>\n"
     )
 
