@@ -108,6 +108,20 @@ def test_readme_python_example_runs(
 
 
 @pytest.mark.slow
+def test_documentation_short_tour_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The home page's tour runs as written, on the bundled sample."""
+    text = (REPO / "docs" / "index.md").read_text(encoding="utf-8")
+    code = _section(text, "A short tour", "python")
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        exec(compile(code, "docs/index.md", "exec"), {})
+    assert "greedy" in capsys.readouterr().out
+
+
+@pytest.mark.slow
 def test_readme_language_model_example_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -116,7 +130,7 @@ def test_readme_language_model_example_runs(
     text = README.read_text(encoding="utf-8")
     code = _section(text, "Language-model logs", "python")
     command = shlex.split(_section(text, "Language-model logs", "sh").strip())
-    quoted = re.search(r"```\n(  sampler:.*?)```", text, re.S)
+    quoted = re.search(r"```\n(\d candidate\(s\) on .*?)```", text, re.S)
     assert quoted is not None and command[:2] == ["ope", "sequences"]
     monkeypatch.chdir(tmp_path)
     exec(compile(code, "README.md", "exec"), {})
