@@ -69,7 +69,7 @@ import gzip
 import math
 import warnings
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -677,28 +677,63 @@ def _number(value: float) -> float:
 MAX_DSJSON_FEATURES: Final = 2000
 
 
+#: Non-blank lines :func:`_read_cats` decodes and checks at a time: the decoded events and
+#: flattened contexts (Python objects, several times the line's bytes) are those of one chunk;
+#: what it keeps of the lines read are arrays.
+_CATS_CHUNK_LINES: Final = 1 << 15
+
+
+@dataclass
+class _CatsChunk:
+    """What :func:`_read_cats` keeps of one chunk of lines."""
+
+    numbers: np.ndarray  # the lines' numbers in the file (from 0, blank lines skipped)
+    reason: np.ndarray  # each line's reason to be rejected ("" when read), but repeated ids
+    counted: np.ndarray  # the lines (chunk positions) whose EventId counts for repeats
+    counted_ids: list[str]  # their EventIds
+    read: np.ndarray  # the lines read so far (chunk positions), then these lines' fields:
+    columns: dict[str, np.ndarray]  # action, cost, pdf_value, pdrop, low, high
+    ids: list[str | None]
+    context: pd.DataFrame  # flattened context features (NaN where a line has none)
+
+
 def _read_cats(
     path: Path, on_invalid: str
 ) -> tuple[pa.Table, tuple[str, ...], tuple[np.ndarray, np.ndarray] | None, ValidationReport]:
     """Vowpal Wabbit's continuous-action DSJSON as a table (see the module), the lines read
-    and rejected by reason in its report (line numbers from 0, blank lines uncounted)."""
-    raw = _file_bytes(path).removeprefix(UTF8_BOM)  # a mark is not part of line 0
-    lines = raw.split(b"\n")
-    numbers = np.array([i for i, ln in enumerate(lines) if ln.strip()], dtype=np.int64)
-    kept = [lines[i] for i in numbers.tolist()]
-    decoded, why = _decode_cats(kept)
-    at = np.array([k for k, d in enumerate(decoded) if d is not None], dtype=np.int64)
-    events = [d for d in decoded if d is not None]
-    fields = _cats_fields(events)
-    reason = _cats_reasons(fields, at, why, len(kept))
+    and rejected by reason in its report (line numbers from 0, blank lines uncounted). The
+    lines are read in chunks of :data:`_CATS_CHUNK_LINES`; an ``EventId`` repeats an earlier
+    one across chunks too."""
+    chunks: list[_CatsChunk] = []
+    features: set[str] = set()
+    for numbers, kept in _cats_lines(path):
+        chunk = _cats_chunk(numbers, kept)
+        features.update(chunk.context.columns)
+        if len(features) > MAX_DSJSON_FEATURES:
+            raise DataFileError(
+                f"{path.name}: the contexts flatten to more than {MAX_DSJSON_FEATURES:,} "
+                "features (columns, MAX_DSJSON_FEATURES); read the file with ope's DSJSON "
+                "importer and fit your own reward model."
+            )
+        chunks.append(chunk)
+    numbers = np.concatenate([c.numbers for c in chunks] or [np.empty(0, dtype=np.int64)])
+    reason = np.concatenate([c.reason for c in chunks] or [np.empty(0, dtype=object)])
+    # as read_logs: an id repeats any earlier event's (a line with _label_ca), valid or not
+    offsets = np.cumsum([0] + [c.numbers.size for c in chunks])
+    counted = np.concatenate(
+        [c.counted + o for c, o in zip(chunks, offsets.tolist(), strict=False)]
+        or [np.empty(0, dtype=np.int64)]
+    )
+    ids = pd.Series([i for c in chunks for i in c.counted_ids], dtype=object)
+    repeated = counted[ids.duplicated().to_numpy()]
+    reason[repeated[reason[repeated] == ""]] = "event_id_duplicate"
     good = reason == ""
-    ok = good[at]
     rows = np.flatnonzero(good)
     reasons = {r: np.flatnonzero(reason == r) for r in np.unique(reason[~good]).tolist()}
     rejected = {r: int(ks.size) for r, ks in reasons.items()}
     report = ValidationReport(
         path.name,
-        len(kept),
+        int(reason.size),
         int(rows.size),
         rejected,
         {r: tuple(int(x) for x in numbers[ks[:EXAMPLE_ROWS]]) for r, ks in reasons.items()},
@@ -710,27 +745,26 @@ def _read_cats(
     warn_dropped_invalid(report, on_invalid, stacklevel=5)
     if not rows.size:
         raise report.no_rows_error()
-    action, cost, pdf_value = fields.action[ok], fields.cost[ok], fields.pdf_value[ok]
-    has_pdrop = bool((~np.isnan(fields.pdrop[ok])).any())
-    pdrop = np.nan_to_num(fields.pdrop[ok], nan=0.0)
-    low, high = fields.low[ok], fields.high[ok]
+    # the lines each chunk read, less those whose id repeats an earlier chunk's
+    read = np.concatenate([c.read + o for c, o in zip(chunks, offsets.tolist(), strict=False)])
+    ok = good[read]
+    col = {k: np.concatenate([c.columns[k] for c in chunks])[ok] for k in chunks[0].columns}
+    has_pdrop = bool((~np.isnan(col["pdrop"])).any())
+    pdrop = np.nan_to_num(col["pdrop"], nan=0.0)
+    low, high = col["low"], col["high"]
     with_pdf = bool(np.isfinite(low).any())
-    features = [x for x, keep in zip(fields.features, ok.tolist(), strict=True) if keep]
-    context = pd.DataFrame.from_records(features, index=pd.RangeIndex(len(rows))).fillna(0.0)
-    if context.shape[1] > MAX_DSJSON_FEATURES:
-        raise DataFileError(
-            f"{path.name}: the contexts flatten to {context.shape[1]:,} features, more than "
-            f"{MAX_DSJSON_FEATURES:,} columns (MAX_DSJSON_FEATURES); read the file with ope's "
-            "DSJSON importer and fit your own reward model."
-        )
+    context = pd.concat([c.context for c in chunks], ignore_index=True)
+    context = context[ok].reset_index(drop=True).fillna(0.0)
     context = context.reindex(sorted(context.columns), axis=1)
     line_no = numbers[rows]
-    ids = [e or f"{path.name}:{i}" for e, i in zip(fields.ids[ok], line_no.tolist(), strict=True)]
+    given = [i for c in chunks for i in c.ids]
+    kept_ids = [given[k] for k in np.flatnonzero(ok).tolist()]
+    event_ids = [e or f"{path.name}:{i}" for e, i in zip(kept_ids, line_no.tolist(), strict=True)]
     data: dict[str, Any] = {
-        "event_id": pa.array(ids, type=pa.string()),
-        "action": action,
-        "density": pdf_value,
-        "reward": -cost,
+        "event_id": pa.array(event_ids, type=pa.string()),
+        "action": col["action"],
+        "density": col["pdf_value"],
+        "reward": -col["cost"],
     }
     if has_pdrop:  # sampling weights only when the file says rows were dropped
         data["weight"] = 1.0 / (1.0 - pdrop)
@@ -738,6 +772,37 @@ def _read_cats(
         data[f"c.{c}"] = context[c].to_numpy(dtype=np.float64)
     support = (low, high) if with_pdf else None
     return pa.table(data), _cats_notes(report), support, report
+
+
+def _cats_chunk(numbers: np.ndarray, kept: Sequence[bytes]) -> _CatsChunk:
+    """One chunk of non-blank lines decoded and checked (:class:`_CatsChunk`)."""
+    decoded, why = _decode_cats(kept)
+    at = np.array([k for k, d in enumerate(decoded) if d is not None], dtype=np.int64)
+    events = [d for d in decoded if d is not None]
+    fields = _cats_fields(events)
+    reason = _cats_reasons(fields, at, why, len(kept))
+    has_id = np.array([i is not None for i in fields.ids.tolist()], dtype=bool)
+    counts = ~fields.unlabeled & ~fields.skip & has_id
+    ok = reason[at] == ""
+    read = at[ok]
+    features = [x for x, keep in zip(fields.features, ok.tolist(), strict=True) if keep]
+    return _CatsChunk(
+        numbers=numbers,
+        reason=reason,
+        counted=at[counts],
+        counted_ids=fields.ids[counts].tolist(),
+        read=read,
+        columns={
+            "action": fields.action[ok],
+            "cost": fields.cost[ok],
+            "pdf_value": fields.pdf_value[ok],
+            "pdrop": fields.pdrop[ok],
+            "low": fields.low[ok],
+            "high": fields.high[ok],
+        },
+        ids=fields.ids[ok].tolist(),
+        context=pd.DataFrame.from_records(features, index=pd.RangeIndex(len(features))),
+    )
 
 
 #: How the notes of :func:`_read_cats` word the lines excluded as Vowpal Wabbit excludes them.
@@ -758,16 +823,33 @@ def _cats_notes(report: ValidationReport) -> tuple[str, ...]:
     )
 
 
-def _file_bytes(path: Path) -> bytes:
-    """The whole file, gunzipped when it is gzip (by its first bytes, not its name)."""
+def _cats_lines(path: Path) -> Iterator[tuple[np.ndarray, list[bytes]]]:
+    """The file's non-blank lines (without their line break) in chunks of at most
+    :data:`_CATS_CHUNK_LINES`, each with the lines' numbers (from 0, blank lines counted in the
+    numbering); gunzipped when the file is gzip (by its first bytes, not its name); a
+    byte-order mark before the first line is not part of it."""
+    number = 0
+    numbers: list[int] = []
+    kept: list[bytes] = []
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read()
-        if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+        with open(path, "rb") as raw:
+            gz = raw.read(2) == b"\x1f\x8b"
+            raw.seek(0)
+            fh = gzip.GzipFile(fileobj=raw) if gz else raw
+            for line in fh:  # a loop over lines: each is its own JSON document
+                if number == 0:
+                    line = line.removeprefix(UTF8_BOM)
+                if line.strip():
+                    numbers.append(number)
+                    kept.append(line[:-1] if line.endswith(b"\n") else line)
+                    if len(kept) == _CATS_CHUNK_LINES:
+                        yield np.array(numbers, dtype=np.int64), kept
+                        numbers, kept = [], []
+                number += 1
     except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise DataFileError(f"{path.name!r} cannot be read (damaged?): {exc}") from None
-    return raw
+    if kept:
+        yield np.array(numbers, dtype=np.int64), kept
 
 
 def _decode_cats(kept: Sequence[bytes]) -> tuple[list[_CatsLine | None], dict[int, str]]:
@@ -898,8 +980,9 @@ def _cats_reasons(f: _CatsFields, at: np.ndarray, why: Mapping[int, str], n: int
     """Each of ``n`` lines' reason to be rejected ("" for a line read), the first that applies
     in this order: not decoded (``why``), ``_skipLearn``, no ``_label_ca`` (another kind's
     label, or none), a feature beyond a double's range, a density that is not > 0, ``pdrop``
-    outside [0, 1), malformed segments, a density that is not the segments' at the action;
-    then a repeated ``EventId``. ``f`` holds the fields of the decoded lines (lines ``at``)."""
+    outside [0, 1), malformed segments, a density that is not the segments' at the action
+    (a repeated ``EventId`` is found by :func:`_read_cats` over the whole file). ``f`` holds
+    the fields of the decoded lines (lines ``at``)."""
     reason = np.full(n, "", dtype=object)
     for k, r in why.items():  # a loop over the lines that did not decode
         reason[k] = r
@@ -925,12 +1008,6 @@ def _cats_reasons(f: _CatsFields, at: np.ndarray, why: Mapping[int, str], n: int
     for name, mask in reversed(rules):  # a loop over rules: the first that applies wins
         mine[mask] = name
     reason[at] = mine
-    # as read_logs: an id repeats any earlier event's (a line with _label_ca), valid or not
-    ids = pd.Series(f.ids, dtype=object)
-    counted = ~unlabeled & ~skip & ids.notna().to_numpy()
-    repeated = np.zeros(at.size, dtype=bool)
-    repeated[counted] = ids[counted].duplicated().to_numpy()
-    reason[at[repeated & (mine == "")]] = "event_id_duplicate"
     return reason
 
 

@@ -702,3 +702,51 @@ def test_continuous_dsjson_lines_are_decoded_each_on_its_own(tmp_path):
         )  # fmt: skip
     assert any(issubclass(w.category, DroppedRowsWarning) for w in seen)
     assert math.isfinite(ev["c", "ips"].value)
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_continuous_dsjson_read_in_chunks_is_the_file_read_whole(tmp_path, monkeypatch, gz):
+    """The lines are decoded and checked a chunk at a time: chunks of 1, 2 and 3 lines give the
+    table, support, notes and report of one chunk for the whole file, a repeated EventId is
+    found in a later chunk than its first, blank lines keep their numbers, and the contexts of
+    different chunks (different features) line up, 0 where a line has none."""
+    import ope.continuous as continuous_module
+
+    label = '{"_label_ca": {"cost": 0.5, "pdf_value": 0.1, "action": 3.0}, '
+    lines = [
+        *(json.dumps(x) for x in _cats_lines()),
+        "",  # 5: blank, not counted, numbered
+        label + '"EventId": "e0", "c": {"late": 2}}',  # 6: repeats line 0's id
+        "not json",  # 7
+        label + '"EventId": "z", "c": {"late": 4}}',  # 8: a feature the first chunks lack
+    ]
+    path = tmp_path / ("mixed.json.gz" if gz else "mixed.json")
+    text = "\n".join(lines)  # no line break after the last line
+    if gz:
+        with gzip.open(path, "wt") as fh:
+            fh.write(text)
+    else:
+        path.write_text(text)
+
+    def read():
+        with pytest.warns(DroppedRowsWarning):
+            return ope.read_continuous(path, on_invalid="drop")
+
+    whole = read()
+    r = whole.report
+    assert r.rows_read == 8 and r.rows_used == 4
+    assert r.examples["event_id_duplicate"] == (6,) and r.examples["dsjson_not_object"] == (7,)
+    np.testing.assert_array_equal(whole.context["c.late"], [0.0, 0.0, 0.0, 4.0])
+    assert whole.table.column("event_id").to_pylist() == [
+        "e0",
+        f"{path.name}:1",
+        f"{path.name}:4",
+        "z",
+    ]
+    for size in (1, 2, 3):
+        monkeypatch.setattr(continuous_module, "_CATS_CHUNK_LINES", size)
+        part = read()
+        assert part.table.equals(whole.table), size
+        assert part.report == whole.report and part.notes == whole.notes
+        for a, b in zip(part.support, whole.support, strict=True):
+            np.testing.assert_array_equal(a, b)
