@@ -208,6 +208,13 @@ FLAG_VALUES: Final = {
 #: they read as there (applied before the keywords are translated).
 CLI_PHRASES: Final = (
     (r"ope\.read_logs\(\.\.\., on_invalid='drop'\)", "--on-invalid drop"),
+    # ope continuous: a candidate comes from the logs' columns or --constant
+    (
+        r"and none was given \(`candidates`, `densities`\)\.",
+        "and none was given: pass --constant NAME=VALUE (a candidate that always takes the "
+        "action VALUE), or give the logs a target__<name> column (the candidate's action per "
+        "row) or density__<name> (its density at the logged action).",
+    ),
     (
         r"with_distributions=True needs",
         "the reward-model estimators (dm, dr, sndr, switch_dr, dros) need",

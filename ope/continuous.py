@@ -695,6 +695,7 @@ class _CatsChunk:
     columns: dict[str, np.ndarray]  # action, cost, pdf_value, pdrop, low, high
     ids: list[str | None]
     context: pd.DataFrame  # flattened context features (NaN where a line has none)
+    first: str | None  # the kind of the chunk's first labelled event (:func:`_first_kind`)
 
 
 def _read_cats(
@@ -706,8 +707,20 @@ def _read_cats(
     one across chunks too."""
     chunks: list[_CatsChunk] = []
     features: set[str] = set()
+    kind: str | None = None
     for numbers, kept in _cats_lines(path):
         chunk = _cats_chunk(numbers, kept)
+        if kind is None and chunk.first is not None:
+            kind = chunk.first
+            if kind == "other":  # as the DSJSON importer: the first event sets the kind
+                line = int(numbers[np.flatnonzero(chunk.reason == "dsjson_kind_mismatch")[0]])
+                raise DataFileError(
+                    f"{path.name} is CB or CCB DSJSON (line {line}, the first labelled event, has "
+                    "`_label_cost`, `_labelIndex` or `_outcomes` and no `_label_ca`), not a "
+                    "continuous-action log: read it with ope.importers.read_dsjson or `ope import "
+                    "dsjson FILE --out LOGS.parquet`, or evaluate it with `ope evaluate FILE "
+                    "--format dsjson`."
+                )
         features.update(chunk.context.columns)
         if len(features) > MAX_DSJSON_FEATURES:
             raise DataFileError(
@@ -802,7 +815,17 @@ def _cats_chunk(numbers: np.ndarray, kept: Sequence[bytes]) -> _CatsChunk:
         },
         ids=fields.ids[ok].tolist(),
         context=pd.DataFrame.from_records(features, index=pd.RangeIndex(len(features))),
+        first=_first_kind(fields),
     )
+
+
+def _first_kind(fields: _CatsFields) -> str | None:
+    """The kind of the first labelled event that is not ``_skipLearn``: ``"ca"``
+    (``_label_ca``), ``"other"`` (CB or CCB) or None (no such event)."""
+    labelled = np.flatnonzero(~fields.skip & (~fields.unlabeled | fields.other))
+    if not labelled.size:
+        return None
+    return "other" if fields.unlabeled[labelled[0]] else "ca"
 
 
 #: How the notes of :func:`_read_cats` word the lines excluded as Vowpal Wabbit excludes them.
@@ -1498,7 +1521,7 @@ def evaluate_continuous(
             sorted(estimates.items(), key=lambda kv: (estimated.index(kv[0][0]), order[kv[0][1]]))
         ),
         estimators=list(estimators),
-        report=dataclasses.replace(ev.report, source=cl.source),
+        report=cl.report,  # the lines of the file (not of the weighted table built here)
     )
     smoothed = {p: h for p, h in chosen.items() if h is not None}
     if smoothed:

@@ -168,7 +168,8 @@ REJECTION_REASONS: Final[Mapping[str, str]] = {
     ),
     "dsjson_a_p_mismatch": (
         "in a file with logging_distribution (its first row has one), `a` and `p` must have one "
-        "length, ids in 1..len(c._multi), each once"
+        "length, ids in 1..len(c._multi), each once, and `p` must be a distribution: entries "
+        "in [0, 1] summing to 1, its entry for the logged action equal to _label_probability"
     ),
     "dsjson_pdrop_out_of_range": "pdrop must be a number in [0, 1) (pdrop == 1 has no weight)",
     "dsjson_skip_learn": "_skipLearn is true: the event is not learnable and is excluded (counted)",

@@ -702,6 +702,8 @@ def test_continuous_dsjson_lines_are_decoded_each_on_its_own(tmp_path):
         )  # fmt: skip
     assert any(issubclass(w.category, DroppedRowsWarning) for w in seen)
     assert math.isfinite(ev["c", "ips"].value)
+    # the evaluation's validation is the file's lines, not the weighted table built from them
+    assert ev.evaluation.report == logs.report
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -750,3 +752,36 @@ def test_continuous_dsjson_read_in_chunks_is_the_file_read_whole(tmp_path, monke
         assert part.report == whole.report and part.notes == whole.notes
         for a, b in zip(part.support, whole.support, strict=True):
             np.testing.assert_array_equal(a, b)
+
+
+def test_continuous_reader_sends_cb_and_ccb_dsjson_to_the_dsjson_importer(tmp_path, capsys):
+    """A CB or CCB file (its first event has another kind's label) is refused as a whole with
+    the commands that read it, as the DSJSON importer sends continuous files here; a CB line
+    after a continuous-action first event stays that line's dsjson_kind_mismatch."""
+    cb = {"_label_cost": -1.0, "_label_probability": 0.5, "_labelIndex": 0, "a": [1, 2],
+          "p": [0.5, 0.5], "EventId": "cb0", "c": {"x": 1}}  # fmt: skip
+    ccb = {"_outcomes": [{"_label_cost": 0.0, "_a": [0], "_p": [1.0]}], "EventId": "ccb0"}
+    for first in (cb, ccb):
+        path = _write(tmp_path / "cb.json", [{"_skipLearn": True, **first}, first, *_cats_lines()])
+        with pytest.raises(
+            DataFileError, match=r"CB or CCB DSJSON \(line 1, the first labelled event"
+        ):
+            ope.read_continuous(path)
+        assert main(["continuous", str(path), "--constant", "c=1", "--json"]) == 65
+        error = json.loads(capsys.readouterr().out)["error"]
+        assert "ope import dsjson FILE" in error["message"]
+    path = _write(tmp_path / "mixed.json", [*_cats_lines(), cb])
+    with pytest.warns(DroppedRowsWarning):
+        logs = ope.read_continuous(path, on_invalid="drop")
+    assert logs.report.rejected["dsjson_kind_mismatch"] == 1
+
+
+def test_continuous_command_without_a_candidate_names_its_flag(tmp_path, capsys):
+    """Logs without candidate columns and no --constant: the command names --constant (the API
+    names its arguments)."""
+    path = _write(tmp_path / "cats.json", _cats_lines())
+    with pytest.raises(SchemaError, match=r"none was given \(`candidates`, `densities`\)"):
+        quiet(lambda: ope.evaluate_continuous(path))
+    assert main(["continuous", str(path), "--json"]) == 65
+    message = json.loads(capsys.readouterr().out)["error"]["message"]
+    assert "pass --constant NAME=VALUE" in message and "`candidates`" not in message

@@ -510,3 +510,25 @@ def test_repeated_ids_keep_the_same_rows_at_any_chunk_size(tmp_path):
         assert part.table.equals(whole.table)
         assert part.report.rejected == whole.report.rejected
         assert part.report.examples == whole.report.examples
+
+
+def test_p_that_is_not_a_distribution_costs_no_row_its_label(tmp_path):
+    """VW never learns from ``p``: a first row whose ``p`` does not sum to 1 or disagrees with
+    ``_label_probability`` leaves the file without logging_distribution and every row read
+    (VW's parser test writes p = [0.8167, 0.1833, 0.1833]); a first row whose ``p`` is a
+    distribution gives the column, and a later row whose ``p`` is not one is that row's
+    dsjson_a_p_mismatch (naming a and p, not the column it would have become)."""
+    vw = _cb_line(0, a=[1, 2, 3], p=[0.8167, 0.1833, 0.1833], _label_probability=0.8167,
+                  c={"_multi": [{"k": 1}, {"k": 2}, {"k": 3}]})  # fmt: skip
+    off = _cb_line(1, p=[0.6, 0.4])  # sums to 1, but 0.6 != _label_probability 0.5
+    for first in (vw, off):
+        path = tmp_path / "p.json"
+        path.write_text("\n".join([first, _cb_line(2), _cb_line(3)]) + "\n")
+        logs = read_dsjson(path)
+        assert logs.n == 3 and "logging_distribution" not in logs.table.column_names
+    path.write_text("\n".join([_cb_line(2), vw, off, _cb_line(3)]) + "\n")
+    with pytest.warns(DroppedRowsWarning):
+        logs = read_dsjson(path, on_invalid="drop")
+    assert logs.report.rejected == {"dsjson_a_p_mismatch": 2}
+    assert logs.report.examples["dsjson_a_p_mismatch"] == (1, 2)
+    assert logs.table.column("logging_distribution").to_pylist() == [[0.5, 0.5]] * 2

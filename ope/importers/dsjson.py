@@ -35,8 +35,10 @@ DSJSON                    ope column
                           scattered to candidate order (``p[i]`` at ``a[i] - 1``); the later of
                           ``p``/``_p`` in the line wins (VW's rule). VW never learns from
                           ``a``/``p``, so the file's first row decides: when its ``a``/``p`` form
-                          a distribution over ``c._multi`` the file has the column and a later
-                          row without one is ``dsjson_a_p_mismatch``; otherwise it has none
+                          a distribution over ``c._multi`` (ids once each, entries in [0, 1]
+                          summing to 1, ``p`` of the logged action equal to
+                          ``_label_probability``) the file has the column and a later row
+                          without one is ``dsjson_a_p_mismatch``; otherwise it has none
 ``c._multi``              ``candidates = [0, ..., K-1]`` (K actions)
 ``pdrop``                 ``weight = 1 / (1 - pdrop)`` (1 when absent)
 ``_skipLearn: true``      excluded, counted under ``dsjson_skip_learn``
@@ -123,6 +125,7 @@ from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.importers._common import ChunkValidator
 from ope._paths import UTF8_BOM, locate_input
 from ope.logs import BanditLogs, ValidationReport
+from ope.schema import DISTRIBUTION_SUM_ATOL, PROPENSITY_MATCH_RTOL
 
 __all__ = [
     "read_dsjson",
@@ -326,6 +329,40 @@ _MULTI: Final = attrgetter("multi")
 class _Kind:
     CB: Final = "cb"
     CCB: Final = "ccb"
+
+
+def _p_is_distribution(
+    a_arr: pa.Array, p_arr: pa.Array, idx: np.ndarray, prob: np.ndarray, n: int
+) -> np.ndarray:
+    """Per row, whether ``p`` is a probability distribution as read_logs checks the
+    ``logging_distribution`` it becomes: entries in [0, 1] summing to 1 (within
+    :data:`ope.schema.DISTRIBUTION_SUM_ATOL`), and its entry for the logged action (``a`` equal
+    to ``_labelIndex + 1``) equal to ``_label_probability`` (within
+    :data:`ope.schema.PROPENSITY_MATCH_RTOL`) where that probability is in (0, 1]. Whether
+    ``a`` and ``p`` line up is the caller's check."""
+    p_flat = pc.list_flatten(p_arr).to_numpy(zero_copy_only=False).astype(np.float64)
+    p_par = pc.list_parent_indices(p_arr).to_numpy(zero_copy_only=False).astype(np.int64)
+    with np.errstate(invalid="ignore"):
+        bad_entry = ~((p_flat >= 0.0) & (p_flat <= 1.0))
+        sums = np.bincount(p_par, weights=np.where(bad_entry, 0.0, p_flat), minlength=n)
+        ok = (np.bincount(p_par[bad_entry], minlength=n) == 0) & (
+            np.abs(sums - 1.0) <= DISTRIBUTION_SUM_ATOL
+        )
+    # the p entry of each a entry: the same position in the row (where the row has one)
+    a_flat = pc.list_flatten(a_arr).to_numpy(zero_copy_only=False)
+    a_par = pc.list_parent_indices(a_arr).to_numpy(zero_copy_only=False).astype(np.int64)
+    a_start = np.asarray(a_arr.offsets)[:-1] - a_arr.offsets[0].as_py()
+    p_start = np.asarray(p_arr.offsets)[:-1] - p_arr.offsets[0].as_py()
+    p_len = np.diff(np.asarray(p_arr.offsets))
+    pos = np.arange(a_flat.size) - a_start[a_par]
+    logged = np.flatnonzero((a_flat == idx[a_par] + 1) & (pos < p_len[a_par]))
+    rows = a_par[logged]
+    d, pr = p_flat[p_start[rows] + pos[logged]], prob[rows]
+    with np.errstate(invalid="ignore"):
+        tol = PROPENSITY_MATCH_RTOL * np.maximum(pr, d)
+        off = (pr > 0.0) & (pr <= 1.0) & ~(np.abs(pr - d) <= tol)
+    ok[rows[off]] = False
+    return ok
 
 
 def _kind_error(kind: str, name: str, line: int) -> DataFileError:
@@ -822,7 +859,7 @@ def _cb_rows(
     has_p = ~pc.is_null(p_arr).to_numpy(zero_copy_only=False)
     p_len = pc.fill_null(pc.list_value_length(p_arr), 0).to_numpy(zero_copy_only=False)
     bad_a |= has_p & (p_len != a_len)
-    usable = has_p & ~bad_a & (k >= 0)  # a/p form a distribution over c._multi
+    usable = has_p & ~bad_a & (k >= 0) & _p_is_distribution(a_arr, p_arr, idx, prob_v, n)
     reasons = (
         ("dsjson_pdrop_out_of_range", ~((pd >= 0.0) & (pd < 1.0))),
         ("dsjson_skip_learn", _flag(skip, False)),
