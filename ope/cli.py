@@ -1908,6 +1908,17 @@ def _outputs_of(
         if getattr(args, dest, None)
     ]
     inputs += [("--policy", spec.path) for spec in getattr(args, "_policy_specs", ()) if spec.path]
+    inputs += [
+        (flag, getattr(args, dest))
+        for dest, flag in (("truth", "--truth"), ("items", "--items"))
+        if getattr(args, dest, None)
+    ]
+    if getattr(args, "format", None) == "obd":  # a campaign's item table, beside its log CSV
+        inputs += [
+            ("item_context.csv", str(Path(raw).parent / "item_context.csv"))
+            for label, raw in list(inputs)
+            if label in ("LOGS", "SRC") and Path(raw).suffix.lower() == ".csv"
+        ]
     if args.command == "learn" and args.out is not None:
         return [("--out", args.out)], inputs, POLICY_TABLE_SUFFIXES
     if args.command == "report":
@@ -1962,6 +1973,12 @@ def _read_truth(args: argparse.Namespace) -> Any:
     from ope.report.views import Truth
 
     path = args.truth
+    from ope._paths import check_regular_file
+
+    try:
+        check_regular_file(path, "argument --truth:")  # never a FIFO or device: it would block
+    except DataFileError as exc:
+        raise _UsageError(str(exc), flag="--truth") from None
     try:
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)

@@ -455,6 +455,7 @@ def paired_effect(
             f"{'are' if len(missing) > 1 else 'is'} not in the replays; they have: "
             f"{', '.join(names)}. {hint}"
         )
+    _check_column_types(table, outcome_list, by)
     ranges = _check_ranges(reward_range, outcome_list, method)
 
     # ---- integer codes: arms, pairs, groups (no Python loop over rows)
@@ -795,6 +796,27 @@ def _check_arms(treated: Any, control: Any, present: list[Any]) -> list[Any]:
 # ---------------------------------------------------------------------------------------------
 # helpers: codes and grouped sums
 # ---------------------------------------------------------------------------------------------
+
+
+def _check_column_types(table: pa.Table, outcomes: Sequence[str], by: str | None) -> None:
+    """A SchemaError naming the column when an outcome is not numeric (numbers or booleans) or
+    the segment column ``by`` holds nested values (lists, structs, maps), not one label per
+    row."""
+    for name in outcomes:
+        kind = table.schema.field(name).type
+        numeric = (pa.types.is_integer, pa.types.is_floating, pa.types.is_decimal)
+        if not any(test(kind) for test in (*numeric, pa.types.is_boolean, pa.types.is_null)):
+            raise SchemaError(
+                f"outcome column {name!r} holds {kind}; an outcome is one number per row "
+                "(a reward, a cost, a latency). Pass outcomes=[...] naming numeric columns."
+            )
+    if by is not None:
+        kind = table.schema.field(by).type
+        if pa.types.is_nested(kind):
+            raise SchemaError(
+                f"segment column {by!r} holds {kind}, not one label per row; pass by=... "
+                "naming a column of strings, numbers or booleans (one segment per pair)."
+            )
 
 
 def _floats(col: pa.ChunkedArray) -> np.ndarray:

@@ -411,8 +411,11 @@ def _read_mixed_jsonl(path: Path) -> tuple[pa.Table, tuple[str, ...]]:
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             values = frame[name].tolist()  # a column of mixed types only
             kinds = [type(v).__name__ for v in values]
-            row = next(i for i, k in enumerate(kinds) if k != kinds[0])
-            mixed.append(f"{name!r} ({kinds[0]} at row 0, {kinds[row]} at row {row})")
+            row = next((i for i, k in enumerate(kinds) if k != kinds[0]), None)
+            if row is None:  # one JSON type in every record, mixed within (["x", 0.1])
+                mixed.append(f"{name!r} ({kinds[0]}s whose entries mix JSON types)")
+            else:
+                mixed.append(f"{name!r} ({kinds[0]} at row 0, {kinds[row]} at row {row})")
             arrays[str(name)] = pa.array([json.dumps(v, default=str) for v in values])
     notes = (
         (
@@ -547,7 +550,13 @@ def _from_table(
     """:func:`read_sequences` of a table, reading ``on_policy`` beside ``policies``."""
     reward = check_name(reward_column, "reward_column", what="a column name")
     behavior = check_name(behavior_column, "behavior_column", what="a column name")
-    names = table.column_names
+    try:
+        names = table.column_names
+    except UnicodeDecodeError:  # pyarrow decodes the names when asked for them
+        raise SchemaError(
+            "`source`: a field name of the records is not UTF-8 text; ope reads JSON lines and "
+            "parquet column names as UTF-8. Write the file's field names in UTF-8."
+        ) from None
     for column, argument, what in (
         (reward, "reward_column", "the reward"),
         (behavior, "behavior_column", "the behavior log-probabilities"),
@@ -566,7 +575,7 @@ def _from_table(
             if f"{column!r} (" in note:
                 where = note.split(f"{column!r} (", 1)[1].split(")", 1)[0]
                 raise SchemaError(
-                    f"column `{column}` changes its JSON type between records ({where}): every "
+                    f"column `{column}` mixes JSON types ({where}): every "
                     "record needs the same kind (a list of numbers per token, or one number)."
                 )
     found = [

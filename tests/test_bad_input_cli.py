@@ -9,6 +9,7 @@ repeated flags.
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
@@ -52,6 +53,16 @@ def data(tmp_path_factory):
     )
     f["existing"] = root / "existing.csv"
     f["existing"].write_text("keep\n")
+    f["truth"] = root / "truth.html"  # a truth document under a report's name
+    f["truth"].write_text('{"greedy": 0.5}')
+    f["fifo"] = root / "truth.json"
+    if hasattr(os, "mkfifo"):  # POSIX
+        os.mkfifo(f["fifo"])
+    campaign = root / "campaign"  # an OBD log CSV and the item table read beside it
+    campaign.mkdir()
+    f["obd_csv"], f["item_context"] = campaign / "all.csv", campaign / "item_context.csv"
+    f["obd_csv"].write_text("x\n")
+    f["item_context"].write_text("item_id,item_feature_0\n0,1\n")
     return f
 
 
@@ -294,6 +305,38 @@ CATALOGUE = {
         "usage",
         r"argument --out: .* is the input SRC",
     ),
+    "report over its --truth": (
+        lambda f: ["report", f["logs"], "--truth", f["truth"], "--out", f["truth"], "--force"],
+        EXIT_USAGE,
+        "usage",
+        r"argument --out: .* is the input --truth",
+    ),
+    "import over the OBD item table": (
+        lambda f: ["import", "obd", f["obd_csv"], "--out", f["item_context"], "--force"],
+        EXIT_USAGE,
+        "usage",
+        r"argument --out: .* is the input item_context\.csv",
+    ),
+    "action table over the OBD item table": (
+        lambda f: [
+            "action-table",
+            f["obd_csv"],
+            "--format",
+            "obd",
+            "--out",
+            f["item_context"],
+            "--force",
+        ],
+        EXIT_USAGE,
+        "usage",
+        r"argument --out: .* is the input item_context\.csv",
+    ),
+    "truth is a FIFO": (  # refused before it is opened (an open would block)
+        lambda f: ["report", f["logs"], "--truth", f["fifo"], "--out", f["root"] / "r.html"],
+        EXIT_USAGE,
+        "usage",
+        r"argument --truth: .* is a FIFO",
+    ),
     # data problems named by a flag: exit 65
     "policy table not summing to 1": (
         lambda f: ["evaluate", f["logs"], "--policies", f["table_sum"]],
@@ -356,6 +399,8 @@ CATALOGUE = {
 @pytest.mark.filterwarnings("ignore")
 @pytest.mark.parametrize("name", sorted(CATALOGUE))
 def test_catalogue(data, name):
+    if name == "truth is a FIFO" and not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this system")
     build, code, kind, pattern = CATALOGUE[name]
     argv = build(data)
     got, stdout, stderr = run(*argv)

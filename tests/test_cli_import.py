@@ -13,7 +13,7 @@ import pytest
 
 from ope.cli import main
 from ope.io import read_logs
-from tests.test_import_dsjson import LINES
+from tests.test_import_dsjson import LINES, _cb_line
 from tests.test_import_obd import _write
 
 
@@ -155,7 +155,6 @@ def test_import_dsjson_workers_flag(dsjson, tmp_path):
 def test_evaluate_of_a_one_event_dsjson_file_is_a_data_error(tmp_path):
     """One usable event (as in Vowpal Wabbit's own cb_simple test file) has no standard error:
     exit 65 with what to pass, as with sampling weights, not an internal error (exit 1)."""
-    from tests.test_import_dsjson import _cb_line
 
     path = tmp_path / "one.json"
     path.write_text(_cb_line(0) + "\n")
@@ -177,3 +176,16 @@ def test_the_failure_headline_counts_the_broken_and_the_excluded_rows_apart(tmp_
     assert code == 65
     assert "(1 of 2 rows read, 1 more excluded as Vowpal Wabbit excludes them)" in err
     assert "pass --on-invalid drop to drop these rows" in out and "(CLI:" not in out + err
+
+
+def test_a_row_that_breaks_two_rules_counts_once_in_the_failure_headline(tmp_path):
+    """A row rejected for two reasons (a repeated EventId and a propensity of 0) is one of the
+    rows that break a rule; the excluded count is never negative."""
+    lines = [_cb_line(i) for i in range(5)]
+    lines[1] = _cb_line(0, _label_probability=0.0)  # repeats x0's id, and p = 0
+    lines.append('"not an object"')
+    path = tmp_path / "two.json"
+    path.write_text("\n".join(lines) + "\n")
+    code, out, err = _run("validate", str(path), "--format", "dsjson")
+    assert code == 65
+    assert "(1 of 6 rows read, 1 more excluded as Vowpal Wabbit excludes them)" in err

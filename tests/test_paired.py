@@ -550,3 +550,18 @@ def test_a_group_with_one_pair_gets_nan_and_a_warning():
     assert tab.loc[1, "n"] == 1 and np.isnan(tab.loc[1, "std_error"])
     assert np.isnan(tab.loc[1, "p_adjusted"]) and not tab.loc[1, "significant"]
     assert tab.loc[0, "p_adjusted"] == tab.loc[0, "p_value"]  # the NaN row is not in the family
+
+
+def test_outcome_and_segment_columns_of_the_wrong_kind_are_named():
+    """An outcome column of text and a segment column of lists are SchemaErrors naming the
+    column (pyarrow's cast and dictionary errors escaped before)."""
+    sample = PairedReplaySimulator(n_replicates=2, seed=0).sample(50, rng=0)
+    frame = sample.to_pandas()
+    frame["label"] = "x"
+    frame["tags"] = [[1, 2]] * len(frame)
+    replays = read_paired(frame)
+    arms = sorted(set(frame["arm"]))
+    with pytest.raises(SchemaError, match="outcome column 'label' holds (large_)?string"):
+        paired_effect(replays, treated=arms[1], control=arms[0], outcomes=["label"])
+    with pytest.raises(SchemaError, match="segment column 'tags' holds list"):
+        paired_effect(replays, treated=arms[1], control=arms[0], by="tags")

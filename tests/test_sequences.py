@@ -576,7 +576,7 @@ def test_doors_of_evaluate_sequences(tmp_path):
         '{"behavior_logprobs": [-0.1], "target_logprobs__a": [-0.2], "reward": 1, "m": 1}\n'
         '{"behavior_logprobs": [-0.5], "target_logprobs__a": [-0.2], "reward": "1", "m": "x"}\n'
     )
-    with pytest.raises(SchemaError, match=r"`reward` changes its JSON type.*row 1"):
+    with pytest.raises(SchemaError, match=r"`reward` mixes JSON types.*row 1"):
         read_sequences(mixed)
     with pytest.raises(ValidationError, match="row 2, token 1"):
         ope.sequence_trajectories(
@@ -665,3 +665,21 @@ def test_a_deeply_nested_file_is_refused_before_arrow_reads_it(tmp_path):
     assert ope.sequences._json_depth(cut) == 2
     with pytest.raises(DataFileError, match="not readable as JSON lines"):
         ope.read_sequences(cut)
+
+
+def test_json_lines_with_mixed_entries_or_names_that_are_not_utf8(tmp_path):
+    """A log-probability list whose entries mix JSON types in every record (not between
+    records), and a field name that is not UTF-8, are errors of ope's tree naming the column
+    or the names (StopIteration and UnicodeDecodeError escaped before)."""
+    path = tmp_path / "mixed.jsonl"
+    path.write_text(
+        '{"behavior_logprobs": ["x", -0.1], "target_logprobs__a": [-0.2, -0.1], "reward": 1}\n'
+        '{"behavior_logprobs": [-0.5, "y"], "target_logprobs__a": [-0.2, -0.1], "reward": 0}\n'
+    )
+    with pytest.raises(SchemaError, match=r"`behavior_logprobs` mixes JSON types \(lists whose"):
+        read_sequences(path)
+    path.write_bytes(
+        b'{"behavior_logprobs": [-0.1], "target_logprobs__a": [-0.2], "reward": 1, "m\xff": 1}\n'
+    )
+    with pytest.raises(SchemaError, match="a field name of the records is not UTF-8"):
+        read_sequences(path)

@@ -218,8 +218,10 @@ def import_failure(report: ValidationReport, on_invalid: str) -> ValidationError
     if on_invalid != "raise" or not invalid:
         return None
     r = report
-    n_bad = sum(invalid.values())
-    excluded = r.rows_rejected - n_bad
+    # a row may break several rules (each counts it); a row VW excludes is excluded before
+    # any rule is checked, under one reason
+    excluded = sum(v for k, v in r.rejected.items() if k in EXCLUDED_REASONS)
+    n_bad = r.rows_rejected - excluded
     also = f", {excluded:,} more excluded as Vowpal Wabbit excludes them" if excluded else ""
     lines = [
         f"rows of {r.source} break import rules ({n_bad:,} of {r.rows_read:,} rows read{also}):",
