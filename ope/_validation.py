@@ -36,6 +36,7 @@ from ope.exceptions import MissingBoundsError, ParameterError, SchemaError, Vali
 
 __all__ = [
     "MAX_FINITE_WEIGHT",
+    "check_weights_representable",
     "FIX_PROPENSITY",
     "first_rows",
     "chunks",
@@ -287,20 +288,32 @@ def validated_pair(
         )
     check_logging_propensity(p)
     check_target_propensity(t)
-    if p.size and float(p.min()) * MAX_FINITE_WEIGHT < 1.0:  # only then can a weight overflow
-        small = np.flatnonzero(p * MAX_FINITE_WEIGHT < 1.0)
-        tt = t[small] if t.ndim == 1 else t[small].max(axis=1)
-        with np.errstate(over="ignore"):
-            rows = small[tt.astype(np.float64) / p[small].astype(np.float64) > MAX_FINITE_WEIGHT]
-        if rows.size:
-            raise ValidationError(
-                f"importance weights overflow float64: {rows.size} rows (first at row "
-                f"{int(rows[0])}: logging propensity {float(p[rows[0]])!r}) give "
-                f"target/logging above {MAX_FINITE_WEIGHT:g}, whose squares are not "
-                "representable. A propensity this small is not one the logger can have acted "
-                f"on. {FIX_PROPENSITY}"
-            )
+    check_weights_representable(p, t)
     return p, t
+
+
+def check_weights_representable(p: np.ndarray, t: np.ndarray | Sequence[np.ndarray]) -> None:
+    """A ValidationError naming the first row whose weight ``target / logging`` exceeds
+    :data:`MAX_FINITE_WEIGHT` (its square would not be representable); ``t`` is (n,), (n, P)
+    or P columns of shape (n,). Only rows with a propensity below ``1 / MAX_FINITE_WEIGHT``
+    are read twice."""
+    if not p.size or float(p.min()) * MAX_FINITE_WEIGHT >= 1.0:  # no weight can overflow
+        return
+    small = np.flatnonzero(p * MAX_FINITE_WEIGHT < 1.0)
+    if isinstance(t, np.ndarray):
+        tt = t[small] if t.ndim == 1 else t[small].max(axis=1)
+    else:
+        tt = np.max([np.asarray(c)[small] for c in t], axis=0)
+    with np.errstate(over="ignore"):
+        rows = small[tt.astype(np.float64) / p[small].astype(np.float64) > MAX_FINITE_WEIGHT]
+    if rows.size:
+        raise ValidationError(
+            f"importance weights overflow float64: {rows.size} rows (first at row "
+            f"{int(rows[0])}: logging propensity {float(p[rows[0]])!r}) give "
+            f"target/logging above {MAX_FINITE_WEIGHT:g}, whose squares are not "
+            "representable. A propensity this small is not one the logger can have acted "
+            f"on. {FIX_PROPENSITY}"
+        )
 
 
 # --------------------------------------------------------------------------------------------

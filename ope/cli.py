@@ -217,7 +217,7 @@ CLI_PHRASES: Final = (
     ),
     (
         r"with_distributions=True needs",
-        "the reward-model estimators (dm, dr, sndr, switch_dr, dros) need",
+        "the estimators asked for need",
     ),
     (
         r"and `policies` is None\. Pass policies=\.\.\. \(names, a long-format table, or "
@@ -317,6 +317,9 @@ ACTION_TABLE_SUFFIXES: Final = (".csv", ".parquet", ".pq")
 
 #: Suffixes ``ope learn --out`` writes (the suffix chooses the format of the policy table).
 POLICY_TABLE_SUFFIXES: Final = (".parquet", ".pq", ".csv")
+
+#: Suffixes ``ope import --out`` writes (always parquet).
+IMPORT_SUFFIXES: Final = (".parquet", ".pq")
 
 #: Flags of ``ope evaluate`` that only trajectory logs use (dest, flag).
 _TRAJECTORY_ONLY: Final = (
@@ -1054,8 +1057,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--constant",
         action="append",
         metavar="NAME=VALUE",
-        help="a candidate that always takes the action VALUE (repeatable); other candidates "
-        "are the logs' columns",
+        help="a candidate that always takes the action VALUE (repeatable), evaluated beside "
+        "the logs' own candidates (those of --policy when given)",
     )
     p.add_argument(
         "--kernel", choices=("gaussian", "epanechnikov", "triangular", "cosine"), default="gaussian"
@@ -1936,7 +1939,7 @@ def _outputs_of(
     if args.command in ("sequences", "continuous", "slates") and args.report is not None:
         return [("--report", args.report)], inputs, REPORT_SUFFIXES
     if args.command == "import":  # OBD's item features are embedded in --out itself
-        return [("--out", args.out)], inputs, None
+        return [("--out", args.out)], inputs, IMPORT_SUFFIXES
     return [], inputs, None
 
 
@@ -2211,7 +2214,9 @@ def _require_columns(logs: Any, args: argparse.Namespace, *dests: str) -> None:
 
 def _source_schema(args: argparse.Namespace) -> tuple[set[str], int | None]:
     """The column names (after --mapping) and row count of a parquet source, from its metadata
-    (no row is read); (empty, None) when it cannot be opened (the reader then says why)."""
+    (no row is read). A source that cannot be opened so is read now, so that the reader's
+    error (a missing or damaged file) comes before any advice about the flags that depends on
+    what the logs hold; (empty, None) if the reader reads it."""
     if getattr(args, "format", "parquet") != "parquet":
         return set(), None
     import pyarrow.dataset as ds
@@ -2221,6 +2226,7 @@ def _source_schema(args: argparse.Namespace) -> tuple[set[str], int | None]:
         names = set(dataset.schema.names)
         rows = dataset.count_rows()
     except Exception:  # noqa: BLE001 - unreadable: the reader reports it with its own message
+        _read(args)
         return set(), None
     mapping = _parse_mapping(args.mapping) or {}
     return names | {k for k, v in mapping.items() if v in names}, rows
@@ -4127,10 +4133,18 @@ def _cmd_continuous(args: argparse.Namespace) -> _Outcome:
         density_column=args.density_column,
         reward_column=args.reward_column,
         context_columns=args.context_column,
-        policies=chosen or ([] if constants else None),
+        policies=chosen or None,
         on_invalid=args.on_invalid,
     )
     if constants:
+        clash = sorted(set(constants) & set(logs.policies))
+        if clash:
+            raise _UsageError(
+                f"argument --constant: {', '.join(map(repr, clash))} is also a candidate of the "
+                "logs (a target__<name> or density__<name> column); give the constant another "
+                "name.",
+                flag="--constant",
+            )
         logs = logs.with_candidates({k: np.full(logs.n, v) for k, v in constants.items()})
     options: dict[str, Any] = {"confidence_level": args.confidence_level}
     if args.estimator:
@@ -4139,7 +4153,7 @@ def _cmd_continuous(args: argparse.Namespace) -> _Outcome:
         options["max_weight"] = args.max_weight
     result = evaluate_continuous(
         logs,
-        (chosen + list(constants)) or None,
+        (chosen + list(constants)) if chosen else None,  # None: every candidate of the logs
         kernel=args.kernel,
         bandwidth=bandwidth,
         q_column=args.q_column,

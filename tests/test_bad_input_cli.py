@@ -299,6 +299,12 @@ CATALOGUE = {
         "usage",
         r"argument --out: .* must end in .parquet",
     ),
+    "import out not parquet": (
+        lambda f: ["import", "obd", f["obd_csv"], "--out", f["root"] / "imported.csv"],
+        EXIT_USAGE,
+        "usage",
+        r"argument --out: .* must end in \.parquet",
+    ),
     "import out is the source": (
         lambda f: ["import", "obd", f["logs"], "--out", f["logs"], "--force"],
         EXIT_USAGE,
@@ -315,7 +321,7 @@ CATALOGUE = {
         lambda f: ["import", "obd", f["obd_csv"], "--out", f["item_context"], "--force"],
         EXIT_USAGE,
         "usage",
-        r"argument --out: .* is the input item_context\.csv",
+        r"argument --out: .* (is the input item_context\.csv|must end in \.parquet)",
     ),
     "action table over the OBD item table": (
         lambda f: [
@@ -385,6 +391,18 @@ CATALOGUE = {
         EXIT_DATAERR,
         "SchemaError",
         r"--context-columns zz: not in the logs",
+    ),
+    "missing logs with a trajectory estimator": (  # the file's error, not the flag's
+        lambda f: ["evaluate", f["root"] / "none.parquet", "--estimator", "pdis"],
+        EXIT_DATAERR,
+        "DataFileError",
+        r"none\.parquet does not exist",
+    ),
+    "unreadable logs with a trajectory flag": (
+        lambda f: ["evaluate", f["not_parquet"], "--gamma", "0.5"],
+        EXIT_DATAERR,
+        "DataFileError",
+        r"not_parquet\.parquet",
     ),
     "not a parquet file": (
         lambda f: ["evaluate", f["not_parquet"]],

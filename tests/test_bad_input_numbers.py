@@ -337,6 +337,30 @@ ERRORS = [
         r"importance weights overflow float64: 1 rows \(first at row 5: logging propensity "
         r"1e-200\)",
     ),
+    (  # the diagnostics named the reward for it
+        "diagnostics of a weight above 1e150 (propensity 1e-200)",
+        lambda: ope.diagnostics.diagnose_arrays(np.ones(N), _nan_at(HALF, 5, 1e-200), np.ones(N)),
+        ValidationError,
+        r"importance weights overflow float64: 1 rows \(first at row 5: logging propensity "
+        r"1e-200\)",
+    ),
+    (  # the same through the logs' validated target__ columns
+        "diagnostics of logs with a weight above 1e150",
+        lambda: ope.diagnose(
+            ope.read_logs(
+                pd.DataFrame(
+                    {
+                        "action": np.zeros(N, dtype=int),
+                        "propensity": _nan_at(HALF, 6, 1e-200),
+                        "reward": np.ones(N),
+                        "target__c": np.ones(N),
+                    }
+                )
+            )
+        ),
+        ValidationError,
+        r"importance weights overflow float64: 1 rows \(first at row 6",
+    ),
     (
         "a NaN reward",
         lambda: SNIPS().estimate(_nan_at(BIG160, 4), HALF, ALT),

@@ -568,7 +568,12 @@ def variants(small, tmp_path_factory):
         (
             "dr without target_dist__",
             ("targets", "--policy", "old", "--estimator", "dr"),
-            "the reward-model estimators (dm, dr, sndr, switch_dr, dros) need each policy's full",
+            "the estimators asked for need each policy's full",
+        ),
+        (
+            "mips without target_dist__ names mips",
+            ("targets", "--policy", "old", "--estimator", "mips", "--cluster-column", "x0"),
+            "mips needs each candidate's whole distribution",
         ),
         (
             "dr without target_dist__, the fix",

@@ -600,7 +600,10 @@ def test_cli_checks_the_report_and_the_constants_first(tmp_path, capsys):
     assert code == 2 and "named twice" in capsys.readouterr().err
     assert main(["continuous", str(path), "--constant", "a=b=1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert "a=b" in doc["verdicts"]
+    # the constant is evaluated beside the logs' own candidates (all of them, no --policy)
+    assert set(doc["verdicts"]) == {"a=b", *ope.read_continuous(path).policies}
+    assert main(["continuous", str(path), "--constant", "optimal=3"]) == 2
+    assert "also a candidate of the logs" in capsys.readouterr().err
 
 
 def test_a_window_partly_outside_the_logged_actions_is_noted():

@@ -19,6 +19,7 @@ from ope._validation import (
     check_logging_propensity,
     check_rewards_in_range,
     check_target_propensity,
+    check_weights_representable,
     describe,
     first_rows,
 )
@@ -206,6 +207,7 @@ def _arrays(
     if target_columns is None:  # columns come from a reader that checked them
         assert isinstance(t, np.ndarray)
         check_target_propensity(t)
+    check_weights_representable(p, t)
     check_rewards_in_range(r, rr)
     return r, p, t
 

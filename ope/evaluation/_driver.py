@@ -282,12 +282,16 @@ def model_estimators_apply(
 
 
 def _candidates(
-    logs: BanditLogs, policies: Any, needs_model: bool
+    logs: BanditLogs, policies: Any, needs_model: bool, needing: Sequence[str] = ()
 ) -> tuple[Any, dict[str, dict[str, str]]]:
-    """The target propensities of the candidates, and the candidates given by factor.
+    """The target propensities of the candidates, and the candidates given by factor;
+    ``needing`` names the estimators that need whole distributions (for the messages).
 
     Returns ``(TargetPropensities, {policy: {factor: target column}})``.
     """
+    who = (
+        f"{', '.join(needing)} need{'s' if len(needing) == 1 else ''}" if needing else "DM/DR need"
+    )
     from ope.policies import TargetPropensities, target_propensities
 
     factored = (
@@ -309,7 +313,7 @@ def _candidates(
         if factored and needs_model:
             raise EstimationError(
                 f"candidates {', '.join(factored)} are given by factor (target__<policy>__<factor>); "
-                "DM/DR need each candidate's whole distribution. Use ips, clipped_ips or snips."
+                f"{who} each candidate's whole distribution. Use ips, clipped_ips or snips."
             )
         policies = plain
     if factored and not policies:
@@ -319,7 +323,7 @@ def _candidates(
     except PolicyError as exc:
         if needs_model and "distribution" in str(exc).lower():
             raise PolicyError(
-                f"{exc}\nDM/DR need each candidate's whole distribution; evaluate with "
+                f"{exc}\n{who} each candidate's whole distribution; evaluate with "
                 "estimators=('ips', 'snips', 'clipped_ips') or provide the distributions."
             ) from None
         raise
@@ -656,7 +660,10 @@ def _eager_run(
         if candidates is not None:
             tp = candidates
         else:
-            tp, factored = _candidates(logs, policies, needs_dist)
+            needing = [
+                k for k, _ in [*resolved, *marginal] if k in MODEL_ESTIMATORS or (k, _) in marginal
+            ]
+            tp, factored = _candidates(logs, policies, needs_dist, needing)
         names, target, rows_ignored = tp.names, tp.values, tp.table_rows_ignored
     reward = logs.column("reward")
     # the one check of the rewards against reward_range for every estimator of this call
