@@ -208,6 +208,8 @@ FLAG_VALUES: Final = {
 #: they read as there (applied before the keywords are translated).
 CLI_PHRASES: Final = (
     (r"ope\.read_logs\(\.\.\., on_invalid='drop'\)", "--on-invalid drop"),
+    # ope.read_logs(columns=[...]) chooses the columns read; the commands read every column
+    (r", or leave (?:'[^']*'|\"[^\"]*\") out of columns=\[\.\.\.\] to read the others", ""),
     # ope continuous: a candidate comes from the logs' columns or --constant
     (
         r"and none was given \(`candidates`, `densities`\)\.",

@@ -804,6 +804,16 @@ def read_table(path: str | os.PathLike[str], *, what: str = "table") -> pa.Table
         except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as exc:
             raise DataFileError(f"{what} {source} could not be read as UTF-8 CSV: {exc}") from None
         csv_column_names(table, f"{what} {source}")
+        # pyarrow reads a CSV column with bytes that are not UTF-8 as binary
+        binary = [f.name for f in table.schema if pa.types.is_binary(f.type)]
+        binary += [f.name for f in table.schema if pa.types.is_large_binary(f.type)]
+        if binary:
+            raise SchemaError(
+                f"{what} {source}: column {binary[0]!r} holds text that is not UTF-8; ope reads "
+                "CSV as UTF-8. Re-save the file as UTF-8, e.g. pandas.read_csv(path, "
+                "encoding='latin-1').to_csv(path, index=False), using the encoding it was "
+                "written in"
+            )
     else:
         table = read_parquet_input(found, source, what)
     if table.num_rows == 0:

@@ -51,6 +51,10 @@ def data(tmp_path_factory):
     df[["event_id", "action", "propensity", "reward", "target__greedy"]].iloc[:0].to_parquet(
         f["empty"]
     )
+    f["split"] = root / "split"  # two files, the second without a candidate's column
+    f["split"].mkdir()
+    df.iloc[:150].to_parquet(f["split"] / "a.parquet")
+    df.iloc[150:].drop(columns=["target__greedy"]).to_parquet(f["split"] / "b.parquet")
     f["existing"] = root / "existing.csv"
     f["existing"].write_text("keep\n")
     f["truth"] = root / "truth.html"  # a truth document under a report's name
@@ -403,6 +407,13 @@ CATALOGUE = {
         EXIT_DATAERR,
         "DataFileError",
         r"not_parquet\.parquet",
+    ),
+    "a column missing from one file of a folder": (  # no advice about API-only columns=
+        lambda f: ["evaluate", f["split"]],
+        EXIT_DATAERR,
+        "SchemaError",
+        r"'target__greedy' is missing from 1 of 2 files \(e\.g\. \S*b\.parquet\); add it to "
+        r"every file$",
     ),
     "not a parquet file": (
         lambda f: ["evaluate", f["not_parquet"]],

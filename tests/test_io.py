@@ -805,3 +805,14 @@ def test_a_csv_header_that_is_not_utf8_is_a_schema_error(tmp_path):
         read_table(path, what="item table")
     with pytest.raises(SchemaError, match="header line .* is not UTF-8"):
         ActionTablePolicy(path)
+
+
+def test_read_table_refuses_a_csv_body_that_is_not_utf8(tmp_path):
+    """A CSV cell that is not UTF-8 (pyarrow reads its column as binary) is a SchemaError naming
+    the column, not a later error about its values."""
+    from ope.io import read_table
+
+    path = tmp_path / "slates.csv"
+    path.write_bytes(b"slate_id,position,item\n1,0,a\n\xff,1,b\n")
+    with pytest.raises(SchemaError, match="column 'slate_id' holds text that is not UTF-8"):
+        read_table(path, what="slate logs")

@@ -683,3 +683,10 @@ def test_json_lines_with_mixed_entries_or_names_that_are_not_utf8(tmp_path):
     )
     with pytest.raises(SchemaError, match="a field name of the records is not UTF-8"):
         read_sequences(path)
+
+
+def test_a_file_of_blank_lines_holds_no_records(tmp_path):
+    path = tmp_path / "blank.jsonl"
+    path.write_text("\n\n  \n")
+    with pytest.raises(DataFileError, match="holds no records"):
+        read_sequences(path)
