@@ -135,8 +135,11 @@ def _check_one(
     if not str(path) or path.name in ("", ".", ".."):
         raise ParameterError(f"argument {flag}: needs a file name; got {str(path)!r}.")
     if suffixes is not None and path.suffix.lower() not in suffixes:
+        # .htm and .pq are other spellings of .html and .parquet: one format, no choice
+        choice = len({s for s in suffixes if s not in (".htm", ".pq")}) > 1
         raise ParameterError(
-            f"{where} must end in {' or '.join(suffixes)} (the suffix chooses the format)."
+            f"{where} must end in {' or '.join(suffixes)}"
+            + (" (the suffix chooses the format)." if choice else ".")
         )
     st = _stat(path)
     for label, source in inputs:  # loop over the command's inputs (a handful)

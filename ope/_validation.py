@@ -299,6 +299,8 @@ def check_weights_representable(p: np.ndarray, t: np.ndarray | Sequence[np.ndarr
     are read twice."""
     if not p.size or float(p.min()) * MAX_FINITE_WEIGHT >= 1.0:  # no weight can overflow
         return
+    if t.shape[1] == 0 if isinstance(t, np.ndarray) and t.ndim == 2 else len(t) == 0:
+        return  # no candidate: no weight
     small = np.flatnonzero(p * MAX_FINITE_WEIGHT < 1.0)
     if isinstance(t, np.ndarray):
         tt = t[small] if t.ndim == 1 else t[small].max(axis=1)

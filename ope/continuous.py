@@ -712,7 +712,7 @@ def _read_cats(
         chunk = _cats_chunk(numbers, kept)
         if kind is None and chunk.first is not None:
             kind = chunk.first
-            if kind == "other":  # as the DSJSON importer: the first event sets the kind
+            if kind == "other":  # the first labelled event sets the kind (:func:`_first_kind`)
                 line = int(numbers[np.flatnonzero(chunk.reason == "dsjson_kind_mismatch")[0]])
                 raise DataFileError(
                     f"{path.name} is CB or CCB DSJSON (line {line}, the first labelled event, has "
@@ -767,7 +767,8 @@ def _read_cats(
     low, high = col["low"], col["high"]
     with_pdf = bool(np.isfinite(low).any())
     context = pd.concat([c.context for c in chunks], ignore_index=True)
-    context = context[ok].reset_index(drop=True).fillna(0.0)
+    # a feature seen only on lines rejected across chunks (a repeated EventId) is no column
+    context = context[ok].dropna(axis=1, how="all").reset_index(drop=True).fillna(0.0)
     context = context.reindex(sorted(context.columns), axis=1)
     line_no = numbers[rows]
     given = [i for c in chunks for i in c.ids]
@@ -1521,7 +1522,10 @@ def evaluate_continuous(
             sorted(estimates.items(), key=lambda kv: (estimated.index(kv[0][0]), order[kv[0][1]]))
         ),
         estimators=list(estimators),
-        report=cl.report,  # the lines of the file (not of the weighted table built here)
+        # the lines of the file (not of the weighted table built here), when they were read
+        report=cl.report
+        if cl.report is not None
+        else dataclasses.replace(ev.report, source=cl.source),
     )
     smoothed = {p: h for p, h in chosen.items() if h is not None}
     if smoothed:

@@ -805,8 +805,11 @@ def read_table(path: str | os.PathLike[str], *, what: str = "table") -> pa.Table
             raise DataFileError(f"{what} {source} could not be read as UTF-8 CSV: {exc}") from None
         csv_column_names(table, f"{what} {source}")
         # pyarrow reads a CSV column with bytes that are not UTF-8 as binary
-        binary = [f.name for f in table.schema if pa.types.is_binary(f.type)]
-        binary += [f.name for f in table.schema if pa.types.is_large_binary(f.type)]
+        binary = [
+            f.name
+            for f in table.schema
+            if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)
+        ]
         if binary:
             raise SchemaError(
                 f"{what} {source}: column {binary[0]!r} holds text that is not UTF-8; ope reads "

@@ -557,8 +557,8 @@ def _from_table(
             "`source`: a field name of the records is not UTF-8 text; ope reads JSON lines and "
             "parquet column names as UTF-8. Write the file's field names in UTF-8."
         ) from None
-    if not names and not table.num_rows:  # a JSON-lines file of blank lines
-        raise DataFileError("`source` holds no records (no line holds a JSON object).")
+    if not names and not table.num_rows:  # a JSON-lines file of blank lines, or an empty table
+        raise DataFileError("`source` holds no records (no columns and no rows).")
     for column, argument, what in (
         (reward, "reward_column", "the reward"),
         (behavior, "behavior_column", "the behavior log-probabilities"),

@@ -321,11 +321,11 @@ CATALOGUE = {
         "usage",
         r"argument --out: .* is the input --truth",
     ),
-    "import over the OBD item table": (
+    "import over the OBD item table (a CSV: refused by its suffix)": (
         lambda f: ["import", "obd", f["obd_csv"], "--out", f["item_context"], "--force"],
         EXIT_USAGE,
         "usage",
-        r"argument --out: .* (is the input item_context\.csv|must end in \.parquet)",
+        r"argument --out: .* must end in \.parquet or \.pq\.$",
     ),
     "action table over the OBD item table": (
         lambda f: [

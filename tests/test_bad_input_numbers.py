@@ -487,3 +487,9 @@ def test_a_clip_profile_overflowed_by_one_weight_says_so():
         warnings.simplefilter("ignore")
         with pytest.raises(ValidationError, match=r"weights up to 1e\+149 times r - r_lo up to"):
             ope.diagnose(frame, reward_range=(0.0, 1e6))
+
+
+def test_diagnostics_without_candidates_accept_a_tiny_propensity():
+    """No candidate: no weight to check (a numpy reduction error escaped before)."""
+    d = ope.diagnostics.diagnose_arrays(np.ones(N), _nan_at(HALF, 5, 1e-200), np.ones((N, 0)))
+    assert d.policies == []

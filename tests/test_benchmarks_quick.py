@@ -222,3 +222,13 @@ def test_bench_cli_breakdown_times_each_part_of_the_critical_path(tmp_path):
     assert parts["later batches: statistics"] > 0  # the two later batches were timed
     within = sum(v for name, v in parts.items() if name != "total in process")
     assert within == pytest.approx(parts["total in process"], rel=0.05)
+
+
+def test_bench_cats_quick_reads_every_line_and_measures_both_modes(tmp_path):
+    import bench_cats
+
+    result = bench_cats.main(["--quick", "--out", str(tmp_path / "bench_cats.json")])
+    assert result["lines"] == 5_000 and set(result["modes"]) == {"json", "read"}
+    for mode in result["modes"].values():
+        assert mode["seconds"] > 0 and mode["extra_peak_mb"] >= 0
+    assert json.loads((tmp_path / "bench_cats.json").read_text())["benchmark"] == "bench_cats"

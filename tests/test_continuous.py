@@ -24,6 +24,7 @@ from ope.continuous import (
     KERNELS,
     MIN_WINDOW_ESS,
     UNDERSMOOTH_STEPS,
+    ContinuousLogs,
     bandwidth_grid,
     kernel,
 )
@@ -707,6 +708,13 @@ def test_continuous_dsjson_lines_are_decoded_each_on_its_own(tmp_path):
     assert math.isfinite(ev["c", "ips"].value)
     # the evaluation's validation is the file's lines, not the weighted table built from them
     assert ev.evaluation.report == logs.report
+    # logs built by the caller have no file report: the evaluation keeps its own
+    built = ContinuousLogs(
+        action=logs.action, density=logs.density, reward=logs.reward,
+        candidates={"c": np.full(logs.n, 3.0)},
+    )  # fmt: skip
+    ev = quiet(lambda: ope.evaluate_continuous(built, bandwidth=1.0, estimators="ips"))
+    assert ev.evaluation.report.rows_used == logs.n and ev.to_dict()["evaluation"]["validation"]
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -721,7 +729,7 @@ def test_continuous_dsjson_read_in_chunks_is_the_file_read_whole(tmp_path, monke
     lines = [
         *(json.dumps(x) for x in _cats_lines()),
         "",  # 5: blank, not counted, numbered
-        label + '"EventId": "e0", "c": {"late": 2}}',  # 6: repeats line 0's id
+        label + '"EventId": "e0", "c": {"late": 2, "only_dup": 7}}',  # 6: repeats line 0's id
         "not json",  # 7
         label + '"EventId": "z", "c": {"late": 4}}',  # 8: a feature the first chunks lack
     ]
@@ -742,6 +750,7 @@ def test_continuous_dsjson_read_in_chunks_is_the_file_read_whole(tmp_path, monke
     assert r.rows_read == 8 and r.rows_used == 4
     assert r.examples["event_id_duplicate"] == (6,) and r.examples["dsjson_not_object"] == (7,)
     np.testing.assert_array_equal(whole.context["c.late"], [0.0, 0.0, 0.0, 4.0])
+    assert "c.only_dup" not in whole.context.columns  # only on a line rejected: no column
     assert whole.table.column("event_id").to_pylist() == [
         "e0",
         f"{path.name}:1",

@@ -521,7 +521,9 @@ def test_p_that_is_not_a_distribution_costs_no_row_its_label(tmp_path):
     vw = _cb_line(0, a=[1, 2, 3], p=[0.8167, 0.1833, 0.1833], _label_probability=0.8167,
                   c={"_multi": [{"k": 1}, {"k": 2}, {"k": 3}]})  # fmt: skip
     off = _cb_line(1, p=[0.6, 0.4])  # sums to 1, but 0.6 != _label_probability 0.5
-    for first in (vw, off):
+    # a, p leave out the logged action (_labelIndex 0: id 1), whose probability is then 0
+    without = _cb_line(1, a=[2, 3], p=[0.5, 0.5], c={"_multi": [{"k": 1}, {"k": 2}, {"k": 3}]})
+    for first in (vw, off, without):
         path = tmp_path / "p.json"
         path.write_text("\n".join([first, _cb_line(2), _cb_line(3)]) + "\n")
         logs = read_dsjson(path)

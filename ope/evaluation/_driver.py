@@ -641,10 +641,10 @@ def _eager_run(
     )
     # the marginalized estimators read the aligned list columns of validated logs themselves;
     # otherwise they need each candidate's distribution
-    needs_dist = needs_model or (
-        bool(marginal)
-        and (candidates is not None or not reads_aligned_columns(logs, embedding, policies))
+    marginal_dist = bool(marginal) and (
+        candidates is not None or not reads_aligned_columns(logs, embedding, policies)
     )
+    needs_dist = needs_model or marginal_dist
     factored: dict[str, dict[str, str]] = {}
     direct = (
         None
@@ -660,8 +660,8 @@ def _eager_run(
         if candidates is not None:
             tp = candidates
         else:
-            needing = [
-                k for k, _ in [*resolved, *marginal] if k in MODEL_ESTIMATORS or (k, _) in marginal
+            needing = [k for k, _ in resolved if k in MODEL_ESTIMATORS] + [
+                k for k, _ in marginal if marginal_dist or k in MODEL_ESTIMATORS
             ]
             tp, factored = _candidates(logs, policies, needs_dist, needing)
         names, target, rows_ignored = tp.names, tp.values, tp.table_rows_ignored

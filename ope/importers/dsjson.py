@@ -362,6 +362,10 @@ def _p_is_distribution(
         tol = PROPENSITY_MATCH_RTOL * np.maximum(pr, d)
         off = (pr > 0.0) & (pr <= 1.0) & ~(np.abs(pr - d) <= tol)
     ok[rows[off]] = False
+    # a p without an entry for the logged action gives it probability 0
+    missing = np.bincount(rows, minlength=n) == 0
+    with np.errstate(invalid="ignore"):
+        ok &= ~(missing & (prob > 0.0) & (prob <= 1.0))
     return ok
 
 
