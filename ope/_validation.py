@@ -299,13 +299,14 @@ def check_weights_representable(p: np.ndarray, t: np.ndarray | Sequence[np.ndarr
     are read twice."""
     if not p.size or float(p.min()) * MAX_FINITE_WEIGHT >= 1.0:  # no weight can overflow
         return
-    if t.shape[1] == 0 if isinstance(t, np.ndarray) and t.ndim == 2 else len(t) == 0:
+    if not isinstance(t, np.ndarray):
+        columns = list(t)
+    else:
+        columns = [t] if t.ndim == 1 else [t[:, j] for j in range(t.shape[1])]  # views
+    if not columns:
         return  # no candidate: no weight
     small = np.flatnonzero(p * MAX_FINITE_WEIGHT < 1.0)
-    if isinstance(t, np.ndarray):
-        tt = t[small] if t.ndim == 1 else t[small].max(axis=1)
-    else:
-        tt = np.max([np.asarray(c)[small] for c in t], axis=0)
+    tt = np.max([np.asarray(c)[small] for c in columns], axis=0)
     with np.errstate(over="ignore"):
         rows = small[tt.astype(np.float64) / p[small].astype(np.float64) > MAX_FINITE_WEIGHT]
     if rows.size:

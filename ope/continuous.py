@@ -693,7 +693,7 @@ class _CatsChunk:
     counted_ids: list[str]  # their EventIds
     read: np.ndarray  # the lines read so far (chunk positions), then these lines' fields:
     columns: dict[str, np.ndarray]  # action, cost, pdf_value, pdrop, low, high
-    ids: list[str | None]
+    ids: np.ndarray  # the EventIds of the lines read (object; None where absent)
     context: pd.DataFrame  # flattened context features (NaN where a line has none)
     first: str | None  # the kind of the chunk's first labelled event (:func:`_first_kind`)
 
@@ -734,7 +734,7 @@ def _read_cats(
     # as read_logs: an id repeats any earlier event's (a line with _label_ca), valid or not
     offsets = np.cumsum([0] + [c.numbers.size for c in chunks])
     counted = np.concatenate(
-        [c.counted + o for c, o in zip(chunks, offsets.tolist(), strict=False)]
+        [c.counted + o for c, o in zip(chunks, offsets[:-1].tolist(), strict=True)]
         or [np.empty(0, dtype=np.int64)]
     )
     ids = pd.Series([i for c in chunks for i in c.counted_ids], dtype=object)
@@ -759,7 +759,7 @@ def _read_cats(
     if not rows.size:
         raise report.no_rows_error()
     # the lines each chunk read, less those whose id repeats an earlier chunk's
-    read = np.concatenate([c.read + o for c, o in zip(chunks, offsets.tolist(), strict=False)])
+    read = np.concatenate([c.read + o for c, o in zip(chunks, offsets[:-1].tolist(), strict=True)])
     ok = good[read]
     col = {k: np.concatenate([c.columns[k] for c in chunks])[ok] for k in chunks[0].columns}
     has_pdrop = bool((~np.isnan(col["pdrop"])).any())
@@ -771,8 +771,7 @@ def _read_cats(
     context = context[ok].dropna(axis=1, how="all").reset_index(drop=True).fillna(0.0)
     context = context.reindex(sorted(context.columns), axis=1)
     line_no = numbers[rows]
-    given = [i for c in chunks for i in c.ids]
-    kept_ids = [given[k] for k in np.flatnonzero(ok).tolist()]
+    kept_ids = np.concatenate([c.ids for c in chunks])[ok].tolist()
     event_ids = [e or f"{path.name}:{i}" for e, i in zip(kept_ids, line_no.tolist(), strict=True)]
     data: dict[str, Any] = {
         "event_id": pa.array(event_ids, type=pa.string()),
@@ -795,8 +794,7 @@ def _cats_chunk(numbers: np.ndarray, kept: Sequence[bytes]) -> _CatsChunk:
     events = [d for d in decoded if d is not None]
     fields = _cats_fields(events)
     reason = _cats_reasons(fields, at, why, len(kept))
-    has_id = np.array([i is not None for i in fields.ids.tolist()], dtype=bool)
-    counts = ~fields.unlabeled & ~fields.skip & has_id
+    counts = ~fields.unlabeled & ~fields.skip & pd.notna(fields.ids)
     ok = reason[at] == ""
     read = at[ok]
     features = [x for x, keep in zip(fields.features, ok.tolist(), strict=True) if keep]
@@ -814,7 +812,7 @@ def _cats_chunk(numbers: np.ndarray, kept: Sequence[bytes]) -> _CatsChunk:
             "low": fields.low[ok],
             "high": fields.high[ok],
         },
-        ids=fields.ids[ok].tolist(),
+        ids=fields.ids[ok],
         context=pd.DataFrame.from_records(features, index=pd.RangeIndex(len(features))),
         first=_first_kind(fields),
     )
