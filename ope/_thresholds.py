@@ -343,8 +343,9 @@ def few_effective_rows_note(
         advice = as_sentence(WEIGHTED_SMALL_SAMPLE_ADVICE)
     else:
         advice = (
-            "Use ci(method='betting') or ci(method='empirical_likelihood') with "
-            "an a priori reward_range, which hold at any n."
+            "Use ci(method='betting') with an a priori reward_range, which holds at any n "
+            "(empirical likelihood is asymptotic: at small effective samples it undercovers "
+            "too)."
         )
     from ope._format import Note
 

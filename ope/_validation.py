@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import decimal
 import difflib
+import inspect
 import math
 import numbers
 import os
@@ -36,6 +37,7 @@ from ope.exceptions import MissingBoundsError, ParameterError, SchemaError, Vali
 
 __all__ = [
     "MAX_FINITE_WEIGHT",
+    "check_forwarded",
     "check_weights_representable",
     "FIX_PROPENSITY",
     "first_rows",
@@ -560,6 +562,52 @@ def check_model_columns(
             "candidate."
         )
     return q_name, template
+
+
+def check_forwarded(
+    options: Mapping[str, Any], owner: Any, target: Any, *, target_name: str
+) -> None:
+    """Refuse keyword options that ``owner`` passes on to ``target`` (``**options``) when
+    ``target`` does not take them, or when one it requires is missing: a ParameterError naming
+    the function the user called and the nearest accepted name (of either signature), instead
+    of the TypeError Python raises later naming an inner function.
+
+    >>> def inner(*, reward_range, level=0.95): ...
+    >>> def outer(batches, *, until=False, **options): ...
+    >>> check_forwarded({"reward_rnge": (0, 1)}, outer, inner, target_name="Inner")
+    Traceback (most recent call last):
+    ...
+    ope.exceptions.ParameterError: outer() got an unknown option 'reward_rnge' (did you mean 'reward_range'?); its own arguments are batches, until, and it passes on the options of Inner: reward_range, level.
+    """
+    params = inspect.signature(target).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    taken = [n for n, p in params.items() if p.kind in keyword and n != "self"]
+    own = [
+        n
+        for n, p in inspect.signature(owner).parameters.items()
+        if p.kind in (*keyword, inspect.Parameter.POSITIONAL_ONLY)
+    ]
+    name = getattr(owner, "__name__", "this function")
+    unknown = [k for k in options if k not in taken]
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], own + taken, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise ParameterError(
+            f"{name}() got an unknown option {unknown[0]!r}{hint}; its own arguments are "
+            f"{', '.join(own)}, and it passes on the options of {target_name}: "
+            f"{', '.join(taken)}."
+        )
+    required = [
+        n
+        for n, p in params.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is p.empty and n not in options
+    ]
+    if required:
+        raise ParameterError(
+            f"{name}() needs the option {required[0]}=... (passed on to {target_name})."
+        )
 
 
 def check_choice(value: Any, name: str, choices: Sequence[str]) -> str:

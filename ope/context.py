@@ -46,6 +46,8 @@ from ope.exceptions import ParameterError, SchemaError, ValidationError
 __all__ = [
     "action_feature_matrix",
     "RESERVED_COLUMNS",
+    "DECISION_COLUMNS",
+    "DECISION_PREFIXES",
     "OUTCOME_LIKE_NAMES",
     "EXCLUDED_NAME_PREFIXES",
     "EXCLUDED_NAME_SUFFIXES",
@@ -77,6 +79,17 @@ RESERVED_COLUMNS: Final = frozenset(
 
 #: Prefixes of per-policy and per-factor columns (never context features).
 _POLICY_PREFIXES: Final = ("target__", "target_dist__", "propensity__")
+
+#: Columns that are the logged decision, its probability or its outcome, refused as context
+#: or policy features even when named (``context_columns=[...]``): a model fed one reads the
+#: answer. A policy learned on ``action`` picks the logged action on every held-out row, so
+#: its weights are ``1 / propensity`` and the gate approves a value no policy can reach; a
+#: propensity model fed ``action`` or ``propensity`` fits the logger perfectly.
+DECISION_COLUMNS: Final = frozenset({"action", "propensity", "reward", "cost", "latency_ms"})
+
+#: Prefixes of per-candidate columns of the logged action (``target__`` and ``propensity__``
+#: hold probabilities of the logged action), refused as :data:`DECISION_COLUMNS` are.
+DECISION_PREFIXES: Final = ("target__", "propensity__")
 
 #: Column names (lower-cased) that are outcomes or by-products of the decision, never context:
 #: a reward model fed the outcome (or a cost, latency or token count measured after the action)
@@ -293,6 +306,14 @@ def context_matrix(
         raise SchemaError(
             f"{role} column(s) {missing} are not in the logs ({arg}); they have: "
             f"{', '.join(table.column_names)}."
+        )
+    leaked = [c for c in names if c in DECISION_COLUMNS or c.startswith(DECISION_PREFIXES)]
+    if leaked and role in ("context", "policy"):
+        raise SchemaError(
+            f"{role} column(s) {leaked} ({arg}) are the logged decision, its probability or its "
+            "outcome, not features known before the decision: a model fed them reads the "
+            "answer (a learned policy would pick the logged action and look far better than "
+            "any policy can be). Drop them from the list."
         )
     blocks = []
     problems = []

@@ -1080,8 +1080,9 @@ def _in_window(
 
 def _weighted_ess(w: np.ndarray, sampling: np.ndarray | None) -> float:
     """Kish's effective sample of the weights, with the rows' sampling weights in them."""
-    sw = w if sampling is None else w * sampling
-    return kish_ess(float(sw.sum()), float(sw @ sw))
+    with np.errstate(over="ignore", invalid="ignore"):  # inf: the weights are refused later
+        sw = w if sampling is None else w * sampling
+        return kish_ess(float(sw.sum()), float(sw @ sw))
 
 
 def _reference_width(logs: ContinuousLogs, name: str) -> float:
@@ -1090,7 +1091,8 @@ def _reference_width(logs: ContinuousLogs, name: str) -> float:
     acts = logs.candidates[name]
     d = (acts - logs.action[:, None]).ravel() if acts.ndim == 2 else acts - logs.action
     for values in (d, logs.action):
-        sd = float(np.std(values))
+        with np.errstate(over="ignore", invalid="ignore"):  # not finite: the next values
+            sd = float(np.std(values))
         q75, q25 = np.percentile(values, [75.0, 25.0])
         iqr = float(q75 - q25) / 1.349
         s = min(sd, iqr) if iqr > 0 else sd

@@ -224,23 +224,33 @@ class _Inputs:
 
 
 def policy_labels(
-    names: Sequence[str] | None, n_pol: int, columns: str = "target_propensity"
+    names: Sequence[str] | None,
+    n_pol: int,
+    columns: str = "target_propensity",
+    argument: str = "names",
 ) -> tuple[str | None, ...]:
-    """One distinct label per policy column (``None`` for each when no names are given);
-    ``columns`` is the argument whose columns are the policies."""
+    """One distinct, non-blank label per policy column (``None`` for each when no names are
+    given); ``columns`` is the argument whose columns are the policies, ``argument`` the one
+    that names them (in messages)."""
     if names is None:
         return (None,) * n_pol
-    labels = tuple(check_names(names, "names", example="names=['greedy']"))
+    labels = tuple(check_names(names, argument, example=f"{argument}=['greedy']"))
     if len(labels) != n_pol:
         raise ValidationError(
-            f"`names` has {len(labels)} entries but `{columns}` has {n_pol} policy columns; "
-            "give one name per column."
+            f"`{argument}` has {len(labels)} entries but `{columns}` has {n_pol} policy "
+            "columns; give one name per column."
+        )
+    blank = [i for i, x in enumerate(labels) if not x.strip()]
+    if blank:
+        raise ParameterError(
+            f"`{argument}[{blank[0]}]` is blank ({labels[blank[0]]!r}): a policy name labels its "
+            f"estimates and table rows. Pass e.g. {argument}=['greedy']."
         )
     if len(set(labels)) != len(labels):
         repeated = sorted({x for x in labels if labels.count(x) > 1})
         raise ParameterError(
-            f"`names` must be distinct (one per policy column); {', '.join(map(repr, repeated))} "
-            "appears more than once."
+            f"`{argument}` must be distinct (one per policy column); "
+            f"{', '.join(map(repr, repeated))} appears more than once."
         )
     return labels
 
@@ -1016,6 +1026,7 @@ class Estimator(ABC):
             if isinstance(self, WeightingEstimator) and self.clip_level is not None and n_clipped:
                 notes.append(weighted_target_note(self, n_clipped, n, data.reward_range))
             rows = self._rows(data, j, None, sampling_weight=s, clipped_rows=n_clipped)
+            rows.model_conditional |= summary is not None and summary.used_zero
             if self.name != "dm":  # DM has no interval to be short
                 notes += skewed_notes(
                     self.name, n, _skew_of(cm, j), rows, label, weighted=True, prior=notes
@@ -1136,6 +1147,9 @@ class Estimator(ABC):
             value = float(self._statistic(cm.means[:, j]))
             value, se = _from_units(self, data, value, se, scale)
             rows = self._rows(data, j, None)
+            # every weight zero: the estimate is the reward model's (DM), and carries no
+            # interval either (its standard error treats the model as exact)
+            rows.model_conditional |= summary is not None and summary.used_zero
             if self.name == "dm":
                 notes.append(DM_NOTE)
             else:  # DM has no interval to be short
@@ -1487,7 +1501,8 @@ def weight_notes(
                     "with more exploration."
                 )
             note(
-                text + " The estimate reduces to the reward model (DM).",
+                text + " The estimate reduces to the reward model (DM) and, as DM's, carries "
+                "no normal, t or bootstrap interval.",
                 OverlapWarning,
                 by_estimator,
             )

@@ -95,6 +95,7 @@ import pandas as pd
 from ope._result import Result, ResultParts
 from ope._validation import (
     check_confidence_level,
+    check_forwarded,
     check_positive_int,
     require_reward_range,
 )
@@ -632,7 +633,8 @@ class Monitor:
                 (0.5 * (w * rest[:, None] - rest[:, None] + 1.0)).T,
             ]
         )  # (4, P, n): one pass of cumulative sums for all four and every candidate
-        total, squares = running_stats(series, start=(sums.total, sums.squares, sums.rows))
+        with np.errstate(over="ignore", invalid="ignore"):  # checked just below
+            total, squares = running_stats(series, start=(sums.total, sums.squares, sums.rows))
         if not np.isfinite(squares[..., -1]).all():
             raise ValidationError(
                 "the sum of squared importance weights overflows float64: the weights are too "
@@ -910,6 +912,7 @@ def run_monitor(
 
     if not isinstance(until_decided, (bool, np.bool_)):
         raise ParameterError(f"`until_decided` must be True or False; got {until_decided!r}.")
+    check_forwarded(options, run_monitor, Monitor.__init__, target_name="ope.Monitor")
     if isinstance(batches, (str, bytes, pd.DataFrame)) or not isinstance(batches, Iterable):
         raise ParameterError(
             "`batches` must be an iterable of log batches (a list or a generator of "

@@ -559,6 +559,20 @@ def paired_effect(
                     method, level, stats_, g, d, n_groups, dlow_dhigh
                 )
             if ratio:
+                zero = np.flatnonzero((n_k > 0) & (stats_["control_mean"] == 0))
+                if zero.size:  # only the groups whose control mean is 0
+                    where = (
+                        ""
+                        if by is None
+                        else " in groups "
+                        + ", ".join(repr(group_labels[k]) for k in zero[:5])
+                        + (" ..." if zero.size > 5 else "")
+                    )
+                    notes.append(
+                        f"the control arm {control!r} has mean 0 on {outcome!r}{where}, so "
+                        f"the ratio {arm!r} / {control!r} is undefined: its ratio, standard "
+                        "error and interval are NaN (the difference `value` is unaffected)."
+                    )
                 r_low, r_high, _ = _wald_rows(
                     "t" if method == "t" else "normal",
                     level,
@@ -962,11 +976,12 @@ def _group_effects(
             "ratio_std_error": np.full(n_groups, np.nan),
         }
         if ratio:
-            rho = mt / mc
+            # a control mean of 0 leaves the ratio undefined (not inf): NaN, and a note
+            rho = np.where(mc == 0, np.nan, mt / mc)
             psi = (yt - rho[g] * yc) / mc[g]
             _, _, var_psi = _grouped_mean_var(g, psi, n_groups)
             out["ratio"] = rho
-            out["ratio_std_error"] = np.sqrt(var_psi / n)
+            out["ratio_std_error"] = np.where(np.isnan(rho), np.nan, np.sqrt(var_psi / n))
     return out
 
 

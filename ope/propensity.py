@@ -285,6 +285,18 @@ def estimated_action_probabilities(
 
 
 # --------------------------------------------------------------------------- estimation
+def _check_floor(floor: float, k: int, what: str) -> None:
+    """Refuse a floor that no distribution over ``k`` actions can respect (k * floor >= 1):
+    every estimate would be raised to it, and the estimated logger would sum to more than 1."""
+    if k > 1 and floor * k >= 1.0:
+        raise ParameterError(
+            f"`min_propensity`={floor:g} is at least 1/{k}, one over the number of {what} "
+            f"({k}): no distribution over {k} actions has every probability at or above it, so "
+            "every estimate would be floored. Pass a floor well below that, e.g. the default "
+            f"{ESTIMATED_PROPENSITY_FLOOR:g}."
+        )
+
+
 def _row_estimates(
     table: pa.Table,
     context_columns: str | Sequence[str],
@@ -303,10 +315,13 @@ def _row_estimates(
     codes = np.searchsorted(classes, a)
     n = a.shape[0]
     if "candidates" not in table.column_names:
+        _check_floor(floor, len(classes), "actions in the logs")
         p = probs[np.arange(n), codes]
         floored = p < floor
         return np.maximum(p, floor), None, int(floored.sum())
     cand = table.column("candidates").combine_chunks()
+    sizes = cand.value_lengths().fill_null(0).to_numpy(zero_copy_only=False)
+    _check_floor(floor, int(sizes.max(initial=0)), "candidates in the largest candidate set")
     flat = np.asarray(cand.flatten().to_numpy(zero_copy_only=False))
     parent = np.asarray(cand.value_parent_indices().to_numpy(zero_copy_only=False), dtype=np.int64)
     pos = np.searchsorted(classes, flat)

@@ -63,6 +63,7 @@ from ope._docstrings import fill_doc
 from ope._validation import (
     as_float_array,
     check_finite,
+    check_label_kinds,
     check_no_overflow,
     check_real,
     first_rows,
@@ -299,6 +300,18 @@ def _starts_from_ids(episode_id: npt.ArrayLike, n: int) -> np.ndarray:
         )
     if n == 0:
         return np.zeros(1, dtype=np.int64)
+    if ids.dtype.kind in "fcOmM":  # the kinds that can hold None, NaN or NaT
+        import pandas as pd
+
+        missing = np.asarray(pd.isna(ids), dtype=bool)
+        if missing.any():
+            count, first = first_rows(missing)
+            raise ValidationError(
+                f"`episode_id` is missing (None or NaN) for {count} rows (first at row "
+                f"{first}); every step needs the id of its episode. Fill those ids, or drop "
+                "the rows."
+            )
+        check_label_kinds(ids, "episode_id")  # 1 and "a" have no order to sort by
     change = np.flatnonzero(ids[1:] != ids[:-1]) + 1
     starts = np.concatenate(([0], change, [n])).astype(np.int64)
     n_runs = starts.size - 1

@@ -20,13 +20,23 @@ are broken uniformly at random and the metrics are their exact expectation over 
 from __future__ import annotations
 
 import math
+import sys
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
-from ope._validation import as_float_array, check_finite, check_positive_int, check_real
+from ope._validation import (
+    as_float_array,
+    check_finite,
+    check_flag,
+    check_positive_int,
+    check_real,
+    power_of_two_scale,
+    FLOAT64_MAX,
+)
 from ope.exceptions import ParameterError, ValidationError
 
 __all__ = [
@@ -82,10 +92,69 @@ class ApprovalErrorRates(NamedTuple):
     n_better: int
 
 
+#: Candidate labels shown in a message before it says how many more differ.
+_MAX_SHOWN_LABELS: Final = 5
+
+
+def _labelled(values: Any) -> tuple[list[Any], list[Any]] | None:
+    """``(labels, values)`` of a mapping or a pandas Series (labelled by candidate), else None
+    (an array or a list, read by position)."""
+    if isinstance(values, Mapping):
+        return list(values.keys()), list(values.values())
+    pandas = sys.modules.get("pandas")  # not imported: no Series can have been built
+    if pandas is not None and isinstance(values, pandas.Series):
+        return list(values.index), list(values.to_numpy())
+    return None
+
+
+def _shown_labels(labels: list[Any]) -> str:
+    more = len(labels) - _MAX_SHOWN_LABELS
+    return ", ".join(map(repr, labels[:_MAX_SHOWN_LABELS])) + (
+        f" (+{more} more)" if more > 0 else ""
+    )
+
+
+def _aligned(true_values: Any, scores: Any, score_name: str) -> tuple[Any, Any]:
+    """``true_values`` and ``scores`` paired by candidate label when both carry labels (a
+    mapping or a pandas Series each), in the order of ``true_values``; else as given (paired by
+    position)."""
+    left, right = _labelled(true_values), _labelled(scores)
+    if left is None or right is None:
+        return true_values, scores
+    for name, (labels, _) in (("true_values", left), (score_name, right)):
+        repeated = [x for x, c in Counter(labels).items() if c > 1]
+        if repeated:
+            raise ValidationError(
+                f"`{name}` repeats the candidate label(s) {_shown_labels(repeated)}; with "
+                f"labels, `true_values` and `{score_name}` are paired by label, so each "
+                "candidate must appear once. Drop the duplicates."
+            )
+    position = {label: i for i, label in enumerate(right[0])}
+    only_left = [x for x in left[0] if x not in position]
+    only_right = [x for x in right[0] if x not in set(left[0])]
+    if only_left or only_right:
+        parts = [
+            f"{_shown_labels(labels)} only in `{name}`"
+            for name, labels in (("true_values", only_left), (score_name, only_right))
+            if labels
+        ]
+        raise ValidationError(
+            f"`true_values` and `{score_name}` are labelled by candidate but their labels "
+            f"differ: {'; '.join(parts)}. Give both the same candidates (e.g. "
+            f"{score_name}.reindex(true_values.index)), or pass plain arrays to pair them by "
+            "position."
+        )
+    return left[1], [right[1][position[x]] for x in left[0]]
+
+
 def _candidate_arrays(
     true_values: npt.ArrayLike, scores: npt.ArrayLike, score_name: str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """True values and scores over the same candidates, float64, finite, shape (P,), P >= 1."""
+    """True values and scores over the same candidates, float64, finite, shape (P,), P >= 1.
+
+    Two labelled inputs (mappings or pandas Series) are paired by label (their label sets
+    must be equal); anything else is paired by position."""
+    true_values, scores = _aligned(true_values, scores, score_name)
     v = np.asarray(as_float_array(true_values, "true_values", ndim=(1,)), dtype=np.float64)
     s = np.asarray(as_float_array(scores, score_name, ndim=(1,)), dtype=np.float64)
     if v.shape != s.shape:
@@ -151,10 +220,12 @@ def selection_regret(
 
     Parameters
     ----------
-    true_values : array-like of shape (P,)
+    true_values : array-like of shape (P,), or mapping / pandas.Series by candidate
         True value of each candidate (exact, from a simulator).
-    scores : array-like of shape (P,)
+    scores : array-like of shape (P,), or mapping / pandas.Series by candidate
         What the selection rule ranks by (an estimate, a lower bound, ...), higher is better.
+        When both arguments are labelled (mappings or Series) they are paired by label and
+        must hold the same candidates; otherwise they are paired by position.
     k : int, default 1
         Size of the chosen set, ``1 <= k <= P`` (a larger ``k`` is a :class:`ParameterError`).
     normalize : bool, default False
@@ -165,6 +236,12 @@ def selection_regret(
     -------
     float
         :math:`\max_p V_p - \mathbb E\,\max_{p \in \text{top-}k} V_p`, at least 0.
+
+    Raises
+    ------
+    ope.ValidationError
+        Without ``normalize``, when the regret exceeds float64 (true values near +-1e308):
+        rescale them.
 
     Notes
     -----
@@ -193,12 +270,25 @@ def selection_regret(
     """
     v, s = _candidate_arrays(true_values, scores, "scores")
     k = _check_k(k, v.size)
+    normalized = check_flag(normalize, "normalize")
+    if normalized:
+        # the ratio does not depend on the unit: in units of a power of two (exact) the spread
+        # and the regret stay finite even when the values' range exceeds float64
+        unit = power_of_two_scale(float(v.min()), float(v.max()))
+        v = v / unit
     best = float(v.max())
-    regret = max(best - _expected_best_chosen(v, s, k), 0.0)
-    if normalize:
-        spread = best - float(v.min())
-        return regret / spread if spread > 0 else 0.0
-    return regret
+    regret = max(best - _expected_best_chosen(v, s, k), 0.0)  # Python floats: inf, no warning
+    if not normalized:
+        if not math.isfinite(regret):
+            peak = max(abs(float(v.min())), abs(best))
+            raise ValidationError(
+                f"the regret overflows float64: `true_values` reach |value| {peak:.4g} and "
+                f"differ by more than {FLOAT64_MAX:.4g}. Rescale `true_values` (e.g. divide "
+                "by 1e10) and scale the regret back, or pass normalize=True."
+            )
+        return regret
+    spread = best - float(v.min())
+    return regret / spread if spread > 0 else 0.0
 
 
 def rank_correlation(true_values: npt.ArrayLike, scores: npt.ArrayLike) -> RankCorrelation:
@@ -206,10 +296,11 @@ def rank_correlation(true_values: npt.ArrayLike, scores: npt.ArrayLike) -> RankC
 
     Parameters
     ----------
-    true_values : array-like of shape (P,)
+    true_values : array-like of shape (P,), or mapping / pandas.Series by candidate
         True value of each candidate.
-    scores : array-like of shape (P,)
-        The selection rule's scores.
+    scores : array-like of shape (P,), or mapping / pandas.Series by candidate
+        The selection rule's scores; paired with ``true_values`` by label when both are
+        labelled, else by position (as in :func:`selection_regret`).
 
     Returns
     -------
@@ -236,7 +327,8 @@ def rank_correlation(true_values: npt.ArrayLike, scores: npt.ArrayLike) -> RankC
     from scipy import stats
 
     v, s = _candidate_arrays(true_values, scores, "scores")
-    if v.size < 2 or float(np.ptp(v)) == 0.0 or float(np.ptp(s)) == 0.0:
+    # min == max, not ptp == 0: the range of finite values near 1e308 overflows
+    if v.size < 2 or v.min() == v.max() or s.min() == s.max():
         return RankCorrelation(math.nan, math.nan)
     rv, rs = stats.rankdata(v), stats.rankdata(s)
     spearman = float(np.corrcoef(rv, rs)[0, 1])
@@ -444,6 +536,7 @@ def selection_report(
             "`baseline` (the estimated logging value the candidates must beat) is needed when "
             "`evaluation` is a table; pass e.g. baseline=ev.logging.value."
         )
+    check_flag(normalize, "normalize")
     base = check_real(baseline, "baseline")
     v0 = check_real(logging_value, "logging_value")
     if not (math.isfinite(base) and math.isfinite(v0)):

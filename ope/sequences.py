@@ -333,7 +333,10 @@ def _as_table(source: Any) -> tuple[pa.Table, tuple[str, ...]]:
     if isinstance(source, pa.Table):
         return source, ()
     if isinstance(source, pd.DataFrame):
-        return pa.Table.from_pandas(source, preserve_index=False), ()
+        try:
+            return pa.Table.from_pandas(source, preserve_index=False), ()
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # a column mixes types between rows
+            return _table_by_column(source, "types between rows")
     if isinstance(source, (str, Path)):
         path = Path(source)
         suffix = path.suffix.lower()
@@ -394,15 +397,22 @@ def _as_table(source: Any) -> tuple[pa.Table, tuple[str, ...]]:
 
 def _read_mixed_jsonl(path: Path) -> tuple[pa.Table, tuple[str, ...]]:
     """A JSON-lines file in which some field changes its JSON type between records (extra
-    metadata, typically): read by pandas' parser, each column converted on its own; a column
-    that mixes types is kept as the JSON text of each value (the log-probability, reward and
-    model columns are then refused by their own checks if they are among them)."""
-    import json
-
+    metadata, typically): read by pandas' parser, each column converted on its own (see
+    :func:`_table_by_column`)."""
     import io
 
     text = path.read_bytes().decode("utf-8-sig")  # a byte-order mark is no JSON
     frame = pd.read_json(io.StringIO(text), lines=True, dtype=False, precise_float=True)
+    return _table_by_column(frame, "JSON types between records")
+
+
+def _table_by_column(frame: pd.DataFrame, what: str) -> tuple[pa.Table, tuple[str, ...]]:
+    """The columns of ``frame`` converted to Arrow one by one; a column that mixes types
+    (``what`` says which, for the note) is kept as the JSON text of each value, and a note
+    names it with the kinds and the first row that differs (the log-probability, reward and
+    model columns are then refused by :func:`_from_table` if they are among them)."""
+    import json
+
     arrays: dict[str, pa.Array] = {}
     mixed: list[str] = []
     for name in frame.columns:  # a loop over columns
@@ -412,17 +422,13 @@ def _read_mixed_jsonl(path: Path) -> tuple[pa.Table, tuple[str, ...]]:
             values = frame[name].tolist()  # a column of mixed types only
             kinds = [type(v).__name__ for v in values]
             row = next((i for i, k in enumerate(kinds) if k != kinds[0]), None)
-            if row is None:  # one JSON type in every record, mixed within (["x", 0.1])
-                mixed.append(f"{name!r} ({kinds[0]}s whose entries mix JSON types)")
+            if row is None:  # one type in every record, mixed within (["x", 0.1])
+                mixed.append(f"{name!r} ({kinds[0]}s whose entries mix types)")
             else:
                 mixed.append(f"{name!r} ({kinds[0]} at row 0, {kinds[row]} at row {row})")
             arrays[str(name)] = pa.array([json.dumps(v, default=str) for v in values])
     notes = (
-        (
-            "column(s) "
-            + ", ".join(mixed)
-            + " mix JSON types between records: kept as the JSON text of each value",
-        )
+        ("column(s) " + ", ".join(mixed) + f" mix {what}: kept as the JSON text of each value",)
         if mixed
         else ()
     )
@@ -576,8 +582,9 @@ def _from_table(
         ]:
             if f"{column!r} (" in note:
                 where = note.split(f"{column!r} (", 1)[1].split(")", 1)[0]
+                kinds = "JSON types" if "JSON types" in note else "types"
                 raise SchemaError(
-                    f"column `{column}` mixes JSON types ({where}): every "
+                    f"column `{column}` mixes {kinds} ({where}): every "
                     "record needs the same kind (a list of numbers per token, or one number)."
                 )
     found = [

@@ -33,7 +33,7 @@ import itertools
 import math
 import numbers
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Sized
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
@@ -987,6 +987,27 @@ def _index_array(values: Any, name: str, size: int, what: str, *, ndim: int) -> 
     return arr
 
 
+def _slate_array(slates: Any) -> np.ndarray:
+    """``slates`` as an array, or a ParameterError naming the first slate whose length differs
+    from the first one's (numpy refuses such ragged rows with a bare ValueError)."""
+    try:
+        return np.asarray(slates)
+    except ValueError as exc:
+        rows = list(slates)  # ragged: a list of rows, not an array (a loop over slates)
+        lengths = [len(r) if isinstance(r, Sized) and not isinstance(r, str) else 1 for r in rows]
+        first = next((i for i, n in enumerate(lengths) if n != lengths[0]), None)
+        if first is None:
+            raise ParameterError(
+                f"`slates` must be a non-empty (S, L) array of item indices; could not convert "
+                f"it: {exc}"
+            ) from None
+        raise ParameterError(
+            f"`slates`: every slate needs the same length L (one item per slot); slate 0 has "
+            f"{lengths[0]} items but slate {first} has {lengths[first]}. List each slate with "
+            "all its L items."
+        ) from None
+
+
 def _slate_rows_problem(slates: np.ndarray) -> str | None:
     """What is wrong with an (S, L) array of slates (items 0 or more, no slate twice; an item
     may fill two slots, for a logger that fills slots independently), for a message after the
@@ -1036,7 +1057,9 @@ class EnumeratedSlatePolicy(SlatePolicy):
     Parameters
     ----------
     slates : array_like of int, shape (S, L)
-        The slates (distinct rows).
+        The slates (distinct rows), each of the same length ``L``. An item may fill several
+        slots of a slate: such a distribution describes a logger that fills slots
+        independently, not a ranking.
     probabilities : array_like, shape (n_contexts, S)
         Probability of each slate in each context; rows sum to 1.
     n_items : int, optional
@@ -1052,7 +1075,7 @@ class EnumeratedSlatePolicy(SlatePolicy):
     def __init__(
         self, slates: npt.ArrayLike, probabilities: npt.ArrayLike, *, n_items: int | None = None
     ) -> None:
-        s = _as_int(np.asarray(slates), "slates")
+        s = _as_int(_slate_array(slates), "slates")
         if s.ndim != 2 or 0 in s.shape:
             raise ParameterError(
                 f"`slates` must be a non-empty (S, L) array: one row of L items per slate; got "
@@ -1142,6 +1165,16 @@ class PlackettLuce(SlatePolicy):
         n_samples: int = 200_000,
         rng: int | np.random.Generator | None = None,
     ) -> None:
+        try:
+            shape = np.shape(scores)
+        except ValueError:  # ragged rows: as_float_array names the problem
+            shape = (0, 0)
+        if len(shape) != 2:
+            hint = " (one context: pass [scores])" if len(shape) == 1 else ""
+            raise ValidationError(
+                f"`scores` must have shape (n_contexts, n_items), one row of item scores per "
+                f"context; got shape {shape}{hint}."
+            )
         f = as_float_array(scores, "scores", ndim=(2,))
         check_finite(f, "scores")
         tau = check_positive_real(temperature, "temperature", example="temperature=1.0")
@@ -1163,6 +1196,7 @@ class PlackettLuce(SlatePolicy):
         self._logits = logits
         # one draw has no spread: its standard error would read 0
         self._n_samples = check_positive_int(n_samples, "n_samples", minimum=2)
+        check_rng(rng)  # validated here, drawn from by the first Monte-Carlo marginals
         self._rng = rng
         self._cache: dict[str, Any] = {}
 

@@ -212,9 +212,13 @@ def _pass_inputs(
         raise ValidationError(
             f"`reward` has {r.shape[0]} rows but `logging_propensity` has {p.shape[0]}."
         )
-    # with names given, every label is a str
-    labels = None if names is None else tuple(map(str, policy_labels(names, n_pol)))
-    return p, t_arg, labels
+    return p, t_arg, _labels(names, n_pol)
+
+
+def _labels(names: Any, n_pol: int) -> tuple[str, ...] | None:
+    """The policy names of ``n_pol`` columns (None without names): distinct, non-blank str,
+    one per column (:func:`ope.estimators.policy_labels`)."""
+    return None if names is None else tuple(map(str, policy_labels(names, n_pol)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -981,7 +985,7 @@ class MomentStats:
                 float(whead[2]),
                 float(whead[3]),
             )
-        labels = None if names is None else tuple(map(str, policy_labels(names, n_pol)))
+        labels = _labels(names, n_pol)
         return cls(
             n=int(head[0]),
             min_r=float(head[1]),

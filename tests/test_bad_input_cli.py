@@ -479,7 +479,9 @@ def test_interval_advice_names_the_ci_flag(data):
     code, stdout, stderr = run("evaluate", path, "--reward-range", "0", "1")
     assert code == EXIT_OK, stderr
     for shown in (stdout, stderr):
-        assert "--ci betting" in shown and "--ci empirical_likelihood" in shown
+        assert "--ci betting" in shown
+        # empirical likelihood is asymptotic: not advised for a small effective sample
+        assert "--ci empirical_likelihood" not in shown
         assert "ci(method=" not in shown and "ci(--method" not in shown
         assert "a priori reward_range" not in shown
 

@@ -797,3 +797,30 @@ def test_continuous_command_without_a_candidate_names_its_flag(tmp_path, capsys)
     assert main(["continuous", str(path), "--json"]) == 65
     message = json.loads(capsys.readouterr().out)["error"]["message"]
     assert "pass --constant NAME=VALUE" in message and "`candidates`" not in message
+
+
+@pytest.mark.parametrize("case", ["densities_tiny", "actions_huge"])
+def test_overflowing_weights_or_actions_give_the_error_without_numpy_warnings(case):
+    # the weights' overflow is refused by ope's own check: numpy's overflow warnings came first
+    g = np.random.default_rng(0)
+    n = 400
+    x = g.normal(size=n)
+    a = g.normal(0, 1, n)
+    df = pd.DataFrame(
+        {
+            "x0": x,
+            "action": a,
+            "density": np.exp(-(a**2) / 2) / np.sqrt(2 * np.pi),
+            "reward": -((a - x) ** 2) / 10,
+            "target__opt": x,
+        }
+    )
+    if case == "densities_tiny":
+        df["density"] = 1e-300
+    else:
+        df["action"] = 1e300 * np.sign(g.normal(size=n))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ope.OPEWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ope.OPEError):
+            ope.evaluate_continuous(df, ["opt"])

@@ -370,3 +370,28 @@ def test_cli_diagnose_reads_pdrop_from_dsjson(tmp_path) -> None:
     assert doc["sampling_weight"] == "weight" and doc["population_rows"] == total == 400.0
     assert doc["policies"][0]["propensity_check"] == "ok"
     assert "Horvitz-Thompson weighted" in doc["notes"][0]
+
+
+@pytest.mark.parametrize("scale", [1.0, 1 / 9, 0.5, 3.0, 1e6])
+def test_weight_quantiles_do_not_depend_on_the_scale_of_the_sampling_weights(scale):
+    # equal weights describe the population of the rows themselves, at any scale: numpy's
+    # quantiles of w (weights summing to 1 gave the smallest weight for every quantile)
+    r = np.array([0.1, 0.9, 0.4, 0.7, 0.2, 0.8, 0.5, 0.3, 0.6])
+    p = np.array([0.5, 0.25, 0.5, 0.8, 0.4, 0.5, 0.3, 0.9, 0.2])
+    t = np.array([1.0, 0.5, 0.1, 0.6, 0.9, 0.2, 0.7, 0.3, 0.4])
+    s = np.full(r.size, scale)
+    s[::2] *= 2.0  # and unequal weights: the same quantiles as at scale 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        row = diagnose_arrays(r, p, t, policy_names=["a"], sampling_weight=s).table().iloc[0]
+        ref = (
+            diagnose_arrays(r, p, t, policy_names=["a"], sampling_weight=s / scale).table().iloc[0]
+        )
+        flat = diagnose_arrays(r, p, t, policy_names=["a"], sampling_weight=np.full(r.size, scale))
+    cols = ["weight_q50", "weight_q90", "weight_q99"]
+    np.testing.assert_allclose(row[cols].to_numpy(float), ref[cols].to_numpy(float), rtol=TOL)
+    np.testing.assert_allclose(
+        flat.table().iloc[0][cols].to_numpy(float),
+        np.quantile(t / p, [0.5, 0.9, 0.99]),
+        rtol=TOL,
+    )

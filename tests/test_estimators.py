@@ -282,6 +282,12 @@ def test_all_zero_weights_reduce_dr_to_dm_with_a_note():
     assert "mean importance weight is 0, while every weight is equal" in str(record[1].message)
     assert res.value == pytest.approx(0.44)
     assert any("reduces to the reward model" in note for note in res.notes)
+    # as DM's, the estimate carries no interval: its standard error treats the model as exact
+    dm = DM().estimate(R, q_target=QT)
+    assert (res.value, res.std_error) == pytest.approx((dm.value, dm.std_error))
+    for method in ("normal", "t", "bootstrap"):
+        assert all(math.isnan(x) for x in res.ci(method=method)), method
+    assert math.isnan(res.ci_low) and math.isnan(res.ci_high)
 
 
 def test_switch_dr_with_every_weight_switched_off_says_why():

@@ -125,3 +125,40 @@ def test_betting_mode_approves_a_better_policy_more_often_than_bernstein():
         for m in ("bernstein", "betting")
     }
     assert np.all(lower["betting"] > lower["bernstein"])
+
+
+@pytest.mark.parametrize(
+    ("learner", "message"),
+    [
+        ("IPSPolicyLearner", r"\(IPSPolicyLearner\) is not fitted: fit it"),
+        ("LogisticRegression", r"must be a fitted learner.*got LogisticRegression"),
+    ],
+)
+def test_certifying_an_unfitted_policy_says_to_fit_it(learner, message):
+    from sklearn.linear_model import LogisticRegression
+
+    import ope
+    from ope.exceptions import PolicyError
+
+    g = np.random.default_rng(0)
+    n = 100
+    x = g.normal(size=(n, 1))
+    a = g.integers(0, 3, n)
+    r = g.binomial(1, 0.4, n).astype(float)
+    p = np.full(n, 1 / 3)
+    policy = ope.IPSPolicyLearner() if learner == "IPSPolicyLearner" else LogisticRegression()
+    with pytest.raises(PolicyError, match=message):
+        certify(policy, x, a, r, p, reward_range=(0, 1), max_weight=10.0)
+
+
+def test_rank_policies_refuses_a_blank_policy_name():
+    from ope.exceptions import ParameterError
+
+    g = np.random.default_rng(0)
+    n = 200
+    x = g.normal(size=(n, 1))
+    a = g.integers(0, 2, n)
+    r = g.binomial(1, 0.4, n).astype(float)
+    p = np.full(n, 0.5)
+    with pytest.raises(ParameterError, match=r"`policies\[0\]` is blank"):
+        rank_policies({"": np.full(n, 0.5)}, x, a, r, p, reward_range=(0, 1), max_weight=10.0)

@@ -690,7 +690,9 @@ def test_logs_helpers_schema_errors():
     logs = _string_logs(20)
     with pytest.raises(SchemaError, match=r"context column\(s\) \['nope'\] are not in the logs"):
         ConservativePolicyLearner().fit_logs(logs, context_columns=["nope"])
-    with pytest.raises(SchemaError, match=r"column 'action' has type string, not numeric"):
+    with pytest.raises(SchemaError, match=r"column 'event_id' has type string, not numeric"):
+        ConservativePolicyLearner().fit_logs(logs, context_columns=["event_id"])
+    with pytest.raises(SchemaError, match=r"\['action'\] .* are the logged decision"):
         ConservativePolicyLearner().fit_logs(logs, context_columns=["action"])
     no_id = BanditLogs(logs.table.drop_columns(["event_id"]), logs.report)
     learner = ConservativePolicyLearner().fit_logs(no_id, context_columns="x")

@@ -509,3 +509,26 @@ def test_cli_ends_a_watch_on_sigterm_with_every_look(tmp_path):
         "looks"
     ] == 1
     assert report.read_text().count('id="monitoring"') == 1
+
+
+def test_overflowing_weights_give_the_error_without_numpy_warnings():
+    import warnings
+
+    import ope
+    from ope.exceptions import ValidationError
+
+    g = np.random.default_rng(0)
+    a = g.integers(0, 3, 200)
+    batch = pd.DataFrame(
+        {
+            "action": a,
+            "reward": g.binomial(1, 0.5, 200).astype(float),
+            "propensity": 1e-300,
+            "target__cand": (a == 0).astype(float),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ope.OPEWarning)
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(ValidationError):
+            ope.Monitor(reward_range=(0, 1)).update(batch)

@@ -101,6 +101,36 @@ def test_hand_computed_effect_standard_errors_interval_and_spread():
     assert row["significant"] == (row["p_adjusted"] <= 0.05)
 
 
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_ratio_is_undefined_when_the_control_mean_is_zero():
+    # group "zero": control outcome 0 in every pair; group "some": control mean 0.5
+    df = pd.DataFrame(
+        {
+            "pair_id": np.repeat(np.arange(8), 2),
+            "arm": ["mem", "none"] * 8,
+            "segment": np.repeat(["zero"] * 4 + ["some"] * 4, 2),
+            "outcome": [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0]
+            + [1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0],
+        }
+    )
+    res = paired_effect(df, treated="mem", control="none", ratio=True, by="segment")
+    table = res.table().set_index("group")
+    zero, some = table.loc["zero"], table.loc["some"]
+    assert zero["control_mean"] == 0.0 and zero["value"] == pytest.approx(0.75)
+    for column in ("ratio", "ratio_std_error", "ratio_ci_low", "ratio_ci_high"):
+        assert math.isnan(zero[column])
+        assert math.isfinite(some[column])
+    assert some["ratio"] == pytest.approx(0.75 / 0.5)
+    (note,) = [n for n in res.notes if "ratio" in n]
+    assert "'none' has mean 0 on 'outcome' in groups 'zero', so the ratio" in note
+    assert "undefined" in note and "'some'" not in note
+    # without `by`: the note names no group
+    plain = df[df["segment"] == "zero"]
+    res = paired_effect(plain, treated="mem", control="none", ratio=True)
+    assert math.isnan(res.table()["ratio"].iloc[0])
+    assert any("has mean 0 on 'outcome', so the ratio 'mem' / 'none'" in n for n in res.notes)
+
+
 # a handful of pairs: the short-interval note is tested in test_short_intervals.py
 @pytest.mark.filterwarnings(
     "ignore:.*too few pairs for their skew:ope.exceptions.SmallSampleWarning"

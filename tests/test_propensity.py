@@ -388,3 +388,22 @@ def test_provenance_reaches_the_learning_certificate(small_estimated):
     _, cert = _quiet(learn_from_logs, small_estimated, context_columns=["x0", "x1"], rng=0)
     assert sum(ESTIMATED_NOTE in n for n in cert.notes) == 1
     assert any(ESTIMATED_NOTE in n for n in json.loads(cert.to_json())["notes"])
+
+
+@pytest.mark.parametrize("with_candidates", [False, True])
+def test_a_floor_no_distribution_can_respect_is_refused(with_candidates):
+    # a floor of 0.5 over 3 actions raised every estimate and the estimated logger summed to 1.5
+    g = np.random.default_rng(0)
+    n = 300
+    cols = {"action": g.integers(0, 3, n), "x0": g.normal(size=n), "reward": g.random(n)}
+    if with_candidates:
+        cols["candidates"] = [[0, 1, 2]] * n
+    table = pa.table(cols)
+    with pytest.raises(ParameterError, match=r"min_propensity`=0.5 is at least 1/3"):
+        estimate_propensities(table, context_columns=["x0"], min_propensity=0.5, rng=0)
+    logs = estimate_propensities(table, context_columns=["x0"], min_propensity=0.3, rng=0)
+    if with_candidates:  # floored, then renormalized: a distribution over each row's set
+        dist = np.array(logs.table.column("logging_distribution").to_pylist())
+        np.testing.assert_allclose(dist.sum(axis=1), 1.0, rtol=1e-12)
+    else:
+        assert logs.table.column("propensity").to_numpy().min() >= 0.3

@@ -671,6 +671,37 @@ def test_episode_ids_must_be_contiguous():
         )
 
 
+@pytest.mark.parametrize(
+    "episode_id, first",
+    [
+        ([None, None, "a", "a"], 0),  # object ids: sorting None raised a bare TypeError
+        ([1.0, np.nan, np.nan, 2.0], 1),  # NaN ids: blamed on unsorted rows
+        (pd.Series(["a", "a", pd.NA, None], dtype=object), 2),
+        (np.array(["2024-01-01", "NaT", "NaT", "2024-01-02"], dtype="datetime64[D]"), 1),
+    ],
+)
+@pytest.mark.parametrize("function", [discounted_returns, td_errors, gae, lambda_returns])
+def test_missing_episode_ids_are_named(episode_id, first, function):
+    kwargs = {"gamma": 0.9, "done": [False, True, False, True], "episode_id": episode_id}
+    if function is not discounted_returns:
+        kwargs["values"] = np.zeros(4)
+    if function in (gae, lambda_returns):
+        kwargs["lam"] = 0.5
+    match = rf"`episode_id` is missing \(None or NaN\) for 2 rows \(first at row {first}\)"
+    with pytest.raises(ValidationError, match=match):
+        function(R, **kwargs)
+
+
+def test_episode_ids_of_mixed_kinds_are_refused():
+    with pytest.raises(ValidationError, match=r"`episode_id` mixes label kinds"):
+        discounted_returns(
+            R,
+            gamma=0.9,
+            done=[False, True, False, True],
+            episode_id=np.array([1, 1, "a", "a"], dtype=object),
+        )
+
+
 def test_trajectories_reject_array_structure_arguments_and_bad_columns(mdp):
     env, traj, v, v_next = mdp
     with pytest.raises(

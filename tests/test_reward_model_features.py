@@ -334,3 +334,47 @@ def test_action_feature_predictions_by_gather_equal_the_design_predictions(setti
     np.testing.assert_allclose(
         gathered.predict(x[:20], a[:20]), designed.predict(x[:20], a[:20]), rtol=1e-10, atol=1e-10
     )
+
+
+@pytest.mark.parametrize(
+    ("entry", "column"),
+    [
+        (entry, column)
+        for entry in ("learn", "estimate_propensities", "check_propensities", "dm")
+        for column in ("action", "propensity", "reward", "target__b")
+        # the logs given to estimate_propensities hold no propensity column
+        if (entry, column) != ("estimate_propensities", "propensity")
+    ],
+)
+def test_the_logged_decision_is_refused_as_a_context_column(entry, column):
+    # a model fed the logged action (or its probability, its outcome, a candidate's probability
+    # of it) reads the answer: a learned policy picking the logged action was approved by the
+    # gate at a value above the reward range, a propensity model fitted the logger perfectly
+    g = np.random.default_rng(0)
+    n = 300
+    a = g.integers(0, 3, n)
+    df = pd.DataFrame(
+        {
+            "action": a,
+            "propensity": np.full(n, 1 / 3),
+            "x0": g.normal(size=n),
+            "reward": g.binomial(1, 0.3 + 0.2 * (a == 1)).astype(float),
+            "target__b": np.full(n, 0.5),
+        }
+    )
+    logs = ope.read_logs(df)
+    calls = {
+        "learn": lambda: ope.learn_from_logs(logs, context_columns=["x0", column], rng=0),
+        "estimate_propensities": lambda: ope.estimate_propensities(
+            df.drop(columns="propensity"), context_columns=[column], rng=0
+        ),
+        "check_propensities": lambda: ope.check_propensities(logs, context_columns=[column], rng=0),
+        "dm": lambda: ope.evaluate(
+            logs,
+            {"u": ope.policies.UniformPolicy(actions=[0, 1, 2])},
+            estimators=("dm",),
+            context_columns=[column],
+        ),
+    }
+    with pytest.raises(SchemaError, match=rf"\['{column}'\].*logged decision"):
+        calls[entry]()

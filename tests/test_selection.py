@@ -104,6 +104,54 @@ def test_selection_regret_refuses_bad_arrays():
         selection_regret([[1.0, 2.0]], [[1.0, 2.0]])
 
 
+def test_selection_regret_near_the_float64_limit():
+    v = [-1e308, 1e308, 0.0]
+    # normalized: computed in units of a power of two, 1e308 / 2e308 by hand
+    assert selection_regret(v, [0.2, 0.4, 0.6], normalize=True) == 0.5
+    assert selection_regret(v, [0.6, 0.4, 0.2], normalize=True) == 1.0
+    assert selection_regret(v, [0.2, 0.6, 0.4], normalize=True) == 0.0
+    # raw: 1e308 is representable, the regret 2e308 is not
+    assert selection_regret(v, [0.2, 0.4, 0.6]) == 1e308
+    with pytest.raises(ValidationError, match=r"regret overflows float64.*Rescale `true_values`"):
+        selection_regret(v, [0.6, 0.4, 0.2])
+    rc = rank_correlation(v, [0.2, 0.4, 0.6])  # no overflow warning from the range
+    assert rc == pytest.approx((0.5, 1 / 3))
+
+
+@pytest.mark.parametrize("normalize", ["no", 1, None, np.float64(0.0)])
+def test_selection_regret_normalize_is_a_flag(normalize):
+    with pytest.raises(ParameterError, match="`normalize` must be True or False"):
+        selection_regret([0.1, 0.5, 0.3], [0.2, 0.4, 0.6], normalize=normalize)
+
+
+def test_labelled_candidates_are_paired_by_label():
+    tv = pd.Series([0.1, 0.5, 0.3], index=["a", "b", "c"])
+    sc = pd.Series([0.2, 0.4, 0.6], index=["c", "b", "a"])  # by label a=0.6 is the top score
+    assert selection_regret(tv, sc) == pytest.approx(0.5 - 0.1)
+    assert rank_correlation(tv, sc) == pytest.approx((-0.5, -1 / 3))
+    as_dict = {"c": 0.2, "b": 0.4, "a": 0.6}
+    assert selection_regret(tv, as_dict) == selection_regret(tv.to_dict(), as_dict)
+    assert selection_regret(tv.to_dict(), as_dict) == pytest.approx(0.4)
+    # plain arrays stay positional (a Series with a plain array too)
+    assert selection_regret(tv, sc.to_numpy()) == pytest.approx(0.5 - 0.3)
+
+
+@pytest.mark.parametrize(
+    "scores, match",
+    [
+        (pd.Series([1.0, 2.0, 3.0], index=["a", "b", "d"]), r"'c' only in `true_values`; 'd' only"),
+        ({"a": 1.0, "b": 2.0}, r"'c' only in `true_values`.*reindex"),
+        (pd.Series([1.0, 2.0, 3.0], index=["a", "a", "b"]), "`scores` repeats the candidate"),
+    ],
+)
+def test_labelled_candidates_must_match(scores, match):
+    tv = pd.Series([0.1, 0.5, 0.3], index=["a", "b", "c"])
+    with pytest.raises(ValidationError, match=match):
+        selection_regret(tv, scores)
+    with pytest.raises(ValidationError, match=match):
+        rank_correlation(tv, scores)
+
+
 # ---------------------------------------------------------------------------- correlation
 def test_rank_correlation_by_hand():
     assert rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == RankCorrelation(1.0, 1.0)

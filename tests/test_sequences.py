@@ -667,6 +667,30 @@ def test_a_deeply_nested_file_is_refused_before_arrow_reads_it(tmp_path):
         ope.read_sequences(cut)
 
 
+def test_a_frame_column_mixing_summed_floats_and_lists_is_named():
+    """A DataFrame column holding a summed float in some rows and per-token lists in others
+    is refused naming the column and the first row of the other kind (pyarrow's ArrowInvalid
+    escaped before); a metadata column of two types is kept, with a note, as in JSON lines."""
+    frame = pd.DataFrame(
+        {
+            "behavior_logprobs": [-1.0, [-2.0], -3.0],
+            "target_logprobs__tuned": [-1.0, [-2.0], -3.0],
+            "reward": [1.0, 0.0, 1.0],
+        }
+    )
+    with pytest.raises(
+        SchemaError,
+        match=r"column `behavior_logprobs` mixes types \(float at row 0, list at row 1\)",
+    ):
+        read_sequences(frame)
+    meta = _frame().assign(meta=[{"a": 1}, "x", 2])
+    seq = read_sequences(meta)
+    assert seq.n == 3
+    assert any(
+        "'meta' (dict at row 0, str at row 1) mix types between rows" in n for n in seq.notes
+    )
+
+
 def test_json_lines_with_mixed_entries_or_names_that_are_not_utf8(tmp_path):
     """A log-probability list whose entries mix JSON types in every record (not between
     records), and a field name that is not UTF-8, are errors of ope's tree naming the column

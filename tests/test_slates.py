@@ -383,6 +383,36 @@ def test_position_diagnostics_ess_and_unsupported_mass():
     assert d.loc[0, "mean_weight"] == pytest.approx(0.5, abs=1e-12)
 
 
+@pytest.mark.parametrize(
+    "slates, match",
+    [
+        ([[0], [0, 1]], r"slate 0 has 1 items but slate 1 has 2"),
+        ([[0, 1], [1, 0], [2]], r"slate 0 has 2 items but slate 2 has 1"),
+    ],
+)
+def test_enumerated_slates_of_different_lengths_are_refused(slates, match):
+    with pytest.raises(ParameterError, match=r"`slates`: every slate needs the same length L.*"):
+        S.EnumeratedSlatePolicy(slates, [[1 / len(slates)] * len(slates)])
+    with pytest.raises(ParameterError, match=match):
+        S.EnumeratedSlatePolicy(slates, [[1 / len(slates)] * len(slates)])
+
+
+@pytest.mark.parametrize("scores, shape", [([1.0, 2.0, 3.0], r"\(3,\)"), (1.0, r"\(\)")])
+def test_plackett_luce_scores_shape_is_named_as_documented(scores, shape):
+    with pytest.raises(
+        ValidationError,
+        match=rf"`scores` must have shape \(n_contexts, n_items\).*got shape {shape}",
+    ):
+        S.PlackettLuce(scores, 2)
+
+
+@pytest.mark.parametrize("rng", ["x", 1.5, -1, True, object()])
+def test_plackett_luce_checks_rng_when_built(rng):
+    # a small catalog never draws: the rng was accepted and never read
+    with pytest.raises(ParameterError, match=r"rng must be an int seed"):
+        S.PlackettLuce([[1.0, 2.0, 3.0]], 2, rng=rng)
+
+
 def test_pseudoinverse_weight_reduces_to_product_form_for_product_logging():
     # a logger that fills 2 slots independently (repeats allowed): Example 4 of the paper
     pa0, pb0 = np.array([0.2, 0.3, 0.5]), np.array([0.6, 0.1, 0.3])

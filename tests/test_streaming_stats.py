@@ -88,6 +88,25 @@ def test_names_levels_and_strings(data):
     )
 
 
+@pytest.mark.parametrize(
+    "names, match",
+    [
+        (["", "b", "c"], r"`names\[0\]` is blank \(''\)"),
+        (["a", "  ", "c"], r"`names\[1\]` is blank"),
+        (["a", "b", 3], r"`names` must be a list of names \(strings\); its item 2 is 3"),
+    ],
+)
+def test_policy_names_are_non_blank_text(data, names, match):
+    r, p, t = data
+    with pytest.raises(ParameterError, match=match):
+        MomentStats.from_arrays(r[:10], p[:10], t[:10], names=names)
+    with pytest.raises(ParameterError, match=match):
+        MomentStats.from_outcomes([r[:10]], p[:10], t[:10], names=names)
+    columns = MomentStats.from_arrays(r[:10], p[:10], t[:10]).to_columns()
+    with pytest.raises(ParameterError, match=match):
+        MomentStats.from_columns(columns, names=names)
+
+
 @pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
 def test_refusals(data):
     r, p, t = data

@@ -229,8 +229,10 @@ def diagnose_arrays(
       :math:`\\sqrt{\\tfrac{n}{n-1}\\sum s_i^2(w_i-\\bar w_s)^2}/S`; its expectation
       :math:`1 - \\sum s_i D_{0,i}/S`; unsupported mass :math:`\\sum s_i D_i/S`.
     * Weight quantiles and histogram: of the population distribution of :math:`w`, i.e. of
-      :math:`w` with weights :math:`s` (numpy's 'linear' rule on cumulative weights; bin
-      counts :math:`\\sum_{i\\in b}s_i`, masses :math:`\\sum_{i\\in b}s_iw_i/S`).
+      :math:`w` with weights :math:`s` (numpy's 'linear' rule on the cumulative weights in
+      units of the smallest, :math:`s_i/\\min_j s_j`, so that they do not depend on the
+      weights' scale; bin counts :math:`\\sum_{i\\in b}s_i`, masses
+      :math:`\\sum_{i\\in b}s_iw_i/S`).
     * Clipped share :math:`\\sum_{w_i>R}s_i/S`, clipped mass share
       :math:`\\sum_{w_i>R}s_iw_i/\\sum s_iw_i`; KL :math:`\\sum s_iw_i\\log w_i/S`,
       :math:`\\chi^2 = \\sum s_iw_i^2/S-1`, Renyi-2 :math:`\\log(\\sum s_iw_i^2/S)`.
@@ -247,7 +249,8 @@ def diagnose_arrays(
 
     Integer weights give the numbers of the rows repeated :math:`s_i` times for every
     population quantity (all of the above but the ESS, the standard errors, the variance
-    shares and the intervals, which count the ``n`` kept rows).
+    shares and the intervals, which count the ``n`` kept rows; the quantiles when the smallest
+    weight is 1).
 
     References
     ----------

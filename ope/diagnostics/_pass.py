@@ -786,19 +786,27 @@ def weighted_pass(
 def weighted_quantiles(w: np.ndarray, sampling: np.ndarray, qs: Sequence[float]) -> np.ndarray:
     """Quantiles of the weights ``w`` (n,) of rows with sampling weights ``s`` (n,).
 
-    The population quantile: with ``S = sum s`` and the weights sorted, ``value(k)`` is the
-    first sorted weight whose cumulative ``s`` exceeds ``k``, and the ``q`` quantile is numpy's
+    The population quantile, with the sampling weights counted in units of the smallest
+    (``u_i = s_i / min s``: the quantiles do not depend on the weights' scale, as no other
+    diagnostic does): with ``U = sum u`` and the weights sorted, ``value(k)`` is the first
+    sorted weight whose cumulative ``u`` exceeds ``k``, and the ``q`` quantile is numpy's
     'linear' rule on that sequence: ``value(k) + f (value(k + 1) - value(k))`` with
-    ``q (S - 1) = k + f``. Integer weights give numpy's quantile of the rows repeated ``s_i``
-    times; unit weights numpy's quantile of ``w`` (to rounding). One sort (O(n log n)).
+    ``q (U - 1) = k + f``. Equal weights (any scale) give numpy's quantile of ``w`` (to
+    rounding); integer weights whose smallest is 1 (Horvitz-Thompson weights of a log that
+    kept some rows surely) numpy's quantile of the rows repeated ``s_i`` times. One sort
+    (O(n log n)).
 
     >>> import numpy as np
     >>> weighted_quantiles(np.array([1.0, 4.0]), np.array([3.0, 1.0]), [0.5, 1.0]).tolist()
     [1.0, 4.0]
+    >>> w = np.array([0.5, 2.0, 3.0])
+    >>> weighted_quantiles(w, np.full(3, 1 / 3), [0.5, 0.75]).tolist()  # = np.quantile(w, q)
+    [2.0, 2.5]
     """
     order = np.argsort(w, kind="stable")
     ws = w[order]
-    cum = np.cumsum(sampling[order])
+    units = sampling[order]
+    cum = np.cumsum(units / units.min())
     pos = np.maximum(np.asarray(qs, dtype=np.float64) * (cum[-1] - 1.0), 0.0)
     k = np.floor(pos)
     last = ws.size - 1

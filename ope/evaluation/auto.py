@@ -67,7 +67,7 @@ from ope.evaluation.tuning import (
     settings_for,
     tune_rule_settings,
 )
-from ope._validation import check_choice, check_positive_int, check_real
+from ope._validation import check_choice, check_forwarded, check_positive_int, check_real
 from ope.exceptions import OPEWarning, ParameterError
 
 __all__ = [
@@ -298,6 +298,7 @@ def select_estimators(
     from ope.logs import BanditLogs
 
     evaluate = evaluate_with_settings  # settings may be given per candidate
+    check_forwarded(evaluate_options, select_estimators, evaluate_plain, target_name="ope.evaluate")
     validator = check_choice(validator, "validator", ("auto", *AUTO_VALIDATORS))
     n_splits = check_positive_int(n_splits, "n_splits", minimum=2, example="n_splits=10")
     if n_splits > MAX_SPLITS:

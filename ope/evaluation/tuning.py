@@ -40,6 +40,7 @@ from ope._result import Result, ResultParts
 from ope._validation import (
     as_float_array,
     check_choice,
+    check_forwarded,
     check_positive_int,
     check_real,
     describe,
@@ -320,9 +321,11 @@ def tune_setting(
     """
     import warnings
 
+    from ope.evaluation.plan import evaluate
     from ope.io import read_logs
     from ope.logs import BanditLogs
 
+    check_forwarded(evaluate_options, tune_setting, evaluate, target_name="ope.evaluate")
     estimator = check_choice(estimator, "estimator", tuple(TUNABLE))
     how = check_choice(rule, "rule", tuple(RULES))
     values = _grid(grid, estimator)

@@ -12,6 +12,7 @@ from typing import Any, Final, Literal, Mapping
 import numpy as np
 import numpy.typing as npt
 from scipy import stats
+from sklearn.exceptions import NotFittedError
 
 from ope._thresholds import MIN_ROWS, small_sample, small_sample_note
 from ope._validation import (
@@ -32,6 +33,7 @@ from ope.exceptions import (
     ValidationError,
 )
 from ope.diagnostics.msm import describe_approval_tipping, msm_weight_range, tipping_point
+from ope.estimators import policy_labels
 from ope.intervals.betting import betting_lower_bound
 from ope.intervals.bounded import bernstein_interval
 from ope.learning._common import (
@@ -396,24 +398,36 @@ class Certificate(Result):
         )
 
 
-def _policy_propensity(
-    policy: Any, X: Any, action: Any, candidates: Any, n: int
-) -> npt.NDArray[np.float64]:
-    """``pi(action_i | x_i)`` from a policy object or a given per-row vector."""
+def _propensities_of(policy: Any, X: Any, action: Any, candidates: Any) -> Any:
+    """What ``policy`` gives for the logged actions: a learner's target propensities, a
+    classifier's probabilities of them, or ``policy`` itself (a per-row vector)."""
     if hasattr(policy, "classes_"):
         idx = _known_actions(np.asarray(policy.classes_), np.asarray(action))
     if hasattr(policy, "target_propensity"):
-        pe = policy.target_propensity(X, action, candidates=candidates)
-    elif hasattr(policy, "predict_proba") and hasattr(policy, "classes_"):
+        return policy.target_propensity(X, action, candidates=candidates)
+    if hasattr(policy, "predict_proba") and hasattr(policy, "classes_"):
         if candidates is not None:
             raise PolicyError(
                 "this policy's predict_proba cannot restrict itself to `candidates`; pass its "
                 "target propensities pi(action_i | x_i) as an array instead."
             )
         proba = np.asarray(policy.predict_proba(X), dtype=np.float64)
-        pe = proba[np.arange(proba.shape[0]), idx]
-    else:
-        pe = policy
+        return proba[np.arange(proba.shape[0]), idx]
+    return policy
+
+
+def _policy_propensity(
+    policy: Any, X: Any, action: Any, candidates: Any, n: int
+) -> npt.NDArray[np.float64]:
+    """``pi(action_i | x_i)`` from a policy object or a given per-row vector."""
+    try:
+        pe = _propensities_of(policy, X, action, candidates)
+    except NotFittedError:
+        raise PolicyError(
+            f"`policy` ({type(policy).__name__}) is not fitted: fit it on the training rows "
+            "first (e.g. learner.fit(X, action, reward, propensity)), then certify it on "
+            "held-out rows."
+        ) from None
     try:
         pe = np.asarray(pe, dtype=np.float64)
     except (TypeError, ValueError):
@@ -1193,6 +1207,7 @@ def rank_policies(
         )
     if not policies:
         raise PolicyError("`policies` is empty; pass a mapping of name to policy.")
+    policy_labels(list(policies), len(policies), columns="policies", argument="policies")
     level = check_confidence_level(confidence_level)
     per_policy = 1.0 - (1.0 - level) / len(policies) if simultaneous else level
     gate = SafetyGate(
