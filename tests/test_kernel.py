@@ -55,6 +55,18 @@ def _real(m: _kernel.Moments, g: int = 0):
     return mean, com
 
 
+def _about(m: _kernel.Moments, shift: float, g: int = 0):
+    """:func:`_real` re-expressed about another shift of the rewards: with ``d`` the old shift
+    minus the new, ``a = w (r - shift)`` becomes ``a + d b`` (``b = w``)."""
+    mean, com = _real(m, g)
+    d = m.shift[g] - shift
+    mean = mean.copy()
+    mean[:, 0] += d * mean[:, 1]
+    caa, cab, cbb, car, cbr = (com[:, q] for q in range(5))
+    com = np.stack([caa + 2 * d * cab + d * d * cbb, cab + d * cbb, cbb, car + d * cbr, cbr], 1)
+    return mean, com
+
+
 def _direct(r, p, t, max_weight, shift):
     """Means and centred sums aa, ab, bb, ar, br by plain numpy, about ``shift``."""
     w = t / p[:, None]
@@ -193,13 +205,23 @@ def test_one_candidate_column_pass_equals_the_general_pass_and_numpy(case):
         assert getattr(fused_checks, field) == getattr(general_checks, field)
     for field in ("t_min", "t_max"):
         assert getattr(fused_checks, field)[0] == getattr(general_checks, field)[0]
-    for field in ("n", "shift", "r_exp", "r_mean", "r_m2", "w_exp", "max_w", "n_clipped"):
+    for field in ("n", "r_exp", "w_exp", "max_w", "n_clipped"):
         x, y = getattr(fused, field), getattr(general, field)
         if x.ndim > 1:
             y = y[..., :1]
-        np.testing.assert_allclose(x, y, rtol=RTOL if field in ("r_mean", "r_m2") else 0)
-    for field in ("mean", "com"):
-        x, y = getattr(fused, field), getattr(general, field)[..., :1]
+        np.testing.assert_array_equal(x, y)
+    # without a clip level the one-read loop shifts the rewards by a block's first reward, the
+    # general loops by its mean: the same statistics about any one shift
+    ur = 2.0 ** fused.r_exp[0]
+    assert fused.shift[0] + fused.r_mean[0] * ur == pytest.approx(
+        general.shift[0] + general.r_mean[0] * ur, rel=RTOL
+    )
+    np.testing.assert_allclose(fused.r_m2, general.r_m2, rtol=RTOL)
+    if fused.shift[0] == general.shift[0]:  # the scaled blocks (both two-pass): stored units
+        pairs = [(fused.mean, general.mean[..., :1]), (fused.com, general.com[..., :1])]
+    else:  # in real units about the general pass's shift
+        pairs = [(x, y[..., :1]) for x, y in zip(_about(fused, general.shift[0]), _real(general))]
+    for x, y in pairs:
         np.testing.assert_allclose(x, y, rtol=RTOL, atol=1e-15 * np.abs(y).max())
     moments = {"fused": centered_moments(r, p, col, max_weight=max_weight)}
     _kernel.set_backend("numpy")
@@ -219,6 +241,61 @@ def test_one_candidate_column_pass_equals_the_general_pass_and_numpy(case):
         for x, y in zip(a.ratio_mean_sd(0, clipped=clipped), b.ratio_mean_sd(0, clipped=clipped)):
             assert x == pytest.approx(y, rel=RTOL)
     assert (a.n_clipped.sum() > 0) == (case == "clipped")
+
+
+@needs_numba
+@pytest.mark.parametrize(
+    "case",
+    ["first_reward_far", "first_weight_far", "rewards_equal", "weights_equal", "rewards_offset"],
+)
+def test_one_read_pass_keeps_the_accuracy_of_the_two_pass_loops(case):
+    # one candidate without a clip level takes one read of each block, with sums about shifts
+    # (its first row); a shift far from its block's mean would cancel digits, so that block is
+    # redone by the two-pass loops: the statistics agree with numpy's to 1e-12 whatever the rows
+    b = _kernel.BLOCK_ROWS
+    n = 2 * b + 300
+    rng = np.random.default_rng(5)
+    r = rng.normal(5.0, 1e-3, n)
+    p = rng.uniform(0.2, 0.8, n)
+    t = rng.uniform(0.0, 1.0, n)
+    if case == "first_reward_far":  # each block's first reward 1,000 sd away
+        r[[0, b, 2 * b]] = [6.0, 4.0, 6.0]
+    elif case == "first_weight_far":  # weights 1 +- 1e-6 but each block's first is 1,000
+        p[:] = 0.5
+        t[:] = 0.5 + rng.normal(0.0, 5e-7, n)
+        p[[0, b, 2 * b]] = 1e-3
+        t[[0, b, 2 * b]] = 1.0
+    elif case == "rewards_equal":
+        r[:] = 0.3
+    elif case == "weights_equal":
+        t[:] = 0.3
+        p[:] = 1.0
+    else:
+        r = 1e9 + rng.normal(0.0, 1.0, n)
+    moments = {"numba": centered_moments(r, p, [t], max_weight=None)}
+    _kernel.set_backend("numpy")
+    try:
+        moments["numpy"] = centered_moments(r, p, [t], max_weight=None)
+    finally:
+        _kernel.set_backend(None)
+    a, c = moments["numba"], moments["numpy"]
+    np.testing.assert_array_equal(a.max_w, c.max_w)
+    for about in (0.0, 5.0):
+        for x, y in zip(
+            a.product_mean_sd(0, clipped=False, about=about),
+            c.product_mean_sd(0, clipped=False, about=about),
+        ):
+            assert x == pytest.approx(y, rel=RTOL, abs=1e-15)
+    for x, y in zip(a.ratio_mean_sd(0, clipped=False), c.ratio_mean_sd(0, clipped=False)):
+        assert x == pytest.approx(y, rel=RTOL, abs=1e-15)
+    for x, y in zip(a.reward_mean_sd(), c.reward_mean_sd()):
+        assert x == pytest.approx(y, rel=RTOL, abs=1e-15)
+    for kind in ("ips", "ratio"):
+        assert a.paired_sd(0, kind=kind, clipped=False) == pytest.approx(
+            c.paired_sd(0, kind=kind, clipped=False), rel=RTOL, abs=1e-15
+        )
+    _, var_w = a.weight_mean_var(0, clipped=False)
+    assert var_w == pytest.approx(c.weight_mean_var(0, clipped=False)[1], rel=RTOL, abs=1e-15)
 
 
 def test_the_environment_variable_forces_the_numpy_fallback():
