@@ -1191,15 +1191,7 @@ def _nb_single(
             return
         # the clipped statistics in two passes about the same shift (the raw ones stay)
         _nb_single_load(rs_, ps_, ts, k, 1.0, kr, 1.0, rb, wb)
-        csa, csb = _nb_clipped_sums(wb, k, rb, max_weight)
-        cma = csa / k
-        cmb = csb / k
-        ejc = _nb_scale_exponent(max_weight)
-        cscale = math.ldexp(1.0, -ejc)
-        bm[1, 0, 0] = cma * cscale
-        bm[1, 1, 0] = cmb * cscale
-        bexp[1, 0] = ejc
-        _nb_single_centre(wb, k, rb, rm, max_weight, cma, cmb, cscale, bc, 1)
+        _nb_single_clipped_centre(wb, k, rb, rm, max_weight, 0, bm, bc, bexp)
         return
     _nb_single_exact(
         r,
@@ -1224,6 +1216,20 @@ def _nb_single(
         bmax,
         bclip,
     )
+
+
+def _nb_single_clipped_centre(wb, k, rb, rm, mw, kp, bm, bc, bexp):
+    """The clipped statistics of one candidate's block in two passes over its weights ``wb``
+    and reward deviations ``rb`` (in cache): means, scale and centred co-moments."""
+    csa, csb = _nb_clipped_sums(wb, k, rb, mw)
+    cma = csa / k
+    cmb = csb / k
+    ejc = _nb_scale_exponent(mw)
+    cscale = math.ldexp(1.0, -ejc)
+    bm[1, 0, 0] = cma * cscale
+    bm[1, 1, 0] = cmb * cscale
+    bexp[1, 0] = kp + ejc
+    _nb_single_centre(wb, k, rb, rm, mw, cma, cmb, cscale, bc, 1)
 
 
 def _nb_single_exact(
@@ -1285,16 +1291,8 @@ def _nb_single_exact(
     bexp[0, 0] = kp + ej
     hdr[3] = _nb_single_centre(wb, k, rb, rm, np.inf, ma, mb, scale, bc, 0)
     if has_clip and cnt > 0:
-        csa, csb = _nb_clipped_sums(wb, k, rb, mw)
-        cma = csa / k
-        cmb = csb / k
-        ejc = _nb_scale_exponent(mw)
-        cscale = math.ldexp(1.0, -ejc)
-        bm[1, 0, 0] = cma * cscale
-        bm[1, 1, 0] = cmb * cscale
-        bexp[1, 0] = kp + ejc
         bclip[0] = cnt
-        _nb_single_centre(wb, k, rb, rm, mw, cma, cmb, cscale, bc, 1)
+        _nb_single_clipped_centre(wb, k, rb, rm, mw, kp, bm, bc, bexp)
     else:
         bm[1, 0, 0] = bm[0, 0, 0]
         bm[1, 1, 0] = bm[0, 1, 0]
@@ -2208,6 +2206,7 @@ _NUMBA_FUNCTIONS: Final = (
     "_nb_single_centre",
     "_nb_single_sums",
     "_nb_single_clipped",
+    "_nb_single_clipped_centre",
     "_nb_single_exact",
     "_nb_single",
     "_nb_merge",
