@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import re
+import textwrap
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -193,8 +194,12 @@ class ValidationReport:
     skipped : tuple of SkippedPath
         Entries of a directory left out (a second path to a file already read, a FIFO...),
         each named with its reason. They never hold rows that were lost: see ``ope.io``.
+    notes : tuple of str
+        What the reader left out of the source beyond rows, and why (e.g. a DSJSON file's
+        ``p`` lists not kept as ``logging_distribution``). Results built on the logs carry
+        them with the rows' notes (:meth:`dropped_notes`).
 
-    ``columns``, ``files_read`` and ``skipped`` describe the source, not its rows: they are
+    ``columns``, ``files_read``, ``skipped`` and ``notes`` describe the source, not its rows: they are
     left out of comparisons (``==``), so reports of the same rows compare equal however the
     rows were read.
 
@@ -226,6 +231,7 @@ class ValidationReport:
     columns: tuple[str, ...] = field(default=(), compare=False)
     files_read: int | None = field(default=None, compare=False)
     skipped: tuple[SkippedPath, ...] = field(default=(), compare=False)
+    notes: tuple[str, ...] = field(default=(), compare=False)
 
     @classmethod
     def from_masks(
@@ -346,6 +352,7 @@ class ValidationReport:
             columns=self.columns or other.columns,
             files_read=self.files_read if self.files_read is not None else other.files_read,
             skipped=self.skipped or other.skipped,
+            notes=self.notes + tuple(x for x in other.notes if x not in self.notes),
         )
 
     def failure_message(
@@ -424,8 +431,8 @@ class ValidationReport:
         )
 
     def dropped_notes(self) -> list[str]:
-        """The notes a result carries about rejected and dropped rows and skipped directory
-        entries (empty when none)."""
+        """The notes a result carries about rejected and dropped rows, skipped directory
+        entries and what the reader left out (:attr:`notes`; empty when none)."""
         notes = []
         if self.rows_rejected:
             notes.append(
@@ -434,7 +441,7 @@ class ValidationReport:
             )
         if self.skipped:
             notes.append(self._skipped_text())
-        return notes
+        return notes + list(self.notes)
 
     def _skipped_text(self) -> str:
         shown = "; ".join(s.text() for s in self.skipped[:EXAMPLE_ROWS])
@@ -474,6 +481,7 @@ class ValidationReport:
             "columns": list(self.columns),
             "files_read": self.files_read,
             "files_skipped": [s.to_dict() for s in self.skipped],
+            "notes": list(self.notes),
         }
 
     def __str__(self) -> str:
@@ -530,6 +538,10 @@ class ValidationReport:
                 lines.append(
                     f"    ... and {len(self.skipped) - REPORT_MAX_NAMES} more (see to_dict())"
                 )
+        for note in self.notes:
+            lines += textwrap.wrap(
+                note, width, initial_indent="  note: ", subsequent_indent=" " * 8
+            )
         if self.columns:
             label = f"  columns ({len(self.columns)}):"
             label = label.ljust(max(len(label) + 1, 17))

@@ -158,6 +158,8 @@ def test_igl_file_reads_as_its_cb_events_without_a_distribution():
     assert t["event_id"] == ["igl.json:0", "igl.json:1"]
     assert t["action"] == [3, 1] and t["reward"] == [-0.0, 1.0]
     assert t["candidates"] == [[0, 1, 2, 3]] * 2
+    (note,) = logs.report.notes  # the `p` left out is said
+    assert note.startswith("`p` not kept as logging_distribution") and "(line 0)" in note
 
 
 @pytest.mark.parametrize(
@@ -528,9 +530,45 @@ def test_p_that_is_not_a_distribution_costs_no_row_its_label(tmp_path):
         path.write_text("\n".join([first, _cb_line(2), _cb_line(3)]) + "\n")
         logs = read_dsjson(path)
         assert logs.n == 3 and "logging_distribution" not in logs.table.column_names
+        # the `p` left out is said, once, in the report and the results built on the logs
+        (note,) = logs.report.notes
+        assert note.startswith("`p` not kept as logging_distribution: the first labeled line ")
+        assert "(line 0) decides" in note and "the first at line 0" in note
+        assert logs.report.to_dict()["notes"] == [note] and "note: `p` not kept" in str(logs.report)
+        assert note in logs.report.dropped_notes()
     path.write_text("\n".join([_cb_line(2), vw, off, _cb_line(3)]) + "\n")
     with pytest.warns(DroppedRowsWarning):
         logs = read_dsjson(path, on_invalid="drop")
     assert logs.report.rejected == {"dsjson_a_p_mismatch": 2}
     assert logs.report.examples["dsjson_a_p_mismatch"] == (1, 2)
     assert logs.table.column("logging_distribution").to_pylist() == [[0.5, 0.5]] * 2
+
+
+def test_a_file_without_p_or_with_its_distribution_has_no_note(tmp_path):
+    no_p = [json.loads(_cb_line(i)) for i in range(3)]
+    for obj in no_p:
+        del obj["p"]
+    path = tmp_path / "no_p.json"
+    path.write_text("\n".join(json.dumps(o) for o in no_p) + "\n")
+    assert read_dsjson(path).report.notes == ()
+    path.write_text("\n".join(_cb_line(i) for i in range(3)) + "\n")
+    logs = read_dsjson(path)
+    assert logs.report.notes == () and "logging_distribution" in logs.table.column_names
+
+
+def test_the_p_left_out_is_noted_by_the_import_and_the_evaluation(tmp_path):
+    # the first line has no p (it decides), later lines carry one: said at the first of them
+    first = json.loads(_cb_line(0))
+    del first["p"]
+    path = tmp_path / "late_p.json"
+    path.write_text("\n".join([json.dumps(first)] + [_cb_line(i) for i in range(1, 40)]) + "\n")
+    n, report = import_dsjson(path, tmp_path / "out.parquet", chunk_lines=7)
+    assert n == 40
+    (note,) = report.notes
+    assert "(line 0) decides" in note and "the first at line 1" in note
+    import ope
+
+    logs = read_dsjson(path, chunk_lines=7)
+    assert logs.report.notes == (note,)
+    ev = ope.evaluate(logs, {"uniform": ope.policies.UniformPolicy()}, estimators=("ips",))
+    assert any(note in x for x in ev.notes)

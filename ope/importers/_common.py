@@ -11,6 +11,7 @@ the *source* (0-based line or CSV row numbers), and checks ``event_id`` across c
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -171,6 +172,11 @@ class ChunkValidator:
         else:
             hit = self._seen.add_new(SeenIds.as_numpy(eid.take(pa.array(rows))))
         return rows[hit]
+
+    def note(self, text: str) -> None:
+        """Add what the importer left out of the source, and why, to the report's notes."""
+        if text not in self.report.notes:
+            self.report = dataclasses.replace(self.report, notes=(*self.report.notes, text))
 
     def failure(self) -> ValidationError | None:
         """The error to raise under ``on_invalid="raise"`` (None when nothing is invalid)."""

@@ -603,6 +603,8 @@ class _State:
     features: bool
     kind: str | None = None
     distribution: bool | None = None  # CB: whether the file carries logging_distribution
+    decided_at: int | None = None  # the line whose a/p decided ``distribution``
+    p_ignored_at: int | None = None  # without it: the first kept line whose `p` is not kept
 
     @property
     def schema(self) -> pa.Schema:
@@ -878,7 +880,11 @@ def _cb_rows(
         parts.reject(reason, lines[hit])
         left &= ~hit
     if state.distribution is None and left.any():
-        state.distribution = bool(usable[np.argmax(left)])  # the file's first row decides
+        first = np.argmax(left)
+        state.distribution = bool(usable[first])  # the file's first row decides
+        state.decided_at = int(lines[first])
+    if state.distribution is False and state.p_ignored_at is None and (left & has_p).any():
+        state.p_ignored_at = int(lines[np.argmax(left & has_p)])  # a `p` that is not kept
     if state.distribution:
         hit = left & ~usable
         parts.reject("dsjson_a_p_mismatch", lines[hit])
@@ -1132,6 +1138,17 @@ def _parse_chunk(block: _Block, state: _State) -> _Chunk:
 
 def _validate(chunk: _Chunk, validator: ChunkValidator) -> pa.Table:
     validator.source_metadata["ope.dsjson_kind"] = chunk.state.kind or ""
+    state = chunk.state
+    if state.p_ignored_at is not None:  # said once (ChunkValidator.note keeps one copy)
+        validator.note(
+            "`p` not kept as logging_distribution: the first labeled line (line "
+            f"{state.decided_at}) decides for the file, and its `a`/`p` are missing or are not "
+            "the logger's distribution over its candidates (ids 1..K once each, entries in "
+            "[0, 1] summing to 1, the logged action's equal to `_label_probability`); every "
+            f"line's `p` is ignored (the first at line {state.p_ignored_at}). "
+            "`_label_probability` is the propensity; estimators that need the logger's whole "
+            "distribution cannot use this file."
+        )
     return validator.add(chunk.table, chunk.lines, chunk.rejected, n_source=chunk.n_lines)
 
 
