@@ -67,6 +67,8 @@ __all__ = [
     "check_segment_columns",
     "conform",
     "check_bandit_rows",
+    "distribution_faults",
+    "propensity_disagrees",
     "check_trajectory_rows",
     "check_paired_rows",
     "first_occurrence_duplicates",
@@ -1174,6 +1176,38 @@ def _any_by_row(parent: np.ndarray, flags: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+def distribution_faults(
+    values: np.ndarray, parent: np.ndarray, n: int, *, sum_atol: float = DISTRIBUTION_SUM_ATOL
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rules of a logger's distribution stored as a list per row (``values`` flat, the
+    row of each in ``parent``): per row, whether an entry lies outside [0, 1] (NaN included),
+    and whether the entries, all in range, miss a sum of 1 by more than ``sum_atol``.
+
+    >>> import numpy as np
+    >>> v, parent = np.array([0.5, 0.5, 0.7, 0.7, 1.5]), np.array([0, 0, 1, 1, 2])
+    >>> [m.tolist() for m in distribution_faults(v, parent, 3)]
+    [[False, False, True], [False, True, False]]
+    """
+    bad_entry = ~((values >= 0.0) & (values <= 1.0))
+    out_of_range = _any_by_row(parent, bad_entry, n)
+    sums = np.bincount(parent, weights=np.where(bad_entry, 0.0, values), minlength=n)
+    return out_of_range, ~out_of_range & (np.abs(sums - 1.0) > sum_atol)
+
+
+def propensity_disagrees(
+    propensity: np.ndarray, entry: np.ndarray, *, rtol: float = PROPENSITY_MATCH_RTOL
+) -> np.ndarray:
+    """Where a valid logged propensity (in (0, 1]; the others are rejected for themselves)
+    differs from the logger's distribution at the logged action, ``entry``, by more than
+    ``rtol`` of the larger (NaN entries never disagree here: they are out of range)."""
+    with np.errstate(invalid="ignore"):
+        return (
+            (propensity > 0.0)
+            & (propensity <= 1.0)
+            & (np.abs(propensity - entry) > rtol * np.maximum(propensity, entry))
+        )
+
+
 def check_bandit_rows(
     table: pa.Table, *, unit_roundoff: Mapping[str, float] | None = None
 ) -> dict[str, np.ndarray]:
@@ -1265,10 +1299,6 @@ def check_bandit_rows(
         ld_parent = (
             pc.list_parent_indices(ld).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
         )
-        bad_entry = ~((ld_vals >= 0.0) & (ld_vals <= 1.0))
-        out_of_range = ld_null | _any_by_row(ld_parent, bad_entry, n)
-        _add(masks, "logging_distribution_out_of_range", out_of_range)
-        sums = np.bincount(ld_parent, weights=np.where(bad_entry, 0.0, ld_vals), minlength=n)
         u = dict(unit_roundoff or {})
         # each stored entry is off by at most u_d of itself, so a row sum by at most u_d
         sum_atol = max(DISTRIBUTION_SUM_ATOL, 2.0 * u.get("logging_distribution", 0.0))
@@ -1276,11 +1306,10 @@ def check_bandit_rows(
             PROPENSITY_MATCH_RTOL,
             2.0 * (u.get("propensity", 0.0) + u.get("logging_distribution", 0.0)),
         )
-        _add(
-            masks,
-            "logging_distribution_not_normalized",
-            ~out_of_range & (np.abs(sums - 1.0) > sum_atol),
-        )
+        entries_out, not_normalized = distribution_faults(ld_vals, ld_parent, n, sum_atol=sum_atol)
+        out_of_range = ld_null | entries_out
+        _add(masks, "logging_distribution_out_of_range", out_of_range)
+        _add(masks, "logging_distribution_not_normalized", not_normalized & ~ld_null)
         # propensity vs the distribution at the logged action (only where both are comparable)
         comparable = ~mismatch[match_rows] & ~out_of_range[match_rows]
         rows = match_rows[comparable]
@@ -1291,7 +1320,7 @@ def check_bandit_rows(
         d = ld_vals[ld_start[rows] + pos]
         pr = _floats(table.column("propensity"))[rows]
         # rows whose propensity is itself invalid are already rejected for that
-        bad = (pr > 0.0) & (pr <= 1.0) & (np.abs(pr - d) > match_rtol * np.maximum(pr, d))
+        bad = propensity_disagrees(pr, d, rtol=match_rtol)
         mask = np.zeros(n, dtype=bool)
         mask[rows[bad]] = True
         _add(masks, "logged_propensity_mismatch", mask)

@@ -125,7 +125,7 @@ from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.importers._common import ChunkValidator
 from ope._paths import UTF8_BOM, locate_input
 from ope.logs import BanditLogs, ValidationReport
-from ope.schema import DISTRIBUTION_SUM_ATOL, PROPENSITY_MATCH_RTOL
+from ope.schema import distribution_faults, propensity_disagrees
 
 __all__ = [
     "read_dsjson",
@@ -334,20 +334,18 @@ class _Kind:
 def _p_is_distribution(
     a_arr: pa.Array, p_arr: pa.Array, idx: np.ndarray, prob: np.ndarray, n: int
 ) -> np.ndarray:
-    """Per row, whether ``p`` is a probability distribution as read_logs checks the
-    ``logging_distribution`` it becomes: entries in [0, 1] summing to 1 (within
-    :data:`ope.schema.DISTRIBUTION_SUM_ATOL`), and its entry for the logged action (``a`` equal
-    to ``_labelIndex + 1``) equal to ``_label_probability`` (within
-    :data:`ope.schema.PROPENSITY_MATCH_RTOL`) where that probability is in (0, 1]. Whether
-    ``a`` and ``p`` line up is the caller's check."""
+    """Per row, whether ``p`` is a probability distribution by the rules read_logs applies to
+    the ``logging_distribution`` it becomes (the same functions,
+    :func:`ope.schema.distribution_faults` and :func:`ope.schema.propensity_disagrees`: the
+    values are float64, so without their widening for narrower storage): entries in [0, 1]
+    summing to 1, and the entry for the logged action (``a`` equal to ``_labelIndex + 1``)
+    equal to ``_label_probability`` where that probability is in (0, 1]. Whether ``a`` and
+    ``p`` line up is the caller's check."""
     p_flat = pc.list_flatten(p_arr).to_numpy(zero_copy_only=False).astype(np.float64)
     p_par = pc.list_parent_indices(p_arr).to_numpy(zero_copy_only=False).astype(np.int64)
     with np.errstate(invalid="ignore"):
-        bad_entry = ~((p_flat >= 0.0) & (p_flat <= 1.0))
-        sums = np.bincount(p_par, weights=np.where(bad_entry, 0.0, p_flat), minlength=n)
-        ok = (np.bincount(p_par[bad_entry], minlength=n) == 0) & (
-            np.abs(sums - 1.0) <= DISTRIBUTION_SUM_ATOL
-        )
+        out_of_range, not_normalized = distribution_faults(p_flat, p_par, n)
+    ok = ~out_of_range & ~not_normalized
     # the p entry of each a entry: the same position in the row (where the row has one)
     a_flat = pc.list_flatten(a_arr).to_numpy(zero_copy_only=False)
     a_par = pc.list_parent_indices(a_arr).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -358,10 +356,7 @@ def _p_is_distribution(
     logged = np.flatnonzero((a_flat == idx[a_par] + 1) & (pos < p_len[a_par]))
     rows = a_par[logged]
     d, pr = p_flat[p_start[rows] + pos[logged]], prob[rows]
-    with np.errstate(invalid="ignore"):
-        tol = PROPENSITY_MATCH_RTOL * np.maximum(pr, d)
-        off = (pr > 0.0) & (pr <= 1.0) & ~(np.abs(pr - d) <= tol)
-    ok[rows[off]] = False
+    ok[rows[propensity_disagrees(pr, d)]] = False
     # a p without an entry for the logged action gives it probability 0
     missing = np.bincount(rows, minlength=n) == 0
     with np.errstate(invalid="ignore"):
