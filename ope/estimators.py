@@ -2171,7 +2171,9 @@ class ClippedIPS(_ImportanceWeighting):
     interval, the streamed statistics (:class:`ope.streaming.MomentStats`), Bottou's interval
     and the safety gate all clip on this shifted scale, so the clipped value
     :math:`r_{lo}+\\mathbb E[\\min(w,R)(r-r_{lo})]` lies in ``reward_range`` (it is a mixture
-    of the policy value and :math:`r_{lo}`, as :math:`\\mathbb E\\min(w,R)\\le1`).
+    of the policy value and :math:`r_{lo}`, as :math:`\\mathbb E\\min(w,R)\\le1`). The
+    clipped value does; its estimate need not (a sample mean of weights may exceed 1 at small
+    n).
 
     Capping rather than zeroing (Bottou et al. may zero weights above :math:`R`) keeps the
     reward information of the clipped rows and so has the smaller bias of the two; both

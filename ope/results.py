@@ -329,9 +329,10 @@ class Estimate(Result):
         ConfidenceInterval or BottouInterval
             ``BottouInterval`` (with outer and inner parts) for ``method="bottou"``. Normal, t
             and bootstrap intervals are intersected with ``reward_range`` when the estimate was
-            given one (the value lies in it), as the bounded intervals are. For DM (a reward
-            model's prediction whose error the standard error ignores) normal, t and bootstrap
-            give ``(nan, nan)``. Which quantity the interval covers: :attr:`target` and
+            given one (the value the interval covers lies in it; the estimate itself may not,
+            at small n, and the interval may then leave it out), as the bounded intervals
+            are. For DM (a reward model's prediction whose error the standard error ignores)
+            normal, t and bootstrap give ``(nan, nan)``. Which quantity the interval covers: :attr:`target` and
             :meth:`target_of`.
 
         Raises
