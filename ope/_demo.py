@@ -100,8 +100,8 @@ def run_demo(
             "",
             f"report written to {report} \u2014 open it in a browser",
             "next, on your own logs (LOGS: a parquet file or folder):",
-            "  ope report LOGS --by segment --reward-range 0 1 --out report.html",
-            "  ope evaluate LOGS --reward-range 0 1 --report report.html --force",
+            "  ope report LOGS --by segment --reward-range 0 1 --out logs-report.html",
+            "  ope evaluate LOGS --reward-range 0 1 --report logs-report.html --force",
             "  ope diagnose LOGS --by segment --max-weight 50",
         ]
     )

@@ -12,6 +12,7 @@ Public thresholds are re-exported by the modules users know them from (``ope.est
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Final, Literal
 
@@ -176,6 +177,13 @@ def small_sample(n: int) -> bool:
     return n < SMALL_SAMPLE_ROWS
 
 
+#: A weights' standard deviation at most this many units of roundoff of their mean is read as
+#: 0 by :func:`mean_weight_check` (equal weights whose variance the blocks' sums left at
+#: 1e-32 gave "3.56e+15 standard errors" instead of "every weight is equal").
+_EQUAL_WEIGHTS_ULPS: Final = 64.0
+_EPS: Final = sys.float_info.epsilon
+
+
 def mean_weight_check(
     n: int, mean_w: float, var_w: float, *, expected: float = 1.0
 ) -> tuple[Literal["ok", "low", "high"], float]:
@@ -187,9 +195,10 @@ def mean_weight_check(
     (``|z| > MEAN_WEIGHT_Z``) and practically large (``> MEAN_WEIGHT_TOLERANCE``).
     """
     dev = mean_w - expected
-    se = math.sqrt(max(var_w, 0.0) / n) if n > 0 else math.nan
-    if se > 0:
-        z = dev / se
+    sd = math.sqrt(max(var_w, 0.0))
+    # a spread within rounding of the mean (equal weights summed in blocks) is no spread
+    if n > 0 and sd > _EQUAL_WEIGHTS_ULPS * _EPS * abs(mean_w):
+        z = dev / (sd / math.sqrt(n))
     else:  # every weight equal: compare directly
         z = 0.0 if abs(dev) <= MEAN_WEIGHT_ATOL else math.copysign(math.inf, dev)
     flagged = abs(z) > MEAN_WEIGHT_Z and abs(dev) > MEAN_WEIGHT_TOLERANCE

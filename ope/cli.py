@@ -102,6 +102,13 @@ DEFAULT_BANDIT_ESTIMATORS: Final = ("ips", "snips")
 #: The interval of an estimator to which the requested ``--ci`` method does not apply.
 FALLBACK_CI: Final = "normal"
 
+#: The help of ``--reward-range`` and ``--confidence-level`` wherever a command takes them.
+REWARD_RANGE_HELP: Final = (
+    "a priori range of the rewards, e.g. 0 1 for clicks (never read off the data): the bounded "
+    "and betting intervals, clipped IPS's origin and the diagnostics' verdict need it"
+)
+CONFIDENCE_LEVEL_HELP: Final = "level of the intervals, in (0, 1) (default 0.95)"
+
 
 class _UsageError(Exception):
     """A command-line usage problem (exit code 2), with the flag it concerns when known."""
@@ -732,8 +739,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_force(p, "--out")
     p.add_argument("--name", default="learned", help="policy name in the table and certificate")
-    p.add_argument("--confidence-level", type=float, default=0.95)
-    p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"), default=(0.0, 1.0))
+    p.add_argument("--confidence-level", type=float, default=0.95, help=CONFIDENCE_LEVEL_HELP)
+    p.add_argument(
+        "--reward-range",
+        nargs=2,
+        type=float,
+        metavar=("LO", "HI"),
+        default=(0.0, 1.0),
+        help="a priori range of the rewards (default 0 1): the bound the gate's lower bound is "
+        "built on, never read off the data",
+    )
     p.add_argument("--certify-fraction", type=float, default=0.5)
     p.add_argument(
         "--gate",
@@ -783,7 +798,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="betting: finite-sample, ips only (the default for ips); asymptotic: Gaussian "
         "mixture (the default for dr)",
     )
-    p.add_argument("--confidence-level", type=float, default=0.95)
+    p.add_argument("--confidence-level", type=float, default=0.95, help=CONFIDENCE_LEVEL_HELP)
     p.add_argument(
         "--simultaneous",
         action="store_true",
@@ -899,7 +914,9 @@ def build_parser() -> argparse.ArgumentParser:
         f"(default {TUNING_DELTA:g})",
     )
     _add_policy_flags(p)
-    p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
+    p.add_argument(
+        "--reward-range", nargs=2, type=float, metavar=("LO", "HI"), help=REWARD_RANGE_HELP
+    )
     p.add_argument(
         "--context-columns",
         action="extend",
@@ -1184,7 +1201,7 @@ def _add_side_report_flags(p: argparse.ArgumentParser) -> None:
     """The last flags of a command whose result has its own report section (``ope
     sequences``, ``continuous``, ``slates``): the level, ``--report`` with ``--force``, and the
     output flags."""
-    p.add_argument("--confidence-level", type=float, default=0.95)
+    p.add_argument("--confidence-level", type=float, default=0.95, help=CONFIDENCE_LEVEL_HELP)
     p.add_argument(
         "--report",
         metavar="FILE.html",
@@ -1440,8 +1457,10 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         "empirical_likelihood betting (default normal); an estimator it does not apply to gets "
         f"a {FALLBACK_CI} interval and a note",
     )
-    p.add_argument("--confidence-level", type=float, default=0.95)
-    p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
+    p.add_argument("--confidence-level", type=float, default=0.95, help=CONFIDENCE_LEVEL_HELP)
+    p.add_argument(
+        "--reward-range", nargs=2, type=float, metavar=("LO", "HI"), help=REWARD_RANGE_HELP
+    )
     p.add_argument(
         "--max-weight",
         type=_setting_value,
@@ -1611,7 +1630,7 @@ def _add_paired_options(p: argparse.ArgumentParser) -> None:
         metavar="METHOD",
         help="multiplicity correction: holm bh none (default holm)",
     )
-    p.add_argument("--confidence-level", type=float, default=0.95)
+    p.add_argument("--confidence-level", type=float, default=0.95, help=CONFIDENCE_LEVEL_HELP)
 
 
 def _add_diagnose_options(p: argparse.ArgumentParser) -> None:
@@ -1628,8 +1647,10 @@ def _add_diagnose_options(p: argparse.ArgumentParser) -> None:
         help="segment columns (numeric: binned)",
     )
     p.add_argument("--max-weight", type=float, help="clip level for the outer/inner split")
-    p.add_argument("--reward-range", nargs=2, type=float, metavar=("LO", "HI"))
-    p.add_argument("--confidence-level", type=float, default=0.95)
+    p.add_argument(
+        "--reward-range", nargs=2, type=float, metavar=("LO", "HI"), help=REWARD_RANGE_HELP
+    )
+    p.add_argument("--confidence-level", type=float, default=0.95, help=CONFIDENCE_LEVEL_HELP)
     p.add_argument(
         "--target-width",
         type=float,

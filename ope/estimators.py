@@ -74,7 +74,7 @@ import math
 import numbers
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Final, overload
 
@@ -1476,6 +1476,11 @@ def weight_notes(
     by_estimator = f"{est.name}" + (f" (policy {label!r})" if label else "") + ": "
     by_policy = f"policy {label!r}: " if label else ""
     notes: list[str] = []
+    # what each weight note is about: one policy's raw weights (the same for every estimator
+    # that uses them, so stated once), or the weights this estimator changed (clipped,
+    # switched); without a subject, two policies' notes of one rule were taken for one
+    raw = (label, "raw weights")
+    used = raw if weights is None or not weights.changed else (label, est.name)
 
     def note(text: str, category: type[Warning], prefix: str) -> None:
         notes.append(text)
@@ -1508,13 +1513,13 @@ def weight_notes(
             )
         elif weights.reference is None and low_ess(weights.ess, n):
             note(
-                ess_note(weights.ess, n),
+                ess_note(weights.ess, n, subject=used),
                 OverlapWarning,
                 by_estimator if weights.changed else by_policy,
             )
         elif weights.reference is not None and weights.ess < ESS_RATIO_WARN * weights.reference:
             note(
-                _weighted_ess_note(weights.ess, weights.reference, n),
+                _weighted_ess_note(weights.ess, weights.reference, n, subject=used),
                 OverlapWarning,
                 by_estimator if weights.changed else by_policy,
             )
@@ -1522,13 +1527,15 @@ def weight_notes(
             # the low-ESS note and, below SMALL_SAMPLE_ROWS rows, the small-sample note already
             # say that normal intervals may undercover
             note(
-                few_effective_rows_note(weights.ess, std_error, weighted=weighted),
+                few_effective_rows_note(
+                    weights.ess, std_error, weighted=weighted, subject=(label, est.name)
+                ),
                 SmallSampleWarning,
                 by_estimator,
             )
         status, z = mean_weight_check(n, weights.mean, weights.variance)
         if status != "ok":
-            note(mean_weight_note(weights.mean, z), OverlapWarning, by_policy)
+            note(mean_weight_note(weights.mean, z, subject=raw), OverlapWarning, by_policy)
     if small_sample(n):
         note(small_sample_note(n, weighted=weighted), SmallSampleWarning, "")
     return notes
@@ -1612,15 +1619,17 @@ def _skew_of(cm: ComponentMoments, j: int) -> float:
     return math.nan if cm.psi_skew is None else float(cm.psi_skew[j])
 
 
-def _weighted_ess_note(ess: float, reference: float, n: int) -> str:
+def _weighted_ess_note(ess: float, reference: float, n: int, *, subject: Hashable = None) -> str:
     """The low-ESS note of sampling-weighted rows: the Kish ESS of ``s w`` against that of
-    ``s`` alone (what the rows would give an on-policy candidate)."""
+    ``s`` alone (what the rows would give an on-policy candidate); ``subject`` as in
+    :func:`ope._thresholds.ess_note`."""
     return Note(
         f"effective sample size {ess:.1f} (Kish, of the sampling weights times the importance "
         f"weights) is {ess / reference:.2%} of {reference:.1f}, the effective sample size of the "
         f"sampling weights alone (n={n}): the estimate rests on a few heavily weighted rows and "
         "normal intervals may undercover. Consider clipping or a doubly robust estimator.",
         rule="low_ess",
+        subject=subject,
     )
 
 

@@ -1392,3 +1392,13 @@ def test_threshold_notes_name_their_rule_and_subject():
     # ... and the clipped weights' note (another subject) is not
     c = ess_note(700.0, 100_000, subject=("long_tail", "clipped at 50"))
     assert len(number_notes([a, c])[0]) == 2
+
+
+def test_equal_weights_with_a_rounding_spread_are_equal_weights():
+    # blocks' sums leave equal weights a variance of ~1e-32: no spread, not a huge z-score
+    from ope._thresholds import mean_weight_check
+
+    assert mean_weight_check(4000, 0.9000000000000002, 4.9e-32) == ("low", -math.inf)
+    assert mean_weight_check(4000, 1.0000000000000002, 4.9e-32) == ("ok", 0.0)
+    status, z = mean_weight_check(4000, 0.9, 1e-4)  # a real spread keeps its z-score
+    assert status == "low" and z == pytest.approx(-0.1 / math.sqrt(1e-4 / 4000))

@@ -175,4 +175,4 @@ def test_readme_command_line_example_runs(tmp_path: Path) -> None:
         assert proc.returncode == 0, f"ope {' '.join(args)}: {proc.stderr[-2000:]}"
         if "--json" in args:
             assert json.loads(proc.stdout)["ok"] is True
-    assert (tmp_path / "report.html").exists()
+    assert (tmp_path / "sample-report.html").exists()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -677,3 +680,40 @@ def test_ci_fallback_gives_the_estimators_the_method_does_not_apply_to_its_inter
     assert "ci='bottou' does not apply to ips, snips: their intervals are normal" in ev.notes
     with pytest.raises(ope.ParameterError, match="ci_fallback"):
         ope.evaluate(df, ci_fallback="bootstrap", **kwargs)
+
+
+def test_each_policys_weight_note_stays_its_own_in_the_summary():
+    # two candidates whose weights each fail the mean-weight check (and the ESS rule) with
+    # different numbers: the summary numbered one note for both, so one candidate's rows cited
+    # the other's numbers
+    g = np.random.default_rng(0)
+    n = 4000
+    a = g.integers(0, 2, n)
+    w_a = np.where(g.random(n) < 0.02, 40.0, 0.2)  # mean 0.996, heavy: low ESS
+    frame = pd.DataFrame(
+        {
+            "action": a,
+            "propensity": 0.5,
+            "reward": g.binomial(1, 0.4, n).astype(float),
+            "target__a": np.full(n, 0.45),  # weight 0.9 everywhere
+            "target__b": np.full(n, 0.3),  # weight 0.6 everywhere
+            "target__c": np.clip(w_a * 0.5 / 40.0, 0.0, 1.0),
+            "target__d": np.clip(np.where(g.random(n) < 0.01, 40.0, 0.3) * 0.5 / 40.0, 0, 1),
+        }
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ev = ope.evaluate(frame, estimators=("ips", "snips"))
+    text = ev.summary()
+    notes = {}  # reference -> text
+    for line in text.splitlines():
+        m = re.match(r"\s+\[(\d+)\] (.*)", line)
+        if m:
+            notes[m.group(1)] = m.group(2)
+    for policy in ("a", "b", "c", "d"):
+        own = {str(x).split(":")[0][:40] for x in ev[policy, "ips"].notes}
+        row = next(x for x in text.splitlines() if x.split()[:2] == [policy, "ips"])
+        refs = re.findall(r"\d+", row.split("[")[-1]) if "[" in row else []
+        assert refs, row
+        for ref in refs:  # every note a row cites is one of that estimate's own notes
+            assert notes[ref][:40] in own, (policy, notes[ref], own)
