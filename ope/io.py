@@ -949,7 +949,8 @@ def read_logs(
         drop them, warn with ``DroppedRowsWarning`` and keep the counts in ``logs.report``.
     columns : sequence of str, optional
         Optional columns to read besides the required ``action``, ``propensity``, ``reward``
-        (ope's names). Only these are read from parquet. ``None`` reads every column.
+        (ope's names) and ``weight`` (the sampling weights, read whenever present: they change
+        every estimate). Only these are read from parquet. ``None`` reads every column.
 
     Returns
     -------
@@ -1055,7 +1056,8 @@ def read_trajectories(
         Raise ``ValidationError`` on any invalid row, or drop every episode that holds one
         (its valid rows are counted under ``episode_invalidated``).
     columns : sequence of str, optional
-        Optional columns to read besides the required ones; ``None`` reads every column.
+        Optional columns to read besides the required ones (and ``weight``, read whenever
+        present); ``None`` reads every column.
 
     Returns
     -------
@@ -1131,7 +1133,8 @@ def read_paired(
         Raise ``ValidationError`` on any invalid row, or drop the invalid rows and every row
         of a pair left without one of the arms (``pair_missing_arm``).
     columns : sequence of str, optional
-        Optional columns to read besides the required ones; ``None`` reads every column.
+        Optional columns to read besides the required ones (and ``weight``, read whenever
+        present); ``None`` reads every column.
 
     Returns
     -------
@@ -1378,7 +1381,8 @@ def scan_logs(
         report covers the rows up to the end of that batch). ``"drop"`` drops invalid rows from
         each batch and warns once, with the merged counts, at the end of the pass.
     columns : sequence of str, optional
-        Optional columns to read besides the required ones; only these are read from parquet.
+        Optional columns to read besides the required ones (and ``weight``, read whenever
+        present); only these are read from parquet.
     batch_size : int, default 262_144
         Maximum rows per batch (batches can be smaller at row-group and file boundaries).
 

@@ -494,6 +494,12 @@ def column_problem(t: pa.DataType, kind: str, action_type: pa.DataType | None) -
     return _scalar_problem(t, kind)
 
 
+#: Columns read whenever the source has them, even when ``columns=`` does not name them: they
+#: change every estimate (the bandit log's sampling weights, used by default when present; a
+#: ``columns=`` that left them out made the estimates unweighted without a word).
+_READ_WHEN_PRESENT: Final[dict[str, tuple[str, ...]]] = {"bandit": ("weight",)}
+
+
 def plan_columns(
     schema: pa.Schema,
     log_schema: LogSchema,
@@ -515,7 +521,8 @@ def plan_columns(
         ``{"our_name": "their_name"}`` renames the user's columns to ope's names.
     columns : sequence of str, optional
         Optional columns to read (ope's names, after ``mapping``) in addition to the required
-        ones. ``None`` reads every column.
+        ones and a bandit log's ``weight`` (sampling weights: read whenever present, as they
+        change every estimate). ``None`` reads every column.
     source : str
         Name of the source for messages.
     missing_hints : dict, optional
@@ -616,7 +623,9 @@ def plan_columns(
                 f"columns must be a list of column names (strings); got {named[0]!r} "
                 f"({type(named[0]).__name__}) among them"
             )
-        wanted = list(dict.fromkeys([*log_schema.required, *columns]))
+        # the sampling weights change every estimate: read whenever the source has them
+        present = [c for c in _READ_WHEN_PRESENT.get(log_schema.name, ()) if c in by_ours]
+        wanted = list(dict.fromkeys([*log_schema.required, *present, *columns]))
         for c in columns:
             if c not in by_ours and c not in log_schema.required:
                 if c in mapping.values():

@@ -150,7 +150,8 @@ def sampling_weight_column(columns: Sequence[str], weight_column: str | None) ->
         raise SchemaError(
             f"weight_column={weight_column!r} is not a column of the logs; they have: "
             f"{', '.join(columns)}. Name the column that holds each row's sampling weight "
-            "(1 / the probability that the row was kept)."
+            "(1 / the probability that the row was kept); when the logs were read with "
+            "columns=[...], add it there."
         )
     return weight_column
 

@@ -10,6 +10,7 @@ import math
 import warnings
 
 import numpy as np
+import pyarrow as pa
 import pandas as pd
 import pytest
 
@@ -835,3 +836,34 @@ def test_tiny_sampling_weights_are_refused_by_the_diagnostics_too() -> None:
     d = ope.diagnose(df)
     assert np.isfinite(d.table()["ess"]).all()
     assert np.isfinite(ope.evaluate(df, estimators=["ips"]).table()["value"]).all()
+
+
+def test_columns_that_leave_out_the_weights_still_read_them(tmp_path):
+    # columns=[...] without `weight` made every estimate unweighted without a word, and then
+    # weight_column="weight" said the files had no such column
+    import pyarrow.parquet as pq
+
+    from ope.distributed import evaluate_distributed
+
+    n = 300
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 3, n)
+    table = pa.table(
+        {
+            "event_id": np.arange(n),
+            "action": a,
+            "propensity": np.full(n, 1 / 3),
+            "reward": rng.random(n),
+            "target__one": (a == 1) * 1.0,
+            "weight": rng.uniform(0.5, 4.0, n),
+        }
+    )
+    pq.write_table(table, tmp_path / "p.parquet")
+    full = ope.evaluate(ope.read_logs(tmp_path), estimators=("ips",)).table()["value"].item()
+    some = ope.read_logs(tmp_path, columns=["target__one"])
+    assert "weight" in some.table.column_names
+    assert ope.evaluate(some, estimators=("ips",)).table()["value"].item() == pytest.approx(full)
+    dist = evaluate_distributed(tmp_path, estimators=("ips",), columns=["target__one"])
+    assert dist.table()["value"].item() == pytest.approx(full, rel=1e-12)
+    unweighted = float(np.mean(table["reward"].to_numpy() * (a == 1) * 3.0))
+    assert abs(full - unweighted) > 1e-3  # the weights do change the estimate
