@@ -717,3 +717,21 @@ def test_each_policys_weight_note_stays_its_own_in_the_summary():
         assert refs, row
         for ref in refs:  # every note a row cites is one of that estimate's own notes
             assert notes[ref][:40] in own, (policy, notes[ref], own)
+
+
+def test_evaluate_warnings_point_at_the_callers_line():
+    # re-emitted once each after the run: they pointed at ope/evaluation/auto.py
+    g = np.random.default_rng(0)
+    n = 2000
+    frame = pd.DataFrame(
+        {
+            "action": g.integers(0, 2, n),
+            "propensity": 0.5,
+            "reward": g.binomial(1, 0.4, n).astype(float),
+            "target__b": np.full(n, 0.3),
+        }
+    )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ope.evaluate(frame, estimators=("ips",))
+    assert caught and {w.filename for w in caught} == {__file__}

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ope._validation import user_stacklevel
 from ope.exceptions import OPEWarning, ParameterError, SchemaError, ValidationError
 
 __all__ = ["evaluate_outcomes", "with_outcome", "check_outcomes", "outcome_evaluations"]
@@ -173,6 +174,7 @@ def evaluate_outcomes(
                 said.setdefault((w.category, f"{outcome}: {w.message}"), None)
             else:  # not ope's: passed on as it came
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    level = user_stacklevel()
     for category, text in said:
-        warnings.warn(text, category, stacklevel=2)
+        warnings.warn(text, category, stacklevel=level)
     return {outcome: ev for outcome, (ev, _) in zip(names, found)}

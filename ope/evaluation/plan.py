@@ -15,6 +15,7 @@ import numpy as np
 from ope._validation import (
     check_rng,
     resolve_seed,
+    user_stacklevel,
 )
 from ope.exceptions import (
     EstimationError,
@@ -365,8 +366,9 @@ class EvaluationPlan:
                 if not isinstance(logs, BanditLogs):
                     logs = read_logs(logs)
                 evaluation = evaluate_eager(logs, self, provenance)
+        level = user_stacklevel()  # the user's line, however many of ope's frames called this
         for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
-            warnings.warn(message, category, stacklevel=3)
+            warnings.warn(message, category, stacklevel=level)
         return evaluation
 
     def diagnose(
