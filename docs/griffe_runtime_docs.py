@@ -1,4 +1,4 @@
-"""Griffe extension for the API reference: docstrings as Python sees them, in Markdown.
+r"""Griffe extension for the API reference: docstrings as Python sees them, in Markdown.
 
 Several docstrings are completed at import time from shared parameter text (a template filled
 in by a helper), so the source holds placeholders that a static reader cannot expand. For every
