@@ -2807,7 +2807,9 @@ def _plan(args: argparse.Namespace) -> Any:
         if isinstance(options.get(key), str):
             options[key] = 1.0
     if getattr(options.get("embedding"), "select", None):  # its dimensions: on the rows
-        options["embedding"] = dataclasses.replace(options["embedding"], select=None)
+        options["embedding"] = dataclasses.replace(
+            options["embedding"], select=None, search=None, min_dims=1
+        )
     return EvaluationPlan.build(**options)
 
 

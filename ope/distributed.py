@@ -13,6 +13,7 @@ pass through the client. Dask is an optional dependency: ``pip install 'ope-tool
 from __future__ import annotations
 
 
+import os
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -24,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ope._dedup import mark_known
-from ope._validation import check_choice, check_positive_int
+from ope._validation import check_choice, check_positive_int, describe
 from ope.evaluation import (
     Evaluation,
     EvaluationPlan,
@@ -418,6 +419,69 @@ def _id_plan(plan: ColumnPlan) -> ColumnPlan:
     return replace(plan, source_columns=(source,))
 
 
+#: What evaluate_distributed reads: parquet files, which each task opens itself.
+_SOURCES: Final = (
+    "a parquet file or directory (a str or os.PathLike path, local or on a filesystem the "
+    "workers reach) or a pyarrow.dataset.Dataset of parquet files"
+)
+
+
+def _check_client(client: Any) -> None:
+    """``client`` is None or a dask.distributed.Client, else a ParameterError."""
+    if client is None:
+        return
+    try:
+        from distributed import Client
+    except ImportError:  # then no Client can exist
+        is_client = False
+    else:
+        is_client = isinstance(client, Client)
+    if not is_client:
+        raise ParameterError(
+            "client must be a dask.distributed.Client (or None for Dask's default scheduler); "
+            f"got {describe(client)}."
+        )
+
+
+def _check_source(source: Any) -> None:
+    """``source`` names parquet files the tasks can read, else a ParameterError that says
+    what to pass instead (rows in memory go to ope.evaluate)."""
+    if isinstance(source, (str, os.PathLike, ds.Dataset)):
+        return
+    kind = type(source)
+    if kind.__module__.split(".")[0] in ("dask", "dask_expr"):
+        raise ParameterError(
+            f"evaluate_distributed reads parquet files inside the workers; got a Dask "
+            f"{kind.__name__}. Write it with .to_parquet(path) and pass the path, or use "
+            "ope.evaluate(...) on data that fits in memory."
+        )
+    if kind.__name__ == "LogScan":
+        raise ParameterError(
+            "evaluate_distributed scans the files itself; got an ope.scan_logs(...) scan. Pass "
+            "the path it scans (with the same mapping= and columns=)."
+        )
+    in_memory = (
+        isinstance(source, (pa.Table, pa.RecordBatch, BanditLogs))
+        or kind.__name__ in ("DataFrame", "Series")
+        or hasattr(source, "__arrow_c_stream__")
+    )
+    raise ParameterError(
+        f"source must be {_SOURCES}; got "
+        + (
+            f"a {kind.__name__} in memory. Use ope.evaluate(...) for data that fits in memory, "
+            "or write it to parquet first."
+            if in_memory
+            else f"{describe(source)}."
+            + (
+                " For a list of files pass their directory, or "
+                "pyarrow.dataset.dataset([...], format='parquet')."
+                if isinstance(source, (list, tuple))
+                else ""
+            )
+        )
+    )
+
+
 def evaluate_distributed(
     source: Any,
     policies: Sequence[str] | Mapping[str, Any] | None = None,
@@ -427,6 +491,7 @@ def evaluate_distributed(
     confidence_level: float = 0.95,
     reward_range: tuple[float, float] | None = None,
     max_weight: float | None = None,
+    weight_bound: float | None = None,
     client: Any = None,
     mapping: Mapping[str, str] | None = None,
     on_invalid: Literal["raise", "drop"] = "raise",
@@ -459,6 +524,11 @@ def evaluate_distributed(
         A priori range of the rewards (clicks: (0, 1)). Never taken from the data.
     max_weight : float, optional
         Clip level of ``clipped_ips``.
+    weight_bound : float, optional
+        A priori bound on the importance weights π_e/π_b of every context and action (e.g.
+        1 / the smallest probability the logger can give), used by the ``hoeffding`` and
+        ``bernstein`` intervals of IPS and SNIPS, as in :func:`ope.evaluate`. The largest
+        observed weight is not a bound.
     client : dask.distributed.Client, optional
         Run on this client's cluster; ``None`` uses Dask's default scheduler (a client made
         current with ``Client(...)`` or ``with client:``, else the local thread pool).
@@ -555,17 +625,8 @@ def evaluate_distributed(
     check_on_invalid(on_invalid)
     check_choice(check_duplicates, "check_duplicates", _CHECK_DUPLICATES)
     batch_size = check_positive_int(batch_size, "batch_size")
-    if client is not None and not callable(getattr(client, "get", None)):
-        raise ParameterError(
-            f"client must be a dask.distributed.Client (or None for Dask's default scheduler); "
-            f"got {type(client).__name__}."
-        )
-    if isinstance(source, (pa.Table, pa.RecordBatch)) or type(source).__name__ == "DataFrame":
-        raise ParameterError(
-            "evaluate_distributed reads parquet files (a path or a pyarrow dataset) inside the "
-            f"workers; got a {type(source).__name__} in memory. Use ope.evaluate(...) for data "
-            "that fits in memory, or write it to parquet first."
-        )
+    _check_client(client)
+    _check_source(source)
     plan = EvaluationPlan.build(
         policies,
         estimators=estimators,
@@ -573,9 +634,17 @@ def evaluate_distributed(
         confidence_level=confidence_level,
         reward_range=reward_range,
         max_weight=max_weight,
+        weight_bound=weight_bound,
         weight_column=weight_column,
         embedding=embedding,
     )
+    marginal = [k for k, est in plan.estimators if getattr(est, "marginal", False)]
+    if marginal and embedding is None:
+        raise ParameterError(
+            f"estimator(s) {', '.join(marginal)} need embedding=ope.ActionEmbedding(...): how "
+            "the actions map to embeddings (clusters=COLUMN or columns=[...] of the item table, "
+            "given with items=), which each partition reads from its own candidates."
+        )
     plan.check_streamable("distributed (evaluate_distributed)")
 
     # names, types and file schemas are checked here, before any task runs

@@ -61,6 +61,7 @@ from ope.policies._core import (
     rows_text,
     to_float64,
 )
+from ope.schema import DISTRIBUTION_SUM_ATOL
 
 __all__ = [
     "ActionEmbedding",
@@ -83,6 +84,14 @@ EMBEDDING_SEARCHES: Final = ("greedy", "exact")
 
 #: The rules of ``ActionEmbedding(select=...)``: SLOPE++, or the MSE bound.
 EMBEDDING_RULES: Final = ("slope", "mse")
+
+#: Largest excess over 1 of the logger's marginal propensity read as 1. The marginal propensity
+#: sums entries of a row's logging distribution, whose total the reader accepts within
+#: :data:`ope.schema.DISTRIBUTION_SUM_ATOL` of 1 (float64 round-off of the sum, or a
+#: distribution stored in float32): when all of a row's candidates share one embedding the
+#: marginal is that total, and may exceed 1 by as much. A larger excess is not round-off and
+#: is left to the estimator's check of ``logging_propensity``.
+MARGINAL_EXCESS_ATOL: Final = DISTRIBUTION_SUM_ATOL
 
 
 @dataclass(frozen=True)
@@ -158,7 +167,8 @@ class ActionEmbedding:
     ------
     ope.ParameterError
         None or more than one of ``clusters``, ``columns``, ``distribution``; an empty
-        ``columns``; a name that is not a string.
+        ``columns``; a name that is not a string; ``search`` or ``min_dims`` without
+        ``select``.
 
     Examples
     --------
@@ -246,6 +256,18 @@ class ActionEmbedding:
                     "`select` chooses among an embedding's dimensions; a cluster column is one "
                     "dimension: give the embedding as columns=, distribution= or estimated=."
                 )
+        if self.select is None and (self.search is not None or self.min_dims != 1):
+            given = [
+                f"{k}={v!r}"
+                for k, v in (("search", self.search), ("min_dims", self.min_dims))
+                if v not in (None, 1)
+            ]
+            raise ParameterError(
+                f"{' and '.join(given)} apply only with select= (the rule that chooses a "
+                "subset of the dimensions per candidate); without it they would be ignored. "
+                f"Pass select={EMBEDDING_RULES[0]!r} (or {EMBEDDING_RULES[1]!r}), or leave "
+                f"{'them' if len(given) > 1 else 'it'} out."
+            )
         if self.min_dims > len(names):
             raise ParameterError(
                 f"`min_dims` ({self.min_dims}) is more than the embedding's {len(names)} "
@@ -272,7 +294,8 @@ class ActionEmbedding:
 
     def restricted(self, dimensions: Sequence[str]) -> ActionEmbedding:
         """This embedding on a subset of its dimensions (in this embedding's order), without
-        ``select``: what a candidate is evaluated with once its subset is chosen.
+        ``select`` (nor its ``search`` and ``min_dims``): what a candidate is evaluated with
+        once its subset is chosen.
 
         Raises
         ------
@@ -302,7 +325,7 @@ class ActionEmbedding:
         else:
             changes = {"distribution": {d: (self.distribution or {})[d] for d in kept}}
         gone = tuple(d for d in self.names if d not in kept) + self.dropped
-        return replace(self, select=None, min_dims=1, dropped=gone, **changes)
+        return replace(self, select=None, search=None, min_dims=1, dropped=gone, **changes)
 
     @property
     def observed(self) -> bool:
@@ -870,6 +893,9 @@ def marginal_propensities(
         names, p0, values, n_embeddings = _from_distributions(
             logs, embedding, policies, distributions
         )
+    # sums of probabilities: a row total above 1 by round-off (accepted when the logs were
+    # read) is 1; so are the candidates' (their row sums were checked against 1)
+    p0 = np.where((p0 > 1.0) & (p0 <= 1.0 + MARGINAL_EXCESS_ATOL), 1.0, p0)
     _check_logged(p0, logs, embedding)
     return MarginalPropensities(
         names=names,

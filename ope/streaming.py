@@ -155,7 +155,18 @@ class _WeightedMomentSource(Source):
         return "clipped value" if self.clipped else "policy value"
 
     def special_interval(self, request: IntervalRequest) -> ConfidenceInterval | BottouInterval:
-        raise EstimationError(weighted_refusal(request.method, self.weight_name))
+        raise EstimationError(_merged_weighted_refusal(request.method, self.weight_name))
+
+
+def _merged_weighted_refusal(method: str, weight_name: str) -> str:
+    """Why ``method`` refuses sampling-weighted rows (:func:`ope.estimators.weighted_refusal`),
+    with the alternatives merged statistics have: the bootstrap it also names needs the rows."""
+    why = weighted_refusal(method, weight_name).split(" Use ci=", 1)[0]
+    return (
+        f"{why} Statistics merged from batches (a scan, or evaluate_distributed) keep no rows: "
+        "use ci='normal' or 't'. The bootstrap, which resamples with the sampling weights, "
+        "needs the rows in memory: ope.evaluate(ope.read_logs(...), ci='bootstrap')."
+    )
 
 
 def _clip_of(estimators: Sequence[Any], max_weight: Any) -> float | None:
@@ -213,6 +224,51 @@ def _pass_inputs(
             f"`reward` has {r.shape[0]} rows but `logging_propensity` has {p.shape[0]}."
         )
     return p, t_arg, _labels(names, n_pol)
+
+
+#: What :meth:`MomentStats.from_columns` says when its arrays disagree.
+_COLUMNS_FIX: Final = "Give the arrays of one MomentStats.to_columns(), unchanged."
+
+
+def _check_head(n: int, clip: float, weighted: float, raw: Moments) -> None:
+    """The head of :meth:`MomentStats.to_columns` agrees with the moments it came with: its
+    row count with theirs, its clip level (NaN: none) with the rows they count as clipped
+    (a row is clipped when its weight exceeds the level, so some are iff the largest weight
+    does) and with the clipped weights' mean (at most the level), its flag of sampling weights
+    0 or 1. Else a ParameterError."""
+    counted = float(raw.n.sum())
+    if n != counted:
+        raise ParameterError(
+            f"`columns['head']` gives n={n:,} rows but the moments summarize {counted:,.0f}. "
+            f"{_COLUMNS_FIX}"
+        )
+    if weighted not in (0.0, 1.0):
+        raise ParameterError(
+            f"`columns['head']` flags sampling weights with {weighted!r}; 0 (none) or 1 "
+            f"expected. {_COLUMNS_FIX}"
+        )
+    clipped = raw.n_clipped.sum(axis=0)
+    if math.isnan(clip):
+        if (clipped > 0).any():
+            raise ParameterError(
+                "`columns['head']` gives no clip level (NaN) but the moments count "
+                f"{int(clipped.max()):,} clipped rows; they were accumulated with max_weight. "
+                f"{_COLUMNS_FIX}"
+            )
+        return
+    if not (math.isfinite(clip) and clip > 0):
+        raise ParameterError(
+            f"`columns['head']` gives the clip level max_weight={clip!r}; a positive finite "
+            f"number (or NaN: none) expected. {_COLUMNS_FIX}"
+        )
+    above = raw.max_w.max(axis=0, initial=-math.inf) > clip
+    clipped_mean = raw.mean[:, 1, 1, :] * np.exp2(raw.w_exp[:, 1, :])
+    if ((clipped > 0) != above).any() or (clipped_mean > clip * (1.0 + 1e-12)).any():
+        raise ParameterError(
+            f"`columns['head']` gives the clip level max_weight={clip:g}, which the moments "
+            f"disagree with: they count {int(clipped.sum()):,} clipped rows, and their largest "
+            f"weight is {float(raw.max_w.max(initial=0.0)):g}. {_COLUMNS_FIX}"
+        )
 
 
 def _labels(names: Any, n_pol: int) -> tuple[str, ...] | None:
@@ -487,7 +543,8 @@ class MomentStats:
         Raises
         ------
         ope.ValidationError
-            Different numbers of policies, policy names or clip levels.
+            Different numbers of policies, policy names (or names on one side only), clip
+            levels, or sampling weights (rows with and without, or another ``weight_name``).
 
         Examples
         --------
@@ -508,6 +565,13 @@ class MomentStats:
             raise ValidationError(
                 f"cannot merge statistics of different policies: {self.names} vs {other.names}."
             )
+        if (self.names is None) != (other.names is None):
+            named = self.names if self.names is not None else other.names
+            raise ValidationError(
+                f"cannot merge statistics of the policies {named} with statistics whose columns "
+                "have no names: they would be combined by position, whatever they hold. Give "
+                "both batches the same names (names=... in from_arrays or from_columns)."
+            )
         if self.max_weight != other.max_weight:
             raise ValidationError(
                 f"cannot merge statistics clipped at different levels: max_weight="
@@ -520,6 +584,12 @@ class MomentStats:
             )
         weighted = None
         if self.weighted is not None and other.weighted is not None:
+            if self.weight_name != other.weight_name:
+                raise ValidationError(
+                    "cannot merge statistics of rows weighted by different sampling weights: "
+                    f"weight_name={self.weight_name!r} vs {other.weight_name!r}. Weight every "
+                    "batch by the same column (or give its statistics the same weight_name)."
+                )
             weighted = self.weighted.merge(other.weighted)
         return MomentStats(
             n=self.n + other.n,
@@ -917,7 +987,8 @@ class MomentStats:
         Raises
         ------
         ope.ParameterError
-            ``columns`` is not a mapping, misses an array, or an array has the wrong length.
+            ``columns`` is not a mapping, misses an array, or an array has the wrong length;
+            the head's row count, clip level or policy count disagrees with the moments.
         """
         if not isinstance(columns, Mapping):
             raise ParameterError(
@@ -939,10 +1010,21 @@ class MomentStats:
                 )
             return arr
 
+        def count(value: float, key: str, what: str) -> int:
+            if not (math.isfinite(value) and value >= 0 and value == math.floor(value)):
+                raise ParameterError(
+                    f"`columns[{key!r}]` gives {value!r} {what}; not a count. {_COLUMNS_FIX}"
+                )
+            return int(value)
+
         head = array("head", 6)
-        n_pol = int(head[4])
-        if n_pol < 0 or n_pol != head[4]:
-            raise ParameterError(f"`columns['head']` gives {head[4]} policies; not a count.")
+        n_pol = count(float(head[4]), "head", "policies")
+        held = array("moments.max_w", None).size
+        if held != n_pol:
+            raise ParameterError(
+                f"`columns['head']` gives {n_pol} policies but `columns['moments.max_w']` holds "
+                f"{held} (one per policy). {_COLUMNS_FIX}"
+            )
         shapes = {
             "n": (1,),
             "shift": (1,),
@@ -971,10 +1053,18 @@ class MomentStats:
             field("max_w"),
             field("n_clipped"),
         )
+        rows = count(float(head[0]), "head", "rows")
+        _check_head(rows, float(head[3]), float(head[5]), raw)
         weighted = None
         if head[5]:
             whead = array("weighted.head", 6)
-            wp, k = int(whead[4]), int(whead[5])  # policies and components
+            wp = count(float(whead[4]), "weighted.head", "policies")
+            k = count(float(whead[5]), "weighted.head", "components")
+            if wp != n_pol or float(whead[0]) != rows:
+                raise ParameterError(
+                    f"`columns['weighted.head']` gives {whead[0]:g} rows of {wp} policies; "
+                    f"`columns['head']` gives {rows} of {n_pol}. {_COLUMNS_FIX}"
+                )
             weighted = WeightedMoments(
                 int(whead[0]),
                 float(whead[1]),
@@ -987,7 +1077,7 @@ class MomentStats:
             )
         labels = _labels(names, n_pol)
         return cls(
-            n=int(head[0]),
+            n=rows,
             min_r=float(head[1]),
             max_r=float(head[2]),
             centered=CenteredMoments(raw),

@@ -9,6 +9,7 @@ repeated flags.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 
@@ -478,12 +479,16 @@ def test_interval_advice_names_the_ci_flag(data):
     frame.to_parquet(path)
     code, stdout, stderr = run("evaluate", path, "--reward-range", "0", "1")
     assert code == EXIT_OK, stderr
+    # the notes state the advice; stderr repeats only warnings the text does not state
+    assert "--ci betting" in stdout
     for shown in (stdout, stderr):
-        assert "--ci betting" in shown
         # empirical likelihood is asymptotic: not advised for a small effective sample
         assert "--ci empirical_likelihood" not in shown
         assert "ci(method=" not in shown and "ci(--method" not in shown
         assert "a priori reward_range" not in shown
+    _, json_out, _ = run("evaluate", path, "--reward-range", "0", "1", "--json")
+    said = " ".join(w["message"] for w in json.loads(json_out)["warnings"])
+    assert "--ci betting" in said or "ci(method='betting')" in said
 
 
 def test_evaluate_text_keeps_column_names_and_python_hints(data):

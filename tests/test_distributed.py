@@ -20,6 +20,7 @@ from ope.exceptions import (
     DroppedRowsWarning,
     ParameterError,
     EstimationError,
+    MissingBoundsError,
     PolicyError,
     SchemaError,
     ValidationError,
@@ -454,6 +455,9 @@ def test_missing_dask_names_the_extra(clean_dir: Path, monkeypatch: pytest.Monke
             ParameterError,
             "client must be a dask.distributed.Client",
         ),
+        # a dict has a .get, as a Client has: refused here, not by Dask's scheduler lookup
+        ({"client": {}}, ParameterError, r"client must be a dask.distributed.Client.*got \{\}"),
+        ({"estimators": ("mips",)}, ParameterError, r"mips need embedding=ope.ActionEmbedding"),
         ({"estimators": ("clipped_ips",)}, ParameterError, "needs its setting `max_weight`"),
         ({"ci": "bogus"}, ParameterError, "`ci` must be one of"),
         ({"confidence_level": 1.5}, ParameterError, r"`confidence_level` must be in \(0, 1\)"),
@@ -483,6 +487,57 @@ def test_in_memory_source_is_refused() -> None:
     df = pd.DataFrame({"action": [0, 1], "propensity": [0.5, 0.5], "reward": [1.0, 0.0]})
     with pytest.raises(ParameterError, match="Use ope.evaluate"):
         evaluate_distributed(df)
+
+
+def test_sources_it_cannot_read_are_named_with_what_it_reads(clean_dir: Path) -> None:
+    dd = pytest.importorskip("dask.dataframe")
+    table = clean_tables()[0]
+    accepted = r"parquet file or directory .* or a pyarrow.dataset.Dataset of parquet files"
+    cases = [
+        (dd.from_pandas(table.to_pandas(), npartitions=2), r"got a Dask DataFrame.*to_parquet"),
+        (scan_logs(clean_dir), r"got an ope.scan_logs\(...\) scan. Pass the path it scans"),
+        (read_logs(table), accepted + r"; got a BanditLogs in memory. Use ope.evaluate"),
+        (table, accepted + r"; got a Table in memory"),
+        ([str(p) for p in sorted(clean_dir.iterdir())], accepted + r".*pass their directory"),
+        (5, accepted + r"; got 5 \(int\)\.$"),
+    ]
+    for source, match in cases:
+        with pytest.raises(ParameterError, match=match) as info:
+            evaluate_distributed(source, estimators=("ips",))
+        # never the types of ope.scan_logs that evaluate_distributed refuses
+        assert "pandas.DataFrame" not in str(info.value)
+        assert "Arrow stream" not in str(info.value)
+
+
+def test_weight_bound_gives_the_scans_bounded_intervals(clean_dir: Path, threads) -> None:
+    kw = dict(estimators=("ips",), ci="hoeffding", reward_range=(0.0, 1.0))
+    with pytest.raises(MissingBoundsError, match="pass weight_bound=M"):
+        evaluate_distributed(clean_dir, **kw)
+    dist = quiet(evaluate_distributed, clean_dir, weight_bound=10.0, **kw)  # as advised
+    stream = quiet(evaluate, scan_logs(clean_dir), weight_bound=10.0, **kw)
+    assert_same(dist, stream)
+    assert dist.weight_bound == 10.0
+    with pytest.raises(ParameterError, match="`weight_bound` must be a positive finite number"):
+        evaluate_distributed(clean_dir, weight_bound=-1.0, **kw)
+
+
+def test_bounded_intervals_of_weighted_rows_name_what_merged_statistics_give(
+    tmp_path: Path, threads
+) -> None:
+    table = clean_tables()[0]
+    folder = write_dir(
+        tmp_path, [table.append_column("weight", pa.array(np.full(len(table), 2.0)))]
+    )
+    kw = dict(estimators=("ips",), ci="hoeffding", reward_range=(0.0, 1.0), weight_bound=10.0)
+    for run in (evaluate_distributed, lambda f, **k: evaluate(scan_logs(f), **k)):
+        with pytest.raises(
+            EstimationError, match=r"keep no rows: use ci='normal' or 't'\."
+        ) as info:
+            quiet(run, folder, **kw)
+        assert "'t' or 'bootstrap'" not in str(info.value)  # the bootstrap needs the rows
+    assert (
+        quiet(evaluate_distributed, folder, estimators=("ips",), ci="t").weight_column == "weight"
+    )
 
 
 @pytest.mark.slow

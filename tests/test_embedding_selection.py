@@ -104,13 +104,47 @@ def test_restricted_keeps_the_named_dimensions_in_order():
         (dict(columns=("a", "b"), select="lepski"), "select"),
         (dict(columns=("a", "b"), select="slope", search="all"), "search"),
         (dict(clusters="g", select="slope"), "cluster column is one"),
-        (dict(columns=("a", "b"), min_dims=3), "min_dims"),
+        (dict(columns=("a", "b"), select="slope", min_dims=3), "min_dims` \\(3\\) is more"),
         (dict(columns=("a", "b"), min_dims=0), "min_dims"),
+        (dict(columns=("a", "b"), select="slope", search=""), "search"),
+        # settings of the selection without one: they would be ignored
+        (
+            dict(columns=("a", "b", "c"), min_dims=2, search="greedy"),
+            r"search='greedy' and min_dims=2 apply only with select=.*select='slope'",
+        ),
+        (dict(columns=("a", "b"), search="exact"), r"search='exact' apply only with select="),
+        (dict(estimated=("a", "b"), min_dims=2), r"min_dims=2 apply only with select=.*it out"),
     ],
 )
 def test_selection_arguments_are_checked(kwargs, match):
     with pytest.raises(ParameterError, match=match):
         ActionEmbedding(**kwargs)
+
+
+def test_a_restricted_embedding_drops_the_whole_selection():
+    emb = ActionEmbedding(columns=("a", "b", "c"), select="mse", search="greedy", min_dims=2)
+    sub = emb.restricted(["a", "b"])
+    assert (sub.select, sub.search, sub.min_dims) == (None, None, 1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (
+            {"estimatorz": ("mips",)},
+            r"tune_embedding\(\) got an unknown option 'estimatorz' \(did you mean 'estimator'",
+        ),
+        (
+            {"reward_rnage": (0, 1)},
+            r"tune_embedding\(\) got an unknown option 'reward_rnage' .*'reward_range'",
+        ),
+        ({"rule": ""}, r"`rule` must be one of 'slope', 'mse'; got ''"),
+        ({"search": ""}, r"`search` must be one of 'greedy', 'exact'; got ''"),
+    ],
+)
+def test_tune_embedding_refuses_misspelt_options_and_blank_choices(logs, kwargs, match):
+    with pytest.raises(ParameterError, match=match):
+        tune_embedding(logs, embedding=ActionEmbedding(columns=DIMS), **kwargs)
 
 
 def test_slope_exact_search_is_the_hand_rolled_walk(logs):
@@ -169,7 +203,9 @@ def test_greedy_search_drops_one_dimension_at_a_time(logs):
 
 
 def test_min_dims_bounds_the_search(logs):
-    choice = tune_embedding(logs, embedding=ActionEmbedding(columns=DIMS, min_dims=2))
+    choice = tune_embedding(
+        logs, embedding=ActionEmbedding(columns=DIMS, select="slope", min_dims=2)
+    )
     assert all(len(v) >= 2 for v in choice.chosen.values())
     assert choice.table()["n_dims"].min() >= 2
 
@@ -299,6 +335,12 @@ def test_command_line_and_report(logs, env, tmp_path):
         clusters.returncode == 2
         and "one dimension" in json.loads(clusters.stdout)["error"]["message"]
     )
+    # a search and a floor of dimensions with the rule (the plan is checked without them)
+    greedy = _cli(
+        *common, "--select-embedding", "slope", "--embedding-search", "greedy",
+        "--min-embedding-dims", "2", "--seed", "0", "--json",
+    )  # fmt: skip
+    assert greedy.returncode == 0, greedy.stdout + greedy.stderr
     streamed = _cli(*common, "--select-embedding", "slope", "--streaming", "on", "--json")
     assert streamed.returncode == 2
     assert "--select-embedding" in json.loads(streamed.stdout)["error"]["message"]

@@ -507,3 +507,42 @@ def test_observed_embeddings_are_not_context_of_the_reward_model():
     assert not {"e0", "e1"} & set(ev.model_columns["context"])
     assert any("observed embedding columns e0, e1" in n for n in ev.notes)
     assert named.model_columns["context"] == ["x0", "e0"]  # named columns are kept
+
+
+@pytest.mark.parametrize(
+    ("dist", "stored"),
+    [
+        ([0.22, 0.19, 0.19, 0.31, 0.09], pa.float64()),  # sums to 1 + 2.2e-16
+        ([0.1] * 10, pa.float32()),  # a float32 logger: sums to 1 + 1.5e-8 in float64
+    ],
+)
+@pytest.mark.parametrize("per_row", [False, True])
+def test_a_row_total_above_1_by_roundoff_is_a_marginal_propensity_of_1(dist, stored, per_row):
+    # every candidate shares one embedding: the logger's marginal propensity is the row's total
+    n, k = 40, len(dist)
+    reward = np.linspace(0.0, 1.0, n)
+    target = [0.5, 0.5] + [0.0] * (k - 2)
+    t = pa.table(
+        {
+            "action": np.zeros(n, dtype=np.int64),
+            "propensity": np.full(n, dist[0]),
+            "reward": reward,
+            "candidates": [list(range(k))] * n,
+            "logging_distribution": pa.array([dist] * n, type=pa.list_(stored)),
+            "target__new": np.full(n, 0.5),
+            "target_dist__new": [target] * n,
+            "g": [[7] * k] * n,
+        }
+    )
+    logs = ope.read_logs(t)  # accepted: the total is 1 within the reader's tolerance
+    items = pa.table({"action": np.arange(k), "g": np.zeros(k, dtype=np.int64)})
+    embedding = (
+        ActionEmbedding(clusters="g") if per_row else ActionEmbedding(clusters="g", items=items)
+    )
+    m = marginal_propensities(logs, embedding)
+    np.testing.assert_array_equal(m.logging, 1.0)
+    np.testing.assert_array_equal(m.values[:, 0], 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # small sample
+        ev = ope.evaluate(logs, estimators=("mips",), embedding=embedding)
+    assert ev.table()["value"].tolist() == pytest.approx([reward.mean()], rel=1e-12)

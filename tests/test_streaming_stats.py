@@ -315,3 +315,66 @@ def test_from_arrays_validation_messages(data, column, row, value, match):
         p[row] = value
     with pytest.raises(ValidationError, match=match):
         MomentStats.from_arrays(r, p, t, max_weight=1.5)
+
+
+def test_merge_refuses_names_on_one_side_and_other_sampling_weights(data):
+    r, p, t = data
+    named = MomentStats.from_arrays(r[:10], p[:10], t[:10], names=["a", "b", "c"])
+    unnamed = MomentStats.from_arrays(r[10:20], p[10:20], t[10:20, ::-1])
+    for left, right in ((named, unnamed), (unnamed, named)):  # either side: by position
+        with pytest.raises(
+            ValidationError, match=r"no names: they would be combined by position.*same names"
+        ):
+            left.merge(right)
+    unnamed.merge(MomentStats.from_arrays(r[:10], p[:10], t[:10]))  # neither side: by position
+
+    def weighted(rows, weight_name):
+        s = np.full(rows.stop - rows.start, 2.0)
+        return MomentStats.from_arrays(
+            r[rows], p[rows], t[rows], sampling_weight=s, weight_name=weight_name
+        )
+
+    with pytest.raises(
+        ValidationError, match=r"different sampling weights: weight_name='w1' vs 'w2'"
+    ):
+        weighted(slice(0, 10), "w1").merge(weighted(slice(10, 20), "w2"))
+    assert weighted(slice(0, 10), "w1").merge(weighted(slice(10, 20), "w1")).n == 20
+
+
+def _columns_with(stats, key, index, value):
+    columns = {k: v.copy() for k, v in stats.to_columns().items()}
+    columns[key][index] = value
+    return columns
+
+
+@pytest.mark.parametrize(
+    ("clip", "key", "index", "value", "match"),
+    [
+        (None, "head", 3, 1.0, r"clip level max_weight=1, which the moments disagree with"),
+        (1.0, "head", 3, 0.5, r"clip level max_weight=0.5, which the moments disagree with"),
+        (1.0, "head", 3, np.nan, r"no clip level \(NaN\) but the moments count \d+ clipped"),
+        (1.0, "head", 3, -1.0, r"max_weight=-1.0; a positive finite number"),
+        (None, "head", 0, 10**6, r"gives n=1,000,000 rows but the moments summarize 200"),
+        (None, "head", 0, 2.5, r"gives 2.5 rows; not a count"),
+        (None, "head", 4, np.nan, r"gives nan policies; not a count"),
+        (None, "head", 4, 2.0, r"gives 2 policies but `columns\['moments.max_w'\]` holds 3"),
+        (None, "head", 5, 0.5, r"flags sampling weights with 0.5"),
+    ],
+)
+def test_from_columns_refuses_a_head_that_disagrees_with_the_moments(
+    data, clip, key, index, value, match
+):
+    r, p, t = data
+    stats = MomentStats.from_arrays(r[:200], p[:200] / 3, t[:200], max_weight=clip)
+    with pytest.raises(ParameterError, match=match + r".*one MomentStats.to_columns\(\)"):
+        MomentStats.from_columns(_columns_with(stats, key, index, value))
+    back = MomentStats.from_columns(stats.to_columns())  # the arrays as written
+    assert (back.n, back.max_weight) == (200, clip)
+
+
+def test_from_columns_refuses_weighted_arrays_of_other_rows_or_policies(data):
+    r, p, t = data
+    stats = MomentStats.from_arrays(r[:200], p[:200], t[:200], sampling_weight=np.full(200, 2.0))
+    for index, value in ((0, 5.0), (4, 1.0), (0, np.nan)):
+        with pytest.raises(ParameterError, match=r"columns\['weighted.head'\]"):
+            MomentStats.from_columns(_columns_with(stats, "weighted.head", index, value))

@@ -606,9 +606,13 @@ def tune_embedding(
             "a cluster embedding has one dimension: nothing to choose (give the embedding as "
             "columns=, distribution= or estimated=)."
         )
-    how = check_choice(rule or embedding.select or "slope", "rule", EMBEDDING_RULES)
+    check_forwarded(evaluate_options, tune_embedding, evaluate_plain, target_name="ope.evaluate")
+    # None is the default; any other value (an empty string too) is checked
+    how = check_choice(
+        (embedding.select or "slope") if rule is None else rule, "rule", EMBEDDING_RULES
+    )
     dims = embedding.names
-    walk_by = search or embedding.search
+    walk_by = embedding.search if search is None else search
     if walk_by is None:
         walk_by = "exact" if len(dims) <= EXACT_MAX_DIMS else "greedy"
     walk_by = check_choice(walk_by, "search", EMBEDDING_SEARCHES)
