@@ -21,6 +21,7 @@ from ope._kernel import Checks, Moments
 from ope._kernel import empty as empty_moments
 from ope._kernel import merge as merge_moments
 from ope._thresholds import kish_ess
+from ope._validation import check_choice
 
 __all__ = ["MOMENT_KEYS", "CenteredMoments", "WeightSummary"]
 
@@ -382,6 +383,7 @@ class CenteredMoments:
         ``"ratio"`` (SNIPS: ``w (r - V) / mean w``). The same number as the sample standard
         deviation of the per-row differences, without a pass over the rows.
         """
+        kind = check_choice(kind, "kind", ("product", "ratio"))
         s = int(clipped)
         m = self.raw
         e_r = int(m.r_exp[0])

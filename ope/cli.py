@@ -2807,9 +2807,7 @@ def _plan(args: argparse.Namespace) -> Any:
         if isinstance(options.get(key), str):
             options[key] = 1.0
     if getattr(options.get("embedding"), "select", None):  # its dimensions: on the rows
-        options["embedding"] = dataclasses.replace(
-            options["embedding"], select=None, search=None, min_dims=1
-        )
+        options["embedding"] = options["embedding"].without_selection()
     return EvaluationPlan.build(**options)
 
 

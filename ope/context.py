@@ -80,7 +80,8 @@ RESERVED_COLUMNS: Final = frozenset(
 #: Prefixes of per-policy and per-factor columns (never context features).
 _POLICY_PREFIXES: Final = ("target__", "target_dist__", "propensity__")
 
-#: Columns that are the logged decision, its probability or its outcome, refused as context
+#: Columns that are the logged decision, its probability or its outcome (a subset of
+#: :data:`RESERVED_COLUMNS`, which are left out of the default context), refused as context
 #: or policy features even when named (``context_columns=[...]``): a model fed one reads the
 #: answer. A policy learned on ``action`` picks the logged action on every held-out row, so
 #: its weights are ``1 / propensity`` and the gate approves a value no policy can reach; a
@@ -307,8 +308,12 @@ def context_matrix(
             f"{role} column(s) {missing} are not in the logs ({arg}); they have: "
             f"{', '.join(table.column_names)}."
         )
-    leaked = [c for c in names if c in DECISION_COLUMNS or c.startswith(DECISION_PREFIXES)]
-    if leaked and role in ("context", "policy"):
+    leaked = (
+        [c for c in names if c in DECISION_COLUMNS or c.startswith(DECISION_PREFIXES)]
+        if role in ("context", "policy")
+        else []
+    )
+    if leaked:
         raise SchemaError(
             f"{role} column(s) {leaked} ({arg}) are the logged decision, its probability or its "
             "outcome, not features known before the decision: a model fed them reads the "

@@ -30,6 +30,7 @@ from ope.evaluation import (
     Evaluation,
     EvaluationPlan,
     batch_statistics,
+    check_embedding,
     merged_marginal_notes,
 )
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
@@ -638,13 +639,7 @@ def evaluate_distributed(
         weight_column=weight_column,
         embedding=embedding,
     )
-    marginal = [k for k, est in plan.estimators if getattr(est, "marginal", False)]
-    if marginal and embedding is None:
-        raise ParameterError(
-            f"estimator(s) {', '.join(marginal)} need embedding=ope.ActionEmbedding(...): how "
-            "the actions map to embeddings (clusters=COLUMN or columns=[...] of the item table, "
-            "given with items=), which each partition reads from its own candidates."
-        )
+    check_embedding(plan.estimators, embedding, running=True)  # mips without one: say so
     plan.check_streamable("distributed (evaluate_distributed)")
 
     # names, types and file schemas are checked here, before any task runs

@@ -1056,8 +1056,7 @@ def read_trajectories(
         Raise ``ValidationError`` on any invalid row, or drop every episode that holds one
         (its valid rows are counted under ``episode_invalidated``).
     columns : sequence of str, optional
-        Optional columns to read besides the required ones (and ``weight``, read whenever
-        present); ``None`` reads every column.
+        Optional columns to read besides the required ones; ``None`` reads every column.
 
     Returns
     -------
@@ -1133,8 +1132,7 @@ def read_paired(
         Raise ``ValidationError`` on any invalid row, or drop the invalid rows and every row
         of a pair left without one of the arms (``pair_missing_arm``).
     columns : sequence of str, optional
-        Optional columns to read besides the required ones (and ``weight``, read whenever
-        present); ``None`` reads every column.
+        Optional columns to read besides the required ones; ``None`` reads every column.
 
     Returns
     -------

@@ -325,7 +325,17 @@ class ActionEmbedding:
         else:
             changes = {"distribution": {d: (self.distribution or {})[d] for d in kept}}
         gone = tuple(d for d in self.names if d not in kept) + self.dropped
-        return replace(self, select=None, search=None, min_dims=1, dropped=gone, **changes)
+        return replace(self.without_selection(), dropped=gone, **changes)
+
+    def without_selection(self) -> ActionEmbedding:
+        """This embedding with its dimensions as they are: no ``select``, nor the ``search``
+        and ``min_dims`` that apply only with it.
+
+        >>> e = ActionEmbedding(columns=("a", "b"), select="slope", min_dims=2)
+        >>> e.without_selection() == ActionEmbedding(columns=("a", "b"))
+        True
+        """
+        return replace(self, select=None, search=None, min_dims=1)
 
     @property
     def observed(self) -> bool:

@@ -131,7 +131,8 @@ def _aligned(true_values: Any, scores: Any, score_name: str) -> tuple[Any, Any]:
             )
     position = {label: i for i, label in enumerate(right[0])}
     only_left = [x for x in left[0] if x not in position]
-    only_right = [x for x in right[0] if x not in set(left[0])]
+    in_left = set(left[0])
+    only_right = [x for x in right[0] if x not in in_left]
     if only_left or only_right:
         parts = [
             f"{_shown_labels(labels)} only in `{name}`"

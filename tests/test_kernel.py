@@ -210,8 +210,8 @@ def test_one_candidate_column_pass_equals_the_general_pass_and_numpy(case):
         if x.ndim > 1:
             y = y[..., :1]
         np.testing.assert_array_equal(x, y)
-    # without a clip level the one-read loop shifts the rewards by a block's first reward, the
-    # general loops by its mean: the same statistics about any one shift
+    # the one-read loop shifts the rewards by a block's first reward, the general loops by its
+    # mean: the same statistics about any one shift
     ur = 2.0 ** fused.r_exp[0]
     assert fused.shift[0] + fused.r_mean[0] * ur == pytest.approx(
         general.shift[0] + general.r_mean[0] * ur, rel=RTOL
@@ -290,12 +290,47 @@ def test_one_read_pass_keeps_the_accuracy_of_the_two_pass_loops(case):
         assert x == pytest.approx(y, rel=RTOL, abs=1e-15)
     for x, y in zip(a.reward_mean_sd(), c.reward_mean_sd()):
         assert x == pytest.approx(y, rel=RTOL, abs=1e-15)
-    for kind in ("ips", "ratio"):
+    for kind in ("product", "ratio"):
         assert a.paired_sd(0, kind=kind, clipped=False) == pytest.approx(
             c.paired_sd(0, kind=kind, clipped=False), rel=RTOL, abs=1e-15
         )
     _, var_w = a.weight_mean_var(0, clipped=False)
     assert var_w == pytest.approx(c.weight_mean_var(0, clipped=False)[1], rel=RTOL, abs=1e-15)
+
+
+@needs_numba
+@pytest.mark.parametrize("case", ["clip_binds", "first_clipped_far"])
+def test_one_read_clipped_statistics_equal_an_exact_sum(case):
+    # with a clip level the clipped sums come from a second loop over the block; a clipped
+    # shift far from its mean (each block's first weight 1,000, clipped to 2, among weights
+    # 0.5 +- 2e-6) takes the two-pass fallback for the clipped statistics alone
+    import math
+
+    b = _kernel.BLOCK_ROWS
+    n = 2 * b + 300
+    rng = np.random.default_rng(7)
+    r = rng.normal(5.0, 1.0, n)
+    if case == "clip_binds":
+        p = rng.uniform(0.05, 0.8, n)
+        t = rng.uniform(0.0, 1.0, n)
+    else:
+        p = np.full(n, 0.5)
+        t = 0.25 + rng.normal(0.0, 1e-6, n)
+        p[[0, b, 2 * b]] = 1e-3
+        t[[0, b, 2 * b]] = 1.0
+    m = centered_moments(r, p, [t], max_weight=2.0)
+    w = np.minimum(t / p, 2.0)
+    x = w * r
+    mean = math.fsum(x) / n
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in x) / (n - 1))
+    w_mean = math.fsum(w) / n
+    w_var = math.fsum((v - w_mean) ** 2 for v in w) / (n - 1)
+    got_mean, got_sd = m.product_mean_sd(0, clipped=True, about=0.0)
+    assert got_mean == pytest.approx(mean, rel=RTOL) and got_sd == pytest.approx(sd, rel=RTOL)
+    got_w_mean, got_w_var = m.weight_mean_var(0, clipped=True)
+    assert got_w_mean == pytest.approx(w_mean, rel=RTOL)
+    assert got_w_var == pytest.approx(w_var, rel=RTOL)
+    assert m.n_clipped[0] == int((t / p > 2.0).sum()) > 0
 
 
 def test_the_environment_variable_forces_the_numpy_fallback():

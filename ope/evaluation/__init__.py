@@ -31,6 +31,7 @@ from ope.evaluation._settings import (
     WEIGHT_BOUND_ESTIMATORS,
     WEIGHT_BOUND_METHODS,
     EvaluationSettings,
+    check_embedding,
     resolve_estimators,
 )
 from ope.evaluation.auto import (
@@ -76,4 +77,5 @@ __all__ = [
     "WEIGHT_BOUND_METHODS",
     "batch_statistics",
     "resolve_estimators",
+    "check_embedding",
 ]
