@@ -176,6 +176,7 @@ __all__ = [
     "weighted_statistic",
     "weighted_gradient",
     "weighted_refusal",
+    "WEIGHTED_CI_ADVICE",
     "weighted_target_note",
     "WEIGHTED_CI_METHODS",
     "ESS_RATIO_WARN",
@@ -571,8 +572,17 @@ def weighted_gradient(estimator: Estimator, means: np.ndarray) -> np.ndarray:
     return np.concatenate([g / m_s, [-float(g @ u) / m_s]])
 
 
-def weighted_refusal(method: str, weight_name: str) -> str:
-    """Why ``method`` refuses rows with sampling weights, and what to use instead."""
+#: What :func:`weighted_refusal` advises by default: the intervals that take sampling weights.
+WEIGHTED_CI_ADVICE: Final = (
+    "Use ci='normal', 't' or 'bootstrap' (the bootstrap resamples with the sampling weights); "
+    "ignoring the weights would estimate the value on the kept rows, not on the logged "
+    "population."
+)
+
+
+def weighted_refusal(method: str, weight_name: str, *, advice: str = WEIGHTED_CI_ADVICE) -> str:
+    """Why ``method`` refuses rows with sampling weights, and what to use instead (``advice``:
+    the intervals the caller offers, e.g. merged statistics keep no rows to bootstrap)."""
     why = {
         "hoeffding": "it bounds the mean of i.i.d. terms in a known range",
         "bernstein": "it bounds the mean of i.i.d. terms in a known range",
@@ -583,9 +593,7 @@ def weighted_refusal(method: str, weight_name: str) -> str:
     return (
         f"interval method {method!r} does not take sampling weights ({why}), and these rows "
         f"carry sampling weights (column `{weight_name}`), which make the estimate a ratio of "
-        "weighted sums. Use ci='normal', 't' or 'bootstrap' (the bootstrap resamples with the "
-        "sampling weights); ignoring the weights would estimate the value on the kept rows, "
-        "not on the logged population."
+        f"weighted sums. {advice}"
     )
 
 

@@ -981,7 +981,7 @@ def _group_effects(
             psi = (yt - rho[g] * yc) / mc[g]
             _, _, var_psi = _grouped_mean_var(g, psi, n_groups)
             out["ratio"] = rho
-            out["ratio_std_error"] = np.where(np.isnan(rho), np.nan, np.sqrt(var_psi / n))
+            out["ratio_std_error"] = np.sqrt(var_psi / n)  # NaN with rho: psi is NaN there
     return out
 
 

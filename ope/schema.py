@@ -494,10 +494,10 @@ def column_problem(t: pa.DataType, kind: str, action_type: pa.DataType | None) -
     return _scalar_problem(t, kind)
 
 
-#: Columns read whenever the source has them, even when ``columns=`` does not name them: they
-#: change every estimate (the bandit log's sampling weights, used by default when present; a
+#: Bandit-log columns read whenever the source has them, even when ``columns=`` does not name
+#: them: they change every estimate (the sampling weights, used by default when present; a
 #: ``columns=`` that left them out made the estimates unweighted without a word).
-_READ_WHEN_PRESENT: Final[dict[str, tuple[str, ...]]] = {"bandit": ("weight",)}
+_READ_WHEN_PRESENT: Final = ("weight",)
 
 
 def plan_columns(
@@ -623,9 +623,10 @@ def plan_columns(
                 f"columns must be a list of column names (strings); got {named[0]!r} "
                 f"({type(named[0]).__name__}) among them"
             )
-        # the sampling weights change every estimate: read whenever the source has them
-        present = [c for c in _READ_WHEN_PRESENT.get(log_schema.name, ()) if c in by_ours]
-        wanted = list(dict.fromkeys([*log_schema.required, *present, *columns]))
+        # the sampling weights change every estimate: read whenever the source has them (the
+        # names the source lacks are left out below)
+        always = _READ_WHEN_PRESENT if log_schema is BANDIT else ()
+        wanted = list(dict.fromkeys([*log_schema.required, *always, *columns]))
         for c in columns:
             if c not in by_ours and c not in log_schema.required:
                 if c in mapping.values():

@@ -60,6 +60,7 @@ Two checks decide whether an estimate is possible at all:
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -406,15 +407,18 @@ def _read_mixed_jsonl(path: Path) -> tuple[pa.Table, tuple[str, ...]]:
     return _table_by_column(frame, "JSON types between records")
 
 
+#: Schema metadata of a table :func:`_table_by_column` made: the columns whose types change
+#: between records, and where (JSON: ``{"kinds": ..., "columns": {name: where}}``).
+_MIXED_KEY: Final = "ope.sequences_mixed_columns"
+
+
 def _table_by_column(frame: pd.DataFrame, what: str) -> tuple[pa.Table, tuple[str, ...]]:
     """The columns of ``frame`` converted to Arrow one by one; a column that mixes types
     (``what`` says which, for the note) is kept as the JSON text of each value, and a note
     names it with the kinds and the first row that differs (the log-probability, reward and
     model columns are then refused by :func:`_from_table` if they are among them)."""
-    import json
-
     arrays: dict[str, pa.Array] = {}
-    mixed: list[str] = []
+    mixed: dict[str, str] = {}  # column -> where its types differ
     for name in frame.columns:  # a loop over columns
         try:
             arrays[str(name)] = pa.array(frame[name], from_pandas=True)
@@ -422,17 +426,20 @@ def _table_by_column(frame: pd.DataFrame, what: str) -> tuple[pa.Table, tuple[st
             values = frame[name].tolist()  # a column of mixed types only
             kinds = [type(v).__name__ for v in values]
             row = next((i for i, k in enumerate(kinds) if k != kinds[0]), None)
-            if row is None:  # one type in every record, mixed within (["x", 0.1])
-                mixed.append(f"{name!r} ({kinds[0]}s whose entries mix types)")
-            else:
-                mixed.append(f"{name!r} ({kinds[0]} at row 0, {kinds[row]} at row {row})")
+            mixed[str(name)] = (
+                f"{kinds[0]}s whose entries mix types"  # one type per record, mixed within
+                if row is None
+                else f"{kinds[0]} at row 0, {kinds[row]} at row {row}"
+            )
             arrays[str(name)] = pa.array([json.dumps(v, default=str) for v in values])
-    notes = (
-        ("column(s) " + ", ".join(mixed) + f" mix {what}: kept as the JSON text of each value",)
-        if mixed
-        else ()
-    )
-    return pa.table(arrays), notes
+    if not mixed:
+        return pa.table(arrays), ()
+    shown = ", ".join(f"{name!r} ({where})" for name, where in mixed.items())
+    note = f"column(s) {shown} mix {what}: kept as the JSON text of each value"
+    # what _from_table reads to refuse a mixed column it needs (not the note's text)
+    record = {"kinds": what.split(" between", 1)[0], "columns": mixed}
+    table = pa.table(arrays).replace_schema_metadata({_MIXED_KEY: json.dumps(record)})
+    return table, (note,)
 
 
 def _chosen(policies: Any, available: Sequence[str]) -> list[str]:
@@ -574,19 +581,17 @@ def _from_table(
                 f"`{argument}`: no column {column!r} ({what}); columns: "
                 f"{', '.join(map(repr, names[:20]))}."
             )
-    for note in read_notes:  # a column read as text because its JSON type changes
-        for column in [
-            reward,
-            behavior,
-            *(c for c in names if c.startswith(TARGET_LOGPROBS_PREFIX)),
-        ]:
-            if f"{column!r} (" in note:
-                where = note.split(f"{column!r} (", 1)[1].split(")", 1)[0]
-                kinds = "JSON types" if "JSON types" in note else "types"
-                raise SchemaError(
-                    f"column `{column}` mixes {kinds} ({where}): every "
-                    "record needs the same kind (a list of numbers per token, or one number)."
-                )
+    mixed = json.loads((table.schema.metadata or {}).get(_MIXED_KEY.encode(), b"{}"))
+    for column in [  # a column read as text because its type changes between records
+        reward,
+        behavior,
+        *(c for c in names if c.startswith(TARGET_LOGPROBS_PREFIX)),
+    ]:
+        if column in mixed.get("columns", {}):
+            raise SchemaError(
+                f"column `{column}` mixes {mixed['kinds']} ({mixed['columns'][column]}): every "
+                "record needs the same kind (a list of numbers per token, or one number)."
+            )
     found = [
         c[len(TARGET_LOGPROBS_PREFIX) :] for c in names if c.startswith(TARGET_LOGPROBS_PREFIX)
     ]

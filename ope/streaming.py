@@ -161,11 +161,12 @@ class _WeightedMomentSource(Source):
 def _merged_weighted_refusal(method: str, weight_name: str) -> str:
     """Why ``method`` refuses sampling-weighted rows (:func:`ope.estimators.weighted_refusal`),
     with the alternatives merged statistics have: the bootstrap it also names needs the rows."""
-    why = weighted_refusal(method, weight_name).split(" Use ci=", 1)[0]
-    return (
-        f"{why} Statistics merged from batches (a scan, or evaluate_distributed) keep no rows: "
+    return weighted_refusal(
+        method,
+        weight_name,
+        advice="Statistics merged from batches (a scan, or evaluate_distributed) keep no rows: "
         "use ci='normal' or 't'. The bootstrap, which resamples with the sampling weights, "
-        "needs the rows in memory: ope.evaluate(ope.read_logs(...), ci='bootstrap')."
+        "needs the rows in memory: ope.evaluate(ope.read_logs(...), ci='bootstrap').",
     )
 
 
