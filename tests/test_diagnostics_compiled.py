@@ -353,9 +353,15 @@ def test_nan_target_is_rejected_on_both_backends(backend):
         np.array([2**40 + 3, 2**40], dtype=np.int64),
         np.array([255, 0], dtype=np.uint8),
         np.array([9]),
+        np.random.default_rng(3).integers(-40, 40, 5000),  # offset and gaps: renumbered
+        np.arange(5000, dtype=np.int64)[::-1] % 7,  # 0 .. 6 all present: the ids themselves
     ],
 )
-def test_integer_action_codes_equal_pandas_factorize(action):
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_integer_action_codes_equal_pandas_factorize(action, backend):
+    if backend == "numba":
+        _need_numba()
+    _kernel.set_backend(backend)
     codes, labels = _small_integer_codes(action)
     want_codes, want_labels = pd.factorize(action, sort=True)
     np.testing.assert_array_equal(codes, want_codes)
@@ -364,7 +370,11 @@ def test_integer_action_codes_equal_pandas_factorize(action):
     assert [type(v) for v in labels] == [type(v) for v in want_labels]
 
 
-def test_dense_action_ids_are_their_own_codes():
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_dense_action_ids_are_their_own_codes(backend):
+    if backend == "numba":
+        _need_numba()
+    _kernel.set_backend(backend)
     action = np.array([2, 0, 1, 2, 0], dtype=np.intp)
     codes, labels = _small_integer_codes(action)
     assert codes is action  # no copy: 0 .. K - 1 all occur

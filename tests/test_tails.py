@@ -22,6 +22,7 @@ from ope.diagnostics.tails import (
     MIN_TAIL,
     TailFit,
     fit_tail,
+    fit_tails,
     k_threshold,
     pareto_k,
     tail_length,
@@ -129,6 +130,23 @@ def test_fit_tail_needs_only_the_largest_values_in_any_order():
     top = np.sort(w)[-m:]
     rng.shuffle(top)
     assert fit_tail(top, w.size) == pareto_k(w)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_fit_tails_on_threads_equals_one_fit_at_a_time(n_threads):
+    rng = np.random.default_rng(8)
+    n = 400_000
+    m = tail_length(n) + 1
+    tops = [np.sort(rng.pareto(a, n))[-m:] for a in (0.8, 1.5, 3.0, 6.0, 12.0)]
+    tops.append(np.zeros(0))  # a candidate with no positive weight
+    assert sum(v.size for v in tops) >= 8192  # long enough to be fitted on the threads
+    kernel.set_threads(n_threads)
+    try:
+        fits = fit_tails(tops, n)
+    finally:
+        kernel.set_threads(None)
+    assert fits == [fit_tail(v, n) for v in tops]  # in order, each the one thread's fit
+    assert math.isnan(fits[-1].pareto_k)
 
 
 def _logs(n, seed):

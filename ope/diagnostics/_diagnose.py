@@ -45,7 +45,7 @@ from ope.diagnostics.overlap import (
 )
 from ope.diagnostics.msm import GAMMA_GRID, sensitivity_of_inputs
 from ope.diagnostics.result import Diagnostics
-from ope.diagnostics.tails import fit_tail, pareto_k, tail_length
+from ope.diagnostics.tails import fit_tails, pareto_k, tail_length
 from ope.intervals.smoothing import bound_from_mean_log, smoothing_scale
 from ope.marginal import ActionEmbedding, embedding_sufficiency, marginal_propensities
 from ope.diagnostics.segments import (
@@ -410,7 +410,7 @@ def _diagnose(
         p, t, None if rr is None else r - lo, WEIGHT_QUANTILES, tail=top, smoothing_scale=scale
     )
     quantiles = weight_quantiles(p, t, sums, moments.max_w, WEIGHT_QUANTILES)
-    tails = [fit_tail(values, data.n) for values in weight_tails(p, t, sums, top)]
+    tails = fit_tails(weight_tails(p, t, sums, top), data.n)
     rows, seg_rows, intervals, profiles = [], [], [], []
     for j, name in enumerate(data.names):  # a loop over policies
         # the variance shares square the weighted rewards: refuse magnitudes whose squares

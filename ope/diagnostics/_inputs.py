@@ -12,6 +12,7 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import sparse
 
+from ope._kernel import compiled_loops
 from ope._thresholds import MIN_ROWS, SUPPORT_FLOOR
 from ope._validation import (
     as_float_array,
@@ -152,19 +153,62 @@ def _small_integer_codes(arr: np.ndarray) -> tuple[np.ndarray, list[Any]] | None
     """
     if arr.dtype.kind not in "iu" or arr.size == 0:
         return None
-    low, high = int(arr.min()), int(arr.max())
+    loops = _integer_loops() if arr.dtype == np.int64 and arr.flags.c_contiguous else None
+    if loops is not None:  # one read for the span, one for the values present
+        low, high = (int(v) for v in loops["_nb_integer_span"](arr))
+    else:
+        low, high = int(arr.min()), int(arr.max())
     if high - low > _SPAN_MAX:
         return None
-    if low == 0 and arr.dtype == np.intp:  # the usual action ids: no offset to subtract
+    if loops is not None:
+        marks = np.zeros(high - low + 1, dtype=np.uint8)
+        loops["_nb_mark_present"](arr, low, marks)
+        present = marks.view(np.bool_)
+        offset = None
+    elif low == 0 and arr.dtype == np.intp:  # the usual action ids: no offset to subtract
         offset = arr
     else:
         offset = arr.astype(np.int64) - low if arr.dtype != np.int64 else arr - low
-    present = np.bincount(offset, minlength=high - low + 1) > 0
+    if offset is not None:
+        present = np.bincount(offset, minlength=high - low + 1) > 0
     uniques = (np.flatnonzero(present) + low).astype(arr.dtype)
-    if low == 0 and offset is arr and bool(present.all()):
+    if low == 0 and arr.dtype == np.intp and bool(present.all()):
         return arr, list(uniques)  # every id in 0 .. K - 1 occurs: the ids are their codes
     number = np.cumsum(present, dtype=np.intp) - 1
-    return number[offset], list(uniques)
+    if offset is not None:
+        return number[offset], list(uniques)
+    assert loops is not None
+    codes = np.empty(arr.shape[0], dtype=np.intp)
+    loops["_nb_renumber"](arr, low, number, codes)
+    return codes, list(uniques)
+
+
+def _nb_integer_span(x):
+    """Smallest and largest of the int64 values ``x`` (not empty), in one read."""
+    lo = x[0]
+    hi = x[0]
+    for i in range(x.shape[0]):
+        v = x[i]
+        lo = min(lo, v)
+        hi = max(hi, v)
+    return lo, hi
+
+
+def _nb_mark_present(x, low, marks):
+    """``marks[v - low] = 1`` for every value ``v`` of ``x`` (each in ``[low, low + marks.size)``)."""
+    for i in range(x.shape[0]):
+        marks[x[i] - low] = 1
+
+
+def _nb_renumber(x, low, number, out):
+    """``out[i] = number[x[i] - low]``: each value's code."""
+    for i in range(x.shape[0]):
+        out[i] = number[x[i] - low]
+
+
+def _integer_loops() -> dict[str, Any] | None:
+    """The compiled loops of :func:`_small_integer_codes` (numba backend), else None."""
+    return compiled_loops(__name__, (_nb_integer_span, _nb_mark_present, _nb_renumber))
 
 
 def _arrays(

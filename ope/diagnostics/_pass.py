@@ -838,6 +838,12 @@ _SQRT2: Final = float(np.sqrt(2.0))
 #: weights (code 0) and added to code 0 afterwards (a power of two).
 _ZERO_SLOTS: Final = 16
 
+#: A block's clip-profile sums are taken by one vectorized sweep of its rows per profile bin
+#: (instead of one scattered addition of seven sums per listed row) when its rows with w > 1
+#: outnumber ``1 / _PROFILE_SWEEP_RATIO`` of its rows times the bins they span: a soft
+#: candidate, most of whose weights lie in one or two factors of two, above 1.
+_PROFILE_SWEEP_RATIO: Final = 8
+
 
 def _nb_fused_pass(
     p,
@@ -1002,15 +1008,12 @@ def _nb_fused_pass(
                 in3 = (b >= l3) & (b < h3)
                 inside[i] = 1 if ((b >= l0) & (b < h0)) | in1 | in2 | in3 else 0
                 which[i] = (1 if in1 else 0) + (2 if in2 else 0) + (3 if in3 else 0)
-            # one count per row and, in the same loop, the rows with w > 1 listed without
-            # a branch (for the clip profile)
+            # one count per row and, in the same loop, the rows in the spans listed without
+            # a branch
             hist_j = counts[j]
-            kept = 0
             n_in = 0
             for i in range(m):
                 hist_j[slot[i]] += 1
-                rows[kept] = i
-                kept += 1 if w[i] > 1.0 else 0
                 picked[n_in] = i
                 n_in += inside[i]
             # the speculative gather: the block's weights in the spans, while they fit
@@ -1022,10 +1025,55 @@ def _nb_fused_pass(
                     kept_w[first[j, k] + c] = w[i]
                 n_kept[j, k] = c + 1
             if with_profile:
-                # the seven sums of each listed row added to its bin's row of ``local`` (one
-                # cache line)
                 local_j = local[j]
                 eb = ell[start:stop]
+                # the rows with w > 1 and the range of their profile bins
+                big = 0
+                k_lo = PROFILE_BINS
+                k_hi = -1
+                for i in range(m):
+                    k = ((bits[i] - 1) >> 52) - 1022
+                    on = w[i] > 1.0
+                    big += 1 if on else 0
+                    k_lo = min(k_lo, k if on else PROFILE_BINS)
+                    k_hi = max(k_hi, k if on else -1)
+                kept = 0
+                if big * _PROFILE_SWEEP_RATIO > (k_hi - k_lo + 1) * m:
+                    # most rows in a few bins: one vectorized sweep of the block per bin
+                    for k in range(k_lo, k_hi + 1):
+                        s0 = 0.0
+                        s1 = 0.0
+                        s2 = 0.0
+                        s3 = 0.0
+                        s4 = 0.0
+                        s5 = 0.0
+                        s6 = 0.0
+                        for i in range(m):
+                            sel = (w[i] > 1.0) & (((bits[i] - 1) >> 52) - 1022 == k)
+                            x = w[i] if sel else 0.0
+                            el = eb[i] if sel else 0.0
+                            xl = x * el
+                            s0 += 1.0 if sel else 0.0
+                            s1 += x
+                            s2 += x * x
+                            s3 += xl
+                            s4 += xl * xl
+                            s5 += el
+                            s6 += el * el
+                        acc_k = local_j[k]
+                        acc_k[0] += s0
+                        acc_k[1] += s1
+                        acc_k[2] += s2
+                        acc_k[3] += s3
+                        acc_k[4] += s4
+                        acc_k[5] += s5
+                        acc_k[6] += s6
+                elif big > 0:  # the rows with w > 1 listed without a branch
+                    for i in range(m):
+                        rows[kept] = i
+                        kept += 1 if w[i] > 1.0 else 0
+                # the seven sums of each listed row added to its bin's row of ``local`` (one
+                # cache line)
                 for r in range(kept):
                     i = rows[r]
                     x = w[i]

@@ -23,18 +23,21 @@ Thresholds (Vehtari et al. 2024, section 3): with ``n`` weights the estimate is 
 :math:`\hat k` is below ``min(1 - 1 / log10(n), 0.7)`` (:func:`k_threshold`); above it the
 estimate's error can be far larger than its interval says, and more rows of the same logs help
 only slowly. The functions take any weights; :func:`ope.diagnose` reads the tail of each
-candidate's weights off its own pass (no sort of the rows) and calls :func:`fit_tail`.
+candidate's weights off its own pass (no sort of the rows) and calls :func:`fit_tails`.
 """
 
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
+from ope._kernel import row_ranges, run_threads, threads
 from ope._thresholds import K_INFINITE_VARIANCE, K_RELIABLE
 from ope._validation import as_float_array, check_finite
 from ope.exceptions import ValidationError
@@ -47,6 +50,7 @@ __all__ = [
     "tail_length",
     "k_threshold",
     "fit_tail",
+    "fit_tails",
     "pareto_k",
 ]
 
@@ -58,6 +62,10 @@ MIN_TAIL: Final = 5
 _GRID_BASE: Final = 30
 _PRIOR_SCALE: Final = 3.0
 _PRIOR_WEIGHT: Final = 10.0
+
+#: Tail values (over every candidate) from which :func:`fit_tails` fits the candidates on the
+#: kernel's threads: below it a worker's wake-up costs more than the fits.
+_THREADED_TAIL_VALUES: Final = 8192
 
 #: Grid weights below this are dropped before the posterior mean (as arviz does).
 _NEGLIGIBLE: Final = 10.0 * float(np.finfo(float).eps)
@@ -161,6 +169,26 @@ def fit_tail(top: np.ndarray, n: int) -> TailFit:
         total = float(logs.sum())
         hill = tail.size / total if total > 0.0 else math.inf
     return TailFit(float(k), float(sigma * w_max), hill, int(tail.size), u, limit)
+
+
+def fit_tails(tops: Sequence[np.ndarray], n: int) -> list[TailFit]:
+    """:func:`fit_tail` of each candidate's largest weights ``tops[j]``, in the order given.
+
+    Long tails (:data:`_THREADED_TAIL_VALUES` values in all) are fitted on the kernel's threads
+    (:func:`ope._kernel.run_threads`; the grid's logarithms run in numpy, which releases the
+    GIL), a contiguous run of candidates per thread; each fit is the one thread's fit.
+    """
+    parts = 1
+    if (
+        len(tops) > 1
+        and sum(int(np.size(v)) for v in tops) >= _THREADED_TAIL_VALUES
+        and threading.current_thread() is threading.main_thread()
+    ):
+        parts = threads()
+    chunks = run_threads(
+        lambda lo, hi: [fit_tail(v, n) for v in tops[lo:hi]], row_ranges(len(tops), 1, parts)
+    )
+    return [fit for chunk in chunks for fit in chunk]
 
 
 def pareto_k(weights: npt.ArrayLike) -> TailFit:
