@@ -152,7 +152,8 @@ def test_the_pass_and_the_gather_read_the_rows_once_each(monkeypatch):
 
 
 def _counted_loops(monkeypatch) -> dict[str, int]:
-    """Count the calls of the compiled loops (the pass and the second, gathering, pass)."""
+    """Count the calls of the compiled loops over the rows (the pass and the second, gathering,
+    pass)."""
     loops = dict(_pass_module._compiled() or {})
     calls: dict[str, int] = {}
 
@@ -163,8 +164,11 @@ def _counted_loops(monkeypatch) -> dict[str, int]:
 
         return call
 
+    passes = ("_nb_fused_pass", "_nb_gather")  # the loops over the rows; others run as they are
     monkeypatch.setattr(
-        _pass_module, "_compiled", lambda: {k: counted(k) for k in ("_nb_fused_pass", "_nb_gather")}
+        _pass_module,
+        "_compiled",
+        lambda: {k: counted(k) if k in passes else fn for k, fn in loops.items()},
     )
     return calls
 
@@ -481,3 +485,28 @@ def test_order_statistics_by_sub_bin_are_exact(size):
     b = int(np.array([1.0]).view(np.int64)[0] >> _pass_module.HIST_SHIFT)
     got = dict(_pass_module._order_statistics(part.copy(), ks + 7, ks, b, b + 1))
     np.testing.assert_array_equal([got[k + 7] for k in ks], want)
+
+
+@pytest.mark.parametrize("size", [10, 5000, 60_000])
+def test_compiled_selection_of_order_statistics_is_exact(size):
+    """The compiled selection (one count by sub-bin, then a sort of each needed sub-bin) gives
+    the exact order statistics of the values in the needed bins, passes over the values of
+    other bins, and says when a rank lies past them."""
+    _need_numba()
+    loops = _pass_module._compiled()
+    rng = np.random.default_rng(size)
+    inner = 1.0 + rng.uniform(0.0, 0.125, size)  # one histogram bin: [1, 1.125)
+    inner[: size // 3] = 1.0625  # a tie spanning many ranks
+    inner[size // 3 : size // 3 + 2] = np.nextafter(1.0625, 2.0)
+    inner[-1] = np.nextafter(1.125, 0.0)  # the bin's last value
+    outside = np.concatenate([rng.uniform(0.5, 0.99, size), rng.uniform(1.2, 3.0, size)])
+    values = rng.permutation(np.concatenate([inner, outside]))
+    kept = values.copy()
+    ranks = np.array(sorted({0, 1, size // 3 - 1, size // 3, size // 3 + 1, size // 2, size - 1}))
+    b = int(np.array([1.0]).view(np.int64)[0] >> _pass_module.HIST_SHIFT)
+    out = np.empty(ranks.size)
+    assert loops["_nb_select"](values, b, b + 1, ranks, out) == ranks.size
+    np.testing.assert_array_equal(out, np.sort(inner)[ranks])
+    np.testing.assert_array_equal(values, kept)  # the values are not moved
+    past = np.append(ranks, size)  # one more rank than the bin holds values
+    assert loops["_nb_select"](values, b, b + 1, past, np.empty(past.size)) == ranks.size

@@ -691,11 +691,18 @@ def _from_collected(
         if part.size != int(cum[b - 1]) - int(cum[a - 1]):  # never: every row was kept
             return False
         low, high = min(span_bins), max(span_bins) + 1
+        below = int(cum[low - 1])  # low >= 1: zero weights are never kept
+        in_span = ks[np.isin(bins, span_bins)]
+        loops = _compiled()
+        if loops is not None:  # the needed bins' values selected in compiled loops
+            chosen = np.empty(in_span.size)
+            if loops["_nb_select"](part, low, high, in_span - below, chosen) < in_span.size:
+                return False  # never: the histogram counted these values
+            found.update(zip(in_span.tolist(), chosen.tolist()))
+            continue
         if low > a or high < b:  # only the needed bins' weights are partitioned
             codes = part.view(np.int64) >> HIST_SHIFT
             part = part[(codes >= low) & (codes < high)]
-        below = int(cum[low - 1])  # low >= 1: zero weights are never kept
-        in_span = ks[np.isin(bins, span_bins)]
         found.update(_order_statistics(part, in_span, in_span - below, low, high))
     values.update(found)
     return True
@@ -1146,6 +1153,52 @@ def _nb_gather(p, cols, t, step, low_bits, high_bits, cursor, out):
                 cursor[j, b] = c + step[j, b]
 
 
+def _nb_select(values, low, high, ranks, out):
+    """``out[r]``: the ``ranks[r]``-th smallest (from 0; ``ranks`` ascending) of the ``values``
+    whose histogram bin lies in ``[low, high)`` (the others are passed over; ``values`` is not
+    changed). Returns the number of ranks found: all of them unless a rank is past the values
+    in the bins.
+
+    One read counts the values by sub-bin (:data:`_FINE_BITS` more mantissa bits, still
+    monotone); each sub-bin holding a needed rank is then copied out and sorted (a few values
+    each): exact order statistics without a partition of every value."""
+    bits = values.view(np.int64)
+    shift = HIST_SHIFT - _FINE_BITS
+    base = low << _FINE_BITS
+    n_fine = (high - low) << _FINE_BITS
+    counts = np.zeros(n_fine + 1, dtype=np.int64)  # the last: values outside the bins
+    for i in range(values.shape[0]):
+        f = (bits[i] >> shift) - base
+        counts[f if (f >= 0) & (f < n_fine) else n_fine] += 1
+    n_ranks = ranks.shape[0]
+    sub = np.empty(n_ranks, dtype=np.int64)
+    before = np.empty(n_ranks, dtype=np.int64)
+    seen = 0
+    r = 0
+    for f in range(n_fine):
+        upto = seen + counts[f]
+        while r < n_ranks and ranks[r] < upto:
+            sub[r] = f
+            before[r] = seen
+            r += 1
+        seen = upto
+    found = r
+    buf = np.empty(values.shape[0])
+    r = 0
+    while r < found:
+        f = sub[r]
+        m = 0
+        for i in range(values.shape[0]):
+            if (bits[i] >> shift) - base == f:
+                buf[m] = values[i]
+                m += 1
+        picked = np.sort(buf[:m])
+        while r < found and sub[r] == f:
+            out[r] = picked[ranks[r] - before[r]]
+            r += 1
+    return found
+
+
 #: Set by :func:`_compiled` before the loops compile: the kernel's column access
 #: (:func:`ope._kernel.column_access`: an address as a ``void *``, and ``numba.carray``).
 _nb_pointer: Any = None
@@ -1157,4 +1210,4 @@ def _compiled() -> dict[str, Any] | None:
     global _nb_pointer, _nb_carray
     if _nb_pointer is None and backend() == "numba":
         _nb_pointer, _nb_carray = column_access()
-    return compiled_loops(__name__, (_nb_fused_pass, _nb_gather))
+    return compiled_loops(__name__, (_nb_fused_pass, _nb_gather, _nb_select))
