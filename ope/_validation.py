@@ -18,22 +18,31 @@ This module is private: its names are imported by ope's modules, and re-exported
 
 from __future__ import annotations
 
+import copy
 import decimal
 import difflib
 import inspect
 import math
 import numbers
 import os
+import re
 import sys
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
-from ope.exceptions import MissingBoundsError, ParameterError, SchemaError, ValidationError
+from ope.exceptions import (
+    MissingBoundsError,
+    OPEError,
+    ParameterError,
+    SchemaError,
+    ValidationError,
+)
 
 __all__ = [
     "MAX_FINITE_WEIGHT",
@@ -41,6 +50,7 @@ __all__ = [
     "check_weights_representable",
     "FIX_PROPENSITY",
     "first_rows",
+    "RowOrigin",
     "chunks",
     "value_range",
     "as_float_array",
@@ -122,6 +132,124 @@ def first_rows(bad: np.ndarray) -> tuple[int, int]:
     rows = bad if bad.ndim == 1 else bad.reshape(bad.shape[0], -1).any(axis=1)
     idx = np.flatnonzero(rows)
     return int(idx.size), int(idx[0]) if idx.size else -1
+
+
+#: A row number in a message: digits, or digits grouped by thousands (``1,500``).
+_ROW_NUMBER: Final = r"(?:\d{1,3}(?:,\d{3})+|\d+)"
+
+#: "row 7", "rows 0, 4, 9" and "rows 0, 4, 9, 12, 15, ..." in a message: the row numbers that
+#: :func:`first_rows` (and the messages built on it) give, counted from a batch's first row.
+_ROWS_IN_MESSAGE: Final = re.compile(
+    rf"\b(?P<word>rows?) (?P<numbers>{_ROW_NUMBER}(?:, {_ROW_NUMBER})*)(?P<more>, \.\.\.)?"
+)
+
+#: Tables besides the logs whose rows a batch's messages may number (an embedding's item table,
+#: a policy table): their row numbers are not the batch's, and are left as they are.
+_OTHER_TABLES: Final = ("item table", "policy table")
+
+
+@dataclass(frozen=True, eq=False)
+class RowOrigin:
+    """Where the rows of one batch come from (a Dask partition, a batch of a lazy scan, a
+    block of a Spark partition), so that an error about "row k" of the batch names the row of
+    the source instead.
+
+    The checks of a batch number its rows from 0, as :func:`first_rows` gives them;
+    :meth:`located` turns each such number into the row's number in the whole source
+    (``offset`` plus the row's place among the batch's rows as read), or, when the offset is
+    not known, says explicitly what the number counts ("row 7 of Spark partition 3").
+
+    Attributes
+    ----------
+    where : str
+        The batch as the message names it after the rows, e.g. ``"in partition 3 of logs/:
+        logs/b.parquet, row groups [1, 2], source rows 3,000 to 4,499"``.
+    offset : int or None
+        Number of the batch's first row as read (before invalid rows were dropped): in the
+        whole source, or in ``within``. None when it is not known; the numbers then stay as
+        they are.
+    kept : numpy.ndarray of bool, optional
+        Over the batch's rows as read, the rows the checked batch holds (the others were
+        dropped as invalid); None when it holds every row.
+    within : str, optional
+        What the numbers count when it is not the whole source (``"Spark partition 3"``).
+    event_ids : pyarrow.Array, pyarrow.ChunkedArray or numpy.ndarray, optional
+        The ``event_id`` of each row of the checked batch: when the offset is not known, the
+        message also gives the event_id of the first row it names.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ope._validation import RowOrigin
+    >>> from ope.exceptions import PolicyError
+    >>> origin = RowOrigin("in partition 2 of logs/", offset=150, kept=np.array([True, False, True]))
+    >>> print(origin.located(PolicyError("propensities not in [0, 1] (first at row 1)")))
+    propensities not in [0, 1] (first at row 152) (in partition 2 of logs/)
+    >>> spark = RowOrigin("in Spark partition 3 of <DataFrame>", None, within="Spark partition 3",
+    ...                   event_ids=np.arange(100, 120))
+    >>> print(spark.located(PolicyError("2 rows (first at rows 4, 9)")))
+    2 rows (first at rows 4, 9 of Spark partition 3) (in Spark partition 3 of <DataFrame>; row 4 of Spark partition 3 has event_id 104)
+    """
+
+    where: str
+    offset: int | None = 0
+    kept: np.ndarray | None = None
+    within: str | None = None
+    event_ids: Any = None
+
+    def row(self, k: int) -> int | None:
+        """The number of the batch's row ``k`` (as checked) in the source (or in ``within``);
+        None when the offset is not known or the batch has no row ``k``."""
+        if self.offset is None or k < 0:
+            return None
+        if self.kept is None:
+            return self.offset + k
+        held = np.flatnonzero(self.kept)
+        return self.offset + int(held[k]) if k < held.size else None
+
+    def relabel(self, message: str) -> str:
+        """``message`` with each row number of the batch replaced by its number in the source
+        (or followed by "of <within>"), and ``where`` appended. A message about the rows of
+        another table (an item table, a policy table) keeps its numbers."""
+
+        def number(token: str) -> str:
+            k = int(token.replace(",", ""))
+            found = self.row(k)
+            if found is None:
+                return token
+            return f"{found:,}" if "," in token else str(found)
+
+        def rows(match: re.Match[str]) -> str:
+            numbers = ", ".join(number(t) for t in match["numbers"].split(", "))
+            tail = "" if self.within is None else f" of {self.within}"
+            return f"{match['word']} {numbers}{match['more'] or ''}{tail}"
+
+        if any(table in message for table in _OTHER_TABLES):
+            return f"{message} ({self.where})"
+        return f"{_ROWS_IN_MESSAGE.sub(rows, message)} ({self.where}{self._event_id(message)})"
+
+    def _event_id(self, message: str) -> str:
+        """``"; row k of <within> has event_id e"`` for the first row ``message`` names, when
+        only event ids can place it in the source."""
+        first = _ROWS_IN_MESSAGE.search(message)
+        if first is None or self.offset is not None or self.event_ids is None:
+            return ""
+        token = first["numbers"].split(", ")[0]
+        k = int(token.replace(",", ""))
+        if k >= len(self.event_ids):
+            return ""
+        value = self.event_ids[k]
+        value = value.as_py() if hasattr(value, "as_py") else value
+        value = value.item() if isinstance(value, np.generic) else value
+        of = "" if self.within is None else f" of {self.within}"
+        return f"; row {token}{of} has event_id {value!r}"
+
+    def located(self, exc: OPEError) -> OPEError:
+        """A copy of ``exc`` (same class, same attributes, e.g. a ValidationError's report)
+        whose message is :meth:`relabel` of its own."""
+        out = copy.copy(exc)
+        out.args = (self.relabel(str(exc)), *exc.args[1:])
+        return out
 
 
 def repeated_names(names: Iterable[Any], *, among: Set[Any] | None = None) -> list[Any]:

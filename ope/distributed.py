@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from ope._dedup import mark_known
-from ope._validation import check_choice, check_positive_int, describe
+from ope._validation import RowOrigin, check_choice, check_positive_int, describe
 from ope.evaluation import (
     Evaluation,
     EvaluationPlan,
@@ -247,6 +247,13 @@ def _partition_stats(kernel: _Kernel, part: _Partition, earlier_ids: Any) -> _Pa
             kernel.weight_column,
             embedding=kernel.embedding,
             marginal=kernel.marginal,
+            origin=RowOrigin(
+                f"in partition {part.index} of {kernel.source}: {part.path}, row groups "
+                f"{list(part.row_groups)}, source rows {part.row_offset:,} to "
+                f"{part.row_offset + n - 1:,}",
+                offset=part.row_offset,
+                kept=None if bad is None else ~bad,
+            ),
         )
     return _Partial(stats, report, id_ranges)
 
@@ -569,7 +576,9 @@ def evaluate_distributed(
         Dask is not installed.
     SchemaError, DataFileError, PolicyError
         As the readers and ``ope.evaluate`` raise them; schema problems are found before any
-        task runs.
+        task runs. An error of a partition's rows (a policy object's propensity above 1, a
+        weight that overflows) names the row's number in the source and the partition's file
+        and row groups.
     ValidationError
         Invalid rows under ``on_invalid="raise"``, or no valid row.
     EstimationError

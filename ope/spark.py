@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from ope import exceptions as _exceptions
 from ope._dedup import SeenIds, mark_known, mark_repeats
-from ope._validation import check_choice, check_positive_int
+from ope._validation import RowOrigin, check_choice, check_positive_int
 from ope.evaluation import Evaluation, EvaluationPlan, batch_statistics
 from ope.exceptions import (
     DataFileError,
@@ -133,11 +133,18 @@ def _partition_items(task: _Task, partition: int, batches: Iterator[pa.RecordBat
     low = high = None  # string ids: the smallest and largest
     spans = np.empty((0, 2))  # integer ids: disjoint intervals covering them
     known = None if task.exclusions is None else task.exclusions.get(partition)
+    # a task does not know how many rows the partitions before its own hold: its messages
+    # number the rows of its partition, and say so
+    within = f"Spark partition {partition}"
+    where = (
+        f"in {within} of {task.source}, whose rows are numbered from 0 in the order Spark reads "
+        "them: a Spark task does not know how many rows the partitions before it hold"
+    )
     for raw in _blocks(batches, task.batch_size):  # loop over blocks of Arrow batches
         try:
             table = conform(raw, task.plan, row_offset=offset)
-        except SchemaError as exc:
-            raise SchemaError(f"in Spark partition {partition}: {exc}") from None
+        except SchemaError as exc:  # its row numbers already count the partition's rows
+            raise RowOrigin(where, None, within=within).located(exc) from None
         n = table.num_rows
         masks = check_bandit_rows(table, unit_roundoff=task.plan.unit_roundoff)
         if "event_id" in table.column_names:
@@ -159,7 +166,10 @@ def _partition_items(task: _Task, partition: int, batches: Iterator[pa.RecordBat
             if bad is not None:
                 table = table.filter(pa.array(~bad))
             logs = BanditLogs.from_validated(table, part, unit_roundoff=task.plan.unit_roundoff)
-            step = batch_statistics(logs, task.policies, task.estimators, task.weight_column)
+            origin = RowOrigin(where, offset, None if bad is None else ~bad, within=within)
+            step = batch_statistics(
+                logs, task.policies, task.estimators, task.weight_column, origin=origin
+            )
             stats = step if stats is None else stats.merge(step)
         offset += n
     report = report or ValidationReport(task.source, 0, 0)
@@ -475,7 +485,9 @@ def evaluate_spark(
         pyspark is not installed.
     SchemaError, DataFileError, PolicyError
         As the readers and ``ope.evaluate`` raise them; schema problems are found from the
-        DataFrame's schema before any task runs.
+        DataFrame's schema before any task runs. An error of a partition's rows (a value that
+        cannot be cast, a policy object's propensity above 1) names "row k of Spark partition
+        j": a task does not know how many rows the partitions before its own hold.
     ValidationError
         Invalid rows under ``on_invalid="raise"``, or no valid row.
     EstimationError

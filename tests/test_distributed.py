@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import warnings
 from pathlib import Path
@@ -481,6 +482,35 @@ def test_missing_dask_names_the_extra(clean_dir: Path, monkeypatch: pytest.Monke
 def test_bad_arguments(clean_dir: Path, kwargs: dict, error: type, match: str) -> None:
     with pytest.raises(error, match=match):
         evaluate_distributed(clean_dir, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "embedding, estimators, says",
+    [
+        (None, ("ips", "mips"), r"\(and mips, snmips with a known embedding=ope.ActionEmbedding"),
+        ({"clusters": "genre"}, ("ips", "dr", "mips"), r"and, with the embedding given, mips"),
+        (
+            {"estimated": ["genre"]},
+            ("ips", "mips"),
+            r"mips, snmips need a known embedding, and the one given is estimated",
+        ),
+    ],
+)
+def test_what_merged_statistics_give_is_said_of_the_embedding_given(
+    clean_dir: Path, embedding: dict | None, estimators: tuple, says: str
+) -> None:
+    from ope.marginal import ActionEmbedding
+
+    emb = None if embedding is None else ActionEmbedding(**embedding)
+    runs = [lambda: evaluate(scan_logs(clean_dir), estimators=estimators, embedding=emb)]
+    if emb is not None:  # without one, evaluate_distributed asks for it first
+        runs.append(lambda: evaluate_distributed(clean_dir, estimators=estimators, embedding=emb))
+    for run in runs:
+        with pytest.raises(EstimationError, match="cannot run") as info:
+            run()
+        assert re.search(says, str(info.value)), str(info.value)
+        if emb is not None:  # never "with an embedding" to a caller who gave one
+            assert "with an embedding" not in str(info.value)
 
 
 def test_in_memory_source_is_refused() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ope._validation import (
+    RowOrigin,
     check_rewards_in_range,
 )
 from ope._thresholds import MIN_ROWS
@@ -27,6 +28,7 @@ from ope.estimators import (
 )
 from ope.exceptions import (
     EstimationError,
+    OPEError,
     ParameterError,
     PolicyError,
     SchemaError,
@@ -1194,6 +1196,7 @@ def batch_statistics(
     *,
     embedding: Any = None,
     marginal: Sequence[tuple[str, Any]] = (),
+    origin: RowOrigin | None = None,
 ) -> Any:
     """The moment statistics (:class:`ope.streaming.MomentStats`) of one validated batch for
     the weighting ``estimators`` of a plan: the per-batch step shared by the scan and the Dask
@@ -1201,7 +1204,32 @@ def batch_statistics(
     are (no (n, P) copy) when the reader validated them. With ``weight_column`` the statistics
     are of the sampling-weighted rows. With ``marginal`` estimators (MIPS, SNMIPS) and their
     ``embedding`` an :class:`EmbeddingStatistics`: the batch's embedding propensities are
-    computed from its own rows (candidates and distributions are per row)."""
+    computed from its own rows (candidates and distributions are per row).
+
+    An error of the batch's rows (a policy object's propensity above 1, a weight that
+    overflows) numbers them from the batch's first row; with ``origin`` it is raised again
+    (same class) naming the rows of the source and the batch (:class:`ope._validation.RowOrigin`).
+    """
+    try:
+        return _batch_statistics(
+            logs, policies, estimators, weight_column, embedding=embedding, marginal=marginal
+        )
+    except OPEError as exc:
+        if origin is None:
+            raise
+        raise origin.located(exc) from None
+
+
+def _batch_statistics(
+    logs: BanditLogs,
+    policies: Any,
+    estimators: Sequence[Any],
+    weight_column: str | None,
+    *,
+    embedding: Any,
+    marginal: Sequence[tuple[str, Any]],
+) -> Any:
+    """:func:`batch_statistics` without the row origin."""
     from ope.policies import target_propensities
     from ope.streaming import MomentStats
 
@@ -1247,6 +1275,31 @@ def batch_statistics(
     )
 
 
+def _scan_origin(scan: Any, batch: BanditLogs, offset: int) -> RowOrigin:
+    """Where a scan's batch lies in its source, for the errors of its rows.
+
+    Under ``on_invalid="raise"`` every batch holds all the rows it read, and ``offset`` (the
+    rows of the batches before it) is the number of its first row. Under ``"drop"`` a batch
+    holds only its valid rows and a batch whose rows were all dropped is never yielded, so the
+    scan's batches do not tell where a batch starts: the message then counts the batch's
+    kept rows, says so, and gives the least source row the batch can start at.
+    """
+    n = batch.report.rows_read
+    if scan.on_invalid != "drop":
+        return RowOrigin(
+            f"in a batch of {scan.source}: source rows {offset:,} to {offset + n - 1:,}",
+            offset=offset,
+        )
+    return RowOrigin(
+        f"in a batch of {scan.source} that kept {batch.n:,} of its {n:,} rows; with "
+        "on_invalid='drop' a scan does not track where a batch starts: this one starts at "
+        f"source row {offset:,} or later",
+        offset=None,
+        within="the batch's kept rows",
+        event_ids=batch.table.column("event_id") if "event_id" in batch.columns else None,
+    )
+
+
 def evaluate_scan(scan: Any, plan: Any) -> Evaluation:
     """The evaluation of a lazy scan under ``plan``: the moment kernel per batch, merged."""
     settings = dataclasses.replace(
@@ -1254,6 +1307,7 @@ def evaluate_scan(scan: Any, plan: Any) -> Evaluation:
     )
     stats = None
     marginal = plan.marginal_weighting
+    offset = 0  # rows read before the batch: its first row's number under on_invalid="raise"
     for batch in scan.to_batches():  # loop over batches
         part = batch_statistics(
             batch,
@@ -1262,8 +1316,10 @@ def evaluate_scan(scan: Any, plan: Any) -> Evaluation:
             settings.weight_column,
             embedding=plan.embedding,
             marginal=marginal,
+            origin=_scan_origin(scan, batch, offset),
         )
         stats = part if stats is None else stats.merge(part)
+        offset += batch.report.rows_read
     if stats is None:
         raise EstimationError(f"the scan of {scan.source} yielded no rows.")
     estimated = estimated_propensity_note(scan)

@@ -276,11 +276,20 @@ class EvaluationPlan:
         found = dict(self.stream_obstacles())
         if "estimators" in found:
             unsupported = [k for k, _ in self.estimators if not self.streams(k)]
+            marginal = ", ".join(sorted(MARGINAL_STREAMING_ESTIMATORS))
+            if self.embedding is None:
+                also = f" (and {marginal} with a known embedding=ope.ActionEmbedding(...))"
+            elif self.embedding.kind == "estimated":
+                also = (
+                    f"; {marginal} need a known embedding, and the one given is estimated (its "
+                    "p(e|a) is cross-fitted over every row)"
+                )
+            else:
+                also = f" and, with the embedding given, {marginal}"
             raise EstimationError(
                 f"estimator(s) {', '.join(unsupported)} cannot run {where}; merged statistics "
-                f"support {', '.join(sorted(STREAMING_ESTIMATORS))} (and with an embedding "
-                f"{', '.join(sorted(MARGINAL_STREAMING_ESTIMATORS))}). Read the logs eagerly "
-                "(ope.evaluate(ope.read_logs(...))) for the others."
+                f"support {', '.join(sorted(STREAMING_ESTIMATORS))}{also}. Read the logs "
+                "eagerly (ope.evaluate(ope.read_logs(...))) for the others."
             )
         if "policies" in found:
             raise PolicyError(

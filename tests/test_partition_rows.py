@@ -1,0 +1,238 @@
+"""Errors of a batch's rows name the rows of the source: Dask partitions, scan batches, Spark.
+
+A policy object or the moment kernel checks one batch (a Dask partition, a batch of a lazy
+scan, a block of a Spark partition) and numbers its rows from the batch's first; the message
+the user gets names the row's number in the whole source (files in path order, from 0) and
+the batch it was in, or, where a task cannot know its offset, says what the number counts.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ope._validation import RowOrigin
+from ope.distributed import evaluate_distributed
+from ope.evaluation import EvaluationPlan, evaluate
+from ope.exceptions import PolicyError, SchemaError, ValidationError
+from ope.io import scan_logs
+from ope.schema import BANDIT, plan_columns
+from ope.spark import _partition_items, _Task
+
+FILE_ROWS = (100, 100)
+ROW_GROUP = 30  # partitions and batches of at most 30 rows
+BAD_ROW = 157  # in the second file (its row 57), in the row group of source rows 130 to 159
+
+
+class OverOne:
+    """A candidate whose probability of the logged action is 1.5 where ``x`` is 1."""
+
+    def distribution(self, logs):  # not used by the moment statistics
+        raise NotImplementedError
+
+    def propensity(self, logs):
+        return np.where(np.asarray(logs.column("x")) == 1.0, 1.5, 0.5)
+
+
+def make_table(first: int, n: int) -> pa.Table:
+    ids = np.arange(first, first + n)
+    return pa.table(
+        {
+            "event_id": ids,
+            "action": ids % 2,
+            "propensity": np.full(n, 0.5),
+            "reward": (ids % 3 == 0).astype(float),
+            "target__half": np.full(n, 0.5),
+            "x": (ids == BAD_ROW).astype(float),
+        }
+    )
+
+
+def write(folder: Path, *edits) -> Path:
+    first = 0
+    for i, n in enumerate(FILE_ROWS):
+        table = make_table(first, n)
+        for edit in edits:
+            table = edit(table, first)
+        pq.write_table(table, folder / f"part-{i}.parquet", row_group_size=ROW_GROUP)
+        first += n
+    return folder
+
+
+def set_value(column: str, row: int, value: float):
+    """An edit of the file holding source row ``row``: ``column`` is ``value`` there."""
+
+    def edit(table: pa.Table, first: int) -> pa.Table:
+        if not first <= row < first + table.num_rows:
+            return table
+        values = table.column(column).to_numpy().astype(float)
+        values[row - first] = value
+        return table.set_column(table.schema.get_field_index(column), column, pa.array(values))
+
+    return edit
+
+
+def quiet(fn, *args, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the dropped rows' warning: not what is tested
+        return fn(*args, **kw)
+
+
+# --------------------------------------------------------------------------------------------
+# Dask partitions: the offset of each partition is known from the parquet footers
+# --------------------------------------------------------------------------------------------
+@pytest.fixture
+def threads():
+    dask = pytest.importorskip("dask")
+    with dask.config.set(scheduler="threads"):
+        yield
+
+
+@pytest.mark.parametrize("on_invalid", ["raise", "drop"])
+def test_a_policy_error_in_a_partition_names_the_source_row_and_the_file(
+    tmp_path: Path, threads, on_invalid: str
+) -> None:
+    folder = write(tmp_path)
+    with pytest.raises(PolicyError) as info:
+        evaluate_distributed(
+            folder, {"over": OverOne()}, columns=["x"], batch_size=ROW_GROUP, on_invalid=on_invalid
+        )
+    message = str(info.value)
+    assert f"first at row {BAD_ROW})" in message, message  # not row 27 of its partition
+    assert "part-1.parquet, row groups [1], source rows 130 to 159" in message
+    assert "in partition 5 of" in message
+
+
+def test_rows_dropped_before_it_in_its_partition_do_not_shift_the_row(
+    tmp_path: Path, threads
+) -> None:
+    # two invalid rows of the same partition are dropped first: the bad row is the 25th the
+    # policy sees, and still row 157 of the source
+    folder = write(tmp_path, set_value("reward", 135, np.nan), set_value("propensity", 140, 0.0))
+    with pytest.raises(PolicyError, match=rf"first at row {BAD_ROW}\)"):
+        quiet(
+            evaluate_distributed,
+            folder,
+            {"over": OverOne()},
+            columns=["x"],
+            batch_size=ROW_GROUP,
+            on_invalid="drop",
+        )
+
+
+def test_an_overflowing_weight_keeps_its_class_and_names_the_source_row(
+    tmp_path: Path, threads
+) -> None:
+    folder = write(tmp_path, set_value("propensity", BAD_ROW, 1e-200))
+    with pytest.raises(ValidationError, match="importance weights overflow float64") as info:
+        evaluate_distributed(folder, batch_size=ROW_GROUP)
+    assert f"first at row {BAD_ROW}: logging propensity 1e-200" in str(info.value)
+    assert "part-1.parquet" in str(info.value)
+
+
+# --------------------------------------------------------------------------------------------
+# a lazy scan
+# --------------------------------------------------------------------------------------------
+def test_a_scan_batch_error_names_the_source_row(tmp_path: Path) -> None:
+    folder = write(tmp_path)
+    scan = scan_logs(folder, columns=["x", "target__half"], batch_size=ROW_GROUP)
+    with pytest.raises(PolicyError) as info:
+        evaluate(scan, {"over": OverOne()}, estimators=("ips", "snips"))
+    message = str(info.value)
+    assert f"first at row {BAD_ROW})" in message, message
+    assert "source rows 130 to 159" in message
+
+
+def test_a_scan_that_drops_rows_says_what_its_row_numbers_count(tmp_path: Path) -> None:
+    # dropped rows (and batches dropped whole, which a scan never yields) leave a batch's
+    # place in the source unknown: the message says so and names the row's event_id
+    folder = write(tmp_path, set_value("reward", 120, np.nan))
+    scan = scan_logs(folder, columns=["x", "event_id"], batch_size=ROW_GROUP, on_invalid="drop")
+    with pytest.raises(PolicyError) as info:
+        quiet(evaluate, scan, {"over": OverOne()}, estimators=("ips", "snips"))
+    message = str(info.value)
+    assert "first at row 27 of the batch's kept rows)" in message, message
+    assert "starts at source row 130 or later" in message
+    assert f"has event_id {BAD_ROW}" in message
+
+
+# --------------------------------------------------------------------------------------------
+# Spark: a task does not know the rows of the partitions before its own (run without Spark)
+# --------------------------------------------------------------------------------------------
+def spark_task(table: pa.Table, policies, batch_size: int = 40) -> _Task:
+    plan = EvaluationPlan.build(policies, estimators=("ips", "snips"))
+    return _Task(
+        plan=plan_columns(table.schema, BANDIT, columns=["x"], source="<DataFrame>"),
+        source="<DataFrame>",
+        policies=policies,
+        estimators=tuple(plan.weighting),
+        dropped=True,
+        weight_column=None,
+        batch_size=batch_size,
+    )
+
+
+def test_a_spark_partition_names_its_own_row_and_says_so() -> None:
+    # the partition holds source rows 100 to 199 (its rows 0 to 99), in blocks of 50 rows;
+    # its row 52 is dropped, so the bad row is the 7th the policy sees of the second block
+    table = make_table(100, 100)
+    reward = table.column("reward").to_numpy().copy()
+    reward[52] = np.nan
+    table = table.set_column(3, "reward", pa.array(reward))
+    with pytest.raises(PolicyError) as info:
+        _partition_items(spark_task(table, {"over": OverOne()}), 3, iter(table.to_batches(25)))
+    message = str(info.value)
+    assert f"first at row {BAD_ROW - 100} of Spark partition 3)" in message, message
+    assert "a Spark task does not know how many rows the partitions before it hold" in message
+
+
+def test_a_lossy_cast_in_a_spark_partition_says_what_its_row_counts() -> None:
+    table = make_table(0, 100)
+    action = table.column("action").to_numpy().astype(float)
+    action[62] = 1.5
+    table = table.set_column(1, "action", pa.array(action))
+    with pytest.raises(SchemaError, match="row 62 of Spark partition 2"):
+        _partition_items(spark_task(table, {"over": OverOne()}), 2, iter(table.to_batches(25)))
+
+
+# --------------------------------------------------------------------------------------------
+# the one place that renumbers rows
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "origin, message, expected",
+    [
+        (RowOrigin("b", 1000), "1 row (first at row 7)", "1 row (first at row 1007) (b)"),
+        (
+            RowOrigin("b", 1000, kept=np.array([False, True, True, False, True])),
+            "rows 0, 2, ...; 3 rows are not",
+            "rows 1001, 1004, ...; 3 rows are not (b)",
+        ),
+        (RowOrigin("b", 1_000_000), "row 1,500", "row 1,001,500 (b)"),
+        (RowOrigin("b", 10, kept=np.array([True])), "at row 4", "at row 4 (b)"),  # no such row
+        (
+            RowOrigin("b", None, within="the batch's kept rows"),
+            "(first at row 3: 1e-200)",
+            "(first at row 3 of the batch's kept rows: 1e-200) (b)",
+        ),
+        (RowOrigin("b", 5), "has 30 rows but 29 row groups", "has 30 rows but 29 row groups (b)"),
+        (  # another table's rows are not the batch's
+            RowOrigin("b", 100),
+            "the item table's column 'g' is missing (null) in 1 row (first at row 3)",
+            "the item table's column 'g' is missing (null) in 1 row (first at row 3) (b)",
+        ),
+    ],
+)
+def test_row_numbers_of_a_batch_become_the_sources(origin, message, expected) -> None:
+    assert origin.relabel(message) == expected
+
+
+def test_a_located_error_keeps_its_class_and_report() -> None:
+    report = object()
+    located = RowOrigin("in partition 2", 100).located(ValidationError("row 3", report=report))
+    assert type(located) is ValidationError and located.report is report
+    assert str(located) == "row 103 (in partition 2)"
