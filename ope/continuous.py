@@ -50,7 +50,11 @@ Vowpal Wabbit's continuous-action DSJSON (CATS, ``"_label_ca": {"action", "cost"
 ``.json``/``.json.gz`` file): ``reward = -cost``, ``density = pdf_value`` (checked against the
 ``pdf`` segments when the line has them), ``weight = 1 / (1 - pdrop)``, the context ``c``
 flattened to numeric columns as VW hashes it (a string value ``"k": "v"`` is the feature
-``k=v`` of value 1; an absent feature is 0).
+``k=v`` of value 1; an absent feature is 0). A line without ``c`` is VW's plain JSON form
+(``vw --json``), whose features are its top-level keys other than the DSJSON fields and ``_``
+keys: they read as ``c``'s would (VW puts both in its default namespace); such keys next to a
+``c`` are not read, and the report says so. ``pdf_value: "NaN"`` reads as NaN, as VW's JSON
+parser reads it, and is rejected (``cats_pdf_value_invalid``) with a note.
 
 References
 ----------
@@ -112,6 +116,7 @@ __all__ = [
     "KERNEL_MOMENTS",
     "CONTINUOUS_ESTIMATORS",
     "MIN_WINDOW_ESS",
+    "MIN_LARGEST_WEIGHT",
     "UNDERSMOOTH_STEPS",
     "MAX_DSJSON_FEATURES",
     "bandwidth_grid",
@@ -511,7 +516,8 @@ def read_continuous(
         the action), a sampling weight is not > 0 (row named); DSJSON lines that break a rule
         (``on_invalid="raise"``; the report is on the error); no line left.
     ope.DataFileError
-        The file cannot be read (damaged gzip, more features than ``MAX_DSJSON_FEATURES``).
+        The file cannot be read (damaged gzip, more features than ``MAX_DSJSON_FEATURES``:
+        the message says how many it found).
 
     Examples
     --------
@@ -610,7 +616,7 @@ def read_continuous(
 class _Label(msgspec.Struct):
     action: float
     cost: float
-    pdf_value: float
+    pdf_value: float | str  # "NaN" (any case) reads as NaN, as VW's JSON parser reads it
 
 
 class _Segment(msgspec.Struct):
@@ -635,6 +641,17 @@ class _CatsLine(msgspec.Struct):
     skip_learn: bool | None = msgspec.field(default=None, name="_skipLearn")
     c: dict[str, Any] | None = None
 
+
+#: The top-level keys of a DSJSON line that are not features: the fields VW's DSJSON reader
+#: reads at a line's top level and the bookkeeping its writers add. A line without ``c`` is
+#: VW's plain JSON form (``--json``), whose features are its other top-level keys
+#: (``_``-prefixed keys are VW's own, never features): read as if under ``c`` (VW puts both in
+#: its default namespace).
+_DSJSON_TOP_FIELDS: Final = frozenset(
+    {"a", "p", "c", "o", "pdf", "pdrop", "EventId", "Timestamp", "Version", "VWState"}
+)
+
+_KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 
 #: A DSJSON ``pdf_value`` is written as a float32: the density of the ``pdf`` segments at the
 #: action agrees with it to this relative tolerance.
@@ -696,6 +713,10 @@ class _CatsChunk:
     ids: np.ndarray  # the EventIds of the lines read (object; None where absent)
     context: pd.DataFrame  # flattened context features (NaN where a line has none)
     first: str | None  # the kind of the chunk's first labelled event (:func:`_first_kind`)
+    top_level: np.ndarray  # the lines (numbers) whose features are top-level keys (no `c`)
+    unread: list[tuple[int, list[str]]]  # the first lines (numbers) with keys not read next
+    n_unread: int  # to `c`, and how many lines have them
+    nan_pdf: np.ndarray  # the lines (numbers) whose pdf_value is the string "NaN"
 
 
 def _read_cats(
@@ -708,7 +729,10 @@ def _read_cats(
     chunks: list[_CatsChunk] = []
     features: set[str] = set()
     kind: str | None = None
-    for numbers, kept in _cats_lines(path):
+    lines_read = 0
+    pieces = _cats_lines(path)
+    for numbers, kept in pieces:
+        lines_read += numbers.size
         chunk = _cats_chunk(numbers, kept)
         if kind is None and chunk.first is not None:
             kind = chunk.first
@@ -723,11 +747,8 @@ def _read_cats(
                 )
         features.update(chunk.context.columns)
         if len(features) > MAX_DSJSON_FEATURES:
-            raise DataFileError(
-                f"{path.name}: the contexts flatten to more than {MAX_DSJSON_FEATURES:,} "
-                "features (columns, MAX_DSJSON_FEATURES); read the file with ope's DSJSON "
-                "importer and fit your own reward model."
-            )
+            more = next(pieces, None) is not None  # whether the count stops early
+            raise _too_many_features(path.name, features, lines_read, int(numbers[-1]), more)
         chunks.append(chunk)
     numbers = np.concatenate([c.numbers for c in chunks] or [np.empty(0, dtype=np.int64)])
     reason = np.concatenate([c.reason for c in chunks] or [np.empty(0, dtype=object)])
@@ -751,6 +772,7 @@ def _read_cats(
         rejected,
         {r: tuple(int(x) for x in numbers[ks[:EXAMPLE_ROWS]]) for r, ks in reasons.items()},
         dropped=on_invalid == "drop" and bool(broken_rules(rejected)),
+        notes=_feature_notes(chunks, numbers[reasons.get("cats_pdf_value_invalid", [])]),
     )
     error = import_failure(report, on_invalid)
     if error is not None:
@@ -784,7 +806,73 @@ def _read_cats(
     for c in context.columns:  # a loop over feature columns
         data[f"c.{c}"] = context[c].to_numpy(dtype=np.float64)
     support = (low, high) if with_pdf else None
-    return pa.table(data), _cats_notes(report), support, report
+    return pa.table(data), _cats_notes(report) + report.notes, support, report
+
+
+def _too_many_features(
+    name: str, features: set[str], lines_read: int, last_line: int, more: bool
+) -> DataFileError:
+    """The error of a file whose contexts flatten to more than :data:`MAX_DSJSON_FEATURES`
+    features: how many (at least, when ``more`` lines follow those read: reading stops at the
+    chunk that crosses the limit), which, and how to fix."""
+    shown = ", ".join(repr(f) for f in sorted(features)[:5])
+    values = sum(1 for f in features if "=" in f)
+    why = (
+        f' ({values:,} of them string values: each distinct `"k": "v"` is a feature k=v)'
+        if values
+        else ""
+    )
+    if more:
+        count = (
+            f"its first {lines_read:,} lines (to line {last_line}, where reading stopped) "
+            f"flatten to {len(features):,} distinct features, so the file has at least as many"
+        )
+    else:
+        count = f"its {lines_read:,} lines flatten to {len(features):,} distinct features"
+    return DataFileError(
+        f"{name}: the contexts of {count}{why}, e.g. {shown}; at most {MAX_DSJSON_FEATURES:,} "
+        "are read (ope.continuous.MAX_DSJSON_FEATURES: each feature is a column of the "
+        "context). Write the logs as a parquet or CSV table with the columns action, density, "
+        "reward and the features your reward model needs, and read that with "
+        "ope.read_continuous."
+    )
+
+
+def _feature_notes(chunks: Sequence[_CatsChunk], nan_pdf_candidates: np.ndarray) -> tuple[str, ...]:
+    """The report's notes on what the lines' top-level keys gave (features read as VW's plain
+    JSON form, or keys next to ``c`` not read) and on the lines rejected for a ``pdf_value``
+    of "NaN" (``nan_pdf_candidates``: the lines rejected as ``cats_pdf_value_invalid``)."""
+    notes = []
+    top = np.concatenate([c.top_level for c in chunks] or [np.empty(0, dtype=np.int64)])
+    if top.size:
+        notes.append(
+            f"{top.size:,} line(s) keep their features at the top level, without `c` (VW's "
+            f"plain JSON form, read by `vw --json`; first: line {int(top[0])}): read as the "
+            "context, as VW reads them (the DSJSON fields a, p, o, pdf, pdrop, EventId, "
+            "Timestamp, Version, VWState and keys starting with `_` are not features)."
+        )
+    unread = [u for c in chunks for u in c.unread]
+    if unread:
+        first = "; ".join(
+            f"line {ln}: {', '.join(repr(k) for k in keys[:5])}"
+            for ln, keys in unread[:EXAMPLE_ROWS]
+        )
+        total = sum(c.n_unread for c in chunks)
+        notes.append(
+            f"{total:,} line(s) have top-level keys next to `c` that are not DSJSON fields, not "
+            f"read as features ({first}): VW's --dsjson ignores them (only `c` holds features "
+            "there), though `vw --json` would read them. Move them under `c` to have them read."
+        )
+    nan_lines = np.concatenate([c.nan_pdf for c in chunks] or [np.empty(0, dtype=np.int64)])
+    nan_lines = nan_lines[np.isin(nan_lines, nan_pdf_candidates)]
+    if nan_lines.size:
+        notes.append(
+            f'cats_pdf_value_invalid: _label_ca.pdf_value is "NaN" on {nan_lines.size:,} '
+            f"line(s) (first: {', '.join(map(str, nan_lines[:EXAMPLE_ROWS].tolist()))}): VW's "
+            "JSON parser reads it as NaN, and a density that is NaN cannot weight a row, so "
+            "these lines are rejected."
+        )
+    return tuple(notes)
 
 
 def _cats_chunk(numbers: np.ndarray, kept: Sequence[bytes]) -> _CatsChunk:
@@ -792,7 +880,7 @@ def _cats_chunk(numbers: np.ndarray, kept: Sequence[bytes]) -> _CatsChunk:
     decoded, why = _decode_cats(kept)
     at = np.array([k for k, d in enumerate(decoded) if d is not None], dtype=np.int64)
     events = [d for d in decoded if d is not None]
-    fields = _cats_fields(events)
+    fields = _cats_fields(events, [kept[k] for k in at.tolist()])
     reason = _cats_reasons(fields, at, why, len(kept))
     counts = ~fields.unlabeled & ~fields.skip & pd.notna(fields.ids)
     ok = reason[at] == ""
@@ -815,6 +903,10 @@ def _cats_chunk(numbers: np.ndarray, kept: Sequence[bytes]) -> _CatsChunk:
         ids=fields.ids[ok],
         context=pd.DataFrame.from_records(features, index=pd.RangeIndex(len(features))),
         first=_first_kind(fields),
+        top_level=numbers[at[fields.top_level]],
+        unread=[(int(numbers[at[k]]), keys) for k, keys in fields.unread[:EXAMPLE_ROWS]],
+        n_unread=len(fields.unread),
+        nan_pdf=numbers[at[fields.nan_pdf]],
     )
 
 
@@ -922,41 +1014,78 @@ class _CatsFields:
     unlabeled: np.ndarray  # no _label_ca
     other: np.ndarray  # another kind's label (CB, CCB)
     ids: np.ndarray  # EventId (object; None where absent)
+    nan_pdf: np.ndarray  # _label_ca.pdf_value is the string "NaN" (read as NaN)
+    text_pdf: np.ndarray  # _label_ca.pdf_value is another string (VW refuses the line)
+    top_level: np.ndarray  # features read from the top level (no `c`: VW's plain JSON form)
+    unread: list[tuple[int, list[str]]]  # (line, keys) of top-level keys next to `c`, not read
 
 
-def _cats_fields(events: Sequence[_CatsLine]) -> _CatsFields:
-    """:class:`_CatsFields` of ``events``: one pass over the lines to list their fields,
-    features and segments, the checks on whole arrays."""
+def _pdf_value(value: float | str) -> tuple[float, bool, bool]:
+    """``pdf_value`` as a number, and whether it was the string "NaN" (any case: NaN, as VW's
+    JSON parser reads it) or another string."""
+    if not isinstance(value, str):
+        return value, False, False
+    is_nan = value.lower() == "nan"
+    return math.nan, is_nan, not is_nan
+
+
+def _top_level_features(raw: bytes, has_c: bool, out: dict[str, float]) -> tuple[bool, list[str]]:
+    """The line's top-level keys that are neither DSJSON fields nor VW's ``_`` keys: without
+    ``c`` they are its features (VW's plain JSON form), flattened into ``out``; next to ``c``
+    they are not read. Returns (features read, keys not read)."""
+    keys = _KEYS(raw)
+    extra = [k for k in keys if not k.startswith("_") and k not in _DSJSON_TOP_FIELDS]
+    if not extra:
+        return False, []
+    if has_c:
+        return False, extra
+    _flatten({k: msgspec.json.decode(keys[k]) for k in extra}, "", out)
+    return True, []
+
+
+def _cats_fields(events: Sequence[_CatsLine], raws: Sequence[bytes]) -> _CatsFields:
+    """:class:`_CatsFields` of ``events`` (decoded from the lines ``raws``): one pass over the
+    lines to list their fields, features and segments, the checks on whole arrays."""
     n = len(events)
     nan = math.nan
-    row: list[tuple[float, float, float, float, bool, bool, bool]] = []
+    row: list[tuple[float, float, float, float, bool, bool, bool, bool, bool, bool]] = []
     ids: list[str | None] = []
     features: list[dict[str, float]] = []
+    unread: list[tuple[int, list[str]]] = []
     line: list[int] = []
     seg: list[tuple[float, float, float]] = []
     for k, d in enumerate(events):  # a loop over lines: the events are schemaless JSON
         lab = d.label_ca
+        density, nan_text, other_text = (
+            (nan, False, False) if lab is None else _pdf_value(lab.pdf_value)
+        )
+        out: dict[str, float] = {}
+        if d.c:
+            _flatten(d.c, "", out)
+        top, not_read = _top_level_features(raws[k], d.c is not None, out)
+        if not_read:
+            unread.append((k, not_read))
         row.append(
             (
                 nan if lab is None else lab.action,
                 nan if lab is None else lab.cost,
-                nan if lab is None else lab.pdf_value,
+                density,
                 nan if d.pdrop is None else d.pdrop,
                 bool(d.skip_learn),
                 lab is None,
                 len(d.label_cost) + len(d.outcomes) + len(d.label_index) > 0,  # empty: absent
+                nan_text,
+                other_text,
+                top,
             )
         )
         ids.append(d.EventId)
-        out: dict[str, float] = {}
-        if d.c:
-            _flatten(d.c, "", out)
         features.append(out)
         for sg in d.pdf or ():
             if sg.left is not None and sg.right is not None:
                 line.append(k)
                 seg.append((sg.left, sg.right, nan if sg.pdf_value is None else sg.pdf_value))
-    table = np.array(row, dtype=np.float64).reshape(n, 7)
+    table = np.array(row, dtype=np.float64).reshape(n, 10)
     action, cost, value, pdrop = table[:, 0], table[:, 1], table[:, 2], table[:, 3]
     huge = np.array([math.inf in x.values() for x in features], dtype=bool)
     at = np.full(n, np.nan)
@@ -995,6 +1124,10 @@ def _cats_fields(events: Sequence[_CatsLine]) -> _CatsFields:
         unlabeled=table[:, 5] > 0,
         other=table[:, 6] > 0,
         ids=np.array(ids, dtype=object),
+        nan_pdf=table[:, 7] > 0,
+        text_pdf=table[:, 8] > 0,
+        top_level=table[:, 9] > 0,
+        unread=unread,
     )
 
 
@@ -1017,7 +1150,7 @@ def _cats_reasons(f: _CatsFields, at: np.ndarray, why: Mapping[int, str], n: int
             ("dsjson_skip_learn", skip),
             ("dsjson_kind_mismatch", unlabeled & f.other),
             ("dsjson_unlabeled", unlabeled),
-            ("dsjson_field_type", f.huge),
+            ("dsjson_field_type", f.huge | f.text_pdf),
             ("cats_pdf_value_invalid", ~(np.isfinite(f.pdf_value) & (f.pdf_value > 0))),
             ("dsjson_pdrop_out_of_range", ~np.isnan(f.pdrop) & ~((f.pdrop >= 0) & (f.pdrop < 1))),
             ("cats_pdf_malformed", f.malformed),
@@ -1427,7 +1560,10 @@ def evaluate_continuous(
     Raises
     ------
     ope.EstimationError
-        No candidate has :data:`MIN_WINDOW_ESS` effective rows at any bandwidth.
+        No candidate has :data:`MIN_WINDOW_ESS` effective rows at any bandwidth, or every
+        weight of each is below :data:`MIN_LARGEST_WEIGHT` (the message says, per candidate,
+        how far its actions lie from the logged ones in bandwidths, and which bandwidth would
+        weigh it).
 
     Examples
     --------
@@ -1479,7 +1615,12 @@ def evaluate_continuous(
     }
     window = _window_table(cl, names, how, chosen, weights)
     verdicts = {row.policy: _verdict(row) for row in window.itertuples()}
-    estimated = [p for p in names if bool((weights[p] > 0).any())]
+    # weights whose squares underflow are 0 to the estimators: such a candidate is refused
+    # here, in terms of kernels and densities, not as a candidate that "never chooses" an action
+    weightless = [p for p in names if float(weights[p].max()) < MIN_LARGEST_WEIGHT]
+    for p in weightless:  # a loop over candidates
+        verdicts[p] = _weightless(cl, p, how, chosen[p], weights[p], width == "slope")
+    estimated = [p for p in names if p not in weightless]
     if not estimated:
         raise EstimationError(
             "no candidate can be weighed on these logs: "
@@ -1581,6 +1722,80 @@ def evaluate_continuous(
 #: A mean weight below this (it is 1 when the kernel window lies inside the logger's support
 #: and the logged densities are right) is noted: part of the window is unsupported.
 _LOW_MEAN_WEIGHT: Final = 0.5
+
+#: A candidate whose largest weight is below this cannot be weighed: the squares of its
+#: weights (below 1e-300) leave float64's normal range, so the estimators find every weight 0
+#: (a gaussian kernel underflows this way at about 26 bandwidths from the logged action). The
+#: weights average 1 when the logs cover the candidate, so no usable candidate is near it.
+MIN_LARGEST_WEIGHT: Final = 1e-150
+
+
+def _weightless(
+    logs: ContinuousLogs,
+    name: str,
+    kernel_name: str,
+    bandwidth: float | None,
+    w: np.ndarray,
+    slope: bool,
+) -> str:
+    """The verdict of a candidate whose every weight is below :data:`MIN_LARGEST_WEIGHT`:
+    why, in the terms of continuous actions (kernel, bandwidth, the distance from the logged
+    actions to the candidate's, the logging density), and what would weigh it."""
+    largest = float(w.max())
+    size = "0" if largest == 0 else f"below {MIN_LARGEST_WEIGHT:g} (the largest is {largest:.3g})"
+    logged = f"the logging density at the logged actions is {_spread(logs.density)}"
+    head = "not evaluable from these logs: "
+    if bandwidth is None:
+        own = logs.densities[name]
+        where = (
+            "is 0 at every logged action"
+            if float(own.max()) == 0
+            else f"at the logged actions ({_spread(own)}) is negligible next to the logger's"
+        )
+        return (
+            f"{head}every weight (the candidate's density over the logger's) is {size}: the "
+            f"candidate's density {where}, and {logged}; no kernel or bandwidth enters a "
+            f"density-form candidate. Check that density__{name} is the candidate's density "
+            "in the actions' units, or give its actions (target__<name>) to weigh it by a "
+            "kernel"
+        )
+    acts = logs.candidates[name]
+    d = np.abs(acts - (logs.action if acts.ndim == 1 else logs.action[:, None]))
+    nearest = np.sort(np.where(_outside(logs, acts), np.inf, d).reshape(logs.n, -1).min(axis=1))
+    if not math.isfinite(float(nearest[0])):
+        return (
+            f"{head}every kernel weight is 0: each of the candidate's actions lies outside the "
+            "logger's support of its row, where the logs cannot weigh it, whatever the "
+            "bandwidth"
+        )
+    window = int((nearest <= _WINDOW[kernel_name] * bandwidth).sum())
+    enough = float(nearest[min(MIN_WINDOW_ESS, logs.n) - 1])
+    if math.isfinite(enough):
+        fix = (
+            f"a bandwidth of about {enough / _WINDOW[kernel_name]:.3g} puts {MIN_WINDOW_ESS} "
+            "logged actions in the window"
+            + (" (beyond SLOPE's grid: pass it as bandwidth=)" if slope else "")
+            + ", if the candidate may be smoothed that much; otherwise log actions nearer the "
+            "candidate's"
+        )
+    else:
+        fix = (
+            f"fewer than {MIN_WINDOW_ESS} of the candidate's actions lie within the logger's "
+            "support, so no bandwidth makes it evaluable: log actions nearer the candidate's"
+        )
+    return (
+        f"{head}{window} logged action(s) in the {kernel_name} kernel's window at the "
+        f"bandwidth {bandwidth:.4g} (fewer than {MIN_WINDOW_ESS}), and every kernel weight "
+        f"K(u) / (h p) is {size}: the candidate's actions lie {nearest[0] / bandwidth:.3g} "
+        f"bandwidths or more from the logged actions ({nearest[0]:.3g} or more in the actions' "
+        f"units), and {logged}. Widen the bandwidth: {fix}"
+    )
+
+
+def _spread(values: np.ndarray) -> str:
+    """``"from 0.1 to 3"`` (or ``"0.5"``) for the range of positive values."""
+    low, high = float(np.min(values)), float(np.max(values))
+    return f"{low:.3g}" if low == high else f"from {low:.3g} to {high:.3g}"
 
 
 def _verdict(row: Any) -> str:

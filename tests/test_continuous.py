@@ -197,6 +197,59 @@ def test_no_weight_anywhere_is_an_estimation_error():
         quiet(lambda: ope.evaluate_continuous(df, kernel="triangular", bandwidth=0.1))
 
 
+def _uniform_logs(n: int = 400) -> pd.DataFrame:
+    gen = np.random.default_rng(1)
+    a = gen.uniform(0.0, 1.0, n)
+    return pd.DataFrame({"action": a, "density": 1.0, "reward": a + gen.normal(0, 0.1, n)})
+
+
+@pytest.mark.parametrize("distance", [0.30, 0.40])  # weights of 1e-194 (squares 0), then 0
+def test_kernel_weights_that_underflow_are_explained_with_kernel_and_bandwidth(distance):
+    # 30 (40) bandwidths from every logged action: the gaussian kernel's weights are about
+    # 1e-194 (exactly 0), whose squares underflow, so the estimators would see no weight
+    df = _uniform_logs()
+    far = {"far": df["action"].to_numpy() + distance}
+    with pytest.raises(EstimationError, match="no candidate can be weighed") as info:
+        quiet(lambda: ope.evaluate_continuous(df, candidates=far, bandwidth=0.01))
+    message = str(info.value)
+    assert "target_propensity" not in message and "never chooses" not in message
+    for said in (
+        "gaussian kernel's window at the bandwidth 0.01",
+        "every kernel weight K(u) / (h p) is ",
+        f"lie {distance / 0.01:.3g} bandwidths or more from the logged actions",
+        "the logging density at the logged actions is 1",
+        "Widen the bandwidth: a bandwidth of about",
+    ):
+        assert said in message, (said, message)
+    # the bandwidth it suggests does weigh the candidate
+    suggested = float(message.split("a bandwidth of about ")[1].split(" ")[0])
+    ev = quiet(
+        lambda: ope.evaluate_continuous(
+            df, candidates=far, bandwidth=suggested * 1.01, estimators="snips"
+        )
+    )
+    assert ev.verdicts["far"] == "evaluable"
+
+
+def test_a_candidate_whose_weights_underflow_is_not_evaluable_beside_one_that_is():
+    # the one is estimated, the other refused with its reason (once an error for both)
+    df = _uniform_logs()
+    cands = {"near": np.full(len(df), 0.5), "far": df["action"].to_numpy() + 3.0}
+    ev = quiet(lambda: ope.evaluate_continuous(df, candidates=cands, bandwidth=0.1))
+    assert ev.evaluable == ["near"] and set(ev.table()["policy"]) == {"near"}
+    assert "every kernel weight K(u) / (h p) is below 1e-150" in ev.verdicts["far"]
+
+
+def test_a_density_candidate_whose_weights_underflow_says_its_density_is_negligible():
+    df = _uniform_logs().assign(density__d=1e-320)
+    with pytest.raises(EstimationError, match="no candidate can be weighed") as info:
+        quiet(lambda: ope.evaluate_continuous(df, estimators=["ips", "snips"]))
+    message = str(info.value)
+    assert "target_propensity" not in message
+    assert "the candidate's density at the logged actions (1e-320) is negligible" in message
+    assert "Check that density__d is the candidate's density" in message
+
+
 # ------------------------------------------------------------------------ exact ground truth
 def test_true_and_smoothed_values_match_monte_carlo():
     env = ContinuousBandit(seed=3)

@@ -572,3 +572,281 @@ def test_the_p_left_out_is_noted_by_the_import_and_the_evaluation(tmp_path):
     assert logs.report.notes == (note,)
     ev = ope.evaluate(logs, {"uniform": ope.policies.UniformPolicy()}, estimators=("ips",))
     assert any(note in x for x in ev.notes)
+
+
+# ------------------------------------------------------------ what the report says, and where
+def _write(path, lines):
+    path.write_bytes(b"\n".join(x if isinstance(x, bytes) else x.encode() for x in lines) + b"\n")
+    return path
+
+
+def _note(report, start):
+    (note,) = [n for n in report.notes if n.startswith(start)]
+    return note
+
+
+@pytest.mark.parametrize("kw", [{}, {"chunk_lines": 1}, {"workers": 2, "chunk_bytes": 600}])
+def test_repeated_event_ids_are_named_with_the_line_they_first_appeared_on(
+    tmp_path, monkeypatch, kw
+):
+    """event_id_duplicate names the id (escaped, cut) and its first line, whatever the chunks
+    (a repeat of an earlier chunk's id, or of one in its own chunk)."""
+    monkeypatch.setattr(dsjson_module, "_POOL_MIN_BYTES", 0)
+    monkeypatch.setattr(dsjson_module, "_FIRST_BYTES", 512)
+    odd = "\x1b[2J\u202e" + "z" * 100  # control and bidirectional characters, and long
+    lines = [_cb_line(i) for i in range(6)]
+    lines[3] = _cb_line(3, EventId="x0")  # repeats line 0
+    lines[5] = _cb_line(5, EventId=odd)
+    lines += [_cb_line(6, EventId=odd), _cb_line(7, EventId="x0")]
+    logs = _drop(_write(tmp_path / "dup.json", lines), **kw)
+    assert logs.report.examples == {"event_id_duplicate": (3, 6, 7)}
+    assert _note(logs.report, "event_id_duplicate") == (
+        "event_id_duplicate: line 3: repeats EventId 'x0' of line 0; "
+        r"line 6: repeats EventId '\x1b[2J\u202e" + "z" * 52 + "'... (105 characters) of line 5; "
+        "line 7: repeats EventId 'x0' of line 0"
+    )
+    assert "\x1b" not in str(logs.report)  # shown escaped
+
+
+def test_a_repeat_whose_first_line_is_not_known_for_sure_says_so(tmp_path, monkeypatch):
+    """The first line of an earlier chunk's id is found by a 64-bit hash: when two ids share
+    it, the note says "an earlier line" instead of naming a line that may be the other id's."""
+    from ope.importers import _common
+
+    monkeypatch.setattr(_common, "hash", lambda x: 7, raising=False)  # every id collides
+    lines = [_cb_line(0), _cb_line(1), _cb_line(2, EventId="x1"), _cb_line(3, EventId="x3")]
+    logs = _drop(_write(tmp_path / "h.json", lines + [_cb_line(4, EventId="x3")]), chunk_lines=1)
+    assert _note(logs.report, "event_id_duplicate") == (
+        "event_id_duplicate: line 2: repeats EventId 'x1' of an earlier line; "
+        "line 4: repeats EventId 'x3' of an earlier line"
+    )
+    logs = _drop(tmp_path / "h.json")  # one chunk: the first line is found in it, exactly
+    assert "line 2: repeats EventId 'x1' of line 1; line 4: repeats EventId 'x3' of line 3" in (
+        _note(logs.report, "event_id_duplicate")
+    )
+
+
+def test_ccb_counts_say_lines_read_and_slot_rows_and_add_up(tmp_path):
+    """A CCB report's rows are slots: the note says how the lines read and the rows add up,
+    and no slot is left out (slots after the last outcome, an empty `_outcomes`)."""
+    multi = {"_multi": [{}, {}, {}]}
+    lines = [
+        # 3 slots, 1 outcome: slots 1 and 2 are unlabeled
+        {"EventId": "a", "c": {**multi, "_slots": [{}, {}, {}]},
+         "_outcomes": [{"_label_cost": -1, "_a": [0], "_p": [0.5]}]},
+        {"EventId": "b", "c": {**multi, "_slots": [{}, {}]}, "_outcomes": []},  # 2 unlabeled
+        {"EventId": "c", "c": multi, "_outcomes": []},  # no slot, no outcome: the line
+        {"EventId": "d", "c": {**multi, "_slots": [{}]}, "_outcomes": [{}, {}]},  # malformed
+        {"EventId": "e", "c": {**multi, "_slots": [{}, {}]},
+         "_outcomes": [{"_label_cost": 0, "_a": 1, "_p": 0.5}, {"_label_cost": 1, "_a": [2], "_p": [2.0]}]},
+    ]  # fmt: skip
+    path = _write(tmp_path / "ccb.json", [json.dumps(x) for x in lines])
+    for chunk_lines in (50_000, 2):
+        r = _drop(path, chunk_lines=chunk_lines).report
+        assert r.rejected == {
+            "dsjson_unlabeled": 5,
+            "dsjson_outcome_malformed": 1,
+            "propensity_out_of_range": 1,
+        }
+        assert r.examples["dsjson_unlabeled"] == (0, 0, 1, 1, 2)
+        assert (r.rows_read, r.rows_used) == (9, 2)  # 7 slot rows + 2 lines rejected whole
+        assert _note(r, "CCB rows are slots") == (
+            "CCB rows are slots: 5 lines read; 3 of them gave 7 slot rows (2 used, the rows "
+            "`ope import` writes; 5 rejected: unlabeled or breaking a rule) and 2 were "
+            "rejected whole, one row each: rows read = 7 + 2 = 9."
+        )
+        assert "line 3: 2 outcomes for 1 slot(s) in c._slots" in _note(r, "dsjson_outcome")
+
+
+def test_bad_json_keeps_the_parsers_position(tmp_path):
+    """dsjson_bad_json says where the parser stopped: a 1-based column (characters) and the
+    byte offset, as the parser gives it; a lone surrogate and bytes that are not UTF-8 in a
+    field ope reads are located too."""
+    lines = [
+        _cb_line(0),
+        '{"EventId": "é€", "a": [1,, 2]}',  # column 27, byte 29 (3 bytes more in é€)
+        _cb_line(2)[:40],  # truncated
+        b'{"EventId": "ab\xff", "a": [1]}',
+        '{"a": [1], "EventId": "\\ud800"}',  # msgspec says "Input data was truncated"
+        _cb_line(5, p=[0.5, 0.5]).replace("[0.5, 0.5]", "[NaN, 0.5]"),
+    ]
+    logs = _drop(_write(tmp_path / "bad.json", lines))
+    assert logs.report.examples == {"dsjson_bad_json": (1, 2, 3, 4, 5)}
+    note = _note(logs.report, "dsjson_bad_json")
+    assert "line 1: column 27 (byte 29): JSON is malformed: invalid character" in note
+    assert "line 2: column 41 (byte 40): the line ends before its JSON value does" in note
+    assert "line 3: column 16 (byte 15): bytes that are not UTF-8" in note
+    assert "line 4: column 24 (byte 23): a lone surrogate escape" in note
+    assert 'a bare NaN or Infinity is not JSON (VW refuses the line too): write "NaN"' in note
+    with pytest.raises(ValidationError, match=r"line 1: column 27 \(byte 29\)"):
+        read_dsjson(tmp_path / "bad.json")  # the error shows it too
+
+
+def test_label_keys_match_in_any_case_after_the_label_prefix_as_vw(tmp_path):
+    """VW compares `_label` exactly and the rest of a label key without regard to case
+    (_label_COST, _labelINDEX, ...; in CCB outcomes too): so does ope, on the plain-CB path as
+    on the line-by-line one; when two spellings are present the later wins (VW overwrites)."""
+    other = _cb_line(1, _label_cost=-3.0, _labelIndex=1)
+    other = other.replace('"_label_cost"', '"_label_COST"').replace(
+        '"_labelIndex"', '"_labelINDEX"'
+    )
+    other = other.replace('"_label_probability"', '"_Label_probability": 0.9, "_label_PROBABILITY"')
+    both = _cb_line(2).replace('"_label_cost": -0.0', '"_label_cost": -5.0, "_label_Cost": -7.0')
+    wrong = _cb_line(3).replace('"_label_cost"', '"_LABEL_cost"')  # not a label key for VW
+    path = _write(tmp_path / "case.json", [_cb_line(0), other, both, wrong, _cb_line(4)])
+    for workers in (1, 2):
+        logs = _drop(path, workers=workers)
+        t = logs.table.to_pydict()
+        assert t["event_id"] == ["x0", "x1", "x2", "x4"]
+        assert t["reward"] == [-0.0, 3.0, 7.0, -0.0]
+        assert t["action"] == [0, 1, 0, 0] and t["propensity"] == [0.5] * 4
+        assert logs.report.rejected == {"reward_missing": 1}  # x3: no _label_cost at all
+    ccb = json.loads((DATA / "ccb.json").read_text().splitlines()[0])
+    ccb["_outcomes"][0] = {"_label_cOsT": -2, "_a": [2, 1], "_p": [0.7, 0.3]}
+    cb_in_ccb = _cb_line(9, _label_Action=3, c={"_multi": [{}, {}, {}]}, a=[3, 1, 2])
+    cb_in_ccb = cb_in_ccb.replace('"_label_Action"', '"_label_ACTION"')
+    logs = read_dsjson(_write(tmp_path / "ccb.json", [json.dumps(ccb), cb_in_ccb]))
+    t = logs.table.to_pydict()
+    assert t["event_id"] == ["s0/0", "s0/1", "x9/0"]
+    assert t["reward"][0] == 2.0 and t["action"][2] == 2
+
+
+def test_nan_probabilities_get_a_precise_reason_not_a_type_error(tmp_path):
+    """ "NaN" in `p`/`_p` (VW reads it as NaN) is no field-type error: a later `p` of a file
+    with logging_distribution is dsjson_a_p_mismatch saying so; a first one leaves the file
+    without it (the propensity stays _label_probability); a CCB `_p[0]` (the propensity) is
+    propensity_missing. A bare NaN is not JSON (nor for VW): dsjson_bad_json, with a hint."""
+    nan_p = _cb_line(1, p=["NaN", 0.5])
+    logs = _drop(_write(tmp_path / "later.json", [_cb_line(0), nan_p, _cb_line(2)]))
+    assert logs.report.rejected == {"dsjson_a_p_mismatch": 1}
+    assert _note(logs.report, "dsjson_a_p_mismatch") == (
+        'dsjson_a_p_mismatch: line 1: `p` holds "NaN" (VW reads it as NaN): a probability '
+        "that is NaN cannot weight a row, so `p` is no distribution"
+    )
+    logs = read_dsjson(_write(tmp_path / "first.json", [nan_p, _cb_line(2)]))
+    assert logs.n == 2 and "logging_distribution" not in logs.table.column_names
+    assert logs.column("propensity").tolist() == [0.5, 0.5]
+    assert logs.report.notes[0].startswith("`p` not kept as logging_distribution")
+    logs = _drop(_write(tmp_path / "text.json", [_cb_line(0), _cb_line(1, p=["x", 0.5])]))
+    assert logs.report.rejected == {"dsjson_field_type": 1}
+    assert "`p` holds the string 'x'" in _note(logs.report, "dsjson_field_type")
+    ccb = json.loads((DATA / "ccb.json").read_text().splitlines()[0])
+    ccb["_outcomes"][1]["_p"] = ["nan", 0.5]
+    ccb["_outcomes"][1]["_a"] = [1, 0]
+    logs = _drop(_write(tmp_path / "ccb.json", [json.dumps(ccb)]))
+    assert logs.report.rejected == {"propensity_missing": 1}
+    assert logs.column("event_id").tolist() == ["s0/0"]
+
+
+def _ca_line(i, **extra):
+    obj = {
+        "_label_ca": {"action": 1.0 + i % 7, "cost": -0.5 * (i % 3), "pdf_value": 0.1},
+        "EventId": f"c{i}",
+        "c": {"f": i % 3},
+    }
+    obj.update(extra)
+    return json.dumps(obj)
+
+
+def test_nan_pdf_value_is_an_invalid_density_with_a_precise_note(tmp_path):
+    import ope
+
+    lines = [_ca_line(i) for i in range(6)]
+    lines[2] = lines[2].replace('"pdf_value": 0.1', '"pdf_value": "NaN"')
+    lines[4] = lines[4].replace('"pdf_value": 0.1', '"pdf_value": "dense"')
+    lines[5] = lines[5].replace('"pdf_value": 0.1', '"pdf_value": NaN')
+    path = _write(tmp_path / "ca.json", lines + [_ca_line(i) for i in range(6, 9)])
+    with pytest.warns(DroppedRowsWarning):
+        logs = ope.read_continuous(path, on_invalid="drop")
+    assert logs.report.rejected == {
+        "cats_pdf_value_invalid": 1,
+        "dsjson_field_type": 1,
+        "dsjson_bad_json": 1,
+    }
+    assert logs.report.examples["cats_pdf_value_invalid"] == (2,)
+    note = _note(logs.report, "cats_pdf_value_invalid")
+    assert note == (
+        'cats_pdf_value_invalid: _label_ca.pdf_value is "NaN" on 1 line(s) (first: 2): VW\'s '
+        "JSON parser reads it as NaN, and a density that is NaN cannot weight a row, so these "
+        "lines are rejected."
+    )
+    assert note in logs.notes and not np.isnan(logs.density).any()
+    with pytest.raises(ValidationError, match='pdf_value is "NaN" on 1 line'):
+        ope.read_continuous(path)
+
+
+def test_continuous_features_at_the_top_level_are_read_or_noted(tmp_path):
+    """VW's plain JSON form (`vw --json`) keeps a CATS line's features at the top level, no
+    `c`: they are the context (VW puts them where DSJSON's `c` features go). Keys next to `c`
+    that are not DSJSON fields are not read (VW's --dsjson ignores them), and the report says
+    so."""
+    import ope
+
+    plain = []
+    for i in range(4):
+        obj = json.loads(_ca_line(i, Version="1", pdrop=0.0))
+        del obj["c"]
+        obj.update({"f": i % 3, "room": "hall" if i % 2 else "den", "_skip_me": 5})
+        plain.append(json.dumps(obj))
+    logs = ope.read_continuous(_write(tmp_path / "plain.json", plain))
+    assert logs.context.to_dict("list") == {
+        "c.f": [0.0, 1.0, 2.0, 0.0],
+        "c.room=den": [1.0, 0.0, 1.0, 0.0],
+        "c.room=hall": [0.0, 1.0, 0.0, 1.0],
+    }
+    assert _note(logs.report, "4 line(s) keep their features at the top level").startswith(
+        "4 line(s) keep their features at the top level, without `c` (VW's plain JSON form"
+    )
+    mixed = [_ca_line(0, g=1.5), _ca_line(1), _ca_line(2, g=2, h={"x": 1})]
+    logs = ope.read_continuous(_write(tmp_path / "mixed.json", mixed))
+    assert list(logs.context.columns) == ["c.f"]
+    assert _note(logs.report, "2 line(s) have top-level keys next to `c`") == (
+        "2 line(s) have top-level keys next to `c` that are not DSJSON fields, not read as "
+        "features (line 0: 'g'; line 2: 'g', 'h'): VW's --dsjson ignores them (only `c` holds "
+        "features there), though `vw --json` would read them. Move them under `c` to have "
+        "them read."
+    )
+    assert logs.report.notes[0] in logs.notes
+
+
+def test_bytes_that_are_not_utf8_in_c_are_noted_and_kept(tmp_path):
+    """VW does not check the encoding of the features it hashes: the row is kept (its label
+    fields are intact) and the report says which lines and where; features_json shows the
+    bytes as U+FFFD instead of failing."""
+    bad = _cb_line(1).encode().replace(b'"k": 2', b'"k\xff\xfe": 2')
+    elsewhere = _cb_line(2, VWState={"m": "x"}).encode().replace(b'"x"', b'"\xc3("')
+    path = _write(tmp_path / "u.json", [_cb_line(0), bad, elsewhere, b'{"EventId": "\xff"}'])
+    for kw in ({}, {"chunk_lines": 1}, {"features": True}):
+        logs = _drop(path, **kw)
+        assert logs.column("event_id").tolist() == ["x0", "x1", "x2"]
+        assert logs.report.rejected == {"dsjson_bad_json": 1}  # \xff in EventId, read by ope
+        note = _note(logs.report, "2 line(s) read into rows")
+        assert "line 1, column 180 (byte 179), in the features under `c`" in note
+        assert "line 2, column 207 (byte 206), in a field ope does not read" in note
+    c = json.loads(logs.table.column("features_json")[1].as_py())
+    assert c["_multi"][1] == {"k\ufffd\ufffd": 2}
+
+
+def test_too_many_context_features_says_how_many_it_found(tmp_path, monkeypatch):
+    import ope
+    from ope import continuous
+
+    lines = [
+        json.dumps({"_label_ca": {"action": 1.0, "cost": 0.0, "pdf_value": 0.5},
+                    "c": {"u": f"user{i}", "x": i}})
+        for i in range(2500)
+    ]  # fmt: skip
+    path = _write(tmp_path / "wide.json", lines)
+    with pytest.raises(DataFileError) as info:
+        ope.read_continuous(path)
+    msg = str(info.value)
+    assert "its 2,500 lines flatten to 2,501 distinct features (2,500 of them string" in msg
+    assert "at most 2,000 are read (ope.continuous.MAX_DSJSON_FEATURES" in msg
+    assert "parquet or CSV table" in msg
+    monkeypatch.setattr(continuous, "_CATS_CHUNK_LINES", 2100)  # the count stops early
+    with pytest.raises(DataFileError) as info:
+        ope.read_continuous(path)
+    assert (
+        "its first 2,100 lines (to line 2099, where reading stopped) flatten to 2,101 "
+        "distinct features, so the file has at least as many"
+    ) in str(info.value)

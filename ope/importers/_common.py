@@ -32,6 +32,7 @@ __all__ = [
     "broken_rules",
     "import_failure",
     "reason_text",
+    "shown",
     "warn_dropped_invalid",
 ]
 
@@ -71,17 +72,26 @@ class ChunkValidator:
         The source's name in the report.
     on_invalid : {"raise", "drop"}
         As in :func:`ope.read_logs`; rows under :data:`EXCLUDED_REASONS` never raise.
+    unit : str, optional
+        What a source row is called in the notes (``"line"``). When given, the first rows
+        rejected as ``event_id_duplicate`` are described in a note: the id and the row where
+        it first appeared (:meth:`explain`).
     """
 
-    def __init__(self, source: str, on_invalid: str) -> None:
+    def __init__(self, source: str, on_invalid: str, *, unit: str | None = None) -> None:
         self.source = source
         self.on_invalid = on_invalid
+        self.unit = unit
         self.report = ValidationReport(source, 0, 0)
         self._seen = SeenIds()
         self._dropped: list[pa.Array] = []
         self.unit_roundoff: dict[str, float] = {}
         #: Schema metadata the importer learns while reading (merged over ``finish``'s).
         self.source_metadata: dict[str, str] = {}
+        self._keyed_notes: dict[str, str] = {}
+        self._details: dict[str, list[tuple[int, str]]] = {}
+        # where each id first appeared, until the first repeats are described (None: not kept)
+        self._first_rows = _FirstRows() if unit is not None else None
 
     def add(
         self,
@@ -104,7 +114,9 @@ class ChunkValidator:
         examples = {k: _examples(np.sort(v)) for k, v in rejected.items() if v.size}
         used = table.slice(0, 0)
         if table.num_rows:
-            repeats = self._repeats(table)
+            repeats, within, new = self._repeats(table)
+            if self._first_rows is not None:
+                self._describe_repeats(table, lines, repeats, within, new)
             table = table.append_column(LINE_COLUMN, pa.array(lines, type=pa.int64()))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DroppedRowsWarning)
@@ -155,28 +167,97 @@ class ChunkValidator:
         self.report = self.report.merge(part)
         return used
 
-    def _repeats(self, table: pa.Table) -> np.ndarray:
-        """Rows of ``table`` whose ``event_id`` an earlier chunk's row had (valid or not).
+    def _repeats(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rows of ``table`` whose ``event_id`` an earlier chunk's row had (valid or not); the
+        mask of the rows that repeat an id of an earlier row of ``table``; the rows of the ids
+        no earlier row had (each id's first row).
 
         Within a chunk ``read_logs`` rejects every occurrence of an id after its first, valid or
         not; so the first occurrence in this chunk of an id of an earlier chunk is a repeat
         too, and the chunks keep the rows one table would (whatever the chunk size).
         """
         if "event_id" not in table.column_names:
-            return np.zeros(0, dtype=np.int64)
+            none = np.zeros(0, dtype=np.int64)
+            return none, np.zeros(table.num_rows, dtype=bool), none
         eid = table.column("event_id")
         has = ~pc.is_null(eid).to_numpy(zero_copy_only=False)
-        rows = np.flatnonzero(has & ~first_occurrence_duplicates(eid, has))
+        within = first_occurrence_duplicates(eid, has)
+        rows = np.flatnonzero(has & ~within)
         if rows.size == table.num_rows:
             hit = self._seen.add_new(SeenIds.as_numpy(eid))
         else:
             hit = self._seen.add_new(SeenIds.as_numpy(eid.take(pa.array(rows))))
-        return rows[hit]
+        return rows[hit], within, rows[~hit]
+
+    def _describe_repeats(
+        self,
+        table: pa.Table,
+        lines: np.ndarray,
+        repeats: np.ndarray,
+        within: np.ndarray,
+        new: np.ndarray,
+    ) -> None:
+        """Describe the first rows rejected as ``event_id_duplicate`` (:meth:`explain`): the id
+        (escaped, cut) and the row where it first appeared; then remember where this chunk's
+        new ids appear, until :data:`~ope.logs.EXAMPLE_ROWS` repeats are described."""
+        first_rows = self._first_rows
+        assert first_rows is not None
+        reason = "event_id_duplicate"
+        wanted = EXAMPLE_ROWS - len(self._details.get(reason, ()))
+        eid = table.column("event_id")
+        mask = within.copy()
+        mask[repeats] = True
+        rows = np.flatnonzero(mask)[:wanted]
+        if rows.size:
+            ids = eid.take(pa.array(rows)).to_pylist()
+            # each id's first row in this chunk: a repeat of an earlier chunk's id, or its first
+            first_here = [pc.index(eid, pa.scalar(x, eid.type)).as_py() for x in ids]
+            earlier = set(repeats.tolist())
+            found = first_rows.find([hash(x) for x, f in zip(ids, first_here) if f in earlier])
+            details = []
+            for row, x, f in zip(rows.tolist(), ids, first_here, strict=True):  # at most 5 rows
+                at = found.pop(0) if f in earlier else int(lines[f])
+                first = f"{self._unit} {at}" if at is not None else "an earlier " + self._unit
+                details.append((int(lines[row]), f"repeats {_id_text(x)} of {first}"))
+            self.explain(reason, details)
+        if len(self._details.get(reason, ())) >= EXAMPLE_ROWS:
+            self._first_rows = None  # every repeat shown is described: forget the rows
+        elif new.size:
+            ids = eid.take(pa.array(new)).to_pylist()
+            first_rows.add(np.fromiter(map(hash, ids), np.int64, len(ids)), lines[new])
+
+    @property
+    def _unit(self) -> str:
+        return self.unit or "row"
+
+    def explain(self, reason: str, details: Sequence[tuple[int, str]]) -> None:
+        """Say what is wrong in the first source rows rejected for ``reason``, in one note of
+        the report: ``details`` are (source row, text) pairs of one chunk in source order; the
+        note keeps the first :data:`~ope.logs.EXAMPLE_ROWS` of the source (those the report's
+        examples name)."""
+        kept = sorted([*self._details.get(reason, ()), *details])[:EXAMPLE_ROWS]
+        self._details[reason] = kept
+        self.set_note(
+            reason, f"{reason}: " + "; ".join(f"{self._unit} {r}: {text}" for r, text in kept)
+        )
+
+    def set_note(self, key: str, text: str) -> None:
+        """Add a note that is said again as reading goes on (a running count, the first rows
+        of a reason): the note of ``key`` replaces the earlier one. These notes follow those of
+        :meth:`note`, in the order of their keys, so the notes do not depend on the chunks."""
+        old = set(self._keyed_notes.values())
+        self._keyed_notes[key] = text
+        plain = [n for n in self.report.notes if n not in old]
+        keyed = [self._keyed_notes[k] for k in sorted(self._keyed_notes)]
+        self.report = dataclasses.replace(self.report, notes=tuple(plain + keyed))
 
     def note(self, text: str) -> None:
         """Add what the importer left out of the source, and why, to the report's notes."""
         if text not in self.report.notes:
-            self.report = dataclasses.replace(self.report, notes=(*self.report.notes, text))
+            keyed = set(self._keyed_notes.values())
+            plain = [n for n in self.report.notes if n not in keyed]
+            rest = [n for n in self.report.notes if n in keyed]
+            self.report = dataclasses.replace(self.report, notes=(*plain, text, *rest))
 
     def failure(self) -> ValidationError | None:
         """The error to raise under ``on_invalid="raise"`` (None when nothing is invalid)."""
@@ -203,6 +284,60 @@ class ChunkValidator:
         return BanditLogs.from_validated(
             table, r, dropped_event_ids=dropped, unit_roundoff=self.unit_roundoff
         )
+
+
+#: Longest text of the source (an id, a string value) shown in a note or message: longer ones
+#: are cut.
+SHOWN_CHARS: Final = 60
+
+
+def shown(value: Any) -> str:
+    """A value of the source as a note or message shows it: quoted and escaped (``repr``:
+    control and bidirectional characters as escapes), a string longer than
+    :data:`SHOWN_CHARS` cut, with its length.
+
+    Examples
+    --------
+    >>> from ope.importers._common import shown
+    >>> print(shown("a\\x1bb"), shown("x" * 100)[-20:])
+    'a\\x1bb' ... (100 characters)
+    """
+    if isinstance(value, str) and len(value) > SHOWN_CHARS:
+        return f"{value[: SHOWN_CHARS - 3]!r}... ({len(value):,} characters)"
+    return repr(value)
+
+
+def _id_text(value: Any) -> str:
+    return f"EventId {shown(value)}"
+
+
+class _FirstRows:
+    """Where each id first appeared: (hash of the id, source row) pairs, one pair of arrays per
+    chunk (16 bytes per id). Kept only until the first repeats are described; then dropped."""
+
+    def __init__(self) -> None:
+        self._hashes: list[np.ndarray] = []
+        self._rows: list[np.ndarray] = []
+
+    def add(self, hashes: np.ndarray, rows: np.ndarray) -> None:
+        self._hashes.append(hashes)
+        self._rows.append(np.asarray(rows, dtype=np.int64))
+
+    def find(self, hashes: list[int]) -> list[int | None]:
+        """The row where each id of an earlier chunk (by its hash) first appeared: its one
+        entry; None when two ids of its hash are kept (a 64-bit collision: which one is
+        unknown)."""
+        wanted = np.asarray(hashes, dtype=np.int64)
+        found: dict[int, list[int]] = {}
+        for h, rows in zip(self._hashes, self._rows, strict=True):  # a loop over chunks
+            at = np.flatnonzero(np.isin(h, wanted))
+            for k in at.tolist():  # the few matches
+                found.setdefault(int(h[k]), []).append(int(rows[k]))
+        out: list[int | None] = []
+        for x in hashes:  # at most EXAMPLE_ROWS ids
+            hits = found.get(x, [])
+            out.append(hits[0] if len(hits) == 1 else None)
+        return out
 
 
 def _encode(metadata: Mapping[str, Any]) -> dict[bytes, bytes]:

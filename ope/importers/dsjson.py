@@ -38,29 +38,36 @@ DSJSON                    ope column
                           a distribution over ``c._multi`` (ids once each, entries in [0, 1]
                           summing to 1, ``p`` of the logged action equal to
                           ``_label_probability``) the file has the column and a later row
-                          without one is ``dsjson_a_p_mismatch``; otherwise it has none
+                          without one is ``dsjson_a_p_mismatch``; otherwise it has none. An
+                          entry ``"NaN"`` reads as NaN, as VW reads it: no distribution (a
+                          later row's ``dsjson_a_p_mismatch`` says so in a note)
 ``c._multi``              ``candidates = [0, ..., K-1]`` (K actions)
 ``pdrop``                 ``weight = 1 / (1 - pdrop)`` (1 when absent)
 ``_skipLearn: true``      excluded, counted under ``dsjson_skip_learn``
 ========================  =====================================================================
 
-The ``_label_`` property names are matched case-insensitively in VW; ope reads the spellings
-``_label_cost``/``_label_Cost``, ``_label_probability``/``_label_Probability``,
-``_label_Action``/``_label_action`` and ``_labelIndex``/``_labelindex``.
+Label keys are matched as VW's DSJSON reader matches them: ``_label`` exactly, the rest in any
+case (``_label_COST``, ``_label_Probability``, ``_labelINDEX``, in ``_outcomes`` too;
+``_LABEL_cost`` is no label key for VW, nor for ope); when a line has two spellings of one key,
+the later wins, as VW overwrites the first.
 
 CCB fields
 ==========
 
 Each entry ``i`` of ``_outcomes`` labels slot ``i`` (``c._slots[i]``): ``_a`` (a 0-based action
 index or a list of them, the chosen one first) and ``_p`` (its probability, or a list aligned
-with ``_a``), ``_label_cost``. A row per labeled slot: ``slate_id`` = the event id,
-``position`` = ``i``, ``event_id`` = ``"<event id>/<i>"``, ``action = _a[0]``,
+with ``_a``; ``"NaN"`` reads as NaN), ``_label_cost``. A row per labeled slot: ``slate_id`` =
+the event id, ``position`` = ``i``, ``event_id`` = ``"<event id>/<i>"``, ``action = _a[0]``,
 ``propensity = _p[0]``, ``reward = -_label_cost``, ``weight`` from ``pdrop``. VW ignores the
 slots' ``_id``, and so does ope. The rest of ``_a``/``_p`` is the logger's ranking of the
 actions left for the slot, not always a full distribution, so CCB rows carry no
-``candidates``/``logging_distribution``. An outcome without ``_a``/``_p`` leaves its slot
-unlabeled (``dsjson_unlabeled``, counted); ``_a`` and ``_p`` of different lengths, an index
-outside ``c._multi`` or more outcomes than slots reject the line (``dsjson_outcome_malformed``).
+``candidates``/``logging_distribution``. A slot without a logged action (an outcome without
+``_a``/``_p``, or no outcome: slots after the last one, or ``c._slots`` without ``_outcomes``)
+is an unlabeled row (``dsjson_unlabeled``, counted per slot); a line with neither slots nor
+outcomes is one. ``_a`` and ``_p`` of different lengths, an index outside ``c._multi`` or more
+outcomes than slots reject the line (``dsjson_outcome_malformed``, the note says which). The
+report's rows are then slots, plus one per line rejected whole; a note says how the lines read
+and the rows add up.
 
 Ignored, as VW's CB/CCB readers ignore them: ``Version``, ``VWState``, ``_original_label_cost``,
 ``_ba``, and ``o`` (the observations only VW's ``--experimental_igl`` reads: an IGL file imports
@@ -72,11 +79,18 @@ Lines
 Lines are numbered from 0 (report rows are these numbers). Whitespace-only lines are skipped
 uncounted; a line that does not start with ``{`` is skipped by VW and counted here under
 ``dsjson_not_object`` (not an error). A line that is not valid JSON (truncated, a lone
-surrogate escape, invalid UTF-8, nesting too deep to decode) is ``dsjson_bad_json``; a field of
-the wrong JSON type (a numeric ``EventId``, a string ``pdrop``, a number that overflows a double)
-is ``dsjson_field_type``, as VW refuses such lines. A line longer than ``max_line_bytes``
-(:data:`MAX_LINE_BYTES`, 32 MiB) is rejected (``dsjson_line_too_long``) without being held
-in memory. UTF-16/32 files and damaged gzip streams are a :class:`~ope.exceptions.DataFileError`.
+surrogate escape, invalid UTF-8 in a field ope reads, a bare ``NaN``, nesting too deep to
+decode) is ``dsjson_bad_json``; a field of the wrong JSON type (a numeric ``EventId``, a string
+``pdrop``, a number that overflows a double) is ``dsjson_field_type``, as VW refuses such
+lines. For the first lines of these reasons (and of ``dsjson_outcome_malformed``), a note says
+where and what: the parser's message with the column (1-based, in characters) and byte offset
+where it stopped, or the field of the wrong type. Bytes that are not UTF-8 in fields ope does
+not read (the features under ``c``) keep the row, as VW hashes them unchecked; a note counts
+such lines and locates the first. The first repeats of an ``EventId`` (``event_id_duplicate``)
+are named in a note with the line where the id first appeared. A line longer than
+``max_line_bytes`` (:data:`MAX_LINE_BYTES`, 32 MiB) is rejected (``dsjson_line_too_long``)
+without being held in memory. UTF-16/32 files and damaged gzip streams are a
+:class:`~ope.exceptions.DataFileError`.
 
 The file is read in blocks of at most ``chunk_bytes`` bytes and ``chunk_lines`` lines, so memory
 is bounded by the chunk whatever the file or line length; :func:`iter_dsjson` yields the
@@ -84,7 +98,8 @@ validated chunks and :func:`import_dsjson` writes them to parquet (``ope import 
 the same columns, rows and metadata as :func:`read_dsjson`. Each line is decoded once by
 ``msgspec`` into a typed record naming only these fields (the features under ``c`` are skipped
 without being built; only the number of entries of ``c._multi`` is kept): a plain CB line with a
-strict record, any other line again with a permissive one and then resolved line by line. The
+strict record (which refuses any top-level key it does not name), any other line again with a
+permissive one and then resolved line by line. The
 columns are built and checked with numpy/Arrow and validated by :func:`ope.read_logs` chunk by
 chunk. A terminal shows a progress bar (bytes read) on stderr.
 
@@ -102,12 +117,14 @@ from __future__ import annotations
 import collections
 import concurrent.futures
 import contextlib
+import dataclasses
 import gc
 import gzip
 import io
 import itertools
 import multiprocessing
 import os
+import re
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -122,9 +139,9 @@ import pyarrow.compute as pc
 from ope._progress import progress
 from ope._validation import check_choice, check_positive_int
 from ope.exceptions import DataFileError, ParameterError, ValidationError
-from ope.importers._common import ChunkValidator
+from ope.importers._common import ChunkValidator, shown
 from ope._paths import UTF8_BOM, locate_input
-from ope.logs import BanditLogs, ValidationReport
+from ope.logs import EXAMPLE_ROWS, BanditLogs, ValidationReport
 from ope.schema import distribution_faults, propensity_disagrees
 
 __all__ = [
@@ -239,10 +256,15 @@ class _C(msgspec.Struct, gc=False):
     slots: list[_Slot] | None = _FIELD(default=None, name="_slots")
 
 
+#: A probability or a list of them as VW reads one (``p``, ``_p``): numbers, and the string
+#: "NaN" (any case), which VW reads as NaN; another string is refused (``dsjson_field_type``).
+_Probs = float | str | list[float | str]
+
+
 class _Outcome(msgspec.Struct, gc=False):
     cost: float | str | None = _FIELD(default=None, name="_label_cost")
     a: _Int | list[_Int] | None = _FIELD(default=None, name="_a")
-    p: float | list[float] | None = _FIELD(default=None, name="_p")
+    p: _Probs | None = _FIELD(default=None, name="_p")
 
 
 class _Line(msgspec.Struct, gc=False):
@@ -255,16 +277,12 @@ class _Line(msgspec.Struct, gc=False):
     action: float | None = _FIELD(default=None, name="_label_Action")
     index: _Index | None = _FIELD(default=None, name="_labelIndex")
     a: _Int | list[_Int] | None = None
-    p: float | list[float] | None = None
+    p: _Probs | None = None
     pdrop: float | None = None
     skip: bool | None = _FIELD(default=None, name="_skipLearn")
     c: _C | None = None
     outcomes: list[_Outcome] | None = _FIELD(default=None, name="_outcomes")
-    cost2: float | str | None = _FIELD(default=None, name="_label_Cost")
-    prob2: float | str | None = _FIELD(default=None, name="_label_Probability")
-    action2: float | None = _FIELD(default=None, name="_label_action")
-    index2: _Index | None = _FIELD(default=None, name="_labelindex")
-    p_alt: float | list[float] | None = _FIELD(default=None, name="_p")
+    p_alt: _Probs | None = _FIELD(default=None, name="_p")
     label_ca: Any = _FIELD(default=None, name="_label_ca")
     pdf: Any = None
     label: Any = _FIELD(default=None, name="_label")
@@ -280,14 +298,16 @@ class _FastC(msgspec.Struct, gc=False):
     slots: None = _FIELD(default=None, name="_slots")
 
 
-class _FastLine(msgspec.Struct, gc=False):
-    """A plain CB line: decoding fails on anything else (another kind, a rarer spelling, a
-    string label value, a scalar ``a``), which then goes through :class:`_Line`."""
+class _FastLine(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    """A plain CB line: decoding fails on anything else (another kind, a string label value, a
+    scalar ``a``, and any top-level key not named here, so every other spelling of a
+    ``_label_*`` key), which then goes through :class:`_Line`."""
 
     event_id: str | None = _FIELD(default=None, name="EventId")
     timestamp: str | None = _FIELD(default=None, name="Timestamp")
     cost: float | None = _FIELD(default=None, name="_label_cost")
     prob: float | None = _FIELD(default=None, name="_label_probability")
+    action: float | None = _FIELD(default=None, name="_label_Action")
     index: _Index | None = _FIELD(default=None, name="_labelIndex")
     a: list[_Int] | None = None
     p: list[float] | None = None
@@ -295,14 +315,17 @@ class _FastLine(msgspec.Struct, gc=False):
     skip: bool | None = _FIELD(default=None, name="_skipLearn")
     c: _FastC | None = None
     outcomes: None = _FIELD(default=None, name="_outcomes")
-    cost2: None = _FIELD(default=None, name="_label_Cost")
-    prob2: None = _FIELD(default=None, name="_label_Probability")
-    index2: None = _FIELD(default=None, name="_labelindex")
     p_alt: None = _FIELD(default=None, name="_p")
     label_ca: None = _FIELD(default=None, name="_label_ca")
     pdf: None = None
     label: None = _FIELD(default=None, name="_label")
     multi_top: None = _FIELD(default=None, name="_multi")
+    # the bookkeeping VW's DSJSON writers add, skipped unread (VW ignores them in CB mode)
+    version: msgspec.Raw = _FIELD(default=msgspec.Raw(), name="Version")
+    vw_state: msgspec.Raw = _FIELD(default=msgspec.Raw(), name="VWState")
+    o: msgspec.Raw = _FIELD(default=msgspec.Raw())
+    original_cost: msgspec.Raw = _FIELD(default=msgspec.Raw(), name="_original_label_cost")
+    baseline: msgspec.Raw = _FIELD(default=msgspec.Raw(), name="_ba")
 
 
 _DECODE = msgspec.json.Decoder(_Line).decode
@@ -614,24 +637,51 @@ class _State:
 
 @dataclass
 class _Parts:
-    """One chunk's output: tables of rows, their source lines, rejected lines by reason."""
+    """One chunk's output: tables of rows, their source lines, rejected lines by reason, what
+    is wrong in the first rejected lines of a reason, and the counts of :class:`_Counts`."""
 
     tables: list[pa.Table] = field(default_factory=list)
     lines: list[np.ndarray] = field(default_factory=list)
     rejected: dict[str, list[np.ndarray]] = field(default_factory=dict)
-    n_lines: int = 0  # source rows covered: lines, plus one per extra CCB slot row
+    details: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
+    counts: _Counts = field(default_factory=lambda: _Counts())
 
-    def reject(self, reason: str, lines: Any) -> None:
+    def reject(self, reason: str, lines: Any, detail: str | None = None) -> None:
+        """Reject ``lines`` (one line or an array) for ``reason``; ``detail``: what is wrong in
+        the (one) line, kept for the first :data:`~ope.logs.EXAMPLE_ROWS` lines."""
         arr = np.asarray(lines, dtype=np.int64).reshape(-1)
         if arr.size:
             self.rejected.setdefault(reason, []).append(arr)
-            self.n_lines += arr.size
+            self.counts.rows += arr.size
+            if detail is not None:
+                self.detail(reason, int(arr[0]), detail)
+
+    def detail(self, key: str, line: int, text: str) -> None:
+        kept = self.details.setdefault(key, [])
+        if len(kept) < EXAMPLE_ROWS:
+            kept.append((line, text))
 
     def add(self, table: pa.Table, lines: np.ndarray) -> None:
         if table.num_rows:
             self.tables.append(table)
             self.lines.append(lines)
-            self.n_lines += table.num_rows
+            self.counts.rows += table.num_rows
+
+
+@dataclass
+class _Counts:
+    """What a chunk (or the file so far) read, in the units the report's lines speak of."""
+
+    rows: int = 0  # the report's rows: lines for CB; CCB: slots, and lines rejected whole
+    lines: int = 0  # lines read (not whitespace-only)
+    slots: int = 0  # CCB: slot rows (labeled or not) of the lines split into slots
+    split: int = 0  # CCB: the lines split into slots
+    not_utf8: int = 0  # lines kept whose bytes are not all UTF-8 (in fields ope does not read)
+
+    def __iadd__(self, other: _Counts) -> _Counts:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        return self
 
 
 @contextlib.contextmanager
@@ -676,6 +726,8 @@ def _parse_block_rows(block: _Block, state: _State, parts: _Parts) -> None:
 
     # lines that are not objects (or over the size limit) are never decoded as plain CB
     others = [i for i, raw in enumerate(lines) if raw is None or raw[:1] != b"{"]
+    blank = sum(1 for i in others if (raw := lines[i]) is not None and not raw.strip())
+    parts.counts.lines += len(lines) - blank
     i = 0
     for stop in [*others, len(lines)]:
         while i < stop:
@@ -717,6 +769,51 @@ def _parse_block_rows(block: _Block, state: _State, parts: _Parts) -> None:
         raws = [lines[i] for i in at.tolist()] if state.features else None
         _cb_rows(cols, at.astype(np.int64) + start, state, parts, raws=raws)
     ccb.finish(parts)
+    _not_utf8(lines, start, parts)
+
+
+def _utf8_error(data: bytes) -> int | None:
+    """The offset of the first byte of ``data`` that is not UTF-8 (None: all are)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return exc.start
+    return None
+
+
+#: The key of :class:`_Parts` details on lines kept with bytes that are not UTF-8.
+_NOT_UTF8: Final = "not UTF-8"
+
+
+def _not_utf8(lines: Sequence[bytes | None], start: int, parts: _Parts) -> None:
+    """Count (and describe the first of) the lines that gave rows although bytes in them are
+    not UTF-8: in fields ope does not decode (the features under ``c``, VW's bookkeeping),
+    since a line with such bytes in a field ope reads is ``dsjson_bad_json``. VW does not check
+    the encoding (RapidJSON without ``kParseValidateEncodingFlag``) and hashes the bytes as
+    they are, so the row is kept; the report says so."""
+    try:
+        if all(map(bytes.isascii, lines)):  # type: ignore[arg-type]
+            return  # ASCII is UTF-8: one C loop over the block
+    except TypeError:  # a line over the size limit (None): checked one by one below
+        pass
+    bad: list[tuple[int, int]] = []
+    for i, raw in enumerate(lines):  # only in a block that holds bytes above 0x7F
+        if raw is not None and not raw.isascii() and (at := _utf8_error(raw)) is not None:
+            bad.append((start + i, at))
+    if not bad or not parts.lines:
+        return
+    kept = set(np.concatenate(parts.lines).tolist())
+    for ln, at in bad:  # the lines with such bytes (rare)
+        if ln not in kept:
+            continue  # rejected for another reason: its rows are not read
+        parts.counts.not_utf8 += 1
+        raw = lines[ln - start]
+        assert raw is not None
+        c = _KEYS(raw).get("c")
+        in_c = c is not None and _utf8_error(bytes(c)) is not None
+        where = ", in the features under `c`" if in_c else ", in a field ope does not read"
+        column = len(raw[:at].decode("utf-8", "replace")) + 1
+        parts.detail(_NOT_UTF8, ln, f"column {column} (byte {at}){where}")
 
 
 def _slow_line(
@@ -732,11 +829,13 @@ def _slow_line(
         return None
     try:
         obj = _DECODE(raw)
-    except msgspec.ValidationError:
-        parts.reject("dsjson_field_type", ln)
+        if _OTHER_LABEL_SPELLING.search(raw) is not None:
+            _label_spellings(obj, raw)
+    except msgspec.ValidationError as exc:
+        parts.reject("dsjson_field_type", ln, str(exc))
         return None
-    except (msgspec.DecodeError, RecursionError):
-        parts.reject("dsjson_bad_json", ln)
+    except (msgspec.DecodeError, RecursionError) as exc:
+        parts.reject("dsjson_bad_json", ln, _json_error(raw, exc))
         return None
     kind = _line_kind(obj)
     if state.kind is None:
@@ -746,14 +845,142 @@ def _slow_line(
     if kind not in (_Kind.CB, state.kind):
         parts.reject("dsjson_kind_mismatch", ln)
         return None
-    if state.kind == _Kind.CCB:
-        ccb.add(obj, raw, ln, parts)
+    try:
+        if state.kind == _Kind.CCB:
+            ccb.add(obj, raw, ln, parts)
+            return None
+        return _normalize_cb(obj, raw)
+    except _Rejected as exc:
+        parts.reject(exc.reason, ln, exc.detail)
         return None
-    row = _normalize_cb(obj, raw)
-    if isinstance(row, str):
-        parts.reject(row, ln)
-        return None
-    return row
+
+
+class _Rejected(Exception):
+    """A line rejected for ``reason``; ``detail`` says what is wrong in it (or None)."""
+
+    def __init__(self, reason: str, detail: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail
+
+
+# ------------------------------------------------------------------------------------------
+# the label keys' spellings, as VW matches them
+# ------------------------------------------------------------------------------------------
+#: VW's DSJSON reader (at the top level of a line, and in the entries of ``_outcomes``) takes a
+#: key for a label field when it starts with ``_label`` exactly (a case-sensitive prefix) and
+#: the rest matches without regard to case: ``_label_<name>`` with ``<name>`` one of ``Cost``,
+#: ``Probability`` and ``Action``, and ``_labelIndex`` as a whole. The field of :class:`_Line`
+#: each lower-cased rest sets:
+_LABEL_FIELDS: Final = {
+    "_cost": "cost",
+    "_probability": "prob",
+    "_action": "action",
+    "index": "index",
+}
+
+#: A key (or a string) that starts with ``_label`` and is spelled other than :class:`_Line`
+#: names it (or ``_label``/``_label_ca``, other kinds' labels): the line's keys are looked at
+#: again by :func:`_label_spellings`. Lines VW's writers produce never match.
+_OTHER_LABEL_SPELLING: Final = re.compile(
+    rb'"_label(?!_cost"|_probability"|_Action"|Index"|_ca"|")'
+)
+
+#: The decoder of each label field (the types :class:`_Line` gives them).
+_LABEL_DECODERS: Final = {
+    "cost": msgspec.json.Decoder(float | str | None).decode,
+    "prob": msgspec.json.Decoder(float | str | None).decode,
+    "action": msgspec.json.Decoder(float | None).decode,
+    "index": msgspec.json.Decoder(_Index | None).decode,
+}
+
+_KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+_OUTCOME_KEYS = msgspec.json.Decoder(list[dict[str, msgspec.Raw]]).decode
+
+
+def _label_field(key: str) -> str | None:
+    """The :class:`_Line` field VW sets from ``key`` (None: not a label field)."""
+    return _LABEL_FIELDS.get(key[6:].lower()) if key.startswith("_label") else None
+
+
+def _label_spellings(obj: _Line, raw: bytes) -> None:
+    """Set the label fields of ``obj`` from every spelling VW matches (:data:`_LABEL_FIELDS`),
+    in the line's order (a later key wins, as VW overwrites), top level and ``_outcomes``.
+    Raises ``msgspec.ValidationError`` on a value of the wrong type."""
+    keys = _KEYS(raw)
+    for key, value in keys.items():  # the line's keys (a dozen)
+        name = _label_field(key)
+        if name is not None:
+            setattr(obj, name, _LABEL_DECODERS[name](value))
+    if obj.outcomes is not None and "_outcomes" in keys:
+        for outcome, entry in zip(obj.outcomes, _OUTCOME_KEYS(keys["_outcomes"]), strict=True):
+            for key, value in entry.items():  # an outcome's keys
+                if _label_field(key) == "cost":
+                    outcome.cost = _LABEL_DECODERS["cost"](value)
+
+
+# ------------------------------------------------------------------------------------------
+# what is wrong in a line that is not JSON
+# ------------------------------------------------------------------------------------------
+#: The byte offset msgspec gives at the end of its message.
+_AT_BYTE: Final = re.compile(r"\s*\(byte (\d+)\)$")
+#: A ``\uXXXX`` escape in a JSON string (to find a lone surrogate, which msgspec reports as a
+#: truncated input).
+_ESCAPE: Final = re.compile(rb"\\u([0-9a-fA-F]{4})")
+#: Bare non-finite numbers: not JSON, so not read by VW either (its parser is RapidJSON without
+#: ``kParseNanAndInfFlag``).
+_BARE_NON_FINITE: Final = (b"NaN", b"nan", b"Infinity", b"-Infinity", b"inf", b"-inf")
+
+
+def _lone_surrogate(raw: bytes) -> int | None:
+    """The byte offset of the first ``\\uD800``-``\\uDFFF`` escape not part of a pair."""
+    escapes = list(_ESCAPE.finditer(raw))
+    k = 0
+    while k < len(escapes):  # the line's escapes (only on a line that did not decode)
+        code = int(escapes[k].group(1), 16)
+        if 0xD800 <= code < 0xDC00:
+            nxt = escapes[k + 1] if k + 1 < len(escapes) else None
+            if (
+                nxt is not None
+                and nxt.start() == escapes[k].end()
+                and 0xDC00 <= int(nxt.group(1), 16) < 0xE000
+            ):
+                k += 2
+                continue
+            return escapes[k].start()
+        if 0xDC00 <= code < 0xE000:
+            return escapes[k].start()
+        k += 1
+    return None
+
+
+def _json_error(raw: bytes, exc: BaseException) -> str:
+    """Where and why ``raw`` is not JSON: the parser's message with its position as a 1-based
+    column (characters) and a 0-based byte offset."""
+    if isinstance(exc, RecursionError):
+        return "nested deeper than the JSON decoder's recursion limit (no position)"
+    text = str(exc)
+    found = _AT_BYTE.search(text)
+    at: int | None
+    if found is not None:
+        at, text = int(found.group(1)), text[: found.start()]
+    elif "UTF-8" in text:
+        at = _utf8_error(raw)
+        text = f"bytes that are not UTF-8 ({text})"
+    elif (at := _lone_surrogate(raw)) is not None:
+        text = "a lone surrogate escape (half of a UTF-16 pair: not a character)"
+    else:
+        at, text = len(raw.rstrip()), f"the line ends before its JSON value does ({text})"
+    if at is None:
+        return text
+    column = len(raw[:at].decode("utf-8", "replace")) + 1
+    hint = ""
+    if raw[at:].startswith(_BARE_NON_FINITE):
+        hint = (
+            '; a bare NaN or Infinity is not JSON (VW refuses the line too): write "NaN", a '
+            "string VW reads as NaN"
+        )
+    return f"column {column} (byte {at}): {text}{hint}"
 
 
 _NAN_STRINGS: Final = frozenset({"nan"})
@@ -775,23 +1002,39 @@ def _p_field(obj: _Line, raw: bytes) -> Any:
     """``p`` or ``_p``: when both are present, the later one in the line (VW clears and refills)."""
     if obj.p is None or obj.p_alt is None:
         return obj.p if obj.p is not None else obj.p_alt
-    keys = list(msgspec.json.decode(raw, type=dict[str, msgspec.Raw]))
+    keys = list(_KEYS(raw))
     return obj.p if keys.index("p") > keys.index("_p") else obj.p_alt
 
 
 def _as_list(v: Any) -> Any:
-    return [v] if isinstance(v, (int, float)) and not isinstance(v, bool) else v
+    return [v] if isinstance(v, (int, float, str)) and not isinstance(v, bool) else v
 
 
-def _normalize_cb(obj: _Line, raw: bytes) -> tuple[Any, ...] | str:
-    """The fields of :data:`_CB_GET` with the rarer spellings resolved, or a rejection reason."""
-    cost = _number(obj.cost if obj.cost is not None else obj.cost2)
-    prob = _number(obj.prob if obj.prob is not None else obj.prob2)
+def _probabilities(v: Any, name: str) -> Any:
+    """``p``/``_p`` as a list of floats: the string "NaN" (any case) as NaN, as VW reads it
+    (its only string there); another string rejects the line (VW refuses it)."""
+    v = _as_list(v)
+    if v is None or not any(isinstance(x, str) for x in v):
+        return v
+    out = [_number(x) for x in v]
+    bad = next((x for x in v if isinstance(x, str) and x.lower() not in _NAN_STRINGS), None)
+    if bad is not None:
+        raise _Rejected(
+            "dsjson_field_type",
+            f"`{name}` holds the string {shown(bad)}: its entries must be numbers (the only "
+            'string VW reads there is "NaN")',
+        )
+    return out
+
+
+def _normalize_cb(obj: _Line, raw: bytes) -> tuple[Any, ...]:
+    """The fields of :data:`_CB_GET` with strings resolved; raises :class:`_Rejected`."""
+    cost, prob = _number(obj.cost), _number(obj.prob)
     if cost is _NOT_A_NUMBER or prob is _NOT_A_NUMBER:
-        return "dsjson_cost_not_numeric"
-    index = obj.index if obj.index is not None else obj.index2
-    a, p = _as_list(obj.a), _as_list(_p_field(obj, raw))
-    return (obj.event_id, obj.timestamp, cost, prob, index, a, p, obj.pdrop, obj.skip, obj.c)
+        raise _Rejected("dsjson_cost_not_numeric")
+    p = _p_field(obj, raw)
+    a, p = _as_list(obj.a), _probabilities(p, "p" if p is obj.p else "_p")
+    return (obj.event_id, obj.timestamp, cost, prob, obj.index, a, p, obj.pdrop, obj.skip, obj.c)
 
 
 def _flag(values: Any, default: bool) -> np.ndarray:
@@ -884,6 +1127,17 @@ def _cb_rows(
         hit = left & ~usable
         parts.reject("dsjson_a_p_mismatch", lines[hit])
         left &= ~hit
+        if hit.any():  # say which of them hold NaN ("NaN", read as VW reads it)
+            p_flat = pc.list_flatten(p_arr).to_numpy(zero_copy_only=False)
+            p_par = pc.list_parent_indices(p_arr).to_numpy(zero_copy_only=False)
+            nan = np.bincount(p_par[np.isnan(p_flat)], minlength=n) > 0
+            for r in np.flatnonzero(hit & nan)[:EXAMPLE_ROWS].tolist():  # at most 5 lines
+                parts.detail(
+                    "dsjson_a_p_mismatch",
+                    int(lines[r]),
+                    '`p` holds "NaN" (VW reads it as NaN): a probability that is NaN cannot '
+                    "weight a row, so `p` is no distribution",
+                )
     keep = np.flatnonzero(left)
     if not keep.size:
         return
@@ -921,15 +1175,18 @@ def _cb_rows(
     parts.add(pa.table(columns, schema=state.schema), kept_lines)
 
 
-_C_TEXT = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+def _c_text(raw: bytes) -> str | None:
+    """The JSON text of a line's ``c`` (None without one); bytes that are not UTF-8 (which VW
+    hashes as they are, and ope notes) read as U+FFFD."""
+    found = _KEYS(raw).get("c")
+    return None if found is None else bytes(found).decode("utf-8", "replace")
 
 
 def _features_text(raws: list[bytes] | None, keep: np.ndarray) -> pa.Array:
     """The JSON text of each kept line's ``c`` (with ``features=True``)."""
     out: list[str | None] = []
     for i in keep.tolist():  # one lookup per kept line, only when features are asked for
-        raw = _C_TEXT(raws[i]).get("c") if raws is not None else None
-        out.append(None if raw is None else bytes(raw).decode())
+        out.append(_c_text(raws[i]) if raws is not None else None)
     return pa.array(out, type=pa.string())
 
 
@@ -942,30 +1199,24 @@ class _CcbRows:
         self.lines: list[int] = []
 
     def add(self, obj: _Line, raw: bytes, ln: int, parts: _Parts) -> None:
+        """The rows of one CCB line; raises :class:`_Rejected` for a line rejected whole."""
         pdrop = obj.pdrop if obj.pdrop is not None else 0.0
         if not 0.0 <= pdrop < 1.0:
-            parts.reject("dsjson_pdrop_out_of_range", ln)
-            return
+            raise _Rejected("dsjson_pdrop_out_of_range")
         if obj.skip:
-            parts.reject("dsjson_skip_learn", ln)
-            return
+            raise _Rejected("dsjson_skip_learn")
         c = obj.c
         k = len(c.multi) if c is not None and c.multi is not None else 0
         slots = _ccb_slots(obj, k)
-        if slots is None:
-            parts.reject("dsjson_outcome_malformed", ln)
-            return
-        if isinstance(slots, str):
-            parts.reject(slots, ln)
-            return
+        if not slots:  # no slot and no outcome: nothing was logged
+            raise _Rejected("dsjson_unlabeled")
+        parts.counts.split += 1
+        parts.counts.slots += len(slots)
         sid = obj.event_id if obj.event_id is not None else f"{self.state.name}:{ln}"
-        text = None
-        if self.state.features:
-            found = _C_TEXT(raw).get("c")
-            text = None if found is None else bytes(found).decode()
+        text = _c_text(raw) if self.state.features else None
         weight = 1.0 / (1.0 - pdrop)
         for slot, (action, prob, cost) in enumerate(slots):  # the slots of one line
-            if action is None:
+            if action is None:  # a slot without a logged action: counted, as VW learns nothing
                 parts.reject("dsjson_unlabeled", ln)
                 continue
             row = {
@@ -989,38 +1240,60 @@ class _CcbRows:
             parts.add(table, np.asarray(self.lines, dtype=np.int64))
 
 
-def _ccb_slots(obj: _Line, k: int) -> list[tuple[Any, Any, Any]] | str | None:
-    """(action, probability, cost) per slot; a reason string; or None (malformed outcome)."""
+#: A slot without a logged action (no outcome, or one without ``_a``/``_p``).
+_UNLABELED: Final = (None, None, None)
+
+
+def _ccb_slots(obj: _Line, k: int) -> list[tuple[Any, Any, Any]]:
+    """(action, probability, cost) per slot of a CCB line (:data:`_UNLABELED` for a slot
+    without a logged action; empty: the line has no slot and no outcome); raises
+    :class:`_Rejected` for a line rejected whole."""
     if obj.outcomes is None:
         if obj.c is not None and obj.c.slots is not None:
-            return "dsjson_unlabeled"  # slots without outcomes: nothing was logged
+            return [_UNLABELED] * len(obj.c.slots)  # slots without outcomes: nothing logged
         # a CB line in a CCB file: one slot, action _label_Action - 1 (VW's CB-as-CCB rule)
-        cost = _number(obj.cost if obj.cost is not None else obj.cost2)
-        prob = _number(obj.prob if obj.prob is not None else obj.prob2)
+        cost, prob = _number(obj.cost), _number(obj.prob)
         if cost is _NOT_A_NUMBER or prob is _NOT_A_NUMBER:
-            return "dsjson_cost_not_numeric"
-        action = obj.action if obj.action is not None else obj.action2
+            raise _Rejected("dsjson_cost_not_numeric")
         if cost is None and prob is None:
-            return "dsjson_unlabeled"
+            return []
+        action = obj.action
         if action is None or not 1 <= action <= k or action != int(action):
-            return None
+            raise _Rejected(
+                "dsjson_outcome_malformed",
+                f"a CB line in a CCB file needs _label_Action in 1..{k} (the actions of "
+                f"c._multi); it has {'none' if action is None else shown(str(action))}",
+            )
         return [(int(action) - 1, prob, cost)]
     n_slots = len(obj.c.slots) if obj.c is not None and obj.c.slots is not None else 0
     if len(obj.outcomes) > n_slots:
-        return None
+        raise _Rejected(
+            "dsjson_outcome_malformed",
+            f"{len(obj.outcomes)} outcomes for {n_slots} slot(s) in c._slots",
+        )
     out: list[tuple[Any, Any, Any]] = []
-    for o in obj.outcomes:  # the slots of one line
-        a, p = _as_list(o.a), _as_list(o.p)
+    for i, o in enumerate(obj.outcomes):  # the slots of one line
+        a, p = _as_list(o.a), _probabilities(o.p, f"_outcomes[{i}]._p")
         if not a or not p:
-            out.append((None, None, None))
+            out.append(_UNLABELED)
             continue
-        if len(a) != len(p) or any(not 0 <= x < k for x in a):
-            return None
+        if len(a) != len(p):
+            raise _Rejected(
+                "dsjson_outcome_malformed",
+                f"_outcomes[{i}] has {len(a)} `_a` and {len(p)} `_p` entries (VW throws)",
+            )
+        outside = next((x for x in a if not 0 <= x < k), None)
+        if outside is not None:
+            raise _Rejected(
+                "dsjson_outcome_malformed",
+                f"_outcomes[{i}]._a holds {outside}, outside c._multi's indices 0..{k - 1}",
+            )
         cost = _number(o.cost)
         if cost is _NOT_A_NUMBER:
-            return "dsjson_cost_not_numeric"
+            raise _Rejected("dsjson_cost_not_numeric")
         out.append((a[0], p[0], cost))
-    return out
+    # slots after the last outcome have none: unlabeled (VW learns nothing from them)
+    return out + [_UNLABELED] * (n_slots - len(out))
 
 
 # ------------------------------------------------------------------------------------------
@@ -1071,8 +1344,9 @@ def iter_dsjson(
     _check_options(on_invalid, chunk_lines, chunk_bytes, max_line_bytes)
     n_workers = _n_workers(workers)
     fh, size, name, local = _open(path)
-    validator = ChunkValidator(os.fspath(path), on_invalid)
+    validator = ChunkValidator(os.fspath(path), on_invalid, unit="line")
     state = _State(name, bool(features))
+    notes = _FileNotes()
     total = None if size is None else size / 1e6
     with contextlib.ExitStack() as stack:
         stack.enter_context(fh)
@@ -1099,25 +1373,27 @@ def iter_dsjson(
                     pool = stack.enter_context(_pool(n_workers))
                 pending.append(pool.submit(_parse_chunk, block, state))
                 if len(pending) > n_workers:  # at most workers + 1 blocks in flight
-                    yield _validate(pending.popleft().result(), validator), validator
+                    yield _validate(pending.popleft().result(), validator, notes), validator
                 continue
             while pending:
-                yield _validate(pending.popleft().result(), validator), validator
+                yield _validate(pending.popleft().result(), validator, notes), validator
             chunk = _parse_chunk(block, state)
             state = chunk.state
-            yield _validate(chunk, validator), validator
+            yield _validate(chunk, validator, notes), validator
         while pending:
-            yield _validate(pending.popleft().result(), validator), validator
+            yield _validate(pending.popleft().result(), validator, notes), validator
 
 
 @dataclass
 class _Chunk:
-    """One parsed block: its rows, their source lines, rejected lines by reason."""
+    """One parsed block: its rows, their source lines, rejected lines by reason, what is wrong
+    in the first lines of a reason (:attr:`_Parts.details`), and its counts."""
 
     table: pa.Table
     lines: np.ndarray
     rejected: dict[str, np.ndarray]
-    n_lines: int
+    details: dict[str, list[tuple[int, str]]]
+    counts: _Counts
     state: _State
 
 
@@ -1128,12 +1404,23 @@ def _parse_chunk(block: _Block, state: _State) -> _Chunk:
     _parse_block(block, state, parts)
     table, lines = _concat(parts, state)
     rejected = {k: np.concatenate(v) for k, v in parts.rejected.items()}
-    return _Chunk(table, lines, rejected, parts.n_lines, state)
+    return _Chunk(table, lines, rejected, parts.details, parts.counts, state)
 
 
-def _validate(chunk: _Chunk, validator: ChunkValidator) -> pa.Table:
+@dataclass
+class _FileNotes:
+    """What the report's notes say about the whole file, kept from chunk to chunk."""
+
+    counts: _Counts = field(default_factory=_Counts)
+    not_utf8: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _validate(chunk: _Chunk, validator: ChunkValidator, notes: _FileNotes) -> pa.Table:
     validator.source_metadata["ope.dsjson_kind"] = chunk.state.kind or ""
     state = chunk.state
+    for reason, details in chunk.details.items():  # what is wrong in the first lines
+        if reason != _NOT_UTF8:
+            validator.explain(reason, details)
     if state.p_ignored_at is not None:  # said once (ChunkValidator.note keeps one copy)
         validator.note(
             "`p` not kept as logging_distribution: the first labeled line (line "
@@ -1144,7 +1431,32 @@ def _validate(chunk: _Chunk, validator: ChunkValidator) -> pa.Table:
             "`_label_probability` is the propensity; estimators that need the logger's whole "
             "distribution cannot use this file."
         )
-    return validator.add(chunk.table, chunk.lines, chunk.rejected, n_source=chunk.n_lines)
+    used = validator.add(chunk.table, chunk.lines, chunk.rejected, n_source=chunk.counts.rows)
+    notes.counts += chunk.counts
+    totals = notes.counts
+    if totals.not_utf8:
+        notes.not_utf8 = (notes.not_utf8 + chunk.details.get(_NOT_UTF8, []))[:EXAMPLE_ROWS]
+        validator.set_note(
+            _NOT_UTF8,
+            f"{totals.not_utf8:,} line(s) read into rows hold bytes that are not UTF-8 outside "
+            "the fields ope reads (first: "
+            + "; ".join(f"line {ln}, {text}" for ln, text in notes.not_utf8)
+            + "). Vowpal Wabbit does not check the encoding and hashes such bytes as they are, "
+            "so these rows are kept; features_json (features=True) shows each such byte as "
+            "U+FFFD. Re-export the file as UTF-8 to keep the features' text exact.",
+        )
+    if state.kind == _Kind.CCB:  # rows are slots: say how lines and rows add up
+        report = validator.report
+        whole = totals.lines - totals.split
+        validator.set_note(
+            "ccb_counts",
+            f"CCB rows are slots: {totals.lines:,} lines read; {totals.split:,} of them gave "
+            f"{totals.slots:,} slot rows ({report.rows_used:,} used, the rows `ope import` "
+            f"writes; {totals.slots - report.rows_used:,} rejected: unlabeled or breaking a "
+            f"rule) and {whole:,} were rejected whole, one row each: rows read = "
+            f"{totals.slots:,} + {whole:,} = {report.rows_read:,}.",
+        )
+    return used
 
 
 def _n_workers(workers: int | None) -> int:
