@@ -147,6 +147,13 @@ _ROWS_IN_MESSAGE: Final = re.compile(
 #: a policy table): their row numbers are not the batch's, and are left as they are.
 _OTHER_TABLES: Final = ("item table", "policy table")
 
+#: A quoted value in a message, as ``repr`` shows names and values (``'row 2'``, ``"it's"``): a
+#: quote that no letter or digit precedes, to the same quote that none follows (an apostrophe
+#: inside a word, as in "the candidate's", opens nothing). Its text is never relabelled.
+_QUOTED: Final = re.compile(
+    r"(?<![\w])'(?:[^'\\]|\\.)*'(?![\w])|(?<![\w])\"(?:[^\"\\]|\\.)*\"(?![\w])"
+)
+
 
 @dataclass(frozen=True, eq=False)
 class RowOrigin:
@@ -224,15 +231,27 @@ class RowOrigin:
             tail = "" if self.within is None else f" of {self.within}"
             return f"{match['word']} {numbers}{match['more'] or ''}{tail}"
 
-        if any(table in message for table in _OTHER_TABLES):
+        # the message's own words and the quoted values between them (names, paths, values):
+        # only the words are read and relabelled
+        pieces = _QUOTED.split(message)
+        quoted = _QUOTED.findall(message)
+        words = " ".join(pieces)
+        if any(table in words for table in _OTHER_TABLES):
             return f"{message} ({self.where})"
-        return f"{_ROWS_IN_MESSAGE.sub(rows, message)} ({self.where}{self._event_id(message)})"
+        out = [_ROWS_IN_MESSAGE.sub(rows, piece) for piece in pieces]
+        relabelled = "".join(p + q for p, q in zip(out, [*quoted, ""], strict=True))
+        return f"{relabelled} ({self.where}{self._event_id(pieces)})"
 
-    def _event_id(self, message: str) -> str:
-        """``"; row k of <within> has event_id e"`` for the first row ``message`` names, when
-        only event ids can place it in the source."""
-        first = _ROWS_IN_MESSAGE.search(message)
-        if first is None or self.offset is not None or self.event_ids is None:
+    def _event_id(self, pieces: Sequence[str]) -> str:
+        """``"; row k of <within> has event_id e"`` for the first row the message's words
+        (``pieces``: its text outside quoted values) name, when only event ids can place it in
+        the source."""
+        if self.offset is not None or self.event_ids is None:
+            return ""
+        first = next(
+            (m for m in (_ROWS_IN_MESSAGE.search(p) for p in pieces) if m is not None), None
+        )
+        if first is None:
             return ""
         token = first["numbers"].split(", ")[0]
         k = int(token.replace(",", ""))
@@ -246,10 +265,12 @@ class RowOrigin:
 
     def located(self, exc: OPEError) -> OPEError:
         """A copy of ``exc`` (same class, same attributes, e.g. a ValidationError's report)
-        whose message is :meth:`relabel` of its own."""
+        whose message is :meth:`relabel` of its own, with ``exc``'s traceback (the frames down
+        to where it was raised, e.g. in a policy object) and cause."""
         out = copy.copy(exc)
         out.args = (self.relabel(str(exc)), *exc.args[1:])
-        return out
+        out.__cause__ = exc.__cause__
+        return out.with_traceback(exc.__traceback__)
 
 
 def repeated_names(names: Iterable[Any], *, among: Set[Any] | None = None) -> list[Any]:

@@ -144,7 +144,7 @@ def _partition_items(task: _Task, partition: int, batches: Iterator[pa.RecordBat
         try:
             table = conform(raw, task.plan, row_offset=offset)
         except SchemaError as exc:  # its row numbers already count the partition's rows
-            raise RowOrigin(where, None, within=within).located(exc) from None
+            raise RowOrigin(where, None, within=within).located(exc) from exc.__cause__
         n = table.num_rows
         masks = check_bandit_rows(table, unit_roundoff=task.plan.unit_roundoff)
         if "event_id" in table.column_names:

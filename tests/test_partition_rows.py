@@ -8,6 +8,8 @@ the batch it was in, or, where a task cannot know its offset, says what the numb
 
 from __future__ import annotations
 
+import traceback
+
 import warnings
 from pathlib import Path
 
@@ -203,6 +205,57 @@ def test_a_lossy_cast_in_a_spark_partition_says_what_its_row_counts() -> None:
 # --------------------------------------------------------------------------------------------
 # the one place that renumbers rows
 # --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "origin, message, expected",
+    [
+        (  # a quoted name is the user's text, not a row number
+            RowOrigin("b", 100),
+            "policy 'row 2': propensities above 1 (first at row 7)",
+            "policy 'row 2': propensities above 1 (first at row 107) (b)",
+        ),
+        (  # a name naming another table does not stop the batch's rows being relabelled
+            RowOrigin("b", 100),
+            'policy "policy table": 1 row (first at row 7)',
+            'policy "policy table": 1 row (first at row 107) (b)',
+        ),
+        (  # an apostrophe inside a word opens no quoted value
+            RowOrigin("b", 100),
+            "the candidate's propensity at row 7 is the logger's",
+            "the candidate's propensity at row 107 is the logger's (b)",
+        ),
+    ],
+)
+def test_quoted_values_in_a_message_are_left_as_they_are(origin, message, expected) -> None:
+    assert origin.relabel(message) == expected
+
+
+def test_the_event_id_is_that_of_the_row_named_outside_quoted_values() -> None:
+    origin = RowOrigin("b", None, within="the kept rows", event_ids=np.arange(100, 140))
+    got = origin.relabel("policy 'row 2': (first at row 27)")
+    assert got.endswith("row 27 of the kept rows has event_id 127)"), got
+    assert "'row 2'" in got
+
+
+def test_a_located_error_keeps_the_traceback_into_the_policy(tmp_path: Path) -> None:
+    folder = write(tmp_path)
+    scan = scan_logs(folder, columns=["x", "target__half"], batch_size=ROW_GROUP)
+
+    class Raising:
+        def distribution(self, logs):
+            raise NotImplementedError
+
+        def propensity(self, logs):
+            if np.asarray(logs.column("x")).any():
+                raise PolicyError("the model refused row 3")
+            return np.full(len(logs), 0.5)
+
+    with pytest.raises(PolicyError) as info:
+        evaluate(scan, {"raising": Raising()}, estimators=("ips",))
+    assert "refused row 133 (in a batch of" in str(info.value)  # relabelled, and yet:
+    names = [frame.name for frame in traceback.extract_tb(info.value.__traceback__)]
+    assert names[-1] == "propensity", names  # down to the frame in the user's policy object
+
+
 @pytest.mark.parametrize(
     "origin, message, expected",
     [

@@ -1217,7 +1217,7 @@ def batch_statistics(
     except OPEError as exc:
         if origin is None:
             raise
-        raise origin.located(exc) from None
+        raise origin.located(exc) from exc.__cause__
 
 
 def _batch_statistics(
