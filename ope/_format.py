@@ -32,7 +32,8 @@ The rules
 - **Notes** are stated once: two notes are the same when their :func:`note_key` is (the rule and
   subject a :class:`Note` carries, else the text up to case and spacing), numbered ``[1]``,
   ``[2]``, ... in order of first appearance and referenced from the table rows they concern
-  (:func:`number_notes`).
+  (:func:`number_notes`). Several results shown one after another (a command's output) number
+  their notes as one sequence, each on from the previous one's (:func:`continue_notes`).
 
 Nothing here depends on the terminal, the locale or the platform: the same values give the same
 text everywhere.
@@ -44,7 +45,7 @@ import math
 import numbers
 import re
 import textwrap
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any, Final
 
 import numpy as np
@@ -78,6 +79,8 @@ __all__ = [
     "format_list",
     "plural",
     "wrap_text",
+    "edit_wrapped",
+    "continue_notes",
     "format_table",
     "UNSAFE_CHARACTERS",
     "safe_text",
@@ -627,6 +630,176 @@ def wrap_text(
         break_on_hyphens=False,
     )
     return lines or [initial.rstrip()]
+
+
+_LABEL: Final = re.compile(r"\[\d+\] ")
+_CODE: Final = re.compile(r"`[^`\n]*`")
+#: stands for a space that :func:`edit_wrapped` does not break at (a private-use character)
+_KEEP: Final = "\ue000"
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" "))
+
+
+def _paragraphs(lines: Sequence[str], width: int) -> list[tuple[int, int]]:
+    """The ``[start, end)`` line ranges of the paragraphs :func:`wrap_text` wrote: an indented
+    line and the lines it was wrapped onto, more indented (all by as much) and each beginning
+    with a word that did not fit on the line before it (one that fits there starts a line of
+    its own, e.g. an item under a heading). A line that is not indented is a paragraph alone
+    (a title, a table row)."""
+    out = []
+    i = 0
+    while i < len(lines):
+        first, j, cont = _indent(lines[i]), i + 1, -1
+        if lines[i].strip() and first > 0:
+            while j < len(lines) and lines[j].strip():  # loop over the paragraph's lines
+                indent = _indent(lines[j])
+                if indent <= first or cont not in (-1, indent):
+                    break
+                if len(lines[j - 1]) + 1 + len(lines[j].split()[0]) <= width:
+                    break  # the word would have fit on the line before: not wrapped there
+                cont, j = indent, j + 1
+        out.append((i, j))
+        i = j
+    return out
+
+
+def edit_wrapped(text: str, edit: Callable[[str], str], *, width: int = TEXT_WIDTH) -> str:
+    """``text`` (wrapped by :func:`wrap_text`) with ``edit`` applied to each of its paragraphs
+    as one line; a paragraph that ``edit`` changes is wrapped again to ``width`` with its
+    indents, so a longer wording (a command-line flag for an API name, a note number of two
+    digits) never widens a line past ``width``. The other lines are kept as they are.
+
+    A paragraph is an indented line and the lines it was wrapped onto (indented further); a
+    line that is not indented (a title, a table row) is edited in place, never wrapped. A
+    wrapped line under a ``[k]`` label is indented to the label's new width; a span in
+    backquotes (a command line) is not broken.
+
+    >>> text = "  gap: explore there (see\\n    Diagnostics.plan())\\n  no gaps"
+    >>> print(edit_wrapped(text, lambda p: p.replace("Diagnostics.plan()", "the plan of "
+    ...                                             "`ope diagnose`"), width=40))
+      gap: explore there (see the plan of
+        `ope diagnose`)
+      no gaps
+    """
+    lines = text.split("\n")
+    out: list[str] = []
+    for i, j in _paragraphs(lines, width):  # loop over the paragraphs
+        block = lines[i:j]
+        joined = " ".join([block[0].rstrip()] + [line.strip() for line in block[1:]])
+        edited = edit(joined)
+        indent = _indent(block[0])
+        if edited == joined or indent == 0 or not edited.startswith(" " * indent):
+            out += block if edited == joined else edited.split("\n")
+            continue
+        body = edited[indent:]
+        old, new = _LABEL.match(block[0][indent:]), _LABEL.match(body)
+        if len(block) > 1:
+            hang = _indent(block[1])
+            if old and new and hang == indent + len(old.group(0)):
+                hang = indent + len(new.group(0))  # under a label that changed width
+        else:
+            hang = indent + (len(new.group(0)) if new else 2)
+        if _KEEP not in body:  # a `quoted` command line stays on one line: it is copied
+            body = _CODE.sub(lambda m: m.group(0).replace(" ", _KEEP), body)
+        wrapped = wrap_text(body, width=width, initial=" " * indent, subsequent=" " * hang)
+        out += [line.replace(_KEEP, " ") for line in wrapped]
+    return "\n".join(out)
+
+
+_RULE: Final = re.compile(r"^-+(?: +-+)*$")
+_REFS_HEADERS: Final = ("notes", "note refs")
+_NOTE_NUMBER: Final = re.compile(r"\d+")
+_SEE_NOTE: Final = re.compile(r"(\bsee note\s+)\[(\d+)\]")
+
+
+def _shift_notes(text: str, offset: int, width: int) -> tuple[str, int]:
+    """``text`` (one rendered result) with its notes numbered from ``offset + 1``: the labels
+    of its ``Notes:`` block, the references of its table's notes column and its
+    ``see note [k]``; and how many notes it has."""
+    lines = text.split("\n")
+    in_block, count = False, 0
+    for line in lines:  # count the notes: the labels under "Notes:"
+        if line == "Notes:":
+            in_block = True
+        elif not line.strip():
+            in_block = False
+        elif in_block and re.match(r"^  \[\d+\] ", line):
+            count += 1
+    if offset == 0 or count == 0:
+        return text, count
+
+    def shift(match: re.Match[str]) -> str:
+        return str(int(match.group(0)) + offset)
+
+    for k, line in enumerate(lines):  # a table's notes column: its last, left-aligned
+        header = lines[k - 1] if k else ""
+        if not (_RULE.match(line) and header.rstrip().endswith(_REFS_HEADERS)):
+            continue
+        start = line.rindex(" ") + 1 if " " in line else 0
+        end = k + 1
+        while end < len(lines) and lines[end].strip():
+            row = lines[end]
+            cell = row[start:]
+            if re.fullmatch(r"\[[\d,]+\]", cell):
+                lines[end] = row[:start] + _NOTE_NUMBER.sub(shift, cell)
+            end += 1
+        widest = max(len(r[start:]) for r in [header, *lines[k + 1 : end]])
+        lines[k] = line[:start] + "-" * widest
+
+    def reference(paragraph: str) -> str:  # "see note [k]"
+        return _SEE_NOTE.sub(lambda m: f"{m.group(1)}[{int(m.group(2)) + offset}]", paragraph)
+
+    def block_label(paragraph: str) -> str:  # and a note's own label, under "Notes:"
+        return re.sub(
+            r"^  \[(\d+)\]", lambda m: f"  [{int(m.group(1)) + offset}]", reference(paragraph)
+        )
+
+    segments: list[tuple[bool, list[str]]] = []  # (a Notes: block?, its lines)
+    current: list[str] = []
+    in_block = False
+    for line in lines:  # split at each Notes: block (it ends at a blank line)
+        if line == "Notes:" if not in_block else not line.strip():
+            segments.append((in_block, current))
+            current, in_block = [], not in_block
+        current.append(line)
+    segments.append((in_block, current))
+    out: list[str] = []
+    for is_block, part in segments:
+        if part:
+            edited = edit_wrapped(
+                "\n".join(part), block_label if is_block else reference, width=width
+            )
+            out += edited.split("\n")
+    return "\n".join(out), count
+
+
+def continue_notes(texts: Sequence[str], *, width: int = TEXT_WIDTH) -> list[str]:
+    """Rendered results shown one after another (a command's output) with one numbered
+    sequence of notes: the notes of each text, and its references to them (its table's notes
+    column, ``see note [k]``), numbered on from the previous texts' notes, so that a ``[k]``
+    anywhere names one note. A text without notes is returned as it is.
+
+    >>> first = "a\\n\\nNotes:\\n  [1] heavy weights"
+    >>> second = "b: see note [1]\\n\\nNotes:\\n  [1] a gap"
+    >>> print("\\n\\n".join(continue_notes([first, second])))
+    a
+    <BLANKLINE>
+    Notes:
+      [1] heavy weights
+    <BLANKLINE>
+    b: see note [2]
+    <BLANKLINE>
+    Notes:
+      [2] a gap
+    """
+    out, offset = [], 0
+    for text in texts:  # loop over the rendered results
+        shifted, count = _shift_notes(text, offset, width)
+        out.append(shifted)
+        offset += count
+    return out
 
 
 def format_list(

@@ -266,10 +266,21 @@ CLI_PHRASES: Final = (
     (r"an a priori reward_range\b", "an a priori --reward-range"),
     (r"pass reward_range for\b", "pass --reward-range for"),
     # the exploration plan is ``Diagnostics.plan()`` in Python and --target-width /
-    # --new-rows on ``ope diagnose``
+    # --new-rows (with --reward-range, which the plan needs) on ``ope diagnose``, whichever
+    # command shows the gap; its per-action breakdown is Python's only (not in --json)
     (
         r"\(see Diagnostics\.plan\(\)\)",
-        "(see the plan of `ope diagnose --target-width W --new-rows N`)",
+        "(see the exploration plan of "
+        "`ope diagnose --reward-range LO HI --target-width W --new-rows N`)",
+    ),
+    (
+        r"\(Diagnostics\.plan_actions\(\)\)",
+        "(all of them: Diagnostics.plan_actions() in Python)",
+    ),
+    # an unknown estimator: ope evaluate and ope report also take auto (alone)
+    (
+        r"(unknown estimator '[^']*' in `estimators`; choose from [\w, ]+)\.",
+        r"\1, or auto alone (--estimator auto: one chosen per candidate by cross-validation).",
     ),
     # an API message's own pointer to the flag: on the command line the keyword before it
     # reads as that flag already
@@ -384,14 +395,26 @@ def _kept(name: str) -> bool:
     return name in UNTRANSLATED.get(command, frozenset()) or not _has_flags(command, _flag(name))
 
 
+#: A command line quoted in a message (```ope diagnose --target-width W```): its flags are
+#: that command's, whichever command shows the message.
+_QUOTED_COMMAND: Final = re.compile(r"`ope ([a-z][\w-]*)([^`]*)`")
+_FLAG_NAME: Final = re.compile(r"(?<![\w-])--[a-z][\w-]*")
+
+
 def _has_flags(command: str, text: str) -> bool:
-    """Whether the running command (any, when unknown) has every flag ``text`` names."""
+    """Whether the running command (any, when unknown) has every flag ``text`` names, and a
+    command line quoted in it (```ope diagnose --new-rows N```) every flag it names."""
     if not command:
         return True
-    known = _command_flags().get(command)
+    flags = _command_flags()
+    for quoted in _QUOTED_COMMAND.finditer(text):  # loop over the quoted command lines
+        other = flags.get(quoted.group(1))
+        if other is not None and not all(f in other for f in _FLAG_NAME.findall(quoted.group(2))):
+            return False
+    known = flags.get(command)
     if known is None:
         return True
-    return all(flag in known for flag in re.findall(r"(?<![\w-])--[a-z][\w-]*", text))
+    return all(flag in known for flag in _FLAG_NAME.findall(_QUOTED_COMMAND.sub("", text)))
 
 
 @functools.lru_cache(maxsize=1)
@@ -453,6 +476,23 @@ def _cli_phrases(text: str) -> str:
         if _has_flags(command, phrase):  # a flag the command lacks: the API's words stay
             text = pattern.sub(functools.partial(_rewrapped, phrase=phrase), text)
     return text
+
+
+def _cli_summary(text: str) -> str:
+    """A result's rendered text with the phrases of :data:`CLI_PHRASES` spelled as on the
+    command line (:func:`_cli_phrases`), each paragraph they change wrapped again to the text
+    width (:func:`ope._format.edit_wrapped`): a longer spelling never widens a line."""
+    from ope._format import edit_wrapped
+
+    return edit_wrapped(text, _cli_phrases)
+
+
+def _joined(*texts: str) -> str:
+    """The texts of a command's output, one after another, with one numbered sequence of
+    notes (:func:`ope._format.continue_notes`): a ``[k]`` anywhere names one note."""
+    from ope._format import continue_notes
+
+    return "\n\n".join(continue_notes([t for t in texts if t]))
 
 
 def _rewrapped(match: re.Match[str], phrase: str) -> str:
@@ -558,8 +598,28 @@ def _add_output_flags(p: argparse.ArgumentParser, *, seed: bool = True) -> None:
         )
 
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("logs", help="parquet file or directory of parquet files")
+#: What LOGS is for the commands that read parquet logs (:func:`ope.read_logs`,
+#: :func:`ope.io.read_paired`, :func:`ope.io.read_trajectories`).
+LOGS_HELP: Final = (
+    "a parquet file or a directory of parquet files (hive partitions become columns), as a "
+    "local path or a file://, s3://, gs://, hdfs:// or abfs:// URI"
+)
+
+#: ... and for the commands with ``--format``: also the raw sources its importers read.
+FORMAT_LOGS_HELP: Final = (
+    f"{LOGS_HELP}; with --format obd an Open Bandit Dataset campaign folder (random/all) or "
+    "its CSV, with --format dsjson a DSJSON file (gzipped or not)"
+)
+
+#: What LOGS is for ``ope monitor`` (:func:`ope.monitor.new_log_files` lists a local folder).
+MONITOR_LOGS_HELP: Final = (
+    "a local parquet file (read once), or a local directory whose new .parquet files are read "
+    "as they land, one look each"
+)
+
+
+def _add_common(p: argparse.ArgumentParser, logs_help: str = LOGS_HELP) -> None:
+    p.add_argument("logs", help=logs_help)
     p.add_argument(
         "--mapping",
         action="extend",
@@ -692,12 +752,12 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     p = sub.add_parser("validate", help="validate logs against the schema and print the report")
-    _add_common(p)
+    _add_common(p, FORMAT_LOGS_HELP)
     _add_format(p)
     _add_output_flags(p, seed=False)
 
     p = sub.add_parser("evaluate", help="estimate candidate policies' values with intervals")
-    _add_common(p)
+    _add_common(p, FORMAT_LOGS_HELP)
     _add_format(p)
     _add_evaluate_options(p)
     p.add_argument(
@@ -715,7 +775,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "diagnose", help="overlap diagnostics: ESS, weight tails, support and segment gaps, plan"
     )
-    _add_common(p)
+    _add_common(p, FORMAT_LOGS_HELP)
     _add_format(p)
     _add_diagnose_options(p)
     _add_output_flags(p)
@@ -777,7 +837,7 @@ def build_parser() -> argparse.ArgumentParser:
         "monitor",
         help="anytime-valid confidence sequences over log files as they land (a rollout)",
     )
-    _add_common(p)
+    _add_common(p, MONITOR_LOGS_HELP)
     _add_policy_flags(p)
     p.add_argument(
         "--reward-range",
@@ -887,7 +947,7 @@ def build_parser() -> argparse.ArgumentParser:
         "each value's estimate; pass the chosen value to ope evaluate (--max-weight, --tau, "
         "--shrinkage).",
     )
-    _add_common(p)
+    _add_common(p, FORMAT_LOGS_HELP)
     _add_format(p)
     p.add_argument(
         "--estimator",
@@ -938,7 +998,7 @@ def build_parser() -> argparse.ArgumentParser:
         "depends on the context or changed over time) or a position's probabilities do not sum "
         "to 1 (an action was never logged there).",
     )
-    _add_common(p)
+    _add_common(p, FORMAT_LOGS_HELP)
     _add_format(p)
     p.add_argument(
         "--out",
@@ -958,7 +1018,7 @@ def build_parser() -> argparse.ArgumentParser:
         "before any row is read: an existing file needs --force, a missing folder or a "
         "non-.html name is a usage error (exit 2); the logs are never overwritten.",
     )
-    _add_common(p)
+    _add_common(p, FORMAT_LOGS_HELP)
     _add_format(p)
     _add_evaluate_options(p)
     p.add_argument(
@@ -1441,13 +1501,13 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         "--estimator",
         action="extend",
         nargs="+",
-        metavar="NAME",
-        help="bandit logs: dm ips clipped_ips snips dr sndr switch_dr dros, and with "
-        "--cluster-column or --embedding-columns the marginalized mips snmips mdr offcem (default: ips "
-        "snips), or auto (every estimator that applies, one chosen per candidate by off-policy "
-        "cross-validation); trajectories: is pdis wis wpdis dr wdr mis mis_dr magic (default: pdis "
-        "wpdis); "
-        "repeat to add more",
+        metavar="NAME|auto",
+        help="auto, or estimator names. auto (bandit logs, given alone): every estimator that "
+        "applies, one chosen per candidate by off-policy cross-validation. Names: bandit logs: dm "
+        "ips clipped_ips snips dr sndr switch_dr dros, and with --cluster-column or "
+        "--embedding-columns the marginalized mips snmips mdr offcem (default: ips snips); "
+        "trajectories: is pdis wis wpdis dr wdr mis mis_dr magic (default: pdis wpdis); repeat "
+        "to add more",
     )
     p.add_argument(
         "--ci",
@@ -2760,7 +2820,7 @@ def _cmd_diagnose(args: argparse.Namespace) -> _Outcome:
     d = _diagnose_from_args(args, logs)
     return _Outcome(
         {"validation": logs.report.to_dict(), "diagnostics": d.to_dict()},
-        "\n\n".join([str(logs.report), _cli_phrases(d.summary()), _seed_line(args)]),
+        _joined(str(logs.report), _cli_summary(d.summary()), _seed_line(args)),
     )
 
 
@@ -3200,7 +3260,7 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
     covered = stats is not None and list(stats.names or ()) == list(evaluation.policies)
     evaluation = _with_cli_provenance(evaluation, args, logs.report.rows_read)
     d = _diagnose_from_args(args, logs, plan, stats if covered else None)
-    texts = [_cli_phrases(evaluation.summary())]
+    texts = [_cli_summary(evaluation.summary())]
     if evaluation.by:
         texts.append(evaluation.segment_summary())
     model = evaluation.model_columns
@@ -3215,7 +3275,7 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
     guardrails = _guardrail_outcome(args, logs, policies)
     if guardrails is not None:
         texts.append(guardrails.summary())
-    texts += [_cli_phrases(d.summary()), _seed_line(args)]
+    texts += [_cli_summary(d.summary()), _seed_line(args)]
     document = {**_evaluation_document(evaluation), "diagnostics": d.to_dict()}
     if distribution is not None:
         document["distribution"] = distribution.to_dict()
@@ -3225,7 +3285,7 @@ def _evaluate_in_memory(args: argparse.Namespace, plan: Any) -> tuple[Any, Any, 
         logs,
         evaluation,
         d,
-        _Outcome(document, "\n\n".join(texts), distribution=distribution, guardrails=guardrails),
+        _Outcome(document, _joined(*texts), distribution=distribution, guardrails=guardrails),
     )
 
 
@@ -3491,7 +3551,7 @@ def _trajectory_run(args: argparse.Namespace) -> tuple[Any, Any, _Outcome, Any]:
         found = dataclasses.replace(found, shown=tuple(args.metric))
         document["distribution"] = found.to_dict()
         texts.append(found.summary())
-    return traj, ev, _Outcome(document, "\n\n".join(texts)), found
+    return traj, ev, _Outcome(document, _joined(*texts)), found
 
 
 # ---------------------------------------------------------------------------------------------
@@ -3749,7 +3809,7 @@ def _cmd_demo(args: argparse.Namespace) -> _Outcome:
             "seed": args.seed,
         },
     )
-    return _Outcome(document, text)
+    return _Outcome(document, _cli_summary(text))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -4103,7 +4163,7 @@ def _cmd_sequences(args: argparse.Namespace) -> _Outcome:
         **options,
     )
     document = {"logs": args.logs, **result.to_dict()}
-    text = "\n\n".join([result.summary(), result.audit.summary(), result.divergences.summary()])
+    text = _joined(result.summary(), result.audit.summary(), result.divergences.summary())
     if args.report is not None:
         path = _side_report(
             args, f"Language-model policies from {Path(args.logs).name}", seq.n, sequences=result

@@ -72,6 +72,7 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
+from ope._format import Note
 from ope._result import INTERVAL_COLUMNS, Result, ResultParts, interval_rows
 from ope._thresholds import ESS_RATIO_WARN, K_RELIABLE, MEAN_WEIGHT_Z, mean_weight_check
 from ope._validation import (
@@ -1161,26 +1162,131 @@ class SequenceDivergences(Result):
         ``reason``."""
         return self._table.copy()
 
+    def _notes_shown(self) -> tuple[str, ...]:
+        """The notes of the whole result and of the candidates of the table (a note about one
+        candidate, :data:`_NEGATIVE_KL_RULE`, has the candidate first in its subject)."""
+        shown = set(self._table["policy"]) if len(self._table) else set()
+        return tuple(n for n in self.notes if _note_policy(n) is None or _note_policy(n) in shown)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": "sequence_divergences",
             "n": self.n,
             "weighting": self.weighting,
             "divergences": self._table.to_dict(orient="records"),
-            "notes": list(self.notes),
+            "notes": list(self._notes_shown()),
         }
 
     def _parts(self) -> ResultParts:
         shown = self._table[
             ["policy", "k1", "k3", "k2", "kl_candidate_logger", "ess", "pareto_k", "evaluable"]
         ]
+        notes = self._notes_shown()
         return ResultParts(
             title=f"divergences of {len(self._table)} candidate(s) from {self.n:,} responses",
             fields=[("weighting", self.weighting)],
             table=shown,
-            notes=self.notes,
+            notes=[n for n in notes if _note_policy(n) is None],
+            # a negative KL estimate: the note on its candidate's row
+            row_notes=[[n for n in notes if _note_policy(n) == p] for p in shown["policy"]],
             precision={},
         )
+
+
+#: The rule of the note on a negative estimate of a KL divergence (:func:`_negative_kl_notes`).
+_NEGATIVE_KL_RULE: Final = "negative_kl"
+
+#: A negative KL estimate within this many standard errors of 0 is read as chance (a KL near
+#: 0); beyond it, as weights that are not the candidate's against the sampler's (at 3 a
+#: normal mean falls that far below its expectation 0.13% of the time).
+_NEGATIVE_KL_CHANCE_SE: Final = 3.0
+
+
+def _standard_errors_below(value: float, se: float) -> float:
+    """How many standard errors ``value`` (< 0) lies below 0 (inf for a zero error)."""
+    return -value / se if se > 0 else math.inf
+
+
+def _far_below(below: float) -> str:
+    """How far below 0 a negative estimate is, in words (:func:`_standard_errors_below`)."""
+    where = (
+        f"{below:.3g} standard errors below 0"
+        if math.isfinite(below)
+        else ("below 0 with a standard error of 0 (every weight equal)")
+    )
+    return f"{where}, more than chance"
+
+
+def _note_policy(note: str) -> str | None:
+    """The candidate a note of :data:`_NEGATIVE_KL_RULE` is about (None for another note)."""
+    subject = getattr(note, "subject", None)
+    if getattr(note, "rule", None) == _NEGATIVE_KL_RULE and isinstance(subject, tuple):
+        return str(subject[0])
+    return None
+
+
+def _negative_kl_notes(row: dict[str, Any], n: int) -> list[Note]:
+    """Why a candidate's ``k1`` or ``kl_candidate_logger`` is below 0, when it is: a KL
+    divergence never is, but these are sample means. ``k1`` (of ``-log w``) is unbiased for
+    KL(logger || candidate) and falls below 0 by chance when that KL is near 0.
+    ``kl_candidate_logger`` (of ``w log w``) equals KL(candidate || logger) in expectation only
+    when the candidate's responses lie where the logger's do (E_b[w] = 1); when the mean weight
+    is below 1 (the test of :func:`ope._thresholds.mean_weight_check`), part of the
+    candidate's mass is on responses the logs never show and the mean does not estimate that
+    KL at all."""
+    policy = row["policy"]
+    notes = []
+    k1, k1_se = float(row["k1"]), float(row["k1_se"])
+    if k1 < 0:
+        below = _standard_errors_below(k1, k1_se)
+        why = (
+            f"within {_NEGATIVE_KL_CHANCE_SE:g} standard errors ({k1_se:.2g}) of 0, it fell "
+            "below 0 by chance, as it does when KL(logger || candidate) is near 0; k3, which "
+            "estimates the same KL, is never negative"
+            if below <= _NEGATIVE_KL_CHANCE_SE
+            else f"{_far_below(below)}: the weights are not the candidate's against the "
+            "sampler's (their logs average above 0; see the log-probability audit)"
+        )
+        notes.append(
+            Note(
+                f"{policy}: k1 = {k1:.4g} is below 0, which a KL divergence never is: k1, the "
+                "mean of -log w over the logged responses, is an unbiased estimate of "
+                f"KL(logger || candidate); {why}",
+                rule=_NEGATIVE_KL_RULE,
+                subject=(policy, "k1"),
+            )
+        )
+    kl, kl_se = float(row["kl_candidate_logger"]), float(row["kl_candidate_logger_se"])
+    if kl < 0:
+        mean_w, se = float(row["mean_weight"]), float(row["mean_weight_se"])
+        var_w = se * se * n if math.isfinite(se) else math.inf
+        verdict, _ = mean_weight_check(n, mean_w, var_w)
+        head = (
+            f"{policy}: kl_candidate_logger = {kl:.4g} is below 0, which a KL divergence never "
+            "is: it is the mean of w log w over the logged responses, which estimates "
+            "KL(candidate || logger) only when every response the candidate gives is one the "
+            f"logger gives too (then E_b[w] = 1; here the mean weight is {mean_w:.4g} +/- "
+            f"{se:.2g})"
+        )
+        if verdict == "low":
+            why = (
+                f". It is not: about {1 - mean_w:.0%} of the candidate's mass is on responses "
+                "the logger does not give, which the logs never show, so this mean does not "
+                "estimate KL(candidate || logger) (infinite when the logger cannot give them; "
+                "see the log-probability audit)"
+            )
+        elif _standard_errors_below(kl, kl_se) <= _NEGATIVE_KL_CHANCE_SE:
+            why = (
+                f"; within {_NEGATIVE_KL_CHANCE_SE:g} standard errors ({kl_se:.2g}) of 0, the "
+                "sign is chance, as when KL(candidate || logger) is near 0"
+            )
+        else:
+            why = (
+                f"; {_far_below(_standard_errors_below(kl, kl_se))}: the weights are not the "
+                "candidate's against the sampler's (see the log-probability audit)"
+            )
+        notes.append(Note(head + why, rule=_NEGATIVE_KL_RULE, subject=(policy, "kl")))
+    return notes
 
 
 def _mean_se(x: np.ndarray) -> tuple[float, float]:
@@ -1325,6 +1431,7 @@ def sequence_divergences(
         "k1 = -log w and k3 = (w - 1) - log w are unbiased for KL(logger || candidate), k3 >= 0 "
         "with less variance where w is near 1; k2 = (log w)^2 / 2 is biased with low variance "
         "(Schulman 2020); w = candidate / logger probability of a logged response",
+        *(note for row in rows for note in _negative_kl_notes(row, seq.n)),
     )
     return SequenceDivergences(n=seq.n, weighting=how, _table=pd.DataFrame(rows), notes=notes)
 
@@ -1390,11 +1497,16 @@ class LogprobAudit(Result):
         }
 
     def _parts(self) -> ResultParts:
+        weights = self._weights
+        reasons = [[r] if r else [] for r in weights["reason"]] if "reason" in weights else None
         return ResultParts(
             title="log-probability audit: " + self.state,
             fields=[("signature", self.signature), ("verdict", self.reason)],
-            table=self._weights,
+            # why a candidate is flagged is a numbered note on its row, wrapped like every
+            # note (the whole text is also the JSON's weights[].reason)
+            table=weights.drop(columns=["reason"]) if reasons is not None else weights,
             notes=self.notes,
+            row_notes=reasons,
             precision={},
         )
 

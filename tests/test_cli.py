@@ -367,7 +367,8 @@ def test_demo_states_each_warning_once(capsys, tmp_path, monkeypatch):
         t.split(":")[0].strip() == "long_tail" and "effective sample size" in t for t in texts
     )  # diagnose's own wording of note about long_tail's ESS
     assert sum("effective sample size 553" in t for t in texts) == 1
-    refs = re.findall(r"long_tail .*\[see ([\d, ]+)\]", captured.out)
+    # the candidate's coverage line, wrapped (read as one line)
+    refs = re.findall(r"long_tail +ESS/n[^\[]*\[see ([\d, ]+)\]", " ".join(captured.out.split()))
     assert refs and all(int(n) <= len(texts) for n in refs[0].split(", "))
     assert "gap: candidate long_tail" in captured.out
     # the rows' origin is the bundled sample, the truth its file; clip levels as the
@@ -426,7 +427,8 @@ def test_evaluate_text_and_warnings_use_the_cli_spelling(sample_path, capsys):
         "betting or empirical likelihood with an a priori\n      --reward-range), or clip"
     )
     assert _cli_phrases("(see Diagnostics.plan())") == (
-        "(see the plan of `ope diagnose --target-width W --new-rows N`)"
+        "(see the exploration plan of "
+        "`ope diagnose --reward-range LO HI --target-width W --new-rows N`)"
     )
 
 
@@ -462,3 +464,178 @@ def test_validate_checks_the_sampling_weights_as_the_estimates_will(tmp_path, ca
     frame["weight"] = [1.0, 3.0, 2.0, 1.0]
     frame.to_parquet(path)
     assert main(["validate", str(path), "--json"]) == EXIT_OK
+
+
+def _numbered_notes(text):
+    """Every note of a command's text output: (number, whole text) in order, a wrapped note
+    read as one line; the labels of each ``Notes:`` block (and of the demo's numbered lists)."""
+    import re
+
+    notes, current = [], None
+    for line in text.splitlines():
+        head = re.match(r"^  \[(\d+)\] (.*)$", line)
+        if head:
+            current = [int(head.group(1)), head.group(2)]
+            notes.append(current)
+        elif current is not None and line.startswith("      ") and line.strip():
+            current[1] += " " + line.strip()
+        else:
+            current = None
+    return [(n, t) for n, t in notes]
+
+
+def test_evaluate_numbers_every_note_once_and_its_references_name_it(sample_path, capsys):
+    """The estimates and the overlap diagnostics of ``ope evaluate`` are one numbered sequence
+    of notes: no number is given twice, the table's references and the diagnostics' "see note
+    [k]" name the note about that candidate."""
+    import re
+
+    assert main(["evaluate", sample_path]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert out.count("\nNotes:\n") == 2  # the estimates' and the diagnostics'
+    notes = _numbered_notes(out)
+    numbers = [n for n, _ in notes]
+    assert numbers == list(range(1, len(numbers) + 1))  # one sequence, no number twice
+    text = dict(notes)
+    # the estimates' table: long_tail's rows reference its ESS and mean-weight notes
+    row = next(ln for ln in out.splitlines() if ln.startswith("long_tail     ips"))
+    refs = [int(k) for k in re.search(r"\[([\d,]+)\]$", row).group(1).split(",")]
+    assert any("effective sample size 553.2" in text[k] for k in refs)
+    assert any("mean importance weight is 0.6791" in text[k] for k in refs)
+    # the diagnostics' lines: "see note [k]" is the note about that candidate, after the
+    # estimates' notes
+    diagnostics = out[out.index("Overlap diagnostics:") :]
+    block = diagnostics[diagnostics.index("\nlong_tail\n") :]
+    ess = int(re.search(r"ESS 553\.2 \(0\.55% of rows, see note \[(\d+)\]\)", block).group(1))
+    low = int(re.search(r"too low for the propensities: see note \[(\d+)\]", block).group(1))
+    assert text[ess].startswith("long_tail: effective sample size 553.2")
+    assert text[low].startswith("long_tail: mean importance weight is 0.6791")
+    first_block = out[: out.index("Overlap diagnostics:")]
+    assert min(ess, low) > max(n for n, _ in _numbered_notes(first_block))
+
+
+def test_diagnose_text_keeps_the_cli_spelling_within_the_text_width(sample_path, capsys):
+    """A coverage gap's advice names the command that makes the exploration plan (not the
+    Python method), in ``ope evaluate`` too, and a longer spelling is wrapped again to the text
+    width: no line of the gaps or their notes is wider."""
+    from ope._format import TEXT_WIDTH
+    from ope.cli import build_parser
+
+    for command in ("diagnose", "evaluate"):
+        assert main([command, sample_path, "--by", "segment", "x0"]) == EXIT_OK
+        out = capsys.readouterr().out
+        assert "Diagnostics.plan()" not in out, command
+        advice = "`ope diagnose --reward-range LO HI --target-width W --new-rows N`"
+        assert advice in out, command
+        diagnostics = out[out.index("Overlap diagnostics:") :]
+        wide = [ln for ln in diagnostics.splitlines() if len(ln) > TEXT_WIDTH]
+        assert not wide, (command, wide)
+        gaps = " ".join(diagnostics.split())
+        assert gaps.count("(see the exploration plan of " + advice + ")") >= 5, command
+    # the advice is a command line ope diagnose takes
+    args = build_parser().parse_args(
+        ["diagnose", sample_path, "--reward-range", "0", "1", "--target-width", "0.05"]
+        + ["--new-rows", "1000"]
+    )
+    assert (args.target_width, args.new_rows, args.reward_range) == (0.05, 1000, [0.0, 1.0])
+
+
+def test_help_of_logs_names_every_source_the_readers_take(sample_path, capsys):
+    """LOGS' help says what each command reads: parquet files and folders, URIs, and with
+    --format the raw sources of the importers (an OBD campaign, a DSJSON file)."""
+    from pathlib import Path
+
+    def logs_help(command):
+        assert main([command, "--help"]) == EXIT_OK
+        text = capsys.readouterr().out
+        section = text[text.index("positional arguments:") : text.index("options:")]
+        return " ".join(section.split())
+
+    for command in ("validate", "evaluate", "diagnose", "tune", "action-table", "report"):
+        text = logs_help(command)
+        assert "a directory of parquet files" in text and "s3://" in text, command
+        assert "--format obd an Open Bandit Dataset campaign folder" in text, command
+        assert "--format dsjson a DSJSON file" in text, command
+    for command in ("learn", "paired"):
+        text = logs_help(command)
+        assert "a directory of parquet files" in text and "s3://" in text, command
+        assert "--format" not in text, command  # they read parquet only
+    assert "a local directory whose new .parquet files are read" in logs_help("monitor")
+    # a URI is read as the help says
+    assert main(["validate", Path(sample_path).as_uri(), "--json"]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["valid"] is True
+
+
+def test_estimator_auto_is_shown_among_the_choices(sample_path, capsys):
+    """``--estimator auto`` is accepted by ope evaluate and ope report: their usage and help
+    show it, and an unknown name's error lists it beside the names."""
+    for command in ("evaluate", "report"):
+        assert main([command, "--help"]) == EXIT_OK
+        text = capsys.readouterr().out
+        assert "[--estimator NAME|auto [NAME|auto ...]]" in " ".join(text.split()), command
+    assert main(["evaluate", sample_path, "--estimator", "bogus", "--json"]) == EXIT_USAGE
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["flag"] == "--estimator"
+    assert "choose from dm, ips," in error["message"]
+    assert "or auto alone (--estimator auto" in error["message"]
+
+
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """``ope demo``'s text and the report it writes (run once in a folder of its own)."""
+    import contextlib
+    import io
+    import os
+
+    folder = tmp_path_factory.mktemp("demo")
+    out, cwd = io.StringIO(), os.getcwd()
+    os.chdir(folder)  # the demo writes report.html in the current directory
+    try:
+        with contextlib.redirect_stdout(out):
+            assert main(["demo"]) == EXIT_OK
+    finally:
+        os.chdir(cwd)
+    return out.getvalue(), (folder / "report.html").read_text(encoding="utf-8")
+
+
+def test_demo_text_is_wrapped_to_the_text_width_and_says_the_command(demo_run):
+    """The demo's coverage gaps, their notes and its own lines are wrapped to the text width
+    (the certificate's lines and the estimates' table aside: a table's columns are never cut),
+    and a gap's advice names the command that makes the exploration plan."""
+    from ope._format import TEXT_WIDTH
+
+    out, _ = demo_run
+    section = out[out.index("coverage gaps (") : out.index("policy learning:")]
+    assert "gap: candidate long_tail" in section
+    assert not [ln for ln in section.splitlines() if len(ln) > TEXT_WIDTH]
+    certificate = out[out.index("certificate for policy") : out.index("\nseed: ")]
+    table = out[out.index("\npolicy ") : out.index("\nNotes:")]
+    others = out.replace(certificate, "").replace(table, "")
+    assert not [ln for ln in others.splitlines() if len(ln) > TEXT_WIDTH]
+    assert "Diagnostics.plan()" not in out and "ope.diagnostics" not in out
+    advice = "`ope diagnose --reward-range LO HI --target-width W --new-rows N`"
+    assert " ".join(section.split()).count(f"(see the exploration plan of {advice})") == 2
+
+
+def test_demo_text_and_report_show_the_same_plan_and_certificate(demo_run):
+    """The demo prints a certificate and the exploration plan its gaps point to, and the
+    report it writes has both (not listed under "Not in this report"), the certificate with a
+    note that it was learned on other (simulated) logs than the sample the report evaluates."""
+    import re
+
+    out, page = demo_run
+    assert "certificate for policy 'learned'" in out
+    plan = out[out.index("exploration plan:") :]
+    plan = " ".join(plan[: plan.index("\n\n")].split())
+    assert "--target-width 0.05 --new-rows 100000" in plan
+    assert "play long_tail's own choice on" in plan and "play uniform's own choice on" in plan
+    assert "no exploration needed: popular, personalized, greedy" in plan
+    absent = re.search(r'<p class="absent">Not in this report.*?</p>', page)
+    assert absent is None or not re.search(r"#plan\b|#certificate\b", absent.group(0))
+    plan_section = page[page.index('<section id="plan"') :]
+    plan_section = plan_section[: plan_section.index("</section>")]
+    assert "long_tail" in plan_section and 'class="absent"' not in plan_section
+    cert_section = page[page.index('<section id="certificate"') :]
+    cert_section = cert_section[: cert_section.index("</section>")]
+    assert "learned" in cert_section and 'class="absent"' not in cert_section
+    assert "not on the bundled sample this report evaluates" in cert_section

@@ -714,3 +714,108 @@ def test_a_file_of_blank_lines_holds_no_records(tmp_path):
     path.write_text("\n\n  \n")
     with pytest.raises(DataFileError, match="holds no records"):
         read_sequences(path)
+
+
+def _notes_of(text):
+    """{number: whole text} of the numbered notes of a rendered result (wrapped lines joined)."""
+    import re
+
+    notes, current = {}, None
+    for line in text.splitlines():
+        head = re.match(r"^  \[(\d+)\] (.*)$", line)
+        if head:
+            current = int(head.group(1))
+            notes[current] = head.group(2)
+        elif current is not None and line.startswith("      ") and line.strip():
+            notes[current] += " " + line.strip()
+        else:
+            current = None
+    return notes
+
+
+def _row_refs(text, policy):
+    """The note numbers a table row of ``policy`` references (its last column)."""
+    import re
+
+    row = next(ln for ln in text.splitlines() if ln.startswith(policy + " "))
+    found = re.search(r"\[([\d,]+)\]$", row)
+    return [int(k) for k in found.group(1).split(",")] if found else []
+
+
+def test_audit_text_gives_why_a_candidate_is_flagged_as_a_note_within_the_width():
+    """The audit's table references why each flagged candidate is flagged (a numbered note,
+    wrapped like every note), instead of a column of sentences; the whole reason stays in
+    ``weights()`` and the JSON."""
+    from ope._format import TEXT_WIDTH
+
+    audit = ope.audit_logprobs(TokenModel(top_p=0.8, seed=0).sample(2000, rng=0))
+    text = audit.summary()
+    assert max(len(line) for line in text.splitlines()) <= TEXT_WIDTH
+    notes = _notes_of(text)
+    weights = audit.weights().set_index("policy")
+    for policy in ("model", "cooler"):
+        reason = weights.loc[policy, "reason"]
+        assert weights.loc[policy, "flags"] and len(reason) > 200
+        assert [notes[k] for k in _row_refs(text, policy)] == [reason]
+        entry = next(w for w in audit.to_dict()["weights"] if w["policy"] == policy)
+        assert entry["reason"] == reason
+    assert _row_refs(text, "sampler") == _row_refs(text, "tuned") == []  # not flagged
+
+
+def test_a_negative_kl_estimate_is_explained_in_a_note_on_its_row():
+    """A KL divergence is never negative, but its estimates from samples can be: each negative
+    k1 or kl_candidate_logger has a note on its row that says why (chance, or a candidate's
+    mass outside the logger's support, where the mean of w log w estimates no KL)."""
+    frame = pd.DataFrame(
+        {
+            "behavior_logprobs": [[-1.0], [-1.0], [-1.0]],
+            "target_logprobs__near": [[-0.8], [-0.9], [-1.1]],  # log w 0.2, 0.1, -0.1
+            "target_logprobs__tilt": [[-1.3], [-0.9], [-0.9]],  # log w -0.3, 0.1, 0.1
+            "reward": [1.0, 0.0, 1.0],
+        }
+    )
+    d = ope.sequence_divergences(frame)
+    table = d.table().set_index("policy")
+    assert table.loc["near", "k1"] == pytest.approx(-0.2 / 3)
+    assert table.loc["tilt", "kl_candidate_logger"] < 0 < table.loc["tilt", "k1"]
+    text = d.summary()
+    notes = _notes_of(text)
+    (near,) = [notes[k] for k in _row_refs(text, "near")]
+    assert near.startswith("near: k1 = -0.06667 is below 0, which a KL divergence never is")
+    assert "unbiased estimate of KL(logger || candidate)" in near and "by chance" in near
+    (tilt,) = [notes[k] for k in _row_refs(text, "tilt")]
+    assert tilt.startswith("tilt: kl_candidate_logger = -0.0004038 is below 0")
+    assert "mean of w log w" in tilt and "the sign is chance" in tilt
+    assert any(near == n for n in d.to_dict()["notes"])  # the JSON says it too
+    # a candidate with mass outside a truncated logger's support: not chance, and not a KL
+    top_p = ope.sequence_divergences(TokenModel(top_p=0.8, seed=0).sample(500, rng=0))
+    text = top_p.summary()
+    notes = _notes_of(text)
+    for policy in ("model", "cooler", "tuned"):
+        assert top_p.table().set_index("policy").loc[policy, "kl_candidate_logger"] < 0
+        (note,) = [notes[k] for k in _row_refs(text, policy)]
+        assert "of the candidate's mass is on responses the logger does not give" in note
+        assert "does not estimate KL(candidate || logger)" in note
+    assert _row_refs(text, "sampler") == []
+    # a clean log: no negative estimate, no such note
+    clean = ope.sequence_divergences(TokenModel(seed=0).sample(2000, rng=0))
+    assert (clean.table()[["k1", "kl_candidate_logger"]] >= 0).all().all()
+    assert len(clean.notes) == 1
+
+
+def test_command_line_numbers_the_notes_of_its_three_results_as_one_sequence(tmp_path):
+    """``ope sequences`` prints the evaluation, the audit and the divergences: their notes are
+    one numbered sequence, and the audit's and divergences' references name their notes."""
+    path = tmp_path / "top_p.parquet"
+    pq.write_table(TokenModel(top_p=0.8, seed=0).sample(500, rng=0), path)
+    out = _cli(path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.count("\nNotes:\n") == 3
+    notes = _notes_of(out.stdout)
+    assert sorted(notes) == list(range(1, len(notes) + 1))
+    audit = out.stdout[out.stdout.index("log-probability audit:") :]
+    audit = audit[: audit.index("\ndivergences of")]
+    assert "mean weight 0.5775" in notes[_row_refs(audit, "model")[0]]
+    divergences = out.stdout[out.stdout.index("\ndivergences of") :]
+    (k,) = _row_refs(divergences, "model")
+    assert notes[k].startswith("model: kl_candidate_logger = ")
