@@ -87,6 +87,12 @@ def mark_known(table: pa.Table, masks: dict[str, np.ndarray], known: Any) -> Non
     _add_repeats(masks, cross)
 
 
+#: With source rows kept (``SeenIds(lines=True)``), a string id's key is the high 32 bits of
+#: its hash with its first source row in the low 32 (:data:`_LINE_BITS`): the row costs no
+#: memory, and a lookup compares the high bits (then the bytes, as always).
+_LINE_BITS: Final = 32
+
+
 class SeenIds:
     """The event ids of earlier batches of a scan, stored compactly (see :func:`mark_repeats`).
 
@@ -100,9 +106,16 @@ class SeenIds:
     next to the id's bytes (fixed width: the longest id plus one terminator byte), so lookups
     are binary searches over integers and every hash match is confirmed on the bytes: the set
     is exact, a hash collision only costs a second comparison.
+
+    With ``lines=True`` the set also remembers where each string id was first seen: the source
+    row given to :meth:`add_new` replaces the low 32 bits of the id's hash key (a row from
+    2**32 - 1 on is kept as unknown), and :meth:`first_lines` finds it again. Keys of 32 hash
+    bits still tell almost every two ids apart (a lookup among ``n`` ids meets ``n / 2**32``
+    others of its bits), and each match is confirmed on the bytes.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, lines: bool = False) -> None:
+        self._lines = lines
         self._runs: list[np.ndarray] = []
         self._str_runs: list[tuple[np.ndarray, np.ndarray]] = []  # (sorted hashes, their ids)
         self._map: np.ndarray | None = None  # byte map of integer ids
@@ -151,23 +164,72 @@ class SeenIds:
             return np.zeros(x.size, dtype=bool)
         return np.isin(x, xs[hs])
 
-    def add_new(self, x: np.ndarray) -> np.ndarray:
-        """``contains(x)``, then remember the ids not seen before; returns the hit mask."""
+    def add_new(self, x: np.ndarray, lines: np.ndarray | None = None) -> np.ndarray:
+        """``contains(x)``, then remember the ids not seen before (string ids with their source
+        rows ``lines`` when the set keeps them); returns the hit mask."""
         if x.dtype.kind != "S" or x.size == 0:
             hit = self.contains(x)
             self.add(x[~hit] if hit.any() else x)
             return hit
-        hx = _hash_bytes(x)
-        order = np.argsort(hx)
-        hx, xs = hx[order], x[order]  # one hash and one sort serve the lookup and the insert
-        hit_sorted = self._hits_sorted(hx, xs) if self._count else np.zeros(x.size, dtype=bool)
+        keys = self._keys(x, lines)
+        order = np.argsort(keys)
+        keys, xs = keys[order], x[order]  # one hash and one sort serve the lookup and the insert
+        hit_sorted = (
+            self._hits_sorted(keys & self._mask, xs)
+            if self._count
+            else np.zeros(x.size, dtype=bool)
+        )
         new = ~hit_sorted
         if new.any():
             self._count += int(np.count_nonzero(new))
-            self._push_strings(hx[new], xs[new])
+            self._push_strings(keys[new], xs[new])
         hit = np.empty(x.size, dtype=bool)
         hit[order] = hit_sorted
         return hit
+
+    @property
+    def _mask(self) -> np.uint64:
+        """The bits of a string key that come from the id's hash."""
+        if not self._lines:
+            return np.uint64(0xFFFFFFFFFFFFFFFF)
+        return np.uint64(((1 << 64) - 1) ^ ((1 << _LINE_BITS) - 1))
+
+    def _keys(self, x: np.ndarray, lines: np.ndarray | None) -> np.ndarray:
+        """The keys of string ids: their hashes, or (``lines=True``) the hashes' high bits and
+        each id's source row (unknown: the largest value of the low bits)."""
+        hx = _hash_bytes(x)
+        if not self._lines:
+            return hx
+        low = (1 << _LINE_BITS) - 1
+        rows = np.full(x.size, low, dtype=np.uint64)
+        if lines is not None:
+            at = np.asarray(lines, dtype=np.int64)
+            ok = (at >= 0) & (at < low)
+            rows[ok] = at[ok].astype(np.uint64)
+        return (hx & self._mask) | rows
+
+    def first_lines(self, x: np.ndarray) -> np.ndarray:
+        """The source row kept with each of the string ids ``x`` (a few: the repeats a note
+        names) when it was first added; -1 where it is not kept (not seen, not a string id, a
+        set without rows, or a row beyond 2**32 - 2)."""
+        out = np.full(x.size, -1, dtype=np.int64)
+        if not self._lines or x.dtype.kind != "S" or not x.size:
+            return out
+        low = (1 << _LINE_BITS) - 1
+        mask = int(self._mask)
+        needles = _hash_bytes(x) & self._mask  # below every key of their hash bits
+        for keys, ids in self._str_runs:  # a loop over the runs (a few dozen at most)
+            pos = np.searchsorted(keys, needles)
+            for i in range(x.size):  # a loop over the few ids asked about
+                p = int(pos[i])
+                # the keys of its hash bits: one, or more on a collision of those bits
+                while p < keys.size and int(keys[p]) & mask == int(needles[i]):
+                    if ids[p] == x[i]:
+                        row = int(keys[p]) & low
+                        out[i] = row if row != low else -1
+                        break
+                    p += 1
+        return out
 
     def _push_strings(self, keys: np.ndarray, ids: np.ndarray) -> None:
         """Add a run of ids sorted by hash; merge runs of similar size (log-structured)."""
@@ -188,7 +250,7 @@ class SeenIds:
 
     def _contains_strings(self, x: np.ndarray) -> np.ndarray:
         # search with sorted needles: numpy's searchsorted then walks the run nearly in order
-        hx = _hash_bytes(x)
+        hx = _hash_bytes(x) & self._mask
         order = np.argsort(hx)
         hx, x = hx[order], x[order]
         hit_sorted = self._hits_sorted(hx, x)
@@ -197,14 +259,16 @@ class SeenIds:
         return hit
 
     def _hits_sorted(self, hx: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """Which of the ids ``x`` (sorted by their keys' hash bits ``hx``) are in the runs."""
         hit = np.zeros(x.size, dtype=bool)
+        mask = self._mask
         for keys, ids in self._str_runs:
             pos = np.searchsorted(keys, hx)
             rows = np.flatnonzero(pos < keys.size)
             # walk the run of equal hashes (almost always one entry; more only on a collision)
             while rows.size:
                 p = pos[rows]
-                same = keys[p] == hx[rows]
+                same = (keys[p] & mask) == hx[rows]
                 rows, p = rows[same], p[same]
                 equal = ids[p] == x[rows]
                 hit[rows[equal]] = True
@@ -213,13 +277,14 @@ class SeenIds:
                 rows = rows[pos[rows] < keys.size]
         return hit
 
-    def add(self, x: np.ndarray) -> None:
-        """Remember the (distinct, unseen) ids ``x``."""
+    def add(self, x: np.ndarray, lines: np.ndarray | None = None) -> None:
+        """Remember the (distinct, unseen) ids ``x`` (string ids with their source rows
+        ``lines`` when the set keeps them)."""
         if x.size == 0:
             return
         self._count += x.size
         if x.dtype.kind == "S":
-            hx = _hash_bytes(x)
+            hx = self._keys(x, lines)
             order = np.argsort(hx)
             self._push_strings(hx[order], x[order])
             return

@@ -59,6 +59,7 @@ __all__ = [
     "check_target_propensity",
     "validated_pair",
     "describe",
+    "show_value",
     "parameter_error",
     "check_real",
     "check_positive_real",
@@ -486,6 +487,22 @@ def describe(value: Any) -> str:
     if len(text) > _MAX_SHOWN_CHARS:
         text = text[: _MAX_SHOWN_CHARS - 3] + "..."
     return f"{text} ({type(value).__name__})"
+
+
+def show_value(value: Any) -> str:
+    """``'x0'``: a value of a source (an id, a key, a string value) as a note or message
+    quotes it, without :func:`describe`'s type: ``repr`` (control and bidirectional
+    characters escaped), a string longer than :data:`_MAX_SHOWN_CHARS` cut, with its length.
+
+    Examples
+    --------
+    >>> from ope._validation import show_value
+    >>> print(show_value("a\\x1bb"), show_value("x" * 100)[-20:])
+    'a\\x1bb' ... (100 characters)
+    """
+    if isinstance(value, str) and len(value) > _MAX_SHOWN_CHARS:
+        return f"{value[: _MAX_SHOWN_CHARS - 3]!r}... ({len(value):,} characters)"
+    return repr(value)
 
 
 def parameter_error(

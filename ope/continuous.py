@@ -51,8 +51,10 @@ Vowpal Wabbit's continuous-action DSJSON (CATS, ``"_label_ca": {"action", "cost"
 ``pdf`` segments when the line has them), ``weight = 1 / (1 - pdrop)``, the context ``c``
 flattened to numeric columns as VW hashes it (a string value ``"k": "v"`` is the feature
 ``k=v`` of value 1; an absent feature is 0). A line without ``c`` is VW's plain JSON form
-(``vw --json``), whose features are its top-level keys other than the DSJSON fields and ``_``
-keys: they read as ``c``'s would (VW puts both in its default namespace); such keys next to a
+(``vw --json``), whose features are all its top-level keys not starting with ``_``, a key named
+as a DSJSON field (``pdrop``, ``pdf``, ``EventId``, ``a``, ...) included, as VW reads them:
+they read as ``c``'s would (VW puts both in its default namespace), and such a line has no
+drop probability, ``pdf`` segments or ``EventId``; keys other than DSJSON fields next to a
 ``c`` are not read, and the report says so. ``pdf_value: "NaN"`` reads as NaN, as VW's JSON
 parser reads it, and is rejected (``cats_pdf_value_invalid``) with a note.
 
@@ -88,6 +90,7 @@ from ope._paths import UTF8_BOM, check_regular_file, csv_column_names
 from ope._result import INTERVAL_COLUMNS, Result, ResultParts, interval_rows
 from ope._thresholds import MIN_ROWS, kish_ess
 from ope._validation import (
+    MAX_FINITE_WEIGHT,
     check_choice,
     check_chosen,
     check_confidence_level,
@@ -97,8 +100,15 @@ from ope._validation import (
     check_positive_real,
     check_rng,
     fold_assignment,
+    show_value,
 )
-from ope.importers._common import broken_rules, import_failure, warn_dropped_invalid
+from ope.importers._common import (
+    broken_rules,
+    import_failure,
+    object_fields,
+    vw_nan,
+    warn_dropped_invalid,
+)
 from ope.logs import EXAMPLE_ROWS, ValidationReport
 from ope.exceptions import (
     DataFileError,
@@ -421,9 +431,10 @@ def _file_kind(path: Path) -> str:
 
 def _column(table: pa.Table, column: str, argument: str) -> pa.ChunkedArray:
     if column not in table.column_names:
-        shown = ", ".join(map(repr, table.column_names[:20]))
+        names = ", ".join(map(show_value, table.column_names[:20]))
         raise SchemaError(
-            f"`{argument}`: no column {column!r} in the logs; columns: {shown or '(none)'}."
+            f"`{argument}`: no column {show_value(column)} in the logs; columns: "
+            f"{names or '(none)'}."
         )
     return table.column(column)
 
@@ -642,16 +653,26 @@ class _CatsLine(msgspec.Struct):
     c: dict[str, Any] | None = None
 
 
+class _PlainCatsLine(msgspec.Struct):
+    """The keys VW's plain JSON form (``vw --json``: a line without ``c``) reads as other than
+    features, those starting with ``_`` (the label); every other key is a feature there, a
+    ``pdf``, ``pdrop`` or ``EventId`` included (:func:`_top_level_features`)."""
+
+    label_ca: _Label | None = msgspec.field(default=None, name="_label_ca")
+    label_cost: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="_label_cost")
+    label_index: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="_labelIndex")
+    outcomes: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="_outcomes")
+    skip_learn: bool | None = msgspec.field(default=None, name="_skipLearn")
+
+
 #: The top-level keys of a DSJSON line that are not features: the fields VW's DSJSON reader
 #: reads at a line's top level and the bookkeeping its writers add. A line without ``c`` is
-#: VW's plain JSON form (``--json``), whose features are its other top-level keys
-#: (``_``-prefixed keys are VW's own, never features): read as if under ``c`` (VW puts both in
-#: its default namespace).
+#: VW's plain JSON form (``--json``), whose features are all its keys not starting with ``_``,
+#: these included (VW's ``DefaultState`` reads every such key as a feature): read as if under
+#: ``c`` (VW puts both in its default namespace).
 _DSJSON_TOP_FIELDS: Final = frozenset(
     {"a", "p", "c", "o", "pdf", "pdrop", "EventId", "Timestamp", "Version", "VWState"}
 )
-
-_KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 
 #: A DSJSON ``pdf_value`` is written as a float32: the density of the ``pdf`` segments at the
 #: action agrees with it to this relative tolerance.
@@ -716,6 +737,8 @@ class _CatsChunk:
     top_level: np.ndarray  # the lines (numbers) whose features are top-level keys (no `c`)
     unread: list[tuple[int, list[str]]]  # the first lines (numbers) with keys not read next
     n_unread: int  # to `c`, and how many lines have them
+    named: list[tuple[int, list[str]]]  # the first lines (numbers) without `c` whose keys
+    n_named: int  # named as DSJSON fields are read as features, and how many lines have them
     nan_pdf: np.ndarray  # the lines (numbers) whose pdf_value is the string "NaN"
 
 
@@ -815,7 +838,7 @@ def _too_many_features(
     """The error of a file whose contexts flatten to more than :data:`MAX_DSJSON_FEATURES`
     features: how many (at least, when ``more`` lines follow those read: reading stops at the
     chunk that crosses the limit), which, and how to fix."""
-    shown = ", ".join(repr(f) for f in sorted(features)[:5])
+    examples = ", ".join(show_value(f) for f in sorted(features)[:5])
     values = sum(1 for f in features if "=" in f)
     why = (
         f' ({values:,} of them string values: each distinct `"k": "v"` is a feature k=v)'
@@ -830,7 +853,7 @@ def _too_many_features(
     else:
         count = f"its {lines_read:,} lines flatten to {len(features):,} distinct features"
     return DataFileError(
-        f"{name}: the contexts of {count}{why}, e.g. {shown}; at most {MAX_DSJSON_FEATURES:,} "
+        f"{name}: the contexts of {count}{why}, e.g. {examples}; at most {MAX_DSJSON_FEATURES:,} "
         "are read (ope.continuous.MAX_DSJSON_FEATURES: each feature is a column of the "
         "context). Write the logs as a parquet or CSV table with the columns action, density, "
         "reward and the features your reward model needs, and read that with "
@@ -848,13 +871,24 @@ def _feature_notes(chunks: Sequence[_CatsChunk], nan_pdf_candidates: np.ndarray)
         notes.append(
             f"{top.size:,} line(s) keep their features at the top level, without `c` (VW's "
             f"plain JSON form, read by `vw --json`; first: line {int(top[0])}): read as the "
-            "context, as VW reads them (the DSJSON fields a, p, o, pdf, pdrop, EventId, "
-            "Timestamp, Version, VWState and keys starting with `_` are not features)."
+            "context, as VW reads them: every key not starting with `_` is a feature."
+        )
+    named = [u for c in chunks for u in c.named]
+    if named:
+        first = "; ".join(
+            f"line {ln}: {', '.join(show_value(k) for k in keys[:5])}"
+            for ln, keys in named[:EXAMPLE_ROWS]
+        )
+        notes.append(
+            f"{sum(c.n_named for c in chunks):,} of them have keys named as DSJSON fields "
+            f"({first}): features there, as `vw --json` reads them, not the fields (no drop "
+            "probability, pdf segments or EventId is read from such a line). A DSJSON line "
+            "keeps its features under `c`."
         )
     unread = [u for c in chunks for u in c.unread]
     if unread:
         first = "; ".join(
-            f"line {ln}: {', '.join(repr(k) for k in keys[:5])}"
+            f"line {ln}: {', '.join(show_value(k) for k in keys[:5])}"
             for ln, keys in unread[:EXAMPLE_ROWS]
         )
         total = sum(c.n_unread for c in chunks)
@@ -906,6 +940,8 @@ def _cats_chunk(numbers: np.ndarray, kept: Sequence[bytes]) -> _CatsChunk:
         top_level=numbers[at[fields.top_level]],
         unread=[(int(numbers[at[k]]), keys) for k, keys in fields.unread[:EXAMPLE_ROWS]],
         n_unread=len(fields.unread),
+        named=[(int(numbers[at[k]]), keys) for k, keys in fields.named[:EXAMPLE_ROWS]],
+        n_named=len(fields.named),
         nan_pdf=numbers[at[fields.nan_pdf]],
     )
 
@@ -980,8 +1016,32 @@ def _decode_cats(kept: Sequence[bytes]) -> tuple[list[_CatsLine | None], dict[in
         try:
             out[k] = decoder.decode(line)
         except (msgspec.DecodeError, RecursionError):
-            why[k] = _undecoded_reason(line)
+            out[k] = _plain_line(line)  # a DSJSON field's type binds only a line with `c`
+            if out[k] is None:
+                why[k] = _undecoded_reason(line)
     return out, why
+
+
+_PLAIN = msgspec.json.Decoder(_PlainCatsLine).decode
+
+
+def _plain_line(line: bytes) -> _CatsLine | None:
+    """A line the DSJSON record refuses, read as VW's plain JSON form when it has no ``c``
+    (a numeric ``pdf`` or ``EventId`` is a feature there); None when it has one, or is not
+    read that way either."""
+    try:
+        if "c" in object_fields(line):
+            return None
+        p = _PLAIN(line)
+    except (msgspec.DecodeError, RecursionError):
+        return None
+    return _CatsLine(
+        label_ca=p.label_ca,
+        label_cost=p.label_cost,
+        label_index=p.label_index,
+        outcomes=p.outcomes,
+        skip_learn=p.skip_learn,
+    )
 
 
 def _undecoded_reason(line: bytes) -> str:
@@ -1018,29 +1078,40 @@ class _CatsFields:
     text_pdf: np.ndarray  # _label_ca.pdf_value is another string (VW refuses the line)
     top_level: np.ndarray  # features read from the top level (no `c`: VW's plain JSON form)
     unread: list[tuple[int, list[str]]]  # (line, keys) of top-level keys next to `c`, not read
+    named: list[tuple[int, list[str]]]  # (line, keys) named as DSJSON fields, read as features
 
 
 def _pdf_value(value: float | str) -> tuple[float, bool, bool]:
-    """``pdf_value`` as a number, and whether it was the string "NaN" (any case: NaN, as VW's
-    JSON parser reads it) or another string."""
+    """``pdf_value`` as a number, and whether it was a string VW reads as NaN
+    (:func:`~ope.importers._common.vw_nan`) or another string."""
     if not isinstance(value, str):
         return value, False, False
-    is_nan = value.lower() == "nan"
+    is_nan = vw_nan(value)
     return math.nan, is_nan, not is_nan
 
 
-def _top_level_features(raw: bytes, has_c: bool, out: dict[str, float]) -> tuple[bool, list[str]]:
-    """The line's top-level keys that are neither DSJSON fields nor VW's ``_`` keys: without
-    ``c`` they are its features (VW's plain JSON form), flattened into ``out``; next to ``c``
-    they are not read. Returns (features read, keys not read)."""
-    keys = _KEYS(raw)
-    extra = [k for k in keys if not k.startswith("_") and k not in _DSJSON_TOP_FIELDS]
-    if not extra:
-        return False, []
-    if has_c:
-        return False, extra
-    _flatten({k: msgspec.json.decode(keys[k]) for k in extra}, "", out)
-    return True, []
+def _top_level_features(
+    keys: Mapping[str, msgspec.Raw], out: dict[str, float]
+) -> tuple[bool, list[str], list[str]]:
+    """What a line's top-level keys (``keys``, not starting with ``_``) give. Without ``c``
+    (VW's plain JSON form) every one is a feature, flattened into ``out``, a key named as a
+    DSJSON field too; next to ``c`` the keys that are not DSJSON fields are not read. Returns
+    (features read at the top level, keys named as DSJSON fields read as features, keys not
+    read); a number beyond a double's range is a feature of value inf (the line's
+    ``dsjson_field_type``)."""
+    if "c" in keys:
+        return False, [], [k for k in keys if k[:1] != "_" and k not in _DSJSON_TOP_FIELDS]
+    mine = [k for k in keys if k[:1] != "_"]
+    if not mine:
+        return False, [], []
+    values: dict[str, Any] = {}
+    for k in mine:  # a loop over one line's keys
+        try:
+            values[k] = msgspec.json.decode(keys[k])
+        except msgspec.ValidationError:  # a number beyond a double's range
+            values[k] = math.inf
+    _flatten(values, "", out)
+    return True, [k for k in mine if k in _DSJSON_TOP_FIELDS], []
 
 
 def _cats_fields(events: Sequence[_CatsLine], raws: Sequence[bytes]) -> _CatsFields:
@@ -1052,6 +1123,7 @@ def _cats_fields(events: Sequence[_CatsLine], raws: Sequence[bytes]) -> _CatsFie
     ids: list[str | None] = []
     features: list[dict[str, float]] = []
     unread: list[tuple[int, list[str]]] = []
+    named: list[tuple[int, list[str]]] = []
     line: list[int] = []
     seg: list[tuple[float, float, float]] = []
     for k, d in enumerate(events):  # a loop over lines: the events are schemaless JSON
@@ -1062,7 +1134,11 @@ def _cats_fields(events: Sequence[_CatsLine], raws: Sequence[bytes]) -> _CatsFie
         out: dict[str, float] = {}
         if d.c:
             _flatten(d.c, "", out)
-        top, not_read = _top_level_features(raws[k], d.c is not None, out)
+        top, as_features, not_read = _top_level_features(object_fields(raws[k]), out)
+        if top:  # VW's plain JSON form: `pdf`, `pdrop`, `EventId`... are features there
+            d.pdf = d.pdrop = d.EventId = d.Timestamp = None
+        if as_features:
+            named.append((k, as_features))
         if not_read:
             unread.append((k, not_read))
         row.append(
@@ -1128,6 +1204,7 @@ def _cats_fields(events: Sequence[_CatsLine], raws: Sequence[bytes]) -> _CatsFie
         text_pdf=table[:, 8] > 0,
         top_level=table[:, 9] > 0,
         unread=unread,
+        named=named,
     )
 
 
@@ -1327,8 +1404,8 @@ def _choose_bandwidths(
 
 #: The range of ``h p`` (a bandwidth times the logger's density at a logged action: about the
 #: logger's probability of the kernel window) within which the kernel weights ``K(u) / (h p)``
-#: and their squares stay in float64's range.
-BANDWIDTH_RANGE: Final = (1e-150, 1e150)
+#: and their squares stay in float64's range: the weights' own bound, ``MAX_FINITE_WEIGHT``.
+BANDWIDTH_RANGE: Final = (1.0 / MAX_FINITE_WEIGHT, MAX_FINITE_WEIGHT)
 
 
 def check_bandwidth(value: Any, name: str = "bandwidth", density: Any = None) -> float:
@@ -1615,8 +1692,9 @@ def evaluate_continuous(
     }
     window = _window_table(cl, names, how, chosen, weights)
     verdicts = {row.policy: _verdict(row) for row in window.itertuples()}
-    # weights whose squares underflow are 0 to the estimators: such a candidate is refused
-    # here, in terms of kernels and densities, not as a candidate that "never chooses" an action
+    # weights whose squares fall below float64's normal range are lost to the estimators (then
+    # 0): such a candidate is refused here, in terms of kernels and densities, not as one that
+    # "never chooses" an action
     weightless = [p for p in names if float(weights[p].max()) < MIN_LARGEST_WEIGHT]
     for p in weightless:  # a loop over candidates
         verdicts[p] = _weightless(cl, p, how, chosen[p], weights[p], width == "slope")
@@ -1724,10 +1802,15 @@ def evaluate_continuous(
 _LOW_MEAN_WEIGHT: Final = 0.5
 
 #: A candidate whose largest weight is below this cannot be weighed: the squares of its
-#: weights (below 1e-300) leave float64's normal range, so the estimators find every weight 0
-#: (a gaussian kernel underflows this way at about 26 bandwidths from the logged action). The
-#: weights average 1 when the logs cover the candidate, so no usable candidate is near it.
-MIN_LARGEST_WEIGHT: Final = 1e-150
+#: weights fall below float64's smallest normal number (this is its square root, ~1.49e-154),
+#: so the sums behind the standard errors and effective sample sizes lose their digits, then
+#: vanish (a gaussian kernel's weights at about 26 bandwidths from the logged actions). The
+#: weights average 1 when the logs cover the candidate, so no usable candidate is near it; and
+#: a bandwidth :func:`check_bandwidth` accepts (``h p`` at most :data:`BANDWIDTH_RANGE`'s
+#: upper end, 1e150) leaves a logged action within 3.9 bandwidths of the candidate's (gaussian)
+#: a weight above it: a candidate is refused here for the distance of its actions from the
+#: logged ones, or for logging densities that bandwidth='slope' (not checked) meets.
+MIN_LARGEST_WEIGHT: Final = math.sqrt(float(np.finfo(np.float64).tiny))
 
 
 def _weightless(
@@ -1740,9 +1823,11 @@ def _weightless(
 ) -> str:
     """The verdict of a candidate whose every weight is below :data:`MIN_LARGEST_WEIGHT`:
     why, in the terms of continuous actions (kernel, bandwidth, the distance from the logged
-    actions to the candidate's, the logging density), and what would weigh it."""
+    actions to the candidate's, the logging density), and what would weigh it: a wider
+    bandwidth only when it puts :data:`MIN_WINDOW_ESS` logged actions in the window, weighs
+    them and passes :func:`check_bandwidth`; otherwise the logging density is named."""
     largest = float(w.max())
-    size = "0" if largest == 0 else f"below {MIN_LARGEST_WEIGHT:g} (the largest is {largest:.3g})"
+    size = "0" if largest == 0 else f"below {MIN_LARGEST_WEIGHT:.3g} (the largest is {largest:.3g})"
     logged = f"the logging density at the logged actions is {_spread(logs.density)}"
     head = "not evaluable from these logs: "
     if bandwidth is None:
@@ -1768,28 +1853,66 @@ def _weightless(
             "logger's support of its row, where the logs cannot weigh it, whatever the "
             "bandwidth"
         )
-    window = int((nearest <= _WINDOW[kernel_name] * bandwidth).sum())
-    enough = float(nearest[min(MIN_WINDOW_ESS, logs.n) - 1])
-    if math.isfinite(enough):
-        fix = (
-            f"a bandwidth of about {enough / _WINDOW[kernel_name]:.3g} puts {MIN_WINDOW_ESS} "
+    reach = _WINDOW[kernel_name]
+    window = int((nearest <= reach * bandwidth).sum())
+    check_density = (
+        "Check that `density` is the logger's density in the actions' units (h p, the "
+        "bandwidth times it, is about the logger's probability of the kernel window, so of "
+        "order 1 at most)"
+    )
+    in_window = (
+        f"{window} logged action(s) in the {kernel_name} kernel's window at the bandwidth "
+        f"{bandwidth:.4g}"
+    )
+    need = min(MIN_WINDOW_ESS, logs.n)
+    if window >= need:  # the window is full: the density makes every weight negligible
+        return (
+            f"{head}{in_window} (at least {MIN_WINDOW_ESS}), but every kernel weight K(u) / "
+            f"(h p) is {size}: {logged}, so h p is {_spread(bandwidth * logs.density)}. "
+            f"{check_density}"
+        )
+    far = (
+        f"{head}{in_window} (fewer than {MIN_WINDOW_ESS}), and every kernel weight K(u) / (h p) "
+        f"is {size}: the candidate's actions lie {nearest[0] / bandwidth:.3g} bandwidths or "
+        f"more from the logged actions ({nearest[0]:.3g} or more in the actions' units), and "
+        f"{logged}."
+    )
+    enough = float(nearest[need - 1])
+    if not math.isfinite(enough):
+        return (
+            f"{far} Fewer than {MIN_WINDOW_ESS} of the candidate's actions lie within the "
+            "logger's support, so no bandwidth makes it evaluable: log actions nearer the "
+            "candidate's"
+        )
+    wider = _round_up(enough / reach)  # > bandwidth: the window holds fewer than `need`
+    low, high = BANDWIDTH_RANGE
+    with np.errstate(over="ignore", under="ignore"):
+        checked = low <= wider * float(np.min(logs.density)) and (
+            wider * float(np.max(logs.density)) <= high
+        )
+    if checked and float(_kernel_weight(logs, name, kernel_name, wider).max()) >= (
+        MIN_LARGEST_WEIGHT
+    ):
+        return (
+            f"{far} Widen the bandwidth: a bandwidth of about {wider:.3g} puts {MIN_WINDOW_ESS} "
             "logged actions in the window"
             + (" (beyond SLOPE's grid: pass it as bandwidth=)" if slope else "")
             + ", if the candidate may be smoothed that much; otherwise log actions nearer the "
             "candidate's"
         )
-    else:
-        fix = (
-            f"fewer than {MIN_WINDOW_ESS} of the candidate's actions lie within the logger's "
-            "support, so no bandwidth makes it evaluable: log actions nearer the candidate's"
-        )
     return (
-        f"{head}{window} logged action(s) in the {kernel_name} kernel's window at the "
-        f"bandwidth {bandwidth:.4g} (fewer than {MIN_WINDOW_ESS}), and every kernel weight "
-        f"K(u) / (h p) is {size}: the candidate's actions lie {nearest[0] / bandwidth:.3g} "
-        f"bandwidths or more from the logged actions ({nearest[0]:.3g} or more in the actions' "
-        f"units), and {logged}. Widen the bandwidth: {fix}"
+        f"{far} A bandwidth that puts {MIN_WINDOW_ESS} logged actions in the window "
+        f"({wider:.3g}) would not weigh it either: h p would be "
+        f"{_spread(wider * logs.density)}. {check_density}"
     )
+
+
+def _round_up(x: float, digits: int = 3) -> float:
+    """``x`` rounded up to ``digits`` significant digits (a bandwidth advised as at least
+    the one needed, shown as it is given)."""
+    step = 10.0 ** (math.floor(math.log10(x)) - digits + 1)
+    up = math.ceil(x / step) * step
+    return float(f"{up:.{digits}g}") if float(f"{up:.{digits}g}") >= x else up
 
 
 def _spread(values: np.ndarray) -> str:

@@ -147,7 +147,8 @@ REJECTION_REASONS: Final[Mapping[str, str]] = {
     "dsjson_bad_json": "every DSJSON line must be one JSON object (valid UTF-8, not truncated)",
     "dsjson_field_type": (
         "DSJSON fields need their JSON types (EventId/Timestamp strings, pdrop and _label_* "
-        "numbers, _skipLearn true/false, a/_labelIndex whole numbers): VW refuses the line"
+        "numbers, _skipLearn true/false, a/_labelIndex whole numbers), and a _label_* key a "
+        "label property VW knows (Cost, Probability, Action, in any case): VW refuses the line"
     ),
     "dsjson_line_too_long": "a DSJSON line must fit max_line_bytes (default 32 MiB)",
     "dsjson_not_object": "the line does not start with '{': VW skips it (excluded, counted)",

@@ -221,8 +221,9 @@ def test_kernel_weights_that_underflow_are_explained_with_kernel_and_bandwidth(d
         "Widen the bandwidth: a bandwidth of about",
     ):
         assert said in message, (said, message)
-    # the bandwidth it suggests does weigh the candidate
+    # the bandwidth it suggests is wider, and does weigh the candidate
     suggested = float(message.split("a bandwidth of about ")[1].split(" ")[0])
+    assert suggested > 0.01
     ev = quiet(
         lambda: ope.evaluate_continuous(
             df, candidates=far, bandwidth=suggested * 1.01, estimators="snips"
@@ -237,7 +238,68 @@ def test_a_candidate_whose_weights_underflow_is_not_evaluable_beside_one_that_is
     cands = {"near": np.full(len(df), 0.5), "far": df["action"].to_numpy() + 3.0}
     ev = quiet(lambda: ope.evaluate_continuous(df, candidates=cands, bandwidth=0.1))
     assert ev.evaluable == ["near"] and set(ev.table()["policy"]) == {"near"}
-    assert "every kernel weight K(u) / (h p) is below 1e-150" in ev.verdicts["far"]
+    assert "every kernel weight K(u) / (h p) is below 1.49e-154" in ev.verdicts["far"]
+
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_a_bandwidth_check_bandwidth_accepts_weighs_a_candidate_at_the_logged_actions(name):
+    """The weights are refused only where their squares leave float64's normal range: at the
+    widest h p that check_bandwidth accepts (BANDWIDTH_RANGE), a candidate amid the logged
+    actions is evaluable, with the SNIPS estimate of the same logs at a sane density scale."""
+    from ope.continuous import BANDWIDTH_RANGE, MIN_LARGEST_WEIGHT, check_bandwidth
+
+    assert MIN_LARGEST_WEIGHT**2 == pytest.approx(np.finfo(np.float64).tiny, rel=1e-12)
+    df = _uniform_logs()
+    h = 0.1
+    huge = df.assign(density=BANDWIDTH_RANGE[1] / h)  # h p at the edge of the range
+    assert check_bandwidth(h, density=huge["density"]) == h
+    kw = {"candidates": {"near": np.full(len(df), 0.5)}, "kernel": name, "bandwidth": h}
+    kw["estimators"] = ("ips", "snips")
+    ev = quiet(lambda: ope.evaluate_continuous(huge, **kw))
+    assert ev.verdicts == {"near": "evaluable"}
+    sane = quiet(lambda: ope.evaluate_continuous(df.assign(density=10.0), **kw))
+    assert ev["near", "snips"].value == pytest.approx(sane["near", "snips"].value, rel=1e-9)
+
+
+def test_a_mis_scaled_logging_density_is_weighed_when_its_weights_are():
+    # 9e150 (a density per 1e-150 units, say): every weight ~4e-151, whose squares are normal
+    df = _uniform_logs().assign(density=9e150)
+    near = {"near": np.full(len(df), 0.5)}
+    ev = quiet(lambda: ope.evaluate_continuous(df, candidates=near, bandwidth=0.1))
+    assert ev.verdicts == {"near": "evaluable"}
+    assert ev["near", "snips"].value == pytest.approx(0.478, abs=0.005)
+
+
+def test_a_full_window_of_weightless_rows_blames_the_logging_density():
+    """With SLOPE's grid (no bandwidth given, so no h p check) and a logging density of 1e200,
+    the window is full but every weight is ~1e-200: the verdict says so and blames the
+    density, never "fewer than" 30 rows nor a bandwidth to widen to."""
+    df = _uniform_logs().assign(density=1e200)
+    near = {"near": np.full(len(df), 0.5)}
+    with pytest.raises(EstimationError, match="no candidate can be weighed") as info:
+        quiet(lambda: ope.evaluate_continuous(df, candidates=near, estimators="snips"))
+    message = str(info.value)
+    assert "fewer than" not in message and "Widen" not in message, message
+    assert "400 logged action(s) in the gaussian kernel's window" in message
+    assert f"(at least {MIN_WINDOW_ESS}), but every kernel weight" in message
+    assert "the logging density at the logged actions is 1e+200" in message
+    assert "Check that `density` is the logger's density in the actions' units" in message
+
+
+def test_a_sparse_window_whose_weights_no_bandwidth_lifts_blames_the_density_not_the_width():
+    # few logged actions near the candidate and a density of 1e200 (SLOPE's grid: no h p
+    # check): widening to 30 rows in the window would leave every weight below the threshold
+    # too, so no bandwidth is advised
+    gen = np.random.default_rng(3)
+    a = np.concatenate([gen.uniform(0.0, 0.1, 10), gen.uniform(0.5, 1.0, 390)])
+    df = pd.DataFrame({"action": a, "density": 1e200, "reward": a})
+    low = {"low": np.zeros(400)}
+    with pytest.raises(EstimationError) as info:
+        quiet(lambda: ope.evaluate_continuous(df, candidates=low, estimators="snips"))
+    message = str(info.value)
+    assert f"(fewer than {MIN_WINDOW_ESS})" in message and "Widen" not in message, message
+    assert "would not weigh it either" in message
+    assert "Check that `density` is the logger's density in the actions' units" in message
 
 
 def test_a_density_candidate_whose_weights_underflow_says_its_density_is_negligible():
@@ -725,8 +787,8 @@ def test_continuous_dsjson_lines_are_decoded_each_on_its_own(tmp_path):
         label + '"EventId": "A", "c": {"v": [1, 2]}}, ' + label + '"EventId": "B"}',  # 5
         label + '"EventId": "C", "c": {"x": 1' + "0" * 400 + "}}",  # 6: an int past 1e308
         '{"_label_ca": {"cost": 1e999, "pdf_value": 0.1, "action": 3.0}}',  # 7
-        label.replace("0.1", "0.0") + '"EventId": "D"}',  # 8: density 0
-        label + '"EventId": "D"}',  # 9: repeats line 8's id
+        label.replace("0.1", "0.0") + '"EventId": "D", "c": {}}',  # 8: density 0
+        label + '"EventId": "D", "c": {}}',  # 9: repeats line 8's id
         label + '"EventId": "E"}',  # 10
         " " + label + '"EventId": "F"}',  # 11: VW skips a line not starting with {
     ]

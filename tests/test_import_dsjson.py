@@ -602,27 +602,132 @@ def test_repeated_event_ids_are_named_with_the_line_they_first_appeared_on(
     assert logs.report.examples == {"event_id_duplicate": (3, 6, 7)}
     assert _note(logs.report, "event_id_duplicate") == (
         "event_id_duplicate: line 3: repeats EventId 'x0' of line 0; "
-        r"line 6: repeats EventId '\x1b[2J\u202e" + "z" * 52 + "'... (105 characters) of line 5; "
+        r"line 6: repeats EventId '\x1b[2J\u202e" + "z" * 72 + "'... (105 characters) of line 5; "
         "line 7: repeats EventId 'x0' of line 0"
     )
     assert "\x1b" not in str(logs.report)  # shown escaped
 
 
-def test_a_repeat_whose_first_line_is_not_known_for_sure_says_so(tmp_path, monkeypatch):
-    """The first line of an earlier chunk's id is found by a 64-bit hash: when two ids share
-    it, the note says "an earlier line" instead of naming a line that may be the other id's."""
-    from ope.importers import _common
+def _held_bytes(obj, seen=None):
+    """The bytes of the numpy arrays an object holds (through its attributes and containers)."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if isinstance(obj, dict):
+        return sum(_held_bytes(v, seen) for v in obj.values())
+    if isinstance(obj, (list, tuple, set)):
+        return sum(_held_bytes(v, seen) for v in obj)
+    if hasattr(obj, "__dict__") and type(obj).__module__.startswith("ope"):
+        return _held_bytes(vars(obj), seen)
+    return 0
 
-    monkeypatch.setattr(_common, "hash", lambda x: 7, raising=False)  # every id collides
-    lines = [_cb_line(0), _cb_line(1), _cb_line(2, EventId="x1"), _cb_line(3, EventId="x3")]
-    logs = _drop(_write(tmp_path / "h.json", lines + [_cb_line(4, EventId="x3")]), chunk_lines=1)
-    assert _note(logs.report, "event_id_duplicate") == (
-        "event_id_duplicate: line 2: repeats EventId 'x1' of an earlier line; "
-        "line 4: repeats EventId 'x3' of an earlier line"
+
+def test_first_lines_of_repeats_cost_no_memory_beside_the_repeat_check(tmp_path):
+    """Naming the first line of a repeat keeps nothing per id beyond the repeat check's own
+    set of ids (the line rides in its hash key): read in chunks, 20,000 unique ids hold the
+    bytes of that set alone, not 16 more per id; a repeat is still named with its first line."""
+    from ope._dedup import SeenIds
+
+    lines = [_cb_line(i) for i in range(20_000)] + [_cb_line(20_000, EventId="x123")]
+    path = _write(tmp_path / "many.json", lines)
+    validator = None
+    for _, validator in iter_dsjson(path, on_invalid="drop", chunk_lines=4_000, workers=1):
+        pass
+    plain = SeenIds()  # the same ids without lines
+    for k in range(0, 20_000, 4_000):
+        plain.add_new(SeenIds.as_numpy(pa.array([f"x{i}" for i in range(k, k + 4_000)])))
+    assert validator._seen.nbytes == plain.nbytes
+    assert _held_bytes(validator) <= plain.nbytes + 4_096
+    assert _note(validator.report, "event_id_duplicate") == (
+        "event_id_duplicate: line 20000: repeats EventId 'x123' of line 123"
     )
-    logs = _drop(tmp_path / "h.json")  # one chunk: the first line is found in it, exactly
-    assert "line 2: repeats EventId 'x1' of line 1; line 4: repeats EventId 'x3' of line 3" in (
-        _note(logs.report, "event_id_duplicate")
+
+
+def test_first_lines_are_exact_when_hashes_collide_and_unknown_past_the_key_bits(
+    tmp_path, monkeypatch
+):
+    """Ids that share every hash bit are told apart by their bytes, so each repeat is named
+    with its own first line; a first line beyond what the key keeps (monkeypatched to 3 bits,
+    lines 0-6) is "an earlier line", never another id's line."""
+    import ope._dedup as dedup
+
+    real = dedup._hash_bytes
+    monkeypatch.setattr(dedup, "_hash_bytes", lambda x: real(x) & np.uint64(3 << 40))
+    lines = [_cb_line(i) for i in range(12)]
+    lines += [_cb_line(12, EventId="x1"), _cb_line(13, EventId="x5"), _cb_line(14, EventId="x9")]
+    path = _write(tmp_path / "h.json", lines)
+    logs = _drop(path, chunk_lines=1)
+    assert _note(logs.report, "event_id_duplicate") == (
+        "event_id_duplicate: line 12: repeats EventId 'x1' of line 1; "
+        "line 13: repeats EventId 'x5' of line 5; line 14: repeats EventId 'x9' of line 9"
+    )
+    monkeypatch.setattr(dedup, "_LINE_BITS", 3)
+    logs = _drop(path, chunk_lines=1)
+    assert _note(logs.report, "event_id_duplicate") == (
+        "event_id_duplicate: line 12: repeats EventId 'x1' of line 1; "
+        "line 13: repeats EventId 'x5' of line 5; line 14: repeats EventId 'x9' of an "
+        "earlier line"
+    )
+
+
+def test_a_ccb_repeat_is_named_by_its_lines_event_id_once_per_line(tmp_path):
+    """A CCB line's slot rows share its EventId: a repeated line is one note entry naming the
+    file's EventId ('a', not the slot rows' 'a/0', 'a/1'), so five repeated lines are named."""
+    multi = {"_multi": [{}, {}, {}]}
+
+    def ccb(eid):
+        return json.dumps(
+            {"EventId": eid, "c": {**multi, "_slots": [{}, {}]},
+             "_outcomes": [{"_label_cost": 0, "_a": [0], "_p": [0.5]},
+                           {"_label_cost": 1, "_a": [1], "_p": [0.5]}]}
+        )  # fmt: skip
+
+    lines = [ccb("a"), ccb("b"), ccb("a"), ccb("b"), ccb("a"), ccb("a"), ccb("b"), ccb("c")]
+    path = _write(tmp_path / "ccb.json", lines)
+    for kw in ({}, {"chunk_lines": 1}):
+        r = _drop(path, **kw).report
+        assert r.rejected == {"event_id_duplicate": 10}
+        assert _note(r, "event_id_duplicate") == (
+            "event_id_duplicate: line 2: repeats EventId 'a' of line 0; "
+            "line 3: repeats EventId 'b' of line 1; line 4: repeats EventId 'a' of line 0; "
+            "line 5: repeats EventId 'a' of line 0; line 6: repeats EventId 'b' of line 1"
+        )
+
+
+def test_a_nan_propensity_is_rejected_with_a_note_saying_it_was_present(tmp_path):
+    """ "NaN" as the propensity (a CCB `_p[0]`, a CB line's `_label_probability`) is read as
+    VW reads it, rejected as propensity_missing, and the note says it was there, as NaN (an
+    absent probability gets no such note)."""
+    multi = {"_multi": [{}, {}, {}]}
+    ccb = [
+        {"EventId": "a", "c": {**multi, "_slots": [{}, {}]},
+         "_outcomes": [{"_label_cost": 0, "_a": [0, 1], "_p": ["NaN", 0.5]},
+                       {"_label_COST": 1, "_a": 1, "_p": "nan"}]},
+        {"EventId": "b", "c": {**multi, "_slots": [{}]},
+         "_outcomes": [{"_label_cost": 0, "_a": [2], "_p": [0.4]}]},
+        {"EventId": "c", "_label_cost": 1, "_label_probability": "NaN", "_label_Action": 2,
+         "c": multi},
+    ]  # fmt: skip
+    r = _drop(_write(tmp_path / "ccb.json", [json.dumps(x) for x in ccb])).report
+    assert r.rejected == {"propensity_missing": 3}
+    assert _note(r, "propensity_missing") == (
+        "propensity_missing: line 0: `_outcomes[0]._p[0]` and `_outcomes[1]._p[0]` are "
+        '"NaN" (VW reads it as NaN): the propensity is present, as NaN, which cannot weight a '
+        "row; "
+        'line 2: `_label_probability` is "NaN" (VW reads it as NaN): the propensity is '
+        "present, as NaN, which cannot weight a row"
+    )
+    cb = [_cb_line(0), _cb_line(1, _label_probability="NaN"), _cb_line(2)]
+    absent = json.loads(_cb_line(3))
+    del absent["_label_probability"]
+    r = _drop(_write(tmp_path / "cb.json", [*cb, json.dumps(absent)])).report
+    assert r.rejected == {"propensity_missing": 2} and r.examples["propensity_missing"] == (1, 3)
+    assert _note(r, "propensity_missing") == (
+        'propensity_missing: line 1: `_label_probability` is "NaN" (VW reads it as NaN): the '
+        "propensity is present, as NaN, which cannot weight a row"
     )
 
 
@@ -711,6 +816,81 @@ def test_label_keys_match_in_any_case_after_the_label_prefix_as_vw(tmp_path):
     assert t["reward"][0] == 2.0 and t["action"][2] == 2
 
 
+def test_label_keys_vw_refuses_reject_the_line_and_repeated_keys_keep_the_last(
+    tmp_path, monkeypatch
+):
+    """After `_label_`, VW's LabelObjectState knows Cost, Probability, Action (and the simple
+    label's Label, Initial, Weight: a number or "NaN"); any other property makes it refuse
+    the line ("Unsupported label property"), at the top level and in `_outcomes`, where a
+    `_labelX` key is refused too ("Unsupported key"). Of repeated keys (spellings or copies) the
+    last wins, as VW reads the keys in order: `_label_Cost`, `_label_cost`, `_label_Cost`
+    gives the last, and so does `_p`, `p`, `_p`."""
+
+    def cb(i, **extra):
+        return json.dumps({**json.loads(_cb_line(i)), **extra})
+
+    repeated = _cb_line(5).replace(
+        '"_label_cost": -1.0', '"_label_Cost": 5, "_label_cost": 2, "_label_Cost": 3'
+    )
+    p_last = _cb_line(6).replace(
+        '"p": [0.5, 0.5]', '"_p": [0.5, 0.5], "p": [0.3, 0.7], "_p": [0.5, 0.5]'
+    )
+    lines = [
+        _cb_line(0),
+        cb(1, _label_foo=1),  # an unknown property
+        cb(2, _label_Index=0),  # `_label_Index` is no `_labelIndex`
+        cb(3, _label_Weight=2, _label_initial="NaN", _label_foo=None, _labelExtra=1),  # read
+        cb(4, _label_weight="heavy"),  # the simple label's properties take numbers or "NaN"
+        repeated,
+        p_last,
+        cb(7, _label_Cost={"Cost": 1}),  # a label object
+    ]
+    logs = _drop(_write(tmp_path / "keys.json", lines))
+    r = logs.report
+    assert r.rejected == {"dsjson_field_type": 4}
+    assert r.examples["dsjson_field_type"] == (1, 2, 4, 7)
+    note = _note(r, "dsjson_field_type")
+    assert (
+        "line 1: the key '_label_foo': VW refuses the line (\"Unsupported label property\"), "
+        "its label properties after `_label_` being Cost, Probability, Action (and the simple "
+        "label's Label, Initial, Weight), in any case" in note
+    )
+    assert "line 2: the key '_label_Index': VW refuses the line" in note
+    assert "line 4: the key '_label_weight' holds 'heavy': VW takes a number or \"NaN\"" in note
+    assert "line 7: the key '_label_Cost' holds an object" in note
+    t = logs.table.to_pydict()
+    assert t["event_id"] == ["x0", "x3", "x5", "x6"]
+    assert t["reward"] == [-0.0, 1.0, -3.0, -0.0]
+    assert t["logging_distribution"][3] == [0.5, 0.5]
+    ccb = json.loads((DATA / "ccb.json").read_text().splitlines()[0])
+    rows = []
+    for k, outcome in enumerate(
+        [
+            [("_label_Cost", -2), ("_label_cost", 1), ("_label_Cost", 4)],  # 4: the last
+            [("_label_foo", 1)],  # refused
+            [("_labelFoo", 1)],  # refused in an outcome (ignored at the top level)
+            [("_label_cost", 0), ("_labelIndex", 0), ("_label_probability", 0.3)],  # not used
+        ]
+    ):
+        line = dict(ccb, EventId=f"s{k}")
+        line["_outcomes"] = [dict(ccb["_outcomes"][0], _label_cost=0), ccb["_outcomes"][1]]
+        text = json.dumps(line)
+        pairs = ", ".join(f"{json.dumps(key)}: {v}" for key, v in outcome)
+        rows.append(text.replace('"_label_cost": 0', pairs, 1))
+    logs = _drop(_write(tmp_path / "ccb.json", rows))
+    assert logs.report.rejected == {"dsjson_field_type": 2}
+    assert logs.report.examples["dsjson_field_type"] == (1, 2)
+    note = _note(logs.report, "dsjson_field_type")
+    assert "line 1: the key '_label_foo' of _outcomes[0]: VW refuses the line" in note
+    assert "line 2: the key '_labelFoo' of _outcomes[0] starts with _label but is" in note
+    t = logs.table.to_pydict()
+    assert t["event_id"] == ["s0/0", "s0/1", "s3/0", "s3/1"]
+    assert t["reward"][0] == -4.0 and t["reward"][2] == -0.0
+    # plain CB lines never walk their keys: the fast path stays as it was
+    monkeypatch.setattr(dsjson_module, "_ordered_fields", lambda raw: pytest.fail("walked"))
+    assert read_dsjson(_write(tmp_path / "plain.json", [_cb_line(i) for i in range(5)])).n == 5
+
+
 def test_nan_probabilities_get_a_precise_reason_not_a_type_error(tmp_path):
     """ "NaN" in `p`/`_p` (VW reads it as NaN) is no field-type error: a later `p` of a file
     with logging_distribution is dsjson_a_p_mismatch saying so; a first one leaves the file
@@ -777,27 +957,51 @@ def test_nan_pdf_value_is_an_invalid_density_with_a_precise_note(tmp_path):
 
 def test_continuous_features_at_the_top_level_are_read_or_noted(tmp_path):
     """VW's plain JSON form (`vw --json`) keeps a CATS line's features at the top level, no
-    `c`: they are the context (VW puts them where DSJSON's `c` features go). Keys next to `c`
-    that are not DSJSON fields are not read (VW's --dsjson ignores them), and the report says
-    so."""
+    `c`: every key not starting with `_` is a feature there (VW's DefaultState), those named
+    as DSJSON fields too: `pdrop` is no drop probability, a numeric `pdf` no segments (the
+    line is read, not refused), `EventId` no id. Keys next to `c` that are not DSJSON fields
+    are not read (VW's --dsjson ignores them), and the report says so."""
     import ope
 
     plain = []
     for i in range(4):
-        obj = json.loads(_ca_line(i, Version="1", pdrop=0.0))
+        obj = json.loads(_ca_line(i, Version="1", pdrop=0.5, pdf=3 + i))
         del obj["c"]
         obj.update({"f": i % 3, "room": "hall" if i % 2 else "den", "_skip_me": 5})
+        obj["EventId"] = "same"  # a feature here: no repeat
         plain.append(json.dumps(obj))
     logs = ope.read_continuous(_write(tmp_path / "plain.json", plain))
+    assert logs.n == 4 and logs.weight is None and logs.support is None
     assert logs.context.to_dict("list") == {
+        "c.EventId=same": [1.0] * 4,
+        "c.Version=1": [1.0] * 4,
         "c.f": [0.0, 1.0, 2.0, 0.0],
+        "c.pdf": [3.0, 4.0, 5.0, 6.0],
+        "c.pdrop": [0.5] * 4,
         "c.room=den": [1.0, 0.0, 1.0, 0.0],
         "c.room=hall": [0.0, 1.0, 0.0, 1.0],
     }
     assert _note(logs.report, "4 line(s) keep their features at the top level").startswith(
         "4 line(s) keep their features at the top level, without `c` (VW's plain JSON form"
     )
-    mixed = [_ca_line(0, g=1.5), _ca_line(1), _ca_line(2, g=2, h={"x": 1})]
+    assert "line 0: 'EventId', 'Version', 'pdrop', 'pdf'" in _note(logs.report, "4 of them")
+    # VW's own plain-JSON CATS example (json_parser_test.cc) and the DSJSON field names
+    vw = {"_label_ca": {"cost": 0.657567, "pdf_value": 6.20426e-05, "action": 185.121},
+          "18-25": 1, "4": 1, "C": 1, "a": [1, 2], "p": 0.25, "o": {"v": 2},
+          "Timestamp": "t"}  # fmt: skip
+    logs = ope.read_continuous(_write(tmp_path / "vw.json", [json.dumps(vw)] * 2))
+    assert list(logs.context.columns) == [
+        "c.18-25", "c.4", "c.C", "c.Timestamp=t", "c.a[0]", "c.a[1]", "c.o.v", "c.p",
+    ]  # fmt: skip
+    # a number beyond a double's range there is that line's fault, not a crash
+    huge = vw | {"x": 1}
+    text = json.dumps(huge).replace('"x": 1', '"x": 1e999')
+    with pytest.warns(DroppedRowsWarning):
+        logs = ope.read_continuous(
+            _write(tmp_path / "huge.json", [json.dumps(vw)] * 2 + [text]), on_invalid="drop"
+        )
+    assert logs.report.rejected == {"dsjson_field_type": 1}
+    mixed = [_ca_line(0, g=1.5), _ca_line(1), _ca_line(2, g=2, h={"x": 1}), _ca_line(3, c=None)]
     logs = ope.read_continuous(_write(tmp_path / "mixed.json", mixed))
     assert list(logs.context.columns) == ["c.f"]
     assert _note(logs.report, "2 line(s) have top-level keys next to `c`") == (
@@ -807,6 +1011,7 @@ def test_continuous_features_at_the_top_level_are_read_or_noted(tmp_path):
         "them read."
     )
     assert logs.report.notes[0] in logs.notes
+    assert logs.table.column("event_id").to_pylist()[3] == "c3"  # "c": null is DSJSON's form
 
 
 def test_bytes_that_are_not_utf8_in_c_are_noted_and_kept(tmp_path):
@@ -850,3 +1055,36 @@ def test_too_many_context_features_says_how_many_it_found(tmp_path, monkeypatch)
         "its first 2,100 lines (to line 2099, where reading stopped) flatten to 2,101 "
         "distinct features, so the file has at least as many"
     ) in str(info.value)
+
+
+def test_values_of_the_source_are_shown_and_nan_read_one_way_in_both_readers(tmp_path, monkeypatch):
+    """One helper quotes the source's ids, keys and values in the DSJSON and CATS notes and
+    messages (escaped, cut with their length said), and one rule says which strings VW reads
+    as NaN, for a label's numbers, `p` and a density alike."""
+    import ope
+    from ope import continuous
+    from ope._validation import show_value
+    from ope.importers._common import vw_nan
+
+    long_key = "\x1b" + "k" * 200
+    lines = [_ca_line(i, **{long_key: 1}) for i in range(2)]
+    logs = ope.read_continuous(_write(tmp_path / "k.json", lines))
+    note = _note(logs.report, "2 line(s) have top-level keys next to `c`")
+    assert f"line 0: {show_value(long_key)};" in note and "(201 characters)" in note
+    assert "\x1b" not in note and "k" * 100 not in note
+    monkeypatch.setattr(continuous, "MAX_DSJSON_FEATURES", 1)
+    wide = [_ca_line(i, c={long_key: 1, "f": 2}) for i in range(2)]
+    with pytest.raises(DataFileError) as info:
+        ope.read_continuous(_write(tmp_path / "w.json", wide))
+    assert f"e.g. {show_value(long_key)}, 'f';" in str(info.value)
+    assert [vw_nan(x) for x in ("NaN", "nan", "NAN", "nAn")] == [True] * 4
+    assert not any(vw_nan(x) for x in (" NaN", "NaN ", "inf", "", "na"))
+    cb = [_cb_line(0), _cb_line(1, _label_cost="nAn"), _cb_line(2, _label_cost="NaN ")]
+    r = _drop(_write(tmp_path / "cb.json", cb)).report
+    assert r.rejected == {"reward_missing": 1, "dsjson_cost_not_numeric": 1}
+    ca = [_ca_line(i) for i in range(4)]
+    ca[1] = ca[1].replace('"pdf_value": 0.1', '"pdf_value": "nAn"')
+    ca[2] = ca[2].replace('"pdf_value": 0.1', '"pdf_value": "NaN "')
+    with pytest.warns(DroppedRowsWarning):
+        r = ope.read_continuous(_write(tmp_path / "ca.json", ca), on_invalid="drop").report
+    assert r.rejected == {"cats_pdf_value_invalid": 1, "dsjson_field_type": 1}

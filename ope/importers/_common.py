@@ -16,11 +16,13 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ope._dedup import SeenIds
+from ope._validation import show_value
 from ope.exceptions import DroppedRowsWarning, SchemaError, ValidationError
 from ope.logs import EXAMPLE_ROWS, BanditLogs, ValidationReport
 from ope.schema import IMPORT_REASON_PREFIXES, REJECTION_REASONS, first_occurrence_duplicates
@@ -31,8 +33,9 @@ __all__ = [
     "ChunkValidator",
     "broken_rules",
     "import_failure",
+    "object_fields",
     "reason_text",
-    "shown",
+    "vw_nan",
     "warn_dropped_invalid",
 ]
 
@@ -52,6 +55,26 @@ _CHUNK_NAME: Final = "<Table>"
 EXCLUDED_REASONS: Final = frozenset(
     {"dsjson_skip_learn", "dsjson_not_object", "dsjson_no_actions", "dsjson_unlabeled"}
 )
+
+
+#: A JSON object's fields, each value undecoded (``msgspec.Raw``): the keys of a DSJSON line,
+#: looked at without building its values. A key given twice keeps its last value, at the place
+#: of its first.
+object_fields: Final = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
+
+
+def vw_nan(text: str) -> bool:
+    """Whether VW's JSON parser reads the JSON string ``text`` as NaN where it expects a number
+    (a label's cost or probability, ``p``/``_p``, a ``pdf_value``): "NaN" in any case, as its
+    ``_stricmp(str, "NaN")`` compares (ASCII letters only). Any other string there is refused.
+
+    Examples
+    --------
+    >>> from ope.importers._common import vw_nan
+    >>> vw_nan("nAn"), vw_nan("NaN "), vw_nan("inf")
+    (True, False, False)
+    """
+    return len(text) == 3 and text.isascii() and text.lower() == "nan"
 
 
 def reason_text(reason: str) -> str:
@@ -74,24 +97,35 @@ class ChunkValidator:
         As in :func:`ope.read_logs`; rows under :data:`EXCLUDED_REASONS` never raise.
     unit : str, optional
         What a source row is called in the notes (``"line"``). When given, the first rows
-        rejected as ``event_id_duplicate`` are described in a note: the id and the row where
-        it first appeared (:meth:`explain`).
+        rejected as ``event_id_duplicate`` are described in a note, one per source row: the id
+        and the row where it first appeared (:meth:`explain`). The id seen first is found by
+        the repeat check's own set of ids (:class:`~ope._dedup.SeenIds`), which keeps each
+        id's source row in its hash key (no memory of its own).
+    shown_id : str, optional
+        The column whose value the note shows as a row's id when the table has it (a CCB slot
+        row's ``slate_id``: the EventId of its line, where ``event_id`` is ``"<id>/<slot>"``).
     """
 
-    def __init__(self, source: str, on_invalid: str, *, unit: str | None = None) -> None:
+    def __init__(
+        self,
+        source: str,
+        on_invalid: str,
+        *,
+        unit: str | None = None,
+        shown_id: str | None = None,
+    ) -> None:
         self.source = source
         self.on_invalid = on_invalid
         self.unit = unit
+        self.shown_id = shown_id
         self.report = ValidationReport(source, 0, 0)
-        self._seen = SeenIds()
+        self._seen = SeenIds(lines=unit is not None)
         self._dropped: list[pa.Array] = []
         self.unit_roundoff: dict[str, float] = {}
         #: Schema metadata the importer learns while reading (merged over ``finish``'s).
         self.source_metadata: dict[str, str] = {}
         self._keyed_notes: dict[str, str] = {}
         self._details: dict[str, list[tuple[int, str]]] = {}
-        # where each id first appeared, until the first repeats are described (None: not kept)
-        self._first_rows = _FirstRows() if unit is not None else None
 
     def add(
         self,
@@ -114,9 +148,9 @@ class ChunkValidator:
         examples = {k: _examples(np.sort(v)) for k, v in rejected.items() if v.size}
         used = table.slice(0, 0)
         if table.num_rows:
-            repeats, within, new = self._repeats(table)
-            if self._first_rows is not None:
-                self._describe_repeats(table, lines, repeats, within, new)
+            repeats, within = self._repeats(table, lines)
+            if self.unit is not None:
+                self._describe_repeats(table, lines, repeats, within)
             table = table.append_column(LINE_COLUMN, pa.array(lines, type=pa.int64()))
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DroppedRowsWarning)
@@ -167,64 +201,65 @@ class ChunkValidator:
         self.report = self.report.merge(part)
         return used
 
-    def _repeats(self, table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Rows of ``table`` whose ``event_id`` an earlier chunk's row had (valid or not); the
-        mask of the rows that repeat an id of an earlier row of ``table``; the rows of the ids
-        no earlier row had (each id's first row).
+    def _repeats(self, table: pa.Table, lines: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of ``table`` whose ``event_id`` an earlier chunk's row had (valid or not), and
+        the mask of the rows that repeat an id of an earlier row of ``table``.
 
         Within a chunk ``read_logs`` rejects every occurrence of an id after its first, valid or
         not; so the first occurrence in this chunk of an id of an earlier chunk is a repeat
-        too, and the chunks keep the rows one table would (whatever the chunk size).
+        too, and the chunks keep the rows one table would (whatever the chunk size). The ids
+        new to the set keep their source rows ``lines`` when the notes name first rows.
         """
         if "event_id" not in table.column_names:
-            none = np.zeros(0, dtype=np.int64)
-            return none, np.zeros(table.num_rows, dtype=bool), none
+            return np.zeros(0, dtype=np.int64), np.zeros(table.num_rows, dtype=bool)
         eid = table.column("event_id")
         has = ~pc.is_null(eid).to_numpy(zero_copy_only=False)
         within = first_occurrence_duplicates(eid, has)
         rows = np.flatnonzero(has & ~within)
+        at = lines if self.unit is not None else None
         if rows.size == table.num_rows:
-            hit = self._seen.add_new(SeenIds.as_numpy(eid))
+            hit = self._seen.add_new(SeenIds.as_numpy(eid), lines=at)
         else:
-            hit = self._seen.add_new(SeenIds.as_numpy(eid.take(pa.array(rows))))
-        return rows[hit], within, rows[~hit]
+            hit = self._seen.add_new(
+                SeenIds.as_numpy(eid.take(pa.array(rows))), lines=None if at is None else at[rows]
+            )
+        return rows[hit], within
 
     def _describe_repeats(
-        self,
-        table: pa.Table,
-        lines: np.ndarray,
-        repeats: np.ndarray,
-        within: np.ndarray,
-        new: np.ndarray,
+        self, table: pa.Table, lines: np.ndarray, repeats: np.ndarray, within: np.ndarray
     ) -> None:
-        """Describe the first rows rejected as ``event_id_duplicate`` (:meth:`explain`): the id
-        (escaped, cut) and the row where it first appeared; then remember where this chunk's
-        new ids appear, until :data:`~ope.logs.EXAMPLE_ROWS` repeats are described."""
-        first_rows = self._first_rows
-        assert first_rows is not None
+        """Describe the first source rows with rows rejected as ``event_id_duplicate``
+        (:meth:`explain`), one each (a CCB line's slot rows share it): the id (escaped, cut;
+        the ``shown_id`` column's value when the table has it) and the row where it first
+        appeared, in this chunk or (:meth:`~ope._dedup.SeenIds.first_lines`) an earlier one."""
         reason = "event_id_duplicate"
         wanted = EXAMPLE_ROWS - len(self._details.get(reason, ()))
-        eid = table.column("event_id")
         mask = within.copy()
         mask[repeats] = True
-        rows = np.flatnonzero(mask)[:wanted]
-        if rows.size:
-            ids = eid.take(pa.array(rows)).to_pylist()
-            # each id's first row in this chunk: a repeat of an earlier chunk's id, or its first
-            first_here = [pc.index(eid, pa.scalar(x, eid.type)).as_py() for x in ids]
-            earlier = set(repeats.tolist())
-            found = first_rows.find([hash(x) for x, f in zip(ids, first_here) if f in earlier])
-            details = []
-            for row, x, f in zip(rows.tolist(), ids, first_here, strict=True):  # at most 5 rows
-                at = found.pop(0) if f in earlier else int(lines[f])
-                first = f"{self._unit} {at}" if at is not None else "an earlier " + self._unit
-                details.append((int(lines[row]), f"repeats {_id_text(x)} of {first}"))
-            self.explain(reason, details)
-        if len(self._details.get(reason, ())) >= EXAMPLE_ROWS:
-            self._first_rows = None  # every repeat shown is described: forget the rows
-        elif new.size:
-            ids = eid.take(pa.array(new)).to_pylist()
-            first_rows.add(np.fromiter(map(hash, ids), np.int64, len(ids)), lines[new])
+        rows = np.flatnonzero(mask)
+        if wanted <= 0 or not rows.size:
+            return
+        _, first = np.unique(lines[rows], return_index=True)  # a row per source row
+        rows = rows[np.sort(first)][:wanted]
+        eid = table.column("event_id")
+        ids = eid.take(pa.array(rows)).to_pylist()
+        column = self.shown_id if self.shown_id in table.column_names else "event_id"
+        names = table.column(column).take(pa.array(rows)).to_pylist()
+        # each id's first row in this chunk: a repeat of an earlier chunk's id, or its first
+        first_here = [pc.index(eid, pa.scalar(x, eid.type)).as_py() for x in ids]
+        earlier = set(repeats.tolist())
+        cross = [x for x, f in zip(ids, first_here, strict=True) if f in earlier]
+        found = iter(
+            self._seen.first_lines(SeenIds.as_numpy(pa.array(cross, eid.type))).tolist()
+            if cross
+            else ()
+        )
+        details = []
+        for row, name, f in zip(rows.tolist(), names, first_here, strict=True):  # at most 5
+            at = next(found) if f in earlier else int(lines[f])
+            where = f"{self._unit} {at}" if at >= 0 else "an earlier " + self._unit
+            details.append((int(lines[row]), f"repeats {_id_text(name)} of {where}"))
+        self.explain(reason, details)
 
     @property
     def _unit(self) -> str:
@@ -286,58 +321,8 @@ class ChunkValidator:
         )
 
 
-#: Longest text of the source (an id, a string value) shown in a note or message: longer ones
-#: are cut.
-SHOWN_CHARS: Final = 60
-
-
-def shown(value: Any) -> str:
-    """A value of the source as a note or message shows it: quoted and escaped (``repr``:
-    control and bidirectional characters as escapes), a string longer than
-    :data:`SHOWN_CHARS` cut, with its length.
-
-    Examples
-    --------
-    >>> from ope.importers._common import shown
-    >>> print(shown("a\\x1bb"), shown("x" * 100)[-20:])
-    'a\\x1bb' ... (100 characters)
-    """
-    if isinstance(value, str) and len(value) > SHOWN_CHARS:
-        return f"{value[: SHOWN_CHARS - 3]!r}... ({len(value):,} characters)"
-    return repr(value)
-
-
 def _id_text(value: Any) -> str:
-    return f"EventId {shown(value)}"
-
-
-class _FirstRows:
-    """Where each id first appeared: (hash of the id, source row) pairs, one pair of arrays per
-    chunk (16 bytes per id). Kept only until the first repeats are described; then dropped."""
-
-    def __init__(self) -> None:
-        self._hashes: list[np.ndarray] = []
-        self._rows: list[np.ndarray] = []
-
-    def add(self, hashes: np.ndarray, rows: np.ndarray) -> None:
-        self._hashes.append(hashes)
-        self._rows.append(np.asarray(rows, dtype=np.int64))
-
-    def find(self, hashes: list[int]) -> list[int | None]:
-        """The row where each id of an earlier chunk (by its hash) first appeared: its one
-        entry; None when two ids of its hash are kept (a 64-bit collision: which one is
-        unknown)."""
-        wanted = np.asarray(hashes, dtype=np.int64)
-        found: dict[int, list[int]] = {}
-        for h, rows in zip(self._hashes, self._rows, strict=True):  # a loop over chunks
-            at = np.flatnonzero(np.isin(h, wanted))
-            for k in at.tolist():  # the few matches
-                found.setdefault(int(h[k]), []).append(int(rows[k]))
-        out: list[int | None] = []
-        for x in hashes:  # at most EXAMPLE_ROWS ids
-            hits = found.get(x, [])
-            out.append(hits[0] if len(hits) == 1 else None)
-        return out
+    return f"EventId {show_value(value)}"
 
 
 def _encode(metadata: Mapping[str, Any]) -> dict[bytes, bytes]:

@@ -48,8 +48,11 @@ DSJSON                    ope column
 
 Label keys are matched as VW's DSJSON reader matches them: ``_label`` exactly, the rest in any
 case (``_label_COST``, ``_label_Probability``, ``_labelINDEX``, in ``_outcomes`` too;
-``_LABEL_cost`` is no label key for VW, nor for ope); when a line has two spellings of one key,
-the later wins, as VW overwrites the first.
+``_LABEL_cost`` is no label key for VW, nor for ope). A ``_label_<property>`` key of a property
+VW does not know (``_label_foo``, ``_label_Index``) makes VW refuse the line, and ope rejects
+it (``dsjson_field_type``, with a note); the simple label's ``Label``, ``Initial`` and
+``Weight`` are accepted and not read. When a line holds a key twice, in two spellings or the
+same one, the last wins, as VW reads the keys in order and overwrites.
 
 CCB fields
 ==========
@@ -122,6 +125,8 @@ import gc
 import gzip
 import io
 import itertools
+import json
+import math
 import multiprocessing
 import os
 import re
@@ -137,9 +142,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ope._progress import progress
-from ope._validation import check_choice, check_positive_int
+from ope._validation import check_choice, check_positive_int, show_value
 from ope.exceptions import DataFileError, ParameterError, ValidationError
-from ope.importers._common import ChunkValidator, shown
+from ope.importers._common import ChunkValidator, object_fields, vw_nan
 from ope._paths import UTF8_BOM, locate_input
 from ope.logs import EXAMPLE_ROWS, BanditLogs, ValidationReport
 from ope.schema import distribution_faults, propensity_disagrees
@@ -809,7 +814,7 @@ def _not_utf8(lines: Sequence[bytes | None], start: int, parts: _Parts) -> None:
         parts.counts.not_utf8 += 1
         raw = lines[ln - start]
         assert raw is not None
-        c = _KEYS(raw).get("c")
+        c = object_fields(raw).get("c")
         in_c = c is not None and _utf8_error(bytes(c)) is not None
         where = ", in the features under `c`" if in_c else ", in a field ope does not read"
         column = len(raw[:at].decode("utf-8", "replace")) + 1
@@ -836,6 +841,9 @@ def _slow_line(
         return None
     except (msgspec.DecodeError, RecursionError) as exc:
         parts.reject("dsjson_bad_json", ln, _json_error(raw, exc))
+        return None
+    except _Rejected as exc:  # a label key or value VW refuses
+        parts.reject(exc.reason, ln, exc.detail)
         return None
     kind = _line_kind(obj)
     if state.kind is None:
@@ -867,56 +875,152 @@ class _Rejected(Exception):
 # ------------------------------------------------------------------------------------------
 # the label keys' spellings, as VW matches them
 # ------------------------------------------------------------------------------------------
-#: VW's DSJSON reader (at the top level of a line, and in the entries of ``_outcomes``) takes a
-#: key for a label field when it starts with ``_label`` exactly (a case-sensitive prefix) and
-#: the rest matches without regard to case: ``_label_<name>`` with ``<name>`` one of ``Cost``,
-#: ``Probability`` and ``Action``, and ``_labelIndex`` as a whole. The field of :class:`_Line`
-#: each lower-cased rest sets:
-_LABEL_FIELDS: Final = {
-    "_cost": "cost",
-    "_probability": "prob",
-    "_action": "action",
-    "index": "index",
+#: VW's DSJSON reader (``DecisionServiceState`` at the top level of a line, ``DefaultState`` in
+#: the entries of ``_outcomes``) takes a key for a label property when it starts with
+#: ``_label_`` exactly (a case-sensitive prefix), and ``LabelObjectState`` compares the rest
+#: without regard to case: these properties (lower case), each with the :class:`_Line` field it
+#: sets, or None for the simple label's (``Label``, ``Initial``, ``Weight``: a number or "NaN",
+#: accepted and not read in CB). Any other rest makes VW refuse the line ("Unsupported label
+#: property"); ``_labelIndex`` (as a whole, in any case) is the index.
+_LABEL_PROPERTIES: Final[dict[str, str | None]] = {
+    "cost": "cost",
+    "probability": "prob",
+    "action": "action",
+    "label": None,
+    "initial": None,
+    "weight": None,
 }
 
 #: A key (or a string) that starts with ``_label`` and is spelled other than :class:`_Line`
-#: names it (or ``_label``/``_label_ca``, other kinds' labels): the line's keys are looked at
-#: again by :func:`_label_spellings`. Lines VW's writers produce never match.
+#: names it (or ``_label``/``_label_ca``, other kinds' labels): the line's keys are walked in
+#: order by :func:`_label_spellings`. Lines VW's writers produce never match.
 _OTHER_LABEL_SPELLING: Final = re.compile(
     rb'"_label(?!_cost"|_probability"|_Action"|Index"|_ca"|")'
 )
 
-#: The decoder of each label field (the types :class:`_Line` gives them).
+#: The types :class:`_Line` gives the label fields (VW's: a number, and "NaN" where
+#: ``LabelObjectState`` reads a string; ``_labelIndex`` a whole number).
+_LABEL_TYPES: Final[dict[str, Any]] = {
+    "cost": float | str | None,
+    "prob": float | str | None,
+    "action": float | None,
+    "index": _Index | None,
+}
 _LABEL_DECODERS: Final = {
-    "cost": msgspec.json.Decoder(float | str | None).decode,
-    "prob": msgspec.json.Decoder(float | str | None).decode,
-    "action": msgspec.json.Decoder(float | None).decode,
-    "index": msgspec.json.Decoder(_Index | None).decode,
+    name: msgspec.json.Decoder(kind).decode for name, kind in _LABEL_TYPES.items()
 }
 
-_KEYS = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
-_OUTCOME_KEYS = msgspec.json.Decoder(list[dict[str, msgspec.Raw]]).decode
+
+class _Number(str):
+    """A JSON number as written, decoded by the label field's own decoder (a number beyond a
+    double's range is refused there, as on the typed path)."""
 
 
-def _label_field(key: str) -> str | None:
-    """The :class:`_Line` field VW sets from ``key`` (None: not a label field)."""
-    return _LABEL_FIELDS.get(key[6:].lower()) if key.startswith("_label") else None
+class _Object(list[tuple[str, Any]]):
+    """A JSON object as its (key, value) pairs in the line's order, repeated keys kept."""
+
+
+#: The line as ordered pairs (:class:`_Object`), numbers kept as written: VW reads a line's keys
+#: one after the other, so of two spellings (or two copies) of a key the later one wins.
+_ORDERED: Final = json.JSONDecoder(
+    object_pairs_hook=_Object, parse_float=_Number, parse_int=_Number
+)
+
+
+def _ordered_fields(raw: bytes) -> list[tuple[str, Any]]:
+    """The top-level (key, value) pairs of a line that decoded (so is one JSON object), in its
+    order; bytes that are not UTF-8 (in features VW hashes unchecked) read as U+FFFD."""
+    fields: list[tuple[str, Any]] = _ORDERED.decode(raw.decode("utf-8", "replace"))
+    return fields
+
+
+def _label_value(field: str, value: Any, where: str) -> Any:
+    """``value`` as the label field ``field`` types it; raises :class:`_Rejected`."""
+    try:
+        if isinstance(value, _Number):
+            return _LABEL_DECODERS[field](value.encode())
+        if isinstance(value, _Object):
+            raise msgspec.ValidationError("got an object")
+        return msgspec.convert(value, _LABEL_TYPES[field])
+    except msgspec.ValidationError as exc:
+        raise _Rejected("dsjson_field_type", f"{where}: {exc}") from None
+
+
+def _label_entry(key: str, value: Any, *, outcome: str, continuous: bool) -> tuple[str, Any]:
+    """The :class:`_Line` field a key starting with ``_label`` sets and its value, as VW's
+    reader takes the key (``""``: none that ope reads); ``outcome`` is the ``_outcomes[i]``
+    the key is in (``""`` at the top level); ``continuous``: a ``_label_ca...`` key came
+    first (VW then reads a ``pdf_value``). Raises :class:`_Rejected` where VW refuses the
+    line."""
+    where = f"the key {show_value(key)}" + (f" of {outcome}" if outcome else "")
+    if len(key) == 6:  # `_label`: VW's own label format (another kind; read elsewhere)
+        return "", None
+    if key[6] != "_":
+        if key.lower() == "_labelindex":
+            return "index", _label_value("index", value, where)
+        if not outcome:  # VW's DSJSON reader ignores `_labelX` at a line's top level
+            return "", None
+        raise _Rejected(
+            "dsjson_field_type",
+            f"{where} starts with _label but is neither `_label_<property>` nor "
+            '`_labelIndex`: VW refuses the line ("Unsupported key")',
+        )
+    rest = key[7:]
+    if rest == "ca" or value is None:  # the continuous label (its kind), or a null VW skips
+        return "", None
+    if isinstance(value, _Object):  # whatever the property: VW reads the object's keys
+        raise _Rejected(
+            "dsjson_field_type",
+            f"{where} holds an object (a label object VW reads property by property, which "
+            "ope does not): write each property as `_label_<property>: value`",
+        )
+    field = _LABEL_PROPERTIES.get(rest.lower(), "?")
+    if field == "?" and not (continuous and rest.lower() == "pdf_value"):
+        raise _Rejected(
+            "dsjson_field_type",
+            f'{where}: VW refuses the line ("Unsupported label property"), its label '
+            "properties after `_label_` being Cost, Probability, Action (and the simple "
+            "label's Label, Initial, Weight), in any case",
+        )
+    if field in ("?", None):  # a property VW accepts and ope does not read: a number or "NaN"
+        if not isinstance(value, _Number) and not (isinstance(value, str) and vw_nan(value)):
+            raise _Rejected(
+                "dsjson_field_type",
+                f'{where} holds {show_value(value)}: VW takes a number or "NaN" there',
+            )
+        return "", None
+    assert field is not None
+    return field, _label_value(field, value, where)
 
 
 def _label_spellings(obj: _Line, raw: bytes) -> None:
-    """Set the label fields of ``obj`` from every spelling VW matches (:data:`_LABEL_FIELDS`),
-    in the line's order (a later key wins, as VW overwrites), top level and ``_outcomes``.
-    Raises ``msgspec.ValidationError`` on a value of the wrong type."""
-    keys = _KEYS(raw)
-    for key, value in keys.items():  # the line's keys (a dozen)
-        name = _label_field(key)
-        if name is not None:
-            setattr(obj, name, _LABEL_DECODERS[name](value))
-    if obj.outcomes is not None and "_outcomes" in keys:
-        for outcome, entry in zip(obj.outcomes, _OUTCOME_KEYS(keys["_outcomes"]), strict=True):
-            for key, value in entry.items():  # an outcome's keys
-                if _label_field(key) == "cost":
-                    outcome.cost = _LABEL_DECODERS["cost"](value)
+    """Set the label fields of ``obj`` from every key VW takes for one (:data:`_LABEL_PROPERTIES`,
+    ``_labelIndex`` in any case), in the line's order: a later key wins, as VW overwrites, at
+    the top level and in ``_outcomes`` (costs). The keys are walked as ordered pairs, so that
+    of repeated keys the last one wins too. Raises :class:`_Rejected` on a key or a value VW
+    refuses (``dsjson_field_type``, with what and why)."""
+    fields = _ordered_fields(raw)
+    continuous = False
+    outcomes: list[Any] | None = None
+    for key, value in fields:  # the line's keys (a dozen)
+        if key == "_outcomes":
+            outcomes = value
+        if not key.startswith("_label"):
+            continue
+        continuous = continuous or key[6:9] == "_ca"  # VW's test: `_label_` then "ca"
+        name, got = _label_entry(key, value, outcome="", continuous=continuous)
+        if name:
+            setattr(obj, name, got)
+    if obj.outcomes is None or not isinstance(outcomes, list):
+        return
+    for i, (outcome, entry) in enumerate(zip(obj.outcomes, outcomes, strict=True)):
+        for key, value in entry:  # an outcome's keys
+            if key.startswith("_label"):
+                name, got = _label_entry(
+                    key, value, outcome=f"_outcomes[{i}]", continuous=continuous
+                )
+                if name == "cost":
+                    outcome.cost = got
 
 
 # ------------------------------------------------------------------------------------------
@@ -983,27 +1087,25 @@ def _json_error(raw: bytes, exc: BaseException) -> str:
     return f"column {column} (byte {at}): {text}{hint}"
 
 
-_NAN_STRINGS: Final = frozenset({"nan"})
-
-
 #: What :func:`_number` returns for a string other than "NaN".
 _NOT_A_NUMBER: Final = object()
 
 
 def _number(v: Any) -> Any:
-    """A label number as VW reads it: a number, the string "NaN" (any case) as NaN, or
+    """A label number as VW reads it: a number, the string "NaN" (:func:`vw_nan`) as NaN, or
     :data:`_NOT_A_NUMBER` for any other string."""
     if isinstance(v, str):
-        return float("nan") if v.lower() in _NAN_STRINGS else _NOT_A_NUMBER
+        return float("nan") if vw_nan(v) else _NOT_A_NUMBER
     return v
 
 
 def _p_field(obj: _Line, raw: bytes) -> Any:
-    """``p`` or ``_p``: when both are present, the later one in the line (VW clears and refills)."""
+    """``p`` or ``_p``: when both are present, the one whose last copy comes later in the line
+    (VW clears and refills at each)."""
     if obj.p is None or obj.p_alt is None:
         return obj.p if obj.p is not None else obj.p_alt
-    keys = list(_KEYS(raw))
-    return obj.p if keys.index("p") > keys.index("_p") else obj.p_alt
+    last = {key: k for k, (key, _) in enumerate(_ordered_fields(raw))}
+    return obj.p if last["p"] > last["_p"] else obj.p_alt
 
 
 def _as_list(v: Any) -> Any:
@@ -1017,11 +1119,11 @@ def _probabilities(v: Any, name: str) -> Any:
     if v is None or not any(isinstance(x, str) for x in v):
         return v
     out = [_number(x) for x in v]
-    bad = next((x for x in v if isinstance(x, str) and x.lower() not in _NAN_STRINGS), None)
+    bad = next((x for x in v if isinstance(x, str) and not vw_nan(x)), None)
     if bad is not None:
         raise _Rejected(
             "dsjson_field_type",
-            f"`{name}` holds the string {shown(bad)}: its entries must be numbers (the only "
+            f"`{name}` holds the string {show_value(bad)}: its entries must be numbers (the only "
             'string VW reads there is "NaN")',
         )
     return out
@@ -1141,6 +1243,11 @@ def _cb_rows(
     keep = np.flatnonzero(left)
     if not keep.size:
         return
+    nan_prob = keep[np.isnan(prob_v[keep])]  # NaN: "NaN", or null (absent)
+    if nan_prob.size and prob_a.null_count:
+        nan_prob = nan_prob[~pc.is_null(prob_a).to_numpy(zero_copy_only=False)[nan_prob]]
+    for r in nan_prob[:EXAMPLE_ROWS].tolist():  # read_logs rejects them: say why (5 at most)
+        parts.detail("propensity_missing", int(lines[r]), _nan_propensity(["`_label_probability`"]))
     take = pa.array(keep)
 
     def kept(arr: pa.Array) -> pa.Array:
@@ -1178,7 +1285,7 @@ def _cb_rows(
 def _c_text(raw: bytes) -> str | None:
     """The JSON text of a line's ``c`` (None without one); bytes that are not UTF-8 (which VW
     hashes as they are, and ope notes) read as U+FFFD."""
-    found = _KEYS(raw).get("c")
+    found = object_fields(raw).get("c")
     return None if found is None else bytes(found).decode("utf-8", "replace")
 
 
@@ -1215,6 +1322,13 @@ class _CcbRows:
         sid = obj.event_id if obj.event_id is not None else f"{self.state.name}:{ln}"
         text = _c_text(raw) if self.state.features else None
         weight = 1.0 / (1.0 - pdrop)
+        nan = [
+            "`_label_probability`" if obj.outcomes is None else f"`_outcomes[{slot}]._p[0]`"
+            for slot, (action, prob, _) in enumerate(slots)
+            if action is not None and isinstance(prob, float) and math.isnan(prob)
+        ]
+        if nan:  # read_logs rejects these rows as propensity_missing: say why
+            parts.detail("propensity_missing", ln, _nan_propensity(nan))
         for slot, (action, prob, cost) in enumerate(slots):  # the slots of one line
             if action is None:  # a slot without a logged action: counted, as VW learns nothing
                 parts.reject("dsjson_unlabeled", ln)
@@ -1240,6 +1354,15 @@ class _CcbRows:
             parts.add(table, np.asarray(self.lines, dtype=np.int64))
 
 
+def _nan_propensity(fields: Sequence[str]) -> str:
+    """What a note says of a line whose propensity (``fields``) is the string "NaN"."""
+    verb = "is" if len(fields) == 1 else "are"
+    return (
+        f'{" and ".join(fields)} {verb} "NaN" (VW reads it as NaN): the propensity is present, '
+        "as NaN, which cannot weight a row"
+    )
+
+
 #: A slot without a logged action (no outcome, or one without ``_a``/``_p``).
 _UNLABELED: Final = (None, None, None)
 
@@ -1262,7 +1385,7 @@ def _ccb_slots(obj: _Line, k: int) -> list[tuple[Any, Any, Any]]:
             raise _Rejected(
                 "dsjson_outcome_malformed",
                 f"a CB line in a CCB file needs _label_Action in 1..{k} (the actions of "
-                f"c._multi); it has {'none' if action is None else shown(str(action))}",
+                f"c._multi); it has {'none' if action is None else show_value(str(action))}",
             )
         return [(int(action) - 1, prob, cost)]
     n_slots = len(obj.c.slots) if obj.c is not None and obj.c.slots is not None else 0
@@ -1344,7 +1467,7 @@ def iter_dsjson(
     _check_options(on_invalid, chunk_lines, chunk_bytes, max_line_bytes)
     n_workers = _n_workers(workers)
     fh, size, name, local = _open(path)
-    validator = ChunkValidator(os.fspath(path), on_invalid, unit="line")
+    validator = ChunkValidator(os.fspath(path), on_invalid, unit="line", shown_id="slate_id")
     state = _State(name, bool(features))
     notes = _FileNotes()
     total = None if size is None else size / 1e6
