@@ -2786,8 +2786,8 @@ def run_threads(run: Callable[[int, int], Any], ranges: Sequence[tuple[int, int]
     making the call wait for it. Each range is run once, by one thread, so the results do not
     depend on which thread ran it.
     """
-    if len(ranges) == 1:
-        return [run(*ranges[0])]
+    if len(ranges) <= 1:  # no range (nothing to run) or one: on this thread
+        return [run(*r) for r in ranges]
     count = len(ranges)
     results: list[Any] = [None] * count
     errors: list[BaseException | None] = [None] * count

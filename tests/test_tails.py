@@ -147,6 +147,7 @@ def test_fit_tails_on_threads_equals_one_fit_at_a_time(n_threads):
         kernel.set_threads(None)
     assert fits == [fit_tail(v, n) for v in tops]  # in order, each the one thread's fit
     assert math.isnan(fits[-1].pareto_k)
+    assert fit_tails([], n) == []  # no candidate: no fit, no thread
 
 
 def _logs(n, seed):
