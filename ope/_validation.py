@@ -163,9 +163,9 @@ class RowOrigin:
     the source instead.
 
     The checks of a batch number its rows from 0, as :func:`first_rows` gives them;
-    :meth:`located` turns each such number into the row's number in the whole source
-    (``offset`` plus the row's place among the batch's rows as read), or, when the offset is
-    not known, says explicitly what the number counts ("row 7 of Spark partition 3").
+    :meth:`located` turns each such number into the row's number in the whole source, or,
+    when that is not known, says explicitly what the number counts ("row 7 of Spark
+    partition 3").
 
     Attributes
     ----------
@@ -181,9 +181,9 @@ class RowOrigin:
         dropped as invalid); None when it holds every row.
     within : str, optional
         What the numbers count when it is not the whole source (``"Spark partition 3"``).
-    event_ids : pyarrow.Array, pyarrow.ChunkedArray or numpy.ndarray, optional
-        The ``event_id`` of each row of the checked batch: when the offset is not known, the
-        message also gives the event_id of the first row it names.
+    rows : numpy.ndarray of int, optional
+        The number of each of the checked batch's rows (e.g.
+        :meth:`ope.logs.BanditLogs.source_rows`); instead of ``offset`` and ``kept``.
 
     Examples
     --------
@@ -193,22 +193,25 @@ class RowOrigin:
     >>> origin = RowOrigin("in partition 2 of logs/", offset=150, kept=np.array([True, False, True]))
     >>> print(origin.located(PolicyError("propensities not in [0, 1] (first at row 1)")))
     propensities not in [0, 1] (first at row 152) (in partition 2 of logs/)
-    >>> spark = RowOrigin("in Spark partition 3 of <DataFrame>", None, within="Spark partition 3",
-    ...                   event_ids=np.arange(100, 120))
+    >>> spark = RowOrigin("in Spark partition 3 of <DataFrame>", None, within="Spark partition 3")
     >>> print(spark.located(PolicyError("2 rows (first at rows 4, 9)")))
-    2 rows (first at rows 4, 9 of Spark partition 3) (in Spark partition 3 of <DataFrame>; row 4 of Spark partition 3 has event_id 104)
+    2 rows (first at rows 4, 9 of Spark partition 3) (in Spark partition 3 of <DataFrame>)
     """
 
     where: str
     offset: int | None = 0
     kept: np.ndarray | None = None
     within: str | None = None
-    event_ids: Any = None
+    rows: np.ndarray | None = None
 
     def row(self, k: int) -> int | None:
         """The number of the batch's row ``k`` (as checked) in the source (or in ``within``);
-        None when the offset is not known or the batch has no row ``k``."""
-        if self.offset is None or k < 0:
+        None when it is not known or the batch has no row ``k``."""
+        if k < 0:
+            return None
+        if self.rows is not None:
+            return int(self.rows[k]) if k < self.rows.size else None
+        if self.offset is None:
             return None
         if self.kept is None:
             return self.offset + k
@@ -218,7 +221,8 @@ class RowOrigin:
     def relabel(self, message: str) -> str:
         """``message`` with each row number of the batch replaced by its number in the source
         (or followed by "of <within>"), and ``where`` appended. A message about the rows of
-        another table (an item table, a policy table) keeps its numbers."""
+        another table (an item table, a policy table) keeps its numbers, and so do quoted
+        values (names, paths)."""
 
         def number(token: str) -> str:
             k = int(token.replace(",", ""))
@@ -236,41 +240,18 @@ class RowOrigin:
         # only the words are read and relabelled
         pieces = _QUOTED.split(message)
         quoted = _QUOTED.findall(message)
-        words = " ".join(pieces)
-        if any(table in words for table in _OTHER_TABLES):
+        if any(table in " ".join(pieces) for table in _OTHER_TABLES):
             return f"{message} ({self.where})"
         out = [_ROWS_IN_MESSAGE.sub(rows, piece) for piece in pieces]
         relabelled = "".join(p + q for p, q in zip(out, [*quoted, ""], strict=True))
-        return f"{relabelled} ({self.where}{self._event_id(pieces)})"
-
-    def _event_id(self, pieces: Sequence[str]) -> str:
-        """``"; row k of <within> has event_id e"`` for the first row the message's words
-        (``pieces``: its text outside quoted values) name, when only event ids can place it in
-        the source."""
-        if self.offset is not None or self.event_ids is None:
-            return ""
-        first = next(
-            (m for m in (_ROWS_IN_MESSAGE.search(p) for p in pieces) if m is not None), None
-        )
-        if first is None:
-            return ""
-        token = first["numbers"].split(", ")[0]
-        k = int(token.replace(",", ""))
-        if k >= len(self.event_ids):
-            return ""
-        value = self.event_ids[k]
-        value = value.as_py() if hasattr(value, "as_py") else value
-        value = value.item() if isinstance(value, np.generic) else value
-        of = "" if self.within is None else f" of {self.within}"
-        return f"; row {token}{of} has event_id {value!r}"
+        return f"{relabelled} ({self.where})"
 
     def located(self, exc: OPEError) -> OPEError:
         """A copy of ``exc`` (same class, same attributes, e.g. a ValidationError's report)
         whose message is :meth:`relabel` of its own, with ``exc``'s traceback (the frames down
-        to where it was raised, e.g. in a policy object) and cause."""
+        to where it was raised, e.g. in a policy object): raise it ``from exc.__cause__``."""
         out = copy.copy(exc)
         out.args = (self.relabel(str(exc)), *exc.args[1:])
-        out.__cause__ = exc.__cause__
         return out.with_traceback(exc.__traceback__)
 
 

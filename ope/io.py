@@ -1341,11 +1341,13 @@ class LogScan:
                 dropped_ids = _dropped_event_ids(table, masks)
                 table = table.filter(pa.array(~bad))
             if table.num_rows:
+                rows = np.arange(offset - n, offset, dtype=np.int64)
                 yield BanditLogs.from_validated(
                     table,
                     part,
                     dropped_event_ids=dropped_ids,
                     unit_roundoff=self.plan.unit_roundoff,
+                    source_rows=rows if bad is None else rows[~bad],
                 )
         self.seen_id_bytes = seen.nbytes if seen is not None else 0
         self._report = total

@@ -666,6 +666,7 @@ class BanditLogs(_TableLogs):
             dropped_event_ids = pa.array(dropped_event_ids)
         self.dropped_event_ids = dropped_event_ids
         self._validated_table: pa.Table | None = None
+        self._source_rows: np.ndarray | None = None
 
     @classmethod
     def from_validated(
@@ -677,13 +678,16 @@ class BanditLogs(_TableLogs):
         unit_roundoff: Mapping[str, float] | None = None,
         action_features: pa.Table | None = None,
         n_actions: int | None = None,
+        source_rows: np.ndarray | None = None,
     ) -> BanditLogs:
         """Logs whose ``table`` has just passed every row rule of ``ope.schema`` (for readers).
 
         Records that very table object, so that consumers may skip re-checking what the rules
         guarantee (e.g. ``target__`` values in [0, 1]; see :meth:`targets_validated`). The
         constructor never sets it, and the record lapses if ``table`` is replaced (Arrow tables
-        are immutable). Parameters are those of the constructor.
+        are immutable). Parameters are those of the constructor, and ``source_rows`` (a
+        scan's batch): the number in the whole source of each of the table's rows
+        (:meth:`source_rows`).
 
         Examples
         --------
@@ -704,7 +708,15 @@ class BanditLogs(_TableLogs):
             n_actions=n_actions,
         )
         logs._validated_table = table
+        logs._source_rows = source_rows
         return logs
+
+    def source_rows(self) -> np.ndarray | None:
+        """The number in its source of each row, counted from 0 over every row read (those
+        dropped as invalid included), when these logs are a batch of a lazy scan
+        (:meth:`ope.io.LogScan.to_batches`); None otherwise (row ``i`` is then the source's row
+        ``i``). Errors about a batch's rows name them by these numbers."""
+        return self._source_rows
 
     def with_action_features(self, action_features: pa.Table | None) -> BanditLogs:
         """A copy of these logs whose ``action_features`` is ``action_features``.

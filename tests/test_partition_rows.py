@@ -18,6 +18,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import ope
+
 from ope._validation import RowOrigin
 from ope.distributed import evaluate_distributed
 from ope.evaluation import EvaluationPlan, evaluate
@@ -150,17 +152,26 @@ def test_a_scan_batch_error_names_the_source_row(tmp_path: Path) -> None:
     assert "source rows 130 to 159" in message
 
 
-def test_a_scan_that_drops_rows_says_what_its_row_numbers_count(tmp_path: Path) -> None:
-    # dropped rows (and batches dropped whole, which a scan never yields) leave a batch's
-    # place in the source unknown: the message says so and names the row's event_id
-    folder = write(tmp_path, set_value("reward", 120, np.nan))
-    scan = scan_logs(folder, columns=["x", "event_id"], batch_size=ROW_GROUP, on_invalid="drop")
+def test_a_scan_that_drops_rows_still_names_the_source_row(tmp_path: Path) -> None:
+    # a row dropped before it in its batch (and a batch dropped whole) do not shift the row:
+    # the scan numbers each row of its batches in the whole source
+    folder = write(tmp_path, set_value("reward", 120, np.nan), set_value("reward", 140, np.nan))
+    scan = scan_logs(folder, columns=["x"], batch_size=ROW_GROUP, on_invalid="drop")
     with pytest.raises(PolicyError) as info:
         quiet(evaluate, scan, {"over": OverOne()}, estimators=("ips", "snips"))
     message = str(info.value)
-    assert "first at row 27 of the batch's kept rows)" in message, message
-    assert "starts at source row 130 or later" in message
-    assert f"has event_id {BAD_ROW}" in message
+    assert f"first at row {BAD_ROW})" in message, message
+    assert "source rows 130 to 159" in message
+
+
+def test_a_scans_batches_know_the_source_row_of_each_of_their_rows(tmp_path: Path) -> None:
+    folder = write(tmp_path, set_value("reward", 1, np.nan), set_value("reward", 35, np.nan))
+    scan = scan_logs(folder, columns=["x"], batch_size=ROW_GROUP, on_invalid="drop")
+    batches = quiet(lambda: list(scan.to_batches()))
+    rows = np.concatenate([b.source_rows() for b in batches])
+    np.testing.assert_array_equal(rows, np.setdiff1d(np.arange(sum(FILE_ROWS)), [1, 35]))
+    assert all(b.source_rows().size == b.n for b in batches)
+    assert ope.read_logs(make_table(0, 10)).source_rows() is None  # logs read whole
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,13 +238,6 @@ def test_a_lossy_cast_in_a_spark_partition_says_what_its_row_counts() -> None:
 )
 def test_quoted_values_in_a_message_are_left_as_they_are(origin, message, expected) -> None:
     assert origin.relabel(message) == expected
-
-
-def test_the_event_id_is_that_of_the_row_named_outside_quoted_values() -> None:
-    origin = RowOrigin("b", None, within="the kept rows", event_ids=np.arange(100, 140))
-    got = origin.relabel("policy 'row 2': (first at row 27)")
-    assert got.endswith("row 27 of the kept rows has event_id 127)"), got
-    assert "'row 2'" in got
 
 
 def test_a_located_error_keeps_the_traceback_into_the_policy(tmp_path: Path) -> None:

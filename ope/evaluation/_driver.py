@@ -1275,28 +1275,16 @@ def _batch_statistics(
     )
 
 
-def _scan_origin(scan: Any, batch: BanditLogs, offset: int) -> RowOrigin:
-    """Where a scan's batch lies in its source, for the errors of its rows.
-
-    Under ``on_invalid="raise"`` every batch holds all the rows it read, and ``offset`` (the
-    rows of the batches before it) is the number of its first row. Under ``"drop"`` a batch
-    holds only its valid rows and a batch whose rows were all dropped is never yielded, so the
-    scan's batches do not tell where a batch starts: the message then counts the batch's
-    kept rows, says so, and gives the least source row the batch can start at.
-    """
-    n = batch.report.rows_read
-    if scan.on_invalid != "drop":
-        return RowOrigin(
-            f"in a batch of {scan.source}: source rows {offset:,} to {offset + n - 1:,}",
-            offset=offset,
-        )
+def _scan_origin(scan: Any, batch: BanditLogs) -> RowOrigin:
+    """Where a scan's batch lies in its source, for the errors of its rows: the scan numbers
+    each row of its batches in the whole source (:meth:`ope.logs.BanditLogs.source_rows`),
+    rows dropped as invalid included."""
+    rows = batch.source_rows()
+    if rows is None or rows.size == 0:  # not a scan's batch: its rows are the source's
+        return RowOrigin(f"in a batch of {scan.source}", offset=0)
     return RowOrigin(
-        f"in a batch of {scan.source} that kept {batch.n:,} of its {n:,} rows; with "
-        "on_invalid='drop' a scan does not track where a batch starts: this one starts at "
-        f"source row {offset:,} or later",
-        offset=None,
-        within="the batch's kept rows",
-        event_ids=batch.table.column("event_id") if "event_id" in batch.columns else None,
+        f"in a batch of {scan.source}: source rows {int(rows[0]):,} to {int(rows[-1]):,}",
+        rows=rows,
     )
 
 
@@ -1307,7 +1295,6 @@ def evaluate_scan(scan: Any, plan: Any) -> Evaluation:
     )
     stats = None
     marginal = plan.marginal_weighting
-    offset = 0  # rows read before the batch: its first row's number under on_invalid="raise"
     for batch in scan.to_batches():  # loop over batches
         part = batch_statistics(
             batch,
@@ -1316,10 +1303,9 @@ def evaluate_scan(scan: Any, plan: Any) -> Evaluation:
             settings.weight_column,
             embedding=plan.embedding,
             marginal=marginal,
-            origin=_scan_origin(scan, batch, offset),
+            origin=_scan_origin(scan, batch),
         )
         stats = part if stats is None else stats.merge(part)
-        offset += batch.report.rows_read
     if stats is None:
         raise EstimationError(f"the scan of {scan.source} yielded no rows.")
     estimated = estimated_propensity_note(scan)
