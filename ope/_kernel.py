@@ -81,6 +81,7 @@ __all__ = [
     "THREADS_ENV",
     "PARALLEL_MIN_ROWS",
     "threads",
+    "caller_threads",
     "set_threads",
     "row_ranges",
     "run_threads",
@@ -391,10 +392,17 @@ def threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def _threads_for(n: int) -> int:
+def caller_threads() -> int:
+    """The threads a call made from this thread may use: :func:`threads` from the main thread;
+    1 from any other (Dask's threaded workers, a caller's own pool: they already share the
+    cores)."""
     if threading.current_thread() is not threading.main_thread():
         return 1
-    return max(1, min(threads(), n // PARALLEL_MIN_ROWS))
+    return threads()
+
+
+def _threads_for(n: int) -> int:
+    return max(1, min(caller_threads(), n // PARALLEL_MIN_ROWS))
 
 
 def _compiled() -> Any:

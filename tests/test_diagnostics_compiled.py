@@ -471,23 +471,6 @@ def test_rows_a_reader_validated_are_not_checked_again(monkeypatch):
 
 
 @pytest.mark.parametrize("size", [10, 5000, 60_000])
-def test_order_statistics_by_sub_bin_are_exact(size):
-    """The order statistics of one bin's values, counted by sub-bin first when there are many:
-    ties, values one ulp apart and a sub-bin of one value."""
-    rng = np.random.default_rng(size)
-    low = 1.0 + rng.uniform(0.0, 0.125, size)  # one histogram bin: [1, 1.125)
-    low[: size // 3] = 1.0625  # a tie spanning many ranks
-    low[size // 3 : size // 3 + 2] = np.nextafter(1.0625, 2.0)
-    low[-1] = np.nextafter(1.125, 0.0)  # the bin's last value
-    part = rng.permutation(low)
-    ks = np.array(sorted({0, 1, size // 3 - 1, size // 3, size // 3 + 1, size // 2, size - 1}))
-    want = np.sort(part)[ks]
-    b = int(np.array([1.0]).view(np.int64)[0] >> _pass_module.HIST_SHIFT)
-    got = dict(_pass_module._order_statistics(part.copy(), ks + 7, ks, b, b + 1))
-    np.testing.assert_array_equal([got[k + 7] for k in ks], want)
-
-
-@pytest.mark.parametrize("size", [10, 5000, 60_000])
 def test_compiled_selection_of_order_statistics_is_exact(size):
     """The compiled selection (one count by sub-bin, then a sort of each needed sub-bin) gives
     the exact order statistics of the values in the needed bins, passes over the values of

@@ -239,7 +239,9 @@ def test_an_interrupt_stops_the_caller_at_once_and_wins_over_errors():
         return lo
 
     release = threading.Event()
-    pool = _kernel._pool(1)
+    # the pool run_threads asks for with six ranges (five workers), so that it starts no new,
+    # idle, workers: every worker is kept busy, whatever the pool's size before
+    pool = _kernel._pool(5)
     blockers = [pool.submit(release.wait, 5) for _ in range(_kernel._POOL["size"])]
     try:  # the caller takes range 0 first (the workers are busy) and stops there
         with pytest.raises(KeyboardInterrupt):

@@ -154,33 +154,47 @@ def _small_integer_codes(arr: np.ndarray) -> tuple[np.ndarray, list[Any]] | None
     if arr.dtype.kind not in "iu" or arr.size == 0:
         return None
     loops = _integer_loops() if arr.dtype == np.int64 and arr.flags.c_contiguous else None
-    if loops is not None:  # one read for the span, one for the values present
+    if loops is not None:  # one read for the span, one for the values present, one to code
         low, high = (int(v) for v in loops["_nb_integer_span"](arr))
-    else:
-        low, high = int(arr.min()), int(arr.max())
-    if high - low > _SPAN_MAX:
-        return None
-    if loops is not None:
+        if high - low > _SPAN_MAX:
+            return None
         marks = np.zeros(high - low + 1, dtype=np.uint8)
         loops["_nb_mark_present"](arr, low, marks)
         present = marks.view(np.bool_)
-        offset = None
-    elif low == 0 and arr.dtype == np.intp:  # the usual action ids: no offset to subtract
+        found = _present_codes(arr, low, present)
+        if found is not None:
+            return found
+        codes = np.empty(arr.shape[0], dtype=np.intp)
+        loops["_nb_renumber"](arr, low, np.cumsum(present, dtype=np.intp) - 1, codes)
+        return codes, _labels(arr, low, present)
+    low, high = int(arr.min()), int(arr.max())
+    if high - low > _SPAN_MAX:
+        return None
+    if low == 0 and arr.dtype == np.intp:  # the usual action ids: no offset to subtract
         offset = arr
     else:
         offset = arr.astype(np.int64) - low if arr.dtype != np.int64 else arr - low
-    if offset is not None:
-        present = np.bincount(offset, minlength=high - low + 1) > 0
-    uniques = (np.flatnonzero(present) + low).astype(arr.dtype)
+    present = np.bincount(offset, minlength=high - low + 1) > 0
+    found = _present_codes(arr, low, present)
+    if found is not None:
+        return found
+    return (np.cumsum(present, dtype=np.intp) - 1)[offset], _labels(arr, low, present)
+
+
+def _labels(arr: np.ndarray, low: int, present: np.ndarray) -> list[Any]:
+    """The distinct values of ``arr`` in order, from the marks of the values present over the
+    span from ``low``."""
+    return list((np.flatnonzero(present) + low).astype(arr.dtype))
+
+
+def _present_codes(
+    arr: np.ndarray, low: int, present: np.ndarray
+) -> tuple[np.ndarray, list[Any]] | None:
+    """``arr`` itself as its codes when its values are every id 0 .. K - 1 (intp: no copy),
+    else None."""
     if low == 0 and arr.dtype == np.intp and bool(present.all()):
-        return arr, list(uniques)  # every id in 0 .. K - 1 occurs: the ids are their codes
-    number = np.cumsum(present, dtype=np.intp) - 1
-    if offset is not None:
-        return number[offset], list(uniques)
-    assert loops is not None
-    codes = np.empty(arr.shape[0], dtype=np.intp)
-    loops["_nb_renumber"](arr, low, number, codes)
-    return codes, list(uniques)
+        return arr, _labels(arr, low, present)
+    return None
 
 
 def _nb_integer_span(x):

@@ -665,9 +665,13 @@ def _from_collected(
     needed bin lies outside every span or a buffer of a span holding one overflowed.
 
     A span ``[a, b)`` of bins kept all its rows (the histogram says how many), so the k-th
-    smallest weight, when in one of those bins, is the ``k - cum[a - 1]``-th smallest of them:
-    one partition per span.
+    smallest weight, when in its needed bins ``[low, high)``, is the ``k - cum[low - 1]``-th
+    smallest of the kept weights in those bins: one compiled selection per span
+    (:func:`_nb_select`; the weights are kept only by the compiled pass).
     """
+    loops = _compiled()
+    if loops is None:  # the backend changed since the pass: the second pass gathers them
+        return False
     guess = sums.speculation
     assert guess is not None
     spans = guess.spans[j] >> HIST_SHIFT  # bins [a, b), empty when a == b
@@ -684,8 +688,6 @@ def _from_collected(
         if any(int(n_kept[j, s]) > cap[s] for _, n_kept in sums.collected):
             return False
         pieces = [kept[start[s] : start[s] + n_kept[j, s]] for kept, n_kept in sums.collected]
-        # partitioned in place below: the buffers are this pass's own, and a partition keeps
-        # the values a bin holds
         part = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
         a, b = int(spans[s, 0]), int(spans[s, 1])
         if part.size != int(cum[b - 1]) - int(cum[a - 1]):  # never: every row was kept
@@ -693,50 +695,17 @@ def _from_collected(
         low, high = min(span_bins), max(span_bins) + 1
         below = int(cum[low - 1])  # low >= 1: zero weights are never kept
         in_span = ks[np.isin(bins, span_bins)]
-        loops = _compiled()
-        if loops is not None:  # the needed bins' values selected in compiled loops
-            chosen = np.empty(in_span.size)
-            if loops["_nb_select"](part, low, high, in_span - below, chosen) < in_span.size:
-                return False  # never: the histogram counted these values
-            found.update(zip(in_span.tolist(), chosen.tolist()))
-            continue
-        if low > a or high < b:  # only the needed bins' weights are partitioned
-            codes = part.view(np.int64) >> HIST_SHIFT
-            part = part[(codes >= low) & (codes < high)]
-        found.update(_order_statistics(part, in_span, in_span - below, low, high))
+        chosen = np.empty(in_span.size)
+        if loops["_nb_select"](part, low, high, in_span - below, chosen) < in_span.size:
+            return False  # never: the histogram counted these values
+        found.update(zip(in_span.tolist(), chosen.tolist()))
     values.update(found)
     return True
 
 
-#: Sub-bins per histogram bin of :func:`_order_statistics` (a count of ``2**_FINE_BITS`` more
-#: mantissa bits), and the fewest values worth counting them for.
+#: More mantissa bits by which :func:`_nb_select` counts the values of a bin (sub-bins still
+#: monotone in the value).
 _FINE_BITS: Final = 8
-_FINE_MIN: Final = 4096
-
-
-def _order_statistics(
-    part: np.ndarray, ks: np.ndarray, local: np.ndarray, low: int, high: int
-) -> list[tuple[int, float]]:
-    """``(k, value)`` of the ``local``-th smallest values of ``part`` (every value of the bins
-    ``[low, high)``, partitioned in place). Many values are first counted by sub-bin (more
-    mantissa bits, still monotone), and only the sub-bins holding a needed rank are partitioned:
-    a count and a selection cost less than a partition of the whole bin."""
-    if part.size < _FINE_MIN or (high - low) << _FINE_BITS > part.size:
-        part.partition(local)
-        return list(zip(ks.tolist(), part[local].tolist()))
-    fine = part.view(np.int64) >> (HIST_SHIFT - _FINE_BITS)
-    fine -= low << _FINE_BITS
-    counts = np.bincount(fine, minlength=(high - low) << _FINE_BITS)
-    cum = np.cumsum(counts)
-    sub = np.searchsorted(cum, local, side="right")
-    out: list[tuple[int, float]] = []
-    for b in np.unique(sub).tolist():
-        picked = part[fine == b]
-        these = sub == b
-        rank = local[these] - int(cum[b] - counts[b])
-        picked.partition(rank)
-        out.extend(zip(ks[these].tolist(), picked[rank].tolist()))
-    return out
 
 
 def octave_mass(w: np.ndarray, sampling: np.ndarray | None = None) -> np.ndarray:
@@ -1045,7 +1014,7 @@ def _nb_fused_pass(
                     k_lo = min(k_lo, k if on else PROFILE_BINS)
                     k_hi = max(k_hi, k if on else -1)
                 kept = 0
-                if big * _PROFILE_SWEEP_RATIO > (k_hi - k_lo + 1) * m:
+                if big > 0 and big * _PROFILE_SWEEP_RATIO > (k_hi - k_lo + 1) * m:
                     # most rows in a few bins: one vectorized sweep of the block per bin
                     for k in range(k_lo, k_hi + 1):
                         s0 = 0.0
@@ -1075,7 +1044,7 @@ def _nb_fused_pass(
                         acc_k[4] += s4
                         acc_k[5] += s5
                         acc_k[6] += s6
-                elif big > 0:  # the rows with w > 1 listed without a branch
+                elif big > 0:  # else the rows with w > 1 listed without a branch
                     for i in range(m):
                         rows[kept] = i
                         kept += 1 if w[i] > 1.0 else 0

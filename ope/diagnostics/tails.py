@@ -29,7 +29,6 @@ candidate's weights off its own pass (no sort of the rows) and calls :func:`fit_
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -37,7 +36,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from ope._kernel import row_ranges, run_threads, threads
+from ope._kernel import caller_threads, row_ranges, run_threads
 from ope._thresholds import K_INFINITE_VARIANCE, K_RELIABLE
 from ope._validation import as_float_array, check_finite
 from ope.exceptions import ValidationError
@@ -178,13 +177,8 @@ def fit_tails(tops: Sequence[np.ndarray], n: int) -> list[TailFit]:
     (:func:`ope._kernel.run_threads`; the grid's logarithms run in numpy, which releases the
     GIL), a contiguous run of candidates per thread; each fit is the one thread's fit.
     """
-    parts = 1
-    if (
-        len(tops) > 1
-        and sum(int(np.size(v)) for v in tops) >= _THREADED_TAIL_VALUES
-        and threading.current_thread() is threading.main_thread()
-    ):
-        parts = threads()
+    long = sum(int(np.size(v)) for v in tops) >= _THREADED_TAIL_VALUES
+    parts = caller_threads() if long else 1
     chunks = run_threads(
         lambda lo, hi: [fit_tail(v, n) for v in tops[lo:hi]], row_ranges(len(tops), 1, parts)
     )
