@@ -54,7 +54,7 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, NoReturn
 
@@ -261,6 +261,12 @@ CLI_PHRASES: Final = (
     # command line (not ``ci(--method ...)``, the keyword translated alone)
     (r"ci\(method='(\w+)' or '(\w+)'\)", r"--ci \1 or --ci \2"),
     (r"ci\(method=['\"](\w+)['\"]\)", r"--ci \1"),
+    # a paired effect's interval method is ``ci=`` in Python and ``--ci`` on ``ope paired``
+    # (its skew note's advice), the outcomes' a priori bounds ``reward_range`` there
+    (r"ci='(\w+)' corrects", r"--ci \1 corrects"),
+    (r"ci='(\w+)' or ci='(\w+)'", r"--ci \1 or --ci \2"),
+    (r"the outcomes' reward_range\b", "the outcomes' --reward-range"),
+    (r"bounded by reward_range\b", "bounded by --reward-range"),
     # two estimators offered as alternatives (the trajectory advice)
     (r"estimator='(\w+)' or '(\w+)'", r"--estimator \1 or \2"),
     (r"an a priori reward_range\b", "an a priori --reward-range"),
@@ -375,6 +381,22 @@ UNTRANSLATED: Final[dict[str, frozenset[str]]] = {"slates": frozenset({"context"
 _COMMAND: contextvars.ContextVar[str | None] = contextvars.ContextVar("ope_command", default=None)
 
 
+#: What the user typed that the API's messages show as Python values (an arm ``control`` of
+#: ``ope paired`` reads ``'control'`` there): each value's repr and the text it reads as on the
+#: command line, and the pattern that finds them (:func:`_typed`; :func:`_run` clears it).
+_TYPED: contextvars.ContextVar[tuple[re.Pattern[str], dict[str, str]] | None] = (
+    contextvars.ContextVar("ope_typed", default=None)
+)
+
+
+def _typed(names: Iterable[Any]) -> None:
+    """Show ``names`` (arms, columns: what the running command's user typed) as typed in the
+    command's messages (:func:`_cli_phrases`), not as the API quotes a str (``'control'``)."""
+    shown = {repr(n): n for n in names if isinstance(n, str) and repr(n) != n}
+    pattern = "|".join(map(re.escape, sorted(shown, key=len, reverse=True)))
+    _TYPED.set((re.compile(pattern), shown) if shown else None)
+
+
 #: API names a command spells with another flag than :data:`FLAGS`'s (``ope continuous`` takes
 #: one context column per ``--context-column``).
 COMMAND_FLAGS: Final[dict[str, dict[str, str]]] = {
@@ -467,14 +489,19 @@ def _cli_text(text: str) -> str:
 
 
 def _cli_phrases(text: str) -> str:
-    """``text`` with the phrases of :data:`CLI_PHRASES` spelled as on the command line, and
-    nothing else: for texts that also show data (column names, a Python hint such as
-    ``table(by='segment')``), where keywords are not translated. A phrase that a summary
-    wrapped keeps its line break (after as many words as before it)."""
+    """``text`` with the phrases of :data:`CLI_PHRASES` spelled as on the command line, then
+    the names the user typed as typed (:func:`_typed`), and nothing else: for texts that also
+    show data (column names, a Python hint such as ``table(by='segment')``), where keywords
+    are not translated. A phrase that a summary wrapped keeps its line break (after as many
+    words as before it)."""
     command = _COMMAND.get() or ""
     for pattern, phrase in _PHRASES:
         if _has_flags(command, phrase):  # a flag the command lacks: the API's words stay
             text = pattern.sub(functools.partial(_rewrapped, phrase=phrase), text)
+    typed = _TYPED.get()
+    if typed is not None:
+        names, shown = typed
+        text = names.sub(lambda match: shown[match.group(0)], text)
     return text
 
 
@@ -2663,6 +2690,7 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
     on stderr about a failure: printed after the run's warnings, so it is the last line)."""
     command = args.command
     _COMMAND.set(command)
+    _TYPED.set(None)
     extra: dict[str, Any] = {}
     report_text = usage = ""
     try:
@@ -3576,13 +3604,17 @@ def _with_rng(func: Callable[..., Any], seed: int) -> dict[str, Any]:
     return {"rng": seed} if "rng" in inspect.signature(func).parameters else {}
 
 
-def _result_outcome(args: argparse.Namespace, report: Any, result: Any) -> _Outcome:
+def _result_outcome(
+    args: argparse.Namespace, report: Any, result: Any, summary: str | None = None
+) -> _Outcome:
     """The outcome of a run that reads logs and gives one result: the document is the logs,
     their validation report and the result's ``to_dict()``; the text the report, the result's
-    summary and the seed."""
+    summary (or ``summary``, the command's wording of it) and the seed."""
     return _Outcome(
         {"logs": args.logs, "validation": report.to_dict(), **result.to_dict()},
-        "\n\n".join([str(report), result.summary(), _seed_line(args)]),
+        "\n\n".join(
+            [str(report), result.summary() if summary is None else summary, _seed_line(args)]
+        ),
     )
 
 
@@ -3614,6 +3646,7 @@ def _cmd_paired(args: argparse.Namespace) -> _Outcome:
     treated = [_arm_of(a, arms, "--treated") for a in args.treated]
     control = _arm_of(args.control, arms, "--control")
     outcomes: Any = args.outcomes or (list(args.outcome) if args.outcome else ("outcome",))
+    _typed([*treated, control, *([] if outcomes == "all" else outcomes), args.by])
     res = paired_effect(
         replays,
         treated=treated,
@@ -3627,7 +3660,11 @@ def _cmd_paired(args: argparse.Namespace) -> _Outcome:
         correction=args.correction,
         **_with_rng(paired_effect, args.seed),
     )
-    return _result_outcome(args, replays.report, res)
+    # the notes name the arms, outcomes and groups as the user typed them (and as the table
+    # shows them), and the flags of their advice
+    groups = dict.fromkeys(res.table()["group"]) if args.by is not None else {}
+    _typed([*res.treated, res.control, *res.outcomes, args.by, *groups])
+    return _result_outcome(args, replays.report, res, _cli_summary(res.summary()))
 
 
 def _cmd_learn(args: argparse.Namespace) -> _Outcome:

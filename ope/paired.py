@@ -537,7 +537,7 @@ def paired_effect(
             n_k = n_used
             ok = n_k >= 2
             for k in np.flatnonzero(~ok):  # only the groups too small to estimate
-                small.append(f"{arm!r}/{outcome!r}/{group_labels[k]!r} (n={int(n_k[k])})")
+                small.append(f"{_row_label(arm, outcome, by, group_labels[k])} (n={int(n_k[k])})")
             skew = _grouped_skewness(g, d, stats_["value"], n_groups)
             short = np.zeros(n_groups, dtype=bool)
             floor = _skew_floor(method)
@@ -547,7 +547,7 @@ def paired_effect(
                     if short[k]:
                         need = floor + SKEW_ROWS * skew[k] ** 2
                         skewed.append(
-                            f"{arm!r}/{outcome!r}/{group_labels[k]!r} (n={int(n_k[k])}, "
+                            f"{_row_label(arm, outcome, by, group_labels[k])} (n={int(n_k[k])}, "
                             f"skewness {skew[k]:.3g}, needs {need:.0f})"
                         )
             if method in ("normal", "t"):
@@ -900,6 +900,13 @@ def _cell_stats(cell: np.ndarray, y: np.ndarray, n_cells: int) -> tuple[np.ndarr
     return cnt, mean, ss
 
 
+def _row_label(arm: Any, outcome: str, by: str | None, group: Any) -> str:
+    """A row of the table in a note: ``'treated'/'outcome'``, and ``/'group'`` with ``by``
+    (without it every row's group is None, a column the summary does not show)."""
+    label = f"{arm!r}/{outcome!r}"
+    return label if by is None else f"{label}/{group!r}"
+
+
 def _grouped_skewness(g: np.ndarray, x: np.ndarray, mean: np.ndarray, n_groups: int) -> np.ndarray:
     """Sample skewness ``m3 / m2**1.5`` of ``x`` per group about the group ``mean`` (NaN below
     two values, 0 where the values do not vary)."""
@@ -924,7 +931,7 @@ def _skew_floor(method: str) -> float:
 
 
 def skewed_rows_note(rows: Sequence[str], method: str) -> str:
-    """The note of the rows (``treated/outcome/group (n=..., skewness ...)``) whose pair
+    """The note of the rows (``treated/outcome[/group] (n=..., skewness ...)``) whose pair
     differences are too skewed for their ``method`` ("normal" or "t") interval
     (:func:`ope._thresholds.skewed_terms`)."""
     shown = ", ".join(rows[:5]) + (" ..." if len(rows) > 5 else "")

@@ -599,9 +599,9 @@ def demo_run(tmp_path_factory):
 
 
 def test_demo_text_is_wrapped_to_the_text_width_and_says_the_command(demo_run):
-    """The demo's coverage gaps, their notes and its own lines are wrapped to the text width
-    (the certificate's lines and the estimates' table aside: a table's columns are never cut),
-    and a gap's advice names the command that makes the exploration plan."""
+    """The demo's coverage gaps, their notes, the learned policy's certificate and its own
+    lines are wrapped to the text width (the estimates' table aside: a table's columns are
+    never cut), and a gap's advice names the command that makes the exploration plan."""
     from ope._format import TEXT_WIDTH
 
     out, _ = demo_run
@@ -609,8 +609,10 @@ def test_demo_text_is_wrapped_to_the_text_width_and_says_the_command(demo_run):
     assert "gap: candidate long_tail" in section
     assert not [ln for ln in section.splitlines() if len(ln) > TEXT_WIDTH]
     certificate = out[out.index("certificate for policy") : out.index("\nseed: ")]
+    assert "  baseline:" in certificate and "  sensitivity:" in certificate
+    assert not [ln for ln in certificate.splitlines() if len(ln) > TEXT_WIDTH]
     table = out[out.index("\npolicy ") : out.index("\nNotes:")]
-    others = out.replace(certificate, "").replace(table, "")
+    others = out.replace(table, "")
     assert not [ln for ln in others.splitlines() if len(ln) > TEXT_WIDTH]
     assert "Diagnostics.plan()" not in out and "ope.diagnostics" not in out
     advice = "`ope diagnose --reward-range LO HI --target-width W --new-rows N`"

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from ope._format import TEXT_WIDTH
 from ope.cli import EXIT_DATAERR, EXIT_OK, EXIT_USAGE, main
 from ope.io import read_paired
 from ope.paired import paired_effect
@@ -27,6 +29,27 @@ def replays(tmp_path_factory):
     path = tmp_path_factory.mktemp("paired") / "replays.parquet"
     pq.write_table(table, path)
     return str(path), table
+
+
+@pytest.fixture(scope="module")
+def skewed(tmp_path_factory):
+    """Thirty pairs of two arms, each replayed once: the treated outcome is skewed (too few
+    pairs for a normal or t interval) and one treated cost is missing (its pair is dropped)."""
+    rng = np.random.default_rng(0)
+    n = 30
+    outcome = np.column_stack([rng.exponential(size=n), rng.exponential(size=n) ** 3]).ravel()
+    cost = rng.random(2 * n)
+    cost[1] = np.nan  # pair 0, treated
+    path = tmp_path_factory.mktemp("skewed") / "replays.parquet"
+    pd.DataFrame(
+        {
+            "pair_id": np.repeat(np.arange(n), 2),
+            "arm": ["control", "treated"] * n,
+            "outcome": outcome,
+            "cost": cost,
+        }
+    ).to_parquet(path)
+    return str(path)
 
 
 def _close(a, b):
@@ -108,6 +131,49 @@ def test_paired_text_prints_the_summary(replays, capsys):
     want = paired_effect(read_paired(table), treated="with_memory", control="no_memory")
     assert "Paired effects (with_memory vs no_memory)" in out
     assert want.summary() in out
+
+
+@pytest.mark.parametrize("ci", ["normal", "t"])
+def test_paired_text_speaks_the_command_line(skewed, capsys, ci):
+    """The notes of ``ope paired`` name the arms and outcomes as they were typed (not as
+    Python values, quoted) and advise flags (``--ci t``, ``--reward-range``), not the API's
+    keywords, wrapped to the text width; the warnings they state are not repeated on stderr,
+    and the JSON document keeps the API's notes."""
+    argv = ["paired", skewed, "--treated", "treated", "--control", "control", "--ratio"]
+    argv += ["--outcome", "outcome", "cost", "--ci", ci]
+    assert main(argv) == EXIT_OK
+    captured = capsys.readouterr()
+    notes = captured.out[captured.out.index("Notes:") : captured.out.index("\nseed: ")]
+    flat = " ".join(notes.split())
+    for python in ("'treated'", "'control'", "'outcome'", "'cost'", "ci=", "reward_range", "None"):
+        assert python not in flat, python
+    assert "no finite cost value; they are left out of the cost cell means." in flat
+    assert "miss arm treated or control (or a finite cost value in one of them)" in flat
+    assert "dropped from the treated vs control effect on cost." in flat
+    assert (
+        "too short and their p-values too small, the adjusted ones too: treated/outcome (n=30,"
+        in flat
+    )
+    assert "--ci betting or --ci bernstein with the outcomes' --reward-range hold at any n." in flat
+    assert ("--ci t corrects the normal quantile for few pairs" in flat) is (ci == "normal")
+    assert "NaN for treated vs control on outcome; treated vs control on cost." in flat
+    assert not [line for line in notes.splitlines() if len(line) > TEXT_WIDTH]
+    assert "warning" not in captured.err  # the notes state them
+    code, doc = _run_json([*argv, "--json"], capsys)
+    assert code == EXIT_OK
+    assert any("ci='betting' or ci='bernstein'" in note for note in doc["notes"])
+    assert any("'treated' vs 'control'" in note for note in doc["notes"])
+
+
+def test_paired_bounded_intervals_name_the_flag(skewed, capsys):
+    """A finite-sample method's note names ``--reward-range``, the flag that bounded it."""
+    argv = ["paired", skewed, "--treated", "treated", "--control", "control", "--outcome"]
+    argv += ["cost", "--ci", "betting", "--reward-range", "0", "1"]
+    assert main(argv) == EXIT_OK
+    out = capsys.readouterr().out
+    flat = " ".join(out[out.index("Notes:") :].split())
+    assert "on pair differences bounded by --reward-range." in flat
+    assert "reward_range" not in flat and "'cost'" not in flat
 
 
 def test_integer_arms_are_matched_from_the_command_line(tmp_path, capsys):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -565,6 +566,44 @@ def test_certificate_json_round_trip_and_text():
     assert "<table>" in cert._repr_html_()
     with pytest.raises(ValidationError, match=r"misses keys: baseline"):
         Certificate.from_dict({k: v for k, v in d.items() if k != "baseline"})
+
+
+def test_certificate_text_is_wrapped_to_the_text_width():
+    """The certificate's text (printed by ``ope learn`` and ``ope demo``) is wrapped to the
+    width of ope's other text output: a long field goes on under its value, and nothing of it
+    is lost."""
+    import dataclasses
+
+    from ope._format import TEXT_WIDTH
+    from ope.diagnostics.msm import describe_approval_tipping
+
+    action, reward, propensity = two_arm_logs(4, 5000)
+    cert = certify(
+        (action == 1) * 1.0,
+        None,
+        action,
+        reward,
+        propensity,
+        reward_range=(0, 1),
+        max_weight=2.0,
+        name="arm1",
+        n_train=1234,
+    )
+    cert = dataclasses.replace(cert, tipping_gamma=1.35, seed=7)
+    text = str(cert)
+    lines = text.splitlines()
+    assert [len(line) for line in lines if len(line) > TEXT_WIDTH] == []
+    assert lines[0] == f"certificate for policy 'arm1': {cert.verdict.upper()}"
+    column = len("  baseline:          ")  # where every value starts, also when wrapped
+    for line in lines[1:]:  # a field's label, or the continuation of its value: blank
+        head = line[:column]
+        assert head.isspace() or re.fullmatch(r"  [a-z][a-z ]*: +", head), line
+        assert line[column] != " ", line
+    flat = " ".join(text.split())
+    assert f"baseline: {cert.baseline_value:.6g} ({cert.baseline_source})" in flat
+    assert f"reason: {cert.reason}" in flat
+    assert f"sensitivity: {describe_approval_tipping(1.35)}" in flat
+    assert "split seed: 7 (rng=7 reproduces it)" in flat
 
 
 def test_rank_policies_orders_by_lower_bound_with_bonferroni_levels():

@@ -22,6 +22,7 @@ import pytest
 from scipy import stats
 
 import ope
+from ope._format import TEXT_WIDTH
 from ope.exceptions import EstimationError, ValidationError
 from ope.learning import (
     Certificate,
@@ -242,11 +243,13 @@ def test_finite_sample_modes_refuse_weighted_rows_and_auto_takes_t() -> None:
     )
     assert cert.ci_method == "t" and cert.weighted and cert.sampling_weight == "w8"
     assert any("ci='auto' chose the t bound" in note and "`w8`" in note for note in cert.notes)
-    assert "Hajek-weighted clipped IPS, sampling weights `w8`" in str(cert)
+    text = " ".join(str(cert).split())  # wrapped to the text width: compared word by word
+    assert "Hajek-weighted clipped IPS, sampling weights `w8`" in text
     assert (
-        "sampling weights:  column `w8` (Horvitz-Thompson: values for the logged population; "
-        "t bound of the linearized Hajek ratio, asymptotic)" in str(cert)
+        "sampling weights: column `w8` (Horvitz-Thompson: values for the logged population; "
+        "t bound of the linearized Hajek ratio, asymptotic)" in text
     )
+    assert max(len(line) for line in str(cert).splitlines()) <= TEXT_WIDTH
     doc = cert.to_dict()
     assert doc["weighted"] is True and doc["sampling_weight"] == "w8"
     assert Certificate.from_json(cert.to_json()) == cert

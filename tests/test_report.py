@@ -10,6 +10,7 @@ reports in a headless browser.
 
 from __future__ import annotations
 
+import html
 import math
 import re
 import sys
@@ -58,6 +59,14 @@ VOID = frozenset(
 NAMESPACES = ('xmlns="http://www.w3.org/2000/svg"', 'xmlns:xlink="http://www.w3.org/1999/xlink"')
 
 HOSTILE = "<script>alert(1)</script>"
+
+#: Where the diagnostics' gap advice sends a Python user (the library's own text) ...
+PLAN_POINTER = "(see Diagnostics.plan())"
+#: ... and how the report, read in Python or on the command line, says it: both ways.
+PLAN_BOTH_WAYS = (
+    "(see the exploration plan: Diagnostics.plan() in Python, "
+    "ope diagnose --reward-range LO HI --target-width W --new-rows N on the command line)"
+)
 QUOTES = "&\"'"
 
 
@@ -438,8 +447,11 @@ def test_the_sample_report_shows_weights_gaps_plan_and_validation(sample_page, s
     assert 'id="cap"' not in sample_page  # no candidate summarized
     gaps = d.segments().query("gap")
     assert len(gaps) == 2
-    for reason in gaps["reason"]:
-        assert reason.replace("'", "&#x27;") in sample_page
+    for reason in gaps["reason"]:  # the gap's words; its pointer to the plan said both ways
+        head = reason.removesuffix(PLAN_POINTER)
+        assert head != reason and head.replace("'", "&#x27;") + '(see the <a href="#plan">' in (
+            sample_page
+        )
     assert sample_page.count("support gap</span>") == 2
     assert "Which actions to play more" in sample_page and "(actions never logged)" in sample_page
     assert "<dt>rows read</dt><dd>100,000</dd>" in sample_page
@@ -448,6 +460,44 @@ def test_the_sample_report_shows_weights_gaps_plan_and_validation(sample_page, s
     for dist in ("numpy", "pandas", "scipy", "scikit-learn", "pyarrow", "matplotlib"):
         assert f"<td>{dist}</td>" in sample_page
     assert f"<td>{ope.__version__}</td>" in sample_page
+
+
+def test_a_gap_points_at_the_plan_for_python_and_command_line_readers(sample):
+    """A segment gap's advice points a Python user at ``Diagnostics.plan()`` (the diagnostics'
+    own text, unchanged); the report, whose reader may use Python or the command line, says
+    both ways (the call, and ``ope diagnose`` with flags it has) and links its own plan
+    section, in the gap lists and in the notes; a candidate's name around it stays escaped."""
+    import argparse
+
+    from ope.cli import build_parser
+
+    name = '<b>&"tail"</b>'
+    table = sample.table.slice(0, 20_000)
+    table = table.rename_columns(
+        [f"target__{name}" if c == "target__long_tail" else c for c in table.column_names]
+    )
+    d = _quiet(ope.diagnose, ope.read_logs(table), by=["segment"], reward_range=(0, 1))
+    gaps = d.segments().query("gap")
+    assert name in set(gaps["policy"])
+    assert all(reason.endswith(PLAN_POINTER) for reason in gaps["reason"])  # for Python users
+    pointed = sum(str(note).count(PLAN_POINTER) for note in d.notes)
+    assert pointed >= 2
+    page = render_report(diagnostics=d)
+    checker = _check(page)
+    assert not checker.errors and not checker.stack
+    assert PLAN_POINTER not in page
+    text = " ".join("".join(checker.text).split())
+    assert text.count(PLAN_BOTH_WAYS) == len(gaps) + pointed
+    assert page.count('<a href="#plan">exploration plan</a>') == len(gaps) + pointed
+    for reason in gaps["reason"]:  # the gap's own words, escaped, then the pointer
+        assert f"{reason.removesuffix(PLAN_POINTER)}{PLAN_BOTH_WAYS}" in text
+    assert name not in page and "b" not in checker.tags
+    assert html.escape(f"candidate {name} puts", quote=True) in page
+    # the command's flags are those of ope diagnose
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {o for a in commands.choices["diagnose"]._actions for o in a.option_strings}
+    assert set(re.findall(r"--[a-z-]+", PLAN_BOTH_WAYS)) <= flags
 
 
 def test_the_simulation_report_handles_dm_and_unsupported_mass(simulation_page, simulation):

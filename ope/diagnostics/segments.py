@@ -59,7 +59,13 @@ __all__ = [
     "unsupported_text",
     "GAP_KIND_SUPPORT",
     "GAP_KIND_EFFECTIVE_SAMPLE",
+    "PLAN_POINTER",
 ]
+
+#: Where a gap's advice sends the reader for the exploration plan, in the library's words (a
+#: Python user's: :meth:`ope.Diagnostics.plan`). A text for other readers says it their way:
+#: the command line's through its phrase table, the HTML report both ways.
+PLAN_POINTER: Final = "(see Diagnostics.plan())"
 
 #: The two kinds of gap (column ``gap_kind``; both may hold, joined by ``+``).
 GAP_KIND_SUPPORT: Final = "support"
@@ -589,7 +595,7 @@ def segment_gap(e: SegmentRow) -> tuple[bool, str, str]:
     if sample:
         parts.append("low effective sample: " + "; and ".join(sample))
     fix = (
-        "; explore the candidate's actions there (see Diagnostics.plan())"
+        f"; explore the candidate's actions there {PLAN_POINTER}"
         if e.context
         else "; log more exploration of these items"
     )

@@ -14,6 +14,7 @@ import numpy.typing as npt
 from scipy import stats
 from sklearn.exceptions import NotFittedError
 
+from ope._format import wrap_text
 from ope._thresholds import MIN_ROWS, small_sample, small_sample_note
 from ope._validation import (
     check_choice,
@@ -93,6 +94,11 @@ _WEIGHTED_BET_TRUNCATION: Final = 0.5
 
 #: type of a gate mode (the ``ci`` argument of SafetyGate, certify, rank_policies, ...)
 GateMethod = Literal["auto", "betting", "bernstein", "t"]
+
+
+#: width of a field's label in a certificate's text (the longest, "sampling weights:", and two
+#: spaces): every value starts in one column, and a wrapped one goes on in it
+_FIELD_WIDTH: Final = 19
 
 
 #: fields of a certificate that are text, and those that are finite numbers (the improvement
@@ -355,22 +361,27 @@ class Certificate(Result):
             if self.sampling_weight is None
             else f"Hajek-weighted clipped IPS, sampling weights `{self.sampling_weight}`"
         )
-        lines = [
-            f"certificate for policy {self.policy!r}: {self.verdict.upper()}",
-            f"  reason:            {self.reason}",
-            f"  estimate:          {self.value:.6g} ({kind}, max_weight={self.max_weight:g})",
-            f"  lower bound:       {self.lower_bound:.6g} (one-sided {pct}, {self.ci_method})",
-            f"  baseline:          {self.baseline_value:.6g} ({self.baseline_source})",
+        shown = [
+            ("reason", self.reason),
+            ("estimate", f"{self.value:.6g} ({kind}, max_weight={self.max_weight:g})"),
+            ("lower bound", f"{self.lower_bound:.6g} (one-sided {pct}, {self.ci_method})"),
+            ("baseline", f"{self.baseline_value:.6g} ({self.baseline_source})"),
         ]
         if self.improvement_lower_bound is not None:
-            lines.append(
-                f"  improvement:       {self.improvement_estimate:.6g}, lower bound "
-                f"{self.improvement_lower_bound:.6g} (one-sided {pct})"
+            shown.append(
+                (
+                    "improvement",
+                    f"{self.improvement_estimate:.6g}, lower bound "
+                    f"{self.improvement_lower_bound:.6g} (one-sided {pct})",
+                )
             )
         train = "unknown" if self.n_train is None else f"{self.n_train:,}"
-        lines.append(
-            f"  rows:              {train} train, {self.n:,} certify; "
-            f"{100 * self.clipped_fraction:.3g}% of weights clipped"
+        shown.append(
+            (
+                "rows",
+                f"{train} train, {self.n:,} certify; "
+                f"{100 * self.clipped_fraction:.3g}% of weights clipped",
+            )
         )
         if self.sampling_weight is not None:
             bound = (
@@ -378,14 +389,27 @@ class Certificate(Result):
                 if self.ci_method == "betting"
                 else f"{self.ci_method} bound of the linearized Hajek ratio, asymptotic"
             )
-            lines.append(
-                f"  sampling weights:  column `{self.sampling_weight}` (Horvitz-Thompson: "
-                f"values for the logged population; {bound})"
+            shown.append(
+                (
+                    "sampling weights",
+                    f"column `{self.sampling_weight}` (Horvitz-Thompson: values for the logged "
+                    f"population; {bound})",
+                )
             )
         if self.tipping_gamma is not None:
-            lines.append(f"  sensitivity:       {describe_approval_tipping(self.tipping_gamma)}")
+            shown.append(("sensitivity", describe_approval_tipping(self.tipping_gamma)))
         if self.seed is not None:
-            lines.append(f"  split seed:        {self.seed} (rng={self.seed} reproduces it)")
+            shown.append(("split seed", f"{self.seed} (rng={self.seed} reproduces it)"))
+        # each field's value in one column, a long one wrapped under itself (ope's text width)
+        lines = wrap_text(
+            f"certificate for policy {self.policy!r}: {self.verdict.upper()}", subsequent="  "
+        )
+        for label, value in shown:
+            lines += wrap_text(
+                value,
+                initial=f"  {label + ':':<{_FIELD_WIDTH}}",
+                subsequent=" " * (2 + _FIELD_WIDTH),
+            )
         return "\n".join(lines)
 
     def _parts(self) -> ResultParts:

@@ -40,6 +40,7 @@ from ope._format import (
 from ope._output import atomic_path
 from ope._thresholds import heavy_tail, shown_notes
 from ope.diagnostics.msm import describe_approval_tipping, describe_tipping
+from ope.diagnostics.segments import PLAN_POINTER
 from ope.marginal import SUFFICIENCY_ALPHA
 from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.report.views import (
@@ -187,6 +188,22 @@ def _e(value: Any) -> str:
     """HTML-escaped text (quotes too: safe in content and in attributes), control and bidi
     characters shown escaped (:func:`ope._format.safe_text`)."""
     return html.escape(safe_text(value), quote=True)
+
+
+#: What the diagnostics' pointer to the exploration plan (:data:`PLAN_POINTER`, the Python
+#: call) reads as in a report, whose reader may work in Python or on the command line: both
+#: ways (the flags are ``ope diagnose``'s), and a link to the report's own plan section.
+_PLAN_POINTER_HTML: Final = (
+    '(see the <a href="#plan">exploration plan</a>: <code>Diagnostics.plan()</code> in Python, '
+    "<code>ope diagnose --reward-range LO HI --target-width W --new-rows N</code> on the "
+    "command line)"
+)
+
+
+def _e_advice(value: Any) -> str:
+    """:func:`_e` of a text of the diagnostics (a gap's reason, a note), its pointer to the
+    exploration plan said for both audiences (:data:`_PLAN_POINTER_HTML`)."""
+    return _PLAN_POINTER_HTML.join(_e(part) for part in str(value).split(PLAN_POINTER))
 
 
 def _more(summary: str) -> str:
@@ -1191,7 +1208,7 @@ def _segments(ctx: dict[str, Any], figures: _Figures) -> str:
                 f"<h3>{_e(policy)}</h3><ul>"
                 + "".join(
                     f"<li><strong>{_e(g.column)}={_e(g.segment)}</strong> ({_e(g.gap_kind)}): "
-                    f"{_e(g.reason)}</li>"
+                    f"{_e_advice(g.reason)}</li>"
                     for g in gaps.itertuples(index=False)
                 )
                 + "</ul>"
@@ -1910,7 +1927,7 @@ def _notes(ctx: dict[str, Any]) -> str:
     notes = ctx["notes"]
     if not notes:
         return "<p>No warnings.</p>"
-    return "<ol>" + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ol>"
+    return "<ol>" + "".join(f"<li>{_e_advice(n)}</li>" for n in notes) + "</ol>"
 
 
 def _versions() -> list[tuple[str, str]]:
