@@ -283,11 +283,8 @@ CLI_PHRASES: Final = (
         r"\(Diagnostics\.plan_actions\(\)\)",
         "(all of them: Diagnostics.plan_actions() in Python)",
     ),
-    # an unknown estimator: ope evaluate and ope report also take auto (alone)
-    (
-        r"(unknown estimator '[^']*' in `estimators`; choose from [\w, ]+)\.",
-        r"\1, or auto alone (--estimator auto: one chosen per candidate by cross-validation).",
-    ),
+    # an unknown estimator's message offers auto (alone)
+    (r"or estimators='auto' alone \(", "or auto alone (--estimator auto: "),
     # an API message's own pointer to the flag: on the command line the keyword before it
     # reads as that flag already
     (r" \(CLI: --[\w-]+(?: [\w-]+)?\)", ""),

@@ -137,7 +137,8 @@ def resolve_estimators(
             if key not in ESTIMATORS:
                 raise ParameterError(
                     f"unknown estimator {item!r} in `estimators`; choose from "
-                    f"{', '.join(ESTIMATORS)}."
+                    f"{', '.join(ESTIMATORS)}, or estimators='auto' alone (one chosen per "
+                    "candidate by cross-validation)."
                 )
             takes = estimator_settings(key)
             for name in takes:
