@@ -175,9 +175,7 @@ class SeenIds:
         order = np.argsort(keys)
         keys, xs = keys[order], x[order]  # one hash and one sort serve the lookup and the insert
         hit_sorted = (
-            self._hits_sorted(keys & self._mask, xs)
-            if self._count
-            else np.zeros(x.size, dtype=bool)
+            self._lookup(keys & self._mask, xs)[0] if self._count else np.zeros(x.size, dtype=bool)
         )
         new = ~hit_sorted
         if new.any():
@@ -215,20 +213,11 @@ class SeenIds:
         out = np.full(x.size, -1, dtype=np.int64)
         if not self._lines or x.dtype.kind != "S" or not x.size:
             return out
+        hit, keys = self._lookup(_hash_bytes(x) & self._mask, x)
         low = (1 << _LINE_BITS) - 1
-        mask = int(self._mask)
-        needles = _hash_bytes(x) & self._mask  # below every key of their hash bits
-        for keys, ids in self._str_runs:  # a loop over the runs (a few dozen at most)
-            pos = np.searchsorted(keys, needles)
-            for i in range(x.size):  # a loop over the few ids asked about
-                p = int(pos[i])
-                # the keys of its hash bits: one, or more on a collision of those bits
-                while p < keys.size and int(keys[p]) & mask == int(needles[i]):
-                    if ids[p] == x[i]:
-                        row = int(keys[p]) & low
-                        out[i] = row if row != low else -1
-                        break
-                    p += 1
+        rows = (keys & np.uint64(low)).astype(np.int64)
+        kept = hit & (rows != low)  # the largest value of the low bits: a row not kept
+        out[kept] = rows[kept]
         return out
 
     def _push_strings(self, keys: np.ndarray, ids: np.ndarray) -> None:
@@ -253,17 +242,21 @@ class SeenIds:
         hx = _hash_bytes(x) & self._mask
         order = np.argsort(hx)
         hx, x = hx[order], x[order]
-        hit_sorted = self._hits_sorted(hx, x)
+        hit_sorted = self._lookup(hx, x)[0]
         hit = np.empty(x.size, dtype=bool)
         hit[order] = hit_sorted
         return hit
 
-    def _hits_sorted(self, hx: np.ndarray, x: np.ndarray) -> np.ndarray:
-        """Which of the ids ``x`` (sorted by their keys' hash bits ``hx``) are in the runs."""
+    def _lookup(self, hx: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which of the ids ``x`` (their keys' hash bits ``hx``) are in the runs, and the key
+        each matched (0 where none: with ``lines=True`` its low bits are the id's first source
+        row). Any order of ``x`` gives the same answer; sorted by ``hx``, the binary searches
+        walk each run nearly in order."""
         hit = np.zeros(x.size, dtype=bool)
+        found = np.zeros(x.size, dtype=np.uint64)
         mask = self._mask
         for keys, ids in self._str_runs:
-            pos = np.searchsorted(keys, hx)
+            pos = np.searchsorted(keys, hx)  # hx: at or below every key of its hash bits
             rows = np.flatnonzero(pos < keys.size)
             # walk the run of equal hashes (almost always one entry; more only on a collision)
             while rows.size:
@@ -271,11 +264,13 @@ class SeenIds:
                 same = (keys[p] & mask) == hx[rows]
                 rows, p = rows[same], p[same]
                 equal = ids[p] == x[rows]
-                hit[rows[equal]] = True
+                got = rows[equal]
+                hit[got] = True
+                found[got] = keys[p[equal]]
                 rows = rows[~equal]
                 pos[rows] += 1
                 rows = rows[pos[rows] < keys.size]
-        return hit
+        return hit, found
 
     def add(self, x: np.ndarray, lines: np.ndarray | None = None) -> None:
         """Remember the (distinct, unseen) ids ``x`` (string ids with their source rows

@@ -50,13 +50,15 @@ Vowpal Wabbit's continuous-action DSJSON (CATS, ``"_label_ca": {"action", "cost"
 ``.json``/``.json.gz`` file): ``reward = -cost``, ``density = pdf_value`` (checked against the
 ``pdf`` segments when the line has them), ``weight = 1 / (1 - pdrop)``, the context ``c``
 flattened to numeric columns as VW hashes it (a string value ``"k": "v"`` is the feature
-``k=v`` of value 1; an absent feature is 0). A line without ``c`` is VW's plain JSON form
-(``vw --json``), whose features are all its top-level keys not starting with ``_``, a key named
-as a DSJSON field (``pdrop``, ``pdf``, ``EventId``, ``a``, ...) included, as VW reads them:
-they read as ``c``'s would (VW puts both in its default namespace), and such a line has no
-drop probability, ``pdf`` segments or ``EventId``; keys other than DSJSON fields next to a
-``c`` are not read, and the report says so. ``pdf_value: "NaN"`` reads as NaN, as VW's JSON
-parser reads it, and is rejected (``cats_pdf_value_invalid``) with a note.
+``k=v`` of value 1; an absent feature is 0); a line without ``c`` has no context. A file is
+read in one form, as VW reads it with ``--dsjson`` or ``--json``: that of its first line with a
+top-level key not starting with ``_``. That line is DSJSON when it has ``c``, ``EventId``,
+``Timestamp``, ``Version``, ``VWState``, ``pdrop`` or a ``pdf`` array; otherwise the file is
+VW's plain JSON form (``vw --json``), whose features are all the top-level keys not starting
+with ``_``, read as ``c``'s would be (VW puts both in its default namespace), those named as
+DSJSON fields included. The report notes the top-level keys a DSJSON line has that are not
+read, and the lines whose keys show the other form. ``pdf_value: "NaN"`` reads as NaN, as VW's
+JSON parser reads it, and is rejected (``cats_pdf_value_invalid``) with a note.
 
 References
 ----------
@@ -103,10 +105,11 @@ from ope._validation import (
     show_value,
 )
 from ope.importers._common import (
+    NOT_A_NUMBER,
     broken_rules,
     import_failure,
     object_fields,
-    vw_nan,
+    vw_number,
     warn_dropped_invalid,
 )
 from ope.logs import EXAMPLE_ROWS, ValidationReport
@@ -637,9 +640,11 @@ class _Segment(msgspec.Struct):
     chosen_action: float | None = None
 
 
-class _CatsLine(msgspec.Struct):
-    """The fields of a continuous-action DSJSON line ope reads (the rest is skipped); the labels
-    of the other kinds (CB, CCB) only as present or not."""
+class _CatsLine(msgspec.Struct, forbid_unknown_fields=True):
+    """The fields of a continuous-action DSJSON line ope reads, the labels of the other kinds
+    (CB, CCB) only as present or not, and the bookkeeping VW's writers add, skipped unread.
+    Decoding refuses any other key (and a field of another type): such a line is read key by
+    key (:func:`_line_by_keys`); a line of VW's plain JSON form is built from its keys."""
 
     label_ca: _Label | None = msgspec.field(default=None, name="_label_ca")
     label_cost: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="_label_cost")
@@ -651,28 +656,112 @@ class _CatsLine(msgspec.Struct):
     pdrop: float | None = None
     skip_learn: bool | None = msgspec.field(default=None, name="_skipLearn")
     c: dict[str, Any] | None = None
+    version: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Version")
+    vw_state: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="VWState")
 
 
-class _PlainCatsLine(msgspec.Struct):
-    """The keys VW's plain JSON form (``vw --json``: a line without ``c``) reads as other than
-    features, those starting with ``_`` (the label); every other key is a feature there, a
-    ``pdf``, ``pdrop`` or ``EventId`` included (:func:`_top_level_features`)."""
+_CATS_LINE: Final = msgspec.json.Decoder(_CatsLine).decode
 
-    label_ca: _Label | None = msgspec.field(default=None, name="_label_ca")
-    label_cost: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="_label_cost")
-    label_index: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="_labelIndex")
-    outcomes: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="_outcomes")
-    skip_learn: bool | None = msgspec.field(default=None, name="_skipLearn")
-
+#: The keys of a line read key by key (:func:`_line_by_keys`) that set a :class:`_CatsLine`
+#: field: the field, and the decoder of the key's value. VW's plain JSON form reads the keys
+#: starting with ``_`` alone: the others are its features.
+_KEY_FIELDS: Final = {
+    key: (name, msgspec.json.Decoder(kind).decode)
+    for key, name, kind in (
+        ("_label_ca", "label_ca", _Label | None),
+        ("_skipLearn", "skip_learn", bool | None),
+        ("pdf", "pdf", list[_Segment] | None),
+        ("EventId", "EventId", str | None),
+        ("Timestamp", "Timestamp", str | None),
+        ("pdrop", "pdrop", float | None),
+        ("c", "c", dict[str, Any] | None),
+    )
+}
+#: The other kinds' label keys, kept as present or not (their values undecoded).
+_KIND_KEYS: Final = {
+    "_label_cost": "label_cost",
+    "_labelIndex": "label_index",
+    "_outcomes": "outcomes",
+}
+#: What a plain JSON line decoded whole (:func:`_plain_line`) keeps of another kind's label
+#: key: that it is there (a :class:`_CatsLine` keeps such a value undecoded).
+_PRESENT: Final = msgspec.Raw(b"true")
+#: A line's JSON decoded whole, into Python values.
+_JSON_VALUES: Final = msgspec.json.Decoder().decode
 
 #: The top-level keys of a DSJSON line that are not features: the fields VW's DSJSON reader
-#: reads at a line's top level and the bookkeeping its writers add. A line without ``c`` is
-#: VW's plain JSON form (``--json``), whose features are all its keys not starting with ``_``,
-#: these included (VW's ``DefaultState`` reads every such key as a feature): read as if under
-#: ``c`` (VW puts both in its default namespace).
+#: reads at a line's top level and the bookkeeping its writers add. In VW's plain JSON form
+#: (``vw --json``) every key not starting with ``_`` is a feature, these included.
 _DSJSON_TOP_FIELDS: Final = frozenset(
     {"a", "p", "c", "o", "pdf", "pdrop", "EventId", "Timestamp", "Version", "VWState"}
 )
+
+#: The keys that make a line DSJSON (when not null; ``pdf`` when an array, the segments), in
+#: the order notes name them: a line that has one is read as ``vw --dsjson`` reads it. A line
+#: with another key not starting with ``_`` and none of these is in VW's plain JSON form: ``a``,
+#: ``p`` and ``o``, DSJSON's fields of other kinds (a CATS line has no use for them), and a
+#: number as ``pdf`` are features there.
+_DSJSON_MARKS: Final = ("c", "EventId", "Timestamp", "Version", "VWState", "pdrop", "pdf")
+_MARK_KEYS: Final = frozenset(_DSJSON_MARKS)
+
+#: The two forms of a CATS file (:class:`_CatsForm`).
+_DSJSON: Final = "dsjson"
+_PLAIN: Final = "plain"
+
+
+@dataclass
+class _CatsForm:
+    """The form of a CATS file, DSJSON or VW's plain JSON (``vw --json``), as VW reads a file
+    in one form (``--dsjson`` or ``--json``): that of its first line with a top-level key not
+    starting with ``_`` (a line with none reads alike in both forms), and which line that is."""
+
+    kind: str | None = None  # _DSJSON, _PLAIN, or None (no line has told yet)
+    line: int = -1  # the line (number in the file) that set it
+    keys: tuple[str, ...] = ()  # its keys that set it (DSJSON marks; the first plain keys)
+
+    def see(self, kind: str | None, line: int, keys: Sequence[str]) -> None:
+        """Take the form of a line when none is set yet (``kind`` None: the line does not
+        tell)."""
+        if self.kind is None and kind is not None:
+            self.kind, self.line, self.keys = kind, line, tuple(keys)
+
+
+def _null(raw: msgspec.Raw) -> bool:
+    return bytes(raw) == b"null"
+
+
+def _form_of(pairs: Mapping[str, msgspec.Raw]) -> tuple[str | None, list[str]]:
+    """The form a line's top-level keys (``pairs``) show, and the keys that show it: DSJSON
+    when a key of :data:`_DSJSON_MARKS` or a ``pdf`` array is there, the plain JSON form when
+    another key not starting with ``_`` is, None when neither is (null values count as
+    absent: both forms read them as nothing)."""
+    found, plain = set(), []
+    for key, raw in pairs.items():  # a loop over one line's keys
+        if key[:1] == "_" or _null(raw):
+            continue
+        if key in _DSJSON_MARKS and (key != "pdf" or bytes(raw)[:1] == b"["):
+            found.add(key)
+        else:
+            plain.append(key)
+    if found:
+        return _DSJSON, [k for k in _DSJSON_MARKS if k in found]
+    return (_PLAIN, plain) if plain else (None, [])
+
+
+def _marks(d: _CatsLine) -> list[str]:
+    """The DSJSON marks of a line that decoded as :class:`_CatsLine` (whose keys are all
+    DSJSON fields or start with ``_``)."""
+    values = {
+        "c": d.c,
+        "EventId": d.EventId,
+        "Timestamp": d.Timestamp,
+        "Version": d.version if d.version and not _null(d.version) else None,
+        "VWState": d.vw_state if d.vw_state and not _null(d.vw_state) else None,
+        "pdrop": d.pdrop,
+        "pdf": d.pdf,
+    }
+    return [k for k in _DSJSON_MARKS if values[k] is not None]
+
 
 #: A DSJSON ``pdf_value`` is written as a float32: the density of the ``pdf`` segments at the
 #: action agrees with it to this relative tolerance.
@@ -734,11 +823,11 @@ class _CatsChunk:
     ids: np.ndarray  # the EventIds of the lines read (object; None where absent)
     context: pd.DataFrame  # flattened context features (NaN where a line has none)
     first: str | None  # the kind of the chunk's first labelled event (:func:`_first_kind`)
-    top_level: np.ndarray  # the lines (numbers) whose features are top-level keys (no `c`)
-    unread: list[tuple[int, list[str]]]  # the first lines (numbers) with keys not read next
-    n_unread: int  # to `c`, and how many lines have them
-    named: list[tuple[int, list[str]]]  # the first lines (numbers) without `c` whose keys
-    n_named: int  # named as DSJSON fields are read as features, and how many lines have them
+    top_level: np.ndarray  # the lines (numbers) whose features are top-level keys (plain form)
+    unread: list[tuple[int, list[str]]]  # the first lines (numbers) of DSJSON form with keys
+    n_unread: int  # not read (not DSJSON fields), and how many lines have them
+    other: list[tuple[int, list[str]]]  # the first lines (numbers) whose keys show the other
+    n_other: int  # form than the file's (and those keys), and how many lines do
     nan_pdf: np.ndarray  # the lines (numbers) whose pdf_value is the string "NaN"
 
 
@@ -752,11 +841,12 @@ def _read_cats(
     chunks: list[_CatsChunk] = []
     features: set[str] = set()
     kind: str | None = None
+    form = _CatsForm()
     lines_read = 0
     pieces = _cats_lines(path)
     for numbers, kept in pieces:
         lines_read += numbers.size
-        chunk = _cats_chunk(numbers, kept)
+        chunk = _cats_chunk(numbers, kept, form)
         if kind is None and chunk.first is not None:
             kind = chunk.first
             if kind == "other":  # the first labelled event sets the kind (:func:`_first_kind`)
@@ -771,7 +861,7 @@ def _read_cats(
         features.update(chunk.context.columns)
         if len(features) > MAX_DSJSON_FEATURES:
             more = next(pieces, None) is not None  # whether the count stops early
-            raise _too_many_features(path.name, features, lines_read, int(numbers[-1]), more)
+            raise _too_many_features(path.name, features, lines_read, int(numbers[-1]), more, form)
         chunks.append(chunk)
     numbers = np.concatenate([c.numbers for c in chunks] or [np.empty(0, dtype=np.int64)])
     reason = np.concatenate([c.reason for c in chunks] or [np.empty(0, dtype=object)])
@@ -795,7 +885,7 @@ def _read_cats(
         rejected,
         {r: tuple(int(x) for x in numbers[ks[:EXAMPLE_ROWS]]) for r, ks in reasons.items()},
         dropped=on_invalid == "drop" and bool(broken_rules(rejected)),
-        notes=_feature_notes(chunks, numbers[reasons.get("cats_pdf_value_invalid", [])]),
+        notes=_feature_notes(chunks, numbers[reasons.get("cats_pdf_value_invalid", [])], form),
     )
     error = import_failure(report, on_invalid)
     if error is not None:
@@ -833,11 +923,12 @@ def _read_cats(
 
 
 def _too_many_features(
-    name: str, features: set[str], lines_read: int, last_line: int, more: bool
+    name: str, features: set[str], lines_read: int, last_line: int, more: bool, form: _CatsForm
 ) -> DataFileError:
     """The error of a file whose contexts flatten to more than :data:`MAX_DSJSON_FEATURES`
     features: how many (at least, when ``more`` lines follow those read: reading stops at the
-    chunk that crosses the limit), which, and how to fix."""
+    chunk that crosses the limit), which, how to fix, and (a file in VW's plain JSON ``form``)
+    that every top-level key is a feature there."""
     examples = ", ".join(show_value(f) for f in sorted(features)[:5])
     values = sum(1 for f in features if "=" in f)
     why = (
@@ -852,50 +943,74 @@ def _too_many_features(
         )
     else:
         count = f"its {lines_read:,} lines flatten to {len(features):,} distinct features"
+    plain = (
+        f" The file is read in VW's plain JSON form (`vw --json`), that of its line {form.line} "
+        f"(the first with a key not starting with `_`: {_shown_keys(form.keys)}, and no `c` or "
+        "DSJSON field): every top-level key not starting with `_` is a feature there."
+        if form.kind == _PLAIN
+        else ""
+    )
     return DataFileError(
         f"{name}: the contexts of {count}{why}, e.g. {examples}; at most {MAX_DSJSON_FEATURES:,} "
         "are read (ope.continuous.MAX_DSJSON_FEATURES: each feature is a column of the "
-        "context). Write the logs as a parquet or CSV table with the columns action, density, "
-        "reward and the features your reward model needs, and read that with "
+        f"context).{plain} Write the logs as a parquet or CSV table with the columns action, "
+        "density, reward and the features your reward model needs, and read that with "
         "ope.read_continuous."
     )
 
 
-def _feature_notes(chunks: Sequence[_CatsChunk], nan_pdf_candidates: np.ndarray) -> tuple[str, ...]:
-    """The report's notes on what the lines' top-level keys gave (features read as VW's plain
-    JSON form, or keys next to ``c`` not read) and on the lines rejected for a ``pdf_value``
-    of "NaN" (``nan_pdf_candidates``: the lines rejected as ``cats_pdf_value_invalid``)."""
+def _shown_keys(keys: Sequence[str]) -> str:
+    """The first keys of a line, quoted as the source's values are."""
+    return ", ".join(show_value(k) for k in keys[:5]) + (", ..." if len(keys) > 5 else "")
+
+
+def _feature_notes(
+    chunks: Sequence[_CatsChunk], nan_pdf_candidates: np.ndarray, form: _CatsForm
+) -> tuple[str, ...]:
+    """The report's notes on what the lines' top-level keys gave in the file's ``form``:
+    features read in VW's plain JSON form, keys of DSJSON lines not read, lines of the other
+    form; and on the lines rejected for a ``pdf_value`` of "NaN" (``nan_pdf_candidates``: the
+    lines rejected as ``cats_pdf_value_invalid``)."""
     notes = []
+
+    def first(found: list[tuple[int, list[str]]]) -> str:
+        return "; ".join(f"line {ln}: {_shown_keys(keys)}" for ln, keys in found[:EXAMPLE_ROWS])
+
+    where = (
+        f"that of its line {form.line}, the first with a key not starting with `_` "
+        f"({_shown_keys(form.keys)})"
+    )
     top = np.concatenate([c.top_level for c in chunks] or [np.empty(0, dtype=np.int64)])
     if top.size:
         notes.append(
-            f"{top.size:,} line(s) keep their features at the top level, without `c` (VW's "
-            f"plain JSON form, read by `vw --json`; first: line {int(top[0])}): read as the "
-            "context, as VW reads them: every key not starting with `_` is a feature."
+            f"{top.size:,} line(s) keep their features at the top level (VW's plain JSON form, "
+            f"read by `vw --json`; first: line {int(top[0])}): read as the context, as VW reads "
+            "them: every key not starting with `_` is a feature. The file's form is "
+            f"{where}, without `c` or a DSJSON field."
         )
-    named = [u for c in chunks for u in c.named]
-    if named:
-        first = "; ".join(
-            f"line {ln}: {', '.join(show_value(k) for k in keys[:5])}"
-            for ln, keys in named[:EXAMPLE_ROWS]
-        )
+    other = [u for c in chunks for u in c.other]
+    n_other = sum(c.n_other for c in chunks)
+    if other and form.kind == _PLAIN:
         notes.append(
-            f"{sum(c.n_named for c in chunks):,} of them have keys named as DSJSON fields "
-            f"({first}): features there, as `vw --json` reads them, not the fields (no drop "
-            "probability, pdf segments or EventId is read from such a line). A DSJSON line "
-            "keeps its features under `c`."
+            f"{n_other:,} of them have keys that make a DSJSON line ({first(other)}): features "
+            "there, as `vw --json` reads them, not the fields (no drop probability, pdf "
+            "segments or EventId is read from such a line). A file is read as DSJSON when its "
+            "first line with a key not starting with `_` has `c` or a DSJSON field."
         )
     unread = [u for c in chunks for u in c.unread]
     if unread:
-        first = "; ".join(
-            f"line {ln}: {', '.join(show_value(k) for k in keys[:5])}"
-            for ln, keys in unread[:EXAMPLE_ROWS]
-        )
-        total = sum(c.n_unread for c in chunks)
         notes.append(
-            f"{total:,} line(s) have top-level keys next to `c` that are not DSJSON fields, not "
-            f"read as features ({first}): VW's --dsjson ignores them (only `c` holds features "
-            "there), though `vw --json` would read them. Move them under `c` to have them read."
+            f"{sum(c.n_unread for c in chunks):,} line(s) have top-level keys that are not "
+            f"DSJSON fields, not read as features ({first(unread)}): VW's --dsjson ignores them "
+            "(only `c` holds features there), though `vw --json` would read them. Move them "
+            "under `c` to have them read."
+        )
+    if other and form.kind != _PLAIN:
+        notes.append(
+            f"{n_other:,} line(s) are in VW's plain JSON form, with top-level keys and neither "
+            f"`c` nor a DSJSON field ({first(other)}): read as `vw --dsjson` reads them, "
+            f"without features, since the file is DSJSON: its form is {where}. A file is read "
+            "in the plain JSON form (`vw --json`) when that line is."
         )
     nan_lines = np.concatenate([c.nan_pdf for c in chunks] or [np.empty(0, dtype=np.int64)])
     nan_lines = nan_lines[np.isin(nan_lines, nan_pdf_candidates)]
@@ -909,13 +1024,18 @@ def _feature_notes(chunks: Sequence[_CatsChunk], nan_pdf_candidates: np.ndarray)
     return tuple(notes)
 
 
-def _cats_chunk(numbers: np.ndarray, kept: Sequence[bytes]) -> _CatsChunk:
-    """One chunk of non-blank lines decoded and checked (:class:`_CatsChunk`)."""
-    decoded, why = _decode_cats(kept)
-    at = np.array([k for k, d in enumerate(decoded) if d is not None], dtype=np.int64)
-    events = [d for d in decoded if d is not None]
-    fields = _cats_fields(events, [kept[k] for k in at.tolist()])
-    reason = _cats_reasons(fields, at, why, len(kept))
+def _cats_chunk(numbers: np.ndarray, kept: Sequence[bytes], form: _CatsForm) -> _CatsChunk:
+    """One chunk of non-blank lines decoded and checked (:class:`_CatsChunk`), in the file's
+    ``form`` (set by the chunk's lines when no earlier line has)."""
+    decoded = _decode_cats(kept, numbers, form)
+    at = np.array([k for k, d in enumerate(decoded.lines) if d is not None], dtype=np.int64)
+    events = [d for d in decoded.lines if d is not None]
+    tops: dict[int, dict[str, float]] = {}
+    if decoded.features:  # by position among the events
+        position = {i: k for k, i in enumerate(at.tolist())}
+        tops = {position[i]: f for i, f in decoded.features.items()}
+    fields = _cats_fields(events, tops)
+    reason = _cats_reasons(fields, at, decoded.why, len(kept))
     counts = ~fields.unlabeled & ~fields.skip & pd.notna(fields.ids)
     ok = reason[at] == ""
     read = at[ok]
@@ -937,11 +1057,11 @@ def _cats_chunk(numbers: np.ndarray, kept: Sequence[bytes]) -> _CatsChunk:
         ids=fields.ids[ok],
         context=pd.DataFrame.from_records(features, index=pd.RangeIndex(len(features))),
         first=_first_kind(fields),
-        top_level=numbers[at[fields.top_level]],
-        unread=[(int(numbers[at[k]]), keys) for k, keys in fields.unread[:EXAMPLE_ROWS]],
-        n_unread=len(fields.unread),
-        named=[(int(numbers[at[k]]), keys) for k, keys in fields.named[:EXAMPLE_ROWS]],
-        n_named=len(fields.named),
+        top_level=numbers[sorted(decoded.features)],
+        unread=[(int(numbers[k]), keys) for k, keys in decoded.unread[:EXAMPLE_ROWS]],
+        n_unread=len(decoded.unread),
+        other=[(int(numbers[k]), keys) for k, keys in decoded.other[:EXAMPLE_ROWS]],
+        n_other=len(decoded.other),
         nan_pdf=numbers[at[fields.nan_pdf]],
     )
 
@@ -1002,58 +1122,119 @@ def _cats_lines(path: Path) -> Iterator[tuple[np.ndarray, list[bytes]]]:
         yield np.array(numbers, dtype=np.int64), kept
 
 
-def _decode_cats(kept: Sequence[bytes]) -> tuple[list[_CatsLine | None], dict[int, str]]:
-    """Every line decoded on its own (None where it did not) and the reason of each that did
-    not (a batch of lines joined into one array would read ``{...}, {...}`` on one line as two
-    events, and nest every line one level deeper)."""
-    decoder = msgspec.json.Decoder(_CatsLine)
-    out: list[_CatsLine | None] = [None] * len(kept)
-    why: dict[int, str] = {}
+@dataclass
+class _Decoded:
+    """A chunk's lines decoded (:func:`_decode_cats`), each by its position in the chunk."""
+
+    lines: list[_CatsLine | None]  # None where the line did not decode
+    why: dict[int, str]  # the reason of each line that did not
+    features: dict[int, dict[str, float]]  # the plain JSON form's features, flattened
+    unread: list[tuple[int, list[str]]]  # (line, keys) of DSJSON lines' keys not read
+    other: list[tuple[int, list[str]]]  # (line, keys) of lines of the file's other form
+
+
+def _decode_cats(kept: Sequence[bytes], numbers: np.ndarray, form: _CatsForm) -> _Decoded:
+    """Every line decoded on its own, once (a batch of lines joined into one array would read
+    ``{...}, {...}`` on one line as two events, and nest every line one level deeper), in the
+    file's ``form`` (set here by the first line that tells, :class:`_CatsForm`). A DSJSON line
+    decodes as :class:`_CatsLine`; one that this refuses (another key, a field of another
+    type) is read key by key (:func:`_line_by_keys`); a line of a plain JSON file decodes whole
+    (:func:`_plain_line`), key by key when that fails (a number beyond a double's range)."""
+    out = _Decoded([None] * len(kept), {}, {}, [], [])
+    lines, why, decode = out.lines, out.why, _CATS_LINE
+    plain = form.kind == _PLAIN
     for k, line in enumerate(kept):  # a loop over lines: each is its own JSON document
         if line[:1] != b"{":  # as VW (and the DSJSON importer): leading spaces included
             why[k] = "dsjson_not_object"
             continue
         try:
-            out[k] = decoder.decode(line)
+            if plain:
+                lines[k] = _plain_line(_JSON_VALUES(line), k, out)
+            else:
+                d = lines[k] = decode(line)
+                if form.kind is None:
+                    marks = _marks(d)
+                    form.see(_DSJSON if marks else None, int(numbers[k]), marks)
+            continue
+        except msgspec.ValidationError:  # another key, a field of another type, a number
+            pass  # beyond a double's range: read key by key below
         except (msgspec.DecodeError, RecursionError):
-            out[k] = _plain_line(line)  # a DSJSON field's type binds only a line with `c`
-            if out[k] is None:
-                why[k] = _undecoded_reason(line)
-    return out, why
+            why[k] = "dsjson_bad_json"
+            continue
+        try:
+            lines[k] = _line_by_keys(object_fields(line), k, int(numbers[k]), form, out)
+        except msgspec.ValidationError:  # a field of another type, a number past a double's
+            why[k] = "dsjson_field_type"
+        except (msgspec.DecodeError, RecursionError):
+            why[k] = "dsjson_bad_json"
+        plain = form.kind == _PLAIN
+    return out
 
 
-_PLAIN = msgspec.json.Decoder(_PlainCatsLine).decode
-
-
-def _plain_line(line: bytes) -> _CatsLine | None:
-    """A line the DSJSON record refuses, read as VW's plain JSON form when it has no ``c``
-    (a numeric ``pdf`` or ``EventId`` is a feature there); None when it has one, or is not
-    read that way either."""
-    try:
-        if "c" in object_fields(line):
-            return None
-        p = _PLAIN(line)
-    except (msgspec.DecodeError, RecursionError):
-        return None
-    return _CatsLine(
-        label_ca=p.label_ca,
-        label_cost=p.label_cost,
-        label_index=p.label_index,
-        outcomes=p.outcomes,
-        skip_learn=p.skip_learn,
+def _plain_line(values: Mapping[str, Any], k: int, out: _Decoded) -> _CatsLine:
+    """Line ``k`` of a file in VW's plain JSON form, from its ``values`` decoded whole: its
+    keys starting with ``_`` give the label, every other key is a feature (``out.features``),
+    one named as a DSJSON field included; a line whose keys would make it DSJSON is noted in
+    ``out.other``. Raises ``msgspec.ValidationError`` for a label field of another type."""
+    label, skip = values.get("_label_ca"), values.get("_skipLearn")
+    line = _CatsLine(
+        label_ca=None if label is None else msgspec.convert(label, _Label),
+        skip_learn=None if skip is None else msgspec.convert(skip, bool),
     )
+    for key, name in _KIND_KEYS.items():  # a loop over three keys
+        if key in values:
+            setattr(line, name, _PRESENT)
+    features: dict[str, float] = {}
+    _flatten(values, "", features)  # every key not starting with `_`
+    if features:
+        out.features[k] = features
+    if not _MARK_KEYS.isdisjoint(values):
+        v = values.get
+        if any(v(m) is not None for m in _DSJSON_MARKS[:-1]) or isinstance(v("pdf"), list):
+            out.other.append((k, [key for key in values if key in _DSJSON_TOP_FIELDS]))
+    return line
 
 
-def _undecoded_reason(line: bytes) -> str:
-    """Why one line that starts with ``{`` did not decode as an event: not JSON, or a field of
-    the wrong type (as the DSJSON importer names them)."""
-    try:
-        value = msgspec.json.decode(line)
-    except msgspec.ValidationError:  # JSON, with a number beyond a double's range
-        return "dsjson_field_type"
-    except (msgspec.DecodeError, RecursionError):
-        return "dsjson_bad_json"
-    return "dsjson_field_type" if isinstance(value, dict) else "dsjson_bad_json"  # one object
+def _line_by_keys(
+    pairs: Mapping[str, msgspec.Raw], k: int, number: int, form: _CatsForm, out: _Decoded
+) -> _CatsLine:
+    """Line ``k`` (``number`` in the file) from its top-level keys and undecoded values
+    (``pairs``), read in the file's ``form``, which the line sets when none is yet. A DSJSON
+    line reads its DSJSON fields; its other keys not starting with ``_`` are not read (noted in
+    ``out.unread``). A plain JSON line reads its keys starting with ``_`` (the label) and has
+    every other key as a feature (``out.features``), one named as a DSJSON field included. A
+    line whose keys show the other form is noted in ``out.other``. Raises what the decoders
+    raise (``msgspec.ValidationError`` for a field of another type)."""
+    seen, keys = _form_of(pairs)
+    form.see(seen, number, keys)
+    plain = form.kind == _PLAIN
+    fields: dict[str, Any] = {}
+    features: dict[str, Any] = {}
+    for key, raw in pairs.items():  # a loop over one line's keys
+        if plain and key[:1] != "_":
+            try:
+                features[key] = msgspec.json.decode(raw)
+            except msgspec.ValidationError:  # a number beyond a double's range: the line's
+                features[key] = math.inf  # dsjson_field_type, as in `c`
+        elif key in _KEY_FIELDS:
+            name, decode = _KEY_FIELDS[key]
+            fields[name] = decode(raw)
+        elif key in _KIND_KEYS:
+            fields[_KIND_KEYS[key]] = raw
+    if plain:
+        flat: dict[str, float] = {}
+        _flatten(features, "", flat)
+        if flat:
+            out.features[k] = flat
+        if seen == _DSJSON:
+            out.other.append((k, [key for key in pairs if key in _DSJSON_TOP_FIELDS]))
+    else:
+        unread = [key for key in pairs if key[:1] != "_" and key not in _DSJSON_TOP_FIELDS]
+        if unread:
+            out.unread.append((k, unread))
+        if seen == _PLAIN:
+            out.other.append((k, keys))
+    return _CatsLine(**fields)
 
 
 @dataclass
@@ -1076,71 +1257,30 @@ class _CatsFields:
     ids: np.ndarray  # EventId (object; None where absent)
     nan_pdf: np.ndarray  # _label_ca.pdf_value is the string "NaN" (read as NaN)
     text_pdf: np.ndarray  # _label_ca.pdf_value is another string (VW refuses the line)
-    top_level: np.ndarray  # features read from the top level (no `c`: VW's plain JSON form)
-    unread: list[tuple[int, list[str]]]  # (line, keys) of top-level keys next to `c`, not read
-    named: list[tuple[int, list[str]]]  # (line, keys) named as DSJSON fields, read as features
 
 
-def _pdf_value(value: float | str) -> tuple[float, bool, bool]:
-    """``pdf_value`` as a number, and whether it was a string VW reads as NaN
-    (:func:`~ope.importers._common.vw_nan`) or another string."""
-    if not isinstance(value, str):
-        return value, False, False
-    is_nan = vw_nan(value)
-    return math.nan, is_nan, not is_nan
-
-
-def _top_level_features(
-    keys: Mapping[str, msgspec.Raw], out: dict[str, float]
-) -> tuple[bool, list[str], list[str]]:
-    """What a line's top-level keys (``keys``, not starting with ``_``) give. Without ``c``
-    (VW's plain JSON form) every one is a feature, flattened into ``out``, a key named as a
-    DSJSON field too; next to ``c`` the keys that are not DSJSON fields are not read. Returns
-    (features read at the top level, keys named as DSJSON fields read as features, keys not
-    read); a number beyond a double's range is a feature of value inf (the line's
-    ``dsjson_field_type``)."""
-    if "c" in keys:
-        return False, [], [k for k in keys if k[:1] != "_" and k not in _DSJSON_TOP_FIELDS]
-    mine = [k for k in keys if k[:1] != "_"]
-    if not mine:
-        return False, [], []
-    values: dict[str, Any] = {}
-    for k in mine:  # a loop over one line's keys
-        try:
-            values[k] = msgspec.json.decode(keys[k])
-        except msgspec.ValidationError:  # a number beyond a double's range
-            values[k] = math.inf
-    _flatten(values, "", out)
-    return True, [k for k in mine if k in _DSJSON_TOP_FIELDS], []
-
-
-def _cats_fields(events: Sequence[_CatsLine], raws: Sequence[bytes]) -> _CatsFields:
-    """:class:`_CatsFields` of ``events`` (decoded from the lines ``raws``): one pass over the
-    lines to list their fields, features and segments, the checks on whole arrays."""
+def _cats_fields(events: Sequence[_CatsLine], tops: Mapping[int, dict[str, float]]) -> _CatsFields:
+    """:class:`_CatsFields` of decoded lines ``events`` (``tops``: the flattened features of
+    those in VW's plain JSON form, by position): one pass over the lines to list their fields,
+    features and segments, the checks on whole arrays."""
     n = len(events)
     nan = math.nan
-    row: list[tuple[float, float, float, float, bool, bool, bool, bool, bool, bool]] = []
+    row: list[tuple[float, float, float, float, bool, bool, bool]] = []
     ids: list[str | None] = []
     features: list[dict[str, float]] = []
-    unread: list[tuple[int, list[str]]] = []
-    named: list[tuple[int, list[str]]] = []
+    texts: list[tuple[int, str]] = []  # (position, string) of a pdf_value that is a string
     line: list[int] = []
     seg: list[tuple[float, float, float]] = []
     for k, d in enumerate(events):  # a loop over lines: the events are schemaless JSON
         lab = d.label_ca
-        density, nan_text, other_text = (
-            (nan, False, False) if lab is None else _pdf_value(lab.pdf_value)
-        )
-        out: dict[str, float] = {}
+        density: Any = nan if lab is None else lab.pdf_value
+        if isinstance(density, str):  # "NaN" or another string: read after the loop
+            texts.append((k, density))
+            density = nan
+        # VW's plain JSON form: the features are top-level keys, flattened as decoded
+        out: dict[str, float] = tops.get(k, {}) if tops else {}
         if d.c:
             _flatten(d.c, "", out)
-        top, as_features, not_read = _top_level_features(object_fields(raws[k]), out)
-        if top:  # VW's plain JSON form: `pdf`, `pdrop`, `EventId`... are features there
-            d.pdf = d.pdrop = d.EventId = d.Timestamp = None
-        if as_features:
-            named.append((k, as_features))
-        if not_read:
-            unread.append((k, not_read))
         row.append(
             (
                 nan if lab is None else lab.action,
@@ -1150,9 +1290,6 @@ def _cats_fields(events: Sequence[_CatsLine], raws: Sequence[bytes]) -> _CatsFie
                 bool(d.skip_learn),
                 lab is None,
                 len(d.label_cost) + len(d.outcomes) + len(d.label_index) > 0,  # empty: absent
-                nan_text,
-                other_text,
-                top,
             )
         )
         ids.append(d.EventId)
@@ -1161,7 +1298,11 @@ def _cats_fields(events: Sequence[_CatsLine], raws: Sequence[bytes]) -> _CatsFie
             if sg.left is not None and sg.right is not None:
                 line.append(k)
                 seg.append((sg.left, sg.right, nan if sg.pdf_value is None else sg.pdf_value))
-    table = np.array(row, dtype=np.float64).reshape(n, 10)
+    table = np.array(row, dtype=np.float64).reshape(n, 7)
+    nan_pdf, text_pdf = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
+    for k, text in texts:  # a loop over the lines whose pdf_value is a string (rare)
+        refused = vw_number(text) is NOT_A_NUMBER  # VW refuses the line; "NaN" reads as NaN
+        (text_pdf if refused else nan_pdf)[k] = True
     action, cost, value, pdrop = table[:, 0], table[:, 1], table[:, 2], table[:, 3]
     huge = np.array([math.inf in x.values() for x in features], dtype=bool)
     at = np.full(n, np.nan)
@@ -1200,11 +1341,8 @@ def _cats_fields(events: Sequence[_CatsLine], raws: Sequence[bytes]) -> _CatsFie
         unlabeled=table[:, 5] > 0,
         other=table[:, 6] > 0,
         ids=np.array(ids, dtype=object),
-        nan_pdf=table[:, 7] > 0,
-        text_pdf=table[:, 8] > 0,
-        top_level=table[:, 9] > 0,
-        unread=unread,
-        named=named,
+        nan_pdf=nan_pdf,
+        text_pdf=text_pdf,
     )
 
 

@@ -689,6 +689,65 @@ def test_dsjson_without_pdrop_has_no_sampling_weights(tmp_path):
     assert logs.weight is None
 
 
+def test_dsjson_lines_without_a_context_keep_their_fields(tmp_path):
+    """A DSJSON line may have no `c` (no context): its EventId, pdrop, pdf segments, Timestamp,
+    Version and VWState are the DSJSON fields they are, not features, whether the file's other
+    lines have a `c` or not: 2,500 such lines are 2,500 events with their ids (not 2,500
+    features `EventId=e<i>`, over the limit), and pdrop weighs the rows. A numeric `pdf` there
+    is the line's dsjson_field_type, as on a line with `c`."""
+    label = {"_label_ca": {"cost": 0.5, "pdf_value": 0.125, "action": 3.0}}
+    many = [{**label, "EventId": f"e{i}"} for i in range(2500)]
+    logs = ope.read_continuous(_write(tmp_path / "many.json", many))
+    assert logs.n == 2500 and logs.context.shape == (2500, 0) and logs.notes == ()
+    assert logs.table.column("event_id").to_pylist()[:3] == ["e0", "e1", "e2"]
+    every_other = [
+        {**label, "EventId": f"e{i}", "pdrop": 0.5, **({"c": {"x": 1}} if i % 2 == 0 else {})}
+        for i in range(12)
+    ]
+    logs = ope.read_continuous(_write(tmp_path / "noc.json", every_other))
+    np.testing.assert_array_equal(logs.weight, np.full(12, 2.0))
+    assert logs.context.to_dict("list") == {"c.x": [1.0, 0.0] * 6} and logs.notes == ()
+    assert logs.table.column("event_id").to_pylist() == [f"e{i}" for i in range(12)]
+    segments = [{"left": 0.0, "right": 8.0, "pdf_value": 0.125}]
+    for extra in (
+        {"Timestamp": "t"},
+        {"Version": "1"},
+        {"VWState": {"m": "N/A"}},
+        {"pdf": segments},
+    ):
+        logs = ope.read_continuous(_write(tmp_path / "one.json", [{**label, **extra}] * 3))
+        assert logs.context.shape == (3, 0) and logs.notes == (), extra
+        assert (logs.support is not None) == ("pdf" in extra), extra
+    numeric_pdf = [{**label, "EventId": e} for e in "ab"] + [{**label, "EventId": "c", "pdf": 3}]
+    with pytest.warns(DroppedRowsWarning):
+        logs = ope.read_continuous(_write(tmp_path / "pdf.json", numeric_pdf), on_invalid="drop")
+    assert logs.report.rejected == {"dsjson_field_type": 1} and logs.context.shape == (2, 0)
+
+
+def test_a_cats_line_is_read_key_by_key_only_when_its_record_refuses_it(tmp_path, monkeypatch):
+    """A DSJSON line as VW's writers write it (`Version`, `VWState`, `pdf`, `pdrop`, `c`) is
+    decoded once, as one record, and its keys are not parsed again; a line with another key is
+    read key by key, once. In a file in VW's plain JSON form, the line that shows the form is
+    read key by key and the others decode whole, once."""
+    import ope.continuous as continuous_module
+
+    seen = []
+    real = continuous_module.object_fields
+    monkeypatch.setattr(
+        continuous_module, "object_fields", lambda line: seen.append(bytes(line)) or real(line)
+    )
+    lines = _cats_lines()
+    lines[0] |= {"Version": "1", "VWState": {"m": "N/A"}, "Timestamp": "t"}
+    other = {**lines[4], "EventId": "e5", "g": 1}
+    path = _write(tmp_path / "cats.json", [*lines, other])
+    assert ope.read_continuous(path).n == 4
+    assert seen == [json.dumps(other).encode()]
+    seen.clear()
+    plain = [{"_label_ca": lines[0]["_label_ca"], "f": i} for i in range(3)]
+    assert ope.read_continuous(_write(tmp_path / "plain.json", plain)).n == 3
+    assert seen == [json.dumps(plain[0]).encode()]
+
+
 def test_a_bandwidth_mapping_skips_density_candidates_and_dr_alone_shows_dr_alone():
     env = ContinuousBandit(seed=0)
     t = env.sample(3000, rng=0, samples=5)

@@ -891,6 +891,29 @@ def test_label_keys_vw_refuses_reject_the_line_and_repeated_keys_keep_the_last(
     assert read_dsjson(_write(tmp_path / "plain.json", [_cb_line(i) for i in range(5)])).n == 5
 
 
+def test_a_line_whose_key_order_matters_is_parsed_in_order_once(tmp_path, monkeypatch):
+    """A line with a label key spelled otherwise and both `p` and `_p` is walked in its keys'
+    order for both from one parse of the line (it was parsed in order once for each): the
+    later spelling and the later of `p`/`_p` still win; a line with `_p` and `p` alone is
+    parsed in order once too."""
+    calls = []
+    real = dsjson_module._ordered_fields
+    monkeypatch.setattr(
+        dsjson_module, "_ordered_fields", lambda raw: calls.append(raw) or real(raw)
+    )
+    both = (
+        _cb_line(1)
+        .replace('"_label_cost": -1.0', '"_label_cost": -1.0, "_label_COST": -4.0')
+        .replace('"p": [0.5, 0.5]', '"p": [0.3, 0.7], "_p": [0.5, 0.5]')
+    )
+    p_last = _cb_line(2).replace('"p": [0.5, 0.5]', '"_p": [0.4, 0.6], "p": [0.5, 0.5]')
+    logs = read_dsjson(_write(tmp_path / "o.json", [_cb_line(0), both, p_last]), workers=1)
+    t = logs.table.to_pydict()
+    assert t["event_id"] == ["x0", "x1", "x2"] and t["reward"] == [0.0, 4.0, 0.0]
+    assert t["logging_distribution"] == [[0.5, 0.5]] * 3
+    assert len(calls) == 2 and {bytes(c) for c in calls} == {both.encode(), p_last.encode()}
+
+
 def test_nan_probabilities_get_a_precise_reason_not_a_type_error(tmp_path):
     """ "NaN" in `p`/`_p` (VW reads it as NaN) is no field-type error: a later `p` of a file
     with logging_distribution is dsjson_a_p_mismatch saying so; a first one leaves the file
@@ -955,63 +978,97 @@ def test_nan_pdf_value_is_an_invalid_density_with_a_precise_note(tmp_path):
         ope.read_continuous(path)
 
 
-def test_continuous_features_at_the_top_level_are_read_or_noted(tmp_path):
-    """VW's plain JSON form (`vw --json`) keeps a CATS line's features at the top level, no
-    `c`: every key not starting with `_` is a feature there (VW's DefaultState), those named
-    as DSJSON fields too: `pdrop` is no drop probability, a numeric `pdf` no segments (the
-    line is read, not refused), `EventId` no id. Keys next to `c` that are not DSJSON fields
-    are not read (VW's --dsjson ignores them), and the report says so."""
+def test_continuous_features_at_the_top_level_are_read_or_noted(tmp_path, monkeypatch):
+    """A file in VW's plain JSON form (`vw --json`: its first line with a key not starting with
+    `_` has no `c` and no DSJSON field) keeps its features at the top level: every key not
+    starting with `_` is a feature there, in its later lines those named as DSJSON fields too:
+    `pdrop` is no drop probability, a numeric `pdf` no segments (the line is read, not
+    refused), `EventId` no id. In a DSJSON file the top-level keys that are not DSJSON fields
+    are not read (VW's --dsjson ignores them), a line in the plain JSON form included, and the
+    report says so; the form is the file's, whatever the chunks it is read in."""
     import ope
+    from ope import continuous
 
-    plain = []
-    for i in range(4):
-        obj = json.loads(_ca_line(i, Version="1", pdrop=0.5, pdf=3 + i))
-        del obj["c"]
-        obj.update({"f": i % 3, "room": "hall" if i % 2 else "den", "_skip_me": 5})
-        obj["EventId"] = "same"  # a feature here: no repeat
-        plain.append(json.dumps(obj))
-    logs = ope.read_continuous(_write(tmp_path / "plain.json", plain))
+    label = {"_label_ca": {"action": 1.0, "cost": -0.5, "pdf_value": 0.1}}
+    plain = [json.dumps({**label, "f": 0, "room": "den", "_skip_me": 5})]
+    for i in range(1, 4):
+        dsjson_names = {"EventId": "same", "Version": "1", "pdrop": 0.5, "pdf": 3 + i}
+        plain.append(
+            json.dumps({**label, **dsjson_names, "f": i % 3, "room": "hall" if i % 2 else "den"})
+        )
+    plain_logs = logs = ope.read_continuous(_write(tmp_path / "plain.json", plain))
     assert logs.n == 4 and logs.weight is None and logs.support is None
     assert logs.context.to_dict("list") == {
-        "c.EventId=same": [1.0] * 4,
-        "c.Version=1": [1.0] * 4,
+        "c.EventId=same": [0.0, 1.0, 1.0, 1.0],
+        "c.Version=1": [0.0, 1.0, 1.0, 1.0],
         "c.f": [0.0, 1.0, 2.0, 0.0],
-        "c.pdf": [3.0, 4.0, 5.0, 6.0],
-        "c.pdrop": [0.5] * 4,
+        "c.pdf": [0.0, 4.0, 5.0, 6.0],
+        "c.pdrop": [0.0, 0.5, 0.5, 0.5],
         "c.room=den": [1.0, 0.0, 1.0, 0.0],
         "c.room=hall": [0.0, 1.0, 0.0, 1.0],
     }
-    assert _note(logs.report, "4 line(s) keep their features at the top level").startswith(
-        "4 line(s) keep their features at the top level, without `c` (VW's plain JSON form"
+    assert _note(logs.report, "4 line(s) keep their features at the top level") == (
+        "4 line(s) keep their features at the top level (VW's plain JSON form, read by `vw "
+        "--json`; first: line 0): read as the context, as VW reads them: every key not starting "
+        "with `_` is a feature. The file's form is that of its line 0, the first with a key not "
+        "starting with `_` ('f', 'room'), without `c` or a DSJSON field."
     )
-    assert "line 0: 'EventId', 'Version', 'pdrop', 'pdf'" in _note(logs.report, "4 of them")
-    # VW's own plain-JSON CATS example (json_parser_test.cc) and the DSJSON field names
+    note = _note(logs.report, "3 of them have keys that make a DSJSON line")
+    assert "(line 1: 'EventId', 'Version', 'pdrop', 'pdf'; line 2: " in note
+    assert "no drop probability, pdf segments or EventId is read from such a line" in note
+    # numeric features named "18-25", "4", "C" at the top level, and `a`, `p`, `o` (DSJSON's
+    # fields of other kinds): features in the plain JSON form too
     vw = {"_label_ca": {"cost": 0.657567, "pdf_value": 6.20426e-05, "action": 185.121},
-          "18-25": 1, "4": 1, "C": 1, "a": [1, 2], "p": 0.25, "o": {"v": 2},
-          "Timestamp": "t"}  # fmt: skip
+          "18-25": 1, "4": 1, "C": 1, "a": [1, 2], "p": 0.25, "o": {"v": 2}}  # fmt: skip
     logs = ope.read_continuous(_write(tmp_path / "vw.json", [json.dumps(vw)] * 2))
     assert list(logs.context.columns) == [
-        "c.18-25", "c.4", "c.C", "c.Timestamp=t", "c.a[0]", "c.a[1]", "c.o.v", "c.p",
+        "c.18-25", "c.4", "c.C", "c.a[0]", "c.a[1]", "c.o.v", "c.p",
     ]  # fmt: skip
-    # a number beyond a double's range there is that line's fault, not a crash
+    # a number beyond a double's range there, a label of another type, are that line's
+    # fault, not a crash
     huge = vw | {"x": 1}
     text = json.dumps(huge).replace('"x": 1', '"x": 1e999')
+    bad_label = json.dumps({"x": 2, "_label_ca": vw["_label_ca"] | {"action": "3"}})
     with pytest.warns(DroppedRowsWarning):
         logs = ope.read_continuous(
-            _write(tmp_path / "huge.json", [json.dumps(vw)] * 2 + [text]), on_invalid="drop"
+            _write(tmp_path / "huge.json", [json.dumps(vw)] * 2 + [text, bad_label]),
+            on_invalid="drop",
         )
-    assert logs.report.rejected == {"dsjson_field_type": 1}
-    mixed = [_ca_line(0, g=1.5), _ca_line(1), _ca_line(2, g=2, h={"x": 1}), _ca_line(3, c=None)]
+    assert logs.report.rejected == {"dsjson_field_type": 2}
+    assert logs.report.examples["dsjson_field_type"] == (2, 3)
+    assert _note(logs.report, "3 line(s) keep their features at the top level")
+    mixed = [
+        _ca_line(0, g=1.5),
+        _ca_line(1),
+        _ca_line(2, g=2, h={"x": 1}),
+        _ca_line(3, c=None),
+        json.dumps({**label, "g": 3}),  # the plain JSON form, in a DSJSON file
+        json.dumps({**label, "EventId": "c5", "pdrop": 0.5, "g": 4}),  # DSJSON, without `c`
+    ]
     logs = ope.read_continuous(_write(tmp_path / "mixed.json", mixed))
     assert list(logs.context.columns) == ["c.f"]
-    assert _note(logs.report, "2 line(s) have top-level keys next to `c`") == (
-        "2 line(s) have top-level keys next to `c` that are not DSJSON fields, not read as "
-        "features (line 0: 'g'; line 2: 'g', 'h'): VW's --dsjson ignores them (only `c` holds "
-        "features there), though `vw --json` would read them. Move them under `c` to have "
-        "them read."
+    np.testing.assert_array_equal(logs.weight, [1.0, 1.0, 1.0, 1.0, 1.0, 2.0])
+    assert _note(logs.report, "4 line(s) have top-level keys that are not DSJSON fields") == (
+        "4 line(s) have top-level keys that are not DSJSON fields, not read as features (line "
+        "0: 'g'; line 2: 'g', 'h'; line 4: 'g'; line 5: 'g'): VW's --dsjson ignores them (only "
+        "`c` holds features there), though `vw --json` would read them. Move them under `c` to "
+        "have them read."
+    )
+    assert _note(logs.report, "1 line(s) are in VW's plain JSON form") == (
+        "1 line(s) are in VW's plain JSON form, with top-level keys and neither `c` nor a "
+        "DSJSON field (line 4: 'g'): read as `vw --dsjson` reads them, without features, since "
+        "the file is DSJSON: its form is that of its line 0, the first with a key not starting "
+        "with `_` ('c', 'EventId'). A file is read in the plain JSON form (`vw --json`) when "
+        "that line is."
     )
     assert logs.report.notes[0] in logs.notes
-    assert logs.table.column("event_id").to_pylist()[3] == "c3"  # "c": null is DSJSON's form
+    ids = logs.table.column("event_id").to_pylist()
+    assert ids[3] == "c3" and ids[4] == "mixed.json:4" and ids[5] == "c5"
+    for size in (1, 2):
+        monkeypatch.setattr(continuous, "_CATS_CHUNK_LINES", size)
+        for name, whole in (("plain.json", plain_logs), ("mixed.json", logs)):
+            part = ope.read_continuous(tmp_path / name)
+            assert part.table.equals(whole.table) and part.notes == whole.notes, (name, size)
 
 
 def test_bytes_that_are_not_utf8_in_c_are_noted_and_kept(tmp_path):
@@ -1064,12 +1121,12 @@ def test_values_of_the_source_are_shown_and_nan_read_one_way_in_both_readers(tmp
     import ope
     from ope import continuous
     from ope._validation import show_value
-    from ope.importers._common import vw_nan
+    from ope.importers._common import NOT_A_NUMBER, vw_number
 
     long_key = "\x1b" + "k" * 200
     lines = [_ca_line(i, **{long_key: 1}) for i in range(2)]
     logs = ope.read_continuous(_write(tmp_path / "k.json", lines))
-    note = _note(logs.report, "2 line(s) have top-level keys next to `c`")
+    note = _note(logs.report, "2 line(s) have top-level keys that are not DSJSON fields")
     assert f"line 0: {show_value(long_key)};" in note and "(201 characters)" in note
     assert "\x1b" not in note and "k" * 100 not in note
     monkeypatch.setattr(continuous, "MAX_DSJSON_FEATURES", 1)
@@ -1077,8 +1134,9 @@ def test_values_of_the_source_are_shown_and_nan_read_one_way_in_both_readers(tmp
     with pytest.raises(DataFileError) as info:
         ope.read_continuous(_write(tmp_path / "w.json", wide))
     assert f"e.g. {show_value(long_key)}, 'f';" in str(info.value)
-    assert [vw_nan(x) for x in ("NaN", "nan", "NAN", "nAn")] == [True] * 4
-    assert not any(vw_nan(x) for x in (" NaN", "NaN ", "inf", "", "na"))
+    assert all(math.isnan(vw_number(x)) for x in ("NaN", "nan", "NAN", "nAn"))
+    assert all(vw_number(x) is NOT_A_NUMBER for x in (" NaN", "NaN ", "inf", "", "na", "NaＮ"))
+    assert [vw_number(x) for x in (0.5, None, [1])] == [0.5, None, [1]]  # not strings: as is
     cb = [_cb_line(0), _cb_line(1, _label_cost="nAn"), _cb_line(2, _label_cost="NaN ")]
     r = _drop(_write(tmp_path / "cb.json", cb)).report
     assert r.rejected == {"reward_missing": 1, "dsjson_cost_not_numeric": 1}

@@ -12,6 +12,7 @@ the *source* (0-based line or CSV row numbers), and checks ``event_id`` across c
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
@@ -29,13 +30,14 @@ from ope.schema import IMPORT_REASON_PREFIXES, REJECTION_REASONS, first_occurren
 
 __all__ = [
     "IMPORT_REJECTION_REASONS",
+    "NOT_A_NUMBER",
     "EXCLUDED_REASONS",
     "ChunkValidator",
     "broken_rules",
     "import_failure",
     "object_fields",
     "reason_text",
-    "vw_nan",
+    "vw_number",
     "warn_dropped_invalid",
 ]
 
@@ -63,18 +65,29 @@ EXCLUDED_REASONS: Final = frozenset(
 object_fields: Final = msgspec.json.Decoder(dict[str, msgspec.Raw]).decode
 
 
-def vw_nan(text: str) -> bool:
-    """Whether VW's JSON parser reads the JSON string ``text`` as NaN where it expects a number
-    (a label's cost or probability, ``p``/``_p``, a ``pdf_value``): "NaN" in any case, as its
-    ``_stricmp(str, "NaN")`` compares (ASCII letters only). Any other string there is refused.
+#: What :func:`vw_number` gives for a string VW refuses where it expects a number.
+NOT_A_NUMBER: Final[Any] = object()
+
+
+def vw_number(value: Any) -> Any:
+    """``value`` as VW's JSON parser reads it where it expects a number (a label's cost or
+    probability, ``p``/``_p``, a ``pdf_value``): anything but a string as it is; the string
+    "NaN" in any case as NaN, as its ``_stricmp(str, "NaN")`` compares (ASCII letters only);
+    :data:`NOT_A_NUMBER` for any other string, which VW refuses.
 
     Examples
     --------
-    >>> from ope.importers._common import vw_nan
-    >>> vw_nan("nAn"), vw_nan("NaN "), vw_nan("inf")
-    (True, False, False)
+    >>> from ope.importers._common import NOT_A_NUMBER, vw_number
+    >>> vw_number(0.5), vw_number("nAn")
+    (0.5, nan)
+    >>> [vw_number(s) is NOT_A_NUMBER for s in ("NaN ", "inf", "")]
+    [True, True, True]
     """
-    return len(text) == 3 and text.isascii() and text.lower() == "nan"
+    if not isinstance(value, str):
+        return value
+    if len(value) == 3 and value.isascii() and value.lower() == "nan":
+        return math.nan
+    return NOT_A_NUMBER
 
 
 def reason_text(reason: str) -> str:

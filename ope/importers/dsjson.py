@@ -144,7 +144,7 @@ import pyarrow.compute as pc
 from ope._progress import progress
 from ope._validation import check_choice, check_positive_int, show_value
 from ope.exceptions import DataFileError, ParameterError, ValidationError
-from ope.importers._common import ChunkValidator, object_fields, vw_nan
+from ope.importers._common import NOT_A_NUMBER, ChunkValidator, object_fields, vw_number
 from ope._paths import UTF8_BOM, locate_input
 from ope.logs import EXAMPLE_ROWS, BanditLogs, ValidationReport
 from ope.schema import distribution_faults, propensity_disagrees
@@ -834,8 +834,17 @@ def _slow_line(
         return None
     try:
         obj = _DECODE(raw)
-        if _OTHER_LABEL_SPELLING.search(raw) is not None:
-            _label_spellings(obj, raw)
+        spelled = _OTHER_LABEL_SPELLING.search(raw) is not None
+        # the line's ordered pairs, parsed once where the order of its keys matters: a label
+        # key spelled other than _Line names it, or both `p` and `_p`
+        pairs = (
+            _ordered_fields(raw)
+            if spelled or (obj.p is not None and obj.p_alt is not None)
+            else None
+        )
+        if spelled:
+            assert pairs is not None
+            _label_spellings(obj, pairs)
     except msgspec.ValidationError as exc:
         parts.reject("dsjson_field_type", ln, str(exc))
         return None
@@ -857,7 +866,7 @@ def _slow_line(
         if state.kind == _Kind.CCB:
             ccb.add(obj, raw, ln, parts)
             return None
-        return _normalize_cb(obj, raw)
+        return _normalize_cb(obj, pairs)
     except _Rejected as exc:
         parts.reject(exc.reason, ln, exc.detail)
         return None
@@ -983,7 +992,9 @@ def _label_entry(key: str, value: Any, *, outcome: str, continuous: bool) -> tup
             "label's Label, Initial, Weight), in any case",
         )
     if field in ("?", None):  # a property VW accepts and ope does not read: a number or "NaN"
-        if not isinstance(value, _Number) and not (isinstance(value, str) and vw_nan(value)):
+        if not isinstance(value, _Number) and (
+            not isinstance(value, str) or vw_number(value) is NOT_A_NUMBER
+        ):
             raise _Rejected(
                 "dsjson_field_type",
                 f'{where} holds {show_value(value)}: VW takes a number or "NaN" there',
@@ -993,13 +1004,13 @@ def _label_entry(key: str, value: Any, *, outcome: str, continuous: bool) -> tup
     return field, _label_value(field, value, where)
 
 
-def _label_spellings(obj: _Line, raw: bytes) -> None:
+def _label_spellings(obj: _Line, fields: Sequence[tuple[str, Any]]) -> None:
     """Set the label fields of ``obj`` from every key VW takes for one (:data:`_LABEL_PROPERTIES`,
     ``_labelIndex`` in any case), in the line's order: a later key wins, as VW overwrites, at
     the top level and in ``_outcomes`` (costs). The keys are walked as ordered pairs, so that
     of repeated keys the last one wins too. Raises :class:`_Rejected` on a key or a value VW
-    refuses (``dsjson_field_type``, with what and why)."""
-    fields = _ordered_fields(raw)
+    refuses (``dsjson_field_type``, with what and why). ``fields``: the line's
+    :func:`_ordered_fields`."""
     continuous = False
     outcomes: list[Any] | None = None
     for key, value in fields:  # the line's keys (a dozen)
@@ -1087,24 +1098,14 @@ def _json_error(raw: bytes, exc: BaseException) -> str:
     return f"column {column} (byte {at}): {text}{hint}"
 
 
-#: What :func:`_number` returns for a string other than "NaN".
-_NOT_A_NUMBER: Final = object()
-
-
-def _number(v: Any) -> Any:
-    """A label number as VW reads it: a number, the string "NaN" (:func:`vw_nan`) as NaN, or
-    :data:`_NOT_A_NUMBER` for any other string."""
-    if isinstance(v, str):
-        return float("nan") if vw_nan(v) else _NOT_A_NUMBER
-    return v
-
-
-def _p_field(obj: _Line, raw: bytes) -> Any:
+def _p_field(obj: _Line, pairs: Sequence[tuple[str, Any]] | None) -> Any:
     """``p`` or ``_p``: when both are present, the one whose last copy comes later in the line
-    (VW clears and refills at each)."""
+    (VW clears and refills at each), found in its :func:`_ordered_fields` ``pairs`` (given
+    for such a line)."""
     if obj.p is None or obj.p_alt is None:
         return obj.p if obj.p is not None else obj.p_alt
-    last = {key: k for k, (key, _) in enumerate(_ordered_fields(raw))}
+    assert pairs is not None
+    last = {key: k for k, (key, _) in enumerate(pairs)}
     return obj.p if last["p"] > last["_p"] else obj.p_alt
 
 
@@ -1118,8 +1119,8 @@ def _probabilities(v: Any, name: str) -> Any:
     v = _as_list(v)
     if v is None or not any(isinstance(x, str) for x in v):
         return v
-    out = [_number(x) for x in v]
-    bad = next((x for x in v if isinstance(x, str) and not vw_nan(x)), None)
+    out = [vw_number(x) for x in v]
+    bad = next((x for x, y in zip(v, out, strict=True) if y is NOT_A_NUMBER), None)
     if bad is not None:
         raise _Rejected(
             "dsjson_field_type",
@@ -1129,12 +1130,13 @@ def _probabilities(v: Any, name: str) -> Any:
     return out
 
 
-def _normalize_cb(obj: _Line, raw: bytes) -> tuple[Any, ...]:
-    """The fields of :data:`_CB_GET` with strings resolved; raises :class:`_Rejected`."""
-    cost, prob = _number(obj.cost), _number(obj.prob)
-    if cost is _NOT_A_NUMBER or prob is _NOT_A_NUMBER:
+def _normalize_cb(obj: _Line, pairs: Sequence[tuple[str, Any]] | None) -> tuple[Any, ...]:
+    """The fields of :data:`_CB_GET` with strings resolved (``pairs``: the line's
+    :func:`_ordered_fields` when it has both ``p`` and ``_p``); raises :class:`_Rejected`."""
+    cost, prob = vw_number(obj.cost), vw_number(obj.prob)
+    if cost is NOT_A_NUMBER or prob is NOT_A_NUMBER:
         raise _Rejected("dsjson_cost_not_numeric")
-    p = _p_field(obj, raw)
+    p = _p_field(obj, pairs)
     a, p = _as_list(obj.a), _probabilities(p, "p" if p is obj.p else "_p")
     return (obj.event_id, obj.timestamp, cost, prob, obj.index, a, p, obj.pdrop, obj.skip, obj.c)
 
@@ -1375,8 +1377,8 @@ def _ccb_slots(obj: _Line, k: int) -> list[tuple[Any, Any, Any]]:
         if obj.c is not None and obj.c.slots is not None:
             return [_UNLABELED] * len(obj.c.slots)  # slots without outcomes: nothing logged
         # a CB line in a CCB file: one slot, action _label_Action - 1 (VW's CB-as-CCB rule)
-        cost, prob = _number(obj.cost), _number(obj.prob)
-        if cost is _NOT_A_NUMBER or prob is _NOT_A_NUMBER:
+        cost, prob = vw_number(obj.cost), vw_number(obj.prob)
+        if cost is NOT_A_NUMBER or prob is NOT_A_NUMBER:
             raise _Rejected("dsjson_cost_not_numeric")
         if cost is None and prob is None:
             return []
@@ -1411,8 +1413,8 @@ def _ccb_slots(obj: _Line, k: int) -> list[tuple[Any, Any, Any]]:
                 "dsjson_outcome_malformed",
                 f"_outcomes[{i}]._a holds {outside}, outside c._multi's indices 0..{k - 1}",
             )
-        cost = _number(o.cost)
-        if cost is _NOT_A_NUMBER:
+        cost = vw_number(o.cost)
+        if cost is NOT_A_NUMBER:
             raise _Rejected("dsjson_cost_not_numeric")
         out.append((a[0], p[0], cost))
     # slots after the last outcome have none: unlabeled (VW learns nothing from them)
