@@ -544,9 +544,10 @@ def test_gate_input_errors():
         )
 
 
-def test_certificate_json_round_trip_and_text():
+def _arm1_certificate() -> Certificate:
+    """The certificate of always playing arm 1 on two-arm logs of 5,000 rows."""
     action, reward, propensity = two_arm_logs(4, 5000)
-    cert = certify(
+    return certify(
         (action == 1) * 1.0,
         None,
         action,
@@ -557,6 +558,10 @@ def test_certificate_json_round_trip_and_text():
         name="arm1",
         n_train=1234,
     )
+
+
+def test_certificate_json_round_trip_and_text():
+    cert = _arm1_certificate()
     back = Certificate.from_json(cert.to_json())
     assert back == cert
     d = json.loads(cert.to_json())
@@ -577,19 +582,7 @@ def test_certificate_text_is_wrapped_to_the_text_width():
     from ope._format import TEXT_WIDTH
     from ope.diagnostics.msm import describe_approval_tipping
 
-    action, reward, propensity = two_arm_logs(4, 5000)
-    cert = certify(
-        (action == 1) * 1.0,
-        None,
-        action,
-        reward,
-        propensity,
-        reward_range=(0, 1),
-        max_weight=2.0,
-        name="arm1",
-        n_train=1234,
-    )
-    cert = dataclasses.replace(cert, tipping_gamma=1.35, seed=7)
+    cert = dataclasses.replace(_arm1_certificate(), tipping_gamma=1.35, seed=7)
     text = str(cert)
     lines = text.splitlines()
     assert [len(line) for line in lines if len(line) > TEXT_WIDTH] == []

@@ -142,21 +142,13 @@ def test_an_overflowing_weight_keeps_its_class_and_names_the_source_row(
 # --------------------------------------------------------------------------------------------
 # a lazy scan
 # --------------------------------------------------------------------------------------------
-def test_a_scan_batch_error_names_the_source_row(tmp_path: Path) -> None:
-    folder = write(tmp_path)
-    scan = scan_logs(folder, columns=["x", "target__half"], batch_size=ROW_GROUP)
-    with pytest.raises(PolicyError) as info:
-        evaluate(scan, {"over": OverOne()}, estimators=("ips", "snips"))
-    message = str(info.value)
-    assert f"first at row {BAD_ROW})" in message, message
-    assert "source rows 130 to 159" in message
-
-
-def test_a_scan_that_drops_rows_still_names_the_source_row(tmp_path: Path) -> None:
-    # a row dropped before it in its batch (and a batch dropped whole) do not shift the row:
-    # the scan numbers each row of its batches in the whole source
-    folder = write(tmp_path, set_value("reward", 120, np.nan), set_value("reward", 140, np.nan))
-    scan = scan_logs(folder, columns=["x"], batch_size=ROW_GROUP, on_invalid="drop")
+@pytest.mark.parametrize("on_invalid", ["raise", "drop"])
+def test_a_scan_batch_error_names_the_source_row(tmp_path: Path, on_invalid: str) -> None:
+    # under "drop", a row dropped before it in its batch (and a batch dropped whole) do not
+    # shift the row: the scan numbers each row of its batches in the whole source
+    edits = [set_value("reward", 120, np.nan), set_value("reward", 140, np.nan)]
+    folder = write(tmp_path, *(edits if on_invalid == "drop" else []))
+    scan = scan_logs(folder, columns=["x"], batch_size=ROW_GROUP, on_invalid=on_invalid)
     with pytest.raises(PolicyError) as info:
         quiet(evaluate, scan, {"over": OverOne()}, estimators=("ips", "snips"))
     message = str(info.value)

@@ -1280,8 +1280,7 @@ def _scan_origin(scan: Any, batch: BanditLogs) -> RowOrigin:
     each row of its batches in the whole source (:meth:`ope.logs.BanditLogs.source_rows`),
     rows dropped as invalid included."""
     rows = batch.source_rows()
-    if rows is None or rows.size == 0:  # not a scan's batch: its rows are the source's
-        return RowOrigin(f"in a batch of {scan.source}", offset=0)
+    assert rows is not None and rows.size  # a scan yields batches of rows it numbered
     return RowOrigin(
         f"in a batch of {scan.source}: source rows {int(rows[0]):,} to {int(rows[-1]):,}",
         rows=rows,
