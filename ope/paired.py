@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from scipy import stats
 
+from ope._format import plural
 from ope._thresholds import SKEW_MIN_ROWS, SKEW_ROWS, skewed_terms
 from ope._validation import (
     check_choice,
@@ -475,8 +476,11 @@ def paired_effect(
     notes: list[str] = []
     if replays.report.rows_rejected:
         notes.append(
-            f"{replays.report.rows_rejected} rows were rejected when the replays were read "
-            f"({_reasons(replays.report)}); they are not used."
+            f"{plural(replays.report.rows_rejected, 'row')} "
+            f"{'was' if replays.report.rows_rejected == 1 else 'were'} rejected when the "
+            "replays were read "
+            f"({_reasons(replays.report)}); "
+            f"{'it is' if replays.report.rows_rejected == 1 else 'they are'} not used."
         )
     n_groups = len(group_labels)
     pairs_in_group = np.bincount(group_of_pair, minlength=n_groups)
@@ -494,8 +498,9 @@ def paired_effect(
         n_invalid = int((~valid).sum())
         if n_invalid:
             notes.append(
-                f"{n_invalid} rows have no finite {outcome!r} value; they are left out of the "
-                f"{outcome!r} cell means."
+                f"{plural(n_invalid, 'row')} {'has' if n_invalid == 1 else 'have'} no finite "
+                f"{outcome!r} value; {'it is' if n_invalid == 1 else 'they are'} left out of "
+                f"the {outcome!r} cell means."
             )
         cnt, mean, within_ss = _cell_stats(cell[valid], y[valid], n_cells)
         cnt, mean, within_ss = (a.reshape(n_pairs, n_arms) for a in (cnt, mean, within_ss))
@@ -640,7 +645,8 @@ def paired_effect(
         warnings.warn(" ".join(dropped_total), DroppedRowsWarning, stacklevel=user_stacklevel())
     if small:
         msg = (
-            f"{len(small)} rows have fewer than two usable pairs, so no standard error, "
+            f"{plural(len(small), 'row')} {'has' if len(small) == 1 else 'have'} fewer than "
+            "two usable pairs, so no standard error, "
             f"interval or p-value: {', '.join(small[:5])}{' ...' if len(small) > 5 else ''}."
         )
         notes.append(msg)

@@ -223,7 +223,12 @@ def test_pairs_missing_an_arm_or_a_value_are_dropped_and_counted():
     assert tab["n"].tolist() == [3, 2] and tab["n_dropped"].tolist() == [0, 1]
     assert tab.loc[1, "value"] == pytest.approx(np.mean([2, -1]))
     assert any("dropped" in note and "'cost'" in note for note in res.notes)
-    assert any("no finite 'cost'" in note for note in res.notes)
+    assert any("2 rows have no finite 'cost' value; they are left out" in n for n in res.notes)
+    # one row is counted in the singular ("1 rows have" before)
+    one = hand_replays()
+    one.loc[one.index[(one.pair_id == 0) & (one.arm == "none")][0], "cost"] = np.nan
+    res = paired_effect(one, treated="mem", control="none", outcomes=["cost"])
+    assert any("1 row has no finite 'cost' value; it is left out" in n for n in res.notes)
 
     # a PairedReplays whose pair 2 has no control row at all
     table = pa.Table.from_pandas(hand_replays().iloc[:10], preserve_index=False)
@@ -575,7 +580,7 @@ def test_by_column_must_be_constant_within_a_pair():
 def test_a_group_with_one_pair_gets_nan_and_a_warning():
     df = hand_replays()
     df["item_id"] = np.repeat([0, 0, 1], 4)
-    with pytest.warns(SmallSampleWarning, match="fewer than two usable pairs"):
+    with pytest.warns(SmallSampleWarning, match="^1 row has fewer than two usable pairs"):
         tab = paired_effect(df, treated="mem", control="none", by="item_id").table()
     assert tab.loc[1, "n"] == 1 and np.isnan(tab.loc[1, "std_error"])
     assert np.isnan(tab.loc[1, "p_adjusted"]) and not tab.loc[1, "significant"]
