@@ -57,8 +57,10 @@ top-level key not starting with ``_``. That line is DSJSON when it has ``c``, ``
 VW's plain JSON form (``vw --json``), whose features are all the top-level keys not starting
 with ``_``, read as ``c``'s would be (VW puts both in its default namespace), those named as
 DSJSON fields included. The report notes the top-level keys a DSJSON line has that are not
-read, and the lines whose keys show the other form. ``pdf_value: "NaN"`` reads as NaN, as VW's
-JSON parser reads it, and is rejected (``cats_pdf_value_invalid``) with a note.
+read, and the lines whose keys show the other form. ``pdf_value: "NaN"`` and ``cost: "NaN"``
+read as NaN, as VW's JSON parser reads them, and are rejected (``cats_pdf_value_invalid``,
+``reward_missing``) with a note; so is a line with a ``_label`` key under ``c``, which VW would
+read as its label.
 
 References
 ----------
@@ -108,6 +110,7 @@ from ope.importers._common import (
     NOT_A_NUMBER,
     broken_rules,
     import_failure,
+    no_gc,
     object_fields,
     vw_number,
     warn_dropped_invalid,
@@ -517,7 +520,8 @@ def read_continuous(
         ``logs.report``, line numbers from 0 as the DSJSON importer gives them): the DSJSON
         importer's reasons (``dsjson_bad_json``, ``dsjson_field_type``, ``dsjson_kind_mismatch``
         for a CB or CCB line, ``dsjson_pdrop_out_of_range``, ``event_id_duplicate``) and
-        ``cats_pdf_value_invalid``, ``cats_pdf_malformed``, ``cats_pdf_mismatch``. Lines Vowpal Wabbit skips (``dsjson_skip_learn``,
+        ``cats_pdf_value_invalid``, ``cats_pdf_malformed``, ``cats_pdf_mismatch`` and
+        ``reward_missing`` (a cost of "NaN"). Lines Vowpal Wabbit skips (``dsjson_skip_learn``,
         ``dsjson_unlabeled``, ``dsjson_not_object``) are counted and never raise. A table is
         checked whole: a value that breaks a rule raises, naming its row.
 
@@ -627,10 +631,71 @@ def read_continuous(
 # --------------------------------------------------------------------------------------------
 # Vowpal Wabbit's continuous-action DSJSON
 # --------------------------------------------------------------------------------------------
-class _Label(msgspec.Struct):
-    action: float
-    cost: float
-    pdf_value: float | str  # "NaN" (any case) reads as NaN, as VW's JSON parser reads it
+class _Label(msgspec.Struct, forbid_unknown_fields=True):
+    """``_label_ca`` as VW's writers spell it; a property left out is None (VW reads it as 0).
+    A cost or density may be the string "NaN" (any case), which VW's JSON parser reads as NaN;
+    the action may not (VW refuses a string there)."""
+
+    action: float | None = None
+    cost: float | str | None = None
+    pdf_value: float | str | None = None
+
+
+_LABEL: Final = msgspec.json.Decoder(_Label).decode
+
+#: The properties of a continuous label object (``_label_ca...: {...}``), as VW's
+#: ``LabelObjectState`` compares them (``_stricmp``: in any ASCII case), each with the
+#: :class:`_Label` field it sets, or None for the simple label's (``Label``, ``Initial``,
+#: ``Weight``: a number or "NaN", accepted and not read). VW refuses the line for any other
+#: property, and reads ``Probability`` as a CB label, not the continuous one.
+_LABEL_CA_PROPERTIES: Final[dict[str, str | None]] = {
+    "action": "action",
+    "cost": "cost",
+    "pdf_value": "pdf_value",
+    "label": None,
+    "initial": None,
+    "weight": None,
+}
+
+
+def _label_object(value: Any) -> _Label:
+    """A continuous label object decoded whole (``value``: a mapping, or what else the key
+    held) as VW's reader takes it: properties in any case, a null property skipped, a later
+    spelling of a property winning. Raises ``msgspec.ValidationError`` where VW refuses the
+    line (not an object, an unknown property, a value of another type), or reads another kind
+    of label (``Probability``)."""
+    try:
+        return msgspec.convert(value, _Label)
+    except msgspec.ValidationError:
+        if not isinstance(value, Mapping):
+            raise
+    got: dict[str, Any] = {}
+    for key, item in value.items():  # a loop over one label's properties
+        name = _LABEL_CA_PROPERTIES.get(key.lower(), "?") if key.isascii() else "?"
+        if item is None:  # VW skips a null
+            continue
+        if name == "?":
+            raise msgspec.ValidationError(
+                f"`_label_ca` has the property {show_value(key)}: VW reads Action, Cost and "
+                "Pdf_value there (and the simple label's Label, Initial, Weight), in any case"
+            )
+        if name is None:
+            if isinstance(item, bool) or not (
+                isinstance(item, (int, float)) or vw_number(item) is not NOT_A_NUMBER
+            ):
+                raise msgspec.ValidationError(f'`_label_ca.{key}` must be a number or "NaN"')
+            continue
+        got[name] = item
+    return msgspec.convert(got, _Label)
+
+
+def _label_raw(raw: msgspec.Raw) -> _Label | None:
+    """A ``_label_ca...`` key's undecoded value as :func:`_label_object` reads it."""
+    try:
+        return _LABEL(raw)
+    except msgspec.ValidationError:
+        value = _JSON_VALUES(raw)
+        return None if value is None else _label_object(value)
 
 
 class _Segment(msgspec.Struct):
@@ -661,6 +726,12 @@ class _CatsLine(msgspec.Struct, forbid_unknown_fields=True):
 
 
 _CATS_LINE: Final = msgspec.json.Decoder(_CatsLine).decode
+#: A line's JSON decoded whole, into Python values.
+_JSON_VALUES: Final = msgspec.json.Decoder().decode
+
+#: VW reads every top-level key starting with this as the continuous label (its test is the
+#: prefix ``_label_`` then "ca", case-sensitive): ``_label_ca``, and ``_label_cats`` too.
+_LABEL_CA: Final = "_label_ca"
 
 #: The keys of a line read key by key (:func:`_line_by_keys`) that set a :class:`_CatsLine`
 #: field: the field, and the decoder of the key's value. VW's plain JSON form reads the keys
@@ -668,7 +739,6 @@ _CATS_LINE: Final = msgspec.json.Decoder(_CatsLine).decode
 _KEY_FIELDS: Final = {
     key: (name, msgspec.json.Decoder(kind).decode)
     for key, name, kind in (
-        ("_label_ca", "label_ca", _Label | None),
         ("_skipLearn", "skip_learn", bool | None),
         ("pdf", "pdf", list[_Segment] | None),
         ("EventId", "EventId", str | None),
@@ -686,9 +756,6 @@ _KIND_KEYS: Final = {
 #: What a plain JSON line decoded whole (:func:`_plain_line`) keeps of another kind's label
 #: key: that it is there (a :class:`_CatsLine` keeps such a value undecoded).
 _PRESENT: Final = msgspec.Raw(b"true")
-#: A line's JSON decoded whole, into Python values.
-_JSON_VALUES: Final = msgspec.json.Decoder().decode
-
 #: The top-level keys of a DSJSON line that are not features: the fields VW's DSJSON reader
 #: reads at a line's top level and the bookkeeping its writers add. In VW's plain JSON form
 #: (``vw --json``) every key not starting with ``_`` is a feature, these included.
@@ -768,11 +835,22 @@ def _marks(d: _CatsLine) -> list[str]:
 _PDF_RTOL: Final = 1e-5
 
 
-def _flatten(obj: Mapping[str, Any], prefix: str, out: dict[str, float]) -> None:
+def _flatten(
+    obj: Mapping[str, Any],
+    prefix: str,
+    out: dict[str, float],
+    labels: list[str] | None = None,
+    *,
+    top: bool = False,
+) -> None:
     """VW's features of a ``c`` object: numbers as they are, ``"k": "v"`` as ``k=v`` = 1,
-    booleans 0/1, nested objects ``ns.k``, arrays of numbers ``k[i]``."""
+    booleans 0/1, nested objects ``ns.k``, arrays of numbers ``k[i]``. The keys starting with
+    ``_label`` (below the top level of a plain JSON line, ``top``) go to ``labels`` as their
+    path from ``prefix``: VW reads them as the line's label wherever they are."""
     for key, value in obj.items():  # a loop over one line's features
         if key.startswith("_"):  # VW's reserved fields (_multi, _slots, _id, ...)
+            if labels is not None and not top and key.startswith("_label"):
+                labels.append(f"{prefix}{key}")
             continue
         name = f"{prefix}{key}"
         if isinstance(value, bool):
@@ -782,13 +860,13 @@ def _flatten(obj: Mapping[str, Any], prefix: str, out: dict[str, float]) -> None
         elif isinstance(value, str):
             out[f"{name}={value}"] = 1.0
         elif isinstance(value, Mapping):
-            _flatten(value, f"{name}.", out)
+            _flatten(value, f"{name}.", out, labels)
         elif isinstance(value, list):
             for i, v in enumerate(value):
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     out[f"{name}[{i}]"] = _number(v)
                 elif isinstance(v, Mapping):
-                    _flatten(v, f"{name}[{i}].", out)
+                    _flatten(v, f"{name}[{i}].", out, labels)
 
 
 def _number(value: float) -> float:
@@ -828,7 +906,11 @@ class _CatsChunk:
     n_unread: int  # not read (not DSJSON fields), and how many lines have them
     other: list[tuple[int, list[str]]]  # the first lines (numbers) whose keys show the other
     n_other: int  # form than the file's (and those keys), and how many lines do
-    nan_pdf: np.ndarray  # the lines (numbers) whose pdf_value is the string "NaN"
+    nan: dict[str, np.ndarray]  # per label property: the lines (numbers) where it is "NaN"
+    absent: np.ndarray  # the lines (numbers) whose _label_ca lacks a property (read as 0)
+    labels: list[tuple[int, list[str]]]  # the first lines (numbers) with `_label` keys under
+    n_labels: int  # `c` or a namespace (and those keys), and how many lines have them
+    skip_read: np.ndarray  # the lines (numbers) of a plain JSON file with _skipLearn: true
 
 
 def _read_cats(
@@ -843,10 +925,11 @@ def _read_cats(
     kind: str | None = None
     form = _CatsForm()
     lines_read = 0
-    pieces = _cats_lines(path)
-    for numbers, kept in pieces:
+    pieces = _decoded_chunks(path, form)
+    for numbers, decoded in pieces:
         lines_read += numbers.size
-        chunk = _cats_chunk(numbers, kept, form)
+        with no_gc():  # the chunk's fields and features are built while collection is off
+            chunk = _cats_chunk(numbers, decoded, form)
         if kind is None and chunk.first is not None:
             kind = chunk.first
             if kind == "other":  # the first labelled event sets the kind (:func:`_first_kind`)
@@ -885,7 +968,9 @@ def _read_cats(
         rejected,
         {r: tuple(int(x) for x in numbers[ks[:EXAMPLE_ROWS]]) for r, ks in reasons.items()},
         dropped=on_invalid == "drop" and bool(broken_rules(rejected)),
-        notes=_feature_notes(chunks, numbers[reasons.get("cats_pdf_value_invalid", [])], form),
+        notes=_feature_notes(
+            chunks, {r: numbers[ks] for r, ks in reasons.items() if r in _NAN_REASONS}, form
+        ),
     )
     error = import_failure(report, on_invalid)
     if error is not None:
@@ -920,6 +1005,26 @@ def _read_cats(
         data[f"c.{c}"] = context[c].to_numpy(dtype=np.float64)
     support = (low, high) if with_pdf else None
     return pa.table(data), _cats_notes(report) + report.notes, support, report
+
+
+def _decoded_chunks(path: Path, form: _CatsForm) -> Iterator[tuple[np.ndarray, _Decoded]]:
+    """The file's chunks of lines (:func:`_cats_lines`), each decoded (:func:`_decode_cats`)
+    in the file's ``form``, in order. While no line has set the form, chunks with a
+    ``_skipLearn: true`` line are held back until one does (such a line is excluded in the
+    DSJSON form only): a file whose lines never tell is read as DSJSON."""
+    held: list[tuple[np.ndarray, _Decoded]] = []
+    skips = False
+    for numbers, kept in _cats_lines(path):
+        with no_gc():  # the decoded lines are built while collection is off
+            decoded = _decode_cats(kept, numbers, form)
+        held.append((numbers, decoded))
+        if form.kind is None:  # only before a line with a key not starting with `_`
+            skips = skips or any(d is not None and d.skip_learn for d in decoded.lines)
+            if skips:
+                continue
+        yield from held
+        held = []
+    yield from held
 
 
 def _too_many_features(
@@ -965,12 +1070,13 @@ def _shown_keys(keys: Sequence[str]) -> str:
 
 
 def _feature_notes(
-    chunks: Sequence[_CatsChunk], nan_pdf_candidates: np.ndarray, form: _CatsForm
+    chunks: Sequence[_CatsChunk], nan_rejected: Mapping[str, np.ndarray], form: _CatsForm
 ) -> tuple[str, ...]:
-    """The report's notes on what the lines' top-level keys gave in the file's ``form``:
-    features read in VW's plain JSON form, keys of DSJSON lines not read, lines of the other
-    form; and on the lines rejected for a ``pdf_value`` of "NaN" (``nan_pdf_candidates``: the
-    lines rejected as ``cats_pdf_value_invalid``)."""
+    """The report's notes on what the lines' keys gave in the file's ``form``: features read
+    in VW's plain JSON form, keys of DSJSON lines not read, lines of the other form, ``_label``
+    keys in namespaces, ``_skipLearn`` read in the plain form, label properties left out; and
+    on the lines rejected for a cost or ``pdf_value`` of "NaN" (``nan_rejected``: the lines
+    rejected for each reason of :data:`_NAN_NOTES`)."""
     notes = []
 
     def first(found: list[tuple[int, list[str]]]) -> str:
@@ -1012,30 +1118,75 @@ def _feature_notes(
             f"without features, since the file is DSJSON: its form is {where}. A file is read "
             "in the plain JSON form (`vw --json`) when that line is."
         )
-    nan_lines = np.concatenate([c.nan_pdf for c in chunks] or [np.empty(0, dtype=np.int64)])
-    nan_lines = nan_lines[np.isin(nan_lines, nan_pdf_candidates)]
-    if nan_lines.size:
+    labels = [u for c in chunks for u in c.labels]
+    if labels:
         notes.append(
-            f'cats_pdf_value_invalid: _label_ca.pdf_value is "NaN" on {nan_lines.size:,} '
-            f"line(s) (first: {', '.join(map(str, nan_lines[:EXAMPLE_ROWS].tolist()))}): VW's "
-            "JSON parser reads it as NaN, and a density that is NaN cannot weight a row, so "
-            "these lines are rejected."
+            f"dsjson_field_type: {sum(c.n_labels for c in chunks):,} line(s) have keys "
+            f"starting with `_label` under `c` or in a namespace ({first(labels)}): VW reads "
+            "such a key as the line's label wherever it is (or refuses the line), and ope reads "
+            "the label only at the top level, so these lines are rejected. Move the label to "
+            "the top level, or rename the feature."
         )
+    if form.kind == _PLAIN:
+        skipped = np.concatenate([c.skip_read for c in chunks] or [np.empty(0, dtype=np.int64)])
+        if skipped.size:
+            notes.append(
+                f"{skipped.size:,} line(s) have `_skipLearn: true` (first: "
+                f"{_lines_text(skipped)}) and are read, as `vw --json` reads them: only VW's "
+                "DSJSON reader skips such lines, and the file is in the plain JSON form, "
+                f"{where}."
+            )
+    absent = np.concatenate([c.absent for c in chunks] or [np.empty(0, dtype=np.int64)])
+    if absent.size:
+        notes.append(
+            f"{absent.size:,} line(s) have a `_label_ca` without its action, cost or pdf_value "
+            f"(first: {_lines_text(absent)}): read as 0, as VW reads them (a pdf_value of 0 is "
+            "then cats_pdf_value_invalid). Write all three."
+        )
+    for name, (reason, why) in _NAN_NOTES.items():  # a loop over two label properties
+        nan_lines = np.concatenate([c.nan[name] for c in chunks])
+        nan_lines = nan_lines[np.isin(nan_lines, nan_rejected.get(reason, []))]
+        if nan_lines.size:
+            notes.append(
+                f'{reason}: _label_ca.{name} is "NaN" on {nan_lines.size:,} line(s) (first: '
+                f"{_lines_text(nan_lines)}): VW's JSON parser reads it as NaN, and {why}, so "
+                "these lines are rejected."
+            )
     return tuple(notes)
 
 
-def _cats_chunk(numbers: np.ndarray, kept: Sequence[bytes], form: _CatsForm) -> _CatsChunk:
-    """One chunk of non-blank lines decoded and checked (:class:`_CatsChunk`), in the file's
-    ``form`` (set by the chunk's lines when no earlier line has)."""
-    decoded = _decode_cats(kept, numbers, form)
+#: The label properties that may be the string "NaN" (read as NaN, as VW reads it): the reason
+#: that rejects such a line, and why, for its note.
+_NAN_NOTES: Final = {
+    "cost": ("reward_missing", "a cost that is NaN gives no reward (reward = -cost)"),
+    "pdf_value": ("cats_pdf_value_invalid", "a density that is NaN cannot weight a row"),
+}
+_NAN_REASONS: Final = frozenset(reason for reason, _ in _NAN_NOTES.values())
+
+
+def _lines_text(lines: np.ndarray) -> str:
+    """The first line numbers of ``lines``, for a note."""
+    return ", ".join(map(str, lines[:EXAMPLE_ROWS].tolist()))
+
+
+def _cats_chunk(numbers: np.ndarray, decoded: _Decoded, form: _CatsForm) -> _CatsChunk:
+    """One chunk of non-blank lines, decoded (:func:`_decode_cats`), checked
+    (:class:`_CatsChunk`) in the file's ``form``: ``_skipLearn`` excludes a line only in the
+    DSJSON form (``vw --json`` ignores it; such lines are read and noted)."""
     at = np.array([k for k, d in enumerate(decoded.lines) if d is not None], dtype=np.int64)
     events = [d for d in decoded.lines if d is not None]
     tops: dict[int, dict[str, float]] = {}
-    if decoded.features:  # by position among the events
+    top_labels: dict[int, list[str]] = {}
+    if decoded.features or decoded.labels:  # by position among the events
         position = {i: k for k, i in enumerate(at.tolist())}
         tops = {position[i]: f for i, f in decoded.features.items()}
-    fields = _cats_fields(events, tops)
-    reason = _cats_reasons(fields, at, decoded.why, len(kept))
+        top_labels = {position[i]: x for i, x in decoded.labels.items()}
+    fields = _cats_fields(events, tops, top_labels)
+    skip_read = np.zeros(0, dtype=np.int64)
+    if form.kind == _PLAIN and fields.skip.any():
+        skip_read = numbers[at[fields.skip]]
+        fields = dataclasses.replace(fields, skip=np.zeros_like(fields.skip))
+    reason = _cats_reasons(fields, at, decoded.why, len(numbers))
     counts = ~fields.unlabeled & ~fields.skip & pd.notna(fields.ids)
     ok = reason[at] == ""
     read = at[ok]
@@ -1062,7 +1213,11 @@ def _cats_chunk(numbers: np.ndarray, kept: Sequence[bytes], form: _CatsForm) -> 
         n_unread=len(decoded.unread),
         other=[(int(numbers[k]), keys) for k, keys in decoded.other[:EXAMPLE_ROWS]],
         n_other=len(decoded.other),
-        nan_pdf=numbers[at[fields.nan_pdf]],
+        nan={name: numbers[at[mask]] for name, mask in fields.nan.items()},
+        absent=numbers[at[fields.absent]],
+        labels=[(int(numbers[at[k]]), keys) for k, keys in fields.labels[:EXAMPLE_ROWS]],
+        n_labels=len(fields.labels),
+        skip_read=skip_read,
     )
 
 
@@ -1131,6 +1286,7 @@ class _Decoded:
     features: dict[int, dict[str, float]]  # the plain JSON form's features, flattened
     unread: list[tuple[int, list[str]]]  # (line, keys) of DSJSON lines' keys not read
     other: list[tuple[int, list[str]]]  # (line, keys) of lines of the file's other form
+    labels: dict[int, list[str]] = field(default_factory=dict)  # `_label` keys in namespaces
 
 
 def _decode_cats(kept: Sequence[bytes], numbers: np.ndarray, form: _CatsForm) -> _Decoded:
@@ -1176,18 +1332,23 @@ def _plain_line(values: Mapping[str, Any], k: int, out: _Decoded) -> _CatsLine:
     keys starting with ``_`` give the label, every other key is a feature (``out.features``),
     one named as a DSJSON field included; a line whose keys would make it DSJSON is noted in
     ``out.other``. Raises ``msgspec.ValidationError`` for a label field of another type."""
-    label, skip = values.get("_label_ca"), values.get("_skipLearn")
+    # VW reads the last `_label_ca...` key
+    label = next((values[key] for key in reversed(list(values)) if key.startswith(_LABEL_CA)), None)
     line = _CatsLine(
-        label_ca=None if label is None else msgspec.convert(label, _Label),
-        skip_learn=None if skip is None else msgspec.convert(skip, bool),
+        label_ca=None if label is None else _label_object(label),
+        # `vw --json` ignores _skipLearn (only its DSJSON reader skips): kept to be noted
+        skip_learn=values.get("_skipLearn") is True or None,
     )
     for key, name in _KIND_KEYS.items():  # a loop over three keys
         if key in values:
             setattr(line, name, _PRESENT)
     features: dict[str, float] = {}
-    _flatten(values, "", features)  # every key not starting with `_`
+    labels: list[str] = []
+    _flatten(values, "", features, labels, top=True)  # every key not starting with `_`
     if features:
         out.features[k] = features
+    if labels:
+        out.labels[k] = labels
     if not _MARK_KEYS.isdisjoint(values):
         v = values.get
         if any(v(m) is not None for m in _DSJSON_MARKS[:-1]) or isinstance(v("pdf"), list):
@@ -1216,6 +1377,10 @@ def _line_by_keys(
                 features[key] = msgspec.json.decode(raw)
             except msgspec.ValidationError:  # a number beyond a double's range: the line's
                 features[key] = math.inf  # dsjson_field_type, as in `c`
+        elif key.startswith(_LABEL_CA):  # the last of them wins, as in VW
+            fields["label_ca"] = _label_raw(raw)
+        elif plain and key == "_skipLearn":  # `vw --json` ignores it: kept to be noted
+            fields["skip_learn"] = bytes(raw) == b"true" or None
         elif key in _KEY_FIELDS:
             name, decode = _KEY_FIELDS[key]
             fields[name] = decode(raw)
@@ -1223,9 +1388,12 @@ def _line_by_keys(
             fields[_KIND_KEYS[key]] = raw
     if plain:
         flat: dict[str, float] = {}
-        _flatten(features, "", flat)
+        labels: list[str] = []
+        _flatten(features, "", flat, labels, top=True)
         if flat:
             out.features[k] = flat
+        if labels:
+            out.labels[k] = labels
         if seen == _DSJSON:
             out.other.append((k, [key for key in pairs if key in _DSJSON_TOP_FIELDS]))
     else:
@@ -1255,36 +1423,61 @@ class _CatsFields:
     unlabeled: np.ndarray  # no _label_ca
     other: np.ndarray  # another kind's label (CB, CCB)
     ids: np.ndarray  # EventId (object; None where absent)
-    nan_pdf: np.ndarray  # _label_ca.pdf_value is the string "NaN" (read as NaN)
-    text_pdf: np.ndarray  # _label_ca.pdf_value is another string (VW refuses the line)
+    nan: dict[str, np.ndarray]  # per property (cost, pdf_value): the string "NaN" (read NaN)
+    text: np.ndarray  # _label_ca.cost or pdf_value is another string (VW refuses the line)
+    absent: np.ndarray  # _label_ca lacks action, cost or pdf_value (VW reads 0)
+    labels: list[tuple[int, list[str]]]  # (position, paths) of `_label` keys in namespaces
+    in_c: np.ndarray  # the lines that have such keys (VW reads them as the label)
 
 
-def _cats_fields(events: Sequence[_CatsLine], tops: Mapping[int, dict[str, float]]) -> _CatsFields:
+def _cats_fields(
+    events: Sequence[_CatsLine],
+    tops: Mapping[int, dict[str, float]],
+    top_labels: Mapping[int, list[str]],
+) -> _CatsFields:
     """:class:`_CatsFields` of decoded lines ``events`` (``tops``: the flattened features of
-    those in VW's plain JSON form, by position): one pass over the lines to list their fields,
-    features and segments, the checks on whole arrays."""
+    those in VW's plain JSON form, by position, and ``top_labels`` the ``_label`` keys found
+    in their namespaces): one pass over the lines to list their fields, features and segments,
+    the checks on whole arrays."""
     n = len(events)
     nan = math.nan
-    row: list[tuple[float, float, float, float, bool, bool, bool]] = []
+    row: list[tuple[Any, ...]] = []
     ids: list[str | None] = []
     features: list[dict[str, float]] = []
-    texts: list[tuple[int, str]] = []  # (position, string) of a pdf_value that is a string
+    texts: list[tuple[int, int, str]] = []  # (position, column, string) of a cost/pdf_value
+    absent: list[int] = []
+    labels = list(top_labels.items())
     line: list[int] = []
     seg: list[tuple[float, float, float]] = []
     for k, d in enumerate(events):  # a loop over lines: the events are schemaless JSON
         lab = d.label_ca
-        density: Any = nan if lab is None else lab.pdf_value
-        if isinstance(density, str):  # "NaN" or another string: read after the loop
-            texts.append((k, density))
-            density = nan
+        action: Any
+        cost: Any
+        density: Any
+        if lab is None:
+            action = cost = density = nan
+        else:
+            action, cost, density = lab.action, lab.cost, lab.pdf_value
+            if action is None or cost is None or density is None:  # VW reads 0 (rare)
+                absent.append(k)
+                action, cost, density = action or 0.0, cost or 0.0, density or 0.0
+            if isinstance(cost, str):  # "NaN" or another string: read after the loop
+                texts.append((k, 1, cost))
+                cost = nan
+            if isinstance(density, str):
+                texts.append((k, 2, density))
+                density = nan
         # VW's plain JSON form: the features are top-level keys, flattened as decoded
         out: dict[str, float] = tops.get(k, {}) if tops else {}
         if d.c:
-            _flatten(d.c, "", out)
+            found: list[str] = []
+            _flatten(d.c, "", out, found)
+            if found:
+                labels.append((k, [f"c.{x}" for x in found]))
         row.append(
             (
-                nan if lab is None else lab.action,
-                nan if lab is None else lab.cost,
+                action,
+                cost,
                 density,
                 nan if d.pdrop is None else d.pdrop,
                 bool(d.skip_learn),
@@ -1299,10 +1492,11 @@ def _cats_fields(events: Sequence[_CatsLine], tops: Mapping[int, dict[str, float
                 line.append(k)
                 seg.append((sg.left, sg.right, nan if sg.pdf_value is None else sg.pdf_value))
     table = np.array(row, dtype=np.float64).reshape(n, 7)
-    nan_pdf, text_pdf = np.zeros(n, dtype=bool), np.zeros(n, dtype=bool)
-    for k, text in texts:  # a loop over the lines whose pdf_value is a string (rare)
-        refused = vw_number(text) is NOT_A_NUMBER  # VW refuses the line; "NaN" reads as NaN
-        (text_pdf if refused else nan_pdf)[k] = True
+    nan_of = {"cost": np.zeros(n, dtype=bool), "pdf_value": np.zeros(n, dtype=bool)}
+    refused_text = np.zeros(n, dtype=bool)
+    for k, column, string in texts:  # a loop over the lines whose cost/pdf_value is a string
+        refused = vw_number(string) is NOT_A_NUMBER  # VW refuses the line; "NaN" reads as NaN
+        (refused_text if refused else nan_of["cost" if column == 1 else "pdf_value"])[k] = True
     action, cost, value, pdrop = table[:, 0], table[:, 1], table[:, 2], table[:, 3]
     huge = np.array([math.inf in x.values() for x in features], dtype=bool)
     at = np.full(n, np.nan)
@@ -1341,15 +1535,20 @@ def _cats_fields(events: Sequence[_CatsLine], tops: Mapping[int, dict[str, float
         unlabeled=table[:, 5] > 0,
         other=table[:, 6] > 0,
         ids=np.array(ids, dtype=object),
-        nan_pdf=nan_pdf,
-        text_pdf=text_pdf,
+        nan=nan_of,
+        text=refused_text,
+        absent=np.asarray(absent, dtype=np.int64),
+        labels=sorted(labels),
+        in_c=np.isin(np.arange(n), [k for k, _ in labels]),
     )
 
 
 def _cats_reasons(f: _CatsFields, at: np.ndarray, why: Mapping[int, str], n: int) -> np.ndarray:
     """Each of ``n`` lines' reason to be rejected ("" for a line read), the first that applies
     in this order: not decoded (``why``), ``_skipLearn``, no ``_label_ca`` (another kind's
-    label, or none), a feature beyond a double's range, a density that is not > 0, ``pdrop``
+    label, or none), a field VW refuses or reads otherwise (a feature beyond a double's range,
+    a string cost or density other than "NaN", a ``_label`` key under ``c``), a cost that is
+    NaN (no reward), a density that is not > 0, ``pdrop``
     outside [0, 1), malformed segments, a density that is not the segments' at the action
     (a repeated ``EventId`` is found by :func:`_read_cats` over the whole file). ``f`` holds
     the fields of the decoded lines (lines ``at``)."""
@@ -1363,9 +1562,11 @@ def _cats_reasons(f: _CatsFields, at: np.ndarray, why: Mapping[int, str], n: int
         tol = _PDF_RTOL * np.maximum(np.abs(f.at_action), np.abs(f.pdf_value))
         rules = (
             ("dsjson_skip_learn", skip),
+            ("dsjson_field_type", f.in_c),  # a label under `c`: labelled or not, VW reads it
             ("dsjson_kind_mismatch", unlabeled & f.other),
             ("dsjson_unlabeled", unlabeled),
-            ("dsjson_field_type", f.huge | f.text_pdf),
+            ("dsjson_field_type", f.huge | f.text),
+            ("reward_missing", np.isnan(f.cost)),
             ("cats_pdf_value_invalid", ~(np.isfinite(f.pdf_value) & (f.pdf_value > 0))),
             ("dsjson_pdrop_out_of_range", ~np.isnan(f.pdrop) & ~((f.pdrop >= 0) & (f.pdrop < 1))),
             ("cats_pdf_malformed", f.malformed),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -1146,3 +1147,172 @@ def test_values_of_the_source_are_shown_and_nan_read_one_way_in_both_readers(tmp
     with pytest.warns(DroppedRowsWarning):
         r = ope.read_continuous(_write(tmp_path / "ca.json", ca), on_invalid="drop").report
     assert r.rejected == {"cats_pdf_value_invalid": 1, "dsjson_field_type": 1}
+
+
+def test_a_nan_cost_is_rejected_with_a_note_saying_it_was_present(tmp_path):
+    """ "NaN" as the cost (a CB line's `_label_cost`, a CCB outcome's) is read as VW reads it,
+    rejected as reward_missing, and the note says it was there, as NaN (an absent cost with a
+    probability gets no such note), as for a "NaN" propensity."""
+    cb = [_cb_line(0), _cb_line(1, _label_cost="NaN"), _cb_line(2), _cb_line(3, _label_cost="nan")]
+    absent = json.loads(_cb_line(4))
+    del absent["_label_cost"]
+    r = _drop(_write(tmp_path / "cb.json", [*cb, json.dumps(absent)])).report
+    assert r.rejected == {"reward_missing": 3} and r.examples["reward_missing"] == (1, 3, 4)
+    assert _note(r, "reward_missing") == (
+        'reward_missing: line 1: `_label_cost` is "NaN" (VW reads it as NaN): the cost is '
+        "present, as NaN, which gives no reward (reward = -cost); "
+        'line 3: `_label_cost` is "NaN" (VW reads it as NaN): the cost is present, as NaN, '
+        "which gives no reward (reward = -cost)"
+    )
+    multi = {"_multi": [{}, {}, {}]}
+    ccb = [
+        {"EventId": "a", "c": {**multi, "_slots": [{}, {}]},
+         "_outcomes": [{"_label_cost": "NaN", "_a": [0], "_p": [0.5]},
+                       {"_label_cost": 1, "_a": 1, "_p": 0.5}]},
+    ]  # fmt: skip
+    r = _drop(_write(tmp_path / "ccb.json", [json.dumps(x) for x in ccb])).report
+    assert r.rejected == {"reward_missing": 1}
+    assert _note(r, "reward_missing").startswith(
+        'reward_missing: line 0: `_outcomes[0]._label_cost` is "NaN" (VW reads it as NaN)'
+    )
+
+
+@pytest.mark.parametrize("kw", [{}, {"chunk_lines": 1}])
+def test_a_label_key_under_c_rejects_the_line_with_a_note(tmp_path, kw):
+    """VW reads a key starting with `_label` under `c` (in a namespace, an action of `_multi`)
+    as the line's label, or refuses the line: ope, which reads the label at the top level,
+    rejects such a line and says where the key is: VW's label keys at `c`'s top level on a
+    plain CB line, any such key anywhere on a line read key by key. The same text as a string
+    value keeps the row, and so does (documented) a key in an action or a namespace of a plain
+    CB line, which is not looked for there."""
+    at_c = json.loads(_cb_line(1))
+    at_c["c"]["_label_probability"] = 0.2
+    spelled = json.loads(_cb_line(2))  # read key by key: searched whole
+    spelled["_label_COST"] = spelled.pop("_label_cost")
+    spelled["c"]["u"]["_label_cost"] = 5
+    in_multi = json.loads(_cb_line(3))  # read key by key (a string label): searched whole
+    in_multi["_label_cost"] = "0"
+    in_multi["c"]["_multi"][1]["_labelIndex"] = 1
+    quoted = json.loads(_cb_line(4))
+    quoted["c"]["u"]["name"] = '"_label_cost'
+    deep = json.loads(_cb_line(5))  # a plain CB line: its namespaces are not looked into
+    deep["c"]["u"]["_label_cost"] = 5
+    lines = [_cb_line(0), json.dumps(at_c), json.dumps(spelled), json.dumps(in_multi)]
+    lines += [json.dumps(quoted), json.dumps(deep), _cb_line(6)]
+    logs = _drop(_write(tmp_path / "cb.json", lines), **kw)
+    r = logs.report
+    assert r.rejected == {"dsjson_field_type": 3} and r.examples["dsjson_field_type"] == (1, 2, 3)
+    assert logs.table.num_rows == 4
+    note = _note(r, "dsjson_field_type")
+    assert note.startswith(
+        "dsjson_field_type: line 1: the key `c._label_probability` under `c`: VW reads a key "
+        "starting with `_label` as the line's label wherever it is (or refuses the line), and "
+        "ope reads the label only at the top level, so the line is rejected. Move the label to "
+        "the top level, or rename the feature; line 2: the key `c.u._label_cost` "
+    )
+    assert "line 3: the key `c._multi[1]._labelIndex` under `c`" in note
+
+
+def _read_ca(path):
+    """``read_continuous(path, on_invalid="drop")``; the rows dropped (if any) are what the
+    tests check, so its DroppedRowsWarning is not."""
+    import ope
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DroppedRowsWarning)
+        return ope.read_continuous(path, on_invalid="drop")
+
+
+def test_a_nan_cost_of_a_continuous_label_is_a_missing_reward_with_a_note(tmp_path):
+    """`_label_ca.cost: "NaN"` reads as NaN, as VW's label object reads it (it took the line
+    for a field of another type), and is rejected as reward_missing with a note; another
+    string is still refused, as VW refuses it."""
+    lines = [_ca_line(i) for i in range(8)]
+    lines[1] = lines[1].replace('"cost": -0.5', '"cost": "NaN"')
+    lines[3] = lines[3].replace('"cost": -0.0', '"cost": "cheap"')
+    logs = _read_ca(_write(tmp_path / "ca.json", lines))
+    assert logs.report.rejected == {"reward_missing": 1, "dsjson_field_type": 1}
+    assert logs.report.examples["reward_missing"] == (1,)
+    assert _note(logs.report, "reward_missing") == (
+        'reward_missing: _label_ca.cost is "NaN" on 1 line(s) (first: 1): VW\'s JSON parser '
+        "reads it as NaN, and a cost that is NaN gives no reward (reward = -cost), so these "
+        "lines are rejected."
+    )
+    assert not np.isnan(logs.reward).any()
+
+
+def test_continuous_label_objects_are_read_as_vw_reads_them(tmp_path):
+    """VW reads every key `_label_ca...` as the continuous label object, its properties in any
+    case, a property left out as 0 (noted), the simple label's accepted and unread; it refuses
+    another property, and reads `Probability` as another kind's label (rejected here)."""
+    label = {"action": 2.0, "cost": -1.0, "pdf_value": 0.1}
+    lines = [_ca_line(i) for i in range(6)]
+    lines[0] = json.dumps({"_label_ca": {"Action": 2.0, "COST": -1.0, "Pdf_Value": 0.1}})
+    lines[1] = json.dumps({"_label_cats": label, "c": {"f": 1}})
+    lines[2] = json.dumps({"_label_ca": {**label, "Weight": 2, "label": "NaN"}, "c": {"f": 1}})
+    lines[3] = json.dumps({"_label_ca": {"action": 2.0, "pdf_value": 0.1}, "c": {"f": 1}})
+    lines[4] = json.dumps({"_label_ca": {**label, "size": 1}, "c": {"f": 1}})
+    lines[5] = json.dumps({"_label_ca": {**label, "Probability": 0.5}, "c": {"f": 1}})
+    logs = _read_ca(_write(tmp_path / "ca.json", lines + [_ca_line(i) for i in range(6, 9)]))
+    assert logs.report.rejected == {"dsjson_field_type": 2}
+    assert logs.report.examples["dsjson_field_type"] == (4, 5)
+    assert logs.n == 7
+    np.testing.assert_array_equal(logs.reward[:4], [1.0, 1.0, 1.0, 0.0])
+    np.testing.assert_array_equal(logs.action[:4], [2.0, 2.0, 2.0, 2.0])
+    assert _note(logs.report, "1 line(s) have a `_label_ca` without") == (
+        "1 line(s) have a `_label_ca` without its action, cost or pdf_value (first: 3): read "
+        "as 0, as VW reads them (a pdf_value of 0 is then cats_pdf_value_invalid). Write all "
+        "three."
+    )
+
+
+@pytest.mark.parametrize("plain", [False, True])
+def test_a_label_key_in_a_continuous_lines_context_rejects_it_with_a_note(tmp_path, plain):
+    """VW reads `_label...` keys under `c` (or in a namespace of VW's plain JSON form) as the
+    line's label, or refuses the line: ope rejects the line and names the keys, also when it
+    has no label at the top level."""
+
+    def line(i, **c):
+        label = {"action": 1.0 + i, "cost": -0.5, "pdf_value": 0.1}
+        return json.dumps({"_label_ca": label, "ns": {"f": i, **c}} if plain else
+                          {"_label_ca": label, "c": {"f": i, **c}})  # fmt: skip
+
+    lines = [line(i) for i in range(6)]
+    lines[2] = line(2, _label_ca={"action": 9.0, "cost": -9.0, "pdf_value": 0.1})
+    unlabeled = json.loads(line(4, _label_cost=1))
+    del unlabeled["_label_ca"]
+    lines[4] = json.dumps(unlabeled)
+    logs = _read_ca(_write(tmp_path / "ca.json", lines))
+    assert logs.report.rejected == {"dsjson_field_type": 2}
+    assert logs.report.examples["dsjson_field_type"] == (2, 4)
+    where = "ns" if plain else "c"
+    assert _note(logs.report, "dsjson_field_type: 2 line") == (
+        "dsjson_field_type: 2 line(s) have keys starting with `_label` under `c` or in a "
+        f"namespace (line 2: '{where}._label_ca'; line 4: '{where}._label_cost'): VW reads "
+        "such a key as the line's label wherever it is (or refuses the line), and ope reads the "
+        "label only at the top level, so these lines are rejected. Move the label to the top "
+        "level, or rename the feature."
+    )
+
+
+def test_skip_learn_is_read_in_the_plain_json_form_as_vw_json_reads_it(tmp_path, monkeypatch):
+    """`vw --json` ignores `_skipLearn` (only VW's DSJSON reader skips such lines): in a file
+    of VW's plain JSON form the line is read, and noted, also when it comes before the line
+    that sets the form, in an earlier chunk; in a DSJSON file it stays excluded."""
+    import ope.continuous as continuous
+
+    monkeypatch.setattr(continuous, "_CATS_CHUNK_LINES", 2)
+    label = {"action": 1.0, "cost": -0.5, "pdf_value": 0.1}
+    first = json.dumps({"_label_ca": label, "_skipLearn": True})  # no key that tells the form
+    plain = [json.dumps({"_label_ca": {**label, "action": 1.0 + i}, "f": i}) for i in range(5)]
+    plain[3] = json.dumps({"_label_ca": label, "f": 3, "_skipLearn": "yes"})
+    logs = _read_ca(_write(tmp_path / "plain.json", [first, first, *plain]))
+    assert logs.n == 7 and logs.report.rejected == {}
+    assert _note(logs.report, "2 line(s) have `_skipLearn: true`") == (
+        "2 line(s) have `_skipLearn: true` (first: 0, 1) and are read, as `vw --json` reads "
+        "them: only VW's DSJSON reader skips such lines, and the file is in the plain JSON "
+        "form, that of its line 2, the first with a key not starting with `_` ('f')."
+    )
+    dsjson = [_ca_line(i) for i in range(5)]
+    logs = _read_ca(_write(tmp_path / "ds.json", [first, *dsjson]))
+    assert logs.report.rejected == {"dsjson_skip_learn": 1} and logs.n == 5

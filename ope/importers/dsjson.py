@@ -121,13 +121,13 @@ import collections
 import concurrent.futures
 import contextlib
 import dataclasses
-import gc
 import gzip
 import io
 import itertools
 import json
 import math
 import multiprocessing
+import operator
 import os
 import re
 import zlib
@@ -144,7 +144,13 @@ import pyarrow.compute as pc
 from ope._progress import progress
 from ope._validation import check_choice, check_positive_int, show_value
 from ope.exceptions import DataFileError, ParameterError, ValidationError
-from ope.importers._common import NOT_A_NUMBER, ChunkValidator, object_fields, vw_number
+from ope.importers._common import (
+    NOT_A_NUMBER,
+    ChunkValidator,
+    no_gc,
+    object_fields,
+    vw_number,
+)
 from ope._paths import UTF8_BOM, locate_input
 from ope.logs import EXAMPLE_ROWS, BanditLogs, ValidationReport
 from ope.schema import distribution_faults, propensity_disagrees
@@ -299,6 +305,19 @@ class _FastItem(msgspec.Struct, gc=False):
 
 
 class _FastC(msgspec.Struct, gc=False):
+    """``c`` of a plain CB line: its ``_multi`` actions, no ``_slots``, and none of VW's label
+    keys at its top level, which VW reads as the line's label there too: a ``c`` with one (not
+    null) fails the plain decoding, and the line is then checked by
+    :func:`_no_label_under_c`. Such a key in an action or a namespace is not looked for on a
+    plain CB line (the fields in every action cost a fifth of the decoding, a search of every
+    line's bytes a fifth of the import); lines decoded key by key are searched whole."""
+
+    label: None = _FIELD(default=None, name="_label")
+    label_cost: None = _FIELD(default=None, name="_label_cost")
+    label_probability: None = _FIELD(default=None, name="_label_probability")
+    label_action: None = _FIELD(default=None, name="_label_Action")
+    label_index: None = _FIELD(default=None, name="_labelIndex")
+    label_ca: None = _FIELD(default=None, name="_label_ca")
     multi: list[_FastItem] | None = _FIELD(default=None, name="_multi")
     slots: None = _FIELD(default=None, name="_slots")
 
@@ -689,20 +708,6 @@ class _Counts:
         return self
 
 
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    """Collection off while a block is decoded: decoded JSON holds no reference cycles, and the
-    collector's passes over the block's many new lists would otherwise cost more than the
-    decoding (measured 2x on 1.2 kB lines)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
 def _parse_block(block: _Block, state: _State, parts: _Parts) -> None:
     """Decode a block line by line (the one per-line step) and build its rows column-wise.
 
@@ -710,7 +715,7 @@ def _parse_block(block: _Block, state: _State, parts: _Parts) -> None:
     (``attrgetter``); any other line (another kind, a rarer spelling, an error) is decoded
     again with :class:`_Line` and resolved by :func:`_slow_line`.
     """
-    with _no_gc():  # the decoded lines are built and dropped while collection is off
+    with no_gc():  # the decoded lines are built and dropped while collection is off
         _parse_block_rows(block, state, parts)
 
 
@@ -845,6 +850,8 @@ def _slow_line(
         if spelled:
             assert pairs is not None
             _label_spellings(obj, pairs)
+        if pairs is not None or raw.count(_LABEL_KEY) > _top_label_keys(obj):
+            _no_label_under_c(raw, pairs)
     except msgspec.ValidationError as exc:
         parts.reject("dsjson_field_type", ln, str(exc))
         return None
@@ -870,6 +877,65 @@ def _slow_line(
     except _Rejected as exc:
         parts.reject(exc.reason, ln, exc.detail)
         return None
+
+
+#: How every key starting with ``_label`` begins in a line's bytes.
+_LABEL_KEY: Final = b'"_label'
+_TOP_LABELS: Final = attrgetter("cost", "prob", "action", "index")
+#: A JSON value decoded whole (the ``c`` of a line that has ``_label`` keys in it).
+_JSON_ANY: Final = msgspec.json.Decoder().decode
+
+
+def _top_label_keys(obj: _Line | _FastLine) -> int:
+    """How many label keys the line has at its top level and in ``_outcomes`` (not null)."""
+    n = 4 - operator.countOf(_TOP_LABELS(obj), None)
+    if isinstance(obj, _Line) and obj.outcomes:
+        n += sum(o.cost is not None for o in obj.outcomes)
+    return n
+
+
+def _label_paths(value: Any, path: str, found: list[str]) -> None:
+    """The paths of the keys starting with ``_label`` in ``value`` (decoded whole, or as
+    :class:`_Object` pairs), at any depth."""
+    if isinstance(value, dict):
+        value = _Object(value.items())
+    if isinstance(value, _Object):
+        for key, item in value:  # a loop over one object's keys
+            if key.startswith("_label"):
+                found.append(f"{path}.{key}")
+            _label_paths(item, f"{path}.{key}", found)
+    elif isinstance(value, list):
+        for i, item in enumerate(value):  # a loop over one array's entries
+            _label_paths(item, f"{path}[{i}]", found)
+
+
+def _no_label_under_c(raw: bytes, pairs: Sequence[tuple[str, Any]] | None) -> None:
+    """Raise :class:`_Rejected` when the line has a key starting with ``_label`` under ``c``
+    (in ``_multi``, ``_slots`` or a namespace): VW's reader takes such a key for the line's
+    label wherever it is (or refuses the line), and ope reads the label at the top level (and
+    in ``_outcomes``) only. ``pairs``: the line's :func:`_ordered_fields` when parsed."""
+    if pairs is not None:
+        c = next((v for key, v in reversed(pairs) if key == "c"), None)
+    else:
+        c_raw = object_fields(raw).get("c")
+        if c_raw is None or _LABEL_KEY not in bytes(c_raw):
+            return
+        c = _JSON_ANY(c_raw)
+    found: list[str] = []
+    _label_paths(c, "c", found)
+    if found:
+        raise _Rejected(
+            "dsjson_field_type",
+            f"{_keys_text(found)} under `c`: VW reads a key starting with `_label` as the "
+            "line's label wherever it is (or refuses the line), and ope reads the label only at "
+            "the top level, so the line is rejected. Move the label to the top level, or "
+            "rename the feature",
+        )
+
+
+def _keys_text(paths: Sequence[str]) -> str:
+    shown = ", ".join(f"`{p}`" for p in paths[:3]) + (", ..." if len(paths) > 3 else "")
+    return f"the key{'s' if len(paths) > 1 else ''} {shown}"
 
 
 class _Rejected(Exception):
@@ -1250,6 +1316,11 @@ def _cb_rows(
         nan_prob = nan_prob[~pc.is_null(prob_a).to_numpy(zero_copy_only=False)[nan_prob]]
     for r in nan_prob[:EXAMPLE_ROWS].tolist():  # read_logs rejects them: say why (5 at most)
         parts.detail("propensity_missing", int(lines[r]), _nan_propensity(["`_label_probability`"]))
+    nan_cost = keep[np.isnan(cost_v[keep])]  # NaN: "NaN", or null (absent)
+    if nan_cost.size and cost_a.null_count:
+        nan_cost = nan_cost[~pc.is_null(cost_a).to_numpy(zero_copy_only=False)[nan_cost]]
+    for r in nan_cost[:EXAMPLE_ROWS].tolist():  # read_logs rejects them: say why (5 at most)
+        parts.detail("reward_missing", int(lines[r]), _nan_cost(["`_label_cost`"]))
     take = pa.array(keep)
 
     def kept(arr: pa.Array) -> pa.Array:
@@ -1331,6 +1402,13 @@ class _CcbRows:
         ]
         if nan:  # read_logs rejects these rows as propensity_missing: say why
             parts.detail("propensity_missing", ln, _nan_propensity(nan))
+        nan_costs = [
+            "`_label_cost`" if obj.outcomes is None else f"`_outcomes[{slot}]._label_cost`"
+            for slot, (action, _, cost) in enumerate(slots)
+            if action is not None and isinstance(cost, float) and math.isnan(cost)
+        ]
+        if nan_costs:  # read_logs rejects these rows as reward_missing: say why
+            parts.detail("reward_missing", ln, _nan_cost(nan_costs))
         for slot, (action, prob, cost) in enumerate(slots):  # the slots of one line
             if action is None:  # a slot without a logged action: counted, as VW learns nothing
                 parts.reject("dsjson_unlabeled", ln)
@@ -1362,6 +1440,15 @@ def _nan_propensity(fields: Sequence[str]) -> str:
     return (
         f'{" and ".join(fields)} {verb} "NaN" (VW reads it as NaN): the propensity is present, '
         "as NaN, which cannot weight a row"
+    )
+
+
+def _nan_cost(fields: Sequence[str]) -> str:
+    """What a note says of a line whose cost (``fields``) is the string "NaN"."""
+    verb = "is" if len(fields) == 1 else "are"
+    return (
+        f'{" and ".join(fields)} {verb} "NaN" (VW reads it as NaN): the cost is present, as '
+        "NaN, which gives no reward (reward = -cost)"
     )
 
 
