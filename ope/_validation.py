@@ -49,6 +49,7 @@ __all__ = [
     "check_forwarded",
     "check_weights_representable",
     "FIX_PROPENSITY",
+    "MIN_PROPENSITY",
     "first_rows",
     "RowOrigin",
     "chunks",
@@ -99,6 +100,12 @@ __all__ = [
 #: effective sample sizes into inf/NaN. Only logging propensities below 1 / 1e150 can produce
 #: them (target propensities are at most 1), so the check costs one min over the propensities.
 MAX_FINITE_WEIGHT: Final = 1e150
+
+#: Smallest logging propensity a read accepts, ``1 / MAX_FINITE_WEIGHT``: below it a candidate
+#: that takes the logged action gives a weight whose square overflows, and no logger acts on
+#: such a probability. Logs are checked against it when they are read (rule
+#: ``propensity_out_of_range``), so that ``on_invalid='drop'`` drops and counts such rows.
+MIN_PROPENSITY: Final = 1.0 / MAX_FINITE_WEIGHT
 
 #: Entries per block of the blockwise min/max validation: 2**19 float64 entries are 4 MB, so a
 #: block read for its minimum is still in the L2/L3 cache when its maximum is taken.

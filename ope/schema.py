@@ -49,7 +49,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ope._dedup import BITMAP_FACTOR, BITMAP_MIN_BYTES
-from ope._validation import check_mapping, first_rows, repeated_names
+from ope._validation import MIN_PROPENSITY, check_mapping, first_rows, repeated_names
 from ope.exceptions import ParameterError, SchemaError
 
 __all__ = [
@@ -108,7 +108,10 @@ REJECTION_REASONS: Final[Mapping[str, str]] = {
     # bandit events
     "action_missing": "action must not be null",
     "propensity_missing": "propensity must not be null or NaN",
-    "propensity_out_of_range": "propensity must be in (0, 1]",
+    "propensity_out_of_range": (
+        f"propensity must be in (0, 1] and at least {MIN_PROPENSITY:g} (a smaller one gives "
+        "importance weights whose squares overflow float64)"
+    ),
     "reward_missing": "reward must not be null or NaN",
     "reward_not_finite": "reward must be finite (not +inf or -inf)",
     "event_id_missing": "event_id must not be null",
@@ -1082,9 +1085,9 @@ def _add(
 
 def _check_propensity_reward(table: pa.Table, masks: dict[str, np.ndarray]) -> None:
     prop = table.column("propensity")
-    if not _all_within(prop, 0.0, 1.0, lo_open=True):
+    if not _all_within(prop, MIN_PROPENSITY, 1.0):
         p = _floats(prop)
-        ok = (p > 0.0) & (p <= 1.0)
+        ok = (p >= MIN_PROPENSITY) & (p <= 1.0)
         nan = np.isnan(p)
         _add(masks, "propensity_missing", nan)
         _add(masks, "propensity_out_of_range", ~ok & ~nan)

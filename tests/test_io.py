@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import ope
+from ope._validation import MIN_PROPENSITY
 from ope.exceptions import DroppedRowsWarning, SchemaError, ValidationError
 from ope._dedup import SeenIds, merge_sorted
 from ope.io import LogScan, read_logs, read_paired, read_trajectories, scan_logs
@@ -373,6 +374,30 @@ def test_error_message_explains_every_reason() -> None:
     assert "reward_missing: reward must not be null or NaN" in msg
     assert 'pass on_invalid="drop"' in msg
     assert info.value.report.rows_read == 200
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.DroppedRowsWarning")
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_a_propensity_whose_weight_overflows_is_a_read_rule() -> None:
+    """A logged propensity below 1 / MAX_FINITE_WEIGHT breaks propensity_out_of_range when the
+    logs are read, so on_invalid='drop' drops and counts it, as the estimators' overflow error
+    advises (before, the read kept it and every evaluation of the logs failed)."""
+    p = np.full(50, 0.5)
+    p[7] = 1e-300
+    p[9] = MIN_PROPENSITY  # the smallest accepted
+    t = pa.table({"action": np.zeros(50, np.int64), "propensity": p, "reward": np.ones(50)})
+    target = np.full(50, 0.5)
+    target[9] = 0.0
+    t = t.append_column("target__a", pa.array(target))
+    with pytest.raises(ValidationError, match="propensity_out_of_range: 1 .rows 7."):
+        read_logs(t)
+    logs = read_logs(t, on_invalid="drop")
+    assert logs.report.rejected == {"propensity_out_of_range": 1}
+    assert logs.report.examples == {"propensity_out_of_range": (7,)}
+    # 48 rows of weight 1 and reward 1, row 9 of weight 0
+    assert ope.evaluate(logs, estimators=("ips",)).table()["value"].tolist() == pytest.approx(
+        [48 / 49]
+    )
 
 
 def test_float32_inputs_are_read_as_float64(tmp_path: Path) -> None:
