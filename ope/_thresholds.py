@@ -359,7 +359,8 @@ def few_effective_rows_note(
     from ope._format import Note
 
     return Note(
-        f"the estimate rests on {ess:.3g} effective rows (< {MIN_EFFECTIVE_ROWS}) and its "
+        f"the estimate rests on {ess:.3g} effective {'row' if f'{ess:.3g}' == '1' else 'rows'} "
+        f"(< {MIN_EFFECTIVE_ROWS}) and its "
         f"standard error {std_error:.3g} may be near-degenerate (0 when those rows share one "
         f"reward): the normal, t and bootstrap intervals can collapse and undercover. {advice}",
         rule="few_effective_rows",

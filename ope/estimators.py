@@ -1531,9 +1531,11 @@ def weight_notes(
                 OverlapWarning,
                 by_estimator if weights.changed else by_policy,
             )
-        elif not small_sample(n) and few_effective_rows(weights.ess):
-            # the low-ESS note and, below SMALL_SAMPLE_ROWS rows, the small-sample note already
-            # say that normal intervals may undercover
+        if not weights.used_zero and not small_sample(n) and few_effective_rows(weights.ess):
+            # below SMALL_SAMPLE_ROWS rows the small-sample note already says that normal
+            # intervals may undercover; the low-ESS note says it of the policy's weights, this
+            # one of the estimate's own standard error, which can collapse to 0 (one row with
+            # all the weight: SNIPS' interval [1, 1] while IPS reads 5e8 +- 5e8)
             note(
                 few_effective_rows_note(
                     weights.ess, std_error, weighted=weighted, subject=(label, est.name)

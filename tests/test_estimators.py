@@ -312,7 +312,10 @@ def test_low_ess_and_support_gap_warn_and_note():
     messages = " ".join(str(w.message) for w in record)
     assert "effective sample size 1.0 is 0.10% of n=1000" in messages
     assert "mean importance weight is 0.002" in messages
-    assert len(res.notes) == 2
+    # and the estimate's own standard error rests on that one row (the low-ESS note alone
+    # before: SNIPS' interval here is [1, 1])
+    assert "ips: the estimate rests on 1 effective row (< 30) and its standard error" in messages
+    assert len(res.notes) == 3
     assert record[0].filename == __file__  # warnings point at the caller, not at ope
 
 
@@ -344,7 +347,10 @@ def test_weight_warnings_do_not_depend_on_the_estimator():
                 q_target=q,
                 names=["a", "b"],
             )
-        seen[est.name] = {str(w.message) for w in record}
+        # the notes on the policies' weights (the estimate's own, on its standard error,
+        # name the estimator)
+        seen[est.name] = {str(w.message) for w in record if w.category is OverlapWarning}
+        assert {str(w.message).split(" (policy")[0] for w in record} >= {est.name}
     assert len(seen["ips"]) == 4  # ESS and mean weight, for each of the two policies
     assert seen["ips"] == seen["snips"] == seen["dr"]
     assert any(m.startswith("policy 'a': mean importance weight is 0.002") for m in seen["ips"])
