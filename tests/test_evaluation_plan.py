@@ -164,3 +164,39 @@ def test_the_scan_and_the_eager_run_of_one_plan_agree(tmp_path):
     streamed = plan.run(ope.scan_logs(path)).table()
     np.testing.assert_allclose(streamed["value"], eager["value"], rtol=1e-12)
     np.testing.assert_allclose(streamed["std_error"], eager["std_error"], rtol=1e-9)
+
+
+def test_the_default_estimators_leave_out_dr_where_the_logs_cannot_give_it(tmp_path):
+    """Without named estimators, DR runs where the logs give it (the candidates' whole
+    distributions and a context) and is left out, with a note, where they do not: before,
+    the default failed on logs of target__<name> columns alone (the bundled sample's
+    layout) and on every lazy scan."""
+    frame = _frame()
+    ev = ope.evaluate(frame)
+    assert ev.table()["estimator"].tolist() == ["ips", "snips"]
+    assert any(
+        n.startswith(
+            "dr, one of the default estimators, was left out: the logs lack candidates, "
+            "target_dist__always_1, each candidate's whole distribution."
+        )
+        for n in ev.notes
+    )
+    with pytest.raises(PolicyError, match="whole distribution"):  # named: still an error
+        ope.evaluate(frame, estimators=("ips", "snips", "dr"))
+    path = tmp_path / "logs.parquet"
+    frame.to_parquet(path)
+    scanned = ope.evaluate(ope.scan_logs(path))
+    assert scanned.table()["value"].tolist() == pytest.approx(ev.table()["value"].tolist())
+    assert any("was left out: a lazy scan gives merged statistics" in n for n in scanned.notes)
+    n = len(frame)
+    full = frame.assign(
+        x=np.random.default_rng(1).normal(size=n),
+        candidates=[[0, 1]] * n,
+        target_dist__always_1=[[0.0, 1.0]] * n,
+    )
+    ev = ope.evaluate(full, rng=0)
+    assert ev.table()["estimator"].tolist() == ["ips", "snips", "dr"]
+    assert not any("default estimators" in n for n in ev.notes)
+    bare = ope.evaluate(full.drop(columns="x"), rng=0)  # no context for the reward model
+    assert bare.table()["estimator"].tolist() == ["ips", "snips"]
+    assert any("no context column for its reward model" in n for n in bare.notes)

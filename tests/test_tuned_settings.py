@@ -286,9 +286,12 @@ def test_more_refusals(logs) -> None:
     for bad in ([5], "5", float("nan"), -2.0, True):
         with pytest.raises(ParameterError, match=first):
             ope.evaluate(logs, estimators=("clipped_ips",), max_weight={**levels, first: bad})
-    for estimators in (None, (1,), ()):
+    for estimators in ((1,), ()):
         with pytest.raises(ParameterError, match="sequence of names"):
             ope.evaluate(logs, estimators=estimators, max_weight=levels)
+    # None is the default estimators, which do not include clipped_ips
+    with pytest.raises(ParameterError, match="clipped_ips is not among the estimators"):
+        ope.evaluate(logs, estimators=None, max_weight=levels)
 
 
 def test_auto_with_other_options(logs, tmp_path) -> None:

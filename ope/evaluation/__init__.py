@@ -42,7 +42,7 @@ from ope.evaluation.auto import (
     evaluate,
     select_estimators,
 )
-from ope.evaluation.plan import EvaluationPlan
+from ope.evaluation.plan import DEFAULT_ESTIMATORS, EvaluationPlan
 from ope.evaluation.tuning import (
     EmbeddingChoice,
     SettingChoice,
@@ -67,6 +67,7 @@ __all__ = [
     "Evaluation",
     "TABLE_COLUMNS",
     "SEGMENT_TABLE_COLUMNS",
+    "DEFAULT_ESTIMATORS",
     "EvaluationPlan",
     "EvaluationSettings",
     "STREAMING_ESTIMATORS",

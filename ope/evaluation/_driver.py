@@ -59,6 +59,7 @@ from ope.evaluation.result import (
 
 __all__ = [
     "model_estimators_apply",
+    "model_obstacle",
     "evaluate_eager",
     "SharedPass",
     "shares_pass",
@@ -274,6 +275,14 @@ def model_estimators_apply(
         _candidates(logs, policies, True)
     except (PolicyError, EstimationError):
         return False
+    return _model_has_features(logs, context_columns, action_features)
+
+
+def _model_has_features(
+    logs: BanditLogs, context_columns: Sequence[str] | None, action_features: Any
+) -> bool:
+    """Whether a reward model has features on these logs: ``context_columns`` or
+    ``action_features`` given, else the logs' action features or default context columns."""
     if action_features is not None or logs.action_features is not None:
         return True
     if context_columns is not None:
@@ -281,6 +290,31 @@ def model_estimators_apply(
     from ope.context import context_column_choice
 
     return len(context_column_choice(logs).columns) > 0
+
+
+def model_obstacle(logs: BanditLogs, policies: Any, model: Mapping[str, Any]) -> str | None:
+    """Why DM and the DR family cannot run on these logs and candidates, read off the logs'
+    columns alone (no pass over the rows), or None: the candidates named by the logs' own
+    ``target__<name>`` columns (``policies`` None or names) lack their whole distributions
+    (``candidates`` and ``target_dist__<name>``) or are given by factor, or the reward model
+    has no features (:func:`model_estimators_apply` resolves the distributions too)."""
+    if policies is None or (
+        isinstance(policies, (list, tuple)) and all(isinstance(p, str) for p in policies)
+    ):
+        if _factored_candidates(logs):
+            return (
+                "candidates given by factor (target__<policy>__<factor>) have no whole distribution"
+            )
+        columns = set(logs.table.column_names)
+        names = logs.target_policies if policies is None else list(policies)
+        lacking = ["candidates"] if "candidates" not in columns else []
+        lacking += [f"target_dist__{p}" for p in names if f"target_dist__{p}" not in columns]
+        if lacking:
+            shown = ", ".join(lacking[:3]) + (", ..." if len(lacking) > 3 else "")
+            return f"the logs lack {shown}, each candidate's whole distribution"
+    if not _model_has_features(logs, model.get("context_columns"), model.get("action_features")):
+        return "the logs have no context column for its reward model"
+    return None
 
 
 def _candidates(

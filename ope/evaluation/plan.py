@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
 
 import numpy as np
 
@@ -42,12 +42,19 @@ from ope.evaluation.result import (
 from ope.evaluation._driver import (
     evaluate_eager,
     evaluate_scan,
+    model_obstacle,
 )
 
 __all__ = [
+    "DEFAULT_ESTIMATORS",
     "EvaluationPlan",
     "evaluate",
 ]
+
+#: The estimators of :func:`evaluate` when none are named: IPS and SNIPS, and DR when the logs
+#: give what it needs (each candidate's whole distribution and a context for its reward
+#: model); when they do not, DR is left out with a note (:meth:`EvaluationPlan.run`).
+DEFAULT_ESTIMATORS: Final = ("ips", "snips", "dr")
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +90,10 @@ class EvaluationPlan:
         The recorded seed (None when the caller passed a ``numpy.random.Generator``).
     options : dict
         The options as given, recorded in the evaluation's provenance.
+    default_estimators : bool
+        The estimators are the default (:data:`DEFAULT_ESTIMATORS`, none named): DR is left
+        out, with a note, of a run on logs that cannot give it (a lazy scan, or logs without
+        the candidates' whole distributions or a context).
 
     Examples
     --------
@@ -104,13 +115,14 @@ class EvaluationPlan:
     seed: int | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     embedding: Any = None
+    default_estimators: bool = False
 
     @classmethod
     def build(
         cls,
         policies: Any = None,
         *,
-        estimators: Sequence[Any] | str = ("ips", "snips", "dr"),
+        estimators: Sequence[Any] | str | None = None,
         ci: str = "normal",
         confidence_level: float = 0.95,
         reward_range: tuple[float, float] | None = None,
@@ -156,6 +168,9 @@ class EvaluationPlan:
             rng=rand,
             ci_fallback=ci_fallback,
         )
+        default = estimators is None
+        if estimators is None:
+            estimators = DEFAULT_ESTIMATORS
         resolved = resolve_estimators(
             estimators, max_weight=max_weight, tau=tau, shrinkage=shrinkage
         )
@@ -203,6 +218,7 @@ class EvaluationPlan:
             seed=seed,
             options={k: v for k, v in given.items() if v is not None},
             embedding=embedding,
+            default_estimators=default,
         )
 
     @property
@@ -369,16 +385,39 @@ class EvaluationPlan:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if isinstance(logs, LogScan):
-                self.check_streamable("over a lazy scan")
-                evaluation = evaluate_scan(logs, self).with_provenance(provenance)
+                plan, note = self._defaults_for(None)
+                plan.check_streamable("over a lazy scan")
+                evaluation = evaluate_scan(logs, plan).with_provenance(provenance)
             else:
                 if not isinstance(logs, BanditLogs):
                     logs = read_logs(logs)
-                evaluation = evaluate_eager(logs, self, provenance)
+                plan, note = self._defaults_for(logs)
+                evaluation = evaluate_eager(logs, plan, provenance)
+            if note:
+                evaluation = replace(evaluation, notes=(*evaluation.notes, note))
         level = user_stacklevel()  # the user's line, however many of ope's frames called this
         for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
             warnings.warn(message, category, stacklevel=level)
         return evaluation
+
+    def _defaults_for(self, logs: BanditLogs | None) -> tuple[EvaluationPlan, str | None]:
+        """This plan for ``logs`` (None: a lazy scan), with DR left out of the default
+        estimators when the logs cannot give it, and the note that says so (else None)."""
+        if not self.default_estimators or not any(k == "dr" for k, _ in self.estimators):
+            return self, None
+        why = (
+            "a lazy scan gives merged statistics, and DR needs a reward model fitted on every row"
+            if logs is None
+            else model_obstacle(logs, self.policies, self.model)
+        )
+        if why is None:
+            return self, None
+        kept = tuple((k, e) for k, e in self.estimators if k != "dr")
+        note = (
+            f"dr, one of the default estimators, was left out: {why}. Name the estimators "
+            "(estimators=...) to choose them."
+        )
+        return replace(self, estimators=kept, default_estimators=False), note
 
     def diagnose(
         self,
@@ -416,7 +455,7 @@ def evaluate(
     logs: Any,
     policies: Any = None,
     *,
-    estimators: Sequence[Any] | str = ("ips", "snips", "dr"),
+    estimators: Sequence[Any] | str | None = None,
     ci: str = "normal",
     confidence_level: float = 0.95,
     reward_range: tuple[float, float] | None = None,
@@ -444,11 +483,15 @@ def evaluate(
         ``ope.read_logs`` accepts.
     policies : None, list of str, long-format policy table, or dict of name to policy object
         ``None`` evaluates every ``target__<name>`` column (see ``ope.policies``).
-    estimators : sequence of str or estimator objects, or "auto"
-        Names among ``dm, ips, clipped_ips, snips, dr, sndr, switch_dr, dros`` and, with an
-        ``embedding``, the marginalized ``mips, snmips, mdr, offcem``. ``"auto"``: every
-        estimator that applies to the logs, with one chosen per candidate by off-policy
-        cross-validation (:mod:`ope.evaluation.auto`; the choice, its scores and the reason in
+    estimators : sequence of str or estimator objects, "auto", or None
+        None (the default): ``ips``, ``snips`` and ``dr`` (:data:`DEFAULT_ESTIMATORS`), DR left
+        out with a note when the logs cannot give it (a lazy scan; logs without the
+        candidates' whole distributions, ``candidates`` and ``target_dist__<name>``, or
+        without a context column for its reward model). Names among ``dm, ips, clipped_ips,
+        snips, dr, sndr, switch_dr, dros`` and, with an ``embedding``, the marginalized
+        ``mips, snmips, mdr, offcem``. ``"auto"``: every estimator that applies to the logs,
+        with one chosen per candidate by off-policy cross-validation
+        (:mod:`ope.evaluation.auto`; the choice, its scores and the reason in
         :attr:`Evaluation.selection` and a note per candidate).
     ci : str, default "normal"
         Interval method for ``ci_low``/``ci_high`` (``normal, t, bootstrap, hoeffding,

@@ -47,6 +47,7 @@ from ope._validation import (
 )
 from ope.exceptions import OPEWarning, ParameterError, ValidationError
 from ope.evaluation._settings import MARGINAL_ESTIMATORS
+from ope.evaluation.plan import DEFAULT_ESTIMATORS
 from ope.evaluation.plan import evaluate as evaluate_plain
 from ope.marginal import EMBEDDING_RULES, EMBEDDING_SEARCHES, ActionEmbedding
 
@@ -962,7 +963,9 @@ def evaluate_with_settings(logs: Any, policies: Any = None, **options: Any) -> A
             )
         logs = read_logs(logs)
     seed = seed_of(options.pop("rng", None))
-    estimators = options.pop("estimators", ("ips", "snips", "dr"))
+    estimators = options.pop("estimators", None)
+    if estimators is None:
+        estimators = DEFAULT_ESTIMATORS
     if isinstance(estimators, str) or not isinstance(estimators, Sequence):
         estimators = (estimators,)
     if not estimators or not all(isinstance(e, str) for e in estimators):
