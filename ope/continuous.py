@@ -90,6 +90,7 @@ import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
+from ope._format import plural
 from ope._paths import UTF8_BOM, check_regular_file, csv_column_names
 from ope._result import INTERVAL_COLUMNS, Result, ResultParts, interval_rows
 from ope._thresholds import MIN_ROWS, kish_ess
@@ -2045,11 +2046,15 @@ def evaluate_continuous(
         )
     w = np.column_stack([weights[p] for p in estimated])
     top = np.maximum(w.max(axis=1), 1.0)
-    if not np.isfinite(top).all():
-        row = int(np.flatnonzero(~np.isfinite(top))[0])
+    if not (top <= MAX_FINITE_WEIGHT).all():  # NaN too
+        over = np.flatnonzero(~(top <= MAX_FINITE_WEIGHT))
+        row = int(over[0])
         raise ValidationError(
-            f"a weight overflows float64 at row {row}: the candidate's density (or kernel) "
-            f"over the logged density {float(cl.density[row])!r} exceeds 1e308."
+            f"kernel weights overflow float64 on {plural(over.size, 'row')} (first at row "
+            f"{row}): the candidate's kernel density over the logged density "
+            f"{float(cl.density[row])!r} is above {MAX_FINITE_WEIGHT:g}, whose square is not "
+            "representable. A logged density this small is not one the logger can have "
+            "acted on: fix the logger, or leave such rows out of the logs."
         )
     data: dict[str, Any] = {
         "event_id": np.arange(cl.n),

@@ -203,6 +203,22 @@ def _uniform_logs(n: int = 400) -> pd.DataFrame:
     return pd.DataFrame({"action": a, "density": 1.0, "reward": a + gen.normal(0, 0.1, n)})
 
 
+def test_a_logged_density_whose_kernel_weight_overflows_is_named_in_its_own_terms():
+    """A logged density of 1e-300 gives a kernel weight whose square overflows: the error
+    speaks of densities and kernels and names the row (before: the internal bandit table's
+    rule, propensity_out_of_range of '<DataFrame>', or a 'logging propensity')."""
+    df = _uniform_logs()
+    df.loc[5, "density"] = 1e-300
+    with pytest.raises(ValidationError) as info:
+        quiet(lambda: ope.evaluate_continuous(df, candidates={"same": df["action"]}))
+    message = str(info.value)
+    assert message.startswith(
+        "kernel weights overflow float64 on 1 row (first at row 5): the candidate's kernel "
+        "density over the logged density 1e-300 is above 1e+150"
+    )
+    assert "propensity" not in message and "<DataFrame>" not in message
+
+
 @pytest.mark.parametrize("distance", [0.30, 0.40])  # weights of 1e-194 (squares 0), then 0
 def test_kernel_weights_that_underflow_are_explained_with_kernel_and_bandwidth(distance):
     # 30 (40) bandwidths from every logged action: the gaussian kernel's weights are about
