@@ -66,7 +66,14 @@ from ope._provenance import (
     propensity_source,
 )
 from ope._thresholds import DISAGREEMENT_RATIO, DISAGREEMENT_Z, ESTIMATED_PROPENSITY_FLOOR
-from ope._validation import check_choice, check_positive_int, check_real, check_rng, describe
+from ope._validation import (
+    MIN_PROPENSITY,
+    check_choice,
+    check_positive_int,
+    check_real,
+    check_rng,
+    describe,
+)
 from ope.context import context_matrix
 from ope.exceptions import EstimationError, ParameterError, SchemaError
 from ope.logs import BanditLogs, as_log_table
@@ -172,9 +179,10 @@ def _check_settings(
         folds = check_positive_int(n_folds, "n_folds", minimum=1)
     cal = check_choice(calibration, "calibration", CALIBRATIONS)
     floor = check_real(min_propensity, "min_propensity")
-    if not 0.0 < floor < 1.0:
+    if not MIN_PROPENSITY <= floor < 1.0:
         raise ParameterError(
-            f"`min_propensity` must be in (0, 1); got {min_propensity!r}. It floors the "
+            f"`min_propensity` must be in [{MIN_PROPENSITY:g}, 1) (logs are read with no "
+            f"propensity below {MIN_PROPENSITY:g}); got {min_propensity!r}. It floors the "
             f"estimated propensities (default {ESTIMATED_PROPENSITY_FLOOR})."
         )
     if classifier is not None and not (

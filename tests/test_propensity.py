@@ -225,6 +225,8 @@ def test_planted_bug_is_detected_with_its_action_and_rows(design):
     [
         ({"calibration": "platt"}, ParameterError, "calibration"),
         ({"min_propensity": 0.0}, ParameterError, "min_propensity"),
+        # below the read rule's MIN_PROPENSITY its floored rows could not be read back
+        ({"min_propensity": 1e-200}, ParameterError, r"must be in \[1e-150, 1\)"),
         ({"n_folds": 0}, ParameterError, "n_folds"),
         ({"classifier": object()}, ParameterError, "predict_proba"),
         ({"context_columns": ["nope"]}, SchemaError, "nope"),
