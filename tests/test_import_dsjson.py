@@ -8,6 +8,7 @@ slates, VW's plain JSON); each line's comment in the tests says what it exercise
 from __future__ import annotations
 
 import gzip
+import zlib
 import json
 import math
 import warnings
@@ -380,8 +381,17 @@ def test_utf16_file_and_truncated_gzip_are_data_file_errors(tmp_path):
     g = tmp_path / "cut.json.gz"
     whole = gzip.compress(("\n".join([_cb_line(i) for i in range(2000)]) + "\n").encode())
     g.write_bytes(whole[: len(whole) // 2])
-    with pytest.raises(DataFileError, match="damaged or truncated gzip stream"):
-        read_dsjson(g)
+    # the lines that decode, counted independently (zlib on the cut bytes)
+    decodes = zlib.decompressobj(31).decompress(whole[: len(whole) // 2]).count(b"\n")
+    assert 0 < decodes < 2000
+    for kw in ({}, {"chunk_lines": 100}):  # the damage is not at the start of a read
+        with pytest.raises(DataFileError, match="damaged or truncated gzip stream") as info:
+            read_dsjson(g, **kw)
+        # where the damage is, not where the failing read began ("after line 0" before)
+        assert (
+            f"lines 0 to {decodes - 1:,} decode, and line {decodes:,} is cut by the damage; "
+            f"`zcat cut.json.gz | head -n {decodes}` keeps the lines that decode"
+        ) in str(info.value)
 
 
 def test_a_line_over_the_limit_is_rejected_without_holding_it(tmp_path):
