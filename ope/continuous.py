@@ -111,6 +111,7 @@ from ope.importers._common import (
     NOT_A_NUMBER,
     broken_rules,
     import_failure,
+    lines_before_damage,
     no_gc,
     object_fields,
     vw_number,
@@ -1257,6 +1258,7 @@ def _cats_lines(path: Path) -> Iterator[tuple[np.ndarray, list[bytes]]]:
     number = 0
     numbers: list[int] = []
     kept: list[bytes] = []
+    gz = False
     try:
         with open(path, "rb") as raw:
             gz = raw.read(2) == b"\x1f\x8b"
@@ -1273,7 +1275,19 @@ def _cats_lines(path: Path) -> Iterator[tuple[np.ndarray, list[bytes]]]:
                         numbers, kept = [], []
                 number += 1
     except (OSError, EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise DataFileError(f"{path.name!r} cannot be read (damaged?): {exc}") from None
+        if not gz:
+            raise DataFileError(f"{path.name!r} cannot be read: {exc}") from None
+        with gzip.open(path, "rb") as again:  # the file is closed here: read from its start
+            whole = lines_before_damage(again)
+        where = (
+            f": lines 0 to {whole - 1:,} decode, and line {whole:,} is cut by the damage"
+            if whole
+            else ": no line decodes before the damage"
+        )
+        raise DataFileError(
+            f"{path.name!r} is a damaged or truncated gzip stream{where} ({exc}). Re-export "
+            "or re-download the file."
+        ) from None
     if kept:
         yield np.array(numbers, dtype=np.int64), kept
 

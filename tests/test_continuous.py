@@ -5,6 +5,7 @@ and parity with Open Bandit Pipeline's kernel estimators when its interpreter is
 from __future__ import annotations
 
 import gzip
+import zlib
 import json
 import math
 import os
@@ -451,6 +452,20 @@ def _cats_lines():
     ]
 
 
+def test_a_cut_gzip_cats_file_is_named_at_its_damage(tmp_path):
+    """A truncated gzip continuous-action file: the error says which lines decode (counted
+    independently with zlib on the cut bytes), not only that the file is damaged."""
+    events = [dict(_cats_lines()[0], EventId=f"e{i}") for i in range(3000)]
+    whole = gzip.compress(("\n".join(json.dumps(x) for x in events) + "\n").encode())
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(whole[: len(whole) // 2])
+    decodes = zlib.decompressobj(31).decompress(whole[: len(whole) // 2]).count(b"\n")
+    assert 0 < decodes < 3000
+    with pytest.raises(DataFileError, match="damaged or truncated gzip stream") as info:
+        ope.read_continuous(cut)
+    assert f"lines 0 to {decodes - 1:,} decode, and line {decodes:,} is cut" in str(info.value)
+
+
 def _write(path, lines, gz=False):
     text = "\n".join(json.dumps(x) for x in lines) + "\n\n"
     if gz:
@@ -682,7 +697,9 @@ def test_degenerate_inputs_are_ope_errors(tmp_path):
     bad = tmp_path / "bad.json.gz"
     raw = gzip.compress(("\n".join(json.dumps(x) for x in _cats_lines() * 50)).encode())
     bad.write_bytes(raw[:40] + bytes(b ^ 0xFF for b in raw[40:80]) + raw[80:])
-    with pytest.raises(DataFileError, match="cannot be read"):
+    with pytest.raises(
+        DataFileError, match="is a damaged or truncated gzip stream: no line decodes"
+    ):
         ope.read_continuous(bad)
     import pyarrow as pa
 

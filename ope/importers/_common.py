@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import gzip
 import math
 import warnings
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Final
 
@@ -37,6 +39,7 @@ __all__ = [
     "ChunkValidator",
     "broken_rules",
     "import_failure",
+    "lines_before_damage",
     "no_gc",
     "object_fields",
     "reason_text",
@@ -399,3 +402,20 @@ def warn_dropped_invalid(report: ValidationReport, on_invalid: str, *, stackleve
     counted). ``stacklevel`` counts this function as 1."""
     if report.rows_rejected and on_invalid == "drop" and broken_rules(report.rejected):
         report.warn_dropped(stacklevel=stacklevel + 1)
+
+
+def lines_before_damage(fh: object) -> int | None:
+    """The number of whole lines (newlines) a damaged gzip stream decodes to before its
+    damage, read again from its start in the pieces each decompression step gives (``read1``:
+    nothing decoded is lost to the error); None for a stream that cannot be read again (not
+    a local gzip file). Only on the error path: one more decompression of the file."""
+    if not isinstance(fh, gzip.GzipFile):
+        return None
+    newlines = 0
+    try:
+        fh.seek(0)
+        while piece := fh.read1(1 << 16):
+            newlines += piece.count(b"\n")
+    except (EOFError, zlib.error, gzip.BadGzipFile, OSError):
+        pass
+    return newlines

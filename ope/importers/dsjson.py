@@ -147,6 +147,7 @@ from ope.exceptions import DataFileError, ParameterError, ValidationError
 from ope.importers._common import (
     NOT_A_NUMBER,
     ChunkValidator,
+    lines_before_damage,
     no_gc,
     object_fields,
     vw_number,
@@ -536,7 +537,7 @@ def _read(fh: IO[bytes], n: int, name: str, line: int) -> bytes:
     try:
         return fh.read(n)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        whole = _lines_before_damage(fh)
+        whole = lines_before_damage(fh)
         if whole is None:  # a stream that cannot be read again: where this read started
             where = f"the damage is after line {line}"
         elif whole == 0:
@@ -552,23 +553,6 @@ def _read(fh: IO[bytes], n: int, name: str, line: int) -> bytes:
         ) from None
     except (pa.ArrowException, OSError) as exc:
         raise DataFileError(f"cannot read {name} (after line {line}): {exc}") from None
-
-
-def _lines_before_damage(fh: IO[bytes]) -> int | None:
-    """The number of whole lines (newlines) a damaged gzip stream decodes to before its
-    damage, read again from its start in the pieces each decompression step gives (``read1``:
-    nothing decoded is lost to the error); None for a stream that cannot be read again (not
-    a local gzip file). Only on the error path: one more decompression of the file."""
-    if not isinstance(fh, gzip.GzipFile):
-        return None
-    newlines = 0
-    try:
-        fh.seek(0)
-        while piece := fh.read1(1 << 16):
-            newlines += piece.count(b"\n")
-    except (EOFError, zlib.error, gzip.BadGzipFile, OSError):
-        pass
-    return newlines
 
 
 def _blocks(
