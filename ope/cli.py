@@ -109,6 +109,13 @@ REWARD_RANGE_HELP: Final = (
 )
 CONFIDENCE_LEVEL_HELP: Final = "level of the intervals, in (0, 1) (default 0.95)"
 
+#: The help of ``--ci`` of the commands that evaluate with :func:`ope.evaluate`.
+CI_HELP: Final = (
+    "interval method: normal t bootstrap hoeffding bernstein bottou empirical_likelihood "
+    f"betting (default normal); an estimator it does not apply to gets a {FALLBACK_CI} "
+    "interval and a note"
+)
+
 
 class _UsageError(Exception):
     """A command-line usage problem (exit code 2), with the flag it concerns when known."""
@@ -193,7 +200,40 @@ FLAGS: Final = {
     "q_column": "--q-column",
     "v_column": "--v-column",
     "source": "LOGS",
+    # ope continuous (ope.evaluate_continuous)
+    "action_column": "--action-column",
+    "density_column": "--density-column",
 }
+
+#: Names of :data:`FLAGS` that are common words or another function's keyword too (``columns``
+#: of ``ope.read_logs`` and of ``ope.ActionEmbedding``, ``method`` of ``ci()`` and of
+#: ``ope.Monitor``, ``state`` of a monitor and of the trajectories, ``context`` of an OBD
+#: campaign and of slate logs): spelled as their flag in a message, but a message is about
+#: that flag (the ``flag`` of its error) only when it quotes the name as the argument at
+#: fault (```state` must ...``, ``... in `names` ...``) or opens with its value
+#: (``search='exact' takes ...``); ``name=`` further on is advice, often about another
+#: function's keyword (``leave it out of columns=[...]`` of ``ope.read_logs``).
+GENERIC_NAMES: Final = frozenset(
+    {
+        "columns",
+        "method",
+        "state",
+        "context",
+        "names",
+        "source",
+        "embedding",
+        "clusters",
+        "estimated",
+        "select",
+        "search",
+        "grid",
+        "ratio",
+        "correction",
+        "primary",
+        "every",
+        "settle",
+    }
+)
 
 #: What an elided value of the API (``context_columns=[...]``, ``policies=...``) reads as on the
 #: command line, by flag.
@@ -270,6 +310,11 @@ CLI_PHRASES: Final = (
     # two estimators offered as alternatives (the trajectory advice)
     (r"estimator='(\w+)' or '(\w+)'", r"--estimator \1 or \2"),
     (r"an a priori reward_range\b", "an a priori --reward-range"),
+    # the a priori range asked for, with its example
+    (
+        r"reward_range=\(low, high\) (?:when estimating )?\(e\.g\. \(0, 1\) for clicks\)",
+        "--reward-range LO HI (e.g. --reward-range 0 1 for clicks)",
+    ),
     (r"pass reward_range for\b", "pass --reward-range for"),
     # the exploration plan is ``Diagnostics.plan()`` in Python and --target-width /
     # --new-rows (with --reward-range, which the plan needs) on ``ope diagnose``, whichever
@@ -285,6 +330,25 @@ CLI_PHRASES: Final = (
     ),
     # an unknown estimator's message offers auto (alone)
     (r"or estimators='auto' alone \(", "or auto alone (--estimator auto: "),
+    # the marginalized estimators without an embedding: the flags that give one, and the
+    # flag of the estimators that need it (the message is about --estimator)
+    (
+        r"^estimator\(s\) ([\w, ]+) need embedding=ope\.ActionEmbedding\(\.\.\.\): how the "
+        r"actions map to embeddings \(clusters=COLUMN, columns=\[\.\.\.\] of the item table, a "
+        r"known distribution=, or estimated=\[\.\.\.\] observed columns\)\.",
+        r"argument --estimator: estimator(s) \1 need an embedding of the actions: pass "
+        "--cluster-column "
+        "COLUMN (a cluster per item) or --embedding-columns COLUMN ... (of the item table: "
+        "--items FILE, or the one embedded in the logs), or --estimated-embedding COLUMN ... "
+        "(embedding columns observed on each row).",
+    ),
+    # dropped rows: a result's validation report is ``.report`` in Python; a command prints
+    # the counts by reason, and `ope validate` the first rows of each
+    (
+        r"; see \.report for the first row numbers of each reason",
+        "; `ope validate --on-invalid drop` lists the first row numbers of each reason",
+    ),
+    (r" \(they stay counted in the \.report of the result\)", " (the output still counts them)"),
     # an API message's own pointer to the flag: on the command line the keyword before it
     # reads as that flag already
     (r" \(CLI: --[\w-]+(?: [\w-]+)?\)", ""),
@@ -533,19 +597,32 @@ def _rewrapped(match: re.Match[str], phrase: str) -> str:
 
 
 def _flag_of(message: str) -> str | None:
-    """The flag of the first argument an API message names (```name``` or ``name=``)."""
+    """The flag of the argument an API message is about: the first argument it names
+    (```name``` or ``name=``) in the words the user reads (after :data:`CLI_PHRASES`, which
+    drop or respell advice about arguments the command line does not have), when the running
+    command has that one flag; a name of :data:`GENERIC_NAMES` assigned (``name=``) only
+    when the message opens with it. None when no argument qualifies."""
+    text = _cli_phrases(message).lstrip()
     for pattern in (_QUOTED, _ASSIGNED):
-        for match in pattern.finditer(message):
-            if not _kept(match.group(1)):
-                return _flag(match.group(1))
+        for match in pattern.finditer(text):
+            name = match.group(1)
+            advice = pattern is _ASSIGNED and match.start() > 0
+            if _kept(name) or (name in GENERIC_NAMES and advice):
+                continue
+            flag = _flag(name)
+            if _FLAG_NAME.fullmatch(flag):  # one flag (not LOGS, nor "--a, --b or --c")
+                return flag
     return None
 
 
 def _flag_named(message: str) -> str | None:
     """The flag an error message concerns: ``argument --flag: ...`` (the CLI's and
-    :mod:`ope._output`'s messages), else the first API keyword it names (:func:`_flag_of`)."""
-    named = re.match(r"argument (\S+): ", message)
-    return named.group(1) if named else _flag_of(message)
+    :mod:`ope._output`'s messages, or a phrase of :data:`CLI_PHRASES` that says it), else the
+    argument it is about (:func:`_flag_of`)."""
+    named = re.match(r"argument (\S+): ", _cli_phrases(message).lstrip())
+    if named:  # a positional (``argument logs:``) names no flag
+        return named.group(1) if named.group(1).startswith("--") else None
+    return _flag_of(message)
 
 
 #: The a priori bounds a MissingBoundsError asks for, by keyword: the flag to pass.
@@ -1092,6 +1169,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="estimators (default ips snips)",
     )
     p.add_argument("--max-weight", type=float, help="the clip level of clipped_ips")
+    p.add_argument("--ci", default="normal", metavar="METHOD", help=CI_HELP)
+    p.add_argument(
+        "--reward-range", nargs=2, type=float, metavar=("LO", "HI"), help=REWARD_RANGE_HELP
+    )
+    p.add_argument(
+        "--weight-bound",
+        type=float,
+        help="a priori bound on a response's weight (its probability under the candidate over "
+        "the logger's) for the hoeffding, bernstein and empirical_likelihood intervals of "
+        "ips/snips",
+    )
     p.add_argument(
         "--weighting",
         choices=("sequence", "length_normalized"),
@@ -1533,14 +1621,7 @@ def _add_evaluate_options(p: argparse.ArgumentParser) -> None:
         "trajectories: is pdis wis wpdis dr wdr mis mis_dr magic (default: pdis wpdis); repeat "
         "to add more",
     )
-    p.add_argument(
-        "--ci",
-        default="normal",
-        metavar="METHOD",
-        help="interval method: normal t bootstrap hoeffding bernstein bottou "
-        "empirical_likelihood betting (default normal); an estimator it does not apply to gets "
-        f"a {FALLBACK_CI} interval and a note",
-    )
+    p.add_argument("--ci", default="normal", metavar="METHOD", help=CI_HELP)
     p.add_argument("--confidence-level", type=float, default=0.95, help=CONFIDENCE_LEVEL_HELP)
     p.add_argument(
         "--reward-range", nargs=2, type=float, metavar=("LO", "HI"), help=REWARD_RANGE_HELP
@@ -1774,6 +1855,7 @@ def _check_flags(args: argparse.Namespace) -> None:
     _check_policy_specs(args)
     _check_format_flags(args)
     _check_path_names(args)
+    _check_mapping_keys(args)
     if args.command == "learn":  # the policy's name, checked before the fit
         from ope._validation import check_name
 
@@ -1961,6 +2043,54 @@ def _check_policy_specs(args: argparse.Namespace) -> None:
                 flag="--policy",
             )
         seen[name] = value
+
+
+def _mapping_names(command: str) -> tuple[list[str], list[str]]:
+    """(ope's column names that ``--mapping OURS=THEIRS`` of ``command`` may name as OURS, the
+    prefixes of its per-candidate families): the columns of the command's log schema and
+    those read by their ope name (a logger's ``logging_policy``, a slot's ``position``, a
+    step's ``state``). The library also takes other keys, to rename a pass-through column;
+    on the command line every flag that names a column takes the data's own name, so such a
+    key is only a typo that takes a column away (``--mapping bogus=reward``)."""
+    if command == "paired":
+        from ope.paired import PAIRED_OUTCOMES
+        from ope.schema import PAIRED
+
+        return list(dict.fromkeys([c.name for c in PAIRED.columns] + list(PAIRED_OUTCOMES))), []
+    if command == "slates":
+        from ope.slates import SLATE_COLUMNS
+
+        return list(SLATE_COLUMNS), []
+    from ope.loggers import LOGGER_COLUMN, LOGGER_PROPENSITY_PREFIX
+    from ope.schema import BANDIT, TRAJECTORY
+
+    names = [c.name for schema in (BANDIT, TRAJECTORY) for c in schema.columns]
+    names += [LOGGER_COLUMN, "position", "state"]
+    prefixes = [prefix for prefix, _ in BANDIT.prefixed] + [LOGGER_PROPENSITY_PREFIX]
+    return list(dict.fromkeys(names)), prefixes
+
+
+def _check_mapping_keys(args: argparse.Namespace) -> None:
+    """``--mapping``, before any row is read: each OURS=THEIRS well formed
+    (:func:`_parse_mapping`) and OURS one of ope's names (:func:`_mapping_names`)."""
+    mapping = _parse_mapping(getattr(args, "mapping", None))
+    if not mapping:
+        return
+    names, prefixes = _mapping_names(args.command)
+    unknown = [
+        f"{ours!r} (of {ours}={theirs})"
+        for ours, theirs in mapping.items()
+        if ours not in names
+        and not any(ours.startswith(p) and len(ours) > len(p) for p in prefixes)
+    ]
+    if unknown:
+        known = ", ".join(names + [f"{p}<name>" for p in prefixes])
+        raise _UsageError(
+            f"argument --mapping: {', '.join(unknown)} {'are' if len(unknown) > 1 else 'is'} "
+            "not one of ope's column names (OURS=THEIRS renames your column THEIRS to ope's "
+            f"OURS); ope's names: {known}.",
+            flag="--mapping",
+        )
 
 
 def _parse_mapping(items: Sequence[str] | None) -> dict[str, str] | None:
@@ -4183,7 +4313,12 @@ def _cmd_sequences(args: argparse.Namespace) -> _Outcome:
         raise
     options: dict[str, Any] = {
         "estimators": tuple(args.estimator or ("ips", "snips")),
+        "ci": args.ci,
         "confidence_level": args.confidence_level,
+        "reward_range": None if args.reward_range is None else tuple(args.reward_range),
+        "weight_bound": args.weight_bound,
+        "ci_fallback": None if args.ci == FALLBACK_CI else FALLBACK_CI,
+        "rng": args.seed,
     }
     if args.max_weight is not None:
         options["max_weight"] = args.max_weight

@@ -62,6 +62,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -330,6 +331,75 @@ def _json_depth(path: str | Path) -> int:
     return deepest
 
 
+#: The largest JSON-lines file whose parse error :func:`_located_parse_error` locates: it parses
+#: the file again as one block (pyarrow's block size is a 32-bit count; the block is held in
+#: memory once more), only after the first parse failed.
+MAX_LOCATED_BYTES: Final = 1 << 30
+
+#: How pyarrow's JSON reader ends a parse error: the record's number within the block it was
+#: parsing (1 MiB by default), not within the file.
+_ARROW_ROW: Final = re.compile(r"\s*in row (\d+)\s*$")
+
+
+def _line_of_record(path: str | Path, record: int) -> tuple[int | None, int]:
+    """(the 0-based line of the file that holds its ``record``-th record, or None past the
+    last; the number of lines): records are the lines that are not blank (only spaces, tabs
+    or carriage returns), which pyarrow's reader skips. Counted block by block (numpy)."""
+    found: int | None = None
+    lines = seen = 0  # complete lines and records before the block
+    inked = False  # the line continued from the block before has a record's byte
+    for block in _byte_blocks(path, _DEPTH_CHUNK):
+        a = np.frombuffer(block, dtype=np.uint8)
+        ink = np.concatenate(([0], np.cumsum(~np.isin(a, (0x20, 0x09, 0x0D, 0x0A)))))
+        ends = np.flatnonzero(a == 0x0A)
+        starts = np.concatenate(([0], ends + 1))
+        per = ink[np.concatenate((ends, [a.size]))] - ink[starts]  # record bytes per line
+        is_record = per > 0
+        is_record[0] |= inked
+        complete = is_record[:-1]  # the last line may continue in the next block
+        if found is None:
+            at = np.flatnonzero(np.cumsum(complete) == record - seen + 1)
+            if at.size:
+                found = lines + int(at[0])
+        seen += int(complete.sum())
+        lines += ends.size
+        inked = bool(is_record[-1])
+    if inked:  # the last line has no line break
+        if found is None and seen == record:
+            found = lines
+        lines += 1
+    return found, lines
+
+
+def _located_parse_error(path: str | Path, message: str) -> str:
+    """pyarrow's JSON parse error ``message`` with the file's line of the broken record: its
+    own row number counts within a block, so the file (up to :data:`MAX_LOCATED_BYTES`) is
+    parsed again as one block, whose row number is the record's in the file; past that size,
+    or when the second parse does not fail so, the line is said to be unknown."""
+    first = _ARROW_ROW.search(message)
+    if first is None:
+        return message
+    import pyarrow.json as pj
+
+    head = message[: first.start()]
+    size = Path(path).stat().st_size
+    again = None
+    if size < MAX_LOCATED_BYTES:
+        try:
+            pj.read_json(path, read_options=pj.ReadOptions(use_threads=False, block_size=size + 1))
+        except pa.ArrowInvalid as exc:
+            again = _ARROW_ROW.search(str(exc))
+    if again is not None:
+        line, lines = _line_of_record(path, int(again.group(1)))
+        if line is not None:
+            return f"{head} (line {line:,} of {lines:,}, counting from 0)"
+    return (
+        f"{head} (its line is not known: the file is larger than {MAX_LOCATED_BYTES:,} bytes)"
+        if size >= MAX_LOCATED_BYTES
+        else f"{head} (its line is not known)"
+    )
+
+
 def _as_table(source: Any) -> tuple[pa.Table, tuple[str, ...]]:
     """The rows of ``source`` and notes on how they were read."""
     if isinstance(source, pa.Table):
@@ -388,8 +458,11 @@ def _as_table(source: Any) -> tuple[pa.Table, tuple[str, ...]]:
             kind = (
                 "parquet" if suffix in (".parquet", ".pq") else "JSON lines (one object per line)"
             )
+            why = str(exc)
+            if kind != "parquet" and isinstance(exc, pa.ArrowInvalid):
+                why = _located_parse_error(path, why)
             raise DataFileError(
-                f"`source` {str(path)!r} is not readable as {kind}: {exc}"
+                f"`source` {str(path)!r} is not readable as {kind}: {why}"
             ) from None
     raise ParameterError(
         "`source` must be a path (JSON lines or parquet), a pandas.DataFrame or a pyarrow.Table; "

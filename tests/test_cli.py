@@ -641,3 +641,66 @@ def test_demo_text_and_report_show_the_same_plan_and_certificate(demo_run):
     cert_section = cert_section[: cert_section.index("</section>")]
     assert "learned" in cert_section and 'class="absent"' not in cert_section
     assert "not on the bundled sample this report evaluates" in cert_section
+
+
+@pytest.fixture()
+def small_logs(tmp_path):
+    rng = np.random.default_rng(0)
+    action = rng.integers(0, 3, 400)
+    path = tmp_path / "small.parquet"
+    pd.DataFrame(
+        {
+            "action": action,
+            "propensity": np.full(400, 1 / 3),
+            "reward": rng.binomial(1, 0.3, 400).astype(float),
+            "target__good": np.where(action == 1, 0.8, 0.1),
+        }
+    ).to_parquet(path)
+    return str(path)
+
+
+def test_a_bound_asked_for_by_the_logging_values_interval_names_the_ci_given(small_logs, capsys):
+    # --ci bottou applies to neither ips nor snips (they fall back to normal); the logging
+    # value's interval, bernstein (bottou's counterpart for a mean), needs the range: the
+    # message names bottou, which the user gave, and the flag that fixes it
+    assert main(["evaluate", small_logs, "--ci", "bottou", "--json"]) == EXIT_USAGE
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["flag"] == "--reward-range"
+    assert error["message"].startswith("argument --reward-range: --ci bottou needs")
+    assert "Pass --reward-range LO HI (e.g. --reward-range 0 1 for clicks)" in error["message"]
+    assert "interval method 'bernstein' needs" not in error["message"]
+    assert "low high" not in error["message"] and "reward_range" not in error["message"]
+
+
+@pytest.mark.parametrize("command", ["validate", "evaluate"])
+def test_an_unknown_mapping_key_is_a_usage_error_naming_the_known_keys(small_logs, capsys, command):
+    # bogus=reward renamed the reward column to `bogus`, and the error then said reward was
+    # missing: the key names none of ope's columns
+    argv = [command, small_logs, "--mapping", "bogus=reward", "--json"]
+    assert main(argv) == EXIT_USAGE
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["flag"] == "--mapping"
+    message = error["message"]
+    assert "'bogus' (of bogus=reward) is not one of ope's column names" in message
+    assert "action, propensity, reward" in message and "target__<name>" in message
+    # ope's names and the per-candidate families map as before
+    theirs = pd.read_parquet(small_logs).rename(columns={"reward": "click", "target__good": "g"})
+    path = small_logs.replace("small", "theirs")
+    theirs.to_parquet(path)
+    argv = [command, path, "--mapping", "reward=click", "target__good=g", "--json"]
+    assert main(argv) == EXIT_OK
+    capsys.readouterr()
+
+
+def test_dropped_rows_warning_speaks_the_command_line(small_logs, capsys):
+    # the library's warning points at the result's .report (a Python attribute)
+    bad = pd.read_parquet(small_logs)
+    bad.loc[[3, 7], "propensity"] = 0.0
+    bad.to_parquet(small_logs)
+    assert main(["evaluate", small_logs, "--on-invalid", "drop"]) == EXIT_OK
+    err = capsys.readouterr().err
+    assert "dropped 2 of 400 rows" in err and ".report" not in err
+    assert "`ope validate --on-invalid drop` lists the first row numbers" in err
+    assert main(["evaluate", small_logs]) == EXIT_DATAERR
+    out = capsys.readouterr().out
+    assert "--on-invalid drop" in out and ".report" not in out

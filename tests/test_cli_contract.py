@@ -947,3 +947,78 @@ def test_large_files_stream_by_default_with_the_same_numbers(files, monkeypatch)
     # what cannot stream is read whole under auto (dm needs a reward model over every row)
     dm = one_document(run("evaluate", files["logs"], "--estimator", "dm", "--json")[1])
     assert dm["streaming"] is False
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_the_flag_of_an_error_is_one_the_message_is_about(tmp_path):
+    """``error.flag`` names the argument the message is about, never a flag guessed from a word
+    of its advice: files of a folder that disagree on their columns concern no flag (their
+    message once ended with advice about ``ope.read_logs(columns=[...])``, read as
+    --embedding-columns)."""
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    df = bandit_frame()[["action", "propensity", "reward", "target__greedy"]]
+    df.iloc[:200].to_parquet(folder / "a.parquet")
+    df.iloc[200:].drop(columns=["target__greedy"]).to_parquet(folder / "b.parquet")
+    code, out, _ = run("evaluate", folder, "--json")
+    error = one_document(out)["error"]
+    assert code == EXIT_DATAERR and "disagree on their columns" in error["message"]
+    assert "flag" not in error and "columns=" not in error["message"]
+
+
+#: (command, an API message, the flag of its error): a generic word (``columns``, ``method``,
+#: ``state``, ``context``) is a flag only where the message is about that argument; a name
+#: whose "flag" is not one flag (``source``: LOGS; ``embedding``: three flags) is none.
+FLAG_CASES = [
+    (
+        "evaluate",
+        "the files of d disagree on their columns:\n  - column 'x' is missing from 1 of 2 files "
+        "(e.g. d/b.parquet); add it to every file, or leave 'x' out of columns=[...] to read "
+        "the others",
+        None,
+    ),
+    ("monitor", "`outer` applies only to method='bottou'; got 'betting'.", None),
+    ("monitor", "`method` must be one of betting, asymptotic; got 'x'.", "--method"),
+    ("evaluate", "resume the monitor with Monitor.from_state(state=...) instead.", None),
+    (
+        "evaluate",
+        "`state` serves the marginalized estimators (mis, mis_dr) only.",
+        "--state-column",
+    ),
+    ("import", "the item table is missing; read_obd(src, context='none') reads without it.", None),
+    ("import", "context='x' is not one of user, user+affinity, none.", "--obd-context"),
+    ("sequences", "`source` 'x.jsonl' is not readable as JSON lines: ...", None),
+    (
+        "evaluate",
+        "estimator(s) mips need embedding=ope.ActionEmbedding(...): how the actions map to "
+        "embeddings (clusters=COLUMN, columns=[...] of the item table, a known distribution=, "
+        "or estimated=[...] observed columns).",
+        "--estimator",
+    ),
+    ("continuous", "`density_column`: no column 'density' in the logs.", "--density-column"),
+    ("continuous", "`action_column`: no column 'action' in the logs.", "--action-column"),
+    ("evaluate", "unknown policy names ['a'] in `names`: the table holds p.", "--policy"),
+]
+
+
+@pytest.mark.parametrize(("command", "message", "flag"), FLAG_CASES)
+def test_the_flag_of_an_api_message(command, message, flag):
+    from ope.cli import _COMMAND, _flag_named
+
+    token = _COMMAND.set(command)
+    try:
+        assert _flag_named(message) == flag
+    finally:
+        _COMMAND.reset(token)
+
+
+def test_continuous_column_errors_name_the_flags(files):
+    # the library names its arguments (`density_column`); the command line has flags
+    for drop, flag in (("density", "--density-column"), ("action", "--action-column")):
+        path = files["root"] / f"no_{drop}.parquet"
+        pd.read_parquet(files["continuous"]).drop(columns=[drop]).to_parquet(path)
+        code, out, _ = run("continuous", path, "--json")
+        error = one_document(out)["error"]
+        assert code == EXIT_DATAERR and error["flag"] == flag
+        assert error["message"].startswith(f"`{flag}`: no column '{drop}'")
+        assert f"{drop}_column" not in error["message"]

@@ -147,7 +147,7 @@ def test_paired_text_speaks_the_command_line(skewed, capsys, ci):
     flat = " ".join(notes.split())
     for python in ("'treated'", "'control'", "'outcome'", "'cost'", "ci=", "reward_range", "None"):
         assert python not in flat, python
-    assert "no finite cost value; they are left out of the cost cell means." in flat
+    assert "1 row has no finite cost value; it is left out of the cost cell means." in flat
     assert "miss arm treated or control (or a finite cost value in one of them)" in flat
     assert "dropped from the treated vs control effect on cost." in flat
     assert (
@@ -275,3 +275,14 @@ def test_treated_and_control_are_required(replays, capsys):
     path, _ = replays
     assert main(["paired", path, "--control", "no_memory"]) == EXIT_USAGE
     assert "--treated" in capsys.readouterr().err
+
+
+def test_an_unknown_mapping_key_names_the_paired_columns(replays, capsys):
+    path, _ = replays
+    argv = ["paired", path, "--treated", "with_memory", "--control", "no_memory"]
+    assert main([*argv, "--mapping", "bogus=outcome", "--json"]) == EXIT_USAGE
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["flag"] == "--mapping" and "'bogus' (of bogus=outcome)" in error["message"]
+    assert "pair_id, arm, outcome, replicate, cost, tokens, latency_ms." in error["message"]
+    assert main([*argv, "--mapping", "outcome=outcome", "--json"]) == EXIT_OK
+    capsys.readouterr()

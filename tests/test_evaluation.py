@@ -735,3 +735,21 @@ def test_evaluate_warnings_point_at_the_callers_line():
         warnings.simplefilter("always")
         ope.evaluate(frame, estimators=("ips",))
     assert caught and {w.filename for w in caught} == {__file__}
+
+
+def test_a_bound_the_logging_values_interval_needs_names_the_method_asked_for():
+    # bottou applies to no estimator asked for (ips, snips fall back): only the logging value
+    # needs the range, through bernstein, bottou's counterpart for a mean. The error names
+    # bottou, the method given, not bernstein, which the user never asked for
+    with pytest.raises(MissingBoundsError) as info:
+        ope.evaluate(_hand_logs(), estimators=("ips", "snips"), ci="bottou", ci_fallback="normal")
+    message = str(info.value)
+    assert message.startswith("ci='bottou' needs the a priori range of the rewards")
+    assert "the counterpart of 'bottou' for a mean" in message
+    assert "interval method 'bernstein' needs" not in message
+    assert "reward_range=(low, high)" in message
+    # and before any row is read: the plan refuses it, as it does a bound an estimator needs
+    from ope.evaluation import EvaluationPlan
+
+    with pytest.raises(MissingBoundsError, match="the counterpart of 'bottou' for a mean"):
+        EvaluationPlan.build(estimators=("ips", "snips"), ci="bottou", ci_fallback="normal")

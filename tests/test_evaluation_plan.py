@@ -93,9 +93,15 @@ def test_missing_bounds_are_refused_before_any_row_is_read(tmp_path, kwargs, mat
         ope.evaluate(missing, **kwargs)
 
 
-def test_a_method_that_does_not_apply_needs_no_bound():
-    # clipped IPS has hoeffding; DR does not: with only DR, hoeffding falls back and needs no range
-    plan = EvaluationPlan.build(estimators=("dr",), ci="hoeffding", ci_fallback="normal")
+def test_a_method_that_does_not_apply_needs_no_bound_but_the_logging_value_does():
+    # clipped IPS has hoeffding; DR does not: with only DR, hoeffding falls back for DR, but
+    # the logging policy's value (a plain mean) still takes hoeffding, which needs the range:
+    # refused when the plan is built (the run raised it only after reading the rows)
+    with pytest.raises(MissingBoundsError, match=r"^ci='hoeffding' needs .* plain mean\) gets"):
+        EvaluationPlan.build(estimators=("dr",), ci="hoeffding", ci_fallback="normal")
+    plan = EvaluationPlan.build(
+        estimators=("dr",), ci="hoeffding", ci_fallback="normal", reward_range=(0.0, 1.0)
+    )
     assert plan.settings.ci == "hoeffding"
 
 

@@ -819,3 +819,107 @@ def test_command_line_numbers_the_notes_of_its_three_results_as_one_sequence(tmp
     divergences = out.stdout[out.stdout.index("\ndivergences of") :]
     (k,) = _row_refs(divergences, "model")
     assert notes[k].startswith("model: kl_candidate_logger = ")
+
+
+def _main(*argv):
+    """``ope.cli.main`` in this process: (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from ope.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def skewed_responses(tmp_path_factory):
+    """The README's responses: candidate 'tuned' has skewed weights (a short-interval warning)."""
+    table = TokenModel(top_p=0.8, seed=0).sample(2000, rng=0)
+    path = tmp_path_factory.mktemp("responses") / "responses.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in table.to_pylist()))
+    return path, table
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OverlapWarning")
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_command_line_takes_the_interval_its_advice_names(skewed_responses):
+    # the skewed candidate's warning advises a betting interval with an a priori reward range:
+    # `ope sequences` takes both (--ci, --reward-range), and the advice says them as flags
+    path, table = skewed_responses
+    code, _, err = _main("sequences", path, "--policy", "tuned")
+    assert code == 0 and "Use --ci betting with an a priori --reward-range" in err
+    assert "ci(method=" not in err and "reward_range" not in err
+    reward = np.asarray(table.column("reward"))
+    bounds = (math.floor(reward.min()) - 1.0, math.ceil(reward.max()) + 1.0)
+    code, out, err = _main(
+        "sequences",
+        path,
+        "--policy",
+        "tuned",
+        "--ci",
+        "betting",
+        "--reward-range",
+        *bounds,
+        "--json",
+    )
+    assert code == 0, err
+    rows = json.loads(out)["evaluation"]["estimates"]
+    want = ope.evaluate_sequences(
+        read_sequences(table), ["tuned"], ci="betting", reward_range=bounds, rng=0
+    )
+    library = want.evaluation.table().set_index(["policy", "estimator"])
+    assert {r["estimator"] for r in rows} == {"ips", "snips"}
+    for row in rows:
+        expected = library.loc[("tuned", row["estimator"])]
+        assert row["ci_method"] == expected.ci_method == "betting"
+        assert row["ci_low"] == pytest.approx(expected.ci_low, rel=1e-12)
+        assert row["ci_high"] == pytest.approx(expected.ci_high, rel=1e-12)
+    # a method that does not apply to an estimator falls back to normal, with a note
+    code, out, err = _main(
+        "sequences",
+        path,
+        "--policy",
+        "tuned",
+        "--estimator",
+        "clipped_ips",
+        "snips",
+        "--max-weight",
+        "20",
+        "--ci",
+        "bottou",
+        "--reward-range",
+        *bounds,
+        "--json",
+    )
+    assert code == 0, err
+    methods = {r["estimator"]: r["ci_method"] for r in json.loads(out)["evaluation"]["estimates"]}
+    assert methods == {"clipped_ips": "bottou", "snips": "normal"}
+    # a bounded interval without the range is a usage error naming the flag
+    code, out, _ = _main("sequences", path, "--ci", "betting", "--json")
+    error = json.loads(out)["error"]
+    assert code == 2 and error["flag"] == "--reward-range"
+
+
+def test_a_broken_line_of_json_lines_is_named_in_the_file(tmp_path, skewed_responses):
+    # pyarrow numbers a broken record within the block it parsed (1 MiB), not in the file:
+    # a truncated last line (line 1,999 of 2,000) read as "row 963"
+    path, _ = skewed_responses
+    data = path.read_bytes()
+    truncated = tmp_path / "truncated.jsonl"
+    truncated.write_bytes(data[:-30])
+    with pytest.raises(DataFileError, match=r"\(line 1,999 of 2,000, counting from 0\)$") as info:
+        read_sequences(truncated)
+    assert "in row" not in str(info.value)
+    # blank lines are no records but are lines; a broken line in the middle of a later block
+    lines = data.decode().splitlines()
+    lines[1500] = lines[1500][:-5]
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n\n" + "\n  \n".join(lines) + "\n")
+    with pytest.raises(DataFileError, match=r"\(line 3,002 of 4,001, counting from 0\)$"):
+        read_sequences(broken)
+    code, out, _ = _main("sequences", broken, "--json")
+    error = json.loads(out)["error"]
+    assert code == 65 and "line 3,002 of 4,001" in error["message"] and "flag" not in error

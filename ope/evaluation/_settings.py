@@ -35,6 +35,7 @@ __all__ = [
     "MODEL_ESTIMATORS",
     "MARGINAL_ESTIMATORS",
     "LOGGING_CI_FALLBACK",
+    "logging_bound_message",
     "WEIGHT_BOUND_ESTIMATORS",
     "WEIGHT_BOUND_METHODS",
     "CI_FALLBACKS",
@@ -237,6 +238,22 @@ class EvaluationSettings:
         )
 
 
+def logging_bound_message(ci: str) -> str:
+    """What a missing reward range means for the logging policy's value (a plain mean), whose
+    interval is ``ci``'s counterpart for a mean (:data:`LOGGING_CI_FALLBACK`)."""
+    logged = LOGGING_CI_FALLBACK.get(ci, ci)
+    which = (
+        f"gets {ci!r}"
+        if logged == ci
+        else f"gets {logged!r}, the counterpart of {ci!r} for a mean,"
+    )
+    return (
+        f"ci={ci!r} needs the a priori range of the rewards: the logging policy's value (a "
+        f"plain mean) {which} which needs it. Pass reward_range=(low, high) (e.g. (0, 1) for "
+        "clicks). The observed minimum and maximum reward are not bounds."
+    )
+
+
 def check_bounds(resolved: Sequence[tuple[str, Any]], settings: EvaluationSettings) -> None:
     """The a priori bounds ``settings.ci`` needs for the estimators it applies to, before any
     row is read: ``reward_range`` for every bounded method, ``weight_bound`` for the methods of
@@ -246,14 +263,17 @@ def check_bounds(resolved: Sequence[tuple[str, Any]], settings: EvaluationSettin
 
     ci = settings.ci
     takes = [k for k, est in resolved if ci in type(est).interval_methods]
+    if settings.reward_range is None:
+        if ci not in UNBOUNDED_CI_METHODS and takes:
+            raise MissingBoundsError(
+                f"ci={ci!r} needs the a priori range of the rewards (of {', '.join(takes)}): "
+                "pass reward_range=(low, high) (e.g. (0, 1) for clicks). The observed minimum "
+                "and maximum reward are not bounds."
+            )
+        if LOGGING_CI_FALLBACK.get(ci, ci) not in UNBOUNDED_CI_METHODS:
+            raise MissingBoundsError(logging_bound_message(ci))
     if ci in UNBOUNDED_CI_METHODS or not takes:
         return
-    if settings.reward_range is None:
-        raise MissingBoundsError(
-            f"ci={ci!r} needs the a priori range of the rewards (of {', '.join(takes)}): pass "
-            "reward_range=(low, high) (e.g. (0, 1) for clicks). The observed minimum and "
-            "maximum reward are not bounds."
-        )
     bounded = [k for k in takes if k in WEIGHT_BOUND_ESTIMATORS]
     if ci in WEIGHT_BOUND_METHODS and bounded and settings.weight_bound is None:
         raise MissingBoundsError(

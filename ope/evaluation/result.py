@@ -20,6 +20,7 @@ from ope._format import format_estimate, format_setting, number_notes
 from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS, shown_notes
 from ope.exceptions import (
     EstimationError,
+    MissingBoundsError,
     ParameterError,
 )
 from ope.intervals.asymptotic import normal_interval, t_interval
@@ -40,6 +41,7 @@ from ope.weights import (
 )
 from ope.evaluation._settings import (
     LOGGING_CI_FALLBACK,
+    logging_bound_message,
     WEIGHT_BOUND_ESTIMATORS,
     WEIGHT_BOUND_METHODS,
     CI_FALLBACKS,
@@ -366,7 +368,13 @@ class Evaluation(Result):
     def _compute_logging_interval(self) -> tuple[float, float]:
         method = self.logging_ci_method
         options = self.ci_options if method == self.ci_method else {}
-        ci = self.logging.ci(self.confidence_level, method, **options)
+        try:
+            ci = self.logging.ci(self.confidence_level, method, **options)
+        except MissingBoundsError:
+            if method == self.ci_method:
+                raise
+            # the counterpart stands in for the method asked for, which the message names
+            raise MissingBoundsError(logging_bound_message(self.ci_method)) from None
         return float(ci.low), float(ci.high)
 
     def table(self, by: str | None = None) -> pd.DataFrame:
