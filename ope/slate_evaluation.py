@@ -412,6 +412,13 @@ def evaluate_slates(
             "under another name."
         )
     pool: dict[str, Any] = {**logs.candidates, **given}
+    if policies is not None:  # a name asked for that is nowhere: named with those there are
+        check_chosen(
+            policies,
+            [*pool, *logs.unread_candidates],
+            columns="the target__/target_prefix__/target_slate__<name> columns and `candidates`",
+            example="['greedy']",
+        )
     if not pool:
         raise ParameterError(
             "no candidate: give `candidates` (name -> SlatePolicy or SlateProbabilities), or "

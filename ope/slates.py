@@ -49,10 +49,13 @@ from ope._thresholds import (
     few_effective_rows_note,
     kish_ess,
     low_ess,
+    mean_weight_check,
+    mean_weight_note,
     small_sample,
     small_sample_note,
 )
 from ope._validation import (
+    MAX_FINITE_WEIGHT,
     as_float_array,
     check_choice,
     check_finite,
@@ -133,6 +136,10 @@ SLATE_INTERVAL_ADVICE: Final = (
     "intervals are all asymptotic): read the interval as approximate, or log more slates."
 )
 
+#: The estimators whose weights are probability ratios (whole slates, prefixes, items), each
+#: slot's with mean 1 under full support (the pseudoinverse's are not ratios).
+_RATIO_WEIGHTS: Final = frozenset({"sips", "iips", "rips", "cdr"})
+
 _ASSUMPTIONS: Final = {
     "sips": "slate IPS: unbiased under any click model when the logger gives every slate the "
     "candidate plays a positive probability; its weights are whole-slate ratios and its "
@@ -185,6 +192,9 @@ class SlateLogs:
         ``target_prefix__<name>`` and ``target_slate__<name>`` (:data:`CANDIDATE_COLUMNS`),
         laid out as the logger's ``propensity``, ``prefix_propensity`` and
         ``slate_propensity``.
+    unread_candidates : tuple of str
+        The candidates of the logs' columns left unread (not among the ``policies`` asked
+        for), so that a name asked for and absent is told from the names there are.
     """
 
     slate_id: np.ndarray
@@ -196,6 +206,7 @@ class SlateLogs:
     context: np.ndarray | None = None
     rows: np.ndarray | None = None
     candidates: dict[str, SlateProbabilities] = field(default_factory=dict)
+    unread_candidates: tuple[str, ...] = ()
 
     @property
     def n(self) -> int:
@@ -525,11 +536,13 @@ def slate_logs(
             "slates as they are."
         )
     cand = candidate_columns(cols)
+    unread: tuple[str, ...] = ()
     if policies is not None:
         wanted = set(check_names(policies, "policies", example="policies=['greedy']"))
+        unread = tuple(name for name in cand if name not in wanted)
         cand = {name: kinds for name, kinds in cand.items() if name in wanted}
     if long:
-        return _long_logs(
+        logs = _long_logs(
             cand,
             cols,
             slate_id,
@@ -543,19 +556,21 @@ def slate_logs(
             base,
             allow_repeats,
         )
-    return _list_logs(
-        cand,
-        cols,
-        slate_id,
-        item,
-        reward,
-        propensity,
-        slate_propensity,
-        prefix_propensity,
-        context,
-        allow_repeats,
-        position,
-    )
+    else:
+        logs = _list_logs(
+            cand,
+            cols,
+            slate_id,
+            item,
+            reward,
+            propensity,
+            slate_propensity,
+            prefix_propensity,
+            context,
+            allow_repeats,
+            position,
+        )
+    return dataclasses.replace(logs, unread_candidates=unread) if unread else logs
 
 
 def _last_position(base: int) -> str:
@@ -1703,17 +1718,19 @@ class _SlateRows(RowSource):
         return np.concatenate([1.0 / den, -num / den**2]) * self.scale
 
 
-#: Slate rewards from this magnitude on are held in units of a power of two (:class:`_SlateRows`):
-#: the weighted sums over slots and rows, and the squares behind the standard error, of rewards
-#: near 1e308 would overflow float64. Below it, in the rewards' own units (exact either way).
+#: Slate rewards from this magnitude on, or below its reciprocal, are held in units of a power
+#: of two (:class:`_SlateRows`): the weighted sums over slots and rows, and the squares behind
+#: the standard error, of rewards near 1e308 would overflow float64, and those of rewards near
+#: 1e-170 underflow to 0 (a standard error of 0). Between, in the rewards' own units (exact
+#: either way).
 _SCALED_FROM: Final = 2.0**64
 
 
 def _reward_scale(reward: np.ndarray) -> float:
     """A power of two that brings the largest |reward| into [1, 2) when it reaches
-    :data:`_SCALED_FROM` (1.0 otherwise)."""
+    :data:`_SCALED_FROM` or is below ``1 / _SCALED_FROM`` (and not 0); 1.0 otherwise."""
     top = float(np.max(np.abs(reward))) if reward.size else 0.0
-    return power_of_two_scale(top) if top >= _SCALED_FROM else 1.0
+    return power_of_two_scale(top) if top >= _SCALED_FROM or 0.0 < top < 1.0 / _SCALED_FROM else 1.0
 
 
 @dataclass(frozen=True)
@@ -1890,6 +1907,17 @@ def _estimate(
     weight_error: np.ndarray | None = None,
     row_reward: np.ndarray | None = None,
 ) -> Estimate:
+    if w.size and not float(w.max()) <= MAX_FINITE_WEIGHT:  # NaN too
+        row, k = (
+            int(i) for i in np.unravel_index(int(np.argmax(~(w <= MAX_FINITE_WEIGHT))), w.shape)
+        )
+        raise ValidationError(
+            f"{est.estimator_name}: importance weights overflow float64: slate {row} (0-based), slot "
+            f"{k} has weight {float(w[row, k]):.3g}, above {MAX_FINITE_WEIGHT:g}, whose square "
+            "is not representable. The logged probabilities of that slate (`propensity`, "
+            "`prefix_propensity`, `slate_propensity`) are this small; no logger acts on such a "
+            "probability. Fix the logger, or leave such slates out."
+        )
     scale = _reward_scale(logs.reward)
     src = _SlateRows(w, logs.reward, est.self_normalized, est._shared, scale)
     if row_reward is not None:  # the rows' own rewards (the logs hold a model's terms)
@@ -1926,6 +1954,17 @@ def _estimate(
         flagged.append((few_effective_rows_note(ess, se, advice=advice), OverlapWarning))
     if small_sample(n):
         flagged.append((small_sample_note(n, advice=advice), SmallSampleWarning))
+    if est._kind in _RATIO_WEIGHTS and n > 1:
+        # each slot's weights are probability ratios (of slates, prefixes or items), whose
+        # mean is 1 under full support: the bandit estimators' check, at the worst slot
+        checks = [
+            mean_weight_check(n, float(w[:, k].mean()), float(w[:, k].var(ddof=1)))
+            for k in range(w.shape[1])
+        ]  # loop over positions
+        k = max(range(len(checks)), key=lambda j: abs(checks[j][1]))
+        if checks[k][0] != "ok":
+            note = mean_weight_note(float(w[:, k].mean()), checks[k][1], subject=policy)
+            flagged.append((f"slot {k}: {note}", OverlapWarning))
     for text, cls in flagged:
         warnings.warn(text, cls, stacklevel=user_stacklevel())
         notes.append(text)

@@ -573,3 +573,71 @@ def test_bandit_estimators_keep_their_bounded_interval_advice():
     assert "Use ci(method='betting')" in advice(few, "few_effective_rows")
     assert "Use ci(method='betting')" in advice(skewed, "skewed_terms")
     assert SLATE_INTERVAL_ADVICE[1:] not in " ".join([*small.notes, *few.notes, *skewed.notes])
+
+
+def _same_as_logger(n: int = 300) -> pd.DataFrame:
+    """Cascade slate logs with a candidate `same` that is the logger (its columns copied)."""
+    t = SlateEnvironment(click_model="cascade", seed=1).sample(n, rng=0).to_pandas()
+    return t.assign(
+        target__same=t.propensity,
+        target_prefix__same=t.prefix_propensity,
+        target_slate__same=t.slate_propensity,
+    )
+
+
+def test_slate_weights_that_cannot_average_to_one_warn_and_overflowing_ones_are_named():
+    """The bandit estimators' mean-weight check, at the worst slot: propensities logged 1e100
+    times too small gave 7e99 for rewards in [0, 3] with no warning, a candidate with 3x the
+    logger's probabilities 2.21; weights past 1e150 are named by slate and slot (the error
+    blamed the rewards, with numpy's raw overflow warning)."""
+    s = _same_as_logger()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ope.exceptions.OverlapWarning)  # the logger itself: none
+        evaluate_slates(s)
+    k = 1e-100
+    small = s.assign(
+        propensity=s.propensity * k,
+        prefix_propensity=s.prefix_propensity * k,
+        slate_propensity=s.slate_propensity * k,
+    )
+    with pytest.warns(
+        ope.exceptions.OverlapWarning, match=r"slot \d: mean importance weight is 1e\+100"
+    ):
+        ev = evaluate_slates(small)
+    assert all(any("mean importance weight" in n for n in e.notes) for e in ev.estimates.values())
+    thrice = s.assign(
+        target__same=np.minimum(3 * s.propensity, 1.0),
+        target_prefix__same=np.minimum(3 * s.prefix_propensity, 1.0),
+        target_slate__same=np.minimum(3 * s.slate_propensity, 1.0),
+    )
+    with pytest.warns(ope.exceptions.OverlapWarning, match="mean importance weight is 3"):
+        evaluate_slates(thrice)
+    k = 1e-200
+    tiny = s.assign(
+        propensity=s.propensity * k,
+        prefix_propensity=s.prefix_propensity * k,
+        slate_propensity=s.slate_propensity * k,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with pytest.raises(
+            ValidationError, match=r"slate 0 \(0-based\), slot 0 has weight 1e\+200"
+        ):
+            evaluate_slates(tiny)
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OPEWarning")
+def test_slate_estimates_scale_with_tiny_rewards_and_unknown_policies_are_named():
+    """Rewards times 1e-170 (or 1e-300) give the estimates and standard errors times that
+    (the squares underflowed: standard error 0, an interval of width 0); a policy asked for
+    that the logs do not have is named with those they have ("no candidate" before)."""
+    s = _same_as_logger()
+    ref = evaluate_slates(s).table()
+    for scale in (1e-170, 1e-300):
+        got = evaluate_slates(s.assign(reward=s.reward * scale)).table()
+        np.testing.assert_allclose(got["value"] / scale, ref["value"], rtol=1e-12)
+        np.testing.assert_allclose(got["std_error"] / scale, ref["std_error"], rtol=1e-12)
+    with pytest.raises(
+        ope.exceptions.SchemaError, match="no candidate 'nope' in these logs; they have 'same'"
+    ):
+        evaluate_slates(s, policies=["nope"])
