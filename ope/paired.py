@@ -46,6 +46,7 @@ from ope._validation import (
     check_no_overflow,
     check_reward_range,
     check_rewards_in_range,
+    power_of_two_scale,
     user_stacklevel,
 )
 from ope.exceptions import (
@@ -902,7 +903,8 @@ def _cell_stats(cell: np.ndarray, y: np.ndarray, n_cells: int) -> tuple[np.ndarr
     with np.errstate(invalid="ignore", divide="ignore"):
         mean = total / cnt
     dev = y - mean[cell]
-    ss = np.bincount(cell, weights=dev * dev, minlength=n_cells)
+    with np.errstate(over="ignore"):  # outcomes near 1e300: inf, named by the overflow check
+        ss = np.bincount(cell, weights=dev * dev, minlength=n_cells)
     return cnt, mean, ss
 
 
@@ -959,30 +961,37 @@ def skewed_rows_note(rows: Sequence[str], method: str) -> str:
 
 
 def _grouped_mean_var(g: np.ndarray, x: np.ndarray, n_groups: int) -> tuple[np.ndarray, ...]:
-    """Count, mean and unbiased variance of ``x`` per group (two-pass, centred)."""
+    """Count, mean, unbiased variance and standard deviation of ``x`` per group (two-pass,
+    centred), computed in units of a power of two that brings the largest finite |x| into
+    [1, 2) (:func:`ope._validation.power_of_two_scale`: exact). The standard deviation is
+    taken in those units and scaled back, so it stays exact where the variance is past
+    float64's range (differences near 1e-170: a variance near 1e-340 underflows to 0)."""
     n = np.bincount(g, minlength=n_groups).astype(np.float64)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = np.bincount(g, weights=x, minlength=n_groups) / n
-        dev = x - mean[g]
+    finite = x[np.isfinite(x)]
+    scale = power_of_two_scale(float(np.max(np.abs(finite)))) if finite.size else 1.0
+    u = x / scale
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore", under="ignore"):
+        mean = np.bincount(g, weights=u, minlength=n_groups) / n
+        dev = u - mean[g]
         var = np.bincount(g, weights=dev * dev, minlength=n_groups) / (n - 1.0)
-    var[n < 2] = np.nan
-    return n, mean, var
+        var[n < 2] = np.nan
+        return n, mean * scale, var * (scale * scale), np.sqrt(var) * scale
 
 
 def _group_effects(
     g: np.ndarray, yt: np.ndarray, yc: np.ndarray, n_groups: int, *, ratio: bool
 ) -> dict[str, np.ndarray]:
     """Paired effect, paired and unpaired standard errors (and the ratio) per group."""
-    n, value, var_d = _grouped_mean_var(g, yt - yc, n_groups)
-    _, mt, var_t = _grouped_mean_var(g, yt, n_groups)
-    _, mc, var_c = _grouped_mean_var(g, yc, n_groups)
+    n, value, var_d, sd_d = _grouped_mean_var(g, yt - yc, n_groups)
+    _, mt, _, sd_t = _grouped_mean_var(g, yt, n_groups)
+    _, mc, _, sd_c = _grouped_mean_var(g, yc, n_groups)
     with np.errstate(invalid="ignore", divide="ignore"):
         out = {
             "n": n.astype(np.int64),
             "value": value,
             "variance": var_d,
-            "std_error": np.sqrt(var_d / n),
-            "unpaired_std_error": np.sqrt((var_t + var_c) / n),
+            "std_error": sd_d / np.sqrt(n),
+            "unpaired_std_error": np.hypot(sd_t, sd_c) / np.sqrt(n),
             "treated_mean": mt,
             "control_mean": mc,
             "ratio": np.full(n_groups, np.nan),
@@ -992,9 +1001,9 @@ def _group_effects(
             # a control mean of 0 leaves the ratio undefined (not inf): NaN, and a note
             rho = np.where(mc == 0, np.nan, mt / mc)
             psi = (yt - rho[g] * yc) / mc[g]
-            _, _, var_psi = _grouped_mean_var(g, psi, n_groups)
+            sd_psi = _grouped_mean_var(g, psi, n_groups)[3]
             out["ratio"] = rho
-            out["ratio_std_error"] = np.sqrt(var_psi / n)  # NaN with rho: psi is NaN there
+            out["ratio_std_error"] = sd_psi / np.sqrt(n)  # NaN with rho: psi is NaN there
     return out
 
 
@@ -1009,7 +1018,7 @@ def _replicate_spread(
         within = np.bincount(g, weights=ss, minlength=n_groups) / df
         within[df <= 0] = np.nan
         inv_r = np.bincount(g, weights=1.0 / cnt, minlength=n_groups) / n
-        _, _, var_means = _grouped_mean_var(g, mean, n_groups)
+        var_means = _grouped_mean_var(g, mean, n_groups)[2]
         between = np.maximum(0.0, var_means - within * inv_r)
         total = within + between
         share = np.where(total > 0, within / total, np.nan)

@@ -600,3 +600,32 @@ def test_outcome_and_segment_columns_of_the_wrong_kind_are_named():
         paired_effect(replays, treated=arms[1], control=arms[0], outcomes=["label"])
     with pytest.raises(SchemaError, match="segment column 'tags' holds list"):
         paired_effect(replays, treated=arms[1], control=arms[0], by="tags")
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.OPEWarning")
+@pytest.mark.parametrize("ci", ["normal", "t"])
+def test_effects_scale_with_tiny_and_huge_outcomes(ci):
+    """Outcomes times 1e-170 (or 1e-200, 1e150) give the effect, its standard errors and its
+    interval times that, and the same p-value: the differences' variance near 1e-340 is past
+    float64, so the standard errors are taken in units of a power of two (they were 0, with a
+    p-value of 0, at 1e-170, and 27% off at 1e-160)."""
+    rng = np.random.default_rng(0)
+    rows = [
+        {"pair_id": pid, "arm": arm, "replicate": rep, "outcome": base + shift + noise}
+        for pid, base in enumerate(rng.normal(size=30))
+        for arm, shift in (("with", 0.3), ("without", 0.0))
+        for rep, noise in enumerate(rng.normal(scale=0.1, size=2))
+    ]
+    df = pd.DataFrame(rows)
+    ref = paired_effect(df, treated="with", control="without", ci=ci).table().iloc[0]
+    for scale in (1e-160, 1e-170, 1e-200, 1e150):
+        got = (
+            paired_effect(
+                df.assign(outcome=df.outcome * scale), treated="with", control="without", ci=ci
+            )
+            .table()
+            .iloc[0]
+        )
+        for column in ("value", "std_error", "unpaired_std_error", "ci_low", "ci_high"):
+            assert got[column] / scale == pytest.approx(ref[column], rel=1e-12), column
+        assert got["p_value"] == pytest.approx(ref["p_value"], rel=1e-9)
