@@ -1406,20 +1406,20 @@ class _CcbRows:
         sid = obj.event_id if obj.event_id is not None else f"{self.state.name}:{ln}"
         text = _c_text(raw) if self.state.features else None
         weight = 1.0 / (1.0 - pdrop)
-        nan = [
-            "`_label_probability`" if obj.outcomes is None else f"`_outcomes[{slot}]._p[0]`"
-            for slot, (action, prob, _) in enumerate(slots)
-            if action is not None and isinstance(prob, float) and math.isnan(prob)
-        ]
-        if nan:  # read_logs rejects these rows as propensity_missing: say why
-            parts.detail("propensity_missing", ln, _nan_propensity(nan))
-        nan_costs = [
-            "`_label_cost`" if obj.outcomes is None else f"`_outcomes[{slot}]._label_cost`"
-            for slot, (action, _, cost) in enumerate(slots)
-            if action is not None and isinstance(cost, float) and math.isnan(cost)
-        ]
-        if nan_costs:  # read_logs rejects these rows as reward_missing: say why
-            parts.detail("reward_missing", ln, _nan_cost(nan_costs))
+        # "NaN" strings, which read_logs rejects as propensity_missing / reward_missing: say why
+        for at, reason, top, inside, say in (
+            (1, "propensity_missing", "`_label_probability`", "_p[0]", _nan_propensity),
+            (2, "reward_missing", "`_label_cost`", "_label_cost", _nan_cost),
+        ):  # the two label fields that may be "NaN"
+            nan = [
+                top if obj.outcomes is None else f"`_outcomes[{slot}].{inside}`"
+                for slot, fields in enumerate(slots)
+                if fields[0] is not None
+                and isinstance(fields[at], float)
+                and math.isnan(fields[at])
+            ]
+            if nan:
+                parts.detail(reason, ln, say(nan))
         for slot, (action, prob, cost) in enumerate(slots):  # the slots of one line
             if action is None:  # a slot without a logged action: counted, as VW learns nothing
                 parts.reject("dsjson_unlabeled", ln)
