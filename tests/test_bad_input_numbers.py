@@ -358,8 +358,8 @@ ERRORS = [
                 )
             )
         ),
-        ValidationError,
-        r"importance weights overflow float64: 1 rows \(first at row 6",
+        ValidationError,  # the read rule (MIN_PROPENSITY) names it when the logs are read
+        r"propensity_out_of_range: 1 \(rows 6\)",
     ),
     (
         "a NaN reward",

@@ -132,11 +132,12 @@ def test_rows_dropped_before_it_in_its_partition_do_not_shift_the_row(
 def test_an_overflowing_weight_keeps_its_class_and_names_the_source_row(
     tmp_path: Path, threads
 ) -> None:
+    # a propensity whose weight would overflow breaks the read rule propensity_out_of_range
+    # (MIN_PROPENSITY), reported with the row's number in the whole source, not the batch's
     folder = write(tmp_path, set_value("propensity", BAD_ROW, 1e-200))
-    with pytest.raises(ValidationError, match="importance weights overflow float64") as info:
+    with pytest.raises(ValidationError, match="propensity_out_of_range") as info:
         evaluate_distributed(folder, batch_size=ROW_GROUP)
-    assert f"first at row {BAD_ROW}: logging propensity 1e-200" in str(info.value)
-    assert "part-1.parquet" in str(info.value)
+    assert f"propensity_out_of_range: 1 (rows {BAD_ROW})" in str(info.value)
 
 
 # --------------------------------------------------------------------------------------------

@@ -120,15 +120,19 @@ def test_component_estimators_measure_skew_in_their_variance_pass():
 
 
 def test_low_effective_sample_is_said_once():
-    # one weighted row among 1000: the low-ESS note already says the interval may be short
+    # one weighted row among 1000: the low-ESS note (of the policy's weights) and the
+    # few-effective-rows note (of this estimate's standard error) already say the interval
+    # may be short; the skew note does not say it a third time
     n = 1000
     t = np.zeros(n)
     t[0] = 1.0
     with pytest.warns(ope.exceptions.OverlapWarning):
-        est = oe.IPS().estimate(
-            reward=np.ones(n), logging_propensity=np.full(n, 0.5), target_propensity=t
-        )
-    assert "low_ess" in _rules(est) and "skewed_terms" not in _rules(est)
+        with pytest.warns(SmallSampleWarning, match="rests on 1 effective row"):
+            est = oe.IPS().estimate(
+                reward=np.ones(n), logging_propensity=np.full(n, 0.5), target_propensity=t
+            )
+    rules = _rules(est)
+    assert "low_ess" in rules and "few_effective_rows" in rules and "skewed_terms" not in rules
 
 
 def test_paired_effect_reports_skewness_and_flags_normal_intervals():
