@@ -4111,17 +4111,38 @@ def _cmd_monitor(args: argparse.Namespace) -> _Outcome:
                 key = os.path.abspath(path) if single else os.path.basename(path)
                 before = os.stat(path)
                 try:
-                    logs = read_logs(path, mapping=mapping, on_invalid=args.on_invalid)
-                    if specs:
-                        from ope.policies import candidates_with_specs
+                    try:
+                        logs = read_logs(path, mapping=mapping, on_invalid=args.on_invalid)
+                    except ValidationError as exc:
+                        # a file without rows (an hour with no traffic): a look that changes
+                        # nothing (Monitor.update of an empty batch); other errors set it aside
+                        if getattr(getattr(exc, "report", None), "rows_read", None) != 0:
+                            raise
+                        logs = None
+                    if logs is None:
+                        import pandas as pd
 
-                        mon.policies = candidates_with_specs(
-                            logs, specs, names=names, labels=[f"--policy {s.text}" for s in specs]
-                        )
+                        result = mon.update(pd.DataFrame())
                     else:
-                        mon.policies = names or None
-                    result = mon.update(logs)
-                except (ValidationError, SchemaError, DataFileError, PolicyError) as exc:
+                        if specs:
+                            from ope.policies import candidates_with_specs
+
+                            mon.policies = candidates_with_specs(
+                                logs,
+                                specs,
+                                names=names,
+                                labels=[f"--policy {s.text}" for s in specs],
+                            )
+                        else:
+                            mon.policies = names or None
+                        result = mon.update(logs)
+                except (
+                    ValidationError,
+                    SchemaError,
+                    DataFileError,
+                    PolicyError,
+                    EstimationError,  # e.g. sampling weights, which the monitor refuses
+                ) as exc:
                     if single:  # the one input: its error is the run's
                         raise
                     from ope._format import safe_text

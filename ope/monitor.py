@@ -58,10 +58,27 @@ is the whole range until the candidate's effective sample size reaches
 ``confidence_level`` holds for each sequence (a candidate's value, and its difference);
 ``simultaneous=True`` splits it over all of them (Bonferroni, valid for sequences too).
 
+The ``estimate`` (and ``difference``) column is the plain IPS or DR mean of the rows so far:
+unbiased, but not held to the reward range (one row of weight 2 and reward 1 gives 2), and the
+betting sequence is not centred on it, so it may lie outside its sequence; the result then says
+so in a note. The sequence is what the guarantee is about.
+
+Rows with sampling weights (``weight``, or ``weight_column``; not all 1) are refused with an
+``EstimationError``: the weighted value is a ratio whose denominator, the population so far, is
+estimated too, and neither construction covers it (the betting martingale bets on each kept row
+in turn; the Gaussian mixture is for the running mean of unweighted terms). A batch without rows
+is a look that changes nothing; a batch with an ``event_id`` that an earlier look counted is
+refused (``ValidationError``), so a batch delivered twice is not counted twice.
+
 Memory: per candidate a handful of sums (:class:`Monitor` holds no rows), plus for DR a window
 of the last ``model_rows`` rows to refit the reward model; the history holds one row per look
-and candidate. :meth:`Monitor.state` is JSON-ready and :meth:`Monitor.from_state` resumes from it
-(``ope monitor --state``).
+and candidate. With an ``event_id`` column the monitor also keeps the ids it counted
+(:class:`ope._dedup.SeenIds`: increasing integer ids that arrive as whole ranges cost a few
+intervals; other integer ids about 8 bytes each, or a byte map of their span up to 16 MB;
+string ids 9 bytes plus the longest id's each).
+:meth:`Monitor.state` is JSON-ready and :meth:`Monitor.from_state` resumes from it (``ope
+monitor --state``); it keeps no ids, so a resumed monitor refuses repeats of the looks since it
+resumed.
 
 Examples
 --------
@@ -92,14 +109,16 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
+from ope._dedup import SeenIds
 from ope._result import Result, ResultParts
 from ope._validation import (
     check_confidence_level,
     check_forwarded,
+    check_name,
     check_positive_int,
     require_reward_range,
 )
-from ope.exceptions import ParameterError, SchemaError, ValidationError
+from ope.exceptions import ParameterError, PolicyError, SchemaError, ValidationError
 
 __all__ = [
     "MONITOR_ESTIMATORS",
@@ -377,13 +396,18 @@ class Monitor:
     model_rows : int, default :data:`DEFAULT_MODEL_ROWS`
     rng : int, optional
         Seed of the reward model's folds.
+    weight_column : str, optional
+        The column of the rows' sampling weights (default ``weight`` when present), as in
+        :func:`ope.evaluate`. The monitor's sequences are for unweighted rows: a batch whose
+        sampling weights are not all 1 is refused (``EstimationError``).
 
     Raises
     ------
     MissingBoundsError
         ``reward_range`` is None.
     ParameterError
-        Unknown estimator or method; ``method="betting"`` with ``estimator="dr"``.
+        Unknown estimator or method; ``method="betting"`` with ``estimator="dr"``; a
+        ``weight_column`` that is not a column name.
     """
 
     def __init__(
@@ -400,6 +424,7 @@ class Monitor:
         reward_model: Any = None,
         model_rows: int = DEFAULT_MODEL_ROWS,
         rng: int | None = 0,
+        weight_column: str | None = None,
     ) -> None:
         if estimator not in MONITOR_ESTIMATORS:
             raise ParameterError(
@@ -444,6 +469,13 @@ class Monitor:
                 f"`context_columns` must be a list of column names; got {context_columns!r}."
             )
         self.context_columns = None if context_columns is None else list(context_columns)
+        self.weight_column = (
+            None
+            if weight_column is None
+            else check_name(
+                weight_column, "weight_column", what="a column name", example="weight_column='w'"
+            )
+        )
         self.reward_model = reward_model
         self.rng = rng
         self.policies = policies
@@ -455,25 +487,100 @@ class Monitor:
         self._window: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._model: Any = None
         self._fallback = 0.5
+        # the event ids counted so far (not kept in the state): a batch delivered twice is
+        # refused instead of counted again
+        self._seen_ids = SeenIds()
 
     # ---- the per-batch arrays ----------------------------------------------------------
     def _read(self, batch: Any) -> Any:
+        """The batch as ``BanditLogs``; None for a batch without rows (an hour without
+        traffic), which is a look that changes nothing: a path or table that
+        :func:`ope.read_logs` reads without a row, or any pandas or pyarrow table of 0 rows
+        (its columns hold nothing to check, ``pandas.DataFrame()`` included)."""
+        import pyarrow as pa
+
         from ope.io import read_logs
         from ope.logs import BanditLogs
 
         if isinstance(batch, BanditLogs):
             return batch
+        if isinstance(batch, (pd.DataFrame, pa.Table)) and len(batch) == 0:
+            return None
         if type(batch).__name__ == "LogScan":
             raise ParameterError(
                 "a monitor takes batches in memory (a BanditLogs, a pandas or pyarrow table, or "
                 "a path), not a scan: read each new file with ope.read_logs."
             )
-        return read_logs(batch)
+        try:
+            return read_logs(batch)
+        except ValidationError as exc:
+            if exc.report is not None and exc.report.rows_read == 0:
+                return None  # no row read (not: every row rejected, which stays an error)
+            raise
+
+    def _check_sampling_weights(self, logs: Any) -> None:
+        """Refuse a batch whose rows carry sampling weights (not all 1): the sequences are for
+        unweighted rows (see the module)."""
+        from ope.estimators import weighted_refusal
+        from ope.exceptions import EstimationError
+        from ope.weights import check_sampling_weight, sampling_weight_column
+
+        column = sampling_weight_column(logs.columns, self.weight_column)
+        if column is None:
+            return
+        s = check_sampling_weight(logs.column(column), logs.n, name=column)
+        if bool(np.all(s == 1.0)):
+            return  # unit weights are the unweighted rows
+        raise EstimationError(
+            weighted_refusal(
+                self.method,
+                column,
+                advice=(
+                    "A monitor's sequences are for unweighted rows: one for that ratio would "
+                    "also have to cover its denominator, the population so far (estimated by "
+                    "the sum of the weights). Evaluate the weighted logs at one look with "
+                    "ope.evaluate (ci='normal', 't' or 'bootstrap' take the weights), or drop "
+                    f"the `{column}` column to monitor the kept rows as they are (the value of "
+                    "the kept traffic, not of the logged population)."
+                ),
+            )
+        )
+
+    def _new_event_ids(self, logs: Any) -> np.ndarray | None:
+        """The batch's event ids (None without the column), refused when an earlier look
+        counted one of them: a batch delivered twice would count its events again."""
+        if "event_id" not in logs.columns:
+            return None
+        column = logs.table.column("event_id")  # validated rows: distinct, none null
+        ids = SeenIds.as_numpy(column)
+        hit = self._seen_ids.contains(ids)
+        if hit.any():
+            first = int(np.flatnonzero(hit)[0])
+            raise ValidationError(
+                f"{int(hit.sum()):,} of this batch's {ids.size:,} event ids were counted by an "
+                f"earlier look (event_id_duplicate; first at row {first} of this batch: "
+                f"{column[first].as_py()!r}): a batch delivered "
+                "twice, or batches that overlap. The batch is refused and changes nothing: "
+                "skip it if it was delivered before, or drop its rows whose event_id was "
+                "monitored already and update again."
+            )
+        return ids
 
     def _weights(self, logs: Any) -> tuple[np.ndarray, np.ndarray, Any]:
         from ope.policies import target_propensities
 
-        tp = target_propensities(logs, self.policies, with_distributions=self.estimator == "dr")
+        try:
+            tp = target_propensities(logs, self.policies, with_distributions=self.estimator == "dr")
+        except PolicyError as exc:
+            text = str(exc)
+            if self.estimator != "dr" or "with_distributions=True" not in text:
+                raise
+            raise PolicyError(
+                "a DR monitor (estimator='dr') needs each candidate's whole distribution over "
+                "the actions (DR's q(x, pi) sums the reward model over them), but "
+                f"{text.split(', but ', 1)[1]} Or monitor with estimator='ips', which needs "
+                "only the logged action's probability (target__<name>)."
+            ) from None
         names = list(tp.names)
         if not names:
             raise ParameterError(
@@ -586,14 +693,34 @@ class Monitor:
         -------
         MonitorResult
 
+        A batch without rows (an hour without traffic) is a look that changes nothing: its
+        history rows repeat the previous look's, and a note says so. A refused batch changes
+        nothing either.
+
         Raises
         ------
         SchemaError
             The batch's candidates differ from the first batch's.
         ValidationError
-            A reward outside ``reward_range``; and what :func:`ope.read_logs` raises.
+            A reward outside ``reward_range``; an ``event_id`` an earlier look counted (a batch
+            delivered twice); and what :func:`ope.read_logs` raises.
+        EstimationError
+            The rows carry sampling weights (``weight_column``) that are not all 1.
+        PolicyError
+            DR without each candidate's whole distribution.
         """
         logs = self._read(logs)
+        if logs is None:
+            self._looks += 1
+            self._note(
+                "a batch without rows (e.g. an hour without traffic) is a look that changes "
+                "nothing: its history rows repeat the previous look's."
+            )
+            if self._sums is not None:
+                self._look(self._sums)
+            return self.result()
+        self._check_sampling_weights(logs)
+        ids = self._new_event_ids(logs)
         w, scaled, tp = self._weights(logs)
         sums = self._sums
         assert sums is not None and self.names is not None
@@ -606,6 +733,8 @@ class Monitor:
             self._bet(w, scaled, sums)
         else:
             self._average(value, scaled, sums)
+        if ids is not None:  # counted from here on: the batch's checks have passed
+            self._seen_ids.add(ids)
         sums.rows += logs.n
         sums.reward_sum += float(scaled.sum())
         sums.weight_sum = sums.weight_sum + w.sum(axis=0)
@@ -773,6 +902,26 @@ class Monitor:
         n_pol = len(self.names or ())
         current = history.iloc[len(history) - n_pol :].reset_index(drop=True)
         notes = list(self._notes)
+        outside = (
+            (current["estimate"] < current["ci_low"])
+            | (current["estimate"] > current["ci_high"])
+            | (current["difference"] < current["difference_low"])
+            | (current["difference"] > current["difference_high"])
+        )
+        if outside.any():
+            names = ", ".join(map(str, current.loc[outside, "policy"]))
+            shape = (
+                "the set of values its betting test has not rejected, not centred on the mean"
+                if self.method == "betting"
+                else "centred on the mean"
+            )
+            notes.append(
+                f"the estimate (or difference) of {names} lies outside its confidence sequence: "
+                f"the estimate is the plain {self.estimator.upper()} mean of the rows so far, "
+                "unbiased but not held to the reward range (a few rows with large weights move "
+                "it past the range's ends), while the sequence is for the value itself: "
+                f"{shape}, and cut to the a priori range. Read the sequence."
+            )
         if self.method == "asymptotic":
             notes.append(
                 "asymptotic confidence sequence (Gaussian mixture, tightest at "

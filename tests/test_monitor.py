@@ -19,6 +19,7 @@ from ope.exceptions import (
     EstimationError,
     MissingBoundsError,
     ParameterError,
+    PolicyError,
     SchemaError,
     ValidationError,
 )
@@ -418,8 +419,8 @@ def test_asymptotic_start_and_degenerate_looks_do_not_stick():
     for _ in range(6):
         last = mon.update(_batch(rng, 800, effect=0.4)).current.iloc[0]
     assert last["ci_low"] < last["estimate"] < last["ci_high"]  # not stuck at the first look
-    huge = _batch(rng, 200).assign(propensity=1e-160)
-    with pytest.raises(ValidationError, match="overflows"):
+    huge = _batch(rng, 200).assign(propensity=1e-160)  # refused when read: w^2 would overflow
+    with pytest.raises(ValidationError, match="propensity_out_of_range.*overflow float64"):
         Monitor(reward_range=(0, 1), method="asymptotic").update(
             huge.assign(**{"target__one": 1.0})
         )
@@ -532,3 +533,139 @@ def test_overflowing_weights_give_the_error_without_numpy_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         with pytest.raises(ValidationError):
             ope.Monitor(reward_range=(0, 1)).update(batch)
+
+
+def _same_state(mon, rows, looks):
+    return mon.result().rows == rows and mon.result().looks == looks
+
+
+@pytest.mark.parametrize("method", ["betting", "asymptotic"])
+def test_sampling_weights_are_refused_naming_their_column(method):
+    rng = np.random.default_rng(17)
+    df = _batch(rng, 200)
+    mon = Monitor(reward_range=(0, 1), method=method)
+    mon.update(df)
+    weighted = _batch(rng, 200).assign(weight=np.where(df["action"] == 1, 10.0, 1.0))
+    with pytest.raises(
+        EstimationError, match=rf"'{method}' does not take sampling weights.*`weight`"
+    ):
+        mon.update(weighted)
+    assert _same_state(mon, 200, 1)  # refused: nothing counted
+    renamed = weighted.rename(columns={"weight": "w"})
+    with pytest.raises(EstimationError, match="column `w`"):
+        Monitor(reward_range=(0, 1), method=method, weight_column="w").update(renamed)
+    with pytest.raises(EstimationError, match="column `w`"):
+        run_monitor([renamed], reward_range=(0, 1), method=method, weight_column="w")
+    with pytest.raises(SchemaError, match="weight_column='w' is not a column"):
+        Monitor(reward_range=(0, 1), method=method, weight_column="w").update(df)
+
+
+def test_bad_or_unit_sampling_weights():
+    rng = np.random.default_rng(18)
+    df = _batch(rng, 200)
+    with pytest.raises(ValidationError, match="`weight` must be finite.*first at row 3"):
+        Monitor(reward_range=(0, 1)).update(df.assign(weight=np.r_[1, 1, 1, np.nan, [1] * 196]))
+    with pytest.raises(
+        ValidationError, match=r"`weight` \(the rows' sampling weights\) must be > 0"
+    ):
+        Monitor(reward_range=(0, 1)).update(df.assign(weight=np.r_[0.0, [1] * 199]))
+    with pytest.raises(ParameterError, match="`weight_column` must be a non-blank str"):
+        Monitor(reward_range=(0, 1), weight_column=3)
+    # weights that are all 1 are the unweighted rows
+    plain = Monitor(reward_range=(0, 1)).update(df).history
+    unit = Monitor(reward_range=(0, 1)).update(df.assign(weight=1.0)).history
+    pd.testing.assert_frame_equal(unit, plain)
+
+
+@pytest.mark.parametrize("method", ["betting", "asymptotic"])
+def test_an_estimate_outside_its_sequence_is_noted(method):
+    one = pd.DataFrame({"action": [1], "propensity": [0.5], "reward": [1.0], "target__one": [1.0]})
+    res = Monitor(reward_range=(0, 1), method=method).update(one)
+    row = res.current.iloc[0]
+    assert row["estimate"] == 2.0 and (row["ci_low"], row["ci_high"]) == (0.0, 1.0)
+    assert any("of one lies outside its confidence sequence" in n for n in res.notes)
+    rng = np.random.default_rng(19)
+    inside = Monitor(reward_range=(0, 1), method=method).update(_batch(rng, 2000))
+    assert not any("outside its confidence sequence" in n for n in inside.notes)
+
+
+def test_a_batch_without_rows_is_a_look_that_changes_nothing(tmp_path):
+    rng = np.random.default_rng(20)
+    df = _batch(rng, 300)
+    mon = Monitor(reward_range=(0, 1))
+    first = mon.update(df).current
+    empty = df.iloc[:0]
+    path = tmp_path / "hour.parquet"
+    empty.to_parquet(path)
+    for k, batch in enumerate((empty, str(path), pd.DataFrame()), start=2):
+        res = mon.update(batch)
+        assert res.looks == k and res.rows == 300
+        pd.testing.assert_frame_equal(res.current.drop(columns="look"), first.drop(columns="look"))
+        assert res.current["look"].tolist() == [k]
+    assert any("without rows" in n for n in res.notes)
+    # an empty first look: the looks after it are the same as without it
+    late = Monitor(reward_range=(0, 1))
+    assert late.update(empty).looks == 1 and late.result().current.empty
+    pd.testing.assert_frame_equal(
+        late.update(df).current.drop(columns="look"), first.drop(columns="look")
+    )
+    # a batch whose every row is rejected is not an empty one
+    with pytest.raises(ValidationError, match="reward_missing"):
+        mon.update(df.iloc[:1].assign(reward=np.nan))
+
+
+def test_event_ids_counted_by_an_earlier_look_are_refused():
+    rng = np.random.default_rng(21)
+    first = _batch(rng, 200).assign(event_id=np.arange(200))
+    mon = Monitor(reward_range=(0, 1))
+    mon.update(first)
+    with pytest.raises(ValidationError, match=r"200 of this batch's 200 event ids.*row 0.*: 0\)"):
+        mon.update(first)
+    overlap = _batch(rng, 200).assign(event_id=np.arange(150, 350))
+    with pytest.raises(ValidationError, match=r"50 of this batch's 200 .*row 0 of this batch: 150"):
+        mon.update(overlap)
+    assert _same_state(mon, 200, 1)  # refused batches change nothing
+    mon.update(overlap.iloc[50:])
+    assert _same_state(mon, 350, 2)
+    words = _batch(rng, 100).assign(event_id=[f"e{k}" for k in range(100)])
+    mon = Monitor(reward_range=(0, 1))
+    mon.update(words.iloc[:60])
+    with pytest.raises(
+        ValidationError, match=r"10 of this batch's 50 .*row 0 of this batch: 'e50'"
+    ):
+        mon.update(words.iloc[50:])
+
+
+def test_dr_without_distributions_is_refused_in_the_monitors_terms():
+    mon = Monitor(reward_range=(0, 1), estimator="dr")
+    with pytest.raises(
+        PolicyError,
+        match=r"a DR monitor \(estimator='dr'\) needs.*target_dist__one.*estimator='ips'",
+    ):
+        mon.update(_batch(np.random.default_rng(22)))
+
+
+def test_cli_takes_an_empty_file_as_a_look_and_sets_a_weighted_one_aside(tmp_path):
+    """ope monitor on a folder: a file without rows (an hour with no traffic) is a look that
+    changes nothing (it was rejected as 'holds no rows'); a file with sampling weights, which
+    the monitor refuses, is set aside and said, and the other files are still monitored (the
+    whole run ended with exit 1 before)."""
+    rng = np.random.default_rng(11)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    _batch(rng).to_parquet(logs / "b0.parquet")
+    _batch(rng).iloc[:0].to_parquet(logs / "b1.parquet")
+    weighted = _batch(rng)
+    weighted.assign(weight=np.where(np.arange(len(weighted)) % 2, 2.0, 1.0)).to_parquet(
+        logs / "b2.parquet"
+    )
+    _batch(rng).to_parquet(logs / "b3.parquet")
+    run = _cli("monitor", str(logs), "--reward-range", "0", "1", "--json")
+    doc = json.loads(run.stdout)
+    assert run.returncode == 65, run.stderr
+    assert doc["monitor"]["looks"] == 3 and doc["files"] == [
+        "b0.parquet",
+        "b1.parquet",
+        "b3.parquet",
+    ]
+    assert "rejected b2.parquet: EstimationError" in run.stderr and "weight" in run.stderr

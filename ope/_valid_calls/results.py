@@ -216,6 +216,14 @@ def _guardrails() -> Any:  # its small-sample warnings are planted: 60 rows
         return guardrail_decision(_guarded_frame(), ["greedy"], guardrails=["cost:lower:0.5"])
 
 
+def _later_batch() -> Any:
+    """The logs of :func:`frame` that come after it: other rows, other event ids (a monitor
+    refuses a batch whose ids an earlier look counted)."""
+    later = frame(seed=1)
+    later["event_id"] += len(later)
+    return later
+
+
 def _monitored() -> Any:
     from ope.monitor import Monitor
 
@@ -239,7 +247,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
         model_rows=1000,
         rng=0,
     ),
-    "ope.Monitor.update": lambda tmp: Call(_monitored().update, {"logs": frame()}),
+    "ope.Monitor.update": lambda tmp: Call(_monitored().update, {"logs": _later_batch()}),
     "ope.Monitor.from_state": lambda tmp: call(
         resolve("ope.Monitor").from_state, state=_monitored().state(), policies=["greedy"]
     ),
@@ -248,7 +256,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     ),
     "ope.run_monitor": lambda tmp: call(
         "ope.run_monitor",
-        batches=[frame(), frame()],
+        batches=[frame(), _later_batch()],
         policies=["greedy"],
         until_decided=False,
         reward_range=(0.0, 1.0),
