@@ -19,6 +19,7 @@ from ope.learning import (
     DirectMethodPolicyLearner,
     IPSPolicyLearner,
     certify,
+    learn_from_logs,
 )
 
 
@@ -141,19 +142,71 @@ def test_rows_with_equal_clipped_terms_above_the_range_give_a_bound_at_its_top()
 
 def test_the_gate_bound_never_exceeds_the_top_of_the_range():
     # three rows with the same clipped term 3 (> high = 1): the t bound of their mean was 3
-    cert = certify(
-        np.ones(3),
-        None,
-        np.zeros(3, dtype=int),
-        np.ones(3),
-        np.full(3, 1 / 3),
-        reward_range=(0.0, 1.0),
-        max_weight=3.0,
-        ci="t",
-    )
+    with pytest.warns(SmallSampleWarning, match=r"rests on 3 effective rows \(< 30\)"):
+        cert = certify(
+            np.ones(3),
+            None,
+            np.zeros(3, dtype=int),
+            np.ones(3),
+            np.full(3, 1 / 3),
+            reward_range=(0.0, 1.0),
+            max_weight=3.0,
+            ci="t",
+        )
     assert cert.value == pytest.approx(3.0)
     assert cert.lower_bound == 1.0
     assert cert.improvement_lower_bound == 1.0
+    # a degenerate t bound on three rows is no approval, and the estimate above the range is
+    # read as noise
+    assert cert.verdict == "reject" and "the gate does not approve on it" in cert.reason
+    assert any("lies above the top of reward_range (1)" in note for note in cert.notes)
+
+
+def test_the_gate_on_a_reward_range_near_the_float64_limit_is_the_unit_gate_scaled():
+    # its squares of rewards overflowed ("overflow encountered in square", an error here)
+    X, a, r, p = two_arms(3)
+    pe = (a == 1) * 1.0
+    low, high = -1e300, 1e300
+    for ci in ("betting", "bernstein", "t"):
+        unit = certify(pe, None, a, r, p, reward_range=(0, 1), max_weight=2.0, ci=ci)
+        huge = certify(
+            pe, None, a, low + r * 2e300, p, reward_range=(low, high), max_weight=2.0, ci=ci
+        )
+        assert np.isfinite([huge.value, huge.lower_bound, huge.improvement_lower_bound]).all()
+        assert huge.value == pytest.approx(low + 2e300 * unit.value, rel=1e-9)
+        assert huge.lower_bound == pytest.approx(low + 2e300 * unit.lower_bound, rel=1e-9)
+        assert huge.improvement_lower_bound == pytest.approx(
+            2e300 * unit.improvement_lower_bound, rel=1e-9
+        )
+        assert huge.verdict == unit.verdict
+
+
+def test_certifying_a_learner_without_contexts_is_a_parameter_error():
+    X, a, r, p = two_arms(4)
+    learner = ConservativePolicyLearner().fit(X[:200], a[:200], r[:200], p[:200])
+    with pytest.raises(
+        ParameterError,
+        match=r"`X` is None, but `policy` \(ConservativePolicyLearner\) computes its "
+        r"probabilities from the contexts: pass the certification rows' contexts as X",
+    ):
+        certify(learner, None, a[200:], r[200:], p[200:], reward_range=(0, 1))
+
+
+def test_learn_from_logs_says_how_to_widen_the_learners_reward_range():
+    import ope
+
+    X, a, r, p = two_arms(5)
+    logs = ope.read_logs(pa.table({"x": X[:, 0], "action": a, "reward": 5.0 * r, "propensity": p}))
+    with pytest.raises(
+        ValidationError,
+        match=r"rows outside reward_range=\(0, 1\).*learn_from_logs takes reward_range from "
+        r"its learner .* pass learner=ConservativePolicyLearner\(reward_range=\(low, high\)\)",
+    ):
+        learn_from_logs(logs, context_columns="x", rng=0)
+    _, cert = learn_from_logs(
+        logs, context_columns="x", learner=ConservativePolicyLearner(reward_range=(0, 5)), rng=0
+    )
+    assert cert.reward_range == (0.0, 5.0)
 
 
 def test_a_reward_range_near_the_float64_limit_gives_finite_values_inside_it():

@@ -718,6 +718,30 @@ def test_learner_policy_table_long_format():
     assert "spam" not in set(even["action"])
 
 
+def test_learner_policy_table_refuses_columns_other_than_those_fitted_on():
+    logs = _string_logs(200)
+    table = logs.table.append_column("z", pa.array(np.linspace(-1.0, 1.0, 200)))
+    logs = BanditLogs(table, logs.report)
+    learner = ConservativePolicyLearner().fit_logs(logs, context_columns=["x"])
+    assert learner.context_columns_ == ("x",)
+    # one feature either way: scoring on z read every row's feature from the wrong column
+    with pytest.raises(
+        SchemaError,
+        match=r"`context_columns` \['z'\] are not the columns "
+        r"ConservativePolicyLearner was fitted on, \['x'\].*"
+        r"Pass context_columns=\['x'\]",
+    ):
+        learner_policy_table(learner, logs, context_columns=["z"])
+    assert learner_policy_table(learner, logs, context_columns="x").num_rows > 0
+    learned, _ = learn_from_logs(logs, context_columns=["z", "x"], rng=0)
+    assert learned.context_columns_ == ("z", "x")
+    with pytest.raises(SchemaError, match=r"\['x', 'z'\] are not the columns .* \['z', 'x'\]"):
+        learner_policy_table(learned, logs, context_columns=["x", "z"])
+    # a refit on arrays forgets the columns: its features came from wherever the caller took them
+    learner.fit(np.zeros((4, 1)), [0, 1, 0, 1], np.ones(4), np.full(4, 0.5))
+    assert not hasattr(learner, "context_columns_")
+
+
 def test_logs_helpers_schema_errors():
     logs = _string_logs(20)
     with pytest.raises(SchemaError, match=r"context column\(s\) \['nope'\] are not in the logs"):

@@ -23,7 +23,7 @@ from scipy import stats
 
 import ope
 from ope._format import TEXT_WIDTH
-from ope.exceptions import EstimationError, ValidationError
+from ope.exceptions import EstimationError, SmallSampleWarning, ValidationError
 from ope.learning import (
     Certificate,
     ConservativePolicyLearner,
@@ -270,6 +270,64 @@ def test_finite_sample_modes_refuse_weighted_rows_and_auto_takes_t() -> None:
             sampling_weight=np.where(action == 0, -1.0, 1.0),
             weight_name="w8",
         )
+
+
+def test_the_gate_does_not_approve_on_one_effective_row_of_sampling_weights() -> None:
+    # a fair coin under both arms, and one rewarded row of the candidate's arm with weight 1e9:
+    # its Hajek estimate is 2 (= max_weight) for rewards in [0, 1], with a t bound of 1
+    rng = np.random.default_rng(0)
+    n = 400
+    action = rng.integers(0, 2, n)
+    reward = rng.binomial(1, 0.5, n).astype(float)
+    p, pe = np.full(n, 0.5), (action == 1) * 1.0
+    s = np.ones(n)
+    s[np.flatnonzero((action == 1) & (reward == 1))[0]] = 1e9
+    gate = ope.SafetyGate(reward_range=(0, 1), max_weight=2)
+    with pytest.warns(SmallSampleWarning, match=r"rests on 1 effective row \(< 30\)"):
+        cert = gate.certify(pe, None, action, reward, p, sampling_weight=s, weight_name="w")
+    assert cert.ci_method == "t" and cert.verdict == "reject" and cert.tipping_gamma is None
+    assert cert.improvement_lower_bound == pytest.approx(1.0)  # what approved before
+    assert "but that t bound rests on 1 effective row (< 30)" in cert.reason
+    assert "the gate does not approve on it" in cert.reason
+    rules = [getattr(note, "rule", None) for note in cert.notes]
+    assert "few_effective_rows" in rules
+    assert any("give max_sampling_weight=" in note for note in cert.notes)
+    # the weighted note says how concentrated the sampling weights are; the estimate above
+    # the range is read as noise
+    assert any(
+        "Kish effective sample size is 1 of the 400 rows: they concentrate" in note
+        for note in cert.notes
+    )
+    assert cert.value == pytest.approx(2.0)
+    assert any("lies above the top of reward_range (1)" in note for note in cert.notes)
+    # spread sampling weights: the same certificate approves nothing it did not before
+    spread = gate.certify(pe, None, action, reward, p, sampling_weight=np.where(action, 2.0, 1.0))
+    assert "few_effective_rows" not in [getattr(note, "rule", None) for note in spread.notes]
+    # the same rule through rank_policies and learn_from_logs
+    with pytest.warns(SmallSampleWarning, match=r"policy 'a1'.*rests on 1 effective row"):
+        rank_policies(
+            {"a1": pe},
+            None,
+            action,
+            reward,
+            p,
+            reward_range=(0, 1),
+            max_weight=2.0,
+            sampling_weight=s,
+        )
+    X = rng.normal(size=(n, 2))
+    heavy = np.ones(n)
+    heavy[np.flatnonzero((action == 1) & (reward == 1))[:3]] = 1e9  # not all in one part
+    logs = ope.read_logs(_table(X, action, reward, p, heavy))
+    with pytest.warns(SmallSampleWarning, match=r"effective rows? \(< 30\)"):
+        _, learned = learn_from_logs(
+            logs,
+            context_columns=["x0", "x1"],
+            learner=ConservativePolicyLearner(reward_range=(0, 1), max_weight=2.0),
+            rng=0,
+        )
+    assert learned.weighted and learned.ci_method == "t" and learned.verdict == "reject"
+    assert "few_effective_rows" in [getattr(note, "rule", None) for note in learned.notes]
 
 
 def test_weighted_betting_bound() -> None:

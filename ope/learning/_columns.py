@@ -8,6 +8,7 @@ matrix is :func:`ope.context.context_matrix`, the one shared with the reward mod
 from __future__ import annotations
 
 import inspect
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, Sequence
 
 import numpy as np
@@ -24,6 +25,8 @@ __all__ = [
     "weight_arguments",
     "fit_logs",
     "feature_arguments",
+    "record_context_columns",
+    "check_context_columns",
 ]
 
 
@@ -92,6 +95,46 @@ def feature_arguments(learner: Any, logs: Any, action_features: Any) -> dict[str
     return {"action_features": implicit}
 
 
+def _column_names(context_columns: Any) -> tuple[str, ...] | None:
+    """``context_columns`` as a tuple of names; None for what cannot be read without consuming
+    it (an iterator) or is not a column list (:func:`ope.context.context_matrix` says why)."""
+    if isinstance(context_columns, str):
+        return (context_columns,)
+    if isinstance(context_columns, (Iterator, bytes, Mapping)) or not isinstance(
+        context_columns, Iterable
+    ):
+        return None
+    names = tuple(context_columns)
+    return names if all(isinstance(c, str) for c in names) else None
+
+
+def record_context_columns(learner: Any, context_columns: str | Sequence[str]) -> None:
+    """Record on a learner just fitted from logs the columns its features came from, in
+    order (``context_columns_``): scoring it later on other columns would read each feature
+    from the wrong column (:func:`check_context_columns`)."""
+    names = _column_names(context_columns)
+    if names is not None:
+        learner.context_columns_ = names
+
+
+def check_context_columns(learner: Any, context_columns: str | Sequence[str]) -> None:
+    """A SchemaError when ``context_columns`` are not the columns, in order, that ``learner``
+    was fitted on from logs (its ``context_columns_``); a learner fitted on arrays has no
+    record, and only the number of features is checked (when the matrix is scored)."""
+    fitted = getattr(learner, "context_columns_", None)
+    if fitted is None:
+        return
+    given = _column_names(context_columns)
+    if given is None or given == tuple(fitted):
+        return  # the same columns, or none readable here (context_matrix judges them)
+    raise SchemaError(
+        f"`context_columns` {list(given)} are not the columns {type(learner).__name__} was "
+        f"fitted on, {list(fitted)}: its features would be read from the wrong columns. Pass "
+        f"context_columns={list(fitted)} (the same columns, in the same order), or refit the "
+        "learner on the columns given."
+    )
+
+
 def fit_logs(
     learner: Any,
     logs: Any,
@@ -106,7 +149,7 @@ def fit_logs(
     X = context_matrix(logs, context_columns)
     action, reward, propensity, cand = log_columns(logs)
     name, s = log_sampling_weight(logs, weight_column)
-    return learner.fit(
+    fitted = learner.fit(
         X,
         action,
         reward,
@@ -115,3 +158,5 @@ def fit_logs(
         **feature_arguments(learner, logs, action_features),
         **weight_arguments(learner, name, s),
     )
+    record_context_columns(learner, context_columns)
+    return fitted

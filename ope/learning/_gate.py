@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import warnings
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Final, Literal, Mapping
@@ -15,7 +16,17 @@ from scipy import stats
 from sklearn.exceptions import NotFittedError
 
 from ope._format import wrap_text
-from ope._thresholds import MIN_ROWS, small_sample, small_sample_note
+from ope._thresholds import (
+    MIN_EFFECTIVE_ROWS,
+    MIN_ROWS,
+    as_sentence,
+    few_effective_rows,
+    few_effective_rows_note,
+    kish_ess,
+    low_ess,
+    small_sample,
+    small_sample_note,
+)
 from ope._validation import (
     check_choice,
     check_confidence_level,
@@ -25,12 +36,15 @@ from ope._validation import (
     check_real,
     check_target_propensity,
     describe,
+    power_of_two_scale,
+    user_stacklevel,
 )
 from ope.exceptions import (
     EstimationError,
     MissingBoundsError,
     ParameterError,
     PolicyError,
+    SmallSampleWarning,
     ValidationError,
 )
 from ope.diagnostics.msm import describe_approval_tipping, msm_weight_range, tipping_point
@@ -81,6 +95,10 @@ _UNWEIGHTED_METHODS: Final = ("betting", "bernstein")
 #: what ``ci="auto"`` chooses on unweighted rows and on rows with sampling weights
 AUTO_METHOD: Final = "betting"
 AUTO_WEIGHTED_METHOD: Final = "t"
+
+#: the asymptotic mode: its bound rests on the central limit theorem, so the gate does not
+#: approve on it when the estimate rests on fewer than MIN_EFFECTIVE_ROWS effective rows
+_ASYMPTOTIC_METHOD: Final = "t"
 
 #: bisection steps of the weighted betting bound on the [0, 1] scale (2**-50 < 1e-15), and the
 #: truncation c of its bets, lambda <= c / (s_max m), which keeps every capital factor >= 1 - c:
@@ -425,6 +443,14 @@ class Certificate(Result):
 def _propensities_of(policy: Any, X: Any, action: Any, candidates: Any) -> Any:
     """What ``policy`` gives for the logged actions: a learner's target propensities, a
     classifier's probabilities of them, or ``policy`` itself (a per-row vector)."""
+    scores_contexts = hasattr(policy, "target_propensity") or hasattr(policy, "predict_proba")
+    if X is None and scores_contexts:
+        raise ParameterError(
+            f"`X` is None, but `policy` ({type(policy).__name__}) computes its probabilities "
+            "from the contexts: pass the certification rows' contexts as X (shape (n, "
+            "n_features), the features it was fitted on), or pass its target propensities "
+            "pi(action_i | x_i) as an array with X=None."
+        )
     if hasattr(policy, "classes_"):
         idx = _known_actions(np.asarray(policy.classes_), np.asarray(action))
     if hasattr(policy, "target_propensity"):
@@ -716,6 +742,11 @@ class SafetyGate:
     :math:`S = 1` give the unweighted betting bound exactly. Without :math:`S` the terms
     :math:`s_iT_i` have no a priori range and ``"betting"`` refuses weighted rows;
     ``"bernstein"`` always does (its bound is for the unweighted mean of i.i.d. terms).
+    The t bound rests on the central limit theorem: the gate does not approve on it when the
+    estimate rests on fewer than :data:`ope._thresholds.MIN_EFFECTIVE_ROWS` effective rows
+    (Kish's ESS of :math:`s_i\bar w_i`, and at most that of :math:`s_i`, which the baseline
+    and the improvement rest on; of :math:`\bar w_i` on unweighted rows): the reason says so,
+    with the ``few_effective_rows`` note and a :class:`~ope.exceptions.SmallSampleWarning`.
     ``ci="auto"`` (the default) is ``"betting"`` on weighted rows when :math:`S` is given,
     else ``"t"``, and the certificate says which (``ci_method``, ``sampling_weight`` and a
     note).
@@ -850,37 +881,52 @@ class SafetyGate:
         )
         bet_weights = None if s is None or s_max is None else (s, s_max)
         pe = _policy_propensity(policy, X, a, candidates, n)
-        span = high - low
-        ell = r - low
+        # everything below is computed in units of a power of two (exact, so the numbers are
+        # those of the rewards as given): squares and sums of rewards near the float64 limit
+        # (reward_range=(-1e300, 1e300)) stay finite; results are scaled back at the end
+        unit = power_of_two_scale(low, high)
+        low_u, high_u = low / unit, high / unit
+        r_u = r / unit
+        span = high_u - low_u
+        ell = r_u - low_u
         clipped_weight = np.minimum(pe / p, max_weight)
         if s is None:
             # Z_i = r_lo + min(w_i, M) (r_i - r_lo): the clipped-IPS moments about r_lo (kernel)
-            moments = centered_moments(r, p, pe[:, None], max_weight=max_weight)
-            shifted_mean, z_var = moments.product_mean_var(0, clipped=True, about=low)
-            estimate = low + shifted_mean
+            moments = centered_moments(r_u, p, pe[:, None], max_weight=max_weight)
+            shifted_mean, z_var = moments.product_mean_var(0, clipped=True, about=low_u)
+            estimate = low_u + shifted_mean
             n_clipped = float(moments.n_clipped[0])
         else:  # the Hajek ratio sum s Z / sum s and the variance of its linearized terms
-            weighted = WeightedMoments.from_arrays(r, (pe / p)[:, None], s, max_weight=max_weight)
-            estimate, z_sd = weighted.estimate("clipped_ips", 0, origin=low)
+            weighted = WeightedMoments.from_arrays(r_u, (pe / p)[:, None], s, max_weight=max_weight)
+            estimate, z_sd = weighted.estimate("clipped_ips", 0, origin=low_u)
             z_var = z_sd * z_sd
             n_clipped = float(weighted.n_clipped[0])
-        z = low + ell * clipped_weight
+        z = low_u + ell * clipped_weight
         # no value lies outside the reward range, so neither does a bound of it (a few rows
         # with equal clipped terms above high would otherwise give a "lower bound" above high)
         lower = min(
-            high,
+            high_u,
             _one_sided_lower(
                 estimate,
                 z_var,
                 z,
-                low=low,
-                high=low + max_weight * span,
+                low=low_u,
+                high=low_u + max_weight * span,
                 confidence_level=level,
                 method=method,
                 weights=bet_weights,
             ),
         )
-        baseline_value = float(r.mean()) if s is None else _hajek(r, s)[0]
+        baseline_value = float(r_u.mean()) if s is None else _hajek(r_u, s)[0]
+        # the t bound rests on the central limit theorem, which needs enough effective rows
+        # (betting and Bernstein hold at any n): Kish's ESS of the weights the estimate uses,
+        # s * min(w, M) as ope.evaluate reads it, and of s alone, which the baseline and the
+        # paired improvement rest on (one row with most of the sampling weight decides them)
+        effective = (
+            _effective_rows(clipped_weight, s, n) if method == _ASYMPTOTIC_METHOD else math.inf
+        )
+        few_rows = few_effective_rows(effective)
+        std_error = math.sqrt(z_var / n)
         pct = f"{100 * level:g}%"
         improvement: float | None
         improvement_lower: float | None
@@ -896,6 +942,7 @@ class SafetyGate:
                 improvement, diff_var = float(diff.mean()), float(diff.var(ddof=1))
             else:
                 improvement, diff_var = _hajek(diff, s)
+            std_error = math.sqrt(diff_var / n)
             improvement_lower = min(
                 span,
                 _one_sided_lower(
@@ -909,43 +956,79 @@ class SafetyGate:
                     weights=bet_weights,
                 ),
             )
+            bar = 0.0
+            bound_u = improvement_lower
+            improvement, improvement_lower = improvement * unit, improvement_lower * unit
+            baseline_value *= unit
             source = f"on-policy mean reward of the logging policy on the {n:,} certification rows"
             if s is not None:
                 source = (
                     f"Hajek-weighted {source[: -len(' rows')]} rows (sampling weights "
                     f"`{weight_name}`)"
                 )
-            approve = improvement_lower > 0.0
-            reason = (
-                f"the {pct} lower bound of the improvement over the logging policy is "
-                f"{improvement_lower:.4g} {'>' if approve else '<='} 0"
-            )
+            shown, what = improvement_lower, "of the improvement over the logging policy"
+            against = "0"
             baseline_kind: Literal["logging", "threshold"] = "logging"
         else:
             threshold = check_real(self.baseline, "baseline")
             if not math.isfinite(threshold):
                 raise ParameterError(f"baseline threshold must be finite, got {threshold!r}.")
             improvement = improvement_lower = None
+            bar, bound_u = threshold / unit, lower
             baseline_value = threshold
             source = "threshold given by the user"
-            approve = lower > threshold
-            reason = (
-                f"the {pct} lower bound of the value is {lower:.4g} "
-                f"{'>' if approve else '<='} the threshold {threshold:.4g}"
-            )
+            shown, what, against = lower * unit, "of the value", f"the threshold {threshold:.4g}"
             baseline_kind = "threshold"
+        approve = bound_u > bar
+        reason = f"the {pct} lower bound {what} is {shown:.4g} {'>' if approve else '<='} {against}"
+        if name is None:
+            name = type(policy).__name__ if not isinstance(policy, (np.ndarray, list)) else "policy"
+        notes: tuple[str, ...] = ()
+        few_note = None
+        if method == _ASYMPTOTIC_METHOD and small_sample(n):
+            notes += (small_sample_note(n),)
+        elif few_rows:  # below SMALL_SAMPLE_ROWS rows the note above says it already
+            few_note = few_effective_rows_note(
+                effective,
+                std_error * unit,
+                weighted=s is not None,
+                advice="the gate does not approve on it: " + _few_rows_advice(s is not None),
+            )
+            notes += (few_note,)
+        declined = few_rows and approve
+        if declined:
+            approve = False
+            reason = (
+                f"{reason}, but that t bound rests on {effective:.3g} effective "
+                f"{'row' if f'{effective:.3g}' == '1' else 'rows'} (< {MIN_EFFECTIVE_ROWS}), "
+                "too few for the central limit theorem behind it: the gate does not approve on it"
+            )
+        if declined or few_note is not None:
+            said = (
+                f"{reason}. {as_sentence(_few_rows_advice(s is not None))}"
+                if declined
+                else str(few_note)
+            )
+            warnings.warn(
+                f"SafetyGate, policy {str(name)!r}: {said}",
+                SmallSampleWarning,
+                stacklevel=user_stacklevel(),
+            )
+        if s is not None:
+            notes += (_weighted_note(weight_name, s, self.ci, method, s_max),)
+        estimate, lower = estimate * unit, lower * unit
+        if estimate > high:
+            notes += (_above_range_note(estimate, high, max_weight),)
         tipping = None
         if approve:
 
             def holds(gamma: float) -> bool:
                 # the weights at their smallest under gamma: pi times the box's lower end
                 w_low = np.minimum(pe * msm_weight_range(p, gamma)[0], max_weight)
-                if isinstance(self.baseline, str):
+                if baseline_kind == "logging":
                     terms, lo_t, hi_t = ell * (w_low - 1.0), -span, (max_weight - 1.0) * span
-                    bar = 0.0
                 else:
-                    terms, lo_t, hi_t = low + ell * w_low, low, low + max_weight * span
-                    bar = float(self.baseline)
+                    terms, lo_t, hi_t = low_u + ell * w_low, low_u, low_u + max_weight * span
                 mean, var = (
                     (float(terms.mean()), float(terms.var(ddof=1)))
                     if s is None
@@ -964,8 +1047,6 @@ class SafetyGate:
                 return bound > bar
 
             tipping = tipping_point(holds)
-        if name is None:
-            name = type(policy).__name__ if not isinstance(policy, (np.ndarray, list)) else "policy"
         return Certificate(
             policy=str(name),
             verdict="approve" if approve else "reject",
@@ -984,9 +1065,7 @@ class SafetyGate:
             n_train=None if n_train is None else int(n_train),
             n=int(n),
             clipped_fraction=n_clipped / n,
-            # the t bound rests on the central limit theorem; betting and Bernstein hold at any n
-            notes=((small_sample_note(n),) if method == "t" and small_sample(n) else ())
-            + (() if s is None else (_weighted_note(weight_name, s, self.ci, method, s_max),)),
+            notes=notes,
             sampling_weight=None if s is None else weight_name,
             tipping_gamma=tipping,
         )
@@ -1058,6 +1137,42 @@ def _hajek(values: npt.NDArray[np.float64], s: npt.NDArray[np.float64]) -> tuple
     return mean, sd * sd
 
 
+def _effective_rows(
+    clipped_weight: npt.NDArray[np.float64], s: npt.NDArray[np.float64] | None, n: int
+) -> float:
+    """The effective number of certification rows behind the gate's t bounds: Kish's ESS of
+    the weights the estimate uses, ``s * min(w, M)`` (``s`` = 1 on unweighted rows, as
+    :func:`ope.evaluate` reads them), and at most that of ``s`` alone, on which the baseline and
+    the paired improvement rest (``n`` on unweighted rows)."""
+    used = clipped_weight if s is None else s * clipped_weight
+    ess = kish_ess(float(used.sum()), float(used @ used))
+    return ess if s is None else min(ess, kish_ess(float(s.sum()), float(s @ s)))
+
+
+def _few_rows_advice(weighted: bool) -> str:
+    """What to do when the t bound rests on too few effective rows (a phrase in lower case, as
+    :func:`ope._thresholds.few_effective_rows_note` takes its advice)."""
+    return (
+        "give max_sampling_weight= (an a priori bound of the sampling weights) for the "
+        "finite-sample weighted betting bound, or certify on more rows whose sampling weights "
+        "are less concentrated."
+        if weighted
+        else "certify with ci='betting' (or 'auto'), whose bound holds at any n, or on more rows."
+    )
+
+
+def _above_range_note(estimate: float, high: float, max_weight: float) -> str:
+    """The note of a value estimate above the top of the reward range: the policy's value
+    cannot be there (the clipped terms reach ``max_weight`` times the range only row by row)."""
+    return (
+        f"the estimate {estimate:.4g} lies above the top of reward_range ({high:.4g}), which "
+        "the policy's value cannot exceed: the clipped importance-weighted terms reach "
+        f"max_weight={max_weight:g} times the range's width on single rows, so an average above "
+        "it is noise (few rows, or a few rows with large weights). Read the value as at most "
+        f"{high:.4g}; the lower bound stays within the range."
+    )
+
+
 def _weighted_note(
     weight_name: str,
     s: npt.NDArray[np.float64],
@@ -1082,9 +1197,19 @@ def _weighted_note(
             f"{chose}the bounds are t bounds of the linearized ratios (asymptotic): "
             "betting needs max_sampling_weight and bernstein is for unweighted rows"
         )
+    n = int(s.shape[0])
+    ess = kish_ess(float(s.sum()), float(s @ s))
+    concentrated = (
+        ": they concentrate on a few rows, which decide the estimate, the baseline and the "
+        "improvement alike"
+        if low_ess(ess, n) or few_effective_rows(ess)
+        else ""
+    )
     return (
-        sampling_weight_note(weight_name, float(s.sum()), int(s.shape[0]))
-        + f" The estimate, the baseline and the improvement are Hajek ratios; {bound}."
+        sampling_weight_note(weight_name, float(s.sum()), n)
+        + f" The estimate, the baseline and the improvement are Hajek ratios; {bound}. The "
+        f"sampling weights' Kish effective sample size is {ess:.3g} of the {n:,} rows"
+        f"{concentrated}."
     )
 
 

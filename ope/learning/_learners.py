@@ -268,6 +268,8 @@ def _validate_fit_inputs(
     actions of an action-feature table).
     """
     X = _validate_X(est, X, reset=True)
+    # the log columns of an earlier fit_logs: this fit's features need not come from them
+    est.__dict__.pop("context_columns_", None)
     n = X.shape[0]
     y = _validate_y(y, n)
     sw = _sample_weight(sample_weight, n)
@@ -1196,6 +1198,10 @@ class ConservativePolicyLearner(_SoftmaxPolicyLearner):
         L-BFGS-B iterations run.
     n_features_in_ : int
         Number of context features.
+    context_columns_ : tuple of str
+        The log columns of the features, in order, when fitted from logs (``fit_logs``,
+        :func:`ope.learning.learn_from_logs`); :func:`ope.learning.learner_policy_table`
+        refuses other columns. Absent after ``fit`` on arrays.
 
     Notes
     -----
@@ -1360,7 +1366,7 @@ class IPSPolicyLearner(_SoftmaxPolicyLearner):
     Attributes
     ----------
     classes_, coef_, intercept_, action_coef_, action_model_, value_estimate_, value_std_error_,
-    value_lower_bound_, n_iter_, n_features_in_, full_information_, seed_
+    value_lower_bound_, n_iter_, n_features_in_, context_columns_, full_information_, seed_
         As in :class:`ConservativePolicyLearner`; ``max_weight_`` is None and
         ``variance_penalty_`` is 0, so ``value_lower_bound_ == value_estimate_`` (the in-sample
         IPS estimate of the learned policy) unless that estimate lies outside
@@ -1444,6 +1450,10 @@ class DirectMethodPolicyLearner(_LearnedPolicy):
         (:math:`\sum_i s_i\hat q(x_i,\pi(x_i))/\sum_i s_i` with ``sample_weight``).
     n_features_in_ : int
         Number of context features.
+    context_columns_ : tuple of str
+        The log columns of the features, in order, when fitted from logs (``fit_logs``,
+        :func:`ope.learning.learn_from_logs`); :func:`ope.learning.learner_policy_table`
+        refuses other columns. Absent after ``fit`` on arrays.
 
     Notes
     -----

@@ -16,14 +16,22 @@ from sklearn.base import clone
 
 from ope._progress import progress
 from ope._provenance import estimated_propensity_note
-from ope._validation import check_name, check_real, describe, resolve_seed
+from ope._validation import (
+    check_name,
+    check_real,
+    check_rewards_in_range,
+    describe,
+    resolve_seed,
+)
 from ope.context import context_matrix
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
 from ope.logs import require_logs
 from ope.learning._columns import (
+    check_context_columns,
     feature_arguments,
     log_columns,
     log_sampling_weight,
+    record_context_columns,
     weight_arguments,
 )
 from ope.learning._gate import (
@@ -33,6 +41,7 @@ from ope.learning._gate import (
     check_max_sampling_weight,
     resolve_gate_method,
 )
+from ope.learning._common import required_reward_range
 from ope.learning._learners import ConservativePolicyLearner
 from ope.policies.table import canonical_policy_table
 from ope._output import check_utf8_destination
@@ -171,6 +180,7 @@ def learn_from_logs(
     _release_arrow_memory()
     X = context_matrix(logs, context_columns)
     action, reward, propensity, cand = log_columns(logs)
+    _check_learner_reward_range(est, reward)
     n = X.shape[0]
     n_cert = int(round(n * fraction))
     if n_cert < 2 or n - n_cert < 2:
@@ -198,6 +208,7 @@ def learn_from_logs(
         **features,
         **weight_arguments(est, weight_name, None if s is None else s[train_rows]),
     )
+    record_context_columns(est, context_columns)
     del X_train
     certificate = gate.certify(
         est,
@@ -214,6 +225,23 @@ def learn_from_logs(
     estimated = estimated_propensity_note(logs)  # the certificate rests on these propensities
     notes = certificate.notes + ((estimated,) if estimated is not None else ())
     return est, dataclasses.replace(certificate, seed=seed, notes=notes)
+
+
+def _check_learner_reward_range(learner: Any, reward: npt.NDArray[Any]) -> None:
+    """Every reward inside the learner's ``reward_range`` (the learner and the gate both read
+    it there), else the ValidationError of the rule, saying where learn_from_logs takes the
+    range from and how to widen it."""
+    given = getattr(learner, "reward_range", None)
+    if given is None:
+        return  # the learner's fit or the gate says what it needs
+    try:
+        check_rewards_in_range(reward, required_reward_range(given))
+    except ValidationError as exc:
+        raise ValidationError(
+            f"{exc} learn_from_logs takes reward_range from its learner (the gate certifies "
+            f"with the same range): to widen it pass learner={type(learner).__name__}("
+            "reward_range=(low, high)) with a priori bounds of every reward."
+        ) from None
 
 
 def _unfitted_learner(learner: Any) -> Any:
@@ -293,6 +321,7 @@ def learner_policy_batches(
             "the logs have no event_id column; a policy table is joined to the logs on event_id. "
             "Add a unique event_id per row when reading the logs."
         )
+    check_context_columns(learner, context_columns)
     _release_arrow_memory()
     X = context_matrix(logs, context_columns)
     return _policy_batches(learner, logs, X, names)
