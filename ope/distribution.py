@@ -60,6 +60,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -81,12 +82,16 @@ from ope._validation import (
     finite_pair,
     check_weight_bound,
     resolve_seed,
+    user_stacklevel,
 )
+from ope._format import Note
+from ope._thresholds import few_effective_rows, few_effective_rows_note, kish_ess
 from ope.exceptions import (
     EstimationError,
     ParameterError,
     PolicyError,
     SchemaError,
+    SmallSampleWarning,
     ValidationError,
 )
 
@@ -530,9 +535,7 @@ def _weights_and_outcome(
     column = sampling_weight_column(logs.columns, weight_column)
     s = None
     if column is not None:
-        s = check_sampling_weight(
-            logs.column(column), logs.n, name=f"column `{column}` (`weight_column`)"
-        )
+        s = check_sampling_weight(logs.column(column), logs.n, name=column)
         if np.all(s == 1.0):
             s, column = None, None
     return y, tp.values / p[:, None], list(tp.names), s, column, logs, tp
@@ -584,13 +587,16 @@ def _multiplier_width(
     n_resamples: int,
     level: float,
     gen: np.random.Generator,
-) -> float:
+) -> tuple[float, float]:
     """The ``level`` quantile of ``sup_k |G*(t_k)|`` for ``G*(t) = (1/n) sum_i xi_i (a_i 1{y_i
     <= t} - cdf(t) b_i)``, ``xi`` standard normal: per bucket the pair (sum xi a, sum xi b) is
-    bivariate normal, independent across buckets, drawn from its covariance."""
+    bivariate normal, independent across buckets, drawn from its covariance. Also the largest
+    standard deviation of ``G*(t_k)`` over the thresholds (the CDF's largest standard error)."""
     saa = np.bincount(bucket, weights=a * a, minlength=n_buckets)
     sab = np.bincount(bucket, weights=a * b, minlength=n_buckets)
     sbb = np.bincount(bucket, weights=b * b, minlength=n_buckets)
+    variance = np.cumsum(saa) - 2.0 * cdf * np.cumsum(sab) + cdf * cdf * float(sbb.sum())
+    se = math.sqrt(max(float(variance.max()), 0.0)) / n
     # (dA, dB) = (sqrt(saa) z1, sab / sqrt(saa) z1 + sqrt(sbb - sab^2 / saa) z2)
     root = np.sqrt(saa)
     safe = np.where(root > 0, root, 1.0)
@@ -606,7 +612,7 @@ def _multiplier_width(
         d_b = c1 * z1 + c2 * z2
         path = np.cumsum(d_a, axis=1) - cdf[None, :] * d_b.sum(axis=1, keepdims=True)
         sups[start : start + m] = np.abs(path).max(axis=1) / n
-    return float(np.quantile(sups, level))
+    return float(np.quantile(sups, level)), se
 
 
 def _multiplier_width_model(
@@ -620,12 +626,13 @@ def _multiplier_width_model(
     n_resamples: int,
     level: float,
     gen: np.random.Generator,
-) -> float:
+) -> tuple[float, float]:
     """:func:`_multiplier_width` of DR: ``G*(t_k) = (1/n) sum_i xi_i (a_i 1{y_i <= t_k} +
     sum_l mix[k, l] extra[i, l] - cdf_k b_i)``. The per-bucket increments of the first sum are
     independent; the totals ``(sum xi extra, sum xi b)`` are their regression on the increments
     plus an independent Gaussian remainder, whose covariance is the total cross-products minus
-    the part the increments explain: each draw is exact, at O(K J) per draw."""
+    the part the increments explain: each draw is exact, at O(K J) per draw. Also the largest
+    standard deviation of ``G*(t_k)`` over the thresholds, as :func:`_multiplier_width`."""
     n_buckets = mix.shape[0]
     g = np.column_stack((extra, b))  # (n, J + 1): the terms that enter through their totals
     saa = np.bincount(bucket, weights=a * a, minlength=n_buckets)
@@ -638,7 +645,17 @@ def _multiplier_width_model(
     safe = np.where(root > 0, root, 1.0)
     scaled = np.where(root[:, None] > 0, cross / safe[:, None], 0.0)  # cov / sd per bucket
     slope = np.where(root[:, None] > 0, scaled / safe[:, None], 0.0)  # cov / var
-    remainder = g.T @ g - scaled.T @ scaled
+    gram = g.T @ g
+    remainder = gram - scaled.T @ scaled
+    # Var G*(t_k) n^2 = sum_{b <= k} saa + 2 c_k . sum_{b <= k} cross + c_k' gram c_k, with
+    # c_k = (mix_k, -cdf_k) the loadings of the totals
+    loads = np.column_stack((mix, -cdf))
+    variance = (
+        np.cumsum(saa)
+        + 2.0 * np.sum(np.cumsum(cross, axis=0) * loads, axis=1)
+        + np.einsum("kj,jl,kl->k", loads, gram, loads)
+    )
+    se = math.sqrt(max(float(variance.max()), 0.0)) / n
     values, vectors = np.linalg.eigh(0.5 * (remainder + remainder.T))
     factor = vectors * np.sqrt(np.clip(values, 0.0, None))
     sups = np.empty(n_resamples)
@@ -649,7 +666,7 @@ def _multiplier_width_model(
         totals = steps @ slope + gen.standard_normal((m, g.shape[1])) @ factor.T
         path = np.cumsum(steps, axis=1) + totals[:, :-1] @ mix.T - cdf[None, :] * totals[:, -1:]
         sups[start : start + m] = np.abs(path).max(axis=1) / n
-    return float(np.quantile(sups, level))
+    return float(np.quantile(sups, level)), se
 
 
 def outcome_distribution(
@@ -1101,6 +1118,46 @@ class _Options:
         )
 
 
+def _few_rows_note(
+    name: str, mass: np.ndarray, se: float, *, weighted: bool, est: str, notes: list[str]
+) -> None:
+    """Note and warn when a multiplier band rests on few effective rows: Kish's ESS of the
+    rows' weights ``mass`` (sampling weight times importance weight, as ``ope.evaluate``'s
+    ``ess``) below :data:`~ope._thresholds.MIN_EFFECTIVE_ROWS`. Such a band can collapse to
+    zero width (one dominant row makes every threshold's estimate that row's), so the note says
+    it is not to be trusted and which band holds at any n."""
+    top = float(np.max(mass))
+    if not top > 0:
+        return
+    scaled = mass / top  # Kish's ESS does not depend on the scale; its squares cannot overflow
+    ess = kish_ess(float(scaled.sum()), float(np.dot(scaled, scaled)))
+    if not few_effective_rows(ess):
+        return
+    if weighted:
+        instead = "no finite-sample band takes sampling weights: log more rows"
+    elif est == "ips":
+        instead = "band='hoeffding' with an a priori weight_bound holds at any n; or log more rows"
+    else:
+        instead = (
+            "estimator='ips' with band='hoeffding' and an a priori weight_bound holds at any "
+            "n; or log more rows"
+        )
+    note = few_effective_rows_note(
+        ess,
+        se,
+        subject=(name, "distribution"),
+        weighted=weighted,
+        advice=(
+            "its simultaneous band (the multiplier bootstrap's) and every quantile, CVaR and "
+            "exceedance interval read from it rest on those rows and are not to be trusted: "
+            f"they can shrink to zero width; {instead}."
+        ),
+    )
+    text = Note(f"{name}: {note}", rule=note.rule, subject=note.subject)
+    notes.append(text)
+    warnings.warn(text, SmallSampleWarning, stacklevel=user_stacklevel())
+
+
 def _estimate(
     y: np.ndarray,
     w: np.ndarray,
@@ -1160,6 +1217,7 @@ def _estimate(
 
     def build(name: str, weights: np.ndarray, kind: str, j: int = -1) -> OutcomeDistribution:
         # weights: per sorted row (1 for the logging policy)
+        se = math.nan  # the multiplier band's largest pointwise standard error
         mass = np.bincount(bucket, weights=sw * weights, minlength=n_buckets)
         raw = np.cumsum(mass)
         terms = None
@@ -1201,13 +1259,14 @@ def _estimate(
             b = (sw * weights if (kind == "empirical" or est == "snips") else sw) / (norm / n)
             if terms is not None and mix is not None:
                 extra = terms * (sw / (norm / n))[:, None]
-                width = _multiplier_width_model(
+                width, se = _multiplier_width_model(
                     a, b, extra, mix, cdf_raw, bucket, n, n_resamples, level, gen
                 )
             else:
-                width = _multiplier_width(
+                width, se = _multiplier_width(
                     a, b, cdf_raw, bucket, n_buckets, n, n_resamples, level, gen
                 )
+            _few_rows_note(name, sw * weights, se, weighted=s is not None, est=est, notes=notes)
         cdf = np.clip(cdf_raw, 0.0, 1.0)
         return OutcomeDistribution(
             policy=name,

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 import numpy as np
@@ -73,6 +73,7 @@ from ope._validation import (
     check_real,
     check_rng,
     describe,
+    power_of_two_scale,
 )
 from ope.context import context_matrix
 from ope.exceptions import EstimationError, ParameterError, SchemaError
@@ -126,6 +127,19 @@ def _actions(table: pa.Table) -> np.ndarray:
     if col.null_count:
         raise SchemaError(f"`action` has {col.null_count} missing values; drop those rows first.")
     return np.asarray(col.to_numpy(zero_copy_only=False))
+
+
+def _in_power_of_two_units(x: np.ndarray) -> np.ndarray:
+    """``x`` with each column divided by a power of two near its largest magnitude (as the
+    learners' standardization does, :func:`ope._validation.power_of_two_scale`): exact, so the
+    default classifier (``StandardScaler`` then ``LogisticRegression``) gets the same standardized
+    features bit for bit, while its scaler squares numbers below 4 instead of columns near
+    1e300 (whose squares overflow to inf and left NaN features)."""
+    if x.size == 0:
+        return x
+    top = np.abs(x).max(axis=0)
+    units = np.array([power_of_two_scale(float(t)) for t in top])  # a loop over columns
+    return x / units
 
 
 def _default_classifier() -> Any:
@@ -273,6 +287,8 @@ def estimated_action_probabilities(
         )
     g = check_rng(rng)
     fold = g.permutation(np.arange(n) % folds)
+    if classifier is None:  # a given classifier gets the features as they are (its own units)
+        x = _in_power_of_two_units(x)
     base = classifier if classifier is not None else _default_classifier()
     out = np.zeros((n, classes.size), dtype=np.float64)
     for k in range(folds):  # loop over folds, not rows
@@ -504,11 +520,15 @@ def estimate_propensities(
 
     folds, cal, floor = _check_settings(classifier, n_folds, calibration, min_propensity)
     table = as_log_table(logs)
+    _check_sampling_weights(table)
     p, dist, n_floored = _row_estimates(table, context_columns, classifier, folds, rng, cal, floor)
-    if "propensity" in table.column_names:
-        table = table.drop_columns(["propensity"])
-    if dist is not None and "logging_distribution" in table.column_names:
-        table = table.drop_columns(["logging_distribution"])
+    replaced = [
+        column
+        for column in ("propensity", "logging_distribution")
+        if column in table.column_names and (column == "propensity" or dist is not None)
+    ]
+    note = _replaced_note(table, replaced)
+    table = table.drop_columns(replaced)
     table = table.append_column("propensity", pa.array(p, type=pa.float64()))
     if dist is not None:
         table = table.append_column("logging_distribution", dist)
@@ -521,7 +541,54 @@ def estimate_propensities(
             b"ope.propensity_context_columns": json.dumps(_column_names(context_columns)).encode(),
         }
     )
-    return read_logs(table.replace_schema_metadata(meta))
+    out = read_logs(table.replace_schema_metadata(meta))
+    if note is not None:  # every result built on these logs carries the reader's notes
+        out.report = replace(out.report, notes=(*out.report.notes, note))
+    return out
+
+
+def _check_sampling_weights(table: pa.Table) -> None:
+    """Refuse a ``weight`` column (the rows' sampling weights) that no estimate could use: the
+    returned logs would carry it to every estimate, which would refuse it only then."""
+    from ope.weights import SAMPLING_WEIGHT_COLUMN, check_sampling_weight
+
+    if SAMPLING_WEIGHT_COLUMN not in table.column_names:
+        return
+    column = table.column(SAMPLING_WEIGHT_COLUMN)
+    if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
+        raise SchemaError(
+            f"`{SAMPLING_WEIGHT_COLUMN}` (the rows' sampling weights) must be numeric; it holds "
+            f"{column.type}. A sampling weight is 1 / the probability that the row was kept; "
+            "rename the column if it is something else."
+        )
+    values = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
+    check_sampling_weight(values, table.num_rows, name=SAMPLING_WEIGHT_COLUMN)
+
+
+def _replaced_note(table: pa.Table, replaced: list[str]) -> str | None:
+    """The note that the logs' own ``propensity`` (and ``logging_distribution``) were replaced
+    by the estimates, with how many logged propensities were unusable; None when none was."""
+    if not replaced:
+        return None
+    what = " and ".join(f"`{c}`" for c in replaced)
+    unusable = ""
+    if "propensity" in replaced:
+        kind = table.schema.field("propensity").type
+        if pa.types.is_floating(kind) or pa.types.is_integer(kind):
+            logged = np.asarray(
+                table.column("propensity").to_numpy(zero_copy_only=False), dtype=np.float64
+            )
+            bad = int(np.count_nonzero(~((logged > 0) & (logged <= 1))))
+            if bad:
+                unusable = f" ({bad:,} of the logged propensities were missing or outside (0, 1])"
+        else:
+            unusable = f" (the logged column held {kind}, not probabilities)"
+    return (
+        f"the logs' own {what} {'was' if len(replaced) == 1 else 'were'} replaced by the "
+        f"estimates{unusable}: estimate_propensities always replaces them; to compare logged "
+        "propensities with estimated ones, call ope.propensity.check_propensities on the "
+        "logged column instead"
+    )
 
 
 # --------------------------------------------------------------------------- the detector

@@ -80,6 +80,7 @@ from ope._validation import (
     MAX_FINITE_WEIGHT,
     check_choice,
     check_chosen,
+    check_forwarded,
     check_model_columns,
     check_name,
 )
@@ -835,8 +836,12 @@ def evaluate_sequences(
         are right, with the variance of the weighted residual only (``result.model_estimates``).
     **options
         Passed to :func:`ope.evaluate` (``estimators``, ``ci``, ``confidence_level``,
-        ``max_weight``, ``reward_range``, ...): the weighting estimators (ope fits no reward
-        model of responses; DR takes yours through ``q_column`` and ``v_column``).
+        ``max_weight``, ``reward_range``, ``weight_column``, ...): the weighting estimators
+        (ope fits no reward model of responses; DR takes yours through ``q_column`` and
+        ``v_column``). Sampling weights (the ``weight`` column, or ``weight_column=``) weight
+        the responses as :func:`ope.evaluate` weights rows (Horvitz-Thompson), DR's model
+        estimates too; the divergences, the audit and the verdicts describe the logged
+        responses unweighted (a note says so).
 
     Returns
     -------
@@ -876,8 +881,10 @@ def evaluate_sequences(
         seq = _from_table(
             table, read_notes, logs, "reward", "behavior_logprobs", policies, on_policy
         )
+    check_forwarded(options, evaluate_sequences, ope.evaluate, target_name="ope.evaluate")
     how = check_choice(weighting, "weighting", SEQUENCE_WEIGHTINGS)
     names = _chosen(policies, seq.policies)
+    s_column, s = _sampling_weights(seq, options.pop("weight_column", None))
     options.setdefault("estimators", ("ips", "snips"))  # the one default of the estimators
     _check_estimators(options["estimators"])
     notes: list[str] = []
@@ -925,6 +932,14 @@ def evaluate_sequences(
         data[f"target__{name}"] = np.exp(log_w[:, j] - scale)
     if "prompt_id" in seq.table.column_names:
         data["prompt_id"] = seq.table.column("prompt_id").to_numpy(zero_copy_only=False)
+    if s_column is not None:
+        data[s_column] = s
+        options["weight_column"] = s_column
+        notes.append(
+            f"the divergences, the log-probability audit and the verdicts describe the logged "
+            f"responses unweighted; the sampling weights of column `{s_column}` enter the "
+            "estimates"
+        )
     # DR also for a candidate none of whose responses are logged (every weight 0, or below
     # 1e-150): the weighted residual is 0 and DR is the model's estimate, the one its refusal
     # recommends
@@ -947,6 +962,7 @@ def evaluate_sequences(
                 q_logged=q_logged,
                 q_target=v[:, j],
                 reward_range=options.get("reward_range"),
+                sampling_weight=s,
             )
         if unlogged:
             notes.append(
@@ -1012,6 +1028,34 @@ def evaluate_sequences(
         model_estimates=model_estimates,
         causes=causes,
     )
+
+
+def _sampling_weights(seq: SequenceLogs, weight_column: Any) -> tuple[str | None, Any]:
+    """The column of the responses' sampling weights (``weight_column``, else ``weight`` when
+    present, as :func:`ope.evaluate`) and its checked values; ``(None, None)`` without one."""
+    from ope.weights import check_sampling_weight, sampling_weight_column
+
+    column = sampling_weight_column(seq.table.column_names, weight_column)
+    if column is None:
+        return None, None
+    own = ("event_id", "action", "propensity", "reward", "prompt_id")
+    if column in own or column.startswith("target__"):
+        raise ParameterError(
+            f"weight_column={column!r} names a column the evaluation of responses uses for "
+            f"itself ({', '.join(own)}, target__<name>); name the column of the sampling "
+            "weights (1 / the probability that the response was kept), or rename it."
+        )
+    kind = seq.table.schema.field(column).type
+    if not (pa.types.is_floating(kind) or pa.types.is_integer(kind)):
+        raise SchemaError(
+            f"column `{column}` (the responses' sampling weights) must be numeric; it holds "
+            f"{kind}. A sampling weight is 1 / the probability that the response was kept."
+        )
+    values = seq.table.column(column).to_numpy(zero_copy_only=False)
+    weights = check_sampling_weight(np.asarray(values, dtype=np.float64), seq.n, name=column)
+    if bool(np.all(weights == 1.0)):  # every response kept for sure: the unweighted numbers
+        return None, None
+    return column, weights
 
 
 def _model_columns(

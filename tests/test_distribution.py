@@ -38,6 +38,9 @@ def _frame() -> pd.DataFrame:
     )
 
 
+# six rows: every multiplier band rests on fewer than 30 effective rows and says so
+# (test_a_band_on_few_effective_rows_says_not_to_trust_it pins that warning)
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
 def test_cdf_estimators_on_a_hand_computed_vector():
     d = outcome_distribution(_frame(), n_resamples=100)
     np.testing.assert_array_equal(d["one"].edges, [1.0, 2.0, 3.0, 4.0, 5.0])
@@ -69,6 +72,8 @@ def test_band_formulas():
     np.testing.assert_allclose(d["one"].upper, np.minimum(1.0, d["one"].cdf + d["one"].half_width))
 
 
+# four rows: the multiplier band rests on fewer than 30 effective rows and says so
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
 def test_cvar_and_quantile_bounds_from_the_band():
     frame = pd.DataFrame(
         {
@@ -179,6 +184,9 @@ def test_refusals(kwargs, error, match):
         outcome_distribution(_frame(), **kwargs)
 
 
+# six rows: every multiplier band rests on fewer than 30 effective rows and says so
+# (test_a_band_on_few_effective_rows_says_not_to_trust_it pins that warning)
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
 def test_refusals_of_rows():
     frame = _frame().assign(weight=[1.0, 2.0, 1.0, 1.0, 1.0, 1.0])
     with pytest.raises(ParameterError, match="sampling weights"):
@@ -263,6 +271,9 @@ def test_report_section_and_figure():
         render_report(evaluation=ev, distribution="cdf")
 
 
+# six rows: every multiplier band rests on fewer than 30 effective rows and says so
+# (test_a_band_on_few_effective_rows_says_not_to_trust_it pins that warning)
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
 def test_ties_at_the_minimum_and_edge_cases_from_review():
     g = np.random.default_rng(0)
     y = np.r_[np.zeros(900), np.arange(1, 101)].astype(float)
@@ -329,3 +340,63 @@ def test_command_line_on_trajectories(tmp_path):
     assert doc["outcome"] == "return" and doc["n"] == 1000
     bad = _cli(path, "--metric", "cdf", "--outcome", "reward", "--tail-value", "0", "--json")
     assert bad.returncode == 2 and json.loads(bad.stdout)["error"]["flag"] == "--outcome"
+
+
+def _one_dominant_weight() -> pd.DataFrame:
+    g = np.random.default_rng(0)
+    n = 400
+    a = g.integers(0, 2, n)
+    return pd.DataFrame(
+        {
+            "action": a,
+            "propensity": 0.5,
+            "reward": g.exponential(100 + 100 * a),
+            "target__one": (a == 1) * 1.0,
+            "w": np.r_[1e9, np.ones(n - 1)],
+        }
+    )
+
+
+def test_a_band_on_few_effective_rows_says_not_to_trust_it():
+    """One sampling weight of 1e9 among 399 of 1: every band collapses onto that row (zero
+    width); each policy's note gives the effective rows ope.evaluate counts (Kish's ESS of the
+    products s * w) and says the band is not to be trusted."""
+    frame = _one_dominant_weight()
+    with pytest.warns(ope.SmallSampleWarning, match="not to be trusted") as caught:
+        d = outcome_distribution(frame, weight_column="w", n_resamples=100)
+    few = [note for note in d.notes if getattr(note, "rule", None) == "few_effective_rows"]
+    assert [note.split(":")[0] for note in few] == ["logging", "one"]
+    assert {str(w.message) for w in caught} >= set(few)
+    with pytest.warns(ope.OPEWarning):  # its own few-rows note, and an overlap one
+        ev = ope.evaluate(frame, weight_column="w", estimators=("ips",))
+    ess = float(ev.table()["ess"].iloc[0])
+    assert few[1].startswith(f"one: the estimate rests on {ess:.3g} effective row ")
+    assert "zero width" in few[1] and "no finite-sample band takes sampling weights" in few[1]
+    # the bad weight's message names the column once, without nested backticks
+    nan_weight = frame.assign(w=np.r_[np.nan, np.ones(len(frame) - 1)])
+    with pytest.raises(ValidationError, match=r"^`w` must be finite"):
+        outcome_distribution(nan_weight, weight_column="w", n_resamples=100)
+
+
+def test_the_few_rows_note_gives_the_bands_largest_standard_error():
+    """Unweighted rows, a candidate whose weight sits on 10 of 400 rows: the note's standard
+    error is the largest over the thresholds of the IPS CDF's row-level one, and it points to
+    the finite-sample band; a candidate of many effective rows gets no such note."""
+    g = np.random.default_rng(2)
+    n = 400
+    a = g.integers(0, 2, n)
+    y = g.normal(a, 1.0)
+    t = np.where(np.arange(n) < 10, 1.0, 1e-3) * (a == 1)
+    frame = pd.DataFrame(
+        {"action": a, "propensity": 0.5, "reward": y, "target__rare": t, "target__one": a * 1.0}
+    )
+    with pytest.warns(ope.SmallSampleWarning, match="band='hoeffding'"):
+        d = outcome_distribution(frame, n_resamples=100)
+    (note,) = [n for n in d.notes if getattr(n, "rule", None) == "few_effective_rows"]
+    assert note.startswith("rare: ")
+    w = t / 0.5
+    ts = np.unique(y)
+    ind = (y[:, None] <= ts[None, :]).astype(float)
+    phi = w[:, None] * ind - (w[:, None] * ind).mean(axis=0)[None, :]
+    se = float(np.sqrt((phi**2).sum(axis=0)).max() / n)
+    assert f"standard error {se:.3g} " in note

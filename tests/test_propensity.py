@@ -409,3 +409,70 @@ def test_a_floor_no_distribution_can_respect_is_refused(with_candidates):
         np.testing.assert_allclose(dist.sum(axis=1), 1.0, rtol=1e-12)
     else:
         assert logs.table.column("propensity").to_numpy().min() >= 0.3
+
+
+def _context_logs(n: int = 400) -> pa.Table:
+    g = np.random.default_rng(0)
+    x = g.normal(size=n)
+    score = np.c_[np.zeros(n), x, -x]
+    probs = np.exp(score) / np.exp(score).sum(axis=1, keepdims=True)
+    a = (g.random(n)[:, None] > probs.cumsum(axis=1)).sum(axis=1)
+    return pa.table({"x": x, "action": a, "reward": g.binomial(1, 0.5, n) * 1.0})
+
+
+def test_features_near_the_float64_limits_are_standardized_without_overflow():
+    """The default classifier's features are first put in power-of-two units per column (as
+    the learners do): at 1e300 or 1e-300 times the features it fits as on the features
+    themselves, with no overflow warning and no NaN fed to the classifier."""
+    t = _context_logs()
+    x = t.column("x").to_numpy()
+    plain = estimate_propensities(t, context_columns=["x"]).column("propensity")
+    for scale in (1e300, 1e-300, 2.0**900):
+        scaled = t.set_column(0, "x", pa.array(x * scale))
+        got = estimate_propensities(scaled, context_columns=["x"]).column("propensity")
+        np.testing.assert_allclose(got, plain, rtol=1e-9)
+
+
+def test_the_logged_propensity_replaced_is_said_in_every_result():
+    """A logged ``propensity`` column (NaN on one row here) is replaced, as documented, and the
+    returned logs' report says so, so every evaluation of them does too."""
+    import ope
+
+    t = _context_logs()
+    logged = np.full(t.num_rows, 0.3)
+    logged[0] = np.nan
+    with_logged = t.append_column("propensity", pa.array(logged))
+    logs = estimate_propensities(with_logged, context_columns=["x"])
+    (note,) = [n for n in logs.report.notes if "replaced" in n]
+    assert "`propensity` was replaced" in note and "1 of the logged propensities" in note
+    assert "check_propensities" in note
+    ev = ope.evaluate(
+        estimate_propensities(
+            with_logged.append_column("target__one", pa.array(np.full(t.num_rows, 1 / 3))),
+            context_columns=["x"],
+        )
+    )
+    assert note in ev.notes
+    fresh = estimate_propensities(t, context_columns=["x"])
+    assert not any("replaced" in n for n in fresh.report.notes)
+
+
+def test_sampling_weights_that_no_estimate_could_use_are_refused_here():
+    from ope.exceptions import ValidationError
+
+    t = _context_logs()
+    for bad, match in ((np.nan, "`weight` must be finite"), (-3.0, r"`weight` .* must be > 0")):
+        weight = np.ones(t.num_rows)
+        weight[0] = bad
+        with pytest.raises(ValidationError, match=match):
+            estimate_propensities(
+                t.append_column("weight", pa.array(weight)), context_columns=["x"]
+            )
+    with pytest.raises(SchemaError, match="must be numeric"):
+        estimate_propensities(
+            t.append_column("weight", pa.array(["1"] * t.num_rows)), context_columns=["x"]
+        )
+    good = estimate_propensities(
+        t.append_column("weight", pa.array(np.full(t.num_rows, 2.0))), context_columns=["x"]
+    )
+    assert "weight" in good.columns

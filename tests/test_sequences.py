@@ -923,3 +923,69 @@ def test_a_broken_line_of_json_lines_is_named_in_the_file(tmp_path, skewed_respo
     code, out, _ = _main("sequences", broken, "--json")
     error = json.loads(out)["error"]
     assert code == 65 and "line 3,002 of 4,001" in error["message"] and "flag" not in error
+
+
+def _weighted_responses(n: int = 300) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    behavior = [list(-rng.exponential(0.5, 3)) for _ in range(n)]
+    return pd.DataFrame(
+        {
+            "behavior_logprobs": behavior,
+            "target_logprobs__tuned": [
+                [min(0.0, x + rng.normal(scale=0.05)) for x in b] for b in behavior
+            ],
+            "reward": np.arange(n) % 2 * 1.0,
+            "weight": np.where(np.arange(n) % 2 == 1, 10.0, 1.0),
+            "q0": 0.0,
+            "v0__tuned": 0.0,
+        }
+    )
+
+
+def test_sampling_weights_of_responses_weight_every_estimate():
+    """The ``weight`` column (or ``weight_column=``) weights the responses as ope.evaluate
+    weights rows: the numbers are ope.evaluate's on the converted logs with the weight, DR's
+    model estimate is weighted too, and a note says what stays unweighted."""
+    frame = _weighted_responses()
+    ev = ope.evaluate_sequences(frame, ["tuned"], q_column="q0", v_column="v0__{policy}")
+    logs = read_sequences(frame)
+    w = np.exp(logs.log_weights()[:, 0])
+    s, r = frame["weight"].to_numpy(), frame["reward"].to_numpy()
+    assert ev["tuned", "ips"].value == pytest.approx(np.sum(s * w * r) / s.sum(), rel=1e-12)
+    assert ev["tuned", "snips"].value == pytest.approx(np.sum(s * w * r) / np.sum(s * w), rel=1e-12)
+    unweighted = ope.evaluate_sequences(frame.drop(columns="weight"), ["tuned"])
+    assert abs(unweighted["tuned", "ips"].value - ev["tuned", "ips"].value) > 0.3
+    # ope.evaluate on the converted rows (propensity 1/M, target w/M) with the weight
+    scale = np.maximum(np.log(w), 0.0)
+    bandit = pd.DataFrame(
+        {
+            "action": np.arange(len(frame)),
+            "propensity": np.exp(-scale),
+            "reward": r,
+            "target__tuned": w * np.exp(-scale),
+            "w": s,
+        }
+    )
+    direct = ope.evaluate(bandit, weight_column="w", estimators=("ips", "snips"))
+    for est in ("ips", "snips"):
+        mine, theirs = ev["tuned", est], direct["tuned", est]
+        assert mine.value == pytest.approx(theirs.value, rel=1e-12)
+        assert mine.std_error == pytest.approx(theirs.std_error, rel=1e-12)
+    # a zero model: DR is the weighted IPS
+    assert ev["tuned", "dr"].value == pytest.approx(ev["tuned", "ips"].value, rel=1e-12)
+    assert any("unweighted" in note and "`weight`" in note for note in ev.evaluation.notes)
+    # another column by name, and the errors name the user's columns and function
+    renamed = frame.rename(columns={"weight": "s"})
+    again = ope.evaluate_sequences(renamed, ["tuned"], weight_column="s")
+    assert again["tuned", "ips"].value == pytest.approx(ev["tuned", "ips"].value, rel=1e-14)
+    with pytest.raises(SchemaError, match=r"weight_column='w'.*behavior_logprobs") as info:
+        ope.evaluate_sequences(frame, ["tuned"], weight_column="w")
+    assert "event_id" not in str(info.value)
+    with pytest.raises(ValidationError, match="`weight` must be finite"):
+        ope.evaluate_sequences(frame.assign(weight=np.r_[np.nan, s[1:]]), ["tuned"])
+    with pytest.raises(ParameterError, match="uses for itself"):
+        ope.evaluate_sequences(frame, ["tuned"], weight_column="reward")
+    with pytest.raises(
+        ParameterError, match=r"^evaluate_sequences\(\) got an unknown option 'foo'"
+    ):
+        ope.evaluate_sequences(frame, ["tuned"], foo=1)
