@@ -67,18 +67,14 @@ Rows with sampling weights (``weight``, or ``weight_column``; not all 1) are ref
 ``EstimationError``: the weighted value is a ratio whose denominator, the population so far, is
 estimated too, and neither construction covers it (the betting martingale bets on each kept row
 in turn; the Gaussian mixture is for the running mean of unweighted terms). A batch without rows
-is a look that changes nothing; a batch with an ``event_id`` that an earlier look counted is
-refused (``ValidationError``), so a batch delivered twice is not counted twice.
+is a look that changes nothing. Event ids are not compared across looks (batches whose ids
+restart at 0 are common, and keeping every id would grow without bound): a batch delivered twice
+is counted twice.
 
 Memory: per candidate a handful of sums (:class:`Monitor` holds no rows), plus for DR a window
 of the last ``model_rows`` rows to refit the reward model; the history holds one row per look
-and candidate. With an ``event_id`` column the monitor also keeps the ids it counted
-(:class:`ope._dedup.SeenIds`: increasing integer ids that arrive as whole ranges cost a few
-intervals; other integer ids about 8 bytes each, or a byte map of their span up to 16 MB;
-string ids 9 bytes plus the longest id's each).
-:meth:`Monitor.state` is JSON-ready and :meth:`Monitor.from_state` resumes from it (``ope
-monitor --state``); it keeps no ids, so a resumed monitor refuses repeats of the looks since it
-resumed.
+and candidate. :meth:`Monitor.state` is JSON-ready and :meth:`Monitor.from_state` resumes from
+it (``ope monitor --state``).
 
 Examples
 --------
@@ -109,7 +105,6 @@ from typing import Any, Final
 import numpy as np
 import pandas as pd
 
-from ope._dedup import SeenIds
 from ope._result import Result, ResultParts
 from ope._validation import (
     check_confidence_level,
@@ -487,9 +482,6 @@ class Monitor:
         self._window: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._model: Any = None
         self._fallback = 0.5
-        # the event ids counted so far (not kept in the state): a batch delivered twice is
-        # refused instead of counted again
-        self._seen_ids = SeenIds()
 
     # ---- the per-batch arrays ----------------------------------------------------------
     def _read(self, batch: Any) -> Any:
@@ -545,26 +537,6 @@ class Monitor:
                 ),
             )
         )
-
-    def _new_event_ids(self, logs: Any) -> np.ndarray | None:
-        """The batch's event ids (None without the column), refused when an earlier look
-        counted one of them: a batch delivered twice would count its events again."""
-        if "event_id" not in logs.columns:
-            return None
-        column = logs.table.column("event_id")  # validated rows: distinct, none null
-        ids = SeenIds.as_numpy(column)
-        hit = self._seen_ids.contains(ids)
-        if hit.any():
-            first = int(np.flatnonzero(hit)[0])
-            raise ValidationError(
-                f"{int(hit.sum()):,} of this batch's {ids.size:,} event ids were counted by an "
-                f"earlier look (event_id_duplicate; first at row {first} of this batch: "
-                f"{column[first].as_py()!r}): a batch delivered "
-                "twice, or batches that overlap. The batch is refused and changes nothing: "
-                "skip it if it was delivered before, or drop its rows whose event_id was "
-                "monitored already and update again."
-            )
-        return ids
 
     def _weights(self, logs: Any) -> tuple[np.ndarray, np.ndarray, Any]:
         from ope.policies import target_propensities
@@ -702,8 +674,7 @@ class Monitor:
         SchemaError
             The batch's candidates differ from the first batch's.
         ValidationError
-            A reward outside ``reward_range``; an ``event_id`` an earlier look counted (a batch
-            delivered twice); and what :func:`ope.read_logs` raises.
+            A reward outside ``reward_range``, and what :func:`ope.read_logs` raises.
         EstimationError
             The rows carry sampling weights (``weight_column``) that are not all 1.
         PolicyError
@@ -720,7 +691,6 @@ class Monitor:
                 self._look(self._sums)
             return self.result()
         self._check_sampling_weights(logs)
-        ids = self._new_event_ids(logs)
         w, scaled, tp = self._weights(logs)
         sums = self._sums
         assert sums is not None and self.names is not None
@@ -733,8 +703,6 @@ class Monitor:
             self._bet(w, scaled, sums)
         else:
             self._average(value, scaled, sums)
-        if ids is not None:  # counted from here on: the batch's checks have passed
-            self._seen_ids.add(ids)
         sums.rows += logs.n
         sums.reward_sum += float(scaled.sum())
         sums.weight_sum = sums.weight_sum + w.sum(axis=0)
