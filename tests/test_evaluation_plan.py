@@ -206,3 +206,19 @@ def test_the_default_estimators_leave_out_dr_where_the_logs_cannot_give_it(tmp_p
     bare = ope.evaluate(full.drop(columns="x"), rng=0)  # no context for the reward model
     assert bare.table()["estimator"].tolist() == ["ips", "snips"]
     assert any("no context column for its reward model" in n for n in bare.notes)
+
+
+def test_the_default_keeps_dr_for_names_given_with_their_column_prefix():
+    """`target__always_1` names the same candidate as `always_1` (target_propensities reads
+    both): the default estimators keep DR when its distribution is there (a review found the
+    prefixed name judged to lack `target_dist__target__always_1`)."""
+    frame = _frame()
+    n = len(frame)
+    full = frame.assign(
+        x=np.random.default_rng(1).normal(size=n),
+        candidates=[[0, 1]] * n,
+        target_dist__always_1=[[0.0, 1.0]] * n,
+    )
+    ev = ope.evaluate(full, ["target__always_1"], rng=0)
+    assert ev.table()["estimator"].tolist() == ["ips", "snips", "dr"]
+    assert not any("default estimators" in n for n in ev.notes)

@@ -301,12 +301,26 @@ def model_obstacle(logs: BanditLogs, policies: Any, model: Mapping[str, Any]) ->
     if policies is None or (
         isinstance(policies, (list, tuple)) and all(isinstance(p, str) for p in policies)
     ):
-        if _factored_candidates(logs):
+        available = logs.target_policies
+        # a name may be given with its column's prefix, as target_propensities reads it
+        names = (
+            list(available)
+            if policies is None
+            else [
+                p[len("target__") :]
+                if p not in available
+                and p.startswith("target__")
+                and p[len("target__") :] in available
+                else p
+                for p in policies
+            ]
+        )
+        factored = _factored_candidates(logs)
+        if factored and (policies is None or any(p in factored for p in names)):
             return (
                 "candidates given by factor (target__<policy>__<factor>) have no whole distribution"
             )
         columns = set(logs.table.column_names)
-        names = logs.target_policies if policies is None else list(policies)
         lacking = ["candidates"] if "candidates" not in columns else []
         lacking += [f"target_dist__{p}" for p in names if f"target_dist__{p}" not in columns]
         if lacking:

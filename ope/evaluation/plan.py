@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
+import copy
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -394,7 +395,10 @@ class EvaluationPlan:
                 plan, note = self._defaults_for(logs)
                 evaluation = evaluate_eager(logs, plan, provenance)
             if note:
-                evaluation = replace(evaluation, notes=(*evaluation.notes, note))
+                # a shallow copy with the note (dataclasses.replace would compute every
+                # interval again in __post_init__)
+                evaluation = copy.copy(evaluation)
+                object.__setattr__(evaluation, "notes", (*evaluation.notes, note))
         level = user_stacklevel()  # the user's line, however many of ope's frames called this
         for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
             warnings.warn(message, category, stacklevel=level)
