@@ -46,7 +46,6 @@ from ope._validation import (
     check_no_overflow,
     check_reward_range,
     check_rewards_in_range,
-    power_of_two_scale,
     user_stacklevel,
 )
 from ope.exceptions import (
@@ -962,14 +961,18 @@ def skewed_rows_note(rows: Sequence[str], method: str) -> str:
 
 def _grouped_mean_var(g: np.ndarray, x: np.ndarray, n_groups: int) -> tuple[np.ndarray, ...]:
     """Count, mean, unbiased variance and standard deviation of ``x`` per group (two-pass,
-    centred), computed in units of a power of two that brings the largest finite |x| into
-    [1, 2) (:func:`ope._validation.power_of_two_scale`: exact). The standard deviation is
-    taken in those units and scaled back, so it stays exact where the variance is past
-    float64's range (differences near 1e-170: a variance near 1e-340 underflows to 0)."""
+    centred), each group computed in units of a power of two that brings its largest finite
+    |x| into [1, 2) (exact). The standard deviation is taken in those units and scaled back,
+    so it stays exact where the variance is past float64's range (differences near 1e-170: a
+    variance near 1e-340 underflows to 0)."""
     n = np.bincount(g, minlength=n_groups).astype(np.float64)
-    finite = x[np.isfinite(x)]
-    scale = power_of_two_scale(float(np.max(np.abs(finite)))) if finite.size else 1.0
-    u = x / scale
+    # per group: groups of outcomes near 1e150 and 1e-150 side by side keep their own units
+    top = np.zeros(n_groups)
+    finite = np.isfinite(x)
+    np.maximum.at(top, g[finite], np.abs(x[finite]))
+    exponent = np.frexp(top)[1]  # top = m 2**e with m in [0.5, 1): 2**(e - 1) <= top
+    scale = np.where(top > 0.0, np.ldexp(1.0, exponent - 1), 1.0)
+    u = x / scale[g]
     with np.errstate(invalid="ignore", divide="ignore", over="ignore", under="ignore"):
         mean = np.bincount(g, weights=u, minlength=n_groups) / n
         dev = u - mean[g]

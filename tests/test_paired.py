@@ -629,3 +629,15 @@ def test_effects_scale_with_tiny_and_huge_outcomes(ci):
         for column in ("value", "std_error", "unpaired_std_error", "ci_low", "ci_high"):
             assert got[column] / scale == pytest.approx(ref[column], rel=1e-12), column
         assert got["p_value"] == pytest.approx(ref["p_value"], rel=1e-9)
+    # groups at 1e150 and 1e-150 side by side: each in its own units (one scale for both
+    # gave the small group a standard error of 0)
+    mixed = df.assign(
+        item=np.where(df.pair_id < 15, "big", "small"),
+        outcome=df.outcome * np.where(df.pair_id < 15, 1e150, 1e-150),
+    )
+    both = paired_effect(mixed, treated="with", control="without", ci=ci, by="item").table()
+    for label, scale in (("big", 1e150), ("small", 1e-150)):
+        part = df[np.where(df.pair_id < 15, "big", "small") == label]
+        alone = paired_effect(part, treated="with", control="without", ci=ci).table().iloc[0]
+        row = both[both["group"] == label].iloc[0]
+        assert row["std_error"] / scale == pytest.approx(alone["std_error"], rel=1e-12)
