@@ -578,9 +578,9 @@ def _replaced_note(table: pa.Table, replaced: list[str]) -> str | None:
             logged = np.asarray(
                 table.column("propensity").to_numpy(zero_copy_only=False), dtype=np.float64
             )
-            bad = int(np.count_nonzero(~((logged > 0) & (logged <= 1))))
+            bad = int(np.count_nonzero(~((logged >= MIN_PROPENSITY) & (logged <= 1))))
             if bad:
-                unusable = f" ({bad:,} of the logged propensities were missing or outside (0, 1])"
+                unusable = f" ({bad:,} of the logged propensities were missing or outside [{MIN_PROPENSITY:g}, 1], the read rule)"
         else:
             unusable = f" (the logged column held {kind}, not probabilities)"
     return (

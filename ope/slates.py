@@ -1957,13 +1957,13 @@ def _estimate(
     if est._kind in _RATIO_WEIGHTS and n > 1:
         # each slot's weights are probability ratios (of slates, prefixes or items), whose
         # mean is 1 under full support: the bandit estimators' check, at the worst slot
+        means, variances = w.mean(axis=0), w.var(axis=0, ddof=1)  # one pass per statistic
         checks = [
-            mean_weight_check(n, float(w[:, k].mean()), float(w[:, k].var(ddof=1)))
-            for k in range(w.shape[1])
-        ]  # loop over positions
+            mean_weight_check(n, float(m), float(v)) for m, v in zip(means, variances)
+        ]  # loop over positions (a handful)
         k = max(range(len(checks)), key=lambda j: abs(checks[j][1]))
         if checks[k][0] != "ok":
-            note = mean_weight_note(float(w[:, k].mean()), checks[k][1], subject=policy)
+            note = mean_weight_note(float(means[k]), checks[k][1], subject=policy)
             flagged.append((f"slot {k}: {note}", OverlapWarning))
     for text, cls in flagged:
         warnings.warn(text, cls, stacklevel=user_stacklevel())

@@ -585,6 +585,15 @@ def _same_as_logger(n: int = 300) -> pd.DataFrame:
     )
 
 
+def _logged_times(s: pd.DataFrame, k: float) -> pd.DataFrame:
+    """The slate logs with the logger's three probabilities times ``k``."""
+    return s.assign(
+        propensity=s.propensity * k,
+        prefix_propensity=s.prefix_propensity * k,
+        slate_propensity=s.slate_propensity * k,
+    )
+
+
 def test_slate_weights_that_cannot_average_to_one_warn_and_overflowing_ones_are_named():
     """The bandit estimators' mean-weight check, at the worst slot: propensities logged 1e100
     times too small gave 7e99 for rewards in [0, 3] with no warning, a candidate with 3x the
@@ -594,12 +603,7 @@ def test_slate_weights_that_cannot_average_to_one_warn_and_overflowing_ones_are_
     with warnings.catch_warnings():
         warnings.simplefilter("error", ope.exceptions.OverlapWarning)  # the logger itself: none
         evaluate_slates(s)
-    k = 1e-100
-    small = s.assign(
-        propensity=s.propensity * k,
-        prefix_propensity=s.prefix_propensity * k,
-        slate_propensity=s.slate_propensity * k,
-    )
+    small = _logged_times(s, 1e-100)
     with pytest.warns(
         ope.exceptions.OverlapWarning, match=r"slot \d: mean importance weight is 1e\+100"
     ):
@@ -612,12 +616,7 @@ def test_slate_weights_that_cannot_average_to_one_warn_and_overflowing_ones_are_
     )
     with pytest.warns(ope.exceptions.OverlapWarning, match="mean importance weight is 3"):
         evaluate_slates(thrice)
-    k = 1e-200
-    tiny = s.assign(
-        propensity=s.propensity * k,
-        prefix_propensity=s.prefix_propensity * k,
-        slate_propensity=s.slate_propensity * k,
-    )
+    tiny = _logged_times(s, 1e-200)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         with pytest.raises(
