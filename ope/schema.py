@@ -49,7 +49,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ope._dedup import BITMAP_FACTOR, BITMAP_MIN_BYTES
-from ope._validation import MIN_PROPENSITY, check_mapping, first_rows, repeated_names
+from ope._validation import (
+    MAX_FINITE_WEIGHT,
+    MIN_PROPENSITY,
+    check_mapping,
+    first_rows,
+    repeated_names,
+)
 from ope.exceptions import ParameterError, SchemaError
 
 __all__ = [
@@ -131,6 +137,12 @@ REJECTION_REASONS: Final[Mapping[str, str]] = {
     ),
     "target_distribution_length_mismatch": "target_dist__<name> must have one entry per candidate",
     "target_distribution_out_of_range": "target_dist__<name> entries must be in [0, 1], not null/NaN",
+    "weight_missing": "weight (the sampling weight) must not be null or NaN",
+    "weight_out_of_range": (
+        f"weight (the sampling weight, 1 / P(row kept)) must be > 0 and at most "
+        f"{MAX_FINITE_WEIGHT:g} (a larger one has a square beyond float64; a row of weight 0 "
+        "was not kept)"
+    ),
     # trajectories
     "episode_id_missing": "episode_id must not be null",
     "step_missing": "step must not be null",
@@ -309,7 +321,7 @@ BANDIT: Final[LogSchema] = LogSchema(
         ),
     ),
     prefixed=((TARGET_PREFIX, _FLOAT), (TARGET_DIST_PREFIX, _LIST_FLOAT)),
-    reasons=tuple(list(REJECTION_REASONS)[:17]),
+    reasons=tuple(list(REJECTION_REASONS)[:19]),
 )
 
 TRAJECTORY: Final[LogSchema] = LogSchema(
@@ -1100,6 +1112,18 @@ def _check_propensity_reward(table: pa.Table, masks: dict[str, np.ndarray]) -> N
         _add(masks, "reward_not_finite", ~fin & ~nan)
 
 
+def _check_sampling_weights(table: pa.Table, masks: dict[str, np.ndarray]) -> None:
+    """The bandit schema's optional ``weight`` column: a number in (0, MAX_FINITE_WEIGHT]."""
+    if "weight" not in table.column_names:
+        return
+    col = table.column("weight")
+    if not _all_within(col, 0.0, MAX_FINITE_WEIGHT, lo_open=True):
+        s = _floats(col)
+        nan = np.isnan(s)
+        _add(masks, "weight_missing", nan)
+        _add(masks, "weight_out_of_range", ~((s > 0.0) & (s <= MAX_FINITE_WEIGHT)) & ~nan)
+
+
 def _check_targets(table: pa.Table, masks: dict[str, np.ndarray]) -> None:
     for name in table.column_names:
         if name.startswith(TARGET_PREFIX):
@@ -1259,6 +1283,7 @@ def check_bandit_rows(
     action_null = _is_null(action)
     _add(masks, "action_missing", action_null)
     _check_propensity_reward(table, masks)
+    _check_sampling_weights(table, masks)
     names = table.column_names
     if "event_id" in names:
         eid = table.column("event_id")

@@ -841,3 +841,38 @@ def test_read_table_refuses_a_csv_body_that_is_not_utf8(tmp_path):
     path.write_bytes(b"slate_id,position,item\n1,0,a\n\xff,1,b\n")
     with pytest.raises(SchemaError, match="column 'slate_id' holds text that is not UTF-8"):
         read_table(path, what="slate logs")
+
+
+@pytest.mark.filterwarnings("ignore::ope.exceptions.DroppedRowsWarning")
+@pytest.mark.filterwarnings("ignore::ope.exceptions.SmallSampleWarning")
+def test_a_bad_sampling_weight_is_a_read_rule(tmp_path: Path) -> None:
+    """A null, NaN, non-positive or overflowing ``weight`` breaks weight_missing or
+    weight_out_of_range when the logs are read (eagerly and as a scan), so on_invalid='drop'
+    drops and counts the row; before, the read kept it and every evaluation refused the logs."""
+    w = np.full(60, 2.0)
+    w[[3, 8]] = np.nan
+    w[11], w[20], w[25] = 0.0, -1.0, 1e200
+    w[30] = 1e150  # the largest accepted
+    weight = pa.array(w, mask=np.arange(60) == 40)  # row 40: null
+    t = pa.table(
+        {
+            "action": np.zeros(60, np.int64),
+            "propensity": np.full(60, 0.5),
+            "reward": np.ones(60),
+            "weight": weight,
+            "target__a": np.full(60, 0.5),
+        }
+    )
+    expected = {"weight_missing": (3, 8, 40), "weight_out_of_range": (11, 20, 25)}
+    with pytest.raises(ValidationError, match=r"weight_missing: 3 \(rows 3, 8, 40\)") as info:
+        read_logs(t)
+    assert "weight_out_of_range: 3 (rows 11, 20, 25)" in str(info.value)
+    logs = read_logs(t, on_invalid="drop")
+    assert logs.report.examples == expected
+    assert len(logs) == 54
+    path = tmp_path / "w.parquet"
+    pq.write_table(t, path, row_group_size=16)
+    scanned = ope.scan_logs(path, batch_size=16, on_invalid="drop")
+    result = ope.evaluate(scanned, estimators=("ips",))
+    assert scanned.report.examples == expected
+    assert result.table()["value"].tolist() == pytest.approx([1.0])
