@@ -174,6 +174,50 @@ def _check_calibration_counts(
         )
 
 
+def _weights_reach(classifier: Any, calibration: str) -> str | None:
+    """None when a given classifier (with this calibration) can be fitted with the rows'
+    sampling weights, else why not: its ``fit`` takes no ``sample_weight`` (for a pipeline,
+    its last step's), or a pipeline under calibration, which passes them only to a ``fit``
+    that takes them itself."""
+    from sklearn.pipeline import Pipeline
+    from sklearn.utils.validation import has_fit_parameter
+
+    if has_fit_parameter(classifier, "sample_weight"):
+        return None
+    name = type(classifier).__name__
+    if isinstance(classifier, Pipeline) and has_fit_parameter(
+        classifier.steps[-1][1], "sample_weight"
+    ):
+        if calibration == "none":
+            return None
+        return (
+            f"calibration={calibration!r} passes them only to a classifier whose own fit takes "
+            f"sample_weight, and {name}.fit routes them to its steps by name"
+        )
+    last = " (nor does its last step's)" if isinstance(classifier, Pipeline) else ""
+    return f"{name}.fit takes no sample_weight{last}"
+
+
+def _fit(model: Any, x: np.ndarray, y: np.ndarray, weight: np.ndarray | None) -> None:
+    """Fit ``model`` on ``x``, ``y``, weighted by the rows' sampling weights when given: as
+    ``sample_weight`` when its ``fit`` takes it, else (a pipeline) routed by name to each step
+    whose ``fit`` does (:func:`_weights_reach` checked that the last one does)."""
+    from sklearn.pipeline import Pipeline
+    from sklearn.utils.validation import has_fit_parameter
+
+    if weight is None:
+        model.fit(x, y)
+    elif isinstance(model, Pipeline) and not has_fit_parameter(model, "sample_weight"):
+        routed = {
+            f"{name}__sample_weight": weight
+            for name, step in model.steps
+            if step not in (None, "passthrough") and has_fit_parameter(step, "sample_weight")
+        }
+        model.fit(x, y, **routed)
+    else:
+        model.fit(x, y, sample_weight=weight)
+
+
 def _calibrated(classifier: Any, calibration: str) -> Any:
     from sklearn.base import clone
     from sklearn.calibration import CalibratedClassifierCV
@@ -182,6 +226,21 @@ def _calibrated(classifier: Any, calibration: str) -> Any:
     if calibration == "none":
         return base
     return CalibratedClassifierCV(base, method=calibration, cv=_CALIBRATION_FOLDS)
+
+
+def _weighted_default_classifier(calibration: str) -> Any:
+    """The default classifier for weighted rows: the calibration (if any) wraps the logistic
+    regression inside the pipeline, after the scaler, so that every step's ``fit`` takes the
+    rows' sampling weights, routed to it by name."""
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.pipeline import Pipeline
+
+    model = _default_classifier()
+    if calibration == "none":
+        return model
+    (scaler_name, scaler), (name, regression) = model.steps
+    calibrated = CalibratedClassifierCV(regression, method=calibration, cv=_CALIBRATION_FOLDS)
+    return Pipeline([(scaler_name, scaler), (name, calibrated)])
 
 
 def _check_settings(
@@ -217,6 +276,7 @@ def estimated_action_probabilities(
     n_folds: int | None = None,
     rng: int | np.random.Generator | None = None,
     calibration: str = DEFAULT_CALIBRATION,
+    sample_weight: npt.ArrayLike | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Estimated probabilities of every action given the context (in-sample or cross-fitted).
 
@@ -237,6 +297,14 @@ def estimated_action_probabilities(
     calibration : {"none", "isotonic", "sigmoid"}, default "none"
         ``"none"`` uses the classifier's own probabilities; the others wrap it in
         ``CalibratedClassifierCV`` (3 inner folds) inside each training set.
+    sample_weight : array of shape (n,), optional
+        The rows' sampling weights (1 / the probability that the row was kept, e.g.
+        ``1 / (1 - pdrop)``): the fit is weighted by them, so that it estimates the logger's
+        probabilities on the whole traffic, not on the kept rows (they differ when the keeping
+        depended on the action or the outcome). The default classifier takes them in every
+        step (its calibration, if any, then wraps the regression after the scaler); a given
+        classifier takes them when its ``fit`` (or its last step's, in a pipeline) has
+        ``sample_weight``, and raises ``ParameterError`` otherwise.
 
     Returns
     -------
@@ -285,6 +353,22 @@ def estimated_action_probabilities(
             f"{n} rows cannot be split into n_folds={folds} folds of at least 2 rows; use fewer "
             "folds or more rows."
         )
+    weight = None
+    if sample_weight is not None:
+        from ope.weights import check_sampling_weight
+
+        weight = check_sampling_weight(sample_weight, n, name="sample_weight")
+        if float(weight.min()) == float(weight.max()):
+            weight = None  # equal weights: the unweighted fit, exactly
+        elif classifier is not None and (why := _weights_reach(classifier, cal)) is not None:
+            raise ParameterError(
+                f"the rows carry sampling weights, but {why}: fitted unweighted, the classifier "
+                "would estimate the logger's probabilities on the kept rows, not on the traffic "
+                "they were kept from. Pass a classifier whose fit takes sample_weight (e.g. "
+                "LogisticRegression or HistGradientBoostingClassifier), or drop the weight "
+                "column if the rows were kept with probabilities that depend on the context "
+                "alone (then the unweighted fit estimates the same probabilities)."
+            )
     g = check_rng(rng)
     fold = g.permutation(np.arange(n) % folds)
     if classifier is None:  # a given classifier gets the features as they are (its own units)
@@ -301,8 +385,11 @@ def estimated_action_probabilities(
             cal,
             "the data" if folds == 1 else f"the training set of fold {k} (of {folds})",
         )
-        model = _calibrated(base, cal)
-        model.fit(x[train], codes[train])
+        if weight is not None and classifier is None:
+            model = _weighted_default_classifier(cal)
+        else:
+            model = _calibrated(base, cal)
+        _fit(model, x[train], codes[train], None if weight is None else weight[train])
         cols = np.asarray(model.classes_, dtype=np.int64)
         out[np.ix_(test, cols)] = model.predict_proba(x[test])
     return out, classes
@@ -329,12 +416,20 @@ def _row_estimates(
     rng: Any,
     calibration: str,
     floor: float,
+    weight: np.ndarray | None = None,
 ) -> tuple[np.ndarray, pa.Array | None, int]:
-    """Estimated propensity of each logged action (and distribution over candidates)."""
+    """Estimated propensity of each logged action (and distribution over candidates), the fit
+    weighted by the rows' sampling weights ``weight`` when given."""
     a = _actions(table)
     x = context_matrix(_Holder(table), context_columns)
     probs, classes = estimated_action_probabilities(
-        x, a, classifier=classifier, n_folds=n_folds, rng=rng, calibration=calibration
+        x,
+        a,
+        classifier=classifier,
+        n_folds=n_folds,
+        rng=rng,
+        calibration=calibration,
+        sample_weight=weight,
     )
     codes = np.searchsorted(classes, a)
     n = a.shape[0]
@@ -384,7 +479,7 @@ def _column_names(context_columns: str | Sequence[str]) -> list[str]:
     return [context_columns] if isinstance(context_columns, str) else list(context_columns)
 
 
-def _model_name(classifier: Any, calibration: str, n_folds: int) -> str:
+def _model_name(classifier: Any, calibration: str, n_folds: int, weighted: bool = False) -> str:
     name = (
         "multinomial LogisticRegression on standardized features"
         if classifier is None
@@ -392,7 +487,8 @@ def _model_name(classifier: Any, calibration: str, n_folds: int) -> str:
     )
     cal = "no calibration" if calibration == "none" else f"calibration={calibration}"
     fit = "fitted on all rows" if n_folds == 1 else f"{n_folds}-fold cross-fitted"
-    return f"{name} ({fit}, {cal})"
+    by = ", weighted by the sampling weights" if weighted else ""
+    return f"{name} ({fit}{by}, {cal})"
 
 
 def estimate_propensities(
@@ -411,7 +507,11 @@ def estimate_propensities(
     ----------
     logs : BanditLogs, pyarrow.Table or pandas.DataFrame
         Rows with ``action``, ``reward`` and the context columns; a ``propensity`` column, if
-        any, is replaced (compare it with :func:`check_propensities` instead).
+        any, is replaced (compare it with :func:`check_propensities` instead). A ``weight``
+        column (the rows' sampling weights, e.g. ``1 / (1 - pdrop)``) weights the fit, so that
+        it estimates the logger's probabilities on the traffic the rows were kept from: where
+        the keeping depended on the action or the outcome, an unweighted fit would estimate
+        those of the kept rows instead (see :func:`estimated_action_probabilities`).
     context_columns : str or sequence of str
         Everything the logger's choice depended on (numeric and/or list columns). Required: a
         missing confounder biases every weight, and no default can know the logger's inputs.
@@ -520,8 +620,10 @@ def estimate_propensities(
 
     folds, cal, floor = _check_settings(classifier, n_folds, calibration, min_propensity)
     table = as_log_table(logs)
-    _check_sampling_weights(table)
-    p, dist, n_floored = _row_estimates(table, context_columns, classifier, folds, rng, cal, floor)
+    weight = _sampling_weights(table)
+    p, dist, n_floored = _row_estimates(
+        table, context_columns, classifier, folds, rng, cal, floor, weight
+    )
     replaced = [
         column
         for column in ("propensity", "logging_distribution")
@@ -537,7 +639,9 @@ def estimate_propensities(
             PROPENSITY_SOURCE_KEY.encode(): b"estimated",
             b"ope.propensity_floor": repr(floor).encode(),
             b"ope.propensity_floored_rows": str(n_floored).encode(),
-            b"ope.propensity_model": _model_name(classifier, cal, folds).encode(),
+            b"ope.propensity_model": _model_name(
+                classifier, cal, folds, weight is not None
+            ).encode(),
             b"ope.propensity_context_columns": json.dumps(_column_names(context_columns)).encode(),
         }
     )
@@ -547,13 +651,15 @@ def estimate_propensities(
     return out
 
 
-def _check_sampling_weights(table: pa.Table) -> None:
-    """Refuse a ``weight`` column (the rows' sampling weights) that no estimate could use: the
-    returned logs would carry it to every estimate, which would refuse it only then."""
+def _sampling_weights(table: pa.Table) -> np.ndarray | None:
+    """The ``weight`` column (the rows' sampling weights) as float64, None when absent or when
+    every weight is equal (the unweighted fit, exactly). Weights no estimate could use are
+    refused here: the returned logs would carry them to every estimate, which would refuse them
+    only then."""
     from ope.weights import SAMPLING_WEIGHT_COLUMN, check_sampling_weight
 
     if SAMPLING_WEIGHT_COLUMN not in table.column_names:
-        return
+        return None
     column = table.column(SAMPLING_WEIGHT_COLUMN)
     if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
         raise SchemaError(
@@ -562,7 +668,8 @@ def _check_sampling_weights(table: pa.Table) -> None:
             "rename the column if it is something else."
         )
     values = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
-    check_sampling_weight(values, table.num_rows, name=SAMPLING_WEIGHT_COLUMN)
+    weight = check_sampling_weight(values, table.num_rows, name=SAMPLING_WEIGHT_COLUMN)
+    return None if weight.size == 0 or weight.min() == weight.max() else weight
 
 
 def _replaced_note(table: pa.Table, replaced: list[str]) -> str | None:
@@ -734,7 +841,8 @@ def check_propensities(
     log of how far its logged propensities are off (a model that is wrong everywhere by the
     same smooth error moves every action a little; a bug in one action moves that one). The
     estimates use only contexts and actions, never the logged propensities, so a bug cannot
-    hide in the model.
+    hide in the model. A ``weight`` column (sampling weights) weights the fit, as in
+    :func:`estimate_propensities`; the comparisons are of the kept rows.
 
     Examples
     --------
@@ -770,7 +878,10 @@ def check_propensities(
         raise SchemaError(
             "`propensity` must be finite and > 0 on every row; validate with ope.read_logs first."
         )
-    est, _, n_floored = _row_estimates(table, context_columns, classifier, folds, rng, cal, floor)
+    weight = _sampling_weights(table)
+    est, _, n_floored = _row_estimates(
+        table, context_columns, classifier, folds, rng, cal, floor, weight
+    )
     a = _actions(table)
     lr = np.log(logged / est)
     off = np.abs(lr) > np.log(tol)
@@ -827,6 +938,6 @@ def check_propensities(
         by_segment=by_segment,
         worst_rows=worst_rows,
         flagged_actions=flagged,
-        model=_model_name(classifier, cal, folds),
+        model=_model_name(classifier, cal, folds, weight is not None),
         notes=tuple(notes),
     )

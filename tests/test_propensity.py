@@ -476,3 +476,114 @@ def test_sampling_weights_that_no_estimate_could_use_are_refused_here():
         t.append_column("weight", pa.array(np.full(t.num_rows, 2.0))), context_columns=["x"]
     )
     assert "weight" in good.columns
+
+
+def _thinned_logs(n: int = 12_000, seed: int = 1) -> tuple[pa.Table, np.ndarray]:
+    """A softmax logger over 3 actions of 2 features whose rows of action 0 were kept with
+    probability 0.2 (pdrop 0.8; ``weight`` = 5), the others always: among the kept rows
+    action 0 is 5x rarer than the logger chose it. Returns the kept rows (with the logged
+    propensities) and the logger's true probability of each kept row's action."""
+    g = np.random.default_rng(seed)
+    x = g.standard_normal((n, 2))
+    score = np.stack([np.zeros(n), x[:, 0], x[:, 1] - 0.5], axis=1)
+    pi = np.exp(score)
+    pi /= pi.sum(axis=1, keepdims=True)
+    a = (g.random(n)[:, None] > np.cumsum(pi, axis=1)).sum(axis=1)
+    keep = np.where(a == 0, 0.2, 1.0)
+    kept = g.random(n) < keep
+    true_p = pi[np.arange(n), a][kept]
+    table = pa.table(
+        {
+            "action": a[kept],
+            "propensity": true_p,
+            "reward": np.ones(int(kept.sum())),
+            "x0": x[kept, 0],
+            "x1": x[kept, 1],
+            "weight": 1.0 / keep[kept],
+        }
+    )
+    return table, true_p
+
+
+def test_sampling_weights_weight_the_fit():
+    """Rows kept with a probability that depends on the action: the weighted fit estimates the
+    logger's probabilities (on the traffic), the unweighted one those of the kept rows (action 0
+    about 5x too rare). Before, the weights were checked and then ignored by the fit."""
+    table, true_p = _thinned_logs()
+
+    def error(logs) -> float:
+        return float(np.mean(np.abs(np.log(logs.column("propensity") / true_p))))
+
+    weighted = estimate_propensities(table, context_columns=["x0", "x1"])
+    unweighted = estimate_propensities(table.drop_columns(["weight"]), context_columns=["x0", "x1"])
+    assert error(weighted) < 0.04
+    assert error(unweighted) > 0.25
+    assert "weighted by the sampling weights" in propensity_info(weighted)["propensity_model"]
+    assert "weighted" not in propensity_info(unweighted)["propensity_model"]
+    # cross-fitted and calibrated fits take them too (the calibration wraps the regression)
+    for kw in ({"n_folds": 3}, {"calibration": "isotonic"}):
+        assert error(estimate_propensities(table, context_columns=["x0", "x1"], **kw)) < 0.1
+    # a given classifier takes them when its fit (or its pipeline's last step's) does
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    for clf in (LogisticRegression(), make_pipeline(StandardScaler(), LogisticRegression())):
+        assert (
+            error(estimate_propensities(table, context_columns=["x0", "x1"], classifier=clf)) < 0.04
+        )
+
+
+def test_equal_sampling_weights_give_the_unweighted_fit_exactly():
+    table, _ = _thinned_logs(n=3_000)
+    plain = estimate_propensities(table.drop_columns(["weight"]), context_columns=["x0", "x1"])
+    equal = estimate_propensities(
+        table.set_column(5, "weight", pa.array(np.full(table.num_rows, 3.0))),
+        context_columns=["x0", "x1"],
+    )
+    np.testing.assert_array_equal(equal.column("propensity"), plain.column("propensity"))
+    assert "weighted" not in propensity_info(equal)["propensity_model"]
+
+
+def test_a_classifier_that_cannot_take_sampling_weights_is_refused():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    table, _ = _thinned_logs(n=3_000)
+    cases = (
+        (KNeighborsClassifier(), "none", r"KNeighborsClassifier\.fit takes no sample_weight"),
+        (
+            make_pipeline(StandardScaler(), KNeighborsClassifier()),
+            "none",
+            "nor does its last step",
+        ),
+        (
+            make_pipeline(StandardScaler(), LogisticRegression()),
+            "sigmoid",
+            "calibration='sigmoid' passes them only",
+        ),
+    )
+    for clf, cal, match in cases:
+        with pytest.raises(ParameterError, match=match):
+            estimate_propensities(
+                table, context_columns=["x0", "x1"], classifier=clf, calibration=cal
+            )
+    # without the weight column the same classifier is fitted (unweighted)
+    estimate_propensities(
+        table.drop_columns(["weight"]),
+        context_columns=["x0", "x1"],
+        classifier=KNeighborsClassifier(),
+    )
+
+
+def test_the_bug_detector_weights_its_fit():
+    """Logged propensities that are right on the traffic are consistent with the weighted fit;
+    an unweighted fit of the thinned rows would flag action 0 (about 5x off)."""
+    table, _ = _thinned_logs()
+    check = check_propensities(table, context_columns=["x0", "x1"])
+    assert check.verdict == "consistent", check.by_action
+    assert "weighted by the sampling weights" in check.model
+    unweighted = check_propensities(table.drop_columns(["weight"]), context_columns=["x0", "x1"])
+    assert unweighted.verdict == "disagree"
