@@ -187,13 +187,26 @@ def test_the_default_estimators_leave_out_dr_where_the_logs_cannot_give_it(tmp_p
         )
         for n in ev.notes
     )
+    # the provenance records the estimators run, not the default asked for
+    assert ev.provenance.options["estimators"] == ["ips", "snips"]
     with pytest.raises(PolicyError, match="whole distribution"):  # named: still an error
         ope.evaluate(frame, estimators=("ips", "snips", "dr"))
+    # evaluate_outcomes takes the same default (it raised on these logs)
+    outcomes = ope.evaluate_outcomes(frame.assign(cost=1.0), outcomes=["reward", "cost"])
+    for outcome in ("reward", "cost"):
+        each = outcomes[outcome]
+        assert each.table()["estimator"].tolist() == ["ips", "snips"]
+        assert any("dr, one of the default estimators, was left out" in n for n in each.notes)
+        assert each.provenance.options["estimators"] == ["ips", "snips"]
+    assert outcomes["reward"].table()["value"].tolist() == pytest.approx(
+        ev.table()["value"].tolist(), rel=1e-12
+    )
     path = tmp_path / "logs.parquet"
     frame.to_parquet(path)
     scanned = ope.evaluate(ope.scan_logs(path))
     assert scanned.table()["value"].tolist() == pytest.approx(ev.table()["value"].tolist())
     assert any("was left out: a lazy scan gives merged statistics" in n for n in scanned.notes)
+    assert scanned.provenance.options["estimators"] == ["ips", "snips"]
     n = len(frame)
     full = frame.assign(
         x=np.random.default_rng(1).normal(size=n),
@@ -203,6 +216,7 @@ def test_the_default_estimators_leave_out_dr_where_the_logs_cannot_give_it(tmp_p
     ev = ope.evaluate(full, rng=0)
     assert ev.table()["estimator"].tolist() == ["ips", "snips", "dr"]
     assert not any("default estimators" in n for n in ev.notes)
+    assert ev.provenance.options["estimators"] == ["ips", "snips", "dr"]
     bare = ope.evaluate(full.drop(columns="x"), rng=0)  # no context for the reward model
     assert bare.table()["estimator"].tolist() == ["ips", "snips"]
     assert any("no context column for its reward model" in n for n in bare.notes)

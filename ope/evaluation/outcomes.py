@@ -16,6 +16,7 @@ reward; what is shared is the work:
 
 from __future__ import annotations
 
+
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -84,6 +85,7 @@ def outcome_evaluations(
     from ope.results import Provenance
 
     named = [args] * len(outcomes) if isinstance(args, str) else list(args)
+    plan, note = plan.for_logs(logs)  # DR left out of the default estimators where it cannot run
     per = [with_outcome(logs, o, a) for o, a in zip(outcomes, named)]  # checked before a pass
     shared: list[Any] = [None] * len(per)
     if len(per) > 1:
@@ -96,6 +98,8 @@ def outcome_evaluations(
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             evaluation = evaluate_eager(part, plan, provenance, shared=prepared)
+        if note:
+            evaluation = evaluation.with_note(note)
         out.append((evaluation, list(caught)))
     return out
 

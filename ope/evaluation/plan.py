@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import warnings
 from collections.abc import Mapping, Sequence
-import copy
 from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
@@ -382,31 +381,30 @@ class EvaluationPlan:
         """
         from ope.io import LogScan, read_logs
 
-        provenance = Provenance(options=dict(self.options), seed=self.seed)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             if isinstance(logs, LogScan):
-                plan, note = self._defaults_for(None)
+                plan, note = self.for_logs(None)
                 plan.check_streamable("over a lazy scan")
+                provenance = Provenance(options=dict(plan.options), seed=plan.seed)
                 evaluation = evaluate_scan(logs, plan).with_provenance(provenance)
             else:
                 if not isinstance(logs, BanditLogs):
                     logs = read_logs(logs)
-                plan, note = self._defaults_for(logs)
+                plan, note = self.for_logs(logs)
+                provenance = Provenance(options=dict(plan.options), seed=plan.seed)
                 evaluation = evaluate_eager(logs, plan, provenance)
             if note:
-                # a shallow copy with the note (dataclasses.replace would compute every
-                # interval again in __post_init__)
-                evaluation = copy.copy(evaluation)
-                object.__setattr__(evaluation, "notes", (*evaluation.notes, note))
+                evaluation = evaluation.with_note(note)
         level = user_stacklevel()  # the user's line, however many of ope's frames called this
         for category, message in dict.fromkeys((w.category, str(w.message)) for w in caught):
             warnings.warn(message, category, stacklevel=level)
         return evaluation
 
-    def _defaults_for(self, logs: BanditLogs | None) -> tuple[EvaluationPlan, str | None]:
+    def for_logs(self, logs: BanditLogs | None) -> tuple[EvaluationPlan, str | None]:
         """This plan for ``logs`` (None: a lazy scan), with DR left out of the default
-        estimators when the logs cannot give it, and the note that says so (else None)."""
+        estimators when the logs cannot give it, and the note that says so (else None). The
+        plan's recorded options then list the estimators it runs."""
         if not self.default_estimators or not any(k == "dr" for k, _ in self.estimators):
             return self, None
         why = (
@@ -421,7 +419,8 @@ class EvaluationPlan:
             f"dr, one of the default estimators, was left out: {why}. Name the estimators "
             "(estimators=...) to choose them."
         )
-        return replace(self, estimators=kept, default_estimators=False), note
+        options = {**self.options, "estimators": [k for k, _ in kept]}
+        return replace(self, estimators=kept, default_estimators=False, options=options), note
 
     def diagnose(
         self,

@@ -4,6 +4,8 @@ intervals, the logging policy's value, paired comparisons, segments, text, JSON 
 
 from __future__ import annotations
 
+import copy
+
 import math
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
@@ -272,6 +274,13 @@ class Evaluation(Result):
             raise KeyError(
                 f"no estimate for {key!r}; policies: {self.policies}, estimators: {self.estimators}"
             ) from None
+
+    def with_note(self, note: str) -> Evaluation:
+        """A copy with ``note`` added to :attr:`notes` (a shallow copy: the estimates and
+        their intervals are shared, not computed again)."""
+        out = copy.copy(self)
+        object.__setattr__(out, "notes", (*self.notes, note))
+        return out
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "by", tuple(self.by))
