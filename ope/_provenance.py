@@ -26,6 +26,8 @@ __all__ = [
     "propensity_info",
     "propensity_source",
     "estimated_propensity_note",
+    "propensity_weight_note",
+    "propensity_notes",
 ]
 
 #: The schema-metadata key (and its companions) under which the propensity's origin is recorded.
@@ -35,6 +37,7 @@ _INFO_KEYS: Final = (
     "propensity_floored_rows",
     "propensity_model",
     "propensity_context_columns",
+    "propensity_weight_column",  # only when the fit was weighted by sampling weights
 )
 #: Every provenance entry's key starts so (``ope.propensity`` alone, without the underscore, is
 #: an importer's description of what the logged propensity means, and is not provenance).
@@ -177,3 +180,47 @@ def estimated_propensity_note(logs: Any) -> str | None:
         "analysis's tipping point (ope.diagnostics.sensitivity; ope.diagnose and the report "
         "run it for estimated propensities)."
     )
+
+
+def propensity_weight_note(logs: Any, weight_column: str | None) -> str | None:
+    """The note of estimates weighted by ``weight_column`` (None: unweighted) on logs whose
+    propensities were estimated with other sampling weights (or none); None when they agree or
+    the propensities are logged.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> t = pa.table({"action": [0]}).replace_schema_metadata(
+    ...     {"ope.propensity_source": "estimated"})
+    >>> propensity_weight_note(t, None) is None
+    True
+    >>> propensity_weight_note(t, "w")[:60]
+    'the propensities were estimated without the sampling weight'
+    """
+    info = propensity_info(logs)
+    if info["propensity_source"] != "estimated":
+        return None
+    fitted = info.get("propensity_weight_column")
+    if fitted == weight_column:
+        return None
+    if fitted is None:
+        return (
+            f"the propensities were estimated without the sampling weights `{weight_column}` "
+            "that weight these estimates: where rows were kept with a probability that depends "
+            "on the action or the outcome, they are the kept rows' logging probabilities, not "
+            "the traffic's; estimate them with ope.estimate_propensities(..., "
+            f"weight_column={weight_column!r})"
+        )
+    now = "unweighted" if weight_column is None else f"weighted by `{weight_column}`"
+    return (
+        f"the propensities were estimated with the sampling weights `{fitted}`, but these "
+        f"estimates are {now}: weight both by the same column (weight_column={fitted!r})"
+    )
+
+
+def propensity_notes(logs: Any, weight_column: str | None) -> list[str]:
+    """The notes on the propensities of every result computed from ``logs`` with the sampling
+    weights ``weight_column`` (None: unweighted): :func:`estimated_propensity_note` and
+    :func:`propensity_weight_note`, those that apply (none for logged propensities)."""
+    notes = [estimated_propensity_note(logs), propensity_weight_note(logs, weight_column)]
+    return [note for note in notes if note is not None]

@@ -36,7 +36,8 @@ from ope.evaluation import (
 from ope.exceptions import DataFileError, ParameterError, SchemaError, ValidationError
 from ope.io import check_on_invalid, scan_logs
 from ope.logs import BanditLogs, ValidationReport
-from ope.propensity import estimated_propensity_note, propensity_source
+from ope._provenance import propensity_notes
+from ope.propensity import propensity_source
 from ope.schema import ColumnPlan, check_bandit_rows, conform
 from ope.weights import sampling_weight_column
 
@@ -763,9 +764,7 @@ def evaluate_distributed(
             f"event_id duplicates were checked within each of the {len(parts)} partitions only "
             '(check_duplicates="partition"); a repeat across partitions was not detected.'
         )
-    estimated = estimated_propensity_note(scan)  # the provenance of the files' metadata
-    if estimated is not None:
-        notes.append(estimated)
+    notes += propensity_notes(scan, kernel.weight_column)  # from the files' metadata
     settings = replace(plan.settings, weight_column=kernel.weight_column)
     return Evaluation.from_statistics(
         merged.stats,

@@ -479,7 +479,9 @@ def _column_names(context_columns: str | Sequence[str]) -> list[str]:
     return [context_columns] if isinstance(context_columns, str) else list(context_columns)
 
 
-def _model_name(classifier: Any, calibration: str, n_folds: int, weighted: bool = False) -> str:
+def _model_name(
+    classifier: Any, calibration: str, n_folds: int, weight_column: str | None = None
+) -> str:
     name = (
         "multinomial LogisticRegression on standardized features"
         if classifier is None
@@ -487,7 +489,7 @@ def _model_name(classifier: Any, calibration: str, n_folds: int, weighted: bool 
     )
     cal = "no calibration" if calibration == "none" else f"calibration={calibration}"
     fit = "fitted on all rows" if n_folds == 1 else f"{n_folds}-fold cross-fitted"
-    by = ", weighted by the sampling weights" if weighted else ""
+    by = "" if weight_column is None else f", weighted by the sampling weights `{weight_column}`"
     return f"{name} ({fit}{by}, {cal})"
 
 
@@ -500,6 +502,7 @@ def estimate_propensities(
     rng: int | np.random.Generator | None = None,
     calibration: str = DEFAULT_CALIBRATION,
     min_propensity: float = ESTIMATED_PROPENSITY_FLOOR,
+    weight_column: str | None = None,
 ) -> BanditLogs:
     r"""Logs whose ``propensity`` is estimated by a classifier of the action given the context.
 
@@ -533,6 +536,9 @@ def estimate_propensities(
     min_propensity : float, default 1e-3
         Floor of the estimates, counted in the record. It bounds a weight by
         :math:`1/p_{\min}` when a model puts almost no probability on a logged action.
+    weight_column : str, optional
+        The column of the rows' sampling weights, which weight the fit (as in
+        :func:`ope.evaluate`): default ``weight`` when the logs have it.
 
     Returns
     -------
@@ -620,7 +626,7 @@ def estimate_propensities(
 
     folds, cal, floor = _check_settings(classifier, n_folds, calibration, min_propensity)
     table = as_log_table(logs)
-    weight = _sampling_weights(table)
+    weight, weight_name = _sampling_weights(table, weight_column)
     p, dist, n_floored = _row_estimates(
         table, context_columns, classifier, folds, rng, cal, floor, weight
     )
@@ -640,36 +646,41 @@ def estimate_propensities(
             b"ope.propensity_floor": repr(floor).encode(),
             b"ope.propensity_floored_rows": str(n_floored).encode(),
             b"ope.propensity_model": _model_name(
-                classifier, cal, folds, weight is not None
+                classifier, cal, folds, weight_name if weight is not None else None
             ).encode(),
             b"ope.propensity_context_columns": json.dumps(_column_names(context_columns)).encode(),
         }
     )
+    if weight is not None:  # absent: fitted unweighted (as every record before this key)
+        meta[b"ope.propensity_weight_column"] = json.dumps(weight_name).encode()
     out = read_logs(table.replace_schema_metadata(meta))
     if note is not None:  # every result built on these logs carries the reader's notes
         out.report = replace(out.report, notes=(*out.report.notes, note))
     return out
 
 
-def _sampling_weights(table: pa.Table) -> np.ndarray | None:
-    """The ``weight`` column (the rows' sampling weights) as float64, None when absent or when
-    every weight is equal (the unweighted fit, exactly). Weights no estimate could use are
-    refused here: the returned logs would carry them to every estimate, which would refuse them
-    only then."""
-    from ope.weights import SAMPLING_WEIGHT_COLUMN, check_sampling_weight
+def _sampling_weights(
+    table: pa.Table, weight_column: str | None
+) -> tuple[np.ndarray | None, str | None]:
+    """The rows' sampling weights (``weight_column``, default ``weight`` when present) as
+    float64 and the column's name; the weights are None when absent or all equal (the
+    unweighted fit, exactly). Weights no estimate could use are refused here: the returned logs
+    would carry them to every estimate, which would refuse them only then."""
+    from ope.weights import check_sampling_weight, sampling_weight_column
 
-    if SAMPLING_WEIGHT_COLUMN not in table.column_names:
-        return None
-    column = table.column(SAMPLING_WEIGHT_COLUMN)
+    name = sampling_weight_column(table.column_names, weight_column)
+    if name is None:
+        return None, None
+    column = table.column(name)
     if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
         raise SchemaError(
-            f"`{SAMPLING_WEIGHT_COLUMN}` (the rows' sampling weights) must be numeric; it holds "
-            f"{column.type}. A sampling weight is 1 / the probability that the row was kept; "
-            "rename the column if it is something else."
+            f"`{name}` (the rows' sampling weights) must be numeric; it holds {column.type}. A "
+            "sampling weight is 1 / the probability that the row was kept; rename the column if "
+            "it is something else."
         )
     values = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
-    weight = check_sampling_weight(values, table.num_rows, name=SAMPLING_WEIGHT_COLUMN)
-    return None if weight.size == 0 or weight.min() == weight.max() else weight
+    weight = check_sampling_weight(values, table.num_rows, name=name)
+    return (None if weight.size == 0 or weight.min() == weight.max() else weight), name
 
 
 def _replaced_note(table: pa.Table, replaced: list[str]) -> str | None:
@@ -810,6 +821,7 @@ def check_propensities(
     min_propensity: float = ESTIMATED_PROPENSITY_FLOOR,
     ratio_tolerance: float = DISAGREEMENT_RATIO,
     n_worst: int = WORST_ROWS,
+    weight_column: str | None = None,
 ) -> PropensityCheck:
     r"""Compare logged propensities with cross-fitted estimates: a logging-bug detector.
 
@@ -830,6 +842,8 @@ def check_propensities(
         more than 4 standard errors from 0.
     n_worst : int, default 10
         Rows listed in ``worst_rows``.
+    weight_column : str, optional
+        As in :func:`estimate_propensities`.
 
     Returns
     -------
@@ -878,7 +892,7 @@ def check_propensities(
         raise SchemaError(
             "`propensity` must be finite and > 0 on every row; validate with ope.read_logs first."
         )
-    weight = _sampling_weights(table)
+    weight, weight_name = _sampling_weights(table, weight_column)
     est, _, n_floored = _row_estimates(
         table, context_columns, classifier, folds, rng, cal, floor, weight
     )
@@ -938,6 +952,6 @@ def check_propensities(
         by_segment=by_segment,
         worst_rows=worst_rows,
         flagged_actions=flagged,
-        model=_model_name(classifier, cal, folds, weight is not None),
+        model=_model_name(classifier, cal, folds, weight_name if weight is not None else None),
         notes=tuple(notes),
     )

@@ -500,6 +500,7 @@ def _thinned_logs(n: int = 12_000, seed: int = 1) -> tuple[pa.Table, np.ndarray]
             "x0": x[kept, 0],
             "x1": x[kept, 1],
             "weight": 1.0 / keep[kept],
+            "target__zero": (a[kept] == 0).astype(float),
         }
     )
     return table, true_p
@@ -587,3 +588,37 @@ def test_the_bug_detector_weights_its_fit():
     assert "weighted by the sampling weights" in check.model
     unweighted = check_propensities(table.drop_columns(["weight"]), context_columns=["x0", "x1"])
     assert unweighted.verdict == "disagree"
+
+
+def test_sampling_weights_in_another_column_are_named_and_recorded():
+    """``weight_column=`` names the sampling weights (before, only a column named ``weight``
+    weighted the fit, so weights in ``w`` were ignored without a word); the record keeps the
+    column, and a result weighted by other weights than the fit's says so."""
+    import ope
+
+    table, true_p = _thinned_logs()
+    renamed = table.rename_columns(["w" if c == "weight" else c for c in table.column_names])
+    logs = estimate_propensities(renamed, context_columns=["x0", "x1"], weight_column="w")
+    assert np.mean(np.abs(np.log(logs.column("propensity") / true_p))) < 0.04
+    info = propensity_info(logs)
+    assert info["propensity_weight_column"] == "w"
+    assert "weighted by the sampling weights `w`" in info["propensity_model"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        same = ope.diagnose(logs, weight_column="w", sensitivity=False)
+    assert not any("estimated without the sampling weights" in n for n in same.notes)
+    # fitted unweighted, then diagnosed with the weights: the note says the fit lacked them
+    plain = estimate_propensities(renamed, context_columns=["x0", "x1"])
+    assert "propensity_weight_column" not in propensity_info(plain)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        other = ope.diagnose(plain, weight_column="w", sensitivity=False)
+    assert any(
+        "the propensities were estimated without the sampling weights `w`" in n
+        and "weight_column='w'" in n
+        for n in other.notes
+    )
+    check = check_propensities(renamed, context_columns=["x0", "x1"], weight_column="w")
+    assert check.verdict == "consistent"
+    with pytest.raises(SchemaError, match="weight_column='v' is not a column"):
+        estimate_propensities(renamed, context_columns=["x0", "x1"], weight_column="v")

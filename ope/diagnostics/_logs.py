@@ -163,16 +163,14 @@ def logs_inputs(
     ``policies`` on them: the candidates' propensities and distributions, the segments of
     ``by``, the coded actions and the sampling weights. The estimated-propensity note and the
     notes found on the way are appended to ``notes``."""
-    from ope.propensity import estimated_propensity_note
+    from ope._provenance import propensity_notes
     from ope.weights import sampling_weight_column
 
     notes = [] if notes is None else notes
     logs = logs_to_diagnose(logs)  # a DataFrame, Arrow table or path, as evaluate accepts
     weight_name = sampling_weight_column(logs.columns, weight_column)
     cols = segment_columns(logs, by)  # SchemaError naming missing / list / struct columns
-    estimated = estimated_propensity_note(logs)  # the same note as every other result's
-    if estimated is not None:
-        notes.append(estimated)
+    notes += propensity_notes(logs, weight_name)  # the same notes as every other result's
     names, target, tdists, ldist, codes, labels = target_from_logs(logs, policies, notes)
     segments = {c: segment_values(logs.table.column(c)) for c in cols}
     action: Any = codes if codes is not None else segment_values(logs.table.column("action"))

@@ -15,7 +15,7 @@ import pyarrow as pa
 from sklearn.base import clone
 
 from ope._progress import progress
-from ope._provenance import estimated_propensity_note
+from ope._provenance import propensity_notes
 from ope._validation import (
     check_name,
     check_real,
@@ -222,8 +222,8 @@ def learn_from_logs(
         sampling_weight=None if s is None else s[cert_rows],
         weight_name=weight_name,
     )
-    estimated = estimated_propensity_note(logs)  # the certificate rests on these propensities
-    notes = certificate.notes + ((estimated,) if estimated is not None else ())
+    # the certificate rests on these propensities
+    notes = certificate.notes + tuple(propensity_notes(logs, weight_name))
     return est, dataclasses.replace(certificate, seed=seed, notes=notes)
 
 
