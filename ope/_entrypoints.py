@@ -218,6 +218,7 @@ REGISTERED: Final[tuple[str, ...]] = (
     "ope.Evaluation.plot",
     "ope.Evaluation.summary",
     "ope.Evaluation.table",
+    "ope.Evaluation.with_note",
     "ope.Evaluation.with_provenance",
     "ope.Evaluation.write_report",
     "ope.FittedQ",

@@ -14,6 +14,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
+import numpy as np
 import pyarrow as pa
 
 from ope.exceptions import ParameterError, SchemaError
@@ -195,7 +196,7 @@ def propensity_weight_note(logs: Any, weight_column: str | None) -> str | None:
     >>> propensity_weight_note(t, None) is None
     True
     >>> propensity_weight_note(t, "w")[:60]
-    'the propensities were estimated without the sampling weight'
+    'the propensities were estimated without the sampling weights'
     """
     info = propensity_info(logs)
     if info["propensity_source"] != "estimated":
@@ -218,9 +219,15 @@ def propensity_weight_note(logs: Any, weight_column: str | None) -> str | None:
     )
 
 
-def propensity_notes(logs: Any, weight_column: str | None) -> list[str]:
+def propensity_notes(logs: Any, weight_column: str | None, weights: Any = None) -> list[str]:
     """The notes on the propensities of every result computed from ``logs`` with the sampling
     weights ``weight_column`` (None: unweighted): :func:`estimated_propensity_note` and
-    :func:`propensity_weight_note`, those that apply (none for logged propensities)."""
+    :func:`propensity_weight_note`, those that apply (none for logged propensities).
+    ``weights``, the column's values when at hand: all equal, they weigh nothing (as in
+    :func:`ope.estimate_propensities`, which then fits unweighted)."""
+    if weights is not None and weight_column is not None:
+        values = np.asarray(weights, dtype=np.float64)
+        if values.size and float(values.min()) == float(values.max()):
+            weight_column = None
     notes = [estimated_propensity_note(logs), propensity_weight_note(logs, weight_column)]
     return [note for note in notes if note is not None]

@@ -158,7 +158,8 @@ class ContextChoice:
     columns : list of str
         The columns used, in column order.
     excluded : list of str
-        Numeric columns left out because their name looks like an outcome, id or time.
+        Numeric columns left out because their name looks like an outcome, id or time, or
+        because they hold the rows' sampling weights.
     notes : tuple of str
         One when more than :data:`MANY_DEFAULT_CONTEXT_COLUMNS` columns were taken, one when
         context columns listed by an importer are not numeric (so not used).
@@ -169,12 +170,16 @@ class ContextChoice:
     notes: tuple[str, ...]
 
 
-def context_column_choice(logs: Any) -> ContextChoice:
+def context_column_choice(logs: Any, *, weight_column: str | None = None) -> ContextChoice:
     """The default context columns of ``logs``, what was left out, and a note when they are many.
 
     Parameters
     ----------
     logs : BanditLogs or any object with a pyarrow ``table``
+    weight_column : str, optional
+        The column of the rows' sampling weights (``ope.evaluate(..., weight_column=...)``): a
+        property of the logging pipeline, not of the context, so never a context column,
+        whatever its name (the ``weight`` column is left out by its name already).
 
     Returns
     -------
@@ -201,6 +206,9 @@ def context_column_choice(logs: Any) -> ContextChoice:
     (21, ['revenue', 'session_id'])
     >>> choice.notes[0].split(":")[0]
     'the reward model took 21 context columns by default (every numeric column outside the log schema)'
+    >>> holder = BanditLogs(pa.table(cols), ValidationReport("<T>", 1, 1))
+    >>> context_column_choice(holder, weight_column="x20").excluded  # the sampling weights
+    ['revenue', 'session_id', 'x20']
     """
     listed = recorded_context_columns(logs.table.schema)
     numeric = [
@@ -210,7 +218,7 @@ def context_column_choice(logs: Any) -> ContextChoice:
         and not fld.name.startswith(_POLICY_PREFIXES)
         and (_is_number(fld.type) or (fld.name in listed and _is_number_list(fld.type)))
     ]
-    columns = [c for c in numeric if c in listed or not _outcome_like(c)]
+    columns = [c for c in numeric if c != weight_column and (c in listed or not _outcome_like(c))]
     excluded = [c for c in numeric if c not in columns]
     notes = []
     unused = [c for c in listed if c in logs.table.column_names and c not in numeric]

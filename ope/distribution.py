@@ -804,6 +804,7 @@ def outcome_distribution(
             context_columns,
             rng=options.rng,
             outcome=outcome,
+            weight_column=weight_column,  # all-1 weights: s_column is None, the column is not
         )
     return _estimate(y, w, names, s, s_column, outcome, options, model)
 
@@ -843,7 +844,10 @@ def _dr_model(
     *,
     rng: Any,
     outcome: str,
+    weight_column: str | None = None,
 ) -> _DRModel:
+    """DR's model of the conditional CDF, fitted with the sampling weights ``weight_column``
+    (never one of its context columns)."""
     from ope.evaluation._driver import model_predictions
 
     knots = _dr_knots(y, count)
@@ -857,6 +861,7 @@ def _dr_model(
             context_columns=context_columns,
             rng=rng,
             outcomes=indicators,
+            weight_column=weight_column,
         )
         columns = tuple(used["context"]) + tuple(used["action_features"])
     else:  # one distinct outcome: the model is 1 everywhere

@@ -62,6 +62,7 @@ from ope.policies._core import (
     to_float64,
 )
 from ope.schema import DISTRIBUTION_SUM_ATOL
+from ope.weights import varying_sampling_weight
 
 __all__ = [
     "ActionEmbedding",
@@ -1256,15 +1257,19 @@ class SufficiencyTest:
     ----------
     policy : str
     difference : float
-        IPS minus MIPS, :math:`\\frac1n\\sum_i (w_i - w^e_i) r_i`.
+        IPS minus MIPS, :math:`\\frac1n\\sum_i (w_i - w^e_i) r_i`; with sampling weights
+        :math:`s_i`, :math:`\\sum_i s_i (w_i - w^e_i) r_i / \\sum_i s_i`, the difference of
+        the weighted IPS and MIPS of :func:`ope.evaluate`.
     std_error : float
-        Standard error of the difference (from the per-row differences: both on the same rows).
+        Standard error of the difference (from the per-row differences: both on the same rows;
+        with sampling weights, linearized as the weighted estimates' are).
     z : float
         ``difference / std_error``.
     p_value : float
         Two-sided normal p-value.
     ess_items, ess_embedding : float
-        Kish effective sample sizes of the per-item and of the marginal weights.
+        Kish effective sample sizes of the per-item and of the marginal weights (of their
+        products with the sampling weights, when the rows carry them).
     """
 
     policy: str
@@ -1296,6 +1301,8 @@ def embedding_sufficiency(
     logging_propensity: npt.ArrayLike,
     target_propensity: npt.ArrayLike,
     marginal: MarginalPropensities,
+    *,
+    sampling_weight: npt.ArrayLike | None = None,
 ) -> list[SufficiencyTest]:
     """Evidence of a direct effect of the action beyond its embedding, per candidate.
 
@@ -1316,6 +1323,13 @@ def embedding_sufficiency(
         order.
     marginal : MarginalPropensities
         The same rows' marginal propensities.
+    sampling_weight : array_like of shape (n,), optional
+        The rows' sampling weights :math:`s_i` (1 / the probability that a row was kept; the
+        ``weight`` column in :func:`ope.evaluate`). The difference is then of the
+        Horvitz-Thompson weighted estimates, :math:`\\sum_i s_i d_i / \\sum_i s_i` (the
+        weighted IPS minus the weighted MIPS), and its standard error is linearized as theirs
+        are: :math:`\\psi_i = s_i (d_i - \\bar d_s) / \\bar s` and
+        :math:`\\mathrm{sd}(\\psi)/\\sqrt n`. Equal weights give the unweighted test exactly.
 
     Returns
     -------
@@ -1354,13 +1368,22 @@ def embedding_sufficiency(
             f"({t.shape[0]} rows x {t.shape[1]}) and `marginal` ({marginal.logging.size} rows x "
             f"{len(marginal.names)}) must describe the same rows and candidates."
         )
+    # equal weights: the unweighted test, exactly
+    s = varying_sampling_weight(sampling_weight, n, name="sampling_weight")
     out = []
     for j, name in enumerate(marginal.names):  # a loop over candidates
         w = t[:, j] / p
         we = marginal.values[:, j] / marginal.logging
         d = (w - we) * r
-        diff = float(d.mean())
-        se = float(d.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+        if s is None:
+            diff = float(d.mean())
+            se = float(d.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan")
+        else:  # the Hajek ratio sum s d / sum s and its linearized standard error
+            total = float(np.sum(s))
+            diff = float(np.dot(s, d) / total)
+            dev = s * (d - diff)
+            se = float(np.sqrt(n / (n - 1.0) * np.dot(dev, dev)) / total) if n > 1 else float("nan")
+            w, we = s * w, s * we  # the ESS of the weights used: of s w and s w^e
         z = diff / se if se > 0 else (0.0 if diff == 0 else float("inf"))
         pv = float(2.0 * ndtr(-abs(z))) if np.isfinite(z) else 0.0
         ess_i = float(w.sum() ** 2 / (w * w).sum()) if (w * w).sum() > 0 else 0.0

@@ -79,6 +79,12 @@ from ope.context import context_matrix
 from ope.exceptions import EstimationError, ParameterError, SchemaError
 from ope.logs import BanditLogs, as_log_table
 from ope.results import Result, ResultParts
+from ope.weights import (
+    fit_with_sample_weight,
+    sample_weight_obstacle,
+    table_sampling_weights,
+    varying_sampling_weight,
+)
 
 __all__ = [
     "PROPENSITY_SOURCE_KEY",
@@ -176,46 +182,22 @@ def _check_calibration_counts(
 
 def _weights_reach(classifier: Any, calibration: str) -> str | None:
     """None when a given classifier (with this calibration) can be fitted with the rows'
-    sampling weights, else why not: its ``fit`` takes no ``sample_weight`` (for a pipeline,
-    its last step's), or a pipeline under calibration, which passes them only to a ``fit``
-    that takes them itself."""
+    sampling weights, else why not (:func:`ope.weights.sample_weight_obstacle`; a pipeline
+    under calibration too: the calibration passes them only to a ``fit`` that takes them
+    itself)."""
     from sklearn.pipeline import Pipeline
-    from sklearn.utils.validation import has_fit_parameter
 
-    if has_fit_parameter(classifier, "sample_weight"):
-        return None
-    name = type(classifier).__name__
-    if isinstance(classifier, Pipeline) and has_fit_parameter(
-        classifier.steps[-1][1], "sample_weight"
-    ):
-        if calibration == "none":
-            return None
-        return (
-            f"calibration={calibration!r} passes them only to a classifier whose own fit takes "
-            f"sample_weight, and {name}.fit routes them to its steps by name"
-        )
-    last = " (nor does its last step's)" if isinstance(classifier, Pipeline) else ""
-    return f"{name}.fit takes no sample_weight{last}"
+    why = sample_weight_obstacle(classifier)
+    if why is None and calibration != "none" and isinstance(classifier, Pipeline):
+        from sklearn.utils.validation import has_fit_parameter
 
-
-def _fit(model: Any, x: np.ndarray, y: np.ndarray, weight: np.ndarray | None) -> None:
-    """Fit ``model`` on ``x``, ``y``, weighted by the rows' sampling weights when given: as
-    ``sample_weight`` when its ``fit`` takes it, else (a pipeline) routed by name to each step
-    whose ``fit`` does (:func:`_weights_reach` checked that the last one does)."""
-    from sklearn.pipeline import Pipeline
-    from sklearn.utils.validation import has_fit_parameter
-
-    if weight is None:
-        model.fit(x, y)
-    elif isinstance(model, Pipeline) and not has_fit_parameter(model, "sample_weight"):
-        routed = {
-            f"{name}__sample_weight": weight
-            for name, step in model.steps
-            if step not in (None, "passthrough") and has_fit_parameter(step, "sample_weight")
-        }
-        model.fit(x, y, **routed)
-    else:
-        model.fit(x, y, sample_weight=weight)
+        if not has_fit_parameter(classifier, "sample_weight"):
+            return (
+                f"calibration={calibration!r} passes them only to a classifier whose own fit "
+                f"takes sample_weight, and {type(classifier).__name__}.fit routes them to its "
+                "steps by name"
+            )
+    return why
 
 
 def _calibrated(classifier: Any, calibration: str) -> Any:
@@ -353,14 +335,9 @@ def estimated_action_probabilities(
             f"{n} rows cannot be split into n_folds={folds} folds of at least 2 rows; use fewer "
             "folds or more rows."
         )
-    weight = None
-    if sample_weight is not None:
-        from ope.weights import check_sampling_weight
-
-        weight = check_sampling_weight(sample_weight, n, name="sample_weight")
-        if float(weight.min()) == float(weight.max()):
-            weight = None  # equal weights: the unweighted fit, exactly
-        elif classifier is not None and (why := _weights_reach(classifier, cal)) is not None:
+    weight = varying_sampling_weight(sample_weight, n)  # equal weights: the unweighted fit
+    if weight is not None and classifier is not None:
+        if (why := _weights_reach(classifier, cal)) is not None:
             raise ParameterError(
                 f"the rows carry sampling weights, but {why}: fitted unweighted, the classifier "
                 "would estimate the logger's probabilities on the kept rows, not on the traffic "
@@ -389,7 +366,9 @@ def estimated_action_probabilities(
             model = _weighted_default_classifier(cal)
         else:
             model = _calibrated(base, cal)
-        _fit(model, x[train], codes[train], None if weight is None else weight[train])
+        fit_with_sample_weight(
+            model, x[train], codes[train], None if weight is None else weight[train]
+        )
         cols = np.asarray(model.classes_, dtype=np.int64)
         out[np.ix_(test, cols)] = model.predict_proba(x[test])
     return out, classes
@@ -666,21 +645,10 @@ def _sampling_weights(
     float64 and the column's name; the weights are None when absent or all equal (the
     unweighted fit, exactly). Weights no estimate could use are refused here: the returned logs
     would carry them to every estimate, which would refuse them only then."""
-    from ope.weights import check_sampling_weight, sampling_weight_column
-
-    name = sampling_weight_column(table.column_names, weight_column)
+    name, values = table_sampling_weights(table, weight_column)
     if name is None:
         return None, None
-    column = table.column(name)
-    if not (pa.types.is_floating(column.type) or pa.types.is_integer(column.type)):
-        raise SchemaError(
-            f"`{name}` (the rows' sampling weights) must be numeric; it holds {column.type}. A "
-            "sampling weight is 1 / the probability that the row was kept; rename the column if "
-            "it is something else."
-        )
-    values = np.asarray(column.to_numpy(zero_copy_only=False), dtype=np.float64)
-    weight = check_sampling_weight(values, table.num_rows, name=name)
-    return (None if weight.size == 0 or weight.min() == weight.max() else weight), name
+    return varying_sampling_weight(values, table.num_rows, name=name), name
 
 
 def _replaced_note(table: pa.Table, replaced: list[str]) -> str | None:

@@ -57,6 +57,7 @@ from ope.exceptions import (
     ValidationError,
 )
 from ope.policies import PROBABILITY_TOLERANCE  # one row-sum tolerance for the whole package
+from ope.weights import fit_with_sample_weight, sample_weight_obstacle, varying_sampling_weight
 
 __all__ = ["RewardModel", "FittedRewardModel", "TwoStepRewardModel"]
 
@@ -474,6 +475,10 @@ class RewardModel:
     :math:`E[w_i(r_i - \hat q(x_i,a_i)) \mid x_i, \hat q] = \hat q(x_i,\pi) - q(x_i,\pi)` holds
     exactly and DR stays unbiased (known propensities) however flexible the model.
 
+    With sampling weights :math:`s_i` (``fit(..., sample_weight=s)``) each fold model minimizes
+    its loss weighted by :math:`s_i`, as the rows repeated :math:`s_i` times would, and DM and
+    DR average with the same weights (Horvitz-Thompson, as :func:`ope.evaluate` does).
+
     For a classifier with reward values :math:`c_1..c_C`,
     :math:`\hat q(x, a) = \sum_j c_j \hat P(r = c_j | x, a)`. A fold whose training rows hold
     a single reward value predicts that value (a ``DummyRegressor``) and warns.
@@ -552,6 +557,7 @@ class RewardModel:
         *,
         n_actions: int | None = None,
         action_features: ArrayLike | None = None,
+        sample_weight: ArrayLike | None = None,
     ) -> FittedRewardModel:
         """Fit one model per fold and compute the out-of-fold predictions of the logged actions.
 
@@ -571,6 +577,13 @@ class RewardModel:
             One feature row per action (e.g. item embeddings). When given, actions enter the
             model through these features instead of a one-hot code: unlogged actions get
             predictions that generalize from similar actions.
+        sample_weight : array-like, shape (n,), optional
+            The rows' sampling weights (1 / the probability that a row was kept, e.g. the
+            ``weight`` column of DSJSON's ``pdrop``). Every fold model is fitted with them (the
+            estimator's ``sample_weight``), so q̂ is fitted to the traffic the rows were kept
+            from, not to the kept rows' mix; integer weights fit as the rows repeated that many
+            times would. The folds are assigned as without weights. Equal weights give the
+            unweighted fit exactly.
 
         Returns
         -------
@@ -581,7 +594,11 @@ class RewardModel:
         SchemaError
             Wrong shapes or dtypes.
         ValidationError
-            NaN/inf in context, reward or action features; action codes out of range.
+            NaN/inf in context, reward or action features; action codes out of range; a
+            sampling weight missing, <= 0 or too large.
+        ParameterError
+            Sampling weights with an estimator whose ``fit`` takes no ``sample_weight`` (for a
+            pipeline, whose last step's takes none).
         EstimationError
             Fewer rows than folds; too many reward values for a classifier; a design too large
             to build densely.
@@ -603,6 +620,7 @@ class RewardModel:
         y = _as_reward(reward, n)
         if n == 0:
             raise EstimationError("cannot fit a reward model on 0 rows.")
+        weight = varying_sampling_weight(sample_weight, n)  # equal weights: unweighted
         k_actions = int(n_actions) if n_actions is not None else int(a.max()) + 1
 
         n_folds = self.n_folds if self.cross_fit else 1
@@ -613,6 +631,15 @@ class RewardModel:
             )
 
         template = Ridge(alpha=DEFAULT_RIDGE_ALPHA) if self.estimator is None else self.estimator
+        if weight is not None and (why := sample_weight_obstacle(template)) is not None:
+            kind = "classifier" if _is_classifier(template) else "regressor"
+            raise ParameterError(
+                f"the rows carry sampling weights (sample_weight), but the reward model's "
+                f"{why}: fitted unweighted, it would learn the rewards of the kept rows' mix, "
+                "not of the traffic they were kept from, and DM and DR would be biased. Pass a "
+                f"{kind} whose fit takes sample_weight (e.g. the default Ridge, or "
+                "HistGradientBoostingRegressor), or a Pipeline whose last step's fit does."
+            )
         classifier = _is_classifier(template)
         reward_values: NDArray[np.float64] | None = None
         target: NDArray[Any] = y
@@ -693,7 +720,9 @@ class RewardModel:
             else:
                 est = clone(template)
                 try:
-                    est.fit(full[train], y_train)
+                    fit_with_sample_weight(
+                        est, full[train], y_train, None if weight is None else weight[train]
+                    )
                 except (TypeError, ValueError) as err:
                     if design.sparse and "sparse" in str(err).lower():
                         raise EstimationError(
@@ -1107,27 +1136,35 @@ class _LinearFold:
 
 
 def _within_ridge(
-    features: Any, y: NDArray[np.float64], groups: NDArray[np.int64], alpha: float
+    features: Any,
+    y: NDArray[np.float64],
+    groups: NDArray[np.int64],
+    alpha: float,
+    weight: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
     r"""The ridge coefficients of the within-group regression,
 
-    .. math:: \hat\beta = \arg\min_\beta \sum_i \big((y_i - \bar y_{g(i)})
+    .. math:: \hat\beta = \arg\min_\beta \sum_i s_i \big((y_i - \bar y_{g(i)})
               - (\phi_i - \bar\phi_{g(i)})\beta\big)^2 + \alpha\,\|\beta\|^2,
 
+    (:math:`s_i` the rows' sampling weights, 1 without, and the group means weighted by them)
     from its normal equations :math:`(\Phi^\top M \Phi + \alpha I)\beta = \Phi^\top M y`
-    (M centres within groups) without centring the sparse design:
-    :math:`\Phi^\top M \Phi = \Phi^\top\Phi - S^\top D^{-1} S` with :math:`S` the
-    per-group column sums and :math:`D` the group sizes; a dense solve for few coefficients,
-    else preconditioned conjugate gradients on the sparse system. One group is an unpenalized
-    intercept."""
+    (M centres within groups, weighted) without centring the sparse design:
+    :math:`\Phi^\top M \Phi = \Phi^\top W \Phi - S^\top D^{-1} S` with :math:`S` the
+    per-group weighted column sums and :math:`D` the groups' total weights; a dense solve for
+    few coefficients, else preconditioned conjugate gradients on the sparse system. One group
+    is an unpenalized intercept."""
     _, g = np.unique(groups, return_inverse=True)
     m, p = features.shape
-    size = np.bincount(g).astype(_FLOAT)
-    member = sp.csr_matrix((np.ones(m), (g, np.arange(m))), shape=(size.size, m))
+    share = np.ones(m) if weight is None else weight
+    size = np.bincount(g, weights=share).astype(_FLOAT)
+    member = sp.csr_matrix((share, (g, np.arange(m))), shape=(size.size, m))
     sums = sp.csr_matrix(member @ features)  # S: (groups, p), the per-group column sums
     sums_t = sums.T.tocsr()
-    inner = (features.T @ features).tocsr()  # Φ'Φ: sparse (items touch their own columns)
-    rhs = np.asarray(features.T @ y, dtype=_FLOAT) - np.asarray(
+    # Φ'WΦ: sparse (items touch their own columns)
+    weighted = features if weight is None else sp.csr_matrix(features.multiply(weight[:, None]))
+    inner = (weighted.T @ features).tocsr()
+    rhs = np.asarray(weighted.T @ y, dtype=_FLOAT) - np.asarray(
         sums_t @ (np.asarray(member @ y, dtype=_FLOAT) / size), dtype=_FLOAT
     )
     if p <= _DENSE_SOLVE_COLUMNS:
@@ -1200,7 +1237,8 @@ class TwoStepRewardModel:
        user). This is the least-squares form of the reference's pairwise loss
        :math:`\sum_{i,j \in g}((r_i - r_j) - (\hat h_i - \hat h_j))^2`, which equals
        :math:`2 n_g \sum_{i \in g}((r_i - \bar r_g) - (\hat h_i - \bar h_g))^2` in each group
-       (the reference weighs groups by their size ``n_g``, this fit weighs rows equally). Each
+       (the reference weighs groups by their size ``n_g``, this fit weighs rows equally, or by
+       their sampling weights). Each
        item's intercept and context slopes are learned from its differences with the other
        items of its cluster, shrunk towards its cluster's (never towards another cluster's).
     2. **Cluster level**: :math:`\hat g` is a ridge regression of the residual
@@ -1288,6 +1326,7 @@ class TwoStepRewardModel:
         clusters: ArrayLike,
         n_actions: int | None = None,
         groups: ArrayLike | None = None,
+        sample_weight: ArrayLike | None = None,
     ) -> FittedRewardModel:
         """Fit both steps once per fold; out-of-fold predictions of the logged items.
 
@@ -1303,6 +1342,10 @@ class TwoStepRewardModel:
             Catalog size; default ``len(clusters)``.
         groups : array-like, shape (n,), optional
             The rows' ``pair_column`` values: step 1 compares items within (group, cluster).
+        sample_weight : array-like, shape (n,), optional
+            The rows' sampling weights: both steps weigh each row's squared error (and the
+            group means of step 1) by them, as :meth:`RewardModel.fit` does. Equal weights give
+            the unweighted fit exactly.
 
         Returns
         -------
@@ -1323,6 +1366,7 @@ class TwoStepRewardModel:
             raise SchemaError(f"`clusters` has {c.size} entries for n_actions={k} items.")
         a = _as_actions(action, n, k)
         y = _as_reward(reward, n)
+        weight = varying_sampling_weight(sample_weight, n)  # equal weights: unweighted
         if n < self.n_folds:
             raise EstimationError(
                 f"{n} rows cannot be split into n_folds={self.n_folds} folds; use fewer folds "
@@ -1364,10 +1408,12 @@ class TwoStepRewardModel:
             test = np.flatnonzero(fold == f)
             train = np.flatnonzero(fold != f)
             phi1 = first[train]
-            beta1 = _within_ridge(phi1, y[train], within[train], self.alpha)
+            s_train = None if weight is None else weight[train]
+            beta1 = _within_ridge(phi1, y[train], within[train], self.alpha, s_train)
             resid = y[train] - phi1 @ beta1
             phi2 = clusters_x[train]
-            beta2 = _within_ridge(phi2, resid, np.zeros(train.size, dtype=np.int64), self.alpha)
+            one_group = np.zeros(train.size, dtype=np.int64)
+            beta2 = _within_ridge(phi2, resid, one_group, self.alpha, s_train)
             # fold both steps into the items' design: a cluster's terms become its items'
             coef = beta1[:p1].copy()
             coef[:d] += beta2[:d]
@@ -1377,7 +1423,9 @@ class TwoStepRewardModel:
                     n_clusters, d
                 )
                 coef[d + k :] += slopes[c].ravel()
-            est = _LinearFold(coef, float(np.mean(resid - phi2 @ beta2)))
+            level = resid - phi2 @ beta2
+            intercept = np.mean(level) if s_train is None else np.average(level, weights=s_train)
+            est = _LinearFold(coef, float(intercept))
             estimators.append(est)
             q_logged[test] = est.predict(items_x[test])
         return FittedRewardModel(

@@ -21,10 +21,11 @@ many rows, the first row, and how to fix it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from ope._centered import MOMENT_KEYS
 from ope._validation import (
@@ -37,7 +38,7 @@ from ope._validation import (
     describe,
     validated_pair,
 )
-from ope.exceptions import ParameterError, SchemaError, ValidationError
+from ope.exceptions import EstimationError, ParameterError, SchemaError, ValidationError
 from ope.moments import DEFAULT_CHUNK_SIZE, ratio
 
 __all__ = [
@@ -49,6 +50,11 @@ __all__ = [
     "MIN_SAMPLING_WEIGHT",
     "SAMPLING_WEIGHT_COLUMN",
     "check_sampling_weight",
+    "varying_sampling_weight",
+    "sample_weight_obstacle",
+    "fit_with_sample_weight",
+    "table_sampling_weights",
+    "refuse_sampling_weights",
     "sampling_weight_note",
     "sampling_weight_column",
 ]
@@ -132,6 +138,73 @@ def check_sampling_weight(
     return s
 
 
+def varying_sampling_weight(
+    weight: npt.ArrayLike | None, n: int, *, name: str = "sample_weight"
+) -> np.ndarray | None:
+    """:func:`check_sampling_weight` of ``weight`` (None: no weights), or None when every
+    weight is equal: a fit or a ratio weighted by equal weights is the unweighted one, which
+    is then computed exactly as without weights.
+
+    Examples
+    --------
+    >>> from ope.weights import varying_sampling_weight
+    >>> varying_sampling_weight([2.0, 2.0], 2) is None, varying_sampling_weight([1, 3], 2)
+    (True, array([1., 3.]))
+    """
+    if weight is None:
+        return None
+    s = check_sampling_weight(weight, n, name=name)
+    return None if s.size == 0 or float(s.min()) == float(s.max()) else s
+
+
+def sample_weight_obstacle(estimator: object) -> str | None:
+    """None when a scikit-learn ``estimator`` can be fitted with the rows' sampling weights
+    (its ``fit`` takes ``sample_weight``, or it is a pipeline whose last step's ``fit`` does:
+    :func:`fit_with_sample_weight` routes them), else why not, for an error message.
+
+    Examples
+    --------
+    >>> from sklearn.linear_model import Ridge
+    >>> from sklearn.neighbors import KNeighborsRegressor
+    >>> sample_weight_obstacle(Ridge()), sample_weight_obstacle(KNeighborsRegressor())
+    (None, 'KNeighborsRegressor.fit takes no sample_weight')
+    """
+    from sklearn.pipeline import Pipeline
+    from sklearn.utils.validation import has_fit_parameter
+
+    if has_fit_parameter(estimator, "sample_weight"):
+        return None
+    name = type(estimator).__name__
+    if isinstance(estimator, Pipeline):
+        last = estimator.steps[-1][1]
+        if last not in (None, "passthrough") and has_fit_parameter(last, "sample_weight"):
+            return None
+        return f"{name}.fit takes no sample_weight (nor does its last step's)"
+    return f"{name}.fit takes no sample_weight"
+
+
+def fit_with_sample_weight(
+    estimator: Any, x: Any, y: npt.ArrayLike, weight: np.ndarray | None
+) -> None:
+    """Fit ``estimator`` on ``x``, ``y``, weighted by the rows' sampling weights when given:
+    as ``sample_weight`` when its ``fit`` takes it, else (a pipeline) routed by name to each
+    step whose ``fit`` does (:func:`sample_weight_obstacle` says whether the last one does)."""
+    from sklearn.pipeline import Pipeline
+    from sklearn.utils.validation import has_fit_parameter
+
+    if weight is None:
+        estimator.fit(x, y)
+    elif isinstance(estimator, Pipeline) and not has_fit_parameter(estimator, "sample_weight"):
+        routed = {
+            f"{name}__sample_weight": weight
+            for name, step in estimator.steps
+            if step not in (None, "passthrough") and has_fit_parameter(step, "sample_weight")
+        }
+        estimator.fit(x, y, **routed)
+    else:
+        estimator.fit(x, y, sample_weight=weight)
+
+
 def sampling_weight_column(columns: Sequence[str], weight_column: str | None) -> str | None:
     """The column of the rows' sampling weights: ``weight_column`` when given (it must be one
     of ``columns``), else :data:`SAMPLING_WEIGHT_COLUMN` when present, else None.
@@ -154,6 +227,69 @@ def sampling_weight_column(columns: Sequence[str], weight_column: str | None) ->
             "columns=[...], add it there."
         )
     return weight_column
+
+
+def table_sampling_weights(
+    table: pa.Table, weight_column: str | None = None
+) -> tuple[str | None, np.ndarray | None]:
+    """The column of a table's sampling weights (:func:`sampling_weight_column`: default
+    ``weight`` when present) and its values as float64, checked as every sampling weight is
+    (:func:`check_sampling_weight`); ``(None, None)`` without one.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> table_sampling_weights(pa.table({"reward": [1.0], "weight": [2]}))
+    ('weight', array([2.]))
+    """
+    name = sampling_weight_column(table.column_names, weight_column)
+    if name is None:
+        return None, None
+    kind = table.schema.field(name).type
+    if not (pa.types.is_floating(kind) or pa.types.is_integer(kind)):
+        raise SchemaError(
+            f"`{name}` (the rows' sampling weights) must be numeric; it holds {kind}. A "
+            "sampling weight is 1 / the probability that the row was kept; rename the column if "
+            "it is something else."
+        )
+    values = np.asarray(table.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
+    return name, check_sampling_weight(values, table.num_rows, name=name)
+
+
+def refuse_sampling_weights(
+    weight: object, *, what: str, estimators: str, units: str, advice: str | None = None
+) -> None:
+    """Refuse the ``weight`` column ``weight`` (its values; None: there is none) of logs of
+    ``what`` (e.g. "trajectories") when it is not all 1: in bandit logs ope reads that column
+    as each row's sampling weight and weights every estimate by it, while ``estimators`` take
+    none, and ignoring them would estimate the value of the kept ``units``, not of the traffic.
+    All-1 weights (the unweighted numbers) pass; values that are not numbers are refused too
+    (they are no weight, and a rename says so)."""
+    if weight is None:
+        return
+    try:
+        values = np.asarray(
+            weight.to_numpy(zero_copy_only=False) if hasattr(weight, "to_numpy") else weight,
+            dtype=np.float64,
+        )
+    except (TypeError, ValueError):
+        values = None
+    if values is not None and bool(np.all(values == 1.0)):
+        return
+    raise EstimationError(
+        f"the {what} carry sampling weights (column `{SAMPLING_WEIGHT_COLUMN}`, not all 1: "
+        "1 / the probability that a row was kept, e.g. from pdrop), and "
+        f"{estimators} take no sampling weights: ignoring them would estimate the value of "
+        f"the kept {units}, not of the traffic they were kept from. "
+        + (
+            advice
+            or (
+                "If the column is not a sampling weight, drop or rename it; if it is, dropping "
+                f"it estimates the value of the kept {units}, which differs when they were kept "
+                "with unequal probabilities."
+            )
+        )
+    )
 
 
 def sampling_weight_note(name: str, total: float, n: int) -> str:

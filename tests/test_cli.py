@@ -445,7 +445,9 @@ def test_help_lists_every_exit_code(capsys):
 @pytest.mark.parametrize("bad", [0.0, -1.0, float("inf"), "all 1e-200"])
 def test_validate_checks_the_sampling_weights_as_the_estimates_will(tmp_path, capsys, bad):
     """``ope validate`` said valid (exit 0) for a ``weight`` column that ``ope evaluate`` then
-    refused (exit 65); it now refuses it the same way."""
+    refused (exit 65); it now refuses it the same way: a weight <= 0 or infinite breaks the
+    read rule ``weight_out_of_range`` (naming its row), weights whose squares all underflow
+    the table-level check of the weights."""
     frame = pd.DataFrame(
         {
             "action": [0, 1, 0, 1],
@@ -460,7 +462,10 @@ def test_validate_checks_the_sampling_weights_as_the_estimates_will(tmp_path, ca
     for command in ("validate", "evaluate"):
         assert main([command, str(path), "--json"]) == EXIT_DATAERR, command
         error = json.loads(capsys.readouterr().out)["error"]
-        assert error["message"].startswith("`weight` "), error
+        if bad == "all 1e-200":
+            assert error["message"].startswith("`weight` "), error
+        else:
+            assert "weight_out_of_range: 1 (rows 1)" in error["message"], error
     frame["weight"] = [1.0, 3.0, 2.0, 1.0]
     frame.to_parquet(path)
     assert main(["validate", str(path), "--json"]) == EXIT_OK

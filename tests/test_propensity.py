@@ -618,6 +618,17 @@ def test_sampling_weights_in_another_column_are_named_and_recorded():
         and "weight_column='w'" in n
         for n in other.notes
     )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        evaluated = ope.evaluate(plain, weight_column="w", estimators=("ips",))
+        agreed = ope.evaluate(logs, weight_column="w", estimators=("ips",))
+        unweighted = ope.evaluate(logs.table.drop_columns(["w"]), estimators=("ips",))
+    assert any("estimated without the sampling weights `w`" in n for n in evaluated.notes)
+    assert not any("sampling weights `w`" in n and "estimated with" in n for n in agreed.notes)
+    assert any(
+        "estimated with the sampling weights `w`, but these estimates are unweighted" in n
+        for n in unweighted.notes
+    )
     check = check_propensities(renamed, context_columns=["x0", "x1"], weight_column="w")
     assert check.verdict == "consistent"
     with pytest.raises(SchemaError, match="weight_column='v' is not a column"):

@@ -568,6 +568,7 @@ VALID: Final[dict[str, Callable[[Path], Call]]] = {
     ),
     "ope.Evaluation.summary": lambda tmp: Call(evaluation().summary, {"truth": {"greedy": 0.4}}),
     "ope.Evaluation.with_provenance": lambda tmp: Call(evaluation().with_provenance, {}),
+    "ope.Evaluation.with_note": lambda tmp: Call(evaluation().with_note, {"note": "one day"}),
     "ope.LoggerCheck.with_provenance": lambda tmp: Call(
         resolve("ope.check_loggers")(logger_frame()).with_provenance, {}
     ),

@@ -762,7 +762,13 @@ def diagnose(
     if embedding is not None:
         mp = marginal_propensities(logs, embedding, policies)
         matrix = data.target
-        checks = embedding_sufficiency(logs.column("reward"), logs.column("propensity"), matrix, mp)
+        checks = embedding_sufficiency(
+            logs.column("reward"),
+            logs.column("propensity"),
+            matrix,
+            mp,
+            sampling_weight=data.sampling,
+        )
         out.embedding_checks = tuple(checks)
         out.notes = (*out.notes, *(c.note() for c in checks))
     return out

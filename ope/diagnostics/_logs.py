@@ -170,7 +170,9 @@ def logs_inputs(
     logs = logs_to_diagnose(logs)  # a DataFrame, Arrow table or path, as evaluate accepts
     weight_name = sampling_weight_column(logs.columns, weight_column)
     cols = segment_columns(logs, by)  # SchemaError naming missing / list / struct columns
-    notes += propensity_notes(logs, weight_name)  # the same notes as every other result's
+    notes += propensity_notes(  # the same notes as every other result's
+        logs, weight_name, None if weight_name is None else logs.column(weight_name)
+    )
     names, target, tdists, ldist, codes, labels = target_from_logs(logs, policies, notes)
     segments = {c: segment_values(logs.table.column(c)) for c in cols}
     action: Any = codes if codes is not None else segment_values(logs.table.column("action"))

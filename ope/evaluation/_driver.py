@@ -35,7 +35,8 @@ from ope.exceptions import (
     ValidationError,
 )
 from ope.logs import BanditLogs
-from ope.propensity import estimated_propensity_note, propensity_info
+from ope._provenance import propensity_notes
+from ope.propensity import propensity_info
 from ope.results import (
     Estimate,
     Provenance,
@@ -119,11 +120,15 @@ def model_predictions(
     rng: int | np.random.Generator | None,
     embedding: Any = None,
     outcomes: np.ndarray | None = None,
+    weight_column: str | None = None,
 ) -> tuple[np.ndarray, np.ndarray, dict[str, list[str]], list[str]]:
     """Cross-fitted q̂(x_i, a_i) and q̂(x_i, π_p) for every policy p, over one action catalog.
 
     Returns ``(q_logged, q_target, model_columns, notes)``: ``model_columns`` has the context
     columns (``"context"``) and action-feature columns (``"action_features"``) the model used.
+    The rows' sampling weights (column ``weight_column``; default the ``weight`` column when
+    present, as :func:`ope.evaluate` reads them) weigh the model's fit, and that column is
+    never one of its context columns.
     A :class:`~ope.reward_models.TwoStepRewardModel` reads each item's cluster from
     ``embedding`` (:func:`ope.marginal.item_clusters`). ``outcomes`` (n, L), instead of the
     reward, fits one model per column on the same design and catalog (the indicators of DR's
@@ -137,10 +142,21 @@ def model_predictions(
     notes: list[str] = []
     if action_features is None:
         action_features = logs.action_features
+    weight_column = sampling_weight_column(logs.columns, weight_column)
+    weight = None
+    if weight_column is not None:
+        weight = check_sampling_weight(logs.column(weight_column), logs.n, name=weight_column)
     if context_columns is not None:
         columns = list(context_columns)
+        if weight_column in columns:
+            raise ParameterError(
+                f"`context_columns` names {weight_column!r}, the column of the rows' sampling "
+                "weights: a property of the logging pipeline, not of the context, and the "
+                "weights of the reward model's fit. Drop it from context_columns (a feature "
+                "that happens to equal it can be copied under another name)."
+            )
     else:
-        choice = context_column_choice(logs)
+        choice = context_column_choice(logs, weight_column=weight_column)
         columns = choice.columns
         notes += choice.notes
     if not columns and action_features is None:
@@ -175,7 +191,7 @@ def model_predictions(
         else [outcomes[:, c] for c in range(outcomes.shape[1])]
     )
     found = [  # a loop over the outcomes modelled (one for DM/DR), not rows
-        _fit_predict(logs, x, codes, y, mats, catalog, feats, reward_model, rng, embedding)
+        _fit_predict(logs, x, codes, y, mats, catalog, feats, reward_model, rng, embedding, weight)
         for y in targets
     ]
     q_logged = np.column_stack([q for q, _ in found])
@@ -198,9 +214,10 @@ def _fit_predict(
     reward_model: Any,
     rng: int | np.random.Generator | None,
     embedding: Any,
+    weight: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """One cross-fitted model of ``y``: q̂ at the logged actions (n,) and under each policy
-    (n, P)."""
+    """One cross-fitted model of ``y``, fitted with the rows' sampling weights ``weight`` when
+    given: q̂ at the logged actions (n,) and under each policy (n, P)."""
     from ope.reward_models import RewardModel, TwoStepRewardModel
 
     if isinstance(reward_model, TwoStepRewardModel):
@@ -228,6 +245,7 @@ def _fit_predict(
             clusters=clusters,
             n_actions=len(catalog),
             groups=groups,
+            sample_weight=weight,
         )
     else:
         if reward_model is None:
@@ -238,7 +256,9 @@ def _fit_predict(
             model = reward_model
         else:
             model = RewardModel(estimator=reward_model, rng=rng)
-        fitted = model.fit(x, codes, y, n_actions=len(catalog), action_features=feats)
+        fitted = model.fit(
+            x, codes, y, n_actions=len(catalog), action_features=feats, sample_weight=weight
+        )
     q_logged = fitted.predict_logged()
     q_target = fitted.predict_policy(mats)
     return q_logged, np.asarray(q_target, dtype=np.float64).reshape(len(q_logged), len(mats))
@@ -265,34 +285,42 @@ def model_estimators_apply(
     *,
     context_columns: Sequence[str] | None = None,
     action_features: Any = None,
+    weight_column: str | None = None,
 ) -> bool:
     """Whether DM and the DR family can run on these logs and candidates: each candidate's
     whole distribution over every row's support is known, and the reward model has features
     (``context_columns`` or ``action_features`` given, else the logs' own: the default context
-    columns of :func:`ope.context.context_column_choice` or their action features). Logs with
-    no feature column, such as DSJSON imported without features, give False."""
+    columns of :func:`ope.context.context_column_choice`, never the sampling weights'
+    ``weight_column``, or their action features). Logs with no feature column, such as DSJSON
+    imported without features, give False."""
     try:
         _candidates(logs, policies, True)
     except (PolicyError, EstimationError):
         return False
-    return _model_has_features(logs, context_columns, action_features)
+    return _model_has_features(logs, context_columns, action_features, weight_column)
 
 
 def _model_has_features(
-    logs: BanditLogs, context_columns: Sequence[str] | None, action_features: Any
+    logs: BanditLogs,
+    context_columns: Sequence[str] | None,
+    action_features: Any,
+    weight_column: str | None = None,
 ) -> bool:
     """Whether a reward model has features on these logs: ``context_columns`` or
-    ``action_features`` given, else the logs' action features or default context columns."""
+    ``action_features`` given, else the logs' action features or default context columns
+    (the sampling weights' ``weight_column`` is none of them)."""
     if action_features is not None or logs.action_features is not None:
         return True
     if context_columns is not None:
         return len(list(context_columns)) > 0
     from ope.context import context_column_choice
 
-    return len(context_column_choice(logs).columns) > 0
+    return len(context_column_choice(logs, weight_column=weight_column).columns) > 0
 
 
-def model_obstacle(logs: BanditLogs, policies: Any, model: Mapping[str, Any]) -> str | None:
+def model_obstacle(
+    logs: BanditLogs, policies: Any, model: Mapping[str, Any], weight_column: str | None = None
+) -> str | None:
     """Why DM and the DR family cannot run on these logs and candidates, read off the logs'
     columns alone (no pass over the rows), or None: the candidates named by the logs' own
     ``target__<name>`` columns (``policies`` None or names) lack their whole distributions
@@ -326,7 +354,9 @@ def model_obstacle(logs: BanditLogs, policies: Any, model: Mapping[str, Any]) ->
         if lacking:
             shown = ", ".join(lacking[:3]) + (", ..." if len(lacking) > 3 else "")
             return f"the logs lack {shown}, each candidate's whole distribution"
-    if not _model_has_features(logs, model.get("context_columns"), model.get("action_features")):
+    if not _model_has_features(
+        logs, model.get("context_columns"), model.get("action_features"), weight_column
+    ):
         return "the logs have no context column for its reward model"
     return None
 
@@ -527,7 +557,9 @@ def evaluate_eager(
     segment_columns = check_segment_columns(logs.table.schema, plan.by, source=logs.report.source)
     embedding = plan.embedding
     check_embedding(resolved, embedding, running=True)
-    model, embedding_notes = _without_observed_embedding(logs, model, embedding)
+    model, embedding_notes = _without_observed_embedding(
+        logs, model, embedding, settings.weight_column
+    )
     run = _eager_run(logs, policies, resolved, settings, model, embedding=embedding, shared=shared)
     segments: dict[tuple[str, str, str, str], Estimate] = {}
     segment_notes: list[str] = []
@@ -551,9 +583,11 @@ def evaluate_eager(
     notes += embedding_notes
     notes += _marginal_notes(resolved, embedding, run.embedding_checks)
     source = propensity_info(logs)
-    estimated = estimated_propensity_note(logs)
-    if estimated is not None:
-        notes.append(estimated)
+    notes += propensity_notes(
+        logs,
+        None if run.sampling_weight is None else settings.weight_column,
+        run.sampling_weight,
+    )
     if run.rows_ignored:
         notes.append(
             f"{run.rows_ignored:,} policy-table rows for events dropped from the logs were ignored"
@@ -731,7 +765,12 @@ def _eager_run(
     model_notes: list[str] = []
     if needs_items_model:
         q_logged, q_target, model_columns, model_notes = model_predictions(
-            logs, tp.distributions, tp.names, **model, embedding=embedding
+            logs,
+            tp.distributions,
+            tp.names,
+            **model,
+            embedding=embedding,
+            weight_column=settings.weight_column,
         )
     logging_out: list[Estimate] = []
     estimates, stats = _row_estimates(
@@ -843,7 +882,9 @@ def _marginal_estimates(
         level_model = {**model, "action_features": None}
         if isinstance(model.get("reward_model"), TwoStepRewardModel):  # of items, not embeddings
             level_model["reward_model"] = None
-        q_l, q_t, _, _ = model_predictions(level[0], level[1], list(names), **level_model)
+        q_l, q_t, _, _ = model_predictions(
+            level[0], level[1], list(names), **level_model, weight_column=settings.weight_column
+        )
         models["mdr"] = (q_l, q_t)
     if "offcem" in keys and model.get("reward_model") is None:
         if distributions is not None and _fits_own_model("offcem", logs, embedding, model):
@@ -853,6 +894,7 @@ def _marginal_estimates(
                 list(names),
                 **{**model, "reward_model": TwoStepRewardModel(rng=model.get("rng"))},
                 embedding=embedding,
+                weight_column=settings.weight_column,
             )
             models["offcem"] = (q_l, q_t)
         else:
@@ -868,7 +910,7 @@ def _marginal_estimates(
         )
         estimates.update(found)
     matrix = target if isinstance(target, np.ndarray) else np.column_stack(list(target))
-    checks = tuple(embedding_sufficiency(reward, propensity, matrix, mp))
+    checks = tuple(embedding_sufficiency(reward, propensity, matrix, mp, sampling_weight=weight))
     return estimates, checks, notes
 
 
@@ -883,19 +925,20 @@ def _fits_own_model(key: str, logs: BanditLogs, embedding: Any, model: Mapping[s
 
 
 def _without_observed_embedding(
-    logs: BanditLogs, model: Mapping[str, Any], embedding: Any
+    logs: BanditLogs, model: Mapping[str, Any], embedding: Any, weight_column: str | None
 ) -> tuple[Mapping[str, Any], list[str]]:
     """The reward model's settings with the rows' observed embedding columns (a stochastic
     ``ActionEmbedding(distribution=...)``) left out of its default context: they are drawn
     after the item, so a model that read them as context would predict every candidate item
-    with the logged row's embedding. Columns named in ``context_columns`` are kept."""
+    with the logged row's embedding. Columns named in ``context_columns`` are kept; the
+    sampling-weight column ``weight_column`` is never in the context."""
     from ope.context import context_column_choice
 
     if embedding is None or not embedding.observed:
         return model, []
     if model.get("context_columns") is not None:
         return model, []
-    choice = context_column_choice(logs)
+    choice = context_column_choice(logs, weight_column=weight_column)
     observed = (*embedding.names, *embedding.dropped)  # a restricted one's dropped columns too
     dropped = [c for c in choice.columns if c in observed]
     if not dropped:
@@ -1355,13 +1398,12 @@ def evaluate_scan(scan: Any, plan: Any) -> Evaluation:
         stats = part if stats is None else stats.merge(part)
     if stats is None:
         raise EstimationError(f"the scan of {scan.source} yielded no rows.")
-    estimated = estimated_propensity_note(scan)
     return Evaluation.from_statistics(
         stats,
         plan.resolved,
         settings,
         report=scan.report,
-        notes=[*merged_marginal_notes(plan), *([estimated] if estimated else [])],
+        notes=[*merged_marginal_notes(plan), *propensity_notes(scan, settings.weight_column)],
         propensity_source=propensity_info(scan)["propensity_source"],
     )
 

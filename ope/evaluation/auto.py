@@ -229,13 +229,18 @@ def auto_candidates(
     shrinkage: float | None = None,
     context_columns: Sequence[str] | None = None,
     action_features: Any = None,
+    weight_column: str | None = None,
 ) -> tuple[str, ...]:
     """The estimators ``estimators="auto"`` compares on these logs (see the module)."""
     names = ["ips", "snips"]
     if max_weight is not None:
         names.append("clipped_ips")
     if model_estimators_apply(
-        logs, policies, context_columns=context_columns, action_features=action_features
+        logs,
+        policies,
+        context_columns=context_columns,
+        action_features=action_features,
+        weight_column=weight_column,
     ):
         names += ["dr", "sndr"]
         if tau is not None:
@@ -320,6 +325,7 @@ def select_estimators(
             shrinkage=evaluate_options.get("shrinkage"),
             context_columns=evaluate_options.get("context_columns"),
             action_features=evaluate_options.get("action_features"),
+            weight_column=evaluate_options.get("weight_column"),
         )
     candidates = _check_candidates(candidates)
     # a setting (one number or per candidate) of an estimator that is not compared is left out
@@ -330,6 +336,7 @@ def select_estimators(
             policies,
             context_columns=evaluate_options.get("context_columns"),
             action_features=evaluate_options.get("action_features"),
+            weight_column=evaluate_options.get("weight_column"),
         )
         validator = "dr" if model else "ips"
     seed = seed_of(rng)
@@ -451,6 +458,7 @@ def evaluate_auto(logs: Any, policies: Any, options: Mapping[str, Any]) -> Any:
         shrinkage=options.get("shrinkage"),
         context_columns=options.get("context_columns"),
         action_features=options.get("action_features"),
+        weight_column=options.get("weight_column"),
     )
     unused = [
         k

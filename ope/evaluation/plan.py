@@ -410,7 +410,7 @@ class EvaluationPlan:
         why = (
             "a lazy scan gives merged statistics, and DR needs a reward model fitted on every row"
             if logs is None
-            else model_obstacle(logs, self.policies, self.model)
+            else model_obstacle(logs, self.policies, self.model, self.weight_column)
         )
         if why is None:
             return self, None

@@ -17,6 +17,7 @@ import pandas as pd
 
 from ope._validation import (
     check_choice,
+    check_name,
 )
 from ope._format import format_estimate, format_setting, number_notes
 from ope._thresholds import MAX_FIGURE_CANDIDATES, MAX_REPORT_SEGMENTS, shown_notes
@@ -276,8 +277,19 @@ class Evaluation(Result):
             ) from None
 
     def with_note(self, note: str) -> Evaluation:
-        """A copy with ``note`` added to :attr:`notes` (a shallow copy: the estimates and
-        their intervals are shared, not computed again)."""
+        """A copy with ``note`` (text, not blank) added to :attr:`notes`: a shallow copy, the
+        estimates and their intervals shared, not computed again.
+
+        Examples
+        --------
+        >>> import ope, warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     ev = ope.evaluate(ope.load_sample().path, estimators=("ips",))
+        >>> ev.with_note("rows of 2026-11-30 only").notes[-1]
+        'rows of 2026-11-30 only'
+        """
+        note = check_name(note, "note", what="a note (text)", example='"rows of one day only"')
         out = copy.copy(self)
         object.__setattr__(out, "notes", (*self.notes, note))
         return out
