@@ -9,7 +9,9 @@ explicitly:
 - ``weighting="per_logger"``: each row weighted by its own logger, :math:`w_i = \\pi_e / \\pi_{j(i)}`;
 - ``weighting="balanced"``: each row weighted by the mixture of all loggers,
   :math:`w_i = \\pi_e / \\bar\\pi` with :math:`\\bar\\pi(a|x) = \\sum_j (n_j/n)\\, \\pi_j(a|x)`
-  (Agarwal et al. 2017). The mixture needs every logger's probability of each logged action:
+  (Agarwal et al. 2017); with sampling weights :math:`s` (the ``weight`` column) the shares
+  are each logger's sum of weights, :math:`\\hat N_j / \\hat N = \\sum_{i \\in j} s_i / \\sum_i s_i`,
+  its share of the traffic rather than of the kept rows. The mixture needs every logger's probability of each logged action:
   columns ``propensity__<logger>`` (one per logger), or a long table of
   ``event_id, logging_policy, propensity`` rows (:func:`balanced_propensities`);
 - ``weighting="precision"``: each logger's stratum estimated on its own rows with its own
@@ -44,6 +46,7 @@ from ope._thresholds import PROPENSITY_TOLERANCE, kish_ess
 from ope._validation import check_choice, describe, first_rows
 from ope.exceptions import EstimationError, ParameterError, SchemaError, ValidationError
 from ope.logs import BanditLogs, as_log_table
+from ope.weights import table_sampling_weights
 from ope.results import Result, ResultParts, RowSource, make_estimate
 
 __all__ = [
@@ -84,6 +87,15 @@ def _loggers(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return names, codes, counts
 
 
+def _logger_totals(codes: np.ndarray, counts: np.ndarray, s: np.ndarray | None) -> np.ndarray:
+    """Each logger's estimated share of the traffic: its rows over all rows, or with sampling
+    weights ``s`` its sum of weights over the total (the Horvitz-Thompson population sizes)."""
+    if s is None:
+        return counts / counts.sum()
+    totals = np.bincount(codes, weights=s, minlength=counts.size)
+    return totals / totals.sum()
+
+
 def _float_column(table: pa.Table, name: str) -> np.ndarray:
     col = table.column(name)
     if not (pa.types.is_floating(col.type) or pa.types.is_integer(col.type)):
@@ -102,7 +114,9 @@ class LoggerCheck(Result):
         One row per logger: ``logging_policy``, ``rows``, ``share``, ``propensity_min``,
         ``propensity_median``, ``propensity_max``, ``actions`` (distinct actions logged) and,
         per candidate policy, ``ess_share__<policy>`` (Kish ESS / rows of its weights on that
-        logger's rows).
+        logger's rows). With sampling weights ``s`` (the ``weight`` column) ``share`` is the
+        logger's sum of weights over the total (its share of the traffic) and
+        ``ess_share__<policy>`` Kish's ESS of ``s w`` over Kish's ESS of ``s``.
     n : int
     has_all_propensities : bool
         Every logger's probability of every logged action is present (``propensity__<logger>``
@@ -170,15 +184,35 @@ def check_loggers(logs: Any) -> LoggerCheck:
         propensity_max=("p", "max"),
         actions=("action", "nunique"),
     ).reset_index()
-    out.insert(2, "share", out["rows"] / len(frame))
+    column, s = table_sampling_weights(table)
+    out.insert(2, "share", _logger_totals(codes, counts, s))
     notes = []
+    if column is not None:
+        assert s is not None
+        notes.append(
+            f"rows carry sampling weights (column `{column}`): each logger's share is its sum "
+            "of weights over the total (its share of the traffic, not of the kept rows), and "
+            "ess_share is Kish's effective sample of s·w over that of s alone"
+        )
+    sw = np.ones(table.num_rows) if s is None else s
+    base = counts.astype(np.float64)
+    if s is not None:
+        base = np.array(
+            [
+                kish_ess(a, b)
+                for a, b in zip(
+                    np.bincount(codes, weights=s, minlength=names.size),
+                    np.bincount(codes, weights=s * s, minlength=names.size),
+                )
+            ]
+        )  # a loop over loggers
     targets = [c for c in table.column_names if c.startswith("target__")]
     for col in targets:  # loop over candidate policies
-        w = _float_column(table, col) / p
+        w = sw * _float_column(table, col) / p
         s1 = np.bincount(codes, weights=w, minlength=names.size)
         s2 = np.bincount(codes, weights=w * w, minlength=names.size)
         ess = np.array([kish_ess(a, b) for a, b in zip(s1, s2)])  # loop over loggers
-        out[f"ess_share__{col[len('target__') :]}"] = ess / counts
+        out[f"ess_share__{col[len('target__') :]}"] = ess / base
     present = [f"{LOGGER_PROPENSITY_PREFIX}{n}" in table.column_names for n in names]
     if not all(present):
         missing = [str(n) for n, ok in zip(names, present) if not ok]
@@ -334,7 +368,10 @@ def balanced_propensities(logs: Any, *, long_table: Any = None) -> BanditLogs:
     :math:`\bar\pi(a|x) = \sum_j \frac{n_j}{n} \pi_j(a|x)`. Pooled, the rows are a sample from
     :math:`\bar\pi` (stratified by logger), so :math:`\frac1n\sum_i r_i\pi_e/\bar\pi` is unbiased
     wherever :math:`\bar\pi > 0`, and its weights never exceed :math:`n/n_j` times logger
-    :math:`j`'s own.
+    :math:`j`'s own. When the rows carry sampling weights :math:`s_i` (the ``weight`` column:
+    row :math:`i` was kept with probability :math:`1/s_i`), :math:`n_j` and :math:`n` are the
+    estimated traffic :math:`\hat N_j = \sum_{i \in j} s_i` and :math:`\hat N = \sum_i s_i`: the
+    mixture is that of the traffic, as if every kept row were repeated :math:`s_i` times.
 
     References
     ----------
@@ -344,9 +381,9 @@ def balanced_propensities(logs: Any, *, long_table: Any = None) -> BanditLogs:
     from ope.io import read_logs
 
     table = as_log_table(logs)
-    names, _, counts = _loggers(table)
+    names, codes, counts = _loggers(table)
     probs = logger_propensities(table, long_table=long_table)
-    shares = counts / counts.sum()
+    shares = _logger_totals(codes, counts, table_sampling_weights(table)[1])
     mix = np.zeros(table.num_rows, dtype=np.float64)
     for name, share in zip(names, shares):  # loop over loggers
         mix += share * probs[str(name)]
@@ -438,6 +475,15 @@ def evaluate_loggers(
         rng=rng,
     )
     mix = ", ".join(f"{n}: {c:,}" for n, c in zip(names, counts))
+    if how == "balanced":
+        column, s = table_sampling_weights(table)
+        if column is not None:
+            assert s is not None
+            totals = np.bincount(codes, weights=s, minlength=names.size)
+            mix += (
+                f" rows; sums of the sampling weights of column `{column}`, the mixture's "
+                "shares: " + ", ".join(f"{n}: {t:,.6g}" for n, t in zip(names, totals))
+            )
     if how == "precision":
         result = _precision_weighted(result, names, codes, counts)
     note = f"pooled rows of {names.size} loggers ({mix}) weighted " + (
@@ -450,7 +496,7 @@ def evaluate_loggers(
         if how == "precision"
         else "by each row's own logger"
     )
-    return dataclasses.replace(result, notes=(*result.notes, note))
+    return result.with_note(note)
 
 
 class _StratifiedRows(RowSource):

@@ -60,6 +60,7 @@ from ope.intervals import bernstein_interval, betting_interval, hoeffding_interv
 from ope.intervals._shared import normal_quantile
 from ope.logs import PairedReplays
 from ope.results import Result, ResultParts
+from ope.weights import SAMPLING_WEIGHT_COLUMN, refuse_sampling_weights
 
 __all__ = [
     "PairedEffect",
@@ -358,6 +359,9 @@ def paired_effect(
     ope.ValidationError
         Values outside ``reward_range``, a ``by`` value that changes within a pair, or invalid
         rows in a table passed in (see :func:`ope.read_paired`).
+    ope.EstimationError
+        The replays carry a ``weight`` column that is not all 1 (sampling weights, which
+        paired effects do not take; drop or rename the column if it is not one).
 
     Warns
     -----
@@ -438,6 +442,18 @@ def paired_effect(
         replays = read_paired(replays)
     table = replays.table
     names = table.column_names
+    refuse_sampling_weights(
+        table.column(SAMPLING_WEIGHT_COLUMN) if SAMPLING_WEIGHT_COLUMN in names else None,
+        what="replays",
+        estimators="paired effects",
+        units="pairs",
+        advice=(
+            "If the column is not a sampling weight, drop or rename it before reading the "
+            "replays; if it is, no paired effect of the whole population is available: "
+            "dropping it estimates the effect on the kept pairs, which differs when pairs were "
+            "kept with unequal probabilities."
+        ),
+    )
 
     outcome_list = _check_outcomes(outcomes, names)
     missing = [o for o in outcome_list if o not in names]

@@ -91,6 +91,7 @@ from ope.exceptions import (
     SchemaError,
     ValidationError,
 )
+from ope.weights import SAMPLING_WEIGHT_COLUMN
 
 __all__ = [
     "MAX_JSON_DEPTH",
@@ -840,8 +841,9 @@ def evaluate_sequences(
         (ope fits no reward model of responses; DR takes yours through ``q_column`` and
         ``v_column``). Sampling weights (the ``weight`` column, or ``weight_column=``) weight
         the responses as :func:`ope.evaluate` weights rows (Horvitz-Thompson), DR's model
-        estimates too; the divergences, the audit and the verdicts describe the logged
-        responses unweighted (a note says so).
+        estimates, the divergences, the audit's test of the mean weight and the verdicts too
+        (:func:`sequence_divergences`); the audit's token checks of ``on_policy`` describe the
+        logged tokens unweighted (a note says so).
 
     Returns
     -------
@@ -891,8 +893,8 @@ def evaluate_sequences(
     on_policy = _check_on_policy(seq, on_policy)
     audited = names + ([on_policy] if on_policy is not None and on_policy not in names else [])
     # the audit's and, with sequence weights, the verdicts' divergences: one pass
-    every = sequence_divergences(seq, audited)
-    audit = _audit(seq, on_policy, every)
+    every = _divergences(seq, audited, "sequence", s_column, s)
+    audit = _audit(seq, on_policy, every, s_column)
     if on_policy is not None:
         if not audit.usable and audit.signature != "support":  # a support gap is per candidate
             raise ValidationError(
@@ -905,7 +907,7 @@ def evaluate_sequences(
             every, _table=chosen[chosen["policy"].isin(names)].reset_index(drop=True)
         )
     else:
-        div = sequence_divergences(seq, names, weighting=how)
+        div = _divergences(seq, names, how, s_column, s)
     all_w = seq.log_weights(how)[:, [seq.policies.index(p) for p in names]]
     # a weight beyond float64, or none above 0, leaves nothing to estimate: that candidate's
     # verdict says why, the others are evaluated
@@ -936,9 +938,10 @@ def evaluate_sequences(
         data[s_column] = s
         options["weight_column"] = s_column
         notes.append(
-            f"the divergences, the log-probability audit and the verdicts describe the logged "
-            f"responses unweighted; the sampling weights of column `{s_column}` enter the "
-            "estimates"
+            f"the sampling weights of column `{s_column}` enter the estimates, the divergences, "
+            "the audit's test of the mean weight and the verdicts (Horvitz-Thompson); the "
+            "audit's token checks of an on-policy candidate describe the logged tokens "
+            "unweighted"
         )
     # DR also for a candidate none of whose responses are logged (every weight 0, or below
     # 1e-150): the weighted residual is 0 and DR is the model's estimate, the one its refusal
@@ -1198,6 +1201,10 @@ def sequence_trajectories(logs: Any, *, step_reward_column: str = "step_rewards"
     -----
     An empty response (no token) becomes an episode of one step with probability 1 under the
     logger and every candidate and reward 0, so that every response stays one episode.
+
+    A ``weight`` column (the responses' sampling weights) is kept on every step of its
+    response, so that the trajectory estimators, which take no sampling weights, refuse it
+    rather than ignore it.
     """
     import ope
 
@@ -1258,6 +1265,9 @@ def sequence_trajectories(logs: Any, *, step_reward_column: str = "step_rewards"
     }
     for j, name in enumerate(seq.policies):  # a loop over candidates
         data[f"target__{name}"] = per_step(np.exp(seq.targets[:, j]), 1.0)
+    if SAMPLING_WEIGHT_COLUMN in seq.table.column_names:  # each step keeps its response's
+        weights = seq.table.column(SAMPLING_WEIGHT_COLUMN).to_numpy(zero_copy_only=False)
+        data[SAMPLING_WEIGHT_COLUMN] = np.repeat(weights, steps)
     return ope.read_trajectories(pd.DataFrame(data))
 
 
@@ -1406,14 +1416,31 @@ def _negative_kl_notes(row: dict[str, Any], n: int) -> list[Note]:
     return notes
 
 
-def _mean_se(x: np.ndarray) -> tuple[float, float]:
+def _mean_se(x: np.ndarray, s: np.ndarray | None = None) -> tuple[float, float]:
+    """The mean of ``x`` and its standard error; with sampling weights ``s`` the Hajek mean
+    ``sum s x / S`` (``S = sum s``) and its linearized error ``sqrt(n / (n - 1) sum s^2 (x -
+    mean)^2) / S``, as ``ope.diagnose`` gives the mean weight."""
     n = x.size
-    if not np.isfinite(x).all():
-        return float(np.mean(x)), math.inf
-    return float(np.mean(x)), float(np.std(x, ddof=1) / math.sqrt(n)) if n > 1 else math.inf
+    if s is None:
+        if not np.isfinite(x).all():
+            return float(np.mean(x)), math.inf
+        return float(np.mean(x)), float(np.std(x, ddof=1) / math.sqrt(n)) if n > 1 else math.inf
+    total = float(s.sum())
+    mean = float(np.sum(s * x) / total)
+    if not np.isfinite(x).all() or n < 2:
+        return mean, math.inf
+    dev = s * (x - mean)
+    return mean, math.sqrt(n / (n - 1.0) * float(dev @ dev)) / total
 
 
-def _predicted_ess(lw: np.ndarray) -> tuple[float, float]:
+def _kish(s: np.ndarray | None, n: int) -> float:
+    """Kish's effective sample of the sampling weights alone (``n`` without them)."""
+    if s is None:
+        return float(n)
+    return float(s.sum() ** 2 / np.sum(s * s)) if s.size else 0.0
+
+
+def _predicted_ess(lw: np.ndarray, s: np.ndarray | None = None) -> tuple[float, float]:
     """The effective sample that KL predicts under log-normal weights, and the share of
     responses the candidate cannot produce (weight 0: harmless to IPS, but KL(logger ||
     candidate) is infinite).
@@ -1421,19 +1448,31 @@ def _predicted_ess(lw: np.ndarray) -> tuple[float, float]:
     On the ``m`` responses with a positive weight, ``w (m / n)`` has mean 1 when the candidate's
     support is inside the logger's; log-normal with mean 1, its log has variance ``s2 = -2
     E[log w + log(m / n)]``, and the effective sample is ``m exp(-s2)`` (``n exp(-2 k1)``
-    without zero weights), at most ``m``.
+    without zero weights), at most ``m``. With sampling weights ``s`` the share and the mean
+    are Hajek's (``m / n`` is the weighted share of positive weights) and ``m`` is Kish's
+    effective sample of ``s`` on those responses.
     """
     zero = np.isneginf(lw)
     m = int(lw.size - np.count_nonzero(zero))
     if m == 0:
         return 0.0, 1.0
-    share = m / lw.size
-    s2 = max(-2.0 * (float(np.mean(lw[~zero])) + math.log(share)), 0.0)
-    return m * math.exp(-s2), 1.0 - share
+    if s is None:
+        share = m / lw.size
+        s2 = max(-2.0 * (float(np.mean(lw[~zero])) + math.log(share)), 0.0)
+        return m * math.exp(-s2), 1.0 - share
+    kept = s[~zero]
+    share = float(kept.sum() / s.sum())
+    mean = float(np.sum(kept * lw[~zero]) / kept.sum())
+    s2 = max(-2.0 * (mean + math.log(share)), 0.0)
+    return _kish(kept, m) * math.exp(-s2), 1.0 - share
 
 
 def sequence_divergences(
-    logs: Any, policies: Sequence[str] | None = None, *, weighting: str = "sequence"
+    logs: Any,
+    policies: Sequence[str] | None = None,
+    *,
+    weighting: str = "sequence",
+    weight_column: str | None = None,
 ) -> SequenceDivergences:
     r"""Schulman's k1, k2, k3 estimators of :math:`KL(\pi_b \| \pi_e)` with their standard
     errors, :math:`KL(\pi_e \| \pi_b) = \mathbb E_b[w \log w]`, the effective sample size and
@@ -1442,6 +1481,16 @@ def sequence_divergences(
     of at least :data:`MIN_EFFECTIVE_SHARE` of the responses, and a predicted effective sample
     :math:`n e^{-2 k_1}` of at least :data:`MIN_PREDICTED_ESS` or, in small samples,
     :data:`MIN_PREDICTED_SHARE` of the responses; every weight within float64; see the module).
+
+    With sampling weights :math:`s` (the ``weight`` column, or ``weight_column=``: response
+    :math:`i` was kept with probability :math:`1/s_i`) the divergences describe the responses
+    the logger gave, not only those kept: every mean (``k1``, ``k2``, ``k3``,
+    ``kl_candidate_logger``, ``mean_weight``) is the Hajek mean :math:`\sum s x / \sum s` with
+    its linearized standard error, ``ess`` is Kish's effective sample of :math:`s w`,
+    ``ess_share`` and the thresholds compare it with Kish's effective sample of :math:`s` alone,
+    and ``pareto_k`` is of :math:`s w` (as :func:`ope.diagnose` weighs rows). Integer weights
+    give the means of the responses repeated :math:`s` times; all-equal weights give the
+    unweighted numbers.
 
     Examples
     --------
@@ -1453,12 +1502,22 @@ def sequence_divergences(
     >>> bool(abs(t.k3 - env.kl("sampler", "tuned")) < 4 * t.k3_se)
     True
     """
-    from ope.diagnostics.tails import pareto_k
-
     seq = _check_logs(logs)
     how = check_choice(weighting, "weighting", SEQUENCE_WEIGHTINGS)
     names = _chosen(policies, seq.policies)
+    column, s = _sampling_weights(seq, weight_column)
+    return _divergences(seq, names, how, column, s)
+
+
+def _divergences(
+    seq: SequenceLogs, names: list[str], how: str, column: str | None, s: np.ndarray | None
+) -> SequenceDivergences:
+    """:func:`sequence_divergences` of checked arguments, with the sampling weights ``s`` of
+    column ``column`` (both None without them)."""
+    from ope.diagnostics.tails import pareto_k
+
     all_w = seq.log_weights(how)
+    n_eff = _kish(s, seq.n)
     rows = []
     for name in names:  # a loop over candidates
         lw = all_w[:, seq.policies.index(name)]
@@ -1471,17 +1530,19 @@ def sequence_divergences(
             k2 = 0.5 * lw * lw
             k3 = np.where(np.isneginf(lw), np.inf, np.expm1(lw) - lw)
             wl = np.where(w > 0, w * lw, 0.0)
+        if s is not None:
+            scaled = s * scaled  # what each response carries (Kish's ESS and k-hat of s w)
         ess = float(scaled.sum() ** 2 / np.sum(scaled * scaled)) if scaled.any() else 0.0
         tail = pareto_k(scaled)
         with np.errstate(over="ignore", invalid="ignore"):  # weights past 1e154: SE inf
-            mean_w, mean_w_se = _mean_se(w)
-            m1, s1 = _mean_se(k1)
-            m2, s2 = _mean_se(k2)
-            m3, s3 = _mean_se(k3)
-            mk, sk = _mean_se(wl)
+            mean_w, mean_w_se = _mean_se(w, s)
+            m1, s1 = _mean_se(k1, s)
+            m2, s2 = _mean_se(k2, s)
+            m3, s3 = _mean_se(k3, s)
+            mk, sk = _mean_se(wl, s)
         reasons = []
-        predicted, zero_share = _predicted_ess(lw)
-        limit = min(MIN_PREDICTED_ESS, MIN_PREDICTED_SHARE * seq.n)
+        predicted, zero_share = _predicted_ess(lw, s)
+        limit = min(MIN_PREDICTED_ESS, MIN_PREDICTED_SHARE * n_eff)
         if zero_share == 1.0:
             reasons.append("the candidate gives probability 0 to every logged response")
         elif top < -_MAX_LOG_WEIGHT:
@@ -1496,10 +1557,13 @@ def sequence_divergences(
             )
         if not reasons and not tail.pareto_k <= MAX_PARETO_K and math.isfinite(tail.pareto_k):
             reasons.append(f"Pareto k-hat {tail.pareto_k:.2f} > {MAX_PARETO_K}")
-        if abs(top) <= _MAX_LOG_WEIGHT and ess < MIN_EFFECTIVE_SHARE * seq.n:
-            reasons.append(
-                f"effective sample {ess:.1f} of {seq.n:,} responses (< {MIN_EFFECTIVE_SHARE:.0%})"
+        if abs(top) <= _MAX_LOG_WEIGHT and ess < MIN_EFFECTIVE_SHARE * n_eff:
+            of = (
+                f"{seq.n:,} responses"
+                if s is None
+                else f"{n_eff:.1f} (Kish's effective sample of the sampling weights alone)"
             )
+            reasons.append(f"effective sample {ess:.1f} of {of} (< {MIN_EFFECTIVE_SHARE:.0%})")
         if abs(top) <= _MAX_LOG_WEIGHT and predicted < limit:
             given = (
                 f" on the {1 - zero_share:.1%} of responses it can produce" if zero_share else ""
@@ -1536,7 +1600,7 @@ def sequence_divergences(
                 "mean_weight": mean_w,
                 "mean_weight_se": mean_w_se,
                 "ess": ess,
-                "ess_share": ess / seq.n,
+                "ess_share": ess / n_eff if n_eff > 0 else 0.0,
                 "predicted_ess": predicted,
                 "zero_weight_share": zero_share,
                 "pareto_k": float(tail.pareto_k),
@@ -1548,9 +1612,22 @@ def sequence_divergences(
         "k1 = -log w and k3 = (w - 1) - log w are unbiased for KL(logger || candidate), k3 >= 0 "
         "with less variance where w is near 1; k2 = (log w)^2 / 2 is biased with low variance "
         "(Schulman 2020); w = candidate / logger probability of a logged response",
+        *((_weighted_note(column, s, seq.n),) if column is not None and s is not None else ()),
         *(note for row in rows for note in _negative_kl_notes(row, seq.n)),
     )
     return SequenceDivergences(n=seq.n, weighting=how, _table=pd.DataFrame(rows), notes=notes)
+
+
+def _weighted_note(column: str, s: np.ndarray, n: int) -> str:
+    """The note of divergences of responses with sampling weights ``s`` (column ``column``)."""
+    return (
+        f"responses carry sampling weights (column `{column}`): k1, k2, k3, "
+        "kl_candidate_logger and mean_weight are Horvitz-Thompson (Hajek) means sum s x / sum s "
+        "of the responses the logger gave, ess is Kish's effective sample of s w (ess_share "
+        "and the evaluability thresholds compare it with Kish's of s alone) and pareto_k is of "
+        f"s w; the population is estimated at sum s = {float(s.sum()):,.6g} responses (from "
+        f"{n:,} logged)"
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -1718,7 +1795,9 @@ def _support_reason(name: str, mean_w: float, se: float) -> str:
     )
 
 
-def audit_logprobs(logs: Any, *, on_policy: str | None = None) -> LogprobAudit:
+def audit_logprobs(
+    logs: Any, *, on_policy: str | None = None, weight_column: str | None = None
+) -> LogprobAudit:
     """Check that the logged log-probabilities can be the sampling distribution (see the
     module): the identity of an on-policy candidate, token by token, with the signatures of
     truncation (kept mass), temperature and noise; and E_b[w] = 1 for every candidate.
@@ -1728,6 +1807,12 @@ def audit_logprobs(logs: Any, *, on_policy: str | None = None) -> LogprobAudit:
     logs : SequenceLogs or what :func:`read_sequences` reads
     on_policy : str, optional
         A candidate that is the logger itself.
+    weight_column : str, optional
+        The column of the responses' sampling weights (default ``weight`` when present): the
+        test of E_b[w] = 1 reads the Horvitz-Thompson weighted divergences
+        (:func:`sequence_divergences`); the token checks of ``on_policy`` describe the logged
+        tokens unweighted (they test the logged log-probabilities, which keeping some
+        responses and not others does not change), and a note says so.
 
     Returns
     -------
@@ -1743,10 +1828,17 @@ def audit_logprobs(logs: Any, *, on_policy: str | None = None) -> LogprobAudit:
     (False, 'kept_mass')
     """
     seq = _check_logs(logs)
-    return _audit(seq, _check_on_policy(seq, on_policy), sequence_divergences(seq))
+    chosen = _check_on_policy(seq, on_policy)
+    column, s = _sampling_weights(seq, weight_column)
+    return _audit(seq, chosen, _divergences(seq, list(seq.policies), "sequence", column, s), column)
 
 
-def _audit(seq: SequenceLogs, on_policy: str | None, div: SequenceDivergences) -> LogprobAudit:
+def _audit(
+    seq: SequenceLogs,
+    on_policy: str | None,
+    div: SequenceDivergences,
+    column: str | None = None,
+) -> LogprobAudit:
     """:func:`audit_logprobs` reading each candidate's mean weight and k-hat from ``div`` (the
     sequence-weighted divergences of every candidate: one pass over the weights for both)."""
     weight_rows = []
@@ -1849,10 +1941,22 @@ def _audit(seq: SequenceLogs, on_policy: str | None, div: SequenceDivergences) -
         )
     elif usable and len(flagged):
         signature, usable, reason = "support", False, str(flagged.iloc[0]["reason"])
-    notes = (
+    notes: tuple[str, ...] = (
         f"E_b[w] = 1 is tested where the weights' Pareto k-hat is at most {MAX_PARETO_K} (flagged "
         f"at |z| > {MEAN_WEIGHT_Z:g} and a deviation above 1%, as ope.diagnose does)",
     )
+    if column is not None:
+        notes += (
+            f"responses carry sampling weights (column `{column}`): the test of E_b[w] = 1 "
+            "uses the Horvitz-Thompson weighted mean weight"
+            + (
+                "; the token checks of the on-policy candidate describe the logged tokens "
+                "unweighted (they test the logged log-probabilities, which keeping some "
+                "responses and not others does not change)"
+                if on_policy is not None
+                else ""
+            ),
+        )
     return LogprobAudit(
         usable=usable,
         reason=reason,

@@ -86,6 +86,7 @@ from ope.exceptions import (
 from ope.estimators import skewed_notes
 from ope.moments import skewness
 from ope.results import Estimate, RowSource, make_estimate
+from ope.weights import SAMPLING_WEIGHT_COLUMN, refuse_sampling_weights
 
 __all__ = [
     "SlateLogs",
@@ -526,15 +527,16 @@ def slate_logs(
             f"slate logs have no rows (column {slate_id!r} is empty): there is no slate to "
             "evaluate on. Check the filter or the file that produced them."
         )
-    weight = np.asarray(cols.get("weight", np.ones(1)), dtype=np.float64)
-    if not bool(np.all(weight == 1.0)):  # the sampling weights, e.g. from pdrop
-        raise EstimationError(
-            "the slates carry sampling weights (column `weight`, not all 1, e.g. from DSJSON "
-            "pdrop), and the slate estimators are for unweighted slates: they would estimate "
-            "the value of the kept slates, not of the logged population. Evaluate one row per "
-            "slot with ope.evaluate (weighted), or drop the `weight` column to use the kept "
-            "slates as they are."
-        )
+    refuse_sampling_weights(  # the sampling weights, e.g. from pdrop
+        cols.get(SAMPLING_WEIGHT_COLUMN),
+        what="slates",
+        estimators="the slate estimators",
+        units="slates",
+        advice=(
+            "Evaluate one row per slot with ope.evaluate (weighted), or drop the `weight` "
+            "column to use the kept slates as they are."
+        ),
+    )
     cand = candidate_columns(cols)
     unread: tuple[str, ...] = ()
     if policies is not None:

@@ -39,6 +39,7 @@ from ope.exceptions import (
     ValidationError,
 )
 from ope.logs import Trajectories
+from ope.weights import SAMPLING_WEIGHT_COLUMN, refuse_sampling_weights
 
 __all__ = [
     "SEQUENTIAL_ESTIMATORS",
@@ -50,6 +51,7 @@ __all__ = [
     "where",
     "check_rows",
     "check_trajectories",
+    "refuse_trajectory_weights",
     "check_gamma",
     "column",
     "float_column",
@@ -148,6 +150,27 @@ def check_trajectories(traj: object) -> Trajectories:
             f"and sorts the steps); got {type(traj).__name__}."
         )
     return traj
+
+
+def refuse_trajectory_weights(traj: Trajectories) -> None:
+    """Refuse trajectories whose ``weight`` column is not all 1
+    (:func:`ope.weights.refuse_sampling_weights`): no trajectory estimator takes sampling
+    weights."""
+    table = traj.table
+    refuse_sampling_weights(
+        table.column(SAMPLING_WEIGHT_COLUMN)
+        if SAMPLING_WEIGHT_COLUMN in table.column_names
+        else None,
+        what="trajectories",
+        estimators="the trajectory estimators",
+        units="episodes",
+        advice=(
+            "If the column is not a sampling weight, drop or rename it before reading the "
+            "trajectories; if it is, no trajectory estimate of the traffic's value is "
+            "available: dropping it estimates the value on the kept episodes, which differs "
+            "when episodes were kept with unequal probabilities."
+        ),
+    )
 
 
 def check_gamma(gamma: object) -> float:
@@ -395,6 +418,7 @@ def validated_steps(
     check_confidence_level(confidence_level)
     rr = check_reward_range(reward_range)
     _check_model(estimator, q_hat, v_hat)
+    refuse_trajectory_weights(traj)
     if estimator in MARGINALIZED and max_weight is not None:
         raise ParameterError(
             f"`max_weight` clips cumulative weights; estimator {estimator!r} weights by the "

@@ -40,6 +40,7 @@ from ope.sequential.estimators import (
     SEQUENTIAL_ESTIMATORS,
     sequential_estimate,
 )
+from ope.sequential._steps import refuse_trajectory_weights
 
 __all__ = ["evaluate_trajectories", "TrajectoryEvaluation", "TRAJECTORY_TABLE_COLUMNS"]
 
@@ -313,6 +314,9 @@ def evaluate_trajectories(
         pdis, per-step values shared by several policies, or a bad setting.
     ope.SchemaError
         Trajectories without a ``target__<name>`` column.
+    ope.EstimationError
+        The trajectories carry a ``weight`` column that is not all 1: sampling weights, which
+        the trajectory estimators do not take (drop or rename the column if it is not one).
 
     Examples
     --------
@@ -387,6 +391,7 @@ def evaluate_trajectories(
             "are the per-step target probabilities of the logged actions, one target__<name> "
             "column per policy."
         )
+    refuse_trajectory_weights(trajectories)
     common: dict[str, Any] = {
         "gamma": gamma,
         "confidence_level": confidence_level,

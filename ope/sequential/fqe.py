@@ -25,6 +25,7 @@ from ope.sequential._steps import (
     check_rows,
     check_structure,
     check_trajectories,
+    refuse_trajectory_weights,
     float_column,
     int_column,
 )
@@ -218,6 +219,7 @@ def fitted_q_evaluation(
     if not (lam > 0.0 and math.isfinite(lam)):
         raise ParameterError(f"`ridge` must be a positive finite number; got {ridge!r}.")
     max_iterations = check_positive_int(n_iterations, "n_iterations")
+    refuse_trajectory_weights(traj)
     starts, lengths, _ = check_structure(traj)
     reward = float_column(traj, "reward", "reward")
     check_finite(reward, "reward")
