@@ -25,8 +25,11 @@ The resample weights (counts) ``c[b, i]`` of resample ``b`` and row ``i``:
   it is in cache; the replicate ``sum c a / sum c`` is the Poisson bootstrap, which differs from
   the multinomial one by ``O(1/n)`` (here ``n > EXACT_MAX_ROWS``).
 
-The counts are a function of the seed, the resample and the row alone, so the same seed gives the
-same counts whatever the block size, the number of statistics resampled together and the backend:
+Within a scheme the counts are a function of the seed, the resample and the row alone, so the same
+seed gives the same counts whatever the block size, the number of statistics resampled together
+and the backend (the scheme itself depends on ``n`` and, above :data:`EXACT_MAX_ROWS`, on how
+many distinct rows the columns resampled together hold: fewer columns can have few distinct
+rows where more do not):
 a compiled loop (numba, the optional extra ``fast``; the backend switch of :mod:`ope._kernel`,
 environment variable ``OPE_KERNEL``) or the numpy fallback, whose sums agree to about 1e-13
 relative (summation order differs). The intervals built on these sums (percentile, BCa) are in
