@@ -39,7 +39,10 @@ _INFO_KEYS: Final = (
     "propensity_model",
     "propensity_context_columns",
     "propensity_weight_column",  # only when the fit was weighted by sampling weights
+    "propensity_replaced",  # only when the logs' own propensities were replaced (text)
 )
+#: The entries kept as text (the others are JSON).
+_TEXT_KEYS: Final = ("propensity_model", "propensity_replaced")
 #: Every provenance entry's key starts so (``ope.propensity`` alone, without the underscore, is
 #: an importer's description of what the logged propensity means, and is not provenance).
 PROVENANCE_PREFIX: Final = b"ope.propensity_"
@@ -129,7 +132,7 @@ def propensity_info(logs: Any) -> dict[str, Any]:
             raw = meta.get(key.encode())
             if raw is not None:
                 text = raw.decode()
-                out[name] = json.loads(text) if name != "propensity_model" else text
+                out[name] = text if name in _TEXT_KEYS else json.loads(text)
     except (ValueError, RecursionError) as exc:  # bad UTF-8 or JSON, or nested too deeply
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         raise SchemaError(
@@ -222,12 +225,19 @@ def propensity_weight_note(logs: Any, weight_column: str | None) -> str | None:
 def propensity_notes(logs: Any, weight_column: str | None, weights: Any = None) -> list[str]:
     """The notes on the propensities of every result computed from ``logs`` with the sampling
     weights ``weight_column`` (None: unweighted): :func:`estimated_propensity_note` and
-    :func:`propensity_weight_note`, those that apply (none for logged propensities).
+    :func:`propensity_weight_note`, and the note of the logs' own propensities the estimates replaced
+    (recorded with them, so a parquet round trip keeps it), those that apply (none for logged
+    propensities).
     ``weights``, the column's values when at hand: all equal, they weigh nothing (as in
     :func:`ope.estimate_propensities`, which then fits unweighted)."""
     if weights is not None and weight_column is not None:
         values = np.asarray(weights, dtype=np.float64)
         if values.size and float(values.min()) == float(values.max()):
             weight_column = None
-    notes = [estimated_propensity_note(logs), propensity_weight_note(logs, weight_column)]
+    replaced = propensity_info(logs).get("propensity_replaced")
+    notes = [
+        estimated_propensity_note(logs),
+        replaced,  # the logs' own propensities that the estimates replaced
+        propensity_weight_note(logs, weight_column),
+    ]
     return [note for note in notes if note is not None]

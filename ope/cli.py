@@ -2884,7 +2884,7 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str, int, str]:
 # ---------------------------------------------------------------------------------------------
 def _cmd_validate(args: argparse.Namespace) -> _Outcome:
     from ope._format import format_list, wrap_text
-    from ope._provenance import estimated_propensity_note, propensity_info
+    from ope._provenance import propensity_info, propensity_notes
 
     from ope.weights import check_sampling_weight, sampling_weight_column
 
@@ -2907,9 +2907,8 @@ def _cmd_validate(args: argparse.Namespace) -> _Outcome:
             subsequent="    ",
             initial="  candidate policies (target__ columns): ",
         )
-    estimated = estimated_propensity_note(logs)
-    if estimated is not None:
-        lines += wrap_text(estimated, initial="  note: ", subsequent="    ")
+    for note in propensity_notes(logs, weight, None if weight is None else logs.column(weight)):
+        lines += wrap_text(note, initial="  note: ", subsequent="    ")
     return _Outcome(document, "\n".join(lines))
 
 

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import numpy as np
@@ -632,9 +632,9 @@ def estimate_propensities(
     )
     if weight is not None:  # absent: fitted unweighted (as every record before this key)
         meta[b"ope.propensity_weight_column"] = json.dumps(weight_name).encode()
+    if note is not None:  # every result built on these logs carries it (propensity_notes)
+        meta[b"ope.propensity_replaced"] = note.encode()
     out = read_logs(table.replace_schema_metadata(meta))
-    if note is not None:  # every result built on these logs carries the reader's notes
-        out.report = replace(out.report, notes=(*out.report.notes, note))
     return out
 
 
