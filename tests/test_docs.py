@@ -3,26 +3,33 @@
 The site itself is built by ``make docs`` (``mkdocs build --strict``, in ``.ci/run``): a broken
 link between pages or a docstring the reference cannot parse fails that build. Here: the README's
 relative links (which GitHub resolves and MkDocs never sees), the hook that writes the API page
-of the flat namespace, and the README's Python and command-line examples (slow: they evaluate,
-diagnose and render the bundled sample).
+of the flat namespace, the README's Python and command-line examples, and every ```python block
+of the user guide, run page by page in order (slow: they evaluate, diagnose and render the
+bundled sample). A guide block that cannot run here (it needs a Spark session, say) carries
+``<!-- docs-test: skip (reason) -->`` on the line just before its fence.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
 import shlex
 import subprocess
 import sys
 import warnings
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 import pytest
 
 REPO: Final = Path(__file__).resolve().parents[1]
 README: Final = REPO / "README.md"
+GUIDE: Final = REPO / "docs" / "guide"
+GUIDE_PAGES: Final = sorted(p.name for p in GUIDE.glob("*.md"))
+#: seconds one guide page's blocks may take, all together, in one fresh interpreter
+PAGE_TIMEOUT: Final = 300
 
 #: a Markdown link or image whose target is not a URL: ``[text](path#anchor)``
 _LINK: Final = re.compile(r"!?\[[^\]]*\]\((?![a-z][a-z0-9+.-]*:)([^)\s]+)\)")
@@ -52,6 +59,143 @@ def _section(text: str, heading: str, fence: str) -> str:
     block = re.search(rf"```{fence}\n(.*?)```", text[start:], re.S)
     assert block is not None, f"no ```{fence} block under '## {heading}'"
     return block.group(1)
+
+
+#: the comment that exempts the ```python block right after it: ``<!-- docs-test: skip (why) -->``
+_SKIP: Final = re.compile(r"<!--\s*docs-test:\s*skip\s*\((?P<reason>[^)]+)\)\s*-->")
+
+#: marks the runner's own lines among what the examples print
+_EVENT: Final = "@@docs-test "
+
+#: runs the blocks of a JSON list in order in one namespace; prints one event line per block
+_BLOCK_RUNNER: Final = f"""
+import json, sys, time, traceback
+blocks = json.load(open(sys.argv[1], encoding="utf-8"))
+namespace = {{"__name__": "__main__"}}
+def event(**what):
+    print({_EVENT!r} + json.dumps(what), flush=True)
+for block in blocks:
+    event(start=block["line"])
+    started = time.perf_counter()
+    try:
+        exec(compile(block["code"], block["page"] + ":" + str(block["line"]), "exec"), namespace)
+    except BaseException:
+        event(failed=block["line"], error=traceback.format_exc(limit=-4))
+        sys.exit(1)
+    event(done=block["line"], seconds=round(time.perf_counter() - started, 2))
+"""
+
+
+class _Block(NamedTuple):
+    line: int  # of the opening fence, 1-based
+    code: str
+    skip: str | None  # the reason of a docs-test: skip comment, else None
+
+
+def _python_blocks(text: str) -> list[_Block]:
+    """The fenced ```python blocks of a Markdown text, in order."""
+    lines = text.splitlines()
+    blocks = []
+    i = 0
+    while i < len(lines):
+        fence = re.match(r"^(\s*)```python\s*$", lines[i])
+        if fence is None:
+            if lines[i].lstrip().startswith("```"):  # skip another language's block whole
+                i += 1
+                while i < len(lines) and not lines[i].lstrip().startswith("```"):
+                    i += 1
+            i += 1
+            continue
+        indent = len(fence.group(1))
+        start = i
+        i += 1
+        body = []
+        while i < len(lines) and lines[i].strip() != "```":
+            body.append(lines[i][indent:])
+            i += 1
+        skip = _SKIP.search(lines[start - 1]) if start else None
+        blocks.append(_Block(start + 1, "\n".join(body) + "\n", skip and skip["reason"]))
+        i += 1
+    return blocks
+
+
+def test_guide_skip_comments_sit_on_a_python_fence() -> None:
+    """A ``docs-test: skip`` comment exempts only the block right after it, and says why."""
+    misplaced = []
+    for name in GUIDE_PAGES:
+        lines = (GUIDE / name).read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines, 1):
+            if "docs-test:" not in line:
+                continue
+            following = lines[number] if number < len(lines) else ""
+            if not _SKIP.search(line) or not following.lstrip().startswith("```python"):
+                misplaced.append(f"{name}:{number}: {line.strip()}")
+    assert not misplaced, (
+        "docs-test comments not of the form '<!-- docs-test: skip (reason) -->' on the line just"
+        " before a ```python fence:\n" + "\n".join(misplaced)
+    )
+
+
+def test_python_blocks_are_found_in_order() -> None:
+    text = (
+        "# t\n\n```python\nx = 1\n```\n\n```sh\nope evaluate\n```\n"
+        "<!-- docs-test: skip (needs pyspark) -->\n```python\nimport pyspark\n```\n"
+        "- item:\n\n    ```python\n    y = x\n    ```\n"
+    )
+    assert _python_blocks(text) == [
+        _Block(3, "x = 1\n", None),
+        _Block(11, "import pyspark\n", "needs pyspark"),
+        _Block(16, "y = x\n", None),
+    ]
+
+
+def _events(out: str) -> list[dict]:
+    """The runner's event lines of a page run's output, in order."""
+    return [json.loads(line[len(_EVENT) :]) for line in out.splitlines() if line.startswith(_EVENT)]
+
+
+#: the guide pages with ```python blocks (the others show commands or formats only)
+_CODE_PAGES: Final = [
+    name for name in GUIDE_PAGES if _python_blocks((GUIDE / name).read_text(encoding="utf-8"))
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", _CODE_PAGES)
+def test_guide_python_blocks_run_in_order(page: str, tmp_path: Path) -> None:
+    """Each guide page's ```python blocks run, in order, in one fresh interpreter started in an
+    empty directory: a page defines every name and file its examples use (a block marked
+    ``docs-test: skip`` is left out, its reason in the page)."""
+    blocks = _python_blocks((GUIDE / page).read_text(encoding="utf-8"))
+    runnable = [{"page": page, "line": b.line, "code": b.code} for b in blocks if not b.skip]
+    first_lines = {b.line: b.code.strip().splitlines()[0] for b in blocks if b.code.strip()}
+    (tmp_path / "blocks.json").write_text(json.dumps(runnable), encoding="utf-8")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _BLOCK_RUNNER, str(tmp_path / "blocks.json")],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=PAGE_TIMEOUT,
+            env={**os.environ, "MPLBACKEND": "Agg"},
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        started = [e["start"] for e in _events(out) if "start" in e]
+        at = started[-1] if started else blocks[0].line
+        pytest.fail(
+            f"docs/guide/{page}: the blocks took more than {PAGE_TIMEOUT} s; still running the"
+            f" block at line {at} ({first_lines.get(at, '')!r})"
+        )
+    events = _events(proc.stdout)
+    failed = [e for e in events if "failed" in e]
+    if failed or proc.returncode != 0:
+        at = failed[0]["failed"] if failed else None
+        error = failed[0]["error"] if failed else proc.stderr[-3000:]
+        where = f"the block at line {at} ({first_lines.get(at, '')!r})" if at else "the runner"
+        pytest.fail(f"docs/guide/{page}: {where} failed:\n{error}", pytrace=False)
+    done = {e["done"] for e in events if "done" in e}
+    assert done == {b["line"] for b in runnable}, (done, runnable)
 
 
 def test_readme_links_resolve() -> None:
