@@ -230,14 +230,14 @@ def propensity_notes(logs: Any, weight_column: str | None, weights: Any = None) 
     propensities).
     ``weights``, the column's values when at hand: all equal, they weigh nothing (as in
     :func:`ope.estimate_propensities`, which then fits unweighted)."""
+    equal = False  # equal weights weigh nothing: no fit can disagree with them
     if weights is not None and weight_column is not None:
         values = np.asarray(weights, dtype=np.float64)
-        if values.size and float(values.min()) == float(values.max()):
-            weight_column = None
+        equal = bool(values.size) and float(values.min()) == float(values.max())
     replaced = propensity_info(logs).get("propensity_replaced")
     notes = [
         estimated_propensity_note(logs),
         replaced,  # the logs' own propensities that the estimates replaced
-        propensity_weight_note(logs, weight_column),
+        None if equal else propensity_weight_note(logs, weight_column),
     ]
     return [note for note in notes if note is not None]

@@ -46,7 +46,7 @@ from ope._thresholds import PROPENSITY_TOLERANCE, kish_ess
 from ope._validation import check_choice, describe, first_rows
 from ope.exceptions import EstimationError, ParameterError, SchemaError, ValidationError
 from ope.logs import BanditLogs, as_log_table
-from ope.weights import table_sampling_weights
+from ope.weights import table_sampling_weights, varying_sampling_weight
 from ope.results import Result, ResultParts, RowSource, make_estimate
 
 __all__ = [
@@ -85,6 +85,15 @@ def _loggers(table: pa.Table) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     values = np.asarray(col.to_numpy(zero_copy_only=False)).astype(str)
     names, codes, counts = np.unique(values, return_inverse=True, return_counts=True)
     return names, codes, counts
+
+
+def _varying_weights(table: pa.Table) -> tuple[str | None, np.ndarray | None]:
+    """The column of the rows' sampling weights and their values, ``(None, None)`` without one
+    or when they are all equal (the unweighted numbers, exactly, and no note)."""
+    column, s = table_sampling_weights(table)
+    if s is None or varying_sampling_weight(s, s.size, name=str(column)) is None:
+        return None, None
+    return column, s
 
 
 def _logger_totals(codes: np.ndarray, counts: np.ndarray, s: np.ndarray | None) -> np.ndarray:
@@ -184,7 +193,7 @@ def check_loggers(logs: Any) -> LoggerCheck:
         propensity_max=("p", "max"),
         actions=("action", "nunique"),
     ).reset_index()
-    column, s = table_sampling_weights(table)
+    column, s = _varying_weights(table)
     out.insert(2, "share", _logger_totals(codes, counts, s))
     notes = []
     if column is not None:
@@ -383,7 +392,7 @@ def balanced_propensities(logs: Any, *, long_table: Any = None) -> BanditLogs:
     table = as_log_table(logs)
     names, codes, counts = _loggers(table)
     probs = logger_propensities(table, long_table=long_table)
-    shares = _logger_totals(codes, counts, table_sampling_weights(table)[1])
+    shares = _logger_totals(codes, counts, _varying_weights(table)[1])
     mix = np.zeros(table.num_rows, dtype=np.float64)
     for name, share in zip(names, shares):  # loop over loggers
         mix += share * probs[str(name)]
@@ -476,7 +485,7 @@ def evaluate_loggers(
     )
     mix = ", ".join(f"{n}: {c:,}" for n, c in zip(names, counts))
     if how == "balanced":
-        column, s = table_sampling_weights(table)
+        column, s = _varying_weights(table)
         if column is not None:
             assert s is not None
             totals = np.bincount(codes, weights=s, minlength=names.size)

@@ -630,7 +630,9 @@ def estimate_propensities(
             b"ope.propensity_context_columns": json.dumps(_column_names(context_columns)).encode(),
         }
     )
-    if weight is not None:  # absent: fitted unweighted (as every record before this key)
+    if weight_name is not None:  # absent: no weights (as every record before this key); all
+        # equal weights are recorded too (the fit is the same), so that a scan of these logs,
+        # which does not read the values, finds the fit's weights equal to its own
         meta[b"ope.propensity_weight_column"] = json.dumps(weight_name).encode()
     if note is not None:  # every result built on these logs carries it (propensity_notes)
         meta[b"ope.propensity_replaced"] = note.encode()
@@ -648,7 +650,7 @@ def _sampling_weights(
     name, values = table_sampling_weights(table, weight_column)
     if name is None:
         return None, None
-    return varying_sampling_weight(values, table.num_rows, name=name), name
+    return varying_sampling_weight(values, table.num_rows, name=name), name  # the name kept
 
 
 def _replaced_note(table: pa.Table, replaced: list[str]) -> str | None:

@@ -75,7 +75,13 @@ import pyarrow as pa
 
 from ope._format import Note
 from ope._result import INTERVAL_COLUMNS, Result, ResultParts, interval_rows
-from ope._thresholds import ESS_RATIO_WARN, K_RELIABLE, MEAN_WEIGHT_Z, mean_weight_check
+from ope._thresholds import (
+    ESS_RATIO_WARN,
+    K_RELIABLE,
+    MEAN_WEIGHT_Z,
+    kish_ess,
+    mean_weight_check,
+)
 from ope._validation import (
     MAX_FINITE_WEIGHT,
     check_choice,
@@ -1036,7 +1042,7 @@ def evaluate_sequences(
 def _sampling_weights(seq: SequenceLogs, weight_column: Any) -> tuple[str | None, Any]:
     """The column of the responses' sampling weights (``weight_column``, else ``weight`` when
     present, as :func:`ope.evaluate`) and its checked values; ``(None, None)`` without one."""
-    from ope.weights import check_sampling_weight, sampling_weight_column
+    from ope.weights import sampling_weight_column, varying_sampling_weight
 
     column = sampling_weight_column(seq.table.column_names, weight_column)
     if column is None:
@@ -1055,10 +1061,9 @@ def _sampling_weights(seq: SequenceLogs, weight_column: Any) -> tuple[str | None
             f"{kind}. A sampling weight is 1 / the probability that the response was kept."
         )
     values = seq.table.column(column).to_numpy(zero_copy_only=False)
-    weights = check_sampling_weight(np.asarray(values, dtype=np.float64), seq.n, name=column)
-    if bool(np.all(weights == 1.0)):  # every response kept for sure: the unweighted numbers
-        return None, None
-    return column, weights
+    # equal weights (every response kept with one probability): the unweighted numbers, exactly
+    weights = varying_sampling_weight(np.asarray(values, dtype=np.float64), seq.n, name=column)
+    return (None, None) if weights is None else (column, weights)
 
 
 def _model_columns(
@@ -1184,7 +1189,9 @@ class SequenceEvaluation(Result):
         )
 
 
-def sequence_trajectories(logs: Any, *, step_reward_column: str = "step_rewards") -> Any:
+def sequence_trajectories(
+    logs: Any, *, step_reward_column: str = "step_rewards", weight_column: str | None = None
+) -> Any:
     """The responses as episodes of :class:`ope.Trajectories`, one step per token (or agent
     step): ``propensity`` and ``target__<name>`` the token probabilities, ``reward`` the step's
     reward from the list column ``step_reward_column``. :func:`ope.sequential_estimate` then gives
@@ -1202,9 +1209,10 @@ def sequence_trajectories(logs: Any, *, step_reward_column: str = "step_rewards"
     An empty response (no token) becomes an episode of one step with probability 1 under the
     logger and every candidate and reward 0, so that every response stays one episode.
 
-    A ``weight`` column (the responses' sampling weights) is kept on every step of its
-    response, so that the trajectory estimators, which take no sampling weights, refuse it
-    rather than ignore it.
+    The responses' sampling weights (``weight_column``, default the ``weight`` column, as
+    :func:`evaluate_sequences` reads them) are kept on every step of their response as the
+    trajectories' ``weight`` column, so that the trajectory estimators, which take no sampling
+    weights, refuse them rather than ignore them.
     """
     import ope
 
@@ -1265,8 +1273,11 @@ def sequence_trajectories(logs: Any, *, step_reward_column: str = "step_rewards"
     }
     for j, name in enumerate(seq.policies):  # a loop over candidates
         data[f"target__{name}"] = per_step(np.exp(seq.targets[:, j]), 1.0)
-    if SAMPLING_WEIGHT_COLUMN in seq.table.column_names:  # each step keeps its response's
-        weights = seq.table.column(SAMPLING_WEIGHT_COLUMN).to_numpy(zero_copy_only=False)
+    from ope.weights import sampling_weight_column
+
+    own = sampling_weight_column(seq.table.column_names, weight_column)
+    if own is not None:  # each step keeps its response's (under the name trajectories refuse)
+        weights = seq.table.column(own).to_numpy(zero_copy_only=False)
         data[SAMPLING_WEIGHT_COLUMN] = np.repeat(weights, steps)
     return ope.read_trajectories(pd.DataFrame(data))
 
@@ -1437,7 +1448,7 @@ def _kish(s: np.ndarray | None, n: int) -> float:
     """Kish's effective sample of the sampling weights alone (``n`` without them)."""
     if s is None:
         return float(n)
-    return float(s.sum() ** 2 / np.sum(s * s)) if s.size else 0.0
+    return kish_ess(float(s.sum()), float(np.sum(s * s)))
 
 
 def _predicted_ess(lw: np.ndarray, s: np.ndarray | None = None) -> tuple[float, float]:

@@ -646,3 +646,24 @@ def test_sampling_weights_in_another_column_are_named_and_recorded():
     assert check.verdict == "consistent"
     with pytest.raises(SchemaError, match="weight_column='v' is not a column"):
         estimate_propensities(renamed, context_columns=["x0", "x1"], weight_column="v")
+
+
+def test_equal_sampling_weights_give_no_note_on_a_scan(tmp_path):
+    """All-equal weights fit as none; the record keeps their column, so a scan of the written
+    logs (which reads no values) finds the fit's weights its own and adds no note (a review
+    found it advising a weighted fit that is the same fit)."""
+    import pyarrow.parquet as pq
+
+    import ope
+
+    table, _ = _thinned_logs(n=3_000)
+    equal = table.set_column(5, "weight", pa.array(np.full(table.num_rows, 2.0)))
+    logs = estimate_propensities(equal.drop_columns(["propensity"]), context_columns=["x0", "x1"])
+    assert propensity_info(logs)["propensity_weight_column"] == "weight"
+    path = tmp_path / "equal.parquet"
+    pq.write_table(logs.table, path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for source in (logs, ope.scan_logs(path)):
+            notes = ope.evaluate(source, estimators=("ips",)).notes
+            assert not any("sampling weights `weight`" in n and "estimated" in n for n in notes)

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import ope
-from ope.exceptions import EstimationError
+from ope.exceptions import EstimationError, SchemaError
 from ope.loggers import balanced_propensities, check_loggers, evaluate_loggers
 from ope.sequences import audit_logprobs, read_sequences, sequence_divergences
 
@@ -308,3 +308,26 @@ def test_the_audit_tests_the_weighted_mean_weight_and_says_so():
     equal = audit_logprobs(frame.assign(weight=7.0)).weights()
     np.testing.assert_allclose(equal["mean_weight"], plain["mean_weight"], rtol=1e-12)
     np.testing.assert_allclose(equal["z"], plain["z"], rtol=1e-9)
+
+
+def test_sequence_trajectories_keep_weights_of_any_column_name() -> None:
+    """Weights in a column named by weight_column= reach the trajectories' `weight` column,
+    so the trajectory estimators refuse them (before, only a column named `weight` was kept,
+    and weights in `w` were dropped without a word); equal weights are the unweighted rows."""
+    frame = _responses().rename(columns={"weight": "w"})
+    frame["step_rewards"] = [
+        [0.0] * (len(b) - 1) + [r] for b, r in zip(frame["behavior_logprobs"], frame["reward"])
+    ]
+    traj = ope.sequence_trajectories(ope.read_sequences(frame), weight_column="w")
+    with pytest.raises(EstimationError, match="column `weight`"):
+        ope.evaluate_trajectories(traj)
+    with pytest.raises(SchemaError, match="weight_column='v' is not a column"):
+        ope.sequence_trajectories(ope.read_sequences(frame), weight_column="v")
+
+
+def test_equal_response_weights_give_the_unweighted_divergences_exactly() -> None:
+    frame = _responses()
+    plain = ope.sequence_divergences(ope.read_sequences(frame.drop(columns="weight")))
+    equal = ope.sequence_divergences(ope.read_sequences(frame.assign(weight=3.0)))
+    pd.testing.assert_frame_equal(equal.table(), plain.table())
+    assert not any("sampling weights" in n for n in equal.notes)
