@@ -267,14 +267,11 @@ def refuse_sampling_weights(
     (they are no weight, and a rename says so)."""
     if weight is None:
         return
-    try:
-        values = np.asarray(
-            weight.to_numpy(zero_copy_only=False) if hasattr(weight, "to_numpy") else weight,
-            dtype=np.float64,
-        )
-    except (TypeError, ValueError):
-        values = None
-    if values is not None and bool(np.all(values == 1.0)):
+    raw = np.asarray(
+        weight.to_numpy(zero_copy_only=False) if hasattr(weight, "to_numpy") else weight
+    )
+    # numbers only: text such as "1" (or booleans) is no weight, even where it reads as 1
+    if raw.dtype.kind in "iuf" and bool(np.all(raw == 1.0)):
         return
     raise EstimationError(
         f"the {what} carry sampling weights (column `{SAMPLING_WEIGHT_COLUMN}`, not all 1: "

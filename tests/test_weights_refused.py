@@ -12,6 +12,7 @@ import warnings
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 
 import ope
@@ -331,3 +332,17 @@ def test_equal_response_weights_give_the_unweighted_divergences_exactly() -> Non
     equal = ope.sequence_divergences(ope.read_sequences(frame.assign(weight=3.0)))
     pd.testing.assert_frame_equal(equal.table(), plain.table())
     assert not any("sampling weights" in n for n in equal.notes)
+
+
+def test_a_text_weight_column_is_no_unit_weight() -> None:
+    """A `weight` column of the text "1" is refused like any column that is not numbers (it
+    passed as all-1 weights, a review found); integer and float ones stay accepted."""
+    from ope.weights import refuse_sampling_weights
+
+    for column in (pa.array(["1", "1"]), np.array(["1", "1"]), [True, True]):
+        with pytest.raises(EstimationError, match="take no sampling weights"):
+            refuse_sampling_weights(
+                column, what="replays", estimators="paired effects", units="pairs"
+            )
+    for column in (pa.array([1, 1]), np.ones(2), [1.0, 1.0], None):
+        refuse_sampling_weights(column, what="replays", estimators="paired effects", units="pairs")
