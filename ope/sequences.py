@@ -1042,7 +1042,11 @@ def evaluate_sequences(
 def _sampling_weights(seq: SequenceLogs, weight_column: Any) -> tuple[str | None, Any]:
     """The column of the responses' sampling weights (``weight_column``, else ``weight`` when
     present, as :func:`ope.evaluate`) and its checked values; ``(None, None)`` without one."""
-    from ope.weights import sampling_weight_column, varying_sampling_weight
+    from ope.weights import (
+        sampling_weight_column,
+        table_sampling_weights,
+        varying_sampling_weight,
+    )
 
     column = sampling_weight_column(seq.table.column_names, weight_column)
     if column is None:
@@ -1054,15 +1058,9 @@ def _sampling_weights(seq: SequenceLogs, weight_column: Any) -> tuple[str | None
             f"itself ({', '.join(own)}, target__<name>); name the column of the sampling "
             "weights (1 / the probability that the response was kept), or rename it."
         )
-    kind = seq.table.schema.field(column).type
-    if not (pa.types.is_floating(kind) or pa.types.is_integer(kind)):
-        raise SchemaError(
-            f"column `{column}` (the responses' sampling weights) must be numeric; it holds "
-            f"{kind}. A sampling weight is 1 / the probability that the response was kept."
-        )
-    values = seq.table.column(column).to_numpy(zero_copy_only=False)
+    _, values = table_sampling_weights(seq.table, column)  # numeric, checked
     # equal weights (every response kept with one probability): the unweighted numbers, exactly
-    weights = varying_sampling_weight(np.asarray(values, dtype=np.float64), seq.n, name=column)
+    weights = varying_sampling_weight(values, seq.n, name=column)
     return (None, None) if weights is None else (column, weights)
 
 
